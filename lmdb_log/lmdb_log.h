@@ -1,0 +1,86 @@
+/* The durable Raft log and hard state, stored in LMDB.
+ *
+ * One LMDB environment per node (a directory) with two named databases:
+ * "entries" (key: 8-byte big-endian index; value: see format.h: term, type,
+ * payload and a checksum verified on every read) and "meta" (format version,
+ * term, vote, first index). Each append is one write transaction: set the
+ * hard state, delete a conflicting suffix, then append with MDB_APPEND; one
+ * fsync per batch (LMDB's default synchronous commit, never MDB_NOSYNC).
+ * The map grows on MDB_MAP_FULL, doubling up to a ceiling; past it appends
+ * fail with RAFT_NOSPACE and nothing is half-written.
+ *
+ * Threads: one thread writes at a time (the disk thread); reads may run on
+ * any thread concurrently with the writer (the env is opened MDB_NOTLS and
+ * read transactions are short). Not safe to close while other calls run. */
+
+#ifndef LMDB_LOG_H
+#define LMDB_LOG_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "../raft/raft.h"
+
+struct lmdb_log; /* opaque */
+
+/* lmdb_log_open opens (creating if needed) the log in directory @dir
+ * (created with mode 0700 if missing). @max_bytes is the ceiling of the LMDB
+ * map, rounded up to the page size (the log_max_mb setting); the initial map
+ * is min(64 MiB, @max_bytes) or the file's current size, whichever is
+ * larger. On failure writes a message naming the cause into @errmsg
+ * (@errmsg_len bytes, NUL-terminated) and leaves nothing open.
+ * Errors: RAFT_INVALID (@max_bytes too small), RAFT_IOERR (directory or
+ * LMDB failure), RAFT_FORMAT (written by an unknown format version),
+ * RAFT_CORRUPT (meta records unreadable), RAFT_NOMEM. */
+int lmdb_log_open(const char *dir, uint64_t max_bytes, struct lmdb_log **out,
+                  char *errmsg, size_t errmsg_len);
+
+/* lmdb_log_close closes the environment and frees @l. NULL is ignored. */
+void lmdb_log_close(struct lmdb_log *l);
+
+/* lmdb_log_errmsg returns the message of the last failed call on @l
+ * ("" when none); valid until the next call on @l. */
+const char *lmdb_log_errmsg(const struct lmdb_log *l);
+
+/* lmdb_log_hard_state reads the stored term and vote into @out (both 0 for
+ * a new log). Errors: RAFT_IOERR, RAFT_CORRUPT. */
+int lmdb_log_hard_state(struct lmdb_log *l, struct raft_hard_state *out);
+
+/* lmdb_log_bounds reads the first and last stored index. An empty log gives
+ * *out_first = first_index setting (1 for a new log) and *out_last =
+ * *out_first - 1. Errors: RAFT_IOERR. */
+int lmdb_log_bounds(struct lmdb_log *l, raft_index *out_first,
+                    raft_index *out_last);
+
+/* lmdb_log_entries reads the entries with index in [@lo, @hi] (inclusive),
+ * stopping early once their payloads exceed @max_bytes (at least one entry
+ * is returned when @lo <= @hi; 0 means no limit). On success *out is a new
+ * array of *out_n entries that the caller frees with lmdb_log_entries_free;
+ * each entry's data is a new buf reference.
+ * Errors: RAFT_NOTFOUND (an index in the range is not stored), RAFT_CORRUPT
+ * (checksum mismatch or malformed value; the message names the index),
+ * RAFT_IOERR, RAFT_NOMEM. */
+int lmdb_log_entries(struct lmdb_log *l, raft_index lo, raft_index hi,
+                     uint64_t max_bytes, struct raft_entry **out,
+                     unsigned *out_n);
+
+/* lmdb_log_entries_free drops the references of @n entries and frees the
+ * array @entries (NULL is ignored). */
+void lmdb_log_entries_free(struct raft_entry *entries, unsigned n);
+
+/* lmdb_log_append writes, in one durable write transaction: the hard state
+ * @hs (NULL to leave it as is), then deletes every stored entry with index
+ * >= entries[0].index, then stores @entries (n long, consecutive indexes,
+ * entries[0].index <= last stored index + 1). @n may be 0 to store only the
+ * hard state. Either all of it is durable on return 0, or nothing changed.
+ * Errors: RAFT_INVALID (non-consecutive indexes, or a gap after the log),
+ * RAFT_NOSPACE (the map reached its ceiling: "log full"), RAFT_IOERR,
+ * RAFT_NOMEM. */
+int lmdb_log_append(struct lmdb_log *l, const struct raft_hard_state *hs,
+                    const struct raft_entry *entries, unsigned n);
+
+/* lmdb_log_truncate_suffix deletes every entry with index >= @index, in one
+ * durable transaction. Errors: RAFT_IOERR. */
+int lmdb_log_truncate_suffix(struct lmdb_log *l, raft_index index);
+
+#endif /* LMDB_LOG_H */

@@ -1,0 +1,42 @@
+/* Reference-counted payload buffers (see buf.h). */
+
+#include "buf.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+struct raft_buf *raft_buf_new(size_t len)
+{
+    struct raft_buf *b = malloc(sizeof *b + len);
+    if (b == NULL) {
+        return NULL;
+    }
+    atomic_init(&b->refs, 1);
+    b->len = len;
+    return b;
+}
+
+struct raft_buf *raft_buf_copy(const void *p, size_t len)
+{
+    struct raft_buf *b = raft_buf_new(len);
+    if (b != NULL && len > 0) {
+        memcpy(b->data, p, len);
+    }
+    return b;
+}
+
+struct raft_buf *raft_buf_ref(struct raft_buf *b)
+{
+    if (b != NULL) {
+        atomic_fetch_add_explicit(&b->refs, 1, memory_order_relaxed);
+    }
+    return b;
+}
+
+void raft_buf_unref(struct raft_buf *b)
+{
+    if (b != NULL &&
+        atomic_fetch_sub_explicit(&b->refs, 1, memory_order_acq_rel) == 1) {
+        free(b);
+    }
+}

@@ -1,0 +1,38 @@
+/* Immutable, reference-counted byte buffers: entry payloads shared by the
+ * Raft core, the disk thread, the apply thread and the transport without
+ * copying. The count is atomic, so references may be taken and dropped from
+ * any thread; the bytes must not change once the buffer is shared. */
+
+#ifndef RAFT_BUF_H
+#define RAFT_BUF_H
+
+#include <stdatomic.h>
+#include <stddef.h>
+
+/* A payload: @len bytes at @data, freed when the last reference goes.
+ * Invariant: refs >= 1 while anyone holds the pointer. */
+struct raft_buf {
+    atomic_uint refs;      /* number of holders */
+    size_t len;            /* payload length, bytes */
+    unsigned char data[];  /* payload bytes */
+};
+
+/* raft_buf_new allocates a buffer of @len bytes (contents undefined) with
+ * one reference owned by the caller. Returns NULL when out of memory. Any
+ * thread. */
+struct raft_buf *raft_buf_new(size_t len);
+
+/* raft_buf_copy allocates a buffer holding a copy of @len bytes at @p (@p may
+ * be NULL when @len is 0), one reference owned by the caller. Returns NULL
+ * when out of memory. Any thread. */
+struct raft_buf *raft_buf_copy(const void *p, size_t len);
+
+/* raft_buf_ref takes one more reference to @b (NULL is allowed and ignored)
+ * and returns @b. Any thread. */
+struct raft_buf *raft_buf_ref(struct raft_buf *b);
+
+/* raft_buf_unref drops one reference to @b, freeing it with the last one.
+ * NULL is allowed and ignored. Any thread. */
+void raft_buf_unref(struct raft_buf *b);
+
+#endif /* RAFT_BUF_H */

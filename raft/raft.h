@@ -1,0 +1,278 @@
+/* The Raft consensus core: a pure state machine with no I/O, threads, clock
+ * or hidden randomness. Events go in through raft_step (time, received
+ * messages, proposals, storage completions); each step hands back an update
+ * saying what to persist, what to send and what to apply.
+ *
+ * Sources: Ongaro & Ousterhout, "In Search of an Understandable Consensus
+ * Algorithm" (the paper, Figure 2 and §5), Ongaro's thesis (§3, §6.2, §9.6),
+ * and etcd-io/raft's Ready/Advance contract (persist before acknowledging).
+ *
+ * The driver contract (what the caller of raft_step must do with an update):
+ *   1. If update.hard_state_changed, the new term and vote must be durable
+ *      before any message of that same update is sent. Otherwise messages
+ *      may be sent at once, in parallel with the disk write (the leader's
+ *      AppendEntries go out while its own fsync runs).
+ *   2. update.entries must be written to the durable log in update order,
+ *      after deleting every stored entry with index >= entries[0].index (a
+ *      conflicting suffix, paper Fig. 2 receiver rule 3). When they and the
+ *      hard state are durable, step a RAFT_EVENT_PERSISTED with the index and
+ *      term of the last entry written. The core acknowledges entries to the
+ *      leader, and the leader counts its own vote, only after that event.
+ *   3. update.committed entries are committed and durable on this node; apply
+ *      them in order. They are never handed out twice by one raft instance.
+ *
+ * Threads: a struct raft is used by one thread at a time (the loop thread in
+ * the node runtime); several instances may live in one process. */
+
+#ifndef RAFT_H
+#define RAFT_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "buf.h"
+#include "err.h"
+
+typedef uint64_t raft_term;  /* election term, 0 before the first */
+typedef uint64_t raft_index; /* log index, first entry is 1; 0 means none */
+typedef uint64_t raft_id;    /* server id, > 0 */
+
+/* Roles of a server (paper §5.1). */
+enum raft_role {
+    RAFT_FOLLOWER = 1,
+    RAFT_CANDIDATE = 2,
+    RAFT_LEADER = 3,
+};
+
+/* Entry types. NORMAL carries an application payload; NOOP is the empty
+ * entry each new leader appends to commit entries of earlier terms (paper
+ * §5.4.2, thesis §6.4). */
+enum raft_entry_type {
+    RAFT_ENTRY_NORMAL = 1,
+    RAFT_ENTRY_NOOP = 2,
+};
+
+/* One log entry. @data is NULL for an empty payload. Whoever stores an entry
+ * beyond the call that handed it over takes its own reference to @data. */
+struct raft_entry {
+    raft_term term;        /* term of the leader that created it */
+    raft_index index;      /* position in the log */
+    uint8_t type;          /* enum raft_entry_type */
+    struct raft_buf *data; /* payload, NULL when empty */
+};
+
+/* The state that must survive a restart (paper Fig. 2 "persistent state"),
+ * besides the log itself. */
+struct raft_hard_state {
+    raft_term term; /* currentTerm */
+    raft_id vote;   /* votedFor in @term, 0 for none */
+};
+
+/* Message types. The first four are Raft's RPCs; FORWARD and FORWARD_RESULT
+ * carry a follower's client request to the leader and its answer (thesis
+ * §6.2). The core handles only the Raft RPCs; the node runtime handles the
+ * forwarding pair. */
+enum raft_message_type {
+    RAFT_MSG_REQUEST_VOTE = 1,
+    RAFT_MSG_REQUEST_VOTE_RESULT = 2,
+    RAFT_MSG_APPEND_ENTRIES = 3,
+    RAFT_MSG_APPEND_ENTRIES_RESULT = 4,
+    RAFT_MSG_FORWARD = 5,
+    RAFT_MSG_FORWARD_RESULT = 6,
+};
+
+/* RequestVote (paper Fig. 2; pre-vote, thesis §9.6). */
+struct raft_request_vote {
+    raft_term term;            /* candidate's term (the next term for a
+                                  pre-vote, which does not change it) */
+    raft_index last_log_index; /* index of candidate's last log entry */
+    raft_term last_log_term;   /* term of candidate's last log entry */
+    bool pre_vote;             /* true for a pre-vote request */
+};
+
+/* RequestVote response. */
+struct raft_request_vote_result {
+    raft_term term;    /* responder's current term (or the request's term
+                          when answering a pre-vote it grants) */
+    bool vote_granted; /* true when the vote is granted */
+    bool pre_vote;     /* true when answering a pre-vote */
+};
+
+/* AppendEntries (paper Fig. 2). With no entries it is a heartbeat. The
+ * entries array and their bufs belong to the sender of the message (the core
+ * for outgoing messages, the decoder for incoming ones). */
+struct raft_append_entries {
+    raft_term term;             /* leader's term */
+    raft_index prev_log_index;  /* index of the entry before the new ones */
+    raft_term prev_log_term;    /* term of that entry */
+    raft_index leader_commit;   /* leader's commit index */
+    struct raft_entry *entries; /* new entries, n_entries long */
+    uint32_t n_entries;         /* number of entries, 0 for a heartbeat */
+};
+
+/* AppendEntries response. On success @last_log_index is the index of the
+ * last entry the follower now holds durably that matches the request. On
+ * rejection @reject_index is the request's prev_log_index and
+ * @last_log_index the follower's last log index, a hint that lets the leader
+ * skip back quickly (thesis §5.3 optimization). */
+struct raft_append_entries_result {
+    raft_term term;            /* responder's current term */
+    bool success;              /* true when the entries matched */
+    raft_index reject_index;   /* prev_log_index of a rejected request */
+    raft_index last_log_index; /* see above */
+};
+
+/* A client request forwarded from a follower to the leader. @request_id is
+ * chosen by the origin node and identifies the request across retries. */
+struct raft_forward {
+    uint64_t request_id[2]; /* origin node id, origin sequence number */
+    struct raft_buf *data;  /* the request payload (owned by the sender) */
+};
+
+/* The leader's answer to a forwarded request: @status is 0 when the request
+ * was appended to the leader's log at @index in @term, else a project error
+ * code (RAFT_NOTLEADER, RAFT_BUSY, RAFT_TOOBIG, ...). */
+struct raft_forward_result {
+    uint64_t request_id[2]; /* as in the request */
+    int32_t status;         /* 0 or an error code */
+    raft_index index;       /* log index assigned, when status is 0 */
+    raft_term term;         /* term of that entry, when status is 0 */
+};
+
+/* A message between two servers. */
+struct raft_message {
+    uint8_t type; /* enum raft_message_type */
+    raft_id from; /* sender id */
+    raft_id to;   /* receiver id */
+    union {
+        struct raft_request_vote request_vote;
+        struct raft_request_vote_result request_vote_result;
+        struct raft_append_entries append_entries;
+        struct raft_append_entries_result append_entries_result;
+        struct raft_forward forward;
+        struct raft_forward_result forward_result;
+    };
+};
+
+/* Static configuration of one server. Times are in milliseconds of the
+ * clock carried by RAFT_EVENT_TICK. */
+struct raft_config {
+    raft_id id;                  /* this server's id, must be in @voters */
+    const raft_id *voters;       /* ids of all voting servers, n_voters */
+    unsigned n_voters;           /* 1..RAFT_MAX_VOTERS */
+    unsigned election_timeout;   /* ms; the actual timeout is randomized in
+                                    [election_timeout, 2*election_timeout) */
+    unsigned heartbeat_interval; /* ms, < election_timeout */
+    uint64_t max_size_per_msg;   /* max payload bytes in one AppendEntries
+                                    (at least one entry is always sent) */
+    unsigned max_inflight_msgs;  /* pipelined AppendEntries per follower */
+    uint64_t seed;               /* seed of the core's own PRNG */
+};
+
+/* The most voters a configuration may hold. */
+#define RAFT_MAX_VOTERS 16
+
+/* Replication state of one follower, as seen by a leader (etcd tracker). */
+enum raft_progress_state {
+    RAFT_PROGRESS_PROBE = 1,     /* one AppendEntries at a time */
+    RAFT_PROGRESS_REPLICATE = 2, /* pipelined, up to max_inflight_msgs */
+};
+
+/* Event types fed to raft_step. */
+enum raft_event_type {
+    RAFT_EVENT_TICK = 1,      /* time passed: @tick.now is the clock, ms */
+    RAFT_EVENT_RECEIVE = 2,   /* a message arrived: @receive */
+    RAFT_EVENT_PROPOSE = 3,   /* append payloads to the log: @propose */
+    RAFT_EVENT_PERSISTED = 4, /* the log through @persisted is durable */
+};
+
+/* One input to the core. For RECEIVE and PROPOSE, the core takes its own
+ * references to any bufs it keeps; the caller keeps and drops its own. */
+struct raft_event {
+    uint8_t type; /* enum raft_event_type */
+    union {
+        struct {
+            uint64_t now; /* monotonic clock, ms, never decreasing */
+        } tick;
+        struct raft_message receive;
+        struct {
+            struct raft_buf *const *bufs; /* payloads, one entry each */
+            unsigned n;                   /* number of payloads, >= 1 */
+        } propose;
+        struct {
+            raft_index index; /* last entry written durably */
+            raft_term term;   /* term of that entry */
+        } persisted;
+    };
+};
+
+/* The output of one raft_step. All arrays point into memory owned by the
+ * core and stay valid until the next raft_step or raft_close on the same
+ * instance; take references to entry bufs that must live longer. */
+struct raft_update {
+    bool hard_state_changed;           /* persist @hard_state (rule 1) */
+    struct raft_hard_state hard_state; /* the new term and vote */
+    const struct raft_entry *entries;  /* to persist (rule 2), n_entries */
+    unsigned n_entries;
+    const struct raft_message *messages; /* to send, n_messages */
+    unsigned n_messages;
+    const struct raft_entry *committed; /* to apply (rule 3), n_committed */
+    unsigned n_committed;
+    raft_index proposed_index; /* PROPOSE: index of the first new entry */
+    raft_term proposed_term;   /* PROPOSE: term of the new entries */
+};
+
+struct raft; /* opaque */
+
+/* raft_new creates a core from its configuration and from what was durable
+ * at the last stop: @hs (NULL for a fresh server), and the log @entries,
+ * n_entries long, contiguous, whose first index is @first_index (entries
+ * before it were compacted into a snapshot; pass 1 for a full log). The core
+ * keeps its own copy of @cfg's arrays and references to the entry bufs.
+ * @applied is the last index already applied to the state machine: the
+ * core never hands those out as committed again. The new core is a
+ * follower of term hs->term. Writes *out only on success.
+ * Errors: RAFT_NOMEM; RAFT_INVALID when @cfg is inconsistent (id not a
+ * voter, zero or duplicate ids, heartbeat >= election timeout, too many
+ * voters) or the entries are not contiguous from @first_index. */
+int raft_new(const struct raft_config *cfg, const struct raft_hard_state *hs,
+             raft_index first_index, const struct raft_entry *entries,
+             unsigned n_entries, raft_index applied, struct raft **out);
+
+/* raft_close frees the core and every reference it holds. NULL is ignored. */
+void raft_close(struct raft *r);
+
+/* raft_step feeds one event to the core and fills @update (which the caller
+ * provides; its previous contents are ignored) with what to do next, as
+ * described at the top of this file. On an error nothing changed and
+ * @update is empty.
+ * Errors: RAFT_NOTLEADER (PROPOSE on a non-leader); RAFT_INVALID (malformed
+ * event, e.g. a message not addressed to this server); RAFT_NOMEM. */
+int raft_step(struct raft *r, const struct raft_event *event,
+              struct raft_update *update);
+
+/* Accessors, for status reports and tests. Same thread as raft_step. */
+enum raft_role raft_role(const struct raft *r);
+raft_term raft_current_term(const struct raft *r);
+raft_id raft_leader_id(const struct raft *r); /* 0 when unknown */
+raft_index raft_commit_index(const struct raft *r);
+raft_index raft_last_index(const struct raft *r);
+raft_index raft_first_index(const struct raft *r);
+raft_index raft_persisted_index(const struct raft *r);
+
+/* What a leader knows of one follower. */
+struct raft_progress_info {
+    raft_index match_index; /* highest index known replicated */
+    raft_index next_index;  /* next index to send */
+    uint8_t state;          /* enum raft_progress_state */
+    unsigned inflight;      /* AppendEntries sent and not yet answered */
+};
+
+/* raft_progress fills @out with the leader's view of follower @id.
+ * Errors: RAFT_NOTLEADER when this server is not the leader; RAFT_NOTFOUND
+ * when @id is not another voter. */
+int raft_progress(const struct raft *r, raft_id id,
+                  struct raft_progress_info *out);
+
+#endif /* RAFT_H */

@@ -1,0 +1,78 @@
+/* The libuv TCP transport between the servers of one cluster.
+ *
+ * Each server listens on its own address and opens one outgoing connection
+ * to every peer; it sends on its outgoing connections and receives on the
+ * connections it accepted. A connection starts with a handshake frame
+ * (magic "RFTSQL", wire version, sender id); then carries frames of
+ * message.h. A broken outgoing connection is re-dialled with exponential
+ * backoff (100 ms doubling to 2 s). A malformed frame, bad handshake or
+ * oversized length closes that one connection and is logged; the server
+ * keeps running.
+ *
+ * Threads: every function runs on the loop thread of @loop. */
+
+#ifndef RAFT_UV_H
+#define RAFT_UV_H
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <uv.h>
+
+#include "logging.h"
+#include "raft.h"
+
+/* A peer to connect to. */
+struct raft_uv_peer {
+    raft_id id;       /* the peer's server id */
+    char host[64];    /* numeric IPv4 address, e.g. "127.0.0.1" */
+    uint16_t port;    /* TCP port */
+};
+
+struct raft_uv_transport; /* opaque */
+
+/* Called on the loop thread for each message received. @m and its bufs
+ * belong to the transport and are released after the callback returns;
+ * take references to keep bufs. @m->from is the sender established by the
+ * connection's handshake. */
+typedef void (*raft_uv_recv_cb)(void *data, const struct raft_message *m);
+
+/* raft_uv_transport_start starts listening on @listen_host:@listen_port
+ * (port 0 picks a free port, see raft_uv_transport_port) and dialling each
+ * of the @n_peers @peers (copied). @max_frame_bytes bounds the body of one
+ * frame in either direction. @recv_cb and @log_cb are called with @data.
+ * Writes *out only on success; @errmsg receives the message on failure.
+ * Errors: RAFT_IOERR (bind/listen failure, e.g. address in use, with
+ * uv_strerror text), RAFT_INVALID (bad address), RAFT_NOMEM. */
+int raft_uv_transport_start(uv_loop_t *loop, raft_id self,
+                            const char *listen_host, uint16_t listen_port,
+                            const struct raft_uv_peer *peers,
+                            unsigned n_peers, uint64_t max_frame_bytes,
+                            raft_uv_recv_cb recv_cb, raft_log_cb log_cb,
+                            void *data, struct raft_uv_transport **out,
+                            char *errmsg, size_t errmsg_len);
+
+/* raft_uv_transport_port returns the TCP port actually listened on. */
+uint16_t raft_uv_transport_port(const struct raft_uv_transport *t);
+
+/* raft_uv_transport_send encodes @m at once (the caller may free @m and its
+ * bufs on return) and queues it on the connection to @m->to. Messages to
+ * one peer are written in order. Raft tolerates loss, so a message to a
+ * peer that is not connected is dropped.
+ * Errors: RAFT_NOCONN (not connected: dropped), RAFT_BUSY (more than 64 MiB
+ * already queued to that peer: dropped), RAFT_NOTFOUND (unknown peer),
+ * RAFT_INVALID (encoding failed), RAFT_NOMEM. */
+int raft_uv_transport_send(struct raft_uv_transport *t,
+                           const struct raft_message *m);
+
+/* raft_uv_transport_connected says whether the outgoing connection to @id
+ * is established. */
+bool raft_uv_transport_connected(const struct raft_uv_transport *t,
+                                 raft_id id);
+
+/* raft_uv_transport_close closes every handle and drops queued frames, then
+ * calls @cb(@data) from the loop once all handles are closed and @t is
+ * freed. No receive callback fires after this call. */
+void raft_uv_transport_close(struct raft_uv_transport *t,
+                             void (*cb)(void *data), void *data);
+
+#endif /* RAFT_UV_H */

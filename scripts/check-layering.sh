@@ -1,0 +1,29 @@
+#!/bin/sh
+# check-layering.sh - enforce the include rules of DESIGN.md:
+#  - raft/ files other than uv_* include neither uv.h, lmdb.h nor sqlite3*.h;
+#  - only lmdb_log/lmdb_log.c includes lmdb.h;
+#  - only raft/uv_* files include uv.h outside ext/ and tools/.
+set -u
+bad=0
+for f in raft/*.c raft/*.h; do
+    case "$(basename "$f")" in uv_*|uv.h) continue ;; esac
+    if grep -En '#include *<(uv|lmdb|sqlite3[a-z]*)\.h>' "$f"; then
+        echo "layering: $f includes a foreign library the core must not see"
+        bad=1
+    fi
+done
+for f in $(grep -rlE '#include *<lmdb\.h>' raft lmdb_log sql ext tests tools 2>/dev/null); do
+    [ "$f" = lmdb_log/lmdb_log.c ] && continue
+    echo "layering: $f includes lmdb.h (only lmdb_log/lmdb_log.c may)"
+    bad=1
+done
+for f in $(grep -rlE '#include *<uv\.h>' lmdb_log sql 2>/dev/null); do
+    echo "layering: $f includes uv.h"
+    bad=1
+done
+for f in $(grep -rlE '#include *<sqlite3[a-z]*\.h>' raft lmdb_log 2>/dev/null); do
+    echo "layering: $f includes sqlite3.h"
+    bad=1
+done
+[ "$bad" -eq 0 ] && echo "layering: ok"
+exit "$bad"

@@ -1,0 +1,27 @@
+#!/bin/sh
+# deps.sh - install the Debian packages raftsql needs, only those missing.
+# Usage: scripts/deps.sh   (a quick no-op when everything is present)
+set -eu
+
+pkgs="gcc make pkg-config sqlite3 libsqlite3-dev libuv1-dev liblmdb-dev \
+libcmocka-dev libxxhash-dev"
+
+missing=""
+for p in $pkgs; do
+    if ! dpkg-query -W -f='${Status}' "$p" 2>/dev/null |
+        grep -q "install ok installed"; then
+        missing="$missing $p"
+    fi
+done
+[ -z "$missing" ] && exit 0
+
+echo "deps: installing:$missing"
+if [ "$(id -u)" -ne 0 ]; then
+    sudo=sudo
+else
+    sudo=
+fi
+export DEBIAN_FRONTEND=noninteractive
+$sudo apt-get update -qq
+# shellcheck disable=SC2086
+$sudo apt-get install -y -qq --no-install-recommends $missing

@@ -1,0 +1,162 @@
+/* The SQLite state machine: the write-request codec (what a log entry
+ * carries) and the apply connection that executes committed entries in log
+ * order, deterministically, exactly once across crashes.
+ *
+ * Sources: SQLite C API (https://sqlite.org/c3ref/intro.html), notably
+ * sqlite3_prepare_v2 with pzTail for multi-statement text, sqlite3_bind_*,
+ * SAVEPOINT (https://sqlite.org/lang_savepoint.html), and the VFS
+ * xCurrentTimeInt64 method (https://sqlite.org/c3ref/vfs.html). */
+
+#ifndef SQL_H
+#define SQL_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "../raft/buf.h"
+#include "../raft/err.h"
+
+/* ---- Requests -------------------------------------------------------- */
+
+/* Storage classes of a bound value; the numbers equal SQLite's
+ * SQLITE_INTEGER .. SQLITE_NULL. */
+enum sql_value_type {
+    SQL_INTEGER = 1,
+    SQL_FLOAT = 2,
+    SQL_TEXT = 3,
+    SQL_BLOB = 4,
+    SQL_NULL = 5,
+};
+
+/* One bound value. TEXT and BLOB point at @len bytes that the owner of the
+ * value keeps alive (TEXT is UTF-8 and may contain NUL bytes; a BLOB with
+ * @len 0 is a zero-length blob, distinct from NULL and from ''). */
+struct sql_value {
+    uint8_t type; /* enum sql_value_type */
+    union {
+        int64_t integer;
+        double real;
+        struct {
+            const void *p; /* bytes, may be NULL when len is 0 */
+            size_t len;    /* bytes */
+        } bytes;
+    };
+};
+
+/* One parameter of a request: bound by @name (":a", "@a", "$a", "?5" as
+ * written in the SQL) when @name is not NULL, else by its position: the
+ * i-th unnamed parameter (1-based) binds parameter index i of each
+ * statement. */
+struct sql_param {
+    const char *name;     /* NUL-terminated, or NULL for positional */
+    struct sql_value value;
+};
+
+/* A decoded request. Pointers reference the payload it was decoded from,
+ * which must outlive it. */
+struct sql_request {
+    uint64_t id[2];          /* origin node id, origin sequence number */
+    int64_t time_ms;         /* leader's wall clock, ms since the epoch */
+    uint64_t seed;           /* seed of random()/randomblob() */
+    const char *sql;         /* SQL text, sql_len bytes, not NUL-terminated */
+    size_t sql_len;
+    unsigned n_params;       /* number of parameters */
+    struct sql_param *params; /* n_params, allocated by sql_request_decode */
+};
+
+/* sql_request_encode builds the payload of a write request: SQL text @sql
+ * (@sql_len bytes; one or more statements, applied as one transaction) and
+ * @n_params parameters, with request id @id. The timestamp and seed are left
+ * zero for the leader to fill in with sql_request_stamp. The result is a new
+ * buf owned by the caller.
+ * Errors: RAFT_TOOBIG when the payload would exceed @max_bytes (the
+ * max_request_bytes setting; the message says so), RAFT_INVALID (empty SQL,
+ * a bad value type), RAFT_NOMEM. @errmsg (@errmsg_len bytes) receives the
+ * message on failure. */
+int sql_request_encode(const uint64_t id[2], const char *sql, size_t sql_len,
+                       const struct sql_param *params, unsigned n_params,
+                       uint64_t max_bytes, struct raft_buf **out,
+                       char *errmsg, size_t errmsg_len);
+
+/* sql_request_stamp returns a copy of the request payload @in (any thread)
+ * with the leader's timestamp @time_ms and seed @seed filled in, as a new
+ * buf owned by the caller. Errors: RAFT_CORRUPT (not a request payload),
+ * RAFT_NOMEM. */
+int sql_request_stamp(const struct raft_buf *in, int64_t time_ms,
+                      uint64_t seed, struct raft_buf **out);
+
+/* sql_request_id reads the request id of payload @p (@len bytes) into @out
+ * without decoding the rest. Errors: RAFT_CORRUPT. */
+int sql_request_id(const void *p, size_t len, uint64_t out[2]);
+
+/* sql_request_decode parses payload @p (@len bytes) into @out, whose params
+ * array is allocated (free it with sql_request_free). Every length is
+ * bounds-checked. Errors: RAFT_CORRUPT (truncated or malformed payload, the
+ * message says what), RAFT_FORMAT (unknown version), RAFT_NOMEM. */
+int sql_request_decode(const void *p, size_t len, struct sql_request *out,
+                       char *errmsg, size_t errmsg_len);
+
+/* sql_request_free frees what sql_request_decode allocated in @r. */
+void sql_request_free(struct sql_request *r);
+
+/* ---- The apply connection (the state machine) --------------------------- */
+
+/* One committed entry to apply. @payload is NULL for an entry that carries
+ * no request (a leader's no-op); it is then only counted as applied. */
+struct sql_fsm_entry {
+    uint64_t index;                /* log index */
+    uint64_t term;                 /* log term */
+    const struct raft_buf *payload; /* request payload, or NULL */
+};
+
+/* The outcome of one request. A SQL error is a result like any other: the
+ * request's savepoint rolled back on every node alike. */
+struct sql_result {
+    uint64_t id[2];            /* request id, {0,0} for a no-op */
+    int rc;                    /* SQLITE_OK or the SQLite error code */
+    int64_t changes;           /* rows changed (sum over statements) */
+    int64_t last_insert_rowid; /* sqlite3_last_insert_rowid after it */
+    char *errmsg;              /* SQLite's error text (malloc'd) or NULL */
+    int duplicate;             /* 1 when this id was applied before and
+                                  the request was skipped */
+};
+
+struct sql_fsm; /* opaque */
+
+/* sql_fsm_open opens the apply connection to database file @path (which
+ * must exist and be a SQLite database; it is switched to WAL), creates the
+ * internal raftsql_* tables if missing, installs the determinism shims
+ * (seeded random()/randomblob(), a VFS whose current time is the entry's
+ * timestamp) and re-applies the stored cluster-wide PRAGMA settings.
+ * Errors: RAFT_NOTFOUND (no such file), RAFT_CORRUPT (not a database),
+ * RAFT_IOERR, RAFT_NOMEM; @errmsg says which. Thread: the apply thread
+ * (the connection is used by one thread at a time). */
+int sql_fsm_open(const char *path, struct sql_fsm **out, char *errmsg,
+                 size_t errmsg_len);
+
+/* sql_fsm_close closes the connection and frees @f. NULL is ignored. */
+void sql_fsm_close(struct sql_fsm *f);
+
+/* sql_fsm_applied returns the last applied index, as stored in the
+ * database (0 for a new one). */
+uint64_t sql_fsm_applied(const struct sql_fsm *f);
+
+/* sql_fsm_apply applies @n committed entries, consecutive and starting at
+ * sql_fsm_applied(f) + 1, in one SQLite transaction with a SAVEPOINT per
+ * request, recording the new applied index in the same transaction. On
+ * return 0, results[i] (caller-provided, n long) holds each entry's outcome;
+ * free their errmsg with sql_result_clear. On an error nothing was applied
+ * and the applied index is unchanged: the node must stop applying.
+ * Errors: RAFT_IOERR (SQLite I/O error, disk full: the message names it),
+ * RAFT_CORRUPT (undecodable payload), RAFT_INVALID (indexes not
+ * consecutive), RAFT_NOMEM. */
+int sql_fsm_apply(struct sql_fsm *f, const struct sql_fsm_entry *entries,
+                  unsigned n, struct sql_result *results);
+
+/* sql_fsm_errmsg returns the message of the last failed call on @f. */
+const char *sql_fsm_errmsg(const struct sql_fsm *f);
+
+/* sql_result_clear frees @r's errmsg and zeroes it. */
+void sql_result_clear(struct sql_result *r);
+
+#endif /* SQL_H */
