@@ -1,0 +1,489 @@
+/* The core's entry points: raft_new, raft_close, the raft_step dispatch
+ * (event checks, the term rules every message obeys, then the handler for
+ * the server's role) and the accessors. Election logic is in election.c,
+ * log replication in replication.c. */
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "raft_internal.h"
+
+unsigned raft_slot_of(const struct raft *r, raft_id id)
+{
+    unsigned i;
+
+    for (i = 0; i < r->n_voters; i++) {
+        if (r->voters[i] == id) {
+            return i;
+        }
+    }
+    return RAFT_MAX_VOTERS;
+}
+
+struct raft_message *raft_out_message(struct raft *r, uint8_t type,
+                                      raft_id to)
+{
+    struct raft_message *m;
+
+    if (r->n_msgs == r->cap_msgs) {
+        unsigned cap = r->cap_msgs * 2;
+        struct raft_message *grown = realloc(r->msgs, cap * sizeof *grown);
+        if (grown == NULL) {
+            return NULL;
+        }
+        r->msgs = grown;
+        r->cap_msgs = cap;
+    }
+    m = &r->msgs[r->n_msgs++];
+    memset(m, 0, sizeof *m);
+    m->type = type;
+    m->from = r->id;
+    m->to = to;
+    return m;
+}
+
+void raft_mark_written(struct raft *r, raft_index index)
+{
+    if (r->step_first_new == 0 || index < r->step_first_new) {
+        r->step_first_new = index;
+    }
+}
+
+static int check_config(const struct raft_config *cfg)
+{
+    unsigned i;
+    unsigned j;
+    bool self = false;
+
+    if (cfg->id == 0 || cfg->voters == NULL || cfg->n_voters == 0 ||
+        cfg->n_voters > RAFT_MAX_VOTERS || cfg->election_timeout == 0 ||
+        cfg->heartbeat_interval == 0 ||
+        cfg->heartbeat_interval >= cfg->election_timeout ||
+        cfg->max_inflight_msgs == 0) {
+        return RAFT_INVALID;
+    }
+    for (i = 0; i < cfg->n_voters; i++) {
+        if (cfg->voters[i] == 0) {
+            return RAFT_INVALID;
+        }
+        for (j = 0; j < i; j++) {
+            if (cfg->voters[j] == cfg->voters[i]) {
+                return RAFT_INVALID;
+            }
+        }
+        if (cfg->voters[i] == cfg->id) {
+            self = true;
+        }
+    }
+    return self ? 0 : RAFT_INVALID;
+}
+
+int raft_new(const struct raft_config *cfg, const struct raft_hard_state *hs,
+             raft_index first_index, const struct raft_entry *entries,
+             unsigned n_entries, raft_index applied, struct raft **out)
+{
+    struct raft *r;
+    unsigned i;
+    int rc;
+
+    if (cfg == NULL || out == NULL) {
+        return RAFT_INVALID;
+    }
+    rc = check_config(cfg);
+    if (rc != 0) {
+        return rc;
+    }
+    r = calloc(1, sizeof *r);
+    if (r == NULL) {
+        return RAFT_NOMEM;
+    }
+    r->id = cfg->id;
+    memcpy(r->voters, cfg->voters, cfg->n_voters * sizeof *cfg->voters);
+    r->n_voters = cfg->n_voters;
+    r->self_slot = raft_slot_of(r, r->id);
+    r->election_timeout = cfg->election_timeout;
+    r->heartbeat_interval = cfg->heartbeat_interval;
+    r->max_size_per_msg = cfg->max_size_per_msg;
+    r->max_inflight_msgs = cfg->max_inflight_msgs;
+    r->prng = cfg->seed;
+    if (hs != NULL) {
+        r->term = hs->term;
+        r->vote = hs->vote;
+    }
+    rc = log_init(&r->log, first_index, entries, n_entries);
+    if (rc != 0) {
+        goto err_free;
+    }
+    for (i = 0; i < r->n_voters; i++) {
+        rc = progress_init(&r->progress[i], r->max_inflight_msgs);
+        if (rc != 0) {
+            goto err_progress;
+        }
+    }
+    r->cap_msgs = 4 * r->n_voters;
+    r->msgs = malloc(r->cap_msgs * sizeof *r->msgs);
+    if (r->msgs == NULL) {
+        rc = RAFT_NOMEM;
+        goto err_progress;
+    }
+    r->role = RAFT_FOLLOWER;
+    r->persisted = log_last_index(&r->log);
+    /* Entries before first_index were compacted into a snapshot, which the
+     * state machine holds: they count as applied. Applied entries were
+     * committed, so the commit index starts there. */
+    r->handed = applied;
+    if (r->handed < first_index - 1) {
+        r->handed = first_index - 1;
+    }
+    r->commit = r->handed;
+    election_reset_timer(r);
+    *out = r;
+    return 0;
+
+err_progress:
+    while (i-- > 0) {
+        progress_close(&r->progress[i]);
+    }
+    log_close(&r->log);
+err_free:
+    free(r);
+    return rc;
+}
+
+void raft_close(struct raft *r)
+{
+    unsigned i;
+
+    if (r == NULL) {
+        return;
+    }
+    for (i = 0; i < r->n_voters; i++) {
+        progress_close(&r->progress[i]);
+    }
+    log_close(&r->log);
+    free(r->msgs);
+    free(r);
+}
+
+/* check_message tells whether @m is a Raft RPC addressed to @r by another
+ * voter, with consistent entries. */
+static int check_message(const struct raft *r, const struct raft_message *m)
+{
+    const struct raft_append_entries *ae;
+    unsigned i;
+
+    if (m->to != r->id || m->from == r->id ||
+        raft_slot_of(r, m->from) == RAFT_MAX_VOTERS) {
+        return RAFT_INVALID;
+    }
+    switch (m->type) {
+        case RAFT_MSG_REQUEST_VOTE:
+        case RAFT_MSG_REQUEST_VOTE_RESULT:
+        case RAFT_MSG_APPEND_ENTRIES_RESULT:
+            return 0;
+        case RAFT_MSG_APPEND_ENTRIES:
+            ae = &m->append_entries;
+            if (ae->n_entries > 0 && ae->entries == NULL) {
+                return RAFT_INVALID;
+            }
+            for (i = 0; i < ae->n_entries; i++) {
+                if (ae->entries[i].index != ae->prev_log_index + 1 + i) {
+                    return RAFT_INVALID;
+                }
+            }
+            return 0;
+        default:
+            /* FORWARD and FORWARD_RESULT belong to the node runtime. */
+            return RAFT_INVALID;
+    }
+}
+
+static raft_term message_term(const struct raft_message *m)
+{
+    switch (m->type) {
+        case RAFT_MSG_REQUEST_VOTE:
+            return m->request_vote.term;
+        case RAFT_MSG_REQUEST_VOTE_RESULT:
+            return m->request_vote_result.term;
+        case RAFT_MSG_APPEND_ENTRIES:
+            return m->append_entries.term;
+        default:
+            return m->append_entries_result.term;
+    }
+}
+
+/* recv_stale answers a message of an older term so its sender learns the
+ * current term (paper Fig. 2: reply false if term < currentTerm). */
+static void recv_stale(struct raft *r, const struct raft_message *m)
+{
+    struct raft_message *out;
+
+    if (m->type == RAFT_MSG_APPEND_ENTRIES) {
+        out = raft_out_message(r, RAFT_MSG_APPEND_ENTRIES_RESULT, m->from);
+        if (out != NULL) {
+            out->append_entries_result.term = r->term;
+            out->append_entries_result.success = false;
+            out->append_entries_result.reject_index =
+                m->append_entries.prev_log_index;
+            out->append_entries_result.last_log_index =
+                log_last_index(&r->log);
+        }
+    } else if (m->type == RAFT_MSG_REQUEST_VOTE) {
+        out = raft_out_message(r, RAFT_MSG_REQUEST_VOTE_RESULT, m->from);
+        if (out != NULL) {
+            out->request_vote_result.term = r->term;
+            out->request_vote_result.vote_granted = false;
+        }
+    }
+}
+
+static void step_receive(struct raft *r, const struct raft_message *m)
+{
+    raft_term term = message_term(m);
+    struct raft_message *out;
+
+    /* Pre-vote is not implemented yet: a pre-vote request is refused
+     * without touching the term, a pre-vote answer is ignored (thesis
+     * §9.6: a pre-vote never changes the receiver's term). */
+    if (m->type == RAFT_MSG_REQUEST_VOTE && m->request_vote.pre_vote) {
+        out = raft_out_message(r, RAFT_MSG_REQUEST_VOTE_RESULT, m->from);
+        if (out != NULL) {
+            out->request_vote_result.term = r->term;
+            out->request_vote_result.vote_granted = false;
+            out->request_vote_result.pre_vote = true;
+        }
+        return;
+    }
+    if (m->type == RAFT_MSG_REQUEST_VOTE_RESULT &&
+        m->request_vote_result.pre_vote) {
+        return;
+    }
+
+    /* Paper Fig. 2 "All servers": a higher term makes us its follower. */
+    if (term > r->term) {
+        election_become_follower(
+            r, term, m->type == RAFT_MSG_APPEND_ENTRIES ? m->from : 0);
+    } else if (term < r->term) {
+        recv_stale(r, m);
+        return;
+    }
+    /* Invariant: term == r->term from here on. */
+    switch (m->type) {
+        case RAFT_MSG_REQUEST_VOTE:
+            election_recv_request_vote(r, m);
+            break;
+        case RAFT_MSG_REQUEST_VOTE_RESULT:
+            election_recv_request_vote_result(r, m);
+            break;
+        case RAFT_MSG_APPEND_ENTRIES:
+            replication_recv_append_entries(r, m);
+            break;
+        default:
+            replication_recv_append_entries_result(r, m);
+            break;
+    }
+}
+
+static void step_tick(struct raft *r, uint64_t now)
+{
+    if (!r->ticked) {
+        /* The first tick sets the time base of every timer. */
+        r->ticked = true;
+        r->now = now;
+        r->election_start = now;
+        r->heartbeat_start = now;
+        return;
+    }
+    r->now = now;
+    if (r->role == RAFT_LEADER) {
+        replication_tick(r);
+    } else {
+        election_tick(r);
+    }
+}
+
+/* check_event validates @e against @r and writes to @out_room how many
+ * log slots the step may append. Returns 0 or RAFT_INVALID/NOTLEADER. */
+static int check_event(const struct raft *r, const struct raft_event *e,
+                       size_t *out_room)
+{
+    unsigned i;
+    int rc;
+
+    switch (e->type) {
+        case RAFT_EVENT_TICK:
+            if (r->ticked && e->tick.now < r->now) {
+                return RAFT_INVALID;
+            }
+            *out_room = 1; /* a single voter may elect itself: a NOOP */
+            return 0;
+        case RAFT_EVENT_RECEIVE:
+            rc = check_message(r, &e->receive);
+            if (rc != 0) {
+                return rc;
+            }
+            *out_room = 1;
+            if (e->receive.type == RAFT_MSG_APPEND_ENTRIES) {
+                *out_room = e->receive.append_entries.n_entries;
+            }
+            return 0;
+        case RAFT_EVENT_PROPOSE:
+            if (e->propose.n == 0 || e->propose.bufs == NULL) {
+                return RAFT_INVALID;
+            }
+            for (i = 0; i < e->propose.n; i++) {
+                if (e->propose.bufs[i] == NULL) {
+                    return RAFT_INVALID;
+                }
+            }
+            if (r->role != RAFT_LEADER) {
+                return RAFT_NOTLEADER;
+            }
+            *out_room = e->propose.n;
+            return 0;
+        case RAFT_EVENT_PERSISTED:
+            *out_room = 0;
+            return 0;
+        default:
+            return RAFT_INVALID;
+    }
+}
+
+/* finish_step fills @u from what the step did. */
+static void finish_step(struct raft *r, struct raft_update *u)
+{
+    raft_index upto;
+
+    /* Driver rule 1. A granted vote is reported even when unchanged, so a
+     * repeated grant is never sent before the first one is durable. */
+    if (r->term != r->step_hs.term || r->vote != r->step_hs.vote ||
+        r->step_vote_granted) {
+        u->hard_state_changed = true;
+    }
+    u->hard_state.term = r->term;
+    u->hard_state.vote = r->vote;
+
+    /* Driver rule 2: everything from the first (re)written index on. */
+    if (r->step_first_new != 0 &&
+        r->step_first_new <= log_last_index(&r->log)) {
+        u->entries = log_get(&r->log, r->step_first_new);
+        u->n_entries =
+            (unsigned)(log_last_index(&r->log) - r->step_first_new + 1);
+    }
+
+    u->messages = r->n_msgs > 0 ? r->msgs : NULL;
+    u->n_messages = r->n_msgs;
+
+    /* Driver rule 3: committed and durable here, each index once. */
+    upto = r->commit < r->persisted ? r->commit : r->persisted;
+    if (upto > r->handed && log_get(&r->log, r->handed + 1) != NULL) {
+        u->committed = log_get(&r->log, r->handed + 1);
+        u->n_committed = (unsigned)(upto - r->handed);
+        r->handed = upto;
+    }
+}
+
+int raft_step(struct raft *r, const struct raft_event *event,
+              struct raft_update *update)
+{
+    size_t room = 0;
+    int rc;
+
+    if (update != NULL) {
+        memset(update, 0, sizeof *update);
+    }
+    if (r == NULL || event == NULL || update == NULL) {
+        return RAFT_INVALID;
+    }
+    r->n_msgs = 0;
+    rc = check_event(r, event, &room);
+    if (rc != 0) {
+        return rc;
+    }
+    /* Reserve the step's appends now, so nothing fails half-way and the
+     * log array does not move under the step's messages. */
+    rc = log_reserve(&r->log, room);
+    if (rc != 0) {
+        return rc;
+    }
+    r->step_hs.term = r->term;
+    r->step_hs.vote = r->vote;
+    r->step_first_new = 0;
+    r->step_vote_granted = false;
+
+    switch (event->type) {
+        case RAFT_EVENT_TICK:
+            step_tick(r, event->tick.now);
+            break;
+        case RAFT_EVENT_RECEIVE:
+            step_receive(r, &event->receive);
+            break;
+        case RAFT_EVENT_PROPOSE:
+            update->proposed_index =
+                replication_propose(r, event->propose.bufs, event->propose.n);
+            update->proposed_term = r->term;
+            break;
+        default:
+            replication_persisted(r, event->persisted.index,
+                                  event->persisted.term);
+            break;
+    }
+    finish_step(r, update);
+    return 0;
+}
+
+enum raft_role raft_role(const struct raft *r)
+{
+    return r->role;
+}
+
+raft_term raft_current_term(const struct raft *r)
+{
+    return r->term;
+}
+
+raft_id raft_leader_id(const struct raft *r)
+{
+    return r->leader;
+}
+
+raft_index raft_commit_index(const struct raft *r)
+{
+    return r->commit;
+}
+
+raft_index raft_last_index(const struct raft *r)
+{
+    return log_last_index(&r->log);
+}
+
+raft_index raft_first_index(const struct raft *r)
+{
+    return r->log.first;
+}
+
+raft_index raft_persisted_index(const struct raft *r)
+{
+    return r->persisted;
+}
+
+int raft_progress(const struct raft *r, raft_id id,
+                  struct raft_progress_info *out)
+{
+    unsigned slot;
+    const struct raft_peer_progress *p;
+
+    if (r->role != RAFT_LEADER) {
+        return RAFT_NOTLEADER;
+    }
+    slot = raft_slot_of(r, id);
+    if (slot == RAFT_MAX_VOTERS || slot == r->self_slot) {
+        return RAFT_NOTFOUND;
+    }
+    p = &r->progress[slot];
+    out->match_index = p->match;
+    out->next_index = p->next;
+    out->state = p->state;
+    out->inflight = p->n_inflight;
+    return 0;
+}

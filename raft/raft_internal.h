@@ -1,0 +1,113 @@
+/* The private definition of struct raft and the functions the core's files
+ * share (raft.c dispatch, election.c, replication.c). Not for the driver. */
+
+#ifndef RAFT_INTERNAL_H
+#define RAFT_INTERNAL_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "log.h"
+#include "progress.h"
+#include "raft.h"
+
+/* One Raft server's core state.
+ * Invariant: handed <= min(commit, persisted) once anything was handed out
+ * past the initial applied index; persisted <= last log index.
+ * Invariant: msgs[] entries pointers point into log.entries, which is not
+ * moved nor truncated in the step after a message is added (room for the
+ * step's appends is reserved when the step starts). */
+struct raft {
+    raft_id id;                        /* this server */
+    raft_id voters[RAFT_MAX_VOTERS];   /* every voter, this one included */
+    unsigned n_voters;                 /* number of voters */
+    unsigned self_slot;                /* voters[self_slot] == id */
+    unsigned election_timeout;         /* base election timeout, ms */
+    unsigned heartbeat_interval;       /* ms between heartbeats */
+    uint64_t max_size_per_msg;         /* payload bytes per AppendEntries */
+    unsigned max_inflight_msgs;        /* REPLICATE window */
+    uint64_t prng;                     /* splitmix64 state */
+    raft_term term;                    /* currentTerm (durable) */
+    raft_id vote;                      /* votedFor in term (durable) */
+    struct raft_log log;               /* the log (durable up to persisted) */
+    enum raft_role role;               /* follower, candidate or leader */
+    raft_id leader;                    /* known leader of term, 0 if none */
+    raft_index commit;                 /* commitIndex */
+    raft_index persisted;              /* last index durable (PERSISTED) */
+    raft_index handed;                 /* last index handed out committed */
+    raft_index verified;               /* follower: last index known to
+                                          match the leader's log this term */
+    bool ticked;                       /* a TICK set the time base */
+    uint64_t now;                      /* clock of the last TICK, ms */
+    uint64_t election_start;           /* when the election timer started */
+    uint64_t election_rand;            /* randomized timeout, ms */
+    uint64_t heartbeat_start;          /* leader: last heartbeat round */
+    int8_t votes[RAFT_MAX_VOTERS];     /* candidate: 1 granted, -1 refused */
+    struct raft_peer_progress progress[RAFT_MAX_VOTERS]; /* leader view */
+    struct raft_message *msgs;         /* step output messages */
+    unsigned n_msgs;                   /* messages in this step */
+    unsigned cap_msgs;                 /* allocated message slots */
+    raft_index step_first_new;         /* first index written this step,
+                                          0 when none */
+    bool step_vote_granted;            /* a vote was granted this step */
+    struct raft_hard_state step_hs;    /* term and vote when step began */
+};
+
+/* raft_slot_of returns the position of @id in r->voters, or RAFT_MAX_VOTERS
+ * when @id is not a voter. */
+unsigned raft_slot_of(const struct raft *r, raft_id id);
+
+/* raft_out_message adds a message of @type to @to to the step's output and
+ * returns it (zeroed but for type, from, to), or NULL when out of memory:
+ * the message is then dropped, which Raft tolerates like a network loss. */
+struct raft_message *raft_out_message(struct raft *r, uint8_t type,
+                                      raft_id to);
+
+/* raft_mark_written notes that the log from @index on was (re)written in
+ * this step, so the update hands it out to persist. */
+void raft_mark_written(struct raft *r, raft_index index);
+
+/* election_reset_timer restarts the election timer with a new randomized
+ * timeout in [T, 2T) (paper §5.2). */
+void election_reset_timer(struct raft *r);
+
+/* election_become_follower makes @r a follower of @term (clearing the vote
+ * when the term rises) that knows @leader (0 when unknown). */
+void election_become_follower(struct raft *r, raft_term term,
+                              raft_id leader);
+
+/* election_tick starts an election when a follower's or candidate's timer
+ * expired (paper Fig. 2 "Followers", "Candidates"). */
+void election_tick(struct raft *r);
+
+/* election_recv_request_vote answers a RequestVote of r->term. */
+void election_recv_request_vote(struct raft *r, const struct raft_message *m);
+
+/* election_recv_request_vote_result counts a vote of r->term. */
+void election_recv_request_vote_result(struct raft *r,
+                                       const struct raft_message *m);
+
+/* replication_become_leader sets up progress, appends the NOOP entry of the
+ * new term (thesis §6.4) and sends it. */
+void replication_become_leader(struct raft *r);
+
+/* replication_tick sends heartbeats when one interval passed (leader). */
+void replication_tick(struct raft *r);
+
+/* replication_propose appends @n payloads as NORMAL entries of r->term and
+ * sends them; returns the index of the first. Room must be reserved. */
+raft_index replication_propose(struct raft *r, struct raft_buf *const *bufs,
+                               unsigned n);
+
+/* replication_recv_append_entries handles an AppendEntries of r->term. */
+void replication_recv_append_entries(struct raft *r,
+                                     const struct raft_message *m);
+
+/* replication_recv_append_entries_result handles an answer of r->term. */
+void replication_recv_append_entries_result(struct raft *r,
+                                            const struct raft_message *m);
+
+/* replication_persisted handles a RAFT_EVENT_PERSISTED. */
+void replication_persisted(struct raft *r, raft_index index, raft_term term);
+
+#endif /* RAFT_INTERNAL_H */

@@ -1,0 +1,886 @@
+/* The deterministic in-memory cluster of cluster.h: a discrete-event loop
+ * over disk completions, message deliveries and ticks, in time order (ties:
+ * disk, then network, then ticks, each by insertion order). */
+
+#include "cluster.h"
+
+#include <stdarg.h>
+#include <stddef.h>
+#include <setjmp.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+/* A message on the wire (a deep copy holding its own buf references). */
+struct cmsg {
+    uint64_t at;           /* delivery time */
+    uint64_t seq;          /* insertion order, breaks ties */
+    struct raft_message m; /* the message; entries owned by this copy */
+};
+
+/* A disk write in progress on one node. */
+struct cwrite {
+    uint64_t at;               /* completion time */
+    bool hs_changed;           /* write the hard state */
+    struct raft_hard_state hs; /* the hard state to write */
+    struct raft_entry *entries; /* entries to write (own references) */
+    unsigned n_entries;        /* number of entries */
+    struct raft_message *held; /* messages sent on completion */
+    unsigned n_held;           /* number of held messages */
+};
+
+/* One node: a core plus its durable state and its state machine. */
+struct cnode {
+    raft_id id;                /* 1..n */
+    struct raft *raft;         /* NULL while down */
+    bool frozen;               /* no ticks */
+    uint64_t next_tick;        /* time of the next tick */
+    unsigned n_restarts;       /* reseeds the core on restart */
+    struct raft_hard_state hs; /* durable hard state */
+    struct raft_entry *log;    /* durable log, index i+1 at log[i] */
+    unsigned n_log;            /* durable entries */
+    unsigned cap_log;          /* allocated */
+    unsigned n_truncations;    /* writes that deleted a suffix */
+    struct cwrite *writes;     /* pending writes, FIFO */
+    unsigned n_writes;         /* pending writes */
+    unsigned cap_writes;       /* allocated */
+    struct raft_entry *applied; /* handed out committed, own references */
+    unsigned n_applied;        /* number applied */
+    unsigned cap_applied;      /* allocated */
+};
+
+struct cluster {
+    struct cluster_config cfg;               /* parameters */
+    uint64_t rng;                            /* network and disk PRNG */
+    uint64_t now;                            /* virtual time, ms */
+    uint64_t seq;                            /* message counter */
+    struct cnode nodes[CLUSTER_MAX_NODES];   /* the nodes */
+    raft_id ids[CLUSTER_MAX_NODES];          /* voter ids */
+    bool link[CLUSTER_MAX_NODES][CLUSTER_MAX_NODES]; /* [from][to] up */
+    struct cmsg *net;                        /* messages in flight */
+    unsigned n_net;                          /* count */
+    unsigned cap_net;                        /* allocated */
+    raft_id *leaders;                        /* leader of each term */
+    size_t n_leaders;                        /* terms tracked */
+    struct raft_entry *committed;            /* first commit seen per index */
+    size_t n_committed;                      /* indexes tracked */
+};
+
+void cluster_fail(const struct cluster *c, const char *fmt, ...)
+{
+    char text[512];
+    va_list ap;
+
+    va_start(ap, fmt);
+    vsnprintf(text, sizeof text, fmt, ap);
+    va_end(ap);
+    print_error("cluster seed %llu, t=%llu: %s\n",
+                (unsigned long long)c->cfg.seed, (unsigned long long)c->now,
+                text);
+    fail();
+}
+
+static uint64_t rng_next(struct cluster *c)
+{
+    uint64_t z = (c->rng += 0x9e3779b97f4a7c15ULL);
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
+    return z ^ (z >> 31);
+}
+
+static uint64_t rng_range(struct cluster *c, unsigned lo, unsigned hi)
+{
+    if (hi <= lo) {
+        return lo;
+    }
+    return lo + rng_next(c) % (hi - lo + 1);
+}
+
+static void *xrealloc(const struct cluster *c, void *p, size_t size)
+{
+    void *q = realloc(p, size);
+    if (q == NULL) {
+        cluster_fail(c, "out of memory");
+    }
+    return q;
+}
+
+static struct cnode *node_of(const struct cluster *c, raft_id id)
+{
+    if (id == 0 || id > c->cfg.n) {
+        cluster_fail(c, "no node %llu", (unsigned long long)id);
+    }
+    return (struct cnode *)&c->nodes[id - 1];
+}
+
+static bool buf_equal(const struct raft_buf *a, const struct raft_buf *b)
+{
+    size_t la = a != NULL ? a->len : 0;
+    size_t lb = b != NULL ? b->len : 0;
+    return la == lb && (la == 0 || memcmp(a->data, b->data, la) == 0);
+}
+
+void cluster_config_default(struct cluster_config *cfg, unsigned n,
+                            uint64_t seed)
+{
+    memset(cfg, 0, sizeof *cfg);
+    cfg->n = n;
+    cfg->seed = seed;
+    cfg->election_timeout = 100;
+    cfg->heartbeat_interval = 20;
+    cfg->max_inflight_msgs = 4;
+    cfg->max_size_per_msg = 64;
+    cfg->tick_ms = 5;
+    cfg->net_min = 1;
+    cfg->net_max = 5;
+    cfg->disk_min = 1;
+    cfg->disk_max = 3;
+}
+
+/* copy_message deep-copies @m, taking references to entry bufs. */
+static void copy_message(const struct cluster *c, struct raft_message *dst,
+                         const struct raft_message *m)
+{
+    unsigned i;
+
+    *dst = *m;
+    if (m->type != RAFT_MSG_APPEND_ENTRIES) {
+        return;
+    }
+    if (m->append_entries.n_entries == 0) {
+        dst->append_entries.entries = NULL;
+        return;
+    }
+    dst->append_entries.entries = xrealloc(
+        c, NULL, m->append_entries.n_entries * sizeof(struct raft_entry));
+    for (i = 0; i < m->append_entries.n_entries; i++) {
+        dst->append_entries.entries[i] = m->append_entries.entries[i];
+        raft_buf_ref(dst->append_entries.entries[i].data);
+    }
+}
+
+static void release_message(struct raft_message *m)
+{
+    unsigned i;
+
+    if (m->type != RAFT_MSG_APPEND_ENTRIES) {
+        return;
+    }
+    for (i = 0; i < m->append_entries.n_entries; i++) {
+        raft_buf_unref(m->append_entries.entries[i].data);
+    }
+    free(m->append_entries.entries);
+    m->append_entries.entries = NULL;
+    m->append_entries.n_entries = 0;
+}
+
+static void release_write(struct cwrite *w)
+{
+    unsigned i;
+
+    for (i = 0; i < w->n_entries; i++) {
+        raft_buf_unref(w->entries[i].data);
+    }
+    free(w->entries);
+    for (i = 0; i < w->n_held; i++) {
+        release_message(&w->held[i]);
+    }
+    free(w->held);
+}
+
+static raft_term message_term(const struct raft_message *m)
+{
+    switch (m->type) {
+        case RAFT_MSG_REQUEST_VOTE:
+            return m->request_vote.term;
+        case RAFT_MSG_REQUEST_VOTE_RESULT:
+            return m->request_vote_result.term;
+        case RAFT_MSG_APPEND_ENTRIES:
+            return m->append_entries.term;
+        default:
+            return m->append_entries_result.term;
+    }
+}
+
+/* enqueue puts one copy of @m on the wire with a random delay. */
+static void enqueue(struct cluster *c, const struct raft_message *m)
+{
+    struct cmsg *q;
+
+    if (c->n_net == c->cap_net) {
+        c->cap_net = c->cap_net ? c->cap_net * 2 : 64;
+        c->net = xrealloc(c, c->net, c->cap_net * sizeof *c->net);
+    }
+    q = &c->net[c->n_net++];
+    q->at = c->now + rng_range(c, c->cfg.net_min, c->cfg.net_max);
+    q->seq = c->seq++;
+    copy_message(c, &q->m, m);
+}
+
+/* send checks that what @m depends on is durable (driver rule 1), then
+ * puts it on the wire subject to links, loss and duplication. */
+static void send(struct cluster *c, struct cnode *n,
+                 const struct raft_message *m)
+{
+    if (m->from != n->id) {
+        cluster_fail(c, "node %llu sends as %llu", (unsigned long long)n->id,
+                     (unsigned long long)m->from);
+    }
+    /* Answers that refuse may carry a term whose write is still queued
+     * (an earlier update's); what a vote or an append relies on may not. */
+    if ((m->type == RAFT_MSG_APPEND_ENTRIES ||
+         m->type == RAFT_MSG_REQUEST_VOTE) &&
+        message_term(m) > n->hs.term) {
+        cluster_fail(c, "node %llu sends term %llu before its term is "
+                     "durable (%llu)", (unsigned long long)n->id,
+                     (unsigned long long)message_term(m),
+                     (unsigned long long)n->hs.term);
+    }
+    if (m->type == RAFT_MSG_REQUEST_VOTE_RESULT &&
+        m->request_vote_result.vote_granted &&
+        !m->request_vote_result.pre_vote &&
+        (n->hs.term != m->request_vote_result.term || n->hs.vote != m->to)) {
+        cluster_fail(c, "node %llu grants a vote that is not durable",
+                     (unsigned long long)n->id);
+    }
+    if (m->type == RAFT_MSG_REQUEST_VOTE &&
+        (n->hs.term != m->request_vote.term || n->hs.vote != n->id)) {
+        cluster_fail(c, "node %llu asks votes before voting for itself "
+                     "durably", (unsigned long long)n->id);
+    }
+    if (m->to == 0 || m->to > c->cfg.n || !c->link[m->from - 1][m->to - 1]) {
+        return;
+    }
+    if (rng_range(c, 0, 99) < c->cfg.drop_pct) {
+        return;
+    }
+    enqueue(c, m);
+    if (rng_range(c, 0, 99) < c->cfg.dup_pct) {
+        enqueue(c, m);
+    }
+}
+
+static void check_leaders(struct cluster *c)
+{
+    unsigned i;
+
+    for (i = 0; i < c->cfg.n; i++) {
+        struct cnode *n = &c->nodes[i];
+        raft_term t;
+        if (n->raft == NULL || raft_role(n->raft) != RAFT_LEADER) {
+            continue;
+        }
+        t = raft_current_term(n->raft);
+        if (t >= c->n_leaders) {
+            size_t old = c->n_leaders;
+            c->n_leaders = t + 16;
+            c->leaders =
+                xrealloc(c, c->leaders, c->n_leaders * sizeof *c->leaders);
+            memset(c->leaders + old, 0,
+                   (c->n_leaders - old) * sizeof *c->leaders);
+        }
+        if (c->leaders[t] != 0 && c->leaders[t] != n->id) {
+            cluster_fail(c, "two leaders in term %llu: %llu and %llu",
+                         (unsigned long long)t,
+                         (unsigned long long)c->leaders[t],
+                         (unsigned long long)n->id);
+        }
+        c->leaders[t] = n->id;
+    }
+}
+
+/* check_log_matching: paper §5.3 Log Matching on durable logs. If two logs
+ * hold an entry with the same index and term, they are identical up to it.
+ * Checked between @n and every other node. */
+static void check_log_matching(struct cluster *c, const struct cnode *n)
+{
+    unsigned i;
+
+    for (i = 0; i < c->cfg.n; i++) {
+        const struct cnode *o = &c->nodes[i];
+        unsigned k = n->n_log < o->n_log ? n->n_log : o->n_log;
+        unsigned j;
+        if (o == n) {
+            continue;
+        }
+        while (k > 0 && n->log[k - 1].term != o->log[k - 1].term) {
+            k--;
+        }
+        for (j = 0; j < k; j++) {
+            if (n->log[j].term != o->log[j].term ||
+                n->log[j].type != o->log[j].type ||
+                !buf_equal(n->log[j].data, o->log[j].data)) {
+                cluster_fail(c, "log matching: nodes %llu and %llu agree at "
+                             "%u but differ at %u",
+                             (unsigned long long)n->id,
+                             (unsigned long long)o->id, k, j + 1);
+            }
+        }
+    }
+}
+
+static void apply_committed(struct cluster *c, struct cnode *n,
+                            const struct raft_entry *e)
+{
+    struct raft_entry *g;
+
+    if (e->index != n->n_applied + 1) {
+        cluster_fail(c, "node %llu hands out %llu after %u",
+                     (unsigned long long)n->id,
+                     (unsigned long long)e->index, n->n_applied);
+    }
+    if (e->index > n->n_log || n->log[e->index - 1].term != e->term) {
+        cluster_fail(c, "node %llu hands out %llu which is not durable",
+                     (unsigned long long)n->id, (unsigned long long)e->index);
+    }
+    /* State Machine Safety (paper §5.4.3). */
+    if (e->index > c->n_committed) {
+        size_t old = c->n_committed;
+        c->n_committed = e->index + 64;
+        c->committed =
+            xrealloc(c, c->committed, c->n_committed * sizeof *c->committed);
+        memset(c->committed + old, 0,
+               (c->n_committed - old) * sizeof *c->committed);
+    }
+    g = &c->committed[e->index - 1];
+    if (g->index == 0) {
+        *g = *e;
+        raft_buf_ref(g->data);
+    } else if (g->term != e->term || g->type != e->type ||
+               !buf_equal(g->data, e->data)) {
+        cluster_fail(c, "state machine safety: node %llu applies term %llu "
+                     "at %llu, another applied term %llu",
+                     (unsigned long long)n->id, (unsigned long long)e->term,
+                     (unsigned long long)e->index,
+                     (unsigned long long)g->term);
+    }
+    if (n->n_applied == n->cap_applied) {
+        n->cap_applied = n->cap_applied ? n->cap_applied * 2 : 64;
+        n->applied =
+            xrealloc(c, n->applied, n->cap_applied * sizeof *n->applied);
+    }
+    n->applied[n->n_applied] = *e;
+    raft_buf_ref(n->applied[n->n_applied].data);
+    n->n_applied++;
+}
+
+/* handle_update carries out one update as a driver would. */
+static void handle_update(struct cluster *c, struct cnode *n,
+                          const struct raft_update *u)
+{
+    unsigned i;
+    struct cwrite *w;
+
+    for (i = 0; i < u->n_messages; i++) {
+        const struct raft_message *m = &u->messages[i];
+        if (m->type == RAFT_MSG_APPEND_ENTRIES_RESULT &&
+            m->append_entries_result.success &&
+            (m->append_entries_result.last_log_index >
+                 raft_persisted_index(n->raft) ||
+             m->append_entries_result.last_log_index > n->n_log)) {
+            cluster_fail(c, "node %llu acknowledges %llu, persisted %llu",
+                         (unsigned long long)n->id,
+                         (unsigned long long)
+                             m->append_entries_result.last_log_index,
+                         (unsigned long long)raft_persisted_index(n->raft));
+        }
+    }
+    for (i = 0; i < u->n_committed; i++) {
+        apply_committed(c, n, &u->committed[i]);
+    }
+    if (!u->hard_state_changed && u->n_entries == 0) {
+        for (i = 0; i < u->n_messages; i++) {
+            send(c, n, &u->messages[i]);
+        }
+        return;
+    }
+    if (n->n_writes == n->cap_writes) {
+        n->cap_writes = n->cap_writes ? n->cap_writes * 2 : 8;
+        n->writes = xrealloc(c, n->writes, n->cap_writes * sizeof *n->writes);
+    }
+    w = &n->writes[n->n_writes++];
+    memset(w, 0, sizeof *w);
+    w->at = c->now + rng_range(c, c->cfg.disk_min, c->cfg.disk_max);
+    if (n->n_writes > 1 && w->at < n->writes[n->n_writes - 2].at) {
+        w->at = n->writes[n->n_writes - 2].at;
+    }
+    w->hs_changed = u->hard_state_changed;
+    w->hs = u->hard_state;
+    if (u->n_entries > 0) {
+        w->entries = xrealloc(c, NULL, u->n_entries * sizeof *w->entries);
+        for (i = 0; i < u->n_entries; i++) {
+            w->entries[i] = u->entries[i];
+            raft_buf_ref(w->entries[i].data);
+        }
+        w->n_entries = u->n_entries;
+    }
+    if (u->hard_state_changed) {
+        /* Driver rule 1: hold the messages until the write is done. */
+        if (u->n_messages > 0) {
+            w->held = xrealloc(c, NULL, u->n_messages * sizeof *w->held);
+        }
+        for (i = 0; i < u->n_messages; i++) {
+            copy_message(c, &w->held[i], &u->messages[i]);
+        }
+        w->n_held = u->n_messages;
+    } else {
+        for (i = 0; i < u->n_messages; i++) {
+            send(c, n, &u->messages[i]);
+        }
+    }
+}
+
+static void step_node(struct cluster *c, struct cnode *n,
+                      const struct raft_event *e)
+{
+    struct raft_update u;
+    int rc = raft_step(n->raft, e, &u);
+    if (rc != 0) {
+        cluster_fail(c, "node %llu: raft_step(type %d): %s",
+                     (unsigned long long)n->id, e->type, raft_strerror(rc));
+    }
+    handle_update(c, n, &u);
+    check_leaders(c);
+}
+
+static void complete_write(struct cluster *c, struct cnode *n)
+{
+    struct cwrite w = n->writes[0];
+    struct raft_event e;
+    unsigned i;
+
+    memmove(n->writes, n->writes + 1, (n->n_writes - 1) * sizeof *n->writes);
+    n->n_writes--;
+    if (w.n_entries > 0) {
+        raft_index first = w.entries[0].index;
+        if (first == 0 || first > n->n_log + 1) {
+            cluster_fail(c, "node %llu writes %llu after %u: a gap",
+                         (unsigned long long)n->id,
+                         (unsigned long long)first, n->n_log);
+        }
+        if (first <= n->n_log) {
+            n->n_truncations++;
+        }
+        /* Driver rule 2: delete index >= first, then append. */
+        while (n->n_log >= first) {
+            raft_buf_unref(n->log[--n->n_log].data);
+        }
+        if (n->n_log + w.n_entries > n->cap_log) {
+            n->cap_log = (n->n_log + w.n_entries) * 2;
+            n->log = xrealloc(c, n->log, n->cap_log * sizeof *n->log);
+        }
+        for (i = 0; i < w.n_entries; i++) {
+            n->log[n->n_log++] = w.entries[i];
+            raft_buf_ref(w.entries[i].data);
+        }
+    }
+    if (w.hs_changed) {
+        n->hs = w.hs;
+    }
+    for (i = 0; i < w.n_held; i++) {
+        send(c, n, &w.held[i]);
+    }
+    if (w.n_entries > 0) {
+        check_log_matching(c, n);
+        memset(&e, 0, sizeof e);
+        e.type = RAFT_EVENT_PERSISTED;
+        e.persisted.index = w.entries[w.n_entries - 1].index;
+        e.persisted.term = w.entries[w.n_entries - 1].term;
+        release_write(&w);
+        step_node(c, n, &e);
+        return;
+    }
+    release_write(&w);
+}
+
+static void start_node(struct cluster *c, struct cnode *n)
+{
+    struct raft_config rc;
+    int rv;
+
+    memset(&rc, 0, sizeof rc);
+    rc.id = n->id;
+    rc.voters = c->ids;
+    rc.n_voters = c->cfg.n;
+    rc.election_timeout = c->cfg.election_timeout;
+    rc.heartbeat_interval = c->cfg.heartbeat_interval;
+    rc.max_size_per_msg = c->cfg.max_size_per_msg;
+    rc.max_inflight_msgs = c->cfg.max_inflight_msgs;
+    rc.seed = c->cfg.seed * 1000003 + n->id * 7919 + n->n_restarts;
+    rv = raft_new(&rc, &n->hs, 1, n->log, n->n_log, n->n_applied, &n->raft);
+    if (rv != 0) {
+        cluster_fail(c, "raft_new: %s", raft_strerror(rv));
+    }
+    n->next_tick = c->now + rng_range(c, 0, c->cfg.tick_ms);
+}
+
+struct cluster *cluster_new(const struct cluster_config *cfg)
+{
+    struct cluster *c = calloc(1, sizeof *c);
+    unsigned i;
+    unsigned j;
+
+    assert_non_null(c);
+    assert_true(cfg->n >= 1 && cfg->n <= CLUSTER_MAX_NODES);
+    c->cfg = *cfg;
+    c->rng = cfg->seed;
+    for (i = 0; i < cfg->n; i++) {
+        c->ids[i] = i + 1;
+        for (j = 0; j < cfg->n; j++) {
+            c->link[i][j] = true;
+        }
+    }
+    for (i = 0; i < cfg->n; i++) {
+        c->nodes[i].id = i + 1;
+        start_node(c, &c->nodes[i]);
+    }
+    return c;
+}
+
+static void stop_node(struct cnode *n)
+{
+    unsigned i;
+
+    raft_close(n->raft);
+    n->raft = NULL;
+    for (i = 0; i < n->n_writes; i++) {
+        release_write(&n->writes[i]);
+    }
+    n->n_writes = 0;
+}
+
+void cluster_free(struct cluster *c)
+{
+    unsigned i;
+    size_t k;
+
+    if (c == NULL) {
+        return;
+    }
+    for (i = 0; i < c->cfg.n; i++) {
+        struct cnode *n = &c->nodes[i];
+        stop_node(n);
+        free(n->writes);
+        for (k = 0; k < n->n_log; k++) {
+            raft_buf_unref(n->log[k].data);
+        }
+        free(n->log);
+        for (k = 0; k < n->n_applied; k++) {
+            raft_buf_unref(n->applied[k].data);
+        }
+        free(n->applied);
+    }
+    for (i = 0; i < c->n_net; i++) {
+        release_message(&c->net[i].m);
+    }
+    free(c->net);
+    for (k = 0; k < c->n_committed; k++) {
+        raft_buf_unref(c->committed[k].data);
+    }
+    free(c->committed);
+    free(c->leaders);
+    free(c);
+}
+
+unsigned cluster_n_nodes(const struct cluster *c)
+{
+    return c->cfg.n;
+}
+
+uint64_t cluster_now(const struct cluster *c)
+{
+    return c->now;
+}
+
+/* next_event finds the earliest event: kind 0 disk (node), 1 network
+ * (message slot), 2 tick (node). Returns false when there is none. */
+static bool next_event(const struct cluster *c, uint64_t *at, int *kind,
+                       unsigned *which)
+{
+    bool found = false;
+    uint64_t best_seq = 0;
+    unsigned i;
+
+    for (i = 0; i < c->cfg.n; i++) {
+        const struct cnode *n = &c->nodes[i];
+        if (n->raft != NULL && n->n_writes > 0 &&
+            (!found || n->writes[0].at < *at)) {
+            found = true;
+            *at = n->writes[0].at;
+            *kind = 0;
+            *which = i;
+        }
+    }
+    for (i = 0; i < c->n_net; i++) {
+        const struct cmsg *q = &c->net[i];
+        if (!found || q->at < *at ||
+            (q->at == *at && *kind == 1 && q->seq < best_seq)) {
+            found = true;
+            *at = q->at;
+            *kind = 1;
+            *which = i;
+            best_seq = q->seq;
+        }
+    }
+    for (i = 0; i < c->cfg.n; i++) {
+        const struct cnode *n = &c->nodes[i];
+        if (n->raft != NULL && !n->frozen &&
+            (!found || n->next_tick < *at)) {
+            found = true;
+            *at = n->next_tick;
+            *kind = 2;
+            *which = i;
+        }
+    }
+    return found;
+}
+
+static void deliver(struct cluster *c, unsigned slot)
+{
+    struct cmsg q = c->net[slot];
+    struct cnode *to;
+    struct raft_event e;
+
+    c->net[slot] = c->net[--c->n_net];
+    to = &c->nodes[q.m.to - 1];
+    if (to->raft != NULL && c->link[q.m.from - 1][q.m.to - 1]) {
+        memset(&e, 0, sizeof e);
+        e.type = RAFT_EVENT_RECEIVE;
+        e.receive = q.m;
+        step_node(c, to, &e);
+    }
+    release_message(&q.m);
+}
+
+void cluster_step(struct cluster *c)
+{
+    uint64_t at = 0;
+    int kind = 0;
+    unsigned which = 0;
+    struct raft_event e;
+
+    if (!next_event(c, &at, &kind, &which)) {
+        c->now++;
+        return;
+    }
+    if (at > c->now) {
+        c->now = at;
+    }
+    switch (kind) {
+        case 0:
+            complete_write(c, &c->nodes[which]);
+            break;
+        case 1:
+            deliver(c, which);
+            break;
+        default:
+            memset(&e, 0, sizeof e);
+            e.type = RAFT_EVENT_TICK;
+            e.tick.now = c->now;
+            c->nodes[which].next_tick = c->now + c->cfg.tick_ms;
+            step_node(c, &c->nodes[which], &e);
+            break;
+    }
+}
+
+void cluster_run(struct cluster *c, uint64_t ms)
+{
+    uint64_t end = c->now + ms;
+    uint64_t at;
+    int kind;
+    unsigned which;
+
+    while (next_event(c, &at, &kind, &which) && at <= end) {
+        cluster_step(c);
+    }
+    c->now = end;
+}
+
+bool cluster_run_until(struct cluster *c, uint64_t ms,
+                       bool (*pred)(struct cluster *c, void *arg), void *arg)
+{
+    uint64_t end = c->now + ms;
+    uint64_t at;
+    int kind;
+    unsigned which;
+
+    while (!pred(c, arg)) {
+        if (!next_event(c, &at, &kind, &which) || at > end) {
+            c->now = end;
+            return pred(c, arg);
+        }
+        cluster_step(c);
+    }
+    return true;
+}
+
+struct raft *cluster_raft(struct cluster *c, raft_id id)
+{
+    return node_of(c, id)->raft;
+}
+
+raft_id cluster_leader(const struct cluster *c)
+{
+    raft_id best = 0;
+    raft_term best_term = 0;
+    unsigned i;
+
+    for (i = 0; i < c->cfg.n; i++) {
+        const struct cnode *n = &c->nodes[i];
+        if (n->raft != NULL && raft_role(n->raft) == RAFT_LEADER &&
+            raft_current_term(n->raft) >= best_term) {
+            best = n->id;
+            best_term = raft_current_term(n->raft);
+        }
+    }
+    return best;
+}
+
+int cluster_propose(struct cluster *c, raft_id id, const void *data,
+                    size_t len)
+{
+    struct cnode *n = node_of(c, id);
+    struct raft_buf *b;
+    struct raft_event e;
+    struct raft_update u;
+    int rc;
+
+    if (n->raft == NULL) {
+        return RAFT_SHUTDOWN;
+    }
+    b = raft_buf_copy(data, len);
+    if (b == NULL) {
+        cluster_fail(c, "out of memory");
+    }
+    memset(&e, 0, sizeof e);
+    e.type = RAFT_EVENT_PROPOSE;
+    e.propose.bufs = &b;
+    e.propose.n = 1;
+    rc = raft_step(n->raft, &e, &u);
+    raft_buf_unref(b);
+    if (rc == 0) {
+        handle_update(c, n, &u);
+        check_leaders(c);
+    }
+    return rc;
+}
+
+void cluster_crash(struct cluster *c, raft_id id)
+{
+    stop_node(node_of(c, id));
+}
+
+void cluster_restart(struct cluster *c, raft_id id)
+{
+    struct cnode *n = node_of(c, id);
+
+    if (n->raft != NULL) {
+        cluster_fail(c, "restart of live node %llu", (unsigned long long)id);
+    }
+    n->n_restarts++;
+    start_node(c, n);
+}
+
+bool cluster_alive(const struct cluster *c, raft_id id)
+{
+    return node_of(c, id)->raft != NULL;
+}
+
+void cluster_set_link(struct cluster *c, raft_id from, raft_id to, bool up)
+{
+    node_of(c, from);
+    node_of(c, to);
+    c->link[from - 1][to - 1] = up;
+}
+
+void cluster_isolate(struct cluster *c, raft_id id, bool up)
+{
+    unsigned i;
+
+    for (i = 1; i <= c->cfg.n; i++) {
+        if (i != id) {
+            cluster_set_link(c, id, i, up);
+            cluster_set_link(c, i, id, up);
+        }
+    }
+}
+
+void cluster_heal(struct cluster *c)
+{
+    unsigned i;
+    unsigned j;
+
+    for (i = 0; i < c->cfg.n; i++) {
+        for (j = 0; j < c->cfg.n; j++) {
+            c->link[i][j] = true;
+        }
+    }
+    c->cfg.drop_pct = 0;
+    c->cfg.dup_pct = 0;
+}
+
+void cluster_set_faults(struct cluster *c, unsigned drop_pct,
+                        unsigned dup_pct, unsigned net_min, unsigned net_max)
+{
+    c->cfg.drop_pct = drop_pct;
+    c->cfg.dup_pct = dup_pct;
+    c->cfg.net_min = net_min;
+    c->cfg.net_max = net_max;
+}
+
+void cluster_freeze(struct cluster *c, raft_id id, bool frozen)
+{
+    struct cnode *n = node_of(c, id);
+
+    n->frozen = frozen;
+    if (!frozen && n->next_tick < c->now) {
+        n->next_tick = c->now;
+    }
+}
+
+unsigned cluster_n_applied(const struct cluster *c, raft_id id)
+{
+    return node_of(c, id)->n_applied;
+}
+
+const struct raft_entry *cluster_applied(const struct cluster *c, raft_id id,
+                                         unsigned i)
+{
+    const struct cnode *n = node_of(c, id);
+    return i < n->n_applied ? &n->applied[i] : NULL;
+}
+
+bool cluster_has_applied(const struct cluster *c, raft_id id,
+                         const void *data, size_t len)
+{
+    const struct cnode *n = node_of(c, id);
+    unsigned i;
+
+    for (i = 0; i < n->n_applied; i++) {
+        const struct raft_buf *b = n->applied[i].data;
+        if (n->applied[i].type == RAFT_ENTRY_NORMAL && b != NULL &&
+            b->len == len && memcmp(b->data, data, len) == 0) {
+            return true;
+        }
+    }
+    return false;
+}
+
+raft_index cluster_durable_last(const struct cluster *c, raft_id id)
+{
+    return node_of(c, id)->n_log;
+}
+
+raft_term cluster_durable_term(const struct cluster *c, raft_id id,
+                               raft_index index)
+{
+    const struct cnode *n = node_of(c, id);
+    return index >= 1 && index <= n->n_log ? n->log[index - 1].term : 0;
+}
+
+unsigned cluster_n_truncations(const struct cluster *c, raft_id id)
+{
+    return node_of(c, id)->n_truncations;
+}

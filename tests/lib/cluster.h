@@ -1,0 +1,143 @@
+/* A deterministic in-memory cluster for Raft core tests: N cores driven by
+ * a virtual clock, a seeded network that can delay, drop, duplicate,
+ * reorder and partition messages, and a fake disk per node that completes
+ * writes after a delay by stepping RAFT_EVENT_PERSISTED. The harness obeys
+ * the driver contract of raft/raft.h (messages of an update that changed
+ * the hard state are held until that update's write completes) and checks
+ * safety after every step: one leader per term, Log Matching on the
+ * durable logs, State Machine Safety on what nodes hand out as committed,
+ * and that no AppendEntries answer acknowledges a non-durable entry. A
+ * failed check fails the running cmocka test, printing the seed. */
+
+#ifndef TEST_CLUSTER_H
+#define TEST_CLUSTER_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "raft/raft.h"
+
+/* The most nodes a cluster may have. */
+#define CLUSTER_MAX_NODES 7
+
+/* Parameters of a cluster. Times are virtual milliseconds. */
+struct cluster_config {
+    unsigned n;                  /* nodes, ids 1..n */
+    uint64_t seed;               /* seeds the network, disks and cores */
+    unsigned election_timeout;   /* raft_config.election_timeout */
+    unsigned heartbeat_interval; /* raft_config.heartbeat_interval */
+    unsigned max_inflight_msgs;  /* raft_config.max_inflight_msgs */
+    uint64_t max_size_per_msg;   /* raft_config.max_size_per_msg */
+    unsigned tick_ms;            /* interval between a node's ticks */
+    unsigned net_min;            /* least network delay */
+    unsigned net_max;            /* most network delay (reordering) */
+    unsigned drop_pct;           /* percent of messages lost */
+    unsigned dup_pct;            /* percent of messages duplicated */
+    unsigned disk_min;           /* least disk write latency */
+    unsigned disk_max;           /* most disk write latency */
+};
+
+struct cluster; /* opaque */
+
+/* cluster_config_default fills @cfg for @n nodes and @seed: election 100,
+ * heartbeat 20, tick 5, network 1..5, disk 1..3, no faults. */
+void cluster_config_default(struct cluster_config *cfg, unsigned n,
+                            uint64_t seed);
+
+/* cluster_new starts @cfg->n fresh nodes at time 0 (fails the test on
+ * error). Free with cluster_free. */
+struct cluster *cluster_new(const struct cluster_config *cfg);
+
+/* cluster_free closes every core and frees everything. */
+void cluster_free(struct cluster *c);
+
+/* cluster_n_nodes returns the number of nodes (ids 1..n). */
+unsigned cluster_n_nodes(const struct cluster *c);
+
+/* cluster_now returns the virtual time, ms. */
+uint64_t cluster_now(const struct cluster *c);
+
+/* cluster_step processes the next event (a disk completion, a message
+ * delivery or a tick), advancing the clock to it. */
+void cluster_step(struct cluster *c);
+
+/* cluster_run processes every event up to now + @ms. */
+void cluster_run(struct cluster *c, uint64_t ms);
+
+/* cluster_run_until steps until @pred returns true (then returns true) or
+ * @ms passed (then returns false). */
+bool cluster_run_until(struct cluster *c, uint64_t ms,
+                       bool (*pred)(struct cluster *c, void *arg), void *arg);
+
+/* cluster_raft returns node @id's core, NULL while it is down. */
+struct raft *cluster_raft(struct cluster *c, raft_id id);
+
+/* cluster_leader returns the live leader of the highest term, 0 if none. */
+raft_id cluster_leader(const struct cluster *c);
+
+/* cluster_propose steps a PROPOSE of a copy of @len bytes at @data on
+ * node @id and returns raft_step's result (RAFT_NOTLEADER, ...). */
+int cluster_propose(struct cluster *c, raft_id id, const void *data,
+                    size_t len);
+
+/* cluster_crash stops node @id: its core is closed and its writes that
+ * were not complete are lost. */
+void cluster_crash(struct cluster *c, raft_id id);
+
+/* cluster_restart rebuilds node @id's core with raft_new from its durable
+ * log and hard state; its state machine (applied entries) survives. */
+void cluster_restart(struct cluster *c, raft_id id);
+
+/* cluster_alive tells whether node @id is up. */
+bool cluster_alive(const struct cluster *c, raft_id id);
+
+/* cluster_set_link lets messages from @from to @to through or not (checked
+ * when sent and when delivered). */
+void cluster_set_link(struct cluster *c, raft_id from, raft_id to, bool up);
+
+/* cluster_isolate cuts (or, with @up, restores) every link of node @id. */
+void cluster_isolate(struct cluster *c, raft_id id, bool up);
+
+/* cluster_heal restores every link and removes loss and duplication. */
+void cluster_heal(struct cluster *c);
+
+/* cluster_set_faults changes the network's loss, duplication and delay. */
+void cluster_set_faults(struct cluster *c, unsigned drop_pct,
+                        unsigned dup_pct, unsigned net_min, unsigned net_max);
+
+/* cluster_freeze stops (or resumes) node @id's ticks: a frozen node never
+ * times out, but still answers messages. */
+void cluster_freeze(struct cluster *c, raft_id id, bool frozen);
+
+/* cluster_n_applied returns how many entries node @id handed out as
+ * committed (its state machine). */
+unsigned cluster_n_applied(const struct cluster *c, raft_id id);
+
+/* cluster_applied returns the @i-th (0-based, index i+1) entry node @id
+ * applied. */
+const struct raft_entry *cluster_applied(const struct cluster *c, raft_id id,
+                                         unsigned i);
+
+/* cluster_has_applied tells whether node @id applied a NORMAL entry whose
+ * payload is @len bytes at @data. */
+bool cluster_has_applied(const struct cluster *c, raft_id id,
+                         const void *data, size_t len);
+
+/* cluster_durable_last returns the last index of node @id's durable log. */
+raft_index cluster_durable_last(const struct cluster *c, raft_id id);
+
+/* cluster_durable_term returns the term of durable entry @index of node
+ * @id, 0 when there is none. */
+raft_term cluster_durable_term(const struct cluster *c, raft_id id,
+                               raft_index index);
+
+/* cluster_n_truncations returns how many times node @id's durable log had
+ * a suffix deleted by a write. */
+unsigned cluster_n_truncations(const struct cluster *c, raft_id id);
+
+/* cluster_fail fails the running test with a printf-style message that
+ * starts with the cluster's seed. */
+void cluster_fail(const struct cluster *c, const char *fmt, ...);
+
+#endif /* TEST_CLUSTER_H */
