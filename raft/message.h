@@ -18,7 +18,9 @@
  *   FORWARD_RESULT       request_id:u64[2] status:i32 index:u64 term:u64
  *
  * A body must be consumed exactly: trailing bytes are an error. Entry
- * indexes in APPEND_ENTRIES must be prev_log_index+1, +2, ... */
+ * indexes in APPEND_ENTRIES must be prev_log_index+1, +2, ... (never 0),
+ * entry types NORMAL or NOOP, and the u8 booleans 0 or 1. An empty payload
+ * (entry or forward) is len 0 on the wire and data == NULL in memory. */
 
 #ifndef RAFT_MESSAGE_H
 #define RAFT_MESSAGE_H
@@ -35,13 +37,15 @@
 #define RAFT_FRAME_HEADER 4
 
 /* raft_message_encoded_len returns the number of bytes raft_message_encode
- * writes for @m: the whole frame, length prefix included. */
+ * writes for @m: the whole frame, length prefix included; 0 when @m->type
+ * is unknown. */
 size_t raft_message_encoded_len(const struct raft_message *m);
 
 /* raft_message_encode writes the frame of @m into @buf, which has @len
  * bytes (at least raft_message_encoded_len(m)).
- * Errors: RAFT_INVALID (unknown type, or @len too small); RAFT_TOOBIG (the
- * body would not fit a u32 length). */
+ * Errors: RAFT_INVALID (unknown type, @len too small, or entries that the
+ * decoder would refuse: NULL array or non-consecutive indexes); RAFT_TOOBIG
+ * (the body or a payload would not fit a u32 length). */
 int raft_message_encode(const struct raft_message *m, void *buf, size_t len);
 
 /* raft_message_decode parses one frame body (the bytes after the length
@@ -50,8 +54,9 @@ int raft_message_encode(const struct raft_message *m, void *buf, size_t len);
  * with raft_message_release. On failure nothing is allocated and @errmsg
  * (@errmsg_len bytes) says what is wrong.
  * Errors: RAFT_FORMAT (unknown version), RAFT_PROTO (unknown type,
- * truncated body, trailing bytes, non-consecutive entry indexes, or more
- * entries than could fit), RAFT_NOMEM. */
+ * truncated body, trailing bytes, non-consecutive entry indexes, unknown
+ * entry type, boolean not 0 or 1, or more entries than could fit: checked
+ * before allocating), RAFT_NOMEM. @errmsg may be NULL. Any thread. */
 int raft_message_decode(const void *body, size_t len, struct raft_message *out,
                         char *errmsg, size_t errmsg_len);
 

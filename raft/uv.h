@@ -2,12 +2,15 @@
  *
  * Each server listens on its own address and opens one outgoing connection
  * to every peer; it sends on its outgoing connections and receives on the
- * connections it accepted. A connection starts with a handshake frame
- * (magic "RFTSQL", wire version, sender id); then carries frames of
- * message.h. A broken outgoing connection is re-dialled with exponential
- * backoff (100 ms doubling to 2 s). A malformed frame, bad handshake or
- * oversized length closes that one connection and is logged; the server
- * keeps running.
+ * connections it accepted. A connection starts with a handshake of 15 bytes,
+ * without length prefix: magic "RFTSQL" (6 bytes), wire version u8, sender
+ * id u64 little-endian; the acceptor refuses a bad magic or version and an
+ * id that is not one of its peers. Then it carries frames of message.h, each
+ * with from = the handshake's id and to = the acceptor's id. A broken
+ * outgoing connection is re-dialled with exponential backoff (100 ms
+ * doubling to 2 s, reset by a successful connect; a dial pending for 3 s
+ * is abandoned). A malformed frame, bad handshake or oversized length
+ * closes that one connection and is logged; the server keeps running.
  *
  * Threads: every function runs on the loop thread of @loop. */
 
@@ -42,7 +45,12 @@ typedef void (*raft_uv_recv_cb)(void *data, const struct raft_message *m);
  * frame in either direction. @recv_cb and @log_cb are called with @data.
  * Writes *out only on success; @errmsg receives the message on failure.
  * Errors: RAFT_IOERR (bind/listen failure, e.g. address in use, with
- * uv_strerror text), RAFT_INVALID (bad address), RAFT_NOMEM. */
+ * uv_strerror text), RAFT_INVALID (bad address, peer id 0, equal to @self
+ * or repeated, @self 0, @max_frame_bytes < 2, NULL @recv_cb), RAFT_NOMEM.
+ * Bind and listen happen on a plain socket before any handle exists, so
+ * their failure leaves nothing registered with @loop (only a failure of
+ * libuv to adopt the bound socket leaves a closing handle, freed by the
+ * next loop run). */
 int raft_uv_transport_start(uv_loop_t *loop, raft_id self,
                             const char *listen_host, uint16_t listen_port,
                             const struct raft_uv_peer *peers,
@@ -58,9 +66,11 @@ uint16_t raft_uv_transport_port(const struct raft_uv_transport *t);
  * bufs on return) and queues it on the connection to @m->to. Messages to
  * one peer are written in order. Raft tolerates loss, so a message to a
  * peer that is not connected is dropped.
- * Errors: RAFT_NOCONN (not connected: dropped), RAFT_BUSY (more than 64 MiB
- * already queued to that peer: dropped), RAFT_NOTFOUND (unknown peer),
- * RAFT_INVALID (encoding failed), RAFT_NOMEM. */
+ * Errors: RAFT_NOCONN (not connected: dropped), RAFT_BUSY (the frame
+ * would take the bytes queued to that peer past 64 MiB: dropped; a frame
+ * always goes when nothing is queued), RAFT_NOTFOUND (unknown peer),
+ * RAFT_TOOBIG (body larger than max_frame_bytes), RAFT_INVALID (@m->from
+ * is not this server, or encoding failed), RAFT_NOMEM. */
 int raft_uv_transport_send(struct raft_uv_transport *t,
                            const struct raft_message *m);
 
@@ -71,7 +81,9 @@ bool raft_uv_transport_connected(const struct raft_uv_transport *t,
 
 /* raft_uv_transport_close closes every handle and drops queued frames, then
  * calls @cb(@data) from the loop once all handles are closed and @t is
- * freed. No receive callback fires after this call. */
+ * freed (@cb may be NULL). No receive callback fires after this call, which
+ * may be made from inside the receive callback; a second call is ignored
+ * while @t still exists. */
 void raft_uv_transport_close(struct raft_uv_transport *t,
                              void (*cb)(void *data), void *data);
 

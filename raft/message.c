@@ -1,0 +1,456 @@
+/* The wire codec of message.h: encoder, bounds-checked decoder and release.
+ * The decoder trusts nothing: every length is checked against the bytes
+ * left before it is used, and a failure frees whatever was allocated. */
+
+#include "message.h"
+
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+
+#include "byte.h"
+
+/* Bytes of the common body header: version, type, from, to. */
+#define RAFT__MSG_HEADER (1 + 1 + 8 + 8)
+
+/* Smallest encoded entry: term, index, type, len (empty payload). */
+#define RAFT__ENTRY_MIN (8 + 8 + 1 + 4)
+
+/* Fixed field bytes of each message type, after the body header. */
+#define RAFT__RV_LEN (8 + 8 + 8 + 1)
+#define RAFT__RVR_LEN (8 + 1 + 1)
+#define RAFT__AE_LEN (8 + 8 + 8 + 8 + 4)
+#define RAFT__AER_LEN (8 + 1 + 8 + 8)
+#define RAFT__FWD_LEN (8 + 8 + 4)
+#define RAFT__FWDR_LEN (8 + 8 + 4 + 8 + 8)
+
+static size_t buf_len(const struct raft_buf *b)
+{
+    return b == NULL ? 0 : b->len;
+}
+
+static const void *buf_data(const struct raft_buf *b)
+{
+    return b == NULL ? NULL : b->data;
+}
+
+size_t raft_message_encoded_len(const struct raft_message *m)
+{
+    size_t n = RAFT_FRAME_HEADER + RAFT__MSG_HEADER;
+    uint32_t i;
+
+    switch (m->type) {
+        case RAFT_MSG_REQUEST_VOTE:
+            return n + RAFT__RV_LEN;
+        case RAFT_MSG_REQUEST_VOTE_RESULT:
+            return n + RAFT__RVR_LEN;
+        case RAFT_MSG_APPEND_ENTRIES:
+            n += RAFT__AE_LEN;
+            for (i = 0; i < m->append_entries.n_entries; i++) {
+                n += RAFT__ENTRY_MIN +
+                     buf_len(m->append_entries.entries[i].data);
+            }
+            return n;
+        case RAFT_MSG_APPEND_ENTRIES_RESULT:
+            return n + RAFT__AER_LEN;
+        case RAFT_MSG_FORWARD:
+            return n + RAFT__FWD_LEN + buf_len(m->forward.data);
+        case RAFT_MSG_FORWARD_RESULT:
+            return n + RAFT__FWDR_LEN;
+        default:
+            return 0;
+    }
+}
+
+/* check_encodable validates what the encoder cannot write faithfully. */
+static int check_encodable(const struct raft_message *m)
+{
+    const struct raft_append_entries *ae = &m->append_entries;
+    uint32_t i;
+
+    if (m->type == RAFT_MSG_FORWARD &&
+        buf_len(m->forward.data) > UINT32_MAX) {
+        return RAFT_TOOBIG;
+    }
+    if (m->type != RAFT_MSG_APPEND_ENTRIES) {
+        return 0;
+    }
+    if (ae->n_entries > 0 && ae->entries == NULL) {
+        return RAFT_INVALID;
+    }
+    for (i = 0; i < ae->n_entries; i++) {
+        /* The decoder refuses what it could not read back. */
+        if (ae->entries[i].index != ae->prev_log_index + 1 + i ||
+            ae->entries[i].index == 0) {
+            return RAFT_INVALID;
+        }
+        if (buf_len(ae->entries[i].data) > UINT32_MAX) {
+            return RAFT_TOOBIG;
+        }
+    }
+    return 0;
+}
+
+int raft_message_encode(const struct raft_message *m, void *buf, size_t len)
+{
+    struct raft_byte_writer w;
+    size_t need;
+    uint32_t i;
+    bool ok = true;
+    int rc;
+
+    need = raft_message_encoded_len(m);
+    if (need == 0) {
+        return RAFT_INVALID;
+    }
+    rc = check_encodable(m);
+    if (rc != 0) {
+        return rc;
+    }
+    if (need - RAFT_FRAME_HEADER > UINT32_MAX) {
+        return RAFT_TOOBIG;
+    }
+    if (len < need) {
+        return RAFT_INVALID;
+    }
+
+    w = raft_byte_writer_init(buf, need);
+    ok &= raft_byte_put_u32(&w, (uint32_t)(need - RAFT_FRAME_HEADER));
+    ok &= raft_byte_put_u8(&w, RAFT_WIRE_VERSION);
+    ok &= raft_byte_put_u8(&w, m->type);
+    ok &= raft_byte_put_u64(&w, m->from);
+    ok &= raft_byte_put_u64(&w, m->to);
+    switch (m->type) {
+        case RAFT_MSG_REQUEST_VOTE: {
+            const struct raft_request_vote *rv = &m->request_vote;
+            ok &= raft_byte_put_u64(&w, rv->term);
+            ok &= raft_byte_put_u64(&w, rv->last_log_index);
+            ok &= raft_byte_put_u64(&w, rv->last_log_term);
+            ok &= raft_byte_put_u8(&w, rv->pre_vote ? 1 : 0);
+            break;
+        }
+        case RAFT_MSG_REQUEST_VOTE_RESULT: {
+            const struct raft_request_vote_result *rr =
+                &m->request_vote_result;
+            ok &= raft_byte_put_u64(&w, rr->term);
+            ok &= raft_byte_put_u8(&w, rr->vote_granted ? 1 : 0);
+            ok &= raft_byte_put_u8(&w, rr->pre_vote ? 1 : 0);
+            break;
+        }
+        case RAFT_MSG_APPEND_ENTRIES: {
+            const struct raft_append_entries *ae = &m->append_entries;
+            ok &= raft_byte_put_u64(&w, ae->term);
+            ok &= raft_byte_put_u64(&w, ae->prev_log_index);
+            ok &= raft_byte_put_u64(&w, ae->prev_log_term);
+            ok &= raft_byte_put_u64(&w, ae->leader_commit);
+            ok &= raft_byte_put_u32(&w, ae->n_entries);
+            for (i = 0; i < ae->n_entries; i++) {
+                const struct raft_entry *e = &ae->entries[i];
+                ok &= raft_byte_put_u64(&w, e->term);
+                ok &= raft_byte_put_u64(&w, e->index);
+                ok &= raft_byte_put_u8(&w, e->type);
+                ok &= raft_byte_put_u32(&w, (uint32_t)buf_len(e->data));
+                ok &= raft_byte_put_bytes(&w, buf_data(e->data),
+                                          buf_len(e->data));
+            }
+            break;
+        }
+        case RAFT_MSG_APPEND_ENTRIES_RESULT: {
+            const struct raft_append_entries_result *ar =
+                &m->append_entries_result;
+            ok &= raft_byte_put_u64(&w, ar->term);
+            ok &= raft_byte_put_u8(&w, ar->success ? 1 : 0);
+            ok &= raft_byte_put_u64(&w, ar->reject_index);
+            ok &= raft_byte_put_u64(&w, ar->last_log_index);
+            break;
+        }
+        case RAFT_MSG_FORWARD: {
+            const struct raft_forward *f = &m->forward;
+            ok &= raft_byte_put_u64(&w, f->request_id[0]);
+            ok &= raft_byte_put_u64(&w, f->request_id[1]);
+            ok &= raft_byte_put_u32(&w, (uint32_t)buf_len(f->data));
+            ok &= raft_byte_put_bytes(&w, buf_data(f->data),
+                                      buf_len(f->data));
+            break;
+        }
+        case RAFT_MSG_FORWARD_RESULT: {
+            const struct raft_forward_result *fr = &m->forward_result;
+            ok &= raft_byte_put_u64(&w, fr->request_id[0]);
+            ok &= raft_byte_put_u64(&w, fr->request_id[1]);
+            ok &= raft_byte_put_u32(&w, (uint32_t)fr->status);
+            ok &= raft_byte_put_u64(&w, fr->index);
+            ok &= raft_byte_put_u64(&w, fr->term);
+            break;
+        }
+        default:
+            return RAFT_INVALID;
+    }
+    /* Invariant: raft_message_encoded_len counted every byte written. */
+    if (!ok || w.left != 0) {
+        return RAFT_INVALID;
+    }
+    return 0;
+}
+
+/* set_err formats the decoder's message into @errmsg, if there is one. */
+static void set_err(char *errmsg, size_t errmsg_len, const char *fmt, ...)
+{
+    va_list ap;
+
+    if (errmsg == NULL || errmsg_len == 0) {
+        return;
+    }
+    va_start(ap, fmt);
+    vsnprintf(errmsg, errmsg_len, fmt, ap);
+    va_end(ap);
+}
+
+/* get_bool reads a u8 that must be 0 or 1. */
+static bool get_bool(struct raft_byte_reader *r, bool *out)
+{
+    uint8_t v;
+
+    if (!raft_byte_get_u8(r, &v) || v > 1) {
+        return false;
+    }
+    *out = v == 1;
+    return true;
+}
+
+/* get_payload reads len:u32 bytes[len] into a new buf (NULL when empty).
+ * Returns 0, RAFT_PROTO (truncated) or RAFT_NOMEM. */
+static int get_payload(struct raft_byte_reader *r, struct raft_buf **out)
+{
+    const uint8_t *p;
+    uint32_t len;
+    struct raft_buf *b = NULL;
+
+    if (!raft_byte_get_u32(r, &len) || !raft_byte_get_bytes(r, len, &p)) {
+        return RAFT_PROTO;
+    }
+    if (len > 0) {
+        b = raft_buf_copy(p, len);
+        if (b == NULL) {
+            return RAFT_NOMEM;
+        }
+    }
+    *out = b;
+    return 0;
+}
+
+static void release_entries(struct raft_entry *entries, uint32_t n)
+{
+    uint32_t i;
+
+    if (entries == NULL) {
+        return;
+    }
+    for (i = 0; i < n; i++) {
+        raft_buf_unref(entries[i].data);
+    }
+    free(entries);
+}
+
+/* decode_entries reads the @ae->n_entries entries of an AppendEntries.
+ * On success @ae->entries holds them; on failure nothing is allocated. */
+static int decode_entries(struct raft_byte_reader *r,
+                          struct raft_append_entries *ae, char *errmsg,
+                          size_t errmsg_len)
+{
+    struct raft_entry *entries;
+    uint32_t i;
+    int rc;
+
+    /* Check the count against the body before trusting it to allocate. */
+    if (ae->n_entries > r->left / RAFT__ENTRY_MIN) {
+        set_err(errmsg, errmsg_len,
+                "append entries: %u entries cannot fit in %zu bytes",
+                (unsigned)ae->n_entries, r->left);
+        return RAFT_PROTO;
+    }
+    ae->entries = NULL;
+    if (ae->n_entries == 0) {
+        return 0;
+    }
+    entries = calloc(ae->n_entries, sizeof *entries);
+    if (entries == NULL) {
+        set_err(errmsg, errmsg_len, "append entries: out of memory");
+        return RAFT_NOMEM;
+    }
+    for (i = 0; i < ae->n_entries; i++) {
+        struct raft_entry *e = &entries[i];
+        if (!raft_byte_get_u64(r, &e->term) ||
+            !raft_byte_get_u64(r, &e->index) ||
+            !raft_byte_get_u8(r, &e->type)) {
+            set_err(errmsg, errmsg_len, "append entries: entry %u truncated",
+                    (unsigned)i);
+            rc = RAFT_PROTO;
+            goto err_entries;
+        }
+        if (e->index != ae->prev_log_index + 1 + i || e->index == 0) {
+            set_err(errmsg, errmsg_len,
+                    "append entries: entry %u has index %llu, expected %llu",
+                    (unsigned)i, (unsigned long long)e->index,
+                    (unsigned long long)(ae->prev_log_index + 1 + i));
+            rc = RAFT_PROTO;
+            goto err_entries;
+        }
+        if (e->type != RAFT_ENTRY_NORMAL && e->type != RAFT_ENTRY_NOOP) {
+            set_err(errmsg, errmsg_len,
+                    "append entries: entry %u has unknown type %u",
+                    (unsigned)i, (unsigned)e->type);
+            rc = RAFT_PROTO;
+            goto err_entries;
+        }
+        rc = get_payload(r, &e->data);
+        if (rc != 0) {
+            set_err(errmsg, errmsg_len, "append entries: entry %u %s",
+                    (unsigned)i,
+                    rc == RAFT_NOMEM ? "out of memory" : "truncated");
+            goto err_entries;
+        }
+    }
+    ae->entries = entries;
+    return 0;
+
+err_entries:
+    release_entries(entries, i);
+    return rc;
+}
+
+int raft_message_decode(const void *body, size_t len, struct raft_message *out,
+                        char *errmsg, size_t errmsg_len)
+{
+    struct raft_byte_reader r = raft_byte_reader_init(body, len);
+    struct raft_message m;
+    uint8_t version;
+    bool ok = true;
+    int rc;
+
+    memset(&m, 0, sizeof m);
+    if (!raft_byte_get_u8(&r, &version)) {
+        set_err(errmsg, errmsg_len, "empty message body");
+        return RAFT_PROTO;
+    }
+    if (version != RAFT_WIRE_VERSION) {
+        set_err(errmsg, errmsg_len, "unsupported wire version %u (want %u)",
+                (unsigned)version, (unsigned)RAFT_WIRE_VERSION);
+        return RAFT_FORMAT;
+    }
+    if (!raft_byte_get_u8(&r, &m.type) || !raft_byte_get_u64(&r, &m.from) ||
+        !raft_byte_get_u64(&r, &m.to)) {
+        set_err(errmsg, errmsg_len, "truncated message header (%zu bytes)",
+                len);
+        return RAFT_PROTO;
+    }
+
+    switch (m.type) {
+        case RAFT_MSG_REQUEST_VOTE: {
+            struct raft_request_vote *rv = &m.request_vote;
+            ok = raft_byte_get_u64(&r, &rv->term) &&
+                 raft_byte_get_u64(&r, &rv->last_log_index) &&
+                 raft_byte_get_u64(&r, &rv->last_log_term) &&
+                 get_bool(&r, &rv->pre_vote);
+            break;
+        }
+        case RAFT_MSG_REQUEST_VOTE_RESULT: {
+            struct raft_request_vote_result *rr = &m.request_vote_result;
+            ok = raft_byte_get_u64(&r, &rr->term) &&
+                 get_bool(&r, &rr->vote_granted) &&
+                 get_bool(&r, &rr->pre_vote);
+            break;
+        }
+        case RAFT_MSG_APPEND_ENTRIES: {
+            struct raft_append_entries *ae = &m.append_entries;
+            ok = raft_byte_get_u64(&r, &ae->term) &&
+                 raft_byte_get_u64(&r, &ae->prev_log_index) &&
+                 raft_byte_get_u64(&r, &ae->prev_log_term) &&
+                 raft_byte_get_u64(&r, &ae->leader_commit) &&
+                 raft_byte_get_u32(&r, &ae->n_entries);
+            if (!ok) {
+                break;
+            }
+            rc = decode_entries(&r, ae, errmsg, errmsg_len);
+            if (rc != 0) {
+                return rc;
+            }
+            break;
+        }
+        case RAFT_MSG_APPEND_ENTRIES_RESULT: {
+            struct raft_append_entries_result *ar = &m.append_entries_result;
+            ok = raft_byte_get_u64(&r, &ar->term) &&
+                 get_bool(&r, &ar->success) &&
+                 raft_byte_get_u64(&r, &ar->reject_index) &&
+                 raft_byte_get_u64(&r, &ar->last_log_index);
+            break;
+        }
+        case RAFT_MSG_FORWARD: {
+            struct raft_forward *f = &m.forward;
+            ok = raft_byte_get_u64(&r, &f->request_id[0]) &&
+                 raft_byte_get_u64(&r, &f->request_id[1]);
+            if (!ok) {
+                break;
+            }
+            rc = get_payload(&r, &f->data);
+            if (rc == RAFT_NOMEM) {
+                set_err(errmsg, errmsg_len, "forward: out of memory");
+                return rc;
+            }
+            ok = rc == 0;
+            break;
+        }
+        case RAFT_MSG_FORWARD_RESULT: {
+            struct raft_forward_result *fr = &m.forward_result;
+            uint32_t status = 0;
+            ok = raft_byte_get_u64(&r, &fr->request_id[0]) &&
+                 raft_byte_get_u64(&r, &fr->request_id[1]) &&
+                 raft_byte_get_u32(&r, &status) &&
+                 raft_byte_get_u64(&r, &fr->index) &&
+                 raft_byte_get_u64(&r, &fr->term);
+            /* Two's complement, without implementation-defined casts. */
+            fr->status = status <= INT32_MAX
+                             ? (int32_t)status
+                             : -(int32_t)(UINT32_MAX - status) - 1;
+            break;
+        }
+        default:
+            set_err(errmsg, errmsg_len, "unknown message type %u",
+                    (unsigned)m.type);
+            return RAFT_PROTO;
+    }
+    if (!ok) {
+        set_err(errmsg, errmsg_len,
+                "message type %u: truncated body or bad field (%zu bytes)",
+                (unsigned)m.type, len);
+        rc = RAFT_PROTO;
+        goto err_release;
+    }
+    if (r.left != 0) {
+        set_err(errmsg, errmsg_len, "message type %u: %zu trailing bytes",
+                (unsigned)m.type, r.left);
+        rc = RAFT_PROTO;
+        goto err_release;
+    }
+    *out = m;
+    return 0;
+
+err_release:
+    raft_message_release(&m);
+    return rc;
+}
+
+void raft_message_release(struct raft_message *m)
+{
+    switch (m->type) {
+        case RAFT_MSG_APPEND_ENTRIES:
+            release_entries(m->append_entries.entries,
+                            m->append_entries.n_entries);
+            break;
+        case RAFT_MSG_FORWARD:
+            raft_buf_unref(m->forward.data);
+            break;
+        default:
+            break;
+    }
+    memset(m, 0, sizeof *m);
+}

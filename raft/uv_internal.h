@@ -1,0 +1,148 @@
+/* Private state of the libuv TCP transport (uv.h), shared by uv_tcp.c
+ * (listening, accepting, dialling, backoff, close), uv_send.c (ordered
+ * writes to peers) and uv_recv.c (frame reassembly and decoding). */
+
+#ifndef RAFT_UV_INTERNAL_H
+#define RAFT_UV_INTERNAL_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <uv.h>
+
+#include "logging.h"
+#include "raft.h"
+#include "uv.h"
+
+/* Handshake: magic, wire version u8, sender id u64 little-endian. */
+#define RAFT__UV_MAGIC "RFTSQL"
+#define RAFT__UV_MAGIC_LEN 6
+#define RAFT__UV_HANDSHAKE_LEN (RAFT__UV_MAGIC_LEN + 1 + 8)
+
+/* Reconnect backoff: first delay, and the ceiling it doubles up to. */
+#define RAFT__UV_BACKOFF_MIN_MS 100
+#define RAFT__UV_BACKOFF_MAX_MS 2000
+
+/* A dial that has not completed after this long is abandoned and retried. */
+#define RAFT__UV_CONNECT_TIMEOUT_MS 3000
+
+/* Most bytes queued (written but not yet completed) to one peer. */
+#define RAFT__UV_MAX_QUEUED ((uint64_t)64 << 20)
+
+/* Size of the read buffer of an accepted connection. */
+#define RAFT__UV_READ_BUF 65536
+
+/* Smallest frame body: version and type; the decoder checks the rest. */
+#define RAFT__UV_MIN_FRAME 2
+
+/* States of the outgoing connection to one peer. */
+enum raft_uv_out_state {
+    RAFT__UV_WAITING = 1,   /* no connection, backoff timer running */
+    RAFT__UV_DIALLING = 2,  /* connect in progress */
+    RAFT__UV_CONNECTED = 3, /* handshake queued, messages may be sent */
+};
+
+struct raft_uv_out;
+
+/* One outgoing TCP connection (one dial attempt). Freed in its close
+ * callback, which libuv runs after the connect and write callbacks. */
+struct raft_uv_conn {
+    uv_tcp_t tcp;             /* the socket; tcp.data is this conn */
+    uv_connect_t connect;     /* the dial request */
+    struct raft_uv_out *out;  /* peer this connection belongs to */
+    char rbuf[64];            /* sink for (unexpected) incoming bytes */
+};
+
+/* The sending side towards one peer.
+ * Invariant: @conn != NULL iff @state is DIALLING or CONNECTED. */
+struct raft_uv_out {
+    struct raft_uv_transport *t; /* owner */
+    raft_id id;                  /* the peer's server id */
+    struct sockaddr_in addr;     /* where it listens */
+    char name[96];               /* "peer 2 (127.0.0.1:7002)", for logs */
+    int state;                   /* enum raft_uv_out_state */
+    struct raft_uv_conn *conn;   /* current connection, or NULL */
+    uv_timer_t timer;            /* backoff and connect timeout */
+    unsigned backoff_ms;         /* delay before the next re-dial */
+    uint64_t queued_bytes;       /* bytes in uv_write not yet completed */
+};
+
+/* Receive stages of an accepted connection. */
+enum raft_uv_in_stage {
+    RAFT__UV_HANDSHAKE = 1, /* reading the handshake */
+    RAFT__UV_HEADER = 2,    /* reading a frame length prefix */
+    RAFT__UV_BODY = 3,      /* reading a frame body */
+};
+
+/* One accepted connection, from a peer's outgoing side. Freed in its close
+ * callback. */
+struct raft_uv_in {
+    uv_tcp_t tcp;                          /* tcp.data is this struct */
+    struct raft_uv_transport *t;           /* owner */
+    struct raft_uv_in *prev;               /* list of accepted conns */
+    struct raft_uv_in *next;               /* list of accepted conns */
+    char name[96];                         /* "peer 2 (addr)", for logs */
+    raft_id peer;                          /* sender id, 0 before handshake */
+    bool closing;                          /* uv_close called */
+    int stage;                             /* enum raft_uv_in_stage */
+    uint8_t hs[RAFT__UV_HANDSHAKE_LEN];    /* handshake bytes so far */
+    size_t hs_got;                         /* bytes of @hs received */
+    uint8_t hdr[4];                        /* length prefix so far */
+    size_t hdr_got;                        /* bytes of @hdr received */
+    uint8_t *body;                         /* frame body being assembled */
+    size_t body_len;                       /* announced body length */
+    size_t body_got;                       /* bytes of the body received */
+    size_t body_cap;                       /* bytes allocated at @body */
+    char rbuf[RAFT__UV_READ_BUF];          /* libuv reads land here */
+};
+
+/* The transport.
+ * Invariant: @n_handles counts initialized handles whose close callback
+ * has not run; @t is freed when it drops to 0 after close. */
+struct raft_uv_transport {
+    uv_loop_t *loop;            /* the loop every handle lives on */
+    raft_id self;               /* this server's id */
+    uint64_t max_frame_bytes;   /* bound on one frame body */
+    raft_uv_recv_cb recv_cb;    /* receive callback */
+    raft_log_cb log_cb;         /* log sink, may be NULL */
+    void *data;                 /* passed to the callbacks */
+    uv_tcp_t listener;          /* the listening socket */
+    uint16_t port;              /* port actually bound */
+    struct raft_uv_out *outs;   /* one per peer, n_outs long */
+    unsigned n_outs;            /* number of peers */
+    struct raft_uv_in *ins;     /* accepted connections, linked list */
+    unsigned n_handles;         /* see Invariant */
+    bool closing;               /* raft_uv_transport_close called */
+    void (*close_cb)(void *);   /* called once everything is closed */
+    void *close_data;           /* argument of @close_cb */
+};
+
+/* raft_uv_tcp_log formats a line and hands it to the log callback, if any.
+ * Loop thread. */
+void raft_uv_tcp_log(struct raft_uv_transport *t, int level, const char *fmt,
+                     ...) __attribute__((format(printf, 3, 4)));
+
+/* raft_uv_tcp_out_fail closes the current connection of @out, if any, and
+ * schedules a re-dial after the backoff delay (none once closing). Queued
+ * writes complete with UV_ECANCELED and are freed. Loop thread. */
+void raft_uv_tcp_out_fail(struct raft_uv_out *out);
+
+/* raft_uv_tcp_in_close closes the accepted connection @in (idempotent);
+ * it is unlinked and freed in its close callback. Loop thread. */
+void raft_uv_tcp_in_close(struct raft_uv_in *in);
+
+/* raft_uv_tcp_find returns the peer @id of @t, or NULL when unknown. */
+struct raft_uv_out *raft_uv_tcp_find(const struct raft_uv_transport *t,
+                                     raft_id id);
+
+/* raft_uv_send_handshake queues the handshake on the freshly connected
+ * @out->conn. Returns 0, RAFT_NOMEM, or RAFT_IOERR (uv_write failed; the
+ * caller fails the connection). Loop thread. */
+int raft_uv_send_handshake(struct raft_uv_out *out);
+
+/* raft_uv_recv_start starts reading handshake and frames on the accepted
+ * connection @in. Returns 0 or RAFT_IOERR (the caller closes @in). Loop
+ * thread. */
+int raft_uv_recv_start(struct raft_uv_in *in);
+
+#endif /* RAFT_UV_INTERNAL_H */

@@ -1,0 +1,260 @@
+/* The transport's receiving side: reassembles the byte stream of an
+ * accepted connection into the handshake and then length-prefixed frames,
+ * decodes each frame and hands the message to the receive callback.
+ *
+ * Happy path: bytes land in the connection's read buffer and are consumed
+ * by a small state machine (handshake, length prefix, body); a read may hold
+ * part of a frame or several frames, and a large frame spans many reads.
+ * Each complete body is decoded (message.c), checked against the sender and
+ * this server, passed to recv_cb and released.
+ *
+ * Failure modes: a bad magic, version or unknown sender id in the
+ * handshake, a length outside [2, max_frame_bytes], a body the decoder
+ * refuses, or a message whose from/to do not match the connection each log
+ * a WARN naming the connection and close it; other connections go on. EOF
+ * closes the connection quietly. Nothing is delivered once the transport or
+ * the connection is closing. */
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "byte.h"
+#include "message.h"
+#include "uv_internal.h"
+
+/* Initial (and retained) body buffer; bigger bodies grow as bytes arrive,
+ * so a peer's announced length alone never allocates much. */
+#define RAFT__UV_BODY_MIN 65536
+
+static void on_alloc(uv_handle_t *handle, size_t suggested, uv_buf_t *buf)
+{
+    struct raft_uv_in *in = handle->data;
+
+    (void)suggested;
+    buf->base = in->rbuf;
+    buf->len = sizeof in->rbuf;
+}
+
+/* check_handshake validates the complete handshake of @in. */
+static bool check_handshake(struct raft_uv_in *in)
+{
+    struct raft_uv_transport *t = in->t;
+    raft_id id;
+
+    if (memcmp(in->hs, RAFT__UV_MAGIC, RAFT__UV_MAGIC_LEN) != 0) {
+        raft_uv_tcp_log(t, RAFT_LOG_WARN, "%s: bad handshake magic: closing",
+                        in->name);
+        return false;
+    }
+    if (in->hs[RAFT__UV_MAGIC_LEN] != RAFT_WIRE_VERSION) {
+        raft_uv_tcp_log(t, RAFT_LOG_WARN,
+                        "%s: handshake wire version %u, want %u: closing",
+                        in->name, (unsigned)in->hs[RAFT__UV_MAGIC_LEN],
+                        (unsigned)RAFT_WIRE_VERSION);
+        return false;
+    }
+    id = raft_byte_load_u64(in->hs + RAFT__UV_MAGIC_LEN + 1);
+    if (raft_uv_tcp_find(t, id) == NULL) {
+        raft_uv_tcp_log(t, RAFT_LOG_WARN,
+                        "%s: handshake from unknown server %llu: closing",
+                        in->name, (unsigned long long)id);
+        return false;
+    }
+    in->peer = id;
+    /* From now on, logs name the peer as well as the address. */
+    {
+        char addr[sizeof in->name];
+        memcpy(addr, in->name, sizeof addr);
+        snprintf(in->name, sizeof in->name, "peer %llu (%.60s)",
+                 (unsigned long long)id, addr);
+    }
+    raft_uv_tcp_log(t, RAFT_LOG_DEBUG, "%s: handshake ok", in->name);
+    return true;
+}
+
+/* start_body checks the length prefix of @in and readies the body buffer. */
+static bool start_body(struct raft_uv_in *in)
+{
+    struct raft_uv_transport *t = in->t;
+    uint32_t len = raft_byte_load_u32(in->hdr);
+
+    if (len < RAFT__UV_MIN_FRAME || len > t->max_frame_bytes) {
+        raft_uv_tcp_log(t, RAFT_LOG_WARN,
+                        "%s: frame length %lu outside [%d, %llu]: closing",
+                        in->name, (unsigned long)len, RAFT__UV_MIN_FRAME,
+                        (unsigned long long)t->max_frame_bytes);
+        return false;
+    }
+    /* Invariant: a retained body buffer has RAFT__UV_BODY_MIN bytes. */
+    if (in->body == NULL) {
+        in->body = malloc(RAFT__UV_BODY_MIN);
+        if (in->body == NULL) {
+            raft_uv_tcp_log(t, RAFT_LOG_ERROR, "%s: out of memory: closing",
+                            in->name);
+            return false;
+        }
+        in->body_cap = RAFT__UV_BODY_MIN;
+    }
+    in->body_len = len;
+    in->body_got = 0;
+    return true;
+}
+
+/* reserve_body grows the body buffer to hold @more bytes beyond what was
+ * received, doubling but never past the announced length. */
+static bool reserve_body(struct raft_uv_in *in, size_t more)
+{
+    size_t need = in->body_got + more;
+    size_t cap = in->body_cap;
+    uint8_t *p;
+
+    if (need <= cap) {
+        return true;
+    }
+    while (cap < need) {
+        cap *= 2;
+    }
+    if (cap > in->body_len) {
+        cap = in->body_len;
+    }
+    p = realloc(in->body, cap);
+    if (p == NULL) {
+        raft_uv_tcp_log(in->t, RAFT_LOG_ERROR, "%s: out of memory: closing",
+                        in->name);
+        return false;
+    }
+    in->body = p;
+    in->body_cap = cap;
+    return true;
+}
+
+/* deliver decodes the complete body of @in and hands it to recv_cb.
+ * Returns false when the connection must be closed. */
+static bool deliver(struct raft_uv_in *in)
+{
+    struct raft_uv_transport *t = in->t;
+    struct raft_message m;
+    char err[160];
+    int rc;
+
+    rc = raft_message_decode(in->body, in->body_len, &m, err, sizeof err);
+    if (rc != 0) {
+        raft_uv_tcp_log(t, RAFT_LOG_WARN, "%s: bad frame: %s: %s: closing",
+                        in->name, raft_strerror(rc), err);
+        return false;
+    }
+    if (m.from != in->peer || m.to != t->self) {
+        raft_uv_tcp_log(t, RAFT_LOG_WARN,
+                        "%s: message from %llu to %llu on this connection: "
+                        "closing",
+                        in->name, (unsigned long long)m.from,
+                        (unsigned long long)m.to);
+        raft_message_release(&m);
+        return false;
+    }
+    t->recv_cb(t->data, &m);
+    raft_message_release(&m);
+    /* Give back what a big frame took; keep a small buffer for the next. */
+    if (in->body_cap > RAFT__UV_BODY_MIN) {
+        free(in->body);
+        in->body = NULL;
+        in->body_cap = 0;
+    }
+    return true;
+}
+
+/* consume feeds @n bytes at @p through the state machine of @in. Returns
+ * false when the connection must be closed. */
+static bool consume(struct raft_uv_in *in, const uint8_t *p, size_t n)
+{
+    while (n > 0) {
+        size_t k;
+
+        /* The callback may have closed the transport or this connection. */
+        if (in->t->closing || in->closing) {
+            return true;
+        }
+        switch (in->stage) {
+            case RAFT__UV_HANDSHAKE:
+                k = sizeof in->hs - in->hs_got;
+                k = k < n ? k : n;
+                memcpy(in->hs + in->hs_got, p, k);
+                in->hs_got += k;
+                if (in->hs_got == sizeof in->hs) {
+                    if (!check_handshake(in)) {
+                        return false;
+                    }
+                    in->stage = RAFT__UV_HEADER;
+                }
+                break;
+            case RAFT__UV_HEADER:
+                k = sizeof in->hdr - in->hdr_got;
+                k = k < n ? k : n;
+                memcpy(in->hdr + in->hdr_got, p, k);
+                in->hdr_got += k;
+                if (in->hdr_got == sizeof in->hdr) {
+                    in->hdr_got = 0;
+                    if (!start_body(in)) {
+                        return false;
+                    }
+                    in->stage = RAFT__UV_BODY;
+                }
+                break;
+            default:
+                k = in->body_len - in->body_got;
+                k = k < n ? k : n;
+                if (!reserve_body(in, k)) {
+                    return false;
+                }
+                memcpy(in->body + in->body_got, p, k);
+                in->body_got += k;
+                if (in->body_got == in->body_len) {
+                    in->stage = RAFT__UV_HEADER;
+                    if (!deliver(in)) {
+                        return false;
+                    }
+                }
+                break;
+        }
+        p += k;
+        n -= k;
+    }
+    return true;
+}
+
+static void on_read(uv_stream_t *stream, ssize_t nread, const uv_buf_t *buf)
+{
+    struct raft_uv_in *in = stream->data;
+    struct raft_uv_transport *t = in->t;
+
+    if (nread == 0 || in->closing || t->closing) {
+        return;
+    }
+    if (nread < 0) {
+        bool mid = in->stage == RAFT__UV_BODY || in->hdr_got > 0 ||
+                   (in->stage == RAFT__UV_HANDSHAKE && in->hs_got > 0);
+        raft_uv_tcp_log(t, mid ? RAFT_LOG_WARN : RAFT_LOG_INFO,
+                        "%s: %s%s: closing", in->name,
+                        uv_strerror((int)nread),
+                        mid ? " in the middle of a frame" : "");
+        raft_uv_tcp_in_close(in);
+        return;
+    }
+    if (!consume(in, (const uint8_t *)buf->base, (size_t)nread)) {
+        raft_uv_tcp_in_close(in);
+    }
+}
+
+int raft_uv_recv_start(struct raft_uv_in *in)
+{
+    int rv;
+
+    rv = uv_read_start((uv_stream_t *)&in->tcp, on_alloc, on_read);
+    if (rv != 0) {
+        raft_uv_tcp_log(in->t, RAFT_LOG_WARN, "%s: read: %s", in->name,
+                        uv_strerror(rv));
+        return RAFT_IOERR;
+    }
+    return 0;
+}

@@ -1,0 +1,592 @@
+/* The transport's connections: listening and accepting, dialling each peer
+ * with backoff, and closing everything.
+ *
+ * Happy path: raft_uv_transport_start binds and listens, then dials every
+ * peer. A completed dial sets TCP_NODELAY, queues the handshake (uv_send.c)
+ * and marks the peer connected; accepted connections read the peer's
+ * handshake and frames (uv_recv.c).
+ *
+ * Failure modes: a refused or timed-out dial, a write error, EOF or stray
+ * bytes on an outgoing connection close it and schedule a re-dial after
+ * 100 ms, doubling to 2 s, reset by a successful connect. A bad handshake
+ * or frame closes that accepted connection only. raft_uv_transport_close
+ * closes the listener, every connection and every timer (pending writes
+ * complete with UV_ECANCELED and are freed), then calls back once the last
+ * close callback has run. */
+
+#include <arpa/inet.h>
+#include <errno.h>
+#include <netinet/in.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include "uv_internal.h"
+
+/* Backlog of the listening socket. */
+#define RAFT__UV_BACKLOG 128
+
+void raft_uv_tcp_log(struct raft_uv_transport *t, int level, const char *fmt,
+                     ...)
+{
+    char line[512];
+    int n;
+    va_list ap;
+
+    if (t->log_cb == NULL) {
+        return;
+    }
+    n = snprintf(line, sizeof line, "uv %llu: ", (unsigned long long)t->self);
+    if (n < 0 || (size_t)n >= sizeof line) {
+        return;
+    }
+    va_start(ap, fmt);
+    vsnprintf(line + n, sizeof line - (size_t)n, fmt, ap);
+    va_end(ap);
+    t->log_cb(t->data, level, line);
+}
+
+struct raft_uv_out *raft_uv_tcp_find(const struct raft_uv_transport *t,
+                                     raft_id id)
+{
+    unsigned i;
+
+    for (i = 0; i < t->n_outs; i++) {
+        if (t->outs[i].id == id) {
+            return &t->outs[i];
+        }
+    }
+    return NULL;
+}
+
+/* handle_closed accounts for one closed handle and, once the transport is
+ * closing and nothing is left open, frees it and calls the close cb. */
+static void handle_closed(struct raft_uv_transport *t)
+{
+    void (*cb)(void *);
+    void *data;
+
+    /* Invariant: every close callback matches one initialized handle. */
+    t->n_handles--;
+    if (!t->closing || t->n_handles > 0) {
+        return;
+    }
+    cb = t->close_cb;
+    data = t->close_data;
+    free(t->outs);
+    free(t);
+    if (cb != NULL) {
+        cb(data);
+    }
+}
+
+static void on_handle_closed(uv_handle_t *handle)
+{
+    handle_closed(handle->data);
+}
+
+static void on_timer_closed(uv_handle_t *handle)
+{
+    struct raft_uv_out *out = handle->data;
+
+    handle_closed(out->t);
+}
+
+static void on_conn_closed(uv_handle_t *handle)
+{
+    struct raft_uv_conn *conn = handle->data;
+    struct raft_uv_transport *t = conn->out->t;
+
+    free(conn);
+    handle_closed(t);
+}
+
+static void on_in_closed(uv_handle_t *handle)
+{
+    struct raft_uv_in *in = handle->data;
+    struct raft_uv_transport *t = in->t;
+
+    if (in->prev != NULL) {
+        in->prev->next = in->next;
+    } else {
+        t->ins = in->next;
+    }
+    if (in->next != NULL) {
+        in->next->prev = in->prev;
+    }
+    free(in->body);
+    free(in);
+    handle_closed(t);
+}
+
+void raft_uv_tcp_in_close(struct raft_uv_in *in)
+{
+    if (in->closing) {
+        return;
+    }
+    in->closing = true;
+    uv_close((uv_handle_t *)&in->tcp, on_in_closed);
+}
+
+static void dial(struct raft_uv_out *out);
+
+static void on_backoff(uv_timer_t *timer)
+{
+    struct raft_uv_out *out = timer->data;
+
+    if (out->state == RAFT__UV_WAITING) {
+        dial(out);
+    } else if (out->state == RAFT__UV_DIALLING) {
+        raft_uv_tcp_log(out->t, RAFT_LOG_INFO,
+                        "%s: connect timed out after %d ms", out->name,
+                        RAFT__UV_CONNECT_TIMEOUT_MS);
+        raft_uv_tcp_out_fail(out);
+    }
+}
+
+void raft_uv_tcp_out_fail(struct raft_uv_out *out)
+{
+    struct raft_uv_transport *t = out->t;
+
+    if (out->conn != NULL) {
+        uv_close((uv_handle_t *)&out->conn->tcp, on_conn_closed);
+        out->conn = NULL;
+    }
+    if (t->closing) {
+        return;
+    }
+    out->state = RAFT__UV_WAITING;
+    uv_timer_start(&out->timer, on_backoff, out->backoff_ms, 0);
+    raft_uv_tcp_log(t, RAFT_LOG_DEBUG, "%s: re-dial in %u ms", out->name,
+                    out->backoff_ms);
+    out->backoff_ms *= 2;
+    if (out->backoff_ms > RAFT__UV_BACKOFF_MAX_MS) {
+        out->backoff_ms = RAFT__UV_BACKOFF_MAX_MS;
+    }
+}
+
+static void on_out_alloc(uv_handle_t *handle, size_t suggested,
+                         uv_buf_t *buf)
+{
+    struct raft_uv_conn *conn = handle->data;
+
+    (void)suggested;
+    buf->base = conn->rbuf;
+    buf->len = sizeof conn->rbuf;
+}
+
+/* on_out_read watches an outgoing connection: the peer never sends on it,
+ * so bytes are a protocol error and EOF or an error means it is gone. */
+static void on_out_read(uv_stream_t *stream, ssize_t nread,
+                        const uv_buf_t *buf)
+{
+    struct raft_uv_conn *conn = stream->data;
+    struct raft_uv_out *out = conn->out;
+
+    (void)buf;
+    if (nread == 0 || out->conn != conn) {
+        return;
+    }
+    if (nread > 0) {
+        raft_uv_tcp_log(out->t, RAFT_LOG_WARN,
+                        "%s: unexpected bytes on outgoing connection: "
+                        "closing",
+                        out->name);
+    } else {
+        raft_uv_tcp_log(out->t, RAFT_LOG_INFO, "%s: connection lost: %s",
+                        out->name, uv_strerror((int)nread));
+    }
+    raft_uv_tcp_out_fail(out);
+}
+
+static void on_connect(uv_connect_t *req, int status)
+{
+    struct raft_uv_conn *conn = req->data;
+    struct raft_uv_out *out = conn->out;
+    int rv;
+
+    if (status == UV_ECANCELED || out->conn != conn) {
+        return; /* closed under us; freed in on_conn_closed */
+    }
+    uv_timer_stop(&out->timer);
+    if (status < 0) {
+        raft_uv_tcp_log(out->t, RAFT_LOG_DEBUG, "%s: connect: %s", out->name,
+                        uv_strerror(status));
+        raft_uv_tcp_out_fail(out);
+        return;
+    }
+    rv = uv_tcp_nodelay(&conn->tcp, 1);
+    if (rv == 0) {
+        rv = uv_read_start((uv_stream_t *)&conn->tcp, on_out_alloc,
+                           on_out_read);
+    }
+    if (rv != 0) {
+        raft_uv_tcp_log(out->t, RAFT_LOG_WARN, "%s: setup: %s", out->name,
+                        uv_strerror(rv));
+        raft_uv_tcp_out_fail(out);
+        return;
+    }
+    out->state = RAFT__UV_CONNECTED;
+    if (raft_uv_send_handshake(out) != 0) {
+        raft_uv_tcp_log(out->t, RAFT_LOG_WARN, "%s: handshake write failed",
+                        out->name);
+        raft_uv_tcp_out_fail(out);
+        return;
+    }
+    out->backoff_ms = RAFT__UV_BACKOFF_MIN_MS;
+    raft_uv_tcp_log(out->t, RAFT_LOG_INFO, "%s: connected", out->name);
+}
+
+/* dial starts one connection attempt to @out, or schedules a retry. */
+static void dial(struct raft_uv_out *out)
+{
+    struct raft_uv_transport *t = out->t;
+    struct raft_uv_conn *conn;
+    int rv;
+
+    conn = calloc(1, sizeof *conn);
+    if (conn == NULL) {
+        raft_uv_tcp_log(t, RAFT_LOG_ERROR, "%s: dial: out of memory",
+                        out->name);
+        raft_uv_tcp_out_fail(out);
+        return;
+    }
+    conn->out = out;
+    conn->connect.data = conn;
+    rv = uv_tcp_init(t->loop, &conn->tcp);
+    if (rv != 0) {
+        raft_uv_tcp_log(t, RAFT_LOG_ERROR, "%s: dial: %s", out->name,
+                        uv_strerror(rv));
+        free(conn);
+        raft_uv_tcp_out_fail(out);
+        return;
+    }
+    t->n_handles++;
+    conn->tcp.data = conn;
+    out->conn = conn;
+    out->state = RAFT__UV_DIALLING;
+    rv = uv_tcp_connect(&conn->connect, &conn->tcp,
+                        (const struct sockaddr *)&out->addr, on_connect);
+    if (rv != 0) {
+        raft_uv_tcp_log(t, RAFT_LOG_DEBUG, "%s: connect: %s", out->name,
+                        uv_strerror(rv));
+        raft_uv_tcp_out_fail(out);
+        return;
+    }
+    uv_timer_start(&out->timer, on_backoff, RAFT__UV_CONNECT_TIMEOUT_MS, 0);
+}
+
+/* name_incoming writes "ip:port" of the remote end of @in into its name. */
+static void name_incoming(struct raft_uv_in *in)
+{
+    struct sockaddr_storage ss;
+    int ss_len = sizeof ss;
+    char ip[INET6_ADDRSTRLEN] = "?";
+    unsigned port = 0;
+
+    if (uv_tcp_getpeername(&in->tcp, (struct sockaddr *)&ss, &ss_len) == 0 &&
+        ss.ss_family == AF_INET) {
+        const struct sockaddr_in *sin = (const struct sockaddr_in *)&ss;
+        uv_ip4_name(sin, ip, sizeof ip);
+        port = ntohs(sin->sin_port);
+    }
+    snprintf(in->name, sizeof in->name, "incoming %s:%u", ip, port);
+}
+
+static void on_connection(uv_stream_t *server, int status)
+{
+    struct raft_uv_transport *t = server->data;
+    struct raft_uv_in *in;
+    int rv;
+
+    if (status < 0) {
+        raft_uv_tcp_log(t, RAFT_LOG_WARN, "accept: %s", uv_strerror(status));
+        return;
+    }
+    if (t->closing) {
+        return;
+    }
+    in = calloc(1, sizeof *in);
+    if (in == NULL) {
+        raft_uv_tcp_log(t, RAFT_LOG_ERROR, "accept: out of memory");
+        return;
+    }
+    rv = uv_tcp_init(t->loop, &in->tcp);
+    if (rv != 0) {
+        raft_uv_tcp_log(t, RAFT_LOG_ERROR, "accept: %s", uv_strerror(rv));
+        free(in);
+        return;
+    }
+    t->n_handles++;
+    in->tcp.data = in;
+    in->t = t;
+    in->stage = RAFT__UV_HANDSHAKE;
+    in->next = t->ins;
+    if (t->ins != NULL) {
+        t->ins->prev = in;
+    }
+    t->ins = in;
+    rv = uv_accept(server, (uv_stream_t *)&in->tcp);
+    if (rv != 0) {
+        raft_uv_tcp_log(t, RAFT_LOG_WARN, "accept: %s", uv_strerror(rv));
+        raft_uv_tcp_in_close(in);
+        return;
+    }
+    name_incoming(in);
+    raft_uv_tcp_log(t, RAFT_LOG_DEBUG, "%s: accepted", in->name);
+    if (raft_uv_recv_start(in) != 0) {
+        raft_uv_tcp_in_close(in);
+    }
+}
+
+static void set_errmsg(char *errmsg, size_t errmsg_len, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+
+static void set_errmsg(char *errmsg, size_t errmsg_len, const char *fmt, ...)
+{
+    va_list ap;
+
+    if (errmsg == NULL || errmsg_len == 0) {
+        return;
+    }
+    va_start(ap, fmt);
+    vsnprintf(errmsg, errmsg_len, fmt, ap);
+    va_end(ap);
+}
+
+/* check_peers validates the peer list and fills the address of each out. */
+static int check_peers(raft_id self, const struct raft_uv_peer *peers,
+                       unsigned n_peers, struct raft_uv_out *outs,
+                       char *errmsg, size_t errmsg_len)
+{
+    unsigned i, j;
+
+    for (i = 0; i < n_peers; i++) {
+        const struct raft_uv_peer *p = &peers[i];
+        char host[sizeof p->host + 1];
+
+        if (p->id == 0 || p->id == self) {
+            set_errmsg(errmsg, errmsg_len, "peer %u: bad id %llu", i,
+                       (unsigned long long)p->id);
+            return RAFT_INVALID;
+        }
+        for (j = 0; j < i; j++) {
+            if (peers[j].id == p->id) {
+                set_errmsg(errmsg, errmsg_len, "peer id %llu given twice",
+                           (unsigned long long)p->id);
+                return RAFT_INVALID;
+            }
+        }
+        memcpy(host, p->host, sizeof p->host);
+        host[sizeof p->host] = '\0';
+        if (p->port == 0 || uv_ip4_addr(host, p->port, &outs[i].addr) != 0) {
+            set_errmsg(errmsg, errmsg_len, "peer %llu: bad address %s:%u",
+                       (unsigned long long)p->id, host, (unsigned)p->port);
+            return RAFT_INVALID;
+        }
+        outs[i].id = p->id;
+        snprintf(outs[i].name, sizeof outs[i].name, "peer %llu (%s:%u)",
+                 (unsigned long long)p->id, host, (unsigned)p->port);
+    }
+    return 0;
+}
+
+/* open_listener creates, binds and listens on a plain socket, so that a
+ * failure leaves no libuv handle behind. Writes *@out_fd on success. */
+static int open_listener(const struct sockaddr_in *addr, const char *host,
+                         uint16_t port, int *out_fd, char *errmsg,
+                         size_t errmsg_len)
+{
+    const char *step = "socket";
+    int one = 1;
+    int fd;
+    int err;
+
+    fd = socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+    if (fd < 0) {
+        err = errno;
+        goto err_report;
+    }
+    step = "setsockopt";
+    if (setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one) != 0) {
+        goto err_close;
+    }
+    step = "bind";
+    if (bind(fd, (const struct sockaddr *)addr, sizeof *addr) != 0) {
+        goto err_close;
+    }
+    step = "listen";
+    if (listen(fd, RAFT__UV_BACKLOG) != 0) {
+        goto err_close;
+    }
+    *out_fd = fd;
+    return 0;
+
+err_close:
+    err = errno;
+    close(fd);
+err_report:
+    set_errmsg(errmsg, errmsg_len, "listen %s:%u: %s: %s", host,
+               (unsigned)port, step, uv_strerror(uv_translate_sys_error(err)));
+    return RAFT_IOERR;
+}
+
+static void on_start_failed_closed(uv_handle_t *handle)
+{
+    struct raft_uv_transport *t = handle->data;
+
+    free(t->outs);
+    free(t);
+}
+
+int raft_uv_transport_start(uv_loop_t *loop, raft_id self,
+                            const char *listen_host, uint16_t listen_port,
+                            const struct raft_uv_peer *peers,
+                            unsigned n_peers, uint64_t max_frame_bytes,
+                            raft_uv_recv_cb recv_cb, raft_log_cb log_cb,
+                            void *data, struct raft_uv_transport **out,
+                            char *errmsg, size_t errmsg_len)
+{
+    struct raft_uv_transport *t;
+    struct sockaddr_in addr;
+    struct sockaddr_storage bound;
+    int bound_len = sizeof bound;
+    unsigned i;
+    int fd;
+    int rv;
+    int rc;
+
+    if (self == 0 || max_frame_bytes < RAFT__UV_MIN_FRAME ||
+        recv_cb == NULL || (n_peers > 0 && peers == NULL)) {
+        set_errmsg(errmsg, errmsg_len, "bad transport arguments");
+        return RAFT_INVALID;
+    }
+    if (listen_host == NULL || uv_ip4_addr(listen_host, listen_port,
+                                           &addr) != 0) {
+        set_errmsg(errmsg, errmsg_len, "bad listen address %s",
+                   listen_host == NULL ? "(null)" : listen_host);
+        return RAFT_INVALID;
+    }
+    t = calloc(1, sizeof *t);
+    if (t == NULL) {
+        set_errmsg(errmsg, errmsg_len, "out of memory");
+        return RAFT_NOMEM;
+    }
+    t->outs = calloc(n_peers > 0 ? n_peers : 1, sizeof *t->outs);
+    if (t->outs == NULL) {
+        set_errmsg(errmsg, errmsg_len, "out of memory");
+        rc = RAFT_NOMEM;
+        goto err_free;
+    }
+    rc = check_peers(self, peers, n_peers, t->outs, errmsg, errmsg_len);
+    if (rc != 0) {
+        goto err_free;
+    }
+    rc = open_listener(&addr, listen_host, listen_port, &fd, errmsg,
+                       errmsg_len);
+    if (rc != 0) {
+        goto err_free;
+    }
+    t->loop = loop;
+    t->self = self;
+    t->max_frame_bytes = max_frame_bytes;
+    t->recv_cb = recv_cb;
+    t->log_cb = log_cb;
+    t->data = data;
+    t->n_outs = n_peers;
+
+    rv = uv_tcp_init(loop, &t->listener);
+    if (rv != 0) {
+        close(fd);
+        set_errmsg(errmsg, errmsg_len, "uv_tcp_init: %s", uv_strerror(rv));
+        rc = RAFT_IOERR;
+        goto err_free;
+    }
+    t->listener.data = t;
+    rv = uv_tcp_open(&t->listener, fd);
+    if (rv != 0) {
+        close(fd);
+        goto err_close_listener;
+    }
+    rv = uv_listen((uv_stream_t *)&t->listener, RAFT__UV_BACKLOG,
+                   on_connection);
+    if (rv == 0) {
+        rv = uv_tcp_getsockname(&t->listener, (struct sockaddr *)&bound,
+                                &bound_len);
+    }
+    if (rv != 0) {
+        goto err_close_listener;
+    }
+    t->port = ntohs(((const struct sockaddr_in *)&bound)->sin_port);
+    t->n_handles = 1;
+
+    for (i = 0; i < n_peers; i++) {
+        struct raft_uv_out *o = &t->outs[i];
+        o->t = t;
+        o->backoff_ms = RAFT__UV_BACKOFF_MIN_MS;
+        o->state = RAFT__UV_WAITING;
+        uv_timer_init(loop, &o->timer); /* cannot fail */
+        o->timer.data = o;
+        t->n_handles++;
+    }
+    for (i = 0; i < n_peers; i++) {
+        dial(&t->outs[i]);
+    }
+    raft_uv_tcp_log(t, RAFT_LOG_INFO, "listening on %s:%u, %u peers",
+                    listen_host, (unsigned)t->port, n_peers);
+    *out = t;
+    return 0;
+
+err_close_listener:
+    /* The handle is registered with the loop: free @t once it is closed. */
+    set_errmsg(errmsg, errmsg_len, "listen %s:%u: %s", listen_host,
+               (unsigned)listen_port, uv_strerror(rv));
+    uv_close((uv_handle_t *)&t->listener, on_start_failed_closed);
+    return RAFT_IOERR;
+err_free:
+    free(t->outs);
+    free(t);
+    return rc;
+}
+
+uint16_t raft_uv_transport_port(const struct raft_uv_transport *t)
+{
+    return t->port;
+}
+
+bool raft_uv_transport_connected(const struct raft_uv_transport *t,
+                                 raft_id id)
+{
+    const struct raft_uv_out *out = raft_uv_tcp_find(t, id);
+
+    return out != NULL && out->state == RAFT__UV_CONNECTED;
+}
+
+void raft_uv_transport_close(struct raft_uv_transport *t,
+                             void (*cb)(void *data), void *data)
+{
+    struct raft_uv_in *in;
+    unsigned i;
+
+    if (t->closing) {
+        return;
+    }
+    t->closing = true;
+    t->close_cb = cb;
+    t->close_data = data;
+    raft_uv_tcp_log(t, RAFT_LOG_INFO, "closing");
+    uv_close((uv_handle_t *)&t->listener, on_handle_closed);
+    for (i = 0; i < t->n_outs; i++) {
+        struct raft_uv_out *out = &t->outs[i];
+        uv_timer_stop(&out->timer);
+        uv_close((uv_handle_t *)&out->timer, on_timer_closed);
+        raft_uv_tcp_out_fail(out);
+        out->state = RAFT__UV_WAITING;
+    }
+    for (in = t->ins; in != NULL; in = in->next) {
+        raft_uv_tcp_in_close(in);
+    }
+}
