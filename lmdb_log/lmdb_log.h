@@ -7,7 +7,9 @@
  * hard state, delete a conflicting suffix, then append with MDB_APPEND; one
  * fsync per batch (LMDB's default synchronous commit, never MDB_NOSYNC).
  * The map grows on MDB_MAP_FULL, doubling up to a ceiling; past it appends
- * fail with RAFT_NOSPACE and nothing is half-written.
+ * fail with RAFT_NOSPACE and nothing is half-written. Entries may fill all
+ * of the ceiling but a small reserve (16 pages plus 1/128 of it), kept so
+ * that a full log can still store a new term and vote and be truncated.
  *
  * Threads: one thread writes at a time (the disk thread); reads may run on
  * any thread concurrently with the writer (the env is opened MDB_NOTLS and
@@ -29,7 +31,7 @@ struct lmdb_log; /* opaque */
  * is min(64 MiB, @max_bytes) or the file's current size, whichever is
  * larger. On failure writes a message naming the cause into @errmsg
  * (@errmsg_len bytes, NUL-terminated) and leaves nothing open.
- * Errors: RAFT_INVALID (@max_bytes too small), RAFT_IOERR (directory or
+ * Errors: RAFT_INVALID (@max_bytes below 256 KiB), RAFT_IOERR (directory or
  * LMDB failure), RAFT_FORMAT (written by an unknown format version),
  * RAFT_CORRUPT (meta records unreadable), RAFT_NOMEM. */
 int lmdb_log_open(const char *dir, uint64_t max_bytes, struct lmdb_log **out,
@@ -80,7 +82,8 @@ int lmdb_log_append(struct lmdb_log *l, const struct raft_hard_state *hs,
                     const struct raft_entry *entries, unsigned n);
 
 /* lmdb_log_truncate_suffix deletes every entry with index >= @index, in one
- * durable transaction. Errors: RAFT_IOERR. */
+ * durable transaction. Errors: RAFT_IOERR, RAFT_NOSPACE (not even the
+ * reserve left for deletions suffices; nothing is deleted). */
 int lmdb_log_truncate_suffix(struct lmdb_log *l, raft_index index);
 
 #endif /* LMDB_LOG_H */
