@@ -3,11 +3,11 @@
 # are the two commands of the README and do all set-up themselves.
 
 CC      ?= cc
-PKGS    := sqlite3 libuv lmdb libxxhash
+PKGS    := sqlite3 libuv lmdb libxxhash jansson
 WARN    := -Wall -Wextra -Werror -Wshadow -Wno-unused-parameter
 CFLAGS  ?= -O2 -g
 BASE_CFLAGS := -std=c11 -D_GNU_SOURCE $(WARN) -fPIC -fvisibility=hidden -I.
-LIBS    = $(shell pkg-config --libs $(PKGS) 2>/dev/null || echo -lsqlite3 -luv -llmdb -lxxhash) -lpthread -lm
+LIBS    = $(shell pkg-config --libs $(PKGS) 2>/dev/null || echo -lsqlite3 -luv -llmdb -lxxhash -ljansson) -lpthread -lm
 SAN     := -fsanitize=address,undefined -fno-omit-frame-pointer \
            -fno-sanitize-recover=all
 
@@ -19,10 +19,11 @@ SAN_OBJ  := $(LIB_SRC:%.c=$(B)/san/%.o)
 TLIB_SRC := $(wildcard tests/lib/*.c)
 TLIB_OBJ := $(TLIB_SRC:%.c=$(B)/san/%.o)
 TEST_SRC := $(wildcard tests/unit/test_*.c tests/raft/test_*.c \
-              tests/lmdb_log/test_*.c tests/sql/test_*.c tests/uv/test_*.c \
-              tests/e2e/test_*.c)
+              tests/lmdb_log/test_*.c tests/sql/test_*.c tests/uv/test_*.c)
+PYTHON  := /usr/bin/python3
 TEST_BIN := $(TEST_SRC:%.c=$(B)/%)
 
+.SECONDARY:
 .PHONY: all deps demo test check check-layering unit e2e clean bench
 
 all: $(B)/raftsql.so $(B)/libraftsql.a $(B)/raftsql-node
@@ -42,6 +43,10 @@ $(B)/libraftsql.a: $(LIB_OBJ)
 # end-to-end tests): a sqlite3 host that loads raftsql and reads SQL lines.
 $(B)/raftsql-node: tools/raftsql_node.c $(B)/libraftsql.a
 	$(CC) $(BASE_CFLAGS) $(CFLAGS) -o $@ $< $(B)/libraftsql.a $(LIBS)
+
+# The same node program built with the sanitizers, for the end-to-end tests.
+$(B)/san/raftsql-node: tools/raftsql_node.c $(SAN_OBJ)
+	$(CC) $(BASE_CFLAGS) -O1 -g $(SAN) -o $@ $^ $(LIBS)
 
 $(B)/obj/%.o: %.c
 	@mkdir -p $(dir $@)
@@ -77,18 +82,17 @@ $(B)/tests/sql/%: tests/sql/%.c $(TLIB_OBJ) $(call san,$(CORE_SRC) $(SQL_SRC))
 $(B)/tests/uv/%: tests/uv/%.c $(TLIB_OBJ) $(call san,$(CORE_SRC) $(UV_SRC))
 	@mkdir -p $(dir $@)
 	$(T_LINK)
-$(B)/tests/e2e/%: tests/e2e/%.c $(TLIB_OBJ) $(SAN_OBJ)
-	@mkdir -p $(dir $@)
-	$(T_LINK)
 
 check-layering:
 	@scripts/check-layering.sh
 
-unit: $(filter-out $(B)/tests/e2e/%,$(TEST_BIN))
+unit: $(TEST_BIN)
 	@scripts/run-tests.sh $^
 
-e2e: all $(filter $(B)/tests/e2e/%,$(TEST_BIN))
-	@scripts/run-tests.sh $(filter $(B)/tests/e2e/%,$(TEST_BIN))
+# End-to-end: real node processes (the sanitizer build) on 127.0.0.1.
+e2e: all $(B)/san/raftsql-node
+	RAFTSQL_NODE=$(B)/san/raftsql-node RAFTSQL_SO=$(B)/raftsql.so \
+	    $(PYTHON) tests/e2e/run.py
 
 test: deps
 	@$(MAKE) --no-print-directory check-layering
@@ -100,7 +104,7 @@ check: test
 
 demo: deps
 	@$(MAKE) --no-print-directory all
-	@scripts/demo.sh
+	@$(PYTHON) tools/demo.py
 
 clean:
 	rm -rf $(B)

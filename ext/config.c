@@ -1,0 +1,333 @@
+/* Parsing and checking of the raft_start() configuration string. */
+
+#include "config.h"
+
+#include <arpa/inet.h>
+#include <ctype.h>
+#include <errno.h>
+#include <inttypes.h>
+#include <stdarg.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define DEFAULT_ELECTION_TIMEOUT_MS 1000
+#define DEFAULT_HEARTBEAT_MS 100
+#define DEFAULT_EXEC_TIMEOUT_MS 5000
+#define DEFAULT_LOG_MAX_MB 1024
+#define DEFAULT_MAX_REQUEST_BYTES (64u * 1024 * 1024)
+
+static int fail(char *errmsg, size_t errmsg_len, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(errmsg, errmsg_len, fmt, ap);
+    va_end(ap);
+    return RAFT_INVALID;
+}
+
+/* parse_u64 reads a decimal integer in [lo, hi]; returns false if @s is not
+ * one. */
+static bool parse_u64(const char *s, uint64_t lo, uint64_t hi,
+                      uint64_t *out)
+{
+    char *end;
+    if (!isdigit((unsigned char)s[0])) {
+        return false;
+    }
+    errno = 0;
+    unsigned long long v = strtoull(s, &end, 10);
+    if (errno != 0 || *end != '\0' || v < lo || v > hi) {
+        return false;
+    }
+    *out = v;
+    return true;
+}
+
+/* parse_address splits "host:port" (host numeric IPv4 or "localhost"). */
+static bool parse_address(const char *s, char *host, size_t host_len,
+                          uint16_t *port)
+{
+    const char *colon = strrchr(s, ':');
+    uint64_t p;
+    struct in_addr addr;
+    if (colon == NULL || (size_t)(colon - s) >= host_len || colon == s) {
+        return false;
+    }
+    memcpy(host, s, (size_t)(colon - s));
+    host[colon - s] = '\0';
+    if (strcmp(host, "localhost") == 0) {
+        snprintf(host, host_len, "127.0.0.1");
+    }
+    if (inet_pton(AF_INET, host, &addr) != 1) {
+        return false;
+    }
+    if (!parse_u64(colon + 1, 1, 65535, &p)) {
+        return false;
+    }
+    *port = (uint16_t)p;
+    return true;
+}
+
+static bool is_loopback(const char *host)
+{
+    struct in_addr addr;
+    if (inet_pton(AF_INET, host, &addr) != 1) {
+        return false;
+    }
+    return (ntohl(addr.s_addr) >> 24) == 127;
+}
+
+/* parse_cluster reads "1@127.0.0.1:7001,2@127.0.0.1:7002,...". */
+static int parse_cluster(const char *value, struct ext_config *c,
+                         char *errmsg, size_t errmsg_len)
+{
+    char buf[4096];
+    char *save = NULL;
+    char *item;
+    if (strlen(value) >= sizeof buf) {
+        return fail(errmsg, errmsg_len, "cluster: value too long");
+    }
+    snprintf(buf, sizeof buf, "%s", value);
+    c->n_members = 0;
+    for (item = strtok_r(buf, ",", &save); item != NULL;
+         item = strtok_r(NULL, ",", &save)) {
+        struct ext_member *m;
+        char *at = strchr(item, '@');
+        uint64_t id;
+        if (c->n_members == EXT_MAX_NODES) {
+            return fail(errmsg, errmsg_len,
+                        "cluster: more than %d members", EXT_MAX_NODES);
+        }
+        if (at == NULL) {
+            return fail(errmsg, errmsg_len,
+                        "cluster: '%s' is not id@host:port", item);
+        }
+        *at = '\0';
+        if (!parse_u64(item, 1, INT64_MAX, &id)) {
+            return fail(errmsg, errmsg_len,
+                        "cluster: '%s' is not a server id (an integer > 0)",
+                        item);
+        }
+        m = &c->members[c->n_members];
+        m->id = id;
+        if (!parse_address(at + 1, m->host, sizeof m->host, &m->port)) {
+            return fail(errmsg, errmsg_len,
+                        "cluster: '%s' is not host:port (numeric IPv4 host, "
+                        "port 1-65535)",
+                        at + 1);
+        }
+        for (unsigned i = 0; i < c->n_members; i++) {
+            if (c->members[i].id == id) {
+                return fail(errmsg, errmsg_len,
+                            "cluster: server id %" PRIu64 " appears twice",
+                            id);
+            }
+            if (c->members[i].port == m->port &&
+                strcmp(c->members[i].host, m->host) == 0) {
+                return fail(errmsg, errmsg_len,
+                            "cluster: address %s:%u appears twice", m->host,
+                            m->port);
+            }
+        }
+        c->n_members++;
+    }
+    if (c->n_members == 0) {
+        return fail(errmsg, errmsg_len, "cluster: no members given");
+    }
+    return 0;
+}
+
+static bool parse_level(const char *v, int *out)
+{
+    static const char *names[] = {"debug", "info", "warn", "error"};
+    for (int i = 0; i < 4; i++) {
+        if (strcmp(v, names[i]) == 0) {
+            *out = i;
+            return true;
+        }
+    }
+    return false;
+}
+
+int ext_config_parse(const char *text, const char *db_path,
+                     struct ext_config *out, char *errmsg,
+                     size_t errmsg_len)
+{
+    struct ext_config *c = calloc(1, sizeof *c);
+    char *copy = strdup(text == NULL ? "" : text);
+    char *save = NULL;
+    char *tok;
+    bool have_id = false, have_cluster = false, have_listen = false;
+    char listen_raw[128] = "";
+    uint64_t v;
+    int rc = 0;
+
+    if (c == NULL || copy == NULL) {
+        rc = RAFT_NOMEM;
+        snprintf(errmsg, errmsg_len, "out of memory");
+        goto out;
+    }
+    c->election_timeout_ms = DEFAULT_ELECTION_TIMEOUT_MS;
+    c->heartbeat_ms = DEFAULT_HEARTBEAT_MS;
+    c->exec_timeout_ms = DEFAULT_EXEC_TIMEOUT_MS;
+    c->log_max_bytes = (uint64_t)DEFAULT_LOG_MAX_MB * 1024 * 1024;
+    c->max_request_bytes = DEFAULT_MAX_REQUEST_BYTES;
+    c->log_level = RAFT_LOG_WARN;
+    snprintf(c->dir, sizeof c->dir, "%s-raft", db_path);
+
+    for (tok = strtok_r(copy, " \t\r\n", &save); tok != NULL;
+         tok = strtok_r(NULL, " \t\r\n", &save)) {
+        char *eq = strchr(tok, '=');
+        const char *key = tok;
+        const char *val;
+        if (eq == NULL) {
+            rc = fail(errmsg, errmsg_len, "'%s' is not key=value", tok);
+            goto out;
+        }
+        *eq = '\0';
+        val = eq + 1;
+        if (strcmp(key, "id") == 0) {
+            if (!parse_u64(val, 1, INT64_MAX, &v)) {
+                rc = fail(errmsg, errmsg_len,
+                          "id: '%s' is not a server id (an integer > 0)",
+                          val);
+                goto out;
+            }
+            c->id = v;
+            have_id = true;
+        } else if (strcmp(key, "listen") == 0) {
+            snprintf(listen_raw, sizeof listen_raw, "%s", val);
+            if (!parse_address(val, c->listen_host, sizeof c->listen_host,
+                               &c->listen_port)) {
+                rc = fail(errmsg, errmsg_len,
+                          "listen: '%s' is not host:port (numeric IPv4 "
+                          "host, port 1-65535)",
+                          val);
+                goto out;
+            }
+            have_listen = true;
+        } else if (strcmp(key, "cluster") == 0) {
+            rc = parse_cluster(val, c, errmsg, errmsg_len);
+            if (rc != 0) {
+                goto out;
+            }
+            have_cluster = true;
+        } else if (strcmp(key, "dir") == 0) {
+            if (val[0] == '\0' || strlen(val) >= sizeof c->dir) {
+                rc = fail(errmsg, errmsg_len, "dir: empty or too long");
+                goto out;
+            }
+            snprintf(c->dir, sizeof c->dir, "%s", val);
+        } else if (strcmp(key, "election_timeout_ms") == 0) {
+            if (!parse_u64(val, 10, 600000, &v)) {
+                rc = fail(errmsg, errmsg_len,
+                          "election_timeout_ms: '%s' is not an integer in "
+                          "[10, 600000]",
+                          val);
+                goto out;
+            }
+            c->election_timeout_ms = (unsigned)v;
+        } else if (strcmp(key, "heartbeat_ms") == 0) {
+            if (!parse_u64(val, 1, 60000, &v)) {
+                rc = fail(errmsg, errmsg_len,
+                          "heartbeat_ms: '%s' is not an integer in "
+                          "[1, 60000]",
+                          val);
+                goto out;
+            }
+            c->heartbeat_ms = (unsigned)v;
+        } else if (strcmp(key, "exec_timeout_ms") == 0) {
+            if (!parse_u64(val, 1, 3600000, &v)) {
+                rc = fail(errmsg, errmsg_len,
+                          "exec_timeout_ms: '%s' is not an integer in "
+                          "[1, 3600000]",
+                          val);
+                goto out;
+            }
+            c->exec_timeout_ms = (unsigned)v;
+        } else if (strcmp(key, "log_max_mb") == 0) {
+            if (!parse_u64(val, 1, 1024 * 1024, &v)) {
+                rc = fail(errmsg, errmsg_len,
+                          "log_max_mb: '%s' is not an integer in "
+                          "[1, 1048576]",
+                          val);
+                goto out;
+            }
+            c->log_max_bytes = v * 1024 * 1024;
+        } else if (strcmp(key, "max_request_bytes") == 0) {
+            if (!parse_u64(val, 1024, 1024u * 1024 * 1024, &v)) {
+                rc = fail(errmsg, errmsg_len,
+                          "max_request_bytes: '%s' is not an integer in "
+                          "[1024, 1073741824]",
+                          val);
+                goto out;
+            }
+            c->max_request_bytes = v;
+        } else if (strcmp(key, "log_level") == 0) {
+            if (!parse_level(val, &c->log_level)) {
+                rc = fail(errmsg, errmsg_len,
+                          "log_level: '%s' is not one of debug, info, "
+                          "warn, error",
+                          val);
+                goto out;
+            }
+        } else {
+            rc = fail(errmsg, errmsg_len,
+                      "unknown key '%s' (known: id, listen, cluster, dir, "
+                      "election_timeout_ms, heartbeat_ms, exec_timeout_ms, "
+                      "log_max_mb, max_request_bytes, log_level)",
+                      key);
+            goto out;
+        }
+    }
+
+    if (!have_id) {
+        rc = fail(errmsg, errmsg_len, "id: missing (this server's id)");
+        goto out;
+    }
+    if (!have_cluster) {
+        rc = fail(errmsg, errmsg_len,
+                  "cluster: missing (e.g. cluster=1@127.0.0.1:7001,"
+                  "2@127.0.0.1:7002,3@127.0.0.1:7003)");
+        goto out;
+    }
+    {
+        const struct ext_member *self = NULL;
+        for (unsigned i = 0; i < c->n_members; i++) {
+            if (c->members[i].id == c->id) {
+                self = &c->members[i];
+            }
+        }
+        if (self == NULL) {
+            rc = fail(errmsg, errmsg_len,
+                      "id: server %" PRIu64 " is not in cluster", c->id);
+            goto out;
+        }
+        if (!have_listen) {
+            snprintf(c->listen_host, sizeof c->listen_host, "%s",
+                     self->host);
+            c->listen_port = self->port;
+        }
+    }
+    if (!is_loopback(c->listen_host)) {
+        rc = fail(errmsg, errmsg_len,
+                  "listen: '%s' is off loopback; refused until nodes "
+                  "authenticate each other (use 127.0.0.1)",
+                  have_listen ? listen_raw : c->listen_host);
+        goto out;
+    }
+    if (c->heartbeat_ms >= c->election_timeout_ms) {
+        rc = fail(errmsg, errmsg_len,
+                  "heartbeat_ms: %u must be below election_timeout_ms (%u)",
+                  c->heartbeat_ms, c->election_timeout_ms);
+        goto out;
+    }
+    *out = *c;
+
+out:
+    free(copy);
+    free(c);
+    return rc;
+}

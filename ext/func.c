@@ -1,0 +1,292 @@
+/* The raftsql SQL functions. Each reports bad input through
+ * sqlite3_result_error with a message naming the function and what is
+ * wrong (https://sqlite.org/c3ref/result_blob.html). */
+
+#include "func.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "config.h"
+#include "registry.h"
+
+SQLITE_EXTENSION_INIT3
+
+/* Most parameters one raft_exec takes (SQLite's own default limit). */
+#define MAX_PARAMS 32766
+
+/* Per-connection state of the functions. */
+struct conn_state {
+    sqlite3_int64 last_insert_rowid; /* of this connection's last raft_exec */
+};
+
+/* main_file returns the main database file of @ctx's connection, or
+ * reports an error naming @fn and returns NULL. */
+static const char *main_file(sqlite3_context *ctx, const char *fn)
+{
+    sqlite3 *db = sqlite3_context_db_handle(ctx);
+    const char *file = sqlite3_db_filename(db, "main");
+    if (file == NULL || file[0] == '\0') {
+        char msg[256];
+        snprintf(msg, sizeof msg,
+                 "%s: the main database is in-memory or temporary; open a "
+                 "database file",
+                 fn);
+        sqlite3_result_error(ctx, msg, -1);
+        return NULL;
+    }
+    return file;
+}
+
+/* acquire returns the node of @ctx's database, or reports that none runs.
+ */
+static struct ext_node *acquire(sqlite3_context *ctx, const char *fn)
+{
+    const char *file = main_file(ctx, fn);
+    struct ext_node *n;
+    char msg[512];
+    if (file == NULL) {
+        return NULL;
+    }
+    n = ext_registry_acquire(file);
+    if (n == NULL) {
+        snprintf(msg, sizeof msg,
+                 "%s: no raftsql node runs for %s in this process; call "
+                 "raft_start(config) first",
+                 fn, file);
+        sqlite3_result_error(ctx, msg, -1);
+    }
+    return n;
+}
+
+static void fn_start(sqlite3_context *ctx, int argc, sqlite3_value **argv)
+{
+    const char *file = main_file(ctx, "raft_start");
+    const char *text;
+    struct ext_config *cfg;
+    char errmsg[1024];
+    char msg[8192];
+    int rc;
+    (void)argc;
+
+    if (file == NULL) {
+        return;
+    }
+    if (sqlite3_value_type(argv[0]) != SQLITE_TEXT) {
+        sqlite3_result_error(ctx,
+                             "raft_start: config must be text, e.g. 'id=1 "
+                             "cluster=1@127.0.0.1:7001,2@127.0.0.1:7002,"
+                             "3@127.0.0.1:7003'",
+                             -1);
+        return;
+    }
+    text = (const char *)sqlite3_value_text(argv[0]);
+    cfg = malloc(sizeof *cfg);
+    if (cfg == NULL) {
+        sqlite3_result_error_nomem(ctx);
+        return;
+    }
+    rc = ext_config_parse(text, file, cfg, errmsg, sizeof errmsg);
+    if (rc == 0) {
+        rc = ext_registry_start(file, cfg, errmsg, sizeof errmsg);
+    }
+    if (rc != 0) {
+        snprintf(msg, sizeof msg, "raft_start: %s", errmsg);
+        sqlite3_result_error(ctx, msg, -1);
+    } else {
+        snprintf(msg, sizeof msg,
+                 "node %llu started, listening on %s:%u, log in %s",
+                 (unsigned long long)cfg->id, cfg->listen_host,
+                 cfg->listen_port, cfg->dir);
+        sqlite3_result_text(ctx, msg, -1, SQLITE_TRANSIENT);
+    }
+    free(cfg);
+}
+
+/* value_to_param converts one SQL argument into a request parameter whose
+ * bytes point into the argument (valid during the call). */
+static void value_to_param(sqlite3_value *v, struct sql_param *p)
+{
+    p->name = NULL;
+    switch (sqlite3_value_type(v)) {
+        case SQLITE_INTEGER:
+            p->value.type = SQL_INTEGER;
+            p->value.integer = sqlite3_value_int64(v);
+            break;
+        case SQLITE_FLOAT:
+            p->value.type = SQL_FLOAT;
+            p->value.real = sqlite3_value_double(v);
+            break;
+        case SQLITE_TEXT:
+            p->value.type = SQL_TEXT;
+            p->value.bytes.p = sqlite3_value_text(v);
+            p->value.bytes.len = (size_t)sqlite3_value_bytes(v);
+            break;
+        case SQLITE_BLOB:
+            p->value.type = SQL_BLOB;
+            p->value.bytes.p = sqlite3_value_blob(v);
+            p->value.bytes.len = (size_t)sqlite3_value_bytes(v);
+            break;
+        default:
+            p->value.type = SQL_NULL;
+            break;
+    }
+}
+
+static void fn_exec(sqlite3_context *ctx, int argc, sqlite3_value **argv)
+{
+    struct conn_state *cs = sqlite3_user_data(ctx);
+    struct ext_node *n;
+    struct ext_exec_result *res;
+    struct sql_param *params = NULL;
+    const char *sql;
+    unsigned n_params;
+
+    if (argc < 1 || sqlite3_value_type(argv[0]) != SQLITE_TEXT) {
+        sqlite3_result_error(ctx,
+                             "raft_exec: the first argument must be the SQL "
+                             "text of the write",
+                             -1);
+        return;
+    }
+    if (argc - 1 > MAX_PARAMS) {
+        sqlite3_result_error(ctx, "raft_exec: too many parameters", -1);
+        return;
+    }
+    n = acquire(ctx, "raft_exec");
+    if (n == NULL) {
+        return;
+    }
+    n_params = (unsigned)(argc - 1);
+    res = malloc(sizeof *res);
+    if (n_params > 0) {
+        params = calloc(n_params, sizeof *params);
+    }
+    if (res == NULL || (n_params > 0 && params == NULL)) {
+        sqlite3_result_error_nomem(ctx);
+        goto out;
+    }
+    for (unsigned i = 0; i < n_params; i++) {
+        value_to_param(argv[i + 1], &params[i]);
+    }
+    sql = (const char *)sqlite3_value_text(argv[0]);
+    ext_node_exec(n, sql, (size_t)sqlite3_value_bytes(argv[0]), params,
+                  n_params, res);
+    if (res->kind == EXT_EXEC_OK) {
+        cs->last_insert_rowid = res->last_insert_rowid;
+        sqlite3_result_int64(ctx, res->changes);
+    } else {
+        sqlite3_result_error(ctx, res->errmsg, -1);
+        sqlite3_result_error_code(ctx, res->sqlite_rc != SQLITE_OK
+                                           ? res->sqlite_rc
+                                           : SQLITE_ERROR);
+    }
+out:
+    ext_registry_release(n);
+    free(params);
+    free(res);
+}
+
+static void fn_last_insert_rowid(sqlite3_context *ctx, int argc,
+                                 sqlite3_value **argv)
+{
+    struct conn_state *cs = sqlite3_user_data(ctx);
+    (void)argc;
+    (void)argv;
+    sqlite3_result_int64(ctx, cs->last_insert_rowid);
+}
+
+static void fn_status(sqlite3_context *ctx, int argc, sqlite3_value **argv)
+{
+    struct ext_node *n = acquire(ctx, "raft_status");
+    char *json;
+    (void)argc;
+    (void)argv;
+    if (n == NULL) {
+        return;
+    }
+    json = ext_node_status(n);
+    ext_registry_release(n);
+    if (json == NULL) {
+        sqlite3_result_error_nomem(ctx);
+        return;
+    }
+    sqlite3_result_text(ctx, json, -1, SQLITE_TRANSIENT);
+    free(json);
+}
+
+static void fn_leader(sqlite3_context *ctx, int argc, sqlite3_value **argv)
+{
+    struct ext_node *n = acquire(ctx, "raft_leader");
+    uint64_t id;
+    (void)argc;
+    (void)argv;
+    if (n == NULL) {
+        return;
+    }
+    id = ext_node_leader(n);
+    ext_registry_release(n);
+    if (id == 0) {
+        sqlite3_result_null(ctx);
+    } else {
+        sqlite3_result_int64(ctx, (sqlite3_int64)id);
+    }
+}
+
+static void fn_stop(sqlite3_context *ctx, int argc, sqlite3_value **argv)
+{
+    const char *file = main_file(ctx, "raft_stop");
+    char msg[512];
+    (void)argc;
+    (void)argv;
+    if (file == NULL) {
+        return;
+    }
+    if (ext_registry_stop(file) != 0) {
+        snprintf(msg, sizeof msg,
+                 "raft_stop: no raftsql node runs for %s in this process",
+                 file);
+        sqlite3_result_error(ctx, msg, -1);
+        return;
+    }
+    sqlite3_result_text(ctx, "stopped", -1, SQLITE_STATIC);
+}
+
+int ext_func_register(sqlite3 *db)
+{
+    const int admin = SQLITE_UTF8 | SQLITE_DIRECTONLY;
+    struct conn_state *cs = sqlite3_malloc(sizeof *cs);
+    int rc;
+    if (cs == NULL) {
+        return SQLITE_NOMEM;
+    }
+    cs->last_insert_rowid = 0;
+    /* raft_exec owns the state: SQLite frees it when the connection
+     * closes or the function is replaced. */
+    rc = sqlite3_create_function_v2(db, "raft_exec", -1, admin, cs, fn_exec,
+                                    NULL, NULL, sqlite3_free);
+    if (rc != SQLITE_OK) {
+        return rc;
+    }
+    rc = sqlite3_create_function_v2(db, "raft_last_insert_rowid", 0, admin,
+                                    cs, fn_last_insert_rowid, NULL, NULL,
+                                    NULL);
+    if (rc == SQLITE_OK) {
+        rc = sqlite3_create_function_v2(db, "raft_start", 1, admin, NULL,
+                                        fn_start, NULL, NULL, NULL);
+    }
+    if (rc == SQLITE_OK) {
+        rc = sqlite3_create_function_v2(db, "raft_status", 0, admin, NULL,
+                                        fn_status, NULL, NULL, NULL);
+    }
+    if (rc == SQLITE_OK) {
+        rc = sqlite3_create_function_v2(db, "raft_leader", 0, admin, NULL,
+                                        fn_leader, NULL, NULL, NULL);
+    }
+    if (rc == SQLITE_OK) {
+        rc = sqlite3_create_function_v2(db, "raft_stop", 0, admin, NULL,
+                                        fn_stop, NULL, NULL, NULL);
+    }
+    return rc;
+}

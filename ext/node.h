@@ -1,0 +1,102 @@
+/* The node runtime: one Raft server for one database file, wiring the Raft
+ * core (raft/), the libuv transport (raft/uv.h), the LMDB log (lmdb_log/)
+ * and the SQLite state machine (sql/) together with three threads:
+ *
+ *   loop thread   libuv: sockets, the tick timer and the Raft core; LMDB
+ *                 writes run as uv_queue_work jobs, one at a time, and the
+ *                 updates that arrive meanwhile are merged into the next one
+ *                 (group commit);
+ *   apply thread  its own SQLite connection; applies committed entries in
+ *                 batches and wakes the callers waiting for them;
+ *   callers       any thread; raft_exec encodes a request, queues it (a
+ *                 bounded queue), wakes the loop and waits on its own
+ *                 condition variable, never longer than exec_timeout_ms.
+ *
+ * Happy path of a write on a follower: caller queues -> loop forwards it to
+ * the leader (RAFT_MSG_FORWARD) -> the leader stamps time and seed, appends,
+ * replicates and answers with the index -> the entry commits -> this node's
+ * apply thread applies it and hands the caller its own result.
+ * Failure modes: no leader before the deadline (not applied), leadership
+ * lost or deadline after the request left this node (outcome unknown: the
+ * request id makes every copy after the first a no-op), LMDB or SQLite I/O
+ * errors (the node stops writing or applying and reports it in status). */
+
+#ifndef EXT_NODE_H
+#define EXT_NODE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "../sql/sql.h"
+#include "config.h"
+
+/* How a write ended, as seen by its caller. */
+enum ext_exec_kind {
+    EXT_EXEC_OK = 0,          /* applied: changes and rowid are set */
+    EXT_EXEC_SQL_ERROR = 1,   /* a SQL error: rolled back on every node */
+    EXT_EXEC_NOT_APPLIED = 2, /* refused before entering the log */
+    EXT_EXEC_UNKNOWN = 3,     /* may be applied on all nodes, or on none */
+};
+
+/* The outcome of ext_node_exec. */
+struct ext_exec_result {
+    int kind;                  /* enum ext_exec_kind */
+    int sqlite_rc;             /* SQLite result code for the caller */
+    int64_t changes;           /* rows changed, when kind is OK */
+    int64_t last_insert_rowid; /* rowid after the request, when OK */
+    char errmsg[1024];         /* why, when kind is not OK */
+};
+
+struct ext_node; /* opaque */
+
+/* ext_node_start opens the log and the apply connection for database file
+ * @db_path, builds the Raft core from what they hold and starts the loop
+ * and apply threads with configuration @cfg (copied). Writes *out only on
+ * success; on failure @errmsg (@errmsg_len bytes) names the cause and
+ * nothing is left running.
+ * Errors: RAFT_IOERR (log directory, listen address in use...),
+ * RAFT_CORRUPT (log or database unreadable), RAFT_NOTFOUND (no database
+ * file), RAFT_INVALID (the database was applied beyond the log), RAFT_NOMEM.
+ * Thread: any thread but a node's own. */
+int ext_node_start(const char *db_path, const struct ext_config *cfg,
+                   struct ext_node **out, char *errmsg, size_t errmsg_len);
+
+/* ext_node_shutdown makes every waiting and future ext_node_exec on @n
+ * return at once with "shutting down" (outcome unknown when the request
+ * had left this node, else not applied). Any thread; call it before
+ * waiting for callers to leave and calling ext_node_stop. */
+void ext_node_shutdown(struct ext_node *n);
+
+/* ext_node_stop stops the threads, fails every waiting caller with
+ * "shutting down" (outcome unknown when their request left this node),
+ * closes the log and the apply connection and frees @n. Blocks until done.
+ * Thread: any thread but a node's own; no other call on @n may start
+ * after it, and none may still run (the registry guarantees this). */
+void ext_node_stop(struct ext_node *n);
+
+/* ext_node_exec runs one write request (SQL text @sql of @sql_len bytes and
+ * @n_params parameters) through the cluster and waits until it is applied
+ * on this node, or exec_timeout_ms passes. Always fills @out; returns 0 when
+ * out->kind is EXT_EXEC_OK, else the project error code matching it
+ * (RAFT_INVALID for a SQL error, RAFT_TOOBIG, RAFT_BUSY when the submission
+ * queue is full, RAFT_TIMEOUT, RAFT_UNKNOWN, RAFT_SHUTDOWN). Any thread. */
+int ext_node_exec(struct ext_node *n, const char *sql, size_t sql_len,
+                  const struct sql_param *params, unsigned n_params,
+                  struct ext_exec_result *out);
+
+/* ext_node_status returns the node's status as a JSON object text
+ * (malloc'd, the caller frees it), or NULL when out of memory. Fields: id,
+ * role, term, leader, commit, applied, first_index, last_index, persisted,
+ * queue (submission queue depth), waiters, peers (array of id, address,
+ * connected, and for a leader match, next, state, inflight), last_error.
+ * Any thread. */
+char *ext_node_status(struct ext_node *n);
+
+/* ext_node_leader returns the id of the leader this node knows of, 0 when
+ * none. Any thread. */
+uint64_t ext_node_leader(struct ext_node *n);
+
+/* ext_node_id returns this node's server id. Any thread. */
+uint64_t ext_node_id(const struct ext_node *n);
+
+#endif /* EXT_NODE_H */

@@ -1,0 +1,211 @@
+/* Private state of the node runtime, shared by node.c (lifecycle, loop
+ * thread, disk jobs), exec.c (callers and forwarding), applier.c (apply
+ * thread) and status.c. See node.h for the threads and the flows. */
+
+#ifndef EXT_NODE_INTERNAL_H
+#define EXT_NODE_INTERNAL_H
+
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <uv.h>
+
+#include "../lmdb_log/lmdb_log.h"
+#include "../raft/raft.h"
+#include "../raft/uv.h"
+#include "../sql/sql.h"
+#include "node.h"
+
+/* Most requests queued for the loop thread at once; past it raft_exec
+ * answers "busy" at once. */
+#define EXT_SUBMIT_QUEUE_MAX 4096
+
+/* Tick period of the Raft core's clock, ms. */
+#define EXT_TICK_MS 10
+
+/* Life cycle of one waiting write, all under node->mu. */
+enum ext_waiter_state {
+    EXT_W_QUEUED = 1,   /* in the submission queue, not seen by the loop */
+    EXT_W_PENDING = 2,  /* seen by the loop, waiting for a known leader;
+                           never sent anywhere */
+    EXT_W_SENT = 3,     /* forwarded to the leader, no answer yet */
+    EXT_W_APPENDED = 4, /* in some leader's log at index/term */
+    EXT_W_DONE = 5,     /* applied here (or failed): result is set */
+};
+
+/* A caller waiting for its write. Owned by the caller's stack frame; linked
+ * into node->waiters while it waits. Invariant: only touched under node->mu,
+ * and never after the caller unlinked it. */
+struct ext_waiter {
+    uint64_t id[2];           /* request id: this node's id, sequence */
+    struct raft_buf *payload; /* encoded request (unstamped) */
+    int state;                /* enum ext_waiter_state */
+    bool left_node;           /* was ever forwarded or proposed */
+    raft_index index;         /* log index, when APPENDED */
+    raft_term term;           /* log term, when APPENDED */
+    uint64_t sent_at;         /* loop clock when last forwarded, ms */
+    raft_id sent_to;          /* leader it was last forwarded to */
+    pthread_cond_t cond;      /* signalled when state becomes DONE */
+    struct ext_exec_result result; /* set when DONE */
+    struct ext_waiter *next;  /* node->waiters list */
+    struct ext_waiter *prev;
+};
+
+/* One LMDB write (a group commit): the merged hard state and entries of
+ * the updates that arrived while the previous write ran, and the messages
+ * that may only be sent once it is durable (driver rule 1 of raft.h). */
+struct ext_disk_job {
+    bool has_hs;                   /* write hs */
+    struct raft_hard_state hs;     /* term and vote */
+    struct raft_entry *entries;    /* owned references, n_entries */
+    unsigned n_entries;
+    unsigned cap_entries;
+    struct raft_message *held;     /* deep copies, n_held */
+    unsigned n_held;
+    unsigned cap_held;
+    int rc;                        /* result of the write */
+    char errmsg[256];              /* its message on failure */
+};
+
+/* What raft_status() shows of a peer, refreshed by the loop thread. */
+struct ext_peer_status {
+    raft_id id;              /* peer id */
+    bool connected;          /* outgoing connection established */
+    bool has_progress;       /* the fields below are valid (leader only) */
+    struct raft_progress_info progress;
+};
+
+/* A snapshot of the core's state for readers on other threads. */
+struct ext_status {
+    int role;                /* enum raft_role */
+    raft_term term;
+    raft_id leader;
+    raft_index commit;
+    raft_index first;
+    raft_index last;
+    raft_index persisted;
+    struct ext_peer_status peers[EXT_MAX_NODES];
+    unsigned n_peers;
+};
+
+struct ext_node {
+    char path[4096];                 /* database file */
+    struct ext_config cfg;           /* configuration (copy) */
+    pthread_mutex_t mu;              /* guards the fields marked (mu) */
+
+    /* Loop thread. */
+    uv_loop_t loop;                  /* the node's own libuv loop */
+    uv_async_t wake;                 /* submission queue not empty */
+    uv_async_t stop_async;           /* ext_node_stop was called */
+    uv_timer_t tick;                 /* drives RAFT_EVENT_TICK */
+    pthread_t loop_thread;
+    struct raft *raft;               /* the core (loop thread only) */
+    struct raft_uv_transport *transport; /* peers (loop thread only) */
+    bool stopping;                   /* loop is shutting down (loop) */
+    uint64_t seed_state;             /* PRNG for entry seeds (loop) */
+
+    /* Disk (LMDB) jobs: one running, the next being merged. */
+    struct lmdb_log *log;            /* the durable log */
+    uv_work_t disk_req;              /* the running job's request */
+    bool disk_busy;                  /* a job is running (loop) */
+    bool disk_failed;                /* a write failed: stop writing */
+    struct ext_disk_job running;     /* (loop, then the worker) */
+    struct ext_disk_job pending;     /* (loop) */
+
+    /* Apply thread. */
+    pthread_t apply_thread;
+    pthread_cond_t apply_cond;       /* entries queued or stop (mu) */
+    struct sql_fsm *fsm;             /* apply connection (apply thread) */
+    struct raft_entry *apply_queue;  /* committed entries, refs (mu) */
+    unsigned n_apply_queue;          /* (mu) */
+    unsigned cap_apply_queue;        /* (mu) */
+    bool apply_stop;                 /* (mu) */
+    bool apply_failed;               /* applying stopped on an error (mu) */
+    atomic_uint_least64_t applied;   /* last applied index */
+
+    /* Callers. */
+    struct ext_waiter *queue[EXT_SUBMIT_QUEUE_MAX]; /* ring (mu) */
+    unsigned queue_head;             /* (mu) */
+    unsigned queue_len;              /* (mu) */
+    struct ext_waiter *waiters;      /* every waiting caller (mu) */
+    unsigned n_waiters;              /* (mu) */
+    uint64_t next_seq;               /* request sequence numbers (mu) */
+    bool shutdown;                   /* no new callers; wake all (mu) */
+
+    /* Status. */
+    struct ext_status status;        /* (mu) */
+    char last_error[512];            /* (mu) */
+};
+
+/* ---- node.c ---------------------------------------------------------- */
+
+/* node_log prints a line to stderr when @level reaches the node's
+ * log_level. Any thread. */
+void node_log(struct ext_node *n, int level, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+
+/* node_set_error records @msg as the node's last error (shown in status)
+ * and logs it. Any thread; takes mu. */
+void node_set_error(struct ext_node *n, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
+
+/* node_step feeds @event to the core and carries out the update (persist,
+ * send, apply); when @out is not NULL it receives the update (its arrays
+ * valid until the next step). Returns the raft_step code. Loop thread. */
+int node_step(struct ext_node *n, const struct raft_event *event,
+              struct raft_update *out);
+
+/* node_send sends @m through the transport, ignoring a missing connection
+ * (Raft retries). Loop thread. */
+void node_send(struct ext_node *n, const struct raft_message *m);
+
+/* node_now returns the loop clock, ms. Loop thread. */
+uint64_t node_now(struct ext_node *n);
+
+/* ---- exec.c ---------------------------------------------------------- */
+
+/* exec_on_wake takes every queued request and proposes or forwards it.
+ * Loop thread. */
+void exec_on_wake(struct ext_node *n);
+
+/* exec_on_tick retries requests waiting for a leader and re-forwards those
+ * whose answer is overdue. Loop thread. */
+void exec_on_tick(struct ext_node *n);
+
+/* exec_on_forward handles a RAFT_MSG_FORWARD (as leader: stamp, propose,
+ * answer) or a RAFT_MSG_FORWARD_RESULT (as origin). Loop thread. */
+void exec_on_forward(struct ext_node *n, const struct raft_message *m);
+
+/* exec_fail_all refuses new callers and fails every waiting one with
+ * @reason (at shutdown). Any thread; takes mu. */
+void exec_fail_all(struct ext_node *n, const char *reason);
+
+/* exec_deliver hands the result of an applied entry to its waiter, if one
+ * waits here, and re-queues waiters whose entry was replaced at @index.
+ * Apply thread; caller holds mu. */
+void exec_deliver(struct ext_node *n, raft_index index,
+                  const struct sql_result *r);
+
+/* exec_requeue_replaced re-queues waiters whose index was applied with
+ * another request (their entry was overwritten by a new leader), so they
+ * are retried under the same id. Apply thread; caller holds mu. Returns
+ * true when something was queued (the loop must be woken). */
+bool exec_requeue_replaced(struct ext_node *n, raft_index applied);
+
+/* ---- applier.c ------------------------------------------------------- */
+
+/* applier_main is the apply thread's body (@arg is the node). */
+void *applier_main(void *arg);
+
+/* applier_push queues committed @entries (n long; references taken) for
+ * the apply thread. Loop thread. Returns RAFT_NOMEM on failure. */
+int applier_push(struct ext_node *n, const struct raft_entry *entries,
+                 unsigned count);
+
+/* ---- status.c -------------------------------------------------------- */
+
+/* status_refresh copies the core's state into n->status. Loop thread;
+ * takes mu. */
+void status_refresh(struct ext_node *n);
+
+#endif /* EXT_NODE_INTERNAL_H */

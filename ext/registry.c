@@ -1,0 +1,165 @@
+/* The process-wide table of running nodes (see registry.h). A short list
+ * under one mutex: a process runs a handful of nodes at most. */
+
+#include "registry.h"
+
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+struct slot {
+    char path[4096];       /* database file */
+    struct ext_node *node; /* the node, NULL while starting */
+    unsigned refs;         /* references from ext_registry_acquire */
+    bool stopping;         /* ext_registry_stop is waiting for refs */
+    struct slot *next;
+};
+
+static pthread_mutex_t reg_mu = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t reg_cond = PTHREAD_COND_INITIALIZER;
+static struct slot *slots;
+
+static struct slot *find(const char *path)
+{
+    for (struct slot *s = slots; s != NULL; s = s->next) {
+        if (strcmp(s->path, path) == 0) {
+            return s;
+        }
+    }
+    return NULL;
+}
+
+static void unlink_slot(struct slot *victim)
+{
+    struct slot **p = &slots;
+    while (*p != victim) {
+        p = &(*p)->next;
+    }
+    *p = victim->next;
+}
+
+int ext_registry_start(const char *path, const struct ext_config *cfg,
+                       char *errmsg, size_t errmsg_len)
+{
+    struct slot *s;
+    struct ext_node *n;
+    int rc;
+
+    pthread_mutex_lock(&reg_mu);
+    if (find(path) != NULL) {
+        pthread_mutex_unlock(&reg_mu);
+        snprintf(errmsg, errmsg_len,
+                 "a node already runs for %s in this process (raft_stop() "
+                 "first)",
+                 path);
+        return RAFT_BUSY;
+    }
+    s = calloc(1, sizeof *s);
+    if (s == NULL) {
+        pthread_mutex_unlock(&reg_mu);
+        snprintf(errmsg, errmsg_len, "out of memory");
+        return RAFT_NOMEM;
+    }
+    snprintf(s->path, sizeof s->path, "%s", path);
+    s->next = slots;
+    slots = s; /* reserved: node NULL while starting */
+    pthread_mutex_unlock(&reg_mu);
+
+    rc = ext_node_start(path, cfg, &n, errmsg, errmsg_len);
+
+    pthread_mutex_lock(&reg_mu);
+    if (rc != 0) {
+        unlink_slot(s);
+        free(s);
+    } else {
+        s->node = n;
+    }
+    pthread_mutex_unlock(&reg_mu);
+    return rc;
+}
+
+struct ext_node *ext_registry_acquire(const char *path)
+{
+    struct ext_node *n = NULL;
+    pthread_mutex_lock(&reg_mu);
+    struct slot *s = find(path);
+    if (s != NULL && s->node != NULL && !s->stopping) {
+        s->refs++;
+        n = s->node;
+    }
+    pthread_mutex_unlock(&reg_mu);
+    return n;
+}
+
+void ext_registry_release(struct ext_node *n)
+{
+    pthread_mutex_lock(&reg_mu);
+    for (struct slot *s = slots; s != NULL; s = s->next) {
+        if (s->node == n) {
+            s->refs--;
+            if (s->refs == 0) {
+                pthread_cond_broadcast(&reg_cond);
+            }
+            break;
+        }
+    }
+    pthread_mutex_unlock(&reg_mu);
+}
+
+bool ext_registry_running(const char *path)
+{
+    bool running;
+    pthread_mutex_lock(&reg_mu);
+    running = find(path) != NULL;
+    pthread_mutex_unlock(&reg_mu);
+    return running;
+}
+
+/* stop_slot stops @s's node; called with reg_mu held, returns with it
+ * held. */
+static void stop_slot(struct slot *s)
+{
+    struct ext_node *n = s->node;
+    s->stopping = true;
+    pthread_mutex_unlock(&reg_mu);
+    ext_node_shutdown(n);
+    pthread_mutex_lock(&reg_mu);
+    while (s->refs > 0) {
+        pthread_cond_wait(&reg_cond, &reg_mu);
+    }
+    pthread_mutex_unlock(&reg_mu);
+    ext_node_stop(n);
+    pthread_mutex_lock(&reg_mu);
+    unlink_slot(s);
+    free(s);
+}
+
+int ext_registry_stop(const char *path)
+{
+    pthread_mutex_lock(&reg_mu);
+    struct slot *s = find(path);
+    if (s == NULL || s->node == NULL || s->stopping) {
+        pthread_mutex_unlock(&reg_mu);
+        return RAFT_NOTFOUND;
+    }
+    stop_slot(s);
+    pthread_mutex_unlock(&reg_mu);
+    return 0;
+}
+
+void ext_registry_stop_all(void)
+{
+    pthread_mutex_lock(&reg_mu);
+    for (;;) {
+        struct slot *s = slots;
+        while (s != NULL && (s->node == NULL || s->stopping)) {
+            s = s->next;
+        }
+        if (s == NULL) {
+            break;
+        }
+        stop_slot(s);
+    }
+    pthread_mutex_unlock(&reg_mu);
+}

@@ -1,0 +1,42 @@
+/* The process-wide table of running nodes, one per database file: the node
+ * belongs to the process and its file, not to the connection that started
+ * it, so every connection of the process on that file reaches it. */
+
+#ifndef EXT_REGISTRY_H
+#define EXT_REGISTRY_H
+
+#include <stdbool.h>
+#include <stddef.h>
+
+#include "config.h"
+#include "node.h"
+
+/* ext_registry_start starts a node for database file @path with @cfg.
+ * Errors: RAFT_BUSY when a node already runs for @path (or is stopping),
+ * and every error of ext_node_start; @errmsg names the cause. Any thread;
+ * blocks while the node starts. */
+int ext_registry_start(const char *path, const struct ext_config *cfg,
+                       char *errmsg, size_t errmsg_len);
+
+/* ext_registry_acquire returns the running node of @path with a reference
+ * that keeps it alive until ext_registry_release, or NULL when none runs.
+ * Any thread. */
+struct ext_node *ext_registry_acquire(const char *path);
+
+/* ext_registry_release drops a reference taken by ext_registry_acquire.
+ * Any thread. */
+void ext_registry_release(struct ext_node *n);
+
+/* ext_registry_running says whether a node runs for @path. Any thread. */
+bool ext_registry_running(const char *path);
+
+/* ext_registry_stop stops the node of @path: fails its waiting callers,
+ * waits for every reference to be released, then stops it. Errors:
+ * RAFT_NOTFOUND when no node runs for @path. Any thread except one that
+ * holds a reference to that node. */
+int ext_registry_stop(const char *path);
+
+/* ext_registry_stop_all stops every node (at process exit or unload). */
+void ext_registry_stop_all(void);
+
+#endif /* EXT_REGISTRY_H */

@@ -1,0 +1,285 @@
+/* Determinism shims of the apply connection: seeded random()/randomblob()
+ * and a VFS whose "now" is the applied entry's timestamp (determinism.h).
+ *
+ * The VFS forwards every method to the default VFS, passing the default
+ * VFS object itself (the unix VFS keeps state in its pAppData), and files
+ * are the default VFS's own: only the two clock methods differ. SQLite
+ * reads "now" for date(), time(), datetime(), julianday(), unixepoch(),
+ * strftime() and CURRENT_TIME/DATE/TIMESTAMP through xCurrentTimeInt64 of
+ * the connection's VFS, once per statement step. */
+
+#include "determinism.h"
+
+#include <stdio.h>
+#include <string.h>
+
+#include "../raft/err.h"
+
+/* Julian day number of the Unix epoch, in ms (2440587.5 days). */
+#define DETERMINISM__EPOCH_JD_MS 210866760000000LL
+
+static sqlite3_vfs *base_of(sqlite3_vfs *v)
+{
+    return ((struct sql_determinism *)v->pAppData)->base;
+}
+
+static int shim_open(sqlite3_vfs *v, const char *name, sqlite3_file *file,
+                     int flags, int *out_flags)
+{
+    sqlite3_vfs *b = base_of(v);
+    return b->xOpen(b, name, file, flags, out_flags);
+}
+
+static int shim_delete(sqlite3_vfs *v, const char *name, int sync_dir)
+{
+    sqlite3_vfs *b = base_of(v);
+    return b->xDelete(b, name, sync_dir);
+}
+
+static int shim_access(sqlite3_vfs *v, const char *name, int flags,
+                       int *out)
+{
+    sqlite3_vfs *b = base_of(v);
+    return b->xAccess(b, name, flags, out);
+}
+
+static int shim_full_pathname(sqlite3_vfs *v, const char *name, int n,
+                              char *out)
+{
+    sqlite3_vfs *b = base_of(v);
+    return b->xFullPathname(b, name, n, out);
+}
+
+static void *shim_dl_open(sqlite3_vfs *v, const char *name)
+{
+    sqlite3_vfs *b = base_of(v);
+    return b->xDlOpen(b, name);
+}
+
+static void shim_dl_error(sqlite3_vfs *v, int n, char *msg)
+{
+    sqlite3_vfs *b = base_of(v);
+    b->xDlError(b, n, msg);
+}
+
+static void (*shim_dl_sym(sqlite3_vfs *v, void *h, const char *sym))(void)
+{
+    sqlite3_vfs *b = base_of(v);
+    return b->xDlSym(b, h, sym);
+}
+
+static void shim_dl_close(sqlite3_vfs *v, void *h)
+{
+    sqlite3_vfs *b = base_of(v);
+    b->xDlClose(b, h);
+}
+
+static int shim_randomness(sqlite3_vfs *v, int n, char *out)
+{
+    sqlite3_vfs *b = base_of(v);
+    return b->xRandomness(b, n, out);
+}
+
+static int shim_sleep(sqlite3_vfs *v, int us)
+{
+    sqlite3_vfs *b = base_of(v);
+    return b->xSleep(b, us);
+}
+
+static int shim_get_last_error(sqlite3_vfs *v, int n, char *msg)
+{
+    sqlite3_vfs *b = base_of(v);
+    return b->xGetLastError != NULL ? b->xGetLastError(b, n, msg) : 0;
+}
+
+static int shim_current_time_int64(sqlite3_vfs *v, sqlite3_int64 *out)
+{
+    struct sql_determinism *d = v->pAppData;
+    sqlite3_vfs *b = d->base;
+    double now;
+    int rc;
+
+    if (d->active) {
+        *out = DETERMINISM__EPOCH_JD_MS + d->time_ms;
+        return SQLITE_OK;
+    }
+    if (b->iVersion >= 2 && b->xCurrentTimeInt64 != NULL) {
+        return b->xCurrentTimeInt64(b, out);
+    }
+    rc = b->xCurrentTime(b, &now);
+    *out = (sqlite3_int64)(now * 86400000.0);
+    return rc;
+}
+
+static int shim_current_time(sqlite3_vfs *v, double *out)
+{
+    sqlite3_int64 ms;
+    int rc = shim_current_time_int64(v, &ms);
+
+    *out = (double)ms / 86400000.0;
+    return rc;
+}
+
+int determinism_init(struct sql_determinism *d, char *errmsg,
+                     size_t errmsg_len)
+{
+    sqlite3_vfs *base;
+    int rc;
+
+    memset(d, 0, sizeof *d);
+    base = sqlite3_vfs_find(NULL);
+    if (base == NULL) {
+        snprintf(errmsg, errmsg_len, "no default SQLite VFS");
+        return RAFT_IOERR;
+    }
+    snprintf(d->name, sizeof d->name, "raftsql-%p", (void *)d);
+    d->base = base;
+    d->vfs.iVersion = 2;
+    d->vfs.szOsFile = base->szOsFile;
+    d->vfs.mxPathname = base->mxPathname;
+    d->vfs.zName = d->name;
+    d->vfs.pAppData = d;
+    d->vfs.xOpen = shim_open;
+    d->vfs.xDelete = shim_delete;
+    d->vfs.xAccess = shim_access;
+    d->vfs.xFullPathname = shim_full_pathname;
+    d->vfs.xDlOpen = shim_dl_open;
+    d->vfs.xDlError = shim_dl_error;
+    d->vfs.xDlSym = shim_dl_sym;
+    d->vfs.xDlClose = shim_dl_close;
+    d->vfs.xRandomness = shim_randomness;
+    d->vfs.xSleep = shim_sleep;
+    d->vfs.xCurrentTime = shim_current_time;
+    d->vfs.xGetLastError = shim_get_last_error;
+    d->vfs.xCurrentTimeInt64 = shim_current_time_int64;
+    rc = sqlite3_vfs_register(&d->vfs, 0);
+    if (rc != SQLITE_OK) {
+        snprintf(errmsg, errmsg_len, "sqlite3_vfs_register: %s",
+                 sqlite3_errstr(rc));
+        return RAFT_IOERR;
+    }
+    d->registered = 1;
+    return 0;
+}
+
+void determinism_close(struct sql_determinism *d)
+{
+    if (d->registered) {
+        sqlite3_vfs_unregister(&d->vfs);
+        d->registered = 0;
+    }
+}
+
+static uint64_t splitmix64(uint64_t *x)
+{
+    uint64_t z = (*x += 0x9e3779b97f4a7c15ULL);
+
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
+    return z ^ (z >> 31);
+}
+
+static uint64_t rotl(uint64_t x, int k)
+{
+    return (x << k) | (x >> (64 - k));
+}
+
+uint64_t determinism_next(struct sql_determinism *d)
+{
+    uint64_t *s = d->s;
+    uint64_t result = rotl(s[1] * 5, 7) * 9;
+    uint64_t t = s[1] << 17;
+
+    s[2] ^= s[0];
+    s[3] ^= s[1];
+    s[1] ^= s[2];
+    s[0] ^= s[3];
+    s[2] ^= t;
+    s[3] = rotl(s[3], 45);
+    return result;
+}
+
+void determinism_begin(struct sql_determinism *d, uint64_t seed,
+                       int64_t time_ms)
+{
+    uint64_t x = seed;
+    int i;
+
+    /* splitmix64 never yields an all-zero xoshiro state from 4 draws. */
+    for (i = 0; i < 4; i++) {
+        d->s[i] = splitmix64(&x);
+    }
+    d->time_ms = time_ms;
+    d->active = 1;
+}
+
+void determinism_end(struct sql_determinism *d)
+{
+    d->active = 0;
+}
+
+/* random(): like SQLite's, a signed 64-bit value, never INT64_MIN (so that
+ * abs(random()) is always defined). */
+static void fn_random(sqlite3_context *ctx, int argc, sqlite3_value **argv)
+{
+    struct sql_determinism *d = sqlite3_user_data(ctx);
+    uint64_t u = determinism_next(d);
+    int64_t r;
+
+    (void)argc;
+    (void)argv;
+    memcpy(&r, &u, sizeof r);
+    if (r < 0) {
+        r = -(r & INT64_MAX);
+    }
+    sqlite3_result_int64(ctx, r);
+}
+
+/* randomblob(N): like SQLite's, N random bytes, N < 1 taken as 1, and a
+ * "too big" error past SQLITE_LIMIT_LENGTH. */
+static void fn_randomblob(sqlite3_context *ctx, int argc,
+                          sqlite3_value **argv)
+{
+    struct sql_determinism *d = sqlite3_user_data(ctx);
+    sqlite3 *db = sqlite3_context_db_handle(ctx);
+    sqlite3_int64 n = sqlite3_value_int64(argv[0]);
+    unsigned char *p;
+    sqlite3_int64 i;
+
+    (void)argc;
+    if (n < 1) {
+        n = 1;
+    }
+    if (n > sqlite3_limit(db, SQLITE_LIMIT_LENGTH, -1)) {
+        sqlite3_result_error_toobig(ctx);
+        return;
+    }
+    p = sqlite3_malloc64((sqlite3_uint64)n);
+    if (p == NULL) {
+        sqlite3_result_error_nomem(ctx);
+        return;
+    }
+    for (i = 0; i < n; i += 8) {
+        uint64_t u = determinism_next(d);
+        sqlite3_int64 k;
+
+        for (k = 0; k < 8 && i + k < n; k++) {
+            p[i + k] = (unsigned char)(u >> (8 * k));
+        }
+    }
+    sqlite3_result_blob64(ctx, p, (sqlite3_uint64)n, sqlite3_free);
+}
+
+int determinism_install(struct sql_determinism *d, sqlite3 *db)
+{
+    int flags = SQLITE_UTF8 | SQLITE_INNOCUOUS;
+    int rc;
+
+    rc = sqlite3_create_function_v2(db, "random", 0, flags, d, fn_random,
+                                    NULL, NULL, NULL);
+    if (rc != SQLITE_OK) {
+        return rc;
+    }
+    return sqlite3_create_function_v2(db, "randomblob", 1, flags, d,
+                                      fn_randomblob, NULL, NULL, NULL);
+}

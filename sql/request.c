@@ -1,0 +1,525 @@
+/* The write-request codec: what a Raft log entry carries for raft_exec
+ * (SQL text, typed bound parameters, request id, leader time and seed).
+ *
+ * Payload format, version 1. All integers are little-endian; the header
+ * has a fixed size so that sql_request_stamp can patch the timestamp and
+ * the seed in a copy without decoding the rest.
+ *
+ *   offset  size  field
+ *   0       2     magic "RQ" (0x52 0x51)
+ *   2       1     version, 1
+ *   3       1     flags, 0 (reserved: a decoder refuses other values)
+ *   4       4     n_params (u32)
+ *   8       8     id[0]: origin node id (u64)
+ *   16      8     id[1]: origin sequence number (u64)
+ *   24      8     time_ms: leader wall clock, ms since the epoch (i64)
+ *   32      8     seed of random()/randomblob() (u64)
+ *   40      4     sql_len (u32), at least 1
+ *   44      sql_len  SQL text (UTF-8, no NUL byte)
+ *   then n_params parameters, each:
+ *     1     type: enum sql_value_type (1..5)
+ *     1     named: 0 (positional) or 1
+ *     if named:
+ *       4   name_len (u32), at least 1
+ *       name_len  name bytes (first one of ? : @ $, no NUL byte)
+ *       1   0, so that the decoded name can point into the payload
+ *     value by type:
+ *       INTEGER  8  two's complement i64
+ *       FLOAT    8  IEEE-754 binary64 bits (u64)
+ *       TEXT     4 + len  u32 len, then the bytes (NUL bytes allowed)
+ *       BLOB     4 + len  u32 len, then the bytes
+ *       NULL     0
+ *   The payload ends right after the last parameter: trailing bytes are
+ *   refused. A new version bumps the version byte; a decoder refuses
+ *   versions it does not know with RAFT_FORMAT rather than misread them. */
+
+#include "sql.h"
+
+#include <assert.h>
+#include <inttypes.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define REQUEST__MAGIC0 0x52  /* 'R' */
+#define REQUEST__MAGIC1 0x51  /* 'Q' */
+#define REQUEST__VERSION 1
+#define REQUEST__OFF_VERSION 2
+#define REQUEST__OFF_FLAGS 3
+#define REQUEST__OFF_N_PARAMS 4
+#define REQUEST__OFF_ID 8
+#define REQUEST__OFF_TIME 24
+#define REQUEST__OFF_SEED 32
+#define REQUEST__OFF_SQL_LEN 40
+#define REQUEST__HEADER 44
+#define REQUEST__MIN_PARAM 2  /* type + named bytes */
+
+static void put_u32(uint8_t *p, uint32_t v)
+{
+    p[0] = (uint8_t)v;
+    p[1] = (uint8_t)(v >> 8);
+    p[2] = (uint8_t)(v >> 16);
+    p[3] = (uint8_t)(v >> 24);
+}
+
+static void put_u64(uint8_t *p, uint64_t v)
+{
+    put_u32(p, (uint32_t)v);
+    put_u32(p + 4, (uint32_t)(v >> 32));
+}
+
+static uint32_t get_u32(const uint8_t *p)
+{
+    return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 |
+           (uint32_t)p[3] << 24;
+}
+
+static uint64_t get_u64(const uint8_t *p)
+{
+    return (uint64_t)get_u32(p) | (uint64_t)get_u32(p + 4) << 32;
+}
+
+static void set_msg(char *buf, size_t len, const char *fmt, ...)
+{
+    va_list ap;
+
+    if (buf == NULL || len == 0) {
+        return;
+    }
+    va_start(ap, fmt);
+    vsnprintf(buf, len, fmt, ap);
+    va_end(ap);
+}
+
+static int is_name_start(char c)
+{
+    return c == '?' || c == ':' || c == '@' || c == '$';
+}
+
+/* value_size returns the encoded size of @v's value part, or 0 with *@bad
+ * set when the value is invalid. */
+static uint64_t value_size(const struct sql_value *v, int *bad)
+{
+    switch (v->type) {
+        case SQL_INTEGER:
+        case SQL_FLOAT:
+            return 8;
+        case SQL_TEXT:
+        case SQL_BLOB:
+            if (v->bytes.p == NULL && v->bytes.len > 0) {
+                *bad = 1;
+                return 0;
+            }
+            return 4 + (uint64_t)v->bytes.len;
+        case SQL_NULL:
+            return 0;
+        default:
+            *bad = 1;
+            return 0;
+    }
+}
+
+int sql_request_encode(const uint64_t id[2], const char *sql, size_t sql_len,
+                       const struct sql_param *params, unsigned n_params,
+                       uint64_t max_bytes, struct raft_buf **out,
+                       char *errmsg, size_t errmsg_len)
+{
+    struct raft_buf *b;
+    uint64_t total = REQUEST__HEADER;
+    uint8_t *p;
+    unsigned i;
+
+    if (sql == NULL || sql_len == 0) {
+        set_msg(errmsg, errmsg_len, "empty SQL");
+        return RAFT_INVALID;
+    }
+    if (memchr(sql, 0, sql_len) != NULL) {
+        set_msg(errmsg, errmsg_len, "SQL text contains a NUL byte");
+        return RAFT_INVALID;
+    }
+    if (n_params > 0 && params == NULL) {
+        set_msg(errmsg, errmsg_len, "%u parameters but no array", n_params);
+        return RAFT_INVALID;
+    }
+    total += sql_len;
+    for (i = 0; i < n_params; i++) {
+        const struct sql_param *prm = &params[i];
+        int bad = 0;
+        uint64_t vsize = value_size(&prm->value, &bad);
+
+        if (bad) {
+            set_msg(errmsg, errmsg_len,
+                    "parameter %u: bad value (type %u)", i + 1,
+                    (unsigned)prm->value.type);
+            return RAFT_INVALID;
+        }
+        total += REQUEST__MIN_PARAM + vsize;
+        if (prm->value.type == SQL_TEXT || prm->value.type == SQL_BLOB) {
+            if (prm->value.bytes.len > UINT32_MAX) {
+                set_msg(errmsg, errmsg_len,
+                        "parameter %u: value of %zu bytes exceeds the "
+                        "request format limit (%" PRIu32 ")",
+                        i + 1, prm->value.bytes.len, UINT32_MAX);
+                return RAFT_TOOBIG;
+            }
+        }
+        if (prm->name != NULL) {
+            size_t name_len = strlen(prm->name);
+
+            if (name_len == 0 || !is_name_start(prm->name[0])) {
+                set_msg(errmsg, errmsg_len,
+                        "parameter %u: name \"%s\" must start with "
+                        "?, :, @ or $",
+                        i + 1, prm->name);
+                return RAFT_INVALID;
+            }
+            if (name_len > UINT32_MAX) {
+                set_msg(errmsg, errmsg_len, "parameter %u: name too long",
+                        i + 1);
+                return RAFT_TOOBIG;
+            }
+            total += 4 + (uint64_t)name_len + 1;
+        }
+    }
+    if (sql_len > UINT32_MAX) {
+        set_msg(errmsg, errmsg_len,
+                "SQL text of %zu bytes exceeds the request format limit "
+                "(%" PRIu32 ")",
+                sql_len, UINT32_MAX);
+        return RAFT_TOOBIG;
+    }
+    if (total > max_bytes) {
+        set_msg(errmsg, errmsg_len,
+                "request of %" PRIu64 " bytes exceeds max_request_bytes "
+                "(%" PRIu64 ")",
+                total, max_bytes);
+        return RAFT_TOOBIG;
+    }
+    if (total > SIZE_MAX) {
+        set_msg(errmsg, errmsg_len, "request too big for this platform");
+        return RAFT_TOOBIG;
+    }
+
+    b = raft_buf_new((size_t)total);
+    if (b == NULL) {
+        set_msg(errmsg, errmsg_len, "out of memory (%" PRIu64 " bytes)",
+                total);
+        return RAFT_NOMEM;
+    }
+    p = b->data;
+    p[0] = REQUEST__MAGIC0;
+    p[1] = REQUEST__MAGIC1;
+    p[REQUEST__OFF_VERSION] = REQUEST__VERSION;
+    p[REQUEST__OFF_FLAGS] = 0;
+    put_u32(p + REQUEST__OFF_N_PARAMS, n_params);
+    put_u64(p + REQUEST__OFF_ID, id[0]);
+    put_u64(p + REQUEST__OFF_ID + 8, id[1]);
+    put_u64(p + REQUEST__OFF_TIME, 0);
+    put_u64(p + REQUEST__OFF_SEED, 0);
+    put_u32(p + REQUEST__OFF_SQL_LEN, (uint32_t)sql_len);
+    memcpy(p + REQUEST__HEADER, sql, sql_len);
+    p += REQUEST__HEADER + sql_len;
+
+    for (i = 0; i < n_params; i++) {
+        const struct sql_param *prm = &params[i];
+        const struct sql_value *v = &prm->value;
+        uint64_t bits;
+
+        *p++ = v->type;
+        *p++ = prm->name != NULL ? 1 : 0;
+        if (prm->name != NULL) {
+            size_t name_len = strlen(prm->name);
+
+            put_u32(p, (uint32_t)name_len);
+            memcpy(p + 4, prm->name, name_len);
+            p[4 + name_len] = 0;
+            p += 4 + name_len + 1;
+        }
+        switch (v->type) {
+            case SQL_INTEGER:
+                put_u64(p, (uint64_t)v->integer);
+                p += 8;
+                break;
+            case SQL_FLOAT:
+                memcpy(&bits, &v->real, 8);
+                put_u64(p, bits);
+                p += 8;
+                break;
+            case SQL_TEXT:
+            case SQL_BLOB:
+                put_u32(p, (uint32_t)v->bytes.len);
+                if (v->bytes.len > 0) {
+                    memcpy(p + 4, v->bytes.p, v->bytes.len);
+                }
+                p += 4 + v->bytes.len;
+                break;
+            default:
+                break;
+        }
+    }
+    /* Invariant: the size computed above is exactly what was written. */
+    assert((size_t)(p - b->data) == b->len);
+    *out = b;
+    return 0;
+}
+
+/* check_header validates the fixed header of @p (@len bytes). */
+static int check_header(const uint8_t *p, size_t len, char *errmsg,
+                        size_t errmsg_len)
+{
+    if (len < REQUEST__OFF_VERSION + 1 || p[0] != REQUEST__MAGIC0 ||
+        p[1] != REQUEST__MAGIC1) {
+        set_msg(errmsg, errmsg_len,
+                "not a request payload (too short or bad magic)");
+        return RAFT_CORRUPT;
+    }
+    if (p[REQUEST__OFF_VERSION] != REQUEST__VERSION) {
+        set_msg(errmsg, errmsg_len,
+                "request format version %u is not supported (expected %u)",
+                (unsigned)p[REQUEST__OFF_VERSION], REQUEST__VERSION);
+        return RAFT_FORMAT;
+    }
+    if (len < REQUEST__HEADER) {
+        set_msg(errmsg, errmsg_len,
+                "truncated request: %zu bytes, header needs %d", len,
+                REQUEST__HEADER);
+        return RAFT_CORRUPT;
+    }
+    if (p[REQUEST__OFF_FLAGS] != 0) {
+        set_msg(errmsg, errmsg_len, "request flags 0x%02x are not known",
+                (unsigned)p[REQUEST__OFF_FLAGS]);
+        return RAFT_CORRUPT;
+    }
+    return 0;
+}
+
+int sql_request_stamp(const struct raft_buf *in, int64_t time_ms,
+                      uint64_t seed, struct raft_buf **out)
+{
+    struct raft_buf *b;
+    int rc;
+
+    rc = check_header(in->data, in->len, NULL, 0);
+    if (rc != 0) {
+        return RAFT_CORRUPT;
+    }
+    b = raft_buf_copy(in->data, in->len);
+    if (b == NULL) {
+        return RAFT_NOMEM;
+    }
+    put_u64(b->data + REQUEST__OFF_TIME, (uint64_t)time_ms);
+    put_u64(b->data + REQUEST__OFF_SEED, seed);
+    *out = b;
+    return 0;
+}
+
+int sql_request_id(const void *p, size_t len, uint64_t out[2])
+{
+    const uint8_t *b = p;
+
+    if (check_header(b, len, NULL, 0) != 0) {
+        return RAFT_CORRUPT;
+    }
+    out[0] = get_u64(b + REQUEST__OFF_ID);
+    out[1] = get_u64(b + REQUEST__OFF_ID + 8);
+    return 0;
+}
+
+/* A bounds-checked cursor over the payload being decoded. */
+struct reader {
+    const uint8_t *base; /* payload start */
+    size_t len;          /* payload bytes */
+    size_t pos;          /* next byte to read */
+    char *errmsg;        /* message buffer, may be NULL */
+    size_t errmsg_len;   /* its size */
+};
+
+/* need checks that @n more bytes are there for @what. */
+static int need(struct reader *r, uint64_t n, const char *what,
+                unsigned param)
+{
+    if (n > r->len - r->pos) {
+        if (param > 0) {
+            set_msg(r->errmsg, r->errmsg_len,
+                    "truncated request: parameter %u: %s needs %" PRIu64
+                    " bytes at offset %zu, %zu left",
+                    param, what, n, r->pos, r->len - r->pos);
+        } else {
+            set_msg(r->errmsg, r->errmsg_len,
+                    "truncated request: %s needs %" PRIu64
+                    " bytes at offset %zu, %zu left",
+                    what, n, r->pos, r->len - r->pos);
+        }
+        return RAFT_CORRUPT;
+    }
+    return 0;
+}
+
+static int decode_param(struct reader *r, unsigned i, struct sql_param *out)
+{
+    const uint8_t *p;
+    uint8_t type, named;
+    uint32_t n;
+    int rc;
+
+    rc = need(r, REQUEST__MIN_PARAM, "header", i);
+    if (rc != 0) {
+        return rc;
+    }
+    p = r->base + r->pos;
+    type = p[0];
+    named = p[1];
+    r->pos += 2;
+    if (type < SQL_INTEGER || type > SQL_NULL) {
+        set_msg(r->errmsg, r->errmsg_len,
+                "bad request: parameter %u has value type %u", i,
+                (unsigned)type);
+        return RAFT_CORRUPT;
+    }
+    if (named > 1) {
+        set_msg(r->errmsg, r->errmsg_len,
+                "bad request: parameter %u has name flag %u", i,
+                (unsigned)named);
+        return RAFT_CORRUPT;
+    }
+    out->name = NULL;
+    out->value.type = type;
+    if (named) {
+        rc = need(r, 4, "name length", i);
+        if (rc != 0) {
+            return rc;
+        }
+        n = get_u32(r->base + r->pos);
+        r->pos += 4;
+        rc = need(r, (uint64_t)n + 1, "name", i);
+        if (rc != 0) {
+            return rc;
+        }
+        p = r->base + r->pos;
+        if (n == 0 || !is_name_start((char)p[0]) || p[n] != 0 ||
+            memchr(p, 0, n) != NULL) {
+            set_msg(r->errmsg, r->errmsg_len,
+                    "bad request: parameter %u has a malformed name", i);
+            return RAFT_CORRUPT;
+        }
+        out->name = (const char *)p;
+        r->pos += (size_t)n + 1;
+    }
+    switch (type) {
+        case SQL_INTEGER:
+        case SQL_FLOAT:
+            rc = need(r, 8, "value", i);
+            if (rc != 0) {
+                return rc;
+            }
+            if (type == SQL_INTEGER) {
+                out->value.integer = (int64_t)get_u64(r->base + r->pos);
+            } else {
+                uint64_t bits = get_u64(r->base + r->pos);
+                memcpy(&out->value.real, &bits, 8);
+            }
+            r->pos += 8;
+            break;
+        case SQL_TEXT:
+        case SQL_BLOB:
+            rc = need(r, 4, "value length", i);
+            if (rc != 0) {
+                return rc;
+            }
+            n = get_u32(r->base + r->pos);
+            r->pos += 4;
+            rc = need(r, n, "value", i);
+            if (rc != 0) {
+                return rc;
+            }
+            out->value.bytes.p = r->base + r->pos;
+            out->value.bytes.len = n;
+            r->pos += n;
+            break;
+        default:
+            break;
+    }
+    return 0;
+}
+
+int sql_request_decode(const void *p, size_t len, struct sql_request *out,
+                       char *errmsg, size_t errmsg_len)
+{
+    struct reader r = {p, len, 0, errmsg, errmsg_len};
+    struct sql_request req;
+    uint32_t n_params, sql_len;
+    unsigned i;
+    int rc;
+
+    rc = check_header(p, len, errmsg, errmsg_len);
+    if (rc != 0) {
+        return rc;
+    }
+    memset(&req, 0, sizeof req);
+    n_params = get_u32(r.base + REQUEST__OFF_N_PARAMS);
+    req.id[0] = get_u64(r.base + REQUEST__OFF_ID);
+    req.id[1] = get_u64(r.base + REQUEST__OFF_ID + 8);
+    req.time_ms = (int64_t)get_u64(r.base + REQUEST__OFF_TIME);
+    req.seed = get_u64(r.base + REQUEST__OFF_SEED);
+    sql_len = get_u32(r.base + REQUEST__OFF_SQL_LEN);
+    r.pos = REQUEST__HEADER;
+
+    rc = need(&r, sql_len, "SQL text", 0);
+    if (rc != 0) {
+        return rc;
+    }
+    if (sql_len == 0 || memchr(r.base + r.pos, 0, sql_len) != NULL) {
+        set_msg(errmsg, errmsg_len,
+                "bad request: SQL text is empty or contains a NUL byte");
+        return RAFT_CORRUPT;
+    }
+    req.sql = (const char *)(r.base + r.pos);
+    req.sql_len = sql_len;
+    r.pos += sql_len;
+
+    /* Each parameter takes at least 2 bytes: refuse a count the payload
+     * cannot hold before allocating for it. */
+    if ((uint64_t)n_params * REQUEST__MIN_PARAM > len - r.pos) {
+        set_msg(errmsg, errmsg_len,
+                "truncated request: %" PRIu32
+                " parameters cannot fit in the %zu bytes left",
+                n_params, len - r.pos);
+        return RAFT_CORRUPT;
+    }
+    if (n_params > 0) {
+        req.params = calloc(n_params, sizeof *req.params);
+        if (req.params == NULL) {
+            set_msg(errmsg, errmsg_len, "out of memory (%" PRIu32
+                    " parameters)", n_params);
+            return RAFT_NOMEM;
+        }
+    }
+    req.n_params = n_params;
+    for (i = 0; i < n_params; i++) {
+        rc = decode_param(&r, i + 1, &req.params[i]);
+        if (rc != 0) {
+            goto err_params;
+        }
+    }
+    if (r.pos != len) {
+        set_msg(errmsg, errmsg_len,
+                "bad request: %zu trailing bytes after the last parameter",
+                len - r.pos);
+        rc = RAFT_CORRUPT;
+        goto err_params;
+    }
+    *out = req;
+    return 0;
+
+err_params:
+    free(req.params);
+    return rc;
+}
+
+void sql_request_free(struct sql_request *r)
+{
+    free(r->params);
+    r->params = NULL;
+    r->n_params = 0;
+}

@@ -1,0 +1,266 @@
+"""End-to-end tests: real raftsql node processes on 127.0.0.1.
+
+Each test starts its own cluster of `raftsql-node` processes (the sanitizer
+build under `make test`: RAFTSQL_NODE) in a fresh directory and stops it.
+"""
+
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+import unittest
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(
+    os.path.abspath(__file__))))
+sys.path.insert(0, os.path.join(ROOT, "tools"))
+
+from raftsql_cluster import Cluster, Node, NodeError, free_ports  # noqa
+
+NODE = os.environ.get("RAFTSQL_NODE",
+                      os.path.join(ROOT, "build", "raftsql-node"))
+SO = os.environ.get("RAFTSQL_SO", os.path.join(ROOT, "build", "raftsql.so"))
+FAST = "election_timeout_ms=300 heartbeat_ms=30 exec_timeout_ms=10000"
+
+
+class ClusterTest(unittest.TestCase):
+    """A fresh 3-node cluster per test."""
+
+    def setUp(self):
+        self.dir = tempfile.mkdtemp(prefix="raftsql-e2e-")
+        self.cluster = Cluster(NODE, self.dir, 3, FAST)
+        self.leader = self.cluster.wait_leader()
+        self.followers = [n for n in self.cluster.nodes
+                          if n.id != self.leader.id]
+
+    def tearDown(self):
+        codes = self.cluster.stop()
+        for n, code in zip(self.cluster.nodes, codes):
+            if code not in (0, None):
+                with open(n.log_path, errors="replace") as f:
+                    sys.stderr.write(f.read()[-4000:])
+        shutil.rmtree(self.dir, ignore_errors=True)
+        self.assertEqual(codes, [0, 0, 0], "a node exited with an error "
+                         "(sanitizer report in its log)")
+
+    def exec(self, node, sql, *params):
+        return node.value("SELECT raft_exec(?%s)" % (", ?" * len(params)),
+                          sql, *params)
+
+    def test_follower_write_reads_own_write_and_replicates(self):
+        """A write through a follower is readable there on return, and on
+        the other follower once it has applied that index."""
+        f1, f2 = self.followers
+        self.assertEqual(self.exec(
+            f1, "CREATE TABLE t(id INTEGER PRIMARY KEY, v TEXT)"), 0)
+        self.assertEqual(self.exec(f1, "INSERT INTO t(v) VALUES(?)", "x"), 1)
+        self.assertEqual(f1.sql("SELECT id, v FROM t"), [[1, "x"]])
+        self.assertEqual(f1.value("SELECT raft_last_insert_rowid()"), 1)
+        applied = f1.status()["applied"]
+        self.cluster.wait_applied(applied, [f2, self.leader])
+        self.assertEqual(f2.sql("SELECT id, v FROM t"), [[1, "x"]])
+        self.assertEqual(self.leader.sql("SELECT id, v FROM t"), [[1, "x"]])
+
+    def test_values_arrive_exactly_as_bound(self):
+        """64-bit integers, reals, text with NUL and UTF-8, zero-length
+        blob, NULL and '' replicate byte for byte."""
+        f1, f2 = self.followers
+        self.exec(f1, "CREATE TABLE v(k INTEGER PRIMARY KEY, x)")
+        values = [2**63 - 1, -2**63, 0.1, -0.0, "a\u0000b", "日本🙂",
+                  {"blob": ""}, {"blob": "00ff10"}, None, ""]
+        for k, v in enumerate(values):
+            self.exec(f1, "INSERT INTO v VALUES(?, ?)", k, v)
+        self.cluster.wait_applied(f1.status()["applied"])
+        q = ("SELECT k, typeof(x), hex(x), length(CAST(x AS BLOB)) "
+             "FROM v ORDER BY k")
+        rows = f1.sql(q)
+        self.assertEqual(rows, f2.sql(q))
+        self.assertEqual(rows, self.leader.sql(q))
+        types = [r[1] for r in rows]
+        self.assertEqual(types, ["integer", "integer", "real", "real",
+                                 "text", "text", "blob", "blob", "null",
+                                 "text"])
+        self.assertEqual(f2.value("SELECT x FROM v WHERE k = 0"), 2**63 - 1)
+        self.assertEqual(f2.value("SELECT x FROM v WHERE k = 1"), -2**63)
+        self.assertEqual(rows[4][2], "610062")
+        self.assertEqual(rows[6][3], 0)
+
+    def test_named_and_numbered_parameters(self):
+        """?NNN and :name parameters bind by their index."""
+        f1 = self.followers[0]
+        self.exec(f1, "CREATE TABLE p(a, b)")
+        self.exec(f1, "INSERT INTO p VALUES(?2, ?1)", "one", "two")
+        self.exec(f1, "INSERT INTO p VALUES(:x, :y)", 3, 4)
+        self.assertEqual(f1.sql("SELECT a, b FROM p ORDER BY rowid"),
+                         [["two", "one"], [3, 4]])
+
+    def test_sql_error_is_definite_and_rolled_back_everywhere(self):
+        """A constraint error returns SQLite's message and leaves every
+        node without any part of the request."""
+        f1, f2 = self.followers
+        self.exec(f1, "CREATE TABLE u(id INTEGER PRIMARY KEY)")
+        self.exec(f1, "INSERT INTO u VALUES(1)")
+        with self.assertRaises(NodeError) as cm:
+            self.exec(f1, "INSERT INTO u VALUES(2); INSERT INTO u VALUES(1)")
+        self.assertIn("UNIQUE constraint failed: u.id", str(cm.exception))
+        self.exec(f1, "INSERT INTO u VALUES(3)")
+        self.cluster.wait_applied(f1.status()["applied"])
+        for n in self.cluster.nodes:
+            self.assertEqual(n.sql("SELECT id FROM u ORDER BY id"),
+                             [[1], [3]])
+
+    def test_syntax_error_message(self):
+        with self.assertRaises(NodeError) as cm:
+            self.exec(self.leader, "INSERT INTO nowhere VALUES(1)")
+        self.assertIn("no such table: nowhere", str(cm.exception))
+
+    def test_direct_writes_refused_temp_allowed(self):
+        """Direct writes to the replica are refused; TEMP stays writable."""
+        n = self.followers[0]
+        self.exec(n, "CREATE TABLE d(x)")
+        for sql in ("INSERT INTO d VALUES(1)", "CREATE TABLE e(x)",
+                    "DROP TABLE d", "PRAGMA user_version = 5"):
+            with self.assertRaises(NodeError) as cm:
+                n.sql(sql)
+            self.assertIn("not authorized", str(cm.exception))
+        n.sql("CREATE TEMP TABLE scratch(x)")
+        n.sql("INSERT INTO scratch VALUES(1)")
+        self.assertEqual(n.value("SELECT count(*) FROM scratch"), 1)
+        self.assertEqual(n.value("SELECT count(*) FROM d"), 0)
+        with open(n.log_path) as f:
+            self.assertIn("raft_exec", f.read())
+
+    def test_nondeterministic_functions_agree(self):
+        """random(), randomblob() and 'now' give the same values on every
+        node."""
+        f1 = self.followers[0]
+        self.exec(f1, "CREATE TABLE r(a, b, c, d)")
+        for _ in range(3):
+            self.exec(f1, "INSERT INTO r VALUES(random(), randomblob(8), "
+                      "datetime('now'), CURRENT_TIMESTAMP)")
+        self.cluster.wait_applied(f1.status()["applied"])
+        q = "SELECT a, hex(b), c, d FROM r ORDER BY rowid"
+        rows = f1.sql(q)
+        self.assertEqual(len({r[0] for r in rows}), 3)
+        for n in self.cluster.nodes:
+            self.assertEqual(n.sql(q), rows)
+
+    def test_foreign_keys_pragma_is_cluster_wide(self):
+        """PRAGMA foreign_keys through raft_exec holds on every node."""
+        f1 = self.followers[0]
+        self.exec(f1, "PRAGMA foreign_keys = ON")
+        self.exec(f1, "CREATE TABLE parent(id INTEGER PRIMARY KEY)")
+        self.exec(f1, "CREATE TABLE child(p REFERENCES parent(id))")
+        with self.assertRaises(NodeError) as cm:
+            self.exec(f1, "INSERT INTO child VALUES(7)")
+        self.assertIn("FOREIGN KEY constraint failed", str(cm.exception))
+        self.assertEqual(f1.value("SELECT count(*) FROM child"), 0)
+
+    def test_status_and_leader(self):
+        st = self.leader.status()
+        self.assertEqual(st["role"], "leader")
+        self.assertEqual(st["leader"], self.leader.id)
+        self.assertEqual(len(st["peers"]), 2)
+        for p in st["peers"]:
+            self.assertIn("match", p)
+            self.assertIn("next", p)
+        fst = self.followers[0].status()
+        self.assertEqual(fst["role"], "follower")
+        self.assertEqual(fst["leader"], self.leader.id)
+
+    def test_follower_restart_catches_up(self):
+        """A stopped follower restarts from its log and database and
+        catches up with what was written meanwhile."""
+        f1, f2 = self.followers
+        self.exec(f1, "CREATE TABLE c(x)")
+        self.cluster.wait_applied(f1.status()["applied"], [f2])
+        self.assertEqual(f2.stop(), 0)
+        for i in range(20):
+            self.exec(f1, "INSERT INTO c VALUES(?)", i)
+        self.cluster.nodes[f2.id - 1] = f2 = self.cluster.spawn(f2.id)
+        self.cluster.wait_applied(f1.status()["applied"], [f2])
+        self.assertEqual(f2.value("SELECT count(*) FROM c"), 20)
+
+
+class StartTest(unittest.TestCase):
+    """raft_start checks, and a cluster without a quorum."""
+
+    def setUp(self):
+        self.dir = tempfile.mkdtemp(prefix="raftsql-e2e-")
+        self.node = Node(NODE, 1, os.path.join(self.dir, "a.db"),
+                         os.path.join(self.dir, "a.log"))
+
+    def tearDown(self):
+        code = self.node.stop()
+        shutil.rmtree(self.dir, ignore_errors=True)
+        self.assertEqual(code, 0)
+
+    def start_error(self, config):
+        with self.assertRaises(NodeError) as cm:
+            self.node.sql("SELECT raft_start(?)", config)
+        return str(cm.exception)
+
+    def test_bad_config_names_the_key(self):
+        port = free_ports(1)[0]
+        c = "cluster=1@127.0.0.1:%d" % port
+        self.assertIn("unknown key 'bogus'",
+                      self.start_error("id=1 %s bogus=1" % c))
+        self.assertIn("id:", self.start_error(c))
+        self.assertIn("election_timeout_ms",
+                      self.start_error("id=1 %s election_timeout_ms=x" % c))
+        self.assertIn("off loopback", self.start_error(
+            "id=1 %s listen=10.1.2.3:%d" % (c, port)))
+        self.assertIn("not in cluster", self.start_error("id=2 %s" % c))
+
+    def test_no_leader_is_not_applied(self):
+        """Without a quorum a write fails with "not applied" in time."""
+        a, b, c = free_ports(3)
+        self.node.sql("SELECT raft_start(?)",
+                      "id=1 cluster=1@127.0.0.1:%d,2@127.0.0.1:%d,"
+                      "3@127.0.0.1:%d exec_timeout_ms=700 "
+                      "election_timeout_ms=200 heartbeat_ms=20" % (a, b, c))
+        t0 = time.monotonic()
+        with self.assertRaises(NodeError) as cm:
+            self.node.sql("SELECT raft_exec('CREATE TABLE t(x)')")
+        self.assertLess(time.monotonic() - t0, 5)
+        self.assertIn("not applied", str(cm.exception))
+
+    def test_single_node_cluster(self):
+        port = free_ports(1)[0]
+        self.node.sql("SELECT raft_start(?)",
+                      "id=1 cluster=1@127.0.0.1:%d election_timeout_ms=100 "
+                      "heartbeat_ms=10" % port)
+        self.node.sql("SELECT raft_exec('CREATE TABLE t(x)')")
+        self.assertEqual(self.node.value(
+            "SELECT raft_exec('INSERT INTO t VALUES(1),(2)')"), 2)
+        self.assertEqual(self.node.value("SELECT count(*) FROM t"), 2)
+
+
+class ShellTest(unittest.TestCase):
+    """The stock sqlite3 shell loads build/raftsql.so."""
+
+    def test_shell_session(self):
+        d = tempfile.mkdtemp(prefix="raftsql-e2e-")
+        try:
+            port = free_ports(1)[0]
+            script = (".load %s\n"
+                      "SELECT raft_start('id=1 cluster=1@127.0.0.1:%d "
+                      "election_timeout_ms=100 heartbeat_ms=10');\n"
+                      "SELECT raft_exec('CREATE TABLE t(x)');\n"
+                      "SELECT raft_exec('INSERT INTO t VALUES(?)', 42);\n"
+                      "SELECT x FROM t;\n"
+                      "SELECT raft_stop();\n") % (os.path.splitext(SO)[0],
+                                                  port)
+            out = subprocess.run(["sqlite3", os.path.join(d, "s.db")],
+                                 input=script.encode(), capture_output=True,
+                                 timeout=30)
+            lines = out.stdout.decode().split("\n")
+            self.assertIn("42", lines, out.stderr.decode())
+            self.assertIn("stopped", lines)
+        finally:
+            shutil.rmtree(d, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    unittest.main()

@@ -1,0 +1,132 @@
+"""End-to-end: Python's sqlite3 module as the host of a raftsql node.
+
+This process loads build/raftsql.so into its own connections (node 1) and
+runs two raftsql-node processes (nodes 2 and 3). Many threads, each with its
+own connection to the same database file, call raft_exec concurrently: the
+node belongs to the process and the file, not to one connection.
+"""
+
+import json
+import os
+import shutil
+import sqlite3
+import sys
+import tempfile
+import threading
+import time
+import unittest
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(
+    os.path.abspath(__file__))))
+sys.path.insert(0, os.path.join(ROOT, "tools"))
+
+from raftsql_cluster import Node, free_ports  # noqa: E402
+
+NODE = os.environ.get("RAFTSQL_NODE",
+                      os.path.join(ROOT, "build", "raftsql-node"))
+SO = os.environ.get("RAFTSQL_SO", os.path.join(ROOT, "build", "raftsql.so"))
+TIMING = "election_timeout_ms=300 heartbeat_ms=30 exec_timeout_ms=10000"
+
+THREADS = 8
+WRITES = 25
+
+
+def connect(path):
+    con = sqlite3.connect(path, timeout=10, check_same_thread=False,
+                          isolation_level=None)
+    con.enable_load_extension(True)
+    con.load_extension(os.path.splitext(SO)[0])
+    con.enable_load_extension(False)
+    return con
+
+
+class PythonHostTest(unittest.TestCase):
+
+    def setUp(self):
+        self.dir = tempfile.mkdtemp(prefix="raftsql-py-")
+        ports = free_ports(3)
+        self.members = ",".join("%d@127.0.0.1:%d" % (i + 1, p)
+                                for i, p in enumerate(ports))
+        self.db = os.path.join(self.dir, "node1.db")
+        self.con = connect(self.db)
+        self.con.execute("SELECT raft_start(?)", ("id=1 cluster=%s %s" % (
+            self.members, TIMING),))
+        self.peers = []
+        for i in (2, 3):
+            n = Node(NODE, i, os.path.join(self.dir, "node%d.db" % i),
+                     os.path.join(self.dir, "node%d.log" % i))
+            n.sql("SELECT raft_start(?)", "id=%d cluster=%s %s" % (
+                i, self.members, TIMING))
+            self.peers.append(n)
+
+    def tearDown(self):
+        self.con.execute("SELECT raft_stop()")
+        self.con.close()
+        codes = [n.stop() for n in self.peers]
+        shutil.rmtree(self.dir, ignore_errors=True)
+        self.assertEqual(codes, [0, 0])
+
+    def test_concurrent_writers_on_many_connections(self):
+        deadline = time.monotonic() + 15
+        while self.con.execute("SELECT raft_leader()").fetchone()[0] is None:
+            self.assertLess(time.monotonic(), deadline, "no leader")
+            time.sleep(0.05)
+        self.con.execute("SELECT raft_exec('CREATE TABLE w(t, i, "
+                         "PRIMARY KEY(t, i))')")
+        errors = []
+        rowids = []
+
+        def writer(t):
+            con = connect(self.db)
+            try:
+                for i in range(WRITES):
+                    n = con.execute("SELECT raft_exec(?, ?, ?)", (
+                        "INSERT INTO w VALUES(?, ?)", t, i)).fetchone()[0]
+                    if n != 1:
+                        errors.append("changes %r" % n)
+                    # Read your own write on this very connection.
+                    got = con.execute("SELECT count(*) FROM w WHERE t = ? "
+                                      "AND i = ?", (t, i)).fetchone()[0]
+                    if got != 1:
+                        errors.append("write %d/%d not visible" % (t, i))
+                    rowids.append(con.execute(
+                        "SELECT raft_last_insert_rowid()").fetchone()[0])
+            except sqlite3.Error as e:
+                errors.append(str(e))
+            finally:
+                con.close()
+
+        threads = [threading.Thread(target=writer, args=(t,))
+                   for t in range(THREADS)]
+        for th in threads:
+            th.start()
+        for th in threads:
+            th.join()
+        self.assertEqual(errors, [])
+        self.assertEqual(len(set(rowids)), THREADS * WRITES)
+        total = THREADS * WRITES
+        self.assertEqual(self.con.execute(
+            "SELECT count(*) FROM w").fetchone()[0], total)
+        # The other replicas converge to the same rows.
+        applied = json.loads(self.con.execute(
+            "SELECT raft_status()").fetchone()[0])["applied"]
+        for n in self.peers:
+            deadline = time.monotonic() + 20
+            while n.status()["applied"] < applied:
+                self.assertLess(time.monotonic(), deadline)
+                time.sleep(0.02)
+            self.assertEqual(n.value("SELECT count(*) FROM w"), total)
+
+    def test_direct_write_refused_on_other_connection(self):
+        con = connect(self.db)
+        try:
+            con.execute("SELECT raft_leader()")
+            with self.assertRaises(sqlite3.DatabaseError) as cm:
+                con.execute("CREATE TABLE direct(x)")
+            self.assertIn("not authorized", str(cm.exception))
+        finally:
+            con.close()
+
+
+if __name__ == "__main__":
+    unittest.main()

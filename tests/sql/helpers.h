@@ -1,0 +1,178 @@
+/* Helpers shared by the tests of sql/ (header-only, static inline): fresh
+ * temporary database files, request entries, and reading a database back
+ * through a separate plain connection. Include after <cmocka.h>. */
+
+#ifndef TESTS_SQL_HELPERS_H
+#define TESTS_SQL_HELPERS_H
+
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <sqlite3.h>
+
+#include "sql/sql.h"
+
+/* A temporary directory holding one database file. */
+struct tmpdb {
+    char dir[64];   /* the directory */
+    char path[96];  /* dir + "/db", an empty (valid) SQLite file */
+};
+
+/* tmpdb_init creates a directory and an empty database file in it. */
+static inline void tmpdb_init(struct tmpdb *t)
+{
+    FILE *fp;
+
+    snprintf(t->dir, sizeof t->dir, "/tmp/raftsql-sql-XXXXXX");
+    assert_non_null(mkdtemp(t->dir));
+    snprintf(t->path, sizeof t->path, "%s/db", t->dir);
+    fp = fopen(t->path, "w");
+    assert_non_null(fp);
+    fclose(fp);
+}
+
+/* tmpdb_remove deletes the database, its WAL files and the directory. */
+static inline void tmpdb_remove(struct tmpdb *t)
+{
+    static const char *const suffixes[] = {"", "-wal", "-shm", "-journal"};
+    char p[128];
+    size_t i;
+
+    for (i = 0; i < 4; i++) {
+        snprintf(p, sizeof p, "%s%s", t->path, suffixes[i]);
+        unlink(p);
+    }
+    rmdir(t->dir);
+}
+
+/* make_request_ex encodes and stamps a request; the result is owned by
+ * the caller (raft_buf_unref). */
+static inline struct raft_buf *make_request_ex(uint64_t origin,
+                                               uint64_t seq,
+                                               const char *sql,
+                                               const struct sql_param *ps,
+                                               unsigned n, int64_t time_ms,
+                                               uint64_t seed)
+{
+    uint64_t id[2] = {origin, seq};
+    struct raft_buf *b = NULL, *stamped = NULL;
+    char msg[256] = "";
+    int rc;
+
+    rc = sql_request_encode(id, sql, strlen(sql), ps, n, UINT64_MAX, &b,
+                            msg, sizeof msg);
+    if (rc != 0) {
+        fail_msg("encode: %s", msg);
+    }
+    assert_int_equal(sql_request_stamp(b, time_ms, seed, &stamped), 0);
+    raft_buf_unref(b);
+    return stamped;
+}
+
+/* make_request: request (1, @seq) with a fixed time and a seed of @seq. */
+static inline struct raft_buf *make_request(uint64_t seq, const char *sql)
+{
+    return make_request_ex(1, seq, sql, NULL, 0, 1700000000000LL, seq);
+}
+
+/* query_text runs @sql (one row, one column expected) on a separate plain
+ * connection to @path and returns the value as text (malloc'd), or NULL
+ * for SQL NULL or no row. */
+static inline char *query_text(const char *path, const char *sql)
+{
+    sqlite3 *db;
+    sqlite3_stmt *s;
+    char *out = NULL;
+
+    assert_int_equal(
+        sqlite3_open_v2(path, &db, SQLITE_OPEN_READONLY, NULL), SQLITE_OK);
+    if (sqlite3_prepare_v2(db, sql, -1, &s, NULL) != SQLITE_OK) {
+        fail_msg("prepare %s: %s", sql, sqlite3_errmsg(db));
+    }
+    if (sqlite3_step(s) == SQLITE_ROW &&
+        sqlite3_column_type(s, 0) != SQLITE_NULL) {
+        out = strdup((const char *)sqlite3_column_text(s, 0));
+    }
+    sqlite3_finalize(s);
+    sqlite3_close(db);
+    return out;
+}
+
+/* assert_query checks that @sql on @path gives @expected (NULL: SQL NULL
+ * or no row). */
+#define assert_query(path, sql, expected)                          \
+    do {                                                           \
+        char *got_ = query_text((path), (sql));                    \
+        const char *exp_ = (expected);                             \
+        if (exp_ == NULL) {                                        \
+            assert_null(got_);                                     \
+        } else {                                                   \
+            assert_non_null(got_);                                 \
+            assert_string_equal(got_, exp_);                       \
+        }                                                          \
+        free(got_);                                                \
+    } while (0)
+
+/* dump_table returns every row of "SELECT * FROM @table ORDER BY rowid"
+ * on @path as text (typed, blobs in hex, reals to 17 digits), malloc'd. */
+static inline char *dump_table(const char *path, const char *table)
+{
+    sqlite3 *db;
+    sqlite3_stmt *s;
+    char sql[128];
+    sqlite3_str *str;
+    int i, n;
+
+    assert_int_equal(
+        sqlite3_open_v2(path, &db, SQLITE_OPEN_READONLY, NULL), SQLITE_OK);
+    snprintf(sql, sizeof sql, "SELECT * FROM %s ORDER BY rowid", table);
+    assert_int_equal(sqlite3_prepare_v2(db, sql, -1, &s, NULL), SQLITE_OK);
+    str = sqlite3_str_new(db);
+    n = sqlite3_column_count(s);
+    while (sqlite3_step(s) == SQLITE_ROW) {
+        for (i = 0; i < n; i++) {
+            switch (sqlite3_column_type(s, i)) {
+                case SQLITE_INTEGER:
+                    sqlite3_str_appendf(str, "i:%lld|",
+                                        sqlite3_column_int64(s, i));
+                    break;
+                case SQLITE_FLOAT:
+                    sqlite3_str_appendf(str, "f:%.17g|",
+                                        sqlite3_column_double(s, i));
+                    break;
+                case SQLITE_TEXT:
+                    sqlite3_str_appendf(str, "t:%s|",
+                                        sqlite3_column_text(s, i));
+                    break;
+                case SQLITE_BLOB: {
+                    const unsigned char *b = sqlite3_column_blob(s, i);
+                    int k, len = sqlite3_column_bytes(s, i);
+
+                    sqlite3_str_appendall(str, "b:");
+                    for (k = 0; k < len; k++) {
+                        sqlite3_str_appendf(str, "%02x", b[k]);
+                    }
+                    sqlite3_str_appendall(str, "|");
+                    break;
+                }
+                default:
+                    sqlite3_str_appendall(str, "null|");
+            }
+        }
+        sqlite3_str_appendall(str, "\n");
+    }
+    sqlite3_finalize(s);
+    {
+        char *t = sqlite3_str_finish(str);
+        char *out = strdup(t != NULL ? t : "");
+
+        sqlite3_free(t);
+        sqlite3_close(db);
+        return out;
+    }
+}
+
+#endif /* TESTS_SQL_HELPERS_H */

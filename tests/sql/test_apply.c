@@ -1,0 +1,766 @@
+/* Tests of the apply connection (sql/apply.c) against fresh database
+ * files: transactions per request and per batch, the applied index across
+ * reopen, at-most-once, SQL errors as results, parameter binding, refused
+ * statements, cluster-wide PRAGMAs, and environmental failures. */
+
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "sql/fsm.h"
+#include "tests/sql/helpers.h"
+
+#define MAX_BATCH 16
+
+/* A fixture: a fresh database file and its apply connection. */
+struct fixture {
+    struct tmpdb tmp;                 /* the database file */
+    struct sql_fsm *fsm;              /* its apply connection */
+    struct sql_result res[MAX_BATCH]; /* results of the last batch */
+    unsigned n_res;                   /* entries in it */
+};
+
+static int setup(void **state)
+{
+    struct fixture *f = calloc(1, sizeof *f);
+    char msg[256];
+
+    assert_non_null(f);
+    tmpdb_init(&f->tmp);
+    if (sql_fsm_open(f->tmp.path, &f->fsm, msg, sizeof msg) != 0) {
+        fail_msg("open: %s", msg);
+    }
+    *state = f;
+    return 0;
+}
+
+static void clear(struct fixture *f)
+{
+    unsigned i;
+
+    for (i = 0; i < f->n_res; i++) {
+        sql_result_clear(&f->res[i]);
+    }
+    f->n_res = 0;
+}
+
+static int teardown(void **state)
+{
+    struct fixture *f = *state;
+
+    clear(f);
+    sql_fsm_close(f->fsm);
+    tmpdb_remove(&f->tmp);
+    free(f);
+    return 0;
+}
+
+static void reopen(struct fixture *f)
+{
+    char msg[256];
+
+    sql_fsm_close(f->fsm);
+    f->fsm = NULL;
+    if (sql_fsm_open(f->tmp.path, &f->fsm, msg, sizeof msg) != 0) {
+        fail_msg("reopen: %s", msg);
+    }
+}
+
+/* apply_bufs applies @n payloads (NULL: no-op) as one batch after the
+ * applied index, consuming the bufs. Returns sql_fsm_apply's code. */
+static int apply_bufs(struct fixture *f, struct raft_buf **bufs, unsigned n)
+{
+    struct sql_fsm_entry e[MAX_BATCH];
+    uint64_t next = sql_fsm_applied(f->fsm) + 1;
+    unsigned i;
+    int rc;
+
+    assert_true(n <= MAX_BATCH);
+    clear(f);
+    for (i = 0; i < n; i++) {
+        e[i].index = next + i;
+        e[i].term = 3;
+        e[i].payload = bufs[i];
+    }
+    rc = sql_fsm_apply(f->fsm, e, n, f->res);
+    if (rc == 0) {
+        f->n_res = n;
+    }
+    for (i = 0; i < n; i++) {
+        raft_buf_unref(bufs[i]);
+    }
+    return rc;
+}
+
+static uint64_t next_seq = 100;
+
+/* apply_sqls applies one request per SQL text (NULL: no-op) in one batch
+ * and expects success of the batch (not of each request). */
+static void apply_sqls(struct fixture *f, const char *const *sqls,
+                       unsigned n)
+{
+    struct raft_buf *bufs[MAX_BATCH];
+    unsigned i;
+    int rc;
+
+    for (i = 0; i < n; i++) {
+        bufs[i] = sqls[i] != NULL ? make_request(next_seq++, sqls[i]) : NULL;
+    }
+    rc = apply_bufs(f, bufs, n);
+    if (rc != 0) {
+        fail_msg("apply: %d %s", rc, sql_fsm_errmsg(f->fsm));
+    }
+}
+
+/* apply1 applies one request and returns its result (valid until the next
+ * apply). */
+static struct sql_result *apply1(struct fixture *f, const char *sql)
+{
+    apply_sqls(f, &sql, 1);
+    return &f->res[0];
+}
+
+static void assert_ok(const struct sql_result *r)
+{
+    if (r->rc != 0) {
+        fail_msg("request failed: %d %s", r->rc,
+                 r->errmsg != NULL ? r->errmsg : "");
+    }
+    assert_null(r->errmsg);
+}
+
+static void assert_error(const struct sql_result *r, int rc, const char *msg)
+{
+    if (r->rc != rc) {
+        fail_msg("rc %d (%s), expected %d", r->rc,
+                 r->errmsg != NULL ? r->errmsg : "", rc);
+    }
+    assert_non_null(r->errmsg);
+    if (strstr(r->errmsg, msg) == NULL) {
+        fail_msg("message \"%s\" lacks \"%s\"", r->errmsg, msg);
+    }
+}
+
+/* A new database starts at applied index 0 with the internal tables, WAL
+ * journal, and SQLite's documented setting defaults (recursive_triggers is
+ * OFF although this build defaults it to ON). */
+static void test_open_fresh(void **state)
+{
+    struct fixture *f = *state;
+    sqlite3_stmt *s;
+
+    assert_int_equal(sql_fsm_applied(f->fsm), 0);
+    assert_query(f->tmp.path, "SELECT idx FROM raftsql_applied", "0");
+    assert_query(f->tmp.path, "PRAGMA journal_mode", "wal");
+    assert_int_equal(sqlite3_prepare_v2(sql_fsm_db(f->fsm),
+                                        "PRAGMA recursive_triggers", -1, &s,
+                                        NULL),
+                     SQLITE_OK);
+    assert_int_equal(sqlite3_step(s), SQLITE_ROW);
+    assert_int_equal(sqlite3_column_int(s, 0), 0);
+    sqlite3_finalize(s);
+}
+
+/* A missing file is NOTFOUND, a non-database file is CORRUPT. */
+static void test_open_errors(void **state)
+{
+    struct fixture *f = *state;
+    struct sql_fsm *g = (struct sql_fsm *)0x1;
+    char path[160], msg[256];
+    FILE *fp;
+
+    snprintf(path, sizeof path, "%s/missing", f->tmp.dir);
+    assert_int_equal(sql_fsm_open(path, &g, msg, sizeof msg),
+                     RAFT_NOTFOUND);
+    assert_ptr_equal(g, (struct sql_fsm *)0x1);
+    assert_non_null(strstr(msg, "missing"));
+
+    snprintf(path, sizeof path, "%s/junk", f->tmp.dir);
+    fp = fopen(path, "w");
+    assert_non_null(fp);
+    fprintf(fp, "%4096s", "this is not a SQLite database file");
+    fclose(fp);
+    assert_int_equal(sql_fsm_open(path, &g, msg, sizeof msg), RAFT_CORRUPT);
+    assert_non_null(strstr(msg, "not a database"));
+    unlink(path);
+}
+
+/* The statements of one request are one transaction: a failure in the
+ * last undoes the first; on success changes add up over DML statements
+ * only, and last_insert_rowid is the request's own. */
+static void test_multi_statement(void **state)
+{
+    struct fixture *f = *state;
+    struct sql_result *r;
+
+    r = apply1(f, "CREATE TABLE t(a UNIQUE); INSERT INTO t VALUES (1);"
+                  "INSERT INTO t VALUES (1)");
+    assert_error(r, SQLITE_CONSTRAINT_UNIQUE, "UNIQUE constraint failed");
+    assert_query(f->tmp.path,
+                 "SELECT count(*) FROM sqlite_schema WHERE name = 't'", "0");
+
+    r = apply1(f, "CREATE TABLE t(a UNIQUE); INSERT INTO t VALUES (1), (2);"
+                  " SELECT * FROM t; CREATE TABLE u(x);"
+                  " INSERT INTO t VALUES (3);  -- done\n ;; ");
+    assert_ok(r);
+    assert_int_equal(r->changes, 3);
+    assert_int_equal(r->last_insert_rowid, 3);
+    assert_query(f->tmp.path, "SELECT group_concat(a) FROM t", "1,2,3");
+
+    /* UPDATE: no insert in this request, so last_insert_rowid is 0. */
+    r = apply1(f, "UPDATE t SET a = a + 10; SELECT changes()");
+    assert_ok(r);
+    assert_int_equal(r->changes, 3);
+    assert_int_equal(r->last_insert_rowid, 0);
+    /* changes() starts at 0 in each request, whatever ran before. */
+    r = apply1(f, "INSERT INTO u VALUES (changes())");
+    assert_ok(r);
+    assert_query(f->tmp.path, "SELECT x FROM u", "0");
+}
+
+/* A failing request in the middle of a batch rolls back only itself. */
+static void test_batch_partial_failure(void **state)
+{
+    struct fixture *f = *state;
+    const char *sqls[] = {
+        "CREATE TABLE t(a PRIMARY KEY)",
+        "INSERT INTO t VALUES (1)",
+        "INSERT INTO t VALUES (2); INSERT INTO t VALUES (1)",
+        NULL,
+        "INSERT INTO t VALUES (3)",
+        "SELECT nosuchfunction()",
+        "INSERT INTO t VALUES (4)",
+    };
+
+    apply_sqls(f, sqls, 7);
+    assert_ok(&f->res[0]);
+    assert_ok(&f->res[1]);
+    assert_error(&f->res[2], SQLITE_CONSTRAINT_PRIMARYKEY, "t.a");
+    assert_int_equal(f->res[3].rc, 0);
+    assert_true(f->res[3].id[0] == 0 && f->res[3].id[1] == 0);
+    assert_ok(&f->res[4]);
+    assert_error(&f->res[5], SQLITE_ERROR, "no such function");
+    assert_ok(&f->res[6]);
+    assert_int_equal(sql_fsm_applied(f->fsm), 7);
+    assert_query(f->tmp.path, "SELECT group_concat(a) FROM t", "1,3,4");
+    assert_query(f->tmp.path, "SELECT idx || '/' || term FROM raftsql_applied",
+                 "7/3");
+}
+
+/* SQL that rolls back the whole transaction (INSERT OR ROLLBACK) fails
+ * alone: the earlier requests of its batch are re-applied, so the outcome
+ * is the one of applying each request on its own. */
+static void test_or_rollback_restarts_batch(void **state)
+{
+    struct fixture *f = *state;
+    const char *sqls[] = {
+        "CREATE TABLE t(a PRIMARY KEY)",
+        "INSERT INTO t VALUES (1)",
+        "INSERT INTO t VALUES (2); INSERT OR ROLLBACK INTO t VALUES (1)",
+        "INSERT INTO t VALUES (3)",
+        "CREATE TRIGGER tr BEFORE INSERT ON t WHEN new.a = 9"
+        " BEGIN SELECT RAISE(ROLLBACK, 'nine'); END",
+        "INSERT INTO t VALUES (9)",
+        "INSERT INTO t VALUES (5)",
+    };
+
+    apply_sqls(f, sqls, 7);
+    assert_ok(&f->res[0]);
+    assert_ok(&f->res[1]);
+    assert_error(&f->res[2], SQLITE_CONSTRAINT_PRIMARYKEY, "t.a");
+    assert_ok(&f->res[3]);
+    assert_int_equal(f->res[3].last_insert_rowid, 2);
+    assert_ok(&f->res[4]);
+    assert_error(&f->res[5], SQLITE_CONSTRAINT_TRIGGER, "nine");
+    assert_ok(&f->res[6]);
+    assert_int_equal(sql_fsm_applied(f->fsm), 7);
+    assert_query(f->tmp.path, "SELECT group_concat(a) FROM t", "1,3,5");
+}
+
+/* The applied index is stored with the data and resumed after reopen;
+ * entries must follow it. */
+static void test_applied_resumed(void **state)
+{
+    struct fixture *f = *state;
+    const char *sqls[] = {"CREATE TABLE t(a)", "INSERT INTO t VALUES (1)",
+                          NULL};
+    struct sql_fsm_entry e;
+    struct sql_result r;
+
+    apply_sqls(f, sqls, 3);
+    assert_int_equal(sql_fsm_applied(f->fsm), 3);
+    reopen(f);
+    assert_int_equal(sql_fsm_applied(f->fsm), 3);
+    apply1(f, "INSERT INTO t VALUES (2)");
+    assert_int_equal(sql_fsm_applied(f->fsm), 4);
+    assert_query(f->tmp.path, "SELECT group_concat(a) FROM t", "1,2");
+
+    e.index = 6;
+    e.term = 3;
+    e.payload = NULL;
+    assert_int_equal(sql_fsm_apply(f->fsm, &e, 1, &r), RAFT_INVALID);
+    e.index = 4;
+    assert_int_equal(sql_fsm_apply(f->fsm, &e, 1, &r), RAFT_INVALID);
+    assert_non_null(strstr(sql_fsm_errmsg(f->fsm), "expected 5"));
+    assert_int_equal(sql_fsm_applied(f->fsm), 4);
+}
+
+/* A request id applied before is skipped, in the same batch, a later
+ * batch, and after reopen; failed requests count as applied too; the
+ * zero id is never deduplicated. */
+static void test_duplicate(void **state)
+{
+    struct fixture *f = *state;
+    struct raft_buf *b[4];
+
+    apply1(f, "CREATE TABLE t(a)");
+    b[0] = make_request_ex(7, 1, "INSERT INTO t VALUES (1)", NULL, 0, 0, 0);
+    b[1] = make_request_ex(7, 2, "INSERT INTO nosuch VALUES (1)", NULL, 0, 0,
+                           0);
+    b[2] = make_request_ex(7, 1, "INSERT INTO t VALUES (1)", NULL, 0, 0, 0);
+    b[3] = make_request_ex(8, 1, "INSERT INTO t VALUES (2)", NULL, 0, 0, 0);
+    assert_int_equal(apply_bufs(f, b, 4), 0);
+    assert_ok(&f->res[0]);
+    assert_int_equal(f->res[0].duplicate, 0);
+    assert_true(f->res[0].id[0] == 7 && f->res[0].id[1] == 1);
+    assert_error(&f->res[1], SQLITE_ERROR, "no such table");
+    assert_int_equal(f->res[2].duplicate, 1);
+    assert_int_equal(f->res[2].rc, 0);
+    assert_int_equal(f->res[3].duplicate, 0);
+
+    reopen(f);
+    b[0] = make_request_ex(7, 1, "INSERT INTO t VALUES (1)", NULL, 0, 0, 0);
+    b[1] = make_request_ex(7, 2, "CREATE TABLE nosuch(x)", NULL, 0, 0, 0);
+    b[2] = make_request_ex(0, 0, "INSERT INTO t VALUES (3)", NULL, 0, 0, 0);
+    b[3] = make_request_ex(0, 0, "INSERT INTO t VALUES (3)", NULL, 0, 0, 0);
+    assert_int_equal(apply_bufs(f, b, 4), 0);
+    assert_int_equal(f->res[0].duplicate, 1);
+    assert_int_equal(f->res[1].duplicate, 1);
+    assert_int_equal(f->res[2].duplicate, 0);
+    assert_int_equal(f->res[3].duplicate, 0);
+    assert_query(f->tmp.path, "SELECT group_concat(a) FROM t", "1,2,3,3");
+    assert_query(f->tmp.path,
+                 "SELECT count(*) FROM sqlite_schema WHERE name = 'nosuch'",
+                 "0");
+}
+
+/* Request ids are remembered for 100000 entries: a retry within the
+ * window is skipped, one after it runs again, and old ids are pruned. */
+static void test_dedup_window(void **state)
+{
+    struct fixture *f = *state;
+    struct raft_buf *b;
+
+    assert_ok(apply1(f, "CREATE TABLE t(a)"));
+    b = make_request_ex(9, 1, "INSERT INTO t VALUES (1)", NULL, 0, 0, 0);
+    assert_int_equal(apply_bufs(f, &b, 1), 0);
+    assert_ok(&f->res[0]);
+    assert_query(f->tmp.path,
+                 "SELECT idx FROM raftsql_requests WHERE origin = 9", "2");
+    /* Jump ahead: entry 100002 is the last one inside the window. */
+    assert_int_equal(
+        sql_fsm_exec(f->fsm, "UPDATE raftsql_applied SET idx = 100001"), 0);
+    reopen(f);
+    b = make_request_ex(9, 1, "INSERT INTO t VALUES (1)", NULL, 0, 0, 0);
+    assert_int_equal(apply_bufs(f, &b, 1), 0);
+    assert_int_equal(f->res[0].duplicate, 1);
+    /* That batch ended at 100002 and pruned ids up to index 2. */
+    assert_query(f->tmp.path,
+                 "SELECT count(*) FROM raftsql_requests WHERE origin = 9",
+                 "0");
+    b = make_request_ex(9, 1, "INSERT INTO t VALUES (1)", NULL, 0, 0, 0);
+    assert_int_equal(apply_bufs(f, &b, 1), 0);
+    assert_int_equal(f->res[0].duplicate, 0);
+    assert_ok(&f->res[0]);
+    assert_query(f->tmp.path, "SELECT count(*) FROM t", "2");
+    assert_query(f->tmp.path,
+                 "SELECT idx FROM raftsql_requests WHERE origin = 9",
+                 "100003");
+}
+
+/* The error text of a SQL error is exactly SQLite's. */
+static void test_error_text_is_sqlites(void **state)
+{
+    struct fixture *f = *state;
+    const char *setup_sql = "CREATE TABLE t(a INTEGER NOT NULL, b UNIQUE,"
+                            " CHECK (a > 0))";
+    const char *bad[] = {"INSERT INTO t VALUES (NULL, 1)",
+                         "INSERT INTO t VALUES (-1, 1)",
+                         "INSERT INTO t VALUES (1, 1), (2, 1)",
+                         "SELEKT 1", "INSERT INTO t(c) VALUES (1)"};
+    sqlite3 *db;
+    size_t i;
+
+    assert_ok(apply1(f, setup_sql));
+    assert_int_equal(sqlite3_open(":memory:", &db), SQLITE_OK);
+    sqlite3_extended_result_codes(db, 1);
+    assert_int_equal(sqlite3_exec(db, setup_sql, NULL, NULL, NULL),
+                     SQLITE_OK);
+    for (i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        struct sql_result *r = apply1(f, bad[i]);
+        int rc = sqlite3_exec(db, bad[i], NULL, NULL, NULL);
+
+        assert_int_not_equal(rc, SQLITE_OK);
+        assert_int_equal(r->rc, rc);
+        assert_string_equal(r->errmsg, sqlite3_errmsg(db));
+    }
+    sqlite3_close(db);
+}
+
+/* Parameters bind by position (the i-th unnamed value to index i of every
+ * statement) and by name; missing and surplus values are SQL errors. */
+static void test_params(void **state)
+{
+    struct fixture *f = *state;
+    struct sql_param p[4];
+    struct raft_buf *b;
+
+    memset(p, 0, sizeof p);
+    assert_ok(apply1(f, "CREATE TABLE t(a, b)"));
+
+    p[0].value.type = SQL_INTEGER;
+    p[0].value.integer = 5;
+    p[1].name = ":x";
+    p[1].value.type = SQL_TEXT;
+    p[1].value.bytes.p = "ex";
+    p[1].value.bytes.len = 2;
+    b = make_request_ex(1, next_seq++,
+                        "INSERT INTO t VALUES (?, :x);"
+                        "INSERT INTO t(b, a) VALUES (?1, :x); "
+                        "INSERT INTO t(a) VALUES (?)",
+                        p, 2, 0, 0);
+    assert_int_equal(apply_bufs(f, &b, 1), 0);
+    assert_ok(&f->res[0]);
+    assert_int_equal(f->res[0].changes, 3);
+    assert_query(f->tmp.path,
+                 "SELECT group_concat(quote(a) || quote(b), ' ') FROM t",
+                 "5'ex' 'ex'5 5NULL");
+
+    b = make_request_ex(1, next_seq++, "INSERT INTO t VALUES (?, ?)", p, 1,
+                        0, 0);
+    assert_int_equal(apply_bufs(f, &b, 1), 0);
+    assert_error(&f->res[0], SQLITE_ERROR,
+                 "missing value for parameter 2 (?)");
+
+    b = make_request_ex(1, next_seq++, "INSERT INTO t VALUES (?, :y)", p, 2,
+                        0, 0);
+    assert_int_equal(apply_bufs(f, &b, 1), 0);
+    assert_error(&f->res[0], SQLITE_ERROR,
+                 "missing value for parameter 2 (:y)");
+
+    p[1] = p[0];
+    p[2] = p[0];
+    b = make_request_ex(1, next_seq++,
+                        "INSERT INTO t VALUES (?, 1); SELECT ?, ?", p, 3, 0,
+                        0);
+    assert_int_equal(apply_bufs(f, &b, 1), 0);
+    assert_error(&f->res[0], SQLITE_RANGE,
+                 "3 values given but the SQL has only 2 parameters");
+    assert_query(f->tmp.path, "SELECT count(*) FROM t", "3");
+}
+
+/* Every value type reaches SQLite intact: int64 extremes, -0.0 and
+ * infinities, text with NUL and UTF-8, '' vs zero-length blob vs NULL. */
+static void test_value_types(void **state)
+{
+    struct fixture *f = *state;
+    static const char nul_text[] = {'a', 0, 'b'};
+    static const char utf8[] = "\xc3\xa9\xe2\x82\xac\xf0\x9f\x98\x80";
+    struct sql_param p[9];
+    struct raft_buf *b;
+    unsigned i;
+
+    memset(p, 0, sizeof p);
+    p[0].value.type = SQL_INTEGER;
+    p[0].value.integer = INT64_MIN;
+    p[1].value.type = SQL_INTEGER;
+    p[1].value.integer = INT64_MAX;
+    p[2].value.type = SQL_FLOAT;
+    p[2].value.real = -1.0 / 0.0;
+    p[3].value.type = SQL_TEXT;
+    p[3].value.bytes.p = nul_text;
+    p[3].value.bytes.len = 3;
+    p[4].value.type = SQL_TEXT;
+    p[4].value.bytes.p = utf8;
+    p[4].value.bytes.len = strlen(utf8);
+    p[5].value.type = SQL_TEXT;
+    p[6].value.type = SQL_BLOB;
+    p[7].value.type = SQL_NULL;
+    p[8].value.type = SQL_FLOAT;
+    p[8].value.real = 0.1;
+    assert_ok(apply1(f, "CREATE TABLE t(i INTEGER PRIMARY KEY, v ANY)"
+                        " STRICT"));
+    for (i = 0; i < 9; i++) {
+        b = make_request_ex(1, next_seq++, "INSERT INTO t(v) VALUES (?)",
+                            &p[i], 1, 0, 0);
+        assert_int_equal(apply_bufs(f, &b, 1), 0);
+        assert_ok(&f->res[0]);
+    }
+    assert_query(f->tmp.path,
+                 "SELECT group_concat(typeof(v) || ':' ||"
+                 " ifnull(length(CAST(v AS BLOB)), ''), ' ') FROM t",
+                 "integer:20 integer:19 real:4 text:3 text:9 text:0 blob:0 "
+                 "null: real:3");
+    assert_query(f->tmp.path, "SELECT v FROM t WHERE i = 1",
+                 "-9223372036854775808");
+    assert_query(f->tmp.path, "SELECT v FROM t WHERE i = 2",
+                 "9223372036854775807");
+    assert_query(f->tmp.path, "SELECT hex(v) FROM t WHERE i = 4", "610062");
+    assert_query(f->tmp.path, "SELECT v = 0.1 FROM t WHERE i = 9", "1");
+}
+
+/* Statements that would break the batch or touch internal state are
+ * refused as SQL errors with a clear message; the batch goes on. */
+static void test_refused(void **state)
+{
+    struct fixture *f = *state;
+    const char *sqls[] = {
+        "CREATE TABLE t(a)",
+        "BEGIN",
+        "INSERT INTO t VALUES (1); COMMIT",
+        "ROLLBACK",
+        "SAVEPOINT x",
+        "RELEASE raftsql_request",
+        "ATTACH ':memory:' AS other",
+        "VACUUM",
+        "  /* c */ vacuum",
+        "UPDATE raftsql_applied SET idx = 100",
+        "DELETE FROM raftsql_requests",
+        "INSERT INTO raftsql_settings VALUES ('foreign_keys', 1)",
+        "DROP TABLE raftsql_settings",
+        "CREATE TEMP TABLE tt(x)",
+        "CREATE VIRTUAL TABLE raftsql_v USING fts5(x)",
+        "INSERT INTO t VALUES (2)",
+    };
+    const char *want[] = {
+        NULL,
+        "BEGIN cannot be used in raft_exec",
+        "COMMIT cannot be used",
+        "ROLLBACK cannot be used",
+        "SAVEPOINT cannot be used",
+        "RELEASE cannot be used",
+        "ATTACH cannot be used in raft_exec: attached databases",
+        "VACUUM cannot be used",
+        "VACUUM cannot be used",
+        "raftsql_applied is an internal raftsql table",
+        "raftsql_requests is an internal raftsql table",
+        "raftsql_settings is an internal raftsql table",
+        "raftsql_settings is an internal raftsql table",
+        "temporary objects cannot be created",
+        "raftsql_v is an internal raftsql table",
+        NULL,
+    };
+    unsigned i, n = sizeof sqls / sizeof sqls[0];
+
+    apply_sqls(f, sqls, n);
+    for (i = 0; i < n; i++) {
+        if (want[i] == NULL) {
+            assert_ok(&f->res[i]);
+        } else {
+            assert_error(&f->res[i], SQLITE_AUTH, want[i]);
+        }
+    }
+    assert_int_equal(sql_fsm_applied(f->fsm), n);
+    assert_query(f->tmp.path, "SELECT group_concat(a) FROM t", "2");
+    assert_query(f->tmp.path, "SELECT idx FROM raftsql_applied", "16");
+    /* Reading internal tables is fine. */
+    assert_ok(apply1(f, "INSERT INTO t SELECT idx FROM raftsql_applied"));
+    assert_query(f->tmp.path, "SELECT group_concat(a) FROM t", "2,16");
+}
+
+/* PRAGMA foreign_keys through a request is stored cluster-wide, enforced
+ * from the next request on (in the same batch too), survives reopen, and
+ * can be switched off again; a query of it runs. */
+static void test_foreign_keys_pragma(void **state)
+{
+    struct fixture *f = *state;
+    const char *sqls[] = {
+        "CREATE TABLE p(id INTEGER PRIMARY KEY);"
+        "CREATE TABLE c(pid REFERENCES p(id))",
+        "INSERT INTO c VALUES (1)",
+        "PRAGMA foreign_keys = ON; INSERT INTO c VALUES (2)",
+        "INSERT INTO c VALUES (3)",
+        "PRAGMA foreign_keys",
+        "INSERT INTO p VALUES (4); INSERT INTO c VALUES (4)",
+    };
+
+    apply_sqls(f, sqls, 6);
+    assert_ok(&f->res[0]);
+    assert_ok(&f->res[1]);
+    assert_ok(&f->res[2]);
+    assert_error(&f->res[3], SQLITE_CONSTRAINT_FOREIGNKEY,
+                 "FOREIGN KEY constraint failed");
+    assert_ok(&f->res[4]);
+    assert_ok(&f->res[5]);
+    assert_query(f->tmp.path,
+                 "SELECT value FROM raftsql_settings"
+                 " WHERE name = 'foreign_keys'",
+                 "1");
+    assert_query(f->tmp.path, "SELECT group_concat(pid) FROM c", "1,2,4");
+
+    reopen(f);
+    assert_error(apply1(f, "INSERT INTO c VALUES (5)"),
+                 SQLITE_CONSTRAINT_FOREIGNKEY, "FOREIGN KEY");
+    assert_error(apply1(f, "PRAGMA foreign_keys = maybe"), SQLITE_ERROR,
+                 "invalid value 'maybe' for PRAGMA foreign_keys");
+    /* A setting in a request that fails is rolled back with it. */
+    assert_error(apply1(f, "PRAGMA foreign_keys = off; SELECT nosuch()"),
+                 SQLITE_ERROR, "no such function");
+    assert_error(apply1(f, "INSERT INTO c VALUES (6)"),
+                 SQLITE_CONSTRAINT_FOREIGNKEY, "FOREIGN KEY");
+    assert_ok(apply1(f, "PRAGMA FOREIGN_KEYS = 'false'"));
+    assert_ok(apply1(f, "INSERT INTO c VALUES (7)"));
+    assert_query(f->tmp.path, "SELECT group_concat(pid) FROM c", "1,2,4,7");
+}
+
+/* Deferred foreign keys are checked at the end of each request, whatever
+ * the batch: a request leaving a violation fails even if a later request
+ * of the same batch would resolve it. */
+static void test_deferred_foreign_keys(void **state)
+{
+    struct fixture *f = *state;
+    const char *sqls[] = {
+        "PRAGMA foreign_keys = yes",
+        "CREATE TABLE p(id INTEGER PRIMARY KEY);"
+        "CREATE TABLE c(pid REFERENCES p(id) DEFERRABLE INITIALLY DEFERRED)",
+        "INSERT INTO c VALUES (1)",
+        "INSERT INTO p VALUES (1)",
+        "INSERT INTO c VALUES (2); INSERT INTO p VALUES (2)",
+        "INSERT INTO c VALUES (1)",
+    };
+
+    apply_sqls(f, sqls, 6);
+    assert_ok(&f->res[0]);
+    assert_ok(&f->res[1]);
+    assert_error(&f->res[2], SQLITE_CONSTRAINT_FOREIGNKEY,
+                 "FOREIGN KEY constraint failed");
+    assert_ok(&f->res[3]);
+    assert_ok(&f->res[4]);
+    assert_ok(&f->res[5]);
+    assert_query(f->tmp.path, "SELECT group_concat(pid) FROM c", "2,1");
+}
+
+/* Other cluster-wide settings take effect too (recursive_triggers,
+ * case_sensitive_like); node-local pragmas are refused by name, file
+ * pragmas and queries run. */
+static void test_other_pragmas(void **state)
+{
+    struct fixture *f = *state;
+    struct sql_result *r;
+
+    assert_ok(apply1(f, "CREATE TABLE t(a); INSERT INTO t VALUES ('A')"));
+    assert_ok(apply1(f, "CREATE TABLE m(x); INSERT INTO m"
+                        " SELECT count(*) FROM t WHERE a LIKE 'a'"));
+    assert_ok(apply1(f, "PRAGMA case_sensitive_like = 1"));
+    assert_ok(apply1(f, "INSERT INTO m SELECT count(*) FROM t"
+                        " WHERE a LIKE 'a'"));
+    assert_query(f->tmp.path, "SELECT group_concat(x) FROM m", "1,0");
+    reopen(f);
+    assert_ok(apply1(f, "INSERT INTO m SELECT count(*) FROM t"
+                        " WHERE a LIKE 'a'"));
+    assert_query(f->tmp.path, "SELECT group_concat(x) FROM m", "1,0,0");
+
+    r = apply1(f, "PRAGMA journal_mode = DELETE");
+    assert_error(r, SQLITE_AUTH,
+                 "PRAGMA journal_mode cannot be set through raft_exec: it "
+                 "is connection-scoped or local to a node");
+    assert_string_equal(r->errmsg,
+                        "PRAGMA journal_mode cannot be set through "
+                        "raft_exec: it is connection-scoped or local to a "
+                        "node");
+    assert_error(apply1(f, "PRAGMA main.synchronous = OFF"), SQLITE_AUTH,
+                 "PRAGMA synchronous cannot be set");
+    assert_error(apply1(f, "PRAGMA optimize"), SQLITE_AUTH,
+                 "PRAGMA optimize cannot be used");
+    assert_query(f->tmp.path, "PRAGMA journal_mode", "wal");
+    assert_ok(apply1(f, "PRAGMA user_version = 7; PRAGMA application_id = 9;"
+                        " PRAGMA table_info(t); PRAGMA journal_mode;"
+                        " PRAGMA integrity_check"));
+    assert_query(f->tmp.path, "PRAGMA user_version", "7");
+    assert_query(f->tmp.path, "PRAGMA application_id", "9");
+}
+
+/* Disk full (here: max_page_count) is environmental: the whole batch
+ * rolls back, an error is returned, the applied index stays; once space
+ * is back the same batch applies. */
+static void test_disk_full(void **state)
+{
+    struct fixture *f = *state;
+    struct raft_buf *b[2];
+    char sql[64];
+    char *pages;
+
+    assert_ok(apply1(f, "CREATE TABLE t(a)"));
+    pages = query_text(f->tmp.path, "PRAGMA page_count");
+    assert_non_null(pages);
+    snprintf(sql, sizeof sql, "PRAGMA max_page_count = %s", pages);
+    free(pages);
+    assert_int_equal(sql_fsm_exec(f->fsm, sql), 0);
+
+    b[0] = make_request(900, "INSERT INTO t VALUES (1)");
+    b[1] = make_request(901, "INSERT INTO t VALUES (randomblob(100000))");
+    assert_int_equal(apply_bufs(f, b, 2), RAFT_IOERR);
+    assert_non_null(strstr(sql_fsm_errmsg(f->fsm), "full"));
+    assert_int_equal(sql_fsm_applied(f->fsm), 1);
+    assert_query(f->tmp.path, "SELECT count(*) FROM t", "0");
+    assert_query(f->tmp.path, "SELECT idx FROM raftsql_applied", "1");
+
+    assert_int_equal(sql_fsm_exec(f->fsm, "PRAGMA max_page_count = 100000"),
+                     0);
+    b[0] = make_request(900, "INSERT INTO t VALUES (1)");
+    b[1] = make_request(901, "INSERT INTO t VALUES (randomblob(100000))");
+    assert_int_equal(apply_bufs(f, b, 2), 0);
+    assert_ok(&f->res[0]);
+    assert_int_equal(f->res[0].duplicate, 0);
+    assert_ok(&f->res[1]);
+    assert_int_equal(sql_fsm_applied(f->fsm), 3);
+    assert_query(f->tmp.path, "SELECT count(*) FROM t", "2");
+}
+
+/* An undecodable payload is CORRUPT: nothing of the batch is applied. */
+static void test_corrupt_payload(void **state)
+{
+    struct fixture *f = *state;
+    struct raft_buf *b[2];
+
+    assert_ok(apply1(f, "CREATE TABLE t(a)"));
+    b[0] = make_request(950, "INSERT INTO t VALUES (1)");
+    b[1] = raft_buf_copy("garbage", 7);
+    assert_int_equal(apply_bufs(f, b, 2), RAFT_CORRUPT);
+    assert_non_null(strstr(sql_fsm_errmsg(f->fsm), "entry 3"));
+    assert_int_equal(sql_fsm_applied(f->fsm), 1);
+    assert_query(f->tmp.path, "SELECT count(*) FROM t", "0");
+}
+
+int main(void)
+{
+#define T(name) cmocka_unit_test_setup_teardown(name, setup, teardown)
+    const struct CMUnitTest tests[] = {
+        T(test_open_fresh),
+        T(test_open_errors),
+        T(test_multi_statement),
+        T(test_batch_partial_failure),
+        T(test_or_rollback_restarts_batch),
+        T(test_applied_resumed),
+        T(test_duplicate),
+        T(test_dedup_window),
+        T(test_error_text_is_sqlites),
+        T(test_params),
+        T(test_value_types),
+        T(test_refused),
+        T(test_foreign_keys_pragma),
+        T(test_deferred_foreign_keys),
+        T(test_other_pragmas),
+        T(test_disk_full),
+        T(test_corrupt_payload),
+    };
+#undef T
+
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}

@@ -1,0 +1,150 @@
+"""Start and drive a local raftsql cluster of separate node processes.
+
+Each node is a `raftsql-node DBFILE` process (tools/raftsql_node.c) that
+answers one JSON line per request line on its stdin/stdout. Used by the
+demo (tools/demo.py) and the end-to-end tests (tests/e2e/).
+"""
+
+import json
+import os
+import socket
+import subprocess
+import time
+
+
+def free_ports(n):
+    """Return n distinct free TCP ports on 127.0.0.1."""
+    socks, ports = [], []
+    for _ in range(n):
+        s = socket.socket()
+        s.bind(("127.0.0.1", 0))
+        socks.append(s)
+        ports.append(s.getsockname()[1])
+    for s in socks:
+        s.close()
+    return ports
+
+
+class NodeError(Exception):
+    """A SQL request answered with an error: .code is SQLite's code."""
+
+    def __init__(self, message, code):
+        super().__init__(message)
+        self.code = code
+
+
+class Node:
+    """One node process: its id, database file and request pipe."""
+
+    def __init__(self, binary, node_id, db, log_path):
+        self.id = node_id
+        self.db = db
+        self.log_path = log_path
+        self._log = open(log_path, "ab")
+        self.proc = subprocess.Popen(
+            [binary, db], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+            stderr=self._log)
+
+    def sql(self, text, *params):
+        """Run one statement on the node's connection; return its rows.
+
+        Raises NodeError when the statement fails."""
+        line = json.dumps([text, *params]) + "\n"
+        self.proc.stdin.write(line.encode())
+        self.proc.stdin.flush()
+        reply = self.proc.stdout.readline()
+        if not reply:
+            raise NodeError("node %d exited (see %s)" % (self.id,
+                                                         self.log_path), -1)
+        obj = json.loads(reply)
+        if "error" in obj:
+            raise NodeError(obj["error"], obj["code"])
+        return obj["rows"]
+
+    def value(self, text, *params):
+        """Run a statement returning one value, and return it."""
+        return self.sql(text, *params)[0][0]
+
+    def status(self):
+        """The node's raft_status() as a dict."""
+        return json.loads(self.value("SELECT raft_status()"))
+
+    def stop(self, timeout=20):
+        """Close the request pipe; the node stops and exits."""
+        if self.proc.poll() is None:
+            try:
+                self.proc.stdin.close()
+            except BrokenPipeError:
+                pass
+            try:
+                self.proc.wait(timeout)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+        self.proc.stdout.close()
+        self._log.close()
+        return self.proc.returncode
+
+    def kill(self):
+        """SIGKILL the node process."""
+        if self.proc.poll() is None:
+            self.proc.kill()
+            self.proc.wait()
+        for f in (self.proc.stdin, self.proc.stdout):
+            try:
+                f.close()
+            except (BrokenPipeError, ValueError):
+                pass
+        self._log.close()
+
+
+class Cluster:
+    """A cluster of n node processes with databases in workdir."""
+
+    def __init__(self, binary, workdir, n=3, extra=""):
+        self.binary = binary
+        self.workdir = workdir
+        ports = free_ports(n)
+        self.members = ",".join("%d@127.0.0.1:%d" % (i + 1, p)
+                                for i, p in enumerate(ports))
+        self.extra = extra
+        self.nodes = []
+        for i in range(n):
+            self.nodes.append(self.spawn(i + 1))
+
+    def spawn(self, node_id):
+        """Start (or restart) node node_id and its raftsql node."""
+        db = os.path.join(self.workdir, "node%d.db" % node_id)
+        log = os.path.join(self.workdir, "node%d.log" % node_id)
+        node = Node(self.binary, node_id, db, log)
+        node.sql("SELECT raft_start(?)", "id=%d cluster=%s %s" % (
+            node_id, self.members, self.extra))
+        return node
+
+    def node(self, node_id):
+        return self.nodes[node_id - 1]
+
+    def wait_leader(self, timeout=15.0):
+        """Wait until every live node names the same leader; return it."""
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            leaders = {n.value("SELECT raft_leader()")
+                       for n in self.nodes if n.proc.poll() is None}
+            if len(leaders) == 1 and None not in leaders:
+                return self.node(leaders.pop())
+            time.sleep(0.05)
+        raise TimeoutError("no leader within %.0f s" % timeout)
+
+    def wait_applied(self, index, nodes=None, timeout=30.0):
+        """Wait until each node (default all) has applied index."""
+        deadline = time.monotonic() + timeout
+        for n in nodes or self.nodes:
+            while n.status()["applied"] < index:
+                if time.monotonic() > deadline:
+                    raise TimeoutError("node %d did not apply %d" %
+                                       (n.id, index))
+                time.sleep(0.02)
+
+    def stop(self):
+        """Stop every node; return their exit codes."""
+        return [n.stop() for n in self.nodes]
