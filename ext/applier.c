@@ -75,7 +75,7 @@ static int apply_batch(struct ext_node *n, struct raft_entry *batch,
         }
     }
     if (exec_requeue_replaced(n, batch[cnt - 1].index) && !n->shutdown) {
-        uv_async_send(&n->wake);
+        raft_uv_node_wake(n->driver);
     }
     pthread_mutex_unlock(&n->mu);
     for (unsigned i = 0; i < cnt; i++) {

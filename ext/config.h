@@ -9,7 +9,7 @@
 #include <stdint.h>
 
 #include "../raft/raft.h"
-#include "../raft/uv.h"
+#include "../raft/uv_node.h"
 
 /* The largest cluster a configuration may name. */
 #define EXT_MAX_NODES RAFT_MAX_VOTERS

@@ -164,7 +164,7 @@ int ext_node_exec(struct ext_node *n, const char *sql, size_t sql_len,
     n->queue[(n->queue_head + n->queue_len) % EXT_SUBMIT_QUEUE_MAX] = &w;
     n->queue_len++;
     pthread_mutex_unlock(&n->mu);
-    uv_async_send(&n->wake);
+    raft_uv_node_wake(n->driver);
 
     pthread_mutex_lock(&n->mu);
     while (w.state != EXT_W_DONE) {
@@ -252,8 +252,6 @@ static int propose(struct ext_node *n, struct raft_buf *const *payloads,
                    raft_term *out_term)
 {
     struct raft_buf **stamped = calloc(n_bufs, sizeof *stamped);
-    struct raft_event ev = {.type = RAFT_EVENT_PROPOSE};
-    struct raft_update u;
     int64_t now = wall_ms();
     int rc = 0;
     unsigned i;
@@ -267,13 +265,8 @@ static int propose(struct ext_node *n, struct raft_buf *const *payloads,
             goto out;
         }
     }
-    ev.propose.bufs = stamped;
-    ev.propose.n = n_bufs;
-    rc = node_step(n, &ev, &u);
-    if (rc == 0) {
-        *out_index = u.proposed_index;
-        *out_term = u.proposed_term;
-    }
+    rc = raft_uv_node_propose(n->driver, stamped, n_bufs, out_index,
+                              out_term);
 out:
     for (unsigned k = 0; k < n_bufs; k++) {
         raft_buf_unref(stamped[k]);
@@ -331,13 +324,13 @@ static struct outgoing *take_pending(struct ext_node *n, raft_id to,
 static void dispatch(struct ext_node *n)
 {
     raft_id self = n->cfg.id;
-    raft_id leader = raft_leader_id(n->raft);
-    bool is_leader = raft_role(n->raft) == RAFT_LEADER;
-    uint64_t now = node_now(n);
+    raft_id leader = raft_leader_id(n->core);
+    bool is_leader = raft_role(n->core) == RAFT_LEADER;
+    uint64_t now = raft_uv_node_now(n->driver);
     struct outgoing *o;
     unsigned cnt;
 
-    if (n->stopping || n->disk_failed || (leader == 0 && !is_leader)) {
+    if (raft_uv_node_failed(n->driver) || (leader == 0 && !is_leader)) {
         return;
     }
     pthread_mutex_lock(&n->mu);
@@ -384,7 +377,7 @@ static void dispatch(struct ext_node *n)
             m.forward.request_id[0] = o[i].id[0];
             m.forward.request_id[1] = o[i].id[1];
             m.forward.data = o[i].payload;
-            rc = raft_uv_transport_send(n->transport, &m);
+            rc = raft_uv_node_send(n->driver, &m);
             if (rc != 0) {
                 /* Not sent at all: back to waiting, as it was. */
                 pthread_mutex_lock(&n->mu);
@@ -436,7 +429,7 @@ static void answer_forward(struct ext_node *n, const struct raft_message *req,
     m.forward_result.status = status;
     m.forward_result.index = index;
     m.forward_result.term = term;
-    node_send(n, &m);
+    raft_uv_node_send(n->driver, &m);
 }
 
 void exec_on_forward(struct ext_node *n, const struct raft_message *m)
@@ -445,7 +438,8 @@ void exec_on_forward(struct ext_node *n, const struct raft_message *m)
         raft_index index = 0;
         raft_term term = 0;
         int rc;
-        if (raft_role(n->raft) != RAFT_LEADER || n->disk_failed) {
+        if (raft_role(n->core) != RAFT_LEADER ||
+            raft_uv_node_failed(n->driver)) {
             answer_forward(n, m, RAFT_NOTLEADER, 0, 0);
             return;
         }

@@ -1,18 +1,8 @@
-/* The node runtime's composition root: start and stop, the loop thread,
- * carrying out the Raft core's updates, and the LMDB write jobs.
- *
- * Happy path of an update (raft.h driver contract):
- *   1. hard state and entries are merged into the pending disk job; the
- *      job runs on the libuv thread pool when none is running (group
- *      commit: one LMDB transaction, one fsync, for all that arrived);
- *   2. messages go out at once, unless the update changed the hard state:
- *      then they are copied into the job and sent after it is durable;
- *   3. committed entries go to the apply thread.
- * When a job is durable the loop sends its held messages and steps
- * RAFT_EVENT_PERSISTED with its last entry.
- * Failure modes: a failed LMDB write (log full, I/O error) is reported in
- * status and the node stops writing: it neither acknowledges nor votes
- * again until restarted, so nothing undurable is ever acknowledged. */
+/* The node runtime's composition root: start and stop. It opens the LMDB
+ * log and the apply connection, builds the Raft core from what they hold,
+ * and hands the core to the driver (raft/uv_node.h), which runs it on its
+ * loop thread; this file supplies the driver's storage (lmdb_log_append)
+ * and callbacks (apply, forwarded requests, wake, tick, status). */
 
 #include <errno.h>
 #include <inttypes.h>
@@ -65,297 +55,62 @@ void node_set_error(struct ext_node *n, const char *fmt, ...)
     node_log(n, RAFT_LOG_ERROR, "%s", msg);
 }
 
-uint64_t node_now(struct ext_node *n)
-{
-    uv_update_time(&n->loop);
-    return uv_now(&n->loop);
-}
+/* ---- Driver callbacks (loop thread) ------------------------------------ */
 
-static void transport_log(void *data, int level, const char *msg)
+static void on_driver_log(void *data, int level, const char *msg)
 {
-    node_log(data, level, "transport: %s", msg);
-}
-
-void node_send(struct ext_node *n, const struct raft_message *m)
-{
-    int rc;
-    if (n->transport == NULL) {
-        return;
-    }
-    rc = raft_uv_transport_send(n->transport, m);
-    if (rc != 0 && rc != RAFT_NOCONN) {
-        node_log(n, RAFT_LOG_WARN, "send to %" PRIu64 ": %s", m->to,
-                 raft_strerror(rc));
+    struct ext_node *n = data;
+    if (level >= RAFT_LOG_ERROR) {
+        node_set_error(n, "%s", msg);
+    } else {
+        node_log(n, level, "%s", msg);
     }
 }
 
-/* ---- Disk jobs ---------------------------------------------------------- */
-
-static void job_clear(struct ext_disk_job *j)
+static int on_append(void *data, const struct raft_hard_state *hs,
+                     const struct raft_entry *entries, unsigned cnt,
+                     char *errmsg, size_t errmsg_len)
 {
-    for (unsigned i = 0; i < j->n_entries; i++) {
-        raft_buf_unref(j->entries[i].data);
-    }
-    for (unsigned i = 0; i < j->n_held; i++) {
-        raft_message_release(&j->held[i]);
-    }
-    free(j->entries);
-    free(j->held);
-    memset(j, 0, sizeof *j);
-}
-
-static bool job_empty(const struct ext_disk_job *j)
-{
-    return !j->has_hs && j->n_entries == 0 && j->n_held == 0;
-}
-
-/* msg_clone deep-copies @src into @dst: the entries array is copied and
- * every buf referenced, so it can be freed by raft_message_release. */
-static int msg_clone(const struct raft_message *src, struct raft_message *dst)
-{
-    *dst = *src;
-    if (src->type == RAFT_MSG_APPEND_ENTRIES &&
-        src->append_entries.n_entries > 0) {
-        uint32_t cnt = src->append_entries.n_entries;
-        struct raft_entry *e = malloc(cnt * sizeof *e);
-        if (e == NULL) {
-            return RAFT_NOMEM;
-        }
-        memcpy(e, src->append_entries.entries, cnt * sizeof *e);
-        for (uint32_t i = 0; i < cnt; i++) {
-            raft_buf_ref(e[i].data);
-        }
-        dst->append_entries.entries = e;
-    } else if (src->type == RAFT_MSG_FORWARD) {
-        raft_buf_ref(src->forward.data);
-    }
-    return 0;
-}
-
-/* job_merge adds an update's durable work to @j. Entries starting at or
- * before the job's tail replace that tail (a conflicting suffix). */
-static int job_merge(struct ext_disk_job *j, const struct raft_update *u)
-{
-    if (u->hard_state_changed) {
-        j->has_hs = true;
-        j->hs = u->hard_state;
-    }
-    if (u->n_entries > 0) {
-        raft_index first = u->entries[0].index;
-        while (j->n_entries > 0 &&
-               j->entries[j->n_entries - 1].index >= first) {
-            raft_buf_unref(j->entries[--j->n_entries].data);
-        }
-        if (j->n_entries + u->n_entries > j->cap_entries) {
-            unsigned cap = (j->n_entries + u->n_entries) * 2;
-            struct raft_entry *e = realloc(j->entries, cap * sizeof *e);
-            if (e == NULL) {
-                return RAFT_NOMEM;
-            }
-            j->entries = e;
-            j->cap_entries = cap;
-        }
-        for (unsigned i = 0; i < u->n_entries; i++) {
-            j->entries[j->n_entries] = u->entries[i];
-            raft_buf_ref(u->entries[i].data);
-            j->n_entries++;
-        }
-    }
-    if (u->hard_state_changed && u->n_messages > 0) {
-        if (j->n_held + u->n_messages > j->cap_held) {
-            unsigned cap = (j->n_held + u->n_messages) * 2;
-            struct raft_message *m = realloc(j->held, cap * sizeof *m);
-            if (m == NULL) {
-                return RAFT_NOMEM;
-            }
-            j->held = m;
-            j->cap_held = cap;
-        }
-        for (unsigned i = 0; i < u->n_messages; i++) {
-            int rc = msg_clone(&u->messages[i], &j->held[j->n_held]);
-            if (rc != 0) {
-                return rc;
-            }
-            j->n_held++;
-        }
-    }
-    return 0;
-}
-
-static void disk_work(uv_work_t *req)
-{
-    struct ext_node *n = req->data;
-    struct ext_disk_job *j = &n->running;
-    if (!j->has_hs && j->n_entries == 0) {
-        j->rc = 0;
-        return;
-    }
-    j->rc = lmdb_log_append(n->log, j->has_hs ? &j->hs : NULL, j->entries,
-                            j->n_entries);
-    if (j->rc != 0) {
-        snprintf(j->errmsg, sizeof j->errmsg, "%s",
-                 lmdb_log_errmsg(n->log));
-    }
-}
-
-static void disk_start(struct ext_node *n);
-
-static void disk_after_work(uv_work_t *req, int status)
-{
-    struct ext_node *n = req->data;
-    struct ext_disk_job *j = &n->running;
-    n->disk_busy = false;
-    if (status != 0 || j->rc != 0) {
-        n->disk_failed = true;
-        node_set_error(n,
-                       "log write failed, node stops writing until "
-                       "restarted: %s",
-                       status != 0 ? uv_strerror(status) : j->errmsg);
-        job_clear(j);
-        return;
-    }
-    bool persisted = false;
-    struct raft_event ev = {.type = RAFT_EVENT_PERSISTED};
-    if (!n->stopping) {
-        for (unsigned i = 0; i < j->n_held; i++) {
-            node_send(n, &j->held[i]);
-        }
-        if (j->n_entries > 0) {
-            ev.persisted.index = j->entries[j->n_entries - 1].index;
-            ev.persisted.term = j->entries[j->n_entries - 1].term;
-            persisted = true;
-        }
-    }
-    /* Clear before stepping: the step may start the next job in
-     * n->running. */
-    job_clear(j);
-    if (persisted) {
-        node_step(n, &ev, NULL);
-    }
-    disk_start(n);
-}
-
-static void disk_start(struct ext_node *n)
-{
-    int rc;
-    if (n->disk_busy || n->disk_failed || n->stopping ||
-        job_empty(&n->pending)) {
-        return;
-    }
-    n->running = n->pending;
-    memset(&n->pending, 0, sizeof n->pending);
-    n->disk_req.data = n;
-    rc = uv_queue_work(&n->loop, &n->disk_req, disk_work, disk_after_work);
+    struct ext_node *n = data;
+    int rc = lmdb_log_append(n->log, hs, entries, cnt);
     if (rc != 0) {
-        n->disk_failed = true;
-        node_set_error(n, "log write: uv_queue_work: %s", uv_strerror(rc));
-        job_clear(&n->running);
-        return;
+        snprintf(errmsg, errmsg_len, "%s", lmdb_log_errmsg(n->log));
     }
-    n->disk_busy = true;
+    return rc;
 }
 
-/* ---- Updates ------------------------------------------------------------ */
-
-int node_step(struct ext_node *n, const struct raft_event *event,
-              struct raft_update *out)
+static void on_apply(void *data, const struct raft_entry *entries,
+                     unsigned cnt)
 {
-    struct raft_update local;
-    struct raft_update *up = out != NULL ? out : &local;
-    struct raft_update u;
-    int rc;
-    if (n->disk_failed) {
-        /* Without a working log the node must not vote or acknowledge. */
-        return RAFT_IOERR;
-    }
-    rc = raft_step(n->raft, event, up);
-    if (rc != 0) {
-        return rc;
-    }
-    u = *up;
-    if (u.hard_state_changed || u.n_entries > 0) {
-        rc = job_merge(&n->pending, &u);
-        if (rc != 0) {
-            n->disk_failed = true;
-            node_set_error(n, "log write: out of memory");
-            return rc;
-        }
-    }
-    if (!u.hard_state_changed) {
-        for (unsigned i = 0; i < u.n_messages; i++) {
-            node_send(n, &u.messages[i]);
-        }
-    }
-    if (u.n_committed > 0 &&
-        applier_push(n, u.committed, u.n_committed) != 0) {
+    struct ext_node *n = data;
+    if (applier_push(n, entries, cnt) != 0) {
         node_set_error(n, "apply queue: out of memory");
     }
-    disk_start(n);
-    status_refresh(n);
-    return 0;
 }
 
-/* ---- Loop callbacks ----------------------------------------------------- */
-
-static void on_recv(void *data, const struct raft_message *m)
+static void on_forward(void *data, const struct raft_message *m)
 {
-    struct ext_node *n = data;
-    struct raft_event ev;
-    int rc;
-    if (n->stopping) {
-        return;
-    }
-    if (m->type == RAFT_MSG_FORWARD || m->type == RAFT_MSG_FORWARD_RESULT) {
-        exec_on_forward(n, m);
-        return;
-    }
-    ev.type = RAFT_EVENT_RECEIVE;
-    ev.receive = *m;
-    rc = node_step(n, &ev, NULL);
-    if (rc != 0 && rc != RAFT_IOERR) {
-        node_log(n, RAFT_LOG_WARN, "message type %u from %" PRIu64 ": %s",
-                 m->type, m->from, raft_strerror(rc));
-    }
+    exec_on_forward(data, m);
 }
 
-static void on_tick(uv_timer_t *t)
+static void on_wake(void *data)
 {
-    struct ext_node *n = t->data;
-    struct raft_event ev = {.type = RAFT_EVENT_TICK};
-    ev.tick.now = node_now(n);
-    node_step(n, &ev, NULL);
-    exec_on_tick(n);
+    exec_on_wake(data);
 }
 
-static void on_wake(uv_async_t *a)
+static void on_tick(void *data)
 {
-    exec_on_wake(a->data);
+    exec_on_tick(data);
 }
 
-static void on_transport_closed(void *data)
+static void on_stepped(void *data)
 {
-    struct ext_node *n = data;
-    n->transport = NULL;
+    status_refresh(data);
 }
 
-static void on_stop(uv_async_t *a)
+const struct raft *node_core(struct ext_node *n)
 {
-    struct ext_node *n = a->data;
-    n->stopping = true;
-    uv_timer_stop(&n->tick);
-    uv_close((uv_handle_t *)&n->tick, NULL);
-    uv_close((uv_handle_t *)&n->wake, NULL);
-    uv_close((uv_handle_t *)&n->stop_async, NULL);
-    if (n->transport != NULL) {
-        raft_uv_transport_close(n->transport, on_transport_closed, n);
-    }
-}
-
-static void *loop_main(void *arg)
-{
-    struct ext_node *n = arg;
-    uv_run(&n->loop, UV_RUN_DEFAULT);
-    return NULL;
+    return n->core;
 }
 
 /* ---- Start and stop ----------------------------------------------------- */
@@ -373,7 +128,8 @@ static uint64_t random_u64(void)
 }
 
 /* load_core builds the Raft core from the log and the applied index. */
-static int load_core(struct ext_node *n, char *errmsg, size_t errmsg_len)
+static int load_core(struct ext_node *n, struct raft **out, char *errmsg,
+                     size_t errmsg_len)
 {
     struct raft_hard_state hs;
     struct raft_config rc_cfg;
@@ -421,8 +177,7 @@ static int load_core(struct ext_node *n, char *errmsg, size_t errmsg_len)
     rc_cfg.max_size_per_msg = MAX_SIZE_PER_MSG;
     rc_cfg.max_inflight_msgs = MAX_INFLIGHT_MSGS;
     rc_cfg.seed = random_u64();
-    rc = raft_new(&rc_cfg, &hs, first, entries, n_entries, applied,
-                  &n->raft);
+    rc = raft_new(&rc_cfg, &hs, first, entries, n_entries, applied, out);
     lmdb_log_entries_free(entries, n_entries);
     if (rc != 0) {
         snprintf(errmsg, errmsg_len, "raft: %s", raft_strerror(rc));
@@ -432,17 +187,25 @@ static int load_core(struct ext_node *n, char *errmsg, size_t errmsg_len)
     return 0;
 }
 
-static int start_loop(struct ext_node *n, char *errmsg, size_t errmsg_len)
+/* start_driver hands @core to the Raft driver with this node's storage
+ * and callbacks. */
+static int start_driver(struct ext_node *n, struct raft *core, char *errmsg,
+                        size_t errmsg_len)
 {
     struct raft_uv_peer peers[EXT_MAX_NODES];
+    struct raft_uv_node_config dc;
+    struct raft_uv_storage storage = {.data = n, .append = on_append};
+    struct raft_uv_node_callbacks cb = {
+        .data = n,
+        .apply = on_apply,
+        .forward = on_forward,
+        .wake = on_wake,
+        .tick = on_tick,
+        .stepped = on_stepped,
+        .log = on_driver_log,
+    };
     unsigned n_peers = 0;
-    int rc;
 
-    rc = uv_loop_init(&n->loop);
-    if (rc != 0) {
-        snprintf(errmsg, errmsg_len, "uv_loop_init: %s", uv_strerror(rc));
-        return RAFT_IOERR;
-    }
     for (unsigned i = 0; i < n->cfg.n_members; i++) {
         const struct ext_member *m = &n->cfg.members[i];
         if (m->id == n->cfg.id) {
@@ -454,35 +217,23 @@ static int start_loop(struct ext_node *n, char *errmsg, size_t errmsg_len)
         peers[n_peers].port = m->port;
         n_peers++;
     }
-    rc = raft_uv_transport_start(
-        &n->loop, n->cfg.id, n->cfg.listen_host, n->cfg.listen_port, peers,
-        n_peers, n->cfg.max_request_bytes + FRAME_HEADROOM, on_recv,
-        transport_log, n, &n->transport, errmsg, errmsg_len);
-    if (rc != 0) {
-        uv_loop_close(&n->loop);
-        return rc;
-    }
-    uv_async_init(&n->loop, &n->wake, on_wake);
-    n->wake.data = n;
-    uv_async_init(&n->loop, &n->stop_async, on_stop);
-    n->stop_async.data = n;
-    uv_timer_init(&n->loop, &n->tick);
-    n->tick.data = n;
-    uv_timer_start(&n->tick, on_tick, 0, EXT_TICK_MS);
-    if (pthread_create(&n->loop_thread, NULL, loop_main, n) != 0) {
-        snprintf(errmsg, errmsg_len, "cannot start the loop thread");
-        on_stop(&n->stop_async);
-        uv_run(&n->loop, UV_RUN_DEFAULT);
-        uv_loop_close(&n->loop);
-        return RAFT_NOMEM;
-    }
-    return 0;
+    memset(&dc, 0, sizeof dc);
+    dc.id = n->cfg.id;
+    dc.listen_host = n->cfg.listen_host;
+    dc.listen_port = n->cfg.listen_port;
+    dc.peers = peers;
+    dc.n_peers = n_peers;
+    dc.max_frame_bytes = n->cfg.max_request_bytes + FRAME_HEADROOM;
+    dc.tick_ms = EXT_TICK_MS;
+    return raft_uv_node_start(core, &dc, &storage, &cb, &n->driver, errmsg,
+                              errmsg_len);
 }
 
 int ext_node_start(const char *db_path, const struct ext_config *cfg,
                    struct ext_node **out, char *errmsg, size_t errmsg_len)
 {
     struct ext_node *n = calloc(1, sizeof *n);
+    struct raft *core = NULL;
     pthread_condattr_t ca;
     int rc;
 
@@ -508,17 +259,18 @@ int ext_node_start(const char *db_path, const struct ext_config *cfg,
     if (rc != 0) {
         goto err_log;
     }
-    rc = load_core(n, errmsg, errmsg_len);
+    rc = load_core(n, &core, errmsg, errmsg_len);
     if (rc != 0) {
         goto err_fsm;
     }
+    n->core = core;
     status_refresh(n);
     if (pthread_create(&n->apply_thread, NULL, applier_main, n) != 0) {
         snprintf(errmsg, errmsg_len, "cannot start the apply thread");
         rc = RAFT_NOMEM;
         goto err_raft;
     }
-    rc = start_loop(n, errmsg, errmsg_len);
+    rc = start_driver(n, core, errmsg, errmsg_len);
     if (rc != 0) {
         goto err_apply;
     }
@@ -535,7 +287,7 @@ err_apply:
     pthread_mutex_unlock(&n->mu);
     pthread_join(n->apply_thread, NULL);
 err_raft:
-    raft_close(n->raft);
+    raft_close(core);
 err_fsm:
     sql_fsm_close(n->fsm);
 err_log:
@@ -553,11 +305,11 @@ void ext_node_stop(struct ext_node *n)
     n->shutdown = true;
     pthread_mutex_unlock(&n->mu);
 
-    /* The loop finishes the running disk job, closes its handles and
-     * returns; after the join nothing runs on it. */
-    uv_async_send(&n->stop_async);
-    pthread_join(n->loop_thread, NULL);
-    uv_loop_close(&n->loop);
+    /* The driver finishes its running log write, joins its loop thread
+     * and closes the core; no callback runs after this. */
+    raft_uv_node_stop(n->driver);
+    n->driver = NULL;
+    n->core = NULL;
 
     pthread_mutex_lock(&n->mu);
     n->apply_stop = true;
@@ -567,13 +319,10 @@ void ext_node_stop(struct ext_node *n)
 
     exec_fail_all(n, "the node is shutting down (raft_stop)");
 
-    job_clear(&n->pending);
-    job_clear(&n->running);
     for (unsigned i = 0; i < n->n_apply_queue; i++) {
         raft_buf_unref(n->apply_queue[i].data);
     }
     free(n->apply_queue);
-    raft_close(n->raft);
     sql_fsm_close(n->fsm);
     lmdb_log_close(n->log);
     node_log(n, RAFT_LOG_INFO, "stopped");

@@ -1,11 +1,11 @@
 /* The node runtime: one Raft server for one database file, wiring the Raft
- * core (raft/), the libuv transport (raft/uv.h), the LMDB log (lmdb_log/)
- * and the SQLite state machine (sql/) together with three threads:
+ * core and its libuv driver (raft/uv_node.h), the LMDB log (lmdb_log/) and
+ * the SQLite state machine (sql/) together with three threads:
  *
- *   loop thread   libuv: sockets, the tick timer and the Raft core; LMDB
- *                 writes run as uv_queue_work jobs, one at a time, and the
- *                 updates that arrive meanwhile are merged into the next one
- *                 (group commit);
+ *   loop thread   the driver's: sockets, the tick timer and the Raft core;
+ *                 LMDB writes run on the libuv thread pool, one at a time,
+ *                 and updates that arrive meanwhile are merged into the
+ *                 next one (group commit);
  *   apply thread  its own SQLite connection; applies committed entries in
  *                 batches and wakes the callers waiting for them;
  *   callers       any thread; raft_exec encodes a request, queues it (a

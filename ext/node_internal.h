@@ -8,11 +8,10 @@
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdbool.h>
-#include <uv.h>
 
 #include "../lmdb_log/lmdb_log.h"
 #include "../raft/raft.h"
-#include "../raft/uv.h"
+#include "../raft/uv_node.h"
 #include "../sql/sql.h"
 #include "node.h"
 
@@ -51,22 +50,6 @@ struct ext_waiter {
     struct ext_waiter *prev;
 };
 
-/* One LMDB write (a group commit): the merged hard state and entries of
- * the updates that arrived while the previous write ran, and the messages
- * that may only be sent once it is durable (driver rule 1 of raft.h). */
-struct ext_disk_job {
-    bool has_hs;                   /* write hs */
-    struct raft_hard_state hs;     /* term and vote */
-    struct raft_entry *entries;    /* owned references, n_entries */
-    unsigned n_entries;
-    unsigned cap_entries;
-    struct raft_message *held;     /* deep copies, n_held */
-    unsigned n_held;
-    unsigned cap_held;
-    int rc;                        /* result of the write */
-    char errmsg[256];              /* its message on failure */
-};
-
 /* What raft_status() shows of a peer, refreshed by the loop thread. */
 struct ext_peer_status {
     raft_id id;              /* peer id */
@@ -93,24 +76,12 @@ struct ext_node {
     struct ext_config cfg;           /* configuration (copy) */
     pthread_mutex_t mu;              /* guards the fields marked (mu) */
 
-    /* Loop thread. */
-    uv_loop_t loop;                  /* the node's own libuv loop */
-    uv_async_t wake;                 /* submission queue not empty */
-    uv_async_t stop_async;           /* ext_node_stop was called */
-    uv_timer_t tick;                 /* drives RAFT_EVENT_TICK */
-    pthread_t loop_thread;
-    struct raft *raft;               /* the core (loop thread only) */
-    struct raft_uv_transport *transport; /* peers (loop thread only) */
-    bool stopping;                   /* loop is shutting down (loop) */
+    /* Loop thread: the Raft driver (raft/uv_node.h) runs the core. */
+    struct raft_uv_node *driver;     /* owns the core and the transport */
+    const struct raft *core;         /* the core, for its accessors (loop) */
     uint64_t seed_state;             /* PRNG for entry seeds (loop) */
-
-    /* Disk (LMDB) jobs: one running, the next being merged. */
-    struct lmdb_log *log;            /* the durable log */
-    uv_work_t disk_req;              /* the running job's request */
-    bool disk_busy;                  /* a job is running (loop) */
-    bool disk_failed;                /* a write failed: stop writing */
-    struct ext_disk_job running;     /* (loop, then the worker) */
-    struct ext_disk_job pending;     /* (loop) */
+    struct lmdb_log *log;            /* the durable log (driver's writes,
+                                        reads at start) */
 
     /* Apply thread. */
     pthread_t apply_thread;
@@ -149,18 +120,8 @@ void node_log(struct ext_node *n, int level, const char *fmt, ...)
 void node_set_error(struct ext_node *n, const char *fmt, ...)
     __attribute__((format(printf, 2, 3)));
 
-/* node_step feeds @event to the core and carries out the update (persist,
- * send, apply); when @out is not NULL it receives the update (its arrays
- * valid until the next step). Returns the raft_step code. Loop thread. */
-int node_step(struct ext_node *n, const struct raft_event *event,
-              struct raft_update *out);
-
-/* node_send sends @m through the transport, ignoring a missing connection
- * (Raft retries). Loop thread. */
-void node_send(struct ext_node *n, const struct raft_message *m);
-
-/* node_now returns the loop clock, ms. Loop thread. */
-uint64_t node_now(struct ext_node *n);
+/* node_core returns the Raft core, for its accessors. Loop thread. */
+const struct raft *node_core(struct ext_node *n);
 
 /* ---- exec.c ---------------------------------------------------------- */
 
@@ -197,8 +158,8 @@ bool exec_requeue_replaced(struct ext_node *n, raft_index applied);
 /* applier_main is the apply thread's body (@arg is the node). */
 void *applier_main(void *arg);
 
-/* applier_push queues committed @entries (n long; references taken) for
- * the apply thread. Loop thread. Returns RAFT_NOMEM on failure. */
+/* applier_push queues committed @entries (@count long; references taken)
+ * for the apply thread. Loop thread. Returns RAFT_NOMEM on failure. */
 int applier_push(struct ext_node *n, const struct raft_entry *entries,
                  unsigned count);
 

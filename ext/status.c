@@ -28,13 +28,13 @@ void status_refresh(struct ext_node *n)
 {
     struct ext_status s;
     memset(&s, 0, sizeof s);
-    s.role = raft_role(n->raft);
-    s.term = raft_current_term(n->raft);
-    s.leader = raft_leader_id(n->raft);
-    s.commit = raft_commit_index(n->raft);
-    s.first = raft_first_index(n->raft);
-    s.last = raft_last_index(n->raft);
-    s.persisted = raft_persisted_index(n->raft);
+    s.role = raft_role(n->core);
+    s.term = raft_current_term(n->core);
+    s.leader = raft_leader_id(n->core);
+    s.commit = raft_commit_index(n->core);
+    s.first = raft_first_index(n->core);
+    s.last = raft_last_index(n->core);
+    s.persisted = raft_persisted_index(n->core);
     for (unsigned i = 0; i < n->cfg.n_members; i++) {
         struct ext_peer_status *p;
         raft_id id = n->cfg.members[i].id;
@@ -43,9 +43,9 @@ void status_refresh(struct ext_node *n)
         }
         p = &s.peers[s.n_peers++];
         p->id = id;
-        p->connected = n->transport != NULL &&
-                       raft_uv_transport_connected(n->transport, id);
-        p->has_progress = raft_progress(n->raft, id, &p->progress) == 0;
+        p->connected = n->driver != NULL &&
+                       raft_uv_node_connected(n->driver, id);
+        p->has_progress = raft_progress(n->core, id, &p->progress) == 0;
     }
     pthread_mutex_lock(&n->mu);
     n->status = s;

@@ -1,4 +1,5 @@
-/* The libuv TCP transport between the servers of one cluster.
+/* The libuv TCP transport between the servers of one cluster (the node
+ * driver that uses it is declared in uv_node.h).
  *
  * Each server listens on its own address and opens one outgoing connection
  * to every peer; it sends on its outgoing connections and receives on the
@@ -23,13 +24,7 @@
 
 #include "logging.h"
 #include "raft.h"
-
-/* A peer to connect to. */
-struct raft_uv_peer {
-    raft_id id;       /* the peer's server id */
-    char host[64];    /* numeric IPv4 address, e.g. "127.0.0.1" */
-    uint16_t port;    /* TCP port */
-};
+#include "uv_node.h"
 
 struct raft_uv_transport; /* opaque */
 

@@ -1,0 +1,127 @@
+/* The node driver: runs the pure Raft core on a libuv loop thread of its
+ * own, with the TCP transport (uv.h), and persists through a storage
+ * interface (implemented in uv_node.c). This header needs no libuv types,
+ * so the application side (ext/) never includes <uv.h>. */
+
+#ifndef RAFT_UV_NODE_H
+#define RAFT_UV_NODE_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "logging.h"
+#include "raft.h"
+
+/* A peer to connect to. */
+struct raft_uv_peer {
+    raft_id id;       /* the peer's server id */
+    char host[64];    /* numeric IPv4 address, e.g. "127.0.0.1" */
+    uint16_t port;    /* TCP port */
+};
+
+/* Durable storage the driver writes through. @append runs on a libuv
+ * thread-pool thread, one call at a time, in the order of the updates it
+ * merges: it must make @hs (NULL when unchanged) and @entries (@n, after
+ * deleting every stored entry with index >= entries[0].index) durable in
+ * one step, or change nothing; it returns 0 or a project error code with a
+ * message in @errmsg (@errmsg_len bytes). */
+struct raft_uv_storage {
+    void *data; /* passed to append */
+    int (*append)(void *data, const struct raft_hard_state *hs,
+                  const struct raft_entry *entries, unsigned n, char *errmsg,
+                  size_t errmsg_len);
+};
+
+/* What the driver hands to the application. Every callback runs on the
+ * driver's loop thread with @data; a callback may call the loop-thread
+ * functions below. Any may be NULL. */
+struct raft_uv_node_callbacks {
+    void *data;
+    /* Committed entries, in order, each exactly once; take references to
+     * keep their bufs. */
+    void (*apply)(void *data, const struct raft_entry *entries, unsigned n);
+    /* A RAFT_MSG_FORWARD or RAFT_MSG_FORWARD_RESULT from a peer (the
+     * message is released after the call). */
+    void (*forward)(void *data, const struct raft_message *m);
+    /* raft_uv_node_wake was called (coalesced, as uv_async_send is). */
+    void (*wake)(void *data);
+    /* The clock ticked (every tick_ms). */
+    void (*tick)(void *data);
+    /* The core stepped: its accessors may show a new state. */
+    void (*stepped)(void *data);
+    /* A log line (see logging.h). A failed storage write is logged at
+     * RAFT_LOG_ERROR; the driver then stops writing, voting and
+     * acknowledging until restarted. */
+    void (*log)(void *data, int level, const char *msg);
+};
+
+/* Static settings of a driver. */
+struct raft_uv_node_config {
+    raft_id id;                      /* this server's id */
+    const char *listen_host;         /* numeric IPv4 address */
+    uint16_t listen_port;            /* TCP port, 0 for any */
+    const struct raft_uv_peer *peers; /* the other servers, n_peers */
+    unsigned n_peers;
+    uint64_t max_frame_bytes;        /* bound of one frame's body */
+    unsigned tick_ms;                /* RAFT_EVENT_TICK period, ms, >= 1 */
+};
+
+struct raft_uv_node; /* opaque */
+
+/* raft_uv_node_start starts a driver for core @r: a libuv loop on a new
+ * thread with the transport (listening and dialling per @cfg, copied) and
+ * a tick timer. Following raft.h's driver contract, it persists each
+ * update through @storage (group commit: updates that arrive while a write
+ * runs are merged into the next one), sends messages (after the write when
+ * the hard state changed), steps RAFT_EVENT_PERSISTED and hands committed
+ * entries to @cb->apply. On success the driver owns @r (closed by
+ * raft_uv_node_stop); *out is written before the loop thread starts, so
+ * callbacks may use it. On failure the caller still owns @r, nothing runs
+ * and @errmsg says why.
+ * Errors: RAFT_IOERR (listen failure, thread creation), RAFT_INVALID (bad
+ * address or peers), RAFT_NOMEM. Thread: any but a driver's own. */
+int raft_uv_node_start(struct raft *r, const struct raft_uv_node_config *cfg,
+                       const struct raft_uv_storage *storage,
+                       const struct raft_uv_node_callbacks *cb,
+                       struct raft_uv_node **out, char *errmsg,
+                       size_t errmsg_len);
+
+/* raft_uv_node_wake makes the loop call @cb->wake soon. Any thread, until
+ * raft_uv_node_stop is called. */
+void raft_uv_node_wake(struct raft_uv_node *d);
+
+/* raft_uv_node_stop closes the transport and timers, waits for the running
+ * storage write, joins the loop thread, closes the core and frees @d. No
+ * callback runs after it returns. Thread: any but the driver's own. */
+void raft_uv_node_stop(struct raft_uv_node *d);
+
+/* raft_uv_node_propose appends @n payloads (references taken) to the log
+ * as one batch and replicates them; *out_index and *out_term give the
+ * first new entry. Errors: RAFT_NOTLEADER, RAFT_IOERR (storage failed
+ * earlier: the driver no longer writes), RAFT_SHUTDOWN, RAFT_NOMEM.
+ * Loop thread only. */
+int raft_uv_node_propose(struct raft_uv_node *d, struct raft_buf *const *bufs,
+                         unsigned n, raft_index *out_index,
+                         raft_term *out_term);
+
+/* raft_uv_node_send sends @m (from must be this server) to @m->to; returns
+ * raft_uv_transport_send's code (RAFT_NOCONN: dropped). Loop thread. */
+int raft_uv_node_send(struct raft_uv_node *d, const struct raft_message *m);
+
+/* raft_uv_node_core returns the core, for its read-only accessors. Loop
+ * thread only (and before start / after stop by the owner). */
+const struct raft *raft_uv_node_core(const struct raft_uv_node *d);
+
+/* raft_uv_node_now returns the loop's clock, ms. Loop thread. */
+uint64_t raft_uv_node_now(struct raft_uv_node *d);
+
+/* raft_uv_node_failed says whether a storage write failed (the driver
+ * stopped writing). Loop thread. */
+bool raft_uv_node_failed(const struct raft_uv_node *d);
+
+/* raft_uv_node_connected says whether the outgoing connection to peer @id
+ * is established. Loop thread. */
+bool raft_uv_node_connected(const struct raft_uv_node *d, raft_id id);
+
+#endif /* RAFT_UV_NODE_H */
