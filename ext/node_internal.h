@@ -69,6 +69,7 @@ struct ext_status {
     raft_index persisted;
     struct ext_peer_status peers[EXT_MAX_NODES];
     unsigned n_peers;
+    struct raft_uv_node_stats stats; /* the driver's counters */
 };
 
 struct ext_node {

@@ -47,6 +47,9 @@ void status_refresh(struct ext_node *n)
                        raft_uv_node_connected(n->driver, id);
         p->has_progress = raft_progress(n->core, id, &p->progress) == 0;
     }
+    if (n->driver != NULL) {
+        raft_uv_node_stats(n->driver, &s.stats);
+    }
     pthread_mutex_lock(&n->mu);
     n->status = s;
     pthread_mutex_unlock(&n->mu);
@@ -92,6 +95,21 @@ char *ext_node_status(struct ext_node *n)
     json_object_set_new(o, "queue", json_integer(queue));
     json_object_set_new(o, "waiters", json_integer(waiters));
     json_object_set_new(o, "applying", json_boolean(!apply_failed));
+    json_object_set_new(o, "log_writes",
+                        json_integer((json_int_t)s.stats.n_writes));
+    json_object_set_new(
+        o, "entries_per_fsync",
+        json_real(s.stats.n_writes
+                      ? (double)s.stats.n_entries_written / s.stats.n_writes
+                      : 0.0));
+    json_object_set_new(o, "appends_sent",
+                        json_integer((json_int_t)s.stats.n_appends_sent));
+    json_object_set_new(
+        o, "entries_per_append",
+        json_real(s.stats.n_appends_sent
+                      ? (double)s.stats.n_entries_sent /
+                            s.stats.n_appends_sent
+                      : 0.0));
     for (unsigned i = 0; i < s.n_peers; i++) {
         const struct ext_peer_status *p = &s.peers[i];
         json_t *j = json_object();

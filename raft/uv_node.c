@@ -59,6 +59,7 @@ struct raft_uv_node {
     bool disk_failed;                    /* a write failed: stop */
     struct job running;                  /* written by the worker */
     struct job pending;                  /* being merged */
+    struct raft_uv_node_stats stats;     /* counters */
 };
 
 static void logf_(struct raft_uv_node *d, int level, const char *fmt, ...)
@@ -204,6 +205,10 @@ static void disk_after_work(uv_work_t *req, int status)
     bool persisted = false;
 
     d->disk_busy = false;
+    if (status == 0 && j->rc == 0 && (j->has_hs || j->n_entries > 0)) {
+        d->stats.n_writes++;
+        d->stats.n_entries_written += j->n_entries;
+    }
     if (status != 0 || j->rc != 0) {
         fail_storage(d, status != 0 ? uv_strerror(status) : j->errmsg);
         job_clear(j);
@@ -314,6 +319,11 @@ int raft_uv_node_send(struct raft_uv_node *d, const struct raft_message *m)
         return RAFT_SHUTDOWN;
     }
     rc = raft_uv_transport_send(d->transport, m);
+    if (rc == 0 && m->type == RAFT_MSG_APPEND_ENTRIES &&
+        m->append_entries.n_entries > 0) {
+        d->stats.n_appends_sent++;
+        d->stats.n_entries_sent += m->append_entries.n_entries;
+    }
     if (rc != 0 && rc != RAFT_NOCONN) {
         logf_(d, RAFT_LOG_WARN, "send to %" PRIu64 ": %s", m->to,
               raft_strerror(rc));
@@ -330,6 +340,12 @@ uint64_t raft_uv_node_now(struct raft_uv_node *d)
 {
     uv_update_time(&d->loop);
     return uv_now(&d->loop);
+}
+
+void raft_uv_node_stats(const struct raft_uv_node *d,
+                        struct raft_uv_node_stats *out)
+{
+    *out = d->stats;
 }
 
 bool raft_uv_node_failed(const struct raft_uv_node *d)

@@ -124,4 +124,17 @@ bool raft_uv_node_failed(const struct raft_uv_node *d);
  * is established. Loop thread. */
 bool raft_uv_node_connected(const struct raft_uv_node *d, raft_id id);
 
+/* Counters of a driver since it started, for status and benchmarks. */
+struct raft_uv_node_stats {
+    uint64_t n_writes;          /* storage writes (one fsync each) */
+    uint64_t n_entries_written; /* entries in those writes */
+    uint64_t n_appends_sent;    /* AppendEntries sent with entries */
+    uint64_t n_entries_sent;    /* entries in those AppendEntries */
+};
+
+/* raft_uv_node_stats copies the driver's counters into @out. Loop
+ * thread. */
+void raft_uv_node_stats(const struct raft_uv_node *d,
+                        struct raft_uv_node_stats *out);
+
 #endif /* RAFT_UV_NODE_H */
