@@ -90,6 +90,11 @@ static int parse_cluster(const char *value, struct ext_config *c,
         return fail(errmsg, errmsg_len, "cluster: value too long");
     }
     snprintf(buf, sizeof buf, "%s", value);
+    if (value[0] == ',' || strstr(value, ",,") != NULL ||
+        (value[0] != '\0' && value[strlen(value) - 1] == ',')) {
+        return fail(errmsg, errmsg_len, "cluster: an empty member in '%s'",
+                    value);
+    }
     c->n_members = 0;
     for (item = strtok_r(buf, ",", &save); item != NULL;
          item = strtok_r(NULL, ",", &save)) {
@@ -139,6 +144,23 @@ static int parse_cluster(const char *value, struct ext_config *c,
     return 0;
 }
 
+/* The keys raft_start() knows, in the README's order. */
+static const char *const keys[] = {
+    "id",           "listen",          "cluster",    "dir",
+    "election_timeout_ms", "heartbeat_ms", "exec_timeout_ms", "log_max_mb",
+    "max_request_bytes",   "log_level",
+};
+
+static int key_index(const char *key)
+{
+    for (int i = 0; i < (int)(sizeof keys / sizeof keys[0]); i++) {
+        if (strcmp(key, keys[i]) == 0) {
+            return i;
+        }
+    }
+    return -1;
+}
+
 static bool parse_level(const char *v, int *out)
 {
     static const char *names[] = {"debug", "info", "warn", "error"};
@@ -161,6 +183,7 @@ int ext_config_parse(const char *text, const char *db_path,
     char *tok;
     bool have_id = false, have_cluster = false, have_listen = false;
     char listen_raw[128] = "";
+    unsigned seen = 0;
     uint64_t v;
     int rc = 0;
 
@@ -188,6 +211,16 @@ int ext_config_parse(const char *text, const char *db_path,
         }
         *eq = '\0';
         val = eq + 1;
+        {
+            int k = key_index(key);
+            if (k >= 0 && (seen & (1u << k))) {
+                rc = fail(errmsg, errmsg_len, "%s: given twice", key);
+                goto out;
+            }
+            if (k >= 0) {
+                seen |= 1u << k;
+            }
+        }
         if (strcmp(key, "id") == 0) {
             if (!parse_u64(val, 1, INT64_MAX, &v)) {
                 rc = fail(errmsg, errmsg_len,
@@ -309,6 +342,13 @@ int ext_config_parse(const char *text, const char *db_path,
             snprintf(c->listen_host, sizeof c->listen_host, "%s",
                      self->host);
             c->listen_port = self->port;
+        } else if (c->listen_port != self->port) {
+            rc = fail(errmsg, errmsg_len,
+                      "listen: port %u differs from server %" PRIu64
+                      "'s port %u in cluster; peers dial the cluster "
+                      "address, so they would never reach this node",
+                      c->listen_port, c->id, self->port);
+            goto out;
         }
     }
     if (!is_loopback(c->listen_host)) {

@@ -9,9 +9,12 @@
 
 SQLITE_EXTENSION_INIT3
 
-static int is_main(const char *db)
+/* replicated says whether schema @schema of @db (NULL: main) is a file a
+ * node runs for: "main", or the same file ATTACHed under another name. */
+static int replicated(sqlite3 *db, const char *schema)
 {
-    return db != NULL && strcmp(db, "main") == 0;
+    const char *file = sqlite3_db_filename(db, schema ? schema : "main");
+    return file != NULL && file[0] != '\0' && ext_registry_running(file);
 }
 
 static int guard(void *arg, int action, const char *a1, const char *a2,
@@ -19,12 +22,21 @@ static int guard(void *arg, int action, const char *a1, const char *a2,
 {
     sqlite3 *db = arg;
     const char *what = NULL;
-    const char *file;
+    const char *schema = db_name;
     (void)trigger;
 
     switch (action) {
-        case SQLITE_INSERT:
         case SQLITE_UPDATE:
+            /* SQLite checks UPDATE of the schema table whenever it sets up
+             * a table-valued function or parses the schema; a real update
+             * of it needs writable_schema, refused below. */
+            if (a1 != NULL && (sqlite3_stricmp(a1, "sqlite_master") == 0 ||
+                               sqlite3_stricmp(a1, "sqlite_schema") == 0)) {
+                break;
+            }
+            what = a1;
+            break;
+        case SQLITE_INSERT:
         case SQLITE_DELETE:
         case SQLITE_CREATE_INDEX:
         case SQLITE_CREATE_TABLE:
@@ -34,35 +46,34 @@ static int guard(void *arg, int action, const char *a1, const char *a2,
         case SQLITE_DROP_TABLE:
         case SQLITE_DROP_TRIGGER:
         case SQLITE_DROP_VIEW:
-        case SQLITE_CREATE_VTABLE:
-        case SQLITE_DROP_VTABLE:
         case SQLITE_REINDEX:
         case SQLITE_ANALYZE:
-            if (is_main(db_name)) {
-                what = a1;
-            }
+            /* (CREATE/DROP VIRTUAL TABLE write the schema table, refused
+             * as an INSERT/DELETE; the VTABLE actions themselves also come
+             * from reading table-valued functions, which stay allowed.) */
+            what = a1;
             break;
         case SQLITE_ALTER_TABLE:
-            if (is_main(a1)) {
-                what = a2;
-            }
+            schema = a1;
+            what = a2;
             break;
         case SQLITE_PRAGMA:
-            /* The pragmas that write the database file itself. */
-            if (a2 != NULL && (db_name == NULL || is_main(db_name)) &&
-                (sqlite3_stricmp(a1, "user_version") == 0 ||
-                 sqlite3_stricmp(a1, "application_id") == 0)) {
+            /* The pragmas that write the database file itself, and the
+             * one that would let the schema table be edited. */
+            if (a2 != NULL && (sqlite3_stricmp(a1, "user_version") == 0 ||
+                               sqlite3_stricmp(a1, "application_id") == 0 ||
+                               sqlite3_stricmp(a1, "writable_schema") == 0)) {
                 what = a1;
             }
             break;
         default:
             break;
     }
-    if (what == NULL) {
+    if (what == NULL || (schema != NULL && sqlite3_stricmp(schema, "temp") ==
+                                               0)) {
         return SQLITE_OK;
     }
-    file = sqlite3_db_filename(db, "main");
-    if (file == NULL || file[0] == '\0' || !ext_registry_running(file)) {
+    if (!replicated(db, schema)) {
         return SQLITE_OK;
     }
     if (sqlite3_strnicmp(what, "sqlite_", 7) == 0) {

@@ -253,6 +253,10 @@ int ext_node_start(const char *db_path, const struct ext_config *cfg,
     rc = lmdb_log_open(cfg->dir, cfg->log_max_bytes, &n->log, errmsg,
                        errmsg_len);
     if (rc != 0) {
+        char why[512];
+        snprintf(why, sizeof why, "%s", errmsg);
+        snprintf(errmsg, errmsg_len, "dir: cannot open the log in %s: %s",
+                 cfg->dir, why);
         goto err_free;
     }
     rc = sql_fsm_open(db_path, &n->fsm, errmsg, errmsg_len);

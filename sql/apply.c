@@ -159,7 +159,10 @@ static char *str_printf(const char *fmt, ...)
 }
 
 /* is_environmental tells whether SQLite code @rc is a failure of this
- * node's environment rather than a result of the SQL. */
+ * node's environment rather than a result of the SQL. SQLITE_LOCKED is a
+ * result: without shared cache it only comes from the request's own
+ * statements on this connection (e.g. dropping a table it is reading), the
+ * same on every node. */
 static int is_environmental(int rc)
 {
     switch (rc & 0xff) {
@@ -171,7 +174,6 @@ static int is_environmental(int rc)
         case SQLITE_CANTOPEN:
         case SQLITE_READONLY:
         case SQLITE_BUSY:
-        case SQLITE_LOCKED:
         case SQLITE_PROTOCOL:
         case SQLITE_PERM:
         case SQLITE_INTERRUPT:
@@ -255,6 +257,14 @@ static int authorize_pragma(struct sql_fsm *f, const char *name,
                             "PRAGMA optimize cannot be used in raft_exec: "
                             "its effect depends on the node's query "
                             "history");
+            }
+            if (value == NULL) {
+                return deny(f,
+                            "PRAGMA %s cannot be used in raft_exec: only "
+                            "read-only PRAGMA queries run there (its "
+                            "effect would differ per node or break the "
+                            "apply transaction)",
+                            name);
             }
             return deny(f,
                         "PRAGMA %s cannot be set through raft_exec: it is "

@@ -12,6 +12,7 @@
 
 #include <stdio.h>
 #include <string.h>
+#include <strings.h>
 
 #include "../raft/err.h"
 
@@ -164,6 +165,10 @@ int determinism_init(struct sql_determinism *d, char *errmsg,
 
 void determinism_close(struct sql_determinism *d)
 {
+    if (d->clock_db != NULL) {
+        sqlite3_close(d->clock_db);
+        d->clock_db = NULL;
+    }
     if (d->registered) {
         sqlite3_vfs_unregister(&d->vfs);
         d->registered = 0;
@@ -270,16 +275,126 @@ static void fn_randomblob(sqlite3_context *ctx, int argc,
     sqlite3_result_blob64(ctx, p, (sqlite3_uint64)n, sqlite3_free);
 }
 
+/* is_zone_modifier says whether @v is the text 'localtime' or 'utc' (any
+ * case, surrounding blanks ignored): modifiers whose result depends on the
+ * node's time zone. */
+static int is_zone_modifier(sqlite3_value *v)
+{
+    const char *t;
+    size_t len;
+    if (sqlite3_value_type(v) != SQLITE_TEXT) {
+        return 0;
+    }
+    t = (const char *)sqlite3_value_text(v);
+    while (*t == ' ' || *t == '\t') {
+        t++;
+    }
+    len = strlen(t);
+    while (len > 0 && (t[len - 1] == ' ' || t[len - 1] == '\t')) {
+        len--;
+    }
+    return (len == 9 && strncasecmp(t, "localtime", 9) == 0) ||
+           (len == 3 && strncasecmp(t, "utc", 3) == 0);
+}
+
+/* fn_date wraps one of SQLite's date and time functions: it refuses the
+ * time-zone modifiers (each node may run in another zone) and evaluates
+ * the builtin on the shim's in-memory connection, where "now" is the
+ * entry's time. https://sqlite.org/lang_datefunc.html */
+static void fn_date(sqlite3_context *ctx, int argc, sqlite3_value **argv)
+{
+    const struct sql_date_fn *fn = sqlite3_user_data(ctx);
+    const char *name = fn->name;
+    struct sql_determinism *d = fn->d;
+    sqlite3_stmt *stmt = NULL;
+    char sql[64 + 4 * 100];
+    size_t off;
+    int rc;
+
+    if (argc > 100) {
+        sqlite3_result_error(ctx, "too many arguments", -1);
+        return;
+    }
+    for (int i = 0; i < argc; i++) {
+        if (is_zone_modifier(argv[i])) {
+            char msg[256];
+            snprintf(msg, sizeof msg,
+                     "%s(): the '%s' modifier depends on each node's time "
+                     "zone and cannot be used in raft_exec; store UTC and "
+                     "convert when reading",
+                     name, sqlite3_value_text(argv[i]));
+            sqlite3_result_error(ctx, msg, -1);
+            return;
+        }
+    }
+    off = (size_t)snprintf(sql, sizeof sql, "SELECT %s(", name);
+    for (int i = 0; i < argc; i++) {
+        off += (size_t)snprintf(sql + off, sizeof sql - off, "%s?%d",
+                                i ? "," : "", i + 1);
+    }
+    snprintf(sql + off, sizeof sql - off, ")");
+    rc = sqlite3_prepare_v2(d->clock_db, sql, -1, &stmt, NULL);
+    for (int i = 0; rc == SQLITE_OK && i < argc; i++) {
+        rc = sqlite3_bind_value(stmt, i + 1, argv[i]);
+    }
+    if (rc == SQLITE_OK) {
+        rc = sqlite3_step(stmt);
+    }
+    if (rc == SQLITE_ROW) {
+        sqlite3_result_value(ctx, sqlite3_column_value(stmt, 0));
+    } else {
+        sqlite3_result_error(ctx, sqlite3_errmsg(d->clock_db), -1);
+        sqlite3_result_error_code(ctx, rc == SQLITE_DONE ? SQLITE_ERROR : rc);
+    }
+    sqlite3_finalize(stmt);
+}
+
+/* fn_total_changes refuses total_changes(): it counts this connection's
+ * own history, which differs between nodes. */
+static void fn_total_changes(sqlite3_context *ctx, int argc,
+                             sqlite3_value **argv)
+{
+    (void)argc;
+    (void)argv;
+    sqlite3_result_error(ctx,
+                         "total_changes() counts each node's own history "
+                         "and cannot be used in raft_exec; use changes()",
+                         -1);
+}
+
 int determinism_install(struct sql_determinism *d, sqlite3 *db)
 {
+    static const char *const names[] = {"date",      "time",
+                                        "datetime",  "julianday",
+                                        "unixepoch", "strftime"};
     int flags = SQLITE_UTF8 | SQLITE_INNOCUOUS;
     int rc;
 
     rc = sqlite3_create_function_v2(db, "random", 0, flags, d, fn_random,
                                     NULL, NULL, NULL);
-    if (rc != SQLITE_OK) {
-        return rc;
+    if (rc == SQLITE_OK) {
+        rc = sqlite3_create_function_v2(db, "randomblob", 1, flags, d,
+                                        fn_randomblob, NULL, NULL, NULL);
     }
-    return sqlite3_create_function_v2(db, "randomblob", 1, flags, d,
-                                      fn_randomblob, NULL, NULL, NULL);
+    if (rc == SQLITE_OK) {
+        rc = sqlite3_create_function_v2(db, "total_changes", 0, flags, d,
+                                        fn_total_changes, NULL, NULL, NULL);
+    }
+    if (rc == SQLITE_OK && d->clock_db == NULL) {
+        rc = sqlite3_open_v2(":memory:", &d->clock_db,
+                             SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE,
+                             d->name);
+        if (rc != SQLITE_OK) {
+            sqlite3_close(d->clock_db);
+            d->clock_db = NULL;
+        }
+    }
+    for (size_t i = 0; rc == SQLITE_OK && i < 6; i++) {
+        d->date_fns[i].d = d;
+        d->date_fns[i].name = names[i];
+        rc = sqlite3_create_function_v2(db, names[i], -1, flags,
+                                        &d->date_fns[i], fn_date, NULL, NULL,
+                                        NULL);
+    }
+    return rc;
 }

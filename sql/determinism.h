@@ -27,6 +27,12 @@ struct sql_determinism {
     int active;        /* 1 while an entry is being applied */
     int64_t time_ms;   /* entry timestamp, valid while @active */
     uint64_t s[4];     /* xoshiro256** state */
+    sqlite3 *clock_db; /* in-memory connection on the shim that evaluates
+                          the date and time functions, or NULL */
+    struct sql_date_fn {
+        struct sql_determinism *d; /* owner */
+        const char *name;          /* the wrapped builtin, e.g. "date" */
+    } date_fns[6];     /* user data of the date function wrappers */
 };
 
 /* determinism_init registers the shim VFS of @d (which must stay at the

@@ -14,8 +14,12 @@
  *   the build's, so that nodes built differently agree.
  * - Database-scoped pragmas stored in the file: user_version and
  *   application_id run as written.
- * - Queries: a PRAGMA without a value runs (its rows are discarded), except
- *   optimize, whose ANALYZE depends on the connection's query history.
+ * - Queries: a PRAGMA without a value runs (its rows are discarded) only
+ *   when it is a read-only query: the settings above, user_version,
+ *   application_id, and the introspection pragmas below. Any other query
+ *   form is refused: some have side effects that differ per node or break
+ *   the apply transaction (wal_checkpoint, optimize, shrink_memory,
+ *   incremental_vacuum...).
  *   Read-only pragmas taking an argument run too: table_info, table_xinfo,
  *   table_list, index_info, index_xinfo, index_list, foreign_key_list,
  *   foreign_key_check, integrity_check, quick_check.
@@ -45,6 +49,14 @@ static const char *const with_value_ok[] = {
     "table_xinfo",      "table_list",        "index_info",
     "index_xinfo",      "index_list",        "foreign_key_list",
     "foreign_key_check", "integrity_check",  "quick_check",
+};
+
+/* Read-only queries allowed without a value (besides with_value_ok and
+ * the settings). */
+static const char *const query_ok[] = {
+    "collation_list", "database_list", "encoding",       "function_list",
+    "journal_mode",   "module_list",   "pragma_list",    "page_size",
+    "schema_version",
 };
 
 static int in_list(const char *name, const char *const *list, size_t n)
@@ -86,11 +98,14 @@ enum sql_pragma_action pragma_classify(const char *name, const char *value,
 {
     int i;
 
-    if (strcasecmp(name, "optimize") == 0) {
-        return SQL__PRAGMA_REFUSE;
-    }
     if (value == NULL) {
-        return SQL__PRAGMA_RUN;
+        if (pragma_setting_find(name) >= 0 ||
+            in_list(name, query_ok, sizeof query_ok / sizeof query_ok[0]) ||
+            in_list(name, with_value_ok,
+                    sizeof with_value_ok / sizeof with_value_ok[0])) {
+            return SQL__PRAGMA_RUN;
+        }
+        return SQL__PRAGMA_REFUSE;
     }
     i = pragma_setting_find(name);
     if (i >= 0) {

@@ -113,9 +113,14 @@ def main():
                       (i, e, stmt[:200]))
                 return 1
             if i % 5 == 0 or i == len(stmts):
-                print("\rdemo: statements %d/%d, rows changed %d" %
-                      (i, len(stmts), changed), end="", flush=True)
-        print()
+                line = "demo: statements %d/%d, rows changed %d" % (
+                    i, len(stmts), changed)
+                if sys.stdout.isatty():
+                    print("\r" + line, end="", flush=True)
+                else:
+                    print(line, flush=True)
+        if sys.stdout.isatty():
+            print()
         target = writer.status()["applied"]
         cluster.wait_applied(target)
         elapsed = time.monotonic() - t0

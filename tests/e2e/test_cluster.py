@@ -120,7 +120,10 @@ class ClusterTest(unittest.TestCase):
         n = self.followers[0]
         self.exec(n, "CREATE TABLE d(x)")
         for sql in ("INSERT INTO d VALUES(1)", "CREATE TABLE e(x)",
-                    "DROP TABLE d", "PRAGMA user_version = 5"):
+                    "DROP TABLE d", "PRAGMA user_version = 5",
+                    "PRAGMA writable_schema = ON", "UPDATE d SET x = 2",
+                    "DELETE FROM d", "ALTER TABLE d ADD COLUMN y",
+                    "CREATE INDEX di ON d(x)"):
             with self.assertRaises(NodeError) as cm:
                 n.sql(sql)
             self.assertIn("not authorized", str(cm.exception))
@@ -130,6 +133,42 @@ class ClusterTest(unittest.TestCase):
         self.assertEqual(n.value("SELECT count(*) FROM d"), 0)
         with open(n.log_path) as f:
             self.assertIn("raft_exec", f.read())
+
+    def test_attach_does_not_bypass_guard_and_reads_work(self):
+        """The replica ATTACHed under another name is guarded too, while
+        table-valued functions and the schema stay readable."""
+        n = self.followers[0]
+        self.exec(n, "CREATE TABLE g(x)")
+        n.sql("ATTACH ? AS again", n.db)
+        with self.assertRaises(NodeError) as cm:
+            n.sql("INSERT INTO again.g VALUES(1)")
+        self.assertIn("not authorized", str(cm.exception))
+        n.sql("DETACH again")
+        self.assertEqual(n.sql("SELECT name FROM pragma_table_info('g')"),
+                         [["x"]])
+        self.assertEqual(n.sql("SELECT value FROM json_each('[1,2]')"),
+                         [[1], [2]])
+        self.assertEqual(n.value("SELECT count(*) FROM sqlite_schema "
+                                 "WHERE name = 'g'"), 1)
+
+    def test_node_local_statements_refused_cluster_goes_on(self):
+        """Statements whose effect would differ per node are refused as
+        SQL errors, and the cluster keeps applying."""
+        f1 = self.followers[0]
+        self.exec(f1, "CREATE TABLE k(v)")
+        for sql, err in (
+                ("PRAGMA wal_checkpoint", "PRAGMA wal_checkpoint cannot"),
+                ("INSERT INTO k VALUES(total_changes())", "total_changes()"),
+                ("INSERT INTO k VALUES(datetime('now', 'localtime'))",
+                 "time zone")):
+            with self.assertRaises(NodeError) as cm:
+                self.exec(f1, sql)
+            self.assertIn(err, str(cm.exception))
+        self.exec(f1, "INSERT INTO k VALUES(1)")
+        self.cluster.wait_applied(f1.status()["applied"])
+        for n in self.cluster.nodes:
+            self.assertTrue(n.status()["applying"])
+            self.assertEqual(n.sql("SELECT v FROM k"), [[1]])
 
     def test_nondeterministic_functions_agree(self):
         """random(), randomblob() and 'now' give the same values on every
@@ -212,6 +251,15 @@ class StartTest(unittest.TestCase):
         self.assertIn("off loopback", self.start_error(
             "id=1 %s listen=10.1.2.3:%d" % (c, port)))
         self.assertIn("not in cluster", self.start_error("id=2 %s" % c))
+        self.assertIn("id: given twice", self.start_error("id=1 id=1 %s" % c))
+        self.assertIn("empty member", self.start_error(
+            "id=1 %s,,2@127.0.0.1:1" % c))
+        self.assertIn("listen: port", self.start_error(
+            "id=1 %s listen=127.0.0.1:%d" % (c, port + 1 if port < 65535
+                                             else port - 1)))
+        self.assertIn("dir:", self.start_error("id=1 %s dir=/dev/null" % c))
+        self.assertIn("heartbeat_ms", self.start_error(
+            "id=1 %s heartbeat_ms=500 election_timeout_ms=500" % c))
 
     def test_no_leader_is_not_applied(self):
         """Without a quorum a write fails with "not applied" in time."""
@@ -250,6 +298,7 @@ class ShellTest(unittest.TestCase):
                       "SELECT raft_exec('CREATE TABLE t(x)');\n"
                       "SELECT raft_exec('INSERT INTO t VALUES(?)', 42);\n"
                       "SELECT x FROM t;\n"
+                      ".schema t\n"
                       "SELECT raft_stop();\n") % (os.path.splitext(SO)[0],
                                                   port)
             out = subprocess.run(["sqlite3", os.path.join(d, "s.db")],
@@ -258,6 +307,7 @@ class ShellTest(unittest.TestCase):
             lines = out.stdout.decode().split("\n")
             self.assertIn("42", lines, out.stderr.decode())
             self.assertIn("stopped", lines)
+            self.assertIn("CREATE TABLE t(x);", lines)
         finally:
             shutil.rmtree(d, ignore_errors=True)
 

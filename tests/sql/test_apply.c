@@ -665,6 +665,7 @@ static void test_other_pragmas(void **state)
     assert_ok(apply1(f, "INSERT INTO m SELECT count(*) FROM t"
                         " WHERE a LIKE 'a'"));
     assert_query(f->tmp.path, "SELECT group_concat(x) FROM m", "1,0,0");
+    assert_ok(apply1(f, "PRAGMA foreign_keys; PRAGMA table_list"));
 
     r = apply1(f, "PRAGMA journal_mode = DELETE");
     assert_error(r, SQLITE_AUTH,
@@ -678,6 +679,14 @@ static void test_other_pragmas(void **state)
                  "PRAGMA synchronous cannot be set");
     assert_error(apply1(f, "PRAGMA optimize"), SQLITE_AUTH,
                  "PRAGMA optimize cannot be used");
+    /* Query forms with side effects are refused too; applying goes on. */
+    assert_error(apply1(f, "PRAGMA wal_checkpoint"), SQLITE_AUTH,
+                 "PRAGMA wal_checkpoint cannot be used");
+    assert_error(apply1(f, "PRAGMA main.wal_checkpoint"), SQLITE_AUTH,
+                 "PRAGMA wal_checkpoint cannot be used");
+    assert_error(apply1(f, "PRAGMA shrink_memory"), SQLITE_AUTH,
+                 "PRAGMA shrink_memory cannot be used");
+    assert_ok(apply1(f, "INSERT INTO m VALUES (42)"));
     assert_query(f->tmp.path, "PRAGMA journal_mode", "wal");
     assert_ok(apply1(f, "PRAGMA user_version = 7; PRAGMA application_id = 9;"
                         " PRAGMA table_info(t); PRAGMA journal_mode;"

@@ -141,6 +141,60 @@ static void test_replicas_identical(void **state)
     replica_close(&b);
 }
 
+/* Time-zone modifiers and total_changes() would differ between nodes:
+ * they are refused as SQL errors; date arithmetic on "now" still works. */
+static void test_node_local_refused(void **state)
+{
+    static const struct {
+        const char *sql;
+        const char *err;
+    } cases[] = {
+        {"INSERT INTO z VALUES (datetime('now', 'localtime'))",
+         "'localtime' modifier depends on each node's time zone"},
+        {"INSERT INTO z VALUES (date('2020-01-01', ' UTC '))",
+         "' UTC ' modifier depends on each node's time zone"},
+        {"INSERT INTO z VALUES (strftime('%H', 'now', 'LocalTime'))",
+         "modifier depends on each node's time zone"},
+        {"INSERT INTO z VALUES (total_changes())",
+         "total_changes() counts each node's own history"},
+    };
+    struct replica a;
+    struct raft_buf *b;
+    struct sql_fsm_entry e;
+    struct sql_result res;
+    unsigned i;
+
+    (void)state;
+    replica_open(&a);
+    b = make_request_ex(1, 1, "CREATE TABLE z(v)", NULL, 0, T0, 1);
+    replica_apply(&a, &b, 1, 1);
+    raft_buf_unref(b);
+    for (i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        b = make_request_ex(1, 2 + i, cases[i].sql, NULL, 0, T0, 1);
+        e.index = 2 + i;
+        e.term = 1;
+        e.payload = b;
+        assert_int_equal(sql_fsm_apply(a.fsm, &e, 1, &res), 0);
+        assert_int_not_equal(res.rc, 0);
+        assert_non_null(strstr(res.errmsg, cases[i].err));
+        sql_result_clear(&res);
+        raft_buf_unref(b);
+    }
+    b = make_request_ex(1, 100,
+                        "INSERT INTO z VALUES (datetime('now', '+1 day'))",
+                        NULL, 0, T0, 1);
+    e.index = 2 + i;
+    e.term = 1;
+    e.payload = b;
+    assert_int_equal(sql_fsm_apply(a.fsm, &e, 1, &res), 0);
+    assert_int_equal(res.rc, 0);
+    sql_result_clear(&res);
+    raft_buf_unref(b);
+    assert_query(a.tmp.path, "SELECT group_concat(v) FROM z",
+                 "2023-11-15 22:13:20");
+    replica_close(&a);
+}
+
 /* "now" inside a request is the entry's timestamp, to the millisecond,
  * through every date and time function. */
 static void test_now_is_entry_time(void **state)
@@ -335,6 +389,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_replicas_identical),
         cmocka_unit_test(test_now_is_entry_time),
+        cmocka_unit_test(test_node_local_refused),
         cmocka_unit_test(test_seed),
         cmocka_unit_test(test_shim_direct),
         cmocka_unit_test(test_two_fsms),

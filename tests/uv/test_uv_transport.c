@@ -408,8 +408,11 @@ static void send_every_type(struct fixture *f, raft_id from, raft_id to,
     send_ok(f, &m); /* heartbeat */
 
     m.type = RAFT_MSG_APPEND_ENTRIES_RESULT;
-    m.append_entries_result =
-        (struct raft_append_entries_result){term, false, 10, 7};
+    memset(&m.append_entries_result, 0, sizeof m.append_entries_result);
+    m.append_entries_result.term = term;
+    m.append_entries_result.success = false;
+    m.append_entries_result.reject_index = 10;
+    m.append_entries_result.last_log_index = 7;
     send_ok(f, &m);
 
     memset(&m.forward_result, 0, sizeof m.forward_result);
