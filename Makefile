@@ -44,6 +44,18 @@ $(B)/libraftsql.a: $(LIB_OBJ)
 $(B)/raftsql-node: tools/raftsql_node.c $(B)/libraftsql.a
 	$(CC) $(BASE_CFLAGS) $(CFLAGS) -o $@ $< $(B)/libraftsql.a $(LIBS)
 
+# The benchmark (bench/README.md): never part of `make test`. `make bench`
+# runs bench/compare.sh, which builds these two and runs raftsql beside
+# dqlite, etcd and plain SQLite on 127.0.0.1.
+$(B)/raftsql-bench: bench/raftsql_bench.c $(B)/libraftsql.a
+	$(CC) $(BASE_CFLAGS) $(CFLAGS) -pthread -o $@ $< $(B)/libraftsql.a $(LIBS)
+
+$(B)/local-sqlite-bench: bench/local_sqlite.c
+	$(CC) $(BASE_CFLAGS) $(CFLAGS) -o $@ $< $(LIBS)
+
+bench: deps
+	@bench/compare.sh
+
 # The same node program built with the sanitizers, for the end-to-end tests.
 $(B)/san/raftsql-node: tools/raftsql_node.c $(SAN_OBJ)
 	$(CC) $(BASE_CFLAGS) -O1 -g $(SAN) -o $@ $^ $(LIBS)

@@ -1,0 +1,374 @@
+#!/usr/bin/env bash
+# bench/compare.sh - raftsql beside dqlite, etcd and plain SQLite, one after
+# another on this machine, all on 127.0.0.1 (issue 4, item 6).
+#
+# Usage: bench/compare.sh            (DURATION=20 seconds per run)
+#        DURATION=10 bench/compare.sh
+#        RUNS="raftsql-64-leader etcd-64" bench/compare.sh   (a subset)
+#
+# Runs, each for DURATION seconds: raftsql (1 and 64 client threads in node
+# 1's process, node 1 leader and node 1 follower), dqlite-benchmark (3
+# nodes, kvwrite, 1 and 64 workers), etcd 3.4 (3 members; 1 KiB puts via
+# wrk on the v3 JSON gateway, 1 and 64 connections), local SQLite (WAL,
+# synchronous=FULL, 1 and 64 rows per transaction). Prints one table and
+# writes it to bench/results/compare-<date>.txt, with a chart in
+# compare-<date>.png. Installs the packages it needs (apt-get) when
+# missing. Every process it starts is killed at exit; all data lives in a
+# mktemp directory removed at exit. See bench/README.md.
+
+set -uo pipefail
+
+DURATION=${DURATION:-20}
+case $DURATION in
+    '' | *[!0-9]* | 0)
+        echo "compare.sh: DURATION must be a whole number of seconds > 0" >&2
+        exit 2
+        ;;
+esac
+
+ROOT=$(cd "$(dirname "$0")/.." && pwd)
+cd "$ROOT" || exit 1
+B=$ROOT/build
+OUT_DIR=$ROOT/bench/results
+STAMP=$(date +%Y-%m-%d-%H%M%S)
+T=$(mktemp -d /tmp/raftsql-compare-XXXXXX)
+RES=$T/results.txt
+: >"$RES"
+PIDS=()
+FAILED=0
+# A run longer than this is stuck: it is stopped and marked FAILED.
+RUN_LIMIT=$((DURATION + 120))
+
+log() { printf '== %s\n' "$*" >&2; }
+
+# forget PID...: drop reaped children from PIDS (their ids may be reused by
+# someone else's process, which cleanup must never signal).
+forget() {
+    local keep=() p q drop
+    for p in "${PIDS[@]}"; do
+        drop=0
+        for q in "$@"; do [ "$p" = "$q" ] && drop=1; done
+        [ "$drop" = 0 ] && keep+=("$p")
+    done
+    PIDS=("${keep[@]}")
+}
+
+# shellcheck disable=SC2317  # invoked by the EXIT trap
+cleanup() {
+    trap - EXIT INT TERM HUP
+    # raftsql-bench stops its own node processes on TERM; give everyone
+    # up to 15 s before KILL.
+    [ ${#PIDS[@]} -gt 0 ] && STOP_GRACE=150 stop_pids "${PIDS[@]}"
+    rm -rf "$T"
+}
+trap cleanup EXIT
+trap 'echo "compare.sh: interrupted" >&2; exit 130' INT TERM HUP
+
+# stop_pids PID... : TERM, then KILL what is left after STOP_GRACE tenths
+# of a second (default 50).
+stop_pids() {
+    local p i alive
+    for p in "$@"; do kill -TERM "$p" 2>/dev/null; done
+    for i in $(seq "${STOP_GRACE:-50}"); do
+        alive=0
+        for p in "$@"; do kill -0 "$p" 2>/dev/null && alive=1; done
+        [ "$alive" = 0 ] && break
+        sleep 0.1
+    done
+    for p in "$@"; do kill -KILL "$p" 2>/dev/null; done
+    for p in "$@"; do wait "$p" 2>/dev/null; done
+    forget "$@"
+}
+
+# run_logged OUT CMD...: run CMD (stopped after RUN_LIMIT s) in the
+# background with its output in OUT and wait for it, so that a signal to
+# this script is handled at once (the EXIT trap stops CMD). Returns CMD's
+# status.
+run_logged() {
+    local out=$1 pid rc
+    shift
+    timeout -s TERM -k 30 "$RUN_LIMIT" "$@" >"$out" 2>&1 &
+    pid=$!
+    PIDS+=("$pid")
+    wait "$pid"
+    rc=$?
+    forget "$pid"
+    return "$rc"
+}
+
+# free_ports N: N distinct free TCP ports on 127.0.0.1, one per line.
+free_ports() {
+    python3 - "$1" <<'EOF'
+import socket, sys
+socks = []
+for _ in range(int(sys.argv[1])):
+    s = socket.socket()
+    s.bind(("127.0.0.1", 0))
+    socks.append(s)
+print("\n".join(str(s.getsockname()[1]) for s in socks))
+EOF
+}
+
+# record LINE-FROM-A-RUN NAME LOG: keep the RESULT line or mark FAILED.
+record() {
+    local name=$1 out=$2 line
+    line=$(grep '^RESULT ' "$out" | tail -1)
+    if [ -n "$line" ]; then
+        echo "$line" >>"$RES"
+        echo "$line" >&2
+    else
+        echo "FAILED name=$name (log: $(tail -3 "$out" | tr '\n' ' '))" \
+            >>"$RES"
+        echo "compare.sh: $name failed; last lines of its output:" >&2
+        tail -15 "$out" >&2
+        FAILED=1
+    fi
+}
+
+# ---- packages and build ---------------------------------------------------
+
+install_missing() {
+    local need=() p
+    for p in "$@"; do
+        if ! dpkg-query -W -f='${Status}' "$p" 2>/dev/null |
+            grep -q 'install ok installed'; then
+            need+=("$p")
+        fi
+    done
+    [ ${#need[@]} -eq 0 ] && return 0
+    log "installing ${need[*]}"
+    export DEBIAN_FRONTEND=noninteractive
+    apt-get update -qq &&
+        apt-get install -y -qq --no-install-recommends "${need[@]}"
+}
+
+scripts/deps.sh || exit 1
+install_missing go-dqlite etcd-server etcd-client wrk gnuplot-nox || {
+    echo "compare.sh: cannot install the peers' packages" >&2
+    exit 1
+}
+make --no-print-directory "$B/raftsql-node" "$B/raftsql-bench" \
+    "$B/local-sqlite-bench" >&2 || exit 1
+mkdir -p "$OUT_DIR"
+
+# ---- raftsql ----------------------------------------------------------------
+
+run_raftsql() {
+    local clients=$1 role=$2 name="raftsql-$1-$2" out
+    out=$T/$name.out
+    log "$name: $clients client threads in node 1's process, node 1 $role"
+    run_logged "$out" "$B/raftsql-bench" --clients "$clients" \
+        --role "$role" --duration "$DURATION" --name "$name" \
+        --node "$B/raftsql-node" --dir "$T/$name"
+    grep -v '^RESULT ' "$out" | tail -5 >&2
+    record "$name" "$out"
+    rm -rf "${T:?}/$name"
+}
+
+# ---- dqlite -----------------------------------------------------------------
+
+run_dqlite() {
+    local workers=$1 name="dqlite-$1" d=$T/dqlite-$1 ports p1 p2 p3 pids
+    local driver rc
+    mkdir -p "$d/1" "$d/2" "$d/3"
+    mapfile -t ports < <(free_ports 3)
+    p1=127.0.0.1:${ports[0]} p2=127.0.0.1:${ports[1]} p3=127.0.0.1:${ports[2]}
+    log "$name: dqlite-benchmark kvwrite, 3 nodes, $workers workers on" \
+        "the leader (node 1)"
+    # Node 1 self-elects and runs the workload (--driver); 2 and 3 join.
+    timeout -s TERM -k 30 "$RUN_LIMIT" dqlite-benchmark --db "$p1" -D "$d/1" \
+        --driver --cluster "$p1,$p2,$p3" --duration "$DURATION" \
+        --workers "$workers" --workload kvwrite >"$d/node1.log" 2>&1 &
+    driver=$!
+    PIDS+=("$driver")
+    sleep 0.5
+    dqlite-benchmark --db "$p2" -D "$d/2" --join "$p1" >"$d/node2.log" 2>&1 &
+    pids=($!)
+    PIDS+=($!)
+    dqlite-benchmark --db "$p3" -D "$d/3" --join "$p1" >"$d/node3.log" 2>&1 &
+    pids+=($!)
+    PIDS+=($!)
+    wait "$driver"
+    rc=$?
+    forget "$driver"
+    stop_pids "${pids[@]}"
+    if [ "$rc" -ne 0 ]; then
+        echo "dqlite-benchmark exited with $rc" >>"$d/node1.log"
+        cp "$d/node1.log" "$T/$name.out"
+        record "$name" "$T/$name.out"
+        return
+    fi
+    # Results: one file per worker, `n`, `n_err`, then one line per
+    # successful request: "<timestamp ns> <latency ms>".
+    python3 - "$name" "$DURATION" "$d/1/$p1/results" >"$T/$name.out" \
+        2>&1 <<'EOF'
+import glob, os, sys
+name, duration, rdir = sys.argv[1], float(sys.argv[2]), sys.argv[3]
+n = n_err = 0
+lat = []
+for path in glob.glob(os.path.join(rdir, "*")):
+    section = None
+    with open(path) as f:
+        for line in f:
+            w = line.split()
+            if not w:
+                continue
+            if w[0] == "n" and len(w) == 2:
+                n += int(w[1])
+            elif w[0] == "n_err":
+                n_err += int(w[1])
+            elif w[0] == "measurements":
+                section = "m"
+            elif w[0] == "errors":
+                section = "e"
+            elif section == "m" and len(w) == 2:
+                lat.append(float(w[1]))
+lat.sort()
+def pct(p):
+    if not lat:
+        return 0.0
+    i = max(1, min(len(lat), int(p * len(lat) + 0.999999)))
+    return lat[i - 1]
+if n == 0:
+    sys.exit("no successful request in %s" % rdir)
+print("%s: %.0f writes/s (%d ok, %d errors in %.0f s)" %
+      (name, n / duration, n, n_err, duration))
+print("RESULT name=%s writes_per_s=%.1f p50_ms=%.3f p99_ms=%.3f "
+      "p999_ms=%.3f writes=%d errors=%d seconds=%.0f" %
+      (name, n / duration, pct(0.5), pct(0.99), pct(0.999), n, n_err,
+       duration))
+EOF
+    grep -v '^RESULT ' "$T/$name.out" >&2
+    record "$name" "$T/$name.out"
+    rm -rf "$d"
+}
+
+# ---- etcd -------------------------------------------------------------------
+
+run_etcd() {
+    local conns=$1 name="etcd-$1" d=$T/etcd-$1 ports ic="" eps="" i
+    local threads=1 leader_url pids=() out=$T/etcd-$1.out
+    [ "$conns" -gt 1 ] && threads=2
+    mkdir -p "$d"
+    mapfile -t ports < <(free_ports 6)
+    for i in 0 1 2; do
+        ic+="${ic:+,}m$((i + 1))=http://127.0.0.1:${ports[$((2 * i + 1))]}"
+        eps+="${eps:+,}http://127.0.0.1:${ports[$((2 * i))]}"
+    done
+    log "$name: etcd $(etcd --version | head -1 | awk '{print $3}'), 3" \
+        "members; wrk, $conns connections, PUT 1 KiB via /v3/kv/put"
+    for i in 0 1 2; do
+        local c=${ports[$((2 * i))]} p=${ports[$((2 * i + 1))]}
+        etcd --name "m$((i + 1))" --data-dir "$d/m$((i + 1))" \
+            --listen-client-urls "http://127.0.0.1:$c" \
+            --advertise-client-urls "http://127.0.0.1:$c" \
+            --listen-peer-urls "http://127.0.0.1:$p" \
+            --initial-advertise-peer-urls "http://127.0.0.1:$p" \
+            --initial-cluster "$ic" --initial-cluster-token raftsql-bench \
+            --initial-cluster-state new --logger zap --log-outputs stderr \
+            >"$d/m$((i + 1)).log" 2>&1 &
+        pids+=($!)
+        PIDS+=($!)
+    done
+    # Wait for a leader; send the load to it.
+    leader_url=""
+    for i in $(seq 100); do
+        leader_url=$(ETCDCTL_API=3 timeout 5 etcdctl --endpoints="$eps" \
+            endpoint status -w json 2>/dev/null | python3 -c '
+import json, sys
+try:
+    st = json.load(sys.stdin)
+except ValueError:
+    sys.exit(0)
+for e in st:
+    s = e["Status"]
+    if s.get("leader") and s["leader"] == s["header"]["member_id"]:
+        print(e["Endpoint"])
+')
+        [ -n "$leader_url" ] && break
+        sleep 0.2
+    done
+    if [ -z "$leader_url" ]; then
+        echo "no etcd leader; member 1 log:" >"$out"
+        tail -5 "$d/m1.log" >>"$out"
+        stop_pids "${pids[@]}"
+        record "$name" "$out"
+        return
+    fi
+    # One second of unmeasured load, as raftsql-bench's --warmup.
+    run_logged "$d/warmup.out" wrk -t "$threads" -c "$conns" -d 1s \
+        -s "$ROOT/bench/etcd_put.lua" "$leader_url"
+    run_logged "$d/wrk.out" wrk -t "$threads" -c "$conns" \
+        -d "${DURATION}s" --latency -s "$ROOT/bench/etcd_put.lua" \
+        "$leader_url"
+    stop_pids "${pids[@]}"
+    python3 - "$name" "$d/wrk.out" >"$out" 2>&1 <<'EOF'
+import sys
+name, path = sys.argv[1], sys.argv[2]
+kv = None
+for line in open(path):
+    if line.startswith("WRK "):
+        kv = dict(w.split("=", 1) for w in line.split()[1:])
+if kv is None:
+    sys.exit("no WRK line from wrk:\n" + open(path).read())
+secs = int(kv["duration_us"]) / 1e6
+ok = int(kv["requests"]) - int(kv["status_errors"])
+errors = int(kv["status_errors"]) + int(kv["other_errors"])
+print("%s: %.0f puts/s (%d ok, %d errors in %.1f s)" %
+      (name, ok / secs, ok, errors, secs))
+print("RESULT name=%s writes_per_s=%.1f p50_ms=%.3f p99_ms=%.3f "
+      "p999_ms=%.3f writes=%d errors=%d seconds=%.2f" %
+      (name, ok / secs, float(kv["p50_us"]) / 1000,
+       float(kv["p99_us"]) / 1000, float(kv["p999_us"]) / 1000, ok, errors,
+       secs))
+EOF
+    grep -v '^RESULT ' "$out" >&2
+    record "$name" "$out"
+    rm -rf "$d"
+}
+
+# ---- local SQLite ----------------------------------------------------------
+
+run_local() {
+    local rows=$1 name="local-$1" out=$T/local-$1.out
+    log "$name: one SQLite file, WAL, synchronous=FULL, $rows rows per" \
+        "transaction"
+    mkdir -p "$T/$name"
+    run_logged "$out" "$B/local-sqlite-bench" --rows-per-txn "$rows" \
+        --duration "$DURATION" --name "$name" --dir "$T/$name"
+    grep -v '^RESULT ' "$out" >&2
+    record "$name" "$out"
+    rm -rf "${T:?}/$name"
+}
+
+# ---- the runs --------------------------------------------------------------
+
+# want NAME: whether RUNS (space-separated run names, default all) has it.
+want() {
+    [ -z "${RUNS:-}" ] && return 0
+    case " $RUNS " in *" $1 "*) return 0 ;; esac
+    return 1
+}
+
+LOAD_START=$(cut -d' ' -f1-3 /proc/loadavg)
+log "DURATION=$DURATION s per run, $(nproc) CPUs, $(uname -r)," \
+    "load average $LOAD_START"
+for clients in 1 64; do
+    for role in leader follower; do
+        want "raftsql-$clients-$role" && run_raftsql "$clients" "$role"
+    done
+done
+for n in 1 64; do want "dqlite-$n" && run_dqlite "$n"; done
+for n in 1 64; do want "etcd-$n" && run_etcd "$n"; done
+for n in 1 64; do want "local-$n" && run_local "$n"; done
+
+TITLE="raftsql vs dqlite, etcd, local SQLite: ${DURATION} s per run, \
+$(nproc) CPUs, $(date '+%Y-%m-%d %H:%M')"
+python3 "$ROOT/bench/report.py" "$RES" "$OUT_DIR/compare-$STAMP.txt" \
+    "$OUT_DIR/compare-$STAMP.png" "$TITLE" \
+    "load average (1/5/15 min) at start $LOAD_START, at end \
+$(cut -d' ' -f1-3 /proc/loadavg); other processes share the machine" ||
+    FAILED=1
+echo "table: $OUT_DIR/compare-$STAMP.txt"
+echo "chart: $OUT_DIR/compare-$STAMP.png"
+exit "$FAILED"
