@@ -126,6 +126,11 @@ int format_entry_decode(raft_index index, const void *value,
     return 0;
 }
 
+raft_term format_entry_term(const void *value)
+{
+    return get_u64_le(value);
+}
+
 void format_version_encode(uint32_t version,
                            uint8_t out[LMDB_LOG_FORMAT_VERSION_LEN])
 {

@@ -1,7 +1,7 @@
 /* The on-disk encoding of the LMDB log: keys and values of the "entries"
  * and "meta" databases. Pure byte codecs, no LMDB; lmdb_log.c does the I/O.
  *
- * Format version 1 (LMDB_LOG_FORMAT_VERSION). Integers in values are
+ * Format version 2 (LMDB_LOG_FORMAT_VERSION). Integers in values are
  * little-endian; keys are big-endian so that LMDB's default byte-wise key
  * order is the numeric order of indexes.
  *
@@ -27,9 +27,25 @@
  *   "first_index"  index of the  } seed = XXH64(name bytes, seed 0)),
  *                  first entry   } 16 bytes in all.
  *                  when the log is empty (1 for a new log)
+ *   "snapshot_index"  the snapshot boundary: the last index compacted }
+ *                     away or covered by an installed snapshot (0: none) }
+ *   "snapshot_term"   the term of the entry at snapshot_index (0: none)  }
+ *                     (version 2; same u64 + checksum shape as above)
  *
- * A new log holds format = 1, term = 0, vote = 0, first_index = 1 and no
- * entries. Changing any of this bumps the version. */
+ * Invariant: first_index == snapshot_index + 1, and when entries are
+ * stored the first of them has index first_index (compaction and reset
+ * write the three records in the same transaction as their deletions).
+ *
+ * A new log holds format = 2, term = 0, vote = 0, first_index = 1,
+ * snapshot_index = 0, snapshot_term = 0 and no entries. Changing any of
+ * this bumps the version.
+ *
+ * Version history: version 1 had no snapshot records (and never compacted,
+ * so its first_index was always 1). This build reads a version 1 log and
+ * upgrades it when opening it: in open's write transaction it adds
+ * snapshot_index = snapshot_term = 0 and sets format = 2. A build that
+ * knows only version 1 then refuses the log (RAFT_FORMAT) instead of
+ * misreading a compacted one. */
 
 #ifndef LMDB_LOG_FORMAT_H
 #define LMDB_LOG_FORMAT_H
@@ -40,7 +56,10 @@
 #include "../raft/raft.h"
 
 /* The format version this build writes and reads. */
-#define LMDB_LOG_FORMAT_VERSION 1u
+#define LMDB_LOG_FORMAT_VERSION 2u
+
+/* The oldest version this build reads (and upgrades when opening). */
+#define LMDB_LOG_FORMAT_VERSION_MIN 1u
 
 /* Sizes, in bytes, of the encoded records. */
 #define LMDB_LOG_FORMAT_KEY_LEN 8u      /* an entry key */
@@ -57,6 +76,8 @@
 #define LMDB_LOG_FORMAT_META_TERM "term"
 #define LMDB_LOG_FORMAT_META_VOTE "vote"
 #define LMDB_LOG_FORMAT_META_FIRST_INDEX "first_index"
+#define LMDB_LOG_FORMAT_META_SNAPSHOT_INDEX "snapshot_index"
+#define LMDB_LOG_FORMAT_META_SNAPSHOT_TERM "snapshot_term"
 
 /* format_key_encode writes the key of @index into @out (8 bytes). Pure. */
 void format_key_encode(raft_index index, uint8_t out[LMDB_LOG_FORMAT_KEY_LEN]);
@@ -88,6 +109,10 @@ const char *format_entry_check(raft_index index, const void *value,
  * empty payload). Errors: RAFT_NOMEM. */
 int format_entry_decode(raft_index index, const void *value,
                         size_t value_len, struct raft_entry *out);
+
+/* format_entry_term returns the term of the entry value @value, which
+ * format_entry_check has accepted. Pure. */
+raft_term format_entry_term(const void *value);
 
 /* format_version_encode writes the "format" record of @version into @out
  * (4 bytes). Pure. */

@@ -2,8 +2,9 @@
  * format.h). The only file that includes <lmdb.h>: LMDB's codes and errno
  * become project codes here, once, in code_to_raft.
  *
- * Happy path: every write (open's format check, append, truncate_suffix)
- * is one write transaction run by run_write; it commits with LMDB's default
+ * Happy path: every write (open's format check and upgrade, append,
+ * truncate_suffix, compact, reset) is one write transaction run by
+ * run_write; it commits with LMDB's default
  * synchronous commit, so a 0 return means durable. Reads run in a short
  * read-only transaction and copy what they return out of the map.
  *
@@ -470,6 +471,8 @@ static void open_body(struct txn *t, void *arg)
     MDB_stat st_meta;
     uint32_t version;
     uint64_t value;
+    uint64_t first = 0;
+    uint64_t snapshot = 0;
     int rc;
 
     a->created = false;
@@ -502,6 +505,8 @@ static void open_body(struct txn *t, void *arg)
         meta_put(t, LMDB_LOG_FORMAT_META_TERM, 0);
         meta_put(t, LMDB_LOG_FORMAT_META_VOTE, 0);
         meta_put(t, LMDB_LOG_FORMAT_META_FIRST_INDEX, 1);
+        meta_put(t, LMDB_LOG_FORMAT_META_SNAPSHOT_INDEX, 0);
+        meta_put(t, LMDB_LOG_FORMAT_META_SNAPSHOT_TERM, 0);
         a->created = true;
         return;
     }
@@ -514,19 +519,51 @@ static void open_body(struct txn *t, void *arg)
                  "bytes)", a->dir, val.mv_size);
         return;
     }
-    if (version != LMDB_LOG_FORMAT_VERSION) {
+    if (version < LMDB_LOG_FORMAT_VERSION_MIN ||
+        version > LMDB_LOG_FORMAT_VERSION) {
         txn_fail(t, RAFT_FORMAT,
                  "%s: the log was written in format version %lu; this "
-                 "build reads only version %u",
-                 a->dir, (unsigned long)version, LMDB_LOG_FORMAT_VERSION);
+                 "build reads version %u to version %u",
+                 a->dir, (unsigned long)version,
+                 LMDB_LOG_FORMAT_VERSION_MIN, LMDB_LOG_FORMAT_VERSION);
         return;
     }
     meta_get(t, LMDB_LOG_FORMAT_META_TERM, &value);
     meta_get(t, LMDB_LOG_FORMAT_META_VOTE, &value);
-    meta_get(t, LMDB_LOG_FORMAT_META_FIRST_INDEX, &value);
-    if (t->rc == 0 && value == 0) {
+    meta_get(t, LMDB_LOG_FORMAT_META_FIRST_INDEX, &first);
+    if (t->rc == 0 && first == 0) {
         txn_fail(t, RAFT_CORRUPT, "%s: meta record \"first_index\" is 0",
                  a->dir);
+    }
+    if (t->rc != 0) {
+        return;
+    }
+    if (version == 1) {
+        /* Version 1 never compacted: its first index is always 1. */
+        if (first != 1) {
+            txn_fail(t, RAFT_CORRUPT,
+                     "%s: a version 1 log with first_index %llu", a->dir,
+                     (unsigned long long)first);
+            return;
+        }
+        meta_put(t, LMDB_LOG_FORMAT_META_SNAPSHOT_INDEX, 0);
+        meta_put(t, LMDB_LOG_FORMAT_META_SNAPSHOT_TERM, 0);
+        format_version_encode(LMDB_LOG_FORMAT_VERSION, buf);
+        val.mv_size = sizeof buf;
+        val.mv_data = buf;
+        if (t->rc == 0) {
+            txn_check(t, mdb_put(t->txn, l->meta, &key, &val, 0), "mdb_put");
+        }
+        return;
+    }
+    meta_get(t, LMDB_LOG_FORMAT_META_SNAPSHOT_INDEX, &snapshot);
+    meta_get(t, LMDB_LOG_FORMAT_META_SNAPSHOT_TERM, &value);
+    if (t->rc == 0 && first != snapshot + 1) {
+        txn_fail(t, RAFT_CORRUPT,
+                 "%s: meta records disagree: first_index %llu, "
+                 "snapshot_index %llu",
+                 a->dir, (unsigned long long)first,
+                 (unsigned long long)snapshot);
     }
 }
 
@@ -851,6 +888,13 @@ int lmdb_log_entries(struct lmdb_log *l, raft_index lo, raft_index hi,
     }
     read_begin(&t, l, "entries");
     txn_bounds(&t, &first, &last);
+    if (t.rc == 0 && lo >= 1 && lo < first) {
+        txn_fail(&t, RAFT_COMPACTED,
+                 "[%llu, %llu] is not stored: entries up to %llu were "
+                 "compacted into a snapshot",
+                 (unsigned long long)lo, (unsigned long long)hi,
+                 (unsigned long long)(first - 1));
+    }
     if (t.rc == 0 && (lo < first || hi > last)) {
         txn_fail(&t, RAFT_NOTFOUND,
                  "[%llu, %llu] is not stored: the log holds [%llu, %llu]",
@@ -1046,13 +1090,170 @@ int lmdb_log_append(struct lmdb_log *l, const struct raft_hard_state *hs,
     return run_write(l, "append", append_body, &args);
 }
 
-/* Deletes every entry with index >= *arg. */
+/* Deletes every entry with index >= *arg, never one at or below the
+ * snapshot boundary. */
 static void truncate_body(struct txn *t, void *arg)
 {
-    delete_from(t, *(const raft_index *)arg);
+    raft_index index = *(const raft_index *)arg;
+    uint64_t snapshot = 0;
+
+    meta_get(t, LMDB_LOG_FORMAT_META_SNAPSHOT_INDEX, &snapshot);
+    if (t->rc == 0 && index <= snapshot) {
+        txn_fail(t, RAFT_INVALID,
+                 "index %llu is at or below the snapshot boundary %llu",
+                 (unsigned long long)index, (unsigned long long)snapshot);
+    }
+    delete_from(t, index);
 }
 
 int lmdb_log_truncate_suffix(struct lmdb_log *l, raft_index index)
 {
     return run_write(l, "truncate_suffix", truncate_body, &index);
+}
+
+/* Deletes every entry with index <= @index. */
+static void delete_to(struct txn *t, raft_index index)
+{
+    MDB_cursor *cur;
+    MDB_val key;
+    MDB_val val;
+    raft_index at = 0;
+    int rc;
+
+    if (t->rc != 0) {
+        return;
+    }
+    rc = mdb_cursor_open(t->txn, t->log->entries, &cur);
+    txn_check(t, rc, "mdb_cursor_open");
+    if (rc != 0) {
+        return;
+    }
+    while (t->rc == 0) {
+        rc = mdb_cursor_get(cur, &key, &val, MDB_FIRST);
+        if (rc == MDB_NOTFOUND) {
+            break;
+        }
+        txn_check(t, rc, "mdb_cursor_get");
+        key_get(t, &key, &at);
+        if (t->rc != 0 || at > index) {
+            break;
+        }
+        txn_check(t, mdb_cursor_del(cur, 0), "mdb_cursor_del");
+    }
+    mdb_cursor_close(cur);
+}
+
+/* Records the snapshot boundary (@index, @term) and the first index after
+ * it. Invariant: first_index == snapshot_index + 1 (format.h). */
+static void put_boundary(struct txn *t, raft_index index, raft_term term)
+{
+    meta_put(t, LMDB_LOG_FORMAT_META_FIRST_INDEX, index + 1);
+    meta_put(t, LMDB_LOG_FORMAT_META_SNAPSHOT_INDEX, index);
+    meta_put(t, LMDB_LOG_FORMAT_META_SNAPSHOT_TERM, term);
+}
+
+/* Deletes the prefix through *arg and moves the boundary there, reading
+ * the boundary's term from its entry before deleting it (thesis §5.1: the
+ * snapshot keeps the last included index and term). */
+static void compact_body(struct txn *t, void *arg)
+{
+    raft_index index = *(const raft_index *)arg;
+    uint8_t buf[LMDB_LOG_FORMAT_KEY_LEN];
+    MDB_val key = {sizeof buf, buf};
+    MDB_val val;
+    uint64_t snapshot = 0;
+    raft_index first = 0;
+    raft_index last = 0;
+    const char *defect;
+    raft_term term;
+    int rc;
+
+    meta_get(t, LMDB_LOG_FORMAT_META_SNAPSHOT_INDEX, &snapshot);
+    txn_bounds(t, &first, &last);
+    if (t->rc != 0 || index <= snapshot) {
+        return;
+    }
+    if (index > last) {
+        txn_fail(t, RAFT_INVALID,
+                 "index %llu is past the last stored index %llu",
+                 (unsigned long long)index, (unsigned long long)last);
+        return;
+    }
+    format_key_encode(index, buf);
+    rc = mdb_get(t->txn, t->log->entries, &key, &val);
+    if (rc == MDB_NOTFOUND) {
+        txn_fail(t, RAFT_CORRUPT, "index %llu is missing from [%llu, %llu]",
+                 (unsigned long long)index, (unsigned long long)first,
+                 (unsigned long long)last);
+        return;
+    }
+    txn_check(t, rc, "mdb_get");
+    if (t->rc != 0) {
+        return;
+    }
+    defect = format_entry_check(index, val.mv_data, val.mv_size);
+    if (defect != NULL) {
+        txn_fail(t, RAFT_CORRUPT, "index %llu: %s",
+                 (unsigned long long)index, defect);
+        return;
+    }
+    term = format_entry_term(val.mv_data);
+    delete_to(t, index);
+    put_boundary(t, index, term);
+}
+
+int lmdb_log_compact(struct lmdb_log *l, raft_index index)
+{
+    return run_write(l, "compact", compact_body, &index);
+}
+
+int lmdb_log_snapshot(struct lmdb_log *l, raft_index *out_index,
+                      raft_term *out_term)
+{
+    struct txn t;
+    uint64_t index = 0;
+    uint64_t term = 0;
+
+    read_begin(&t, l, "snapshot");
+    meta_get(&t, LMDB_LOG_FORMAT_META_SNAPSHOT_INDEX, &index);
+    meta_get(&t, LMDB_LOG_FORMAT_META_SNAPSHOT_TERM, &term);
+    if (read_end(&t) != 0) {
+        return t.rc;
+    }
+    *out_index = index;
+    *out_term = term;
+    return 0;
+}
+
+/* The boundary of a reset. */
+struct reset_args {
+    raft_index index; /* snapshot index */
+    raft_term term;   /* snapshot term */
+};
+
+/* Deletes every entry and sets the boundary (paper Fig. 13, receiver rule
+ * 7: discard the entire log). */
+static void reset_body(struct txn *t, void *arg)
+{
+    const struct reset_args *a = arg;
+
+    delete_from(t, 0);
+    put_boundary(t, a->index, a->term);
+}
+
+int lmdb_log_reset(struct lmdb_log *l, raft_index snapshot_index,
+                   raft_term snapshot_term)
+{
+    struct reset_args args = {snapshot_index, snapshot_term};
+
+    if (snapshot_index == UINT64_MAX ||
+        (snapshot_index == 0) != (snapshot_term == 0)) {
+        set_errmsg(l,
+                   "reset: snapshot index %llu with term %llu: both must "
+                   "be 0, or both non-zero and the index below 2^64 - 1",
+                   (unsigned long long)snapshot_index,
+                   (unsigned long long)snapshot_term);
+        return RAFT_INVALID;
+    }
+    return run_write(l, "reset", reset_body, &args);
 }

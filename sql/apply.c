@@ -25,6 +25,10 @@
  *   corruption, lock timeout) is not a result: the whole batch rolls back,
  *   the applied index stays, and the caller must stop applying.
  *
+ * Durability: the connection runs synchronous=NORMAL (commits are not
+ * fsynced); sql_fsm_checkpoint establishes the durable index up to which
+ * the log may be compacted (sql.h, "The durable point").
+ *
  * Deferred foreign key violations are checked at the end of each request
  * (SQLITE_DBSTATUS_DEFERRED_FKS), not at the batch COMMIT, for the same
  * reason: a request's outcome must not depend on its batch. */
@@ -49,6 +53,8 @@
 /* A request id is deduplicated when applied within this many entries. */
 #define APPLY__DEDUP_WINDOW 100000
 #define APPLY__BUSY_TIMEOUT_MS 5000
+/* How long a checkpoint waits for readers before giving up. */
+#define APPLY__CHECKPOINT_WAIT_MS 100
 #define APPLY__ERRMSG 512
 /* run_request's answer when the request rolled back the whole batch. */
 #define APPLY__RESTART (-1)
@@ -110,6 +116,11 @@ static const char schema_sql[] =
 
 struct sql_fsm {
     sqlite3 *db;                     /* the apply connection */
+    char *path;                      /* its database file (malloc'd);
+                                        immutable after open, so any thread
+                                        may read it */
+    uint64_t durable;                /* applied index known durable in the
+                                        database file (see sql.h) */
     struct sql_determinism det;      /* seeded random(), entry-time VFS */
     sqlite3_stmt *stmts[STMT__N];    /* internal statements */
     uint64_t applied;                /* last applied index (as stored) */
@@ -1084,9 +1095,11 @@ static int setup(struct sql_fsm *f, char *errmsg, size_t errmsg_len)
     if (rc != 0) {
         return rc;
     }
-    rc = sqlite3_exec(db, "PRAGMA synchronous=FULL", NULL, NULL, NULL);
+    /* Commits are not fsynced: the log replays what a power loss drops,
+     * as long as it is compacted only up to the durable index (sql.h). */
+    rc = sqlite3_exec(db, "PRAGMA synchronous=NORMAL", NULL, NULL, NULL);
     if (rc != SQLITE_OK) {
-        set_msg(errmsg, errmsg_len, "synchronous=FULL: %s",
+        set_msg(errmsg, errmsg_len, "synchronous=NORMAL: %s",
                 sqlite3_errmsg(db));
         return to_raft(rc);
     }
@@ -1173,15 +1186,32 @@ int sql_fsm_open(const char *path, struct sql_fsm **out, char *errmsg,
     if (rc != 0) {
         goto err_close;
     }
+    f->path = strdup(sqlite3_db_filename(f->db, "main"));
+    if (f->path == NULL) {
+        set_msg(errmsg, errmsg_len, "out of memory");
+        rc = RAFT_NOMEM;
+        goto err_close;
+    }
     rc = read_applied(f);
     if (rc == 0) {
         rc = load_settings(f);
+    }
+    if (rc == 0) {
+        /* Whatever WAL recovery found becomes durable here, or else the
+         * durable index stays 0 until a checkpoint completes. */
+        uint64_t durable;
+
+        rc = sql_fsm_checkpoint(f, &durable);
+        if (rc == RAFT_BUSY) {
+            rc = 0;
+        }
     }
     if (rc != 0) {
         set_msg(errmsg, errmsg_len, "%s", f->errmsg);
         goto err_close;
     }
     sqlite3_set_authorizer(f->db, authorize, f);
+    f->errmsg[0] = '\0';
     *out = f;
     return 0;
 
@@ -1205,12 +1235,81 @@ void sql_fsm_close(struct sql_fsm *f)
     }
     sqlite3_close(f->db);
     determinism_close(&f->det);
+    free(f->path);
     free(f);
 }
 
 uint64_t sql_fsm_applied(const struct sql_fsm *f)
 {
     return f->applied;
+}
+
+uint64_t sql_fsm_applied_term(const struct sql_fsm *f)
+{
+    return f->applied_term;
+}
+
+uint64_t sql_fsm_durable(const struct sql_fsm *f)
+{
+    return f->durable;
+}
+
+int sql_fsm_checkpoint(struct sql_fsm *f, uint64_t *out_durable_index)
+{
+    int n_log = -1;
+    int n_ckpt = -1;
+    int rc;
+
+    /* Wait briefly for readers (a snapshot copy may hold one for long):
+     * the apply thread must not stall behind them. */
+    sqlite3_busy_timeout(f->db, APPLY__CHECKPOINT_WAIT_MS);
+    rc = sqlite3_wal_checkpoint_v2(f->db, "main",
+                                   SQLITE_CHECKPOINT_TRUNCATE, &n_log,
+                                   &n_ckpt);
+    sqlite3_busy_timeout(f->db, APPLY__BUSY_TIMEOUT_MS);
+    if (rc != SQLITE_OK && (rc & 0xff) != SQLITE_BUSY) {
+        return fail_sqlite(f, rc, "checkpoint");
+    }
+    /* Invariant: every frame backfilled means every committed transaction,
+     * through the one that recorded f->applied, is in the database file,
+     * and SQLite fsynced that file after backfilling (checkpoints sync
+     * under synchronous=NORMAL). */
+    if (n_log < 0 || n_ckpt != n_log) {
+        set_msg(f->errmsg, sizeof f->errmsg,
+                "checkpoint: readers hold %d of %d WAL frames back; the "
+                "durable index stays %" PRIu64,
+                n_log - n_ckpt, n_log, f->durable);
+        return RAFT_BUSY;
+    }
+    f->durable = f->applied;
+    *out_durable_index = f->durable;
+    return 0;
+}
+
+const char *sql_fsm_path(const struct sql_fsm *f)
+{
+    return f->path;
+}
+
+int sql_fsm_reload(struct sql_fsm *f)
+{
+    int rc = read_applied(f);
+
+    if (rc == 0) {
+        rc = load_settings(f);
+    }
+    return rc;
+}
+
+void sql_fsm_set_durable(struct sql_fsm *f, uint64_t index)
+{
+    f->durable = index;
+}
+
+char *sql_fsm_errbuf(struct sql_fsm *f, size_t *out_len)
+{
+    *out_len = sizeof f->errmsg;
+    return f->errmsg;
 }
 
 const char *sql_fsm_errmsg(const struct sql_fsm *f)

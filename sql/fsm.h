@@ -21,4 +21,22 @@ sqlite3 *sql_fsm_db(struct sql_fsm *f);
  * apply thread. */
 int sql_fsm_exec(struct sql_fsm *f, const char *sql);
 
+/* sql_fsm_path returns the database file of @f (owned by @f, immutable
+ * from open to close). Any thread. */
+const char *sql_fsm_path(const struct sql_fsm *f);
+
+/* sql_fsm_reload re-reads the applied index and term of @f from its
+ * database and re-applies the stored cluster-wide settings (after the
+ * database content was replaced). Returns 0 or a project code with
+ * sql_fsm_errmsg saying which. Thread: the apply thread. */
+int sql_fsm_reload(struct sql_fsm *f);
+
+/* sql_fsm_set_durable sets the durable index of @f to @index, which must
+ * be durable in the database file. Thread: the apply thread. */
+void sql_fsm_set_durable(struct sql_fsm *f, uint64_t index);
+
+/* sql_fsm_errbuf returns @f's message buffer (*@out_len bytes), for the
+ * other sql/ files to write a failure into. Thread: the apply thread. */
+char *sql_fsm_errbuf(struct sql_fsm *f, size_t *out_len);
+
 #endif /* SQL_FSM_H */

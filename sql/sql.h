@@ -124,10 +124,13 @@ struct sql_result {
 struct sql_fsm; /* opaque */
 
 /* sql_fsm_open opens the apply connection to database file @path (which
- * must exist and be a SQLite database; it is switched to WAL), creates the
- * internal raftsql_* tables if missing, installs the determinism shims
- * (seeded random()/randomblob(), a VFS whose current time is the entry's
- * timestamp) and re-applies the stored cluster-wide PRAGMA settings.
+ * must exist and be a SQLite database; it is switched to WAL, and the
+ * connection to synchronous=NORMAL: see "The durable point" below),
+ * creates the internal raftsql_* tables if missing, installs the
+ * determinism shims (seeded random()/randomblob(), a VFS whose current time
+ * is the entry's timestamp), re-applies the stored cluster-wide PRAGMA
+ * settings, and checkpoints, so that the applied index it read is durable
+ * (or, when readers hold the WAL back, the durable index starts at 0).
  * Errors: RAFT_NOTFOUND (no such file), RAFT_CORRUPT (not a database),
  * RAFT_IOERR, RAFT_NOMEM; @errmsg says which. Thread: the apply thread
  * (the connection is used by one thread at a time). */
@@ -152,6 +155,104 @@ uint64_t sql_fsm_applied(const struct sql_fsm *f);
  * consecutive), RAFT_NOMEM. */
 int sql_fsm_apply(struct sql_fsm *f, const struct sql_fsm_entry *entries,
                   unsigned n, struct sql_result *results);
+
+/* sql_fsm_applied_term returns the term of the last applied entry, as
+ * stored in the database (0 for a new one). Thread: the apply thread. */
+uint64_t sql_fsm_applied_term(const struct sql_fsm *f);
+
+/* ---- The durable point ------------------------------------------------
+ *
+ * The apply connection runs with synchronous=NORMAL in WAL mode: a commit
+ * is written to the WAL but not fsynced. A process crash loses nothing (the
+ * WAL is in the OS page cache and WAL recovery finds it at the next open);
+ * a power loss or kernel crash may drop the last commits (whole
+ * transactions, never half of one, so the database stays consistent and
+ * its raftsql_applied row still says which entries it holds). The log
+ * replays what was dropped, provided it still holds those entries.
+ *
+ * The durable index is the highest applied index known to survive a power
+ * loss: the applied index at the last checkpoint that backfilled every WAL
+ * frame into the database file and fsynced it (sql_fsm_checkpoint, or the
+ * one sql_fsm_open runs after WAL recovery), or of the last installed
+ * snapshot (written with a synchronous commit). It is 0 after an open
+ * whose checkpoint could not complete (readers held WAL frames back).
+ *
+ * Invariant (the durable point): the Raft log may only be compacted up to
+ * the durable index: lmdb_log_compact(index) with index <= sql_fsm_durable
+ * (f). Then after any crash the database's applied index A (which may go
+ * back, after a power loss, but never below the durable index) is >= the
+ * log's snapshot boundary, so entries A + 1 onwards are still in the log
+ * (or will come from the leader) and are applied again, exactly once. */
+
+/* sql_fsm_durable returns the durable index of @f (see above). It never
+ * exceeds sql_fsm_applied(f). Thread: the apply thread. */
+uint64_t sql_fsm_durable(const struct sql_fsm *f);
+
+/* sql_fsm_checkpoint runs PRAGMA wal_checkpoint(TRUNCATE) on the apply
+ * connection: it copies the WAL into the database file, fsyncs the file
+ * and empties the WAL. When every WAL frame was copied, the applied index
+ * becomes the durable index and is written to *@out_durable_index. It
+ * waits at most 100 ms for readers on other connections that hold older
+ * WAL frames (e.g. a snapshot being copied) and then gives up with
+ * RAFT_BUSY, leaving the durable index (and *@out_durable_index) as they
+ * were: call it again later. Thread: the apply thread, between
+ * sql_fsm_apply calls. Errors: RAFT_BUSY (readers held frames back),
+ * RAFT_IOERR (the message names the SQLite failure), RAFT_NOMEM. */
+int sql_fsm_checkpoint(struct sql_fsm *f, uint64_t *out_durable_index);
+
+/* ---- Snapshots --------------------------------------------------------
+ *
+ * A snapshot is a standalone SQLite database file (rollback journal mode,
+ * no WAL): a consistent copy of the node's database at one applied index,
+ * with the user's tables and the internal raftsql_* tables, i.e. the
+ * applied index and term it reflects (raftsql_applied), the request ids
+ * of the dedup window (raftsql_requests) and the cluster-wide settings
+ * (raftsql_settings). The Raft configuration is static (the cluster=
+ * setting), so a snapshot carries none. */
+
+/* sql_fsm_snapshot_create writes a snapshot of @f's database to the new
+ * file @path (which must not exist; the caller removes it when done) and
+ * gives the applied index and term it reflects. The copy is taken with
+ * VACUUM INTO on a separate read-only connection, in one read transaction,
+ * so it never blocks the apply connection: writers go on meanwhile (only
+ * checkpoints cannot pass it). The file is fsynced before return. On
+ * failure nothing is left at @path and @errmsg (@errmsg_len bytes) says
+ * why. Thread: any, also concurrently with sql_fsm_apply and
+ * sql_fsm_checkpoint on the apply thread (it uses only its own connection
+ * and @f's immutable path); not concurrently with sql_fsm_snapshot_install
+ * or sql_fsm_close.
+ * Errors: RAFT_INVALID (@path exists), RAFT_IOERR (the copy or the fsync
+ * failed, e.g. disk full), RAFT_CORRUPT (the copy lacks raftsql_applied),
+ * RAFT_NOMEM. */
+int sql_fsm_snapshot_create(struct sql_fsm *f, const char *path,
+                            uint64_t *out_index, uint64_t *out_term,
+                            char *errmsg, size_t errmsg_len);
+
+/* sql_fsm_snapshot_install replaces the content of @f's database with the
+ * snapshot file @path (made by sql_fsm_snapshot_create, possibly on
+ * another node). It first verifies the file: a SQLite database passing
+ * PRAGMA quick_check, holding the raftsql_* tables with one
+ * raftsql_applied row, and of the same page size as the live database.
+ * Then it copies it into the live database with the backup API in one
+ * write transaction on the apply connection, committed with a fsync, so
+ * readers on other connections see either the old or the new database,
+ * never a mix (a reader inside a transaction keeps the old one until it
+ * ends). Then it re-reads the applied index and term, re-applies the
+ * cluster-wide settings, and makes the new applied index the durable one.
+ * The result may lie behind the previous applied index: the caller (the
+ * Raft core, paper Fig. 13) decides whether to install. After it, the
+ * caller empties the log with lmdb_log_reset(*out_index, *out_term); a
+ * crash in between leaves a database ahead of its log, which the node
+ * must detect at start (applied index beyond the log) and settle with the
+ * same reset. On failure the live database is unchanged and
+ * sql_fsm_errmsg says why; @path is never modified.
+ * Thread: the apply thread, between sql_fsm_apply calls.
+ * Errors: RAFT_NOTFOUND (no file at @path), RAFT_CORRUPT (not a database,
+ * truncated, fails quick_check, or lacks the raftsql_* tables),
+ * RAFT_INVALID (page size differs from the live database), RAFT_BUSY (the
+ * live database stayed locked), RAFT_IOERR, RAFT_NOMEM. */
+int sql_fsm_snapshot_install(struct sql_fsm *f, const char *path,
+                             uint64_t *out_index, uint64_t *out_term);
 
 /* sql_fsm_errmsg returns the message of the last failed call on @f. */
 const char *sql_fsm_errmsg(const struct sql_fsm *f);

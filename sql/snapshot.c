@@ -1,0 +1,417 @@
+/* Snapshots of the state machine (contract in sql.h, "Snapshots"): create
+ * a consistent copy of the node's database, and install one into the live
+ * database so that other connections see the old or the new, never a mix.
+ *
+ * Happy path, create: a read-only connection of its own runs VACUUM INTO
+ * the new file, which reads the live database in one read transaction (WAL
+ * readers never block the apply connection's writes); the copy's own
+ * raftsql_applied row then tells the index and term it reflects, so they
+ * cannot disagree with its content; the file is fsynced.
+ *
+ * Happy path, install: the file is opened read-only and verified
+ * (quick_check, the raftsql_* tables, one raftsql_applied row, the page
+ * size); then sqlite3_backup copies it into the apply connection's main
+ * database in a single step, i.e. one write transaction, committed with
+ * synchronous=FULL so that it is durable before the caller empties the
+ * log. Readers on other connections keep their snapshot until their
+ * transaction ends, then see the new database (WAL isolation).
+ *
+ * Failure modes:
+ * - Create: any failure removes the partial file; the live database is
+ *   only read.
+ * - Install: a file that fails verification is refused before anything is
+ *   written. A failure during the copy rolls the backup's write
+ *   transaction back (sqlite3_backup_finish), so the live database is
+ *   unchanged. Only a failure to re-read the installed database afterwards
+ *   (an environmental one) leaves the new content in place; the fsm then
+ *   reports it and the node must stop applying, like any apply failure. */
+
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <sqlite3.h>
+
+#include "fsm.h"
+#include "sql.h"
+
+#define SNAPSHOT__BUSY_TIMEOUT_MS 5000
+
+/* The internal tables every snapshot must hold. */
+static const char *const snapshot_tables[] = {
+    "raftsql_applied",
+    "raftsql_requests",
+    "raftsql_settings",
+};
+
+static void set_msg(char *buf, size_t len, const char *fmt, ...)
+{
+    va_list ap;
+
+    if (buf == NULL || len == 0) {
+        return;
+    }
+    va_start(ap, fmt);
+    vsnprintf(buf, len, fmt, ap);
+    va_end(ap);
+}
+
+/* to_raft translates a SQLite failure code into a project code. */
+static int to_raft(int rc)
+{
+    switch (rc & 0xff) {
+        case SQLITE_NOMEM:
+            return RAFT_NOMEM;
+        case SQLITE_CORRUPT:
+        case SQLITE_NOTADB:
+            return RAFT_CORRUPT;
+        case SQLITE_BUSY:
+        case SQLITE_LOCKED:
+            return RAFT_BUSY;
+        default:
+            return RAFT_IOERR;
+    }
+}
+
+/* read_applied reads the applied index and term of database @db into
+ * *@out_index and *@out_term. Returns SQLITE_OK, SQLITE_CORRUPT when the
+ * table or its row is missing, or another SQLite code; @msg (@msg_len)
+ * says what. */
+static int read_applied(sqlite3 *db, uint64_t *out_index, uint64_t *out_term,
+                        char *msg, size_t msg_len)
+{
+    sqlite3_stmt *s;
+    int rc;
+
+    rc = sqlite3_prepare_v2(db,
+                            "SELECT idx, term FROM main.raftsql_applied "
+                            "WHERE id = 0",
+                            -1, &s, NULL);
+    if (rc != SQLITE_OK) {
+        set_msg(msg, msg_len, "read raftsql_applied: %s",
+                sqlite3_errmsg(db));
+        return (rc & 0xff) == SQLITE_ERROR ? SQLITE_CORRUPT : rc;
+    }
+    rc = sqlite3_step(s);
+    if (rc == SQLITE_ROW) {
+        *out_index = (uint64_t)sqlite3_column_int64(s, 0);
+        *out_term = (uint64_t)sqlite3_column_int64(s, 1);
+        rc = SQLITE_OK;
+    } else if (rc == SQLITE_DONE) {
+        set_msg(msg, msg_len, "raftsql_applied has no row");
+        rc = SQLITE_CORRUPT;
+    } else {
+        set_msg(msg, msg_len, "read raftsql_applied: %s",
+                sqlite3_errmsg(db));
+    }
+    sqlite3_finalize(s);
+    return rc;
+}
+
+/* sync_file fsyncs the file @path. Returns 0 or an errno value. */
+static int sync_file(const char *path)
+{
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    int err = 0;
+
+    if (fd < 0) {
+        return errno;
+    }
+    if (fsync(fd) != 0) {
+        err = errno;
+    }
+    close(fd);
+    return err;
+}
+
+int sql_fsm_snapshot_create(struct sql_fsm *f, const char *path,
+                            uint64_t *out_index, uint64_t *out_term,
+                            char *errmsg, size_t errmsg_len)
+{
+    const char *src_path = sql_fsm_path(f);
+    sqlite3 *src = NULL;
+    sqlite3 *copy = NULL;
+    sqlite3_stmt *s = NULL;
+    struct stat st;
+    uint64_t index = 0;
+    uint64_t term = 0;
+    char msg[256];
+    int rc;
+    int err;
+
+    if (stat(path, &st) == 0 || errno != ENOENT) {
+        set_msg(errmsg, errmsg_len,
+                "snapshot create: %s already exists (or cannot be "
+                "checked)",
+                path);
+        return RAFT_INVALID;
+    }
+    rc = sqlite3_open_v2(src_path, &src, SQLITE_OPEN_READONLY, NULL);
+    if (rc != SQLITE_OK) {
+        set_msg(errmsg, errmsg_len, "snapshot create: open %s: %s",
+                src_path, src != NULL ? sqlite3_errmsg(src)
+                                      : sqlite3_errstr(rc));
+        rc = to_raft(rc);
+        goto err_close;
+    }
+    sqlite3_busy_timeout(src, SNAPSHOT__BUSY_TIMEOUT_MS);
+    /* One statement, one read transaction: a consistent copy. */
+    rc = sqlite3_prepare_v2(src, "VACUUM INTO ?1", -1, &s, NULL);
+    if (rc == SQLITE_OK) {
+        sqlite3_bind_text(s, 1, path, -1, SQLITE_STATIC);
+        rc = sqlite3_step(s);
+        rc = rc == SQLITE_DONE ? SQLITE_OK : rc;
+    }
+    if (rc != SQLITE_OK) {
+        set_msg(errmsg, errmsg_len, "snapshot create: VACUUM INTO %s: %s",
+                path, sqlite3_errmsg(src));
+        rc = to_raft(rc);
+        goto err_unlink;
+    }
+    sqlite3_finalize(s);
+    s = NULL;
+    sqlite3_close(src);
+    src = NULL;
+
+    rc = sqlite3_open_v2(path, &copy, SQLITE_OPEN_READONLY, NULL);
+    if (rc == SQLITE_OK) {
+        rc = read_applied(copy, &index, &term, msg, sizeof msg);
+    } else {
+        set_msg(msg, sizeof msg, "%s", sqlite3_errstr(rc));
+    }
+    if (rc != SQLITE_OK) {
+        set_msg(errmsg, errmsg_len, "snapshot create: the copy %s: %s",
+                path, msg);
+        rc = to_raft(rc);
+        goto err_unlink;
+    }
+    sqlite3_close(copy);
+    copy = NULL;
+    err = sync_file(path);
+    if (err != 0) {
+        set_msg(errmsg, errmsg_len, "snapshot create: fsync %s: %s", path,
+                strerror(err));
+        rc = err == ENOSPC ? RAFT_NOSPACE : RAFT_IOERR;
+        goto err_unlink;
+    }
+    *out_index = index;
+    *out_term = term;
+    return 0;
+
+err_unlink:
+    sqlite3_finalize(s);
+    sqlite3_close(copy);
+    unlink(path);
+err_close:
+    sqlite3_close(src);
+    return rc;
+}
+
+/* fail records "snapshot install: <fmt...>" as @f's message and returns
+ * @rc. */
+static int fail(struct sql_fsm *f, int rc, const char *fmt, ...)
+{
+    char detail[400];
+    size_t len;
+    char *buf = sql_fsm_errbuf(f, &len);
+    va_list ap;
+
+    va_start(ap, fmt);
+    vsnprintf(detail, sizeof detail, fmt, ap);
+    va_end(ap);
+    set_msg(buf, len, "snapshot install: %s", detail);
+    return rc;
+}
+
+/* query_int runs @sql (one row, one integer column) on @db into *@out.
+ * Returns a SQLite code. */
+static int query_int(sqlite3 *db, const char *sql, int64_t *out)
+{
+    sqlite3_stmt *s;
+    int rc = sqlite3_prepare_v2(db, sql, -1, &s, NULL);
+
+    if (rc != SQLITE_OK) {
+        return rc;
+    }
+    rc = sqlite3_step(s);
+    if (rc == SQLITE_ROW) {
+        *out = sqlite3_column_int64(s, 0);
+        rc = SQLITE_OK;
+    } else if (rc == SQLITE_DONE) {
+        rc = SQLITE_CORRUPT;
+    }
+    sqlite3_finalize(s);
+    return rc;
+}
+
+/* verify checks the snapshot database @snap (file @path) against the live
+ * one @live, reading its applied index and term into *@out_index and
+ * *@out_term. Returns 0 or a project code with @f's message set. */
+static int verify(struct sql_fsm *f, sqlite3 *snap, sqlite3 *live,
+                  const char *path, uint64_t *out_index, uint64_t *out_term)
+{
+    sqlite3_stmt *s;
+    const char *verdict;
+    char msg[256];
+    int64_t snap_page = 0;
+    int64_t live_page = 0;
+    int64_t n = 0;
+    size_t i;
+    int rc;
+
+    rc = sqlite3_prepare_v2(snap, "PRAGMA quick_check(1)", -1, &s, NULL);
+    if (rc == SQLITE_OK) {
+        rc = sqlite3_step(s);
+    }
+    if (rc != SQLITE_ROW) {
+        rc = fail(f, to_raft(rc) == RAFT_NOMEM ? RAFT_NOMEM : RAFT_CORRUPT,
+                  "%s is not a readable database: %s", path,
+                  sqlite3_errmsg(snap));
+        sqlite3_finalize(s);
+        return rc;
+    }
+    verdict = (const char *)sqlite3_column_text(s, 0);
+    if (verdict == NULL || strcmp(verdict, "ok") != 0) {
+        rc = fail(f, RAFT_CORRUPT, "%s fails quick_check: %s", path,
+                  verdict != NULL ? verdict : "no verdict");
+        sqlite3_finalize(s);
+        return rc;
+    }
+    sqlite3_finalize(s);
+
+    for (i = 0; i < sizeof snapshot_tables / sizeof *snapshot_tables; i++) {
+        char sql[160];
+
+        snprintf(sql, sizeof sql,
+                 "SELECT count(*) FROM main.sqlite_schema WHERE type = "
+                 "'table' AND name = '%s'",
+                 snapshot_tables[i]);
+        rc = query_int(snap, sql, &n);
+        if (rc != SQLITE_OK || n != 1) {
+            return fail(f, RAFT_CORRUPT,
+                        "%s is not a raftsql snapshot: table %s is missing",
+                        path, snapshot_tables[i]);
+        }
+    }
+    rc = read_applied(snap, out_index, out_term, msg, sizeof msg);
+    if (rc != SQLITE_OK) {
+        return fail(f, RAFT_CORRUPT, "%s: %s", path, msg);
+    }
+    rc = query_int(snap, "PRAGMA main.page_size", &snap_page);
+    if (rc == SQLITE_OK) {
+        rc = query_int(live, "PRAGMA main.page_size", &live_page);
+    }
+    if (rc != SQLITE_OK) {
+        return fail(f, to_raft(rc), "read page_size: %s",
+                    sqlite3_errstr(rc));
+    }
+    if (snap_page != live_page) {
+        return fail(f, RAFT_INVALID,
+                    "%s has pages of %" PRId64 " bytes but the live "
+                    "database (in WAL mode) has pages of %" PRId64
+                    " bytes: the backup cannot change it",
+                    path, snap_page, live_page);
+    }
+    return 0;
+}
+
+/* set_synchronous sets PRAGMA synchronous on the apply connection of @f
+ * (as an internal statement: the authorizer refuses it to requests).
+ * Returns 0 or a project code with @f's message set. */
+static int set_synchronous(struct sql_fsm *f, const char *level)
+{
+    char sql[64];
+
+    snprintf(sql, sizeof sql, "PRAGMA main.synchronous=%s", level);
+    return sql_fsm_exec(f, sql);
+}
+
+int sql_fsm_snapshot_install(struct sql_fsm *f, const char *path,
+                             uint64_t *out_index, uint64_t *out_term)
+{
+    sqlite3 *live = sql_fsm_db(f);
+    sqlite3 *snap = NULL;
+    sqlite3_backup *b;
+    uint64_t index = 0;
+    uint64_t term = 0;
+    uint64_t durable;
+    struct stat st;
+    int rc;
+    int rc2;
+
+    if (stat(path, &st) != 0) {
+        return fail(f, errno == ENOENT ? RAFT_NOTFOUND : RAFT_IOERR,
+                    "%s: %s", path, strerror(errno));
+    }
+    rc = sqlite3_open_v2(path, &snap, SQLITE_OPEN_READONLY, NULL);
+    if (rc != SQLITE_OK) {
+        rc = fail(f, to_raft(rc) == RAFT_NOMEM ? RAFT_NOMEM : RAFT_CORRUPT,
+                  "open %s: %s", path,
+                  snap != NULL ? sqlite3_errmsg(snap) : sqlite3_errstr(rc));
+        goto out;
+    }
+    sqlite3_extended_result_codes(snap, 1);
+    rc = verify(f, snap, live, path, &index, &term);
+    if (rc != 0) {
+        goto out;
+    }
+
+    /* The copy must be durable before the caller empties its log. */
+    rc = set_synchronous(f, "FULL");
+    if (rc != 0) {
+        goto out;
+    }
+    b = sqlite3_backup_init(live, "main", snap, "main");
+    if (b == NULL) {
+        rc = sqlite3_errcode(live);
+        rc = fail(f, to_raft(rc), "backup: %s", sqlite3_errmsg(live));
+        set_synchronous(f, "NORMAL");
+        goto out;
+    }
+    /* One step copies every page in one write transaction. */
+    rc = sqlite3_backup_step(b, -1);
+    rc2 = sqlite3_backup_finish(b);
+    if (rc != SQLITE_DONE) {
+        rc = fail(f, to_raft(rc), "backup of %s: %s (%s)", path,
+                  sqlite3_errmsg(live), sqlite3_errstr(rc));
+        set_synchronous(f, "NORMAL");
+        goto out;
+    }
+    if (rc2 != SQLITE_OK) {
+        rc = fail(f, to_raft(rc2), "backup of %s: %s", path,
+                  sqlite3_errstr(rc2));
+        set_synchronous(f, "NORMAL");
+        goto out;
+    }
+    rc = set_synchronous(f, "NORMAL");
+    if (rc != 0) {
+        goto out;
+    }
+    rc = sql_fsm_reload(f);
+    if (rc != 0) {
+        goto out;
+    }
+    if (sql_fsm_applied(f) != index) {
+        rc = fail(f, RAFT_CORRUPT,
+                  "installed %s at index %" PRIu64 " but the database "
+                  "now says %" PRIu64,
+                  path, index, sql_fsm_applied(f));
+        goto out;
+    }
+    sql_fsm_set_durable(f, index);
+    /* Best effort: move the copy out of the WAL now. The commit above was
+     * synchronous, so the index is durable either way. */
+    sql_fsm_checkpoint(f, &durable);
+    *out_index = index;
+    *out_term = term;
+    rc = 0;
+
+out:
+    sqlite3_close(snap);
+    return rc;
+}
