@@ -19,12 +19,14 @@ SAN_OBJ  := $(LIB_SRC:%.c=$(B)/san/%.o)
 TLIB_SRC := $(wildcard tests/lib/*.c)
 TLIB_OBJ := $(TLIB_SRC:%.c=$(B)/san/%.o)
 TEST_SRC := $(wildcard tests/unit/test_*.c tests/raft/test_*.c \
-              tests/lmdb_log/test_*.c tests/sql/test_*.c tests/uv/test_*.c)
+              tests/lmdb_log/test_*.c tests/sql/test_*.c tests/uv/test_*.c \
+              tests/sim/test_*.c)
 PYTHON  := /usr/bin/python3
 TEST_BIN := $(TEST_SRC:%.c=$(B)/%)
 
 .SECONDARY:
-.PHONY: all deps demo test check check-layering unit e2e clean bench
+.PHONY: all deps demo test check check-layering unit e2e clean bench sim \
+        coverage
 
 all: $(B)/raftsql.so $(B)/libraftsql.a $(B)/raftsql-node
 
@@ -84,6 +86,11 @@ $(B)/tests/unit/%: tests/unit/%.c $(TLIB_OBJ) $(call san,$(CORE_SRC))
 $(B)/tests/raft/%: tests/raft/%.c $(TLIB_OBJ) $(call san,$(CORE_SRC))
 	@mkdir -p $(dir $@)
 	$(T_LINK)
+$(B)/tests/sim/%: tests/sim/%.c tests/sim/sim.h $(TLIB_OBJ) \
+		$(call san,$(CORE_SRC))
+	@mkdir -p $(dir $@)
+	$(CC) $(BASE_CFLAGS) -O1 -g $(SAN) -o $@ $(filter-out %.h,$^) \
+	    -lcmocka $(LIBS)
 $(B)/tests/lmdb_log/%: tests/lmdb_log/%.c $(TLIB_OBJ) \
 		$(call san,$(CORE_SRC) $(LMDB_SRC))
 	@mkdir -p $(dir $@)
@@ -94,6 +101,59 @@ $(B)/tests/sql/%: tests/sql/%.c $(TLIB_OBJ) $(call san,$(CORE_SRC) $(SQL_SRC))
 $(B)/tests/uv/%: tests/uv/%.c $(TLIB_OBJ) $(call san,$(CORE_SRC) $(UV_SRC))
 	@mkdir -p $(dir $@)
 	$(T_LINK)
+
+# A long simulation campaign (tests/sim/test_sim.c, SIM_CAMPAIGN mode):
+# seeds SIM_FIRST.. of SEEDS seeds, each on 3 and 5 nodes, in a
+# non-sanitized -O2 build, split over two processes. Prints how many runs
+# ran and failed, and the replay command of every failure.
+SEEDS     ?= 100000
+SIM_FIRST ?= 1
+SIM_STEPS ?= 10000
+$(B)/sim/test_sim: tests/sim/test_sim.c tests/sim/sim.h $(TLIB_SRC) $(CORE_SRC)
+	@mkdir -p $(dir $@)
+	$(CC) $(BASE_CFLAGS) -O2 -g -o $@ $(filter %.c,$^) -lcmocka $(LIBS)
+
+sim: $(B)/sim/test_sim
+	@a=$$(( $(SEEDS) / 2 )); b=$$(( $(SEEDS) - a )); \
+	SIM_CAMPAIGN=1 SIM_STEPS=$(SIM_STEPS) SIM_FIRST=$(SIM_FIRST) \
+	    SIM_SEEDS=$$a $< > $(B)/sim/campaign-a.log 2>&1 & pa=$$!; \
+	SIM_CAMPAIGN=1 SIM_STEPS=$(SIM_STEPS) \
+	    SIM_FIRST=$$(( $(SIM_FIRST) + a )) SIM_SEEDS=$$b $< \
+	    > $(B)/sim/campaign-b.log 2>&1; rb=$$?; wait $$pa; ra=$$?; \
+	grep -h '^replay:' $(B)/sim/campaign-a.log $(B)/sim/campaign-b.log; \
+	grep -h '^sim campaign' $(B)/sim/campaign-a.log \
+	    $(B)/sim/campaign-b.log; \
+	test $$ra -eq 0 -a $$rb -eq 0
+
+# Line and branch coverage of the raft core (raft/*.c but the uv_ files)
+# from the core's tests (tests/unit, tests/raft, tests/sim), built without
+# sanitizers at -O0 with gcov; summary with lcov, HTML in build/cov/html.
+COV_FLAGS := -O0 -g --coverage
+COV_TESTS := $(wildcard tests/unit/test_*.c tests/raft/test_*.c \
+               tests/sim/test_*.c)
+COV_OBJ   := $(patsubst %.c,$(B)/cov/obj/%.o,$(CORE_SRC) $(TLIB_SRC))
+LCOV      := lcov --quiet --rc lcov_branch_coverage=1
+$(B)/cov/obj/%.o: %.c
+	@mkdir -p $(dir $@)
+	$(CC) $(BASE_CFLAGS) $(COV_FLAGS) -c -o $@ $<
+$(B)/cov/bin/%: %.c $(COV_OBJ) $(wildcard tests/sim/*.h)
+	@mkdir -p $(dir $@)
+	$(CC) $(BASE_CFLAGS) $(COV_FLAGS) -o $@ $(filter-out %.h,$^) \
+	    -lcmocka $(LIBS)
+
+coverage: $(COV_TESTS:%.c=$(B)/cov/bin/%)
+	@command -v lcov >/dev/null || { echo "coverage: apt-get install lcov"; \
+	    exit 1; }
+	@find $(B)/cov -name '*.gcda' -delete
+	@for t in $^; do \
+	    $$t > /dev/null 2>&1 || { echo "coverage: $$t failed"; exit 1; }; \
+	done
+	@$(LCOV) --capture --directory $(B)/cov/obj/raft \
+	    --output-file $(B)/cov/raft.info 2>&1 | \
+	    { grep -v 'redefined at' || true; }
+	@$(LCOV) --list $(B)/cov/raft.info
+	@$(LCOV) --summary $(B)/cov/raft.info
+	@genhtml --quiet --branch-coverage -o $(B)/cov/html $(B)/cov/raft.info
 
 check-layering:
 	@scripts/check-layering.sh

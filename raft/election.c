@@ -1,7 +1,8 @@
 /* Leader election (paper §5.2, Fig. 2): the randomized election timer,
- * becoming candidate, RequestVote and its answers, and the vote rules
- * (one vote per term, the candidate's log at least as up-to-date, §5.4.1).
- * Pre-vote (thesis §9.6) and check-quorum are not implemented yet. */
+ * the pre-vote round (thesis §9.6), becoming candidate, RequestVote and its
+ * answers, the vote rules (one vote per term, the candidate's log at least
+ * as up-to-date, §5.4.1) and the leader lease that makes followers ignore
+ * RequestVote while their leader is alive (thesis §6.2, §9.6). */
 
 #include "quorum.h"
 #include "raft_internal.h"
@@ -15,6 +16,8 @@ static uint64_t prng_next(struct raft *r)
     return z ^ (z >> 31);
 }
 
+/* Invariant: a fresh draw in [T, 2T) at every reset, so every node draws
+ * anew in every term and after every heard heartbeat (paper §5.2). */
 void election_reset_timer(struct raft *r)
 {
     r->election_start = r->now;
@@ -35,13 +38,49 @@ void election_become_follower(struct raft *r, raft_term term,
     }
     r->role = RAFT_FOLLOWER;
     r->leader = leader;
+    r->leader_seen = r->now;
+    r->pre_candidate = false;
     election_reset_timer(r);
+}
+
+bool election_in_lease(const struct raft *r)
+{
+    if (!r->check_quorum || r->leader == 0) {
+        return false;
+    }
+    if (r->role == RAFT_LEADER) {
+        /* A leader that lost its quorum steps down within an election
+         * timeout (replication_tick); until then it keeps its lease. */
+        return true;
+    }
+    return r->now - r->leader_seen < r->election_timeout;
+}
+
+/* send_request_votes asks every other voter for a vote (pre-vote for
+ * @term when @pre_vote) with our last log index and term. */
+static void send_request_votes(struct raft *r, raft_term term, bool pre_vote)
+{
+    unsigned i;
+    struct raft_message *m;
+
+    for (i = 0; i < r->n_voters; i++) {
+        if (i == r->self_slot) {
+            continue;
+        }
+        m = raft_out_message(r, RAFT_MSG_REQUEST_VOTE, r->voters[i]);
+        if (m == NULL) {
+            continue;
+        }
+        m->request_vote.term = term;
+        m->request_vote.last_log_index = log_last_index(&r->log);
+        m->request_vote.last_log_term = log_last_term(&r->log);
+        m->request_vote.pre_vote = pre_vote;
+    }
 }
 
 static void become_candidate(struct raft *r)
 {
     unsigned i;
-    struct raft_message *m;
 
     /* Paper §5.2: increment currentTerm, vote for self, reset the timer,
      * send RequestVote to all other servers. */
@@ -50,6 +89,7 @@ static void become_candidate(struct raft *r)
     r->role = RAFT_CANDIDATE;
     r->leader = 0;
     r->verified = 0;
+    r->pre_candidate = false;
     election_reset_timer(r);
     for (i = 0; i < r->n_voters; i++) {
         r->votes[i] = 0;
@@ -59,25 +99,47 @@ static void become_candidate(struct raft *r)
         replication_become_leader(r);
         return;
     }
-    for (i = 0; i < r->n_voters; i++) {
-        if (i == r->self_slot) {
-            continue;
-        }
-        m = raft_out_message(r, RAFT_MSG_REQUEST_VOTE, r->voters[i]);
-        if (m == NULL) {
-            continue;
-        }
-        m->request_vote.term = r->term;
-        m->request_vote.last_log_index = log_last_index(&r->log);
-        m->request_vote.last_log_term = log_last_term(&r->log);
-        m->request_vote.pre_vote = false;
+    send_request_votes(r, r->term, false);
+}
+
+/* become_pre_candidate starts a pre-vote round for term + 1 (thesis §9.6):
+ * the real election starts only if a majority would vote for us, so a
+ * server that cannot win (cut off, or with a stale log) never raises the
+ * cluster's term. Neither the term nor the vote changes: the round needs
+ * no write and its messages go out at once. The server stays a follower
+ * (a candidate whose election timed out goes back to being one) that
+ * knows no leader. */
+static void become_pre_candidate(struct raft *r)
+{
+    unsigned i;
+
+    if (r->role != RAFT_FOLLOWER) {
+        r->verified = 0;
     }
+    r->role = RAFT_FOLLOWER;
+    r->leader = 0;
+    r->pre_candidate = true;
+    election_reset_timer(r);
+    for (i = 0; i < r->n_voters; i++) {
+        r->votes[i] = 0;
+    }
+    r->votes[r->self_slot] = 1;
+    if (quorum_vote_result(r->votes, r->n_voters) == QUORUM_WON) {
+        become_candidate(r);
+        return;
+    }
+    send_request_votes(r, r->term + 1, true);
 }
 
 void election_tick(struct raft *r)
 {
     /* Invariant: r is a follower or a candidate. */
-    if (r->now - r->election_start >= r->election_rand) {
+    if (r->now - r->election_start < r->election_rand) {
+        return;
+    }
+    if (r->pre_vote) {
+        become_pre_candidate(r);
+    } else {
         become_candidate(r);
     }
 }
@@ -132,5 +194,61 @@ void election_recv_request_vote_result(struct raft *r,
     r->votes[slot] = m->request_vote_result.vote_granted ? 1 : -1;
     if (quorum_vote_result(r->votes, r->n_voters) == QUORUM_WON) {
         replication_become_leader(r);
+    }
+}
+
+void election_recv_pre_vote(struct raft *r, const struct raft_message *m)
+{
+    const struct raft_request_vote *rv = &m->request_vote;
+    struct raft_message *out;
+    bool granted = false;
+
+    /* Thesis §9.6: grant when we would grant the real vote of rv->term:
+     * the log is at least as up-to-date (§5.4.1), and the term is ahead of
+     * ours, or it is ours and we are free to vote in it. The caller already
+     * ignored requests made while our leader is alive. Nothing changes
+     * here: no term, no vote, no timer. */
+    /* Invariant: rv->term >= r->term (older ones were answered stale). */
+    if ((rv->term > r->term || r->vote == m->from ||
+         (r->vote == 0 && r->leader == 0)) &&
+        log_up_to_date(r, rv->last_log_term, rv->last_log_index)) {
+        granted = true;
+    }
+    out = raft_out_message(r, RAFT_MSG_REQUEST_VOTE_RESULT, m->from);
+    if (out != NULL) {
+        /* A grant carries the term asked for, a refusal ours, so that a
+         * pre-candidate behind us catches up with our term. */
+        out->request_vote_result.term = granted ? rv->term : r->term;
+        out->request_vote_result.vote_granted = granted;
+        out->request_vote_result.pre_vote = true;
+    }
+}
+
+void election_recv_pre_vote_result(struct raft *r,
+                                   const struct raft_message *m)
+{
+    const struct raft_request_vote_result *res = &m->request_vote_result;
+    unsigned slot;
+
+    /* Invariant: a pre-candidate is a follower (every role change clears
+     * the flag). */
+    if (!r->pre_candidate) {
+        return;
+    }
+    if (res->vote_granted && res->term != r->term + 1) {
+        return; /* a grant of an older round */
+    }
+    slot = raft_slot_of(r, m->from);
+    r->votes[slot] = res->vote_granted ? 1 : -1;
+    switch (quorum_vote_result(r->votes, r->n_voters)) {
+        case QUORUM_WON:
+            become_candidate(r);
+            break;
+        case QUORUM_LOST:
+            /* Wait for the next timeout to try again. */
+            r->pre_candidate = false;
+            break;
+        default:
+            break;
     }
 }

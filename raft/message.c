@@ -20,7 +20,7 @@
 #define RAFT__RV_LEN (8 + 8 + 8 + 1)
 #define RAFT__RVR_LEN (8 + 1 + 1)
 #define RAFT__AE_LEN (8 + 8 + 8 + 8 + 4)
-#define RAFT__AER_LEN (8 + 1 + 8 + 8)
+#define RAFT__AER_LEN (8 + 1 + 8 + 8 + 8)
 #define RAFT__FWD_LEN (8 + 8 + 4)
 #define RAFT__FWDR_LEN (8 + 8 + 4 + 8 + 8)
 
@@ -162,6 +162,7 @@ int raft_message_encode(const struct raft_message *m, void *buf, size_t len)
             ok &= raft_byte_put_u8(&w, ar->success ? 1 : 0);
             ok &= raft_byte_put_u64(&w, ar->reject_index);
             ok &= raft_byte_put_u64(&w, ar->last_log_index);
+            ok &= raft_byte_put_u64(&w, ar->conflict_index);
             break;
         }
         case RAFT_MSG_FORWARD: {
@@ -381,7 +382,8 @@ int raft_message_decode(const void *body, size_t len, struct raft_message *out,
             ok = raft_byte_get_u64(&r, &ar->term) &&
                  get_bool(&r, &ar->success) &&
                  raft_byte_get_u64(&r, &ar->reject_index) &&
-                 raft_byte_get_u64(&r, &ar->last_log_index);
+                 raft_byte_get_u64(&r, &ar->last_log_index) &&
+                 raft_byte_get_u64(&r, &ar->conflict_index);
             break;
         }
         case RAFT_MSG_FORWARD: {

@@ -13,7 +13,7 @@
  *                        leader_commit:u64 n_entries:u32 entry*
  *     entry              term:u64 index:u64 type:u8 len:u32 bytes[len]
  *   APPEND_ENTRIES_RESULT term:u64 success:u8 reject_index:u64
- *                        last_log_index:u64
+ *                        last_log_index:u64 conflict_index:u64
  *   FORWARD              request_id:u64[2] len:u32 bytes[len]
  *   FORWARD_RESULT       request_id:u64[2] status:i32 index:u64 term:u64
  *

@@ -72,7 +72,7 @@ bool progress_maybe_update(struct raft_peer_progress *p, raft_index index,
 }
 
 bool progress_maybe_decr(struct raft_peer_progress *p, raft_index reject,
-                         raft_index hint, uint64_t now)
+                         raft_index hint, raft_index conflict, uint64_t now)
 {
     raft_index next;
 
@@ -84,13 +84,17 @@ bool progress_maybe_decr(struct raft_peer_progress *p, raft_index reject,
         progress_become_probe(p, now);
         return true;
     }
-    /* In PROBE only the answer to the outstanding probe counts. */
-    if (p->next == 0 || reject != p->next - 1) {
+    /* In PROBE only the answer to the outstanding probe counts.
+     * Invariant: next >= match + 1 >= 1. */
+    if (reject != p->next - 1) {
         return false;
     }
     next = reject;
     if (hint + 1 < next) {
         next = hint + 1;
+    }
+    if (conflict != 0 && conflict < next) {
+        next = conflict;
     }
     if (next < p->match + 1) {
         next = p->match + 1;

@@ -52,12 +52,14 @@ bool progress_maybe_update(struct raft_peer_progress *p, raft_index index,
                            uint64_t now);
 
 /* progress_maybe_decr handles a rejection of an AppendEntries whose
- * prev_log_index was @reject with the peer's last index @hint. Returns
- * false when the rejection is stale (ignored); otherwise lowers next to
- * min(@reject, @hint + 1), never below match + 1, and returns true. In
+ * prev_log_index was @reject with the peer's last index @hint and the first
+ * index @conflict of its conflicting term (0 when none). Returns false when
+ * the rejection is stale (ignored); otherwise lowers next to
+ * min(@reject, @hint + 1, @conflict), never below match + 1, and returns
+ * true: one round trip skips the peer's whole conflicting term. In
  * REPLICATE it moves to PROBE at match + 1 instead. */
 bool progress_maybe_decr(struct raft_peer_progress *p, raft_index reject,
-                         raft_index hint, uint64_t now);
+                         raft_index hint, raft_index conflict, uint64_t now);
 
 /* progress_is_paused tells whether no AppendEntries with entries may be
  * sent now: PROBE with one outstanding, or REPLICATE with a full window. */

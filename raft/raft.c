@@ -105,6 +105,8 @@ int raft_new(const struct raft_config *cfg, const struct raft_hard_state *hs,
     r->heartbeat_interval = cfg->heartbeat_interval;
     r->max_size_per_msg = cfg->max_size_per_msg;
     r->max_inflight_msgs = cfg->max_inflight_msgs;
+    r->pre_vote = !cfg->disable_pre_vote;
+    r->check_quorum = !cfg->disable_check_quorum;
     r->prng = cfg->seed;
     if (hs != NULL) {
         r->term = hs->term;
@@ -233,6 +235,7 @@ static void recv_stale(struct raft *r, const struct raft_message *m)
         if (out != NULL) {
             out->request_vote_result.term = r->term;
             out->request_vote_result.vote_granted = false;
+            out->request_vote_result.pre_vote = m->request_vote.pre_vote;
         }
     }
 }
@@ -240,22 +243,29 @@ static void recv_stale(struct raft *r, const struct raft_message *m)
 static void step_receive(struct raft *r, const struct raft_message *m)
 {
     raft_term term = message_term(m);
-    struct raft_message *out;
 
-    /* Pre-vote is not implemented yet: a pre-vote request is refused
-     * without touching the term, a pre-vote answer is ignored (thesis
-     * §9.6: a pre-vote never changes the receiver's term). */
+    /* Leader stickiness (thesis §6.2, §9.6): while our leader is alive, a
+     * RequestVote of a higher term comes from a server that should not
+     * disrupt it; ignore it, term included. */
+    if (m->type == RAFT_MSG_REQUEST_VOTE && term > r->term &&
+        election_in_lease(r)) {
+        return;
+    }
+    /* Thesis §9.6: a pre-vote request never changes the receiver's term,
+     * and a granted pre-vote carries the term the pre-candidate asked for,
+     * one ahead of its own: neither goes through the term rule below. */
     if (m->type == RAFT_MSG_REQUEST_VOTE && m->request_vote.pre_vote) {
-        out = raft_out_message(r, RAFT_MSG_REQUEST_VOTE_RESULT, m->from);
-        if (out != NULL) {
-            out->request_vote_result.term = r->term;
-            out->request_vote_result.vote_granted = false;
-            out->request_vote_result.pre_vote = true;
+        if (term < r->term) {
+            recv_stale(r, m);
+        } else {
+            election_recv_pre_vote(r, m);
         }
         return;
     }
     if (m->type == RAFT_MSG_REQUEST_VOTE_RESULT &&
-        m->request_vote_result.pre_vote) {
+        m->request_vote_result.pre_vote &&
+        m->request_vote_result.vote_granted) {
+        election_recv_pre_vote_result(r, m);
         return;
     }
 
@@ -268,12 +278,20 @@ static void step_receive(struct raft *r, const struct raft_message *m)
         return;
     }
     /* Invariant: term == r->term from here on. */
+    if (r->role == RAFT_LEADER) {
+        /* Check-quorum: the peer is alive in this term. */
+        r->active[raft_slot_of(r, m->from)] = true;
+    }
     switch (m->type) {
         case RAFT_MSG_REQUEST_VOTE:
             election_recv_request_vote(r, m);
             break;
         case RAFT_MSG_REQUEST_VOTE_RESULT:
-            election_recv_request_vote_result(r, m);
+            if (m->request_vote_result.pre_vote) {
+                election_recv_pre_vote_result(r, m);
+            } else {
+                election_recv_request_vote_result(r, m);
+            }
             break;
         case RAFT_MSG_APPEND_ENTRIES:
             replication_recv_append_entries(r, m);

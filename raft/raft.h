@@ -38,7 +38,8 @@ typedef uint64_t raft_term;  /* election term, 0 before the first */
 typedef uint64_t raft_index; /* log index, first entry is 1; 0 means none */
 typedef uint64_t raft_id;    /* server id, > 0 */
 
-/* Roles of a server (paper §5.1). */
+/* Roles of a server (paper §5.1). A server running a pre-vote round
+ * (thesis §9.6) has not started an election: it is still a FOLLOWER. */
 enum raft_role {
     RAFT_FOLLOWER = 1,
     RAFT_CANDIDATE = 2,
@@ -114,13 +115,19 @@ struct raft_append_entries {
 /* AppendEntries response. On success @last_log_index is the index of the
  * last entry the follower now holds durably that matches the request. On
  * rejection @reject_index is the request's prev_log_index and
- * @last_log_index the follower's last log index, a hint that lets the leader
- * skip back quickly (thesis §5.3 optimization). */
+ * @last_log_index the follower's last log index; when the follower holds an
+ * entry at prev_log_index of another term, @conflict_index is the first
+ * index of that conflicting term in its log (never at or below its commit
+ * index), else 0. With these hints the leader skips a whole term per round
+ * trip instead of one entry (paper §5.3, "the follower can include the term
+ * of the conflicting entry and the first index it stores for that term"). */
 struct raft_append_entries_result {
     raft_term term;            /* responder's current term */
     bool success;              /* true when the entries matched */
     raft_index reject_index;   /* prev_log_index of a rejected request */
     raft_index last_log_index; /* see above */
+    raft_index conflict_index; /* rejection: first index of the
+                                  conflicting term, 0 when none */
 };
 
 /* A client request forwarded from a follower to the leader. @request_id is
@@ -168,6 +175,16 @@ struct raft_config {
                                     (at least one entry is always sent) */
     unsigned max_inflight_msgs;  /* pipelined AppendEntries per follower */
     uint64_t seed;               /* seed of the core's own PRNG */
+    bool disable_pre_vote;       /* false (the default): an election starts
+                                    with a pre-vote round that does not
+                                    raise any term (thesis §9.6) */
+    bool disable_check_quorum;   /* false (the default): a leader that did
+                                    not hear from a quorum within an
+                                    election timeout steps down, and a
+                                    server that heard from its leader within
+                                    the minimum election timeout ignores
+                                    RequestVote (leader stickiness, thesis
+                                    §6.2 and §9.6) */
 };
 
 /* The most voters a configuration may hold. */

@@ -26,6 +26,8 @@ struct raft {
     unsigned heartbeat_interval;       /* ms between heartbeats */
     uint64_t max_size_per_msg;         /* payload bytes per AppendEntries */
     unsigned max_inflight_msgs;        /* REPLICATE window */
+    bool pre_vote;                     /* run a pre-vote round first */
+    bool check_quorum;                 /* check-quorum and stickiness */
     uint64_t prng;                     /* splitmix64 state */
     raft_term term;                    /* currentTerm (durable) */
     raft_id vote;                      /* votedFor in term (durable) */
@@ -42,7 +44,16 @@ struct raft {
     uint64_t election_start;           /* when the election timer started */
     uint64_t election_rand;            /* randomized timeout, ms */
     uint64_t heartbeat_start;          /* leader: last heartbeat round */
-    int8_t votes[RAFT_MAX_VOTERS];     /* candidate: 1 granted, -1 refused */
+    int8_t votes[RAFT_MAX_VOTERS];     /* candidate or pre-candidate: 1
+                                          granted, -1 refused */
+    bool pre_candidate;                /* follower running a pre-vote
+                                          round for term + 1 */
+    uint64_t leader_seen;              /* follower: when the leader of
+                                          this term was last heard */
+    uint64_t quorum_start;             /* leader: start of the current
+                                          check-quorum round */
+    bool active[RAFT_MAX_VOTERS];      /* leader: peer heard from in the
+                                          current check-quorum round */
     struct raft_peer_progress progress[RAFT_MAX_VOTERS]; /* leader view */
     struct raft_message *msgs;         /* step output messages */
     unsigned n_msgs;                   /* messages in this step */
@@ -76,9 +87,25 @@ void election_reset_timer(struct raft *r);
 void election_become_follower(struct raft *r, raft_term term,
                               raft_id leader);
 
-/* election_tick starts an election when a follower's or candidate's timer
- * expired (paper Fig. 2 "Followers", "Candidates"). */
+/* election_tick starts an election (or a pre-vote round first, thesis
+ * §9.6) when a follower's or candidate's timer expired (paper Fig. 2
+ * "Followers", "Candidates"). */
 void election_tick(struct raft *r);
+
+/* election_in_lease tells whether @r heard from a live leader of its term
+ * within the minimum election timeout (or is that leader), with
+ * check-quorum on: it then ignores RequestVote of higher terms (leader
+ * stickiness, thesis §6.2 and §9.6). */
+bool election_in_lease(const struct raft *r);
+
+/* election_recv_pre_vote answers a pre-vote request whatever its term,
+ * without changing @r's term or vote (thesis §9.6). */
+void election_recv_pre_vote(struct raft *r, const struct raft_message *m);
+
+/* election_recv_pre_vote_result counts a granted pre-vote for term + 1, or
+ * a refusal, while @r runs a pre-vote round. */
+void election_recv_pre_vote_result(struct raft *r,
+                                   const struct raft_message *m);
 
 /* election_recv_request_vote answers a RequestVote of r->term. */
 void election_recv_request_vote(struct raft *r, const struct raft_message *m);
@@ -91,7 +118,9 @@ void election_recv_request_vote_result(struct raft *r,
  * new term (thesis §6.4) and sends it. */
 void replication_become_leader(struct raft *r);
 
-/* replication_tick sends heartbeats when one interval passed (leader). */
+/* replication_tick sends heartbeats when one interval passed, and with
+ * check-quorum steps down when no quorum was heard from for an election
+ * timeout (leader). */
 void replication_tick(struct raft *r);
 
 /* replication_propose appends @n payloads as NORMAL entries of r->term and

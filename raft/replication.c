@@ -123,9 +123,12 @@ void replication_become_leader(struct raft *r)
 
     r->role = RAFT_LEADER;
     r->leader = r->id;
+    r->pre_candidate = false;
     r->heartbeat_start = r->now;
+    r->quorum_start = r->now;
     for (i = 0; i < r->n_voters; i++) {
         progress_reset(&r->progress[i], last + 1, r->now);
+        r->active[i] = false;
     }
     /* Thesis §6.4: a new leader commits an entry of its own term at once,
      * which commits every earlier entry it holds. */
@@ -139,11 +142,40 @@ void replication_become_leader(struct raft *r)
     maybe_commit(r);
 }
 
+/* check_quorum ends a check-quorum round when an election timeout passed
+ * since it began: a leader that heard from no quorum of voters in the round
+ * steps down, so a leader cut off from the majority stops serving while
+ * the others, their leases expired, elect another (thesis §6.2). Returns
+ * false when it stepped down. */
+static bool check_quorum(struct raft *r)
+{
+    int8_t heard[RAFT_MAX_VOTERS];
+    unsigned i;
+
+    if (!r->check_quorum ||
+        r->now - r->quorum_start < r->election_timeout) {
+        return true;
+    }
+    for (i = 0; i < r->n_voters; i++) {
+        heard[i] = i == r->self_slot || r->active[i] ? 1 : 0;
+        r->active[i] = false;
+    }
+    r->quorum_start = r->now;
+    if (quorum_vote_result(heard, r->n_voters) != QUORUM_WON) {
+        election_become_follower(r, r->term, 0);
+        return false;
+    }
+    return true;
+}
+
 void replication_tick(struct raft *r)
 {
     raft_index last = log_last_index(&r->log);
     unsigned i;
 
+    if (!check_quorum(r)) {
+        return;
+    }
     if (r->now - r->heartbeat_start < r->heartbeat_interval) {
         return;
     }
@@ -193,7 +225,8 @@ raft_index replication_propose(struct raft *r, struct raft_buf *const *bufs,
 
 /* reply_append sends the leader an AppendEntries answer. */
 static void reply_append(struct raft *r, raft_id to, bool success,
-                         raft_index reject_index, raft_index last_log_index)
+                         raft_index reject_index, raft_index last_log_index,
+                         raft_index conflict_index)
 {
     struct raft_message *m;
 
@@ -205,6 +238,30 @@ static void reply_append(struct raft *r, raft_id to, bool success,
     m->append_entries_result.success = success;
     m->append_entries_result.reject_index = reject_index;
     m->append_entries_result.last_log_index = last_log_index;
+    m->append_entries_result.conflict_index = conflict_index;
+}
+
+/* find_conflict returns the first index of the term of our entry at @prev,
+ * which conflicts with the leader's (fast backtracking, paper §5.3): the
+ * leader's next probe then skips that whole term. Entries up to our commit
+ * index match the leader's (Leader Completeness), so the search stops
+ * above it. Returns 0 when we hold no entry at @prev. */
+static raft_index find_conflict(const struct raft *r, raft_index prev)
+{
+    raft_term term;
+    raft_index i;
+
+    /* Invariant: prev >= r->log.first (prev_matches accepts the rest). */
+    if (prev > log_last_index(&r->log)) {
+        return 0;
+    }
+    term = log_term_at(&r->log, prev);
+    i = prev;
+    while (i > r->log.first && i - 1 > r->commit &&
+           log_term_at(&r->log, i - 1) == term) {
+        i--;
+    }
+    return i;
 }
 
 /* prev_matches: paper Fig. 2 AppendEntries receiver rule 2. Index 0 and
@@ -237,10 +294,12 @@ void replication_recv_append_entries(struct raft *r,
         election_become_follower(r, r->term, m->from);
     }
     election_reset_timer(r);
+    r->leader_seen = r->now;
 
     if (!prev_matches(r, ae->prev_log_index, ae->prev_log_term)) {
         reply_append(r, m->from, false, ae->prev_log_index,
-                     log_last_index(&r->log));
+                     log_last_index(&r->log),
+                     find_conflict(r, ae->prev_log_index));
         return;
     }
 
@@ -268,11 +327,11 @@ void replication_recv_append_entries(struct raft *r,
             break;
         }
     }
+    /* Invariant: entries from i on are past our last index (the loop
+     * above skipped the compacted ones and stopped at the first new or
+     * conflicting one), so they extend the log contiguously. */
     for (; i < ae->n_entries; i++) {
         const struct raft_entry *e = &ae->entries[i];
-        if (e->index < r->log.first) {
-            continue;
-        }
         log_append(&r->log, e->term, e->type, e->data);
         raft_mark_written(r, e->index);
     }
@@ -288,7 +347,7 @@ void replication_recv_append_entries(struct raft *r,
     /* Acknowledge only what is durable; the rest is acknowledged when
      * RAFT_EVENT_PERSISTED covers it. */
     if (end <= r->persisted) {
-        reply_append(r, m->from, true, 0, end);
+        reply_append(r, m->from, true, 0, end, 0);
     }
 }
 
@@ -317,7 +376,7 @@ void replication_recv_append_entries_result(struct raft *r,
         return;
     }
     if (progress_maybe_decr(p, res->reject_index, res->last_log_index,
-                            r->now)) {
+                            res->conflict_index, r->now)) {
         send_append(r, slot, true);
     }
 }
@@ -337,6 +396,6 @@ void replication_persisted(struct raft *r, raft_index index, raft_term term)
     }
     ack = min_index(r->persisted, r->verified);
     if (r->role == RAFT_FOLLOWER && r->leader != 0 && ack > 0) {
-        reply_append(r, r->leader, true, 0, ack);
+        reply_append(r, r->leader, true, 0, ack, 0);
     }
 }

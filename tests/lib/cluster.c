@@ -13,6 +13,9 @@
 
 #include <cmocka.h>
 
+#include "raft/message.h"
+#include "raft/raft_internal.h"
+
 /* A message on the wire (a deep copy holding its own buf references). */
 struct cmsg {
     uint64_t at;           /* delivery time */
@@ -66,9 +69,19 @@ struct cluster {
     size_t n_leaders;                        /* terms tracked */
     struct raft_entry *committed;            /* first commit seen per index */
     size_t n_committed;                      /* indexes tracked */
+    raft_index committed_last;               /* highest committed index */
+    uint64_t trace;                          /* FNV-1a of every output */
+    uint64_t n_sent[8];                      /* messages on the wire, by
+                                                type ([0]: all) */
+    uint64_t n_rejections[CLUSTER_MAX_NODES]; /* AppendEntries refused,
+                                                by sender */
+    char replay[256];                        /* replay command, or "" */
+    bool verbose;                            /* CLUSTER_TRACE=1: print
+                                                every event */
+    jmp_buf *fail_jump;                      /* cluster_fail target */
 };
 
-void cluster_fail(const struct cluster *c, const char *fmt, ...)
+_Noreturn void cluster_fail(const struct cluster *c, const char *fmt, ...)
 {
     char text[512];
     va_list ap;
@@ -76,10 +89,111 @@ void cluster_fail(const struct cluster *c, const char *fmt, ...)
     va_start(ap, fmt);
     vsnprintf(text, sizeof text, fmt, ap);
     va_end(ap);
+    if (c->fail_jump != NULL) {
+        fprintf(stderr, "cluster seed %llu, t=%llu: %s\n",
+                (unsigned long long)c->cfg.seed, (unsigned long long)c->now,
+                text);
+        if (c->replay[0] != '\0') {
+            fprintf(stderr, "replay: %s\n", c->replay);
+        }
+        longjmp(*c->fail_jump, 1);
+    }
     print_error("cluster seed %llu, t=%llu: %s\n",
                 (unsigned long long)c->cfg.seed, (unsigned long long)c->now,
                 text);
+    if (c->replay[0] != '\0') {
+        print_error("replay: %s\n", c->replay);
+    }
     fail();
+    abort(); /* fail() does not return: it leaves the running test */
+}
+
+void cluster_set_replay(struct cluster *c, const char *cmd)
+{
+    snprintf(c->replay, sizeof c->replay, "%s", cmd);
+}
+
+void cluster_set_fail_jump(struct cluster *c, jmp_buf *env)
+{
+    c->fail_jump = env;
+}
+
+static void *xrealloc(const struct cluster *c, void *p, size_t size);
+
+/* trace_bytes folds @len bytes into the output hash (FNV-1a, 64 bits). */
+static void trace_bytes(struct cluster *c, const void *p, size_t len)
+{
+    const unsigned char *b = p;
+    size_t i;
+
+    for (i = 0; i < len; i++) {
+        c->trace ^= b[i];
+        c->trace *= 0x100000001b3ULL;
+    }
+}
+
+static void trace_u64(struct cluster *c, uint64_t v)
+{
+    unsigned char b[8];
+    unsigned i;
+
+    for (i = 0; i < 8; i++) {
+        b[i] = (unsigned char)(v >> (8 * i));
+    }
+    trace_bytes(c, b, sizeof b);
+}
+
+static void trace_entry(struct cluster *c, const struct raft_entry *e)
+{
+    trace_u64(c, e->term);
+    trace_u64(c, e->index);
+    trace_u64(c, e->type);
+    if (e->data != NULL) {
+        trace_u64(c, e->data->len);
+        trace_bytes(c, e->data->data, e->data->len);
+    } else {
+        trace_u64(c, 0);
+    }
+}
+
+/* trace_update folds node @id's update @u into the output hash; messages
+ * in their wire encoding, so the hash covers every byte a driver sends. */
+static void trace_update(struct cluster *c, raft_id id,
+                         const struct raft_update *u)
+{
+    unsigned i;
+
+    trace_u64(c, id);
+    trace_u64(c, u->hard_state_changed);
+    trace_u64(c, u->hard_state.term);
+    trace_u64(c, u->hard_state.vote);
+    trace_u64(c, u->proposed_index);
+    trace_u64(c, u->proposed_term);
+    trace_u64(c, u->n_entries);
+    for (i = 0; i < u->n_entries; i++) {
+        trace_entry(c, &u->entries[i]);
+    }
+    trace_u64(c, u->n_messages);
+    for (i = 0; i < u->n_messages; i++) {
+        size_t len = raft_message_encoded_len(&u->messages[i]);
+        unsigned char *frame = xrealloc(c, NULL, len > 0 ? len : 1);
+        if (raft_message_encode(&u->messages[i], frame, len) != 0) {
+            free(frame);
+            cluster_fail(c, "node %llu emits an unencodable message",
+                         (unsigned long long)id);
+        }
+        trace_bytes(c, frame, len);
+        free(frame);
+    }
+    trace_u64(c, u->n_committed);
+    for (i = 0; i < u->n_committed; i++) {
+        trace_entry(c, &u->committed[i]);
+    }
+}
+
+uint64_t cluster_trace_hash(const struct cluster *c)
+{
+    return c->trace;
 }
 
 static uint64_t rng_next(struct cluster *c)
@@ -231,7 +345,7 @@ static void send(struct cluster *c, struct cnode *n,
     /* Answers that refuse may carry a term whose write is still queued
      * (an earlier update's); what a vote or an append relies on may not. */
     if ((m->type == RAFT_MSG_APPEND_ENTRIES ||
-         m->type == RAFT_MSG_REQUEST_VOTE) &&
+         (m->type == RAFT_MSG_REQUEST_VOTE && !m->request_vote.pre_vote)) &&
         message_term(m) > n->hs.term) {
         cluster_fail(c, "node %llu sends term %llu before its term is "
                      "durable (%llu)", (unsigned long long)n->id,
@@ -245,7 +359,16 @@ static void send(struct cluster *c, struct cnode *n,
         cluster_fail(c, "node %llu grants a vote that is not durable",
                      (unsigned long long)n->id);
     }
-    if (m->type == RAFT_MSG_REQUEST_VOTE &&
+    /* A pre-vote asks for the term after the sender's, which it has not
+     * entered: that term must be durable, the vote need not be. */
+    if (m->type == RAFT_MSG_REQUEST_VOTE && m->request_vote.pre_vote &&
+        m->request_vote.term != n->hs.term + 1) {
+        cluster_fail(c, "node %llu pre-votes for term %llu at durable term "
+                     "%llu", (unsigned long long)n->id,
+                     (unsigned long long)m->request_vote.term,
+                     (unsigned long long)n->hs.term);
+    }
+    if (m->type == RAFT_MSG_REQUEST_VOTE && !m->request_vote.pre_vote &&
         (n->hs.term != m->request_vote.term || n->hs.vote != n->id)) {
         cluster_fail(c, "node %llu asks votes before voting for itself "
                      "durably", (unsigned long long)n->id);
@@ -256,9 +379,40 @@ static void send(struct cluster *c, struct cnode *n,
     if (rng_range(c, 0, 99) < c->cfg.drop_pct) {
         return;
     }
+    c->n_sent[0]++;
+    if (m->type < 8) {
+        c->n_sent[m->type]++;
+    }
+    if (m->type == RAFT_MSG_APPEND_ENTRIES_RESULT &&
+        !m->append_entries_result.success) {
+        c->n_rejections[m->from - 1]++;
+    }
     enqueue(c, m);
     if (rng_range(c, 0, 99) < c->cfg.dup_pct) {
         enqueue(c, m);
+    }
+}
+
+/* check_completeness: paper §5.4 Leader Completeness. Every entry handed
+ * out committed at index >= @from is in the log of leader @n. Called when
+ * @n becomes leader of a term (for every committed entry), and when an
+ * entry is first handed out (for it, on leaders of a term at least the
+ * reporting node's: the term of the commit is no later). */
+static void check_completeness(struct cluster *c, const struct cnode *n,
+                               raft_index from)
+{
+    raft_index i;
+
+    for (i = from; i <= c->committed_last; i++) {
+        const struct raft_entry *g = &c->committed[i - 1];
+        if (g->index != 0 && i >= n->raft->log.first &&
+            log_term_at(&n->raft->log, i) != g->term) {
+            cluster_fail(c, "leader completeness: leader %llu of term %llu "
+                         "lacks committed entry %llu of term %llu",
+                         (unsigned long long)n->id,
+                         (unsigned long long)raft_current_term(n->raft),
+                         (unsigned long long)i, (unsigned long long)g->term);
+        }
     }
 }
 
@@ -287,7 +441,10 @@ static void check_leaders(struct cluster *c)
                          (unsigned long long)c->leaders[t],
                          (unsigned long long)n->id);
         }
-        c->leaders[t] = n->id;
+        if (c->leaders[t] == 0) {
+            c->leaders[t] = n->id;
+            check_completeness(c, n, 1);
+        }
     }
 }
 
@@ -321,10 +478,34 @@ static void check_log_matching(struct cluster *c, const struct cnode *n)
     }
 }
 
+/* check_durable_quorum: an entry first handed out committed must be in
+ * the durable logs of a majority, crashed nodes included (Durability: no
+ * crash schedule can then lose it, given that no write replaces it, which
+ * complete_write checks). */
+static void check_durable_quorum(struct cluster *c, const struct raft_entry *e)
+{
+    unsigned i;
+    unsigned k = 0;
+
+    for (i = 0; i < c->cfg.n; i++) {
+        const struct cnode *o = &c->nodes[i];
+        if (e->index <= o->n_log && o->log[e->index - 1].term == e->term) {
+            k++;
+        }
+    }
+    if (k < c->cfg.n / 2 + 1) {
+        cluster_fail(c, "durability: entry %llu of term %llu handed out "
+                     "committed but durable on %u of %u nodes",
+                     (unsigned long long)e->index,
+                     (unsigned long long)e->term, k, c->cfg.n);
+    }
+}
+
 static void apply_committed(struct cluster *c, struct cnode *n,
                             const struct raft_entry *e)
 {
     struct raft_entry *g;
+    unsigned i;
 
     if (e->index != n->n_applied + 1) {
         cluster_fail(c, "node %llu hands out %llu after %u",
@@ -348,6 +529,17 @@ static void apply_committed(struct cluster *c, struct cnode *n,
     if (g->index == 0) {
         *g = *e;
         raft_buf_ref(g->data);
+        if (e->index > c->committed_last) {
+            c->committed_last = e->index;
+        }
+        check_durable_quorum(c, e);
+        for (i = 0; i < c->cfg.n; i++) {
+            const struct cnode *l = &c->nodes[i];
+            if (l->raft != NULL && raft_role(l->raft) == RAFT_LEADER &&
+                raft_current_term(l->raft) >= raft_current_term(n->raft)) {
+                check_completeness(c, l, e->index);
+            }
+        }
     } else if (g->term != e->term || g->type != e->type ||
                !buf_equal(g->data, e->data)) {
         cluster_fail(c, "state machine safety: node %llu applies term %llu "
@@ -373,6 +565,7 @@ static void handle_update(struct cluster *c, struct cnode *n,
     unsigned i;
     struct cwrite *w;
 
+    trace_update(c, n->id, u);
     for (i = 0; i < u->n_messages; i++) {
         const struct raft_message *m = &u->messages[i];
         if (m->type == RAFT_MSG_APPEND_ENTRIES_RESULT &&
@@ -445,6 +638,29 @@ static void step_node(struct cluster *c, struct cnode *n,
     check_leaders(c);
 }
 
+/* check_no_overwrite: Durability. Write @w deletes @n's durable entries
+ * from its first index on and writes its own: a durable copy of a
+ * committed entry may only be rewritten with itself. */
+static void check_no_overwrite(struct cluster *c, const struct cnode *n,
+                               const struct cwrite *w)
+{
+    raft_index first = w->entries[0].index;
+    raft_index i;
+
+    for (i = first; i <= n->n_log && i <= c->committed_last; i++) {
+        const struct raft_entry *g = &c->committed[i - 1];
+        raft_index k = i - first;
+        if (g->index == 0 || n->log[i - 1].term != g->term) {
+            continue; /* not the committed entry: a stale one goes */
+        }
+        if (k >= w->n_entries || w->entries[k].term != g->term) {
+            cluster_fail(c, "durability: node %llu deletes committed entry "
+                         "%llu of term %llu", (unsigned long long)n->id,
+                         (unsigned long long)i, (unsigned long long)g->term);
+        }
+    }
+}
+
 static void complete_write(struct cluster *c, struct cnode *n)
 {
     struct cwrite w = n->writes[0];
@@ -463,6 +679,16 @@ static void complete_write(struct cluster *c, struct cnode *n)
         if (first <= n->n_log) {
             n->n_truncations++;
         }
+        if (c->verbose) {
+            fprintf(stderr, "t=%llu node %llu writes %llu..%llu (term "
+                    "%llu..%llu) over %u\n", (unsigned long long)c->now,
+                    (unsigned long long)n->id, (unsigned long long)first,
+                    (unsigned long long)(first + w.n_entries - 1),
+                    (unsigned long long)w.entries[0].term,
+                    (unsigned long long)w.entries[w.n_entries - 1].term,
+                    n->n_log);
+        }
+        check_no_overwrite(c, n, &w);
         /* Driver rule 2: delete index >= first, then append. */
         while (n->n_log >= first) {
             raft_buf_unref(n->log[--n->n_log].data);
@@ -509,6 +735,8 @@ static void start_node(struct cluster *c, struct cnode *n)
     rc.max_size_per_msg = c->cfg.max_size_per_msg;
     rc.max_inflight_msgs = c->cfg.max_inflight_msgs;
     rc.seed = c->cfg.seed * 1000003 + n->id * 7919 + n->n_restarts;
+    rc.disable_pre_vote = c->cfg.disable_pre_vote;
+    rc.disable_check_quorum = c->cfg.disable_check_quorum;
     rv = raft_new(&rc, &n->hs, 1, n->log, n->n_log, n->n_applied, &n->raft);
     if (rv != 0) {
         cluster_fail(c, "raft_new: %s", raft_strerror(rv));
@@ -526,6 +754,7 @@ struct cluster *cluster_new(const struct cluster_config *cfg)
     assert_true(cfg->n >= 1 && cfg->n <= CLUSTER_MAX_NODES);
     c->cfg = *cfg;
     c->rng = cfg->seed;
+    c->verbose = getenv("CLUSTER_TRACE") != NULL;
     for (i = 0; i < cfg->n; i++) {
         c->ids[i] = i + 1;
         for (j = 0; j < cfg->n; j++) {
@@ -637,6 +866,50 @@ static bool next_event(const struct cluster *c, uint64_t *at, int *kind,
     return found;
 }
 
+/* trace_message prints a delivered message (CLUSTER_TRACE). */
+static void trace_message(const struct cluster *c, const struct raft_message *m)
+{
+    const struct raft_append_entries *ae = &m->append_entries;
+    const struct raft_append_entries_result *ar = &m->append_entries_result;
+
+    fprintf(stderr, "t=%llu %llu->%llu ", (unsigned long long)c->now,
+            (unsigned long long)m->from, (unsigned long long)m->to);
+    switch (m->type) {
+        case RAFT_MSG_REQUEST_VOTE:
+            fprintf(stderr, "RV%s term %llu last %llu/%llu\n",
+                    m->request_vote.pre_vote ? "(pre)" : "",
+                    (unsigned long long)m->request_vote.term,
+                    (unsigned long long)m->request_vote.last_log_index,
+                    (unsigned long long)m->request_vote.last_log_term);
+            break;
+        case RAFT_MSG_REQUEST_VOTE_RESULT:
+            fprintf(stderr, "RVR%s term %llu granted %d\n",
+                    m->request_vote_result.pre_vote ? "(pre)" : "",
+                    (unsigned long long)m->request_vote_result.term,
+                    m->request_vote_result.vote_granted);
+            break;
+        case RAFT_MSG_APPEND_ENTRIES:
+            fprintf(stderr, "AE term %llu prev %llu/%llu commit %llu n %u"
+                    "%s%llu\n", (unsigned long long)ae->term,
+                    (unsigned long long)ae->prev_log_index,
+                    (unsigned long long)ae->prev_log_term,
+                    (unsigned long long)ae->leader_commit, ae->n_entries,
+                    ae->n_entries > 0 ? " last term " : "",
+                    ae->n_entries > 0
+                        ? (unsigned long long)ae->entries[ae->n_entries - 1]
+                              .term
+                        : 0ULL);
+            break;
+        default:
+            fprintf(stderr, "AER term %llu ok %d reject %llu last %llu "
+                    "conflict %llu\n", (unsigned long long)ar->term,
+                    ar->success, (unsigned long long)ar->reject_index,
+                    (unsigned long long)ar->last_log_index,
+                    (unsigned long long)ar->conflict_index);
+            break;
+    }
+}
+
 static void deliver(struct cluster *c, unsigned slot)
 {
     struct cmsg q = c->net[slot];
@@ -646,6 +919,9 @@ static void deliver(struct cluster *c, unsigned slot)
     c->net[slot] = c->net[--c->n_net];
     to = &c->nodes[q.m.to - 1];
     if (to->raft != NULL && c->link[q.m.from - 1][q.m.to - 1]) {
+        if (c->verbose) {
+            trace_message(c, &q.m);
+        }
         memset(&e, 0, sizeof e);
         e.type = RAFT_EVENT_RECEIVE;
         e.receive = q.m;
@@ -769,6 +1045,10 @@ int cluster_propose(struct cluster *c, raft_id id, const void *data,
 
 void cluster_crash(struct cluster *c, raft_id id)
 {
+    if (c->verbose) {
+        fprintf(stderr, "t=%llu node %llu crashes\n",
+                (unsigned long long)c->now, (unsigned long long)id);
+    }
     stop_node(node_of(c, id));
 }
 
@@ -780,6 +1060,11 @@ void cluster_restart(struct cluster *c, raft_id id)
         cluster_fail(c, "restart of live node %llu", (unsigned long long)id);
     }
     n->n_restarts++;
+    if (c->verbose) {
+        fprintf(stderr, "t=%llu node %llu restarts, term %llu, %u entries\n",
+                (unsigned long long)c->now, (unsigned long long)id,
+                (unsigned long long)n->hs.term, n->n_log);
+    }
     start_node(c, n);
 }
 
@@ -883,4 +1168,47 @@ raft_term cluster_durable_term(const struct cluster *c, raft_id id,
 unsigned cluster_n_truncations(const struct cluster *c, raft_id id)
 {
     return node_of(c, id)->n_truncations;
+}
+
+raft_index cluster_committed_last(const struct cluster *c)
+{
+    return c->committed_last;
+}
+
+const struct raft_entry *cluster_committed(const struct cluster *c,
+                                           raft_index index)
+{
+    if (index == 0 || index > c->committed_last ||
+        c->committed[index - 1].index == 0) {
+        return NULL;
+    }
+    return &c->committed[index - 1];
+}
+
+struct raft_hard_state cluster_hard_state(const struct cluster *c,
+                                          raft_id id)
+{
+    return node_of(c, id)->hs;
+}
+
+raft_term cluster_log_term(const struct cluster *c, raft_id id,
+                           raft_index index)
+{
+    const struct cnode *n = node_of(c, id);
+
+    if (n->raft == NULL) {
+        return 0;
+    }
+    return log_term_at(&n->raft->log, index);
+}
+
+uint64_t cluster_n_messages(const struct cluster *c, uint8_t type)
+{
+    return type < 8 ? c->n_sent[type] : 0;
+}
+
+uint64_t cluster_n_rejections(const struct cluster *c, raft_id id)
+{
+    node_of(c, id);
+    return c->n_rejections[id - 1];
 }

@@ -6,12 +6,17 @@
  * the hard state are held until that update's write completes) and checks
  * safety after every step: one leader per term, Log Matching on the
  * durable logs, State Machine Safety on what nodes hand out as committed,
- * and that no AppendEntries answer acknowledges a non-durable entry. A
- * failed check fails the running cmocka test, printing the seed. */
+ * that no AppendEntries answer acknowledges a non-durable entry,
+ * Durability (an entry handed out committed is durable on a majority and
+ * no durable write ever replaces it) and Leader Completeness (every new
+ * leader, and every leader of the reporting node's term or later, holds
+ * every committed entry). A failed check fails the running cmocka test,
+ * printing the seed and a replay command. */
 
 #ifndef TEST_CLUSTER_H
 #define TEST_CLUSTER_H
 
+#include <setjmp.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -36,6 +41,8 @@ struct cluster_config {
     unsigned dup_pct;            /* percent of messages duplicated */
     unsigned disk_min;           /* least disk write latency */
     unsigned disk_max;           /* most disk write latency */
+    bool disable_pre_vote;       /* raft_config.disable_pre_vote */
+    bool disable_check_quorum;   /* raft_config.disable_check_quorum */
 };
 
 struct cluster; /* opaque */
@@ -137,7 +144,51 @@ raft_term cluster_durable_term(const struct cluster *c, raft_id id,
 unsigned cluster_n_truncations(const struct cluster *c, raft_id id);
 
 /* cluster_fail fails the running test with a printf-style message that
- * starts with the cluster's seed. */
-void cluster_fail(const struct cluster *c, const char *fmt, ...);
+ * starts with the cluster's seed and ends with the replay command set by
+ * cluster_set_replay. With a jump buffer set by cluster_set_fail_jump it
+ * longjmps there instead (the cluster may then only be leaked). */
+_Noreturn void cluster_fail(const struct cluster *c, const char *fmt, ...);
+
+/* cluster_set_replay sets the one-line command cluster_fail prints to
+ * replay a failure (copied, at most 255 bytes). */
+void cluster_set_replay(struct cluster *c, const char *cmd);
+
+/* cluster_set_fail_jump makes cluster_fail print its message and longjmp
+ * to @env (with value 1) instead of failing the cmocka test; NULL restores
+ * the default. For campaigns that count failures and go on. */
+void cluster_set_fail_jump(struct cluster *c, jmp_buf *env);
+
+/* cluster_committed_last returns the highest index any node handed out as
+ * committed so far (the harness's record of committed entries). */
+raft_index cluster_committed_last(const struct cluster *c);
+
+/* cluster_committed returns the entry first handed out as committed at
+ * @index, NULL when none was. */
+const struct raft_entry *cluster_committed(const struct cluster *c,
+                                           raft_index index);
+
+/* cluster_trace_hash returns a hash of every output of every core so far
+ * (hard states, entries to persist, the wire encoding of every message,
+ * entries handed out committed), in order: two runs with the same inputs
+ * have the same hash exactly when their outputs are byte-identical (up to
+ * hash collisions). */
+uint64_t cluster_trace_hash(const struct cluster *c);
+
+/* cluster_hard_state returns node @id's durable hard state. */
+struct raft_hard_state cluster_hard_state(const struct cluster *c,
+                                          raft_id id);
+
+/* cluster_log_term returns the term of entry @index in node @id's core
+ * (its in-memory log, durable or not), 0 when it has none or is down. */
+raft_term cluster_log_term(const struct cluster *c, raft_id id,
+                           raft_index index);
+
+/* cluster_n_messages returns how many messages were put on the wire so
+ * far (after loss), by type when @type is not 0. */
+uint64_t cluster_n_messages(const struct cluster *c, uint8_t type);
+
+/* cluster_n_rejections returns how many refusing AppendEntries answers
+ * node @id put on the wire so far. */
+uint64_t cluster_n_rejections(const struct cluster *c, raft_id id);
 
 #endif /* TEST_CLUSTER_H */

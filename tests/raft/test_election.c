@@ -28,6 +28,9 @@ static void config3(struct raft_config *cfg, raft_id id, uint64_t seed)
     cfg->max_size_per_msg = 1024;
     cfg->max_inflight_msgs = 4;
     cfg->seed = seed;
+    /* The classic protocol; the protections are switched on where tested. */
+    cfg->disable_pre_vote = true;
+    cfg->disable_check_quorum = true;
 }
 
 static struct raft *new3(raft_id id, raft_term term, raft_id vote,
@@ -201,18 +204,270 @@ static void test_vote_rules(void **state)
     raft_close(r);
 }
 
-/* A pre-vote request is answered "not granted" and changes nothing. */
-static void test_pre_vote_refused(void **state)
+/* new3_protected is new3 with pre-vote and check-quorum on (the default
+ * of a zeroed configuration). */
+static struct raft *new3_protected(raft_id id, raft_term term, raft_id vote,
+                                   const struct raft_entry *entries,
+                                   unsigned n)
 {
-    struct raft *r = new3(1, 2, 0, NULL, 0);
+    struct raft_config cfg;
+    struct raft_hard_state hs = {term, vote};
+    struct raft *r = NULL;
+
+    config3(&cfg, id, 42);
+    cfg.disable_pre_vote = false;
+    cfg.disable_check_quorum = false;
+    assert_int_equal(raft_new(&cfg, &hs, 1, entries, n, 0, &r), 0);
+    return r;
+}
+
+/* pre_vote_answer steps a pre-vote answer from @from into @r. */
+static int pre_vote_answer(struct raft *r, raft_id from, raft_term term,
+                           bool granted, struct raft_update *u)
+{
+    struct raft_event e;
+
+    memset(&e, 0, sizeof e);
+    e.type = RAFT_EVENT_RECEIVE;
+    e.receive.type = RAFT_MSG_REQUEST_VOTE_RESULT;
+    e.receive.from = from;
+    e.receive.to = 1;
+    e.receive.request_vote_result.term = term;
+    e.receive.request_vote_result.vote_granted = granted;
+    e.receive.request_vote_result.pre_vote = true;
+    return raft_step(r, &e, u);
+}
+
+/* Thesis §9.6, receiver side: a pre-vote is granted for a later term and
+ * an up-to-date log, and refused for a stale log, a stale term (with our
+ * term, so the sender catches up) or a term whose vote went elsewhere;
+ * nothing ever changes: no term, no vote, no hard state. */
+static void test_pre_vote_rules(void **state)
+{
+    struct raft_entry log[2] = {{1, 1, RAFT_ENTRY_NOOP, NULL},
+                                {2, 2, RAFT_ENTRY_NOOP, NULL}};
+    struct raft *r = new3_protected(1, 2, 0, log, 2);
     struct raft_update u;
 
     (void)state;
-    assert_int_equal(request_vote(r, 2, 5, 10, 4, true, &u), 0);
-    assert_false(vote_answer(&u)->vote_granted);
+    /* Later term, up-to-date log: granted with the term asked for. */
+    assert_int_equal(request_vote(r, 2, 3, 2, 2, true, &u), 0);
+    assert_true(vote_answer(&u)->vote_granted);
     assert_true(vote_answer(&u)->pre_vote);
+    assert_int_equal(vote_answer(&u)->term, 3);
     assert_false(u.hard_state_changed);
     assert_int_equal(raft_current_term(r), 2);
+    /* Later term, stale log: refused with our term. */
+    assert_int_equal(request_vote(r, 2, 5, 9, 1, true, &u), 0);
+    assert_false(vote_answer(&u)->vote_granted);
+    assert_int_equal(vote_answer(&u)->term, 2);
+    assert_false(u.hard_state_changed);
+    /* An older term: refused with our term, as a pre-vote answer. */
+    assert_int_equal(request_vote(r, 3, 1, 9, 9, true, &u), 0);
+    assert_false(vote_answer(&u)->vote_granted);
+    assert_true(vote_answer(&u)->pre_vote);
+    assert_int_equal(vote_answer(&u)->term, 2);
+    /* Our own term: granted while we have no vote and no leader. */
+    assert_int_equal(request_vote(r, 3, 2, 2, 2, true, &u), 0);
+    assert_true(vote_answer(&u)->vote_granted);
+    assert_int_equal(raft_current_term(r), 2);
+    raft_close(r);
+
+    /* Our own term, vote given to another: refused; to it: granted. */
+    r = new3_protected(1, 2, 3, log, 2);
+    assert_int_equal(request_vote(r, 2, 2, 2, 2, true, &u), 0);
+    assert_false(vote_answer(&u)->vote_granted);
+    assert_int_equal(request_vote(r, 3, 2, 2, 2, true, &u), 0);
+    assert_true(vote_answer(&u)->vote_granted);
+    assert_false(u.hard_state_changed);
+    raft_close(r);
+}
+
+/* tick_until_pre_vote ticks @r from @t until it sends pre-votes; returns
+ * the time reached. */
+static uint64_t tick_until_pre_vote(struct raft *r, uint64_t t,
+                                    struct raft_update *u)
+{
+    for (;; t++) {
+        assert_int_equal(tick(r, t, u), 0);
+        if (u->n_messages > 0) {
+            return t;
+        }
+        assert_true(t < 100000);
+    }
+}
+
+/* Thesis §9.6, pre-candidate side: at its timeout a follower asks pre-votes
+ * for term + 1 without changing its term (no hard state to write, so the
+ * messages may leave at once); refusals from a majority end the round; a
+ * majority of grants starts the real election in term + 1. A refusal with
+ * a later term moves it to that term. */
+static void test_pre_candidate(void **state)
+{
+    struct raft *r = new3_protected(1, 4, 0, NULL, 0);
+    struct raft_update u;
+    uint64_t t;
+    unsigned i;
+
+    (void)state;
+    t = tick_until_pre_vote(r, 0, &u);
+    assert_false(u.hard_state_changed);
+    assert_int_equal(raft_role(r), RAFT_FOLLOWER);
+    assert_int_equal(raft_current_term(r), 4);
+    assert_int_equal(u.n_messages, 2);
+    for (i = 0; i < 2; i++) {
+        assert_int_equal(u.messages[i].type, RAFT_MSG_REQUEST_VOTE);
+        assert_true(u.messages[i].request_vote.pre_vote);
+        assert_int_equal(u.messages[i].request_vote.term, 5);
+    }
+    /* A grant of another round (wrong term) does not count. */
+    assert_int_equal(pre_vote_answer(r, 2, 4, true, &u), 0);
+    assert_int_equal(raft_role(r), RAFT_FOLLOWER);
+    /* Two refusals: the round is lost; nothing happens until the next
+     * timeout, and a late grant is ignored. */
+    assert_int_equal(pre_vote_answer(r, 2, 4, false, &u), 0);
+    assert_int_equal(pre_vote_answer(r, 3, 4, false, &u), 0);
+    assert_int_equal(pre_vote_answer(r, 3, 5, true, &u), 0);
+    assert_int_equal(raft_role(r), RAFT_FOLLOWER);
+    assert_int_equal(raft_current_term(r), 4);
+    /* Next round: one grant is a majority with our own. */
+    t = tick_until_pre_vote(r, t + 1, &u);
+    assert_int_equal(pre_vote_answer(r, 2, 5, true, &u), 0);
+    assert_int_equal(raft_role(r), RAFT_CANDIDATE);
+    assert_int_equal(raft_current_term(r), 5);
+    assert_true(u.hard_state_changed);
+    assert_int_equal(u.hard_state.vote, 1);
+    assert_int_equal(u.n_messages, 2);
+    assert_false(u.messages[0].request_vote.pre_vote);
+    /* The candidate's election times out: back to a pre-vote round for
+     * term 6, still in term 5. */
+    t = tick_until_pre_vote(r, t + 1, &u);
+    assert_int_equal(raft_role(r), RAFT_FOLLOWER);
+    assert_int_equal(raft_current_term(r), 5);
+    assert_true(u.messages[0].request_vote.pre_vote);
+    assert_int_equal(u.messages[0].request_vote.term, 6);
+    /* A refusal from a later term: follow that term. */
+    assert_int_equal(pre_vote_answer(r, 3, 9, false, &u), 0);
+    assert_int_equal(raft_current_term(r), 9);
+    assert_true(u.hard_state_changed);
+    assert_int_equal(u.hard_state.vote, 0);
+    raft_close(r);
+}
+
+/* heartbeat steps an empty AppendEntries of @term from leader @from. */
+static int heartbeat(struct raft *r, raft_id from, raft_term term,
+                     struct raft_update *u)
+{
+    struct raft_event e;
+
+    memset(&e, 0, sizeof e);
+    e.type = RAFT_EVENT_RECEIVE;
+    e.receive.type = RAFT_MSG_APPEND_ENTRIES;
+    e.receive.from = from;
+    e.receive.to = 1;
+    e.receive.append_entries.term = term;
+    return raft_step(r, &e, u);
+}
+
+/* Leader stickiness (thesis §6.2, §9.6): a follower that heard from its
+ * leader within the minimum election timeout ignores RequestVote and
+ * pre-votes of later terms (no answer, no term change); after that it
+ * answers them again. Same-term requests are always answered. */
+static void test_leader_stickiness(void **state)
+{
+    struct raft *r = new3_protected(1, 2, 0, NULL, 0);
+    struct raft_update u;
+
+    (void)state;
+    assert_int_equal(tick(r, 1000, &u), 0);
+    assert_int_equal(heartbeat(r, 2, 2, &u), 0);
+    assert_int_equal(raft_leader_id(r), 2);
+    assert_int_equal(tick(r, 1099, &u), 0);
+    assert_int_equal(request_vote(r, 3, 3, 0, 0, false, &u), 0);
+    assert_int_equal(u.n_messages, 0);
+    assert_false(u.hard_state_changed);
+    assert_int_equal(request_vote(r, 3, 3, 0, 0, true, &u), 0);
+    assert_int_equal(u.n_messages, 0);
+    assert_int_equal(raft_current_term(r), 2);
+    assert_int_equal(request_vote(r, 3, 2, 0, 0, false, &u), 0);
+    /* Same term: the usual rules (no vote given yet: granted). */
+    assert_true(vote_answer(&u)->vote_granted);
+    /* The lease ends an election timeout after the last heartbeat. */
+    assert_int_equal(tick(r, 1100, &u), 0);
+    assert_int_equal(request_vote(r, 3, 3, 0, 0, true, &u), 0);
+    assert_true(vote_answer(&u)->vote_granted);
+    assert_int_equal(raft_current_term(r), 2);
+    assert_int_equal(request_vote(r, 3, 3, 0, 0, false, &u), 0);
+    assert_true(vote_answer(&u)->vote_granted);
+    assert_int_equal(raft_current_term(r), 3);
+    raft_close(r);
+
+    /* Without check-quorum there is no lease. */
+    {
+        struct raft_config cfg;
+        config3(&cfg, 1, 42);
+        assert_int_equal(raft_new(&cfg, NULL, 1, NULL, 0, 0, &r), 0);
+        assert_int_equal(tick(r, 1000, &u), 0);
+        assert_int_equal(heartbeat(r, 2, 2, &u), 0);
+        assert_int_equal(request_vote(r, 3, 3, 0, 0, false, &u), 0);
+        assert_true(vote_answer(&u)->vote_granted);
+        raft_close(r);
+    }
+}
+
+/* Check-quorum (thesis §6.2): a leader steps down when a whole election
+ * timeout passes without hearing from a majority; a leader that hears
+ * from one peer per round stays; a leader in its lease ignores later-term
+ * RequestVote. */
+static void test_check_quorum(void **state)
+{
+    struct raft *r = new3_protected(1, 0, 0, NULL, 0);
+    struct raft_update u;
+    struct raft_event e;
+    uint64_t t;
+
+    (void)state;
+    t = tick_until_pre_vote(r, 0, &u);
+    assert_int_equal(pre_vote_answer(r, 2, 1, true, &u), 0);
+    assert_int_equal(raft_role(r), RAFT_CANDIDATE);
+    memset(&e, 0, sizeof e);
+    e.type = RAFT_EVENT_RECEIVE;
+    e.receive.type = RAFT_MSG_REQUEST_VOTE_RESULT;
+    e.receive.from = 2;
+    e.receive.to = 1;
+    e.receive.request_vote_result.term = 1;
+    e.receive.request_vote_result.vote_granted = true;
+    assert_int_equal(raft_step(r, &e, &u), 0);
+    assert_int_equal(raft_role(r), RAFT_LEADER);
+    /* In its lease, the leader ignores a later-term RequestVote. */
+    assert_int_equal(request_vote(r, 3, 7, 9, 9, false, &u), 0);
+    assert_int_equal(u.n_messages, 0);
+    assert_int_equal(raft_current_term(r), 1);
+    /* Node 2 answers within each round: the leader stays. */
+    memset(&e, 0, sizeof e);
+    e.type = RAFT_EVENT_RECEIVE;
+    e.receive.type = RAFT_MSG_APPEND_ENTRIES_RESULT;
+    e.receive.from = 2;
+    e.receive.to = 1;
+    e.receive.append_entries_result.term = 1;
+    e.receive.append_entries_result.success = false;
+    e.receive.append_entries_result.reject_index = 99;
+    assert_int_equal(tick(r, t + 50, &u), 0);
+    assert_int_equal(raft_step(r, &e, &u), 0);
+    assert_int_equal(tick(r, t + 100, &u), 0);
+    assert_int_equal(raft_role(r), RAFT_LEADER);
+    assert_int_equal(tick(r, t + 150, &u), 0);
+    assert_int_equal(raft_step(r, &e, &u), 0);
+    assert_int_equal(tick(r, t + 200, &u), 0);
+    assert_int_equal(raft_role(r), RAFT_LEADER);
+    /* A round of silence: step down, same term, no leader known. */
+    assert_int_equal(tick(r, t + 299, &u), 0);
+    assert_int_equal(raft_role(r), RAFT_LEADER);
+    assert_int_equal(tick(r, t + 300, &u), 0);
+    assert_int_equal(raft_role(r), RAFT_FOLLOWER);
+    assert_int_equal(raft_current_term(r), 1);
+    assert_int_equal(raft_leader_id(r), 0);
+    assert_false(u.hard_state_changed);
     raft_close(r);
 }
 
@@ -390,8 +645,9 @@ static void test_cluster_election(void **state)
     }
 }
 
-/* When the leader is isolated, the others elect a new one in a higher term;
- * once healed, the old leader steps down to that term. */
+/* When the leader is isolated, the others elect a new one in a higher term
+ * while the old one steps down (check-quorum) at its own term (pre-vote);
+ * once healed, it follows the new leader in the new term. */
 static void test_reelection(void **state)
 {
     struct cluster_config cfg;
@@ -410,7 +666,10 @@ static void test_reelection(void **state)
     cluster_run(c, 1000);
     assert_int_not_equal(cluster_leader(c), old);
     assert_true(raft_current_term(cluster_raft(c, cluster_leader(c))) > term);
-    assert_int_equal(raft_role(cluster_raft(c, old)), RAFT_LEADER);
+    /* Check-quorum: cut off from the majority, it stepped down; pre-vote:
+     * it never raised its term. */
+    assert_int_equal(raft_role(cluster_raft(c, old)), RAFT_FOLLOWER);
+    assert_int_equal(raft_current_term(cluster_raft(c, old)), term);
     cluster_heal(c);
     assert_true(cluster_run_until(c, 2000, all_agree_on_leader, &n));
     assert_int_not_equal(cluster_leader(c), old);
@@ -424,7 +683,10 @@ int main(void)
         cmocka_unit_test(test_new_invalid),
         cmocka_unit_test(test_timeout_range),
         cmocka_unit_test(test_vote_rules),
-        cmocka_unit_test(test_pre_vote_refused),
+        cmocka_unit_test(test_pre_vote_rules),
+        cmocka_unit_test(test_pre_candidate),
+        cmocka_unit_test(test_leader_stickiness),
+        cmocka_unit_test(test_check_quorum),
         cmocka_unit_test(test_candidate_outcomes),
         cmocka_unit_test(test_invalid_events),
         cmocka_unit_test(test_single_node),

@@ -129,6 +129,8 @@ static void assert_message_equal(const struct raft_message *a,
                         b->append_entries_result.reject_index);
             assert_true(a->append_entries_result.last_log_index ==
                         b->append_entries_result.last_log_index);
+            assert_true(a->append_entries_result.conflict_index ==
+                        b->append_entries_result.conflict_index);
             break;
         case RAFT_MSG_FORWARD:
             assert_true(a->forward.request_id[0] == b->forward.request_id[0]);
@@ -218,7 +220,7 @@ static void samples_init(struct samples *s)
     m[4].from = 3;
     m[4].to = 1;
     m[4].append_entries_result =
-        (struct raft_append_entries_result){8, false, 10, 7};
+        (struct raft_append_entries_result){8, false, 10, 7, 5};
     m[5].type = RAFT_MSG_FORWARD;
     m[5].from = 2;
     m[5].to = 1;
@@ -298,7 +300,7 @@ static void test_round_trip_edge_values(void **state)
 
         m.type = RAFT_MSG_APPEND_ENTRIES_RESULT;
         m.append_entries_result =
-            (struct raft_append_entries_result){x, v == 1, x, x};
+            (struct raft_append_entries_result){x, v == 1, x, x, x};
         round_trip(&m);
 
         memset(&m.forward_result, 0, sizeof m.forward_result);

@@ -1,0 +1,324 @@
+/* The randomized cluster simulation shared by tests/sim/test_*.c: one run
+ * per seed of a 3- or 5-node cluster (tests/lib/cluster.h) under a random
+ * schedule of message loss, duplication, delay and reordering, symmetric
+ * and one-way partitions, crashes that lose what was not durable, restarts
+ * from durable state and a stream of client proposals; then a liveness
+ * phase. Safety is checked by the harness after every step; liveness here.
+ * Header-only (static inline functions): each test binary links only the
+ * core and tests/lib, as the Makefile's tests/sim rule says. */
+
+#ifndef TEST_SIM_H
+#define TEST_SIM_H
+
+#include <stdarg.h>
+#include <stddef.h>
+#include <setjmp.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "raft/raft.h"
+#include "tests/lib/cluster.h"
+
+/* Virtual time allowed for a leader to emerge once the network is healed
+ * and every node is up: many election timeouts (100 ms base). */
+#define SIM__ELECT_MS 5000
+
+/* Virtual time allowed for proposals to a stable leader to commit. */
+#define SIM__COMMIT_MS 3000
+
+/* sim_rng: splitmix64 over @state. */
+static inline uint64_t sim_rng(uint64_t *state)
+{
+    uint64_t z = (*state += 0x9e3779b97f4a7c15ULL);
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
+    return z ^ (z >> 31);
+}
+
+/* sim_env_u64 reads environment variable @name, @dflt when unset. */
+static inline uint64_t sim_env_u64(const char *name, uint64_t dflt)
+{
+    const char *v = getenv(name);
+    return v != NULL && *v != '\0' ? strtoull(v, NULL, 10) : dflt;
+}
+
+/* sim_agreed: every node is up and follows one leader, which leads their
+ * common term. */
+static inline bool sim_agreed(struct cluster *c, void *arg)
+{
+    raft_id leader = cluster_leader(c);
+    raft_term term;
+    raft_id id;
+
+    (void)arg;
+    if (leader == 0) {
+        return false;
+    }
+    term = raft_current_term(cluster_raft(c, leader));
+    for (id = 1; id <= cluster_n_nodes(c); id++) {
+        struct raft *r = cluster_raft(c, id);
+        if (r == NULL || raft_leader_id(r) != leader ||
+            raft_current_term(r) != term) {
+            return false;
+        }
+    }
+    return true;
+}
+
+/* What sim_committed watches: proposals at [first, last] of @term. */
+struct sim_watch {
+    raft_id leader;   /* the leader proposed to */
+    raft_term term;   /* its term */
+    raft_index first; /* first proposed index */
+    raft_index last;  /* last proposed index */
+};
+
+/* sim_committed: every node applied through w->last, or the leader lost
+ * its leadership (then the caller retries). */
+static inline bool sim_committed(struct cluster *c, void *arg)
+{
+    const struct sim_watch *w = arg;
+    struct raft *l = cluster_raft(c, w->leader);
+    raft_id id;
+
+    if (l == NULL || raft_role(l) != RAFT_LEADER ||
+        raft_current_term(l) != w->term) {
+        return true;
+    }
+    for (id = 1; id <= cluster_n_nodes(c); id++) {
+        if (cluster_n_applied(c, id) < w->last) {
+            return false;
+        }
+    }
+    return true;
+}
+
+/* sim_liveness heals the network, restarts every node and checks that a
+ * leader emerges within SIM__ELECT_MS and that proposals to a stable
+ * leader commit on every node within SIM__COMMIT_MS (a leader that loses
+ * its term meanwhile, e.g. to a restarted node of a later term, is not
+ * stable: the round is retried, a bounded number of times). Then every
+ * node has applied the same sequence. */
+static inline void sim_liveness(struct cluster *c, uint64_t seed)
+{
+    raft_id id;
+    unsigned round;
+    unsigned i;
+    unsigned k;
+
+    cluster_heal(c);
+    cluster_set_faults(c, 0, 0, 1, 5);
+    for (id = 1; id <= cluster_n_nodes(c); id++) {
+        if (!cluster_alive(c, id)) {
+            cluster_restart(c, id);
+        }
+    }
+    for (round = 0;; round++) {
+        struct sim_watch w;
+        struct raft *l;
+        char p[64];
+
+        if (round == 4) {
+            cluster_fail(c, "liveness: no stable leader in 4 rounds");
+        }
+        if (!cluster_run_until(c, SIM__ELECT_MS, sim_agreed, NULL)) {
+            cluster_fail(c, "liveness: no leader %u ms after healing",
+                         SIM__ELECT_MS);
+        }
+        w.leader = cluster_leader(c);
+        w.term = raft_current_term(cluster_raft(c, w.leader));
+        w.first = 0;
+        for (i = 0; i < 3; i++) {
+            snprintf(p, sizeof p, "live-%llu-%u-%u",
+                     (unsigned long long)seed, round, i);
+            if (cluster_propose(c, w.leader, p, strlen(p)) != 0) {
+                cluster_fail(c, "liveness: agreed leader %llu refuses",
+                             (unsigned long long)w.leader);
+            }
+            w.last = raft_last_index(cluster_raft(c, w.leader));
+            if (w.first == 0) {
+                w.first = w.last;
+            }
+        }
+        if (!cluster_run_until(c, SIM__COMMIT_MS, sim_committed, &w)) {
+            cluster_fail(c, "liveness: entries %llu..%llu proposed to "
+                         "stable leader %llu (term %llu) not applied "
+                         "everywhere within %u ms",
+                         (unsigned long long)w.first,
+                         (unsigned long long)w.last,
+                         (unsigned long long)w.leader,
+                         (unsigned long long)w.term, SIM__COMMIT_MS);
+        }
+        l = cluster_raft(c, w.leader);
+        if (l != NULL && raft_role(l) == RAFT_LEADER &&
+            raft_current_term(l) == w.term) {
+            break; /* stable, and everything applied everywhere */
+        }
+    }
+    /* State Machine Safety, end to end: identical applied sequences. */
+    for (id = 2; id <= cluster_n_nodes(c); id++) {
+        unsigned n = cluster_n_applied(c, id);
+        if (n > cluster_n_applied(c, 1)) {
+            n = cluster_n_applied(c, 1);
+        }
+        for (k = 0; k < n; k++) {
+            const struct raft_entry *a = cluster_applied(c, 1, k);
+            const struct raft_entry *b = cluster_applied(c, id, k);
+            if (a->term != b->term || a->index != b->index) {
+                cluster_fail(c, "nodes 1 and %llu applied different entries "
+                             "at %u", (unsigned long long)id, k + 1);
+            }
+        }
+    }
+}
+
+/* sim_partition cuts the cluster in two random groups (symmetric), or one
+ * random link in one direction (one-way) when @one_way. */
+static inline void sim_partition(struct cluster *c, uint64_t *x,
+                                 bool one_way)
+{
+    unsigned n = cluster_n_nodes(c);
+    uint64_t side = sim_rng(x);
+    raft_id a;
+    raft_id b;
+
+    if (one_way) {
+        a = 1 + (raft_id)(sim_rng(x) % n);
+        b = 1 + (raft_id)(sim_rng(x) % n);
+        if (a != b) {
+            cluster_set_link(c, a, b, false);
+        }
+        return;
+    }
+    for (a = 1; a <= n; a++) {
+        for (b = 1; b <= n; b++) {
+            bool same = ((side >> a) & 1) == ((side >> b) & 1);
+            if (a != b) {
+                cluster_set_link(c, a, b, same);
+            }
+        }
+    }
+}
+
+/* sim_restore_links lets every message through again (faults stay). */
+static inline void sim_restore_links(struct cluster *c)
+{
+    raft_id id;
+
+    for (id = 1; id <= cluster_n_nodes(c); id++) {
+        cluster_isolate(c, id, true);
+    }
+}
+
+/* sim_run runs seed @seed on @n nodes for @steps harness steps (one event
+ * each: a tick, a delivery or a disk completion) of random faults and
+ * proposals, then sim_liveness. A failed check fails through cluster_fail
+ * (the replay command is printed). With @jump, failures longjmp there and
+ * the cluster is leaked. Returns the trace hash of the run. */
+static inline uint64_t sim_run(unsigned n, uint64_t seed, unsigned steps,
+                        jmp_buf *jump)
+{
+    struct cluster_config cfg;
+    struct cluster *c;
+    uint64_t x = seed ^ ((uint64_t)n << 56);
+    unsigned step;
+    unsigned k = 0;
+    uint64_t hash;
+    char replay[200];
+    char p[64];
+    raft_id id;
+
+    sim_rng(&x);
+    cluster_config_default(&cfg, n, seed);
+    cfg.drop_pct = (unsigned)(sim_rng(&x) % 20);
+    cfg.dup_pct = (unsigned)(sim_rng(&x) % 10);
+    cfg.net_max = 2 + (unsigned)(sim_rng(&x) % 40);
+    cfg.disk_max = 1 + (unsigned)(sim_rng(&x) % 10);
+    cfg.max_inflight_msgs = 1 + (unsigned)(sim_rng(&x) % 4);
+    cfg.max_size_per_msg = sim_rng(&x) % 3 == 0 ? 0 : 64;
+    /* Election timeouts from 20 to 100 ms against network delays up to 41
+     * ms: from calm runs to ones where terms churn. */
+    cfg.election_timeout = 20 + (unsigned)(sim_rng(&x) % 81);
+    cfg.heartbeat_interval = cfg.election_timeout / 5;
+    cfg.tick_ms = 1 + (unsigned)(sim_rng(&x) % 5);
+    /* One run in eight without pre-vote, one in eight without
+     * check-quorum: safety never depends on them. */
+    cfg.disable_pre_vote = sim_rng(&x) % 8 == 0;
+    cfg.disable_check_quorum = sim_rng(&x) % 8 == 0;
+    c = cluster_new(&cfg);
+    snprintf(replay, sizeof replay,
+             "SIM_SEED=%llu SIM_NODES=%u SIM_STEPS=%u "
+             "build/tests/sim/test_sim",
+             (unsigned long long)seed, n, steps);
+    cluster_set_replay(c, replay);
+    cluster_set_fail_jump(c, jump);
+
+    for (step = 0; step < steps; step++) {
+        uint64_t r = sim_rng(&x) % 1000;
+        id = 1 + (raft_id)(sim_rng(&x) % n);
+        if (r < 60) {
+            /* A client proposal, mostly to the leader. */
+            raft_id to = cluster_leader(c);
+            if (to == 0 || r < 6) {
+                to = id;
+            }
+            snprintf(p, sizeof p, "s%llu-%u", (unsigned long long)seed, k++);
+            (void)cluster_propose(c, to, p, strlen(p));
+        } else if (r < 64) {
+            /* A crash, of the leader half of the time. */
+            if (r < 62 && cluster_leader(c) != 0) {
+                id = cluster_leader(c);
+            }
+            if (cluster_alive(c, id)) {
+                cluster_crash(c, id);
+            }
+        } else if (r < 70) {
+            /* A restart of some crashed node. */
+            raft_id j;
+            for (j = 0; j < n; j++) {
+                raft_id d = 1 + (id - 1 + j) % n;
+                if (!cluster_alive(c, d)) {
+                    cluster_restart(c, d);
+                    break;
+                }
+            }
+        } else if (r < 73) {
+            sim_partition(c, &x, false);
+        } else if (r < 76) {
+            sim_partition(c, &x, true);
+        } else if (r < 80) {
+            sim_restore_links(c);
+        } else if (r < 82) {
+            cluster_set_faults(c, (unsigned)(sim_rng(&x) % 30),
+                               (unsigned)(sim_rng(&x) % 15), 1,
+                               2 + (unsigned)(sim_rng(&x) % 60));
+        }
+        cluster_step(c);
+    }
+    if (getenv("SIM_VERBOSE") != NULL) {
+        raft_term term = 0;
+        for (id = 1; id <= n; id++) {
+            if (cluster_raft(c, id) != NULL &&
+                raft_current_term(cluster_raft(c, id)) > term) {
+                term = raft_current_term(cluster_raft(c, id));
+            }
+        }
+        fprintf(stderr, "seed %llu n %u: after %u steps t=%llu ms, "
+                "committed %llu, term %llu, %llu messages\n",
+                (unsigned long long)seed, n, steps,
+                (unsigned long long)cluster_now(c),
+                (unsigned long long)cluster_committed_last(c),
+                (unsigned long long)term,
+                (unsigned long long)cluster_n_messages(c, 0));
+    }
+    sim_liveness(c, seed);
+    hash = cluster_trace_hash(c);
+    cluster_free(c);
+    return hash;
+}
+
+#endif /* TEST_SIM_H */

@@ -1,0 +1,342 @@
+/* Named fault scenarios on the simulated cluster (tests/lib/cluster.h,
+ * every safety check of the harness on after every step): a leader
+ * partitioned away while a new leader commits, then healed; a follower
+ * with a long divergent uncommitted tail (fast backtracking); a node
+ * rejoining after a long partition (pre-vote keeps the leader, and without
+ * it the term is disrupted); a 5-node cluster losing 2 nodes and carrying
+ * on, then a 3rd and stopping commits without corruption. The Figure 8
+ * scenario of the Raft paper is tests/raft/test_replication.c's
+ * test_figure8. */
+
+#include "tests/sim/sim.h"
+
+/* propose_ok proposes @text on the current leader, failing if none. */
+static void propose_ok(struct cluster *c, const char *text)
+{
+    raft_id leader = cluster_leader(c);
+
+    if (leader == 0) {
+        cluster_fail(c, "no leader to propose %s to", text);
+    }
+    if (cluster_propose(c, leader, text, strlen(text)) != 0) {
+        cluster_fail(c, "leader %llu refuses %s", (unsigned long long)leader,
+                     text);
+    }
+}
+
+/* What applied_by watches: @text applied by nodes @ids (0-terminated). */
+struct applied_watch {
+    const char *text;   /* the payload */
+    const raft_id *ids; /* the nodes, 0-terminated */
+};
+
+static bool applied_by(struct cluster *c, void *arg)
+{
+    const struct applied_watch *w = arg;
+    unsigned i;
+
+    for (i = 0; w->ids[i] != 0; i++) {
+        if (!cluster_has_applied(c, w->ids[i], w->text, strlen(w->text))) {
+            return false;
+        }
+    }
+    return true;
+}
+
+/* wait_applied runs until every node of @ids applied @text (2 s at most). */
+static void wait_applied(struct cluster *c, const char *text,
+                         const raft_id *ids)
+{
+    struct applied_watch w = {text, ids};
+
+    if (!cluster_run_until(c, 2000, applied_by, &w)) {
+        cluster_fail(c, "%s not applied in time", text);
+    }
+}
+
+static bool leader_elected(struct cluster *c, void *arg)
+{
+    (void)arg;
+    return cluster_leader(c) != 0;
+}
+
+/* A leader cut off from everyone keeps accepting proposals for a while;
+ * the majority elects a new leader in a later term and commits. The old
+ * leader steps down on its own within an election timeout or two
+ * (check-quorum) without ever committing its entries; once healed it
+ * follows the new leader, its uncommitted entries are replaced, and every
+ * node applies the same sequence. */
+static void test_partitioned_leader(void **state)
+{
+    struct cluster_config cfg;
+    struct cluster *c;
+    static const raft_id all3[] = {1, 2, 3, 0};
+    raft_id majority[3] = {0, 0, 0};
+    raft_id old;
+    raft_id id;
+    raft_term old_term;
+    unsigned k = 0;
+
+    (void)state;
+    cluster_config_default(&cfg, 3, 101);
+    c = cluster_new(&cfg);
+    assert_true(cluster_run_until(c, 2000, sim_agreed, NULL));
+    propose_ok(c, "before");
+    wait_applied(c, "before", all3);
+    old = cluster_leader(c);
+    old_term = raft_current_term(cluster_raft(c, old));
+    for (id = 1; id <= 3; id++) {
+        if (id != old) {
+            majority[k++] = id;
+        }
+    }
+    cluster_isolate(c, old, false);
+    assert_int_equal(cluster_propose(c, old, "orphan", 6), 0);
+    cluster_run(c, 50);
+    assert_int_equal(raft_role(cluster_raft(c, old)), RAFT_LEADER);
+    /* Check-quorum: within two election timeouts (one full round without
+     * answers) the old leader gives up, at its term. */
+    cluster_run(c, 250);
+    assert_int_equal(raft_role(cluster_raft(c, old)), RAFT_FOLLOWER);
+    assert_int_equal(raft_current_term(cluster_raft(c, old)), old_term);
+    /* The majority elected a new leader of a later term, which commits. */
+    assert_true(cluster_run_until(c, 2000, leader_elected, NULL));
+    assert_int_not_equal(cluster_leader(c), old);
+    assert_true(raft_current_term(cluster_raft(c, cluster_leader(c))) >
+                old_term);
+    propose_ok(c, "during");
+    wait_applied(c, "during", majority);
+    assert_false(cluster_has_applied(c, old, "orphan", 6));
+    assert_false(cluster_has_applied(c, old, "during", 6));
+    /* Healed: one leader, the orphan entry gone everywhere. */
+    cluster_heal(c);
+    propose_ok(c, "after");
+    wait_applied(c, "after", all3);
+    assert_true(cluster_run_until(c, 2000, sim_agreed, NULL));
+    for (id = 1; id <= 3; id++) {
+        assert_true(cluster_has_applied(c, id, "during", 6));
+        assert_false(cluster_has_applied(c, id, "orphan", 6));
+    }
+    assert_true(cluster_n_truncations(c, old) >= 1);
+    cluster_free(c);
+}
+
+/* A leader isolated with a long uncommitted tail (40 entries of its term)
+ * rejoins as a follower of a leader whose log diverges from index 2 on.
+ * AppendEntries carry one entry each (max_size_per_msg 0), so one-entry
+ * backtracking would need about 40 refusals; with the conflict hint
+ * (the first index of the conflicting term) the new leader skips the
+ * whole divergent term in one round trip. */
+static void test_divergent_tail(void **state)
+{
+    struct cluster_config cfg;
+    struct cluster *c;
+    static const raft_id all3[] = {1, 2, 3, 0};
+    char text[32];
+    raft_id old;
+    raft_id leader;
+    raft_index tail_last;
+    unsigned i;
+    uint64_t rejections;
+
+    (void)state;
+    cluster_config_default(&cfg, 3, 202);
+    cfg.max_size_per_msg = 0;
+    /* A fixed delay: no reordering, whose refusals would blur the count. */
+    cfg.net_min = 3;
+    cfg.net_max = 3;
+    c = cluster_new(&cfg);
+    assert_true(cluster_run_until(c, 2000, sim_agreed, NULL));
+    propose_ok(c, "base");
+    wait_applied(c, "base", all3);
+    old = cluster_leader(c);
+    cluster_isolate(c, old, false);
+    for (i = 0; i < 40; i++) {
+        snprintf(text, sizeof text, "tail-%u", i);
+        assert_int_equal(cluster_propose(c, old, text, strlen(text)), 0);
+    }
+    cluster_run(c, 400);
+    tail_last = cluster_durable_last(c, old);
+    assert_true(tail_last >= 42);
+    assert_true(cluster_run_until(c, 2000, leader_elected, NULL));
+    assert_int_not_equal(cluster_leader(c), old);
+    for (i = 0; i < 40; i++) {
+        snprintf(text, sizeof text, "new-%u", i);
+        propose_ok(c, text);
+    }
+    cluster_run(c, 500);
+    /* A new election among the majority: the leader's view of the old
+     * node starts over at its own last index + 1, far past the point of
+     * divergence (index 3). */
+    leader = cluster_leader(c);
+    cluster_crash(c, leader);
+    cluster_restart(c, leader);
+    assert_true(cluster_run_until(c, 2000, leader_elected, NULL));
+    assert_true(raft_last_index(cluster_raft(c, cluster_leader(c))) >= 42);
+    rejections = cluster_n_rejections(c, old);
+    cluster_heal(c);
+    propose_ok(c, "joined");
+    wait_applied(c, "joined", all3);
+    /* The first probe is refused (prev is past the old node's log): its
+     * last index comes back; the next probe is refused within the
+     * divergent term: the first index of that term comes back; the third
+     * matches. Two refusals, not one per divergent entry. */
+    rejections = cluster_n_rejections(c, old) - rejections;
+    if (rejections > 3) {
+        cluster_fail(c, "%llu refusals to back over a 40-entry tail",
+                     (unsigned long long)rejections);
+    }
+    assert_true(rejections >= 1);
+    for (i = 0; i < 40; i++) {
+        snprintf(text, sizeof text, "tail-%u", i);
+        assert_false(cluster_has_applied(c, old, text, strlen(text)));
+    }
+    assert_true(cluster_has_applied(c, old, "new-39", 6));
+    assert_true(cluster_durable_term(c, old, 3) !=
+                raft_current_term(cluster_raft(c, old)) ||
+                cluster_durable_last(c, old) < tail_last);
+    cluster_free(c);
+}
+
+/* rejoin runs the rejoin scenario with pre-vote on or off and returns
+ * whether the leader and its term survived the rejoin. Node 3 is cut off
+ * for 3 s (30 election timeouts), then healed. */
+static bool rejoin(bool pre_vote, raft_term *isolated_term)
+{
+    struct cluster_config cfg;
+    struct cluster *c;
+    static const raft_id all3[] = {1, 2, 3, 0};
+    raft_id leader;
+    raft_id iso;
+    raft_term term;
+    bool kept;
+
+    cluster_config_default(&cfg, 3, 303);
+    cfg.disable_pre_vote = !pre_vote;
+    c = cluster_new(&cfg);
+    assert_true(cluster_run_until(c, 2000, sim_agreed, NULL));
+    propose_ok(c, "one");
+    wait_applied(c, "one", all3);
+    leader = cluster_leader(c);
+    term = raft_current_term(cluster_raft(c, leader));
+    iso = leader == 3 ? 2 : 3;
+    cluster_isolate(c, iso, false);
+    cluster_run(c, 3000);
+    *isolated_term = raft_current_term(cluster_raft(c, iso));
+    cluster_heal(c);
+    cluster_run(c, 1000);
+    propose_ok(c, "two");
+    wait_applied(c, "two", all3);
+    kept = cluster_leader(c) == leader &&
+           raft_current_term(cluster_raft(c, leader)) == term;
+    if (pre_vote && *isolated_term != term) {
+        cluster_fail(c, "isolated node raised its term to %llu from %llu",
+                     (unsigned long long)*isolated_term,
+                     (unsigned long long)term);
+    }
+    cluster_free(c);
+    return kept;
+}
+
+/* Thesis §9.6: a node cut off from the cluster keeps timing out. With
+ * pre-vote its pre-votes go unanswered and its term never rises, so when
+ * it rejoins the leader keeps its leadership and its term. Without
+ * pre-vote, the same node comes back with a term raised many times and
+ * forces the leader down (its term-raising answers depose it). */
+static void test_rejoin_pre_vote(void **state)
+{
+    raft_term t_on;
+    raft_term t_off;
+
+    (void)state;
+    assert_true(rejoin(true, &t_on));
+    assert_false(rejoin(false, &t_off));
+    assert_true(t_off > t_on + 5);
+}
+
+static bool no_commit_progress(struct cluster *c, void *arg)
+{
+    return cluster_committed_last(c) > *(raft_index *)arg;
+}
+
+/* Five nodes lose two: the other three carry on committing. They lose a
+ * third: nothing commits any more (for 20 election timeouts), though the
+ * survivors' leader keeps appending proposals, and the harness checks
+ * that nothing unsafe happens. One node back: commits resume, the stuck
+ * proposals included, and every node ends with the same sequence. */
+static void test_five_lose_two_then_three(void **state)
+{
+    struct cluster_config cfg;
+    struct cluster *c;
+    raft_id up3[4] = {0, 0, 0, 0};
+    static const raft_id all5[] = {1, 2, 3, 4, 5, 0};
+    raft_id leader;
+    raft_id id;
+    raft_index stuck;
+    unsigned k = 0;
+
+    (void)state;
+    cluster_config_default(&cfg, 5, 505);
+    c = cluster_new(&cfg);
+    assert_true(cluster_run_until(c, 2000, sim_agreed, NULL));
+    propose_ok(c, "five");
+    wait_applied(c, "five", all5);
+    leader = cluster_leader(c);
+    /* Lose two followers. */
+    for (id = 1; id <= 5 && k < 2; id++) {
+        if (id != leader) {
+            cluster_crash(c, id);
+            k++;
+        }
+    }
+    k = 0;
+    for (id = 1; id <= 5; id++) {
+        if (cluster_alive(c, id)) {
+            up3[k++] = id;
+        }
+    }
+    propose_ok(c, "three");
+    wait_applied(c, "three", up3);
+    /* Lose a third (a follower): no quorum. */
+    for (id = 1; id <= 5; id++) {
+        if (cluster_alive(c, id) && id != leader) {
+            cluster_crash(c, id);
+            break;
+        }
+    }
+    stuck = cluster_committed_last(c);
+    if (cluster_leader(c) != 0) {
+        (void)cluster_propose(c, cluster_leader(c), "stuck", 5);
+    }
+    if (cluster_run_until(c, 2000, no_commit_progress, &stuck)) {
+        cluster_fail(c, "committed %llu with two of five nodes up",
+                     (unsigned long long)cluster_committed_last(c));
+    }
+    /* Check-quorum: the leader has stepped down; nobody leads. */
+    assert_int_equal(cluster_leader(c), 0);
+    /* Bring everything back: commits resume and all logs agree. */
+    for (id = 1; id <= 5; id++) {
+        if (!cluster_alive(c, id)) {
+            cluster_restart(c, id);
+        }
+    }
+    assert_true(cluster_run_until(c, 3000, sim_agreed, NULL));
+    propose_ok(c, "back");
+    wait_applied(c, "back", all5);
+    for (id = 1; id <= 5; id++) {
+        assert_true(cluster_has_applied(c, id, "three", 5));
+        assert_int_equal(cluster_n_applied(c, id), cluster_n_applied(c, 1));
+    }
+    cluster_free(c);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_partitioned_leader),
+        cmocka_unit_test(test_divergent_tail),
+        cmocka_unit_test(test_rejoin_pre_vote),
+        cmocka_unit_test(test_five_lose_two_then_three),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
