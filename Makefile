@@ -25,7 +25,7 @@ PYTHON  := /usr/bin/python3
 TEST_BIN := $(TEST_SRC:%.c=$(B)/%)
 
 .SECONDARY:
-.PHONY: all deps demo test check check-layering unit e2e clean bench sim \
+.PHONY: all deps demo test check check-layering unit e2e clean bench sim soak \
         coverage
 
 all: $(B)/raftsql.so $(B)/libraftsql.a $(B)/raftsql-node
@@ -165,6 +165,12 @@ unit: $(TEST_BIN)
 e2e: all $(B)/san/raftsql-node
 	RAFTSQL_NODE=$(B)/san/raftsql-node RAFTSQL_SO=$(B)/raftsql.so \
 	    $(PYTHON) tests/e2e/run.py
+
+# The long crash loop (tests/e2e/test_crash.py): 100 kills under load and
+# a follower catching up over 50,000 writes, on the optimized build.
+soak: all
+	cd tests/e2e && RAFTSQL_NODE=../../$(B)/raftsql-node SOAK_KILLS=100 \
+	    SOAK_WRITES=50000 $(PYTHON) -m unittest -v test_crash
 
 test: deps
 	@$(MAKE) --no-print-directory check-layering

@@ -9,6 +9,7 @@
  * unapplied; the node stops applying, says so in raft_status(), and never
  * skips the entry: a restart applies it again from the log. */
 
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -16,6 +17,58 @@
 
 /* Most entries applied in one SQLite transaction. */
 #define APPLY_BATCH_MAX 4096
+
+int applier_install(struct ext_node *n, const char *path, char *errmsg,
+                    size_t errmsg_len)
+{
+    uint64_t index = 0, term = 0;
+    unsigned keep = 0;
+    int rc;
+
+    /* Take the apply connection from the apply thread. */
+    pthread_mutex_lock(&n->mu);
+    n->installing = true;
+    while (n->apply_busy) {
+        pthread_cond_wait(&n->idle_cond, &n->mu);
+    }
+    pthread_mutex_unlock(&n->mu);
+
+    rc = sql_fsm_snapshot_install(n->fsm, path, &index, &term);
+    if (rc != 0) {
+        snprintf(errmsg, errmsg_len, "install: %s", sql_fsm_errmsg(n->fsm));
+        if (rc != RAFT_NOMEM && rc != RAFT_IOERR) {
+            rc = RAFT_CORRUPT; /* refused: the database is unchanged */
+        }
+        goto out;
+    }
+    rc = lmdb_log_reset(n->log, index, term);
+    if (rc != 0) {
+        /* The database is ahead of the log: a restart repairs that. */
+        snprintf(errmsg, errmsg_len, "reset the log after the snapshot: %s",
+                 lmdb_log_errmsg(n->log));
+        rc = RAFT_IOERR;
+    }
+    atomic_store(&n->applied, index);
+    atomic_store(&n->durable, sql_fsm_durable(n->fsm));
+
+out:
+    pthread_mutex_lock(&n->mu);
+    if (rc == 0) {
+        /* Entries the snapshot covers will not be applied again. */
+        for (unsigned i = 0; i < n->n_apply_queue; i++) {
+            if (n->apply_queue[i].index <= index) {
+                raft_buf_unref(n->apply_queue[i].data);
+            } else {
+                n->apply_queue[keep++] = n->apply_queue[i];
+            }
+        }
+        n->n_apply_queue = keep;
+    }
+    n->installing = false;
+    pthread_cond_signal(&n->apply_cond);
+    pthread_mutex_unlock(&n->mu);
+    return rc;
+}
 
 int applier_push(struct ext_node *n, const struct raft_entry *entries,
                  unsigned count)
@@ -68,6 +121,15 @@ static int apply_batch(struct ext_node *n, struct raft_entry *batch,
         goto out;
     }
     atomic_store(&n->applied, batch[cnt - 1].index);
+    /* The durable point: checkpoint the WAL into the database file now and
+     * then, so the log can be compacted up to what the file holds. */
+    if (batch[cnt - 1].index - atomic_load(&n->durable) >=
+        n->cfg.snapshot_threshold / 2) {
+        uint64_t durable;
+        if (sql_fsm_checkpoint(n->fsm, &durable) == 0) {
+            atomic_store(&n->durable, durable);
+        }
+    }
     pthread_mutex_lock(&n->mu);
     for (unsigned i = 0; i < cnt; i++) {
         if (fe[i].payload != NULL) {
@@ -99,12 +161,14 @@ void *applier_main(void *arg)
     for (;;) {
         unsigned cnt;
         int rc;
-        while (!n->apply_stop && (n->n_apply_queue == 0 || n->apply_failed)) {
+        while (!n->apply_stop && (n->n_apply_queue == 0 || n->apply_failed ||
+                                  n->installing)) {
             pthread_cond_wait(&n->apply_cond, &n->mu);
         }
         if (n->apply_stop) {
             break;
         }
+        n->apply_busy = true;
         cnt = n->n_apply_queue < APPLY_BATCH_MAX ? n->n_apply_queue
                                                  : APPLY_BATCH_MAX;
         memcpy(batch, n->apply_queue, cnt * sizeof *batch);
@@ -119,6 +183,8 @@ void *applier_main(void *arg)
         }
 
         pthread_mutex_lock(&n->mu);
+        n->apply_busy = false;
+        pthread_cond_broadcast(&n->idle_cond);
         if (rc != 0) {
             n->apply_failed = true;
         }

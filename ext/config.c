@@ -17,6 +17,9 @@
 #define DEFAULT_EXEC_TIMEOUT_MS 5000
 #define DEFAULT_LOG_MAX_MB 1024
 #define DEFAULT_MAX_REQUEST_BYTES (64u * 1024 * 1024)
+#define DEFAULT_SNAPSHOT_THRESHOLD 8192
+#define DEFAULT_TRAILING_ENTRIES 1024
+#define DEFAULT_SNAPSHOT_CHUNK_BYTES (1024u * 1024)
 
 static int fail(char *errmsg, size_t errmsg_len, const char *fmt, ...)
 {
@@ -148,7 +151,8 @@ static int parse_cluster(const char *value, struct ext_config *c,
 static const char *const keys[] = {
     "id",           "listen",          "cluster",    "dir",
     "election_timeout_ms", "heartbeat_ms", "exec_timeout_ms", "log_max_mb",
-    "max_request_bytes",   "log_level",
+    "max_request_bytes",   "log_level", "snapshot_threshold",
+    "trailing_entries",    "snapshot_chunk_bytes",
 };
 
 static int key_index(const char *key)
@@ -197,6 +201,9 @@ int ext_config_parse(const char *text, const char *db_path,
     c->exec_timeout_ms = DEFAULT_EXEC_TIMEOUT_MS;
     c->log_max_bytes = (uint64_t)DEFAULT_LOG_MAX_MB * 1024 * 1024;
     c->max_request_bytes = DEFAULT_MAX_REQUEST_BYTES;
+    c->snapshot_threshold = DEFAULT_SNAPSHOT_THRESHOLD;
+    c->trailing_entries = DEFAULT_TRAILING_ENTRIES;
+    c->snapshot_chunk_bytes = DEFAULT_SNAPSHOT_CHUNK_BYTES;
     c->log_level = RAFT_LOG_WARN;
     snprintf(c->dir, sizeof c->dir, "%s-raft", db_path);
 
@@ -298,6 +305,33 @@ int ext_config_parse(const char *text, const char *db_path,
                 goto out;
             }
             c->max_request_bytes = v;
+        } else if (strcmp(key, "snapshot_threshold") == 0) {
+            if (!parse_u64(val, 16, UINT32_MAX, &v)) {
+                rc = fail(errmsg, errmsg_len,
+                          "snapshot_threshold: '%s' is not an integer in "
+                          "[16, 4294967295]",
+                          val);
+                goto out;
+            }
+            c->snapshot_threshold = v;
+        } else if (strcmp(key, "trailing_entries") == 0) {
+            if (!parse_u64(val, 0, UINT32_MAX, &v)) {
+                rc = fail(errmsg, errmsg_len,
+                          "trailing_entries: '%s' is not an integer in "
+                          "[0, 4294967295]",
+                          val);
+                goto out;
+            }
+            c->trailing_entries = v;
+        } else if (strcmp(key, "snapshot_chunk_bytes") == 0) {
+            if (!parse_u64(val, 4096, 64u * 1024 * 1024, &v)) {
+                rc = fail(errmsg, errmsg_len,
+                          "snapshot_chunk_bytes: '%s' is not an integer in "
+                          "[4096, 67108864]",
+                          val);
+                goto out;
+            }
+            c->snapshot_chunk_bytes = v;
         } else if (strcmp(key, "log_level") == 0) {
             if (!parse_level(val, &c->log_level)) {
                 rc = fail(errmsg, errmsg_len,
@@ -310,7 +344,9 @@ int ext_config_parse(const char *text, const char *db_path,
             rc = fail(errmsg, errmsg_len,
                       "unknown key '%s' (known: id, listen, cluster, dir, "
                       "election_timeout_ms, heartbeat_ms, exec_timeout_ms, "
-                      "log_max_mb, max_request_bytes, log_level)",
+                      "log_max_mb, max_request_bytes, log_level, "
+                      "snapshot_threshold, trailing_entries, "
+                      "snapshot_chunk_bytes)",
                       key);
             goto out;
         }

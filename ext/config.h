@@ -34,6 +34,9 @@ struct ext_config {
     unsigned exec_timeout_ms;            /* exec_timeout_ms= */
     uint64_t log_max_bytes;              /* log_max_mb= , in bytes */
     uint64_t max_request_bytes;          /* max_request_bytes= */
+    uint64_t snapshot_threshold;         /* snapshot_threshold= (entries) */
+    uint64_t trailing_entries;           /* trailing_entries= (entries) */
+    uint64_t snapshot_chunk_bytes;       /* snapshot_chunk_bytes= */
     int log_level;                       /* log_level= (raft_log_level) */
 };
 

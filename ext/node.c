@@ -11,6 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/random.h>
+#include <sys/stat.h>
 #include <time.h>
 
 #include "../raft/message.h"
@@ -79,6 +80,48 @@ static int on_append(void *data, const struct raft_hard_state *hs,
     return rc;
 }
 
+static int on_compact(void *data, raft_index index, char *errmsg,
+                      size_t errmsg_len)
+{
+    struct ext_node *n = data;
+    int rc = lmdb_log_compact(n->log, index);
+    if (rc != 0) {
+        snprintf(errmsg, errmsg_len, "compact: %s", lmdb_log_errmsg(n->log));
+    }
+    return rc;
+}
+
+static int on_snapshot_create(void *data, const char *path, raft_index *index,
+                              raft_term *term, char *errmsg,
+                              size_t errmsg_len)
+{
+    struct ext_node *n = data;
+    uint64_t i = 0, t = 0;
+    int rc;
+    pthread_mutex_lock(&n->snapshot_mu);
+    rc = sql_fsm_snapshot_create(n->fsm, path, &i, &t, errmsg, errmsg_len);
+    pthread_mutex_unlock(&n->snapshot_mu);
+    if (rc == 0) {
+        *index = i;
+        *term = t;
+    }
+    return rc;
+}
+
+static int on_snapshot_install(void *data, const char *path,
+                               raft_index index, raft_term term,
+                               char *errmsg, size_t errmsg_len)
+{
+    struct ext_node *n = data;
+    int rc;
+    (void)index;
+    (void)term;
+    pthread_mutex_lock(&n->snapshot_mu);
+    rc = applier_install(n, path, errmsg, errmsg_len);
+    pthread_mutex_unlock(&n->snapshot_mu);
+    return rc;
+}
+
 static void on_apply(void *data, const struct raft_entry *entries,
                      unsigned cnt)
 {
@@ -98,9 +141,30 @@ static void on_wake(void *data)
     exec_on_wake(data);
 }
 
+/* maybe_compact applies the compaction policy: once more than
+ * snapshot_threshold entries lie beyond the last compaction point, drop
+ * the log up to the database's durable applied index less
+ * trailing_entries (kept for followers a little behind). */
+static void maybe_compact(struct ext_node *n)
+{
+    raft_index first = raft_first_index(n->core);
+    raft_index last = raft_last_index(n->core);
+    uint64_t durable = atomic_load(&n->durable);
+    raft_index target;
+    if (last + 1 - first <= n->cfg.snapshot_threshold ||
+        durable <= n->cfg.trailing_entries) {
+        return;
+    }
+    target = durable - n->cfg.trailing_entries;
+    if (target >= first && target <= raft_persisted_index(n->core)) {
+        raft_uv_node_compact(n->driver, target);
+    }
+}
+
 static void on_tick(void *data)
 {
     exec_on_tick(data);
+    maybe_compact(data);
 }
 
 static void on_stepped(void *data)
@@ -134,7 +198,8 @@ static int load_core(struct ext_node *n, struct raft **out, char *errmsg,
     struct raft_hard_state hs;
     struct raft_config rc_cfg;
     raft_id voters[EXT_MAX_NODES];
-    raft_index first, last;
+    raft_index first, last, snap_index;
+    raft_term snap_term;
     struct raft_entry *entries = NULL;
     unsigned n_entries = 0;
     uint64_t applied = sql_fsm_applied(n->fsm);
@@ -144,18 +209,51 @@ static int load_core(struct ext_node *n, struct raft **out, char *errmsg,
     if (rc == 0) {
         rc = lmdb_log_bounds(n->log, &first, &last);
     }
+    if (rc == 0) {
+        rc = lmdb_log_snapshot(n->log, &snap_index, &snap_term);
+    }
     if (rc != 0) {
         snprintf(errmsg, errmsg_len, "log %s: %s", n->cfg.dir,
                  lmdb_log_errmsg(n->log));
         return rc;
     }
-    if (applied > last) {
+    if (applied > last && hs.term > 0) {
+        /* A snapshot was installed but the node stopped before the log was
+         * reset after it: the database holds only committed entries, so
+         * the log restarts after them. */
+        node_log(n, RAFT_LOG_WARN,
+                 "database applied up to %" PRIu64 ", log ends at %" PRIu64
+                 ": resetting the log after the database (interrupted "
+                 "snapshot install)",
+                 applied, last);
+        rc = lmdb_log_reset(n->log, applied, sql_fsm_applied_term(n->fsm));
+        if (rc == 0) {
+            rc = lmdb_log_bounds(n->log, &first, &last);
+        }
+        if (rc == 0) {
+            rc = lmdb_log_snapshot(n->log, &snap_index, &snap_term);
+        }
+        if (rc != 0) {
+            snprintf(errmsg, errmsg_len, "log %s: %s", n->cfg.dir,
+                     lmdb_log_errmsg(n->log));
+            return rc;
+        }
+    } else if (applied > last) {
         snprintf(errmsg, errmsg_len,
                  "database %s was applied up to index %" PRIu64
-                 " but the log in %s ends at %" PRIu64
-                 ": they do not belong together",
-                 n->path, applied, n->cfg.dir, last);
+                 " but the log in %s is new (no term, no vote): they do not "
+                 "belong together; restore the log directory or start from "
+                 "a fresh database",
+                 n->path, applied, n->cfg.dir);
         return RAFT_INVALID;
+    }
+    if (applied < snap_index) {
+        snprintf(errmsg, errmsg_len,
+                 "database %s was applied up to index %" PRIu64
+                 " but the log in %s was compacted up to %" PRIu64
+                 ": the database lost durable writes",
+                 n->path, applied, n->cfg.dir, snap_index);
+        return RAFT_CORRUPT;
     }
     if (last >= first) {
         rc = lmdb_log_entries(n->log, first, last, 0, &entries, &n_entries);
@@ -177,13 +275,15 @@ static int load_core(struct ext_node *n, struct raft **out, char *errmsg,
     rc_cfg.max_size_per_msg = MAX_SIZE_PER_MSG;
     rc_cfg.max_inflight_msgs = MAX_INFLIGHT_MSGS;
     rc_cfg.seed = random_u64();
-    rc = raft_new(&rc_cfg, &hs, first, entries, n_entries, applied, out);
+    rc = raft_restore(&rc_cfg, &hs, snap_index, snap_term, entries,
+                      n_entries, applied, out);
     lmdb_log_entries_free(entries, n_entries);
     if (rc != 0) {
         snprintf(errmsg, errmsg_len, "raft: %s", raft_strerror(rc));
         return rc;
     }
     atomic_store(&n->applied, applied);
+    atomic_store(&n->durable, sql_fsm_durable(n->fsm));
     return 0;
 }
 
@@ -194,7 +294,13 @@ static int start_driver(struct ext_node *n, struct raft *core, char *errmsg,
 {
     struct raft_uv_peer peers[EXT_MAX_NODES];
     struct raft_uv_node_config dc;
-    struct raft_uv_storage storage = {.data = n, .append = on_append};
+    struct raft_uv_storage storage = {
+        .data = n,
+        .append = on_append,
+        .compact = on_compact,
+        .snapshot_create = on_snapshot_create,
+        .snapshot_install = on_snapshot_install,
+    };
     struct raft_uv_node_callbacks cb = {
         .data = n,
         .apply = on_apply,
@@ -225,6 +331,8 @@ static int start_driver(struct ext_node *n, struct raft *core, char *errmsg,
     dc.n_peers = n_peers;
     dc.max_frame_bytes = n->cfg.max_request_bytes + FRAME_HEADROOM;
     dc.tick_ms = EXT_TICK_MS;
+    dc.snapshot_dir = n->snapshot_dir;
+    dc.snapshot_chunk_bytes = n->cfg.snapshot_chunk_bytes;
     return raft_uv_node_start(core, &dc, &storage, &cb, &n->driver, errmsg,
                               errmsg_len);
 }
@@ -249,6 +357,8 @@ int ext_node_start(const char *db_path, const struct ext_config *cfg,
     pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
     pthread_cond_init(&n->apply_cond, &ca);
     pthread_condattr_destroy(&ca);
+    pthread_cond_init(&n->idle_cond, NULL);
+    pthread_mutex_init(&n->snapshot_mu, NULL);
 
     rc = lmdb_log_open(cfg->dir, cfg->log_max_bytes, &n->log, errmsg,
                        errmsg_len);
@@ -258,6 +368,14 @@ int ext_node_start(const char *db_path, const struct ext_config *cfg,
         snprintf(errmsg, errmsg_len, "dir: cannot open the log in %s: %s",
                  cfg->dir, why);
         goto err_free;
+    }
+    snprintf(n->snapshot_dir, sizeof n->snapshot_dir, "%.4000s/snapshots",
+             cfg->dir);
+    if (mkdir(n->snapshot_dir, 0700) != 0 && errno != EEXIST) {
+        snprintf(errmsg, errmsg_len, "dir: cannot create %s: %s",
+                 n->snapshot_dir, strerror(errno));
+        rc = RAFT_IOERR;
+        goto err_log;
     }
     rc = sql_fsm_open(db_path, &n->fsm, errmsg, errmsg_len);
     if (rc != 0) {
@@ -298,6 +416,8 @@ err_log:
     lmdb_log_close(n->log);
 err_free:
     pthread_cond_destroy(&n->apply_cond);
+    pthread_cond_destroy(&n->idle_cond);
+    pthread_mutex_destroy(&n->snapshot_mu);
     pthread_mutex_destroy(&n->mu);
     free(n);
     return rc;
@@ -331,6 +451,8 @@ void ext_node_stop(struct ext_node *n)
     lmdb_log_close(n->log);
     node_log(n, RAFT_LOG_INFO, "stopped");
     pthread_cond_destroy(&n->apply_cond);
+    pthread_cond_destroy(&n->idle_cond);
+    pthread_mutex_destroy(&n->snapshot_mu);
     pthread_mutex_destroy(&n->mu);
     free(n);
 }

@@ -93,7 +93,16 @@ struct ext_node {
     unsigned cap_apply_queue;        /* (mu) */
     bool apply_stop;                 /* (mu) */
     bool apply_failed;               /* applying stopped on an error (mu) */
+    bool apply_busy;                 /* a batch is being applied (mu) */
+    bool installing;                 /* a snapshot install waits for or
+                                        holds the apply connection (mu) */
+    pthread_cond_t idle_cond;        /* apply_busy became false (mu) */
     atomic_uint_least64_t applied;   /* last applied index */
+    atomic_uint_least64_t durable;   /* applied index durable in the
+                                        database file (sql_fsm_durable) */
+    pthread_mutex_t snapshot_mu;     /* one snapshot create or install at
+                                        a time */
+    char snapshot_dir[4096];         /* <dir>/snapshots */
 
     /* Callers. */
     struct ext_waiter *queue[EXT_SUBMIT_QUEUE_MAX]; /* ring (mu) */
@@ -163,6 +172,14 @@ void *applier_main(void *arg);
  * for the apply thread. Loop thread. Returns RAFT_NOMEM on failure. */
 int applier_push(struct ext_node *n, const struct raft_entry *entries,
                  unsigned count);
+
+/* applier_install installs snapshot file @path into the database while
+ * the apply thread is held off, resets the log after it and drops queued
+ * entries it covers. Errors: RAFT_CORRUPT (refused, nothing changed),
+ * RAFT_IOERR (the log could not be reset: restart), RAFT_NOMEM; @errmsg
+ * says why. A libuv thread-pool thread. */
+int applier_install(struct ext_node *n, const char *path, char *errmsg,
+                    size_t errmsg_len);
 
 /* ---- status.c -------------------------------------------------------- */
 

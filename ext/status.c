@@ -21,7 +21,14 @@ static const char *role_name(int role)
 
 static const char *progress_name(int state)
 {
-    return state == RAFT_PROGRESS_REPLICATE ? "replicate" : "probe";
+    switch (state) {
+        case RAFT_PROGRESS_REPLICATE:
+            return "replicate";
+        case RAFT_PROGRESS_SNAPSHOT:
+            return "snapshot";
+        default:
+            return "probe";
+    }
 }
 
 void status_refresh(struct ext_node *n)
@@ -102,6 +109,25 @@ char *ext_node_status(struct ext_node *n)
         json_real(s.stats.n_writes
                       ? (double)s.stats.n_entries_written / s.stats.n_writes
                       : 0.0));
+    json_object_set_new(o, "compactions",
+                        json_integer((json_int_t)s.stats.n_compactions));
+    json_object_set_new(o, "snapshots_sent",
+                        json_integer((json_int_t)s.stats.n_snapshots_sent));
+    json_object_set_new(
+        o, "snapshots_installed",
+        json_integer((json_int_t)s.stats.n_snapshots_installed));
+    if (s.stats.snapshot_peer != 0) {
+        json_object_set_new(
+            o, "snapshot_transfer",
+            json_pack("{s:I, s:I, s:I}", "peer",
+                      (json_int_t)s.stats.snapshot_peer, "bytes",
+                      (json_int_t)s.stats.snapshot_done, "total",
+                      (json_int_t)s.stats.snapshot_total));
+    } else {
+        json_object_set_new(o, "snapshot_transfer", json_null());
+    }
+    json_object_set_new(o, "durable",
+                        json_integer((json_int_t)atomic_load(&n->durable)));
     json_object_set_new(o, "appends_sent",
                         json_integer((json_int_t)s.stats.n_appends_sent));
     json_object_set_new(

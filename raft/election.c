@@ -32,9 +32,13 @@ void election_become_follower(struct raft *r, raft_term term,
         r->term = term;
         r->vote = 0;
         r->verified = 0;
+        r->ack_seq = 0;
     }
     if (r->role != RAFT_FOLLOWER) {
         r->verified = 0;
+    }
+    if (r->leader != leader) {
+        r->ack_seq = 0; /* seqs number one leader's requests */
     }
     r->role = RAFT_FOLLOWER;
     r->leader = leader;
@@ -89,6 +93,7 @@ static void become_candidate(struct raft *r)
     r->role = RAFT_CANDIDATE;
     r->leader = 0;
     r->verified = 0;
+    r->ack_seq = 0;
     r->pre_candidate = false;
     election_reset_timer(r);
     for (i = 0; i < r->n_voters; i++) {
@@ -118,6 +123,7 @@ static void become_pre_candidate(struct raft *r)
     }
     r->role = RAFT_FOLLOWER;
     r->leader = 0;
+    r->ack_seq = 0;
     r->pre_candidate = true;
     election_reset_timer(r);
     for (i = 0; i < r->n_voters; i++) {

@@ -4,8 +4,9 @@
 
 #include <assert.h>
 #include <stdlib.h>
+#include <string.h>
 
-int log_init(struct raft_log *l, raft_index first,
+int log_init(struct raft_log *l, raft_index first, raft_term snapshot_term,
              const struct raft_entry *entries, unsigned n)
 {
     struct raft_entry *copy = NULL;
@@ -33,6 +34,7 @@ int log_init(struct raft_log *l, raft_index first,
     l->n = n;
     l->cap = n;
     l->first = first;
+    l->snapshot_term = first > 1 ? snapshot_term : 0;
     return 0;
 }
 
@@ -52,12 +54,16 @@ raft_index log_last_index(const struct raft_log *l)
 raft_term log_term_at(const struct raft_log *l, raft_index index)
 {
     const struct raft_entry *e = log_get(l, index);
-    return e != NULL ? e->term : 0;
+
+    if (e != NULL) {
+        return e->term;
+    }
+    return index != 0 && index == l->first - 1 ? l->snapshot_term : 0;
 }
 
 raft_term log_last_term(const struct raft_log *l)
 {
-    return l->n > 0 ? l->entries[l->n - 1].term : 0;
+    return l->n > 0 ? l->entries[l->n - 1].term : l->snapshot_term;
 }
 
 const struct raft_entry *log_get(const struct raft_log *l, raft_index index)
@@ -114,4 +120,40 @@ void log_truncate(struct raft_log *l, raft_index from)
         raft_buf_unref(l->entries[l->n - 1].data);
         l->n--;
     }
+}
+
+void log_compact(struct raft_log *l, raft_index index)
+{
+    size_t drop;
+    size_t i;
+
+    /* Invariant: first <= index <= last (checked by the caller). */
+    assert(index >= l->first && index <= log_last_index(l));
+    drop = (size_t)(index - l->first + 1);
+    l->snapshot_term = l->entries[drop - 1].term;
+    for (i = 0; i < drop; i++) {
+        raft_buf_unref(l->entries[i].data);
+    }
+    memmove(l->entries, l->entries + drop, (l->n - drop) * sizeof *l->entries);
+    l->n -= drop;
+    l->first = index + 1;
+    /* Bounded memory under steady load: give back a mostly empty array. */
+    if (l->cap > 64 && l->n < l->cap / 4) {
+        size_t cap = l->n * 2 < 16 ? 16 : l->n * 2;
+        struct raft_entry *shrunk = realloc(l->entries, cap * sizeof *shrunk);
+        if (shrunk != NULL) {
+            l->entries = shrunk;
+            l->cap = cap;
+        }
+    }
+}
+
+void log_reset(struct raft_log *l, raft_index index, raft_term term)
+{
+    log_truncate(l, l->first);
+    free(l->entries);
+    l->entries = NULL;
+    l->cap = 0;
+    l->first = index + 1;
+    l->snapshot_term = term;
 }

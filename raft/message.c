@@ -19,10 +19,12 @@
 /* Fixed field bytes of each message type, after the body header. */
 #define RAFT__RV_LEN (8 + 8 + 8 + 1)
 #define RAFT__RVR_LEN (8 + 1 + 1)
-#define RAFT__AE_LEN (8 + 8 + 8 + 8 + 4)
-#define RAFT__AER_LEN (8 + 1 + 8 + 8 + 8)
+#define RAFT__AE_LEN (8 + 8 + 8 + 8 + 8 + 4)
+#define RAFT__AER_LEN (8 + 1 + 8 + 8 + 8 + 8)
 #define RAFT__FWD_LEN (8 + 8 + 4)
 #define RAFT__FWDR_LEN (8 + 8 + 4 + 8 + 8)
+#define RAFT__CHUNK_LEN (8 + 8 + 8 + 8 + 8 + 8 + 4)
+#define RAFT__CHUNKR_LEN (8 + 8 + 8 + 4)
 
 static size_t buf_len(const struct raft_buf *b)
 {
@@ -57,6 +59,10 @@ size_t raft_message_encoded_len(const struct raft_message *m)
             return n + RAFT__FWD_LEN + buf_len(m->forward.data);
         case RAFT_MSG_FORWARD_RESULT:
             return n + RAFT__FWDR_LEN;
+        case RAFT_MSG_SNAPSHOT_CHUNK:
+            return n + RAFT__CHUNK_LEN + buf_len(m->snapshot_chunk.data);
+        case RAFT_MSG_SNAPSHOT_CHUNK_RESULT:
+            return n + RAFT__CHUNKR_LEN;
         default:
             return 0;
     }
@@ -71,6 +77,16 @@ static int check_encodable(const struct raft_message *m)
     if (m->type == RAFT_MSG_FORWARD &&
         buf_len(m->forward.data) > UINT32_MAX) {
         return RAFT_TOOBIG;
+    }
+    if (m->type == RAFT_MSG_SNAPSHOT_CHUNK) {
+        const struct raft_snapshot_chunk *c = &m->snapshot_chunk;
+        if (buf_len(c->data) > UINT32_MAX) {
+            return RAFT_TOOBIG;
+        }
+        if (c->offset > c->total || buf_len(c->data) > c->total - c->offset) {
+            return RAFT_INVALID;
+        }
+        return 0;
     }
     if (m->type != RAFT_MSG_APPEND_ENTRIES) {
         return 0;
@@ -143,6 +159,7 @@ int raft_message_encode(const struct raft_message *m, void *buf, size_t len)
             ok &= raft_byte_put_u64(&w, ae->prev_log_index);
             ok &= raft_byte_put_u64(&w, ae->prev_log_term);
             ok &= raft_byte_put_u64(&w, ae->leader_commit);
+            ok &= raft_byte_put_u64(&w, ae->seq);
             ok &= raft_byte_put_u32(&w, ae->n_entries);
             for (i = 0; i < ae->n_entries; i++) {
                 const struct raft_entry *e = &ae->entries[i];
@@ -163,6 +180,7 @@ int raft_message_encode(const struct raft_message *m, void *buf, size_t len)
             ok &= raft_byte_put_u64(&w, ar->reject_index);
             ok &= raft_byte_put_u64(&w, ar->last_log_index);
             ok &= raft_byte_put_u64(&w, ar->conflict_index);
+            ok &= raft_byte_put_u64(&w, ar->seq);
             break;
         }
         case RAFT_MSG_FORWARD: {
@@ -181,6 +199,28 @@ int raft_message_encode(const struct raft_message *m, void *buf, size_t len)
             ok &= raft_byte_put_u32(&w, (uint32_t)fr->status);
             ok &= raft_byte_put_u64(&w, fr->index);
             ok &= raft_byte_put_u64(&w, fr->term);
+            break;
+        }
+        case RAFT_MSG_SNAPSHOT_CHUNK: {
+            const struct raft_snapshot_chunk *c = &m->snapshot_chunk;
+            ok &= raft_byte_put_u64(&w, c->term);
+            ok &= raft_byte_put_u64(&w, c->last_index);
+            ok &= raft_byte_put_u64(&w, c->last_term);
+            ok &= raft_byte_put_u64(&w, c->total);
+            ok &= raft_byte_put_u64(&w, c->offset);
+            ok &= raft_byte_put_u64(&w, c->checksum);
+            ok &= raft_byte_put_u32(&w, (uint32_t)buf_len(c->data));
+            ok &= raft_byte_put_bytes(&w, buf_data(c->data),
+                                      buf_len(c->data));
+            break;
+        }
+        case RAFT_MSG_SNAPSHOT_CHUNK_RESULT: {
+            const struct raft_snapshot_chunk_result *cr =
+                &m->snapshot_chunk_result;
+            ok &= raft_byte_put_u64(&w, cr->term);
+            ok &= raft_byte_put_u64(&w, cr->last_index);
+            ok &= raft_byte_put_u64(&w, cr->offset);
+            ok &= raft_byte_put_u32(&w, (uint32_t)cr->status);
             break;
         }
         default:
@@ -204,6 +244,14 @@ static void set_err(char *errmsg, size_t errmsg_len, const char *fmt, ...)
     va_start(ap, fmt);
     vsnprintf(errmsg, errmsg_len, fmt, ap);
     va_end(ap);
+}
+
+/* status_of reads an i32 from its u32 wire form: two's complement,
+ * without implementation-defined casts. */
+static int32_t status_of(uint32_t status)
+{
+    return status <= INT32_MAX ? (int32_t)status
+                               : -(int32_t)(UINT32_MAX - status) - 1;
 }
 
 /* get_bool reads a u8 that must be 0 or 1. */
@@ -367,6 +415,7 @@ int raft_message_decode(const void *body, size_t len, struct raft_message *out,
                  raft_byte_get_u64(&r, &ae->prev_log_index) &&
                  raft_byte_get_u64(&r, &ae->prev_log_term) &&
                  raft_byte_get_u64(&r, &ae->leader_commit) &&
+                 raft_byte_get_u64(&r, &ae->seq) &&
                  raft_byte_get_u32(&r, &ae->n_entries);
             if (!ok) {
                 break;
@@ -383,7 +432,8 @@ int raft_message_decode(const void *body, size_t len, struct raft_message *out,
                  get_bool(&r, &ar->success) &&
                  raft_byte_get_u64(&r, &ar->reject_index) &&
                  raft_byte_get_u64(&r, &ar->last_log_index) &&
-                 raft_byte_get_u64(&r, &ar->conflict_index);
+                 raft_byte_get_u64(&r, &ar->conflict_index) &&
+                 raft_byte_get_u64(&r, &ar->seq);
             break;
         }
         case RAFT_MSG_FORWARD: {
@@ -409,10 +459,45 @@ int raft_message_decode(const void *body, size_t len, struct raft_message *out,
                  raft_byte_get_u32(&r, &status) &&
                  raft_byte_get_u64(&r, &fr->index) &&
                  raft_byte_get_u64(&r, &fr->term);
-            /* Two's complement, without implementation-defined casts. */
-            fr->status = status <= INT32_MAX
-                             ? (int32_t)status
-                             : -(int32_t)(UINT32_MAX - status) - 1;
+            fr->status = status_of(status);
+            break;
+        }
+        case RAFT_MSG_SNAPSHOT_CHUNK: {
+            struct raft_snapshot_chunk *c = &m.snapshot_chunk;
+            ok = raft_byte_get_u64(&r, &c->term) &&
+                 raft_byte_get_u64(&r, &c->last_index) &&
+                 raft_byte_get_u64(&r, &c->last_term) &&
+                 raft_byte_get_u64(&r, &c->total) &&
+                 raft_byte_get_u64(&r, &c->offset) &&
+                 raft_byte_get_u64(&r, &c->checksum);
+            if (!ok) {
+                break;
+            }
+            rc = get_payload(&r, &c->data);
+            if (rc == RAFT_NOMEM) {
+                set_err(errmsg, errmsg_len, "snapshot chunk: out of memory");
+                return rc;
+            }
+            ok = rc == 0;
+            if (ok && (c->offset > c->total ||
+                       buf_len(c->data) > c->total - c->offset)) {
+                set_err(errmsg, errmsg_len,
+                        "snapshot chunk: %zu bytes at %llu past total %llu",
+                        buf_len(c->data), (unsigned long long)c->offset,
+                        (unsigned long long)c->total);
+                rc = RAFT_PROTO;
+                goto err_release;
+            }
+            break;
+        }
+        case RAFT_MSG_SNAPSHOT_CHUNK_RESULT: {
+            struct raft_snapshot_chunk_result *cr = &m.snapshot_chunk_result;
+            uint32_t status = 0;
+            ok = raft_byte_get_u64(&r, &cr->term) &&
+                 raft_byte_get_u64(&r, &cr->last_index) &&
+                 raft_byte_get_u64(&r, &cr->offset) &&
+                 raft_byte_get_u32(&r, &status);
+            cr->status = status_of(status);
             break;
         }
         default:
@@ -450,6 +535,9 @@ void raft_message_release(struct raft_message *m)
             break;
         case RAFT_MSG_FORWARD:
             raft_buf_unref(m->forward.data);
+            break;
+        case RAFT_MSG_SNAPSHOT_CHUNK:
+            raft_buf_unref(m->snapshot_chunk.data);
             break;
         default:
             break;

@@ -1,26 +1,46 @@
-/* Per-follower replication progress, PROBE and REPLICATE (see progress.h;
- * etcd tracker/progress.go, thesis §3.5 and §10.2.1). */
+/* Per-follower replication progress, PROBE, REPLICATE and SNAPSHOT, with
+ * answers accounted for in request order (see progress.h; etcd
+ * tracker/progress.go, thesis §3.5 and §10.2.1). */
 
 #include "progress.h"
 
-#include <stdlib.h>
+#include <string.h>
 
-int progress_init(struct raft_peer_progress *p, unsigned cap)
+int progress_init(struct raft_peer_progress *p, unsigned cap,
+                  uint64_t max_bytes)
 {
-    raft_index *ring = malloc((cap > 0 ? cap : 1) * sizeof *ring);
-    if (ring == NULL) {
-        return RAFT_NOMEM;
+    int rc;
+
+    memset(p, 0, sizeof *p);
+    rc = inflights_init(&p->inflights, cap, max_bytes);
+    if (rc != 0) {
+        return rc;
     }
-    p->inflights = ring;
-    p->cap_inflight = cap > 0 ? cap : 1;
+    p->next_seq = 1;
     progress_reset(p, 1, 0);
     return 0;
 }
 
 void progress_close(struct raft_peer_progress *p)
 {
-    free(p->inflights);
-    p->inflights = NULL;
+    inflights_close(&p->inflights);
+}
+
+/* new_window empties the window and bumps the epoch: every answer to a
+ * request sent so far is from now on stale. */
+static void new_window(struct raft_peer_progress *p, uint8_t state,
+                       uint64_t now)
+{
+    inflights_reset(&p->inflights);
+    p->epoch++;
+    p->epoch_seq = p->next_seq;
+    p->acked_seq = 0;
+    p->pending.seq = 0;
+    p->state = state;
+    p->paused = false;
+    p->last_progress = now;
+    p->snapshot_index = 0;
+    p->boundary_probed = false;
 }
 
 void progress_reset(struct raft_peer_progress *p, raft_index next,
@@ -28,31 +48,38 @@ void progress_reset(struct raft_peer_progress *p, raft_index next,
 {
     p->match = 0;
     p->next = next > 0 ? next : 1;
-    p->state = RAFT_PROGRESS_PROBE;
-    p->paused = false;
-    p->last_progress = now;
-    p->start_inflight = 0;
-    p->n_inflight = 0;
+    p->snapshot_retry = 0;
+    new_window(p, RAFT_PROGRESS_PROBE, now);
 }
 
 void progress_become_probe(struct raft_peer_progress *p, uint64_t now)
 {
-    p->state = RAFT_PROGRESS_PROBE;
+    new_window(p, RAFT_PROGRESS_PROBE, now);
     p->next = p->match + 1;
-    p->paused = false;
-    p->last_progress = now;
-    p->start_inflight = 0;
-    p->n_inflight = 0;
 }
 
 void progress_become_replicate(struct raft_peer_progress *p, uint64_t now)
 {
-    p->state = RAFT_PROGRESS_REPLICATE;
+    new_window(p, RAFT_PROGRESS_REPLICATE, now);
     p->next = p->match + 1;
-    p->paused = false;
-    p->last_progress = now;
-    p->start_inflight = 0;
-    p->n_inflight = 0;
+}
+
+void progress_become_snapshot(struct raft_peer_progress *p, raft_index index,
+                              uint64_t now)
+{
+    new_window(p, RAFT_PROGRESS_SNAPSHOT, now);
+    p->next = p->match + 1;
+    p->snapshot_index = index;
+}
+
+uint64_t progress_take_seq(struct raft_peer_progress *p)
+{
+    return p->next_seq++;
+}
+
+bool progress_is_stale(const struct raft_peer_progress *p, uint64_t seq)
+{
+    return seq != 0 && seq < p->epoch_seq;
 }
 
 bool progress_maybe_update(struct raft_peer_progress *p, raft_index index,
@@ -71,22 +98,27 @@ bool progress_maybe_update(struct raft_peer_progress *p, raft_index index,
     return updated;
 }
 
+unsigned progress_ack(struct raft_peer_progress *p, raft_index index)
+{
+    unsigned before = p->inflights.n;
+    uint64_t seq = inflights_free_le(&p->inflights, index);
+
+    /* Invariant: members leave oldest first, so acked_seq only grows. */
+    if (seq > p->acked_seq) {
+        p->acked_seq = seq;
+    }
+    return before - p->inflights.n;
+}
+
 bool progress_maybe_decr(struct raft_peer_progress *p, raft_index reject,
                          raft_index hint, raft_index conflict, uint64_t now)
 {
     raft_index next;
 
-    if (p->state == RAFT_PROGRESS_REPLICATE) {
-        /* A rejection at or below match answers an old message. */
-        if (reject <= p->match) {
-            return false;
-        }
-        progress_become_probe(p, now);
-        return true;
-    }
-    /* In PROBE only the answer to the outstanding probe counts.
+    (void)now;
+    /* Only the answer to the outstanding probe counts.
      * Invariant: next >= match + 1 >= 1. */
-    if (reject != p->next - 1) {
+    if (p->state != RAFT_PROGRESS_PROBE || reject != p->next - 1) {
         return false;
     }
     next = reject;
@@ -104,35 +136,122 @@ bool progress_maybe_decr(struct raft_peer_progress *p, raft_index reject,
     return true;
 }
 
-bool progress_is_paused(const struct raft_peer_progress *p)
+/* predecessors_done tells whether every member of the window older than
+ * request @seq is accounted for. */
+static bool predecessors_done(const struct raft_peer_progress *p,
+                              uint64_t seq)
 {
-    if (p->state == RAFT_PROGRESS_PROBE) {
-        return p->paused;
-    }
-    return p->n_inflight >= p->cap_inflight;
+    const struct raft_inflight *oldest = inflights_oldest(&p->inflights);
+    return oldest == NULL || oldest->seq >= seq;
 }
 
-void progress_sent(struct raft_peer_progress *p, raft_index last,
-                   unsigned n_entries)
+/* in_window tells whether request @seq is a member of the window. */
+static bool in_window(const struct raft_peer_progress *p, uint64_t seq)
+{
+    unsigned i;
+
+    for (i = 0; i < p->inflights.n; i++) {
+        if (inflights_at(&p->inflights, i)->seq == seq) {
+            return true;
+        }
+    }
+    return false;
+}
+
+enum progress_verdict progress_reject(struct raft_peer_progress *p,
+                                      uint64_t seq, raft_index reject,
+                                      raft_index hint, raft_index conflict,
+                                      uint64_t now)
+{
+    bool member;
+
+    if (p->state != RAFT_PROGRESS_REPLICATE || progress_is_stale(p, seq) ||
+        (seq != 0 && seq <= p->acked_seq)) {
+        return PROGRESS_IGNORED;
+    }
+    member = seq != 0 && in_window(p, seq);
+    if (!member && reject <= p->match) {
+        return PROGRESS_IGNORED;
+    }
+    if (!predecessors_done(p, seq)) {
+        if (p->pending.seq == 0 || seq < p->pending.seq) {
+            p->pending.seq = seq;
+            p->pending.in_window = member;
+            p->pending.reject = reject;
+            p->pending.hint = hint;
+            p->pending.conflict = conflict;
+        }
+        return PROGRESS_DEFERRED;
+    }
+    /* In REPLICATE the follower held match when the window began; a
+     * refusal of a request of the window means it was refused for lack
+     * of an earlier one (lost, or overtaken): probe again from what the
+     * follower is known to hold. */
+    progress_become_probe(p, now);
+    return PROGRESS_RESET;
+}
+
+bool progress_apply_pending(struct raft_peer_progress *p, bool force,
+                            uint64_t now)
+{
+    const struct raft_inflight *oldest = inflights_oldest(&p->inflights);
+
+    if (p->state != RAFT_PROGRESS_REPLICATE || p->pending.seq == 0) {
+        return false;
+    }
+    if (p->pending.in_window) {
+        if (oldest == NULL || oldest->seq > p->pending.seq) {
+            /* A success accounted for the refused request after all. */
+            p->pending.seq = 0;
+            return false;
+        }
+        if (oldest->seq < p->pending.seq && !force) {
+            return false;
+        }
+    } else {
+        if (p->pending.reject <= p->match) {
+            p->pending.seq = 0;
+            return false;
+        }
+        if (!force && !predecessors_done(p, p->pending.seq)) {
+            return false;
+        }
+    }
+    progress_become_probe(p, now);
+    return true;
+}
+
+bool progress_is_paused(const struct raft_peer_progress *p)
+{
+    switch (p->state) {
+        case RAFT_PROGRESS_PROBE:
+            return p->paused;
+        case RAFT_PROGRESS_REPLICATE:
+            return inflights_full(&p->inflights);
+        default:
+            return true;
+    }
+}
+
+uint64_t progress_room(const struct raft_peer_progress *p)
+{
+    if (p->state != RAFT_PROGRESS_REPLICATE) {
+        return UINT64_MAX;
+    }
+    return inflights_room(&p->inflights);
+}
+
+void progress_sent(struct raft_peer_progress *p, uint64_t seq,
+                   raft_index last, unsigned n_entries, uint64_t bytes)
 {
     if (p->state == RAFT_PROGRESS_PROBE) {
         p->paused = true;
         return;
     }
-    if (n_entries == 0) {
+    if (p->state != RAFT_PROGRESS_REPLICATE || n_entries == 0) {
         return;
     }
     p->next = last + 1;
     /* Invariant: the window is not full (checked by progress_is_paused). */
-    p->inflights[(p->start_inflight + p->n_inflight) % p->cap_inflight] =
-        last;
-    p->n_inflight++;
-}
-
-void progress_free_le(struct raft_peer_progress *p, raft_index index)
-{
-    while (p->n_inflight > 0 && p->inflights[p->start_inflight] <= index) {
-        p->start_inflight = (p->start_inflight + 1) % p->cap_inflight;
-        p->n_inflight--;
-    }
+    inflights_add(&p->inflights, seq, last, bytes);
 }

@@ -78,9 +78,12 @@ static int check_config(const struct raft_config *cfg)
     return self ? 0 : RAFT_INVALID;
 }
 
-int raft_new(const struct raft_config *cfg, const struct raft_hard_state *hs,
-             raft_index first_index, const struct raft_entry *entries,
-             unsigned n_entries, raft_index applied, struct raft **out)
+/* create is raft_new and raft_restore: the log starts at @first_index,
+ * after a boundary of term @snapshot_term (0 when unknown). */
+static int create(const struct raft_config *cfg,
+                  const struct raft_hard_state *hs, raft_index first_index,
+                  raft_term snapshot_term, const struct raft_entry *entries,
+                  unsigned n_entries, raft_index applied, struct raft **out)
 {
     struct raft *r;
     unsigned i;
@@ -105,6 +108,7 @@ int raft_new(const struct raft_config *cfg, const struct raft_hard_state *hs,
     r->heartbeat_interval = cfg->heartbeat_interval;
     r->max_size_per_msg = cfg->max_size_per_msg;
     r->max_inflight_msgs = cfg->max_inflight_msgs;
+    r->max_inflight_bytes = cfg->max_inflight_bytes;
     r->pre_vote = !cfg->disable_pre_vote;
     r->check_quorum = !cfg->disable_check_quorum;
     r->prng = cfg->seed;
@@ -112,12 +116,13 @@ int raft_new(const struct raft_config *cfg, const struct raft_hard_state *hs,
         r->term = hs->term;
         r->vote = hs->vote;
     }
-    rc = log_init(&r->log, first_index, entries, n_entries);
+    rc = log_init(&r->log, first_index, snapshot_term, entries, n_entries);
     if (rc != 0) {
         goto err_free;
     }
     for (i = 0; i < r->n_voters; i++) {
-        rc = progress_init(&r->progress[i], r->max_inflight_msgs);
+        rc = progress_init(&r->progress[i], r->max_inflight_msgs,
+                           r->max_inflight_bytes);
         if (rc != 0) {
             goto err_progress;
         }
@@ -150,6 +155,25 @@ err_progress:
 err_free:
     free(r);
     return rc;
+}
+
+int raft_new(const struct raft_config *cfg, const struct raft_hard_state *hs,
+             raft_index first_index, const struct raft_entry *entries,
+             unsigned n_entries, raft_index applied, struct raft **out)
+{
+    return create(cfg, hs, first_index, 0, entries, n_entries, applied, out);
+}
+
+int raft_restore(const struct raft_config *cfg,
+                 const struct raft_hard_state *hs, raft_index snapshot_index,
+                 raft_term snapshot_term, const struct raft_entry *entries,
+                 unsigned n_entries, raft_index applied, struct raft **out)
+{
+    if (applied < snapshot_index || snapshot_index == UINT64_MAX) {
+        return RAFT_INVALID;
+    }
+    return create(cfg, hs, snapshot_index + 1, snapshot_term, entries,
+                  n_entries, applied, out);
 }
 
 void raft_close(struct raft *r)
@@ -195,7 +219,8 @@ static int check_message(const struct raft *r, const struct raft_message *m)
             }
             return 0;
         default:
-            /* FORWARD and FORWARD_RESULT belong to the node runtime. */
+            /* FORWARD, FORWARD_RESULT and the snapshot chunks belong to
+             * the node runtime. */
             return RAFT_INVALID;
     }
 }
@@ -229,6 +254,7 @@ static void recv_stale(struct raft *r, const struct raft_message *m)
                 m->append_entries.prev_log_index;
             out->append_entries_result.last_log_index =
                 log_last_index(&r->log);
+            out->append_entries_result.seq = m->append_entries.seq;
         }
     } else if (m->type == RAFT_MSG_REQUEST_VOTE) {
         out = raft_out_message(r, RAFT_MSG_REQUEST_VOTE_RESULT, m->from);
@@ -325,6 +351,7 @@ static void step_tick(struct raft *r, uint64_t now)
 static int check_event(const struct raft *r, const struct raft_event *e,
                        size_t *out_room)
 {
+    unsigned slot;
     unsigned i;
     int rc;
 
@@ -362,6 +389,30 @@ static int check_event(const struct raft *r, const struct raft_event *e,
         case RAFT_EVENT_PERSISTED:
             *out_room = 0;
             return 0;
+        case RAFT_EVENT_COMPACT:
+            *out_room = 0;
+            if (e->compact.index > r->handed ||
+                e->compact.index > r->persisted) {
+                return RAFT_INVALID;
+            }
+            return 0;
+        case RAFT_EVENT_SNAPSHOT_INSTALLED:
+            *out_room = 0;
+            slot = raft_slot_of(r, e->snapshot.leader);
+            if (slot == RAFT_MAX_VOTERS || slot == r->self_slot ||
+                e->snapshot.index == 0 ||
+                (r->role == RAFT_LEADER && e->snapshot.term == r->term)) {
+                return RAFT_INVALID;
+            }
+            return 0;
+        case RAFT_EVENT_SNAPSHOT_FAILED:
+        case RAFT_EVENT_UNREACHABLE:
+            *out_room = 0;
+            slot = raft_slot_of(r, e->unreachable.id);
+            if (slot == RAFT_MAX_VOTERS || slot == r->self_slot) {
+                return RAFT_INVALID;
+            }
+            return 0;
         default:
             return RAFT_INVALID;
     }
@@ -391,6 +442,8 @@ static void finish_step(struct raft *r, struct raft_update *u)
 
     u->messages = r->n_msgs > 0 ? r->msgs : NULL;
     u->n_messages = r->n_msgs;
+    u->snapshot_to = r->n_snapshot_to > 0 ? r->snapshot_to : NULL;
+    u->n_snapshot_to = r->n_snapshot_to;
 
     /* Driver rule 3: committed and durable here, each index once. */
     upto = r->commit < r->persisted ? r->commit : r->persisted;
@@ -428,6 +481,7 @@ int raft_step(struct raft *r, const struct raft_event *event,
     r->step_hs.vote = r->vote;
     r->step_first_new = 0;
     r->step_vote_granted = false;
+    r->n_snapshot_to = 0;
 
     switch (event->type) {
         case RAFT_EVENT_TICK:
@@ -441,9 +495,25 @@ int raft_step(struct raft *r, const struct raft_event *event,
                 replication_propose(r, event->propose.bufs, event->propose.n);
             update->proposed_term = r->term;
             break;
-        default:
+        case RAFT_EVENT_PERSISTED:
             replication_persisted(r, event->persisted.index,
                                   event->persisted.term);
+            break;
+        case RAFT_EVENT_COMPACT:
+            replication_compact(r, event->compact.index);
+            break;
+        case RAFT_EVENT_SNAPSHOT_INSTALLED:
+            replication_snapshot_installed(
+                r, event->snapshot.leader, event->snapshot.term,
+                event->snapshot.index, event->snapshot.last_term);
+            break;
+        case RAFT_EVENT_SNAPSHOT_FAILED:
+            replication_snapshot_failed(
+                r, raft_slot_of(r, event->unreachable.id));
+            break;
+        default:
+            replication_unreachable(r,
+                                    raft_slot_of(r, event->unreachable.id));
             break;
     }
     finish_step(r, update);
@@ -485,6 +555,16 @@ raft_index raft_persisted_index(const struct raft *r)
     return r->persisted;
 }
 
+raft_index raft_snapshot_index(const struct raft *r)
+{
+    return r->log.first - 1;
+}
+
+raft_term raft_snapshot_term(const struct raft *r)
+{
+    return r->log.snapshot_term;
+}
+
 int raft_progress(const struct raft *r, raft_id id,
                   struct raft_progress_info *out)
 {
@@ -502,6 +582,8 @@ int raft_progress(const struct raft *r, raft_id id,
     out->match_index = p->match;
     out->next_index = p->next;
     out->state = p->state;
-    out->inflight = p->n_inflight;
+    out->inflight = p->inflights.n;
+    out->inflight_bytes = p->inflights.bytes;
+    out->snapshot_index = p->snapshot_index;
     return 0;
 }

@@ -81,6 +81,8 @@ enum raft_message_type {
     RAFT_MSG_APPEND_ENTRIES_RESULT = 4,
     RAFT_MSG_FORWARD = 5,
     RAFT_MSG_FORWARD_RESULT = 6,
+    RAFT_MSG_SNAPSHOT_CHUNK = 7,
+    RAFT_MSG_SNAPSHOT_CHUNK_RESULT = 8,
 };
 
 /* RequestVote (paper Fig. 2; pre-vote, thesis §9.6). */
@@ -102,7 +104,10 @@ struct raft_request_vote_result {
 
 /* AppendEntries (paper Fig. 2). With no entries it is a heartbeat. The
  * entries array and their bufs belong to the sender of the message (the core
- * for outgoing messages, the decoder for incoming ones). */
+ * for outgoing messages, the decoder for incoming ones). @seq numbers the
+ * leader's AppendEntries to one follower (increasing, never 0); the answer
+ * echoes it, which lets the leader handle answers in request order and
+ * ignore answers to a window it has reset (raft/progress.h). */
 struct raft_append_entries {
     raft_term term;             /* leader's term */
     raft_index prev_log_index;  /* index of the entry before the new ones */
@@ -110,6 +115,7 @@ struct raft_append_entries {
     raft_index leader_commit;   /* leader's commit index */
     struct raft_entry *entries; /* new entries, n_entries long */
     uint32_t n_entries;         /* number of entries, 0 for a heartbeat */
+    uint64_t seq;               /* request number, echoed by the answer */
 };
 
 /* AppendEntries response. On success @last_log_index is the index of the
@@ -120,7 +126,12 @@ struct raft_append_entries {
  * index of that conflicting term in its log (never at or below its commit
  * index), else 0. With these hints the leader skips a whole term per round
  * trip instead of one entry (paper §5.3, "the follower can include the term
- * of the conflicting entry and the first index it stores for that term"). */
+ * of the conflicting entry and the first index it stores for that term").
+ * @seq is the @seq of the request answered; a success sent when entries
+ * became durable carries the highest @seq the follower accepted from that
+ * leader, and the acknowledgement of an installed snapshot carries 0. A
+ * success is cumulative: whatever request it answers, the follower holds
+ * the leader's entries through @last_log_index durably. */
 struct raft_append_entries_result {
     raft_term term;            /* responder's current term */
     bool success;              /* true when the entries matched */
@@ -128,6 +139,7 @@ struct raft_append_entries_result {
     raft_index last_log_index; /* see above */
     raft_index conflict_index; /* rejection: first index of the
                                   conflicting term, 0 when none */
+    uint64_t seq;              /* the answered request's seq, or 0 */
 };
 
 /* A client request forwarded from a follower to the leader. @request_id is
@@ -147,6 +159,32 @@ struct raft_forward_result {
     raft_term term;         /* term of that entry, when status is 0 */
 };
 
+/* One chunk of a snapshot streamed from the leader's driver to a
+ * follower's driver (InstallSnapshot, paper §7, carried outside the core:
+ * the core only learns of the installed result through
+ * RAFT_EVENT_SNAPSHOT_INSTALLED). Chunks go in order; the follower answers
+ * each. @checksum is over the whole file (XXH64, seed 0), checked by the
+ * receiver once it has @total bytes. */
+struct raft_snapshot_chunk {
+    raft_term term;           /* leader's term */
+    raft_index last_index;    /* the snapshot reflects the log up to here */
+    raft_term last_term;      /* term of that entry */
+    uint64_t total;           /* size of the whole snapshot file, bytes */
+    uint64_t offset;          /* position of this chunk in the file */
+    uint64_t checksum;        /* XXH64 of the whole file */
+    struct raft_buf *data;    /* chunk bytes, NULL when empty */
+};
+
+/* The follower's answer to a chunk: @status 0 and @offset the next byte it
+ * expects (== total once installed), or a project error code, after which
+ * the leader's driver starts over from offset 0 or gives up. */
+struct raft_snapshot_chunk_result {
+    raft_term term;        /* responder's current term */
+    raft_index last_index; /* as in the chunk */
+    uint64_t offset;       /* next expected byte */
+    int32_t status;        /* 0 or an error code */
+};
+
 /* A message between two servers. */
 struct raft_message {
     uint8_t type; /* enum raft_message_type */
@@ -159,6 +197,8 @@ struct raft_message {
         struct raft_append_entries_result append_entries_result;
         struct raft_forward forward;
         struct raft_forward_result forward_result;
+        struct raft_snapshot_chunk snapshot_chunk;
+        struct raft_snapshot_chunk_result snapshot_chunk_result;
     };
 };
 
@@ -185,6 +225,10 @@ struct raft_config {
                                     the minimum election timeout ignores
                                     RequestVote (leader stickiness, thesis
                                     §6.2 and §9.6) */
+    uint64_t max_inflight_bytes; /* most payload bytes of AppendEntries in
+                                    flight to one follower, 0 unlimited
+                                    (one entry larger than it still goes,
+                                    alone) */
 };
 
 /* The most voters a configuration may hold. */
@@ -194,6 +238,8 @@ struct raft_config {
 enum raft_progress_state {
     RAFT_PROGRESS_PROBE = 1,     /* one AppendEntries at a time */
     RAFT_PROGRESS_REPLICATE = 2, /* pipelined, up to max_inflight_msgs */
+    RAFT_PROGRESS_SNAPSHOT = 3,  /* needs a snapshot (its entries were
+                                    compacted): heartbeats only */
 };
 
 /* Event types fed to raft_step. */
@@ -202,7 +248,56 @@ enum raft_event_type {
     RAFT_EVENT_RECEIVE = 2,   /* a message arrived: @receive */
     RAFT_EVENT_PROPOSE = 3,   /* append payloads to the log: @propose */
     RAFT_EVENT_PERSISTED = 4, /* the log through @persisted is durable */
+    RAFT_EVENT_COMPACT = 5,   /* the log through @compact.index is in a
+                                 snapshot and was deleted from storage:
+                                 drop it from memory */
+    RAFT_EVENT_SNAPSHOT_INSTALLED = 6, /* follower: @snapshot is installed
+                                          and the durable log reset */
+    RAFT_EVENT_SNAPSHOT_FAILED = 7,    /* leader: sending a snapshot to
+                                          @unreachable.id failed */
+    RAFT_EVENT_UNREACHABLE = 8,        /* the connection to @unreachable.id
+                                          broke: reset its inflight window */
 };
+
+/* The snapshot events in detail.
+ *
+ * COMPACT {index}: the driver put the state machine through @index in a
+ * snapshot and deleted the durable log through @index. @index must be at
+ * most the last index handed out as committed (or the applied index given
+ * to raft_new) and at most the persisted index, else RAFT_INVALID; an
+ * @index at or below the current boundary changes nothing. The core drops
+ * its entries through @index, remembers the term of entry @index (so an
+ * AppendEntries whose prev_log_index is @index still matches) and
+ * raft_first_index becomes @index + 1. A leader then offers a snapshot
+ * (update.snapshot_to) to each follower that needs a compacted entry.
+ *
+ * SNAPSHOT_INSTALLED {leader, term, index, last_term}: when @index is above
+ * the last index handed out as committed, the driver has already installed
+ * the snapshot in the state machine and reset the durable log to an empty
+ * one that starts after @index (a write of an earlier update that
+ * completes after the reset must be dropped: entries at or below @index,
+ * and the rest of that write when it would not follow the durable log
+ * contiguously; the core ignores PERSISTED events for entries it no longer
+ * holds). The core drops every entry, takes (@index, @last_term) as its
+ * boundary and never hands out entries up to @index. When @index is not
+ * above that index the driver must have changed nothing and the core
+ * changes nothing either. Either way, when @term is not below the current
+ * term (a higher one is adopted, as from any message) the core answers
+ * @leader with a successful AppendEntries result of last_log_index @index
+ * and seq 0. A leader or candidate that gets this event steps down.
+ * Errors: RAFT_INVALID (@leader is not another voter, @index is 0, or the
+ * server leads @term itself).
+ *
+ * SNAPSHOT_FAILED {unreachable.id}: the leader's driver could not deliver
+ * the snapshot it was asked for: the follower goes back to probing and is
+ * offered a snapshot again no sooner than a heartbeat interval later.
+ * Ignored unless this server leads and the follower waits for a snapshot.
+ *
+ * UNREACHABLE {unreachable.id}: the connection to that peer broke. A
+ * leader resets the peer's inflight window and probes it again; a
+ * follower waiting for a snapshot is left alone (its driver reports
+ * SNAPSHOT_FAILED). Ignored when not leading.
+ * Errors (both): RAFT_INVALID when the id is not another voter. */
 
 /* One input to the core. For RECEIVE and PROPOSE, the core takes its own
  * references to any bufs it keeps; the caller keeps and drops its own. */
@@ -221,6 +316,19 @@ struct raft_event {
             raft_index index; /* last entry written durably */
             raft_term term;   /* term of that entry */
         } persisted;
+        struct {
+            raft_index index; /* new snapshot boundary, <= handed out
+                                 and <= persisted index */
+        } compact;
+        struct {
+            raft_id leader;       /* leader that sent it */
+            raft_term term;       /* that leader's term */
+            raft_index index;     /* the snapshot's last index */
+            raft_term last_term;  /* term of that entry */
+        } snapshot;
+        struct {
+            raft_id id; /* the follower or peer concerned */
+        } unreachable;
     };
 };
 
@@ -238,6 +346,13 @@ struct raft_update {
     unsigned n_committed;
     raft_index proposed_index; /* PROPOSE: index of the first new entry */
     raft_term proposed_term;   /* PROPOSE: term of the new entries */
+    const raft_id *snapshot_to; /* leader: followers that need a snapshot
+                                   (the entries they lack were compacted);
+                                   the driver streams one to each and
+                                   steps SNAPSHOT_FAILED if it cannot.
+                                   Each id comes once per SNAPSHOT state
+                                   of that follower */
+    unsigned n_snapshot_to;     /* number of ids in @snapshot_to */
 };
 
 struct raft; /* opaque */
@@ -256,6 +371,21 @@ struct raft; /* opaque */
 int raft_new(const struct raft_config *cfg, const struct raft_hard_state *hs,
              raft_index first_index, const struct raft_entry *entries,
              unsigned n_entries, raft_index applied, struct raft **out);
+
+/* raft_restore is raft_new for a log whose prefix was compacted into a
+ * snapshot: the snapshot reflects the log up to @snapshot_index, whose
+ * entry had term @snapshot_term, and @entries (n_entries, possibly 0)
+ * start at @snapshot_index + 1. The core's first index is then
+ * @snapshot_index + 1, and an AppendEntries whose prev_log_index is
+ * @snapshot_index matches when its prev_log_term is @snapshot_term.
+ * raft_new(first_index) is raft_restore(first_index - 1, term 0): the
+ * boundary's term unknown. Writes *out only on success.
+ * Errors: as raft_new; also RAFT_INVALID when @applied < @snapshot_index
+ * (the state machine lacks entries the log no longer has). */
+int raft_restore(const struct raft_config *cfg,
+                 const struct raft_hard_state *hs, raft_index snapshot_index,
+                 raft_term snapshot_term, const struct raft_entry *entries,
+                 unsigned n_entries, raft_index applied, struct raft **out);
 
 /* raft_close frees the core and every reference it holds. NULL is ignored. */
 void raft_close(struct raft *r);
@@ -277,13 +407,18 @@ raft_index raft_commit_index(const struct raft *r);
 raft_index raft_last_index(const struct raft *r);
 raft_index raft_first_index(const struct raft *r);
 raft_index raft_persisted_index(const struct raft *r);
+raft_index raft_snapshot_index(const struct raft *r); /* first - 1 */
+raft_term raft_snapshot_term(const struct raft *r); /* its term, 0 unknown */
 
 /* What a leader knows of one follower. */
 struct raft_progress_info {
-    raft_index match_index; /* highest index known replicated */
-    raft_index next_index;  /* next index to send */
-    uint8_t state;          /* enum raft_progress_state */
-    unsigned inflight;      /* AppendEntries sent and not yet answered */
+    raft_index match_index;  /* highest index known replicated */
+    raft_index next_index;   /* next index to send */
+    uint8_t state;           /* enum raft_progress_state */
+    unsigned inflight;       /* AppendEntries sent and not yet answered */
+    uint64_t inflight_bytes; /* their payload bytes */
+    raft_index snapshot_index; /* SNAPSHOT: index the snapshot must
+                                  reach, else 0 */
 };
 
 /* raft_progress fills @out with the leader's view of follower @id.

@@ -26,6 +26,8 @@ struct raft {
     unsigned heartbeat_interval;       /* ms between heartbeats */
     uint64_t max_size_per_msg;         /* payload bytes per AppendEntries */
     unsigned max_inflight_msgs;        /* REPLICATE window */
+    uint64_t max_inflight_bytes;       /* REPLICATE window bytes, 0 no
+                                          limit */
     bool pre_vote;                     /* run a pre-vote round first */
     bool check_quorum;                 /* check-quorum and stickiness */
     uint64_t prng;                     /* splitmix64 state */
@@ -39,6 +41,8 @@ struct raft {
     raft_index handed;                 /* last index handed out committed */
     raft_index verified;               /* follower: last index known to
                                           match the leader's log this term */
+    uint64_t ack_seq;                  /* follower: highest seq accepted
+                                          from the leader of this term */
     bool ticked;                       /* a TICK set the time base */
     uint64_t now;                      /* clock of the last TICK, ms */
     uint64_t election_start;           /* when the election timer started */
@@ -62,6 +66,9 @@ struct raft {
                                           0 when none */
     bool step_vote_granted;            /* a vote was granted this step */
     struct raft_hard_state step_hs;    /* term and vote when step began */
+    raft_id snapshot_to[RAFT_MAX_VOTERS]; /* step: followers newly in
+                                          SNAPSHOT */
+    unsigned n_snapshot_to;            /* ids in snapshot_to */
 };
 
 /* raft_slot_of returns the position of @id in r->voters, or RAFT_MAX_VOTERS
@@ -138,5 +145,23 @@ void replication_recv_append_entries_result(struct raft *r,
 
 /* replication_persisted handles a RAFT_EVENT_PERSISTED. */
 void replication_persisted(struct raft *r, raft_index index, raft_term term);
+
+/* replication_compact handles a valid RAFT_EVENT_COMPACT: drops the log
+ * through @index (a no-op at or below the boundary). */
+void replication_compact(struct raft *r, raft_index index);
+
+/* replication_snapshot_installed handles a valid
+ * RAFT_EVENT_SNAPSHOT_INSTALLED (raft.h). */
+void replication_snapshot_installed(struct raft *r, raft_id leader,
+                                    raft_term term, raft_index index,
+                                    raft_term last_term);
+
+/* replication_snapshot_failed handles RAFT_EVENT_SNAPSHOT_FAILED for the
+ * follower in @slot. */
+void replication_snapshot_failed(struct raft *r, unsigned slot);
+
+/* replication_unreachable handles RAFT_EVENT_UNREACHABLE for the peer in
+ * @slot. */
+void replication_unreachable(struct raft *r, unsigned slot);
 
 #endif /* RAFT_INTERNAL_H */

@@ -13,14 +13,52 @@ static raft_index min_index(raft_index a, raft_index b)
     return a < b ? a : b;
 }
 
+/* offer_snapshot tells whether follower @slot needs entries that were
+ * compacted (its next index is at or below the snapshot boundary, paper
+ * §7). It is first probed once at the boundary itself (whose term is
+ * known): a follower that holds the boundary entry needs no snapshot,
+ * and one that refuses it holds no entry of the leader's log from the
+ * boundary on, so an installed snapshot, which resets its log, deletes
+ * none of its copies of committed entries. Then, unless it waits for a
+ * snapshot already or a failed transfer is too recent, it enters
+ * SNAPSHOT and its id goes to the update's snapshot_to, once. Returns
+ * false when an AppendEntries (the boundary probe) may go. */
+static bool offer_snapshot(struct raft *r, unsigned slot)
+{
+    struct raft_peer_progress *p = &r->progress[slot];
+
+    if (p->next >= r->log.first) {
+        return false;
+    }
+    if (p->state == RAFT_PROGRESS_SNAPSHOT) {
+        return true;
+    }
+    if (!p->boundary_probed) {
+        if (p->state == RAFT_PROGRESS_REPLICATE) {
+            progress_become_probe(p, r->now);
+        }
+        p->next = r->log.first;
+        p->boundary_probed = true;
+        return false;
+    }
+    if (r->now >= p->snapshot_retry && r->n_snapshot_to < RAFT_MAX_VOTERS) {
+        progress_become_snapshot(p, r->log.first - 1, r->now);
+        r->snapshot_to[r->n_snapshot_to++] = r->voters[slot];
+    }
+    return true;
+}
+
 /* send_append sends follower @slot one AppendEntries from its next index,
- * with as many entries as fit max_size_per_msg (at least one). With
- * @allow_empty a PROBE follower may get one without entries. Returns true
- * when a message went out. */
+ * with as many entries as fit max_size_per_msg and the room of its window
+ * (at least one entry when the window is empty). With @allow_empty a
+ * PROBE follower may get one without entries. A follower that needs
+ * compacted entries is offered a snapshot instead. Returns true when a
+ * message went out. */
 static bool send_append(struct raft *r, unsigned slot, bool allow_empty)
 {
     struct raft_peer_progress *p = &r->progress[slot];
     raft_index last = log_last_index(&r->log);
+    uint64_t room = progress_room(p);
     raft_index prev;
     raft_index i;
     uint64_t bytes = 0;
@@ -28,7 +66,7 @@ static bool send_append(struct raft *r, unsigned slot, bool allow_empty)
     struct raft_message *m;
     struct raft_append_entries *ae;
 
-    if (progress_is_paused(p)) {
+    if (progress_is_paused(p) || offer_snapshot(r, slot)) {
         return false;
     }
     if (p->next > last &&
@@ -36,16 +74,17 @@ static bool send_append(struct raft *r, unsigned slot, bool allow_empty)
         return false;
     }
     prev = p->next - 1;
-    if (prev + 1 < r->log.first) {
-        /* The entries were compacted: a snapshot would be needed, which
-         * this core does not send yet. */
-        return false;
-    }
     for (i = p->next; i <= last; i++) {
         const struct raft_entry *e = log_get(&r->log, i);
         uint64_t len = e->data != NULL ? e->data->len : 0;
-        if (n > 0 && bytes + len > r->max_size_per_msg) {
+        if (n > 0 &&
+            (bytes + len > r->max_size_per_msg || bytes + len > room)) {
             break;
+        }
+        if (n == 0 && len > room && p->inflights.n > 0) {
+            /* max_inflight_bytes: wait for room (an entry larger than the
+             * whole limit goes alone, into an empty window). */
+            return false;
         }
         bytes += len;
         n++;
@@ -61,45 +100,78 @@ static bool send_append(struct raft *r, unsigned slot, bool allow_empty)
     ae->entries = n > 0 ? (struct raft_entry *)log_get(&r->log, p->next)
                         : NULL;
     ae->n_entries = n;
-    /* Without entries this is a heartbeat: it carries no more commit than
-     * the follower is known to hold. */
-    ae->leader_commit = n > 0 ? r->commit : min_index(r->commit, p->match);
-    progress_sent(p, prev + n, n);
+    /* The follower commits only what it verified against this leader's
+     * log (replication_recv_append_entries), so the full commit index is
+     * safe to send. */
+    ae->leader_commit = r->commit;
+    ae->seq = progress_take_seq(p);
+    progress_sent(p, ae->seq, prev + n, n, bytes);
     return true;
 }
 
 /* send_appends sends follower @slot what it lacks, as far as its progress
- * allows (one probe, or a window of pipelined messages). */
-static void send_appends(struct raft *r, unsigned slot)
+ * allows (one probe, or a window of pipelined messages). Returns true
+ * when anything went out. */
+static bool send_appends(struct raft *r, unsigned slot)
 {
+    bool sent = false;
+
     while (send_append(r, slot, false)) {
-        if (r->progress[slot].state == RAFT_PROGRESS_PROBE) {
+        sent = true;
+        if (r->progress[slot].state != RAFT_PROGRESS_REPLICATE) {
             break;
         }
     }
+    return sent;
 }
 
-/* send_heartbeat sends a REPLICATE follower an empty AppendEntries at its
- * match index, which it is known to hold. */
+/* send_heartbeat sends follower @slot an empty AppendEntries at its match
+ * index, which it is known to hold (at index 0, which always matches,
+ * when the term of match was compacted away), with the commit index. */
 static void send_heartbeat(struct raft *r, unsigned slot)
 {
     struct raft_peer_progress *p = &r->progress[slot];
     struct raft_message *m;
+    raft_index prev = p->match;
 
+    if (prev + 1 < r->log.first) {
+        prev = 0;
+    }
     m = raft_out_message(r, RAFT_MSG_APPEND_ENTRIES, r->voters[slot]);
     if (m == NULL) {
         return;
     }
     m->append_entries.term = r->term;
-    m->append_entries.prev_log_index = p->match;
-    m->append_entries.prev_log_term = log_term_at(&r->log, p->match);
-    m->append_entries.leader_commit = min_index(r->commit, p->match);
+    m->append_entries.prev_log_index = prev;
+    m->append_entries.prev_log_term = log_term_at(&r->log, prev);
+    m->append_entries.leader_commit = r->commit;
+    m->append_entries.seq = progress_take_seq(p);
+}
+
+/* broadcast_commit tells every REPLICATE follower the new commit index at
+ * once: with its next entries when there are any to send, else in an
+ * empty AppendEntries. PROBE and SNAPSHOT followers learn it with their
+ * next probe or heartbeat. */
+static void broadcast_commit(struct raft *r)
+{
+    unsigned i;
+
+    for (i = 0; i < r->n_voters; i++) {
+        if (i == r->self_slot ||
+            r->progress[i].state != RAFT_PROGRESS_REPLICATE) {
+            continue;
+        }
+        if (!send_appends(r, i)) {
+            send_heartbeat(r, i);
+        }
+    }
 }
 
 /* maybe_commit advances the leader's commit index to the largest index a
  * majority holds durably, if that entry is of the current term (paper
- * §5.4.2: never commit an older term's entry by counting replicas). The
- * leader counts itself only up to its persisted index. */
+ * §5.4.2: never commit an older term's entry by counting replicas), and
+ * then tells the followers. The leader counts itself only up to its
+ * persisted index. */
 static void maybe_commit(struct raft *r)
 {
     raft_index matches[RAFT_MAX_VOTERS];
@@ -112,6 +184,7 @@ static void maybe_commit(struct raft *r)
     index = quorum_commit_index(matches, r->n_voters);
     if (index > r->commit && log_term_at(&r->log, index) == r->term) {
         r->commit = index;
+        broadcast_commit(r);
     }
 }
 
@@ -168,6 +241,10 @@ static bool check_quorum(struct raft *r)
     return true;
 }
 
+/* Number of election timeouts a follower may wait in SNAPSHOT without
+ * any progress before it is probed (and offered a snapshot) again. */
+#define RAFT__SNAPSHOT_TIMEOUTS 10
+
 void replication_tick(struct raft *r)
 {
     raft_index last = log_last_index(&r->log);
@@ -182,24 +259,40 @@ void replication_tick(struct raft *r)
     r->heartbeat_start = r->now;
     for (i = 0; i < r->n_voters; i++) {
         struct raft_peer_progress *p = &r->progress[i];
+        uint64_t idle = r->now - p->last_progress;
         if (i == r->self_slot) {
             continue;
         }
-        if (p->state == RAFT_PROGRESS_REPLICATE && p->n_inflight > 0 &&
-            p->match < last &&
-            r->now - p->last_progress >= r->election_timeout) {
+        if (p->state == RAFT_PROGRESS_REPLICATE && p->inflights.n > 0 &&
+            p->match < last && idle >= r->election_timeout) {
             /* No answer for an election timeout: messages were lost.
              * Start over from what the follower is known to hold. */
             progress_become_probe(p, r->now);
         }
-        if (p->state == RAFT_PROGRESS_PROBE) {
-            /* A heartbeat interval passed: the probe may go again, and it
-             * is the heartbeat. */
-            p->paused = false;
-            send_append(r, i, true);
-        } else {
-            send_heartbeat(r, i);
-            send_appends(r, i);
+        if (p->state == RAFT_PROGRESS_SNAPSHOT &&
+            idle >= (uint64_t)RAFT__SNAPSHOT_TIMEOUTS * r->election_timeout) {
+            /* The snapshot never arrived, nor did its failure. */
+            progress_become_probe(p, r->now);
+        }
+        /* A rejection still waiting for its predecessors after a whole
+         * heartbeat interval: they were lost (progress.h). */
+        progress_apply_pending(p, true, r->now);
+        switch (p->state) {
+            case RAFT_PROGRESS_PROBE:
+                /* A heartbeat interval passed: the probe may go again,
+                 * and it is the heartbeat. */
+                p->paused = false;
+                if (!send_append(r, i, true)) {
+                    send_heartbeat(r, i);
+                }
+                break;
+            case RAFT_PROGRESS_REPLICATE:
+                send_heartbeat(r, i);
+                send_appends(r, i);
+                break;
+            default:
+                send_heartbeat(r, i);
+                break;
         }
     }
 }
@@ -223,10 +316,11 @@ raft_index replication_propose(struct raft *r, struct raft_buf *const *bufs,
     return first;
 }
 
-/* reply_append sends the leader an AppendEntries answer. */
-static void reply_append(struct raft *r, raft_id to, bool success,
-                         raft_index reject_index, raft_index last_log_index,
-                         raft_index conflict_index)
+/* reply_append sends the leader an AppendEntries answer to request
+ * @seq. */
+static void reply_append(struct raft *r, raft_id to, uint64_t seq,
+                         bool success, raft_index reject_index,
+                         raft_index last_log_index, raft_index conflict_index)
 {
     struct raft_message *m;
 
@@ -239,6 +333,7 @@ static void reply_append(struct raft *r, raft_id to, bool success,
     m->append_entries_result.reject_index = reject_index;
     m->append_entries_result.last_log_index = last_log_index;
     m->append_entries_result.conflict_index = conflict_index;
+    m->append_entries_result.seq = seq;
 }
 
 /* find_conflict returns the first index of the term of our entry at @prev,
@@ -297,10 +392,13 @@ void replication_recv_append_entries(struct raft *r,
     r->leader_seen = r->now;
 
     if (!prev_matches(r, ae->prev_log_index, ae->prev_log_term)) {
-        reply_append(r, m->from, false, ae->prev_log_index,
+        reply_append(r, m->from, ae->seq, false, ae->prev_log_index,
                      log_last_index(&r->log),
                      find_conflict(r, ae->prev_log_index));
         return;
+    }
+    if (ae->seq > r->ack_seq) {
+        r->ack_seq = ae->seq;
     }
 
     /* Receiver rules 3 and 4: skip entries we hold, truncate at the first
@@ -347,7 +445,43 @@ void replication_recv_append_entries(struct raft *r,
     /* Acknowledge only what is durable; the rest is acknowledged when
      * RAFT_EVENT_PERSISTED covers it. */
     if (end <= r->persisted) {
-        reply_append(r, m->from, true, 0, end, 0);
+        reply_append(r, m->from, ae->seq, true, 0, end, 0);
+    }
+}
+
+/* recv_success handles a successful answer of the current window from
+ * follower @slot: a cumulative acknowledgement through @last
+ * (progress.h). */
+static void recv_success(struct raft *r, unsigned slot, raft_index last)
+{
+    struct raft_peer_progress *p = &r->progress[slot];
+    bool raised;
+
+    raised = progress_maybe_update(p, last, r->now);
+    switch (p->state) {
+        case RAFT_PROGRESS_SNAPSHOT:
+            /* The follower acknowledges the installed snapshot (or holds
+             * enough otherwise): replicate from what it holds. */
+            if (last >= p->snapshot_index) {
+                progress_become_replicate(p, r->now);
+            }
+            break;
+        case RAFT_PROGRESS_PROBE:
+            /* The probe found the match point. */
+            progress_become_replicate(p, r->now);
+            break;
+        default:
+            progress_ack(p, last);
+            progress_apply_pending(p, false, r->now);
+            break;
+    }
+    if (raised) {
+        maybe_commit(r);
+    }
+    if (p->state == RAFT_PROGRESS_PROBE) {
+        send_append(r, slot, true);
+    } else {
+        send_appends(r, slot);
     }
 }
 
@@ -358,26 +492,33 @@ void replication_recv_append_entries_result(struct raft *r,
     unsigned slot = raft_slot_of(r, m->from);
     struct raft_peer_progress *p = &r->progress[slot];
 
-    if (r->role != RAFT_LEADER) {
+    if (r->role != RAFT_LEADER || progress_is_stale(p, res->seq)) {
         return;
     }
     if (res->success) {
         if (res->last_log_index > log_last_index(&r->log)) {
             return; /* acknowledges entries we never sent: bogus */
         }
-        if (progress_maybe_update(p, res->last_log_index, r->now)) {
-            maybe_commit(r);
-        }
-        progress_free_le(p, res->last_log_index);
-        if (p->state == RAFT_PROGRESS_PROBE) {
-            progress_become_replicate(p, r->now);
-        }
-        send_appends(r, slot);
+        recv_success(r, slot, res->last_log_index);
         return;
     }
-    if (progress_maybe_decr(p, res->reject_index, res->last_log_index,
-                            res->conflict_index, r->now)) {
-        send_append(r, slot, true);
+    switch (p->state) {
+        case RAFT_PROGRESS_PROBE:
+            if (progress_maybe_decr(p, res->reject_index,
+                                    res->last_log_index,
+                                    res->conflict_index, r->now)) {
+                send_append(r, slot, true);
+            }
+            break;
+        case RAFT_PROGRESS_REPLICATE:
+            if (progress_reject(p, res->seq, res->reject_index,
+                                res->last_log_index, res->conflict_index,
+                                r->now) == PROGRESS_RESET) {
+                send_append(r, slot, true);
+            }
+            break;
+        default:
+            break; /* SNAPSHOT: heartbeats' answers carry nothing */
     }
 }
 
@@ -385,8 +526,10 @@ void replication_persisted(struct raft *r, raft_index index, raft_term term)
 {
     raft_index ack;
 
-    /* An event for entries since truncated does not match the log. */
-    if (index <= r->persisted || log_term_at(&r->log, index) != term) {
+    /* An event for entries since truncated (or dropped by an installed
+     * snapshot) does not match the log. */
+    if (index <= r->persisted || log_term_at(&r->log, index) != term ||
+        index < r->log.first) {
         return;
     }
     r->persisted = index;
@@ -396,6 +539,75 @@ void replication_persisted(struct raft *r, raft_index index, raft_term term)
     }
     ack = min_index(r->persisted, r->verified);
     if (r->role == RAFT_FOLLOWER && r->leader != 0 && ack > 0) {
-        reply_append(r, r->leader, true, 0, ack, 0);
+        reply_append(r, r->leader, r->ack_seq, true, 0, ack, 0);
     }
+}
+
+void replication_compact(struct raft *r, raft_index index)
+{
+    /* Invariant: index <= handed and <= persisted (check_event), so the
+     * entries dropped are committed, applied and durable: the snapshot
+     * holds them (paper §7). */
+    if (index < r->log.first) {
+        return;
+    }
+    log_compact(&r->log, index);
+}
+
+void replication_snapshot_installed(struct raft *r, raft_id leader,
+                                    raft_term term, raft_index index,
+                                    raft_term last_term)
+{
+    /* As for any message of @leader: a higher term is adopted (paper
+     * Fig. 2 "All servers"), and a candidate or leader gives way. */
+    if (term > r->term) {
+        election_become_follower(r, term, leader);
+    } else if (r->role != RAFT_FOLLOWER ||
+               (term == r->term && r->leader != leader)) {
+        election_become_follower(r, r->term, term == r->term ? leader : 0);
+    }
+    if (index > r->handed) {
+        /* The driver installed the snapshot and reset the durable log:
+         * every entry goes, the snapshot is the new boundary. Its entries
+         * are committed (a leader snapshots only what it applied), hence
+         * on every later leader's log (Leader Completeness, §5.4): they
+         * count as verified. */
+        log_reset(&r->log, index, last_term);
+        r->persisted = index;
+        r->handed = index;
+        if (r->commit < index) {
+            r->commit = index;
+        }
+        if (r->verified < index) {
+            r->verified = index;
+        }
+    }
+    if (term == r->term) {
+        election_reset_timer(r);
+        r->leader_seen = r->now;
+        reply_append(r, leader, 0, true, 0, index, 0);
+    }
+}
+
+void replication_snapshot_failed(struct raft *r, unsigned slot)
+{
+    struct raft_peer_progress *p = &r->progress[slot];
+
+    if (r->role != RAFT_LEADER || p->state != RAFT_PROGRESS_SNAPSHOT) {
+        return;
+    }
+    progress_become_probe(p, r->now);
+    p->snapshot_retry = r->now + r->heartbeat_interval;
+}
+
+void replication_unreachable(struct raft *r, unsigned slot)
+{
+    struct raft_peer_progress *p = &r->progress[slot];
+
+    if (r->role != RAFT_LEADER || p->state == RAFT_PROGRESS_SNAPSHOT) {
+        return;
+    }
+    /* Whatever was in flight on the broken connection is lost: a new
+     * window, probing from match. */
+    progress_become_probe(p, r->now);
 }

@@ -2,14 +2,14 @@
  * own and carries out its updates (raft.h driver contract).
  *
  * Happy path of an update:
- *   1. hard state and entries are merged into the pending storage job; the
- *      job runs on the libuv thread pool when none is running (group
- *      commit: one storage write, one fsync, for all that arrived);
+ *   1. hard state and entries are merged into the storage job queue
+ *      (uv_storage.c: group commit);
  *   2. messages go out at once, unless the update changed the hard state:
  *      then they are copied into the job and sent once it is durable;
- *   3. committed entries go to the application's apply callback.
- * When a job is durable the loop sends its held messages and steps
- * RAFT_EVENT_PERSISTED with its last entry.
+ *   3. committed entries go to the application's apply callback;
+ *   4. followers named in snapshot_to get a snapshot (uv_snapshot.c).
+ * Every tick steps RAFT_EVENT_TICK, and a peer whose connection broke
+ * since the last tick is reported with RAFT_EVENT_UNREACHABLE.
  * Failure modes: a failed storage write (log full, I/O error) is logged at
  * ERROR and the driver stops stepping the core: it neither acknowledges nor
  * votes again until restarted, so nothing undurable is ever acknowledged.
@@ -22,50 +22,10 @@
 #include <string.h>
 
 #include "message.h"
-#include "uv.h"
-#include "uv_node.h"
+#include "uv_node_internal.h"
 
-/* One storage write: the merged hard state and entries of the updates that
- * arrived while the previous write ran, and the messages that may only be
- * sent once it is durable. */
-struct job {
-    bool has_hs;               /* write hs */
-    struct raft_hard_state hs; /* term and vote */
-    struct raft_entry *entries; /* owned references, n_entries */
-    unsigned n_entries;
-    unsigned cap_entries;
-    struct raft_message *held; /* deep copies, n_held */
-    unsigned n_held;
-    unsigned cap_held;
-    int rc;                    /* result of the write */
-    char errmsg[256];          /* its message on failure */
-};
-
-struct raft_uv_node {
-    raft_id id;                          /* this server */
-    struct raft *raft;                   /* the core (loop thread) */
-    struct raft_uv_storage storage;      /* durable writes */
-    struct raft_uv_node_callbacks cb;    /* the application */
-    unsigned tick_ms;                    /* tick period */
-    uv_loop_t loop;                      /* the driver's own loop */
-    uv_thread_t thread;                  /* runs the loop */
-    uv_async_t wake;                     /* raft_uv_node_wake */
-    uv_async_t stop_async;               /* raft_uv_node_stop */
-    uv_timer_t tick;                     /* drives RAFT_EVENT_TICK */
-    struct raft_uv_transport *transport; /* peers, NULL once closed */
-    bool stopping;                       /* closing handles */
-    uv_work_t disk_req;                  /* the running job's request */
-    bool disk_busy;                      /* a job is running */
-    bool disk_failed;                    /* a write failed: stop */
-    struct job running;                  /* written by the worker */
-    struct job pending;                  /* being merged */
-    struct raft_uv_node_stats stats;     /* counters */
-};
-
-static void logf_(struct raft_uv_node *d, int level, const char *fmt, ...)
-    __attribute__((format(printf, 3, 4)));
-
-static void logf_(struct raft_uv_node *d, int level, const char *fmt, ...)
+void raft__uv_node_log(struct raft_uv_node *d, int level, const char *fmt,
+                       ...)
 {
     char line[512];
     va_list ap;
@@ -78,185 +38,10 @@ static void logf_(struct raft_uv_node *d, int level, const char *fmt, ...)
     d->cb.log(d->cb.data, level, line);
 }
 
-/* ---- Storage jobs ------------------------------------------------------- */
-
-static void job_clear(struct job *j)
-{
-    for (unsigned i = 0; i < j->n_entries; i++) {
-        raft_buf_unref(j->entries[i].data);
-    }
-    for (unsigned i = 0; i < j->n_held; i++) {
-        raft_message_release(&j->held[i]);
-    }
-    free(j->entries);
-    free(j->held);
-    memset(j, 0, sizeof *j);
-}
-
-static bool job_empty(const struct job *j)
-{
-    return !j->has_hs && j->n_entries == 0 && j->n_held == 0;
-}
-
-/* msg_clone deep-copies @src into @dst: the entries array is copied and
- * every buf referenced, so raft_message_release frees it. */
-static int msg_clone(const struct raft_message *src, struct raft_message *dst)
-{
-    *dst = *src;
-    if (src->type == RAFT_MSG_APPEND_ENTRIES &&
-        src->append_entries.n_entries > 0) {
-        uint32_t cnt = src->append_entries.n_entries;
-        struct raft_entry *e = malloc(cnt * sizeof *e);
-        if (e == NULL) {
-            return RAFT_NOMEM;
-        }
-        memcpy(e, src->append_entries.entries, cnt * sizeof *e);
-        for (uint32_t i = 0; i < cnt; i++) {
-            raft_buf_ref(e[i].data);
-        }
-        dst->append_entries.entries = e;
-    } else if (src->type == RAFT_MSG_FORWARD) {
-        raft_buf_ref(src->forward.data);
-    }
-    return 0;
-}
-
-/* job_merge adds an update's durable work to @j. Entries starting at or
- * before the job's tail replace that tail (a conflicting suffix). */
-static int job_merge(struct job *j, const struct raft_update *u)
-{
-    if (u->hard_state_changed) {
-        j->has_hs = true;
-        j->hs = u->hard_state;
-    }
-    if (u->n_entries > 0) {
-        raft_index first = u->entries[0].index;
-        while (j->n_entries > 0 &&
-               j->entries[j->n_entries - 1].index >= first) {
-            raft_buf_unref(j->entries[--j->n_entries].data);
-        }
-        if (j->n_entries + u->n_entries > j->cap_entries) {
-            unsigned cap = (j->n_entries + u->n_entries) * 2;
-            struct raft_entry *e = realloc(j->entries, cap * sizeof *e);
-            if (e == NULL) {
-                return RAFT_NOMEM;
-            }
-            j->entries = e;
-            j->cap_entries = cap;
-        }
-        for (unsigned i = 0; i < u->n_entries; i++) {
-            j->entries[j->n_entries] = u->entries[i];
-            raft_buf_ref(u->entries[i].data);
-            j->n_entries++;
-        }
-    }
-    if (u->hard_state_changed && u->n_messages > 0) {
-        if (j->n_held + u->n_messages > j->cap_held) {
-            unsigned cap = (j->n_held + u->n_messages) * 2;
-            struct raft_message *m = realloc(j->held, cap * sizeof *m);
-            if (m == NULL) {
-                return RAFT_NOMEM;
-            }
-            j->held = m;
-            j->cap_held = cap;
-        }
-        for (unsigned i = 0; i < u->n_messages; i++) {
-            int rc = msg_clone(&u->messages[i], &j->held[j->n_held]);
-            if (rc != 0) {
-                return rc;
-            }
-            j->n_held++;
-        }
-    }
-    return 0;
-}
-
-static void fail_storage(struct raft_uv_node *d, const char *why)
-{
-    d->disk_failed = true;
-    logf_(d, RAFT_LOG_ERROR,
-          "log write failed, the node stops writing, voting and "
-          "acknowledging until restarted: %s",
-          why);
-}
-
-static void disk_work(uv_work_t *req)
-{
-    struct raft_uv_node *d = req->data;
-    struct job *j = &d->running;
-    j->rc = 0;
-    if (j->has_hs || j->n_entries > 0) {
-        j->rc = d->storage.append(d->storage.data, j->has_hs ? &j->hs : NULL,
-                                  j->entries, j->n_entries, j->errmsg,
-                                  sizeof j->errmsg);
-    }
-}
-
-static int step(struct raft_uv_node *d, const struct raft_event *event,
-                struct raft_update *out);
-
-static void disk_start(struct raft_uv_node *d);
-
-static void disk_after_work(uv_work_t *req, int status)
-{
-    struct raft_uv_node *d = req->data;
-    struct job *j = &d->running;
-    struct raft_event ev = {.type = RAFT_EVENT_PERSISTED};
-    bool persisted = false;
-
-    d->disk_busy = false;
-    if (status == 0 && j->rc == 0 && (j->has_hs || j->n_entries > 0)) {
-        d->stats.n_writes++;
-        d->stats.n_entries_written += j->n_entries;
-    }
-    if (status != 0 || j->rc != 0) {
-        fail_storage(d, status != 0 ? uv_strerror(status) : j->errmsg);
-        job_clear(j);
-        return;
-    }
-    if (!d->stopping) {
-        for (unsigned i = 0; i < j->n_held; i++) {
-            raft_uv_node_send(d, &j->held[i]);
-        }
-        if (j->n_entries > 0) {
-            ev.persisted.index = j->entries[j->n_entries - 1].index;
-            ev.persisted.term = j->entries[j->n_entries - 1].term;
-            persisted = true;
-        }
-    }
-    /* Clear before stepping: the step may start the next job. */
-    job_clear(j);
-    if (persisted) {
-        step(d, &ev, NULL);
-    }
-    disk_start(d);
-}
-
-static void disk_start(struct raft_uv_node *d)
-{
-    int rc;
-    if (d->disk_busy || d->disk_failed || d->stopping ||
-        job_empty(&d->pending)) {
-        return;
-    }
-    d->running = d->pending;
-    memset(&d->pending, 0, sizeof d->pending);
-    d->disk_req.data = d;
-    rc = uv_queue_work(&d->loop, &d->disk_req, disk_work, disk_after_work);
-    if (rc != 0) {
-        fail_storage(d, uv_strerror(rc));
-        job_clear(&d->running);
-        return;
-    }
-    d->disk_busy = true;
-}
-
 /* ---- Stepping the core -------------------------------------------------- */
 
-/* step feeds @event to the core and carries out the update; @out, when not
- * NULL, receives it. */
-static int step(struct raft_uv_node *d, const struct raft_event *event,
-                struct raft_update *out)
+int raft__uv_node_step(struct raft_uv_node *d, const struct raft_event *event,
+                       struct raft_update *out)
 {
     struct raft_update local;
     struct raft_update *u = out != NULL ? out : &local;
@@ -274,9 +59,9 @@ static int step(struct raft_uv_node *d, const struct raft_event *event,
         return rc;
     }
     if (u->hard_state_changed || u->n_entries > 0) {
-        rc = job_merge(&d->pending, u);
+        rc = raft__uv_storage_merge(d, u);
         if (rc != 0) {
-            fail_storage(d, "out of memory");
+            raft__uv_storage_fail(d, "out of memory");
             return rc;
         }
     }
@@ -288,7 +73,10 @@ static int step(struct raft_uv_node *d, const struct raft_event *event,
     if (u->n_committed > 0 && d->cb.apply != NULL) {
         d->cb.apply(d->cb.data, u->committed, u->n_committed);
     }
-    disk_start(d);
+    raft__uv_storage_start(d);
+    if (u->n_snapshot_to > 0) {
+        raft__uv_snapshot_want(d, u->snapshot_to, u->n_snapshot_to);
+    }
     if (d->cb.stepped != NULL) {
         d->cb.stepped(d->cb.data);
     }
@@ -304,7 +92,7 @@ int raft_uv_node_propose(struct raft_uv_node *d, struct raft_buf *const *bufs,
     int rc;
     ev.propose.bufs = bufs;
     ev.propose.n = n;
-    rc = step(d, &ev, &u);
+    rc = raft__uv_node_step(d, &ev, &u);
     if (rc == 0) {
         *out_index = u.proposed_index;
         *out_term = u.proposed_term;
@@ -325,8 +113,8 @@ int raft_uv_node_send(struct raft_uv_node *d, const struct raft_message *m)
         d->stats.n_entries_sent += m->append_entries.n_entries;
     }
     if (rc != 0 && rc != RAFT_NOCONN) {
-        logf_(d, RAFT_LOG_WARN, "send to %" PRIu64 ": %s", m->to,
-              raft_strerror(rc));
+        raft__uv_node_log(d, RAFT_LOG_WARN, "send to %" PRIu64 ": %s",
+                          m->to, raft_strerror(rc));
     }
     return rc;
 }
@@ -375,12 +163,18 @@ static void on_recv(void *data, const struct raft_message *m)
         }
         return;
     }
+    if (m->type == RAFT_MSG_SNAPSHOT_CHUNK ||
+        m->type == RAFT_MSG_SNAPSHOT_CHUNK_RESULT) {
+        raft__uv_snapshot_message(d, m);
+        return;
+    }
     ev.type = RAFT_EVENT_RECEIVE;
     ev.receive = *m;
-    rc = step(d, &ev, NULL);
+    rc = raft__uv_node_step(d, &ev, NULL);
     if (rc != 0 && rc != RAFT_IOERR && rc != RAFT_SHUTDOWN) {
-        logf_(d, RAFT_LOG_WARN, "message type %u from %" PRIu64 ": %s",
-              m->type, m->from, raft_strerror(rc));
+        raft__uv_node_log(d, RAFT_LOG_WARN,
+                          "message type %u from %" PRIu64 ": %s", m->type,
+                          m->from, raft_strerror(rc));
     }
 }
 
@@ -389,7 +183,22 @@ static void on_tick(uv_timer_t *t)
     struct raft_uv_node *d = t->data;
     struct raft_event ev = {.type = RAFT_EVENT_TICK};
     ev.tick.now = raft_uv_node_now(d);
-    step(d, &ev, NULL);
+    raft__uv_node_step(d, &ev, NULL);
+    for (unsigned i = 0; i < d->n_peers && !d->stopping; i++) {
+        bool now_up = raft_uv_node_connected(d, d->peers[i]);
+        if (d->connected[i] && !now_up) {
+            struct raft_event un;
+            memset(&un, 0, sizeof un);
+            un.type = RAFT_EVENT_UNREACHABLE;
+            un.unreachable.id = d->peers[i];
+            raft__uv_node_step(d, &un, NULL);
+            raft__uv_snapshot_unreachable(d, d->peers[i]);
+        }
+        d->connected[i] = now_up;
+    }
+    if (!d->stopping) {
+        raft__uv_snapshot_tick(d);
+    }
     if (d->cb.tick != NULL && !d->stopping) {
         d->cb.tick(d->cb.data);
     }
@@ -405,7 +214,7 @@ static void on_wake(uv_async_t *a)
 
 static void transport_log(void *data, int level, const char *msg)
 {
-    logf_(data, level, "transport: %s", msg);
+    raft__uv_node_log(data, level, "transport: %s", msg);
 }
 
 static void on_transport_closed(void *data)
@@ -444,8 +253,14 @@ int raft_uv_node_start(struct raft *r, const struct raft_uv_node_config *cfg,
     struct raft_uv_node *d;
     int rc;
 
-    if (cfg->tick_ms == 0 || storage->append == NULL) {
-        snprintf(errmsg, errmsg_len, "node: tick_ms and storage required");
+    if (cfg->tick_ms == 0 || storage->append == NULL ||
+        cfg->n_peers >= RAFT_MAX_VOTERS ||
+        (storage->snapshot_create != NULL &&
+         (cfg->snapshot_dir == NULL || cfg->snapshot_chunk_bytes == 0))) {
+        snprintf(errmsg, errmsg_len,
+                 "node: tick_ms, storage, snapshot_dir and chunk size "
+                 "required, at most %d peers",
+                 RAFT_MAX_VOTERS - 1);
         return RAFT_INVALID;
     }
     d = calloc(1, sizeof *d);
@@ -457,6 +272,16 @@ int raft_uv_node_start(struct raft *r, const struct raft_uv_node_config *cfg,
     d->storage = *storage;
     d->cb = *cb;
     d->tick_ms = cfg->tick_ms;
+    d->n_peers = cfg->n_peers;
+    for (unsigned i = 0; i < cfg->n_peers; i++) {
+        d->peers[i] = cfg->peers[i].id;
+        d->sends[i].to = cfg->peers[i].id;
+        d->sends[i].fd = -1;
+    }
+    d->recv.fd = -1;
+    snprintf(d->snapshot_dir, sizeof d->snapshot_dir, "%s",
+             cfg->snapshot_dir != NULL ? cfg->snapshot_dir : ".");
+    d->chunk_bytes = cfg->snapshot_chunk_bytes;
     rc = uv_loop_init(&d->loop);
     if (rc != 0) {
         snprintf(errmsg, errmsg_len, "uv_loop_init: %s", uv_strerror(rc));
@@ -509,8 +334,8 @@ void raft_uv_node_stop(struct raft_uv_node *d)
     uv_async_send(&d->stop_async);
     uv_thread_join(&d->thread);
     uv_loop_close(&d->loop);
-    job_clear(&d->pending);
-    job_clear(&d->running);
+    raft__uv_storage_close(d);
+    raft__uv_snapshot_close(d);
     raft_close(d->raft);
     free(d);
 }

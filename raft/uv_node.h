@@ -20,17 +20,34 @@ struct raft_uv_peer {
     uint16_t port;    /* TCP port */
 };
 
-/* Durable storage the driver writes through. @append runs on a libuv
- * thread-pool thread, one call at a time, in the order of the updates it
- * merges: it must make @hs (NULL when unchanged) and @entries (@n, after
- * deleting every stored entry with index >= entries[0].index) durable in
- * one step, or change nothing; it returns 0 or a project error code with a
- * message in @errmsg (@errmsg_len bytes). */
+/* Durable storage and the state machine's snapshots, as the driver uses
+ * them. Every function runs on a libuv thread-pool thread, one storage job
+ * at a time, in the order the driver queued them, and returns 0 or a
+ * project error code with a message in @errmsg (@errmsg_len bytes); on an
+ * error nothing changed.
+ *
+ * @append makes @hs (NULL when unchanged) and @entries (@n, after deleting
+ * every stored entry with index >= entries[0].index) durable in one step.
+ * @compact deletes the stored log up to @index (the snapshot boundary).
+ * @snapshot_create (leader) writes a consistent snapshot of the state
+ * machine to file @path and gives the index and term it reflects; it may
+ * run concurrently with the storage jobs.
+ * @snapshot_install (follower) installs the verified snapshot file @path
+ * into the state machine, atomically for readers, then resets the stored
+ * log to start after the snapshot's (@index, @term); the driver then steps
+ * RAFT_EVENT_SNAPSHOT_INSTALLED. The last three may be NULL, disabling
+ * compaction and snapshots. */
 struct raft_uv_storage {
-    void *data; /* passed to append */
+    void *data; /* passed to every function */
     int (*append)(void *data, const struct raft_hard_state *hs,
                   const struct raft_entry *entries, unsigned n, char *errmsg,
                   size_t errmsg_len);
+    int (*compact)(void *data, raft_index index, char *errmsg,
+                   size_t errmsg_len);
+    int (*snapshot_create)(void *data, const char *path, raft_index *index,
+                           raft_term *term, char *errmsg, size_t errmsg_len);
+    int (*snapshot_install)(void *data, const char *path, raft_index index,
+                            raft_term term, char *errmsg, size_t errmsg_len);
 };
 
 /* What the driver hands to the application. Every callback runs on the
@@ -65,6 +82,9 @@ struct raft_uv_node_config {
     unsigned n_peers;
     uint64_t max_frame_bytes;        /* bound of one frame's body */
     unsigned tick_ms;                /* RAFT_EVENT_TICK period, ms, >= 1 */
+    const char *snapshot_dir;        /* where snapshot files are written and
+                                        received (must exist) */
+    uint64_t snapshot_chunk_bytes;   /* bytes per snapshot chunk, > 0 */
 };
 
 struct raft_uv_node; /* opaque */
@@ -105,6 +125,15 @@ int raft_uv_node_propose(struct raft_uv_node *d, struct raft_buf *const *bufs,
                          unsigned n, raft_index *out_index,
                          raft_term *out_term);
 
+/* raft_uv_node_compact queues the compaction of the stored log up to
+ * @index, in order with the storage writes; once done the driver steps
+ * RAFT_EVENT_COMPACT. @index must be <= the state machine's durable
+ * applied index (the caller's rule: what the log forgets must be in the
+ * database file). Returns 0, RAFT_INVALID (beyond the persisted log, or no
+ * compact function), or RAFT_BUSY (a compaction is already queued).
+ * Loop thread. */
+int raft_uv_node_compact(struct raft_uv_node *d, raft_index index);
+
 /* raft_uv_node_send sends @m (from must be this server) to @m->to; returns
  * raft_uv_transport_send's code (RAFT_NOCONN: dropped). Loop thread. */
 int raft_uv_node_send(struct raft_uv_node *d, const struct raft_message *m);
@@ -124,12 +153,19 @@ bool raft_uv_node_failed(const struct raft_uv_node *d);
  * is established. Loop thread. */
 bool raft_uv_node_connected(const struct raft_uv_node *d, raft_id id);
 
-/* Counters of a driver since it started, for status and benchmarks. */
+/* Counters of a driver since it started, for status and benchmarks, and
+ * the progress of snapshot transfers. */
 struct raft_uv_node_stats {
     uint64_t n_writes;          /* storage writes (one fsync each) */
     uint64_t n_entries_written; /* entries in those writes */
     uint64_t n_appends_sent;    /* AppendEntries sent with entries */
     uint64_t n_entries_sent;    /* entries in those AppendEntries */
+    uint64_t n_compactions;     /* log compactions done */
+    uint64_t n_snapshots_sent;     /* snapshots fully sent (leader) */
+    uint64_t n_snapshots_installed; /* snapshots installed (follower) */
+    raft_id snapshot_peer;      /* peer of the transfer shown below, 0 */
+    uint64_t snapshot_done;     /* bytes sent or received of it */
+    uint64_t snapshot_total;    /* its size, bytes */
 };
 
 /* raft_uv_node_stats copies the driver's counters into @out. Loop

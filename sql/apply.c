@@ -45,6 +45,7 @@
 
 #include <sqlite3.h>
 
+#include "cache.h"
 #include "determinism.h"
 #include "fsm.h"
 #include "pragma.h"
@@ -132,6 +133,7 @@ struct sql_fsm {
     char pragma_text[64];            /* the value as written */
     char deny[256];                  /* why the authorizer refused, or "" */
     char errmsg[APPLY__ERRMSG];      /* message of the last failure */
+    struct sql_cache cache;          /* prepared single-statement requests */
 };
 
 static void set_msg(char *buf, size_t len, const char *fmt, ...)
@@ -681,8 +683,21 @@ static int run_statement(struct sql_fsm *f, struct run *run,
     return 0;
 }
 
-/* run_statements prepares and runs the request's statements in order,
- * stopping at the first SQL error. */
+/* only_blanks says whether [@p, @end) holds only white space and
+ * semicolons (nothing left to prepare). */
+static int only_blanks(const char *p, const char *end)
+{
+    for (; p < end; p++) {
+        if (*p != ';' && *p != ' ' && *p != '\t' && *p != '\n' &&
+            *p != '\r') {
+            return 0;
+        }
+    }
+    return 1;
+}
+
+/* run_statements prepares (or takes from the cache) and runs the
+ * request's statements in order, stopping at the first SQL error. */
 static int run_statements(struct sql_fsm *f, struct run *run)
 {
     const char *tail = run->req->sql;
@@ -695,12 +710,21 @@ static int run_statements(struct sql_fsm *f, struct run *run)
     while (tail < end) {
         const char *next = NULL;
         sqlite3_stmt *s = NULL;
+        int cacheable;
 
         f->deny[0] = '\0';
         f->pragma_setting = -1;
-        rc = sqlite3_prepare_v2(f->db, tail, (int)(end - tail), &s, &next);
-        if (rc != SQLITE_OK) {
-            return run_sqlite_error(f, run, rc);
+        if (tail == run->req->sql) {
+            s = cache_take(&f->cache, tail, (size_t)(end - tail));
+        }
+        if (s != NULL) {
+            next = end;
+        } else {
+            rc = sqlite3_prepare_v2(f->db, tail, (int)(end - tail), &s,
+                                    &next);
+            if (rc != SQLITE_OK) {
+                return run_sqlite_error(f, run, rc);
+            }
         }
         if (s == NULL) {
             /* Only whitespace, comments or semicolons were left. */
@@ -710,9 +734,19 @@ static int run_statements(struct sql_fsm *f, struct run *run)
             tail = next;
             continue;
         }
+        /* A request of exactly one plain statement is worth keeping
+         * prepared (its text is the whole request; trailing blanks and
+         * semicolons are part of the key). */
+        cacheable = tail == run->req->sql && only_blanks(next, end) &&
+                    f->pragma_setting < 0 && f->deny[0] == '\0' &&
+                    !is_vacuum(sqlite3_sql(s));
         tail = next;
         rc = run_statement(f, run, s);
-        sqlite3_finalize(s);
+        if (cacheable) {
+            cache_put(&f->cache, run->req->sql, run->req->sql_len, s);
+        } else {
+            sqlite3_finalize(s);
+        }
         f->pragma_setting = -1;
         if (rc != 0 || run->err_rc != SQLITE_OK) {
             return rc;
@@ -1233,6 +1267,7 @@ void sql_fsm_close(struct sql_fsm *f)
     for (i = 0; i < STMT__N; i++) {
         sqlite3_finalize(f->stmts[i]);
     }
+    cache_clear(&f->cache);
     sqlite3_close(f->db);
     determinism_close(&f->det);
     free(f->path);

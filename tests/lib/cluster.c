@@ -13,6 +13,7 @@
 
 #include <cmocka.h>
 
+#include "raft/inflights.h"
 #include "raft/message.h"
 #include "raft/raft_internal.h"
 
@@ -32,6 +33,27 @@ struct cwrite {
     unsigned n_entries;        /* number of entries */
     struct raft_message *held; /* messages sent on completion */
     unsigned n_held;           /* number of held messages */
+    bool stale;                /* handed out before a snapshot reset the
+                                  durable log: filtered on completion */
+};
+
+/* A snapshot transfer in progress (the harness plays the drivers). */
+struct csnap {
+    uint64_t at;            /* completion time */
+    raft_id from;           /* leader */
+    unsigned from_restarts; /* its instance (a restart abandons it) */
+    raft_term term;         /* its term when it asked */
+    raft_id to;             /* follower */
+};
+
+/* What the harness last saw of one leader's window for one follower. */
+struct cwin {
+    unsigned restarts; /* leader instance */
+    raft_term term;    /* leader term */
+    uint64_t epoch;    /* window epoch */
+    uint64_t acked;    /* acked_seq in that epoch */
+    uint64_t sent;     /* highest seq sent to the follower */
+    bool pending;      /* a rejection was set aside */
 };
 
 /* One node: a core plus its durable state and its state machine. */
@@ -42,8 +64,10 @@ struct cnode {
     uint64_t next_tick;        /* time of the next tick */
     unsigned n_restarts;       /* reseeds the core on restart */
     struct raft_hard_state hs; /* durable hard state */
-    struct raft_entry *log;    /* durable log, index i+1 at log[i] */
+    struct raft_entry *log;    /* durable log, index base+i+1 at log[i] */
     unsigned n_log;            /* durable entries */
+    raft_index base;           /* durable snapshot boundary */
+    raft_term base_term;       /* its term */
     unsigned cap_log;          /* allocated */
     unsigned n_truncations;    /* writes that deleted a suffix */
     struct cwrite *writes;     /* pending writes, FIFO */
@@ -75,6 +99,16 @@ struct cluster {
                                                 type ([0]: all) */
     uint64_t n_rejections[CLUSTER_MAX_NODES]; /* AppendEntries refused,
                                                 by sender */
+    struct csnap *snaps;                     /* snapshot transfers */
+    unsigned n_snaps;                        /* count */
+    unsigned cap_snaps;                      /* allocated */
+    struct cwin win[CLUSTER_MAX_NODES][CLUSTER_MAX_NODES]; /* [leader]
+                                                [follower] windows */
+    struct cluster_stats stats;              /* counters */
+    raft_id drop_from;                       /* drop every drop_every-th */
+    unsigned drop_every;                     /* AppendEntries result of
+                                                drop_from, 0: none */
+    uint64_t drop_count;                     /* its results so far */
     char replay[256];                        /* replay command, or "" */
     bool verbose;                            /* CLUSTER_TRACE=1: print
                                                 every event */
@@ -229,6 +263,35 @@ static struct cnode *node_of(const struct cluster *c, raft_id id)
     return (struct cnode *)&c->nodes[id - 1];
 }
 
+/* durable_last returns the last index of @n's durable log. */
+static raft_index durable_last(const struct cnode *n)
+{
+    return n->base + n->n_log;
+}
+
+/* durable_at returns @n's durable entry @index, NULL when it has none
+ * (compacted, or past the end). */
+static const struct raft_entry *durable_at(const struct cnode *n,
+                                           raft_index index)
+{
+    if (index <= n->base || index > durable_last(n)) {
+        return NULL;
+    }
+    return &n->log[index - n->base - 1];
+}
+
+/* durable_term returns the term of @n's durable entry @index, the
+ * boundary's term at the boundary, 0 otherwise. */
+static raft_term durable_term(const struct cnode *n, raft_index index)
+{
+    const struct raft_entry *e = durable_at(n, index);
+
+    if (e != NULL) {
+        return e->term;
+    }
+    return index != 0 && index == n->base ? n->base_term : 0;
+}
+
 static bool buf_equal(const struct raft_buf *a, const struct raft_buf *b)
 {
     size_t la = a != NULL ? a->len : 0;
@@ -251,6 +314,8 @@ void cluster_config_default(struct cluster_config *cfg, unsigned n,
     cfg->net_max = 5;
     cfg->disk_min = 1;
     cfg->disk_max = 3;
+    cfg->snap_min = 5;
+    cfg->snap_max = 30;
 }
 
 /* copy_message deep-copies @m, taking references to entry bufs. */
@@ -379,6 +444,11 @@ static void send(struct cluster *c, struct cnode *n,
     if (rng_range(c, 0, 99) < c->cfg.drop_pct) {
         return;
     }
+    if (m->type == RAFT_MSG_APPEND_ENTRIES_RESULT && c->drop_every != 0 &&
+        m->from == c->drop_from && ++c->drop_count % c->drop_every == 0) {
+        c->stats.n_dropped_results++;
+        return;
+    }
     c->n_sent[0]++;
     if (m->type < 8) {
         c->n_sent[m->type]++;
@@ -457,22 +527,30 @@ static void check_log_matching(struct cluster *c, const struct cnode *n)
 
     for (i = 0; i < c->cfg.n; i++) {
         const struct cnode *o = &c->nodes[i];
-        unsigned k = n->n_log < o->n_log ? n->n_log : o->n_log;
-        unsigned j;
+        raft_index lo;
+        raft_index k;
+        raft_index j;
         if (o == n) {
             continue;
         }
-        while (k > 0 && n->log[k - 1].term != o->log[k - 1].term) {
+        /* Below both boundaries the entries are in snapshots (committed,
+         * checked by State Machine Safety). */
+        lo = (n->base > o->base ? n->base : o->base) + 1;
+        k = durable_last(n) < durable_last(o) ? durable_last(n)
+                                              : durable_last(o);
+        while (k >= lo && durable_term(n, k) != durable_term(o, k)) {
             k--;
         }
-        for (j = 0; j < k; j++) {
-            if (n->log[j].term != o->log[j].term ||
-                n->log[j].type != o->log[j].type ||
-                !buf_equal(n->log[j].data, o->log[j].data)) {
+        for (j = lo; j <= k; j++) {
+            const struct raft_entry *a = durable_at(n, j);
+            const struct raft_entry *b = durable_at(o, j);
+            if (a->term != b->term || a->type != b->type ||
+                !buf_equal(a->data, b->data)) {
                 cluster_fail(c, "log matching: nodes %llu and %llu agree at "
-                             "%u but differ at %u",
+                             "%llu but differ at %llu",
                              (unsigned long long)n->id,
-                             (unsigned long long)o->id, k, j + 1);
+                             (unsigned long long)o->id,
+                             (unsigned long long)k, (unsigned long long)j);
             }
         }
     }
@@ -489,7 +567,8 @@ static void check_durable_quorum(struct cluster *c, const struct raft_entry *e)
 
     for (i = 0; i < c->cfg.n; i++) {
         const struct cnode *o = &c->nodes[i];
-        if (e->index <= o->n_log && o->log[e->index - 1].term == e->term) {
+        /* In its snapshot, or in its durable log. */
+        if (e->index <= o->base || durable_term(o, e->index) == e->term) {
             k++;
         }
     }
@@ -512,7 +591,8 @@ static void apply_committed(struct cluster *c, struct cnode *n,
                      (unsigned long long)n->id,
                      (unsigned long long)e->index, n->n_applied);
     }
-    if (e->index > n->n_log || n->log[e->index - 1].term != e->term) {
+    if (durable_at(n, e->index) == NULL ||
+        durable_at(n, e->index)->term != e->term) {
         cluster_fail(c, "node %llu hands out %llu which is not durable",
                      (unsigned long long)n->id, (unsigned long long)e->index);
     }
@@ -558,6 +638,122 @@ static void apply_committed(struct cluster *c, struct cnode *n,
     n->n_applied++;
 }
 
+static void schedule_snapshot(struct cluster *c, const struct cnode *n,
+                              raft_id to);
+
+/* window_of returns what the harness saw of leader @n's window for
+ * follower @to, started over for a new instance or term of @n. */
+static struct cwin *window_of(struct cluster *c, const struct cnode *n,
+                              raft_id to)
+{
+    struct cwin *w = &c->win[n->id - 1][to - 1];
+    raft_term term = raft_current_term(n->raft);
+
+    if (w->restarts != n->n_restarts || w->term != term) {
+        memset(w, 0, sizeof *w);
+        w->restarts = n->n_restarts;
+        w->term = term;
+    }
+    return w;
+}
+
+/* check_seq_sent: a leader numbers its AppendEntries to each follower
+ * with increasing seqs. */
+static void check_seq_sent(struct cluster *c, const struct cnode *n,
+                           const struct raft_message *m)
+{
+    struct cwin *w = window_of(c, n, m->to);
+
+    if (m->append_entries.seq == 0 || m->append_entries.seq <= w->sent) {
+        cluster_fail(c, "node %llu sends seq %llu to %llu after %llu",
+                     (unsigned long long)n->id,
+                     (unsigned long long)m->append_entries.seq,
+                     (unsigned long long)m->to,
+                     (unsigned long long)w->sent);
+    }
+    w->sent = m->append_entries.seq;
+}
+
+/* check_windows: the in-order rule of raft/progress.h on every leader's
+ * view of every follower, after every step. Within one leader instance
+ * and term the window epoch never goes back and, within an epoch, the
+ * newest seq accounted for (acked_seq) never goes back; the window holds
+ * at most max_inflight_msgs requests, sent in this epoch, not yet
+ * accounted for, with increasing seqs and last indexes, at most
+ * max_inflight_bytes of payload (one larger request alone excepted); a
+ * rejection set aside waits for older requests. */
+static void check_windows(struct cluster *c)
+{
+    unsigned i;
+    unsigned j;
+    unsigned k;
+
+    for (i = 0; i < c->cfg.n; i++) {
+        struct cnode *n = &c->nodes[i];
+        if (n->raft == NULL || raft_role(n->raft) != RAFT_LEADER) {
+            continue;
+        }
+        for (j = 0; j < c->cfg.n; j++) {
+            const struct raft_peer_progress *p = &n->raft->progress[j];
+            const struct raft_inflights *f = &p->inflights;
+            struct cwin *w;
+            if (j == i) {
+                continue;
+            }
+            w = window_of(c, n, j + 1);
+            if (p->epoch < w->epoch ||
+                (p->epoch == w->epoch && p->acked_seq < w->acked)) {
+                cluster_fail(c, "in-order: leader %llu, follower %u: "
+                             "epoch/acked went from %llu/%llu to %llu/%llu",
+                             (unsigned long long)n->id, j + 1,
+                             (unsigned long long)w->epoch,
+                             (unsigned long long)w->acked,
+                             (unsigned long long)p->epoch,
+                             (unsigned long long)p->acked_seq);
+            }
+            w->epoch = p->epoch;
+            w->acked = p->acked_seq;
+            if (f->n > f->cap || (f->n > 0 && p->state !=
+                                  RAFT_PROGRESS_REPLICATE) ||
+                (c->cfg.max_inflight_bytes != 0 && f->n > 1 &&
+                 f->bytes > c->cfg.max_inflight_bytes)) {
+                cluster_fail(c, "in-order: leader %llu, follower %u: "
+                             "window of %u requests, %llu bytes, state %u",
+                             (unsigned long long)n->id, j + 1, f->n,
+                             (unsigned long long)f->bytes, p->state);
+            }
+            for (k = 0; k < f->n; k++) {
+                const struct raft_inflight *a = inflights_at(f, k);
+                if (a->seq < p->epoch_seq || a->seq <= p->acked_seq ||
+                    a->seq >= p->next_seq || a->last >= p->next ||
+                    (k > 0 && (a->seq <= inflights_at(f, k - 1)->seq ||
+                               a->last <= inflights_at(f, k - 1)->last))) {
+                    cluster_fail(c, "in-order: leader %llu, follower %u: "
+                                 "window member %u (seq %llu, last %llu) "
+                                 "out of order", (unsigned long long)n->id,
+                                 j + 1, k, (unsigned long long)a->seq,
+                                 (unsigned long long)a->last);
+                }
+            }
+            if (p->pending.seq != 0) {
+                const struct raft_inflight *o = inflights_oldest(f);
+                if (p->pending.seq < p->epoch_seq ||
+                    (o != NULL && o->seq >= p->pending.seq &&
+                     p->pending.in_window && o->seq == p->pending.seq)) {
+                    cluster_fail(c, "in-order: leader %llu, follower %u: "
+                                 "rejection %llu set aside needlessly",
+                                 (unsigned long long)n->id, j + 1,
+                                 (unsigned long long)p->pending.seq);
+                }
+                if (!w->pending) {
+                    c->stats.n_deferred++;
+                }
+            }
+            w->pending = p->pending.seq != 0;
+        }
+    }
+}
+
 /* handle_update carries out one update as a driver would. */
 static void handle_update(struct cluster *c, struct cnode *n,
                           const struct raft_update *u)
@@ -566,13 +762,19 @@ static void handle_update(struct cluster *c, struct cnode *n,
     struct cwrite *w;
 
     trace_update(c, n->id, u);
+    for (i = 0; i < u->n_snapshot_to; i++) {
+        schedule_snapshot(c, n, u->snapshot_to[i]);
+    }
     for (i = 0; i < u->n_messages; i++) {
         const struct raft_message *m = &u->messages[i];
+        if (m->type == RAFT_MSG_APPEND_ENTRIES) {
+            check_seq_sent(c, n, m);
+        }
         if (m->type == RAFT_MSG_APPEND_ENTRIES_RESULT &&
             m->append_entries_result.success &&
             (m->append_entries_result.last_log_index >
                  raft_persisted_index(n->raft) ||
-             m->append_entries_result.last_log_index > n->n_log)) {
+             m->append_entries_result.last_log_index > durable_last(n))) {
             cluster_fail(c, "node %llu acknowledges %llu, persisted %llu",
                          (unsigned long long)n->id,
                          (unsigned long long)
@@ -625,6 +827,8 @@ static void handle_update(struct cluster *c, struct cnode *n,
     }
 }
 
+static void maybe_compact(struct cluster *c, struct cnode *n);
+
 static void step_node(struct cluster *c, struct cnode *n,
                       const struct raft_event *e)
 {
@@ -636,21 +840,191 @@ static void step_node(struct cluster *c, struct cnode *n,
     }
     handle_update(c, n, &u);
     check_leaders(c);
+    check_windows(c);
+    if (u.n_committed > 0) {
+        maybe_compact(c, n);
+    }
+}
+
+/* maybe_compact plays the driver's periodic compaction: once more than
+ * compact_every applied entries lie past @n's boundary, the durable log
+ * through (applied - compact_trailing) is deleted (the state machine
+ * holds it) and RAFT_EVENT_COMPACT stepped. */
+static void maybe_compact(struct cluster *c, struct cnode *n)
+{
+    struct raft_event e;
+    raft_index index;
+    raft_index k;
+
+    if (c->cfg.compact_every == 0 || n->raft == NULL ||
+        n->n_applied < n->base + c->cfg.compact_every +
+                           c->cfg.compact_trailing) {
+        return;
+    }
+    index = n->n_applied - c->cfg.compact_trailing;
+    if (index > raft_persisted_index(n->raft)) {
+        index = raft_persisted_index(n->raft);
+    }
+    if (index > durable_last(n)) {
+        index = durable_last(n);
+    }
+    if (index <= n->base) {
+        return;
+    }
+    n->base_term = durable_term(n, index);
+    k = index - n->base;
+    for (raft_index i = 0; i < k; i++) {
+        raft_buf_unref(n->log[i].data);
+    }
+    memmove(n->log, n->log + k, (n->n_log - k) * sizeof *n->log);
+    n->n_log -= (unsigned)k;
+    n->base = index;
+    c->stats.n_compactions++;
+    if (c->verbose) {
+        fprintf(stderr, "t=%llu node %llu compacts through %llu\n",
+                (unsigned long long)c->now, (unsigned long long)n->id,
+                (unsigned long long)index);
+    }
+    memset(&e, 0, sizeof e);
+    e.type = RAFT_EVENT_COMPACT;
+    e.compact.index = index;
+    step_node(c, n, &e);
+}
+
+static void schedule_snapshot(struct cluster *c, const struct cnode *n,
+                              raft_id to)
+{
+    struct csnap *q;
+
+    if (to == 0 || to > c->cfg.n || to == n->id) {
+        cluster_fail(c, "node %llu asks a snapshot for %llu",
+                     (unsigned long long)n->id, (unsigned long long)to);
+    }
+    if (c->n_snaps == c->cap_snaps) {
+        c->cap_snaps = c->cap_snaps ? c->cap_snaps * 2 : 8;
+        c->snaps = xrealloc(c, c->snaps, c->cap_snaps * sizeof *c->snaps);
+    }
+    q = &c->snaps[c->n_snaps++];
+    q->at = c->now + rng_range(c, c->cfg.snap_min, c->cfg.snap_max);
+    q->from = n->id;
+    q->from_restarts = n->n_restarts;
+    q->term = raft_current_term(n->raft);
+    q->to = to;
+    c->stats.n_snapshots_asked++;
+}
+
+/* install plays the follower's driver: the leader @l's state machine
+ * through @index (its applied entries) replaces @f's, the durable log is
+ * reset to start after @index (writes in progress become stale), then
+ * RAFT_EVENT_SNAPSHOT_INSTALLED is stepped. A state machine already past
+ * @index is left alone. */
+static void install(struct cluster *c, struct cnode *f, const struct cnode *l,
+                    raft_term term, raft_index index, raft_term last_term)
+{
+    struct raft_event e;
+    unsigned k;
+
+    if (index > f->n_applied) {
+        for (k = 0; k < f->n_applied; k++) {
+            if (f->applied[k].term != l->applied[k].term) {
+                cluster_fail(c, "state machine safety: snapshot of %llu "
+                             "differs from %llu's state at %u",
+                             (unsigned long long)l->id,
+                             (unsigned long long)f->id, k + 1);
+            }
+        }
+        /* Durability: the reset must not delete a copy of a committed
+         * entry past the snapshot. */
+        for (raft_index i = index + 1; i <= durable_last(f); i++) {
+            const struct raft_entry *g = cluster_committed(c, i);
+            if (g != NULL && durable_term(f, i) == g->term) {
+                cluster_fail(c, "durability: snapshot %llu installed on "
+                             "%llu deletes committed entry %llu",
+                             (unsigned long long)index,
+                             (unsigned long long)f->id,
+                             (unsigned long long)i);
+            }
+        }
+        if (index > f->cap_applied) {
+            f->cap_applied = (unsigned)index * 2;
+            f->applied =
+                xrealloc(c, f->applied, f->cap_applied * sizeof *f->applied);
+        }
+        for (k = f->n_applied; k < index; k++) {
+            f->applied[k] = l->applied[k];
+            raft_buf_ref(f->applied[k].data);
+        }
+        f->n_applied = (unsigned)index;
+        while (f->n_log > 0) {
+            raft_buf_unref(f->log[--f->n_log].data);
+        }
+        f->base = index;
+        f->base_term = last_term;
+        for (k = 0; k < f->n_writes; k++) {
+            f->writes[k].stale = true;
+        }
+        c->stats.n_installs++;
+    }
+    if (c->verbose) {
+        fprintf(stderr, "t=%llu node %llu installs %llu's snapshot at "
+                "%llu/%llu\n", (unsigned long long)c->now,
+                (unsigned long long)f->id, (unsigned long long)l->id,
+                (unsigned long long)index, (unsigned long long)last_term);
+    }
+    memset(&e, 0, sizeof e);
+    e.type = RAFT_EVENT_SNAPSHOT_INSTALLED;
+    e.snapshot.leader = l->id;
+    e.snapshot.term = term;
+    e.snapshot.index = index;
+    e.snapshot.last_term = last_term;
+    step_node(c, f, &e);
+}
+
+/* complete_snapshot ends transfer @slot: abandoned when the leader
+ * instance is gone; failed (SNAPSHOT_FAILED on the leader) when the
+ * follower is down, a link is cut, or by chance (snap_fail_pct);
+ * installed otherwise, with the leader's applied state of now. */
+static void complete_snapshot(struct cluster *c, unsigned slot)
+{
+    struct csnap q = c->snaps[slot];
+    struct cnode *l = node_of(c, q.from);
+    struct cnode *f = node_of(c, q.to);
+    struct raft_event e;
+
+    c->snaps[slot] = c->snaps[--c->n_snaps];
+    if (l->raft == NULL || l->n_restarts != q.from_restarts) {
+        return;
+    }
+    if (f->raft == NULL || !c->link[q.from - 1][q.to - 1] ||
+        !c->link[q.to - 1][q.from - 1] ||
+        rng_range(c, 0, 99) < c->cfg.snap_fail_pct || l->n_applied == 0) {
+        c->stats.n_snapshots_failed++;
+        memset(&e, 0, sizeof e);
+        e.type = RAFT_EVENT_SNAPSHOT_FAILED;
+        e.unreachable.id = q.to;
+        step_node(c, l, &e);
+        return;
+    }
+    install(c, f, l, q.term, l->n_applied,
+            l->applied[l->n_applied - 1].term);
 }
 
 /* check_no_overwrite: Durability. Write @w deletes @n's durable entries
  * from its first index on and writes its own: a durable copy of a
  * committed entry may only be rewritten with itself. */
 static void check_no_overwrite(struct cluster *c, const struct cnode *n,
-                               const struct cwrite *w)
+                               const struct cwrite *w, unsigned skip)
 {
-    raft_index first = w->entries[0].index;
+    raft_index first = w->entries[skip].index;
     raft_index i;
 
-    for (i = first; i <= n->n_log && i <= c->committed_last; i++) {
+    if (first <= n->base) {
+        first = n->base + 1;
+    }
+    for (i = first; i <= durable_last(n) && i <= c->committed_last; i++) {
         const struct raft_entry *g = &c->committed[i - 1];
-        raft_index k = i - first;
-        if (g->index == 0 || n->log[i - 1].term != g->term) {
+        raft_index k = i - w->entries[0].index;
+        if (g->index == 0 || durable_term(n, i) != g->term) {
             continue; /* not the committed entry: a stale one goes */
         }
         if (k >= w->n_entries || w->entries[k].term != g->term) {
@@ -665,39 +1039,59 @@ static void complete_write(struct cluster *c, struct cnode *n)
 {
     struct cwrite w = n->writes[0];
     struct raft_event e;
+    unsigned skip = 0;
     unsigned i;
 
     memmove(n->writes, n->writes + 1, (n->n_writes - 1) * sizeof *n->writes);
     n->n_writes--;
-    if (w.n_entries > 0) {
-        raft_index first = w.entries[0].index;
-        if (first == 0 || first > n->n_log + 1) {
-            cluster_fail(c, "node %llu writes %llu after %u: a gap",
+    /* A write handed out before a snapshot reset the durable log: its
+     * entries at or below the boundary go, and the rest too if they would
+     * leave a gap (raft.h, SNAPSHOT_INSTALLED). Any other write must
+     * follow the durable log. */
+    while (skip < w.n_entries && w.entries[skip].index <= n->base) {
+        skip++;
+    }
+    if (skip > 0 && !w.stale) {
+        cluster_fail(c, "node %llu writes %llu at or below its boundary "
+                     "%llu", (unsigned long long)n->id,
+                     (unsigned long long)w.entries[0].index,
+                     (unsigned long long)n->base);
+    }
+    if (w.stale && skip < w.n_entries &&
+        w.entries[skip].index > durable_last(n) + 1) {
+        skip = w.n_entries;
+    }
+    if (skip < w.n_entries) {
+        raft_index first = w.entries[skip].index;
+        unsigned k = w.n_entries - skip;
+        if (first == 0 || first > durable_last(n) + 1) {
+            cluster_fail(c, "node %llu writes %llu after %llu: a gap",
                          (unsigned long long)n->id,
-                         (unsigned long long)first, n->n_log);
+                         (unsigned long long)first,
+                         (unsigned long long)durable_last(n));
         }
-        if (first <= n->n_log) {
+        if (first <= durable_last(n)) {
             n->n_truncations++;
         }
         if (c->verbose) {
             fprintf(stderr, "t=%llu node %llu writes %llu..%llu (term "
-                    "%llu..%llu) over %u\n", (unsigned long long)c->now,
+                    "%llu..%llu) over %llu\n", (unsigned long long)c->now,
                     (unsigned long long)n->id, (unsigned long long)first,
-                    (unsigned long long)(first + w.n_entries - 1),
-                    (unsigned long long)w.entries[0].term,
+                    (unsigned long long)(first + k - 1),
+                    (unsigned long long)w.entries[skip].term,
                     (unsigned long long)w.entries[w.n_entries - 1].term,
-                    n->n_log);
+                    (unsigned long long)durable_last(n));
         }
-        check_no_overwrite(c, n, &w);
+        check_no_overwrite(c, n, &w, skip);
         /* Driver rule 2: delete index >= first, then append. */
-        while (n->n_log >= first) {
+        while (durable_last(n) >= first) {
             raft_buf_unref(n->log[--n->n_log].data);
         }
-        if (n->n_log + w.n_entries > n->cap_log) {
-            n->cap_log = (n->n_log + w.n_entries) * 2;
+        if (n->n_log + k > n->cap_log) {
+            n->cap_log = (n->n_log + k) * 2;
             n->log = xrealloc(c, n->log, n->cap_log * sizeof *n->log);
         }
-        for (i = 0; i < w.n_entries; i++) {
+        for (i = skip; i < w.n_entries; i++) {
             n->log[n->n_log++] = w.entries[i];
             raft_buf_ref(w.entries[i].data);
         }
@@ -708,7 +1102,7 @@ static void complete_write(struct cluster *c, struct cnode *n)
     for (i = 0; i < w.n_held; i++) {
         send(c, n, &w.held[i]);
     }
-    if (w.n_entries > 0) {
+    if (skip < w.n_entries) {
         check_log_matching(c, n);
         memset(&e, 0, sizeof e);
         e.type = RAFT_EVENT_PERSISTED;
@@ -737,9 +1131,11 @@ static void start_node(struct cluster *c, struct cnode *n)
     rc.seed = c->cfg.seed * 1000003 + n->id * 7919 + n->n_restarts;
     rc.disable_pre_vote = c->cfg.disable_pre_vote;
     rc.disable_check_quorum = c->cfg.disable_check_quorum;
-    rv = raft_new(&rc, &n->hs, 1, n->log, n->n_log, n->n_applied, &n->raft);
+    rc.max_inflight_bytes = c->cfg.max_inflight_bytes;
+    rv = raft_restore(&rc, &n->hs, n->base, n->base_term, n->log, n->n_log,
+                      n->n_applied, &n->raft);
     if (rv != 0) {
-        cluster_fail(c, "raft_new: %s", raft_strerror(rv));
+        cluster_fail(c, "raft_restore: %s", raft_strerror(rv));
     }
     n->next_tick = c->now + rng_range(c, 0, c->cfg.tick_ms);
 }
@@ -801,6 +1197,7 @@ void cluster_free(struct cluster *c)
         }
         free(n->applied);
     }
+    free(c->snaps);
     for (i = 0; i < c->n_net; i++) {
         release_message(&c->net[i].m);
     }
@@ -824,7 +1221,8 @@ uint64_t cluster_now(const struct cluster *c)
 }
 
 /* next_event finds the earliest event: kind 0 disk (node), 1 network
- * (message slot), 2 tick (node). Returns false when there is none. */
+ * (message slot), 3 snapshot transfer (slot), 2 tick (node). Returns
+ * false when there is none. */
 static bool next_event(const struct cluster *c, uint64_t *at, int *kind,
                        unsigned *which)
 {
@@ -851,6 +1249,14 @@ static bool next_event(const struct cluster *c, uint64_t *at, int *kind,
             *kind = 1;
             *which = i;
             best_seq = q->seq;
+        }
+    }
+    for (i = 0; i < c->n_snaps; i++) {
+        if (!found || c->snaps[i].at < *at) {
+            found = true;
+            *at = c->snaps[i].at;
+            *kind = 3;
+            *which = i;
         }
     }
     for (i = 0; i < c->cfg.n; i++) {
@@ -951,6 +1357,9 @@ void cluster_step(struct cluster *c)
         case 1:
             deliver(c, which);
             break;
+        case 3:
+            complete_snapshot(c, which);
+            break;
         default:
             memset(&e, 0, sizeof e);
             e.type = RAFT_EVENT_TICK;
@@ -1039,6 +1448,7 @@ int cluster_propose(struct cluster *c, raft_id id, const void *data,
     if (rc == 0) {
         handle_update(c, n, &u);
         check_leaders(c);
+        check_windows(c);
     }
     return rc;
 }
@@ -1155,14 +1565,31 @@ bool cluster_has_applied(const struct cluster *c, raft_id id,
 
 raft_index cluster_durable_last(const struct cluster *c, raft_id id)
 {
-    return node_of(c, id)->n_log;
+    return durable_last(node_of(c, id));
+}
+
+raft_index cluster_durable_first(const struct cluster *c, raft_id id)
+{
+    return node_of(c, id)->base + 1;
+}
+
+void cluster_drop_results(struct cluster *c, raft_id from, unsigned every)
+{
+    node_of(c, from);
+    c->drop_from = from;
+    c->drop_every = every;
+    c->drop_count = 0;
+}
+
+struct cluster_stats cluster_stats(const struct cluster *c)
+{
+    return c->stats;
 }
 
 raft_term cluster_durable_term(const struct cluster *c, raft_id id,
                                raft_index index)
 {
-    const struct cnode *n = node_of(c, id);
-    return index >= 1 && index <= n->n_log ? n->log[index - 1].term : 0;
+    return durable_term(node_of(c, id), index);
 }
 
 unsigned cluster_n_truncations(const struct cluster *c, raft_id id)

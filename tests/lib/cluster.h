@@ -43,12 +43,33 @@ struct cluster_config {
     unsigned disk_max;           /* most disk write latency */
     bool disable_pre_vote;       /* raft_config.disable_pre_vote */
     bool disable_check_quorum;   /* raft_config.disable_check_quorum */
+    uint64_t max_inflight_bytes; /* raft_config.max_inflight_bytes */
+    unsigned compact_every;      /* compact when more applied entries than
+                                    this lie past a node's boundary, 0
+                                    never */
+    unsigned compact_trailing;   /* entries kept behind the applied index */
+    unsigned snap_min;           /* least snapshot transfer time */
+    unsigned snap_max;           /* most snapshot transfer time */
+    unsigned snap_fail_pct;      /* percent of transfers that fail */
+};
+
+/* Counters of what the harness did and saw. */
+struct cluster_stats {
+    uint64_t n_compactions;      /* COMPACT events stepped */
+    uint64_t n_snapshots_asked;  /* ids in update.snapshot_to */
+    uint64_t n_snapshots_failed; /* SNAPSHOT_FAILED events stepped */
+    uint64_t n_installs;         /* snapshots installed (log reset) */
+    uint64_t n_deferred;         /* rejections a leader set aside until
+                                    their predecessors were accounted */
+    uint64_t n_dropped_results;  /* results dropped by
+                                    cluster_drop_results */
 };
 
 struct cluster; /* opaque */
 
 /* cluster_config_default fills @cfg for @n nodes and @seed: election 100,
- * heartbeat 20, tick 5, network 1..5, disk 1..3, no faults. */
+ * heartbeat 20, tick 5, network 1..5, disk 1..3, no faults, no
+ * compaction (snapshot transfers 5..30 ms, none failing, when there is). */
 void cluster_config_default(struct cluster_config *cfg, unsigned n,
                             uint64_t seed);
 
@@ -133,6 +154,17 @@ bool cluster_has_applied(const struct cluster *c, raft_id id,
 
 /* cluster_durable_last returns the last index of node @id's durable log. */
 raft_index cluster_durable_last(const struct cluster *c, raft_id id);
+
+/* cluster_durable_first returns the first index of node @id's durable
+ * log (its snapshot boundary + 1). */
+raft_index cluster_durable_first(const struct cluster *c, raft_id id);
+
+/* cluster_drop_results drops every @every-th AppendEntries result node
+ * @from puts on the wire from now on (0: none). */
+void cluster_drop_results(struct cluster *c, raft_id from, unsigned every);
+
+/* cluster_stats returns the harness's counters. */
+struct cluster_stats cluster_stats(const struct cluster *c);
 
 /* cluster_durable_term returns the term of durable entry @index of node
  * @id, 0 when there is none. */

@@ -249,6 +249,22 @@ static inline uint64_t sim_run(unsigned n, uint64_t seed, unsigned steps,
      * check-quorum: safety never depends on them. */
     cfg.disable_pre_vote = sim_rng(&x) % 8 == 0;
     cfg.disable_check_quorum = sim_rng(&x) % 8 == 0;
+    /* Pipelining: windows up to 16 requests, a byte limit in half of the
+     * runs (entries are about 10 bytes: 1 to 8 of them in flight). */
+    if (sim_rng(&x) % 2 == 0) {
+        cfg.max_inflight_msgs = 1 + (unsigned)(sim_rng(&x) % 16);
+        cfg.max_inflight_bytes = 10 + sim_rng(&x) % 70;
+    }
+    /* Compaction in three runs of four, every 5 to 44 applied entries,
+     * keeping 0 to 9 behind: lagging and restarted nodes need snapshots,
+     * of which up to a third fail. */
+    if (sim_rng(&x) % 4 != 0) {
+        cfg.compact_every = 5 + (unsigned)(sim_rng(&x) % 40);
+        cfg.compact_trailing = (unsigned)(sim_rng(&x) % 10);
+        cfg.snap_min = 1 + (unsigned)(sim_rng(&x) % 20);
+        cfg.snap_max = cfg.snap_min + (unsigned)(sim_rng(&x) % 100);
+        cfg.snap_fail_pct = (unsigned)(sim_rng(&x) % 34);
+    }
     c = cluster_new(&cfg);
     snprintf(replay, sizeof replay,
              "SIM_SEED=%llu SIM_NODES=%u SIM_STEPS=%u "
@@ -307,13 +323,21 @@ static inline uint64_t sim_run(unsigned n, uint64_t seed, unsigned steps,
                 term = raft_current_term(cluster_raft(c, id));
             }
         }
+        struct cluster_stats st = cluster_stats(c);
         fprintf(stderr, "seed %llu n %u: after %u steps t=%llu ms, "
-                "committed %llu, term %llu, %llu messages\n",
+                "committed %llu, term %llu, %llu messages, %llu "
+                "compactions, %llu snapshots asked, %llu failed, %llu "
+                "installed, %llu rejections deferred\n",
                 (unsigned long long)seed, n, steps,
                 (unsigned long long)cluster_now(c),
                 (unsigned long long)cluster_committed_last(c),
                 (unsigned long long)term,
-                (unsigned long long)cluster_n_messages(c, 0));
+                (unsigned long long)cluster_n_messages(c, 0),
+                (unsigned long long)st.n_compactions,
+                (unsigned long long)st.n_snapshots_asked,
+                (unsigned long long)st.n_snapshots_failed,
+                (unsigned long long)st.n_installs,
+                (unsigned long long)st.n_deferred);
     }
     sim_liveness(c, seed);
     hash = cluster_trace_hash(c);

@@ -695,6 +695,42 @@ static void test_other_pragmas(void **state)
     assert_query(f->tmp.path, "PRAGMA application_id", "9");
 }
 
+/* Single-statement requests reuse a prepared statement: the results stay
+ * right across schema changes, SQL errors, a batch of the same text, and
+ * a statement whose text differs only in a trailing semicolon. */
+static void test_statement_cache(void **state)
+{
+    struct fixture *f = *state;
+    const char *same[4] = {
+        "INSERT INTO c(a) VALUES (1)",
+        "INSERT INTO c(a) VALUES (1)",
+        "INSERT INTO c(a) VALUES (1);",
+        "INSERT INTO c(a) VALUES (1)",
+    };
+    unsigned i;
+
+    assert_ok(apply1(f, "CREATE TABLE c(a UNIQUE)"));
+    assert_ok(apply1(f, same[0]));
+    assert_int_equal(f->res[0].changes, 1);
+    assert_error(apply1(f, same[0]), SQLITE_CONSTRAINT_UNIQUE,
+                 "UNIQUE constraint failed: c.a");
+    assert_ok(apply1(f, "DELETE FROM c"));
+    assert_ok(apply1(f, "ALTER TABLE c ADD COLUMN b DEFAULT 'x'"));
+    apply_sqls(f, same, 4);
+    assert_ok(&f->res[0]);
+    for (i = 1; i < 4; i++) {
+        assert_error(&f->res[i], SQLITE_CONSTRAINT_UNIQUE,
+                     "UNIQUE constraint failed: c.a");
+    }
+    assert_ok(apply1(f, "DROP TABLE c"));
+    assert_ok(apply1(f, "CREATE TABLE c(a, b, z)"));
+    assert_ok(apply1(f, same[0]));
+    assert_query(f->tmp.path,
+                 "SELECT a || '|' || (b IS NULL) || '|' || (z IS NULL)"
+                 " FROM c",
+                 "1|1|1");
+}
+
 /* Disk full (here: max_page_count) is environmental: the whole batch
  * rolls back, an error is returned, the applied index stays; once space
  * is back the same batch applies. */
@@ -763,6 +799,7 @@ int main(void)
         T(test_params),
         T(test_value_types),
         T(test_refused),
+        T(test_statement_cache),
         T(test_foreign_keys_pragma),
         T(test_deferred_foreign_keys),
         T(test_other_pragmas),

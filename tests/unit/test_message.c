@@ -106,6 +106,7 @@ static void assert_message_equal(const struct raft_message *a,
                         b->append_entries.prev_log_term);
             assert_true(a->append_entries.leader_commit ==
                         b->append_entries.leader_commit);
+            assert_true(a->append_entries.seq == b->append_entries.seq);
             assert_int_equal(a->append_entries.n_entries,
                              b->append_entries.n_entries);
             for (i = 0; i < a->append_entries.n_entries; i++) {
@@ -131,6 +132,30 @@ static void assert_message_equal(const struct raft_message *a,
                         b->append_entries_result.last_log_index);
             assert_true(a->append_entries_result.conflict_index ==
                         b->append_entries_result.conflict_index);
+            assert_true(a->append_entries_result.seq ==
+                        b->append_entries_result.seq);
+            break;
+        case RAFT_MSG_SNAPSHOT_CHUNK:
+            assert_true(a->snapshot_chunk.term == b->snapshot_chunk.term);
+            assert_true(a->snapshot_chunk.last_index ==
+                        b->snapshot_chunk.last_index);
+            assert_true(a->snapshot_chunk.last_term ==
+                        b->snapshot_chunk.last_term);
+            assert_true(a->snapshot_chunk.total == b->snapshot_chunk.total);
+            assert_true(a->snapshot_chunk.offset == b->snapshot_chunk.offset);
+            assert_true(a->snapshot_chunk.checksum ==
+                        b->snapshot_chunk.checksum);
+            assert_buf_equal(a->snapshot_chunk.data, b->snapshot_chunk.data);
+            break;
+        case RAFT_MSG_SNAPSHOT_CHUNK_RESULT:
+            assert_true(a->snapshot_chunk_result.term ==
+                        b->snapshot_chunk_result.term);
+            assert_true(a->snapshot_chunk_result.last_index ==
+                        b->snapshot_chunk_result.last_index);
+            assert_true(a->snapshot_chunk_result.offset ==
+                        b->snapshot_chunk_result.offset);
+            assert_int_equal(a->snapshot_chunk_result.status,
+                             b->snapshot_chunk_result.status);
             break;
         case RAFT_MSG_FORWARD:
             assert_true(a->forward.request_id[0] == b->forward.request_id[0]);
@@ -172,7 +197,7 @@ static void round_trip(const struct raft_message *m)
 }
 
 /* A set of sample messages covering every type, owned by the test. */
-#define N_SAMPLES 8
+#define N_SAMPLES 10
 
 struct samples {
     struct raft_message m[N_SAMPLES]; /* the messages */
@@ -188,7 +213,7 @@ static void samples_init(struct samples *s)
     s->bufs[0] = pattern_buf(40, 1);
     s->bufs[1] = pattern_buf(3, 2);
     s->bufs[2] = pattern_buf(17, 3);
-    s->bufs[3] = NULL;
+    s->bufs[3] = pattern_buf(29, 4);
     s->entries[0] = (struct raft_entry){7, 11, RAFT_ENTRY_NORMAL, s->bufs[0]};
     s->entries[1] = (struct raft_entry){7, 12, RAFT_ENTRY_NOOP, NULL};
     s->entries[2] = (struct raft_entry){8, 13, RAFT_ENTRY_NORMAL, s->bufs[1]};
@@ -220,7 +245,7 @@ static void samples_init(struct samples *s)
     m[4].from = 3;
     m[4].to = 1;
     m[4].append_entries_result =
-        (struct raft_append_entries_result){8, false, 10, 7, 5};
+        (struct raft_append_entries_result){8, false, 10, 7, 5, 41};
     m[5].type = RAFT_MSG_FORWARD;
     m[5].from = 2;
     m[5].to = 1;
@@ -241,6 +266,24 @@ static void samples_init(struct samples *s)
     m[7].forward.request_id[0] = 3;
     m[7].forward.request_id[1] = 0;
     m[7].forward.data = NULL;
+    m[8].type = RAFT_MSG_SNAPSHOT_CHUNK;
+    m[8].from = 1;
+    m[8].to = 3;
+    m[8].snapshot_chunk.term = 8;
+    m[8].snapshot_chunk.last_index = 900;
+    m[8].snapshot_chunk.last_term = 7;
+    m[8].snapshot_chunk.total = 100;
+    m[8].snapshot_chunk.offset = 71;
+    m[8].snapshot_chunk.checksum = 0x0123456789abcdefULL;
+    m[8].snapshot_chunk.data = s->bufs[3];
+    m[9].type = RAFT_MSG_SNAPSHOT_CHUNK_RESULT;
+    m[9].from = 3;
+    m[9].to = 1;
+    m[9].snapshot_chunk_result.term = 8;
+    m[9].snapshot_chunk_result.last_index = 900;
+    m[9].snapshot_chunk_result.offset = 100;
+    m[9].snapshot_chunk_result.status = -RAFT_CORRUPT;
+    m[2].append_entries.seq = 77;
 }
 
 static void samples_close(struct samples *s)
@@ -250,6 +293,43 @@ static void samples_close(struct samples *s)
     for (i = 0; i < 4; i++) {
         raft_buf_unref(s->bufs[i]);
     }
+}
+
+/* A snapshot chunk must lie within its file: the encoder refuses one that
+ * does not, and so does the decoder (the frame is forged by hand). */
+static void test_chunk_past_total(void **state)
+{
+    struct raft_buf *b = pattern_buf(10, 9);
+    struct raft_message m;
+    struct raft_message out;
+    struct frame f;
+    uint8_t buf[256];
+    char err[128] = "";
+
+    (void)state;
+    memset(&m, 0, sizeof m);
+    m.type = RAFT_MSG_SNAPSHOT_CHUNK;
+    m.from = 1;
+    m.to = 2;
+    m.snapshot_chunk.total = 10;
+    m.snapshot_chunk.offset = 0;
+    m.snapshot_chunk.data = b;
+    f = encode(&m); /* exactly the whole file: fine */
+    m.snapshot_chunk.offset = 1;
+    assert_int_equal(raft_message_encode(&m, buf, sizeof buf),
+                     RAFT_INVALID);
+    m.snapshot_chunk.offset = 11;
+    m.snapshot_chunk.data = NULL;
+    assert_int_equal(raft_message_encode(&m, buf, sizeof buf),
+                     RAFT_INVALID);
+    /* total (bytes 18 + 24..32 of the body) lowered to 9 by hand. */
+    f.bytes[RAFT_FRAME_HEADER + 18 + 24] = 9;
+    assert_int_equal(raft_message_decode(body_of(&f), body_len(&f), &out,
+                                         err, sizeof err),
+                     RAFT_PROTO);
+    assert_non_null(strstr(err, "past total"));
+    free(f.bytes);
+    raft_buf_unref(b);
 }
 
 /* Every sample message survives an encode/decode round trip. */
@@ -296,11 +376,12 @@ static void test_round_trip_edge_values(void **state)
         m.append_entries.prev_log_index = x;
         m.append_entries.prev_log_term = x;
         m.append_entries.leader_commit = x;
+        m.append_entries.seq = x;
         round_trip(&m);
 
         m.type = RAFT_MSG_APPEND_ENTRIES_RESULT;
         m.append_entries_result =
-            (struct raft_append_entries_result){x, v == 1, x, x, x};
+            (struct raft_append_entries_result){x, v == 1, x, x, x, x};
         round_trip(&m);
 
         memset(&m.forward_result, 0, sizeof m.forward_result);
@@ -318,6 +399,23 @@ static void test_round_trip_edge_values(void **state)
         m.forward_result.term = x;
         round_trip(&m);
         m.forward_result.status = -1;
+        round_trip(&m);
+
+        m.type = RAFT_MSG_SNAPSHOT_CHUNK_RESULT;
+        m.snapshot_chunk_result.term = x;
+        m.snapshot_chunk_result.last_index = x;
+        m.snapshot_chunk_result.offset = x;
+        m.snapshot_chunk_result.status = v == 0 ? INT32_MIN : INT32_MAX;
+        round_trip(&m);
+
+        memset(&m.snapshot_chunk, 0, sizeof m.snapshot_chunk);
+        m.type = RAFT_MSG_SNAPSHOT_CHUNK;
+        m.snapshot_chunk.term = x;
+        m.snapshot_chunk.last_index = x;
+        m.snapshot_chunk.last_term = x;
+        m.snapshot_chunk.total = x;
+        m.snapshot_chunk.offset = x;
+        m.snapshot_chunk.checksum = x;
         round_trip(&m);
     }
 }
@@ -758,6 +856,7 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_round_trip_samples),
+        cmocka_unit_test(test_chunk_past_total),
         cmocka_unit_test(test_round_trip_edge_values),
         cmocka_unit_test(test_round_trip_last_index),
         cmocka_unit_test(test_round_trip_big_payloads),

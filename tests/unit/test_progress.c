@@ -18,7 +18,7 @@ static void test_init_reset(void **state)
     struct raft_peer_progress p;
 
     (void)state;
-    assert_int_equal(progress_init(&p, 3), 0);
+    assert_int_equal(progress_init(&p, 3, 0), 0);
     assert_int_equal(p.state, RAFT_PROGRESS_PROBE);
     assert_int_equal(p.next, 1);
     assert_int_equal(p.match, 0);
@@ -29,7 +29,7 @@ static void test_init_reset(void **state)
     progress_reset(&p, 0, 7);
     assert_int_equal(p.next, 1); /* never 0 */
     progress_close(&p);
-    assert_null(p.inflights);
+    assert_null(p.inflights.ring);
 }
 
 /* PROBE: one AppendEntries at a time; a refusal of the outstanding probe
@@ -40,9 +40,9 @@ static void test_probe_backtracking(void **state)
     struct raft_peer_progress p;
 
     (void)state;
-    assert_int_equal(progress_init(&p, 2), 0);
+    assert_int_equal(progress_init(&p, 2, 0), 0);
     progress_reset(&p, 51, 0);
-    progress_sent(&p, 50, 0);
+    progress_sent(&p, progress_take_seq(&p), 50, 0, 0);
     assert_true(progress_is_paused(&p));
     /* Stale: not the outstanding probe (prev 50). */
     assert_false(progress_maybe_decr(&p, 40, 10, 0, 1));
@@ -53,16 +53,16 @@ static void test_probe_backtracking(void **state)
     assert_false(progress_is_paused(&p));
     /* Refused within a conflicting term starting at 12: jump to 12, one
      * whole term in one round trip. */
-    progress_sent(&p, 30, 0);
+    progress_sent(&p, progress_take_seq(&p), 30, 0, 0);
     assert_true(progress_maybe_decr(&p, 30, 45, 12, 2));
     assert_int_equal(p.next, 12);
     /* A hint below match is clamped to match + 1. */
     assert_true(progress_maybe_update(&p, 8, 3));
-    progress_sent(&p, 11, 0);
+    progress_sent(&p, progress_take_seq(&p), 11, 0, 0);
     assert_true(progress_maybe_decr(&p, 11, 2, 1, 3));
     assert_int_equal(p.next, 9);
     /* A conflict index above the other bounds changes nothing. */
-    progress_sent(&p, 8, 0);
+    progress_sent(&p, progress_take_seq(&p), 8, 0, 0);
     assert_true(progress_maybe_decr(&p, 8, 100, 50, 4));
     assert_int_equal(p.next, 9);
     progress_close(&p);
@@ -74,9 +74,10 @@ static void test_probe_backtracking(void **state)
 static void test_replicate_window(void **state)
 {
     struct raft_peer_progress p;
+    uint64_t hb;
 
     (void)state;
-    assert_int_equal(progress_init(&p, 2), 0);
+    assert_int_equal(progress_init(&p, 2, 0), 0);
     assert_true(progress_maybe_update(&p, 5, 1));
     assert_false(progress_maybe_update(&p, 4, 2));
     assert_int_equal(p.match, 5);
@@ -84,23 +85,30 @@ static void test_replicate_window(void **state)
     assert_int_equal(p.last_progress, 1);
     progress_become_replicate(&p, 3);
     assert_int_equal(p.state, RAFT_PROGRESS_REPLICATE);
-    progress_sent(&p, 5, 0); /* a heartbeat takes no slot */
-    assert_int_equal(p.n_inflight, 0);
-    progress_sent(&p, 8, 3);
+    /* A heartbeat takes no slot. */
+    progress_sent(&p, progress_take_seq(&p), 5, 0, 0);
+    assert_int_equal(p.inflights.n, 0);
+    progress_sent(&p, progress_take_seq(&p), 8, 3, 0);
     assert_int_equal(p.next, 9);
     assert_false(progress_is_paused(&p));
-    progress_sent(&p, 10, 2);
+    progress_sent(&p, progress_take_seq(&p), 10, 2, 0);
     assert_true(progress_is_paused(&p));
-    progress_free_le(&p, 8);
-    assert_int_equal(p.n_inflight, 1);
+    progress_ack(&p, 8);
+    assert_int_equal(p.inflights.n, 1);
     assert_false(progress_is_paused(&p));
-    progress_sent(&p, 12, 2); /* wraps around the ring */
-    progress_free_le(&p, 12);
-    assert_int_equal(p.n_inflight, 0);
+    /* Wraps around the ring. */
+    progress_sent(&p, progress_take_seq(&p), 12, 2, 0);
+    progress_ack(&p, 12);
+    assert_int_equal(p.inflights.n, 0);
     assert_true(progress_maybe_update(&p, 12, 4));
-    assert_false(progress_maybe_decr(&p, 12, 3, 0, 5));
+    /* A refusal at match of a request not in the window (a heartbeat):
+     * stale; above match, it resets the window. */
+    hb = progress_take_seq(&p);
+    assert_int_equal(progress_reject(&p, hb, 12, 3, 0, 5),
+                     PROGRESS_IGNORED);
     assert_int_equal(p.state, RAFT_PROGRESS_REPLICATE);
-    assert_true(progress_maybe_decr(&p, 13, 3, 0, 5));
+    assert_int_equal(progress_reject(&p, hb, 13, 3, 0, 5),
+                     PROGRESS_RESET);
     assert_int_equal(p.state, RAFT_PROGRESS_PROBE);
     assert_int_equal(p.next, 13);
     assert_false(progress_is_paused(&p));
@@ -109,9 +117,135 @@ static void test_replicate_window(void **state)
     progress_close(&p);
 }
 
+/* send_n sends @k one-entry requests of @bytes bytes from next on and
+ * returns the seq of the first. */
+static uint64_t send_n(struct raft_peer_progress *p, unsigned k,
+                       uint64_t bytes)
+{
+    uint64_t first = p->next_seq;
+    unsigned i;
+
+    for (i = 0; i < k; i++) {
+        assert_false(progress_is_paused(p));
+        progress_sent(p, progress_take_seq(p), p->next, 1, bytes);
+    }
+    return first;
+}
+
+/* Answers are accounted for in request order. A success is cumulative and
+ * frees the window's prefix it covers; a rejection that overtakes the
+ * answers of earlier requests waits for them: a success of its
+ * predecessors then lets it act (its own request is the oldest), and a
+ * success that covers it (a duplicate was accepted) cancels it. A
+ * rejection of an accounted request, or of an older window, is ignored;
+ * applied, a rejection starts a new window whose epoch makes every
+ * answer of the old one stale. */
+static void test_in_order(void **state)
+{
+    struct raft_peer_progress p;
+    uint64_t s1;
+    uint64_t epoch;
+
+    (void)state;
+    assert_int_equal(progress_init(&p, 8, 0), 0);
+    progress_reset(&p, 11, 0);
+    assert_true(progress_maybe_update(&p, 10, 1));
+    progress_become_replicate(&p, 1);
+    epoch = p.epoch;
+    s1 = send_n(&p, 4, 10); /* seqs s1..s1+3 carry 11, 12, 13, 14 */
+    assert_int_equal(p.inflights.n, 4);
+    /* The answer to s1+2 (refused: the follower lacked 12) overtakes
+     * those of s1 and s1+1: set aside. */
+    assert_int_equal(progress_reject(&p, s1 + 2, 12, 10, 0, 2),
+                     PROGRESS_DEFERRED);
+    assert_int_equal(p.state, RAFT_PROGRESS_REPLICATE);
+    /* A later refusal does not replace the earlier one. */
+    assert_int_equal(progress_reject(&p, s1 + 3, 13, 10, 0, 2),
+                     PROGRESS_DEFERRED);
+    assert_true(p.pending.seq == s1 + 2);
+    /* s1 succeeds: s1+1 still unanswered, the refusal still waits. */
+    assert_true(progress_maybe_update(&p, 11, 3));
+    assert_int_equal(progress_ack(&p, 11), 1);
+    assert_false(progress_apply_pending(&p, false, 3));
+    assert_true(p.acked_seq == s1);
+    /* s1+1 succeeds: now the refused request is the oldest: it acts. */
+    assert_true(progress_maybe_update(&p, 12, 4));
+    assert_int_equal(progress_ack(&p, 12), 1);
+    assert_true(progress_apply_pending(&p, false, 4));
+    assert_int_equal(p.state, RAFT_PROGRESS_PROBE);
+    assert_int_equal(p.next, 13);
+    assert_true(p.epoch == epoch + 1);
+    /* Everything sent before is of an older window now. */
+    assert_true(progress_is_stale(&p, s1 + 3));
+    assert_false(progress_is_stale(&p, 0));
+    assert_false(progress_is_stale(&p, p.next_seq));
+
+    /* Again in REPLICATE: a refusal set aside, then a success covering
+     * the refused request (a duplicate accepted): cancelled. */
+    progress_become_replicate(&p, 5);
+    s1 = send_n(&p, 3, 10); /* 13, 14, 15 */
+    assert_int_equal(progress_reject(&p, s1 + 1, 13, 12, 0, 6),
+                     PROGRESS_DEFERRED);
+    assert_true(progress_maybe_update(&p, 15, 6));
+    assert_int_equal(progress_ack(&p, 15), 3);
+    assert_false(progress_apply_pending(&p, false, 6));
+    assert_int_equal(p.state, RAFT_PROGRESS_REPLICATE);
+    assert_true(p.pending.seq == 0);
+    /* A refusal of an accounted request is stale. */
+    assert_int_equal(progress_reject(&p, s1 + 2, 14, 12, 0, 6),
+                     PROGRESS_IGNORED);
+    /* A refusal set aside whose predecessors never answer acts when
+     * forced (the heartbeat round). */
+    s1 = send_n(&p, 2, 10); /* 16, 17 */
+    assert_int_equal(progress_reject(&p, s1 + 1, 16, 15, 0, 7),
+                     PROGRESS_DEFERRED);
+    assert_false(progress_apply_pending(&p, false, 7));
+    assert_true(progress_apply_pending(&p, true, 8));
+    assert_int_equal(p.state, RAFT_PROGRESS_PROBE);
+    assert_int_equal(p.next, 16);
+    /* In PROBE only the outstanding probe's refusal counts. */
+    progress_sent(&p, progress_take_seq(&p), 15, 0, 0);
+    assert_true(progress_is_paused(&p));
+    assert_false(progress_maybe_decr(&p, 14, 3, 0, 9));
+    assert_true(progress_maybe_decr(&p, 15, 15, 0, 9));
+    assert_int_equal(p.next, 16);
+    progress_close(&p);
+}
+
+/* The byte limit of the window: a request may carry only the room left;
+ * an empty window takes one request of any size. SNAPSHOT pauses. */
+static void test_bytes_and_snapshot(void **state)
+{
+    struct raft_peer_progress p;
+
+    (void)state;
+    assert_int_equal(progress_init(&p, 8, 100), 0);
+    progress_become_replicate(&p, 0);
+    assert_true(progress_room(&p) == 100);
+    send_n(&p, 1, 250); /* larger than the limit: alone */
+    assert_true(progress_is_paused(&p));
+    assert_true(progress_room(&p) == 0);
+    assert_int_equal(progress_ack(&p, 1), 1);
+    send_n(&p, 1, 60);
+    assert_true(progress_room(&p) == 40);
+    send_n(&p, 1, 40);
+    assert_true(progress_is_paused(&p));
+    assert_true(p.inflights.bytes == 100);
+    progress_become_snapshot(&p, 50, 3);
+    assert_int_equal(p.state, RAFT_PROGRESS_SNAPSHOT);
+    assert_int_equal(p.snapshot_index, 50);
+    assert_true(progress_is_paused(&p));
+    assert_int_equal(p.inflights.n, 0);
+    assert_int_equal(progress_reject(&p, p.next_seq, 60, 0, 0, 3),
+                     PROGRESS_IGNORED);
+    progress_close(&p);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_in_order),
+        cmocka_unit_test(test_bytes_and_snapshot),
         cmocka_unit_test(test_init_reset),
         cmocka_unit_test(test_probe_backtracking),
         cmocka_unit_test(test_replicate_window),

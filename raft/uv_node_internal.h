@@ -1,0 +1,197 @@
+/* Private state of the node driver (uv_node.h), shared by uv_node.c (the
+ * loop, stepping the core, start and stop), uv_storage.c (the queue of
+ * storage jobs: group commit, compaction, snapshot installs) and
+ * uv_snapshot.c (streaming snapshots to and from peers). */
+
+#ifndef RAFT_UV_NODE_INTERNAL_H
+#define RAFT_UV_NODE_INTERNAL_H
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <uv.h>
+
+#include "raft.h"
+#include "uv.h"
+#include "uv_node.h"
+
+/* Most snapshot chunks in flight to one follower. */
+#define RAFT__UV_SNAPSHOT_WINDOW 4
+
+/* A snapshot transfer without progress for this long is abandoned, ms. */
+#define RAFT__UV_SNAPSHOT_STALL_MS 30000
+
+/* One storage job: an append (the merged hard state and entries of the
+ * updates that arrived while the previous job ran, with the messages that
+ * may only be sent once they are durable), possibly a compaction, or, alone
+ * in its job, a snapshot install. Jobs run one at a time, in queue order.
+ * Invariant: a sealed job takes no more merges. */
+struct raft__uv_job {
+    bool has_hs;                 /* write hs */
+    struct raft_hard_state hs;   /* term and vote */
+    struct raft_entry *entries;  /* owned references, n_entries */
+    unsigned n_entries;
+    unsigned cap_entries;
+    struct raft_message *held;   /* deep copies, n_held */
+    unsigned n_held;
+    unsigned cap_held;
+    raft_index compact_to;       /* compact the log up to here, or 0 */
+    bool install;                /* install the received snapshot */
+    char path[4096];             /* its file */
+    raft_index snap_index;       /* its last index */
+    raft_term snap_term;         /* term of that entry */
+    uint64_t snap_checksum;      /* expected XXH64 of the file */
+    raft_id snap_leader;         /* the leader that sent it */
+    raft_term snap_leader_term;  /* in this term */
+    bool sealed;                 /* no more merges */
+    int rc;                      /* result */
+    char errmsg[256];            /* its message on failure */
+    struct raft__uv_job *next;   /* queue */
+};
+
+/* The leader's current snapshot file, shared by every transfer. */
+struct raft__uv_snapshot_file {
+    bool creating;          /* a creation job runs */
+    bool ready;             /* path holds a complete snapshot */
+    char path[4096];        /* file name */
+    raft_index index;       /* last index it reflects */
+    raft_term term;         /* term of that entry */
+    uint64_t size;          /* bytes */
+    uint64_t checksum;      /* XXH64 of the file */
+    unsigned counter;       /* for unique names */
+    uv_work_t req;          /* the creation job */
+    int rc;                 /* its result */
+    char errmsg[256];       /* its message */
+};
+
+/* A transfer from this leader to one follower. */
+struct raft__uv_snapshot_send {
+    raft_id to;             /* follower */
+    bool wanted;            /* the core asked for a snapshot */
+    bool active;            /* sending */
+    int fd;                 /* the file, open while active */
+    raft_index index;       /* the snapshot's last index */
+    raft_term last_term;    /* term of that entry */
+    uint64_t total;         /* file size */
+    uint64_t checksum;      /* XXH64 of the file */
+    uint64_t sent;          /* bytes sent */
+    uint64_t acked;         /* bytes acknowledged */
+    unsigned failures;      /* consecutive failed attempts */
+    uint64_t last_progress; /* loop clock of the last ack, ms */
+};
+
+/* A transfer from a leader to this follower. */
+struct raft__uv_snapshot_recv {
+    bool active;            /* receiving */
+    bool installing;        /* complete, the install job runs */
+    raft_id from;           /* leader */
+    raft_term term;         /* its term */
+    raft_index index;       /* the snapshot's last index */
+    raft_term last_term;    /* term of that entry */
+    uint64_t total;         /* file size */
+    uint64_t checksum;      /* expected XXH64 */
+    uint64_t expected;      /* next byte expected */
+    int fd;                 /* temp file, open while receiving */
+    char path[4096];        /* temp file name */
+};
+
+struct raft_uv_node {
+    raft_id id;                          /* this server */
+    struct raft *raft;                   /* the core (loop thread) */
+    struct raft_uv_storage storage;      /* durable writes */
+    struct raft_uv_node_callbacks cb;    /* the application */
+    unsigned tick_ms;                    /* tick period */
+    uv_loop_t loop;                      /* the driver's own loop */
+    uv_thread_t thread;                  /* runs the loop */
+    uv_async_t wake;                     /* raft_uv_node_wake */
+    uv_async_t stop_async;               /* raft_uv_node_stop */
+    uv_timer_t tick;                     /* drives RAFT_EVENT_TICK */
+    struct raft_uv_transport *transport; /* peers, NULL once closed */
+    bool stopping;                       /* closing handles */
+    raft_id peers[RAFT_MAX_VOTERS];      /* the other servers */
+    bool connected[RAFT_MAX_VOTERS];     /* last seen connection state */
+    unsigned n_peers;
+
+    /* Storage jobs (uv_storage.c). */
+    uv_work_t disk_req;                  /* the running job's request */
+    bool disk_busy;                      /* the head job runs */
+    bool disk_failed;                    /* a job failed: stop */
+    struct raft__uv_job *jobs_head;      /* queue, head runs first */
+    struct raft__uv_job *jobs_tail;
+    bool compact_queued;                 /* a compaction is queued */
+
+    /* Snapshots (uv_snapshot.c). */
+    char snapshot_dir[3800];             /* where files go */
+    uint64_t chunk_bytes;                /* bytes per chunk */
+    struct raft__uv_snapshot_file snap;  /* leader's file */
+    struct raft__uv_snapshot_send sends[RAFT_MAX_VOTERS]; /* per peer */
+    struct raft__uv_snapshot_recv recv;  /* follower's transfer */
+
+    struct raft_uv_node_stats stats;     /* counters */
+};
+
+/* ---- uv_node.c ------------------------------------------------------- */
+
+/* node_log formats a line and hands it to the log callback. */
+void raft__uv_node_log(struct raft_uv_node *d, int level, const char *fmt,
+                       ...) __attribute__((format(printf, 3, 4)));
+
+/* raft__uv_node_step feeds @event to the core and carries out the update;
+ * @out, when not NULL, receives it. Returns raft_step's code, RAFT_IOERR
+ * after a storage failure or RAFT_SHUTDOWN while stopping. */
+int raft__uv_node_step(struct raft_uv_node *d, const struct raft_event *event,
+                       struct raft_update *out);
+
+/* ---- uv_storage.c ---------------------------------------------------- */
+
+/* raft__uv_storage_merge adds an update's durable work to the queue.
+ * Returns 0 or RAFT_NOMEM. */
+int raft__uv_storage_merge(struct raft_uv_node *d,
+                           const struct raft_update *u);
+
+/* raft__uv_storage_install queues the install of the received snapshot
+ * (alone in a sealed job). Returns 0 or RAFT_NOMEM. */
+int raft__uv_storage_install(struct raft_uv_node *d,
+                             const struct raft__uv_snapshot_recv *r);
+
+/* raft__uv_storage_start runs the head job when none runs. */
+void raft__uv_storage_start(struct raft_uv_node *d);
+
+/* raft__uv_storage_fail marks storage failed and logs @why. */
+void raft__uv_storage_fail(struct raft_uv_node *d, const char *why);
+
+/* raft__uv_storage_close frees every queued job (after the loop ended). */
+void raft__uv_storage_close(struct raft_uv_node *d);
+
+/* ---- uv_snapshot.c --------------------------------------------------- */
+
+/* raft__uv_snapshot_want records that the core asked for snapshots to be
+ * sent to @ids and starts what it can. */
+void raft__uv_snapshot_want(struct raft_uv_node *d, const raft_id *ids,
+                            unsigned n);
+
+/* raft__uv_snapshot_recv handles a RAFT_MSG_SNAPSHOT_CHUNK or
+ * RAFT_MSG_SNAPSHOT_CHUNK_RESULT. */
+void raft__uv_snapshot_message(struct raft_uv_node *d,
+                               const struct raft_message *m);
+
+/* raft__uv_snapshot_tick abandons stalled transfers and those of a lost
+ * leadership. */
+void raft__uv_snapshot_tick(struct raft_uv_node *d);
+
+/* raft__uv_snapshot_unreachable aborts a transfer to peer @id. */
+void raft__uv_snapshot_unreachable(struct raft_uv_node *d, raft_id id);
+
+/* raft__uv_snapshot_installed finishes a receive after its install job:
+ * @rc is the job's result. */
+void raft__uv_snapshot_installed(struct raft_uv_node *d,
+                                 const struct raft__uv_job *j, int rc);
+
+/* raft__uv_snapshot_close closes files and removes temporary ones. */
+void raft__uv_snapshot_close(struct raft_uv_node *d);
+
+/* raft__uv_file_checksum computes the XXH64 (seed 0) of file @path into
+ * *out and its size into *out_size. Returns 0 or RAFT_IOERR. Any thread. */
+int raft__uv_file_checksum(const char *path, uint64_t *out,
+                           uint64_t *out_size);
+
+#endif /* RAFT_UV_NODE_INTERNAL_H */

@@ -1,0 +1,534 @@
+/* Streaming snapshots between drivers (InstallSnapshot, paper §7, carried
+ * outside the core in RAFT_MSG_SNAPSHOT_CHUNK frames).
+ *
+ * Happy path, leader: the core names a follower in update.snapshot_to ->
+ * the driver creates a snapshot file on the thread pool (or reuses the
+ * current one if it still joins the log) and computes its XXH64 -> it
+ * streams chunks of snapshot_chunk_bytes, at most RAFT__UV_SNAPSHOT_WINDOW
+ * unacknowledged -> the follower's last answer (offset == total) ends the
+ * transfer; the core learns the follower's new match index from its
+ * AppendEntries result.
+ * Happy path, follower: chunks are written in order to a temporary file ->
+ * once complete, a sealed storage job verifies the checksum, installs the
+ * file into the state machine and resets the log -> the driver steps
+ * RAFT_EVENT_SNAPSHOT_INSTALLED, and the core acknowledges to the leader.
+ * Failure modes: a chunk out of order, a newer snapshot or a failed write
+ * restarts the transfer from offset 0; three failed attempts in a row, a
+ * stall of RAFT__UV_SNAPSHOT_STALL_MS, a broken connection or a lost
+ * leadership end it, and the leader's core gets RAFT_EVENT_SNAPSHOT_FAILED
+ * (it offers a snapshot again later). Nothing is installed half-way: the
+ * state machine's install is atomic, and runs only on a verified file.
+ * Limitation: chunk file reads and writes are synchronous on the loop
+ * thread (page-cache speed; a 1 MiB chunk at a time). */
+
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+#include <xxhash.h>
+
+#include "uv_node_internal.h"
+
+int raft__uv_file_checksum(const char *path, uint64_t *out,
+                           uint64_t *out_size)
+{
+    XXH64_state_t *st;
+    unsigned char *buf;
+    uint64_t size = 0;
+    ssize_t n;
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    int rc = 0;
+    if (fd < 0) {
+        return RAFT_IOERR;
+    }
+    st = XXH64_createState();
+    buf = malloc(1 << 20);
+    if (st == NULL || buf == NULL) {
+        rc = RAFT_NOMEM;
+        goto out;
+    }
+    XXH64_reset(st, 0);
+    while ((n = read(fd, buf, 1 << 20)) > 0) {
+        XXH64_update(st, buf, (size_t)n);
+        size += (uint64_t)n;
+    }
+    if (n < 0) {
+        rc = RAFT_IOERR;
+        goto out;
+    }
+    *out = XXH64_digest(st);
+    *out_size = size;
+out:
+    free(buf);
+    XXH64_freeState(st);
+    close(fd);
+    return rc;
+}
+
+static struct raft__uv_snapshot_send *send_of(struct raft_uv_node *d,
+                                              raft_id id)
+{
+    for (unsigned i = 0; i < d->n_peers; i++) {
+        if (d->peers[i] == id) {
+            return &d->sends[i];
+        }
+    }
+    return NULL;
+}
+
+/* ---- Leader: the snapshot file ----------------------------------------- */
+
+static void create_work(uv_work_t *req)
+{
+    struct raft_uv_node *d = req->data;
+    struct raft__uv_snapshot_file *f = &d->snap;
+    f->rc = d->storage.snapshot_create(d->storage.data, f->path, &f->index,
+                                       &f->term, f->errmsg,
+                                       sizeof f->errmsg);
+    if (f->rc == 0 &&
+        raft__uv_file_checksum(f->path, &f->checksum, &f->size) != 0) {
+        f->rc = RAFT_IOERR;
+        snprintf(f->errmsg, sizeof f->errmsg, "cannot read snapshot %.200s",
+                 f->path);
+    }
+}
+
+static void pump(struct raft_uv_node *d);
+
+static void fail_send(struct raft_uv_node *d,
+                      struct raft__uv_snapshot_send *s, const char *why)
+{
+    struct raft_event ev;
+    if (s->active) {
+        close(s->fd);
+        s->active = false;
+    }
+    if (!s->wanted) {
+        return;
+    }
+    s->wanted = false;
+    s->failures = 0;
+    raft__uv_node_log(d, RAFT_LOG_WARN,
+                      "snapshot to %" PRIu64 " abandoned: %s", s->to, why);
+    memset(&ev, 0, sizeof ev);
+    ev.type = RAFT_EVENT_SNAPSHOT_FAILED;
+    ev.unreachable.id = s->to;
+    raft__uv_node_step(d, &ev, NULL);
+}
+
+static void create_after_work(uv_work_t *req, int status)
+{
+    struct raft_uv_node *d = req->data;
+    struct raft__uv_snapshot_file *f = &d->snap;
+    f->creating = false;
+    if (status != 0 || f->rc != 0) {
+        raft__uv_node_log(d, RAFT_LOG_WARN, "snapshot: %s",
+                          status != 0 ? uv_strerror(status) : f->errmsg);
+        unlink(f->path);
+        for (unsigned i = 0; i < d->n_peers; i++) {
+            fail_send(d, &d->sends[i], "the snapshot could not be made");
+        }
+        return;
+    }
+    f->ready = true;
+    raft__uv_node_log(d, RAFT_LOG_INFO,
+                      "snapshot at index %" PRIu64 " (%" PRIu64 " bytes)",
+                      f->index, f->size);
+    pump(d);
+}
+
+/* start_create makes a new snapshot file, replacing the current one (open
+ * transfers keep reading the old file through their descriptors). */
+static void start_create(struct raft_uv_node *d)
+{
+    struct raft__uv_snapshot_file *f = &d->snap;
+    int rc;
+    if (f->ready) {
+        unlink(f->path);
+        f->ready = false;
+    }
+    snprintf(f->path, sizeof f->path, "%s/snapshot-%" PRIu64 "-%u.db",
+             d->snapshot_dir, d->id, ++f->counter);
+    f->req.data = d;
+    rc = uv_queue_work(&d->loop, &f->req, create_work, create_after_work);
+    if (rc != 0) {
+        raft__uv_node_log(d, RAFT_LOG_WARN, "snapshot: %s", uv_strerror(rc));
+        return;
+    }
+    f->creating = true;
+}
+
+/* send_chunks fills the window of transfer @s. */
+static void send_chunks(struct raft_uv_node *d,
+                        struct raft__uv_snapshot_send *s)
+{
+    while (s->active && s->sent < s->total &&
+           s->sent - s->acked <
+               (uint64_t)RAFT__UV_SNAPSHOT_WINDOW * d->chunk_bytes) {
+        uint64_t len = s->total - s->sent;
+        struct raft_message m;
+        struct raft_buf *b;
+        ssize_t n;
+        if (len > d->chunk_bytes) {
+            len = d->chunk_bytes;
+        }
+        b = raft_buf_new((size_t)len);
+        if (b == NULL) {
+            fail_send(d, s, "out of memory");
+            return;
+        }
+        n = pread(s->fd, b->data, (size_t)len, (off_t)s->sent);
+        if (n != (ssize_t)len) {
+            raft_buf_unref(b);
+            fail_send(d, s, "cannot read the snapshot file");
+            return;
+        }
+        memset(&m, 0, sizeof m);
+        m.type = RAFT_MSG_SNAPSHOT_CHUNK;
+        m.from = d->id;
+        m.to = s->to;
+        m.snapshot_chunk.term = raft_current_term(d->raft);
+        m.snapshot_chunk.last_index = s->index;
+        m.snapshot_chunk.last_term = s->last_term;
+        m.snapshot_chunk.total = s->total;
+        m.snapshot_chunk.offset = s->sent;
+        m.snapshot_chunk.checksum = s->checksum;
+        m.snapshot_chunk.data = b;
+        if (raft_uv_node_send(d, &m) != 0) {
+            raft_buf_unref(b);
+            /* Not connected: the stall timer or the unreachable event
+             * will end it; the window is re-sent from @acked then. */
+            return;
+        }
+        raft_buf_unref(b);
+        s->sent += len;
+    }
+}
+
+/* pump starts the transfers the core asked for once a snapshot that still
+ * joins the log exists. */
+static void pump(struct raft_uv_node *d)
+{
+    struct raft__uv_snapshot_file *f = &d->snap;
+    bool waiting = false;
+    if (raft_role(d->raft) != RAFT_LEADER) {
+        return;
+    }
+    for (unsigned i = 0; i < d->n_peers; i++) {
+        waiting |= d->sends[i].wanted && !d->sends[i].active;
+    }
+    if (!waiting || f->creating) {
+        return;
+    }
+    if (!f->ready || f->index + 1 < raft_first_index(d->raft)) {
+        start_create(d);
+        return;
+    }
+    for (unsigned i = 0; i < d->n_peers; i++) {
+        struct raft__uv_snapshot_send *s = &d->sends[i];
+        if (!s->wanted || s->active) {
+            continue;
+        }
+        s->fd = open(f->path, O_RDONLY | O_CLOEXEC);
+        if (s->fd < 0) {
+            fail_send(d, s, strerror(errno));
+            continue;
+        }
+        s->active = true;
+        s->index = f->index;
+        s->last_term = f->term;
+        s->total = f->size;
+        s->checksum = f->checksum;
+        s->sent = 0;
+        s->acked = 0;
+        s->last_progress = raft_uv_node_now(d);
+        raft__uv_node_log(d, RAFT_LOG_INFO,
+                          "sending snapshot at index %" PRIu64 " (%" PRIu64
+                          " bytes) to %" PRIu64,
+                          s->index, s->total, s->to);
+        send_chunks(d, s);
+    }
+}
+
+void raft__uv_snapshot_want(struct raft_uv_node *d, const raft_id *ids,
+                            unsigned n)
+{
+    if (d->storage.snapshot_create == NULL) {
+        return;
+    }
+    for (unsigned i = 0; i < n; i++) {
+        struct raft__uv_snapshot_send *s = send_of(d, ids[i]);
+        if (s != NULL) {
+            s->wanted = true;
+        }
+    }
+    pump(d);
+}
+
+static void on_chunk_result(struct raft_uv_node *d,
+                            const struct raft_message *m)
+{
+    const struct raft_snapshot_chunk_result *r = &m->snapshot_chunk_result;
+    struct raft__uv_snapshot_send *s = send_of(d, m->from);
+    if (s == NULL || !s->active || r->last_index != s->index) {
+        return;
+    }
+    if (r->status != 0) {
+        if (++s->failures >= 3) {
+            fail_send(d, s, raft_strerror(r->status));
+            return;
+        }
+        /* Start over from the beginning. */
+        s->sent = 0;
+        s->acked = 0;
+        s->last_progress = raft_uv_node_now(d);
+        send_chunks(d, s);
+        return;
+    }
+    if (r->offset > s->acked && r->offset <= s->sent) {
+        s->acked = r->offset;
+        s->last_progress = raft_uv_node_now(d);
+    }
+    if (s->acked == s->total) {
+        close(s->fd);
+        s->active = false;
+        s->wanted = false;
+        s->failures = 0;
+        d->stats.n_snapshots_sent++;
+        raft__uv_node_log(d, RAFT_LOG_INFO,
+                          "snapshot at index %" PRIu64 " installed on %" PRIu64,
+                          s->index, s->to);
+        return;
+    }
+    send_chunks(d, s);
+}
+
+/* ---- Follower ----------------------------------------------------------- */
+
+static void answer(struct raft_uv_node *d, const struct raft_message *m,
+                   uint64_t offset, int status)
+{
+    struct raft_message r;
+    memset(&r, 0, sizeof r);
+    r.type = RAFT_MSG_SNAPSHOT_CHUNK_RESULT;
+    r.from = d->id;
+    r.to = m->from;
+    r.snapshot_chunk_result.term = raft_current_term(d->raft);
+    r.snapshot_chunk_result.last_index = m->snapshot_chunk.last_index;
+    r.snapshot_chunk_result.offset = offset;
+    r.snapshot_chunk_result.status = status;
+    raft_uv_node_send(d, &r);
+}
+
+static void recv_reset(struct raft__uv_snapshot_recv *r)
+{
+    if (r->active && !r->installing) {
+        close(r->fd);
+        unlink(r->path);
+    }
+    r->active = false;
+}
+
+static void on_chunk(struct raft_uv_node *d, const struct raft_message *m)
+{
+    const struct raft_snapshot_chunk *c = &m->snapshot_chunk;
+    struct raft__uv_snapshot_recv *r = &d->recv;
+    size_t len = c->data != NULL ? c->data->len : 0;
+
+    if (d->storage.snapshot_install == NULL || d->disk_failed) {
+        answer(d, m, 0, RAFT_INVALID);
+        return;
+    }
+    if (c->term < raft_current_term(d->raft)) {
+        answer(d, m, 0, RAFT_NOTLEADER);
+        return;
+    }
+    if (r->installing) {
+        return; /* the answer comes when the install is done */
+    }
+    if (c->offset == 0) {
+        recv_reset(r);
+        snprintf(r->path, sizeof r->path, "%s/incoming-%" PRIu64 ".db",
+                 d->snapshot_dir, d->id);
+        r->fd = open(r->path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+        if (r->fd < 0) {
+            raft__uv_node_log(d, RAFT_LOG_WARN, "snapshot: %s: %s", r->path,
+                              strerror(errno));
+            answer(d, m, 0, RAFT_IOERR);
+            return;
+        }
+        r->active = true;
+        r->from = m->from;
+        r->term = c->term;
+        r->index = c->last_index;
+        r->last_term = c->last_term;
+        r->total = c->total;
+        r->checksum = c->checksum;
+        r->expected = 0;
+    }
+    if (!r->active || m->from != r->from || c->last_index != r->index ||
+        c->offset != r->expected || c->offset + len > r->total) {
+        answer(d, m, r->active ? r->expected : 0, RAFT_INVALID);
+        return;
+    }
+    if (len > 0 &&
+        pwrite(r->fd, c->data->data, len, (off_t)c->offset) != (ssize_t)len) {
+        raft__uv_node_log(d, RAFT_LOG_WARN, "snapshot: write %s: %s",
+                          r->path, strerror(errno));
+        recv_reset(r);
+        answer(d, m, 0, RAFT_IOERR);
+        return;
+    }
+    r->expected += len;
+    if (r->expected < r->total) {
+        answer(d, m, r->expected, 0);
+        return;
+    }
+    if (fsync(r->fd) != 0 || close(r->fd) != 0) {
+        raft__uv_node_log(d, RAFT_LOG_WARN, "snapshot: sync %s: %s", r->path,
+                          strerror(errno));
+        r->fd = -1;
+        unlink(r->path);
+        r->active = false;
+        answer(d, m, 0, RAFT_IOERR);
+        return;
+    }
+    r->installing = true;
+    if (raft__uv_storage_install(d, r) != 0) {
+        r->installing = false;
+        r->active = false;
+        unlink(r->path);
+        answer(d, m, 0, RAFT_NOMEM);
+        return;
+    }
+    raft__uv_storage_start(d);
+}
+
+void raft__uv_snapshot_installed(struct raft_uv_node *d,
+                                 const struct raft__uv_job *j, int rc)
+{
+    struct raft__uv_snapshot_recv *r = &d->recv;
+    struct raft_message m;
+    struct raft_event ev;
+
+    r->installing = false;
+    r->active = false;
+    unlink(j->path);
+    memset(&m, 0, sizeof m);
+    m.from = j->snap_leader;
+    m.snapshot_chunk.last_index = j->snap_index;
+    if (rc != 0) {
+        if (rc != RAFT_CORRUPT && rc != RAFT_INVALID) {
+            /* The state machine may be ahead of the log now: only a
+             * restart (which repairs that) is safe. */
+            raft__uv_storage_fail(d, j->errmsg);
+        } else {
+            raft__uv_node_log(d, RAFT_LOG_WARN, "snapshot refused: %s",
+                              j->errmsg);
+        }
+        answer(d, &m, 0, rc);
+        return;
+    }
+    d->stats.n_snapshots_installed++;
+    raft__uv_node_log(d, RAFT_LOG_INFO,
+                      "installed snapshot at index %" PRIu64 " from %" PRIu64,
+                      j->snap_index, j->snap_leader);
+    memset(&ev, 0, sizeof ev);
+    ev.type = RAFT_EVENT_SNAPSHOT_INSTALLED;
+    ev.snapshot.leader = j->snap_leader;
+    ev.snapshot.term = j->snap_leader_term;
+    ev.snapshot.index = j->snap_index;
+    ev.snapshot.last_term = j->snap_term;
+    raft__uv_node_step(d, &ev, NULL);
+    answer(d, &m, r->total, 0);
+}
+
+/* ---- Both --------------------------------------------------------------- */
+
+void raft__uv_snapshot_message(struct raft_uv_node *d,
+                               const struct raft_message *m)
+{
+    if (m->type == RAFT_MSG_SNAPSHOT_CHUNK) {
+        on_chunk(d, m);
+    } else {
+        on_chunk_result(d, m);
+    }
+}
+
+void raft__uv_snapshot_tick(struct raft_uv_node *d)
+{
+    uint64_t now = raft_uv_node_now(d);
+    bool leader = raft_role(d->raft) == RAFT_LEADER;
+    for (unsigned i = 0; i < d->n_peers; i++) {
+        struct raft__uv_snapshot_send *s = &d->sends[i];
+        if (!leader) {
+            if (s->active) {
+                close(s->fd);
+                s->active = false;
+            }
+            s->wanted = false;
+            continue;
+        }
+        if (s->active && now > s->last_progress + RAFT__UV_SNAPSHOT_STALL_MS) {
+            fail_send(d, s, "no progress");
+        } else if (s->active) {
+            if (s->sent > s->acked && now > s->last_progress + 1000) {
+                /* Chunks were lost (a reconnect): send the window again. */
+                s->sent = s->acked;
+                s->last_progress = now;
+            }
+            /* Fill the window (also when the peer was not connected). */
+            send_chunks(d, s);
+        }
+    }
+    pump(d);
+    /* Progress for status: the first active transfer. */
+    d->stats.snapshot_peer = 0;
+    d->stats.snapshot_done = 0;
+    d->stats.snapshot_total = 0;
+    for (unsigned i = 0; i < d->n_peers; i++) {
+        if (d->sends[i].active) {
+            d->stats.snapshot_peer = d->sends[i].to;
+            d->stats.snapshot_done = d->sends[i].acked;
+            d->stats.snapshot_total = d->sends[i].total;
+            return;
+        }
+    }
+    if (d->recv.active) {
+        d->stats.snapshot_peer = d->recv.from;
+        d->stats.snapshot_done = d->recv.expected;
+        d->stats.snapshot_total = d->recv.total;
+    }
+}
+
+void raft__uv_snapshot_unreachable(struct raft_uv_node *d, raft_id id)
+{
+    struct raft__uv_snapshot_send *s = send_of(d, id);
+    if (s != NULL && s->active) {
+        fail_send(d, s, "connection lost");
+    }
+}
+
+void raft__uv_snapshot_close(struct raft_uv_node *d)
+{
+    for (unsigned i = 0; i < d->n_peers; i++) {
+        if (d->sends[i].active) {
+            close(d->sends[i].fd);
+            d->sends[i].active = false;
+        }
+    }
+    if (d->snap.ready) {
+        unlink(d->snap.path);
+        d->snap.ready = false;
+    }
+    if (d->recv.active) {
+        if (!d->recv.installing) {
+            close(d->recv.fd);
+        }
+        unlink(d->recv.path);
+        d->recv.active = false;
+    }
+}
