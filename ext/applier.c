@@ -18,13 +18,39 @@
 /* Most entries applied in one SQLite transaction. */
 #define APPLY_BATCH_MAX 4096
 
-int applier_install(struct ext_node *n, const char *path, char *errmsg,
-                    size_t errmsg_len)
+/* log_after_install changes the log after the database took a snapshot
+ * reflecting (@index, @term), by paper §7: when the log holds entry @index
+ * of @term, only the log through it goes (the entries after it are the
+ * leader's and may be committed copies); otherwise the log restarts empty
+ * after @index. */
+static int log_after_install(struct ext_node *n, uint64_t index,
+                             uint64_t term)
 {
-    uint64_t index = 0, term = 0;
+    raft_index first, last;
+    struct raft_entry *e = NULL;
+    unsigned cnt = 0;
+    bool keep = false;
+    if (lmdb_log_bounds(n->log, &first, &last) == 0 && index >= first &&
+        index <= last &&
+        lmdb_log_entries(n->log, index, index, 0, &e, &cnt) == 0) {
+        keep = cnt == 1 && e[0].term == term;
+        lmdb_log_entries_free(e, cnt);
+    }
+    return keep ? lmdb_log_compact(n->log, index)
+                : lmdb_log_reset(n->log, index, term);
+}
+
+int applier_install(struct ext_node *n, const char *path, uint64_t index,
+                    char *errmsg, size_t errmsg_len)
+{
+    uint64_t got_index = 0, got_term = 0;
     unsigned keep = 0;
     int rc;
 
+    if (index <= atomic_load(&n->applied)) {
+        /* Nothing new in it: change nothing (raft.h SNAPSHOT_INSTALLED). */
+        return 0;
+    }
     /* Take the apply connection from the apply thread. */
     pthread_mutex_lock(&n->mu);
     n->installing = true;
@@ -33,7 +59,7 @@ int applier_install(struct ext_node *n, const char *path, char *errmsg,
     }
     pthread_mutex_unlock(&n->mu);
 
-    rc = sql_fsm_snapshot_install(n->fsm, path, &index, &term);
+    rc = sql_fsm_snapshot_install(n->fsm, path, &got_index, &got_term);
     if (rc != 0) {
         snprintf(errmsg, errmsg_len, "install: %s", sql_fsm_errmsg(n->fsm));
         if (rc != RAFT_NOMEM && rc != RAFT_IOERR) {
@@ -41,14 +67,14 @@ int applier_install(struct ext_node *n, const char *path, char *errmsg,
         }
         goto out;
     }
-    rc = lmdb_log_reset(n->log, index, term);
+    rc = log_after_install(n, got_index, got_term);
     if (rc != 0) {
         /* The database is ahead of the log: a restart repairs that. */
-        snprintf(errmsg, errmsg_len, "reset the log after the snapshot: %s",
+        snprintf(errmsg, errmsg_len, "change the log after the snapshot: %s",
                  lmdb_log_errmsg(n->log));
         rc = RAFT_IOERR;
     }
-    atomic_store(&n->applied, index);
+    atomic_store(&n->applied, got_index);
     atomic_store(&n->durable, sql_fsm_durable(n->fsm));
 
 out:
@@ -56,7 +82,7 @@ out:
     if (rc == 0) {
         /* Entries the snapshot covers will not be applied again. */
         for (unsigned i = 0; i < n->n_apply_queue; i++) {
-            if (n->apply_queue[i].index <= index) {
+            if (n->apply_queue[i].index <= got_index) {
                 raft_buf_unref(n->apply_queue[i].data);
             } else {
                 n->apply_queue[keep++] = n->apply_queue[i];
@@ -161,12 +187,27 @@ void *applier_main(void *arg)
     for (;;) {
         unsigned cnt;
         int rc;
-        while (!n->apply_stop && (n->n_apply_queue == 0 || n->apply_failed ||
-                                  n->installing)) {
+        while (!n->apply_stop && !n->want_checkpoint &&
+               (n->n_apply_queue == 0 || n->apply_failed || n->installing)) {
             pthread_cond_wait(&n->apply_cond, &n->mu);
         }
         if (n->apply_stop) {
             break;
+        }
+        if (n->want_checkpoint) {
+            uint64_t durable;
+            n->want_checkpoint = false;
+            if (!n->installing) {
+                n->apply_busy = true;
+                pthread_mutex_unlock(&n->mu);
+                if (sql_fsm_checkpoint(n->fsm, &durable) == 0) {
+                    atomic_store(&n->durable, durable);
+                }
+                pthread_mutex_lock(&n->mu);
+                n->apply_busy = false;
+                pthread_cond_broadcast(&n->idle_cond);
+            }
+            continue;
         }
         n->apply_busy = true;
         cnt = n->n_apply_queue < APPLY_BATCH_MAX ? n->n_apply_queue

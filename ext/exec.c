@@ -143,6 +143,18 @@ int ext_node_exec(struct ext_node *n, const char *sql, size_t sql_len,
         rc = RAFT_SHUTDOWN;
         goto out;
     }
+    if (n->status.log_full) {
+        pthread_mutex_unlock(&n->mu);
+        out->kind = EXT_EXEC_NOT_APPLIED;
+        out->sqlite_rc = SQLITE_FULL;
+        snprintf(out->errmsg, sizeof out->errmsg,
+                 "raft_exec: not applied: the log is full (log_max_mb=%llu); "
+                 "writes resume once compaction frees space, or raise "
+                 "log_max_mb and restart the node",
+                 (unsigned long long)(n->cfg.log_max_bytes >> 20));
+        rc = RAFT_NOSPACE;
+        goto out;
+    }
     if (n->queue_len == EXT_SUBMIT_QUEUE_MAX) {
         pthread_mutex_unlock(&n->mu);
         out->kind = EXT_EXEC_NOT_APPLIED;

@@ -114,10 +114,9 @@ static int on_snapshot_install(void *data, const char *path,
 {
     struct ext_node *n = data;
     int rc;
-    (void)index;
     (void)term;
     pthread_mutex_lock(&n->snapshot_mu);
-    rc = applier_install(n, path, errmsg, errmsg_len);
+    rc = applier_install(n, path, index, errmsg, errmsg_len);
     pthread_mutex_unlock(&n->snapshot_mu);
     return rc;
 }
@@ -144,13 +143,28 @@ static void on_wake(void *data)
 /* maybe_compact applies the compaction policy: once more than
  * snapshot_threshold entries lie beyond the last compaction point, drop
  * the log up to the database's durable applied index less
- * trailing_entries (kept for followers a little behind). */
+ * trailing_entries (kept for followers a little behind); when the log is
+ * full, up to the durable index itself. */
 static void maybe_compact(struct ext_node *n)
 {
     raft_index first = raft_first_index(n->core);
     raft_index last = raft_last_index(n->core);
     uint64_t durable = atomic_load(&n->durable);
     raft_index target;
+    if (raft_uv_node_log_full(n->driver)) {
+        /* Out of space: make everything applied durable in the database,
+         * then keep no trailing entries. */
+        if (atomic_load(&n->applied) > durable) {
+            pthread_mutex_lock(&n->mu);
+            n->want_checkpoint = true;
+            pthread_cond_signal(&n->apply_cond);
+            pthread_mutex_unlock(&n->mu);
+        }
+        if (durable >= first) {
+            raft_uv_node_compact(n->driver, durable);
+        }
+        return;
+    }
     if (last + 1 - first <= n->cfg.snapshot_threshold ||
         durable <= n->cfg.trailing_entries) {
         return;

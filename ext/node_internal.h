@@ -70,6 +70,7 @@ struct ext_status {
     struct ext_peer_status peers[EXT_MAX_NODES];
     unsigned n_peers;
     struct raft_uv_node_stats stats; /* the driver's counters */
+    bool log_full;           /* the log refused a write: log_max_mb */
 };
 
 struct ext_node {
@@ -94,6 +95,7 @@ struct ext_node {
     bool apply_stop;                 /* (mu) */
     bool apply_failed;               /* applying stopped on an error (mu) */
     bool apply_busy;                 /* a batch is being applied (mu) */
+    bool want_checkpoint;            /* checkpoint now (log full) (mu) */
     bool installing;                 /* a snapshot install waits for or
                                         holds the apply connection (mu) */
     pthread_cond_t idle_cond;        /* apply_busy became false (mu) */
@@ -173,13 +175,16 @@ void *applier_main(void *arg);
 int applier_push(struct ext_node *n, const struct raft_entry *entries,
                  unsigned count);
 
-/* applier_install installs snapshot file @path into the database while
- * the apply thread is held off, resets the log after it and drops queued
- * entries it covers. Errors: RAFT_CORRUPT (refused, nothing changed),
- * RAFT_IOERR (the log could not be reset: restart), RAFT_NOMEM; @errmsg
- * says why. A libuv thread-pool thread. */
-int applier_install(struct ext_node *n, const char *path, char *errmsg,
-                    size_t errmsg_len);
+/* applier_install installs snapshot file @path (whose last index is
+ * @index) into the database while the apply thread is held off, changes
+ * the log after it (paper §7: keep the entries after it when the log holds
+ * its last entry, else reset) and drops queued entries it covers; a
+ * snapshot not above the applied index changes nothing. Errors:
+ * RAFT_CORRUPT (refused, nothing changed), RAFT_IOERR (the log could not
+ * be changed: restart), RAFT_NOMEM; @errmsg says why. A libuv thread-pool
+ * thread. */
+int applier_install(struct ext_node *n, const char *path, uint64_t index,
+                    char *errmsg, size_t errmsg_len);
 
 /* ---- status.c -------------------------------------------------------- */
 

@@ -56,6 +56,7 @@ void status_refresh(struct ext_node *n)
     }
     if (n->driver != NULL) {
         raft_uv_node_stats(n->driver, &s.stats);
+        s.log_full = raft_uv_node_log_full(n->driver);
     }
     pthread_mutex_lock(&n->mu);
     n->status = s;
@@ -102,6 +103,7 @@ char *ext_node_status(struct ext_node *n)
     json_object_set_new(o, "queue", json_integer(queue));
     json_object_set_new(o, "waiters", json_integer(waiters));
     json_object_set_new(o, "applying", json_boolean(!apply_failed));
+    json_object_set_new(o, "log_full", json_boolean(s.log_full));
     json_object_set_new(o, "log_writes",
                         json_integer((json_int_t)s.stats.n_writes));
     json_object_set_new(

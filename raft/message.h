@@ -56,8 +56,8 @@ int raft_message_encode(const struct raft_message *m, void *buf, size_t len);
 /* raft_message_decode parses one frame body (the bytes after the length
  * prefix), @len bytes at @body, into @out. Entry, forward and chunk
  * payloads are copied into new bufs and the entries array is allocated:
- * release them with raft_message_release. On failure nothing is allocated and @errmsg
- * (@errmsg_len bytes) says what is wrong.
+ * release them with raft_message_release. On failure nothing is
+ * allocated and @errmsg (@errmsg_len bytes) says what is wrong.
  * Errors: RAFT_FORMAT (unknown version), RAFT_PROTO (unknown type,
  * truncated body, trailing bytes, non-consecutive entry indexes, unknown
  * entry type, boolean not 0 or 1, a chunk past its file's total, or more

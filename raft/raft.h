@@ -273,15 +273,20 @@ enum raft_event_type {
  *
  * SNAPSHOT_INSTALLED {leader, term, index, last_term}: when @index is above
  * the last index handed out as committed, the driver has already installed
- * the snapshot in the state machine and reset the durable log to an empty
- * one that starts after @index (a write of an earlier update that
- * completes after the reset must be dropped: entries at or below @index,
- * and the rest of that write when it would not follow the durable log
- * contiguously; the core ignores PERSISTED events for entries it no longer
- * holds). The core drops every entry, takes (@index, @last_term) as its
- * boundary and never hands out entries up to @index. When @index is not
- * above that index the driver must have changed nothing and the core
- * changes nothing either. Either way, when @term is not below the current
+ * the snapshot in the state machine and changed the durable log in the
+ * same storage step, by paper §7: if the durable log holds entry @index of
+ * term @last_term, it deleted the log through @index only (the entries
+ * after it are the leader's and may be committed copies: keep them);
+ * otherwise it reset the log to an empty one that starts after @index (a
+ * write of an earlier update that completes after such a reset must be
+ * dropped: entries at or below @index, and the rest of that write when it
+ * would not follow the durable log contiguously; the core ignores
+ * PERSISTED events for entries it no longer holds). The core does the
+ * same to its log (it holds entry @index of @last_term durably exactly
+ * when the durable log does), takes (@index, @last_term) as its boundary
+ * and never hands out entries up to @index. When @index is not above that
+ * index the driver must have changed nothing and the core changes nothing
+ * either. Either way, when @term is not below the current
  * term (a higher one is adopted, as from any message) the core answers
  * @leader with a successful AppendEntries result of last_log_index @index
  * and seq 0. A leader or candidate that gets this event steps down.

@@ -566,7 +566,21 @@ void replication_snapshot_installed(struct raft *r, raft_id leader,
                (term == r->term && r->leader != leader)) {
         election_become_follower(r, r->term, term == r->term ? leader : 0);
     }
-    if (index > r->handed) {
+    if (index > r->handed && index <= r->persisted &&
+        log_term_at(&r->log, index) == last_term) {
+        /* Paper §7: we hold the snapshot's last entry durably, so what
+         * follows it is the leader's log too (Log Matching) and may hold
+         * committed entries counted on our copy: the driver kept it, and
+         * so do we; only the prefix goes, as in a compaction. */
+        log_compact(&r->log, index);
+        r->handed = index;
+        if (r->commit < index) {
+            r->commit = index;
+        }
+        if (r->verified < index) {
+            r->verified = index;
+        }
+    } else if (index > r->handed) {
         /* The driver installed the snapshot and reset the durable log:
          * every entry goes, the snapshot is the new boundary. Its entries
          * are committed (a leader snapshots only what it applied), hence

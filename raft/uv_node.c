@@ -198,6 +198,7 @@ static void on_tick(uv_timer_t *t)
     }
     if (!d->stopping) {
         raft__uv_snapshot_tick(d);
+        raft__uv_storage_tick(d);
     }
     if (d->cb.tick != NULL && !d->stopping) {
         d->cb.tick(d->cb.data);

@@ -33,9 +33,12 @@ struct raft_uv_peer {
  * machine to file @path and gives the index and term it reflects; it may
  * run concurrently with the storage jobs.
  * @snapshot_install (follower) installs the verified snapshot file @path
- * into the state machine, atomically for readers, then resets the stored
- * log to start after the snapshot's (@index, @term); the driver then steps
- * RAFT_EVENT_SNAPSHOT_INSTALLED. The last three may be NULL, disabling
+ * into the state machine, atomically for readers, then changes the stored
+ * log by paper §7 (raft.h, SNAPSHOT_INSTALLED): when it holds entry @index
+ * of term @term it deletes the log through @index only, else it resets it
+ * to start after @index; a snapshot not above the applied index changes
+ * nothing. The driver then steps RAFT_EVENT_SNAPSHOT_INSTALLED, and drops
+ * the entries of later queued writes that the install made stale. The last three may be NULL, disabling
  * compaction and snapshots. */
 struct raft_uv_storage {
     void *data; /* passed to every function */
@@ -133,6 +136,10 @@ int raft_uv_node_propose(struct raft_uv_node *d, struct raft_buf *const *bufs,
  * compact function), or RAFT_BUSY (a compaction is already queued).
  * Loop thread. */
 int raft_uv_node_compact(struct raft_uv_node *d, raft_index index);
+
+/* raft_uv_node_log_full says whether the log refused the last write for
+ * lack of space (the write is retried after a compaction). Loop thread. */
+bool raft_uv_node_log_full(const struct raft_uv_node *d);
 
 /* raft_uv_node_send sends @m (from must be this server) to @m->to; returns
  * raft_uv_transport_send's code (RAFT_NOCONN: dropped). Loop thread. */

@@ -43,6 +43,9 @@ struct raft__uv_job {
     raft_id snap_leader;         /* the leader that sent it */
     raft_term snap_leader_term;  /* in this term */
     bool sealed;                 /* no more merges */
+    unsigned skip;               /* leading entries dropped as stale */
+    bool stale;                  /* the write was dropped after an
+                                    install: no PERSISTED */
     int rc;                      /* result */
     char errmsg[256];            /* its message on failure */
     struct raft__uv_job *next;   /* queue */
@@ -118,6 +121,12 @@ struct raft_uv_node {
     struct raft__uv_job *jobs_head;      /* queue, head runs first */
     struct raft__uv_job *jobs_tail;
     bool compact_queued;                 /* a compaction is queued */
+    bool log_full;                       /* the head job failed with
+                                            RAFT_NOSPACE: retried after a
+                                            compaction or every second */
+    uint64_t retry_at;                   /* loop clock of the next retry */
+    raft_index install_boundary;         /* last index of the last snapshot
+                                            installed, 0 for none */
 
     /* Snapshots (uv_snapshot.c). */
     char snapshot_dir[3800];             /* where files go */
@@ -158,6 +167,10 @@ void raft__uv_storage_start(struct raft_uv_node *d);
 
 /* raft__uv_storage_fail marks storage failed and logs @why. */
 void raft__uv_storage_fail(struct raft_uv_node *d, const char *why);
+
+/* raft__uv_storage_tick retries a job refused for a full log, once a
+ * second. */
+void raft__uv_storage_tick(struct raft_uv_node *d);
 
 /* raft__uv_storage_close frees every queued job (after the loop ended). */
 void raft__uv_storage_close(struct raft_uv_node *d);

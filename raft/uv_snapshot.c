@@ -433,6 +433,9 @@ void raft__uv_snapshot_installed(struct raft_uv_node *d,
         return;
     }
     d->stats.n_snapshots_installed++;
+    if (j->snap_index > d->install_boundary) {
+        d->install_boundary = j->snap_index;
+    }
     raft__uv_node_log(d, RAFT_LOG_INFO,
                       "installed snapshot at index %" PRIu64 " from %" PRIu64,
                       j->snap_index, j->snap_leader);

@@ -8,8 +8,11 @@
  * driver rule 1), steps RAFT_EVENT_PERSISTED with its last entry, then
  * RAFT_EVENT_COMPACT if it compacted. A snapshot install is a sealed job of
  * its own, so no append of the old log runs after it.
- * Failure modes: a failed append or compaction (log full, I/O error) stops
- * the driver from writing, voting and acknowledging until restarted; a
+ * Failure modes: an append refused because the log is full (RAFT_NOSPACE,
+ * nothing written) stays at the head of the queue and is retried once a
+ * second, and at once after a compaction, which then runs ahead of it;
+ * any other failed append or compaction (I/O error) stops the driver from
+ * writing, voting and acknowledging until restarted; a
  * snapshot refused as corrupt or invalid leaves everything as it was and
  * is reported to the leader, which sends it again. */
 
@@ -168,14 +171,44 @@ int raft_uv_node_compact(struct raft_uv_node *d, raft_index index)
     if (d->compact_queued) {
         return RAFT_BUSY;
     }
-    j = open_tail(d);
-    if (j == NULL) {
-        return RAFT_NOMEM;
+    if (d->log_full && !d->disk_busy) {
+        /* Free space first: the compaction runs ahead of the refused
+         * append (it only deletes entries the state machine holds). */
+        j = calloc(1, sizeof *j);
+        if (j == NULL) {
+            return RAFT_NOMEM;
+        }
+        j->sealed = true;
+        j->next = d->jobs_head;
+        d->jobs_head = j;
+        if (d->jobs_tail == NULL) {
+            d->jobs_tail = j;
+        }
+        d->log_full = false;
+    } else {
+        j = open_tail(d);
+        if (j == NULL) {
+            return RAFT_NOMEM;
+        }
     }
     j->compact_to = index;
     d->compact_queued = true;
     raft__uv_storage_start(d);
     return 0;
+}
+
+bool raft_uv_node_log_full(const struct raft_uv_node *d)
+{
+    return d->log_full;
+}
+
+void raft__uv_storage_tick(struct raft_uv_node *d)
+{
+    if (d->log_full && !d->disk_busy &&
+        raft_uv_node_now(d) >= d->retry_at) {
+        d->log_full = false;
+        raft__uv_storage_start(d);
+    }
 }
 
 void raft__uv_storage_fail(struct raft_uv_node *d, const char *why)
@@ -210,9 +243,25 @@ static void disk_work(uv_work_t *req)
         return;
     }
     if (j->has_hs || j->n_entries > 0) {
+        /* A write handed out before a snapshot install that runs after it
+         * drops its entries up to the install's index, and all of them
+         * when they no longer follow the log (raft.h SNAPSHOT_INSTALLED). */
+        const struct raft_entry *e = j->entries;
+        unsigned n = j->n_entries;
+        while (n > 0 && e->index <= d->install_boundary) {
+            e++;
+            n--;
+        }
+        j->skip = j->n_entries - n;
         j->rc = d->storage.append(d->storage.data, j->has_hs ? &j->hs : NULL,
-                                  j->entries, j->n_entries, j->errmsg,
-                                  sizeof j->errmsg);
+                                  e, n, j->errmsg, sizeof j->errmsg);
+        if (j->rc == RAFT_INVALID && d->install_boundary > 0 && n > 0) {
+            j->stale = true;
+            j->rc = j->has_hs ? d->storage.append(d->storage.data, &j->hs,
+                                                  NULL, 0, j->errmsg,
+                                                  sizeof j->errmsg)
+                              : 0;
+        }
     }
     if (j->rc == 0 && j->compact_to > 0) {
         j->rc = d->storage.compact(d->storage.data, j->compact_to, j->errmsg,
@@ -244,6 +293,41 @@ static void disk_after_work(uv_work_t *req, int status)
         raft__uv_storage_start(d);
         return;
     }
+    if (j->rc == RAFT_NOSPACE && !d->stopping) {
+        /* Nothing was written: keep the job, first in line, for a retry
+         * once space is freed. A compaction it carried goes first. */
+        if (j->compact_to > 0) {
+            struct raft__uv_job *c = calloc(1, sizeof *c);
+            if (c != NULL) {
+                c->compact_to = j->compact_to;
+                c->sealed = true;
+                c->next = j;
+                j->compact_to = 0;
+                d->compact_queued = true;
+            }
+            j->next = d->jobs_head;
+            d->jobs_head = c != NULL ? c : j;
+        } else {
+            j->next = d->jobs_head;
+            d->jobs_head = j;
+        }
+        if (d->jobs_tail == NULL) {
+            d->jobs_tail = j;
+        }
+        if (!d->log_full) {
+            raft__uv_node_log(d, RAFT_LOG_ERROR,
+                              "log full, writes wait until compaction frees "
+                              "space (or log_max_mb is raised and the node "
+                              "restarted): %s",
+                              j->errmsg);
+        }
+        d->log_full = d->jobs_head == j;
+        d->retry_at = raft_uv_node_now(d) + 1000;
+        if (!d->log_full) {
+            raft__uv_storage_start(d); /* the compaction */
+        }
+        return;
+    }
     if (j->rc != 0) {
         raft__uv_storage_fail(d, j->errmsg);
         job_free(j);
@@ -257,7 +341,7 @@ static void disk_after_work(uv_work_t *req, int status)
         for (unsigned i = 0; i < j->n_held; i++) {
             raft_uv_node_send(d, &j->held[i]);
         }
-        if (j->n_entries > 0) {
+        if (j->n_entries > j->skip && !j->stale) {
             memset(&ev, 0, sizeof ev);
             ev.type = RAFT_EVENT_PERSISTED;
             ev.persisted.index = j->entries[j->n_entries - 1].index;
@@ -280,7 +364,8 @@ void raft__uv_storage_start(struct raft_uv_node *d)
 {
     struct raft__uv_job *j = d->jobs_head;
     int rc;
-    if (d->disk_busy || d->disk_failed || d->stopping || j == NULL) {
+    if (d->disk_busy || d->disk_failed || d->log_full || d->stopping ||
+        j == NULL) {
         return;
     }
     if (!j->install && !j->has_hs && j->n_entries == 0 && j->n_held == 0 &&

@@ -274,6 +274,26 @@ class StartTest(unittest.TestCase):
         self.assertLess(time.monotonic() - t0, 5)
         self.assertIn("not applied", str(cm.exception))
 
+    def test_log_full_heals_by_compaction(self):
+        """A log at its log_max_mb ceiling refuses the write that does not
+        fit, compacts what the database holds, and writes go on: no write
+        is lost or half-applied."""
+        port = free_ports(1)[0]
+        self.node.sql("SELECT raft_start(?)",
+                      "id=1 cluster=1@127.0.0.1:%d election_timeout_ms=100 "
+                      "heartbeat_ms=10 log_max_mb=1 snapshot_threshold=100000 "
+                      "exec_timeout_ms=20000" % port)
+        self.node.sql("SELECT raft_exec('CREATE TABLE big(id INTEGER "
+                      "PRIMARY KEY, v BLOB)')")
+        for i in range(500):
+            self.node.sql("SELECT raft_exec('INSERT INTO big VALUES(?, ?)',"
+                          " ?, ?)", i, {"blob": os.urandom(3000).hex()})
+        st = self.node.status()
+        self.assertGreaterEqual(st["compactions"], 1, st)
+        self.assertIn("log full", st["last_error"] or "")
+        self.assertFalse(st["log_full"])
+        self.assertEqual(self.node.value("SELECT count(*) FROM big"), 500)
+
     def test_single_node_cluster(self):
         port = free_ports(1)[0]
         self.node.sql("SELECT raft_start(?)",

@@ -933,9 +933,11 @@ static void install(struct cluster *c, struct cnode *f, const struct cnode *l,
                              (unsigned long long)f->id, k + 1);
             }
         }
-        /* Durability: the reset must not delete a copy of a committed
+        /* Durability: a reset must not delete a copy of a committed
          * entry past the snapshot. */
-        for (raft_index i = index + 1; i <= durable_last(f); i++) {
+        for (raft_index i = index + 1;
+             durable_term(f, index) != last_term && i <= durable_last(f);
+             i++) {
             const struct raft_entry *g = cluster_committed(c, i);
             if (g != NULL && durable_term(f, i) == g->term) {
                 cluster_fail(c, "durability: snapshot %llu installed on "
@@ -955,14 +957,27 @@ static void install(struct cluster *c, struct cnode *f, const struct cnode *l,
             raft_buf_ref(f->applied[k].data);
         }
         f->n_applied = (unsigned)index;
-        while (f->n_log > 0) {
-            raft_buf_unref(f->log[--f->n_log].data);
+        if (durable_at(f, index) != NULL &&
+            durable_at(f, index)->term == last_term) {
+            /* Paper §7: the log holds the snapshot's last entry: keep
+             * what follows, delete the prefix only. */
+            raft_index drop = index - f->base;
+            for (raft_index i = 0; i < drop; i++) {
+                raft_buf_unref(f->log[i].data);
+            }
+            memmove(f->log, f->log + drop,
+                    (f->n_log - drop) * sizeof *f->log);
+            f->n_log -= (unsigned)drop;
+        } else {
+            while (f->n_log > 0) {
+                raft_buf_unref(f->log[--f->n_log].data);
+            }
+            for (k = 0; k < f->n_writes; k++) {
+                f->writes[k].stale = true;
+            }
         }
         f->base = index;
         f->base_term = last_term;
-        for (k = 0; k < f->n_writes; k++) {
-            f->writes[k].stale = true;
-        }
         c->stats.n_installs++;
     }
     if (c->verbose) {
@@ -1579,6 +1594,11 @@ void cluster_drop_results(struct cluster *c, raft_id from, unsigned every)
     c->drop_from = from;
     c->drop_every = every;
     c->drop_count = 0;
+}
+
+void cluster_set_snapshot_failures(struct cluster *c, unsigned pct)
+{
+    c->cfg.snap_fail_pct = pct;
 }
 
 struct cluster_stats cluster_stats(const struct cluster *c)

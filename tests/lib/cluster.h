@@ -163,6 +163,10 @@ raft_index cluster_durable_first(const struct cluster *c, raft_id id);
  * @from puts on the wire from now on (0: none). */
 void cluster_drop_results(struct cluster *c, raft_id from, unsigned every);
 
+/* cluster_set_snapshot_failures sets the percent of snapshot transfers
+ * that fail from now on. */
+void cluster_set_snapshot_failures(struct cluster *c, unsigned pct);
+
 /* cluster_stats returns the harness's counters. */
 struct cluster_stats cluster_stats(const struct cluster *c);
 

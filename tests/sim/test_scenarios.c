@@ -4,9 +4,11 @@
  * with a long divergent uncommitted tail (fast backtracking); a node
  * rejoining after a long partition (pre-vote keeps the leader, and without
  * it the term is disrupted); a 5-node cluster losing 2 nodes and carrying
- * on, then a 3rd and stopping commits without corruption. The Figure 8
- * scenario of the Raft paper is tests/raft/test_replication.c's
- * test_figure8. */
+ * on, then a 3rd and stopping commits without corruption; snapshots: a
+ * follower down while the log is compacted past it catches up through a
+ * snapshot, a failing transfer is retried, the leader crashes in the
+ * middle of a transfer. The Figure 8 scenario of the Raft paper is
+ * tests/raft/test_replication.c's test_figure8. */
 
 #include "tests/sim/sim.h"
 
@@ -330,9 +332,157 @@ static void test_five_lose_two_then_three(void **state)
     cluster_free(c);
 }
 
+/* snap_cluster makes a 3-node cluster that compacts every 20 applied
+ * entries keeping 5, with transfers of 20..40 ms failing @fail_pct
+ * percent of the time, and elects a leader. */
+static struct cluster *snap_cluster(uint64_t seed, unsigned fail_pct)
+{
+    struct cluster_config cfg;
+    struct cluster *c;
+
+    cluster_config_default(&cfg, 3, seed);
+    cfg.compact_every = 20;
+    cfg.compact_trailing = 5;
+    cfg.snap_min = 20;
+    cfg.snap_max = 40;
+    cfg.snap_fail_pct = fail_pct;
+    c = cluster_new(&cfg);
+    assert_true(cluster_run_until(c, 2000, sim_agreed, NULL));
+    return c;
+}
+
+/* propose_many proposes @n payloads "<tag>-<i>" on the leader of the
+ * moment, 3 ms apart. */
+static void propose_many(struct cluster *c, const char *tag, unsigned n)
+{
+    char text[32];
+    unsigned i;
+
+    for (i = 0; i < n; i++) {
+        snprintf(text, sizeof text, "%s-%u", tag, i);
+        propose_ok(c, text);
+        cluster_run(c, 3);
+    }
+}
+
+/* A follower down while 200 entries commit and the others compact their
+ * logs far past it: restarted, it cannot be sent entries any more; the
+ * leader offers it a snapshot, it installs it (its log now starts past
+ * its old end) and then replicates normally; every node applies the same
+ * sequence (the snapshot's entries included). */
+static void test_snapshot_catch_up(void **state)
+{
+    struct cluster *c = snap_cluster(601, 0);
+    static const raft_id all3[] = {1, 2, 3, 0};
+    raft_id leader = cluster_leader(c);
+    raft_id down = leader == 3 ? 2 : 3;
+    raft_index old_last;
+    unsigned k;
+
+    (void)state;
+    propose_ok(c, "first");
+    wait_applied(c, "first", all3);
+    cluster_crash(c, down);
+    old_last = cluster_durable_last(c, down);
+    propose_many(c, "gap", 200);
+    cluster_run(c, 100);
+    assert_true(cluster_durable_first(c, leader) > old_last + 1);
+    cluster_restart(c, down);
+    propose_ok(c, "after");
+    wait_applied(c, "after", all3);
+    assert_true(cluster_stats(c).n_installs >= 1);
+    assert_true(cluster_durable_first(c, down) > old_last + 1);
+    assert_true(cluster_has_applied(c, down, "gap-199", 7));
+    assert_int_equal(cluster_n_applied(c, down), cluster_n_applied(c, leader));
+    for (k = 0; k < cluster_n_applied(c, down); k++) {
+        assert_int_equal(cluster_applied(c, down, k)->term,
+                         cluster_applied(c, leader, k)->term);
+    }
+    cluster_free(c);
+}
+
+/* Every transfer fails for a while: each failure returns the follower to
+ * probing and it is offered a snapshot again (not before a heartbeat
+ * interval); once transfers work again it catches up. */
+static void test_snapshot_retry(void **state)
+{
+    struct cluster *c = snap_cluster(602, 100);
+    static const raft_id all3[] = {1, 2, 3, 0};
+    raft_id leader = cluster_leader(c);
+    raft_id down = leader == 3 ? 2 : 3;
+    struct cluster_stats st;
+
+    (void)state;
+    cluster_crash(c, down);
+    propose_many(c, "gap", 100);
+    cluster_restart(c, down);
+    cluster_run(c, 1000);
+    st = cluster_stats(c);
+    assert_true(st.n_snapshots_failed >= 3);
+    assert_true(st.n_snapshots_asked >= st.n_snapshots_failed);
+    assert_int_equal(st.n_installs, 0);
+    assert_false(cluster_has_applied(c, down, "gap-99", 6));
+    /* Offers are spaced: a transfer takes 20..40 ms, then at least a
+     * heartbeat interval (20 ms) passes: at most 1000 / 40 + 1. */
+    assert_true(st.n_snapshots_asked <= 26);
+    cluster_set_snapshot_failures(c, 0);
+    propose_ok(c, "after");
+    wait_applied(c, "after", all3);
+    assert_true(cluster_stats(c).n_installs >= 1);
+    assert_true(cluster_has_applied(c, down, "gap-99", 6));
+    cluster_free(c);
+}
+
+/* The leader crashes while a snapshot is on its way to a follower: the
+ * transfer dies with it; a new leader is elected, offers its own snapshot,
+ * and everyone converges; the crashed leader comes back and catches up. */
+static void test_snapshot_leader_crash(void **state)
+{
+    struct cluster *c = snap_cluster(603, 0);
+    static const raft_id all3[] = {1, 2, 3, 0};
+    raft_id leader = cluster_leader(c);
+    raft_id down = leader == 3 ? 2 : 3;
+    uint64_t installs;
+
+    (void)state;
+    cluster_crash(c, down);
+    propose_many(c, "gap", 100);
+    installs = cluster_stats(c).n_installs;
+    cluster_restart(c, down);
+    /* Until the leader waits for its snapshot to reach the follower. */
+    for (;;) {
+        struct raft_progress_info pi;
+        cluster_step(c);
+        if (raft_progress(cluster_raft(c, leader), down, &pi) == 0 &&
+            pi.state == RAFT_PROGRESS_SNAPSHOT) {
+            break;
+        }
+        if (cluster_now(c) > 100000) {
+            cluster_fail(c, "leader %llu never offers a snapshot",
+                         (unsigned long long)leader);
+        }
+    }
+    /* Transfers take at least 20 ms: this one is under way. */
+    cluster_run(c, 5);
+    assert_true(cluster_stats(c).n_installs == installs);
+    cluster_crash(c, leader);
+    assert_true(cluster_run_until(c, 3000, leader_elected, NULL));
+    assert_int_not_equal(cluster_leader(c), leader);
+    propose_ok(c, "new");
+    cluster_restart(c, leader);
+    wait_applied(c, "new", all3);
+    assert_true(cluster_has_applied(c, down, "gap-99", 6));
+    assert_int_equal(cluster_n_applied(c, down),
+                     cluster_n_applied(c, cluster_leader(c)));
+    cluster_free(c);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_snapshot_catch_up),
+        cmocka_unit_test(test_snapshot_retry),
+        cmocka_unit_test(test_snapshot_leader_crash),
         cmocka_unit_test(test_partitioned_leader),
         cmocka_unit_test(test_divergent_tail),
         cmocka_unit_test(test_rejoin_pre_vote),
