@@ -205,6 +205,52 @@ static uint64_t random_u64(void)
     return v;
 }
 
+/* repair_log handles a log entry whose checksum fails (lmdb_log reports
+ * RAFT_CORRUPT): the garbage is never used. An entry the database already
+ * holds (index <= @applied) is not needed: the log is compacted past it.
+ * A later one is dropped with the rest of the log after it, which the
+ * leader sends again (or a snapshot replaces). Returns 0 or the error. */
+static int repair_log(struct ext_node *n, raft_index first, raft_index last,
+                      uint64_t applied)
+{
+    raft_index bad = 0;
+    int rc;
+    for (raft_index i = first; i <= last && bad == 0; i++) {
+        struct raft_entry *e = NULL;
+        unsigned cnt = 0;
+        if (lmdb_log_entries(n->log, i, i, 0, &e, &cnt) == RAFT_CORRUPT) {
+            bad = i;
+        }
+        lmdb_log_entries_free(e, cnt);
+    }
+    if (bad == 0) {
+        return RAFT_CORRUPT;
+    }
+    if (bad < applied) {
+        node_log(n, RAFT_LOG_WARN,
+                 "log entry %" PRIu64 " is corrupt (checksum mismatch); the "
+                 "database already holds it: compacting the log through "
+                 "%" PRIu64,
+                 bad, applied);
+        rc = lmdb_log_compact(n->log, applied);
+    } else if (bad == applied) {
+        node_log(n, RAFT_LOG_WARN,
+                 "log entry %" PRIu64 " is corrupt (checksum mismatch); the "
+                 "database already holds it: the log restarts after it and "
+                 "the leader sends what follows again",
+                 bad);
+        rc = lmdb_log_reset(n->log, applied, sql_fsm_applied_term(n->fsm));
+    } else {
+        node_log(n, RAFT_LOG_WARN,
+                 "log entry %" PRIu64 " is corrupt (checksum mismatch) and "
+                 "not applied here: dropping the log from it on; the leader "
+                 "sends those entries again",
+                 bad);
+        rc = lmdb_log_truncate_suffix(n->log, bad);
+    }
+    return rc;
+}
+
 /* load_core builds the Raft core from the log and the applied index. */
 static int load_core(struct ext_node *n, struct raft **out, char *errmsg,
                      size_t errmsg_len)
@@ -271,6 +317,19 @@ static int load_core(struct ext_node *n, struct raft **out, char *errmsg,
     }
     if (last >= first) {
         rc = lmdb_log_entries(n->log, first, last, 0, &entries, &n_entries);
+        if (rc == RAFT_CORRUPT) {
+            rc = repair_log(n, first, last, applied);
+            if (rc == 0) {
+                rc = lmdb_log_bounds(n->log, &first, &last);
+            }
+            if (rc == 0) {
+                rc = lmdb_log_snapshot(n->log, &snap_index, &snap_term);
+            }
+            if (rc == 0 && last >= first) {
+                rc = lmdb_log_entries(n->log, first, last, 0, &entries,
+                                      &n_entries);
+            }
+        }
         if (rc != 0) {
             snprintf(errmsg, errmsg_len, "log %s: %s", n->cfg.dir,
                      lmdb_log_errmsg(n->log));

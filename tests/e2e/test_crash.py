@@ -208,6 +208,44 @@ class CrashTest(unittest.TestCase):
         self.assertEqual(fps[0], fps[1])
         self.assertEqual(fps[0], fps[2])
 
+    def test_corrupt_log_entry_is_repaired(self):
+        """A follower whose log holds an entry with a flipped byte refuses
+        to use it, says which index, repairs itself and converges."""
+        self.cluster = Cluster(NODE, self.dir, 3, TIMING)
+        leader = self.cluster.wait_leader()
+        follower = next(n for n in self.cluster.nodes
+                        if n.id != leader.id)
+        leader.value("SELECT raft_exec('CREATE TABLE c(id INTEGER PRIMARY "
+                     "KEY, v BLOB)')")
+        marker = b"raftsql-corrupt-me-" * 8
+        leader.value("SELECT raft_exec('INSERT INTO c VALUES(1, ?)', ?)",
+                     {"blob": marker.hex()})
+        for i in range(2, 20):
+            leader.value("SELECT raft_exec('INSERT INTO c VALUES(?, 0)', ?)",
+                         i)
+        self.cluster.wait_applied(leader.status()["applied"], [follower])
+        self.assertEqual(follower.stop(), 0)
+        path = follower.db + "-raft/data.mdb"
+        with open(path, "r+b") as f:
+            data = f.read()
+            # LMDB copies pages on write: flip the byte in every copy.
+            at = data.find(marker)
+            self.assertGreater(at, 0, "marker not found in the log file")
+            while at >= 0:
+                f.seek(at + 5)
+                f.write(bytes([data[at + 5] ^ 0xFF]))
+                at = data.find(marker, at + 1)
+        fresh = self.cluster.spawn(follower.id)
+        self.cluster.nodes[follower.id - 1] = fresh
+        leader.value("SELECT raft_exec('INSERT INTO c VALUES(100, 0)')")
+        self.converge()
+        with open(fresh.log_path) as f:
+            self.assertIn("is corrupt (checksum mismatch)", f.read())
+        self.assertEqual(fresh.value("SELECT count(*) FROM c"), 20)
+        fps = self.fingerprints()
+        self.assertEqual(fps[0], fps[1])
+        self.assertEqual(fps[0], fps[2])
+
 
 if __name__ == "__main__":
     unittest.main()
