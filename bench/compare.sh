@@ -147,8 +147,11 @@ install_missing go-dqlite etcd-server etcd-client wrk gnuplot-nox || {
     echo "compare.sh: cannot install the peers' packages" >&2
     exit 1
 }
-make --no-print-directory "$B/raftsql-node" "$B/raftsql-bench" \
-    "$B/local-sqlite-bench" >&2 || exit 1
+# Relative targets: the Makefile's rules are written for build/..., and an
+# absolute path would match no rule (a stale binary would be reported as
+# up to date).
+make --no-print-directory build/raftsql-node build/raftsql-bench \
+    build/local-sqlite-bench >&2 || exit 1
 mkdir -p "$OUT_DIR"
 
 # ---- raftsql ----------------------------------------------------------------

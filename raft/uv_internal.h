@@ -35,6 +35,10 @@
 /* Smallest frame body: version and type; the decoder checks the rest. */
 #define RAFT__UV_MIN_FRAME 2
 
+/* Most frames held for one peer between two flushes; one more flushes at
+ * once. */
+#define RAFT__UV_CORK_MAX 64
+
 /* States of the outgoing connection to one peer. */
 enum raft_uv_out_state {
     RAFT__UV_WAITING = 1,   /* no connection, backoff timer running */
@@ -43,6 +47,7 @@ enum raft_uv_out_state {
 };
 
 struct raft_uv_out;
+struct raft_uv_write;
 
 /* One outgoing TCP connection (one dial attempt). Freed in its close
  * callback, which libuv runs after the connect and write callbacks. */
@@ -64,7 +69,11 @@ struct raft_uv_out {
     struct raft_uv_conn *conn;   /* current connection, or NULL */
     uv_timer_t timer;            /* backoff and connect timeout */
     unsigned backoff_ms;         /* delay before the next re-dial */
-    uint64_t queued_bytes;       /* bytes in uv_write not yet completed */
+    uint64_t queued_bytes;       /* bytes held or in uv_write, not yet
+                                    completed */
+    struct raft_uv_write *pend[RAFT__UV_CORK_MAX]; /* frames held for the
+                                    next flush, in send order */
+    unsigned n_pend;             /* frames at @pend */
 };
 
 /* Receive stages of an accepted connection. */
@@ -107,6 +116,8 @@ struct raft_uv_transport {
     raft_log_cb log_cb;         /* log sink, may be NULL */
     void *data;                 /* passed to the callbacks */
     uv_tcp_t listener;          /* the listening socket */
+    uv_prepare_t flush_prepare; /* flushes held frames before polling */
+    uv_check_t flush_check;     /* and after each poll */
     uint16_t port;              /* port actually bound */
     struct raft_uv_out *outs;   /* one per peer, n_outs long */
     unsigned n_outs;            /* number of peers */
@@ -139,6 +150,17 @@ struct raft_uv_out *raft_uv_tcp_find(const struct raft_uv_transport *t,
  * @out->conn. Returns 0, RAFT_NOMEM, or RAFT_IOERR (uv_write failed; the
  * caller fails the connection). Loop thread. */
 int raft_uv_send_handshake(struct raft_uv_out *out);
+
+/* raft_uv_send_flush hands every frame held for a peer of @t to libuv,
+ * one write (one writev) per peer. Called by the transport's prepare and
+ * check handles, so frames sent during one loop iteration leave together
+ * before the loop blocks again. A peer not connected drops its frames.
+ * Loop thread. */
+void raft_uv_send_flush(struct raft_uv_transport *t);
+
+/* raft_uv_send_drop frees the frames held for @out (its connection failed
+ * or the transport closes; Raft tolerates the loss). Loop thread. */
+void raft_uv_send_drop(struct raft_uv_out *out);
 
 /* raft_uv_recv_start starts reading handshake and frames on the accepted
  * connection @in. Returns 0 or RAFT_IOERR (the caller closes @in). Loop

@@ -1,14 +1,18 @@
 /* The transport's sending side: each message is encoded at once into one
- * heap block (write request + frame) and handed to uv_write on the peer's
- * outgoing connection; libuv writes a stream's requests in order.
+ * heap block (write request + frame) and held for its peer; at the end of
+ * the loop iteration (the transport's prepare and check handles) every
+ * peer's held frames go to uv_write together, one request and so one
+ * writev for all of them; libuv writes a stream's requests in order.
  *
  * Happy path: raft_uv_transport_send checks the peer is connected and its
- * queue is under 64 MiB, encodes, and queues; on_write frees the block.
+ * queue is under 64 MiB, encodes, and holds the frame; raft_uv_send_flush
+ * queues what is held; the write callback frees the blocks.
  *
  * Failure modes: not connected or queue full drop the message (Raft
  * tolerates loss) and say so; a failed write closes the connection and
- * schedules a re-dial (uv_tcp.c); writes still queued on a closed
- * connection complete with UV_ECANCELED and are freed. */
+ * schedules a re-dial (uv_tcp.c), and frames still held for it are
+ * dropped; writes still queued on a closed connection complete with
+ * UV_ECANCELED and are freed. */
 
 #include <stdlib.h>
 #include <string.h>
@@ -25,24 +29,54 @@ struct raft_uv_write {
     uint8_t bytes[];         /* the frame */
 };
 
-static void on_write(uv_write_t *req, int status)
-{
-    struct raft_uv_write *w = req->data;
-    struct raft_uv_out *out = w->out;
+/* Several held frames written by one request. */
+struct raft_uv_batch {
+    uv_write_t req;                            /* req.data is this batch */
+    struct raft_uv_out *out;                   /* peer they go to */
+    uint64_t len;                              /* bytes of all frames */
+    unsigned n;                                /* frames */
+    struct raft_uv_write *w[RAFT__UV_CORK_MAX]; /* their blocks */
+    uv_buf_t bufs[RAFT__UV_CORK_MAX];          /* their bytes */
+};
 
-    /* Invariant: queued_bytes counts exactly the blocks not yet here. */
-    out->queued_bytes -= w->len;
+/* write_done accounts for @len bytes of @out that completed with @status
+ * on the stream of @req. */
+static void write_done(struct raft_uv_out *out, uv_write_t *req, int status,
+                       uint64_t len)
+{
+    /* Invariant: queued_bytes counts exactly the blocks held or written
+     * and not yet here. */
+    out->queued_bytes -= len;
     if (status < 0 && status != UV_ECANCELED && out->conn != NULL &&
         req->handle == (uv_stream_t *)&out->conn->tcp) {
         raft_uv_tcp_log(out->t, RAFT_LOG_WARN, "%s: write: %s", out->name,
                         uv_strerror(status));
         raft_uv_tcp_out_fail(out);
     }
+}
+
+static void on_write(uv_write_t *req, int status)
+{
+    struct raft_uv_write *w = req->data;
+
+    write_done(w->out, req, status, w->len);
     free(w);
 }
 
-/* queue_write hands @w to libuv on @out's connection. On failure @w is
- * freed and RAFT_IOERR returned; the caller fails the connection. */
+static void on_batch_write(uv_write_t *req, int status)
+{
+    struct raft_uv_batch *b = req->data;
+
+    write_done(b->out, req, status, b->len);
+    for (unsigned i = 0; i < b->n; i++) {
+        free(b->w[i]);
+    }
+    free(b);
+}
+
+/* queue_write hands @w, already counted in queued_bytes, to libuv on
+ * @out's connection. On failure @w is freed and uncounted and RAFT_IOERR
+ * returned; the caller fails the connection. */
 static int queue_write(struct raft_uv_out *out, struct raft_uv_write *w)
 {
     uv_buf_t buf = uv_buf_init((char *)w->bytes, (unsigned)w->len);
@@ -55,11 +89,81 @@ static int queue_write(struct raft_uv_out *out, struct raft_uv_write *w)
     if (rv != 0) {
         raft_uv_tcp_log(out->t, RAFT_LOG_WARN, "%s: uv_write: %s", out->name,
                         uv_strerror(rv));
+        out->queued_bytes -= w->len;
         free(w);
         return RAFT_IOERR;
     }
-    out->queued_bytes += w->len;
     return 0;
+}
+
+void raft_uv_send_drop(struct raft_uv_out *out)
+{
+    for (unsigned i = 0; i < out->n_pend; i++) {
+        out->queued_bytes -= out->pend[i]->len;
+        free(out->pend[i]);
+    }
+    out->n_pend = 0;
+}
+
+/* flush_out hands the frames held for @out to libuv: one frame as it is,
+ * several in one request (one writev). */
+static void flush_out(struct raft_uv_out *out)
+{
+    struct raft_uv_batch *b;
+    unsigned n = out->n_pend;
+    int rv;
+
+    if (n == 0) {
+        return;
+    }
+    if (out->state != RAFT__UV_CONNECTED || out->conn == NULL) {
+        raft_uv_send_drop(out);
+        return;
+    }
+    b = n > 1 ? malloc(sizeof *b) : NULL;
+    if (b == NULL) {
+        /* One frame, or no memory for the batch: a request per frame. */
+        out->n_pend = 0;
+        for (unsigned i = 0; i < n; i++) {
+            if (out->conn == NULL) {
+                out->queued_bytes -= out->pend[i]->len;
+                free(out->pend[i]);
+            } else if (queue_write(out, out->pend[i]) != 0) {
+                raft_uv_tcp_out_fail(out);
+            }
+        }
+        return;
+    }
+    b->out = out;
+    b->len = 0;
+    b->n = n;
+    b->req.data = b;
+    for (unsigned i = 0; i < n; i++) {
+        b->w[i] = out->pend[i];
+        b->bufs[i] = uv_buf_init((char *)b->w[i]->bytes,
+                                 (unsigned)b->w[i]->len);
+        b->len += b->w[i]->len;
+    }
+    out->n_pend = 0;
+    rv = uv_write(&b->req, (uv_stream_t *)&out->conn->tcp, b->bufs, n,
+                  on_batch_write);
+    if (rv != 0) {
+        raft_uv_tcp_log(out->t, RAFT_LOG_WARN, "%s: uv_write: %s", out->name,
+                        uv_strerror(rv));
+        out->queued_bytes -= b->len;
+        for (unsigned i = 0; i < n; i++) {
+            free(b->w[i]);
+        }
+        free(b);
+        raft_uv_tcp_out_fail(out);
+    }
+}
+
+void raft_uv_send_flush(struct raft_uv_transport *t)
+{
+    for (unsigned i = 0; i < t->n_outs; i++) {
+        flush_out(&t->outs[i]);
+    }
 }
 
 int raft_uv_send_handshake(struct raft_uv_out *out)
@@ -74,6 +178,7 @@ int raft_uv_send_handshake(struct raft_uv_out *out)
     memcpy(w->bytes, RAFT__UV_MAGIC, RAFT__UV_MAGIC_LEN);
     w->bytes[RAFT__UV_MAGIC_LEN] = RAFT_WIRE_VERSION;
     raft_byte_store_u64(w->bytes + RAFT__UV_MAGIC_LEN + 1, out->t->self);
+    out->queued_bytes += w->len;
     return queue_write(out, w);
 }
 
@@ -118,9 +223,14 @@ int raft_uv_transport_send(struct raft_uv_transport *t,
         free(w);
         return rc;
     }
-    if (queue_write(out, w) != 0) {
-        raft_uv_tcp_out_fail(out);
-        return RAFT_NOCONN;
+    if (out->n_pend == RAFT__UV_CORK_MAX) {
+        flush_out(out);
+        if (out->state != RAFT__UV_CONNECTED) {
+            free(w);
+            return RAFT_NOCONN;
+        }
     }
+    out->pend[out->n_pend++] = w;
+    out->queued_bytes += len;
     return 0;
 }

@@ -151,6 +151,7 @@ void raft_uv_tcp_out_fail(struct raft_uv_out *out)
 {
     struct raft_uv_transport *t = out->t;
 
+    raft_uv_send_drop(out);
     if (out->conn != NULL) {
         uv_close((uv_handle_t *)&out->conn->tcp, on_conn_closed);
         out->conn = NULL;
@@ -442,6 +443,16 @@ static void on_start_failed_closed(uv_handle_t *handle)
     free(t);
 }
 
+static void on_flush_prepare(uv_prepare_t *h)
+{
+    raft_uv_send_flush(h->data);
+}
+
+static void on_flush_check(uv_check_t *h)
+{
+    raft_uv_send_flush(h->data);
+}
+
 int raft_uv_transport_start(uv_loop_t *loop, raft_id self,
                             const char *listen_host, uint16_t listen_port,
                             const struct raft_uv_peer *peers,
@@ -522,6 +533,15 @@ int raft_uv_transport_start(uv_loop_t *loop, raft_id self,
     }
     t->port = ntohs(((const struct sockaddr_in *)&bound)->sin_port);
     t->n_handles = 1;
+    /* Frames sent during a loop iteration are held and written together
+     * (uv_send.c): before the loop polls, and after each poll. */
+    uv_prepare_init(loop, &t->flush_prepare); /* cannot fail */
+    t->flush_prepare.data = t;
+    uv_prepare_start(&t->flush_prepare, on_flush_prepare);
+    uv_check_init(loop, &t->flush_check); /* cannot fail */
+    t->flush_check.data = t;
+    uv_check_start(&t->flush_check, on_flush_check);
+    t->n_handles += 2;
 
     for (i = 0; i < n_peers; i++) {
         struct raft_uv_out *o = &t->outs[i];
@@ -579,6 +599,8 @@ void raft_uv_transport_close(struct raft_uv_transport *t,
     t->close_data = data;
     raft_uv_tcp_log(t, RAFT_LOG_INFO, "closing");
     uv_close((uv_handle_t *)&t->listener, on_handle_closed);
+    uv_close((uv_handle_t *)&t->flush_prepare, on_handle_closed);
+    uv_close((uv_handle_t *)&t->flush_check, on_handle_closed);
     for (i = 0; i < t->n_outs; i++) {
         struct raft_uv_out *out = &t->outs[i];
         uv_timer_stop(&out->timer);
