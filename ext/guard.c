@@ -14,7 +14,7 @@ SQLITE_EXTENSION_INIT3
 static int replicated(sqlite3 *db, const char *schema)
 {
     const char *file = sqlite3_db_filename(db, schema ? schema : "main");
-    return file != NULL && file[0] != '\0' && ext_registry_running(file);
+    return file != NULL && file[0] != '\0' && ext_registry_replica(file);
 }
 
 static int guard(void *arg, int action, const char *a1, const char *a2,

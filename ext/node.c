@@ -11,7 +11,10 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/random.h>
+#include <sys/file.h>
 #include <sys/stat.h>
+#include <fcntl.h>
+#include <unistd.h>
 #include <time.h>
 
 #include "../raft/message.h"
@@ -203,6 +206,34 @@ static uint64_t random_u64(void)
             (uint64_t)(uintptr_t)&v;
     }
     return v;
+}
+
+/* lock_dir creates the log directory if needed and takes an exclusive
+ * lock on <dir>/node.lock, so two processes never run a node on the same
+ * log (and so database). */
+static int lock_dir(struct ext_node *n, char *errmsg, size_t errmsg_len)
+{
+    char path[4200];
+    if (mkdir(n->cfg.dir, 0700) != 0 && errno != EEXIST) {
+        snprintf(errmsg, errmsg_len, "dir: cannot create %s: %s", n->cfg.dir,
+                 strerror(errno));
+        return RAFT_IOERR;
+    }
+    snprintf(path, sizeof path, "%s/node.lock", n->cfg.dir);
+    n->lock_fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0600);
+    if (n->lock_fd < 0) {
+        snprintf(errmsg, errmsg_len, "dir: cannot open %s: %s", path,
+                 strerror(errno));
+        return RAFT_IOERR;
+    }
+    if (flock(n->lock_fd, LOCK_EX | LOCK_NB) != 0) {
+        snprintf(errmsg, errmsg_len,
+                 "dir: another process runs a node on %s (%s is locked)",
+                 n->cfg.dir, path);
+        close(n->lock_fd);
+        return RAFT_BUSY;
+    }
+    return 0;
 }
 
 /* repair_log handles a log entry whose checksum fails (lmdb_log reports
@@ -425,6 +456,10 @@ int ext_node_start(const char *db_path, const struct ext_config *cfg,
     snprintf(n->path, sizeof n->path, "%s", db_path);
     n->cfg = *cfg;
     n->seed_state = random_u64();
+    /* Request ids are (node id, sequence): start each run's sequence at a
+     * random point so ids never repeat those of an earlier run, which the
+     * state machine would skip as duplicates. */
+    n->next_seq = random_u64() >> 1;
     pthread_mutex_init(&n->mu, NULL);
     pthread_condattr_init(&ca);
     pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
@@ -433,6 +468,16 @@ int ext_node_start(const char *db_path, const struct ext_config *cfg,
     pthread_cond_init(&n->idle_cond, NULL);
     pthread_mutex_init(&n->snapshot_mu, NULL);
 
+    /* The database first: a file that is no replica leaves nothing
+     * behind. */
+    rc = sql_fsm_open(db_path, &n->fsm, errmsg, errmsg_len);
+    if (rc != 0) {
+        goto err_free;
+    }
+    rc = lock_dir(n, errmsg, errmsg_len);
+    if (rc != 0) {
+        goto err_fsm_only;
+    }
     rc = lmdb_log_open(cfg->dir, cfg->log_max_bytes, &n->log, errmsg,
                        errmsg_len);
     if (rc != 0) {
@@ -440,7 +485,7 @@ int ext_node_start(const char *db_path, const struct ext_config *cfg,
         snprintf(why, sizeof why, "%s", errmsg);
         snprintf(errmsg, errmsg_len, "dir: cannot open the log in %s: %s",
                  cfg->dir, why);
-        goto err_free;
+        goto err_lock;
     }
     snprintf(n->snapshot_dir, sizeof n->snapshot_dir, "%.4000s/snapshots",
              cfg->dir);
@@ -450,13 +495,9 @@ int ext_node_start(const char *db_path, const struct ext_config *cfg,
         rc = RAFT_IOERR;
         goto err_log;
     }
-    rc = sql_fsm_open(db_path, &n->fsm, errmsg, errmsg_len);
-    if (rc != 0) {
-        goto err_log;
-    }
     rc = load_core(n, &core, errmsg, errmsg_len);
     if (rc != 0) {
-        goto err_fsm;
+        goto err_log;
     }
     n->core = core;
     status_refresh(n);
@@ -483,10 +524,12 @@ err_apply:
     pthread_join(n->apply_thread, NULL);
 err_raft:
     raft_close(core);
-err_fsm:
-    sql_fsm_close(n->fsm);
 err_log:
     lmdb_log_close(n->log);
+err_lock:
+    close(n->lock_fd);
+err_fsm_only:
+    sql_fsm_close(n->fsm);
 err_free:
     pthread_cond_destroy(&n->apply_cond);
     pthread_cond_destroy(&n->idle_cond);
@@ -522,6 +565,7 @@ void ext_node_stop(struct ext_node *n)
     free(n->apply_queue);
     sql_fsm_close(n->fsm);
     lmdb_log_close(n->log);
+    close(n->lock_fd);
     node_log(n, RAFT_LOG_INFO, "stopped");
     pthread_cond_destroy(&n->apply_cond);
     pthread_cond_destroy(&n->idle_cond);

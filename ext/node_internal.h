@@ -105,6 +105,7 @@ struct ext_node {
     pthread_mutex_t snapshot_mu;     /* one snapshot create or install at
                                         a time */
     char snapshot_dir[4096];         /* <dir>/snapshots */
+    int lock_fd;                     /* flock on <dir>/node.lock */
 
     /* Callers. */
     struct ext_waiter *queue[EXT_SUBMIT_QUEUE_MAX]; /* ring (mu) */

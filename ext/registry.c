@@ -16,7 +16,16 @@ struct slot {
     struct slot *next;
 };
 
+/* Database files a node ran on in this process: they stay guarded after
+ * raft_stop, so a direct write cannot slip in between a stop and a
+ * restart. */
+struct known {
+    char path[4096];
+    struct known *next;
+};
+
 static pthread_mutex_t reg_mu = PTHREAD_MUTEX_INITIALIZER;
+static struct known *known_files;
 static pthread_cond_t reg_cond = PTHREAD_COND_INITIALIZER;
 static struct slot *slots;
 
@@ -73,7 +82,18 @@ int ext_registry_start(const char *path, const struct ext_config *cfg,
         unlink_slot(s);
         free(s);
     } else {
+        struct known *k;
         s->node = n;
+        for (k = known_files; k != NULL; k = k->next) {
+            if (strcmp(k->path, path) == 0) {
+                break;
+            }
+        }
+        if (k == NULL && (k = calloc(1, sizeof *k)) != NULL) {
+            snprintf(k->path, sizeof k->path, "%s", path);
+            k->next = known_files;
+            known_files = k;
+        }
     }
     pthread_mutex_unlock(&reg_mu);
     return rc;
@@ -116,6 +136,18 @@ bool ext_registry_running(const char *path)
     return running;
 }
 
+bool ext_registry_replica(const char *path)
+{
+    bool known = false;
+    pthread_mutex_lock(&reg_mu);
+    known = find(path) != NULL;
+    for (struct known *k = known_files; k != NULL && !known; k = k->next) {
+        known = strcmp(k->path, path) == 0;
+    }
+    pthread_mutex_unlock(&reg_mu);
+    return known;
+}
+
 /* stop_slot stops @s's node; called with reg_mu held, returns with it
  * held. */
 static void stop_slot(struct slot *s)
@@ -150,6 +182,11 @@ int ext_registry_stop(const char *path)
 
 void ext_registry_stop_all(void)
 {
+    while (known_files != NULL) {
+        struct known *k = known_files;
+        known_files = k->next;
+        free(k);
+    }
     pthread_mutex_lock(&reg_mu);
     for (;;) {
         struct slot *s = slots;

@@ -30,6 +30,11 @@ void ext_registry_release(struct ext_node *n);
 /* ext_registry_running says whether a node runs for @path. Any thread. */
 bool ext_registry_running(const char *path);
 
+/* ext_registry_replica says whether a node runs, or ran earlier in this
+ * process, for @path: a replica, to be written only through raft_exec.
+ * Any thread. */
+bool ext_registry_replica(const char *path);
+
 /* ext_registry_stop stops the node of @path: fails its waiting callers,
  * waits for every reference to be released, then stops it. Errors:
  * RAFT_NOTFOUND when no node runs for @path. Any thread except one that

@@ -2,6 +2,7 @@
  * its rendering as JSON (with jansson, Debian's libjansson). */
 
 #include <jansson.h>
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -109,7 +110,8 @@ char *ext_node_status(struct ext_node *n)
     json_object_set_new(
         o, "entries_per_fsync",
         json_real(s.stats.n_writes
-                      ? (double)s.stats.n_entries_written / s.stats.n_writes
+                      ? round(100.0 * s.stats.n_entries_written /
+                              s.stats.n_writes) / 100.0
                       : 0.0));
     json_object_set_new(o, "compactions",
                         json_integer((json_int_t)s.stats.n_compactions));
@@ -135,8 +137,8 @@ char *ext_node_status(struct ext_node *n)
     json_object_set_new(
         o, "entries_per_append",
         json_real(s.stats.n_appends_sent
-                      ? (double)s.stats.n_entries_sent /
-                            s.stats.n_appends_sent
+                      ? round(100.0 * s.stats.n_entries_sent /
+                              s.stats.n_appends_sent) / 100.0
                       : 0.0));
     for (unsigned i = 0; i < s.n_peers; i++) {
         const struct ext_peer_status *p = &s.peers[i];

@@ -121,6 +121,13 @@ bool progress_maybe_decr(struct raft_peer_progress *p, raft_index reject,
     if (p->state != RAFT_PROGRESS_PROBE || reject != p->next - 1) {
         return false;
     }
+    if (hint < p->match) {
+        /* The follower's log ends before what it acknowledged as durable:
+         * it lost its storage (an operator wiped it). Raft assumes this
+         * never happens; the best the leader can do is to trust nothing
+         * it held and rebuild it from the log or a snapshot. */
+        p->match = 0;
+    }
     next = reject;
     if (hint + 1 < next) {
         next = hint + 1;

@@ -135,7 +135,9 @@ unsigned progress_ack(struct raft_peer_progress *p, raft_index index);
  * false when it does not answer the outstanding probe (ignored);
  * otherwise lowers next to min(@reject, @hint + 1, @conflict), never below
  * match + 1, unpauses and returns true: one round trip skips the peer's
- * whole conflicting term. In REPLICATE, see progress_reject. */
+ * whole conflicting term. A @hint below match means the peer lost its
+ * durable log (wiped by an operator): match drops to 0 and the peer is
+ * rebuilt from the log or a snapshot. In REPLICATE, see progress_reject. */
 bool progress_maybe_decr(struct raft_peer_progress *p, raft_index reject,
                          raft_index hint, raft_index conflict, uint64_t now);
 

@@ -1100,6 +1100,40 @@ err:
     return to_raft(rc);
 }
 
+/* check_replica refuses a database that holds objects but is no raftsql
+ * replica (no raftsql_applied table): its data never went through the log,
+ * so it would silently differ from the other replicas. */
+static int check_replica(struct sql_fsm *f, char *errmsg, size_t errmsg_len)
+{
+    sqlite3_stmt *s = NULL;
+    int rc = sqlite3_prepare_v2(
+        f->db,
+        "SELECT (SELECT count(*) FROM sqlite_schema"
+        "        WHERE name = 'raftsql_applied'),"
+        "       (SELECT group_concat(name, ', ') FROM"
+        "         (SELECT name FROM sqlite_schema"
+        "          WHERE name NOT LIKE 'sqlite\\_%' ESCAPE '\\'"
+        "          ORDER BY name LIMIT 5))",
+        -1, &s, NULL);
+    if (rc == SQLITE_OK && sqlite3_step(s) == SQLITE_ROW &&
+        sqlite3_column_int(s, 0) == 0 &&
+        sqlite3_column_type(s, 1) != SQLITE_NULL) {
+        set_msg(errmsg, errmsg_len,
+                "%s already holds objects (%s) but is not a raftsql "
+                "replica: a replica starts from an empty database (load "
+                "existing data through raft_exec instead)",
+                f->path, (const char *)sqlite3_column_text(s, 1));
+        sqlite3_finalize(s);
+        return RAFT_INVALID;
+    }
+    rc = sqlite3_finalize(s);
+    if (rc != SQLITE_OK) {
+        set_msg(errmsg, errmsg_len, "read schema: %s", sqlite3_errmsg(f->db));
+        return to_raft(rc);
+    }
+    return 0;
+}
+
 /* setup prepares the freshly opened connection of @f. */
 static int setup(struct sql_fsm *f, char *errmsg, size_t errmsg_len)
 {
@@ -1117,13 +1151,17 @@ static int setup(struct sql_fsm *f, char *errmsg, size_t errmsg_len)
                       NULL);
     if (rc != SQLITE_OK) {
         if ((rc & 0xff) == SQLITE_NOTADB || (rc & 0xff) == SQLITE_CORRUPT) {
-            set_msg(errmsg, errmsg_len, "file is not a database: %s",
-                    sqlite3_errmsg(db));
+            set_msg(errmsg, errmsg_len, "%s is not a SQLite database (%s)",
+                    f->path, sqlite3_errmsg(db));
             return RAFT_CORRUPT;
         }
         set_msg(errmsg, errmsg_len, "read schema: %s (%s)",
                 sqlite3_errmsg(db), sqlite3_errstr(rc));
         return to_raft(rc);
+    }
+    rc = check_replica(f, errmsg, errmsg_len);
+    if (rc != 0) {
+        return rc;
     }
     rc = set_journal_wal(db, errmsg, errmsg_len);
     if (rc != 0) {
@@ -1216,14 +1254,14 @@ int sql_fsm_open(const char *path, struct sql_fsm **out, char *errmsg,
         rc = open_error(f->db, rc, path, errmsg, errmsg_len);
         goto err_close;
     }
-    rc = setup(f, errmsg, errmsg_len);
-    if (rc != 0) {
-        goto err_close;
-    }
     f->path = strdup(sqlite3_db_filename(f->db, "main"));
     if (f->path == NULL) {
         set_msg(errmsg, errmsg_len, "out of memory");
         rc = RAFT_NOMEM;
+        goto err_close;
+    }
+    rc = setup(f, errmsg, errmsg_len);
+    if (rc != 0) {
         goto err_close;
     }
     rc = read_applied(f);

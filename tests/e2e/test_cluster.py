@@ -208,6 +208,39 @@ class ClusterTest(unittest.TestCase):
         self.assertEqual(fst["role"], "follower")
         self.assertEqual(fst["leader"], self.leader.id)
 
+    def test_writes_after_restart_are_new_requests(self):
+        """Request ids never repeat across restarts: writes through a
+        restarted node are applied, not skipped as duplicates."""
+        f1 = self.followers[0]
+        self.exec(f1, "CREATE TABLE r(x)")
+        self.exec(f1, "INSERT INTO r VALUES(1)")
+        self.assertEqual(f1.stop(), 0)
+        f1 = self.cluster.nodes[f1.id - 1] = self.cluster.spawn(f1.id)
+        for x in (2, 3, 4):
+            self.assertEqual(self.exec(f1, "INSERT INTO r VALUES(?)", x), 1)
+        self.assertEqual(f1.sql("SELECT x FROM r ORDER BY x"),
+                         [[1], [2], [3], [4]])
+
+    def test_stopped_replica_stays_guarded_and_locked(self):
+        """After raft_stop the database still refuses direct writes; a
+        second process cannot run a node on a log in use."""
+        n = self.followers[0]
+        self.exec(n, "CREATE TABLE s(x)")
+        n.sql("SELECT raft_stop()")
+        with self.assertRaises(NodeError) as cm:
+            n.sql("INSERT INTO s VALUES(1)")
+        self.assertIn("not authorized", str(cm.exception))
+        n.sql("SELECT raft_start(?)", "id=%d cluster=%s %s" % (
+            n.id, self.cluster.members, FAST))
+        other = Node(NODE, n.id, n.db, os.path.join(self.dir, "other.log"))
+        try:
+            with self.assertRaises(NodeError) as cm:
+                other.sql("SELECT raft_start(?)", "id=%d cluster=%s %s" % (
+                    n.id, self.cluster.members, FAST))
+            self.assertIn("another process runs a node", str(cm.exception))
+        finally:
+            self.assertEqual(other.stop(), 0)
+
     def test_follower_restart_catches_up(self):
         """A stopped follower restarts from its log and database and
         catches up with what was written meanwhile."""
@@ -260,6 +293,20 @@ class StartTest(unittest.TestCase):
         self.assertIn("dir:", self.start_error("id=1 %s dir=/dev/null" % c))
         self.assertIn("heartbeat_ms", self.start_error(
             "id=1 %s heartbeat_ms=500 election_timeout_ms=500" % c))
+
+    def test_existing_database_is_refused(self):
+        """A database with tables that is no replica is refused, naming
+        the file, so it cannot silently differ from the others."""
+        import sqlite3
+        con = sqlite3.connect(self.node.db)
+        con.execute("CREATE TABLE legacy(x)")
+        con.commit()
+        con.close()
+        err = self.start_error("id=1 cluster=1@127.0.0.1:%d" %
+                               free_ports(1)[0])
+        self.assertIn("is not a raftsql replica", err)
+        self.assertIn("legacy", err)
+        self.assertFalse(os.path.exists(self.node.db + "-raft"))
 
     def test_no_leader_is_not_applied(self):
         """Without a quorum a write fails with "not applied" in time."""

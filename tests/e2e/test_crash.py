@@ -208,6 +208,31 @@ class CrashTest(unittest.TestCase):
         self.assertEqual(fps[0], fps[1])
         self.assertEqual(fps[0], fps[2])
 
+    def test_wiped_follower_rejoins(self):
+        """A follower whose database and log were deleted is rebuilt by
+        the leader (through a snapshot once the log was compacted)."""
+        self.cluster = Cluster(NODE, self.dir, 3, TIMING)
+        leader = self.cluster.wait_leader()
+        follower = next(n for n in self.cluster.nodes
+                        if n.id != leader.id)
+        leader.value("SELECT raft_exec('CREATE TABLE z(id INTEGER PRIMARY "
+                     "KEY)')")
+        for i in range(300):
+            leader.value("SELECT raft_exec('INSERT INTO z VALUES(?)', ?)", i)
+        self.cluster.wait_applied(leader.status()["applied"], [follower])
+        follower.kill()
+        shutil.rmtree(follower.db + "-raft")
+        for suffix in ("", "-wal", "-shm"):
+            if os.path.exists(follower.db + suffix):
+                os.remove(follower.db + suffix)
+        fresh = self.cluster.spawn(follower.id)
+        self.cluster.nodes[follower.id - 1] = fresh
+        self.converge()
+        self.assertEqual(fresh.value("SELECT count(*) FROM z"), 300)
+        fps = self.fingerprints()
+        self.assertEqual(fps[0], fps[1])
+        self.assertEqual(fps[0], fps[2])
+
     def test_corrupt_log_entry_is_repaired(self):
         """A follower whose log holds an entry with a flipped byte refuses
         to use it, says which index, repairs itself and converges."""

@@ -56,15 +56,17 @@ static void test_probe_backtracking(void **state)
     progress_sent(&p, progress_take_seq(&p), 30, 0, 0);
     assert_true(progress_maybe_decr(&p, 30, 45, 12, 2));
     assert_int_equal(p.next, 12);
-    /* A hint below match is clamped to match + 1. */
+    /* A hint below match: the follower lost the log it had acknowledged
+     * (wiped); nothing it held is trusted any more. */
     assert_true(progress_maybe_update(&p, 8, 3));
     progress_sent(&p, progress_take_seq(&p), 11, 0, 0);
-    assert_true(progress_maybe_decr(&p, 11, 2, 1, 3));
-    assert_int_equal(p.next, 9);
+    assert_true(progress_maybe_decr(&p, 11, 2, 0, 3));
+    assert_int_equal(p.match, 0);
+    assert_int_equal(p.next, 3);
     /* A conflict index above the other bounds changes nothing. */
-    progress_sent(&p, progress_take_seq(&p), 8, 0, 0);
-    assert_true(progress_maybe_decr(&p, 8, 100, 50, 4));
-    assert_int_equal(p.next, 9);
+    progress_sent(&p, progress_take_seq(&p), 2, 0, 0);
+    assert_true(progress_maybe_decr(&p, 2, 100, 50, 4));
+    assert_int_equal(p.next, 2);
     progress_close(&p);
 }
 
