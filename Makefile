@@ -25,7 +25,8 @@ PYTHON  := /usr/bin/python3
 TEST_BIN := $(TEST_SRC:%.c=$(B)/%)
 
 .SECONDARY:
-.PHONY: all deps demo test check check-layering unit e2e clean bench sim soak \
+.PHONY: all deps demo test check check-layering unit e2e tsan clean bench sim \
+        soak \
         coverage
 
 all: $(B)/raftsql.so $(B)/libraftsql.a $(B)/raftsql-node
@@ -58,9 +59,17 @@ $(B)/local-sqlite-bench: bench/local_sqlite.c
 bench: deps
 	@bench/compare.sh
 
-# The same node program built with the sanitizers, for the end-to-end tests.
+# The same node program built with the sanitizers, for the end-to-end tests:
+# ASan + UBSan, and ThreadSanitizer for the threaded runtime.
 $(B)/san/raftsql-node: tools/raftsql_node.c $(SAN_OBJ)
 	$(CC) $(BASE_CFLAGS) -O1 -g $(SAN) -o $@ $^ $(LIBS)
+
+TSAN_OBJ := $(LIB_SRC:%.c=$(B)/tsan/%.o)
+$(B)/tsan/%.o: %.c
+	@mkdir -p $(dir $@)
+	$(CC) $(BASE_CFLAGS) -O1 -g -fsanitize=thread -MMD -MP -c -o $@ $<
+$(B)/tsan/raftsql-node: tools/raftsql_node.c $(TSAN_OBJ)
+	$(CC) $(BASE_CFLAGS) -O1 -g -fsanitize=thread -o $@ $^ $(LIBS)
 
 $(B)/obj/%.o: %.c
 	@mkdir -p $(dir $@)
@@ -166,6 +175,12 @@ e2e: all $(B)/san/raftsql-node
 	RAFTSQL_NODE=$(B)/san/raftsql-node RAFTSQL_SO=$(B)/raftsql.so \
 	    $(PYTHON) tests/e2e/run.py
 
+# The same end-to-end tests with the nodes under ThreadSanitizer; any race
+# report makes the node exit 66, which fails the test that stopped it.
+tsan: all $(B)/tsan/raftsql-node
+	TSAN_OPTIONS=exitcode=66 RAFTSQL_NODE=$(B)/tsan/raftsql-node \
+	    RAFTSQL_SO=$(B)/raftsql.so $(PYTHON) tests/e2e/run.py
+
 # The long crash loop (tests/e2e/test_crash.py): 100 kills under load and
 # a follower catching up over 50,000 writes, on the optimized build.
 soak: all
@@ -177,6 +192,7 @@ test: deps
 	@$(MAKE) --no-print-directory all
 	@$(MAKE) --no-print-directory unit
 	@$(MAKE) --no-print-directory e2e
+	@$(MAKE) --no-print-directory tsan
 
 check: test
 
@@ -187,4 +203,4 @@ demo: deps
 clean:
 	rm -rf $(B)
 
--include $(LIB_OBJ:.o=.d) $(SAN_OBJ:.o=.d) $(TLIB_OBJ:.o=.d)
+-include $(LIB_OBJ:.o=.d) $(SAN_OBJ:.o=.d) $(TLIB_OBJ:.o=.d) $(TSAN_OBJ:.o=.d)

@@ -22,6 +22,7 @@
 ** the library raftsql was linked against).
 */
 
+#include <pthread.h>
 #include <sqlite3ext.h>
 
 #include "func.h"
@@ -29,6 +30,18 @@
 #include "registry.h"
 
 SQLITE_EXTENSION_INIT1
+
+/* The host's API table, set once: with sqlite3_auto_extension every
+ * connection of the process calls the init function, on any thread,
+ * including the connections raftsql opens itself. */
+static const sqlite3_api_routines *first_api;
+static pthread_once_t api_once = PTHREAD_ONCE_INIT;
+static pthread_mutex_t api_mu = PTHREAD_MUTEX_INITIALIZER;
+
+static void set_api(void)
+{
+    SQLITE_EXTENSION_INIT2(first_api);
+}
 
 /* Stop every node when the library is unloaded or the process exits, so
  * the threads never outlive the code they run. */
@@ -42,7 +55,12 @@ sqlite3_raftsql_init(sqlite3 *db, char **pzErrMsg,
                      const sqlite3_api_routines *pApi)
 {
     int rc;
-    SQLITE_EXTENSION_INIT2(pApi);
+    pthread_mutex_lock(&api_mu);
+    if (first_api == NULL) {
+        first_api = pApi;
+    }
+    pthread_mutex_unlock(&api_mu);
+    pthread_once(&api_once, set_api);
     rc = ext_func_register(db);
     if (rc == SQLITE_OK) {
         rc = ext_guard_install(db);

@@ -1128,6 +1128,16 @@ err:
     return to_raft(rc);
 }
 
+/* The SQL functions of ext/ (name, argument count): removed from the
+ * apply connection when an auto-extension registered them there. */
+static const struct {
+    const char *name;
+    int n_arg;
+} raft_functions[] = {
+    {"raft_start", 1},  {"raft_exec", -1},  {"raft_last_insert_rowid", 0},
+    {"raft_status", 0}, {"raft_leader", 0}, {"raft_stop", 0},
+};
+
 /* check_replica refuses a database that holds objects but is no raftsql
  * replica (no raftsql_applied table): its data never went through the log,
  * so it would silently differ from the other replicas. */
@@ -1170,8 +1180,17 @@ static int setup(struct sql_fsm *f, char *errmsg, size_t errmsg_len)
     int rc, i;
 
     sqlite3_extended_result_codes(db, 1);
-    /* Another extension (an auto-extension) may have installed one. */
+    /* Another extension (an auto-extension, raftsql's own in a program
+     * that registers it so) may have installed one. */
     sqlite3_set_authorizer(db, NULL, NULL);
+    /* Nor may a request reach raftsql's SQL functions from inside the
+     * apply thread (raft_exec would wait on itself, raft_stop join it). */
+    for (i = 0; i < (int)(sizeof raft_functions / sizeof raft_functions[0]);
+         i++) {
+        sqlite3_create_function_v2(db, raft_functions[i].name,
+                                   raft_functions[i].n_arg, SQLITE_UTF8,
+                                   NULL, NULL, NULL, NULL, NULL);
+    }
     sqlite3_busy_timeout(db, APPLY__BUSY_TIMEOUT_MS);
     sqlite3_db_config(db, SQLITE_DBCONFIG_DEFENSIVE, 1, (int *)NULL);
 

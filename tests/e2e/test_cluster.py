@@ -208,6 +208,15 @@ class ClusterTest(unittest.TestCase):
         self.assertEqual(fst["role"], "follower")
         self.assertEqual(fst["leader"], self.leader.id)
 
+    def test_raft_functions_unreachable_from_a_request(self):
+        """A request cannot call raftsql's own functions on the apply
+        connection (raft_exec would wait on itself, raft_stop join it)."""
+        for fn in ("raft_exec('SELECT 1')", "raft_stop()"):
+            with self.assertRaises(NodeError) as cm:
+                self.exec(self.leader, "SELECT %s" % fn)
+            self.assertIn("no such function", str(cm.exception))
+        self.assertEqual(self.leader.status()["role"], "leader")
+
     def test_writes_after_restart_are_new_requests(self):
         """Request ids never repeat across restarts: writes through a
         restarted node are applied, not skipped as duplicates."""

@@ -41,13 +41,16 @@ class CrashTest(unittest.TestCase):
         sys.stderr.write("(CRASH_SEED=%d) " % SEED)
 
     def tearDown(self):
+        codes = []
         if self.cluster is not None:
             for n in self.cluster.nodes:
                 if n.proc.poll() is None:
-                    n.stop()
+                    codes.append(n.stop())
                 else:
                     n.kill()
         shutil.rmtree(self.dir, ignore_errors=True)
+        # A sanitizer report makes a node exit non-zero.
+        self.assertEqual([c for c in codes if c != 0], [])
 
     def node(self, i):
         with self.lock:
