@@ -544,3 +544,19 @@ void raft_message_release(struct raft_message *m)
     }
     memset(m, 0, sizeof *m);
 }
+
+raft_term raft_message_term(const struct raft_message *m)
+{
+    switch (m->type) {
+        case RAFT_MSG_REQUEST_VOTE:
+            return m->request_vote.term;
+        case RAFT_MSG_REQUEST_VOTE_RESULT:
+            return m->request_vote_result.term;
+        case RAFT_MSG_APPEND_ENTRIES:
+            return m->append_entries.term;
+        case RAFT_MSG_APPEND_ENTRIES_RESULT:
+            return m->append_entries_result.term;
+        default:
+            return 0;
+    }
+}

@@ -70,4 +70,8 @@ int raft_message_decode(const void *body, size_t len, struct raft_message *out,
  * message filled by raft_message_decode, and zeroes it. */
 void raft_message_release(struct raft_message *m);
 
+/* raft_message_term returns the term a Raft RPC carries (RequestVote,
+ * AppendEntries and their results; 0 for the other types). */
+raft_term raft_message_term(const struct raft_message *m);
+
 #endif /* RAFT_MESSAGE_H */

@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "message.h"
 #include "raft_internal.h"
 
 unsigned raft_slot_of(const struct raft *r, raft_id id)
@@ -225,19 +226,6 @@ static int check_message(const struct raft *r, const struct raft_message *m)
     }
 }
 
-static raft_term message_term(const struct raft_message *m)
-{
-    switch (m->type) {
-        case RAFT_MSG_REQUEST_VOTE:
-            return m->request_vote.term;
-        case RAFT_MSG_REQUEST_VOTE_RESULT:
-            return m->request_vote_result.term;
-        case RAFT_MSG_APPEND_ENTRIES:
-            return m->append_entries.term;
-        default:
-            return m->append_entries_result.term;
-    }
-}
 
 /* recv_stale answers a message of an older term so its sender learns the
  * current term (paper Fig. 2: reply false if term < currentTerm). */
@@ -268,7 +256,7 @@ static void recv_stale(struct raft *r, const struct raft_message *m)
 
 static void step_receive(struct raft *r, const struct raft_message *m)
 {
-    raft_term term = message_term(m);
+    raft_term term = raft_message_term(m);
 
     /* Leader stickiness (thesis §6.2, §9.6): while our leader is alive, a
      * RequestVote of a higher term comes from a server that should not

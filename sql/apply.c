@@ -164,7 +164,7 @@ struct sql_fsm {
     struct sql_ckpt ckpt;            /* background checkpoints */
 };
 
-static void set_msg(char *buf, size_t len, const char *fmt, ...)
+void sql_set_msg(char *buf, size_t len, const char *fmt, ...)
 {
     va_list ap;
 
@@ -243,7 +243,7 @@ static int to_raft(int rc)
  * returns the project code. */
 static int fail_sqlite(struct sql_fsm *f, int rc, const char *what)
 {
-    set_msg(f->errmsg, sizeof f->errmsg, "%s: %s (%s)", what,
+    sql_set_msg(f->errmsg, sizeof f->errmsg, "%s: %s (%s)", what,
             sqlite3_errmsg(f->db), sqlite3_errstr(rc));
     return to_raft(rc);
 }
@@ -416,7 +416,7 @@ static int step_internal(struct sql_fsm *f, int which)
         snprintf(msg, sizeof msg, "%s", sqlite3_errmsg(f->db));
         sqlite3_reset(s);
         sqlite3_clear_bindings(s);
-        set_msg(f->errmsg, sizeof f->errmsg, "%s", msg);
+        sql_set_msg(f->errmsg, sizeof f->errmsg, "%s", msg);
         return rc;
     }
     sqlite3_reset(s);
@@ -435,7 +435,7 @@ static int run_internal(struct sql_fsm *f, int which, const char *what)
         return 0;
     }
     memcpy(msg, f->errmsg, sizeof msg);
-    set_msg(f->errmsg, sizeof f->errmsg, "%s: %s (%s)", what, msg,
+    sql_set_msg(f->errmsg, sizeof f->errmsg, "%s: %s (%s)", what, msg,
             sqlite3_errstr(rc));
     return to_raft(rc);
 }
@@ -544,7 +544,7 @@ static int run_error(struct sql_fsm *f, struct run *run, int rc,
     run->err_rc = rc;
     run->err_msg = str_printf("%s", buf);
     if (run->err_msg == NULL) {
-        set_msg(f->errmsg, sizeof f->errmsg,
+        sql_set_msg(f->errmsg, sizeof f->errmsg,
                 "entry %" PRIu64 ": out of memory", run->index);
         return RAFT_NOMEM;
     }
@@ -605,7 +605,7 @@ static int bind_params(struct sql_fsm *f, struct run *run, sqlite3_stmt *s)
     }
     bound = calloc((size_t)n + 1, 1);
     if (bound == NULL) {
-        set_msg(f->errmsg, sizeof f->errmsg,
+        sql_set_msg(f->errmsg, sizeof f->errmsg,
                 "entry %" PRIu64 ": out of memory", run->index);
         return RAFT_NOMEM;
     }
@@ -839,7 +839,7 @@ static int run_request(struct sql_fsm *f, const struct sql_request *req,
 
     if (run.err_rc != SQLITE_OK) {
         if (is_environmental(run.err_rc)) {
-            set_msg(f->errmsg, sizeof f->errmsg,
+            sql_set_msg(f->errmsg, sizeof f->errmsg,
                     "entry %" PRIu64 ": %s (%s)", index, run.err_msg,
                     sqlite3_errstr(run.err_rc));
             free(run.err_msg);
@@ -931,7 +931,7 @@ static int apply_entry(struct sql_fsm *f, const struct sql_fsm_entry *e,
     rc = sql_request_decode(e->payload->data, e->payload->len, &req, msg,
                             sizeof msg);
     if (rc != 0) {
-        set_msg(f->errmsg, sizeof f->errmsg, "entry %" PRIu64 ": %s",
+        sql_set_msg(f->errmsg, sizeof f->errmsg, "entry %" PRIu64 ": %s",
                 e->index, msg);
         return rc == RAFT_NOMEM ? RAFT_NOMEM : RAFT_CORRUPT;
     }
@@ -988,7 +988,7 @@ int sql_fsm_apply(struct sql_fsm *f, const struct sql_fsm_entry *entries,
     }
     for (i = 0; i < n; i++) {
         if (entries[i].index != f->applied + 1 + i) {
-            set_msg(f->errmsg, sizeof f->errmsg,
+            sql_set_msg(f->errmsg, sizeof f->errmsg,
                     "apply: entry %u has index %" PRIu64
                     ", expected %" PRIu64,
                     i, entries[i].index, f->applied + 1 + i);
@@ -1012,7 +1012,7 @@ restart:
             if (forced == NULL) {
                 forced = calloc(n, 1);
                 if (forced == NULL) {
-                    set_msg(f->errmsg, sizeof f->errmsg,
+                    sql_set_msg(f->errmsg, sizeof f->errmsg,
                             "apply: out of memory");
                     rc = RAFT_NOMEM;
                     goto err;
@@ -1083,15 +1083,15 @@ static int open_error(sqlite3 *db, int rc, const char *path, char *errmsg,
 {
     if ((rc & 0xff) == SQLITE_CANTOPEN && access(path, F_OK) != 0 &&
         errno == ENOENT) {
-        set_msg(errmsg, errmsg_len, "open %s: no such database file", path);
+        sql_set_msg(errmsg, errmsg_len, "open %s: no such database file", path);
         return RAFT_NOTFOUND;
     }
     if ((rc & 0xff) == SQLITE_NOTADB) {
-        set_msg(errmsg, errmsg_len, "open %s: file is not a database",
+        sql_set_msg(errmsg, errmsg_len, "open %s: file is not a database",
                 path);
         return RAFT_CORRUPT;
     }
-    set_msg(errmsg, errmsg_len, "open %s: %s (%s)", path,
+    sql_set_msg(errmsg, errmsg_len, "open %s: %s (%s)", path,
             db != NULL ? sqlite3_errmsg(db) : sqlite3_errstr(rc),
             sqlite3_errstr(rc));
     return rc == SQLITE_NOMEM ? RAFT_NOMEM : to_raft(rc);
@@ -1114,7 +1114,7 @@ static int set_journal_wal(sqlite3 *db, char *errmsg, size_t errmsg_len)
     }
     mode = (const char *)sqlite3_column_text(s, 0);
     if (mode == NULL || strcasecmp(mode, "wal") != 0) {
-        set_msg(errmsg, errmsg_len,
+        sql_set_msg(errmsg, errmsg_len,
                 "cannot switch the database to WAL: journal_mode is %s",
                 mode != NULL ? mode : "unknown");
         sqlite3_finalize(s);
@@ -1123,7 +1123,7 @@ static int set_journal_wal(sqlite3 *db, char *errmsg, size_t errmsg_len)
     sqlite3_finalize(s);
     return 0;
 err:
-    set_msg(errmsg, errmsg_len, "journal_mode=WAL: %s (%s)",
+    sql_set_msg(errmsg, errmsg_len, "journal_mode=WAL: %s (%s)",
             sqlite3_errmsg(db), sqlite3_errstr(rc));
     return to_raft(rc);
 }
@@ -1156,7 +1156,7 @@ static int check_replica(struct sql_fsm *f, char *errmsg, size_t errmsg_len)
     if (rc == SQLITE_OK && sqlite3_step(s) == SQLITE_ROW &&
         sqlite3_column_int(s, 0) == 0 &&
         sqlite3_column_type(s, 1) != SQLITE_NULL) {
-        set_msg(errmsg, errmsg_len,
+        sql_set_msg(errmsg, errmsg_len,
                 "%s already holds objects (%s) but is not a raftsql "
                 "replica: a replica starts from an empty database (load "
                 "existing data through raft_exec instead)",
@@ -1166,7 +1166,7 @@ static int check_replica(struct sql_fsm *f, char *errmsg, size_t errmsg_len)
     }
     rc = sqlite3_finalize(s);
     if (rc != SQLITE_OK) {
-        set_msg(errmsg, errmsg_len, "read schema: %s", sqlite3_errmsg(f->db));
+        sql_set_msg(errmsg, errmsg_len, "read schema: %s", sqlite3_errmsg(f->db));
         return to_raft(rc);
     }
     return 0;
@@ -1198,11 +1198,11 @@ static int setup(struct sql_fsm *f, char *errmsg, size_t errmsg_len)
                       NULL);
     if (rc != SQLITE_OK) {
         if ((rc & 0xff) == SQLITE_NOTADB || (rc & 0xff) == SQLITE_CORRUPT) {
-            set_msg(errmsg, errmsg_len, "%s is not a SQLite database (%s)",
+            sql_set_msg(errmsg, errmsg_len, "%s is not a SQLite database (%s)",
                     f->path, sqlite3_errmsg(db));
             return RAFT_CORRUPT;
         }
-        set_msg(errmsg, errmsg_len, "read schema: %s (%s)",
+        sql_set_msg(errmsg, errmsg_len, "read schema: %s (%s)",
                 sqlite3_errmsg(db), sqlite3_errstr(rc));
         return to_raft(rc);
     }
@@ -1218,19 +1218,19 @@ static int setup(struct sql_fsm *f, char *errmsg, size_t errmsg_len)
      * as long as it is compacted only up to the durable index (sql.h). */
     rc = sqlite3_exec(db, "PRAGMA synchronous=NORMAL", NULL, NULL, NULL);
     if (rc != SQLITE_OK) {
-        set_msg(errmsg, errmsg_len, "synchronous=NORMAL: %s",
+        sql_set_msg(errmsg, errmsg_len, "synchronous=NORMAL: %s",
                 sqlite3_errmsg(db));
         return to_raft(rc);
     }
     rc = determinism_install(&f->det, db);
     if (rc != SQLITE_OK) {
-        set_msg(errmsg, errmsg_len, "install random(): %s",
+        sql_set_msg(errmsg, errmsg_len, "install random(): %s",
                 sqlite3_errmsg(db));
         return to_raft(rc);
     }
     rc = sqlite3_exec(db, schema_sql, NULL, NULL, &err);
     if (rc != SQLITE_OK) {
-        set_msg(errmsg, errmsg_len, "create raftsql tables: %s (%s)",
+        sql_set_msg(errmsg, errmsg_len, "create raftsql tables: %s (%s)",
                 err != NULL ? err : sqlite3_errstr(rc), sqlite3_errstr(rc));
         sqlite3_free(err);
         if (!sqlite3_get_autocommit(db)) {
@@ -1243,7 +1243,7 @@ static int setup(struct sql_fsm *f, char *errmsg, size_t errmsg_len)
                                 SQLITE_PREPARE_PERSISTENT, &f->stmts[i],
                                 NULL);
         if (rc != SQLITE_OK) {
-            set_msg(errmsg, errmsg_len, "prepare \"%s\": %s", stmt_sql[i],
+            sql_set_msg(errmsg, errmsg_len, "prepare \"%s\": %s", stmt_sql[i],
                     sqlite3_errmsg(db));
             return to_raft(rc);
         }
@@ -1268,7 +1268,7 @@ static int read_applied(struct sql_fsm *f)
     if (rc != SQLITE_ROW) {
         rc = rc == SQLITE_DONE ? SQLITE_CORRUPT : rc;
         sqlite3_finalize(s);
-        set_msg(f->errmsg, sizeof f->errmsg,
+        sql_set_msg(f->errmsg, sizeof f->errmsg,
                 "read raftsql_applied: %s",
                 rc == SQLITE_CORRUPT ? "the row is missing"
                                      : sqlite3_errmsg(f->db));
@@ -1383,7 +1383,7 @@ int sql_fsm_open(const char *path, struct sql_fsm **out, char *errmsg,
 
     f = calloc(1, sizeof *f);
     if (f == NULL) {
-        set_msg(errmsg, errmsg_len, "out of memory");
+        sql_set_msg(errmsg, errmsg_len, "out of memory");
         return RAFT_NOMEM;
     }
     f->pragma_setting = -1;
@@ -1401,7 +1401,7 @@ int sql_fsm_open(const char *path, struct sql_fsm **out, char *errmsg,
     }
     f->path = strdup(sqlite3_db_filename(f->db, "main"));
     if (f->path == NULL) {
-        set_msg(errmsg, errmsg_len, "out of memory");
+        sql_set_msg(errmsg, errmsg_len, "out of memory");
         rc = RAFT_NOMEM;
         goto err_close;
     }
@@ -1424,7 +1424,7 @@ int sql_fsm_open(const char *path, struct sql_fsm **out, char *errmsg,
         }
     }
     if (rc != 0) {
-        set_msg(errmsg, errmsg_len, "%s", f->errmsg);
+        sql_set_msg(errmsg, errmsg_len, "%s", f->errmsg);
         goto err_close;
     }
     sqlite3_set_authorizer(f->db, authorize, f);
@@ -1500,7 +1500,7 @@ int sql_fsm_checkpoint(struct sql_fsm *f, uint64_t *out_durable_index)
      * and SQLite fsynced that file after backfilling (checkpoints sync
      * under synchronous=NORMAL). */
     if (n_log < 0 || n_ckpt != n_log) {
-        set_msg(f->errmsg, sizeof f->errmsg,
+        sql_set_msg(f->errmsg, sizeof f->errmsg,
                 "checkpoint: readers hold %d of %d WAL frames back; the "
                 "durable index stays %" PRIu64,
                 n_log - n_ckpt, n_log, f->durable);

@@ -49,18 +49,6 @@ static const char *const snapshot_tables[] = {
     "raftsql_settings",
 };
 
-static void set_msg(char *buf, size_t len, const char *fmt, ...)
-{
-    va_list ap;
-
-    if (buf == NULL || len == 0) {
-        return;
-    }
-    va_start(ap, fmt);
-    vsnprintf(buf, len, fmt, ap);
-    va_end(ap);
-}
-
 /* to_raft translates a SQLite failure code into a project code. */
 static int to_raft(int rc)
 {
@@ -93,7 +81,7 @@ static int read_applied(sqlite3 *db, uint64_t *out_index, uint64_t *out_term,
                             "WHERE id = 0",
                             -1, &s, NULL);
     if (rc != SQLITE_OK) {
-        set_msg(msg, msg_len, "read raftsql_applied: %s",
+        sql_set_msg(msg, msg_len, "read raftsql_applied: %s",
                 sqlite3_errmsg(db));
         return (rc & 0xff) == SQLITE_ERROR ? SQLITE_CORRUPT : rc;
     }
@@ -103,10 +91,10 @@ static int read_applied(sqlite3 *db, uint64_t *out_index, uint64_t *out_term,
         *out_term = (uint64_t)sqlite3_column_int64(s, 1);
         rc = SQLITE_OK;
     } else if (rc == SQLITE_DONE) {
-        set_msg(msg, msg_len, "raftsql_applied has no row");
+        sql_set_msg(msg, msg_len, "raftsql_applied has no row");
         rc = SQLITE_CORRUPT;
     } else {
-        set_msg(msg, msg_len, "read raftsql_applied: %s",
+        sql_set_msg(msg, msg_len, "read raftsql_applied: %s",
                 sqlite3_errmsg(db));
     }
     sqlite3_finalize(s);
@@ -145,7 +133,7 @@ int sql_fsm_snapshot_create(struct sql_fsm *f, const char *path,
     int err;
 
     if (stat(path, &st) == 0 || errno != ENOENT) {
-        set_msg(errmsg, errmsg_len,
+        sql_set_msg(errmsg, errmsg_len,
                 "snapshot create: %s already exists (or cannot be "
                 "checked)",
                 path);
@@ -153,7 +141,7 @@ int sql_fsm_snapshot_create(struct sql_fsm *f, const char *path,
     }
     rc = sqlite3_open_v2(src_path, &src, SQLITE_OPEN_READONLY, NULL);
     if (rc != SQLITE_OK) {
-        set_msg(errmsg, errmsg_len, "snapshot create: open %s: %s",
+        sql_set_msg(errmsg, errmsg_len, "snapshot create: open %s: %s",
                 src_path, src != NULL ? sqlite3_errmsg(src)
                                       : sqlite3_errstr(rc));
         rc = to_raft(rc);
@@ -168,7 +156,7 @@ int sql_fsm_snapshot_create(struct sql_fsm *f, const char *path,
         rc = rc == SQLITE_DONE ? SQLITE_OK : rc;
     }
     if (rc != SQLITE_OK) {
-        set_msg(errmsg, errmsg_len, "snapshot create: VACUUM INTO %s: %s",
+        sql_set_msg(errmsg, errmsg_len, "snapshot create: VACUUM INTO %s: %s",
                 path, sqlite3_errmsg(src));
         rc = to_raft(rc);
         goto err_unlink;
@@ -182,10 +170,10 @@ int sql_fsm_snapshot_create(struct sql_fsm *f, const char *path,
     if (rc == SQLITE_OK) {
         rc = read_applied(copy, &index, &term, msg, sizeof msg);
     } else {
-        set_msg(msg, sizeof msg, "%s", sqlite3_errstr(rc));
+        sql_set_msg(msg, sizeof msg, "%s", sqlite3_errstr(rc));
     }
     if (rc != SQLITE_OK) {
-        set_msg(errmsg, errmsg_len, "snapshot create: the copy %s: %s",
+        sql_set_msg(errmsg, errmsg_len, "snapshot create: the copy %s: %s",
                 path, msg);
         rc = to_raft(rc);
         goto err_unlink;
@@ -194,7 +182,7 @@ int sql_fsm_snapshot_create(struct sql_fsm *f, const char *path,
     copy = NULL;
     err = sync_file(path);
     if (err != 0) {
-        set_msg(errmsg, errmsg_len, "snapshot create: fsync %s: %s", path,
+        sql_set_msg(errmsg, errmsg_len, "snapshot create: fsync %s: %s", path,
                 strerror(err));
         rc = err == ENOSPC ? RAFT_NOSPACE : RAFT_IOERR;
         goto err_unlink;
@@ -224,7 +212,7 @@ static int fail(struct sql_fsm *f, int rc, const char *fmt, ...)
     va_start(ap, fmt);
     vsnprintf(detail, sizeof detail, fmt, ap);
     va_end(ap);
-    set_msg(buf, len, "snapshot install: %s", detail);
+    sql_set_msg(buf, len, "snapshot install: %s", detail);
     return rc;
 }
 

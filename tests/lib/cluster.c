@@ -369,19 +369,6 @@ static void release_write(struct cwrite *w)
     free(w->held);
 }
 
-static raft_term message_term(const struct raft_message *m)
-{
-    switch (m->type) {
-        case RAFT_MSG_REQUEST_VOTE:
-            return m->request_vote.term;
-        case RAFT_MSG_REQUEST_VOTE_RESULT:
-            return m->request_vote_result.term;
-        case RAFT_MSG_APPEND_ENTRIES:
-            return m->append_entries.term;
-        default:
-            return m->append_entries_result.term;
-    }
-}
 
 /* enqueue puts one copy of @m on the wire with a random delay. */
 static void enqueue(struct cluster *c, const struct raft_message *m)
@@ -411,10 +398,10 @@ static void send(struct cluster *c, struct cnode *n,
      * (an earlier update's); what a vote or an append relies on may not. */
     if ((m->type == RAFT_MSG_APPEND_ENTRIES ||
          (m->type == RAFT_MSG_REQUEST_VOTE && !m->request_vote.pre_vote)) &&
-        message_term(m) > n->hs.term) {
+        raft_message_term(m) > n->hs.term) {
         cluster_fail(c, "node %llu sends term %llu before its term is "
                      "durable (%llu)", (unsigned long long)n->id,
-                     (unsigned long long)message_term(m),
+                     (unsigned long long)raft_message_term(m),
                      (unsigned long long)n->hs.term);
     }
     if (m->type == RAFT_MSG_REQUEST_VOTE_RESULT &&
