@@ -92,6 +92,10 @@ struct cluster {
     raft_id *leaders;                        /* leader of each term */
     size_t n_leaders;                        /* terms tracked */
     struct raft_entry *committed;            /* first commit seen per index */
+    raft_term *commit_term;                  /* per index: the term of the
+                                                node that first handed it
+                                                out, at that time (>= the
+                                                term it was committed in) */
     size_t n_committed;                      /* indexes tracked */
     raft_index committed_last;               /* highest committed index */
     uint64_t trace;                          /* FNV-1a of every output */
@@ -458,10 +462,19 @@ static void send(struct cluster *c, struct cnode *n,
 static void check_completeness(struct cluster *c, const struct cnode *n,
                                raft_index from)
 {
+    raft_term t = raft_current_term(n->raft);
     raft_index i;
 
     for (i = from; i <= c->committed_last; i++) {
         const struct raft_entry *g = &c->committed[i - 1];
+        /* Only leaders of the commit's term or later must hold it: a
+         * leader elected late in an older term (its votes were delayed)
+         * may lack an entry committed in a newer term. The recorded term
+         * is an upper bound of the commit's term, so an entry is checked
+         * only when it was surely committed by term @t. */
+        if (g->index != 0 && c->commit_term[i - 1] > t) {
+            continue;
+        }
         if (g->index != 0 && i >= n->raft->log.first &&
             log_term_at(&n->raft->log, i) != g->term) {
             cluster_fail(c, "leader completeness: leader %llu of term %llu "
@@ -591,10 +604,15 @@ static void apply_committed(struct cluster *c, struct cnode *n,
             xrealloc(c, c->committed, c->n_committed * sizeof *c->committed);
         memset(c->committed + old, 0,
                (c->n_committed - old) * sizeof *c->committed);
+        c->commit_term = xrealloc(c, c->commit_term,
+                                  c->n_committed * sizeof *c->commit_term);
+        memset(c->commit_term + old, 0,
+               (c->n_committed - old) * sizeof *c->commit_term);
     }
     g = &c->committed[e->index - 1];
     if (g->index == 0) {
         *g = *e;
+        c->commit_term[e->index - 1] = raft_current_term(n->raft);
         raft_buf_ref(g->data);
         if (e->index > c->committed_last) {
             c->committed_last = e->index;
@@ -1208,6 +1226,7 @@ void cluster_free(struct cluster *c)
         raft_buf_unref(c->committed[k].data);
     }
     free(c->committed);
+    free(c->commit_term);
     free(c->leaders);
     free(c);
 }
