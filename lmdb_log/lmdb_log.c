@@ -162,6 +162,16 @@ static void txn_check(struct txn *t, int mdb_rc, const char *what)
     }
 }
 
+/* entries_cursor opens a cursor on the entries database in @t, or records
+ * the failure in @t and returns NULL. */
+static MDB_cursor *entries_cursor(struct txn *t)
+{
+    MDB_cursor *cur = NULL;
+    int rc = mdb_cursor_open(t->txn, t->log->entries, &cur);
+    txn_check(t, rc, "mdb_cursor_open");
+    return rc == 0 ? cur : NULL;
+}
+
 /* Records @rc as @t's first error, with the message "<op>: <fmt...>". */
 static void txn_fail(struct txn *t, int rc, const char *fmt, ...)
 {
@@ -278,9 +288,8 @@ static void txn_bounds(struct txn *t, raft_index *out_first,
     if (t->rc != 0) {
         return;
     }
-    rc = mdb_cursor_open(t->txn, t->log->entries, &cur);
-    txn_check(t, rc, "mdb_cursor_open");
-    if (rc != 0) {
+    cur = entries_cursor(t);
+    if (cur == NULL) {
         return;
     }
     rc = mdb_cursor_get(cur, &key, &val, MDB_FIRST);
@@ -319,9 +328,8 @@ static void delete_from(struct txn *t, raft_index index)
     if (t->rc != 0) {
         return;
     }
-    rc = mdb_cursor_open(t->txn, t->log->entries, &cur);
-    txn_check(t, rc, "mdb_cursor_open");
-    if (rc != 0) {
+    cur = entries_cursor(t);
+    if (cur == NULL) {
         return;
     }
     format_key_encode(index, buf);
@@ -1033,9 +1041,8 @@ static void append_body(struct txn *t, void *arg)
     if (t->rc != 0) {
         return;
     }
-    rc = mdb_cursor_open(t->txn, t->log->entries, &cur);
-    txn_check(t, rc, "mdb_cursor_open");
-    if (rc != 0) {
+    cur = entries_cursor(t);
+    if (cur == NULL) {
         return;
     }
     for (unsigned i = 0; i < a->n && t->rc == 0; i++) {
@@ -1123,9 +1130,8 @@ static void delete_to(struct txn *t, raft_index index)
     if (t->rc != 0) {
         return;
     }
-    rc = mdb_cursor_open(t->txn, t->log->entries, &cur);
-    txn_check(t, rc, "mdb_cursor_open");
-    if (rc != 0) {
+    cur = entries_cursor(t);
+    if (cur == NULL) {
         return;
     }
     while (t->rc == 0) {
