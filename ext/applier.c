@@ -147,15 +147,7 @@ static int apply_batch(struct ext_node *n, struct raft_entry *batch,
         goto out;
     }
     atomic_store(&n->applied, batch[cnt - 1].index);
-    /* The durable point: checkpoint the WAL into the database file now and
-     * then, so the log can be compacted up to what the file holds. */
-    if (batch[cnt - 1].index - atomic_load(&n->durable) >=
-        n->cfg.snapshot_threshold / 2) {
-        uint64_t durable;
-        if (sql_fsm_checkpoint(n->fsm, &durable) == 0) {
-            atomic_store(&n->durable, durable);
-        }
-    }
+    atomic_store(&n->durable, sql_fsm_durable(n->fsm));
     pthread_mutex_lock(&n->mu);
     for (unsigned i = 0; i < cnt; i++) {
         if (fe[i].payload != NULL) {
@@ -166,6 +158,17 @@ static int apply_batch(struct ext_node *n, struct raft_entry *batch,
         raft_uv_node_wake(n->driver);
     }
     pthread_mutex_unlock(&n->mu);
+    /* The durable point: the background checkpointer moves it as the WAL
+     * fills; when it falls behind (a WAL under its threshold, readers
+     * holding frames back), checkpoint here, after the callers have their
+     * results, so the log can be compacted up to what the file holds. */
+    if (batch[cnt - 1].index - atomic_load(&n->durable) >=
+        n->cfg.snapshot_threshold / 2) {
+        uint64_t durable;
+        if (sql_fsm_checkpoint(n->fsm, &durable) == 0) {
+            atomic_store(&n->durable, durable);
+        }
+    }
     for (unsigned i = 0; i < cnt; i++) {
         sql_result_clear(&res[i]);
     }

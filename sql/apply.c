@@ -139,6 +139,15 @@ struct sql_ckpt {
     pthread_cond_t cond;             /* want or stop became true */
     bool want;                       /* the WAL passed APPLY__CKPT_FRAMES */
     bool stop;                       /* the thread returns */
+    uint64_t committed;              /* applied index of the apply
+                                        connection's last commit (sig_mu) */
+    uint64_t durable;                /* the committed index read before the
+                                        last checkpoint that backfilled
+                                        every frame (sig_mu); 0: none */
+    uint64_t gen;                    /* bumped when the database is
+                                        replaced or reread (sig_mu): a
+                                        checkpoint begun before reports
+                                        nothing */
     pthread_mutex_t run_mu;          /* held while a checkpoint runs */
 };
 
@@ -163,6 +172,35 @@ struct sql_fsm {
     struct sql_cache cache;          /* prepared single-statement requests */
     struct sql_ckpt ckpt;            /* background checkpoints */
 };
+
+/* ckpt_committed tells the checkpointer the applied index of the commit
+ * just made, and folds in the durable index its last complete checkpoint
+ * found. Thread: the apply thread, after a COMMIT. */
+static void ckpt_committed(struct sql_fsm *f)
+{
+    struct sql_ckpt *c = &f->ckpt;
+
+    pthread_mutex_lock(&c->sig_mu);
+    c->committed = f->applied;
+    if (c->durable > f->durable) {
+        f->durable = c->durable;
+    }
+    pthread_mutex_unlock(&c->sig_mu);
+}
+
+/* ckpt_reset forgets what the checkpointer knew of the database after it
+ * was replaced (snapshot install) or reread: a checkpoint already running
+ * reports nothing. Thread: the apply thread. */
+static void ckpt_reset(struct sql_fsm *f)
+{
+    struct sql_ckpt *c = &f->ckpt;
+
+    pthread_mutex_lock(&c->sig_mu);
+    c->gen++;
+    c->committed = f->applied;
+    c->durable = 0;
+    pthread_mutex_unlock(&c->sig_mu);
+}
 
 void sql_set_msg(char *buf, size_t len, const char *fmt, ...)
 {
@@ -1056,6 +1094,7 @@ restart:
     }
     f->applied = last->index;
     f->applied_term = last->term;
+    ckpt_committed(f);
     free(forced);
     return 0;
 
@@ -1300,12 +1339,18 @@ static int on_wal(void *arg, sqlite3 *db, const char *name, int n_frames)
     return SQLITE_OK;
 }
 
-/* ckpt_main runs a passive checkpoint each time on_wal asks for one. A
- * failure is left for the next one, and for the durable checkpoint of
- * sql_fsm_checkpoint, which reports errors. */
+/* ckpt_main runs a passive checkpoint each time on_wal asks for one, and
+ * when it backfilled every frame, records the applied index it made
+ * durable. A failure is left for the next one, and for the durable
+ * checkpoint of sql_fsm_checkpoint, which reports errors. */
 static void *ckpt_main(void *arg)
 {
     struct sql_ckpt *c = arg;
+    uint64_t committed;
+    uint64_t gen;
+    int n_log;
+    int n_ckpt;
+    int rc;
 
     pthread_mutex_lock(&c->sig_mu);
     for (;;) {
@@ -1316,12 +1361,26 @@ static void *ckpt_main(void *arg)
             break;
         }
         c->want = false;
+        committed = c->committed;
+        gen = c->gen;
         pthread_mutex_unlock(&c->sig_mu);
         pthread_mutex_lock(&c->run_mu);
-        sqlite3_wal_checkpoint_v2(c->db, "main", SQLITE_CHECKPOINT_PASSIVE,
-                                  NULL, NULL);
+        n_log = -1;
+        n_ckpt = -1;
+        rc = sqlite3_wal_checkpoint_v2(c->db, "main",
+                                       SQLITE_CHECKPOINT_PASSIVE, &n_log,
+                                       &n_ckpt);
         pthread_mutex_unlock(&c->run_mu);
         pthread_mutex_lock(&c->sig_mu);
+        /* Invariant: @committed's commit finished before this checkpoint
+         * read the WAL index, so its frames are among the n_log it saw;
+         * with all of them backfilled (and the database file fsynced:
+         * this connection runs at synchronous=FULL), @committed is
+         * durable. The apply thread folds it in (sql_fsm_apply). */
+        if (rc == SQLITE_OK && n_log >= 0 && n_ckpt == n_log &&
+            gen == c->gen && committed > c->durable) {
+            c->durable = committed;
+        }
     }
     pthread_mutex_unlock(&c->sig_mu);
     return NULL;
@@ -1349,6 +1408,7 @@ static void ckpt_start(struct sql_fsm *f)
         return;
     }
     c->db = db;
+    c->committed = f->applied;
     if (pthread_create(&c->thread, NULL, ckpt_main, c) != 0) {
         c->db = NULL;
         sqlite3_close(db);
@@ -1520,6 +1580,7 @@ int sql_fsm_reload(struct sql_fsm *f)
 {
     int rc = read_applied(f);
 
+    ckpt_reset(f);
     if (rc == 0) {
         rc = load_settings(f);
     }
@@ -1529,6 +1590,7 @@ int sql_fsm_reload(struct sql_fsm *f)
 void sql_fsm_set_durable(struct sql_fsm *f, uint64_t index)
 {
     f->durable = index;
+    ckpt_reset(f);
 }
 
 char *sql_fsm_errbuf(struct sql_fsm *f, size_t *out_len)

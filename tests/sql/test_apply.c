@@ -783,6 +783,67 @@ static void test_corrupt_payload(void **state)
     assert_query(f->tmp.path, "SELECT count(*) FROM t", "0");
 }
 
+/* copy_file copies @from to @to (the main database file alone, without
+ * its WAL: what a power loss would leave of it once synced). */
+static void copy_file(const char *from, const char *to)
+{
+    char buf[65536];
+    FILE *in = fopen(from, "rb");
+    FILE *out = fopen(to, "wb");
+    size_t n;
+
+    assert_non_null(in);
+    assert_non_null(out);
+    while ((n = fread(buf, 1, sizeof buf, in)) > 0) {
+        assert_int_equal(fwrite(buf, 1, n, out), n);
+    }
+    fclose(in);
+    fclose(out);
+}
+
+/* The background checkpointer moves the durable index by itself once the
+ * WAL passes its threshold (no sql_fsm_checkpoint call), and what it
+ * calls durable is in the database file without the WAL. */
+static void test_background_checkpoint_durable(void **state)
+{
+    struct fixture *f = *state;
+    const char *ins[MAX_BATCH];
+    char copy[128];
+    char *idx;
+    uint64_t durable = 0;
+    unsigned i, round;
+
+    for (i = 0; i < MAX_BATCH; i++) {
+        ins[i] = "INSERT INTO t VALUES (randomblob(3000))";
+    }
+    assert_ok(apply1(f, "CREATE TABLE t(a)"));
+    assert_int_equal(sql_fsm_durable(f->fsm), 0);
+    /* About 1,600 pages: past the checkpointer's 1,000 WAL frames. */
+    for (round = 0; round < 100; round++) {
+        apply_sqls(f, ins, MAX_BATCH);
+    }
+    /* The durable index is taken in at the next commit: poll up to 10 s. */
+    for (round = 0; round < 1000 && durable == 0; round++) {
+        usleep(10000);
+        assert_ok(apply1(f, "INSERT INTO t VALUES (1)"));
+        durable = sql_fsm_durable(f->fsm);
+    }
+    if (durable == 0) {
+        fail_msg("durable index still 0 after 10 s at applied %llu",
+                 (unsigned long long)sql_fsm_applied(f->fsm));
+    }
+    assert_true(durable <= sql_fsm_applied(f->fsm));
+    assert_true(durable > 1);
+
+    snprintf(copy, sizeof copy, "%s/copy", f->tmp.dir);
+    copy_file(f->tmp.path, copy);
+    idx = query_text(copy, "SELECT idx FROM raftsql_applied");
+    assert_non_null(idx);
+    assert_true(strtoull(idx, NULL, 10) >= durable);
+    free(idx);
+    unlink(copy);
+}
+
 int main(void)
 {
 #define T(name) cmocka_unit_test_setup_teardown(name, setup, teardown)
@@ -805,6 +866,7 @@ int main(void)
         T(test_other_pragmas),
         T(test_disk_full),
         T(test_corrupt_payload),
+        T(test_background_checkpoint_durable),
     };
 #undef T
 
