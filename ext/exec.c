@@ -408,8 +408,60 @@ static void dispatch(struct ext_node *n)
     free(o);
 }
 
+/* propose_forwarded proposes the followers' requests held since the last
+ * wake as one batch and answers each. */
+static void propose_forwarded(struct ext_node *n)
+{
+    struct raft_buf **bufs;
+    raft_index index = 0;
+    raft_term term = 0;
+    unsigned cnt = n->n_fwd;
+    int rc = RAFT_NOTLEADER;
+
+    if (cnt == 0) {
+        return;
+    }
+    if (raft_role(n->core) == RAFT_LEADER && !raft_uv_node_failed(n->driver)) {
+        bufs = malloc(cnt * sizeof *bufs);
+        rc = RAFT_NOMEM;
+        if (bufs != NULL) {
+            for (unsigned i = 0; i < cnt; i++) {
+                bufs[i] = n->fwd[i].data;
+            }
+            rc = propose(n, bufs, cnt, &index, &term);
+            free(bufs);
+        }
+    }
+    for (unsigned i = 0; i < cnt; i++) {
+        struct ext_forwarded *f = &n->fwd[i];
+        struct raft_message m = {.type = RAFT_MSG_FORWARD_RESULT};
+        m.from = n->cfg.id;
+        m.to = f->from;
+        m.forward_result.request_id[0] = f->request_id[0];
+        m.forward_result.request_id[1] = f->request_id[1];
+        m.forward_result.status = rc;
+        m.forward_result.index = rc == 0 ? index + i : 0;
+        m.forward_result.term = rc == 0 ? term : 0;
+        raft_uv_node_send(n->driver, &m);
+        raft_buf_unref(f->data);
+    }
+    n->n_fwd = 0;
+}
+
+void exec_drop_forwarded(struct ext_node *n)
+{
+    for (unsigned i = 0; i < n->n_fwd; i++) {
+        raft_buf_unref(n->fwd[i].data);
+    }
+    free(n->fwd);
+    n->fwd = NULL;
+    n->n_fwd = 0;
+    n->cap_fwd = 0;
+}
+
 void exec_on_wake(struct ext_node *n)
 {
+    propose_forwarded(n);
     pthread_mutex_lock(&n->mu);
     while (n->queue_len > 0) {
         struct ext_waiter *w = n->queue[n->queue_head];
@@ -426,6 +478,7 @@ void exec_on_wake(struct ext_node *n)
 
 void exec_on_tick(struct ext_node *n)
 {
+    propose_forwarded(n);
     dispatch(n);
 }
 
@@ -447,9 +500,7 @@ static void answer_forward(struct ext_node *n, const struct raft_message *req,
 void exec_on_forward(struct ext_node *n, const struct raft_message *m)
 {
     if (m->type == RAFT_MSG_FORWARD) {
-        raft_index index = 0;
-        raft_term term = 0;
-        int rc;
+        struct ext_forwarded *f;
         if (raft_role(n->core) != RAFT_LEADER ||
             raft_uv_node_failed(n->driver)) {
             answer_forward(n, m, RAFT_NOTLEADER, 0, 0);
@@ -460,8 +511,26 @@ void exec_on_forward(struct ext_node *n, const struct raft_message *m)
             answer_forward(n, m, RAFT_TOOBIG, 0, 0);
             return;
         }
-        rc = propose(n, &m->forward.data, 1, &index, &term);
-        answer_forward(n, m, rc, index, term);
+        if (n->n_fwd == n->cap_fwd) {
+            unsigned cap = n->cap_fwd ? n->cap_fwd * 2 : 64;
+            f = realloc(n->fwd, cap * sizeof *f);
+            if (f == NULL) {
+                answer_forward(n, m, RAFT_NOMEM, 0, 0);
+                return;
+            }
+            n->fwd = f;
+            n->cap_fwd = cap;
+        }
+        /* Held until the next wake: every request read before it goes
+         * into one proposal. */
+        if (n->n_fwd == 0) {
+            raft_uv_node_wake(n->driver);
+        }
+        f = &n->fwd[n->n_fwd++];
+        f->from = m->from;
+        f->request_id[0] = m->forward.request_id[0];
+        f->request_id[1] = m->forward.request_id[1];
+        f->data = raft_buf_ref(m->forward.data);
         return;
     }
 

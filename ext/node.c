@@ -550,6 +550,7 @@ void ext_node_stop(struct ext_node *n)
     raft_uv_node_stop(n->driver);
     n->driver = NULL;
     n->core = NULL;
+    exec_drop_forwarded(n);
 
     pthread_mutex_lock(&n->mu);
     n->apply_stop = true;

@@ -73,6 +73,15 @@ struct ext_status {
     bool log_full;           /* the log refused a write: log_max_mb */
 };
 
+/* A follower's request (RAFT_MSG_FORWARD) the leader holds until the
+ * loop's next wake, so that every request read in one loop iteration is
+ * proposed as one batch (one append, one AppendEntries per follower). */
+struct ext_forwarded {
+    raft_id from;             /* the follower that sent it */
+    uint64_t request_id[2];   /* its id (origin, sequence) */
+    struct raft_buf *data;    /* the request (reference) */
+};
+
 struct ext_node {
     char path[4096];                 /* database file */
     struct ext_config cfg;           /* configuration (copy) */
@@ -82,6 +91,11 @@ struct ext_node {
     struct raft_uv_node *driver;     /* owns the core and the transport */
     const struct raft *core;         /* the core, for its accessors (loop) */
     uint64_t seed_state;             /* PRNG for entry seeds (loop) */
+    struct ext_forwarded *fwd;       /* followers' requests to propose at
+                                        the next wake, in arrival order
+                                        (loop) */
+    unsigned n_fwd;                  /* (loop) */
+    unsigned cap_fwd;                /* (loop) */
     struct lmdb_log *log;            /* the durable log (driver's writes,
                                         reads at start) */
 
@@ -138,7 +152,8 @@ const struct raft *node_core(struct ext_node *n);
 
 /* ---- exec.c ---------------------------------------------------------- */
 
-/* exec_on_wake takes every queued request and proposes or forwards it.
+/* exec_on_wake proposes the followers' requests held since the last
+ * wake, then takes every queued request and proposes or forwards it.
  * Loop thread. */
 void exec_on_wake(struct ext_node *n);
 
@@ -146,9 +161,15 @@ void exec_on_wake(struct ext_node *n);
  * whose answer is overdue. Loop thread. */
 void exec_on_tick(struct ext_node *n);
 
-/* exec_on_forward handles a RAFT_MSG_FORWARD (as leader: stamp, propose,
- * answer) or a RAFT_MSG_FORWARD_RESULT (as origin). Loop thread. */
+/* exec_on_forward handles a RAFT_MSG_FORWARD (as leader: held for the
+ * next wake, then stamped, proposed with every request that arrived
+ * meanwhile and answered) or a RAFT_MSG_FORWARD_RESULT (as origin). Loop
+ * thread. */
 void exec_on_forward(struct ext_node *n, const struct raft_message *m);
+
+/* exec_drop_forwarded releases the followers' requests not yet proposed
+ * (at stop, once the loop thread has ended: their senders retry). */
+void exec_drop_forwarded(struct ext_node *n);
 
 /* exec_fail_all refuses new callers and fails every waiting one with
  * @reason (at shutdown). Any thread; takes mu. */
