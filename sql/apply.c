@@ -59,6 +59,8 @@
 
 /* A request id is deduplicated when applied within this many entries. */
 #define APPLY__DEDUP_WINDOW 100000
+/* Entries of raftsql_requests pruned at once (see sql_fsm_apply). */
+#define APPLY__PRUNE_CHUNK 1024
 #define APPLY__BUSY_TIMEOUT_MS 5000
 /* How long a checkpoint waits for readers before giving up. */
 #define APPLY__CHECKPOINT_WAIT_MS 100
@@ -1072,7 +1074,15 @@ restart:
             goto err;
         }
     }
-    if (last->index > APPLY__DEDUP_WINDOW) {
+    /* Pruned in chunks (whenever the bound crosses a multiple of
+     * APPLY__PRUNE_CHUNK): one delete per chunk rewrites fewer pages than
+     * one per batch. The lookup checks the window itself (is_duplicate),
+     * so when rows go changes no result. */
+    if (last->index > APPLY__DEDUP_WINDOW &&
+        (last->index - APPLY__DEDUP_WINDOW) / APPLY__PRUNE_CHUNK !=
+            (f->applied > APPLY__DEDUP_WINDOW
+                 ? f->applied - APPLY__DEDUP_WINDOW
+                 : 0) / APPLY__PRUNE_CHUNK) {
         sqlite3_bind_int64(f->stmts[STMT_PRUNE], 1,
                            (sqlite3_int64)(last->index -
                                            APPLY__DEDUP_WINDOW));

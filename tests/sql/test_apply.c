@@ -370,10 +370,11 @@ static void test_dedup_window(void **state)
     b = make_request_ex(9, 1, "INSERT INTO t VALUES (1)", NULL, 0, 0, 0);
     assert_int_equal(apply_bufs(f, &b, 1), 0);
     assert_int_equal(f->res[0].duplicate, 1);
-    /* That batch ended at 100002 and pruned ids up to index 2. */
+    /* Pruning goes by chunks of 1024: the row of index 2 is still there,
+     * but out of the window for entry 100003, so not a duplicate. */
     assert_query(f->tmp.path,
                  "SELECT count(*) FROM raftsql_requests WHERE origin = 9",
-                 "0");
+                 "1");
     b = make_request_ex(9, 1, "INSERT INTO t VALUES (1)", NULL, 0, 0, 0);
     assert_int_equal(apply_bufs(f, &b, 1), 0);
     assert_int_equal(f->res[0].duplicate, 0);
@@ -382,6 +383,22 @@ static void test_dedup_window(void **state)
     assert_query(f->tmp.path,
                  "SELECT idx FROM raftsql_requests WHERE origin = 9",
                  "100003");
+    /* A batch whose prune bound crosses 1024 deletes every row up to it. */
+    assert_int_equal(
+        sql_fsm_exec(f->fsm, "INSERT INTO raftsql_requests VALUES (7, 1, "
+                             "1024); UPDATE raftsql_applied SET idx = "
+                             "101023"),
+        0);
+    reopen(f);
+    b = make_request_ex(9, 2, "INSERT INTO t VALUES (1)", NULL, 0, 0, 0);
+    assert_int_equal(apply_bufs(f, &b, 1), 0);
+    assert_ok(&f->res[0]);
+    assert_query(f->tmp.path,
+                 "SELECT count(*) FROM raftsql_requests WHERE origin = 7",
+                 "0");
+    assert_query(f->tmp.path,
+                 "SELECT count(*) FROM raftsql_requests WHERE origin = 9",
+                 "2");
 }
 
 /* The error text of a SQL error is exactly SQLite's. */
