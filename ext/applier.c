@@ -182,6 +182,8 @@ void *applier_main(void *arg)
 {
     struct ext_node *n = arg;
     struct raft_entry *batch = malloc(APPLY_BATCH_MAX * sizeof *batch);
+    /* Named for top -H and perf (best effort). */
+    pthread_setname_np(pthread_self(), "raftsql-apply");
     if (batch == NULL) {
         node_set_error(n, "apply thread: out of memory");
         return NULL;

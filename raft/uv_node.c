@@ -240,6 +240,8 @@ static void on_stop(uv_async_t *a)
 static void loop_main(void *arg)
 {
     struct raft_uv_node *d = arg;
+    /* Named for top -H and perf (best effort). */
+    pthread_setname_np(pthread_self(), "raftsql-loop");
     uv_run(&d->loop, UV_RUN_DEFAULT);
 }
 

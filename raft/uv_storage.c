@@ -222,8 +222,15 @@ void raft__uv_storage_fail(struct raft_uv_node *d, const char *why)
 
 static void disk_work(uv_work_t *req)
 {
+    static _Thread_local bool named;
     struct raft_uv_node *d = req->data;
     struct raft__uv_job *j = d->jobs_head;
+    if (!named) {
+        /* libuv's pool threads inherit the loop thread's name: rename
+         * them for top -H and perf (best effort, once per thread). */
+        pthread_setname_np(pthread_self(), "raftsql-disk");
+        named = true;
+    }
     j->rc = 0;
     if (j->install) {
         uint64_t sum = 0, size = 0;

@@ -1362,6 +1362,8 @@ static void *ckpt_main(void *arg)
     int n_ckpt;
     int rc;
 
+    /* Named for top -H and perf (best effort). */
+    pthread_setname_np(pthread_self(), "raftsql-ckpt");
     pthread_mutex_lock(&c->sig_mu);
     for (;;) {
         while (!c->stop && !c->want) {
