@@ -6,6 +6,7 @@
 #include <ctype.h>
 #include <errno.h>
 #include <inttypes.h>
+#include <stddef.h>
 #include <stdarg.h>
 #include <stdbool.h>
 #include <stdio.h>
@@ -20,6 +21,7 @@
 #define DEFAULT_SNAPSHOT_THRESHOLD 8192
 #define DEFAULT_TRAILING_ENTRIES 1024
 #define DEFAULT_SNAPSHOT_CHUNK_BYTES (1024u * 1024)
+#define DEFAULT_FOLLOWER_APPLY_MS 20
 
 static int fail(char *errmsg, size_t errmsg_len, const char *fmt, ...)
 {
@@ -152,8 +154,61 @@ static const char *const keys[] = {
     "id",           "listen",          "cluster",    "dir",
     "election_timeout_ms", "heartbeat_ms", "exec_timeout_ms", "log_max_mb",
     "max_request_bytes",   "log_level", "snapshot_threshold",
-    "trailing_entries",    "snapshot_chunk_bytes",
+    "trailing_entries",    "snapshot_chunk_bytes", "follower_apply_ms",
 };
+
+/* The integer keys: their range (as README gives it) and their field. */
+struct int_key {
+    const char *name;
+    uint64_t lo;       /* smallest value accepted */
+    uint64_t hi;       /* largest value accepted */
+    uint64_t scale;    /* the field holds value * scale (MiB to bytes) */
+    size_t offset;     /* of the field in struct ext_config */
+    bool narrow;       /* the field is an unsigned, else a uint64_t */
+};
+
+#define INT_KEY(name, lo, hi, scale, field, narrow)                       \
+    {name, lo, hi, scale, offsetof(struct ext_config, field), narrow}
+
+static const struct int_key int_keys[] = {
+    INT_KEY("election_timeout_ms", 10, 600000, 1, election_timeout_ms, true),
+    INT_KEY("heartbeat_ms", 1, 60000, 1, heartbeat_ms, true),
+    INT_KEY("exec_timeout_ms", 1, 3600000, 1, exec_timeout_ms, true),
+    INT_KEY("log_max_mb", 1, 1024 * 1024, 1024 * 1024, log_max_bytes, false),
+    INT_KEY("max_request_bytes", 1024, 1024u * 1024 * 1024, 1,
+            max_request_bytes, false),
+    INT_KEY("snapshot_threshold", 16, UINT32_MAX, 1, snapshot_threshold,
+            false),
+    INT_KEY("trailing_entries", 0, UINT32_MAX, 1, trailing_entries, false),
+    INT_KEY("snapshot_chunk_bytes", 4096, 64u * 1024 * 1024, 1,
+            snapshot_chunk_bytes, false),
+    INT_KEY("follower_apply_ms", 0, 1000, 1, follower_apply_ms, true),
+};
+
+/* int_key_find returns the integer key named @key, or NULL. */
+static const struct int_key *int_key_find(const char *key)
+{
+    for (size_t i = 0; i < sizeof int_keys / sizeof int_keys[0]; i++) {
+        if (strcmp(key, int_keys[i].name) == 0) {
+            return &int_keys[i];
+        }
+    }
+    return NULL;
+}
+
+/* int_key_store writes @v (in range, so the product fits) to @c's field. */
+static void int_key_store(const struct int_key *k, struct ext_config *c,
+                          uint64_t v)
+{
+    char *field = (char *)c + k->offset;
+    if (k->narrow) {
+        unsigned u = (unsigned)(v * k->scale);
+        memcpy(field, &u, sizeof u);
+    } else {
+        uint64_t w = v * k->scale;
+        memcpy(field, &w, sizeof w);
+    }
+}
 
 static int key_index(const char *key)
 {
@@ -188,6 +243,7 @@ int ext_config_parse(const char *text, const char *db_path,
     bool have_id = false, have_cluster = false, have_listen = false;
     char listen_raw[128] = "";
     unsigned seen = 0;
+    const struct int_key *ik;
     uint64_t v;
     int rc = 0;
 
@@ -204,6 +260,7 @@ int ext_config_parse(const char *text, const char *db_path,
     c->snapshot_threshold = DEFAULT_SNAPSHOT_THRESHOLD;
     c->trailing_entries = DEFAULT_TRAILING_ENTRIES;
     c->snapshot_chunk_bytes = DEFAULT_SNAPSHOT_CHUNK_BYTES;
+    c->follower_apply_ms = DEFAULT_FOLLOWER_APPLY_MS;
     c->log_level = RAFT_LOG_WARN;
     snprintf(c->dir, sizeof c->dir, "%s-raft", db_path);
 
@@ -260,78 +317,15 @@ int ext_config_parse(const char *text, const char *db_path,
                 goto out;
             }
             snprintf(c->dir, sizeof c->dir, "%s", val);
-        } else if (strcmp(key, "election_timeout_ms") == 0) {
-            if (!parse_u64(val, 10, 600000, &v)) {
+        } else if ((ik = int_key_find(key)) != NULL) {
+            if (!parse_u64(val, ik->lo, ik->hi, &v)) {
                 rc = fail(errmsg, errmsg_len,
-                          "election_timeout_ms: '%s' is not an integer in "
-                          "[10, 600000]",
-                          val);
+                          "%s: '%s' is not an integer in [%" PRIu64
+                          ", %" PRIu64 "]",
+                          key, val, ik->lo, ik->hi);
                 goto out;
             }
-            c->election_timeout_ms = (unsigned)v;
-        } else if (strcmp(key, "heartbeat_ms") == 0) {
-            if (!parse_u64(val, 1, 60000, &v)) {
-                rc = fail(errmsg, errmsg_len,
-                          "heartbeat_ms: '%s' is not an integer in "
-                          "[1, 60000]",
-                          val);
-                goto out;
-            }
-            c->heartbeat_ms = (unsigned)v;
-        } else if (strcmp(key, "exec_timeout_ms") == 0) {
-            if (!parse_u64(val, 1, 3600000, &v)) {
-                rc = fail(errmsg, errmsg_len,
-                          "exec_timeout_ms: '%s' is not an integer in "
-                          "[1, 3600000]",
-                          val);
-                goto out;
-            }
-            c->exec_timeout_ms = (unsigned)v;
-        } else if (strcmp(key, "log_max_mb") == 0) {
-            if (!parse_u64(val, 1, 1024 * 1024, &v)) {
-                rc = fail(errmsg, errmsg_len,
-                          "log_max_mb: '%s' is not an integer in "
-                          "[1, 1048576]",
-                          val);
-                goto out;
-            }
-            c->log_max_bytes = v * 1024 * 1024;
-        } else if (strcmp(key, "max_request_bytes") == 0) {
-            if (!parse_u64(val, 1024, 1024u * 1024 * 1024, &v)) {
-                rc = fail(errmsg, errmsg_len,
-                          "max_request_bytes: '%s' is not an integer in "
-                          "[1024, 1073741824]",
-                          val);
-                goto out;
-            }
-            c->max_request_bytes = v;
-        } else if (strcmp(key, "snapshot_threshold") == 0) {
-            if (!parse_u64(val, 16, UINT32_MAX, &v)) {
-                rc = fail(errmsg, errmsg_len,
-                          "snapshot_threshold: '%s' is not an integer in "
-                          "[16, 4294967295]",
-                          val);
-                goto out;
-            }
-            c->snapshot_threshold = v;
-        } else if (strcmp(key, "trailing_entries") == 0) {
-            if (!parse_u64(val, 0, UINT32_MAX, &v)) {
-                rc = fail(errmsg, errmsg_len,
-                          "trailing_entries: '%s' is not an integer in "
-                          "[0, 4294967295]",
-                          val);
-                goto out;
-            }
-            c->trailing_entries = v;
-        } else if (strcmp(key, "snapshot_chunk_bytes") == 0) {
-            if (!parse_u64(val, 4096, 64u * 1024 * 1024, &v)) {
-                rc = fail(errmsg, errmsg_len,
-                          "snapshot_chunk_bytes: '%s' is not an integer in "
-                          "[4096, 67108864]",
-                          val);
-                goto out;
-            }
-            c->snapshot_chunk_bytes = v;
+            int_key_store(ik, c, v);
         } else if (strcmp(key, "log_level") == 0) {
             if (!parse_level(val, &c->log_level)) {
                 rc = fail(errmsg, errmsg_len,
@@ -346,7 +340,7 @@ int ext_config_parse(const char *text, const char *db_path,
                       "election_timeout_ms, heartbeat_ms, exec_timeout_ms, "
                       "log_max_mb, max_request_bytes, log_level, "
                       "snapshot_threshold, trailing_entries, "
-                      "snapshot_chunk_bytes)",
+                      "snapshot_chunk_bytes, follower_apply_ms)",
                       key);
             goto out;
         }

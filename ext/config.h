@@ -37,6 +37,9 @@ struct ext_config {
     uint64_t snapshot_threshold;         /* snapshot_threshold= (entries) */
     uint64_t trailing_entries;           /* trailing_entries= (entries) */
     uint64_t snapshot_chunk_bytes;       /* snapshot_chunk_bytes= */
+    unsigned follower_apply_ms;          /* follower_apply_ms= : a
+                                            follower's apply pace, 0 for
+                                            none */
     int log_level;                       /* log_level= (raft_log_level) */
 };
 

@@ -264,6 +264,50 @@ class ClusterTest(unittest.TestCase):
         self.assertEqual(f2.value("SELECT count(*) FROM c"), 20)
 
 
+class FollowerPaceTest(unittest.TestCase):
+    """follower_apply_ms: a follower applies others' writes in paced
+    batches, but never holds back a write made through it."""
+
+    PACE_MS = 1000
+
+    def setUp(self):
+        self.dir = tempfile.mkdtemp(prefix="raftsql-e2e-")
+        self.cluster = Cluster(NODE, self.dir, 3,
+                               FAST + " follower_apply_ms=%d" % self.PACE_MS)
+        self.leader = self.cluster.wait_leader()
+        self.followers = [n for n in self.cluster.nodes
+                          if n.id != self.leader.id]
+
+    def tearDown(self):
+        codes = self.cluster.stop()
+        shutil.rmtree(self.dir, ignore_errors=True)
+        self.assertEqual(codes, [0, 0, 0])
+
+    def exec(self, node, sql, *params):
+        return node.value("SELECT raft_exec(?%s)" % (", ?" * len(params)),
+                          sql, *params)
+
+    def test_own_writes_are_not_paced(self):
+        f1, f2 = self.followers
+        self.exec(self.leader, "CREATE TABLE t(x)")
+        for i in range(3):
+            # The followers have just applied a batch: their next one is
+            # held for up to a second, unless a caller waits on the node.
+            self.exec(self.leader, "INSERT INTO t VALUES(?)", i)
+            start = time.monotonic()
+            self.assertEqual(self.exec(f1, "INSERT INTO t VALUES(?)", 10 + i),
+                             1)
+            took = time.monotonic() - start
+            self.assertLess(took, 0.8 * self.PACE_MS / 1000.0,
+                            "a write through a pacing follower waited "
+                            "for the pace")
+            self.assertEqual(f1.value("SELECT count(*) FROM t"), 2 * i + 2)
+        # The other follower gets everything within about one pace.
+        self.cluster.wait_applied(self.leader.status()["applied"], [f2],
+                                  timeout=5 * self.PACE_MS / 1000.0)
+        self.assertEqual(f2.value("SELECT count(*) FROM t"), 6)
+
+
 class StartTest(unittest.TestCase):
     """raft_start checks, and a cluster without a quorum."""
 
@@ -302,6 +346,8 @@ class StartTest(unittest.TestCase):
         self.assertIn("dir:", self.start_error("id=1 %s dir=/dev/null" % c))
         self.assertIn("heartbeat_ms", self.start_error(
             "id=1 %s heartbeat_ms=500 election_timeout_ms=500" % c))
+        self.assertIn("follower_apply_ms", self.start_error(
+            "id=1 %s follower_apply_ms=1001" % c))
 
     def test_existing_database_is_refused(self):
         """A database with tables that is no replica is refused, naming
