@@ -20,6 +20,9 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "bench/latency.h"
+#include "bench/xorshift.h"
+
 #define KEY_LEN 32
 #define VALUE_LEN 1024
 #define TXN_PER_S 100000 /* latency slots allocated per second of run */
@@ -36,45 +39,6 @@ static double now_s(void)
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
     return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
-}
-
-/* xorshift64* */
-static uint64_t rnd_next(uint64_t *s)
-{
-    *s ^= *s >> 12;
-    *s ^= *s << 25;
-    *s ^= *s >> 27;
-    return *s * 2685821657736338717ULL;
-}
-
-static void rnd_fill(uint64_t *s, unsigned char *p, size_t n)
-{
-    for (size_t i = 0; i < n; i += 8) {
-        uint64_t v = rnd_next(s);
-        memcpy(p + i, &v, n - i < 8 ? n - i : 8);
-    }
-}
-
-static int cmp_u32(const void *a, const void *b)
-{
-    uint32_t x = *(const uint32_t *)a, y = *(const uint32_t *)b;
-    return (x > y) - (x < y);
-}
-
-static double pct_ms(const uint32_t *v, size_t n, double p)
-{
-    size_t i;
-    if (n == 0) {
-        return 0.0;
-    }
-    i = (size_t)(p * (double)n + 0.999999);
-    if (i == 0) {
-        i = 1;
-    }
-    if (i > n) {
-        i = n;
-    }
-    return v[i - 1] / 1000.0;
 }
 
 static int exec_ok(sqlite3 *db, const char *sql)
@@ -218,8 +182,8 @@ int main(int argc, char **argv)
         }
         sqlite3_reset(begin);
         for (long r = 0; r < rows; r++) {
-            rnd_fill(&seed, key, sizeof key);
-            rnd_fill(&seed, value, sizeof value);
+            xorshift_fill(&seed, key, sizeof key);
+            xorshift_fill(&seed, value, sizeof value);
             sqlite3_bind_blob(ins, 1, key, sizeof key, SQLITE_STATIC);
             sqlite3_bind_blob(ins, 2, value, sizeof value, SQLITE_STATIC);
             if (sqlite3_step(ins) != SQLITE_DONE) {
@@ -247,10 +211,10 @@ int main(int argc, char **argv)
         size_t n = n_txn < cap ? n_txn : cap;
         double secs = t1 - t0, wps = (double)n_rows / secs;
         double p50, p99, p999;
-        qsort(lat, n, sizeof *lat, cmp_u32);
-        p50 = pct_ms(lat, n, 0.50);
-        p99 = pct_ms(lat, n, 0.99);
-        p999 = pct_ms(lat, n, 0.999);
+        latency_sort(lat, n);
+        p50 = latency_pct_ms(lat, n, 0.50);
+        p99 = latency_pct_ms(lat, n, 0.99);
+        p999 = latency_pct_ms(lat, n, 0.999);
         printf("%s: %.0f rows/s (%zu rows in %zu transactions of %ld in "
                "%.1f s, %.0f commits/s), transaction latency ms p50 %.3f "
                "p99 %.3f p99.9 %.3f\n",

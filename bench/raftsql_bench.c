@@ -41,6 +41,8 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "bench/latency.h"
+#include "bench/xorshift.h"
 #include "ext/raftsql.h"
 
 #define N_NODES 3
@@ -418,23 +420,6 @@ static void remove_tree(const char *dir)
     nftw(dir, rm_entry, 16, FTW_DEPTH | FTW_PHYS);
 }
 
-/* xorshift64* */
-static uint64_t rnd_next(uint64_t *s)
-{
-    *s ^= *s >> 12;
-    *s ^= *s << 25;
-    *s ^= *s >> 27;
-    return *s * 2685821657736338717ULL;
-}
-
-static void rnd_fill(uint64_t *s, unsigned char *p, size_t n)
-{
-    for (size_t i = 0; i < n; i += 8) {
-        uint64_t v = rnd_next(s);
-        memcpy(p + i, &v, n - i < 8 ? n - i : 8);
-    }
-}
-
 /* ---- clients ------------------------------------------------------------ */
 
 static void *client_main(void *arg)
@@ -460,8 +445,8 @@ static void *client_main(void *arg)
     while (atomic_load(&g_phase) < 2) {
         double t0, t1;
         int phase;
-        rnd_fill(&seed, key, sizeof key);
-        rnd_fill(&seed, value, sizeof value);
+        xorshift_fill(&seed, key, sizeof key);
+        xorshift_fill(&seed, value, sizeof value);
         sqlite3_bind_blob(stmt, 1, key, sizeof key, SQLITE_STATIC);
         sqlite3_bind_blob(stmt, 2, value, sizeof value, SQLITE_STATIC);
         phase = atomic_load(&g_phase);
@@ -494,28 +479,6 @@ out:
     sqlite3_finalize(stmt);
     sqlite3_close(db);
     return NULL;
-}
-
-static int cmp_u32(const void *a, const void *b)
-{
-    uint32_t x = *(const uint32_t *)a, y = *(const uint32_t *)b;
-    return (x > y) - (x < y);
-}
-
-static double pct_ms(const uint32_t *v, size_t n, double p)
-{
-    size_t i;
-    if (n == 0) {
-        return 0.0;
-    }
-    i = (size_t)(p * (double)n + 0.999999);
-    if (i == 0) {
-        i = 1;
-    }
-    if (i > n) {
-        i = n;
-    }
-    return v[i - 1] / 1000.0;
 }
 
 /* ---- statistics from raft_status --------------------------------------- */
@@ -961,13 +924,14 @@ join:
         memcpy(all + n_all, cl[i].lat_us, k * sizeof *all);
         n_all += k;
     }
-    qsort(all, n_all, sizeof *all, cmp_u32);
+    latency_sort(all, n_all);
 
     {
         double secs = t_end - t_start;
         double wps = (double)n_ok / secs;
-        double p50 = pct_ms(all, n_all, 0.50), p99 = pct_ms(all, n_all, 0.99);
-        double p999 = pct_ms(all, n_all, 0.999);
+        double p50 = latency_pct_ms(all, n_all, 0.50);
+        double p99 = latency_pct_ms(all, n_all, 0.99);
+        double p999 = latency_pct_ms(all, n_all, 0.999);
         long lid = 0;
         json_t *ls = st1[1] ? json_object_get(st1[1], "leader") : NULL;
         struct bench_counters a, b, fa = {0}, fb = {0};
