@@ -89,12 +89,14 @@ UV_SRC   := $(wildcard raft/uv_*.c)
 LMDB_SRC := $(wildcard lmdb_log/*.c)
 SQL_SRC  := $(wildcard sql/*.c)
 EXT_SRC  := $(wildcard ext/*.c)
-T_LINK = $(CC) $(BASE_CFLAGS) -O1 -g $(SAN) -o $@ $^ -lcmocka $(LIBS)
+T_LINK = $(CC) $(BASE_CFLAGS) -O1 -g $(SAN) -o $@ $(filter-out %.h,$^) \
+	-lcmocka $(LIBS)
 
 $(B)/tests/unit/%: tests/unit/%.c $(TLIB_OBJ) $(call san,$(CORE_SRC))
 	@mkdir -p $(dir $@)
 	$(T_LINK)
-$(B)/tests/raft/%: tests/raft/%.c $(TLIB_OBJ) $(call san,$(CORE_SRC))
+$(B)/tests/raft/%: tests/raft/%.c tests/raft/step.h $(TLIB_OBJ) \
+		$(call san,$(CORE_SRC))
 	@mkdir -p $(dir $@)
 	$(T_LINK)
 $(B)/tests/sim/%: tests/sim/%.c tests/sim/sim.h $(TLIB_OBJ) \
@@ -106,7 +108,8 @@ $(B)/tests/lmdb_log/%: tests/lmdb_log/%.c $(TLIB_OBJ) \
 		$(call san,$(CORE_SRC) $(LMDB_SRC))
 	@mkdir -p $(dir $@)
 	$(T_LINK)
-$(B)/tests/sql/%: tests/sql/%.c $(TLIB_OBJ) $(call san,$(CORE_SRC) $(SQL_SRC))
+$(B)/tests/sql/%: tests/sql/%.c tests/sql/helpers.h $(TLIB_OBJ) \
+		$(call san,$(CORE_SRC) $(SQL_SRC))
 	@mkdir -p $(dir $@)
 	$(T_LINK)
 $(B)/tests/uv/%: tests/uv/%.c $(TLIB_OBJ) $(call san,$(CORE_SRC) $(UV_SRC))

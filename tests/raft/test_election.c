@@ -14,24 +14,7 @@
 
 #include "raft/raft.h"
 #include "tests/lib/cluster.h"
-
-static const raft_id voters3[3] = {1, 2, 3};
-
-static void config3(struct raft_config *cfg, raft_id id, uint64_t seed)
-{
-    memset(cfg, 0, sizeof *cfg);
-    cfg->id = id;
-    cfg->voters = voters3;
-    cfg->n_voters = 3;
-    cfg->election_timeout = 100;
-    cfg->heartbeat_interval = 20;
-    cfg->max_size_per_msg = 1024;
-    cfg->max_inflight_msgs = 4;
-    cfg->seed = seed;
-    /* The classic protocol; the protections are switched on where tested. */
-    cfg->disable_pre_vote = true;
-    cfg->disable_check_quorum = true;
-}
+#include "tests/raft/step.h"
 
 static struct raft *new3(raft_id id, raft_term term, raft_id vote,
                          const struct raft_entry *entries, unsigned n)
@@ -40,37 +23,9 @@ static struct raft *new3(raft_id id, raft_term term, raft_id vote,
     struct raft_hard_state hs = {term, vote};
     struct raft *r = NULL;
 
-    config3(&cfg, id, 42);
+    config3(&cfg, id, 1024, 4, 42);
     assert_int_equal(raft_new(&cfg, &hs, 1, entries, n, 0, &r), 0);
     return r;
-}
-
-static int tick(struct raft *r, uint64_t now, struct raft_update *u)
-{
-    struct raft_event e;
-
-    memset(&e, 0, sizeof e);
-    e.type = RAFT_EVENT_TICK;
-    e.tick.now = now;
-    return raft_step(r, &e, u);
-}
-
-static int request_vote(struct raft *r, raft_id from, raft_term term,
-                        raft_index last_index, raft_term last_term,
-                        bool pre_vote, struct raft_update *u)
-{
-    struct raft_event e;
-
-    memset(&e, 0, sizeof e);
-    e.type = RAFT_EVENT_RECEIVE;
-    e.receive.type = RAFT_MSG_REQUEST_VOTE;
-    e.receive.from = from;
-    e.receive.to = 1;
-    e.receive.request_vote.term = term;
-    e.receive.request_vote.last_log_index = last_index;
-    e.receive.request_vote.last_log_term = last_term;
-    e.receive.request_vote.pre_vote = pre_vote;
-    return raft_step(r, &e, u);
 }
 
 /* The single RequestVote answer of an update; fails if there is none. */
@@ -93,20 +48,20 @@ static void test_new_invalid(void **state)
                                 {1, 3, RAFT_ENTRY_NOOP, NULL}};
 
     (void)state;
-    config3(&cfg, 4, 1);
+    config3(&cfg, 4, 1024, 4, 1);
     assert_int_equal(raft_new(&cfg, NULL, 1, NULL, 0, 0, &r), RAFT_INVALID);
-    config3(&cfg, 1, 1);
+    config3(&cfg, 1, 1024, 4, 1);
     cfg.voters = dup;
     assert_int_equal(raft_new(&cfg, NULL, 1, NULL, 0, 0, &r), RAFT_INVALID);
     cfg.voters = zero;
     assert_int_equal(raft_new(&cfg, NULL, 1, NULL, 0, 0, &r), RAFT_INVALID);
-    config3(&cfg, 1, 1);
+    config3(&cfg, 1, 1024, 4, 1);
     cfg.heartbeat_interval = 100;
     assert_int_equal(raft_new(&cfg, NULL, 1, NULL, 0, 0, &r), RAFT_INVALID);
-    config3(&cfg, 1, 1);
+    config3(&cfg, 1, 1024, 4, 1);
     cfg.n_voters = RAFT_MAX_VOTERS + 1;
     assert_int_equal(raft_new(&cfg, NULL, 1, NULL, 0, 0, &r), RAFT_INVALID);
-    config3(&cfg, 1, 1);
+    config3(&cfg, 1, 1024, 4, 1);
     assert_int_equal(raft_new(&cfg, NULL, 1, gap, 2, 0, &r), RAFT_INVALID);
     assert_null(r);
 }
@@ -127,17 +82,17 @@ static void test_timeout_range(void **state)
         uint64_t t;
         unsigned i;
 
-        config3(&cfg, 1, seed);
+        config3(&cfg, 1, 1024, 4, seed);
         assert_int_equal(raft_new(&cfg, NULL, 1, NULL, 0, 0, &r), 0);
-        assert_int_equal(tick(r, base, &u), 0);
+        assert_int_equal(step_tick(r, base, &u), 0);
         assert_int_equal(raft_role(r), RAFT_FOLLOWER);
         for (t = base + 1; t < base + 100; t++) {
-            assert_int_equal(tick(r, t, &u), 0);
+            assert_int_equal(step_tick(r, t, &u), 0);
             assert_int_equal(raft_role(r), RAFT_FOLLOWER);
             assert_int_equal(u.n_messages, 0);
         }
         for (; t < base + 200 && raft_role(r) == RAFT_FOLLOWER; t++) {
-            assert_int_equal(tick(r, t, &u), 0);
+            assert_int_equal(step_tick(r, t, &u), 0);
         }
         if (raft_role(r) != RAFT_CANDIDATE) {
             print_error("seed %llu\n", (unsigned long long)seed);
@@ -169,34 +124,34 @@ static void test_vote_rules(void **state)
 
     (void)state;
     /* Older last term: refused, though the log is longer. */
-    assert_int_equal(request_vote(r, 2, 3, 5, 1, false, &u), 0);
+    assert_int_equal(step_request_vote(r, 2, 3, 5, 1, false, &u), 0);
     assert_false(vote_answer(&u)->vote_granted);
     assert_int_equal(vote_answer(&u)->term, 3);
     assert_true(u.hard_state_changed); /* the term rose */
     assert_int_equal(u.hard_state.vote, 0);
     /* Same last term, shorter log: refused. */
-    assert_int_equal(request_vote(r, 2, 3, 1, 2, false, &u), 0);
+    assert_int_equal(step_request_vote(r, 2, 3, 1, 2, false, &u), 0);
     assert_false(vote_answer(&u)->vote_granted);
     assert_false(u.hard_state_changed);
     /* Same last term, same length: granted, hard state flagged. */
-    assert_int_equal(request_vote(r, 2, 3, 2, 2, false, &u), 0);
+    assert_int_equal(step_request_vote(r, 2, 3, 2, 2, false, &u), 0);
     assert_true(vote_answer(&u)->vote_granted);
     assert_true(u.hard_state_changed);
     assert_int_equal(u.hard_state.term, 3);
     assert_int_equal(u.hard_state.vote, 2);
     /* Another candidate in the same term: refused (one vote per term). */
-    assert_int_equal(request_vote(r, 3, 3, 9, 3, false, &u), 0);
+    assert_int_equal(step_request_vote(r, 3, 3, 9, 3, false, &u), 0);
     assert_false(vote_answer(&u)->vote_granted);
     /* The same candidate again: granted again, flagged again. */
-    assert_int_equal(request_vote(r, 2, 3, 2, 2, false, &u), 0);
+    assert_int_equal(step_request_vote(r, 2, 3, 2, 2, false, &u), 0);
     assert_true(vote_answer(&u)->vote_granted);
     assert_true(u.hard_state_changed);
     /* An older term: refused, with our term. */
-    assert_int_equal(request_vote(r, 3, 2, 9, 3, false, &u), 0);
+    assert_int_equal(step_request_vote(r, 3, 2, 9, 3, false, &u), 0);
     assert_false(vote_answer(&u)->vote_granted);
     assert_int_equal(vote_answer(&u)->term, 3);
     /* A later term and a later last term: granted to the new candidate. */
-    assert_int_equal(request_vote(r, 3, 4, 1, 3, false, &u), 0);
+    assert_int_equal(step_request_vote(r, 3, 4, 1, 3, false, &u), 0);
     assert_true(vote_answer(&u)->vote_granted);
     assert_int_equal(u.hard_state.term, 4);
     assert_int_equal(u.hard_state.vote, 3);
@@ -214,28 +169,11 @@ static struct raft *new3_protected(raft_id id, raft_term term, raft_id vote,
     struct raft_hard_state hs = {term, vote};
     struct raft *r = NULL;
 
-    config3(&cfg, id, 42);
+    config3(&cfg, id, 1024, 4, 42);
     cfg.disable_pre_vote = false;
     cfg.disable_check_quorum = false;
     assert_int_equal(raft_new(&cfg, &hs, 1, entries, n, 0, &r), 0);
     return r;
-}
-
-/* pre_vote_answer steps a pre-vote answer from @from into @r. */
-static int pre_vote_answer(struct raft *r, raft_id from, raft_term term,
-                           bool granted, struct raft_update *u)
-{
-    struct raft_event e;
-
-    memset(&e, 0, sizeof e);
-    e.type = RAFT_EVENT_RECEIVE;
-    e.receive.type = RAFT_MSG_REQUEST_VOTE_RESULT;
-    e.receive.from = from;
-    e.receive.to = 1;
-    e.receive.request_vote_result.term = term;
-    e.receive.request_vote_result.vote_granted = granted;
-    e.receive.request_vote_result.pre_vote = true;
-    return raft_step(r, &e, u);
 }
 
 /* Thesis §9.6, receiver side: a pre-vote is granted for a later term and
@@ -251,33 +189,33 @@ static void test_pre_vote_rules(void **state)
 
     (void)state;
     /* Later term, up-to-date log: granted with the term asked for. */
-    assert_int_equal(request_vote(r, 2, 3, 2, 2, true, &u), 0);
+    assert_int_equal(step_request_vote(r, 2, 3, 2, 2, true, &u), 0);
     assert_true(vote_answer(&u)->vote_granted);
     assert_true(vote_answer(&u)->pre_vote);
     assert_int_equal(vote_answer(&u)->term, 3);
     assert_false(u.hard_state_changed);
     assert_int_equal(raft_current_term(r), 2);
     /* Later term, stale log: refused with our term. */
-    assert_int_equal(request_vote(r, 2, 5, 9, 1, true, &u), 0);
+    assert_int_equal(step_request_vote(r, 2, 5, 9, 1, true, &u), 0);
     assert_false(vote_answer(&u)->vote_granted);
     assert_int_equal(vote_answer(&u)->term, 2);
     assert_false(u.hard_state_changed);
     /* An older term: refused with our term, as a pre-vote answer. */
-    assert_int_equal(request_vote(r, 3, 1, 9, 9, true, &u), 0);
+    assert_int_equal(step_request_vote(r, 3, 1, 9, 9, true, &u), 0);
     assert_false(vote_answer(&u)->vote_granted);
     assert_true(vote_answer(&u)->pre_vote);
     assert_int_equal(vote_answer(&u)->term, 2);
     /* Our own term: granted while we have no vote and no leader. */
-    assert_int_equal(request_vote(r, 3, 2, 2, 2, true, &u), 0);
+    assert_int_equal(step_request_vote(r, 3, 2, 2, 2, true, &u), 0);
     assert_true(vote_answer(&u)->vote_granted);
     assert_int_equal(raft_current_term(r), 2);
     raft_close(r);
 
     /* Our own term, vote given to another: refused; to it: granted. */
     r = new3_protected(1, 2, 3, log, 2);
-    assert_int_equal(request_vote(r, 2, 2, 2, 2, true, &u), 0);
+    assert_int_equal(step_request_vote(r, 2, 2, 2, 2, true, &u), 0);
     assert_false(vote_answer(&u)->vote_granted);
-    assert_int_equal(request_vote(r, 3, 2, 2, 2, true, &u), 0);
+    assert_int_equal(step_request_vote(r, 3, 2, 2, 2, true, &u), 0);
     assert_true(vote_answer(&u)->vote_granted);
     assert_false(u.hard_state_changed);
     raft_close(r);
@@ -289,7 +227,7 @@ static uint64_t tick_until_pre_vote(struct raft *r, uint64_t t,
                                     struct raft_update *u)
 {
     for (;; t++) {
-        assert_int_equal(tick(r, t, u), 0);
+        assert_int_equal(step_tick(r, t, u), 0);
         if (u->n_messages > 0) {
             return t;
         }
@@ -321,18 +259,18 @@ static void test_pre_candidate(void **state)
         assert_int_equal(u.messages[i].request_vote.term, 5);
     }
     /* A grant of another round (wrong term) does not count. */
-    assert_int_equal(pre_vote_answer(r, 2, 4, true, &u), 0);
+    assert_int_equal(step_vote_result(r, 2, 4, true, true, &u), 0);
     assert_int_equal(raft_role(r), RAFT_FOLLOWER);
     /* Two refusals: the round is lost; nothing happens until the next
      * timeout, and a late grant is ignored. */
-    assert_int_equal(pre_vote_answer(r, 2, 4, false, &u), 0);
-    assert_int_equal(pre_vote_answer(r, 3, 4, false, &u), 0);
-    assert_int_equal(pre_vote_answer(r, 3, 5, true, &u), 0);
+    assert_int_equal(step_vote_result(r, 2, 4, false, true, &u), 0);
+    assert_int_equal(step_vote_result(r, 3, 4, false, true, &u), 0);
+    assert_int_equal(step_vote_result(r, 3, 5, true, true, &u), 0);
     assert_int_equal(raft_role(r), RAFT_FOLLOWER);
     assert_int_equal(raft_current_term(r), 4);
     /* Next round: one grant is a majority with our own. */
     t = tick_until_pre_vote(r, t + 1, &u);
-    assert_int_equal(pre_vote_answer(r, 2, 5, true, &u), 0);
+    assert_int_equal(step_vote_result(r, 2, 5, true, true, &u), 0);
     assert_int_equal(raft_role(r), RAFT_CANDIDATE);
     assert_int_equal(raft_current_term(r), 5);
     assert_true(u.hard_state_changed);
@@ -347,26 +285,11 @@ static void test_pre_candidate(void **state)
     assert_true(u.messages[0].request_vote.pre_vote);
     assert_int_equal(u.messages[0].request_vote.term, 6);
     /* A refusal from a later term: follow that term. */
-    assert_int_equal(pre_vote_answer(r, 3, 9, false, &u), 0);
+    assert_int_equal(step_vote_result(r, 3, 9, false, true, &u), 0);
     assert_int_equal(raft_current_term(r), 9);
     assert_true(u.hard_state_changed);
     assert_int_equal(u.hard_state.vote, 0);
     raft_close(r);
-}
-
-/* heartbeat steps an empty AppendEntries of @term from leader @from. */
-static int heartbeat(struct raft *r, raft_id from, raft_term term,
-                     struct raft_update *u)
-{
-    struct raft_event e;
-
-    memset(&e, 0, sizeof e);
-    e.type = RAFT_EVENT_RECEIVE;
-    e.receive.type = RAFT_MSG_APPEND_ENTRIES;
-    e.receive.from = from;
-    e.receive.to = 1;
-    e.receive.append_entries.term = term;
-    return raft_step(r, &e, u);
 }
 
 /* Leader stickiness (thesis §6.2, §9.6): a follower that heard from its
@@ -379,25 +302,26 @@ static void test_leader_stickiness(void **state)
     struct raft_update u;
 
     (void)state;
-    assert_int_equal(tick(r, 1000, &u), 0);
-    assert_int_equal(heartbeat(r, 2, 2, &u), 0);
+    assert_int_equal(step_tick(r, 1000, &u), 0);
+    /* A heartbeat from leader 2. */
+    assert_int_equal(step_append(r, 2, 2, 0, 0, 0, NULL, 0, &u), 0);
     assert_int_equal(raft_leader_id(r), 2);
-    assert_int_equal(tick(r, 1099, &u), 0);
-    assert_int_equal(request_vote(r, 3, 3, 0, 0, false, &u), 0);
+    assert_int_equal(step_tick(r, 1099, &u), 0);
+    assert_int_equal(step_request_vote(r, 3, 3, 0, 0, false, &u), 0);
     assert_int_equal(u.n_messages, 0);
     assert_false(u.hard_state_changed);
-    assert_int_equal(request_vote(r, 3, 3, 0, 0, true, &u), 0);
+    assert_int_equal(step_request_vote(r, 3, 3, 0, 0, true, &u), 0);
     assert_int_equal(u.n_messages, 0);
     assert_int_equal(raft_current_term(r), 2);
-    assert_int_equal(request_vote(r, 3, 2, 0, 0, false, &u), 0);
+    assert_int_equal(step_request_vote(r, 3, 2, 0, 0, false, &u), 0);
     /* Same term: the usual rules (no vote given yet: granted). */
     assert_true(vote_answer(&u)->vote_granted);
     /* The lease ends an election timeout after the last heartbeat. */
-    assert_int_equal(tick(r, 1100, &u), 0);
-    assert_int_equal(request_vote(r, 3, 3, 0, 0, true, &u), 0);
+    assert_int_equal(step_tick(r, 1100, &u), 0);
+    assert_int_equal(step_request_vote(r, 3, 3, 0, 0, true, &u), 0);
     assert_true(vote_answer(&u)->vote_granted);
     assert_int_equal(raft_current_term(r), 2);
-    assert_int_equal(request_vote(r, 3, 3, 0, 0, false, &u), 0);
+    assert_int_equal(step_request_vote(r, 3, 3, 0, 0, false, &u), 0);
     assert_true(vote_answer(&u)->vote_granted);
     assert_int_equal(raft_current_term(r), 3);
     raft_close(r);
@@ -405,11 +329,11 @@ static void test_leader_stickiness(void **state)
     /* Without check-quorum there is no lease. */
     {
         struct raft_config cfg;
-        config3(&cfg, 1, 42);
+        config3(&cfg, 1, 1024, 4, 42);
         assert_int_equal(raft_new(&cfg, NULL, 1, NULL, 0, 0, &r), 0);
-        assert_int_equal(tick(r, 1000, &u), 0);
-        assert_int_equal(heartbeat(r, 2, 2, &u), 0);
-        assert_int_equal(request_vote(r, 3, 3, 0, 0, false, &u), 0);
+        assert_int_equal(step_tick(r, 1000, &u), 0);
+        assert_int_equal(step_append(r, 2, 2, 0, 0, 0, NULL, 0, &u), 0);
+        assert_int_equal(step_request_vote(r, 3, 3, 0, 0, false, &u), 0);
         assert_true(vote_answer(&u)->vote_granted);
         raft_close(r);
     }
@@ -423,47 +347,31 @@ static void test_check_quorum(void **state)
 {
     struct raft *r = new3_protected(1, 0, 0, NULL, 0);
     struct raft_update u;
-    struct raft_event e;
     uint64_t t;
 
     (void)state;
     t = tick_until_pre_vote(r, 0, &u);
-    assert_int_equal(pre_vote_answer(r, 2, 1, true, &u), 0);
+    assert_int_equal(step_vote_result(r, 2, 1, true, true, &u), 0);
     assert_int_equal(raft_role(r), RAFT_CANDIDATE);
-    memset(&e, 0, sizeof e);
-    e.type = RAFT_EVENT_RECEIVE;
-    e.receive.type = RAFT_MSG_REQUEST_VOTE_RESULT;
-    e.receive.from = 2;
-    e.receive.to = 1;
-    e.receive.request_vote_result.term = 1;
-    e.receive.request_vote_result.vote_granted = true;
-    assert_int_equal(raft_step(r, &e, &u), 0);
+    assert_int_equal(step_vote_result(r, 2, 1, true, false, &u), 0);
     assert_int_equal(raft_role(r), RAFT_LEADER);
     /* In its lease, the leader ignores a later-term RequestVote. */
-    assert_int_equal(request_vote(r, 3, 7, 9, 9, false, &u), 0);
+    assert_int_equal(step_request_vote(r, 3, 7, 9, 9, false, &u), 0);
     assert_int_equal(u.n_messages, 0);
     assert_int_equal(raft_current_term(r), 1);
     /* Node 2 answers within each round: the leader stays. */
-    memset(&e, 0, sizeof e);
-    e.type = RAFT_EVENT_RECEIVE;
-    e.receive.type = RAFT_MSG_APPEND_ENTRIES_RESULT;
-    e.receive.from = 2;
-    e.receive.to = 1;
-    e.receive.append_entries_result.term = 1;
-    e.receive.append_entries_result.success = false;
-    e.receive.append_entries_result.reject_index = 99;
-    assert_int_equal(tick(r, t + 50, &u), 0);
-    assert_int_equal(raft_step(r, &e, &u), 0);
-    assert_int_equal(tick(r, t + 100, &u), 0);
+    assert_int_equal(step_tick(r, t + 50, &u), 0);
+    assert_int_equal(step_result_term(r, 2, 1, false, 99, 0, 0, &u), 0);
+    assert_int_equal(step_tick(r, t + 100, &u), 0);
     assert_int_equal(raft_role(r), RAFT_LEADER);
-    assert_int_equal(tick(r, t + 150, &u), 0);
-    assert_int_equal(raft_step(r, &e, &u), 0);
-    assert_int_equal(tick(r, t + 200, &u), 0);
+    assert_int_equal(step_tick(r, t + 150, &u), 0);
+    assert_int_equal(step_result_term(r, 2, 1, false, 99, 0, 0, &u), 0);
+    assert_int_equal(step_tick(r, t + 200, &u), 0);
     assert_int_equal(raft_role(r), RAFT_LEADER);
     /* A round of silence: step down, same term, no leader known. */
-    assert_int_equal(tick(r, t + 299, &u), 0);
+    assert_int_equal(step_tick(r, t + 299, &u), 0);
     assert_int_equal(raft_role(r), RAFT_LEADER);
-    assert_int_equal(tick(r, t + 300, &u), 0);
+    assert_int_equal(step_tick(r, t + 300, &u), 0);
     assert_int_equal(raft_role(r), RAFT_FOLLOWER);
     assert_int_equal(raft_current_term(r), 1);
     assert_int_equal(raft_leader_id(r), 0);
@@ -477,26 +385,16 @@ static void test_candidate_outcomes(void **state)
 {
     struct raft *r = new3(1, 0, 0, NULL, 0);
     struct raft_update u;
-    struct raft_event e;
     uint64_t t;
 
     (void)state;
     for (t = 0; raft_role(r) != RAFT_CANDIDATE; t++) {
-        assert_int_equal(tick(r, t, &u), 0);
+        assert_int_equal(step_tick(r, t, &u), 0);
     }
     assert_int_equal(raft_current_term(r), 1);
-    memset(&e, 0, sizeof e);
-    e.type = RAFT_EVENT_RECEIVE;
-    e.receive.type = RAFT_MSG_REQUEST_VOTE_RESULT;
-    e.receive.from = 2;
-    e.receive.to = 1;
-    e.receive.request_vote_result.term = 1;
-    e.receive.request_vote_result.vote_granted = false;
-    assert_int_equal(raft_step(r, &e, &u), 0);
+    assert_int_equal(step_vote_result(r, 2, 1, false, false, &u), 0);
     assert_int_equal(raft_role(r), RAFT_CANDIDATE);
-    e.receive.from = 3;
-    e.receive.request_vote_result.vote_granted = true;
-    assert_int_equal(raft_step(r, &e, &u), 0);
+    assert_int_equal(step_vote_result(r, 3, 1, true, false, &u), 0);
     assert_int_equal(raft_role(r), RAFT_LEADER);
     assert_int_equal(raft_leader_id(r), 1);
     assert_int_equal(u.n_entries, 1);
@@ -507,12 +405,7 @@ static void test_candidate_outcomes(void **state)
     assert_int_equal(u.messages[0].type, RAFT_MSG_APPEND_ENTRIES);
 
     /* A result of a higher term: step down, hard state changes. */
-    e.receive.type = RAFT_MSG_APPEND_ENTRIES_RESULT;
-    e.receive.from = 2;
-    memset(&e.receive.append_entries_result, 0,
-           sizeof e.receive.append_entries_result);
-    e.receive.append_entries_result.term = 7;
-    assert_int_equal(raft_step(r, &e, &u), 0);
+    assert_int_equal(step_result_term(r, 2, 7, false, 0, 0, 0, &u), 0);
     assert_int_equal(raft_role(r), RAFT_FOLLOWER);
     assert_int_equal(raft_current_term(r), 7);
     assert_true(u.hard_state_changed);
@@ -563,8 +456,8 @@ static void test_invalid_events(void **state)
     assert_int_equal(raft_step(r, &e, &u), RAFT_INVALID);
 
     /* Time never goes back. */
-    assert_int_equal(tick(r, 50, &u), 0);
-    assert_int_equal(tick(r, 49, &u), RAFT_INVALID);
+    assert_int_equal(step_tick(r, 50, &u), 0);
+    assert_int_equal(step_tick(r, 49, &u), RAFT_INVALID);
     raft_buf_unref(b);
     raft_close(r);
 }

@@ -16,8 +16,7 @@
 
 #include "raft/raft.h"
 #include "tests/lib/cluster.h"
-
-static const raft_id voters3[3] = {1, 2, 3};
+#include "tests/raft/step.h"
 
 /* new_leader returns node 1 of 3, leader of term 2 with an empty log
  * (but its NOOP at 1, durable and acknowledged by 2 and 3, so both are
@@ -27,151 +26,19 @@ static struct raft *new_leader(unsigned inflight, uint64_t max_bytes,
 {
     struct raft_config cfg;
     struct raft_hard_state hs = {1, 0};
-    struct raft_event e;
     struct raft *r = NULL;
-    uint64_t t;
     raft_id id;
 
-    memset(&cfg, 0, sizeof cfg);
-    cfg.id = 1;
-    cfg.voters = voters3;
-    cfg.n_voters = 3;
-    cfg.election_timeout = 100;
-    cfg.heartbeat_interval = 20;
-    cfg.max_size_per_msg = 1 << 20;
-    cfg.max_inflight_msgs = inflight;
+    config3(&cfg, 1, 1 << 20, inflight, 9);
     cfg.max_inflight_bytes = max_bytes;
-    cfg.seed = 9;
-    cfg.disable_pre_vote = true;
-    cfg.disable_check_quorum = true;
     assert_int_equal(raft_new(&cfg, &hs, 1, NULL, 0, 0, &r), 0);
-    for (t = 0; raft_role(r) != RAFT_CANDIDATE; t++) {
-        memset(&e, 0, sizeof e);
-        e.type = RAFT_EVENT_TICK;
-        e.tick.now = t;
-        assert_int_equal(raft_step(r, &e, u), 0);
-    }
-    memset(&e, 0, sizeof e);
-    e.type = RAFT_EVENT_RECEIVE;
-    e.receive.type = RAFT_MSG_REQUEST_VOTE_RESULT;
-    e.receive.from = 2;
-    e.receive.to = 1;
-    e.receive.request_vote_result.term = 2;
-    e.receive.request_vote_result.vote_granted = true;
-    assert_int_equal(raft_step(r, &e, u), 0);
-    assert_int_equal(raft_role(r), RAFT_LEADER);
-    memset(&e, 0, sizeof e);
-    e.type = RAFT_EVENT_PERSISTED;
-    e.persisted.index = 1;
-    e.persisted.term = 2;
-    assert_int_equal(raft_step(r, &e, u), 0);
+    make_leader(r, u);
+    assert_int_equal(step_persisted(r, 1, 2, u), 0);
     for (id = 2; id <= 3; id++) {
-        memset(&e, 0, sizeof e);
-        e.type = RAFT_EVENT_RECEIVE;
-        e.receive.type = RAFT_MSG_APPEND_ENTRIES_RESULT;
-        e.receive.from = id;
-        e.receive.to = 1;
-        e.receive.append_entries_result.term = 2;
-        e.receive.append_entries_result.success = true;
-        e.receive.append_entries_result.last_log_index = 1;
-        assert_int_equal(raft_step(r, &e, u), 0);
+        assert_int_equal(step_result(r, id, true, 0, 1, 0, u), 0);
     }
     assert_int_equal(raft_commit_index(r), 1);
     return r;
-}
-
-static int step_tick(struct raft *r, uint64_t now, struct raft_update *u)
-{
-    struct raft_event e;
-
-    memset(&e, 0, sizeof e);
-    e.type = RAFT_EVENT_TICK;
-    e.tick.now = now;
-    return raft_step(r, &e, u);
-}
-
-static int step_persisted(struct raft *r, raft_index index, raft_term term,
-                          struct raft_update *u)
-{
-    struct raft_event e;
-
-    memset(&e, 0, sizeof e);
-    e.type = RAFT_EVENT_PERSISTED;
-    e.persisted.index = index;
-    e.persisted.term = term;
-    return raft_step(r, &e, u);
-}
-
-/* step_result steps an AppendEntries answer from @from to node 1. */
-static int step_result(struct raft *r, raft_id from, bool success,
-                       raft_index reject, raft_index last, uint64_t seq,
-                       struct raft_update *u)
-{
-    struct raft_event e;
-
-    memset(&e, 0, sizeof e);
-    e.type = RAFT_EVENT_RECEIVE;
-    e.receive.type = RAFT_MSG_APPEND_ENTRIES_RESULT;
-    e.receive.from = from;
-    e.receive.to = 1;
-    e.receive.append_entries_result.term = raft_current_term(r);
-    e.receive.append_entries_result.success = success;
-    e.receive.append_entries_result.reject_index = reject;
-    e.receive.append_entries_result.last_log_index = last;
-    e.receive.append_entries_result.seq = seq;
-    return raft_step(r, &e, u);
-}
-
-static int step_unreachable(struct raft *r, uint8_t type, raft_id id,
-                            struct raft_update *u)
-{
-    struct raft_event e;
-
-    memset(&e, 0, sizeof e);
-    e.type = type;
-    e.unreachable.id = id;
-    return raft_step(r, &e, u);
-}
-
-/* propose steps a PROPOSE of @n payloads of @len bytes each. */
-static int propose(struct raft *r, unsigned n, size_t len,
-                   struct raft_update *u)
-{
-    struct raft_buf *bufs[16];
-    struct raft_event e;
-    unsigned i;
-    int rc;
-
-    assert_true(n <= 16);
-    for (i = 0; i < n; i++) {
-        bufs[i] = raft_buf_new(len);
-        assert_non_null(bufs[i]);
-        memset(bufs[i]->data, 'a' + (int)i, len);
-    }
-    memset(&e, 0, sizeof e);
-    e.type = RAFT_EVENT_PROPOSE;
-    e.propose.bufs = bufs;
-    e.propose.n = n;
-    rc = raft_step(r, &e, u);
-    for (i = 0; i < n; i++) {
-        raft_buf_unref(bufs[i]);
-    }
-    return rc;
-}
-
-/* The @k-th AppendEntries of @u to @to, NULL if none. */
-static const struct raft_append_entries *append_to(const struct raft_update *u,
-                                                   raft_id to, unsigned k)
-{
-    unsigned i;
-
-    for (i = 0; i < u->n_messages; i++) {
-        if (u->messages[i].type == RAFT_MSG_APPEND_ENTRIES &&
-            u->messages[i].to == to && k-- == 0) {
-            return &u->messages[i].append_entries;
-        }
-    }
-    return NULL;
 }
 
 static struct raft_progress_info progress_of(struct raft *r, raft_id id)
@@ -194,7 +61,7 @@ static void test_commit_broadcast(void **state)
     uint64_t seq;
 
     (void)state;
-    assert_int_equal(propose(r, 1, 10, &u), 0);
+    assert_int_equal(step_propose(r, 1, 10, 'a', 1, &u), 0);
     seq = append_to(&u, 2, 0)->seq;
     assert_non_null(append_to(&u, 3, 0));
     assert_int_equal(step_persisted(r, 2, 2, &u), 0);
@@ -229,7 +96,7 @@ static void test_inflight_bytes(void **state)
     uint64_t seq;
 
     (void)state;
-    assert_int_equal(propose(r, 5, 100, &u), 0);
+    assert_int_equal(step_propose(r, 5, 100, 'a', 1, &u), 0);
     /* A third entry would make 300 > 250: the first message takes two
      * (200 bytes); the room left (50) fits none. */
     assert_int_equal(append_to(&u, 2, 0)->n_entries, 2);
@@ -249,10 +116,10 @@ static void test_inflight_bytes(void **state)
     raft_close(r);
 
     r = new_leader(8, 250, &u);
-    assert_int_equal(propose(r, 1, 1000, &u), 0);
+    assert_int_equal(step_propose(r, 1, 1000, 'a', 1, &u), 0);
     assert_int_equal(append_to(&u, 2, 0)->n_entries, 1);
     assert_true(progress_of(r, 2).inflight_bytes == 1000);
-    assert_int_equal(propose(r, 1, 1, &u), 0);
+    assert_int_equal(step_propose(r, 1, 1, 'a', 1, &u), 0);
     assert_null(append_to(&u, 2, 0)); /* full */
     raft_close(r);
 }
@@ -273,7 +140,7 @@ static void test_results_in_order(void **state)
 
     (void)state;
     for (i = 0; i < 3; i++) {
-        assert_int_equal(propose(r, 1, 10, &u), 0);
+        assert_int_equal(step_propose(r, 1, 10, 'a', 1, &u), 0);
         s[i] = append_to(&u, 2, 0)->seq;
         assert_int_equal(append_to(&u, 2, 0)->prev_log_index, 1 + i);
     }
@@ -318,7 +185,7 @@ static void test_window_resets(void **state)
     uint64_t t;
 
     (void)state;
-    assert_int_equal(propose(r, 2, 10, &u), 0);
+    assert_int_equal(step_propose(r, 2, 10, 'a', 1, &u), 0);
     seq = append_to(&u, 2, 0)->seq;
     assert_int_equal(progress_of(r, 2).inflight, 1);
     assert_int_equal(step_unreachable(r, RAFT_EVENT_UNREACHABLE, 2, &u), 0);

@@ -15,8 +15,7 @@
 
 #include "raft/raft.h"
 #include "tests/lib/cluster.h"
-
-static const raft_id voters3[3] = {1, 2, 3};
+#include "tests/raft/step.h"
 
 static struct raft *new3(raft_id id, raft_term term, unsigned n_log,
                          raft_term log_term, unsigned inflight,
@@ -28,19 +27,8 @@ static struct raft *new3(raft_id id, raft_term term, unsigned n_log,
     struct raft *r = NULL;
     unsigned i;
 
-    memset(&cfg, 0, sizeof cfg);
-    cfg.id = id;
-    cfg.voters = voters3;
-    cfg.n_voters = 3;
-    cfg.election_timeout = 100;
-    cfg.heartbeat_interval = 20;
-    cfg.max_size_per_msg = max_size;
-    cfg.max_inflight_msgs = inflight;
-    cfg.seed = 5;
-    /* Hand-stepped: the classic protocol, one event at a time. Pre-vote
-     * and check-quorum have their own tests. */
-    cfg.disable_pre_vote = true;
-    cfg.disable_check_quorum = true;
+    /* Hand-stepped: the classic protocol, one event at a time. */
+    config3(&cfg, id, max_size, inflight, 5);
     for (i = 0; i < n_log; i++) {
         log[i].term = log_term;
         log[i].index = i + 1;
@@ -49,102 +37,6 @@ static struct raft *new3(raft_id id, raft_term term, unsigned n_log,
     }
     assert_int_equal(raft_new(&cfg, &hs, 1, log, n_log, applied, &r), 0);
     return r;
-}
-
-static int step_tick(struct raft *r, uint64_t now, struct raft_update *u)
-{
-    struct raft_event e;
-
-    memset(&e, 0, sizeof e);
-    e.type = RAFT_EVENT_TICK;
-    e.tick.now = now;
-    return raft_step(r, &e, u);
-}
-
-static int step_persisted(struct raft *r, raft_index index, raft_term term,
-                          struct raft_update *u)
-{
-    struct raft_event e;
-
-    memset(&e, 0, sizeof e);
-    e.type = RAFT_EVENT_PERSISTED;
-    e.persisted.index = index;
-    e.persisted.term = term;
-    return raft_step(r, &e, u);
-}
-
-static int step_append(struct raft *r, raft_id from, raft_term term,
-                       raft_index prev, raft_term prev_term,
-                       raft_index commit, struct raft_entry *entries,
-                       unsigned n, struct raft_update *u)
-{
-    struct raft_event e;
-
-    memset(&e, 0, sizeof e);
-    e.type = RAFT_EVENT_RECEIVE;
-    e.receive.type = RAFT_MSG_APPEND_ENTRIES;
-    e.receive.from = from;
-    e.receive.to = 1;
-    e.receive.append_entries.term = term;
-    e.receive.append_entries.prev_log_index = prev;
-    e.receive.append_entries.prev_log_term = prev_term;
-    e.receive.append_entries.leader_commit = commit;
-    e.receive.append_entries.entries = entries;
-    e.receive.append_entries.n_entries = n;
-    return raft_step(r, &e, u);
-}
-
-static int step_result(struct raft *r, raft_id from, raft_term term,
-                       bool success, raft_index reject, raft_index last,
-                       struct raft_update *u)
-{
-    struct raft_event e;
-
-    memset(&e, 0, sizeof e);
-    e.type = RAFT_EVENT_RECEIVE;
-    e.receive.type = RAFT_MSG_APPEND_ENTRIES_RESULT;
-    e.receive.from = from;
-    e.receive.to = 1;
-    e.receive.append_entries_result.term = term;
-    e.receive.append_entries_result.success = success;
-    e.receive.append_entries_result.reject_index = reject;
-    e.receive.append_entries_result.last_log_index = last;
-    return raft_step(r, &e, u);
-}
-
-/* make_leader ticks node 1 into candidacy and grants it node 2's vote. */
-static void make_leader(struct raft *r, struct raft_update *u)
-{
-    struct raft_event e;
-    uint64_t t;
-
-    for (t = 0; raft_role(r) != RAFT_CANDIDATE; t++) {
-        assert_int_equal(step_tick(r, t, u), 0);
-    }
-    memset(&e, 0, sizeof e);
-    e.type = RAFT_EVENT_RECEIVE;
-    e.receive.type = RAFT_MSG_REQUEST_VOTE_RESULT;
-    e.receive.from = 2;
-    e.receive.to = 1;
-    e.receive.request_vote_result.term = raft_current_term(r);
-    e.receive.request_vote_result.vote_granted = true;
-    assert_int_equal(raft_step(r, &e, u), 0);
-    assert_int_equal(raft_role(r), RAFT_LEADER);
-}
-
-/* The AppendEntries of @u addressed to @to, the @k-th one; NULL if none. */
-static const struct raft_append_entries *append_to(const struct raft_update *u,
-                                                   raft_id to, unsigned k)
-{
-    unsigned i;
-
-    for (i = 0; i < u->n_messages; i++) {
-        if (u->messages[i].type == RAFT_MSG_APPEND_ENTRIES &&
-            u->messages[i].to == to && k-- == 0) {
-            return &u->messages[i].append_entries;
-        }
-    }
-    return NULL;
 }
 
 static const struct raft_append_entries_result *only_result(
@@ -301,16 +193,8 @@ static void test_append_edge_cases(void **state)
     {
         struct raft_config cfg;
         struct raft_hard_state hs = {4, 0};
-        static const raft_id voters[3] = {1, 2, 3};
-        memset(&cfg, 0, sizeof cfg);
-        cfg.id = 1;
-        cfg.voters = voters;
-        cfg.n_voters = 3;
-        cfg.election_timeout = 100;
-        cfg.heartbeat_interval = 20;
-        cfg.max_size_per_msg = 1024;
-        cfg.max_inflight_msgs = 2;
-        cfg.disable_pre_vote = true;
+        config3(&cfg, 1, 1024, 2, 0);
+        cfg.disable_check_quorum = false; /* as this case always had */
         assert_int_equal(raft_new(&cfg, &hs, 5, NULL, 0, 0, &r), 0);
         assert_int_equal(raft_commit_index(r), 4);
         assert_int_equal(step_append(r, 2, 4, 4, 9, 4, over, 3, &u), 0);
@@ -341,7 +225,7 @@ static void test_append_edge_cases(void **state)
     assert_int_equal(step_append(r, 2, 1, 0, 0, 0, NULL, 0, &u), 0);
     assert_int_equal(u.n_messages, 0);
     assert_int_equal(raft_role(r), RAFT_LEADER);
-    assert_int_equal(step_result(r, 2, 1, true, 0, 99, &u), 0);
+    assert_int_equal(step_result_term(r, 2, 1, true, 0, 99, 0, &u), 0);
     assert_int_equal(u.n_messages, 0);
     {
         struct raft_progress_info pi;
@@ -381,10 +265,7 @@ static void test_leader_progress(void **state)
     struct raft_update u;
     struct raft_progress_info pi;
     const struct raft_append_entries *ae;
-    struct raft_buf *bufs[3];
-    struct raft_event e;
     raft_term term;
-    unsigned i;
 
     (void)state;
     make_leader(r, &u);
@@ -400,39 +281,28 @@ static void test_leader_progress(void **state)
     assert_int_equal(raft_progress(r, 1, &pi), RAFT_NOTFOUND);
 
     /* Rejected at 5, follower's last is 2: next = min(5, 3) = 3. */
-    assert_int_equal(step_result(r, 2, term, false, 5, 2, &u), 0);
+    assert_int_equal(step_result_term(r, 2, term, false, 5, 2, 0, &u), 0);
     ae = append_to(&u, 2, 0);
     assert_non_null(ae);
     assert_int_equal(ae->prev_log_index, 2);
     assert_int_equal(ae->n_entries, 4);
     /* The same rejection again is stale: nothing sent. */
-    assert_int_equal(step_result(r, 2, term, false, 5, 2, &u), 0);
+    assert_int_equal(step_result_term(r, 2, term, false, 5, 2, 0, &u), 0);
     assert_int_equal(u.n_messages, 0);
     /* An old-term entry on a majority is not committed by counting. */
     assert_int_equal(step_persisted(r, 6, term, &u), 0);
-    assert_int_equal(step_result(r, 2, term, true, 0, 5, &u), 0);
+    assert_int_equal(step_result_term(r, 2, term, true, 0, 5, 0, &u), 0);
     assert_int_equal(raft_commit_index(r), 0);
     assert_int_equal(raft_progress(r, 2, &pi), 0);
     assert_int_equal(pi.state, RAFT_PROGRESS_REPLICATE);
     assert_int_equal(pi.match_index, 5);
     /* The current-term NOOP on a majority commits everything. */
-    assert_int_equal(step_result(r, 2, term, true, 0, 6, &u), 0);
+    assert_int_equal(step_result_term(r, 2, term, true, 0, 6, 0, &u), 0);
     assert_int_equal(raft_commit_index(r), 6);
     assert_int_equal(u.n_committed, 6);
 
     /* Three 600-byte proposals, 1000 bytes per message, window of 2. */
-    for (i = 0; i < 3; i++) {
-        bufs[i] = raft_buf_new(600);
-        memset(bufs[i]->data, 'a' + i, 600);
-    }
-    memset(&e, 0, sizeof e);
-    e.type = RAFT_EVENT_PROPOSE;
-    e.propose.bufs = bufs;
-    e.propose.n = 3;
-    assert_int_equal(raft_step(r, &e, &u), 0);
-    for (i = 0; i < 3; i++) {
-        raft_buf_unref(bufs[i]);
-    }
+    assert_int_equal(step_propose(r, 3, 600, 'a', 1, &u), 0);
     assert_int_equal(u.proposed_index, 7);
     assert_int_equal(u.proposed_term, term);
     assert_int_equal(u.n_entries, 3);
@@ -448,7 +318,7 @@ static void test_leader_progress(void **state)
 
     /* Follower 2 has 7 durable; the leader has not persisted 7..9: the
      * leader does not count itself, so nothing commits. */
-    assert_int_equal(step_result(r, 2, term, true, 0, 7, &u), 0);
+    assert_int_equal(step_result_term(r, 2, term, true, 0, 7, 0, &u), 0);
     assert_int_equal(raft_commit_index(r), 6);
     assert_non_null(append_to(&u, 2, 0)); /* the window slides */
     assert_int_equal(append_to(&u, 2, 0)->prev_log_index, 8);
@@ -457,7 +327,7 @@ static void test_leader_progress(void **state)
     assert_int_equal(u.n_committed, 1);
 
     /* A rejection above match in REPLICATE: back to PROBE at match + 1. */
-    assert_int_equal(step_result(r, 2, term, false, 8, 7, &u), 0);
+    assert_int_equal(step_result_term(r, 2, term, false, 8, 7, 0, &u), 0);
     assert_int_equal(raft_progress(r, 2, &pi), 0);
     assert_int_equal(pi.state, RAFT_PROGRESS_PROBE);
     assert_int_equal(pi.inflight, 0);
@@ -468,7 +338,7 @@ static void test_leader_progress(void **state)
 
     /* A follower's answer of a higher term: the leader steps down and
      * keeps what it committed. */
-    assert_int_equal(step_result(r, 3, term + 1, false, 0, 0, &u), 0);
+    assert_int_equal(step_result_term(r, 3, term + 1, false, 0, 0, 0, &u), 0);
     assert_int_equal(raft_role(r), RAFT_FOLLOWER);
     assert_int_equal(raft_commit_index(r), 7);
     assert_int_equal(raft_progress(r, 2, &pi), RAFT_NOTLEADER);
@@ -489,7 +359,7 @@ static void test_heartbeats(void **state)
     make_leader(r, &u);
     term = raft_current_term(r);
     assert_int_equal(step_persisted(r, 1, term, &u), 0);
-    assert_int_equal(step_result(r, 2, term, true, 0, 1, &u), 0);
+    assert_int_equal(step_result_term(r, 2, term, true, 0, 1, 0, &u), 0);
     assert_int_equal(raft_commit_index(r), 1);
     for (t = 300; t < 400; t++) {
         assert_int_equal(step_tick(r, t, &u), 0);

@@ -16,47 +16,7 @@
 
 #include "raft/raft.h"
 #include "raft/raft_internal.h"
-
-static const raft_id voters3[3] = {1, 2, 3};
-
-static void config(struct raft_config *cfg, raft_id id)
-{
-    memset(cfg, 0, sizeof *cfg);
-    cfg->id = id;
-    cfg->voters = voters3;
-    cfg->n_voters = 3;
-    cfg->election_timeout = 100;
-    cfg->heartbeat_interval = 20;
-    cfg->max_size_per_msg = 1 << 20;
-    cfg->max_inflight_msgs = 4;
-    cfg->seed = 3;
-    cfg->disable_pre_vote = true;
-    cfg->disable_check_quorum = true;
-}
-
-static int step(struct raft *r, const struct raft_event *e,
-                struct raft_update *u)
-{
-    return raft_step(r, e, u);
-}
-
-static int step_tick(struct raft *r, uint64_t now, struct raft_update *u)
-{
-    struct raft_event e = {.type = RAFT_EVENT_TICK};
-
-    e.tick.now = now;
-    return step(r, &e, u);
-}
-
-static int step_persisted(struct raft *r, raft_index index, raft_term term,
-                          struct raft_update *u)
-{
-    struct raft_event e = {.type = RAFT_EVENT_PERSISTED};
-
-    e.persisted.index = index;
-    e.persisted.term = term;
-    return step(r, &e, u);
-}
+#include "tests/raft/step.h"
 
 static int step_compact(struct raft *r, raft_index index,
                         struct raft_update *u)
@@ -64,7 +24,7 @@ static int step_compact(struct raft *r, raft_index index,
     struct raft_event e = {.type = RAFT_EVENT_COMPACT};
 
     e.compact.index = index;
-    return step(r, &e, u);
+    return raft_step(r, &e, u);
 }
 
 static int step_installed(struct raft *r, raft_id leader, raft_term term,
@@ -77,89 +37,7 @@ static int step_installed(struct raft *r, raft_id leader, raft_term term,
     e.snapshot.term = term;
     e.snapshot.index = index;
     e.snapshot.last_term = last_term;
-    return step(r, &e, u);
-}
-
-static int step_id(struct raft *r, uint8_t type, raft_id id,
-                   struct raft_update *u)
-{
-    struct raft_event e = {.type = type};
-
-    e.unreachable.id = id;
-    return step(r, &e, u);
-}
-
-static int step_append(struct raft *r, raft_id from, raft_term term,
-                       raft_index prev, raft_term prev_term,
-                       raft_index commit, struct raft_entry *entries,
-                       unsigned n, struct raft_update *u)
-{
-    struct raft_event e = {.type = RAFT_EVENT_RECEIVE};
-
-    e.receive.type = RAFT_MSG_APPEND_ENTRIES;
-    e.receive.from = from;
-    e.receive.to = r->id;
-    e.receive.append_entries.term = term;
-    e.receive.append_entries.prev_log_index = prev;
-    e.receive.append_entries.prev_log_term = prev_term;
-    e.receive.append_entries.leader_commit = commit;
-    e.receive.append_entries.entries = entries;
-    e.receive.append_entries.n_entries = n;
-    e.receive.append_entries.seq = 1;
-    return step(r, &e, u);
-}
-
-static int step_result(struct raft *r, raft_id from, bool success,
-                       raft_index reject, raft_index last, uint64_t seq,
-                       struct raft_update *u)
-{
-    struct raft_event e = {.type = RAFT_EVENT_RECEIVE};
-
-    e.receive.type = RAFT_MSG_APPEND_ENTRIES_RESULT;
-    e.receive.from = from;
-    e.receive.to = r->id;
-    e.receive.append_entries_result.term = r->term;
-    e.receive.append_entries_result.success = success;
-    e.receive.append_entries_result.reject_index = reject;
-    e.receive.append_entries_result.last_log_index = last;
-    e.receive.append_entries_result.seq = seq;
-    return step(r, &e, u);
-}
-
-static int propose(struct raft *r, unsigned n, struct raft_update *u)
-{
-    struct raft_buf *bufs[64];
-    struct raft_event e = {.type = RAFT_EVENT_PROPOSE};
-    unsigned i;
-    int rc;
-
-    assert_true(n <= 64);
-    for (i = 0; i < n; i++) {
-        bufs[i] = raft_buf_new(8);
-        assert_non_null(bufs[i]);
-        memset(bufs[i]->data, 'x', 8);
-    }
-    e.propose.bufs = bufs;
-    e.propose.n = n;
-    rc = step(r, &e, u);
-    for (i = 0; i < n; i++) {
-        raft_buf_unref(bufs[i]);
-    }
-    return rc;
-}
-
-static const struct raft_append_entries *append_to(const struct raft_update *u,
-                                                   raft_id to)
-{
-    unsigned i;
-
-    for (i = 0; i < u->n_messages; i++) {
-        if (u->messages[i].type == RAFT_MSG_APPEND_ENTRIES &&
-            u->messages[i].to == to) {
-            return &u->messages[i].append_entries;
-        }
-    }
-    return NULL;
+    return raft_step(r, &e, u);
 }
 
 static const struct raft_append_entries_result *result_to(
@@ -183,24 +61,13 @@ static struct raft *leader_with(unsigned n, struct raft_update *u)
 {
     struct raft_config cfg;
     struct raft_hard_state hs = {1, 0};
-    struct raft_event e = {.type = RAFT_EVENT_RECEIVE};
     struct raft *r = NULL;
-    uint64_t t;
 
-    config(&cfg, 1);
+    config3(&cfg, 1, 1 << 20, 4, 3);
     assert_int_equal(raft_new(&cfg, &hs, 1, NULL, 0, 0, &r), 0);
-    for (t = 0; raft_role(r) != RAFT_CANDIDATE; t++) {
-        assert_int_equal(step_tick(r, t, u), 0);
-    }
-    e.receive.type = RAFT_MSG_REQUEST_VOTE_RESULT;
-    e.receive.from = 2;
-    e.receive.to = 1;
-    e.receive.request_vote_result.term = 2;
-    e.receive.request_vote_result.vote_granted = true;
-    assert_int_equal(step(r, &e, u), 0);
-    assert_int_equal(raft_role(r), RAFT_LEADER);
+    make_leader(r, u);
     if (n > 0) {
-        assert_int_equal(propose(r, n, u), 0);
+        assert_int_equal(step_propose(r, n, 8, 'x', 0, u), 0);
     }
     assert_int_equal(step_persisted(r, 1 + n, 2, u), 0);
     assert_int_equal(step_result(r, 2, true, 0, 1 + n, 0, u), 0);
@@ -220,8 +87,8 @@ static void test_compact_bounds(void **state)
 
     (void)state;
     assert_int_equal(raft_first_index(r), 1);
-    assert_int_equal(propose(r, 1, &u), 0); /* 11: neither durable nor
-                                               committed */
+    /* 11: neither durable nor committed */
+    assert_int_equal(step_propose(r, 1, 8, 'x', 0, &u), 0);
     assert_int_equal(step_compact(r, 11, &u), RAFT_INVALID);
     assert_int_equal(raft_first_index(r), 1);
     assert_int_equal(step_compact(r, 6, &u), 0);
@@ -236,12 +103,12 @@ static void test_compact_bounds(void **state)
     assert_int_equal(raft_first_index(r), 11);
     /* Node 2 at next 12, so fine; a probe of node 2 at the boundary
      * carries the boundary's term. */
-    assert_int_equal(step_id(r, RAFT_EVENT_UNREACHABLE, 2, &u), 0);
+    assert_int_equal(step_unreachable(r, RAFT_EVENT_UNREACHABLE, 2, &u), 0);
     pi.next_index = 0;
     assert_int_equal(raft_progress(r, 2, &pi), 0);
     assert_int_equal(pi.next_index, 11);
     assert_int_equal(step_tick(r, 1000, &u), 0);
-    ae = append_to(&u, 2);
+    ae = append_to(&u, 2, 0);
     assert_non_null(ae);
     assert_int_equal(ae->prev_log_index, 10);
     assert_int_equal(ae->prev_log_term, 2);
@@ -259,12 +126,11 @@ static void test_restore(void **state)
     struct raft_hard_state hs = {5, 0};
     struct raft_entry more[2] = {{5, 11, RAFT_ENTRY_NOOP, NULL},
                                  {5, 12, RAFT_ENTRY_NOOP, NULL}};
-    struct raft_event e = {.type = RAFT_EVENT_RECEIVE};
     struct raft_update u;
     struct raft *r = NULL;
 
     (void)state;
-    config(&cfg, 1);
+    config3(&cfg, 1, 1 << 20, 4, 3);
     assert_int_equal(raft_restore(&cfg, &hs, 10, 4, NULL, 0, 9, &r),
                      RAFT_INVALID);
     assert_int_equal(raft_restore(&cfg, &hs, 10, 4, NULL, 0, 10, &r), 0);
@@ -273,17 +139,12 @@ static void test_restore(void **state)
     assert_int_equal(raft_commit_index(r), 10);
     /* A candidate of term 6 whose last entry is 9 of term 4: older than
      * our boundary (10 of term 4): refused. */
-    e.receive.type = RAFT_MSG_REQUEST_VOTE;
-    e.receive.from = 2;
-    e.receive.to = 1;
-    e.receive.request_vote.term = 6;
-    e.receive.request_vote.last_log_index = 9;
-    e.receive.request_vote.last_log_term = 4;
-    assert_int_equal(step(r, &e, &u), 0);
+    assert_int_equal(step_request_vote(r, 2, 6, 9, 4, false, &u), 0);
     assert_false(u.messages[0].request_vote_result.vote_granted);
     /* The boundary matches; a wrong term at the boundary too (committed
      * entries always match), the entries are appended. */
-    assert_int_equal(step_append(r, 2, 6, 10, 4, 12, more, 2, &u), 0);
+    assert_int_equal(step_append_seq(r, 2, 6, 10, 4, 12, more, 2, 1, &u),
+                     0);
     assert_int_equal(u.n_entries, 2);
     assert_int_equal(u.entries[0].index, 11);
     assert_int_equal(step_persisted(r, 12, 5, &u), 0);
@@ -314,7 +175,7 @@ static void test_leader_snapshot(void **state)
     /* Node 3 never answered: its next index is 1, compacted. First the
      * boundary probe (prev 15). */
     assert_int_equal(step_tick(r, t, &u), 0);
-    ae = append_to(&u, 3);
+    ae = append_to(&u, 3, 0);
     assert_non_null(ae);
     assert_int_equal(ae->prev_log_index, 15);
     assert_int_equal(ae->prev_log_term, 2);
@@ -322,7 +183,7 @@ static void test_leader_snapshot(void **state)
     assert_int_equal(step_result(r, 3, false, 15, 0, ae->seq, &u), 0);
     assert_int_equal(u.n_snapshot_to, 1);
     assert_int_equal(u.snapshot_to[0], 3);
-    assert_null(append_to(&u, 3));
+    assert_null(append_to(&u, 3, 0));
     pi.state = 0;
     assert_int_equal(raft_progress(r, 3, &pi), 0);
     assert_int_equal(pi.state, RAFT_PROGRESS_SNAPSHOT);
@@ -332,7 +193,7 @@ static void test_leader_snapshot(void **state)
     for (t = 1001; t < 1100; t++) {
         assert_int_equal(step_tick(r, t, &u), 0);
         assert_int_equal(u.n_snapshot_to, 0);
-        ae = append_to(&u, 3);
+        ae = append_to(&u, 3, 0);
         if (ae != NULL) {
             assert_int_equal(ae->n_entries, 0);
             assert_int_equal(ae->prev_log_index, 0);
@@ -340,7 +201,7 @@ static void test_leader_snapshot(void **state)
     }
     /* The transfer fails: probing again, no offer within a heartbeat
      * interval (20 ms), then one. */
-    assert_int_equal(step_id(r, RAFT_EVENT_SNAPSHOT_FAILED, 3, &u), 0);
+    assert_int_equal(step_unreachable(r, RAFT_EVENT_SNAPSHOT_FAILED, 3, &u), 0);
     assert_int_equal(raft_progress(r, 3, &pi), 0);
     assert_int_equal(pi.state, RAFT_PROGRESS_PROBE);
     for (t = 1100; offers == 0; t++) {
@@ -349,11 +210,11 @@ static void test_leader_snapshot(void **state)
             offers++;
             assert_true(t >= 1120);
         }
-        if (append_to(&u, 3) != NULL && append_to(&u, 3)->n_entries > 0) {
+        if (append_to(&u, 3, 0) != NULL && append_to(&u, 3, 0)->n_entries > 0) {
             /* the boundary probe again */
-            assert_int_equal(append_to(&u, 3)->prev_log_index, 15);
+            assert_int_equal(append_to(&u, 3, 0)->prev_log_index, 15);
             assert_int_equal(step_result(r, 3, false, 15, 0,
-                                         append_to(&u, 3)->seq, &u),
+                                         append_to(&u, 3, 0)->seq, &u),
                              0);
             offers += u.n_snapshot_to;
         }
@@ -364,7 +225,7 @@ static void test_leader_snapshot(void **state)
     assert_int_equal(raft_progress(r, 3, &pi), 0);
     assert_int_equal(pi.state, RAFT_PROGRESS_REPLICATE);
     assert_int_equal(pi.match_index, 18);
-    ae = append_to(&u, 3);
+    ae = append_to(&u, 3, 0);
     assert_non_null(ae);
     assert_int_equal(ae->prev_log_index, 18);
     assert_int_equal(ae->n_entries, 2);
@@ -374,7 +235,7 @@ static void test_leader_snapshot(void **state)
     r = leader_with(4, &u);
     assert_int_equal(step_compact(r, 5, &u), 0);
     assert_int_equal(step_tick(r, 1000, &u), 0);
-    assert_int_equal(step_result(r, 3, false, 5, 0, append_to(&u, 3)->seq,
+    assert_int_equal(step_result(r, 3, false, 5, 0, append_to(&u, 3, 0)->seq,
                                  &u),
                      0);
     assert_int_equal(raft_progress(r, 3, &pi), 0);
@@ -412,7 +273,7 @@ static void test_follower_installed(void **state)
     unsigned i;
 
     (void)state;
-    config(&cfg, 1);
+    config3(&cfg, 1, 1 << 20, 4, 3);
     for (i = 0; i < 4; i++) {
         log[i] = (struct raft_entry){3, i + 1, RAFT_ENTRY_NOOP, NULL};
     }
@@ -449,7 +310,7 @@ static void test_follower_installed(void **state)
     assert_int_equal(raft_persisted_index(r), 9);
     /* The leader continues at the boundary: 10 committed, handed out. */
     log[0] = (struct raft_entry){5, 10, RAFT_ENTRY_NOOP, NULL};
-    assert_int_equal(step_append(r, 2, 5, 9, 4, 10, log, 1, &u), 0);
+    assert_int_equal(step_append_seq(r, 2, 5, 9, 4, 10, log, 1, 1, &u), 0);
     assert_int_equal(step_persisted(r, 10, 5, &u), 0);
     assert_int_equal(u.n_committed, 1);
     assert_int_equal(u.committed[0].index, 10);
@@ -472,7 +333,7 @@ static void test_bounded_memory(void **state)
 
     (void)state;
     for (k = 0; k < 2000; k++) {
-        assert_int_equal(propose(r, 64, &u), 0);
+        assert_int_equal(step_propose(r, 64, 8, 'x', 0, &u), 0);
         last = raft_last_index(r);
         assert_int_equal(step_persisted(r, last, 2, &u), 0);
         assert_int_equal(step_result(r, 2, true, 0, last, 0, &u), 0);
