@@ -187,8 +187,10 @@ out:
  * a light load (batches further apart than @ms) nothing waits. It returns
  * at once on the leader (its callers wait for the apply), when a caller
  * waits on this node (its write must be applied at once: it is on its way
- * through the queue), or when the queue holds a full batch. Caller holds
- * mu. */
+ * through the queue), or when the queue holds a full batch. A caller
+ * arriving or the node becoming leader does not wake it: the caller's
+ * entry arrives through applier_push, which does, and any wait ends
+ * within @ms. Caller holds mu. */
 static void follower_pace(struct ext_node *n, const struct timespec *last_end,
                           unsigned ms)
 {

@@ -501,6 +501,7 @@ void exec_on_forward(struct ext_node *n, const struct raft_message *m)
 {
     if (m->type == RAFT_MSG_FORWARD) {
         struct ext_forwarded *f;
+        uint64_t id[2];
         if (raft_role(n->core) != RAFT_LEADER ||
             raft_uv_node_failed(n->driver)) {
             answer_forward(n, m, RAFT_NOTLEADER, 0, 0);
@@ -509,6 +510,14 @@ void exec_on_forward(struct ext_node *n, const struct raft_message *m)
         if (m->forward.data == NULL ||
             m->forward.data->len > n->cfg.max_request_bytes + 4096) {
             answer_forward(n, m, RAFT_TOOBIG, 0, 0);
+            return;
+        }
+        /* Refused alone: a malformed request held with others would fail
+         * their whole proposal at the next wake (the stamp checks the
+         * same header). */
+        if (sql_request_id(m->forward.data->data, m->forward.data->len,
+                           id) != 0) {
+            answer_forward(n, m, RAFT_CORRUPT, 0, 0);
             return;
         }
         if (n->n_fwd == n->cap_fwd) {
@@ -547,6 +556,11 @@ void exec_on_forward(struct ext_node *n, const struct raft_message *m)
             finish(w, EXT_EXEC_NOT_APPLIED, SQLITE_TOOBIG,
                    "raft_exec: not applied: the leader refused a request "
                    "larger than its max_request_bytes");
+        } else if (status == RAFT_CORRUPT) {
+            finish(w, EXT_EXEC_NOT_APPLIED, SQLITE_ERROR,
+                   "raft_exec: not applied: the leader refused the request "
+                   "as malformed (do the nodes run different raftsql "
+                   "versions?)");
         } else {
             /* Not the leader any more, busy, or a failed append: retry
              * with the same id once a leader is known. */

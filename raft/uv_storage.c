@@ -227,7 +227,9 @@ static void disk_work(uv_work_t *req)
     struct raft__uv_job *j = d->jobs_head;
     if (!named) {
         /* libuv's pool threads inherit the loop thread's name: rename
-         * them for top -H and perf (best effort, once per thread). */
+         * them for top -H and perf (best effort, once per thread; the
+         * pool is the process's, so a host's own libuv work may run on a
+         * thread so named). */
         pthread_setname_np(pthread_self(), "raftsql-disk");
         named = true;
     }

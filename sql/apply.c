@@ -357,7 +357,10 @@ static int authorize_pragma(struct sql_fsm *f, const char *name,
 /* authorize is the apply connection's authorizer: user SQL may neither
  * write raftsql_* tables nor control transactions, attach databases,
  * create temporary objects (they would live on one node's connection
- * only) or run non-replicable pragmas. Our own statements pass. */
+ * only) or run non-replicable pragmas, nor read raftsql_applied or
+ * raftsql_requests (their contents depend on where each node's apply
+ * batches end, so a request reading them would differ between nodes).
+ * Our own statements pass. */
 static int authorize(void *arg, int action, const char *a1, const char *a2,
                      const char *db_name, const char *trigger)
 {
@@ -369,6 +372,18 @@ static int authorize(void *arg, int action, const char *a1, const char *a2,
         return SQLITE_OK;
     }
     switch (action) {
+        case SQLITE_READ:
+            /* a1 is the table; called with an empty column name for a
+             * table read without its columns (count(*)). */
+            if (a1 != NULL && (strcasecmp(a1, "raftsql_applied") == 0 ||
+                               strcasecmp(a1, "raftsql_requests") == 0)) {
+                return deny(f,
+                            "%s cannot be read in raft_exec: it depends on "
+                            "how each node batches its applies (read it "
+                            "outside raft_exec)",
+                            a1);
+            }
+            return SQLITE_OK;
         case SQLITE_INSERT:
         case SQLITE_UPDATE:
         case SQLITE_DELETE:
@@ -1306,14 +1321,18 @@ static int read_applied(struct sql_fsm *f)
     sqlite3_stmt *s;
     int rc;
 
+    /* Ours: the authorizer refuses this read to requests only. */
+    f->internal = 1;
     rc = sqlite3_prepare_v2(f->db,
                             "SELECT idx, term FROM main.raftsql_applied "
                             "WHERE id = 0",
                             -1, &s, NULL);
     if (rc != SQLITE_OK) {
+        f->internal = 0;
         return fail_sqlite(f, rc, "read raftsql_applied");
     }
     rc = sqlite3_step(s);
+    f->internal = 0;
     if (rc != SQLITE_ROW) {
         rc = rc == SQLITE_DONE ? SQLITE_CORRUPT : rc;
         sqlite3_finalize(s);
@@ -1385,9 +1404,13 @@ static void *ckpt_main(void *arg)
         pthread_mutex_unlock(&c->run_mu);
         pthread_mutex_lock(&c->sig_mu);
         /* Invariant: @committed's commit finished before this checkpoint
-         * read the WAL index, so its frames are among the n_log it saw;
-         * with all of them backfilled (and the database file fsynced:
-         * this connection runs at synchronous=FULL), @committed is
+         * read the WAL index, so its frames are among the n_log it saw,
+         * and a checkpoint fsyncs the WAL before it copies (this
+         * connection runs at synchronous=FULL). With every frame copied,
+         * those frames survive a power loss either in the database file
+         * or in the WAL: SQLite fsyncs the file after a copy unless a
+         * commit came meanwhile, and restarts or truncates the WAL only
+         * after a checkpoint that fsynced the file. So @committed is
          * durable. The apply thread folds it in (sql_fsm_apply). */
         if (rc == SQLITE_OK && n_log >= 0 && n_ckpt == n_log &&
             gen == c->gen && committed > c->durable) {
@@ -1408,6 +1431,13 @@ static void ckpt_start(struct sql_fsm *f)
     sqlite3 *db = NULL;
 
     if (sqlite3_open_v2(f->path, &db, SQLITE_OPEN_READWRITE, NULL) !=
+        SQLITE_OK) {
+        sqlite3_close(db);
+        return;
+    }
+    /* Its checkpoints must fsync (the durable index relies on it),
+     * whatever this SQLite's compiled-in default. */
+    if (sqlite3_exec(db, "PRAGMA synchronous=FULL", NULL, NULL, NULL) !=
         SQLITE_OK) {
         sqlite3_close(db);
         return;

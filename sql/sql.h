@@ -172,11 +172,14 @@ uint64_t sql_fsm_applied_term(const struct sql_fsm *f);
  *
  * The durable index is the highest applied index known to survive a power
  * loss: the applied index at the last checkpoint that backfilled every WAL
- * frame into the database file and fsynced it (sql_fsm_checkpoint, the
- * one sql_fsm_open runs after WAL recovery, or a passive checkpoint of
- * the background checkpointer, which sql_fsm_apply takes in at its next
- * commit), or of the last installed snapshot (written with a synchronous
- * commit). It is 0 after an open whose checkpoint could not complete
+ * frame into the database file and fsynced it (sql_fsm_checkpoint, or the
+ * one sql_fsm_open runs after WAL recovery), the applied index noted
+ * before a passive checkpoint of the background checkpointer that copied
+ * every frame it saw (it fsyncs the WAL before copying; the frames then
+ * survive in the file or in the WAL, which SQLite restarts only after a
+ * checkpoint that fsynced the file; sql_fsm_apply takes the index in at
+ * its next commit), or of the last installed snapshot (written with a
+ * synchronous commit). It is 0 after an open whose checkpoint could not complete
  * (readers held WAL frames back).
  *
  * Invariant (the durable point): the Raft log may only be compacted up to

@@ -287,6 +287,20 @@ class FollowerPaceTest(unittest.TestCase):
         return node.value("SELECT raft_exec(?%s)" % (", ?" * len(params)),
                           sql, *params)
 
+    def test_other_writes_are_paced(self):
+        f1, f2 = self.followers
+        self.exec(self.leader, "CREATE TABLE t(x)")
+        index = self.leader.status()["applied"]
+        self.cluster.wait_applied(index, [f1, f2])
+        # Both followers have just applied a batch: the next write is held
+        # there for up to a second, and then applied.
+        self.exec(self.leader, "INSERT INTO t VALUES(1)")
+        index = self.leader.status()["applied"]
+        self.assertLess(f2.status()["applied"], index)
+        self.cluster.wait_applied(index, [f1, f2],
+                                  timeout=5 * self.PACE_MS / 1000.0)
+        self.assertEqual(f2.value("SELECT count(*) FROM t"), 1)
+
     def test_own_writes_are_not_paced(self):
         f1, f2 = self.followers
         self.exec(self.leader, "CREATE TABLE t(x)")
