@@ -372,12 +372,16 @@ int ext_config_parse(const char *text, const char *db_path,
             snprintf(c->listen_host, sizeof c->listen_host, "%s",
                      self->host);
             c->listen_port = self->port;
-        } else if (c->listen_port != self->port) {
+        } else if (c->listen_port != self->port ||
+                   (is_loopback(c->listen_host) &&
+                    strcmp(c->listen_host, self->host) != 0)) {
+            /* (An address off loopback gets the error below.) */
             rc = fail(errmsg, errmsg_len,
-                      "listen: port %u differs from server %" PRIu64
-                      "'s port %u in cluster; peers dial the cluster "
+                      "listen: %s:%u differs from server %" PRIu64
+                      "'s address %s:%u in cluster; peers dial the cluster "
                       "address, so they would never reach this node",
-                      c->listen_port, c->id, self->port);
+                      c->listen_host, c->listen_port, c->id, self->host,
+                      self->port);
             goto out;
         }
     }
@@ -387,6 +391,20 @@ int ext_config_parse(const char *text, const char *db_path,
                   "authenticate each other (use 127.0.0.1)",
                   have_listen ? listen_raw : c->listen_host);
         goto out;
+    }
+    /* One entry must always fit in the log, even beside others: a request
+     * the log can never take would stop every node's log for good. */
+    if (c->max_request_bytes > c->log_max_bytes / 4) {
+        if (seen & (1u << key_index("max_request_bytes"))) {
+            rc = fail(errmsg, errmsg_len,
+                      "max_request_bytes: %" PRIu64 " is more than a "
+                      "quarter of log_max_mb (%" PRIu64 " bytes); a "
+                      "request that large could fill the log for good: "
+                      "raise log_max_mb or lower max_request_bytes",
+                      c->max_request_bytes, c->log_max_bytes);
+            goto out;
+        }
+        c->max_request_bytes = c->log_max_bytes / 4;
     }
     if (c->heartbeat_ms >= c->election_timeout_ms) {
         rc = fail(errmsg, errmsg_len,

@@ -165,6 +165,7 @@ struct sql_fsm {
     uint64_t applied;                /* last applied index (as stored) */
     uint64_t applied_term;           /* its term */
     int internal;                    /* 1: our own statement, authorize all */
+    int altered;                     /* 1: the request ran ALTER TABLE */
     int pragma_setting;              /* setting captured by the authorizer,
                                         or -1 */
     int pragma_value;                /* its value, -1 when not a boolean */
@@ -293,6 +294,24 @@ static int is_internal_name(const char *name)
     return name != NULL && strncasecmp(name, "raftsql_", 8) == 0;
 }
 
+/* is_node_local_table tells whether @name is one of SQLite's eponymous
+ * virtual tables whose rows differ per node: the connection's prepared
+ * statements, the file's page layout, a statement's bytecode. */
+static int is_node_local_table(const char *name)
+{
+    static const char *const local[] = {
+        "sqlite_stmt", "dbstat", "sqlite_dbpage", "bytecode", "tables_used",
+    };
+    size_t i;
+
+    for (i = 0; name != NULL && i < sizeof local / sizeof local[0]; i++) {
+        if (strcasecmp(name, local[i]) == 0) {
+            return 1;
+        }
+    }
+    return 0;
+}
+
 /* deny refuses the action being authorized, keeping the first reason. */
 static int deny(struct sql_fsm *f, const char *fmt, ...)
 {
@@ -342,9 +361,10 @@ static int authorize_pragma(struct sql_fsm *f, const char *name,
             if (value == NULL) {
                 return deny(f,
                             "PRAGMA %s cannot be used in raft_exec: only "
-                            "read-only PRAGMA queries run there (its "
-                            "effect would differ per node or break the "
-                            "apply transaction)",
+                            "read-only PRAGMA queries answered alike on "
+                            "every node run there (its answer or effect "
+                            "would differ per node or break the apply "
+                            "transaction)",
                             name);
             }
             return deny(f,
@@ -383,6 +403,21 @@ static int authorize(void *arg, int action, const char *a1, const char *a2,
                             "outside raft_exec)",
                             a1);
             }
+            if (is_node_local_table(a1)) {
+                return deny(f,
+                            "%s cannot be read in raft_exec: it shows what "
+                            "is local to one node (its connection, file "
+                            "layout or build)",
+                            a1);
+            }
+            return SQLITE_OK;
+        case SQLITE_FUNCTION:
+            /* a2 is the function's name. */
+            if (a2 != NULL && strcasecmp(a2, "load_extension") == 0) {
+                return deny(f,
+                            "load_extension cannot be used in raft_exec: "
+                            "extensions are loaded per node");
+            }
             return SQLITE_OK;
         case SQLITE_INSERT:
         case SQLITE_UPDATE:
@@ -401,6 +436,9 @@ static int authorize(void *arg, int action, const char *a1, const char *a2,
             if (is_internal_name(a2)) {
                 return deny_internal(f, a2);
             }
+            /* The new name of a RENAME is not given here: run_request
+             * checks the schema after the request (check_renamed). */
+            f->altered = 1;
             return SQLITE_OK;
         case SQLITE_CREATE_INDEX:
         case SQLITE_DROP_INDEX:
@@ -607,11 +645,13 @@ static int run_error(struct sql_fsm *f, struct run *run, int rc,
 }
 
 /* run_sqlite_error records the connection's current error @rc (or the
- * authorizer's refusal) for the request; returns 0 or RAFT_NOMEM. */
+ * authorizer's refusal, as SQLITE_AUTH: SQLite reports a refused function
+ * as SQLITE_ERROR) for the request; returns 0 or RAFT_NOMEM. */
 static int run_sqlite_error(struct sql_fsm *f, struct run *run, int rc)
 {
-    if ((rc & 0xff) == SQLITE_AUTH && f->deny[0] != '\0') {
-        return run_error(f, run, rc, "%s", f->deny);
+    if (((rc & 0xff) == SQLITE_AUTH || (rc & 0xff) == SQLITE_ERROR) &&
+        f->deny[0] != '\0') {
+        return run_error(f, run, SQLITE_AUTH, "%s", f->deny);
     }
     return run_error(f, run, rc, "%s", sqlite3_errmsg(f->db));
 }
@@ -848,6 +888,41 @@ static int run_statements(struct sql_fsm *f, struct run *run)
  * and fills @res. Returns 0, a project code (environmental failure: the
  * caller rolls back the batch), or APPLY__RESTART when the request's SQL
  * rolled back the whole transaction (@res then holds its error). */
+/* check_renamed fails the request (run_error) when it left a schema
+ * object under a raftsql_ name other than the internal ones: ALTER TABLE
+ * ... RENAME TO raftsql_x, which the authorizer cannot see (it is given
+ * the old name only). Returns 0 or a project error code. */
+static int check_renamed(struct sql_fsm *f, struct run *run)
+{
+    sqlite3_stmt *s = NULL;
+    int rc;
+
+    f->internal = 1;
+    rc = sqlite3_prepare_v2(
+        f->db,
+        "SELECT name FROM main.sqlite_schema"
+        " WHERE lower(substr(name, 1, 8)) = 'raftsql_' AND name NOT IN"
+        " ('raftsql_applied', 'raftsql_requests', 'raftsql_settings',"
+        "  'raftsql_requests_idx') LIMIT 1",
+        -1, &s, NULL);
+    if (rc == SQLITE_OK) {
+        rc = sqlite3_step(s);
+    }
+    f->internal = 0;
+    if (rc == SQLITE_ROW) {
+        rc = run_error(f, run, SQLITE_AUTH,
+                       "ALTER TABLE cannot rename to %s: raftsql_ names "
+                       "are reserved for raftsql's internal tables",
+                       (const char *)sqlite3_column_text(s, 0));
+    } else if (rc == SQLITE_DONE) {
+        rc = 0;
+    } else {
+        rc = fail_sqlite(f, rc, "read the schema");
+    }
+    sqlite3_finalize(s);
+    return rc;
+}
+
 static int run_request(struct sql_fsm *f, const struct sql_request *req,
                        uint64_t index, struct sql_result *res)
 {
@@ -875,6 +950,7 @@ static int run_request(struct sql_fsm *f, const struct sql_request *req,
     run.total = sqlite3_total_changes64(f->db);
 
     determinism_begin(&f->det, req->seed, req->time_ms);
+    f->altered = 0;
     rc = run_statements(f, &run);
     if (rc == 0 && run.err_rc == SQLITE_OK) {
         /* Deferred constraints are checked per request, as if it were
@@ -885,6 +961,9 @@ static int run_request(struct sql_fsm *f, const struct sql_request *req,
             rc = run_error(f, &run, SQLITE_CONSTRAINT_FOREIGNKEY,
                            "FOREIGN KEY constraint failed");
         }
+    }
+    if (rc == 0 && run.err_rc == SQLITE_OK && f->altered) {
+        rc = check_renamed(f, &run);
     }
     determinism_end(&f->det);
     if (rc != 0) {
@@ -1147,7 +1226,8 @@ static int open_error(sqlite3 *db, int rc, const char *path, char *errmsg,
 {
     if ((rc & 0xff) == SQLITE_CANTOPEN && access(path, F_OK) != 0 &&
         errno == ENOENT) {
-        sql_set_msg(errmsg, errmsg_len, "open %s: no such database file", path);
+        sql_set_msg(errmsg, errmsg_len, "open %s: no such database file",
+                    path);
         return RAFT_NOTFOUND;
     }
     if ((rc & 0xff) == SQLITE_NOTADB) {
@@ -1230,7 +1310,8 @@ static int check_replica(struct sql_fsm *f, char *errmsg, size_t errmsg_len)
     }
     rc = sqlite3_finalize(s);
     if (rc != SQLITE_OK) {
-        sql_set_msg(errmsg, errmsg_len, "read schema: %s", sqlite3_errmsg(f->db));
+        sql_set_msg(errmsg, errmsg_len, "read schema: %s",
+                    sqlite3_errmsg(f->db));
         return to_raft(rc);
     }
     return 0;

@@ -15,10 +15,16 @@
  * - Database-scoped pragmas stored in the file: user_version and
  *   application_id run as written.
  * - Queries: a PRAGMA without a value runs (its rows are discarded) only
- *   when it is a read-only query: the settings above, user_version,
- *   application_id, and the introspection pragmas below. Any other query
- *   form is refused: some have side effects that differ per node or break
- *   the apply transaction (wal_checkpoint, optimize, shrink_memory,
+ *   when it is a read-only query whose answer is the same on every node:
+ *   the settings above, user_version, application_id, encoding,
+ *   journal_mode, page_size, schema_version, and the introspection
+ *   pragmas below. The same holds for their table-valued forms
+ *   (pragma_table_info(...)), whose rows a request can store. Any other
+ *   query form is refused: some answer with what is local to a node
+ *   (database_list gives the file's path; function_list, module_list,
+ *   collation_list, pragma_list what this build and process registered),
+ *   some have side effects that differ per node or break the apply
+ *   transaction (wal_checkpoint, optimize, shrink_memory,
  *   incremental_vacuum...).
  *   Read-only pragmas taking an argument run too: table_info, table_xinfo,
  *   table_list, index_info, index_xinfo, index_list, foreign_key_list,
@@ -54,9 +60,7 @@ static const char *const with_value_ok[] = {
 /* Read-only queries allowed without a value (besides with_value_ok and
  * the settings). */
 static const char *const query_ok[] = {
-    "collation_list", "database_list", "encoding",       "function_list",
-    "journal_mode",   "module_list",   "pragma_list",    "page_size",
-    "schema_version",
+    "encoding", "journal_mode", "page_size", "schema_version",
 };
 
 static int in_list(const char *name, const char *const *list, size_t n)

@@ -354,7 +354,7 @@ class StartTest(unittest.TestCase):
         self.assertIn("id: given twice", self.start_error("id=1 id=1 %s" % c))
         self.assertIn("empty member", self.start_error(
             "id=1 %s,,2@127.0.0.1:1" % c))
-        self.assertIn("listen: port", self.start_error(
+        self.assertIn("differs from server 1's address", self.start_error(
             "id=1 %s listen=127.0.0.1:%d" % (c, port + 1 if port < 65535
                                              else port - 1)))
         self.assertIn("dir:", self.start_error("id=1 %s dir=/dev/null" % c))
@@ -362,6 +362,28 @@ class StartTest(unittest.TestCase):
             "id=1 %s heartbeat_ms=500 election_timeout_ms=500" % c))
         self.assertIn("follower_apply_ms", self.start_error(
             "id=1 %s follower_apply_ms=1001" % c))
+        self.assertIn("listen: 127.0.0.2:%d differs" % port, self.start_error(
+            "id=1 %s listen=127.0.0.2:%d" % (c, port)))
+        self.assertIn("max_request_bytes: 8388608 is more than a quarter",
+                      self.start_error("id=1 %s log_max_mb=16 "
+                                       "max_request_bytes=8388608" % c))
+
+    def test_request_limit_follows_a_small_log(self):
+        """With a small log_max_mb the default max_request_bytes drops to
+        a quarter of it, so no request can fill the log for good."""
+        port = free_ports(1)[0]
+        self.node.sql("SELECT raft_start(?)",
+                      "id=1 cluster=1@127.0.0.1:%d election_timeout_ms=100 "
+                      "heartbeat_ms=10 log_max_mb=4" % port)
+        self.node.sql("SELECT raft_exec('CREATE TABLE b(v)')")
+        with self.assertRaises(NodeError) as cm:
+            self.node.sql("SELECT raft_exec('INSERT INTO b VALUES(?)', "
+                          "zeroblob(2000000))")
+        self.assertIn("exceeds max_request_bytes", str(cm.exception))
+        self.node.sql("SELECT raft_exec('INSERT INTO b VALUES(?)', "
+                      "zeroblob(500000))")
+        self.node.sql("SELECT raft_exec('INSERT INTO b VALUES(1)')")
+        self.assertEqual(self.node.value("SELECT count(*) FROM b"), 2)
 
     def test_existing_database_is_refused(self):
         """A database with tables that is no replica is refused, naming

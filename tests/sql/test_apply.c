@@ -597,6 +597,28 @@ static void test_refused(void **state)
     assert_ok(apply1(f, "INSERT INTO t SELECT count(*) "
                         "FROM raftsql_settings"));
     assert_query(f->tmp.path, "SELECT group_concat(a) FROM t", "2,0");
+    /* What is local to a node cannot reach the replicated tables. */
+    assert_error(apply1(f, "INSERT INTO t SELECT file "
+                           "FROM pragma_database_list"),
+                 SQLITE_AUTH, "PRAGMA database_list cannot be used");
+    assert_error(apply1(f, "INSERT INTO t SELECT name "
+                           "FROM pragma_function_list"),
+                 SQLITE_AUTH, "PRAGMA function_list cannot be used");
+    assert_error(apply1(f, "INSERT INTO t SELECT count(*) FROM sqlite_stmt"),
+                 SQLITE_AUTH, "sqlite_stmt cannot be read in raft_exec");
+    assert_error(apply1(f, "INSERT INTO t SELECT load_extension('x')"),
+                 SQLITE_AUTH, "load_extension cannot be used in raft_exec");
+    assert_ok(apply1(f, "INSERT INTO t SELECT count(*) "
+                        "FROM pragma_table_info('t')"));
+    /* RENAME TO a raftsql_ name: the authorizer sees only the old name;
+     * the request fails afterwards and leaves the table as it was. */
+    assert_ok(apply1(f, "CREATE TABLE u(x)"));
+    assert_error(apply1(f, "ALTER TABLE u RENAME TO RAFTSQL_u"), SQLITE_AUTH,
+                 "ALTER TABLE cannot rename to RAFTSQL_u");
+    assert_query(f->tmp.path,
+                 "SELECT count(*) FROM sqlite_schema WHERE name = 'u'", "1");
+    assert_ok(apply1(f, "ALTER TABLE u RENAME TO v"));
+    assert_query(f->tmp.path, "SELECT group_concat(a) FROM t", "2,0,1");
 }
 
 /* PRAGMA foreign_keys through a request is stored cluster-wide, enforced
