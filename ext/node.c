@@ -282,6 +282,23 @@ static int repair_log(struct ext_node *n, raft_index first, raft_index last,
     return rc;
 }
 
+/* read_bounds reads the log's first and last index and its snapshot
+ * boundary; on failure @errmsg names the log. */
+static int read_bounds(struct ext_node *n, raft_index *first,
+                       raft_index *last, raft_index *snap_index,
+                       raft_term *snap_term, char *errmsg, size_t errmsg_len)
+{
+    int rc = lmdb_log_bounds(n->log, first, last);
+    if (rc == 0) {
+        rc = lmdb_log_snapshot(n->log, snap_index, snap_term);
+    }
+    if (rc != 0) {
+        snprintf(errmsg, errmsg_len, "log %s: %s", n->cfg.dir,
+                 lmdb_log_errmsg(n->log));
+    }
+    return rc;
+}
+
 /* load_core builds the Raft core from the log and the applied index. */
 static int load_core(struct ext_node *n, struct raft **out, char *errmsg,
                      size_t errmsg_len)
@@ -297,15 +314,14 @@ static int load_core(struct ext_node *n, struct raft **out, char *errmsg,
     int rc;
 
     rc = lmdb_log_hard_state(n->log, &hs);
-    if (rc == 0) {
-        rc = lmdb_log_bounds(n->log, &first, &last);
-    }
-    if (rc == 0) {
-        rc = lmdb_log_snapshot(n->log, &snap_index, &snap_term);
-    }
     if (rc != 0) {
         snprintf(errmsg, errmsg_len, "log %s: %s", n->cfg.dir,
                  lmdb_log_errmsg(n->log));
+        return rc;
+    }
+    rc = read_bounds(n, &first, &last, &snap_index, &snap_term, errmsg,
+                     errmsg_len);
+    if (rc != 0) {
         return rc;
     }
     if (applied > last && hs.term > 0) {
@@ -318,15 +334,14 @@ static int load_core(struct ext_node *n, struct raft **out, char *errmsg,
                  "snapshot install)",
                  applied, last);
         rc = lmdb_log_reset(n->log, applied, sql_fsm_applied_term(n->fsm));
-        if (rc == 0) {
-            rc = lmdb_log_bounds(n->log, &first, &last);
-        }
-        if (rc == 0) {
-            rc = lmdb_log_snapshot(n->log, &snap_index, &snap_term);
-        }
         if (rc != 0) {
             snprintf(errmsg, errmsg_len, "log %s: %s", n->cfg.dir,
                      lmdb_log_errmsg(n->log));
+            return rc;
+        }
+        rc = read_bounds(n, &first, &last, &snap_index, &snap_term, errmsg,
+                         errmsg_len);
+        if (rc != 0) {
             return rc;
         }
     } else if (applied > last) {

@@ -32,6 +32,15 @@ static const char *progress_name(int state)
     }
 }
 
+/* json_mean returns @total / @count to two decimals as a JSON real, 0 when
+ * @count is 0 (a mean over a run of counters). */
+static json_t *json_mean(uint64_t total, uint64_t count)
+{
+    return json_real(count ? round(100.0 * (double)total / (double)count) /
+                                 100.0
+                           : 0.0);
+}
+
 void status_refresh(struct ext_node *n)
 {
     struct ext_status s;
@@ -107,12 +116,9 @@ char *ext_node_status(struct ext_node *n)
     json_object_set_new(o, "log_full", json_boolean(s.log_full));
     json_object_set_new(o, "log_writes",
                         json_integer((json_int_t)s.stats.n_writes));
-    json_object_set_new(
-        o, "entries_per_fsync",
-        json_real(s.stats.n_writes
-                      ? round(100.0 * s.stats.n_entries_written /
-                              s.stats.n_writes) / 100.0
-                      : 0.0));
+    json_object_set_new(o, "entries_per_fsync",
+                        json_mean(s.stats.n_entries_written,
+                                  s.stats.n_writes));
     json_object_set_new(o, "compactions",
                         json_integer((json_int_t)s.stats.n_compactions));
     json_object_set_new(o, "snapshots_sent",
@@ -134,12 +140,9 @@ char *ext_node_status(struct ext_node *n)
                         json_integer((json_int_t)atomic_load(&n->durable)));
     json_object_set_new(o, "appends_sent",
                         json_integer((json_int_t)s.stats.n_appends_sent));
-    json_object_set_new(
-        o, "entries_per_append",
-        json_real(s.stats.n_appends_sent
-                      ? round(100.0 * s.stats.n_entries_sent /
-                              s.stats.n_appends_sent) / 100.0
-                      : 0.0));
+    json_object_set_new(o, "entries_per_append",
+                        json_mean(s.stats.n_entries_sent,
+                                  s.stats.n_appends_sent));
     for (unsigned i = 0; i < s.n_peers; i++) {
         const struct ext_peer_status *p = &s.peers[i];
         json_t *j = json_object();

@@ -2,6 +2,9 @@
 
 #include "err.h"
 
+#include <stdarg.h>
+#include <stdio.h>
+
 const char *raft_strerror(int rc)
 {
     switch (rc) {
@@ -15,4 +18,16 @@ const char *raft_strerror(int rc)
         default:
             return "unknown error";
     }
+}
+
+void raft_errmsgf(char *buf, size_t len, const char *fmt, ...)
+{
+    va_list ap;
+
+    if (buf == NULL || len == 0) {
+        return;
+    }
+    va_start(ap, fmt);
+    vsnprintf(buf, len, fmt, ap);
+    va_end(ap);
 }

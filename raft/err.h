@@ -7,6 +7,8 @@
 #ifndef RAFT_ERR_H
 #define RAFT_ERR_H
 
+#include <stddef.h>
+
 /* X(name, number, text): the list of project error codes. */
 #define RAFT_ERRORS(X)                                                    \
     X(NOMEM, 1, "out of memory")                                          \
@@ -36,5 +38,12 @@ enum raft_err {
 /* raft_strerror returns a static, human-readable text for @rc (0 gives
  * "ok"; an unknown code gives "unknown error"). Never NULL. Any thread. */
 const char *raft_strerror(int rc);
+
+/* raft_errmsgf formats an error message into @buf (@len bytes, always
+ * NUL-terminated, truncated if longer); does nothing when @buf is NULL or
+ * @len is 0, so callers may pass an optional buffer straight through.
+ * Any thread. */
+void raft_errmsgf(char *buf, size_t len, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
 
 #endif /* RAFT_ERR_H */

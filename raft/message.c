@@ -233,19 +233,6 @@ int raft_message_encode(const struct raft_message *m, void *buf, size_t len)
     return 0;
 }
 
-/* set_err formats the decoder's message into @errmsg, if there is one. */
-static void set_err(char *errmsg, size_t errmsg_len, const char *fmt, ...)
-{
-    va_list ap;
-
-    if (errmsg == NULL || errmsg_len == 0) {
-        return;
-    }
-    va_start(ap, fmt);
-    vsnprintf(errmsg, errmsg_len, fmt, ap);
-    va_end(ap);
-}
-
 /* status_of reads an i32 from its u32 wire form: two's complement,
  * without implementation-defined casts. */
 static int32_t status_of(uint32_t status)
@@ -312,9 +299,9 @@ static int decode_entries(struct raft_byte_reader *r,
 
     /* Check the count against the body before trusting it to allocate. */
     if (ae->n_entries > r->left / RAFT__ENTRY_MIN) {
-        set_err(errmsg, errmsg_len,
-                "append entries: %u entries cannot fit in %zu bytes",
-                (unsigned)ae->n_entries, r->left);
+        raft_errmsgf(errmsg, errmsg_len,
+                     "append entries: %u entries cannot fit in %zu bytes",
+                     (unsigned)ae->n_entries, r->left);
         return RAFT_PROTO;
     }
     ae->entries = NULL;
@@ -323,7 +310,7 @@ static int decode_entries(struct raft_byte_reader *r,
     }
     entries = calloc(ae->n_entries, sizeof *entries);
     if (entries == NULL) {
-        set_err(errmsg, errmsg_len, "append entries: out of memory");
+        raft_errmsgf(errmsg, errmsg_len, "append entries: out of memory");
         return RAFT_NOMEM;
     }
     for (i = 0; i < ae->n_entries; i++) {
@@ -331,31 +318,32 @@ static int decode_entries(struct raft_byte_reader *r,
         if (!raft_byte_get_u64(r, &e->term) ||
             !raft_byte_get_u64(r, &e->index) ||
             !raft_byte_get_u8(r, &e->type)) {
-            set_err(errmsg, errmsg_len, "append entries: entry %u truncated",
-                    (unsigned)i);
+            raft_errmsgf(errmsg, errmsg_len,
+                         "append entries: entry %u truncated", (unsigned)i);
             rc = RAFT_PROTO;
             goto err_entries;
         }
         if (e->index != ae->prev_log_index + 1 + i || e->index == 0) {
-            set_err(errmsg, errmsg_len,
-                    "append entries: entry %u has index %llu, expected %llu",
-                    (unsigned)i, (unsigned long long)e->index,
-                    (unsigned long long)(ae->prev_log_index + 1 + i));
+            raft_errmsgf(errmsg, errmsg_len,
+                         "append entries: entry %u has index %llu, "
+                         "expected %llu",
+                         (unsigned)i, (unsigned long long)e->index,
+                         (unsigned long long)(ae->prev_log_index + 1 + i));
             rc = RAFT_PROTO;
             goto err_entries;
         }
         if (e->type != RAFT_ENTRY_NORMAL && e->type != RAFT_ENTRY_NOOP) {
-            set_err(errmsg, errmsg_len,
-                    "append entries: entry %u has unknown type %u",
-                    (unsigned)i, (unsigned)e->type);
+            raft_errmsgf(errmsg, errmsg_len,
+                         "append entries: entry %u has unknown type %u",
+                         (unsigned)i, (unsigned)e->type);
             rc = RAFT_PROTO;
             goto err_entries;
         }
         rc = get_payload(r, &e->data);
         if (rc != 0) {
-            set_err(errmsg, errmsg_len, "append entries: entry %u %s",
-                    (unsigned)i,
-                    rc == RAFT_NOMEM ? "out of memory" : "truncated");
+            raft_errmsgf(errmsg, errmsg_len, "append entries: entry %u %s",
+                         (unsigned)i,
+                         rc == RAFT_NOMEM ? "out of memory" : "truncated");
             goto err_entries;
         }
     }
@@ -378,18 +366,19 @@ int raft_message_decode(const void *body, size_t len, struct raft_message *out,
 
     memset(&m, 0, sizeof m);
     if (!raft_byte_get_u8(&r, &version)) {
-        set_err(errmsg, errmsg_len, "empty message body");
+        raft_errmsgf(errmsg, errmsg_len, "empty message body");
         return RAFT_PROTO;
     }
     if (version != RAFT_WIRE_VERSION) {
-        set_err(errmsg, errmsg_len, "unsupported wire version %u (want %u)",
-                (unsigned)version, (unsigned)RAFT_WIRE_VERSION);
+        raft_errmsgf(errmsg, errmsg_len,
+                     "unsupported wire version %u (want %u)",
+                     (unsigned)version, (unsigned)RAFT_WIRE_VERSION);
         return RAFT_FORMAT;
     }
     if (!raft_byte_get_u8(&r, &m.type) || !raft_byte_get_u64(&r, &m.from) ||
         !raft_byte_get_u64(&r, &m.to)) {
-        set_err(errmsg, errmsg_len, "truncated message header (%zu bytes)",
-                len);
+        raft_errmsgf(errmsg, errmsg_len,
+                     "truncated message header (%zu bytes)", len);
         return RAFT_PROTO;
     }
 
@@ -445,7 +434,7 @@ int raft_message_decode(const void *body, size_t len, struct raft_message *out,
             }
             rc = get_payload(&r, &f->data);
             if (rc == RAFT_NOMEM) {
-                set_err(errmsg, errmsg_len, "forward: out of memory");
+                raft_errmsgf(errmsg, errmsg_len, "forward: out of memory");
                 return rc;
             }
             ok = rc == 0;
@@ -475,16 +464,18 @@ int raft_message_decode(const void *body, size_t len, struct raft_message *out,
             }
             rc = get_payload(&r, &c->data);
             if (rc == RAFT_NOMEM) {
-                set_err(errmsg, errmsg_len, "snapshot chunk: out of memory");
+                raft_errmsgf(errmsg, errmsg_len,
+                             "snapshot chunk: out of memory");
                 return rc;
             }
             ok = rc == 0;
             if (ok && (c->offset > c->total ||
                        buf_len(c->data) > c->total - c->offset)) {
-                set_err(errmsg, errmsg_len,
-                        "snapshot chunk: %zu bytes at %llu past total %llu",
-                        buf_len(c->data), (unsigned long long)c->offset,
-                        (unsigned long long)c->total);
+                raft_errmsgf(errmsg, errmsg_len,
+                             "snapshot chunk: %zu bytes at %llu past "
+                             "total %llu",
+                             buf_len(c->data), (unsigned long long)c->offset,
+                             (unsigned long long)c->total);
                 rc = RAFT_PROTO;
                 goto err_release;
             }
@@ -501,20 +492,21 @@ int raft_message_decode(const void *body, size_t len, struct raft_message *out,
             break;
         }
         default:
-            set_err(errmsg, errmsg_len, "unknown message type %u",
-                    (unsigned)m.type);
+            raft_errmsgf(errmsg, errmsg_len, "unknown message type %u",
+                         (unsigned)m.type);
             return RAFT_PROTO;
     }
     if (!ok) {
-        set_err(errmsg, errmsg_len,
-                "message type %u: truncated body or bad field (%zu bytes)",
-                (unsigned)m.type, len);
+        raft_errmsgf(errmsg, errmsg_len,
+                     "message type %u: truncated body or bad field "
+                     "(%zu bytes)",
+                     (unsigned)m.type, len);
         rc = RAFT_PROTO;
         goto err_release;
     }
     if (r.left != 0) {
-        set_err(errmsg, errmsg_len, "message type %u: %zu trailing bytes",
-                (unsigned)m.type, r.left);
+        raft_errmsgf(errmsg, errmsg_len, "message type %u: %zu trailing bytes",
+                     (unsigned)m.type, r.left);
         rc = RAFT_PROTO;
         goto err_release;
     }

@@ -343,21 +343,6 @@ static void on_connection(uv_stream_t *server, int status)
     }
 }
 
-static void set_errmsg(char *errmsg, size_t errmsg_len, const char *fmt, ...)
-    __attribute__((format(printf, 3, 4)));
-
-static void set_errmsg(char *errmsg, size_t errmsg_len, const char *fmt, ...)
-{
-    va_list ap;
-
-    if (errmsg == NULL || errmsg_len == 0) {
-        return;
-    }
-    va_start(ap, fmt);
-    vsnprintf(errmsg, errmsg_len, fmt, ap);
-    va_end(ap);
-}
-
 /* check_peers validates the peer list and fills the address of each out. */
 static int check_peers(raft_id self, const struct raft_uv_peer *peers,
                        unsigned n_peers, struct raft_uv_out *outs,
@@ -370,22 +355,22 @@ static int check_peers(raft_id self, const struct raft_uv_peer *peers,
         char host[sizeof p->host + 1];
 
         if (p->id == 0 || p->id == self) {
-            set_errmsg(errmsg, errmsg_len, "peer %u: bad id %llu", i,
-                       (unsigned long long)p->id);
+            raft_errmsgf(errmsg, errmsg_len, "peer %u: bad id %llu", i,
+                         (unsigned long long)p->id);
             return RAFT_INVALID;
         }
         for (j = 0; j < i; j++) {
             if (peers[j].id == p->id) {
-                set_errmsg(errmsg, errmsg_len, "peer id %llu given twice",
-                           (unsigned long long)p->id);
+                raft_errmsgf(errmsg, errmsg_len, "peer id %llu given twice",
+                             (unsigned long long)p->id);
                 return RAFT_INVALID;
             }
         }
         memcpy(host, p->host, sizeof p->host);
         host[sizeof p->host] = '\0';
         if (p->port == 0 || uv_ip4_addr(host, p->port, &outs[i].addr) != 0) {
-            set_errmsg(errmsg, errmsg_len, "peer %llu: bad address %s:%u",
-                       (unsigned long long)p->id, host, (unsigned)p->port);
+            raft_errmsgf(errmsg, errmsg_len, "peer %llu: bad address %s:%u",
+                         (unsigned long long)p->id, host, (unsigned)p->port);
             return RAFT_INVALID;
         }
         outs[i].id = p->id;
@@ -430,8 +415,9 @@ err_close:
     err = errno;
     close(fd);
 err_report:
-    set_errmsg(errmsg, errmsg_len, "listen %s:%u: %s: %s", host,
-               (unsigned)port, step, uv_strerror(uv_translate_sys_error(err)));
+    raft_errmsgf(errmsg, errmsg_len, "listen %s:%u: %s: %s", host,
+                 (unsigned)port, step,
+                 uv_strerror(uv_translate_sys_error(err)));
     return RAFT_IOERR;
 }
 
@@ -472,23 +458,23 @@ int raft_uv_transport_start(uv_loop_t *loop, raft_id self,
 
     if (self == 0 || max_frame_bytes < RAFT__UV_MIN_FRAME ||
         recv_cb == NULL || (n_peers > 0 && peers == NULL)) {
-        set_errmsg(errmsg, errmsg_len, "bad transport arguments");
+        raft_errmsgf(errmsg, errmsg_len, "bad transport arguments");
         return RAFT_INVALID;
     }
     if (listen_host == NULL || uv_ip4_addr(listen_host, listen_port,
                                            &addr) != 0) {
-        set_errmsg(errmsg, errmsg_len, "bad listen address %s",
-                   listen_host == NULL ? "(null)" : listen_host);
+        raft_errmsgf(errmsg, errmsg_len, "bad listen address %s",
+                     listen_host == NULL ? "(null)" : listen_host);
         return RAFT_INVALID;
     }
     t = calloc(1, sizeof *t);
     if (t == NULL) {
-        set_errmsg(errmsg, errmsg_len, "out of memory");
+        raft_errmsgf(errmsg, errmsg_len, "out of memory");
         return RAFT_NOMEM;
     }
     t->outs = calloc(n_peers > 0 ? n_peers : 1, sizeof *t->outs);
     if (t->outs == NULL) {
-        set_errmsg(errmsg, errmsg_len, "out of memory");
+        raft_errmsgf(errmsg, errmsg_len, "out of memory");
         rc = RAFT_NOMEM;
         goto err_free;
     }
@@ -512,7 +498,7 @@ int raft_uv_transport_start(uv_loop_t *loop, raft_id self,
     rv = uv_tcp_init(loop, &t->listener);
     if (rv != 0) {
         close(fd);
-        set_errmsg(errmsg, errmsg_len, "uv_tcp_init: %s", uv_strerror(rv));
+        raft_errmsgf(errmsg, errmsg_len, "uv_tcp_init: %s", uv_strerror(rv));
         rc = RAFT_IOERR;
         goto err_free;
     }
@@ -562,8 +548,8 @@ int raft_uv_transport_start(uv_loop_t *loop, raft_id self,
 
 err_close_listener:
     /* The handle is registered with the loop: free @t once it is closed. */
-    set_errmsg(errmsg, errmsg_len, "listen %s:%u: %s", listen_host,
-               (unsigned)listen_port, uv_strerror(rv));
+    raft_errmsgf(errmsg, errmsg_len, "listen %s:%u: %s", listen_host,
+                 (unsigned)listen_port, uv_strerror(rv));
     uv_close((uv_handle_t *)&t->listener, on_start_failed_closed);
     return RAFT_IOERR;
 err_free:

@@ -205,18 +205,6 @@ static void ckpt_reset(struct sql_fsm *f)
     pthread_mutex_unlock(&c->sig_mu);
 }
 
-void sql_set_msg(char *buf, size_t len, const char *fmt, ...)
-{
-    va_list ap;
-
-    if (buf == NULL || len == 0) {
-        return;
-    }
-    va_start(ap, fmt);
-    vsnprintf(buf, len, fmt, ap);
-    va_end(ap);
-}
-
 /* str_printf returns a malloc'd formatted string, or NULL. */
 static char *str_printf(const char *fmt, ...)
 {
@@ -266,8 +254,7 @@ static int is_environmental(int rc)
     }
 }
 
-/* to_raft translates an environmental SQLite code into a project code. */
-static int to_raft(int rc)
+int sql_to_raft(int rc)
 {
     switch (rc & 0xff) {
         case SQLITE_NOMEM:
@@ -284,9 +271,9 @@ static int to_raft(int rc)
  * returns the project code. */
 static int fail_sqlite(struct sql_fsm *f, int rc, const char *what)
 {
-    sql_set_msg(f->errmsg, sizeof f->errmsg, "%s: %s (%s)", what,
+    raft_errmsgf(f->errmsg, sizeof f->errmsg, "%s: %s (%s)", what,
             sqlite3_errmsg(f->db), sqlite3_errstr(rc));
-    return to_raft(rc);
+    return sql_to_raft(rc);
 }
 
 static int is_internal_name(const char *name)
@@ -509,7 +496,7 @@ static int step_internal(struct sql_fsm *f, int which)
         snprintf(msg, sizeof msg, "%s", sqlite3_errmsg(f->db));
         sqlite3_reset(s);
         sqlite3_clear_bindings(s);
-        sql_set_msg(f->errmsg, sizeof f->errmsg, "%s", msg);
+        raft_errmsgf(f->errmsg, sizeof f->errmsg, "%s", msg);
         return rc;
     }
     sqlite3_reset(s);
@@ -528,9 +515,9 @@ static int run_internal(struct sql_fsm *f, int which, const char *what)
         return 0;
     }
     memcpy(msg, f->errmsg, sizeof msg);
-    sql_set_msg(f->errmsg, sizeof f->errmsg, "%s: %s (%s)", what, msg,
+    raft_errmsgf(f->errmsg, sizeof f->errmsg, "%s: %s (%s)", what, msg,
             sqlite3_errstr(rc));
-    return to_raft(rc);
+    return sql_to_raft(rc);
 }
 
 /* load_settings applies the stored cluster-wide settings to the
@@ -637,7 +624,7 @@ static int run_error(struct sql_fsm *f, struct run *run, int rc,
     run->err_rc = rc;
     run->err_msg = str_printf("%s", buf);
     if (run->err_msg == NULL) {
-        sql_set_msg(f->errmsg, sizeof f->errmsg,
+        raft_errmsgf(f->errmsg, sizeof f->errmsg,
                 "entry %" PRIu64 ": out of memory", run->index);
         return RAFT_NOMEM;
     }
@@ -700,7 +687,7 @@ static int bind_params(struct sql_fsm *f, struct run *run, sqlite3_stmt *s)
     }
     bound = calloc((size_t)n + 1, 1);
     if (bound == NULL) {
-        sql_set_msg(f->errmsg, sizeof f->errmsg,
+        raft_errmsgf(f->errmsg, sizeof f->errmsg,
                 "entry %" PRIu64 ": out of memory", run->index);
         return RAFT_NOMEM;
     }
@@ -973,11 +960,11 @@ static int run_request(struct sql_fsm *f, const struct sql_request *req,
 
     if (run.err_rc != SQLITE_OK) {
         if (is_environmental(run.err_rc)) {
-            sql_set_msg(f->errmsg, sizeof f->errmsg,
+            raft_errmsgf(f->errmsg, sizeof f->errmsg,
                     "entry %" PRIu64 ": %s (%s)", index, run.err_msg,
                     sqlite3_errstr(run.err_rc));
             free(run.err_msg);
-            return to_raft(run.err_rc);
+            return sql_to_raft(run.err_rc);
         }
         res->rc = run.err_rc;
         res->errmsg = run.err_msg;
@@ -1065,7 +1052,7 @@ static int apply_entry(struct sql_fsm *f, const struct sql_fsm_entry *e,
     rc = sql_request_decode(e->payload->data, e->payload->len, &req, msg,
                             sizeof msg);
     if (rc != 0) {
-        sql_set_msg(f->errmsg, sizeof f->errmsg, "entry %" PRIu64 ": %s",
+        raft_errmsgf(f->errmsg, sizeof f->errmsg, "entry %" PRIu64 ": %s",
                 e->index, msg);
         return rc == RAFT_NOMEM ? RAFT_NOMEM : RAFT_CORRUPT;
     }
@@ -1122,7 +1109,7 @@ int sql_fsm_apply(struct sql_fsm *f, const struct sql_fsm_entry *entries,
     }
     for (i = 0; i < n; i++) {
         if (entries[i].index != f->applied + 1 + i) {
-            sql_set_msg(f->errmsg, sizeof f->errmsg,
+            raft_errmsgf(f->errmsg, sizeof f->errmsg,
                     "apply: entry %u has index %" PRIu64
                     ", expected %" PRIu64,
                     i, entries[i].index, f->applied + 1 + i);
@@ -1146,7 +1133,7 @@ restart:
             if (forced == NULL) {
                 forced = calloc(n, 1);
                 if (forced == NULL) {
-                    sql_set_msg(f->errmsg, sizeof f->errmsg,
+                    raft_errmsgf(f->errmsg, sizeof f->errmsg,
                             "apply: out of memory");
                     rc = RAFT_NOMEM;
                     goto err;
@@ -1226,19 +1213,19 @@ static int open_error(sqlite3 *db, int rc, const char *path, char *errmsg,
 {
     if ((rc & 0xff) == SQLITE_CANTOPEN && access(path, F_OK) != 0 &&
         errno == ENOENT) {
-        sql_set_msg(errmsg, errmsg_len, "open %s: no such database file",
-                    path);
+        raft_errmsgf(errmsg, errmsg_len, "open %s: no such database file",
+                     path);
         return RAFT_NOTFOUND;
     }
     if ((rc & 0xff) == SQLITE_NOTADB) {
-        sql_set_msg(errmsg, errmsg_len, "open %s: file is not a database",
+        raft_errmsgf(errmsg, errmsg_len, "open %s: file is not a database",
                 path);
         return RAFT_CORRUPT;
     }
-    sql_set_msg(errmsg, errmsg_len, "open %s: %s (%s)", path,
+    raft_errmsgf(errmsg, errmsg_len, "open %s: %s (%s)", path,
             db != NULL ? sqlite3_errmsg(db) : sqlite3_errstr(rc),
             sqlite3_errstr(rc));
-    return rc == SQLITE_NOMEM ? RAFT_NOMEM : to_raft(rc);
+    return rc == SQLITE_NOMEM ? RAFT_NOMEM : sql_to_raft(rc);
 }
 
 static int set_journal_wal(sqlite3 *db, char *errmsg, size_t errmsg_len)
@@ -1258,7 +1245,7 @@ static int set_journal_wal(sqlite3 *db, char *errmsg, size_t errmsg_len)
     }
     mode = (const char *)sqlite3_column_text(s, 0);
     if (mode == NULL || strcasecmp(mode, "wal") != 0) {
-        sql_set_msg(errmsg, errmsg_len,
+        raft_errmsgf(errmsg, errmsg_len,
                 "cannot switch the database to WAL: journal_mode is %s",
                 mode != NULL ? mode : "unknown");
         sqlite3_finalize(s);
@@ -1267,9 +1254,9 @@ static int set_journal_wal(sqlite3 *db, char *errmsg, size_t errmsg_len)
     sqlite3_finalize(s);
     return 0;
 err:
-    sql_set_msg(errmsg, errmsg_len, "journal_mode=WAL: %s (%s)",
+    raft_errmsgf(errmsg, errmsg_len, "journal_mode=WAL: %s (%s)",
             sqlite3_errmsg(db), sqlite3_errstr(rc));
-    return to_raft(rc);
+    return sql_to_raft(rc);
 }
 
 /* The SQL functions of ext/ (name, argument count): removed from the
@@ -1300,7 +1287,7 @@ static int check_replica(struct sql_fsm *f, char *errmsg, size_t errmsg_len)
     if (rc == SQLITE_OK && sqlite3_step(s) == SQLITE_ROW &&
         sqlite3_column_int(s, 0) == 0 &&
         sqlite3_column_type(s, 1) != SQLITE_NULL) {
-        sql_set_msg(errmsg, errmsg_len,
+        raft_errmsgf(errmsg, errmsg_len,
                 "%s already holds objects (%s) but is not a raftsql "
                 "replica: a replica starts from an empty database (load "
                 "existing data through raft_exec instead)",
@@ -1310,9 +1297,9 @@ static int check_replica(struct sql_fsm *f, char *errmsg, size_t errmsg_len)
     }
     rc = sqlite3_finalize(s);
     if (rc != SQLITE_OK) {
-        sql_set_msg(errmsg, errmsg_len, "read schema: %s",
-                    sqlite3_errmsg(f->db));
-        return to_raft(rc);
+        raft_errmsgf(errmsg, errmsg_len, "read schema: %s",
+                     sqlite3_errmsg(f->db));
+        return sql_to_raft(rc);
     }
     return 0;
 }
@@ -1343,13 +1330,14 @@ static int setup(struct sql_fsm *f, char *errmsg, size_t errmsg_len)
                       NULL);
     if (rc != SQLITE_OK) {
         if ((rc & 0xff) == SQLITE_NOTADB || (rc & 0xff) == SQLITE_CORRUPT) {
-            sql_set_msg(errmsg, errmsg_len, "%s is not a SQLite database (%s)",
-                    f->path, sqlite3_errmsg(db));
+            raft_errmsgf(errmsg, errmsg_len,
+                         "%s is not a SQLite database (%s)", f->path,
+                         sqlite3_errmsg(db));
             return RAFT_CORRUPT;
         }
-        sql_set_msg(errmsg, errmsg_len, "read schema: %s (%s)",
+        raft_errmsgf(errmsg, errmsg_len, "read schema: %s (%s)",
                 sqlite3_errmsg(db), sqlite3_errstr(rc));
-        return to_raft(rc);
+        return sql_to_raft(rc);
     }
     rc = check_replica(f, errmsg, errmsg_len);
     if (rc != 0) {
@@ -1363,34 +1351,34 @@ static int setup(struct sql_fsm *f, char *errmsg, size_t errmsg_len)
      * as long as it is compacted only up to the durable index (sql.h). */
     rc = sqlite3_exec(db, "PRAGMA synchronous=NORMAL", NULL, NULL, NULL);
     if (rc != SQLITE_OK) {
-        sql_set_msg(errmsg, errmsg_len, "synchronous=NORMAL: %s",
+        raft_errmsgf(errmsg, errmsg_len, "synchronous=NORMAL: %s",
                 sqlite3_errmsg(db));
-        return to_raft(rc);
+        return sql_to_raft(rc);
     }
     rc = determinism_install(&f->det, db);
     if (rc != SQLITE_OK) {
-        sql_set_msg(errmsg, errmsg_len, "install random(): %s",
+        raft_errmsgf(errmsg, errmsg_len, "install random(): %s",
                 sqlite3_errmsg(db));
-        return to_raft(rc);
+        return sql_to_raft(rc);
     }
     rc = sqlite3_exec(db, schema_sql, NULL, NULL, &err);
     if (rc != SQLITE_OK) {
-        sql_set_msg(errmsg, errmsg_len, "create raftsql tables: %s (%s)",
+        raft_errmsgf(errmsg, errmsg_len, "create raftsql tables: %s (%s)",
                 err != NULL ? err : sqlite3_errstr(rc), sqlite3_errstr(rc));
         sqlite3_free(err);
         if (!sqlite3_get_autocommit(db)) {
             sqlite3_exec(db, "ROLLBACK", NULL, NULL, NULL);
         }
-        return to_raft(rc);
+        return sql_to_raft(rc);
     }
     for (i = 0; i < STMT__N; i++) {
         rc = sqlite3_prepare_v3(db, stmt_sql[i], -1,
                                 SQLITE_PREPARE_PERSISTENT, &f->stmts[i],
                                 NULL);
         if (rc != SQLITE_OK) {
-            sql_set_msg(errmsg, errmsg_len, "prepare \"%s\": %s", stmt_sql[i],
+            raft_errmsgf(errmsg, errmsg_len, "prepare \"%s\": %s", stmt_sql[i],
                     sqlite3_errmsg(db));
-            return to_raft(rc);
+            return sql_to_raft(rc);
         }
     }
     return 0;
@@ -1417,11 +1405,11 @@ static int read_applied(struct sql_fsm *f)
     if (rc != SQLITE_ROW) {
         rc = rc == SQLITE_DONE ? SQLITE_CORRUPT : rc;
         sqlite3_finalize(s);
-        sql_set_msg(f->errmsg, sizeof f->errmsg,
+        raft_errmsgf(f->errmsg, sizeof f->errmsg,
                 "read raftsql_applied: %s",
                 rc == SQLITE_CORRUPT ? "the row is missing"
                                      : sqlite3_errmsg(f->db));
-        return to_raft(rc);
+        return sql_to_raft(rc);
     }
     f->applied = (uint64_t)sqlite3_column_int64(s, 0);
     f->applied_term = (uint64_t)sqlite3_column_int64(s, 1);
@@ -1566,7 +1554,7 @@ int sql_fsm_open(const char *path, struct sql_fsm **out, char *errmsg,
 
     f = calloc(1, sizeof *f);
     if (f == NULL) {
-        sql_set_msg(errmsg, errmsg_len, "out of memory");
+        raft_errmsgf(errmsg, errmsg_len, "out of memory");
         return RAFT_NOMEM;
     }
     f->pragma_setting = -1;
@@ -1584,7 +1572,7 @@ int sql_fsm_open(const char *path, struct sql_fsm **out, char *errmsg,
     }
     f->path = strdup(sqlite3_db_filename(f->db, "main"));
     if (f->path == NULL) {
-        sql_set_msg(errmsg, errmsg_len, "out of memory");
+        raft_errmsgf(errmsg, errmsg_len, "out of memory");
         rc = RAFT_NOMEM;
         goto err_close;
     }
@@ -1607,7 +1595,7 @@ int sql_fsm_open(const char *path, struct sql_fsm **out, char *errmsg,
         }
     }
     if (rc != 0) {
-        sql_set_msg(errmsg, errmsg_len, "%s", f->errmsg);
+        raft_errmsgf(errmsg, errmsg_len, "%s", f->errmsg);
         goto err_close;
     }
     sqlite3_set_authorizer(f->db, authorize, f);
@@ -1683,7 +1671,7 @@ int sql_fsm_checkpoint(struct sql_fsm *f, uint64_t *out_durable_index)
      * and SQLite fsynced that file after backfilling (checkpoints sync
      * under synchronous=NORMAL). */
     if (n_log < 0 || n_ckpt != n_log) {
-        sql_set_msg(f->errmsg, sizeof f->errmsg,
+        raft_errmsgf(f->errmsg, sizeof f->errmsg,
                 "checkpoint: readers hold %d of %d WAL frames back; the "
                 "durable index stays %" PRIu64,
                 n_log - n_ckpt, n_log, f->durable);

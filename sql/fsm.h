@@ -39,9 +39,9 @@ void sql_fsm_set_durable(struct sql_fsm *f, uint64_t index);
  * other sql/ files to write a failure into. Thread: the apply thread. */
 char *sql_fsm_errbuf(struct sql_fsm *f, size_t *out_len);
 
-/* sql_set_msg formats a message into @buf (@len bytes, NUL-terminated);
- * does nothing when @buf is NULL or @len 0. */
-void sql_set_msg(char *buf, size_t len, const char *fmt, ...)
-    __attribute__((format(printf, 3, 4)));
+/* sql_to_raft translates a SQLite failure code (primary or extended) into
+ * a project code: RAFT_NOMEM, RAFT_CORRUPT (SQLITE_CORRUPT, SQLITE_NOTADB)
+ * or RAFT_IOERR for anything else. Any thread. */
+int sql_to_raft(int rc);
 
 #endif /* SQL_FSM_H */

@@ -80,18 +80,6 @@ static uint64_t get_u64(const uint8_t *p)
     return (uint64_t)get_u32(p) | (uint64_t)get_u32(p + 4) << 32;
 }
 
-static void set_msg(char *buf, size_t len, const char *fmt, ...)
-{
-    va_list ap;
-
-    if (buf == NULL || len == 0) {
-        return;
-    }
-    va_start(ap, fmt);
-    vsnprintf(buf, len, fmt, ap);
-    va_end(ap);
-}
-
 static int is_name_start(char c)
 {
     return c == '?' || c == ':' || c == '@' || c == '$';
@@ -131,15 +119,16 @@ int sql_request_encode(const uint64_t id[2], const char *sql, size_t sql_len,
     unsigned i;
 
     if (sql == NULL || sql_len == 0) {
-        set_msg(errmsg, errmsg_len, "empty SQL");
+        raft_errmsgf(errmsg, errmsg_len, "empty SQL");
         return RAFT_INVALID;
     }
     if (memchr(sql, 0, sql_len) != NULL) {
-        set_msg(errmsg, errmsg_len, "SQL text contains a NUL byte");
+        raft_errmsgf(errmsg, errmsg_len, "SQL text contains a NUL byte");
         return RAFT_INVALID;
     }
     if (n_params > 0 && params == NULL) {
-        set_msg(errmsg, errmsg_len, "%u parameters but no array", n_params);
+        raft_errmsgf(errmsg, errmsg_len, "%u parameters but no array",
+                     n_params);
         return RAFT_INVALID;
     }
     total += sql_len;
@@ -149,18 +138,18 @@ int sql_request_encode(const uint64_t id[2], const char *sql, size_t sql_len,
         uint64_t vsize = value_size(&prm->value, &bad);
 
         if (bad) {
-            set_msg(errmsg, errmsg_len,
-                    "parameter %u: bad value (type %u)", i + 1,
-                    (unsigned)prm->value.type);
+            raft_errmsgf(errmsg, errmsg_len,
+                         "parameter %u: bad value (type %u)", i + 1,
+                         (unsigned)prm->value.type);
             return RAFT_INVALID;
         }
         total += REQUEST__MIN_PARAM + vsize;
         if (prm->value.type == SQL_TEXT || prm->value.type == SQL_BLOB) {
             if (prm->value.bytes.len > UINT32_MAX) {
-                set_msg(errmsg, errmsg_len,
-                        "parameter %u: value of %zu bytes exceeds the "
-                        "request format limit (%" PRIu32 ")",
-                        i + 1, prm->value.bytes.len, UINT32_MAX);
+                raft_errmsgf(errmsg, errmsg_len,
+                             "parameter %u: value of %zu bytes exceeds the "
+                             "request format limit (%" PRIu32 ")",
+                             i + 1, prm->value.bytes.len, UINT32_MAX);
                 return RAFT_TOOBIG;
             }
         }
@@ -168,43 +157,43 @@ int sql_request_encode(const uint64_t id[2], const char *sql, size_t sql_len,
             size_t name_len = strlen(prm->name);
 
             if (name_len == 0 || !is_name_start(prm->name[0])) {
-                set_msg(errmsg, errmsg_len,
-                        "parameter %u: name \"%s\" must start with "
-                        "?, :, @ or $",
-                        i + 1, prm->name);
+                raft_errmsgf(errmsg, errmsg_len,
+                             "parameter %u: name \"%s\" must start with "
+                             "?, :, @ or $",
+                             i + 1, prm->name);
                 return RAFT_INVALID;
             }
             if (name_len > UINT32_MAX) {
-                set_msg(errmsg, errmsg_len, "parameter %u: name too long",
-                        i + 1);
+                raft_errmsgf(errmsg, errmsg_len, "parameter %u: name too long",
+                             i + 1);
                 return RAFT_TOOBIG;
             }
             total += 4 + (uint64_t)name_len + 1;
         }
     }
     if (sql_len > UINT32_MAX) {
-        set_msg(errmsg, errmsg_len,
-                "SQL text of %zu bytes exceeds the request format limit "
-                "(%" PRIu32 ")",
-                sql_len, UINT32_MAX);
+        raft_errmsgf(errmsg, errmsg_len,
+                     "SQL text of %zu bytes exceeds the request format limit "
+                     "(%" PRIu32 ")",
+                     sql_len, UINT32_MAX);
         return RAFT_TOOBIG;
     }
     if (total > max_bytes) {
-        set_msg(errmsg, errmsg_len,
-                "request of %" PRIu64 " bytes exceeds max_request_bytes "
-                "(%" PRIu64 ")",
-                total, max_bytes);
+        raft_errmsgf(errmsg, errmsg_len,
+                     "request of %" PRIu64 " bytes exceeds max_request_bytes "
+                     "(%" PRIu64 ")",
+                     total, max_bytes);
         return RAFT_TOOBIG;
     }
     if (total > SIZE_MAX) {
-        set_msg(errmsg, errmsg_len, "request too big for this platform");
+        raft_errmsgf(errmsg, errmsg_len, "request too big for this platform");
         return RAFT_TOOBIG;
     }
 
     b = raft_buf_new((size_t)total);
     if (b == NULL) {
-        set_msg(errmsg, errmsg_len, "out of memory (%" PRIu64 " bytes)",
-                total);
+        raft_errmsgf(errmsg, errmsg_len, "out of memory (%" PRIu64 " bytes)",
+                     total);
         return RAFT_NOMEM;
     }
     p = b->data;
@@ -270,25 +259,26 @@ static int check_header(const uint8_t *p, size_t len, char *errmsg,
 {
     if (len < REQUEST__OFF_VERSION + 1 || p[0] != REQUEST__MAGIC0 ||
         p[1] != REQUEST__MAGIC1) {
-        set_msg(errmsg, errmsg_len,
-                "not a request payload (too short or bad magic)");
+        raft_errmsgf(errmsg, errmsg_len,
+                     "not a request payload (too short or bad magic)");
         return RAFT_CORRUPT;
     }
     if (p[REQUEST__OFF_VERSION] != REQUEST__VERSION) {
-        set_msg(errmsg, errmsg_len,
-                "request format version %u is not supported (expected %u)",
-                (unsigned)p[REQUEST__OFF_VERSION], REQUEST__VERSION);
+        raft_errmsgf(errmsg, errmsg_len,
+                     "request format version %u is not supported "
+                     "(expected %u)",
+                     (unsigned)p[REQUEST__OFF_VERSION], REQUEST__VERSION);
         return RAFT_FORMAT;
     }
     if (len < REQUEST__HEADER) {
-        set_msg(errmsg, errmsg_len,
-                "truncated request: %zu bytes, header needs %d", len,
-                REQUEST__HEADER);
+        raft_errmsgf(errmsg, errmsg_len,
+                     "truncated request: %zu bytes, header needs %d", len,
+                     REQUEST__HEADER);
         return RAFT_CORRUPT;
     }
     if (p[REQUEST__OFF_FLAGS] != 0) {
-        set_msg(errmsg, errmsg_len, "request flags 0x%02x are not known",
-                (unsigned)p[REQUEST__OFF_FLAGS]);
+        raft_errmsgf(errmsg, errmsg_len, "request flags 0x%02x are not known",
+                     (unsigned)p[REQUEST__OFF_FLAGS]);
         return RAFT_CORRUPT;
     }
     return 0;
@@ -341,15 +331,15 @@ static int need(struct reader *r, uint64_t n, const char *what,
 {
     if (n > r->len - r->pos) {
         if (param > 0) {
-            set_msg(r->errmsg, r->errmsg_len,
-                    "truncated request: parameter %u: %s needs %" PRIu64
-                    " bytes at offset %zu, %zu left",
-                    param, what, n, r->pos, r->len - r->pos);
+            raft_errmsgf(r->errmsg, r->errmsg_len,
+                         "truncated request: parameter %u: %s needs %" PRIu64
+                         " bytes at offset %zu, %zu left",
+                         param, what, n, r->pos, r->len - r->pos);
         } else {
-            set_msg(r->errmsg, r->errmsg_len,
-                    "truncated request: %s needs %" PRIu64
-                    " bytes at offset %zu, %zu left",
-                    what, n, r->pos, r->len - r->pos);
+            raft_errmsgf(r->errmsg, r->errmsg_len,
+                         "truncated request: %s needs %" PRIu64
+                         " bytes at offset %zu, %zu left",
+                         what, n, r->pos, r->len - r->pos);
         }
         return RAFT_CORRUPT;
     }
@@ -372,15 +362,15 @@ static int decode_param(struct reader *r, unsigned i, struct sql_param *out)
     named = p[1];
     r->pos += 2;
     if (type < SQL_INTEGER || type > SQL_NULL) {
-        set_msg(r->errmsg, r->errmsg_len,
-                "bad request: parameter %u has value type %u", i,
-                (unsigned)type);
+        raft_errmsgf(r->errmsg, r->errmsg_len,
+                     "bad request: parameter %u has value type %u", i,
+                     (unsigned)type);
         return RAFT_CORRUPT;
     }
     if (named > 1) {
-        set_msg(r->errmsg, r->errmsg_len,
-                "bad request: parameter %u has name flag %u", i,
-                (unsigned)named);
+        raft_errmsgf(r->errmsg, r->errmsg_len,
+                     "bad request: parameter %u has name flag %u", i,
+                     (unsigned)named);
         return RAFT_CORRUPT;
     }
     out->name = NULL;
@@ -399,8 +389,8 @@ static int decode_param(struct reader *r, unsigned i, struct sql_param *out)
         p = r->base + r->pos;
         if (n == 0 || !is_name_start((char)p[0]) || p[n] != 0 ||
             memchr(p, 0, n) != NULL) {
-            set_msg(r->errmsg, r->errmsg_len,
-                    "bad request: parameter %u has a malformed name", i);
+            raft_errmsgf(r->errmsg, r->errmsg_len,
+                         "bad request: parameter %u has a malformed name", i);
             return RAFT_CORRUPT;
         }
         out->name = (const char *)p;
@@ -470,8 +460,8 @@ int sql_request_decode(const void *p, size_t len, struct sql_request *out,
         return rc;
     }
     if (sql_len == 0 || memchr(r.base + r.pos, 0, sql_len) != NULL) {
-        set_msg(errmsg, errmsg_len,
-                "bad request: SQL text is empty or contains a NUL byte");
+        raft_errmsgf(errmsg, errmsg_len,
+                     "bad request: SQL text is empty or contains a NUL byte");
         return RAFT_CORRUPT;
     }
     req.sql = (const char *)(r.base + r.pos);
@@ -481,17 +471,17 @@ int sql_request_decode(const void *p, size_t len, struct sql_request *out,
     /* Each parameter takes at least 2 bytes: refuse a count the payload
      * cannot hold before allocating for it. */
     if ((uint64_t)n_params * REQUEST__MIN_PARAM > len - r.pos) {
-        set_msg(errmsg, errmsg_len,
-                "truncated request: %" PRIu32
-                " parameters cannot fit in the %zu bytes left",
-                n_params, len - r.pos);
+        raft_errmsgf(errmsg, errmsg_len,
+                     "truncated request: %" PRIu32
+                     " parameters cannot fit in the %zu bytes left",
+                     n_params, len - r.pos);
         return RAFT_CORRUPT;
     }
     if (n_params > 0) {
         req.params = calloc(n_params, sizeof *req.params);
         if (req.params == NULL) {
-            set_msg(errmsg, errmsg_len, "out of memory (%" PRIu32
-                    " parameters)", n_params);
+            raft_errmsgf(errmsg, errmsg_len, "out of memory (%" PRIu32
+                         " parameters)", n_params);
             return RAFT_NOMEM;
         }
     }
@@ -503,9 +493,10 @@ int sql_request_decode(const void *p, size_t len, struct sql_request *out,
         }
     }
     if (r.pos != len) {
-        set_msg(errmsg, errmsg_len,
-                "bad request: %zu trailing bytes after the last parameter",
-                len - r.pos);
+        raft_errmsgf(errmsg, errmsg_len,
+                     "bad request: %zu trailing bytes after the last "
+                     "parameter",
+                     len - r.pos);
         rc = RAFT_CORRUPT;
         goto err_params;
     }

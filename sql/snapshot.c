@@ -49,21 +49,14 @@ static const char *const snapshot_tables[] = {
     "raftsql_settings",
 };
 
-/* to_raft translates a SQLite failure code into a project code. */
+/* to_raft is sql_to_raft, except that a database another connection holds
+ * (SQLITE_BUSY, SQLITE_LOCKED) is RAFT_BUSY: try again later. */
 static int to_raft(int rc)
 {
-    switch (rc & 0xff) {
-        case SQLITE_NOMEM:
-            return RAFT_NOMEM;
-        case SQLITE_CORRUPT:
-        case SQLITE_NOTADB:
-            return RAFT_CORRUPT;
-        case SQLITE_BUSY:
-        case SQLITE_LOCKED:
-            return RAFT_BUSY;
-        default:
-            return RAFT_IOERR;
+    if ((rc & 0xff) == SQLITE_BUSY || (rc & 0xff) == SQLITE_LOCKED) {
+        return RAFT_BUSY;
     }
+    return sql_to_raft(rc);
 }
 
 /* read_applied reads the applied index and term of database @db into
@@ -81,7 +74,7 @@ static int read_applied(sqlite3 *db, uint64_t *out_index, uint64_t *out_term,
                             "WHERE id = 0",
                             -1, &s, NULL);
     if (rc != SQLITE_OK) {
-        sql_set_msg(msg, msg_len, "read raftsql_applied: %s",
+        raft_errmsgf(msg, msg_len, "read raftsql_applied: %s",
                 sqlite3_errmsg(db));
         return (rc & 0xff) == SQLITE_ERROR ? SQLITE_CORRUPT : rc;
     }
@@ -91,10 +84,10 @@ static int read_applied(sqlite3 *db, uint64_t *out_index, uint64_t *out_term,
         *out_term = (uint64_t)sqlite3_column_int64(s, 1);
         rc = SQLITE_OK;
     } else if (rc == SQLITE_DONE) {
-        sql_set_msg(msg, msg_len, "raftsql_applied has no row");
+        raft_errmsgf(msg, msg_len, "raftsql_applied has no row");
         rc = SQLITE_CORRUPT;
     } else {
-        sql_set_msg(msg, msg_len, "read raftsql_applied: %s",
+        raft_errmsgf(msg, msg_len, "read raftsql_applied: %s",
                 sqlite3_errmsg(db));
     }
     sqlite3_finalize(s);
@@ -133,7 +126,7 @@ int sql_fsm_snapshot_create(struct sql_fsm *f, const char *path,
     int err;
 
     if (stat(path, &st) == 0 || errno != ENOENT) {
-        sql_set_msg(errmsg, errmsg_len,
+        raft_errmsgf(errmsg, errmsg_len,
                 "snapshot create: %s already exists (or cannot be "
                 "checked)",
                 path);
@@ -141,7 +134,7 @@ int sql_fsm_snapshot_create(struct sql_fsm *f, const char *path,
     }
     rc = sqlite3_open_v2(src_path, &src, SQLITE_OPEN_READONLY, NULL);
     if (rc != SQLITE_OK) {
-        sql_set_msg(errmsg, errmsg_len, "snapshot create: open %s: %s",
+        raft_errmsgf(errmsg, errmsg_len, "snapshot create: open %s: %s",
                 src_path, src != NULL ? sqlite3_errmsg(src)
                                       : sqlite3_errstr(rc));
         rc = to_raft(rc);
@@ -156,7 +149,7 @@ int sql_fsm_snapshot_create(struct sql_fsm *f, const char *path,
         rc = rc == SQLITE_DONE ? SQLITE_OK : rc;
     }
     if (rc != SQLITE_OK) {
-        sql_set_msg(errmsg, errmsg_len, "snapshot create: VACUUM INTO %s: %s",
+        raft_errmsgf(errmsg, errmsg_len, "snapshot create: VACUUM INTO %s: %s",
                 path, sqlite3_errmsg(src));
         rc = to_raft(rc);
         goto err_unlink;
@@ -170,10 +163,10 @@ int sql_fsm_snapshot_create(struct sql_fsm *f, const char *path,
     if (rc == SQLITE_OK) {
         rc = read_applied(copy, &index, &term, msg, sizeof msg);
     } else {
-        sql_set_msg(msg, sizeof msg, "%s", sqlite3_errstr(rc));
+        raft_errmsgf(msg, sizeof msg, "%s", sqlite3_errstr(rc));
     }
     if (rc != SQLITE_OK) {
-        sql_set_msg(errmsg, errmsg_len, "snapshot create: the copy %s: %s",
+        raft_errmsgf(errmsg, errmsg_len, "snapshot create: the copy %s: %s",
                 path, msg);
         rc = to_raft(rc);
         goto err_unlink;
@@ -182,7 +175,7 @@ int sql_fsm_snapshot_create(struct sql_fsm *f, const char *path,
     copy = NULL;
     err = sync_file(path);
     if (err != 0) {
-        sql_set_msg(errmsg, errmsg_len, "snapshot create: fsync %s: %s", path,
+        raft_errmsgf(errmsg, errmsg_len, "snapshot create: fsync %s: %s", path,
                 strerror(err));
         rc = err == ENOSPC ? RAFT_NOSPACE : RAFT_IOERR;
         goto err_unlink;
@@ -212,7 +205,7 @@ static int fail(struct sql_fsm *f, int rc, const char *fmt, ...)
     va_start(ap, fmt);
     vsnprintf(detail, sizeof detail, fmt, ap);
     va_end(ap);
-    sql_set_msg(buf, len, "snapshot install: %s", detail);
+    raft_errmsgf(buf, len, "snapshot install: %s", detail);
     return rc;
 }
 
