@@ -20,7 +20,7 @@ TLIB_SRC := $(wildcard tests/lib/*.c)
 TLIB_OBJ := $(TLIB_SRC:%.c=$(B)/san/%.o)
 TEST_SRC := $(wildcard tests/unit/test_*.c tests/raft/test_*.c \
               tests/lmdb_log/test_*.c tests/sql/test_*.c tests/uv/test_*.c \
-              tests/sim/test_*.c)
+              tests/sim/test_*.c tests/ext/test_*.c)
 PYTHON  := /usr/bin/python3
 TEST_BIN := $(TEST_SRC:%.c=$(B)/%)
 
@@ -113,6 +113,11 @@ $(B)/tests/sql/%: tests/sql/%.c tests/sql/helpers.h $(TLIB_OBJ) \
 	@mkdir -p $(dir $@)
 	$(T_LINK)
 $(B)/tests/uv/%: tests/uv/%.c $(TLIB_OBJ) $(call san,$(CORE_SRC) $(UV_SRC))
+	@mkdir -p $(dir $@)
+	$(T_LINK)
+$(B)/tests/ext/%: tests/ext/%.c tests/sql/helpers.h $(TLIB_OBJ) \
+		$(call san,$(CORE_SRC) $(UV_SRC) $(LMDB_SRC) $(SQL_SRC) \
+		$(EXT_SRC))
 	@mkdir -p $(dir $@)
 	$(T_LINK)
 

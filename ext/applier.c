@@ -1,176 +1,201 @@
-/* The apply thread: takes committed entries from the loop thread and
- * applies them to SQLite in batches through the state machine (sql.h),
- * then wakes the callers waiting for them.
+/* The apply thread (applier.h): takes committed entries from the loop
+ * thread and applies them to SQLite in batches through the state machine
+ * (sql.h), then hands the results to the node's callers.
  *
  * Happy path: wait for entries -> take every queued one -> sql_fsm_apply
  * (one SQLite transaction, a savepoint per request, the applied index in
- * the same transaction) -> hand each result to its waiter.
+ * the same transaction) -> hooks.applied with each result.
  * Failure modes: an environmental error (I/O, disk full) leaves the batch
  * unapplied; the node stops applying, says so in raft_status(), and never
  * skips the entry: a restart applies it again from the log. */
 
+#include "applier.h"
+
+#include <pthread.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
 
-#include "node_internal.h"
-
 /* Most entries applied in one SQLite transaction. */
 #define APPLY_BATCH_MAX 4096
 
-/* log_after_install changes the log after the database took a snapshot
- * reflecting (@index, @term), by paper §7: when the log holds entry @index
- * of @term, only the log through it goes (the entries after it are the
- * leader's and may be committed copies); otherwise the log restarts empty
- * after @index. */
-static int log_after_install(struct ext_node *n, uint64_t index,
-                             uint64_t term)
+struct ext_applier {
+    struct ext_applier_config cfg; /* settings (copy) */
+    struct ext_applier_hooks hooks; /* callbacks (copy) */
+    struct ext_node_log *log;      /* the node's log lines */
+    struct sql_fsm *fsm;           /* the apply connection (apply thread,
+                                      or the holder during a hold) */
+    pthread_t thread;              /* the apply thread */
+    pthread_mutex_t mu;            /* guards the fields marked (mu) */
+    pthread_cond_t cond;           /* entries queued, a hold ended, a
+                                      checkpoint asked, or stop (mu) */
+    pthread_cond_t idle_cond;      /* busy became false (mu) */
+    struct raft_entry *queue;      /* committed entries, references (mu) */
+    unsigned n_queue;              /* (mu) */
+    unsigned cap_queue;            /* (mu) */
+    bool stop;                     /* the thread must end (mu) */
+    atomic_bool failed;            /* applying stopped on an error (set
+                                      under mu) */
+    bool busy;                     /* the thread uses the connection (mu) */
+    bool want_checkpoint;          /* checkpoint now (log full) (mu) */
+    bool held;                     /* a snapshot install waits for or holds
+                                      the connection (mu) */
+    atomic_uint_least64_t applied; /* last applied index */
+    atomic_uint_least64_t durable; /* applied index durable in the
+                                      database file (sql_fsm_durable) */
+};
+
+int applier_push(struct ext_applier *a, const struct raft_entry *entries,
+                 unsigned n)
 {
-    raft_index first, last;
-    struct raft_entry *e = NULL;
-    unsigned cnt = 0;
-    bool keep = false;
-    if (lmdb_log_bounds(n->log, &first, &last) == 0 && index >= first &&
-        index <= last &&
-        lmdb_log_entries(n->log, index, index, 0, &e, &cnt) == 0) {
-        keep = cnt == 1 && e[0].term == term;
-        lmdb_log_entries_free(e, cnt);
-    }
-    return keep ? lmdb_log_compact(n->log, index)
-                : lmdb_log_reset(n->log, index, term);
-}
-
-int applier_install(struct ext_node *n, const char *path, uint64_t index,
-                    char *errmsg, size_t errmsg_len)
-{
-    uint64_t got_index = 0, got_term = 0;
-    unsigned keep = 0;
-    int rc;
-
-    if (index <= atomic_load(&n->applied)) {
-        /* Nothing new in it: change nothing (raft.h SNAPSHOT_INSTALLED). */
-        return 0;
-    }
-    /* Take the apply connection from the apply thread. */
-    pthread_mutex_lock(&n->mu);
-    n->installing = true;
-    while (n->apply_busy) {
-        pthread_cond_wait(&n->idle_cond, &n->mu);
-    }
-    pthread_mutex_unlock(&n->mu);
-
-    rc = sql_fsm_snapshot_install(n->fsm, path, &got_index, &got_term);
-    if (rc != 0) {
-        snprintf(errmsg, errmsg_len, "install: %s", sql_fsm_errmsg(n->fsm));
-        if (rc != RAFT_NOMEM && rc != RAFT_IOERR) {
-            rc = RAFT_CORRUPT; /* refused: the database is unchanged */
-        }
-        goto out;
-    }
-    rc = log_after_install(n, got_index, got_term);
-    if (rc != 0) {
-        /* The database is ahead of the log: a restart repairs that. */
-        snprintf(errmsg, errmsg_len, "change the log after the snapshot: %s",
-                 lmdb_log_errmsg(n->log));
-        rc = RAFT_IOERR;
-    }
-    atomic_store(&n->applied, got_index);
-    atomic_store(&n->durable, sql_fsm_durable(n->fsm));
-
-out:
-    pthread_mutex_lock(&n->mu);
-    if (rc == 0) {
-        /* Entries the snapshot covers will not be applied again. */
-        for (unsigned i = 0; i < n->n_apply_queue; i++) {
-            if (n->apply_queue[i].index <= got_index) {
-                raft_buf_unref(n->apply_queue[i].data);
-            } else {
-                n->apply_queue[keep++] = n->apply_queue[i];
-            }
-        }
-        n->n_apply_queue = keep;
-    }
-    n->installing = false;
-    pthread_cond_signal(&n->apply_cond);
-    pthread_mutex_unlock(&n->mu);
-    return rc;
-}
-
-int applier_push(struct ext_node *n, const struct raft_entry *entries,
-                 unsigned count)
-{
-    pthread_mutex_lock(&n->mu);
-    if (n->n_apply_queue + count > n->cap_apply_queue) {
-        unsigned cap = (n->n_apply_queue + count) * 2;
-        struct raft_entry *q = realloc(n->apply_queue, cap * sizeof *q);
+    pthread_mutex_lock(&a->mu);
+    if (a->n_queue + n > a->cap_queue) {
+        unsigned cap = (a->n_queue + n) * 2;
+        struct raft_entry *q = realloc(a->queue, cap * sizeof *q);
         if (q == NULL) {
-            pthread_mutex_unlock(&n->mu);
+            pthread_mutex_unlock(&a->mu);
             return RAFT_NOMEM;
         }
-        n->apply_queue = q;
-        n->cap_apply_queue = cap;
+        a->queue = q;
+        a->cap_queue = cap;
     }
-    for (unsigned i = 0; i < count; i++) {
-        n->apply_queue[n->n_apply_queue++] = entries[i];
+    for (unsigned i = 0; i < n; i++) {
+        a->queue[a->n_queue++] = entries[i];
         raft_buf_ref(entries[i].data);
     }
-    pthread_cond_signal(&n->apply_cond);
-    pthread_mutex_unlock(&n->mu);
+    pthread_cond_signal(&a->cond);
+    pthread_mutex_unlock(&a->mu);
     return 0;
 }
 
-/* apply_batch applies @cnt entries; returns 0 or the state machine's
- * error. Called without mu. */
-static int apply_batch(struct ext_node *n, struct raft_entry *batch,
-                       unsigned cnt)
+uint64_t applier_applied(const struct ext_applier *a)
 {
-    struct sql_fsm_entry *fe = calloc(cnt, sizeof *fe);
-    struct sql_result *res = calloc(cnt, sizeof *res);
+    return atomic_load(&a->applied);
+}
+
+uint64_t applier_durable(const struct ext_applier *a)
+{
+    return atomic_load(&a->durable);
+}
+
+bool applier_failed(const struct ext_applier *a)
+{
+    return atomic_load(&a->failed);
+}
+
+void applier_request_checkpoint(struct ext_applier *a)
+{
+    pthread_mutex_lock(&a->mu);
+    a->want_checkpoint = true;
+    pthread_cond_signal(&a->cond);
+    pthread_mutex_unlock(&a->mu);
+}
+
+void applier_hold(struct ext_applier *a)
+{
+    pthread_mutex_lock(&a->mu);
+    a->held = true;
+    while (a->busy) {
+        pthread_cond_wait(&a->idle_cond, &a->mu);
+    }
+    pthread_mutex_unlock(&a->mu);
+}
+
+int applier_install(struct ext_applier *a, const char *path,
+                    uint64_t *out_index, uint64_t *out_term, char *errmsg,
+                    size_t errmsg_len)
+{
+    int rc = sql_fsm_snapshot_install(a->fsm, path, out_index, out_term);
+    if (rc != 0) {
+        snprintf(errmsg, errmsg_len, "install: %s", sql_fsm_errmsg(a->fsm));
+        return rc == RAFT_NOMEM || rc == RAFT_IOERR ? rc : RAFT_CORRUPT;
+    }
+    atomic_store(&a->applied, *out_index);
+    atomic_store(&a->durable, sql_fsm_durable(a->fsm));
+    return 0;
+}
+
+void applier_release(struct ext_applier *a, uint64_t covered)
+{
+    unsigned keep = 0;
+    pthread_mutex_lock(&a->mu);
+    if (covered > 0) {
+        /* Entries the snapshot covers will not be applied again. */
+        for (unsigned i = 0; i < a->n_queue; i++) {
+            if (a->queue[i].index <= covered) {
+                raft_buf_unref(a->queue[i].data);
+            } else {
+                a->queue[keep++] = a->queue[i];
+            }
+        }
+        a->n_queue = keep;
+    }
+    a->held = false;
+    pthread_cond_signal(&a->cond);
+    pthread_mutex_unlock(&a->mu);
+}
+
+int applier_snapshot_create(struct ext_applier *a, const char *path,
+                            uint64_t *out_index, uint64_t *out_term,
+                            char *errmsg, size_t errmsg_len)
+{
+    return sql_fsm_snapshot_create(a->fsm, path, out_index, out_term, errmsg,
+                                   errmsg_len);
+}
+
+/* checkpoint runs a checkpoint on the apply connection and takes in the
+ * durable index it reached. */
+static void checkpoint(struct ext_applier *a)
+{
+    uint64_t durable;
+    if (sql_fsm_checkpoint(a->fsm, &durable) == 0) {
+        atomic_store(&a->durable, durable);
+    }
+}
+
+/* apply_batch applies @n entries; returns 0 or the state machine's error.
+ * Called without mu. */
+static int apply_batch(struct ext_applier *a, const struct raft_entry *batch,
+                       unsigned n)
+{
+    struct sql_fsm_entry *fe = calloc(n, sizeof *fe);
+    struct sql_result *res = calloc(n, sizeof *res);
+    raft_index last = batch[n - 1].index;
     int rc = RAFT_NOMEM;
     if (fe == NULL || res == NULL) {
-        node_set_error(n, "apply: out of memory");
+        node_log_error(a->log, "apply: out of memory");
         goto out;
     }
-    for (unsigned i = 0; i < cnt; i++) {
+    for (unsigned i = 0; i < n; i++) {
         fe[i].index = batch[i].index;
         fe[i].term = batch[i].term;
         fe[i].payload =
             batch[i].type == RAFT_ENTRY_NORMAL ? batch[i].data : NULL;
     }
-    rc = sql_fsm_apply(n->fsm, fe, cnt, res);
+    rc = sql_fsm_apply(a->fsm, fe, n, res);
     if (rc != 0) {
-        node_set_error(n,
+        node_log_error(a->log,
                        "apply stopped at index %llu, the node applies "
                        "nothing more until restarted: %s",
                        (unsigned long long)batch[0].index,
-                       sql_fsm_errmsg(n->fsm));
+                       sql_fsm_errmsg(a->fsm));
         goto out;
     }
-    atomic_store(&n->applied, batch[cnt - 1].index);
-    atomic_store(&n->durable, sql_fsm_durable(n->fsm));
-    pthread_mutex_lock(&n->mu);
-    for (unsigned i = 0; i < cnt; i++) {
-        if (fe[i].payload != NULL) {
-            exec_deliver(n, fe[i].index, &res[i]);
-        }
+    atomic_store(&a->applied, last);
+    atomic_store(&a->durable, sql_fsm_durable(a->fsm));
+    if (a->hooks.applied != NULL) {
+        a->hooks.applied(a->hooks.data, fe, res, n, last);
     }
-    if (exec_requeue_replaced(n, batch[cnt - 1].index) && !n->shutdown) {
-        raft_uv_node_wake(n->driver);
-    }
-    pthread_mutex_unlock(&n->mu);
     /* The durable point: the background checkpointer moves it as the WAL
      * fills; when it falls behind (a WAL under its threshold, readers
      * holding frames back), checkpoint here, after the callers have their
      * results, so the log can be compacted up to what the file holds. */
-    if (batch[cnt - 1].index - atomic_load(&n->durable) >=
-        n->cfg.snapshot_threshold / 2) {
-        uint64_t durable;
-        if (sql_fsm_checkpoint(n->fsm, &durable) == 0) {
-            atomic_store(&n->durable, durable);
-        }
+    if (last - atomic_load(&a->durable) >= a->cfg.snapshot_threshold / 2) {
+        checkpoint(a);
     }
-    for (unsigned i = 0; i < cnt; i++) {
+    for (unsigned i = 0; i < n; i++) {
         sql_result_clear(&res[i]);
     }
 out:
@@ -179,22 +204,23 @@ out:
     return rc;
 }
 
-/* follower_pace holds a follower's next batch until @ms after the end of
- * the previous one (@last_end, CLOCK_MONOTONIC), so that everything
- * committed meanwhile is applied in one SQLite transaction: fewer
- * commits, and fewer pages written per row (the internal tables' pages,
- * page 1, the table's last leaf are written once per transaction). Under
- * a light load (batches further apart than @ms) nothing waits. It returns
- * at once on the leader (its callers wait for the apply), when a caller
- * waits on this node (its write must be applied at once: it is on its way
- * through the queue), or when the queue holds a full batch. A caller
- * arriving or the node becoming leader does not wake it: the caller's
- * entry arrives through applier_push, which does, and any wait ends
- * within @ms. Caller holds mu. */
-static void follower_pace(struct ext_node *n, const struct timespec *last_end,
-                          unsigned ms)
+/* follower_pace holds a follower's next batch until follower_apply_ms
+ * after the end of the previous one (@last_end, CLOCK_MONOTONIC), so that
+ * everything committed meanwhile is applied in one SQLite transaction:
+ * fewer commits, and fewer pages written per row (the internal tables'
+ * pages, page 1, the table's last leaf are written once per transaction).
+ * Under a light load (batches further apart than the pace) nothing waits.
+ * It returns at once when hooks.apply_now says so (the leader's callers
+ * wait for the apply; a caller waiting on this node must have its write
+ * applied at once: it is on its way through the queue), or when the queue
+ * holds a full batch. A caller arriving or the node becoming leader does
+ * not wake it: the caller's entry arrives through applier_push, which
+ * does, and any wait ends within the pace. Caller holds mu. */
+static void follower_pace(struct ext_applier *a,
+                          const struct timespec *last_end)
 {
     struct timespec until = *last_end;
+    unsigned ms = a->cfg.follower_apply_ms;
 
     if (ms == 0) {
         return;
@@ -205,82 +231,129 @@ static void follower_pace(struct ext_node *n, const struct timespec *last_end,
         until.tv_sec++;
         until.tv_nsec -= 1000000000L;
     }
-    while (!n->apply_stop && !n->want_checkpoint && !n->installing &&
-           !n->apply_failed && n->status.role != RAFT_LEADER &&
-           n->n_waiters == 0 && n->n_apply_queue > 0 &&
-           n->n_apply_queue < APPLY_BATCH_MAX) {
-        if (pthread_cond_timedwait(&n->apply_cond, &n->mu, &until) != 0) {
+    while (!a->stop && !a->want_checkpoint && !a->held && !a->failed &&
+           a->n_queue > 0 && a->n_queue < APPLY_BATCH_MAX &&
+           (a->hooks.apply_now == NULL ||
+            !a->hooks.apply_now(a->hooks.data))) {
+        if (pthread_cond_timedwait(&a->cond, &a->mu, &until) != 0) {
             break; /* ETIMEDOUT: the pace is kept */
         }
     }
 }
 
-void *applier_main(void *arg)
+/* applier_main is the apply thread's body. */
+static void *applier_main(void *arg)
 {
-    struct ext_node *n = arg;
+    struct ext_applier *a = arg;
     struct raft_entry *batch = malloc(APPLY_BATCH_MAX * sizeof *batch);
+    struct timespec last_end = {0, 0};
+
     /* Named for top -H and perf (best effort). */
     pthread_setname_np(pthread_self(), "raftsql-apply");
     if (batch == NULL) {
-        node_set_error(n, "apply thread: out of memory");
+        node_log_error(a->log, "apply thread: out of memory");
         return NULL;
     }
-    struct timespec last_end = {0, 0};
-
-    pthread_mutex_lock(&n->mu);
+    pthread_mutex_lock(&a->mu);
     for (;;) {
-        unsigned cnt;
+        unsigned n;
         int rc;
-        while (!n->apply_stop && !n->want_checkpoint &&
-               (n->n_apply_queue == 0 || n->apply_failed || n->installing)) {
-            pthread_cond_wait(&n->apply_cond, &n->mu);
+        while (!a->stop && !a->want_checkpoint &&
+               (a->n_queue == 0 || a->failed || a->held)) {
+            pthread_cond_wait(&a->cond, &a->mu);
         }
-        follower_pace(n, &last_end, n->cfg.follower_apply_ms);
-        if (n->apply_stop) {
+        follower_pace(a, &last_end);
+        if (a->stop) {
             break;
         }
-        if (!n->want_checkpoint &&
-            (n->n_apply_queue == 0 || n->apply_failed || n->installing)) {
+        if (!a->want_checkpoint &&
+            (a->n_queue == 0 || a->failed || a->held)) {
             continue; /* an install took the queue while it paced */
         }
-        if (n->want_checkpoint) {
-            uint64_t durable;
-            n->want_checkpoint = false;
-            if (!n->installing) {
-                n->apply_busy = true;
-                pthread_mutex_unlock(&n->mu);
-                if (sql_fsm_checkpoint(n->fsm, &durable) == 0) {
-                    atomic_store(&n->durable, durable);
-                }
-                pthread_mutex_lock(&n->mu);
-                n->apply_busy = false;
-                pthread_cond_broadcast(&n->idle_cond);
+        if (a->want_checkpoint) {
+            a->want_checkpoint = false;
+            if (!a->held) {
+                a->busy = true;
+                pthread_mutex_unlock(&a->mu);
+                checkpoint(a);
+                pthread_mutex_lock(&a->mu);
+                a->busy = false;
+                pthread_cond_broadcast(&a->idle_cond);
             }
             continue;
         }
-        n->apply_busy = true;
-        cnt = n->n_apply_queue < APPLY_BATCH_MAX ? n->n_apply_queue
-                                                 : APPLY_BATCH_MAX;
-        memcpy(batch, n->apply_queue, cnt * sizeof *batch);
-        memmove(n->apply_queue, n->apply_queue + cnt,
-                (n->n_apply_queue - cnt) * sizeof *batch);
-        n->n_apply_queue -= cnt;
-        pthread_mutex_unlock(&n->mu);
+        a->busy = true;
+        n = a->n_queue < APPLY_BATCH_MAX ? a->n_queue : APPLY_BATCH_MAX;
+        memcpy(batch, a->queue, n * sizeof *batch);
+        memmove(a->queue, a->queue + n, (a->n_queue - n) * sizeof *batch);
+        a->n_queue -= n;
+        pthread_mutex_unlock(&a->mu);
 
-        rc = apply_batch(n, batch, cnt);
-        for (unsigned i = 0; i < cnt; i++) {
+        rc = apply_batch(a, batch, n);
+        for (unsigned i = 0; i < n; i++) {
             raft_buf_unref(batch[i].data);
         }
         clock_gettime(CLOCK_MONOTONIC, &last_end);
 
-        pthread_mutex_lock(&n->mu);
-        n->apply_busy = false;
-        pthread_cond_broadcast(&n->idle_cond);
+        pthread_mutex_lock(&a->mu);
+        a->busy = false;
+        pthread_cond_broadcast(&a->idle_cond);
         if (rc != 0) {
-            n->apply_failed = true;
+            a->failed = true;
         }
     }
-    pthread_mutex_unlock(&n->mu);
+    pthread_mutex_unlock(&a->mu);
     free(batch);
     return NULL;
+}
+
+int applier_start(struct sql_fsm *fsm, const struct ext_applier_config *cfg,
+                  const struct ext_applier_hooks *hooks,
+                  struct ext_node_log *log, struct ext_applier **out)
+{
+    struct ext_applier *a = calloc(1, sizeof *a);
+    pthread_condattr_t ca;
+
+    if (a == NULL) {
+        return RAFT_NOMEM;
+    }
+    a->cfg = *cfg;
+    a->hooks = *hooks;
+    a->log = log;
+    a->fsm = fsm;
+    atomic_store(&a->applied, sql_fsm_applied(fsm));
+    atomic_store(&a->durable, sql_fsm_durable(fsm));
+    pthread_mutex_init(&a->mu, NULL);
+    pthread_condattr_init(&ca);
+    pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+    pthread_cond_init(&a->cond, &ca);
+    pthread_condattr_destroy(&ca);
+    pthread_cond_init(&a->idle_cond, NULL);
+    if (pthread_create(&a->thread, NULL, applier_main, a) != 0) {
+        pthread_cond_destroy(&a->cond);
+        pthread_cond_destroy(&a->idle_cond);
+        pthread_mutex_destroy(&a->mu);
+        free(a);
+        return RAFT_NOMEM;
+    }
+    *out = a;
+    return 0;
+}
+
+void applier_stop(struct ext_applier *a)
+{
+    pthread_mutex_lock(&a->mu);
+    a->stop = true;
+    pthread_cond_signal(&a->cond);
+    pthread_mutex_unlock(&a->mu);
+    pthread_join(a->thread, NULL);
+    for (unsigned i = 0; i < a->n_queue; i++) {
+        raft_buf_unref(a->queue[i].data);
+    }
+    free(a->queue);
+    sql_fsm_close(a->fsm);
+    pthread_cond_destroy(&a->cond);
+    pthread_cond_destroy(&a->idle_cond);
+    pthread_mutex_destroy(&a->mu);
+    free(a);
 }

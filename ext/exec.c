@@ -1,8 +1,9 @@
-/* Writes from callers: the waiting caller (any thread), the submission
- * queue, proposing on the leader and forwarding from a follower (thesis
- * §6.2), and handing each caller the result of its own applied entry.
+/* Writes from callers (exec.h): the waiting caller (any thread), the
+ * submission queue, proposing on the leader and forwarding from a follower
+ * (thesis §6.2; the leader's side is forward.c), and handing each caller
+ * the result of its own applied entry.
  *
- * Happy path: ext_node_exec queues a waiter and sleeps; the loop proposes
+ * Happy path: exec_submit queues a waiter and sleeps; the loop proposes
  * it (leader) or forwards it (follower) and learns its index; the apply
  * thread applies that index, finds the waiter by request id and wakes it.
  * Failure modes:
@@ -15,17 +16,68 @@
  *   - the deadline passes after the request left this node: outcome
  *     unknown, and the caller is told so. */
 
+#include "exec.h"
+
 #include <inttypes.h>
-#include <sqlite3.h>
+#include <pthread.h>
+#include <sqlite3ext.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
 
-#include "node_internal.h"
+SQLITE_EXTENSION_INIT3
 
 /* A forward unanswered for this long is sent again, ms. */
 #define RESEND_MIN_MS 500
+
+/* Life cycle of one waiting write, all under e->mu. */
+enum waiter_state {
+    W_QUEUED = 1,   /* in the submission queue, not seen by the loop */
+    W_PENDING = 2,  /* seen by the loop, waiting for a known leader;
+                       never sent anywhere */
+    W_SENT = 3,     /* forwarded to the leader, no answer yet */
+    W_APPENDED = 4, /* in some leader's log at index/term */
+    W_DONE = 5,     /* applied here (or failed): result is set */
+};
+
+/* A caller waiting for its write. Owned by the caller's stack frame; linked
+ * into e->waiters while it waits. Invariant: only touched under e->mu,
+ * and never after the caller unlinked it. */
+struct waiter {
+    uint64_t id[2];           /* request id: this node's id, sequence */
+    struct raft_buf *payload; /* encoded request (unstamped) */
+    int state;                /* enum waiter_state */
+    bool left_node;           /* was ever forwarded or proposed */
+    raft_index index;         /* log index, when APPENDED */
+    raft_term term;           /* log term, when APPENDED */
+    uint64_t sent_at;         /* loop clock when last forwarded, ms */
+    raft_id sent_to;          /* leader it was last forwarded to */
+    pthread_cond_t cond;      /* signalled when state becomes DONE */
+    struct ext_exec_result result; /* set when DONE */
+    struct waiter *next;      /* e->waiters list */
+    struct waiter *prev;
+};
+
+struct ext_exec {
+    raft_id id;                  /* this server */
+    unsigned exec_timeout_ms;    /* a caller's longest wait */
+    unsigned heartbeat_ms;       /* paces re-forwarding */
+    uint64_t max_request_bytes;  /* larger requests are refused */
+    uint64_t log_max_bytes;      /* for the "log full" message */
+    struct ext_status *status;   /* log full or not */
+    struct ext_propose *propose; /* the leader's proposals (loop) */
+    struct raft_uv_node *driver; /* set by exec_attach */
+    pthread_mutex_t mu;          /* guards the fields marked (mu) */
+    struct waiter *queue[EXT_SUBMIT_QUEUE_MAX]; /* ring (mu) */
+    unsigned queue_head;         /* (mu) */
+    unsigned queue_len;          /* (mu) */
+    struct waiter *waiters;      /* every waiting caller (mu) */
+    unsigned n_waiters;          /* (mu) */
+    uint64_t next_seq;           /* request sequence numbers (mu) */
+    bool shutdown;               /* no new callers, no wakes (mu) */
+};
 
 static bool id_eq(const uint64_t a[2], const uint64_t b[2])
 {
@@ -34,9 +86,9 @@ static bool id_eq(const uint64_t a[2], const uint64_t b[2])
 
 /* find_waiter returns the live waiter with request id @id, or NULL. Caller
  * holds mu. */
-static struct ext_waiter *find_waiter(struct ext_node *n, const uint64_t id[2])
+static struct waiter *find_waiter(struct ext_exec *e, const uint64_t id[2])
 {
-    for (struct ext_waiter *w = n->waiters; w != NULL; w = w->next) {
+    for (struct waiter *w = e->waiters; w != NULL; w = w->next) {
         if (id_eq(w->id, id)) {
             return w;
         }
@@ -44,14 +96,14 @@ static struct ext_waiter *find_waiter(struct ext_node *n, const uint64_t id[2])
     return NULL;
 }
 
-static void finish(struct ext_waiter *w, int kind, int sqlite_rc,
+static void finish(struct waiter *w, int kind, int sqlite_rc,
                    const char *fmt, ...) __attribute__((format(printf, 4, 5)));
 
-static void finish(struct ext_waiter *w, int kind, int sqlite_rc,
+static void finish(struct waiter *w, int kind, int sqlite_rc,
                    const char *fmt, ...)
 {
     va_list ap;
-    w->state = EXT_W_DONE;
+    w->state = W_DONE;
     w->result.kind = kind;
     w->result.sqlite_rc = sqlite_rc;
     va_start(ap, fmt);
@@ -60,22 +112,22 @@ static void finish(struct ext_waiter *w, int kind, int sqlite_rc,
     pthread_cond_signal(&w->cond);
 }
 
-static void unlink_waiter(struct ext_node *n, struct ext_waiter *w)
+static void unlink_waiter(struct ext_exec *e, struct waiter *w)
 {
     if (w->prev != NULL) {
         w->prev->next = w->next;
     } else {
-        n->waiters = w->next;
+        e->waiters = w->next;
     }
     if (w->next != NULL) {
         w->next->prev = w->prev;
     }
-    n->n_waiters--;
+    e->n_waiters--;
     /* A waiter still in the submission ring is skipped by the loop. */
-    for (unsigned i = 0; i < n->queue_len; i++) {
-        unsigned k = (n->queue_head + i) % EXT_SUBMIT_QUEUE_MAX;
-        if (n->queue[k] == w) {
-            n->queue[k] = NULL;
+    for (unsigned i = 0; i < e->queue_len; i++) {
+        unsigned k = (e->queue_head + i) % EXT_SUBMIT_QUEUE_MAX;
+        if (e->queue[k] == w) {
+            e->queue[k] = NULL;
         }
     }
 }
@@ -94,11 +146,11 @@ static int kind_to_rc(int kind)
     }
 }
 
-int ext_node_exec(struct ext_node *n, const char *sql, size_t sql_len,
-                  const struct sql_param *params, unsigned n_params,
-                  struct ext_exec_result *out)
+int exec_submit(struct ext_exec *e, const char *sql, size_t sql_len,
+                const struct sql_param *params, unsigned n_params,
+                struct ext_exec_result *out)
 {
-    struct ext_waiter w;
+    struct waiter w;
     pthread_condattr_t ca;
     struct timespec deadline;
     char errmsg[512];
@@ -106,13 +158,13 @@ int ext_node_exec(struct ext_node *n, const char *sql, size_t sql_len,
 
     memset(&w, 0, sizeof w);
     memset(out, 0, sizeof *out);
-    pthread_mutex_lock(&n->mu);
-    w.id[0] = n->cfg.id;
-    w.id[1] = n->next_seq++;
-    pthread_mutex_unlock(&n->mu);
+    pthread_mutex_lock(&e->mu);
+    w.id[0] = e->id;
+    w.id[1] = e->next_seq++;
+    pthread_mutex_unlock(&e->mu);
 
     rc = sql_request_encode(w.id, sql, sql_len, params, n_params,
-                            n->cfg.max_request_bytes, &w.payload, errmsg,
+                            e->max_request_bytes, &w.payload, errmsg,
                             sizeof errmsg);
     if (rc != 0) {
         out->kind = EXT_EXEC_NOT_APPLIED;
@@ -126,16 +178,16 @@ int ext_node_exec(struct ext_node *n, const char *sql, size_t sql_len,
     pthread_cond_init(&w.cond, &ca);
     pthread_condattr_destroy(&ca);
     clock_gettime(CLOCK_MONOTONIC, &deadline);
-    deadline.tv_sec += n->cfg.exec_timeout_ms / 1000;
-    deadline.tv_nsec += (long)(n->cfg.exec_timeout_ms % 1000) * 1000000L;
+    deadline.tv_sec += e->exec_timeout_ms / 1000;
+    deadline.tv_nsec += (long)(e->exec_timeout_ms % 1000) * 1000000L;
     if (deadline.tv_nsec >= 1000000000L) {
         deadline.tv_sec++;
         deadline.tv_nsec -= 1000000000L;
     }
 
-    pthread_mutex_lock(&n->mu);
-    if (n->shutdown) {
-        pthread_mutex_unlock(&n->mu);
+    pthread_mutex_lock(&e->mu);
+    if (e->shutdown) {
+        pthread_mutex_unlock(&e->mu);
         out->kind = EXT_EXEC_NOT_APPLIED;
         out->sqlite_rc = SQLITE_ERROR;
         snprintf(out->errmsg, sizeof out->errmsg,
@@ -143,20 +195,20 @@ int ext_node_exec(struct ext_node *n, const char *sql, size_t sql_len,
         rc = RAFT_SHUTDOWN;
         goto out;
     }
-    if (n->status.log_full) {
-        pthread_mutex_unlock(&n->mu);
+    if (status_log_full(e->status)) {
+        pthread_mutex_unlock(&e->mu);
         out->kind = EXT_EXEC_NOT_APPLIED;
         out->sqlite_rc = SQLITE_FULL;
         snprintf(out->errmsg, sizeof out->errmsg,
                  "raft_exec: not applied: the log is full (log_max_mb=%llu); "
                  "writes resume once compaction frees space, or raise "
                  "log_max_mb and restart the node",
-                 (unsigned long long)(n->cfg.log_max_bytes >> 20));
+                 (unsigned long long)(e->log_max_bytes >> 20));
         rc = RAFT_NOSPACE;
         goto out;
     }
-    if (n->queue_len == EXT_SUBMIT_QUEUE_MAX) {
-        pthread_mutex_unlock(&n->mu);
+    if (e->queue_len == EXT_SUBMIT_QUEUE_MAX) {
+        pthread_mutex_unlock(&e->mu);
         out->kind = EXT_EXEC_NOT_APPLIED;
         out->sqlite_rc = SQLITE_BUSY;
         snprintf(out->errmsg, sizeof out->errmsg,
@@ -166,41 +218,41 @@ int ext_node_exec(struct ext_node *n, const char *sql, size_t sql_len,
         rc = RAFT_BUSY;
         goto out;
     }
-    w.state = EXT_W_QUEUED;
-    w.next = n->waiters;
-    if (n->waiters != NULL) {
-        n->waiters->prev = &w;
+    w.state = W_QUEUED;
+    w.next = e->waiters;
+    if (e->waiters != NULL) {
+        e->waiters->prev = &w;
     }
-    n->waiters = &w;
-    n->n_waiters++;
-    n->queue[(n->queue_head + n->queue_len) % EXT_SUBMIT_QUEUE_MAX] = &w;
-    n->queue_len++;
-    pthread_mutex_unlock(&n->mu);
-    raft_uv_node_wake(n->driver);
+    e->waiters = &w;
+    e->n_waiters++;
+    e->queue[(e->queue_head + e->queue_len) % EXT_SUBMIT_QUEUE_MAX] = &w;
+    e->queue_len++;
+    pthread_mutex_unlock(&e->mu);
+    raft_uv_node_wake(e->driver);
 
-    pthread_mutex_lock(&n->mu);
-    while (w.state != EXT_W_DONE) {
-        if (pthread_cond_timedwait(&w.cond, &n->mu, &deadline) != 0 &&
-            w.state != EXT_W_DONE) {
+    pthread_mutex_lock(&e->mu);
+    while (w.state != W_DONE) {
+        if (pthread_cond_timedwait(&w.cond, &e->mu, &deadline) != 0 &&
+            w.state != W_DONE) {
             break;
         }
     }
-    if (w.state != EXT_W_DONE) {
+    if (w.state != W_DONE) {
         if (!w.left_node) {
             finish(&w, EXT_EXEC_NOT_APPLIED, SQLITE_BUSY,
                    "raft_exec: not applied: no leader reachable within "
                    "exec_timeout_ms (%u ms)",
-                   n->cfg.exec_timeout_ms);
+                   e->exec_timeout_ms);
         } else {
             finish(&w, EXT_EXEC_UNKNOWN, SQLITE_ERROR,
                    "raft_exec: outcome unknown: not applied on this node "
                    "within exec_timeout_ms (%u ms); the write will be "
                    "applied on all nodes or on none",
-                   n->cfg.exec_timeout_ms);
+                   e->exec_timeout_ms);
         }
     }
-    unlink_waiter(n, &w);
-    pthread_mutex_unlock(&n->mu);
+    unlink_waiter(e, &w);
+    pthread_mutex_unlock(&e->mu);
     *out = w.result;
     rc = kind_to_rc(out->kind);
 
@@ -210,12 +262,12 @@ out:
     return rc;
 }
 
-void exec_fail_all(struct ext_node *n, const char *reason)
+void exec_fail_all(struct ext_exec *e, const char *reason)
 {
-    pthread_mutex_lock(&n->mu);
-    n->shutdown = true;
-    for (struct ext_waiter *w = n->waiters; w != NULL; w = w->next) {
-        if (w->state == EXT_W_DONE) {
+    pthread_mutex_lock(&e->mu);
+    e->shutdown = true;
+    for (struct waiter *w = e->waiters; w != NULL; w = w->next) {
+        if (w->state == W_DONE) {
             continue;
         }
         if (w->left_node) {
@@ -228,7 +280,7 @@ void exec_fail_all(struct ext_node *n, const char *reason)
                    "raft_exec: not applied: %s", reason);
         }
     }
-    pthread_mutex_unlock(&n->mu);
+    pthread_mutex_unlock(&e->mu);
 }
 
 /* ---- Loop thread -------------------------------------------------------- */
@@ -240,68 +292,21 @@ struct outgoing {
     bool was_left;            /* left_node before this attempt */
 };
 
-static uint64_t next_seed(struct ext_node *n)
-{
-    /* splitmix64: a seed per entry for the deterministic random(). */
-    uint64_t z = (n->seed_state += 0x9e3779b97f4a7c15ULL);
-    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
-    z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
-    return z ^ (z >> 31);
-}
-
-static int64_t wall_ms(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_REALTIME, &ts);
-    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
-
-/* propose stamps @n_bufs payloads with the leader's time and seeds and
- * appends them to the log. On success @out_index and @out_term give the first
- * entry. */
-static int propose(struct ext_node *n, struct raft_buf *const *payloads,
-                   unsigned n_bufs, raft_index *out_index,
-                   raft_term *out_term)
-{
-    struct raft_buf **stamped = calloc(n_bufs, sizeof *stamped);
-    int64_t now = wall_ms();
-    int rc = 0;
-    unsigned i;
-
-    if (stamped == NULL) {
-        return RAFT_NOMEM;
-    }
-    for (i = 0; i < n_bufs; i++) {
-        rc = sql_request_stamp(payloads[i], now, next_seed(n), &stamped[i]);
-        if (rc != 0) {
-            goto out;
-        }
-    }
-    rc = raft_uv_node_propose(n->driver, stamped, n_bufs, out_index,
-                              out_term);
-out:
-    for (unsigned k = 0; k < n_bufs; k++) {
-        raft_buf_unref(stamped[k]);
-    }
-    free(stamped);
-    return rc;
-}
-
 /* take_pending collects the requests of every PENDING waiter (and of every
  * SENT one when @resend says so) into a new array, marking them SENT to
  * @to. Caller holds mu. */
-static struct outgoing *take_pending(struct ext_node *n, raft_id to,
+static struct outgoing *take_pending(struct ext_exec *e, raft_id to,
                                      uint64_t now, unsigned *out_n)
 {
     struct outgoing *o = NULL;
     unsigned cnt = 0, cap = 0;
-    uint64_t resend_after = 4u * n->cfg.heartbeat_ms;
+    uint64_t resend_after = 4u * e->heartbeat_ms;
     if (resend_after < RESEND_MIN_MS) {
         resend_after = RESEND_MIN_MS;
     }
-    for (struct ext_waiter *w = n->waiters; w != NULL; w = w->next) {
-        bool take = w->state == EXT_W_PENDING;
-        if (w->state == EXT_W_SENT &&
+    for (struct waiter *w = e->waiters; w != NULL; w = w->next) {
+        bool take = w->state == W_PENDING;
+        if (w->state == W_SENT &&
             (w->sent_to != to || now >= w->sent_at + resend_after)) {
             take = true;
         }
@@ -322,7 +327,7 @@ static struct outgoing *take_pending(struct ext_node *n, raft_id to,
         o[cnt].payload = raft_buf_ref(w->payload);
         o[cnt].was_left = w->left_node;
         cnt++;
-        w->state = EXT_W_SENT;
+        w->state = W_SENT;
         w->left_node = true;
         w->sent_at = now;
         w->sent_to = to;
@@ -333,21 +338,22 @@ static struct outgoing *take_pending(struct ext_node *n, raft_id to,
 
 /* dispatch proposes (leader) or forwards (follower) every waiting request.
  */
-static void dispatch(struct ext_node *n)
+static void dispatch(struct ext_exec *e, struct raft_uv_node *d)
 {
-    raft_id self = n->cfg.id;
-    raft_id leader = raft_leader_id(n->core);
-    bool is_leader = raft_role(n->core) == RAFT_LEADER;
-    uint64_t now = raft_uv_node_now(n->driver);
+    raft_id self = e->id;
+    const struct raft *core = raft_uv_node_core(d);
+    raft_id leader = raft_leader_id(core);
+    bool is_leader = raft_role(core) == RAFT_LEADER;
+    uint64_t now = raft_uv_node_now(d);
     struct outgoing *o;
     unsigned cnt;
 
-    if (raft_uv_node_failed(n->driver) || (leader == 0 && !is_leader)) {
+    if (raft_uv_node_failed(d) || (leader == 0 && !is_leader)) {
         return;
     }
-    pthread_mutex_lock(&n->mu);
-    o = take_pending(n, is_leader ? self : leader, now, &cnt);
-    pthread_mutex_unlock(&n->mu);
+    pthread_mutex_lock(&e->mu);
+    o = take_pending(e, is_leader ? self : leader, now, &cnt);
+    pthread_mutex_unlock(&e->mu);
     if (cnt == 0) {
         free(o);
         return;
@@ -361,25 +367,26 @@ static void dispatch(struct ext_node *n)
             for (unsigned i = 0; i < cnt; i++) {
                 bufs[i] = o[i].payload;
             }
-            rc = propose(n, bufs, cnt, &index, &term);
+            rc = propose_batch(e->propose, d, bufs, cnt, &index,
+                               &term);
             free(bufs);
         }
-        pthread_mutex_lock(&n->mu);
+        pthread_mutex_lock(&e->mu);
         for (unsigned i = 0; i < cnt; i++) {
-            struct ext_waiter *w = find_waiter(n, o[i].id);
-            if (w == NULL || w->state != EXT_W_SENT) {
+            struct waiter *w = find_waiter(e, o[i].id);
+            if (w == NULL || w->state != W_SENT) {
                 continue;
             }
             if (rc == 0) {
-                w->state = EXT_W_APPENDED;
+                w->state = W_APPENDED;
                 w->index = index + i;
                 w->term = term;
             } else {
-                w->state = EXT_W_PENDING;
+                w->state = W_PENDING;
                 w->left_node = o[i].was_left;
             }
         }
-        pthread_mutex_unlock(&n->mu);
+        pthread_mutex_unlock(&e->mu);
     } else {
         for (unsigned i = 0; i < cnt; i++) {
             struct raft_message m = {.type = RAFT_MSG_FORWARD};
@@ -389,16 +396,16 @@ static void dispatch(struct ext_node *n)
             m.forward.request_id[0] = o[i].id[0];
             m.forward.request_id[1] = o[i].id[1];
             m.forward.data = o[i].payload;
-            rc = raft_uv_node_send(n->driver, &m);
+            rc = raft_uv_node_send(d, &m);
             if (rc != 0) {
                 /* Not sent at all: back to waiting, as it was. */
-                pthread_mutex_lock(&n->mu);
-                struct ext_waiter *w = find_waiter(n, o[i].id);
-                if (w != NULL && w->state == EXT_W_SENT) {
-                    w->state = EXT_W_PENDING;
+                pthread_mutex_lock(&e->mu);
+                struct waiter *w = find_waiter(e, o[i].id);
+                if (w != NULL && w->state == W_SENT) {
+                    w->state = W_PENDING;
                     w->left_node = o[i].was_left;
                 }
-                pthread_mutex_unlock(&n->mu);
+                pthread_mutex_unlock(&e->mu);
             }
         }
     }
@@ -408,148 +415,36 @@ static void dispatch(struct ext_node *n)
     free(o);
 }
 
-/* propose_forwarded proposes the followers' requests held since the last
- * wake as one batch and answers each. */
-static void propose_forwarded(struct ext_node *n)
+void exec_on_wake(struct ext_exec *e, struct raft_uv_node *d)
 {
-    struct raft_buf **bufs;
-    raft_index index = 0;
-    raft_term term = 0;
-    unsigned cnt = n->n_fwd;
-    int rc = RAFT_NOTLEADER;
-
-    if (cnt == 0) {
-        return;
-    }
-    if (raft_role(n->core) == RAFT_LEADER && !raft_uv_node_failed(n->driver)) {
-        bufs = malloc(cnt * sizeof *bufs);
-        rc = RAFT_NOMEM;
-        if (bufs != NULL) {
-            for (unsigned i = 0; i < cnt; i++) {
-                bufs[i] = n->fwd[i].data;
-            }
-            rc = propose(n, bufs, cnt, &index, &term);
-            free(bufs);
+    pthread_mutex_lock(&e->mu);
+    while (e->queue_len > 0) {
+        struct waiter *w = e->queue[e->queue_head];
+        e->queue[e->queue_head] = NULL;
+        e->queue_head = (e->queue_head + 1) % EXT_SUBMIT_QUEUE_MAX;
+        e->queue_len--;
+        if (w != NULL && w->state == W_QUEUED) {
+            w->state = W_PENDING;
         }
     }
-    for (unsigned i = 0; i < cnt; i++) {
-        struct ext_forwarded *f = &n->fwd[i];
-        struct raft_message m = {.type = RAFT_MSG_FORWARD_RESULT};
-        m.from = n->cfg.id;
-        m.to = f->from;
-        m.forward_result.request_id[0] = f->request_id[0];
-        m.forward_result.request_id[1] = f->request_id[1];
-        m.forward_result.status = rc;
-        m.forward_result.index = rc == 0 ? index + i : 0;
-        m.forward_result.term = rc == 0 ? term : 0;
-        raft_uv_node_send(n->driver, &m);
-        raft_buf_unref(f->data);
-    }
-    n->n_fwd = 0;
+    pthread_mutex_unlock(&e->mu);
+    dispatch(e, d);
 }
 
-void exec_drop_forwarded(struct ext_node *n)
+void exec_on_tick(struct ext_exec *e, struct raft_uv_node *d)
 {
-    for (unsigned i = 0; i < n->n_fwd; i++) {
-        raft_buf_unref(n->fwd[i].data);
-    }
-    free(n->fwd);
-    n->fwd = NULL;
-    n->n_fwd = 0;
-    n->cap_fwd = 0;
+    dispatch(e, d);
 }
 
-void exec_on_wake(struct ext_node *n)
+void exec_on_forward_result(struct ext_exec *e, const struct raft_message *m)
 {
-    propose_forwarded(n);
-    pthread_mutex_lock(&n->mu);
-    while (n->queue_len > 0) {
-        struct ext_waiter *w = n->queue[n->queue_head];
-        n->queue[n->queue_head] = NULL;
-        n->queue_head = (n->queue_head + 1) % EXT_SUBMIT_QUEUE_MAX;
-        n->queue_len--;
-        if (w != NULL && w->state == EXT_W_QUEUED) {
-            w->state = EXT_W_PENDING;
-        }
-    }
-    pthread_mutex_unlock(&n->mu);
-    dispatch(n);
-}
-
-void exec_on_tick(struct ext_node *n)
-{
-    propose_forwarded(n);
-    dispatch(n);
-}
-
-/* answer_forward sends the FORWARD_RESULT for @req. */
-static void answer_forward(struct ext_node *n, const struct raft_message *req,
-                           int status, raft_index index, raft_term term)
-{
-    struct raft_message m = {.type = RAFT_MSG_FORWARD_RESULT};
-    m.from = n->cfg.id;
-    m.to = req->from;
-    m.forward_result.request_id[0] = req->forward.request_id[0];
-    m.forward_result.request_id[1] = req->forward.request_id[1];
-    m.forward_result.status = status;
-    m.forward_result.index = index;
-    m.forward_result.term = term;
-    raft_uv_node_send(n->driver, &m);
-}
-
-void exec_on_forward(struct ext_node *n, const struct raft_message *m)
-{
-    if (m->type == RAFT_MSG_FORWARD) {
-        struct ext_forwarded *f;
-        uint64_t id[2];
-        if (raft_role(n->core) != RAFT_LEADER ||
-            raft_uv_node_failed(n->driver)) {
-            answer_forward(n, m, RAFT_NOTLEADER, 0, 0);
-            return;
-        }
-        if (m->forward.data == NULL ||
-            m->forward.data->len > n->cfg.max_request_bytes + 4096) {
-            answer_forward(n, m, RAFT_TOOBIG, 0, 0);
-            return;
-        }
-        /* Refused alone: a malformed request held with others would fail
-         * their whole proposal at the next wake (the stamp checks the
-         * same header). */
-        if (sql_request_id(m->forward.data->data, m->forward.data->len,
-                           id) != 0) {
-            answer_forward(n, m, RAFT_CORRUPT, 0, 0);
-            return;
-        }
-        if (n->n_fwd == n->cap_fwd) {
-            unsigned cap = n->cap_fwd ? n->cap_fwd * 2 : 64;
-            f = realloc(n->fwd, cap * sizeof *f);
-            if (f == NULL) {
-                answer_forward(n, m, RAFT_NOMEM, 0, 0);
-                return;
-            }
-            n->fwd = f;
-            n->cap_fwd = cap;
-        }
-        /* Held until the next wake: every request read before it goes
-         * into one proposal. */
-        if (n->n_fwd == 0) {
-            raft_uv_node_wake(n->driver);
-        }
-        f = &n->fwd[n->n_fwd++];
-        f->from = m->from;
-        f->request_id[0] = m->forward.request_id[0];
-        f->request_id[1] = m->forward.request_id[1];
-        f->data = raft_buf_ref(m->forward.data);
-        return;
-    }
-
     /* FORWARD_RESULT: the leader's answer to one of our requests. */
-    pthread_mutex_lock(&n->mu);
-    struct ext_waiter *w = find_waiter(n, m->forward_result.request_id);
-    if (w != NULL && w->state == EXT_W_SENT) {
+    pthread_mutex_lock(&e->mu);
+    struct waiter *w = find_waiter(e, m->forward_result.request_id);
+    if (w != NULL && w->state == W_SENT) {
         int status = m->forward_result.status;
         if (status == 0) {
-            w->state = EXT_W_APPENDED;
+            w->state = W_APPENDED;
             w->index = m->forward_result.index;
             w->term = m->forward_result.term;
         } else if (status == RAFT_TOOBIG) {
@@ -564,24 +459,24 @@ void exec_on_forward(struct ext_node *n, const struct raft_message *m)
         } else {
             /* Not the leader any more, busy, or a failed append: retry
              * with the same id once a leader is known. */
-            w->state = EXT_W_PENDING;
+            w->state = W_PENDING;
         }
     }
-    pthread_mutex_unlock(&n->mu);
+    pthread_mutex_unlock(&e->mu);
 }
 
 /* ---- Apply thread ------------------------------------------------------- */
 
-void exec_deliver(struct ext_node *n, raft_index index,
-                  const struct sql_result *r)
+/* deliver hands the result @r of an applied entry to its waiter, if one
+ * waits here. Caller holds mu. */
+static void deliver(struct ext_exec *e, const struct sql_result *r)
 {
-    struct ext_waiter *w;
-    (void)index;
-    if (r->id[0] != n->cfg.id) {
+    struct waiter *w;
+    if (r->id[0] != e->id) {
         return; /* only this node's requests have waiters here */
     }
-    w = find_waiter(n, r->id);
-    if (w == NULL || w->state == EXT_W_DONE) {
+    w = find_waiter(e, r->id);
+    if (w == NULL || w->state == W_DONE) {
         return;
     }
     if (r->duplicate) {
@@ -602,14 +497,84 @@ void exec_deliver(struct ext_node *n, raft_index index,
     }
 }
 
-bool exec_requeue_replaced(struct ext_node *n, raft_index applied)
+/* requeue_replaced re-queues waiters whose index was applied with another
+ * request (their entry was overwritten by a new leader), so they are
+ * retried under the same id. Returns true when something was queued (the
+ * loop must be woken). Caller holds mu. */
+static bool requeue_replaced(struct ext_exec *e, raft_index applied)
 {
     bool any = false;
-    for (struct ext_waiter *w = n->waiters; w != NULL; w = w->next) {
-        if (w->state == EXT_W_APPENDED && w->index <= applied) {
-            w->state = EXT_W_PENDING;
+    for (struct waiter *w = e->waiters; w != NULL; w = w->next) {
+        if (w->state == W_APPENDED && w->index <= applied) {
+            w->state = W_PENDING;
             any = true;
         }
     }
     return any;
+}
+
+void exec_applied(struct ext_exec *e, const struct sql_fsm_entry *entries,
+                  const struct sql_result *results, unsigned n,
+                  raft_index last)
+{
+    pthread_mutex_lock(&e->mu);
+    for (unsigned i = 0; i < n; i++) {
+        if (entries[i].payload != NULL) {
+            deliver(e, &results[i]);
+        }
+    }
+    /* The wake happens under mu, so it never races with the stop that
+     * sets shutdown before stopping the driver. */
+    if (requeue_replaced(e, last) && !e->shutdown) {
+        raft_uv_node_wake(e->driver);
+    }
+    pthread_mutex_unlock(&e->mu);
+}
+
+void exec_counts(struct ext_exec *e, unsigned *out_queue,
+                 unsigned *out_waiters)
+{
+    pthread_mutex_lock(&e->mu);
+    *out_queue = e->queue_len;
+    *out_waiters = e->n_waiters;
+    pthread_mutex_unlock(&e->mu);
+}
+
+/* ---- Life cycle ---------------------------------------------------------- */
+
+int exec_new(const struct ext_config *cfg, struct ext_status *status,
+             struct ext_propose *propose, uint64_t first_seq,
+             struct ext_exec **out)
+{
+    struct ext_exec *e = calloc(1, sizeof *e);
+    if (e == NULL) {
+        return RAFT_NOMEM;
+    }
+    e->id = cfg->id;
+    e->exec_timeout_ms = cfg->exec_timeout_ms;
+    e->heartbeat_ms = cfg->heartbeat_ms;
+    e->max_request_bytes = cfg->max_request_bytes;
+    e->log_max_bytes = cfg->log_max_bytes;
+    e->status = status;
+    e->propose = propose;
+    e->next_seq = first_seq;
+    pthread_mutex_init(&e->mu, NULL);
+    *out = e;
+    return 0;
+}
+
+void exec_attach(struct ext_exec *e, struct raft_uv_node *d)
+{
+    pthread_mutex_lock(&e->mu);
+    e->driver = d;
+    pthread_mutex_unlock(&e->mu);
+}
+
+void exec_free(struct ext_exec *e)
+{
+    if (e == NULL) {
+        return;
+    }
+    pthread_mutex_destroy(&e->mu);
+    free(e);
 }

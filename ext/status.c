@@ -1,12 +1,14 @@
 /* raft_status(): a snapshot of the core refreshed by the loop thread, and
  * its rendering as JSON (with jansson, Debian's libjansson). */
 
+#include "status.h"
+
 #include <jansson.h>
 #include <math.h>
+#include <pthread.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-
-#include "node_internal.h"
 
 static const char *role_name(int role)
 {
@@ -41,54 +43,122 @@ static json_t *json_mean(uint64_t total, uint64_t count)
                            : 0.0);
 }
 
-void status_refresh(struct ext_node *n)
+/* What raft_status() shows of a peer. */
+struct peer_status {
+    raft_id id;         /* peer id */
+    bool connected;     /* outgoing connection established */
+    bool has_progress;  /* the field below is valid (leader only) */
+    struct raft_progress_info progress; /* the leader's view of it */
+};
+
+/* The core's and driver's state, as last copied by the loop thread. */
+struct snapshot {
+    int role;                        /* enum raft_role */
+    raft_term term;                  /* current term */
+    raft_id leader;                  /* known leader, 0 for none */
+    raft_index commit;               /* commit index */
+    raft_index first;                /* first log index */
+    raft_index last;                 /* last log index */
+    raft_index persisted;            /* last durable log index */
+    struct peer_status peers[EXT_MAX_NODES]; /* the other servers */
+    unsigned n_peers;                /* entries used in peers */
+    struct raft_uv_node_stats stats; /* the driver's counters */
+    bool log_full;                   /* the log refused a write */
+};
+
+struct ext_status {
+    raft_id id;                      /* this server */
+    struct ext_member members[EXT_MAX_NODES]; /* the cluster, n_members */
+    unsigned n_members;
+    pthread_mutex_t mu;              /* guards now */
+    struct snapshot now;             /* (mu) */
+};
+
+int status_new(const struct ext_config *cfg, struct ext_status **out)
 {
-    struct ext_status s;
+    struct ext_status *s = calloc(1, sizeof *s);
+    if (s == NULL) {
+        return RAFT_NOMEM;
+    }
+    s->id = cfg->id;
+    memcpy(s->members, cfg->members, sizeof s->members);
+    s->n_members = cfg->n_members;
+    pthread_mutex_init(&s->mu, NULL);
+    *out = s;
+    return 0;
+}
+
+void status_free(struct ext_status *s)
+{
+    if (s == NULL) {
+        return;
+    }
+    pthread_mutex_destroy(&s->mu);
+    free(s);
+}
+
+void status_refresh(struct ext_status *st, const struct raft *core,
+                    struct raft_uv_node *d)
+{
+    struct snapshot s;
     memset(&s, 0, sizeof s);
-    s.role = raft_role(n->core);
-    s.term = raft_current_term(n->core);
-    s.leader = raft_leader_id(n->core);
-    s.commit = raft_commit_index(n->core);
-    s.first = raft_first_index(n->core);
-    s.last = raft_last_index(n->core);
-    s.persisted = raft_persisted_index(n->core);
-    for (unsigned i = 0; i < n->cfg.n_members; i++) {
-        struct ext_peer_status *p;
-        raft_id id = n->cfg.members[i].id;
-        if (id == n->cfg.id) {
+    s.role = raft_role(core);
+    s.term = raft_current_term(core);
+    s.leader = raft_leader_id(core);
+    s.commit = raft_commit_index(core);
+    s.first = raft_first_index(core);
+    s.last = raft_last_index(core);
+    s.persisted = raft_persisted_index(core);
+    for (unsigned i = 0; i < st->n_members; i++) {
+        struct peer_status *p;
+        raft_id id = st->members[i].id;
+        if (id == st->id) {
             continue;
         }
         p = &s.peers[s.n_peers++];
         p->id = id;
-        p->connected = n->driver != NULL &&
-                       raft_uv_node_connected(n->driver, id);
-        p->has_progress = raft_progress(n->core, id, &p->progress) == 0;
+        p->connected = d != NULL && raft_uv_node_connected(d, id);
+        p->has_progress = raft_progress(core, id, &p->progress) == 0;
     }
-    if (n->driver != NULL) {
-        raft_uv_node_stats(n->driver, &s.stats);
-        s.log_full = raft_uv_node_log_full(n->driver);
+    if (d != NULL) {
+        raft_uv_node_stats(d, &s.stats);
+        s.log_full = raft_uv_node_log_full(d);
     }
-    pthread_mutex_lock(&n->mu);
-    n->status = s;
-    pthread_mutex_unlock(&n->mu);
+    pthread_mutex_lock(&st->mu);
+    st->now = s;
+    pthread_mutex_unlock(&st->mu);
 }
 
-char *ext_node_status(struct ext_node *n)
+/* current copies the last snapshot under the lock. */
+static struct snapshot current(struct ext_status *st)
 {
-    struct ext_status s;
-    char last_error[sizeof n->last_error];
-    unsigned queue, waiters;
-    bool apply_failed;
+    struct snapshot s;
+    pthread_mutex_lock(&st->mu);
+    s = st->now;
+    pthread_mutex_unlock(&st->mu);
+    return s;
+}
+
+int status_role(struct ext_status *st)
+{
+    return current(st).role;
+}
+
+raft_id status_leader(struct ext_status *st)
+{
+    return current(st).leader;
+}
+
+bool status_log_full(struct ext_status *st)
+{
+    return current(st).log_full;
+}
+
+char *status_json(struct ext_status *st, const struct ext_status_extra *x)
+{
+    struct snapshot s = current(st);
     json_t *o, *peers;
     char *text;
-
-    pthread_mutex_lock(&n->mu);
-    s = n->status;
-    memcpy(last_error, n->last_error, sizeof last_error);
-    queue = n->queue_len;
-    waiters = n->n_waiters;
-    apply_failed = n->apply_failed;
-    pthread_mutex_unlock(&n->mu);
 
     o = json_object();
     peers = json_array();
@@ -97,7 +167,7 @@ char *ext_node_status(struct ext_node *n)
         json_decref(peers);
         return NULL;
     }
-    json_object_set_new(o, "id", json_integer((json_int_t)n->cfg.id));
+    json_object_set_new(o, "id", json_integer((json_int_t)st->id));
     json_object_set_new(o, "role", json_string(role_name(s.role)));
     json_object_set_new(o, "term", json_integer((json_int_t)s.term));
     json_object_set_new(o, "leader",
@@ -105,14 +175,14 @@ char *ext_node_status(struct ext_node *n)
                                  : json_null());
     json_object_set_new(o, "commit", json_integer((json_int_t)s.commit));
     json_object_set_new(
-        o, "applied", json_integer((json_int_t)atomic_load(&n->applied)));
+        o, "applied", json_integer((json_int_t)x->applied));
     json_object_set_new(o, "first_index", json_integer((json_int_t)s.first));
     json_object_set_new(o, "last_index", json_integer((json_int_t)s.last));
     json_object_set_new(o, "persisted",
                         json_integer((json_int_t)s.persisted));
-    json_object_set_new(o, "queue", json_integer(queue));
-    json_object_set_new(o, "waiters", json_integer(waiters));
-    json_object_set_new(o, "applying", json_boolean(!apply_failed));
+    json_object_set_new(o, "queue", json_integer(x->queue));
+    json_object_set_new(o, "waiters", json_integer(x->waiters));
+    json_object_set_new(o, "applying", json_boolean(x->applying));
     json_object_set_new(o, "log_full", json_boolean(s.log_full));
     json_object_set_new(o, "log_writes",
                         json_integer((json_int_t)s.stats.n_writes));
@@ -137,20 +207,20 @@ char *ext_node_status(struct ext_node *n)
         json_object_set_new(o, "snapshot_transfer", json_null());
     }
     json_object_set_new(o, "durable",
-                        json_integer((json_int_t)atomic_load(&n->durable)));
+                        json_integer((json_int_t)x->durable));
     json_object_set_new(o, "appends_sent",
                         json_integer((json_int_t)s.stats.n_appends_sent));
     json_object_set_new(o, "entries_per_append",
                         json_mean(s.stats.n_entries_sent,
                                   s.stats.n_appends_sent));
     for (unsigned i = 0; i < s.n_peers; i++) {
-        const struct ext_peer_status *p = &s.peers[i];
+        const struct peer_status *p = &s.peers[i];
         json_t *j = json_object();
         char addr[96] = "";
-        for (unsigned k = 0; k < n->cfg.n_members; k++) {
-            if (n->cfg.members[k].id == p->id) {
-                snprintf(addr, sizeof addr, "%s:%u", n->cfg.members[k].host,
-                         n->cfg.members[k].port);
+        for (unsigned k = 0; k < st->n_members; k++) {
+            if (st->members[k].id == p->id) {
+                snprintf(addr, sizeof addr, "%s:%u", st->members[k].host,
+                         st->members[k].port);
             }
         }
         json_object_set_new(j, "id", json_integer((json_int_t)p->id));
@@ -170,8 +240,8 @@ char *ext_node_status(struct ext_node *n)
         json_array_append_new(peers, j);
     }
     json_object_set_new(o, "peers", peers);
-    json_object_set_new(o, "last_error", last_error[0]
-                                             ? json_string(last_error)
+    json_object_set_new(o, "last_error", x->last_error[0]
+                                             ? json_string(x->last_error)
                                              : json_null());
     text = json_dumps(o, JSON_COMPACT);
     json_decref(o);

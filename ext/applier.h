@@ -1,0 +1,107 @@
+/* The apply thread: takes committed entries from the loop thread and
+ * applies them, in order, to the SQLite state machine (sql.h) in batches,
+ * then hands each result to the node's callers. It owns the apply
+ * connection, the queue of committed entries and the applied and durable
+ * indexes; other threads ask it through these functions. */
+
+#ifndef EXT_APPLIER_H
+#define EXT_APPLIER_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "../raft/raft.h"
+#include "../sql/sql.h"
+#include "node_log.h"
+
+/* What the apply thread calls back, with @data. */
+struct ext_applier_hooks {
+    void *data;
+    /* A batch was applied: @n entries (@entries, payload NULL for a no-op)
+     * and their results; @last is the new applied index. The apply
+     * thread, holding no lock of the applier. */
+    void (*applied)(void *data, const struct sql_fsm_entry *entries,
+                    const struct sql_result *results, unsigned n,
+                    raft_index last);
+    /* Whether the next batch must start at once (this node leads, or a
+     * caller waits on it) instead of keeping follower_apply_ms. The apply
+     * thread, holding the applier's lock: it must not call the applier. */
+    bool (*apply_now)(void *data);
+};
+
+/* Settings of the apply thread. */
+struct ext_applier_config {
+    unsigned follower_apply_ms;  /* a follower's pace between batches, ms,
+                                    0 for none */
+    uint64_t snapshot_threshold; /* checkpoint after a batch when the
+                                    durable index lags this / 2 entries */
+};
+
+struct ext_applier; /* opaque */
+
+/* applier_start takes ownership of the open state machine @fsm and starts
+ * the apply thread on it with @cfg and @hooks (both copied); lines and
+ * errors go to @log, which must outlive the applier. Writes *out only on
+ * success; on failure @fsm is still the caller's.
+ * Errors: RAFT_NOMEM (also when the thread cannot start). Thread: any. */
+int applier_start(struct sql_fsm *fsm, const struct ext_applier_config *cfg,
+                  const struct ext_applier_hooks *hooks,
+                  struct ext_node_log *log, struct ext_applier **out);
+
+/* applier_stop stops the apply thread after its running batch, drops the
+ * queued entries, closes the state machine and frees @a. Thread: any but
+ * the apply thread; no other call on @a may run or follow. */
+void applier_stop(struct ext_applier *a);
+
+/* applier_push queues committed @entries (@n long, references taken) for
+ * the apply thread. Errors: RAFT_NOMEM (nothing queued). Loop thread. */
+int applier_push(struct ext_applier *a, const struct raft_entry *entries,
+                 unsigned n);
+
+/* applier_applied returns the last applied index. Any thread. */
+uint64_t applier_applied(const struct ext_applier *a);
+
+/* applier_durable returns the applied index that is durable in the
+ * database file (sql.h, "The durable point"). Any thread. */
+uint64_t applier_durable(const struct ext_applier *a);
+
+/* applier_failed says whether applying stopped on an environmental error
+ * (it then applies nothing more until restarted). Any thread. */
+bool applier_failed(const struct ext_applier *a);
+
+/* applier_request_checkpoint asks the apply thread to checkpoint soon,
+ * between batches, so that the durable index catches up with the applied
+ * one (when the log is full). Any thread. */
+void applier_request_checkpoint(struct ext_applier *a);
+
+/* applier_hold keeps the apply thread off the apply connection: it returns
+ * once the running batch, if any, has ended, and no batch starts until
+ * applier_release. Thread: a libuv thread-pool thread (the storage job
+ * that installs a snapshot); one hold at a time. */
+void applier_hold(struct ext_applier *a);
+
+/* applier_install installs snapshot file @path into the database, between
+ * applier_hold and applier_release, and gives the index and term it
+ * reflects; the applied and durable indexes become that index.
+ * Errors: RAFT_CORRUPT (refused: the database is unchanged), RAFT_IOERR,
+ * RAFT_NOMEM; @errmsg (@errmsg_len bytes) says why. Thread: the holder. */
+int applier_install(struct ext_applier *a, const char *path,
+                    uint64_t *out_index, uint64_t *out_term, char *errmsg,
+                    size_t errmsg_len);
+
+/* applier_release ends a hold: queued entries at or below @covered (0 for
+ * none) are dropped, as the installed snapshot holds them, and the apply
+ * thread resumes. Thread: the holder. */
+void applier_release(struct ext_applier *a, uint64_t covered);
+
+/* applier_snapshot_create writes a snapshot of the database to the new
+ * file @path and gives the index and term it reflects
+ * (sql_fsm_snapshot_create, which never blocks the apply thread).
+ * Errors: those of sql_fsm_snapshot_create, @errmsg says why. Thread: a
+ * libuv thread-pool thread, never concurrently with an install. */
+int applier_snapshot_create(struct ext_applier *a, const char *path,
+                            uint64_t *out_index, uint64_t *out_term,
+                            char *errmsg, size_t errmsg_len);
+
+#endif /* EXT_APPLIER_H */

@@ -1,0 +1,82 @@
+/* Writes from callers: the waiting caller (any thread), the bounded
+ * submission queue, proposing on the leader or forwarding to it from a
+ * follower, and handing each caller the result of its own applied entry.
+ * It owns the waiting callers and the request ids. */
+
+#ifndef EXT_EXEC_H
+#define EXT_EXEC_H
+
+#include <stdbool.h>
+#include <stddef.h>
+
+#include "../raft/raft.h"
+#include "../raft/uv_node.h"
+#include "../sql/sql.h"
+#include "config.h"
+#include "node.h"
+#include "propose.h"
+#include "status.h"
+
+/* Most requests queued for the loop thread at once; past it raft_exec
+ * answers "busy" at once. */
+#define EXT_SUBMIT_QUEUE_MAX 4096
+
+struct ext_exec; /* opaque */
+
+/* exec_new creates the callers' side of node @cfg (the settings it needs
+ * are copied): @status tells it whether the log is full, @propose
+ * proposes on the leader; both must outlive it. Request ids are (node id,
+ * sequence), the sequence starting at @first_seq (random per run, so ids
+ * never repeat those of an earlier run, which the state machine would
+ * skip as duplicates). Errors: RAFT_NOMEM. Any thread. */
+int exec_new(const struct ext_config *cfg, struct ext_status *status,
+             struct ext_propose *propose, uint64_t first_seq,
+             struct ext_exec **out);
+
+/* exec_attach gives @e the running driver @d, which callers and the apply
+ * thread wake. Before any exec_submit; any thread. */
+void exec_attach(struct ext_exec *e, struct raft_uv_node *d);
+
+/* exec_free frees @e. NULL is ignored. No caller may wait in it. */
+void exec_free(struct ext_exec *e);
+
+/* exec_submit runs one write request through the cluster and waits for
+ * its result on this node: what ext_node_exec (node.h) documents. Any
+ * thread. */
+int exec_submit(struct ext_exec *e, const char *sql, size_t sql_len,
+                const struct sql_param *params, unsigned n_params,
+                struct ext_exec_result *out);
+
+/* exec_on_wake takes every queued request and proposes (leader) or
+ * forwards (follower) it through driver @d. Loop thread of @d (which may
+ * run before exec_attach). */
+void exec_on_wake(struct ext_exec *e, struct raft_uv_node *d);
+
+/* exec_on_tick retries requests waiting for a leader and re-forwards those
+ * whose answer is overdue, through driver @d. Loop thread of @d. */
+void exec_on_tick(struct ext_exec *e, struct raft_uv_node *d);
+
+/* exec_on_forward_result takes the leader's RAFT_MSG_FORWARD_RESULT for
+ * one of this node's requests. Loop thread. */
+void exec_on_forward_result(struct ext_exec *e, const struct raft_message *m);
+
+/* exec_applied hands the results of an applied batch (@n entries and
+ * results, as sql_fsm_apply gave them) to the callers waiting here, then
+ * re-queues callers whose entry at or below @last was applied with another
+ * request (a new leader overwrote it: retried under the same id), waking
+ * the loop for them. The apply thread. */
+void exec_applied(struct ext_exec *e, const struct sql_fsm_entry *entries,
+                  const struct sql_result *results, unsigned n,
+                  raft_index last);
+
+/* exec_fail_all refuses new callers and fails every waiting one with
+ * @reason (outcome unknown when the request had left this node, else not
+ * applied); after it the loop is never woken again. Any thread. */
+void exec_fail_all(struct ext_exec *e, const char *reason);
+
+/* exec_counts gives the number of requests in the submission queue and
+ * of callers waiting. Any thread. */
+void exec_counts(struct ext_exec *e, unsigned *out_queue,
+                 unsigned *out_waiters);
+
+#endif /* EXT_EXEC_H */

@@ -1,0 +1,55 @@
+/* The leader's proposals (propose.h): stamp, then append as one batch. */
+
+#include "propose.h"
+
+#include <stdlib.h>
+#include <time.h>
+
+#include "../sql/sql.h"
+
+void propose_init(struct ext_propose *p, uint64_t seed)
+{
+    p->seed_state = seed;
+}
+
+/* next_seed returns the next entry seed (splitmix64). */
+static uint64_t next_seed(struct ext_propose *p)
+{
+    uint64_t z = (p->seed_state += 0x9e3779b97f4a7c15ULL);
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
+    return z ^ (z >> 31);
+}
+
+static int64_t wall_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+int propose_batch(struct ext_propose *p, struct raft_uv_node *d,
+                  struct raft_buf *const *payloads, unsigned n,
+                  raft_index *out_index, raft_term *out_term)
+{
+    struct raft_buf **stamped = calloc(n, sizeof *stamped);
+    int64_t now = wall_ms();
+    int rc = 0;
+
+    if (stamped == NULL) {
+        return RAFT_NOMEM;
+    }
+    for (unsigned i = 0; i < n; i++) {
+        rc = sql_request_stamp(payloads[i], now, next_seed(p), &stamped[i]);
+        if (rc != 0) {
+            goto out;
+        }
+    }
+    rc = raft_uv_node_propose(d, stamped, n, out_index, out_term);
+out:
+    for (unsigned i = 0; i < n; i++) {
+        raft_buf_unref(stamped[i]);
+    }
+    free(stamped);
+    return rc;
+}

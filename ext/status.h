@@ -1,0 +1,57 @@
+/* What raft_status() shows: a copy of the core's and the driver's state
+ * that the loop thread refreshes after every step, for readers on other
+ * threads, and its rendering as JSON (jansson). */
+
+#ifndef EXT_STATUS_H
+#define EXT_STATUS_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "../raft/raft.h"
+#include "../raft/uv_node.h"
+#include "config.h"
+
+/* What other parts of the node add to the JSON, read by the caller of
+ * status_json just before. */
+struct ext_status_extra {
+    unsigned queue;         /* requests in the submission queue */
+    unsigned waiters;       /* callers waiting */
+    uint64_t applied;       /* last applied index */
+    uint64_t durable;       /* durable applied index */
+    bool applying;          /* the apply thread has not stopped */
+    const char *last_error; /* "" for none */
+};
+
+struct ext_status; /* opaque */
+
+/* status_new creates the status of a node configured by @cfg (the members
+ * are copied, for the peers' addresses). Errors: RAFT_NOMEM. Any
+ * thread. */
+int status_new(const struct ext_config *cfg, struct ext_status **out);
+
+/* status_free frees @s. NULL is ignored. */
+void status_free(struct ext_status *s);
+
+/* status_refresh copies the state of @core and of driver @d (NULL before
+ * it runs) into @s. The loop thread (or the owner before the loop
+ * starts). */
+void status_refresh(struct ext_status *s, const struct raft *core,
+                    struct raft_uv_node *d);
+
+/* status_role returns the role last seen (enum raft_role). Any thread. */
+int status_role(struct ext_status *s);
+
+/* status_leader returns the leader last seen, 0 for none. Any thread. */
+raft_id status_leader(struct ext_status *s);
+
+/* status_log_full says whether the log refused its last write for lack of
+ * space, as last seen. Any thread. */
+bool status_log_full(struct ext_status *s);
+
+/* status_json renders @s with @extra as a JSON object text (malloc'd, the
+ * caller frees it), or returns NULL when out of memory. Fields are listed
+ * at ext_node_status (node.h). Any thread. */
+char *status_json(struct ext_status *s, const struct ext_status_extra *extra);
+
+#endif /* EXT_STATUS_H */

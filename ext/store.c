@@ -1,0 +1,465 @@
+/* The node's durable log (store.h): the log directory, the LMDB log behind
+ * the driver's storage interface, the compaction policy, the repairs at
+ * start and the log half of a snapshot install.
+ *
+ * Happy path: the driver's disk thread calls append and compact in queue
+ * order; the loop thread's tick queues a compaction once enough entries
+ * are applied durably; a received snapshot is installed with the apply
+ * thread held off, then the log is changed after it (paper §7).
+ * Failure modes: a failed append or compaction is the driver's to handle
+ * (the message names LMDB's failure); a snapshot the state machine refuses
+ * changes nothing (RAFT_CORRUPT, the leader sends it again); a log that
+ * cannot be changed after an install leaves the database ahead of the log
+ * (RAFT_IOERR), which store_load repairs at the next start. */
+
+#include "store.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/file.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "../lmdb_log/lmdb_log.h"
+
+struct ext_store {
+    char dir[4096];              /* log directory */
+    char db_path[4096];          /* the database file, for messages */
+    char snapshot_dir[4096];     /* <dir>/snapshots */
+    uint64_t snapshot_threshold; /* compaction policy */
+    uint64_t trailing_entries;   /* compaction policy */
+    struct ext_node_log *log;    /* the node's log lines */
+    struct lmdb_log *lmdb;       /* the LMDB log (the driver's disk thread
+                                    writes; reads at start) */
+    int lock_fd;                 /* flock on <dir>/node.lock */
+    struct ext_applier *applier; /* snapshots, durable index */
+    pthread_mutex_t snapshot_mu; /* one snapshot create or install at a
+                                    time */
+};
+
+/* lock_dir creates the log directory if needed and takes an exclusive
+ * lock on <dir>/node.lock, so two processes never run a node on the same
+ * log (and so database). */
+static int lock_dir(struct ext_store *s, char *errmsg, size_t errmsg_len)
+{
+    char path[4200];
+    if (mkdir(s->dir, 0700) != 0 && errno != EEXIST) {
+        snprintf(errmsg, errmsg_len, "dir: cannot create %s: %s", s->dir,
+                 strerror(errno));
+        return RAFT_IOERR;
+    }
+    snprintf(path, sizeof path, "%s/node.lock", s->dir);
+    s->lock_fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0600);
+    if (s->lock_fd < 0) {
+        snprintf(errmsg, errmsg_len, "dir: cannot open %s: %s", path,
+                 strerror(errno));
+        return RAFT_IOERR;
+    }
+    if (flock(s->lock_fd, LOCK_EX | LOCK_NB) != 0) {
+        snprintf(errmsg, errmsg_len,
+                 "dir: another process runs a node on %s (%s is locked)",
+                 s->dir, path);
+        close(s->lock_fd);
+        return RAFT_BUSY;
+    }
+    return 0;
+}
+
+int store_open(const struct ext_store_config *cfg, struct ext_node_log *log,
+               struct ext_store **out, char *errmsg, size_t errmsg_len)
+{
+    struct ext_store *s = calloc(1, sizeof *s);
+    int rc;
+
+    if (s == NULL) {
+        snprintf(errmsg, errmsg_len, "out of memory");
+        return RAFT_NOMEM;
+    }
+    snprintf(s->dir, sizeof s->dir, "%s", cfg->dir);
+    snprintf(s->db_path, sizeof s->db_path, "%s", cfg->db_path);
+    s->snapshot_threshold = cfg->snapshot_threshold;
+    s->trailing_entries = cfg->trailing_entries;
+    s->log = log;
+    s->lock_fd = -1;
+    rc = lock_dir(s, errmsg, errmsg_len);
+    if (rc != 0) {
+        goto err_free;
+    }
+    rc = lmdb_log_open(s->dir, cfg->log_max_bytes, &s->lmdb, errmsg,
+                       errmsg_len);
+    if (rc != 0) {
+        char why[512];
+        snprintf(why, sizeof why, "%s", errmsg);
+        snprintf(errmsg, errmsg_len, "dir: cannot open the log in %s: %s",
+                 s->dir, why);
+        goto err_lock;
+    }
+    snprintf(s->snapshot_dir, sizeof s->snapshot_dir, "%.4000s/snapshots",
+             s->dir);
+    if (mkdir(s->snapshot_dir, 0700) != 0 && errno != EEXIST) {
+        snprintf(errmsg, errmsg_len, "dir: cannot create %s: %s",
+                 s->snapshot_dir, strerror(errno));
+        rc = RAFT_IOERR;
+        goto err_log;
+    }
+    pthread_mutex_init(&s->snapshot_mu, NULL);
+    *out = s;
+    return 0;
+
+err_log:
+    lmdb_log_close(s->lmdb);
+err_lock:
+    close(s->lock_fd);
+err_free:
+    free(s);
+    return rc;
+}
+
+void store_close(struct ext_store *s)
+{
+    if (s == NULL) {
+        return;
+    }
+    lmdb_log_close(s->lmdb);
+    close(s->lock_fd);
+    pthread_mutex_destroy(&s->snapshot_mu);
+    free(s);
+}
+
+const char *store_snapshot_dir(const struct ext_store *s)
+{
+    return s->snapshot_dir;
+}
+
+/* ---- At start ---------------------------------------------------------- */
+
+/* log_error formats "log <dir>: <LMDB's message>" into @errmsg and
+ * returns @rc. */
+static int log_error(struct ext_store *s, int rc, char *errmsg,
+                     size_t errmsg_len)
+{
+    snprintf(errmsg, errmsg_len, "log %s: %s", s->dir,
+             lmdb_log_errmsg(s->lmdb));
+    return rc;
+}
+
+/* repair_log handles a log entry whose checksum fails (lmdb_log reports
+ * RAFT_CORRUPT): the garbage is never used. An entry the database already
+ * holds (index <= @applied) is not needed: the log is compacted past it.
+ * A later one is dropped with the rest of the log after it, which the
+ * leader sends again (or a snapshot replaces). Returns 0 or the error. */
+static int repair_log(struct ext_store *s, raft_index first, raft_index last,
+                      uint64_t applied, uint64_t applied_term)
+{
+    raft_index bad = 0;
+    int rc;
+    for (raft_index i = first; i <= last && bad == 0; i++) {
+        struct raft_entry *e = NULL;
+        unsigned cnt = 0;
+        if (lmdb_log_entries(s->lmdb, i, i, 0, &e, &cnt) == RAFT_CORRUPT) {
+            bad = i;
+        }
+        lmdb_log_entries_free(e, cnt);
+    }
+    if (bad == 0) {
+        return RAFT_CORRUPT;
+    }
+    if (bad < applied) {
+        node_log_line(s->log, RAFT_LOG_WARN,
+                      "log entry %" PRIu64 " is corrupt (checksum "
+                      "mismatch); the database already holds it: "
+                      "compacting the log through %" PRIu64,
+                      bad, applied);
+        rc = lmdb_log_compact(s->lmdb, applied);
+    } else if (bad == applied) {
+        node_log_line(s->log, RAFT_LOG_WARN,
+                      "log entry %" PRIu64 " is corrupt (checksum "
+                      "mismatch); the database already holds it: the log "
+                      "restarts after it and the leader sends what follows "
+                      "again",
+                      bad);
+        rc = lmdb_log_reset(s->lmdb, applied, applied_term);
+    } else {
+        node_log_line(s->log, RAFT_LOG_WARN,
+                      "log entry %" PRIu64 " is corrupt (checksum "
+                      "mismatch) and not applied here: dropping the log "
+                      "from it on; the leader sends those entries again",
+                      bad);
+        rc = lmdb_log_truncate_suffix(s->lmdb, bad);
+    }
+    return rc;
+}
+
+/* read_bounds reads the log's first and last index and its snapshot
+ * boundary. */
+static int read_bounds(struct ext_store *s, raft_index *first,
+                       raft_index *last, struct ext_store_state *st,
+                       char *errmsg, size_t errmsg_len)
+{
+    int rc = lmdb_log_bounds(s->lmdb, first, last);
+    if (rc == 0) {
+        rc = lmdb_log_snapshot(s->lmdb, &st->snap_index, &st->snap_term);
+    }
+    return rc != 0 ? log_error(s, rc, errmsg, errmsg_len) : 0;
+}
+
+/* read_entries reads the stored entries into @st, repairing a corrupt
+ * one (repair_log). */
+static int read_entries(struct ext_store *s, raft_index first,
+                        raft_index last, uint64_t applied,
+                        uint64_t applied_term, struct ext_store_state *st,
+                        char *errmsg, size_t errmsg_len)
+{
+    int rc;
+    if (last < first) {
+        return 0;
+    }
+    rc = lmdb_log_entries(s->lmdb, first, last, 0, &st->entries,
+                          &st->n_entries);
+    if (rc == RAFT_CORRUPT) {
+        rc = repair_log(s, first, last, applied, applied_term);
+        if (rc == 0) {
+            rc = lmdb_log_bounds(s->lmdb, &first, &last);
+        }
+        if (rc == 0) {
+            rc = lmdb_log_snapshot(s->lmdb, &st->snap_index, &st->snap_term);
+        }
+        if (rc == 0 && last >= first) {
+            rc = lmdb_log_entries(s->lmdb, first, last, 0, &st->entries,
+                                  &st->n_entries);
+        }
+    }
+    return rc != 0 ? log_error(s, rc, errmsg, errmsg_len) : 0;
+}
+
+int store_load(struct ext_store *s, uint64_t applied, uint64_t applied_term,
+               struct ext_store_state *out, char *errmsg, size_t errmsg_len)
+{
+    struct ext_store_state st;
+    raft_index first, last;
+    int rc;
+
+    memset(&st, 0, sizeof st);
+    rc = lmdb_log_hard_state(s->lmdb, &st.hs);
+    if (rc != 0) {
+        return log_error(s, rc, errmsg, errmsg_len);
+    }
+    rc = read_bounds(s, &first, &last, &st, errmsg, errmsg_len);
+    if (rc != 0) {
+        return rc;
+    }
+    if (applied > last && st.hs.term > 0) {
+        /* A snapshot was installed but the node stopped before the log was
+         * reset after it: the database holds only committed entries, so
+         * the log restarts after them. */
+        node_log_line(s->log, RAFT_LOG_WARN,
+                      "database applied up to %" PRIu64 ", log ends at "
+                      "%" PRIu64 ": resetting the log after the database "
+                      "(interrupted snapshot install)",
+                      applied, last);
+        rc = lmdb_log_reset(s->lmdb, applied, applied_term);
+        if (rc != 0) {
+            return log_error(s, rc, errmsg, errmsg_len);
+        }
+        rc = read_bounds(s, &first, &last, &st, errmsg, errmsg_len);
+        if (rc != 0) {
+            return rc;
+        }
+    } else if (applied > last) {
+        snprintf(errmsg, errmsg_len,
+                 "database %s was applied up to index %" PRIu64
+                 " but the log in %s is new (no term, no vote): they do not "
+                 "belong together; restore the log directory or start from "
+                 "a fresh database",
+                 s->db_path, applied, s->dir);
+        return RAFT_INVALID;
+    }
+    if (applied < st.snap_index) {
+        snprintf(errmsg, errmsg_len,
+                 "database %s was applied up to index %" PRIu64
+                 " but the log in %s was compacted up to %" PRIu64
+                 ": the database lost durable writes",
+                 s->db_path, applied, s->dir, st.snap_index);
+        return RAFT_CORRUPT;
+    }
+    rc = read_entries(s, first, last, applied, applied_term, &st, errmsg,
+                      errmsg_len);
+    if (rc != 0) {
+        return rc;
+    }
+    *out = st;
+    return 0;
+}
+
+void store_state_free(struct ext_store_state *st)
+{
+    lmdb_log_entries_free(st->entries, st->n_entries);
+    st->entries = NULL;
+    st->n_entries = 0;
+}
+
+/* ---- The driver's storage (a libuv thread-pool thread) ----------------- */
+
+static int on_append(void *data, const struct raft_hard_state *hs,
+                     const struct raft_entry *entries, unsigned n,
+                     char *errmsg, size_t errmsg_len)
+{
+    struct ext_store *s = data;
+    int rc = lmdb_log_append(s->lmdb, hs, entries, n);
+    if (rc != 0) {
+        snprintf(errmsg, errmsg_len, "%s", lmdb_log_errmsg(s->lmdb));
+    }
+    return rc;
+}
+
+static int on_compact(void *data, raft_index index, char *errmsg,
+                      size_t errmsg_len)
+{
+    struct ext_store *s = data;
+    int rc = lmdb_log_compact(s->lmdb, index);
+    if (rc != 0) {
+        snprintf(errmsg, errmsg_len, "compact: %s", lmdb_log_errmsg(s->lmdb));
+    }
+    return rc;
+}
+
+static int on_snapshot_create(void *data, const char *path, raft_index *index,
+                              raft_term *term, char *errmsg,
+                              size_t errmsg_len)
+{
+    struct ext_store *s = data;
+    uint64_t i = 0, t = 0;
+    int rc;
+    pthread_mutex_lock(&s->snapshot_mu);
+    rc = applier_snapshot_create(s->applier, path, &i, &t, errmsg,
+                                 errmsg_len);
+    pthread_mutex_unlock(&s->snapshot_mu);
+    if (rc == 0) {
+        *index = i;
+        *term = t;
+    }
+    return rc;
+}
+
+/* log_after_install changes the log after the database took a snapshot
+ * reflecting (@index, @term), by paper §7: when the log holds entry @index
+ * of @term, only the log through it goes (the entries after it are the
+ * leader's and may be committed copies); otherwise the log restarts empty
+ * after @index. */
+static int log_after_install(struct ext_store *s, uint64_t index,
+                             uint64_t term)
+{
+    raft_index first, last;
+    struct raft_entry *e = NULL;
+    unsigned cnt = 0;
+    bool keep = false;
+    if (lmdb_log_bounds(s->lmdb, &first, &last) == 0 && index >= first &&
+        index <= last &&
+        lmdb_log_entries(s->lmdb, index, index, 0, &e, &cnt) == 0) {
+        keep = cnt == 1 && e[0].term == term;
+        lmdb_log_entries_free(e, cnt);
+    }
+    return keep ? lmdb_log_compact(s->lmdb, index)
+                : lmdb_log_reset(s->lmdb, index, term);
+}
+
+/* install installs snapshot file @path (whose last index is @index) into
+ * the database while the apply thread is held off, changes the log after
+ * it (log_after_install) and lets the applier drop the queued entries it
+ * covers; a snapshot not above the applied index changes nothing. */
+static int install(struct ext_store *s, const char *path, raft_index index,
+                   char *errmsg, size_t errmsg_len)
+{
+    uint64_t got_index = 0, got_term = 0;
+    int rc;
+
+    if (index <= applier_applied(s->applier)) {
+        /* Nothing new in it: change nothing (raft.h SNAPSHOT_INSTALLED). */
+        return 0;
+    }
+    applier_hold(s->applier);
+    rc = applier_install(s->applier, path, &got_index, &got_term, errmsg,
+                         errmsg_len);
+    if (rc == 0 && log_after_install(s, got_index, got_term) != 0) {
+        /* The database is ahead of the log: a restart repairs that. */
+        snprintf(errmsg, errmsg_len, "change the log after the snapshot: %s",
+                 lmdb_log_errmsg(s->lmdb));
+        rc = RAFT_IOERR;
+        got_index = 0;
+    }
+    applier_release(s->applier, rc == 0 ? got_index : 0);
+    return rc;
+}
+
+static int on_snapshot_install(void *data, const char *path,
+                               raft_index index, raft_term term,
+                               char *errmsg, size_t errmsg_len)
+{
+    struct ext_store *s = data;
+    int rc;
+    (void)term;
+    pthread_mutex_lock(&s->snapshot_mu);
+    rc = install(s, path, index, errmsg, errmsg_len);
+    pthread_mutex_unlock(&s->snapshot_mu);
+    return rc;
+}
+
+void store_storage(struct ext_store *s, struct ext_applier *applier,
+                   struct raft_uv_storage *out)
+{
+    s->applier = applier;
+    memset(out, 0, sizeof *out);
+    out->data = s;
+    out->append = on_append;
+    out->compact = on_compact;
+    out->snapshot_create = on_snapshot_create;
+    out->snapshot_install = on_snapshot_install;
+}
+
+/* ---- The compaction policy (loop thread) ------------------------------- */
+
+raft_index store_plan_compaction(const struct ext_store *s,
+                                 const struct ext_store_view *v,
+                                 bool *out_checkpoint)
+{
+    raft_index target;
+    *out_checkpoint = false;
+    if (v->log_full) {
+        /* Out of space: make everything applied durable in the database,
+         * then keep no trailing entries. */
+        *out_checkpoint = v->applied > v->durable;
+        return v->durable >= v->first ? v->durable : 0;
+    }
+    if (v->last + 1 - v->first <= s->snapshot_threshold ||
+        v->durable <= s->trailing_entries) {
+        return 0;
+    }
+    target = v->durable - s->trailing_entries;
+    return target >= v->first && target <= v->persisted ? target : 0;
+}
+
+void store_on_tick(struct ext_store *s, struct raft_uv_node *d)
+{
+    const struct raft *core = raft_uv_node_core(d);
+    struct ext_store_view v = {
+        .first = raft_first_index(core),
+        .last = raft_last_index(core),
+        .persisted = raft_persisted_index(core),
+        .applied = applier_applied(s->applier),
+        .durable = applier_durable(s->applier),
+        .log_full = raft_uv_node_log_full(d),
+    };
+    bool checkpoint;
+    raft_index target = store_plan_compaction(s, &v, &checkpoint);
+    if (checkpoint) {
+        applier_request_checkpoint(s->applier);
+    }
+    if (target > 0) {
+        raft_uv_node_compact(d, target);
+    }
+}

@@ -1,0 +1,337 @@
+/* Tests of ext/applier.c, the apply thread, on a real SQLite database in a
+ * temporary directory: entries applied in order with their results handed
+ * to the hook, no-ops counted, pacing of a follower's batches, holds,
+ * snapshot installs dropping what they cover, checkpoints on request, and
+ * a failed batch stopping the thread without skipping. */
+
+#include <pthread.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+
+#include "ext/applier.h"
+#include "tests/sql/helpers.h"
+
+/* Longest a test waits for the apply thread, ms. */
+#define WAIT_MS 5000
+
+/* What the hooks saw. */
+struct rec {
+    pthread_mutex_t mu;
+    pthread_cond_t cond;
+    unsigned n_batches;     /* applied calls */
+    unsigned sizes[64];     /* entries per call, first 64 calls */
+    raft_index last;        /* last index reported */
+    int rcs[64];            /* results by index (1..63) */
+    int64_t rowids[64];     /* last insert rowid by index */
+    bool apply_now;         /* apply_now's answer */
+};
+
+static void on_applied(void *data, const struct sql_fsm_entry *entries,
+                       const struct sql_result *results, unsigned n,
+                       raft_index last)
+{
+    struct rec *r = data;
+    pthread_mutex_lock(&r->mu);
+    if (r->n_batches < 64) {
+        r->sizes[r->n_batches] = n;
+    }
+    r->n_batches++;
+    for (unsigned i = 0; i < n; i++) {
+        if (entries[i].index < 64 && entries[i].payload != NULL) {
+            r->rcs[entries[i].index] = results[i].rc;
+            r->rowids[entries[i].index] = results[i].last_insert_rowid;
+        }
+    }
+    r->last = last;
+    pthread_cond_broadcast(&r->cond);
+    pthread_mutex_unlock(&r->mu);
+}
+
+static bool apply_now(void *data)
+{
+    return ((struct rec *)data)->apply_now;
+}
+
+/* A database and its applier. */
+struct fixture {
+    struct tmpdb db;
+    struct ext_node_log log;
+    struct rec rec;
+    struct ext_applier *a;
+};
+
+static void start(struct fixture *f, unsigned pace_ms, bool now)
+{
+    struct ext_applier_config cfg = {
+        .follower_apply_ms = pace_ms,
+        .snapshot_threshold = 1u << 30, /* no checkpoint after batches */
+    };
+    struct ext_applier_hooks hooks = {
+        .data = &f->rec,
+        .applied = on_applied,
+        .apply_now = apply_now,
+    };
+    struct sql_fsm *fsm = NULL;
+    char msg[256];
+
+    memset(&f->rec, 0, sizeof f->rec);
+    pthread_mutex_init(&f->rec.mu, NULL);
+    pthread_cond_init(&f->rec.cond, NULL);
+    f->rec.apply_now = now;
+    node_log_init(&f->log, 1, RAFT_LOG_ERROR + 1); /* quiet */
+    assert_int_equal(sql_fsm_open(f->db.path, &fsm, msg, sizeof msg), 0);
+    assert_int_equal(applier_start(fsm, &cfg, &hooks, &f->log, &f->a), 0);
+}
+
+static void stop(struct fixture *f)
+{
+    applier_stop(f->a);
+    node_log_close(&f->log);
+    pthread_cond_destroy(&f->rec.cond);
+    pthread_mutex_destroy(&f->rec.mu);
+}
+
+static int setup(void **state)
+{
+    struct fixture *f = calloc(1, sizeof *f);
+    tmpdb_init(&f->db);
+    *state = f;
+    return 0;
+}
+
+static int teardown(void **state)
+{
+    struct fixture *f = *state;
+    tmpdb_remove(&f->db);
+    free(f);
+    return 0;
+}
+
+/* push_sql queues entry @index (term 1) carrying request @sql. */
+static void push_sql(struct fixture *f, raft_index index, const char *sql)
+{
+    struct raft_entry e = {.term = 1, .index = index,
+                           .type = RAFT_ENTRY_NORMAL};
+    e.data = make_request(index, sql);
+    assert_int_equal(applier_push(f->a, &e, 1), 0);
+    raft_buf_unref(e.data);
+}
+
+/* push_noop queues a leader's no-op at @index. */
+static void push_noop(struct fixture *f, raft_index index)
+{
+    struct raft_entry e = {.term = 1, .index = index,
+                           .type = RAFT_ENTRY_NOOP};
+    assert_int_equal(applier_push(f->a, &e, 1), 0);
+}
+
+/* wait_applied waits until the hook reported @index; returns false after
+ * WAIT_MS. */
+static bool wait_applied(struct fixture *f, raft_index index)
+{
+    struct timespec until;
+    bool ok;
+    clock_gettime(CLOCK_REALTIME, &until);
+    until.tv_sec += WAIT_MS / 1000;
+    pthread_mutex_lock(&f->rec.mu);
+    while (f->rec.last < index &&
+           pthread_cond_timedwait(&f->rec.cond, &f->rec.mu, &until) == 0) {
+    }
+    ok = f->rec.last >= index;
+    pthread_mutex_unlock(&f->rec.mu);
+    return ok;
+}
+
+/* Entries are applied in order, each result reaches the hook, a no-op is
+ * only counted, and the applied index follows. */
+static void test_applies_in_order(void **state)
+{
+    struct fixture *f = *state;
+    start(f, 0, true);
+    assert_int_equal(applier_applied(f->a), 0);
+    push_noop(f, 1);
+    push_sql(f, 2, "CREATE TABLE t(x UNIQUE)");
+    push_sql(f, 3, "INSERT INTO t VALUES(42)");
+    push_sql(f, 4, "INSERT INTO t VALUES(42)");
+    assert_true(wait_applied(f, 4));
+    assert_int_equal(applier_applied(f->a), 4);
+    assert_int_equal(f->rec.rcs[2], SQLITE_OK);
+    assert_int_equal(f->rec.rcs[3], SQLITE_OK);
+    assert_int_equal(f->rec.rowids[3], 1);
+    assert_int_equal(f->rec.rcs[4] & 0xff, SQLITE_CONSTRAINT);
+    assert_false(applier_failed(f->a));
+    stop(f);
+    assert_query(f->db.path, "SELECT count(*) FROM t", "1");
+}
+
+/* A follower with nobody waiting keeps its pace: what is committed during
+ * the pace is applied in one batch; with apply_now the next batch starts
+ * at once. */
+static void test_follower_pace(void **state)
+{
+    struct fixture *f = *state;
+    start(f, 400, false);
+    push_sql(f, 1, "CREATE TABLE t(x)");
+    assert_true(wait_applied(f, 1)); /* no earlier batch: at once */
+    push_sql(f, 2, "INSERT INTO t VALUES(1)");
+    usleep(20 * 1000);
+    push_sql(f, 3, "INSERT INTO t VALUES(2)");
+    assert_true(wait_applied(f, 3));
+    assert_int_equal(f->rec.n_batches, 2);
+    assert_int_equal(f->rec.sizes[1], 2);
+    stop(f);
+}
+
+/* While held, nothing is applied; the release resumes applying. */
+static void test_hold_and_release(void **state)
+{
+    struct fixture *f = *state;
+    start(f, 0, true);
+    applier_hold(f->a);
+    push_sql(f, 1, "CREATE TABLE t(x)");
+    usleep(50 * 1000);
+    assert_int_equal(applier_applied(f->a), 0);
+    applier_release(f->a, 0);
+    assert_true(wait_applied(f, 1));
+    stop(f);
+}
+
+/* A snapshot installed between hold and release moves the applied and
+ * durable indexes to its own, and the release drops the queued entries it
+ * covers; the entries after it are applied next. */
+static void test_install_drops_covered(void **state)
+{
+    struct fixture *f = *state;
+    struct fixture src;
+    char snap[160], msg[256] = "";
+    uint64_t index = 0, term = 0;
+
+    memset(&src, 0, sizeof src);
+    tmpdb_init(&src.db);
+    start(&src, 0, true);
+    push_sql(&src, 1, "CREATE TABLE t(x)");
+    push_sql(&src, 2, "INSERT INTO t VALUES('from the leader')");
+    assert_true(wait_applied(&src, 2));
+    snprintf(snap, sizeof snap, "%s/snap", src.db.dir);
+    assert_int_equal(applier_snapshot_create(src.a, snap, &index, &term, msg,
+                                             sizeof msg),
+                     0);
+    assert_int_equal(index, 2);
+    stop(&src);
+
+    start(f, 0, true);
+    applier_hold(f->a);
+    push_sql(f, 1, "CREATE TABLE other(y)"); /* covered by the snapshot */
+    push_sql(f, 2, "CREATE TABLE other2(y)");
+    push_sql(f, 3, "INSERT INTO t VALUES('after')");
+    assert_int_equal(
+        applier_install(f->a, snap, &index, &term, msg, sizeof msg), 0);
+    assert_int_equal(index, 2);
+    assert_int_equal(applier_applied(f->a), 2);
+    assert_int_equal(applier_durable(f->a), 2);
+    applier_release(f->a, index);
+    assert_true(wait_applied(f, 3));
+    assert_int_equal(f->rec.n_batches, 1);
+    assert_int_equal(f->rec.sizes[0], 1);
+    stop(f);
+    assert_query(f->db.path, "SELECT group_concat(x, ',') FROM t",
+                 "from the leader,after");
+    assert_query(f->db.path,
+                 "SELECT count(*) FROM sqlite_master WHERE name='other'",
+                 "0");
+    unlink(snap);
+    tmpdb_remove(&src.db);
+}
+
+/* A file that is no snapshot is refused as corrupt and changes nothing. */
+static void test_install_refuses_garbage(void **state)
+{
+    struct fixture *f = *state;
+    char bad[160], msg[256] = "";
+    uint64_t index = 0, term = 0;
+    FILE *fp;
+
+    snprintf(bad, sizeof bad, "%s/garbage", f->db.dir);
+    fp = fopen(bad, "w");
+    assert_non_null(fp);
+    fputs("this is not a database", fp);
+    fclose(fp);
+    start(f, 0, true);
+    push_sql(f, 1, "CREATE TABLE t(x)");
+    assert_true(wait_applied(f, 1));
+    applier_hold(f->a);
+    assert_int_equal(
+        applier_install(f->a, bad, &index, &term, msg, sizeof msg),
+        RAFT_CORRUPT);
+    assert_non_null(strstr(msg, "install: "));
+    applier_release(f->a, 0);
+    assert_int_equal(applier_applied(f->a), 1);
+    stop(f);
+    unlink(bad);
+}
+
+/* A requested checkpoint makes the applied index durable. */
+static void test_checkpoint_on_request(void **state)
+{
+    struct fixture *f = *state;
+    start(f, 0, true);
+    push_sql(f, 1, "CREATE TABLE t(x)");
+    push_sql(f, 2, "INSERT INTO t VALUES(1)");
+    assert_true(wait_applied(f, 2));
+    assert_true(applier_durable(f->a) < 2);
+    applier_request_checkpoint(f->a);
+    for (int i = 0; i < WAIT_MS / 10 && applier_durable(f->a) < 2; i++) {
+        usleep(10 * 1000);
+    }
+    assert_int_equal(applier_durable(f->a), 2);
+    stop(f);
+}
+
+/* An entry the state machine cannot apply stops the thread: applied stays
+ * before it, later entries wait, and nothing is skipped. */
+static void test_failure_stops_applying(void **state)
+{
+    struct fixture *f = *state;
+    struct raft_entry e = {.term = 1, .index = 2, .type = RAFT_ENTRY_NORMAL};
+    start(f, 0, true);
+    push_sql(f, 1, "CREATE TABLE t(x)");
+    assert_true(wait_applied(f, 1));
+    e.data = raft_buf_copy("garbage", 7);
+    assert_int_equal(applier_push(f->a, &e, 1), 0);
+    raft_buf_unref(e.data);
+    push_sql(f, 3, "INSERT INTO t VALUES(1)");
+    for (int i = 0; i < WAIT_MS / 10 && !applier_failed(f->a); i++) {
+        usleep(10 * 1000);
+    }
+    assert_true(applier_failed(f->a));
+    usleep(50 * 1000);
+    assert_int_equal(applier_applied(f->a), 1);
+    stop(f);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test_setup_teardown(test_applies_in_order, setup,
+                                        teardown),
+        cmocka_unit_test_setup_teardown(test_follower_pace, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_hold_and_release, setup,
+                                        teardown),
+        cmocka_unit_test_setup_teardown(test_install_drops_covered, setup,
+                                        teardown),
+        cmocka_unit_test_setup_teardown(test_install_refuses_garbage, setup,
+                                        teardown),
+        cmocka_unit_test_setup_teardown(test_checkpoint_on_request, setup,
+                                        teardown),
+        cmocka_unit_test_setup_teardown(test_failure_stops_applying, setup,
+                                        teardown),
+    };
+    return cmocka_run_group_tests_name("ext_applier", tests, NULL, NULL);
+}
