@@ -82,9 +82,6 @@ static void append_body(struct txn *t, void *arg)
     if (t->rc == 0 && start <= last) {
         txn_delete_from(t, start);
     }
-    if (t->rc != 0) {
-        return;
-    }
     cur = txn_entries_cursor(t);
     if (cur == NULL) {
         return;

@@ -16,9 +16,6 @@ static void delete_to(struct txn *t, raft_index index)
     raft_index at = 0;
     int rc;
 
-    if (t->rc != 0) {
-        return;
-    }
     cur = txn_entries_cursor(t);
     if (cur == NULL) {
         return;
@@ -105,19 +102,9 @@ int lmdb_log_compact(struct lmdb_log *l, raft_index index)
 int lmdb_log_snapshot(struct lmdb_log *l, raft_index *out_index,
                       raft_term *out_term)
 {
-    struct txn t;
-    uint64_t index = 0;
-    uint64_t term = 0;
-
-    txn_read_begin(&t, l, "snapshot");
-    txn_meta_get(&t, LMDB_LOG_FORMAT_META_SNAPSHOT_INDEX, &index);
-    txn_meta_get(&t, LMDB_LOG_FORMAT_META_SNAPSHOT_TERM, &term);
-    if (txn_read_end(&t) != 0) {
-        return t.rc;
-    }
-    *out_index = index;
-    *out_term = term;
-    return 0;
+    return txn_read_meta(l, "snapshot", LMDB_LOG_FORMAT_META_SNAPSHOT_INDEX,
+                         out_index, LMDB_LOG_FORMAT_META_SNAPSHOT_TERM,
+                         out_term);
 }
 
 /* The boundary of a reset. */

@@ -14,19 +14,8 @@
 
 int lmdb_log_hard_state(struct lmdb_log *l, struct raft_hard_state *out)
 {
-    struct txn t;
-    uint64_t term = 0;
-    uint64_t vote = 0;
-
-    txn_read_begin(&t, l, "hard_state");
-    txn_meta_get(&t, LMDB_LOG_FORMAT_META_TERM, &term);
-    txn_meta_get(&t, LMDB_LOG_FORMAT_META_VOTE, &vote);
-    if (txn_read_end(&t) != 0) {
-        return t.rc;
-    }
-    out->term = term;
-    out->vote = vote;
-    return 0;
+    return txn_read_meta(l, "hard_state", LMDB_LOG_FORMAT_META_TERM,
+                         &out->term, LMDB_LOG_FORMAT_META_VOTE, &out->vote);
 }
 
 int lmdb_log_bounds(struct lmdb_log *l, raft_index *out_first,

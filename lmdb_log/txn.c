@@ -109,7 +109,12 @@ void txn_check(struct txn *t, int mdb_rc, const char *what)
 MDB_cursor *txn_entries_cursor(struct txn *t)
 {
     MDB_cursor *cur = NULL;
-    int rc = mdb_cursor_open(t->txn, t->log->entries, &cur);
+    int rc;
+
+    if (t->rc != 0) {
+        return NULL;
+    }
+    rc = mdb_cursor_open(t->txn, t->log->entries, &cur);
     txn_check(t, rc, "mdb_cursor_open");
     return rc == 0 ? cur : NULL;
 }
@@ -189,6 +194,24 @@ void txn_meta_get(struct txn *t, const char *name, uint64_t *out)
     }
 }
 
+int txn_read_meta(struct lmdb_log *l, const char *op, const char *name_a,
+                  uint64_t *out_a, const char *name_b, uint64_t *out_b)
+{
+    struct txn t;
+    uint64_t a = 0;
+    uint64_t b = 0;
+
+    txn_read_begin(&t, l, op);
+    txn_meta_get(&t, name_a, &a);
+    txn_meta_get(&t, name_b, &b);
+    if (txn_read_end(&t) != 0) {
+        return t.rc;
+    }
+    *out_a = a;
+    *out_b = b;
+    return 0;
+}
+
 void txn_meta_put(struct txn *t, const char *name, uint64_t value)
 {
     uint8_t buf[LMDB_LOG_FORMAT_META_LEN];
@@ -218,9 +241,6 @@ void txn_bounds(struct txn *t, raft_index *out_first, raft_index *out_last)
     raft_index last = 0;
     int rc;
 
-    if (t->rc != 0) {
-        return;
-    }
     cur = txn_entries_cursor(t);
     if (cur == NULL) {
         return;
@@ -257,9 +277,6 @@ void txn_delete_from(struct txn *t, raft_index index)
     MDB_val val;
     int rc;
 
-    if (t->rc != 0) {
-        return;
-    }
     cur = txn_entries_cursor(t);
     if (cur == NULL) {
         return;

@@ -78,7 +78,7 @@ void txn_report(struct txn *t);
 
 /* txn_entries_cursor opens a cursor on the entries database in @t, which
  * the caller closes with mdb_cursor_close; or records the failure in @t and
- * returns NULL. */
+ * returns NULL. Returns NULL at once when @t has failed already. */
 MDB_cursor *txn_entries_cursor(struct txn *t);
 
 /* txn_read_begin initializes @t and begins a short read transaction on @l
@@ -96,6 +96,14 @@ int txn_read_end(struct txn *t);
  * *@out. Errors recorded in @t: RAFT_CORRUPT (missing or corrupt record),
  * or an LMDB failure. */
 void txn_meta_get(struct txn *t, const char *name, uint64_t *out);
+
+/* txn_read_meta reads the u64 meta records @name_a and @name_b (format.h
+ * names) of @l in one read transaction for the public operation @op (a
+ * static string) into *@out_a and *@out_b, which are written only on
+ * success. Any thread. Errors: RAFT_CORRUPT (a record is missing or
+ * corrupt), or an LMDB failure translated by txn_to_raft (RAFT_IOERR). */
+int txn_read_meta(struct lmdb_log *l, const char *op, const char *name_a,
+                  uint64_t *out_a, const char *name_b, uint64_t *out_b);
 
 /* txn_meta_put writes @value as the u64 meta record @name (a format.h
  * name). Errors recorded in @t: an LMDB failure (MDB_MAP_FULL among
