@@ -50,12 +50,14 @@ $(B)/raftsql-node: tools/raftsql_node.c $(B)/libraftsql.a
 # The benchmark (bench/README.md): never part of `make test`. `make bench`
 # runs bench/compare.sh, which builds these two and runs raftsql beside
 # dqlite, etcd and plain SQLite on 127.0.0.1.
-$(B)/raftsql-bench: bench/raftsql_bench.c bench/latency.h bench/xorshift.h \
-		$(B)/libraftsql.a
-	$(CC) $(BASE_CFLAGS) $(CFLAGS) -pthread -o $@ $< $(B)/libraftsql.a $(LIBS)
+BENCH_SRC := bench/raftsql_bench.c bench/cluster.c bench/child.c
+$(B)/raftsql-bench: $(BENCH_SRC) bench/cluster.h bench/child.h \
+		bench/latency.h bench/timing.h bench/xorshift.h $(B)/libraftsql.a
+	$(CC) $(BASE_CFLAGS) $(CFLAGS) -pthread -o $@ $(BENCH_SRC) \
+	    $(B)/libraftsql.a $(LIBS)
 
 $(B)/local-sqlite-bench: bench/local_sqlite.c bench/latency.h \
-		bench/xorshift.h
+		bench/timing.h bench/xorshift.h
 	$(CC) $(BASE_CFLAGS) $(CFLAGS) -o $@ $< $(LIBS)
 
 bench: deps

@@ -21,6 +21,7 @@
 #include <unistd.h>
 
 #include "bench/latency.h"
+#include "bench/timing.h"
 #include "bench/xorshift.h"
 
 #define KEY_LEN 32
@@ -32,13 +33,6 @@ static volatile sig_atomic_t g_signal;
 static void on_signal(int sig)
 {
     g_signal = sig;
-}
-
-static double now_s(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
 }
 
 static int exec_ok(sqlite3 *db, const char *sql)
@@ -170,10 +164,10 @@ int main(int argc, char **argv)
         goto out;
     }
 
-    t0 = now_s();
+    t0 = timing_now_s();
     end = t0 + duration;
     while (!g_signal) {
-        double a = now_s(), us;
+        double a = timing_now_s(), us;
         if (a >= end) {
             break;
         }
@@ -195,14 +189,14 @@ int main(int argc, char **argv)
             goto step_err;
         }
         sqlite3_reset(commit);
-        us = (now_s() - a) * 1e6;
+        us = (timing_now_s() - a) * 1e6;
         if (n_txn < cap) {
             lat[n_txn] = us > 4e9 ? 4000000000u : (uint32_t)(us + 0.5);
         }
         n_txn++;
         n_rows += (size_t)rows;
     }
-    t1 = now_s();
+    t1 = timing_now_s();
     if (g_signal) {
         fprintf(stderr, "local-sqlite-bench: interrupted\n");
         goto out;

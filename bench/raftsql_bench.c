@@ -16,15 +16,15 @@
  *
  * Every node process it starts is stopped on every exit path: closed stdin
  * then SIGKILL after a grace period, and PR_SET_PDEATHSIG in case this
- * process dies first. A temporary work directory is removed at exit. */
+ * process dies first. A temporary work directory is removed at exit.
+ *
+ * This file holds the options, the clients and the report; cluster.c
+ * starts and stops the cluster, child.c the node processes. */
 
 #include <errno.h>
-#include <fcntl.h>
 #include <ftw.h>
 #include <getopt.h>
-#include <inttypes.h>
 #include <jansson.h>
-#include <netinet/in.h>
 #include <pthread.h>
 #include <signal.h>
 #include <sqlite3.h>
@@ -34,34 +34,23 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/prctl.h>
-#include <sys/socket.h>
 #include <sys/stat.h>
-#include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
+#include "bench/cluster.h"
 #include "bench/latency.h"
+#include "bench/timing.h"
 #include "bench/xorshift.h"
 #include "ext/raftsql.h"
 
-#define N_NODES 3
 #define KEY_LEN 32
 #define VALUE_LEN 1024
 #define MAX_ATTEMPTS 6       /* cluster starts tried to get the wanted role */
-#define LEADER_WAIT_S 20     /* longest wait for an agreed leader */
-#define LOSER_TIMEOUT_MS 3000 /* election timeout of the two other nodes */
 #define SAMPLES_PER_S 100000 /* latency slots allocated per second of run */
 
 static const char INSERT_SQL[] =
     "SELECT raft_exec('INSERT OR REPLACE INTO kv(k, v) VALUES(?, ?)', ?, ?)";
-
-/* One node process (ids 2 and 3). */
-struct bench_child {
-    pid_t pid;  /* 0 when not running */
-    int in_fd;  /* its stdin (we write requests) */
-    FILE *out;  /* its stdout (we read replies) */
-};
 
 /* The options. */
 struct bench_opts {
@@ -90,291 +79,14 @@ struct bench_client {
     int open_rc;            /* sqlite3 error opening/preparing, or 0 */
 };
 
-static struct bench_child g_children[N_NODES + 1];
 static volatile sig_atomic_t g_signal;
 static atomic_int g_phase; /* 0 warmup, 1 measuring, 2 stop */
 static char g_tmpdir[1024];
-
-static double now_s(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
-}
 
 static void on_signal(int sig)
 {
     g_signal = sig;
     atomic_store(&g_phase, 2);
-}
-
-/* sleep_s sleeps @s seconds in short steps; false if a signal came. */
-static bool sleep_s(double s)
-{
-    double end = now_s() + s;
-    while (!g_signal) {
-        double left = end - now_s();
-        struct timespec ts;
-        if (left <= 0) {
-            return true;
-        }
-        if (left > 0.05) {
-            left = 0.05;
-        }
-        ts.tv_sec = 0;
-        ts.tv_nsec = (long)(left * 1e9);
-        nanosleep(&ts, NULL);
-    }
-    return false;
-}
-
-/* ---- node processes ---------------------------------------------------- */
-
-static int child_spawn(struct bench_child *c, const char *bin,
-                       const char *db, const char *log)
-{
-    int in[2], out[2];
-    pid_t pid;
-
-    if (pipe2(in, O_CLOEXEC) != 0) {
-        return -1;
-    }
-    if (pipe2(out, O_CLOEXEC) != 0) {
-        close(in[0]);
-        close(in[1]);
-        return -1;
-    }
-    pid = fork();
-    if (pid < 0) {
-        close(in[0]);
-        close(in[1]);
-        close(out[0]);
-        close(out[1]);
-        return -1;
-    }
-    if (pid == 0) {
-        int lfd = open(log, O_WRONLY | O_CREAT | O_APPEND, 0644);
-        prctl(PR_SET_PDEATHSIG, SIGKILL);
-        if (getppid() == 1) {
-            _exit(127);
-        }
-        dup2(in[0], 0);
-        dup2(out[1], 1);
-        if (lfd >= 0) {
-            dup2(lfd, 2);
-        }
-        /* Out of our process group: a terminal's ^C or timeout(1)'s
-         * group signal reaches only the bench, which stops the nodes in
-         * order (a node killed under load would stall the clients). */
-        setpgid(0, 0);
-        execl(bin, bin, db, (char *)NULL);
-        fprintf(stderr, "exec %s: %s\n", bin, strerror(errno));
-        _exit(127);
-    }
-    close(in[0]);
-    close(out[1]);
-    c->pid = pid;
-    c->in_fd = in[1];
-    c->out = fdopen(out[0], "r");
-    if (c->out == NULL) {
-        close(out[0]);
-        return -1;
-    }
-    return 0;
-}
-
-/* child_stop closes the node's stdin (it stops its node and exits), waits
- * up to @grace_s, then kills it. */
-static void child_stop(struct bench_child *c, double grace_s)
-{
-    double end;
-    int status;
-
-    if (c->pid == 0) {
-        return;
-    }
-    if (c->in_fd >= 0) {
-        close(c->in_fd);
-        c->in_fd = -1;
-    }
-    end = now_s() + grace_s;
-    while (waitpid(c->pid, &status, WNOHANG) == 0) {
-        if (now_s() > end) {
-            kill(c->pid, SIGKILL);
-            waitpid(c->pid, &status, 0);
-            break;
-        }
-        usleep(10000);
-    }
-    if (c->out != NULL) {
-        fclose(c->out);
-        c->out = NULL;
-    }
-    c->pid = 0;
-}
-
-static void children_stop(double grace_s)
-{
-    for (int i = 2; i <= N_NODES; i++) {
-        child_stop(&g_children[i], grace_s);
-    }
-}
-
-/* child_sql sends [sql, param] (param may be NULL) and returns the reply's
- * first value as a new JSON reference, or NULL on error (message in
- * @err). */
-static json_t *child_sql(struct bench_child *c, const char *sql,
-                         const char *param, char *err, size_t err_len)
-{
-    json_t *req = param ? json_pack("[s,s]", sql, param)
-                        : json_pack("[s]", sql);
-    char *text = req ? json_dumps(req, JSON_COMPACT) : NULL;
-    char line[65536];
-    json_t *reply = NULL, *rows, *v = NULL;
-    json_error_t jerr;
-    size_t len;
-
-    json_decref(req);
-    if (text == NULL) {
-        snprintf(err, err_len, "out of memory");
-        return NULL;
-    }
-    len = strlen(text);
-    text[len] = '\n';
-    if (write(c->in_fd, text, len + 1) != (ssize_t)(len + 1)) {
-        snprintf(err, err_len, "write to node: %s", strerror(errno));
-        free(text);
-        return NULL;
-    }
-    free(text);
-    if (fgets(line, sizeof line, c->out) == NULL) {
-        snprintf(err, err_len, "node exited");
-        return NULL;
-    }
-    reply = json_loads(line, 0, &jerr);
-    if (reply == NULL) {
-        snprintf(err, err_len, "bad reply: %s", jerr.text);
-        return NULL;
-    }
-    if (json_object_get(reply, "error") != NULL) {
-        snprintf(err, err_len, "%s",
-                 json_string_value(json_object_get(reply, "error")));
-        json_decref(reply);
-        return NULL;
-    }
-    rows = json_object_get(reply, "rows");
-    v = json_array_get(json_array_get(rows, 0), 0);
-    if (v != NULL) {
-        json_incref(v);
-    } else {
-        v = json_null();
-    }
-    json_decref(reply);
-    return v;
-}
-
-/* ---- node 1 (in process) ----------------------------------------------- */
-
-/* db_text runs @sql (one optional text parameter) on @db and copies the
- * first column of the first row into @out; 0 or a SQLite code. */
-static int db_text(sqlite3 *db, const char *sql, const char *param,
-                   char *out, size_t out_len)
-{
-    sqlite3_stmt *stmt;
-    int rc = sqlite3_prepare_v2(db, sql, -1, &stmt, NULL);
-    if (rc != SQLITE_OK) {
-        snprintf(out, out_len, "%s", sqlite3_errmsg(db));
-        return rc;
-    }
-    if (param != NULL) {
-        sqlite3_bind_text(stmt, 1, param, -1, SQLITE_TRANSIENT);
-    }
-    rc = sqlite3_step(stmt);
-    if (rc == SQLITE_ROW) {
-        const char *t = (const char *)sqlite3_column_text(stmt, 0);
-        snprintf(out, out_len, "%s", t ? t : "");
-        rc = SQLITE_OK;
-    } else if (rc == SQLITE_DONE) {
-        out[0] = '\0';
-        rc = SQLITE_OK;
-    } else {
-        snprintf(out, out_len, "%s", sqlite3_errmsg(db));
-    }
-    sqlite3_finalize(stmt);
-    return rc;
-}
-
-/* node_leader returns node @id's known leader (0 if none, -1 on error). */
-static long node_leader(sqlite3 *db1, int id)
-{
-    char buf[256];
-    if (id == 1) {
-        if (db_text(db1, "SELECT raft_leader()", NULL, buf, sizeof buf)) {
-            return -1;
-        }
-        return buf[0] ? strtol(buf, NULL, 10) : 0;
-    }
-    json_t *v = child_sql(&g_children[id], "SELECT raft_leader()", NULL, buf,
-                          sizeof buf);
-    long r;
-    if (v == NULL) {
-        return -1;
-    }
-    r = json_is_integer(v) ? (long)json_integer_value(v) : 0;
-    json_decref(v);
-    return r;
-}
-
-/* node_status returns node @id's raft_status() parsed, or NULL. */
-static json_t *node_status(sqlite3 *db1, int id)
-{
-    char err[256];
-    json_t *v, *o;
-    json_error_t jerr;
-
-    if (id == 1) {
-        static char buf[65536];
-        if (db_text(db1, "SELECT raft_status()", NULL, buf, sizeof buf)) {
-            return NULL;
-        }
-        return json_loads(buf, 0, &jerr);
-    }
-    v = child_sql(&g_children[id], "SELECT raft_status()", NULL, err,
-                  sizeof err);
-    if (v == NULL || !json_is_string(v)) {
-        json_decref(v);
-        return NULL;
-    }
-    o = json_loads(json_string_value(v), 0, &jerr);
-    json_decref(v);
-    return o;
-}
-
-/* ---- helpers ------------------------------------------------------------ */
-
-static int free_ports(int n, int *ports)
-{
-    int fds[N_NODES];
-    int rc = 0, i;
-    for (i = 0; i < n; i++) {
-        struct sockaddr_in a = {.sin_family = AF_INET};
-        socklen_t alen = sizeof a;
-        a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-        fds[i] = socket(AF_INET, SOCK_STREAM, 0);
-        if (fds[i] < 0 || bind(fds[i], (struct sockaddr *)&a, sizeof a) ||
-            getsockname(fds[i], (struct sockaddr *)&a, &alen)) {
-            rc = -1;
-            if (fds[i] >= 0) {
-                close(fds[i]);
-            }
-            break;
-        }
-        ports[i] = ntohs(a.sin_port);
-    }
-    while (i-- > 0) {
-        close(fds[i]);
-    }
-    return rc;
 }
 
 /* Resident memory of one process, kB (-1 when unknown). */
@@ -450,9 +162,9 @@ static void *client_main(void *arg)
         sqlite3_bind_blob(stmt, 1, key, sizeof key, SQLITE_STATIC);
         sqlite3_bind_blob(stmt, 2, value, sizeof value, SQLITE_STATIC);
         phase = atomic_load(&g_phase);
-        t0 = now_s();
+        t0 = timing_now_s();
         rc = sqlite3_step(stmt);
-        t1 = now_s();
+        t1 = timing_now_s();
         /* Count a request only if it started and ended in the window. */
         bool counted = phase == 1 && atomic_load(&g_phase) == 1;
         if (rc == SQLITE_ROW) {
@@ -520,116 +232,6 @@ static struct bench_counters counters_of(json_t *st)
         c.entries_s = json_number_value(epa);
     }
     return c;
-}
-
-/* ---- the cluster -------------------------------------------------------- */
-
-/* cluster_start starts nodes 1..3 in @dir, the node meant to lead @want
- * first with a head start, and waits until all agree on a leader, stored
- * in *out_leader. Returns 0, or -1 with a message on stderr. */
-static int cluster_start(const struct bench_opts *o, const char *dir,
-                         sqlite3 **out_db1, long *out_leader)
-{
-    int ports[N_NODES];
-    char members[256], cfg[2048], db[1200], log[1200], buf[1024];
-    int want = o->leader ? 1 : 2;
-    int order[N_NODES] = {want, want == 1 ? 2 : 1, 3};
-    sqlite3 *db1 = NULL;
-    double deadline;
-
-    if (mkdir(dir, 0755) != 0 && errno != EEXIST) {
-        fprintf(stderr, "raftsql-bench: mkdir %s: %s\n", dir,
-                strerror(errno));
-        return -1;
-    }
-    if (free_ports(N_NODES, ports) != 0) {
-        fprintf(stderr, "raftsql-bench: no free port: %s\n", strerror(errno));
-        return -1;
-    }
-    snprintf(members, sizeof members,
-             "1@127.0.0.1:%d,2@127.0.0.1:%d,3@127.0.0.1:%d", ports[0],
-             ports[1], ports[2]);
-    for (int i = 2; i <= N_NODES; i++) {
-        snprintf(db, sizeof db, "%s/node%d.db", dir, i);
-        snprintf(log, sizeof log, "%s/node%d.log", dir, i);
-        if (child_spawn(&g_children[i], o->node, db, log) != 0) {
-            fprintf(stderr, "raftsql-bench: cannot start %s: %s\n", o->node,
-                    strerror(errno));
-            return -1;
-        }
-    }
-    snprintf(db, sizeof db, "%s/node1.db", dir);
-    if (sqlite3_open(db, &db1) != SQLITE_OK) {
-        fprintf(stderr, "raftsql-bench: open %s: %s\n", db,
-                sqlite3_errmsg(db1));
-        sqlite3_close(db1);
-        return -1;
-    }
-    sqlite3_busy_timeout(db1, 5000);
-    for (int k = 0; k < N_NODES; k++) {
-        int id = order[k];
-        /* The node meant to lead keeps the default election timeout;
-         * the two others wait longer, so it campaigns first. A head start
-         * in time does not work: its first votes find no peer listening,
-         * and the transport backs off. */
-        if (id == want) {
-            snprintf(cfg, sizeof cfg, "id=%d cluster=%s %s", id, members,
-                     o->config);
-        } else {
-            snprintf(cfg, sizeof cfg,
-                     "id=%d cluster=%s election_timeout_ms=%d %s", id,
-                     members, LOSER_TIMEOUT_MS, o->config);
-        }
-        if (id == 1) {
-            if (db_text(db1, "SELECT raft_start(?)", cfg, buf, sizeof buf)) {
-                fprintf(stderr, "raftsql-bench: node 1: %s\n", buf);
-                goto err;
-            }
-        } else {
-            json_t *v = child_sql(&g_children[id], "SELECT raft_start(?)",
-                                  cfg, buf, sizeof buf);
-            if (v == NULL) {
-                fprintf(stderr, "raftsql-bench: node %d: %s\n", id, buf);
-                goto err;
-            }
-            json_decref(v);
-        }
-    }
-    deadline = now_s() + LEADER_WAIT_S;
-    while (now_s() < deadline && !g_signal) {
-        long l[N_NODES + 1];
-        bool agree = true;
-        for (int id = 1; id <= N_NODES; id++) {
-            l[id] = node_leader(db1, id);
-            if (l[id] < 0) {
-                fprintf(stderr, "raftsql-bench: node %d does not answer\n",
-                        id);
-                goto err;
-            }
-            agree = agree && l[id] > 0 && l[id] == l[1];
-        }
-        if (agree) {
-            *out_db1 = db1;
-            *out_leader = l[1];
-            return 0;
-        }
-        sleep_s(0.02);
-    }
-    fprintf(stderr, "raftsql-bench: no agreed leader within %d s\n",
-            LEADER_WAIT_S);
-err:
-    sqlite3_exec(db1, "SELECT raft_stop()", NULL, NULL, NULL);
-    sqlite3_close(db1);
-    return -1;
-}
-
-static void cluster_stop(sqlite3 *db1)
-{
-    children_stop(10.0);
-    if (db1 != NULL) {
-        sqlite3_exec(db1, "SELECT raft_stop()", NULL, NULL, NULL);
-        sqlite3_close(db1);
-    }
 }
 
 static void usage(FILE *f, const char *argv0)
@@ -776,9 +378,6 @@ int main(int argc, char **argv)
     double t_start = 0, t_end = 0;
     struct sigaction sa;
 
-    for (int i = 0; i <= N_NODES; i++) {
-        g_children[i].in_fd = -1;
-    }
     rc = parse_opts(argc, argv, &o);
     if (rc != 0) {
         return rc > 0 ? 0 : 2; /* 1: --help */
@@ -815,8 +414,9 @@ int main(int argc, char **argv)
     /* Start clusters until the clients' node has the wanted role. */
     for (attempt = 1; attempt <= MAX_ATTEMPTS && !g_signal; attempt++) {
         snprintf(dir, sizeof dir, "%s/run%d", base, attempt);
-        if (cluster_start(&o, dir, &db1, &leader) != 0) {
-            children_stop(2.0);
+        if (cluster_start(o.node, o.config, o.leader, dir, &g_signal,
+                          &db1, &leader) != 0) {
+            cluster_stop_children(2.0);
             goto out;
         }
         if ((leader == 1) == o.leader) {
@@ -834,10 +434,10 @@ int main(int argc, char **argv)
                 o.leader ? "leader" : "follower");
         goto out;
     }
-    if (db_text(db1,
-                "SELECT raft_exec('CREATE TABLE IF NOT EXISTS "
-                "kv(k BLOB PRIMARY KEY, v BLOB)')",
-                NULL, buf, sizeof buf) != SQLITE_OK) {
+    if (cluster_db_text(db1,
+                        "SELECT raft_exec('CREATE TABLE IF NOT EXISTS "
+                        "kv(k BLOB PRIMARY KEY, v BLOB)')",
+                        NULL, buf, sizeof buf) != SQLITE_OK) {
         fprintf(stderr, "raftsql-bench: create kv: %s\n", buf);
         goto out;
     }
@@ -865,7 +465,7 @@ int main(int argc, char **argv)
         memset(cl[i].lat_us, 0xff, cap * sizeof(uint32_t));
     }
     for (int id = 1; id <= N_NODES; id++) {
-        m_idle[id] = mem_of(id == 1 ? getpid() : g_children[id].pid);
+        m_idle[id] = mem_of(cluster_pid(id));
     }
 
     atomic_store(&g_phase, 0);
@@ -877,18 +477,18 @@ int main(int argc, char **argv)
             goto join;
         }
     }
-    if (!sleep_s(o.warmup)) {
+    if (!timing_sleep_s(o.warmup, &g_signal)) {
         goto join;
     }
     for (int id = 1; id <= N_NODES; id++) {
-        st0[id] = node_status(db1, id);
-        m0[id] = mem_of(id == 1 ? getpid() : g_children[id].pid);
+        st0[id] = cluster_status(db1, id);
+        m0[id] = mem_of(cluster_pid(id));
     }
-    t_start = now_s();
+    t_start = timing_now_s();
     atomic_store(&g_phase, 1);
-    sleep_s(o.duration);
+    timing_sleep_s(o.duration, &g_signal);
     atomic_store(&g_phase, 2);
-    t_end = now_s();
+    t_end = timing_now_s();
 
 join:
     for (int i = 0; i < started; i++) {
@@ -899,8 +499,8 @@ join:
         goto out;
     }
     for (int id = 1; id <= N_NODES; id++) {
-        st1[id] = node_status(db1, id);
-        m1[id] = mem_of(id == 1 ? getpid() : g_children[id].pid);
+        st1[id] = cluster_status(db1, id);
+        m1[id] = mem_of(cluster_pid(id));
     }
 
     /* Latencies of all clients, sorted. */
@@ -1019,7 +619,7 @@ join:
 
 out:
     cluster_stop(db1);
-    children_stop(2.0);
+    cluster_stop_children(2.0);
     for (int id = 0; id <= N_NODES; id++) {
         json_decref(st0[id]);
         json_decref(st1[id]);

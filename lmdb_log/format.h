@@ -1,5 +1,6 @@
 /* The on-disk encoding of the LMDB log: keys and values of the "entries"
- * and "meta" databases. Pure byte codecs, no LMDB; lmdb_log.c does the I/O.
+ * and "meta" databases. Pure byte codecs, no LMDB; txn.c and the files on
+ * it do the I/O.
  *
  * Format version 2 (LMDB_LOG_FORMAT_VERSION). Integers in values are
  * little-endian; keys are big-endian so that LMDB's default byte-wise key

@@ -1,7 +1,8 @@
 #!/bin/sh
 # check-layering.sh - enforce the include rules of DESIGN.md:
 #  - raft/ files other than uv_* include neither uv.h, lmdb.h nor sqlite3*.h;
-#  - only lmdb_log/lmdb_log.c includes lmdb.h;
+#  - only lmdb_log/ files include lmdb.h (directly or through its private
+#    txn.h), and lmdb_log/format.[ch] do not;
 #  - only raft/uv_* files (and raft/uv.h) include uv.h.
 set -u
 bad=0
@@ -13,8 +14,16 @@ for f in raft/*.c raft/*.h; do
     fi
 done
 for f in $(grep -rlE '#include *<lmdb\.h>' raft lmdb_log sql ext tests tools 2>/dev/null); do
-    [ "$f" = lmdb_log/lmdb_log.c ] && continue
-    echo "layering: $f includes lmdb.h (only lmdb_log/lmdb_log.c may)"
+    case "$f" in
+        lmdb_log/format.[ch]) ;;
+        lmdb_log/*) continue ;;
+    esac
+    echo "layering: $f includes lmdb.h (only lmdb_log/ may, not format.[ch])"
+    bad=1
+done
+for f in $(grep -rlE '#include *"(\.\./)*lmdb_log/txn\.h"' raft sql ext tests \
+        tools 2>/dev/null) $(grep -lE '#include *"txn\.h"' lmdb_log/format.[ch]); do
+    echo "layering: $f includes lmdb_log/txn.h, which includes lmdb.h"
     bad=1
 done
 for f in $(grep -rlE '#include *<uv\.h>' raft lmdb_log sql ext tools 2>/dev/null); do
