@@ -25,7 +25,8 @@ PYTHON  := /usr/bin/python3
 TEST_BIN := $(TEST_SRC:%.c=$(B)/%)
 
 .SECONDARY:
-.PHONY: all deps demo test check check-layering unit e2e tsan clean bench sim \
+.PHONY: all deps demo test check check-layering fmt fmt-check unit e2e tsan \
+        clean bench sim \
         soak \
         coverage
 
@@ -178,6 +179,13 @@ coverage: $(COV_TESTS:%.c=$(B)/cov/bin/%)
 
 check-layering:
 	@scripts/check-layering.sh
+
+# The C format (.clang-format: canonical raft's Chromium/4-space variant).
+fmt:
+	@scripts/fmt-check.sh --fix
+
+fmt-check:
+	@scripts/fmt-check.sh
 
 unit: $(TEST_BIN)
 	@scripts/run-tests.sh $^

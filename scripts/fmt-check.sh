@@ -1,0 +1,34 @@
+#!/bin/sh
+# fmt-check.sh - check (or, with --fix, apply) the project's C format
+# (.clang-format at the top) on every tracked .c and .h file.
+# Usage: scripts/fmt-check.sh [--fix]
+# Exit 0 when every file is formatted; else 1, listing the files and a
+# diff of the first one.
+set -eu
+cd "$(dirname "$0")/.."
+cf=$(command -v clang-format-14 || command -v clang-format || true)
+if [ -z "$cf" ]; then
+    echo "fmt-check: clang-format missing (make deps installs it)" >&2
+    exit 1
+fi
+files=$(git ls-files '*.c' '*.h' 2>/dev/null ||
+    find raft lmdb_log sql ext tests tools bench -name '*.[ch]')
+if [ "${1:-}" = "--fix" ]; then
+    # shellcheck disable=SC2086
+    "$cf" -i $files
+    exit 0
+fi
+bad=""
+for f in $files; do
+    if ! "$cf" "$f" | cmp -s - "$f"; then
+        bad="$bad $f"
+    fi
+done
+if [ -n "$bad" ]; then
+    echo "fmt-check: not formatted (run 'make fmt'):$bad" >&2
+    first=${bad# }
+    first=${first%% *}
+    "$cf" "$first" | diff -u "$first" - | head -40 >&2 || true
+    exit 1
+fi
+echo "fmt-check: ok"
