@@ -37,7 +37,7 @@
 
 #include <sqlite3.h>
 
-#include "fsm.h"
+#include "fsm_internal.h"
 #include "sql.h"
 
 #define SNAPSHOT__BUSY_TIMEOUT_MS 5000
@@ -114,7 +114,7 @@ int sql_fsm_snapshot_create(struct sql_fsm *f, const char *path,
                             uint64_t *out_index, uint64_t *out_term,
                             char *errmsg, size_t errmsg_len)
 {
-    const char *src_path = sql_fsm_path(f);
+    const char *src_path = f->path;
     sqlite3 *src = NULL;
     sqlite3 *copy = NULL;
     sqlite3_stmt *s = NULL;
@@ -198,14 +198,13 @@ err_close:
 static int fail(struct sql_fsm *f, int rc, const char *fmt, ...)
 {
     char detail[400];
-    size_t len;
-    char *buf = sql_fsm_errbuf(f, &len);
     va_list ap;
 
     va_start(ap, fmt);
     vsnprintf(detail, sizeof detail, fmt, ap);
     va_end(ap);
-    raft_errmsgf(buf, len, "snapshot install: %s", detail);
+    raft_errmsgf(f->errmsg, sizeof f->errmsg, "snapshot install: %s",
+                 detail);
     return rc;
 }
 
@@ -309,13 +308,13 @@ static int set_synchronous(struct sql_fsm *f, const char *level)
     char sql[64];
 
     snprintf(sql, sizeof sql, "PRAGMA main.synchronous=%s", level);
-    return sql_fsm_exec(f, sql);
+    return fsm_exec(f, sql);
 }
 
 int sql_fsm_snapshot_install(struct sql_fsm *f, const char *path,
                              uint64_t *out_index, uint64_t *out_term)
 {
-    sqlite3 *live = sql_fsm_db(f);
+    sqlite3 *live = f->db;
     sqlite3 *snap = NULL;
     sqlite3_backup *b;
     uint64_t index = 0;
@@ -373,18 +372,18 @@ int sql_fsm_snapshot_install(struct sql_fsm *f, const char *path,
     if (rc != 0) {
         goto out;
     }
-    rc = sql_fsm_reload(f);
+    rc = fsm_reload(f);
     if (rc != 0) {
         goto out;
     }
-    if (sql_fsm_applied(f) != index) {
+    if (f->applied != index) {
         rc = fail(f, RAFT_CORRUPT,
                   "installed %s at index %" PRIu64 " but the database "
                   "now says %" PRIu64,
-                  path, index, sql_fsm_applied(f));
+                  path, index, f->applied);
         goto out;
     }
-    sql_fsm_set_durable(f, index);
+    checkpoint_set_durable(f, index);
     /* Best effort: move the copy out of the WAL now. The commit above was
      * synchronous, so the index is durable either way. */
     sql_fsm_checkpoint(f, &durable);

@@ -1,7 +1,8 @@
-/* Tests of the apply connection (sql/apply.c) against fresh database
- * files: transactions per request and per batch, the applied index across
- * reopen, at-most-once, SQL errors as results, parameter binding, refused
- * statements, cluster-wide PRAGMAs, and environmental failures. */
+/* Tests of the apply connection (sql/fsm.c, apply.c, authorize.c,
+ * schema.c) against fresh database files: transactions per request and per
+ * batch, the applied index across reopen, at-most-once, SQL errors as
+ * results, parameter binding, refused statements, cluster-wide PRAGMAs, and
+ * environmental failures. */
 
 #include <setjmp.h>
 #include <stdarg.h>
@@ -13,7 +14,7 @@
 
 #include <cmocka.h>
 
-#include "sql/fsm.h"
+#include "sql/fsm_internal.h"
 #include "tests/sql/helpers.h"
 
 #define MAX_BATCH 16
@@ -158,7 +159,7 @@ static void test_open_fresh(void **state)
     assert_int_equal(sql_fsm_applied(f->fsm), 0);
     assert_query(f->tmp.path, "SELECT idx FROM raftsql_applied", "0");
     assert_query(f->tmp.path, "PRAGMA journal_mode", "wal");
-    assert_int_equal(sqlite3_prepare_v2(sql_fsm_db(f->fsm),
+    assert_int_equal(sqlite3_prepare_v2(f->fsm->db,
                                         "PRAGMA recursive_triggers", -1, &s,
                                         NULL),
                      SQLITE_OK);
@@ -365,7 +366,7 @@ static void test_dedup_window(void **state)
                  "SELECT idx FROM raftsql_requests WHERE origin = 9", "2");
     /* Jump ahead: entry 100002 is the last one inside the window. */
     assert_int_equal(
-        sql_fsm_exec(f->fsm, "UPDATE raftsql_applied SET idx = 100001"), 0);
+        fsm_exec(f->fsm, "UPDATE raftsql_applied SET idx = 100001"), 0);
     reopen(f);
     b = make_request_ex(9, 1, "INSERT INTO t VALUES (1)", NULL, 0, 0, 0);
     assert_int_equal(apply_bufs(f, &b, 1), 0);
@@ -385,9 +386,9 @@ static void test_dedup_window(void **state)
                  "100003");
     /* A batch whose prune bound crosses 1024 deletes every row up to it. */
     assert_int_equal(
-        sql_fsm_exec(f->fsm, "INSERT INTO raftsql_requests VALUES (7, 1, "
-                             "1024); UPDATE raftsql_applied SET idx = "
-                             "101023"),
+        fsm_exec(f->fsm, "INSERT INTO raftsql_requests VALUES (7, 1, "
+                         "1024); UPDATE raftsql_applied SET idx = "
+                         "101023"),
         0);
     reopen(f);
     b = make_request_ex(9, 2, "INSERT INTO t VALUES (1)", NULL, 0, 0, 0);
@@ -793,7 +794,7 @@ static void test_disk_full(void **state)
     assert_non_null(pages);
     snprintf(sql, sizeof sql, "PRAGMA max_page_count = %s", pages);
     free(pages);
-    assert_int_equal(sql_fsm_exec(f->fsm, sql), 0);
+    assert_int_equal(fsm_exec(f->fsm, sql), 0);
 
     b[0] = make_request(900, "INSERT INTO t VALUES (1)");
     b[1] = make_request(901, "INSERT INTO t VALUES (randomblob(100000))");
@@ -803,7 +804,7 @@ static void test_disk_full(void **state)
     assert_query(f->tmp.path, "SELECT count(*) FROM t", "0");
     assert_query(f->tmp.path, "SELECT idx FROM raftsql_applied", "1");
 
-    assert_int_equal(sql_fsm_exec(f->fsm, "PRAGMA max_page_count = 100000"),
+    assert_int_equal(fsm_exec(f->fsm, "PRAGMA max_page_count = 100000"),
                      0);
     b[0] = make_request(900, "INSERT INTO t VALUES (1)");
     b[1] = make_request(901, "INSERT INTO t VALUES (randomblob(100000))");

@@ -15,7 +15,6 @@
 #include <cmocka.h>
 
 #include "sql/determinism.h"
-#include "sql/fsm.h"
 #include "tests/sql/helpers.h"
 
 #define T0 1700000000123LL /* 2023-11-14 22:13:20.123 UTC */

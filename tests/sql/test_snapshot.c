@@ -20,7 +20,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "sql/fsm.h"
+#include "sql/fsm_internal.h"
 #include "tests/sql/helpers.h"
 
 #define MAX_BATCH 16
@@ -729,9 +729,9 @@ static void test_install_refuses_bad_files(void **state)
     assert_int_equal(sqlite3_open(f->b.tmp.path, &db), SQLITE_OK);
     assert_int_equal(sqlite3_exec(db, "BEGIN IMMEDIATE", NULL, NULL, NULL),
                      SQLITE_OK);
-    sqlite3_busy_timeout(sql_fsm_db(f->b.fsm), 20);
+    sqlite3_busy_timeout(f->b.fsm->db, 20);
     expect_refused(f, good, RAFT_BUSY, "backup", before);
-    sqlite3_busy_timeout(sql_fsm_db(f->b.fsm), 5000);
+    sqlite3_busy_timeout(f->b.fsm->db, 5000);
     assert_int_equal(sqlite3_exec(db, "ROLLBACK", NULL, NULL, NULL),
                      SQLITE_OK);
     sqlite3_close(db);
