@@ -15,6 +15,7 @@
 #include <time.h>
 
 #include "node_internal.h"
+#include "sqlbridge.h"
 
 /* Most entries applied in one SQLite transaction. */
 #define APPLY_BATCH_MAX 4096
@@ -60,7 +61,8 @@ int applier_install(struct ext_node *n, const char *path, uint64_t index,
     }
     pthread_mutex_unlock(&n->mu);
 
-    rc = sql_fsm_snapshot_install(n->fsm, path, &got_index, &got_term);
+    rc = sqlbridge_rc(
+        sql_fsm_snapshot_install(n->fsm, path, &got_index, &got_term));
     if (rc != 0) {
         snprintf(errmsg, errmsg_len, "install: %s", sql_fsm_errmsg(n->fsm));
         if (rc != RAFT_NOMEM && rc != RAFT_IOERR) {
@@ -135,10 +137,12 @@ static int apply_batch(struct ext_node *n, struct raft_entry *batch,
     for (unsigned i = 0; i < cnt; i++) {
         fe[i].index = batch[i].index;
         fe[i].term = batch[i].term;
-        fe[i].payload =
-            batch[i].type == RAFT_ENTRY_NORMAL ? batch[i].data : NULL;
+        if (batch[i].type == RAFT_ENTRY_NORMAL && batch[i].data != NULL) {
+            fe[i].data = batch[i].data->data;
+            fe[i].len = batch[i].data->len;
+        }
     }
-    rc = sql_fsm_apply(n->fsm, fe, cnt, res);
+    rc = sqlbridge_rc(sql_fsm_apply(n->fsm, fe, cnt, res));
     if (rc != 0) {
         node_set_error(n,
                        "apply stopped at index %llu, the node applies "
@@ -151,7 +155,7 @@ static int apply_batch(struct ext_node *n, struct raft_entry *batch,
     atomic_store(&n->durable, sql_fsm_durable(n->fsm));
     pthread_mutex_lock(&n->mu);
     for (unsigned i = 0; i < cnt; i++) {
-        if (fe[i].payload != NULL) {
+        if (fe[i].data != NULL) {
             exec_deliver(n, fe[i].index, &res[i]);
         }
     }

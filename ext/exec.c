@@ -23,6 +23,7 @@
 #include <time.h>
 
 #include "node_internal.h"
+#include "sqlbridge.h"
 
 /* A forward unanswered for this long is sent again, ms. */
 #define RESEND_MIN_MS 500
@@ -111,9 +112,9 @@ int ext_node_exec(struct ext_node *n, const char *sql, size_t sql_len,
     w.id[1] = n->next_seq++;
     pthread_mutex_unlock(&n->mu);
 
-    rc = sql_request_encode(w.id, sql, sql_len, params, n_params,
-                            n->cfg.max_request_bytes, &w.payload, errmsg,
-                            sizeof errmsg);
+    rc = sqlbridge_encode(w.id, sql, sql_len, params, n_params,
+                          n->cfg.max_request_bytes, &w.payload, errmsg,
+                          sizeof errmsg);
     if (rc != 0) {
         out->kind = EXT_EXEC_NOT_APPLIED;
         out->sqlite_rc = rc == RAFT_TOOBIG ? SQLITE_TOOBIG : SQLITE_ERROR;
@@ -272,7 +273,7 @@ static int propose(struct ext_node *n, struct raft_buf *const *payloads,
         return RAFT_NOMEM;
     }
     for (i = 0; i < n_bufs; i++) {
-        rc = sql_request_stamp(payloads[i], now, next_seed(n), &stamped[i]);
+        rc = sqlbridge_stamp(payloads[i], now, next_seed(n), &stamped[i]);
         if (rc != 0) {
             goto out;
         }

@@ -19,6 +19,7 @@
 
 #include "../raft/message.h"
 #include "node_internal.h"
+#include "sqlbridge.h"
 
 /* Longest frame accepted from a peer: a full AppendEntries batch of the
  * largest request plus headroom. */
@@ -102,7 +103,8 @@ static int on_snapshot_create(void *data, const char *path, raft_index *index,
     uint64_t i = 0, t = 0;
     int rc;
     pthread_mutex_lock(&n->snapshot_mu);
-    rc = sql_fsm_snapshot_create(n->fsm, path, &i, &t, errmsg, errmsg_len);
+    rc = sqlbridge_rc(
+        sql_fsm_snapshot_create(n->fsm, path, &i, &t, errmsg, errmsg_len));
     pthread_mutex_unlock(&n->snapshot_mu);
     if (rc == 0) {
         *index = i;
@@ -485,7 +487,7 @@ int ext_node_start(const char *db_path, const struct ext_config *cfg,
 
     /* The database first: a file that is no replica leaves nothing
      * behind. */
-    rc = sql_fsm_open(db_path, &n->fsm, errmsg, errmsg_len);
+    rc = sqlbridge_open(db_path, &n->fsm, errmsg, errmsg_len);
     if (rc != 0) {
         goto err_free;
     }

@@ -114,7 +114,7 @@ struct run {
 };
 
 /* run_error records SQL error @rc with the formatted text; returns 0, or
- * RAFT_NOMEM when the text cannot be allocated. */
+ * SQL_ERR_NOMEM when the text cannot be allocated. */
 static int run_error(struct sql_fsm *f, struct run *run, int rc,
                      const char *fmt, ...)
 {
@@ -127,16 +127,16 @@ static int run_error(struct sql_fsm *f, struct run *run, int rc,
     run->err_rc = rc;
     run->err_msg = str_printf("%s", buf);
     if (run->err_msg == NULL) {
-        raft_errmsgf(f->errmsg, sizeof f->errmsg,
-                "entry %" PRIu64 ": out of memory", run->index);
-        return RAFT_NOMEM;
+        sql_errmsgf(f->errmsg, sizeof f->errmsg,
+                    "entry %" PRIu64 ": out of memory", run->index);
+        return SQL_ERR_NOMEM;
     }
     return 0;
 }
 
 /* run_sqlite_error records the connection's current error @rc (or the
  * authorizer's refusal, as SQLITE_AUTH: SQLite reports a refused function
- * as SQLITE_ERROR) for the request; returns 0 or RAFT_NOMEM. */
+ * as SQLITE_ERROR) for the request; returns 0 or SQL_ERR_NOMEM. */
 static int run_sqlite_error(struct sql_fsm *f, struct run *run, int rc)
 {
     if (((rc & 0xff) == SQLITE_AUTH || (rc & 0xff) == SQLITE_ERROR) &&
@@ -190,9 +190,9 @@ static int bind_params(struct sql_fsm *f, struct run *run, sqlite3_stmt *s)
     }
     bound = calloc((size_t)n + 1, 1);
     if (bound == NULL) {
-        raft_errmsgf(f->errmsg, sizeof f->errmsg,
-                "entry %" PRIu64 ": out of memory", run->index);
-        return RAFT_NOMEM;
+        sql_errmsgf(f->errmsg, sizeof f->errmsg,
+                    "entry %" PRIu64 ": out of memory", run->index);
+        return SQL_ERR_NOMEM;
     }
     for (i = 0; i < req->n_params; i++) {
         const struct sql_param *p = &req->params[i];
@@ -257,7 +257,7 @@ static int store_setting(struct sql_fsm *f, struct run *run)
 }
 
 /* run_statement runs one prepared statement of a request. Returns 0 (a
- * SQL error may be recorded in @run) or a project code. */
+ * SQL error may be recorded in @run) or an error code. */
 static int run_statement(struct sql_fsm *f, struct run *run,
                          sqlite3_stmt *s)
 {
@@ -410,7 +410,7 @@ static int check_renamed(struct sql_fsm *f, struct run *run)
 }
 
 /* run_request runs request @req (log index @index) in its own savepoint
- * and fills @res. Returns 0, a project code (environmental failure: the
+ * and fills @res. Returns 0, an error code (environmental failure: the
  * caller rolls back the batch), or APPLY__RESTART when the request's SQL
  * rolled back the whole transaction (@res then holds its error). */
 static int run_request(struct sql_fsm *f, const struct sql_request *req,
@@ -463,11 +463,11 @@ static int run_request(struct sql_fsm *f, const struct sql_request *req,
 
     if (run.err_rc != SQLITE_OK) {
         if (is_environmental(run.err_rc)) {
-            raft_errmsgf(f->errmsg, sizeof f->errmsg,
-                    "entry %" PRIu64 ": %s (%s)", index, run.err_msg,
-                    sqlite3_errstr(run.err_rc));
+            sql_errmsgf(f->errmsg, sizeof f->errmsg,
+                        "entry %" PRIu64 ": %s (%s)", index, run.err_msg,
+                        sqlite3_errstr(run.err_rc));
             free(run.err_msg);
-            return sql_to_raft(run.err_rc);
+            return fsm_from_sqlite(run.err_rc);
         }
         res->rc = run.err_rc;
         res->errmsg = run.err_msg;
@@ -549,15 +549,14 @@ static int apply_entry(struct sql_fsm *f, const struct sql_fsm_entry *e,
     int dup = 0;
     int rc;
 
-    if (e->payload == NULL) {
+    if (e->data == NULL) {
         return 0;
     }
-    rc = sql_request_decode(e->payload->data, e->payload->len, &req, msg,
-                            sizeof msg);
+    rc = sql_request_decode(e->data, e->len, &req, msg, sizeof msg);
     if (rc != 0) {
-        raft_errmsgf(f->errmsg, sizeof f->errmsg, "entry %" PRIu64 ": %s",
-                e->index, msg);
-        return rc == RAFT_NOMEM ? RAFT_NOMEM : RAFT_CORRUPT;
+        sql_errmsgf(f->errmsg, sizeof f->errmsg, "entry %" PRIu64 ": %s",
+                    e->index, msg);
+        return rc == SQL_ERR_NOMEM ? SQL_ERR_NOMEM : SQL_ERR_CORRUPT;
     }
     res->id[0] = req.id[0];
     res->id[1] = req.id[1];
@@ -612,11 +611,11 @@ int sql_fsm_apply(struct sql_fsm *f, const struct sql_fsm_entry *entries,
     }
     for (i = 0; i < n; i++) {
         if (entries[i].index != f->applied + 1 + i) {
-            raft_errmsgf(f->errmsg, sizeof f->errmsg,
-                    "apply: entry %u has index %" PRIu64
-                    ", expected %" PRIu64,
-                    i, entries[i].index, f->applied + 1 + i);
-            return RAFT_INVALID;
+            sql_errmsgf(f->errmsg, sizeof f->errmsg,
+                        "apply: entry %u has index %" PRIu64
+                        ", expected %" PRIu64,
+                        i, entries[i].index, f->applied + 1 + i);
+            return SQL_ERR_INVALID;
         }
     }
     memset(results, 0, n * sizeof *results);
@@ -636,9 +635,9 @@ restart:
             if (forced == NULL) {
                 forced = calloc(n, 1);
                 if (forced == NULL) {
-                    raft_errmsgf(f->errmsg, sizeof f->errmsg,
-                            "apply: out of memory");
-                    rc = RAFT_NOMEM;
+                    sql_errmsgf(f->errmsg, sizeof f->errmsg,
+                                "apply: out of memory");
+                    rc = SQL_ERR_NOMEM;
                     goto err;
                 }
             }

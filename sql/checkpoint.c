@@ -22,7 +22,7 @@
  *   nothing is recorded; the next one, or sql_fsm_checkpoint, which
  *   reports errors, catches up.
  * - sql_fsm_checkpoint waits CHECKPOINT__WAIT_MS for readers, then gives up
- *   with RAFT_BUSY and leaves the durable index as it was.
+ *   with SQL_ERR_BUSY and leaves the durable index as it was.
  * - The database is replaced or reread (snapshot install): checkpoint_reset
  *   bumps a generation, so a checkpoint begun before reports nothing.
  *
@@ -233,11 +233,11 @@ int sql_fsm_checkpoint(struct sql_fsm *f, uint64_t *out_durable_index)
      * and SQLite fsynced that file after backfilling (checkpoints sync
      * under synchronous=NORMAL). */
     if (n_log < 0 || n_ckpt != n_log) {
-        raft_errmsgf(f->errmsg, sizeof f->errmsg,
-                "checkpoint: readers hold %d of %d WAL frames back; the "
-                "durable index stays %" PRIu64,
-                n_log - n_ckpt, n_log, f->durable);
-        return RAFT_BUSY;
+        sql_errmsgf(f->errmsg, sizeof f->errmsg,
+                    "checkpoint: readers hold %d of %d WAL frames back; the "
+                    "durable index stays %" PRIu64,
+                    n_log - n_ckpt, n_log, f->durable);
+        return SQL_ERR_BUSY;
     }
     f->durable = f->applied;
     *out_durable_index = f->durable;

@@ -12,24 +12,24 @@
 
 #include "fsm_internal.h"
 
-int sql_to_raft(int rc)
+int fsm_from_sqlite(int rc)
 {
     switch (rc & 0xff) {
         case SQLITE_NOMEM:
-            return RAFT_NOMEM;
+            return SQL_ERR_NOMEM;
         case SQLITE_CORRUPT:
         case SQLITE_NOTADB:
-            return RAFT_CORRUPT;
+            return SQL_ERR_CORRUPT;
         default:
-            return RAFT_IOERR;
+            return SQL_ERR_IOERR;
     }
 }
 
 int fsm_fail(struct sql_fsm *f, int rc, const char *what)
 {
-    raft_errmsgf(f->errmsg, sizeof f->errmsg, "%s: %s (%s)", what,
-            sqlite3_errmsg(f->db), sqlite3_errstr(rc));
-    return sql_to_raft(rc);
+    sql_errmsgf(f->errmsg, sizeof f->errmsg, "%s: %s (%s)", what,
+                sqlite3_errmsg(f->db), sqlite3_errstr(rc));
+    return fsm_from_sqlite(rc);
 }
 
 /* open_error maps a failure of sqlite3_open_v2 on @path. */
@@ -38,19 +38,19 @@ static int open_error(sqlite3 *db, int rc, const char *path, char *errmsg,
 {
     if ((rc & 0xff) == SQLITE_CANTOPEN && access(path, F_OK) != 0 &&
         errno == ENOENT) {
-        raft_errmsgf(errmsg, errmsg_len, "open %s: no such database file",
-                     path);
-        return RAFT_NOTFOUND;
+        sql_errmsgf(errmsg, errmsg_len, "open %s: no such database file",
+                    path);
+        return SQL_ERR_NOTFOUND;
     }
     if ((rc & 0xff) == SQLITE_NOTADB) {
-        raft_errmsgf(errmsg, errmsg_len, "open %s: file is not a database",
-                path);
-        return RAFT_CORRUPT;
+        sql_errmsgf(errmsg, errmsg_len, "open %s: file is not a database",
+                    path);
+        return SQL_ERR_CORRUPT;
     }
-    raft_errmsgf(errmsg, errmsg_len, "open %s: %s (%s)", path,
-            db != NULL ? sqlite3_errmsg(db) : sqlite3_errstr(rc),
-            sqlite3_errstr(rc));
-    return rc == SQLITE_NOMEM ? RAFT_NOMEM : sql_to_raft(rc);
+    sql_errmsgf(errmsg, errmsg_len, "open %s: %s (%s)", path,
+                db != NULL ? sqlite3_errmsg(db) : sqlite3_errstr(rc),
+                sqlite3_errstr(rc));
+    return rc == SQLITE_NOMEM ? SQL_ERR_NOMEM : fsm_from_sqlite(rc);
 }
 
 /* set_journal_wal switches the database of @db to WAL mode. */
@@ -71,29 +71,19 @@ static int set_journal_wal(sqlite3 *db, char *errmsg, size_t errmsg_len)
     }
     mode = (const char *)sqlite3_column_text(s, 0);
     if (mode == NULL || strcasecmp(mode, "wal") != 0) {
-        raft_errmsgf(errmsg, errmsg_len,
-                "cannot switch the database to WAL: journal_mode is %s",
-                mode != NULL ? mode : "unknown");
+        sql_errmsgf(errmsg, errmsg_len,
+                    "cannot switch the database to WAL: journal_mode is %s",
+                    mode != NULL ? mode : "unknown");
         sqlite3_finalize(s);
-        return RAFT_IOERR;
+        return SQL_ERR_IOERR;
     }
     sqlite3_finalize(s);
     return 0;
 err:
-    raft_errmsgf(errmsg, errmsg_len, "journal_mode=WAL: %s (%s)",
-            sqlite3_errmsg(db), sqlite3_errstr(rc));
-    return sql_to_raft(rc);
+    sql_errmsgf(errmsg, errmsg_len, "journal_mode=WAL: %s (%s)",
+                sqlite3_errmsg(db), sqlite3_errstr(rc));
+    return fsm_from_sqlite(rc);
 }
-
-/* The SQL functions of ext/ (name, argument count): removed from the
- * apply connection when an auto-extension registered them there. */
-static const struct {
-    const char *name;
-    int n_arg;
-} raft_functions[] = {
-    {"raft_start", 1},  {"raft_exec", -1},  {"raft_last_insert_rowid", 0},
-    {"raft_status", 0}, {"raft_leader", 0}, {"raft_stop", 0},
-};
 
 /* check_replica refuses a database that holds objects but is no raftsql
  * replica (no raftsql_applied table): its data never went through the log,
@@ -113,40 +103,42 @@ static int check_replica(struct sql_fsm *f, char *errmsg, size_t errmsg_len)
     if (rc == SQLITE_OK && sqlite3_step(s) == SQLITE_ROW &&
         sqlite3_column_int(s, 0) == 0 &&
         sqlite3_column_type(s, 1) != SQLITE_NULL) {
-        raft_errmsgf(errmsg, errmsg_len,
-                "%s already holds objects (%s) but is not a raftsql "
-                "replica: a replica starts from an empty database (load "
-                "existing data through raft_exec instead)",
-                f->path, (const char *)sqlite3_column_text(s, 1));
+        sql_errmsgf(errmsg, errmsg_len,
+                    "%s already holds objects (%s) but is not a raftsql "
+                    "replica: a replica starts from an empty database (load "
+                    "existing data through raft_exec instead)",
+                    f->path, (const char *)sqlite3_column_text(s, 1));
         sqlite3_finalize(s);
-        return RAFT_INVALID;
+        return SQL_ERR_INVALID;
     }
     rc = sqlite3_finalize(s);
     if (rc != SQLITE_OK) {
-        raft_errmsgf(errmsg, errmsg_len, "read schema: %s",
-                     sqlite3_errmsg(f->db));
-        return sql_to_raft(rc);
+        sql_errmsgf(errmsg, errmsg_len, "read schema: %s",
+                    sqlite3_errmsg(f->db));
+        return fsm_from_sqlite(rc);
     }
     return 0;
 }
 
-/* setup prepares the freshly opened connection of @f. */
-static int setup(struct sql_fsm *f, char *errmsg, size_t errmsg_len)
+/* setup prepares the freshly opened connection of @f, removing the
+ * @n_hidden functions of @hidden. */
+static int setup(struct sql_fsm *f, const struct sql_function *hidden,
+                 unsigned n_hidden, char *errmsg, size_t errmsg_len)
 {
     sqlite3 *db = f->db;
-    int rc, i;
+    unsigned i;
+    int rc;
 
     sqlite3_extended_result_codes(db, 1);
     /* Another extension (an auto-extension, raftsql's own in a program
      * that registers it so) may have installed one. */
     sqlite3_set_authorizer(db, NULL, NULL);
-    /* Nor may a request reach raftsql's SQL functions from inside the
-     * apply thread (raft_exec would wait on itself, raft_stop join it). */
-    for (i = 0; i < (int)(sizeof raft_functions / sizeof raft_functions[0]);
-         i++) {
-        sqlite3_create_function_v2(db, raft_functions[i].name,
-                                   raft_functions[i].n_arg, SQLITE_UTF8,
-                                   NULL, NULL, NULL, NULL, NULL);
+    /* Nor may a request reach the host's functions that the caller
+     * hides (ext/'s would wait on the apply thread from inside it). */
+    for (i = 0; i < n_hidden; i++) {
+        sqlite3_create_function_v2(db, hidden[i].name, hidden[i].n_arg,
+                                   SQLITE_UTF8, NULL, NULL, NULL, NULL,
+                                   NULL);
     }
     sqlite3_busy_timeout(db, SQL__BUSY_TIMEOUT_MS);
     sqlite3_db_config(db, SQLITE_DBCONFIG_DEFENSIVE, 1, (int *)NULL);
@@ -155,14 +147,14 @@ static int setup(struct sql_fsm *f, char *errmsg, size_t errmsg_len)
                       NULL);
     if (rc != SQLITE_OK) {
         if ((rc & 0xff) == SQLITE_NOTADB || (rc & 0xff) == SQLITE_CORRUPT) {
-            raft_errmsgf(errmsg, errmsg_len,
-                         "%s is not a SQLite database (%s)", f->path,
-                         sqlite3_errmsg(db));
-            return RAFT_CORRUPT;
+            sql_errmsgf(errmsg, errmsg_len,
+                        "%s is not a SQLite database (%s)", f->path,
+                        sqlite3_errmsg(db));
+            return SQL_ERR_CORRUPT;
         }
-        raft_errmsgf(errmsg, errmsg_len, "read schema: %s (%s)",
-                sqlite3_errmsg(db), sqlite3_errstr(rc));
-        return sql_to_raft(rc);
+        sql_errmsgf(errmsg, errmsg_len, "read schema: %s (%s)",
+                    sqlite3_errmsg(db), sqlite3_errstr(rc));
+        return fsm_from_sqlite(rc);
     }
     rc = check_replica(f, errmsg, errmsg_len);
     if (rc != 0) {
@@ -176,20 +168,21 @@ static int setup(struct sql_fsm *f, char *errmsg, size_t errmsg_len)
      * as long as it is compacted only up to the durable index (sql.h). */
     rc = sqlite3_exec(db, "PRAGMA synchronous=NORMAL", NULL, NULL, NULL);
     if (rc != SQLITE_OK) {
-        raft_errmsgf(errmsg, errmsg_len, "synchronous=NORMAL: %s",
-                sqlite3_errmsg(db));
-        return sql_to_raft(rc);
+        sql_errmsgf(errmsg, errmsg_len, "synchronous=NORMAL: %s",
+                    sqlite3_errmsg(db));
+        return fsm_from_sqlite(rc);
     }
     rc = determinism_install(&f->det, db);
     if (rc != SQLITE_OK) {
-        raft_errmsgf(errmsg, errmsg_len, "install random(): %s",
-                sqlite3_errmsg(db));
-        return sql_to_raft(rc);
+        sql_errmsgf(errmsg, errmsg_len, "install random(): %s",
+                    sqlite3_errmsg(db));
+        return fsm_from_sqlite(rc);
     }
     return schema_create(f, errmsg, errmsg_len);
 }
 
-int sql_fsm_open(const char *path, struct sql_fsm **out, char *errmsg,
+int sql_fsm_open(const char *path, const struct sql_function *hidden,
+                 unsigned n_hidden, struct sql_fsm **out, char *errmsg,
                  size_t errmsg_len)
 {
     struct sql_fsm *f;
@@ -197,8 +190,8 @@ int sql_fsm_open(const char *path, struct sql_fsm **out, char *errmsg,
 
     f = calloc(1, sizeof *f);
     if (f == NULL) {
-        raft_errmsgf(errmsg, errmsg_len, "out of memory");
-        return RAFT_NOMEM;
+        sql_errmsgf(errmsg, errmsg_len, "out of memory");
+        return SQL_ERR_NOMEM;
     }
     f->pragma_setting = -1;
     rc = determinism_init(&f->det, errmsg, errmsg_len);
@@ -213,11 +206,11 @@ int sql_fsm_open(const char *path, struct sql_fsm **out, char *errmsg,
     }
     f->path = strdup(sqlite3_db_filename(f->db, "main"));
     if (f->path == NULL) {
-        raft_errmsgf(errmsg, errmsg_len, "out of memory");
-        rc = RAFT_NOMEM;
+        sql_errmsgf(errmsg, errmsg_len, "out of memory");
+        rc = SQL_ERR_NOMEM;
         goto err_close;
     }
-    rc = setup(f, errmsg, errmsg_len);
+    rc = setup(f, hidden, n_hidden, errmsg, errmsg_len);
     if (rc != 0) {
         goto err_close;
     }
@@ -231,12 +224,12 @@ int sql_fsm_open(const char *path, struct sql_fsm **out, char *errmsg,
         uint64_t durable;
 
         rc = sql_fsm_checkpoint(f, &durable);
-        if (rc == RAFT_BUSY) {
+        if (rc == SQL_ERR_BUSY) {
             rc = 0;
         }
     }
     if (rc != 0) {
-        raft_errmsgf(errmsg, errmsg_len, "%s", f->errmsg);
+        sql_errmsgf(errmsg, errmsg_len, "%s", f->errmsg);
         goto err_close;
     }
     authorize_install(f);

@@ -93,19 +93,19 @@ struct sql_fsm {
 
 /* ---- fsm.c ---------------------------------------------------------- */
 
-/* sql_to_raft translates a SQLite failure code (primary or extended) into
- * a project code: RAFT_NOMEM, RAFT_CORRUPT (SQLITE_CORRUPT, SQLITE_NOTADB)
- * or RAFT_IOERR for anything else. Any thread. */
-int sql_to_raft(int rc);
+/* fsm_from_sqlite translates a SQLite failure code (primary or extended)
+ * into a code of sql/err.h: SQL_ERR_NOMEM, SQL_ERR_CORRUPT (SQLITE_CORRUPT,
+ * SQLITE_NOTADB) or SQL_ERR_IOERR for anything else. Any thread. */
+int fsm_from_sqlite(int rc);
 
 /* fsm_fail records a failure of SQLite code @rc during @what as @f's
  * message, "@what: <connection's message> (<code's text>)", and returns
- * the project code (sql_to_raft). Thread: the apply thread. */
+ * the error code (fsm_from_sqlite). Thread: the apply thread. */
 int fsm_fail(struct sql_fsm *f, int rc, const char *what);
 
 /* fsm_exec runs @sql on the apply connection of @f as an internal
  * statement (the authorizer lets it pass), outside sql_fsm_apply. Tests
- * use it to set connection limits. Returns 0, or the project code of the
+ * use it to set connection limits. Returns 0, or the error code of the
  * SQLite failure with @f's message saying which. Thread: the apply
  * thread. */
 int fsm_exec(struct sql_fsm *f, const char *sql);
@@ -113,7 +113,7 @@ int fsm_exec(struct sql_fsm *f, const char *sql);
 /* fsm_reload re-reads the applied index and term of @f from its database,
  * makes the checkpointer forget what it knew, and re-applies the stored
  * cluster-wide settings (after the database content was replaced).
- * Returns 0 or a project code with @f's message saying which. Thread: the
+ * Returns 0 or an error code with @f's message saying which. Thread: the
  * apply thread. */
 int fsm_reload(struct sql_fsm *f);
 
@@ -121,7 +121,7 @@ int fsm_reload(struct sql_fsm *f);
 
 /* schema_create creates the internal raftsql_* tables of @f's database if
  * missing and prepares the internal statements into f->stmts. Returns 0
- * or a project code with @errmsg (@errmsg_len bytes) saying which; the
+ * or an error code with @errmsg (@errmsg_len bytes) saying which; the
  * statements prepared so far stay for schema_finalize. Thread: the apply
  * thread, at open. */
 int schema_create(struct sql_fsm *f, char *errmsg, size_t errmsg_len);
@@ -137,19 +137,19 @@ void schema_finalize(struct sql_fsm *f);
 int schema_step(struct sql_fsm *f, int which);
 
 /* schema_run is schema_step with the failure recorded as "@what: <message>
- * (<code's text>)"; returns 0 or a project code. Thread: the apply
+ * (<code's text>)"; returns 0 or an error code. Thread: the apply
  * thread. */
 int schema_run(struct sql_fsm *f, int which, const char *what);
 
 /* schema_read_applied loads the applied index and term of @f from
- * raftsql_applied into f->applied and f->applied_term. Returns 0 or a
- * project code with @f's message saying which (RAFT_CORRUPT when the row
+ * raftsql_applied into f->applied and f->applied_term. Returns 0 or an
+ * error code with @f's message saying which (SQL_ERR_CORRUPT when the row
  * is missing). Thread: the apply thread. */
 int schema_read_applied(struct sql_fsm *f);
 
 /* schema_load_settings applies the cluster-wide settings stored in
  * raftsql_settings to the apply connection, with SQLite's default (0) for
- * those never stored. Returns 0 or a project code with @f's message saying
+ * those never stored. Returns 0 or an error code with @f's message saying
  * which. Thread: the apply thread. */
 int schema_load_settings(struct sql_fsm *f);
 

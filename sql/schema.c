@@ -56,22 +56,22 @@ int schema_create(struct sql_fsm *f, char *errmsg, size_t errmsg_len)
 
     rc = sqlite3_exec(db, schema_sql, NULL, NULL, &err);
     if (rc != SQLITE_OK) {
-        raft_errmsgf(errmsg, errmsg_len, "create raftsql tables: %s (%s)",
-                err != NULL ? err : sqlite3_errstr(rc), sqlite3_errstr(rc));
+        sql_errmsgf(errmsg, errmsg_len, "create raftsql tables: %s (%s)",
+                    err != NULL ? err : sqlite3_errstr(rc), sqlite3_errstr(rc));
         sqlite3_free(err);
         if (!sqlite3_get_autocommit(db)) {
             sqlite3_exec(db, "ROLLBACK", NULL, NULL, NULL);
         }
-        return sql_to_raft(rc);
+        return fsm_from_sqlite(rc);
     }
     for (i = 0; i < STMT__N; i++) {
         rc = sqlite3_prepare_v3(db, stmt_sql[i], -1,
                                 SQLITE_PREPARE_PERSISTENT, &f->stmts[i],
                                 NULL);
         if (rc != SQLITE_OK) {
-            raft_errmsgf(errmsg, errmsg_len, "prepare \"%s\": %s", stmt_sql[i],
-                    sqlite3_errmsg(db));
-            return sql_to_raft(rc);
+            sql_errmsgf(errmsg, errmsg_len, "prepare \"%s\": %s", stmt_sql[i],
+                        sqlite3_errmsg(db));
+            return fsm_from_sqlite(rc);
         }
     }
     return 0;
@@ -107,7 +107,7 @@ int schema_step(struct sql_fsm *f, int which)
         snprintf(msg, sizeof msg, "%s", sqlite3_errmsg(f->db));
         sqlite3_reset(s);
         sqlite3_clear_bindings(s);
-        raft_errmsgf(f->errmsg, sizeof f->errmsg, "%s", msg);
+        sql_errmsgf(f->errmsg, sizeof f->errmsg, "%s", msg);
         return rc;
     }
     sqlite3_reset(s);
@@ -124,9 +124,9 @@ int schema_run(struct sql_fsm *f, int which, const char *what)
         return 0;
     }
     memcpy(msg, f->errmsg, sizeof msg);
-    raft_errmsgf(f->errmsg, sizeof f->errmsg, "%s: %s (%s)", what, msg,
-            sqlite3_errstr(rc));
-    return sql_to_raft(rc);
+    sql_errmsgf(f->errmsg, sizeof f->errmsg, "%s: %s (%s)", what, msg,
+                sqlite3_errstr(rc));
+    return fsm_from_sqlite(rc);
 }
 
 int schema_load_settings(struct sql_fsm *f)
@@ -183,11 +183,11 @@ int schema_read_applied(struct sql_fsm *f)
     if (rc != SQLITE_ROW) {
         rc = rc == SQLITE_DONE ? SQLITE_CORRUPT : rc;
         sqlite3_finalize(s);
-        raft_errmsgf(f->errmsg, sizeof f->errmsg,
-                "read raftsql_applied: %s",
-                rc == SQLITE_CORRUPT ? "the row is missing"
-                                     : sqlite3_errmsg(f->db));
-        return sql_to_raft(rc);
+        sql_errmsgf(f->errmsg, sizeof f->errmsg,
+                    "read raftsql_applied: %s",
+                    rc == SQLITE_CORRUPT ? "the row is missing"
+                                         : sqlite3_errmsg(f->db));
+        return fsm_from_sqlite(rc);
     }
     f->applied = (uint64_t)sqlite3_column_int64(s, 0);
     f->applied_term = (uint64_t)sqlite3_column_int64(s, 1);
