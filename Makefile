@@ -111,14 +111,14 @@ $(B)/tests/lmdb_log/%: tests/lmdb_log/%.c $(TLIB_OBJ) \
 		$(call san,$(CORE_SRC) $(LMDB_SRC))
 	@mkdir -p $(dir $@)
 	$(T_LINK)
-$(B)/tests/sql/%: tests/sql/%.c tests/sql/helpers.h $(TLIB_OBJ) \
-		$(call san,$(CORE_SRC) $(SQL_SRC))
+$(B)/tests/sql/%: tests/sql/%.c tests/sql/helpers.h $(call san,$(SQL_SRC))
 	@mkdir -p $(dir $@)
 	$(T_LINK)
 $(B)/tests/uv/%: tests/uv/%.c $(TLIB_OBJ) $(call san,$(CORE_SRC) $(UV_SRC))
 	@mkdir -p $(dir $@)
 	$(T_LINK)
-$(B)/tests/ext/%: tests/ext/%.c tests/sql/helpers.h $(TLIB_OBJ) \
+$(B)/tests/ext/%: tests/ext/%.c tests/ext/helpers.h tests/sql/helpers.h \
+		$(TLIB_OBJ) \
 		$(call san,$(CORE_SRC) $(UV_SRC) $(LMDB_SRC) $(SQL_SRC) \
 		$(EXT_SRC))
 	@mkdir -p $(dir $@)

@@ -18,6 +18,8 @@
 #include <string.h>
 #include <time.h>
 
+#include "sqlbridge.h"
+
 /* Most entries applied in one SQLite transaction. */
 #define APPLY_BATCH_MAX 4096
 
@@ -107,7 +109,8 @@ int applier_install(struct ext_applier *a, const char *path,
                     uint64_t *out_index, uint64_t *out_term, char *errmsg,
                     size_t errmsg_len)
 {
-    int rc = sql_fsm_snapshot_install(a->fsm, path, out_index, out_term);
+    int rc = sqlbridge_rc(
+        sql_fsm_snapshot_install(a->fsm, path, out_index, out_term));
     if (rc != 0) {
         snprintf(errmsg, errmsg_len, "install: %s", sql_fsm_errmsg(a->fsm));
         return rc == RAFT_NOMEM || rc == RAFT_IOERR ? rc : RAFT_CORRUPT;
@@ -141,8 +144,9 @@ int applier_snapshot_create(struct ext_applier *a, const char *path,
                             uint64_t *out_index, uint64_t *out_term,
                             char *errmsg, size_t errmsg_len)
 {
-    return sql_fsm_snapshot_create(a->fsm, path, out_index, out_term, errmsg,
-                                   errmsg_len);
+    return sqlbridge_rc(sql_fsm_snapshot_create(a->fsm, path, out_index,
+                                                out_term, errmsg,
+                                                errmsg_len));
 }
 
 /* checkpoint runs a checkpoint on the apply connection and takes in the
@@ -171,10 +175,12 @@ static int apply_batch(struct ext_applier *a, const struct raft_entry *batch,
     for (unsigned i = 0; i < n; i++) {
         fe[i].index = batch[i].index;
         fe[i].term = batch[i].term;
-        fe[i].payload =
-            batch[i].type == RAFT_ENTRY_NORMAL ? batch[i].data : NULL;
+        if (batch[i].type == RAFT_ENTRY_NORMAL && batch[i].data != NULL) {
+            fe[i].data = batch[i].data->data;
+            fe[i].len = batch[i].data->len;
+        }
     }
-    rc = sql_fsm_apply(a->fsm, fe, n, res);
+    rc = sqlbridge_rc(sql_fsm_apply(a->fsm, fe, n, res));
     if (rc != 0) {
         node_log_error(a->log,
                        "apply stopped at index %llu, the node applies "

@@ -18,7 +18,7 @@
 /* What the apply thread calls back, with @data. */
 struct ext_applier_hooks {
     void *data;
-    /* A batch was applied: @n entries (@entries, payload NULL for a no-op)
+    /* A batch was applied: @n entries (@entries, data NULL for a no-op)
      * and their results; @last is the new applied index. The apply
      * thread, holding no lock of the applier. */
     void (*applied)(void *data, const struct sql_fsm_entry *entries,

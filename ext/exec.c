@@ -27,6 +27,8 @@
 #include <string.h>
 #include <time.h>
 
+#include "sqlbridge.h"
+
 SQLITE_EXTENSION_INIT3
 
 /* A forward unanswered for this long is sent again, ms. */
@@ -163,9 +165,9 @@ int exec_submit(struct ext_exec *e, const char *sql, size_t sql_len,
     w.id[1] = e->next_seq++;
     pthread_mutex_unlock(&e->mu);
 
-    rc = sql_request_encode(w.id, sql, sql_len, params, n_params,
-                            e->max_request_bytes, &w.payload, errmsg,
-                            sizeof errmsg);
+    rc = sqlbridge_encode(w.id, sql, sql_len, params, n_params,
+                          e->max_request_bytes, &w.payload, errmsg,
+                          sizeof errmsg);
     if (rc != 0) {
         out->kind = EXT_EXEC_NOT_APPLIED;
         out->sqlite_rc = rc == RAFT_TOOBIG ? SQLITE_TOOBIG : SQLITE_ERROR;
@@ -519,7 +521,7 @@ void exec_applied(struct ext_exec *e, const struct sql_fsm_entry *entries,
 {
     pthread_mutex_lock(&e->mu);
     for (unsigned i = 0; i < n; i++) {
-        if (entries[i].payload != NULL) {
+        if (entries[i].data != NULL) {
             deliver(e, &results[i]);
         }
     }

@@ -262,8 +262,9 @@ int ext_func_register(sqlite3 *db)
         return SQLITE_NOMEM;
     }
     cs->last_insert_rowid = 0;
-    /* raft_exec owns the state: SQLite frees it when the connection
-     * closes or the function is replaced. */
+    /* The apply connection must not have these functions: add a new one
+     * to the list in sqlbridge.c too. raft_exec owns the state: SQLite
+     * frees it when the connection closes or the function is replaced. */
     rc = sqlite3_create_function_v2(db, "raft_exec", -1, admin, cs, fn_exec,
                                     NULL, NULL, sqlite3_free);
     if (rc != SQLITE_OK) {

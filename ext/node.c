@@ -19,6 +19,7 @@
 #include "node.h"
 #include "node_log.h"
 #include "propose.h"
+#include "sqlbridge.h"
 #include "status.h"
 #include "store.h"
 
@@ -336,7 +337,7 @@ int ext_node_start(const char *db_path, const struct ext_config *cfg,
 
     /* The database first: a file that is no replica leaves nothing
      * behind. */
-    rc = sql_fsm_open(db_path, &fsm, errmsg, errmsg_len);
+    rc = sqlbridge_open(db_path, &fsm, errmsg, errmsg_len);
     if (rc != 0) {
         goto err_free;
     }

@@ -5,7 +5,7 @@
 #include <stdlib.h>
 #include <time.h>
 
-#include "../sql/sql.h"
+#include "sqlbridge.h"
 
 void propose_init(struct ext_propose *p, uint64_t seed)
 {
@@ -40,7 +40,7 @@ int propose_batch(struct ext_propose *p, struct raft_uv_node *d,
         return RAFT_NOMEM;
     }
     for (unsigned i = 0; i < n; i++) {
-        rc = sql_request_stamp(payloads[i], now, next_seed(p), &stamped[i]);
+        rc = sqlbridge_stamp(payloads[i], now, next_seed(p), &stamped[i]);
         if (rc != 0) {
             goto out;
         }

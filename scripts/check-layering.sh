@@ -3,7 +3,9 @@
 #  - raft/ files other than uv_* include neither uv.h, lmdb.h nor sqlite3*.h;
 #  - only lmdb_log/ files include lmdb.h (directly or through its private
 #    txn.h), and lmdb_log/format.[ch] do not;
-#  - only raft/uv_* files (and raft/uv.h) include uv.h.
+#  - only raft/uv_* files (and raft/uv.h) include uv.h;
+#  - sql/ files include nothing from raft/, ext/ or lmdb_log/, nor lmdb.h
+#    or uv.h: the state machine depends on SQLite and libc only.
 set -u
 bad=0
 for f in raft/*.c raft/*.h; do
@@ -34,6 +36,14 @@ done
 for f in $(grep -rlE '#include *<sqlite3[a-z]*\.h>' raft lmdb_log 2>/dev/null); do
     echo "layering: $f includes sqlite3.h"
     bad=1
+done
+for f in sql/*.c sql/*.h; do
+    if grep -En '#include *([<"](\.\./)*(raft|ext|lmdb_log)/|<(lmdb|uv)\.h>)' \
+        "$f"; then
+        echo "layering: $f includes raft/, ext/, lmdb_log/, lmdb.h or uv.h" \
+            "(sql/ may use SQLite and libc only)"
+        bad=1
+    fi
 done
 [ "$bad" -eq 0 ] && echo "layering: ok"
 exit "$bad"

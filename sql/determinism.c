@@ -14,7 +14,7 @@
 #include <string.h>
 #include <strings.h>
 
-#include "../raft/err.h"
+#include "err.h"
 
 /* Julian day number of the Unix epoch, in ms (2440587.5 days). */
 #define DETERMINISM__EPOCH_JD_MS 210866760000000LL
@@ -131,7 +131,7 @@ int determinism_init(struct sql_determinism *d, char *errmsg,
     base = sqlite3_vfs_find(NULL);
     if (base == NULL) {
         snprintf(errmsg, errmsg_len, "no default SQLite VFS");
-        return RAFT_IOERR;
+        return SQL_ERR_IOERR;
     }
     snprintf(d->name, sizeof d->name, "raftsql-%p", (void *)d);
     d->base = base;
@@ -157,7 +157,7 @@ int determinism_init(struct sql_determinism *d, char *errmsg,
     if (rc != SQLITE_OK) {
         snprintf(errmsg, errmsg_len, "sqlite3_vfs_register: %s",
                  sqlite3_errstr(rc));
-        return RAFT_IOERR;
+        return SQL_ERR_IOERR;
     }
     d->registered = 1;
     return 0;

@@ -37,7 +37,7 @@ struct sql_determinism {
 
 /* determinism_init registers the shim VFS of @d (which must stay at the
  * same address until determinism_close) under a name unique to @d, wrapping
- * the default VFS. Returns 0, or RAFT_IOERR (no default VFS, registration
+ * the default VFS. Returns 0, or SQL_ERR_IOERR (no default VFS, registration
  * failed) with a message in @errmsg (@errmsg_len bytes). Any thread. */
 int determinism_init(struct sql_determinism *d, char *errmsg,
                      size_t errmsg_len);

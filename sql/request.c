@@ -3,7 +3,7 @@
  *
  * Payload format, version 1. All integers are little-endian; the header
  * has a fixed size so that sql_request_stamp can patch the timestamp and
- * the seed in a copy without decoding the rest.
+ * the seed without decoding the rest.
  *
  *   offset  size  field
  *   0       2     magic "RQ" (0x52 0x51)
@@ -31,7 +31,7 @@
  *       NULL     0
  *   The payload ends right after the last parameter: trailing bytes are
  *   refused. A new version bumps the version byte; a decoder refuses
- *   versions it does not know with RAFT_FORMAT rather than misread them. */
+ *   versions it does not know with SQL_ERR_FORMAT rather than misread them. */
 
 #include "sql.h"
 
@@ -108,28 +108,26 @@ static uint64_t value_size(const struct sql_value *v, int *bad)
     }
 }
 
-int sql_request_encode(const uint64_t id[2], const char *sql, size_t sql_len,
-                       const struct sql_param *params, unsigned n_params,
-                       uint64_t max_bytes, struct raft_buf **out,
-                       char *errmsg, size_t errmsg_len)
+int sql_request_size(const char *sql, size_t sql_len,
+                     const struct sql_param *params, unsigned n_params,
+                     uint64_t max_bytes, size_t *out_len, char *errmsg,
+                     size_t errmsg_len)
 {
-    struct raft_buf *b;
     uint64_t total = REQUEST__HEADER;
-    uint8_t *p;
     unsigned i;
 
     if (sql == NULL || sql_len == 0) {
-        raft_errmsgf(errmsg, errmsg_len, "empty SQL");
-        return RAFT_INVALID;
+        sql_errmsgf(errmsg, errmsg_len, "empty SQL");
+        return SQL_ERR_INVALID;
     }
     if (memchr(sql, 0, sql_len) != NULL) {
-        raft_errmsgf(errmsg, errmsg_len, "SQL text contains a NUL byte");
-        return RAFT_INVALID;
+        sql_errmsgf(errmsg, errmsg_len, "SQL text contains a NUL byte");
+        return SQL_ERR_INVALID;
     }
     if (n_params > 0 && params == NULL) {
-        raft_errmsgf(errmsg, errmsg_len, "%u parameters but no array",
-                     n_params);
-        return RAFT_INVALID;
+        sql_errmsgf(errmsg, errmsg_len, "%u parameters but no array",
+                    n_params);
+        return SQL_ERR_INVALID;
     }
     total += sql_len;
     for (i = 0; i < n_params; i++) {
@@ -138,65 +136,74 @@ int sql_request_encode(const uint64_t id[2], const char *sql, size_t sql_len,
         uint64_t vsize = value_size(&prm->value, &bad);
 
         if (bad) {
-            raft_errmsgf(errmsg, errmsg_len,
-                         "parameter %u: bad value (type %u)", i + 1,
-                         (unsigned)prm->value.type);
-            return RAFT_INVALID;
+            sql_errmsgf(errmsg, errmsg_len,
+                        "parameter %u: bad value (type %u)", i + 1,
+                        (unsigned)prm->value.type);
+            return SQL_ERR_INVALID;
         }
         total += REQUEST__MIN_PARAM + vsize;
         if (prm->value.type == SQL_TEXT || prm->value.type == SQL_BLOB) {
             if (prm->value.bytes.len > UINT32_MAX) {
-                raft_errmsgf(errmsg, errmsg_len,
-                             "parameter %u: value of %zu bytes exceeds the "
-                             "request format limit (%" PRIu32 ")",
-                             i + 1, prm->value.bytes.len, UINT32_MAX);
-                return RAFT_TOOBIG;
+                sql_errmsgf(errmsg, errmsg_len,
+                            "parameter %u: value of %zu bytes exceeds the "
+                            "request format limit (%" PRIu32 ")",
+                            i + 1, prm->value.bytes.len, UINT32_MAX);
+                return SQL_ERR_TOOBIG;
             }
         }
         if (prm->name != NULL) {
             size_t name_len = strlen(prm->name);
 
             if (name_len == 0 || !is_name_start(prm->name[0])) {
-                raft_errmsgf(errmsg, errmsg_len,
-                             "parameter %u: name \"%s\" must start with "
-                             "?, :, @ or $",
-                             i + 1, prm->name);
-                return RAFT_INVALID;
+                sql_errmsgf(errmsg, errmsg_len,
+                            "parameter %u: name \"%s\" must start with "
+                            "?, :, @ or $",
+                            i + 1, prm->name);
+                return SQL_ERR_INVALID;
             }
             if (name_len > UINT32_MAX) {
-                raft_errmsgf(errmsg, errmsg_len, "parameter %u: name too long",
-                             i + 1);
-                return RAFT_TOOBIG;
+                sql_errmsgf(errmsg, errmsg_len, "parameter %u: name too long",
+                            i + 1);
+                return SQL_ERR_TOOBIG;
             }
             total += 4 + (uint64_t)name_len + 1;
         }
     }
     if (sql_len > UINT32_MAX) {
-        raft_errmsgf(errmsg, errmsg_len,
-                     "SQL text of %zu bytes exceeds the request format limit "
-                     "(%" PRIu32 ")",
-                     sql_len, UINT32_MAX);
-        return RAFT_TOOBIG;
+        sql_errmsgf(errmsg, errmsg_len,
+                    "SQL text of %zu bytes exceeds the request format limit "
+                    "(%" PRIu32 ")",
+                    sql_len, UINT32_MAX);
+        return SQL_ERR_TOOBIG;
     }
     if (total > max_bytes) {
-        raft_errmsgf(errmsg, errmsg_len,
-                     "request of %" PRIu64 " bytes exceeds max_request_bytes "
-                     "(%" PRIu64 ")",
-                     total, max_bytes);
-        return RAFT_TOOBIG;
+        sql_errmsgf(errmsg, errmsg_len,
+                    "request of %" PRIu64 " bytes exceeds max_request_bytes "
+                    "(%" PRIu64 ")",
+                    total, max_bytes);
+        return SQL_ERR_TOOBIG;
     }
     if (total > SIZE_MAX) {
-        raft_errmsgf(errmsg, errmsg_len, "request too big for this platform");
-        return RAFT_TOOBIG;
+        sql_errmsgf(errmsg, errmsg_len, "request too big for this platform");
+        return SQL_ERR_TOOBIG;
     }
+    *out_len = (size_t)total;
+    return 0;
+}
 
-    b = raft_buf_new((size_t)total);
-    if (b == NULL) {
-        raft_errmsgf(errmsg, errmsg_len, "out of memory (%" PRIu64 " bytes)",
-                     total);
-        return RAFT_NOMEM;
+int sql_request_encode(const uint64_t id[2], const char *sql, size_t sql_len,
+                       const struct sql_param *params, unsigned n_params,
+                       void *out, size_t out_len)
+{
+    uint8_t *p = out;
+    size_t len = 0;
+    unsigned i;
+
+    if (sql_request_size(sql, sql_len, params, n_params, UINT64_MAX, &len,
+                         NULL, 0) != 0 ||
+        len != out_len) {
+        return SQL_ERR_INVALID;
     }
-    p = b->data;
     p[0] = REQUEST__MAGIC0;
     p[1] = REQUEST__MAGIC1;
     p[REQUEST__OFF_VERSION] = REQUEST__VERSION;
@@ -247,9 +254,9 @@ int sql_request_encode(const uint64_t id[2], const char *sql, size_t sql_len,
                 break;
         }
     }
-    /* Invariant: the size computed above is exactly what was written. */
-    assert((size_t)(p - b->data) == b->len);
-    *out = b;
+    /* Invariant: the size sql_request_size computed is exactly what was
+     * written. */
+    assert((size_t)(p - (uint8_t *)out) == out_len);
     return 0;
 }
 
@@ -259,48 +266,44 @@ static int check_header(const uint8_t *p, size_t len, char *errmsg,
 {
     if (len < REQUEST__OFF_VERSION + 1 || p[0] != REQUEST__MAGIC0 ||
         p[1] != REQUEST__MAGIC1) {
-        raft_errmsgf(errmsg, errmsg_len,
-                     "not a request payload (too short or bad magic)");
-        return RAFT_CORRUPT;
+        sql_errmsgf(errmsg, errmsg_len,
+                    "not a request payload (too short or bad magic)");
+        return SQL_ERR_CORRUPT;
     }
     if (p[REQUEST__OFF_VERSION] != REQUEST__VERSION) {
-        raft_errmsgf(errmsg, errmsg_len,
-                     "request format version %u is not supported "
-                     "(expected %u)",
-                     (unsigned)p[REQUEST__OFF_VERSION], REQUEST__VERSION);
-        return RAFT_FORMAT;
+        sql_errmsgf(errmsg, errmsg_len,
+                    "request format version %u is not supported "
+                    "(expected %u)",
+                    (unsigned)p[REQUEST__OFF_VERSION], REQUEST__VERSION);
+        return SQL_ERR_FORMAT;
     }
     if (len < REQUEST__HEADER) {
-        raft_errmsgf(errmsg, errmsg_len,
-                     "truncated request: %zu bytes, header needs %d", len,
-                     REQUEST__HEADER);
-        return RAFT_CORRUPT;
+        sql_errmsgf(errmsg, errmsg_len,
+                    "truncated request: %zu bytes, header needs %d", len,
+                    REQUEST__HEADER);
+        return SQL_ERR_CORRUPT;
     }
     if (p[REQUEST__OFF_FLAGS] != 0) {
-        raft_errmsgf(errmsg, errmsg_len, "request flags 0x%02x are not known",
-                     (unsigned)p[REQUEST__OFF_FLAGS]);
-        return RAFT_CORRUPT;
+        sql_errmsgf(errmsg, errmsg_len, "request flags 0x%02x are not known",
+                    (unsigned)p[REQUEST__OFF_FLAGS]);
+        return SQL_ERR_CORRUPT;
     }
     return 0;
 }
 
-int sql_request_stamp(const struct raft_buf *in, int64_t time_ms,
-                      uint64_t seed, struct raft_buf **out)
+int sql_request_stamp(const void *in, size_t len, int64_t time_ms,
+                      uint64_t seed, void *out)
 {
-    struct raft_buf *b;
-    int rc;
+    uint8_t *b = out;
 
-    rc = check_header(in->data, in->len, NULL, 0);
-    if (rc != 0) {
-        return RAFT_CORRUPT;
+    if (check_header(in, len, NULL, 0) != 0) {
+        return SQL_ERR_CORRUPT;
     }
-    b = raft_buf_copy(in->data, in->len);
-    if (b == NULL) {
-        return RAFT_NOMEM;
+    if (out != in) {
+        memcpy(out, in, len);
     }
-    put_u64(b->data + REQUEST__OFF_TIME, (uint64_t)time_ms);
-    put_u64(b->data + REQUEST__OFF_SEED, seed);
-    *out = b;
+    put_u64(b + REQUEST__OFF_TIME, (uint64_t)time_ms);
+    put_u64(b + REQUEST__OFF_SEED, seed);
     return 0;
 }
 
@@ -309,7 +312,7 @@ int sql_request_id(const void *p, size_t len, uint64_t out[2])
     const uint8_t *b = p;
 
     if (check_header(b, len, NULL, 0) != 0) {
-        return RAFT_CORRUPT;
+        return SQL_ERR_CORRUPT;
     }
     out[0] = get_u64(b + REQUEST__OFF_ID);
     out[1] = get_u64(b + REQUEST__OFF_ID + 8);
@@ -331,17 +334,17 @@ static int need(struct reader *r, uint64_t n, const char *what,
 {
     if (n > r->len - r->pos) {
         if (param > 0) {
-            raft_errmsgf(r->errmsg, r->errmsg_len,
-                         "truncated request: parameter %u: %s needs %" PRIu64
-                         " bytes at offset %zu, %zu left",
-                         param, what, n, r->pos, r->len - r->pos);
+            sql_errmsgf(r->errmsg, r->errmsg_len,
+                        "truncated request: parameter %u: %s needs %" PRIu64
+                        " bytes at offset %zu, %zu left",
+                        param, what, n, r->pos, r->len - r->pos);
         } else {
-            raft_errmsgf(r->errmsg, r->errmsg_len,
-                         "truncated request: %s needs %" PRIu64
-                         " bytes at offset %zu, %zu left",
-                         what, n, r->pos, r->len - r->pos);
+            sql_errmsgf(r->errmsg, r->errmsg_len,
+                        "truncated request: %s needs %" PRIu64
+                        " bytes at offset %zu, %zu left",
+                        what, n, r->pos, r->len - r->pos);
         }
-        return RAFT_CORRUPT;
+        return SQL_ERR_CORRUPT;
     }
     return 0;
 }
@@ -362,16 +365,16 @@ static int decode_param(struct reader *r, unsigned i, struct sql_param *out)
     named = p[1];
     r->pos += 2;
     if (type < SQL_INTEGER || type > SQL_NULL) {
-        raft_errmsgf(r->errmsg, r->errmsg_len,
-                     "bad request: parameter %u has value type %u", i,
-                     (unsigned)type);
-        return RAFT_CORRUPT;
+        sql_errmsgf(r->errmsg, r->errmsg_len,
+                    "bad request: parameter %u has value type %u", i,
+                    (unsigned)type);
+        return SQL_ERR_CORRUPT;
     }
     if (named > 1) {
-        raft_errmsgf(r->errmsg, r->errmsg_len,
-                     "bad request: parameter %u has name flag %u", i,
-                     (unsigned)named);
-        return RAFT_CORRUPT;
+        sql_errmsgf(r->errmsg, r->errmsg_len,
+                    "bad request: parameter %u has name flag %u", i,
+                    (unsigned)named);
+        return SQL_ERR_CORRUPT;
     }
     out->name = NULL;
     out->value.type = type;
@@ -389,9 +392,9 @@ static int decode_param(struct reader *r, unsigned i, struct sql_param *out)
         p = r->base + r->pos;
         if (n == 0 || !is_name_start((char)p[0]) || p[n] != 0 ||
             memchr(p, 0, n) != NULL) {
-            raft_errmsgf(r->errmsg, r->errmsg_len,
-                         "bad request: parameter %u has a malformed name", i);
-            return RAFT_CORRUPT;
+            sql_errmsgf(r->errmsg, r->errmsg_len,
+                        "bad request: parameter %u has a malformed name", i);
+            return SQL_ERR_CORRUPT;
         }
         out->name = (const char *)p;
         r->pos += (size_t)n + 1;
@@ -460,9 +463,9 @@ int sql_request_decode(const void *p, size_t len, struct sql_request *out,
         return rc;
     }
     if (sql_len == 0 || memchr(r.base + r.pos, 0, sql_len) != NULL) {
-        raft_errmsgf(errmsg, errmsg_len,
-                     "bad request: SQL text is empty or contains a NUL byte");
-        return RAFT_CORRUPT;
+        sql_errmsgf(errmsg, errmsg_len,
+                    "bad request: SQL text is empty or contains a NUL byte");
+        return SQL_ERR_CORRUPT;
     }
     req.sql = (const char *)(r.base + r.pos);
     req.sql_len = sql_len;
@@ -471,18 +474,18 @@ int sql_request_decode(const void *p, size_t len, struct sql_request *out,
     /* Each parameter takes at least 2 bytes: refuse a count the payload
      * cannot hold before allocating for it. */
     if ((uint64_t)n_params * REQUEST__MIN_PARAM > len - r.pos) {
-        raft_errmsgf(errmsg, errmsg_len,
-                     "truncated request: %" PRIu32
-                     " parameters cannot fit in the %zu bytes left",
-                     n_params, len - r.pos);
-        return RAFT_CORRUPT;
+        sql_errmsgf(errmsg, errmsg_len,
+                    "truncated request: %" PRIu32
+                    " parameters cannot fit in the %zu bytes left",
+                    n_params, len - r.pos);
+        return SQL_ERR_CORRUPT;
     }
     if (n_params > 0) {
         req.params = calloc(n_params, sizeof *req.params);
         if (req.params == NULL) {
-            raft_errmsgf(errmsg, errmsg_len, "out of memory (%" PRIu32
-                         " parameters)", n_params);
-            return RAFT_NOMEM;
+            sql_errmsgf(errmsg, errmsg_len, "out of memory (%" PRIu32
+                        " parameters)", n_params);
+            return SQL_ERR_NOMEM;
         }
     }
     req.n_params = n_params;
@@ -493,11 +496,11 @@ int sql_request_decode(const void *p, size_t len, struct sql_request *out,
         }
     }
     if (r.pos != len) {
-        raft_errmsgf(errmsg, errmsg_len,
-                     "bad request: %zu trailing bytes after the last "
-                     "parameter",
-                     len - r.pos);
-        rc = RAFT_CORRUPT;
+        sql_errmsgf(errmsg, errmsg_len,
+                    "bad request: %zu trailing bytes after the last "
+                    "parameter",
+                    len - r.pos);
+        rc = SQL_ERR_CORRUPT;
         goto err_params;
     }
     *out = req;

@@ -37,7 +37,7 @@
 
 #include <sqlite3.h>
 
-#include "fsm.h"
+#include "fsm_internal.h"
 #include "sql.h"
 
 #define SNAPSHOT__BUSY_TIMEOUT_MS 5000
@@ -49,14 +49,15 @@ static const char *const snapshot_tables[] = {
     "raftsql_settings",
 };
 
-/* to_raft is sql_to_raft, except that a database another connection holds
- * (SQLITE_BUSY, SQLITE_LOCKED) is RAFT_BUSY: try again later. */
-static int to_raft(int rc)
+/* from_sqlite is fsm_from_sqlite, except that a database another
+ * connection holds (SQLITE_BUSY, SQLITE_LOCKED) is SQL_ERR_BUSY: try again
+ * later. */
+static int from_sqlite(int rc)
 {
     if ((rc & 0xff) == SQLITE_BUSY || (rc & 0xff) == SQLITE_LOCKED) {
-        return RAFT_BUSY;
+        return SQL_ERR_BUSY;
     }
-    return sql_to_raft(rc);
+    return fsm_from_sqlite(rc);
 }
 
 /* read_applied reads the applied index and term of database @db into
@@ -74,8 +75,8 @@ static int read_applied(sqlite3 *db, uint64_t *out_index, uint64_t *out_term,
                             "WHERE id = 0",
                             -1, &s, NULL);
     if (rc != SQLITE_OK) {
-        raft_errmsgf(msg, msg_len, "read raftsql_applied: %s",
-                sqlite3_errmsg(db));
+        sql_errmsgf(msg, msg_len, "read raftsql_applied: %s",
+                    sqlite3_errmsg(db));
         return (rc & 0xff) == SQLITE_ERROR ? SQLITE_CORRUPT : rc;
     }
     rc = sqlite3_step(s);
@@ -84,11 +85,11 @@ static int read_applied(sqlite3 *db, uint64_t *out_index, uint64_t *out_term,
         *out_term = (uint64_t)sqlite3_column_int64(s, 1);
         rc = SQLITE_OK;
     } else if (rc == SQLITE_DONE) {
-        raft_errmsgf(msg, msg_len, "raftsql_applied has no row");
+        sql_errmsgf(msg, msg_len, "raftsql_applied has no row");
         rc = SQLITE_CORRUPT;
     } else {
-        raft_errmsgf(msg, msg_len, "read raftsql_applied: %s",
-                sqlite3_errmsg(db));
+        sql_errmsgf(msg, msg_len, "read raftsql_applied: %s",
+                    sqlite3_errmsg(db));
     }
     sqlite3_finalize(s);
     return rc;
@@ -114,7 +115,7 @@ int sql_fsm_snapshot_create(struct sql_fsm *f, const char *path,
                             uint64_t *out_index, uint64_t *out_term,
                             char *errmsg, size_t errmsg_len)
 {
-    const char *src_path = sql_fsm_path(f);
+    const char *src_path = f->path;
     sqlite3 *src = NULL;
     sqlite3 *copy = NULL;
     sqlite3_stmt *s = NULL;
@@ -126,18 +127,18 @@ int sql_fsm_snapshot_create(struct sql_fsm *f, const char *path,
     int err;
 
     if (stat(path, &st) == 0 || errno != ENOENT) {
-        raft_errmsgf(errmsg, errmsg_len,
-                "snapshot create: %s already exists (or cannot be "
-                "checked)",
-                path);
-        return RAFT_INVALID;
+        sql_errmsgf(errmsg, errmsg_len,
+                    "snapshot create: %s already exists (or cannot be "
+                    "checked)",
+                    path);
+        return SQL_ERR_INVALID;
     }
     rc = sqlite3_open_v2(src_path, &src, SQLITE_OPEN_READONLY, NULL);
     if (rc != SQLITE_OK) {
-        raft_errmsgf(errmsg, errmsg_len, "snapshot create: open %s: %s",
-                src_path, src != NULL ? sqlite3_errmsg(src)
-                                      : sqlite3_errstr(rc));
-        rc = to_raft(rc);
+        sql_errmsgf(errmsg, errmsg_len, "snapshot create: open %s: %s",
+                    src_path, src != NULL ? sqlite3_errmsg(src)
+                                          : sqlite3_errstr(rc));
+        rc = from_sqlite(rc);
         goto err_close;
     }
     sqlite3_busy_timeout(src, SNAPSHOT__BUSY_TIMEOUT_MS);
@@ -149,9 +150,9 @@ int sql_fsm_snapshot_create(struct sql_fsm *f, const char *path,
         rc = rc == SQLITE_DONE ? SQLITE_OK : rc;
     }
     if (rc != SQLITE_OK) {
-        raft_errmsgf(errmsg, errmsg_len, "snapshot create: VACUUM INTO %s: %s",
-                path, sqlite3_errmsg(src));
-        rc = to_raft(rc);
+        sql_errmsgf(errmsg, errmsg_len, "snapshot create: VACUUM INTO %s: %s",
+                    path, sqlite3_errmsg(src));
+        rc = from_sqlite(rc);
         goto err_unlink;
     }
     sqlite3_finalize(s);
@@ -163,21 +164,21 @@ int sql_fsm_snapshot_create(struct sql_fsm *f, const char *path,
     if (rc == SQLITE_OK) {
         rc = read_applied(copy, &index, &term, msg, sizeof msg);
     } else {
-        raft_errmsgf(msg, sizeof msg, "%s", sqlite3_errstr(rc));
+        sql_errmsgf(msg, sizeof msg, "%s", sqlite3_errstr(rc));
     }
     if (rc != SQLITE_OK) {
-        raft_errmsgf(errmsg, errmsg_len, "snapshot create: the copy %s: %s",
-                path, msg);
-        rc = to_raft(rc);
+        sql_errmsgf(errmsg, errmsg_len, "snapshot create: the copy %s: %s",
+                    path, msg);
+        rc = from_sqlite(rc);
         goto err_unlink;
     }
     sqlite3_close(copy);
     copy = NULL;
     err = sync_file(path);
     if (err != 0) {
-        raft_errmsgf(errmsg, errmsg_len, "snapshot create: fsync %s: %s", path,
-                strerror(err));
-        rc = err == ENOSPC ? RAFT_NOSPACE : RAFT_IOERR;
+        sql_errmsgf(errmsg, errmsg_len, "snapshot create: fsync %s: %s", path,
+                    strerror(err));
+        rc = err == ENOSPC ? SQL_ERR_NOSPACE : SQL_ERR_IOERR;
         goto err_unlink;
     }
     *out_index = index;
@@ -198,14 +199,13 @@ err_close:
 static int fail(struct sql_fsm *f, int rc, const char *fmt, ...)
 {
     char detail[400];
-    size_t len;
-    char *buf = sql_fsm_errbuf(f, &len);
     va_list ap;
 
     va_start(ap, fmt);
     vsnprintf(detail, sizeof detail, fmt, ap);
     va_end(ap);
-    raft_errmsgf(buf, len, "snapshot install: %s", detail);
+    sql_errmsgf(f->errmsg, sizeof f->errmsg, "snapshot install: %s",
+                detail);
     return rc;
 }
 
@@ -232,7 +232,7 @@ static int query_int(sqlite3 *db, const char *sql, int64_t *out)
 
 /* verify checks the snapshot database @snap (file @path) against the live
  * one @live, reading its applied index and term into *@out_index and
- * *@out_term. Returns 0 or a project code with @f's message set. */
+ * *@out_term. Returns 0 or an error code with @f's message set. */
 static int verify(struct sql_fsm *f, sqlite3 *snap, sqlite3 *live,
                   const char *path, uint64_t *out_index, uint64_t *out_term)
 {
@@ -250,7 +250,9 @@ static int verify(struct sql_fsm *f, sqlite3 *snap, sqlite3 *live,
         rc = sqlite3_step(s);
     }
     if (rc != SQLITE_ROW) {
-        rc = fail(f, to_raft(rc) == RAFT_NOMEM ? RAFT_NOMEM : RAFT_CORRUPT,
+        rc = fail(f,
+                  from_sqlite(rc) == SQL_ERR_NOMEM ? SQL_ERR_NOMEM
+                                                   : SQL_ERR_CORRUPT,
                   "%s is not a readable database: %s", path,
                   sqlite3_errmsg(snap));
         sqlite3_finalize(s);
@@ -258,7 +260,7 @@ static int verify(struct sql_fsm *f, sqlite3 *snap, sqlite3 *live,
     }
     verdict = (const char *)sqlite3_column_text(s, 0);
     if (verdict == NULL || strcmp(verdict, "ok") != 0) {
-        rc = fail(f, RAFT_CORRUPT, "%s fails quick_check: %s", path,
+        rc = fail(f, SQL_ERR_CORRUPT, "%s fails quick_check: %s", path,
                   verdict != NULL ? verdict : "no verdict");
         sqlite3_finalize(s);
         return rc;
@@ -274,25 +276,25 @@ static int verify(struct sql_fsm *f, sqlite3 *snap, sqlite3 *live,
                  snapshot_tables[i]);
         rc = query_int(snap, sql, &n);
         if (rc != SQLITE_OK || n != 1) {
-            return fail(f, RAFT_CORRUPT,
+            return fail(f, SQL_ERR_CORRUPT,
                         "%s is not a raftsql snapshot: table %s is missing",
                         path, snapshot_tables[i]);
         }
     }
     rc = read_applied(snap, out_index, out_term, msg, sizeof msg);
     if (rc != SQLITE_OK) {
-        return fail(f, RAFT_CORRUPT, "%s: %s", path, msg);
+        return fail(f, SQL_ERR_CORRUPT, "%s: %s", path, msg);
     }
     rc = query_int(snap, "PRAGMA main.page_size", &snap_page);
     if (rc == SQLITE_OK) {
         rc = query_int(live, "PRAGMA main.page_size", &live_page);
     }
     if (rc != SQLITE_OK) {
-        return fail(f, to_raft(rc), "read page_size: %s",
+        return fail(f, from_sqlite(rc), "read page_size: %s",
                     sqlite3_errstr(rc));
     }
     if (snap_page != live_page) {
-        return fail(f, RAFT_INVALID,
+        return fail(f, SQL_ERR_INVALID,
                     "%s has pages of %" PRId64 " bytes but the live "
                     "database (in WAL mode) has pages of %" PRId64
                     " bytes: the backup cannot change it",
@@ -303,19 +305,19 @@ static int verify(struct sql_fsm *f, sqlite3 *snap, sqlite3 *live,
 
 /* set_synchronous sets PRAGMA synchronous on the apply connection of @f
  * (as an internal statement: the authorizer refuses it to requests).
- * Returns 0 or a project code with @f's message set. */
+ * Returns 0 or an error code with @f's message set. */
 static int set_synchronous(struct sql_fsm *f, const char *level)
 {
     char sql[64];
 
     snprintf(sql, sizeof sql, "PRAGMA main.synchronous=%s", level);
-    return sql_fsm_exec(f, sql);
+    return fsm_exec(f, sql);
 }
 
 int sql_fsm_snapshot_install(struct sql_fsm *f, const char *path,
                              uint64_t *out_index, uint64_t *out_term)
 {
-    sqlite3 *live = sql_fsm_db(f);
+    sqlite3 *live = f->db;
     sqlite3 *snap = NULL;
     sqlite3_backup *b;
     uint64_t index = 0;
@@ -326,12 +328,14 @@ int sql_fsm_snapshot_install(struct sql_fsm *f, const char *path,
     int rc2;
 
     if (stat(path, &st) != 0) {
-        return fail(f, errno == ENOENT ? RAFT_NOTFOUND : RAFT_IOERR,
+        return fail(f, errno == ENOENT ? SQL_ERR_NOTFOUND : SQL_ERR_IOERR,
                     "%s: %s", path, strerror(errno));
     }
     rc = sqlite3_open_v2(path, &snap, SQLITE_OPEN_READONLY, NULL);
     if (rc != SQLITE_OK) {
-        rc = fail(f, to_raft(rc) == RAFT_NOMEM ? RAFT_NOMEM : RAFT_CORRUPT,
+        rc = fail(f,
+                  from_sqlite(rc) == SQL_ERR_NOMEM ? SQL_ERR_NOMEM
+                                                   : SQL_ERR_CORRUPT,
                   "open %s: %s", path,
                   snap != NULL ? sqlite3_errmsg(snap) : sqlite3_errstr(rc));
         goto out;
@@ -350,7 +354,7 @@ int sql_fsm_snapshot_install(struct sql_fsm *f, const char *path,
     b = sqlite3_backup_init(live, "main", snap, "main");
     if (b == NULL) {
         rc = sqlite3_errcode(live);
-        rc = fail(f, to_raft(rc), "backup: %s", sqlite3_errmsg(live));
+        rc = fail(f, from_sqlite(rc), "backup: %s", sqlite3_errmsg(live));
         set_synchronous(f, "NORMAL");
         goto out;
     }
@@ -358,13 +362,13 @@ int sql_fsm_snapshot_install(struct sql_fsm *f, const char *path,
     rc = sqlite3_backup_step(b, -1);
     rc2 = sqlite3_backup_finish(b);
     if (rc != SQLITE_DONE) {
-        rc = fail(f, to_raft(rc), "backup of %s: %s (%s)", path,
+        rc = fail(f, from_sqlite(rc), "backup of %s: %s (%s)", path,
                   sqlite3_errmsg(live), sqlite3_errstr(rc));
         set_synchronous(f, "NORMAL");
         goto out;
     }
     if (rc2 != SQLITE_OK) {
-        rc = fail(f, to_raft(rc2), "backup of %s: %s", path,
+        rc = fail(f, from_sqlite(rc2), "backup of %s: %s", path,
                   sqlite3_errstr(rc2));
         set_synchronous(f, "NORMAL");
         goto out;
@@ -373,18 +377,18 @@ int sql_fsm_snapshot_install(struct sql_fsm *f, const char *path,
     if (rc != 0) {
         goto out;
     }
-    rc = sql_fsm_reload(f);
+    rc = fsm_reload(f);
     if (rc != 0) {
         goto out;
     }
-    if (sql_fsm_applied(f) != index) {
-        rc = fail(f, RAFT_CORRUPT,
+    if (f->applied != index) {
+        rc = fail(f, SQL_ERR_CORRUPT,
                   "installed %s at index %" PRIu64 " but the database "
                   "now says %" PRIu64,
-                  path, index, sql_fsm_applied(f));
+                  path, index, f->applied);
         goto out;
     }
-    sql_fsm_set_durable(f, index);
+    checkpoint_set_durable(f, index);
     /* Best effort: move the copy out of the WAL now. The commit above was
      * synchronous, so the index is durable either way. */
     sql_fsm_checkpoint(f, &durable);

@@ -13,8 +13,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "../raft/buf.h"
-#include "../raft/err.h"
+#include "err.h"
 
 /* ---- Requests -------------------------------------------------------- */
 
@@ -64,35 +63,50 @@ struct sql_request {
     struct sql_param *params; /* n_params, allocated by sql_request_decode */
 };
 
-/* sql_request_encode builds the payload of a write request: SQL text @sql
- * (@sql_len bytes; one or more statements, applied as one transaction) and
- * @n_params parameters, with request id @id. The timestamp and seed are left
- * zero for the leader to fill in with sql_request_stamp. The result is a new
- * buf owned by the caller.
- * Errors: RAFT_TOOBIG when the payload would exceed @max_bytes (the
- * max_request_bytes setting; the message says so), RAFT_INVALID (empty SQL,
- * a bad value type), RAFT_NOMEM. @errmsg (@errmsg_len bytes) receives the
+/* sql_request_size checks a write request, SQL text @sql (@sql_len bytes;
+ * one or more statements, applied as one transaction) and @n_params
+ * parameters, and gives the size of its payload in *@out_len, for the
+ * caller to allocate the buffer that sql_request_encode fills (so the
+ * payload is written once, into the caller's buffer type). Pure; any
+ * thread.
+ * Errors: SQL_ERR_TOOBIG when the payload would exceed @max_bytes (the
+ * max_request_bytes setting; the message says so) or the format's limits,
+ * SQL_ERR_INVALID (empty SQL, a NUL byte in it, a bad value type or
+ * parameter name). @errmsg (@errmsg_len bytes, may be NULL) receives the
  * message on failure. */
+int sql_request_size(const char *sql, size_t sql_len,
+                     const struct sql_param *params, unsigned n_params,
+                     uint64_t max_bytes, size_t *out_len, char *errmsg,
+                     size_t errmsg_len);
+
+/* sql_request_encode writes the payload of the request of @sql, @sql_len,
+ * @params and @n_params (as checked by sql_request_size) with request id
+ * @id into @out, which holds @out_len bytes, the size sql_request_size
+ * gave. The timestamp and seed are left zero for the leader to fill in
+ * with sql_request_stamp. @out is the caller's; nothing is allocated.
+ * Pure; any thread.
+ * Errors: SQL_ERR_INVALID (the request fails sql_request_size, or @out_len
+ * is not its size; nothing is written then). */
 int sql_request_encode(const uint64_t id[2], const char *sql, size_t sql_len,
                        const struct sql_param *params, unsigned n_params,
-                       uint64_t max_bytes, struct raft_buf **out,
-                       char *errmsg, size_t errmsg_len);
+                       void *out, size_t out_len);
 
-/* sql_request_stamp returns a copy of the request payload @in (any thread)
- * with the leader's timestamp @time_ms and seed @seed filled in, as a new
- * buf owned by the caller. Errors: RAFT_CORRUPT (not a request payload),
- * RAFT_NOMEM. */
-int sql_request_stamp(const struct raft_buf *in, int64_t time_ms,
-                      uint64_t seed, struct raft_buf **out);
+/* sql_request_stamp writes into @out (@len bytes, the caller's) the
+ * request payload @in (@len bytes) with the leader's timestamp @time_ms
+ * and seed @seed filled in. @out is either @in itself (stamped in place)
+ * or a buffer that does not overlap it. Pure; any thread.
+ * Errors: SQL_ERR_CORRUPT (not a request payload; nothing is written). */
+int sql_request_stamp(const void *in, size_t len, int64_t time_ms,
+                      uint64_t seed, void *out);
 
 /* sql_request_id reads the request id of payload @p (@len bytes) into @out
- * without decoding the rest. Errors: RAFT_CORRUPT. */
+ * without decoding the rest. Errors: SQL_ERR_CORRUPT. */
 int sql_request_id(const void *p, size_t len, uint64_t out[2]);
 
 /* sql_request_decode parses payload @p (@len bytes) into @out, whose params
  * array is allocated (free it with sql_request_free). Every length is
- * bounds-checked. Errors: RAFT_CORRUPT (truncated or malformed payload, the
- * message says what), RAFT_FORMAT (unknown version), RAFT_NOMEM. */
+ * bounds-checked. Errors: SQL_ERR_CORRUPT (truncated or malformed payload, the
+ * message says what), SQL_ERR_FORMAT (unknown version), SQL_ERR_NOMEM. */
 int sql_request_decode(const void *p, size_t len, struct sql_request *out,
                        char *errmsg, size_t errmsg_len);
 
@@ -101,12 +115,13 @@ void sql_request_free(struct sql_request *r);
 
 /* ---- The apply connection (the state machine) --------------------------- */
 
-/* One committed entry to apply. @payload is NULL for an entry that carries
+/* One committed entry to apply. @data is NULL for an entry that carries
  * no request (a leader's no-op); it is then only counted as applied. */
 struct sql_fsm_entry {
-    uint64_t index;                /* log index */
-    uint64_t term;                 /* log term */
-    const struct raft_buf *payload; /* request payload, or NULL */
+    uint64_t index;   /* log index */
+    uint64_t term;    /* log term */
+    const void *data; /* request payload (len bytes), or NULL */
+    size_t len;       /* payload length, bytes */
 };
 
 /* The outcome of one request. A SQL error is a result like any other: the
@@ -123,6 +138,13 @@ struct sql_result {
 
 struct sql_fsm; /* opaque */
 
+/* A SQL function, by name and argument count as registered with
+ * sqlite3_create_function_v2. */
+struct sql_function {
+    const char *name; /* NUL-terminated */
+    int n_arg;        /* number of arguments, -1 for any */
+};
+
 /* sql_fsm_open opens the apply connection to database file @path (which
  * must exist and be a SQLite database; it is switched to WAL, and the
  * connection to synchronous=NORMAL: see "The durable point" below),
@@ -131,10 +153,16 @@ struct sql_fsm; /* opaque */
  * is the entry's timestamp), re-applies the stored cluster-wide PRAGMA
  * settings, and checkpoints, so that the applied index it read is durable
  * (or, when readers hold the WAL back, the durable index starts at 0).
- * Errors: RAFT_NOTFOUND (no such file), RAFT_CORRUPT (not a database),
- * RAFT_IOERR, RAFT_NOMEM; @errmsg says which. Thread: the apply thread
- * (the connection is used by one thread at a time). */
-int sql_fsm_open(const char *path, struct sql_fsm **out, char *errmsg,
+ * The @n_hidden functions of @hidden (NULL when @n_hidden is 0; read
+ * during the call only) are removed from the connection: those that a
+ * host registers on every new connection (an auto-extension) and that a
+ * request must not reach from inside the apply thread.
+ * Errors: SQL_ERR_NOTFOUND (no such file), SQL_ERR_CORRUPT (not a
+ * database), SQL_ERR_INVALID (a database holding objects that is no
+ * replica), SQL_ERR_IOERR, SQL_ERR_NOMEM; @errmsg says which. Thread: the
+ * apply thread (the connection is used by one thread at a time). */
+int sql_fsm_open(const char *path, const struct sql_function *hidden,
+                 unsigned n_hidden, struct sql_fsm **out, char *errmsg,
                  size_t errmsg_len);
 
 /* sql_fsm_close closes the connection and frees @f. NULL is ignored. */
@@ -150,9 +178,9 @@ uint64_t sql_fsm_applied(const struct sql_fsm *f);
  * return 0, results[i] (caller-provided, n long) holds each entry's outcome;
  * free their errmsg with sql_result_clear. On an error nothing was applied
  * and the applied index is unchanged: the node must stop applying.
- * Errors: RAFT_IOERR (SQLite I/O error, disk full: the message names it),
- * RAFT_CORRUPT (undecodable payload), RAFT_INVALID (indexes not
- * consecutive), RAFT_NOMEM. */
+ * Errors: SQL_ERR_IOERR (SQLite I/O error, disk full: the message names it),
+ * SQL_ERR_CORRUPT (undecodable payload), SQL_ERR_INVALID (indexes not
+ * consecutive), SQL_ERR_NOMEM. */
 int sql_fsm_apply(struct sql_fsm *f, const struct sql_fsm_entry *entries,
                   unsigned n, struct sql_result *results);
 
@@ -179,8 +207,8 @@ uint64_t sql_fsm_applied_term(const struct sql_fsm *f);
  * survive in the file or in the WAL, which SQLite restarts only after a
  * checkpoint that fsynced the file; sql_fsm_apply takes the index in at
  * its next commit), or of the last installed snapshot (written with a
- * synchronous commit). It is 0 after an open whose checkpoint could not complete
- * (readers held WAL frames back).
+ * synchronous commit). It is 0 after an open whose checkpoint could not
+ * complete (readers held WAL frames back).
  *
  * Invariant (the durable point): the Raft log may only be compacted up to
  * the durable index: lmdb_log_compact(index) with index <= sql_fsm_durable
@@ -201,13 +229,13 @@ uint64_t sql_fsm_durable(const struct sql_fsm *f);
  * end, if one runs (one checkpoint at a time; measured 0 to 12 ms), then
  * waits at most 100 ms for readers on other connections that hold older
  * WAL frames (e.g. a snapshot being copied) and then gives up with
- * RAFT_BUSY, leaving the durable index (and *@out_durable_index) as they
+ * SQL_ERR_BUSY, leaving the durable index (and *@out_durable_index) as they
  * were: call it again later. The background checkpointer moves the
  * durable index by itself while writes go on (see above), so this is
  * needed only when it cannot: a WAL under its threshold, readers holding
  * frames back, or the log full. Thread: the apply thread, between
- * sql_fsm_apply calls. Errors: RAFT_BUSY (readers held frames back),
- * RAFT_IOERR (the message names the SQLite failure), RAFT_NOMEM. */
+ * sql_fsm_apply calls. Errors: SQL_ERR_BUSY (readers held frames back),
+ * SQL_ERR_IOERR (the message names the SQLite failure), SQL_ERR_NOMEM. */
 int sql_fsm_checkpoint(struct sql_fsm *f, uint64_t *out_durable_index);
 
 /* ---- Snapshots --------------------------------------------------------
@@ -231,9 +259,9 @@ int sql_fsm_checkpoint(struct sql_fsm *f, uint64_t *out_durable_index);
  * sql_fsm_checkpoint on the apply thread (it uses only its own connection
  * and @f's immutable path); not concurrently with sql_fsm_snapshot_install
  * or sql_fsm_close.
- * Errors: RAFT_INVALID (@path exists), RAFT_IOERR (the copy or the fsync
- * failed, e.g. disk full), RAFT_CORRUPT (the copy lacks raftsql_applied),
- * RAFT_NOMEM. */
+ * Errors: SQL_ERR_INVALID (@path exists), SQL_ERR_IOERR (the copy or the fsync
+ * failed, e.g. disk full), SQL_ERR_CORRUPT (the copy lacks raftsql_applied),
+ * SQL_ERR_NOMEM. */
 int sql_fsm_snapshot_create(struct sql_fsm *f, const char *path,
                             uint64_t *out_index, uint64_t *out_term,
                             char *errmsg, size_t errmsg_len);
@@ -257,10 +285,10 @@ int sql_fsm_snapshot_create(struct sql_fsm *f, const char *path,
  * same reset. On failure the live database is unchanged and
  * sql_fsm_errmsg says why; @path is never modified.
  * Thread: the apply thread, between sql_fsm_apply calls.
- * Errors: RAFT_NOTFOUND (no file at @path), RAFT_CORRUPT (not a database,
+ * Errors: SQL_ERR_NOTFOUND (no file at @path), SQL_ERR_CORRUPT (not a database,
  * truncated, fails quick_check, or lacks the raftsql_* tables),
- * RAFT_INVALID (page size differs from the live database), RAFT_BUSY (the
- * live database stayed locked), RAFT_IOERR, RAFT_NOMEM. */
+ * SQL_ERR_INVALID (page size differs from the live database), SQL_ERR_BUSY (the
+ * live database stayed locked), SQL_ERR_IOERR, SQL_ERR_NOMEM. */
 int sql_fsm_snapshot_install(struct sql_fsm *f, const char *path,
                              uint64_t *out_index, uint64_t *out_term);
 

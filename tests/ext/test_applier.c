@@ -16,7 +16,7 @@
 #include <cmocka.h>
 
 #include "ext/applier.h"
-#include "tests/sql/helpers.h"
+#include "tests/ext/helpers.h"
 
 /* Longest a test waits for the apply thread, ms. */
 #define WAIT_MS 5000
@@ -44,7 +44,7 @@ static void on_applied(void *data, const struct sql_fsm_entry *entries,
     }
     r->n_batches++;
     for (unsigned i = 0; i < n; i++) {
-        if (entries[i].index < 64 && entries[i].payload != NULL) {
+        if (entries[i].index < 64 && entries[i].data != NULL) {
             r->rcs[entries[i].index] = results[i].rc;
             r->rowids[entries[i].index] = results[i].last_insert_rowid;
         }
@@ -78,15 +78,14 @@ static void start(struct fixture *f, unsigned pace_ms, bool now)
         .applied = on_applied,
         .apply_now = apply_now,
     };
-    struct sql_fsm *fsm = NULL;
-    char msg[256];
+    struct sql_fsm *fsm;
 
     memset(&f->rec, 0, sizeof f->rec);
     pthread_mutex_init(&f->rec.mu, NULL);
     pthread_cond_init(&f->rec.cond, NULL);
     f->rec.apply_now = now;
     node_log_init(&f->log, 1, RAFT_LOG_ERROR + 1); /* quiet */
-    assert_int_equal(sql_fsm_open(f->db.path, &fsm, msg, sizeof msg), 0);
+    fsm = open_fsm(f->db.path);
     assert_int_equal(applier_start(fsm, &cfg, &hooks, &f->log, &f->a), 0);
 }
 
@@ -119,7 +118,7 @@ static void push_sql(struct fixture *f, raft_index index, const char *sql)
 {
     struct raft_entry e = {.term = 1, .index = index,
                            .type = RAFT_ENTRY_NORMAL};
-    e.data = make_request(index, sql);
+    e.data = request_buf(1, index, sql);
     assert_int_equal(applier_push(f->a, &e, 1), 0);
     raft_buf_unref(e.data);
 }

@@ -11,7 +11,7 @@
 #include <cmocka.h>
 
 #include "ext/forward.h"
-#include "tests/sql/helpers.h"
+#include "tests/ext/helpers.h"
 
 /* The fake node: records what forwarding asks of it. */
 struct fake {
@@ -91,8 +91,8 @@ static void test_held_then_one_batch(void **state)
 {
     struct fake f = {.leader = true};
     struct ext_forward *fw = new_forward(&f);
-    struct raft_buf *a = make_request_ex(2, 1, "SELECT 1", NULL, 0, 0, 0);
-    struct raft_buf *b = make_request_ex(3, 1, "SELECT 2", NULL, 0, 0, 0);
+    struct raft_buf *a = request_buf(2, 1, "SELECT 1");
+    struct raft_buf *b = request_buf(3, 1, "SELECT 2");
     struct raft_message ma = request(2, 1, a), mb = request(3, 1, b);
     (void)state;
 
@@ -132,7 +132,7 @@ static void test_refused_alone(void **state)
 {
     struct fake f = {.leader = false};
     struct ext_forward *fw = new_forward(&f);
-    struct raft_buf *good = make_request_ex(2, 1, "SELECT 1", NULL, 0, 0, 0);
+    struct raft_buf *good = request_buf(2, 1, "SELECT 1");
     struct raft_buf *garbage = raft_buf_copy("not a request", 13);
     struct raft_buf *big = raft_buf_new(1024 + 4096 + 1);
     struct raft_message m;
@@ -176,7 +176,7 @@ static void test_failed_proposal_answers_all(void **state)
 {
     struct fake f = {.leader = true, .propose_rc = RAFT_IOERR};
     struct ext_forward *fw = new_forward(&f);
-    struct raft_buf *a = make_request_ex(2, 1, "SELECT 1", NULL, 0, 0, 0);
+    struct raft_buf *a = request_buf(2, 1, "SELECT 1");
     struct raft_message m = request(2, 1, a);
     (void)state;
 

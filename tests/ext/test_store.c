@@ -15,7 +15,7 @@
 #include <cmocka.h>
 
 #include "ext/store.h"
-#include "tests/sql/helpers.h"
+#include "tests/ext/helpers.h"
 
 /* A log directory (inside a temporary directory that also holds a
  * database file) and its store. */
@@ -281,17 +281,20 @@ static void test_plan_compaction(void **state)
 static void snapshot_at(struct fixture *f, char *out, size_t out_len)
 {
     struct tmpdb src;
-    struct sql_fsm *fsm = NULL;
-    struct sql_fsm_entry e[2];
+    struct sql_fsm *fsm;
+    struct sql_fsm_entry e[2] = {{.index = 1, .term = 1},
+                                 {.index = 2, .term = 1}};
     struct sql_result r[2];
+    struct buf *b[2];
     uint64_t index = 0, term = 0;
     char msg[256] = "";
 
     tmpdb_init(&src);
-    assert_int_equal(sql_fsm_open(src.path, &fsm, msg, sizeof msg), 0);
-    e[0] = (struct sql_fsm_entry){1, 1, make_request(1, "CREATE TABLE t(x)")};
-    e[1] = (struct sql_fsm_entry){2, 1,
-                                  make_request(2, "INSERT INTO t VALUES(1)")};
+    fsm = open_fsm(src.path);
+    b[0] = make_request(1, "CREATE TABLE t(x)");
+    b[1] = make_request(2, "INSERT INTO t VALUES(1)");
+    entry_set_payload(&e[0], b[0]);
+    entry_set_payload(&e[1], b[1]);
     assert_int_equal(sql_fsm_apply(fsm, e, 2, r), 0);
     snprintf(out, out_len, "%s/snap", f->db.dir);
     assert_int_equal(
@@ -299,8 +302,8 @@ static void snapshot_at(struct fixture *f, char *out, size_t out_len)
     assert_int_equal(index, 2);
     sql_result_clear(&r[0]);
     sql_result_clear(&r[1]);
-    raft_buf_unref((struct raft_buf *)e[0].payload);
-    raft_buf_unref((struct raft_buf *)e[1].payload);
+    buf_free(b[0]);
+    buf_free(b[1]);
     sql_fsm_close(fsm);
     tmpdb_remove(&src);
 }
@@ -311,10 +314,8 @@ static struct ext_applier *new_applier(struct fixture *f)
     struct ext_applier_config cfg = {.snapshot_threshold = 1u << 30};
     struct ext_applier_hooks hooks = {0};
     struct ext_applier *a = NULL;
-    struct sql_fsm *fsm = NULL;
-    char msg[256];
-    assert_int_equal(sql_fsm_open(f->db.path, &fsm, msg, sizeof msg), 0);
-    assert_int_equal(applier_start(fsm, &cfg, &hooks, &f->log, &a), 0);
+    assert_int_equal(
+        applier_start(open_fsm(f->db.path), &cfg, &hooks, &f->log, &a), 0);
     return a;
 }
 

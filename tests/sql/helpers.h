@@ -1,6 +1,7 @@
 /* Helpers shared by the tests of sql/ (header-only, static inline): fresh
- * temporary database files, request entries, and reading a database back
- * through a separate plain connection. Include after <cmocka.h>. */
+ * temporary database files, request payloads and entries, and reading a
+ * database back through a separate plain connection. Include after
+ * <cmocka.h>. */
 
 #ifndef TESTS_SQL_HELPERS_H
 #define TESTS_SQL_HELPERS_H
@@ -48,34 +49,99 @@ static inline void tmpdb_remove(struct tmpdb *t)
     rmdir(t->dir);
 }
 
-/* make_request_ex encodes and stamps a request; the result is owned by
- * the caller (raft_buf_unref). */
-static inline struct raft_buf *make_request_ex(uint64_t origin,
-                                               uint64_t seq,
-                                               const char *sql,
-                                               const struct sql_param *ps,
-                                               unsigned n, int64_t time_ms,
-                                               uint64_t seed)
+/* A payload made by a test: @len bytes at @data, malloc'd with the struct
+ * (free it with buf_free). */
+struct buf {
+    size_t len;             /* bytes */
+    unsigned char data[];   /* payload */
+};
+
+/* buf_new returns a new buf of @len bytes (contents undefined). */
+static inline struct buf *buf_new(size_t len)
+{
+    struct buf *b = malloc(sizeof *b + len);
+
+    assert_non_null(b);
+    b->len = len;
+    return b;
+}
+
+/* buf_copy returns a new buf holding @len bytes of @p. */
+static inline struct buf *buf_copy(const void *p, size_t len)
+{
+    struct buf *b = buf_new(len);
+
+    memcpy(b->data, p, len);
+    return b;
+}
+
+/* buf_free frees @b (NULL is ignored). */
+static inline void buf_free(struct buf *b)
+{
+    free(b);
+}
+
+/* encode_request is sql_request_size, then sql_request_encode into a new
+ * buf (*@out, the caller's; left alone on failure). Returns
+ * sql_request_size's code, with its message in @msg (@msg_len bytes). */
+static inline int encode_request(const uint64_t id[2], const char *sql,
+                                 size_t sql_len, const struct sql_param *ps,
+                                 unsigned n, uint64_t max_bytes,
+                                 struct buf **out, char *msg, size_t msg_len)
+{
+    struct buf *b;
+    size_t len = 0;
+    int rc;
+
+    rc = sql_request_size(sql, sql_len, ps, n, max_bytes, &len, msg,
+                          msg_len);
+    if (rc != 0) {
+        return rc;
+    }
+    b = buf_new(len);
+    assert_int_equal(sql_request_encode(id, sql, sql_len, ps, n, b->data,
+                                        len),
+                     0);
+    *out = b;
+    return 0;
+}
+
+/* make_request_ex encodes and stamps (in place) a request; the result is
+ * owned by the caller (buf_free). */
+static inline struct buf *make_request_ex(uint64_t origin, uint64_t seq,
+                                          const char *sql,
+                                          const struct sql_param *ps,
+                                          unsigned n, int64_t time_ms,
+                                          uint64_t seed)
 {
     uint64_t id[2] = {origin, seq};
-    struct raft_buf *b = NULL, *stamped = NULL;
+    struct buf *b = NULL;
     char msg[256] = "";
     int rc;
 
-    rc = sql_request_encode(id, sql, strlen(sql), ps, n, UINT64_MAX, &b,
-                            msg, sizeof msg);
+    rc = encode_request(id, sql, strlen(sql), ps, n, UINT64_MAX, &b, msg,
+                        sizeof msg);
     if (rc != 0) {
         fail_msg("encode: %s", msg);
     }
-    assert_int_equal(sql_request_stamp(b, time_ms, seed, &stamped), 0);
-    raft_buf_unref(b);
-    return stamped;
+    assert_int_equal(
+        sql_request_stamp(b->data, b->len, time_ms, seed, b->data), 0);
+    return b;
 }
 
 /* make_request: request (1, @seq) with a fixed time and a seed of @seq. */
-static inline struct raft_buf *make_request(uint64_t seq, const char *sql)
+static inline struct buf *make_request(uint64_t seq, const char *sql)
 {
     return make_request_ex(1, seq, sql, NULL, 0, 1700000000000LL, seq);
+}
+
+/* entry_set_payload makes entry @e carry payload @b (NULL: a no-op
+ * entry, which carries no request). @b must outlive the entry's use. */
+static inline void entry_set_payload(struct sql_fsm_entry *e,
+                                     const struct buf *b)
+{
+    e->data = b != NULL ? b->data : NULL;
+    e->len = b != NULL ? b->len : 0;
 }
 
 /* query_text runs @sql (one row, one column expected) on a separate plain

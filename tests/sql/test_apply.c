@@ -1,7 +1,8 @@
-/* Tests of the apply connection (sql/apply.c) against fresh database
- * files: transactions per request and per batch, the applied index across
- * reopen, at-most-once, SQL errors as results, parameter binding, refused
- * statements, cluster-wide PRAGMAs, and environmental failures. */
+/* Tests of the apply connection (sql/fsm.c, apply.c, authorize.c,
+ * schema.c) against fresh database files: transactions per request and per
+ * batch, the applied index across reopen, at-most-once, SQL errors as
+ * results, parameter binding, refused statements, cluster-wide PRAGMAs, and
+ * environmental failures. */
 
 #include <setjmp.h>
 #include <stdarg.h>
@@ -13,7 +14,7 @@
 
 #include <cmocka.h>
 
-#include "sql/fsm.h"
+#include "sql/fsm_internal.h"
 #include "tests/sql/helpers.h"
 
 #define MAX_BATCH 16
@@ -33,7 +34,8 @@ static int setup(void **state)
 
     assert_non_null(f);
     tmpdb_init(&f->tmp);
-    if (sql_fsm_open(f->tmp.path, &f->fsm, msg, sizeof msg) != 0) {
+    if (sql_fsm_open(f->tmp.path, NULL, 0, &f->fsm, msg, sizeof msg) !=
+        0) {
         fail_msg("open: %s", msg);
     }
     *state = f;
@@ -67,14 +69,15 @@ static void reopen(struct fixture *f)
 
     sql_fsm_close(f->fsm);
     f->fsm = NULL;
-    if (sql_fsm_open(f->tmp.path, &f->fsm, msg, sizeof msg) != 0) {
+    if (sql_fsm_open(f->tmp.path, NULL, 0, &f->fsm, msg, sizeof msg) !=
+        0) {
         fail_msg("reopen: %s", msg);
     }
 }
 
 /* apply_bufs applies @n payloads (NULL: no-op) as one batch after the
  * applied index, consuming the bufs. Returns sql_fsm_apply's code. */
-static int apply_bufs(struct fixture *f, struct raft_buf **bufs, unsigned n)
+static int apply_bufs(struct fixture *f, struct buf **bufs, unsigned n)
 {
     struct sql_fsm_entry e[MAX_BATCH];
     uint64_t next = sql_fsm_applied(f->fsm) + 1;
@@ -86,14 +89,14 @@ static int apply_bufs(struct fixture *f, struct raft_buf **bufs, unsigned n)
     for (i = 0; i < n; i++) {
         e[i].index = next + i;
         e[i].term = 3;
-        e[i].payload = bufs[i];
+        entry_set_payload(&e[i], bufs[i]);
     }
     rc = sql_fsm_apply(f->fsm, e, n, f->res);
     if (rc == 0) {
         f->n_res = n;
     }
     for (i = 0; i < n; i++) {
-        raft_buf_unref(bufs[i]);
+        buf_free(bufs[i]);
     }
     return rc;
 }
@@ -105,7 +108,7 @@ static uint64_t next_seq = 100;
 static void apply_sqls(struct fixture *f, const char *const *sqls,
                        unsigned n)
 {
-    struct raft_buf *bufs[MAX_BATCH];
+    struct buf *bufs[MAX_BATCH];
     unsigned i;
     int rc;
 
@@ -158,7 +161,7 @@ static void test_open_fresh(void **state)
     assert_int_equal(sql_fsm_applied(f->fsm), 0);
     assert_query(f->tmp.path, "SELECT idx FROM raftsql_applied", "0");
     assert_query(f->tmp.path, "PRAGMA journal_mode", "wal");
-    assert_int_equal(sqlite3_prepare_v2(sql_fsm_db(f->fsm),
+    assert_int_equal(sqlite3_prepare_v2(f->fsm->db,
                                         "PRAGMA recursive_triggers", -1, &s,
                                         NULL),
                      SQLITE_OK);
@@ -176,8 +179,8 @@ static void test_open_errors(void **state)
     FILE *fp;
 
     snprintf(path, sizeof path, "%s/missing", f->tmp.dir);
-    assert_int_equal(sql_fsm_open(path, &g, msg, sizeof msg),
-                     RAFT_NOTFOUND);
+    assert_int_equal(sql_fsm_open(path, NULL, 0, &g, msg, sizeof msg),
+                     SQL_ERR_NOTFOUND);
     assert_ptr_equal(g, (struct sql_fsm *)0x1);
     assert_non_null(strstr(msg, "missing"));
 
@@ -186,7 +189,8 @@ static void test_open_errors(void **state)
     assert_non_null(fp);
     fprintf(fp, "%4096s", "this is not a SQLite database file");
     fclose(fp);
-    assert_int_equal(sql_fsm_open(path, &g, msg, sizeof msg), RAFT_CORRUPT);
+    assert_int_equal(sql_fsm_open(path, NULL, 0, &g, msg, sizeof msg),
+                     SQL_ERR_CORRUPT);
     assert_non_null(strstr(msg, "not a database"));
     unlink(path);
 }
@@ -303,10 +307,10 @@ static void test_applied_resumed(void **state)
 
     e.index = 6;
     e.term = 3;
-    e.payload = NULL;
-    assert_int_equal(sql_fsm_apply(f->fsm, &e, 1, &r), RAFT_INVALID);
+    entry_set_payload(&e, NULL);
+    assert_int_equal(sql_fsm_apply(f->fsm, &e, 1, &r), SQL_ERR_INVALID);
     e.index = 4;
-    assert_int_equal(sql_fsm_apply(f->fsm, &e, 1, &r), RAFT_INVALID);
+    assert_int_equal(sql_fsm_apply(f->fsm, &e, 1, &r), SQL_ERR_INVALID);
     assert_non_null(strstr(sql_fsm_errmsg(f->fsm), "expected 5"));
     assert_int_equal(sql_fsm_applied(f->fsm), 4);
 }
@@ -317,7 +321,7 @@ static void test_applied_resumed(void **state)
 static void test_duplicate(void **state)
 {
     struct fixture *f = *state;
-    struct raft_buf *b[4];
+    struct buf *b[4];
 
     apply1(f, "CREATE TABLE t(a)");
     b[0] = make_request_ex(7, 1, "INSERT INTO t VALUES (1)", NULL, 0, 0, 0);
@@ -355,7 +359,7 @@ static void test_duplicate(void **state)
 static void test_dedup_window(void **state)
 {
     struct fixture *f = *state;
-    struct raft_buf *b;
+    struct buf *b;
 
     assert_ok(apply1(f, "CREATE TABLE t(a)"));
     b = make_request_ex(9, 1, "INSERT INTO t VALUES (1)", NULL, 0, 0, 0);
@@ -365,7 +369,7 @@ static void test_dedup_window(void **state)
                  "SELECT idx FROM raftsql_requests WHERE origin = 9", "2");
     /* Jump ahead: entry 100002 is the last one inside the window. */
     assert_int_equal(
-        sql_fsm_exec(f->fsm, "UPDATE raftsql_applied SET idx = 100001"), 0);
+        fsm_exec(f->fsm, "UPDATE raftsql_applied SET idx = 100001"), 0);
     reopen(f);
     b = make_request_ex(9, 1, "INSERT INTO t VALUES (1)", NULL, 0, 0, 0);
     assert_int_equal(apply_bufs(f, &b, 1), 0);
@@ -385,9 +389,9 @@ static void test_dedup_window(void **state)
                  "100003");
     /* A batch whose prune bound crosses 1024 deletes every row up to it. */
     assert_int_equal(
-        sql_fsm_exec(f->fsm, "INSERT INTO raftsql_requests VALUES (7, 1, "
-                             "1024); UPDATE raftsql_applied SET idx = "
-                             "101023"),
+        fsm_exec(f->fsm, "INSERT INTO raftsql_requests VALUES (7, 1, "
+                         "1024); UPDATE raftsql_applied SET idx = "
+                         "101023"),
         0);
     reopen(f);
     b = make_request_ex(9, 2, "INSERT INTO t VALUES (1)", NULL, 0, 0, 0);
@@ -436,7 +440,7 @@ static void test_params(void **state)
 {
     struct fixture *f = *state;
     struct sql_param p[4];
-    struct raft_buf *b;
+    struct buf *b;
 
     memset(p, 0, sizeof p);
     assert_ok(apply1(f, "CREATE TABLE t(a, b)"));
@@ -490,7 +494,7 @@ static void test_value_types(void **state)
     static const char nul_text[] = {'a', 0, 'b'};
     static const char utf8[] = "\xc3\xa9\xe2\x82\xac\xf0\x9f\x98\x80";
     struct sql_param p[9];
-    struct raft_buf *b;
+    struct buf *b;
     unsigned i;
 
     memset(p, 0, sizeof p);
@@ -784,7 +788,7 @@ static void test_statement_cache(void **state)
 static void test_disk_full(void **state)
 {
     struct fixture *f = *state;
-    struct raft_buf *b[2];
+    struct buf *b[2];
     char sql[64];
     char *pages;
 
@@ -793,17 +797,17 @@ static void test_disk_full(void **state)
     assert_non_null(pages);
     snprintf(sql, sizeof sql, "PRAGMA max_page_count = %s", pages);
     free(pages);
-    assert_int_equal(sql_fsm_exec(f->fsm, sql), 0);
+    assert_int_equal(fsm_exec(f->fsm, sql), 0);
 
     b[0] = make_request(900, "INSERT INTO t VALUES (1)");
     b[1] = make_request(901, "INSERT INTO t VALUES (randomblob(100000))");
-    assert_int_equal(apply_bufs(f, b, 2), RAFT_IOERR);
+    assert_int_equal(apply_bufs(f, b, 2), SQL_ERR_IOERR);
     assert_non_null(strstr(sql_fsm_errmsg(f->fsm), "full"));
     assert_int_equal(sql_fsm_applied(f->fsm), 1);
     assert_query(f->tmp.path, "SELECT count(*) FROM t", "0");
     assert_query(f->tmp.path, "SELECT idx FROM raftsql_applied", "1");
 
-    assert_int_equal(sql_fsm_exec(f->fsm, "PRAGMA max_page_count = 100000"),
+    assert_int_equal(fsm_exec(f->fsm, "PRAGMA max_page_count = 100000"),
                      0);
     b[0] = make_request(900, "INSERT INTO t VALUES (1)");
     b[1] = make_request(901, "INSERT INTO t VALUES (randomblob(100000))");
@@ -819,12 +823,12 @@ static void test_disk_full(void **state)
 static void test_corrupt_payload(void **state)
 {
     struct fixture *f = *state;
-    struct raft_buf *b[2];
+    struct buf *b[2];
 
     assert_ok(apply1(f, "CREATE TABLE t(a)"));
     b[0] = make_request(950, "INSERT INTO t VALUES (1)");
-    b[1] = raft_buf_copy("garbage", 7);
-    assert_int_equal(apply_bufs(f, b, 2), RAFT_CORRUPT);
+    b[1] = buf_copy("garbage", 7);
+    assert_int_equal(apply_bufs(f, b, 2), SQL_ERR_CORRUPT);
     assert_non_null(strstr(sql_fsm_errmsg(f->fsm), "entry 3"));
     assert_int_equal(sql_fsm_applied(f->fsm), 1);
     assert_query(f->tmp.path, "SELECT count(*) FROM t", "0");
@@ -864,6 +868,48 @@ static void test_background_checkpoint_durable(void **state)
     assert_true(durable > 1);
 }
 
+/* fn_host is a function of the host: it returns 7. */
+static void fn_host(sqlite3_context *ctx, int argc, sqlite3_value **argv)
+{
+    (void)argc;
+    (void)argv;
+    sqlite3_result_int(ctx, 7);
+}
+
+/* register_host_fn is an auto-extension: it registers host_fn() on every
+ * new connection, the apply connection's too. */
+static int register_host_fn(sqlite3 *db, char **err,
+                            const struct sqlite3_api_routines *api)
+{
+    (void)err;
+    (void)api;
+    return sqlite3_create_function_v2(db, "host_fn", 0, SQLITE_UTF8, NULL,
+                                      fn_host, NULL, NULL, NULL);
+}
+
+/* The functions given to sql_fsm_open are removed from the apply
+ * connection; a request can call the others. */
+static void test_hidden_functions(void **state)
+{
+    static const struct sql_function hidden[] = {{"host_fn", 0}};
+    struct fixture *f = *state;
+    char msg[256];
+
+    assert_int_equal(
+        sqlite3_auto_extension((void (*)(void))register_host_fn), SQLITE_OK);
+    reopen(f);
+    assert_ok(apply1(f, "SELECT host_fn()"));
+    sql_fsm_close(f->fsm);
+    f->fsm = NULL;
+    if (sql_fsm_open(f->tmp.path, hidden, 1, &f->fsm, msg, sizeof msg) !=
+        0) {
+        fail_msg("open: %s", msg);
+    }
+    assert_error(apply1(f, "SELECT host_fn()"), SQLITE_ERROR,
+                 "no such function: host_fn");
+    sqlite3_cancel_auto_extension((void (*)(void))register_host_fn);
+}
+
 int main(void)
 {
 #define T(name) cmocka_unit_test_setup_teardown(name, setup, teardown)
@@ -887,6 +933,7 @@ int main(void)
         T(test_disk_full),
         T(test_corrupt_payload),
         T(test_background_checkpoint_durable),
+        T(test_hidden_functions),
     };
 #undef T
 

@@ -15,7 +15,6 @@
 #include <cmocka.h>
 
 #include "sql/determinism.h"
-#include "sql/fsm.h"
 #include "tests/sql/helpers.h"
 
 #define T0 1700000000123LL /* 2023-11-14 22:13:20.123 UTC */
@@ -31,7 +30,8 @@ static void replica_open(struct replica *r)
     char msg[256];
 
     tmpdb_init(&r->tmp);
-    if (sql_fsm_open(r->tmp.path, &r->fsm, msg, sizeof msg) != 0) {
+    if (sql_fsm_open(r->tmp.path, NULL, 0, &r->fsm, msg, sizeof msg) !=
+        0) {
         fail_msg("open: %s", msg);
     }
 }
@@ -44,7 +44,7 @@ static void replica_close(struct replica *r)
 
 /* replica_apply applies @n entries (index from 1 on) in batches of
  * @batch, expecting every request to succeed. */
-static void replica_apply(struct replica *r, struct raft_buf **bufs,
+static void replica_apply(struct replica *r, struct buf **bufs,
                           unsigned n, unsigned batch)
 {
     struct sql_fsm_entry e[32];
@@ -55,7 +55,7 @@ static void replica_apply(struct replica *r, struct raft_buf **bufs,
     for (i = 0; i < n; i++) {
         e[i].index = i + 1;
         e[i].term = 1;
-        e[i].payload = bufs[i];
+        entry_set_payload(&e[i], bufs[i]);
     }
     for (i = 0; i < n; i += batch) {
         unsigned m = n - i < batch ? n - i : batch;
@@ -74,7 +74,7 @@ static void replica_apply(struct replica *r, struct raft_buf **bufs,
 
 /* The workload: every source of nondeterminism SQLite has for "now" and
  * randomness, directly, in DEFAULTs and in triggers. */
-static unsigned workload(struct raft_buf **bufs, uint64_t seed_base)
+static unsigned workload(struct buf **bufs, uint64_t seed_base)
 {
     static const char *const sqls[] = {
         "CREATE TABLE t(id INTEGER PRIMARY KEY, r, b, d, j, u, f, dt, tm,"
@@ -111,7 +111,7 @@ static unsigned workload(struct raft_buf **bufs, uint64_t seed_base)
 static void test_replicas_identical(void **state)
 {
     struct replica a, b;
-    struct raft_buf *bufs[16];
+    struct buf *bufs[16];
     unsigned i, n = workload(bufs, 42);
     char *da, *db, *la, *lb;
 
@@ -135,7 +135,7 @@ static void test_replicas_identical(void **state)
     free(la);
     free(lb);
     for (i = 0; i < n; i++) {
-        raft_buf_unref(bufs[i]);
+        buf_free(bufs[i]);
     }
     replica_close(&a);
     replica_close(&b);
@@ -159,7 +159,7 @@ static void test_node_local_refused(void **state)
          "total_changes() counts each node's own history"},
     };
     struct replica a;
-    struct raft_buf *b;
+    struct buf *b;
     struct sql_fsm_entry e;
     struct sql_result res;
     unsigned i;
@@ -168,28 +168,28 @@ static void test_node_local_refused(void **state)
     replica_open(&a);
     b = make_request_ex(1, 1, "CREATE TABLE z(v)", NULL, 0, T0, 1);
     replica_apply(&a, &b, 1, 1);
-    raft_buf_unref(b);
+    buf_free(b);
     for (i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         b = make_request_ex(1, 2 + i, cases[i].sql, NULL, 0, T0, 1);
         e.index = 2 + i;
         e.term = 1;
-        e.payload = b;
+        entry_set_payload(&e, b);
         assert_int_equal(sql_fsm_apply(a.fsm, &e, 1, &res), 0);
         assert_int_not_equal(res.rc, 0);
         assert_non_null(strstr(res.errmsg, cases[i].err));
         sql_result_clear(&res);
-        raft_buf_unref(b);
+        buf_free(b);
     }
     b = make_request_ex(1, 100,
                         "INSERT INTO z VALUES (datetime('now', '+1 day'))",
                         NULL, 0, T0, 1);
     e.index = 2 + i;
     e.term = 1;
-    e.payload = b;
+    entry_set_payload(&e, b);
     assert_int_equal(sql_fsm_apply(a.fsm, &e, 1, &res), 0);
     assert_int_equal(res.rc, 0);
     sql_result_clear(&res);
-    raft_buf_unref(b);
+    buf_free(b);
     assert_query(a.tmp.path, "SELECT group_concat(v) FROM z",
                  "2023-11-15 22:13:20");
     replica_close(&a);
@@ -200,7 +200,7 @@ static void test_node_local_refused(void **state)
 static void test_now_is_entry_time(void **state)
 {
     struct replica a;
-    struct raft_buf *bufs[2];
+    struct buf *bufs[2];
 
     (void)state;
     replica_open(&a);
@@ -233,8 +233,8 @@ static void test_now_is_entry_time(void **state)
                  "1");
     assert_query(a.tmp.path, "SELECT ts FROM n WHERE rowid = 2",
                  "1970-01-01 00:00:00");
-    raft_buf_unref(bufs[0]);
-    raft_buf_unref(bufs[1]);
+    buf_free(bufs[0]);
+    buf_free(bufs[1]);
     replica_close(&a);
 }
 
@@ -245,7 +245,7 @@ static void test_now_is_entry_time(void **state)
 static void test_seed(void **state)
 {
     struct replica a;
-    struct raft_buf *bufs[4];
+    struct buf *bufs[4];
     const char *ins = "INSERT INTO r VALUES (random(), random(),"
                       " randomblob(16), length(randomblob(0)),"
                       " length(randomblob(-3)), length(randomblob(16)))";
@@ -276,7 +276,7 @@ static void test_seed(void **state)
     free(v2);
     free(v3);
     for (unsigned i = 0; i < 4; i++) {
-        raft_buf_unref(bufs[i]);
+        buf_free(bufs[i]);
     }
     replica_close(&a);
 }
@@ -365,7 +365,7 @@ static void test_shim_direct(void **state)
 static void test_two_fsms(void **state)
 {
     struct replica a, b;
-    struct raft_buf *ba, *bb;
+    struct buf *ba, *bb;
 
     (void)state;
     replica_open(&a);
@@ -378,8 +378,8 @@ static void test_two_fsms(void **state)
     replica_apply(&b, &bb, 1, 1);
     assert_query(a.tmp.path, "SELECT d FROM x", "1970-01-01");
     assert_query(b.tmp.path, "SELECT d FROM x", "2023-11-14");
-    raft_buf_unref(ba);
-    raft_buf_unref(bb);
+    buf_free(ba);
+    buf_free(bb);
     replica_close(&a);
     replica_close(&b);
 }

@@ -14,6 +14,7 @@
 #include <cmocka.h>
 
 #include "sql/sql.h"
+#include "tests/sql/helpers.h"
 
 /* Offsets of the documented format (request.c). */
 #define OFF_VERSION 2
@@ -85,22 +86,22 @@ static unsigned all_params(struct sql_param *ps)
     return n;
 }
 
-static struct raft_buf *encode_ok(const uint64_t id[2], const char *sql,
-                                  const struct sql_param *ps, unsigned n)
+static struct buf *encode_ok(const uint64_t id[2], const char *sql,
+                             const struct sql_param *ps, unsigned n)
 {
-    struct raft_buf *b = NULL;
+    struct buf *b = NULL;
     char msg[256] = "";
     int rc;
 
-    rc = sql_request_encode(id, sql, strlen(sql), ps, n, UINT64_MAX, &b,
-                            msg, sizeof msg);
+    rc = encode_request(id, sql, strlen(sql), ps, n, UINT64_MAX, &b,
+                        msg, sizeof msg);
     if (rc != 0) {
         fail_msg("encode: %d %s", rc, msg);
     }
     return b;
 }
 
-static struct raft_buf *encode_all(void)
+static struct buf *encode_all(void)
 {
     static const uint64_t id[2] = {UINT64_MAX, 12345};
     struct sql_param ps[32];
@@ -145,7 +146,7 @@ static void test_round_trip(void **state)
 {
     struct sql_param ps[32];
     unsigned n = all_params(ps), i;
-    struct raft_buf *b = encode_all();
+    struct buf *b = encode_all();
     struct sql_request r;
     char msg[256];
 
@@ -179,14 +180,14 @@ static void test_round_trip(void **state)
     assert_int_equal(r.params[13].value.bytes.len, 0);
     assert_int_equal(r.params[15].value.type, SQL_NULL);
     sql_request_free(&r);
-    raft_buf_unref(b);
+    buf_free(b);
 }
 
 /* A request without parameters decodes with a NULL array. */
 static void test_no_params(void **state)
 {
     static const uint64_t id[2] = {0, 0};
-    struct raft_buf *b = encode_ok(id, "SELECT 1", NULL, 0);
+    struct buf *b = encode_ok(id, "SELECT 1", NULL, 0);
     struct sql_request r;
 
     (void)state;
@@ -195,7 +196,7 @@ static void test_no_params(void **state)
     assert_int_equal(r.n_params, 0);
     assert_null(r.params);
     sql_request_free(&r);
-    raft_buf_unref(b);
+    buf_free(b);
 }
 
 /* decode_copy decodes an exact-size heap copy of the first @len bytes, so
@@ -223,20 +224,20 @@ static int decode_copy(const uint8_t *p, size_t len, char *msg,
  * message, without reading past it. */
 static void test_every_truncation(void **state)
 {
-    struct raft_buf *b = encode_all();
+    struct buf *b = encode_all();
     char msg[256];
     size_t cut;
 
     (void)state;
     for (cut = 0; cut < b->len; cut++) {
         msg[0] = '\0';
-        if (decode_copy(b->data, cut, msg, sizeof msg) != RAFT_CORRUPT) {
+        if (decode_copy(b->data, cut, msg, sizeof msg) != SQL_ERR_CORRUPT) {
             fail_msg("prefix of %zu/%zu bytes not refused", cut, b->len);
         }
         assert_true(msg[0] != '\0');
     }
     assert_int_equal(decode_copy(b->data, b->len, msg, sizeof msg), 0);
-    raft_buf_unref(b);
+    buf_free(b);
 }
 
 static void put32(uint8_t *p, uint32_t v)
@@ -254,7 +255,7 @@ static void test_malformed(void **state)
 {
     static const uint64_t id[2] = {1, 2};
     struct sql_param one = p_bytes(":n", SQL_TEXT, "v", 1);
-    struct raft_buf *b = encode_ok(id, "SELECT :n", &one, 1);
+    struct buf *b = encode_ok(id, "SELECT :n", &one, 1);
     size_t len = b->len;
     uint8_t *p = malloc(len + 1);
     size_t param = HEADER + strlen("SELECT :n");
@@ -268,76 +269,76 @@ static void test_malformed(void **state)
 
     RESET();
     p[OFF_VERSION] = 2;
-    assert_int_equal(decode_copy(p, len, msg, sizeof msg), RAFT_FORMAT);
+    assert_int_equal(decode_copy(p, len, msg, sizeof msg), SQL_ERR_FORMAT);
     assert_non_null(strstr(msg, "version 2"));
 
     RESET();
     p[0] = 'X';
-    assert_int_equal(decode_copy(p, len, msg, sizeof msg), RAFT_CORRUPT);
+    assert_int_equal(decode_copy(p, len, msg, sizeof msg), SQL_ERR_CORRUPT);
 
     RESET();
     p[OFF_FLAGS] = 1;
-    assert_int_equal(decode_copy(p, len, msg, sizeof msg), RAFT_CORRUPT);
+    assert_int_equal(decode_copy(p, len, msg, sizeof msg), SQL_ERR_CORRUPT);
 
     RESET();
     p[len] = 0;
-    assert_int_equal(decode_copy(p, len + 1, msg, sizeof msg), RAFT_CORRUPT);
+    assert_int_equal(decode_copy(p, len + 1, msg, sizeof msg), SQL_ERR_CORRUPT);
     assert_non_null(strstr(msg, "trailing"));
 
     RESET();
     put32(p + OFF_N_PARAMS, UINT32_MAX);
-    assert_int_equal(decode_copy(p, len, msg, sizeof msg), RAFT_CORRUPT);
+    assert_int_equal(decode_copy(p, len, msg, sizeof msg), SQL_ERR_CORRUPT);
 
     RESET();
     put32(p + OFF_N_PARAMS, 0);
-    assert_int_equal(decode_copy(p, len, msg, sizeof msg), RAFT_CORRUPT);
+    assert_int_equal(decode_copy(p, len, msg, sizeof msg), SQL_ERR_CORRUPT);
 
     RESET();
     put32(p + OFF_SQL_LEN, UINT32_MAX);
-    assert_int_equal(decode_copy(p, len, msg, sizeof msg), RAFT_CORRUPT);
+    assert_int_equal(decode_copy(p, len, msg, sizeof msg), SQL_ERR_CORRUPT);
 
     RESET();
     put32(p + OFF_SQL_LEN, 0);
-    assert_int_equal(decode_copy(p, len, msg, sizeof msg), RAFT_CORRUPT);
+    assert_int_equal(decode_copy(p, len, msg, sizeof msg), SQL_ERR_CORRUPT);
 
     RESET();
     p[HEADER + 2] = 0; /* a NUL byte inside the SQL text */
-    assert_int_equal(decode_copy(p, len, msg, sizeof msg), RAFT_CORRUPT);
+    assert_int_equal(decode_copy(p, len, msg, sizeof msg), SQL_ERR_CORRUPT);
 
     RESET();
     p[param] = 0;
-    assert_int_equal(decode_copy(p, len, msg, sizeof msg), RAFT_CORRUPT);
+    assert_int_equal(decode_copy(p, len, msg, sizeof msg), SQL_ERR_CORRUPT);
     RESET();
     p[param] = 6;
-    assert_int_equal(decode_copy(p, len, msg, sizeof msg), RAFT_CORRUPT);
+    assert_int_equal(decode_copy(p, len, msg, sizeof msg), SQL_ERR_CORRUPT);
     RESET();
     p[param + 1] = 2;
-    assert_int_equal(decode_copy(p, len, msg, sizeof msg), RAFT_CORRUPT);
+    assert_int_equal(decode_copy(p, len, msg, sizeof msg), SQL_ERR_CORRUPT);
     RESET();
     put32(p + param + 2, UINT32_MAX); /* name length */
-    assert_int_equal(decode_copy(p, len, msg, sizeof msg), RAFT_CORRUPT);
+    assert_int_equal(decode_copy(p, len, msg, sizeof msg), SQL_ERR_CORRUPT);
     RESET();
     put32(p + param + 2, 0);
-    assert_int_equal(decode_copy(p, len, msg, sizeof msg), RAFT_CORRUPT);
+    assert_int_equal(decode_copy(p, len, msg, sizeof msg), SQL_ERR_CORRUPT);
     RESET();
     p[param + 6 + 2] = 'x'; /* the name's terminating NUL */
-    assert_int_equal(decode_copy(p, len, msg, sizeof msg), RAFT_CORRUPT);
+    assert_int_equal(decode_copy(p, len, msg, sizeof msg), SQL_ERR_CORRUPT);
     RESET();
     p[param + 6] = 'n'; /* a name not starting with ? : @ $ */
-    assert_int_equal(decode_copy(p, len, msg, sizeof msg), RAFT_CORRUPT);
+    assert_int_equal(decode_copy(p, len, msg, sizeof msg), SQL_ERR_CORRUPT);
     RESET();
     put32(p + param + 9, UINT32_MAX); /* value length */
-    assert_int_equal(decode_copy(p, len, msg, sizeof msg), RAFT_CORRUPT);
+    assert_int_equal(decode_copy(p, len, msg, sizeof msg), SQL_ERR_CORRUPT);
 #undef RESET
     free(p);
-    raft_buf_unref(b);
+    buf_free(b);
 }
 
 /* Seeded mutations of a valid payload either decode or fail cleanly with
  * CORRUPT or FORMAT: no crash, no overread, no leak. */
 static void test_fuzz_mutations(void **state)
 {
-    struct raft_buf *b = encode_all();
+    struct buf *b = encode_all();
     uint8_t *p = malloc(b->len);
     uint64_t seed = 0x5eed1234u;
     int iter, ok = 0;
@@ -360,7 +361,7 @@ static void test_fuzz_mutations(void **state)
             len = (size_t)((seed >> 20) % b->len);
         }
         rc = decode_copy(p, len, NULL, 0);
-        if (rc != 0 && rc != RAFT_CORRUPT && rc != RAFT_FORMAT) {
+        if (rc != 0 && rc != SQL_ERR_CORRUPT && rc != SQL_ERR_FORMAT) {
             fail_msg("iteration %d: rc %d (seed 0x5eed1234)", iter, rc);
         }
         ok += rc == 0;
@@ -368,7 +369,7 @@ static void test_fuzz_mutations(void **state)
     /* Some mutations (inside values) keep the payload valid. */
     assert_true(ok > 0);
     free(p);
-    raft_buf_unref(b);
+    buf_free(b);
 }
 
 /* The size limit is exact, and the message names both numbers. */
@@ -378,26 +379,26 @@ static void test_toobig(void **state)
     const char *sql = "INSERT INTO t VALUES (?)";
     struct sql_param p = p_bytes(NULL, SQL_BLOB, blob_bytes,
                                  sizeof blob_bytes);
-    struct raft_buf *b = NULL;
+    struct buf *b = NULL;
     size_t len;
     char msg[256], want[256];
 
     (void)state;
-    assert_int_equal(sql_request_encode(id, sql, strlen(sql), &p, 1,
-                                        UINT64_MAX, &b, msg, sizeof msg),
+    assert_int_equal(encode_request(id, sql, strlen(sql), &p, 1,
+                                    UINT64_MAX, &b, msg, sizeof msg),
                      0);
     len = b->len;
-    raft_buf_unref(b);
+    buf_free(b);
     b = NULL;
-    assert_int_equal(sql_request_encode(id, sql, strlen(sql), &p, 1, len, &b,
-                                        msg, sizeof msg),
+    assert_int_equal(encode_request(id, sql, strlen(sql), &p, 1, len, &b,
+                                    msg, sizeof msg),
                      0);
     assert_int_equal(b->len, len);
-    raft_buf_unref(b);
+    buf_free(b);
     b = NULL;
-    assert_int_equal(sql_request_encode(id, sql, strlen(sql), &p, 1,
-                                        len - 1, &b, msg, sizeof msg),
-                     RAFT_TOOBIG);
+    assert_int_equal(encode_request(id, sql, strlen(sql), &p, 1,
+                                    len - 1, &b, msg, sizeof msg),
+                     SQL_ERR_TOOBIG);
     assert_null(b);
     snprintf(want, sizeof want,
              "request of %zu bytes exceeds max_request_bytes (%zu)", len,
@@ -410,30 +411,30 @@ static void test_invalid(void **state)
 {
     static const uint64_t id[2] = {1, 1};
     struct sql_param p;
-    struct raft_buf *b = NULL;
+    struct buf *b = NULL;
     char msg[256];
 
     (void)state;
-    assert_int_equal(sql_request_encode(id, "", 0, NULL, 0, UINT64_MAX, &b,
-                                        msg, sizeof msg),
-                     RAFT_INVALID);
-    assert_int_equal(sql_request_encode(id, "a\0b", 3, NULL, 0, UINT64_MAX,
-                                        &b, msg, sizeof msg),
-                     RAFT_INVALID);
+    assert_int_equal(encode_request(id, "", 0, NULL, 0, UINT64_MAX, &b,
+                                    msg, sizeof msg),
+                     SQL_ERR_INVALID);
+    assert_int_equal(encode_request(id, "a\0b", 3, NULL, 0, UINT64_MAX,
+                                    &b, msg, sizeof msg),
+                     SQL_ERR_INVALID);
     p = p_null(NULL);
     p.value.type = 9;
-    assert_int_equal(sql_request_encode(id, "SELECT ?", 8, &p, 1, UINT64_MAX,
-                                        &b, msg, sizeof msg),
-                     RAFT_INVALID);
+    assert_int_equal(encode_request(id, "SELECT ?", 8, &p, 1, UINT64_MAX,
+                                    &b, msg, sizeof msg),
+                     SQL_ERR_INVALID);
     assert_non_null(strstr(msg, "parameter 1"));
     p = p_bytes(NULL, SQL_TEXT, NULL, 3);
-    assert_int_equal(sql_request_encode(id, "SELECT ?", 8, &p, 1, UINT64_MAX,
-                                        &b, msg, sizeof msg),
-                     RAFT_INVALID);
+    assert_int_equal(encode_request(id, "SELECT ?", 8, &p, 1, UINT64_MAX,
+                                    &b, msg, sizeof msg),
+                     SQL_ERR_INVALID);
     p = p_int("a", 1);
-    assert_int_equal(sql_request_encode(id, "SELECT :a", 9, &p, 1,
-                                        UINT64_MAX, &b, msg, sizeof msg),
-                     RAFT_INVALID);
+    assert_int_equal(encode_request(id, "SELECT :a", 9, &p, 1,
+                                    UINT64_MAX, &b, msg, sizeof msg),
+                     SQL_ERR_INVALID);
     assert_null(b);
 }
 
@@ -448,21 +449,22 @@ static uint64_t get64(const uint8_t *p)
     return v;
 }
 
-/* Stamping copies the payload with the time and seed patched at their
- * fixed offsets; the input is untouched and the rest is identical. */
+/* Stamping writes the payload with the time and seed patched at their
+ * fixed offsets into the caller's buffer; the input is untouched and the
+ * rest is identical. Stamping in place gives the same bytes. */
 static void test_stamp(void **state)
 {
-    struct raft_buf *b = encode_all();
-    struct raft_buf *s = NULL;
+    struct buf *b = encode_all();
+    struct buf *s = buf_new(b->len);
+    struct buf *junk = buf_copy("not a request at all, no", 24);
+    struct buf *out = buf_new(24);
     struct sql_request r;
     uint64_t id[2];
 
     (void)state;
-    assert_int_equal(sql_request_stamp(b, -1234567890123LL,
-                                       0xfedcba9876543210ULL, &s),
+    assert_int_equal(sql_request_stamp(b->data, b->len, -1234567890123LL,
+                                       0xfedcba9876543210ULL, s->data),
                      0);
-    assert_ptr_not_equal(s, b);
-    assert_int_equal(s->len, b->len);
     assert_true(get64(b->data + OFF_TIME) == 0);
     assert_true(get64(b->data + OFF_SEED) == 0);
     assert_true(get64(s->data + OFF_TIME) == (uint64_t)-1234567890123LL);
@@ -477,18 +479,59 @@ static void test_stamp(void **state)
     assert_int_equal(sql_request_id(s->data, s->len, id), 0);
     assert_true(id[0] == UINT64_MAX && id[1] == 12345);
     assert_int_equal(sql_request_id(s->data, HEADER - 1, id),
-                     RAFT_CORRUPT);
-    raft_buf_unref(s);
+                     SQL_ERR_CORRUPT);
 
-    {
-        struct raft_buf *junk = raft_buf_copy("not a request at all, no", 24);
+    assert_int_equal(sql_request_stamp(b->data, b->len, -1234567890123LL,
+                                       0xfedcba9876543210ULL, b->data),
+                     0);
+    assert_memory_equal(b->data, s->data, b->len);
 
-        s = NULL;
-        assert_int_equal(sql_request_stamp(junk, 1, 1, &s), RAFT_CORRUPT);
-        assert_null(s);
-        raft_buf_unref(junk);
-    }
-    raft_buf_unref(b);
+    memset(out->data, 0xaa, out->len);
+    assert_int_equal(sql_request_stamp(junk->data, junk->len, 1, 1,
+                                       out->data),
+                     SQL_ERR_CORRUPT);
+    assert_int_equal(out->data[0], 0xaa);
+    assert_int_equal(out->data[23], 0xaa);
+    buf_free(out);
+    buf_free(junk);
+    buf_free(s);
+    buf_free(b);
+}
+
+/* sql_request_encode writes exactly the size sql_request_size gave, and
+ * refuses another size or an invalid request without writing. */
+static void test_encode_size(void **state)
+{
+    static const uint64_t id[2] = {7, 8};
+    const char *sql = "SELECT :n";
+    struct sql_param p = p_int(":n", 5);
+    unsigned char out[128];
+    uint64_t got[2];
+    size_t len = 0;
+    char msg[256];
+
+    (void)state;
+    assert_int_equal(sql_request_size(sql, strlen(sql), &p, 1, UINT64_MAX,
+                                      &len, msg, sizeof msg),
+                     0);
+    assert_true(len < sizeof out);
+    memset(out, 0xaa, sizeof out);
+    assert_int_equal(sql_request_encode(id, sql, strlen(sql), &p, 1, out,
+                                        len - 1),
+                     SQL_ERR_INVALID);
+    assert_int_equal(out[0], 0xaa);
+    assert_int_equal(sql_request_encode(id, "", 0, NULL, 0, out, len),
+                     SQL_ERR_INVALID);
+    assert_int_equal(out[0], 0xaa);
+    assert_int_equal(sql_request_encode(id, sql, strlen(sql), &p, 1, out,
+                                        len),
+                     0);
+    assert_int_equal(out[len], 0xaa);
+    assert_int_equal(sql_request_id(out, len, got), 0);
+    assert_true(got[0] == 7 && got[1] == 8);
+    assert_string_equal(sql_strerror(SQL_ERR_TOOBIG), "too big");
+    assert_string_equal(sql_strerror(0), "ok");
+    assert_string_equal(sql_strerror(99), "unknown error");
 }
 
 int main(void)
@@ -502,6 +545,7 @@ int main(void)
         cmocka_unit_test(test_toobig),
         cmocka_unit_test(test_invalid),
         cmocka_unit_test(test_stamp),
+        cmocka_unit_test(test_encode_size),
     };
 
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -20,7 +20,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "sql/fsm.h"
+#include "sql/fsm_internal.h"
 #include "tests/sql/helpers.h"
 
 #define MAX_BATCH 16
@@ -46,7 +46,8 @@ static void node_open(struct node *n)
 {
     char msg[256] = "";
 
-    if (sql_fsm_open(n->tmp.path, &n->fsm, msg, sizeof msg) != 0) {
+    if (sql_fsm_open(n->tmp.path, NULL, 0, &n->fsm, msg, sizeof msg) !=
+        0) {
         fail_msg("open %s: %s", n->tmp.path, msg);
     }
 }
@@ -105,6 +106,7 @@ static int apply_batch(struct sql_fsm *fsm, const char *const *sqls,
                        unsigned n, struct sql_result *results)
 {
     struct sql_fsm_entry e[MAX_BATCH];
+    struct buf *bufs[MAX_BATCH];
     struct sql_result own[MAX_BATCH];
     struct sql_result *res = results != NULL ? results : own;
     uint64_t next = sql_fsm_applied(fsm) + 1;
@@ -114,12 +116,12 @@ static int apply_batch(struct sql_fsm *fsm, const char *const *sqls,
     for (i = 0; i < n; i++) {
         e[i].index = next + i;
         e[i].term = TERM;
-        e[i].payload = make_request(atomic_fetch_add(&next_seq, 1),
-                                    sqls[i]);
+        bufs[i] = make_request(atomic_fetch_add(&next_seq, 1), sqls[i]);
+        entry_set_payload(&e[i], bufs[i]);
     }
     rc = sql_fsm_apply(fsm, e, n, res);
     for (i = 0; i < n; i++) {
-        raft_buf_unref((struct raft_buf *)e[i].payload);
+        buf_free(bufs[i]);
         if (rc == 0 && results == NULL) {
             if (res[i].rc != SQLITE_OK) {
                 rc = -1;
@@ -368,7 +370,7 @@ static void test_create_consistent(void **state)
     index = term = 77;
     assert_int_equal(sql_fsm_snapshot_create(f->a.fsm, path, &index, &term,
                                              msg, sizeof msg),
-                     RAFT_INVALID);
+                     SQL_ERR_INVALID);
     assert_non_null(strstr(msg, "exists"));
     assert_int_equal(index, 77);
     assert_int_equal(bank_check_file(path), 61);
@@ -678,10 +680,10 @@ static void test_install_refuses_bad_files(void **state)
     size = (long)file_size(good);
     assert_true(size > 8192);
 
-    expect_refused(f, bad, RAFT_NOTFOUND, "snap-1", before);
+    expect_refused(f, bad, SQL_ERR_NOTFOUND, "snap-1", before);
 
     copy_file(good, bad, size / 2);
-    expect_refused(f, bad, RAFT_CORRUPT, "snap-1", before);
+    expect_refused(f, bad, SQL_ERR_CORRUPT, "snap-1", before);
     unlink(bad);
 
     {
@@ -696,14 +698,14 @@ static void test_install_refuses_bad_files(void **state)
         }
         fclose(fp);
     }
-    expect_refused(f, bad, RAFT_CORRUPT, "not a", before);
+    expect_refused(f, bad, SQL_ERR_CORRUPT, "not a", before);
     unlink(bad);
 
     /* Pages 2 and 4: b-tree page headers overwritten. */
     copy_file(good, bad, -1);
     patch_file(bad, 4096, 0x7f, 8);
     patch_file(bad, 3 * 4096, 0x7f, 8);
-    expect_refused(f, bad, RAFT_CORRUPT, "snap-1", before);
+    expect_refused(f, bad, SQL_ERR_CORRUPT, "snap-1", before);
     unlink(bad);
 
     /* A sound database that is not a raftsql snapshot. */
@@ -711,7 +713,7 @@ static void test_install_refuses_bad_files(void **state)
     assert_int_equal(sqlite3_exec(db, "CREATE TABLE t(x)", NULL, NULL, NULL),
                      SQLITE_OK);
     sqlite3_close(db);
-    expect_refused(f, bad, RAFT_CORRUPT, "raftsql_applied", before);
+    expect_refused(f, bad, SQL_ERR_CORRUPT, "raftsql_applied", before);
     unlink(bad);
 
     /* A snapshot with another page size cannot be copied into WAL. */
@@ -721,7 +723,7 @@ static void test_install_refuses_bad_files(void **state)
                                   NULL, NULL, NULL),
                      SQLITE_OK);
     sqlite3_close(db);
-    expect_refused(f, bad, RAFT_INVALID, "page", before);
+    expect_refused(f, bad, SQL_ERR_INVALID, "page", before);
     unlink(bad);
 
     /* A failure during the copy itself (here: another connection holds
@@ -729,9 +731,9 @@ static void test_install_refuses_bad_files(void **state)
     assert_int_equal(sqlite3_open(f->b.tmp.path, &db), SQLITE_OK);
     assert_int_equal(sqlite3_exec(db, "BEGIN IMMEDIATE", NULL, NULL, NULL),
                      SQLITE_OK);
-    sqlite3_busy_timeout(sql_fsm_db(f->b.fsm), 20);
-    expect_refused(f, good, RAFT_BUSY, "backup", before);
-    sqlite3_busy_timeout(sql_fsm_db(f->b.fsm), 5000);
+    sqlite3_busy_timeout(f->b.fsm->db, 20);
+    expect_refused(f, good, SQL_ERR_BUSY, "backup", before);
+    sqlite3_busy_timeout(f->b.fsm->db, 5000);
     assert_int_equal(sqlite3_exec(db, "ROLLBACK", NULL, NULL, NULL),
                      SQLITE_OK);
     sqlite3_close(db);
@@ -747,7 +749,7 @@ static void test_install_refuses_bad_files(void **state)
  * checkpoints), behind it after applies (synchronous=NORMAL commits are
  * not fsynced), raised to it by a checkpoint, which empties the WAL; a
  * reader holding old WAL frames makes the checkpoint give up with
- * RAFT_BUSY and the durable index stays. */
+ * SQL_ERR_BUSY and the durable index stays. */
 static void test_durable_index(void **state)
 {
     struct fixture *f = *state;
@@ -778,7 +780,7 @@ static void test_durable_index(void **state)
     assert_int_equal(bank_check(r), 8);
     assert_int_equal(transfers(f->a.fsm, 2, 2), 0);
     durable = 42;
-    assert_int_equal(sql_fsm_checkpoint(f->a.fsm, &durable), RAFT_BUSY);
+    assert_int_equal(sql_fsm_checkpoint(f->a.fsm, &durable), SQL_ERR_BUSY);
     assert_int_equal(durable, 42);
     assert_int_equal(sql_fsm_durable(f->a.fsm), 8);
     assert_non_null(strstr(sql_fsm_errmsg(f->a.fsm), "durable index stays"));

@@ -1,0 +1,252 @@
+/* The checkpointer thread and the durable index of the state machine: the
+ * index up to which the Raft log may be compacted (sql.h, "The durable
+ * point").
+ *
+ * Happy path: the apply connection runs synchronous=NORMAL (commits are not
+ * fsynced). Its WAL hook (on_wal) wakes the checkpointer thread once the WAL
+ * holds CHECKPOINT__FRAMES frames; the thread runs a passive checkpoint on a
+ * connection of its own and, when that backfilled every frame, records the
+ * applied index of the last commit as durable; the apply thread folds it in
+ * after its next commit (checkpoint_committed). This keeps the routine
+ * backfill out of the apply connection's commits, where SQLite's automatic
+ * checkpoint stalled every waiting caller (docs/performance.md).
+ * sql_fsm_checkpoint, on the apply thread, runs a TRUNCATE checkpoint when
+ * the background one cannot move the durable index (a WAL under the
+ * threshold, readers holding frames back, the log full).
+ *
+ * Failure modes:
+ * - The checkpointer cannot start (open, PRAGMA or thread failure): the
+ *   apply connection keeps SQLite's automatic checkpoint; slower, same
+ *   result.
+ * - A passive checkpoint fails or leaves frames behind (readers hold them):
+ *   nothing is recorded; the next one, or sql_fsm_checkpoint, which
+ *   reports errors, catches up.
+ * - sql_fsm_checkpoint waits CHECKPOINT__WAIT_MS for readers, then gives up
+ *   with SQL_ERR_BUSY and leaves the durable index as it was.
+ * - The database is replaced or reread (snapshot install): checkpoint_reset
+ *   bumps a generation, so a checkpoint begun before reports nothing.
+ *
+ * Invariant: at most one checkpoint runs at a time on either connection
+ * (run_mu), so the durable checkpoint never fails for the checkpointer. */
+
+#include <inttypes.h>
+#include <pthread.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+#include <sqlite3.h>
+
+#include "fsm_internal.h"
+
+/* How long a checkpoint waits for readers before giving up. */
+#define CHECKPOINT__WAIT_MS 100
+/* WAL frames after which the checkpointer thread backfills the WAL into
+ * the database file (SQLite's own automatic checkpoint threshold). */
+#define CHECKPOINT__FRAMES 1000
+
+void checkpoint_init(struct sql_ckpt *c)
+{
+    pthread_mutex_init(&c->sig_mu, NULL);
+    pthread_mutex_init(&c->run_mu, NULL);
+    pthread_cond_init(&c->cond, NULL);
+}
+
+void checkpoint_destroy(struct sql_ckpt *c)
+{
+    pthread_cond_destroy(&c->cond);
+    pthread_mutex_destroy(&c->run_mu);
+    pthread_mutex_destroy(&c->sig_mu);
+}
+
+void checkpoint_committed(struct sql_fsm *f)
+{
+    struct sql_ckpt *c = &f->ckpt;
+
+    pthread_mutex_lock(&c->sig_mu);
+    c->committed = f->applied;
+    if (c->durable > f->durable) {
+        f->durable = c->durable;
+    }
+    pthread_mutex_unlock(&c->sig_mu);
+}
+
+void checkpoint_reset(struct sql_fsm *f)
+{
+    struct sql_ckpt *c = &f->ckpt;
+
+    pthread_mutex_lock(&c->sig_mu);
+    c->gen++;
+    c->committed = f->applied;
+    c->durable = 0;
+    pthread_mutex_unlock(&c->sig_mu);
+}
+
+/* on_wal is the apply connection's WAL hook, called after each commit
+ * with the WAL's frame count: past the threshold, wake the checkpointer.
+ * Never blocks on a running checkpoint. */
+static int on_wal(void *arg, sqlite3 *db, const char *name, int n_frames)
+{
+    struct sql_ckpt *c = arg;
+
+    (void)db;
+    (void)name;
+    if (n_frames >= CHECKPOINT__FRAMES) {
+        pthread_mutex_lock(&c->sig_mu);
+        if (!c->want) {
+            c->want = true;
+            pthread_cond_signal(&c->cond);
+        }
+        pthread_mutex_unlock(&c->sig_mu);
+    }
+    return SQLITE_OK;
+}
+
+/* ckpt_main runs a passive checkpoint each time on_wal asks for one, and
+ * when it backfilled every frame, records the applied index it made
+ * durable. A failure is left for the next one, and for the durable
+ * checkpoint of sql_fsm_checkpoint, which reports errors. */
+static void *ckpt_main(void *arg)
+{
+    struct sql_ckpt *c = arg;
+    uint64_t committed;
+    uint64_t gen;
+    int n_log;
+    int n_ckpt;
+    int rc;
+
+    /* Named for top -H and perf (best effort). */
+    pthread_setname_np(pthread_self(), "raftsql-ckpt");
+    pthread_mutex_lock(&c->sig_mu);
+    for (;;) {
+        while (!c->stop && !c->want) {
+            pthread_cond_wait(&c->cond, &c->sig_mu);
+        }
+        if (c->stop) {
+            break;
+        }
+        c->want = false;
+        committed = c->committed;
+        gen = c->gen;
+        pthread_mutex_unlock(&c->sig_mu);
+        pthread_mutex_lock(&c->run_mu);
+        n_log = -1;
+        n_ckpt = -1;
+        rc = sqlite3_wal_checkpoint_v2(c->db, "main",
+                                       SQLITE_CHECKPOINT_PASSIVE, &n_log,
+                                       &n_ckpt);
+        pthread_mutex_unlock(&c->run_mu);
+        pthread_mutex_lock(&c->sig_mu);
+        /* Invariant: @committed's commit finished before this checkpoint
+         * read the WAL index, so its frames are among the n_log it saw,
+         * and a checkpoint fsyncs the WAL before it copies (this
+         * connection runs at synchronous=FULL). With every frame copied,
+         * those frames survive a power loss either in the database file
+         * or in the WAL: SQLite fsyncs the file after a copy unless a
+         * commit came meanwhile, and restarts or truncates the WAL only
+         * after a checkpoint that fsynced the file. So @committed is
+         * durable. The apply thread folds it in (sql_fsm_apply). */
+        if (rc == SQLITE_OK && n_log >= 0 && n_ckpt == n_log &&
+            gen == c->gen && committed > c->durable) {
+            c->durable = committed;
+        }
+    }
+    pthread_mutex_unlock(&c->sig_mu);
+    return NULL;
+}
+
+void checkpoint_start(struct sql_fsm *f)
+{
+    struct sql_ckpt *c = &f->ckpt;
+    sqlite3 *db = NULL;
+
+    if (sqlite3_open_v2(f->path, &db, SQLITE_OPEN_READWRITE, NULL) !=
+        SQLITE_OK) {
+        sqlite3_close(db);
+        return;
+    }
+    /* Its checkpoints must fsync (the durable index relies on it),
+     * whatever this SQLite's compiled-in default. */
+    if (sqlite3_exec(db, "PRAGMA synchronous=FULL", NULL, NULL, NULL) !=
+        SQLITE_OK) {
+        sqlite3_close(db);
+        return;
+    }
+    /* A first read makes the connection find the WAL: until then its
+     * checkpoints do nothing. */
+    if (sqlite3_exec(db, "SELECT count(*) FROM sqlite_schema", NULL, NULL,
+                     NULL) != SQLITE_OK) {
+        sqlite3_close(db);
+        return;
+    }
+    c->db = db;
+    c->committed = f->applied;
+    if (pthread_create(&c->thread, NULL, ckpt_main, c) != 0) {
+        c->db = NULL;
+        sqlite3_close(db);
+        return;
+    }
+    /* Replaces the automatic checkpoint (a WAL hook of its own). */
+    sqlite3_wal_hook(f->db, on_wal, c);
+}
+
+void checkpoint_stop(struct sql_fsm *f)
+{
+    struct sql_ckpt *c = &f->ckpt;
+
+    if (c->db == NULL) {
+        return;
+    }
+    pthread_mutex_lock(&c->sig_mu);
+    c->stop = true;
+    pthread_cond_signal(&c->cond);
+    pthread_mutex_unlock(&c->sig_mu);
+    pthread_join(c->thread, NULL);
+    sqlite3_close(c->db);
+    c->db = NULL;
+}
+
+uint64_t sql_fsm_durable(const struct sql_fsm *f)
+{
+    return f->durable;
+}
+
+int sql_fsm_checkpoint(struct sql_fsm *f, uint64_t *out_durable_index)
+{
+    int n_log = -1;
+    int n_ckpt = -1;
+    int rc;
+
+    /* Wait briefly for readers (a snapshot copy may hold one for long):
+     * the apply thread must not stall behind them. */
+    sqlite3_busy_timeout(f->db, CHECKPOINT__WAIT_MS);
+    pthread_mutex_lock(&f->ckpt.run_mu);
+    rc = sqlite3_wal_checkpoint_v2(f->db, "main",
+                                   SQLITE_CHECKPOINT_TRUNCATE, &n_log,
+                                   &n_ckpt);
+    pthread_mutex_unlock(&f->ckpt.run_mu);
+    sqlite3_busy_timeout(f->db, SQL__BUSY_TIMEOUT_MS);
+    if (rc != SQLITE_OK && (rc & 0xff) != SQLITE_BUSY) {
+        return fsm_fail(f, rc, "checkpoint");
+    }
+    /* Invariant: every frame backfilled means every committed transaction,
+     * through the one that recorded f->applied, is in the database file,
+     * and SQLite fsynced that file after backfilling (checkpoints sync
+     * under synchronous=NORMAL). */
+    if (n_log < 0 || n_ckpt != n_log) {
+        sql_errmsgf(f->errmsg, sizeof f->errmsg,
+                    "checkpoint: readers hold %d of %d WAL frames back; the "
+                    "durable index stays %" PRIu64,
+                    n_log - n_ckpt, n_log, f->durable);
+        return SQL_ERR_BUSY;
+    }
+    f->durable = f->applied;
+    *out_durable_index = f->durable;
+    return 0;
+}
+
+
+void checkpoint_set_durable(struct sql_fsm *f, uint64_t index)
+{
+    f->durable = index;
+    checkpoint_reset(f);
+}

@@ -1,0 +1,206 @@
+/* The state machine's struct, shared by the files of sql/ that implement it
+ * (fsm.c opens and closes it; the others read its fields directly). Private
+ * to sql/ and tests/sql/: nothing else may include this header. */
+
+#ifndef SQL_FSM_INTERNAL_H
+#define SQL_FSM_INTERNAL_H
+
+#include <pthread.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <sqlite3.h>
+
+#include "cache.h"
+#include "determinism.h"
+#include "sql.h"
+
+/* Busy timeout of the apply connection, ms. */
+#define SQL__BUSY_TIMEOUT_MS 5000
+/* Size of the message buffer of struct sql_fsm. */
+#define SQL__ERRMSG 512
+
+/* Internal statements, prepared once at open (their SQL is in schema.c). */
+enum {
+    STMT_BEGIN,
+    STMT_COMMIT,
+    STMT_ROLLBACK,
+    STMT_SAVEPOINT,
+    STMT_RELEASE,
+    STMT_ROLLBACK_TO,
+    STMT_ZERO_CHANGES,
+    STMT_DUP,
+    STMT_RECORD,
+    STMT_PRUNE,
+    STMT_APPLIED,
+    STMT_SET,
+    STMT_SETTINGS,
+    STMT__N,
+};
+
+/* The checkpointer: a thread with a connection of its own that runs
+ * SQLite's passive checkpoints, which the apply connection would
+ * otherwise run inside a commit (automatic checkpoint: a backfill and
+ * two fsyncs, 10 to 30 ms here) while every caller of the batch waits.
+ * Invariant: at most one checkpoint runs at a time on either connection
+ * (run_mu), so the durable checkpoint never fails for the checkpointer. */
+struct sql_ckpt {
+    sqlite3 *db;                     /* its connection; NULL: not running,
+                                        SQLite's automatic checkpoint
+                                        stays on the apply connection */
+    pthread_t thread;                /* runs ckpt_main */
+    pthread_mutex_t sig_mu;          /* guards want and stop */
+    pthread_cond_t cond;             /* want or stop became true */
+    bool want;                       /* the WAL passed CHECKPOINT__FRAMES
+                                        (checkpoint.c) */
+    bool stop;                       /* the thread returns */
+    uint64_t committed;              /* applied index of the apply
+                                        connection's last commit (sig_mu) */
+    uint64_t durable;                /* the committed index read before the
+                                        last checkpoint that backfilled
+                                        every frame (sig_mu); 0: none */
+    uint64_t gen;                    /* bumped when the database is
+                                        replaced or reread (sig_mu): a
+                                        checkpoint begun before reports
+                                        nothing */
+    pthread_mutex_t run_mu;          /* held while a checkpoint runs */
+};
+
+/* The state machine (opaque in sql.h). */
+struct sql_fsm {
+    sqlite3 *db;                     /* the apply connection */
+    char *path;                      /* its database file (malloc'd);
+                                        immutable after open, so any thread
+                                        may read it */
+    uint64_t durable;                /* applied index known durable in the
+                                        database file (see sql.h) */
+    struct sql_determinism det;      /* seeded random(), entry-time VFS */
+    sqlite3_stmt *stmts[STMT__N];    /* internal statements */
+    uint64_t applied;                /* last applied index (as stored) */
+    uint64_t applied_term;           /* its term */
+    int internal;                    /* 1: our own statement, authorize all */
+    int altered;                     /* 1: the request ran ALTER TABLE */
+    int pragma_setting;              /* setting captured by the authorizer,
+                                        or -1 */
+    int pragma_value;                /* its value, -1 when not a boolean */
+    char pragma_text[64];            /* the value as written */
+    char deny[256];                  /* why the authorizer refused, or "" */
+    char errmsg[SQL__ERRMSG];        /* message of the last failure */
+    struct sql_cache cache;          /* prepared single-statement requests */
+    struct sql_ckpt ckpt;            /* background checkpoints */
+};
+
+/* ---- fsm.c ---------------------------------------------------------- */
+
+/* fsm_from_sqlite translates a SQLite failure code (primary or extended)
+ * into a code of sql/err.h: SQL_ERR_NOMEM, SQL_ERR_CORRUPT (SQLITE_CORRUPT,
+ * SQLITE_NOTADB) or SQL_ERR_IOERR for anything else. Any thread. */
+int fsm_from_sqlite(int rc);
+
+/* fsm_fail records a failure of SQLite code @rc during @what as @f's
+ * message, "@what: <connection's message> (<code's text>)", and returns
+ * the error code (fsm_from_sqlite). Thread: the apply thread. */
+int fsm_fail(struct sql_fsm *f, int rc, const char *what);
+
+/* fsm_exec runs @sql on the apply connection of @f as an internal
+ * statement (the authorizer lets it pass), outside sql_fsm_apply. Tests
+ * use it to set connection limits. Returns 0, or the error code of the
+ * SQLite failure with @f's message saying which. Thread: the apply
+ * thread. */
+int fsm_exec(struct sql_fsm *f, const char *sql);
+
+/* fsm_reload re-reads the applied index and term of @f from its database,
+ * makes the checkpointer forget what it knew, and re-applies the stored
+ * cluster-wide settings (after the database content was replaced).
+ * Returns 0 or an error code with @f's message saying which. Thread: the
+ * apply thread. */
+int fsm_reload(struct sql_fsm *f);
+
+/* ---- schema.c: the internal tables and statements ------------------- */
+
+/* schema_create creates the internal raftsql_* tables of @f's database if
+ * missing and prepares the internal statements into f->stmts. Returns 0
+ * or an error code with @errmsg (@errmsg_len bytes) saying which; the
+ * statements prepared so far stay for schema_finalize. Thread: the apply
+ * thread, at open. */
+int schema_create(struct sql_fsm *f, char *errmsg, size_t errmsg_len);
+
+/* schema_finalize finalizes the internal statements of @f (NULL ones are
+ * ignored). Thread: the apply thread, at close. */
+void schema_finalize(struct sql_fsm *f);
+
+/* schema_step runs internal statement @which (STMT_*) to completion and
+ * resets it and its bindings. Returns SQLITE_OK or the (extended) SQLite
+ * error code, with @f's message holding the connection's message. Thread:
+ * the apply thread. */
+int schema_step(struct sql_fsm *f, int which);
+
+/* schema_run is schema_step with the failure recorded as "@what: <message>
+ * (<code's text>)"; returns 0 or an error code. Thread: the apply
+ * thread. */
+int schema_run(struct sql_fsm *f, int which, const char *what);
+
+/* schema_read_applied loads the applied index and term of @f from
+ * raftsql_applied into f->applied and f->applied_term. Returns 0 or an
+ * error code with @f's message saying which (SQL_ERR_CORRUPT when the row
+ * is missing). Thread: the apply thread. */
+int schema_read_applied(struct sql_fsm *f);
+
+/* schema_load_settings applies the cluster-wide settings stored in
+ * raftsql_settings to the apply connection, with SQLite's default (0) for
+ * those never stored. Returns 0 or an error code with @f's message saying
+ * which. Thread: the apply thread. */
+int schema_load_settings(struct sql_fsm *f);
+
+/* ---- authorize.c: what a request may not do ------------------------- */
+
+/* authorize_install sets the authorizer of the apply connection of @f,
+ * which refuses to requests what would differ between nodes or break the
+ * apply transaction (the reason goes to f->deny), captures the
+ * cluster-wide settings a request sets (f->pragma_*), notes ALTER TABLE
+ * (f->altered), and lets every statement pass while f->internal is set.
+ * Thread: the apply thread. */
+void authorize_install(struct sql_fsm *f);
+
+/* authorize_is_vacuum tells whether statement text @sql (NULL gives 0) is
+ * a VACUUM, which the authorizer does not see. Pure; any thread. */
+int authorize_is_vacuum(const char *sql);
+
+/* ---- checkpoint.c: the checkpointer thread and the durable index ---- */
+
+/* checkpoint_init initializes the locks of @c (zeroed before). Any thread;
+ * before any other checkpoint_ call. */
+void checkpoint_init(struct sql_ckpt *c);
+
+/* checkpoint_destroy destroys the locks of @c, after checkpoint_stop. */
+void checkpoint_destroy(struct sql_ckpt *c);
+
+/* checkpoint_start opens the checkpointer's connection to f->path and its
+ * thread, and moves SQLite's automatic checkpoint from the apply
+ * connection to it (a WAL hook). On any failure the apply connection
+ * keeps the automatic checkpoint: slower, same result. Thread: the apply
+ * thread, at the end of open. */
+void checkpoint_start(struct sql_fsm *f);
+
+/* checkpoint_stop stops the checkpointer thread, if it runs, and closes
+ * its connection. Thread: the apply thread, at close. */
+void checkpoint_stop(struct sql_fsm *f);
+
+/* checkpoint_committed tells the checkpointer the applied index of the
+ * commit just made, and folds the durable index its last complete
+ * checkpoint found into f->durable. Thread: the apply thread, after a
+ * COMMIT. */
+void checkpoint_committed(struct sql_fsm *f);
+
+/* checkpoint_reset makes the checkpointer forget what it knew of the
+ * database after it was replaced (snapshot install) or reread: a
+ * checkpoint already running reports nothing. Thread: the apply thread. */
+void checkpoint_reset(struct sql_fsm *f);
+
+/* checkpoint_set_durable sets the durable index of @f to @index, which
+ * must be durable in the database file, and resets the checkpointer.
+ * Thread: the apply thread. */
+void checkpoint_set_durable(struct sql_fsm *f, uint64_t index);
+
+#endif /* SQL_FSM_INTERNAL_H */

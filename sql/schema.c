@@ -1,0 +1,196 @@
+/* The internal raftsql_* tables of the state machine (applied index,
+ * dedup window, cluster-wide settings) and the internal statements that
+ * read and write them on the apply connection. */
+
+#include <stdio.h>
+#include <string.h>
+
+#include <sqlite3.h>
+
+#include "fsm_internal.h"
+#include "pragma.h"
+
+/* The SQL of the internal statements, by STMT_* (fsm_internal.h). */
+static const char *const stmt_sql[STMT__N] = {
+    "BEGIN IMMEDIATE",
+    "COMMIT",
+    "ROLLBACK",
+    "SAVEPOINT raftsql_request",
+    "RELEASE raftsql_request",
+    "ROLLBACK TO raftsql_request",
+    /* Sets changes() to 0, so that it does not depend on what ran
+     * before the request on this connection. */
+    "UPDATE main.raftsql_applied SET idx = idx WHERE 0",
+    "SELECT idx FROM main.raftsql_requests WHERE origin = ?1 AND seq = ?2",
+    "INSERT OR REPLACE INTO main.raftsql_requests(origin, seq, idx) "
+    "VALUES (?1, ?2, ?3)",
+    "DELETE FROM main.raftsql_requests WHERE idx <= ?1",
+    "UPDATE main.raftsql_applied SET idx = ?1, term = ?2 WHERE id = 0",
+    "INSERT OR REPLACE INTO main.raftsql_settings(name, value) "
+    "VALUES (?1, ?2)",
+    "SELECT name, value FROM main.raftsql_settings",
+};
+
+/* Internal tables. raftsql_applied has exactly one row (id 0). */
+static const char schema_sql[] =
+    "BEGIN IMMEDIATE;"
+    "CREATE TABLE IF NOT EXISTS main.raftsql_applied("
+    " id INTEGER PRIMARY KEY CHECK (id = 0),"
+    " idx INTEGER NOT NULL, term INTEGER NOT NULL);"
+    "INSERT OR IGNORE INTO main.raftsql_applied(id, idx, term)"
+    " VALUES (0, 0, 0);"
+    "CREATE TABLE IF NOT EXISTS main.raftsql_requests("
+    " origin INTEGER NOT NULL, seq INTEGER NOT NULL, idx INTEGER NOT NULL,"
+    " PRIMARY KEY (origin, seq)) WITHOUT ROWID;"
+    "CREATE INDEX IF NOT EXISTS main.raftsql_requests_idx"
+    " ON raftsql_requests(idx);"
+    "CREATE TABLE IF NOT EXISTS main.raftsql_settings("
+    " name TEXT PRIMARY KEY, value INTEGER NOT NULL) WITHOUT ROWID;"
+    "COMMIT;";
+
+int schema_create(struct sql_fsm *f, char *errmsg, size_t errmsg_len)
+{
+    sqlite3 *db = f->db;
+    char *err = NULL;
+    int rc, i;
+
+    rc = sqlite3_exec(db, schema_sql, NULL, NULL, &err);
+    if (rc != SQLITE_OK) {
+        sql_errmsgf(errmsg, errmsg_len, "create raftsql tables: %s (%s)",
+                    err != NULL ? err : sqlite3_errstr(rc), sqlite3_errstr(rc));
+        sqlite3_free(err);
+        if (!sqlite3_get_autocommit(db)) {
+            sqlite3_exec(db, "ROLLBACK", NULL, NULL, NULL);
+        }
+        return fsm_from_sqlite(rc);
+    }
+    for (i = 0; i < STMT__N; i++) {
+        rc = sqlite3_prepare_v3(db, stmt_sql[i], -1,
+                                SQLITE_PREPARE_PERSISTENT, &f->stmts[i],
+                                NULL);
+        if (rc != SQLITE_OK) {
+            sql_errmsgf(errmsg, errmsg_len, "prepare \"%s\": %s", stmt_sql[i],
+                        sqlite3_errmsg(db));
+            return fsm_from_sqlite(rc);
+        }
+    }
+    return 0;
+}
+
+void schema_finalize(struct sql_fsm *f)
+{
+    int i;
+
+    for (i = 0; i < STMT__N; i++) {
+        sqlite3_finalize(f->stmts[i]);
+    }
+}
+
+int schema_step(struct sql_fsm *f, int which)
+{
+    sqlite3_stmt *s = f->stmts[which];
+    int rc;
+
+    f->internal = 1;
+    do {
+        rc = sqlite3_step(s);
+    } while (rc == SQLITE_ROW);
+    f->internal = 0;
+    if (rc == SQLITE_DONE) {
+        rc = SQLITE_OK;
+    }
+    if (rc != SQLITE_OK) {
+        /* Keep the message: reset would not change it, but make sure the
+         * statement is reusable. */
+        char msg[256];
+
+        snprintf(msg, sizeof msg, "%s", sqlite3_errmsg(f->db));
+        sqlite3_reset(s);
+        sqlite3_clear_bindings(s);
+        sql_errmsgf(f->errmsg, sizeof f->errmsg, "%s", msg);
+        return rc;
+    }
+    sqlite3_reset(s);
+    sqlite3_clear_bindings(s);
+    return SQLITE_OK;
+}
+
+int schema_run(struct sql_fsm *f, int which, const char *what)
+{
+    int rc = schema_step(f, which);
+    char msg[SQL__ERRMSG];
+
+    if (rc == SQLITE_OK) {
+        return 0;
+    }
+    memcpy(msg, f->errmsg, sizeof msg);
+    sql_errmsgf(f->errmsg, sizeof f->errmsg, "%s: %s (%s)", what, msg,
+                sqlite3_errstr(rc));
+    return fsm_from_sqlite(rc);
+}
+
+int schema_load_settings(struct sql_fsm *f)
+{
+    sqlite3_stmt *s = f->stmts[STMT_SETTINGS];
+    int values[16] = {0};
+    int n = pragma_setting_count();
+    int i, rc;
+
+    f->internal = 1;
+    while ((rc = sqlite3_step(s)) == SQLITE_ROW) {
+        const char *name = (const char *)sqlite3_column_text(s, 0);
+        int k = name != NULL ? pragma_setting_find(name) : -1;
+
+        if (k >= 0 && k < 16) {
+            values[k] = sqlite3_column_int64(s, 1) != 0;
+        }
+    }
+    if (rc != SQLITE_DONE) {
+        f->internal = 0;
+        rc = fsm_fail(f, rc, "read raftsql_settings");
+        sqlite3_reset(s);
+        return rc;
+    }
+    sqlite3_reset(s);
+    for (i = 0; i < n && i < 16; i++) {
+        rc = pragma_setting_apply(f->db, i, values[i]);
+        if (rc != SQLITE_OK) {
+            f->internal = 0;
+            return fsm_fail(f, rc, pragma_setting_name(i));
+        }
+    }
+    f->internal = 0;
+    return 0;
+}
+
+int schema_read_applied(struct sql_fsm *f)
+{
+    sqlite3_stmt *s;
+    int rc;
+
+    /* Ours: the authorizer refuses this read to requests only. */
+    f->internal = 1;
+    rc = sqlite3_prepare_v2(f->db,
+                            "SELECT idx, term FROM main.raftsql_applied "
+                            "WHERE id = 0",
+                            -1, &s, NULL);
+    if (rc != SQLITE_OK) {
+        f->internal = 0;
+        return fsm_fail(f, rc, "read raftsql_applied");
+    }
+    rc = sqlite3_step(s);
+    f->internal = 0;
+    if (rc != SQLITE_ROW) {
+        rc = rc == SQLITE_DONE ? SQLITE_CORRUPT : rc;
+        sqlite3_finalize(s);
+        sql_errmsgf(f->errmsg, sizeof f->errmsg,
+                    "read raftsql_applied: %s",
+                    rc == SQLITE_CORRUPT ? "the row is missing"
+                                         : sqlite3_errmsg(f->db));
+        return fsm_from_sqlite(rc);
+    }
+    f->applied = (uint64_t)sqlite3_column_int64(s, 0);
+    f->applied_term = (uint64_t)sqlite3_column_int64(s, 1);
+    sqlite3_finalize(s);
+    return 0;
+}
