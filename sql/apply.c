@@ -309,17 +309,46 @@ static int only_blanks(const char *p, const char *end)
     return 1;
 }
 
+/* request_text copies the request's SQL text (not NUL-terminated in the
+ * payload) into @f's reusable buffer with a NUL after it, so that each
+ * sqlite3_prepare_v2 can be given the length of the rest including the
+ * NUL: SQLite then reads the text in place, where a length without it
+ * makes SQLite copy the whole rest of the text for every statement
+ * (quadratic in the number of statements). Returns the copy, or NULL when
+ * out of memory. */
+static const char *request_text(struct sql_fsm *f, const struct run *run)
+{
+    size_t len = run->req->sql_len;
+    if (len + 1 > f->text_cap) {
+        size_t cap = len + 1 > 2 * f->text_cap ? len + 1 : 2 * f->text_cap;
+        char *t = realloc(f->text, cap);
+        if (t == NULL) {
+            return NULL;
+        }
+        f->text = t;
+        f->text_cap = cap;
+    }
+    memcpy(f->text, run->req->sql, len);
+    f->text[len] = '\0';
+    return f->text;
+}
+
 /* run_statements prepares (or takes from the cache) and runs the
  * request's statements in order, stopping at the first SQL error. */
 static int run_statements(struct sql_fsm *f, struct run *run)
 {
-    const char *tail = run->req->sql;
-    const char *end = tail + run->req->sql_len;
+    const char *text, *tail, *end;
     int rc;
 
-    if (run->req->sql_len > (size_t)INT_MAX) {
+    if (run->req->sql_len >= (size_t)INT_MAX) {
         return run_error(f, run, SQLITE_TOOBIG, "SQL text too long");
     }
+    text = request_text(f, run);
+    if (text == NULL) {
+        return fsm_fail(f, SQLITE_NOMEM, "copy the SQL text");
+    }
+    tail = text;
+    end = text + run->req->sql_len;
     while (tail < end) {
         const char *next = NULL;
         sqlite3_stmt *s = NULL;
@@ -327,13 +356,14 @@ static int run_statements(struct sql_fsm *f, struct run *run)
 
         f->deny[0] = '\0';
         f->pragma_setting = -1;
-        if (tail == run->req->sql) {
+        if (tail == text) {
             s = cache_take(&f->cache, tail, (size_t)(end - tail));
         }
         if (s != NULL) {
             next = end;
         } else {
-            rc = sqlite3_prepare_v2(f->db, tail, (int)(end - tail), &s,
+            /* The length includes the NUL after the text. */
+            rc = sqlite3_prepare_v2(f->db, tail, (int)(end - tail) + 1, &s,
                                     &next);
             if (rc != SQLITE_OK) {
                 return run_sqlite_error(f, run, rc);
@@ -350,7 +380,7 @@ static int run_statements(struct sql_fsm *f, struct run *run)
         /* A request of exactly one plain statement is worth keeping
          * prepared (its text is the whole request; trailing blanks and
          * semicolons are part of the key). */
-        cacheable = tail == run->req->sql && only_blanks(next, end) &&
+        cacheable = tail == text && only_blanks(next, end) &&
                     f->pragma_setting < 0 && f->deny[0] == '\0' &&
                     !authorize_is_vacuum(sqlite3_sql(s));
         tail = next;

@@ -254,6 +254,7 @@ void sql_fsm_close(struct sql_fsm *f)
     checkpoint_stop(f);
     schema_finalize(f);
     cache_clear(&f->cache);
+    free(f->text);
     sqlite3_close(f->db);
     determinism_close(&f->det);
     checkpoint_destroy(&f->ckpt);

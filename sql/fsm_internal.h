@@ -88,6 +88,9 @@ struct sql_fsm {
     char deny[256];                  /* why the authorizer refused, or "" */
     char errmsg[SQL__ERRMSG];        /* message of the last failure */
     struct sql_cache cache;          /* prepared single-statement requests */
+    char *text;                      /* the running request's SQL text,
+                                        NUL-terminated (malloc'd, reused) */
+    size_t text_cap;                 /* bytes allocated at text */
     struct sql_ckpt ckpt;            /* background checkpoints */
 };
 
