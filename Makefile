@@ -61,6 +61,12 @@ $(B)/local-sqlite-bench: bench/local_sqlite.c bench/latency.h \
 		bench/timing.h bench/xorshift.h
 	$(CC) $(BASE_CFLAGS) $(CFLAGS) -o $@ $< $(LIBS)
 
+# The time to apply one request of many statements, beside stock SQLite
+# (bench/multi_statement.c).
+$(B)/multi-statement-bench: bench/multi_statement.c bench/timing.h \
+		$(B)/libraftsql.a
+	$(CC) $(BASE_CFLAGS) $(CFLAGS) -o $@ $< $(B)/libraftsql.a $(LIBS)
+
 bench: deps
 	@bench/compare.sh
 
