@@ -18,6 +18,18 @@ static int is_internal_name(const char *name)
     return name != NULL && strncasecmp(name, "raftsql_", 8) == 0;
 }
 
+/* name_in tells whether @name is one of the @n names of @list (case
+ * insensitive). */
+static int name_in(const char *name, const char *const *list, size_t n)
+{
+    for (size_t i = 0; name != NULL && i < n; i++) {
+        if (strcasecmp(name, list[i]) == 0) {
+            return 1;
+        }
+    }
+    return 0;
+}
+
 /* is_node_local_table tells whether @name is one of SQLite's eponymous
  * virtual tables whose rows differ per node: the connection's prepared
  * statements, the file's page layout, a statement's bytecode. */
@@ -26,14 +38,20 @@ static int is_node_local_table(const char *name)
     static const char *const local[] = {
         "sqlite_stmt", "dbstat", "sqlite_dbpage", "bytecode", "tables_used",
     };
-    size_t i;
+    return name_in(name, local, sizeof local / sizeof local[0]);
+}
 
-    for (i = 0; name != NULL && i < sizeof local / sizeof local[0]; i++) {
-        if (strcasecmp(name, local[i]) == 0) {
-            return 1;
-        }
-    }
-    return 0;
+/* is_build_function tells whether @name is a function that describes the
+ * SQLite build itself, which may differ between nodes. */
+static int is_build_function(const char *name)
+{
+    static const char *const build[] = {
+        "sqlite_version",
+        "sqlite_source_id",
+        "sqlite_compileoption_get",
+        "sqlite_compileoption_used",
+    };
+    return name_in(name, build, sizeof build / sizeof build[0]);
 }
 
 /* deny refuses the action being authorized, keeping the first reason. */
@@ -141,6 +159,13 @@ static int authorize(void *arg, int action, const char *a1, const char *a2,
                 return deny(f,
                             "load_extension cannot be used in raft_exec: "
                             "extensions are loaded per node");
+            }
+            if (a2 != NULL && is_build_function(a2)) {
+                return deny(f,
+                            "%s() cannot be used in raft_exec: the SQLite "
+                            "build may differ between nodes (during a "
+                            "rolling upgrade), so its answer would too",
+                            a2);
             }
             return SQLITE_OK;
         case SQLITE_INSERT:

@@ -593,6 +593,18 @@ static void test_refused(void **state)
     /* raftsql_applied and raftsql_requests depend on where batches end:
      * a request reading them would differ between nodes. The settings are
      * the same everywhere at the same index. */
+    /* The SQLite build may differ between nodes (a rolling upgrade): what
+     * it says of itself cannot go into the replicated state. */
+    assert_error(apply1(f, "INSERT INTO t VALUES (sqlite_version())"),
+                 SQLITE_AUTH, "sqlite_version() cannot be used in raft_exec");
+    assert_error(apply1(f, "INSERT INTO t SELECT sqlite_source_id()"),
+                 SQLITE_AUTH, "sqlite_source_id() cannot be used");
+    assert_error(apply1(f, "INSERT INTO t VALUES "
+                           "(SQLITE_COMPILEOPTION_GET(0))"),
+                 SQLITE_AUTH, "sqlite_compileoption_get() cannot be used");
+    assert_error(apply1(f, "INSERT INTO t VALUES "
+                           "(sqlite_compileoption_used('THREADSAFE'))"),
+                 SQLITE_AUTH, "sqlite_compileoption_used() cannot be used");
     assert_error(apply1(f, "INSERT INTO t SELECT idx FROM raftsql_applied"),
                  SQLITE_AUTH, "raftsql_applied cannot be read in raft_exec");
     assert_error(apply1(f, "INSERT INTO t SELECT count(*) "
