@@ -64,7 +64,8 @@ static int apply_one(struct sql_fsm *f, uint64_t index, const char *sql,
     }
     rc = sql_request_encode(id, sql, len, NULL, 0, p, size);
     if (rc == 0) {
-        rc = sql_request_stamp(p, size, 1700000000000LL, index, p);
+        struct sql_stamp st = {.time_ms = 1700000000000LL, .seed = index};
+        rc = sql_request_stamp(p, size, &st, p);
     }
     e.data = p;
     e.len = size;

@@ -47,6 +47,8 @@ struct ext_applier {
     atomic_uint_least64_t applied; /* last applied index */
     atomic_uint_least64_t durable; /* applied index durable in the
                                       database file (sql_fsm_durable) */
+    atomic_bool stopping;          /* applier_stop interrupted the state
+                                      machine */
 };
 
 int applier_push(struct ext_applier *a, const struct raft_entry *entries,
@@ -181,6 +183,9 @@ static int apply_batch(struct ext_applier *a, const struct raft_entry *batch,
         }
     }
     rc = sqlbridge_rc(sql_fsm_apply(a->fsm, fe, n, res));
+    if (rc != 0 && atomic_load(&a->stopping)) {
+        goto out; /* interrupted by applier_stop: applied after a restart */
+    }
     if (rc != 0) {
         node_log_error(a->log,
                        "apply stopped at index %llu, the node applies "
@@ -352,6 +357,10 @@ void applier_stop(struct ext_applier *a)
     a->stop = true;
     pthread_cond_signal(&a->cond);
     pthread_mutex_unlock(&a->mu);
+    /* A long request must not hold the stop: interrupted, its batch is
+     * rolled back and applied again after a restart. */
+    atomic_store(&a->stopping, true);
+    sql_fsm_interrupt(a->fsm);
     pthread_join(a->thread, NULL);
     for (unsigned i = 0; i < a->n_queue; i++) {
         raft_buf_unref(a->queue[i].data);

@@ -49,8 +49,9 @@ int applier_start(struct sql_fsm *fsm, const struct ext_applier_config *cfg,
                   const struct ext_applier_hooks *hooks,
                   struct ext_node_log *log, struct ext_applier **out);
 
-/* applier_stop stops the apply thread after its running batch, drops the
- * queued entries, closes the state machine and frees @a. Thread: any but
+/* applier_stop stops the apply thread, interrupting its running batch
+ * (rolled back: a restart applies it again), drops the queued entries,
+ * closes the state machine and frees @a. Thread: any but
  * the apply thread; no other call on @a may run or follow. */
 void applier_stop(struct ext_applier *a);
 

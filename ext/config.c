@@ -22,6 +22,7 @@
 #define DEFAULT_TRAILING_ENTRIES 1024
 #define DEFAULT_SNAPSHOT_CHUNK_BYTES (1024u * 1024)
 #define DEFAULT_FOLLOWER_APPLY_MS 20
+#define DEFAULT_MAX_REQUEST_STEPS 100000000u
 
 static int fail(char *errmsg, size_t errmsg_len, const char *fmt, ...)
 {
@@ -155,6 +156,7 @@ static const char *const keys[] = {
     "election_timeout_ms", "heartbeat_ms", "exec_timeout_ms", "log_max_mb",
     "max_request_bytes",   "log_level", "snapshot_threshold",
     "trailing_entries",    "snapshot_chunk_bytes", "follower_apply_ms",
+    "max_request_steps",
 };
 
 /* The integer keys: their range (as README gives it) and their field. */
@@ -183,6 +185,8 @@ static const struct int_key int_keys[] = {
     INT_KEY("snapshot_chunk_bytes", 4096, 64u * 1024 * 1024, 1,
             snapshot_chunk_bytes, false),
     INT_KEY("follower_apply_ms", 0, 1000, 1, follower_apply_ms, true),
+    INT_KEY("max_request_steps", 0, 1000000000000000ull, 1,
+            max_request_steps, false),
 };
 
 /* int_key_find returns the integer key named @key, or NULL. */
@@ -261,6 +265,7 @@ int ext_config_parse(const char *text, const char *db_path,
     c->trailing_entries = DEFAULT_TRAILING_ENTRIES;
     c->snapshot_chunk_bytes = DEFAULT_SNAPSHOT_CHUNK_BYTES;
     c->follower_apply_ms = DEFAULT_FOLLOWER_APPLY_MS;
+    c->max_request_steps = DEFAULT_MAX_REQUEST_STEPS;
     c->log_level = RAFT_LOG_WARN;
     snprintf(c->dir, sizeof c->dir, "%s-raft", db_path);
 
@@ -340,7 +345,8 @@ int ext_config_parse(const char *text, const char *db_path,
                       "election_timeout_ms, heartbeat_ms, exec_timeout_ms, "
                       "log_max_mb, max_request_bytes, log_level, "
                       "snapshot_threshold, trailing_entries, "
-                      "snapshot_chunk_bytes, follower_apply_ms)",
+                      "snapshot_chunk_bytes, follower_apply_ms, "
+                      "max_request_steps)",
                       key);
             goto out;
         }

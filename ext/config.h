@@ -40,6 +40,10 @@ struct ext_config {
     unsigned follower_apply_ms;          /* follower_apply_ms= : a
                                             follower's apply pace, 0 for
                                             none */
+    uint64_t max_request_steps;          /* max_request_steps= : the work
+                                            budget the leader stamps into
+                                            each request, SQLite VM steps,
+                                            0 for none */
     int log_level;                       /* log_level= (raft_log_level) */
 };
 

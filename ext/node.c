@@ -315,7 +315,7 @@ int ext_node_start(const char *db_path, const struct ext_config *cfg,
     }
     n->cfg = *cfg;
     node_log_init(&n->log, cfg->id, cfg->log_level);
-    propose_init(&n->propose, random_u64());
+    propose_init(&n->propose, random_u64(), cfg->max_request_steps);
     fo = (struct ext_forward_ops){
         .data = n,
         .can_propose = fwd_can_propose,

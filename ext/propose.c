@@ -7,9 +7,10 @@
 
 #include "sqlbridge.h"
 
-void propose_init(struct ext_propose *p, uint64_t seed)
+void propose_init(struct ext_propose *p, uint64_t seed, uint64_t max_steps)
 {
     p->seed_state = seed;
+    p->max_steps = max_steps;
 }
 
 /* next_seed returns the next entry seed (splitmix64). */
@@ -33,14 +34,16 @@ int propose_batch(struct ext_propose *p, struct raft_uv_node *d,
                   raft_index *out_index, raft_term *out_term)
 {
     struct raft_buf **stamped = calloc(n, sizeof *stamped);
-    int64_t now = wall_ms();
+    struct sql_stamp stamp = {.time_ms = wall_ms(),
+                              .max_steps = p->max_steps};
     int rc = 0;
 
     if (stamped == NULL) {
         return RAFT_NOMEM;
     }
     for (unsigned i = 0; i < n; i++) {
-        rc = sqlbridge_stamp(payloads[i], now, next_seed(p), &stamped[i]);
+        stamp.seed = next_seed(p);
+        rc = sqlbridge_stamp(payloads[i], &stamp, &stamped[i]);
         if (rc != 0) {
             goto out;
         }

@@ -11,20 +11,24 @@
 #include "../raft/raft.h"
 #include "../raft/uv_node.h"
 
-/* The proposer of one node: the PRNG of the entry seeds. Its fields
- * belong to propose.c. */
+/* The proposer of one node: the PRNG of the entry seeds and the work
+ * budget stamped into each request. Its fields belong to propose.c. */
 struct ext_propose {
     uint64_t seed_state; /* splitmix64 state (loop thread) */
+    uint64_t max_steps;  /* max_request_steps, 0 for none */
 };
 
-/* propose_init seeds @p with @seed (a random value per run). */
-void propose_init(struct ext_propose *p, uint64_t seed);
+/* propose_init seeds @p with @seed (a random value per run); every
+ * request it proposes gets the work budget @max_steps (SQLite VM steps, 0
+ * for none), so that every node applies it with the leader's budget. */
+void propose_init(struct ext_propose *p, uint64_t seed, uint64_t max_steps);
 
 /* propose_batch stamps @n request payloads (@payloads; not changed, the
- * stamped copies are new) with the wall clock (ms) and one seed each, and
+ * stamped copies are new) with the wall clock (ms), one seed each and the
+ * work budget, and
  * proposes them to driver @d as one batch; *out_index and *out_term give
  * the first new entry. Errors: RAFT_CORRUPT (a payload is no request),
- * RAFT_NOMEM, and raft_uv_node_propose's (RAFT_NOTLEADER, RAFT_IOERR,
+ * RAFT_FORMAT (a request of an older format), RAFT_NOMEM, and raft_uv_node_propose's (RAFT_NOTLEADER, RAFT_IOERR,
  * RAFT_SHUTDOWN). Loop thread of @d. */
 int propose_batch(struct ext_propose *p, struct raft_uv_node *d,
                   struct raft_buf *const *payloads, unsigned n,

@@ -70,8 +70,8 @@ int sqlbridge_encode(const uint64_t id[2], const char *sql, size_t sql_len,
     return 0;
 }
 
-int sqlbridge_stamp(const struct raft_buf *in, int64_t time_ms,
-                    uint64_t seed, struct raft_buf **out)
+int sqlbridge_stamp(const struct raft_buf *in, const struct sql_stamp *stamp,
+                    struct raft_buf **out)
 {
     struct raft_buf *b = raft_buf_new(in->len);
     int rc;
@@ -79,7 +79,7 @@ int sqlbridge_stamp(const struct raft_buf *in, int64_t time_ms,
     if (b == NULL) {
         return RAFT_NOMEM;
     }
-    rc = sql_request_stamp(in->data, in->len, time_ms, seed, b->data);
+    rc = sql_request_stamp(in->data, in->len, stamp, b->data);
     if (rc != 0) {
         raft_buf_unref(b);
         return sqlbridge_rc(rc);

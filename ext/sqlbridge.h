@@ -39,11 +39,11 @@ int sqlbridge_encode(const uint64_t id[2], const char *sql, size_t sql_len,
                      size_t errmsg_len);
 
 /* sqlbridge_stamp returns in *@out a new raft_buf (one reference, the
- * caller's) holding the request payload @in with the leader's timestamp
- * @time_ms and seed @seed (sql_request_stamp). @in is not changed: it may
- * be shared. Any thread.
- * Errors: RAFT_CORRUPT (not a request payload), RAFT_NOMEM. */
-int sqlbridge_stamp(const struct raft_buf *in, int64_t time_ms,
-                    uint64_t seed, struct raft_buf **out);
+ * caller's) holding the request payload @in with the leader's @stamp
+ * (sql_request_stamp). @in is not changed: it may be shared. Any thread.
+ * Errors: RAFT_CORRUPT (not a request payload), RAFT_FORMAT (an old
+ * format version), RAFT_NOMEM. */
+int sqlbridge_stamp(const struct raft_buf *in, const struct sql_stamp *stamp,
+                    struct raft_buf **out);
 
 #endif /* EXT_SQLBRIDGE_H */

@@ -471,7 +471,24 @@ static int run_request(struct sql_fsm *f, const struct sql_request *req,
 
     determinism_begin(&f->det, req->seed, req->time_ms);
     f->altered = 0;
+    f->max_steps = req->max_steps;
+    f->steps = 0;
+    f->budget_hit = 0;
+    f->in_request = 1;
     rc = run_statements(f, &run);
+    f->in_request = 0;
+    if (rc == 0 && f->budget_hit) {
+        /* A result, the same on every node: the statement was interrupted
+         * at the same step everywhere. */
+        free(run.err_msg);
+        run.err_msg = NULL;
+        rc = run_error(f, &run, SQLITE_ERROR,
+                       "request interrupted after %" PRIu64
+                       " SQLite virtual machine steps: it exceeds the "
+                       "leader's max_request_steps (%" PRIu64
+                       "); rolled back on every node",
+                       f->steps, f->max_steps);
+    }
     if (rc == 0 && run.err_rc == SQLITE_OK) {
         /* Deferred constraints are checked per request, as if it were
          * committed alone. */
@@ -492,7 +509,7 @@ static int run_request(struct sql_fsm *f, const struct sql_request *req,
     }
 
     if (run.err_rc != SQLITE_OK) {
-        if (is_environmental(run.err_rc)) {
+        if (is_environmental(run.err_rc) && !f->budget_hit) {
             sql_errmsgf(f->errmsg, sizeof f->errmsg,
                         "entry %" PRIu64 ": %s (%s)", index, run.err_msg,
                         sqlite3_errstr(run.err_rc));

@@ -120,6 +120,34 @@ static int check_replica(struct sql_fsm *f, char *errmsg, size_t errmsg_len)
     return 0;
 }
 
+/* on_progress is the apply connection's progress handler, called every
+ * FSM__PROGRESS_OPS virtual machine steps: while a request runs, it
+ * interrupts the statement once the request has used its work budget
+ * (the same count on every node that runs the same SQLite build on the
+ * same state) or when sql_fsm_interrupt was called. */
+static int on_progress(void *arg)
+{
+    struct sql_fsm *f = arg;
+    if (!f->in_request) {
+        return 0;
+    }
+    if (atomic_load(&f->stopping)) {
+        return 1;
+    }
+    f->steps += FSM__PROGRESS_OPS;
+    if (f->max_steps > 0 && f->steps > f->max_steps) {
+        f->budget_hit = 1;
+        return 1;
+    }
+    return 0;
+}
+
+void sql_fsm_interrupt(struct sql_fsm *f)
+{
+    atomic_store(&f->stopping, 1);
+    sqlite3_interrupt(f->db);
+}
+
 /* setup prepares the freshly opened connection of @f, removing the
  * @n_hidden functions of @hidden. */
 static int setup(struct sql_fsm *f, const struct sql_function *hidden,
@@ -141,6 +169,7 @@ static int setup(struct sql_fsm *f, const struct sql_function *hidden,
                                    NULL);
     }
     sqlite3_busy_timeout(db, SQL__BUSY_TIMEOUT_MS);
+    sqlite3_progress_handler(db, FSM__PROGRESS_OPS, on_progress, f);
     sqlite3_db_config(db, SQLITE_DBCONFIG_DEFENSIVE, 1, (int *)NULL);
 
     rc = sqlite3_exec(db, "SELECT count(*) FROM sqlite_schema", NULL, NULL,

@@ -6,6 +6,7 @@
 #define SQL_FSM_INTERNAL_H
 
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -20,6 +21,10 @@
 #define SQL__BUSY_TIMEOUT_MS 5000
 /* Size of the message buffer of struct sql_fsm. */
 #define SQL__ERRMSG 512
+
+/* VM steps between two calls of the apply connection's progress handler
+ * (the granularity of the work budget). */
+#define FSM__PROGRESS_OPS 1000
 
 /* Internal statements, prepared once at open (their SQL is in schema.c). */
 enum {
@@ -88,6 +93,15 @@ struct sql_fsm {
     char deny[256];                  /* why the authorizer refused, or "" */
     char errmsg[SQL__ERRMSG];        /* message of the last failure */
     struct sql_cache cache;          /* prepared single-statement requests */
+    uint64_t max_steps;              /* the running request's work budget,
+                                        VM steps, 0 for none */
+    uint64_t steps;                  /* VM steps it took so far (counted
+                                        in FSM__PROGRESS_OPS) */
+    int in_request;                  /* 1 while a request's statements
+                                        run (the progress handler acts) */
+    int budget_hit;                  /* 1: it ran out of its budget */
+    atomic_int stopping;             /* sql_fsm_interrupt was called (any
+                                        thread) */
     char *text;                      /* the running request's SQL text,
                                         NUL-terminated (malloc'd, reused) */
     size_t text_cap;                 /* bytes allocated at text */

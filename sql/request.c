@@ -1,21 +1,23 @@
 /* The write-request codec: what a Raft log entry carries for raft_exec
  * (SQL text, typed bound parameters, request id, leader time and seed).
  *
- * Payload format, version 1. All integers are little-endian; the header
- * has a fixed size so that sql_request_stamp can patch the timestamp and
- * the seed without decoding the rest.
+ * Payload format, version 2. All integers are little-endian; the header
+ * has a fixed size so that sql_request_stamp can patch the leader's stamp
+ * (timestamp, seed, work budget) without decoding the rest.
  *
  *   offset  size  field
  *   0       2     magic "RQ" (0x52 0x51)
- *   2       1     version, 1
+ *   2       1     version, 2
  *   3       1     flags, 0 (reserved: a decoder refuses other values)
  *   4       4     n_params (u32)
  *   8       8     id[0]: origin node id (u64)
  *   16      8     id[1]: origin sequence number (u64)
  *   24      8     time_ms: leader wall clock, ms since the epoch (i64)
  *   32      8     seed of random()/randomblob() (u64)
- *   40      4     sql_len (u32), at least 1
- *   44      sql_len  SQL text (UTF-8, no NUL byte)
+ *   40      8     max_steps: the leader's work budget, SQLite virtual
+ *                 machine steps, 0 for none (u64)
+ *   48      4     sql_len (u32), at least 1
+ *   52      sql_len  SQL text (UTF-8, no NUL byte)
  *   then n_params parameters, each:
  *     1     type: enum sql_value_type (1..5)
  *     1     named: 0 (positional) or 1
@@ -31,7 +33,11 @@
  *       NULL     0
  *   The payload ends right after the last parameter: trailing bytes are
  *   refused. A new version bumps the version byte; a decoder refuses
- *   versions it does not know with SQL_ERR_FORMAT rather than misread them. */
+ *   versions it does not know with SQL_ERR_FORMAT rather than misread them.
+ *
+ * Version 1 (entries written before the work budget) has no max_steps:
+ * sql_len is at offset 40 and the text at 44. It is still decoded (with
+ * no budget), so old logs apply, but never written or stamped. */
 
 #include "sql.h"
 
@@ -44,15 +50,18 @@
 
 #define REQUEST__MAGIC0 0x52  /* 'R' */
 #define REQUEST__MAGIC1 0x51  /* 'Q' */
-#define REQUEST__VERSION 1
+#define REQUEST__VERSION 2
 #define REQUEST__OFF_VERSION 2
 #define REQUEST__OFF_FLAGS 3
 #define REQUEST__OFF_N_PARAMS 4
 #define REQUEST__OFF_ID 8
 #define REQUEST__OFF_TIME 24
 #define REQUEST__OFF_SEED 32
-#define REQUEST__OFF_SQL_LEN 40
-#define REQUEST__HEADER 44
+#define REQUEST__OFF_MAX_STEPS 40
+#define REQUEST__OFF_SQL_LEN 48
+#define REQUEST__HEADER 52
+#define REQUEST__V1_OFF_SQL_LEN 40 /* version 1: no max_steps */
+#define REQUEST__V1_HEADER 44
 #define REQUEST__MIN_PARAM 2  /* type + named bytes */
 
 static void put_u32(uint8_t *p, uint32_t v)
@@ -213,6 +222,7 @@ int sql_request_encode(const uint64_t id[2], const char *sql, size_t sql_len,
     put_u64(p + REQUEST__OFF_ID + 8, id[1]);
     put_u64(p + REQUEST__OFF_TIME, 0);
     put_u64(p + REQUEST__OFF_SEED, 0);
+    put_u64(p + REQUEST__OFF_MAX_STEPS, 0);
     put_u32(p + REQUEST__OFF_SQL_LEN, (uint32_t)sql_len);
     memcpy(p + REQUEST__HEADER, sql, sql_len);
     p += REQUEST__HEADER + sql_len;
@@ -260,29 +270,36 @@ int sql_request_encode(const uint64_t id[2], const char *sql, size_t sql_len,
     return 0;
 }
 
-/* check_header validates the fixed header of @p (@len bytes). */
-static int check_header(const uint8_t *p, size_t len, char *errmsg,
-                        size_t errmsg_len)
+/* check_header validates the fixed header of @p (@len bytes), of format
+ * version 1 or 2, and gives its size in *@out_header. */
+static int check_header(const uint8_t *p, size_t len, size_t *out_header,
+                        char *errmsg, size_t errmsg_len)
 {
+    size_t header;
     if (len < REQUEST__OFF_VERSION + 1 || p[0] != REQUEST__MAGIC0 ||
         p[1] != REQUEST__MAGIC1) {
         sql_errmsgf(errmsg, errmsg_len,
                     "not a request payload (too short or bad magic)");
         return SQL_ERR_CORRUPT;
     }
-    if (p[REQUEST__OFF_VERSION] != REQUEST__VERSION) {
+    if (p[REQUEST__OFF_VERSION] == REQUEST__VERSION) {
+        header = REQUEST__HEADER;
+    } else if (p[REQUEST__OFF_VERSION] == 1) {
+        header = REQUEST__V1_HEADER;
+    } else {
         sql_errmsgf(errmsg, errmsg_len,
                     "request format version %u is not supported "
-                    "(expected %u)",
+                    "(expected 1 or %u)",
                     (unsigned)p[REQUEST__OFF_VERSION], REQUEST__VERSION);
         return SQL_ERR_FORMAT;
     }
-    if (len < REQUEST__HEADER) {
+    if (len < header) {
         sql_errmsgf(errmsg, errmsg_len,
-                    "truncated request: %zu bytes, header needs %d", len,
-                    REQUEST__HEADER);
+                    "truncated request: %zu bytes, header needs %zu", len,
+                    header);
         return SQL_ERR_CORRUPT;
     }
+    *out_header = header;
     if (p[REQUEST__OFF_FLAGS] != 0) {
         sql_errmsgf(errmsg, errmsg_len, "request flags 0x%02x are not known",
                     (unsigned)p[REQUEST__OFF_FLAGS]);
@@ -291,27 +308,34 @@ static int check_header(const uint8_t *p, size_t len, char *errmsg,
     return 0;
 }
 
-int sql_request_stamp(const void *in, size_t len, int64_t time_ms,
-                      uint64_t seed, void *out)
+int sql_request_stamp(const void *in, size_t len,
+                      const struct sql_stamp *stamp, void *out)
 {
     uint8_t *b = out;
+    size_t header;
+    int rc = check_header(in, len, &header, NULL, 0);
 
-    if (check_header(in, len, NULL, 0) != 0) {
-        return SQL_ERR_CORRUPT;
+    if (rc != 0) {
+        return rc;
+    }
+    if (header != REQUEST__HEADER) {
+        return SQL_ERR_FORMAT; /* version 1 has no room for the budget */
     }
     if (out != in) {
         memcpy(out, in, len);
     }
-    put_u64(b + REQUEST__OFF_TIME, (uint64_t)time_ms);
-    put_u64(b + REQUEST__OFF_SEED, seed);
+    put_u64(b + REQUEST__OFF_TIME, (uint64_t)stamp->time_ms);
+    put_u64(b + REQUEST__OFF_SEED, stamp->seed);
+    put_u64(b + REQUEST__OFF_MAX_STEPS, stamp->max_steps);
     return 0;
 }
 
 int sql_request_id(const void *p, size_t len, uint64_t out[2])
 {
     const uint8_t *b = p;
+    size_t header;
 
-    if (check_header(b, len, NULL, 0) != 0) {
+    if (check_header(b, len, &header, NULL, 0) != 0) {
         return SQL_ERR_CORRUPT;
     }
     out[0] = get_u64(b + REQUEST__OFF_ID);
@@ -442,10 +466,11 @@ int sql_request_decode(const void *p, size_t len, struct sql_request *out,
     struct reader r = {p, len, 0, errmsg, errmsg_len};
     struct sql_request req;
     uint32_t n_params, sql_len;
+    size_t header;
     unsigned i;
     int rc;
 
-    rc = check_header(p, len, errmsg, errmsg_len);
+    rc = check_header(p, len, &header, errmsg, errmsg_len);
     if (rc != 0) {
         return rc;
     }
@@ -455,8 +480,13 @@ int sql_request_decode(const void *p, size_t len, struct sql_request *out,
     req.id[1] = get_u64(r.base + REQUEST__OFF_ID + 8);
     req.time_ms = (int64_t)get_u64(r.base + REQUEST__OFF_TIME);
     req.seed = get_u64(r.base + REQUEST__OFF_SEED);
-    sql_len = get_u32(r.base + REQUEST__OFF_SQL_LEN);
-    r.pos = REQUEST__HEADER;
+    if (header == REQUEST__HEADER) {
+        req.max_steps = get_u64(r.base + REQUEST__OFF_MAX_STEPS);
+        sql_len = get_u32(r.base + REQUEST__OFF_SQL_LEN);
+    } else {
+        sql_len = get_u32(r.base + REQUEST__V1_OFF_SQL_LEN);
+    }
+    r.pos = header;
 
     rc = need(&r, sql_len, "SQL text", 0);
     if (rc != 0) {

@@ -57,6 +57,7 @@ struct sql_request {
     uint64_t id[2];          /* origin node id, origin sequence number */
     int64_t time_ms;         /* leader's wall clock, ms since the epoch */
     uint64_t seed;           /* seed of random()/randomblob() */
+    uint64_t max_steps;      /* work budget, VM steps, 0 for none */
     const char *sql;         /* SQL text, sql_len bytes, not NUL-terminated */
     size_t sql_len;
     unsigned n_params;       /* number of parameters */
@@ -91,13 +92,24 @@ int sql_request_encode(const uint64_t id[2], const char *sql, size_t sql_len,
                        const struct sql_param *params, unsigned n_params,
                        void *out, size_t out_len);
 
+/* What the leader stamps into a request before it enters the log, so
+ * that every node applies it alike. */
+struct sql_stamp {
+    int64_t time_ms;    /* leader's wall clock, ms since the epoch: "now" */
+    uint64_t seed;      /* seed of random()/randomblob() */
+    uint64_t max_steps; /* work budget in SQLite virtual machine steps
+                           (the leader's max_request_steps), 0 for none */
+};
+
 /* sql_request_stamp writes into @out (@len bytes, the caller's) the
- * request payload @in (@len bytes) with the leader's timestamp @time_ms
- * and seed @seed filled in. @out is either @in itself (stamped in place)
- * or a buffer that does not overlap it. Pure; any thread.
- * Errors: SQL_ERR_CORRUPT (not a request payload; nothing is written). */
-int sql_request_stamp(const void *in, size_t len, int64_t time_ms,
-                      uint64_t seed, void *out);
+ * request payload @in (@len bytes) with the leader's @stamp filled in.
+ * @out is either @in itself (stamped in place) or a buffer that does not
+ * overlap it. Pure; any thread.
+ * Errors: SQL_ERR_CORRUPT (not a request payload), SQL_ERR_FORMAT (format
+ * version 1, read from an old log but never proposed again); nothing is
+ * written then. */
+int sql_request_stamp(const void *in, size_t len,
+                      const struct sql_stamp *stamp, void *out);
 
 /* sql_request_id reads the request id of payload @p (@len bytes) into @out
  * without decoding the rest. Errors: SQL_ERR_CORRUPT. */
@@ -164,6 +176,12 @@ struct sql_function {
 int sql_fsm_open(const char *path, const struct sql_function *hidden,
                  unsigned n_hidden, struct sql_fsm **out, char *errmsg,
                  size_t errmsg_len);
+
+/* sql_fsm_interrupt makes the request running on @f's apply connection,
+ * and every later one, stop at once: sql_fsm_apply then fails (the batch
+ * is rolled back, not applied; a restart applies it again). For a stop
+ * that must not wait for a long request. Thread: any, while @f is open. */
+void sql_fsm_interrupt(struct sql_fsm *f);
 
 /* sql_fsm_close closes the connection and frees @f. NULL is ignored. */
 void sql_fsm_close(struct sql_fsm *f);

@@ -125,7 +125,9 @@ static inline struct buf *make_request_ex(uint64_t origin, uint64_t seq,
         fail_msg("encode: %s", msg);
     }
     assert_int_equal(
-        sql_request_stamp(b->data, b->len, time_ms, seed, b->data), 0);
+        sql_request_stamp(b->data, b->len,
+                          &(struct sql_stamp){time_ms, seed, 0}, b->data),
+        0);
     return b;
 }
 

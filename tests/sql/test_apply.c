@@ -4,6 +4,7 @@
  * results, parameter binding, refused statements, cluster-wide PRAGMAs, and
  * environmental failures. */
 
+#include <pthread.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -960,6 +961,80 @@ static void test_many_statements_linear(void **state)
     free(sql);
 }
 
+/* budget_request is request @sql stamped with work budget @max_steps. */
+static struct buf *budget_request(const char *sql, uint64_t max_steps)
+{
+    struct buf *b = make_request(next_seq++, sql);
+    struct sql_stamp st = {1700000000000LL, 9, max_steps};
+    assert_int_equal(sql_request_stamp(b->data, b->len, &st, b->data), 0);
+    return b;
+}
+
+/* A runaway request (issue 10 #2: a recursive CTE without end) is
+ * interrupted once it used the work budget the leader stamped into it:
+ * its result is an error naming max_request_steps, nothing of it stays,
+ * and the requests around it in the same batch apply. */
+static void test_work_budget(void **state)
+{
+    struct fixture *f = *state;
+    struct buf *bufs[4];
+    uint64_t before;
+
+    assert_ok(apply1(f, "CREATE TABLE t(x)"));
+    before = sql_fsm_applied(f->fsm);
+    bufs[0] = budget_request("INSERT INTO t VALUES (1)", 1000000);
+    bufs[1] = budget_request(
+        "INSERT INTO t SELECT x FROM (WITH RECURSIVE c(x) AS (SELECT 1 "
+        "UNION ALL SELECT x+1 FROM c) SELECT x FROM c)",
+        1000000);
+    bufs[2] = budget_request("INSERT INTO t VALUES (2)", 1000000);
+    /* Within its budget, or with none: applied. */
+    bufs[3] = budget_request(
+        "INSERT INTO t SELECT x FROM (WITH RECURSIVE c(x) AS (SELECT 1 "
+        "UNION ALL SELECT x+1 FROM c LIMIT 1000) SELECT x FROM c)",
+        0);
+    assert_int_equal(apply_bufs(f, bufs, 4), 0);
+    assert_ok(&f->res[0]);
+    assert_error(&f->res[1], SQLITE_ERROR,
+                 "exceeds the leader's max_request_steps (1000000)");
+    assert_ok(&f->res[2]);
+    assert_ok(&f->res[3]);
+    assert_int_equal(sql_fsm_applied(f->fsm), before + 4);
+    assert_query(f->tmp.path, "SELECT count(*) FROM t", "1002");
+    assert_query(f->tmp.path, "SELECT count(*) FROM t WHERE x > 1000",
+                 "0");
+}
+
+/* interrupt_later calls sql_fsm_interrupt after 100 ms. */
+static void *interrupt_later(void *arg)
+{
+    usleep(100 * 1000);
+    sql_fsm_interrupt(arg);
+    return NULL;
+}
+
+/* sql_fsm_interrupt stops a request that has no budget (for a stop that
+ * must not wait): the batch fails, nothing of it is applied. */
+static void test_interrupt(void **state)
+{
+    struct fixture *f = *state;
+    struct buf *bufs[1];
+    pthread_t t;
+    uint64_t before;
+
+    assert_ok(apply1(f, "CREATE TABLE t(x)"));
+    before = sql_fsm_applied(f->fsm);
+    bufs[0] = budget_request(
+        "INSERT INTO t SELECT x FROM (WITH RECURSIVE c(x) AS (SELECT 1 "
+        "UNION ALL SELECT x+1 FROM c) SELECT x FROM c)",
+        0);
+    assert_int_equal(pthread_create(&t, NULL, interrupt_later, f->fsm), 0);
+    assert_int_not_equal(apply_bufs(f, bufs, 1), 0);
+    pthread_join(t, NULL);
+    assert_int_equal(sql_fsm_applied(f->fsm), before);
+    assert_query(f->tmp.path, "SELECT count(*) FROM t", "0");
+}
+
 int main(void)
 {
 #define T(name) cmocka_unit_test_setup_teardown(name, setup, teardown)
@@ -985,6 +1060,8 @@ int main(void)
         T(test_background_checkpoint_durable),
         T(test_hidden_functions),
         T(test_many_statements_linear),
+        T(test_work_budget),
+        T(test_interrupt),
     };
 #undef T
 

@@ -22,8 +22,9 @@
 #define OFF_N_PARAMS 4
 #define OFF_TIME 24
 #define OFF_SEED 32
-#define OFF_SQL_LEN 40
-#define HEADER 44
+#define OFF_MAX_STEPS 40
+#define OFF_SQL_LEN 48
+#define HEADER 52
 
 static const char text_nul[] = {'a', '\0', 'b'};
 static const char text_utf8[] = "h\xc3\xa9llo \xe2\x82\xac \xf0\x9f\x98\x80";
@@ -268,9 +269,9 @@ static void test_malformed(void **state)
     assert_int_equal(decode_copy(p, len, msg, sizeof msg), 0);
 
     RESET();
-    p[OFF_VERSION] = 2;
+    p[OFF_VERSION] = 3;
     assert_int_equal(decode_copy(p, len, msg, sizeof msg), SQL_ERR_FORMAT);
-    assert_non_null(strstr(msg, "version 2"));
+    assert_non_null(strstr(msg, "version 3"));
 
     RESET();
     p[0] = 'X';
@@ -458,22 +459,24 @@ static void test_stamp(void **state)
     struct buf *s = buf_new(b->len);
     struct buf *junk = buf_copy("not a request at all, no", 24);
     struct buf *out = buf_new(24);
+    struct sql_stamp st = {-1234567890123LL, 0xfedcba9876543210ULL, 777000};
     struct sql_request r;
     uint64_t id[2];
 
     (void)state;
-    assert_int_equal(sql_request_stamp(b->data, b->len, -1234567890123LL,
-                                       0xfedcba9876543210ULL, s->data),
-                     0);
+    assert_int_equal(sql_request_stamp(b->data, b->len, &st, s->data), 0);
     assert_true(get64(b->data + OFF_TIME) == 0);
     assert_true(get64(b->data + OFF_SEED) == 0);
+    assert_true(get64(b->data + OFF_MAX_STEPS) == 0);
     assert_true(get64(s->data + OFF_TIME) == (uint64_t)-1234567890123LL);
+    assert_true(get64(s->data + OFF_MAX_STEPS) == 777000);
     assert_memory_equal(s->data, b->data, OFF_TIME);
     assert_memory_equal(s->data + HEADER - 4, b->data + HEADER - 4,
                         b->len - HEADER + 4);
     assert_int_equal(sql_request_decode(s->data, s->len, &r, NULL, 0), 0);
     assert_true(r.time_ms == -1234567890123LL);
     assert_true(r.seed == 0xfedcba9876543210ULL);
+    assert_true(r.max_steps == 777000);
     sql_request_free(&r);
 
     assert_int_equal(sql_request_id(s->data, s->len, id), 0);
@@ -481,13 +484,11 @@ static void test_stamp(void **state)
     assert_int_equal(sql_request_id(s->data, HEADER - 1, id),
                      SQL_ERR_CORRUPT);
 
-    assert_int_equal(sql_request_stamp(b->data, b->len, -1234567890123LL,
-                                       0xfedcba9876543210ULL, b->data),
-                     0);
+    assert_int_equal(sql_request_stamp(b->data, b->len, &st, b->data), 0);
     assert_memory_equal(b->data, s->data, b->len);
 
     memset(out->data, 0xaa, out->len);
-    assert_int_equal(sql_request_stamp(junk->data, junk->len, 1, 1,
+    assert_int_equal(sql_request_stamp(junk->data, junk->len, &st,
                                        out->data),
                      SQL_ERR_CORRUPT);
     assert_int_equal(out->data[0], 0xaa);
@@ -534,6 +535,41 @@ static void test_encode_size(void **state)
     assert_string_equal(sql_strerror(99), "unknown error");
 }
 
+/* A payload of format version 1 (written before the work budget: no
+ * max_steps, sql_len at offset 40) is still decoded, with no budget, so
+ * the entries of an old log apply; it is never stamped again. */
+static void test_version1_decoded(void **state)
+{
+    static const uint64_t id[2] = {7, 8};
+    struct sql_param one = p_int(NULL, 42);
+    struct buf *b = encode_ok(id, "SELECT ?", &one, 1);
+    struct buf *v1 = buf_new(b->len - 8);
+    struct sql_stamp st = {1, 2, 3};
+    struct sql_request r;
+    char msg[256];
+
+    (void)state;
+    /* v1 = v2 without the 8 bytes of max_steps. */
+    memcpy(v1->data, b->data, OFF_MAX_STEPS);
+    memcpy(v1->data + OFF_MAX_STEPS, b->data + OFF_SQL_LEN,
+           b->len - OFF_SQL_LEN);
+    v1->data[OFF_VERSION] = 1;
+    assert_int_equal(sql_request_decode(v1->data, v1->len, &r, msg,
+                                        sizeof msg),
+                     0);
+    assert_int_equal(r.sql_len, strlen("SELECT ?"));
+    assert_memory_equal(r.sql, "SELECT ?", r.sql_len);
+    assert_int_equal(r.n_params, 1);
+    assert_true(r.params[0].value.integer == 42);
+    assert_true(r.max_steps == 0);
+    assert_true(r.id[0] == 7 && r.id[1] == 8);
+    sql_request_free(&r);
+    assert_int_equal(sql_request_stamp(v1->data, v1->len, &st, v1->data),
+                     SQL_ERR_FORMAT);
+    buf_free(v1);
+    buf_free(b);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -546,6 +582,7 @@ int main(void)
         cmocka_unit_test(test_invalid),
         cmocka_unit_test(test_stamp),
         cmocka_unit_test(test_encode_size),
+        cmocka_unit_test(test_version1_decoded),
     };
 
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -1,0 +1,141 @@
+"""End-to-end: faults that used to stop a node or the whole cluster for
+good (issue 10), each with the test that reproduced it.
+
+Real raftsql-node processes on 127.0.0.1, a fresh cluster per test.
+"""
+
+import os
+import shutil
+import sys
+import tempfile
+import threading
+import time
+import unittest
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(
+    os.path.abspath(__file__))))
+sys.path.insert(0, os.path.join(ROOT, "tools"))
+
+from raftsql_cluster import Cluster, NodeError  # noqa: E402
+
+NODE = os.environ.get("RAFTSQL_NODE",
+                      os.path.join(ROOT, "build", "raftsql-node"))
+FAST = "election_timeout_ms=300 heartbeat_ms=30"
+
+# A request that never ends on its own (issue 10 #2).
+RUNAWAY = ("INSERT INTO t SELECT x FROM (WITH RECURSIVE c(x) AS "
+           "(SELECT 1 UNION ALL SELECT x+1 FROM c) SELECT x FROM c)")
+
+
+class WedgeTest(unittest.TestCase):
+
+    def start(self, extra):
+        self.dir = tempfile.mkdtemp(prefix="raftsql-wedge-")
+        self.cluster = Cluster(NODE, self.dir, 3, FAST + " " + extra)
+        self.leader = self.cluster.wait_leader()
+        self.followers = [n for n in self.cluster.nodes
+                          if n.id != self.leader.id]
+
+    def tearDown(self):
+        codes = self.cluster.stop()
+        for n, code in zip(self.cluster.nodes, codes):
+            if code not in (0, None):
+                with open(n.log_path, errors="replace") as f:
+                    sys.stderr.write(f.read()[-4000:])
+        shutil.rmtree(self.dir, ignore_errors=True)
+        self.assertEqual(codes, [0, 0, 0], "a node exited with an error")
+
+    def exec(self, node, sql, *params):
+        return node.value("SELECT raft_exec(?%s)" % (", ?" * len(params)),
+                          sql, *params)
+
+    def test_runaway_request_fails_alike_and_the_log_moves_on(self):
+        """A request past the leader's max_request_steps fails with the
+        same error on every node, and later writes go through (before, it
+        ran forever on every node, across restarts)."""
+        self.start("exec_timeout_ms=20000 max_request_steps=3000000")
+        f1 = self.followers[0]
+        self.exec(f1, "CREATE TABLE t(x)")
+        with self.assertRaises(NodeError) as cm:
+            self.exec(f1, RUNAWAY)
+        self.assertIn("max_request_steps (3000000)", str(cm.exception))
+        self.assertEqual(self.exec(self.leader, "INSERT INTO t VALUES(1)"),
+                         1)
+        applied = self.leader.status()["applied"]
+        self.cluster.wait_applied(applied)
+        for n in self.cluster.nodes:
+            st = n.status()
+            self.assertTrue(st["applying"])
+            self.assertIsNone(st["last_error"])
+            self.assertEqual(n.value("SELECT count(*) FROM t"), 1)
+
+    def test_leaders_budget_holds_on_every_node(self):
+        """The budget is the leader's, stamped into the entry: a follower
+        configured without one still interrupts the request at the same
+        step, so the replicas agree."""
+        self.start("exec_timeout_ms=20000 max_request_steps=2000000")
+        leader = self.leader
+        # The followers restart without a budget; the leader keeps leading
+        # (followers that hear from it do not campaign).
+        for n in self.followers:
+            n.sql("SELECT raft_stop()")
+            n.sql("SELECT raft_start(?)", "id=%d cluster=%s %s" % (
+                n.id, self.cluster.members,
+                FAST + " exec_timeout_ms=20000 max_request_steps=0"))
+        self.assertEqual(self.cluster.wait_leader().id, leader.id)
+        self.exec(leader, "CREATE TABLE t(x)")
+        with self.assertRaises(NodeError) as cm:
+            self.exec(leader, RUNAWAY)
+        self.assertIn("max_request_steps (2000000)", str(cm.exception))
+        self.exec(leader, "INSERT INTO t VALUES(7)")
+        self.cluster.wait_applied(leader.status()["applied"])
+        for n in self.cluster.nodes:
+            self.assertEqual(n.sql("SELECT x FROM t"), [[7]])
+
+    def test_stop_does_not_wait_for_a_long_request(self):
+        """raft_stop returns at once while the apply thread runs a request
+        without end (no budget): the batch is interrupted and rolled back
+        (before, raft_stop hung)."""
+        self.start("exec_timeout_ms=2000 max_request_steps=0")
+        f1, f2 = self.followers
+        self.exec(f1, "CREATE TABLE t(x)")
+        done = self.leader.status()["applied"]
+        self.cluster.wait_applied(done)
+        errors = []
+
+        def runaway():
+            try:
+                self.exec(f1, RUNAWAY)
+            except NodeError as e:
+                errors.append(str(e))
+
+        th = threading.Thread(target=runaway)
+        th.start()
+        # Wait until f2 has the entry committed but cannot finish it.
+        deadline = time.monotonic() + 20
+        while True:
+            st = f2.status()
+            if st["commit"] > done and st["applied"] == done:
+                break
+            self.assertLess(time.monotonic(), deadline)
+            time.sleep(0.05)
+        time.sleep(0.3)
+        t0 = time.monotonic()
+        f2.sql("SELECT raft_stop()")
+        took = time.monotonic() - t0
+        th.join()
+        # A request without end would never let it return: any return
+        # shows the interrupt; the bound is generous for sanitizer builds.
+        self.assertLess(took, 5.0)
+        self.assertEqual(len(errors), 1)
+        self.assertIn("outcome unknown", errors[0])
+        self.assertEqual(f2.value("SELECT count(*) FROM t"), 0)
+        # The other nodes are stopped the same way by tearDown.
+        for n in (self.leader, f1):
+            t0 = time.monotonic()
+            n.sql("SELECT raft_stop()")
+            self.assertLess(time.monotonic() - t0, 5.0)
+
+
+if __name__ == "__main__":
+    unittest.main()
