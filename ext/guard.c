@@ -26,6 +26,29 @@ static int guard(void *arg, int action, const char *a1, const char *a2,
     (void)trigger;
 
     switch (action) {
+        case SQLITE_INSERT:
+            /* A VACUUM in place copies the database into a temporary one
+             * attached as "vacuum_db" (no file name; VACUUM INTO names
+             * its target file and changes nothing here) and back. It
+             * renumbers the rowids of tables without an INTEGER PRIMARY
+             * KEY on this node only, so later writes by rowid would hit
+             * other rows here: refused (issue 10 #12). SQLite checks
+             * nothing else of it. */
+            if (db_name != NULL && sqlite3_stricmp(db_name, "vacuum_db") ==
+                                       0) {
+                const char *file = sqlite3_db_filename(db, "vacuum_db");
+                if ((file == NULL || file[0] == '\0') &&
+                    replicated(db, NULL)) {
+                    fprintf(stderr,
+                            "raftsql: VACUUM refused: this database is a "
+                            "Raft replica, and VACUUM would renumber "
+                            "rowids on this node only (VACUUM INTO "
+                            "'file' makes a copy)\n");
+                    return SQLITE_DENY;
+                }
+            }
+            what = a1;
+            break;
         case SQLITE_UPDATE:
             /* SQLite checks UPDATE of the schema table whenever it sets up
              * a table-valued function or parses the schema; a real update
@@ -36,7 +59,6 @@ static int guard(void *arg, int action, const char *a1, const char *a2,
             }
             what = a1;
             break;
-        case SQLITE_INSERT:
         case SQLITE_DELETE:
         case SQLITE_CREATE_INDEX:
         case SQLITE_CREATE_TABLE:

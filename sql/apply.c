@@ -352,7 +352,7 @@ static int run_statements(struct sql_fsm *f, struct run *run)
     while (tail < end) {
         const char *next = NULL;
         sqlite3_stmt *s = NULL;
-        int cacheable;
+        int cacheable, single;
 
         f->deny[0] = '\0';
         f->pragma_setting = -1;
@@ -380,9 +380,21 @@ static int run_statements(struct sql_fsm *f, struct run *run)
         /* A request of exactly one plain statement is worth keeping
          * prepared (its text is the whole request; trailing blanks and
          * semicolons are part of the key). */
-        cacheable = tail == text && only_blanks(next, end) &&
-                    f->pragma_setting < 0 && f->deny[0] == '\0' &&
+        single = tail == text && only_blanks(next, end);
+        cacheable = single && f->pragma_setting < 0 && f->deny[0] == '\0' &&
                     !authorize_is_vacuum(sqlite3_sql(s));
+        if (f->pragma_setting >= 0 && !single) {
+            /* Plain SQLite ignores PRAGMA foreign_keys inside a
+             * transaction, and here a setting applies from the next
+             * request on: within a request of several statements either
+             * would surprise, so it must come alone. */
+            sqlite3_finalize(s);
+            return run_error(f, run, SQLITE_AUTH,
+                             "PRAGMA %s must be a raft_exec request of its "
+                             "own: a cluster-wide setting takes effect from "
+                             "the next request on",
+                             pragma_setting_name(f->pragma_setting));
+        }
         tail = next;
         rc = run_statement(f, run, s);
         if (cacheable) {

@@ -137,5 +137,33 @@ class WedgeTest(unittest.TestCase):
             self.assertLess(time.monotonic() - t0, 5.0)
 
 
+    def test_vacuum_on_a_replica_refused(self):
+        """A plain VACUUM on a node's own connection is refused: it
+        renumbered the rowids of a table without an INTEGER PRIMARY KEY on
+        that node only, and a later DELETE by rowid then removed different
+        rows on different nodes (issue 10 #12). VACUUM INTO still makes a
+        copy."""
+        self.start("exec_timeout_ms=10000")
+        f1 = self.followers[0]
+        self.exec(f1, "CREATE TABLE t(v)")
+        for v in range(1, 7):
+            self.exec(f1, "INSERT INTO t VALUES(?)", v)
+        self.exec(f1, "DELETE FROM t WHERE v IN (2, 3)")
+        with self.assertRaises(NodeError) as cm:
+            f1.sql("VACUUM")
+        self.assertIn("not authorized", str(cm.exception))
+        copy = os.path.join(self.dir, "copy.db")
+        f1.sql("VACUUM INTO ?", copy)
+        self.assertTrue(os.path.exists(copy))
+        self.exec(self.leader, "DELETE FROM t WHERE rowid = 4")
+        self.cluster.wait_applied(self.leader.status()["applied"])
+        rows = [n.sql("SELECT rowid, v FROM t ORDER BY rowid")
+                for n in self.cluster.nodes]
+        self.assertEqual(rows[0], [[1, 1], [5, 5], [6, 6]])
+        self.assertEqual(rows[0], rows[1])
+        self.assertEqual(rows[0], rows[2])
+        with open(f1.log_path) as f:
+            self.assertIn("VACUUM refused", f.read())
+
 if __name__ == "__main__":
     unittest.main()
