@@ -148,14 +148,34 @@ static int kind_to_rc(int kind)
     }
 }
 
+/* poll_time returns the earlier of @deadline and now + EXT_EXEC_POLL_MS
+ * (CLOCK_MONOTONIC). */
+static struct timespec poll_time(const struct timespec *deadline)
+{
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    t.tv_nsec += (long)EXT_EXEC_POLL_MS * 1000000L;
+    if (t.tv_nsec >= 1000000000L) {
+        t.tv_sec++;
+        t.tv_nsec -= 1000000000L;
+    }
+    if (t.tv_sec > deadline->tv_sec ||
+        (t.tv_sec == deadline->tv_sec && t.tv_nsec > deadline->tv_nsec)) {
+        return *deadline;
+    }
+    return t;
+}
+
 int exec_submit(struct ext_exec *e, const char *sql, size_t sql_len,
                 const struct sql_param *params, unsigned n_params,
+                const struct ext_exec_probe *probe,
                 struct ext_exec_result *out)
 {
     struct waiter w;
     pthread_condattr_t ca;
     struct timespec deadline;
     char errmsg[512];
+    bool interrupted, cancelled = false;
     int rc;
 
     memset(&w, 0, sizeof w);
@@ -234,9 +254,36 @@ int exec_submit(struct ext_exec *e, const char *sql, size_t sql_len,
 
     pthread_mutex_lock(&e->mu);
     while (w.state != W_DONE) {
-        if (pthread_cond_timedwait(&w.cond, &e->mu, &deadline) != 0 &&
-            w.state != W_DONE) {
+        struct timespec slice = deadline;
+        bool last;
+        if (probe != NULL) {
+            slice = poll_time(&deadline);
+        }
+        last = slice.tv_sec == deadline.tv_sec &&
+               slice.tv_nsec == deadline.tv_nsec;
+        if (pthread_cond_timedwait(&w.cond, &e->mu, &slice) == 0 ||
+            w.state == W_DONE) {
+            continue;
+        }
+        if (last) {
             break;
+        }
+        /* The probe runs SQL on the caller's own connection: not under
+         * mu. */
+        pthread_mutex_unlock(&e->mu);
+        interrupted = probe->interrupted(probe->data);
+        pthread_mutex_lock(&e->mu);
+        if (interrupted && w.state != W_DONE) {
+            if (!w.left_node) {
+                finish(&w, EXT_EXEC_NOT_APPLIED, SQLITE_INTERRUPT,
+                       "raft_exec: interrupted: not applied (the request "
+                       "had not left this node)");
+            } else {
+                finish(&w, EXT_EXEC_UNKNOWN, SQLITE_INTERRUPT,
+                       "raft_exec: interrupted: outcome unknown: the "
+                       "write will be applied on all nodes or on none");
+            }
+            cancelled = true;
         }
     }
     if (w.state != W_DONE) {
@@ -256,7 +303,7 @@ int exec_submit(struct ext_exec *e, const char *sql, size_t sql_len,
     unlink_waiter(e, &w);
     pthread_mutex_unlock(&e->mu);
     *out = w.result;
-    rc = kind_to_rc(out->kind);
+    rc = cancelled ? RAFT_CANCELED : kind_to_rc(out->kind);
 
 out:
     pthread_cond_destroy(&w.cond);

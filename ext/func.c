@@ -134,8 +134,27 @@ static void value_to_param(sqlite3_value *v, struct sql_param *p)
     }
 }
 
+/* caller_interrupted probes the caller's connection @arg: SQLite
+ * interrupts every statement started while an interrupt is pending
+ * (https://sqlite.org/c3ref/interrupt.html), so a trivial one fails with
+ * SQLITE_INTERRUPT exactly when sqlite3_interrupt was called on it (SQLite
+ * 3.40 has no sqlite3_is_interrupted). */
+static bool caller_interrupted(void *arg)
+{
+    sqlite3 *db = arg;
+    sqlite3_stmt *s = NULL;
+    int rc = sqlite3_prepare_v2(db, "SELECT 1", -1, &s, NULL);
+    if (rc == SQLITE_OK) {
+        rc = sqlite3_step(s);
+    }
+    sqlite3_finalize(s);
+    return (rc & 0xff) == SQLITE_INTERRUPT;
+}
+
 static void fn_exec(sqlite3_context *ctx, int argc, sqlite3_value **argv)
 {
+    struct ext_exec_probe probe = {caller_interrupted,
+                                   sqlite3_context_db_handle(ctx)};
     struct conn_state *cs = sqlite3_user_data(ctx);
     struct ext_node *n;
     struct ext_exec_result *res;
@@ -172,7 +191,7 @@ static void fn_exec(sqlite3_context *ctx, int argc, sqlite3_value **argv)
     }
     sql = (const char *)sqlite3_value_text(argv[0]);
     ext_node_exec(n, sql, (size_t)sqlite3_value_bytes(argv[0]), params,
-                  n_params, res);
+                  n_params, &probe, res);
     if (res->kind == EXT_EXEC_OK) {
         cs->last_insert_rowid = res->last_insert_rowid;
         sqlite3_result_int64(ctx, res->changes);

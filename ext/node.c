@@ -382,9 +382,10 @@ void ext_node_stop(struct ext_node *n)
 
 int ext_node_exec(struct ext_node *n, const char *sql, size_t sql_len,
                   const struct sql_param *params, unsigned n_params,
+                  const struct ext_exec_probe *probe,
                   struct ext_exec_result *out)
 {
-    return exec_submit(n->exec, sql, sql_len, params, n_params, out);
+    return exec_submit(n->exec, sql, sql_len, params, n_params, probe, out);
 }
 
 char *ext_node_status(struct ext_node *n)

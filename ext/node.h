@@ -24,6 +24,7 @@
 #ifndef EXT_NODE_H
 #define EXT_NODE_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -46,6 +47,18 @@ struct ext_exec_result {
     int64_t last_insert_rowid; /* rowid after the request, when OK */
     char errmsg[1024];         /* why, when kind is not OK */
 };
+
+/* How a waiting ext_node_exec learns that its caller gave up: @interrupted
+ * (with @data) returns true once the caller's connection was interrupted
+ * (sqlite3_interrupt, ^C in the shell, Python's Connection.interrupt()).
+ * Called on the caller's thread every EXT_EXEC_POLL_MS while it waits. */
+struct ext_exec_probe {
+    bool (*interrupted)(void *data);
+    void *data;
+};
+
+/* How often a waiting caller asks its probe, ms. */
+#define EXT_EXEC_POLL_MS 50
 
 struct ext_node; /* opaque */
 
@@ -76,12 +89,17 @@ void ext_node_stop(struct ext_node *n);
 
 /* ext_node_exec runs one write request (SQL text @sql of @sql_len bytes and
  * @n_params parameters) through the cluster and waits until it is applied
- * on this node, or exec_timeout_ms passes. Always fills @out; returns 0 when
- * out->kind is EXT_EXEC_OK, else the project error code matching it
- * (RAFT_INVALID for a SQL error, RAFT_TOOBIG, RAFT_BUSY when the submission
- * queue is full, RAFT_TIMEOUT, RAFT_UNKNOWN, RAFT_SHUTDOWN). Any thread. */
+ * on this node, exec_timeout_ms passes, or @probe (may be NULL) says the
+ * caller was interrupted (then within EXT_EXEC_POLL_MS: "interrupted: not
+ * applied" when the request had not left this node, else "interrupted:
+ * outcome unknown", with sqlite_rc SQLITE_INTERRUPT). Always fills @out;
+ * returns 0 when out->kind is EXT_EXEC_OK, else the project error code
+ * matching it (RAFT_INVALID for a SQL error, RAFT_TOOBIG, RAFT_BUSY when
+ * the submission queue is full, RAFT_TIMEOUT, RAFT_UNKNOWN, RAFT_SHUTDOWN,
+ * RAFT_CANCELED when interrupted). Any thread. */
 int ext_node_exec(struct ext_node *n, const char *sql, size_t sql_len,
                   const struct sql_param *params, unsigned n_params,
+                  const struct ext_exec_probe *probe,
                   struct ext_exec_result *out);
 
 /* ext_node_status returns the node's status as a JSON object text

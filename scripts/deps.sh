@@ -4,7 +4,7 @@
 set -eu
 
 pkgs="gcc make pkg-config sqlite3 libsqlite3-dev libuv1-dev liblmdb-dev \
-libcmocka-dev libxxhash-dev libjansson-dev python3 clang-format"
+libcmocka-dev libxxhash-dev libjansson-dev python3 clang-format tmux"
 
 missing=""
 for p in $pkgs; do
