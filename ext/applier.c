@@ -5,9 +5,11 @@
  * Happy path: wait for entries -> take every queued one -> sql_fsm_apply
  * (one SQLite transaction, a savepoint per request, the applied index in
  * the same transaction) -> hooks.applied with each result.
- * Failure modes: an environmental error (I/O, disk full) leaves the batch
- * unapplied; the node stops applying, says so in raft_status(), and never
- * skips the entry: a restart applies it again from the log. */
+ * Failure modes: an environmental error (I/O, disk full, a lock held
+ * longer than the busy timeout) leaves the batch unapplied; the batch goes
+ * back to the head of the queue and is retried with backoff (100 ms
+ * doubling to 5 s), never skipped, and raft_status() shows the condition
+ * (applying false, apply_error) until a retry succeeds. */
 
 #include "applier.h"
 
@@ -22,6 +24,10 @@
 
 /* Most entries applied in one SQLite transaction. */
 #define APPLY_BATCH_MAX 4096
+
+/* Backoff between retries of a failed batch, ms. */
+#define RETRY_MIN_MS 100
+#define RETRY_MAX_MS 5000
 
 struct ext_applier {
     struct ext_applier_config cfg; /* settings (copy) */
@@ -38,8 +44,13 @@ struct ext_applier {
     unsigned n_queue;              /* (mu) */
     unsigned cap_queue;            /* (mu) */
     bool stop;                     /* the thread must end (mu) */
-    atomic_bool failed;            /* applying stopped on an error (set
-                                      under mu) */
+    atomic_bool failed;            /* the last batch failed: retried at
+                                      retry_at (set under mu) */
+    struct timespec retry_at;      /* CLOCK_MONOTONIC of the next retry
+                                      (mu) */
+    unsigned backoff_ms;           /* the wait before the next retry (mu) */
+    char error[512];               /* why the last batch failed, "" when
+                                      applying (mu) */
     bool busy;                     /* the thread uses the connection (mu) */
     bool want_checkpoint;          /* checkpoint now (log full) (mu) */
     bool held;                     /* a snapshot install waits for or holds
@@ -151,6 +162,85 @@ int applier_snapshot_create(struct ext_applier *a, const char *path,
                                                 errmsg_len));
 }
 
+/* note_failure records that the batch starting at @index failed with
+ * @why: logged at ERROR (and kept as the node's last error) when the
+ * reason is new, and shown as apply_error until a retry succeeds. Called
+ * without mu. */
+static void note_failure(struct ext_applier *a, raft_index index,
+                         const char *why)
+{
+    char msg[512];
+    bool is_new;
+    snprintf(msg, sizeof msg,
+             "apply failed at index %llu, retrying with backoff (the entry "
+             "is never skipped): %s",
+             (unsigned long long)index, why);
+    pthread_mutex_lock(&a->mu);
+    is_new = strcmp(a->error, msg) != 0;
+    snprintf(a->error, sizeof a->error, "%s", msg);
+    pthread_mutex_unlock(&a->mu);
+    if (is_new) {
+        node_log_error(a->log, "%s", msg);
+    }
+}
+
+/* retry_later puts the @n entries of a failed @batch back at the head of
+ * the queue (their references move with them) and sets the next retry.
+ * Returns false when the queue cannot grow (out of memory: the entries
+ * are dropped and applying stops for good). Caller holds mu. */
+static bool retry_later(struct ext_applier *a, const struct raft_entry *batch,
+                        unsigned n)
+{
+    if (a->n_queue + n > a->cap_queue) {
+        unsigned cap = (a->n_queue + n) * 2;
+        struct raft_entry *q = realloc(a->queue, cap * sizeof *q);
+        if (q == NULL) {
+            return false;
+        }
+        a->queue = q;
+        a->cap_queue = cap;
+    }
+    memmove(a->queue + n, a->queue, a->n_queue * sizeof *batch);
+    memcpy(a->queue, batch, n * sizeof *batch);
+    a->n_queue += n;
+    a->backoff_ms = a->backoff_ms == 0 ? RETRY_MIN_MS
+                    : a->backoff_ms * 2 > RETRY_MAX_MS ? RETRY_MAX_MS
+                                                       : a->backoff_ms * 2;
+    clock_gettime(CLOCK_MONOTONIC, &a->retry_at);
+    a->retry_at.tv_sec += a->backoff_ms / 1000;
+    a->retry_at.tv_nsec += (long)(a->backoff_ms % 1000) * 1000000L;
+    if (a->retry_at.tv_nsec >= 1000000000L) {
+        a->retry_at.tv_sec++;
+        a->retry_at.tv_nsec -= 1000000000L;
+    }
+    return true;
+}
+
+/* resumed clears the failure after a batch applied. Caller holds mu. */
+static void resumed(struct ext_applier *a, raft_index last)
+{
+    if (atomic_load(&a->failed)) {
+        /* At WARN, as the ERROR it clears. */
+        node_log_line(a->log, RAFT_LOG_WARN,
+                      "applying resumed, applied through %llu (it had "
+                      "failed: %s)",
+                      (unsigned long long)last, a->error);
+    }
+    atomic_store(&a->failed, false);
+    a->backoff_ms = 0;
+    a->error[0] = '\0';
+}
+
+void applier_error(struct ext_applier *a, char *out, size_t len)
+{
+    if (len == 0) {
+        return;
+    }
+    pthread_mutex_lock(&a->mu);
+    snprintf(out, len, "%s", a->error);
+    pthread_mutex_unlock(&a->mu);
+}
+
 /* checkpoint runs a checkpoint on the apply connection and takes in the
  * durable index it reached. */
 static void checkpoint(struct ext_applier *a)
@@ -187,11 +277,7 @@ static int apply_batch(struct ext_applier *a, const struct raft_entry *batch,
         goto out; /* interrupted by applier_stop: applied after a restart */
     }
     if (rc != 0) {
-        node_log_error(a->log,
-                       "apply stopped at index %llu, the node applies "
-                       "nothing more until restarted: %s",
-                       (unsigned long long)batch[0].index,
-                       sql_fsm_errmsg(a->fsm));
+        note_failure(a, batch[0].index, sql_fsm_errmsg(a->fsm));
         goto out;
     }
     atomic_store(&a->applied, last);
@@ -270,15 +356,18 @@ static void *applier_main(void *arg)
         unsigned n;
         int rc;
         while (!a->stop && !a->want_checkpoint &&
-               (a->n_queue == 0 || a->failed || a->held)) {
+               (a->n_queue == 0 || a->held)) {
             pthread_cond_wait(&a->cond, &a->mu);
+        }
+        if (!a->stop && !a->want_checkpoint && atomic_load(&a->failed) &&
+            pthread_cond_timedwait(&a->cond, &a->mu, &a->retry_at) == 0) {
+            continue; /* woken before the retry is due */
         }
         follower_pace(a, &last_end);
         if (a->stop) {
             break;
         }
-        if (!a->want_checkpoint &&
-            (a->n_queue == 0 || a->failed || a->held)) {
+        if (!a->want_checkpoint && (a->n_queue == 0 || a->held)) {
             continue; /* an install took the queue while it paced */
         }
         if (a->want_checkpoint) {
@@ -301,17 +390,27 @@ static void *applier_main(void *arg)
         pthread_mutex_unlock(&a->mu);
 
         rc = apply_batch(a, batch, n);
-        for (unsigned i = 0; i < n; i++) {
-            raft_buf_unref(batch[i].data);
-        }
         clock_gettime(CLOCK_MONOTONIC, &last_end);
 
         pthread_mutex_lock(&a->mu);
+        if (rc == 0) {
+            resumed(a, batch[n - 1].index);
+        } else if (retry_later(a, batch, n)) {
+            atomic_store(&a->failed, true);
+            n = 0; /* the references went back into the queue */
+        } else {
+            atomic_store(&a->failed, true);
+            a->stop = true;
+            node_log_error(a->log, "apply: out of memory: applying stops "
+                                   "until restarted");
+        }
         a->busy = false;
         pthread_cond_broadcast(&a->idle_cond);
-        if (rc != 0) {
-            a->failed = true;
+        pthread_mutex_unlock(&a->mu);
+        for (unsigned i = 0; i < n; i++) {
+            raft_buf_unref(batch[i].data);
         }
+        pthread_mutex_lock(&a->mu);
     }
     pthread_mutex_unlock(&a->mu);
     free(batch);

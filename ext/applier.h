@@ -67,9 +67,13 @@ uint64_t applier_applied(const struct ext_applier *a);
  * database file (sql.h, "The durable point"). Any thread. */
 uint64_t applier_durable(const struct ext_applier *a);
 
-/* applier_failed says whether applying stopped on an environmental error
- * (it then applies nothing more until restarted). Any thread. */
+/* applier_failed says whether the last batch failed on an environmental
+ * error (it is retried with backoff until it applies). Any thread. */
 bool applier_failed(const struct ext_applier *a);
+
+/* applier_error copies why the last batch failed into @out (@len bytes,
+ * always NUL-terminated), "" while applying works. Any thread. */
+void applier_error(struct ext_applier *a, char *out, size_t len);
 
 /* applier_request_checkpoint asks the apply thread to checkpoint soon,
  * between batches, so that the durable index catches up with the applied

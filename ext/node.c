@@ -390,10 +390,12 @@ int ext_node_exec(struct ext_node *n, const char *sql, size_t sql_len,
 
 char *ext_node_status(struct ext_node *n)
 {
-    char last_error[512];
+    char last_error[512], apply_error[512];
     struct ext_status_extra x;
 
     node_log_last_error(&n->log, last_error, sizeof last_error);
+    applier_error(n->applier, apply_error, sizeof apply_error);
+    x.apply_error = apply_error;
     exec_counts(n->exec, &x.queue, &x.waiters);
     x.applied = applier_applied(n->applier);
     x.durable = applier_durable(n->applier);

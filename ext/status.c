@@ -183,6 +183,9 @@ char *status_json(struct ext_status *st, const struct ext_status_extra *x)
     json_object_set_new(o, "queue", json_integer(x->queue));
     json_object_set_new(o, "waiters", json_integer(x->waiters));
     json_object_set_new(o, "applying", json_boolean(x->applying));
+    json_object_set_new(o, "apply_error", x->apply_error[0]
+                                              ? json_string(x->apply_error)
+                                              : json_null());
     json_object_set_new(o, "log_full", json_boolean(s.log_full));
     json_object_set_new(o, "log_writes",
                         json_integer((json_int_t)s.stats.n_writes));
@@ -243,7 +246,9 @@ char *status_json(struct ext_status *st, const struct ext_status_extra *x)
     json_object_set_new(o, "last_error", x->last_error[0]
                                              ? json_string(x->last_error)
                                              : json_null());
-    text = json_dumps(o, JSON_COMPACT);
+    /* Means are rounded to two decimals; six significant digits print
+     * them as such (0.92, not 0.92000000000000004). */
+    text = json_dumps(o, JSON_COMPACT | JSON_REAL_PRECISION(6));
     json_decref(o);
     return text;
 }

@@ -19,7 +19,9 @@ struct ext_status_extra {
     unsigned waiters;       /* callers waiting */
     uint64_t applied;       /* last applied index */
     uint64_t durable;       /* durable applied index */
-    bool applying;          /* the apply thread has not stopped */
+    bool applying;          /* the last batch applied (no failure being
+                               retried) */
+    const char *apply_error; /* why applying is failing now, "" for none */
     const char *last_error; /* "" for none */
 };
 

@@ -5,7 +5,9 @@ Real raftsql-node processes on 127.0.0.1, a fresh cluster per test.
 """
 
 import os
+import re
 import shutil
+import sqlite3
 import sys
 import tempfile
 import threading
@@ -164,6 +166,53 @@ class WedgeTest(unittest.TestCase):
         self.assertEqual(rows[0], rows[2])
         with open(f1.log_path) as f:
             self.assertIn("VACUUM refused", f.read())
+
+    def test_apply_resumes_after_a_foreign_lock(self):
+        """Another process holds BEGIN IMMEDIATE on a follower's database
+        longer than the apply connection's 5 s busy timeout: the follower
+        shows the condition in raft_status() and, once the lock is
+        released, applies everything by itself (before, it stopped
+        applying until restarted and stayed stale)."""
+        self.start("exec_timeout_ms=10000")
+        f1 = self.followers[0]
+        self.exec(self.leader, "CREATE TABLE t(x)")
+        self.cluster.wait_applied(self.leader.status()["applied"])
+        holder = sqlite3.connect(f1.db, isolation_level=None, timeout=1)
+        holder.execute("BEGIN IMMEDIATE")
+        try:
+            for v in range(5):
+                self.exec(self.leader, "INSERT INTO t VALUES(?)", v)
+            deadline = time.monotonic() + 20
+            while True:
+                st = f1.status()
+                if not st["applying"]:
+                    break
+                self.assertLess(time.monotonic(), deadline,
+                                "the lock never made applying fail")
+                time.sleep(0.1)
+            self.assertIn("database is locked", st["apply_error"])
+            self.assertIn("retrying", st["apply_error"])
+        finally:
+            holder.execute("COMMIT")
+            holder.close()
+        self.cluster.wait_applied(self.leader.status()["applied"], [f1],
+                                  timeout=20)
+        st = f1.status()
+        self.assertTrue(st["applying"])
+        self.assertIsNone(st["apply_error"])
+        self.assertEqual(f1.value("SELECT count(*) FROM t"), 5)
+        with open(f1.log_path) as f:
+            self.assertIn("applying resumed", f.read())
+
+    def test_status_numbers_are_rounded(self):
+        """Means in raft_status() print as people read them (0.92, not
+        0.92000000000000004)."""
+        self.start("exec_timeout_ms=10000")
+        self.exec(self.leader, "CREATE TABLE t(x)")
+        for v in range(7):
+            self.exec(self.leader, "INSERT INTO t VALUES(?)", v)
+        text = self.leader.value("SELECT raft_status()")
+        self.assertIsNone(re.search(r"[0-9]\.[0-9]{7,}", text), text)
 
 if __name__ == "__main__":
     unittest.main()

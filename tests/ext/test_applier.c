@@ -293,9 +293,10 @@ static void test_checkpoint_on_request(void **state)
     stop(f);
 }
 
-/* An entry the state machine cannot apply stops the thread: applied stays
- * before it, later entries wait, and nothing is skipped. */
-static void test_failure_stops_applying(void **state)
+/* An entry the state machine cannot apply is retried, never skipped:
+ * applied stays before it, later entries wait behind it, and the error is
+ * shown until a retry succeeds. */
+static void test_failure_is_retried_never_skipped(void **state)
 {
     struct fixture *f = *state;
     struct raft_entry e = {.term = 1, .index = 2, .type = RAFT_ENTRY_NORMAL};
@@ -310,8 +311,14 @@ static void test_failure_stops_applying(void **state)
         usleep(10 * 1000);
     }
     assert_true(applier_failed(f->a));
-    usleep(50 * 1000);
+    usleep(300 * 1000); /* a few retries */
+    assert_true(applier_failed(f->a));
     assert_int_equal(applier_applied(f->a), 1);
+    {
+        char err[512];
+        applier_error(f->a, err, sizeof err);
+        assert_non_null(strstr(err, "apply failed at index 2, retrying"));
+    }
     stop(f);
 }
 
@@ -329,7 +336,7 @@ int main(void)
                                         teardown),
         cmocka_unit_test_setup_teardown(test_checkpoint_on_request, setup,
                                         teardown),
-        cmocka_unit_test_setup_teardown(test_failure_stops_applying, setup,
+        cmocka_unit_test_setup_teardown(test_failure_is_retried_never_skipped, setup,
                                         teardown),
     };
     return cmocka_run_group_tests_name("ext_applier", tests, NULL, NULL);
