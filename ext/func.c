@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "config.h"
+#include "precheck.h"
 #include "registry.h"
 
 SQLITE_EXTENSION_INIT3
@@ -19,6 +20,7 @@ SQLITE_EXTENSION_INIT3
 /* Per-connection state of the functions. */
 struct conn_state {
     sqlite3_int64 last_insert_rowid; /* of this connection's last raft_exec */
+    struct ext_precheck_cache checked; /* requests checked fine */
 };
 
 /* main_file returns the main database file of @ctx's connection, or
@@ -190,6 +192,17 @@ static void fn_exec(sqlite3_context *ctx, int argc, sqlite3_value **argv)
         value_to_param(argv[i + 1], &params[i]);
     }
     sql = (const char *)sqlite3_value_text(argv[0]);
+    if (precheck_request(sqlite3_context_db_handle(ctx), sql,
+                         (size_t)sqlite3_value_bytes(argv[0]), n_params,
+                         &cs->checked, res->errmsg,
+                         sizeof res->errmsg) != 0) {
+        char why[sizeof res->errmsg];
+        snprintf(why, sizeof why, "%s", res->errmsg);
+        snprintf(res->errmsg, sizeof res->errmsg,
+                 "raft_exec: not applied: %.990s", why);
+        sqlite3_result_error(ctx, res->errmsg, -1);
+        goto out;
+    }
     ext_node_exec(n, sql, (size_t)sqlite3_value_bytes(argv[0]), params,
                   n_params, &probe, res);
     if (res->kind == EXT_EXEC_OK) {
@@ -280,7 +293,7 @@ int ext_func_register(sqlite3 *db)
     if (cs == NULL) {
         return SQLITE_NOMEM;
     }
-    cs->last_insert_rowid = 0;
+    memset(cs, 0, sizeof *cs);
     /* The apply connection must not have these functions: add a new one
      * to the list in sqlbridge.c too. raft_exec owns the state: SQLite
      * frees it when the connection closes or the function is replaced. */

@@ -17,6 +17,37 @@ static int replicated(sqlite3 *db, const char *schema)
     return file != NULL && file[0] != '\0' && ext_registry_replica(file);
 }
 
+/* The check running on this thread (guard_check_begin), or NULL. */
+static _Thread_local struct guard_check *checking;
+
+void guard_check_begin(struct guard_check *seen)
+{
+    seen->transaction[0] = '\0';
+    checking = seen;
+}
+
+void guard_check_end(void)
+{
+    checking = NULL;
+}
+
+/* note_check records what a statement prepared for a check does. */
+static void note_check(int action, const char *a1)
+{
+    const char *kind = NULL;
+    if (action == SQLITE_TRANSACTION && a1 != NULL) {
+        kind = a1; /* BEGIN, COMMIT, ROLLBACK */
+    } else if (action == SQLITE_SAVEPOINT && a1 != NULL) {
+        kind = sqlite3_stricmp(a1, "BEGIN") == 0     ? "SAVEPOINT"
+               : sqlite3_stricmp(a1, "RELEASE") == 0 ? "RELEASE"
+                                                     : "ROLLBACK TO";
+    }
+    if (kind != NULL && checking->transaction[0] == '\0') {
+        snprintf(checking->transaction, sizeof checking->transaction, "%s",
+                 kind);
+    }
+}
+
 static int guard(void *arg, int action, const char *a1, const char *a2,
                  const char *db_name, const char *trigger)
 {
@@ -25,6 +56,10 @@ static int guard(void *arg, int action, const char *a1, const char *a2,
     const char *schema = db_name;
     (void)trigger;
 
+    if (checking != NULL) {
+        note_check(action, a1);
+        return SQLITE_OK;
+    }
     switch (action) {
         case SQLITE_INSERT:
             /* A VACUUM in place copies the database into a temporary one

@@ -15,4 +15,19 @@
  * allowed. Returns SQLITE_OK or SQLite's error. Any thread. */
 int ext_guard_install(sqlite3 *db);
 
+/* What the guard saw while a check ran on this thread. */
+struct guard_check {
+    char transaction[16]; /* "BEGIN", "COMMIT", "SAVEPOINT", ... when a
+                             statement controls the transaction, else "" */
+};
+
+/* guard_check_begin sets the guard aside on the calling thread until
+ * guard_check_end: statements prepared meanwhile (to check a request,
+ * never to run it) are allowed, and transaction control is noted in
+ * @seen. Thread: the caller's; the two calls pair up on one thread. */
+void guard_check_begin(struct guard_check *seen);
+
+/* guard_check_end puts the guard back on the calling thread. */
+void guard_check_end(void);
+
 #endif /* EXT_GUARD_H */

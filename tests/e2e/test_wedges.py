@@ -214,5 +214,46 @@ class WedgeTest(unittest.TestCase):
         text = self.leader.value("SELECT raft_status()")
         self.assertIsNone(re.search(r"[0-9]\.[0-9]{7,}", text), text)
 
+    def test_requests_that_cannot_succeed_never_enter_the_log(self):
+        """A syntax error, a wrong number of values and transaction control
+        are refused before replication ("not applied", no log index
+        taken), on a follower and on the leader (before, each took an
+        index and failed on every node). Errors that may depend on the
+        schema stay results of their entry."""
+        self.start("exec_timeout_ms=10000")
+        f1 = self.followers[0]
+        self.exec(f1, "CREATE TABLE t(x)")
+        last = self.leader.status()["last_index"]
+        cases = [
+            (("INSRT INTO t VALUES(1)",), 'near "INSRT": syntax error'),
+            (("INSERT INTO t VALUES(1); INSERT INTO t VALUES(",),
+             "incomplete input"),
+            (("INSERT INTO t VALUES(?)", 1, 2),
+             "2 values given but the SQL has only 1 parameters"),
+            (("INSERT INTO t VALUES(?); INSERT INTO t VALUES(?2)", 1),
+             "missing value for parameter 2 (?2)"),
+            (("BEGIN",), "BEGIN cannot be used in raft_exec"),
+            (("INSERT INTO t VALUES(1); COMMIT",),
+             "COMMIT cannot be used in raft_exec"),
+        ]
+        for node in (f1, self.leader):
+            for args, want in cases:
+                with self.assertRaises(NodeError) as cm:
+                    self.exec(node, *args)
+                self.assertIn("raft_exec: not applied: " + want,
+                              str(cm.exception))
+        self.assertEqual(self.leader.status()["last_index"], last)
+        # Schema-dependent: the table is created by the request itself.
+        self.assertEqual(self.exec(f1, "CREATE TABLE u(a); "
+                                       "INSERT INTO u VALUES(?)", 5), 1)
+        with self.assertRaises(NodeError) as cm:
+            self.exec(f1, "INSERT INTO nowhere VALUES(1)")
+        self.assertIn("no such table: nowhere", str(cm.exception))
+        self.assertNotIn("not applied", str(cm.exception))
+        self.assertEqual(self.leader.status()["last_index"], last + 2)
+        # The same good request again (checked once per connection).
+        for v in range(3):
+            self.assertEqual(self.exec(f1, "INSERT INTO t VALUES(?)", v), 1)
+
 if __name__ == "__main__":
     unittest.main()

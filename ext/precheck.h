@@ -1,0 +1,44 @@
+/* The caller's check of a raft_exec request before it enters the log:
+ * what cannot succeed whatever the schema or the data (a syntax error, a
+ * parameter count that does not match, transaction control) is refused as
+ * "not applied", instead of taking a log index and failing on every node.
+ * Errors that may depend on the schema ("no such table", which a later
+ * statement of the same request, or a lagging follower, may explain) stay
+ * results of the entry. */
+
+#ifndef EXT_PRECHECK_H
+#define EXT_PRECHECK_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include <sqlite3ext.h>
+
+/* Most requests a connection remembers as checked. */
+#define EXT_PRECHECK_CACHE 8
+
+/* The requests a connection checked and found fine, by the hash of their
+ * text and their number of values: an application repeats the same few
+ * statements, which are then checked once. Zero it to start. */
+struct ext_precheck_cache {
+    uint64_t hash[EXT_PRECHECK_CACHE]; /* XXH64 of the SQL text */
+    uint32_t len[EXT_PRECHECK_CACHE];  /* its length, bytes */
+    uint32_t n_values[EXT_PRECHECK_CACHE]; /* values given with it */
+    unsigned next;                     /* slot to fill next */
+};
+
+/* precheck_request prepares (never runs) each statement of the SQL text
+ * @sql (@len bytes, NUL-terminated) on the caller's connection @db and
+ * checks it against the @n_values values the caller gives. Returns 0 when
+ * nothing is wrong or what is wrong may depend on the schema (left to the
+ * entry), or RAFT_INVALID with @errmsg (@errmsg_len bytes) saying why, in
+ * the words the apply connection would use: SQLite's syntax error, "%u
+ * values given but the SQL has only %d parameters", "missing value for
+ * parameter %d (%s)", "%s cannot be used in raft_exec: each request
+ * already runs as one transaction". @cache (may be NULL) remembers requests found
+ * fine. Thread: the caller's, inside a SQL function on @db. */
+int precheck_request(sqlite3 *db, const char *sql, size_t len,
+                     unsigned n_values, struct ext_precheck_cache *cache,
+                     char *errmsg, size_t errmsg_len);
+
+#endif /* EXT_PRECHECK_H */
