@@ -438,14 +438,14 @@ static void dispatch(struct ext_exec *e, struct raft_uv_node *d)
         pthread_mutex_unlock(&e->mu);
     } else {
         for (unsigned i = 0; i < cnt; i++) {
-            struct raft_message m = {.type = RAFT_MSG_FORWARD};
+            struct raft_frame m = {.type = RAFT_FRAME_FORWARD};
             int rc;
             m.from = self;
             m.to = leader;
             m.forward.request_id[0] = o[i].id[0];
             m.forward.request_id[1] = o[i].id[1];
             m.forward.data = o[i].payload;
-            rc = raft_uv_node_send(d, &m);
+            rc = raft_uv_node_send_frame(d, &m);
             if (rc != 0) {
                 /* Not sent at all: back to waiting, as it was. */
                 pthread_mutex_lock(&e->mu);
@@ -485,7 +485,7 @@ void exec_on_tick(struct ext_exec *e, struct raft_uv_node *d)
     dispatch(e, d);
 }
 
-void exec_on_forward_result(struct ext_exec *e, const struct raft_message *m)
+void exec_on_forward_result(struct ext_exec *e, const struct raft_frame *m)
 {
     /* FORWARD_RESULT: the leader's answer to one of our requests. */
     pthread_mutex_lock(&e->mu);

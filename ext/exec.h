@@ -57,9 +57,9 @@ void exec_on_wake(struct ext_exec *e, struct raft_uv_node *d);
  * whose answer is overdue, through driver @d. Loop thread of @d. */
 void exec_on_tick(struct ext_exec *e, struct raft_uv_node *d);
 
-/* exec_on_forward_result takes the leader's RAFT_MSG_FORWARD_RESULT for
- * one of this node's requests. Loop thread. */
-void exec_on_forward_result(struct ext_exec *e, const struct raft_message *m);
+/* exec_on_forward_result takes the leader's RAFT_FRAME_FORWARD_RESULT @m
+ * for one of this node's requests. Loop thread. */
+void exec_on_forward_result(struct ext_exec *e, const struct raft_frame *m);
 
 /* exec_applied hands the results of an applied batch (@n entries and
  * results, as sql_fsm_apply gave them) to the callers waiting here, then

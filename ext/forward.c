@@ -1,6 +1,6 @@
 /* The leader's side of forwarding (forward.h).
  *
- * Happy path: a follower's FORWARD arrives -> checked and held -> the
+ * Happy path: a follower's FORWARD frame arrives -> checked and held -> the
  * loop's next wake proposes everything held as one batch -> each sender
  * gets FORWARD_RESULT with its index and term.
  * Failure modes: not the leader (or its log failed), a request too big or
@@ -69,7 +69,7 @@ unsigned forward_n_held(const struct ext_forward *f)
 static void answer(struct ext_forward *f, raft_id to, const uint64_t id[2],
                    int status, raft_index index, raft_term term)
 {
-    struct raft_message m = {.type = RAFT_MSG_FORWARD_RESULT};
+    struct raft_frame m = {.type = RAFT_FRAME_FORWARD_RESULT};
     m.from = f->self;
     m.to = to;
     m.forward_result.request_id[0] = id[0];
@@ -80,7 +80,7 @@ static void answer(struct ext_forward *f, raft_id to, const uint64_t id[2],
     f->ops.send(f->ops.data, &m);
 }
 
-void forward_on_request(struct ext_forward *f, const struct raft_message *m)
+void forward_on_request(struct ext_forward *f, const struct raft_frame *m)
 {
     const uint64_t *id = m->forward.request_id;
     uint64_t payload_id[2];

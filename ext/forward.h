@@ -1,9 +1,9 @@
 /* The leader's side of forwarding (thesis §6.2): requests that followers
- * send in RAFT_MSG_FORWARD are held until the loop's next wake, so that
- * every request read in one loop iteration is proposed as one batch (one
- * append, one AppendEntries per follower), then each follower is answered
- * with its entry's index and term (RAFT_MSG_FORWARD_RESULT). The origin's
- * side (waiting callers) is exec.c's. */
+ * send in RAFT_FRAME_FORWARD frames are held until the loop's next wake, so
+ * that every request read in one loop iteration is proposed as one batch
+ * (one append, one AppendEntries per follower), then each follower is
+ * answered with its entry's index and term (RAFT_FRAME_FORWARD_RESULT).
+ * The origin's side (waiting callers) is exec.c's. */
 
 #ifndef EXT_FORWARD_H
 #define EXT_FORWARD_H
@@ -11,7 +11,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 
-#include "../raft/raft.h"
+#include "../raft/frame.h"
 
 /* What forwarding needs of the node, called with @data on the loop
  * thread. */
@@ -22,9 +22,9 @@ struct ext_forward_ops {
     /* Stamp and propose @n payloads as one batch (propose_batch). */
     int (*propose)(void *data, struct raft_buf *const *payloads, unsigned n,
                    raft_index *out_index, raft_term *out_term);
-    /* Send @m to m->to (raft_uv_node_send; a lost answer is resent by the
-     * follower's retry). */
-    int (*send)(void *data, const struct raft_message *m);
+    /* Send @m to m->to (raft_uv_node_send_frame; a lost answer is resent
+     * by the follower's retry). */
+    int (*send)(void *data, const struct raft_frame *m);
     /* Make the loop wake soon (raft_uv_node_wake). */
     void (*wake)(void *data);
 };
@@ -42,11 +42,11 @@ int forward_new(raft_id self, uint64_t max_request_bytes,
  * ended. */
 void forward_free(struct ext_forward *f);
 
-/* forward_on_request takes a RAFT_MSG_FORWARD @m: refused at once (not
+/* forward_on_request takes a RAFT_FRAME_FORWARD @m: refused at once (not
  * the leader, too big, malformed, out of memory) with a FORWARD_RESULT
  * naming why, else held for forward_propose_held (and the loop woken for
  * the first one). Loop thread. */
-void forward_on_request(struct ext_forward *f, const struct raft_message *m);
+void forward_on_request(struct ext_forward *f, const struct raft_frame *m);
 
 /* forward_propose_held proposes the requests held since the last call as
  * one batch and answers each sender: status 0 with its index and term, or

@@ -70,10 +70,10 @@ static void on_apply(void *data, const struct raft_entry *entries,
     }
 }
 
-static void on_forward(void *data, const struct raft_message *m)
+static void on_forward(void *data, const struct raft_frame *m)
 {
     struct ext_node *n = data;
-    if (m->type == RAFT_MSG_FORWARD) {
+    if (m->type == RAFT_FRAME_FORWARD) {
         forward_on_request(n->forward, m);
     } else {
         exec_on_forward_result(n->exec, m);
@@ -119,10 +119,10 @@ static int fwd_propose(void *data, struct raft_buf *const *payloads,
                          out_term);
 }
 
-static int fwd_send(void *data, const struct raft_message *m)
+static int fwd_send(void *data, const struct raft_frame *m)
 {
     struct ext_node *n = data;
-    return raft_uv_node_send(n->driver, m);
+    return raft_uv_node_send_frame(n->driver, m);
 }
 
 static void fwd_wake(void *data)

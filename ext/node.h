@@ -13,7 +13,7 @@
  *                 condition variable, never longer than exec_timeout_ms.
  *
  * Happy path of a write on a follower: caller queues -> loop forwards it to
- * the leader (RAFT_MSG_FORWARD) -> the leader stamps time and seed, appends,
+ * the leader (RAFT_FRAME_FORWARD) -> the leader stamps time and seed, appends,
  * replicates and answers with the index -> the entry commits -> this node's
  * apply thread applies it and hands the caller its own result.
  * Failure modes: no leader before the deadline (not applied), leadership

@@ -1,4 +1,5 @@
-/* The wire codec of message.h: encoder, bounds-checked decoder and release.
+/* The wire codec of message.h for frames: encoder, bounds-checked decoder
+ * and release.
  * The decoder trusts nothing: every length is checked against the bytes
  * left before it is used, and a failure frees whatever was allocated. */
 
@@ -36,32 +37,32 @@ static const void *buf_data(const struct raft_buf *b)
     return b == NULL ? NULL : b->data;
 }
 
-size_t raft_message_encoded_len(const struct raft_message *m)
+size_t raft_frame_encoded_len(const struct raft_frame *f)
 {
     size_t n = RAFT_FRAME_HEADER + RAFT__MSG_HEADER;
     uint32_t i;
 
-    switch (m->type) {
+    switch (f->type) {
         case RAFT_MSG_REQUEST_VOTE:
             return n + RAFT__RV_LEN;
         case RAFT_MSG_REQUEST_VOTE_RESULT:
             return n + RAFT__RVR_LEN;
         case RAFT_MSG_APPEND_ENTRIES:
             n += RAFT__AE_LEN;
-            for (i = 0; i < m->append_entries.n_entries; i++) {
+            for (i = 0; i < f->message.append_entries.n_entries; i++) {
                 n += RAFT__ENTRY_MIN +
-                     buf_len(m->append_entries.entries[i].data);
+                     buf_len(f->message.append_entries.entries[i].data);
             }
             return n;
         case RAFT_MSG_APPEND_ENTRIES_RESULT:
             return n + RAFT__AER_LEN;
-        case RAFT_MSG_FORWARD:
-            return n + RAFT__FWD_LEN + buf_len(m->forward.data);
-        case RAFT_MSG_FORWARD_RESULT:
+        case RAFT_FRAME_FORWARD:
+            return n + RAFT__FWD_LEN + buf_len(f->forward.data);
+        case RAFT_FRAME_FORWARD_RESULT:
             return n + RAFT__FWDR_LEN;
-        case RAFT_MSG_SNAPSHOT_CHUNK:
-            return n + RAFT__CHUNK_LEN + buf_len(m->snapshot_chunk.data);
-        case RAFT_MSG_SNAPSHOT_CHUNK_RESULT:
+        case RAFT_FRAME_SNAPSHOT_CHUNK:
+            return n + RAFT__CHUNK_LEN + buf_len(f->snapshot_chunk.data);
+        case RAFT_FRAME_SNAPSHOT_CHUNK_RESULT:
             return n + RAFT__CHUNKR_LEN;
         default:
             return 0;
@@ -69,17 +70,23 @@ size_t raft_message_encoded_len(const struct raft_message *m)
 }
 
 /* check_encodable validates what the encoder cannot write faithfully. */
-static int check_encodable(const struct raft_message *m)
+static int check_encodable(const struct raft_frame *f)
 {
-    const struct raft_append_entries *ae = &m->append_entries;
+    const struct raft_append_entries *ae = &f->message.append_entries;
     uint32_t i;
 
-    if (m->type == RAFT_MSG_FORWARD &&
-        buf_len(m->forward.data) > UINT32_MAX) {
+    /* Invariant (frame.h): a core message's header is the frame's. */
+    if (raft_frame_is_message(f) &&
+        (f->message.type != f->type || f->message.from != f->from ||
+         f->message.to != f->to)) {
+        return RAFT_INVALID;
+    }
+    if (f->type == RAFT_FRAME_FORWARD &&
+        buf_len(f->forward.data) > UINT32_MAX) {
         return RAFT_TOOBIG;
     }
-    if (m->type == RAFT_MSG_SNAPSHOT_CHUNK) {
-        const struct raft_snapshot_chunk *c = &m->snapshot_chunk;
+    if (f->type == RAFT_FRAME_SNAPSHOT_CHUNK) {
+        const struct raft_snapshot_chunk *c = &f->snapshot_chunk;
         if (buf_len(c->data) > UINT32_MAX) {
             return RAFT_TOOBIG;
         }
@@ -88,7 +95,7 @@ static int check_encodable(const struct raft_message *m)
         }
         return 0;
     }
-    if (m->type != RAFT_MSG_APPEND_ENTRIES) {
+    if (f->type != RAFT_MSG_APPEND_ENTRIES) {
         return 0;
     }
     if (ae->n_entries > 0 && ae->entries == NULL) {
@@ -107,7 +114,7 @@ static int check_encodable(const struct raft_message *m)
     return 0;
 }
 
-int raft_message_encode(const struct raft_message *m, void *buf, size_t len)
+int raft_frame_encode(const struct raft_frame *f, void *buf, size_t len)
 {
     struct raft_byte_writer w;
     size_t need;
@@ -115,11 +122,11 @@ int raft_message_encode(const struct raft_message *m, void *buf, size_t len)
     bool ok = true;
     int rc;
 
-    need = raft_message_encoded_len(m);
+    need = raft_frame_encoded_len(f);
     if (need == 0) {
         return RAFT_INVALID;
     }
-    rc = check_encodable(m);
+    rc = check_encodable(f);
     if (rc != 0) {
         return rc;
     }
@@ -133,12 +140,12 @@ int raft_message_encode(const struct raft_message *m, void *buf, size_t len)
     w = raft_byte_writer_init(buf, need);
     ok &= raft_byte_put_u32(&w, (uint32_t)(need - RAFT_FRAME_HEADER));
     ok &= raft_byte_put_u8(&w, RAFT_WIRE_VERSION);
-    ok &= raft_byte_put_u8(&w, m->type);
-    ok &= raft_byte_put_u64(&w, m->from);
-    ok &= raft_byte_put_u64(&w, m->to);
-    switch (m->type) {
+    ok &= raft_byte_put_u8(&w, f->type);
+    ok &= raft_byte_put_u64(&w, f->from);
+    ok &= raft_byte_put_u64(&w, f->to);
+    switch (f->type) {
         case RAFT_MSG_REQUEST_VOTE: {
-            const struct raft_request_vote *rv = &m->request_vote;
+            const struct raft_request_vote *rv = &f->message.request_vote;
             ok &= raft_byte_put_u64(&w, rv->term);
             ok &= raft_byte_put_u64(&w, rv->last_log_index);
             ok &= raft_byte_put_u64(&w, rv->last_log_term);
@@ -147,14 +154,14 @@ int raft_message_encode(const struct raft_message *m, void *buf, size_t len)
         }
         case RAFT_MSG_REQUEST_VOTE_RESULT: {
             const struct raft_request_vote_result *rr =
-                &m->request_vote_result;
+                &f->message.request_vote_result;
             ok &= raft_byte_put_u64(&w, rr->term);
             ok &= raft_byte_put_u8(&w, rr->vote_granted ? 1 : 0);
             ok &= raft_byte_put_u8(&w, rr->pre_vote ? 1 : 0);
             break;
         }
         case RAFT_MSG_APPEND_ENTRIES: {
-            const struct raft_append_entries *ae = &m->append_entries;
+            const struct raft_append_entries *ae = &f->message.append_entries;
             ok &= raft_byte_put_u64(&w, ae->term);
             ok &= raft_byte_put_u64(&w, ae->prev_log_index);
             ok &= raft_byte_put_u64(&w, ae->prev_log_term);
@@ -174,7 +181,7 @@ int raft_message_encode(const struct raft_message *m, void *buf, size_t len)
         }
         case RAFT_MSG_APPEND_ENTRIES_RESULT: {
             const struct raft_append_entries_result *ar =
-                &m->append_entries_result;
+                &f->message.append_entries_result;
             ok &= raft_byte_put_u64(&w, ar->term);
             ok &= raft_byte_put_u8(&w, ar->success ? 1 : 0);
             ok &= raft_byte_put_u64(&w, ar->reject_index);
@@ -183,17 +190,17 @@ int raft_message_encode(const struct raft_message *m, void *buf, size_t len)
             ok &= raft_byte_put_u64(&w, ar->seq);
             break;
         }
-        case RAFT_MSG_FORWARD: {
-            const struct raft_forward *f = &m->forward;
-            ok &= raft_byte_put_u64(&w, f->request_id[0]);
-            ok &= raft_byte_put_u64(&w, f->request_id[1]);
-            ok &= raft_byte_put_u32(&w, (uint32_t)buf_len(f->data));
-            ok &= raft_byte_put_bytes(&w, buf_data(f->data),
-                                      buf_len(f->data));
+        case RAFT_FRAME_FORWARD: {
+            const struct raft_forward *fw = &f->forward;
+            ok &= raft_byte_put_u64(&w, fw->request_id[0]);
+            ok &= raft_byte_put_u64(&w, fw->request_id[1]);
+            ok &= raft_byte_put_u32(&w, (uint32_t)buf_len(fw->data));
+            ok &=
+                raft_byte_put_bytes(&w, buf_data(fw->data), buf_len(fw->data));
             break;
         }
-        case RAFT_MSG_FORWARD_RESULT: {
-            const struct raft_forward_result *fr = &m->forward_result;
+        case RAFT_FRAME_FORWARD_RESULT: {
+            const struct raft_forward_result *fr = &f->forward_result;
             ok &= raft_byte_put_u64(&w, fr->request_id[0]);
             ok &= raft_byte_put_u64(&w, fr->request_id[1]);
             ok &= raft_byte_put_u32(&w, (uint32_t)fr->status);
@@ -201,8 +208,8 @@ int raft_message_encode(const struct raft_message *m, void *buf, size_t len)
             ok &= raft_byte_put_u64(&w, fr->term);
             break;
         }
-        case RAFT_MSG_SNAPSHOT_CHUNK: {
-            const struct raft_snapshot_chunk *c = &m->snapshot_chunk;
+        case RAFT_FRAME_SNAPSHOT_CHUNK: {
+            const struct raft_snapshot_chunk *c = &f->snapshot_chunk;
             ok &= raft_byte_put_u64(&w, c->term);
             ok &= raft_byte_put_u64(&w, c->last_index);
             ok &= raft_byte_put_u64(&w, c->last_term);
@@ -214,9 +221,9 @@ int raft_message_encode(const struct raft_message *m, void *buf, size_t len)
                                       buf_len(c->data));
             break;
         }
-        case RAFT_MSG_SNAPSHOT_CHUNK_RESULT: {
+        case RAFT_FRAME_SNAPSHOT_CHUNK_RESULT: {
             const struct raft_snapshot_chunk_result *cr =
-                &m->snapshot_chunk_result;
+                &f->snapshot_chunk_result;
             ok &= raft_byte_put_u64(&w, cr->term);
             ok &= raft_byte_put_u64(&w, cr->last_index);
             ok &= raft_byte_put_u64(&w, cr->offset);
@@ -226,7 +233,7 @@ int raft_message_encode(const struct raft_message *m, void *buf, size_t len)
         default:
             return RAFT_INVALID;
     }
-    /* Invariant: raft_message_encoded_len counted every byte written. */
+    /* Invariant: raft_frame_encoded_len counted every byte written. */
     if (!ok || w.left != 0) {
         return RAFT_INVALID;
     }
@@ -355,16 +362,16 @@ err_entries:
     return rc;
 }
 
-int raft_message_decode(const void *body, size_t len, struct raft_message *out,
-                        char *errmsg, size_t errmsg_len)
+int raft_frame_decode(const void *body, size_t len, struct raft_frame *out,
+                      char *errmsg, size_t errmsg_len)
 {
     struct raft_byte_reader r = raft_byte_reader_init(body, len);
-    struct raft_message m;
+    struct raft_frame f;
     uint8_t version;
     bool ok = true;
     int rc;
 
-    memset(&m, 0, sizeof m);
+    memset(&f, 0, sizeof f);
     if (!raft_byte_get_u8(&r, &version)) {
         raft_errmsgf(errmsg, errmsg_len, "empty message body");
         return RAFT_PROTO;
@@ -375,16 +382,21 @@ int raft_message_decode(const void *body, size_t len, struct raft_message *out,
                      (unsigned)version, (unsigned)RAFT_WIRE_VERSION);
         return RAFT_FORMAT;
     }
-    if (!raft_byte_get_u8(&r, &m.type) || !raft_byte_get_u64(&r, &m.from) ||
-        !raft_byte_get_u64(&r, &m.to)) {
+    if (!raft_byte_get_u8(&r, &f.type) || !raft_byte_get_u64(&r, &f.from) ||
+        !raft_byte_get_u64(&r, &f.to)) {
         raft_errmsgf(errmsg, errmsg_len,
                      "truncated message header (%zu bytes)", len);
         return RAFT_PROTO;
     }
+    if (raft_frame_is_message(&f)) {
+        f.message.type = f.type;
+        f.message.from = f.from;
+        f.message.to = f.to;
+    }
 
-    switch (m.type) {
+    switch (f.type) {
         case RAFT_MSG_REQUEST_VOTE: {
-            struct raft_request_vote *rv = &m.request_vote;
+            struct raft_request_vote *rv = &f.message.request_vote;
             ok = raft_byte_get_u64(&r, &rv->term) &&
                  raft_byte_get_u64(&r, &rv->last_log_index) &&
                  raft_byte_get_u64(&r, &rv->last_log_term) &&
@@ -392,14 +404,15 @@ int raft_message_decode(const void *body, size_t len, struct raft_message *out,
             break;
         }
         case RAFT_MSG_REQUEST_VOTE_RESULT: {
-            struct raft_request_vote_result *rr = &m.request_vote_result;
+            struct raft_request_vote_result *rr =
+                &f.message.request_vote_result;
             ok = raft_byte_get_u64(&r, &rr->term) &&
                  get_bool(&r, &rr->vote_granted) &&
                  get_bool(&r, &rr->pre_vote);
             break;
         }
         case RAFT_MSG_APPEND_ENTRIES: {
-            struct raft_append_entries *ae = &m.append_entries;
+            struct raft_append_entries *ae = &f.message.append_entries;
             ok = raft_byte_get_u64(&r, &ae->term) &&
                  raft_byte_get_u64(&r, &ae->prev_log_index) &&
                  raft_byte_get_u64(&r, &ae->prev_log_term) &&
@@ -416,7 +429,8 @@ int raft_message_decode(const void *body, size_t len, struct raft_message *out,
             break;
         }
         case RAFT_MSG_APPEND_ENTRIES_RESULT: {
-            struct raft_append_entries_result *ar = &m.append_entries_result;
+            struct raft_append_entries_result *ar =
+                &f.message.append_entries_result;
             ok = raft_byte_get_u64(&r, &ar->term) &&
                  get_bool(&r, &ar->success) &&
                  raft_byte_get_u64(&r, &ar->reject_index) &&
@@ -425,14 +439,14 @@ int raft_message_decode(const void *body, size_t len, struct raft_message *out,
                  raft_byte_get_u64(&r, &ar->seq);
             break;
         }
-        case RAFT_MSG_FORWARD: {
-            struct raft_forward *f = &m.forward;
-            ok = raft_byte_get_u64(&r, &f->request_id[0]) &&
-                 raft_byte_get_u64(&r, &f->request_id[1]);
+        case RAFT_FRAME_FORWARD: {
+            struct raft_forward *fw = &f.forward;
+            ok = raft_byte_get_u64(&r, &fw->request_id[0]) &&
+                 raft_byte_get_u64(&r, &fw->request_id[1]);
             if (!ok) {
                 break;
             }
-            rc = get_payload(&r, &f->data);
+            rc = get_payload(&r, &fw->data);
             if (rc == RAFT_NOMEM) {
                 raft_errmsgf(errmsg, errmsg_len, "forward: out of memory");
                 return rc;
@@ -440,8 +454,8 @@ int raft_message_decode(const void *body, size_t len, struct raft_message *out,
             ok = rc == 0;
             break;
         }
-        case RAFT_MSG_FORWARD_RESULT: {
-            struct raft_forward_result *fr = &m.forward_result;
+        case RAFT_FRAME_FORWARD_RESULT: {
+            struct raft_forward_result *fr = &f.forward_result;
             uint32_t status = 0;
             ok = raft_byte_get_u64(&r, &fr->request_id[0]) &&
                  raft_byte_get_u64(&r, &fr->request_id[1]) &&
@@ -451,8 +465,8 @@ int raft_message_decode(const void *body, size_t len, struct raft_message *out,
             fr->status = status_of(status);
             break;
         }
-        case RAFT_MSG_SNAPSHOT_CHUNK: {
-            struct raft_snapshot_chunk *c = &m.snapshot_chunk;
+        case RAFT_FRAME_SNAPSHOT_CHUNK: {
+            struct raft_snapshot_chunk *c = &f.snapshot_chunk;
             ok = raft_byte_get_u64(&r, &c->term) &&
                  raft_byte_get_u64(&r, &c->last_index) &&
                  raft_byte_get_u64(&r, &c->last_term) &&
@@ -481,8 +495,8 @@ int raft_message_decode(const void *body, size_t len, struct raft_message *out,
             }
             break;
         }
-        case RAFT_MSG_SNAPSHOT_CHUNK_RESULT: {
-            struct raft_snapshot_chunk_result *cr = &m.snapshot_chunk_result;
+        case RAFT_FRAME_SNAPSHOT_CHUNK_RESULT: {
+            struct raft_snapshot_chunk_result *cr = &f.snapshot_chunk_result;
             uint32_t status = 0;
             ok = raft_byte_get_u64(&r, &cr->term) &&
                  raft_byte_get_u64(&r, &cr->last_index) &&
@@ -493,62 +507,47 @@ int raft_message_decode(const void *body, size_t len, struct raft_message *out,
         }
         default:
             raft_errmsgf(errmsg, errmsg_len, "unknown message type %u",
-                         (unsigned)m.type);
+                         (unsigned)f.type);
             return RAFT_PROTO;
     }
     if (!ok) {
         raft_errmsgf(errmsg, errmsg_len,
                      "message type %u: truncated body or bad field "
                      "(%zu bytes)",
-                     (unsigned)m.type, len);
+                     (unsigned)f.type, len);
         rc = RAFT_PROTO;
         goto err_release;
     }
     if (r.left != 0) {
         raft_errmsgf(errmsg, errmsg_len, "message type %u: %zu trailing bytes",
-                     (unsigned)m.type, r.left);
+                     (unsigned)f.type, r.left);
         rc = RAFT_PROTO;
         goto err_release;
     }
-    *out = m;
+    *out = f;
     return 0;
 
 err_release:
-    raft_message_release(&m);
+    raft_frame_release(&f);
     return rc;
+}
+
+void raft_frame_release(struct raft_frame *f)
+{
+    if (raft_frame_is_message(f)) {
+        raft_message_release(&f->message);
+    } else if (f->type == RAFT_FRAME_FORWARD) {
+        raft_buf_unref(f->forward.data);
+    } else if (f->type == RAFT_FRAME_SNAPSHOT_CHUNK) {
+        raft_buf_unref(f->snapshot_chunk.data);
+    }
+    memset(f, 0, sizeof *f);
 }
 
 void raft_message_release(struct raft_message *m)
 {
-    switch (m->type) {
-        case RAFT_MSG_APPEND_ENTRIES:
-            release_entries(m->append_entries.entries,
-                            m->append_entries.n_entries);
-            break;
-        case RAFT_MSG_FORWARD:
-            raft_buf_unref(m->forward.data);
-            break;
-        case RAFT_MSG_SNAPSHOT_CHUNK:
-            raft_buf_unref(m->snapshot_chunk.data);
-            break;
-        default:
-            break;
+    if (m->type == RAFT_MSG_APPEND_ENTRIES) {
+        release_entries(m->append_entries.entries, m->append_entries.n_entries);
     }
     memset(m, 0, sizeof *m);
-}
-
-raft_term raft_message_term(const struct raft_message *m)
-{
-    switch (m->type) {
-        case RAFT_MSG_REQUEST_VOTE:
-            return m->request_vote.term;
-        case RAFT_MSG_REQUEST_VOTE_RESULT:
-            return m->request_vote_result.term;
-        case RAFT_MSG_APPEND_ENTRIES:
-            return m->append_entries.term;
-        case RAFT_MSG_APPEND_ENTRIES_RESULT:
-            return m->append_entries_result.term;
-        default:
-            return 0;
-    }
 }

@@ -6,7 +6,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "message.h"
 #include "raft_internal.h"
 
 unsigned raft_slot_of(const struct raft *r, raft_id id)
@@ -19,6 +18,22 @@ unsigned raft_slot_of(const struct raft *r, raft_id id)
         }
     }
     return RAFT_MAX_VOTERS;
+}
+
+raft_term raft_message_term(const struct raft_message *m)
+{
+    switch (m->type) {
+        case RAFT_MSG_REQUEST_VOTE:
+            return m->request_vote.term;
+        case RAFT_MSG_REQUEST_VOTE_RESULT:
+            return m->request_vote_result.term;
+        case RAFT_MSG_APPEND_ENTRIES:
+            return m->append_entries.term;
+        case RAFT_MSG_APPEND_ENTRIES_RESULT:
+            return m->append_entries_result.term;
+        default:
+            return 0;
+    }
 }
 
 struct raft_message *raft_out_message(struct raft *r, uint8_t type,
@@ -220,8 +235,8 @@ static int check_message(const struct raft *r, const struct raft_message *m)
             }
             return 0;
         default:
-            /* FORWARD, FORWARD_RESULT and the snapshot chunks belong to
-             * the node runtime. */
+            /* Not one of the core's types (the runtime's frames never
+             * reach it: frame.h). */
             return RAFT_INVALID;
     }
 }

@@ -70,19 +70,16 @@ struct raft_hard_state {
     raft_id vote;   /* votedFor in @term, 0 for none */
 };
 
-/* Message types. The first four are Raft's RPCs; FORWARD and FORWARD_RESULT
- * carry a follower's client request to the leader and its answer (thesis
- * §6.2). The core handles only the Raft RPCs; the node runtime handles the
- * forwarding pair. */
+/* Message types: Raft's RPCs and their answers (paper Fig. 2), the only
+ * messages the core sends and receives. What else servers send each other
+ * (forwarded client requests, snapshot chunks) belongs to the node runtime
+ * and travels in frames of its own (frame.h), which share the wire's type
+ * byte with these and continue their numbers. */
 enum raft_message_type {
     RAFT_MSG_REQUEST_VOTE = 1,
     RAFT_MSG_REQUEST_VOTE_RESULT = 2,
     RAFT_MSG_APPEND_ENTRIES = 3,
     RAFT_MSG_APPEND_ENTRIES_RESULT = 4,
-    RAFT_MSG_FORWARD = 5,
-    RAFT_MSG_FORWARD_RESULT = 6,
-    RAFT_MSG_SNAPSHOT_CHUNK = 7,
-    RAFT_MSG_SNAPSHOT_CHUNK_RESULT = 8,
 };
 
 /* RequestVote (paper Fig. 2; pre-vote, thesis §9.6). */
@@ -142,50 +139,7 @@ struct raft_append_entries_result {
     uint64_t seq;              /* the answered request's seq, or 0 */
 };
 
-/* A client request forwarded from a follower to the leader. @request_id is
- * chosen by the origin node and identifies the request across retries. */
-struct raft_forward {
-    uint64_t request_id[2]; /* origin node id, origin sequence number */
-    struct raft_buf *data;  /* the request payload (owned by the sender) */
-};
-
-/* The leader's answer to a forwarded request: @status is 0 when the request
- * was appended to the leader's log at @index in @term, else a project error
- * code (RAFT_NOTLEADER, RAFT_BUSY, RAFT_TOOBIG, ...). */
-struct raft_forward_result {
-    uint64_t request_id[2]; /* as in the request */
-    int32_t status;         /* 0 or an error code */
-    raft_index index;       /* log index assigned, when status is 0 */
-    raft_term term;         /* term of that entry, when status is 0 */
-};
-
-/* One chunk of a snapshot streamed from the leader's driver to a
- * follower's driver (InstallSnapshot, paper §7, carried outside the core:
- * the core only learns of the installed result through
- * RAFT_EVENT_SNAPSHOT_INSTALLED). Chunks go in order; the follower answers
- * each. @checksum is over the whole file (XXH64, seed 0), checked by the
- * receiver once it has @total bytes. */
-struct raft_snapshot_chunk {
-    raft_term term;           /* leader's term */
-    raft_index last_index;    /* the snapshot reflects the log up to here */
-    raft_term last_term;      /* term of that entry */
-    uint64_t total;           /* size of the whole snapshot file, bytes */
-    uint64_t offset;          /* position of this chunk in the file */
-    uint64_t checksum;        /* XXH64 of the whole file */
-    struct raft_buf *data;    /* chunk bytes, NULL when empty */
-};
-
-/* The follower's answer to a chunk: @status 0 and @offset the next byte it
- * expects (== total once installed), or a project error code, after which
- * the leader's driver starts over from offset 0 or gives up. */
-struct raft_snapshot_chunk_result {
-    raft_term term;        /* responder's current term */
-    raft_index last_index; /* as in the chunk */
-    uint64_t offset;       /* next expected byte */
-    int32_t status;        /* 0 or an error code */
-};
-
-/* A message between two servers. */
+/* A message of the core, between two servers. */
 struct raft_message {
     uint8_t type; /* enum raft_message_type */
     raft_id from; /* sender id */
@@ -195,12 +149,12 @@ struct raft_message {
         struct raft_request_vote_result request_vote_result;
         struct raft_append_entries append_entries;
         struct raft_append_entries_result append_entries_result;
-        struct raft_forward forward;
-        struct raft_forward_result forward_result;
-        struct raft_snapshot_chunk snapshot_chunk;
-        struct raft_snapshot_chunk_result snapshot_chunk_result;
     };
 };
+
+/* raft_message_term returns the term @m carries; 0 for a type the core
+ * does not have. Any thread. */
+raft_term raft_message_term(const struct raft_message *m);
 
 /* Static configuration of one server. Times are in milliseconds of the
  * clock carried by RAFT_EVENT_TICK. */

@@ -1,13 +1,16 @@
-/* The libuv TCP transport between the servers of one cluster (the node
- * driver that uses it is declared in uv_node.h).
+/* The libuv TCP transport between the servers of one cluster: it carries
+ * frames (frame.h), the core's messages and the runtime's alike, and knows
+ * nothing of what they mean (the node driver that uses it is declared in
+ * uv_node.h).
  *
  * Each server listens on its own address and opens one outgoing connection
  * to every peer; it sends on its outgoing connections and receives on the
  * connections it accepted. A connection starts with a handshake of 15 bytes,
  * without length prefix: magic "RFTSQL" (6 bytes), wire version u8, sender
  * id u64 little-endian; the acceptor refuses a bad magic or version and an
- * id that is not one of its peers. Then it carries frames of message.h, each
- * with from = the handshake's id and to = the acceptor's id. A broken
+ * id that is not one of its peers. Then it carries frames in the wire format
+ * of message.h, each with from = the handshake's id and to = the
+ * acceptor's id. A broken
  * outgoing connection is re-dialled with exponential backoff (100 ms
  * doubling to 2 s, reset by a successful connect; a dial pending for 3 s
  * is abandoned). A malformed frame, bad handshake or oversized length
@@ -22,17 +25,17 @@
 #include <stdint.h>
 #include <uv.h>
 
+#include "frame.h"
 #include "logging.h"
-#include "raft.h"
 #include "uv_node.h"
 
 struct raft_uv_transport; /* opaque */
 
-/* Called on the loop thread for each message received. @m and its bufs
+/* Called on the loop thread for each frame received. @f and its bufs
  * belong to the transport and are released after the callback returns;
- * take references to keep bufs. @m->from is the sender established by the
+ * take references to keep bufs. @f->from is the sender established by the
  * connection's handshake. */
-typedef void (*raft_uv_recv_cb)(void *data, const struct raft_message *m);
+typedef void (*raft_uv_recv_cb)(void *data, const struct raft_frame *f);
 
 /* raft_uv_transport_start starts listening on @listen_host:@listen_port
  * (port 0 picks a free port, see raft_uv_transport_port) and dialling each
@@ -57,17 +60,17 @@ int raft_uv_transport_start(uv_loop_t *loop, raft_id self,
 /* raft_uv_transport_port returns the TCP port actually listened on. */
 uint16_t raft_uv_transport_port(const struct raft_uv_transport *t);
 
-/* raft_uv_transport_send encodes @m at once (the caller may free @m and its
- * bufs on return) and queues it on the connection to @m->to. Messages to
- * one peer are written in order. Raft tolerates loss, so a message to a
- * peer that is not connected is dropped.
+/* raft_uv_transport_send encodes @f at once (the caller may free @f and its
+ * bufs on return) and queues it on the connection to @f->to. Frames to one
+ * peer are written in order. Raft tolerates loss, so a frame to a peer
+ * that is not connected is dropped.
  * Errors: RAFT_NOCONN (not connected: dropped), RAFT_BUSY (the frame
  * would take the bytes queued to that peer past 64 MiB: dropped; a frame
  * always goes when nothing is queued), RAFT_NOTFOUND (unknown peer),
- * RAFT_TOOBIG (body larger than max_frame_bytes), RAFT_INVALID (@m->from
+ * RAFT_TOOBIG (body larger than max_frame_bytes), RAFT_INVALID (@f->from
  * is not this server, or encoding failed), RAFT_NOMEM. */
 int raft_uv_transport_send(struct raft_uv_transport *t,
-                           const struct raft_message *m);
+                           const struct raft_frame *f);
 
 /* raft_uv_transport_connected says whether the outgoing connection to @id
  * is established. */

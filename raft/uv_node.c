@@ -9,7 +9,10 @@
  *   3. committed entries go to the application's apply callback;
  *   4. followers named in snapshot_to get a snapshot (uv_snapshot.c).
  * Every tick steps RAFT_EVENT_TICK, and a peer whose connection broke
- * since the last tick is reported with RAFT_EVENT_UNREACHABLE.
+ * since the last tick is reported with RAFT_EVENT_UNREACHABLE. Of the
+ * frames received (frame.h), the core's messages are stepped, FORWARD and
+ * FORWARD_RESULT go to the application's forward callback and snapshot
+ * chunks to uv_snapshot.c.
  * Failure modes: a failed storage write (log full, I/O error) is logged at
  * ERROR and the driver stops stepping the core: it neither acknowledges nor
  * votes again until restarted, so nothing undurable is ever acknowledged.
@@ -100,21 +103,30 @@ int raft_uv_node_propose(struct raft_uv_node *d, struct raft_buf *const *bufs,
     return rc;
 }
 
-int raft_uv_node_send(struct raft_uv_node *d, const struct raft_message *m)
+int raft_uv_node_send_frame(struct raft_uv_node *d, const struct raft_frame *f)
 {
     int rc;
     if (d->transport == NULL) {
         return RAFT_SHUTDOWN;
     }
-    rc = raft_uv_transport_send(d->transport, m);
+    rc = raft_uv_transport_send(d->transport, f);
+    if (rc != 0 && rc != RAFT_NOCONN) {
+        raft__uv_node_log(d, RAFT_LOG_WARN, "send to %" PRIu64 ": %s", f->to,
+                          raft_strerror(rc));
+    }
+    return rc;
+}
+
+int raft_uv_node_send(struct raft_uv_node *d, const struct raft_message *m)
+{
+    struct raft_frame f;
+    int rc;
+    raft_frame_wrap(m, &f);
+    rc = raft_uv_node_send_frame(d, &f);
     if (rc == 0 && m->type == RAFT_MSG_APPEND_ENTRIES &&
         m->append_entries.n_entries > 0) {
         d->stats.n_appends_sent++;
         d->stats.n_entries_sent += m->append_entries.n_entries;
-    }
-    if (rc != 0 && rc != RAFT_NOCONN) {
-        raft__uv_node_log(d, RAFT_LOG_WARN, "send to %" PRIu64 ": %s",
-                          m->to, raft_strerror(rc));
     }
     return rc;
 }
@@ -149,7 +161,7 @@ bool raft_uv_node_connected(const struct raft_uv_node *d, raft_id id)
 
 /* ---- Loop callbacks ----------------------------------------------------- */
 
-static void on_recv(void *data, const struct raft_message *m)
+static void on_recv(void *data, const struct raft_frame *m)
 {
     struct raft_uv_node *d = data;
     struct raft_event ev;
@@ -157,19 +169,21 @@ static void on_recv(void *data, const struct raft_message *m)
     if (d->stopping) {
         return;
     }
-    if (m->type == RAFT_MSG_FORWARD || m->type == RAFT_MSG_FORWARD_RESULT) {
+    if (m->type == RAFT_FRAME_FORWARD || m->type == RAFT_FRAME_FORWARD_RESULT) {
         if (d->cb.forward != NULL) {
             d->cb.forward(d->cb.data, m);
         }
         return;
     }
-    if (m->type == RAFT_MSG_SNAPSHOT_CHUNK ||
-        m->type == RAFT_MSG_SNAPSHOT_CHUNK_RESULT) {
+    if (m->type == RAFT_FRAME_SNAPSHOT_CHUNK ||
+        m->type == RAFT_FRAME_SNAPSHOT_CHUNK_RESULT) {
         raft__uv_snapshot_message(d, m);
         return;
     }
     ev.type = RAFT_EVENT_RECEIVE;
-    ev.receive = *m;
+    if (!raft_frame_unwrap(m, &ev.receive)) {
+        return; /* the decoder knows no other type */
+    }
     rc = raft__uv_node_step(d, &ev, NULL);
     if (rc != 0 && rc != RAFT_IOERR && rc != RAFT_SHUTDOWN) {
         raft__uv_node_log(d, RAFT_LOG_WARN,

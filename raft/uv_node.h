@@ -10,6 +10,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "frame.h"
 #include "logging.h"
 #include "raft.h"
 
@@ -61,9 +62,10 @@ struct raft_uv_node_callbacks {
     /* Committed entries, in order, each exactly once; take references to
      * keep their bufs. */
     void (*apply)(void *data, const struct raft_entry *entries, unsigned n);
-    /* A RAFT_MSG_FORWARD or RAFT_MSG_FORWARD_RESULT from a peer (the
-     * message is released after the call). */
-    void (*forward)(void *data, const struct raft_message *m);
+    /* A RAFT_FRAME_FORWARD or RAFT_FRAME_FORWARD_RESULT from a peer (the
+     * frame and its bufs are released after the call: take references to
+     * keep them). */
+    void (*forward)(void *data, const struct raft_frame *f);
     /* raft_uv_node_wake was called (coalesced, as uv_async_send is). */
     void (*wake)(void *data);
     /* The clock ticked (every tick_ms). */
@@ -141,8 +143,23 @@ int raft_uv_node_compact(struct raft_uv_node *d, raft_index index);
  * lack of space (the write is retried after a compaction). Loop thread. */
 bool raft_uv_node_log_full(const struct raft_uv_node *d);
 
-/* raft_uv_node_send sends @m (from must be this server) to @m->to; returns
- * raft_uv_transport_send's code (RAFT_NOCONN: dropped). Loop thread. */
+/* raft_uv_node_send_frame sends @f (@f->from must be this server) to
+ * @f->to: the runtime's own frames (forwarding) go out this way. The frame
+ * is encoded at once: the caller may free @f and its bufs on return.
+ * Frames to one peer leave in order; Raft and forwarding tolerate loss, so
+ * a frame that cannot go is dropped. Every error but RAFT_NOCONN is also
+ * logged at RAFT_LOG_WARN.
+ * Errors: RAFT_NOCONN (not connected to @f->to), RAFT_BUSY (64 MiB already
+ * queued to that peer), RAFT_NOTFOUND (@f->to is not a peer), RAFT_TOOBIG
+ * (larger than max_frame_bytes), RAFT_INVALID (@f->from is not this
+ * server, or the codec refuses @f: unknown type, a chunk past its total),
+ * RAFT_SHUTDOWN (the driver is stopping), RAFT_NOMEM. Loop thread. */
+int raft_uv_node_send_frame(struct raft_uv_node *d, const struct raft_frame *f);
+
+/* raft_uv_node_send sends the core's message @m as raft_uv_node_send_frame
+ * sends a frame, and counts the entries of an AppendEntries in the stats.
+ * The driver sends its core's messages this way (no allocation beyond the
+ * encoded frame). Errors: as raft_uv_node_send_frame. Loop thread. */
 int raft_uv_node_send(struct raft_uv_node *d, const struct raft_message *m);
 
 /* raft_uv_node_core returns the core, for its read-only accessors. Loop

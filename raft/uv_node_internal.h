@@ -182,10 +182,10 @@ void raft__uv_storage_close(struct raft_uv_node *d);
 void raft__uv_snapshot_want(struct raft_uv_node *d, const raft_id *ids,
                             unsigned n);
 
-/* raft__uv_snapshot_recv handles a RAFT_MSG_SNAPSHOT_CHUNK or
- * RAFT_MSG_SNAPSHOT_CHUNK_RESULT. */
+/* raft__uv_snapshot_message handles a RAFT_FRAME_SNAPSHOT_CHUNK or
+ * RAFT_FRAME_SNAPSHOT_CHUNK_RESULT. */
 void raft__uv_snapshot_message(struct raft_uv_node *d,
-                               const struct raft_message *m);
+                               const struct raft_frame *m);
 
 /* raft__uv_snapshot_tick abandons stalled transfers and those of a lost
  * leadership. */

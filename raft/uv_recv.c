@@ -1,6 +1,6 @@
 /* The transport's receiving side: reassembles the byte stream of an
  * accepted connection into the handshake and then length-prefixed frames,
- * decodes each frame and hands the message to the receive callback.
+ * decodes each frame and hands it to the receive callback.
  *
  * Happy path: bytes land in the connection's read buffer and are consumed
  * by a small state machine (handshake, length prefix, body); a read may hold
@@ -10,7 +10,7 @@
  *
  * Failure modes: a bad magic, version or unknown sender id in the
  * handshake, a length outside [2, max_frame_bytes], a body the decoder
- * refuses, or a message whose from/to do not match the connection each log
+ * refuses, or a frame whose from/to do not match the connection each log
  * a WARN naming the connection and close it; other connections go on. EOF
  * closes the connection quietly. Nothing is delivered once the transport or
  * the connection is closing. */
@@ -134,27 +134,27 @@ static bool reserve_body(struct raft_uv_in *in, size_t more)
 static bool deliver(struct raft_uv_in *in)
 {
     struct raft_uv_transport *t = in->t;
-    struct raft_message m;
+    struct raft_frame f;
     char err[160];
     int rc;
 
-    rc = raft_message_decode(in->body, in->body_len, &m, err, sizeof err);
+    rc = raft_frame_decode(in->body, in->body_len, &f, err, sizeof err);
     if (rc != 0) {
         raft_uv_tcp_log(t, RAFT_LOG_WARN, "%s: bad frame: %s: %s: closing",
                         in->name, raft_strerror(rc), err);
         return false;
     }
-    if (m.from != in->peer || m.to != t->self) {
+    if (f.from != in->peer || f.to != t->self) {
         raft_uv_tcp_log(t, RAFT_LOG_WARN,
                         "%s: message from %llu to %llu on this connection: "
                         "closing",
-                        in->name, (unsigned long long)m.from,
-                        (unsigned long long)m.to);
-        raft_message_release(&m);
+                        in->name, (unsigned long long)f.from,
+                        (unsigned long long)f.to);
+        raft_frame_release(&f);
         return false;
     }
-    t->recv_cb(t->data, &m);
-    raft_message_release(&m);
+    t->recv_cb(t->data, &f);
+    raft_frame_release(&f);
     /* Give back what a big frame took; keep a small buffer for the next. */
     if (in->body_cap > RAFT__UV_BODY_MIN) {
         free(in->body);

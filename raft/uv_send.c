@@ -1,4 +1,4 @@
-/* The transport's sending side: each message is encoded at once into one
+/* The transport's sending side: each frame is encoded at once into one
  * heap block (write request + frame) and held for its peer; at the end of
  * the loop iteration (the transport's prepare and check handles) every
  * peer's held frames go to uv_write together, one request and so one
@@ -8,7 +8,7 @@
  * queue is under 64 MiB, encodes, and holds the frame; raft_uv_send_flush
  * queues what is held; the write callback frees the blocks.
  *
- * Failure modes: not connected or queue full drop the message (Raft
+ * Failure modes: not connected or queue full drop the frame (Raft
  * tolerates loss) and say so; a failed write closes the connection and
  * schedules a re-dial (uv_tcp.c), and frames still held for it are
  * dropped; writes still queued on a closed connection complete with
@@ -183,24 +183,24 @@ int raft_uv_send_handshake(struct raft_uv_out *out)
 }
 
 int raft_uv_transport_send(struct raft_uv_transport *t,
-                           const struct raft_message *m)
+                           const struct raft_frame *f)
 {
     struct raft_uv_out *out;
     struct raft_uv_write *w;
     size_t len;
     int rc;
 
-    out = raft_uv_tcp_find(t, m->to);
+    out = raft_uv_tcp_find(t, f->to);
     if (out == NULL) {
         return RAFT_NOTFOUND;
     }
-    if (m->from != t->self) {
+    if (f->from != t->self) {
         return RAFT_INVALID;
     }
     if (t->closing || out->state != RAFT__UV_CONNECTED) {
         return RAFT_NOCONN;
     }
-    len = raft_message_encoded_len(m);
+    len = raft_frame_encoded_len(f);
     if (len == 0) {
         return RAFT_INVALID;
     }
@@ -218,7 +218,7 @@ int raft_uv_transport_send(struct raft_uv_transport *t,
         return RAFT_NOMEM;
     }
     w->len = len;
-    rc = raft_message_encode(m, w->bytes, len);
+    rc = raft_frame_encode(f, w->bytes, len);
     if (rc != 0) {
         free(w);
         return rc;

@@ -1,5 +1,5 @@
 /* Streaming snapshots between drivers (InstallSnapshot, paper §7, carried
- * outside the core in RAFT_MSG_SNAPSHOT_CHUNK frames).
+ * outside the core in RAFT_FRAME_SNAPSHOT_CHUNK frames, frame.h).
  *
  * Happy path, leader: the core names a follower in update.snapshot_to ->
  * the driver creates a snapshot file on the thread pool (or reuses the
@@ -169,7 +169,7 @@ static void send_chunks(struct raft_uv_node *d,
            s->sent - s->acked <
                (uint64_t)RAFT__UV_SNAPSHOT_WINDOW * d->chunk_bytes) {
         uint64_t len = s->total - s->sent;
-        struct raft_message m;
+        struct raft_frame m;
         struct raft_buf *b;
         ssize_t n;
         if (len > d->chunk_bytes) {
@@ -187,7 +187,7 @@ static void send_chunks(struct raft_uv_node *d,
             return;
         }
         memset(&m, 0, sizeof m);
-        m.type = RAFT_MSG_SNAPSHOT_CHUNK;
+        m.type = RAFT_FRAME_SNAPSHOT_CHUNK;
         m.from = d->id;
         m.to = s->to;
         m.snapshot_chunk.term = raft_current_term(d->raft);
@@ -197,7 +197,7 @@ static void send_chunks(struct raft_uv_node *d,
         m.snapshot_chunk.offset = s->sent;
         m.snapshot_chunk.checksum = s->checksum;
         m.snapshot_chunk.data = b;
-        if (raft_uv_node_send(d, &m) != 0) {
+        if (raft_uv_node_send_frame(d, &m) != 0) {
             raft_buf_unref(b);
             /* Not connected: the stall timer or the unreachable event
              * will end it; the window is re-sent from @acked then. */
@@ -268,8 +268,7 @@ void raft__uv_snapshot_want(struct raft_uv_node *d, const raft_id *ids,
     pump(d);
 }
 
-static void on_chunk_result(struct raft_uv_node *d,
-                            const struct raft_message *m)
+static void on_chunk_result(struct raft_uv_node *d, const struct raft_frame *m)
 {
     const struct raft_snapshot_chunk_result *r = &m->snapshot_chunk_result;
     struct raft__uv_snapshot_send *s = send_of(d, m->from);
@@ -308,19 +307,19 @@ static void on_chunk_result(struct raft_uv_node *d,
 
 /* ---- Follower ----------------------------------------------------------- */
 
-static void answer(struct raft_uv_node *d, const struct raft_message *m,
+static void answer(struct raft_uv_node *d, const struct raft_frame *m,
                    uint64_t offset, int status)
 {
-    struct raft_message r;
+    struct raft_frame r;
     memset(&r, 0, sizeof r);
-    r.type = RAFT_MSG_SNAPSHOT_CHUNK_RESULT;
+    r.type = RAFT_FRAME_SNAPSHOT_CHUNK_RESULT;
     r.from = d->id;
     r.to = m->from;
     r.snapshot_chunk_result.term = raft_current_term(d->raft);
     r.snapshot_chunk_result.last_index = m->snapshot_chunk.last_index;
     r.snapshot_chunk_result.offset = offset;
     r.snapshot_chunk_result.status = status;
-    raft_uv_node_send(d, &r);
+    raft_uv_node_send_frame(d, &r);
 }
 
 static void recv_reset(struct raft__uv_snapshot_recv *r)
@@ -332,7 +331,7 @@ static void recv_reset(struct raft__uv_snapshot_recv *r)
     r->active = false;
 }
 
-static void on_chunk(struct raft_uv_node *d, const struct raft_message *m)
+static void on_chunk(struct raft_uv_node *d, const struct raft_frame *m)
 {
     const struct raft_snapshot_chunk *c = &m->snapshot_chunk;
     struct raft__uv_snapshot_recv *r = &d->recv;
@@ -411,7 +410,7 @@ void raft__uv_snapshot_installed(struct raft_uv_node *d,
                                  const struct raft__uv_job *j, int rc)
 {
     struct raft__uv_snapshot_recv *r = &d->recv;
-    struct raft_message m;
+    struct raft_frame m;
     struct raft_event ev;
 
     r->installing = false;
@@ -452,9 +451,9 @@ void raft__uv_snapshot_installed(struct raft_uv_node *d,
 /* ---- Both --------------------------------------------------------------- */
 
 void raft__uv_snapshot_message(struct raft_uv_node *d,
-                               const struct raft_message *m)
+                               const struct raft_frame *m)
 {
-    if (m->type == RAFT_MSG_SNAPSHOT_CHUNK) {
+    if (m->type == RAFT_FRAME_SNAPSHOT_CHUNK) {
         on_chunk(d, m);
     } else {
         on_chunk_result(d, m);

@@ -53,10 +53,6 @@ static int msg_clone(const struct raft_message *src, struct raft_message *dst)
             raft_buf_ref(e[i].data);
         }
         dst->append_entries.entries = e;
-    } else if (src->type == RAFT_MSG_FORWARD) {
-        raft_buf_ref(src->forward.data);
-    } else if (src->type == RAFT_MSG_SNAPSHOT_CHUNK) {
-        raft_buf_ref(src->snapshot_chunk.data);
     }
     return 0;
 }

@@ -5,7 +5,10 @@
 #    txn.h), and lmdb_log/format.[ch] do not;
 #  - only raft/uv_* files (and raft/uv.h) include uv.h;
 #  - sql/ files include nothing from raft/, ext/ or lmdb_log/, nor lmdb.h
-#    or uv.h: the state machine depends on SQLite and libc only.
+#    or uv.h: the state machine depends on SQLite and libc only;
+#  - the consensus core (the raft/ files that include raft_internal.h)
+#    includes neither frame.h nor message.h: it knows only its own four
+#    messages, not the runtime's frames nor the wire.
 set -u
 bad=0
 for f in raft/*.c raft/*.h; do
@@ -42,6 +45,12 @@ for f in sql/*.c sql/*.h; do
         "$f"; then
         echo "layering: $f includes raft/, ext/, lmdb_log/, lmdb.h or uv.h" \
             "(sql/ may use SQLite and libc only)"
+        bad=1
+    fi
+done
+for f in $(grep -lE '#include *"raft_internal\.h"' raft/*.c raft/*.h); do
+    if grep -En '#include *"(frame|message)\.h"' "$f"; then
+        echo "layering: $f is the core and includes the frames or the codec"
         bad=1
     fi
 done

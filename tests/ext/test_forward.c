@@ -19,7 +19,7 @@ struct fake {
     int propose_rc;                /* propose's result */
     unsigned n_proposals;          /* propose calls */
     unsigned last_batch;           /* payloads in the last call */
-    struct raft_message sent[16];  /* FORWARD_RESULTs, in order */
+    struct raft_frame sent[16];    /* FORWARD_RESULTs, in order */
     unsigned n_sent;
     unsigned n_wakes;              /* wake calls */
 };
@@ -44,7 +44,7 @@ static int fake_propose(void *data, struct raft_buf *const *payloads,
     return f->propose_rc;
 }
 
-static int fake_send(void *data, const struct raft_message *m)
+static int fake_send(void *data, const struct raft_frame *m)
 {
     struct fake *f = data;
     assert_true(f->n_sent < 16);
@@ -71,12 +71,12 @@ static struct ext_forward *new_forward(struct fake *f)
     return fw;
 }
 
-/* request builds a FORWARD from @from with request id (@from, @seq) and
- * payload @data (a reference is kept by the message: release_request). */
-static struct raft_message request(raft_id from, uint64_t seq,
-                                   struct raft_buf *data)
+/* request builds a FORWARD frame from @from with request id (@from, @seq)
+ * and payload @data (the caller keeps its reference). */
+static struct raft_frame request(raft_id from, uint64_t seq,
+                                 struct raft_buf *data)
 {
-    struct raft_message m = {.type = RAFT_MSG_FORWARD};
+    struct raft_frame m = {.type = RAFT_FRAME_FORWARD};
     m.from = from;
     m.to = 1;
     m.forward.request_id[0] = from;
@@ -93,7 +93,7 @@ static void test_held_then_one_batch(void **state)
     struct ext_forward *fw = new_forward(&f);
     struct raft_buf *a = request_buf(2, 1, "SELECT 1");
     struct raft_buf *b = request_buf(3, 1, "SELECT 2");
-    struct raft_message ma = request(2, 1, a), mb = request(3, 1, b);
+    struct raft_frame ma = request(2, 1, a), mb = request(3, 1, b);
     (void)state;
 
     forward_on_request(fw, &ma);
@@ -108,7 +108,7 @@ static void test_held_then_one_batch(void **state)
     assert_int_equal(f.last_batch, 2);
     assert_int_equal(forward_n_held(fw), 0);
     assert_int_equal(f.n_sent, 2);
-    assert_int_equal(f.sent[0].type, RAFT_MSG_FORWARD_RESULT);
+    assert_int_equal(f.sent[0].type, RAFT_FRAME_FORWARD_RESULT);
     assert_int_equal(f.sent[0].to, 2);
     assert_int_equal(f.sent[0].forward_result.status, 0);
     assert_int_equal(f.sent[0].forward_result.index, 100);
@@ -135,7 +135,7 @@ static void test_refused_alone(void **state)
     struct raft_buf *good = request_buf(2, 1, "SELECT 1");
     struct raft_buf *garbage = raft_buf_copy("not a request", 13);
     struct raft_buf *big = raft_buf_new(1024 + 4096 + 1);
-    struct raft_message m;
+    struct raft_frame m;
     (void)state;
 
     m = request(2, 1, good);
@@ -177,7 +177,7 @@ static void test_failed_proposal_answers_all(void **state)
     struct fake f = {.leader = true, .propose_rc = RAFT_IOERR};
     struct ext_forward *fw = new_forward(&f);
     struct raft_buf *a = request_buf(2, 1, "SELECT 1");
-    struct raft_message m = request(2, 1, a);
+    struct raft_frame m = request(2, 1, a);
     (void)state;
 
     forward_on_request(fw, &m);

@@ -213,9 +213,11 @@ static void trace_update(struct cluster *c, raft_id id,
     }
     trace_u64(c, u->n_messages);
     for (i = 0; i < u->n_messages; i++) {
-        size_t len = raft_message_encoded_len(&u->messages[i]);
+        struct raft_frame f;
+        raft_frame_wrap(&u->messages[i], &f);
+        size_t len = raft_frame_encoded_len(&f);
         unsigned char *frame = xrealloc(c, NULL, len > 0 ? len : 1);
-        if (raft_message_encode(&u->messages[i], frame, len) != 0) {
+        if (raft_frame_encode(&f, frame, len) != 0) {
             free(frame);
             cluster_fail(c, "node %llu emits an unencodable message",
                          (unsigned long long)id);

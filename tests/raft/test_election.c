@@ -12,6 +12,7 @@
 
 #include <cmocka.h>
 
+#include "raft/frame.h"
 #include "raft/raft.h"
 #include "tests/lib/cluster.h"
 #include "tests/raft/step.h"
@@ -415,9 +416,10 @@ static void test_candidate_outcomes(void **state)
     raft_close(r);
 }
 
-/* Malformed events: a message to someone else, forwarding messages, a
- * sender that is not a voter, a PROPOSE on a follower; each fails and
- * leaves the update empty and the core unchanged. */
+/* Malformed events: a message to someone else, a type the core does not
+ * have (the runtime's frame types, frame.h), a sender that is not a voter,
+ * a PROPOSE on a follower; each fails and leaves the update empty and the
+ * core unchanged. */
 static void test_invalid_events(void **state)
 {
     struct raft *r = new3(1, 3, 0, NULL, 0);
@@ -439,9 +441,11 @@ static void test_invalid_events(void **state)
     e.receive.from = 9;
     assert_int_equal(raft_step(r, &e, &u), RAFT_INVALID);
     e.receive.from = 2;
-    e.receive.type = RAFT_MSG_FORWARD;
+    e.receive.type = RAFT_FRAME_FORWARD;
     assert_int_equal(raft_step(r, &e, &u), RAFT_INVALID);
-    e.receive.type = RAFT_MSG_FORWARD_RESULT;
+    e.receive.type = RAFT_FRAME_SNAPSHOT_CHUNK_RESULT;
+    assert_int_equal(raft_step(r, &e, &u), RAFT_INVALID);
+    e.receive.type = 0;
     assert_int_equal(raft_step(r, &e, &u), RAFT_INVALID);
     assert_int_equal(raft_current_term(r), 3);
 

@@ -1,6 +1,7 @@
-/* Unit tests of the wire codec (raft/message.h): round trips of every
- * message type with edge values, every truncation, trailing bytes, bad
- * versions and types, hostile entry counts, and a seeded fuzz loop. */
+/* Unit tests of the wire codec (raft/message.h) and of frames (frame.h):
+ * round trips of every frame type with edge values, the exact bytes of
+ * each, wrapping the core's messages, every truncation, trailing bytes,
+ * bad versions and types, hostile entry counts, and a seeded fuzz loop. */
 
 #include <setjmp.h>
 #include <stdarg.h>
@@ -16,7 +17,7 @@
 #include "raft/message.h"
 
 /* An encoded frame: the whole frame and its length. */
-struct frame {
+struct encoded {
     uint8_t *bytes; /* length prefix + body */
     size_t len;     /* total bytes */
 };
@@ -33,25 +34,25 @@ static struct raft_buf *pattern_buf(size_t len, unsigned seed)
     return b;
 }
 
-static struct frame encode(const struct raft_message *m)
+static struct encoded encode(const struct raft_frame *m)
 {
-    struct frame f;
+    struct encoded f;
 
-    f.len = raft_message_encoded_len(m);
+    f.len = raft_frame_encoded_len(m);
     assert_true(f.len > RAFT_FRAME_HEADER);
     f.bytes = malloc(f.len);
     assert_non_null(f.bytes);
-    assert_int_equal(raft_message_encode(m, f.bytes, f.len), 0);
+    assert_int_equal(raft_frame_encode(m, f.bytes, f.len), 0);
     assert_int_equal(raft_byte_load_u32(f.bytes), f.len - RAFT_FRAME_HEADER);
     return f;
 }
 
-static const uint8_t *body_of(const struct frame *f)
+static const uint8_t *body_of(const struct encoded *f)
 {
     return f->bytes + RAFT_FRAME_HEADER;
 }
 
-static size_t body_len(const struct frame *f)
+static size_t body_len(const struct encoded *f)
 {
     return f->len - RAFT_FRAME_HEADER;
 }
@@ -71,71 +72,77 @@ static void assert_buf_equal(const struct raft_buf *a,
     assert_memory_equal(a->data, b->data, alen);
 }
 
-/* assert_message_equal compares every field of @type between @a and @b. */
-static void assert_message_equal(const struct raft_message *a,
-                                 const struct raft_message *b)
+/* assert_frame_equal compares every field of their type between @a and @b. */
+static void assert_frame_equal(const struct raft_frame *a,
+                               const struct raft_frame *b)
 {
+    const struct raft_message *ma = &a->message, *mb = &b->message;
     uint32_t i;
 
     assert_int_equal(a->type, b->type);
     assert_true(a->from == b->from);
     assert_true(a->to == b->to);
+    if (raft_frame_is_message(a)) {
+        assert_true(ma->type == a->type && mb->type == b->type);
+        assert_true(ma->from == a->from && mb->from == b->from);
+        assert_true(ma->to == a->to && mb->to == b->to);
+    }
     switch (a->type) {
         case RAFT_MSG_REQUEST_VOTE:
-            assert_true(a->request_vote.term == b->request_vote.term);
-            assert_true(a->request_vote.last_log_index ==
-                        b->request_vote.last_log_index);
-            assert_true(a->request_vote.last_log_term ==
-                        b->request_vote.last_log_term);
-            assert_int_equal(a->request_vote.pre_vote,
-                             b->request_vote.pre_vote);
+            assert_true(ma->request_vote.term == mb->request_vote.term);
+            assert_true(ma->request_vote.last_log_index ==
+                        mb->request_vote.last_log_index);
+            assert_true(ma->request_vote.last_log_term ==
+                        mb->request_vote.last_log_term);
+            assert_int_equal(ma->request_vote.pre_vote,
+                             mb->request_vote.pre_vote);
             break;
         case RAFT_MSG_REQUEST_VOTE_RESULT:
-            assert_true(a->request_vote_result.term ==
-                        b->request_vote_result.term);
-            assert_int_equal(a->request_vote_result.vote_granted,
-                             b->request_vote_result.vote_granted);
-            assert_int_equal(a->request_vote_result.pre_vote,
-                             b->request_vote_result.pre_vote);
+            assert_true(ma->request_vote_result.term ==
+                        mb->request_vote_result.term);
+            assert_int_equal(ma->request_vote_result.vote_granted,
+                             mb->request_vote_result.vote_granted);
+            assert_int_equal(ma->request_vote_result.pre_vote,
+                             mb->request_vote_result.pre_vote);
             break;
         case RAFT_MSG_APPEND_ENTRIES:
-            assert_true(a->append_entries.term == b->append_entries.term);
-            assert_true(a->append_entries.prev_log_index ==
-                        b->append_entries.prev_log_index);
-            assert_true(a->append_entries.prev_log_term ==
-                        b->append_entries.prev_log_term);
-            assert_true(a->append_entries.leader_commit ==
-                        b->append_entries.leader_commit);
-            assert_true(a->append_entries.seq == b->append_entries.seq);
-            assert_int_equal(a->append_entries.n_entries,
-                             b->append_entries.n_entries);
-            for (i = 0; i < a->append_entries.n_entries; i++) {
-                const struct raft_entry *ea = &a->append_entries.entries[i];
-                const struct raft_entry *eb = &b->append_entries.entries[i];
+            assert_true(ma->append_entries.term == mb->append_entries.term);
+            assert_true(ma->append_entries.prev_log_index ==
+                        mb->append_entries.prev_log_index);
+            assert_true(ma->append_entries.prev_log_term ==
+                        mb->append_entries.prev_log_term);
+            assert_true(ma->append_entries.leader_commit ==
+                        mb->append_entries.leader_commit);
+            assert_true(ma->append_entries.seq == mb->append_entries.seq);
+            assert_int_equal(ma->append_entries.n_entries,
+                             mb->append_entries.n_entries);
+            for (i = 0; i < ma->append_entries.n_entries; i++) {
+                const struct raft_entry *ea = &ma->append_entries.entries[i];
+                const struct raft_entry *eb = &mb->append_entries.entries[i];
                 assert_true(ea->term == eb->term);
                 assert_true(ea->index == eb->index);
                 assert_int_equal(ea->type, eb->type);
                 assert_buf_equal(ea->data, eb->data);
             }
-            if (a->append_entries.n_entries == 0) {
-                assert_null(b->append_entries.entries);
+            if (ma->append_entries.n_entries == 0) {
+                assert_null(mb->append_entries.entries);
             }
             break;
         case RAFT_MSG_APPEND_ENTRIES_RESULT:
-            assert_true(a->append_entries_result.term ==
-                        b->append_entries_result.term);
-            assert_int_equal(a->append_entries_result.success,
-                             b->append_entries_result.success);
-            assert_true(a->append_entries_result.reject_index ==
-                        b->append_entries_result.reject_index);
-            assert_true(a->append_entries_result.last_log_index ==
-                        b->append_entries_result.last_log_index);
-            assert_true(a->append_entries_result.conflict_index ==
-                        b->append_entries_result.conflict_index);
-            assert_true(a->append_entries_result.seq ==
-                        b->append_entries_result.seq);
+            assert_true(ma->append_entries_result.term ==
+                        mb->append_entries_result.term);
+            assert_int_equal(ma->append_entries_result.success,
+                             mb->append_entries_result.success);
+            assert_true(ma->append_entries_result.reject_index ==
+                        mb->append_entries_result.reject_index);
+            assert_true(ma->append_entries_result.last_log_index ==
+                        mb->append_entries_result.last_log_index);
+            assert_true(ma->append_entries_result.conflict_index ==
+                        mb->append_entries_result.conflict_index);
+            assert_true(ma->append_entries_result.seq ==
+                        mb->append_entries_result.seq);
             break;
-        case RAFT_MSG_SNAPSHOT_CHUNK:
+        case RAFT_FRAME_SNAPSHOT_CHUNK:
             assert_true(a->snapshot_chunk.term == b->snapshot_chunk.term);
             assert_true(a->snapshot_chunk.last_index ==
                         b->snapshot_chunk.last_index);
@@ -147,7 +154,7 @@ static void assert_message_equal(const struct raft_message *a,
                         b->snapshot_chunk.checksum);
             assert_buf_equal(a->snapshot_chunk.data, b->snapshot_chunk.data);
             break;
-        case RAFT_MSG_SNAPSHOT_CHUNK_RESULT:
+        case RAFT_FRAME_SNAPSHOT_CHUNK_RESULT:
             assert_true(a->snapshot_chunk_result.term ==
                         b->snapshot_chunk_result.term);
             assert_true(a->snapshot_chunk_result.last_index ==
@@ -157,12 +164,12 @@ static void assert_message_equal(const struct raft_message *a,
             assert_int_equal(a->snapshot_chunk_result.status,
                              b->snapshot_chunk_result.status);
             break;
-        case RAFT_MSG_FORWARD:
+        case RAFT_FRAME_FORWARD:
             assert_true(a->forward.request_id[0] == b->forward.request_id[0]);
             assert_true(a->forward.request_id[1] == b->forward.request_id[1]);
             assert_buf_equal(a->forward.data, b->forward.data);
             break;
-        case RAFT_MSG_FORWARD_RESULT:
+        case RAFT_FRAME_FORWARD_RESULT:
             assert_true(a->forward_result.request_id[0] ==
                         b->forward_result.request_id[0]);
             assert_true(a->forward_result.request_id[1] ==
@@ -178,36 +185,50 @@ static void assert_message_equal(const struct raft_message *a,
 }
 
 /* round_trip encodes @m, decodes the body and compares. */
-static void round_trip(const struct raft_message *m)
+static void round_trip(const struct raft_frame *m)
 {
-    struct frame f = encode(m);
-    struct raft_message out;
+    struct encoded f = encode(m);
+    struct raft_frame out;
     char err[128] = "";
     int rc;
 
-    rc = raft_message_decode(body_of(&f), body_len(&f), &out, err,
-                             sizeof err);
+    rc = raft_frame_decode(body_of(&f), body_len(&f), &out, err, sizeof err);
     if (rc != 0) {
         fail_msg("decode type %u: %d %s", (unsigned)m->type, rc, err);
     }
-    assert_message_equal(m, &out);
-    raft_message_release(&out);
+    assert_frame_equal(m, &out);
+    raft_frame_release(&out);
     assert_int_equal(out.type, 0);
     free(f.bytes);
 }
 
-/* A set of sample messages covering every type, owned by the test. */
+/* round_trip_message wraps the core's message @c in a frame and round
+ * trips that. */
+static void round_trip_message(const struct raft_message *c)
+{
+    struct raft_frame f;
+
+    raft_frame_wrap(c, &f);
+    round_trip(&f);
+}
+
+/* A set of sample frames covering every type, owned by the test: the
+ * core's messages first (N_CORE, wrapped), then the runtime's frames. */
 #define N_SAMPLES 10
+#define N_CORE 5
 
 struct samples {
-    struct raft_message m[N_SAMPLES]; /* the messages */
+    struct raft_frame m[N_SAMPLES];   /* the frames */
+    struct raft_message core[N_CORE]; /* the core's, wrapped in m[0..4] */
     struct raft_entry entries[3];     /* entries of the AppendEntries */
     struct raft_buf *bufs[4];         /* payloads to drop at the end */
 };
 
 static void samples_init(struct samples *s)
 {
-    struct raft_message *m = s->m;
+    struct raft_frame *m = s->m;
+    struct raft_message *c = s->core;
+    unsigned i;
 
     memset(s, 0, sizeof *s);
     s->bufs[0] = pattern_buf(40, 1);
@@ -218,41 +239,45 @@ static void samples_init(struct samples *s)
     s->entries[1] = (struct raft_entry){7, 12, RAFT_ENTRY_NOOP, NULL};
     s->entries[2] = (struct raft_entry){8, 13, RAFT_ENTRY_NORMAL, s->bufs[1]};
 
-    m[0].type = RAFT_MSG_REQUEST_VOTE;
-    m[0].from = 1;
-    m[0].to = 2;
-    m[0].request_vote = (struct raft_request_vote){5, 10, 4, true};
-    m[1].type = RAFT_MSG_REQUEST_VOTE_RESULT;
-    m[1].from = 2;
-    m[1].to = 1;
-    m[1].request_vote_result = (struct raft_request_vote_result){5, true,
-                                                                 false};
-    m[2].type = RAFT_MSG_APPEND_ENTRIES;
-    m[2].from = 1;
-    m[2].to = 3;
-    m[2].append_entries.term = 8;
-    m[2].append_entries.prev_log_index = 10;
-    m[2].append_entries.prev_log_term = 6;
-    m[2].append_entries.leader_commit = 9;
-    m[2].append_entries.entries = s->entries;
-    m[2].append_entries.n_entries = 3;
-    m[3].type = RAFT_MSG_APPEND_ENTRIES;
-    m[3].from = 1;
-    m[3].to = 2;
-    m[3].append_entries.term = 8;
-    m[3].append_entries.prev_log_index = 13;
-    m[4].type = RAFT_MSG_APPEND_ENTRIES_RESULT;
-    m[4].from = 3;
-    m[4].to = 1;
-    m[4].append_entries_result =
+    c[0].type = RAFT_MSG_REQUEST_VOTE;
+    c[0].from = 1;
+    c[0].to = 2;
+    c[0].request_vote = (struct raft_request_vote){5, 10, 4, true};
+    c[1].type = RAFT_MSG_REQUEST_VOTE_RESULT;
+    c[1].from = 2;
+    c[1].to = 1;
+    c[1].request_vote_result =
+        (struct raft_request_vote_result){5, true, false};
+    c[2].type = RAFT_MSG_APPEND_ENTRIES;
+    c[2].from = 1;
+    c[2].to = 3;
+    c[2].append_entries.term = 8;
+    c[2].append_entries.prev_log_index = 10;
+    c[2].append_entries.prev_log_term = 6;
+    c[2].append_entries.leader_commit = 9;
+    c[2].append_entries.entries = s->entries;
+    c[2].append_entries.n_entries = 3;
+    c[2].append_entries.seq = 77;
+    c[3].type = RAFT_MSG_APPEND_ENTRIES;
+    c[3].from = 1;
+    c[3].to = 2;
+    c[3].append_entries.term = 8;
+    c[3].append_entries.prev_log_index = 13;
+    c[4].type = RAFT_MSG_APPEND_ENTRIES_RESULT;
+    c[4].from = 3;
+    c[4].to = 1;
+    c[4].append_entries_result =
         (struct raft_append_entries_result){8, false, 10, 7, 5, 41};
-    m[5].type = RAFT_MSG_FORWARD;
+    for (i = 0; i < N_CORE; i++) {
+        raft_frame_wrap(&c[i], &m[i]);
+    }
+    m[5].type = RAFT_FRAME_FORWARD;
     m[5].from = 2;
     m[5].to = 1;
     m[5].forward.request_id[0] = 2;
     m[5].forward.request_id[1] = 99;
     m[5].forward.data = s->bufs[2];
-    m[6].type = RAFT_MSG_FORWARD_RESULT;
+    m[6].type = RAFT_FRAME_FORWARD_RESULT;
     m[6].from = 1;
     m[6].to = 2;
     m[6].forward_result.request_id[0] = 2;
@@ -260,13 +285,13 @@ static void samples_init(struct samples *s)
     m[6].forward_result.status = -RAFT_NOTLEADER;
     m[6].forward_result.index = 14;
     m[6].forward_result.term = 8;
-    m[7].type = RAFT_MSG_FORWARD;
+    m[7].type = RAFT_FRAME_FORWARD;
     m[7].from = 3;
     m[7].to = 1;
     m[7].forward.request_id[0] = 3;
     m[7].forward.request_id[1] = 0;
     m[7].forward.data = NULL;
-    m[8].type = RAFT_MSG_SNAPSHOT_CHUNK;
+    m[8].type = RAFT_FRAME_SNAPSHOT_CHUNK;
     m[8].from = 1;
     m[8].to = 3;
     m[8].snapshot_chunk.term = 8;
@@ -276,14 +301,13 @@ static void samples_init(struct samples *s)
     m[8].snapshot_chunk.offset = 71;
     m[8].snapshot_chunk.checksum = 0x0123456789abcdefULL;
     m[8].snapshot_chunk.data = s->bufs[3];
-    m[9].type = RAFT_MSG_SNAPSHOT_CHUNK_RESULT;
+    m[9].type = RAFT_FRAME_SNAPSHOT_CHUNK_RESULT;
     m[9].from = 3;
     m[9].to = 1;
     m[9].snapshot_chunk_result.term = 8;
     m[9].snapshot_chunk_result.last_index = 900;
     m[9].snapshot_chunk_result.offset = 100;
     m[9].snapshot_chunk_result.status = -RAFT_CORRUPT;
-    m[2].append_entries.seq = 77;
 }
 
 static void samples_close(struct samples *s)
@@ -295,20 +319,76 @@ static void samples_close(struct samples *s)
     }
 }
 
+/* The frames of the samples, byte for byte, as version 1 of the wire
+ * format has them (hex): a change of the codec or of the message structs
+ * must leave these unchanged. */
+static const char *const sample_wire[N_SAMPLES] = {
+    /* 0 */
+    "2b00000001010100000000000000020000000000000005000000000000000a00"
+    "000000000000040000000000000001",
+    /* 1 */
+    "1c00000001020200000000000000010000000000000005000000000000000100",
+    /* 2 */
+    "a800000001030100000000000000030000000000000008000000000000000a00"
+    "000000000000060000000000000009000000000000004d000000000000000300"
+    "000007000000000000000b00000000000000012800000001203f5e7d9cbbdaf9"
+    "1837567594b3d2f1102f4e6d8cabcae90827466584a3c2e1001f3e5d7c9bba07"
+    "000000000000000c00000000000000020000000008000000000000000d000000"
+    "000000000103000000022140",
+    /* 3 */
+    "3e00000001030100000000000000020000000000000008000000000000000d00"
+    "0000000000000000000000000000000000000000000000000000000000000000"
+    "0000",
+    /* 4 */
+    "3b0000000104030000000000000001000000000000000800000000000000000a"
+    "00000000000000070000000000000005000000000000002900000000000000",
+    /* 5 */
+    "3700000001050200000000000000010000000000000002000000000000006300"
+    "00000000000011000000032241607f9ebddcfb1a39587796b5d4f3",
+    /* 6 */
+    "3600000001060100000000000000020000000000000002000000000000006300"
+    "000000000000faffffff0e000000000000000800000000000000",
+    /* 7 */
+    "2600000001050300000000000000010000000000000003000000000000000000"
+    "00000000000000000000",
+    /* 8 */
+    "6300000001070100000000000000030000000000000008000000000000008403"
+    "000000000000070000000000000064000000000000004700000000000000efcd"
+    "ab89674523011d00000004234261809fbeddfc1b3a597897b6d5f4133251708f"
+    "aecdec0b2a4968",
+    /* 9 */
+    "2e00000001080300000000000000010000000000000008000000000000008403"
+    "0000000000006400000000000000fbffffff",
+};
+
+/* hex_of writes @len bytes at @p as lowercase hex into a new string. */
+static char *hex_of(const uint8_t *p, size_t len)
+{
+    char *s = malloc(2 * len + 1);
+    size_t i;
+
+    assert_non_null(s);
+    for (i = 0; i < len; i++) {
+        snprintf(s + 2 * i, 3, "%02x", p[i]);
+    }
+    s[2 * len] = '\0';
+    return s;
+}
+
 /* A snapshot chunk must lie within its file: the encoder refuses one that
  * does not, and so does the decoder (the frame is forged by hand). */
 static void test_chunk_past_total(void **state)
 {
     struct raft_buf *b = pattern_buf(10, 9);
-    struct raft_message m;
-    struct raft_message out;
-    struct frame f;
+    struct raft_frame m;
+    struct raft_frame out;
+    struct encoded f;
     uint8_t buf[256];
     char err[128] = "";
 
     (void)state;
     memset(&m, 0, sizeof m);
-    m.type = RAFT_MSG_SNAPSHOT_CHUNK;
+    m.type = RAFT_FRAME_SNAPSHOT_CHUNK;
     m.from = 1;
     m.to = 2;
     m.snapshot_chunk.total = 10;
@@ -316,23 +396,22 @@ static void test_chunk_past_total(void **state)
     m.snapshot_chunk.data = b;
     f = encode(&m); /* exactly the whole file: fine */
     m.snapshot_chunk.offset = 1;
-    assert_int_equal(raft_message_encode(&m, buf, sizeof buf),
-                     RAFT_INVALID);
+    assert_int_equal(raft_frame_encode(&m, buf, sizeof buf), RAFT_INVALID);
     m.snapshot_chunk.offset = 11;
     m.snapshot_chunk.data = NULL;
-    assert_int_equal(raft_message_encode(&m, buf, sizeof buf),
-                     RAFT_INVALID);
+    assert_int_equal(raft_frame_encode(&m, buf, sizeof buf), RAFT_INVALID);
     /* total (bytes 18 + 24..32 of the body) lowered to 9 by hand. */
     f.bytes[RAFT_FRAME_HEADER + 18 + 24] = 9;
-    assert_int_equal(raft_message_decode(body_of(&f), body_len(&f), &out,
-                                         err, sizeof err),
-                     RAFT_PROTO);
+    assert_int_equal(
+        raft_frame_decode(body_of(&f), body_len(&f), &out, err, sizeof err),
+        RAFT_PROTO);
     assert_non_null(strstr(err, "past total"));
     free(f.bytes);
     raft_buf_unref(b);
 }
 
-/* Every sample message survives an encode/decode round trip. */
+/* Every sample message encodes to exactly its bytes in sample_wire and
+ * survives an encode/decode round trip. */
 static void test_round_trip_samples(void **state)
 {
     struct samples s;
@@ -341,57 +420,132 @@ static void test_round_trip_samples(void **state)
     (void)state;
     samples_init(&s);
     for (i = 0; i < N_SAMPLES; i++) {
+        struct encoded f = encode(&s.m[i]);
+        char *hex = hex_of(f.bytes, f.len);
+        assert_string_equal(hex, sample_wire[i]);
+        free(hex);
+        free(f.bytes);
         round_trip(&s.m[i]);
     }
     samples_close(&s);
+}
+
+/* Unwrapping a sample frame of the core's gives back the message it was
+ * wrapped from (sharing its entries), and wrapping that again gives the
+ * same frame and bytes; a runtime frame carries no core message and leaves
+ * the output alone. */
+static void test_wrap_unwrap(void **state)
+{
+    struct samples s;
+    unsigned i;
+
+    (void)state;
+    samples_init(&s);
+    for (i = 0; i < N_SAMPLES; i++) {
+        struct raft_message m;
+        struct raft_frame f;
+        struct encoded a, b;
+        memset(&m, 0xA5, sizeof m);
+        if (i >= N_CORE) {
+            assert_false(raft_frame_is_message(&s.m[i]));
+            assert_false(raft_frame_unwrap(&s.m[i], &m));
+            assert_int_equal(m.type, 0xA5);
+            continue;
+        }
+        assert_true(raft_frame_is_message(&s.m[i]));
+        assert_true(raft_frame_unwrap(&s.m[i], &m));
+        assert_int_equal(m.type, s.core[i].type);
+        assert_true(m.from == s.core[i].from && m.to == s.core[i].to);
+        assert_true(raft_message_term(&m) == raft_message_term(&s.core[i]));
+        assert_true(raft_message_term(&m) > 0);
+        raft_frame_wrap(&m, &f);
+        assert_frame_equal(&s.m[i], &f);
+        a = encode(&s.m[i]);
+        b = encode(&f);
+        assert_int_equal(a.len, b.len);
+        assert_memory_equal(a.bytes, b.bytes, a.len);
+        free(a.bytes);
+        free(b.bytes);
+    }
+    assert_ptr_equal(s.m[2].message.append_entries.entries, s.entries);
+    samples_close(&s);
+}
+
+/* A message of a type the core does not have, the runtime's numbers
+ * included, wraps into a frame of type 0, which the codec refuses (its
+ * bytes are never read as a runtime frame's). */
+static void test_wrap_unknown_type(void **state)
+{
+    const uint8_t types[3] = {0, RAFT_FRAME_FORWARD, 9};
+    struct raft_message m;
+    struct raft_frame f;
+    uint8_t buf[256];
+    unsigned t;
+
+    (void)state;
+    for (t = 0; t < 3; t++) {
+        memset(&m, 0, sizeof m);
+        m.type = types[t];
+        m.from = 1;
+        m.to = 2;
+        raft_frame_wrap(&m, &f);
+        assert_int_equal(f.type, 0);
+        assert_true(f.from == 1 && f.to == 2);
+        assert_false(raft_frame_is_message(&f));
+        assert_int_equal(raft_frame_encoded_len(&f), 0);
+        assert_int_equal(raft_frame_encode(&f, buf, sizeof buf), RAFT_INVALID);
+        assert_int_equal(raft_message_term(&m), 0);
+    }
 }
 
 /* Fields at 0 and at their maximum survive a round trip. */
 static void test_round_trip_edge_values(void **state)
 {
     const uint64_t vals[2] = {0, UINT64_MAX};
-    struct raft_message m;
+    struct raft_message c;
+    struct raft_frame m;
     unsigned v;
 
     (void)state;
     for (v = 0; v < 2; v++) {
         uint64_t x = vals[v];
+        memset(&c, 0, sizeof c);
+        c.from = x;
+        c.to = x;
+
+        c.type = RAFT_MSG_REQUEST_VOTE;
+        c.request_vote = (struct raft_request_vote){x, x, x, v == 1};
+        round_trip_message(&c);
+
+        memset(&c.request_vote_result, 0, sizeof c.request_vote_result);
+        c.type = RAFT_MSG_REQUEST_VOTE_RESULT;
+        c.request_vote_result =
+            (struct raft_request_vote_result){x, v == 1, v == 1};
+        round_trip_message(&c);
+
+        c.type = RAFT_MSG_APPEND_ENTRIES;
+        c.append_entries = (struct raft_append_entries){.term = x,
+                                                        .prev_log_index = x,
+                                                        .prev_log_term = x,
+                                                        .leader_commit = x,
+                                                        .seq = x};
+        round_trip_message(&c);
+
+        c.type = RAFT_MSG_APPEND_ENTRIES_RESULT;
+        c.append_entries_result =
+            (struct raft_append_entries_result){x, v == 1, x, x, x, x};
+        round_trip_message(&c);
+
         memset(&m, 0, sizeof m);
         m.from = x;
         m.to = x;
-
-        m.type = RAFT_MSG_REQUEST_VOTE;
-        m.request_vote = (struct raft_request_vote){x, x, x, v == 1};
-        round_trip(&m);
-
-        memset(&m.request_vote_result, 0, sizeof m.request_vote_result);
-        m.type = RAFT_MSG_REQUEST_VOTE_RESULT;
-        m.request_vote_result =
-            (struct raft_request_vote_result){x, v == 1, v == 1};
-        round_trip(&m);
-
-        memset(&m.append_entries, 0, sizeof m.append_entries);
-        m.type = RAFT_MSG_APPEND_ENTRIES;
-        m.append_entries.term = x;
-        m.append_entries.prev_log_index = x;
-        m.append_entries.prev_log_term = x;
-        m.append_entries.leader_commit = x;
-        m.append_entries.seq = x;
-        round_trip(&m);
-
-        m.type = RAFT_MSG_APPEND_ENTRIES_RESULT;
-        m.append_entries_result =
-            (struct raft_append_entries_result){x, v == 1, x, x, x, x};
-        round_trip(&m);
-
-        memset(&m.forward_result, 0, sizeof m.forward_result);
-        m.type = RAFT_MSG_FORWARD;
+        m.type = RAFT_FRAME_FORWARD;
         m.forward.request_id[0] = x;
         m.forward.request_id[1] = x;
         m.forward.data = NULL;
         round_trip(&m);
 
-        m.type = RAFT_MSG_FORWARD_RESULT;
+        m.type = RAFT_FRAME_FORWARD_RESULT;
         m.forward_result.request_id[0] = x;
         m.forward_result.request_id[1] = x;
         m.forward_result.status = v == 0 ? INT32_MIN : INT32_MAX;
@@ -401,7 +555,7 @@ static void test_round_trip_edge_values(void **state)
         m.forward_result.status = -1;
         round_trip(&m);
 
-        m.type = RAFT_MSG_SNAPSHOT_CHUNK_RESULT;
+        m.type = RAFT_FRAME_SNAPSHOT_CHUNK_RESULT;
         m.snapshot_chunk_result.term = x;
         m.snapshot_chunk_result.last_index = x;
         m.snapshot_chunk_result.offset = x;
@@ -409,7 +563,7 @@ static void test_round_trip_edge_values(void **state)
         round_trip(&m);
 
         memset(&m.snapshot_chunk, 0, sizeof m.snapshot_chunk);
-        m.type = RAFT_MSG_SNAPSHOT_CHUNK;
+        m.type = RAFT_FRAME_SNAPSHOT_CHUNK;
         m.snapshot_chunk.term = x;
         m.snapshot_chunk.last_index = x;
         m.snapshot_chunk.last_term = x;
@@ -428,18 +582,18 @@ static void test_round_trip_last_index(void **state)
         {0, UINT64_MAX - 1, RAFT_ENTRY_NOOP, NULL},
         {1, UINT64_MAX, RAFT_ENTRY_NORMAL, NULL},
     };
-    struct raft_message m;
+    struct raft_message c;
 
     (void)state;
-    memset(&m, 0, sizeof m);
-    m.type = RAFT_MSG_APPEND_ENTRIES;
-    m.from = 1;
-    m.to = 2;
-    m.append_entries.prev_log_index = UINT64_MAX - 3;
-    m.append_entries.entries = e;
-    m.append_entries.n_entries = 3;
+    memset(&c, 0, sizeof c);
+    c.type = RAFT_MSG_APPEND_ENTRIES;
+    c.from = 1;
+    c.to = 2;
+    c.append_entries.prev_log_index = UINT64_MAX - 3;
+    c.append_entries.entries = e;
+    c.append_entries.n_entries = 3;
     e[2].data = pattern_buf(1, 9);
-    round_trip(&m);
+    round_trip_message(&c);
     raft_buf_unref(e[2].data);
 }
 
@@ -447,24 +601,25 @@ static void test_round_trip_last_index(void **state)
 static void test_round_trip_big_payloads(void **state)
 {
     struct raft_entry e[2];
-    struct raft_message m;
+    struct raft_message c;
+    struct raft_frame m;
 
     (void)state;
-    memset(&m, 0, sizeof m);
+    memset(&c, 0, sizeof c);
     e[0] = (struct raft_entry){3, 1, RAFT_ENTRY_NORMAL,
                                pattern_buf(4u << 20, 5)};
     e[1] = (struct raft_entry){3, 2, RAFT_ENTRY_NORMAL, NULL};
-    m.type = RAFT_MSG_APPEND_ENTRIES;
-    m.from = 2;
-    m.to = 1;
-    m.append_entries.term = 3;
-    m.append_entries.entries = e;
-    m.append_entries.n_entries = 2;
-    round_trip(&m);
+    c.type = RAFT_MSG_APPEND_ENTRIES;
+    c.from = 2;
+    c.to = 1;
+    c.append_entries.term = 3;
+    c.append_entries.entries = e;
+    c.append_entries.n_entries = 2;
+    round_trip_message(&c);
     raft_buf_unref(e[0].data);
 
     memset(&m, 0, sizeof m);
-    m.type = RAFT_MSG_FORWARD;
+    m.type = RAFT_FRAME_FORWARD;
     m.from = 2;
     m.to = 1;
     m.forward.data = pattern_buf(1u << 20, 6);
@@ -477,7 +632,7 @@ static void test_round_trip_many_entries(void **state)
 {
     const uint32_t n = 10000;
     struct raft_entry *e = calloc(n, sizeof *e);
-    struct raft_message m;
+    struct raft_message c;
     uint32_t i;
 
     (void)state;
@@ -488,14 +643,14 @@ static void test_round_trip_many_entries(void **state)
         e[i].type = i % 7 == 0 ? RAFT_ENTRY_NOOP : RAFT_ENTRY_NORMAL;
         e[i].data = i % 3 == 0 ? NULL : pattern_buf(i % 50 + 1, i);
     }
-    memset(&m, 0, sizeof m);
-    m.type = RAFT_MSG_APPEND_ENTRIES;
-    m.from = 1;
-    m.to = 2;
-    m.append_entries.prev_log_index = 1000;
-    m.append_entries.entries = e;
-    m.append_entries.n_entries = n;
-    round_trip(&m);
+    memset(&c, 0, sizeof c);
+    c.type = RAFT_MSG_APPEND_ENTRIES;
+    c.from = 1;
+    c.to = 2;
+    c.append_entries.prev_log_index = 1000;
+    c.append_entries.entries = e;
+    c.append_entries.n_entries = n;
+    round_trip_message(&c);
     for (i = 0; i < n; i++) {
         raft_buf_unref(e[i].data);
     }
@@ -506,12 +661,12 @@ static void test_round_trip_many_entries(void **state)
  * leaves @out untouched and sets a message. */
 static void decode_fails(const void *body, size_t len, int want)
 {
-    struct raft_message out;
+    struct raft_frame out;
     char err[128] = "";
     int rc;
 
     memset(&out, 0xA5, sizeof out);
-    rc = raft_message_decode(body, len, &out, err, sizeof err);
+    rc = raft_frame_decode(body, len, &out, err, sizeof err);
     if (rc != want) {
         fail_msg("decode of %zu bytes: got %d (%s), want %d", len, rc, err,
                  want);
@@ -531,7 +686,7 @@ static void test_truncations(void **state)
     (void)state;
     samples_init(&s);
     for (i = 0; i < N_SAMPLES; i++) {
-        struct frame f = encode(&s.m[i]);
+        struct encoded f = encode(&s.m[i]);
         for (len = 0; len < body_len(&f); len++) {
             /* A heap copy of exactly @len bytes: ASan catches overreads. */
             uint8_t *copy = malloc(len == 0 ? 1 : len);
@@ -554,7 +709,7 @@ static void test_trailing_byte(void **state)
     (void)state;
     samples_init(&s);
     for (i = 0; i < N_SAMPLES; i++) {
-        struct frame f = encode(&s.m[i]);
+        struct encoded f = encode(&s.m[i]);
         uint8_t *copy = malloc(body_len(&f) + 1);
         assert_non_null(copy);
         memcpy(copy, body_of(&f), body_len(&f));
@@ -576,7 +731,7 @@ static void test_wrong_version(void **state)
     (void)state;
     samples_init(&s);
     for (v = 0; v < 3; v++) {
-        struct frame f = encode(&s.m[2]);
+        struct encoded f = encode(&s.m[2]);
         f.bytes[RAFT_FRAME_HEADER] = versions[v];
         decode_fails(body_of(&f), body_len(&f), RAFT_FORMAT);
         decode_fails(body_of(&f), 1, RAFT_FORMAT);
@@ -595,7 +750,7 @@ static void test_unknown_type(void **state)
     (void)state;
     samples_init(&s);
     for (t = 0; t < 4; t++) {
-        struct frame f = encode(&s.m[0]);
+        struct encoded f = encode(&s.m[0]);
         f.bytes[RAFT_FRAME_HEADER + 1] = types[t];
         decode_fails(body_of(&f), body_len(&f), RAFT_PROTO);
         free(f.bytes);
@@ -603,11 +758,12 @@ static void test_unknown_type(void **state)
     samples_close(&s);
 }
 
-/* The encoder refuses unknown types, short buffers and gaps in indexes. */
+/* The encoder refuses unknown types, short buffers, gaps in indexes and
+ * a core message whose header differs from its frame's. */
 static void test_encode_errors(void **state)
 {
     struct samples s;
-    struct raft_message m;
+    struct raft_frame m;
     uint8_t buf[256];
     size_t need;
 
@@ -615,18 +771,27 @@ static void test_encode_errors(void **state)
     samples_init(&s);
     memset(&m, 0, sizeof m);
     m.type = 9;
-    assert_int_equal(raft_message_encoded_len(&m), 0);
-    assert_int_equal(raft_message_encode(&m, buf, sizeof buf), RAFT_INVALID);
+    assert_int_equal(raft_frame_encoded_len(&m), 0);
+    assert_int_equal(raft_frame_encode(&m, buf, sizeof buf), RAFT_INVALID);
 
-    need = raft_message_encoded_len(&s.m[2]);
+    need = raft_frame_encoded_len(&s.m[2]);
     assert_true(need <= sizeof buf);
-    assert_int_equal(raft_message_encode(&s.m[2], buf, need - 1),
-                     RAFT_INVALID);
-    assert_int_equal(raft_message_encode(&s.m[2], buf, need), 0);
+    assert_int_equal(raft_frame_encode(&s.m[2], buf, need - 1), RAFT_INVALID);
+    assert_int_equal(raft_frame_encode(&s.m[2], buf, need), 0);
 
     s.entries[1].index = 20;
-    assert_int_equal(raft_message_encode(&s.m[2], buf, sizeof buf),
-                     RAFT_INVALID);
+    assert_int_equal(raft_frame_encode(&s.m[2], buf, sizeof buf), RAFT_INVALID);
+
+    /* A core message whose header is not the frame's. */
+    m = s.m[0];
+    m.message.from = 3;
+    assert_int_equal(raft_frame_encode(&m, buf, sizeof buf), RAFT_INVALID);
+    m = s.m[0];
+    m.message.type = RAFT_MSG_REQUEST_VOTE_RESULT;
+    assert_int_equal(raft_frame_encode(&m, buf, sizeof buf), RAFT_INVALID);
+    m = s.m[0];
+    m.to = 3;
+    assert_int_equal(raft_frame_encode(&m, buf, sizeof buf), RAFT_INVALID);
     samples_close(&s);
 }
 
@@ -737,7 +902,7 @@ static void test_bad_field_values(void **state)
     struct samples s;
     uint8_t body[256];
     struct raft_byte_writer w = raft_byte_writer_init(body, sizeof body);
-    struct frame f;
+    struct encoded f;
 
     (void)state;
     build_append_header(&w, 0, 2);
@@ -757,14 +922,12 @@ static void test_bad_field_values(void **state)
 static void test_no_errmsg_buffer(void **state)
 {
     uint8_t body[1] = {0};
-    struct raft_message out;
+    struct raft_frame out;
     char err[1] = {'z'};
 
     (void)state;
-    assert_int_equal(raft_message_decode(body, 1, &out, NULL, 0),
-                     RAFT_FORMAT);
-    assert_int_equal(raft_message_decode(body, 1, &out, err, 0),
-                     RAFT_FORMAT);
+    assert_int_equal(raft_frame_decode(body, 1, &out, NULL, 0), RAFT_FORMAT);
+    assert_int_equal(raft_frame_decode(body, 1, &out, err, 0), RAFT_FORMAT);
     assert_int_equal(err[0], 'z');
 }
 
@@ -785,7 +948,7 @@ static void test_fuzz(void **state)
     const char *env = getenv("RAFT_TEST_SEED");
     uint64_t seed = env != NULL ? strtoull(env, NULL, 0) : 0x5eedf00dULL;
     uint64_t rng = seed | 1;
-    struct frame frames[N_SAMPLES];
+    struct encoded frames[N_SAMPLES];
     struct samples s;
     unsigned it, i, n_ok = 0, n_bad = 0;
 
@@ -795,11 +958,11 @@ static void test_fuzz(void **state)
         frames[i] = encode(&s.m[i]);
     }
     for (it = 0; it < iterations; it++) {
-        struct frame *f = &frames[rng_next(&rng) % N_SAMPLES];
+        struct encoded *f = &frames[rng_next(&rng) % N_SAMPLES];
         size_t len = body_len(f);
         uint8_t *copy = malloc(len + 1);
         unsigned n_flips = 1 + (unsigned)(rng_next(&rng) % 4);
-        struct raft_message out;
+        struct raft_frame out;
         char err[128];
         int rc;
 
@@ -817,20 +980,19 @@ static void test_fuzz(void **state)
         if (rng_next(&rng) % 8 == 0) {
             len = (size_t)(rng_next(&rng) % (len + 1));
         }
-        rc = raft_message_decode(copy, len, &out, err, sizeof err);
+        rc = raft_frame_decode(copy, len, &out, err, sizeof err);
         if (rc == 0) {
             uint8_t *again = malloc(len + RAFT_FRAME_HEADER);
             assert_non_null(again);
-            if (raft_message_encoded_len(&out) != len + RAFT_FRAME_HEADER ||
-                raft_message_encode(&out, again, len + RAFT_FRAME_HEADER) !=
-                    0 ||
+            if (raft_frame_encoded_len(&out) != len + RAFT_FRAME_HEADER ||
+                raft_frame_encode(&out, again, len + RAFT_FRAME_HEADER) != 0 ||
                 memcmp(again + RAFT_FRAME_HEADER, copy, len) != 0) {
                 fail_msg("fuzz seed %llu iteration %u: decoded message "
                          "does not re-encode to its bytes",
                          (unsigned long long)seed, it);
             }
             free(again);
-            raft_message_release(&out);
+            raft_frame_release(&out);
             n_ok++;
         } else {
             if (rc != RAFT_PROTO && rc != RAFT_FORMAT) {
@@ -856,6 +1018,8 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_round_trip_samples),
+        cmocka_unit_test(test_wrap_unwrap),
+        cmocka_unit_test(test_wrap_unknown_type),
         cmocka_unit_test(test_chunk_past_total),
         cmocka_unit_test(test_round_trip_edge_values),
         cmocka_unit_test(test_round_trip_last_index),

@@ -1,5 +1,5 @@
 /* Tests of the libuv TCP transport (raft/uv.h) on a real loop over
- * 127.0.0.1: message exchange between two and three servers, reconnect
+ * 127.0.0.1: frame exchange between two and three servers, reconnect
  * with backoff, hostile raw clients, send errors and close with queued data.
  * Every wait is bounded (5 s) so a hang fails instead of blocking. */
 
@@ -86,18 +86,18 @@ static void recs_free(struct recs *r)
     memset(r, 0, sizeof *r);
 }
 
-static void recs_push_message(struct recs *r, const struct raft_message *m)
+static void recs_push_message(struct recs *r, const struct raft_frame *m)
 {
-    size_t len = raft_message_encoded_len(m);
+    size_t len = raft_frame_encoded_len(m);
     uint8_t *b = malloc(len);
 
     assert_non_null(b);
-    assert_int_equal(raft_message_encode(m, b, len), 0);
+    assert_int_equal(raft_frame_encode(m, b, len), 0);
     recs_push(r, b, len);
     free(b);
 }
 
-static void on_recv(void *data, const struct raft_message *m)
+static void on_recv(void *data, const struct raft_frame *m)
 {
     struct node *n = data;
 
@@ -305,7 +305,7 @@ static void start_cluster(struct fixture *f, unsigned n_nodes)
 
 /* send_ok sends @m from its sender and records it as expected at the
  * receiver. */
-static void send_ok(struct fixture *f, const struct raft_message *m)
+static void send_ok(struct fixture *f, const struct raft_frame *m)
 {
     struct node *from = &f->nodes[m->from - 1];
     struct node *to = &f->nodes[m->to - 1];
@@ -316,6 +316,37 @@ static void send_ok(struct fixture *f, const struct raft_message *m)
                  (unsigned)m->to, (unsigned)m->type, raft_strerror(rc));
     }
     recs_push_message(&to->want, m);
+}
+
+/* framed returns the frame that carries the core's message @c. */
+static struct raft_frame framed(const struct raft_message *c)
+{
+    struct raft_frame fr;
+
+    raft_frame_wrap(c, &fr);
+    return fr;
+}
+
+/* send_message_ok sends the core's message @c as send_ok sends a frame. */
+static void send_message_ok(struct fixture *f, const struct raft_message *c)
+{
+    struct raft_frame fr = framed(c);
+
+    send_ok(f, &fr);
+}
+
+/* heartbeat returns the frame of an empty AppendEntries of @term from
+ * @from to @to. */
+static struct raft_frame heartbeat(raft_id from, raft_id to, uint64_t term)
+{
+    struct raft_message c;
+
+    memset(&c, 0, sizeof c);
+    c.type = RAFT_MSG_APPEND_ENTRIES;
+    c.from = from;
+    c.to = to;
+    c.append_entries.term = term;
+    return framed(&c);
 }
 
 static bool all_delivered(struct fixture *f)
@@ -363,72 +394,92 @@ static struct raft_buf *pattern_buf(size_t len, unsigned seed)
     return b;
 }
 
-/* send_every_type sends one message of each type from @from to @to, the
+/* send_every_type sends one frame of each type from @from to @to, the
  * AppendEntries with a 4 MiB payload among small and empty ones. */
 static void send_every_type(struct fixture *f, raft_id from, raft_id to,
                             uint64_t term)
 {
     struct raft_entry e[3];
-    struct raft_message m;
+    struct raft_message c;
+    struct raft_frame m;
 
-    memset(&m, 0, sizeof m);
-    m.from = from;
-    m.to = to;
+    memset(&c, 0, sizeof c);
+    c.from = from;
+    c.to = to;
 
-    m.type = RAFT_MSG_REQUEST_VOTE;
-    m.request_vote = (struct raft_request_vote){term, 10, 9, true};
-    send_ok(f, &m);
+    c.type = RAFT_MSG_REQUEST_VOTE;
+    c.request_vote = (struct raft_request_vote){term, 10, 9, true};
+    send_message_ok(f, &c);
 
-    m.type = RAFT_MSG_REQUEST_VOTE_RESULT;
-    m.request_vote_result = (struct raft_request_vote_result){term, true,
-                                                              false};
-    send_ok(f, &m);
+    c.type = RAFT_MSG_REQUEST_VOTE_RESULT;
+    c.request_vote_result =
+        (struct raft_request_vote_result){term, true, false};
+    send_message_ok(f, &c);
 
     e[0] = (struct raft_entry){term, 11, RAFT_ENTRY_NORMAL,
                                pattern_buf(4u << 20, (unsigned)term)};
     e[1] = (struct raft_entry){term, 12, RAFT_ENTRY_NOOP, NULL};
     e[2] = (struct raft_entry){term, 13, RAFT_ENTRY_NORMAL,
                                pattern_buf(100, 7)};
-    memset(&m.append_entries, 0, sizeof m.append_entries);
-    m.type = RAFT_MSG_APPEND_ENTRIES;
-    m.append_entries.term = term;
-    m.append_entries.prev_log_index = 10;
-    m.append_entries.prev_log_term = term - 1;
-    m.append_entries.leader_commit = 10;
-    m.append_entries.entries = e;
-    m.append_entries.n_entries = 3;
-    send_ok(f, &m);
+    memset(&c.append_entries, 0, sizeof c.append_entries);
+    c.type = RAFT_MSG_APPEND_ENTRIES;
+    c.append_entries.term = term;
+    c.append_entries.prev_log_index = 10;
+    c.append_entries.prev_log_term = term - 1;
+    c.append_entries.leader_commit = 10;
+    c.append_entries.entries = e;
+    c.append_entries.n_entries = 3;
+    send_message_ok(f, &c);
     /* The transport copied the frame: the payloads can go now. */
     raft_buf_unref(e[0].data);
     raft_buf_unref(e[2].data);
 
-    memset(&m.append_entries, 0, sizeof m.append_entries);
-    m.append_entries.term = term;
-    m.append_entries.prev_log_index = UINT64_MAX;
-    send_ok(f, &m); /* heartbeat */
+    memset(&c.append_entries, 0, sizeof c.append_entries);
+    c.append_entries.term = term;
+    c.append_entries.prev_log_index = UINT64_MAX;
+    send_message_ok(f, &c); /* heartbeat */
 
-    m.type = RAFT_MSG_APPEND_ENTRIES_RESULT;
-    memset(&m.append_entries_result, 0, sizeof m.append_entries_result);
-    m.append_entries_result.term = term;
-    m.append_entries_result.success = false;
-    m.append_entries_result.reject_index = 10;
-    m.append_entries_result.last_log_index = 7;
-    send_ok(f, &m);
+    c.type = RAFT_MSG_APPEND_ENTRIES_RESULT;
+    memset(&c.append_entries_result, 0, sizeof c.append_entries_result);
+    c.append_entries_result.term = term;
+    c.append_entries_result.success = false;
+    c.append_entries_result.reject_index = 10;
+    c.append_entries_result.last_log_index = 7;
+    send_message_ok(f, &c);
 
-    memset(&m.forward_result, 0, sizeof m.forward_result);
-    m.type = RAFT_MSG_FORWARD;
+    memset(&m, 0, sizeof m);
+    m.from = from;
+    m.to = to;
+    m.type = RAFT_FRAME_FORWARD;
     m.forward.request_id[0] = from;
     m.forward.request_id[1] = 42;
     m.forward.data = pattern_buf(3000, 3);
     send_ok(f, &m);
     raft_buf_unref(m.forward.data);
 
-    m.type = RAFT_MSG_FORWARD_RESULT;
+    m.type = RAFT_FRAME_FORWARD_RESULT;
     m.forward_result.request_id[0] = from;
     m.forward_result.request_id[1] = 42;
     m.forward_result.status = RAFT_NOTLEADER;
     m.forward_result.index = 0;
     m.forward_result.term = term;
+    send_ok(f, &m);
+
+    m.type = RAFT_FRAME_SNAPSHOT_CHUNK;
+    m.snapshot_chunk =
+        (struct raft_snapshot_chunk){.term = term,
+                                     .last_index = 900,
+                                     .last_term = term - 1,
+                                     .total = 5000,
+                                     .offset = 1000,
+                                     .checksum = 0x0123456789abcdefULL,
+                                     .data = pattern_buf(2000, 5)};
+    send_ok(f, &m);
+    raft_buf_unref(m.snapshot_chunk.data);
+
+    m.type = RAFT_FRAME_SNAPSHOT_CHUNK_RESULT;
+    m.snapshot_chunk_result = (struct raft_snapshot_chunk_result){
+        .term = term, .last_index = 900, .offset = 3000, .status = RAFT_IOERR};
     send_ok(f, &m);
 }
 
@@ -436,20 +487,16 @@ static void send_every_type(struct fixture *f, raft_id from, raft_id to,
 static void send_heartbeats(struct fixture *f, raft_id from, raft_id to,
                             unsigned n)
 {
-    struct raft_message m;
+    struct raft_frame m;
     unsigned i;
 
-    memset(&m, 0, sizeof m);
-    m.type = RAFT_MSG_APPEND_ENTRIES;
-    m.from = from;
-    m.to = to;
     for (i = 0; i < n; i++) {
-        m.append_entries.term = 1000 + i;
+        m = heartbeat(from, to, 1000 + i);
         send_ok(f, &m);
     }
 }
 
-/* Two servers exchange every message type, big payloads included, in
+/* Two servers exchange every frame type, big payloads included, in
  * order, in both directions. */
 static void test_two_nodes(void **state)
 {
@@ -529,16 +576,13 @@ static bool one_two_connected(struct fixture *f)
 static void test_late_peer(void **state)
 {
     struct fixture *f = *state;
-    struct raft_message m;
+    struct raft_frame m;
     uint64_t t0, waited;
 
     start_node(f, 1, 2);
     run_for(f, 350); /* dials at 0, ~100, ~300 ms all refused */
     assert_false(raft_uv_transport_connected(f->nodes[0].t, 2));
-    memset(&m, 0, sizeof m);
-    m.type = RAFT_MSG_APPEND_ENTRIES;
-    m.from = 1;
-    m.to = 2;
+    m = heartbeat(1, 2, 0);
     assert_int_equal(raft_uv_transport_send(f->nodes[0].t, &m), RAFT_NOCONN);
 
     start_node(f, 2, 2);
@@ -685,13 +729,12 @@ static size_t handshake(uint8_t *out, const char *magic, uint8_t version,
 
 /* frame_of encodes @m into @out (at most @cap bytes) and returns its
  * length. */
-static size_t frame_of(const struct raft_message *m, uint8_t *out,
-                       size_t cap)
+static size_t frame_of(const struct raft_frame *m, uint8_t *out, size_t cap)
 {
-    size_t len = raft_message_encoded_len(m);
+    size_t len = raft_frame_encoded_len(m);
 
     assert_true(len <= cap);
-    assert_int_equal(raft_message_encode(m, out, cap), 0);
+    assert_int_equal(raft_frame_encode(m, out, cap), 0);
     return len;
 }
 
@@ -723,7 +766,8 @@ static void test_hostile_clients(void **state)
 {
     struct fixture *f = *state;
     uint8_t buf[256];
-    struct raft_message m;
+    struct raft_message c;
+    struct raft_frame m;
     size_t n;
 
     start_cluster(f, 2);
@@ -766,17 +810,19 @@ static void test_hostile_clients(void **state)
     expect_rejected(f, buf, n + 6, "unsupported wire version");
 
     /* A well-formed message whose sender is not the handshake's. */
-    memset(&m, 0, sizeof m);
-    m.type = RAFT_MSG_REQUEST_VOTE;
-    m.from = 3;
-    m.to = 1;
+    memset(&c, 0, sizeof c);
+    c.type = RAFT_MSG_REQUEST_VOTE;
+    c.from = 3;
+    c.to = 1;
+    m = framed(&c);
     n = handshake(buf, "RFTSQL", RAFT_WIRE_VERSION, 2);
     n += frame_of(&m, buf + n, sizeof buf - n);
     expect_rejected(f, buf, n, "message from 3 to 1");
 
     /* A well-formed message addressed to another server. */
-    m.from = 2;
-    m.to = 2;
+    c.from = 2;
+    c.to = 2;
+    m = framed(&c);
     n = handshake(buf, "RFTSQL", RAFT_WIRE_VERSION, 2);
     n += frame_of(&m, buf + n, sizeof buf - n);
     expect_rejected(f, buf, n, "message from 2 to 2");
@@ -792,7 +838,8 @@ static bool node1_has_3(struct fixture *f)
 static void test_reassembly(void **state)
 {
     struct fixture *f = *state;
-    struct raft_message m;
+    struct raft_message c;
+    struct raft_frame m;
     struct raw r;
     uv_write_t req;
     uv_buf_t b;
@@ -804,31 +851,36 @@ static void test_reassembly(void **state)
     buf = malloc(1 << 20);
     assert_non_null(buf);
     n += handshake(buf, "RFTSQL", RAFT_WIRE_VERSION, 2);
-    memset(&m, 0, sizeof m);
-    m.from = 2;
-    m.to = 1;
-    m.type = RAFT_MSG_REQUEST_VOTE;
-    m.request_vote.term = 9;
+    memset(&c, 0, sizeof c);
+    c.from = 2;
+    c.to = 1;
+    c.type = RAFT_MSG_REQUEST_VOTE;
+    c.request_vote.term = 9;
+    m = framed(&c);
     n += frame_of(&m, buf + n, (1 << 20) - n);
     recs_push_message(&f->nodes[0].want, &m);
-    m.type = RAFT_MSG_APPEND_ENTRIES;
-    memset(&m.append_entries, 0, sizeof m.append_entries);
+    c.type = RAFT_MSG_APPEND_ENTRIES;
+    memset(&c.append_entries, 0, sizeof c.append_entries);
     e.data = pattern_buf(200000, 1);
-    m.append_entries.entries = &e;
-    m.append_entries.n_entries = 1;
+    c.append_entries.entries = &e;
+    c.append_entries.n_entries = 1;
+    m = framed(&c);
     n += frame_of(&m, buf + n, (1 << 20) - n);
     recs_push_message(&f->nodes[0].want, &m);
     raft_buf_unref(e.data);
-    m.type = RAFT_MSG_APPEND_ENTRIES_RESULT;
-    m.append_entries_result.term = 11;
+    c.type = RAFT_MSG_APPEND_ENTRIES_RESULT;
+    c.append_entries_result.term = 11;
+    m = framed(&c);
     n += frame_of(&m, buf + n, (1 << 20) - n);
     recs_push_message(&f->nodes[0].want, &m);
 
     /* Cut inside the handshake, then inside the big frame's length
      * prefix area, and send the rest (two frames' worth) at once. */
     cut1 = 9;
-    cut2 = 15 + raft_message_encoded_len(&(struct raft_message){
-                    .type = RAFT_MSG_REQUEST_VOTE}) + 2;
+    cut2 = 15 +
+           raft_frame_encoded_len(
+               &(struct raft_frame){.type = RAFT_MSG_REQUEST_VOTE}) +
+           2;
     raw_open(f, &r, f->nodes[0].port);
     raw_write(&r, buf, cut1);
     run_for(f, 20);
@@ -845,21 +897,19 @@ static void test_reassembly(void **state)
     free(buf);
 }
 
-/* Send errors: unknown peer, wrong sender, frame over the bound, full
- * queue; and closing with 64 MiB queued frees everything. */
+/* Send errors: unknown peer, wrong sender, unknown type, frame over the
+ * bound, a core message whose header is not its frame's, full queue; and
+ * closing with 64 MiB queued frees everything. */
 static void test_send_errors_and_close_with_queue(void **state)
 {
     struct fixture *f = *state;
     struct raft_entry e = {1, 1, RAFT_ENTRY_NORMAL, NULL};
-    struct raft_message m;
+    struct raft_frame m;
     unsigned i, n_busy = 0, n_sent = 0;
     int rc;
 
     start_cluster(f, 2);
-    memset(&m, 0, sizeof m);
-    m.type = RAFT_MSG_APPEND_ENTRIES;
-    m.from = 1;
-    m.to = 3;
+    m = heartbeat(1, 3, 0);
     assert_int_equal(raft_uv_transport_send(f->nodes[0].t, &m),
                      RAFT_NOTFOUND);
     m.from = 2;
@@ -871,13 +921,19 @@ static void test_send_errors_and_close_with_queue(void **state)
     assert_int_equal(raft_uv_transport_send(f->nodes[0].t, &m),
                      RAFT_INVALID);
 
-    m.type = RAFT_MSG_APPEND_ENTRIES;
-    m.append_entries.entries = &e;
-    m.append_entries.n_entries = 1;
+    m = heartbeat(1, 2, 0);
+    m.message.append_entries.entries = &e;
+    m.message.append_entries.n_entries = 1;
     e.data = pattern_buf(MAX_FRAME, 2);
     assert_int_equal(raft_uv_transport_send(f->nodes[0].t, &m),
                      RAFT_TOOBIG);
     raft_buf_unref(e.data);
+
+    /* A core message whose header is not the frame's. */
+    e.data = NULL;
+    m.message.to = 3;
+    assert_int_equal(raft_uv_transport_send(f->nodes[0].t, &m), RAFT_INVALID);
+    m.message.to = 2;
 
     /* Without running the loop no write completes: the queue fills. */
     e.data = pattern_buf(4u << 20, 3);
@@ -891,7 +947,7 @@ static void test_send_errors_and_close_with_queue(void **state)
         }
     }
     /* 64 MiB holds 15 frames of 4 MiB plus headers. */
-    assert_int_equal(n_sent, (64u << 20) / raft_message_encoded_len(&m));
+    assert_int_equal(n_sent, (64u << 20) / raft_frame_encoded_len(&m));
     raft_buf_unref(e.data);
     assert_int_equal(n_sent, 15);
     assert_int_equal(n_busy, 24 - n_sent);
@@ -902,7 +958,7 @@ static void test_send_errors_and_close_with_queue(void **state)
 }
 
 /* Close from inside the receive callback stops further deliveries. */
-static void on_recv_close(void *data, const struct raft_message *m)
+static void on_recv_close(void *data, const struct raft_frame *m)
 {
     struct node *n = data;
 

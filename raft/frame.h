@@ -1,0 +1,109 @@
+/* What travels between two servers: a frame is one of the core's messages
+ * (raft.h) or one of the node runtime's own, from one server to another.
+ * The codec (message.h) writes and reads frames and the transport (uv.h)
+ * carries them; the core never sees the runtime's. Pure: no I/O. */
+
+#ifndef RAFT_FRAME_H
+#define RAFT_FRAME_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "raft.h"
+
+/* The runtime's frame types. They share the type byte of the wire format
+ * with enum raft_message_type (1..4) and continue its numbers, so a
+ * frame's type is one or the other. FORWARD and FORWARD_RESULT carry a
+ * follower's client request to the leader and its answer (thesis §6.2;
+ * ext/forward.c and ext/exec.c); SNAPSHOT_CHUNK and its result stream a
+ * snapshot from the leader's driver to a follower's (paper §7;
+ * uv_snapshot.c). */
+enum raft_frame_type {
+    RAFT_FRAME_FORWARD = 5,
+    RAFT_FRAME_FORWARD_RESULT = 6,
+    RAFT_FRAME_SNAPSHOT_CHUNK = 7,
+    RAFT_FRAME_SNAPSHOT_CHUNK_RESULT = 8,
+};
+
+/* A client request forwarded from a follower to the leader. @request_id is
+ * chosen by the origin node and identifies the request across retries. */
+struct raft_forward {
+    uint64_t request_id[2]; /* origin node id, origin sequence number */
+    struct raft_buf *data;  /* the request payload (owned by the sender) */
+};
+
+/* The leader's answer to a forwarded request: @status is 0 when the request
+ * was appended to the leader's log at @index in @term, else a project error
+ * code (RAFT_NOTLEADER, RAFT_BUSY, RAFT_TOOBIG, ...). */
+struct raft_forward_result {
+    uint64_t request_id[2]; /* as in the request */
+    int32_t status;         /* 0 or an error code */
+    raft_index index;       /* log index assigned, when status is 0 */
+    raft_term term;         /* term of that entry, when status is 0 */
+};
+
+/* One chunk of a snapshot streamed from the leader's driver to a
+ * follower's driver (InstallSnapshot, paper §7, carried outside the core:
+ * the core only learns of the installed result through
+ * RAFT_EVENT_SNAPSHOT_INSTALLED). Chunks go in order; the follower answers
+ * each. @checksum is over the whole file (XXH64, seed 0), checked by the
+ * receiver once it has @total bytes. */
+struct raft_snapshot_chunk {
+    raft_term term;        /* leader's term */
+    raft_index last_index; /* the snapshot reflects the log up to here */
+    raft_term last_term;   /* term of that entry */
+    uint64_t total;        /* size of the whole snapshot file, bytes */
+    uint64_t offset;       /* position of this chunk in the file */
+    uint64_t checksum;     /* XXH64 of the whole file */
+    struct raft_buf *data; /* chunk bytes, NULL when empty */
+};
+
+/* The follower's answer to a chunk: @status 0 and @offset the next byte it
+ * expects (== total once installed), or a project error code, after which
+ * the leader's driver starts over from offset 0 or gives up. */
+struct raft_snapshot_chunk_result {
+    raft_term term;        /* responder's current term */
+    raft_index last_index; /* as in the chunk */
+    uint64_t offset;       /* next expected byte */
+    int32_t status;        /* 0 or an error code */
+};
+
+/* One frame between two servers: one of the core's messages or one of the
+ * runtime's, under a header that says which and between whom.
+ * Invariant: when @type is an enum raft_message_type, @message is that
+ * message and its own type, from and to equal the frame's
+ * (raft_frame_wrap and the decoder make them so; the encoder refuses a
+ * frame where they differ). Who owns the payloads (entries, bufs) is said
+ * where a frame is made: the sender's until the send returns, the
+ * decoder's until raft_frame_release. */
+struct raft_frame {
+    uint8_t type; /* enum raft_message_type or enum raft_frame_type */
+    raft_id from; /* sender id */
+    raft_id to;   /* receiver id */
+    union {
+        struct raft_message message;               /* the core's types */
+        struct raft_forward forward;               /* FORWARD */
+        struct raft_forward_result forward_result; /* FORWARD_RESULT */
+        struct raft_snapshot_chunk snapshot_chunk; /* SNAPSHOT_CHUNK */
+        struct raft_snapshot_chunk_result snapshot_chunk_result; /* its
+                                                                    answer */
+    };
+};
+
+/* raft_frame_is_message says whether @f carries one of the core's messages
+ * (its type is an enum raft_message_type). Any thread. */
+bool raft_frame_is_message(const struct raft_frame *f);
+
+/* raft_frame_wrap fills @out with the frame that carries the core's
+ * message @m: struct copies, nothing allocated; the entries array and bufs
+ * stay @m's. A message of a type the core does not have gives a frame of
+ * type 0, which the codec refuses. Any thread. */
+void raft_frame_wrap(const struct raft_message *m, struct raft_frame *out);
+
+/* raft_frame_unwrap copies the core's message that @f carries into @out
+ * and returns true; it returns false and leaves @out alone when @f is one
+ * of the runtime's frames or of no known type. @out shares @f's entries
+ * array and bufs. Any thread. */
+bool raft_frame_unwrap(const struct raft_frame *f, struct raft_message *out);
+
+#endif /* RAFT_FRAME_H */
