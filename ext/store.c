@@ -383,6 +383,13 @@ static int install(struct ext_store *s, const char *path, raft_index index,
         return 0;
     }
     applier_hold(s->applier);
+    /* Asked again once held: the batch that was running may have applied
+     * past the snapshot meanwhile, and an older snapshot must never
+     * replace a newer database. */
+    if (index <= applier_applied(s->applier)) {
+        applier_release(s->applier, 0);
+        return 0;
+    }
     rc = applier_install(s->applier, path, &got_index, &got_term, errmsg,
                          errmsg_len);
     if (rc == 0 && log_after_install(s, got_index, got_term) != 0) {

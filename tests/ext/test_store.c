@@ -361,6 +361,53 @@ static void test_install_resets_log(void **state)
     install_case(*state, 3, 3, 2);
 }
 
+/* A snapshot that arrives while the apply thread is applying a batch that
+ * goes past the snapshot's index is not installed over it (issue 10 #1:
+ * the install checked the applied index before waiting for the batch,
+ * then replaced the newer database with the older snapshot; the queue
+ * went on from after the batch and the node never applied again). The
+ * slow request is the injected delay: the install starts while it runs. */
+static void test_install_after_a_batch_past_it(void **state)
+{
+    struct fixture *f = *state;
+    struct ext_applier *a = new_applier(f);
+    char snap[200], msg[512] = "";
+
+    snapshot_at(f, snap, sizeof snap); /* index 2 */
+    open_store(f, a);
+    append(f, 1, 4, 1);
+    {
+        static const char *const sqls[3] = {
+            "CREATE TABLE t(x)",
+            "INSERT INTO t VALUES(1)",
+            "CREATE TABLE u(x); INSERT INTO u SELECT x FROM (WITH RECURSIVE "
+            "c(x) AS (SELECT 1 UNION ALL SELECT x+1 FROM c LIMIT 3000000) "
+            "SELECT x FROM c)",
+        };
+        struct raft_entry e[3];
+        for (unsigned i = 0; i < 3; i++) {
+            e[i] = (struct raft_entry){.term = 1, .index = i + 1,
+                                       .type = RAFT_ENTRY_NORMAL};
+            e[i].data = request_buf(1, i + 1, sqls[i]);
+        }
+        assert_int_equal(applier_push(a, e, 3), 0); /* one batch */
+        for (unsigned i = 0; i < 3; i++) {
+            raft_buf_unref(e[i].data);
+        }
+    }
+    usleep(100 * 1000); /* the batch of 1..3 runs */
+    assert_true(applier_applied(a) < 2);
+    assert_int_equal(f->st.snapshot_install(f->st.data, snap, 2, 1, msg,
+                                            sizeof msg),
+                     0);
+    assert_int_equal(applier_applied(a), 3);
+    store_close(f->s);
+    f->s = NULL;
+    applier_stop(a);
+    assert_query(f->db.path, "SELECT count(*) FROM u", "3000000");
+    unlink(snap);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -381,6 +428,8 @@ int main(void)
                                         teardown),
         cmocka_unit_test_setup_teardown(test_install_resets_log, setup,
                                         teardown),
+        cmocka_unit_test_setup_teardown(test_install_after_a_batch_past_it,
+                                        setup, teardown),
     };
     return cmocka_run_group_tests_name("ext_store", tests, NULL, NULL);
 }
