@@ -60,6 +60,8 @@ struct snapshot {
     raft_index first;                /* first log index */
     raft_index last;                 /* last log index */
     raft_index persisted;            /* last durable log index */
+    uint64_t leader_contact;         /* ms since the leader was heard,
+                                        UINT64_MAX for none */
     struct peer_status peers[EXT_MAX_NODES]; /* the other servers */
     unsigned n_peers;                /* entries used in peers */
     struct raft_uv_node_stats stats; /* the driver's counters */
@@ -109,6 +111,7 @@ void status_refresh(struct ext_status *st, const struct raft *core,
     s.first = raft_first_index(core);
     s.last = raft_last_index(core);
     s.persisted = raft_persisted_index(core);
+    s.leader_contact = raft_leader_contact(core);
     for (unsigned i = 0; i < st->n_members; i++) {
         struct peer_status *p;
         raft_id id = st->members[i].id;
@@ -180,6 +183,18 @@ char *status_json(struct ext_status *st, const struct ext_status_extra *x)
     json_object_set_new(o, "last_index", json_integer((json_int_t)s.last));
     json_object_set_new(o, "persisted",
                         json_integer((json_int_t)s.persisted));
+    /* A node behind what it knows is committed is catching up: its reads
+     * are that many entries old. */
+    json_object_set_new(o, "lag", json_integer((json_int_t)(
+                                      s.commit > x->applied
+                                          ? s.commit - x->applied
+                                          : 0)));
+    json_object_set_new(o, "catching_up",
+                        json_boolean(s.commit > x->applied));
+    json_object_set_new(o, "leader_contact_ms",
+                        s.leader_contact == UINT64_MAX
+                            ? json_null()
+                            : json_integer((json_int_t)s.leader_contact));
     json_object_set_new(o, "queue", json_integer(x->queue));
     json_object_set_new(o, "waiters", json_integer(x->waiters));
     json_object_set_new(o, "applying", json_boolean(x->applying));

@@ -558,6 +558,17 @@ raft_index raft_persisted_index(const struct raft *r)
     return r->persisted;
 }
 
+uint64_t raft_leader_contact(const struct raft *r)
+{
+    if (r->role == RAFT_LEADER) {
+        return 0;
+    }
+    if (r->leader == 0) {
+        return UINT64_MAX;
+    }
+    return r->now >= r->leader_seen ? r->now - r->leader_seen : 0;
+}
+
 raft_index raft_snapshot_index(const struct raft *r)
 {
     return r->log.first - 1;

@@ -369,6 +369,11 @@ raft_index raft_persisted_index(const struct raft *r);
 raft_index raft_snapshot_index(const struct raft *r); /* first - 1 */
 raft_term raft_snapshot_term(const struct raft *r); /* its term, 0 unknown */
 
+/* raft_leader_contact returns how long ago, in ms of the TICK clock, this
+ * server last heard from the leader of its term: 0 on the leader itself,
+ * UINT64_MAX when it knows no leader. */
+uint64_t raft_leader_contact(const struct raft *r);
+
 /* What a leader knows of one follower. */
 struct raft_progress_info {
     raft_index match_index;  /* highest index known replicated */

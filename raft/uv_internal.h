@@ -39,6 +39,20 @@
  * once. */
 #define RAFT__UV_CORK_MAX 64
 
+/* An accepted connection must complete its handshake within this, ms. */
+#define RAFT__UV_HANDSHAKE_TIMEOUT_MS 5000
+
+/* A frame in progress that receives no byte for this long is dropped with
+ * its connection, ms (peers send heartbeats every few ms otherwise). */
+#define RAFT__UV_STALL_TIMEOUT_MS 10000
+
+/* Most accepted connections not yet past their handshake; more are closed
+ * at once. */
+#define RAFT__UV_MAX_UNVERIFIED 64
+
+/* Period of the sweep that applies the two timeouts above, ms. */
+#define RAFT__UV_SWEEP_MS 1000
+
 /* States of the outgoing connection to one peer. */
 enum raft_uv_out_state {
     RAFT__UV_WAITING = 1,   /* no connection, backoff timer running */
@@ -102,6 +116,9 @@ struct raft_uv_in {
     size_t body_len;                       /* announced body length */
     size_t body_got;                       /* bytes of the body received */
     size_t body_cap;                       /* bytes allocated at @body */
+    uint64_t accepted_at;                  /* loop clock at accept, ms */
+    uint64_t last_read_at;                 /* loop clock of the last bytes
+                                              read, ms */
     char rbuf[RAFT__UV_READ_BUF];          /* libuv reads land here */
 };
 
@@ -122,6 +139,10 @@ struct raft_uv_transport {
     struct raft_uv_out *outs;   /* one per peer, n_outs long */
     unsigned n_outs;            /* number of peers */
     struct raft_uv_in *ins;     /* accepted connections, linked list */
+    unsigned n_unverified;      /* of them, not yet past the handshake */
+    unsigned n_refused;         /* connections refused since the last
+                                   sweep (logged there, in one line) */
+    uv_timer_t sweep;           /* closes stalled connections */
     unsigned n_handles;         /* see Invariant */
     bool closing;               /* raft_uv_transport_close called */
     void (*close_cb)(void *);   /* called once everything is closed */
@@ -141,6 +162,12 @@ void raft_uv_tcp_out_fail(struct raft_uv_out *out);
 /* raft_uv_tcp_in_close closes the accepted connection @in (idempotent);
  * it is unlinked and freed in its close callback. Loop thread. */
 void raft_uv_tcp_in_close(struct raft_uv_in *in);
+
+/* raft_uv_tcp_verified notes that @in completed its handshake as peer
+ * @in->peer: it no longer counts against RAFT__UV_MAX_UNVERIFIED, and a
+ * dial to that peer waiting out its backoff starts at once (the peer is
+ * evidently up). Loop thread. */
+void raft_uv_tcp_verified(struct raft_uv_in *in);
 
 /* raft_uv_tcp_find returns the peer @id of @t, or NULL when unknown. */
 struct raft_uv_out *raft_uv_tcp_find(const struct raft_uv_transport *t,

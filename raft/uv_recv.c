@@ -12,7 +12,10 @@
  * handshake, a length outside [2, max_frame_bytes], a body the decoder
  * refuses, or a frame whose from/to do not match the connection each log
  * a WARN naming the connection and close it; other connections go on. EOF
- * closes the connection quietly. Nothing is delivered once the transport or
+ * closes the connection quietly. A handshake not complete within
+ * RAFT__UV_HANDSHAKE_TIMEOUT_MS, and a frame in progress that receives no
+ * byte for RAFT__UV_STALL_TIMEOUT_MS, close the connection too (uv_tcp.c's
+ * sweep), so stalled peers hold nothing for long. Nothing is delivered once the transport or
  * the connection is closing. */
 
 #include <stdio.h>
@@ -70,6 +73,7 @@ static bool check_handshake(struct raft_uv_in *in)
                  (unsigned long long)id, addr);
     }
     raft_uv_tcp_log(t, RAFT_LOG_DEBUG, "%s: handshake ok", in->name);
+    raft_uv_tcp_verified(in);
     return true;
 }
 
@@ -231,6 +235,7 @@ static void on_read(uv_stream_t *stream, ssize_t nread, const uv_buf_t *buf)
     if (nread == 0 || in->closing || t->closing) {
         return;
     }
+    in->last_read_at = uv_now(t->loop);
     if (nread < 0) {
         bool mid = in->stage == RAFT__UV_BODY || in->hdr_got > 0 ||
                    (in->stage == RAFT__UV_HANDSHAKE && in->hs_got > 0);

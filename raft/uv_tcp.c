@@ -109,6 +109,9 @@ static void on_in_closed(uv_handle_t *handle)
     struct raft_uv_in *in = handle->data;
     struct raft_uv_transport *t = in->t;
 
+    if (in->peer == 0) {
+        t->n_unverified--;
+    }
     if (in->prev != NULL) {
         in->prev->next = in->next;
     } else {
@@ -325,6 +328,9 @@ static void on_connection(uv_stream_t *server, int status)
     in->tcp.data = in;
     in->t = t;
     in->stage = RAFT__UV_HANDSHAKE;
+    in->accepted_at = uv_now(t->loop);
+    in->last_read_at = in->accepted_at;
+    t->n_unverified++;
     in->next = t->ins;
     if (t->ins != NULL) {
         t->ins->prev = in;
@@ -337,9 +343,77 @@ static void on_connection(uv_stream_t *server, int status)
         return;
     }
     name_incoming(in);
+    if (t->n_unverified > RAFT__UV_MAX_UNVERIFIED) {
+        t->n_refused++; /* logged by the next sweep, in one line */
+        raft_uv_tcp_in_close(in);
+        return;
+    }
     raft_uv_tcp_log(t, RAFT_LOG_DEBUG, "%s: accepted", in->name);
     if (raft_uv_recv_start(in) != 0) {
         raft_uv_tcp_in_close(in);
+    }
+}
+
+void raft_uv_tcp_verified(struct raft_uv_in *in)
+{
+    struct raft_uv_out *out = raft_uv_tcp_find(in->t, in->peer);
+
+    in->t->n_unverified--;
+    if (out != NULL && out->state == RAFT__UV_WAITING && !in->t->closing) {
+        raft_uv_tcp_log(in->t, RAFT_LOG_DEBUG,
+                        "%s: connected to us: dialling it now", out->name);
+        uv_timer_stop(&out->timer);
+        out->backoff_ms = RAFT__UV_BACKOFF_MIN_MS;
+        dial(out);
+    }
+}
+
+/* on_sweep closes the accepted connections that stalled: still in their
+ * handshake after RAFT__UV_HANDSHAKE_TIMEOUT_MS, or in the middle of a
+ * frame with no byte for RAFT__UV_STALL_TIMEOUT_MS. */
+static void on_sweep(uv_timer_t *timer)
+{
+    struct raft_uv_transport *t = timer->data;
+    uint64_t now = uv_now(t->loop);
+    unsigned n_silent = 0;
+    char example[160] = "";
+
+    if (t->n_refused > 0) {
+        raft_uv_tcp_log(t, RAFT_LOG_WARN,
+                        "refused %u connections: %u are still in their "
+                        "handshake",
+                        t->n_refused, RAFT__UV_MAX_UNVERIFIED);
+        t->n_refused = 0;
+    }
+    for (struct raft_uv_in *in = t->ins; in != NULL; in = in->next) {
+        bool mid = in->stage == RAFT__UV_BODY ||
+                   (in->stage == RAFT__UV_HEADER && in->hdr_got > 0);
+        if (in->closing) {
+            continue;
+        }
+        if (in->peer == 0 &&
+            now - in->accepted_at >= RAFT__UV_HANDSHAKE_TIMEOUT_MS) {
+            if (n_silent++ == 0) {
+                snprintf(example, sizeof example, "%.96s, %zu of %d bytes",
+                         in->name, in->hs_got, RAFT__UV_HANDSHAKE_LEN);
+            }
+            raft_uv_tcp_in_close(in);
+        } else if (mid &&
+                   now - in->last_read_at >= RAFT__UV_STALL_TIMEOUT_MS) {
+            raft_uv_tcp_log(t, RAFT_LOG_WARN,
+                            "%s: frame stalled for %d ms (%zu of %zu "
+                            "bytes): closing",
+                            in->name, RAFT__UV_STALL_TIMEOUT_MS,
+                            in->body_got, in->body_len);
+            raft_uv_tcp_in_close(in);
+        }
+    }
+    if (n_silent > 0) {
+        raft_uv_tcp_log(t, RAFT_LOG_WARN,
+                        "closed %u connections with no handshake within %d "
+                        "ms (%s%s)",
+                        n_silent, RAFT__UV_HANDSHAKE_TIMEOUT_MS, example,
+                        n_silent > 1 ? ", ..." : "");
     }
 }
 
@@ -527,7 +601,10 @@ int raft_uv_transport_start(uv_loop_t *loop, raft_id self,
     uv_check_init(loop, &t->flush_check); /* cannot fail */
     t->flush_check.data = t;
     uv_check_start(&t->flush_check, on_flush_check);
-    t->n_handles += 2;
+    uv_timer_init(loop, &t->sweep); /* cannot fail */
+    t->sweep.data = t;
+    uv_timer_start(&t->sweep, on_sweep, RAFT__UV_SWEEP_MS, RAFT__UV_SWEEP_MS);
+    t->n_handles += 3;
 
     for (i = 0; i < n_peers; i++) {
         struct raft_uv_out *o = &t->outs[i];
@@ -587,6 +664,8 @@ void raft_uv_transport_close(struct raft_uv_transport *t,
     uv_close((uv_handle_t *)&t->listener, on_handle_closed);
     uv_close((uv_handle_t *)&t->flush_prepare, on_handle_closed);
     uv_close((uv_handle_t *)&t->flush_check, on_handle_closed);
+    uv_timer_stop(&t->sweep);
+    uv_close((uv_handle_t *)&t->sweep, on_handle_closed);
     for (i = 0; i < t->n_outs; i++) {
         struct raft_uv_out *out = &t->outs[i];
         uv_timer_stop(&out->timer);

@@ -7,7 +7,9 @@ Real raftsql-node processes on 127.0.0.1, a fresh cluster per test.
 import os
 import re
 import shutil
+import socket
 import sqlite3
+import struct
 import sys
 import tempfile
 import threading
@@ -254,6 +256,85 @@ class WedgeTest(unittest.TestCase):
         # The same good request again (checked once per connection).
         for v in range(3):
             self.assertEqual(self.exec(f1, "INSERT INTO t VALUES(?)", v), 1)
+
+    def test_stalled_connections_are_closed(self):
+        """Connections that stall are not held: a handshake never sent or
+        cut short is closed within 5 s, a frame that announces 60 MB and
+        sends 1 KiB within 10 s, and past 64 connections in their
+        handshake new ones are closed at once; the node keeps serving
+        (before, 300 such connections stayed open)."""
+        self.start("exec_timeout_ms=10000")
+        port = int(self.cluster.members.split(",")[self.leader.id - 1]
+                   .rsplit(":", 1)[1])
+        peer = self.followers[0].id
+        partial = socket.create_connection(("127.0.0.1", port))
+        partial.sendall(b"RFTSQL\x01")  # 7 of the 15 handshake bytes
+        stalled = socket.create_connection(("127.0.0.1", port))
+        stalled.sendall(b"RFTSQL\x01" + struct.pack("<Q", peer) +
+                        struct.pack("<I", 60_000_000) + b"x" * 1024)
+        time.sleep(0.2)
+        idle = [socket.create_connection(("127.0.0.1", port))
+                for _ in range(300)]
+
+        def closed(sock, wait):
+            sock.settimeout(wait)
+            try:
+                return sock.recv(1) == b""
+            except socket.timeout:
+                return False
+            except ConnectionResetError:
+                return True
+
+        try:
+            time.sleep(1.0)
+            refused = sum(closed(s, 0.01) for s in idle)
+            self.assertGreaterEqual(refused, 300 - 63)
+            self.assertEqual(self.exec(self.leader, "CREATE TABLE t(x)"), 0)
+            self.assertTrue(closed(partial, 8.0), "partial handshake held")
+            deadline = time.monotonic() + 15
+            open_ = list(idle)
+            while open_ and time.monotonic() < deadline:
+                open_ = [s for s in open_ if not closed(s, 0.01)]
+                time.sleep(0.1)
+            self.assertEqual(len(open_), 0, "idle connections held")
+            self.assertTrue(closed(stalled, 12.0), "stalled frame held")
+            self.assertEqual(self.exec(self.leader,
+                                       "INSERT INTO t VALUES(1)"), 1)
+        finally:
+            for s in idle + [partial, stalled]:
+                s.close()
+        with open(self.leader.log_path) as f:
+            log = f.read()
+        self.assertIn("connections with no handshake within 5000 ms", log)
+        self.assertIn("frame stalled for 10000 ms (1024 of 60000000", log)
+        self.assertIn("are still in their handshake", log)
+        self.assertLess(log.count("\n"), 40, "one line per event burst")
+
+    def test_late_node_is_dialled_as_soon_as_it_connects(self):
+        """A node that starts late is dialled back by the leader as soon as
+        its own connection arrives, not when the leader's reconnect
+        backoff (up to 2 s) next fires; its status says it is catching up
+        until it has applied what the leader committed."""
+        self.start("exec_timeout_ms=10000 log_level=debug")
+        late = self.followers[0]
+        late.kill()
+        self.exec(self.leader, "CREATE TABLE kv(k PRIMARY KEY, v)")
+        self.exec(self.leader, "INSERT INTO kv VALUES('a', 1)")
+        time.sleep(4)  # the leader's backoff to it reaches its 2 s cap
+        late = self.cluster.spawn(late.id)
+        self.cluster.nodes[late.id - 1] = late
+        t0 = time.monotonic()
+        target = self.leader.status()["commit"]
+        self.cluster.wait_applied(target, [late], timeout=10)
+        took = time.monotonic() - t0
+        st = late.status()
+        self.assertFalse(st["catching_up"])
+        self.assertEqual(st["lag"], 0)
+        self.assertIsNotNone(st["leader_contact_ms"])
+        self.assertEqual(late.value("SELECT v FROM kv WHERE k = 'a'"), 1)
+        with open(self.leader.log_path) as f:
+            self.assertIn("connected to us: dialling it now", f.read())
+        self.assertLess(took, 2.0)
 
 if __name__ == "__main__":
     unittest.main()
