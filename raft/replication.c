@@ -4,6 +4,7 @@
  * and commit advancement by counting replicas of current-term entries
  * (paper §5.4.2). */
 
+#include "persist.h"
 #include "quorum.h"
 #include "raft_internal.h"
 
@@ -558,6 +559,8 @@ void replication_snapshot_installed(struct raft *r, raft_id leader,
                                     raft_term term, raft_index index,
                                     raft_term last_term)
 {
+    raft_term held;
+
     /* As for any message of @leader: a higher term is adopted (paper
      * Fig. 2 "All servers"), and a candidate or leader gives way. */
     if (term > r->term) {
@@ -566,8 +569,11 @@ void replication_snapshot_installed(struct raft *r, raft_id leader,
                (term == r->term && r->leader != leader)) {
         election_become_follower(r, r->term, term == r->term ? leader : 0);
     }
-    if (index > r->handed && index <= r->persisted &&
-        log_term_at(&r->log, index) == last_term) {
+    /* What we hold durably at @index decides (paper §7). */
+    held = index <= r->persisted ? log_term_at(&r->log, index) : 0;
+    if (index > r->handed &&
+        raft_persist_log_after_install(held, last_term) ==
+            RAFT_PERSIST_KEEP_SUFFIX) {
         /* Paper §7: we hold the snapshot's last entry durably, so what
          * follows it is the leader's log too (Log Matching) and may hold
          * committed entries counted on our copy: the driver kept it, and
