@@ -167,6 +167,9 @@ int raft_persist_merge(struct raft_persist *p, const struct raft_update *u)
                j->entries[j->n_entries - 1].index >= first) {
             raft_buf_unref(j->entries[--j->n_entries].data);
         }
+        if (j->n_old > j->n_entries) {
+            j->n_old = j->n_entries;
+        }
         e = grow(j->entries, &j->cap_entries, j->n_entries + u->n_entries,
                  sizeof *e);
         if (e == NULL) {
@@ -281,10 +284,12 @@ void raft_persist_run(struct raft_persist_job *j,
     }
     if (has_write(j)) {
         /* A write handed out before a snapshot install that runs after it
-         * drops its entries up to the install's index, and all of them
-         * when they no longer follow the log (raft.h SNAPSHOT_INSTALLED). */
-        const struct raft_entry *e = j->entries;
-        unsigned n = j->n_entries;
+         * drops the entries the core dropped: all those handed out before
+         * a reset of the log, and those up to the install's index; and
+         * all of them when the rest no longer follows the log (raft.h
+         * SNAPSHOT_INSTALLED). */
+        const struct raft_entry *e = j->entries + j->n_old;
+        unsigned n = j->n_entries - j->n_old;
         while (n > 0 && e->index <= j->boundary) {
             e++;
             n--;
@@ -326,8 +331,28 @@ static void requeue(struct raft_persist *p, struct raft_persist_job *j)
     p->log_full = p->head == j;
 }
 
+/* installed records the successful install of job @j: the boundary, and
+ * what the queued jobs must drop. */
+static void installed(struct raft_persist *p, const struct raft_persist_job *j,
+                      bool reset)
+{
+    if (j->snap.index > p->install_boundary) {
+        p->install_boundary = j->snap.index;
+    }
+    /* What is queued now was handed out before the core learns of the
+     * install; when the log is reset, none of its entries is the core's
+     * any more. */
+    for (struct raft_persist_job *q = p->head; q != NULL; q = q->next) {
+        q->after_install = true;
+        if (reset) {
+            q->n_old = q->n_entries;
+        }
+    }
+}
+
 void raft_persist_done(struct raft_persist *p, struct raft_persist_job *j,
-                       bool requeue_nospace, struct raft_persist_result *out)
+                       bool requeue_nospace, const struct raft *core,
+                       struct raft_persist_result *out)
 {
     memset(out, 0, sizeof *out);
     p->running = false;
@@ -339,15 +364,9 @@ void raft_persist_done(struct raft_persist *p, struct raft_persist_job *j,
         out->install = &j->snap;
         out->outcome = j->rc == 0 ? RAFT_PERSIST_DONE : RAFT_PERSIST_FAILED;
         if (j->rc == 0) {
-            if (j->snap.index > p->install_boundary) {
-                p->install_boundary = j->snap.index;
-            }
-            /* What is queued now was handed out before the core learns
-             * of the install. */
-            for (struct raft_persist_job *q = p->head; q != NULL;
-                 q = q->next) {
-                q->after_install = true;
-            }
+            out->reset = raft_snapshot_resets_log(core, j->snap.index,
+                                                  j->snap.last_term);
+            installed(p, j, out->reset);
         }
         return;
     }

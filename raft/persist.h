@@ -17,9 +17,11 @@
  * carried, which then runs first; the refused job waits (log full) until
  * a compaction is queued (it runs ahead) or raft_persist_retry. A write
  * handed out before an install that runs after it drops its entries at or
- * below the install's index, and all of them (it is stale: no PERSISTED)
- * when they no longer follow the log. Any other failure is the caller's
- * to handle: the driver stops writing, voting and acknowledging.
+ * below the install's index; when the install reset the log it drops all
+ * the entries handed out before the install (they belong to the reset
+ * log: no PERSISTED for them); and when what remains no longer follows the
+ * log it is stale (no PERSISTED). Any other failure is the caller's to
+ * handle: the driver stops writing, voting and acknowledging.
  * Threads: raft_persist_run on any one thread at a time (the disk thread),
  * everything else on the caller's loop thread; raft_persist_next and
  * raft_persist_done order the two. */
@@ -129,6 +131,8 @@ struct raft_persist_job {
     bool sealed;                   /* no more merges */
     bool after_install;            /* it was queued when an install
                                       completed: its entries may be stale */
+    unsigned n_old;                /* leading entries handed out before an
+                                      install that reset the log: dropped */
     raft_index boundary;           /* the install boundary when handed out */
     unsigned skip;                 /* leading entries dropped as stale */
     bool stale;                    /* the write was dropped after an
@@ -171,6 +175,8 @@ struct raft_persist_result {
     const struct raft_persist_install *install; /* an install job (DONE:
                                                    installed; FAILED:
                                                    refused), else NULL */
+    bool reset;                   /* an install DONE: the core resets its
+                                     log (raft_snapshot_resets_log) */
     bool wrote;                   /* it wrote hard state or entries */
     unsigned n_entries;           /* entries it carried (the dropped stale
                                      ones included) */
@@ -180,8 +186,9 @@ struct raft_persist_result {
     raft_index persisted_index;   /* its last entry's index */
     raft_term persisted_term;     /* and term */
     raft_index compact_index;     /* step COMPACT with it, 0 for none */
-    unsigned n_skipped;           /* entries dropped at or below the
-                                     install boundary */
+    unsigned n_skipped;           /* leading entries dropped: at or below
+                                     the install boundary, or handed out
+                                     before an install that reset the log */
     bool stale;                   /* its entries were dropped: they no
                                      longer followed the log */
     bool after_install;           /* the job's after_install */
@@ -243,13 +250,13 @@ struct raft_persist_job *raft_persist_next(struct raft_persist *p);
 
 /* raft_persist_run carries out job @j on storage @s and sets @j->rc and
  * @j->errmsg: an install calls @s->snapshot_install; otherwise, when it
- * has a hard state or entries, @s->append, with the entries at or below
- * the install boundary dropped (they were handed out before an install
- * that ran first), and, when the rest no longer follows the log (@append
- * refuses them with RAFT_INVALID after an install), with none of them
- * (the write is stale: the hard state alone is written); then, when that
- * succeeded, @s->compact. Reads only @j and @s: call it on the disk
- * thread (or at once, as the simulation does). */
+ * has a hard state or entries, @s->append, without the entries handed out
+ * before an install that ran first (those at or below its index, and,
+ * when it reset the log, all of them), and, when the rest no longer
+ * follows the log (@append refuses them with RAFT_INVALID after an
+ * install), with none (the write is stale: the hard state alone is
+ * written); then, when that succeeded, @s->compact. Reads only @j and @s:
+ * call it on the disk thread (or at once, as the simulation does). */
 void raft_persist_run(struct raft_persist_job *j,
                       const struct raft_persist_storage *s);
 
@@ -259,11 +266,16 @@ void raft_persist_run(struct raft_persist_job *j,
  * compaction it carried goes ahead of it, as a job of its own) and is
  * REQUEUED; otherwise the job leaves the queue, DONE or FAILED. A
  * successful install raises the install boundary to its index and marks
- * the queued jobs after_install. Unless REQUEUED, the caller owns @j
- * (which @out points into) and frees it with raft_persist_job_free once it
- * carried out @out. Loop thread. */
+ * the queued jobs after_install; it asks @core, the core whose updates
+ * the queue takes and which has not yet stepped the install's
+ * RAFT_EVENT_SNAPSHOT_INSTALLED, whether the log is reset
+ * (raft_snapshot_resets_log), and if so marks every entry queued so far
+ * to be dropped. Unless REQUEUED, the caller owns @j (which @out points
+ * into) and frees it with raft_persist_job_free once it carried out
+ * @out. Loop thread. */
 void raft_persist_done(struct raft_persist *p, struct raft_persist_job *j,
-                       bool requeue, struct raft_persist_result *out);
+                       bool requeue, const struct raft *core,
+                       struct raft_persist_result *out);
 
 /* raft_persist_job_free frees job @j (after raft_persist_done), its
  * entry references and held messages. NULL is ignored. */

@@ -156,7 +156,7 @@ static void disk_after_work(uv_work_t *req, int status)
         j->rc = RAFT_CANCELED;
         snprintf(j->errmsg, sizeof j->errmsg, "%s", uv_strerror(status));
     }
-    raft_persist_done(&d->persist, j, !d->stopping, &res);
+    raft_persist_done(&d->persist, j, !d->stopping, d->raft, &res);
     if (res.install != NULL) {
         uv_snapshot_installed(d, res.install, res.rc, res.errmsg);
         raft_persist_job_free(j);
