@@ -182,6 +182,8 @@ struct cluster *cluster_new(const struct cluster_config *cfg)
     }
     for (i = 0; i < cfg->n; i++) {
         c->nodes[i].id = i + 1;
+        c->nodes[i].c = c;
+        raft_persist_init(&c->nodes[i].disk);
         start_node(c, &c->nodes[i]);
     }
     return c;

@@ -120,10 +120,12 @@ void cluster_check_log_matching(struct cluster *c, const struct cnode *n)
 }
 
 /* check_durable_quorum: an entry first handed out committed must be in
- * the durable logs of a majority, crashed nodes included (Durability: no
- * crash schedule can then lose it, given that no write replaces it, which
- * cluster_check_write checks). */
-static void check_durable_quorum(struct cluster *c, const struct raft_entry *e)
+ * the durable logs of a majority, crashed nodes included, and stay there
+ * (Durability: no crash schedule can then lose it; cluster_check_write
+ * checks every write that deletes a copy). Node @without, when not NULL,
+ * is about to delete its copy: it does not count. */
+static void check_durable_quorum(struct cluster *c, const struct raft_entry *e,
+                                 const struct cnode *without)
 {
     unsigned i;
     unsigned k = 0;
@@ -131,15 +133,17 @@ static void check_durable_quorum(struct cluster *c, const struct raft_entry *e)
     for (i = 0; i < c->cfg.n; i++) {
         const struct cnode *o = &c->nodes[i];
         /* In its snapshot, or in its durable log. */
-        if (e->index <= o->base || cluster_disk_term(o, e->index) == e->term) {
+        if (o != without && (e->index <= o->base ||
+                             cluster_disk_term(o, e->index) == e->term)) {
             k++;
         }
     }
     if (k < c->cfg.n / 2 + 1) {
         cluster_fail(c, "durability: entry %llu of term %llu handed out "
-                     "committed but durable on %u of %u nodes",
+                     "committed but durable on %u of %u nodes%s",
                      (unsigned long long)e->index,
-                     (unsigned long long)e->term, k, c->cfg.n);
+                     (unsigned long long)e->term, k, c->cfg.n,
+                     without != NULL ? " once a write deletes a copy" : "");
     }
 }
 
@@ -180,7 +184,7 @@ void cluster_check_apply(struct cluster *c, struct cnode *n,
         if (e->index > c->committed_last) {
             c->committed_last = e->index;
         }
-        check_durable_quorum(c, e);
+        check_durable_quorum(c, e, NULL);
         for (i = 0; i < c->cfg.n; i++) {
             const struct cnode *l = &c->nodes[i];
             if (l->raft != NULL && raft_role(l->raft) == RAFT_LEADER &&
@@ -320,9 +324,9 @@ static void check_windows(struct cluster *c)
 }
 
 void cluster_check_write(struct cluster *c, const struct cnode *n,
-                         const struct cwrite *w, unsigned skip)
+                         const struct raft_entry *entries, unsigned cnt)
 {
-    raft_index first = w->entries[skip].index;
+    raft_index first = entries[0].index;
     raft_index i;
 
     if (first <= n->base) {
@@ -331,15 +335,23 @@ void cluster_check_write(struct cluster *c, const struct cnode *n,
     for (i = first; i <= cluster_disk_last(n) && i <= c->committed_last;
          i++) {
         const struct raft_entry *g = &c->committed[i - 1];
-        raft_index k = i - w->entries[0].index;
-        if (g->index == 0 || cluster_disk_term(n, i) != g->term) {
-            continue; /* not the committed entry: a stale one goes */
+        raft_index k = i - entries[0].index;
+        if (g->index == 0 || cluster_disk_term(n, i) != g->term ||
+            (k < cnt && entries[k].term == g->term)) {
+            continue; /* not the committed entry, or rewritten as itself */
         }
-        if (k >= w->n_entries || w->entries[k].term != g->term) {
+        /* The write deletes a durable copy of a committed entry. Only a
+         * copy the core no longer counts as persisted may go (it dropped
+         * the entry from its log, so it acknowledged it to nobody since;
+         * the write that caught up with that waited in the queue), and
+         * the entry stays durable on a majority without it. */
+        if (i <= raft_persisted_index(n->raft) &&
+            log_term_at(&n->raft->log, i) == g->term) {
             cluster_fail(c, "durability: node %llu deletes committed entry "
                          "%llu of term %llu", (unsigned long long)n->id,
                          (unsigned long long)i, (unsigned long long)g->term);
         }
+        check_durable_quorum(c, g, n);
     }
 }
 
@@ -391,24 +403,36 @@ void cluster_check_send(struct cluster *c, const struct cnode *n,
                      (unsigned long long)raft_message_term(m),
                      (unsigned long long)n->hs.term);
     }
+    /* A vote is durable when the durable hard state holds it, or a later
+     * term (a later update merged into the same write may have moved the
+     * term on): the node never votes in that term again. */
     if (m->type == RAFT_MSG_REQUEST_VOTE_RESULT &&
         m->request_vote_result.vote_granted &&
         !m->request_vote_result.pre_vote &&
-        (n->hs.term != m->request_vote_result.term || n->hs.vote != m->to)) {
-        cluster_fail(c, "node %llu grants a vote that is not durable",
-                     (unsigned long long)n->id);
+        (n->hs.term < m->request_vote_result.term ||
+         (n->hs.term == m->request_vote_result.term &&
+          n->hs.vote != m->to))) {
+        cluster_fail(c, "node %llu grants a vote in term %llu that is not "
+                     "durable (durable term %llu, vote %llu)",
+                     (unsigned long long)n->id,
+                     (unsigned long long)m->request_vote_result.term,
+                     (unsigned long long)n->hs.term,
+                     (unsigned long long)n->hs.vote);
     }
     /* A pre-vote asks for the term after the sender's, which it has not
-     * entered: that term must be durable, the vote need not be. */
+     * entered. It relies on nothing durable (the sender's own term may
+     * still wait in a write, behind a full log: raft.h rule 1 holds
+     * messages only for the update that changed the hard state), but it
+     * never asks beyond the term after the sender's. */
     if (m->type == RAFT_MSG_REQUEST_VOTE && m->request_vote.pre_vote &&
-        m->request_vote.term != n->hs.term + 1) {
-        cluster_fail(c, "node %llu pre-votes for term %llu at durable term "
-                     "%llu", (unsigned long long)n->id,
+        m->request_vote.term > raft_current_term(n->raft) + 1) {
+        cluster_fail(c, "node %llu pre-votes for term %llu at term %llu",
+                     (unsigned long long)n->id,
                      (unsigned long long)m->request_vote.term,
-                     (unsigned long long)n->hs.term);
+                     (unsigned long long)raft_current_term(n->raft));
     }
     if (m->type == RAFT_MSG_REQUEST_VOTE && !m->request_vote.pre_vote &&
-        (n->hs.term != m->request_vote.term || n->hs.vote != n->id)) {
+        n->hs.term == m->request_vote.term && n->hs.vote != n->id) {
         cluster_fail(c, "node %llu asks votes before voting for itself "
                      "durably", (unsigned long long)n->id);
     }
@@ -443,7 +467,7 @@ const struct raft_entry *cluster_committed(const struct cluster *c,
 
 void cluster_check_install(struct cluster *c, const struct cnode *f,
                            const struct cnode *l, raft_index index,
-                           raft_term last_term)
+                           bool reset)
 {
     unsigned k;
 
@@ -457,8 +481,8 @@ void cluster_check_install(struct cluster *c, const struct cnode *f,
     }
     /* Durability: a reset must not delete a copy of a committed
      * entry past the snapshot. */
-    if (cluster_disk_term(f, index) == last_term) {
-        return; /* no reset: the log keeps what follows */
+    if (!reset) {
+        return; /* the log keeps what follows */
     }
     for (raft_index i = index + 1; i <= cluster_disk_last(f); i++) {
         const struct raft_entry *g = cluster_committed(c, i);

@@ -1,8 +1,8 @@
 /* Private state of the deterministic cluster (cluster.h), shared by its
  * files: cluster.c (the event loop, nodes and their state machines),
  * cluster_net.c (the network and snapshot transfers), cluster_disk.c (the
- * disks), cluster_check.c (the safety checks) and cluster_trace.c (the
- * output hash and CLUSTER_TRACE lines). */
+ * disks, on raft/persist.h), cluster_check.c (the safety checks) and
+ * cluster_trace.c (the output hash and CLUSTER_TRACE lines). */
 
 #ifndef TEST_CLUSTER_INTERNAL_H
 #define TEST_CLUSTER_INTERNAL_H
@@ -12,6 +12,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "raft/persist.h"
 #include "raft/raft.h"
 #include "tests/lib/cluster.h"
 
@@ -20,19 +21,6 @@ struct cmsg {
     uint64_t at;           /* delivery time */
     uint64_t seq;          /* insertion order, breaks ties */
     struct raft_message m; /* the message; entries owned by this copy */
-};
-
-/* A disk write in progress on one node. */
-struct cwrite {
-    uint64_t at;               /* completion time */
-    bool hs_changed;           /* write the hard state */
-    struct raft_hard_state hs; /* the hard state to write */
-    struct raft_entry *entries; /* entries to write (own references) */
-    unsigned n_entries;        /* number of entries */
-    struct raft_message *held; /* messages sent on completion */
-    unsigned n_held;           /* number of held messages */
-    bool stale;                /* handed out before a snapshot reset the
-                                  durable log: filtered on completion */
 };
 
 /* A snapshot transfer in progress (the harness plays the drivers). */
@@ -68,9 +56,12 @@ struct cnode {
     raft_term base_term;       /* its term */
     unsigned cap_log;          /* allocated */
     unsigned n_truncations;    /* writes that deleted a suffix */
-    struct cwrite *writes;     /* pending writes, FIFO */
-    unsigned n_writes;         /* pending writes */
-    unsigned cap_writes;       /* allocated */
+    struct raft_persist disk;  /* its storage job queue */
+    struct raft_persist_job *job; /* the job running, NULL when idle */
+    uint64_t job_at;           /* its completion time */
+    uint64_t retry_at;         /* log full: time of the retry */
+    bool install_reset;        /* the last install reset the log */
+    struct cluster *c;         /* the cluster (for the storage) */
     struct raft_entry *applied; /* handed out committed, own references */
     unsigned n_applied;        /* number applied */
     unsigned cap_applied;      /* allocated */
@@ -139,14 +130,6 @@ void cluster_step_node(struct cluster *c, struct cnode *n,
 
 /* ---- cluster_net.c: the network and snapshot transfers --------------- */
 
-/* cluster_net_copy deep-copies @m into @dst, taking references to entry
- * bufs; release with cluster_net_release. */
-void cluster_net_copy(const struct cluster *c, struct raft_message *dst,
-                      const struct raft_message *m);
-
-/* cluster_net_release drops what cluster_net_copy took. */
-void cluster_net_release(struct raft_message *m);
-
 /* cluster_net_send checks that what @m depends on is durable
  * (cluster_check_send), then puts it on the wire subject to links, loss
  * and duplication. */
@@ -185,36 +168,41 @@ const struct raft_entry *cluster_disk_at(const struct cnode *n,
  * boundary's term at the boundary, 0 otherwise. */
 raft_term cluster_disk_term(const struct cnode *n, raft_index index);
 
-/* cluster_disk_update queues the durable work of node @n's update @u, and
- * sends its messages, or holds them until the write completes when the
- * hard state changed (driver rule 1). */
+/* cluster_disk_update merges the durable work of node @n's update @u into
+ * its storage job queue, and sends its messages, unless the hard state
+ * changed: then they are held until the job is durable (driver rule 1). */
 void cluster_disk_update(struct cluster *c, struct cnode *n,
                          const struct raft_update *u);
 
-/* cluster_disk_next gives the time of node @n's next disk event in *@at;
- * false when there is none. */
+/* cluster_disk_next gives the time of node @n's next disk event in *@at:
+ * the completion of its running job, or the retry of one refused for a
+ * full log; false when there is none. */
 bool cluster_disk_next(const struct cnode *n, uint64_t *at);
 
-/* cluster_disk_complete completes node @n's next disk event. */
+/* cluster_disk_complete completes node @n's next disk event: runs its job
+ * on the in-memory storage and carries out the result as the driver
+ * does (or retries a refused job); then starts the next job. */
 void cluster_disk_complete(struct cluster *c, struct cnode *n);
 
 /* cluster_disk_compact plays the driver's periodic compaction: once more
- * than compact_every applied entries lie past @n's boundary, the durable
- * log through (applied - compact_trailing) is deleted (the state machine
- * holds it) and RAFT_EVENT_COMPACT stepped. */
+ * than compact_every applied entries lie past @n's boundary, it queues
+ * the compaction of the durable log through (applied - compact_trailing,
+ * at most the persisted index), unless one is queued already; COMPACT is
+ * stepped once it is done. */
 void cluster_disk_compact(struct cluster *c, struct cnode *n);
 
-/* cluster_disk_install plays the follower's driver: the leader @l's state
- * machine through @index (its applied entries) replaces @f's, the durable
- * log is reset to start after @index (writes in progress become stale),
- * then RAFT_EVENT_SNAPSHOT_INSTALLED is stepped. A state machine already
- * past @index is left alone. */
+/* cluster_disk_install queues, on follower @f's disk, the install of
+ * leader @l's snapshot (its state machine through @index, whose entry has
+ * @last_term; @l asked in @term), alone in its job. When it runs, @l's
+ * state machine through @index replaces @f's, unless @f's is at or past
+ * @index already, the durable log is changed by paper §7, and
+ * SNAPSHOT_INSTALLED is stepped. */
 void cluster_disk_install(struct cluster *c, struct cnode *f,
                           const struct cnode *l, raft_term term,
                           raft_index index, raft_term last_term);
 
-/* cluster_disk_stop drops what node @n's disk had not completed (a
- * crash). */
+/* cluster_disk_stop drops node @n's queued and running jobs, with the
+ * messages they held (a crash: what was not durable is lost). */
 void cluster_disk_stop(struct cnode *n);
 
 /* cluster_disk_free frees node @n's disk, durable state included. */
@@ -250,20 +238,22 @@ void cluster_check_apply(struct cluster *c, struct cnode *n,
  * up to it. Checked between @n and every other node. */
 void cluster_check_log_matching(struct cluster *c, const struct cnode *n);
 
-/* cluster_check_write: Durability. Write @w (without its first @skip
- * entries) deletes @n's durable entries from its first index on and
- * writes its own: a durable copy of a committed entry may only be
- * rewritten with itself. */
+/* cluster_check_write: Durability. A write of @entries (@cnt) deletes
+ * @n's durable entries from the first one's index on and writes its own:
+ * a durable copy of a committed entry may only be rewritten with itself,
+ * unless the core no longer counts it as persisted (it dropped the entry,
+ * and the write doing so waited in the queue), and then the entry stays
+ * durable on a majority. */
 void cluster_check_write(struct cluster *c, const struct cnode *n,
-                         const struct cwrite *w, unsigned skip);
+                         const struct raft_entry *entries, unsigned cnt);
 
 /* cluster_check_install checks the install of leader @l's snapshot through
- * (@index, @last_term) on @f: what @f applied agrees with @l's state
- * (State Machine Safety), and a reset of @f's log deletes no durable copy
- * of a committed entry past the snapshot (Durability). */
+ * @index on @f: what @f applied agrees with @l's state (State Machine
+ * Safety), and, when @reset, the reset of @f's log deletes no durable
+ * copy of a committed entry past the snapshot (Durability). */
 void cluster_check_install(struct cluster *c, const struct cnode *f,
                            const struct cnode *l, raft_index index,
-                           raft_term last_term);
+                           bool reset);
 
 /* cluster_check_free frees the checks' records. */
 void cluster_check_free(struct cluster *c);

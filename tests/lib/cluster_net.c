@@ -8,8 +8,10 @@
 
 #include "tests/lib/cluster_internal.h"
 
-void cluster_net_copy(const struct cluster *c, struct raft_message *dst,
-                      const struct raft_message *m)
+/* copy_message deep-copies @m into @dst, taking references to entry
+ * bufs; release with release_message. */
+static void copy_message(const struct cluster *c, struct raft_message *dst,
+                         const struct raft_message *m)
 {
     unsigned i;
 
@@ -29,7 +31,8 @@ void cluster_net_copy(const struct cluster *c, struct raft_message *dst,
     }
 }
 
-void cluster_net_release(struct raft_message *m)
+/* release_message drops what copy_message took. */
+static void release_message(struct raft_message *m)
 {
     unsigned i;
 
@@ -56,7 +59,7 @@ static void enqueue(struct cluster *c, const struct raft_message *m)
     q = &c->net[c->n_net++];
     q->at = c->now + cluster_random(c, c->cfg.net_min, c->cfg.net_max);
     q->seq = c->seq++;
-    cluster_net_copy(c, &q->m, m);
+    copy_message(c, &q->m, m);
 }
 
 void cluster_net_send(struct cluster *c, struct cnode *n,
@@ -105,7 +108,7 @@ void cluster_net_deliver(struct cluster *c, unsigned slot)
         e.receive = q.m;
         cluster_step_node(c, to, &e);
     }
-    cluster_net_release(&q.m);
+    release_message(&q.m);
 }
 
 void cluster_net_snapshot(struct cluster *c, const struct cnode *n,
@@ -187,6 +190,7 @@ void cluster_heal(struct cluster *c)
     }
     c->cfg.drop_pct = 0;
     c->cfg.dup_pct = 0;
+    c->cfg.disk_full_pct = 0;
 }
 
 void cluster_set_faults(struct cluster *c, unsigned drop_pct,
@@ -217,7 +221,7 @@ void cluster_net_free(struct cluster *c)
 
     free(c->snaps);
     for (i = 0; i < c->n_net; i++) {
-        cluster_net_release(&c->net[i].m);
+        release_message(&c->net[i].m);
     }
     free(c->net);
 }
