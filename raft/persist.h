@@ -278,7 +278,7 @@ void raft_persist_done(struct raft_persist *p, struct raft_persist_job *j,
                        struct raft_persist_result *out);
 
 /* raft_persist_job_free frees job @j (after raft_persist_done), its
- * entry references and held messages. NULL is ignored. */
+ * entry references and held messages. NULL is ignored. Loop thread. */
 void raft_persist_job_free(struct raft_persist_job *j);
 
 #endif /* RAFT_PERSIST_H */
