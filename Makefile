@@ -17,6 +17,7 @@ LIB_SRC  := $(wildcard raft/*.c lmdb_log/*.c sql/*.c ext/*.c)
 LIB_OBJ  := $(LIB_SRC:%.c=$(B)/obj/%.o)
 SAN_OBJ  := $(LIB_SRC:%.c=$(B)/san/%.o)
 TLIB_SRC := $(wildcard tests/lib/*.c)
+TLIB_HDR := $(wildcard tests/lib/*.h)
 TLIB_OBJ := $(TLIB_SRC:%.c=$(B)/san/%.o)
 TEST_SRC := $(wildcard tests/unit/test_*.c tests/raft/test_*.c \
               tests/lmdb_log/test_*.c tests/sql/test_*.c tests/uv/test_*.c \
@@ -137,7 +138,8 @@ $(B)/tests/ext/%: tests/ext/%.c tests/ext/helpers.h tests/sql/helpers.h \
 SEEDS     ?= 100000
 SIM_FIRST ?= 1
 SIM_STEPS ?= 10000
-$(B)/sim/test_sim: tests/sim/test_sim.c tests/sim/sim.h $(TLIB_SRC) $(CORE_SRC)
+$(B)/sim/test_sim: tests/sim/test_sim.c tests/sim/sim.h $(TLIB_SRC) \
+		$(TLIB_HDR) $(CORE_SRC) $(wildcard raft/*.h)
 	@mkdir -p $(dir $@)
 	$(CC) $(BASE_CFLAGS) -O2 -g -o $@ $(filter %.c,$^) -lcmocka $(LIBS)
 

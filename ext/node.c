@@ -238,7 +238,7 @@ static int start_threads(struct ext_node *n, struct sql_fsm *fsm,
     };
     struct raft_uv_peer peers[EXT_MAX_NODES];
     struct raft_uv_node_config dc;
-    struct raft_uv_storage storage;
+    struct raft_persist_storage storage;
     struct raft_uv_node_callbacks cb = {
         .data = n,
         .apply = on_apply,

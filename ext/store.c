@@ -26,6 +26,7 @@
 #include <unistd.h>
 
 #include "../lmdb_log/lmdb_log.h"
+#include "../raft/persist.h"
 
 struct ext_store {
     char dir[4096];              /* log directory */
@@ -347,25 +348,28 @@ static int on_snapshot_create(void *data, const char *path, raft_index *index,
 }
 
 /* log_after_install changes the log after the database took a snapshot
- * reflecting (@index, @term), by paper §7: when the log holds entry @index
- * of @term, only the log through it goes (the entries after it are the
- * leader's and may be committed copies); otherwise the log restarts empty
- * after @index. */
+ * reflecting (@index, @term), by paper §7 as raft_persist_log_after_install
+ * decides (the one place of that decision): when the log holds entry
+ * @index of @term, only the log through it goes (the entries after it are
+ * the leader's and may be committed copies); otherwise the log restarts
+ * empty after @index. */
 static int log_after_install(struct ext_store *s, uint64_t index,
                              uint64_t term)
 {
     raft_index first, last;
     struct raft_entry *e = NULL;
     unsigned cnt = 0;
-    bool keep = false;
+    raft_term held = 0;
     if (lmdb_log_bounds(s->lmdb, &first, &last) == 0 && index >= first &&
         index <= last &&
         lmdb_log_entries(s->lmdb, index, index, 0, &e, &cnt) == 0) {
-        keep = cnt == 1 && e[0].term == term;
+        held = cnt == 1 ? e[0].term : 0;
         lmdb_log_entries_free(e, cnt);
     }
-    return keep ? lmdb_log_compact(s->lmdb, index)
-                : lmdb_log_reset(s->lmdb, index, term);
+    return raft_persist_log_after_install(held, term) ==
+                   RAFT_PERSIST_KEEP_SUFFIX
+               ? lmdb_log_compact(s->lmdb, index)
+               : lmdb_log_reset(s->lmdb, index, term);
 }
 
 /* install installs snapshot file @path (whose last index is @index) into
@@ -417,7 +421,7 @@ static int on_snapshot_install(void *data, const char *path,
 }
 
 void store_storage(struct ext_store *s, struct ext_applier *applier,
-                   struct raft_uv_storage *out)
+                   struct raft_persist_storage *out)
 {
     s->applier = applier;
     memset(out, 0, sizeof *out);

@@ -78,7 +78,7 @@ const char *store_snapshot_dir(const struct ext_store *s);
  * installs through @applier (which must outlive the driver). Thread: any,
  * before the driver starts. */
 void store_storage(struct ext_store *s, struct ext_applier *applier,
-                   struct raft_uv_storage *out);
+                   struct raft_persist_storage *out);
 
 /* What the compaction policy looks at. */
 struct ext_store_view {

@@ -231,11 +231,12 @@ enum raft_event_type {
  * same storage step, by paper §7: if the durable log holds entry @index of
  * term @last_term, it deleted the log through @index only (the entries
  * after it are the leader's and may be committed copies: keep them);
- * otherwise it reset the log to an empty one that starts after @index (a
- * write of an earlier update that completes after such a reset must be
- * dropped: entries at or below @index, and the rest of that write when it
- * would not follow the durable log contiguously; the core ignores
- * PERSISTED events for entries it no longer holds). The core does the
+ * otherwise it reset the log to an empty one that starts after @index (the
+ * entries of a write of an earlier update that completes after such a
+ * reset must be dropped, all of them: they belong to the log that was
+ * reset, even those that would follow it contiguously; the core ignores
+ * PERSISTED events for entries it no longer holds;
+ * raft_snapshot_resets_log tells the driver beforehand). The core does the
  * same to its log (it holds entry @index of @last_term durably exactly
  * when the durable log does), takes (@index, @last_term) as its boundary
  * and never hands out entries up to @index. When @index is not above that
@@ -373,6 +374,18 @@ raft_term raft_snapshot_term(const struct raft *r); /* its term, 0 unknown */
  * server last heard from the leader of its term: 0 on the leader itself,
  * UINT64_MAX when it knows no leader. */
 uint64_t raft_leader_contact(const struct raft *r);
+
+/* raft_snapshot_resets_log says whether RAFT_EVENT_SNAPSHOT_INSTALLED of a
+ * snapshot through (@index, @last_term), stepped now, makes the core reset
+ * its log: true when @index is above the last index handed out as
+ * committed and the core does not hold entry @index of @last_term durably
+ * (paper §7, raft_persist_log_after_install); false when it keeps the
+ * entries after @index or changes nothing. The durable log takes the same
+ * decision. A driver asks before stepping the event, to drop the entries
+ * of writes it still has queued when the log is reset. Same thread as
+ * raft_step. */
+bool raft_snapshot_resets_log(const struct raft *r, raft_index index,
+                              raft_term last_term);
 
 /* What a leader knows of one follower. */
 struct raft_progress_info {

@@ -4,6 +4,7 @@
  * and commit advancement by counting replicas of current-term entries
  * (paper §5.4.2). */
 
+#include "persist.h"
 #include "quorum.h"
 #include "raft_internal.h"
 
@@ -554,10 +555,23 @@ void replication_compact(struct raft *r, raft_index index)
     log_compact(&r->log, index);
 }
 
+bool raft_snapshot_resets_log(const struct raft *r, raft_index index,
+                              raft_term last_term)
+{
+    /* What we hold durably at @index decides (paper §7). */
+    raft_term held = index <= r->persisted ? log_term_at(&r->log, index) : 0;
+
+    return index > r->handed &&
+           raft_persist_log_after_install(held, last_term) ==
+               RAFT_PERSIST_RESET;
+}
+
 void replication_snapshot_installed(struct raft *r, raft_id leader,
                                     raft_term term, raft_index index,
                                     raft_term last_term)
 {
+    bool reset = raft_snapshot_resets_log(r, index, last_term);
+
     /* As for any message of @leader: a higher term is adopted (paper
      * Fig. 2 "All servers"), and a candidate or leader gives way. */
     if (term > r->term) {
@@ -566,8 +580,7 @@ void replication_snapshot_installed(struct raft *r, raft_id leader,
                (term == r->term && r->leader != leader)) {
         election_become_follower(r, r->term, term == r->term ? leader : 0);
     }
-    if (index > r->handed && index <= r->persisted &&
-        log_term_at(&r->log, index) == last_term) {
+    if (index > r->handed && !reset) {
         /* Paper §7: we hold the snapshot's last entry durably, so what
          * follows it is the leader's log too (Log Matching) and may hold
          * committed entries counted on our copy: the driver kept it, and
@@ -580,7 +593,7 @@ void replication_snapshot_installed(struct raft *r, raft_id leader,
         if (r->verified < index) {
             r->verified = index;
         }
-    } else if (index > r->handed) {
+    } else if (reset) {
         /* The driver installed the snapshot and reset the durable log:
          * every entry goes, the snapshot is the new boundary. Its entries
          * are committed (a leader snapshots only what it applied), hence

@@ -3,7 +3,7 @@
  *
  * Happy path of an update:
  *   1. hard state and entries are merged into the storage job queue
- *      (uv_storage.c: group commit);
+ *      (raft/persist.h, run by uv_storage.c: group commit);
  *   2. messages go out at once, unless the update changed the hard state:
  *      then they are copied into the job and sent once it is durable;
  *   3. committed entries go to the application's apply callback;
@@ -62,9 +62,9 @@ int raft__uv_node_step(struct raft_uv_node *d, const struct raft_event *event,
         return rc;
     }
     if (u->hard_state_changed || u->n_entries > 0) {
-        rc = raft__uv_storage_merge(d, u);
+        rc = uv_storage_merge(d, u);
         if (rc != 0) {
-            raft__uv_storage_fail(d, "out of memory");
+            uv_storage_fail(d, "out of memory");
             return rc;
         }
     }
@@ -76,7 +76,7 @@ int raft__uv_node_step(struct raft_uv_node *d, const struct raft_event *event,
     if (u->n_committed > 0 && d->cb.apply != NULL) {
         d->cb.apply(d->cb.data, u->committed, u->n_committed);
     }
-    raft__uv_storage_start(d);
+    uv_storage_start(d);
     if (u->n_snapshot_to > 0) {
         raft__uv_snapshot_want(d, u->snapshot_to, u->n_snapshot_to);
     }
@@ -212,7 +212,7 @@ static void on_tick(uv_timer_t *t)
     }
     if (!d->stopping) {
         raft__uv_snapshot_tick(d);
-        raft__uv_storage_tick(d);
+        uv_storage_tick(d);
     }
     if (d->cb.tick != NULL && !d->stopping) {
         d->cb.tick(d->cb.data);
@@ -262,7 +262,7 @@ static void loop_main(void *arg)
 /* ---- Start and stop ----------------------------------------------------- */
 
 int raft_uv_node_start(struct raft *r, const struct raft_uv_node_config *cfg,
-                       const struct raft_uv_storage *storage,
+                       const struct raft_persist_storage *storage,
                        const struct raft_uv_node_callbacks *cb,
                        struct raft_uv_node **out, char *errmsg,
                        size_t errmsg_len)
@@ -287,6 +287,7 @@ int raft_uv_node_start(struct raft *r, const struct raft_uv_node_config *cfg,
     }
     d->id = cfg->id;
     d->storage = *storage;
+    raft_persist_init(&d->persist);
     d->cb = *cb;
     d->tick_ms = cfg->tick_ms;
     d->n_peers = cfg->n_peers;
@@ -351,7 +352,7 @@ void raft_uv_node_stop(struct raft_uv_node *d)
     uv_async_send(&d->stop_async);
     uv_thread_join(&d->thread);
     uv_loop_close(&d->loop);
-    raft__uv_storage_close(d);
+    uv_storage_close(d);
     raft__uv_snapshot_close(d);
     raft_close(d->raft);
     free(d);

@@ -1,7 +1,7 @@
 /* The node driver: runs the pure Raft core on a libuv loop thread of its
- * own, with the TCP transport (uv.h), and persists through a storage
- * interface (implemented in uv_node.c). This header needs no libuv types,
- * so the application side (ext/) never includes <uv.h>. */
+ * own, with the TCP transport (uv.h), and persists through the storage
+ * interface of raft/persist.h (its job queue, run by uv_storage.c). This
+ * header needs no libuv types, so ext/ never includes <uv.h>. */
 
 #ifndef RAFT_UV_NODE_H
 #define RAFT_UV_NODE_H
@@ -12,6 +12,7 @@
 
 #include "frame.h"
 #include "logging.h"
+#include "persist.h"
 #include "raft.h"
 
 /* A peer to connect to. */
@@ -21,38 +22,12 @@ struct raft_uv_peer {
     uint16_t port;    /* TCP port */
 };
 
-/* Durable storage and the state machine's snapshots, as the driver uses
- * them. Every function runs on a libuv thread-pool thread, one storage job
- * at a time, in the order the driver queued them, and returns 0 or a
- * project error code with a message in @errmsg (@errmsg_len bytes); on an
- * error nothing changed.
- *
- * @append makes @hs (NULL when unchanged) and @entries (@n, after deleting
- * every stored entry with index >= entries[0].index) durable in one step.
- * @compact deletes the stored log up to @index (the snapshot boundary).
- * @snapshot_create (leader) writes a consistent snapshot of the state
- * machine to file @path and gives the index and term it reflects; it may
- * run concurrently with the storage jobs.
- * @snapshot_install (follower) installs the verified snapshot file @path
- * into the state machine, atomically for readers, then changes the stored
- * log by paper §7 (raft.h, SNAPSHOT_INSTALLED): when it holds entry @index
- * of term @term it deletes the log through @index only, else it resets it
- * to start after @index; a snapshot not above the applied index changes
- * nothing. The driver then steps RAFT_EVENT_SNAPSHOT_INSTALLED, and drops
- * the entries of later queued writes that the install made stale. The last three may be NULL, disabling
- * compaction and snapshots. */
-struct raft_uv_storage {
-    void *data; /* passed to every function */
-    int (*append)(void *data, const struct raft_hard_state *hs,
-                  const struct raft_entry *entries, unsigned n, char *errmsg,
-                  size_t errmsg_len);
-    int (*compact)(void *data, raft_index index, char *errmsg,
-                   size_t errmsg_len);
-    int (*snapshot_create)(void *data, const char *path, raft_index *index,
-                           raft_term *term, char *errmsg, size_t errmsg_len);
-    int (*snapshot_install)(void *data, const char *path, raft_index index,
-                            raft_term term, char *errmsg, size_t errmsg_len);
-};
+/* The driver persists through the storage interface of raft/persist.h
+ * (struct raft_persist_storage, which documents every function): @append,
+ * @compact and @snapshot_install run on a libuv thread-pool thread, one
+ * storage job at a time, in queue order; @snapshot_create runs on the
+ * pool too, possibly concurrently with them. Before @snapshot_install the
+ * driver verifies the received file's checksum. */
 
 /* What the driver hands to the application. Every callback runs on the
  * driver's loop thread with @data; a callback may call the loop-thread
@@ -107,7 +82,7 @@ struct raft_uv_node; /* opaque */
  * Errors: RAFT_IOERR (listen failure, thread creation), RAFT_INVALID (bad
  * address or peers), RAFT_NOMEM. Thread: any but a driver's own. */
 int raft_uv_node_start(struct raft *r, const struct raft_uv_node_config *cfg,
-                       const struct raft_uv_storage *storage,
+                       const struct raft_persist_storage *storage,
                        const struct raft_uv_node_callbacks *cb,
                        struct raft_uv_node **out, char *errmsg,
                        size_t errmsg_len);

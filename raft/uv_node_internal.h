@@ -1,6 +1,6 @@
 /* Private state of the node driver (uv_node.h), shared by uv_node.c (the
- * loop, stepping the core, start and stop), uv_storage.c (the queue of
- * storage jobs: group commit, compaction, snapshot installs) and
+ * loop, stepping the core, start and stop), uv_storage.c (running the
+ * storage jobs of raft/persist.h on the thread pool) and
  * uv_snapshot.c (streaming snapshots to and from peers). */
 
 #ifndef RAFT_UV_NODE_INTERNAL_H
@@ -10,6 +10,7 @@
 #include <stdint.h>
 #include <uv.h>
 
+#include "persist.h"
 #include "raft.h"
 #include "uv.h"
 #include "uv_node.h"
@@ -19,37 +20,6 @@
 
 /* A snapshot transfer without progress for this long is abandoned, ms. */
 #define RAFT__UV_SNAPSHOT_STALL_MS 30000
-
-/* One storage job: an append (the merged hard state and entries of the
- * updates that arrived while the previous job ran, with the messages that
- * may only be sent once they are durable), possibly a compaction, or, alone
- * in its job, a snapshot install. Jobs run one at a time, in queue order.
- * Invariant: a sealed job takes no more merges. */
-struct raft__uv_job {
-    bool has_hs;                 /* write hs */
-    struct raft_hard_state hs;   /* term and vote */
-    struct raft_entry *entries;  /* owned references, n_entries */
-    unsigned n_entries;
-    unsigned cap_entries;
-    struct raft_message *held;   /* deep copies, n_held */
-    unsigned n_held;
-    unsigned cap_held;
-    raft_index compact_to;       /* compact the log up to here, or 0 */
-    bool install;                /* install the received snapshot */
-    char path[4096];             /* its file */
-    raft_index snap_index;       /* its last index */
-    raft_term snap_term;         /* term of that entry */
-    uint64_t snap_checksum;      /* expected XXH64 of the file */
-    raft_id snap_leader;         /* the leader that sent it */
-    raft_term snap_leader_term;  /* in this term */
-    bool sealed;                 /* no more merges */
-    unsigned skip;               /* leading entries dropped as stale */
-    bool stale;                  /* the write was dropped after an
-                                    install: no PERSISTED */
-    int rc;                      /* result */
-    char errmsg[256];            /* its message on failure */
-    struct raft__uv_job *next;   /* queue */
-};
 
 /* The leader's current snapshot file, shared by every transfer. */
 struct raft__uv_snapshot_file {
@@ -100,7 +70,7 @@ struct raft__uv_snapshot_recv {
 struct raft_uv_node {
     raft_id id;                          /* this server */
     struct raft *raft;                   /* the core (loop thread) */
-    struct raft_uv_storage storage;      /* durable writes */
+    struct raft_persist_storage storage;  /* durable writes */
     struct raft_uv_node_callbacks cb;    /* the application */
     unsigned tick_ms;                    /* tick period */
     uv_loop_t loop;                      /* the driver's own loop */
@@ -115,18 +85,13 @@ struct raft_uv_node {
     unsigned n_peers;
 
     /* Storage jobs (uv_storage.c). */
-    uv_work_t disk_req;                  /* the running job's request */
-    bool disk_busy;                      /* the head job runs */
+    struct raft_persist persist;         /* the job queue */
+    struct raft_persist_job *disk_job;   /* the running job, or NULL */
+    uv_work_t disk_req;                  /* its request */
     bool disk_failed;                    /* a job failed: stop */
-    struct raft__uv_job *jobs_head;      /* queue, head runs first */
-    struct raft__uv_job *jobs_tail;
-    bool compact_queued;                 /* a compaction is queued */
-    bool log_full;                       /* the head job failed with
-                                            RAFT_NOSPACE: retried after a
-                                            compaction or every second */
-    uint64_t retry_at;                   /* loop clock of the next retry */
-    raft_index install_boundary;         /* last index of the last snapshot
-                                            installed, 0 for none */
+    uint64_t retry_at;                   /* loop clock of the next retry
+                                            of a job refused for a full
+                                            log */
 
     /* Snapshots (uv_snapshot.c). */
     char snapshot_dir[3800];             /* where files go */
@@ -152,28 +117,26 @@ int raft__uv_node_step(struct raft_uv_node *d, const struct raft_event *event,
 
 /* ---- uv_storage.c ---------------------------------------------------- */
 
-/* raft__uv_storage_merge adds an update's durable work to the queue.
- * Returns 0 or RAFT_NOMEM. */
-int raft__uv_storage_merge(struct raft_uv_node *d,
-                           const struct raft_update *u);
+/* uv_storage_merge adds an update's durable work to the queue
+ * (raft_persist_merge). Returns 0 or RAFT_NOMEM. */
+int uv_storage_merge(struct raft_uv_node *d, const struct raft_update *u);
 
-/* raft__uv_storage_install queues the install of the received snapshot
+/* uv_storage_install queues the install of the received snapshot
  * (alone in a sealed job). Returns 0 or RAFT_NOMEM. */
-int raft__uv_storage_install(struct raft_uv_node *d,
-                             const struct raft__uv_snapshot_recv *r);
+int uv_storage_install(struct raft_uv_node *d,
+                       const struct raft__uv_snapshot_recv *r);
 
-/* raft__uv_storage_start runs the head job when none runs. */
-void raft__uv_storage_start(struct raft_uv_node *d);
+/* uv_storage_start runs the head job on the thread pool when none runs. */
+void uv_storage_start(struct raft_uv_node *d);
 
-/* raft__uv_storage_fail marks storage failed and logs @why. */
-void raft__uv_storage_fail(struct raft_uv_node *d, const char *why);
+/* uv_storage_fail marks storage failed and logs @why. */
+void uv_storage_fail(struct raft_uv_node *d, const char *why);
 
-/* raft__uv_storage_tick retries a job refused for a full log, once a
- * second. */
-void raft__uv_storage_tick(struct raft_uv_node *d);
+/* uv_storage_tick retries a job refused for a full log, once a second. */
+void uv_storage_tick(struct raft_uv_node *d);
 
-/* raft__uv_storage_close frees every queued job (after the loop ended). */
-void raft__uv_storage_close(struct raft_uv_node *d);
+/* uv_storage_close frees every queued job (after the loop ended). */
+void uv_storage_close(struct raft_uv_node *d);
 
 /* ---- uv_snapshot.c --------------------------------------------------- */
 
@@ -194,10 +157,11 @@ void raft__uv_snapshot_tick(struct raft_uv_node *d);
 /* raft__uv_snapshot_unreachable aborts a transfer to peer @id. */
 void raft__uv_snapshot_unreachable(struct raft_uv_node *d, raft_id id);
 
-/* raft__uv_snapshot_installed finishes a receive after its install job:
- * @rc is the job's result. */
-void raft__uv_snapshot_installed(struct raft_uv_node *d,
-                                 const struct raft__uv_job *j, int rc);
+/* uv_snapshot_installed finishes a receive after the install job of
+ * @in: @rc is the job's result, @errmsg its message when not 0. */
+void uv_snapshot_installed(struct raft_uv_node *d,
+                           const struct raft_persist_install *in, int rc,
+                           const char *errmsg);
 
 /* raft__uv_snapshot_close closes files and removes temporary ones. */
 void raft__uv_snapshot_close(struct raft_uv_node *d);

@@ -396,18 +396,19 @@ static void on_chunk(struct raft_uv_node *d, const struct raft_frame *m)
         return;
     }
     r->installing = true;
-    if (raft__uv_storage_install(d, r) != 0) {
+    if (uv_storage_install(d, r) != 0) {
         r->installing = false;
         r->active = false;
         unlink(r->path);
         answer(d, m, 0, RAFT_NOMEM);
         return;
     }
-    raft__uv_storage_start(d);
+    uv_storage_start(d);
 }
 
-void raft__uv_snapshot_installed(struct raft_uv_node *d,
-                                 const struct raft__uv_job *j, int rc)
+void uv_snapshot_installed(struct raft_uv_node *d,
+                           const struct raft_persist_install *in, int rc,
+                           const char *errmsg)
 {
     struct raft__uv_snapshot_recv *r = &d->recv;
     struct raft_frame m;
@@ -415,35 +416,32 @@ void raft__uv_snapshot_installed(struct raft_uv_node *d,
 
     r->installing = false;
     r->active = false;
-    unlink(j->path);
+    unlink(in->path);
     memset(&m, 0, sizeof m);
-    m.from = j->snap_leader;
-    m.snapshot_chunk.last_index = j->snap_index;
+    m.from = in->leader;
+    m.snapshot_chunk.last_index = in->index;
     if (rc != 0) {
         if (rc != RAFT_CORRUPT && rc != RAFT_INVALID) {
             /* The state machine may be ahead of the log now: only a
              * restart (which repairs that) is safe. */
-            raft__uv_storage_fail(d, j->errmsg);
+            uv_storage_fail(d, errmsg);
         } else {
             raft__uv_node_log(d, RAFT_LOG_WARN, "snapshot refused: %s",
-                              j->errmsg);
+                              errmsg);
         }
         answer(d, &m, 0, rc);
         return;
     }
     d->stats.n_snapshots_installed++;
-    if (j->snap_index > d->install_boundary) {
-        d->install_boundary = j->snap_index;
-    }
     raft__uv_node_log(d, RAFT_LOG_INFO,
                       "installed snapshot at index %" PRIu64 " from %" PRIu64,
-                      j->snap_index, j->snap_leader);
+                      in->index, in->leader);
     memset(&ev, 0, sizeof ev);
     ev.type = RAFT_EVENT_SNAPSHOT_INSTALLED;
-    ev.snapshot.leader = j->snap_leader;
-    ev.snapshot.term = j->snap_leader_term;
-    ev.snapshot.index = j->snap_index;
-    ev.snapshot.last_term = j->snap_term;
+    ev.snapshot.leader = in->leader;
+    ev.snapshot.term = in->leader_term;
+    ev.snapshot.index = in->index;
+    ev.snapshot.last_term = in->last_term;
     raft__uv_node_step(d, &ev, NULL);
     answer(d, &m, r->total, 0);
 }

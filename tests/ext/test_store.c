@@ -24,7 +24,7 @@ struct fixture {
     char dir[128];
     struct ext_node_log log;
     struct ext_store *s;
-    struct raft_uv_storage st;
+    struct raft_persist_storage st;
 };
 
 static void open_store(struct fixture *f, struct ext_applier *a)

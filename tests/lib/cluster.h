@@ -1,9 +1,12 @@
 /* A deterministic in-memory cluster for Raft core tests: N cores driven by
  * a virtual clock, a seeded network that can delay, drop, duplicate,
- * reorder and partition messages, and a fake disk per node that completes
- * writes after a delay by stepping RAFT_EVENT_PERSISTED. The harness obeys
- * the driver contract of raft/raft.h (messages of an update that changed
- * the hard state are held until that update's write completes) and checks
+ * reorder and partition messages, and a disk per node that runs the
+ * driver's own storage job queue (raft/persist.h: merged writes, held
+ * messages, compaction and installs in order, stale writes after an
+ * install, the log-full requeue), one job at a time after a delay, on an
+ * in-memory log. The harness obeys the driver contract of raft/raft.h
+ * (messages of an update that changed the hard state are held until the
+ * write that holds it completes) and checks
  * safety after every step: one leader per term, Log Matching on the
  * durable logs, State Machine Safety on what nodes hand out as committed,
  * that no AppendEntries answer acknowledges a non-durable entry,
@@ -39,8 +42,8 @@ struct cluster_config {
     unsigned net_max;            /* most network delay (reordering) */
     unsigned drop_pct;           /* percent of messages lost */
     unsigned dup_pct;            /* percent of messages duplicated */
-    unsigned disk_min;           /* least disk write latency */
-    unsigned disk_max;           /* most disk write latency */
+    unsigned disk_min;           /* least disk job latency */
+    unsigned disk_max;           /* most disk job latency */
     bool disable_pre_vote;       /* raft_config.disable_pre_vote */
     bool disable_check_quorum;   /* raft_config.disable_check_quorum */
     uint64_t max_inflight_bytes; /* raft_config.max_inflight_bytes */
@@ -51,6 +54,11 @@ struct cluster_config {
     unsigned snap_min;           /* least snapshot transfer time */
     unsigned snap_max;           /* most snapshot transfer time */
     unsigned snap_fail_pct;      /* percent of transfers that fail */
+    unsigned disk_full_pct;      /* percent of appends with entries that
+                                    the disk refuses for a full log
+                                    (RAFT_NOSPACE, nothing written): the
+                                    write waits for a compaction or
+                                    1000 ms */
 };
 
 /* Counters of what the harness did and saw. */
@@ -63,6 +71,9 @@ struct cluster_stats {
                                     their predecessors were accounted */
     uint64_t n_dropped_results;  /* results dropped by
                                     cluster_drop_results */
+    uint64_t n_writes;           /* storage writes done (merged updates:
+                                    one each) */
+    uint64_t n_log_full;         /* appends refused for a full log */
 };
 
 struct cluster; /* opaque */
@@ -109,8 +120,8 @@ raft_id cluster_leader(const struct cluster *c);
 int cluster_propose(struct cluster *c, raft_id id, const void *data,
                     size_t len);
 
-/* cluster_crash stops node @id: its core is closed and its writes that
- * were not complete are lost. */
+/* cluster_crash stops node @id: its core is closed and its storage jobs
+ * that were not complete are lost, with the messages they held. */
 void cluster_crash(struct cluster *c, raft_id id);
 
 /* cluster_restart rebuilds node @id's core with raft_new from its durable
@@ -127,7 +138,8 @@ void cluster_set_link(struct cluster *c, raft_id from, raft_id to, bool up);
 /* cluster_isolate cuts (or, with @up, restores) every link of node @id. */
 void cluster_isolate(struct cluster *c, raft_id id, bool up);
 
-/* cluster_heal restores every link and removes loss and duplication. */
+/* cluster_heal restores every link and removes loss, duplication and
+ * full-log refusals. */
 void cluster_heal(struct cluster *c);
 
 /* cluster_set_faults changes the network's loss, duplication and delay. */

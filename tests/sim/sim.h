@@ -265,6 +265,12 @@ static inline uint64_t sim_run(unsigned n, uint64_t seed, unsigned steps,
         cfg.snap_max = cfg.snap_min + (unsigned)(sim_rng(&x) % 100);
         cfg.snap_fail_pct = (unsigned)(sim_rng(&x) % 34);
     }
+    /* A disk that refuses 1 to 5 % of appends for a full log in one run
+     * of four: the refused write waits first in its queue for a
+     * compaction (which runs ahead of it) or a retry a second later. */
+    if (sim_rng(&x) % 4 == 0) {
+        cfg.disk_full_pct = 1 + (unsigned)(sim_rng(&x) % 5);
+    }
     c = cluster_new(&cfg);
     snprintf(replay, sizeof replay,
              "SIM_SEED=%llu SIM_NODES=%u SIM_STEPS=%u "
@@ -327,7 +333,8 @@ static inline uint64_t sim_run(unsigned n, uint64_t seed, unsigned steps,
         fprintf(stderr, "seed %llu n %u: after %u steps t=%llu ms, "
                 "committed %llu, term %llu, %llu messages, %llu "
                 "compactions, %llu snapshots asked, %llu failed, %llu "
-                "installed, %llu rejections deferred\n",
+                "installed, %llu rejections deferred, %llu writes, %llu "
+                "refused for a full log\n",
                 (unsigned long long)seed, n, steps,
                 (unsigned long long)cluster_now(c),
                 (unsigned long long)cluster_committed_last(c),
@@ -337,7 +344,9 @@ static inline uint64_t sim_run(unsigned n, uint64_t seed, unsigned steps,
                 (unsigned long long)st.n_snapshots_asked,
                 (unsigned long long)st.n_snapshots_failed,
                 (unsigned long long)st.n_installs,
-                (unsigned long long)st.n_deferred);
+                (unsigned long long)st.n_deferred,
+                (unsigned long long)st.n_writes,
+                (unsigned long long)st.n_log_full);
     }
     sim_liveness(c, seed);
     hash = cluster_trace_hash(c);

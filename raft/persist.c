@@ -1,0 +1,397 @@
+/* The storage job queue (persist.h): merging, sealing, held messages,
+ * compaction and install jobs in order, the stale writes of an install and
+ * the NOSPACE requeue. Pure: no libuv, threads or clock. */
+
+#include "persist.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "message.h"
+
+enum raft_persist_log_action raft_persist_log_after_install(
+    raft_term held_term, raft_term last_term)
+{
+    /* Paper §7: "If existing log entry has same index and term as
+     * snapshot's last included entry, retain log entries following it."
+     * Term 0 is no entry's. */
+    if (held_term != 0 && held_term == last_term) {
+        return RAFT_PERSIST_KEEP_SUFFIX;
+    }
+    return RAFT_PERSIST_RESET;
+}
+
+void raft_persist_job_free(struct raft_persist_job *j)
+{
+    if (j == NULL) {
+        return;
+    }
+    for (unsigned i = 0; i < j->n_entries; i++) {
+        raft_buf_unref(j->entries[i].data);
+    }
+    for (unsigned i = 0; i < j->n_held; i++) {
+        raft_message_release(&j->held[i]);
+    }
+    free(j->entries);
+    free(j->held);
+    free(j);
+}
+
+/* clone_message deep-copies @src into @dst: the entries array is copied
+ * and every buf referenced, so raft_message_release frees it. */
+static int clone_message(const struct raft_message *src,
+                         struct raft_message *dst)
+{
+    *dst = *src;
+    if (src->type == RAFT_MSG_APPEND_ENTRIES &&
+        src->append_entries.n_entries > 0) {
+        uint32_t cnt = src->append_entries.n_entries;
+        struct raft_entry *e = malloc(cnt * sizeof *e);
+        if (e == NULL) {
+            return RAFT_NOMEM;
+        }
+        memcpy(e, src->append_entries.entries, cnt * sizeof *e);
+        for (uint32_t i = 0; i < cnt; i++) {
+            raft_buf_ref(e[i].data);
+        }
+        dst->append_entries.entries = e;
+    }
+    return 0;
+}
+
+/* push_tail appends a new empty job to the queue. */
+static struct raft_persist_job *push_tail(struct raft_persist *p)
+{
+    struct raft_persist_job *j = calloc(1, sizeof *j);
+    if (j == NULL) {
+        return NULL;
+    }
+    if (p->tail != NULL) {
+        p->tail->next = j;
+    } else {
+        p->head = j;
+    }
+    p->tail = j;
+    return j;
+}
+
+/* push_head puts job @j first in the queue. */
+static void push_head(struct raft_persist *p, struct raft_persist_job *j)
+{
+    j->next = p->head;
+    p->head = j;
+    if (p->tail == NULL) {
+        p->tail = j;
+    }
+}
+
+/* pop_head takes the head job out of the queue. */
+static struct raft_persist_job *pop_head(struct raft_persist *p)
+{
+    struct raft_persist_job *j = p->head;
+    p->head = j->next;
+    if (p->head == NULL) {
+        p->tail = NULL;
+    }
+    j->next = NULL;
+    return j;
+}
+
+/* open_tail returns the job new work merges into. */
+static struct raft_persist_job *open_tail(struct raft_persist *p)
+{
+    struct raft_persist_job *t = p->tail;
+    if (t == NULL || t->sealed || (t == p->head && p->running)) {
+        return push_tail(p);
+    }
+    return t;
+}
+
+/* grow makes room for @need (> 0) elements of @size bytes in array @arr
+ * of *@cap, doubling what is needed. Returns the array, or NULL when out
+ * of memory (@arr is left as it was). */
+static void *grow(void *arr, unsigned *cap, unsigned need, size_t size)
+{
+    void *a;
+    if (need <= *cap) {
+        return arr;
+    }
+    a = realloc(arr, (size_t)need * 2 * size);
+    if (a != NULL) {
+        *cap = need * 2;
+    }
+    return a;
+}
+
+/* has_write tells whether job @j writes hard state or entries. */
+static bool has_write(const struct raft_persist_job *j)
+{
+    return j->has_hs || j->n_entries > 0;
+}
+
+void raft_persist_init(struct raft_persist *p)
+{
+    memset(p, 0, sizeof *p);
+}
+
+void raft_persist_close(struct raft_persist *p)
+{
+    while (p->head != NULL) {
+        raft_persist_job_free(pop_head(p));
+    }
+    raft_persist_init(p);
+}
+
+int raft_persist_merge(struct raft_persist *p, const struct raft_update *u)
+{
+    struct raft_persist_job *j = open_tail(p);
+    struct raft_entry *e;
+    struct raft_message *m;
+    if (j == NULL) {
+        return RAFT_NOMEM;
+    }
+    if (u->hard_state_changed) {
+        j->has_hs = true;
+        j->hs = u->hard_state;
+    }
+    if (u->n_entries > 0) {
+        raft_index first = u->entries[0].index;
+        /* Entries at or after @first replace the job's tail (a conflicting
+         * suffix); older jobs' entries are deleted by this job's write. */
+        while (j->n_entries > 0 &&
+               j->entries[j->n_entries - 1].index >= first) {
+            raft_buf_unref(j->entries[--j->n_entries].data);
+        }
+        if (j->n_old > j->n_entries) {
+            j->n_old = j->n_entries;
+        }
+        e = grow(j->entries, &j->cap_entries, j->n_entries + u->n_entries,
+                 sizeof *e);
+        if (e == NULL) {
+            return RAFT_NOMEM;
+        }
+        memcpy(e + j->n_entries, u->entries, u->n_entries * sizeof *e);
+        for (unsigned i = 0; i < u->n_entries; i++) {
+            raft_buf_ref(u->entries[i].data);
+        }
+        j->entries = e;
+        j->n_entries += u->n_entries;
+    }
+    if (u->hard_state_changed && u->n_messages > 0) {
+        m = grow(j->held, &j->cap_held, j->n_held + u->n_messages,
+                 sizeof *m);
+        if (m == NULL) {
+            return RAFT_NOMEM;
+        }
+        j->held = m;
+        for (unsigned i = 0; i < u->n_messages; i++) {
+            int rc = clone_message(&u->messages[i], &j->held[j->n_held]);
+            if (rc != 0) {
+                return rc;
+            }
+            j->n_held++;
+        }
+    }
+    return 0;
+}
+
+int raft_persist_install(struct raft_persist *p,
+                         const struct raft_persist_install *in)
+{
+    struct raft_persist_job *j = push_tail(p);
+    if (j == NULL) {
+        return RAFT_NOMEM;
+    }
+    j->install = true;
+    j->sealed = true;
+    j->snap = *in;
+    return 0;
+}
+
+int raft_persist_compact(struct raft_persist *p, raft_index index)
+{
+    struct raft_persist_job *j;
+    if (p->compact_queued) {
+        return RAFT_BUSY;
+    }
+    if (p->log_full && !p->running) {
+        /* Free space first: the compaction runs ahead of the refused
+         * append (it only deletes entries the state machine holds). */
+        j = calloc(1, sizeof *j);
+        if (j == NULL) {
+            return RAFT_NOMEM;
+        }
+        j->sealed = true;
+        push_head(p, j);
+        p->log_full = false;
+    } else {
+        j = open_tail(p);
+        if (j == NULL) {
+            return RAFT_NOMEM;
+        }
+    }
+    j->compact_to = index;
+    p->compact_queued = true;
+    return 0;
+}
+
+bool raft_persist_log_full(const struct raft_persist *p)
+{
+    return p->log_full;
+}
+
+bool raft_persist_retry(struct raft_persist *p)
+{
+    if (!p->log_full || p->running) {
+        return false;
+    }
+    p->log_full = false;
+    return true;
+}
+
+struct raft_persist_job *raft_persist_next(struct raft_persist *p)
+{
+    struct raft_persist_job *j;
+    while ((j = p->head) != NULL && !p->running && !p->log_full) {
+        if (j->install || has_write(j) || j->n_held > 0 ||
+            j->compact_to > 0) {
+            p->running = true;
+            j->boundary = p->install_boundary;
+            return j;
+        }
+        /* Nothing to do (every merge was replaced): drop it. */
+        raft_persist_job_free(pop_head(p));
+    }
+    return NULL;
+}
+
+void raft_persist_run(struct raft_persist_job *j,
+                      const struct raft_persist_storage *s)
+{
+    j->rc = 0;
+    j->skip = 0;
+    j->stale = false;
+    if (j->install) {
+        j->rc = s->snapshot_install(s->data, j->snap.path, j->snap.index,
+                                    j->snap.last_term, j->errmsg,
+                                    sizeof j->errmsg);
+        return;
+    }
+    if (has_write(j)) {
+        /* A write handed out before a snapshot install that runs after it
+         * drops the entries the core dropped: all those handed out before
+         * a reset of the log, and those up to the install's index; and
+         * all of them when the rest no longer follows the log (raft.h
+         * SNAPSHOT_INSTALLED). */
+        const struct raft_entry *e = j->entries + j->n_old;
+        unsigned n = j->n_entries - j->n_old;
+        while (n > 0 && e->index <= j->boundary) {
+            e++;
+            n--;
+        }
+        j->skip = j->n_entries - n;
+        j->rc = s->append(s->data, j->has_hs ? &j->hs : NULL, e, n,
+                          j->errmsg, sizeof j->errmsg);
+        if (j->rc == RAFT_INVALID && j->boundary > 0 && n > 0) {
+            j->stale = true;
+            j->rc = j->has_hs ? s->append(s->data, &j->hs, NULL, 0,
+                                          j->errmsg, sizeof j->errmsg)
+                              : 0;
+        }
+    }
+    if (j->rc == 0 && j->compact_to > 0) {
+        j->rc = s->compact(s->data, j->compact_to, j->errmsg,
+                           sizeof j->errmsg);
+    }
+}
+
+/* requeue puts refused job @j back first; a compaction it carried along
+ * with its write becomes a job of its own ahead of it (a compaction alone
+ * just waits). Sets log_full when @j is first. */
+static void requeue(struct raft_persist *p, struct raft_persist_job *j)
+{
+    struct raft_persist_job *c = NULL;
+    if (j->compact_to > 0 && has_write(j)) {
+        c = calloc(1, sizeof *c);
+        if (c != NULL) {
+            c->compact_to = j->compact_to;
+            c->sealed = true;
+            j->compact_to = 0;
+        }
+    }
+    push_head(p, j);
+    if (c != NULL) {
+        push_head(p, c);
+    }
+    p->log_full = p->head == j;
+}
+
+/* installed records the successful install of job @j: the boundary, and
+ * what the queued jobs must drop. */
+static void installed(struct raft_persist *p, const struct raft_persist_job *j,
+                      bool reset)
+{
+    if (j->snap.index > p->install_boundary) {
+        p->install_boundary = j->snap.index;
+    }
+    /* What is queued now was handed out before the core learns of the
+     * install; when the log is reset, none of its entries is the core's
+     * any more. */
+    for (struct raft_persist_job *q = p->head; q != NULL; q = q->next) {
+        q->after_install = true;
+        if (reset) {
+            q->n_old = q->n_entries;
+        }
+    }
+}
+
+void raft_persist_done(struct raft_persist *p, struct raft_persist_job *j,
+                       bool requeue_nospace, const struct raft *core,
+                       struct raft_persist_result *out)
+{
+    memset(out, 0, sizeof *out);
+    p->running = false;
+    pop_head(p);
+    out->rc = j->rc;
+    out->errmsg = j->rc != 0 ? j->errmsg : NULL;
+    out->after_install = j->after_install;
+    if (j->install) {
+        out->install = &j->snap;
+        out->outcome = j->rc == 0 ? RAFT_PERSIST_DONE : RAFT_PERSIST_FAILED;
+        if (j->rc == 0) {
+            out->reset = raft_snapshot_resets_log(core, j->snap.index,
+                                                  j->snap.last_term);
+            installed(p, j, out->reset);
+        }
+        return;
+    }
+    if (j->rc == RAFT_NOSPACE && requeue_nospace) {
+        /* Nothing was written: keep the job, first in line, for a retry
+         * once space is freed. */
+        requeue(p, j);
+        out->outcome = RAFT_PERSIST_REQUEUED;
+        out->log_full = p->log_full;
+        return;
+    }
+    if (j->compact_to > 0) {
+        p->compact_queued = false;
+    }
+    if (j->rc != 0) {
+        out->outcome = RAFT_PERSIST_FAILED;
+        return;
+    }
+    out->outcome = RAFT_PERSIST_DONE;
+    out->wrote = has_write(j);
+    out->n_entries = j->n_entries;
+    out->messages = j->held;
+    out->n_messages = j->n_held;
+    out->n_skipped = j->skip;
+    out->stale = j->stale;
+    if (j->n_entries > j->skip && !j->stale) {
+        out->persisted = true;
+        out->persisted_index = j->entries[j->n_entries - 1].index;
+        out->persisted_term = j->entries[j->n_entries - 1].term;
+    }
+    out->compact_index = j->compact_to;
+}
