@@ -23,11 +23,11 @@
 #include "sqlbridge.h"
 
 /* Most entries applied in one SQLite transaction. */
-#define APPLY_BATCH_MAX 4096
+#define EXT__APPLY_BATCH_MAX 4096
 
 /* Backoff between retries of a failed batch, ms. */
-#define RETRY_MIN_MS 100
-#define RETRY_MAX_MS 5000
+#define EXT__RETRY_MIN_MS 100
+#define EXT__RETRY_MAX_MS 5000
 
 struct ext_applier {
     struct ext_applier_config cfg; /* settings (copy) */
@@ -203,8 +203,8 @@ static bool retry_later(struct ext_applier *a, const struct raft_entry *batch,
     memmove(a->queue + n, a->queue, a->n_queue * sizeof *batch);
     memcpy(a->queue, batch, n * sizeof *batch);
     a->n_queue += n;
-    a->backoff_ms = a->backoff_ms == 0 ? RETRY_MIN_MS
-                    : a->backoff_ms * 2 > RETRY_MAX_MS ? RETRY_MAX_MS
+    a->backoff_ms = a->backoff_ms == 0 ? EXT__RETRY_MIN_MS
+                    : a->backoff_ms * 2 > EXT__RETRY_MAX_MS ? EXT__RETRY_MAX_MS
                                                        : a->backoff_ms * 2;
     clock_gettime(CLOCK_MONOTONIC, &a->retry_at);
     a->retry_at.tv_sec += a->backoff_ms / 1000;
@@ -329,7 +329,7 @@ static void follower_pace(struct ext_applier *a,
         until.tv_nsec -= 1000000000L;
     }
     while (!a->stop && !a->want_checkpoint && !a->held && !a->failed &&
-           a->n_queue > 0 && a->n_queue < APPLY_BATCH_MAX &&
+           a->n_queue > 0 && a->n_queue < EXT__APPLY_BATCH_MAX &&
            (a->hooks.apply_now == NULL ||
             !a->hooks.apply_now(a->hooks.data))) {
         if (pthread_cond_timedwait(&a->cond, &a->mu, &until) != 0) {
@@ -342,7 +342,7 @@ static void follower_pace(struct ext_applier *a,
 static void *applier_main(void *arg)
 {
     struct ext_applier *a = arg;
-    struct raft_entry *batch = malloc(APPLY_BATCH_MAX * sizeof *batch);
+    struct raft_entry *batch = malloc(EXT__APPLY_BATCH_MAX * sizeof *batch);
     struct timespec last_end = {0, 0};
 
     /* Named for top -H and perf (best effort). */
@@ -383,7 +383,7 @@ static void *applier_main(void *arg)
             continue;
         }
         a->busy = true;
-        n = a->n_queue < APPLY_BATCH_MAX ? a->n_queue : APPLY_BATCH_MAX;
+        n = a->n_queue < EXT__APPLY_BATCH_MAX ? a->n_queue : EXT__APPLY_BATCH_MAX;
         memcpy(batch, a->queue, n * sizeof *batch);
         memmove(a->queue, a->queue + n, (a->n_queue - n) * sizeof *batch);
         a->n_queue -= n;

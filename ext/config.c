@@ -13,16 +13,16 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define DEFAULT_ELECTION_TIMEOUT_MS 1000
-#define DEFAULT_HEARTBEAT_MS 100
-#define DEFAULT_EXEC_TIMEOUT_MS 5000
-#define DEFAULT_LOG_MAX_MB 1024
-#define DEFAULT_MAX_REQUEST_BYTES (64u * 1024 * 1024)
-#define DEFAULT_SNAPSHOT_THRESHOLD 8192
-#define DEFAULT_TRAILING_ENTRIES 1024
-#define DEFAULT_SNAPSHOT_CHUNK_BYTES (1024u * 1024)
-#define DEFAULT_FOLLOWER_APPLY_MS 20
-#define DEFAULT_MAX_REQUEST_STEPS 100000000u
+#define EXT__DEFAULT_ELECTION_TIMEOUT_MS 1000
+#define EXT__DEFAULT_HEARTBEAT_MS 100
+#define EXT__DEFAULT_EXEC_TIMEOUT_MS 5000
+#define EXT__DEFAULT_LOG_MAX_MB 1024
+#define EXT__DEFAULT_MAX_REQUEST_BYTES (64u * 1024 * 1024)
+#define EXT__DEFAULT_SNAPSHOT_THRESHOLD 8192
+#define EXT__DEFAULT_TRAILING_ENTRIES 1024
+#define EXT__DEFAULT_SNAPSHOT_CHUNK_BYTES (1024u * 1024)
+#define EXT__DEFAULT_FOLLOWER_APPLY_MS 20
+#define EXT__DEFAULT_MAX_REQUEST_STEPS 100000000u
 
 static int fail(char *errmsg, size_t errmsg_len, const char *fmt, ...)
 {
@@ -169,23 +169,23 @@ struct int_key {
     bool narrow;       /* the field is an unsigned, else a uint64_t */
 };
 
-#define INT_KEY(name, lo, hi, scale, field, narrow)                       \
+#define EXT__INT_KEY(name, lo, hi, scale, field, narrow)                       \
     {name, lo, hi, scale, offsetof(struct ext_config, field), narrow}
 
 static const struct int_key int_keys[] = {
-    INT_KEY("election_timeout_ms", 10, 600000, 1, election_timeout_ms, true),
-    INT_KEY("heartbeat_ms", 1, 60000, 1, heartbeat_ms, true),
-    INT_KEY("exec_timeout_ms", 1, 3600000, 1, exec_timeout_ms, true),
-    INT_KEY("log_max_mb", 1, 1024 * 1024, 1024 * 1024, log_max_bytes, false),
-    INT_KEY("max_request_bytes", 1024, 1024u * 1024 * 1024, 1,
+    EXT__INT_KEY("election_timeout_ms", 10, 600000, 1, election_timeout_ms, true),
+    EXT__INT_KEY("heartbeat_ms", 1, 60000, 1, heartbeat_ms, true),
+    EXT__INT_KEY("exec_timeout_ms", 1, 3600000, 1, exec_timeout_ms, true),
+    EXT__INT_KEY("log_max_mb", 1, 1024 * 1024, 1024 * 1024, log_max_bytes, false),
+    EXT__INT_KEY("max_request_bytes", 1024, 1024u * 1024 * 1024, 1,
             max_request_bytes, false),
-    INT_KEY("snapshot_threshold", 16, UINT32_MAX, 1, snapshot_threshold,
+    EXT__INT_KEY("snapshot_threshold", 16, UINT32_MAX, 1, snapshot_threshold,
             false),
-    INT_KEY("trailing_entries", 0, UINT32_MAX, 1, trailing_entries, false),
-    INT_KEY("snapshot_chunk_bytes", 4096, 64u * 1024 * 1024, 1,
+    EXT__INT_KEY("trailing_entries", 0, UINT32_MAX, 1, trailing_entries, false),
+    EXT__INT_KEY("snapshot_chunk_bytes", 4096, 64u * 1024 * 1024, 1,
             snapshot_chunk_bytes, false),
-    INT_KEY("follower_apply_ms", 0, 1000, 1, follower_apply_ms, true),
-    INT_KEY("max_request_steps", 0, 1000000000000000ull, 1,
+    EXT__INT_KEY("follower_apply_ms", 0, 1000, 1, follower_apply_ms, true),
+    EXT__INT_KEY("max_request_steps", 0, 1000000000000000ull, 1,
             max_request_steps, false),
 };
 
@@ -256,16 +256,16 @@ int ext_config_parse(const char *text, const char *db_path,
         snprintf(errmsg, errmsg_len, "out of memory");
         goto out;
     }
-    c->election_timeout_ms = DEFAULT_ELECTION_TIMEOUT_MS;
-    c->heartbeat_ms = DEFAULT_HEARTBEAT_MS;
-    c->exec_timeout_ms = DEFAULT_EXEC_TIMEOUT_MS;
-    c->log_max_bytes = (uint64_t)DEFAULT_LOG_MAX_MB * 1024 * 1024;
-    c->max_request_bytes = DEFAULT_MAX_REQUEST_BYTES;
-    c->snapshot_threshold = DEFAULT_SNAPSHOT_THRESHOLD;
-    c->trailing_entries = DEFAULT_TRAILING_ENTRIES;
-    c->snapshot_chunk_bytes = DEFAULT_SNAPSHOT_CHUNK_BYTES;
-    c->follower_apply_ms = DEFAULT_FOLLOWER_APPLY_MS;
-    c->max_request_steps = DEFAULT_MAX_REQUEST_STEPS;
+    c->election_timeout_ms = EXT__DEFAULT_ELECTION_TIMEOUT_MS;
+    c->heartbeat_ms = EXT__DEFAULT_HEARTBEAT_MS;
+    c->exec_timeout_ms = EXT__DEFAULT_EXEC_TIMEOUT_MS;
+    c->log_max_bytes = (uint64_t)EXT__DEFAULT_LOG_MAX_MB * 1024 * 1024;
+    c->max_request_bytes = EXT__DEFAULT_MAX_REQUEST_BYTES;
+    c->snapshot_threshold = EXT__DEFAULT_SNAPSHOT_THRESHOLD;
+    c->trailing_entries = EXT__DEFAULT_TRAILING_ENTRIES;
+    c->snapshot_chunk_bytes = EXT__DEFAULT_SNAPSHOT_CHUNK_BYTES;
+    c->follower_apply_ms = EXT__DEFAULT_FOLLOWER_APPLY_MS;
+    c->max_request_steps = EXT__DEFAULT_MAX_REQUEST_STEPS;
     c->log_level = RAFT_LOG_WARN;
     snprintf(c->dir, sizeof c->dir, "%s-raft", db_path);
 

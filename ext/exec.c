@@ -32,7 +32,7 @@
 SQLITE_EXTENSION_INIT3
 
 /* A forward unanswered for this long is sent again, ms. */
-#define RESEND_MIN_MS 500
+#define EXT__RESEND_MIN_MS 500
 
 /* Life cycle of one waiting write, all under e->mu. */
 enum waiter_state {
@@ -350,8 +350,8 @@ static struct outgoing *take_pending(struct ext_exec *e, raft_id to,
     struct outgoing *o = NULL;
     unsigned cnt = 0, cap = 0;
     uint64_t resend_after = 4u * e->heartbeat_ms;
-    if (resend_after < RESEND_MIN_MS) {
-        resend_after = RESEND_MIN_MS;
+    if (resend_after < EXT__RESEND_MIN_MS) {
+        resend_after = EXT__RESEND_MIN_MS;
     }
     for (struct waiter *w = e->waiters; w != NULL; w = w->next) {
         bool take = w->state == W_PENDING;

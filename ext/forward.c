@@ -16,7 +16,7 @@
 #include "../sql/sql.h"
 
 /* Headroom over max_request_bytes for the request's own header. */
-#define FORWARD_HEADER_SLACK 4096
+#define EXT__FORWARD_HEADER_SLACK 4096
 
 /* A follower's request held until the loop's next wake. */
 struct held {
@@ -91,7 +91,7 @@ void forward_on_request(struct ext_forward *f, const struct raft_frame *m)
         return;
     }
     if (m->forward.data == NULL ||
-        m->forward.data->len > f->max_request_bytes + FORWARD_HEADER_SLACK) {
+        m->forward.data->len > f->max_request_bytes + EXT__FORWARD_HEADER_SLACK) {
         answer(f, m->from, id, RAFT_TOOBIG, 0, 0);
         return;
     }

@@ -15,7 +15,7 @@
 SQLITE_EXTENSION_INIT3
 
 /* Most parameters one raft_exec takes (SQLite's own default limit). */
-#define MAX_PARAMS 32766
+#define EXT__MAX_PARAMS 32766
 
 /* Per-connection state of the functions. */
 struct conn_state {
@@ -171,7 +171,7 @@ static void fn_exec(sqlite3_context *ctx, int argc, sqlite3_value **argv)
                              -1);
         return;
     }
-    if (argc - 1 > MAX_PARAMS) {
+    if (argc - 1 > EXT__MAX_PARAMS) {
         sqlite3_result_error(ctx, "raft_exec: too many parameters", -1);
         return;
     }

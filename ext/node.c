@@ -24,17 +24,17 @@
 #include "store.h"
 
 /* Tick period of the Raft core's clock, ms. */
-#define TICK_MS 10
+#define EXT__TICK_MS 10
 
 /* Longest frame accepted from a peer: a full AppendEntries batch of the
  * largest request plus headroom. */
-#define FRAME_HEADROOM (4u * 1024 * 1024)
+#define EXT__FRAME_HEADROOM (4u * 1024 * 1024)
 
 /* Most payload bytes in one AppendEntries. */
-#define MAX_SIZE_PER_MSG (1u * 1024 * 1024)
+#define EXT__MAX_SIZE_PER_MSG (1u * 1024 * 1024)
 
 /* AppendEntries in flight per follower. */
-#define MAX_INFLIGHT_MSGS 16
+#define EXT__MAX_INFLIGHT_MSGS 16
 
 struct ext_node {
     struct ext_config cfg;           /* configuration (copy) */
@@ -182,8 +182,8 @@ static int restore_core(struct ext_node *n, const struct ext_store_state *st,
     rc_cfg.n_voters = n->cfg.n_members;
     rc_cfg.election_timeout = n->cfg.election_timeout_ms;
     rc_cfg.heartbeat_interval = n->cfg.heartbeat_ms;
-    rc_cfg.max_size_per_msg = MAX_SIZE_PER_MSG;
-    rc_cfg.max_inflight_msgs = MAX_INFLIGHT_MSGS;
+    rc_cfg.max_size_per_msg = EXT__MAX_SIZE_PER_MSG;
+    rc_cfg.max_inflight_msgs = EXT__MAX_INFLIGHT_MSGS;
     rc_cfg.seed = random_u64();
     rc = raft_restore(&rc_cfg, &st->hs, st->snap_index, st->snap_term,
                       st->entries, st->n_entries, applied, out);
@@ -273,8 +273,8 @@ static int start_threads(struct ext_node *n, struct sql_fsm *fsm,
     dc.listen_port = n->cfg.listen_port;
     dc.peers = peers;
     dc.n_peers = n_peers;
-    dc.max_frame_bytes = n->cfg.max_request_bytes + FRAME_HEADROOM;
-    dc.tick_ms = TICK_MS;
+    dc.max_frame_bytes = n->cfg.max_request_bytes + EXT__FRAME_HEADROOM;
+    dc.tick_ms = EXT__TICK_MS;
     dc.snapshot_dir = store_snapshot_dir(n->store);
     dc.snapshot_chunk_bytes = n->cfg.snapshot_chunk_bytes;
     store_storage(n->store, n->applier, &storage);

@@ -21,11 +21,11 @@ int sqlbridge_rc(int rc)
     switch (rc) {
         case 0:
             return 0;
-#define SQLBRIDGE__CASE(name, text) \
+#define EXT__SQL_ERR_CASE(name, text) \
     case SQL_ERR_##name:             \
         return RAFT_##name;
-            SQL_ERRORS(SQLBRIDGE__CASE)
-#undef SQLBRIDGE__CASE
+            SQL_ERRORS(EXT__SQL_ERR_CASE)
+#undef EXT__SQL_ERR_CASE
         default:
             /* Not a code of sql/err.h: cannot happen. */
             return RAFT_IOERR;

@@ -27,7 +27,7 @@
 #include "message.h"
 #include "uv_node_internal.h"
 
-void raft__uv_node_log(struct raft_uv_node *d, int level, const char *fmt,
+void raft_uv_node_log(struct raft_uv_node *d, int level, const char *fmt,
                        ...)
 {
     char line[512];
@@ -43,7 +43,7 @@ void raft__uv_node_log(struct raft_uv_node *d, int level, const char *fmt,
 
 /* ---- Stepping the core -------------------------------------------------- */
 
-int raft__uv_node_step(struct raft_uv_node *d, const struct raft_event *event,
+int raft_uv_node_step(struct raft_uv_node *d, const struct raft_event *event,
                        struct raft_update *out)
 {
     struct raft_update local;
@@ -62,9 +62,9 @@ int raft__uv_node_step(struct raft_uv_node *d, const struct raft_event *event,
         return rc;
     }
     if (u->hard_state_changed || u->n_entries > 0) {
-        rc = uv_storage_merge(d, u);
+        rc = raft_uv_storage_merge(d, u);
         if (rc != 0) {
-            uv_storage_fail(d, "out of memory");
+            raft_uv_storage_fail(d, "out of memory");
             return rc;
         }
     }
@@ -76,9 +76,9 @@ int raft__uv_node_step(struct raft_uv_node *d, const struct raft_event *event,
     if (u->n_committed > 0 && d->cb.apply != NULL) {
         d->cb.apply(d->cb.data, u->committed, u->n_committed);
     }
-    uv_storage_start(d);
+    raft_uv_storage_start(d);
     if (u->n_snapshot_to > 0) {
-        raft__uv_snapshot_want(d, u->snapshot_to, u->n_snapshot_to);
+        raft_uv_snapshot_want(d, u->snapshot_to, u->n_snapshot_to);
     }
     if (d->cb.stepped != NULL) {
         d->cb.stepped(d->cb.data);
@@ -95,7 +95,7 @@ int raft_uv_node_propose(struct raft_uv_node *d, struct raft_buf *const *bufs,
     int rc;
     ev.propose.bufs = bufs;
     ev.propose.n = n;
-    rc = raft__uv_node_step(d, &ev, &u);
+    rc = raft_uv_node_step(d, &ev, &u);
     if (rc == 0) {
         *out_index = u.proposed_index;
         *out_term = u.proposed_term;
@@ -111,7 +111,7 @@ int raft_uv_node_send_frame(struct raft_uv_node *d, const struct raft_frame *f)
     }
     rc = raft_uv_transport_send(d->transport, f);
     if (rc != 0 && rc != RAFT_NOCONN) {
-        raft__uv_node_log(d, RAFT_LOG_WARN, "send to %" PRIu64 ": %s", f->to,
+        raft_uv_node_log(d, RAFT_LOG_WARN, "send to %" PRIu64 ": %s", f->to,
                           raft_strerror(rc));
     }
     return rc;
@@ -177,16 +177,16 @@ static void on_recv(void *data, const struct raft_frame *m)
     }
     if (m->type == RAFT_FRAME_SNAPSHOT_CHUNK ||
         m->type == RAFT_FRAME_SNAPSHOT_CHUNK_RESULT) {
-        raft__uv_snapshot_message(d, m);
+        raft_uv_snapshot_message(d, m);
         return;
     }
     ev.type = RAFT_EVENT_RECEIVE;
     if (!raft_frame_unwrap(m, &ev.receive)) {
         return; /* the decoder knows no other type */
     }
-    rc = raft__uv_node_step(d, &ev, NULL);
+    rc = raft_uv_node_step(d, &ev, NULL);
     if (rc != 0 && rc != RAFT_IOERR && rc != RAFT_SHUTDOWN) {
-        raft__uv_node_log(d, RAFT_LOG_WARN,
+        raft_uv_node_log(d, RAFT_LOG_WARN,
                           "message type %u from %" PRIu64 ": %s", m->type,
                           m->from, raft_strerror(rc));
     }
@@ -197,7 +197,7 @@ static void on_tick(uv_timer_t *t)
     struct raft_uv_node *d = t->data;
     struct raft_event ev = {.type = RAFT_EVENT_TICK};
     ev.tick.now = raft_uv_node_now(d);
-    raft__uv_node_step(d, &ev, NULL);
+    raft_uv_node_step(d, &ev, NULL);
     for (unsigned i = 0; i < d->n_peers && !d->stopping; i++) {
         bool now_up = raft_uv_node_connected(d, d->peers[i]);
         if (d->connected[i] && !now_up) {
@@ -205,14 +205,14 @@ static void on_tick(uv_timer_t *t)
             memset(&un, 0, sizeof un);
             un.type = RAFT_EVENT_UNREACHABLE;
             un.unreachable.id = d->peers[i];
-            raft__uv_node_step(d, &un, NULL);
-            raft__uv_snapshot_unreachable(d, d->peers[i]);
+            raft_uv_node_step(d, &un, NULL);
+            raft_uv_snapshot_unreachable(d, d->peers[i]);
         }
         d->connected[i] = now_up;
     }
     if (!d->stopping) {
-        raft__uv_snapshot_tick(d);
-        uv_storage_tick(d);
+        raft_uv_snapshot_tick(d);
+        raft_uv_storage_tick(d);
     }
     if (d->cb.tick != NULL && !d->stopping) {
         d->cb.tick(d->cb.data);
@@ -229,7 +229,7 @@ static void on_wake(uv_async_t *a)
 
 static void transport_log(void *data, int level, const char *msg)
 {
-    raft__uv_node_log(data, level, "transport: %s", msg);
+    raft_uv_node_log(data, level, "transport: %s", msg);
 }
 
 static void on_transport_closed(void *data)
@@ -352,8 +352,8 @@ void raft_uv_node_stop(struct raft_uv_node *d)
     uv_async_send(&d->stop_async);
     uv_thread_join(&d->thread);
     uv_loop_close(&d->loop);
-    uv_storage_close(d);
-    raft__uv_snapshot_close(d);
+    raft_uv_storage_close(d);
+    raft_uv_snapshot_close(d);
     raft_close(d->raft);
     free(d);
 }

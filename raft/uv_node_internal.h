@@ -22,7 +22,7 @@
 #define RAFT__UV_SNAPSHOT_STALL_MS 30000
 
 /* The leader's current snapshot file, shared by every transfer. */
-struct raft__uv_snapshot_file {
+struct raft_uv_snapshot_file {
     bool creating;          /* a creation job runs */
     bool ready;             /* path holds a complete snapshot */
     char path[4096];        /* file name */
@@ -37,7 +37,7 @@ struct raft__uv_snapshot_file {
 };
 
 /* A transfer from this leader to one follower. */
-struct raft__uv_snapshot_send {
+struct raft_uv_snapshot_send {
     raft_id to;             /* follower */
     bool wanted;            /* the core asked for a snapshot */
     bool active;            /* sending */
@@ -53,7 +53,7 @@ struct raft__uv_snapshot_send {
 };
 
 /* A transfer from a leader to this follower. */
-struct raft__uv_snapshot_recv {
+struct raft_uv_snapshot_recv {
     bool active;            /* receiving */
     bool installing;        /* complete, the install job runs */
     raft_id from;           /* leader */
@@ -96,9 +96,9 @@ struct raft_uv_node {
     /* Snapshots (uv_snapshot.c). */
     char snapshot_dir[3800];             /* where files go */
     uint64_t chunk_bytes;                /* bytes per chunk */
-    struct raft__uv_snapshot_file snap;  /* leader's file */
-    struct raft__uv_snapshot_send sends[RAFT_MAX_VOTERS]; /* per peer */
-    struct raft__uv_snapshot_recv recv;  /* follower's transfer */
+    struct raft_uv_snapshot_file snap;  /* leader's file */
+    struct raft_uv_snapshot_send sends[RAFT_MAX_VOTERS]; /* per peer */
+    struct raft_uv_snapshot_recv recv;  /* follower's transfer */
 
     struct raft_uv_node_stats stats;     /* counters */
 };
@@ -106,69 +106,69 @@ struct raft_uv_node {
 /* ---- uv_node.c ------------------------------------------------------- */
 
 /* node_log formats a line and hands it to the log callback. */
-void raft__uv_node_log(struct raft_uv_node *d, int level, const char *fmt,
+void raft_uv_node_log(struct raft_uv_node *d, int level, const char *fmt,
                        ...) __attribute__((format(printf, 3, 4)));
 
-/* raft__uv_node_step feeds @event to the core and carries out the update;
+/* raft_uv_node_step feeds @event to the core and carries out the update;
  * @out, when not NULL, receives it. Returns raft_step's code, RAFT_IOERR
  * after a storage failure or RAFT_SHUTDOWN while stopping. */
-int raft__uv_node_step(struct raft_uv_node *d, const struct raft_event *event,
+int raft_uv_node_step(struct raft_uv_node *d, const struct raft_event *event,
                        struct raft_update *out);
 
 /* ---- uv_storage.c ---------------------------------------------------- */
 
-/* uv_storage_merge adds an update's durable work to the queue
+/* raft_uv_storage_merge adds an update's durable work to the queue
  * (raft_persist_merge). Returns 0 or RAFT_NOMEM. */
-int uv_storage_merge(struct raft_uv_node *d, const struct raft_update *u);
+int raft_uv_storage_merge(struct raft_uv_node *d, const struct raft_update *u);
 
-/* uv_storage_install queues the install of the received snapshot
+/* raft_uv_storage_install queues the install of the received snapshot
  * (alone in a sealed job). Returns 0 or RAFT_NOMEM. */
-int uv_storage_install(struct raft_uv_node *d,
-                       const struct raft__uv_snapshot_recv *r);
+int raft_uv_storage_install(struct raft_uv_node *d,
+                       const struct raft_uv_snapshot_recv *r);
 
-/* uv_storage_start runs the head job on the thread pool when none runs. */
-void uv_storage_start(struct raft_uv_node *d);
+/* raft_uv_storage_start runs the head job on the thread pool when none runs. */
+void raft_uv_storage_start(struct raft_uv_node *d);
 
-/* uv_storage_fail marks storage failed and logs @why. */
-void uv_storage_fail(struct raft_uv_node *d, const char *why);
+/* raft_uv_storage_fail marks storage failed and logs @why. */
+void raft_uv_storage_fail(struct raft_uv_node *d, const char *why);
 
-/* uv_storage_tick retries a job refused for a full log, once a second. */
-void uv_storage_tick(struct raft_uv_node *d);
+/* raft_uv_storage_tick retries a job refused for a full log, once a second. */
+void raft_uv_storage_tick(struct raft_uv_node *d);
 
-/* uv_storage_close frees every queued job (after the loop ended). */
-void uv_storage_close(struct raft_uv_node *d);
+/* raft_uv_storage_close frees every queued job (after the loop ended). */
+void raft_uv_storage_close(struct raft_uv_node *d);
 
 /* ---- uv_snapshot.c --------------------------------------------------- */
 
-/* raft__uv_snapshot_want records that the core asked for snapshots to be
+/* raft_uv_snapshot_want records that the core asked for snapshots to be
  * sent to @ids and starts what it can. */
-void raft__uv_snapshot_want(struct raft_uv_node *d, const raft_id *ids,
+void raft_uv_snapshot_want(struct raft_uv_node *d, const raft_id *ids,
                             unsigned n);
 
-/* raft__uv_snapshot_message handles a RAFT_FRAME_SNAPSHOT_CHUNK or
+/* raft_uv_snapshot_message handles a RAFT_FRAME_SNAPSHOT_CHUNK or
  * RAFT_FRAME_SNAPSHOT_CHUNK_RESULT. */
-void raft__uv_snapshot_message(struct raft_uv_node *d,
+void raft_uv_snapshot_message(struct raft_uv_node *d,
                                const struct raft_frame *m);
 
-/* raft__uv_snapshot_tick abandons stalled transfers and those of a lost
+/* raft_uv_snapshot_tick abandons stalled transfers and those of a lost
  * leadership. */
-void raft__uv_snapshot_tick(struct raft_uv_node *d);
+void raft_uv_snapshot_tick(struct raft_uv_node *d);
 
-/* raft__uv_snapshot_unreachable aborts a transfer to peer @id. */
-void raft__uv_snapshot_unreachable(struct raft_uv_node *d, raft_id id);
+/* raft_uv_snapshot_unreachable aborts a transfer to peer @id. */
+void raft_uv_snapshot_unreachable(struct raft_uv_node *d, raft_id id);
 
-/* uv_snapshot_installed finishes a receive after the install job of
+/* raft_uv_snapshot_installed finishes a receive after the install job of
  * @in: @rc is the job's result, @errmsg its message when not 0. */
-void uv_snapshot_installed(struct raft_uv_node *d,
+void raft_uv_snapshot_installed(struct raft_uv_node *d,
                            const struct raft_persist_install *in, int rc,
                            const char *errmsg);
 
-/* raft__uv_snapshot_close closes files and removes temporary ones. */
-void raft__uv_snapshot_close(struct raft_uv_node *d);
+/* raft_uv_snapshot_close closes files and removes temporary ones. */
+void raft_uv_snapshot_close(struct raft_uv_node *d);
 
-/* raft__uv_file_checksum computes the XXH64 (seed 0) of file @path into
+/* raft_uv_snapshot_checksum computes the XXH64 (seed 0) of file @path into
  * *out and its size into *out_size. Returns 0 or RAFT_IOERR. Any thread. */
-int raft__uv_file_checksum(const char *path, uint64_t *out,
+int raft_uv_snapshot_checksum(const char *path, uint64_t *out,
                            uint64_t *out_size);
 
 #endif /* RAFT_UV_NODE_INTERNAL_H */

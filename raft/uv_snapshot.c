@@ -32,7 +32,7 @@
 
 #include "uv_node_internal.h"
 
-int raft__uv_file_checksum(const char *path, uint64_t *out,
+int raft_uv_snapshot_checksum(const char *path, uint64_t *out,
                            uint64_t *out_size)
 {
     XXH64_state_t *st;
@@ -68,7 +68,7 @@ out:
     return rc;
 }
 
-static struct raft__uv_snapshot_send *send_of(struct raft_uv_node *d,
+static struct raft_uv_snapshot_send *send_of(struct raft_uv_node *d,
                                               raft_id id)
 {
     for (unsigned i = 0; i < d->n_peers; i++) {
@@ -84,12 +84,12 @@ static struct raft__uv_snapshot_send *send_of(struct raft_uv_node *d,
 static void create_work(uv_work_t *req)
 {
     struct raft_uv_node *d = req->data;
-    struct raft__uv_snapshot_file *f = &d->snap;
+    struct raft_uv_snapshot_file *f = &d->snap;
     f->rc = d->storage.snapshot_create(d->storage.data, f->path, &f->index,
                                        &f->term, f->errmsg,
                                        sizeof f->errmsg);
     if (f->rc == 0 &&
-        raft__uv_file_checksum(f->path, &f->checksum, &f->size) != 0) {
+        raft_uv_snapshot_checksum(f->path, &f->checksum, &f->size) != 0) {
         f->rc = RAFT_IOERR;
         snprintf(f->errmsg, sizeof f->errmsg, "cannot read snapshot %.200s",
                  f->path);
@@ -99,7 +99,7 @@ static void create_work(uv_work_t *req)
 static void pump(struct raft_uv_node *d);
 
 static void fail_send(struct raft_uv_node *d,
-                      struct raft__uv_snapshot_send *s, const char *why)
+                      struct raft_uv_snapshot_send *s, const char *why)
 {
     struct raft_event ev;
     if (s->active) {
@@ -111,21 +111,21 @@ static void fail_send(struct raft_uv_node *d,
     }
     s->wanted = false;
     s->failures = 0;
-    raft__uv_node_log(d, RAFT_LOG_WARN,
+    raft_uv_node_log(d, RAFT_LOG_WARN,
                       "snapshot to %" PRIu64 " abandoned: %s", s->to, why);
     memset(&ev, 0, sizeof ev);
     ev.type = RAFT_EVENT_SNAPSHOT_FAILED;
     ev.unreachable.id = s->to;
-    raft__uv_node_step(d, &ev, NULL);
+    raft_uv_node_step(d, &ev, NULL);
 }
 
 static void create_after_work(uv_work_t *req, int status)
 {
     struct raft_uv_node *d = req->data;
-    struct raft__uv_snapshot_file *f = &d->snap;
+    struct raft_uv_snapshot_file *f = &d->snap;
     f->creating = false;
     if (status != 0 || f->rc != 0) {
-        raft__uv_node_log(d, RAFT_LOG_WARN, "snapshot: %s",
+        raft_uv_node_log(d, RAFT_LOG_WARN, "snapshot: %s",
                           status != 0 ? uv_strerror(status) : f->errmsg);
         unlink(f->path);
         for (unsigned i = 0; i < d->n_peers; i++) {
@@ -134,7 +134,7 @@ static void create_after_work(uv_work_t *req, int status)
         return;
     }
     f->ready = true;
-    raft__uv_node_log(d, RAFT_LOG_INFO,
+    raft_uv_node_log(d, RAFT_LOG_INFO,
                       "snapshot at index %" PRIu64 " (%" PRIu64 " bytes)",
                       f->index, f->size);
     pump(d);
@@ -144,7 +144,7 @@ static void create_after_work(uv_work_t *req, int status)
  * transfers keep reading the old file through their descriptors). */
 static void start_create(struct raft_uv_node *d)
 {
-    struct raft__uv_snapshot_file *f = &d->snap;
+    struct raft_uv_snapshot_file *f = &d->snap;
     int rc;
     if (f->ready) {
         unlink(f->path);
@@ -155,7 +155,7 @@ static void start_create(struct raft_uv_node *d)
     f->req.data = d;
     rc = uv_queue_work(&d->loop, &f->req, create_work, create_after_work);
     if (rc != 0) {
-        raft__uv_node_log(d, RAFT_LOG_WARN, "snapshot: %s", uv_strerror(rc));
+        raft_uv_node_log(d, RAFT_LOG_WARN, "snapshot: %s", uv_strerror(rc));
         return;
     }
     f->creating = true;
@@ -163,7 +163,7 @@ static void start_create(struct raft_uv_node *d)
 
 /* send_chunks fills the window of transfer @s. */
 static void send_chunks(struct raft_uv_node *d,
-                        struct raft__uv_snapshot_send *s)
+                        struct raft_uv_snapshot_send *s)
 {
     while (s->active && s->sent < s->total &&
            s->sent - s->acked <
@@ -212,7 +212,7 @@ static void send_chunks(struct raft_uv_node *d,
  * joins the log exists. */
 static void pump(struct raft_uv_node *d)
 {
-    struct raft__uv_snapshot_file *f = &d->snap;
+    struct raft_uv_snapshot_file *f = &d->snap;
     bool waiting = false;
     if (raft_role(d->raft) != RAFT_LEADER) {
         return;
@@ -228,7 +228,7 @@ static void pump(struct raft_uv_node *d)
         return;
     }
     for (unsigned i = 0; i < d->n_peers; i++) {
-        struct raft__uv_snapshot_send *s = &d->sends[i];
+        struct raft_uv_snapshot_send *s = &d->sends[i];
         if (!s->wanted || s->active) {
             continue;
         }
@@ -245,7 +245,7 @@ static void pump(struct raft_uv_node *d)
         s->sent = 0;
         s->acked = 0;
         s->last_progress = raft_uv_node_now(d);
-        raft__uv_node_log(d, RAFT_LOG_INFO,
+        raft_uv_node_log(d, RAFT_LOG_INFO,
                           "sending snapshot at index %" PRIu64 " (%" PRIu64
                           " bytes) to %" PRIu64,
                           s->index, s->total, s->to);
@@ -253,14 +253,14 @@ static void pump(struct raft_uv_node *d)
     }
 }
 
-void raft__uv_snapshot_want(struct raft_uv_node *d, const raft_id *ids,
+void raft_uv_snapshot_want(struct raft_uv_node *d, const raft_id *ids,
                             unsigned n)
 {
     if (d->storage.snapshot_create == NULL) {
         return;
     }
     for (unsigned i = 0; i < n; i++) {
-        struct raft__uv_snapshot_send *s = send_of(d, ids[i]);
+        struct raft_uv_snapshot_send *s = send_of(d, ids[i]);
         if (s != NULL) {
             s->wanted = true;
         }
@@ -271,7 +271,7 @@ void raft__uv_snapshot_want(struct raft_uv_node *d, const raft_id *ids,
 static void on_chunk_result(struct raft_uv_node *d, const struct raft_frame *m)
 {
     const struct raft_snapshot_chunk_result *r = &m->snapshot_chunk_result;
-    struct raft__uv_snapshot_send *s = send_of(d, m->from);
+    struct raft_uv_snapshot_send *s = send_of(d, m->from);
     if (s == NULL || !s->active || r->last_index != s->index) {
         return;
     }
@@ -297,7 +297,7 @@ static void on_chunk_result(struct raft_uv_node *d, const struct raft_frame *m)
         s->wanted = false;
         s->failures = 0;
         d->stats.n_snapshots_sent++;
-        raft__uv_node_log(d, RAFT_LOG_INFO,
+        raft_uv_node_log(d, RAFT_LOG_INFO,
                           "snapshot at index %" PRIu64 " installed on %" PRIu64,
                           s->index, s->to);
         return;
@@ -322,7 +322,7 @@ static void answer(struct raft_uv_node *d, const struct raft_frame *m,
     raft_uv_node_send_frame(d, &r);
 }
 
-static void recv_reset(struct raft__uv_snapshot_recv *r)
+static void recv_reset(struct raft_uv_snapshot_recv *r)
 {
     if (r->active && !r->installing) {
         close(r->fd);
@@ -334,7 +334,7 @@ static void recv_reset(struct raft__uv_snapshot_recv *r)
 static void on_chunk(struct raft_uv_node *d, const struct raft_frame *m)
 {
     const struct raft_snapshot_chunk *c = &m->snapshot_chunk;
-    struct raft__uv_snapshot_recv *r = &d->recv;
+    struct raft_uv_snapshot_recv *r = &d->recv;
     size_t len = c->data != NULL ? c->data->len : 0;
 
     if (d->storage.snapshot_install == NULL || d->disk_failed) {
@@ -354,7 +354,7 @@ static void on_chunk(struct raft_uv_node *d, const struct raft_frame *m)
                  d->snapshot_dir, d->id);
         r->fd = open(r->path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
         if (r->fd < 0) {
-            raft__uv_node_log(d, RAFT_LOG_WARN, "snapshot: %s: %s", r->path,
+            raft_uv_node_log(d, RAFT_LOG_WARN, "snapshot: %s: %s", r->path,
                               strerror(errno));
             answer(d, m, 0, RAFT_IOERR);
             return;
@@ -375,7 +375,7 @@ static void on_chunk(struct raft_uv_node *d, const struct raft_frame *m)
     }
     if (len > 0 &&
         pwrite(r->fd, c->data->data, len, (off_t)c->offset) != (ssize_t)len) {
-        raft__uv_node_log(d, RAFT_LOG_WARN, "snapshot: write %s: %s",
+        raft_uv_node_log(d, RAFT_LOG_WARN, "snapshot: write %s: %s",
                           r->path, strerror(errno));
         recv_reset(r);
         answer(d, m, 0, RAFT_IOERR);
@@ -387,7 +387,7 @@ static void on_chunk(struct raft_uv_node *d, const struct raft_frame *m)
         return;
     }
     if (fsync(r->fd) != 0 || close(r->fd) != 0) {
-        raft__uv_node_log(d, RAFT_LOG_WARN, "snapshot: sync %s: %s", r->path,
+        raft_uv_node_log(d, RAFT_LOG_WARN, "snapshot: sync %s: %s", r->path,
                           strerror(errno));
         r->fd = -1;
         unlink(r->path);
@@ -396,21 +396,21 @@ static void on_chunk(struct raft_uv_node *d, const struct raft_frame *m)
         return;
     }
     r->installing = true;
-    if (uv_storage_install(d, r) != 0) {
+    if (raft_uv_storage_install(d, r) != 0) {
         r->installing = false;
         r->active = false;
         unlink(r->path);
         answer(d, m, 0, RAFT_NOMEM);
         return;
     }
-    uv_storage_start(d);
+    raft_uv_storage_start(d);
 }
 
-void uv_snapshot_installed(struct raft_uv_node *d,
+void raft_uv_snapshot_installed(struct raft_uv_node *d,
                            const struct raft_persist_install *in, int rc,
                            const char *errmsg)
 {
-    struct raft__uv_snapshot_recv *r = &d->recv;
+    struct raft_uv_snapshot_recv *r = &d->recv;
     struct raft_frame m;
     struct raft_event ev;
 
@@ -424,16 +424,16 @@ void uv_snapshot_installed(struct raft_uv_node *d,
         if (rc != RAFT_CORRUPT && rc != RAFT_INVALID) {
             /* The state machine may be ahead of the log now: only a
              * restart (which repairs that) is safe. */
-            uv_storage_fail(d, errmsg);
+            raft_uv_storage_fail(d, errmsg);
         } else {
-            raft__uv_node_log(d, RAFT_LOG_WARN, "snapshot refused: %s",
+            raft_uv_node_log(d, RAFT_LOG_WARN, "snapshot refused: %s",
                               errmsg);
         }
         answer(d, &m, 0, rc);
         return;
     }
     d->stats.n_snapshots_installed++;
-    raft__uv_node_log(d, RAFT_LOG_INFO,
+    raft_uv_node_log(d, RAFT_LOG_INFO,
                       "installed snapshot at index %" PRIu64 " from %" PRIu64,
                       in->index, in->leader);
     memset(&ev, 0, sizeof ev);
@@ -442,13 +442,13 @@ void uv_snapshot_installed(struct raft_uv_node *d,
     ev.snapshot.term = in->leader_term;
     ev.snapshot.index = in->index;
     ev.snapshot.last_term = in->last_term;
-    raft__uv_node_step(d, &ev, NULL);
+    raft_uv_node_step(d, &ev, NULL);
     answer(d, &m, r->total, 0);
 }
 
 /* ---- Both --------------------------------------------------------------- */
 
-void raft__uv_snapshot_message(struct raft_uv_node *d,
+void raft_uv_snapshot_message(struct raft_uv_node *d,
                                const struct raft_frame *m)
 {
     if (m->type == RAFT_FRAME_SNAPSHOT_CHUNK) {
@@ -458,12 +458,12 @@ void raft__uv_snapshot_message(struct raft_uv_node *d,
     }
 }
 
-void raft__uv_snapshot_tick(struct raft_uv_node *d)
+void raft_uv_snapshot_tick(struct raft_uv_node *d)
 {
     uint64_t now = raft_uv_node_now(d);
     bool leader = raft_role(d->raft) == RAFT_LEADER;
     for (unsigned i = 0; i < d->n_peers; i++) {
-        struct raft__uv_snapshot_send *s = &d->sends[i];
+        struct raft_uv_snapshot_send *s = &d->sends[i];
         if (!leader) {
             if (s->active) {
                 close(s->fd);
@@ -504,15 +504,15 @@ void raft__uv_snapshot_tick(struct raft_uv_node *d)
     }
 }
 
-void raft__uv_snapshot_unreachable(struct raft_uv_node *d, raft_id id)
+void raft_uv_snapshot_unreachable(struct raft_uv_node *d, raft_id id)
 {
-    struct raft__uv_snapshot_send *s = send_of(d, id);
+    struct raft_uv_snapshot_send *s = send_of(d, id);
     if (s != NULL && s->active) {
         fail_send(d, s, "connection lost");
     }
 }
 
-void raft__uv_snapshot_close(struct raft_uv_node *d)
+void raft_uv_snapshot_close(struct raft_uv_node *d)
 {
     for (unsigned i = 0; i < d->n_peers; i++) {
         if (d->sends[i].active) {

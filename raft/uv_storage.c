@@ -24,13 +24,13 @@
 /* Delay of the retry of a job refused for a full log, ms. */
 #define RAFT__UV_LOG_FULL_RETRY_MS 1000
 
-int uv_storage_merge(struct raft_uv_node *d, const struct raft_update *u)
+int raft_uv_storage_merge(struct raft_uv_node *d, const struct raft_update *u)
 {
     return raft_persist_merge(&d->persist, u);
 }
 
-int uv_storage_install(struct raft_uv_node *d,
-                       const struct raft__uv_snapshot_recv *r)
+int raft_uv_storage_install(struct raft_uv_node *d,
+                       const struct raft_uv_snapshot_recv *r)
 {
     struct raft_persist_install in;
     memset(&in, 0, sizeof in);
@@ -55,7 +55,7 @@ int raft_uv_node_compact(struct raft_uv_node *d, raft_index index)
     if (rc != 0) {
         return rc;
     }
-    uv_storage_start(d);
+    raft_uv_storage_start(d);
     return 0;
 }
 
@@ -64,19 +64,19 @@ bool raft_uv_node_log_full(const struct raft_uv_node *d)
     return raft_persist_log_full(&d->persist);
 }
 
-void uv_storage_tick(struct raft_uv_node *d)
+void raft_uv_storage_tick(struct raft_uv_node *d)
 {
     if (raft_persist_log_full(&d->persist) &&
         raft_uv_node_now(d) >= d->retry_at &&
         raft_persist_retry(&d->persist)) {
-        uv_storage_start(d);
+        raft_uv_storage_start(d);
     }
 }
 
-void uv_storage_fail(struct raft_uv_node *d, const char *why)
+void raft_uv_storage_fail(struct raft_uv_node *d, const char *why)
 {
     d->disk_failed = true;
-    raft__uv_node_log(d, RAFT_LOG_ERROR,
+    raft_uv_node_log(d, RAFT_LOG_ERROR,
                       "log write failed, the node stops writing, voting and "
                       "acknowledging until restarted: %s",
                       why);
@@ -87,7 +87,7 @@ void uv_storage_fail(struct raft_uv_node *d, const char *why)
 static bool verify_snapshot(struct raft_persist_job *j)
 {
     uint64_t sum = 0, size = 0;
-    if (raft__uv_file_checksum(j->snap.path, &sum, &size) != 0) {
+    if (raft_uv_snapshot_checksum(j->snap.path, &sum, &size) != 0) {
         j->rc = RAFT_IOERR;
         snprintf(j->errmsg, sizeof j->errmsg,
                  "cannot read the received snapshot %.200s", j->snap.path);
@@ -134,14 +134,14 @@ static void carry_out(struct raft_uv_node *d,
         ev.type = RAFT_EVENT_PERSISTED;
         ev.persisted.index = res->persisted_index;
         ev.persisted.term = res->persisted_term;
-        raft__uv_node_step(d, &ev, NULL);
+        raft_uv_node_step(d, &ev, NULL);
     }
     if (res->compact_index > 0) {
         memset(&ev, 0, sizeof ev);
         ev.type = RAFT_EVENT_COMPACT;
         ev.compact.index = res->compact_index;
         d->stats.n_compactions++;
-        raft__uv_node_step(d, &ev, NULL);
+        raft_uv_node_step(d, &ev, NULL);
     }
 }
 
@@ -158,25 +158,25 @@ static void disk_after_work(uv_work_t *req, int status)
     }
     raft_persist_done(&d->persist, j, !d->stopping, d->raft, &res);
     if (res.install != NULL) {
-        uv_snapshot_installed(d, res.install, res.rc, res.errmsg);
+        raft_uv_snapshot_installed(d, res.install, res.rc, res.errmsg);
         raft_persist_job_free(j);
-        uv_storage_start(d);
+        raft_uv_storage_start(d);
         return;
     }
     if (res.outcome == RAFT_PERSIST_REQUEUED) {
-        raft__uv_node_log(d, RAFT_LOG_ERROR,
+        raft_uv_node_log(d, RAFT_LOG_ERROR,
                           "log full, writes wait until compaction frees "
                           "space (or log_max_mb is raised and the node "
                           "restarted): %s",
                           res.errmsg);
         d->retry_at = raft_uv_node_now(d) + RAFT__UV_LOG_FULL_RETRY_MS;
         if (!res.log_full) {
-            uv_storage_start(d); /* the compaction */
+            raft_uv_storage_start(d); /* the compaction */
         }
         return;
     }
     if (res.outcome == RAFT_PERSIST_FAILED) {
-        uv_storage_fail(d, res.errmsg);
+        raft_uv_storage_fail(d, res.errmsg);
         raft_persist_job_free(j);
         return;
     }
@@ -188,10 +188,10 @@ static void disk_after_work(uv_work_t *req, int status)
         carry_out(d, &res);
     }
     raft_persist_job_free(j);
-    uv_storage_start(d);
+    raft_uv_storage_start(d);
 }
 
-void uv_storage_start(struct raft_uv_node *d)
+void raft_uv_storage_start(struct raft_uv_node *d)
 {
     struct raft_persist_job *j;
     int rc;
@@ -207,11 +207,11 @@ void uv_storage_start(struct raft_uv_node *d)
     rc = uv_queue_work(&d->loop, &d->disk_req, disk_work, disk_after_work);
     if (rc != 0) {
         d->disk_job = NULL;
-        uv_storage_fail(d, uv_strerror(rc));
+        raft_uv_storage_fail(d, uv_strerror(rc));
     }
 }
 
-void uv_storage_close(struct raft_uv_node *d)
+void raft_uv_storage_close(struct raft_uv_node *d)
 {
     raft_persist_close(&d->persist);
 }

@@ -45,11 +45,11 @@
 #include "pragma.h"
 
 /* A request id is deduplicated when applied within this many entries. */
-#define APPLY__DEDUP_WINDOW 100000
+#define SQL__APPLY_DEDUP_WINDOW 100000
 /* Entries of raftsql_requests pruned at once (see sql_fsm_apply). */
-#define APPLY__PRUNE_CHUNK 1024
+#define SQL__APPLY_PRUNE_CHUNK 1024
 /* run_request's answer when the request rolled back the whole batch. */
-#define APPLY__RESTART (-1)
+#define SQL__APPLY_RESTART (-1)
 
 /* str_printf returns a malloc'd formatted string, or NULL. */
 static char *str_printf(const char *fmt, ...)
@@ -453,7 +453,7 @@ static int check_renamed(struct sql_fsm *f, struct run *run)
 
 /* run_request runs request @req (log index @index) in its own savepoint
  * and fills @res. Returns 0, an error code (environmental failure: the
- * caller rolls back the batch), or APPLY__RESTART when the request's SQL
+ * caller rolls back the batch), or SQL__APPLY_RESTART when the request's SQL
  * rolled back the whole transaction (@res then holds its error). */
 static int run_request(struct sql_fsm *f, const struct sql_request *req,
                        uint64_t index, struct sql_result *res)
@@ -533,7 +533,7 @@ static int run_request(struct sql_fsm *f, const struct sql_request *req,
         res->changes = 0;
         res->last_insert_rowid = 0;
         if (sqlite3_get_autocommit(f->db)) {
-            return APPLY__RESTART;
+            return SQL__APPLY_RESTART;
         }
         rc = schema_run(f, STMT_ROLLBACK_TO, "ROLLBACK TO");
         if (rc == 0) {
@@ -578,7 +578,7 @@ static int is_duplicate(struct sql_fsm *f, const uint64_t id[2],
     if (rc == SQLITE_ROW) {
         uint64_t idx = (uint64_t)sqlite3_column_int64(s, 0);
 
-        *out = idx + APPLY__DEDUP_WINDOW >= index;
+        *out = idx + SQL__APPLY_DEDUP_WINDOW >= index;
         rc = SQLITE_DONE;
     }
     if (rc != SQLITE_DONE) {
@@ -688,7 +688,7 @@ restart:
     for (i = 0; i < n; i++) {
         rc = apply_entry(f, &entries[i], &results[i],
                          forced != NULL && forced[i]);
-        if (rc == APPLY__RESTART) {
+        if (rc == SQL__APPLY_RESTART) {
             /* Invariant: each restart marks one more entry, so the batch
              * restarts at most n times. */
             if (forced == NULL) {
@@ -717,17 +717,17 @@ restart:
         }
     }
     /* Pruned in chunks (whenever the bound crosses a multiple of
-     * APPLY__PRUNE_CHUNK): one delete per chunk rewrites fewer pages than
+     * SQL__APPLY_PRUNE_CHUNK): one delete per chunk rewrites fewer pages than
      * one per batch. The lookup checks the window itself (is_duplicate),
      * so when rows go changes no result. */
-    if (last->index > APPLY__DEDUP_WINDOW &&
-        (last->index - APPLY__DEDUP_WINDOW) / APPLY__PRUNE_CHUNK !=
-            (f->applied > APPLY__DEDUP_WINDOW
-                 ? f->applied - APPLY__DEDUP_WINDOW
-                 : 0) / APPLY__PRUNE_CHUNK) {
+    if (last->index > SQL__APPLY_DEDUP_WINDOW &&
+        (last->index - SQL__APPLY_DEDUP_WINDOW) / SQL__APPLY_PRUNE_CHUNK !=
+            (f->applied > SQL__APPLY_DEDUP_WINDOW
+                 ? f->applied - SQL__APPLY_DEDUP_WINDOW
+                 : 0) / SQL__APPLY_PRUNE_CHUNK) {
         sqlite3_bind_int64(f->stmts[STMT_PRUNE], 1,
                            (sqlite3_int64)(last->index -
-                                           APPLY__DEDUP_WINDOW));
+                                           SQL__APPLY_DEDUP_WINDOW));
         rc = schema_run(f, STMT_PRUNE, "prune raftsql_requests");
         if (rc != 0) {
             goto err;

@@ -4,7 +4,7 @@
  *
  * Happy path: the apply connection runs synchronous=NORMAL (commits are not
  * fsynced). Its WAL hook (on_wal) wakes the checkpointer thread once the WAL
- * holds CHECKPOINT__FRAMES frames; the thread runs a passive checkpoint on a
+ * holds SQL__CHECKPOINT_FRAMES frames; the thread runs a passive checkpoint on a
  * connection of its own and, when that backfilled every frame, records the
  * applied index of the last commit as durable; the apply thread folds it in
  * after its next commit (checkpoint_committed). This keeps the routine
@@ -21,7 +21,7 @@
  * - A passive checkpoint fails or leaves frames behind (readers hold them):
  *   nothing is recorded; the next one, or sql_fsm_checkpoint, which
  *   reports errors, catches up.
- * - sql_fsm_checkpoint waits CHECKPOINT__WAIT_MS for readers, then gives up
+ * - sql_fsm_checkpoint waits SQL__CHECKPOINT_WAIT_MS for readers, then gives up
  *   with SQL_ERR_BUSY and leaves the durable index as it was.
  * - The database is replaced or reread (snapshot install): checkpoint_reset
  *   bumps a generation, so a checkpoint begun before reports nothing.
@@ -39,10 +39,10 @@
 #include "fsm_internal.h"
 
 /* How long a checkpoint waits for readers before giving up. */
-#define CHECKPOINT__WAIT_MS 100
+#define SQL__CHECKPOINT_WAIT_MS 100
 /* WAL frames after which the checkpointer thread backfills the WAL into
  * the database file (SQLite's own automatic checkpoint threshold). */
-#define CHECKPOINT__FRAMES 1000
+#define SQL__CHECKPOINT_FRAMES 1000
 
 void checkpoint_init(struct sql_ckpt *c)
 {
@@ -90,7 +90,7 @@ static int on_wal(void *arg, sqlite3 *db, const char *name, int n_frames)
 
     (void)db;
     (void)name;
-    if (n_frames >= CHECKPOINT__FRAMES) {
+    if (n_frames >= SQL__CHECKPOINT_FRAMES) {
         pthread_mutex_lock(&c->sig_mu);
         if (!c->want) {
             c->want = true;
@@ -218,7 +218,7 @@ int sql_fsm_checkpoint(struct sql_fsm *f, uint64_t *out_durable_index)
 
     /* Wait briefly for readers (a snapshot copy may hold one for long):
      * the apply thread must not stall behind them. */
-    sqlite3_busy_timeout(f->db, CHECKPOINT__WAIT_MS);
+    sqlite3_busy_timeout(f->db, SQL__CHECKPOINT_WAIT_MS);
     pthread_mutex_lock(&f->ckpt.run_mu);
     rc = sqlite3_wal_checkpoint_v2(f->db, "main",
                                    SQLITE_CHECKPOINT_TRUNCATE, &n_log,

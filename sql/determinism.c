@@ -17,7 +17,7 @@
 #include "err.h"
 
 /* Julian day number of the Unix epoch, in ms (2440587.5 days). */
-#define DETERMINISM__EPOCH_JD_MS 210866760000000LL
+#define SQL__DETERMINISM_EPOCH_JD_MS 210866760000000LL
 
 static sqlite3_vfs *base_of(sqlite3_vfs *v)
 {
@@ -101,7 +101,7 @@ static int shim_current_time_int64(sqlite3_vfs *v, sqlite3_int64 *out)
     int rc;
 
     if (d->active) {
-        *out = DETERMINISM__EPOCH_JD_MS + d->time_ms;
+        *out = SQL__DETERMINISM_EPOCH_JD_MS + d->time_ms;
         return SQLITE_OK;
     }
     if (b->iVersion >= 2 && b->xCurrentTimeInt64 != NULL) {

@@ -121,7 +121,7 @@ static int check_replica(struct sql_fsm *f, char *errmsg, size_t errmsg_len)
 }
 
 /* on_progress is the apply connection's progress handler, called every
- * FSM__PROGRESS_OPS virtual machine steps: while a request runs, it
+ * SQL__FSM_PROGRESS_OPS virtual machine steps: while a request runs, it
  * interrupts the statement once the request has used its work budget
  * (the same count on every node that runs the same SQLite build on the
  * same state) or when sql_fsm_interrupt was called. */
@@ -134,7 +134,7 @@ static int on_progress(void *arg)
     if (atomic_load(&f->stopping)) {
         return 1;
     }
-    f->steps += FSM__PROGRESS_OPS;
+    f->steps += SQL__FSM_PROGRESS_OPS;
     if (f->max_steps > 0 && f->steps > f->max_steps) {
         f->budget_hit = 1;
         return 1;
@@ -169,7 +169,7 @@ static int setup(struct sql_fsm *f, const struct sql_function *hidden,
                                    NULL);
     }
     sqlite3_busy_timeout(db, SQL__BUSY_TIMEOUT_MS);
-    sqlite3_progress_handler(db, FSM__PROGRESS_OPS, on_progress, f);
+    sqlite3_progress_handler(db, SQL__FSM_PROGRESS_OPS, on_progress, f);
     sqlite3_db_config(db, SQLITE_DBCONFIG_DEFENSIVE, 1, (int *)NULL);
 
     rc = sqlite3_exec(db, "SELECT count(*) FROM sqlite_schema", NULL, NULL,

@@ -24,7 +24,7 @@
 
 /* VM steps between two calls of the apply connection's progress handler
  * (the granularity of the work budget). */
-#define FSM__PROGRESS_OPS 1000
+#define SQL__FSM_PROGRESS_OPS 1000
 
 /* Internal statements, prepared once at open (their SQL is in schema.c). */
 enum {
@@ -57,7 +57,7 @@ struct sql_ckpt {
     pthread_t thread;                /* runs ckpt_main */
     pthread_mutex_t sig_mu;          /* guards want and stop */
     pthread_cond_t cond;             /* want or stop became true */
-    bool want;                       /* the WAL passed CHECKPOINT__FRAMES
+    bool want;                       /* the WAL passed SQL__CHECKPOINT_FRAMES
                                         (checkpoint.c) */
     bool stop;                       /* the thread returns */
     uint64_t committed;              /* applied index of the apply
@@ -96,7 +96,7 @@ struct sql_fsm {
     uint64_t max_steps;              /* the running request's work budget,
                                         VM steps, 0 for none */
     uint64_t steps;                  /* VM steps it took so far (counted
-                                        in FSM__PROGRESS_OPS) */
+                                        in SQL__FSM_PROGRESS_OPS) */
     int in_request;                  /* 1 while a request's statements
                                         run (the progress handler acts) */
     int budget_hit;                  /* 1: it ran out of its budget */

@@ -48,7 +48,7 @@ static const char *const settings[] = {
     "reverse_unordered_selects",
 };
 
-#define PRAGMA__N_SETTINGS ((int)(sizeof settings / sizeof settings[0]))
+#define SQL__PRAGMA_N_SETTINGS ((int)(sizeof settings / sizeof settings[0]))
 
 static const char *const with_value_ok[] = {
     "user_version",     "application_id",    "table_info",
@@ -77,7 +77,7 @@ static int in_list(const char *name, const char *const *list, size_t n)
 
 int pragma_setting_count(void)
 {
-    return PRAGMA__N_SETTINGS;
+    return SQL__PRAGMA_N_SETTINGS;
 }
 
 const char *pragma_setting_name(int i)
@@ -89,7 +89,7 @@ int pragma_setting_find(const char *name)
 {
     int i;
 
-    for (i = 0; i < PRAGMA__N_SETTINGS; i++) {
+    for (i = 0; i < SQL__PRAGMA_N_SETTINGS; i++) {
         if (strcasecmp(name, settings[i]) == 0) {
             return i;
         }

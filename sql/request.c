@@ -48,21 +48,21 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define REQUEST__MAGIC0 0x52  /* 'R' */
-#define REQUEST__MAGIC1 0x51  /* 'Q' */
-#define REQUEST__VERSION 2
-#define REQUEST__OFF_VERSION 2
-#define REQUEST__OFF_FLAGS 3
-#define REQUEST__OFF_N_PARAMS 4
-#define REQUEST__OFF_ID 8
-#define REQUEST__OFF_TIME 24
-#define REQUEST__OFF_SEED 32
-#define REQUEST__OFF_MAX_STEPS 40
-#define REQUEST__OFF_SQL_LEN 48
-#define REQUEST__HEADER 52
-#define REQUEST__V1_OFF_SQL_LEN 40 /* version 1: no max_steps */
-#define REQUEST__V1_HEADER 44
-#define REQUEST__MIN_PARAM 2  /* type + named bytes */
+#define SQL__REQUEST_MAGIC0 0x52  /* 'R' */
+#define SQL__REQUEST_MAGIC1 0x51  /* 'Q' */
+#define SQL__REQUEST_VERSION 2
+#define SQL__REQUEST_OFF_VERSION 2
+#define SQL__REQUEST_OFF_FLAGS 3
+#define SQL__REQUEST_OFF_N_PARAMS 4
+#define SQL__REQUEST_OFF_ID 8
+#define SQL__REQUEST_OFF_TIME 24
+#define SQL__REQUEST_OFF_SEED 32
+#define SQL__REQUEST_OFF_MAX_STEPS 40
+#define SQL__REQUEST_OFF_SQL_LEN 48
+#define SQL__REQUEST_HEADER 52
+#define SQL__REQUEST_V1_OFF_SQL_LEN 40 /* version 1: no max_steps */
+#define SQL__REQUEST_V1_HEADER 44
+#define SQL__REQUEST_MIN_PARAM 2  /* type + named bytes */
 
 static void put_u32(uint8_t *p, uint32_t v)
 {
@@ -122,7 +122,7 @@ int sql_request_size(const char *sql, size_t sql_len,
                      uint64_t max_bytes, size_t *out_len, char *errmsg,
                      size_t errmsg_len)
 {
-    uint64_t total = REQUEST__HEADER;
+    uint64_t total = SQL__REQUEST_HEADER;
     unsigned i;
 
     if (sql == NULL || sql_len == 0) {
@@ -150,7 +150,7 @@ int sql_request_size(const char *sql, size_t sql_len,
                         (unsigned)prm->value.type);
             return SQL_ERR_INVALID;
         }
-        total += REQUEST__MIN_PARAM + vsize;
+        total += SQL__REQUEST_MIN_PARAM + vsize;
         if (prm->value.type == SQL_TEXT || prm->value.type == SQL_BLOB) {
             if (prm->value.bytes.len > UINT32_MAX) {
                 sql_errmsgf(errmsg, errmsg_len,
@@ -213,19 +213,19 @@ int sql_request_encode(const uint64_t id[2], const char *sql, size_t sql_len,
         len != out_len) {
         return SQL_ERR_INVALID;
     }
-    p[0] = REQUEST__MAGIC0;
-    p[1] = REQUEST__MAGIC1;
-    p[REQUEST__OFF_VERSION] = REQUEST__VERSION;
-    p[REQUEST__OFF_FLAGS] = 0;
-    put_u32(p + REQUEST__OFF_N_PARAMS, n_params);
-    put_u64(p + REQUEST__OFF_ID, id[0]);
-    put_u64(p + REQUEST__OFF_ID + 8, id[1]);
-    put_u64(p + REQUEST__OFF_TIME, 0);
-    put_u64(p + REQUEST__OFF_SEED, 0);
-    put_u64(p + REQUEST__OFF_MAX_STEPS, 0);
-    put_u32(p + REQUEST__OFF_SQL_LEN, (uint32_t)sql_len);
-    memcpy(p + REQUEST__HEADER, sql, sql_len);
-    p += REQUEST__HEADER + sql_len;
+    p[0] = SQL__REQUEST_MAGIC0;
+    p[1] = SQL__REQUEST_MAGIC1;
+    p[SQL__REQUEST_OFF_VERSION] = SQL__REQUEST_VERSION;
+    p[SQL__REQUEST_OFF_FLAGS] = 0;
+    put_u32(p + SQL__REQUEST_OFF_N_PARAMS, n_params);
+    put_u64(p + SQL__REQUEST_OFF_ID, id[0]);
+    put_u64(p + SQL__REQUEST_OFF_ID + 8, id[1]);
+    put_u64(p + SQL__REQUEST_OFF_TIME, 0);
+    put_u64(p + SQL__REQUEST_OFF_SEED, 0);
+    put_u64(p + SQL__REQUEST_OFF_MAX_STEPS, 0);
+    put_u32(p + SQL__REQUEST_OFF_SQL_LEN, (uint32_t)sql_len);
+    memcpy(p + SQL__REQUEST_HEADER, sql, sql_len);
+    p += SQL__REQUEST_HEADER + sql_len;
 
     for (i = 0; i < n_params; i++) {
         const struct sql_param *prm = &params[i];
@@ -276,21 +276,21 @@ static int check_header(const uint8_t *p, size_t len, size_t *out_header,
                         char *errmsg, size_t errmsg_len)
 {
     size_t header;
-    if (len < REQUEST__OFF_VERSION + 1 || p[0] != REQUEST__MAGIC0 ||
-        p[1] != REQUEST__MAGIC1) {
+    if (len < SQL__REQUEST_OFF_VERSION + 1 || p[0] != SQL__REQUEST_MAGIC0 ||
+        p[1] != SQL__REQUEST_MAGIC1) {
         sql_errmsgf(errmsg, errmsg_len,
                     "not a request payload (too short or bad magic)");
         return SQL_ERR_CORRUPT;
     }
-    if (p[REQUEST__OFF_VERSION] == REQUEST__VERSION) {
-        header = REQUEST__HEADER;
-    } else if (p[REQUEST__OFF_VERSION] == 1) {
-        header = REQUEST__V1_HEADER;
+    if (p[SQL__REQUEST_OFF_VERSION] == SQL__REQUEST_VERSION) {
+        header = SQL__REQUEST_HEADER;
+    } else if (p[SQL__REQUEST_OFF_VERSION] == 1) {
+        header = SQL__REQUEST_V1_HEADER;
     } else {
         sql_errmsgf(errmsg, errmsg_len,
                     "request format version %u is not supported "
                     "(expected 1 or %u)",
-                    (unsigned)p[REQUEST__OFF_VERSION], REQUEST__VERSION);
+                    (unsigned)p[SQL__REQUEST_OFF_VERSION], SQL__REQUEST_VERSION);
         return SQL_ERR_FORMAT;
     }
     if (len < header) {
@@ -300,9 +300,9 @@ static int check_header(const uint8_t *p, size_t len, size_t *out_header,
         return SQL_ERR_CORRUPT;
     }
     *out_header = header;
-    if (p[REQUEST__OFF_FLAGS] != 0) {
+    if (p[SQL__REQUEST_OFF_FLAGS] != 0) {
         sql_errmsgf(errmsg, errmsg_len, "request flags 0x%02x are not known",
-                    (unsigned)p[REQUEST__OFF_FLAGS]);
+                    (unsigned)p[SQL__REQUEST_OFF_FLAGS]);
         return SQL_ERR_CORRUPT;
     }
     return 0;
@@ -318,15 +318,15 @@ int sql_request_stamp(const void *in, size_t len,
     if (rc != 0) {
         return rc;
     }
-    if (header != REQUEST__HEADER) {
+    if (header != SQL__REQUEST_HEADER) {
         return SQL_ERR_FORMAT; /* version 1 has no room for the budget */
     }
     if (out != in) {
         memcpy(out, in, len);
     }
-    put_u64(b + REQUEST__OFF_TIME, (uint64_t)stamp->time_ms);
-    put_u64(b + REQUEST__OFF_SEED, stamp->seed);
-    put_u64(b + REQUEST__OFF_MAX_STEPS, stamp->max_steps);
+    put_u64(b + SQL__REQUEST_OFF_TIME, (uint64_t)stamp->time_ms);
+    put_u64(b + SQL__REQUEST_OFF_SEED, stamp->seed);
+    put_u64(b + SQL__REQUEST_OFF_MAX_STEPS, stamp->max_steps);
     return 0;
 }
 
@@ -338,8 +338,8 @@ int sql_request_id(const void *p, size_t len, uint64_t out[2])
     if (check_header(b, len, &header, NULL, 0) != 0) {
         return SQL_ERR_CORRUPT;
     }
-    out[0] = get_u64(b + REQUEST__OFF_ID);
-    out[1] = get_u64(b + REQUEST__OFF_ID + 8);
+    out[0] = get_u64(b + SQL__REQUEST_OFF_ID);
+    out[1] = get_u64(b + SQL__REQUEST_OFF_ID + 8);
     return 0;
 }
 
@@ -380,7 +380,7 @@ static int decode_param(struct reader *r, unsigned i, struct sql_param *out)
     uint32_t n;
     int rc;
 
-    rc = need(r, REQUEST__MIN_PARAM, "header", i);
+    rc = need(r, SQL__REQUEST_MIN_PARAM, "header", i);
     if (rc != 0) {
         return rc;
     }
@@ -475,16 +475,16 @@ int sql_request_decode(const void *p, size_t len, struct sql_request *out,
         return rc;
     }
     memset(&req, 0, sizeof req);
-    n_params = get_u32(r.base + REQUEST__OFF_N_PARAMS);
-    req.id[0] = get_u64(r.base + REQUEST__OFF_ID);
-    req.id[1] = get_u64(r.base + REQUEST__OFF_ID + 8);
-    req.time_ms = (int64_t)get_u64(r.base + REQUEST__OFF_TIME);
-    req.seed = get_u64(r.base + REQUEST__OFF_SEED);
-    if (header == REQUEST__HEADER) {
-        req.max_steps = get_u64(r.base + REQUEST__OFF_MAX_STEPS);
-        sql_len = get_u32(r.base + REQUEST__OFF_SQL_LEN);
+    n_params = get_u32(r.base + SQL__REQUEST_OFF_N_PARAMS);
+    req.id[0] = get_u64(r.base + SQL__REQUEST_OFF_ID);
+    req.id[1] = get_u64(r.base + SQL__REQUEST_OFF_ID + 8);
+    req.time_ms = (int64_t)get_u64(r.base + SQL__REQUEST_OFF_TIME);
+    req.seed = get_u64(r.base + SQL__REQUEST_OFF_SEED);
+    if (header == SQL__REQUEST_HEADER) {
+        req.max_steps = get_u64(r.base + SQL__REQUEST_OFF_MAX_STEPS);
+        sql_len = get_u32(r.base + SQL__REQUEST_OFF_SQL_LEN);
     } else {
-        sql_len = get_u32(r.base + REQUEST__V1_OFF_SQL_LEN);
+        sql_len = get_u32(r.base + SQL__REQUEST_V1_OFF_SQL_LEN);
     }
     r.pos = header;
 
@@ -503,7 +503,7 @@ int sql_request_decode(const void *p, size_t len, struct sql_request *out,
 
     /* Each parameter takes at least 2 bytes: refuse a count the payload
      * cannot hold before allocating for it. */
-    if ((uint64_t)n_params * REQUEST__MIN_PARAM > len - r.pos) {
+    if ((uint64_t)n_params * SQL__REQUEST_MIN_PARAM > len - r.pos) {
         sql_errmsgf(errmsg, errmsg_len,
                     "truncated request: %" PRIu32
                     " parameters cannot fit in the %zu bytes left",

@@ -40,7 +40,7 @@
 #include "fsm_internal.h"
 #include "sql.h"
 
-#define SNAPSHOT__BUSY_TIMEOUT_MS 5000
+#define SQL__SNAPSHOT_BUSY_TIMEOUT_MS 5000
 
 /* The internal tables every snapshot must hold. */
 static const char *const snapshot_tables[] = {
@@ -141,7 +141,7 @@ int sql_fsm_snapshot_create(struct sql_fsm *f, const char *path,
         rc = from_sqlite(rc);
         goto err_close;
     }
-    sqlite3_busy_timeout(src, SNAPSHOT__BUSY_TIMEOUT_MS);
+    sqlite3_busy_timeout(src, SQL__SNAPSHOT_BUSY_TIMEOUT_MS);
     /* One statement, one read transaction: a consistent copy. */
     rc = sqlite3_prepare_v2(src, "VACUUM INTO ?1", -1, &s, NULL);
     if (rc == SQLITE_OK) {
