@@ -217,6 +217,7 @@ soak: all
 
 test: deps
 	@$(MAKE) --no-print-directory check-layering
+	@$(MAKE) --no-print-directory fmt-check
 	@$(MAKE) --no-print-directory all
 	@$(MAKE) --no-print-directory unit
 	@$(MAKE) --no-print-directory e2e

@@ -99,8 +99,8 @@ void child_stop(struct bench_child *c, double grace_s)
 json_t *child_sql(struct bench_child *c, const char *sql, const char *param,
                   char *err, size_t err_len)
 {
-    json_t *req = param ? json_pack("[s,s]", sql, param)
-                        : json_pack("[s]", sql);
+    json_t *req =
+        param ? json_pack("[s,s]", sql, param) : json_pack("[s]", sql);
     char *text = req ? json_dumps(req, JSON_COMPACT) : NULL;
     char line[65536];
     json_t *reply = NULL, *rows, *v = NULL;

@@ -16,7 +16,7 @@
 #include "bench/child.h"
 #include "bench/timing.h"
 
-#define LEADER_WAIT_S 20     /* longest wait for an agreed leader */
+#define LEADER_WAIT_S 20      /* longest wait for an agreed leader */
 #define LOSER_TIMEOUT_MS 3000 /* election timeout of the two other nodes */
 
 /* Nodes 2 and 3 (slots 0 and 1 unused). */
@@ -31,8 +31,8 @@ void cluster_stop_children(double grace_s)
     }
 }
 
-int cluster_db_text(sqlite3 *db, const char *sql, const char *param,
-                    char *out, size_t out_len)
+int cluster_db_text(sqlite3 *db, const char *sql, const char *param, char *out,
+                    size_t out_len)
 {
     sqlite3_stmt *stmt;
     int rc = sqlite3_prepare_v2(db, sql, -1, &stmt, NULL);
@@ -144,8 +144,7 @@ int cluster_start(const char *bin, const char *config, bool node1_leads,
     double deadline;
 
     if (mkdir(dir, 0755) != 0 && errno != EEXIST) {
-        fprintf(stderr, "raftsql-bench: mkdir %s: %s\n", dir,
-                strerror(errno));
+        fprintf(stderr, "raftsql-bench: mkdir %s: %s\n", dir, strerror(errno));
         return -1;
     }
     if (free_ports(N_NODES, ports) != 0) {
@@ -153,8 +152,8 @@ int cluster_start(const char *bin, const char *config, bool node1_leads,
         return -1;
     }
     snprintf(members, sizeof members,
-             "1@127.0.0.1:%d,2@127.0.0.1:%d,3@127.0.0.1:%d", ports[0],
-             ports[1], ports[2]);
+             "1@127.0.0.1:%d,2@127.0.0.1:%d,3@127.0.0.1:%d", ports[0], ports[1],
+             ports[2]);
     for (int i = 2; i <= N_NODES; i++) {
         snprintf(db, sizeof db, "%s/node%d.db", dir, i);
         snprintf(log, sizeof log, "%s/node%d.log", dir, i);
@@ -183,8 +182,8 @@ int cluster_start(const char *bin, const char *config, bool node1_leads,
                      config);
         } else {
             snprintf(cfg, sizeof cfg,
-                     "id=%d cluster=%s election_timeout_ms=%d %s", id,
-                     members, LOSER_TIMEOUT_MS, config);
+                     "id=%d cluster=%s election_timeout_ms=%d %s", id, members,
+                     LOSER_TIMEOUT_MS, config);
         }
         if (id == 1) {
             if (cluster_db_text(db1, "SELECT raft_start(?)", cfg, buf,
@@ -193,8 +192,8 @@ int cluster_start(const char *bin, const char *config, bool node1_leads,
                 goto err;
             }
         } else {
-            json_t *v = child_sql(&g_children[id], "SELECT raft_start(?)",
-                                  cfg, buf, sizeof buf);
+            json_t *v = child_sql(&g_children[id], "SELECT raft_start(?)", cfg,
+                                  buf, sizeof buf);
             if (v == NULL) {
                 fprintf(stderr, "raftsql-bench: node %d: %s\n", id, buf);
                 goto err;
@@ -209,8 +208,7 @@ int cluster_start(const char *bin, const char *config, bool node1_leads,
         for (int id = 1; id <= N_NODES; id++) {
             l[id] = node_leader(db1, id);
             if (l[id] < 0) {
-                fprintf(stderr, "raftsql-bench: node %d does not answer\n",
-                        id);
+                fprintf(stderr, "raftsql-bench: node %d does not answer\n", id);
                 goto err;
             }
             agree = agree && l[id] > 0 && l[id] == l[1];

@@ -46,8 +46,8 @@ pid_t cluster_pid(int id);
  * @db and copies the first column of the first row ("" when there is no
  * row) into @out (@out_len bytes); on failure @out holds SQLite's message.
  * Returns SQLITE_OK or the SQLite code. */
-int cluster_db_text(sqlite3 *db, const char *sql, const char *param,
-                    char *out, size_t out_len);
+int cluster_db_text(sqlite3 *db, const char *sql, const char *param, char *out,
+                    size_t out_len);
 
 /* cluster_status returns node @id's raft_status() parsed, a new JSON
  * reference for json_decref, or NULL when the node does not answer or the

@@ -150,12 +150,12 @@ int main(int argc, char **argv)
     }
     if (exec_ok(db, "PRAGMA journal_mode=WAL") ||
         exec_ok(db, "PRAGMA synchronous=FULL") ||
-        exec_ok(db, "CREATE TABLE IF NOT EXISTS "
-                    "kv(k BLOB PRIMARY KEY, v BLOB)")) {
+        exec_ok(db,
+                "CREATE TABLE IF NOT EXISTS "
+                "kv(k BLOB PRIMARY KEY, v BLOB)")) {
         goto out;
     }
-    if (sqlite3_prepare_v2(db,
-                           "INSERT OR REPLACE INTO kv(k, v) VALUES(?, ?)",
+    if (sqlite3_prepare_v2(db, "INSERT OR REPLACE INTO kv(k, v) VALUES(?, ?)",
                            -1, &ins, NULL) ||
         sqlite3_prepare_v2(db, "BEGIN", -1, &begin, NULL) ||
         sqlite3_prepare_v2(db, "COMMIT", -1, &commit, NULL)) {
@@ -209,16 +209,18 @@ int main(int argc, char **argv)
         p50 = latency_pct_ms(lat, n, 0.50);
         p99 = latency_pct_ms(lat, n, 0.99);
         p999 = latency_pct_ms(lat, n, 0.999);
-        printf("%s: %.0f rows/s (%zu rows in %zu transactions of %ld in "
-               "%.1f s, %.0f commits/s), transaction latency ms p50 %.3f "
-               "p99 %.3f p99.9 %.3f\n",
-               name, wps, n_rows, n_txn, rows, secs, (double)n_txn / secs,
-               p50, p99, p999);
-        printf("RESULT name=%s writes_per_s=%.1f p50_ms=%.3f p99_ms=%.3f "
-               "p999_ms=%.3f writes=%zu errors=0 seconds=%.2f "
-               "rows_per_txn=%ld commits_per_s=%.1f\n",
-               name, wps, p50, p99, p999, n_rows, secs, rows,
-               (double)n_txn / secs);
+        printf(
+            "%s: %.0f rows/s (%zu rows in %zu transactions of %ld in "
+            "%.1f s, %.0f commits/s), transaction latency ms p50 %.3f "
+            "p99 %.3f p99.9 %.3f\n",
+            name, wps, n_rows, n_txn, rows, secs, (double)n_txn / secs, p50,
+            p99, p999);
+        printf(
+            "RESULT name=%s writes_per_s=%.1f p50_ms=%.3f p99_ms=%.3f "
+            "p999_ms=%.3f writes=%zu errors=0 seconds=%.2f "
+            "rows_per_txn=%ld commits_per_s=%.1f\n",
+            name, wps, p50, p99, p999, n_rows, secs, rows,
+            (double)n_txn / secs);
         fflush(stdout);
         rc = 0;
     }

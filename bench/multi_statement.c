@@ -57,8 +57,8 @@ static int apply_one(struct sql_fsm *f, uint64_t index, const char *sql,
     unsigned char *p;
     struct sql_fsm_entry e = {.index = index, .term = 1};
     struct sql_result r;
-    int rc = sql_request_size(sql, len, NULL, 0, UINT64_MAX, &size, msg,
-                              sizeof msg);
+    int rc =
+        sql_request_size(sql, len, NULL, 0, UINT64_MAX, &size, msg, sizeof msg);
     if (rc != 0 || (p = malloc(size)) == NULL) {
         return -1;
     }
@@ -137,8 +137,7 @@ int main(int argc, char **argv)
         if (sqlite3_exec(db, "BEGIN", NULL, NULL, NULL) != SQLITE_OK ||
             sqlite3_exec(db, sql, NULL, NULL, NULL) != SQLITE_OK ||
             sqlite3_exec(db, "COMMIT", NULL, NULL, NULL) != SQLITE_OK) {
-            fprintf(stderr, "multi-statement-bench: %s\n",
-                    sqlite3_errmsg(db));
+            fprintf(stderr, "multi-statement-bench: %s\n", sqlite3_errmsg(db));
             return 1;
         }
         t_sqlite = timing_now_s() - t0;

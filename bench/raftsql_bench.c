@@ -54,29 +54,29 @@ static const char INSERT_SQL[] =
 
 /* The options. */
 struct bench_opts {
-    bool leader;          /* node 1 (the clients' node) is the leader */
-    int clients;          /* client threads */
-    double duration;      /* measured seconds */
-    double warmup;        /* seconds of load before measuring */
-    char name[128];       /* RESULT name */
-    char node[4096];      /* raftsql-node binary */
-    char dir[1024];       /* work directory ("" = temporary) */
-    char config[1024];    /* extra raft_start keys for every node */
-    bool keep;            /* keep the work directory */
+    bool leader;       /* node 1 (the clients' node) is the leader */
+    int clients;       /* client threads */
+    double duration;   /* measured seconds */
+    double warmup;     /* seconds of load before measuring */
+    char name[128];    /* RESULT name */
+    char node[4096];   /* raftsql-node binary */
+    char dir[1024];    /* work directory ("" = temporary) */
+    char config[1024]; /* extra raft_start keys for every node */
+    bool keep;         /* keep the work directory */
 };
 
 /* One client thread. */
 struct bench_client {
-    pthread_t thread;       /* the thread */
-    int idx;                /* 0-based client number */
-    const char *db_path;    /* node 1's database file */
-    uint32_t *lat_us;       /* latencies in the window, microseconds */
-    size_t cap;             /* slots in lat_us */
-    size_t n_ok;            /* writes completed in the window */
-    size_t n_err;           /* failed writes in the window */
-    size_t n_dropped;       /* window writes without a free slot */
-    char last_err[256];     /* last error message */
-    int open_rc;            /* sqlite3 error opening/preparing, or 0 */
+    pthread_t thread;    /* the thread */
+    int idx;             /* 0-based client number */
+    const char *db_path; /* node 1's database file */
+    uint32_t *lat_us;    /* latencies in the window, microseconds */
+    size_t cap;          /* slots in lat_us */
+    size_t n_ok;         /* writes completed in the window */
+    size_t n_err;        /* failed writes in the window */
+    size_t n_dropped;    /* window writes without a free slot */
+    char last_err[256];  /* last error message */
+    int open_rc;         /* sqlite3 error opening/preparing, or 0 */
 };
 
 static volatile sig_atomic_t g_signal;
@@ -182,8 +182,7 @@ static void *client_main(void *arg)
             if (counted) {
                 c->n_err++;
             }
-            snprintf(c->last_err, sizeof c->last_err, "%s",
-                     sqlite3_errmsg(db));
+            snprintf(c->last_err, sizeof c->last_err, "%s", sqlite3_errmsg(db));
         }
         sqlite3_reset(stmt);
     }
@@ -197,11 +196,11 @@ out:
 
 /* The cumulative counters of one status. */
 struct bench_counters {
-    bool has;          /* status carries the counters */
-    double writes;     /* log_writes (fsynced LMDB transactions) */
-    double entries_w;  /* entries written = entries_per_fsync * writes */
-    double appends;    /* appends_sent */
-    double entries_s;  /* entries sent = entries_per_append * appends */
+    bool has;         /* status carries the counters */
+    double writes;    /* log_writes (fsynced LMDB transactions) */
+    double entries_w; /* entries written = entries_per_fsync * writes */
+    double appends;   /* appends_sent */
+    double entries_s; /* entries sent = entries_per_append * appends */
 };
 
 static struct bench_counters counters_of(json_t *st)
@@ -353,8 +352,7 @@ static int parse_opts(int argc, char **argv, struct bench_opts *o)
     return 0;
 }
 
-static void fmt_ratio(char *out, size_t len, bool has, double num,
-                      double den)
+static void fmt_ratio(char *out, size_t len, bool has, double num, double den)
 {
     if (!has || den <= 0) {
         snprintf(out, len, "n/a");
@@ -414,8 +412,8 @@ int main(int argc, char **argv)
     /* Start clusters until the clients' node has the wanted role. */
     for (attempt = 1; attempt <= MAX_ATTEMPTS && !g_signal; attempt++) {
         snprintf(dir, sizeof dir, "%s/run%d", base, attempt);
-        if (cluster_start(o.node, o.config, o.leader, dir, &g_signal,
-                          &db1, &leader) != 0) {
+        if (cluster_start(o.node, o.config, o.leader, dir, &g_signal, &db1,
+                          &leader) != 0) {
             cluster_stop_children(2.0);
             goto out;
         }
@@ -580,34 +578,37 @@ join:
                 }
             }
         }
-        printf("%s: %.0f writes/s (%zu writes in %.1f s, %zu errors, "
-               "%d clients on node 1, node %ld leader), latency ms p50 %.3f "
-               "p99 %.3f p99.9 %.3f; entries per fsync %s (leader) %s "
-               "(followers), per AppendEntries %s\n",
-               o.name, wps, n_ok, secs, n_err, o.clients, lid, p50, p99,
-               p999, epf, epf_f, epa);
+        printf(
+            "%s: %.0f writes/s (%zu writes in %.1f s, %zu errors, "
+            "%d clients on node 1, node %ld leader), latency ms p50 %.3f "
+            "p99 %.3f p99.9 %.3f; entries per fsync %s (leader) %s "
+            "(followers), per AppendEntries %s\n",
+            o.name, wps, n_ok, secs, n_err, o.clients, lid, p50, p99, p999, epf,
+            epf_f, epa);
         for (int id = 1; id <= N_NODES; id++) {
-            printf("  node %d memory kB, before load / window start / end: "
-                   "RSS %ld / %ld / %ld, anonymous %ld / %ld / %ld\n",
-                   id, m_idle[id].rss, m0[id].rss, m1[id].rss,
-                   m_idle[id].anon, m0[id].anon, m1[id].anon);
+            printf(
+                "  node %d memory kB, before load / window start / end: "
+                "RSS %ld / %ld / %ld, anonymous %ld / %ld / %ld\n",
+                id, m_idle[id].rss, m0[id].rss, m1[id].rss, m_idle[id].anon,
+                m0[id].anon, m1[id].anon);
         }
-        printf("  (node 1 includes the clients and %zu kB of latency "
-               "slots)\n",
-               (size_t)o.clients * cap * sizeof(uint32_t) / 1024);
-        printf("RESULT name=%s writes_per_s=%.1f p50_ms=%.3f p99_ms=%.3f "
-               "p999_ms=%.3f writes=%zu errors=%zu seconds=%.2f clients=%d "
-               "role=%s leader=%ld entries_per_fsync=%s "
-               "entries_per_fsync_followers=%s entries_per_append=%s "
-               "rss1_kb_start=%ld rss1_kb_end=%ld rss2_kb_start=%ld "
-               "rss2_kb_end=%ld rss3_kb_start=%ld rss3_kb_end=%ld "
-               "anon1_kb_start=%ld anon1_kb_end=%ld anon2_kb_start=%ld "
-               "anon2_kb_end=%ld anon3_kb_start=%ld anon3_kb_end=%ld\n",
-               o.name, wps, p50, p99, p999, n_ok, n_err, secs, o.clients,
-               o.leader ? "leader" : "follower", lid, epf, epf_f, epa,
-               m0[1].rss, m1[1].rss, m0[2].rss, m1[2].rss, m0[3].rss,
-               m1[3].rss, m0[1].anon, m1[1].anon, m0[2].anon, m1[2].anon,
-               m0[3].anon, m1[3].anon);
+        printf(
+            "  (node 1 includes the clients and %zu kB of latency "
+            "slots)\n",
+            (size_t)o.clients * cap * sizeof(uint32_t) / 1024);
+        printf(
+            "RESULT name=%s writes_per_s=%.1f p50_ms=%.3f p99_ms=%.3f "
+            "p999_ms=%.3f writes=%zu errors=%zu seconds=%.2f clients=%d "
+            "role=%s leader=%ld entries_per_fsync=%s "
+            "entries_per_fsync_followers=%s entries_per_append=%s "
+            "rss1_kb_start=%ld rss1_kb_end=%ld rss2_kb_start=%ld "
+            "rss2_kb_end=%ld rss3_kb_start=%ld rss3_kb_end=%ld "
+            "anon1_kb_start=%ld anon1_kb_end=%ld anon2_kb_start=%ld "
+            "anon2_kb_end=%ld anon3_kb_start=%ld anon3_kb_end=%ld\n",
+            o.name, wps, p50, p99, p999, n_ok, n_err, secs, o.clients,
+            o.leader ? "leader" : "follower", lid, epf, epf_f, epa, m0[1].rss,
+            m1[1].rss, m0[2].rss, m1[2].rss, m0[3].rss, m1[3].rss, m0[1].anon,
+            m1[1].anon, m0[2].anon, m1[2].anon, m0[3].anon, m1[3].anon);
         fflush(stdout);
         if (n_drop > 0) {
             fprintf(stderr,

@@ -30,35 +30,35 @@
 #define EXT__RETRY_MAX_MS 5000
 
 struct ext_applier {
-    struct ext_applier_config cfg; /* settings (copy) */
+    struct ext_applier_config cfg;  /* settings (copy) */
     struct ext_applier_hooks hooks; /* callbacks (copy) */
-    struct ext_node_log *log;      /* the node's log lines */
-    struct sql_fsm *fsm;           /* the apply connection (apply thread,
+    struct ext_node_log *log;       /* the node's log lines */
+    struct sql_fsm *fsm;            /* the apply connection (apply thread,
                                       or the holder during a hold) */
-    pthread_t thread;              /* the apply thread */
-    pthread_mutex_t mu;            /* guards the fields marked (mu) */
-    pthread_cond_t cond;           /* entries queued, a hold ended, a
+    pthread_t thread;               /* the apply thread */
+    pthread_mutex_t mu;             /* guards the fields marked (mu) */
+    pthread_cond_t cond;            /* entries queued, a hold ended, a
                                       checkpoint asked, or stop (mu) */
-    pthread_cond_t idle_cond;      /* busy became false (mu) */
-    struct raft_entry *queue;      /* committed entries, references (mu) */
-    unsigned n_queue;              /* (mu) */
-    unsigned cap_queue;            /* (mu) */
-    bool stop;                     /* the thread must end (mu) */
-    atomic_bool failed;            /* the last batch failed: retried at
+    pthread_cond_t idle_cond;       /* busy became false (mu) */
+    struct raft_entry *queue;       /* committed entries, references (mu) */
+    unsigned n_queue;               /* (mu) */
+    unsigned cap_queue;             /* (mu) */
+    bool stop;                      /* the thread must end (mu) */
+    atomic_bool failed;             /* the last batch failed: retried at
                                       retry_at (set under mu) */
-    struct timespec retry_at;      /* CLOCK_MONOTONIC of the next retry
+    struct timespec retry_at;       /* CLOCK_MONOTONIC of the next retry
                                       (mu) */
-    unsigned backoff_ms;           /* the wait before the next retry (mu) */
-    char error[512];               /* why the last batch failed, "" when
+    unsigned backoff_ms;            /* the wait before the next retry (mu) */
+    char error[512];                /* why the last batch failed, "" when
                                       applying (mu) */
-    bool busy;                     /* the thread uses the connection (mu) */
-    bool want_checkpoint;          /* checkpoint now (log full) (mu) */
-    bool held;                     /* a snapshot install waits for or holds
+    bool busy;                      /* the thread uses the connection (mu) */
+    bool want_checkpoint;           /* checkpoint now (log full) (mu) */
+    bool held;                      /* a snapshot install waits for or holds
                                       the connection (mu) */
-    atomic_uint_least64_t applied; /* last applied index */
-    atomic_uint_least64_t durable; /* applied index durable in the
+    atomic_uint_least64_t applied;  /* last applied index */
+    atomic_uint_least64_t durable;  /* applied index durable in the
                                       database file (sql_fsm_durable) */
-    atomic_bool stopping;          /* applier_stop interrupted the state
+    atomic_bool stopping;           /* applier_stop interrupted the state
                                       machine */
 };
 
@@ -158,8 +158,7 @@ int applier_snapshot_create(struct ext_applier *a, const char *path,
                             char *errmsg, size_t errmsg_len)
 {
     return sqlbridge_rc(sql_fsm_snapshot_create(a->fsm, path, out_index,
-                                                out_term, errmsg,
-                                                errmsg_len));
+                                                out_term, errmsg, errmsg_len));
 }
 
 /* note_failure records that the batch starting at @index failed with
@@ -203,9 +202,9 @@ static bool retry_later(struct ext_applier *a, const struct raft_entry *batch,
     memmove(a->queue + n, a->queue, a->n_queue * sizeof *batch);
     memcpy(a->queue, batch, n * sizeof *batch);
     a->n_queue += n;
-    a->backoff_ms = a->backoff_ms == 0 ? EXT__RETRY_MIN_MS
+    a->backoff_ms = a->backoff_ms == 0                      ? EXT__RETRY_MIN_MS
                     : a->backoff_ms * 2 > EXT__RETRY_MAX_MS ? EXT__RETRY_MAX_MS
-                                                       : a->backoff_ms * 2;
+                                                            : a->backoff_ms * 2;
     clock_gettime(CLOCK_MONOTONIC, &a->retry_at);
     a->retry_at.tv_sec += a->backoff_ms / 1000;
     a->retry_at.tv_nsec += (long)(a->backoff_ms % 1000) * 1000000L;
@@ -330,8 +329,7 @@ static void follower_pace(struct ext_applier *a,
     }
     while (!a->stop && !a->want_checkpoint && !a->held && !a->failed &&
            a->n_queue > 0 && a->n_queue < EXT__APPLY_BATCH_MAX &&
-           (a->hooks.apply_now == NULL ||
-            !a->hooks.apply_now(a->hooks.data))) {
+           (a->hooks.apply_now == NULL || !a->hooks.apply_now(a->hooks.data))) {
         if (pthread_cond_timedwait(&a->cond, &a->mu, &until) != 0) {
             break; /* ETIMEDOUT: the pace is kept */
         }
@@ -383,7 +381,8 @@ static void *applier_main(void *arg)
             continue;
         }
         a->busy = true;
-        n = a->n_queue < EXT__APPLY_BATCH_MAX ? a->n_queue : EXT__APPLY_BATCH_MAX;
+        n = a->n_queue < EXT__APPLY_BATCH_MAX ? a->n_queue
+                                              : EXT__APPLY_BATCH_MAX;
         memcpy(batch, a->queue, n * sizeof *batch);
         memmove(a->queue, a->queue + n, (a->n_queue - n) * sizeof *batch);
         a->n_queue -= n;
@@ -401,8 +400,9 @@ static void *applier_main(void *arg)
         } else {
             atomic_store(&a->failed, true);
             a->stop = true;
-            node_log_error(a->log, "apply: out of memory: applying stops "
-                                   "until restarted");
+            node_log_error(a->log,
+                           "apply: out of memory: applying stops "
+                           "until restarted");
         }
         a->busy = false;
         pthread_cond_broadcast(&a->idle_cond);

@@ -35,8 +35,7 @@ static int fail(char *errmsg, size_t errmsg_len, const char *fmt, ...)
 
 /* parse_u64 reads a decimal integer in [lo, hi]; returns false if @s is not
  * one. */
-static bool parse_u64(const char *s, uint64_t lo, uint64_t hi,
-                      uint64_t *out)
+static bool parse_u64(const char *s, uint64_t lo, uint64_t hi, uint64_t *out)
 {
     char *end;
     if (!isdigit((unsigned char)s[0])) {
@@ -86,8 +85,8 @@ static bool is_loopback(const char *host)
 }
 
 /* parse_cluster reads "1@127.0.0.1:7001,2@127.0.0.1:7002,...". */
-static int parse_cluster(const char *value, struct ext_config *c,
-                         char *errmsg, size_t errmsg_len)
+static int parse_cluster(const char *value, struct ext_config *c, char *errmsg,
+                         size_t errmsg_len)
 {
     char buf[4096];
     char *save = NULL;
@@ -108,12 +107,12 @@ static int parse_cluster(const char *value, struct ext_config *c,
         char *at = strchr(item, '@');
         uint64_t id;
         if (c->n_members == EXT_MAX_NODES) {
-            return fail(errmsg, errmsg_len,
-                        "cluster: more than %d members", EXT_MAX_NODES);
+            return fail(errmsg, errmsg_len, "cluster: more than %d members",
+                        EXT_MAX_NODES);
         }
         if (at == NULL) {
-            return fail(errmsg, errmsg_len,
-                        "cluster: '%s' is not id@host:port", item);
+            return fail(errmsg, errmsg_len, "cluster: '%s' is not id@host:port",
+                        item);
         }
         *at = '\0';
         if (!parse_u64(item, 1, INT64_MAX, &id)) {
@@ -132,8 +131,7 @@ static int parse_cluster(const char *value, struct ext_config *c,
         for (unsigned i = 0; i < c->n_members; i++) {
             if (c->members[i].id == id) {
                 return fail(errmsg, errmsg_len,
-                            "cluster: server id %" PRIu64 " appears twice",
-                            id);
+                            "cluster: server id %" PRIu64 " appears twice", id);
             }
             if (c->members[i].port == m->port &&
                 strcmp(c->members[i].host, m->host) == 0) {
@@ -152,41 +150,55 @@ static int parse_cluster(const char *value, struct ext_config *c,
 
 /* The keys raft_start() knows, in the README's order. */
 static const char *const keys[] = {
-    "id",           "listen",          "cluster",    "dir",
-    "election_timeout_ms", "heartbeat_ms", "exec_timeout_ms", "log_max_mb",
-    "max_request_bytes",   "log_level", "snapshot_threshold",
-    "trailing_entries",    "snapshot_chunk_bytes", "follower_apply_ms",
+    "id",
+    "listen",
+    "cluster",
+    "dir",
+    "election_timeout_ms",
+    "heartbeat_ms",
+    "exec_timeout_ms",
+    "log_max_mb",
+    "max_request_bytes",
+    "log_level",
+    "snapshot_threshold",
+    "trailing_entries",
+    "snapshot_chunk_bytes",
+    "follower_apply_ms",
     "max_request_steps",
 };
 
 /* The integer keys: their range (as README gives it) and their field. */
 struct int_key {
     const char *name;
-    uint64_t lo;       /* smallest value accepted */
-    uint64_t hi;       /* largest value accepted */
-    uint64_t scale;    /* the field holds value * scale (MiB to bytes) */
-    size_t offset;     /* of the field in struct ext_config */
-    bool narrow;       /* the field is an unsigned, else a uint64_t */
+    uint64_t lo;    /* smallest value accepted */
+    uint64_t hi;    /* largest value accepted */
+    uint64_t scale; /* the field holds value * scale (MiB to bytes) */
+    size_t offset;  /* of the field in struct ext_config */
+    bool narrow;    /* the field is an unsigned, else a uint64_t */
 };
 
 #define EXT__INT_KEY(name, lo, hi, scale, field, narrow)                       \
-    {name, lo, hi, scale, offsetof(struct ext_config, field), narrow}
+    {                                                                          \
+        name, lo, hi, scale, offsetof(struct ext_config, field), narrow        \
+    }
 
 static const struct int_key int_keys[] = {
-    EXT__INT_KEY("election_timeout_ms", 10, 600000, 1, election_timeout_ms, true),
+    EXT__INT_KEY("election_timeout_ms", 10, 600000, 1, election_timeout_ms,
+                 true),
     EXT__INT_KEY("heartbeat_ms", 1, 60000, 1, heartbeat_ms, true),
     EXT__INT_KEY("exec_timeout_ms", 1, 3600000, 1, exec_timeout_ms, true),
-    EXT__INT_KEY("log_max_mb", 1, 1024 * 1024, 1024 * 1024, log_max_bytes, false),
+    EXT__INT_KEY("log_max_mb", 1, 1024 * 1024, 1024 * 1024, log_max_bytes,
+                 false),
     EXT__INT_KEY("max_request_bytes", 1024, 1024u * 1024 * 1024, 1,
-            max_request_bytes, false),
+                 max_request_bytes, false),
     EXT__INT_KEY("snapshot_threshold", 16, UINT32_MAX, 1, snapshot_threshold,
-            false),
+                 false),
     EXT__INT_KEY("trailing_entries", 0, UINT32_MAX, 1, trailing_entries, false),
     EXT__INT_KEY("snapshot_chunk_bytes", 4096, 64u * 1024 * 1024, 1,
-            snapshot_chunk_bytes, false),
+                 snapshot_chunk_bytes, false),
     EXT__INT_KEY("follower_apply_ms", 0, 1000, 1, follower_apply_ms, true),
     EXT__INT_KEY("max_request_steps", 0, 1000000000000000ull, 1,
-            max_request_steps, false),
+                 max_request_steps, false),
 };
 
 /* int_key_find returns the integer key named @key, or NULL. */
@@ -237,8 +249,7 @@ static bool parse_level(const char *v, int *out)
 }
 
 int ext_config_parse(const char *text, const char *db_path,
-                     struct ext_config *out, char *errmsg,
-                     size_t errmsg_len)
+                     struct ext_config *out, char *errmsg, size_t errmsg_len)
 {
     struct ext_config *c = calloc(1, sizeof *c);
     char *copy = strdup(text == NULL ? "" : text);
@@ -293,8 +304,7 @@ int ext_config_parse(const char *text, const char *db_path,
         if (strcmp(key, "id") == 0) {
             if (!parse_u64(val, 1, INT64_MAX, &v)) {
                 rc = fail(errmsg, errmsg_len,
-                          "id: '%s' is not a server id (an integer > 0)",
-                          val);
+                          "id: '%s' is not a server id (an integer > 0)", val);
                 goto out;
             }
             c->id = v;
@@ -325,8 +335,8 @@ int ext_config_parse(const char *text, const char *db_path,
         } else if ((ik = int_key_find(key)) != NULL) {
             if (!parse_u64(val, ik->lo, ik->hi, &v)) {
                 rc = fail(errmsg, errmsg_len,
-                          "%s: '%s' is not an integer in [%" PRIu64
-                          ", %" PRIu64 "]",
+                          "%s: '%s' is not an integer in [%" PRIu64 ", %" PRIu64
+                          "]",
                           key, val, ik->lo, ik->hi);
                 goto out;
             }
@@ -375,8 +385,7 @@ int ext_config_parse(const char *text, const char *db_path,
             goto out;
         }
         if (!have_listen) {
-            snprintf(c->listen_host, sizeof c->listen_host, "%s",
-                     self->host);
+            snprintf(c->listen_host, sizeof c->listen_host, "%s", self->host);
             c->listen_port = self->port;
         } else if (c->listen_port != self->port ||
                    (is_loopback(c->listen_host) &&
@@ -403,8 +412,10 @@ int ext_config_parse(const char *text, const char *db_path,
     if (c->max_request_bytes > c->log_max_bytes / 4) {
         if (seen & (1u << key_index("max_request_bytes"))) {
             rc = fail(errmsg, errmsg_len,
-                      "max_request_bytes: %" PRIu64 " is more than a "
-                      "quarter of log_max_mb (%" PRIu64 " bytes); a "
+                      "max_request_bytes: %" PRIu64
+                      " is more than a "
+                      "quarter of log_max_mb (%" PRIu64
+                      " bytes); a "
                       "request that large could fill the log for good: "
                       "raise log_max_mb or lower max_request_bytes",
                       c->max_request_bytes, c->log_max_bytes);

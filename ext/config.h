@@ -16,35 +16,35 @@
 
 /* One server of the cluster. */
 struct ext_member {
-    raft_id id;     /* server id, > 0 */
-    char host[64];  /* numeric IPv4 address */
-    uint16_t port;  /* TCP port, > 0 */
+    raft_id id;    /* server id, > 0 */
+    char host[64]; /* numeric IPv4 address */
+    uint16_t port; /* TCP port, > 0 */
 };
 
 /* A parsed configuration. */
 struct ext_config {
-    raft_id id;                          /* id= : this server */
-    char listen_host[64];                /* listen= host part */
-    uint16_t listen_port;                /* listen= port part */
+    raft_id id;                               /* id= : this server */
+    char listen_host[64];                     /* listen= host part */
+    uint16_t listen_port;                     /* listen= port part */
     struct ext_member members[EXT_MAX_NODES]; /* cluster= */
-    unsigned n_members;                  /* entries used in members */
-    char dir[4096];                      /* dir= : log directory */
-    unsigned election_timeout_ms;        /* election_timeout_ms= */
-    unsigned heartbeat_ms;               /* heartbeat_ms= */
-    unsigned exec_timeout_ms;            /* exec_timeout_ms= */
-    uint64_t log_max_bytes;              /* log_max_mb= , in bytes */
-    uint64_t max_request_bytes;          /* max_request_bytes= */
-    uint64_t snapshot_threshold;         /* snapshot_threshold= (entries) */
-    uint64_t trailing_entries;           /* trailing_entries= (entries) */
-    uint64_t snapshot_chunk_bytes;       /* snapshot_chunk_bytes= */
-    unsigned follower_apply_ms;          /* follower_apply_ms= : a
+    unsigned n_members;                       /* entries used in members */
+    char dir[4096];                           /* dir= : log directory */
+    unsigned election_timeout_ms;             /* election_timeout_ms= */
+    unsigned heartbeat_ms;                    /* heartbeat_ms= */
+    unsigned exec_timeout_ms;                 /* exec_timeout_ms= */
+    uint64_t log_max_bytes;                   /* log_max_mb= , in bytes */
+    uint64_t max_request_bytes;               /* max_request_bytes= */
+    uint64_t snapshot_threshold;   /* snapshot_threshold= (entries) */
+    uint64_t trailing_entries;     /* trailing_entries= (entries) */
+    uint64_t snapshot_chunk_bytes; /* snapshot_chunk_bytes= */
+    unsigned follower_apply_ms;    /* follower_apply_ms= : a
                                             follower's apply pace, 0 for
                                             none */
-    uint64_t max_request_steps;          /* max_request_steps= : the work
+    uint64_t max_request_steps;    /* max_request_steps= : the work
                                             budget the leader stamps into
                                             each request, SQLite VM steps,
                                             0 for none */
-    int log_level;                       /* log_level= (raft_log_level) */
+    int log_level;                 /* log_level= (raft_log_level) */
 };
 
 /* ext_config_parse parses @text, a whitespace-separated list of key=value
@@ -57,7 +57,6 @@ struct ext_config {
  * authenticate each other), numbers out of range, heartbeat_ms not below
  * election_timeout_ms. Any thread. */
 int ext_config_parse(const char *text, const char *db_path,
-                     struct ext_config *out, char *errmsg,
-                     size_t errmsg_len);
+                     struct ext_config *out, char *errmsg, size_t errmsg_len);
 
 #endif /* EXT_CONFIG_H */

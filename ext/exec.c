@@ -48,17 +48,17 @@ enum waiter_state {
  * into e->waiters while it waits. Invariant: only touched under e->mu,
  * and never after the caller unlinked it. */
 struct waiter {
-    uint64_t id[2];           /* request id: this node's id, sequence */
-    struct raft_buf *payload; /* encoded request (unstamped) */
-    int state;                /* enum waiter_state */
-    bool left_node;           /* was ever forwarded or proposed */
-    raft_index index;         /* log index, when APPENDED */
-    raft_term term;           /* log term, when APPENDED */
-    uint64_t sent_at;         /* loop clock when last forwarded, ms */
-    raft_id sent_to;          /* leader it was last forwarded to */
-    pthread_cond_t cond;      /* signalled when state becomes DONE */
+    uint64_t id[2];                /* request id: this node's id, sequence */
+    struct raft_buf *payload;      /* encoded request (unstamped) */
+    int state;                     /* enum waiter_state */
+    bool left_node;                /* was ever forwarded or proposed */
+    raft_index index;              /* log index, when APPENDED */
+    raft_term term;                /* log term, when APPENDED */
+    uint64_t sent_at;              /* loop clock when last forwarded, ms */
+    raft_id sent_to;               /* leader it was last forwarded to */
+    pthread_cond_t cond;           /* signalled when state becomes DONE */
     struct ext_exec_result result; /* set when DONE */
-    struct waiter *next;      /* e->waiters list */
+    struct waiter *next;           /* e->waiters list */
     struct waiter *prev;
 };
 
@@ -73,12 +73,12 @@ struct ext_exec {
     struct raft_uv_node *driver; /* set by exec_attach */
     pthread_mutex_t mu;          /* guards the fields marked (mu) */
     struct waiter *queue[EXT_SUBMIT_QUEUE_MAX]; /* ring (mu) */
-    unsigned queue_head;         /* (mu) */
-    unsigned queue_len;          /* (mu) */
-    struct waiter *waiters;      /* every waiting caller (mu) */
-    unsigned n_waiters;          /* (mu) */
-    uint64_t next_seq;           /* request sequence numbers (mu) */
-    bool shutdown;               /* no new callers, no wakes (mu) */
+    unsigned queue_head;                        /* (mu) */
+    unsigned queue_len;                         /* (mu) */
+    struct waiter *waiters;                     /* every waiting caller (mu) */
+    unsigned n_waiters;                         /* (mu) */
+    uint64_t next_seq; /* request sequence numbers (mu) */
+    bool shutdown;     /* no new callers, no wakes (mu) */
 };
 
 static bool id_eq(const uint64_t a[2], const uint64_t b[2])
@@ -98,11 +98,11 @@ static struct waiter *find_waiter(struct ext_exec *e, const uint64_t id[2])
     return NULL;
 }
 
-static void finish(struct waiter *w, int kind, int sqlite_rc,
-                   const char *fmt, ...) __attribute__((format(printf, 4, 5)));
+static void finish(struct waiter *w, int kind, int sqlite_rc, const char *fmt,
+                   ...) __attribute__((format(printf, 4, 5)));
 
-static void finish(struct waiter *w, int kind, int sqlite_rc,
-                   const char *fmt, ...)
+static void finish(struct waiter *w, int kind, int sqlite_rc, const char *fmt,
+                   ...)
 {
     va_list ap;
     w->state = W_DONE;
@@ -168,8 +168,7 @@ static struct timespec poll_time(const struct timespec *deadline)
 
 int exec_submit(struct ext_exec *e, const char *sql, size_t sql_len,
                 const struct sql_param *params, unsigned n_params,
-                const struct ext_exec_probe *probe,
-                struct ext_exec_result *out)
+                const struct ext_exec_probe *probe, struct ext_exec_result *out)
 {
     struct waiter w;
     pthread_condattr_t ca;
@@ -191,8 +190,8 @@ int exec_submit(struct ext_exec *e, const char *sql, size_t sql_len,
     if (rc != 0) {
         out->kind = EXT_EXEC_NOT_APPLIED;
         out->sqlite_rc = rc == RAFT_TOOBIG ? SQLITE_TOOBIG : SQLITE_ERROR;
-        snprintf(out->errmsg, sizeof out->errmsg,
-                 "raft_exec: not applied: %s", errmsg);
+        snprintf(out->errmsg, sizeof out->errmsg, "raft_exec: not applied: %s",
+                 errmsg);
         return rc;
     }
     pthread_condattr_init(&ca);
@@ -416,8 +415,7 @@ static void dispatch(struct ext_exec *e, struct raft_uv_node *d)
             for (unsigned i = 0; i < cnt; i++) {
                 bufs[i] = o[i].payload;
             }
-            rc = propose_batch(e->propose, d, bufs, cnt, &index,
-                               &term);
+            rc = propose_batch(e->propose, d, bufs, cnt, &index, &term);
             free(bufs);
         }
         pthread_mutex_lock(&e->mu);
@@ -563,8 +561,7 @@ static bool requeue_replaced(struct ext_exec *e, raft_index applied)
 }
 
 void exec_applied(struct ext_exec *e, const struct sql_fsm_entry *entries,
-                  const struct sql_result *results, unsigned n,
-                  raft_index last)
+                  const struct sql_result *results, unsigned n, raft_index last)
 {
     pthread_mutex_lock(&e->mu);
     for (unsigned i = 0; i < n; i++) {
@@ -580,8 +577,7 @@ void exec_applied(struct ext_exec *e, const struct sql_fsm_entry *entries,
     pthread_mutex_unlock(&e->mu);
 }
 
-void exec_counts(struct ext_exec *e, unsigned *out_queue,
-                 unsigned *out_waiters)
+void exec_counts(struct ext_exec *e, unsigned *out_queue, unsigned *out_waiters)
 {
     pthread_mutex_lock(&e->mu);
     *out_queue = e->queue_len;

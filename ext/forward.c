@@ -91,7 +91,8 @@ void forward_on_request(struct ext_forward *f, const struct raft_frame *m)
         return;
     }
     if (m->forward.data == NULL ||
-        m->forward.data->len > f->max_request_bytes + EXT__FORWARD_HEADER_SLACK) {
+        m->forward.data->len >
+            f->max_request_bytes + EXT__FORWARD_HEADER_SLACK) {
         answer(f, m->from, id, RAFT_TOOBIG, 0, 0);
         return;
     }

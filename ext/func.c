@@ -19,7 +19,7 @@ SQLITE_EXTENSION_INIT3
 
 /* Per-connection state of the functions. */
 struct conn_state {
-    sqlite3_int64 last_insert_rowid; /* of this connection's last raft_exec */
+    sqlite3_int64 last_insert_rowid;   /* of this connection's last raft_exec */
     struct ext_precheck_cache checked; /* requests checked fine */
 };
 
@@ -194,8 +194,7 @@ static void fn_exec(sqlite3_context *ctx, int argc, sqlite3_value **argv)
     sql = (const char *)sqlite3_value_text(argv[0]);
     if (precheck_request(sqlite3_context_db_handle(ctx), sql,
                          (size_t)sqlite3_value_bytes(argv[0]), n_params,
-                         &cs->checked, res->errmsg,
-                         sizeof res->errmsg) != 0) {
+                         &cs->checked, res->errmsg, sizeof res->errmsg) != 0) {
         char why[sizeof res->errmsg];
         snprintf(why, sizeof why, "%s", res->errmsg);
         snprintf(res->errmsg, sizeof res->errmsg,
@@ -210,9 +209,8 @@ static void fn_exec(sqlite3_context *ctx, int argc, sqlite3_value **argv)
         sqlite3_result_int64(ctx, res->changes);
     } else {
         sqlite3_result_error(ctx, res->errmsg, -1);
-        sqlite3_result_error_code(ctx, res->sqlite_rc != SQLITE_OK
-                                           ? res->sqlite_rc
-                                           : SQLITE_ERROR);
+        sqlite3_result_error_code(
+            ctx, res->sqlite_rc != SQLITE_OK ? res->sqlite_rc : SQLITE_ERROR);
     }
 out:
     ext_registry_release(n);
@@ -302,9 +300,8 @@ int ext_func_register(sqlite3 *db)
     if (rc != SQLITE_OK) {
         return rc;
     }
-    rc = sqlite3_create_function_v2(db, "raft_last_insert_rowid", 0, admin,
-                                    cs, fn_last_insert_rowid, NULL, NULL,
-                                    NULL);
+    rc = sqlite3_create_function_v2(db, "raft_last_insert_rowid", 0, admin, cs,
+                                    fn_last_insert_rowid, NULL, NULL, NULL);
     if (rc == SQLITE_OK) {
         rc = sqlite3_create_function_v2(db, "raft_start", 1, admin, NULL,
                                         fn_start, NULL, NULL, NULL);

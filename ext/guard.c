@@ -69,11 +69,9 @@ static int guard(void *arg, int action, const char *a1, const char *a2,
              * KEY on this node only, so later writes by rowid would hit
              * other rows here: refused (issue 10 #12). SQLite checks
              * nothing else of it. */
-            if (db_name != NULL && sqlite3_stricmp(db_name, "vacuum_db") ==
-                                       0) {
+            if (db_name != NULL && sqlite3_stricmp(db_name, "vacuum_db") == 0) {
                 const char *file = sqlite3_db_filename(db, "vacuum_db");
-                if ((file == NULL || file[0] == '\0') &&
-                    replicated(db, NULL)) {
+                if ((file == NULL || file[0] == '\0') && replicated(db, NULL)) {
                     fprintf(stderr,
                             "raftsql: VACUUM refused: this database is a "
                             "Raft replica, and VACUUM would renumber "
@@ -126,8 +124,8 @@ static int guard(void *arg, int action, const char *a1, const char *a2,
         default:
             break;
     }
-    if (what == NULL || (schema != NULL && sqlite3_stricmp(schema, "temp") ==
-                                               0)) {
+    if (what == NULL ||
+        (schema != NULL && sqlite3_stricmp(schema, "temp") == 0)) {
         return SQLITE_OK;
     }
     if (!replicated(db, schema)) {

@@ -37,15 +37,15 @@
 #define EXT__MAX_INFLIGHT_MSGS 16
 
 struct ext_node {
-    struct ext_config cfg;           /* configuration (copy) */
-    struct ext_node_log log;         /* log lines and the last error */
-    struct ext_store *store;         /* the log directory and LMDB log */
-    struct ext_applier *applier;     /* the apply thread and connection */
-    struct ext_status *status;       /* what raft_status() shows */
-    struct ext_propose propose;      /* the leader's stamps (loop) */
-    struct ext_forward *forward;     /* the leader's side of forwarding */
-    struct ext_exec *exec;           /* waiting callers */
-    struct raft_uv_node *driver;     /* owns the core and the transport;
+    struct ext_config cfg;       /* configuration (copy) */
+    struct ext_node_log log;     /* log lines and the last error */
+    struct ext_store *store;     /* the log directory and LMDB log */
+    struct ext_applier *applier; /* the apply thread and connection */
+    struct ext_status *status;   /* what raft_status() shows */
+    struct ext_propose propose;  /* the leader's stamps (loop) */
+    struct ext_forward *forward; /* the leader's side of forwarding */
+    struct ext_exec *exec;       /* waiting callers */
+    struct raft_uv_node *driver; /* owns the core and the transport;
                                         written before its loop starts */
 };
 
@@ -61,8 +61,7 @@ static void on_driver_log(void *data, int level, const char *msg)
     }
 }
 
-static void on_apply(void *data, const struct raft_entry *entries,
-                     unsigned cnt)
+static void on_apply(void *data, const struct raft_entry *entries, unsigned cnt)
 {
     struct ext_node *n = data;
     if (applier_push(n->applier, entries, cnt) != 0) {
@@ -111,8 +110,7 @@ static bool fwd_can_propose(void *data)
 }
 
 static int fwd_propose(void *data, struct raft_buf *const *payloads,
-                       unsigned cnt, raft_index *out_index,
-                       raft_term *out_term)
+                       unsigned cnt, raft_index *out_index, raft_term *out_term)
 {
     struct ext_node *n = data;
     return propose_batch(&n->propose, n->driver, payloads, cnt, out_index,
@@ -326,8 +324,7 @@ int ext_node_start(const char *db_path, const struct ext_config *cfg,
     /* Request ids are (node id, sequence): start each run's sequence at a
      * random point so ids never repeat those of an earlier run. */
     if (status_new(cfg, &n->status) != 0 ||
-        forward_new(cfg->id, cfg->max_request_bytes, &fo, &n->forward) !=
-            0 ||
+        forward_new(cfg->id, cfg->max_request_bytes, &fo, &n->forward) != 0 ||
         exec_new(cfg, n->status, &n->propose, random_u64() >> 1, &n->exec) !=
             0) {
         snprintf(errmsg, errmsg_len, "out of memory");

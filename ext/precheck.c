@@ -38,8 +38,8 @@ static bool cached(const struct ext_precheck_cache *c, uint64_t hash,
 
 /* check_statement checks prepared statement @s given @n_values values;
  * *@max_params takes its parameter count in. */
-static int check_statement(sqlite3_stmt *s, unsigned n_values,
-                           int *max_params, char *errmsg, size_t errmsg_len)
+static int check_statement(sqlite3_stmt *s, unsigned n_values, int *max_params,
+                           char *errmsg, size_t errmsg_len)
 {
     int n = sqlite3_bind_parameter_count(s);
     if (n > *max_params) {
@@ -49,8 +49,8 @@ static int check_statement(sqlite3_stmt *s, unsigned n_values,
      * statement (sql/apply.c). */
     for (int k = (int)n_values + 1; k <= n; k++) {
         const char *name = sqlite3_bind_parameter_name(s, k);
-        snprintf(errmsg, errmsg_len, "missing value for parameter %d (%s)",
-                 k, name != NULL ? name : "?");
+        snprintf(errmsg, errmsg_len, "missing value for parameter %d (%s)", k,
+                 name != NULL ? name : "?");
         return RAFT_INVALID;
     }
     return 0;
@@ -94,8 +94,7 @@ int precheck_request(sqlite3 *db, const char *sql, size_t len,
                      seen.transaction);
             rc = RAFT_INVALID;
         } else if (s != NULL) {
-            rc = check_statement(s, n_values, &max_params, errmsg,
-                                 errmsg_len);
+            rc = check_statement(s, n_values, &max_params, errmsg, errmsg_len);
         }
         sqlite3_finalize(s);
         if (next == NULL || next <= tail) {
@@ -106,8 +105,8 @@ int precheck_request(sqlite3 *db, const char *sql, size_t len,
     guard_check_end();
     if (rc == 0 && complete && n_values > (unsigned)max_params) {
         snprintf(errmsg, errmsg_len,
-                 "%u values given but the SQL has only %d parameters",
-                 n_values, max_params);
+                 "%u values given but the SQL has only %d parameters", n_values,
+                 max_params);
         rc = RAFT_INVALID;
     }
     if (rc == 0 && complete && cache != NULL) {

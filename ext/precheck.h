@@ -21,10 +21,10 @@
  * text and their number of values: an application repeats the same few
  * statements, which are then checked once. Zero it to start. */
 struct ext_precheck_cache {
-    uint64_t hash[EXT_PRECHECK_CACHE]; /* XXH64 of the SQL text */
-    uint32_t len[EXT_PRECHECK_CACHE];  /* its length, bytes */
+    uint64_t hash[EXT_PRECHECK_CACHE];     /* XXH64 of the SQL text */
+    uint32_t len[EXT_PRECHECK_CACHE];      /* its length, bytes */
     uint32_t n_values[EXT_PRECHECK_CACHE]; /* values given with it */
-    unsigned next;                     /* slot to fill next */
+    unsigned next;                         /* slot to fill next */
 };
 
 /* precheck_request prepares (never runs) each statement of the SQL text

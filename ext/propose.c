@@ -34,8 +34,7 @@ int propose_batch(struct ext_propose *p, struct raft_uv_node *d,
                   raft_index *out_index, raft_term *out_term)
 {
     struct raft_buf **stamped = calloc(n, sizeof *stamped);
-    struct sql_stamp stamp = {.time_ms = wall_ms(),
-                              .max_steps = p->max_steps};
+    struct sql_stamp stamp = {.time_ms = wall_ms(), .max_steps = p->max_steps};
     int rc = 0;
 
     if (stamped == NULL) {

@@ -50,9 +50,8 @@ __attribute__((destructor)) static void raftsql_fini(void)
     ext_registry_stop_all();
 }
 
-__attribute__((visibility("default"))) int
-sqlite3_raftsql_init(sqlite3 *db, char **pzErrMsg,
-                     const sqlite3_api_routines *pApi)
+__attribute__((visibility("default"))) int sqlite3_raftsql_init(
+    sqlite3 *db, char **pzErrMsg, const sqlite3_api_routines *pApi)
 {
     int rc;
     pthread_mutex_lock(&api_mu);
@@ -66,8 +65,8 @@ sqlite3_raftsql_init(sqlite3 *db, char **pzErrMsg,
         rc = ext_guard_install(db);
     }
     if (rc != SQLITE_OK && pzErrMsg != NULL) {
-        *pzErrMsg = sqlite3_mprintf("raftsql: cannot register: %s",
-                                    sqlite3_errstr(rc));
+        *pzErrMsg =
+            sqlite3_mprintf("raftsql: cannot register: %s", sqlite3_errstr(rc));
     }
     return rc;
 }

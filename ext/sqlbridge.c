@@ -21,8 +21,8 @@ int sqlbridge_rc(int rc)
     switch (rc) {
         case 0:
             return 0;
-#define EXT__SQL_ERR_CASE(name, text) \
-    case SQL_ERR_##name:             \
+#define EXT__SQL_ERR_CASE(name, text)                                          \
+    case SQL_ERR_##name:                                                       \
         return RAFT_##name;
             SQL_ERRORS(EXT__SQL_ERR_CASE)
 #undef EXT__SQL_ERR_CASE

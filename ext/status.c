@@ -38,42 +38,41 @@ static const char *progress_name(int state)
  * @count is 0 (a mean over a run of counters). */
 static json_t *json_mean(uint64_t total, uint64_t count)
 {
-    return json_real(count ? round(100.0 * (double)total / (double)count) /
-                                 100.0
-                           : 0.0);
+    return json_real(
+        count ? round(100.0 * (double)total / (double)count) / 100.0 : 0.0);
 }
 
 /* What raft_status() shows of a peer. */
 struct peer_status {
-    raft_id id;         /* peer id */
-    bool connected;     /* outgoing connection established */
-    bool has_progress;  /* the field below is valid (leader only) */
+    raft_id id;        /* peer id */
+    bool connected;    /* outgoing connection established */
+    bool has_progress; /* the field below is valid (leader only) */
     struct raft_progress_info progress; /* the leader's view of it */
 };
 
 /* The core's and driver's state, as last copied by the loop thread. */
 struct snapshot {
-    int role;                        /* enum raft_role */
-    raft_term term;                  /* current term */
-    raft_id leader;                  /* known leader, 0 for none */
-    raft_index commit;               /* commit index */
-    raft_index first;                /* first log index */
-    raft_index last;                 /* last log index */
-    raft_index persisted;            /* last durable log index */
-    uint64_t leader_contact;         /* ms since the leader was heard,
+    int role;                                /* enum raft_role */
+    raft_term term;                          /* current term */
+    raft_id leader;                          /* known leader, 0 for none */
+    raft_index commit;                       /* commit index */
+    raft_index first;                        /* first log index */
+    raft_index last;                         /* last log index */
+    raft_index persisted;                    /* last durable log index */
+    uint64_t leader_contact;                 /* ms since the leader was heard,
                                         UINT64_MAX for none */
     struct peer_status peers[EXT_MAX_NODES]; /* the other servers */
-    unsigned n_peers;                /* entries used in peers */
-    struct raft_uv_node_stats stats; /* the driver's counters */
-    bool log_full;                   /* the log refused a write */
+    unsigned n_peers;                        /* entries used in peers */
+    struct raft_uv_node_stats stats;         /* the driver's counters */
+    bool log_full;                           /* the log refused a write */
 };
 
 struct ext_status {
-    raft_id id;                      /* this server */
+    raft_id id;                               /* this server */
     struct ext_member members[EXT_MAX_NODES]; /* the cluster, n_members */
     unsigned n_members;
-    pthread_mutex_t mu;              /* guards now */
-    struct snapshot now;             /* (mu) */
+    pthread_mutex_t mu;  /* guards now */
+    struct snapshot now; /* (mu) */
 };
 
 int status_new(const struct ext_config *cfg, struct ext_status **out)
@@ -173,24 +172,21 @@ char *status_json(struct ext_status *st, const struct ext_status_extra *x)
     json_object_set_new(o, "id", json_integer((json_int_t)st->id));
     json_object_set_new(o, "role", json_string(role_name(s.role)));
     json_object_set_new(o, "term", json_integer((json_int_t)s.term));
-    json_object_set_new(o, "leader",
-                        s.leader ? json_integer((json_int_t)s.leader)
-                                 : json_null());
-    json_object_set_new(o, "commit", json_integer((json_int_t)s.commit));
     json_object_set_new(
-        o, "applied", json_integer((json_int_t)x->applied));
+        o, "leader",
+        s.leader ? json_integer((json_int_t)s.leader) : json_null());
+    json_object_set_new(o, "commit", json_integer((json_int_t)s.commit));
+    json_object_set_new(o, "applied", json_integer((json_int_t)x->applied));
     json_object_set_new(o, "first_index", json_integer((json_int_t)s.first));
     json_object_set_new(o, "last_index", json_integer((json_int_t)s.last));
-    json_object_set_new(o, "persisted",
-                        json_integer((json_int_t)s.persisted));
+    json_object_set_new(o, "persisted", json_integer((json_int_t)s.persisted));
     /* A node behind what it knows is committed is catching up: its reads
      * are that many entries old. */
-    json_object_set_new(o, "lag", json_integer((json_int_t)(
-                                      s.commit > x->applied
-                                          ? s.commit - x->applied
-                                          : 0)));
-    json_object_set_new(o, "catching_up",
-                        json_boolean(s.commit > x->applied));
+    json_object_set_new(
+        o, "lag",
+        json_integer(
+            (json_int_t)(s.commit > x->applied ? s.commit - x->applied : 0)));
+    json_object_set_new(o, "catching_up", json_boolean(s.commit > x->applied));
     json_object_set_new(o, "leader_contact_ms",
                         s.leader_contact == UINT64_MAX
                             ? json_null()
@@ -198,15 +194,14 @@ char *status_json(struct ext_status *st, const struct ext_status_extra *x)
     json_object_set_new(o, "queue", json_integer(x->queue));
     json_object_set_new(o, "waiters", json_integer(x->waiters));
     json_object_set_new(o, "applying", json_boolean(x->applying));
-    json_object_set_new(o, "apply_error", x->apply_error[0]
-                                              ? json_string(x->apply_error)
-                                              : json_null());
+    json_object_set_new(
+        o, "apply_error",
+        x->apply_error[0] ? json_string(x->apply_error) : json_null());
     json_object_set_new(o, "log_full", json_boolean(s.log_full));
     json_object_set_new(o, "log_writes",
                         json_integer((json_int_t)s.stats.n_writes));
     json_object_set_new(o, "entries_per_fsync",
-                        json_mean(s.stats.n_entries_written,
-                                  s.stats.n_writes));
+                        json_mean(s.stats.n_entries_written, s.stats.n_writes));
     json_object_set_new(o, "compactions",
                         json_integer((json_int_t)s.stats.n_compactions));
     json_object_set_new(o, "snapshots_sent",
@@ -224,13 +219,12 @@ char *status_json(struct ext_status *st, const struct ext_status_extra *x)
     } else {
         json_object_set_new(o, "snapshot_transfer", json_null());
     }
-    json_object_set_new(o, "durable",
-                        json_integer((json_int_t)x->durable));
+    json_object_set_new(o, "durable", json_integer((json_int_t)x->durable));
     json_object_set_new(o, "appends_sent",
                         json_integer((json_int_t)s.stats.n_appends_sent));
-    json_object_set_new(o, "entries_per_append",
-                        json_mean(s.stats.n_entries_sent,
-                                  s.stats.n_appends_sent));
+    json_object_set_new(
+        o, "entries_per_append",
+        json_mean(s.stats.n_entries_sent, s.stats.n_appends_sent));
     for (unsigned i = 0; i < s.n_peers; i++) {
         const struct peer_status *p = &s.peers[i];
         json_t *j = json_object();
@@ -246,21 +240,20 @@ char *status_json(struct ext_status *st, const struct ext_status_extra *x)
         json_object_set_new(j, "connected", json_boolean(p->connected));
         if (p->has_progress) {
             json_object_set_new(
-                j, "match",
-                json_integer((json_int_t)p->progress.match_index));
+                j, "match", json_integer((json_int_t)p->progress.match_index));
             json_object_set_new(
                 j, "next", json_integer((json_int_t)p->progress.next_index));
-            json_object_set_new(j, "state", json_string(progress_name(
-                                                p->progress.state)));
+            json_object_set_new(j, "state",
+                                json_string(progress_name(p->progress.state)));
             json_object_set_new(j, "inflight",
                                 json_integer(p->progress.inflight));
         }
         json_array_append_new(peers, j);
     }
     json_object_set_new(o, "peers", peers);
-    json_object_set_new(o, "last_error", x->last_error[0]
-                                             ? json_string(x->last_error)
-                                             : json_null());
+    json_object_set_new(
+        o, "last_error",
+        x->last_error[0] ? json_string(x->last_error) : json_null());
     /* Means are rounded to two decimals; six significant digits print
      * them as such (0.92, not 0.92000000000000004). */
     text = json_dumps(o, JSON_COMPACT | JSON_REAL_PRECISION(6));

@@ -91,8 +91,8 @@ int store_open(const struct ext_store_config *cfg, struct ext_node_log *log,
     if (rc != 0) {
         goto err_free;
     }
-    rc = lmdb_log_open(s->dir, cfg->log_max_bytes, &s->lmdb, errmsg,
-                       errmsg_len);
+    rc =
+        lmdb_log_open(s->dir, cfg->log_max_bytes, &s->lmdb, errmsg, errmsg_len);
     if (rc != 0) {
         char why[512];
         snprintf(why, sizeof why, "%s", errmsg);
@@ -172,14 +172,16 @@ static int repair_log(struct ext_store *s, raft_index first, raft_index last,
     }
     if (bad < applied) {
         node_log_line(s->log, RAFT_LOG_WARN,
-                      "log entry %" PRIu64 " is corrupt (checksum "
+                      "log entry %" PRIu64
+                      " is corrupt (checksum "
                       "mismatch); the database already holds it: "
                       "compacting the log through %" PRIu64,
                       bad, applied);
         rc = lmdb_log_compact(s->lmdb, applied);
     } else if (bad == applied) {
         node_log_line(s->log, RAFT_LOG_WARN,
-                      "log entry %" PRIu64 " is corrupt (checksum "
+                      "log entry %" PRIu64
+                      " is corrupt (checksum "
                       "mismatch); the database already holds it: the log "
                       "restarts after it and the leader sends what follows "
                       "again",
@@ -187,7 +189,8 @@ static int repair_log(struct ext_store *s, raft_index first, raft_index last,
         rc = lmdb_log_reset(s->lmdb, applied, applied_term);
     } else {
         node_log_line(s->log, RAFT_LOG_WARN,
-                      "log entry %" PRIu64 " is corrupt (checksum "
+                      "log entry %" PRIu64
+                      " is corrupt (checksum "
                       "mismatch) and not applied here: dropping the log "
                       "from it on; the leader sends those entries again",
                       bad);
@@ -198,9 +201,9 @@ static int repair_log(struct ext_store *s, raft_index first, raft_index last,
 
 /* read_bounds reads the log's first and last index and its snapshot
  * boundary. */
-static int read_bounds(struct ext_store *s, raft_index *first,
-                       raft_index *last, struct ext_store_state *st,
-                       char *errmsg, size_t errmsg_len)
+static int read_bounds(struct ext_store *s, raft_index *first, raft_index *last,
+                       struct ext_store_state *st, char *errmsg,
+                       size_t errmsg_len)
 {
     int rc = lmdb_log_bounds(s->lmdb, first, last);
     if (rc == 0) {
@@ -211,17 +214,17 @@ static int read_bounds(struct ext_store *s, raft_index *first,
 
 /* read_entries reads the stored entries into @st, repairing a corrupt
  * one (repair_log). */
-static int read_entries(struct ext_store *s, raft_index first,
-                        raft_index last, uint64_t applied,
-                        uint64_t applied_term, struct ext_store_state *st,
-                        char *errmsg, size_t errmsg_len)
+static int read_entries(struct ext_store *s, raft_index first, raft_index last,
+                        uint64_t applied, uint64_t applied_term,
+                        struct ext_store_state *st, char *errmsg,
+                        size_t errmsg_len)
 {
     int rc;
     if (last < first) {
         return 0;
     }
-    rc = lmdb_log_entries(s->lmdb, first, last, 0, &st->entries,
-                          &st->n_entries);
+    rc =
+        lmdb_log_entries(s->lmdb, first, last, 0, &st->entries, &st->n_entries);
     if (rc == RAFT_CORRUPT) {
         rc = repair_log(s, first, last, applied, applied_term);
         if (rc == 0) {
@@ -259,8 +262,10 @@ int store_load(struct ext_store *s, uint64_t applied, uint64_t applied_term,
          * reset after it: the database holds only committed entries, so
          * the log restarts after them. */
         node_log_line(s->log, RAFT_LOG_WARN,
-                      "database applied up to %" PRIu64 ", log ends at "
-                      "%" PRIu64 ": resetting the log after the database "
+                      "database applied up to %" PRIu64
+                      ", log ends at "
+                      "%" PRIu64
+                      ": resetting the log after the database "
                       "(interrupted snapshot install)",
                       applied, last);
         rc = lmdb_log_reset(s->lmdb, applied, applied_term);
@@ -307,8 +312,8 @@ void store_state_free(struct ext_store_state *st)
 /* ---- The driver's storage (a libuv thread-pool thread) ----------------- */
 
 static int on_append(void *data, const struct raft_hard_state *hs,
-                     const struct raft_entry *entries, unsigned n,
-                     char *errmsg, size_t errmsg_len)
+                     const struct raft_entry *entries, unsigned n, char *errmsg,
+                     size_t errmsg_len)
 {
     struct ext_store *s = data;
     int rc = lmdb_log_append(s->lmdb, hs, entries, n);
@@ -330,15 +335,13 @@ static int on_compact(void *data, raft_index index, char *errmsg,
 }
 
 static int on_snapshot_create(void *data, const char *path, raft_index *index,
-                              raft_term *term, char *errmsg,
-                              size_t errmsg_len)
+                              raft_term *term, char *errmsg, size_t errmsg_len)
 {
     struct ext_store *s = data;
     uint64_t i = 0, t = 0;
     int rc;
     pthread_mutex_lock(&s->snapshot_mu);
-    rc = applier_snapshot_create(s->applier, path, &i, &t, errmsg,
-                                 errmsg_len);
+    rc = applier_snapshot_create(s->applier, path, &i, &t, errmsg, errmsg_len);
     pthread_mutex_unlock(&s->snapshot_mu);
     if (rc == 0) {
         *index = i;
@@ -353,8 +356,7 @@ static int on_snapshot_create(void *data, const char *path, raft_index *index,
  * @index of @term, only the log through it goes (the entries after it are
  * the leader's and may be committed copies); otherwise the log restarts
  * empty after @index. */
-static int log_after_install(struct ext_store *s, uint64_t index,
-                             uint64_t term)
+static int log_after_install(struct ext_store *s, uint64_t index, uint64_t term)
 {
     raft_index first, last;
     struct raft_entry *e = NULL;
@@ -407,9 +409,8 @@ static int install(struct ext_store *s, const char *path, raft_index index,
     return rc;
 }
 
-static int on_snapshot_install(void *data, const char *path,
-                               raft_index index, raft_term term,
-                               char *errmsg, size_t errmsg_len)
+static int on_snapshot_install(void *data, const char *path, raft_index index,
+                               raft_term term, char *errmsg, size_t errmsg_len)
 {
     struct ext_store *s = data;
     int rc;

@@ -63,8 +63,7 @@ void store_close(struct ext_store *s);
  * database, or is unreadable), RAFT_IOERR, RAFT_NOMEM; @errmsg says why.
  * Thread: any, before the driver starts. */
 int store_load(struct ext_store *s, uint64_t applied, uint64_t applied_term,
-               struct ext_store_state *out, char *errmsg,
-               size_t errmsg_len);
+               struct ext_store_state *out, char *errmsg, size_t errmsg_len);
 
 /* store_state_free frees what store_load put in @st. */
 void store_state_free(struct ext_store_state *st);

@@ -115,8 +115,7 @@ int lmdb_log_append(struct lmdb_log *l, const struct raft_hard_state *hs,
         return RAFT_INVALID;
     }
     for (unsigned i = 0; i < n; i++) {
-        if (entries[i].index == 0 ||
-            entries[i].index != entries[0].index + i) {
+        if (entries[i].index == 0 || entries[i].index != entries[0].index + i) {
             txn_set_errmsg(l,
                            "append: entries[%u] has index %llu, expected "
                            "%llu: indexes must be consecutive and >= 1",
@@ -126,7 +125,8 @@ int lmdb_log_append(struct lmdb_log *l, const struct raft_hard_state *hs,
         }
         payload_len = entries[i].data != NULL ? entries[i].data->len : 0;
         if (payload_len > LMDB_LOG_FORMAT_MAX_PAYLOAD) {
-            txn_set_errmsg(l, "append: index %llu: payload of %zu bytes "
+            txn_set_errmsg(l,
+                           "append: index %llu: payload of %zu bytes "
                            "exceeds the format's limit",
                            (unsigned long long)entries[i].index, payload_len);
             return RAFT_INVALID;

@@ -85,8 +85,8 @@ static void compact_body(struct txn *t, void *arg)
     }
     defect = format_entry_check(index, val.mv_data, val.mv_size);
     if (defect != NULL) {
-        txn_fail(t, RAFT_CORRUPT, "index %llu: %s",
-                 (unsigned long long)index, defect);
+        txn_fail(t, RAFT_CORRUPT, "index %llu: %s", (unsigned long long)index,
+                 defect);
         return;
     }
     term = format_entry_term(val.mv_data);

@@ -25,7 +25,7 @@
 
 #define LMDB_LOG__MIB (1024u * 1024u)
 #define LMDB_LOG__INITIAL_MAP (64u * LMDB_LOG__MIB) /* default first map */
-#define LMDB_LOG__MIN_BYTES (256u * 1024u)         /* smallest ceiling */
+#define LMDB_LOG__MIN_BYTES (256u * 1024u)          /* smallest ceiling */
 #define LMDB_LOG__RESERVE_PAGES 16u /* + ceiling/128 kept from entries */
 #define LMDB_LOG__DATA_FILE "data.mdb"
 
@@ -93,8 +93,10 @@ static void open_body(struct txn *t, void *arg)
         return;
     }
     if (format_version_decode(val.mv_data, val.mv_size, &version) != 0) {
-        txn_fail(t, RAFT_CORRUPT, "%s: the format record is corrupt (%zu "
-                 "bytes)", a->dir, val.mv_size);
+        txn_fail(t, RAFT_CORRUPT,
+                 "%s: the format record is corrupt (%zu "
+                 "bytes)",
+                 a->dir, val.mv_size);
         return;
     }
     if (version < LMDB_LOG_FORMAT_VERSION_MIN ||
@@ -102,8 +104,8 @@ static void open_body(struct txn *t, void *arg)
         txn_fail(t, RAFT_FORMAT,
                  "%s: the log was written in format version %lu; this "
                  "build reads version %u to version %u",
-                 a->dir, (unsigned long)version,
-                 LMDB_LOG_FORMAT_VERSION_MIN, LMDB_LOG_FORMAT_VERSION);
+                 a->dir, (unsigned long)version, LMDB_LOG_FORMAT_VERSION_MIN,
+                 LMDB_LOG_FORMAT_VERSION);
         return;
     }
     txn_meta_get(t, LMDB_LOG_FORMAT_META_TERM, &value);
@@ -182,8 +184,8 @@ static void copy_errmsg(const struct lmdb_log *l, char *errmsg,
 }
 
 int lmdb_log_open_sized(const char *dir, uint64_t initial_bytes,
-                        uint64_t max_bytes, struct lmdb_log **out,
-                        char *errmsg, size_t errmsg_len)
+                        uint64_t max_bytes, struct lmdb_log **out, char *errmsg,
+                        size_t errmsg_len)
 {
     struct lmdb_log *l;
     pthread_rwlockattr_t attr;
@@ -206,21 +208,19 @@ int lmdb_log_open_sized(const char *dir, uint64_t initial_bytes,
         return RAFT_NOMEM;
     }
     pthread_rwlockattr_init(&attr);
-    pthread_rwlockattr_setkind_np(
-        &attr, PTHREAD_RWLOCK_PREFER_WRITER_NONRECURSIVE_NP);
+    pthread_rwlockattr_setkind_np(&attr,
+                                  PTHREAD_RWLOCK_PREFER_WRITER_NONRECURSIVE_NP);
     rc = pthread_rwlock_init(&l->map_lock, &attr);
     pthread_rwlockattr_destroy(&attr);
     if (rc != 0) {
-        snprintf(l->errmsg, sizeof l->errmsg,
-                 "open: pthread_rwlock_init: %s",
+        snprintf(l->errmsg, sizeof l->errmsg, "open: pthread_rwlock_init: %s",
                  txn_code_name(rc, buf, sizeof buf));
         rc = txn_to_raft(rc);
         goto err_free;
     }
     rc = pthread_mutex_init(&l->errmsg_lock, NULL);
     if (rc != 0) {
-        snprintf(l->errmsg, sizeof l->errmsg,
-                 "open: pthread_mutex_init: %s",
+        snprintf(l->errmsg, sizeof l->errmsg, "open: pthread_mutex_init: %s",
                  txn_code_name(rc, buf, sizeof buf));
         rc = txn_to_raft(rc);
         goto err_rwlock;

@@ -104,8 +104,8 @@ const char *format_entry_check(raft_index index, const void *value,
     return NULL;
 }
 
-int format_entry_decode(raft_index index, const void *value,
-                        size_t value_len, struct raft_entry *out)
+int format_entry_decode(raft_index index, const void *value, size_t value_len,
+                        struct raft_entry *out)
 {
     const uint8_t *p = value;
     size_t payload_len;

@@ -108,8 +108,8 @@ const char *format_entry_check(raft_index index, const void *value,
  * format_entry_check has accepted for @index, into *@out: term, type, the
  * index, and data (a new buf reference owned by the caller, or NULL for an
  * empty payload). Errors: RAFT_NOMEM. */
-int format_entry_decode(raft_index index, const void *value,
-                        size_t value_len, struct raft_entry *out);
+int format_entry_decode(raft_index index, const void *value, size_t value_len,
+                        struct raft_entry *out);
 
 /* format_entry_term returns the term of the entry value @value, which
  * format_entry_check has accepted. Pure. */

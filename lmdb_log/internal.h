@@ -15,8 +15,8 @@
  * lmdb_log_open passes 64 MiB. Same ownership, threads and errors as
  * lmdb_log_open; RAFT_INVALID also when @initial_bytes is 0. */
 int lmdb_log_open_sized(const char *dir, uint64_t initial_bytes,
-                        uint64_t max_bytes, struct lmdb_log **out,
-                        char *errmsg, size_t errmsg_len);
+                        uint64_t max_bytes, struct lmdb_log **out, char *errmsg,
+                        size_t errmsg_len);
 
 /* lmdb_log_map_bytes returns the current size of @l's LMDB map, bytes.
  * Call it from the writing thread (or when no other call runs). */

@@ -14,8 +14,8 @@
 
 int lmdb_log_hard_state(struct lmdb_log *l, struct raft_hard_state *out)
 {
-    return txn_read_meta(l, "hard_state", LMDB_LOG_FORMAT_META_TERM,
-                         &out->term, LMDB_LOG_FORMAT_META_VOTE, &out->vote);
+    return txn_read_meta(l, "hard_state", LMDB_LOG_FORMAT_META_TERM, &out->term,
+                         LMDB_LOG_FORMAT_META_VOTE, &out->vote);
 }
 
 int lmdb_log_bounds(struct lmdb_log *l, raft_index *out_first,

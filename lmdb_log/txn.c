@@ -55,8 +55,8 @@ int txn_to_raft(int rc)
 const char *txn_code_name(int rc, char *buf, size_t len)
 {
     switch (rc) {
-#define LMDB_LOG__NAME(code) \
-    case code:               \
+#define LMDB_LOG__NAME(code)                                                   \
+    case code:                                                                 \
         return #code;
         LMDB_LOG__NAME(MDB_KEYEXIST)
         LMDB_LOG__NAME(MDB_NOTFOUND)
@@ -349,7 +349,6 @@ static int adopt_map(struct lmdb_log *l, const char *op)
     l->map_bytes = info.me_mapsize;
     return 0;
 }
-
 
 int txn_run_write(struct lmdb_log *l, const char *op, lmdb_log_body_cb body,
                   void *arg)

@@ -12,9 +12,9 @@
 /* A payload: @len bytes at @data, freed when the last reference goes.
  * Invariant: refs >= 1 while anyone holds the pointer. */
 struct raft_buf {
-    atomic_uint refs;      /* number of holders */
-    size_t len;            /* payload length, bytes */
-    unsigned char data[];  /* payload bytes */
+    atomic_uint refs;     /* number of holders */
+    size_t len;           /* payload length, bytes */
+    unsigned char data[]; /* payload bytes */
 };
 
 /* raft_buf_new allocates a buffer of @len bytes (contents undefined) with

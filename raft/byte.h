@@ -33,8 +33,7 @@ static inline struct raft_byte_reader raft_byte_reader_init(const void *p,
 }
 
 /* raft_byte_writer_init returns a writer over the @len bytes at @p. */
-static inline struct raft_byte_writer raft_byte_writer_init(void *p,
-                                                            size_t len)
+static inline struct raft_byte_writer raft_byte_writer_init(void *p, size_t len)
 {
     struct raft_byte_writer w = {(uint8_t *)p, len};
     return w;
@@ -51,8 +50,8 @@ static inline uint32_t raft_byte_load_u32(const uint8_t *p)
 /* raft_byte_load_u64 reads a little-endian u64 at @p (8 bytes, unchecked). */
 static inline uint64_t raft_byte_load_u64(const uint8_t *p)
 {
-    return (uint64_t)raft_byte_load_u32(p) |
-           (uint64_t)raft_byte_load_u32(p + 4) << 32;
+    return (uint64_t)raft_byte_load_u32(p) | (uint64_t)raft_byte_load_u32(p + 4)
+                                                 << 32;
 }
 
 /* raft_byte_store_u32 writes @v little-endian at @p (4 bytes, unchecked). */
@@ -86,8 +85,7 @@ static inline bool raft_byte_get_u8(struct raft_byte_reader *r, uint8_t *out)
 
 /* raft_byte_get_u32 reads a little-endian u32 into *@out. Returns false,
  * with *@out untouched, when fewer than 4 bytes are left. */
-static inline bool raft_byte_get_u32(struct raft_byte_reader *r,
-                                     uint32_t *out)
+static inline bool raft_byte_get_u32(struct raft_byte_reader *r, uint32_t *out)
 {
     if (r->left < 4) {
         return false;
@@ -100,8 +98,7 @@ static inline bool raft_byte_get_u32(struct raft_byte_reader *r,
 
 /* raft_byte_get_u64 reads a little-endian u64 into *@out. Returns false,
  * with *@out untouched, when fewer than 8 bytes are left. */
-static inline bool raft_byte_get_u64(struct raft_byte_reader *r,
-                                     uint64_t *out)
+static inline bool raft_byte_get_u64(struct raft_byte_reader *r, uint64_t *out)
 {
     if (r->left < 8) {
         return false;

@@ -21,12 +21,10 @@ static uint64_t prng_next(struct raft *r)
 void election_reset_timer(struct raft *r)
 {
     r->election_start = r->now;
-    r->election_rand =
-        r->election_timeout + prng_next(r) % r->election_timeout;
+    r->election_rand = r->election_timeout + prng_next(r) % r->election_timeout;
 }
 
-void election_become_follower(struct raft *r, raft_term term,
-                              raft_id leader)
+void election_become_follower(struct raft *r, raft_term term, raft_id leader)
 {
     if (term > r->term) {
         r->term = term;
@@ -230,8 +228,7 @@ void election_recv_pre_vote(struct raft *r, const struct raft_message *m)
     }
 }
 
-void election_recv_pre_vote_result(struct raft *r,
-                                   const struct raft_message *m)
+void election_recv_pre_vote_result(struct raft *r, const struct raft_message *m)
 {
     const struct raft_request_vote_result *res = &m->request_vote_result;
     unsigned slot;

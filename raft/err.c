@@ -10,8 +10,8 @@ const char *raft_strerror(int rc)
     switch (rc) {
         case 0:
             return "ok";
-#define RAFT__ERR_CASE(name, num, text) \
-    case num:                           \
+#define RAFT__ERR_CASE(name, num, text)                                        \
+    case num:                                                                  \
         return text;
             RAFT_ERRORS(RAFT__ERR_CASE)
 #undef RAFT__ERR_CASE

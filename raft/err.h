@@ -10,23 +10,23 @@
 #include <stddef.h>
 
 /* X(name, number, text): the list of project error codes. */
-#define RAFT_ERRORS(X)                                                    \
-    X(NOMEM, 1, "out of memory")                                          \
-    X(INVALID, 2, "invalid argument")                                     \
-    X(IOERR, 3, "I/O error")                                              \
-    X(NOSPACE, 4, "no space left")                                        \
-    X(CORRUPT, 5, "corrupt data")                                         \
-    X(NOTLEADER, 6, "not the leader")                                     \
-    X(SHUTDOWN, 7, "shutting down")                                       \
-    X(CANCELED, 8, "canceled")                                            \
-    X(TIMEOUT, 9, "timed out")                                            \
-    X(BUSY, 10, "busy")                                                   \
-    X(NOTFOUND, 11, "not found")                                          \
-    X(COMPACTED, 12, "entry compacted")                                   \
-    X(TOOBIG, 13, "too big")                                              \
-    X(PROTO, 14, "protocol error")                                        \
-    X(FORMAT, 15, "unsupported format version")                           \
-    X(NOCONN, 16, "not connected")                                        \
+#define RAFT_ERRORS(X)                                                         \
+    X(NOMEM, 1, "out of memory")                                               \
+    X(INVALID, 2, "invalid argument")                                          \
+    X(IOERR, 3, "I/O error")                                                   \
+    X(NOSPACE, 4, "no space left")                                             \
+    X(CORRUPT, 5, "corrupt data")                                              \
+    X(NOTLEADER, 6, "not the leader")                                          \
+    X(SHUTDOWN, 7, "shutting down")                                            \
+    X(CANCELED, 8, "canceled")                                                 \
+    X(TIMEOUT, 9, "timed out")                                                 \
+    X(BUSY, 10, "busy")                                                        \
+    X(NOTFOUND, 11, "not found")                                               \
+    X(COMPACTED, 12, "entry compacted")                                        \
+    X(TOOBIG, 13, "too big")                                                   \
+    X(PROTO, 14, "protocol error")                                             \
+    X(FORMAT, 15, "unsupported format version")                                \
+    X(NOCONN, 16, "not connected")                                             \
     X(UNKNOWN, 17, "outcome unknown")
 
 enum raft_err {

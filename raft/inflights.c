@@ -5,8 +5,7 @@
 #include <assert.h>
 #include <stdlib.h>
 
-int inflights_init(struct raft_inflights *f, unsigned cap,
-                   uint64_t max_bytes)
+int inflights_init(struct raft_inflights *f, unsigned cap, uint64_t max_bytes)
 {
     struct raft_inflight *ring;
 

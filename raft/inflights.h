@@ -13,9 +13,9 @@
 
 /* One AppendEntries in flight. */
 struct raft_inflight {
-    uint64_t seq;     /* its request number */
-    raft_index last;  /* index of its last entry */
-    uint64_t bytes;   /* payload bytes of its entries */
+    uint64_t seq;    /* its request number */
+    raft_index last; /* index of its last entry */
+    uint64_t bytes;  /* payload bytes of its entries */
 };
 
 /* The ring.
@@ -33,8 +33,7 @@ struct raft_inflights {
 /* inflights_init allocates a ring of @cap (>= 1) slots, empty, limited to
  * @max_bytes payload bytes (0: unlimited). Writes @f only on success.
  * Errors: RAFT_NOMEM. */
-int inflights_init(struct raft_inflights *f, unsigned cap,
-                   uint64_t max_bytes);
+int inflights_init(struct raft_inflights *f, unsigned cap, uint64_t max_bytes);
 
 /* inflights_close frees the ring. */
 void inflights_close(struct raft_inflights *f);

@@ -217,8 +217,7 @@ int raft_frame_encode(const struct raft_frame *f, void *buf, size_t len)
             ok &= raft_byte_put_u64(&w, c->offset);
             ok &= raft_byte_put_u64(&w, c->checksum);
             ok &= raft_byte_put_u32(&w, (uint32_t)buf_len(c->data));
-            ok &= raft_byte_put_bytes(&w, buf_data(c->data),
-                                      buf_len(c->data));
+            ok &= raft_byte_put_bytes(&w, buf_data(c->data), buf_len(c->data));
             break;
         }
         case RAFT_FRAME_SNAPSHOT_CHUNK_RESULT: {
@@ -378,14 +377,14 @@ int raft_frame_decode(const void *body, size_t len, struct raft_frame *out,
     }
     if (version != RAFT_WIRE_VERSION) {
         raft_errmsgf(errmsg, errmsg_len,
-                     "unsupported wire version %u (want %u)",
-                     (unsigned)version, (unsigned)RAFT_WIRE_VERSION);
+                     "unsupported wire version %u (want %u)", (unsigned)version,
+                     (unsigned)RAFT_WIRE_VERSION);
         return RAFT_FORMAT;
     }
     if (!raft_byte_get_u8(&r, &f.type) || !raft_byte_get_u64(&r, &f.from) ||
         !raft_byte_get_u64(&r, &f.to)) {
-        raft_errmsgf(errmsg, errmsg_len,
-                     "truncated message header (%zu bytes)", len);
+        raft_errmsgf(errmsg, errmsg_len, "truncated message header (%zu bytes)",
+                     len);
         return RAFT_PROTO;
     }
     if (raft_frame_is_message(&f)) {
@@ -407,8 +406,7 @@ int raft_frame_decode(const void *body, size_t len, struct raft_frame *out,
             struct raft_request_vote_result *rr =
                 &f.message.request_vote_result;
             ok = raft_byte_get_u64(&r, &rr->term) &&
-                 get_bool(&r, &rr->vote_granted) &&
-                 get_bool(&r, &rr->pre_vote);
+                 get_bool(&r, &rr->vote_granted) && get_bool(&r, &rr->pre_vote);
             break;
         }
         case RAFT_MSG_APPEND_ENTRIES: {

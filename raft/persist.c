@@ -10,8 +10,8 @@
 
 #include "message.h"
 
-enum raft_persist_log_action raft_persist_log_after_install(
-    raft_term held_term, raft_term last_term)
+enum raft_persist_log_action raft_persist_log_after_install(raft_term held_term,
+                                                            raft_term last_term)
 {
     /* Paper §7: "If existing log entry has same index and term as
      * snapshot's last included entry, retain log entries following it."
@@ -179,8 +179,7 @@ int raft_persist_merge(struct raft_persist *p, const struct raft_update *u)
         j->n_entries += u->n_entries;
     }
     if (u->hard_state_changed && u->n_messages > 0) {
-        m = grow(j->held, &j->cap_held, j->n_held + u->n_messages,
-                 sizeof *m);
+        m = grow(j->held, &j->cap_held, j->n_held + u->n_messages, sizeof *m);
         if (m == NULL) {
             return RAFT_NOMEM;
         }
@@ -254,8 +253,7 @@ struct raft_persist_job *raft_persist_next(struct raft_persist *p)
 {
     struct raft_persist_job *j;
     while ((j = p->head) != NULL && !p->running && !p->log_full) {
-        if (j->install || has_write(j) || j->n_held > 0 ||
-            j->compact_to > 0) {
+        if (j->install || has_write(j) || j->n_held > 0 || j->compact_to > 0) {
             p->running = true;
             j->boundary = p->install_boundary;
             return j;
@@ -273,9 +271,9 @@ void raft_persist_run(struct raft_persist_job *j,
     j->skip = 0;
     j->stale = false;
     if (j->install) {
-        j->rc = s->snapshot_install(s->data, j->snap.path, j->snap.index,
-                                    j->snap.last_term, j->errmsg,
-                                    sizeof j->errmsg);
+        j->rc =
+            s->snapshot_install(s->data, j->snap.path, j->snap.index,
+                                j->snap.last_term, j->errmsg, sizeof j->errmsg);
         return;
     }
     if (has_write(j)) {
@@ -291,18 +289,17 @@ void raft_persist_run(struct raft_persist_job *j,
             n--;
         }
         j->skip = j->n_entries - n;
-        j->rc = s->append(s->data, j->has_hs ? &j->hs : NULL, e, n,
-                          j->errmsg, sizeof j->errmsg);
+        j->rc = s->append(s->data, j->has_hs ? &j->hs : NULL, e, n, j->errmsg,
+                          sizeof j->errmsg);
         if (j->rc == RAFT_INVALID && j->boundary > 0 && n > 0) {
             j->stale = true;
-            j->rc = j->has_hs ? s->append(s->data, &j->hs, NULL, 0,
-                                          j->errmsg, sizeof j->errmsg)
+            j->rc = j->has_hs ? s->append(s->data, &j->hs, NULL, 0, j->errmsg,
+                                          sizeof j->errmsg)
                               : 0;
         }
     }
     if (j->rc == 0 && j->compact_to > 0) {
-        j->rc = s->compact(s->data, j->compact_to, j->errmsg,
-                           sizeof j->errmsg);
+        j->rc = s->compact(s->data, j->compact_to, j->errmsg, sizeof j->errmsg);
     }
 }
 

@@ -117,29 +117,29 @@ struct raft_persist_install {
  * refused before the install, a cancelled run).
  * Invariant: a sealed job takes no more merges. */
 struct raft_persist_job {
-    bool has_hs;                   /* write hs */
-    struct raft_hard_state hs;     /* term and vote */
-    struct raft_entry *entries;    /* owned references, n_entries */
+    bool has_hs;                /* write hs */
+    struct raft_hard_state hs;  /* term and vote */
+    struct raft_entry *entries; /* owned references, n_entries */
     unsigned n_entries;
     unsigned cap_entries;
-    struct raft_message *held;     /* deep copies, n_held */
+    struct raft_message *held; /* deep copies, n_held */
     unsigned n_held;
     unsigned cap_held;
-    raft_index compact_to;         /* compact the log up to here, or 0 */
-    bool install;                  /* install @snap */
+    raft_index compact_to;            /* compact the log up to here, or 0 */
+    bool install;                     /* install @snap */
     struct raft_persist_install snap; /* the snapshot, when @install */
-    bool sealed;                   /* no more merges */
-    bool after_install;            /* it was queued when an install
+    bool sealed;                      /* no more merges */
+    bool after_install;               /* it was queued when an install
                                       completed: its entries may be stale */
-    unsigned n_old;                /* leading entries handed out before an
+    unsigned n_old;                   /* leading entries handed out before an
                                       install that reset the log: dropped */
-    raft_index boundary;           /* the install boundary when handed out */
-    unsigned skip;                 /* leading entries dropped as stale */
-    bool stale;                    /* the write was dropped after an
+    raft_index boundary;              /* the install boundary when handed out */
+    unsigned skip;                    /* leading entries dropped as stale */
+    bool stale;                       /* the write was dropped after an
                                       install: no PERSISTED */
-    int rc;                        /* result */
-    char errmsg[256];              /* its message on failure */
-    struct raft_persist_job *next; /* queue */
+    int rc;                           /* result */
+    char errmsg[256];                 /* its message on failure */
+    struct raft_persist_job *next;    /* queue */
 };
 
 /* The queue. Embed it and call raft_persist_init. */
@@ -169,30 +169,30 @@ enum raft_persist_outcome {
  * RAFT_EVENT_PERSISTED when @persisted, step RAFT_EVENT_COMPACT when
  * @compact_index > 0 (all only for DONE). Pointers are into the job. */
 struct raft_persist_result {
-    int outcome;                  /* enum raft_persist_outcome */
-    int rc;                       /* the job's code, 0 for DONE */
-    const char *errmsg;           /* its message when @rc != 0 */
+    int outcome;                                /* enum raft_persist_outcome */
+    int rc;                                     /* the job's code, 0 for DONE */
+    const char *errmsg;                         /* its message when @rc != 0 */
     const struct raft_persist_install *install; /* an install job (DONE:
                                                    installed; FAILED:
                                                    refused), else NULL */
-    bool reset;                   /* an install DONE: the core resets its
+    bool reset;         /* an install DONE: the core resets its
                                      log (raft_snapshot_resets_log) */
-    bool wrote;                   /* it wrote hard state or entries */
-    unsigned n_entries;           /* entries it carried (the dropped stale
+    bool wrote;         /* it wrote hard state or entries */
+    unsigned n_entries; /* entries it carried (the dropped stale
                                      ones included) */
     const struct raft_message *messages; /* held messages, n_messages */
     unsigned n_messages;
-    bool persisted;               /* step PERSISTED with: */
-    raft_index persisted_index;   /* its last entry's index */
-    raft_term persisted_term;     /* and term */
-    raft_index compact_index;     /* step COMPACT with it, 0 for none */
-    unsigned n_skipped;           /* leading entries dropped: at or below
+    bool persisted;             /* step PERSISTED with: */
+    raft_index persisted_index; /* its last entry's index */
+    raft_term persisted_term;   /* and term */
+    raft_index compact_index;   /* step COMPACT with it, 0 for none */
+    unsigned n_skipped;         /* leading entries dropped: at or below
                                      the install boundary, or handed out
                                      before an install that reset the log */
-    bool stale;                   /* its entries were dropped: they no
+    bool stale;                 /* its entries were dropped: they no
                                      longer followed the log */
-    bool after_install;           /* the job's after_install */
-    bool log_full;                /* REQUEUED: the refused job is first and
+    bool after_install;         /* the job's after_install */
+    bool log_full;              /* REQUEUED: the refused job is first and
                                      waits; false: its compaction runs
                                      first (call raft_persist_next) */
 };

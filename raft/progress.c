@@ -43,8 +43,7 @@ static void new_window(struct raft_peer_progress *p, uint8_t state,
     p->boundary_probed = false;
 }
 
-void progress_reset(struct raft_peer_progress *p, raft_index next,
-                    uint64_t now)
+void progress_reset(struct raft_peer_progress *p, raft_index next, uint64_t now)
 {
     p->match = 0;
     p->next = next > 0 ? next : 1;
@@ -145,8 +144,7 @@ bool progress_maybe_decr(struct raft_peer_progress *p, raft_index reject,
 
 /* predecessors_done tells whether every member of the window older than
  * request @seq is accounted for. */
-static bool predecessors_done(const struct raft_peer_progress *p,
-                              uint64_t seq)
+static bool predecessors_done(const struct raft_peer_progress *p, uint64_t seq)
 {
     const struct raft_inflight *oldest = inflights_oldest(&p->inflights);
     return oldest == NULL || oldest->seq >= seq;
@@ -248,8 +246,8 @@ uint64_t progress_room(const struct raft_peer_progress *p)
     return inflights_room(&p->inflights);
 }
 
-void progress_sent(struct raft_peer_progress *p, uint64_t seq,
-                   raft_index last, unsigned n_entries, uint64_t bytes)
+void progress_sent(struct raft_peer_progress *p, uint64_t seq, raft_index last,
+                   unsigned n_entries, uint64_t bytes)
 {
     if (p->state == RAFT_PROGRESS_PROBE) {
         p->paused = true;

@@ -67,22 +67,22 @@ struct raft_pending_reject {
  * members' seq are >= epoch_seq and > acked_seq, and < next_seq.
  * Invariant: in SNAPSHOT, snapshot_index >= next - 1 was compacted. */
 struct raft_peer_progress {
-    raft_index match;        /* highest index known durable on the peer */
-    raft_index next;         /* next index to send */
-    uint8_t state;           /* enum raft_progress_state */
-    bool paused;             /* PROBE: one AppendEntries is outstanding */
-    uint64_t last_progress;  /* time (ms) match last rose or state changed */
+    raft_index match;       /* highest index known durable on the peer */
+    raft_index next;        /* next index to send */
+    uint8_t state;          /* enum raft_progress_state */
+    bool paused;            /* PROBE: one AppendEntries is outstanding */
+    uint64_t last_progress; /* time (ms) match last rose or state changed */
     struct raft_inflights inflights; /* REPLICATE window */
-    uint64_t next_seq;       /* seq of the next AppendEntries, >= 1 */
-    uint64_t epoch;          /* window version, bumped at every reset */
-    uint64_t epoch_seq;      /* first seq of the window: older answers
+    uint64_t next_seq;               /* seq of the next AppendEntries, >= 1 */
+    uint64_t epoch;                  /* window version, bumped at every reset */
+    uint64_t epoch_seq;              /* first seq of the window: older answers
                                 are ignored */
-    uint64_t acked_seq;      /* newest seq accounted for in the window */
+    uint64_t acked_seq; /* newest seq accounted for in the window */
     struct raft_pending_reject pending; /* rejection waiting its turn */
     raft_index snapshot_index; /* SNAPSHOT: what the snapshot must reach */
-    bool boundary_probed;    /* this window probed the snapshot boundary
+    bool boundary_probed;      /* this window probed the snapshot boundary
                                 (before offering a snapshot) */
-    uint64_t snapshot_retry; /* no snapshot offered before this time */
+    uint64_t snapshot_retry;   /* no snapshot offered before this time */
 };
 
 /* progress_init allocates @p's window of @cap (>= 1) messages and
@@ -143,7 +143,7 @@ bool progress_maybe_decr(struct raft_peer_progress *p, raft_index reject,
 
 /* Outcome of progress_reject. */
 enum progress_verdict {
-    PROGRESS_IGNORED = 0, /* stale: nothing changed */
+    PROGRESS_IGNORED = 0,  /* stale: nothing changed */
     PROGRESS_DEFERRED = 1, /* set aside until its predecessors are
                               accounted for */
     PROGRESS_RESET = 2,    /* applied: back to PROBE in a new window */
@@ -177,7 +177,7 @@ uint64_t progress_room(const struct raft_peer_progress *p);
  * sent whose entries end at @last (@n_entries of them, @bytes payload
  * bytes): pauses PROBE; in REPLICATE advances next optimistically and
  * adds it to the window (when it has entries). */
-void progress_sent(struct raft_peer_progress *p, uint64_t seq,
-                   raft_index last, unsigned n_entries, uint64_t bytes);
+void progress_sent(struct raft_peer_progress *p, uint64_t seq, raft_index last,
+                   unsigned n_entries, uint64_t bytes);
 
 #endif /* RAFT_PROGRESS_H */

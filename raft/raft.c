@@ -36,8 +36,7 @@ raft_term raft_message_term(const struct raft_message *m)
     }
 }
 
-struct raft_message *raft_out_message(struct raft *r, uint8_t type,
-                                      raft_id to)
+struct raft_message *raft_out_message(struct raft *r, uint8_t type, raft_id to)
 {
     struct raft_message *m;
 
@@ -241,7 +240,6 @@ static int check_message(const struct raft *r, const struct raft_message *m)
     }
 }
 
-
 /* recv_stale answers a message of an older term so its sender learns the
  * current term (paper Fig. 2: reply false if term < currentTerm). */
 static void recv_stale(struct raft *r, const struct raft_message *m)
@@ -255,8 +253,7 @@ static void recv_stale(struct raft *r, const struct raft_message *m)
             out->append_entries_result.success = false;
             out->append_entries_result.reject_index =
                 m->append_entries.prev_log_index;
-            out->append_entries_result.last_log_index =
-                log_last_index(&r->log);
+            out->append_entries_result.last_log_index = log_last_index(&r->log);
             out->append_entries_result.seq = m->append_entries.seq;
         }
     } else if (m->type == RAFT_MSG_REQUEST_VOTE) {
@@ -511,12 +508,11 @@ int raft_step(struct raft *r, const struct raft_event *event,
                 event->snapshot.index, event->snapshot.last_term);
             break;
         case RAFT_EVENT_SNAPSHOT_FAILED:
-            replication_snapshot_failed(
-                r, raft_slot_of(r, event->unreachable.id));
+            replication_snapshot_failed(r,
+                                        raft_slot_of(r, event->unreachable.id));
             break;
         default:
-            replication_unreachable(r,
-                                    raft_slot_of(r, event->unreachable.id));
+            replication_unreachable(r, raft_slot_of(r, event->unreachable.id));
             break;
     }
     finish_step(r, update);

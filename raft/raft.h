@@ -281,10 +281,10 @@ struct raft_event {
                                  and <= persisted index */
         } compact;
         struct {
-            raft_id leader;       /* leader that sent it */
-            raft_term term;       /* that leader's term */
-            raft_index index;     /* the snapshot's last index */
-            raft_term last_term;  /* term of that entry */
+            raft_id leader;      /* leader that sent it */
+            raft_term term;      /* that leader's term */
+            raft_index index;    /* the snapshot's last index */
+            raft_term last_term; /* term of that entry */
         } snapshot;
         struct {
             raft_id id; /* the follower or peer concerned */
@@ -304,8 +304,8 @@ struct raft_update {
     unsigned n_messages;
     const struct raft_entry *committed; /* to apply (rule 3), n_committed */
     unsigned n_committed;
-    raft_index proposed_index; /* PROPOSE: index of the first new entry */
-    raft_term proposed_term;   /* PROPOSE: term of the new entries */
+    raft_index proposed_index;  /* PROPOSE: index of the first new entry */
+    raft_term proposed_term;    /* PROPOSE: term of the new entries */
     const raft_id *snapshot_to; /* leader: followers that need a snapshot
                                    (the entries they lack were compacted);
                                    the driver streams one to each and
@@ -368,7 +368,7 @@ raft_index raft_last_index(const struct raft *r);
 raft_index raft_first_index(const struct raft *r);
 raft_index raft_persisted_index(const struct raft *r);
 raft_index raft_snapshot_index(const struct raft *r); /* first - 1 */
-raft_term raft_snapshot_term(const struct raft *r); /* its term, 0 unknown */
+raft_term raft_snapshot_term(const struct raft *r);   /* its term, 0 unknown */
 
 /* raft_leader_contact returns how long ago, in ms of the TICK clock, this
  * server last heard from the leader of its term: 0 on the leader itself,
@@ -389,11 +389,11 @@ bool raft_snapshot_resets_log(const struct raft *r, raft_index index,
 
 /* What a leader knows of one follower. */
 struct raft_progress_info {
-    raft_index match_index;  /* highest index known replicated */
-    raft_index next_index;   /* next index to send */
-    uint8_t state;           /* enum raft_progress_state */
-    unsigned inflight;       /* AppendEntries sent and not yet answered */
-    uint64_t inflight_bytes; /* their payload bytes */
+    raft_index match_index;    /* highest index known replicated */
+    raft_index next_index;     /* next index to send */
+    uint8_t state;             /* enum raft_progress_state */
+    unsigned inflight;         /* AppendEntries sent and not yet answered */
+    uint64_t inflight_bytes;   /* their payload bytes */
     raft_index snapshot_index; /* SNAPSHOT: index the snapshot must
                                   reach, else 0 */
 };

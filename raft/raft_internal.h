@@ -18,57 +18,57 @@
  * moved nor truncated in the step after a message is added (room for the
  * step's appends is reserved when the step starts). */
 struct raft {
-    raft_id id;                        /* this server */
-    raft_id voters[RAFT_MAX_VOTERS];   /* every voter, this one included */
-    unsigned n_voters;                 /* number of voters */
-    unsigned self_slot;                /* voters[self_slot] == id */
-    unsigned election_timeout;         /* base election timeout, ms */
-    unsigned heartbeat_interval;       /* ms between heartbeats */
-    uint64_t max_size_per_msg;         /* payload bytes per AppendEntries */
-    unsigned max_inflight_msgs;        /* REPLICATE window */
-    uint64_t max_inflight_bytes;       /* REPLICATE window bytes, 0 no
+    raft_id id;                      /* this server */
+    raft_id voters[RAFT_MAX_VOTERS]; /* every voter, this one included */
+    unsigned n_voters;               /* number of voters */
+    unsigned self_slot;              /* voters[self_slot] == id */
+    unsigned election_timeout;       /* base election timeout, ms */
+    unsigned heartbeat_interval;     /* ms between heartbeats */
+    uint64_t max_size_per_msg;       /* payload bytes per AppendEntries */
+    unsigned max_inflight_msgs;      /* REPLICATE window */
+    uint64_t max_inflight_bytes;     /* REPLICATE window bytes, 0 no
                                           limit */
-    bool pre_vote;                     /* run a pre-vote round first */
-    bool check_quorum;                 /* check-quorum and stickiness */
-    uint64_t prng;                     /* splitmix64 state */
-    raft_term term;                    /* currentTerm (durable) */
-    raft_id vote;                      /* votedFor in term (durable) */
-    struct raft_log log;               /* the log (durable up to persisted) */
-    enum raft_role role;               /* follower, candidate or leader */
-    raft_id leader;                    /* known leader of term, 0 if none */
-    raft_index commit;                 /* commitIndex */
-    raft_index persisted;              /* last index durable (PERSISTED) */
-    raft_index handed;                 /* last index handed out committed */
-    raft_index verified;               /* follower: last index known to
+    bool pre_vote;                   /* run a pre-vote round first */
+    bool check_quorum;               /* check-quorum and stickiness */
+    uint64_t prng;                   /* splitmix64 state */
+    raft_term term;                  /* currentTerm (durable) */
+    raft_id vote;                    /* votedFor in term (durable) */
+    struct raft_log log;             /* the log (durable up to persisted) */
+    enum raft_role role;             /* follower, candidate or leader */
+    raft_id leader;                  /* known leader of term, 0 if none */
+    raft_index commit;               /* commitIndex */
+    raft_index persisted;            /* last index durable (PERSISTED) */
+    raft_index handed;               /* last index handed out committed */
+    raft_index verified;             /* follower: last index known to
                                           match the leader's log this term */
-    uint64_t ack_seq;                  /* follower: highest seq accepted
+    uint64_t ack_seq;                /* follower: highest seq accepted
                                           from the leader of this term */
-    bool ticked;                       /* a TICK set the time base */
-    uint64_t now;                      /* clock of the last TICK, ms */
-    uint64_t election_start;           /* when the election timer started */
-    uint64_t election_rand;            /* randomized timeout, ms */
-    uint64_t heartbeat_start;          /* leader: last heartbeat round */
-    int8_t votes[RAFT_MAX_VOTERS];     /* candidate or pre-candidate: 1
+    bool ticked;                     /* a TICK set the time base */
+    uint64_t now;                    /* clock of the last TICK, ms */
+    uint64_t election_start;         /* when the election timer started */
+    uint64_t election_rand;          /* randomized timeout, ms */
+    uint64_t heartbeat_start;        /* leader: last heartbeat round */
+    int8_t votes[RAFT_MAX_VOTERS];   /* candidate or pre-candidate: 1
                                           granted, -1 refused */
-    bool pre_candidate;                /* follower running a pre-vote
+    bool pre_candidate;              /* follower running a pre-vote
                                           round for term + 1 */
-    uint64_t leader_seen;              /* follower: when the leader of
+    uint64_t leader_seen;            /* follower: when the leader of
                                           this term was last heard */
-    uint64_t quorum_start;             /* leader: start of the current
+    uint64_t quorum_start;           /* leader: start of the current
                                           check-quorum round */
-    bool active[RAFT_MAX_VOTERS];      /* leader: peer heard from in the
+    bool active[RAFT_MAX_VOTERS];    /* leader: peer heard from in the
                                           current check-quorum round */
     struct raft_peer_progress progress[RAFT_MAX_VOTERS]; /* leader view */
-    struct raft_message *msgs;         /* step output messages */
-    unsigned n_msgs;                   /* messages in this step */
-    unsigned cap_msgs;                 /* allocated message slots */
-    raft_index step_first_new;         /* first index written this step,
+    struct raft_message *msgs;            /* step output messages */
+    unsigned n_msgs;                      /* messages in this step */
+    unsigned cap_msgs;                    /* allocated message slots */
+    raft_index step_first_new;            /* first index written this step,
                                           0 when none */
-    bool step_vote_granted;            /* a vote was granted this step */
-    struct raft_hard_state step_hs;    /* term and vote when step began */
+    bool step_vote_granted;               /* a vote was granted this step */
+    struct raft_hard_state step_hs;       /* term and vote when step began */
     raft_id snapshot_to[RAFT_MAX_VOTERS]; /* step: followers newly in
                                           SNAPSHOT */
-    unsigned n_snapshot_to;            /* ids in snapshot_to */
+    unsigned n_snapshot_to;               /* ids in snapshot_to */
 };
 
 /* raft_slot_of returns the position of @id in r->voters, or RAFT_MAX_VOTERS
@@ -78,8 +78,7 @@ unsigned raft_slot_of(const struct raft *r, raft_id id);
 /* raft_out_message adds a message of @type to @to to the step's output and
  * returns it (zeroed but for type, from, to), or NULL when out of memory:
  * the message is then dropped, which Raft tolerates like a network loss. */
-struct raft_message *raft_out_message(struct raft *r, uint8_t type,
-                                      raft_id to);
+struct raft_message *raft_out_message(struct raft *r, uint8_t type, raft_id to);
 
 /* raft_mark_written notes that the log from @index on was (re)written in
  * this step, so the update hands it out to persist. */
@@ -91,8 +90,7 @@ void election_reset_timer(struct raft *r);
 
 /* election_become_follower makes @r a follower of @term (clearing the vote
  * when the term rises) that knows @leader (0 when unknown). */
-void election_become_follower(struct raft *r, raft_term term,
-                              raft_id leader);
+void election_become_follower(struct raft *r, raft_term term, raft_id leader);
 
 /* election_tick starts an election (or a pre-vote round first, thesis
  * §9.6) when a follower's or candidate's timer expired (paper Fig. 2

@@ -98,8 +98,7 @@ static bool send_append(struct raft *r, unsigned slot, bool allow_empty)
     ae->term = r->term;
     ae->prev_log_index = prev;
     ae->prev_log_term = log_term_at(&r->log, prev);
-    ae->entries = n > 0 ? (struct raft_entry *)log_get(&r->log, p->next)
-                        : NULL;
+    ae->entries = n > 0 ? (struct raft_entry *)log_get(&r->log, p->next) : NULL;
     ae->n_entries = n;
     /* The follower commits only what it verified against this leader's
      * log (replication_recv_append_entries), so the full commit index is
@@ -226,8 +225,7 @@ static bool check_quorum(struct raft *r)
     int8_t heard[RAFT_MAX_VOTERS];
     unsigned i;
 
-    if (!r->check_quorum ||
-        r->now - r->quorum_start < r->election_timeout) {
+    if (!r->check_quorum || r->now - r->quorum_start < r->election_timeout) {
         return true;
     }
     for (i = 0; i < r->n_voters; i++) {
@@ -319,9 +317,9 @@ raft_index replication_propose(struct raft *r, struct raft_buf *const *bufs,
 
 /* reply_append sends the leader an AppendEntries answer to request
  * @seq. */
-static void reply_append(struct raft *r, raft_id to, uint64_t seq,
-                         bool success, raft_index reject_index,
-                         raft_index last_log_index, raft_index conflict_index)
+static void reply_append(struct raft *r, raft_id to, uint64_t seq, bool success,
+                         raft_index reject_index, raft_index last_log_index,
+                         raft_index conflict_index)
 {
     struct raft_message *m;
 
@@ -505,8 +503,7 @@ void replication_recv_append_entries_result(struct raft *r,
     }
     switch (p->state) {
         case RAFT_PROGRESS_PROBE:
-            if (progress_maybe_decr(p, res->reject_index,
-                                    res->last_log_index,
+            if (progress_maybe_decr(p, res->reject_index, res->last_log_index,
                                     res->conflict_index, r->now)) {
                 send_append(r, slot, true);
             }
@@ -561,9 +558,8 @@ bool raft_snapshot_resets_log(const struct raft *r, raft_index index,
     /* What we hold durably at @index decides (paper §7). */
     raft_term held = index <= r->persisted ? log_term_at(&r->log, index) : 0;
 
-    return index > r->handed &&
-           raft_persist_log_after_install(held, last_term) ==
-               RAFT_PERSIST_RESET;
+    return index > r->handed && raft_persist_log_after_install(
+                                    held, last_term) == RAFT_PERSIST_RESET;
 }
 
 void replication_snapshot_installed(struct raft *r, raft_id leader,

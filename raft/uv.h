@@ -51,11 +51,11 @@ typedef void (*raft_uv_recv_cb)(void *data, const struct raft_frame *f);
  * next loop run). */
 int raft_uv_transport_start(uv_loop_t *loop, raft_id self,
                             const char *listen_host, uint16_t listen_port,
-                            const struct raft_uv_peer *peers,
-                            unsigned n_peers, uint64_t max_frame_bytes,
-                            raft_uv_recv_cb recv_cb, raft_log_cb log_cb,
-                            void *data, struct raft_uv_transport **out,
-                            char *errmsg, size_t errmsg_len);
+                            const struct raft_uv_peer *peers, unsigned n_peers,
+                            uint64_t max_frame_bytes, raft_uv_recv_cb recv_cb,
+                            raft_log_cb log_cb, void *data,
+                            struct raft_uv_transport **out, char *errmsg,
+                            size_t errmsg_len);
 
 /* raft_uv_transport_port returns the TCP port actually listened on. */
 uint16_t raft_uv_transport_port(const struct raft_uv_transport *t);
@@ -74,8 +74,7 @@ int raft_uv_transport_send(struct raft_uv_transport *t,
 
 /* raft_uv_transport_connected says whether the outgoing connection to @id
  * is established. */
-bool raft_uv_transport_connected(const struct raft_uv_transport *t,
-                                 raft_id id);
+bool raft_uv_transport_connected(const struct raft_uv_transport *t, raft_id id);
 
 /* raft_uv_transport_close closes every handle and drops queued frames, then
  * calls @cb(@data) from the loop once all handles are closed and @t is

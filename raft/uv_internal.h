@@ -66,10 +66,10 @@ struct raft_uv_write;
 /* One outgoing TCP connection (one dial attempt). Freed in its close
  * callback, which libuv runs after the connect and write callbacks. */
 struct raft_uv_conn {
-    uv_tcp_t tcp;             /* the socket; tcp.data is this conn */
-    uv_connect_t connect;     /* the dial request */
-    struct raft_uv_out *out;  /* peer this connection belongs to */
-    char rbuf[64];            /* sink for (unexpected) incoming bytes */
+    uv_tcp_t tcp;            /* the socket; tcp.data is this conn */
+    uv_connect_t connect;    /* the dial request */
+    struct raft_uv_out *out; /* peer this connection belongs to */
+    char rbuf[64];           /* sink for (unexpected) incoming bytes */
 };
 
 /* The sending side towards one peer.
@@ -87,7 +87,7 @@ struct raft_uv_out {
                                     completed */
     struct raft_uv_write *pend[RAFT__UV_CORK_MAX]; /* frames held for the
                                     next flush, in send order */
-    unsigned n_pend;             /* frames at @pend */
+    unsigned n_pend;                               /* frames at @pend */
 };
 
 /* Receive stages of an accepted connection. */
@@ -100,26 +100,26 @@ enum raft_uv_in_stage {
 /* One accepted connection, from a peer's outgoing side. Freed in its close
  * callback. */
 struct raft_uv_in {
-    uv_tcp_t tcp;                          /* tcp.data is this struct */
-    struct raft_uv_transport *t;           /* owner */
-    struct raft_uv_in *prev;               /* list of accepted conns */
-    struct raft_uv_in *next;               /* list of accepted conns */
-    char name[96];                         /* "peer 2 (addr)", for logs */
-    raft_id peer;                          /* sender id, 0 before handshake */
-    bool closing;                          /* uv_close called */
-    int stage;                             /* enum raft_uv_in_stage */
-    uint8_t hs[RAFT__UV_HANDSHAKE_LEN];    /* handshake bytes so far */
-    size_t hs_got;                         /* bytes of @hs received */
-    uint8_t hdr[4];                        /* length prefix so far */
-    size_t hdr_got;                        /* bytes of @hdr received */
-    uint8_t *body;                         /* frame body being assembled */
-    size_t body_len;                       /* announced body length */
-    size_t body_got;                       /* bytes of the body received */
-    size_t body_cap;                       /* bytes allocated at @body */
-    uint64_t accepted_at;                  /* loop clock at accept, ms */
-    uint64_t last_read_at;                 /* loop clock of the last bytes
+    uv_tcp_t tcp;                       /* tcp.data is this struct */
+    struct raft_uv_transport *t;        /* owner */
+    struct raft_uv_in *prev;            /* list of accepted conns */
+    struct raft_uv_in *next;            /* list of accepted conns */
+    char name[96];                      /* "peer 2 (addr)", for logs */
+    raft_id peer;                       /* sender id, 0 before handshake */
+    bool closing;                       /* uv_close called */
+    int stage;                          /* enum raft_uv_in_stage */
+    uint8_t hs[RAFT__UV_HANDSHAKE_LEN]; /* handshake bytes so far */
+    size_t hs_got;                      /* bytes of @hs received */
+    uint8_t hdr[4];                     /* length prefix so far */
+    size_t hdr_got;                     /* bytes of @hdr received */
+    uint8_t *body;                      /* frame body being assembled */
+    size_t body_len;                    /* announced body length */
+    size_t body_got;                    /* bytes of the body received */
+    size_t body_cap;                    /* bytes allocated at @body */
+    uint64_t accepted_at;               /* loop clock at accept, ms */
+    uint64_t last_read_at;              /* loop clock of the last bytes
                                               read, ms */
-    char rbuf[RAFT__UV_READ_BUF];          /* libuv reads land here */
+    char rbuf[RAFT__UV_READ_BUF];       /* libuv reads land here */
 };
 
 /* The transport.

@@ -27,8 +27,7 @@
 #include "message.h"
 #include "uv_node_internal.h"
 
-void raft_uv_node_log(struct raft_uv_node *d, int level, const char *fmt,
-                       ...)
+void raft_uv_node_log(struct raft_uv_node *d, int level, const char *fmt, ...)
 {
     char line[512];
     va_list ap;
@@ -44,7 +43,7 @@ void raft_uv_node_log(struct raft_uv_node *d, int level, const char *fmt,
 /* ---- Stepping the core -------------------------------------------------- */
 
 int raft_uv_node_step(struct raft_uv_node *d, const struct raft_event *event,
-                       struct raft_update *out)
+                      struct raft_update *out)
 {
     struct raft_update local;
     struct raft_update *u = out != NULL ? out : &local;
@@ -87,8 +86,7 @@ int raft_uv_node_step(struct raft_uv_node *d, const struct raft_event *event,
 }
 
 int raft_uv_node_propose(struct raft_uv_node *d, struct raft_buf *const *bufs,
-                         unsigned n, raft_index *out_index,
-                         raft_term *out_term)
+                         unsigned n, raft_index *out_index, raft_term *out_term)
 {
     struct raft_event ev = {.type = RAFT_EVENT_PROPOSE};
     struct raft_update u;
@@ -112,7 +110,7 @@ int raft_uv_node_send_frame(struct raft_uv_node *d, const struct raft_frame *f)
     rc = raft_uv_transport_send(d->transport, f);
     if (rc != 0 && rc != RAFT_NOCONN) {
         raft_uv_node_log(d, RAFT_LOG_WARN, "send to %" PRIu64 ": %s", f->to,
-                          raft_strerror(rc));
+                         raft_strerror(rc));
     }
     return rc;
 }
@@ -187,8 +185,8 @@ static void on_recv(void *data, const struct raft_frame *m)
     rc = raft_uv_node_step(d, &ev, NULL);
     if (rc != 0 && rc != RAFT_IOERR && rc != RAFT_SHUTDOWN) {
         raft_uv_node_log(d, RAFT_LOG_WARN,
-                          "message type %u from %" PRIu64 ": %s", m->type,
-                          m->from, raft_strerror(rc));
+                         "message type %u from %" PRIu64 ": %s", m->type,
+                         m->from, raft_strerror(rc));
     }
 }
 
@@ -308,9 +306,8 @@ int raft_uv_node_start(struct raft *r, const struct raft_uv_node_config *cfg,
     }
     rc = raft_uv_transport_start(&d->loop, cfg->id, cfg->listen_host,
                                  cfg->listen_port, cfg->peers, cfg->n_peers,
-                                 cfg->max_frame_bytes, on_recv,
-                                 transport_log, d, &d->transport, errmsg,
-                                 errmsg_len);
+                                 cfg->max_frame_bytes, on_recv, transport_log,
+                                 d, &d->transport, errmsg, errmsg_len);
     if (rc != 0) {
         uv_loop_close(&d->loop);
         free(d);

@@ -17,9 +17,9 @@
 
 /* A peer to connect to. */
 struct raft_uv_peer {
-    raft_id id;       /* the peer's server id */
-    char host[64];    /* numeric IPv4 address, e.g. "127.0.0.1" */
-    uint16_t port;    /* TCP port */
+    raft_id id;    /* the peer's server id */
+    char host[64]; /* numeric IPv4 address, e.g. "127.0.0.1" */
+    uint16_t port; /* TCP port */
 };
 
 /* The driver persists through the storage interface of raft/persist.h
@@ -55,16 +55,16 @@ struct raft_uv_node_callbacks {
 
 /* Static settings of a driver. */
 struct raft_uv_node_config {
-    raft_id id;                      /* this server's id */
-    const char *listen_host;         /* numeric IPv4 address */
-    uint16_t listen_port;            /* TCP port, 0 for any */
+    raft_id id;                       /* this server's id */
+    const char *listen_host;          /* numeric IPv4 address */
+    uint16_t listen_port;             /* TCP port, 0 for any */
     const struct raft_uv_peer *peers; /* the other servers, n_peers */
     unsigned n_peers;
-    uint64_t max_frame_bytes;        /* bound of one frame's body */
-    unsigned tick_ms;                /* RAFT_EVENT_TICK period, ms, >= 1 */
-    const char *snapshot_dir;        /* where snapshot files are written and
+    uint64_t max_frame_bytes;      /* bound of one frame's body */
+    unsigned tick_ms;              /* RAFT_EVENT_TICK period, ms, >= 1 */
+    const char *snapshot_dir;      /* where snapshot files are written and
                                         received (must exist) */
-    uint64_t snapshot_chunk_bytes;   /* bytes per snapshot chunk, > 0 */
+    uint64_t snapshot_chunk_bytes; /* bytes per snapshot chunk, > 0 */
 };
 
 struct raft_uv_node; /* opaque */
@@ -155,16 +155,16 @@ bool raft_uv_node_connected(const struct raft_uv_node *d, raft_id id);
 /* Counters of a driver since it started, for status and benchmarks, and
  * the progress of snapshot transfers. */
 struct raft_uv_node_stats {
-    uint64_t n_writes;          /* storage writes (one fsync each) */
-    uint64_t n_entries_written; /* entries in those writes */
-    uint64_t n_appends_sent;    /* AppendEntries sent with entries */
-    uint64_t n_entries_sent;    /* entries in those AppendEntries */
-    uint64_t n_compactions;     /* log compactions done */
-    uint64_t n_snapshots_sent;     /* snapshots fully sent (leader) */
+    uint64_t n_writes;              /* storage writes (one fsync each) */
+    uint64_t n_entries_written;     /* entries in those writes */
+    uint64_t n_appends_sent;        /* AppendEntries sent with entries */
+    uint64_t n_entries_sent;        /* entries in those AppendEntries */
+    uint64_t n_compactions;         /* log compactions done */
+    uint64_t n_snapshots_sent;      /* snapshots fully sent (leader) */
     uint64_t n_snapshots_installed; /* snapshots installed (follower) */
-    raft_id snapshot_peer;      /* peer of the transfer shown below, 0 */
-    uint64_t snapshot_done;     /* bytes sent or received of it */
-    uint64_t snapshot_total;    /* its size, bytes */
+    raft_id snapshot_peer;          /* peer of the transfer shown below, 0 */
+    uint64_t snapshot_done;         /* bytes sent or received of it */
+    uint64_t snapshot_total;        /* its size, bytes */
 };
 
 /* raft_uv_node_stats copies the driver's counters into @out. Loop

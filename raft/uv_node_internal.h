@@ -23,17 +23,17 @@
 
 /* The leader's current snapshot file, shared by every transfer. */
 struct raft_uv_snapshot_file {
-    bool creating;          /* a creation job runs */
-    bool ready;             /* path holds a complete snapshot */
-    char path[4096];        /* file name */
-    raft_index index;       /* last index it reflects */
-    raft_term term;         /* term of that entry */
-    uint64_t size;          /* bytes */
-    uint64_t checksum;      /* XXH64 of the file */
-    unsigned counter;       /* for unique names */
-    uv_work_t req;          /* the creation job */
-    int rc;                 /* its result */
-    char errmsg[256];       /* its message */
+    bool creating;     /* a creation job runs */
+    bool ready;        /* path holds a complete snapshot */
+    char path[4096];   /* file name */
+    raft_index index;  /* last index it reflects */
+    raft_term term;    /* term of that entry */
+    uint64_t size;     /* bytes */
+    uint64_t checksum; /* XXH64 of the file */
+    unsigned counter;  /* for unique names */
+    uv_work_t req;     /* the creation job */
+    int rc;            /* its result */
+    char errmsg[256];  /* its message */
 };
 
 /* A transfer from this leader to one follower. */
@@ -54,23 +54,23 @@ struct raft_uv_snapshot_send {
 
 /* A transfer from a leader to this follower. */
 struct raft_uv_snapshot_recv {
-    bool active;            /* receiving */
-    bool installing;        /* complete, the install job runs */
-    raft_id from;           /* leader */
-    raft_term term;         /* its term */
-    raft_index index;       /* the snapshot's last index */
-    raft_term last_term;    /* term of that entry */
-    uint64_t total;         /* file size */
-    uint64_t checksum;      /* expected XXH64 */
-    uint64_t expected;      /* next byte expected */
-    int fd;                 /* temp file, open while receiving */
-    char path[4096];        /* temp file name */
+    bool active;         /* receiving */
+    bool installing;     /* complete, the install job runs */
+    raft_id from;        /* leader */
+    raft_term term;      /* its term */
+    raft_index index;    /* the snapshot's last index */
+    raft_term last_term; /* term of that entry */
+    uint64_t total;      /* file size */
+    uint64_t checksum;   /* expected XXH64 */
+    uint64_t expected;   /* next byte expected */
+    int fd;              /* temp file, open while receiving */
+    char path[4096];     /* temp file name */
 };
 
 struct raft_uv_node {
     raft_id id;                          /* this server */
     struct raft *raft;                   /* the core (loop thread) */
-    struct raft_persist_storage storage;  /* durable writes */
+    struct raft_persist_storage storage; /* durable writes */
     struct raft_uv_node_callbacks cb;    /* the application */
     unsigned tick_ms;                    /* tick period */
     uv_loop_t loop;                      /* the driver's own loop */
@@ -85,35 +85,35 @@ struct raft_uv_node {
     unsigned n_peers;
 
     /* Storage jobs (uv_storage.c). */
-    struct raft_persist persist;         /* the job queue */
-    struct raft_persist_job *disk_job;   /* the running job, or NULL */
-    uv_work_t disk_req;                  /* its request */
-    bool disk_failed;                    /* a job failed: stop */
-    uint64_t retry_at;                   /* loop clock of the next retry
+    struct raft_persist persist;       /* the job queue */
+    struct raft_persist_job *disk_job; /* the running job, or NULL */
+    uv_work_t disk_req;                /* its request */
+    bool disk_failed;                  /* a job failed: stop */
+    uint64_t retry_at;                 /* loop clock of the next retry
                                             of a job refused for a full
                                             log */
 
     /* Snapshots (uv_snapshot.c). */
-    char snapshot_dir[3800];             /* where files go */
-    uint64_t chunk_bytes;                /* bytes per chunk */
-    struct raft_uv_snapshot_file snap;  /* leader's file */
+    char snapshot_dir[3800];                             /* where files go */
+    uint64_t chunk_bytes;                                /* bytes per chunk */
+    struct raft_uv_snapshot_file snap;                   /* leader's file */
     struct raft_uv_snapshot_send sends[RAFT_MAX_VOTERS]; /* per peer */
-    struct raft_uv_snapshot_recv recv;  /* follower's transfer */
+    struct raft_uv_snapshot_recv recv; /* follower's transfer */
 
-    struct raft_uv_node_stats stats;     /* counters */
+    struct raft_uv_node_stats stats; /* counters */
 };
 
 /* ---- uv_node.c ------------------------------------------------------- */
 
 /* node_log formats a line and hands it to the log callback. */
-void raft_uv_node_log(struct raft_uv_node *d, int level, const char *fmt,
-                       ...) __attribute__((format(printf, 3, 4)));
+void raft_uv_node_log(struct raft_uv_node *d, int level, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
 
 /* raft_uv_node_step feeds @event to the core and carries out the update;
  * @out, when not NULL, receives it. Returns raft_step's code, RAFT_IOERR
  * after a storage failure or RAFT_SHUTDOWN while stopping. */
 int raft_uv_node_step(struct raft_uv_node *d, const struct raft_event *event,
-                       struct raft_update *out);
+                      struct raft_update *out);
 
 /* ---- uv_storage.c ---------------------------------------------------- */
 
@@ -124,7 +124,7 @@ int raft_uv_storage_merge(struct raft_uv_node *d, const struct raft_update *u);
 /* raft_uv_storage_install queues the install of the received snapshot
  * (alone in a sealed job). Returns 0 or RAFT_NOMEM. */
 int raft_uv_storage_install(struct raft_uv_node *d,
-                       const struct raft_uv_snapshot_recv *r);
+                            const struct raft_uv_snapshot_recv *r);
 
 /* raft_uv_storage_start runs the head job on the thread pool when none runs. */
 void raft_uv_storage_start(struct raft_uv_node *d);
@@ -143,12 +143,12 @@ void raft_uv_storage_close(struct raft_uv_node *d);
 /* raft_uv_snapshot_want records that the core asked for snapshots to be
  * sent to @ids and starts what it can. */
 void raft_uv_snapshot_want(struct raft_uv_node *d, const raft_id *ids,
-                            unsigned n);
+                           unsigned n);
 
 /* raft_uv_snapshot_message handles a RAFT_FRAME_SNAPSHOT_CHUNK or
  * RAFT_FRAME_SNAPSHOT_CHUNK_RESULT. */
 void raft_uv_snapshot_message(struct raft_uv_node *d,
-                               const struct raft_frame *m);
+                              const struct raft_frame *m);
 
 /* raft_uv_snapshot_tick abandons stalled transfers and those of a lost
  * leadership. */
@@ -160,8 +160,8 @@ void raft_uv_snapshot_unreachable(struct raft_uv_node *d, raft_id id);
 /* raft_uv_snapshot_installed finishes a receive after the install job of
  * @in: @rc is the job's result, @errmsg its message when not 0. */
 void raft_uv_snapshot_installed(struct raft_uv_node *d,
-                           const struct raft_persist_install *in, int rc,
-                           const char *errmsg);
+                                const struct raft_persist_install *in, int rc,
+                                const char *errmsg);
 
 /* raft_uv_snapshot_close closes files and removes temporary ones. */
 void raft_uv_snapshot_close(struct raft_uv_node *d);
@@ -169,6 +169,6 @@ void raft_uv_snapshot_close(struct raft_uv_node *d);
 /* raft_uv_snapshot_checksum computes the XXH64 (seed 0) of file @path into
  * *out and its size into *out_size. Returns 0 or RAFT_IOERR. Any thread. */
 int raft_uv_snapshot_checksum(const char *path, uint64_t *out,
-                           uint64_t *out_size);
+                              uint64_t *out_size);
 
 #endif /* RAFT_UV_NODE_INTERNAL_H */

@@ -240,8 +240,7 @@ static void on_read(uv_stream_t *stream, ssize_t nread, const uv_buf_t *buf)
         bool mid = in->stage == RAFT__UV_BODY || in->hdr_got > 0 ||
                    (in->stage == RAFT__UV_HANDSHAKE && in->hs_got > 0);
         raft_uv_tcp_log(t, mid ? RAFT_LOG_WARN : RAFT_LOG_INFO,
-                        "%s: %s%s: closing", in->name,
-                        uv_strerror((int)nread),
+                        "%s: %s%s: closing", in->name, uv_strerror((int)nread),
                         mid ? " in the middle of a frame" : "");
         raft_uv_tcp_in_close(in);
         return;

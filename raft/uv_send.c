@@ -31,12 +31,12 @@ struct raft_uv_write {
 
 /* Several held frames written by one request. */
 struct raft_uv_batch {
-    uv_write_t req;                            /* req.data is this batch */
-    struct raft_uv_out *out;                   /* peer they go to */
-    uint64_t len;                              /* bytes of all frames */
-    unsigned n;                                /* frames */
+    uv_write_t req;                             /* req.data is this batch */
+    struct raft_uv_out *out;                    /* peer they go to */
+    uint64_t len;                               /* bytes of all frames */
+    unsigned n;                                 /* frames */
     struct raft_uv_write *w[RAFT__UV_CORK_MAX]; /* their blocks */
-    uv_buf_t bufs[RAFT__UV_CORK_MAX];          /* their bytes */
+    uv_buf_t bufs[RAFT__UV_CORK_MAX];           /* their bytes */
 };
 
 /* write_done accounts for @len bytes of @out that completed with @status
@@ -84,8 +84,7 @@ static int queue_write(struct raft_uv_out *out, struct raft_uv_write *w)
 
     w->out = out;
     w->req.data = w;
-    rv = uv_write(&w->req, (uv_stream_t *)&out->conn->tcp, &buf, 1,
-                  on_write);
+    rv = uv_write(&w->req, (uv_stream_t *)&out->conn->tcp, &buf, 1, on_write);
     if (rv != 0) {
         raft_uv_tcp_log(out->t, RAFT_LOG_WARN, "%s: uv_write: %s", out->name,
                         uv_strerror(rv));
@@ -140,8 +139,8 @@ static void flush_out(struct raft_uv_out *out)
     b->req.data = b;
     for (unsigned i = 0; i < n; i++) {
         b->w[i] = out->pend[i];
-        b->bufs[i] = uv_buf_init((char *)b->w[i]->bytes,
-                                 (unsigned)b->w[i]->len);
+        b->bufs[i] =
+            uv_buf_init((char *)b->w[i]->bytes, (unsigned)b->w[i]->len);
         b->len += b->w[i]->len;
     }
     out->n_pend = 0;

@@ -33,7 +33,7 @@
 #include "uv_node_internal.h"
 
 int raft_uv_snapshot_checksum(const char *path, uint64_t *out,
-                           uint64_t *out_size)
+                              uint64_t *out_size)
 {
     XXH64_state_t *st;
     unsigned char *buf;
@@ -68,8 +68,7 @@ out:
     return rc;
 }
 
-static struct raft_uv_snapshot_send *send_of(struct raft_uv_node *d,
-                                              raft_id id)
+static struct raft_uv_snapshot_send *send_of(struct raft_uv_node *d, raft_id id)
 {
     for (unsigned i = 0; i < d->n_peers; i++) {
         if (d->peers[i] == id) {
@@ -86,8 +85,7 @@ static void create_work(uv_work_t *req)
     struct raft_uv_node *d = req->data;
     struct raft_uv_snapshot_file *f = &d->snap;
     f->rc = d->storage.snapshot_create(d->storage.data, f->path, &f->index,
-                                       &f->term, f->errmsg,
-                                       sizeof f->errmsg);
+                                       &f->term, f->errmsg, sizeof f->errmsg);
     if (f->rc == 0 &&
         raft_uv_snapshot_checksum(f->path, &f->checksum, &f->size) != 0) {
         f->rc = RAFT_IOERR;
@@ -98,8 +96,8 @@ static void create_work(uv_work_t *req)
 
 static void pump(struct raft_uv_node *d);
 
-static void fail_send(struct raft_uv_node *d,
-                      struct raft_uv_snapshot_send *s, const char *why)
+static void fail_send(struct raft_uv_node *d, struct raft_uv_snapshot_send *s,
+                      const char *why)
 {
     struct raft_event ev;
     if (s->active) {
@@ -111,8 +109,8 @@ static void fail_send(struct raft_uv_node *d,
     }
     s->wanted = false;
     s->failures = 0;
-    raft_uv_node_log(d, RAFT_LOG_WARN,
-                      "snapshot to %" PRIu64 " abandoned: %s", s->to, why);
+    raft_uv_node_log(d, RAFT_LOG_WARN, "snapshot to %" PRIu64 " abandoned: %s",
+                     s->to, why);
     memset(&ev, 0, sizeof ev);
     ev.type = RAFT_EVENT_SNAPSHOT_FAILED;
     ev.unreachable.id = s->to;
@@ -126,7 +124,7 @@ static void create_after_work(uv_work_t *req, int status)
     f->creating = false;
     if (status != 0 || f->rc != 0) {
         raft_uv_node_log(d, RAFT_LOG_WARN, "snapshot: %s",
-                          status != 0 ? uv_strerror(status) : f->errmsg);
+                         status != 0 ? uv_strerror(status) : f->errmsg);
         unlink(f->path);
         for (unsigned i = 0; i < d->n_peers; i++) {
             fail_send(d, &d->sends[i], "the snapshot could not be made");
@@ -135,8 +133,8 @@ static void create_after_work(uv_work_t *req, int status)
     }
     f->ready = true;
     raft_uv_node_log(d, RAFT_LOG_INFO,
-                      "snapshot at index %" PRIu64 " (%" PRIu64 " bytes)",
-                      f->index, f->size);
+                     "snapshot at index %" PRIu64 " (%" PRIu64 " bytes)",
+                     f->index, f->size);
     pump(d);
 }
 
@@ -162,8 +160,7 @@ static void start_create(struct raft_uv_node *d)
 }
 
 /* send_chunks fills the window of transfer @s. */
-static void send_chunks(struct raft_uv_node *d,
-                        struct raft_uv_snapshot_send *s)
+static void send_chunks(struct raft_uv_node *d, struct raft_uv_snapshot_send *s)
 {
     while (s->active && s->sent < s->total &&
            s->sent - s->acked <
@@ -246,15 +243,15 @@ static void pump(struct raft_uv_node *d)
         s->acked = 0;
         s->last_progress = raft_uv_node_now(d);
         raft_uv_node_log(d, RAFT_LOG_INFO,
-                          "sending snapshot at index %" PRIu64 " (%" PRIu64
-                          " bytes) to %" PRIu64,
-                          s->index, s->total, s->to);
+                         "sending snapshot at index %" PRIu64 " (%" PRIu64
+                         " bytes) to %" PRIu64,
+                         s->index, s->total, s->to);
         send_chunks(d, s);
     }
 }
 
 void raft_uv_snapshot_want(struct raft_uv_node *d, const raft_id *ids,
-                            unsigned n)
+                           unsigned n)
 {
     if (d->storage.snapshot_create == NULL) {
         return;
@@ -298,8 +295,8 @@ static void on_chunk_result(struct raft_uv_node *d, const struct raft_frame *m)
         s->failures = 0;
         d->stats.n_snapshots_sent++;
         raft_uv_node_log(d, RAFT_LOG_INFO,
-                          "snapshot at index %" PRIu64 " installed on %" PRIu64,
-                          s->index, s->to);
+                         "snapshot at index %" PRIu64 " installed on %" PRIu64,
+                         s->index, s->to);
         return;
     }
     send_chunks(d, s);
@@ -355,7 +352,7 @@ static void on_chunk(struct raft_uv_node *d, const struct raft_frame *m)
         r->fd = open(r->path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
         if (r->fd < 0) {
             raft_uv_node_log(d, RAFT_LOG_WARN, "snapshot: %s: %s", r->path,
-                              strerror(errno));
+                             strerror(errno));
             answer(d, m, 0, RAFT_IOERR);
             return;
         }
@@ -375,8 +372,8 @@ static void on_chunk(struct raft_uv_node *d, const struct raft_frame *m)
     }
     if (len > 0 &&
         pwrite(r->fd, c->data->data, len, (off_t)c->offset) != (ssize_t)len) {
-        raft_uv_node_log(d, RAFT_LOG_WARN, "snapshot: write %s: %s",
-                          r->path, strerror(errno));
+        raft_uv_node_log(d, RAFT_LOG_WARN, "snapshot: write %s: %s", r->path,
+                         strerror(errno));
         recv_reset(r);
         answer(d, m, 0, RAFT_IOERR);
         return;
@@ -388,7 +385,7 @@ static void on_chunk(struct raft_uv_node *d, const struct raft_frame *m)
     }
     if (fsync(r->fd) != 0 || close(r->fd) != 0) {
         raft_uv_node_log(d, RAFT_LOG_WARN, "snapshot: sync %s: %s", r->path,
-                          strerror(errno));
+                         strerror(errno));
         r->fd = -1;
         unlink(r->path);
         r->active = false;
@@ -407,8 +404,8 @@ static void on_chunk(struct raft_uv_node *d, const struct raft_frame *m)
 }
 
 void raft_uv_snapshot_installed(struct raft_uv_node *d,
-                           const struct raft_persist_install *in, int rc,
-                           const char *errmsg)
+                                const struct raft_persist_install *in, int rc,
+                                const char *errmsg)
 {
     struct raft_uv_snapshot_recv *r = &d->recv;
     struct raft_frame m;
@@ -426,16 +423,15 @@ void raft_uv_snapshot_installed(struct raft_uv_node *d,
              * restart (which repairs that) is safe. */
             raft_uv_storage_fail(d, errmsg);
         } else {
-            raft_uv_node_log(d, RAFT_LOG_WARN, "snapshot refused: %s",
-                              errmsg);
+            raft_uv_node_log(d, RAFT_LOG_WARN, "snapshot refused: %s", errmsg);
         }
         answer(d, &m, 0, rc);
         return;
     }
     d->stats.n_snapshots_installed++;
     raft_uv_node_log(d, RAFT_LOG_INFO,
-                      "installed snapshot at index %" PRIu64 " from %" PRIu64,
-                      in->index, in->leader);
+                     "installed snapshot at index %" PRIu64 " from %" PRIu64,
+                     in->index, in->leader);
     memset(&ev, 0, sizeof ev);
     ev.type = RAFT_EVENT_SNAPSHOT_INSTALLED;
     ev.snapshot.leader = in->leader;
@@ -449,7 +445,7 @@ void raft_uv_snapshot_installed(struct raft_uv_node *d,
 /* ---- Both --------------------------------------------------------------- */
 
 void raft_uv_snapshot_message(struct raft_uv_node *d,
-                               const struct raft_frame *m)
+                              const struct raft_frame *m)
 {
     if (m->type == RAFT_FRAME_SNAPSHOT_CHUNK) {
         on_chunk(d, m);

@@ -30,7 +30,7 @@ int raft_uv_storage_merge(struct raft_uv_node *d, const struct raft_update *u)
 }
 
 int raft_uv_storage_install(struct raft_uv_node *d,
-                       const struct raft_uv_snapshot_recv *r)
+                            const struct raft_uv_snapshot_recv *r)
 {
     struct raft_persist_install in;
     memset(&in, 0, sizeof in);
@@ -46,8 +46,7 @@ int raft_uv_storage_install(struct raft_uv_node *d,
 int raft_uv_node_compact(struct raft_uv_node *d, raft_index index)
 {
     int rc;
-    if (d->storage.compact == NULL ||
-        index > raft_persisted_index(d->raft) ||
+    if (d->storage.compact == NULL || index > raft_persisted_index(d->raft) ||
         index < raft_first_index(d->raft)) {
         return RAFT_INVALID;
     }
@@ -67,8 +66,7 @@ bool raft_uv_node_log_full(const struct raft_uv_node *d)
 void raft_uv_storage_tick(struct raft_uv_node *d)
 {
     if (raft_persist_log_full(&d->persist) &&
-        raft_uv_node_now(d) >= d->retry_at &&
-        raft_persist_retry(&d->persist)) {
+        raft_uv_node_now(d) >= d->retry_at && raft_persist_retry(&d->persist)) {
         raft_uv_storage_start(d);
     }
 }
@@ -77,9 +75,9 @@ void raft_uv_storage_fail(struct raft_uv_node *d, const char *why)
 {
     d->disk_failed = true;
     raft_uv_node_log(d, RAFT_LOG_ERROR,
-                      "log write failed, the node stops writing, voting and "
-                      "acknowledging until restarted: %s",
-                      why);
+                     "log write failed, the node stops writing, voting and "
+                     "acknowledging until restarted: %s",
+                     why);
 }
 
 /* verify_snapshot checks the received file of install job @j against its
@@ -165,10 +163,10 @@ static void disk_after_work(uv_work_t *req, int status)
     }
     if (res.outcome == RAFT_PERSIST_REQUEUED) {
         raft_uv_node_log(d, RAFT_LOG_ERROR,
-                          "log full, writes wait until compaction frees "
-                          "space (or log_max_mb is raised and the node "
-                          "restarted): %s",
-                          res.errmsg);
+                         "log full, writes wait until compaction frees "
+                         "space (or log_max_mb is raised and the node "
+                         "restarted): %s",
+                         res.errmsg);
         d->retry_at = raft_uv_node_now(d) + RAFT__UV_LOG_FULL_RETRY_MS;
         if (!res.log_full) {
             raft_uv_storage_start(d); /* the compaction */

@@ -172,8 +172,7 @@ void raft_uv_tcp_out_fail(struct raft_uv_out *out)
     }
 }
 
-static void on_out_alloc(uv_handle_t *handle, size_t suggested,
-                         uv_buf_t *buf)
+static void on_out_alloc(uv_handle_t *handle, size_t suggested, uv_buf_t *buf)
 {
     struct raft_uv_conn *conn = handle->data;
 
@@ -184,8 +183,7 @@ static void on_out_alloc(uv_handle_t *handle, size_t suggested,
 
 /* on_out_read watches an outgoing connection: the peer never sends on it,
  * so bytes are a protocol error and EOF or an error means it is gone. */
-static void on_out_read(uv_stream_t *stream, ssize_t nread,
-                        const uv_buf_t *buf)
+static void on_out_read(uv_stream_t *stream, ssize_t nread, const uv_buf_t *buf)
 {
     struct raft_uv_conn *conn = stream->data;
     struct raft_uv_out *out = conn->out;
@@ -224,8 +222,8 @@ static void on_connect(uv_connect_t *req, int status)
     }
     rv = uv_tcp_nodelay(&conn->tcp, 1);
     if (rv == 0) {
-        rv = uv_read_start((uv_stream_t *)&conn->tcp, on_out_alloc,
-                           on_out_read);
+        rv =
+            uv_read_start((uv_stream_t *)&conn->tcp, on_out_alloc, on_out_read);
     }
     if (rv != 0) {
         raft_uv_tcp_log(out->t, RAFT_LOG_WARN, "%s: setup: %s", out->name,
@@ -398,13 +396,12 @@ static void on_sweep(uv_timer_t *timer)
                          in->name, in->hs_got, RAFT__UV_HANDSHAKE_LEN);
             }
             raft_uv_tcp_in_close(in);
-        } else if (mid &&
-                   now - in->last_read_at >= RAFT__UV_STALL_TIMEOUT_MS) {
+        } else if (mid && now - in->last_read_at >= RAFT__UV_STALL_TIMEOUT_MS) {
             raft_uv_tcp_log(t, RAFT_LOG_WARN,
                             "%s: frame stalled for %d ms (%zu of %zu "
                             "bytes): closing",
-                            in->name, RAFT__UV_STALL_TIMEOUT_MS,
-                            in->body_got, in->body_len);
+                            in->name, RAFT__UV_STALL_TIMEOUT_MS, in->body_got,
+                            in->body_len);
             raft_uv_tcp_in_close(in);
         }
     }
@@ -419,8 +416,8 @@ static void on_sweep(uv_timer_t *timer)
 
 /* check_peers validates the peer list and fills the address of each out. */
 static int check_peers(raft_id self, const struct raft_uv_peer *peers,
-                       unsigned n_peers, struct raft_uv_out *outs,
-                       char *errmsg, size_t errmsg_len)
+                       unsigned n_peers, struct raft_uv_out *outs, char *errmsg,
+                       size_t errmsg_len)
 {
     unsigned i, j;
 
@@ -515,11 +512,11 @@ static void on_flush_check(uv_check_t *h)
 
 int raft_uv_transport_start(uv_loop_t *loop, raft_id self,
                             const char *listen_host, uint16_t listen_port,
-                            const struct raft_uv_peer *peers,
-                            unsigned n_peers, uint64_t max_frame_bytes,
-                            raft_uv_recv_cb recv_cb, raft_log_cb log_cb,
-                            void *data, struct raft_uv_transport **out,
-                            char *errmsg, size_t errmsg_len)
+                            const struct raft_uv_peer *peers, unsigned n_peers,
+                            uint64_t max_frame_bytes, raft_uv_recv_cb recv_cb,
+                            raft_log_cb log_cb, void *data,
+                            struct raft_uv_transport **out, char *errmsg,
+                            size_t errmsg_len)
 {
     struct raft_uv_transport *t;
     struct sockaddr_in addr;
@@ -530,13 +527,13 @@ int raft_uv_transport_start(uv_loop_t *loop, raft_id self,
     int rv;
     int rc;
 
-    if (self == 0 || max_frame_bytes < RAFT__UV_MIN_FRAME ||
-        recv_cb == NULL || (n_peers > 0 && peers == NULL)) {
+    if (self == 0 || max_frame_bytes < RAFT__UV_MIN_FRAME || recv_cb == NULL ||
+        (n_peers > 0 && peers == NULL)) {
         raft_errmsgf(errmsg, errmsg_len, "bad transport arguments");
         return RAFT_INVALID;
     }
-    if (listen_host == NULL || uv_ip4_addr(listen_host, listen_port,
-                                           &addr) != 0) {
+    if (listen_host == NULL ||
+        uv_ip4_addr(listen_host, listen_port, &addr) != 0) {
         raft_errmsgf(errmsg, errmsg_len, "bad listen address %s",
                      listen_host == NULL ? "(null)" : listen_host);
         return RAFT_INVALID;
@@ -556,8 +553,8 @@ int raft_uv_transport_start(uv_loop_t *loop, raft_id self,
     if (rc != 0) {
         goto err_free;
     }
-    rc = open_listener(&addr, listen_host, listen_port, &fd, errmsg,
-                       errmsg_len);
+    rc =
+        open_listener(&addr, listen_host, listen_port, &fd, errmsg, errmsg_len);
     if (rc != 0) {
         goto err_free;
     }
@@ -582,8 +579,8 @@ int raft_uv_transport_start(uv_loop_t *loop, raft_id self,
         close(fd);
         goto err_close_listener;
     }
-    rv = uv_listen((uv_stream_t *)&t->listener, RAFT__UV_BACKLOG,
-                   on_connection);
+    rv =
+        uv_listen((uv_stream_t *)&t->listener, RAFT__UV_BACKLOG, on_connection);
     if (rv == 0) {
         rv = uv_tcp_getsockname(&t->listener, (struct sockaddr *)&bound,
                                 &bound_len);
@@ -640,8 +637,7 @@ uint16_t raft_uv_transport_port(const struct raft_uv_transport *t)
     return t->port;
 }
 
-bool raft_uv_transport_connected(const struct raft_uv_transport *t,
-                                 raft_id id)
+bool raft_uv_transport_connected(const struct raft_uv_transport *t, raft_id id)
 {
     const struct raft_uv_out *out = raft_uv_tcp_find(t, id);
 

@@ -155,16 +155,15 @@ static int bind_value(sqlite3_stmt *s, int k, const struct sql_value *v)
             return sqlite3_bind_double(s, k, v->real);
         case SQL_TEXT:
             /* A NULL pointer would bind NULL, not ''. */
-            return sqlite3_bind_text64(
-                s, k, v->bytes.len > 0 ? v->bytes.p : "",
-                (sqlite3_uint64)v->bytes.len, SQLITE_STATIC, SQLITE_UTF8);
+            return sqlite3_bind_text64(s, k, v->bytes.len > 0 ? v->bytes.p : "",
+                                       (sqlite3_uint64)v->bytes.len,
+                                       SQLITE_STATIC, SQLITE_UTF8);
         case SQL_BLOB:
             if (v->bytes.len == 0) {
                 return sqlite3_bind_zeroblob(s, k, 0);
             }
-            return sqlite3_bind_blob64(s, k, v->bytes.p,
-                                       (sqlite3_uint64)v->bytes.len,
-                                       SQLITE_STATIC);
+            return sqlite3_bind_blob64(
+                s, k, v->bytes.p, (sqlite3_uint64)v->bytes.len, SQLITE_STATIC);
         default:
             return sqlite3_bind_null(s, k);
     }
@@ -258,8 +257,7 @@ static int store_setting(struct sql_fsm *f, struct run *run)
 
 /* run_statement runs one prepared statement of a request. Returns 0 (a
  * SQL error may be recorded in @run) or an error code. */
-static int run_statement(struct sql_fsm *f, struct run *run,
-                         sqlite3_stmt *s)
+static int run_statement(struct sql_fsm *f, struct run *run, sqlite3_stmt *s)
 {
     int64_t total;
     int rc;
@@ -301,8 +299,7 @@ static int run_statement(struct sql_fsm *f, struct run *run,
 static int only_blanks(const char *p, const char *end)
 {
     for (; p < end; p++) {
-        if (*p != ';' && *p != ' ' && *p != '\t' && *p != '\n' &&
-            *p != '\r') {
+        if (*p != ';' && *p != ' ' && *p != '\t' && *p != '\n' && *p != '\r') {
             return 0;
         }
     }
@@ -504,8 +501,7 @@ static int run_request(struct sql_fsm *f, const struct sql_request *req,
     if (rc == 0 && run.err_rc == SQLITE_OK) {
         /* Deferred constraints are checked per request, as if it were
          * committed alone. */
-        sqlite3_db_status(f->db, SQLITE_DBSTATUS_DEFERRED_FKS, &cur, &hi,
-                          0);
+        sqlite3_db_status(f->db, SQLITE_DBSTATUS_DEFERRED_FKS, &cur, &hi, 0);
         if (cur != 0) {
             rc = run_error(f, &run, SQLITE_CONSTRAINT_FOREIGNKEY,
                            "FOREIGN KEY constraint failed");
@@ -563,8 +559,8 @@ static int run_request(struct sql_fsm *f, const struct sql_request *req,
  * Invariant: pruning at the end of a batch ending at L deletes only rows
  * with idx <= L - window, which no later entry counts: the answer does not
  * depend on batching. */
-static int is_duplicate(struct sql_fsm *f, const uint64_t id[2],
-                        uint64_t index, int *out)
+static int is_duplicate(struct sql_fsm *f, const uint64_t id[2], uint64_t index,
+                        int *out)
 {
     sqlite3_stmt *s = f->stmts[STMT_DUP];
     int rc;
@@ -724,17 +720,17 @@ restart:
         (last->index - SQL__APPLY_DEDUP_WINDOW) / SQL__APPLY_PRUNE_CHUNK !=
             (f->applied > SQL__APPLY_DEDUP_WINDOW
                  ? f->applied - SQL__APPLY_DEDUP_WINDOW
-                 : 0) / SQL__APPLY_PRUNE_CHUNK) {
-        sqlite3_bind_int64(f->stmts[STMT_PRUNE], 1,
-                           (sqlite3_int64)(last->index -
-                                           SQL__APPLY_DEDUP_WINDOW));
+                 : 0) /
+                SQL__APPLY_PRUNE_CHUNK) {
+        sqlite3_bind_int64(
+            f->stmts[STMT_PRUNE], 1,
+            (sqlite3_int64)(last->index - SQL__APPLY_DEDUP_WINDOW));
         rc = schema_run(f, STMT_PRUNE, "prune raftsql_requests");
         if (rc != 0) {
             goto err;
         }
     }
-    sqlite3_bind_int64(f->stmts[STMT_APPLIED], 1,
-                       (sqlite3_int64)last->index);
+    sqlite3_bind_int64(f->stmts[STMT_APPLIED], 1, (sqlite3_int64)last->index);
     sqlite3_bind_int64(f->stmts[STMT_APPLIED], 2, (sqlite3_int64)last->term);
     rc = schema_run(f, STMT_APPLIED, "update raftsql_applied");
     if (rc != 0) {

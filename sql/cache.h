@@ -26,7 +26,7 @@ struct sql_cache {
         int taken;          /* the statement is out (cache_take); the
                                key waits for it */
     } slot[SQL__CACHE_SIZE];
-    uint64_t clock;         /* LRU clock */
+    uint64_t clock; /* LRU clock */
 };
 
 /* cache_take removes and returns the statement cached for @sql (@len

@@ -131,9 +131,8 @@ static void *ckpt_main(void *arg)
         pthread_mutex_lock(&c->run_mu);
         n_log = -1;
         n_ckpt = -1;
-        rc = sqlite3_wal_checkpoint_v2(c->db, "main",
-                                       SQLITE_CHECKPOINT_PASSIVE, &n_log,
-                                       &n_ckpt);
+        rc = sqlite3_wal_checkpoint_v2(c->db, "main", SQLITE_CHECKPOINT_PASSIVE,
+                                       &n_log, &n_ckpt);
         pthread_mutex_unlock(&c->run_mu);
         pthread_mutex_lock(&c->sig_mu);
         /* Invariant: @committed's commit finished before this checkpoint
@@ -145,8 +144,8 @@ static void *ckpt_main(void *arg)
          * commit came meanwhile, and restarts or truncates the WAL only
          * after a checkpoint that fsynced the file. So @committed is
          * durable. The apply thread folds it in (sql_fsm_apply). */
-        if (rc == SQLITE_OK && n_log >= 0 && n_ckpt == n_log &&
-            gen == c->gen && committed > c->durable) {
+        if (rc == SQLITE_OK && n_log >= 0 && n_ckpt == n_log && gen == c->gen &&
+            committed > c->durable) {
             c->durable = committed;
         }
     }
@@ -220,9 +219,8 @@ int sql_fsm_checkpoint(struct sql_fsm *f, uint64_t *out_durable_index)
      * the apply thread must not stall behind them. */
     sqlite3_busy_timeout(f->db, SQL__CHECKPOINT_WAIT_MS);
     pthread_mutex_lock(&f->ckpt.run_mu);
-    rc = sqlite3_wal_checkpoint_v2(f->db, "main",
-                                   SQLITE_CHECKPOINT_TRUNCATE, &n_log,
-                                   &n_ckpt);
+    rc = sqlite3_wal_checkpoint_v2(f->db, "main", SQLITE_CHECKPOINT_TRUNCATE,
+                                   &n_log, &n_ckpt);
     pthread_mutex_unlock(&f->ckpt.run_mu);
     sqlite3_busy_timeout(f->db, SQL__BUSY_TIMEOUT_MS);
     if (rc != SQLITE_OK && (rc & 0xff) != SQLITE_BUSY) {
@@ -243,7 +241,6 @@ int sql_fsm_checkpoint(struct sql_fsm *f, uint64_t *out_durable_index)
     *out_durable_index = f->durable;
     return 0;
 }
-
 
 void checkpoint_set_durable(struct sql_fsm *f, uint64_t index)
 {

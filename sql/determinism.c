@@ -37,8 +37,7 @@ static int shim_delete(sqlite3_vfs *v, const char *name, int sync_dir)
     return b->xDelete(b, name, sync_dir);
 }
 
-static int shim_access(sqlite3_vfs *v, const char *name, int flags,
-                       int *out)
+static int shim_access(sqlite3_vfs *v, const char *name, int flags, int *out)
 {
     sqlite3_vfs *b = base_of(v);
     return b->xAccess(b, name, flags, out);
@@ -121,8 +120,7 @@ static int shim_current_time(sqlite3_vfs *v, double *out)
     return rc;
 }
 
-int determinism_init(struct sql_determinism *d, char *errmsg,
-                     size_t errmsg_len)
+int determinism_init(struct sql_determinism *d, char *errmsg, size_t errmsg_len)
 {
     sqlite3_vfs *base;
     int rc;
@@ -242,8 +240,7 @@ static void fn_random(sqlite3_context *ctx, int argc, sqlite3_value **argv)
 
 /* randomblob(N): like SQLite's, N random bytes, N < 1 taken as 1, and a
  * "too big" error past SQLITE_LIMIT_LENGTH. */
-static void fn_randomblob(sqlite3_context *ctx, int argc,
-                          sqlite3_value **argv)
+static void fn_randomblob(sqlite3_context *ctx, int argc, sqlite3_value **argv)
 {
     struct sql_determinism *d = sqlite3_user_data(ctx);
     sqlite3 *db = sqlite3_context_db_handle(ctx);
@@ -364,14 +361,13 @@ static void fn_total_changes(sqlite3_context *ctx, int argc,
 
 int determinism_install(struct sql_determinism *d, sqlite3 *db)
 {
-    static const char *const names[] = {"date",      "time",
-                                        "datetime",  "julianday",
-                                        "unixepoch", "strftime"};
+    static const char *const names[] = {"date",      "time",      "datetime",
+                                        "julianday", "unixepoch", "strftime"};
     int flags = SQLITE_UTF8 | SQLITE_INNOCUOUS;
     int rc;
 
-    rc = sqlite3_create_function_v2(db, "random", 0, flags, d, fn_random,
-                                    NULL, NULL, NULL);
+    rc = sqlite3_create_function_v2(db, "random", 0, flags, d, fn_random, NULL,
+                                    NULL, NULL);
     if (rc == SQLITE_OK) {
         rc = sqlite3_create_function_v2(db, "randomblob", 1, flags, d,
                                         fn_randomblob, NULL, NULL, NULL);
@@ -392,9 +388,9 @@ int determinism_install(struct sql_determinism *d, sqlite3 *db)
     for (size_t i = 0; rc == SQLITE_OK && i < 6; i++) {
         d->date_fns[i].d = d;
         d->date_fns[i].name = names[i];
-        rc = sqlite3_create_function_v2(db, names[i], -1, flags,
-                                        &d->date_fns[i], fn_date, NULL, NULL,
-                                        NULL);
+        rc =
+            sqlite3_create_function_v2(db, names[i], -1, flags, &d->date_fns[i],
+                                       fn_date, NULL, NULL, NULL);
     }
     return rc;
 }

@@ -32,7 +32,7 @@ struct sql_determinism {
     struct sql_date_fn {
         struct sql_determinism *d; /* owner */
         const char *name;          /* the wrapped builtin, e.g. "date" */
-    } date_fns[6];     /* user data of the date function wrappers */
+    } date_fns[6];                 /* user data of the date function wrappers */
 };
 
 /* determinism_init registers the shim VFS of @d (which must stay at the

@@ -6,10 +6,9 @@
 #include <stdio.h>
 
 /* The text of each code, by number. */
-static const char *const err_texts[] = {
-    [SQL_ERR__NONE] = "ok",
+static const char *const err_texts[] = {[SQL_ERR__NONE] = "ok",
 #define SQL__ERR_TEXT(name, text) [SQL_ERR_##name] = text,
-    SQL_ERRORS(SQL__ERR_TEXT)
+                                        SQL_ERRORS(SQL__ERR_TEXT)
 #undef SQL__ERR_TEXT
 };
 

@@ -11,15 +11,15 @@
 /* X(name, text): the codes, numbered from 1 in this order. They are never
  * stored or sent, so the numbers may change; ext/ maps each by name to
  * the project code of the same meaning, RAFT_<name> (raft/err.h). */
-#define SQL_ERRORS(X)                          \
-    X(NOMEM, "out of memory")                  \
-    X(INVALID, "invalid argument")             \
-    X(IOERR, "I/O error")                      \
-    X(NOSPACE, "no space left")                \
-    X(CORRUPT, "corrupt data")                 \
-    X(BUSY, "busy")                            \
-    X(NOTFOUND, "not found")                   \
-    X(TOOBIG, "too big")                       \
+#define SQL_ERRORS(X)                                                          \
+    X(NOMEM, "out of memory")                                                  \
+    X(INVALID, "invalid argument")                                             \
+    X(IOERR, "I/O error")                                                      \
+    X(NOSPACE, "no space left")                                                \
+    X(CORRUPT, "corrupt data")                                                 \
+    X(BUSY, "busy")                                                            \
+    X(NOTFOUND, "not found")                                                   \
+    X(TOOBIG, "too big")                                                       \
     X(FORMAT, "unsupported format version")
 
 enum sql_err {

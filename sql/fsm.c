@@ -38,8 +38,7 @@ static int open_error(sqlite3 *db, int rc, const char *path, char *errmsg,
 {
     if ((rc & 0xff) == SQLITE_CANTOPEN && access(path, F_OK) != 0 &&
         errno == ENOENT) {
-        sql_errmsgf(errmsg, errmsg_len, "open %s: no such database file",
-                    path);
+        sql_errmsgf(errmsg, errmsg_len, "open %s: no such database file", path);
         return SQL_ERR_NOTFOUND;
     }
     if ((rc & 0xff) == SQLITE_NOTADB) {
@@ -165,8 +164,7 @@ static int setup(struct sql_fsm *f, const struct sql_function *hidden,
      * hides (ext/'s would wait on the apply thread from inside it). */
     for (i = 0; i < n_hidden; i++) {
         sqlite3_create_function_v2(db, hidden[i].name, hidden[i].n_arg,
-                                   SQLITE_UTF8, NULL, NULL, NULL, NULL,
-                                   NULL);
+                                   SQLITE_UTF8, NULL, NULL, NULL, NULL, NULL);
     }
     sqlite3_busy_timeout(db, SQL__BUSY_TIMEOUT_MS);
     sqlite3_progress_handler(db, SQL__FSM_PROGRESS_OPS, on_progress, f);
@@ -176,9 +174,8 @@ static int setup(struct sql_fsm *f, const struct sql_function *hidden,
                       NULL);
     if (rc != SQLITE_OK) {
         if ((rc & 0xff) == SQLITE_NOTADB || (rc & 0xff) == SQLITE_CORRUPT) {
-            sql_errmsgf(errmsg, errmsg_len,
-                        "%s is not a SQLite database (%s)", f->path,
-                        sqlite3_errmsg(db));
+            sql_errmsgf(errmsg, errmsg_len, "%s is not a SQLite database (%s)",
+                        f->path, sqlite3_errmsg(db));
             return SQL_ERR_CORRUPT;
         }
         sql_errmsgf(errmsg, errmsg_len, "read schema: %s (%s)",

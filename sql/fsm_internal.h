@@ -51,61 +51,61 @@ enum {
  * Invariant: at most one checkpoint runs at a time on either connection
  * (run_mu), so the durable checkpoint never fails for the checkpointer. */
 struct sql_ckpt {
-    sqlite3 *db;                     /* its connection; NULL: not running,
+    sqlite3 *db;            /* its connection; NULL: not running,
                                         SQLite's automatic checkpoint
                                         stays on the apply connection */
-    pthread_t thread;                /* runs ckpt_main */
-    pthread_mutex_t sig_mu;          /* guards want and stop */
-    pthread_cond_t cond;             /* want or stop became true */
-    bool want;                       /* the WAL passed SQL__CHECKPOINT_FRAMES
+    pthread_t thread;       /* runs ckpt_main */
+    pthread_mutex_t sig_mu; /* guards want and stop */
+    pthread_cond_t cond;    /* want or stop became true */
+    bool want;              /* the WAL passed SQL__CHECKPOINT_FRAMES
                                         (checkpoint.c) */
-    bool stop;                       /* the thread returns */
-    uint64_t committed;              /* applied index of the apply
+    bool stop;              /* the thread returns */
+    uint64_t committed;     /* applied index of the apply
                                         connection's last commit (sig_mu) */
-    uint64_t durable;                /* the committed index read before the
+    uint64_t durable;       /* the committed index read before the
                                         last checkpoint that backfilled
                                         every frame (sig_mu); 0: none */
-    uint64_t gen;                    /* bumped when the database is
+    uint64_t gen;           /* bumped when the database is
                                         replaced or reread (sig_mu): a
                                         checkpoint begun before reports
                                         nothing */
-    pthread_mutex_t run_mu;          /* held while a checkpoint runs */
+    pthread_mutex_t run_mu; /* held while a checkpoint runs */
 };
 
 /* The state machine (opaque in sql.h). */
 struct sql_fsm {
-    sqlite3 *db;                     /* the apply connection */
-    char *path;                      /* its database file (malloc'd);
+    sqlite3 *db;                  /* the apply connection */
+    char *path;                   /* its database file (malloc'd);
                                         immutable after open, so any thread
                                         may read it */
-    uint64_t durable;                /* applied index known durable in the
+    uint64_t durable;             /* applied index known durable in the
                                         database file (see sql.h) */
-    struct sql_determinism det;      /* seeded random(), entry-time VFS */
-    sqlite3_stmt *stmts[STMT__N];    /* internal statements */
-    uint64_t applied;                /* last applied index (as stored) */
-    uint64_t applied_term;           /* its term */
-    int internal;                    /* 1: our own statement, authorize all */
-    int altered;                     /* 1: the request ran ALTER TABLE */
-    int pragma_setting;              /* setting captured by the authorizer,
+    struct sql_determinism det;   /* seeded random(), entry-time VFS */
+    sqlite3_stmt *stmts[STMT__N]; /* internal statements */
+    uint64_t applied;             /* last applied index (as stored) */
+    uint64_t applied_term;        /* its term */
+    int internal;                 /* 1: our own statement, authorize all */
+    int altered;                  /* 1: the request ran ALTER TABLE */
+    int pragma_setting;           /* setting captured by the authorizer,
                                         or -1 */
-    int pragma_value;                /* its value, -1 when not a boolean */
-    char pragma_text[64];            /* the value as written */
-    char deny[256];                  /* why the authorizer refused, or "" */
-    char errmsg[SQL__ERRMSG];        /* message of the last failure */
-    struct sql_cache cache;          /* prepared single-statement requests */
-    uint64_t max_steps;              /* the running request's work budget,
+    int pragma_value;             /* its value, -1 when not a boolean */
+    char pragma_text[64];         /* the value as written */
+    char deny[256];               /* why the authorizer refused, or "" */
+    char errmsg[SQL__ERRMSG];     /* message of the last failure */
+    struct sql_cache cache;       /* prepared single-statement requests */
+    uint64_t max_steps;           /* the running request's work budget,
                                         VM steps, 0 for none */
-    uint64_t steps;                  /* VM steps it took so far (counted
+    uint64_t steps;               /* VM steps it took so far (counted
                                         in SQL__FSM_PROGRESS_OPS) */
-    int in_request;                  /* 1 while a request's statements
+    int in_request;               /* 1 while a request's statements
                                         run (the progress handler acts) */
-    int budget_hit;                  /* 1: it ran out of its budget */
-    atomic_int stopping;             /* sql_fsm_interrupt was called (any
+    int budget_hit;               /* 1: it ran out of its budget */
+    atomic_int stopping;          /* sql_fsm_interrupt was called (any
                                         thread) */
-    char *text;                      /* the running request's SQL text,
+    char *text;                   /* the running request's SQL text,
                                         NUL-terminated (malloc'd, reused) */
-    size_t text_cap;                 /* bytes allocated at text */
-    struct sql_ckpt ckpt;            /* background checkpoints */
+    size_t text_cap;              /* bytes allocated at text */
+    struct sql_ckpt ckpt;         /* background checkpoints */
 };
 
 /* ---- fsm.c ---------------------------------------------------------- */

@@ -51,16 +51,18 @@ static const char *const settings[] = {
 #define SQL__PRAGMA_N_SETTINGS ((int)(sizeof settings / sizeof settings[0]))
 
 static const char *const with_value_ok[] = {
-    "user_version",     "application_id",    "table_info",
-    "table_xinfo",      "table_list",        "index_info",
-    "index_xinfo",      "index_list",        "foreign_key_list",
-    "foreign_key_check", "integrity_check",  "quick_check",
+    "user_version",     "application_id",    "table_info",      "table_xinfo",
+    "table_list",       "index_info",        "index_xinfo",     "index_list",
+    "foreign_key_list", "foreign_key_check", "integrity_check", "quick_check",
 };
 
 /* Read-only queries allowed without a value (besides with_value_ok and
  * the settings). */
 static const char *const query_ok[] = {
-    "encoding", "journal_mode", "page_size", "schema_version",
+    "encoding",
+    "journal_mode",
+    "page_size",
+    "schema_version",
 };
 
 static int in_list(const char *name, const char *const *list, size_t n)

@@ -48,8 +48,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define SQL__REQUEST_MAGIC0 0x52  /* 'R' */
-#define SQL__REQUEST_MAGIC1 0x51  /* 'Q' */
+#define SQL__REQUEST_MAGIC0 0x52 /* 'R' */
+#define SQL__REQUEST_MAGIC1 0x51 /* 'Q' */
 #define SQL__REQUEST_VERSION 2
 #define SQL__REQUEST_OFF_VERSION 2
 #define SQL__REQUEST_OFF_FLAGS 3
@@ -62,7 +62,7 @@
 #define SQL__REQUEST_HEADER 52
 #define SQL__REQUEST_V1_OFF_SQL_LEN 40 /* version 1: no max_steps */
 #define SQL__REQUEST_V1_HEADER 44
-#define SQL__REQUEST_MIN_PARAM 2  /* type + named bytes */
+#define SQL__REQUEST_MIN_PARAM 2 /* type + named bytes */
 
 static void put_u32(uint8_t *p, uint32_t v)
 {
@@ -134,8 +134,7 @@ int sql_request_size(const char *sql, size_t sql_len,
         return SQL_ERR_INVALID;
     }
     if (n_params > 0 && params == NULL) {
-        sql_errmsgf(errmsg, errmsg_len, "%u parameters but no array",
-                    n_params);
+        sql_errmsgf(errmsg, errmsg_len, "%u parameters but no array", n_params);
         return SQL_ERR_INVALID;
     }
     total += sql_len;
@@ -145,9 +144,8 @@ int sql_request_size(const char *sql, size_t sql_len,
         uint64_t vsize = value_size(&prm->value, &bad);
 
         if (bad) {
-            sql_errmsgf(errmsg, errmsg_len,
-                        "parameter %u: bad value (type %u)", i + 1,
-                        (unsigned)prm->value.type);
+            sql_errmsgf(errmsg, errmsg_len, "parameter %u: bad value (type %u)",
+                        i + 1, (unsigned)prm->value.type);
             return SQL_ERR_INVALID;
         }
         total += SQL__REQUEST_MIN_PARAM + vsize;
@@ -187,7 +185,8 @@ int sql_request_size(const char *sql, size_t sql_len,
     }
     if (total > max_bytes) {
         sql_errmsgf(errmsg, errmsg_len,
-                    "request of %" PRIu64 " bytes exceeds max_request_bytes "
+                    "request of %" PRIu64
+                    " bytes exceeds max_request_bytes "
                     "(%" PRIu64 ")",
                     total, max_bytes);
         return SQL_ERR_TOOBIG;
@@ -208,8 +207,8 @@ int sql_request_encode(const uint64_t id[2], const char *sql, size_t sql_len,
     size_t len = 0;
     unsigned i;
 
-    if (sql_request_size(sql, sql_len, params, n_params, UINT64_MAX, &len,
-                         NULL, 0) != 0 ||
+    if (sql_request_size(sql, sql_len, params, n_params, UINT64_MAX, &len, NULL,
+                         0) != 0 ||
         len != out_len) {
         return SQL_ERR_INVALID;
     }
@@ -290,7 +289,8 @@ static int check_header(const uint8_t *p, size_t len, size_t *out_header,
         sql_errmsgf(errmsg, errmsg_len,
                     "request format version %u is not supported "
                     "(expected 1 or %u)",
-                    (unsigned)p[SQL__REQUEST_OFF_VERSION], SQL__REQUEST_VERSION);
+                    (unsigned)p[SQL__REQUEST_OFF_VERSION],
+                    SQL__REQUEST_VERSION);
         return SQL_ERR_FORMAT;
     }
     if (len < header) {
@@ -308,8 +308,8 @@ static int check_header(const uint8_t *p, size_t len, size_t *out_header,
     return 0;
 }
 
-int sql_request_stamp(const void *in, size_t len,
-                      const struct sql_stamp *stamp, void *out)
+int sql_request_stamp(const void *in, size_t len, const struct sql_stamp *stamp,
+                      void *out)
 {
     uint8_t *b = out;
     size_t header;
@@ -353,8 +353,7 @@ struct reader {
 };
 
 /* need checks that @n more bytes are there for @what. */
-static int need(struct reader *r, uint64_t n, const char *what,
-                unsigned param)
+static int need(struct reader *r, uint64_t n, const char *what, unsigned param)
 {
     if (n > r->len - r->pos) {
         if (param > 0) {
@@ -513,8 +512,8 @@ int sql_request_decode(const void *p, size_t len, struct sql_request *out,
     if (n_params > 0) {
         req.params = calloc(n_params, sizeof *req.params);
         if (req.params == NULL) {
-            sql_errmsgf(errmsg, errmsg_len, "out of memory (%" PRIu32
-                        " parameters)", n_params);
+            sql_errmsgf(errmsg, errmsg_len,
+                        "out of memory (%" PRIu32 " parameters)", n_params);
             return SQL_ERR_NOMEM;
         }
     }

@@ -65,9 +65,8 @@ int schema_create(struct sql_fsm *f, char *errmsg, size_t errmsg_len)
         return fsm_from_sqlite(rc);
     }
     for (i = 0; i < STMT__N; i++) {
-        rc = sqlite3_prepare_v3(db, stmt_sql[i], -1,
-                                SQLITE_PREPARE_PERSISTENT, &f->stmts[i],
-                                NULL);
+        rc = sqlite3_prepare_v3(db, stmt_sql[i], -1, SQLITE_PREPARE_PERSISTENT,
+                                &f->stmts[i], NULL);
         if (rc != SQLITE_OK) {
             sql_errmsgf(errmsg, errmsg_len, "prepare \"%s\": %s", stmt_sql[i],
                         sqlite3_errmsg(db));
@@ -183,8 +182,7 @@ int schema_read_applied(struct sql_fsm *f)
     if (rc != SQLITE_ROW) {
         rc = rc == SQLITE_DONE ? SQLITE_CORRUPT : rc;
         sqlite3_finalize(s);
-        sql_errmsgf(f->errmsg, sizeof f->errmsg,
-                    "read raftsql_applied: %s",
+        sql_errmsgf(f->errmsg, sizeof f->errmsg, "read raftsql_applied: %s",
                     rc == SQLITE_CORRUPT ? "the row is missing"
                                          : sqlite3_errmsg(f->db));
         return fsm_from_sqlite(rc);

@@ -136,8 +136,8 @@ int sql_fsm_snapshot_create(struct sql_fsm *f, const char *path,
     rc = sqlite3_open_v2(src_path, &src, SQLITE_OPEN_READONLY, NULL);
     if (rc != SQLITE_OK) {
         sql_errmsgf(errmsg, errmsg_len, "snapshot create: open %s: %s",
-                    src_path, src != NULL ? sqlite3_errmsg(src)
-                                          : sqlite3_errstr(rc));
+                    src_path,
+                    src != NULL ? sqlite3_errmsg(src) : sqlite3_errstr(rc));
         rc = from_sqlite(rc);
         goto err_close;
     }
@@ -204,8 +204,7 @@ static int fail(struct sql_fsm *f, int rc, const char *fmt, ...)
     va_start(ap, fmt);
     vsnprintf(detail, sizeof detail, fmt, ap);
     va_end(ap);
-    sql_errmsgf(f->errmsg, sizeof f->errmsg, "snapshot install: %s",
-                detail);
+    sql_errmsgf(f->errmsg, sizeof f->errmsg, "snapshot install: %s", detail);
     return rc;
 }
 
@@ -250,11 +249,10 @@ static int verify(struct sql_fsm *f, sqlite3 *snap, sqlite3 *live,
         rc = sqlite3_step(s);
     }
     if (rc != SQLITE_ROW) {
-        rc = fail(f,
-                  from_sqlite(rc) == SQL_ERR_NOMEM ? SQL_ERR_NOMEM
-                                                   : SQL_ERR_CORRUPT,
-                  "%s is not a readable database: %s", path,
-                  sqlite3_errmsg(snap));
+        rc = fail(
+            f,
+            from_sqlite(rc) == SQL_ERR_NOMEM ? SQL_ERR_NOMEM : SQL_ERR_CORRUPT,
+            "%s is not a readable database: %s", path, sqlite3_errmsg(snap));
         sqlite3_finalize(s);
         return rc;
     }
@@ -295,7 +293,8 @@ static int verify(struct sql_fsm *f, sqlite3 *snap, sqlite3 *live,
     }
     if (snap_page != live_page) {
         return fail(f, SQL_ERR_INVALID,
-                    "%s has pages of %" PRId64 " bytes but the live "
+                    "%s has pages of %" PRId64
+                    " bytes but the live "
                     "database (in WAL mode) has pages of %" PRId64
                     " bytes: the backup cannot change it",
                     path, snap_page, live_page);
@@ -333,11 +332,11 @@ int sql_fsm_snapshot_install(struct sql_fsm *f, const char *path,
     }
     rc = sqlite3_open_v2(path, &snap, SQLITE_OPEN_READONLY, NULL);
     if (rc != SQLITE_OK) {
-        rc = fail(f,
-                  from_sqlite(rc) == SQL_ERR_NOMEM ? SQL_ERR_NOMEM
-                                                   : SQL_ERR_CORRUPT,
-                  "open %s: %s", path,
-                  snap != NULL ? sqlite3_errmsg(snap) : sqlite3_errstr(rc));
+        rc = fail(
+            f,
+            from_sqlite(rc) == SQL_ERR_NOMEM ? SQL_ERR_NOMEM : SQL_ERR_CORRUPT,
+            "open %s: %s", path,
+            snap != NULL ? sqlite3_errmsg(snap) : sqlite3_errstr(rc));
         goto out;
     }
     sqlite3_extended_result_codes(snap, 1);
@@ -383,7 +382,8 @@ int sql_fsm_snapshot_install(struct sql_fsm *f, const char *path,
     }
     if (f->applied != index) {
         rc = fail(f, SQL_ERR_CORRUPT,
-                  "installed %s at index %" PRIu64 " but the database "
+                  "installed %s at index %" PRIu64
+                  " but the database "
                   "now says %" PRIu64,
                   path, index, f->applied);
         goto out;

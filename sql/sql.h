@@ -47,20 +47,20 @@ struct sql_value {
  * i-th unnamed parameter (1-based) binds parameter index i of each
  * statement. */
 struct sql_param {
-    const char *name;     /* NUL-terminated, or NULL for positional */
+    const char *name; /* NUL-terminated, or NULL for positional */
     struct sql_value value;
 };
 
 /* A decoded request. Pointers reference the payload it was decoded from,
  * which must outlive it. */
 struct sql_request {
-    uint64_t id[2];          /* origin node id, origin sequence number */
-    int64_t time_ms;         /* leader's wall clock, ms since the epoch */
-    uint64_t seed;           /* seed of random()/randomblob() */
-    uint64_t max_steps;      /* work budget, VM steps, 0 for none */
-    const char *sql;         /* SQL text, sql_len bytes, not NUL-terminated */
+    uint64_t id[2];     /* origin node id, origin sequence number */
+    int64_t time_ms;    /* leader's wall clock, ms since the epoch */
+    uint64_t seed;      /* seed of random()/randomblob() */
+    uint64_t max_steps; /* work budget, VM steps, 0 for none */
+    const char *sql;    /* SQL text, sql_len bytes, not NUL-terminated */
     size_t sql_len;
-    unsigned n_params;       /* number of parameters */
+    unsigned n_params;        /* number of parameters */
     struct sql_param *params; /* n_params, allocated by sql_request_decode */
 };
 
@@ -108,8 +108,8 @@ struct sql_stamp {
  * Errors: SQL_ERR_CORRUPT (not a request payload), SQL_ERR_FORMAT (format
  * version 1, read from an old log but never proposed again); nothing is
  * written then. */
-int sql_request_stamp(const void *in, size_t len,
-                      const struct sql_stamp *stamp, void *out);
+int sql_request_stamp(const void *in, size_t len, const struct sql_stamp *stamp,
+                      void *out);
 
 /* sql_request_id reads the request id of payload @p (@len bytes) into @out
  * without decoding the rest. Errors: SQL_ERR_CORRUPT. */

@@ -59,8 +59,7 @@ static int bind_param(sqlite3_stmt *stmt, int i, json_t *v)
     }
     if (json_is_string(v)) {
         return sqlite3_bind_text(stmt, i, json_string_value(v),
-                                 (int)json_string_length(v),
-                                 SQLITE_TRANSIENT);
+                                 (int)json_string_length(v), SQLITE_TRANSIENT);
     }
     if (json_is_null(v)) {
         return sqlite3_bind_null(stmt, i);
@@ -131,8 +130,8 @@ static json_t *run(sqlite3 *db, const char *line)
                             SQLITE_MISUSE);
         goto out;
     }
-    rc = sqlite3_prepare_v2(db, json_string_value(json_array_get(req, 0)),
-                            -1, &stmt, NULL);
+    rc = sqlite3_prepare_v2(db, json_string_value(json_array_get(req, 0)), -1,
+                            &stmt, NULL);
     if (rc != SQLITE_OK) {
         reply = error_reply(sqlite3_errmsg(db), rc);
         goto out;
@@ -191,8 +190,9 @@ int main(int argc, char **argv)
         }
         reply = run(db, line);
         text = reply != NULL ? json_dumps(reply, JSON_COMPACT) : NULL;
-        printf("%s\n", text != NULL ? text
-                                    : "{\"error\":\"out of memory\",\"code\":7}");
+        printf("%s\n", text != NULL
+                           ? text
+                           : "{\"error\":\"out of memory\",\"code\":7}");
         fflush(stdout);
         free(text);
         json_decref(reply);

@@ -14,8 +14,8 @@
 static inline struct raft_buf *request_buf(uint64_t origin, uint64_t seq,
                                            const char *sql)
 {
-    struct buf *b = make_request_ex(origin, seq, sql, NULL, 0,
-                                    1700000000000LL, seq);
+    struct buf *b =
+        make_request_ex(origin, seq, sql, NULL, 0, 1700000000000LL, seq);
     struct raft_buf *r = raft_buf_copy(b->data, b->len);
     assert_non_null(r);
     buf_free(b);

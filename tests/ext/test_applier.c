@@ -25,12 +25,12 @@
 struct rec {
     pthread_mutex_t mu;
     pthread_cond_t cond;
-    unsigned n_batches;     /* applied calls */
-    unsigned sizes[64];     /* entries per call, first 64 calls */
-    raft_index last;        /* last index reported */
-    int rcs[64];            /* results by index (1..63) */
-    int64_t rowids[64];     /* last insert rowid by index */
-    bool apply_now;         /* apply_now's answer */
+    unsigned n_batches; /* applied calls */
+    unsigned sizes[64]; /* entries per call, first 64 calls */
+    raft_index last;    /* last index reported */
+    int rcs[64];        /* results by index (1..63) */
+    int64_t rowids[64]; /* last insert rowid by index */
+    bool apply_now;     /* apply_now's answer */
 };
 
 static void on_applied(void *data, const struct sql_fsm_entry *entries,
@@ -116,8 +116,8 @@ static int teardown(void **state)
 /* push_sql queues entry @index (term 1) carrying request @sql. */
 static void push_sql(struct fixture *f, raft_index index, const char *sql)
 {
-    struct raft_entry e = {.term = 1, .index = index,
-                           .type = RAFT_ENTRY_NORMAL};
+    struct raft_entry e = {
+        .term = 1, .index = index, .type = RAFT_ENTRY_NORMAL};
     e.data = request_buf(1, index, sql);
     assert_int_equal(applier_push(f->a, &e, 1), 0);
     raft_buf_unref(e.data);
@@ -126,8 +126,7 @@ static void push_sql(struct fixture *f, raft_index index, const char *sql)
 /* push_noop queues a leader's no-op at @index. */
 static void push_noop(struct fixture *f, raft_index index)
 {
-    struct raft_entry e = {.term = 1, .index = index,
-                           .type = RAFT_ENTRY_NOOP};
+    struct raft_entry e = {.term = 1, .index = index, .type = RAFT_ENTRY_NOOP};
     assert_int_equal(applier_push(f->a, &e, 1), 0);
 }
 
@@ -219,9 +218,9 @@ static void test_install_drops_covered(void **state)
     push_sql(&src, 2, "INSERT INTO t VALUES('from the leader')");
     assert_true(wait_applied(&src, 2));
     snprintf(snap, sizeof snap, "%s/snap", src.db.dir);
-    assert_int_equal(applier_snapshot_create(src.a, snap, &index, &term, msg,
-                                             sizeof msg),
-                     0);
+    assert_int_equal(
+        applier_snapshot_create(src.a, snap, &index, &term, msg, sizeof msg),
+        0);
     assert_int_equal(index, 2);
     stop(&src);
 
@@ -243,8 +242,7 @@ static void test_install_drops_covered(void **state)
     assert_query(f->db.path, "SELECT group_concat(x, ',') FROM t",
                  "from the leader,after");
     assert_query(f->db.path,
-                 "SELECT count(*) FROM sqlite_master WHERE name='other'",
-                 "0");
+                 "SELECT count(*) FROM sqlite_master WHERE name='other'", "0");
     unlink(snap);
     tmpdb_remove(&src.db);
 }
@@ -266,9 +264,8 @@ static void test_install_refuses_garbage(void **state)
     push_sql(f, 1, "CREATE TABLE t(x)");
     assert_true(wait_applied(f, 1));
     applier_hold(f->a);
-    assert_int_equal(
-        applier_install(f->a, bad, &index, &term, msg, sizeof msg),
-        RAFT_CORRUPT);
+    assert_int_equal(applier_install(f->a, bad, &index, &term, msg, sizeof msg),
+                     RAFT_CORRUPT);
     assert_non_null(strstr(msg, "install: "));
     applier_release(f->a, 0);
     assert_int_equal(applier_applied(f->a), 1);
@@ -325,19 +322,17 @@ static void test_failure_is_retried_never_skipped(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test_setup_teardown(test_applies_in_order, setup,
-                                        teardown),
+        cmocka_unit_test_setup_teardown(test_applies_in_order, setup, teardown),
         cmocka_unit_test_setup_teardown(test_follower_pace, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_hold_and_release, setup,
-                                        teardown),
+        cmocka_unit_test_setup_teardown(test_hold_and_release, setup, teardown),
         cmocka_unit_test_setup_teardown(test_install_drops_covered, setup,
                                         teardown),
         cmocka_unit_test_setup_teardown(test_install_refuses_garbage, setup,
                                         teardown),
         cmocka_unit_test_setup_teardown(test_checkpoint_on_request, setup,
                                         teardown),
-        cmocka_unit_test_setup_teardown(test_failure_is_retried_never_skipped, setup,
-                                        teardown),
+        cmocka_unit_test_setup_teardown(test_failure_is_retried_never_skipped,
+                                        setup, teardown),
     };
     return cmocka_run_group_tests_name("ext_applier", tests, NULL, NULL);
 }

@@ -15,13 +15,13 @@
 
 /* The fake node: records what forwarding asks of it. */
 struct fake {
-    bool leader;                   /* can_propose's answer */
-    int propose_rc;                /* propose's result */
-    unsigned n_proposals;          /* propose calls */
-    unsigned last_batch;           /* payloads in the last call */
-    struct raft_frame sent[16];    /* FORWARD_RESULTs, in order */
+    bool leader;                /* can_propose's answer */
+    int propose_rc;             /* propose's result */
+    unsigned n_proposals;       /* propose calls */
+    unsigned last_batch;        /* payloads in the last call */
+    struct raft_frame sent[16]; /* FORWARD_RESULTs, in order */
     unsigned n_sent;
-    unsigned n_wakes;              /* wake calls */
+    unsigned n_wakes; /* wake calls */
 };
 
 static bool fake_can_propose(void *data)
@@ -30,8 +30,7 @@ static bool fake_can_propose(void *data)
 }
 
 static int fake_propose(void *data, struct raft_buf *const *payloads,
-                        unsigned n, raft_index *out_index,
-                        raft_term *out_term)
+                        unsigned n, raft_index *out_index, raft_term *out_term)
 {
     struct fake *f = data;
     (void)payloads;

@@ -78,8 +78,7 @@ static void append(struct fixture *f, raft_index lo, raft_index hi,
     assert_true(n <= 16);
     for (unsigned i = 0; i < n; i++) {
         char text[32];
-        snprintf(text, sizeof text, "entry-%llu",
-                 (unsigned long long)(lo + i));
+        snprintf(text, sizeof text, "entry-%llu", (unsigned long long)(lo + i));
         es[i].term = term;
         es[i].index = lo + i;
         es[i].type = RAFT_ENTRY_NORMAL;
@@ -95,8 +94,8 @@ static void append(struct fixture *f, raft_index lo, raft_index hi,
 
 /* load runs store_load for @applied (term 1) and returns its code, with
  * the state in @st (free it) and the message in @msg. */
-static int load(struct fixture *f, uint64_t applied,
-                struct ext_store_state *st, char *msg, size_t msg_len)
+static int load(struct fixture *f, uint64_t applied, struct ext_store_state *st,
+                char *msg, size_t msg_len)
 {
     memset(st, 0, sizeof *st);
     return store_load(f->s, applied, 1, st, msg, msg_len);
@@ -125,8 +124,8 @@ static void assert_log(struct fixture *f, uint64_t applied,
 static void test_directory_lock(void **state)
 {
     struct fixture *f = *state;
-    struct ext_store_config cfg = {.dir = f->dir, .db_path = f->db.path,
-                                   .log_max_bytes = 16u << 20};
+    struct ext_store_config cfg = {
+        .dir = f->dir, .db_path = f->db.path, .log_max_bytes = 16u << 20};
     struct ext_store *other = NULL;
     char msg[512] = "";
 
@@ -253,8 +252,11 @@ static void test_corrupt_entry_not_applied(void **state)
 static void test_plan_compaction(void **state)
 {
     struct fixture *f = *state;
-    struct ext_store_view v = {.first = 1, .last = 100, .persisted = 100,
-                               .applied = 100, .durable = 90};
+    struct ext_store_view v = {.first = 1,
+                               .last = 100,
+                               .persisted = 100,
+                               .applied = 100,
+                               .durable = 90};
     bool ckpt = true;
 
     open_store(f, NULL); /* threshold 100, trailing 10 */
@@ -321,8 +323,8 @@ static struct ext_applier *new_applier(struct fixture *f)
 
 /* install_case installs the snapshot (2, 1) over a log holding entries
  * 1..4 of @log_term and checks the log after it. */
-static void install_case(struct fixture *f, raft_term log_term,
-                         raft_index lo, raft_index hi)
+static void install_case(struct fixture *f, raft_term log_term, raft_index lo,
+                         raft_index hi)
 {
     struct ext_applier *a = new_applier(f);
     char snap[200], msg[512] = "";
@@ -330,15 +332,13 @@ static void install_case(struct fixture *f, raft_term log_term,
     snapshot_at(f, snap, sizeof snap);
     open_store(f, a);
     append(f, 1, 4, log_term);
-    assert_int_equal(f->st.snapshot_install(f->st.data, snap, 2, 1, msg,
-                                            sizeof msg),
-                     0);
+    assert_int_equal(
+        f->st.snapshot_install(f->st.data, snap, 2, 1, msg, sizeof msg), 0);
     assert_int_equal(applier_applied(a), 2);
     assert_log(f, 2, 2, lo, hi);
     /* Not above the applied index: nothing changes. */
-    assert_int_equal(f->st.snapshot_install(f->st.data, snap, 2, 1, msg,
-                                            sizeof msg),
-                     0);
+    assert_int_equal(
+        f->st.snapshot_install(f->st.data, snap, 2, 1, msg, sizeof msg), 0);
     assert_log(f, 2, 2, lo, hi);
     store_close(f->s);
     f->s = NULL;
@@ -386,8 +386,8 @@ static void test_install_after_a_batch_past_it(void **state)
         };
         struct raft_entry e[3];
         for (unsigned i = 0; i < 3; i++) {
-            e[i] = (struct raft_entry){.term = 1, .index = i + 1,
-                                       .type = RAFT_ENTRY_NORMAL};
+            e[i] = (struct raft_entry){
+                .term = 1, .index = i + 1, .type = RAFT_ENTRY_NORMAL};
             e[i].data = request_buf(1, i + 1, sqls[i]);
         }
         assert_int_equal(applier_push(a, e, 3), 0); /* one batch */
@@ -397,9 +397,8 @@ static void test_install_after_a_batch_past_it(void **state)
     }
     usleep(100 * 1000); /* the batch of 1..3 runs */
     assert_true(applier_applied(a) < 2);
-    assert_int_equal(f->st.snapshot_install(f->st.data, snap, 2, 1, msg,
-                                            sizeof msg),
-                     0);
+    assert_int_equal(
+        f->st.snapshot_install(f->st.data, snap, 2, 1, msg, sizeof msg), 0);
     assert_int_equal(applier_applied(a), 3);
     store_close(f->s);
     f->s = NULL;
@@ -418,12 +417,11 @@ int main(void)
                                         teardown),
         cmocka_unit_test_setup_teardown(test_corrupt_entry_applied, setup,
                                         teardown),
-        cmocka_unit_test_setup_teardown(test_corrupt_entry_last_applied,
-                                        setup, teardown),
+        cmocka_unit_test_setup_teardown(test_corrupt_entry_last_applied, setup,
+                                        teardown),
         cmocka_unit_test_setup_teardown(test_corrupt_entry_not_applied, setup,
                                         teardown),
-        cmocka_unit_test_setup_teardown(test_plan_compaction, setup,
-                                        teardown),
+        cmocka_unit_test_setup_teardown(test_plan_compaction, setup, teardown),
         cmocka_unit_test_setup_teardown(test_install_keeps_suffix, setup,
                                         teardown),
         cmocka_unit_test_setup_teardown(test_install_resets_log, setup,

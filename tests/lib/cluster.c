@@ -270,8 +270,7 @@ static bool next_event(const struct cluster *c, uint64_t *at, int *kind,
     }
     for (i = 0; i < c->cfg.n; i++) {
         const struct cnode *n = &c->nodes[i];
-        if (n->raft != NULL && !n->frozen &&
-            (!found || n->next_tick < *at)) {
+        if (n->raft != NULL && !n->frozen && (!found || n->next_tick < *at)) {
             found = true;
             *at = n->next_tick;
             *kind = 2;
@@ -368,8 +367,7 @@ raft_id cluster_leader(const struct cluster *c)
     return best;
 }
 
-int cluster_propose(struct cluster *c, raft_id id, const void *data,
-                    size_t len)
+int cluster_propose(struct cluster *c, raft_id id, const void *data, size_t len)
 {
     struct cnode *n = cluster_node(c, id);
     struct raft_buf *b;
@@ -449,8 +447,8 @@ const struct raft_entry *cluster_applied(const struct cluster *c, raft_id id,
     return i < n->n_applied ? &n->applied[i] : NULL;
 }
 
-bool cluster_has_applied(const struct cluster *c, raft_id id,
-                         const void *data, size_t len)
+bool cluster_has_applied(const struct cluster *c, raft_id id, const void *data,
+                         size_t len)
 {
     const struct cnode *n = cluster_node(c, id);
     unsigned i;

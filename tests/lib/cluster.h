@@ -143,8 +143,8 @@ void cluster_isolate(struct cluster *c, raft_id id, bool up);
 void cluster_heal(struct cluster *c);
 
 /* cluster_set_faults changes the network's loss, duplication and delay. */
-void cluster_set_faults(struct cluster *c, unsigned drop_pct,
-                        unsigned dup_pct, unsigned net_min, unsigned net_max);
+void cluster_set_faults(struct cluster *c, unsigned drop_pct, unsigned dup_pct,
+                        unsigned net_min, unsigned net_max);
 
 /* cluster_freeze stops (or resumes) node @id's ticks: a frozen node never
  * times out, but still answers messages. */
@@ -161,8 +161,8 @@ const struct raft_entry *cluster_applied(const struct cluster *c, raft_id id,
 
 /* cluster_has_applied tells whether node @id applied a NORMAL entry whose
  * payload is @len bytes at @data. */
-bool cluster_has_applied(const struct cluster *c, raft_id id,
-                         const void *data, size_t len);
+bool cluster_has_applied(const struct cluster *c, raft_id id, const void *data,
+                         size_t len);
 
 /* cluster_durable_last returns the last index of node @id's durable log. */
 raft_index cluster_durable_last(const struct cluster *c, raft_id id);
@@ -223,8 +223,7 @@ const struct raft_entry *cluster_committed(const struct cluster *c,
 uint64_t cluster_trace_hash(const struct cluster *c);
 
 /* cluster_hard_state returns node @id's durable hard state. */
-struct raft_hard_state cluster_hard_state(const struct cluster *c,
-                                          raft_id id);
+struct raft_hard_state cluster_hard_state(const struct cluster *c, raft_id id);
 
 /* cluster_log_term returns the term of entry @index in node @id's core
  * (its in-memory log, durable or not), 0 when it has none or is down. */

@@ -41,7 +41,8 @@ static void check_completeness(struct cluster *c, const struct cnode *n,
         }
         if (g->index != 0 && i >= n->raft->log.first &&
             log_term_at(&n->raft->log, i) != g->term) {
-            cluster_fail(c, "leader completeness: leader %llu of term %llu "
+            cluster_fail(c,
+                         "leader completeness: leader %llu of term %llu "
                          "lacks committed entry %llu of term %llu",
                          (unsigned long long)n->id,
                          (unsigned long long)raft_current_term(n->raft),
@@ -64,8 +65,8 @@ static void check_leaders(struct cluster *c)
         if (t >= c->n_leaders) {
             size_t old = c->n_leaders;
             c->n_leaders = t + 16;
-            c->leaders = cluster_alloc(c, c->leaders,
-                                       c->n_leaders * sizeof *c->leaders);
+            c->leaders =
+                cluster_alloc(c, c->leaders, c->n_leaders * sizeof *c->leaders);
             memset(c->leaders + old, 0,
                    (c->n_leaders - old) * sizeof *c->leaders);
         }
@@ -97,11 +98,9 @@ void cluster_check_log_matching(struct cluster *c, const struct cnode *n)
         /* Below both boundaries the entries are in snapshots (committed,
          * checked by State Machine Safety). */
         lo = (n->base > o->base ? n->base : o->base) + 1;
-        k = cluster_disk_last(n) < cluster_disk_last(o)
-                ? cluster_disk_last(n)
-                : cluster_disk_last(o);
-        while (k >= lo &&
-               cluster_disk_term(n, k) != cluster_disk_term(o, k)) {
+        k = cluster_disk_last(n) < cluster_disk_last(o) ? cluster_disk_last(n)
+                                                        : cluster_disk_last(o);
+        while (k >= lo && cluster_disk_term(n, k) != cluster_disk_term(o, k)) {
             k--;
         }
         for (j = lo; j <= k; j++) {
@@ -109,11 +108,12 @@ void cluster_check_log_matching(struct cluster *c, const struct cnode *n)
             const struct raft_entry *b = cluster_disk_at(o, j);
             if (a->term != b->term || a->type != b->type ||
                 !buf_equal(a->data, b->data)) {
-                cluster_fail(c, "log matching: nodes %llu and %llu agree at "
+                cluster_fail(c,
+                             "log matching: nodes %llu and %llu agree at "
                              "%llu but differ at %llu",
                              (unsigned long long)n->id,
-                             (unsigned long long)o->id,
-                             (unsigned long long)k, (unsigned long long)j);
+                             (unsigned long long)o->id, (unsigned long long)k,
+                             (unsigned long long)j);
             }
         }
     }
@@ -139,10 +139,11 @@ static void check_durable_quorum(struct cluster *c, const struct raft_entry *e,
         }
     }
     if (k < c->cfg.n / 2 + 1) {
-        cluster_fail(c, "durability: entry %llu of term %llu handed out "
+        cluster_fail(c,
+                     "durability: entry %llu of term %llu handed out "
                      "committed but durable on %u of %u nodes%s",
-                     (unsigned long long)e->index,
-                     (unsigned long long)e->term, k, c->cfg.n,
+                     (unsigned long long)e->index, (unsigned long long)e->term,
+                     k, c->cfg.n,
                      without != NULL ? " once a write deletes a copy" : "");
     }
 }
@@ -155,8 +156,8 @@ void cluster_check_apply(struct cluster *c, struct cnode *n,
 
     if (e->index != n->n_applied + 1) {
         cluster_fail(c, "node %llu hands out %llu after %u",
-                     (unsigned long long)n->id,
-                     (unsigned long long)e->index, n->n_applied);
+                     (unsigned long long)n->id, (unsigned long long)e->index,
+                     n->n_applied);
     }
     if (cluster_disk_at(n, e->index) == NULL ||
         cluster_disk_at(n, e->index)->term != e->term) {
@@ -194,11 +195,11 @@ void cluster_check_apply(struct cluster *c, struct cnode *n,
         }
     } else if (g->term != e->term || g->type != e->type ||
                !buf_equal(g->data, e->data)) {
-        cluster_fail(c, "state machine safety: node %llu applies term %llu "
+        cluster_fail(c,
+                     "state machine safety: node %llu applies term %llu "
                      "at %llu, another applied term %llu",
                      (unsigned long long)n->id, (unsigned long long)e->term,
-                     (unsigned long long)e->index,
-                     (unsigned long long)g->term);
+                     (unsigned long long)e->index, (unsigned long long)g->term);
     }
     if (n->n_applied == n->cap_applied) {
         n->cap_applied = n->cap_applied ? n->cap_applied * 2 : 64;
@@ -237,8 +238,7 @@ static void check_seq_sent(struct cluster *c, const struct cnode *n,
         cluster_fail(c, "node %llu sends seq %llu to %llu after %llu",
                      (unsigned long long)n->id,
                      (unsigned long long)m->append_entries.seq,
-                     (unsigned long long)m->to,
-                     (unsigned long long)w->sent);
+                     (unsigned long long)m->to, (unsigned long long)w->sent);
     }
     w->sent = m->append_entries.seq;
 }
@@ -272,7 +272,8 @@ static void check_windows(struct cluster *c)
             w = window_of(c, n, j + 1);
             if (p->epoch < w->epoch ||
                 (p->epoch == w->epoch && p->acked_seq < w->acked)) {
-                cluster_fail(c, "in-order: leader %llu, follower %u: "
+                cluster_fail(c,
+                             "in-order: leader %llu, follower %u: "
                              "epoch/acked went from %llu/%llu to %llu/%llu",
                              (unsigned long long)n->id, j + 1,
                              (unsigned long long)w->epoch,
@@ -282,11 +283,12 @@ static void check_windows(struct cluster *c)
             }
             w->epoch = p->epoch;
             w->acked = p->acked_seq;
-            if (f->n > f->cap || (f->n > 0 && p->state !=
-                                  RAFT_PROGRESS_REPLICATE) ||
+            if (f->n > f->cap ||
+                (f->n > 0 && p->state != RAFT_PROGRESS_REPLICATE) ||
                 (c->cfg.max_inflight_bytes != 0 && f->n > 1 &&
                  f->bytes > c->cfg.max_inflight_bytes)) {
-                cluster_fail(c, "in-order: leader %llu, follower %u: "
+                cluster_fail(c,
+                             "in-order: leader %llu, follower %u: "
                              "window of %u requests, %llu bytes, state %u",
                              (unsigned long long)n->id, j + 1, f->n,
                              (unsigned long long)f->bytes, p->state);
@@ -297,10 +299,12 @@ static void check_windows(struct cluster *c)
                     a->seq >= p->next_seq || a->last >= p->next ||
                     (k > 0 && (a->seq <= inflights_at(f, k - 1)->seq ||
                                a->last <= inflights_at(f, k - 1)->last))) {
-                    cluster_fail(c, "in-order: leader %llu, follower %u: "
+                    cluster_fail(c,
+                                 "in-order: leader %llu, follower %u: "
                                  "window member %u (seq %llu, last %llu) "
-                                 "out of order", (unsigned long long)n->id,
-                                 j + 1, k, (unsigned long long)a->seq,
+                                 "out of order",
+                                 (unsigned long long)n->id, j + 1, k,
+                                 (unsigned long long)a->seq,
                                  (unsigned long long)a->last);
                 }
             }
@@ -309,7 +313,8 @@ static void check_windows(struct cluster *c)
                 if (p->pending.seq < p->epoch_seq ||
                     (o != NULL && o->seq >= p->pending.seq &&
                      p->pending.in_window && o->seq == p->pending.seq)) {
-                    cluster_fail(c, "in-order: leader %llu, follower %u: "
+                    cluster_fail(c,
+                                 "in-order: leader %llu, follower %u: "
                                  "rejection %llu set aside needlessly",
                                  (unsigned long long)n->id, j + 1,
                                  (unsigned long long)p->pending.seq);
@@ -332,8 +337,7 @@ void cluster_check_write(struct cluster *c, const struct cnode *n,
     if (first <= n->base) {
         first = n->base + 1;
     }
-    for (i = first; i <= cluster_disk_last(n) && i <= c->committed_last;
-         i++) {
+    for (i = first; i <= cluster_disk_last(n) && i <= c->committed_last; i++) {
         const struct raft_entry *g = &c->committed[i - 1];
         raft_index k = i - entries[0].index;
         if (g->index == 0 || cluster_disk_term(n, i) != g->term ||
@@ -347,9 +351,11 @@ void cluster_check_write(struct cluster *c, const struct cnode *n,
          * the entry stays durable on a majority without it. */
         if (i <= raft_persisted_index(n->raft) &&
             log_term_at(&n->raft->log, i) == g->term) {
-            cluster_fail(c, "durability: node %llu deletes committed entry "
-                         "%llu of term %llu", (unsigned long long)n->id,
-                         (unsigned long long)i, (unsigned long long)g->term);
+            cluster_fail(c,
+                         "durability: node %llu deletes committed entry "
+                         "%llu of term %llu",
+                         (unsigned long long)n->id, (unsigned long long)i,
+                         (unsigned long long)g->term);
         }
         check_durable_quorum(c, g, n);
     }
@@ -375,13 +381,12 @@ void cluster_check_update(struct cluster *c, const struct cnode *n,
             m->append_entries_result.success &&
             (m->append_entries_result.last_log_index >
                  raft_persisted_index(n->raft) ||
-             m->append_entries_result.last_log_index >
-                 cluster_disk_last(n))) {
-            cluster_fail(c, "node %llu acknowledges %llu, persisted %llu",
-                         (unsigned long long)n->id,
-                         (unsigned long long)
-                             m->append_entries_result.last_log_index,
-                         (unsigned long long)raft_persisted_index(n->raft));
+             m->append_entries_result.last_log_index > cluster_disk_last(n))) {
+            cluster_fail(
+                c, "node %llu acknowledges %llu, persisted %llu",
+                (unsigned long long)n->id,
+                (unsigned long long)m->append_entries_result.last_log_index,
+                (unsigned long long)raft_persisted_index(n->raft));
         }
     }
 }
@@ -398,8 +403,10 @@ void cluster_check_send(struct cluster *c, const struct cnode *n,
     if ((m->type == RAFT_MSG_APPEND_ENTRIES ||
          (m->type == RAFT_MSG_REQUEST_VOTE && !m->request_vote.pre_vote)) &&
         raft_message_term(m) > n->hs.term) {
-        cluster_fail(c, "node %llu sends term %llu before its term is "
-                     "durable (%llu)", (unsigned long long)n->id,
+        cluster_fail(c,
+                     "node %llu sends term %llu before its term is "
+                     "durable (%llu)",
+                     (unsigned long long)n->id,
                      (unsigned long long)raft_message_term(m),
                      (unsigned long long)n->hs.term);
     }
@@ -410,9 +417,9 @@ void cluster_check_send(struct cluster *c, const struct cnode *n,
         m->request_vote_result.vote_granted &&
         !m->request_vote_result.pre_vote &&
         (n->hs.term < m->request_vote_result.term ||
-         (n->hs.term == m->request_vote_result.term &&
-          n->hs.vote != m->to))) {
-        cluster_fail(c, "node %llu grants a vote in term %llu that is not "
+         (n->hs.term == m->request_vote_result.term && n->hs.vote != m->to))) {
+        cluster_fail(c,
+                     "node %llu grants a vote in term %llu that is not "
                      "durable (durable term %llu, vote %llu)",
                      (unsigned long long)n->id,
                      (unsigned long long)m->request_vote_result.term,
@@ -433,8 +440,10 @@ void cluster_check_send(struct cluster *c, const struct cnode *n,
     }
     if (m->type == RAFT_MSG_REQUEST_VOTE && !m->request_vote.pre_vote &&
         n->hs.term == m->request_vote.term && n->hs.vote != n->id) {
-        cluster_fail(c, "node %llu asks votes before voting for itself "
-                     "durably", (unsigned long long)n->id);
+        cluster_fail(c,
+                     "node %llu asks votes before voting for itself "
+                     "durably",
+                     (unsigned long long)n->id);
     }
 }
 
@@ -466,17 +475,17 @@ const struct raft_entry *cluster_committed(const struct cluster *c,
 }
 
 void cluster_check_install(struct cluster *c, const struct cnode *f,
-                           const struct cnode *l, raft_index index,
-                           bool reset)
+                           const struct cnode *l, raft_index index, bool reset)
 {
     unsigned k;
 
     for (k = 0; k < f->n_applied; k++) {
         if (f->applied[k].term != l->applied[k].term) {
-            cluster_fail(c, "state machine safety: snapshot of %llu "
+            cluster_fail(c,
+                         "state machine safety: snapshot of %llu "
                          "differs from %llu's state at %u",
-                         (unsigned long long)l->id,
-                         (unsigned long long)f->id, k + 1);
+                         (unsigned long long)l->id, (unsigned long long)f->id,
+                         k + 1);
         }
     }
     /* Durability: a reset must not delete a copy of a committed
@@ -487,10 +496,10 @@ void cluster_check_install(struct cluster *c, const struct cnode *f,
     for (raft_index i = index + 1; i <= cluster_disk_last(f); i++) {
         const struct raft_entry *g = cluster_committed(c, i);
         if (g != NULL && cluster_disk_term(f, i) == g->term) {
-            cluster_fail(c, "durability: snapshot %llu installed on "
+            cluster_fail(c,
+                         "durability: snapshot %llu installed on "
                          "%llu deletes committed entry %llu",
-                         (unsigned long long)index,
-                         (unsigned long long)f->id,
+                         (unsigned long long)index, (unsigned long long)f->id,
                          (unsigned long long)i);
         }
     }

@@ -78,8 +78,8 @@ static int disk_append(void *data, const struct raft_hard_state *hs,
     bool follows;
     unsigned i;
 
-    follows = cnt == 0 ||
-              (first > n->base && first <= cluster_disk_last(n) + 1);
+    follows =
+        cnt == 0 || (first > n->base && first <= cluster_disk_last(n) + 1);
     for (i = 1; i < cnt && follows; i++) {
         follows = entries[i].index == first + i;
     }
@@ -102,9 +102,11 @@ static int disk_append(void *data, const struct raft_hard_state *hs,
             n->n_truncations++;
         }
         if (c->verbose) {
-            fprintf(stderr, "t=%llu node %llu writes %llu..%llu (term "
-                    "%llu..%llu) over %llu\n", (unsigned long long)c->now,
-                    (unsigned long long)n->id, (unsigned long long)first,
+            fprintf(stderr,
+                    "t=%llu node %llu writes %llu..%llu (term "
+                    "%llu..%llu) over %llu\n",
+                    (unsigned long long)c->now, (unsigned long long)n->id,
+                    (unsigned long long)first,
                     (unsigned long long)(first + cnt - 1),
                     (unsigned long long)entries[0].term,
                     (unsigned long long)entries[cnt - 1].term,
@@ -145,8 +147,10 @@ static int disk_compact(void *data, raft_index index, char *errmsg,
         return 0;
     }
     if (index > cluster_disk_last(n)) {
-        snprintf(errmsg, errmsg_len, "compact through %llu past the log's "
-                 "end %llu", (unsigned long long)index,
+        snprintf(errmsg, errmsg_len,
+                 "compact through %llu past the log's "
+                 "end %llu",
+                 (unsigned long long)index,
                  (unsigned long long)cluster_disk_last(n));
         return RAFT_INVALID;
     }
@@ -191,8 +195,8 @@ static int disk_install(void *data, const char *path, raft_index index,
     cluster_check_install(c, f, l, index, reset);
     if (index > f->cap_applied) {
         f->cap_applied = (unsigned)index * 2;
-        f->applied = cluster_alloc(c, f->applied,
-                                   f->cap_applied * sizeof *f->applied);
+        f->applied =
+            cluster_alloc(c, f->applied, f->cap_applied * sizeof *f->applied);
     }
     for (k = f->n_applied; k < index; k++) {
         f->applied[k] = l->applied[k];
@@ -239,8 +243,8 @@ static void start(struct cluster *c, struct cnode *n)
     j = raft_persist_next(&n->disk);
     if (j != NULL) {
         n->job = j;
-        n->job_at = c->now + cluster_random(c, c->cfg.disk_min,
-                                            c->cfg.disk_max);
+        n->job_at =
+            c->now + cluster_random(c, c->cfg.disk_min, c->cfg.disk_max);
     }
 }
 
@@ -285,7 +289,8 @@ static void installed(struct cluster *c, struct cnode *f,
     struct raft_event e;
 
     if (res->reset != f->install_reset) {
-        cluster_fail(c, "node %llu: the snapshot at %llu/%llu %s the "
+        cluster_fail(c,
+                     "node %llu: the snapshot at %llu/%llu %s the "
                      "durable log but the core would %s its log",
                      (unsigned long long)f->id,
                      (unsigned long long)j->snap.index,
@@ -294,9 +299,11 @@ static void installed(struct cluster *c, struct cnode *f,
                      res->reset ? "reset" : "keep");
     }
     if (c->verbose) {
-        fprintf(stderr, "t=%llu node %llu installs %llu's snapshot at "
-                "%llu/%llu\n", (unsigned long long)c->now,
-                (unsigned long long)f->id, (unsigned long long)j->snap.leader,
+        fprintf(stderr,
+                "t=%llu node %llu installs %llu's snapshot at "
+                "%llu/%llu\n",
+                (unsigned long long)c->now, (unsigned long long)f->id,
+                (unsigned long long)j->snap.leader,
                 (unsigned long long)j->snap.index,
                 (unsigned long long)j->snap.last_term);
     }
@@ -318,7 +325,8 @@ static void check_stale(struct cluster *c, const struct cnode *n,
                         const struct raft_persist_result *res)
 {
     if (res->n_skipped > 0 && !res->after_install) {
-        cluster_fail(c, "node %llu drops entries %llu.. of a write handed "
+        cluster_fail(c,
+                     "node %llu drops entries %llu.. of a write handed "
                      "out after its last install (boundary %llu)",
                      (unsigned long long)n->id,
                      (unsigned long long)j->entries[0].index,
@@ -411,8 +419,8 @@ void cluster_disk_compact(struct cluster *c, struct cnode *n)
     int rc;
 
     if (c->cfg.compact_every == 0 || n->raft == NULL ||
-        n->n_applied < n->base + c->cfg.compact_every +
-                           c->cfg.compact_trailing) {
+        n->n_applied <
+            n->base + c->cfg.compact_every + c->cfg.compact_trailing) {
         return;
     }
     index = n->n_applied - c->cfg.compact_trailing;
@@ -493,8 +501,7 @@ unsigned cluster_n_truncations(const struct cluster *c, raft_id id)
     return cluster_node(c, id)->n_truncations;
 }
 
-struct raft_hard_state cluster_hard_state(const struct cluster *c,
-                                          raft_id id)
+struct raft_hard_state cluster_hard_state(const struct cluster *c, raft_id id)
 {
     return cluster_node(c, id)->hs;
 }

@@ -44,69 +44,69 @@ struct cwin {
 
 /* One node: a core plus its durable state and its state machine. */
 struct cnode {
-    raft_id id;                /* 1..n */
-    struct raft *raft;         /* NULL while down */
-    bool frozen;               /* no ticks */
-    uint64_t next_tick;        /* time of the next tick */
-    unsigned n_restarts;       /* reseeds the core on restart */
-    struct raft_hard_state hs; /* durable hard state */
-    struct raft_entry *log;    /* durable log, index base+i+1 at log[i] */
-    unsigned n_log;            /* durable entries */
-    raft_index base;           /* durable snapshot boundary */
-    raft_term base_term;       /* its term */
-    unsigned cap_log;          /* allocated */
-    unsigned n_truncations;    /* writes that deleted a suffix */
-    struct raft_persist disk;  /* its storage job queue */
+    raft_id id;                   /* 1..n */
+    struct raft *raft;            /* NULL while down */
+    bool frozen;                  /* no ticks */
+    uint64_t next_tick;           /* time of the next tick */
+    unsigned n_restarts;          /* reseeds the core on restart */
+    struct raft_hard_state hs;    /* durable hard state */
+    struct raft_entry *log;       /* durable log, index base+i+1 at log[i] */
+    unsigned n_log;               /* durable entries */
+    raft_index base;              /* durable snapshot boundary */
+    raft_term base_term;          /* its term */
+    unsigned cap_log;             /* allocated */
+    unsigned n_truncations;       /* writes that deleted a suffix */
+    struct raft_persist disk;     /* its storage job queue */
     struct raft_persist_job *job; /* the job running, NULL when idle */
-    uint64_t job_at;           /* its completion time */
-    uint64_t retry_at;         /* log full: time of the retry */
-    bool install_reset;        /* the last install reset the log */
-    struct cluster *c;         /* the cluster (for the storage) */
-    struct raft_entry *applied; /* handed out committed, own references */
-    unsigned n_applied;        /* number applied */
-    unsigned cap_applied;      /* allocated */
+    uint64_t job_at;              /* its completion time */
+    uint64_t retry_at;            /* log full: time of the retry */
+    bool install_reset;           /* the last install reset the log */
+    struct cluster *c;            /* the cluster (for the storage) */
+    struct raft_entry *applied;   /* handed out committed, own references */
+    unsigned n_applied;           /* number applied */
+    unsigned cap_applied;         /* allocated */
 };
 
 /* The cluster. */
 struct cluster {
-    struct cluster_config cfg;               /* parameters */
-    uint64_t rng;                            /* network and disk PRNG */
-    uint64_t now;                            /* virtual time, ms */
-    uint64_t seq;                            /* message counter */
-    struct cnode nodes[CLUSTER_MAX_NODES];   /* the nodes */
-    raft_id ids[CLUSTER_MAX_NODES];          /* voter ids */
+    struct cluster_config cfg;                       /* parameters */
+    uint64_t rng;                                    /* network and disk PRNG */
+    uint64_t now;                                    /* virtual time, ms */
+    uint64_t seq;                                    /* message counter */
+    struct cnode nodes[CLUSTER_MAX_NODES];           /* the nodes */
+    raft_id ids[CLUSTER_MAX_NODES];                  /* voter ids */
     bool link[CLUSTER_MAX_NODES][CLUSTER_MAX_NODES]; /* [from][to] up */
-    struct cmsg *net;                        /* messages in flight */
-    unsigned n_net;                          /* count */
-    unsigned cap_net;                        /* allocated */
-    raft_id *leaders;                        /* leader of each term */
-    size_t n_leaders;                        /* terms tracked */
-    struct raft_entry *committed;            /* first commit seen per index */
-    raft_term *commit_term;                  /* per index: the term of the
+    struct cmsg *net;                                /* messages in flight */
+    unsigned n_net;                                  /* count */
+    unsigned cap_net;                                /* allocated */
+    raft_id *leaders;                                /* leader of each term */
+    size_t n_leaders;                                /* terms tracked */
+    struct raft_entry *committed;             /* first commit seen per index */
+    raft_term *commit_term;                   /* per index: the term of the
                                                 node that first handed it
                                                 out, at that time (>= the
                                                 term it was committed in) */
-    size_t n_committed;                      /* indexes tracked */
-    raft_index committed_last;               /* highest committed index */
-    uint64_t trace;                          /* FNV-1a of every output */
-    uint64_t n_sent[8];                      /* messages on the wire, by
+    size_t n_committed;                       /* indexes tracked */
+    raft_index committed_last;                /* highest committed index */
+    uint64_t trace;                           /* FNV-1a of every output */
+    uint64_t n_sent[8];                       /* messages on the wire, by
                                                 type ([0]: all) */
     uint64_t n_rejections[CLUSTER_MAX_NODES]; /* AppendEntries refused,
                                                 by sender */
-    struct csnap *snaps;                     /* snapshot transfers */
-    unsigned n_snaps;                        /* count */
-    unsigned cap_snaps;                      /* allocated */
+    struct csnap *snaps;                      /* snapshot transfers */
+    unsigned n_snaps;                         /* count */
+    unsigned cap_snaps;                       /* allocated */
     struct cwin win[CLUSTER_MAX_NODES][CLUSTER_MAX_NODES]; /* [leader]
                                                 [follower] windows */
-    struct cluster_stats stats;              /* counters */
-    raft_id drop_from;                       /* drop every drop_every-th */
-    unsigned drop_every;                     /* AppendEntries result of
+    struct cluster_stats stats;                            /* counters */
+    raft_id drop_from;   /* drop every drop_every-th */
+    unsigned drop_every; /* AppendEntries result of
                                                 drop_from, 0: none */
-    uint64_t drop_count;                     /* its results so far */
-    char replay[256];                        /* replay command, or "" */
-    bool verbose;                            /* CLUSTER_TRACE=1: print
+    uint64_t drop_count; /* its results so far */
+    char replay[256];    /* replay command, or "" */
+    bool verbose;        /* CLUSTER_TRACE=1: print
                                                 every event */
-    jmp_buf *fail_jump;                      /* cluster_fail target */
+    jmp_buf *fail_jump;  /* cluster_fail target */
 };
 
 /* ---- cluster.c: the loop, nodes and their state machines ------------ */
@@ -142,8 +142,7 @@ void cluster_net_deliver(struct cluster *c, unsigned slot);
 
 /* cluster_net_snapshot starts a transfer of leader @n's state to @to
  * (an id of update.snapshot_to) of snap_min..snap_max ms. */
-void cluster_net_snapshot(struct cluster *c, const struct cnode *n,
-                          raft_id to);
+void cluster_net_snapshot(struct cluster *c, const struct cnode *n, raft_id to);
 
 /* cluster_net_snapshot_done ends transfer @slot: abandoned when the leader
  * instance is gone; failed (SNAPSHOT_FAILED on the leader) when the
@@ -252,8 +251,7 @@ void cluster_check_write(struct cluster *c, const struct cnode *n,
  * Safety), and, when @reset, the reset of @f's log deletes no durable
  * copy of a committed entry past the snapshot (Durability). */
 void cluster_check_install(struct cluster *c, const struct cnode *f,
-                           const struct cnode *l, raft_index index,
-                           bool reset);
+                           const struct cnode *l, raft_index index, bool reset);
 
 /* cluster_check_free frees the checks' records. */
 void cluster_check_free(struct cluster *c);

@@ -111,8 +111,7 @@ void cluster_net_deliver(struct cluster *c, unsigned slot)
     release_message(&q.m);
 }
 
-void cluster_net_snapshot(struct cluster *c, const struct cnode *n,
-                          raft_id to)
+void cluster_net_snapshot(struct cluster *c, const struct cnode *n, raft_id to)
 {
     struct csnap *q;
 
@@ -122,8 +121,7 @@ void cluster_net_snapshot(struct cluster *c, const struct cnode *n,
     }
     if (c->n_snaps == c->cap_snaps) {
         c->cap_snaps = c->cap_snaps ? c->cap_snaps * 2 : 8;
-        c->snaps =
-            cluster_alloc(c, c->snaps, c->cap_snaps * sizeof *c->snaps);
+        c->snaps = cluster_alloc(c, c->snaps, c->cap_snaps * sizeof *c->snaps);
     }
     q = &c->snaps[c->n_snaps++];
     q->at = c->now + cluster_random(c, c->cfg.snap_min, c->cfg.snap_max);
@@ -193,8 +191,8 @@ void cluster_heal(struct cluster *c)
     c->cfg.disk_full_pct = 0;
 }
 
-void cluster_set_faults(struct cluster *c, unsigned drop_pct,
-                        unsigned dup_pct, unsigned net_min, unsigned net_max)
+void cluster_set_faults(struct cluster *c, unsigned drop_pct, unsigned dup_pct,
+                        unsigned net_min, unsigned net_max)
 {
     c->cfg.drop_pct = drop_pct;
     c->cfg.dup_pct = dup_pct;

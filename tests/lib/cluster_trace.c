@@ -106,21 +106,25 @@ void cluster_trace_message(const struct cluster *c,
                     m->request_vote_result.vote_granted);
             break;
         case RAFT_MSG_APPEND_ENTRIES:
-            fprintf(stderr, "AE term %llu prev %llu/%llu commit %llu n %u"
-                    "%s%llu\n", (unsigned long long)ae->term,
-                    (unsigned long long)ae->prev_log_index,
-                    (unsigned long long)ae->prev_log_term,
-                    (unsigned long long)ae->leader_commit, ae->n_entries,
-                    ae->n_entries > 0 ? " last term " : "",
-                    ae->n_entries > 0
-                        ? (unsigned long long)ae->entries[ae->n_entries - 1]
-                              .term
-                        : 0ULL);
+            fprintf(
+                stderr,
+                "AE term %llu prev %llu/%llu commit %llu n %u"
+                "%s%llu\n",
+                (unsigned long long)ae->term,
+                (unsigned long long)ae->prev_log_index,
+                (unsigned long long)ae->prev_log_term,
+                (unsigned long long)ae->leader_commit, ae->n_entries,
+                ae->n_entries > 0 ? " last term " : "",
+                ae->n_entries > 0
+                    ? (unsigned long long)ae->entries[ae->n_entries - 1].term
+                    : 0ULL);
             break;
         default:
-            fprintf(stderr, "AER term %llu ok %d reject %llu last %llu "
-                    "conflict %llu\n", (unsigned long long)ar->term,
-                    ar->success, (unsigned long long)ar->reject_index,
+            fprintf(stderr,
+                    "AER term %llu ok %d reject %llu last %llu "
+                    "conflict %llu\n",
+                    (unsigned long long)ar->term, ar->success,
+                    (unsigned long long)ar->reject_index,
                     (unsigned long long)ar->last_log_index,
                     (unsigned long long)ar->conflict_index);
             break;

@@ -17,10 +17,10 @@
  * decode back; a key of the wrong size is corrupt. */
 static void test_key_order(void **state)
 {
-    static const raft_index idx[] = {1,         2,          255,
-                                     256,       65535,      65536,
-                                     1u << 31,  UINT32_MAX, 1ull << 40,
-                                     UINT64_MAX - 1, UINT64_MAX};
+    static const raft_index idx[] = {
+        1,         2,        255,        256,        65535,
+        65536,     1u << 31, UINT32_MAX, 1ull << 40, UINT64_MAX - 1,
+        UINT64_MAX};
     uint8_t prev[LMDB_LOG_FORMAT_KEY_LEN];
     uint8_t key[LMDB_LOG_FORMAT_KEY_LEN];
     raft_index got;
@@ -116,8 +116,7 @@ static void test_entry_damage_detected(void **state)
     }
     assert_null(format_entry_check(1000, v, len));
     assert_string_equal(format_entry_check(999, v, len), "checksum mismatch");
-    assert_string_equal(format_entry_check(1001, v, len),
-                        "checksum mismatch");
+    assert_string_equal(format_entry_check(1001, v, len), "checksum mismatch");
     raft_buf_unref(e.data);
     free(v);
 }
@@ -136,8 +135,7 @@ static void test_meta(void **state)
     got = 5;
     assert_int_equal(format_meta_decode("vote", rec, sizeof rec, &got),
                      RAFT_CORRUPT);
-    assert_int_equal(format_meta_decode("term", rec, 15, &got),
-                     RAFT_CORRUPT);
+    assert_int_equal(format_meta_decode("term", rec, 15, &got), RAFT_CORRUPT);
     rec[3] ^= 0x10;
     assert_int_equal(format_meta_decode("term", rec, sizeof rec, &got),
                      RAFT_CORRUPT);

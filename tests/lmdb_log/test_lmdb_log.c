@@ -254,8 +254,7 @@ static void model_check(struct lmdb_log *l, const struct model *m)
     assert_int_equal(lmdb_log_bounds(l, &first, &last), 0);
     assert_int_equal(first, m->snap + 1);
     assert_int_equal(last, m->last);
-    assert_int_equal(
-        lmdb_log_entries(l, m->snap + 1, m->last, 0, &es, &n), 0);
+    assert_int_equal(lmdb_log_entries(l, m->snap + 1, m->last, 0, &es, &n), 0);
     assert_int_equal(n, m->last - m->snap);
     for (unsigned i = 0; i < n; i++) {
         assert_entry_equal(&es[i], &m->e[i]);
@@ -398,8 +397,7 @@ static void test_new_log(void **state)
     assert_int_equal(lmdb_log_hard_state(f->log, &hs), 0);
     assert_int_equal(hs.term, 0);
     assert_int_equal(hs.vote, 0);
-    assert_int_equal(lmdb_log_entries(f->log, 1, 1, 0, &es, &n),
-                     RAFT_NOTFOUND);
+    assert_int_equal(lmdb_log_entries(f->log, 1, 1, 0, &es, &n), RAFT_NOTFOUND);
     assert_ptr_equal(es, (void *)1);
     assert_int_equal(lmdb_log_entries(f->log, 1, 0, 0, &es, &n), 0);
     assert_null(es);
@@ -438,8 +436,7 @@ static void test_append_read_range(void **state)
 
     es = NULL;
     n = 42;
-    assert_int_equal(lmdb_log_entries(f->log, 0, 3, 0, &es, &n),
-                     RAFT_NOTFOUND);
+    assert_int_equal(lmdb_log_entries(f->log, 0, 3, 0, &es, &n), RAFT_NOTFOUND);
     assert_int_equal(lmdb_log_entries(f->log, 8, 11, 0, &es, &n),
                      RAFT_NOTFOUND);
     assert_true(contains(lmdb_log_errmsg(f->log), "[8, 11]"));
@@ -583,16 +580,15 @@ static void test_reopen_random(void **state)
             raft_index lo = m->last > 4 ? m->last - 4 : 1;
             raft_index start = lo + next_rand(&s) % (m->last + 2 - lo);
             unsigned n = 1 + (unsigned)(next_rand(&s) % 8);
-            size_t len = (size_t)(next_rand(&s) % 4 == 0
-                                      ? 0
-                                      : next_rand(&s) % 300);
+            size_t len =
+                (size_t)(next_rand(&s) % 4 == 0 ? 0 : next_rand(&s) % 300);
             struct raft_hard_state hs = {term, next_rand(&s) % 4};
             bool with_hs = next_rand(&s) % 2 == 0;
             if (next_rand(&s) % 5 == 0) {
                 term++;
             }
-            assert_int_equal(append_gen(f->log, m, with_hs ? &hs : NULL,
-                                        start, n, term, len),
+            assert_int_equal(append_gen(f->log, m, with_hs ? &hs : NULL, start,
+                                        n, term, len),
                              0);
         } else if (op < 65) {
             raft_index at = 1 + next_rand(&s) % (m->last + 1);
@@ -687,16 +683,14 @@ static void test_checksum_mismatch(void **state)
     append_texts(f->log, texts, 5);
     lmdb_log_close(f->log);
     f->log = NULL;
-    assert_true(patch_data_file(f->dir, texts[2], strlen(texts[2]), 11,
-                                0x20) >= 1);
+    assert_true(patch_data_file(f->dir, texts[2], strlen(texts[2]), 11, 0x20) >=
+                1);
     open_log(f, DEFAULT_MAX);
 
-    assert_int_equal(lmdb_log_entries(f->log, 3, 3, 0, &es, &n),
-                     RAFT_CORRUPT);
+    assert_int_equal(lmdb_log_entries(f->log, 3, 3, 0, &es, &n), RAFT_CORRUPT);
     assert_true(contains(lmdb_log_errmsg(f->log), "index 3"));
     assert_true(contains(lmdb_log_errmsg(f->log), "checksum"));
-    assert_int_equal(lmdb_log_entries(f->log, 1, 5, 0, &es, &n),
-                     RAFT_CORRUPT);
+    assert_int_equal(lmdb_log_entries(f->log, 1, 5, 0, &es, &n), RAFT_CORRUPT);
     assert_null(es);
     assert_int_equal(lmdb_log_entries(f->log, 1, 2, 0, &es, &n), 0);
     assert_int_equal(n, 2);
@@ -711,9 +705,8 @@ static void test_checksum_mismatch(void **state)
 static void test_value_moved_to_other_key(void **state)
 {
     struct fixture *f = *state;
-    static const char *const texts[] = {"SWAP-FIRST-AAAAAAAA",
-                                        "SWAP-SECOND-BBBBBBB",
-                                        "untouched-third"};
+    static const char *const texts[] = {
+        "SWAP-FIRST-AAAAAAAA", "SWAP-SECOND-BBBBBBB", "untouched-third"};
     char path[300];
     size_t len;
     size_t a;
@@ -732,10 +725,8 @@ static void test_value_moved_to_other_key(void **state)
 
     snprintf(path, sizeof path, "%s/data.mdb", f->dir);
     buf = slurp(path, &len);
-    assert_int_equal(find_all(buf, len, texts[0], strlen(texts[0]), &a, 1),
-                     1);
-    assert_int_equal(find_all(buf, len, texts[1], strlen(texts[1]), &b, 1),
-                     1);
+    assert_int_equal(find_all(buf, len, texts[0], strlen(texts[0]), &a, 1), 1);
+    assert_int_equal(find_all(buf, len, texts[1], strlen(texts[1]), &b, 1), 1);
     /* A value starts 13 bytes before its payload (term, type, length). */
     a -= 13;
     b -= 13;
@@ -746,11 +737,9 @@ static void test_value_moved_to_other_key(void **state)
     free(buf);
 
     open_log(f, DEFAULT_MAX);
-    assert_int_equal(lmdb_log_entries(f->log, 1, 1, 0, &es, &n),
-                     RAFT_CORRUPT);
+    assert_int_equal(lmdb_log_entries(f->log, 1, 1, 0, &es, &n), RAFT_CORRUPT);
     assert_true(contains(lmdb_log_errmsg(f->log), "index 1"));
-    assert_int_equal(lmdb_log_entries(f->log, 2, 2, 0, &es, &n),
-                     RAFT_CORRUPT);
+    assert_int_equal(lmdb_log_entries(f->log, 2, 2, 0, &es, &n), RAFT_CORRUPT);
     assert_true(contains(lmdb_log_errmsg(f->log), "index 2"));
     assert_int_equal(lmdb_log_entries(f->log, 3, 3, 0, &es, &n), 0);
     assert_int_equal(n, 1);
@@ -801,9 +790,8 @@ static void test_map_growth(void **state)
     assert_true(map <= lmdb_log_max_bytes(f->log));
     model_check(f->log, m);
     for (unsigned i = 0; i < 20; i++) {
-        assert_int_equal(append_gen(f->log, m, NULL, m->last + 1, 4, 2,
-                                    40 * 1024),
-                         0);
+        assert_int_equal(
+            append_gen(f->log, m, NULL, m->last + 1, 4, 2, 40 * 1024), 0);
     }
     assert_true(lmdb_log_map_bytes(f->log) > map);
     model_check(f->log, m);
@@ -842,9 +830,9 @@ static void test_log_full(void **state)
     /* Certain to fail: 1.2 MiB over the last 3 entries, with a new term. */
     big_hs.term = 1000;
     big_hs.vote = 3;
-    assert_int_equal(append_gen(f->log, m, &big_hs, m->last - 2, 3, 1000,
-                                400 * 1024),
-                     RAFT_NOSPACE);
+    assert_int_equal(
+        append_gen(f->log, m, &big_hs, m->last - 2, 3, 1000, 400 * 1024),
+        RAFT_NOSPACE);
     model_check(f->log, m);
     reopen_log(f, 1 * MIB);
     model_check(f->log, m);
@@ -1021,9 +1009,8 @@ static void test_concurrent_reads(void **state)
     atomic_init(&r.stop, false);
     assert_int_equal(pthread_create(&th, NULL, reader_main, &r), 0);
     for (unsigned i = 0; i < 50; i++) {
-        assert_int_equal(append_gen(f->log, m, NULL, m->last + 1, 4, 1,
-                                    16 * 1024),
-                         0);
+        assert_int_equal(
+            append_gen(f->log, m, NULL, m->last + 1, 4, 1, 16 * 1024), 0);
     }
     atomic_store(&r.stop, true);
     assert_int_equal(pthread_join(th, NULL), 0);
@@ -1252,8 +1239,7 @@ static void test_compaction_bounds_file(void **state)
 
     open_log(f, DEFAULT_MAX);
     for (unsigned round = 0; round < 100; round++) {
-        assert_int_equal(append_gen(f->log, m, NULL, m->last + 1, 128, 1,
-                                    1024),
+        assert_int_equal(append_gen(f->log, m, NULL, m->last + 1, 128, 1, 1024),
                          0);
         if (m->last > 256) {
             assert_int_equal(lmdb_log_compact(f->log, m->last - 256), 0);
@@ -1267,10 +1253,11 @@ static void test_compaction_bounds_file(void **state)
             biggest = size;
         }
     }
-    print_message("data.mdb: %llu bytes after 25 rounds, at most %llu "
-                  "after 100 (%llu bytes of payload appended)\n",
-                  (unsigned long long)early, (unsigned long long)biggest,
-                  (unsigned long long)(100ull * 128 * 1024));
+    print_message(
+        "data.mdb: %llu bytes after 25 rounds, at most %llu "
+        "after 100 (%llu bytes of payload appended)\n",
+        (unsigned long long)early, (unsigned long long)biggest,
+        (unsigned long long)(100ull * 128 * 1024));
     assert_true(early > 0);
     assert_true(biggest <= early + early / 2);
     assert_true(biggest < 100ull * 128 * 1024 / 8);
@@ -1294,8 +1281,7 @@ static void test_log_full_compaction(void **state)
     for (unsigned cycle = 0; cycle < 3; cycle++) {
         unsigned added = 0;
         for (unsigned i = 0; i < 1000; i++) {
-            rc = append_gen(f->log, m, NULL, m->last + 1, 8, 1 + cycle,
-                            3000);
+            rc = append_gen(f->log, m, NULL, m->last + 1, 8, 1 + cycle, 3000);
             if (rc != 0) {
                 break;
             }
@@ -1307,8 +1293,7 @@ static void test_log_full_compaction(void **state)
 
         /* Reads keep working while the log is full. */
         model_check(f->log, m);
-        assert_int_equal(lmdb_log_entries(f->log, m->last, m->last, 0, &es,
-                                          &n),
+        assert_int_equal(lmdb_log_entries(f->log, m->last, m->last, 0, &es, &n),
                          0);
         assert_int_equal(n, 1);
         lmdb_log_entries_free(es, n);
@@ -1316,9 +1301,8 @@ static void test_log_full_compaction(void **state)
         assert_int_equal(lmdb_log_compact(f->log, m->last - 8), 0);
         model_compact(m, m->last - 8);
         model_check(f->log, m);
-        assert_int_equal(append_gen(f->log, m, NULL, m->last + 1, 4,
-                                    1 + cycle, 3000),
-                         0);
+        assert_int_equal(
+            append_gen(f->log, m, NULL, m->last + 1, 4, 1 + cycle, 3000), 0);
         model_check(f->log, m);
     }
     reopen_log(f, 1 * MIB);
@@ -1332,10 +1316,10 @@ static void test_log_full_compaction(void **state)
 static void test_corrupt_entry_compacted_log(void **state)
 {
     struct fixture *f = *state;
-    static const char *const texts[] = {
-        "entry-one-xxxxxx", "entry-two-xxxxxx", "entry-three-xxxx",
-        "entry-four-xxxxx", "entry-five-xxxxx", "BROKEN-SIX-xxxxx",
-        "entry-seven-xxxx", "entry-eight-xxxx"};
+    static const char *const texts[] = {"entry-one-xxxxxx", "entry-two-xxxxxx",
+                                        "entry-three-xxxx", "entry-four-xxxxx",
+                                        "entry-five-xxxxx", "BROKEN-SIX-xxxxx",
+                                        "entry-seven-xxxx", "entry-eight-xxxx"};
     struct raft_entry *es = NULL;
     raft_index snap;
     raft_term snap_term;
@@ -1346,12 +1330,11 @@ static void test_corrupt_entry_compacted_log(void **state)
     assert_int_equal(lmdb_log_compact(f->log, 2), 0);
     lmdb_log_close(f->log);
     f->log = NULL;
-    assert_true(patch_data_file(f->dir, texts[5], strlen(texts[5]), 3,
-                                0x04) >= 1);
+    assert_true(patch_data_file(f->dir, texts[5], strlen(texts[5]), 3, 0x04) >=
+                1);
     open_log(f, DEFAULT_MAX);
 
-    assert_int_equal(lmdb_log_entries(f->log, 3, 8, 0, &es, &n),
-                     RAFT_CORRUPT);
+    assert_int_equal(lmdb_log_entries(f->log, 3, 8, 0, &es, &n), RAFT_CORRUPT);
     assert_true(contains(lmdb_log_errmsg(f->log), "index 6"));
     assert_true(contains(lmdb_log_errmsg(f->log), "checksum"));
     assert_null(es);
@@ -1400,8 +1383,8 @@ static void test_upgrade_version_1(void **state)
     /* Make it look like version 1: format 1 and the two snapshot records
      * renamed (keeping the key order) so that they are not found. */
     assert_true(patch_data_file(f->dir, v2, sizeof v2, 6, 0x03) >= 1);
-    assert_true(patch_data_file(f->dir, idx_key, strlen(idx_key), 13,
-                                'x' ^ 'y') >= 1);
+    assert_true(
+        patch_data_file(f->dir, idx_key, strlen(idx_key), 13, 'x' ^ 'y') >= 1);
     assert_true(patch_data_file(f->dir, term_key, strlen(term_key), 12,
                                 'm' ^ 'n') >= 1);
     open_log(f, DEFAULT_MAX);
@@ -1429,8 +1412,7 @@ int main(void)
                                         teardown),
         cmocka_unit_test_setup_teardown(test_conflicting_append, setup,
                                         teardown),
-        cmocka_unit_test_setup_teardown(test_truncate_suffix, setup,
-                                        teardown),
+        cmocka_unit_test_setup_teardown(test_truncate_suffix, setup, teardown),
         cmocka_unit_test_setup_teardown(test_hard_state, setup, teardown),
         cmocka_unit_test_setup_teardown(test_reopen_random, setup, teardown),
         cmocka_unit_test_setup_teardown(test_empty_payload, setup, teardown),
@@ -1443,25 +1425,20 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_map_growth, setup, teardown),
         cmocka_unit_test_setup_teardown(test_log_full, setup, teardown),
         cmocka_unit_test_setup_teardown(test_invalid_args, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_unknown_format, setup,
-                                        teardown),
-        cmocka_unit_test_setup_teardown(test_open_directory, setup,
-                                        teardown),
-        cmocka_unit_test_setup_teardown(test_concurrent_reads, setup,
-                                        teardown),
-        cmocka_unit_test_setup_teardown(test_compact_prefix, setup,
-                                        teardown),
+        cmocka_unit_test_setup_teardown(test_unknown_format, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_open_directory, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_concurrent_reads, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_compact_prefix, setup, teardown),
         cmocka_unit_test_setup_teardown(test_compact_all_then_append, setup,
                                         teardown),
         cmocka_unit_test_setup_teardown(test_reset, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_compact_random, setup,
-                                        teardown),
+        cmocka_unit_test_setup_teardown(test_compact_random, setup, teardown),
         cmocka_unit_test_setup_teardown(test_compaction_bounds_file, setup,
                                         teardown),
         cmocka_unit_test_setup_teardown(test_log_full_compaction, setup,
                                         teardown),
-        cmocka_unit_test_setup_teardown(test_corrupt_entry_compacted_log,
-                                        setup, teardown),
+        cmocka_unit_test_setup_teardown(test_corrupt_entry_compacted_log, setup,
+                                        teardown),
         cmocka_unit_test_setup_teardown(test_upgrade_version_1, setup,
                                         teardown),
     };

@@ -20,8 +20,7 @@
  * classic protocol (pre-vote and check-quorum off; they have their own
  * tests). Everything else is zero. */
 static inline void config3(struct raft_config *cfg, raft_id id,
-                           uint64_t max_size, unsigned inflight,
-                           uint64_t seed)
+                           uint64_t max_size, unsigned inflight, uint64_t seed)
 {
     static const raft_id voters[3] = {1, 2, 3};
 
@@ -40,8 +39,7 @@ static inline void config3(struct raft_config *cfg, raft_id id,
 
 /* step_tick steps RAFT_EVENT_TICK at time @now into @r; returns what
  * raft_step returns, the update in @u. */
-static inline int step_tick(struct raft *r, uint64_t now,
-                            struct raft_update *u)
+static inline int step_tick(struct raft *r, uint64_t now, struct raft_update *u)
 {
     struct raft_event e;
 
@@ -83,8 +81,8 @@ static inline int step_unreachable(struct raft *r, uint8_t type, raft_id id,
  * payload i is filled with the byte @fill + i * @stride. The payloads are
  * the helper's: released before it returns. Returns what raft_step
  * returns. */
-static inline int step_propose(struct raft *r, unsigned n, size_t len,
-                               int fill, int stride, struct raft_update *u)
+static inline int step_propose(struct raft *r, unsigned n, size_t len, int fill,
+                               int stride, struct raft_update *u)
 {
     struct raft_buf *bufs[64];
     struct raft_event e;
@@ -141,9 +139,9 @@ static inline int step_request_vote(struct raft *r, raft_id from,
 /* step_vote_result steps the answer of @from, of @term, to a RequestVote
  * (to a pre-vote if @pre_vote): granted or not. Returns what raft_step
  * returns. */
-static inline int step_vote_result(struct raft *r, raft_id from,
-                                   raft_term term, bool granted,
-                                   bool pre_vote, struct raft_update *u)
+static inline int step_vote_result(struct raft *r, raft_id from, raft_term term,
+                                   bool granted, bool pre_vote,
+                                   struct raft_update *u)
 {
     struct raft_event e;
 
@@ -157,9 +155,8 @@ static inline int step_vote_result(struct raft *r, raft_id from,
 /* step_append_seq steps an AppendEntries of @term from leader @from:
  * @prev at @prev_term, @leader_commit, the @n @entries (borrowed for the
  * call), request number @seq. Returns what raft_step returns. */
-static inline int step_append_seq(struct raft *r, raft_id from,
-                                  raft_term term, raft_index prev,
-                                  raft_term prev_term,
+static inline int step_append_seq(struct raft *r, raft_id from, raft_term term,
+                                  raft_index prev, raft_term prev_term,
                                   raft_index leader_commit,
                                   struct raft_entry *entries, unsigned n,
                                   uint64_t seq, struct raft_update *u)
@@ -193,10 +190,10 @@ static inline int step_append(struct raft *r, raft_id from, raft_term term,
  * AppendEntries: @success, @reject (the refused prev index), the
  * follower's @last index, the answered request's @seq. Returns what
  * raft_step returns. */
-static inline int step_result_term(struct raft *r, raft_id from,
-                                   raft_term term, bool success,
-                                   raft_index reject, raft_index last,
-                                   uint64_t seq, struct raft_update *u)
+static inline int step_result_term(struct raft *r, raft_id from, raft_term term,
+                                   bool success, raft_index reject,
+                                   raft_index last, uint64_t seq,
+                                   struct raft_update *u)
 {
     struct raft_event e;
 
@@ -211,8 +208,8 @@ static inline int step_result_term(struct raft *r, raft_id from,
 
 /* step_result is step_result_term in @r's current term. */
 static inline int step_result(struct raft *r, raft_id from, bool success,
-                              raft_index reject, raft_index last,
-                              uint64_t seq, struct raft_update *u)
+                              raft_index reject, raft_index last, uint64_t seq,
+                              struct raft_update *u)
 {
     return step_result_term(r, from, raft_current_term(r), success, reject,
                             last, seq, u);

@@ -163,8 +163,7 @@ static void test_vote_rules(void **state)
 /* new3_protected is new3 with pre-vote and check-quorum on (the default
  * of a zeroed configuration). */
 static struct raft *new3_protected(raft_id id, raft_term term, raft_id vote,
-                                   const struct raft_entry *entries,
-                                   unsigned n)
+                                   const struct raft_entry *entries, unsigned n)
 {
     struct raft_config cfg;
     struct raft_hard_state hs = {term, vote};

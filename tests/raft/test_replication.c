@@ -388,8 +388,7 @@ static bool all_applied(struct cluster *c, void *arg)
     for (k = 0; payloads[k] != NULL; k++) {
         for (id = 1; id <= cluster_n_nodes(c); id++) {
             if (cluster_alive(c, id) &&
-                !cluster_has_applied(c, id, payloads[k],
-                                     strlen(payloads[k]))) {
+                !cluster_has_applied(c, id, payloads[k], strlen(payloads[k]))) {
                 return false;
             }
         }

@@ -18,8 +18,7 @@
 #include "raft/raft_internal.h"
 #include "tests/raft/step.h"
 
-static int step_compact(struct raft *r, raft_index index,
-                        struct raft_update *u)
+static int step_compact(struct raft *r, raft_index index, struct raft_update *u)
 {
     struct raft_event e = {.type = RAFT_EVENT_COMPACT};
 
@@ -143,8 +142,7 @@ static void test_restore(void **state)
     assert_false(u.messages[0].request_vote_result.vote_granted);
     /* The boundary matches; a wrong term at the boundary too (committed
      * entries always match), the entries are appended. */
-    assert_int_equal(step_append_seq(r, 2, 6, 10, 4, 12, more, 2, 1, &u),
-                     0);
+    assert_int_equal(step_append_seq(r, 2, 6, 10, 4, 12, more, 2, 1, &u), 0);
     assert_int_equal(u.n_entries, 2);
     assert_int_equal(u.entries[0].index, 11);
     assert_int_equal(step_persisted(r, 12, 5, &u), 0);
@@ -213,9 +211,9 @@ static void test_leader_snapshot(void **state)
         if (append_to(&u, 3, 0) != NULL && append_to(&u, 3, 0)->n_entries > 0) {
             /* the boundary probe again */
             assert_int_equal(append_to(&u, 3, 0)->prev_log_index, 15);
-            assert_int_equal(step_result(r, 3, false, 15, 0,
-                                         append_to(&u, 3, 0)->seq, &u),
-                             0);
+            assert_int_equal(
+                step_result(r, 3, false, 15, 0, append_to(&u, 3, 0)->seq, &u),
+                0);
             offers += u.n_snapshot_to;
         }
         assert_true(t < 1300);
@@ -235,9 +233,8 @@ static void test_leader_snapshot(void **state)
     r = leader_with(4, &u);
     assert_int_equal(step_compact(r, 5, &u), 0);
     assert_int_equal(step_tick(r, 1000, &u), 0);
-    assert_int_equal(step_result(r, 3, false, 5, 0, append_to(&u, 3, 0)->seq,
-                                 &u),
-                     0);
+    assert_int_equal(
+        step_result(r, 3, false, 5, 0, append_to(&u, 3, 0)->seq, &u), 0);
     assert_int_equal(raft_progress(r, 3, &pi), 0);
     assert_int_equal(pi.state, RAFT_PROGRESS_SNAPSHOT);
     for (t = 1001; t < 1000 + 10 * 100 - 20; t++) {

@@ -133,8 +133,8 @@ static inline void sim_liveness(struct cluster *c, uint64_t seed)
         w.term = raft_current_term(cluster_raft(c, w.leader));
         w.first = 0;
         for (i = 0; i < 3; i++) {
-            snprintf(p, sizeof p, "live-%llu-%u-%u",
-                     (unsigned long long)seed, round, i);
+            snprintf(p, sizeof p, "live-%llu-%u-%u", (unsigned long long)seed,
+                     round, i);
             if (cluster_propose(c, w.leader, p, strlen(p)) != 0) {
                 cluster_fail(c, "liveness: agreed leader %llu refuses",
                              (unsigned long long)w.leader);
@@ -145,7 +145,8 @@ static inline void sim_liveness(struct cluster *c, uint64_t seed)
             }
         }
         if (!cluster_run_until(c, SIM__COMMIT_MS, sim_committed, &w)) {
-            cluster_fail(c, "liveness: entries %llu..%llu proposed to "
+            cluster_fail(c,
+                         "liveness: entries %llu..%llu proposed to "
                          "stable leader %llu (term %llu) not applied "
                          "everywhere within %u ms",
                          (unsigned long long)w.first,
@@ -169,8 +170,10 @@ static inline void sim_liveness(struct cluster *c, uint64_t seed)
             const struct raft_entry *a = cluster_applied(c, 1, k);
             const struct raft_entry *b = cluster_applied(c, id, k);
             if (a->term != b->term || a->index != b->index) {
-                cluster_fail(c, "nodes 1 and %llu applied different entries "
-                             "at %u", (unsigned long long)id, k + 1);
+                cluster_fail(c,
+                             "nodes 1 and %llu applied different entries "
+                             "at %u",
+                             (unsigned long long)id, k + 1);
             }
         }
     }
@@ -178,8 +181,7 @@ static inline void sim_liveness(struct cluster *c, uint64_t seed)
 
 /* sim_partition cuts the cluster in two random groups (symmetric), or one
  * random link in one direction (one-way) when @one_way. */
-static inline void sim_partition(struct cluster *c, uint64_t *x,
-                                 bool one_way)
+static inline void sim_partition(struct cluster *c, uint64_t *x, bool one_way)
 {
     unsigned n = cluster_n_nodes(c);
     uint64_t side = sim_rng(x);
@@ -220,7 +222,7 @@ static inline void sim_restore_links(struct cluster *c)
  * (the replay command is printed). With @jump, failures longjmp there and
  * the cluster is leaked. Returns the trace hash of the run. */
 static inline uint64_t sim_run(unsigned n, uint64_t seed, unsigned steps,
-                        jmp_buf *jump)
+                               jmp_buf *jump)
 {
     struct cluster_config cfg;
     struct cluster *c;
@@ -330,7 +332,8 @@ static inline uint64_t sim_run(unsigned n, uint64_t seed, unsigned steps,
             }
         }
         struct cluster_stats st = cluster_stats(c);
-        fprintf(stderr, "seed %llu n %u: after %u steps t=%llu ms, "
+        fprintf(stderr,
+                "seed %llu n %u: after %u steps t=%llu ms, "
                 "committed %llu, term %llu, %llu messages, %llu "
                 "compactions, %llu snapshots asked, %llu failed, %llu "
                 "installed, %llu rejections deferred, %llu writes, %llu "

@@ -195,7 +195,7 @@ static void test_divergent_tail(void **state)
     }
     assert_true(cluster_has_applied(c, old, "new-39", 6));
     assert_true(cluster_durable_term(c, old, 3) !=
-                raft_current_term(cluster_raft(c, old)) ||
+                    raft_current_term(cluster_raft(c, old)) ||
                 cluster_durable_last(c, old) < tail_last);
     cluster_free(c);
 }

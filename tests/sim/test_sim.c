@@ -165,9 +165,11 @@ static int campaign(void)
             }
         }
     }
-    printf("sim campaign: seeds %llu..%llu, 3 and 5 nodes, %u steps: "
-           "%llu runs, %llu failed\n", (unsigned long long)first,
-           (unsigned long long)(first + count - 1), steps, runs, failures);
+    printf(
+        "sim campaign: seeds %llu..%llu, 3 and 5 nodes, %u steps: "
+        "%llu runs, %llu failed\n",
+        (unsigned long long)first, (unsigned long long)(first + count - 1),
+        steps, runs, failures);
     return failures == 0 ? 0 : 1;
 }
 

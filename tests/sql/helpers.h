@@ -18,8 +18,8 @@
 
 /* A temporary directory holding one database file. */
 struct tmpdb {
-    char dir[64];   /* the directory */
-    char path[96];  /* dir + "/db", an empty (valid) SQLite file */
+    char dir[64];  /* the directory */
+    char path[96]; /* dir + "/db", an empty (valid) SQLite file */
 };
 
 /* tmpdb_init creates a directory and an empty database file in it. */
@@ -52,8 +52,8 @@ static inline void tmpdb_remove(struct tmpdb *t)
 /* A payload made by a test: @len bytes at @data, malloc'd with the struct
  * (free it with buf_free). */
 struct buf {
-    size_t len;             /* bytes */
-    unsigned char data[];   /* payload */
+    size_t len;           /* bytes */
+    unsigned char data[]; /* payload */
 };
 
 /* buf_new returns a new buf of @len bytes (contents undefined). */
@@ -93,14 +93,12 @@ static inline int encode_request(const uint64_t id[2], const char *sql,
     size_t len = 0;
     int rc;
 
-    rc = sql_request_size(sql, sql_len, ps, n, max_bytes, &len, msg,
-                          msg_len);
+    rc = sql_request_size(sql, sql_len, ps, n, max_bytes, &len, msg, msg_len);
     if (rc != 0) {
         return rc;
     }
     b = buf_new(len);
-    assert_int_equal(sql_request_encode(id, sql, sql_len, ps, n, b->data,
-                                        len),
+    assert_int_equal(sql_request_encode(id, sql, sql_len, ps, n, b->data, len),
                      0);
     *out = b;
     return 0;
@@ -155,8 +153,8 @@ static inline char *query_text(const char *path, const char *sql)
     sqlite3_stmt *s;
     char *out = NULL;
 
-    assert_int_equal(
-        sqlite3_open_v2(path, &db, SQLITE_OPEN_READONLY, NULL), SQLITE_OK);
+    assert_int_equal(sqlite3_open_v2(path, &db, SQLITE_OPEN_READONLY, NULL),
+                     SQLITE_OK);
     if (sqlite3_prepare_v2(db, sql, -1, &s, NULL) != SQLITE_OK) {
         fail_msg("prepare %s: %s", sql, sqlite3_errmsg(db));
     }
@@ -171,17 +169,17 @@ static inline char *query_text(const char *path, const char *sql)
 
 /* assert_query checks that @sql on @path gives @expected (NULL: SQL NULL
  * or no row). */
-#define assert_query(path, sql, expected)                          \
-    do {                                                           \
-        char *got_ = query_text((path), (sql));                    \
-        const char *exp_ = (expected);                             \
-        if (exp_ == NULL) {                                        \
-            assert_null(got_);                                     \
-        } else {                                                   \
-            assert_non_null(got_);                                 \
-            assert_string_equal(got_, exp_);                       \
-        }                                                          \
-        free(got_);                                                \
+#define assert_query(path, sql, expected)                                      \
+    do {                                                                       \
+        char *got_ = query_text((path), (sql));                                \
+        const char *exp_ = (expected);                                         \
+        if (exp_ == NULL) {                                                    \
+            assert_null(got_);                                                 \
+        } else {                                                               \
+            assert_non_null(got_);                                             \
+            assert_string_equal(got_, exp_);                                   \
+        }                                                                      \
+        free(got_);                                                            \
     } while (0)
 
 /* dump_table returns every row of "SELECT * FROM @table ORDER BY rowid"
@@ -194,8 +192,8 @@ static inline char *dump_table(const char *path, const char *table)
     sqlite3_str *str;
     int i, n;
 
-    assert_int_equal(
-        sqlite3_open_v2(path, &db, SQLITE_OPEN_READONLY, NULL), SQLITE_OK);
+    assert_int_equal(sqlite3_open_v2(path, &db, SQLITE_OPEN_READONLY, NULL),
+                     SQLITE_OK);
     snprintf(sql, sizeof sql, "SELECT * FROM %s ORDER BY rowid", table);
     assert_int_equal(sqlite3_prepare_v2(db, sql, -1, &s, NULL), SQLITE_OK);
     str = sqlite3_str_new(db);

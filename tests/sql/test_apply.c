@@ -35,8 +35,7 @@ static int setup(void **state)
 
     assert_non_null(f);
     tmpdb_init(&f->tmp);
-    if (sql_fsm_open(f->tmp.path, NULL, 0, &f->fsm, msg, sizeof msg) !=
-        0) {
+    if (sql_fsm_open(f->tmp.path, NULL, 0, &f->fsm, msg, sizeof msg) != 0) {
         fail_msg("open: %s", msg);
     }
     *state = f;
@@ -70,8 +69,7 @@ static void reopen(struct fixture *f)
 
     sql_fsm_close(f->fsm);
     f->fsm = NULL;
-    if (sql_fsm_open(f->tmp.path, NULL, 0, &f->fsm, msg, sizeof msg) !=
-        0) {
+    if (sql_fsm_open(f->tmp.path, NULL, 0, &f->fsm, msg, sizeof msg) != 0) {
         fail_msg("reopen: %s", msg);
     }
 }
@@ -106,8 +104,7 @@ static uint64_t next_seq = 100;
 
 /* apply_sqls applies one request per SQL text (NULL: no-op) in one batch
  * and expects success of the batch (not of each request). */
-static void apply_sqls(struct fixture *f, const char *const *sqls,
-                       unsigned n)
+static void apply_sqls(struct fixture *f, const char *const *sqls, unsigned n)
 {
     struct buf *bufs[MAX_BATCH];
     unsigned i;
@@ -162,9 +159,8 @@ static void test_open_fresh(void **state)
     assert_int_equal(sql_fsm_applied(f->fsm), 0);
     assert_query(f->tmp.path, "SELECT idx FROM raftsql_applied", "0");
     assert_query(f->tmp.path, "PRAGMA journal_mode", "wal");
-    assert_int_equal(sqlite3_prepare_v2(f->fsm->db,
-                                        "PRAGMA recursive_triggers", -1, &s,
-                                        NULL),
+    assert_int_equal(sqlite3_prepare_v2(f->fsm->db, "PRAGMA recursive_triggers",
+                                        -1, &s, NULL),
                      SQLITE_OK);
     assert_int_equal(sqlite3_step(s), SQLITE_ROW);
     assert_int_equal(sqlite3_column_int(s, 0), 0);
@@ -204,15 +200,17 @@ static void test_multi_statement(void **state)
     struct fixture *f = *state;
     struct sql_result *r;
 
-    r = apply1(f, "CREATE TABLE t(a UNIQUE); INSERT INTO t VALUES (1);"
-                  "INSERT INTO t VALUES (1)");
+    r = apply1(f,
+               "CREATE TABLE t(a UNIQUE); INSERT INTO t VALUES (1);"
+               "INSERT INTO t VALUES (1)");
     assert_error(r, SQLITE_CONSTRAINT_UNIQUE, "UNIQUE constraint failed");
     assert_query(f->tmp.path,
                  "SELECT count(*) FROM sqlite_schema WHERE name = 't'", "0");
 
-    r = apply1(f, "CREATE TABLE t(a UNIQUE); INSERT INTO t VALUES (1), (2);"
-                  " SELECT * FROM t; CREATE TABLE u(x);"
-                  " INSERT INTO t VALUES (3);  -- done\n ;; ");
+    r = apply1(f,
+               "CREATE TABLE t(a UNIQUE); INSERT INTO t VALUES (1), (2);"
+               " SELECT * FROM t; CREATE TABLE u(x);"
+               " INSERT INTO t VALUES (3);  -- done\n ;; ");
     assert_ok(r);
     assert_int_equal(r->changes, 3);
     assert_int_equal(r->last_insert_rowid, 3);
@@ -326,8 +324,8 @@ static void test_duplicate(void **state)
 
     apply1(f, "CREATE TABLE t(a)");
     b[0] = make_request_ex(7, 1, "INSERT INTO t VALUES (1)", NULL, 0, 0, 0);
-    b[1] = make_request_ex(7, 2, "INSERT INTO nosuch VALUES (1)", NULL, 0, 0,
-                           0);
+    b[1] =
+        make_request_ex(7, 2, "INSERT INTO nosuch VALUES (1)", NULL, 0, 0, 0);
     b[2] = make_request_ex(7, 1, "INSERT INTO t VALUES (1)", NULL, 0, 0, 0);
     b[3] = make_request_ex(8, 1, "INSERT INTO t VALUES (2)", NULL, 0, 0, 0);
     assert_int_equal(apply_bufs(f, b, 4), 0);
@@ -378,52 +376,48 @@ static void test_dedup_window(void **state)
     /* Pruning goes by chunks of 1024: the row of index 2 is still there,
      * but out of the window for entry 100003, so not a duplicate. */
     assert_query(f->tmp.path,
-                 "SELECT count(*) FROM raftsql_requests WHERE origin = 9",
-                 "1");
+                 "SELECT count(*) FROM raftsql_requests WHERE origin = 9", "1");
     b = make_request_ex(9, 1, "INSERT INTO t VALUES (1)", NULL, 0, 0, 0);
     assert_int_equal(apply_bufs(f, &b, 1), 0);
     assert_int_equal(f->res[0].duplicate, 0);
     assert_ok(&f->res[0]);
     assert_query(f->tmp.path, "SELECT count(*) FROM t", "2");
     assert_query(f->tmp.path,
-                 "SELECT idx FROM raftsql_requests WHERE origin = 9",
-                 "100003");
+                 "SELECT idx FROM raftsql_requests WHERE origin = 9", "100003");
     /* A batch whose prune bound crosses 1024 deletes every row up to it. */
-    assert_int_equal(
-        fsm_exec(f->fsm, "INSERT INTO raftsql_requests VALUES (7, 1, "
-                         "1024); UPDATE raftsql_applied SET idx = "
-                         "101023"),
-        0);
+    assert_int_equal(fsm_exec(f->fsm,
+                              "INSERT INTO raftsql_requests VALUES (7, 1, "
+                              "1024); UPDATE raftsql_applied SET idx = "
+                              "101023"),
+                     0);
     reopen(f);
     b = make_request_ex(9, 2, "INSERT INTO t VALUES (1)", NULL, 0, 0, 0);
     assert_int_equal(apply_bufs(f, &b, 1), 0);
     assert_ok(&f->res[0]);
     assert_query(f->tmp.path,
-                 "SELECT count(*) FROM raftsql_requests WHERE origin = 7",
-                 "0");
+                 "SELECT count(*) FROM raftsql_requests WHERE origin = 7", "0");
     assert_query(f->tmp.path,
-                 "SELECT count(*) FROM raftsql_requests WHERE origin = 9",
-                 "2");
+                 "SELECT count(*) FROM raftsql_requests WHERE origin = 9", "2");
 }
 
 /* The error text of a SQL error is exactly SQLite's. */
 static void test_error_text_is_sqlites(void **state)
 {
     struct fixture *f = *state;
-    const char *setup_sql = "CREATE TABLE t(a INTEGER NOT NULL, b UNIQUE,"
-                            " CHECK (a > 0))";
+    const char *setup_sql =
+        "CREATE TABLE t(a INTEGER NOT NULL, b UNIQUE,"
+        " CHECK (a > 0))";
     const char *bad[] = {"INSERT INTO t VALUES (NULL, 1)",
                          "INSERT INTO t VALUES (-1, 1)",
-                         "INSERT INTO t VALUES (1, 1), (2, 1)",
-                         "SELEKT 1", "INSERT INTO t(c) VALUES (1)"};
+                         "INSERT INTO t VALUES (1, 1), (2, 1)", "SELEKT 1",
+                         "INSERT INTO t(c) VALUES (1)"};
     sqlite3 *db;
     size_t i;
 
     assert_ok(apply1(f, setup_sql));
     assert_int_equal(sqlite3_open(":memory:", &db), SQLITE_OK);
     sqlite3_extended_result_codes(db, 1);
-    assert_int_equal(sqlite3_exec(db, setup_sql, NULL, NULL, NULL),
-                     SQLITE_OK);
+    assert_int_equal(sqlite3_exec(db, setup_sql, NULL, NULL, NULL), SQLITE_OK);
     for (i = 0; i < sizeof bad / sizeof bad[0]; i++) {
         struct sql_result *r = apply1(f, bad[i]);
         int rc = sqlite3_exec(db, bad[i], NULL, NULL, NULL);
@@ -464,14 +458,13 @@ static void test_params(void **state)
                  "SELECT group_concat(quote(a) || quote(b), ' ') FROM t",
                  "5'ex' 'ex'5 5NULL");
 
-    b = make_request_ex(1, next_seq++, "INSERT INTO t VALUES (?, ?)", p, 1,
-                        0, 0);
+    b = make_request_ex(1, next_seq++, "INSERT INTO t VALUES (?, ?)", p, 1, 0,
+                        0);
     assert_int_equal(apply_bufs(f, &b, 1), 0);
-    assert_error(&f->res[0], SQLITE_ERROR,
-                 "missing value for parameter 2 (?)");
+    assert_error(&f->res[0], SQLITE_ERROR, "missing value for parameter 2 (?)");
 
-    b = make_request_ex(1, next_seq++, "INSERT INTO t VALUES (?, :y)", p, 2,
-                        0, 0);
+    b = make_request_ex(1, next_seq++, "INSERT INTO t VALUES (?, :y)", p, 2, 0,
+                        0);
     assert_int_equal(apply_bufs(f, &b, 1), 0);
     assert_error(&f->res[0], SQLITE_ERROR,
                  "missing value for parameter 2 (:y)");
@@ -479,8 +472,7 @@ static void test_params(void **state)
     p[1] = p[0];
     p[2] = p[0];
     b = make_request_ex(1, next_seq++,
-                        "INSERT INTO t VALUES (?, 1); SELECT ?, ?", p, 3, 0,
-                        0);
+                        "INSERT INTO t VALUES (?, 1); SELECT ?, ?", p, 3, 0, 0);
     assert_int_equal(apply_bufs(f, &b, 1), 0);
     assert_error(&f->res[0], SQLITE_RANGE,
                  "3 values given but the SQL has only 2 parameters");
@@ -516,11 +508,12 @@ static void test_value_types(void **state)
     p[7].value.type = SQL_NULL;
     p[8].value.type = SQL_FLOAT;
     p[8].value.real = 0.1;
-    assert_ok(apply1(f, "CREATE TABLE t(i INTEGER PRIMARY KEY, v ANY)"
-                        " STRICT"));
+    assert_ok(apply1(f,
+                     "CREATE TABLE t(i INTEGER PRIMARY KEY, v ANY)"
+                     " STRICT"));
     for (i = 0; i < 9; i++) {
-        b = make_request_ex(1, next_seq++, "INSERT INTO t(v) VALUES (?)",
-                            &p[i], 1, 0, 0);
+        b = make_request_ex(1, next_seq++, "INSERT INTO t(v) VALUES (?)", &p[i],
+                            1, 0, 0);
         assert_int_equal(apply_bufs(f, &b, 1), 0);
         assert_ok(&f->res[0]);
     }
@@ -600,33 +593,40 @@ static void test_refused(void **state)
                  SQLITE_AUTH, "sqlite_version() cannot be used in raft_exec");
     assert_error(apply1(f, "INSERT INTO t SELECT sqlite_source_id()"),
                  SQLITE_AUTH, "sqlite_source_id() cannot be used");
-    assert_error(apply1(f, "INSERT INTO t VALUES "
-                           "(SQLITE_COMPILEOPTION_GET(0))"),
+    assert_error(apply1(f,
+                        "INSERT INTO t VALUES "
+                        "(SQLITE_COMPILEOPTION_GET(0))"),
                  SQLITE_AUTH, "sqlite_compileoption_get() cannot be used");
-    assert_error(apply1(f, "INSERT INTO t VALUES "
-                           "(sqlite_compileoption_used('THREADSAFE'))"),
+    assert_error(apply1(f,
+                        "INSERT INTO t VALUES "
+                        "(sqlite_compileoption_used('THREADSAFE'))"),
                  SQLITE_AUTH, "sqlite_compileoption_used() cannot be used");
     assert_error(apply1(f, "INSERT INTO t SELECT idx FROM raftsql_applied"),
                  SQLITE_AUTH, "raftsql_applied cannot be read in raft_exec");
-    assert_error(apply1(f, "INSERT INTO t SELECT count(*) "
-                           "FROM raftsql_requests"),
+    assert_error(apply1(f,
+                        "INSERT INTO t SELECT count(*) "
+                        "FROM raftsql_requests"),
                  SQLITE_AUTH, "raftsql_requests cannot be read in raft_exec");
-    assert_ok(apply1(f, "INSERT INTO t SELECT count(*) "
-                        "FROM raftsql_settings"));
+    assert_ok(apply1(f,
+                     "INSERT INTO t SELECT count(*) "
+                     "FROM raftsql_settings"));
     assert_query(f->tmp.path, "SELECT group_concat(a) FROM t", "2,0");
     /* What is local to a node cannot reach the replicated tables. */
-    assert_error(apply1(f, "INSERT INTO t SELECT file "
-                           "FROM pragma_database_list"),
+    assert_error(apply1(f,
+                        "INSERT INTO t SELECT file "
+                        "FROM pragma_database_list"),
                  SQLITE_AUTH, "PRAGMA database_list cannot be used");
-    assert_error(apply1(f, "INSERT INTO t SELECT name "
-                           "FROM pragma_function_list"),
+    assert_error(apply1(f,
+                        "INSERT INTO t SELECT name "
+                        "FROM pragma_function_list"),
                  SQLITE_AUTH, "PRAGMA function_list cannot be used");
     assert_error(apply1(f, "INSERT INTO t SELECT count(*) FROM sqlite_stmt"),
                  SQLITE_AUTH, "sqlite_stmt cannot be read in raft_exec");
     assert_error(apply1(f, "INSERT INTO t SELECT load_extension('x')"),
                  SQLITE_AUTH, "load_extension cannot be used in raft_exec");
-    assert_ok(apply1(f, "INSERT INTO t SELECT count(*) "
-                        "FROM pragma_table_info('t')"));
+    assert_ok(apply1(f,
+                     "INSERT INTO t SELECT count(*) "
+                     "FROM pragma_table_info('t')"));
     /* RENAME TO a raftsql_ name: the authorizer sees only the old name;
      * the request fails afterwards and leaves the table as it was. */
     assert_ok(apply1(f, "CREATE TABLE u(x)"));
@@ -683,8 +683,8 @@ static void test_foreign_keys_pragma(void **state)
                  SQLITE_CONSTRAINT_FOREIGNKEY, "FOREIGN KEY");
     assert_error(apply1(f, "PRAGMA foreign_keys = maybe"), SQLITE_ERROR,
                  "invalid value 'maybe' for PRAGMA foreign_keys");
-    assert_error(apply1(f, "PRAGMA foreign_keys = off; SELECT 1"),
-                 SQLITE_AUTH, "must be a raft_exec request of its own");
+    assert_error(apply1(f, "PRAGMA foreign_keys = off; SELECT 1"), SQLITE_AUTH,
+                 "must be a raft_exec request of its own");
     assert_error(apply1(f, "INSERT INTO c VALUES (6)"),
                  SQLITE_CONSTRAINT_FOREIGNKEY, "FOREIGN KEY");
     assert_ok(apply1(f, "PRAGMA FOREIGN_KEYS = 'false'"));
@@ -728,15 +728,18 @@ static void test_other_pragmas(void **state)
     struct sql_result *r;
 
     assert_ok(apply1(f, "CREATE TABLE t(a); INSERT INTO t VALUES ('A')"));
-    assert_ok(apply1(f, "CREATE TABLE m(x); INSERT INTO m"
-                        " SELECT count(*) FROM t WHERE a LIKE 'a'"));
+    assert_ok(apply1(f,
+                     "CREATE TABLE m(x); INSERT INTO m"
+                     " SELECT count(*) FROM t WHERE a LIKE 'a'"));
     assert_ok(apply1(f, "PRAGMA case_sensitive_like = 1"));
-    assert_ok(apply1(f, "INSERT INTO m SELECT count(*) FROM t"
-                        " WHERE a LIKE 'a'"));
+    assert_ok(apply1(f,
+                     "INSERT INTO m SELECT count(*) FROM t"
+                     " WHERE a LIKE 'a'"));
     assert_query(f->tmp.path, "SELECT group_concat(x) FROM m", "1,0");
     reopen(f);
-    assert_ok(apply1(f, "INSERT INTO m SELECT count(*) FROM t"
-                        " WHERE a LIKE 'a'"));
+    assert_ok(apply1(f,
+                     "INSERT INTO m SELECT count(*) FROM t"
+                     " WHERE a LIKE 'a'"));
     assert_query(f->tmp.path, "SELECT group_concat(x) FROM m", "1,0,0");
     assert_ok(apply1(f, "PRAGMA foreign_keys; PRAGMA table_list"));
 
@@ -761,9 +764,10 @@ static void test_other_pragmas(void **state)
                  "PRAGMA shrink_memory cannot be used");
     assert_ok(apply1(f, "INSERT INTO m VALUES (42)"));
     assert_query(f->tmp.path, "PRAGMA journal_mode", "wal");
-    assert_ok(apply1(f, "PRAGMA user_version = 7; PRAGMA application_id = 9;"
-                        " PRAGMA table_info(t); PRAGMA journal_mode;"
-                        " PRAGMA integrity_check"));
+    assert_ok(apply1(f,
+                     "PRAGMA user_version = 7; PRAGMA application_id = 9;"
+                     " PRAGMA table_info(t); PRAGMA journal_mode;"
+                     " PRAGMA integrity_check"));
     assert_query(f->tmp.path, "PRAGMA user_version", "7");
     assert_query(f->tmp.path, "PRAGMA application_id", "9");
 }
@@ -829,8 +833,7 @@ static void test_disk_full(void **state)
     assert_query(f->tmp.path, "SELECT count(*) FROM t", "0");
     assert_query(f->tmp.path, "SELECT idx FROM raftsql_applied", "1");
 
-    assert_int_equal(fsm_exec(f->fsm, "PRAGMA max_page_count = 100000"),
-                     0);
+    assert_int_equal(fsm_exec(f->fsm, "PRAGMA max_page_count = 100000"), 0);
     b[0] = make_request(900, "INSERT INTO t VALUES (1)");
     b[1] = make_request(901, "INSERT INTO t VALUES (randomblob(100000))");
     assert_int_equal(apply_bufs(f, b, 2), 0);
@@ -917,14 +920,13 @@ static void test_hidden_functions(void **state)
     struct fixture *f = *state;
     char msg[256];
 
-    assert_int_equal(
-        sqlite3_auto_extension((void (*)(void))register_host_fn), SQLITE_OK);
+    assert_int_equal(sqlite3_auto_extension((void (*)(void))register_host_fn),
+                     SQLITE_OK);
     reopen(f);
     assert_ok(apply1(f, "SELECT host_fn()"));
     sql_fsm_close(f->fsm);
     f->fsm = NULL;
-    if (sql_fsm_open(f->tmp.path, hidden, 1, &f->fsm, msg, sizeof msg) !=
-        0) {
+    if (sql_fsm_open(f->tmp.path, hidden, 1, &f->fsm, msg, sizeof msg) != 0) {
         fail_msg("open: %s", msg);
     }
     assert_error(apply1(f, "SELECT host_fn()"), SQLITE_ERROR,
@@ -961,9 +963,10 @@ static void test_many_statements_linear(void **state)
         sqlite3_status64(SQLITE_STATUS_MALLOC_SIZE, &cur, &largest, 0),
         SQLITE_OK);
     if (largest >= (sqlite3_int64)len / 2) {
-        fail_msg("largest SQLite allocation %lld bytes for a %zu-byte "
-                 "request: the text is copied per statement",
-                 (long long)largest, len);
+        fail_msg(
+            "largest SQLite allocation %lld bytes for a %zu-byte "
+            "request: the text is copied per statement",
+            (long long)largest, len);
     }
     assert_int_equal(f->res[0].changes, N_STMTS);
     assert_query(f->tmp.path, "SELECT count(*) FROM t", "20000");
@@ -1010,8 +1013,7 @@ static void test_work_budget(void **state)
     assert_ok(&f->res[3]);
     assert_int_equal(sql_fsm_applied(f->fsm), before + 4);
     assert_query(f->tmp.path, "SELECT count(*) FROM t", "1002");
-    assert_query(f->tmp.path, "SELECT count(*) FROM t WHERE x > 1000",
-                 "0");
+    assert_query(f->tmp.path, "SELECT count(*) FROM t WHERE x > 1000", "0");
 }
 
 /* interrupt_later calls sql_fsm_interrupt after 100 ms. */

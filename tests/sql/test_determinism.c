@@ -21,8 +21,8 @@
 
 /* A replica: a fresh database and its apply connection. */
 struct replica {
-    struct tmpdb tmp;     /* the database file */
-    struct sql_fsm *fsm;  /* its apply connection */
+    struct tmpdb tmp;    /* the database file */
+    struct sql_fsm *fsm; /* its apply connection */
 };
 
 static void replica_open(struct replica *r)
@@ -30,8 +30,7 @@ static void replica_open(struct replica *r)
     char msg[256];
 
     tmpdb_init(&r->tmp);
-    if (sql_fsm_open(r->tmp.path, NULL, 0, &r->fsm, msg, sizeof msg) !=
-        0) {
+    if (sql_fsm_open(r->tmp.path, NULL, 0, &r->fsm, msg, sizeof msg) != 0) {
         fail_msg("open: %s", msg);
     }
 }
@@ -44,8 +43,8 @@ static void replica_close(struct replica *r)
 
 /* replica_apply applies @n entries (index from 1 on) in batches of
  * @batch, expecting every request to succeed. */
-static void replica_apply(struct replica *r, struct buf **bufs,
-                          unsigned n, unsigned batch)
+static void replica_apply(struct replica *r, struct buf **bufs, unsigned n,
+                          unsigned batch)
 {
     struct sql_fsm_entry e[32];
     struct sql_result res[32];
@@ -99,9 +98,9 @@ static unsigned workload(struct buf **bufs, uint64_t seed_base)
     unsigned i, n = sizeof sqls / sizeof sqls[0];
 
     for (i = 0; i < n; i++) {
-        bufs[i] = make_request_ex(1, i + 1, sqls[i], NULL, 0,
-                                  T0 + (int64_t)i * 61001,
-                                  seed_base + i * 7919);
+        bufs[i] =
+            make_request_ex(1, i + 1, sqls[i], NULL, 0, T0 + (int64_t)i * 61001,
+                            seed_base + i * 7919);
     }
     return n;
 }
@@ -213,16 +212,14 @@ static void test_now_is_entry_time(void **state)
         " CAST(round((julianday('now') - 2440587.5) * 86400000.0)"
         " AS INTEGER))",
         NULL, 0, T0, 1);
-    bufs[1] = make_request_ex(1, 2,
-                              "INSERT INTO n(d) VALUES (datetime('now'))",
+    bufs[1] = make_request_ex(1, 2, "INSERT INTO n(d) VALUES (datetime('now'))",
                               NULL, 0, 0, 1);
     replica_apply(&a, bufs, 2, 2);
     assert_query(a.tmp.path, "SELECT d FROM n WHERE rowid = 1",
                  "2023-11-14 22:13:20");
     assert_query(a.tmp.path, "SELECT ts FROM n WHERE rowid = 1",
                  "2023-11-14 22:13:20");
-    assert_query(a.tmp.path, "SELECT u FROM n WHERE rowid = 1",
-                 "1700000000");
+    assert_query(a.tmp.path, "SELECT u FROM n WHERE rowid = 1", "1700000000");
     assert_query(a.tmp.path, "SELECT f FROM n WHERE rowid = 1",
                  "2023-11-14 22:13:20.123");
     assert_query(a.tmp.path, "SELECT sub FROM n WHERE rowid = 1",
@@ -246,9 +243,10 @@ static void test_seed(void **state)
 {
     struct replica a;
     struct buf *bufs[4];
-    const char *ins = "INSERT INTO r VALUES (random(), random(),"
-                      " randomblob(16), length(randomblob(0)),"
-                      " length(randomblob(-3)), length(randomblob(16)))";
+    const char *ins =
+        "INSERT INTO r VALUES (random(), random(),"
+        " randomblob(16), length(randomblob(0)),"
+        " length(randomblob(-3)), length(randomblob(16)))";
     char *v1, *v2, *v3;
 
     (void)state;
@@ -259,12 +257,9 @@ static void test_seed(void **state)
     bufs[2] = make_request_ex(1, 3, ins, NULL, 0, T0, 2);
     bufs[3] = make_request_ex(1, 4, ins, NULL, 0, T0 + 5000, 1);
     replica_apply(&a, bufs, 4, 4);
-    v1 = query_text(a.tmp.path,
-                    "SELECT a || hex(c) FROM r WHERE rowid = 1");
-    v2 = query_text(a.tmp.path,
-                    "SELECT a || hex(c) FROM r WHERE rowid = 2");
-    v3 = query_text(a.tmp.path,
-                    "SELECT a || hex(c) FROM r WHERE rowid = 3");
+    v1 = query_text(a.tmp.path, "SELECT a || hex(c) FROM r WHERE rowid = 1");
+    v2 = query_text(a.tmp.path, "SELECT a || hex(c) FROM r WHERE rowid = 2");
+    v3 = query_text(a.tmp.path, "SELECT a || hex(c) FROM r WHERE rowid = 3");
     assert_string_not_equal(v1, v2);
     assert_string_equal(v1, v3);
     assert_query(a.tmp.path, "SELECT count(*) FROM r WHERE a = b", "0");
@@ -312,16 +307,14 @@ static void test_shim_direct(void **state)
     assert_int_equal(determinism_init(d1, msg, sizeof msg), 0);
     assert_int_equal(determinism_init(d2, msg, sizeof msg), 0);
     assert_string_not_equal(d1->name, d2->name);
-    assert_int_equal(sqlite3_open_v2(":memory:", &db1,
-                                     SQLITE_OPEN_READWRITE |
-                                         SQLITE_OPEN_CREATE,
-                                     d1->name),
-                     SQLITE_OK);
-    assert_int_equal(sqlite3_open_v2(":memory:", &db2,
-                                     SQLITE_OPEN_READWRITE |
-                                         SQLITE_OPEN_CREATE,
-                                     d2->name),
-                     SQLITE_OK);
+    assert_int_equal(
+        sqlite3_open_v2(":memory:", &db1,
+                        SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE, d1->name),
+        SQLITE_OK);
+    assert_int_equal(
+        sqlite3_open_v2(":memory:", &db2,
+                        SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE, d2->name),
+        SQLITE_OK);
     assert_int_equal(determinism_install(d1, db1), SQLITE_OK);
     assert_int_equal(determinism_install(d2, db2), SQLITE_OK);
 

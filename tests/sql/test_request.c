@@ -94,8 +94,8 @@ static struct buf *encode_ok(const uint64_t id[2], const char *sql,
     char msg[256] = "";
     int rc;
 
-    rc = encode_request(id, sql, strlen(sql), ps, n, UINT64_MAX, &b,
-                        msg, sizeof msg);
+    rc = encode_request(id, sql, strlen(sql), ps, n, UINT64_MAX, &b, msg,
+                        sizeof msg);
     if (rc != 0) {
         fail_msg("encode: %d %s", rc, msg);
     }
@@ -124,8 +124,7 @@ static void assert_value_equal(const struct sql_value *a,
                 assert_true(isnan(b->real));
             } else {
                 assert_true(a->real == b->real);
-                assert_int_equal(signbit(a->real) != 0,
-                                 signbit(b->real) != 0);
+                assert_int_equal(signbit(a->real) != 0, signbit(b->real) != 0);
             }
             break;
         case SQL_TEXT:
@@ -202,8 +201,7 @@ static void test_no_params(void **state)
 
 /* decode_copy decodes an exact-size heap copy of the first @len bytes, so
  * that ASan catches any read past them. */
-static int decode_copy(const uint8_t *p, size_t len, char *msg,
-                       size_t msg_len)
+static int decode_copy(const uint8_t *p, size_t len, char *msg, size_t msg_len)
 {
     uint8_t *copy = malloc(len > 0 ? len : 1);
     struct sql_request r;
@@ -378,27 +376,26 @@ static void test_toobig(void **state)
 {
     static const uint64_t id[2] = {1, 1};
     const char *sql = "INSERT INTO t VALUES (?)";
-    struct sql_param p = p_bytes(NULL, SQL_BLOB, blob_bytes,
-                                 sizeof blob_bytes);
+    struct sql_param p = p_bytes(NULL, SQL_BLOB, blob_bytes, sizeof blob_bytes);
     struct buf *b = NULL;
     size_t len;
     char msg[256], want[256];
 
     (void)state;
-    assert_int_equal(encode_request(id, sql, strlen(sql), &p, 1,
-                                    UINT64_MAX, &b, msg, sizeof msg),
+    assert_int_equal(encode_request(id, sql, strlen(sql), &p, 1, UINT64_MAX, &b,
+                                    msg, sizeof msg),
                      0);
     len = b->len;
     buf_free(b);
     b = NULL;
-    assert_int_equal(encode_request(id, sql, strlen(sql), &p, 1, len, &b,
-                                    msg, sizeof msg),
-                     0);
+    assert_int_equal(
+        encode_request(id, sql, strlen(sql), &p, 1, len, &b, msg, sizeof msg),
+        0);
     assert_int_equal(b->len, len);
     buf_free(b);
     b = NULL;
-    assert_int_equal(encode_request(id, sql, strlen(sql), &p, 1,
-                                    len - 1, &b, msg, sizeof msg),
+    assert_int_equal(encode_request(id, sql, strlen(sql), &p, 1, len - 1, &b,
+                                    msg, sizeof msg),
                      SQL_ERR_TOOBIG);
     assert_null(b);
     snprintf(want, sizeof want,
@@ -416,25 +413,25 @@ static void test_invalid(void **state)
     char msg[256];
 
     (void)state;
-    assert_int_equal(encode_request(id, "", 0, NULL, 0, UINT64_MAX, &b,
-                                    msg, sizeof msg),
-                     SQL_ERR_INVALID);
-    assert_int_equal(encode_request(id, "a\0b", 3, NULL, 0, UINT64_MAX,
-                                    &b, msg, sizeof msg),
-                     SQL_ERR_INVALID);
+    assert_int_equal(
+        encode_request(id, "", 0, NULL, 0, UINT64_MAX, &b, msg, sizeof msg),
+        SQL_ERR_INVALID);
+    assert_int_equal(
+        encode_request(id, "a\0b", 3, NULL, 0, UINT64_MAX, &b, msg, sizeof msg),
+        SQL_ERR_INVALID);
     p = p_null(NULL);
     p.value.type = 9;
-    assert_int_equal(encode_request(id, "SELECT ?", 8, &p, 1, UINT64_MAX,
-                                    &b, msg, sizeof msg),
+    assert_int_equal(encode_request(id, "SELECT ?", 8, &p, 1, UINT64_MAX, &b,
+                                    msg, sizeof msg),
                      SQL_ERR_INVALID);
     assert_non_null(strstr(msg, "parameter 1"));
     p = p_bytes(NULL, SQL_TEXT, NULL, 3);
-    assert_int_equal(encode_request(id, "SELECT ?", 8, &p, 1, UINT64_MAX,
-                                    &b, msg, sizeof msg),
+    assert_int_equal(encode_request(id, "SELECT ?", 8, &p, 1, UINT64_MAX, &b,
+                                    msg, sizeof msg),
                      SQL_ERR_INVALID);
     p = p_int("a", 1);
-    assert_int_equal(encode_request(id, "SELECT :a", 9, &p, 1,
-                                    UINT64_MAX, &b, msg, sizeof msg),
+    assert_int_equal(encode_request(id, "SELECT :a", 9, &p, 1, UINT64_MAX, &b,
+                                    msg, sizeof msg),
                      SQL_ERR_INVALID);
     assert_null(b);
 }
@@ -481,15 +478,13 @@ static void test_stamp(void **state)
 
     assert_int_equal(sql_request_id(s->data, s->len, id), 0);
     assert_true(id[0] == UINT64_MAX && id[1] == 12345);
-    assert_int_equal(sql_request_id(s->data, HEADER - 1, id),
-                     SQL_ERR_CORRUPT);
+    assert_int_equal(sql_request_id(s->data, HEADER - 1, id), SQL_ERR_CORRUPT);
 
     assert_int_equal(sql_request_stamp(b->data, b->len, &st, b->data), 0);
     assert_memory_equal(b->data, s->data, b->len);
 
     memset(out->data, 0xaa, out->len);
-    assert_int_equal(sql_request_stamp(junk->data, junk->len, &st,
-                                       out->data),
+    assert_int_equal(sql_request_stamp(junk->data, junk->len, &st, out->data),
                      SQL_ERR_CORRUPT);
     assert_int_equal(out->data[0], 0xaa);
     assert_int_equal(out->data[23], 0xaa);
@@ -512,20 +507,19 @@ static void test_encode_size(void **state)
     char msg[256];
 
     (void)state;
-    assert_int_equal(sql_request_size(sql, strlen(sql), &p, 1, UINT64_MAX,
-                                      &len, msg, sizeof msg),
+    assert_int_equal(sql_request_size(sql, strlen(sql), &p, 1, UINT64_MAX, &len,
+                                      msg, sizeof msg),
                      0);
     assert_true(len < sizeof out);
     memset(out, 0xaa, sizeof out);
-    assert_int_equal(sql_request_encode(id, sql, strlen(sql), &p, 1, out,
-                                        len - 1),
-                     SQL_ERR_INVALID);
+    assert_int_equal(
+        sql_request_encode(id, sql, strlen(sql), &p, 1, out, len - 1),
+        SQL_ERR_INVALID);
     assert_int_equal(out[0], 0xaa);
     assert_int_equal(sql_request_encode(id, "", 0, NULL, 0, out, len),
                      SQL_ERR_INVALID);
     assert_int_equal(out[0], 0xaa);
-    assert_int_equal(sql_request_encode(id, sql, strlen(sql), &p, 1, out,
-                                        len),
+    assert_int_equal(sql_request_encode(id, sql, strlen(sql), &p, 1, out, len),
                      0);
     assert_int_equal(out[len], 0xaa);
     assert_int_equal(sql_request_id(out, len, got), 0);
@@ -554,8 +548,7 @@ static void test_version1_decoded(void **state)
     memcpy(v1->data + OFF_MAX_STEPS, b->data + OFF_SQL_LEN,
            b->len - OFF_SQL_LEN);
     v1->data[OFF_VERSION] = 1;
-    assert_int_equal(sql_request_decode(v1->data, v1->len, &r, msg,
-                                        sizeof msg),
+    assert_int_equal(sql_request_decode(v1->data, v1->len, &r, msg, sizeof msg),
                      0);
     assert_int_equal(r.sql_len, strlen("SELECT ?"));
     assert_memory_equal(r.sql, "SELECT ?", r.sql_len);

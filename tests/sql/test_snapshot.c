@@ -35,9 +35,9 @@ struct node {
 /* The fixture: two nodes and the snapshot files made in the first's
  * directory (removed by the teardown). */
 struct fixture {
-    struct node a;        /* the source of snapshots */
-    struct node b;        /* where they get installed */
-    char snaps[8][128];   /* snapshot paths in use, "" when free */
+    struct node a;      /* the source of snapshots */
+    struct node b;      /* where they get installed */
+    char snaps[8][128]; /* snapshot paths in use, "" when free */
 };
 
 static atomic_uint_fast64_t next_seq = 1;
@@ -46,8 +46,7 @@ static void node_open(struct node *n)
 {
     char msg[256] = "";
 
-    if (sql_fsm_open(n->tmp.path, NULL, 0, &n->fsm, msg, sizeof msg) !=
-        0) {
+    if (sql_fsm_open(n->tmp.path, NULL, 0, &n->fsm, msg, sizeof msg) != 0) {
         fail_msg("open %s: %s", n->tmp.path, msg);
     }
 }
@@ -102,8 +101,8 @@ static const char *snap_path(struct fixture *f, unsigned i)
 /* apply_batch applies one request per SQL text of @sqls (@n) in one batch
  * of term TERM. Returns sql_fsm_apply's code; every request must succeed
  * (as SQL) when it returns 0, unless @results is given to receive them. */
-static int apply_batch(struct sql_fsm *fsm, const char *const *sqls,
-                       unsigned n, struct sql_result *results)
+static int apply_batch(struct sql_fsm *fsm, const char *const *sqls, unsigned n,
+                       struct sql_result *results)
 {
     struct sql_fsm_entry e[MAX_BATCH];
     struct buf *bufs[MAX_BATCH];
@@ -236,8 +235,8 @@ static int64_t bank_check_file(const char *path)
     sqlite3 *db;
     int64_t idx;
 
-    assert_int_equal(
-        sqlite3_open_v2(path, &db, SQLITE_OPEN_READONLY, NULL), SQLITE_OK);
+    assert_int_equal(sqlite3_open_v2(path, &db, SQLITE_OPEN_READONLY, NULL),
+                     SQLITE_OK);
     sqlite3_busy_timeout(db, 5000);
     idx = bank_check(db);
     sqlite3_close(db);
@@ -248,8 +247,8 @@ static sqlite3 *open_reader(const char *path)
 {
     sqlite3 *db;
 
-    assert_int_equal(
-        sqlite3_open_v2(path, &db, SQLITE_OPEN_READONLY, NULL), SQLITE_OK);
+    assert_int_equal(sqlite3_open_v2(path, &db, SQLITE_OPEN_READONLY, NULL),
+                     SQLITE_OK);
     sqlite3_busy_timeout(db, 5000);
     return db;
 }
@@ -305,8 +304,8 @@ static void create_snapshot(struct fixture *f, const char *path,
                             uint64_t *out_index, uint64_t *out_term)
 {
     char msg[256] = "";
-    int rc = sql_fsm_snapshot_create(f->a.fsm, path, out_index, out_term,
-                                     msg, sizeof msg);
+    int rc = sql_fsm_snapshot_create(f->a.fsm, path, out_index, out_term, msg,
+                                     sizeof msg);
 
     if (rc != 0) {
         fail_msg("snapshot create: %d %s", rc, msg);
@@ -368,9 +367,9 @@ static void test_create_consistent(void **state)
     sqlite3_close(r);
 
     index = term = 77;
-    assert_int_equal(sql_fsm_snapshot_create(f->a.fsm, path, &index, &term,
-                                             msg, sizeof msg),
-                     SQL_ERR_INVALID);
+    assert_int_equal(
+        sql_fsm_snapshot_create(f->a.fsm, path, &index, &term, msg, sizeof msg),
+        SQL_ERR_INVALID);
     assert_non_null(strstr(msg, "exists"));
     assert_int_equal(index, 77);
     assert_int_equal(bank_check_file(path), 61);
@@ -415,8 +414,8 @@ static void test_create_during_apply(void **state)
         const char *path = snap_path(f, n_snaps % 2);
         uint64_t index = 0;
         uint64_t term = 0;
-        int rc = sql_fsm_snapshot_create(f->a.fsm, path, &index, &term,
-                                         msg, sizeof msg);
+        int rc = sql_fsm_snapshot_create(f->a.fsm, path, &index, &term, msg,
+                                         sizeof msg);
 
         if (rc != 0) {
             atomic_store(&a.done, true);
@@ -474,8 +473,7 @@ static void test_install_other_node(void **state)
     assert_int_equal(sql_fsm_durable(f->b.fsm), index);
     assert_same_fingerprint(f->b.tmp.path, f->a.tmp.path);
     assert_query(f->b.tmp.path,
-                 "SELECT count(*) FROM sqlite_schema WHERE name = 'junk'",
-                 "0");
+                 "SELECT count(*) FROM sqlite_schema WHERE name = 'junk'", "0");
     /* The snapshot file itself is left as it was. */
     assert_same_fingerprint(path, f->a.tmp.path);
 
@@ -575,8 +573,7 @@ static void test_install_readers(void **state)
     install_ok(&f->b, s20, &index, &term);
     assert_int_equal(index, 21);
     assert_int_equal(bank_check(db), 6);
-    assert_int_equal(sqlite3_exec(db, "COMMIT", NULL, NULL, NULL),
-                     SQLITE_OK);
+    assert_int_equal(sqlite3_exec(db, "COMMIT", NULL, NULL, NULL), SQLITE_OK);
     assert_int_equal(bank_check(db), 21);
     sqlite3_close(db);
 
@@ -610,12 +607,12 @@ static void copy_file(const char *from, const char *to, long n)
 
     assert_non_null(in);
     assert_non_null(out);
-    while ((n < 0 || total < n) &&
-           (k = fread(buf, 1,
-                      n < 0 || n - total > (long)sizeof buf
-                          ? sizeof buf
-                          : (size_t)(n - total),
-                      in)) > 0) {
+    while (
+        (n < 0 || total < n) &&
+        (k = fread(buf, 1,
+                   n < 0 || n - total > (long)sizeof buf ? sizeof buf
+                                                         : (size_t)(n - total),
+                   in)) > 0) {
         assert_int_equal(fwrite(buf, 1, k, out), k);
         total += (long)k;
     }
@@ -719,9 +716,9 @@ static void test_install_refuses_bad_files(void **state)
     /* A snapshot with another page size cannot be copied into WAL. */
     copy_file(good, bad, -1);
     assert_int_equal(sqlite3_open(bad, &db), SQLITE_OK);
-    assert_int_equal(sqlite3_exec(db, "PRAGMA page_size = 1024; VACUUM",
-                                  NULL, NULL, NULL),
-                     SQLITE_OK);
+    assert_int_equal(
+        sqlite3_exec(db, "PRAGMA page_size = 1024; VACUUM", NULL, NULL, NULL),
+        SQLITE_OK);
     sqlite3_close(db);
     expect_refused(f, bad, SQL_ERR_INVALID, "page", before);
     unlink(bad);
@@ -734,8 +731,7 @@ static void test_install_refuses_bad_files(void **state)
     sqlite3_busy_timeout(f->b.fsm->db, 20);
     expect_refused(f, good, SQL_ERR_BUSY, "backup", before);
     sqlite3_busy_timeout(f->b.fsm->db, 5000);
-    assert_int_equal(sqlite3_exec(db, "ROLLBACK", NULL, NULL, NULL),
-                     SQLITE_OK);
+    assert_int_equal(sqlite3_exec(db, "ROLLBACK", NULL, NULL, NULL), SQLITE_OK);
     sqlite3_close(db);
     free(before);
 
@@ -800,10 +796,9 @@ int main(void)
                                         teardown),
         cmocka_unit_test_setup_teardown(test_install_other_node, setup,
                                         teardown),
-        cmocka_unit_test_setup_teardown(test_install_readers, setup,
+        cmocka_unit_test_setup_teardown(test_install_readers, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_install_refuses_bad_files, setup,
                                         teardown),
-        cmocka_unit_test_setup_teardown(test_install_refuses_bad_files,
-                                        setup, teardown),
         cmocka_unit_test_setup_teardown(test_durable_index, setup, teardown),
     };
 

@@ -57,8 +57,7 @@ static size_t body_len(const struct encoded *f)
     return f->len - RAFT_FRAME_HEADER;
 }
 
-static void assert_buf_equal(const struct raft_buf *a,
-                             const struct raft_buf *b)
+static void assert_buf_equal(const struct raft_buf *a, const struct raft_buf *b)
 {
     size_t alen = a == NULL ? 0 : a->len;
     size_t blen = b == NULL ? 0 : b->len;
@@ -606,8 +605,8 @@ static void test_round_trip_big_payloads(void **state)
 
     (void)state;
     memset(&c, 0, sizeof c);
-    e[0] = (struct raft_entry){3, 1, RAFT_ENTRY_NORMAL,
-                               pattern_buf(4u << 20, 5)};
+    e[0] =
+        (struct raft_entry){3, 1, RAFT_ENTRY_NORMAL, pattern_buf(4u << 20, 5)};
     e[1] = (struct raft_entry){3, 2, RAFT_ENTRY_NORMAL, NULL};
     c.type = RAFT_MSG_APPEND_ENTRIES;
     c.from = 2;
@@ -987,9 +986,10 @@ static void test_fuzz(void **state)
             if (raft_frame_encoded_len(&out) != len + RAFT_FRAME_HEADER ||
                 raft_frame_encode(&out, again, len + RAFT_FRAME_HEADER) != 0 ||
                 memcmp(again + RAFT_FRAME_HEADER, copy, len) != 0) {
-                fail_msg("fuzz seed %llu iteration %u: decoded message "
-                         "does not re-encode to its bytes",
-                         (unsigned long long)seed, it);
+                fail_msg(
+                    "fuzz seed %llu iteration %u: decoded message "
+                    "does not re-encode to its bytes",
+                    (unsigned long long)seed, it);
             }
             free(again);
             raft_frame_release(&out);

@@ -19,21 +19,21 @@
 /* The fake storage: a log of (base, last], the calls it got, and codes to
  * return. */
 struct fake {
-    raft_index base;            /* boundary of the log */
-    raft_index last;            /* last index, base when empty */
-    struct raft_hard_state hs;  /* durable hard state */
-    unsigned n_appends;         /* append calls */
-    raft_index append_first;    /* first index of the last append, 0 */
-    unsigned append_n;          /* its entry count */
-    bool append_hs;             /* it wrote a hard state */
-    unsigned n_compacts;        /* compact calls */
-    raft_index compact_index;   /* index of the last one */
-    unsigned n_installs;        /* install calls */
-    raft_index install_index;   /* index of the last one */
-    int nospace;                /* appends to refuse with RAFT_NOSPACE */
-    unsigned calls;             /* sequence of all calls */
-    unsigned compact_seq;       /* sequence number of the last compact */
-    unsigned append_seq;        /* sequence number of the last append */
+    raft_index base;           /* boundary of the log */
+    raft_index last;           /* last index, base when empty */
+    struct raft_hard_state hs; /* durable hard state */
+    unsigned n_appends;        /* append calls */
+    raft_index append_first;   /* first index of the last append, 0 */
+    unsigned append_n;         /* its entry count */
+    bool append_hs;            /* it wrote a hard state */
+    unsigned n_compacts;       /* compact calls */
+    raft_index compact_index;  /* index of the last one */
+    unsigned n_installs;       /* install calls */
+    raft_index install_index;  /* index of the last one */
+    int nospace;               /* appends to refuse with RAFT_NOSPACE */
+    unsigned calls;            /* sequence of all calls */
+    unsigned compact_seq;      /* sequence number of the last compact */
+    unsigned append_seq;       /* sequence number of the last append */
 };
 
 static int fake_append(void *data, const struct raft_hard_state *hs,
@@ -48,8 +48,8 @@ static int fake_append(void *data, const struct raft_hard_state *hs,
         snprintf(errmsg, errmsg_len, "full");
         return RAFT_NOSPACE;
     }
-    if (n > 0 && (entries[0].index <= f->base ||
-                  entries[0].index > f->last + 1)) {
+    if (n > 0 &&
+        (entries[0].index <= f->base || entries[0].index > f->last + 1)) {
         snprintf(errmsg, errmsg_len, "gap");
         return RAFT_INVALID;
     }
@@ -105,10 +105,10 @@ struct fixture {
     struct raft_persist p;
     struct fake f;
     struct raft_persist_storage s;
-    struct raft_entry e[16]; /* entries, index i + 1 at e[i], term 1 */
+    struct raft_entry e[16];       /* entries, index i + 1 at e[i], term 1 */
     struct raft_persist_job *done; /* the last job finished (its result
                                       points into it), or NULL */
-    struct raft *core;       /* asked whether an install resets the log */
+    struct raft *core;             /* asked whether an install resets the log */
 };
 
 /* new_core makes @x's core a follower of three whose durable log holds
@@ -624,12 +624,9 @@ static void test_log_after_install(void **state)
     (void)state;
     assert_int_equal(raft_persist_log_after_install(3, 3),
                      RAFT_PERSIST_KEEP_SUFFIX);
-    assert_int_equal(raft_persist_log_after_install(2, 3),
-                     RAFT_PERSIST_RESET);
-    assert_int_equal(raft_persist_log_after_install(0, 3),
-                     RAFT_PERSIST_RESET);
-    assert_int_equal(raft_persist_log_after_install(0, 0),
-                     RAFT_PERSIST_RESET);
+    assert_int_equal(raft_persist_log_after_install(2, 3), RAFT_PERSIST_RESET);
+    assert_int_equal(raft_persist_log_after_install(0, 3), RAFT_PERSIST_RESET);
+    assert_int_equal(raft_persist_log_after_install(0, 0), RAFT_PERSIST_RESET);
 }
 
 /* Closing frees queued jobs with their references (LeakSanitizer). */

@@ -106,11 +106,9 @@ static void test_replicate_window(void **state)
     /* A refusal at match of a request not in the window (a heartbeat):
      * stale; above match, it resets the window. */
     hb = progress_take_seq(&p);
-    assert_int_equal(progress_reject(&p, hb, 12, 3, 0, 5),
-                     PROGRESS_IGNORED);
+    assert_int_equal(progress_reject(&p, hb, 12, 3, 0, 5), PROGRESS_IGNORED);
     assert_int_equal(p.state, RAFT_PROGRESS_REPLICATE);
-    assert_int_equal(progress_reject(&p, hb, 13, 3, 0, 5),
-                     PROGRESS_RESET);
+    assert_int_equal(progress_reject(&p, hb, 13, 3, 0, 5), PROGRESS_RESET);
     assert_int_equal(p.state, RAFT_PROGRESS_PROBE);
     assert_int_equal(p.next, 13);
     assert_false(progress_is_paused(&p));
@@ -121,8 +119,7 @@ static void test_replicate_window(void **state)
 
 /* send_n sends @k one-entry requests of @bytes bytes from next on and
  * returns the seq of the first. */
-static uint64_t send_n(struct raft_peer_progress *p, unsigned k,
-                       uint64_t bytes)
+static uint64_t send_n(struct raft_peer_progress *p, unsigned k, uint64_t bytes)
 {
     uint64_t first = p->next_seq;
     unsigned i;

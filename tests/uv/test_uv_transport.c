@@ -43,16 +43,16 @@ struct fixture;
 
 /* One transport under test and what it saw. */
 struct node {
-    struct fixture *f;            /* owner */
-    raft_id id;                   /* server id */
-    uint16_t port;                /* listen port */
-    struct raft_uv_transport *t;  /* NULL when not running */
-    struct recs got;              /* messages received, in order */
-    struct recs want;             /* messages expected, in order */
-    unsigned n_warn;              /* WARN lines logged */
-    char last_warn[512];          /* text of the last WARN */
-    bool closing;                 /* close called, cb not yet */
-    bool recv_after_close;        /* a message arrived after close */
+    struct fixture *f;           /* owner */
+    raft_id id;                  /* server id */
+    uint16_t port;               /* listen port */
+    struct raft_uv_transport *t; /* NULL when not running */
+    struct recs got;             /* messages received, in order */
+    struct recs want;            /* messages expected, in order */
+    unsigned n_warn;             /* WARN lines logged */
+    char last_warn[512];         /* text of the last WARN */
+    bool closing;                /* close called, cb not yet */
+    bool recv_after_close;       /* a message arrived after close */
 };
 
 struct fixture {
@@ -158,8 +158,7 @@ static void run_for(struct fixture *f, uint64_t ms)
     assert_false(run_until(f, never, ms));
 }
 
-#define WAIT_FOR(f, pred) \
-    assert_true(run_until((f), (pred), WAIT_MS))
+#define WAIT_FOR(f, pred) assert_true(run_until((f), (pred), WAIT_MS))
 
 /* reserve_port returns a free port: bind to port 0, read it, close. */
 static uint16_t reserve_port(void)
@@ -268,8 +267,8 @@ static void start_node(struct fixture *f, unsigned id, unsigned n_nodes)
         n_peers++;
     }
     rc = raft_uv_transport_start(&f->loop, id, "127.0.0.1", n->port, peers,
-                                 n_peers, MAX_FRAME, on_recv, on_log, n,
-                                 &n->t, err, sizeof err);
+                                 n_peers, MAX_FRAME, on_recv, on_log, n, &n->t,
+                                 err, sizeof err);
     if (rc != 0) {
         fail_msg("start node %u: %d %s", id, rc, err);
     }
@@ -419,8 +418,8 @@ static void send_every_type(struct fixture *f, raft_id from, raft_id to,
     e[0] = (struct raft_entry){term, 11, RAFT_ENTRY_NORMAL,
                                pattern_buf(4u << 20, (unsigned)term)};
     e[1] = (struct raft_entry){term, 12, RAFT_ENTRY_NOOP, NULL};
-    e[2] = (struct raft_entry){term, 13, RAFT_ENTRY_NORMAL,
-                               pattern_buf(100, 7)};
+    e[2] =
+        (struct raft_entry){term, 13, RAFT_ENTRY_NORMAL, pattern_buf(100, 7)};
     memset(&c.append_entries, 0, sizeof c.append_entries);
     c.type = RAFT_MSG_APPEND_ENTRIES;
     c.append_entries.term = term;
@@ -521,8 +520,7 @@ static void split_by_sender(const struct recs *r, raft_id from,
 
     for (k = 0; k < r->n; k++) {
         /* from is the u64 at frame offset 4 + 2. */
-        if (raft_byte_load_u64(r->v[k].bytes + RAFT_FRAME_HEADER + 2) ==
-            from) {
+        if (raft_byte_load_u64(r->v[k].bytes + RAFT_FRAME_HEADER + 2) == from) {
             recs_push(out, r->v[k].bytes, r->v[k].len);
         }
     }
@@ -618,12 +616,12 @@ static void test_reconnect_after_restart(void **state)
 
 /* A raw TCP client. */
 struct raw {
-    uv_tcp_t tcp;        /* the socket */
-    uv_connect_t conn;   /* dial */
-    bool connected;      /* connect done */
-    bool eof;            /* the server closed it */
-    bool closed;         /* our close finished */
-    char rbuf[256];      /* read sink */
+    uv_tcp_t tcp;      /* the socket */
+    uv_connect_t conn; /* dial */
+    bool connected;    /* connect done */
+    bool eof;          /* the server closed it */
+    bool closed;       /* our close finished */
+    char rbuf[256];    /* read sink */
 };
 
 static struct raw *g_raw; /* the client run_until predicates look at */
@@ -693,12 +691,11 @@ static void raw_open(struct fixture *f, struct raw *r, uint16_t port)
     r->tcp.data = r;
     r->conn.data = r;
     assert_int_equal(uv_ip4_addr("127.0.0.1", port, &sin), 0);
-    assert_int_equal(uv_tcp_connect(&r->conn, &r->tcp,
-                                    (struct sockaddr *)&sin, raw_on_connect),
+    assert_int_equal(uv_tcp_connect(&r->conn, &r->tcp, (struct sockaddr *)&sin,
+                                    raw_on_connect),
                      0);
     WAIT_FOR(f, raw_connected);
-    assert_int_equal(uv_read_start((uv_stream_t *)&r->tcp, raw_alloc,
-                                   raw_read),
+    assert_int_equal(uv_read_start((uv_stream_t *)&r->tcp, raw_alloc, raw_read),
                      0);
 }
 
@@ -910,23 +907,19 @@ static void test_send_errors_and_close_with_queue(void **state)
 
     start_cluster(f, 2);
     m = heartbeat(1, 3, 0);
-    assert_int_equal(raft_uv_transport_send(f->nodes[0].t, &m),
-                     RAFT_NOTFOUND);
+    assert_int_equal(raft_uv_transport_send(f->nodes[0].t, &m), RAFT_NOTFOUND);
     m.from = 2;
     m.to = 2;
-    assert_int_equal(raft_uv_transport_send(f->nodes[0].t, &m),
-                     RAFT_INVALID);
+    assert_int_equal(raft_uv_transport_send(f->nodes[0].t, &m), RAFT_INVALID);
     m.from = 1;
     m.type = 99;
-    assert_int_equal(raft_uv_transport_send(f->nodes[0].t, &m),
-                     RAFT_INVALID);
+    assert_int_equal(raft_uv_transport_send(f->nodes[0].t, &m), RAFT_INVALID);
 
     m = heartbeat(1, 2, 0);
     m.message.append_entries.entries = &e;
     m.message.append_entries.n_entries = 1;
     e.data = pattern_buf(MAX_FRAME, 2);
-    assert_int_equal(raft_uv_transport_send(f->nodes[0].t, &m),
-                     RAFT_TOOBIG);
+    assert_int_equal(raft_uv_transport_send(f->nodes[0].t, &m), RAFT_TOOBIG);
     raft_buf_unref(e.data);
 
     /* A core message whose header is not the frame's. */
@@ -976,11 +969,11 @@ static void test_close_in_callback(void **state)
     char err[128];
 
     start_node(f, 1, 2);
-    assert_int_equal(raft_uv_transport_start(&f->loop, 2, "127.0.0.1",
-                                             n2->port, &peer, 1, MAX_FRAME,
-                                             on_recv_close, on_log, n2,
-                                             &n2->t, err, sizeof err),
-                     0);
+    assert_int_equal(
+        raft_uv_transport_start(&f->loop, 2, "127.0.0.1", n2->port, &peer, 1,
+                                MAX_FRAME, on_recv_close, on_log, n2, &n2->t,
+                                err, sizeof err),
+        0);
     g_n_nodes = 2;
     WAIT_FOR(f, fully_connected);
     send_heartbeats(f, 1, 2, 10);
@@ -997,29 +990,28 @@ static void test_start_errors(void **state)
     struct raft_uv_peer peer = {2, "127.0.0.1", 1};
     char err[256] = "";
 
-    assert_int_equal(raft_uv_transport_start(&f->loop, 1, "not-an-ip", 0,
-                                             NULL, 0, MAX_FRAME, on_recv,
-                                             NULL, NULL, &t, err, sizeof err),
-                     RAFT_INVALID);
+    assert_int_equal(
+        raft_uv_transport_start(&f->loop, 1, "not-an-ip", 0, NULL, 0, MAX_FRAME,
+                                on_recv, NULL, NULL, &t, err, sizeof err),
+        RAFT_INVALID);
     assert_null(t);
     peer.id = 1;
-    assert_int_equal(raft_uv_transport_start(&f->loop, 1, "127.0.0.1", 0,
-                                             &peer, 1, MAX_FRAME, on_recv,
-                                             NULL, NULL, &t, err, sizeof err),
+    assert_int_equal(raft_uv_transport_start(&f->loop, 1, "127.0.0.1", 0, &peer,
+                                             1, MAX_FRAME, on_recv, NULL, NULL,
+                                             &t, err, sizeof err),
                      RAFT_INVALID);
     peer.id = 2;
     strcpy(peer.host, "localhost");
-    assert_int_equal(raft_uv_transport_start(&f->loop, 1, "127.0.0.1", 0,
-                                             &peer, 1, MAX_FRAME, on_recv,
-                                             NULL, NULL, &t, err, sizeof err),
+    assert_int_equal(raft_uv_transport_start(&f->loop, 1, "127.0.0.1", 0, &peer,
+                                             1, MAX_FRAME, on_recv, NULL, NULL,
+                                             &t, err, sizeof err),
                      RAFT_INVALID);
     assert_null(t);
 
     start_node(f, 1, 1);
-    assert_int_equal(raft_uv_transport_start(&f->loop, 2, "127.0.0.1",
-                                             f->nodes[0].port, NULL, 0,
-                                             MAX_FRAME, on_recv, NULL, NULL,
-                                             &t, err, sizeof err),
+    assert_int_equal(raft_uv_transport_start(
+                         &f->loop, 2, "127.0.0.1", f->nodes[0].port, NULL, 0,
+                         MAX_FRAME, on_recv, NULL, NULL, &t, err, sizeof err),
                      RAFT_IOERR);
     assert_null(t);
     assert_non_null(strstr(err, "bind"));
@@ -1033,8 +1025,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_late_peer, setup, teardown),
         cmocka_unit_test_setup_teardown(test_reconnect_after_restart, setup,
                                         teardown),
-        cmocka_unit_test_setup_teardown(test_hostile_clients, setup,
-                                        teardown),
+        cmocka_unit_test_setup_teardown(test_hostile_clients, setup, teardown),
         cmocka_unit_test_setup_teardown(test_reassembly, setup, teardown),
         cmocka_unit_test_setup_teardown(test_send_errors_and_close_with_queue,
                                         setup, teardown),
