@@ -7,46 +7,21 @@ build under `make test`: RAFTSQL_NODE) in a fresh directory and stops it.
 import os
 import shutil
 import subprocess
-import sys
 import tempfile
 import time
 import unittest
 
-ROOT = os.path.dirname(os.path.dirname(os.path.dirname(
-    os.path.abspath(__file__))))
-sys.path.insert(0, os.path.join(ROOT, "tools"))
-
+from e2e import NODE, SO, ClusterCase  # noqa: E402
 from raftsql_cluster import Cluster, Node, NodeError, free_ports  # noqa
 
-NODE = os.environ.get("RAFTSQL_NODE",
-                      os.path.join(ROOT, "build", "raftsql-node"))
-SO = os.environ.get("RAFTSQL_SO", os.path.join(ROOT, "build", "raftsql.so"))
 FAST = "election_timeout_ms=300 heartbeat_ms=30 exec_timeout_ms=10000"
 
 
-class ClusterTest(unittest.TestCase):
+class ClusterTest(ClusterCase):
     """A fresh 3-node cluster per test."""
 
     def setUp(self):
-        self.dir = tempfile.mkdtemp(prefix="raftsql-e2e-")
-        self.cluster = Cluster(NODE, self.dir, 3, FAST)
-        self.leader = self.cluster.wait_leader()
-        self.followers = [n for n in self.cluster.nodes
-                          if n.id != self.leader.id]
-
-    def tearDown(self):
-        codes = self.cluster.stop()
-        for n, code in zip(self.cluster.nodes, codes):
-            if code not in (0, None):
-                with open(n.log_path, errors="replace") as f:
-                    sys.stderr.write(f.read()[-4000:])
-        shutil.rmtree(self.dir, ignore_errors=True)
-        self.assertEqual(codes, [0, 0, 0], "a node exited with an error "
-                         "(sanitizer report in its log)")
-
-    def exec(self, node, sql, *params):
-        return node.value("SELECT raft_exec(?%s)" % (", ?" * len(params)),
-                          sql, *params)
+        self.start(FAST)
 
     def test_follower_write_reads_own_write_and_replicates(self):
         """A write through a follower is readable there on return, and on

@@ -11,21 +11,14 @@ import os
 import shutil
 import sqlite3
 import subprocess
-import sys
 import tempfile
 import threading
 import time
 import unittest
 
-ROOT = os.path.dirname(os.path.dirname(os.path.dirname(
-    os.path.abspath(__file__))))
-sys.path.insert(0, os.path.join(ROOT, "tools"))
-
+from e2e import NODE, SO, connect  # noqa: E402
 from raftsql_cluster import Node, free_ports  # noqa: E402
 
-NODE = os.environ.get("RAFTSQL_NODE",
-                      os.path.join(ROOT, "build", "raftsql-node"))
-SO = os.environ.get("RAFTSQL_SO", os.path.join(ROOT, "build", "raftsql.so"))
 # exec_timeout_ms is a minute: any return well before it is the interrupt.
 TIMING = ("election_timeout_ms=300 heartbeat_ms=30 exec_timeout_ms=60000 "
           "max_request_steps=0")
@@ -34,15 +27,6 @@ RUNAWAY = ("INSERT INTO t SELECT x FROM (WITH RECURSIVE c(x) AS "
 # Generous for sanitizer builds on a busy machine; the wait it ends would
 # last exec_timeout_ms (60 s).
 BOUND_S = 2.0
-
-
-def connect(path):
-    con = sqlite3.connect(path, timeout=10, check_same_thread=False,
-                          isolation_level=None)
-    con.enable_load_extension(True)
-    con.load_extension(os.path.splitext(SO)[0])
-    con.enable_load_extension(False)
-    return con
 
 
 class InterruptTest(unittest.TestCase):

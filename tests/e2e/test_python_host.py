@@ -10,34 +10,17 @@ import json
 import os
 import shutil
 import sqlite3
-import sys
 import tempfile
 import threading
 import time
 import unittest
 
-ROOT = os.path.dirname(os.path.dirname(os.path.dirname(
-    os.path.abspath(__file__))))
-sys.path.insert(0, os.path.join(ROOT, "tools"))
-
+from e2e import NODE, connect  # noqa: E402
 from raftsql_cluster import Node, free_ports  # noqa: E402
 
-NODE = os.environ.get("RAFTSQL_NODE",
-                      os.path.join(ROOT, "build", "raftsql-node"))
-SO = os.environ.get("RAFTSQL_SO", os.path.join(ROOT, "build", "raftsql.so"))
 TIMING = "election_timeout_ms=300 heartbeat_ms=30 exec_timeout_ms=10000"
-
 THREADS = 8
 WRITES = 25
-
-
-def connect(path):
-    con = sqlite3.connect(path, timeout=10, check_same_thread=False,
-                          isolation_level=None)
-    con.enable_load_extension(True)
-    con.load_extension(os.path.splitext(SO)[0])
-    con.enable_load_extension(False)
-    return con
 
 
 class PythonHostTest(unittest.TestCase):

@@ -6,24 +6,16 @@ Real raftsql-node processes on 127.0.0.1, a fresh cluster per test.
 
 import os
 import re
-import shutil
 import socket
 import sqlite3
 import struct
-import sys
-import tempfile
 import threading
 import time
 import unittest
 
-ROOT = os.path.dirname(os.path.dirname(os.path.dirname(
-    os.path.abspath(__file__))))
-sys.path.insert(0, os.path.join(ROOT, "tools"))
+from e2e import ClusterCase  # noqa: E402
+from raftsql_cluster import NodeError  # noqa: E402
 
-from raftsql_cluster import Cluster, NodeError  # noqa: E402
-
-NODE = os.environ.get("RAFTSQL_NODE",
-                      os.path.join(ROOT, "build", "raftsql-node"))
 FAST = "election_timeout_ms=300 heartbeat_ms=30"
 
 # A request that never ends on its own (issue 10 #2).
@@ -31,27 +23,10 @@ RUNAWAY = ("INSERT INTO t SELECT x FROM (WITH RECURSIVE c(x) AS "
            "(SELECT 1 UNION ALL SELECT x+1 FROM c) SELECT x FROM c)")
 
 
-class WedgeTest(unittest.TestCase):
+class WedgeTest(ClusterCase):
 
     def start(self, extra):
-        self.dir = tempfile.mkdtemp(prefix="raftsql-wedge-")
-        self.cluster = Cluster(NODE, self.dir, 3, FAST + " " + extra)
-        self.leader = self.cluster.wait_leader()
-        self.followers = [n for n in self.cluster.nodes
-                          if n.id != self.leader.id]
-
-    def tearDown(self):
-        codes = self.cluster.stop()
-        for n, code in zip(self.cluster.nodes, codes):
-            if code not in (0, None):
-                with open(n.log_path, errors="replace") as f:
-                    sys.stderr.write(f.read()[-4000:])
-        shutil.rmtree(self.dir, ignore_errors=True)
-        self.assertEqual(codes, [0, 0, 0], "a node exited with an error")
-
-    def exec(self, node, sql, *params):
-        return node.value("SELECT raft_exec(?%s)" % (", ?" * len(params)),
-                          sql, *params)
+        super().start(FAST + " " + extra, prefix="raftsql-wedge-")
 
     def test_runaway_request_fails_alike_and_the_log_moves_on(self):
         """A request past the leader's max_request_steps fails with the

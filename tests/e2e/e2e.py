@@ -1,0 +1,63 @@
+"""Shared pieces of the end-to-end tests: where the binaries are, a Python
+connection with raftsql loaded, and a test case running a fresh cluster of
+raftsql-node processes on 127.0.0.1.
+"""
+
+import os
+import shutil
+import sqlite3
+import sys
+import tempfile
+import unittest
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(
+    os.path.abspath(__file__))))
+sys.path.insert(0, os.path.join(ROOT, "tools"))
+
+from raftsql_cluster import Cluster  # noqa: E402
+
+NODE = os.environ.get("RAFTSQL_NODE",
+                      os.path.join(ROOT, "build", "raftsql-node"))
+SO = os.environ.get("RAFTSQL_SO", os.path.join(ROOT, "build", "raftsql.so"))
+
+
+def connect(path):
+    """A connection of this process to path with raftsql loaded."""
+    con = sqlite3.connect(path, timeout=10, check_same_thread=False,
+                          isolation_level=None)
+    con.enable_load_extension(True)
+    con.load_extension(os.path.splitext(SO)[0])
+    con.enable_load_extension(False)
+    return con
+
+
+class ClusterCase(unittest.TestCase):
+    """A test case with a fresh 3-node cluster: call start(extra) first;
+    tearDown stops every node and fails on a non-zero exit (a sanitizer
+    report, printed from the node's log)."""
+
+    cluster = None
+
+    def start(self, extra, prefix="raftsql-e2e-"):
+        self.dir = tempfile.mkdtemp(prefix=prefix)
+        self.cluster = Cluster(NODE, self.dir, 3, extra)
+        self.leader = self.cluster.wait_leader()
+        self.followers = [n for n in self.cluster.nodes
+                          if n.id != self.leader.id]
+
+    def tearDown(self):
+        if self.cluster is None:
+            return
+        codes = self.cluster.stop()
+        for n, code in zip(self.cluster.nodes, codes):
+            if code not in (0, None):
+                with open(n.log_path, errors="replace") as f:
+                    sys.stderr.write(f.read()[-4000:])
+        shutil.rmtree(self.dir, ignore_errors=True)
+        self.assertEqual(codes, [0, 0, 0], "a node exited with an error "
+                         "(sanitizer report in its log)")
+
+    def exec(self, node, sql, *params):
+        """raft_exec(sql, params...) on node; returns rows changed."""
+        return node.value("SELECT raft_exec(?%s)" % (", ?" * len(params)),
+                          sql, *params)
