@@ -97,7 +97,13 @@ static void on_tick(void *data)
 static void on_stepped(void *data)
 {
     struct ext_node *n = data;
-    status_refresh(n->status, raft_uv_node_core(n->driver), n->driver);
+    struct ext_status_change c;
+    if (status_refresh(n->status, raft_uv_node_core(n->driver), n->driver,
+                       &c)) {
+        char line[128];
+        status_describe_change(&c, line, sizeof line);
+        node_log_line(&n->log, RAFT_LOG_INFO, "%s", line);
+    }
 }
 
 /* ---- Forwarding's view of the node (loop thread) ----------------------- */
@@ -342,7 +348,7 @@ int ext_node_start(const char *db_path, const struct ext_config *cfg,
     if (rc != 0) {
         goto err_fsm;
     }
-    status_refresh(n->status, core, NULL);
+    status_refresh(n->status, core, NULL, NULL);
     rc = start_threads(n, fsm, core, errmsg, errmsg_len);
     if (rc != 0) {
         raft_close(core);

@@ -98,10 +98,11 @@ void status_free(struct ext_status *s)
     free(s);
 }
 
-void status_refresh(struct ext_status *st, const struct raft *core,
-                    struct raft_uv_node *d)
+bool status_refresh(struct ext_status *st, const struct raft *core,
+                    struct raft_uv_node *d, struct ext_status_change *out)
 {
-    struct snapshot s;
+    struct snapshot s, old;
+    bool changed;
     memset(&s, 0, sizeof s);
     s.role = raft_role(core);
     s.term = raft_current_term(core);
@@ -127,8 +128,39 @@ void status_refresh(struct ext_status *st, const struct raft *core,
         s.log_full = raft_uv_node_log_full(d);
     }
     pthread_mutex_lock(&st->mu);
+    old = st->now;
     st->now = s;
     pthread_mutex_unlock(&st->mu);
+    changed =
+        old.role != s.role || old.term != s.term || old.leader != s.leader;
+    if (changed && out != NULL) {
+        out->old_role = old.role;
+        out->role = s.role;
+        out->old_term = old.term;
+        out->term = s.term;
+        out->old_leader = old.leader;
+        out->leader = s.leader;
+    }
+    return changed;
+}
+
+void status_describe_change(const struct ext_status_change *c, char *buf,
+                            size_t len)
+{
+    const char *was = c->old_role == RAFT_LEADER ? "stepped down: " : "";
+    if (c->role == RAFT_LEADER) {
+        snprintf(buf, len, "became leader of term %llu",
+                 (unsigned long long)c->term);
+    } else if (c->role == RAFT_CANDIDATE) {
+        snprintf(buf, len, "%sstarted an election for term %llu", was,
+                 (unsigned long long)c->term);
+    } else if (c->leader != 0) {
+        snprintf(buf, len, "%sfollows leader %llu in term %llu", was,
+                 (unsigned long long)c->leader, (unsigned long long)c->term);
+    } else {
+        snprintf(buf, len, "%sterm %llu, no leader known", was,
+                 (unsigned long long)c->term);
+    }
 }
 
 /* current copies the last snapshot under the lock. */

@@ -35,11 +35,25 @@ int status_new(const struct ext_config *cfg, struct ext_status **out);
 /* status_free frees @s. NULL is ignored. */
 void status_free(struct ext_status *s);
 
+/* A change of role, term or leader seen by one status_refresh. */
+struct ext_status_change {
+    int old_role, role;         /* enum raft_role before and after */
+    raft_term old_term, term;   /* current term before and after */
+    raft_id old_leader, leader; /* known leader before and after, 0 none */
+};
+
 /* status_refresh copies the state of @core and of driver @d (NULL before
- * it runs) into @s. The loop thread (or the owner before the loop
- * starts). */
-void status_refresh(struct ext_status *s, const struct raft *core,
-                    struct raft_uv_node *d);
+ * it runs) into @s. Returns true, filling @out (may be NULL), when the
+ * role, the term or the leader changed since the previous refresh. The
+ * loop thread (or the owner before the loop starts). */
+bool status_refresh(struct ext_status *s, const struct raft *core,
+                    struct raft_uv_node *d, struct ext_status_change *out);
+
+/* status_describe_change writes one line for the log saying what @c is:
+ * "became leader of term 3", "follows leader 2 in term 3", "stepped down
+ * in term 4, no leader known", ... into @buf (@len bytes). Pure. */
+void status_describe_change(const struct ext_status_change *c, char *buf,
+                            size_t len);
 
 /* status_role returns the role last seen (enum raft_role). Any thread. */
 int status_role(struct ext_status *s);

@@ -357,6 +357,18 @@ void raft_uv_tcp_verified(struct raft_uv_in *in)
     struct raft_uv_out *out = raft_uv_tcp_find(in->t, in->peer);
 
     in->t->n_unverified--;
+    for (struct raft_uv_in *o = in->t->ins; o != NULL; o = o->next) {
+        if (o != in && o->peer == in->peer && !o->closing) {
+            /* A restarted peer's old connection may linger until the
+             * kernel notices; two live processes with one id stay. */
+            raft_uv_tcp_log(in->t, RAFT_LOG_WARN,
+                            "%s: a second connection claims this server "
+                            "id (%s is open too): a restart, or two "
+                            "processes running with id %llu",
+                            in->name, o->name, (unsigned long long)in->peer);
+            break;
+        }
+    }
     if (out != NULL && out->state == RAFT__UV_WAITING && !in->t->closing) {
         raft_uv_tcp_log(in->t, RAFT_LOG_DEBUG,
                         "%s: connected to us: dialling it now", out->name);

@@ -13,8 +13,8 @@ import threading
 import time
 import unittest
 
-from e2e import ClusterCase  # noqa: E402
-from raftsql_cluster import NodeError  # noqa: E402
+from e2e import NODE, ClusterCase  # noqa: E402
+from raftsql_cluster import Node, NodeError, free_ports  # noqa: E402
 
 FAST = "election_timeout_ms=300 heartbeat_ms=30"
 
@@ -310,6 +310,42 @@ class WedgeTest(ClusterCase):
         with open(self.leader.log_path) as f:
             self.assertIn("connected to us: dialling it now", f.read())
         self.assertLess(took, 2.0)
+
+    def test_logs_say_what_happened(self):
+        """At log_level=info every node logs its elections and leader
+        changes (before, nothing at any level), and a second process
+        running with a member's id is named by the nodes it connects to
+        (before, it sat at term 0 without a line anywhere)."""
+        self.start("exec_timeout_ms=10000 log_level=info")
+        lead = self.leader
+        with open(lead.log_path) as f:
+            self.assertIn("became leader of term", f.read())
+        for n in self.followers:
+            with open(n.log_path) as f:
+                self.assertIn("follows leader %d in term" % lead.id,
+                              f.read())
+        twin_id = self.followers[0].id
+        port = free_ports(1)[0]
+        members = ",".join(
+            m if not m.startswith("%d@" % twin_id)
+            else "%d@127.0.0.1:%d" % (twin_id, port)
+            for m in self.cluster.members.split(","))
+        twin = Node(NODE, twin_id, os.path.join(self.dir, "twin.db"),
+                    os.path.join(self.dir, "twin.log"))
+        try:
+            twin.sql("SELECT raft_start(?)", "id=%d cluster=%s %s" % (
+                twin_id, members, FAST + " log_level=info"))
+            deadline = time.monotonic() + 10
+            while True:
+                with open(lead.log_path) as f:
+                    if "a second connection claims this server id" in \
+                            f.read():
+                        break
+                self.assertLess(time.monotonic(), deadline,
+                                "nobody named the twin")
+                time.sleep(0.1)
+        finally:
+            self.assertEqual(twin.stop(), 0)
 
 if __name__ == "__main__":
     unittest.main()
