@@ -311,12 +311,39 @@ void store_state_free(struct ext_store_state *st)
 
 /* ---- The driver's storage (a libuv thread-pool thread) ----------------- */
 
+/* defragment rewrites the data file compacted when an append was refused
+ * for space although the entries take less than half of their budget: the
+ * free pages are too scattered for a large entry (LMDB keeps a value in
+ * consecutive pages), a state that compaction alone never ends. Returns
+ * whether it did (then the append is worth retrying). */
+static bool defragment(struct ext_store *s)
+{
+    uint64_t used = 0, budget = 0;
+    if (lmdb_log_usage(s->lmdb, &used, &budget) != 0 || used >= budget / 2) {
+        return false;
+    }
+    if (lmdb_log_defragment(s->lmdb) != 0) {
+        node_log_line(s->log, RAFT_LOG_WARN, "log: %s",
+                      lmdb_log_errmsg(s->lmdb));
+        return false;
+    }
+    node_log_line(s->log, RAFT_LOG_WARN,
+                  "log: an append found no room although the entries take "
+                  "%llu of their %llu bytes (free pages too scattered): the "
+                  "data file was rewritten compacted",
+                  (unsigned long long)used, (unsigned long long)budget);
+    return true;
+}
+
 static int on_append(void *data, const struct raft_hard_state *hs,
                      const struct raft_entry *entries, unsigned n, char *errmsg,
                      size_t errmsg_len)
 {
     struct ext_store *s = data;
     int rc = lmdb_log_append(s->lmdb, hs, entries, n);
+    if (rc == RAFT_NOSPACE && defragment(s)) {
+        rc = lmdb_log_append(s->lmdb, hs, entries, n);
+    }
     if (rc != 0) {
         snprintf(errmsg, errmsg_len, "%s", lmdb_log_errmsg(s->lmdb));
     }
@@ -441,7 +468,7 @@ raft_index store_plan_compaction(const struct ext_store *s,
 {
     raft_index target;
     *out_checkpoint = false;
-    if (v->log_full) {
+    if (v->log_full || (v->budget > 0 && v->used_bytes > v->budget / 2)) {
         /* Out of space: make everything applied durable in the database,
          * then keep no trailing entries. */
         *out_checkpoint = v->applied > v->durable;
@@ -466,6 +493,9 @@ void store_on_tick(struct ext_store *s, struct raft_uv_node *d)
         .durable = applier_durable(s->applier),
         .log_full = raft_uv_node_log_full(d),
     };
+    if (lmdb_log_usage(s->lmdb, &v.used_bytes, &v.budget) != 0) {
+        v.budget = 0; /* unknown: the count alone decides */
+    }
     bool checkpoint;
     raft_index target = store_plan_compaction(s, &v, &checkpoint);
     if (checkpoint) {

@@ -87,6 +87,8 @@ struct ext_store_view {
     uint64_t applied;     /* the state machine's applied index */
     uint64_t durable;     /* its durable applied index */
     bool log_full;        /* the log refused a write for lack of space */
+    uint64_t used_bytes;  /* bytes the stored entries occupy */
+    uint64_t budget;      /* the most they may occupy (0: unknown) */
 };
 
 /* store_plan_compaction is the compaction policy: it returns the index to
@@ -94,9 +96,10 @@ struct ext_store_view {
  * apply thread should checkpoint first. Once more than
  * snapshot_threshold entries lie in the log, the target is the durable
  * applied index less trailing_entries (kept for followers a little
- * behind), when it lies in the persisted log; when the log is full, the
- * durable index itself, with a checkpoint asked when it lags the applied
- * index. Pure; any thread. */
+ * behind), when it lies in the persisted log; when the log is full, or
+ * its entries take more than half of what they may (large requests fill
+ * the bytes long before the count), the durable index itself, with a
+ * checkpoint asked when it lags the applied index. Pure; any thread. */
 raft_index store_plan_compaction(const struct ext_store *s,
                                  const struct ext_store_view *v,
                                  bool *out_checkpoint);

@@ -258,6 +258,7 @@ int lmdb_log_open_sized(const char *dir, uint64_t initial_bytes,
         rc = RAFT_INVALID;
         goto err_mutex;
     }
+    snprintf(l->dir, sizeof l->dir, "%s", dir);
     initial = initial_bytes < l->max_bytes ? initial_bytes : l->max_bytes;
     if (stat(path, &st) == 0) {
         if ((uint64_t)st.st_size > initial) {

@@ -120,6 +120,27 @@ int lmdb_log_truncate_suffix(struct lmdb_log *l, raft_index index);
  * RAFT_NOSPACE, RAFT_IOERR. */
 int lmdb_log_compact(struct lmdb_log *l, raft_index index);
 
+/* lmdb_log_usage gives the bytes the stored entries occupy (*@out_used,
+ * whole pages) and the most they may occupy before appends fail with
+ * RAFT_NOSPACE (*@out_budget: the log_max_mb ceiling less the reserve for
+ * hard state updates and deletions). One short read transaction. Any
+ * thread. Errors: RAFT_IOERR. */
+int lmdb_log_usage(struct lmdb_log *l, uint64_t *out_used,
+                   uint64_t *out_budget);
+
+/* lmdb_log_defragment rewrites the data file compacted (mdb_env_copy2
+ * with MDB_CP_COMPACT into <dir>/defrag, fsynced, then renamed over
+ * data.mdb and reopened). For a log that refuses an append with
+ * RAFT_NOSPACE although its entries take far less than their budget: LMDB
+ * keeps a large value in consecutive pages, and the freed pages of a
+ * compacted log may be too scattered to hold one. The content (entries,
+ * hard state, boundary) is unchanged. Readers on other threads wait while
+ * the file is swapped. Thread: the writing thread, between writes.
+ * Errors: RAFT_NOSPACE (no room for the copy: nothing changed),
+ * RAFT_IOERR (copy or rename failed, nothing changed; or the reopen
+ * failed: the log is then unusable until restarted), RAFT_NOMEM. */
+int lmdb_log_defragment(struct lmdb_log *l);
+
 /* lmdb_log_snapshot reads the snapshot boundary: the index and term of the
  * last entry compacted away or covered by an installed snapshot ((0, 0)
  * when there is none). Any thread. Errors: RAFT_IOERR, RAFT_CORRUPT. */

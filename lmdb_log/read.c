@@ -35,6 +35,25 @@ int lmdb_log_bounds(struct lmdb_log *l, raft_index *out_first,
     return 0;
 }
 
+int lmdb_log_usage(struct lmdb_log *l, uint64_t *out_used, uint64_t *out_budget)
+{
+    struct txn t;
+    MDB_stat st;
+
+    txn_read_begin(&t, l, "usage");
+    if (t.rc == 0) {
+        txn_check(&t, mdb_stat(t.txn, l->entries, &st), "mdb_stat");
+    }
+    if (txn_read_end(&t) != 0) {
+        return t.rc;
+    }
+    *out_used = ((uint64_t)st.ms_branch_pages + st.ms_leaf_pages +
+                 st.ms_overflow_pages) *
+                st.ms_psize;
+    *out_budget = l->entries_budget;
+    return 0;
+}
+
 void lmdb_log_entries_free(struct raft_entry *entries, unsigned n)
 {
     if (entries == NULL) {

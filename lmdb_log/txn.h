@@ -28,6 +28,7 @@ struct lmdb_log {
     pthread_rwlock_t map_lock;         /* shared: a read txn is open;
                                           exclusive: the map is resized */
     pthread_mutex_t errmsg_lock;       /* serializes writes of @errmsg */
+    char dir[4096];                    /* the log's directory (open) */
     char errmsg[LMDB_LOG__ERRMSG_LEN]; /* last failure, "" when none */
 };
 

@@ -276,6 +276,19 @@ static void test_plan_compaction(void **state)
     v.applied = 10;
     assert_int_equal(store_plan_compaction(f->s, &v, &ckpt), 0);
     assert_false(ckpt);
+    /* Large entries: past half of their budget in bytes, the durable
+     * index is the target though the count is low. */
+    v = (struct ext_store_view){.first = 1,
+                                .last = 20,
+                                .persisted = 20,
+                                .applied = 20,
+                                .durable = 15,
+                                .used_bytes = 600,
+                                .budget = 1000};
+    assert_int_equal(store_plan_compaction(f->s, &v, &ckpt), 15);
+    assert_true(ckpt);
+    v.used_bytes = 400;
+    assert_int_equal(store_plan_compaction(f->s, &v, &ckpt), 0);
 }
 
 /* snapshot_at makes a snapshot file (index 2, term 1) of a database of its

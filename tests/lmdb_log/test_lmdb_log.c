@@ -1402,6 +1402,55 @@ static void test_upgrade_version_1(void **state)
     model_check(f->log, m);
 }
 
+/* lmdb_log_defragment keeps every entry, the hard state and the boundary,
+ * and ends a log that is full though nearly empty (issue 10 #3: a log of
+ * 2 MiB refused a 600 KiB entry while it held one): LMDB reuses the pages
+ * a write frees only two writes later and keeps a large value in
+ * consecutive pages, so appending and compacting large entries one after
+ * the other runs out of map; a compacted rewrite frees it all. */
+static void test_defragment(void **state)
+{
+    struct fixture *f = *state;
+    struct raft_hard_state hs = {.term = 2, .vote = 1};
+    uint64_t used = 0, budget = 0;
+    raft_index next = 1;
+    int rc = 0;
+
+    open_log(f, 2u << 20);
+    for (int round = 0; round < 20; round++) {
+        rc = append_gen(f->log, &f->m, &hs, next, 1, 2, 600 * 1024);
+        if (rc != 0) {
+            break;
+        }
+        if (next > 1) {
+            assert_int_equal(lmdb_log_compact(f->log, next - 1), 0);
+            model_compact(&f->m, next - 1);
+        }
+        next++;
+    }
+    assert_int_equal(rc, RAFT_NOSPACE);
+    assert_int_equal(lmdb_log_usage(f->log, &used, &budget), 0);
+    assert_true(used < budget / 2);
+    model_check(f->log, &f->m);
+    assert_int_equal(lmdb_log_defragment(f->log), 0);
+    model_check(f->log, &f->m);
+    /* The refused entry fits now, and more after it. */
+    for (int i = 0; i < 3; i++) {
+        assert_int_equal(lmdb_log_compact(f->log, next - 1), 0);
+        model_compact(&f->m, next - 1);
+        rc = append_gen(f->log, &f->m, NULL, next, 1, 2, 600 * 1024);
+        if (rc == RAFT_NOSPACE) {
+            assert_int_equal(lmdb_log_defragment(f->log), 0);
+            rc = append_gen(f->log, &f->m, NULL, next, 1, 2, 600 * 1024);
+        }
+        assert_int_equal(rc, 0);
+        next++;
+    }
+    model_check(f->log, &f->m);
+    reopen_log(f, 2u << 20);
+    model_check(f->log, &f->m);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -1439,6 +1488,7 @@ int main(void)
                                         teardown),
         cmocka_unit_test_setup_teardown(test_corrupt_entry_compacted_log, setup,
                                         teardown),
+        cmocka_unit_test_setup_teardown(test_defragment, setup, teardown),
         cmocka_unit_test_setup_teardown(test_upgrade_version_1, setup,
                                         teardown),
     };
