@@ -748,7 +748,9 @@ static void expect_rejected(struct fixture *f, const void *bytes, size_t len,
     raw_write(&r, bytes, len);
     WAIT_FOR(f, raw_eof);
     raw_close(f, &r);
-    assert_int_equal(f->nodes[0].n_warn, warns + 1);
+    /* One WARN for the refusal (and, when the client's handshake claims
+     * a connected peer's id, one naming the second connection). */
+    assert_true(f->nodes[0].n_warn >= warns + 1);
     if (strstr(f->nodes[0].last_warn, reason) == NULL) {
         fail_msg("warning '%s' lacks '%s'", f->nodes[0].last_warn, reason);
     }
@@ -889,7 +891,12 @@ static void test_reassembly(void **state)
     WAIT_FOR(f, node1_has_3);
     check_delivered(f);
     assert_false(r.eof);
-    assert_int_equal(f->nodes[0].n_warn, 0);
+    /* The raw client claims server 2's id while server 2 is connected:
+     * the one WARN allowed names the second connection. */
+    assert_true(
+        f->nodes[0].n_warn == 0 ||
+        (f->nodes[0].n_warn == 1 &&
+         strstr(f->nodes[0].last_warn, "a second connection claims") != NULL));
     raw_close(f, &r);
     free(buf);
 }
