@@ -24,12 +24,12 @@
 
 /* One thing queued for the loop: a frame to deliver, or a function. */
 struct fake_item {
-    struct fake_item *next;           /* queue */
-    uint8_t *bytes;                   /* an encoded frame, or NULL */
-    size_t len;                       /* its bytes */
+    struct fake_item *next;            /* queue */
+    uint8_t *bytes;                    /* an encoded frame, or NULL */
+    size_t len;                        /* its bytes */
     void (*fn)(struct fake *, void *); /* else this, with @arg */
-    void *arg;                        /* its argument */
-    bool *done;                       /* set under the mutex once run */
+    void *arg;                         /* its argument */
+    bool *done;                        /* set under the mutex once run */
 };
 
 /* ---- Locking and waiting ----------------------------------------------- */
@@ -299,8 +299,7 @@ static int store_install(void *data, const char *path, raft_index index,
     return rc;
 }
 
-void fake_fail_after(struct fake *f, int op, int rc, unsigned n,
-                     unsigned skip)
+void fake_fail_after(struct fake *f, int op, int rc, unsigned n, unsigned skip)
 {
     fake_lock(f);
     f->fail_rc[op] = rc;
@@ -339,8 +338,7 @@ void fake_store_log(struct fake *f, raft_index first, raft_index last,
     }
 }
 
-void fake_snapshot(struct fake *f, size_t len, raft_index index,
-                   raft_term term)
+void fake_snapshot(struct fake *f, size_t len, raft_index index, raft_term term)
 {
     uint64_t x = len | 1;
     fake_lock(f);
@@ -446,13 +444,20 @@ void fake_inject_message(struct fake *f, const struct raft_message *m)
     fake_inject(f, &fr);
 }
 
+/* message_to fills @m as a message of @type from @from to @f. */
+static void message_to(struct fake *f, struct raft_message *m, uint8_t type,
+                       raft_id from)
+{
+    memset(m, 0, sizeof *m);
+    m->type = type;
+    m->from = from;
+    m->to = f->id;
+}
+
 void fake_inject_vote(struct fake *f, raft_id from, raft_term term)
 {
     struct raft_message m;
-    memset(&m, 0, sizeof m);
-    m.type = RAFT_MSG_REQUEST_VOTE;
-    m.from = from;
-    m.to = f->id;
+    message_to(f, &m, RAFT_MSG_REQUEST_VOTE, from);
     m.request_vote.term = term;
     fake_inject_message(f, &m);
 }
@@ -463,10 +468,7 @@ void fake_inject_append(struct fake *f, raft_id from, raft_term term,
 {
     struct raft_message m;
     struct raft_entry e;
-    memset(&m, 0, sizeof m);
-    m.type = RAFT_MSG_APPEND_ENTRIES;
-    m.from = from;
-    m.to = f->id;
+    message_to(f, &m, RAFT_MSG_APPEND_ENTRIES, from);
     m.append_entries.term = term;
     m.append_entries.prev_log_index = prev;
     m.append_entries.prev_log_term = prev_term;
@@ -695,8 +697,7 @@ void fake_link(struct fake *a, struct fake *b)
     b->links[a->id] = a;
 }
 
-void fake_on_loop(struct fake *f, void (*fn)(struct fake *, void *),
-                  void *arg)
+void fake_on_loop(struct fake *f, void (*fn)(struct fake *, void *), void *arg)
 {
     bool done = false;
     struct fake_item *it = calloc(1, sizeof *it);
@@ -813,7 +814,8 @@ static int peer_chunk(struct fake *f, const struct raft_frame *fr)
         p->buf = malloc(c->total > 0 ? c->total : 1);
         assert_non_null(p->buf);
     }
-    if (c->offset + len > p->acked && c->offset + len - p->acked > p->max_window) {
+    if (c->offset + len > p->acked &&
+        c->offset + len - p->acked > p->max_window) {
         p->max_window = c->offset + len - p->acked;
     }
     if (p->chunk_silent) {
@@ -910,8 +912,8 @@ static void cb_apply(void *data, const struct raft_entry *entries, unsigned n)
     for (unsigned i = 0; i < n; i++) {
         struct fake_applied *a;
         size_t len = entries[i].data != NULL ? entries[i].data->len : 0;
-        f->applied = grow(f->applied, f->n_applied, &f->cap_applied,
-                          sizeof *f->applied);
+        f->applied =
+            grow(f->applied, f->n_applied, &f->cap_applied, sizeof *f->applied);
         a = &f->applied[f->n_applied++];
         memset(a, 0, sizeof *a);
         a->index = entries[i].index;
@@ -1107,6 +1109,34 @@ void fake_free(struct fake *f)
     pthread_cond_destroy(&f->cond);
     pthread_mutex_destroy(&f->mu);
     pthread_mutex_destroy(&f->inbox_mu);
+}
+
+int fake_setup(void **state)
+{
+    struct fake_pair *p = calloc(1, sizeof *p);
+    assert_non_null(p);
+    *state = p;
+    return 0;
+}
+
+int fake_teardown(void **state)
+{
+    struct fake_pair *p = *state;
+    fake_stop(&p->a);
+    fake_stop(&p->b);
+    if (p->a.dir[0] != '\0') {
+        fake_free(&p->a);
+    }
+    if (p->b.dir[0] != '\0') {
+        fake_free(&p->b);
+    }
+    free(p);
+    return 0;
+}
+
+struct fake *fake_a(void **state)
+{
+    return &((struct fake_pair *)*state)->a;
 }
 
 /* ---- Reading what was recorded ------------------------------------------- */

@@ -132,75 +132,91 @@ struct fake_item;
 /* One driver under test with its fakes. Fields below the mutex are read
  * and written under it (FAKE_WAIT, FAKE_CHECK, fake_lock). */
 struct fake {
-    raft_id id;                /* the driver's server id */
-    struct raft_uv_node *d;    /* the driver, NULL when stopped */
+    raft_id id;                       /* the driver's server id */
+    struct raft_uv_node *d;           /* the driver, NULL when stopped */
     struct raft_uv_node_transport tr; /* the fake transport's functions */
-    char dir[64];              /* its snapshot directory (mkdtemp) */
-    uv_loop_t *loop;           /* the driver's loop (transport start) */
-    uv_async_t async;          /* delivers the inbox on the loop */
-    raft_uv_recv_cb recv_cb;   /* the driver's receive callback */
-    void *recv_data;           /* its argument */
-    void (*close_cb)(void *);  /* transport close callback */
-    void *close_data;          /* its argument */
-    struct fake *links[8];     /* drivers by id that get our frames */
+    char dir[64];                     /* its snapshot directory (mkdtemp) */
+    uv_loop_t *loop;                  /* the driver's loop (transport start) */
+    uv_async_t async;                 /* delivers the inbox on the loop */
+    raft_uv_recv_cb recv_cb;          /* the driver's receive callback */
+    void *recv_data;                  /* its argument */
+    void (*close_cb)(void *);         /* transport close callback */
+    void *close_data;                 /* its argument */
+    struct fake *links[8];            /* drivers by id that get our frames */
+    uint64_t seq_out;          /* seq of the last injected AppendEntries */
     pthread_mutex_t inbox_mu;  /* guards the inbox and @inbox_closed */
-    uint64_t seq_out;          /* seq of the last AppendEntries injected
-                                  (test thread) */
     struct fake_item *inbox;   /* queued for the loop, FIFO */
     struct fake_item *inbox_t; /* its tail */
     bool inbox_closed;         /* the transport is not running */
 
-    pthread_mutex_t mu;     /* guards everything below */
-    pthread_cond_t cond;    /* broadcast at every change */
-    uint64_t seq;           /* event counter (calls and frames) */
-    pthread_t loop_thread;  /* the driver's loop thread */
-    bool loop_known;        /* @loop_thread is set */
-    bool transport_closed;  /* the driver closed the transport */
-    struct fake_obs obs;    /* the driver's state */
-    struct fake_call *calls; /* store calls, n_calls */
-    unsigned n_calls;
-    unsigned cap_calls;
-    int fail_rc[FAKE_N_OPS];      /* code of an injected failure */
-    unsigned fail_n[FAKE_N_OPS];  /* calls left to fail, UINT_MAX: all */
-    unsigned fail_skip[FAKE_N_OPS]; /* calls to let pass first */
-    bool hold[FAKE_N_OPS];        /* the next call blocks */
-    bool held[FAKE_N_OPS];        /* a call is blocked now */
-    bool release_all;             /* unblock everything (teardown) */
-    raft_index log_first;         /* the stored log: first index */
-    raft_index log_last;          /* last index, log_first - 1 empty */
+    pthread_mutex_t mu;              /* guards everything below */
+    pthread_cond_t cond;             /* broadcast at every change */
+    uint64_t seq;                    /* event counter (calls and frames) */
+    pthread_t loop_thread;           /* the driver's loop thread */
+    bool loop_known;                 /* @loop_thread is set */
+    bool transport_closed;           /* the driver closed the transport */
+    struct fake_obs obs;             /* the driver's state */
+    struct fake_call *calls;         /* store calls, n_calls */
+    unsigned n_calls;                /* calls at @calls */
+    unsigned cap_calls;              /* room at @calls */
+    int fail_rc[FAKE_N_OPS];         /* code of an injected failure */
+    unsigned fail_n[FAKE_N_OPS];     /* calls left to fail, UINT_MAX: all */
+    unsigned fail_skip[FAKE_N_OPS];  /* calls to let pass first */
+    bool hold[FAKE_N_OPS];           /* the next call blocks */
+    bool held[FAKE_N_OPS];           /* a call is blocked now */
+    bool release_all;                /* unblock everything (teardown) */
+    raft_index log_first;            /* the stored log: first index */
+    raft_index log_last;             /* last index, log_first - 1 empty */
     raft_term terms[FAKE_MAX_INDEX]; /* term of each stored index */
-    struct raft_hard_state hs;    /* stored hard state */
-    uint8_t *snap;                /* snapshot_create writes this */
-    size_t snap_len;              /* bytes of it */
-    raft_index snap_index;        /* and gives this index */
-    raft_term snap_term;          /* and term */
-    uint8_t *installed;           /* bytes of the last installed file */
-    size_t installed_len;         /* their count */
-    bool down[8];                 /* peers (by id) shown unconnected */
-    fake_send_hook hook;          /* NULL: send everything */
-    bool corrupt_next_chunk;      /* flip a byte of the next chunk sent
-                                     over a link */
-    struct fake_peer peer;        /* fake_peer_hook's follower */
-    struct fake_sent *sent;       /* frames the driver sent, n_sent */
-    unsigned n_sent;
-    unsigned cap_sent;
-    struct fake_applied *applied; /* entries applied, n_applied */
-    unsigned n_applied;
-    unsigned cap_applied;
-    struct fake_line *lines;      /* log lines, n_lines */
-    unsigned n_lines;
-    unsigned cap_lines;
+    struct raft_hard_state hs;       /* stored hard state */
+    uint8_t *snap;                   /* snapshot_create writes this */
+    size_t snap_len;                 /* bytes of it */
+    raft_index snap_index;           /* and gives this index */
+    raft_term snap_term;             /* and term */
+    uint8_t *installed;              /* bytes of the last installed file */
+    size_t installed_len;            /* their count */
+    bool down[8];                    /* peers (by id) shown unconnected */
+    fake_send_hook hook;             /* NULL: send everything */
+    bool corrupt_next_chunk;         /* flip a byte of the next linked chunk */
+    struct fake_peer peer;           /* fake_peer_hook's follower */
+    struct fake_sent *sent;          /* frames the driver sent, n_sent */
+    unsigned n_sent;                 /* frames at @sent */
+    unsigned cap_sent;               /* room at @sent */
+    struct fake_applied *applied;    /* entries applied, n_applied */
+    unsigned n_applied;              /* entries at @applied */
+    unsigned cap_applied;            /* room at @applied */
+    struct fake_line *lines;         /* log lines, n_lines */
+    unsigned n_lines;                /* lines at @lines */
+    unsigned cap_lines;              /* room at @lines */
 };
+
+/* What a test's setup allocates: one driver, and a second for the tests
+ * that link two. */
+struct fake_pair {
+    struct fake a; /* the driver under test */
+    struct fake b; /* a second one, when linked */
+};
+
+/* fake_setup is a cmocka setup: *@state becomes a zeroed struct
+ * fake_pair. */
+int fake_setup(void **state);
+
+/* fake_teardown is its teardown: it stops both drivers, then frees them
+ * (a linked driver sends to the other until it stops) and the pair. */
+int fake_teardown(void **state);
+
+/* fake_a returns the first fake of the pair at *@state. */
+struct fake *fake_a(void **state);
 
 /* Settings of fake_start beyond the core. */
 struct fake_opts {
-    const raft_id *peers;   /* the other servers, n_peers */
-    unsigned n_peers;
-    uint64_t chunk_bytes;   /* snapshot chunk size, 0: 1000 */
-    uint64_t stall_ms;      /* snapshot stall timeout, 0: the driver's */
-    unsigned tick_ms;       /* 0: 2 */
-    bool no_compact;        /* the storage has no compact function */
-    bool no_snapshots;      /* nor snapshot functions */
+    const raft_id *peers; /* the other servers, n_peers */
+    unsigned n_peers;     /* their count */
+    uint64_t chunk_bytes; /* snapshot chunk size, 0: 1000 */
+    uint64_t stall_ms;    /* snapshot stall timeout, 0: the driver's */
+    unsigned tick_ms;     /* 0: 2 */
+    bool no_compact;      /* the storage has no compact function */
+    bool no_snapshots;    /* nor snapshot functions */
 };
 
 /* fake_init prepares @f for server @id: an empty store whose log starts
@@ -246,8 +262,7 @@ void fake_fail(struct fake *f, int op, int rc, unsigned n);
 
 /* fake_fail_after is fake_fail for the calls after the next @skip (a call
  * blocked by fake_hold counts as the next). Any thread. */
-void fake_fail_after(struct fake *f, int op, int rc, unsigned n,
-                     unsigned skip);
+void fake_fail_after(struct fake *f, int op, int rc, unsigned n, unsigned skip);
 
 /* fake_hold makes the next call of @op block until fake_release; wait for
  * f->held[op] to know it is blocked. Any thread. */
@@ -262,8 +277,7 @@ void fake_link(struct fake *a, struct fake *b);
 
 /* fake_on_loop runs @fn(@f, @arg) on the driver's loop thread, after what
  * was queued before, and returns once it ran. Not on the loop thread. */
-void fake_on_loop(struct fake *f, void (*fn)(struct fake *, void *),
-                  void *arg);
+void fake_on_loop(struct fake *f, void (*fn)(struct fake *, void *), void *arg);
 
 /* fake_barrier returns once everything queued before it ran. */
 void fake_barrier(struct fake *f);
@@ -334,32 +348,32 @@ unsigned fake_logged(const struct fake *f, int level, const char *text);
 
 /* FAKE_WAIT waits until @cond (evaluated with @f's mutex held) holds, and
  * fails the test after FAKE_WAIT_MS. */
-#define FAKE_WAIT(f, cond)                                             \
-    do {                                                               \
-        struct timespec dl_ = fake_deadline();                         \
-        bool ok_;                                                      \
-        fake_lock(f);                                                  \
-        while (!(ok_ = (cond)) && fake_wait_locked((f), &dl_)) {       \
-        }                                                              \
-        ok_ = ok_ || (cond);                                           \
-        fake_unlock(f);                                                \
-        if (!ok_) {                                                    \
-            fail_msg("%s:%d: timed out waiting for %s", __FILE__,      \
-                     __LINE__, #cond);                                 \
-        }                                                              \
+#define FAKE_WAIT(f, cond)                                                     \
+    do {                                                                       \
+        struct timespec dl_ = fake_deadline();                                 \
+        bool ok_;                                                              \
+        fake_lock(f);                                                          \
+        while (!(ok_ = (cond)) && fake_wait_locked((f), &dl_)) {               \
+        }                                                                      \
+        ok_ = ok_ || (cond);                                                   \
+        fake_unlock(f);                                                        \
+        if (!ok_) {                                                            \
+            fail_msg("%s:%d: timed out waiting for %s", __FILE__, __LINE__,    \
+                     #cond);                                                   \
+        }                                                                      \
     } while (0)
 
 /* FAKE_CHECK fails the test unless @cond holds now (evaluated with @f's
  * mutex held). */
-#define FAKE_CHECK(f, cond)                                                \
-    do {                                                                   \
-        bool ok_;                                                          \
-        fake_lock(f);                                                      \
-        ok_ = (cond);                                                      \
-        fake_unlock(f);                                                    \
-        if (!ok_) {                                                        \
-            fail_msg("%s:%d: expected %s", __FILE__, __LINE__, #cond);     \
-        }                                                                  \
+#define FAKE_CHECK(f, cond)                                                    \
+    do {                                                                       \
+        bool ok_;                                                              \
+        fake_lock(f);                                                          \
+        ok_ = (cond);                                                          \
+        fake_unlock(f);                                                        \
+        if (!ok_) {                                                            \
+            fail_msg("%s:%d: expected %s", __FILE__, __LINE__, #cond);         \
+        }                                                                      \
     } while (0)
 
 #endif /* TESTS_UV_FAKE_H */

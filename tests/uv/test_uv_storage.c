@@ -20,24 +20,6 @@ static const raft_id ONE[] = {1};
 static const raft_id TWO[] = {1, 2};
 static const raft_id PEER_1[] = {1};
 
-static int setup(void **state)
-{
-    struct fake *f = calloc(1, sizeof *f);
-    assert_non_null(f);
-    *state = f;
-    return 0;
-}
-
-static int teardown(void **state)
-{
-    struct fake *f = *state;
-    if (f->dir[0] != '\0') {
-        fake_free(f);
-    }
-    free(f);
-    return 0;
-}
-
 /* applied returns whether the entry at @index was applied (mutex held). */
 static bool applied(const struct fake *f, raft_index index)
 {
@@ -46,8 +28,8 @@ static bool applied(const struct fake *f, raft_index index)
 
 /* append_of returns the @nth (0-based) append call whose first entry is
  * @first, or NULL (mutex held). */
-static const struct fake_call *append_of(const struct fake *f,
-                                         raft_index first, unsigned nth)
+static const struct fake_call *append_of(const struct fake *f, raft_index first,
+                                         unsigned nth)
 {
     for (unsigned i = 0; i < f->n_calls; i++) {
         const struct fake_call *c = &f->calls[i];
@@ -77,6 +59,16 @@ static void start_follower(struct fake *f)
     FAKE_WAIT(f, f->obs.n_ticks > 0);
 }
 
+/* n_appends counts the append calls so far. */
+static unsigned n_appends(struct fake *f)
+{
+    unsigned n;
+    fake_lock(f);
+    n = fake_n_calls(f, FAKE_APPEND, -1);
+    fake_unlock(f);
+    return n;
+}
+
 /* propose_applied proposes @payload and waits until it is applied. */
 static raft_index propose_applied(struct fake *f, const char *payload)
 {
@@ -90,7 +82,7 @@ static raft_index propose_applied(struct fake *f, const char *payload)
  * and only once that write returned does the core commit and apply it. */
 static void test_write_path(void **state)
 {
-    struct fake *f = *state;
+    struct fake *f = fake_a(state);
     raft_index index = 0;
     start_single(f, NULL);
     fake_hold(f, FAKE_APPEND);
@@ -113,7 +105,7 @@ static void test_write_path(void **state)
  * one append call, and one fsync, for all of them. */
 static void test_group_commit(void **state)
 {
-    struct fake *f = *state;
+    struct fake *f = fake_a(state);
     raft_index a = 0, b = 0, c = 0;
     uint64_t writes;
     start_single(f, NULL);
@@ -139,7 +131,7 @@ static void test_group_commit(void **state)
  * (raft.h driver rule 1): the answer waits for the held write. */
 static void test_vote_held_until_durable(void **state)
 {
-    struct fake *f = *state;
+    struct fake *f = fake_a(state);
     const struct fake_sent *s;
     const struct fake_call *c;
     start_follower(f);
@@ -167,7 +159,7 @@ static void test_vote_held_until_durable(void **state)
  * the driver: no write follows, and proposals fail with RAFT_IOERR. */
 static void test_append_failure_stops_writing(void **state)
 {
-    struct fake *f = *state;
+    struct fake *f = fake_a(state);
     raft_index index = 0;
     unsigned n, ticks;
     start_single(f, NULL);
@@ -179,8 +171,8 @@ static void test_append_failure_stops_writing(void **state)
                               "voting and acknowledging until restarted: "
                               "fake: injected") == 1);
     assert_int_equal(fake_propose(f, "refused", NULL), RAFT_IOERR);
+    n = n_appends(f);
     fake_lock(f);
-    n = fake_n_calls(f, FAKE_APPEND, -1);
     ticks = f->obs.n_ticks;
     fake_unlock(f);
     FAKE_WAIT(f, f->obs.n_ticks >= ticks + 5);
@@ -192,16 +184,14 @@ static void test_append_failure_stops_writing(void **state)
  * later RequestVote gets no answer and writes nothing. */
 static void test_failed_follower_does_not_vote(void **state)
 {
-    struct fake *f = *state;
+    struct fake *f = fake_a(state);
     unsigned n;
     start_follower(f);
     fake_fail(f, FAKE_APPEND, RAFT_IOERR, UINT_MAX);
     fake_inject_append(f, 1, 3, 0, 0, "a", 0);
     FAKE_WAIT(f, f->obs.failed);
     FAKE_CHECK(f, fake_logged(f, RAFT_LOG_ERROR, "log write failed") == 1);
-    fake_lock(f);
-    n = fake_n_calls(f, FAKE_APPEND, -1);
-    fake_unlock(f);
+    n = n_appends(f);
     fake_inject_vote(f, 1, 4);
     fake_barrier(f);
     FAKE_CHECK(f, fake_n_sent(f, RAFT_MSG_REQUEST_VOTE_RESULT) == 0);
@@ -215,7 +205,7 @@ static void test_failed_follower_does_not_vote(void **state)
  * later) and then commits. */
 static void test_nospace_retried(void **state)
 {
-    struct fake *f = *state;
+    struct fake *f = fake_a(state);
     raft_index index = 0;
     start_single(f, NULL);
     fake_fail(f, FAKE_APPEND, RAFT_NOSPACE, 1);
@@ -228,8 +218,8 @@ static void test_nospace_retried(void **state)
     FAKE_WAIT(f, applied(f, index));
     FAKE_CHECK(f, append_of(f, index, 0)->rc == RAFT_NOSPACE &&
                       append_of(f, index, 0)->n == 1);
-    FAKE_CHECK(f, append_of(f, index, 1)->rc == 0 &&
-                      append_of(f, index, 1)->n == 1);
+    FAKE_CHECK(
+        f, append_of(f, index, 1)->rc == 0 && append_of(f, index, 1)->n == 1);
     FAKE_CHECK(f, !f->obs.log_full && !f->obs.failed);
 }
 
@@ -237,7 +227,7 @@ static void test_nospace_retried(void **state)
  * which runs again after it and commits; COMPACT is stepped. */
 static void test_nospace_compaction_first(void **state)
 {
-    struct fake *f = *state;
+    struct fake *f = fake_a(state);
     raft_index index = 0;
     const struct fake_call *c, *ok;
     start_single(f, NULL);
@@ -271,7 +261,7 @@ static void test_nospace_compaction_first(void **state)
  * at once. */
 static void test_nospace_splits_compaction(void **state)
 {
-    struct fake *f = *state;
+    struct fake *f = fake_a(state);
     raft_index a = 0, b = 0;
     const struct fake_call *c;
     start_single(f, NULL);
@@ -303,7 +293,7 @@ static void test_nospace_splits_compaction(void **state)
  * its first index, and a second compaction while one is queued. */
 static void test_compact_refused(void **state)
 {
-    struct fake *f = *state;
+    struct fake *f = fake_a(state);
     raft_index persisted, index = 0;
     start_single(f, NULL);
     propose_applied(f, "a");
@@ -326,7 +316,7 @@ static void test_compact_refused(void **state)
 /* A store without a compact function makes every compaction invalid. */
 static void test_compact_without_function(void **state)
 {
-    struct fake *f = *state;
+    struct fake *f = fake_a(state);
     struct fake_opts o = {.no_compact = true};
     start_single(f, &o);
     propose_applied(f, "a");
@@ -337,7 +327,7 @@ static void test_compact_without_function(void **state)
  * append does, and COMPACT is not stepped. */
 static void test_compact_failure_stops_writing(void **state)
 {
-    struct fake *f = *state;
+    struct fake *f = fake_a(state);
     start_single(f, NULL);
     propose_applied(f, "a");
     propose_applied(f, "b");
@@ -359,7 +349,7 @@ static void *stop_thread(void *arg)
  * stepped or applied once the stop began. */
 static void test_stop_waits_for_write(void **state)
 {
-    struct fake *f = *state;
+    struct fake *f = fake_a(state);
     raft_index index = 0;
     unsigned n_applied;
     pthread_t t;
@@ -379,29 +369,24 @@ static void test_stop_waits_for_write(void **state)
     FAKE_CHECK(f, f->n_applied == n_applied);
 }
 
+/* Every test runs on a fresh struct fake_pair. */
+#define TEST(fn) cmocka_unit_test_setup_teardown(fn, fake_setup, fake_teardown)
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test_setup_teardown(test_write_path, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_group_commit, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_vote_held_until_durable, setup,
-                                        teardown),
-        cmocka_unit_test_setup_teardown(test_append_failure_stops_writing,
-                                        setup, teardown),
-        cmocka_unit_test_setup_teardown(test_failed_follower_does_not_vote,
-                                        setup, teardown),
-        cmocka_unit_test_setup_teardown(test_nospace_retried, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_nospace_compaction_first, setup,
-                                        teardown),
-        cmocka_unit_test_setup_teardown(test_nospace_splits_compaction, setup,
-                                        teardown),
-        cmocka_unit_test_setup_teardown(test_compact_refused, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_compact_without_function, setup,
-                                        teardown),
-        cmocka_unit_test_setup_teardown(test_compact_failure_stops_writing,
-                                        setup, teardown),
-        cmocka_unit_test_setup_teardown(test_stop_waits_for_write, setup,
-                                        teardown),
+        TEST(test_write_path),
+        TEST(test_group_commit),
+        TEST(test_vote_held_until_durable),
+        TEST(test_append_failure_stops_writing),
+        TEST(test_failed_follower_does_not_vote),
+        TEST(test_nospace_retried),
+        TEST(test_nospace_compaction_first),
+        TEST(test_nospace_splits_compaction),
+        TEST(test_compact_refused),
+        TEST(test_compact_without_function),
+        TEST(test_compact_failure_stops_writing),
+        TEST(test_stop_waits_for_write),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
