@@ -26,37 +26,6 @@ static const raft_id TWO[] = {1, 2};
 static const raft_id PEER_1[] = {1};
 static const raft_id PEER_2[] = {2};
 
-/* Two drivers: @a and, for the tests that link two, @b. */
-struct fx {
-    struct fake a; /* the driver under test */
-    struct fake b; /* a second one, when linked */
-};
-
-static int setup(void **state)
-{
-    struct fx *x = calloc(1, sizeof *x);
-    assert_non_null(x);
-    *state = x;
-    return 0;
-}
-
-static int teardown(void **state)
-{
-    struct fx *x = *state;
-    /* Both stop before either is freed: a linked driver sends to the
-     * other until it stops. */
-    fake_stop(&x->a);
-    fake_stop(&x->b);
-    if (x->a.dir[0] != '\0') {
-        fake_free(&x->a);
-    }
-    if (x->b.dir[0] != '\0') {
-        fake_free(&x->b);
-    }
-    free(x);
-    return 0;
-}
-
 /* A snapshot file as a leader would send it. */
 struct file {
     uint8_t bytes[4096]; /* its content */
@@ -102,8 +71,7 @@ static void inject_chunk(struct fake *f, raft_term term, raft_index index,
 
 /* send_file sends the whole of @fl in chunks of 1000 bytes. */
 static void send_file(struct fake *f, raft_term term, raft_index index,
-                      raft_term last_term, const struct file *fl,
-                      uint64_t sum)
+                      raft_term last_term, const struct file *fl, uint64_t sum)
 {
     for (uint64_t off = 0; off < fl->len; off += 1000) {
         size_t len = fl->len - off < 1000 ? fl->len - off : 1000;
@@ -135,8 +103,7 @@ static bool is_result(const struct fake *f, unsigned nth, uint64_t offset,
 
 /* append_at returns the first append call whose first entry is @first
  * (mutex held). */
-static const struct fake_call *append_at(const struct fake *f,
-                                         raft_index first)
+static const struct fake_call *append_at(const struct fake *f, raft_index first)
 {
     for (unsigned i = 0; i < f->n_calls; i++) {
         if (f->calls[i].op == FAKE_APPEND && f->calls[i].first == first) {
@@ -172,20 +139,38 @@ static void start_follower(struct fake *f, bool no_snapshots)
     FAKE_WAIT(f, f->obs.n_ticks > 0);
 }
 
+/* begin starts the follower and makes @fl, a file of 2500 bytes (three
+ * chunks). */
+static void begin(struct fake *f, struct file *fl, uint8_t seed)
+{
+    make_file(fl, 2500, seed);
+    start_follower(f, false);
+}
+
+/* deliver sends @fl whole (in term 3, a snapshot through (10, 2)) with
+ * checksum @sum, and waits for the answer to each of its three chunks. */
+static void deliver(struct fake *f, const struct file *fl, uint64_t sum)
+{
+    unsigned n;
+    fake_lock(f);
+    n = fake_n_sent(f, RAFT_FRAME_SNAPSHOT_CHUNK_RESULT);
+    fake_unlock(f);
+    send_file(f, 3, 10, 2, fl, sum);
+    FAKE_WAIT(f, fake_n_sent(f, RAFT_FRAME_SNAPSHOT_CHUNK_RESULT) == n + 3);
+}
+
 /* A complete transfer is written to a temporary file, verified and
  * installed through the storage off the loop thread; the core then
  * acknowledges the snapshot to the leader (once the term it adopted is
  * durable) and takes entries after it. */
 static void test_receive_and_install(void **state)
 {
-    struct fake *f = &((struct fx *)*state)->a;
+    struct fake *f = fake_a(state);
     const struct fake_sent *ack;
     const struct fake_call *c;
     struct file fl;
-    make_file(&fl, 2500, 1);
-    start_follower(f, false);
-    send_file(f, 3, 10, 2, &fl, fl.sum);
-    FAKE_WAIT(f, fake_n_sent(f, RAFT_FRAME_SNAPSHOT_CHUNK_RESULT) == 3);
+    begin(f, &fl, 1);
+    deliver(f, &fl, fl.sum);
     FAKE_WAIT(f, f->obs.snapshot_index == 10);
     FAKE_WAIT(f, fake_n_sent(f, RAFT_MSG_APPEND_ENTRIES_RESULT) == 1);
     fake_lock(f);
@@ -208,9 +193,9 @@ static void test_receive_and_install(void **state)
     assert_int_equal(ack->f.message.append_entries_result.last_log_index, 10);
     assert_int_equal(ack->f.message.append_entries_result.term, 3);
     assert_int_equal(f->obs.stats.n_snapshots_installed, 1);
-    assert_int_equal(fake_logged(f, RAFT_LOG_INFO,
-                                 "installed snapshot at index 10 from 1"),
-                     1);
+    assert_int_equal(
+        fake_logged(f, RAFT_LOG_INFO, "installed snapshot at index 10 from 1"),
+        1);
     fake_unlock(f);
     assert_int_equal(n_files(f->dir), 0);
 
@@ -227,12 +212,10 @@ static void test_receive_and_install(void **state)
  * sent again installs. */
 static void test_bad_checksum_refused(void **state)
 {
-    struct fake *f = &((struct fx *)*state)->a;
+    struct fake *f = fake_a(state);
     struct file fl;
-    make_file(&fl, 2500, 2);
-    start_follower(f, false);
-    send_file(f, 3, 10, 2, &fl, fl.sum + 1);
-    FAKE_WAIT(f, fake_n_sent(f, RAFT_FRAME_SNAPSHOT_CHUNK_RESULT) == 3);
+    begin(f, &fl, 2);
+    deliver(f, &fl, fl.sum + 1);
     FAKE_CHECK(f, is_result(f, 0, 1000, 0) && is_result(f, 1, 2000, 0) &&
                       is_result(f, 2, 0, RAFT_CORRUPT));
     FAKE_CHECK(f, fake_n_calls(f, FAKE_INSTALL, -1) == 0);
@@ -251,10 +234,9 @@ static void test_bad_checksum_refused(void **state)
  * on from there. */
 static void test_out_of_order_chunk(void **state)
 {
-    struct fake *f = &((struct fx *)*state)->a;
+    struct fake *f = fake_a(state);
     struct file fl;
-    make_file(&fl, 2500, 3);
-    start_follower(f, false);
+    begin(f, &fl, 3);
     inject_chunk(f, 3, 10, 2, &fl, 1000, 1000, fl.sum);
     inject_chunk(f, 3, 10, 2, &fl, 0, 1000, fl.sum);
     inject_chunk(f, 3, 10, 2, &fl, 2000, 500, fl.sum);
@@ -272,16 +254,15 @@ static void test_out_of_order_chunk(void **state)
  * RAFT_NOTLEADER and nothing is written. */
 static void test_stale_term_refused(void **state)
 {
-    struct fake *f = &((struct fx *)*state)->a;
+    struct fake *f = fake_a(state);
     struct file fl;
-    make_file(&fl, 2500, 4);
-    start_follower(f, false);
+    begin(f, &fl, 4);
     fake_inject_append(f, 1, 5, 0, 0, NULL, 0);
     FAKE_WAIT(f, f->obs.term == 5);
     inject_chunk(f, 4, 10, 2, &fl, 0, 1000, fl.sum);
     FAKE_WAIT(f, fake_n_sent(f, RAFT_FRAME_SNAPSHOT_CHUNK_RESULT) == 1);
-    FAKE_CHECK(f, is_result(f, 0, 0, RAFT_NOTLEADER) &&
-                      result(f, 0)->term == 5);
+    FAKE_CHECK(f,
+               is_result(f, 0, 0, RAFT_NOTLEADER) && result(f, 0)->term == 5);
     assert_int_equal(n_files(f->dir), 0);
 }
 
@@ -289,13 +270,11 @@ static void test_stale_term_refused(void **state)
  * is reported to the leader with that code. */
 static void test_install_refused_by_store(void **state)
 {
-    struct fake *f = &((struct fx *)*state)->a;
+    struct fake *f = fake_a(state);
     struct file fl;
-    make_file(&fl, 2500, 5);
-    start_follower(f, false);
+    begin(f, &fl, 5);
     fake_fail(f, FAKE_INSTALL, RAFT_CORRUPT, 1);
-    send_file(f, 3, 10, 2, &fl, fl.sum);
-    FAKE_WAIT(f, fake_n_sent(f, RAFT_FRAME_SNAPSHOT_CHUNK_RESULT) == 3);
+    deliver(f, &fl, fl.sum);
     FAKE_CHECK(f, is_result(f, 2, 0, RAFT_CORRUPT));
     FAKE_CHECK(f, fake_logged(f, RAFT_LOG_WARN,
                               "snapshot refused: fake: injected") == 1);
@@ -309,13 +288,11 @@ static void test_install_refused_by_store(void **state)
  * RAFT_IOERR, and later chunks are refused. */
 static void test_install_failure_stops(void **state)
 {
-    struct fake *f = &((struct fx *)*state)->a;
+    struct fake *f = fake_a(state);
     struct file fl;
-    make_file(&fl, 2500, 6);
-    start_follower(f, false);
+    begin(f, &fl, 6);
     fake_fail(f, FAKE_INSTALL, RAFT_IOERR, 1);
-    send_file(f, 3, 10, 2, &fl, fl.sum);
-    FAKE_WAIT(f, fake_n_sent(f, RAFT_FRAME_SNAPSHOT_CHUNK_RESULT) == 3);
+    deliver(f, &fl, fl.sum);
     FAKE_CHECK(f, is_result(f, 2, 0, RAFT_IOERR) && f->obs.failed);
     FAKE_CHECK(f, fake_logged(f, RAFT_LOG_ERROR, "log write failed") == 1);
     inject_chunk(f, 3, 10, 2, &fl, 0, 1000, fl.sum);
@@ -327,10 +304,9 @@ static void test_install_failure_stops(void **state)
  * own answer follows it. */
 static void test_chunks_during_install_ignored(void **state)
 {
-    struct fake *f = &((struct fx *)*state)->a;
+    struct fake *f = fake_a(state);
     struct file fl;
-    make_file(&fl, 2500, 7);
-    start_follower(f, false);
+    begin(f, &fl, 7);
     fake_hold(f, FAKE_INSTALL);
     send_file(f, 3, 10, 2, &fl, fl.sum);
     FAKE_WAIT(f, f->held[FAKE_INSTALL]);
@@ -346,7 +322,7 @@ static void test_chunks_during_install_ignored(void **state)
  * of the old one are then refused, and the new one installs. */
 static void test_new_snapshot_restarts(void **state)
 {
-    struct fake *f = &((struct fx *)*state)->a;
+    struct fake *f = fake_a(state);
     struct file old, new;
     make_file(&old, 2500, 8);
     make_file(&new, 1500, 9);
@@ -359,16 +335,17 @@ static void test_new_snapshot_restarts(void **state)
     FAKE_CHECK(f, is_result(f, 0, 1000, 0) && is_result(f, 1, 1000, 0) &&
                       is_result(f, 2, 1000, RAFT_INVALID) &&
                       result(f, 2)->last_index == 10);
-    FAKE_CHECK(f, f->installed_len == new.len &&
-                  memcmp(f->installed, new.bytes, new.len) == 0 &&
-                  fake_last_call(f, FAKE_INSTALL)->index == 12);
+    FAKE_CHECK(f, f->installed_len ==
+                          new.len &&memcmp(f->installed, new.bytes, new.len) ==
+                          0 &&
+                      fake_last_call(f, FAKE_INSTALL)->index == 12);
 }
 
 /* A driver whose storage cannot install snapshots refuses every chunk
  * with RAFT_INVALID. */
 static void test_no_install_function(void **state)
 {
-    struct fake *f = &((struct fx *)*state)->a;
+    struct fake *f = fake_a(state);
     struct file fl;
     make_file(&fl, 500, 10);
     start_follower(f, true);
@@ -381,10 +358,9 @@ static void test_no_install_function(void **state)
 /* Stopping in the middle of a receive removes the temporary file. */
 static void test_stop_removes_incoming(void **state)
 {
-    struct fake *f = &((struct fx *)*state)->a;
+    struct fake *f = fake_a(state);
     struct file fl;
-    make_file(&fl, 2500, 11);
-    start_follower(f, false);
+    begin(f, &fl, 11);
     inject_chunk(f, 3, 10, 2, &fl, 0, 1000, fl.sum);
     FAKE_WAIT(f, fake_n_sent(f, RAFT_FRAME_SNAPSHOT_CHUNK_RESULT) == 1);
     assert_int_equal(n_files(f->dir), 1);
@@ -396,10 +372,9 @@ static void test_stop_removes_incoming(void **state)
  * and logs a warning. */
 static void test_incoming_file_error(void **state)
 {
-    struct fake *f = &((struct fx *)*state)->a;
+    struct fake *f = fake_a(state);
     struct file fl;
-    make_file(&fl, 2500, 12);
-    start_follower(f, false);
+    begin(f, &fl, 12);
     assert_int_equal(rmdir(f->dir), 0);
     inject_chunk(f, 3, 10, 2, &fl, 0, 1000, fl.sum);
     FAKE_WAIT(f, fake_n_sent(f, RAFT_FRAME_SNAPSHOT_CHUNK_RESULT) == 1);
@@ -412,11 +387,10 @@ static void test_incoming_file_error(void **state)
  * runs alone after it; the log then continues after the snapshot. */
 static void test_install_queued_behind_write(void **state)
 {
-    struct fake *f = &((struct fx *)*state)->a;
+    struct fake *f = fake_a(state);
     const struct fake_call *w, *in;
     struct file fl;
-    make_file(&fl, 2500, 13);
-    start_follower(f, false);
+    begin(f, &fl, 13);
     fake_hold(f, FAKE_APPEND);
     fake_inject_append(f, 1, 3, 0, 0, "old", 0);
     FAKE_WAIT(f, f->held[FAKE_APPEND]);
@@ -477,9 +451,10 @@ static struct raft *leader_core(raft_id id)
 
 static void leader_start(struct fake *f, uint64_t stall_ms)
 {
-    struct fake_opts o = {
-        .peers = PEER_2, .n_peers = 1, .chunk_bytes = 1000,
-        .stall_ms = stall_ms};
+    struct fake_opts o = {.peers = PEER_2,
+                          .n_peers = 1,
+                          .chunk_bytes = 1000,
+                          .stall_ms = stall_ms};
     fake_start(f, leader_core(1), &o);
 }
 
@@ -489,7 +464,7 @@ static void leader_start(struct fake *f, uint64_t stall_ms)
  * is replicated from the entry after the snapshot. */
 static void test_stream_snapshot(void **state)
 {
-    struct fake *f = &((struct fx *)*state)->a;
+    struct fake *f = fake_a(state);
     const struct fake_sent *s = NULL;
     const struct fake_call *c;
     leader_init(f);
@@ -514,8 +489,7 @@ static void test_stream_snapshot(void **state)
     assert_int_equal(s->f.snapshot_chunk.last_index, 10);
     assert_int_equal(s->f.snapshot_chunk.last_term, 1);
     assert_int_equal(s->f.snapshot_chunk.total, SNAP_LEN);
-    assert_int_equal(s->f.snapshot_chunk.checksum,
-                     XXH64(f->snap, SNAP_LEN, 0));
+    assert_int_equal(s->f.snapshot_chunk.checksum, XXH64(f->snap, SNAP_LEN, 0));
     assert_int_equal(s->f.snapshot_chunk.term, f->obs.term);
     assert_int_equal(s->f.snapshot_chunk.data->len, 1000);
     assert_int_equal(fake_logged(f, RAFT_LOG_INFO,
@@ -534,7 +508,7 @@ static void test_stream_snapshot(void **state)
  * acknowledged byte. */
 static void test_window_resent(void **state)
 {
-    struct fake *f = &((struct fx *)*state)->a;
+    struct fake *f = fake_a(state);
     leader_init(f);
     f->peer.chunk_silent = true;
     leader_start(f, 0);
@@ -552,14 +526,14 @@ static void test_window_resent(void **state)
  * same file. */
 static void test_refused_snapshot_retried(void **state)
 {
-    struct fake *f = &((struct fx *)*state)->a;
+    struct fake *f = fake_a(state);
     leader_init(f);
     f->peer.n_refuse = 3;
     leader_start(f, 0);
     FAKE_WAIT(f, f->peer.installed && f->obs.stats.n_snapshots_sent == 1);
     FAKE_CHECK(f, f->peer.n_refused == 3 && f->peer.n_starts == 4);
-    FAKE_CHECK(f, fake_logged(f, RAFT_LOG_WARN, "snapshot to 2 abandoned: ") ==
-                      1);
+    FAKE_CHECK(f,
+               fake_logged(f, RAFT_LOG_WARN, "snapshot to 2 abandoned: ") == 1);
     FAKE_CHECK(f, fake_n_calls(f, FAKE_CREATE, -1) == 1);
 }
 
@@ -567,7 +541,7 @@ static void test_refused_snapshot_retried(void **state)
  * is abandoned once its stall timeout passed. */
 static void test_stalled_transfer_abandoned(void **state)
 {
-    struct fake *f = &((struct fx *)*state)->a;
+    struct fake *f = fake_a(state);
     leader_init(f);
     f->peer.busy_after = 2;
     leader_start(f, 200);
@@ -581,7 +555,7 @@ static void test_stalled_transfer_abandoned(void **state)
  * tick. */
 static void test_unreachable_aborts(void **state)
 {
-    struct fake *f = &((struct fx *)*state)->a;
+    struct fake *f = fake_a(state);
     leader_init(f);
     f->peer.chunk_silent = true;
     leader_start(f, 0);
@@ -611,7 +585,7 @@ static void read_send(struct fake *f, void *arg)
  * tick, without a warning. */
 static void test_lost_leadership_abandons(void **state)
 {
-    struct fake *f = &((struct fx *)*state)->a;
+    struct fake *f = fake_a(state);
     struct send_state s = {true, true};
     raft_term term;
     unsigned ticks;
@@ -642,25 +616,25 @@ static void test_lost_leadership_abandons(void **state)
  * the core's next offer makes it again. */
 static void test_create_failure_retried(void **state)
 {
-    struct fake *f = &((struct fx *)*state)->a;
+    struct fake *f = fake_a(state);
     leader_init(f);
     fake_fail(f, FAKE_CREATE, RAFT_IOERR, 1);
     leader_start(f, 0);
     FAKE_WAIT(f, f->peer.installed);
     FAKE_CHECK(f, fake_n_calls(f, FAKE_CREATE, RAFT_IOERR) == 1 &&
                       fake_n_calls(f, FAKE_CREATE, 0) == 1);
-    FAKE_CHECK(f, fake_logged(f, RAFT_LOG_WARN,
-                              "snapshot: fake: injected") == 1 &&
-                      fake_logged(f, RAFT_LOG_WARN,
-                                  "snapshot to 2 abandoned: the snapshot "
-                                  "could not be made") == 1);
+    FAKE_CHECK(f,
+               fake_logged(f, RAFT_LOG_WARN, "snapshot: fake: injected") == 1 &&
+                   fake_logged(f, RAFT_LOG_WARN,
+                               "snapshot to 2 abandoned: the snapshot "
+                               "could not be made") == 1);
 }
 
 /* Stopping in the middle of a transfer closes it and removes the
  * leader's snapshot file. */
 static void test_stop_removes_snapshot(void **state)
 {
-    struct fake *f = &((struct fx *)*state)->a;
+    struct fake *f = fake_a(state);
     leader_init(f);
     f->peer.chunk_silent = true;
     leader_start(f, 0);
@@ -675,7 +649,7 @@ static void test_stop_removes_snapshot(void **state)
  * one that still joins it is reused. */
 static void test_snapshot_replaced_after_compaction(void **state)
 {
-    struct fake *f = &((struct fx *)*state)->a;
+    struct fake *f = fake_a(state);
     unsigned ticks;
     leader_init(f);
     leader_start(f, 0);
@@ -710,7 +684,7 @@ static void test_snapshot_replaced_after_compaction(void **state)
  * again; the second copy installs and replication continues after it. */
 static void test_two_drivers_corrupted_chunk(void **state)
 {
-    struct fx *x = *state;
+    struct fake_pair *x = *state;
     struct fake *a = &x->a, *b = &x->b;
     struct fake_opts ob = {.peers = PEER_1, .n_peers = 1};
     unsigned starts = 0;
@@ -741,51 +715,34 @@ static void test_two_drivers_corrupted_chunk(void **state)
     FAKE_WAIT(a, a->obs.commit >= 13);
 }
 
+/* Every test runs on a fresh struct fake_pair. */
+#define TEST(fn) cmocka_unit_test_setup_teardown(fn, fake_setup, fake_teardown)
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test_setup_teardown(test_receive_and_install, setup,
-                                        teardown),
-        cmocka_unit_test_setup_teardown(test_bad_checksum_refused, setup,
-                                        teardown),
-        cmocka_unit_test_setup_teardown(test_out_of_order_chunk, setup,
-                                        teardown),
-        cmocka_unit_test_setup_teardown(test_stale_term_refused, setup,
-                                        teardown),
-        cmocka_unit_test_setup_teardown(test_install_refused_by_store, setup,
-                                        teardown),
-        cmocka_unit_test_setup_teardown(test_install_failure_stops, setup,
-                                        teardown),
-        cmocka_unit_test_setup_teardown(test_chunks_during_install_ignored,
-                                        setup, teardown),
-        cmocka_unit_test_setup_teardown(test_new_snapshot_restarts, setup,
-                                        teardown),
-        cmocka_unit_test_setup_teardown(test_no_install_function, setup,
-                                        teardown),
-        cmocka_unit_test_setup_teardown(test_stop_removes_incoming, setup,
-                                        teardown),
-        cmocka_unit_test_setup_teardown(test_incoming_file_error, setup,
-                                        teardown),
-        cmocka_unit_test_setup_teardown(test_install_queued_behind_write,
-                                        setup, teardown),
-        cmocka_unit_test_setup_teardown(test_stream_snapshot, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_window_resent, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_refused_snapshot_retried, setup,
-                                        teardown),
-        cmocka_unit_test_setup_teardown(test_stalled_transfer_abandoned, setup,
-                                        teardown),
-        cmocka_unit_test_setup_teardown(test_unreachable_aborts, setup,
-                                        teardown),
-        cmocka_unit_test_setup_teardown(test_lost_leadership_abandons, setup,
-                                        teardown),
-        cmocka_unit_test_setup_teardown(test_create_failure_retried, setup,
-                                        teardown),
-        cmocka_unit_test_setup_teardown(test_stop_removes_snapshot, setup,
-                                        teardown),
-        cmocka_unit_test_setup_teardown(
-            test_snapshot_replaced_after_compaction, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_two_drivers_corrupted_chunk,
-                                        setup, teardown),
+        TEST(test_receive_and_install),
+        TEST(test_bad_checksum_refused),
+        TEST(test_out_of_order_chunk),
+        TEST(test_stale_term_refused),
+        TEST(test_install_refused_by_store),
+        TEST(test_install_failure_stops),
+        TEST(test_chunks_during_install_ignored),
+        TEST(test_new_snapshot_restarts),
+        TEST(test_no_install_function),
+        TEST(test_stop_removes_incoming),
+        TEST(test_incoming_file_error),
+        TEST(test_install_queued_behind_write),
+        TEST(test_stream_snapshot),
+        TEST(test_window_resent),
+        TEST(test_refused_snapshot_retried),
+        TEST(test_stalled_transfer_abandoned),
+        TEST(test_unreachable_aborts),
+        TEST(test_lost_leadership_abandons),
+        TEST(test_create_failure_retried),
+        TEST(test_stop_removes_snapshot),
+        TEST(test_snapshot_replaced_after_compaction),
+        TEST(test_two_drivers_corrupted_chunk),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
