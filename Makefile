@@ -27,6 +27,7 @@ TEST_BIN := $(TEST_SRC:%.c=$(B)/%)
 
 .SECONDARY:
 .PHONY: all deps demo test check check-layering fmt fmt-check unit e2e tsan \
+        tsan-uv \
         clean bench sim \
         soak \
         coverage
@@ -121,7 +122,9 @@ $(B)/tests/lmdb_log/%: tests/lmdb_log/%.c $(TLIB_OBJ) \
 $(B)/tests/sql/%: tests/sql/%.c tests/sql/helpers.h $(call san,$(SQL_SRC))
 	@mkdir -p $(dir $@)
 	$(T_LINK)
-$(B)/tests/uv/%: tests/uv/%.c $(TLIB_OBJ) $(call san,$(CORE_SRC) $(UV_SRC))
+UV_FAKE  := tests/uv/fake.c
+$(B)/tests/uv/%: tests/uv/%.c tests/uv/fake.h $(TLIB_OBJ) \
+		$(call san,$(CORE_SRC) $(UV_SRC) $(UV_FAKE))
 	@mkdir -p $(dir $@)
 	$(T_LINK)
 $(B)/tests/ext/%: tests/ext/%.c tests/ext/helpers.h tests/sql/helpers.h \
@@ -203,6 +206,19 @@ e2e: all $(B)/san/raftsql-node
 	RAFTSQL_NODE=$(B)/san/raftsql-node RAFTSQL_SO=$(B)/raftsql.so \
 	    $(PYTHON) tests/e2e/run.py
 
+# The driver's unit tests (tests/uv) under ThreadSanitizer: the driver
+# runs its loop and its storage jobs on threads of their own.
+TSAN_UV_BIN := $(patsubst tests/uv/%.c,$(B)/tsan-tests/uv/%, \
+                 $(wildcard tests/uv/test_*.c))
+$(B)/tsan-tests/uv/%: tests/uv/%.c tests/uv/fake.h \
+		$(patsubst %.c,$(B)/tsan/%.o,$(CORE_SRC) $(UV_SRC) $(UV_FAKE))
+	@mkdir -p $(dir $@)
+	$(CC) $(BASE_CFLAGS) -O1 -g -fsanitize=thread -o $@ \
+	    $(filter-out %.h,$^) -lcmocka $(LIBS)
+
+tsan-uv: $(TSAN_UV_BIN)
+	@TSAN_OPTIONS=halt_on_error=1:exitcode=66 scripts/run-tests.sh $^
+
 # The same end-to-end tests with the nodes under ThreadSanitizer; any race
 # report makes the node exit 66, which fails the test that stopped it.
 tsan: all $(B)/tsan/raftsql-node
@@ -232,4 +248,6 @@ demo: deps
 clean:
 	rm -rf $(B)
 
--include $(LIB_OBJ:.o=.d) $(SAN_OBJ:.o=.d) $(TLIB_OBJ:.o=.d) $(TSAN_OBJ:.o=.d)
+-include $(LIB_OBJ:.o=.d) $(SAN_OBJ:.o=.d) $(TLIB_OBJ:.o=.d) $(TSAN_OBJ:.o=.d) \
+    $(patsubst %.c,$(B)/san/%.d,$(UV_FAKE)) \
+    $(patsubst %.c,$(B)/tsan/%.d,$(UV_FAKE))

@@ -107,7 +107,7 @@ int raft_uv_node_send_frame(struct raft_uv_node *d, const struct raft_frame *f)
     if (d->transport == NULL) {
         return RAFT_SHUTDOWN;
     }
-    rc = raft_uv_transport_send(d->transport, f);
+    rc = d->tr->send(d->transport, f);
     if (rc != 0 && rc != RAFT_NOCONN) {
         raft_uv_node_log(d, RAFT_LOG_WARN, "send to %" PRIu64 ": %s", f->to,
                          raft_strerror(rc));
@@ -153,8 +153,7 @@ bool raft_uv_node_failed(const struct raft_uv_node *d)
 
 bool raft_uv_node_connected(const struct raft_uv_node *d, raft_id id)
 {
-    return d->transport != NULL &&
-           raft_uv_transport_connected(d->transport, id);
+    return d->transport != NULL && d->tr->connected(d->transport, id);
 }
 
 /* ---- Loop callbacks ----------------------------------------------------- */
@@ -245,7 +244,7 @@ static void on_stop(uv_async_t *a)
     uv_close((uv_handle_t *)&d->wake, NULL);
     uv_close((uv_handle_t *)&d->stop_async, NULL);
     if (d->transport != NULL) {
-        raft_uv_transport_close(d->transport, on_transport_closed, d);
+        d->tr->close(d->transport, on_transport_closed, d);
     }
 }
 
@@ -257,6 +256,47 @@ static void loop_main(void *arg)
     uv_run(&d->loop, UV_RUN_DEFAULT);
 }
 
+/* ---- The TCP transport (uv.h) ------------------------------------------ */
+
+static int tcp_start(void *data, uv_loop_t *loop,
+                     const struct raft_uv_node_config *cfg,
+                     raft_uv_recv_cb recv_cb, raft_log_cb log_cb,
+                     void *recv_data, void **out, char *errmsg,
+                     size_t errmsg_len)
+{
+    struct raft_uv_transport *t;
+    int rc = raft_uv_transport_start(loop, cfg->id, cfg->listen_host,
+                                     cfg->listen_port, cfg->peers, cfg->n_peers,
+                                     cfg->max_frame_bytes, recv_cb, log_cb,
+                                     recv_data, &t, errmsg, errmsg_len);
+    if (rc == 0) {
+        *out = t;
+    }
+    return rc;
+}
+
+static int tcp_send(void *t, const struct raft_frame *f)
+{
+    return raft_uv_transport_send(t, f);
+}
+
+static bool tcp_connected(const void *t, raft_id id)
+{
+    return raft_uv_transport_connected(t, id);
+}
+
+static void tcp_close(void *t, void (*cb)(void *data), void *data)
+{
+    raft_uv_transport_close(t, cb, data);
+}
+
+static const struct raft_uv_node_transport tcp_transport = {
+    .start = tcp_start,
+    .send = tcp_send,
+    .connected = tcp_connected,
+    .close = tcp_close,
+};
+
 /* ---- Start and stop ----------------------------------------------------- */
 
 int raft_uv_node_start(struct raft *r, const struct raft_uv_node_config *cfg,
@@ -264,6 +304,18 @@ int raft_uv_node_start(struct raft *r, const struct raft_uv_node_config *cfg,
                        const struct raft_uv_node_callbacks *cb,
                        struct raft_uv_node **out, char *errmsg,
                        size_t errmsg_len)
+{
+    return raft_uv_node_start_with(r, cfg, storage, cb, NULL, out, errmsg,
+                                   errmsg_len);
+}
+
+int raft_uv_node_start_with(struct raft *r,
+                            const struct raft_uv_node_config *cfg,
+                            const struct raft_persist_storage *storage,
+                            const struct raft_uv_node_callbacks *cb,
+                            const struct raft_uv_node_seams *seams,
+                            struct raft_uv_node **out, char *errmsg,
+                            size_t errmsg_len)
 {
     struct raft_uv_node *d;
     int rc;
@@ -298,16 +350,19 @@ int raft_uv_node_start(struct raft *r, const struct raft_uv_node_config *cfg,
     snprintf(d->snapshot_dir, sizeof d->snapshot_dir, "%s",
              cfg->snapshot_dir != NULL ? cfg->snapshot_dir : ".");
     d->chunk_bytes = cfg->snapshot_chunk_bytes;
+    d->stall_ms = seams != NULL && seams->snapshot_stall_ms > 0
+                      ? seams->snapshot_stall_ms
+                      : RAFT__UV_SNAPSHOT_STALL_MS;
+    d->tr = seams != NULL && seams->transport != NULL ? seams->transport
+                                                      : &tcp_transport;
     rc = uv_loop_init(&d->loop);
     if (rc != 0) {
         snprintf(errmsg, errmsg_len, "uv_loop_init: %s", uv_strerror(rc));
         free(d);
         return RAFT_IOERR;
     }
-    rc = raft_uv_transport_start(&d->loop, cfg->id, cfg->listen_host,
-                                 cfg->listen_port, cfg->peers, cfg->n_peers,
-                                 cfg->max_frame_bytes, on_recv, transport_log,
-                                 d, &d->transport, errmsg, errmsg_len);
+    rc = d->tr->start(d->tr->data, &d->loop, cfg, on_recv, transport_log, d,
+                      &d->transport, errmsg, errmsg_len);
     if (rc != 0) {
         uv_loop_close(&d->loop);
         free(d);

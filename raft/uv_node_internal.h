@@ -21,6 +21,36 @@
 /* A snapshot transfer without progress for this long is abandoned, ms. */
 #define RAFT__UV_SNAPSHOT_STALL_MS 30000
 
+/* The transport a driver carries its frames on: the TCP transport of uv.h
+ * (raft_uv_node_start), or a test's own (raft_uv_node_start_with). Every
+ * function runs on the driver's loop thread; the last three take what
+ * @start wrote to *out. */
+struct raft_uv_node_transport {
+    void *data; /* passed to @start */
+    /* start begins carrying frames on @loop for the server of @cfg (which
+     * lives only during the call): @recv_cb(@recv_data) for each frame
+     * received, @log_cb(@recv_data) for its log lines; it writes *out
+     * only on success, and @errmsg on failure. Errors: as
+     * raft_uv_transport_start. Called before the loop thread starts. */
+    int (*start)(void *data, uv_loop_t *loop,
+                 const struct raft_uv_node_config *cfg, raft_uv_recv_cb recv_cb,
+                 raft_log_cb log_cb, void *recv_data, void **out, char *errmsg,
+                 size_t errmsg_len);
+    /* send: as raft_uv_transport_send. */
+    int (*send)(void *t, const struct raft_frame *f);
+    /* connected: as raft_uv_transport_connected. */
+    bool (*connected)(const void *t, raft_id id);
+    /* close: as raft_uv_transport_close (@cb fires from the loop once the
+     * transport is gone; no receive callback after the call). */
+    void (*close)(void *t, void (*cb)(void *data), void *data);
+};
+
+/* What raft_uv_node_start fixes and a test may replace. */
+struct raft_uv_node_seams {
+    const struct raft_uv_node_transport *transport; /* NULL: TCP (uv.h) */
+    uint64_t snapshot_stall_ms; /* 0: RAFT__UV_SNAPSHOT_STALL_MS */
+};
+
 /* The leader's current snapshot file, shared by every transfer. */
 struct raft_uv_snapshot_file {
     bool creating;     /* a creation job runs */
@@ -78,11 +108,12 @@ struct raft_uv_node {
     uv_async_t wake;                     /* raft_uv_node_wake */
     uv_async_t stop_async;               /* raft_uv_node_stop */
     uv_timer_t tick;                     /* drives RAFT_EVENT_TICK */
-    struct raft_uv_transport *transport; /* peers, NULL once closed */
+    void *transport;                     /* peers, NULL once closed */
     bool stopping;                       /* closing handles */
     raft_id peers[RAFT_MAX_VOTERS];      /* the other servers */
     bool connected[RAFT_MAX_VOTERS];     /* last seen connection state */
     unsigned n_peers;
+    const struct raft_uv_node_transport *tr; /* @transport's functions */
 
     /* Storage jobs (uv_storage.c). */
     struct raft_persist persist;       /* the job queue */
@@ -99,11 +130,23 @@ struct raft_uv_node {
     struct raft_uv_snapshot_file snap;                   /* leader's file */
     struct raft_uv_snapshot_send sends[RAFT_MAX_VOTERS]; /* per peer */
     struct raft_uv_snapshot_recv recv; /* follower's transfer */
+    uint64_t stall_ms; /* RAFT__UV_SNAPSHOT_STALL_MS, or a test's */
 
     struct raft_uv_node_stats stats; /* counters */
 };
 
 /* ---- uv_node.c ------------------------------------------------------- */
+
+/* raft_uv_node_start_with is raft_uv_node_start (same arguments, same
+ * errors, plus the transport's) with the parts of @seams that are set
+ * (@seams may be NULL: then it is raft_uv_node_start). For tests. */
+int raft_uv_node_start_with(struct raft *r,
+                            const struct raft_uv_node_config *cfg,
+                            const struct raft_persist_storage *storage,
+                            const struct raft_uv_node_callbacks *cb,
+                            const struct raft_uv_node_seams *seams,
+                            struct raft_uv_node **out, char *errmsg,
+                            size_t errmsg_len);
 
 /* node_log formats a line and hands it to the log callback. */
 void raft_uv_node_log(struct raft_uv_node *d, int level, const char *fmt, ...)

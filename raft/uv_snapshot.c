@@ -468,7 +468,7 @@ void raft_uv_snapshot_tick(struct raft_uv_node *d)
             s->wanted = false;
             continue;
         }
-        if (s->active && now > s->last_progress + RAFT__UV_SNAPSHOT_STALL_MS) {
+        if (s->active && now > s->last_progress + d->stall_ms) {
             fail_send(d, s, "no progress");
         } else if (s->active) {
             if (s->sent > s->acked && now > s->last_progress + 1000) {

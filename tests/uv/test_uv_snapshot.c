@@ -1,0 +1,748 @@
+/* Unit tests of snapshot streaming (raft/uv_snapshot.c): the follower
+ * receiving chunks into a temporary file, verifying and installing it
+ * through the storage; the leader creating a snapshot and streaming it in
+ * checksummed chunks within a window, with its stall, abort, unreachable
+ * and lost-leadership paths. A real core and driver run on the fakes of
+ * tests/uv/fake.h; the test plays the peer, or links two drivers. */
+
+#include <limits.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <dirent.h>
+#include <sys/stat.h>
+#include <unistd.h>
+#include <xxhash.h>
+
+#include <cmocka.h>
+
+#include "tests/uv/fake.h"
+
+static const raft_id TWO[] = {1, 2};
+static const raft_id PEER_1[] = {1};
+static const raft_id PEER_2[] = {2};
+
+/* A snapshot file as a leader would send it. */
+struct file {
+    uint8_t bytes[4096]; /* its content */
+    size_t len;          /* bytes */
+    uint64_t sum;        /* XXH64 of them */
+};
+
+static void make_file(struct file *fl, size_t len, uint8_t seed)
+{
+    assert_true(len <= sizeof fl->bytes);
+    for (size_t i = 0; i < len; i++) {
+        fl->bytes[i] = (uint8_t)(seed + i * 7);
+    }
+    fl->len = len;
+    fl->sum = XXH64(fl->bytes, len, 0);
+}
+
+/* inject_chunk sends the follower @f the chunk of @fl at @offset, @len
+ * bytes long, from leader 1 in @term, with checksum @sum, of a snapshot
+ * through (@index, @last_term). */
+static void inject_chunk(struct fake *f, raft_term term, raft_index index,
+                         raft_term last_term, const struct file *fl,
+                         uint64_t offset, size_t len, uint64_t sum)
+{
+    struct raft_frame fr;
+    memset(&fr, 0, sizeof fr);
+    fr.type = RAFT_FRAME_SNAPSHOT_CHUNK;
+    fr.from = 1;
+    fr.to = f->id;
+    fr.snapshot_chunk.term = term;
+    fr.snapshot_chunk.last_index = index;
+    fr.snapshot_chunk.last_term = last_term;
+    fr.snapshot_chunk.total = fl->len;
+    fr.snapshot_chunk.offset = offset;
+    fr.snapshot_chunk.checksum = sum;
+    if (len > 0) {
+        fr.snapshot_chunk.data = raft_buf_copy(fl->bytes + offset, len);
+        assert_non_null(fr.snapshot_chunk.data);
+    }
+    fake_inject(f, &fr);
+    raft_buf_unref(fr.snapshot_chunk.data);
+}
+
+/* send_file sends the whole of @fl in chunks of 1000 bytes. */
+static void send_file(struct fake *f, raft_term term, raft_index index,
+                      raft_term last_term, const struct file *fl, uint64_t sum)
+{
+    for (uint64_t off = 0; off < fl->len; off += 1000) {
+        size_t len = fl->len - off < 1000 ? fl->len - off : 1000;
+        inject_chunk(f, term, index, last_term, fl, off, len, sum);
+    }
+}
+
+/* result returns the @nth (0-based) chunk result the driver sent, NULL
+ * when none (mutex held). */
+static const struct raft_snapshot_chunk_result *result(const struct fake *f,
+                                                       unsigned nth)
+{
+    for (unsigned i = 0; i < f->n_sent; i++) {
+        if (f->sent[i].f.type == RAFT_FRAME_SNAPSHOT_CHUNK_RESULT &&
+            nth-- == 0) {
+            return &f->sent[i].f.snapshot_chunk_result;
+        }
+    }
+    return NULL;
+}
+
+/* is_result says whether the @nth chunk result is (@offset, @status). */
+static bool is_result(const struct fake *f, unsigned nth, uint64_t offset,
+                      int status)
+{
+    const struct raft_snapshot_chunk_result *r = result(f, nth);
+    return r != NULL && r->offset == offset && r->status == status;
+}
+
+/* append_at returns the first append call whose first entry is @first
+ * (mutex held). */
+static const struct fake_call *append_at(const struct fake *f, raft_index first)
+{
+    for (unsigned i = 0; i < f->n_calls; i++) {
+        if (f->calls[i].op == FAKE_APPEND && f->calls[i].first == first) {
+            return &f->calls[i];
+        }
+    }
+    return NULL;
+}
+
+/* n_files counts the files in directory @dir. */
+static unsigned n_files(const char *dir)
+{
+    DIR *d = opendir(dir);
+    struct dirent *e;
+    unsigned n = 0;
+    assert_non_null(d);
+    while ((e = readdir(d)) != NULL) {
+        n += strcmp(e->d_name, ".") != 0 && strcmp(e->d_name, "..") != 0;
+    }
+    closedir(d);
+    return n;
+}
+
+/* ---- Follower ------------------------------------------------------------ */
+
+/* start_follower starts server 2 of {1, 2}; the test leads as 1. */
+static void start_follower(struct fake *f, bool no_snapshots)
+{
+    struct fake_opts o = {
+        .peers = PEER_1, .n_peers = 1, .no_snapshots = no_snapshots};
+    fake_init(f, 2);
+    fake_start(f, fake_core(2, TWO, 2, 60000), &o);
+    FAKE_WAIT(f, f->obs.n_ticks > 0);
+}
+
+/* begin starts the follower and makes @fl, a file of 2500 bytes (three
+ * chunks). */
+static void begin(struct fake *f, struct file *fl, uint8_t seed)
+{
+    make_file(fl, 2500, seed);
+    start_follower(f, false);
+}
+
+/* deliver sends @fl whole (in term 3, a snapshot through (10, 2)) with
+ * checksum @sum, and waits for the answer to each of its three chunks. */
+static void deliver(struct fake *f, const struct file *fl, uint64_t sum)
+{
+    unsigned n;
+    fake_lock(f);
+    n = fake_n_sent(f, RAFT_FRAME_SNAPSHOT_CHUNK_RESULT);
+    fake_unlock(f);
+    send_file(f, 3, 10, 2, fl, sum);
+    FAKE_WAIT(f, fake_n_sent(f, RAFT_FRAME_SNAPSHOT_CHUNK_RESULT) == n + 3);
+}
+
+/* A complete transfer is written to a temporary file, verified and
+ * installed through the storage off the loop thread; the core then
+ * acknowledges the snapshot to the leader (once the term it adopted is
+ * durable) and takes entries after it. */
+static void test_receive_and_install(void **state)
+{
+    struct fake *f = fake_a(state);
+    const struct fake_sent *ack;
+    const struct fake_call *c;
+    struct file fl;
+    begin(f, &fl, 1);
+    deliver(f, &fl, fl.sum);
+    FAKE_WAIT(f, f->obs.snapshot_index == 10);
+    FAKE_WAIT(f, fake_n_sent(f, RAFT_MSG_APPEND_ENTRIES_RESULT) == 1);
+    fake_lock(f);
+    assert_true(is_result(f, 0, 1000, 0) && is_result(f, 1, 2000, 0) &&
+                is_result(f, 2, 2500, 0));
+    assert_int_equal(result(f, 2)->last_index, 10);
+    c = fake_last_call(f, FAKE_INSTALL);
+    assert_true(c != NULL && c->rc == 0 && c->index == 10 && c->term == 2);
+    assert_true(f->loop_known && !c->on_loop);
+    assert_int_equal(f->installed_len, fl.len);
+    assert_memory_equal(f->installed, fl.bytes, fl.len);
+    ack = fake_last_sent(f, RAFT_MSG_APPEND_ENTRIES_RESULT);
+    assert_non_null(ack);
+    assert_true(ack->f.to == 1 && ack->seq > c->seq);
+    /* The acknowledgement adopted term 3: it waited for it to be durable. */
+    c = fake_last_call(f, FAKE_APPEND);
+    assert_true(c != NULL && c->has_hs && c->hs.term == 3 && c->n == 0);
+    assert_true(ack->seq > c->seq);
+    assert_true(ack->f.message.append_entries_result.success);
+    assert_int_equal(ack->f.message.append_entries_result.last_log_index, 10);
+    assert_int_equal(ack->f.message.append_entries_result.term, 3);
+    assert_int_equal(f->obs.stats.n_snapshots_installed, 1);
+    assert_int_equal(
+        fake_logged(f, RAFT_LOG_INFO, "installed snapshot at index 10 from 1"),
+        1);
+    fake_unlock(f);
+    assert_int_equal(n_files(f->dir), 0);
+
+    fake_inject_append(f, 1, 3, 10, 2, "after", 11);
+    FAKE_WAIT(f, f->n_applied == 1);
+    FAKE_CHECK(f, fake_last_call(f, FAKE_APPEND)->first == 11 &&
+                      fake_last_call(f, FAKE_APPEND)->rc == 0 &&
+                      f->applied[0].index == 11 &&
+                      strcmp(f->applied[0].data, "after") == 0);
+}
+
+/* A snapshot whose bytes do not match its checksum is refused without
+ * reaching the storage, and the leader is told RAFT_CORRUPT; a good copy
+ * sent again installs. */
+static void test_bad_checksum_refused(void **state)
+{
+    struct fake *f = fake_a(state);
+    struct file fl;
+    begin(f, &fl, 2);
+    deliver(f, &fl, fl.sum + 1);
+    FAKE_CHECK(f, is_result(f, 0, 1000, 0) && is_result(f, 1, 2000, 0) &&
+                      is_result(f, 2, 0, RAFT_CORRUPT));
+    FAKE_CHECK(f, fake_n_calls(f, FAKE_INSTALL, -1) == 0);
+    FAKE_CHECK(f, fake_logged(f, RAFT_LOG_WARN, "checksum mismatch") == 1 &&
+                      fake_logged(f, RAFT_LOG_WARN, "snapshot refused") == 1);
+    FAKE_CHECK(f, !f->obs.failed && f->obs.snapshot_index == 0);
+    assert_int_equal(n_files(f->dir), 0);
+
+    send_file(f, 3, 10, 2, &fl, fl.sum);
+    FAKE_WAIT(f, f->obs.snapshot_index == 10);
+    FAKE_CHECK(f, fake_n_calls(f, FAKE_INSTALL, 0) == 1);
+}
+
+/* A chunk out of order (no transfer begun, or not the next byte) is
+ * answered RAFT_INVALID with the offset expected, and the transfer goes
+ * on from there. */
+static void test_out_of_order_chunk(void **state)
+{
+    struct fake *f = fake_a(state);
+    struct file fl;
+    begin(f, &fl, 3);
+    inject_chunk(f, 3, 10, 2, &fl, 1000, 1000, fl.sum);
+    inject_chunk(f, 3, 10, 2, &fl, 0, 1000, fl.sum);
+    inject_chunk(f, 3, 10, 2, &fl, 2000, 500, fl.sum);
+    inject_chunk(f, 3, 10, 2, &fl, 1000, 1000, fl.sum);
+    inject_chunk(f, 3, 10, 2, &fl, 2000, 500, fl.sum);
+    FAKE_WAIT(f, fake_n_sent(f, RAFT_FRAME_SNAPSHOT_CHUNK_RESULT) == 5);
+    FAKE_CHECK(f, is_result(f, 0, 0, RAFT_INVALID) &&
+                      is_result(f, 1, 1000, 0) &&
+                      is_result(f, 2, 1000, RAFT_INVALID) &&
+                      is_result(f, 3, 2000, 0) && is_result(f, 4, 2500, 0));
+    FAKE_CHECK(f, f->obs.snapshot_index == 10);
+}
+
+/* A chunk of a term older than the follower's is answered
+ * RAFT_NOTLEADER and nothing is written. */
+static void test_stale_term_refused(void **state)
+{
+    struct fake *f = fake_a(state);
+    struct file fl;
+    begin(f, &fl, 4);
+    fake_inject_append(f, 1, 5, 0, 0, NULL, 0);
+    FAKE_WAIT(f, f->obs.term == 5);
+    inject_chunk(f, 4, 10, 2, &fl, 0, 1000, fl.sum);
+    FAKE_WAIT(f, fake_n_sent(f, RAFT_FRAME_SNAPSHOT_CHUNK_RESULT) == 1);
+    FAKE_CHECK(f,
+               is_result(f, 0, 0, RAFT_NOTLEADER) && result(f, 0)->term == 5);
+    assert_int_equal(n_files(f->dir), 0);
+}
+
+/* A snapshot the storage refuses as corrupt leaves the driver running and
+ * is reported to the leader with that code. */
+static void test_install_refused_by_store(void **state)
+{
+    struct fake *f = fake_a(state);
+    struct file fl;
+    begin(f, &fl, 5);
+    fake_fail(f, FAKE_INSTALL, RAFT_CORRUPT, 1);
+    deliver(f, &fl, fl.sum);
+    FAKE_CHECK(f, is_result(f, 2, 0, RAFT_CORRUPT));
+    FAKE_CHECK(f, fake_logged(f, RAFT_LOG_WARN,
+                              "snapshot refused: fake: injected") == 1);
+    FAKE_CHECK(f, !f->obs.failed && f->obs.snapshot_index == 0);
+    send_file(f, 3, 10, 2, &fl, fl.sum);
+    FAKE_WAIT(f, f->obs.snapshot_index == 10);
+}
+
+/* An install that fails with an I/O error stops the driver (the state
+ * machine may be ahead of the log): an ERROR is logged, the leader gets
+ * RAFT_IOERR, and later chunks are refused. */
+static void test_install_failure_stops(void **state)
+{
+    struct fake *f = fake_a(state);
+    struct file fl;
+    begin(f, &fl, 6);
+    fake_fail(f, FAKE_INSTALL, RAFT_IOERR, 1);
+    deliver(f, &fl, fl.sum);
+    FAKE_CHECK(f, is_result(f, 2, 0, RAFT_IOERR) && f->obs.failed);
+    FAKE_CHECK(f, fake_logged(f, RAFT_LOG_ERROR, "log write failed") == 1);
+    inject_chunk(f, 3, 10, 2, &fl, 0, 1000, fl.sum);
+    FAKE_WAIT(f, fake_n_sent(f, RAFT_FRAME_SNAPSHOT_CHUNK_RESULT) == 4);
+    FAKE_CHECK(f, is_result(f, 3, 0, RAFT_INVALID));
+}
+
+/* Chunks that arrive while the install runs get no answer; the install's
+ * own answer follows it. */
+static void test_chunks_during_install_ignored(void **state)
+{
+    struct fake *f = fake_a(state);
+    struct file fl;
+    begin(f, &fl, 7);
+    fake_hold(f, FAKE_INSTALL);
+    send_file(f, 3, 10, 2, &fl, fl.sum);
+    FAKE_WAIT(f, f->held[FAKE_INSTALL]);
+    inject_chunk(f, 3, 10, 2, &fl, 0, 1000, fl.sum);
+    fake_barrier(f);
+    FAKE_CHECK(f, fake_n_sent(f, RAFT_FRAME_SNAPSHOT_CHUNK_RESULT) == 2);
+    fake_release(f, FAKE_INSTALL);
+    FAKE_WAIT(f, fake_n_sent(f, RAFT_FRAME_SNAPSHOT_CHUNK_RESULT) == 3);
+    FAKE_CHECK(f, is_result(f, 2, 2500, 0) && f->obs.snapshot_index == 10);
+}
+
+/* A chunk at offset 0 of another snapshot restarts the transfer: chunks
+ * of the old one are then refused, and the new one installs. */
+static void test_new_snapshot_restarts(void **state)
+{
+    struct fake *f = fake_a(state);
+    struct file old, new;
+    make_file(&old, 2500, 8);
+    make_file(&new, 1500, 9);
+    start_follower(f, false);
+    inject_chunk(f, 3, 10, 2, &old, 0, 1000, old.sum);
+    inject_chunk(f, 3, 12, 3, &new, 0, 1000, new.sum);
+    inject_chunk(f, 3, 10, 2, &old, 1000, 1000, old.sum);
+    inject_chunk(f, 3, 12, 3, &new, 1000, 500, new.sum);
+    FAKE_WAIT(f, f->obs.snapshot_index == 12);
+    FAKE_CHECK(f, is_result(f, 0, 1000, 0) && is_result(f, 1, 1000, 0) &&
+                      is_result(f, 2, 1000, RAFT_INVALID) &&
+                      result(f, 2)->last_index == 10);
+    FAKE_CHECK(f, f->installed_len ==
+                          new.len &&memcmp(f->installed, new.bytes, new.len) ==
+                          0 &&
+                      fake_last_call(f, FAKE_INSTALL)->index == 12);
+}
+
+/* A driver whose storage cannot install snapshots refuses every chunk
+ * with RAFT_INVALID. */
+static void test_no_install_function(void **state)
+{
+    struct fake *f = fake_a(state);
+    struct file fl;
+    make_file(&fl, 500, 10);
+    start_follower(f, true);
+    inject_chunk(f, 3, 10, 2, &fl, 0, 500, fl.sum);
+    FAKE_WAIT(f, fake_n_sent(f, RAFT_FRAME_SNAPSHOT_CHUNK_RESULT) == 1);
+    FAKE_CHECK(f, is_result(f, 0, 0, RAFT_INVALID));
+    assert_int_equal(n_files(f->dir), 0);
+}
+
+/* Stopping in the middle of a receive removes the temporary file. */
+static void test_stop_removes_incoming(void **state)
+{
+    struct fake *f = fake_a(state);
+    struct file fl;
+    begin(f, &fl, 11);
+    inject_chunk(f, 3, 10, 2, &fl, 0, 1000, fl.sum);
+    FAKE_WAIT(f, fake_n_sent(f, RAFT_FRAME_SNAPSHOT_CHUNK_RESULT) == 1);
+    assert_int_equal(n_files(f->dir), 1);
+    fake_stop(f);
+    assert_int_equal(n_files(f->dir), 0);
+}
+
+/* A follower that cannot create its temporary file answers RAFT_IOERR
+ * and logs a warning. */
+static void test_incoming_file_error(void **state)
+{
+    struct fake *f = fake_a(state);
+    struct file fl;
+    begin(f, &fl, 12);
+    assert_int_equal(rmdir(f->dir), 0);
+    inject_chunk(f, 3, 10, 2, &fl, 0, 1000, fl.sum);
+    FAKE_WAIT(f, fake_n_sent(f, RAFT_FRAME_SNAPSHOT_CHUNK_RESULT) == 1);
+    assert_int_equal(mkdir(f->dir, 0700), 0);
+    FAKE_CHECK(f, is_result(f, 0, 0, RAFT_IOERR) && !f->obs.failed);
+    FAKE_CHECK(f, fake_logged(f, RAFT_LOG_WARN, "/incoming-2.db: ") == 1);
+}
+
+/* An install received while a write runs waits in the queue behind it and
+ * runs alone after it; the log then continues after the snapshot. */
+static void test_install_queued_behind_write(void **state)
+{
+    struct fake *f = fake_a(state);
+    const struct fake_call *w, *in;
+    struct file fl;
+    begin(f, &fl, 13);
+    fake_hold(f, FAKE_APPEND);
+    fake_inject_append(f, 1, 3, 0, 0, "old", 0);
+    FAKE_WAIT(f, f->held[FAKE_APPEND]);
+    send_file(f, 3, 10, 2, &fl, fl.sum);
+    FAKE_WAIT(f, fake_n_sent(f, RAFT_FRAME_SNAPSHOT_CHUNK_RESULT) == 2);
+    fake_barrier(f);
+    FAKE_CHECK(f, fake_n_calls(f, FAKE_INSTALL, -1) == 0);
+    fake_release(f, FAKE_APPEND);
+    FAKE_WAIT(f, f->obs.snapshot_index == 10 &&
+                     fake_n_sent(f, RAFT_FRAME_SNAPSHOT_CHUNK_RESULT) == 3);
+    fake_lock(f);
+    w = append_at(f, 1);
+    in = fake_last_call(f, FAKE_INSTALL);
+    assert_true(w != NULL && w->rc == 0 && in != NULL && in->rc == 0);
+    assert_true(w->seq < in->seq);
+    assert_int_equal(f->log_first, 11);
+    fake_unlock(f);
+    fake_inject_append(f, 1, 3, 10, 2, "new", 11);
+    FAKE_WAIT(f, f->n_applied == 1 && f->applied[0].index == 11);
+}
+
+/* ---- Leader -------------------------------------------------------------- */
+
+/* Length of the leader's snapshot: 11 chunks of 1000 bytes, the last
+ * short. */
+#define SNAP_LEN 10500
+
+/* leader_init prepares server 1 of {1, 2}, whose log was compacted into a
+ * snapshot through (10, 1) and holds entries 11 and 12 of term 1; the
+ * test plays server 2 (f->peer), whose log is empty. Set f->peer's
+ * behaviour, then call leader_start. */
+static void leader_init(struct fake *f)
+{
+    fake_init(f, 1);
+    fake_store_log(f, 11, 12, 1);
+    fake_snapshot(f, SNAP_LEN, 10, 1);
+    f->hook = fake_peer_hook;
+    f->peer.id = 2;
+}
+
+/* leader_core returns server @id's core of leader_init's log. */
+static struct raft *leader_core(raft_id id)
+{
+    struct raft_config cfg;
+    struct raft_hard_state hs = {.term = 1};
+    struct raft_entry e[2];
+    struct raft *r = NULL;
+    memset(e, 0, sizeof e);
+    for (unsigned i = 0; i < 2; i++) {
+        e[i].term = 1;
+        e[i].index = 11 + i;
+        e[i].type = RAFT_ENTRY_NORMAL;
+    }
+    fake_config(&cfg, id, TWO, 2, 50);
+    assert_int_equal(raft_restore(&cfg, &hs, 10, 1, e, 2, 10, &r), 0);
+    return r;
+}
+
+static void leader_start(struct fake *f, uint64_t stall_ms)
+{
+    struct fake_opts o = {.peers = PEER_2,
+                          .n_peers = 1,
+                          .chunk_bytes = 1000,
+                          .stall_ms = stall_ms};
+    fake_start(f, leader_core(1), &o);
+}
+
+/* The leader creates the snapshot on the thread pool and streams it in
+ * chunks of chunk_bytes, with its checksum, never more than the window
+ * ahead of the acknowledgements; the transfer then ends and the follower
+ * is replicated from the entry after the snapshot. */
+static void test_stream_snapshot(void **state)
+{
+    struct fake *f = fake_a(state);
+    const struct fake_sent *s = NULL;
+    const struct fake_call *c;
+    leader_init(f);
+    leader_start(f, 0);
+    FAKE_WAIT(f, f->peer.installed && f->obs.stats.n_snapshots_sent == 1);
+    fake_lock(f);
+    assert_int_equal(f->peer.len, SNAP_LEN);
+    assert_memory_equal(f->peer.buf, f->snap, SNAP_LEN);
+    assert_int_equal(f->peer.n_starts, 1);
+    assert_int_equal(f->peer.n_chunks, 11);
+    assert_int_equal(f->peer.max_window, 4 * 1000);
+    c = fake_last_call(f, FAKE_CREATE);
+    assert_true(fake_n_calls(f, FAKE_CREATE, -1) == 1 && c->rc == 0);
+    assert_true(f->loop_known && !c->on_loop);
+    for (unsigned i = 0; i < f->n_sent && s == NULL; i++) {
+        if (f->sent[i].f.type == RAFT_FRAME_SNAPSHOT_CHUNK) {
+            s = &f->sent[i];
+        }
+    }
+    assert_non_null(s);
+    assert_int_equal(s->f.to, 2);
+    assert_int_equal(s->f.snapshot_chunk.last_index, 10);
+    assert_int_equal(s->f.snapshot_chunk.last_term, 1);
+    assert_int_equal(s->f.snapshot_chunk.total, SNAP_LEN);
+    assert_int_equal(s->f.snapshot_chunk.checksum, XXH64(f->snap, SNAP_LEN, 0));
+    assert_int_equal(s->f.snapshot_chunk.term, f->obs.term);
+    assert_int_equal(s->f.snapshot_chunk.data->len, 1000);
+    assert_int_equal(fake_logged(f, RAFT_LOG_INFO,
+                                 "sending snapshot at index 10 (10500 "
+                                 "bytes) to 2"),
+                     1);
+    assert_int_equal(
+        fake_logged(f, RAFT_LOG_INFO, "snapshot at index 10 installed on 2"),
+        1);
+    fake_unlock(f);
+    FAKE_WAIT(f, f->peer.last >= 13 && f->obs.commit >= 13);
+}
+
+/* Without acknowledgements the leader sends one window of chunks and no
+ * more; a second later it sends the window again from the last
+ * acknowledged byte. */
+static void test_window_resent(void **state)
+{
+    struct fake *f = fake_a(state);
+    leader_init(f);
+    f->peer.chunk_silent = true;
+    leader_start(f, 0);
+    FAKE_WAIT(f, f->peer.n_chunks >= 5);
+    FAKE_CHECK(f, f->peer.chunk_offs[0] == 0 && f->peer.chunk_offs[1] == 1000 &&
+                      f->peer.chunk_offs[2] == 2000 &&
+                      f->peer.chunk_offs[3] == 3000 &&
+                      f->peer.chunk_offs[4] == 0);
+    FAKE_CHECK(f, f->peer.max_window == 4 * 1000);
+}
+
+/* A snapshot the follower refuses is sent again from offset 0; after
+ * three refusals in a row the transfer is abandoned (WARN, and
+ * SNAPSHOT_FAILED to the core), and the core's next offer reuses the
+ * same file. */
+static void test_refused_snapshot_retried(void **state)
+{
+    struct fake *f = fake_a(state);
+    leader_init(f);
+    f->peer.n_refuse = 3;
+    leader_start(f, 0);
+    FAKE_WAIT(f, f->peer.installed && f->obs.stats.n_snapshots_sent == 1);
+    FAKE_CHECK(f, f->peer.n_refused == 3 && f->peer.n_starts == 4);
+    FAKE_CHECK(f,
+               fake_logged(f, RAFT_LOG_WARN, "snapshot to 2 abandoned: ") == 1);
+    FAKE_CHECK(f, fake_n_calls(f, FAKE_CREATE, -1) == 1);
+}
+
+/* A transfer that makes no progress (the peer's queue refuses chunks)
+ * is abandoned once its stall timeout passed. */
+static void test_stalled_transfer_abandoned(void **state)
+{
+    struct fake *f = fake_a(state);
+    leader_init(f);
+    f->peer.busy_after = 2;
+    leader_start(f, 200);
+    FAKE_WAIT(f, fake_logged(f, RAFT_LOG_WARN,
+                             "snapshot to 2 abandoned: no progress") >= 1);
+    FAKE_CHECK(f, f->peer.n_chunks == 2 && !f->peer.installed &&
+                      f->obs.stats.n_snapshots_sent == 0);
+}
+
+/* A broken connection to the follower aborts its transfer at the next
+ * tick. */
+static void test_unreachable_aborts(void **state)
+{
+    struct fake *f = fake_a(state);
+    leader_init(f);
+    f->peer.chunk_silent = true;
+    leader_start(f, 0);
+    FAKE_WAIT(f, f->peer.n_chunks >= 4);
+    fake_lock(f);
+    f->down[2] = true;
+    fake_unlock(f);
+    FAKE_WAIT(f, fake_logged(f, RAFT_LOG_WARN,
+                             "snapshot to 2 abandoned: connection lost") == 1);
+    FAKE_CHECK(f, !f->peer.installed);
+}
+
+/* What a transfer's state is, read on the loop thread. */
+struct send_state {
+    bool active; /* sending */
+    bool wanted; /* asked for */
+};
+
+static void read_send(struct fake *f, void *arg)
+{
+    struct send_state *s = arg;
+    s->active = f->d->sends[0].active;
+    s->wanted = f->d->sends[0].wanted;
+}
+
+/* A leader that lost its leadership abandons its transfers at the next
+ * tick, without a warning. */
+static void test_lost_leadership_abandons(void **state)
+{
+    struct fake *f = fake_a(state);
+    struct send_state s = {true, true};
+    raft_term term;
+    unsigned ticks;
+    leader_init(f);
+    f->peer.chunk_silent = true;
+    leader_start(f, 0);
+    FAKE_WAIT(f, f->peer.n_chunks >= 4);
+    fake_on_loop(f, read_send, &s);
+    assert_true(s.active && s.wanted);
+    fake_lock(f);
+    f->peer.deny_votes = true;
+    term = f->obs.term;
+    fake_unlock(f);
+    fake_inject_append(f, 2, term + 1, 0, 0, NULL, 0);
+    FAKE_WAIT(f, f->obs.role == RAFT_FOLLOWER && f->obs.leader == 2);
+    fake_lock(f);
+    ticks = f->obs.n_ticks;
+    fake_unlock(f);
+    FAKE_WAIT(f, f->obs.n_ticks >= ticks + 2);
+    fake_on_loop(f, read_send, &s);
+    assert_false(s.active);
+    assert_false(s.wanted);
+    FAKE_CHECK(f, fake_logged(f, RAFT_LOG_WARN, "abandoned") == 0);
+    FAKE_CHECK(f, f->obs.stats.snapshot_peer == 0);
+}
+
+/* A snapshot that cannot be made is logged, the transfer abandoned, and
+ * the core's next offer makes it again. */
+static void test_create_failure_retried(void **state)
+{
+    struct fake *f = fake_a(state);
+    leader_init(f);
+    fake_fail(f, FAKE_CREATE, RAFT_IOERR, 1);
+    leader_start(f, 0);
+    FAKE_WAIT(f, f->peer.installed);
+    FAKE_CHECK(f, fake_n_calls(f, FAKE_CREATE, RAFT_IOERR) == 1 &&
+                      fake_n_calls(f, FAKE_CREATE, 0) == 1);
+    FAKE_CHECK(f,
+               fake_logged(f, RAFT_LOG_WARN, "snapshot: fake: injected") == 1 &&
+                   fake_logged(f, RAFT_LOG_WARN,
+                               "snapshot to 2 abandoned: the snapshot "
+                               "could not be made") == 1);
+}
+
+/* Stopping in the middle of a transfer closes it and removes the
+ * leader's snapshot file. */
+static void test_stop_removes_snapshot(void **state)
+{
+    struct fake *f = fake_a(state);
+    leader_init(f);
+    f->peer.chunk_silent = true;
+    leader_start(f, 0);
+    FAKE_WAIT(f, f->peer.n_chunks >= 1);
+    assert_int_equal(n_files(f->dir), 1);
+    fake_stop(f);
+    assert_int_equal(n_files(f->dir), 0);
+}
+
+/* A snapshot file that no longer joins the log (compacted past it) is
+ * replaced by a new one for the next transfer, and the old file removed;
+ * one that still joins it is reused. */
+static void test_snapshot_replaced_after_compaction(void **state)
+{
+    struct fake *f = fake_a(state);
+    unsigned ticks;
+    leader_init(f);
+    leader_start(f, 0);
+    FAKE_WAIT(f, f->peer.installed && f->obs.stats.n_snapshots_sent == 1);
+    FAKE_WAIT(f, f->n_applied >= 3 && f->applied[f->n_applied - 1].index >= 13);
+    fake_snapshot(f, 5000, 12, 1);
+    assert_int_equal(fake_compact(f, 12), 0);
+    FAKE_WAIT(f, f->obs.first == 13);
+    /* The peer loses its log, and its connection once: the leader probes
+     * it again and finds that it needs a snapshot. */
+    fake_lock(f);
+    f->peer.installed = false;
+    f->peer.last = 0;
+    f->down[2] = true;
+    ticks = f->obs.n_ticks;
+    fake_unlock(f);
+    FAKE_WAIT(f, f->obs.n_ticks >= ticks + 2);
+    fake_lock(f);
+    f->down[2] = false;
+    fake_unlock(f);
+    FAKE_WAIT(f, f->peer.installed && f->obs.stats.n_snapshots_sent == 2);
+    FAKE_CHECK(f, fake_n_calls(f, FAKE_CREATE, 0) == 2 &&
+                      fake_last_call(f, FAKE_CREATE)->index == 12);
+    FAKE_CHECK(f, f->peer.snap_index == 12 && f->peer.len == 5000);
+    assert_int_equal(n_files(f->dir), 1);
+}
+
+/* ---- Two drivers --------------------------------------------------------- */
+
+/* Between two drivers, a chunk corrupted in transit makes the follower
+ * refuse the snapshot by its checksum and tell the leader, which sends it
+ * again; the second copy installs and replication continues after it. */
+static void test_two_drivers_corrupted_chunk(void **state)
+{
+    struct fake_pair *x = *state;
+    struct fake *a = &x->a, *b = &x->b;
+    struct fake_opts ob = {.peers = PEER_1, .n_peers = 1};
+    unsigned starts = 0;
+    fake_init(a, 1);
+    fake_store_log(a, 11, 12, 1);
+    fake_snapshot(a, SNAP_LEN, 10, 1);
+    fake_init(b, 2);
+    fake_link(a, b);
+    a->corrupt_next_chunk = true;
+    leader_start(a, 0);
+    fake_start(b, fake_core(2, TWO, 2, 60000), &ob);
+    FAKE_WAIT(b, b->obs.snapshot_index == 10);
+    FAKE_WAIT(a, a->obs.stats.n_snapshots_sent == 1);
+    FAKE_CHECK(b, fake_logged(b, RAFT_LOG_WARN, "checksum mismatch") == 1 &&
+                      fake_n_calls(b, FAKE_INSTALL, -1) == 1);
+    FAKE_CHECK(b, b->installed_len == SNAP_LEN &&
+                      memcmp(b->installed, a->snap, SNAP_LEN) == 0);
+    fake_lock(a);
+    for (unsigned i = 0; i < a->n_sent; i++) {
+        starts += a->sent[i].f.type == RAFT_FRAME_SNAPSHOT_CHUNK &&
+                  a->sent[i].f.snapshot_chunk.offset == 0;
+    }
+    fake_unlock(a);
+    assert_int_equal(starts, 2);
+    FAKE_WAIT(b, b->obs.commit >= 13 && b->n_applied >= 3);
+    FAKE_CHECK(b, fake_last_call(b, FAKE_APPEND)->rc == 0 &&
+                      b->applied[0].index == 11);
+    FAKE_WAIT(a, a->obs.commit >= 13);
+}
+
+/* Every test runs on a fresh struct fake_pair. */
+#define TEST(fn) cmocka_unit_test_setup_teardown(fn, fake_setup, fake_teardown)
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        TEST(test_receive_and_install),
+        TEST(test_bad_checksum_refused),
+        TEST(test_out_of_order_chunk),
+        TEST(test_stale_term_refused),
+        TEST(test_install_refused_by_store),
+        TEST(test_install_failure_stops),
+        TEST(test_chunks_during_install_ignored),
+        TEST(test_new_snapshot_restarts),
+        TEST(test_no_install_function),
+        TEST(test_stop_removes_incoming),
+        TEST(test_incoming_file_error),
+        TEST(test_install_queued_behind_write),
+        TEST(test_stream_snapshot),
+        TEST(test_window_resent),
+        TEST(test_refused_snapshot_retried),
+        TEST(test_stalled_transfer_abandoned),
+        TEST(test_unreachable_aborts),
+        TEST(test_lost_leadership_abandons),
+        TEST(test_create_failure_retried),
+        TEST(test_stop_removes_snapshot),
+        TEST(test_snapshot_replaced_after_compaction),
+        TEST(test_two_drivers_corrupted_chunk),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
