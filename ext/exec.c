@@ -175,6 +175,7 @@ int exec_submit(struct ext_exec *e, const char *sql, size_t sql_len,
     struct timespec deadline;
     char errmsg[512];
     bool interrupted, cancelled = false;
+    char reason[256];
     int rc;
 
     memset(&w, 0, sizeof w);
@@ -216,15 +217,22 @@ int exec_submit(struct ext_exec *e, const char *sql, size_t sql_len,
         rc = RAFT_SHUTDOWN;
         goto out;
     }
-    if (status_log_full(e->status)) {
+    if (status_log_full(e->status, reason, sizeof reason)) {
         pthread_mutex_unlock(&e->mu);
         out->kind = EXT_EXEC_NOT_APPLIED;
         out->sqlite_rc = SQLITE_FULL;
-        snprintf(out->errmsg, sizeof out->errmsg,
-                 "raft_exec: not applied: the log is full (log_max_mb=%llu); "
-                 "writes resume once compaction frees space, or raise "
-                 "log_max_mb and restart the node",
-                 (unsigned long long)(e->log_max_bytes >> 20));
+        if (strstr(reason, "disk full") != NULL) {
+            snprintf(out->errmsg, sizeof out->errmsg,
+                     "raft_exec: not applied: disk full: the log's "
+                     "filesystem has no room; writes resume by themselves "
+                     "once space is freed");
+        } else {
+            snprintf(out->errmsg, sizeof out->errmsg,
+                     "raft_exec: not applied: the log is full "
+                     "(log_max_mb=%llu); writes resume once compaction "
+                     "frees space, or raise log_max_mb and restart the node",
+                     (unsigned long long)(e->log_max_bytes >> 20));
+        }
         rc = RAFT_NOSPACE;
         goto out;
     }

@@ -65,6 +65,8 @@ struct snapshot {
     unsigned n_peers;                        /* entries used in peers */
     struct raft_uv_node_stats stats;         /* the driver's counters */
     bool log_full;                           /* the log refused a write */
+    char log_full_reason[256];               /* why, "" when it takes
+                                                writes */
 };
 
 struct ext_status {
@@ -126,6 +128,8 @@ bool status_refresh(struct ext_status *st, const struct raft *core,
     if (d != NULL) {
         raft_uv_node_stats(d, &s.stats);
         s.log_full = raft_uv_node_log_full(d);
+        snprintf(s.log_full_reason, sizeof s.log_full_reason, "%s",
+                 raft_uv_node_log_full_reason(d));
     }
     pthread_mutex_lock(&st->mu);
     old = st->now;
@@ -183,9 +187,13 @@ raft_id status_leader(struct ext_status *st)
     return current(st).leader;
 }
 
-bool status_log_full(struct ext_status *st)
+bool status_log_full(struct ext_status *st, char *reason, size_t len)
 {
-    return current(st).log_full;
+    struct snapshot s = current(st);
+    if (reason != NULL && len > 0) {
+        snprintf(reason, len, "%s", s.log_full_reason);
+    }
+    return s.log_full;
 }
 
 char *status_json(struct ext_status *st, const struct ext_status_extra *x)
@@ -230,6 +238,9 @@ char *status_json(struct ext_status *st, const struct ext_status_extra *x)
         o, "apply_error",
         x->apply_error[0] ? json_string(x->apply_error) : json_null());
     json_object_set_new(o, "log_full", json_boolean(s.log_full));
+    json_object_set_new(
+        o, "log_full_reason",
+        s.log_full_reason[0] ? json_string(s.log_full_reason) : json_null());
     json_object_set_new(o, "log_writes",
                         json_integer((json_int_t)s.stats.n_writes));
     json_object_set_new(o, "entries_per_fsync",

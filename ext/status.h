@@ -62,8 +62,9 @@ int status_role(struct ext_status *s);
 raft_id status_leader(struct ext_status *s);
 
 /* status_log_full says whether the log refused its last write for lack of
- * space, as last seen. Any thread. */
-bool status_log_full(struct ext_status *s);
+ * space, as last seen, and copies why into @reason (@len bytes; may be
+ * NULL). Any thread. */
+bool status_log_full(struct ext_status *s, char *reason, size_t len);
 
 /* status_json renders @s with @extra as a JSON object text (malloc'd, the
  * caller frees it), or returns NULL when out of memory. Fields are listed

@@ -21,6 +21,7 @@
 #include "txn.h"
 
 #include <errno.h>
+#include <sys/statvfs.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
@@ -350,6 +351,15 @@ static int adopt_map(struct lmdb_log *l, const char *op)
     return 0;
 }
 
+/* disk_full says whether the filesystem of @l's directory is (nearly)
+ * full: less than 1 MiB available to the process. */
+static bool disk_full(const struct lmdb_log *l)
+{
+    struct statvfs vfs;
+    return statvfs(l->dir, &vfs) == 0 &&
+           (uint64_t)vfs.f_bavail * vfs.f_frsize < ((uint64_t)1 << 20);
+}
+
 int txn_run_write(struct lmdb_log *l, const char *op, lmdb_log_body_cb body,
                   void *arg)
 {
@@ -381,6 +391,19 @@ int txn_run_write(struct lmdb_log *l, const char *op, lmdb_log_body_cb body,
         }
         if (t.rc == 0) {
             return 0;
+        }
+        if (t.mdb_rc == ENOSPC || t.mdb_rc == EDQUOT ||
+            (t.mdb_rc == EIO && disk_full(l))) {
+            /* A full filesystem: LMDB reports a short write as EIO. Like a
+             * full log, it heals once space is freed. */
+            char buf[128];
+            txn_set_errmsg(l,
+                           "%s: disk full: the filesystem of %s has no room "
+                           "for the log (%s: %s); writes resume once space "
+                           "is freed",
+                           op, l->dir, t.what,
+                           txn_code_name(t.mdb_rc, buf, sizeof buf));
+            return RAFT_NOSPACE;
         }
         if (t.mdb_rc != MDB_MAP_FULL) {
             txn_report(&t);

@@ -118,6 +118,12 @@ int raft_uv_node_compact(struct raft_uv_node *d, raft_index index);
  * lack of space (the write is retried after a compaction). Loop thread. */
 bool raft_uv_node_log_full(const struct raft_uv_node *d);
 
+/* raft_uv_node_log_full_reason returns why the log last refused a write
+ * for lack of space ("...: log full: ..." at log_max_mb, "...: disk full:
+ * ..." for the filesystem), "" once a write succeeded again. Valid until
+ * the next step. Loop thread. */
+const char *raft_uv_node_log_full_reason(const struct raft_uv_node *d);
+
 /* raft_uv_node_send_frame sends @f (@f->from must be this server) to
  * @f->to: the runtime's own frames (forwarding) go out this way. The frame
  * is encoded at once: the caller may free @f and its bufs on return.

@@ -80,6 +80,8 @@ struct raft_uv_snapshot_send {
     uint64_t acked;         /* bytes acknowledged */
     unsigned failures;      /* consecutive failed attempts */
     uint64_t last_progress; /* loop clock of the last ack, ms */
+    uint64_t last_resend;   /* loop clock of the last re-send of the
+                               window, ms */
 };
 
 /* A transfer from a leader to this follower. */
@@ -133,6 +135,8 @@ struct raft_uv_node {
     uint64_t stall_ms; /* RAFT__UV_SNAPSHOT_STALL_MS, or a test's */
 
     struct raft_uv_node_stats stats; /* counters */
+    char log_full_reason[256];       /* why the log refused the waiting
+                                        write, "" when none waits */
 };
 
 /* ---- uv_node.c ------------------------------------------------------- */

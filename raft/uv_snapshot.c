@@ -242,6 +242,7 @@ static void pump(struct raft_uv_node *d)
         s->sent = 0;
         s->acked = 0;
         s->last_progress = raft_uv_node_now(d);
+        s->last_resend = s->last_progress;
         raft_uv_node_log(d, RAFT_LOG_INFO,
                          "sending snapshot at index %" PRIu64 " (%" PRIu64
                          " bytes) to %" PRIu64,
@@ -471,10 +472,15 @@ void raft_uv_snapshot_tick(struct raft_uv_node *d)
         if (s->active && now > s->last_progress + d->stall_ms) {
             fail_send(d, s, "no progress");
         } else if (s->active) {
-            if (s->sent > s->acked && now > s->last_progress + 1000) {
-                /* Chunks were lost (a reconnect): send the window again. */
+            uint64_t quiet_since = s->last_progress > s->last_resend
+                                       ? s->last_progress
+                                       : s->last_resend;
+            if (s->sent > s->acked && now > quiet_since + 1000) {
+                /* Chunks were lost (a reconnect): send the window again.
+                 * Only an acknowledgement is progress: a peer that never
+                 * answers is abandoned after the stall timeout. */
                 s->sent = s->acked;
-                s->last_progress = now;
+                s->last_resend = now;
             }
             /* Fill the window (also when the peer was not connected). */
             send_chunks(d, s);

@@ -58,6 +58,11 @@ int raft_uv_node_compact(struct raft_uv_node *d, raft_index index)
     return 0;
 }
 
+const char *raft_uv_node_log_full_reason(const struct raft_uv_node *d)
+{
+    return d->log_full_reason;
+}
+
 bool raft_uv_node_log_full(const struct raft_uv_node *d)
 {
     return raft_persist_log_full(&d->persist);
@@ -162,11 +167,16 @@ static void disk_after_work(uv_work_t *req, int status)
         return;
     }
     if (res.outcome == RAFT_PERSIST_REQUEUED) {
-        raft_uv_node_log(d, RAFT_LOG_ERROR,
-                         "log full, writes wait until compaction frees "
-                         "space (or log_max_mb is raised and the node "
-                         "restarted): %s",
-                         res.errmsg);
+        if (strcmp(d->log_full_reason, res.errmsg) != 0) {
+            /* Once per reason, not at every retry. */
+            raft_uv_node_log(d, RAFT_LOG_ERROR,
+                             "no room for the log: writes wait until "
+                             "compaction or freed disk space makes room, "
+                             "and resume by themselves: %s",
+                             res.errmsg);
+            snprintf(d->log_full_reason, sizeof d->log_full_reason, "%s",
+                     res.errmsg);
+        }
         d->retry_at = raft_uv_node_now(d) + RAFT__UV_LOG_FULL_RETRY_MS;
         if (!res.log_full) {
             raft_uv_storage_start(d); /* the compaction */
@@ -181,6 +191,13 @@ static void disk_after_work(uv_work_t *req, int status)
     if (res.wrote) {
         d->stats.n_writes++;
         d->stats.n_entries_written += res.n_entries;
+        if (d->log_full_reason[0] != '\0') {
+            raft_uv_node_log(d, RAFT_LOG_WARN,
+                             "the log takes writes again (it had no room: "
+                             "%s)",
+                             d->log_full_reason);
+            d->log_full_reason[0] = '\0';
+        }
     }
     if (!d->stopping) {
         carry_out(d, &res);

@@ -6,6 +6,9 @@ Real raftsql-node processes on 127.0.0.1, a fresh cluster per test.
 
 import os
 import re
+import shutil
+import subprocess
+import tempfile
 import socket
 import sqlite3
 import struct
@@ -370,6 +373,76 @@ class WedgeTest(ClusterCase):
             self.assertFalse(st["log_full"])
             self.assertGreater(st["compactions"], 0)
             self.assertEqual(n.value("SELECT count(*) FROM big"), 30)
+
+    def test_full_disk_heals_by_itself(self):
+        """A follower whose log sits on a filesystem that fills reports
+        "disk full" (not an I/O error) in raft_status(), the others go on,
+        and once space is freed it takes writes again and catches up
+        without a restart (before: "Input/output error", writes hung, and
+        only a restart of every node helped)."""
+        mnt = tempfile.mkdtemp(prefix="raftsql-tmpfs-")
+        if subprocess.run(["mount", "-t", "tmpfs", "-o", "size=12m", "tmpfs",
+                           mnt], capture_output=True).returncode != 0:
+            os.rmdir(mnt)
+            self.skipTest("mount -t tmpfs is not permitted here")
+        try:
+            self.start("exec_timeout_ms=10000")
+            f = self.followers[0]
+            f.kill()
+            for suffix in ("", "-wal", "-shm"):
+                if os.path.exists(f.db + suffix):
+                    os.remove(f.db + suffix)
+            shutil.rmtree(f.db + "-raft", ignore_errors=True)
+            f = Node(NODE, f.id, f.db, f.log_path + ".2")
+            f.sql("SELECT raft_start(?)", "id=%d cluster=%s %s dir=%s/log" % (
+                f.id, self.cluster.members, FAST + " exec_timeout_ms=10000",
+                mnt))
+            self.cluster.nodes[f.id - 1] = f
+            self.exec(self.leader, "CREATE TABLE t(k INTEGER PRIMARY KEY, v)")
+            self.cluster.wait_applied(self.leader.status()["applied"])
+            # Fill the filesystem but a little.
+            filler = os.path.join(mnt, "filler")
+            with open(filler, "wb") as out:
+                try:
+                    while True:
+                        out.write(b"\0" * (256 * 1024))
+                        out.flush()
+                except OSError:
+                    pass
+            for k in range(20):
+                self.exec(self.leader, "INSERT INTO t VALUES(?, ?)", k,
+                          "x" * 100_000)
+            deadline = time.monotonic() + 20
+            while True:
+                st = f.status()
+                if st["log_full"]:
+                    break
+                self.assertLess(time.monotonic(), deadline,
+                                "the full disk never showed")
+                time.sleep(0.1)
+            self.assertIn("disk full", st["log_full_reason"])
+            with self.assertRaises(NodeError) as cm:
+                self.exec(f, "INSERT INTO t VALUES(100, 'x')")
+            self.assertIn("not applied: disk full", str(cm.exception))
+            os.remove(filler)
+            self.cluster.wait_applied(self.leader.status()["applied"], [f],
+                                      timeout=30)
+            self.assertEqual(f.value("SELECT count(*) FROM t"), 20)
+            self.assertFalse(f.status()["log_full"])
+            self.assertEqual(self.exec(f, "INSERT INTO t VALUES(101, 'y')"),
+                             1)
+            with open(f.log_path) as log:
+                text = log.read()
+            self.assertIn("disk full", text)
+            self.assertIn("the log takes writes again", text)
+        finally:
+            if self.cluster is not None:
+                codes = self.cluster.stop()
+                self.cluster = None
+                shutil.rmtree(self.dir, ignore_errors=True)
+            subprocess.run(["umount", mnt], capture_output=True)
+            os.rmdir(mnt)
+        self.assertEqual(codes, [0, 0, 0])
 
 if __name__ == "__main__":
     unittest.main()

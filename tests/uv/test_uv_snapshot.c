@@ -551,6 +551,20 @@ static void test_stalled_transfer_abandoned(void **state)
                       f->obs.stats.n_snapshots_sent == 0);
 }
 
+/* A connected follower that never answers is abandoned after the stall
+ * timeout although the window is sent again every second (before, each
+ * re-send counted as progress and the transfer went on for ever). */
+static void test_silent_peer_abandoned(void **state)
+{
+    struct fake *f = fake_a(state);
+    leader_init(f);
+    f->peer.chunk_silent = true;
+    leader_start(f, 2500);
+    FAKE_WAIT(f, fake_logged(f, RAFT_LOG_WARN,
+                             "snapshot to 2 abandoned: no progress") >= 1);
+    FAKE_CHECK(f, f->peer.n_chunks >= 8 && !f->peer.installed);
+}
+
 /* A broken connection to the follower aborts its transfer at the next
  * tick. */
 static void test_unreachable_aborts(void **state)
@@ -737,6 +751,7 @@ int main(void)
         TEST(test_window_resent),
         TEST(test_refused_snapshot_retried),
         TEST(test_stalled_transfer_abandoned),
+        TEST(test_silent_peer_abandoned),
         TEST(test_unreachable_aborts),
         TEST(test_lost_leadership_abandons),
         TEST(test_create_failure_retried),

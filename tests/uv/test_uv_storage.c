@@ -211,9 +211,10 @@ static void test_nospace_retried(void **state)
     fake_fail(f, FAKE_APPEND, RAFT_NOSPACE, 1);
     assert_int_equal(fake_propose(f, "big", &index), 0);
     FAKE_WAIT(f, f->obs.log_full);
-    FAKE_CHECK(f, fake_logged(f, RAFT_LOG_ERROR,
-                              "log full, writes wait until compaction frees "
-                              "space") == 1);
+    FAKE_CHECK(f,
+               fake_logged(f, RAFT_LOG_ERROR,
+                           "no room for the log: writes wait until "
+                           "compaction or freed disk space makes room") == 1);
     FAKE_CHECK(f, !applied(f, index) && !f->obs.failed);
     FAKE_WAIT(f, applied(f, index));
     FAKE_CHECK(f, append_of(f, index, 0)->rc == RAFT_NOSPACE &&
@@ -221,6 +222,8 @@ static void test_nospace_retried(void **state)
     FAKE_CHECK(
         f, append_of(f, index, 1)->rc == 0 && append_of(f, index, 1)->n == 1);
     FAKE_CHECK(f, !f->obs.log_full && !f->obs.failed);
+    FAKE_CHECK(
+        f, fake_logged(f, RAFT_LOG_WARN, "the log takes writes again") == 1);
 }
 
 /* While the log is full a compaction runs ahead of the refused append,
