@@ -93,8 +93,10 @@ class WedgeTest(ClusterCase):
 
         th = threading.Thread(target=runaway)
         th.start()
-        # Wait until f2 has the entry committed but cannot finish it.
-        deadline = time.monotonic() + 20
+        # Wait until f2 has the entry committed but cannot finish it (a
+        # generous bound: three apply threads run without end meanwhile,
+        # under the sanitizers).
+        deadline = time.monotonic() + 60
         while True:
             st = f2.status()
             if st["commit"] > done and st["applied"] == done:
