@@ -14,7 +14,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.dirname(
     os.path.abspath(__file__))))
 sys.path.insert(0, os.path.join(ROOT, "tools"))
 
-from raftsql_cluster import Cluster  # noqa: E402
+from raftsql_cluster import Cluster, Node  # noqa: E402
 
 NODE = os.environ.get("RAFTSQL_NODE",
                       os.path.join(ROOT, "build", "raftsql-node"))
@@ -29,6 +29,19 @@ def connect(path):
     con.load_extension(os.path.splitext(SO)[0])
     con.enable_load_extension(False)
     return con
+
+
+def start_peers(workdir, members, extra, ids=(2, 3)):
+    """raftsql-node processes for the members @ids of the cluster string
+    @members, started with raft_start and @extra keys; returns them."""
+    peers = []
+    for i in ids:
+        n = Node(NODE, i, os.path.join(workdir, "node%d.db" % i),
+                 os.path.join(workdir, "node%d.log" % i))
+        n.sql("SELECT raft_start(?)", "id=%d cluster=%s %s" % (
+            i, members, extra))
+        peers.append(n)
+    return peers
 
 
 class ClusterCase(unittest.TestCase):

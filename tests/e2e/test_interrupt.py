@@ -16,8 +16,8 @@ import threading
 import time
 import unittest
 
-from e2e import NODE, SO, connect  # noqa: E402
-from raftsql_cluster import Node, free_ports  # noqa: E402
+from e2e import SO, connect, start_peers  # noqa: E402
+from raftsql_cluster import free_ports  # noqa: E402
 
 # exec_timeout_ms is a minute: any return well before it is the interrupt.
 TIMING = ("election_timeout_ms=300 heartbeat_ms=30 exec_timeout_ms=60000 "
@@ -48,12 +48,7 @@ class InterruptTest(unittest.TestCase):
         self.assertEqual(codes, [0] * len(codes))
 
     def start_peers(self):
-        for i in (2, 3):
-            n = Node(NODE, i, os.path.join(self.dir, "node%d.db" % i),
-                     os.path.join(self.dir, "node%d.log" % i))
-            n.sql("SELECT raft_start(?)", "id=%d cluster=%s %s" % (
-                i, self.members, TIMING))
-            self.peers.append(n)
+        self.peers = start_peers(self.dir, self.members, TIMING)
 
     def start_here(self):
         self.con = connect(os.path.join(self.dir, "node1.db"))

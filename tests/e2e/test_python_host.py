@@ -15,8 +15,8 @@ import threading
 import time
 import unittest
 
-from e2e import NODE, connect  # noqa: E402
-from raftsql_cluster import Node, free_ports  # noqa: E402
+from e2e import connect, start_peers  # noqa: E402
+from raftsql_cluster import free_ports  # noqa: E402
 
 TIMING = "election_timeout_ms=300 heartbeat_ms=30 exec_timeout_ms=10000"
 THREADS = 8
@@ -34,13 +34,7 @@ class PythonHostTest(unittest.TestCase):
         self.con = connect(self.db)
         self.con.execute("SELECT raft_start(?)", ("id=1 cluster=%s %s" % (
             self.members, TIMING),))
-        self.peers = []
-        for i in (2, 3):
-            n = Node(NODE, i, os.path.join(self.dir, "node%d.db" % i),
-                     os.path.join(self.dir, "node%d.log" % i))
-            n.sql("SELECT raft_start(?)", "id=%d cluster=%s %s" % (
-                i, self.members, TIMING))
-            self.peers.append(n)
+        self.peers = start_peers(self.dir, self.members, TIMING)
 
     def tearDown(self):
         self.con.execute("SELECT raft_stop()")
