@@ -130,6 +130,58 @@ static bool has_write(const struct raft_persist_job *j)
     return j->has_hs || j->n_entries > 0;
 }
 
+/* hs_to_front lets the newest hard state of the queue go ahead of the
+ * append that waits for space (a full log still takes a new term and
+ * vote: the store keeps a reserve for them, so elections go on): a sealed
+ * job with that hard state and every held message of the queue, in queue
+ * order (rule 1 holds: each was held for a hard state no newer than it),
+ * goes first, and no other job writes a hard state any more (an older one
+ * must never follow it). Writing the term or vote before older entries is
+ * safe: the core acknowledges entries only once PERSISTED says so.
+ * Returns whether it did (false: no hard state queued, it is first
+ * already, or out of memory, and then nothing changed). */
+static bool hs_to_front(struct raft_persist *p)
+{
+    struct raft_persist_job *last = NULL, *f;
+    unsigned n_held = 0;
+
+    for (struct raft_persist_job *q = p->head; q != NULL; q = q->next) {
+        if (q->has_hs) {
+            last = q;
+        }
+        n_held += q->n_held;
+    }
+    if (last == NULL || (last == p->head && last->n_entries == 0 &&
+                         !last->install && last->compact_to == 0)) {
+        return false;
+    }
+    f = calloc(1, sizeof *f);
+    if (f == NULL) {
+        return false;
+    }
+    if (n_held > 0) {
+        f->held = malloc(n_held * sizeof *f->held);
+        if (f->held == NULL) {
+            free(f);
+            return false;
+        }
+        f->cap_held = n_held;
+    }
+    f->sealed = true;
+    f->has_hs = true;
+    f->hs = last->hs;
+    for (struct raft_persist_job *q = p->head; q != NULL; q = q->next) {
+        if (q->n_held > 0) {
+            memcpy(f->held + f->n_held, q->held, q->n_held * sizeof *q->held);
+            f->n_held += q->n_held;
+        }
+        q->n_held = 0;
+        q->has_hs = false;
+    }
+    push_head(p, f);
+    return true;
+}
+
 void raft_persist_init(struct raft_persist *p)
 {
     memset(p, 0, sizeof *p);
@@ -191,6 +243,11 @@ int raft_persist_merge(struct raft_persist *p, const struct raft_update *u)
             }
             j->n_held++;
         }
+    }
+    if (u->hard_state_changed && p->log_full && hs_to_front(p)) {
+        /* The queue waited for space: the new term or vote goes first,
+         * at once (an election must not wait for the retry). */
+        p->log_full = false;
     }
     return 0;
 }
@@ -320,6 +377,11 @@ static void requeue(struct raft_persist *p, struct raft_persist_job *j)
     push_head(p, j);
     if (c != NULL) {
         push_head(p, c);
+    }
+    /* A refused append must not hold up a new term or vote: those go
+     * ahead of it (a refused write of the hard state alone just waits). */
+    if (j->n_entries > 0) {
+        hs_to_front(p);
     }
     p->log_full = p->head == j;
 }

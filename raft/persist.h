@@ -214,6 +214,12 @@ void raft_persist_close(struct raft_persist *p);
  * durable (driver rule 1); the caller sends the other updates' messages
  * at once. Merge only updates with a changed hard state or entries: an
  * update with neither leaves an empty job, which raft_persist_next drops.
+ * While the queue waits for space (log full), a changed hard state goes
+ * ahead of the waiting append, in a job of its own with every held
+ * message, and the wait ends so that it is written at once: a full log
+ * still takes a new term and vote (the store's reserve), and elections go
+ * on. A refused append with entries likewise lets the queue's newest hard
+ * state go first (raft_persist_done).
  * Errors: RAFT_NOMEM (the job may hold part of the update: the caller
  * must stop writing). Loop thread. */
 int raft_persist_merge(struct raft_persist *p, const struct raft_update *u);

@@ -527,7 +527,7 @@ static void test_nospace_waits_for_retry(void **state)
     struct fixture *x = *state;
     struct raft_persist_result res;
 
-    merge(x, 1, 2, 1, NULL, 0);
+    merge(x, 1, 2, 0, NULL, 0);
     x->f.nospace = 1;
     assert_true(run_next(x, &res));
     assert_int_equal(res.outcome, RAFT_PERSIST_REQUEUED);
@@ -543,6 +543,57 @@ static void test_nospace_waits_for_retry(void **state)
     assert_int_equal(x->f.append_first, 1);
     assert_int_equal(x->f.append_n, 3);
     assert_int_equal(res.persisted_index, 3);
+}
+
+/* A full log does not hold up a new term or vote (issue 10 #3: a full
+ * log stopped the cluster from electing a leader): when an append with a
+ * hard state is refused, the hard state and the held messages go first
+ * in a job of their own and are written at once; a hard state merged
+ * while the append waits goes first at once too, ending the wait; no
+ * older hard state is written after a newer one. */
+static void test_hard_state_ahead_of_refused_append(void **state)
+{
+    struct fixture *x = *state;
+    struct raft_persist_result res;
+    struct raft_message m;
+
+    memset(&m, 0, sizeof m);
+    m.type = RAFT_MSG_REQUEST_VOTE_RESULT;
+    m.from = 1;
+    m.to = 2;
+    merge(x, 1, 2, 4, &m, 1);
+    x->f.nospace = 3;
+    assert_true(run_next(x, &res));
+    assert_int_equal(res.outcome, RAFT_PERSIST_REQUEUED);
+    assert_false(res.log_full); /* the hard state goes first */
+    assert_true(run_next(x, &res));
+    assert_int_equal(res.outcome, RAFT_PERSIST_DONE);
+    assert_true(res.wrote && !res.persisted);
+    assert_int_equal(res.n_messages, 1); /* sendable now */
+    assert_int_equal(x->f.hs.term, 4);
+    assert_int_equal(x->f.append_n, 0);
+    /* The entries are refused again, without a hard state: they wait. */
+    assert_true(run_next(x, &res));
+    assert_int_equal(res.outcome, RAFT_PERSIST_REQUEUED);
+    assert_true(res.log_full);
+    assert_null(raft_persist_next(&x->p));
+    /* A vote of a newer term while they wait: written at once. */
+    merge(x, 0, 0, 5, &m, 1);
+    assert_false(raft_persist_log_full(&x->p));
+    assert_true(run_next(x, &res));
+    assert_int_equal(res.outcome, RAFT_PERSIST_DONE);
+    assert_int_equal(res.n_messages, 1);
+    assert_int_equal(x->f.hs.term, 5);
+    /* The append is tried again (refused once more, then it fits) and
+     * carries no hard state: the term never goes back. */
+    assert_true(run_next(x, &res));
+    assert_int_equal(res.outcome, RAFT_PERSIST_REQUEUED);
+    assert_true(raft_persist_retry(&x->p));
+    assert_true(run_next(x, &res));
+    assert_int_equal(res.outcome, RAFT_PERSIST_DONE);
+    assert_true(res.persisted && res.persisted_index == 2);
+    assert_false(x->f.append_hs);
+    assert_int_equal(x->f.hs.term, 5);
 }
 
 /* A compaction queued while a refused append waits goes ahead of it and
@@ -663,6 +714,7 @@ int main(void)
         T(test_gap_without_install_fails),
         T(test_nospace_requeue_compaction_first),
         T(test_nospace_waits_for_retry),
+        T(test_hard_state_ahead_of_refused_append),
         T(test_compaction_ahead_of_refused),
         T(test_nospace_no_requeue),
         T(test_compaction_in_order),
