@@ -425,6 +425,11 @@ static int install(struct ext_store *s, const char *path, raft_index index,
     }
     rc = applier_install(s->applier, path, &got_index, &got_term, errmsg,
                          errmsg_len);
+    if (rc == RAFT_IOERR || rc == RAFT_NOSPACE || rc == RAFT_NOMEM) {
+        /* The database is unchanged (a full disk under it, say): not a
+         * reason to stop, the leader sends the snapshot again. */
+        rc = RAFT_BUSY;
+    }
     if (rc == 0 && log_after_install(s, got_index, got_term) != 0) {
         /* The database is ahead of the log: a restart repairs that. */
         snprintf(errmsg, errmsg_len, "change the log after the snapshot: %s",

@@ -58,7 +58,11 @@
  * the log through @index only, else it resets it to start after @index; a
  * snapshot not above the applied index changes nothing. The driver then
  * steps RAFT_EVENT_SNAPSHOT_INSTALLED, and raft_persist drops the entries
- * of later queued writes that the install made stale.
+ * of later queued writes that the install made stale. It returns
+ * RAFT_CORRUPT or RAFT_INVALID for a snapshot it refuses and RAFT_BUSY
+ * for one it could not install for now (a full disk), both with nothing
+ * changed (the leader sends it again); any other error means the state
+ * machine may be ahead of the log, and the driver stops writing.
  * The last three may be NULL, disabling compaction and snapshots. */
 struct raft_persist_storage {
     void *data; /* passed to every function */

@@ -419,7 +419,14 @@ void raft_uv_snapshot_installed(struct raft_uv_node *d,
     m.from = in->leader;
     m.snapshot_chunk.last_index = in->index;
     if (rc != 0) {
-        if (rc != RAFT_CORRUPT && rc != RAFT_INVALID) {
+        if (rc == RAFT_BUSY) {
+            /* Not installed, nothing changed (a full disk under the
+             * database): the leader sends it again later. */
+            raft_uv_node_log(d, RAFT_LOG_WARN,
+                             "snapshot not installed, the leader sends it "
+                             "again: %s",
+                             errmsg);
+        } else if (rc != RAFT_CORRUPT && rc != RAFT_INVALID) {
             /* The state machine may be ahead of the log now: only a
              * restart (which repairs that) is safe. */
             raft_uv_storage_fail(d, errmsg);

@@ -283,6 +283,26 @@ static void test_install_refused_by_store(void **state)
     FAKE_WAIT(f, f->obs.snapshot_index == 10);
 }
 
+/* A snapshot the storage could not install without changing anything (a
+ * full disk under the database: RAFT_BUSY) leaves the driver running and
+ * is sent again (issue 10 #11: before, a full database disk during an
+ * install stopped the node until restarted). */
+static void test_install_busy_retried(void **state)
+{
+    struct fake *f = fake_a(state);
+    struct file fl;
+    begin(f, &fl, 5);
+    fake_fail(f, FAKE_INSTALL, RAFT_BUSY, 1);
+    deliver(f, &fl, fl.sum);
+    FAKE_CHECK(f, is_result(f, 2, 0, RAFT_BUSY));
+    FAKE_CHECK(f, fake_logged(f, RAFT_LOG_WARN,
+                              "snapshot not installed, "
+                              "the leader sends it again") == 1);
+    FAKE_CHECK(f, !f->obs.failed && f->obs.snapshot_index == 0);
+    send_file(f, 3, 10, 2, &fl, fl.sum);
+    FAKE_WAIT(f, f->obs.snapshot_index == 10);
+}
+
 /* An install that fails with an I/O error stops the driver (the state
  * machine may be ahead of the log): an ERROR is logged, the leader gets
  * RAFT_IOERR, and later chunks are refused. */
@@ -741,6 +761,7 @@ int main(void)
         TEST(test_stale_term_refused),
         TEST(test_install_refused_by_store),
         TEST(test_install_failure_stops),
+        TEST(test_install_busy_retried),
         TEST(test_chunks_during_install_ignored),
         TEST(test_new_snapshot_restarts),
         TEST(test_no_install_function),
