@@ -363,6 +363,43 @@ void raft_persist_run(struct raft_persist_job *j,
 /* requeue puts refused job @j back first; a compaction it carried along
  * with its write becomes a job of its own ahead of it (a compaction alone
  * just waits). Sets log_full when @j is first. */
+/* split_half moves the second half of refused job @j's entries into a new
+ * sealed job right behind it, so that the next try asks for half the
+ * room (one entry always fits in a log that takes the largest request:
+ * max_request_bytes is at most a quarter of log_max_mb). Out of memory:
+ * @j stays whole. */
+static void split_half(struct raft_persist *p, struct raft_persist_job *j)
+{
+    unsigned k = j->n_entries / 2, rest = j->n_entries - k;
+    struct raft_persist_job *b;
+
+    if (k == 0) {
+        return;
+    }
+    b = calloc(1, sizeof *b);
+    if (b == NULL) {
+        return;
+    }
+    b->entries = malloc(rest * sizeof *b->entries);
+    if (b->entries == NULL) {
+        free(b);
+        return;
+    }
+    memcpy(b->entries, j->entries + k, rest * sizeof *b->entries);
+    b->n_entries = rest;
+    b->cap_entries = rest;
+    b->sealed = true;
+    b->after_install = j->after_install;
+    b->n_old = j->n_old > k ? j->n_old - k : 0;
+    j->n_old = j->n_old > k ? k : j->n_old;
+    j->n_entries = k;
+    b->next = j->next;
+    j->next = b;
+    if (p->tail == j) {
+        p->tail = b;
+    }
+}
+
 static void requeue(struct raft_persist *p, struct raft_persist_job *j)
 {
     struct raft_persist_job *c = NULL;
@@ -375,6 +412,11 @@ static void requeue(struct raft_persist *p, struct raft_persist_job *j)
         }
     }
     push_head(p, j);
+    /* Sealed: what arrives while it waits goes to a later job, or the
+     * retried write would grow past what the log can ever take; and it
+     * asks for half the room at its next try. */
+    j->sealed = true;
+    split_half(p, j);
     if (c != NULL) {
         push_head(p, c);
     }
