@@ -22,7 +22,7 @@
 #define EXT__DEFAULT_TRAILING_ENTRIES 1024
 #define EXT__DEFAULT_SNAPSHOT_CHUNK_BYTES (1024u * 1024)
 #define EXT__DEFAULT_FOLLOWER_APPLY_MS 20
-#define EXT__DEFAULT_MAX_REQUEST_STEPS 100000000u
+#define EXT__DEFAULT_MAX_REQUEST_STEPS 50000000u
 
 static int fail(char *errmsg, size_t errmsg_len, const char *fmt, ...)
 {

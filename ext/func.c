@@ -175,6 +175,18 @@ static void fn_exec(sqlite3_context *ctx, int argc, sqlite3_value **argv)
         sqlite3_result_error(ctx, "raft_exec: too many parameters", -1);
         return;
     }
+    if (!sqlite3_get_autocommit(sqlite3_context_db_handle(ctx))) {
+        /* The node's own connection applies the write: it would wait for
+         * this connection's transaction, which waits for it; and a read
+         * transaction would not see the write. */
+        sqlite3_result_error(ctx,
+                             "raft_exec: not applied: this connection is "
+                             "inside a transaction (BEGIN); commit or roll "
+                             "it back first: each raft_exec is a transaction "
+                             "of its own",
+                             -1);
+        return;
+    }
     n = acquire(ctx, "raft_exec");
     if (n == NULL) {
         return;

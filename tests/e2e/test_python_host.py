@@ -105,5 +105,28 @@ class PythonHostTest(unittest.TestCase):
             con.close()
 
 
+    def test_raft_exec_inside_a_transaction_refused(self):
+        """raft_exec inside the caller's own transaction is refused at once
+        (before, the node's apply connection waited for that transaction,
+        which waited for the write: "outcome unknown" after the timeout)."""
+        deadline = time.monotonic() + 15
+        while self.con.execute("SELECT raft_leader()").fetchone()[0] is None:
+            self.assertLess(time.monotonic(), deadline, "no leader")
+            time.sleep(0.05)
+        self.con.execute("SELECT raft_exec('CREATE TABLE x(a)')")
+        for begin in ("BEGIN IMMEDIATE", "BEGIN"):
+            self.con.execute(begin)
+            t0 = time.monotonic()
+            with self.assertRaises(sqlite3.OperationalError) as cm:
+                self.con.execute("SELECT raft_exec('INSERT INTO x VALUES(1)')")
+            self.assertLess(time.monotonic() - t0, 1.0)
+            self.assertIn("not applied: this connection is inside a "
+                          "transaction", str(cm.exception))
+            self.con.execute("ROLLBACK")
+        self.assertEqual(self.con.execute("SELECT raft_exec('INSERT INTO x "
+                                          "VALUES(2)')").fetchone()[0], 1)
+        self.assertEqual(self.con.execute("SELECT count(*) FROM x")
+                         .fetchone()[0], 1)
+
 if __name__ == "__main__":
     unittest.main()

@@ -446,5 +446,27 @@ class WedgeTest(ClusterCase):
             os.rmdir(mnt)
         self.assertEqual(codes, [0, 0, 0])
 
+    def test_small_log_with_large_requests_keeps_going(self):
+        """Requests of 250 KB in a log of 1 MB, through the leader and a
+        follower by turns: every node keeps taking writes (found by a
+        new-user pass: a node, the leader too, stayed "log full" until
+        restarted, its retried write grown past what the log can take)."""
+        self.start("exec_timeout_ms=20000 log_max_mb=1")
+        self.exec(self.leader, "CREATE TABLE t(i INTEGER PRIMARY KEY, b)")
+        nodes = [self.leader, self.followers[0]]
+        for i in range(20):
+            self.assertEqual(self.exec(nodes[i % 2],
+                                       "INSERT INTO t VALUES(?, ?)", i,
+                                       {"blob": os.urandom(250_000).hex()}),
+                             1)
+        self.cluster.wait_applied(max(n.status()["applied"]
+                                      for n in self.cluster.nodes))
+        for n in self.cluster.nodes:
+            self.assertEqual(n.value("SELECT count(*) FROM t"), 20)
+            self.assertFalse(n.status()["log_full"])
+        # And the leader still takes a write itself.
+        self.assertEqual(self.exec(self.leader, "INSERT INTO t VALUES(99, 1)"),
+                         1)
+
 if __name__ == "__main__":
     unittest.main()
