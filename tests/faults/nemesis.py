@@ -75,11 +75,15 @@ class Nemesis:
         return False
 
     def repair(self):
-        """Restart nodes whose pipe is out of step (a request that never
-        returned, recorded as stuck) or that are down."""
+        """Restart nodes that died on their own (recorded by the cluster),
+        whose pipe is out of step (a request that never returned, recorded
+        as stuck) or that are down."""
         for i, slot in self.cluster.slots.items():
             node = slot.node
-            if node is not None and node.desync:
+            if self.cluster.died(i):
+                self.say("    node %d died on its own: restart" % i)
+                self.cluster.kill(i)
+            elif node is not None and node.desync:
                 self.say("    node %d did not answer: kill -9 and restart" %
                          i)
                 self.cluster.kill(i)

@@ -27,6 +27,15 @@ from raftsql_cluster import Node, NodeError, free_ports  # noqa: E402
 from net import Net  # noqa: E402
 
 
+def last_lines(path, n=3):
+    """The last n lines of the file at path, joined with " | "."""
+    try:
+        with open(path, errors="replace") as f:
+            return " | ".join(line.strip() for line in f.readlines()[-n:])
+    except OSError as e:
+        return str(e)
+
+
 class Timeout(NodeError):
     """The node did not answer a request in time (its pipe is now out of
     step: the node must be killed and restarted)."""
@@ -42,6 +51,7 @@ class FaultNode(Node):
         super().__init__(binary, node_id, db, log_path)
         self.buf = b""
         self.desync = False
+        self.killed = False  # by us: any other exit is a death
 
     def sql(self, text, *params, timeout=60.0):
         """Run one statement; return its rows. Raises NodeError (code -1
@@ -89,6 +99,7 @@ class FaultNode(Node):
 
     def kill9(self):
         """SIGKILL and reap; the pipes stay open until close()."""
+        self.killed = True
         self.signal(signal.SIGKILL)
         self.proc.wait()
 
@@ -203,6 +214,7 @@ class FaultCluster:
         self.net = Net(self.real, seed)
         self.slots = {i: Slot(i) for i in self.ids}
         self.disks = {}
+        self.deaths = []  # lines: nodes that exited without being told
         self.net.start()
         if tmpfs_mb:
             for i in self.ids:
@@ -243,12 +255,27 @@ class FaultCluster:
             slot.node = node
             slot.paused = False
 
+    def died(self, i):
+        """Whether node i's process exited on its own (recorded once)."""
+        node = self.slots[i].node
+        if node is None or node.killed or node.proc.poll() is None:
+            return False
+        code = node.proc.returncode
+        how = "exit code %d" % code
+        if code < 0:
+            how = "signal %s" % signal.Signals(-code).name
+        self.deaths.append("node %d died on its own (%s); last log lines: "
+                           "%s" % (i, how, last_lines(node.log_path)))
+        node.killed = True
+        return True
+
     def kill(self, i):
         """kill -9 node i; a request in flight on it ends."""
         slot = self.slots[i]
         node = slot.node
         if node is None:
             return
+        self.died(i)
         node.kill9()
         with slot.lock:
             slot.node = None
@@ -273,6 +300,7 @@ class FaultCluster:
         codes = {}
         for i, slot in self.slots.items():
             self.resume(i)
+            self.died(i)
         for i, slot in self.slots.items():
             with slot.lock:
                 node = slot.node

@@ -214,6 +214,8 @@ class Episode:
         Nemesis(c, wl, self.rng, say).repair()
         try:
             self.converge()
+            for i in c.ids:
+                c.died(i)
         except (TimeoutError, NodeError) as e:
             states = []
             logs = []
@@ -237,6 +239,9 @@ class Episode:
             for i, s in zip(c.ids, states):
                 say("    node %d status: %s" % (i, s[:600]))
             self.results.append(("converged after healing", [str(e)]))
+            for i in c.ids:
+                c.died(i)
+            self.results.append(("no node died on its own", c.deaths))
             return
         self.results.append(("converged after healing", []))
         snaps = {i: checks.snapshot(c.slots[i], c.db_path(i), REQUEST_TIMEOUT)
@@ -246,6 +251,7 @@ class Episode:
         self.results.append(checks.check_leaders(wl))
         self.results.append(checks.check_bank(wl, wl.writes, snaps))
         codes = c.stop_all()
+        self.results.append(("no node died on its own", c.deaths))
         self.results.append(checks.check_logs(c, codes))
         self.errors = checks.log_errors(c)
 
