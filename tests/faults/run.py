@@ -108,6 +108,8 @@ class Episode:
         self.dir = None
         self.errors = {}    # ERROR lines of the node logs, with counts
         self.reasons = {}   # (outcome, why) of writes not ok, with counts
+        self.terms = 0      # terms whose leader the monitors saw
+        self.reads = 0      # bank totals read during the run
 
     def replay(self):
         kinds = ",".join(self.kinds)
@@ -144,6 +146,7 @@ class Episode:
                               for s in wl.stuck]
             self.writes = wl.counts()
             self.reasons = wl.reasons()
+            self.terms, self.reads = len(wl.leaders), wl.reads
             self.finish(wl)
         except Exception as e:  # the harness itself, or no convergence
             self.results.append(("episode ran to the end", [
@@ -302,11 +305,12 @@ class Episode:
         w = self.writes
         passed = sum(1 for _, p in self.results if not p)
         say("faults: episode seed %d: %d faults (%s); writes ok %d, failed "
-            "%d, unknown %d; checks %d/%d passed" % (
+            "%d, unknown %d; %d terms with a leader seen, %d reads; checks "
+            "%d/%d passed" % (
                 self.seed, sum(self.faults.values()),
                 ", ".join("%s %d" % kv for kv in sorted(self.faults.items())),
-                w["ok"], w["failed"], w["unknown"], passed,
-                len(self.results)))
+                w["ok"], w["failed"], w["unknown"], self.terms, self.reads,
+                passed, len(self.results)))
         for name, problems in self.results:
             say("  %s %s" % ("ok  " if not problems else "FAIL", name))
             for p in problems:
@@ -365,15 +369,18 @@ def main():
     for ep in episodes:
         total.update(ep.faults)
         writes.update(ep.writes)
+    terms = sum(ep.terms for ep in episodes)
+    reads = sum(ep.reads for ep in episodes)
     passed = sum(1 for ep in episodes for _, p in ep.results if not p)
     failed = sum(1 for ep in episodes for _, p in ep.results if p)
     bad = [ep for ep in episodes if ep.failed()]
     say("faults: seed %d: %d faults in %d episodes (%s); writes ok %d, "
-        "failed %d, unknown %d; checks %d passed, %d failed; %d episodes "
-        "failed" % (seed, sum(total.values()), len(episodes),
-                    ", ".join("%s %d" % kv for kv in sorted(total.items())),
-                    writes["ok"], writes["failed"], writes["unknown"],
-                    passed, failed, len(bad)))
+        "failed %d, unknown %d; %d terms with a leader seen, %d reads; "
+        "checks %d passed, %d failed; %d episodes failed" % (
+            seed, sum(total.values()), len(episodes),
+            ", ".join("%s %d" % kv for kv in sorted(total.items())),
+            writes["ok"], writes["failed"], writes["unknown"], terms, reads,
+            passed, failed, len(bad)))
     for ep in bad:
         labels = sorted({f.label for f in ep.findings}) or ["check failed"]
         say("  failed: seed %d (%s): replay: %s" % (

@@ -127,7 +127,8 @@ class Workload:
         for w in self.writes:
             if w.outcome == "ok":
                 continue
-            why = re.sub(r"[0-9]+", "N", w.error or "")
+            why = re.sub(r" \(see [^)]*\)", "", w.error or "")
+            why = re.sub(r"[0-9]+", "N", why)
             why = why.replace("raft_exec: ", "")[:70]
             out[(w.outcome, why)] = out.get((w.outcome, why), 0) + 1
         return out
