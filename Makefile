@@ -29,7 +29,7 @@ TEST_BIN := $(TEST_SRC:%.c=$(B)/%)
 .PHONY: all deps demo test check check-layering fmt fmt-check unit e2e tsan \
         tsan-uv \
         clean bench sim \
-        soak \
+        soak faults faults-short \
         coverage
 
 all: $(B)/raftsql.so $(B)/libraftsql.a $(B)/raftsql-node
@@ -231,12 +231,43 @@ soak: all
 	cd tests/e2e && RAFTSQL_NODE=../../$(B)/raftsql-node SOAK_KILLS=100 \
 	    SOAK_WRITES=50000 $(PYTHON) -m unittest -v test_crash
 
+# The fault-injection suite (tests/faults/run.py): clusters of sanitizer
+# nodes behind a TCP proxy per directed link, clients writing while faults
+# come (partitions, one-way cuts, black holes, delays, held and released
+# traffic, connection resets, SIGSTOP, kill -9, full log disks on tmpfs),
+# then the checks. `make faults` is the long run (FAULTS_SEED, FAULTS_COUNT
+# faults, at most FAULTS_S seconds of faults, FAULTS_KINDS); the replay
+# line of a failure is a `make faults` with its seed and count.
+FAULTS_COUNT   ?= 200
+FAULTS_S       ?= 1800
+FAULTS_EPISODE ?= 25
+FAULTS_ENV = RAFTSQL_NODE=$(B)/san/raftsql-node FAULTS_SEED=$(FAULTS_SEED) \
+	FAULTS_KINDS=$(FAULTS_KINDS) FAULTS_NODES=$(FAULTS_NODES) \
+	FAULTS_CLIENTS=$(FAULTS_CLIENTS)
+faults: $(B)/san/raftsql-node
+	$(FAULTS_ENV) FAULTS_COUNT=$(FAULTS_COUNT) FAULTS_S=$(FAULTS_S) \
+	    FAULTS_EPISODE=$(FAULTS_EPISODE) $(PYTHON) tests/faults/run.py
+
+# The short variant, in `make test`: the proxy's and the checks' own
+# tests, then one
+# episode of 20 faults (at most 60 s of them) on a fresh seed. The
+# full-disk fault is left out: issue 10 #4 (a full disk needs a restart)
+# is being fixed; `make faults` still runs it and names the item.
+FAULTS_SHORT_KINDS := partition,oneway,drop,delay,hold,reset,pause,kill
+faults-short: $(B)/san/raftsql-node
+	@$(PYTHON) -m unittest tests/faults/test_net.py \
+	    tests/faults/test_checks.py
+	RAFTSQL_NODE=$(B)/san/raftsql-node FAULTS_SEED=$(FAULTS_SEED) \
+	    FAULTS_KINDS=$(FAULTS_SHORT_KINDS) FAULTS_COUNT=20 FAULTS_S=60 \
+	    FAULTS_EPISODE=20 $(PYTHON) tests/faults/run.py
+
 test: deps
 	@$(MAKE) --no-print-directory check-layering
 	@$(MAKE) --no-print-directory fmt-check
 	@$(MAKE) --no-print-directory all
 	@$(MAKE) --no-print-directory unit
 	@$(MAKE) --no-print-directory e2e
+	@$(MAKE) --no-print-directory faults-short
 	@$(MAKE) --no-print-directory tsan
 
 check: test

@@ -19,6 +19,8 @@
  * A message the core rejects is logged and dropped. */
 
 #include <inttypes.h>
+#include <pthread.h>
+#include <signal.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -251,8 +253,18 @@ static void on_stop(uv_async_t *a)
 static void loop_main(void *arg)
 {
     struct raft_uv_node *d = arg;
+    sigset_t pipe_only;
     /* Named for top -H and perf (best effort). */
     pthread_setname_np(pthread_self(), "raftsql-loop");
+    /* Every socket write happens on this thread. A write to a connection
+     * the peer has closed and reset raises SIGPIPE in the writing thread,
+     * and its default action ends the host process. Blocked here (only
+     * here: the host's own disposition is left alone), the write fails
+     * with EPIPE and the connection is re-dialled; the signal stays
+     * pending on this thread and is discarded when it exits. */
+    sigemptyset(&pipe_only);
+    sigaddset(&pipe_only, SIGPIPE);
+    pthread_sigmask(SIG_BLOCK, &pipe_only, NULL);
     uv_run(&d->loop, UV_RUN_DEFAULT);
 }
 

@@ -9,10 +9,11 @@
  * queues what is held; the write callback frees the blocks.
  *
  * Failure modes: not connected or queue full drop the frame (Raft
- * tolerates loss) and say so; a failed write closes the connection and
- * schedules a re-dial (uv_tcp.c), and frames still held for it are
- * dropped; writes still queued on a closed connection complete with
- * UV_ECANCELED and are freed. */
+ * tolerates loss) and say so; a failed write (EPIPE on a connection the
+ * peer reset: SIGPIPE is blocked on the loop thread, uv_node.c) closes
+ * the connection and schedules a re-dial (uv_tcp.c), and frames still
+ * held for it are dropped; writes still queued on a closed connection
+ * complete with UV_ECANCELED and are freed. */
 
 #include <stdlib.h>
 #include <string.h>

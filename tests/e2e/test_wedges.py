@@ -7,6 +7,7 @@ Real raftsql-node processes on 127.0.0.1, a fresh cluster per test.
 import os
 import re
 import shutil
+import signal
 import subprocess
 import tempfile
 import socket
@@ -467,6 +468,72 @@ class WedgeTest(ClusterCase):
         # And the leader still takes a write itself.
         self.assertEqual(self.exec(self.leader, "INSERT INTO t VALUES(99, 1)"),
                          1)
+
+
+class PeerTest(unittest.TestCase):
+    """Nodes beside peers that are not raftsql nodes."""
+
+    def test_peers_that_close_at_once_do_not_kill_a_node(self):
+        """Two members of a 5-node cluster accept every connection and
+        close it at once (a peer going down behind a proxy, or refusing
+        the handshake). A node's next write on such a connection used to
+        raise SIGPIPE, which ended the host process (found by
+        tests/faults, seed 2005); now the write fails, the connection is
+        re-dialled, and every node lives on. heartbeat_ms=1 makes the
+        writes frequent: before the fix a node died within about 5 s (in 10 s:
+        most runs; the fault suite finds it too)."""
+        workdir = tempfile.mkdtemp(prefix="raftsql-wedge-")
+        fakes, nodes = [], []
+
+        def close_at_once(sock):
+            while True:
+                try:
+                    conn, _ = sock.accept()
+                except OSError:
+                    return
+                conn.close()
+
+        try:
+            for _ in range(2):
+                s = socket.socket()
+                s.bind(("127.0.0.1", 0))
+                s.listen(64)
+                fakes.append(s)
+                threading.Thread(target=close_at_once, args=(s,),
+                                 daemon=True).start()
+            members = ",".join(
+                ["%d@127.0.0.1:%d" % (i + 1, p)
+                 for i, p in enumerate(free_ports(3))] +
+                ["%d@127.0.0.1:%d" % (4 + k, s.getsockname()[1])
+                 for k, s in enumerate(fakes)])
+            for i in range(1, 4):
+                n = Node(NODE, i, os.path.join(workdir, "n%d.db" % i),
+                         os.path.join(workdir, "n%d.log" % i))
+                nodes.append(n)
+                n.sql("SELECT raft_start(?)", "id=%d cluster=%s "
+                      "election_timeout_ms=300 heartbeat_ms=1" % (i, members))
+            end = time.monotonic() + 10
+            while time.monotonic() < end:
+                for n in nodes:
+                    code = n.proc.poll()
+                    if code is not None:
+                        self.fail("node %d died (%s)" % (n.id, signal.Signals(
+                            -code).name if code < 0 else code))
+                time.sleep(0.1)
+            leader = {n.value("SELECT raft_leader()") for n in nodes}
+            self.assertEqual(len(leader), 1)
+            self.assertNotIn(None, leader)
+        finally:
+            for s in fakes:
+                try:
+                    s.shutdown(socket.SHUT_RDWR)
+                except OSError:
+                    pass
+                s.close()
+            codes = [n.stop() if n.proc.poll() is None else n.kill()
+                     for n in nodes]
+            shutil.rmtree(workdir, ignore_errors=True)
+        self.assertEqual(codes, [0, 0, 0])
 
 if __name__ == "__main__":
     unittest.main()

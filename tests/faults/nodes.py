@@ -1,0 +1,330 @@
+"""The cluster under test: raftsql-node processes (tools/raftsql_node.c,
+driven as tools/raftsql_cluster.py drives them) behind the fault network,
+with kill -9 and restart, SIGSTOP/SIGCONT, and log directories on small
+tmpfs mounts that can be filled.
+
+A node process answers one request at a time on its stdin, so each node
+sits in a Slot with a lock: whoever talks to the node holds it. Killing
+and pausing do not take the lock (a request in flight then ends in EOF,
+or waits for SIGCONT).
+"""
+
+import json
+import os
+import select
+import signal
+import subprocess
+import sys
+import threading
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(os.path.dirname(HERE))
+sys.path.insert(0, os.path.join(ROOT, "tools"))
+
+from raftsql_cluster import Node, NodeError, free_ports  # noqa: E402
+
+from net import Net  # noqa: E402
+
+
+def last_lines(path, n=3):
+    """The last n lines of the file at path, joined with " | "."""
+    try:
+        with open(path, errors="replace") as f:
+            return " | ".join(line.strip() for line in f.readlines()[-n:])
+    except OSError as e:
+        return str(e)
+
+
+class Timeout(NodeError):
+    """The node did not answer a request in time (its pipe is now out of
+    step: the node must be killed and restarted)."""
+
+    def __init__(self, message):
+        super().__init__(message, -2)
+
+
+class FaultNode(Node):
+    """A node process whose requests time out (Node.sql waits forever)."""
+
+    def __init__(self, binary, node_id, db, log_path):
+        super().__init__(binary, node_id, db, log_path)
+        self.buf = b""
+        self.desync = False
+        self.killed = False  # by us: any other exit is a death
+
+    def sql(self, text, *params, timeout=60.0):
+        """Run one statement; return its rows. Raises NodeError (code -1
+        when the process is gone) or Timeout."""
+        if self.desync:
+            raise NodeError("node %d: pipe out of step (not sent)" % self.id,
+                            -1)
+        line = (json.dumps([text, *params]) + "\n").encode()
+        try:
+            self.proc.stdin.write(line)
+            self.proc.stdin.flush()
+        except (BrokenPipeError, ValueError, OSError):
+            raise NodeError("node %d exited (not sent)" % self.id, -1)
+        fd = self.proc.stdout.fileno()
+        deadline = time.monotonic() + timeout
+        while b"\n" not in self.buf:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                self.desync = True
+                raise Timeout("node %d did not answer within %.0f s: %s" %
+                              (self.id, timeout, text[:80]))
+            r, _, _ = select.select([fd], [], [], left)
+            if not r:
+                continue
+            chunk = os.read(fd, 1 << 20)
+            if not chunk:
+                raise NodeError("node %d exited (see %s)" % (
+                    self.id, self.log_path), -1)
+            self.buf += chunk
+        reply, self.buf = self.buf.split(b"\n", 1)
+        obj = json.loads(reply)
+        if "error" in obj:
+            raise NodeError(obj["error"], obj["code"])
+        return obj["rows"]
+
+    def value(self, text, *params, timeout=60.0):
+        return self.sql(text, *params, timeout=timeout)[0][0]
+
+    def signal(self, sig):
+        if self.proc.poll() is None:
+            try:
+                os.kill(self.proc.pid, sig)
+            except ProcessLookupError:
+                pass
+
+    def kill9(self):
+        """SIGKILL and reap; the pipes stay open until close()."""
+        self.killed = True
+        self.signal(signal.SIGKILL)
+        self.proc.wait()
+
+    def close(self):
+        """Close the pipes and the log of a process that has exited."""
+        for f in (self.proc.stdin, self.proc.stdout):
+            try:
+                f.close()
+            except (BrokenPipeError, ValueError, OSError):
+                pass
+        self._log.close()
+
+
+class Slot:
+    """Node id's place in the cluster: its current process (None while
+    down), the lock of its request pipe, and its fault state."""
+
+    def __init__(self, node_id):
+        self.id = node_id
+        self.lock = threading.Lock()
+        self.node = None
+        self.paused = False
+        self.incarnations = 0
+
+    def request(self, text, *params, timeout=60.0):
+        """Run text on the node under its lock. Raises NodeError (code -1
+        when the node is down)."""
+        with self.lock:
+            node = self.node
+            if node is None:
+                raise NodeError("node %d is down (not sent)" % self.id, -1)
+            return node.sql(text, *params, timeout=timeout)
+
+
+class Tmpfs:
+    """A small tmpfs mounted at path (root only), and a ballast file that
+    fills it."""
+
+    def __init__(self, path, size_mb):
+        self.path = path
+        self.mounted = False
+        os.makedirs(path, exist_ok=True)
+        r = subprocess.run(["mount", "-t", "tmpfs", "-o",
+                            "size=%dm" % size_mb, "tmpfs", path],
+                           stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+        if r.returncode != 0:
+            raise OSError(r.stdout.decode(errors="replace").strip() or
+                          "mount failed (%d)" % r.returncode)
+        self.mounted = True
+        self.ballast = os.path.join(path, "ballast")
+
+    def fill(self):
+        """Write the ballast until the filesystem is full; return bytes."""
+        n = 0
+        fd = os.open(self.ballast, os.O_WRONLY | os.O_CREAT | os.O_APPEND,
+                     0o644)
+        try:
+            for size in (1 << 16, 4096, 512):
+                block = b"\0" * size
+                try:
+                    while True:
+                        n += os.write(fd, block)
+                except OSError:
+                    pass
+        finally:
+            os.close(fd)
+        return n
+
+    def free(self):
+        try:
+            os.remove(self.ballast)
+        except FileNotFoundError:
+            pass
+
+    def umount(self):
+        if not self.mounted:
+            return
+        for args in (["umount", self.path], ["umount", "-l", self.path]):
+            if subprocess.run(args, stdout=subprocess.DEVNULL,
+                              stderr=subprocess.DEVNULL).returncode == 0:
+                self.mounted = False
+                return
+
+
+def mount_permitted(workdir):
+    """None if a tmpfs can be mounted here, else why not."""
+    try:
+        Tmpfs(os.path.join(workdir, "probe"), 1).umount()
+    except OSError as e:
+        return str(e)
+    finally:
+        try:
+            os.rmdir(os.path.join(workdir, "probe"))
+        except OSError:
+            pass
+    return None
+
+
+class FaultCluster:
+    """n nodes on 127.0.0.1 whose peer links go through a Net.
+
+    Node i listens on its real port (its own entry in its own cluster
+    string); the other entries of its string are its outgoing proxies.
+    With tmpfs_mb, each node's dir= is a tmpfs of that size."""
+
+    def __init__(self, binary, workdir, n, extra, seed, tmpfs_mb=0):
+        self.binary = binary
+        self.workdir = workdir
+        self.extra = extra
+        self.ids = list(range(1, n + 1))
+        self.real = dict(zip(self.ids, free_ports(n)))
+        self.net = Net(self.real, seed)
+        self.slots = {i: Slot(i) for i in self.ids}
+        self.disks = {}
+        self.deaths = []  # lines: nodes that exited without being told
+        self.net.start()
+        if tmpfs_mb:
+            for i in self.ids:
+                self.disks[i] = Tmpfs(os.path.join(workdir, "node%d-log" % i),
+                                      tmpfs_mb)
+
+    def members(self, i):
+        """Node i's cluster string."""
+        return ",".join("%d@127.0.0.1:%d" % (
+            j, self.real[j] if j == i else self.net.port(i, j))
+            for j in self.ids)
+
+    def config(self, i):
+        cfg = "id=%d cluster=%s %s" % (i, self.members(i), self.extra)
+        if i in self.disks:
+            cfg += " dir=%s" % self.disks[i].path
+        return cfg
+
+    def log_path(self, i):
+        return os.path.join(self.workdir, "node%d.log" % i)
+
+    def db_path(self, i):
+        return os.path.join(self.workdir, "node%d.db" % i)
+
+    def start(self, i, timeout=30.0):
+        """Start node i (it must be down). Raises NodeError when raft_start
+        fails; the process is then reaped."""
+        slot = self.slots[i]
+        node = FaultNode(self.binary, i, self.db_path(i), self.log_path(i))
+        try:
+            node.sql("SELECT raft_start(?)", self.config(i), timeout=timeout)
+        except NodeError:
+            node.kill9()
+            node.close()
+            raise
+        slot.incarnations += 1
+        with slot.lock:
+            slot.node = node
+            slot.paused = False
+
+    def died(self, i):
+        """Whether node i's process exited on its own (recorded once)."""
+        node = self.slots[i].node
+        if node is None or node.killed or node.proc.poll() is None:
+            return False
+        code = node.proc.returncode
+        how = "exit code %d" % code
+        if code < 0:
+            how = "signal %s" % signal.Signals(-code).name
+        self.deaths.append("node %d died on its own (%s); last log lines: "
+                           "%s" % (i, how, last_lines(node.log_path)))
+        node.killed = True
+        return True
+
+    def kill(self, i):
+        """kill -9 node i; a request in flight on it ends."""
+        slot = self.slots[i]
+        node = slot.node
+        if node is None:
+            return
+        self.died(i)
+        node.kill9()
+        with slot.lock:
+            slot.node = None
+            slot.paused = False
+        node.close()
+
+    def pause(self, i):
+        slot = self.slots[i]
+        if slot.node is not None and not slot.paused:
+            slot.paused = True
+            slot.node.signal(signal.SIGSTOP)
+
+    def resume(self, i):
+        slot = self.slots[i]
+        if slot.node is not None and slot.paused:
+            slot.node.signal(signal.SIGCONT)
+            slot.paused = False
+
+    def stop_all(self, timeout=20):
+        """Stop every live node (close its stdin); return {id: exit code}
+        of those that were running."""
+        codes = {}
+        for i, slot in self.slots.items():
+            self.resume(i)
+            self.died(i)
+        for i, slot in self.slots.items():
+            with slot.lock:
+                node = slot.node
+                slot.node = None
+            if node is None:
+                continue
+            if node.desync:
+                node.kill9()
+                node.close()
+                codes[i] = "killed (pipe out of step)"
+                continue
+            codes[i] = node.stop(timeout)
+        return codes
+
+    def close(self):
+        """Kill whatever still runs, close the network, unmount."""
+        for i, slot in self.slots.items():
+            node = slot.node
+            if node is not None:
+                node.signal(signal.SIGCONT)
+                node.kill9()
+                node.close()
+                slot.node = None
+        self.net.close()
+        for d in self.disks.values():
+            d.free()
+            d.umount()

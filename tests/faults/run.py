@@ -1,0 +1,392 @@
+"""Fault-injection runs against real raftsql-node processes (issue 10).
+
+Usage: RAFTSQL_NODE=build/san/raftsql-node python3 tests/faults/run.py
+
+A run is a series of episodes, each a fresh cluster of FAULTS_NODES nodes
+behind the fault network (tests/faults/net.py) with clients writing
+(tests/faults/workload.py) while faults come one after another
+(tests/faults/nemesis.py). At an episode's end every fault is healed, the
+cluster must converge, and the checks (tests/faults/checks.py) run.
+
+Environment (all optional):
+  FAULTS_SEED     seed of the first episode (default: the time); episode k
+                  uses FAULTS_SEED + k
+  FAULTS_COUNT    faults in all (default 200)
+  FAULTS_S        bound on the time spent in faults, seconds (default 1800)
+  FAULTS_EPISODE  faults per episode (default 25)
+  FAULTS_KINDS    comma-separated kinds (default: all of nemesis.KINDS)
+  FAULTS_NODES    nodes per cluster (default 3)
+  FAULTS_CLIENTS  client threads (default 3)
+  FAULTS_KEEP     where the logs of a failed episode are copied
+                  (default build/faults)
+
+Prints the seed first, one line per fault, the figures and checks of each
+episode, and for a failure the one-line command that replays it. Exits 0
+only when every check of every episode held and nothing wedged.
+"""
+
+import collections
+import json
+import os
+import random
+import re
+import shutil
+import signal
+import sys
+import tempfile
+import time
+import traceback
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
+
+import checks  # noqa: E402
+from nemesis import KINDS, Finding, Nemesis  # noqa: E402
+from nodes import FaultCluster, NodeError, mount_permitted  # noqa: E402
+from workload import SCHEMA, Workload  # noqa: E402
+
+ROOT = os.path.dirname(os.path.dirname(HERE))
+NODE = os.environ.get("RAFTSQL_NODE",
+                      os.path.join(ROOT, "build", "san", "raftsql-node"))
+EXEC_TIMEOUT_MS = 3000
+REQUEST_TIMEOUT = EXEC_TIMEOUT_MS / 1000 + 20  # then a node counts stuck
+CONVERGE_S = 60.0
+TMPFS_MB = 128
+
+
+def env_int(name, default):
+    return int(os.environ.get(name) or default)
+
+
+def say(text):
+    sys.stdout.write(text + "\n")
+    sys.stdout.flush()
+
+
+def node_config(rng):
+    """Timing and compaction of an episode's nodes, drawn from its seed."""
+    threshold = rng.choice((200, 1000, 8192))
+    return ("election_timeout_ms=300 heartbeat_ms=30 exec_timeout_ms=%d "
+            "snapshot_threshold=%d trailing_entries=%d "
+            "snapshot_chunk_bytes=%d log_level=info" % (
+                EXEC_TIMEOUT_MS, threshold, rng.choice((0, 50, 500)),
+                rng.choice((4096, 65536, 1048576))))
+
+
+def known_causes(snaps_or_status, logs):
+    """Labels of known issue 10 items the states and logs show."""
+    labels = set()
+    for st in snaps_or_status:
+        if st.get("log_full"):
+            labels.add("known: issue 10 #3 (the log fills for good)")
+        err = "%s %s" % (st.get("last_error"), st.get("apply_error"))
+        if "space" in err or "Input/output" in err or "disk" in err:
+            labels.add("known: issue 10 #4 (a full disk needs a restart)")
+    for text in logs:
+        if "apply stopped" in text or re.search(
+                r"apply: entry [0-9]+ has index [0-9]+, expected", text):
+            labels.add("known: issue 10 #1 (snapshot install and apply "
+                       "race)")
+    return sorted(labels) or ["new"]
+
+
+class Episode:
+    """One cluster, its faults and its checks."""
+
+    def __init__(self, seed, count, kinds, deadline, opts):
+        self.seed = seed
+        self.count = count
+        self.kinds = kinds
+        self.deadline = deadline
+        self.opts = opts
+        self.rng = random.Random(seed)
+        self.faults = collections.Counter()
+        self.results = []   # (check name, problems)
+        self.findings = []
+        self.writes = {"ok": 0, "failed": 0, "unknown": 0}
+        self.cluster = None
+        self.dir = None
+        self.errors = {}    # ERROR lines of the node logs, with counts
+        self.reasons = {}   # (outcome, why) of writes not ok, with counts
+        self.terms = 0      # terms whose leader the monitors saw
+        self.reads = 0      # bank totals read during the run
+
+    def replay(self):
+        kinds = ",".join(self.kinds)
+        extra = ""
+        if kinds != ",".join(KINDS):
+            extra += " FAULTS_KINDS=%s" % kinds
+        for name in ("FAULTS_NODES", "FAULTS_CLIENTS"):
+            if os.environ.get(name):
+                extra += " %s=%s" % (name, os.environ[name])
+        return "make faults FAULTS_SEED=%d FAULTS_COUNT=%d%s" % (
+            self.seed, self.count, extra)
+
+    def run(self):
+        self.dir = tempfile.mkdtemp(prefix="raftsql-faults-")
+        config = node_config(self.rng)
+        say("faults: episode seed %d: %d faults, %d nodes, %s" % (
+            self.seed, self.count, self.opts["nodes"], config))
+        wl = None
+        try:
+            self.cluster = FaultCluster(
+                NODE, self.dir, self.opts["nodes"], config, self.seed,
+                TMPFS_MB if "disk" in self.kinds else 0)
+            for i in self.cluster.ids:
+                self.cluster.start(i)
+            self.setup()
+            wl = Workload(self.cluster, self.seed, self.opts["clients"],
+                          REQUEST_TIMEOUT)
+            wl.start()
+            nemesis = Nemesis(self.cluster, wl, self.rng, say)
+            self.inject(nemesis)
+            wl.stop()
+            self.findings += nemesis.findings
+            self.findings += [Finding("new", "stuck: %s" % s)
+                              for s in wl.stuck]
+            self.writes = wl.counts()
+            self.reasons = wl.reasons()
+            self.terms, self.reads = len(wl.leaders), wl.reads
+            self.finish(wl)
+        except Exception as e:  # the harness itself, or no convergence
+            self.results.append(("episode ran to the end", [
+                "%s: %s" % (type(e).__name__, e)] +
+                traceback.format_exc().splitlines()[-6:]))
+        finally:
+            if wl is not None:
+                wl.stopping.set()
+            self.cleanup()
+        return self.report()
+
+    def setup(self):
+        """Create the schema once a leader exists; wait until every node
+        has it."""
+        end = time.monotonic() + CONVERGE_S
+        while True:
+            try:
+                self.cluster.slots[1].request(
+                    "SELECT raft_exec(?)", SCHEMA, timeout=REQUEST_TIMEOUT)
+                break
+            except NodeError as e:
+                if time.monotonic() > end:
+                    raise
+                if "already exists" in str(e):
+                    break  # an earlier attempt of unknown outcome applied
+                time.sleep(0.2)
+        for i in self.cluster.ids:
+            self.wait(lambda: self.cluster.slots[i].request(
+                "SELECT count(*) FROM accounts", timeout=10)[0][0] > 0,
+                "node %d has the schema" % i)
+
+    def wait(self, cond, what, timeout=CONVERGE_S):
+        end = time.monotonic() + timeout
+        last = None
+        while time.monotonic() < end:
+            try:
+                if cond():
+                    return
+            except NodeError as e:
+                last = e
+            time.sleep(0.1)
+        raise TimeoutError("not within %.0f s: %s (%s)" % (timeout, what,
+                                                           last))
+
+    def inject(self, nemesis):
+        t0 = time.monotonic()
+        for k in range(self.count):
+            if time.monotonic() > self.deadline:
+                say("  time bound reached after %d faults" % k)
+                break
+            time.sleep(self.rng.uniform(0.2, 1.2))
+            kind = self.rng.choice(self.kinds)
+            what = nemesis.run(kind)
+            self.faults[kind] += 1
+            say("  fault %d/%d t=%.1fs %s: %s" % (
+                k + 1, self.count, time.monotonic() - t0, kind, what))
+            nemesis.repair()
+        time.sleep(0.5)
+
+    def finish(self, wl):
+        """Heal everything, converge, take every node's state, check."""
+        c = self.cluster
+        c.net.heal()
+        for i in c.ids:
+            c.resume(i)
+            if i in c.disks:
+                c.disks[i].free()
+        Nemesis(c, wl, self.rng, say).repair()
+        try:
+            self.converge()
+            for i in c.ids:
+                c.died(i)
+        except (TimeoutError, NodeError) as e:
+            states = []
+            logs = []
+            for i in c.ids:
+                try:
+                    states.append(c.slots[i].request(
+                        "SELECT raft_status()", timeout=10)[0][0])
+                except NodeError as err:
+                    states.append('{"error": "%s"}' % err)
+                with open(c.log_path(i), errors="replace") as f:
+                    logs.append(f.read())
+            parsed = []
+            for s in states:
+                try:
+                    parsed.append(json.loads(s))
+                except ValueError:
+                    parsed.append({})
+            for label in known_causes(parsed, logs):
+                self.findings.append(Finding(label, "no convergence after "
+                                             "healing: %s" % e))
+            for i, s in zip(c.ids, states):
+                say("    node %d status: %s" % (i, s[:600]))
+            self.results.append(("converged after healing", [str(e)]))
+            for i in c.ids:
+                c.died(i)
+            self.results.append(("no node died on its own", c.deaths))
+            return
+        self.results.append(("converged after healing", []))
+        snaps = {i: checks.snapshot(c.slots[i], c.db_path(i), REQUEST_TIMEOUT)
+                 for i in c.ids}
+        self.results += checks.check_writes(wl.writes, snaps)
+        self.results.append(checks.check_replicas(snaps))
+        self.results.append(checks.check_leaders(wl))
+        self.results.append(checks.check_bank(wl, wl.writes, snaps))
+        codes = c.stop_all()
+        self.results.append(("no node died on its own", c.deaths))
+        self.results.append(checks.check_logs(c, codes))
+        self.errors = checks.log_errors(c)
+
+    def converge(self):
+        c = self.cluster
+        leader = [None]
+
+        def one_leader():
+            seen = {c.slots[i].request("SELECT raft_leader()",
+                                       timeout=10)[0][0] for i in c.ids}
+            leader[0] = seen.pop() if len(seen) == 1 else None
+            return leader[0] is not None
+
+        self.wait(one_leader, "every node names the same leader")
+        self.wait(lambda: c.slots[leader[0]].request(
+            "SELECT raft_exec('SELECT 1')", timeout=REQUEST_TIMEOUT) or True,
+            "a write through leader %d" % leader[0])
+        target = c.slots[leader[0]].request(
+            "SELECT json_extract(raft_status(), '$.commit')", timeout=10)[0][0]
+        for i in c.ids:
+            self.wait(lambda: c.slots[i].request(
+                "SELECT json_extract(raft_status(), '$.applied')",
+                timeout=10)[0][0] >= target,
+                "node %d applies index %d" % (i, target))
+
+    def cleanup(self):
+        failed = self.failed()
+        if self.cluster is not None:
+            try:
+                self.cluster.close()
+            except Exception as e:
+                say("  cleanup: %s" % e)
+        if failed and self.dir is not None:
+            keep = os.path.join(self.opts["keep"], "seed-%d" % self.seed)
+            shutil.rmtree(keep, ignore_errors=True)
+            os.makedirs(keep, exist_ok=True)
+            for name in os.listdir(self.dir):
+                if name.endswith(".log"):
+                    shutil.copy(os.path.join(self.dir, name), keep)
+            say("  node logs kept in %s" % keep)
+        if self.dir is not None:
+            shutil.rmtree(self.dir, ignore_errors=True)
+
+    def failed(self):
+        return any(p for _, p in self.results) or bool(self.findings)
+
+    def report(self):
+        w = self.writes
+        passed = sum(1 for _, p in self.results if not p)
+        say("faults: episode seed %d: %d faults (%s); writes ok %d, failed "
+            "%d, unknown %d; %d terms with a leader seen, %d reads; checks "
+            "%d/%d passed" % (
+                self.seed, sum(self.faults.values()),
+                ", ".join("%s %d" % kv for kv in sorted(self.faults.items())),
+                w["ok"], w["failed"], w["unknown"], self.terms, self.reads,
+                passed, len(self.results)))
+        for name, problems in self.results:
+            say("  %s %s" % ("ok  " if not problems else "FAIL", name))
+            for p in problems:
+                say("       %s" % p)
+        for (outcome, why), n in sorted(self.reasons.items(),
+                                        key=lambda kv: -kv[1]):
+            say("  %-7s %5d %s" % (outcome, n, why))
+        for line, n in sorted(self.errors.items()):
+            say("  log  %dx %s" % (n, line))
+        for f in self.findings:
+            say("  FOUND %s" % f)
+        if self.failed():
+            say("FAIL: faults seed %d" % self.seed)
+            say("replay: %s" % self.replay())
+        return self
+
+
+def main():
+    seed = env_int("FAULTS_SEED", int(time.time()) % 1000000)
+    count = env_int("FAULTS_COUNT", 200)
+    seconds = env_int("FAULTS_S", 1800)
+    per = env_int("FAULTS_EPISODE", 25)
+    kinds = [k for k in (os.environ.get("FAULTS_KINDS") or
+                         ",".join(KINDS)).split(",") if k]
+    bad = [k for k in kinds if k not in KINDS]
+    if bad:
+        sys.exit("faults: unknown kinds %s (known: %s)" % (bad,
+                                                          ",".join(KINDS)))
+    opts = {"nodes": env_int("FAULTS_NODES", 3),
+            "clients": env_int("FAULTS_CLIENTS", 3),
+            "keep": os.environ.get("FAULTS_KEEP") or
+            os.path.join(ROOT, "build", "faults")}
+    say("faults: seed %d, %d faults (%d per episode), at most %d s, kinds "
+        "%s, node %s" % (seed, count, per, seconds, ",".join(kinds), NODE))
+    if "disk" in kinds:
+        why = mount_permitted(tempfile.gettempdir())
+        if why is not None:
+            say("faults: skipping the full-disk fault: cannot mount a "
+                "tmpfs (%s)" % why)
+            kinds.remove("disk")
+    signal.signal(signal.SIGTERM, lambda *a: sys.exit("faults: terminated"))
+    deadline = time.monotonic() + seconds
+    episodes = []
+    done = 0
+    k = 0
+    while done < count and time.monotonic() < deadline:
+        n = min(per, count - done)
+        ep = Episode(seed + k, n, kinds, deadline, opts).run()
+        episodes.append(ep)
+        done += sum(ep.faults.values())
+        k += 1
+        if not ep.faults:
+            break
+    total = collections.Counter()
+    writes = collections.Counter()
+    for ep in episodes:
+        total.update(ep.faults)
+        writes.update(ep.writes)
+    terms = sum(ep.terms for ep in episodes)
+    reads = sum(ep.reads for ep in episodes)
+    passed = sum(1 for ep in episodes for _, p in ep.results if not p)
+    failed = sum(1 for ep in episodes for _, p in ep.results if p)
+    bad = [ep for ep in episodes if ep.failed()]
+    say("faults: seed %d: %d faults in %d episodes (%s); writes ok %d, "
+        "failed %d, unknown %d; %d terms with a leader seen, %d reads; "
+        "checks %d passed, %d failed; %d episodes failed" % (
+            seed, sum(total.values()), len(episodes),
+            ", ".join("%s %d" % kv for kv in sorted(total.items())),
+            writes["ok"], writes["failed"], writes["unknown"], terms, reads,
+            passed, failed, len(bad)))
+    for ep in bad:
+        labels = sorted({f.label for f in ep.findings}) or ["check failed"]
+        say("  failed: seed %d (%s): replay: %s" % (
+            ep.seed, "; ".join(labels), ep.replay()))
+    sys.exit(1 if bad else 0)
+
+
+if __name__ == "__main__":
+    main()

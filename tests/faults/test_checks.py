@@ -1,0 +1,106 @@
+"""The checks' own tests: each one fails on a history or final state that
+breaks its property (tests/faults/checks.py), with no cluster."""
+
+import os
+import sys
+import unittest
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+
+import checks  # noqa: E402
+from workload import ACCOUNTS, BALANCE, Workload, Write  # noqa: E402
+
+
+def write(key, kind, outcome, args=None):
+    w = Write(key, kind, 1, args)
+    w.outcome = outcome
+    w.error = None if outcome == "ok" else "an error"
+    return w
+
+
+def snap(ops=None, transfers=None, ledger=(), accounts=None, applied=9,
+         hashes=None):
+    return {"ops": dict(ops or {}), "transfers": dict(transfers or {}),
+            "bulk": {}, "ledger": list(ledger),
+            "accounts": dict(accounts or {i: BALANCE
+                                          for i in range(1, ACCOUNTS + 1)}),
+            "hashes": hashes or {"ops": "h"}, "status": {"applied": applied}}
+
+
+def failing(results):
+    return {name for name, problems in results if problems}
+
+
+class WorkloadStub(Workload):
+    def __init__(self):  # no cluster, no threads
+        self.leaders, self.reporters = {}, {}
+        self.reads, self.bad_reads = 0, []
+
+
+class ChecksTest(unittest.TestCase):
+
+    def test_writes_hold(self):
+        writes = [write("a", "insert", "ok"), write("b", "insert", "failed"),
+                  write("c", "insert", "unknown"),
+                  write("d", "insert", "unknown")]
+        s = snap(ops={"a": 1, "c": 1})
+        self.assertEqual(failing(checks.check_writes(writes, {1: s, 2: s})),
+                         set())
+
+    def test_each_write_property_fails(self):
+        writes = [write("a", "insert", "ok"), write("b", "insert", "failed"),
+                  write("c", "insert", "unknown")]
+        cases = {
+            "acknowledged writes present once": {"a": 2, "c": 1},
+            "failed writes absent": {"a": 1, "b": 1},
+            "unknown writes at most once": {"a": 1, "c": 2},
+            "no write never made": {"a": 1, "zz": 1},
+        }
+        for name, ops in cases.items():
+            got = failing(checks.check_writes(writes, {1: snap(ops=ops)}))
+            self.assertEqual(got, {name}, ops)
+        # Lost on one node only.
+        got = failing(checks.check_writes(
+            writes, {1: snap(ops={"a": 1}), 2: snap(ops={})}))
+        self.assertEqual(got, {"acknowledged writes present once"})
+
+    def test_replicas(self):
+        self.assertFalse(checks.check_replicas({1: snap(), 2: snap()})[1])
+        self.assertTrue(checks.check_replicas(
+            {1: snap(), 2: snap(hashes={"ops": "other"})})[1])
+        self.assertTrue(checks.check_replicas(
+            {1: snap(), 2: snap(applied=8)})[1])
+
+    def test_leaders(self):
+        wl = WorkloadStub()
+        wl.leaders = {3: {1}, 4: {2}}
+        wl.reporters = {(3, 1): {1, 2}, (4, 2): {2}}
+        self.assertFalse(checks.check_leaders(wl)[1])
+        wl.leaders[4].add(3)
+        wl.reporters[(4, 3)] = {3}
+        self.assertEqual(len(checks.check_leaders(wl)[1]), 1)
+
+    def test_bank(self):
+        wl = WorkloadStub()
+        t = write("t", "transfer", "ok", (1, 2, 30))
+        moved = {i: BALANCE for i in range(1, ACCOUNTS + 1)}
+        moved[1] -= 30
+        moved[2] += 30
+        good = snap(ledger=[("t", 1, 2, 30)], accounts=moved)
+        self.assertFalse(checks.check_bank(wl, [t], {1: good})[1])
+        # The money moved without its record, or the record lies.
+        self.assertTrue(checks.check_bank(wl, [t], {1: snap(
+            accounts=moved)})[1])
+        self.assertTrue(checks.check_bank(wl, [t], {1: snap(
+            ledger=[("t", 1, 2, 31)], accounts=moved)})[1])
+        # Money made, and a bad read during the run.
+        rich = dict(moved)
+        rich[3] += 1
+        self.assertTrue(checks.check_bank(wl, [t], {1: snap(
+            ledger=[("t", 1, 2, 30)], accounts=rich)})[1])
+        wl.bad_reads.append((2, 799, ACCOUNTS))
+        self.assertTrue(checks.check_bank(wl, [t], {1: good})[1])
+
+
+if __name__ == "__main__":
+    unittest.main()
