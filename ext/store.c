@@ -319,6 +319,9 @@ void store_state_free(struct ext_store_state *st)
 static bool defragment(struct ext_store *s)
 {
     uint64_t used = 0, budget = 0;
+    if (strstr(lmdb_log_errmsg(s->lmdb), "disk full") != NULL) {
+        return false; /* no room for a copy either: wait for space */
+    }
     if (lmdb_log_usage(s->lmdb, &used, &budget) != 0 || used >= budget / 2) {
         return false;
     }
@@ -341,11 +344,14 @@ static int on_append(void *data, const struct raft_hard_state *hs,
 {
     struct ext_store *s = data;
     int rc = lmdb_log_append(s->lmdb, hs, entries, n);
-    if (rc == RAFT_NOSPACE && defragment(s)) {
-        rc = lmdb_log_append(s->lmdb, hs, entries, n);
-    }
     if (rc != 0) {
         snprintf(errmsg, errmsg_len, "%s", lmdb_log_errmsg(s->lmdb));
+    }
+    if (rc == RAFT_NOSPACE && defragment(s)) {
+        rc = lmdb_log_append(s->lmdb, hs, entries, n);
+        if (rc != 0) {
+            snprintf(errmsg, errmsg_len, "%s", lmdb_log_errmsg(s->lmdb));
+        }
     }
     return rc;
 }
