@@ -30,7 +30,7 @@ TEST_BIN := $(TEST_SRC:%.c=$(B)/%)
         tsan-uv \
         clean bench sim \
         soak faults faults-short \
-        coverage
+        coverage fuzz fuzz-build fuzz-corpus
 
 all: $(B)/raftsql.so $(B)/libraftsql.a $(B)/raftsql-node
 
@@ -188,6 +188,56 @@ coverage: $(COV_TESTS:%.c=$(B)/cov/bin/%)
 	@$(LCOV) --summary $(B)/cov/raft.info
 	@genhtml --quiet --branch-coverage -o $(B)/cov/html $(B)/cov/raft.info
 
+# libFuzzer targets (tests/fuzz/fuzz_<name>.c) for every decoder of outside
+# bytes, built with clang (libclang-rt-14-dev: -fsanitize=fuzzer) and ASan +
+# UBSan; the modules they test are instrumented for coverage. `make fuzz`
+# runs each for FUZZ_S seconds (scripts/fuzz.sh: a fresh temporary working
+# corpus seeded from tests/fuzz/corpus/<name>/, which it never writes);
+# `make test` runs each for FUZZ_TEST_S. `make fuzz-corpus` writes the seed
+# corpus anew from the encoders (tests/fuzz/gen_corpus.c), to commit.
+FUZZ_CC     := clang
+FUZZ_S      ?= 60
+FUZZ_TEST_S ?= 5
+FUZZ_CFLAGS := -O1 -g -fno-omit-frame-pointer -fno-sanitize-recover=all
+FUZZ_SRC    := $(wildcard tests/fuzz/fuzz_*.c)
+FUZZ_BIN    := $(FUZZ_SRC:tests/fuzz/%.c=$(B)/fuzz/%)
+FUZZ_OBJ    := $(LIB_SRC:%.c=$(B)/fuzz/obj/%.o)
+fz = $(patsubst %.c,$(B)/fuzz/obj/%.o,$(1))
+FUZZ_LINK = $(FUZZ_CC) $(BASE_CFLAGS) $(FUZZ_CFLAGS) \
+	-fsanitize=fuzzer,address,undefined -o $@ $(filter %.c %.o,$^) $(LIBS)
+
+$(B)/fuzz/obj/%.o: %.c
+	@mkdir -p $(dir $@)
+	$(FUZZ_CC) $(BASE_CFLAGS) $(FUZZ_CFLAGS) \
+	    -fsanitize=fuzzer-no-link,address,undefined -MMD -MP -c -o $@ $<
+
+$(B)/fuzz/fuzz_frame: tests/fuzz/fuzz_frame.c tests/fuzz/fuzz.h \
+		$(call fz,$(CORE_SRC))
+	$(FUZZ_LINK)
+$(B)/fuzz/fuzz_recv: tests/fuzz/fuzz_recv.c tests/fuzz/fuzz.h \
+		$(call fz,$(CORE_SRC) $(UV_SRC))
+	$(FUZZ_LINK)
+$(B)/fuzz/fuzz_request: tests/fuzz/fuzz_request.c tests/fuzz/fuzz.h \
+		$(call fz,$(SQL_SRC))
+	$(FUZZ_LINK)
+$(B)/fuzz/fuzz_log_%: tests/fuzz/fuzz_log_%.c tests/fuzz/fuzz.h \
+		$(call fz,$(CORE_SRC) $(LMDB_SRC))
+	$(FUZZ_LINK)
+
+$(B)/fuzz/gen-corpus: tests/fuzz/gen_corpus.c \
+		$(call san,$(CORE_SRC) $(UV_SRC) $(LMDB_SRC) $(SQL_SRC))
+	$(CC) $(BASE_CFLAGS) -O1 -g $(SAN) -o $@ $^ $(LIBS)
+
+fuzz-build: $(FUZZ_BIN)
+
+fuzz: deps
+	@$(MAKE) -s --no-print-directory fuzz-build
+	@scripts/fuzz.sh $(FUZZ_S) $(FUZZ_BIN)
+
+fuzz-corpus: $(B)/fuzz/gen-corpus
+	rm -rf tests/fuzz/corpus
+	$(B)/fuzz/gen-corpus tests/fuzz/corpus
+
 check-layering:
 	@scripts/check-layering.sh
 
@@ -265,6 +315,7 @@ test: deps
 	@$(MAKE) --no-print-directory fmt-check
 	@$(MAKE) --no-print-directory all
 	@$(MAKE) --no-print-directory unit
+	@$(MAKE) --no-print-directory fuzz FUZZ_S=$(FUZZ_TEST_S)
 	@$(MAKE) --no-print-directory e2e
 	@$(MAKE) --no-print-directory faults-short
 	@$(MAKE) --no-print-directory tsan
@@ -280,4 +331,4 @@ clean:
 
 -include $(LIB_OBJ:.o=.d) $(SAN_OBJ:.o=.d) $(TLIB_OBJ:.o=.d) $(TSAN_OBJ:.o=.d) \
     $(patsubst %.c,$(B)/san/%.d,$(UV_FAKE)) \
-    $(patsubst %.c,$(B)/tsan/%.d,$(UV_FAKE))
+    $(patsubst %.c,$(B)/tsan/%.d,$(UV_FAKE)) $(FUZZ_OBJ:.o=.d)

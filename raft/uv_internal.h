@@ -173,6 +173,12 @@ void raft_uv_tcp_verified(struct raft_uv_in *in);
 struct raft_uv_out *raft_uv_tcp_find(const struct raft_uv_transport *t,
                                      raft_id id);
 
+/* raft_uv_send_handshake_encode writes the handshake of server @self into
+ * @out (RAFT__UV_HANDSHAKE_LEN bytes: magic, wire version, @self). Pure;
+ * any thread. */
+void raft_uv_send_handshake_encode(raft_id self,
+                                   uint8_t out[RAFT__UV_HANDSHAKE_LEN]);
+
 /* raft_uv_send_handshake queues the handshake on the freshly connected
  * @out->conn. Returns 0, RAFT_NOMEM, or RAFT_IOERR (uv_write failed; the
  * caller fails the connection). Loop thread. */
@@ -193,5 +199,19 @@ void raft_uv_send_drop(struct raft_uv_out *out);
  * connection @in. Returns 0 or RAFT_IOERR (the caller closes @in). Loop
  * thread. */
 int raft_uv_recv_start(struct raft_uv_in *in);
+
+/* raft_uv_recv_consume feeds the @n bytes at @p, the next bytes read on
+ * the accepted connection @in, through its receive state machine:
+ * handshake, then length prefix and body of each frame; each complete
+ * frame is decoded, checked against the handshake's sender and this
+ * server, and handed to the transport's recv_cb. Bytes may split the
+ * stream anywhere. It does no I/O and never closes @in itself: it returns
+ * false (after logging a WARN or ERROR line naming the connection) when
+ * the caller must close @in, and then nothing more may be fed to it; true
+ * otherwise, also when the callback closed @in or the transport (the rest
+ * of the bytes is then ignored). @in->body, when not NULL, is freed by
+ * whoever frees @in. Loop thread (the fuzz target calls it on a
+ * connection of its own, without a loop). */
+bool raft_uv_recv_consume(struct raft_uv_in *in, const uint8_t *p, size_t n);
 
 #endif /* RAFT_UV_INTERNAL_H */

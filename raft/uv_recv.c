@@ -168,9 +168,7 @@ static bool deliver(struct raft_uv_in *in)
     return true;
 }
 
-/* consume feeds @n bytes at @p through the state machine of @in. Returns
- * false when the connection must be closed. */
-static bool consume(struct raft_uv_in *in, const uint8_t *p, size_t n)
+bool raft_uv_recv_consume(struct raft_uv_in *in, const uint8_t *p, size_t n)
 {
     while (n > 0) {
         size_t k;
@@ -245,7 +243,7 @@ static void on_read(uv_stream_t *stream, ssize_t nread, const uv_buf_t *buf)
         raft_uv_tcp_in_close(in);
         return;
     }
-    if (!consume(in, (const uint8_t *)buf->base, (size_t)nread)) {
+    if (!raft_uv_recv_consume(in, (const uint8_t *)buf->base, (size_t)nread)) {
         raft_uv_tcp_in_close(in);
     }
 }

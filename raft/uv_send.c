@@ -166,6 +166,14 @@ void raft_uv_send_flush(struct raft_uv_transport *t)
     }
 }
 
+void raft_uv_send_handshake_encode(raft_id self,
+                                   uint8_t out[RAFT__UV_HANDSHAKE_LEN])
+{
+    memcpy(out, RAFT__UV_MAGIC, RAFT__UV_MAGIC_LEN);
+    out[RAFT__UV_MAGIC_LEN] = RAFT_WIRE_VERSION;
+    raft_byte_store_u64(out + RAFT__UV_MAGIC_LEN + 1, self);
+}
+
 int raft_uv_send_handshake(struct raft_uv_out *out)
 {
     struct raft_uv_write *w;
@@ -175,9 +183,7 @@ int raft_uv_send_handshake(struct raft_uv_out *out)
         return RAFT_NOMEM;
     }
     w->len = RAFT__UV_HANDSHAKE_LEN;
-    memcpy(w->bytes, RAFT__UV_MAGIC, RAFT__UV_MAGIC_LEN);
-    w->bytes[RAFT__UV_MAGIC_LEN] = RAFT_WIRE_VERSION;
-    raft_byte_store_u64(w->bytes + RAFT__UV_MAGIC_LEN + 1, out->t->self);
+    raft_uv_send_handshake_encode(out->t->self, w->bytes);
     out->queued_bytes += w->len;
     return queue_write(out, w);
 }

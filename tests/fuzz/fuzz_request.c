@@ -1,0 +1,159 @@
+/* libFuzzer target: the request codec (sql/sql.h): sql_request_decode,
+ * sql_request_id and sql_request_stamp on any payload, format version 2
+ * and version 1 alike; what decodes must encode back (version 2: the same
+ * bytes; version 1: a version 2 payload that decodes to the same request). */
+
+#include <stdbool.h>
+#include <string.h>
+
+#include "fuzz.h"
+#include "sql/sql.h"
+
+/* Offset of the version byte (sql/request.c), to tell the two formats. */
+#define VERSION_OFFSET 2
+
+/* Bytes version 2 adds to a version 1 payload: max_steps (u64). */
+#define V2_EXTRA 8
+
+static bool same_value(const struct sql_value *a, const struct sql_value *b)
+{
+    if (a->type != b->type) {
+        return false;
+    }
+    switch (a->type) {
+        case SQL_INTEGER:
+            return a->integer == b->integer;
+        case SQL_FLOAT:
+            /* Bit for bit: NaN payloads and -0.0 included. */
+            return memcmp(&a->real, &b->real, sizeof a->real) == 0;
+        case SQL_TEXT:
+        case SQL_BLOB:
+            return a->bytes.len == b->bytes.len &&
+                   (a->bytes.len == 0 ||
+                    memcmp(a->bytes.p, b->bytes.p, a->bytes.len) == 0);
+        default:
+            return true;
+    }
+}
+
+/* check_same compares two decoded requests, their stamps too when
+ * @stamps. */
+static void check_same(const struct sql_request *a, const struct sql_request *b,
+                       bool stamps)
+{
+    unsigned i;
+
+    FUZZ_CHECK(a->id[0] == b->id[0] && a->id[1] == b->id[1], "ids differ");
+    FUZZ_CHECK(
+        a->sql_len == b->sql_len && memcmp(a->sql, b->sql, a->sql_len) == 0,
+        "SQL texts differ");
+    FUZZ_CHECK(a->n_params == b->n_params, "%u params, then %u", a->n_params,
+               b->n_params);
+    for (i = 0; i < a->n_params; i++) {
+        const struct sql_param *pa = &a->params[i], *pb = &b->params[i];
+        FUZZ_CHECK((pa->name == NULL) == (pb->name == NULL) &&
+                       (pa->name == NULL || strcmp(pa->name, pb->name) == 0),
+                   "parameter %u: names differ", i + 1);
+        FUZZ_CHECK(same_value(&pa->value, &pb->value),
+                   "parameter %u: values differ", i + 1);
+    }
+    if (stamps) {
+        FUZZ_CHECK(a->time_ms == b->time_ms && a->seed == b->seed &&
+                       a->max_steps == b->max_steps,
+                   "stamps differ");
+    }
+}
+
+/* check_refused: a payload the decoder refuses. */
+static void check_refused(const uint8_t *data, size_t size, int rc, int rid,
+                          const char *err, size_t err_len)
+{
+    FUZZ_CHECK(
+        rc == SQL_ERR_CORRUPT || rc == SQL_ERR_FORMAT || rc == SQL_ERR_NOMEM,
+        "rc %d", rc);
+    FUZZ_CHECK(fuzz_msg_ok(err, err_len), "no error message");
+    /* An unknown version is no request: it has no id either. */
+    FUZZ_CHECK(rc != SQL_ERR_FORMAT || rid != 0, "id of version %u",
+               size > VERSION_OFFSET ? (unsigned)data[VERSION_OFFSET] : 0);
+}
+
+/* check_stamp: stamping a decoded version 2 @req (@size bytes at @data)
+ * changes its stamp and nothing else. */
+static void check_stamp(const uint8_t *data, size_t size,
+                        const struct sql_request *req)
+{
+    struct sql_stamp st = {~req->time_ms, req->seed ^ 0x5555u,
+                           req->max_steps + 1};
+    struct sql_request s;
+    uint8_t *copy = malloc(size);
+    int rc;
+
+    FUZZ_CHECK(copy != NULL, "out of memory");
+    rc = sql_request_stamp(data, size, &st, copy);
+    FUZZ_CHECK(rc == 0, "stamp: rc %d", rc);
+    rc = sql_request_decode(copy, size, &s, NULL, 0);
+    FUZZ_CHECK(rc == 0, "decode after stamp: rc %d", rc);
+    check_same(req, &s, false);
+    FUZZ_CHECK(s.time_ms == st.time_ms && s.seed == st.seed &&
+                   s.max_steps == st.max_steps,
+               "the stamp did not take");
+    sql_request_free(&s);
+    free(copy);
+}
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
+{
+    struct sql_request req, again;
+    struct sql_stamp st;
+    uint64_t id[2];
+    char err[256];
+    uint8_t *buf;
+    size_t len = 0;
+    unsigned version;
+    int rc, rid;
+
+    rc = sql_request_decode(data, size, &req, err, sizeof err);
+    rid = sql_request_id(data, size, id);
+    FUZZ_CHECK(rid == 0 || rid == SQL_ERR_CORRUPT, "id: rc %d", rid);
+    if (rc != 0) {
+        check_refused(data, size, rc, rid, err, sizeof err);
+        return 0;
+    }
+    FUZZ_CHECK(rid == 0 && id[0] == req.id[0] && id[1] == req.id[1],
+               "sql_request_id disagrees with the decoder");
+    version = data[VERSION_OFFSET];
+    FUZZ_CHECK(version == 1 || version == 2, "decoded version %u", version);
+    FUZZ_CHECK(version == 2 || req.max_steps == 0, "version 1 with a budget");
+
+    /* Encode what was decoded, stamp it alike. */
+    rc = sql_request_size(req.sql, req.sql_len, req.params, req.n_params,
+                          UINT64_MAX, &len, err, sizeof err);
+    FUZZ_CHECK(rc == 0, "a decoded request does not size: %s", err);
+    FUZZ_CHECK(len == size + (version == 1 ? V2_EXTRA : 0),
+               "version %u: %zu bytes re-encode to %zu", version, size, len);
+    buf = malloc(len);
+    FUZZ_CHECK(buf != NULL, "out of memory");
+    rc = sql_request_encode(req.id, req.sql, req.sql_len, req.params,
+                            req.n_params, buf, len);
+    FUZZ_CHECK(rc == 0, "a decoded request does not encode: rc %d", rc);
+    st.time_ms = req.time_ms;
+    st.seed = req.seed;
+    st.max_steps = req.max_steps;
+    rc = sql_request_stamp(buf, len, &st, buf);
+    FUZZ_CHECK(rc == 0, "stamp in place: rc %d", rc);
+    if (version == 2) {
+        FUZZ_CHECK(memcmp(buf, data, size) == 0, "re-encoded bytes differ");
+        check_stamp(data, size, &req);
+    } else {
+        /* Version 1 is read, never stamped. */
+        FUZZ_CHECK(sql_request_stamp(data, size, &st, buf) == SQL_ERR_FORMAT,
+                   "a version 1 payload was stamped");
+    }
+    rc = sql_request_decode(buf, len, &again, err, sizeof err);
+    FUZZ_CHECK(rc == 0, "the re-encoded request does not decode: %s", err);
+    check_same(&req, &again, true);
+    sql_request_free(&again);
+    free(buf);
+    sql_request_free(&req);
+    return 0;
+}

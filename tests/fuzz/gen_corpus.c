@@ -1,0 +1,459 @@
+/* gen-corpus: writes the seed corpus of the fuzz targets (tests/fuzz/
+ * corpus/<target>/) from the encoders, one small file per sample.
+ * Usage: build/fuzz/gen-corpus DIR   (make fuzz-corpus: DIR = the tree's) */
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "lmdb_log/format.h"
+#include "raft/byte.h"
+#include "raft/message.h"
+#include "raft/uv_internal.h"
+#include "sql/sql.h"
+
+/* Bytes a stream or file sample may hold. */
+#define MAX_SAMPLE 8192
+
+static const char *root;
+
+static void die(const char *what)
+{
+    fprintf(stderr, "gen-corpus: %s: %s\n", what, strerror(errno));
+    exit(1);
+}
+
+static void make_dir(const char *target)
+{
+    char path[512];
+
+    snprintf(path, sizeof path, "%s/%s", root, target);
+    if (mkdir(path, 0755) != 0 && errno != EEXIST) {
+        die(path);
+    }
+}
+
+static void write_sample(const char *target, const char *name, const void *p,
+                         size_t len)
+{
+    char path[512];
+    FILE *f;
+
+    snprintf(path, sizeof path, "%s/%s/%s", root, target, name);
+    f = fopen(path, "wb");
+    if (f == NULL || fwrite(p, 1, len, f) != len || fclose(f) != 0) {
+        die(path);
+    }
+}
+
+/* ---- Requests ----------------------------------------------------------- */
+
+/* A request payload, stamped; in a malloc'd buffer of *@out_len bytes. */
+static uint8_t *request(const char *sql, const struct sql_param *params,
+                        unsigned n_params, int64_t time_ms, size_t *out_len)
+{
+    static const uint64_t id[2] = {2, 41};
+    struct sql_stamp st = {time_ms, 0x1234567890abcdefull, 100000000};
+    size_t len;
+    uint8_t *p;
+
+    if (sql_request_size(sql, strlen(sql), params, n_params, UINT64_MAX, &len,
+                         NULL, 0) != 0 ||
+        (p = malloc(len)) == NULL ||
+        sql_request_encode(id, sql, strlen(sql), params, n_params, p, len) !=
+            0) {
+        fprintf(stderr, "gen-corpus: cannot encode %s\n", sql);
+        exit(1);
+    }
+    if (time_ms != 0) {
+        sql_request_stamp(p, len, &st, p);
+    }
+    *out_len = len;
+    return p;
+}
+
+/* The version 1 form of version 2 payload @p (sql/request.c: no max_steps
+ * at offset 40, version byte 1), in place; returns its length. */
+static size_t to_version_1(uint8_t *p, size_t len)
+{
+    p[2] = 1;
+    memmove(p + 40, p + 48, len - 48);
+    return len - 8;
+}
+
+static struct sql_param params[6];
+
+static void init_params(void)
+{
+    static const char text[] = "caf\xc3\xa9\0nul";
+    static const uint8_t blob[] = {0, 1, 2, 0xff};
+
+    params[0].value.type = SQL_INTEGER;
+    params[0].value.integer = -9223372036854775807 - 1;
+    params[1].name = ":name";
+    params[1].value.type = SQL_TEXT;
+    params[1].value.bytes.p = text;
+    params[1].value.bytes.len = sizeof text - 1;
+    params[2].name = "?5";
+    params[2].value.type = SQL_FLOAT;
+    params[2].value.real = -0.0;
+    params[3].value.type = SQL_BLOB;
+    params[3].value.bytes.p = blob;
+    params[3].value.bytes.len = sizeof blob;
+    params[4].name = "@empty";
+    params[4].value.type = SQL_BLOB;
+    params[5].name = "$n";
+    params[5].value.type = SQL_NULL;
+}
+
+/* both_versions writes the stamped request of @sql as sample @name, and
+ * its version 1 form as @name_v1. */
+static void both_versions(const char *name, const char *sql,
+                          const struct sql_param *prm, unsigned n_params)
+{
+    char v1[64];
+    uint8_t *p;
+    size_t len;
+
+    p = request(sql, prm, n_params, 1764000000000, &len);
+    write_sample("request", name, p, len);
+    len = to_version_1(p, len);
+    snprintf(v1, sizeof v1, "%s_v1", name);
+    write_sample("request", v1, p, len);
+    free(p);
+}
+
+static void gen_request(void)
+{
+    uint8_t *p;
+    size_t len;
+
+    make_dir("request");
+    p = request("INSERT INTO t VALUES (1)", NULL, 0, 0, &len);
+    write_sample("request", "plain", p, len);
+    free(p);
+    both_versions("params",
+                  "INSERT INTO t VALUES (?, :name, ?5, ?, @empty, $n)", params,
+                  6);
+    both_versions("two_statements",
+                  "CREATE TABLE t(a); INSERT INTO t VALUES (random());", NULL,
+                  0);
+}
+
+/* ---- Frames ------------------------------------------------------------- */
+
+/* The samples: one frame or more of every type, from 2 to 1. */
+#define N_FRAMES 12
+
+struct frames {
+    struct raft_frame f[N_FRAMES]; /* the frames */
+    const char *name[N_FRAMES];    /* their file names */
+    struct raft_entry entries[3];  /* of the AppendEntries */
+    struct raft_buf *bufs[4];      /* payloads */
+};
+
+static struct raft_buf *buf_of(const void *p, size_t len)
+{
+    struct raft_buf *b = raft_buf_copy(p, len);
+
+    if (b == NULL) {
+        die("raft_buf_copy");
+    }
+    return b;
+}
+
+/* frame_of makes @f a zeroed frame of @type from 2 to 1. */
+static void frame_of(struct raft_frame *f, uint8_t type)
+{
+    memset(f, 0, sizeof *f);
+    f->type = type;
+    f->from = 2;
+    f->to = 1;
+}
+
+/* message_frame makes @f a zeroed core message of @type from 2 to 1. */
+static void message_frame(struct raft_frame *f, uint8_t type)
+{
+    frame_of(f, type);
+    f->message.type = type;
+    f->message.from = 2;
+    f->message.to = 1;
+}
+
+static void frames_init(struct frames *s)
+{
+    static const char chunk[] = "SQLite format 3\0 a chunk of a database";
+    struct raft_frame *f = s->f;
+    uint8_t *req;
+    size_t req_len;
+    unsigned i = 0;
+
+    req = request("INSERT INTO t VALUES (?, :name, ?5, ?, @empty, $n)", params,
+                  6, 1764000000000, &req_len);
+    s->bufs[0] = buf_of(req, req_len);
+    free(req);
+    s->bufs[1] = buf_of("x", 1);
+    s->bufs[2] = buf_of(chunk, sizeof chunk - 1);
+    req = request("INSERT INTO t VALUES (1)", NULL, 0, 0, &req_len);
+    s->bufs[3] = buf_of(req, req_len);
+    free(req);
+
+    message_frame(&f[i], RAFT_MSG_REQUEST_VOTE);
+    f[i].message.request_vote.term = 7;
+    f[i].message.request_vote.last_log_index = 120;
+    f[i].message.request_vote.last_log_term = 6;
+    f[i].message.request_vote.pre_vote = true;
+    s->name[i++] = "request_vote";
+    message_frame(&f[i], RAFT_MSG_REQUEST_VOTE_RESULT);
+    f[i].message.request_vote_result.term = 7;
+    f[i].message.request_vote_result.vote_granted = true;
+    s->name[i++] = "request_vote_result";
+    message_frame(&f[i], RAFT_MSG_APPEND_ENTRIES);
+    f[i].message.append_entries.term = 7;
+    f[i].message.append_entries.prev_log_index = 120;
+    f[i].message.append_entries.prev_log_term = 6;
+    f[i].message.append_entries.leader_commit = 119;
+    f[i].message.append_entries.seq = 3;
+    s->name[i++] = "heartbeat";
+    s->entries[0].term = 7;
+    s->entries[0].index = 121;
+    s->entries[0].type = RAFT_ENTRY_NOOP;
+    s->entries[1].term = 7;
+    s->entries[1].index = 122;
+    s->entries[1].type = RAFT_ENTRY_NORMAL;
+    s->entries[1].data = s->bufs[0];
+    s->entries[2].term = 7;
+    s->entries[2].index = 123;
+    s->entries[2].type = RAFT_ENTRY_NORMAL;
+    s->entries[2].data = s->bufs[1];
+    f[i] = f[i - 1];
+    f[i].message.append_entries.seq = 4;
+    f[i].message.append_entries.n_entries = 3;
+    f[i].message.append_entries.entries = s->entries;
+    s->name[i++] = "append_entries";
+    message_frame(&f[i], RAFT_MSG_APPEND_ENTRIES_RESULT);
+    f[i].message.append_entries_result.term = 7;
+    f[i].message.append_entries_result.success = true;
+    f[i].message.append_entries_result.last_log_index = 123;
+    f[i].message.append_entries_result.seq = 4;
+    s->name[i++] = "append_entries_result";
+    f[i] = f[i - 1];
+    f[i].message.append_entries_result.success = false;
+    f[i].message.append_entries_result.reject_index = 120;
+    f[i].message.append_entries_result.last_log_index = 100;
+    f[i].message.append_entries_result.conflict_index = 90;
+    s->name[i++] = "append_entries_reject";
+    frame_of(&f[i], RAFT_FRAME_FORWARD);
+    f[i].forward.request_id[0] = 2;
+    f[i].forward.request_id[1] = 41;
+    f[i].forward.data = s->bufs[3];
+    s->name[i++] = "forward";
+    f[i] = f[i - 1];
+    f[i].type = RAFT_FRAME_FORWARD_RESULT;
+    f[i].forward_result.status = RAFT_NOTLEADER;
+    s->name[i++] = "forward_result";
+    frame_of(&f[i], RAFT_FRAME_SNAPSHOT_CHUNK);
+    f[i].snapshot_chunk.term = 7;
+    f[i].snapshot_chunk.last_index = 100;
+    f[i].snapshot_chunk.last_term = 6;
+    f[i].snapshot_chunk.total = 3 * (sizeof chunk - 1);
+    f[i].snapshot_chunk.offset = sizeof chunk - 1;
+    f[i].snapshot_chunk.checksum = 0x0123456789abcdefull;
+    f[i].snapshot_chunk.data = s->bufs[2];
+    s->name[i++] = "snapshot_chunk";
+    f[i] = f[i - 1];
+    f[i].snapshot_chunk.offset = f[i].snapshot_chunk.total;
+    f[i].snapshot_chunk.data = NULL;
+    s->name[i++] = "snapshot_chunk_empty";
+    frame_of(&f[i], RAFT_FRAME_SNAPSHOT_CHUNK_RESULT);
+    f[i].snapshot_chunk_result.term = 7;
+    f[i].snapshot_chunk_result.last_index = 100;
+    f[i].snapshot_chunk_result.offset = 2 * (sizeof chunk - 1);
+    s->name[i++] = "snapshot_chunk_result";
+    f[i] = f[i - 1];
+    f[i].snapshot_chunk_result.offset = 0;
+    f[i].snapshot_chunk_result.status = RAFT_IOERR;
+    s->name[i++] = "snapshot_chunk_refused";
+}
+
+static void frames_close(struct frames *s)
+{
+    unsigned i;
+
+    for (i = 0; i < sizeof s->bufs / sizeof s->bufs[0]; i++) {
+        raft_buf_unref(s->bufs[i]);
+    }
+}
+
+/* encode_frame appends the encoding of @f (length prefix included) at
+ * @out + *@len, at most MAX_SAMPLE bytes in all. */
+static void encode_frame(const struct raft_frame *f, uint8_t *out, size_t *len)
+{
+    size_t n = raft_frame_encoded_len(f);
+
+    if (n == 0 || *len + n > MAX_SAMPLE ||
+        raft_frame_encode(f, out + *len, n) != 0) {
+        fprintf(stderr, "gen-corpus: cannot encode frame type %u\n",
+                (unsigned)f->type);
+        exit(1);
+    }
+    *len += n;
+}
+
+static void gen_frame(const struct frames *s)
+{
+    uint8_t out[MAX_SAMPLE];
+    unsigned i;
+
+    make_dir("frame");
+    for (i = 0; i < N_FRAMES; i++) {
+        size_t len = 0;
+        encode_frame(&s->f[i], out, &len);
+        /* The decoder takes the body, after the length prefix. */
+        write_sample("frame", s->name[i], out + RAFT_FRAME_HEADER,
+                     len - RAFT_FRAME_HEADER);
+    }
+}
+
+/* stream starts a receive sample: the cut byte, then the handshake of
+ * @from. */
+static size_t stream(uint8_t *out, uint8_t cut, raft_id from)
+{
+    out[0] = cut;
+    raft_uv_send_handshake_encode(from, out + 1);
+    return 1 + RAFT__UV_HANDSHAKE_LEN;
+}
+
+static void gen_recv(const struct frames *s)
+{
+    uint8_t out[MAX_SAMPLE];
+    struct raft_frame other;
+    size_t len;
+    unsigned i;
+
+    make_dir("recv");
+    len = stream(out, 0, 2);
+    write_sample("recv", "handshake", out, len);
+    write_sample("recv", "handshake_cut", out, len - 3);
+    len = stream(out, 7, 2);
+    for (i = 0; i < N_FRAMES; i++) {
+        encode_frame(&s->f[i], out, &len);
+    }
+    write_sample("recv", "every_frame_cut7", out, len);
+    out[0] = 0;
+    write_sample("recv", "every_frame", out, len);
+    /* A frame in progress at the end. */
+    write_sample("recv", "frame_cut_short", out, len - 5);
+    len = stream(out, 1, 2);
+    encode_frame(&s->f[3], out, &len);
+    write_sample("recv", "append_entries_bytewise", out, len);
+    /* Refused: unknown sender, sender not the handshake's, bad length. */
+    len = stream(out, 0, 9);
+    encode_frame(&s->f[0], out, &len);
+    write_sample("recv", "unknown_peer", out, len);
+    len = stream(out, 3, 3);
+    encode_frame(&s->f[0], out, &len);
+    write_sample("recv", "wrong_sender", out, len);
+    other = s->f[1];
+    other.from = other.message.from = 3;
+    len = stream(out, 3, 3);
+    encode_frame(&other, out, &len);
+    encode_frame(&s->f[1], out, &len);
+    write_sample("recv", "peer3_then_wrong_sender", out, len);
+    len = stream(out, 0, 2);
+    raft_byte_store_u32(out + len, UINT32_MAX);
+    len += 4;
+    write_sample("recv", "length_too_big", out, len);
+}
+
+/* ---- Log records -------------------------------------------------------- */
+
+static void gen_log_entry(const struct frames *s)
+{
+    uint8_t out[1 + LMDB_LOG_FORMAT_KEY_LEN + MAX_SAMPLE];
+    const struct raft_entry *e;
+    struct raft_entry big;
+    char name[64];
+    unsigned i;
+    size_t len;
+
+    make_dir("log_entry");
+    for (i = 0; i < 3; i++) {
+        e = &s->entries[i];
+        len = format_entry_len(e->data != NULL ? e->data->len : 0);
+        out[0] = 0;
+        format_key_encode(e->index, out + 1);
+        format_entry_encode(e, out + 1 + LMDB_LOG_FORMAT_KEY_LEN);
+        snprintf(name, sizeof name, "entry_%u", i);
+        write_sample("log_entry", name, out, 1 + LMDB_LOG_FORMAT_KEY_LEN + len);
+        /* The same, checksum spoiled, for the fixing mode. */
+        out[0] = 1;
+        out[LMDB_LOG_FORMAT_KEY_LEN + len] ^= 0xff; /* last checksum byte */
+        snprintf(name, sizeof name, "entry_%u_fix", i);
+        write_sample("log_entry", name, out, 1 + LMDB_LOG_FORMAT_KEY_LEN + len);
+    }
+    big = s->entries[1];
+    big.index = UINT64_MAX;
+    big.term = UINT64_MAX - 1;
+    big.type = 200; /* stored as given */
+    len = format_entry_len(big.data->len);
+    out[0] = 0;
+    format_key_encode(big.index, out + 1);
+    format_entry_encode(&big, out + 1 + LMDB_LOG_FORMAT_KEY_LEN);
+    write_sample("log_entry", "entry_last_index", out,
+                 1 + LMDB_LOG_FORMAT_KEY_LEN + len);
+}
+
+static void gen_log_meta(void)
+{
+    static const char *const names[] = {
+        LMDB_LOG_FORMAT_META_TERM,          LMDB_LOG_FORMAT_META_VOTE,
+        LMDB_LOG_FORMAT_META_FIRST_INDEX,   LMDB_LOG_FORMAT_META_SNAPSHOT_INDEX,
+        LMDB_LOG_FORMAT_META_SNAPSHOT_TERM,
+    };
+    static const uint64_t values[] = {7, 2, 101, 100, 6};
+    uint8_t out[1 + LMDB_LOG_FORMAT_META_LEN];
+    char name[64];
+    unsigned i;
+
+    make_dir("log_meta");
+    /* Selector i picks names[i] (fuzz_log_meta.c), 5 the format record. */
+    for (i = 0; i < 5; i++) {
+        out[0] = (uint8_t)i;
+        format_meta_encode(names[i], values[i], out + 1);
+        write_sample("log_meta", names[i], out, sizeof out);
+        out[0] |= 0x80;
+        out[9] ^= 0xff;
+        snprintf(name, sizeof name, "%s_fix", names[i]);
+        write_sample("log_meta", name, out, sizeof out);
+    }
+    out[0] = 5;
+    format_version_encode(LMDB_LOG_FORMAT_VERSION, out + 1);
+    write_sample("log_meta", "format", out, 1 + LMDB_LOG_FORMAT_VERSION_LEN);
+}
+
+int main(int argc, char **argv)
+{
+    struct frames s;
+
+    if (argc != 2) {
+        fprintf(stderr, "usage: gen-corpus DIR\n");
+        return 2;
+    }
+    root = argv[1];
+    if (mkdir(root, 0755) != 0 && errno != EEXIST) {
+        die(root);
+    }
+    init_params();
+    memset(&s, 0, sizeof s);
+    frames_init(&s);
+    gen_request();
+    gen_frame(&s);
+    gen_recv(&s);
+    gen_log_entry(&s);
+    gen_log_meta();
+    frames_close(&s);
+    return 0;
+}
