@@ -18,6 +18,7 @@
 #include <fcntl.h>
 #include <inttypes.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -29,19 +30,35 @@
 #include "../raft/persist.h"
 
 struct ext_store {
-    char dir[4096];              /* log directory */
-    char db_path[4096];          /* the database file, for messages */
-    char snapshot_dir[4096];     /* <dir>/snapshots */
-    uint64_t snapshot_threshold; /* compaction policy */
-    uint64_t trailing_entries;   /* compaction policy */
-    struct ext_node_log *log;    /* the node's log lines */
-    struct lmdb_log *lmdb;       /* the LMDB log (the driver's disk thread
+    char dir[4096];               /* log directory */
+    char db_path[4096];           /* the database file, for messages */
+    char snapshot_dir[4096];      /* <dir>/snapshots */
+    uint64_t snapshot_threshold;  /* compaction policy */
+    uint64_t trailing_entries;    /* compaction policy */
+    struct ext_node_log *log;     /* the node's log lines */
+    struct lmdb_log *lmdb;        /* the LMDB log (the driver's disk thread
                                     writes; reads at start) */
-    int lock_fd;                 /* flock on <dir>/node.lock */
-    struct ext_applier *applier; /* snapshots, durable index */
-    pthread_mutex_t snapshot_mu; /* one snapshot create or install at a
+    int lock_fd;                  /* flock on <dir>/node.lock */
+    struct ext_applier *applier;  /* snapshots, durable index */
+    pthread_mutex_t snapshot_mu;  /* one snapshot create or install at a
                                     time */
+    atomic_uint_least64_t used;   /* bytes the entries occupy, as the disk
+                                     thread last read after a write */
+    atomic_uint_least64_t budget; /* the most they may occupy, 0 unknown */
 };
+
+/* note_usage reads the log's usage after a write that changed it, on the
+ * disk thread, for the compaction policy on the loop thread (which must
+ * not open LMDB transactions every tick, nor wait while a rewrite swaps
+ * the data file). */
+static void note_usage(struct ext_store *s)
+{
+    uint64_t used = 0, budget = 0;
+    if (lmdb_log_usage(s->lmdb, &used, &budget) == 0) {
+        atomic_store(&s->used, used);
+        atomic_store(&s->budget, budget);
+    }
+}
 
 /* lock_dir creates the log directory if needed and takes an exclusive
  * lock on <dir>/node.lock, so two processes never run a node on the same
@@ -109,6 +126,7 @@ int store_open(const struct ext_store_config *cfg, struct ext_node_log *log,
         goto err_log;
     }
     pthread_mutex_init(&s->snapshot_mu, NULL);
+    note_usage(s);
     *out = s;
     return 0;
 
@@ -353,6 +371,9 @@ static int on_append(void *data, const struct raft_hard_state *hs,
             snprintf(errmsg, errmsg_len, "%s", lmdb_log_errmsg(s->lmdb));
         }
     }
+    if (rc == 0 && n > 0) {
+        note_usage(s);
+    }
     return rc;
 }
 
@@ -363,6 +384,8 @@ static int on_compact(void *data, raft_index index, char *errmsg,
     int rc = lmdb_log_compact(s->lmdb, index);
     if (rc != 0) {
         snprintf(errmsg, errmsg_len, "compact: %s", lmdb_log_errmsg(s->lmdb));
+    } else {
+        note_usage(s);
     }
     return rc;
 }
@@ -504,10 +527,9 @@ void store_on_tick(struct ext_store *s, struct raft_uv_node *d)
         .durable = applier_durable(s->applier),
         .log_full = raft_uv_node_log_full(d),
     };
-    if (lmdb_log_usage(s->lmdb, &v.used_bytes, &v.budget) != 0) {
-        v.budget = 0; /* unknown: the count alone decides */
-    }
     bool checkpoint;
+    v.used_bytes = atomic_load(&s->used);
+    v.budget = atomic_load(&s->budget); /* 0 until the first write */
     raft_index target = store_plan_compaction(s, &v, &checkpoint);
     if (checkpoint) {
         applier_request_checkpoint(s->applier);
