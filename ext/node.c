@@ -281,6 +281,7 @@ static int start_threads(struct ext_node *n, struct sql_fsm *fsm,
     dc.tick_ms = EXT__TICK_MS;
     dc.snapshot_dir = store_snapshot_dir(n->store);
     dc.snapshot_chunk_bytes = n->cfg.snapshot_chunk_bytes;
+    dc.storage_stall_ms = n->cfg.election_timeout_ms;
     store_storage(n->store, n->applier, &storage);
     rc = raft_uv_node_start(core, &dc, &storage, &cb, &n->driver, errmsg,
                             errmsg_len);

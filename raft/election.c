@@ -141,6 +141,12 @@ void election_tick(struct raft *r)
     if (r->now - r->election_start < r->election_rand) {
         return;
     }
+    if (r->storage_stalled) {
+        /* It could not make its own entries durable: leave leading to
+         * a server that can (raft.h, STORAGE_STALLED). */
+        election_reset_timer(r);
+        return;
+    }
     if (r->pre_vote) {
         become_pre_candidate(r);
     } else {

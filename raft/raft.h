@@ -211,6 +211,8 @@ enum raft_event_type {
                                           @unreachable.id failed */
     RAFT_EVENT_UNREACHABLE = 8,        /* the connection to @unreachable.id
                                           broke: reset its inflight window */
+    RAFT_EVENT_STORAGE_STALLED = 9,    /* the driver cannot persist (or can
+                                          again): @storage.stalled */
 };
 
 /* The snapshot events in detail.
@@ -257,7 +259,19 @@ enum raft_event_type {
  * leader resets the peer's inflight window and probes it again; a
  * follower waiting for a snapshot is left alone (its driver reports
  * SNAPSHOT_FAILED). Ignored when not leading.
- * Errors (both): RAFT_INVALID when the id is not another voter. */
+ * Errors (both): RAFT_INVALID when the id is not another voter.
+ *
+ * STORAGE_STALLED {stalled}: true when the driver has been unable to
+ * persist for a while (a full log or disk whose writes it keeps retrying,
+ * or a write error it cannot recover from); false once a write succeeds
+ * again. While stalled, a leader or candidate becomes a follower of its
+ * term that knows no leader, and the server starts no election (nor
+ * pre-vote round): a server that cannot make its own entries durable
+ * cannot commit them, and leading would only stop the others from electing
+ * a leader that can (its followers' heartbeats keep arriving, so they would
+ * never time out). It still answers RequestVote and AppendEntries (their
+ * answers wait for the disk, driver rules 1 and 2). Clearing it restarts
+ * the election timer. Never an error. */
 
 /* One input to the core. For RECEIVE and PROPOSE, the core takes its own
  * references to any bufs it keeps; the caller keeps and drops its own. */
@@ -289,6 +303,9 @@ struct raft_event {
         struct {
             raft_id id; /* the follower or peer concerned */
         } unreachable;
+        struct {
+            bool stalled; /* true: cannot persist; false: can again */
+        } storage;
     };
 };
 
@@ -369,6 +386,7 @@ raft_index raft_first_index(const struct raft *r);
 raft_index raft_persisted_index(const struct raft *r);
 raft_index raft_snapshot_index(const struct raft *r); /* first - 1 */
 raft_term raft_snapshot_term(const struct raft *r);   /* its term, 0 unknown */
+bool raft_storage_stalled(const struct raft *r); /* STORAGE_STALLED state */
 
 /* raft_leader_contact returns how long ago, in ms of the TICK clock, this
  * server last heard from the leader of its term: 0 on the leader itself,

@@ -352,6 +352,8 @@ int raft_uv_node_start_with(struct raft *r,
     raft_persist_init(&d->persist);
     d->cb = *cb;
     d->tick_ms = cfg->tick_ms;
+    d->storage_stall_ms =
+        cfg->storage_stall_ms != 0 ? cfg->storage_stall_ms : 1000;
     d->n_peers = cfg->n_peers;
     for (unsigned i = 0; i < cfg->n_peers; i++) {
         d->peers[i] = cfg->peers[i].id;

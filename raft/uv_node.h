@@ -65,6 +65,13 @@ struct raft_uv_node_config {
     const char *snapshot_dir;      /* where snapshot files are written and
                                         received (must exist) */
     uint64_t snapshot_chunk_bytes; /* bytes per snapshot chunk, > 0 */
+    unsigned storage_stall_ms;     /* a write that has waited this long
+                                        for room (full log or disk) makes
+                                        the core stop leading and
+                                        campaigning until a write succeeds
+                                        (RAFT_EVENT_STORAGE_STALLED); 0 for
+                                        1000. The election timeout is a
+                                        good value */
 };
 
 struct raft_uv_node; /* opaque */

@@ -125,6 +125,10 @@ struct raft_uv_node {
     uint64_t retry_at;                 /* loop clock of the next retry
                                             of a job refused for a full
                                             log */
+    uint64_t full_since;               /* loop clock of the first refusal
+                                            of the waiting job, 0 none */
+    unsigned storage_stall_ms;         /* cfg.storage_stall_ms */
+    bool stalled;                      /* STORAGE_STALLED stepped true */
 
     /* Snapshots (uv_snapshot.c). */
     char snapshot_dir[3800];                             /* where files go */
