@@ -65,7 +65,7 @@ const char *raft_uv_node_log_full_reason(const struct raft_uv_node *d)
 
 bool raft_uv_node_log_full(const struct raft_uv_node *d)
 {
-    return raft_persist_log_full(&d->persist);
+    return raft_persist_room_wanted(&d->persist);
 }
 
 /* set_stalled steps RAFT_EVENT_STORAGE_STALLED when @stalled changes: a
@@ -100,7 +100,7 @@ void raft_uv_storage_tick(struct raft_uv_node *d)
         /* Here, not in raft_uv_storage_fail, which may run inside a
          * step. */
         set_stalled(d, true, "the log cannot be written");
-    } else if (raft_persist_log_full(&d->persist) && !d->stalled &&
+    } else if (raft_persist_room_wanted(&d->persist) && !d->stalled &&
                d->full_since != 0 &&
                raft_uv_node_now(d) - d->full_since >= d->storage_stall_ms) {
         set_stalled(d, true, "no write for lack of room");
@@ -229,6 +229,9 @@ static void disk_after_work(uv_work_t *req, int status)
     if (res.wrote) {
         d->stats.n_writes++;
         d->stats.n_entries_written += res.n_entries;
+    }
+    if (res.wrote && !raft_persist_room_wanted(&d->persist)) {
+        /* Not a hard state gone ahead of a refused append: it waits. */
         if (d->log_full_reason[0] != '\0') {
             raft_uv_node_log(d, RAFT_LOG_WARN,
                              "the log takes writes again (it had no room: "

@@ -538,10 +538,6 @@ class WedgeTest(ClusterCase):
             shutil.rmtree(workdir, ignore_errors=True)
         self.assertEqual(codes, [0, 0, 0])
 
-    @unittest.skip("issue 10 #3, still open: with 250 KB requests in a "
-                   "1 MB log a node still stays behind in some runs (3 of 4 "
-                   "on a loaded machine); the sealed, halved retry fixed "
-                   "the case the new-user pass saw, not all of them")
     def test_small_log_with_large_requests_keeps_going(self):
         """Requests of 250 KB in a log of 1 MB, through the leader and a
         follower by turns: every node keeps taking writes (found by a
