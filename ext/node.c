@@ -397,7 +397,8 @@ char *ext_node_status(struct ext_node *n)
     char last_error[512], apply_error[512];
     struct ext_status_extra x;
 
-    node_log_last_error(&n->log, last_error, sizeof last_error);
+    x.last_error_age_ms =
+        node_log_last_error(&n->log, last_error, sizeof last_error);
     applier_error(n->applier, apply_error, sizeof apply_error);
     x.apply_error = apply_error;
     exec_counts(n->exec, &x.queue, &x.waiters);

@@ -297,6 +297,10 @@ char *status_json(struct ext_status *st, const struct ext_status_extra *x)
     json_object_set_new(
         o, "last_error",
         x->last_error[0] ? json_string(x->last_error) : json_null());
+    json_object_set_new(o, "last_error_age_ms",
+                        x->last_error[0]
+                            ? json_integer((json_int_t)x->last_error_age_ms)
+                            : json_null());
     /* Means are rounded to two decimals; six significant digits print
      * them as such (0.92, not 0.92000000000000004). */
     text = json_dumps(o, JSON_COMPACT | JSON_REAL_PRECISION(6));

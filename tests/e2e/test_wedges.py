@@ -63,6 +63,7 @@ class WedgeTest(ClusterCase):
             st = n.status()
             self.assertTrue(st["applying"])
             self.assertIsNone(st["last_error"])
+            self.assertIsNone(st["last_error_age_ms"])
             self.assertEqual(n.value("SELECT count(*) FROM t"), 1)
 
     def test_leaders_budget_holds_on_every_node(self):
@@ -440,6 +441,12 @@ class WedgeTest(ClusterCase):
             self.assertFalse(f.status()["log_full"])
             self.assertEqual(self.exec(f, "INSERT INTO t VALUES(101, 'y')"),
                              1)
+            # last_error stays as history, with its age.
+            st = f.status()
+            self.assertIn("room", st["last_error"])
+            time.sleep(0.2)
+            self.assertGreaterEqual(f.status()["last_error_age_ms"],
+                                    st["last_error_age_ms"] + 200)
             with open(f.log_path) as log:
                 text = log.read()
             self.assertIn("disk full", text)
