@@ -265,10 +265,13 @@ static int start_threads(struct ext_node *n, struct sql_fsm *fsm,
         if (m->id == n->cfg.id) {
             continue;
         }
+        const char *host;
+        uint16_t port;
+        /* The driver dials the dial= override, if any. */
+        ext_member_dial(m, &host, &port);
         peers[n_peers].id = m->id;
-        snprintf(peers[n_peers].host, sizeof peers[n_peers].host, "%s",
-                 m->host);
-        peers[n_peers].port = m->port;
+        snprintf(peers[n_peers].host, sizeof peers[n_peers].host, "%s", host);
+        peers[n_peers].port = port;
         n_peers++;
     }
     memset(&dc, 0, sizeof dc);

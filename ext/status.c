@@ -272,14 +272,22 @@ char *status_json(struct ext_status *st, const struct ext_status_extra *x)
         const struct peer_status *p = &s.peers[i];
         json_t *j = json_object();
         char addr[96] = "";
+        char dial[96] = "";
         for (unsigned k = 0; k < st->n_members; k++) {
-            if (st->members[k].id == p->id) {
-                snprintf(addr, sizeof addr, "%s:%u", st->members[k].host,
-                         st->members[k].port);
+            const struct ext_member *m = &st->members[k];
+            if (m->id == p->id) {
+                snprintf(addr, sizeof addr, "%s:%u", m->host, m->port);
+                if (m->dial_port != 0) {
+                    snprintf(dial, sizeof dial, "%s:%u", m->dial_host,
+                             m->dial_port);
+                }
             }
         }
         json_object_set_new(j, "id", json_integer((json_int_t)p->id));
         json_object_set_new(j, "address", json_string(addr));
+        /* Where this node dials it when dial= overrides the address. */
+        json_object_set_new(j, "dial",
+                            dial[0] ? json_string(dial) : json_null());
         json_object_set_new(j, "connected", json_boolean(p->connected));
         if (p->has_progress) {
             json_object_set_new(
