@@ -370,6 +370,12 @@ int sql_snapshot_config_read(const char *path, struct sql_config *out,
 /* sql_config_clear frees the payload of @c and zeroes it. */
 void sql_config_clear(struct sql_config *c);
 
+/* sql_source_id returns the source id (sqlite3_sourceid()) of the SQLite
+ * library the state machine runs requests on: nodes whose source ids
+ * differ may count a request's virtual machine steps (its work budget)
+ * differently. Static storage. Any thread. */
+const char *sql_source_id(void);
+
 /* sql_fsm_errmsg returns the message of the last failed call on @f. */
 const char *sql_fsm_errmsg(const struct sql_fsm *f);
 

@@ -34,16 +34,17 @@ class NodeError(Exception):
 
 
 class Node:
-    """One node process: its id, database file and request pipe."""
+    """One node process: its id, database file and request pipe; env adds
+    variables to the process's environment."""
 
-    def __init__(self, binary, node_id, db, log_path):
+    def __init__(self, binary, node_id, db, log_path, env=None):
         self.id = node_id
         self.db = db
         self.log_path = log_path
         self._log = open(log_path, "ab")
         self.proc = subprocess.Popen(
             [binary, db], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-            stderr=self._log)
+            stderr=self._log, env=dict(os.environ, **(env or {})))
 
     def sql(self, text, *params):
         """Run one statement on the node's connection; return its rows.
