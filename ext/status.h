@@ -29,9 +29,12 @@ struct ext_status_extra {
 struct ext_status; /* opaque */
 
 /* status_new creates the status of a node configured by @cfg (the members
- * are copied, for the peers' addresses). Errors: RAFT_NOMEM. Any
- * thread. */
-int status_new(const struct ext_config *cfg, struct ext_status **out);
+ * are copied, for the peers' addresses) whose build id, as sent in the
+ * peer handshake, is @build_id (copied, truncated to
+ * RAFT_UV_BUILD_ID_MAX bytes): a peer whose own differs is shown as a
+ * warning. Errors: RAFT_NOMEM. Any thread. */
+int status_new(const struct ext_config *cfg, const char *build_id,
+               struct ext_status **out);
 
 /* status_free frees @s. NULL is ignored. */
 void status_free(struct ext_status *s);

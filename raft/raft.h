@@ -52,6 +52,7 @@ enum raft_role {
 enum raft_entry_type {
     RAFT_ENTRY_NORMAL = 1,
     RAFT_ENTRY_NOOP = 2,
+    RAFT_ENTRY_CONFIG = 3,
 };
 
 /* One log entry. @data is NULL for an empty payload. Whoever stores an entry

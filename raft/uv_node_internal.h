@@ -40,6 +40,9 @@ struct raft_uv_node_transport {
     int (*send)(void *t, const struct raft_frame *f);
     /* connected: as raft_uv_transport_connected. */
     bool (*connected)(const void *t, raft_id id);
+    /* peer_build_id: as raft_uv_transport_peer_build_id (NULL: none is
+     * ever known). */
+    const char *(*peer_build_id)(const void *t, raft_id id);
     /* close: as raft_uv_transport_close (@cb fires from the loop once the
      * transport is gone; no receive callback after the call). */
     void (*close)(void *t, void (*cb)(void *data), void *data);
