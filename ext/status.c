@@ -68,6 +68,8 @@ struct snapshot {
     unsigned n_peers;                        /* entries used in peers */
     struct raft_uv_node_stats stats;         /* the driver's counters */
     bool log_full;                           /* the log refused a write */
+    bool log_stalled;                        /* ... for an election timeout
+                                                (raft_storage_stalled) */
     char log_full_reason[256];               /* why, "" when it takes
                                                 writes */
 };
@@ -140,6 +142,7 @@ bool status_refresh(struct ext_status *st, const struct raft *core,
     if (d != NULL) {
         raft_uv_node_stats(d, &s.stats);
         s.log_full = raft_uv_node_log_full(d);
+        s.log_stalled = raft_storage_stalled(core);
         snprintf(s.log_full_reason, sizeof s.log_full_reason, "%s",
                  raft_uv_node_log_full_reason(d));
     }
@@ -205,7 +208,7 @@ bool status_log_full(struct ext_status *st, char *reason, size_t len)
     if (reason != NULL && len > 0) {
         snprintf(reason, len, "%s", s.log_full_reason);
     }
-    return s.log_full;
+    return s.log_full && s.log_stalled;
 }
 
 char *status_json(struct ext_status *st, const struct ext_status_extra *x)

@@ -65,9 +65,11 @@ int status_role(struct ext_status *s);
 /* status_leader returns the leader last seen, 0 for none. Any thread. */
 raft_id status_leader(struct ext_status *s);
 
-/* status_log_full says whether the log refused its last write for lack of
- * space, as last seen, and copies why into @reason (@len bytes; may be
- * NULL). Any thread. */
+/* status_log_full says whether the log has refused writes for lack of
+ * space for an election timeout or longer (the node stopped leading,
+ * raft_storage_stalled), as last seen, and copies why into @reason (@len
+ * bytes; may be NULL). A log full for less (compaction frees it in a
+ * moment) reads false: new writes queue. Any thread. */
 bool status_log_full(struct ext_status *s, char *reason, size_t len);
 
 /* status_json renders @s with @extra as a JSON object text (malloc'd, the

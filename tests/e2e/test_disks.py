@@ -93,6 +93,11 @@ class DiskTest(unittest.TestCase):
             time.sleep(0.05)
 
     def assert_same_rows(self):
+        """Once every node applied what the most advanced one did, they
+        hold the same rows."""
+        ahead = max(self.nodes, key=lambda n: n.status()["applied"])
+        for n in self.nodes:
+            self.wait_caught_up(n, ahead)
         counts = {n.value("SELECT count(*) FROM t") for n in self.nodes}
         self.assertEqual(len(counts), 1, counts)
 

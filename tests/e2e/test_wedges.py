@@ -420,6 +420,9 @@ class WedgeTest(ClusterCase):
                                 "the full disk never showed")
                 time.sleep(0.1)
             self.assertIn("disk full", st["log_full_reason"])
+            # Writes are refused once it has been full for an election
+            # timeout (300 ms); until then they queue.
+            time.sleep(1)
             with self.assertRaises(NodeError) as cm:
                 self.exec(f, "INSERT INTO t VALUES(100, 'x')")
             self.assertIn("not applied: disk full", str(cm.exception))
