@@ -48,10 +48,45 @@ enum raft_role {
 
 /* Entry types. NORMAL carries an application payload; NOOP is the empty
  * entry each new leader appends to commit entries of earlier terms (paper
- * §5.4.2, thesis §6.4). */
+ * §5.4.2, thesis §6.4); CONFIG carries an encoded struct
+ * raft_configuration (configuration.h), which every server uses as soon
+ * as it is in its log, committed or not (thesis §4.1). */
 enum raft_entry_type {
     RAFT_ENTRY_NORMAL = 1,
     RAFT_ENTRY_NOOP = 2,
+    RAFT_ENTRY_CONFIG = 3,
+};
+
+/* The most servers (voters and learners) a configuration may hold. */
+#define RAFT_MAX_SERVERS 16
+
+/* The most voters a configuration may hold (every server may vote). */
+#define RAFT_MAX_VOTERS RAFT_MAX_SERVERS
+
+/* The longest server address, bytes (without the terminating NUL). */
+#define RAFT_ADDRESS_MAX 255
+
+/* Roles of a server in a configuration (thesis §4.2.1). A learner receives
+ * the log and snapshots but never votes, never campaigns and never counts
+ * toward any quorum. */
+enum raft_server_role {
+    RAFT_VOTER = 1,
+    RAFT_LEARNER = 2,
+};
+
+/* One server of a configuration. The core only carries @address. */
+struct raft_server {
+    raft_id id;                         /* > 0 */
+    uint8_t role;                       /* enum raft_server_role */
+    char address[RAFT_ADDRESS_MAX + 1]; /* opaque, NUL-terminated */
+};
+
+/* A configuration: the servers of the group (configuration.h has its
+ * functions and codec). Fixed-size: plain assignment copies it. */
+struct raft_configuration {
+    unsigned n;                                   /* servers, at most
+                                                     RAFT_MAX_SERVERS */
+    struct raft_server servers[RAFT_MAX_SERVERS]; /* in order of addition */
 };
 
 /* One log entry. @data is NULL for an empty payload. Whoever stores an entry
@@ -184,9 +219,6 @@ struct raft_config {
                                     (one entry larger than it still goes,
                                     alone) */
 };
-
-/* The most voters a configuration may hold. */
-#define RAFT_MAX_VOTERS 16
 
 /* Replication state of one follower, as seen by a leader (etcd tracker). */
 enum raft_progress_state {
