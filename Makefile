@@ -226,6 +226,7 @@ $(B)/fuzz/fuzz_log_%: tests/fuzz/fuzz_log_%.c tests/fuzz/fuzz.h \
 
 $(B)/fuzz/gen-corpus: tests/fuzz/gen_corpus.c \
 		$(call san,$(CORE_SRC) $(UV_SRC) $(LMDB_SRC) $(SQL_SRC))
+	@mkdir -p $(dir $@)
 	$(CC) $(BASE_CFLAGS) -O1 -g $(SAN) -o $@ $^ $(LIBS)
 
 fuzz-build: $(FUZZ_BIN)

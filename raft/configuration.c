@@ -27,8 +27,7 @@ int raft_configuration_find(const struct raft_configuration *c, raft_id id)
     return -1;
 }
 
-uint8_t raft_configuration_role(const struct raft_configuration *c,
-                                raft_id id)
+uint8_t raft_configuration_role(const struct raft_configuration *c, raft_id id)
 {
     int i = raft_configuration_find(c, id);
 

@@ -38,8 +38,7 @@ int raft_configuration_find(const struct raft_configuration *c, raft_id id);
 
 /* raft_configuration_role returns the role of @id in @c (enum
  * raft_server_role), 0 when it is not a member. Any thread. */
-uint8_t raft_configuration_role(const struct raft_configuration *c,
-                                raft_id id);
+uint8_t raft_configuration_role(const struct raft_configuration *c, raft_id id);
 
 /* raft_configuration_n_voters returns the number of voters of @c. */
 unsigned raft_configuration_n_voters(const struct raft_configuration *c);
