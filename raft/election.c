@@ -4,6 +4,7 @@
  * as up-to-date, §5.4.1) and the leader lease that makes followers ignore
  * RequestVote while their leader is alive (thesis §6.2, §9.6). */
 
+#include "configuration.h"
 #include "quorum.h"
 #include "raft_internal.h"
 
@@ -32,6 +33,7 @@ void election_become_follower(struct raft *r, raft_term term, raft_id leader)
         r->verified = 0;
         r->ack_seq = 0;
     }
+    r->term_unsure = false;
     if (r->role != RAFT_FOLLOWER) {
         r->verified = 0;
     }
@@ -84,14 +86,41 @@ static void send_request_votes(struct raft *r, raft_term term, bool pre_vote)
     }
 }
 
+/* may_campaign tells whether @r may start an election: as a voter of the
+ * configuration in force, or while that configuration is not known to be
+ * committed (hashicorp/raft's rule: a server demoted or removed by an
+ * entry that may never commit must still be able to win the election
+ * that commits it, or a configuration whose voters need its vote would
+ * elect nobody; it then leads without counting itself and steps down
+ * once the entry commits, thesis §4.2.2). A learner, a server that joins
+ * or one that was removed, in a committed configuration, never
+ * campaigns (thesis §4.2.1, §4.2.3). */
+static bool may_campaign(const struct raft *r)
+{
+    return raft_is_voter(r, r->self_slot) ||
+           (r->conf_index > r->commit &&
+            raft_configuration_n_voters(&r->conf) > 0);
+}
+
+/* vote_self resets the tally and counts our own vote (a voter's). */
+static void vote_self(struct raft *r)
+{
+    unsigned i;
+
+    for (i = 0; i < RAFT_MAX_SERVERS; i++) {
+        r->votes[i] = 0;
+    }
+    if (r->self_slot < RAFT_MAX_SERVERS) {
+        r->votes[r->self_slot] = 1;
+    }
+}
+
 /* become_candidate starts an election (@disrupt: one TimeoutNow asked
  * for, which overrides the voters' leader stickiness). */
 static void become_candidate(struct raft *r, bool disrupt)
 {
-    unsigned i;
-
-    if (!raft_is_voter(r, r->self_slot)) {
-        return; /* no longer a voter (its configuration changed) */
+    if (!may_campaign(r)) {
+        return; /* its configuration changed meanwhile */
     }
 
     /* Paper §5.2: increment currentTerm, vote for self, reset the timer,
@@ -105,11 +134,12 @@ static void become_candidate(struct raft *r, bool disrupt)
     r->pre_candidate = false;
     r->disrupt = disrupt;
     election_reset_timer(r);
-    for (i = 0; i < RAFT_MAX_SERVERS; i++) {
-        r->votes[i] = 0;
-    }
-    r->votes[r->self_slot] = 1;
+    vote_self(r);
+    r->term_unsure = false;
     if (membership_tally(r, r->votes) == QUORUM_WON) {
+        /* The only voter: its new term may not be durable yet, and a
+         * later step's messages go out at once (driver rule 1). */
+        r->term_unsure = true;
         replication_become_leader(r);
         return;
     }
@@ -125,8 +155,6 @@ static void become_candidate(struct raft *r, bool disrupt)
  * knows no leader. */
 static void become_pre_candidate(struct raft *r)
 {
-    unsigned i;
-
     if (r->role != RAFT_FOLLOWER) {
         r->verified = 0;
     }
@@ -135,10 +163,7 @@ static void become_pre_candidate(struct raft *r)
     r->ack_seq = 0;
     r->pre_candidate = true;
     election_reset_timer(r);
-    for (i = 0; i < RAFT_MAX_SERVERS; i++) {
-        r->votes[i] = 0;
-    }
-    r->votes[r->self_slot] = 1;
+    vote_self(r);
     if (membership_tally(r, r->votes) == QUORUM_WON) {
         become_candidate(r, false);
         return;
@@ -152,10 +177,8 @@ void election_tick(struct raft *r)
     if (r->now - r->election_start < r->election_rand) {
         return;
     }
-    if (!raft_is_voter(r, r->self_slot)) {
-        /* A learner, a joining server or a removed one never campaigns
-         * (thesis §4.2.1, §4.2.3): it waits for a leader. */
-        election_reset_timer(r);
+    if (!may_campaign(r)) {
+        election_reset_timer(r); /* it waits for a leader */
         return;
     }
     if (r->pre_vote) {

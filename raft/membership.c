@@ -54,6 +54,8 @@ static void set_conf(struct raft *r, const struct raft_configuration *next,
     bool active[RAFT_MAX_SERVERS];
     bool used[RAFT_MAX_SERVERS];
     bool fresh[RAFT_MAX_SERVERS];
+    uint64_t max_seq = 1;
+    uint64_t max_epoch = 0;
     unsigned j;
     unsigned k;
 
@@ -61,6 +63,17 @@ static void set_conf(struct raft *r, const struct raft_configuration *next,
     if (raft_configuration_equal(&r->conf, next)) {
         r->self_slot = raft_slot_of(r, r->id);
         return;
+    }
+    /* A server removed and added again in one term must never see seqs
+     * or epochs of its earlier progress again (progress.h): its new one
+     * continues after every other's. */
+    for (k = 0; k < RAFT_MAX_SERVERS; k++) {
+        if (r->progress[k].next_seq > max_seq) {
+            max_seq = r->progress[k].next_seq;
+        }
+        if (r->progress[k].epoch > max_epoch) {
+            max_epoch = r->progress[k].epoch;
+        }
     }
     memset(used, 0, sizeof used);
     for (j = 0; j < next->n; j++) {
@@ -91,6 +104,8 @@ static void set_conf(struct raft *r, const struct raft_configuration *next,
             /* Probe at the last entry: a new server answers at once
              * with its own last index. */
             raft_index last = log_last_index(&r->log);
+            progress[j].next_seq = max_seq;
+            progress[j].epoch = max_epoch;
             progress_reset(&progress[j], last > 0 ? last : 1, r->now);
             progress[j].round_target = last;
         }
@@ -110,8 +125,7 @@ static void set_conf(struct raft *r, const struct raft_configuration *next,
 /* latest_before finds the configuration in force at @index: the latest
  * configuration entry at or below it in the log, else base. */
 static void latest_before(const struct raft *r, raft_index index,
-                          struct raft_configuration *out,
-                          raft_index *out_index)
+                          struct raft_configuration *out, raft_index *out_index)
 {
     raft_index i;
 
@@ -207,8 +221,7 @@ void membership_compacting(struct raft *r, raft_index index,
     }
 }
 
-void membership_reset(struct raft *r,
-                      const struct raft_configuration *snapshot)
+void membership_reset(struct raft *r, const struct raft_configuration *snapshot)
 {
     if (snapshot != NULL) {
         r->base = *snapshot;
@@ -226,7 +239,8 @@ raft_index membership_commit_index(const struct raft *r)
 
     for (i = 0; i < r->conf.n; i++) {
         if (raft_is_voter(r, i)) {
-            matches[n++] = i == r->self_slot ? r->persisted : r->progress[i].match;
+            matches[n++] =
+                i == r->self_slot ? r->persisted : r->progress[i].match;
         }
     }
     return quorum_commit_index(matches, n);

@@ -36,32 +36,36 @@ struct raft {
     bool transfer_sent;             /* TimeoutNow went out */
     bool disrupt;                   /* candidate: this election was
                                           started by TimeoutNow */
-    unsigned election_timeout;      /* base election timeout, ms */
-    unsigned heartbeat_interval;    /* ms between heartbeats */
-    uint64_t max_size_per_msg;      /* payload bytes per AppendEntries */
-    unsigned max_inflight_msgs;     /* REPLICATE window */
-    uint64_t max_inflight_bytes;    /* REPLICATE window bytes, 0 no
+    bool term_unsure;            /* leader elected by its own vote alone, in the
+                         step that raised its term: nothing of the term
+                         goes out before an entry of it is persisted
+                         (with the hard state, driver rule 2) */
+    unsigned election_timeout;   /* base election timeout, ms */
+    unsigned heartbeat_interval; /* ms between heartbeats */
+    uint64_t max_size_per_msg;   /* payload bytes per AppendEntries */
+    unsigned max_inflight_msgs;  /* REPLICATE window */
+    uint64_t max_inflight_bytes; /* REPLICATE window bytes, 0 no
                                           limit */
-    bool pre_vote;                  /* run a pre-vote round first */
-    bool check_quorum;              /* check-quorum and stickiness */
-    uint64_t prng;                  /* splitmix64 state */
-    raft_term term;                 /* currentTerm (durable) */
-    raft_id vote;                   /* votedFor in term (durable) */
-    struct raft_log log;            /* the log (durable up to persisted) */
-    enum raft_role role;            /* follower, candidate or leader */
-    raft_id leader;                 /* known leader of term, 0 if none */
-    raft_index commit;              /* commitIndex */
-    raft_index persisted;           /* last index durable (PERSISTED) */
-    raft_index handed;              /* last index handed out committed */
-    raft_index verified;            /* follower: last index known to
+    bool pre_vote;               /* run a pre-vote round first */
+    bool check_quorum;           /* check-quorum and stickiness */
+    uint64_t prng;               /* splitmix64 state */
+    raft_term term;              /* currentTerm (durable) */
+    raft_id vote;                /* votedFor in term (durable) */
+    struct raft_log log;         /* the log (durable up to persisted) */
+    enum raft_role role;         /* follower, candidate or leader */
+    raft_id leader;              /* known leader of term, 0 if none */
+    raft_index commit;           /* commitIndex */
+    raft_index persisted;        /* last index durable (PERSISTED) */
+    raft_index handed;           /* last index handed out committed */
+    raft_index verified;         /* follower: last index known to
                                           match the leader's log this term */
-    uint64_t ack_seq;               /* follower: highest seq accepted
+    uint64_t ack_seq;            /* follower: highest seq accepted
                                           from the leader of this term */
-    bool ticked;                    /* a TICK set the time base */
-    uint64_t now;                   /* clock of the last TICK, ms */
-    uint64_t election_start;        /* when the election timer started */
-    uint64_t election_rand;         /* randomized timeout, ms */
-    uint64_t heartbeat_start;       /* leader: last heartbeat round */
+    bool ticked;                 /* a TICK set the time base */
+    uint64_t now;                /* clock of the last TICK, ms */
+    uint64_t election_start;     /* when the election timer started */
+    uint64_t election_rand;      /* randomized timeout, ms */
+    uint64_t heartbeat_start;    /* leader: last heartbeat round */
     int8_t votes[RAFT_MAX_SERVERS]; /* candidate or pre-candidate: 1
                                           granted, -1 refused */
     bool pre_candidate;             /* follower running a pre-vote

@@ -67,7 +67,7 @@ static bool send_append(struct raft *r, unsigned slot, bool allow_empty)
     struct raft_message *m;
     struct raft_append_entries *ae;
 
-    if (progress_is_paused(p) || offer_snapshot(r, slot)) {
+    if (r->term_unsure || progress_is_paused(p) || offer_snapshot(r, slot)) {
         return false;
     }
     if (p->next > last &&
@@ -134,6 +134,9 @@ static void send_heartbeat(struct raft *r, unsigned slot)
     struct raft_message *m;
     raft_index prev = p->match;
 
+    if (r->term_unsure) {
+        return;
+    }
     if (prev + 1 < r->log.first) {
         prev = 0;
     }
@@ -545,6 +548,12 @@ void replication_persisted(struct raft *r, raft_index index, raft_term term)
     }
     r->persisted = index;
     if (r->role == RAFT_LEADER) {
+        if (r->term_unsure && term == r->term) {
+            /* The term is durable with the entry: replicate now. */
+            r->term_unsure = false;
+            replication_send_all(r);
+            return;
+        }
         maybe_commit(r);
         return;
     }

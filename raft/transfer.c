@@ -61,7 +61,8 @@ void transfer_progress(struct raft *r)
     unsigned slot = raft_slot_of(r, r->transfer_to);
     struct raft_message *m;
 
-    if (r->transfer_to == 0 || r->transfer_sent || slot >= r->conf.n ||
+    if (r->transfer_to == 0 || r->transfer_sent || r->term_unsure ||
+        slot >= r->conf.n ||
         r->progress[slot].match < log_last_index(&r->log)) {
         return;
     }

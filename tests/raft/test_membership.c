@@ -18,17 +18,16 @@
 
 /* conf_of fills @c with voters 1..@n_voters and learners after them up
  * to @n. */
-static void conf_of(struct raft_configuration *c, unsigned n_voters,
-                    unsigned n)
+static void conf_of(struct raft_configuration *c, unsigned n_voters, unsigned n)
 {
     raft_id id;
 
     raft_configuration_init(c);
     for (id = 1; id <= n; id++) {
-        assert_int_equal(raft_configuration_add(
-                             c, id, id <= n_voters ? RAFT_VOTER : RAFT_LEARNER,
-                             "host"),
-                         0);
+        assert_int_equal(
+            raft_configuration_add(
+                c, id, id <= n_voters ? RAFT_VOTER : RAFT_LEARNER, "host"),
+            0);
     }
 }
 
@@ -42,9 +41,11 @@ static struct raft_entry config_entry(const struct raft_configuration *c,
     return e;
 }
 
-/* new_node creates node @id whose log is entry 1 of term 1 holding @c
- * (a bootstrap), hard state term 1; classic protocol. */
-static struct raft *new_node(raft_id id, const struct raft_configuration *c)
+/* new_node_at creates node @id whose log is entry 1 of term 1 holding @c
+ * (a bootstrap), hard state term 1, @applied entries applied; classic
+ * protocol. */
+static struct raft *new_node_at(raft_id id, const struct raft_configuration *c,
+                                raft_index applied)
 {
     struct raft_config cfg;
     struct raft_hard_state hs = {1, 0};
@@ -54,9 +55,15 @@ static struct raft *new_node(raft_id id, const struct raft_configuration *c)
     config3(&cfg, id, 1 << 20, 4, 7);
     cfg.voters = NULL;
     cfg.n_voters = 0;
-    assert_int_equal(raft_new(&cfg, &hs, 1, &e, 1, 0, &r), 0);
+    assert_int_equal(raft_new(&cfg, &hs, 1, &e, 1, applied, &r), 0);
     raft_buf_unref(e.data);
     return r;
+}
+
+/* new_node is new_node_at with nothing applied. */
+static struct raft *new_node(raft_id id, const struct raft_configuration *c)
+{
+    return new_node_at(id, c, 0);
 }
 
 /* step_change steps a CHANGE of @kind for @id (@role for ADD). */
@@ -91,9 +98,8 @@ static void ack(struct raft *r, raft_id from, raft_index last,
                 struct raft_update *u)
 {
     if (raft_persisted_index(r) < raft_last_index(r)) {
-        assert_int_equal(step_persisted(r, raft_last_index(r),
-                                        raft_current_term(r), u),
-                         0);
+        assert_int_equal(
+            step_persisted(r, raft_last_index(r), raft_current_term(r), u), 0);
     }
     assert_int_equal(step_result(r, from, true, 0, last, 0, u), 0);
 }
@@ -241,9 +247,8 @@ static void test_change_errors(void **state)
                      RAFT_NOTFOUND);
     assert_int_equal(step_change(r, RAFT_CHANGE_DEMOTE, 9, 0, NULL, &u),
                      RAFT_NOTFOUND);
-    assert_int_equal(
-        step_change(r, RAFT_CHANGE_UPDATE_ADDRESS, 9, 0, "a", &u),
-        RAFT_NOTFOUND);
+    assert_int_equal(step_change(r, RAFT_CHANGE_UPDATE_ADDRESS, 9, 0, "a", &u),
+                     RAFT_NOTFOUND);
     assert_int_equal(step_change(r, RAFT_CHANGE_PROMOTE, 2, 0, NULL, &u),
                      RAFT_INVALID);
     assert_int_equal(
@@ -301,7 +306,8 @@ static void test_learner_not_counted(void **state)
     raft_close(r);
 }
 
-/* A learner, a removed server and a joining one never campaign. */
+/* A learner, a removed server and a joining one never campaign, once
+ * their configuration is committed. */
 static void test_non_voters_never_campaign(void **state)
 {
     struct raft_configuration c;
@@ -312,8 +318,8 @@ static void test_non_voters_never_campaign(void **state)
 
     (void)state;
     conf_of(&c, 2, 3);
-    r[0] = new_node(3, &c); /* learner */
-    r[1] = new_node(4, &c); /* not a member */
+    r[0] = new_node_at(3, &c, 1); /* learner */
+    r[1] = new_node_at(4, &c, 1); /* not a member */
     raft_configuration_init(&c);
     r[2] = new_node(5, &c); /* empty configuration */
     for (i = 0; i < 3; i++) {
@@ -325,6 +331,46 @@ static void test_non_voters_never_campaign(void **state)
         assert_int_equal(raft_current_term(r[i]), 1);
         raft_close(r[i]);
     }
+}
+
+/* A server demoted by an entry that is not committed yet still
+ * campaigns (the voters of that configuration may need it to win, to
+ * commit it), asks the voters only and does not count its own vote. */
+static void test_demoted_uncommitted_campaigns(void **state)
+{
+    struct raft_configuration c;
+    struct raft_configuration demoted;
+    struct raft_entry e;
+    struct raft_update u;
+    struct raft *r;
+    uint64_t t;
+
+    (void)state;
+    conf_of(&c, 2, 2);
+    conf_of(&demoted, 2, 2);
+    demoted.servers[0].role = RAFT_LEARNER; /* node 1 */
+    r = new_node_at(1, &c, 1);
+    e = config_entry(&demoted, 2, 1);
+    assert_int_equal(step_append(r, 2, 1, 1, 1, 1, &e, 1, &u), 0);
+    assert_int_equal(raft_self_role(r), RAFT_LEARNER);
+    for (t = 0; raft_role(r) != RAFT_CANDIDATE && t < 5000; t++) {
+        assert_int_equal(step_tick(r, t, &u), 0);
+    }
+    assert_int_equal(raft_role(r), RAFT_CANDIDATE);
+    assert_int_equal(u.n_messages, 1);
+    assert_int_equal(u.messages[0].to, 2);
+    /* Its own vote does not count: node 2's makes it leader of {2}. */
+    assert_int_equal(
+        step_vote_result(r, 2, raft_current_term(r), true, false, &u), 0);
+    assert_int_equal(raft_role(r), RAFT_LEADER);
+    assert_int_equal(step_persisted(r, 3, raft_current_term(r), &u), 0);
+    assert_int_equal(raft_role(r), RAFT_LEADER);
+    /* Node 2 holds the NOOP: the demotion commits, node 1 steps down. */
+    assert_int_equal(step_result(r, 2, true, 0, 3, 0, &u), 0);
+    assert_int_equal(raft_commit_index(r), 3);
+    assert_int_equal(raft_role(r), RAFT_FOLLOWER);
+    raft_buf_unref(e.data);
+    raft_close(r);
 }
 
 /* A follower uses a configuration entry as soon as it is appended; when
@@ -505,9 +551,8 @@ static void test_transfer(void **state)
     assert_int_equal(raft_transferee(r), 2);
     assert_true(has_message(&u, RAFT_MSG_TIMEOUT_NOW, 2));
     /* A higher term ends it. */
-    assert_int_equal(step_append(r, 2, raft_current_term(r) + 1, 0, 0, 0,
-                                 NULL, 0, &u),
-                     0);
+    assert_int_equal(
+        step_append(r, 2, raft_current_term(r) + 1, 0, 0, 0, NULL, 0, &u), 0);
     assert_int_equal(raft_transferee(r), 0);
     raft_close(r);
 }
@@ -604,6 +649,60 @@ static void test_progress_rounds(void **state)
     raft_close(r);
 }
 
+/* The only voter elects itself in one step, before its new term is
+ * durable: it sends nothing of the term (to its learner) until an entry
+ * of the term is persisted, with the hard state (driver rule 2). */
+static void test_single_voter_waits_for_its_term(void **state)
+{
+    struct raft_configuration c;
+    struct raft_update u;
+    struct raft *r;
+    uint64_t t;
+
+    (void)state;
+    conf_of(&c, 1, 2);
+    r = new_node_at(1, &c, 1);
+    for (t = 0; raft_role(r) != RAFT_LEADER; t++) {
+        assert_int_equal(step_tick(r, t, &u), 0);
+    }
+    assert_true(u.hard_state_changed);
+    assert_int_equal(u.n_messages, 0);
+    for (t += 1; t < 1000; t += 5) {
+        assert_int_equal(step_tick(r, t, &u), 0);
+        assert_int_equal(u.n_messages, 0);
+    }
+    assert_int_equal(step_persisted(r, 2, raft_current_term(r), &u), 0);
+    assert_non_null(append_to(&u, 2, 0));
+    assert_int_equal(raft_commit_index(r), 2);
+    raft_close(r);
+}
+
+/* A server removed and added again in one term gets AppendEntries whose
+ * seqs continue after those it got before (its answers to the earlier
+ * ones stay stale, raft/progress.h). */
+static void test_readded_seqs_continue(void **state)
+{
+    struct raft_update u;
+    struct raft *r = leader3(&u);
+    const struct raft_append_entries *ae;
+    uint64_t before;
+
+    (void)state;
+    ack(r, 3, 2, &u);
+    assert_int_equal(step_propose(r, 1, 4, 'a', 0, &u), 0);
+    ae = append_to(&u, 3, 0);
+    assert_non_null(ae);
+    before = ae->seq;
+    assert_int_equal(step_change(r, RAFT_CHANGE_REMOVE, 3, 0, NULL, &u), 0);
+    ack(r, 2, 4, &u);
+    assert_int_equal(raft_commit_index(r), 4);
+    assert_int_equal(step_change(r, RAFT_CHANGE_ADD, 3, RAFT_VOTER, "", &u), 0);
+    ae = append_to(&u, 3, 0);
+    assert_non_null(ae);
+    assert_true(ae->seq > before);
+    raft_close(r);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -613,6 +712,7 @@ int main(void)
         cmocka_unit_test(test_change_errors),
         cmocka_unit_test(test_learner_not_counted),
         cmocka_unit_test(test_non_voters_never_campaign),
+        cmocka_unit_test(test_demoted_uncommitted_campaigns),
         cmocka_unit_test(test_truncated_config_falls_back),
         cmocka_unit_test(test_unknown_leader_accepted),
         cmocka_unit_test(test_removed_leader_steps_down),
@@ -620,6 +720,8 @@ int main(void)
         cmocka_unit_test(test_transfer),
         cmocka_unit_test(test_timeout_now),
         cmocka_unit_test(test_progress_rounds),
+        cmocka_unit_test(test_single_voter_waits_for_its_term),
+        cmocka_unit_test(test_readded_seqs_continue),
     };
 
     return cmocka_run_group_tests(tests, NULL, NULL);
