@@ -362,9 +362,11 @@ void membership_after_step(struct raft *r)
 {
     /* Thesis §4.2.2: a leader that is no voter of its configuration
      * leads, without counting itself, until that configuration commits;
-     * then it steps down (it never campaigns again). */
+     * then it steps down (it never campaigns again), handing over to an
+     * up-to-date voter so that no election timeout is lost. */
     if (r->role == RAFT_LEADER && !raft_is_voter(r, r->self_slot) &&
         r->commit >= r->conf_index) {
+        transfer_hand_over(r);
         election_become_follower(r, r->term, 0);
     }
 }

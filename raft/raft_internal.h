@@ -247,6 +247,10 @@ void transfer_start(struct raft *r, raft_id id);
  * leader's whole log. */
 void transfer_progress(struct raft *r);
 
+/* transfer_hand_over sends TimeoutNow to the most caught-up voter when it
+ * holds the leader's whole log (a leader stepping down). */
+void transfer_hand_over(struct raft *r);
+
 /* transfer_tick abandons a transfer that lasted an election timeout. */
 void transfer_tick(struct raft *r);
 

@@ -56,22 +56,36 @@ void transfer_start(struct raft *r, raft_id id)
     transfer_progress(r);
 }
 
-void transfer_progress(struct raft *r)
+/* send_timeout_now sends TimeoutNow to @to when it holds the whole log;
+ * returns true when it went out. */
+static bool send_timeout_now(struct raft *r, raft_id to)
 {
-    unsigned slot = raft_slot_of(r, r->transfer_to);
+    unsigned slot = raft_slot_of(r, to);
     struct raft_message *m;
 
-    if (r->transfer_to == 0 || r->transfer_sent || r->term_unsure ||
-        slot >= r->conf.n ||
+    if (to == 0 || r->term_unsure || slot >= r->conf.n ||
         r->progress[slot].match < log_last_index(&r->log)) {
-        return;
+        return false;
     }
-    m = raft_out_message(r, RAFT_MSG_TIMEOUT_NOW, r->transfer_to);
+    m = raft_out_message(r, RAFT_MSG_TIMEOUT_NOW, to);
     if (m == NULL) {
-        return; /* a loss: the transfer times out */
+        return false; /* a loss: the transfer times out */
     }
     m->timeout_now.term = r->term;
-    r->transfer_sent = true;
+    return true;
+}
+
+void transfer_progress(struct raft *r)
+{
+    if (r->transfer_to != 0 && !r->transfer_sent &&
+        send_timeout_now(r, r->transfer_to)) {
+        r->transfer_sent = true;
+    }
+}
+
+void transfer_hand_over(struct raft *r)
+{
+    (void)send_timeout_now(r, most_caught_up(r));
 }
 
 void transfer_tick(struct raft *r)

@@ -433,6 +433,39 @@ static void gen_log_entry(const struct frames *s)
                  1 + LMDB_LOG_FORMAT_KEY_LEN + len);
 }
 
+/* gen_configuration writes encoded configurations: empty, a bootstrap's
+ * three voters, voters and learners with long and empty addresses. */
+static void gen_configuration(void)
+{
+    struct raft_configuration c;
+    struct raft_buf *b = NULL;
+    char longaddr[RAFT_ADDRESS_MAX + 1];
+    static const char *names[3] = {"empty", "three_voters", "mixed"};
+    unsigned i;
+
+    make_dir("configuration");
+    memset(longaddr, 'h', RAFT_ADDRESS_MAX);
+    longaddr[RAFT_ADDRESS_MAX] = '\0';
+    for (i = 0; i < 3; i++) {
+        int rc = 0;
+        raft_configuration_init(&c);
+        if (i >= 1) {
+            rc |= raft_configuration_add(&c, 1, RAFT_VOTER, "127.0.0.1:7001");
+            rc |= raft_configuration_add(&c, 2, RAFT_VOTER, "127.0.0.1:7002");
+            rc |= raft_configuration_add(&c, 3, RAFT_VOTER, "127.0.0.1:7003");
+        }
+        if (i == 2) {
+            rc |= raft_configuration_add(&c, 9, RAFT_LEARNER, longaddr);
+            rc |= raft_configuration_add(&c, 12, RAFT_LEARNER, "");
+        }
+        if (rc != 0 || raft_configuration_encode_buf(&c, &b) != 0) {
+            die("raft_configuration_encode_buf");
+        }
+        write_sample("configuration", names[i], b->data, b->len);
+        raft_buf_unref(b);
+    }
+}
+
 static void gen_log_meta(void)
 {
     static const char *const names[] = {
@@ -481,6 +514,7 @@ int main(int argc, char **argv)
     gen_recv(&s);
     gen_log_entry(&s);
     gen_log_meta();
+    gen_configuration();
     frames_close(&s);
     return 0;
 }

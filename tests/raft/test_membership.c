@@ -452,8 +452,10 @@ static void test_removed_leader_steps_down(void **state)
     ack(r, 3, 3, &u);
     assert_int_equal(raft_commit_index(r), 3);
     assert_int_equal(raft_role(r), RAFT_FOLLOWER);
-    /* It told the others the commit before stepping down. */
+    /* It told the others the commit before stepping down, and handed
+     * over to an up-to-date voter (the first of 2 and 3). */
     assert_true(has_message(&u, RAFT_MSG_APPEND_ENTRIES, 2));
+    assert_true(has_message(&u, RAFT_MSG_TIMEOUT_NOW, 2));
     for (t = 1000; t < 6000; t += 10) {
         assert_int_equal(step_tick(r, t, &u), 0);
         assert_int_equal(u.n_messages, 0);
