@@ -67,8 +67,12 @@ enum raft_entry_type {
 #define RAFT_ADDRESS_MAX 255
 
 /* Roles of a server in a configuration (thesis §4.2.1). A learner receives
- * the log and snapshots but never votes, never campaigns and never counts
- * toward any quorum. */
+ * the log and snapshots, never campaigns once its configuration is known
+ * committed, and never counts toward any quorum (commit, election,
+ * check-quorum). Like any server it answers RequestVote when asked (as
+ * etcd's learners do: it may be a voter of the candidate's newer
+ * configuration without knowing it yet); its grant counts only where it
+ * is a voter. */
 enum raft_server_role {
     RAFT_VOTER = 1,
     RAFT_LEARNER = 2,
@@ -213,8 +217,13 @@ raft_term raft_message_term(const struct raft_message *m);
  * (the snapshot's, which the driver reads from the state machine), else
  * @voters, all voters (a driver without membership: today's static
  * cluster). This server need not be a member: a server that joins (empty
- * log, empty configuration) or was removed never campaigns, and takes
- * AppendEntries and snapshots from any leader. */
+ * log, empty configuration), a learner, or one that was removed never
+ * campaigns once its configuration is known committed (raft_self_role
+ * says why: 0 not a member, RAFT_LEARNER), and takes AppendEntries and
+ * snapshots from any leader. While the configuration that demotes or
+ * removes it is not known committed, it may still campaign (hashicorp's
+ * rule: the voters may need it to commit that entry); it then leads
+ * without counting itself and steps down once the entry commits. */
 struct raft_config {
     raft_id id;                  /* this server's id, > 0 */
     const raft_id *voters;       /* ids of all voting servers, n_voters
@@ -506,8 +515,9 @@ raft_term raft_snapshot_term(const struct raft *r);   /* its term, 0 unknown */
  * raft_close. raft_configuration_index returns the index of the entry that
  * holds it, 0 when it is the compacted prefix's. raft_self_role returns
  * this server's role in it (enum raft_server_role), 0 when it is not a
- * member: it then never campaigns (a joining server that has not received
- * its configuration yet, or a removed one). */
+ * member (a joining server that has not received its configuration yet,
+ * or a removed one): with RAFT_LEARNER, why it does not campaign (see
+ * struct raft_config). */
 const struct raft_configuration *raft_current_configuration(
     const struct raft *r);
 raft_index raft_configuration_index(const struct raft *r);

@@ -41,8 +41,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         }
     }
     FUZZ_CHECK(raft_configuration_encoded_len(&c) == size,
-               "encoded length %zu for %zu",
-               raft_configuration_encoded_len(&c), size);
+               "encoded length %zu for %zu", raft_configuration_encoded_len(&c),
+               size);
     buf = malloc(size);
     FUZZ_CHECK(buf != NULL, "out of memory");
     FUZZ_CHECK(raft_configuration_encode(&c, buf, size) == 0, "encode");

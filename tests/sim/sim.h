@@ -432,7 +432,7 @@ static inline uint64_t sim_run(unsigned n, uint64_t seed, unsigned steps,
             cluster_set_faults(c, (unsigned)(sim_rng(&x) % 30),
                                (unsigned)(sim_rng(&x) % 15), 1,
                                2 + (unsigned)(sim_rng(&x) % 60));
-        } else if (membership && r < 100) {
+        } else if (membership && r < 112) {
             sim_membership(c, &x);
         }
         cluster_step(c);
