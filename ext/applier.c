@@ -9,7 +9,9 @@
  * longer than the busy timeout) leaves the batch unapplied; the batch goes
  * back to the head of the queue and is retried with backoff (100 ms
  * doubling to 5 s), never skipped, and raft_status() shows the condition
- * (applying false, apply_error) until a retry succeeds. */
+ * (applying false, apply_error) until a retry succeeds. An entry of a type
+ * this version does not know stops applying the same way, at that entry:
+ * it is never skipped. */
 
 #include "applier.h"
 
@@ -250,8 +252,33 @@ static void checkpoint(struct ext_applier *a)
     }
 }
 
+/* known_type says whether entry type @type is one the applier maps. */
+static bool known_type(uint8_t type)
+{
+    return type == RAFT_ENTRY_NORMAL || type == RAFT_ENTRY_NOOP ||
+           type == RAFT_ENTRY_CONFIG;
+}
+
+/* batch_size is how many of the @n queued entries @q the next batch
+ * takes: at most EXT__APPLY_BATCH_MAX, and none past an entry of an
+ * unknown type, which comes alone (so that what precedes it applies). */
+static unsigned batch_size(const struct raft_entry *q, unsigned n)
+{
+    unsigned k;
+    if (n > EXT__APPLY_BATCH_MAX) {
+        n = EXT__APPLY_BATCH_MAX;
+    }
+    for (k = 0; k < n; k++) {
+        if (!known_type(q[k].type)) {
+            return k == 0 ? 1 : k;
+        }
+    }
+    return n;
+}
+
 /* apply_batch applies @n entries; returns 0 or the state machine's error.
- * Called without mu. */
+ * An entry of an unknown type comes first and alone (batch_size): it fails
+ * the batch. Called without mu. */
 static int apply_batch(struct ext_applier *a, const struct raft_entry *batch,
                        unsigned n)
 {
@@ -263,10 +290,22 @@ static int apply_batch(struct ext_applier *a, const struct raft_entry *batch,
         node_log_error(a->log, "apply: out of memory");
         goto out;
     }
+    if (!known_type(batch[0].type)) {
+        char why[128];
+        snprintf(why, sizeof why,
+                 "entry %llu has unknown type %u (written by a newer "
+                 "version?)",
+                 (unsigned long long)batch[0].index, (unsigned)batch[0].type);
+        note_failure(a, batch[0].index, why);
+        rc = RAFT_CORRUPT;
+        goto out;
+    }
     for (unsigned i = 0; i < n; i++) {
         fe[i].index = batch[i].index;
         fe[i].term = batch[i].term;
-        if (batch[i].type == RAFT_ENTRY_NORMAL && batch[i].data != NULL) {
+        fe[i].kind = batch[i].type == RAFT_ENTRY_CONFIG ? SQL_ENTRY_CONFIG
+                                                        : SQL_ENTRY_REQUEST;
+        if (batch[i].type != RAFT_ENTRY_NOOP && batch[i].data != NULL) {
             fe[i].data = batch[i].data->data;
             fe[i].len = batch[i].data->len;
         }
@@ -381,8 +420,7 @@ static void *applier_main(void *arg)
             continue;
         }
         a->busy = true;
-        n = a->n_queue < EXT__APPLY_BATCH_MAX ? a->n_queue
-                                              : EXT__APPLY_BATCH_MAX;
+        n = batch_size(a->queue, a->n_queue);
         memcpy(batch, a->queue, n * sizeof *batch);
         memmove(a->queue, a->queue + n, (a->n_queue - n) * sizeof *batch);
         a->n_queue -= n;

@@ -84,68 +84,117 @@ static bool is_loopback(const char *host)
     return (ntohl(addr.s_addr) >> 24) == 127;
 }
 
-/* parse_cluster reads "1@127.0.0.1:7001,2@127.0.0.1:7002,...". */
-static int parse_cluster(const char *value, struct ext_config *c, char *errmsg,
+/* parse_members reads "1@127.0.0.1:7001,2@127.0.0.1:7002,..." (the value
+ * of key @key: cluster or dial) into @out (EXT_MAX_NODES long: the id,
+ * host and port of each) and *@out_n, refusing an id or an address given
+ * twice. */
+static int parse_members(const char *key, const char *value,
+                         struct ext_member *out, unsigned *out_n, char *errmsg,
                          size_t errmsg_len)
 {
     char buf[4096];
     char *save = NULL;
     char *item;
+    unsigned n = 0;
     if (strlen(value) >= sizeof buf) {
-        return fail(errmsg, errmsg_len, "cluster: value too long");
+        return fail(errmsg, errmsg_len, "%s: value too long", key);
     }
     snprintf(buf, sizeof buf, "%s", value);
     if (value[0] == ',' || strstr(value, ",,") != NULL ||
         (value[0] != '\0' && value[strlen(value) - 1] == ',')) {
-        return fail(errmsg, errmsg_len, "cluster: an empty member in '%s'",
+        return fail(errmsg, errmsg_len, "%s: an empty member in '%s'", key,
                     value);
     }
-    c->n_members = 0;
     for (item = strtok_r(buf, ",", &save); item != NULL;
          item = strtok_r(NULL, ",", &save)) {
         struct ext_member *m;
         char *at = strchr(item, '@');
         uint64_t id;
-        if (c->n_members == EXT_MAX_NODES) {
-            return fail(errmsg, errmsg_len, "cluster: more than %d members",
+        if (n == EXT_MAX_NODES) {
+            return fail(errmsg, errmsg_len, "%s: more than %d members", key,
                         EXT_MAX_NODES);
         }
         if (at == NULL) {
-            return fail(errmsg, errmsg_len, "cluster: '%s' is not id@host:port",
+            return fail(errmsg, errmsg_len, "%s: '%s' is not id@host:port", key,
                         item);
         }
         *at = '\0';
         if (!parse_u64(item, 1, INT64_MAX, &id)) {
             return fail(errmsg, errmsg_len,
-                        "cluster: '%s' is not a server id (an integer > 0)",
+                        "%s: '%s' is not a server id (an integer > 0)", key,
                         item);
         }
-        m = &c->members[c->n_members];
+        m = &out[n];
+        memset(m, 0, sizeof *m);
         m->id = id;
         if (!parse_address(at + 1, m->host, sizeof m->host, &m->port)) {
             return fail(errmsg, errmsg_len,
-                        "cluster: '%s' is not host:port (numeric IPv4 host, "
+                        "%s: '%s' is not host:port (numeric IPv4 host, "
                         "port 1-65535)",
-                        at + 1);
+                        key, at + 1);
         }
-        for (unsigned i = 0; i < c->n_members; i++) {
-            if (c->members[i].id == id) {
+        for (unsigned i = 0; i < n; i++) {
+            if (out[i].id == id) {
                 return fail(errmsg, errmsg_len,
-                            "cluster: server id %" PRIu64 " appears twice", id);
+                            "%s: server id %" PRIu64 " appears twice", key, id);
             }
-            if (c->members[i].port == m->port &&
-                strcmp(c->members[i].host, m->host) == 0) {
+            if (out[i].port == m->port && strcmp(out[i].host, m->host) == 0) {
                 return fail(errmsg, errmsg_len,
-                            "cluster: address %s:%u appears twice", m->host,
+                            "%s: address %s:%u appears twice", key, m->host,
                             m->port);
             }
         }
-        c->n_members++;
+        n++;
     }
-    if (c->n_members == 0) {
-        return fail(errmsg, errmsg_len, "cluster: no members given");
+    if (n == 0) {
+        return fail(errmsg, errmsg_len, "%s: no members given", key);
+    }
+    *out_n = n;
+    return 0;
+}
+
+/* apply_dial sets the dial= overrides of @dial (@n_dial entries) on the
+ * members of @c, refusing a server that is not one or is this server. */
+static int apply_dial(struct ext_config *c, const struct ext_member *dial,
+                      unsigned n_dial, char *errmsg, size_t errmsg_len)
+{
+    for (unsigned i = 0; i < n_dial; i++) {
+        struct ext_member *m = NULL;
+        if (dial[i].id == c->id) {
+            return fail(errmsg, errmsg_len,
+                        "dial: server %" PRIu64
+                        " is this server; dial= says where to reach the "
+                        "other members",
+                        dial[i].id);
+        }
+        for (unsigned k = 0; k < c->n_members; k++) {
+            if (c->members[k].id == dial[i].id) {
+                m = &c->members[k];
+            }
+        }
+        if (m == NULL) {
+            return fail(errmsg, errmsg_len,
+                        "dial: server %" PRIu64
+                        " is not in cluster (dial= only says where to reach "
+                        "a member; it adds none)",
+                        dial[i].id);
+        }
+        snprintf(m->dial_host, sizeof m->dial_host, "%s", dial[i].host);
+        m->dial_port = dial[i].port;
     }
     return 0;
+}
+
+void ext_member_dial(const struct ext_member *m, const char **out_host,
+                     uint16_t *out_port)
+{
+    if (m->dial_port != 0) {
+        *out_host = m->dial_host;
+        *out_port = m->dial_port;
+    } else {
+        *out_host = m->host;
+        *out_port = m->port;
+    }
 }
 
 /* The keys raft_start() knows, in the README's order. */
@@ -153,6 +202,7 @@ static const char *const keys[] = {
     "id",
     "listen",
     "cluster",
+    "dial",
     "dir",
     "election_timeout_ms",
     "heartbeat_ms",
@@ -257,6 +307,8 @@ int ext_config_parse(const char *text, const char *db_path,
     char *tok;
     bool have_id = false, have_cluster = false, have_listen = false;
     char listen_raw[128] = "";
+    struct ext_member dial[EXT_MAX_NODES];
+    unsigned n_dial = 0;
     unsigned seen = 0;
     const struct int_key *ik;
     uint64_t v;
@@ -321,11 +373,17 @@ int ext_config_parse(const char *text, const char *db_path,
             }
             have_listen = true;
         } else if (strcmp(key, "cluster") == 0) {
-            rc = parse_cluster(val, c, errmsg, errmsg_len);
+            rc = parse_members(key, val, c->members, &c->n_members, errmsg,
+                               errmsg_len);
             if (rc != 0) {
                 goto out;
             }
             have_cluster = true;
+        } else if (strcmp(key, "dial") == 0) {
+            rc = parse_members(key, val, dial, &n_dial, errmsg, errmsg_len);
+            if (rc != 0) {
+                goto out;
+            }
         } else if (strcmp(key, "dir") == 0) {
             if (val[0] == '\0' || strlen(val) >= sizeof c->dir) {
                 rc = fail(errmsg, errmsg_len, "dir: empty or too long");
@@ -351,7 +409,8 @@ int ext_config_parse(const char *text, const char *db_path,
             }
         } else {
             rc = fail(errmsg, errmsg_len,
-                      "unknown key '%s' (known: id, listen, cluster, dir, "
+                      "unknown key '%s' (known: id, listen, cluster, dial, "
+                      "dir, "
                       "election_timeout_ms, heartbeat_ms, exec_timeout_ms, "
                       "log_max_mb, max_request_bytes, log_level, "
                       "snapshot_threshold, trailing_entries, "
@@ -399,6 +458,10 @@ int ext_config_parse(const char *text, const char *db_path,
                       self->port);
             goto out;
         }
+    }
+    rc = apply_dial(c, dial, n_dial, errmsg, errmsg_len);
+    if (rc != 0) {
+        goto out;
     }
     if (!is_loopback(c->listen_host)) {
         rc = fail(errmsg, errmsg_len,

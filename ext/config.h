@@ -16,10 +16,20 @@
 
 /* One server of the cluster. */
 struct ext_member {
-    raft_id id;    /* server id, > 0 */
-    char host[64]; /* numeric IPv4 address */
-    uint16_t port; /* TCP port, > 0 */
+    raft_id id;         /* server id, > 0 */
+    char host[64];      /* numeric IPv4 address (its address in the
+                           configuration) */
+    uint16_t port;      /* TCP port, > 0 */
+    char dial_host[64]; /* dial= : where this node dials it instead
+                           (numeric IPv4), "" for no override */
+    uint16_t dial_port; /* its TCP port, 0 for no override */
 };
+
+/* ext_member_dial gives the address this node dials to reach @m: its
+ * dial= override when it has one, else its address in the
+ * configuration. Pure. */
+void ext_member_dial(const struct ext_member *m, const char **out_host,
+                     uint16_t *out_port);
 
 /* A parsed configuration. */
 struct ext_config {
@@ -55,7 +65,8 @@ struct ext_config {
  * unknown key and why: missing id or cluster, id not in cluster, duplicate
  * id, malformed host:port, a listen host off loopback (refused until nodes
  * authenticate each other), numbers out of range, heartbeat_ms not below
- * election_timeout_ms. Any thread. */
+ * election_timeout_ms, a dial= entry naming a server that is not in
+ * cluster or is this server, or naming one twice. Any thread. */
 int ext_config_parse(const char *text, const char *db_path,
                      struct ext_config *out, char *errmsg, size_t errmsg_len);
 

@@ -573,7 +573,7 @@ void exec_applied(struct ext_exec *e, const struct sql_fsm_entry *entries,
 {
     pthread_mutex_lock(&e->mu);
     for (unsigned i = 0; i < n; i++) {
-        if (entries[i].data != NULL) {
+        if (entries[i].data != NULL && entries[i].kind == SQL_ENTRY_REQUEST) {
             deliver(e, &results[i]);
         }
     }

@@ -155,6 +155,16 @@ static bool apply_now(void *data)
 
 /* ---- Start and stop ----------------------------------------------------- */
 
+/* build_id is this node's build as its peer handshakes carry it: the
+ * source id of the SQLite library that counts the work budget's steps, or
+ * the environment variable RAFTSQL_TEST_BUILD_ID when set, for tests only
+ * (it makes the node look like another SQLite build). */
+static const char *build_id(void)
+{
+    const char *s = getenv("RAFTSQL_TEST_BUILD_ID");
+    return s != NULL && s[0] != '\0' ? s : sql_source_id();
+}
+
 static uint64_t random_u64(void)
 {
     uint64_t v = 0;
@@ -265,10 +275,13 @@ static int start_threads(struct ext_node *n, struct sql_fsm *fsm,
         if (m->id == n->cfg.id) {
             continue;
         }
+        const char *host;
+        uint16_t port;
+        /* The driver dials the dial= override, if any. */
+        ext_member_dial(m, &host, &port);
         peers[n_peers].id = m->id;
-        snprintf(peers[n_peers].host, sizeof peers[n_peers].host, "%s",
-                 m->host);
-        peers[n_peers].port = m->port;
+        snprintf(peers[n_peers].host, sizeof peers[n_peers].host, "%s", host);
+        peers[n_peers].port = port;
         n_peers++;
     }
     memset(&dc, 0, sizeof dc);
@@ -281,6 +294,8 @@ static int start_threads(struct ext_node *n, struct sql_fsm *fsm,
     dc.tick_ms = EXT__TICK_MS;
     dc.snapshot_dir = store_snapshot_dir(n->store);
     dc.snapshot_chunk_bytes = n->cfg.snapshot_chunk_bytes;
+    dc.build_id = build_id();
+    dc.storage_stall_ms = n->cfg.election_timeout_ms;
     store_storage(n->store, n->applier, &storage);
     rc = raft_uv_node_start(core, &dc, &storage, &cb, &n->driver, errmsg,
                             errmsg_len);
@@ -329,7 +344,7 @@ int ext_node_start(const char *db_path, const struct ext_config *cfg,
     };
     /* Request ids are (node id, sequence): start each run's sequence at a
      * random point so ids never repeat those of an earlier run. */
-    if (status_new(cfg, &n->status) != 0 ||
+    if (status_new(cfg, build_id(), &n->status) != 0 ||
         forward_new(cfg->id, cfg->max_request_bytes, &fo, &n->forward) != 0 ||
         exec_new(cfg, n->status, &n->propose, random_u64() >> 1, &n->exec) !=
             0) {
@@ -396,7 +411,8 @@ char *ext_node_status(struct ext_node *n)
     char last_error[512], apply_error[512];
     struct ext_status_extra x;
 
-    node_log_last_error(&n->log, last_error, sizeof last_error);
+    x.last_error_age_ms =
+        node_log_last_error(&n->log, last_error, sizeof last_error);
     applier_error(n->applier, apply_error, sizeof apply_error);
     x.apply_error = apply_error;
     exec_counts(n->exec, &x.queue, &x.waiters);

@@ -106,7 +106,8 @@ int ext_node_exec(struct ext_node *n, const char *sql, size_t sql_len,
  * (malloc'd, the caller frees it), or NULL when out of memory. Fields: id,
  * role, term, leader, commit, applied, first_index, last_index, persisted,
  * queue (submission queue depth), waiters, peers (array of id, address,
- * connected, and for a leader match, next, state, inflight), last_error.
+ * dial, connected, and for a leader match, next, state, inflight),
+ * last_error (README lists them all).
  * Any thread. */
 char *ext_node_status(struct ext_node *n);
 

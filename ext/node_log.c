@@ -5,6 +5,15 @@
 #include <inttypes.h>
 #include <stdarg.h>
 #include <stdio.h>
+#include <time.h>
+
+/* now_ms reads CLOCK_MONOTONIC in ms. */
+static uint64_t now_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
+}
 
 static const char *level_names[] = {"DEBUG", "INFO", "WARN", "ERROR"};
 
@@ -50,18 +59,23 @@ void node_log_error(struct ext_node_log *l, const char *fmt, ...)
     va_end(ap);
     pthread_mutex_lock(&l->mu);
     snprintf(l->last_error, sizeof l->last_error, "%s", msg);
+    l->last_error_at = now_ms();
     pthread_mutex_unlock(&l->mu);
     if (RAFT_LOG_ERROR >= l->level) {
         print(l, RAFT_LOG_ERROR, msg);
     }
 }
 
-void node_log_last_error(struct ext_node_log *l, char *out, size_t len)
+uint64_t node_log_last_error(struct ext_node_log *l, char *out, size_t len)
 {
-    if (len == 0) {
-        return;
-    }
+    uint64_t age = 0;
     pthread_mutex_lock(&l->mu);
-    snprintf(out, len, "%s", l->last_error);
+    if (len > 0) {
+        snprintf(out, len, "%s", l->last_error);
+    }
+    if (l->last_error[0] != '\0') {
+        age = now_ms() - l->last_error_at;
+    }
     pthread_mutex_unlock(&l->mu);
+    return age;
 }

@@ -14,10 +14,11 @@
 /* The log of one node. Its fields belong to node_log.c: other files call
  * the functions below. */
 struct ext_node_log {
-    uint64_t id;          /* the node's server id, printed on each line */
-    int level;            /* least enum raft_log_level printed */
-    pthread_mutex_t mu;   /* guards last_error */
-    char last_error[512]; /* the last error recorded, "" for none (mu) */
+    uint64_t id;            /* the node's server id, printed on each line */
+    int level;              /* least enum raft_log_level printed */
+    pthread_mutex_t mu;     /* guards last_error and last_error_at */
+    char last_error[512];   /* the last error recorded, "" for none (mu) */
+    uint64_t last_error_at; /* CLOCK_MONOTONIC ms when recorded (mu) */
 };
 
 /* node_log_init prepares @l for node @id printing lines at or above @level
@@ -40,7 +41,8 @@ void node_log_error(struct ext_node_log *l, const char *fmt, ...)
     __attribute__((format(printf, 2, 3)));
 
 /* node_log_last_error copies the last error recorded into @out (@len bytes,
- * always NUL-terminated; "" when none). Any thread. */
-void node_log_last_error(struct ext_node_log *l, char *out, size_t len);
+ * always NUL-terminated; "" when none) and returns how long ago it was
+ * recorded, in ms (0 when none). Any thread. */
+uint64_t node_log_last_error(struct ext_node_log *l, char *out, size_t len);
 
 #endif /* EXT_NODE_LOG_H */

@@ -44,8 +44,11 @@ static json_t *json_mean(uint64_t total, uint64_t count)
 
 /* What raft_status() shows of a peer. */
 struct peer_status {
-    raft_id id;        /* peer id */
-    bool connected;    /* outgoing connection established */
+    raft_id id;       /* peer id */
+    bool connected;   /* outgoing connection established */
+    bool build_known; /* build_id holds the peer's */
+    char build_id[RAFT_UV_BUILD_ID_MAX + 1]; /* its build id, from its
+                                                latest handshake */
     bool has_progress; /* the field below is valid (leader only) */
     struct raft_progress_info progress; /* the leader's view of it */
 };
@@ -71,19 +74,22 @@ struct snapshot {
 
 struct ext_status {
     raft_id id;                               /* this server */
+    char build_id[RAFT_UV_BUILD_ID_MAX + 1];  /* its build id */
     struct ext_member members[EXT_MAX_NODES]; /* the cluster, n_members */
     unsigned n_members;
     pthread_mutex_t mu;  /* guards now */
     struct snapshot now; /* (mu) */
 };
 
-int status_new(const struct ext_config *cfg, struct ext_status **out)
+int status_new(const struct ext_config *cfg, const char *build_id,
+               struct ext_status **out)
 {
     struct ext_status *s = calloc(1, sizeof *s);
     if (s == NULL) {
         return RAFT_NOMEM;
     }
     s->id = cfg->id;
+    snprintf(s->build_id, sizeof s->build_id, "%s", build_id);
     memcpy(s->members, cfg->members, sizeof s->members);
     s->n_members = cfg->n_members;
     pthread_mutex_init(&s->mu, NULL);
@@ -123,6 +129,12 @@ bool status_refresh(struct ext_status *st, const struct raft *core,
         p = &s.peers[s.n_peers++];
         p->id = id;
         p->connected = d != NULL && raft_uv_node_connected(d, id);
+        {
+            const char *b =
+                d != NULL ? raft_uv_node_peer_build_id(d, id) : NULL;
+            p->build_known = b != NULL;
+            snprintf(p->build_id, sizeof p->build_id, "%s", b ? b : "");
+        }
         p->has_progress = raft_progress(core, id, &p->progress) == 0;
     }
     if (d != NULL) {
@@ -199,17 +211,20 @@ bool status_log_full(struct ext_status *st, char *reason, size_t len)
 char *status_json(struct ext_status *st, const struct ext_status_extra *x)
 {
     struct snapshot s = current(st);
-    json_t *o, *peers;
+    json_t *o, *peers, *warnings;
     char *text;
 
     o = json_object();
     peers = json_array();
-    if (o == NULL || peers == NULL) {
+    warnings = json_array();
+    if (o == NULL || peers == NULL || warnings == NULL) {
         json_decref(o);
         json_decref(peers);
+        json_decref(warnings);
         return NULL;
     }
     json_object_set_new(o, "id", json_integer((json_int_t)st->id));
+    json_object_set_new(o, "build_id", json_string(st->build_id));
     json_object_set_new(o, "role", json_string(role_name(s.role)));
     json_object_set_new(o, "term", json_integer((json_int_t)s.term));
     json_object_set_new(
@@ -272,15 +287,36 @@ char *status_json(struct ext_status *st, const struct ext_status_extra *x)
         const struct peer_status *p = &s.peers[i];
         json_t *j = json_object();
         char addr[96] = "";
+        char dial[96] = "";
         for (unsigned k = 0; k < st->n_members; k++) {
-            if (st->members[k].id == p->id) {
-                snprintf(addr, sizeof addr, "%s:%u", st->members[k].host,
-                         st->members[k].port);
+            const struct ext_member *m = &st->members[k];
+            if (m->id == p->id) {
+                snprintf(addr, sizeof addr, "%s:%u", m->host, m->port);
+                if (m->dial_port != 0) {
+                    snprintf(dial, sizeof dial, "%s:%u", m->dial_host,
+                             m->dial_port);
+                }
             }
         }
         json_object_set_new(j, "id", json_integer((json_int_t)p->id));
         json_object_set_new(j, "address", json_string(addr));
+        /* Where this node dials it when dial= overrides the address. */
+        json_object_set_new(j, "dial",
+                            dial[0] ? json_string(dial) : json_null());
         json_object_set_new(j, "connected", json_boolean(p->connected));
+        /* As its latest handshake said, null before one arrived. */
+        json_object_set_new(
+            j, "build_id",
+            p->build_known ? json_string(p->build_id) : json_null());
+        if (p->build_known && strcmp(p->build_id, st->build_id) != 0) {
+            char w[2 * RAFT_UV_BUILD_ID_MAX + 256];
+            snprintf(w, sizeof w,
+                     "peer %llu runs another SQLite build (source id '%s'; "
+                     "this node '%s'): steps of max_request_steps may be "
+                     "counted differently until every node runs one build",
+                     (unsigned long long)p->id, p->build_id, st->build_id);
+            json_array_append_new(warnings, json_string(w));
+        }
         if (p->has_progress) {
             json_object_set_new(
                 j, "match", json_integer((json_int_t)p->progress.match_index));
@@ -294,9 +330,15 @@ char *status_json(struct ext_status *st, const struct ext_status_extra *x)
         json_array_append_new(peers, j);
     }
     json_object_set_new(o, "peers", peers);
+    /* Conditions worth an operator's look that stop nothing. */
+    json_object_set_new(o, "warnings", warnings);
     json_object_set_new(
         o, "last_error",
         x->last_error[0] ? json_string(x->last_error) : json_null());
+    json_object_set_new(o, "last_error_age_ms",
+                        x->last_error[0]
+                            ? json_integer((json_int_t)x->last_error_age_ms)
+                            : json_null());
     /* Means are rounded to two decimals; six significant digits print
      * them as such (0.92, not 0.92000000000000004). */
     text = json_dumps(o, JSON_COMPACT | JSON_REAL_PRECISION(6));

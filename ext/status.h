@@ -15,22 +15,26 @@
 /* What other parts of the node add to the JSON, read by the caller of
  * status_json just before. */
 struct ext_status_extra {
-    unsigned queue;          /* requests in the submission queue */
-    unsigned waiters;        /* callers waiting */
-    uint64_t applied;        /* last applied index */
-    uint64_t durable;        /* durable applied index */
-    bool applying;           /* the last batch applied (no failure being
+    unsigned queue;             /* requests in the submission queue */
+    unsigned waiters;           /* callers waiting */
+    uint64_t applied;           /* last applied index */
+    uint64_t durable;           /* durable applied index */
+    bool applying;              /* the last batch applied (no failure being
                                retried) */
-    const char *apply_error; /* why applying is failing now, "" for none */
-    const char *last_error;  /* "" for none */
+    const char *apply_error;    /* why applying is failing now, "" for none */
+    const char *last_error;     /* "" for none */
+    uint64_t last_error_age_ms; /* ms since @last_error was recorded */
 };
 
 struct ext_status; /* opaque */
 
 /* status_new creates the status of a node configured by @cfg (the members
- * are copied, for the peers' addresses). Errors: RAFT_NOMEM. Any
- * thread. */
-int status_new(const struct ext_config *cfg, struct ext_status **out);
+ * are copied, for the peers' addresses) whose build id, as sent in the
+ * peer handshake, is @build_id (copied, truncated to
+ * RAFT_UV_BUILD_ID_MAX bytes): a peer whose own differs is shown as a
+ * warning. Errors: RAFT_NOMEM. Any thread. */
+int status_new(const struct ext_config *cfg, const char *build_id,
+               struct ext_status **out);
 
 /* status_free frees @s. NULL is ignored. */
 void status_free(struct ext_status *s);

@@ -177,6 +177,12 @@ void election_tick(struct raft *r)
     if (r->now - r->election_start < r->election_rand) {
         return;
     }
+    if (r->storage_stalled) {
+        /* It could not make its own entries durable: leave leading to
+         * a server that can (raft.h, STORAGE_STALLED). */
+        election_reset_timer(r);
+        return;
+    }
     if (!may_campaign(r)) {
         election_reset_timer(r); /* it waits for a leader */
         return;
@@ -194,7 +200,8 @@ void election_recv_timeout_now(struct raft *r, const struct raft_message *m)
     /* Thesis §3.10: the leader brought us up to date and stops serving;
      * start the election now rather than after a timeout, without a
      * pre-vote round, which the voters' leases would refuse. */
-    if (r->role == RAFT_LEADER || !raft_is_voter(r, r->self_slot)) {
+    if (r->role == RAFT_LEADER || r->storage_stalled ||
+        !raft_is_voter(r, r->self_slot)) {
         return;
     }
     become_candidate(r, true);

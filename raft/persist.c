@@ -297,6 +297,16 @@ bool raft_persist_log_full(const struct raft_persist *p)
     return p->log_full;
 }
 
+bool raft_persist_room_wanted(const struct raft_persist *p)
+{
+    for (const struct raft_persist_job *q = p->head; q != NULL; q = q->next) {
+        if (q->refused) {
+            return true;
+        }
+    }
+    return false;
+}
+
 bool raft_persist_retry(struct raft_persist *p)
 {
     if (!p->log_full || p->running) {
@@ -389,6 +399,7 @@ static void split_half(struct raft_persist *p, struct raft_persist_job *j)
     b->n_entries = rest;
     b->cap_entries = rest;
     b->sealed = true;
+    b->refused = true;
     b->after_install = j->after_install;
     b->n_old = j->n_old > k ? j->n_old - k : 0;
     j->n_old = j->n_old > k ? k : j->n_old;
@@ -398,6 +409,43 @@ static void split_half(struct raft_persist *p, struct raft_persist_job *j)
     if (p->tail == j) {
         p->tail = b;
     }
+}
+
+/* compaction_to_front moves the queued compaction (if any) to the head of
+ * the queue: a job of its own, split from the job that carried it with a
+ * write. It only deletes entries the state machine holds, durable before
+ * it was asked for, so it may go ahead of any queued write; it must, when
+ * an append waits for room: it was asked for while a hard state ran ahead
+ * of that append, and landed behind it. Out of memory: nothing moves (the
+ * next refusal tries again). */
+static void compaction_to_front(struct raft_persist *p)
+{
+    struct raft_persist_job *q, *prev = NULL, *c;
+
+    for (q = p->head; q != NULL && q->compact_to == 0; q = q->next) {
+        prev = q;
+    }
+    if (q == NULL || q == p->head) {
+        return;
+    }
+    if (!q->install && !has_write(q) && q->n_held == 0) {
+        prev->next = q->next; /* unlink it */
+        if (p->tail == q) {
+            p->tail = prev;
+        }
+        q->next = NULL;
+        q->sealed = true;
+        push_head(p, q);
+        return;
+    }
+    c = calloc(1, sizeof *c);
+    if (c == NULL) {
+        return;
+    }
+    c->compact_to = q->compact_to;
+    c->sealed = true;
+    q->compact_to = 0;
+    push_head(p, c);
 }
 
 static void requeue(struct raft_persist *p, struct raft_persist_job *j)
@@ -412,6 +460,7 @@ static void requeue(struct raft_persist *p, struct raft_persist_job *j)
         }
     }
     push_head(p, j);
+    j->refused = true;
     /* Sealed: what arrives while it waits goes to a later job, or the
      * retried write would grow past what the log can ever take; and it
      * asks for half the room at its next try. */
@@ -425,6 +474,7 @@ static void requeue(struct raft_persist *p, struct raft_persist_job *j)
     if (j->n_entries > 0) {
         hs_to_front(p);
     }
+    compaction_to_front(p);
     p->log_full = p->head == j;
 }
 

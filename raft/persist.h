@@ -133,6 +133,9 @@ struct raft_persist_job {
     bool install;                     /* install @snap */
     struct raft_persist_install snap; /* the snapshot, when @install */
     bool sealed;                      /* no more merges */
+    bool refused;                     /* its append was refused with
+                                      RAFT_NOSPACE (or it is half of one
+                                      that was): it waits for room */
     bool after_install;               /* it was queued when an install
                                       completed: its entries may be stale */
     unsigned n_old;                   /* leading entries handed out before an
@@ -245,6 +248,12 @@ int raft_persist_compact(struct raft_persist *p, raft_index index);
 /* raft_persist_log_full says whether the queue waits after an append
  * refused with RAFT_NOSPACE. Loop thread. */
 bool raft_persist_log_full(const struct raft_persist *p);
+
+/* raft_persist_room_wanted says whether an append refused with
+ * RAFT_NOSPACE is still queued, even while other jobs (a new hard state,
+ * a compaction) run ahead of it: the log is full for what the node must
+ * write. Loop thread. */
+bool raft_persist_room_wanted(const struct raft_persist *p);
 
 /* raft_persist_retry ends the wait after a refused append, when nothing
  * runs, so that raft_persist_next hands the refused job out again (the

@@ -360,6 +360,23 @@ static void step_tick(struct raft *r, uint64_t now)
     }
 }
 
+/* step_storage_stalled records whether the driver can persist; a server
+ * that cannot stops leading (raft.h, STORAGE_STALLED). */
+static void step_storage_stalled(struct raft *r, bool stalled)
+{
+    if (stalled == r->storage_stalled) {
+        return;
+    }
+    r->storage_stalled = stalled;
+    if (stalled && r->role != RAFT_FOLLOWER) {
+        election_become_follower(r, r->term, 0);
+    } else if (stalled) {
+        r->pre_candidate = false;
+    } else {
+        election_reset_timer(r);
+    }
+}
+
 /* check_event validates @e against @r and writes to @out_room how many
  * log slots the step may append. Returns 0 or the error of raft_step. */
 static int check_event(const struct raft *r, const struct raft_event *e,
@@ -403,6 +420,7 @@ static int check_event(const struct raft *r, const struct raft_event *e,
             *out_room = e->propose.n;
             return 0;
         case RAFT_EVENT_PERSISTED:
+        case RAFT_EVENT_STORAGE_STALLED:
             *out_room = 0;
             return 0;
         case RAFT_EVENT_COMPACT:
@@ -550,6 +568,9 @@ int raft_step(struct raft *r, const struct raft_event *event,
         case RAFT_EVENT_TRANSFER:
             transfer_start(r, event->transfer.id);
             break;
+        case RAFT_EVENT_STORAGE_STALLED:
+            step_storage_stalled(r, event->storage.stalled);
+            break;
         default:
             replication_unreachable(r, raft_slot_of(r, event->unreachable.id));
             break;
@@ -557,6 +578,11 @@ int raft_step(struct raft *r, const struct raft_event *event,
     membership_after_step(r);
     finish_step(r, update);
     return 0;
+}
+
+bool raft_storage_stalled(const struct raft *r)
+{
+    return r->storage_stalled;
 }
 
 enum raft_role raft_role(const struct raft *r)

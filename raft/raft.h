@@ -279,9 +279,11 @@ enum raft_event_type {
                                           @unreachable.id failed */
     RAFT_EVENT_UNREACHABLE = 8,        /* the connection to @unreachable.id
                                           broke: reset its inflight window */
-    RAFT_EVENT_CHANGE = 9,             /* leader: change the configuration
+    RAFT_EVENT_STORAGE_STALLED = 9,    /* the driver cannot persist (or can
+                                          again): @storage.stalled */
+    RAFT_EVENT_CHANGE = 10,            /* leader: change the configuration
                                           by one server: @change */
-    RAFT_EVENT_TRANSFER = 10,          /* leader: hand leadership to
+    RAFT_EVENT_TRANSFER = 11,          /* leader: hand leadership to
                                           @transfer.id (thesis §3.10) */
 };
 
@@ -346,6 +348,18 @@ enum raft_change_kind {
  * Errors (both): RAFT_INVALID when the id is 0 or this server's. An id
  * that is not a member (any more) is ignored.
  *
+ * STORAGE_STALLED {stalled}: true when the driver has been unable to
+ * persist for a while (a full log or disk whose writes it keeps retrying,
+ * or a write error it cannot recover from); false once a write succeeds
+ * again. While stalled, a leader or candidate becomes a follower of its
+ * term that knows no leader, and the server starts no election (nor
+ * pre-vote round): a server that cannot make its own entries durable
+ * cannot commit them, and leading would only stop the others from electing
+ * a leader that can (its followers' heartbeats keep arriving, so they would
+ * never time out). It still answers RequestVote and AppendEntries (their
+ * answers wait for the disk, driver rules 1 and 2). Clearing it restarts
+ * the election timer. Never an error.
+ *
  * CHANGE {kind, id, role, address}: the leader appends a RAFT_ENTRY_CONFIG
  * entry holding its configuration changed by one server (thesis §4.1: any
  * two consecutive configurations then share a majority), in force at once;
@@ -409,6 +423,9 @@ struct raft_event {
         struct {
             raft_id id; /* the follower or peer concerned */
         } unreachable;
+        struct {
+            bool stalled; /* true: cannot persist; false: can again */
+        } storage;
         struct {
             uint8_t kind;        /* enum raft_change_kind */
             raft_id id;          /* the server changed */
@@ -509,6 +526,7 @@ raft_index raft_first_index(const struct raft *r);
 raft_index raft_persisted_index(const struct raft *r);
 raft_index raft_snapshot_index(const struct raft *r); /* first - 1 */
 raft_term raft_snapshot_term(const struct raft *r);   /* its term, 0 unknown */
+bool raft_storage_stalled(const struct raft *r); /* STORAGE_STALLED state */
 
 /* raft_current_configuration returns the configuration in force (the
  * latest in the log, thesis §4.1); valid until the next raft_step or

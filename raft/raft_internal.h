@@ -61,6 +61,8 @@ struct raft {
                                           match the leader's log this term */
     uint64_t ack_seq;            /* follower: highest seq accepted
                                           from the leader of this term */
+    bool storage_stalled;        /* STORAGE_STALLED: no leading,
+                                          no campaigning */
     bool ticked;                 /* a TICK set the time base */
     uint64_t now;                /* clock of the last TICK, ms */
     uint64_t election_start;     /* when the election timer started */

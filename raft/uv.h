@@ -5,12 +5,25 @@
  *
  * Each server listens on its own address and opens one outgoing connection
  * to every peer; it sends on its outgoing connections and receives on the
- * connections it accepted. A connection starts with a handshake of 15 bytes,
- * without length prefix: magic "RFTSQL" (6 bytes), wire version u8, sender
- * id u64 little-endian; the acceptor refuses a bad magic or version and an
- * id that is not one of its peers. Then it carries frames in the wire format
- * of message.h, each with from = the handshake's id and to = the
- * acceptor's id. A broken
+ * connections it accepted. A connection starts with a handshake, without
+ * length prefix (handshake version 2):
+ *
+ *     offset 0   magic "RFTSQL", 6 bytes
+ *     offset 6   handshake version, u8 = 2 (RAFT__UV_HANDSHAKE_VERSION)
+ *     offset 7   wire version of the frames, u8 (RAFT_WIRE_VERSION)
+ *     offset 8   sender id, u64 little-endian
+ *     offset 16  build id length L, u8, at most RAFT_UV_BUILD_ID_MAX
+ *     offset 17  build id, L bytes of printable ASCII (0x20-0x7e)
+ *
+ * The acceptor refuses a bad magic, another handshake or wire version, an
+ * id that is not one of its peers and a malformed build id; it checks the
+ * version bytes first, so a peer of another version is refused with one
+ * line as soon as 8 bytes arrived. (Version 1, 15 bytes with the wire
+ * version at offset 6, is refused that way: "handshake version 1, want
+ * 2"; there is no installed base to read it for.) A build id that differs
+ * from the acceptor's own is logged at WARN and accepted. Then the
+ * connection carries frames in the wire format of message.h, each with
+ * from = the handshake's id and to = the acceptor's id. A broken
  * outgoing connection is re-dialled with exponential backoff (100 ms
  * doubling to 2 s, reset by a successful connect; a dial pending for 3 s
  * is abandoned). A malformed frame, bad handshake or oversized length
@@ -40,11 +53,14 @@ typedef void (*raft_uv_recv_cb)(void *data, const struct raft_frame *f);
 /* raft_uv_transport_start starts listening on @listen_host:@listen_port
  * (port 0 picks a free port, see raft_uv_transport_port) and dialling each
  * of the @n_peers @peers (copied). @max_frame_bytes bounds the body of one
- * frame in either direction. @recv_cb and @log_cb are called with @data.
+ * frame in either direction. @build_id (copied; NULL or "" for none) goes
+ * in every handshake and is compared with the peers'. @recv_cb and @log_cb
+ * are called with @data.
  * Writes *out only on success; @errmsg receives the message on failure.
  * Errors: RAFT_IOERR (bind/listen failure, e.g. address in use, with
  * uv_strerror text), RAFT_INVALID (bad address, peer id 0, equal to @self
- * or repeated, @self 0, @max_frame_bytes < 2, NULL @recv_cb), RAFT_NOMEM.
+ * or repeated, @self 0, @max_frame_bytes < 2, NULL @recv_cb, a @build_id
+ * longer than RAFT_UV_BUILD_ID_MAX or not printable ASCII), RAFT_NOMEM.
  * Bind and listen happen on a plain socket before any handle exists, so
  * their failure leaves nothing registered with @loop (only a failure of
  * libuv to adopt the bound socket leaves a closing handle, freed by the
@@ -52,10 +68,10 @@ typedef void (*raft_uv_recv_cb)(void *data, const struct raft_frame *f);
 int raft_uv_transport_start(uv_loop_t *loop, raft_id self,
                             const char *listen_host, uint16_t listen_port,
                             const struct raft_uv_peer *peers, unsigned n_peers,
-                            uint64_t max_frame_bytes, raft_uv_recv_cb recv_cb,
-                            raft_log_cb log_cb, void *data,
-                            struct raft_uv_transport **out, char *errmsg,
-                            size_t errmsg_len);
+                            uint64_t max_frame_bytes, const char *build_id,
+                            raft_uv_recv_cb recv_cb, raft_log_cb log_cb,
+                            void *data, struct raft_uv_transport **out,
+                            char *errmsg, size_t errmsg_len);
 
 /* raft_uv_transport_port returns the TCP port actually listened on. */
 uint16_t raft_uv_transport_port(const struct raft_uv_transport *t);
@@ -75,6 +91,13 @@ int raft_uv_transport_send(struct raft_uv_transport *t,
 /* raft_uv_transport_connected says whether the outgoing connection to @id
  * is established. */
 bool raft_uv_transport_connected(const struct raft_uv_transport *t, raft_id id);
+
+/* raft_uv_transport_peer_build_id returns the build id peer @id sent in
+ * the handshake of its latest accepted connection ("" for none), or NULL
+ * while none arrived or for an unknown peer. Valid until the next
+ * handshake from that peer or raft_uv_transport_close. */
+const char *raft_uv_transport_peer_build_id(const struct raft_uv_transport *t,
+                                            raft_id id);
 
 /* raft_uv_transport_close closes every handle and drops queued frames, then
  * calls @cb(@data) from the loop once all handles are closed and @t is

@@ -14,10 +14,17 @@
 #include "raft.h"
 #include "uv.h"
 
-/* Handshake: magic, wire version u8, sender id u64 little-endian. */
+/* Handshake (layout in uv.h): magic, handshake version u8, wire version
+ * u8, sender id u64 little-endian, build id length u8, build id. */
 #define RAFT__UV_MAGIC "RFTSQL"
 #define RAFT__UV_MAGIC_LEN 6
-#define RAFT__UV_HANDSHAKE_LEN (RAFT__UV_MAGIC_LEN + 1 + 8)
+#define RAFT__UV_HANDSHAKE_VERSION 2
+/* Bytes up to and including the two version bytes. */
+#define RAFT__UV_HANDSHAKE_VERSIONS (RAFT__UV_MAGIC_LEN + 2)
+/* Bytes before the build id. */
+#define RAFT__UV_HANDSHAKE_FIXED (RAFT__UV_HANDSHAKE_VERSIONS + 8 + 1)
+/* Longest handshake. */
+#define RAFT__UV_HANDSHAKE_MAX (RAFT__UV_HANDSHAKE_FIXED + RAFT_UV_BUILD_ID_MAX)
 
 /* Reconnect backoff: first delay, and the ceiling it doubles up to. */
 #define RAFT__UV_BACKOFF_MIN_MS 100
@@ -88,6 +95,9 @@ struct raft_uv_out {
     struct raft_uv_write *pend[RAFT__UV_CORK_MAX]; /* frames held for the
                                     next flush, in send order */
     unsigned n_pend;                               /* frames at @pend */
+    bool build_known;                              /* @build_id is set */
+    char build_id[RAFT_UV_BUILD_ID_MAX + 1];       /* the build id of the
+                                    peer's latest handshake */
 };
 
 /* Receive stages of an accepted connection. */
@@ -108,7 +118,7 @@ struct raft_uv_in {
     raft_id peer;                       /* sender id, 0 before handshake */
     bool closing;                       /* uv_close called */
     int stage;                          /* enum raft_uv_in_stage */
-    uint8_t hs[RAFT__UV_HANDSHAKE_LEN]; /* handshake bytes so far */
+    uint8_t hs[RAFT__UV_HANDSHAKE_MAX]; /* handshake bytes so far */
     size_t hs_got;                      /* bytes of @hs received */
     uint8_t hdr[4];                     /* length prefix so far */
     size_t hdr_got;                     /* bytes of @hdr received */
@@ -126,13 +136,14 @@ struct raft_uv_in {
  * Invariant: @n_handles counts initialized handles whose close callback
  * has not run; @t is freed when it drops to 0 after close. */
 struct raft_uv_transport {
-    uv_loop_t *loop;            /* the loop every handle lives on */
-    raft_id self;               /* this server's id */
-    uint64_t max_frame_bytes;   /* bound on one frame body */
-    raft_uv_recv_cb recv_cb;    /* receive callback */
-    raft_log_cb log_cb;         /* log sink, may be NULL */
-    void *data;                 /* passed to the callbacks */
-    uv_tcp_t listener;          /* the listening socket */
+    uv_loop_t *loop; /* the loop every handle lives on */
+    raft_id self;    /* this server's id */
+    char build_id[RAFT_UV_BUILD_ID_MAX + 1]; /* this server's build id */
+    uint64_t max_frame_bytes;                /* bound on one frame body */
+    raft_uv_recv_cb recv_cb;                 /* receive callback */
+    raft_log_cb log_cb;                      /* log sink, may be NULL */
+    void *data;                              /* passed to the callbacks */
+    uv_tcp_t listener;                       /* the listening socket */
     uv_prepare_t flush_prepare; /* flushes held frames before polling */
     uv_check_t flush_check;     /* and after each poll */
     uint16_t port;              /* port actually bound */
@@ -173,11 +184,12 @@ void raft_uv_tcp_verified(struct raft_uv_in *in);
 struct raft_uv_out *raft_uv_tcp_find(const struct raft_uv_transport *t,
                                      raft_id id);
 
-/* raft_uv_send_handshake_encode writes the handshake of server @self into
- * @out (RAFT__UV_HANDSHAKE_LEN bytes: magic, wire version, @self). Pure;
- * any thread. */
-void raft_uv_send_handshake_encode(raft_id self,
-                                   uint8_t out[RAFT__UV_HANDSHAKE_LEN]);
+/* raft_uv_send_handshake_encode writes the handshake of server @self with
+ * build id @build_id (NUL-terminated, at most RAFT_UV_BUILD_ID_MAX bytes,
+ * as the transport checked it) into @out and returns its length (at most
+ * RAFT__UV_HANDSHAKE_MAX bytes). Pure; any thread. */
+size_t raft_uv_send_handshake_encode(raft_id self, const char *build_id,
+                                     uint8_t out[RAFT__UV_HANDSHAKE_MAX]);
 
 /* raft_uv_send_handshake queues the handshake on the freshly connected
  * @out->conn. Returns 0, RAFT_NOMEM, or RAFT_IOERR (uv_write failed; the

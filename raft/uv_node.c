@@ -158,6 +158,14 @@ bool raft_uv_node_connected(const struct raft_uv_node *d, raft_id id)
     return d->transport != NULL && d->tr->connected(d->transport, id);
 }
 
+const char *raft_uv_node_peer_build_id(const struct raft_uv_node *d, raft_id id)
+{
+    if (d->transport == NULL || d->tr->peer_build_id == NULL) {
+        return NULL;
+    }
+    return d->tr->peer_build_id(d->transport, id);
+}
+
 /* ---- Loop callbacks ----------------------------------------------------- */
 
 static void on_recv(void *data, const struct raft_frame *m)
@@ -277,10 +285,10 @@ static int tcp_start(void *data, uv_loop_t *loop,
                      size_t errmsg_len)
 {
     struct raft_uv_transport *t;
-    int rc = raft_uv_transport_start(loop, cfg->id, cfg->listen_host,
-                                     cfg->listen_port, cfg->peers, cfg->n_peers,
-                                     cfg->max_frame_bytes, recv_cb, log_cb,
-                                     recv_data, &t, errmsg, errmsg_len);
+    int rc = raft_uv_transport_start(
+        loop, cfg->id, cfg->listen_host, cfg->listen_port, cfg->peers,
+        cfg->n_peers, cfg->max_frame_bytes, cfg->build_id, recv_cb, log_cb,
+        recv_data, &t, errmsg, errmsg_len);
     if (rc == 0) {
         *out = t;
     }
@@ -297,6 +305,11 @@ static bool tcp_connected(const void *t, raft_id id)
     return raft_uv_transport_connected(t, id);
 }
 
+static const char *tcp_peer_build_id(const void *t, raft_id id)
+{
+    return raft_uv_transport_peer_build_id(t, id);
+}
+
 static void tcp_close(void *t, void (*cb)(void *data), void *data)
 {
     raft_uv_transport_close(t, cb, data);
@@ -306,6 +319,7 @@ static const struct raft_uv_node_transport tcp_transport = {
     .start = tcp_start,
     .send = tcp_send,
     .connected = tcp_connected,
+    .peer_build_id = tcp_peer_build_id,
     .close = tcp_close,
 };
 
@@ -352,6 +366,8 @@ int raft_uv_node_start_with(struct raft *r,
     raft_persist_init(&d->persist);
     d->cb = *cb;
     d->tick_ms = cfg->tick_ms;
+    d->storage_stall_ms =
+        cfg->storage_stall_ms != 0 ? cfg->storage_stall_ms : 1000;
     d->n_peers = cfg->n_peers;
     for (unsigned i = 0; i < cfg->n_peers; i++) {
         d->peers[i] = cfg->peers[i].id;

@@ -15,6 +15,9 @@
 #include "persist.h"
 #include "raft.h"
 
+/* Longest build id a handshake carries, bytes (see uv.h). */
+#define RAFT_UV_BUILD_ID_MAX 128
+
 /* A peer to connect to. */
 struct raft_uv_peer {
     raft_id id;    /* the peer's server id */
@@ -65,6 +68,19 @@ struct raft_uv_node_config {
     const char *snapshot_dir;      /* where snapshot files are written and
                                         received (must exist) */
     uint64_t snapshot_chunk_bytes; /* bytes per snapshot chunk, > 0 */
+    unsigned storage_stall_ms;     /* a write that has waited this long
+                                        for room (full log or disk) makes
+                                        the core stop leading and
+                                        campaigning until a write succeeds
+                                        (RAFT_EVENT_STORAGE_STALLED); 0 for
+                                        1000. The election timeout is a
+                                        good value */
+    const char *build_id;          /* opaque id of this server's build,
+                                        sent in every handshake and compared
+                                        with each peer's (ext/ passes the
+                                        SQLite source id): printable ASCII,
+                                        at most RAFT_UV_BUILD_ID_MAX bytes;
+                                        NULL or "" for none */
 };
 
 struct raft_uv_node; /* opaque */
@@ -80,7 +96,7 @@ struct raft_uv_node; /* opaque */
  * callbacks may use it. On failure the caller still owns @r, nothing runs
  * and @errmsg says why.
  * Errors: RAFT_IOERR (listen failure, thread creation), RAFT_INVALID (bad
- * address or peers), RAFT_NOMEM. Thread: any but a driver's own. */
+ * address, peers or build id), RAFT_NOMEM. Thread: any but a driver's own. */
 int raft_uv_node_start(struct raft *r, const struct raft_uv_node_config *cfg,
                        const struct raft_persist_storage *storage,
                        const struct raft_uv_node_callbacks *cb,
@@ -157,6 +173,15 @@ bool raft_uv_node_failed(const struct raft_uv_node *d);
 /* raft_uv_node_connected says whether the outgoing connection to peer @id
  * is established. Loop thread. */
 bool raft_uv_node_connected(const struct raft_uv_node *d, raft_id id);
+
+/* raft_uv_node_peer_build_id returns the build id peer @id sent in the
+ * handshake of its latest accepted connection (its build_id setting, ""
+ * for none), or NULL while none arrived or for an unknown peer. A peer
+ * whose build id differs from this server's is logged at RAFT_LOG_WARN
+ * once per connection, with both ids; nothing else changes (a rolling
+ * upgrade passes through it). Valid until the next step. Loop thread. */
+const char *raft_uv_node_peer_build_id(const struct raft_uv_node *d,
+                                       raft_id id);
 
 /* Counters of a driver since it started, for status and benchmarks, and
  * the progress of snapshot transfers. */

@@ -40,6 +40,9 @@ struct raft_uv_node_transport {
     int (*send)(void *t, const struct raft_frame *f);
     /* connected: as raft_uv_transport_connected. */
     bool (*connected)(const void *t, raft_id id);
+    /* peer_build_id: as raft_uv_transport_peer_build_id (NULL: none is
+     * ever known). */
+    const char *(*peer_build_id)(const void *t, raft_id id);
     /* close: as raft_uv_transport_close (@cb fires from the loop once the
      * transport is gone; no receive callback after the call). */
     void (*close)(void *t, void (*cb)(void *data), void *data);
@@ -125,6 +128,10 @@ struct raft_uv_node {
     uint64_t retry_at;                 /* loop clock of the next retry
                                             of a job refused for a full
                                             log */
+    uint64_t full_since;               /* loop clock of the first refusal
+                                            of the waiting job, 0 none */
+    unsigned storage_stall_ms;         /* cfg.storage_stall_ms */
+    bool stalled;                      /* STORAGE_STALLED stepped true */
 
     /* Snapshots (uv_snapshot.c). */
     char snapshot_dir[3800];                             /* where files go */

@@ -8,11 +8,12 @@
  * Each complete body is decoded (message.c), checked against the sender and
  * this server, passed to recv_cb and released.
  *
- * Failure modes: a bad magic, version or unknown sender id in the
- * handshake, a length outside [2, max_frame_bytes], a body the decoder
+ * Failure modes: a bad magic, version, unknown sender id or malformed build
+ * id in the handshake, a length outside [2, max_frame_bytes], a body the decoder
  * refuses, or a frame whose from/to do not match the connection each log
  * a WARN naming the connection and close it; other connections go on. EOF
- * closes the connection quietly. A handshake not complete within
+ * closes the connection quietly. A peer whose build id differs from ours
+ * is logged (WARN, once per connection) and accepted. A handshake not complete within
  * RAFT__UV_HANDSHAKE_TIMEOUT_MS, and a frame in progress that receives no
  * byte for RAFT__UV_STALL_TIMEOUT_MS, close the connection too (uv_tcp.c's
  * sweep), so stalled peers hold nothing for long. Nothing is delivered once the transport or
@@ -39,32 +40,115 @@ static void on_alloc(uv_handle_t *handle, size_t suggested, uv_buf_t *buf)
     buf->len = sizeof in->rbuf;
 }
 
-/* check_handshake validates the complete handshake of @in. */
-static bool check_handshake(struct raft_uv_in *in)
+/* handshake_need returns how many handshake bytes @in must hold before
+ * the next check: the versions, then the fixed part, then the whole. */
+static size_t handshake_need(const struct raft_uv_in *in)
+{
+    if (in->hs_got < RAFT__UV_HANDSHAKE_VERSIONS) {
+        return RAFT__UV_HANDSHAKE_VERSIONS;
+    }
+    if (in->hs_got < RAFT__UV_HANDSHAKE_FIXED) {
+        return RAFT__UV_HANDSHAKE_FIXED;
+    }
+    return RAFT__UV_HANDSHAKE_FIXED + in->hs[RAFT__UV_HANDSHAKE_FIXED - 1];
+}
+
+/* check_versions validates the magic and both versions of @in's
+ * handshake (its first RAFT__UV_HANDSHAKE_VERSIONS bytes). */
+static bool check_versions(struct raft_uv_in *in)
 {
     struct raft_uv_transport *t = in->t;
-    raft_id id;
+    unsigned hv = in->hs[RAFT__UV_MAGIC_LEN];
+    unsigned wv = in->hs[RAFT__UV_MAGIC_LEN + 1];
 
     if (memcmp(in->hs, RAFT__UV_MAGIC, RAFT__UV_MAGIC_LEN) != 0) {
         raft_uv_tcp_log(t, RAFT_LOG_WARN, "%s: bad handshake magic: closing",
                         in->name);
         return false;
     }
-    if (in->hs[RAFT__UV_MAGIC_LEN] != RAFT_WIRE_VERSION) {
+    if (hv != RAFT__UV_HANDSHAKE_VERSION) {
+        raft_uv_tcp_log(
+            t, RAFT_LOG_WARN,
+            "%s: handshake version %u, want %u: closing (the "
+            "peer runs %s raftsql)",
+            in->name, hv, (unsigned)RAFT__UV_HANDSHAKE_VERSION,
+            hv < RAFT__UV_HANDSHAKE_VERSION ? "an older" : "a newer");
+        return false;
+    }
+    if (wv != RAFT_WIRE_VERSION) {
         raft_uv_tcp_log(t, RAFT_LOG_WARN,
                         "%s: handshake wire version %u, want %u: closing",
-                        in->name, (unsigned)in->hs[RAFT__UV_MAGIC_LEN],
-                        (unsigned)RAFT_WIRE_VERSION);
+                        in->name, wv, (unsigned)RAFT_WIRE_VERSION);
         return false;
     }
-    id = raft_byte_load_u64(in->hs + RAFT__UV_MAGIC_LEN + 1);
-    if (raft_uv_tcp_find(t, id) == NULL) {
+    return true;
+}
+
+/* check_build validates the build id of @in's complete handshake, keeps
+ * it as its peer's (@out), and logs a build that differs from ours. */
+static bool check_build(struct raft_uv_in *in, struct raft_uv_out *out)
+{
+    struct raft_uv_transport *t = in->t;
+    size_t len = in->hs[RAFT__UV_HANDSHAKE_FIXED - 1];
+    const uint8_t *b = in->hs + RAFT__UV_HANDSHAKE_FIXED;
+
+    for (size_t i = 0; i < len; i++) {
+        if (b[i] < 0x20 || b[i] > 0x7e) {
+            raft_uv_tcp_log(t, RAFT_LOG_WARN,
+                            "%s: handshake build id has byte 0x%02x at %zu, "
+                            "not printable ASCII: closing",
+                            in->name, (unsigned)b[i], i);
+            return false;
+        }
+    }
+    memcpy(out->build_id, b, len);
+    out->build_id[len] = '\0';
+    out->build_known = true;
+    if (strcmp(out->build_id, t->build_id) != 0) {
         raft_uv_tcp_log(t, RAFT_LOG_WARN,
-                        "%s: handshake from unknown server %llu: closing",
-                        in->name, (unsigned long long)id);
-        return false;
+                        "%s: its build differs from this server's: build id "
+                        "'%s' there, '%s' here (accepted: a rolling upgrade "
+                        "passes through this)",
+                        in->name, out->build_id, t->build_id);
     }
-    in->peer = id;
+    return true;
+}
+
+/* check_handshake validates the handshake of @in once it holds
+ * handshake_need bytes. Returns -1 to refuse it, 0 while more bytes are
+ * needed, 1 when it is complete and accepted. */
+static int check_handshake(struct raft_uv_in *in)
+{
+    struct raft_uv_transport *t = in->t;
+    struct raft_uv_out *out;
+    raft_id id;
+
+    if (in->hs_got == RAFT__UV_HANDSHAKE_VERSIONS) {
+        return check_versions(in) ? 0 : -1;
+    }
+    if (in->hs_got == RAFT__UV_HANDSHAKE_FIXED) {
+        size_t len = in->hs[RAFT__UV_HANDSHAKE_FIXED - 1];
+
+        id = raft_byte_load_u64(in->hs + RAFT__UV_HANDSHAKE_VERSIONS);
+        if (raft_uv_tcp_find(t, id) == NULL) {
+            raft_uv_tcp_log(t, RAFT_LOG_WARN,
+                            "%s: handshake from unknown server %llu: closing",
+                            in->name, (unsigned long long)id);
+            return -1;
+        }
+        if (len > RAFT_UV_BUILD_ID_MAX) {
+            raft_uv_tcp_log(t, RAFT_LOG_WARN,
+                            "%s: handshake build id of %zu bytes, at most "
+                            "%d: closing",
+                            in->name, len, RAFT_UV_BUILD_ID_MAX);
+            return -1;
+        }
+        if (len > 0) {
+            return 0;
+        }
+    }
+    id = raft_byte_load_u64(in->hs + RAFT__UV_HANDSHAKE_VERSIONS);
+    out = raft_uv_tcp_find(t, id);
     /* From now on, logs name the peer as well as the address. */
     {
         char addr[sizeof in->name];
@@ -72,9 +156,13 @@ static bool check_handshake(struct raft_uv_in *in)
         snprintf(in->name, sizeof in->name, "peer %llu (%.60s)",
                  (unsigned long long)id, addr);
     }
+    if (!check_build(in, out)) {
+        return -1;
+    }
+    in->peer = id;
     raft_uv_tcp_log(t, RAFT_LOG_DEBUG, "%s: handshake ok", in->name);
     raft_uv_tcp_verified(in);
-    return true;
+    return 1;
 }
 
 /* start_body checks the length prefix of @in and readies the body buffer. */
@@ -178,18 +266,25 @@ bool raft_uv_recv_consume(struct raft_uv_in *in, const uint8_t *p, size_t n)
             return true;
         }
         switch (in->stage) {
-            case RAFT__UV_HANDSHAKE:
-                k = sizeof in->hs - in->hs_got;
+            case RAFT__UV_HANDSHAKE: {
+                size_t need = handshake_need(in);
+                int ok;
+
+                k = need - in->hs_got;
                 k = k < n ? k : n;
                 memcpy(in->hs + in->hs_got, p, k);
                 in->hs_got += k;
-                if (in->hs_got == sizeof in->hs) {
-                    if (!check_handshake(in)) {
+                if (in->hs_got == need) {
+                    ok = check_handshake(in);
+                    if (ok < 0) {
                         return false;
                     }
-                    in->stage = RAFT__UV_HEADER;
+                    if (ok > 0) {
+                        in->stage = RAFT__UV_HEADER;
+                    }
                 }
                 break;
+            }
             case RAFT__UV_HEADER:
                 k = sizeof in->hdr - in->hdr_got;
                 k = k < n ? k : n;

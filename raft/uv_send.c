@@ -166,24 +166,30 @@ void raft_uv_send_flush(struct raft_uv_transport *t)
     }
 }
 
-void raft_uv_send_handshake_encode(raft_id self,
-                                   uint8_t out[RAFT__UV_HANDSHAKE_LEN])
+size_t raft_uv_send_handshake_encode(raft_id self, const char *build_id,
+                                     uint8_t out[RAFT__UV_HANDSHAKE_MAX])
 {
+    size_t len = strlen(build_id);
+
     memcpy(out, RAFT__UV_MAGIC, RAFT__UV_MAGIC_LEN);
-    out[RAFT__UV_MAGIC_LEN] = RAFT_WIRE_VERSION;
-    raft_byte_store_u64(out + RAFT__UV_MAGIC_LEN + 1, self);
+    out[RAFT__UV_MAGIC_LEN] = RAFT__UV_HANDSHAKE_VERSION;
+    out[RAFT__UV_MAGIC_LEN + 1] = RAFT_WIRE_VERSION;
+    raft_byte_store_u64(out + RAFT__UV_HANDSHAKE_VERSIONS, self);
+    out[RAFT__UV_HANDSHAKE_FIXED - 1] = (uint8_t)len;
+    memcpy(out + RAFT__UV_HANDSHAKE_FIXED, build_id, len);
+    return RAFT__UV_HANDSHAKE_FIXED + len;
 }
 
 int raft_uv_send_handshake(struct raft_uv_out *out)
 {
     struct raft_uv_write *w;
 
-    w = malloc(sizeof *w + RAFT__UV_HANDSHAKE_LEN);
+    w = malloc(sizeof *w + RAFT__UV_HANDSHAKE_MAX);
     if (w == NULL) {
         return RAFT_NOMEM;
     }
-    w->len = RAFT__UV_HANDSHAKE_LEN;
-    raft_uv_send_handshake_encode(out->t->self, w->bytes);
+    w->len =
+        raft_uv_send_handshake_encode(out->t->self, out->t->build_id, w->bytes);
     out->queued_bytes += w->len;
     return queue_write(out, w);
 }

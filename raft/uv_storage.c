@@ -65,11 +65,46 @@ const char *raft_uv_node_log_full_reason(const struct raft_uv_node *d)
 
 bool raft_uv_node_log_full(const struct raft_uv_node *d)
 {
-    return raft_persist_log_full(&d->persist);
+    return raft_persist_room_wanted(&d->persist);
+}
+
+/* set_stalled steps RAFT_EVENT_STORAGE_STALLED when @stalled changes: a
+ * server that cannot persist stops leading and campaigning (raft.h). */
+static void set_stalled(struct raft_uv_node *d, bool stalled, const char *why)
+{
+    struct raft_event ev;
+    if (stalled == d->stalled) {
+        return;
+    }
+    d->stalled = stalled;
+    if (stalled) {
+        raft_uv_node_log(d, RAFT_LOG_WARN,
+                         "%s: the node %s and does not campaign until it "
+                         "can write again",
+                         why,
+                         raft_role(d->raft) == RAFT_LEADER ? "steps down"
+                                                           : "stays follower");
+    } else {
+        raft_uv_node_log(d, RAFT_LOG_INFO,
+                         "the log takes writes again: the node may lead");
+    }
+    memset(&ev, 0, sizeof ev);
+    ev.type = RAFT_EVENT_STORAGE_STALLED;
+    ev.storage.stalled = stalled;
+    raft_uv_node_step(d, &ev, NULL);
 }
 
 void raft_uv_storage_tick(struct raft_uv_node *d)
 {
+    if (d->disk_failed) {
+        /* Here, not in raft_uv_storage_fail, which may run inside a
+         * step. */
+        set_stalled(d, true, "the log cannot be written");
+    } else if (raft_persist_room_wanted(&d->persist) && !d->stalled &&
+               d->full_since != 0 &&
+               raft_uv_node_now(d) - d->full_since >= d->storage_stall_ms) {
+        set_stalled(d, true, "no write for lack of room");
+    }
     if (raft_persist_log_full(&d->persist) &&
         raft_uv_node_now(d) >= d->retry_at && raft_persist_retry(&d->persist)) {
         raft_uv_storage_start(d);
@@ -178,6 +213,9 @@ static void disk_after_work(uv_work_t *req, int status)
                      res.errmsg);
         }
         d->retry_at = raft_uv_node_now(d) + RAFT__UV_LOG_FULL_RETRY_MS;
+        if (d->full_since == 0) {
+            d->full_since = raft_uv_node_now(d) | 1; /* never 0 */
+        }
         if (!res.log_full) {
             raft_uv_storage_start(d); /* the compaction */
         }
@@ -191,12 +229,19 @@ static void disk_after_work(uv_work_t *req, int status)
     if (res.wrote) {
         d->stats.n_writes++;
         d->stats.n_entries_written += res.n_entries;
+    }
+    if (res.wrote && !raft_persist_room_wanted(&d->persist)) {
+        /* Not a hard state gone ahead of a refused append: it waits. */
         if (d->log_full_reason[0] != '\0') {
             raft_uv_node_log(d, RAFT_LOG_WARN,
                              "the log takes writes again (it had no room: "
                              "%s)",
                              d->log_full_reason);
             d->log_full_reason[0] = '\0';
+        }
+        d->full_since = 0;
+        if (!d->stopping) {
+            set_stalled(d, false, NULL);
         }
     }
     if (!d->stopping) {

@@ -404,8 +404,9 @@ static void on_sweep(uv_timer_t *timer)
         if (in->peer == 0 &&
             now - in->accepted_at >= RAFT__UV_HANDSHAKE_TIMEOUT_MS) {
             if (n_silent++ == 0) {
-                snprintf(example, sizeof example, "%.96s, %zu of %d bytes",
-                         in->name, in->hs_got, RAFT__UV_HANDSHAKE_LEN);
+                snprintf(example, sizeof example,
+                         "%.96s, %zu of at least %d bytes", in->name,
+                         in->hs_got, RAFT__UV_HANDSHAKE_FIXED);
             }
             raft_uv_tcp_in_close(in);
         } else if (mid && now - in->last_read_at >= RAFT__UV_STALL_TIMEOUT_MS) {
@@ -424,6 +425,26 @@ static void on_sweep(uv_timer_t *timer)
                         n_silent, RAFT__UV_HANDSHAKE_TIMEOUT_MS, example,
                         n_silent > 1 ? ", ..." : "");
     }
+}
+
+/* check_build_id validates this server's build id @id (NULL for none). */
+static int check_build_id(const char *id, char *errmsg, size_t errmsg_len)
+{
+    size_t len = id != NULL ? strlen(id) : 0;
+
+    if (len > RAFT_UV_BUILD_ID_MAX) {
+        raft_errmsgf(errmsg, errmsg_len, "build id of %zu bytes, at most %d",
+                     len, RAFT_UV_BUILD_ID_MAX);
+        return RAFT_INVALID;
+    }
+    for (size_t i = 0; i < len; i++) {
+        if (id[i] < 0x20 || id[i] > 0x7e) {
+            raft_errmsgf(errmsg, errmsg_len,
+                         "build id '%s' is not printable ASCII", id);
+            return RAFT_INVALID;
+        }
+    }
+    return 0;
 }
 
 /* check_peers validates the peer list and fills the address of each out. */
@@ -525,10 +546,10 @@ static void on_flush_check(uv_check_t *h)
 int raft_uv_transport_start(uv_loop_t *loop, raft_id self,
                             const char *listen_host, uint16_t listen_port,
                             const struct raft_uv_peer *peers, unsigned n_peers,
-                            uint64_t max_frame_bytes, raft_uv_recv_cb recv_cb,
-                            raft_log_cb log_cb, void *data,
-                            struct raft_uv_transport **out, char *errmsg,
-                            size_t errmsg_len)
+                            uint64_t max_frame_bytes, const char *build_id,
+                            raft_uv_recv_cb recv_cb, raft_log_cb log_cb,
+                            void *data, struct raft_uv_transport **out,
+                            char *errmsg, size_t errmsg_len)
 {
     struct raft_uv_transport *t;
     struct sockaddr_in addr;
@@ -562,9 +583,14 @@ int raft_uv_transport_start(uv_loop_t *loop, raft_id self,
         goto err_free;
     }
     rc = check_peers(self, peers, n_peers, t->outs, errmsg, errmsg_len);
+    if (rc == 0) {
+        rc = check_build_id(build_id, errmsg, errmsg_len);
+    }
     if (rc != 0) {
         goto err_free;
     }
+    snprintf(t->build_id, sizeof t->build_id, "%s",
+             build_id != NULL ? build_id : "");
     rc =
         open_listener(&addr, listen_host, listen_port, &fd, errmsg, errmsg_len);
     if (rc != 0) {
@@ -654,6 +680,14 @@ bool raft_uv_transport_connected(const struct raft_uv_transport *t, raft_id id)
     const struct raft_uv_out *out = raft_uv_tcp_find(t, id);
 
     return out != NULL && out->state == RAFT__UV_CONNECTED;
+}
+
+const char *raft_uv_transport_peer_build_id(const struct raft_uv_transport *t,
+                                            raft_id id)
+{
+    const struct raft_uv_out *out = raft_uv_tcp_find(t, id);
+
+    return out != NULL && out->build_known ? out->build_id : NULL;
 }
 
 void raft_uv_transport_close(struct raft_uv_transport *t,

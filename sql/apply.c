@@ -428,7 +428,7 @@ static int check_renamed(struct sql_fsm *f, struct run *run)
         "SELECT name FROM main.sqlite_schema"
         " WHERE lower(substr(name, 1, 8)) = 'raftsql_' AND name NOT IN"
         " ('raftsql_applied', 'raftsql_requests', 'raftsql_settings',"
-        "  'raftsql_requests_idx') LIMIT 1",
+        "  'raftsql_requests_idx', 'raftsql_config') LIMIT 1",
         -1, &s, NULL);
     if (rc == SQLITE_OK) {
         rc = sqlite3_step(s);
@@ -604,6 +604,9 @@ static int apply_entry(struct sql_fsm *f, const struct sql_fsm_entry *e,
     int dup = 0;
     int rc;
 
+    if (e->kind == SQL_ENTRY_CONFIG) {
+        return config_store(f, e);
+    }
     if (e->data == NULL) {
         return 0;
     }
@@ -665,6 +668,13 @@ int sql_fsm_apply(struct sql_fsm *f, const struct sql_fsm_entry *entries,
         return 0;
     }
     for (i = 0; i < n; i++) {
+        if (entries[i].kind != SQL_ENTRY_REQUEST &&
+            entries[i].kind != SQL_ENTRY_CONFIG) {
+            sql_errmsgf(f->errmsg, sizeof f->errmsg,
+                        "apply: entry %" PRIu64 " has unknown kind %u",
+                        entries[i].index, (unsigned)entries[i].kind);
+            return SQL_ERR_INVALID;
+        }
         if (entries[i].index != f->applied + 1 + i) {
             sql_errmsgf(f->errmsg, sizeof f->errmsg,
                         "apply: entry %u has index %" PRIu64

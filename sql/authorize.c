@@ -121,8 +121,9 @@ static int authorize_pragma(struct sql_fsm *f, const char *name,
  * create temporary objects (they would live on one node's connection
  * only) or run non-replicable pragmas, nor read raftsql_applied or
  * raftsql_requests (their contents depend on where each node's apply
- * batches end, so a request reading them would differ between nodes).
- * Our own statements pass. */
+ * batches end, so a request reading them would differ between nodes) or
+ * raftsql_config (the Raft core's encoding, which may change with its
+ * version). Our own statements pass. */
 static int authorize(void *arg, int action, const char *a1, const char *a2,
                      const char *db_name, const char *trigger)
 {
@@ -144,6 +145,13 @@ static int authorize(void *arg, int action, const char *a1, const char *a2,
                             "how each node batches its applies (read it "
                             "outside raft_exec)",
                             a1);
+            }
+            if (a1 != NULL && strcasecmp(a1, "raftsql_config") == 0) {
+                return deny(f,
+                            "raftsql_config cannot be read in raft_exec: it "
+                            "holds the Raft core's encoding of the "
+                            "configuration, which may change between "
+                            "versions");
             }
             if (is_node_local_table(a1)) {
                 return deny(f,

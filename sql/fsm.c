@@ -298,6 +298,11 @@ uint64_t sql_fsm_applied_term(const struct sql_fsm *f)
     return f->applied_term;
 }
 
+const char *sql_source_id(void)
+{
+    return sqlite3_sourceid();
+}
+
 const char *sql_fsm_errmsg(const struct sql_fsm *f)
 {
     return f->errmsg;

@@ -41,6 +41,7 @@ enum {
     STMT_APPLIED,
     STMT_SET,
     STMT_SETTINGS,
+    STMT_CONFIG,
     STMT__N,
 };
 
@@ -169,6 +170,14 @@ int schema_read_applied(struct sql_fsm *f);
  * those never stored. Returns 0 or an error code with @f's message saying
  * which. Thread: the apply thread. */
 int schema_load_settings(struct sql_fsm *f);
+
+/* ---- config.c: the stored configuration ------------------------------ */
+
+/* config_store records configuration entry @e (SQL_ENTRY_CONFIG) as the
+ * stored configuration (raftsql_config), inside the running batch
+ * transaction: a failed batch rolls it back with the rest. Returns 0 or an
+ * error code with @f's message saying which. Thread: the apply thread. */
+int config_store(struct sql_fsm *f, const struct sql_fsm_entry *e);
 
 /* ---- authorize.c: what a request may not do ------------------------- */
 

@@ -1,5 +1,5 @@
 /* The internal raftsql_* tables of the state machine (applied index,
- * dedup window, cluster-wide settings) and the internal statements that
+ * dedup window, cluster-wide settings, configuration) and the internal statements that
  * read and write them on the apply connection. */
 
 #include <stdio.h>
@@ -29,9 +29,13 @@ static const char *const stmt_sql[STMT__N] = {
     "INSERT OR REPLACE INTO main.raftsql_settings(name, value) "
     "VALUES (?1, ?2)",
     "SELECT name, value FROM main.raftsql_settings",
+    "INSERT OR REPLACE INTO main.raftsql_config(id, idx, term, data) "
+    "VALUES (0, ?1, ?2, ?3)",
 };
 
-/* Internal tables. raftsql_applied has exactly one row (id 0). */
+/* Internal tables. raftsql_applied has exactly one row (id 0);
+ * raftsql_config has none until a configuration entry is applied, then
+ * one (id 0). */
 static const char schema_sql[] =
     "BEGIN IMMEDIATE;"
     "CREATE TABLE IF NOT EXISTS main.raftsql_applied("
@@ -46,6 +50,9 @@ static const char schema_sql[] =
     " ON raftsql_requests(idx);"
     "CREATE TABLE IF NOT EXISTS main.raftsql_settings("
     " name TEXT PRIMARY KEY, value INTEGER NOT NULL) WITHOUT ROWID;"
+    "CREATE TABLE IF NOT EXISTS main.raftsql_config("
+    " id INTEGER PRIMARY KEY CHECK (id = 0),"
+    " idx INTEGER NOT NULL, term INTEGER NOT NULL, data BLOB NOT NULL);"
     "COMMIT;";
 
 int schema_create(struct sql_fsm *f, char *errmsg, size_t errmsg_len)

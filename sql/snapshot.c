@@ -47,6 +47,7 @@ static const char *const snapshot_tables[] = {
     "raftsql_applied",
     "raftsql_requests",
     "raftsql_settings",
+    "raftsql_config",
 };
 
 /* from_sqlite is fsm_from_sqlite, except that a database another

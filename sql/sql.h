@@ -127,13 +127,24 @@ void sql_request_free(struct sql_request *r);
 
 /* ---- The apply connection (the state machine) --------------------------- */
 
-/* One committed entry to apply. @data is NULL for an entry that carries
- * no request (a leader's no-op); it is then only counted as applied. */
+/* What a committed entry carries, as the caller maps its log's entry
+ * types (ext/ maps Raft's; sql/ knows nothing of them). */
+enum sql_entry_kind {
+    SQL_ENTRY_REQUEST = 0, /* a write request, or nothing (a no-op) */
+    SQL_ENTRY_CONFIG = 1,  /* the cluster's configuration, opaque bytes */
+};
+
+/* One committed entry to apply. For SQL_ENTRY_REQUEST, @data is the
+ * request payload, or NULL for an entry that carries no request (a
+ * leader's no-op), which is only counted as applied. For SQL_ENTRY_CONFIG,
+ * @data (@len bytes, NULL when 0) is a configuration encoded by the Raft
+ * core, stored as is in raftsql_config (see "The configuration" below). */
 struct sql_fsm_entry {
     uint64_t index;   /* log index */
     uint64_t term;    /* log term */
-    const void *data; /* request payload (len bytes), or NULL */
+    const void *data; /* payload (len bytes), or NULL */
     size_t len;       /* payload length, bytes */
+    uint8_t kind;     /* enum sql_entry_kind; 0 (a request) when zeroed */
 };
 
 /* The outcome of one request. A SQL error is a result like any other: the
@@ -192,13 +203,16 @@ uint64_t sql_fsm_applied(const struct sql_fsm *f);
 
 /* sql_fsm_apply applies @n committed entries, consecutive and starting at
  * sql_fsm_applied(f) + 1, in one SQLite transaction with a SAVEPOINT per
- * request, recording the new applied index in the same transaction. On
- * return 0, results[i] (caller-provided, n long) holds each entry's outcome;
- * free their errmsg with sql_result_clear. On an error nothing was applied
- * and the applied index is unchanged: the node must stop applying.
+ * request, recording the new applied index in the same transaction (and,
+ * for a SQL_ENTRY_CONFIG entry, the configuration it carries: a
+ * configuration entry's result is SQLITE_OK with id {0,0}). On return 0,
+ * results[i] (caller-provided, n long) holds each entry's outcome; free
+ * their errmsg with sql_result_clear. On an error nothing was applied
+ * (nor any configuration of the batch stored) and the applied index is
+ * unchanged: the node must stop applying.
  * Errors: SQL_ERR_IOERR (SQLite I/O error, disk full: the message names it),
  * SQL_ERR_CORRUPT (undecodable payload), SQL_ERR_INVALID (indexes not
- * consecutive), SQL_ERR_NOMEM. */
+ * consecutive, or an unknown kind), SQL_ERR_NOMEM. */
 int sql_fsm_apply(struct sql_fsm *f, const struct sql_fsm_entry *entries,
                   unsigned n, struct sql_result *results);
 
@@ -263,8 +277,8 @@ int sql_fsm_checkpoint(struct sql_fsm *f, uint64_t *out_durable_index);
  * with the user's tables and the internal raftsql_* tables, i.e. the
  * applied index and term it reflects (raftsql_applied), the request ids
  * of the dedup window (raftsql_requests) and the cluster-wide settings
- * (raftsql_settings). The Raft configuration is static (the cluster=
- * setting), so a snapshot carries none. */
+ * (raftsql_settings), and the last configuration applied
+ * (raftsql_config; see "The configuration"). */
 
 /* sql_fsm_snapshot_create writes a snapshot of @f's database to the new
  * file @path (which must not exist; the caller removes it when done) and
@@ -309,6 +323,58 @@ int sql_fsm_snapshot_create(struct sql_fsm *f, const char *path,
  * live database stayed locked), SQL_ERR_IOERR, SQL_ERR_NOMEM. */
 int sql_fsm_snapshot_install(struct sql_fsm *f, const char *path,
                              uint64_t *out_index, uint64_t *out_term);
+
+/* ---- The configuration -----------------------------------------------
+ *
+ * The cluster's configuration is part of the state machine: the last
+ * SQL_ENTRY_CONFIG entry applied is stored in the internal table
+ * raftsql_config (one row: its index, its term and its payload as a
+ * BLOB), in the transaction that advances raftsql_applied, so the stored
+ * configuration always matches the applied index, a crash or a failed
+ * batch never leaves one without the other, and a snapshot carries the
+ * configuration it reflects. The payload is opaque here: the Raft core
+ * encodes it and the caller decodes it. Requests can neither write nor
+ * read raftsql_config (the write guard of host connections refuses writes
+ * to it like to any table of a replica). */
+
+/* A stored configuration, as read back. */
+struct sql_config {
+    uint64_t index; /* log index of its entry; 0: none was ever applied */
+    uint64_t term;  /* log term of its entry; 0 when none */
+    void *data;     /* the payload (malloc'd, the caller's: free it with
+                       sql_config_clear), NULL when @len is 0 */
+    size_t len;     /* payload length, bytes */
+};
+
+/* sql_fsm_config_read reads the configuration stored in @f's database
+ * into *@out (index 0 and no data when none was applied yet). *@out is
+ * written only on success; release it with sql_config_clear. Thread: the
+ * apply thread, or the caller that holds @f before it hands it to the
+ * applier (at start), between sql_fsm_apply calls.
+ * Errors: SQL_ERR_CORRUPT (a row that is not an index, a term and a BLOB),
+ * SQL_ERR_IOERR, SQL_ERR_NOMEM; sql_fsm_errmsg says why. */
+int sql_fsm_config_read(struct sql_fsm *f, struct sql_config *out);
+
+/* sql_snapshot_config_read reads the configuration stored in snapshot file
+ * @path (a database file received from the leader, not yet installed, or
+ * one made by sql_fsm_snapshot_create) into *@out, opening the file
+ * read-only on a connection of its own; @path is never modified. *@out is
+ * written only on success; release it with sql_config_clear. Thread: any.
+ * Errors: SQL_ERR_NOTFOUND (no file at @path), SQL_ERR_CORRUPT (not a
+ * database, or no raftsql snapshot: raftsql_config is missing, or its row
+ * is malformed), SQL_ERR_IOERR, SQL_ERR_NOMEM; @errmsg (@errmsg_len bytes,
+ * may be NULL) says why. */
+int sql_snapshot_config_read(const char *path, struct sql_config *out,
+                             char *errmsg, size_t errmsg_len);
+
+/* sql_config_clear frees the payload of @c and zeroes it. */
+void sql_config_clear(struct sql_config *c);
+
+/* sql_source_id returns the source id (sqlite3_sourceid()) of the SQLite
+ * library the state machine runs requests on: nodes whose source ids
+ * differ may count a request's virtual machine steps (its work budget)
+ * differently. Static storage. Any thread. */
+const char *sql_source_id(void);
 
 /* sql_fsm_errmsg returns the message of the last failed call on @f. */
 const char *sql_fsm_errmsg(const struct sql_fsm *f);

@@ -34,16 +34,17 @@ class NodeError(Exception):
 
 
 class Node:
-    """One node process: its id, database file and request pipe."""
+    """One node process: its id, database file and request pipe; env adds
+    variables to the process's environment."""
 
-    def __init__(self, binary, node_id, db, log_path):
+    def __init__(self, binary, node_id, db, log_path, env=None):
         self.id = node_id
         self.db = db
         self.log_path = log_path
         self._log = open(log_path, "ab")
         self.proc = subprocess.Popen(
             [binary, db], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-            stderr=self._log)
+            stderr=self._log, env=dict(os.environ, **(env or {})))
 
     def sql(self, text, *params):
         """Run one statement on the node's connection; return its rows.
@@ -99,15 +100,21 @@ class Node:
 
 
 class Cluster:
-    """A cluster of n node processes with databases in workdir."""
+    """A cluster of n node processes with databases in workdir.
 
-    def __init__(self, binary, workdir, n=3, extra=""):
+    ports: the nodes' listening ports (default: free ones); dial: a
+    function of a node id giving that node's dial= value (where it dials
+    the others), or None for none."""
+
+    def __init__(self, binary, workdir, n=3, extra="", ports=None,
+                 dial=None):
         self.binary = binary
         self.workdir = workdir
-        ports = free_ports(n)
+        ports = ports or free_ports(n)
         self.members = ",".join("%d@127.0.0.1:%d" % (i + 1, p)
                                 for i, p in enumerate(ports))
         self.extra = extra
+        self.dial = dial
         self.nodes = []
         for i in range(n):
             self.nodes.append(self.spawn(i + 1))
@@ -117,8 +124,10 @@ class Cluster:
         db = os.path.join(self.workdir, "node%d.db" % node_id)
         log = os.path.join(self.workdir, "node%d.log" % node_id)
         node = Node(self.binary, node_id, db, log)
-        node.sql("SELECT raft_start(?)", "id=%d cluster=%s %s" % (
-            node_id, self.members, self.extra))
+        config = "id=%d cluster=%s %s" % (node_id, self.members, self.extra)
+        if self.dial is not None:
+            config += " dial=%s" % self.dial(node_id)
+        node.sql("SELECT raft_start(?)", config)
         return node
 
     def node(self, node_id):

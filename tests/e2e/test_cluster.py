@@ -98,7 +98,11 @@ class ClusterTest(ClusterCase):
                     "DROP TABLE d", "PRAGMA user_version = 5",
                     "PRAGMA writable_schema = ON", "UPDATE d SET x = 2",
                     "DELETE FROM d", "ALTER TABLE d ADD COLUMN y",
-                    "CREATE INDEX di ON d(x)"):
+                    "CREATE INDEX di ON d(x)",
+                    # The internal tables, the configuration's among them.
+                    "DELETE FROM raftsql_config",
+                    "INSERT INTO raftsql_config VALUES (0, 1, 1, x'00')",
+                    "UPDATE raftsql_applied SET idx = 0"):
             with self.assertRaises(NodeError) as cm:
                 n.sql(sql)
             self.assertIn("not authorized", str(cm.exception))

@@ -1,8 +1,9 @@
 /* Tests of ext/applier.c, the apply thread, on a real SQLite database in a
  * temporary directory: entries applied in order with their results handed
  * to the hook, no-ops counted, pacing of a follower's batches, holds,
- * snapshot installs dropping what they cover, checkpoints on request, and
- * a failed batch stopping the thread without skipping. */
+ * snapshot installs dropping what they cover, checkpoints on request, a
+ * failed batch stopping the thread without skipping, configuration entries
+ * stored and entries of unknown types refused. */
 
 #include <pthread.h>
 #include <setjmp.h>
@@ -319,6 +320,50 @@ static void test_failure_is_retried_never_skipped(void **state)
     stop(f);
 }
 
+/* A configuration entry is applied into the state machine, where it
+ * reads back after the stop (it survives a restart); an entry of a type
+ * the applier does not know stops applying at it, with an error naming
+ * it, after what precedes it in the queue was applied. */
+static void test_config_and_unknown_type(void **state)
+{
+    struct fixture *f = *state;
+    struct raft_entry e = {.term = 2, .index = 2, .type = RAFT_ENTRY_CONFIG};
+    struct sql_config c;
+    struct sql_fsm *fsm;
+    char err[512];
+
+    start(f, 0, true);
+    push_sql(f, 1, "CREATE TABLE t(x)");
+    e.data = raft_buf_copy("config bytes", 12);
+    assert_int_equal(applier_push(f->a, &e, 1), 0);
+    raft_buf_unref(e.data);
+    push_noop(f, 3);
+    e = (struct raft_entry){.term = 2, .index = 4, .type = 77};
+    assert_int_equal(applier_push(f->a, &e, 1), 0);
+    push_sql(f, 5, "INSERT INTO t VALUES(1)");
+    assert_true(wait_applied(f, 3));
+    for (int i = 0; i < WAIT_MS / 10 && !applier_failed(f->a); i++) {
+        usleep(10 * 1000);
+    }
+    assert_true(applier_failed(f->a));
+    assert_int_equal(applier_applied(f->a), 3);
+    applier_error(f->a, err, sizeof err);
+    assert_non_null(
+        strstr(err, "apply failed at index 4, retrying with backoff"));
+    assert_non_null(strstr(err, "entry 4 has unknown type 77"));
+    stop(f);
+
+    fsm = open_fsm(f->db.path);
+    assert_int_equal(sql_fsm_applied(fsm), 3);
+    assert_int_equal(sql_fsm_config_read(fsm, &c), 0);
+    assert_int_equal(c.index, 2);
+    assert_int_equal(c.term, 2);
+    assert_int_equal(c.len, 12);
+    assert_memory_equal(c.data, "config bytes", 12);
+    sql_config_clear(&c);
+    sql_fsm_close(fsm);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -333,6 +378,8 @@ int main(void)
                                         teardown),
         cmocka_unit_test_setup_teardown(test_failure_is_retried_never_skipped,
                                         setup, teardown),
+        cmocka_unit_test_setup_teardown(test_config_and_unknown_type, setup,
+                                        teardown),
     };
     return cmocka_run_group_tests_name("ext_applier", tests, NULL, NULL);
 }

@@ -1,10 +1,11 @@
 """The fault network: one TCP proxy per directed peer link, on 127.0.0.1.
 
 raftsql sends node a's messages to node b over a connection a dials to the
-address b has in a's own `cluster=` string, and b never writes back on it.
-Giving each node a cluster string whose peer addresses are its outgoing
-proxies (link (a, b) listens on a port of its own and forwards to b's real
-listening port) puts every directed link in our hands:
+address b has in a's `dial=` string (else in `cluster=`), and b never
+writes back on it. Every node gets the same `cluster=` string (the real
+addresses) and a `dial=` string naming its outgoing proxies (link (a, b)
+listens on a port of its own and forwards to b's real listening port),
+which puts every directed link in our hands:
 
 - up: bytes pass, after `delay` seconds plus up to `jitter` more (in order:
   a TCP stream is never reordered);

@@ -201,9 +201,10 @@ def mount_permitted(workdir):
 class FaultCluster:
     """n nodes on 127.0.0.1 whose peer links go through a Net.
 
-    Node i listens on its real port (its own entry in its own cluster
-    string); the other entries of its string are its outgoing proxies.
-    With tmpfs_mb, each node's dir= is a tmpfs of that size."""
+    Every node gets the same cluster= string, the nodes' real addresses,
+    and node i listens on its real port; its dial= string names its
+    outgoing proxies, where it dials the others. With tmpfs_mb, each
+    node's dir= is a tmpfs of that size."""
 
     def __init__(self, binary, workdir, n, extra, seed, tmpfs_mb=0):
         self.binary = binary
@@ -221,14 +222,19 @@ class FaultCluster:
                 self.disks[i] = Tmpfs(os.path.join(workdir, "node%d-log" % i),
                                       tmpfs_mb)
 
-    def members(self, i):
-        """Node i's cluster string."""
-        return ",".join("%d@127.0.0.1:%d" % (
-            j, self.real[j] if j == i else self.net.port(i, j))
-            for j in self.ids)
+    def members(self):
+        """The cluster string, the same on every node."""
+        return ",".join("%d@127.0.0.1:%d" % (j, self.real[j])
+                        for j in self.ids)
+
+    def dial(self, i):
+        """Node i's dial string: its outgoing proxy to each other node."""
+        return ",".join("%d@127.0.0.1:%d" % (j, self.net.port(i, j))
+                        for j in self.ids if j != i)
 
     def config(self, i):
-        cfg = "id=%d cluster=%s %s" % (i, self.members(i), self.extra)
+        cfg = "id=%d cluster=%s dial=%s %s" % (i, self.members(), self.dial(i),
+                                               self.extra)
         if i in self.disks:
             cfg += " dir=%s" % self.disks[i].path
         return cfg

@@ -16,6 +16,7 @@
 #define SELF 1               /* the receiving server */
 #define N_PEERS 2            /* servers 2 and 3 */
 #define MAX_FRAME (1u << 20) /* the transport's bound on a body */
+#define BUILD "fuzz build"   /* the receiver's build id */
 
 /* What one feeding of the stream saw. */
 struct run {
@@ -59,6 +60,44 @@ static void on_frame(void *data, const struct raft_frame *f)
     r->hash = fnv(r->hash, buf, len);
     r->n_frames++;
     free(buf);
+}
+
+/* expect_handshake is the reference verdict on the handshake at the start
+ * of @s (@len bytes), from the layout of uv.h and the order in which the
+ * receiver checks it (versions at 8 bytes, id and build id length at the
+ * fixed part, the build id's bytes at the whole): -1 refused, 0 valid so
+ * far but incomplete, else the sender's id. */
+static long long expect_handshake(const uint8_t *s, size_t len)
+{
+    size_t n_build, i;
+    raft_id id;
+
+    if (len < RAFT__UV_HANDSHAKE_VERSIONS) {
+        return 0;
+    }
+    if (memcmp(s, RAFT__UV_MAGIC, RAFT__UV_MAGIC_LEN) != 0 ||
+        s[RAFT__UV_MAGIC_LEN] != RAFT__UV_HANDSHAKE_VERSION ||
+        s[RAFT__UV_MAGIC_LEN + 1] != RAFT_WIRE_VERSION) {
+        return -1;
+    }
+    if (len < RAFT__UV_HANDSHAKE_FIXED) {
+        return 0;
+    }
+    id = raft_byte_load_u64(s + RAFT__UV_HANDSHAKE_VERSIONS);
+    n_build = s[RAFT__UV_HANDSHAKE_FIXED - 1];
+    if (id <= SELF || id > SELF + N_PEERS || n_build > RAFT_UV_BUILD_ID_MAX) {
+        return -1;
+    }
+    if (len < RAFT__UV_HANDSHAKE_FIXED + n_build) {
+        return 0;
+    }
+    for (i = 0; i < n_build; i++) {
+        uint8_t c = s[RAFT__UV_HANDSHAKE_FIXED + i];
+        if (c < 0x20 || c > 0x7e) {
+            return -1;
+        }
+    }
+    return (long long)id;
 }
 
 /* on_log is log_cb: a line is a short NUL-terminated text of a level. */
@@ -123,7 +162,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     struct raft_uv_transport t;
     struct run whole, cut;
     const uint8_t *stream;
-    raft_id want = 0;
+    long long want;
     size_t len;
     unsigned i;
 
@@ -139,6 +178,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         outs[i].id = SELF + 1 + i;
     }
     t.self = SELF;
+    snprintf(t.build_id, sizeof t.build_id, "%s", BUILD);
     t.max_frame_bytes = MAX_FRAME;
     t.recv_cb = on_frame;
     t.log_cb = on_log;
@@ -147,23 +187,35 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 
     feed(&t, &conns[0], &whole, stream, len, 0);
 
-    /* The handshake is accepted exactly when it is one a peer sends. */
-    if (len >= RAFT__UV_HANDSHAKE_LEN) {
-        for (i = 0; i < N_PEERS; i++) {
-            uint8_t hs[RAFT__UV_HANDSHAKE_LEN];
-            raft_uv_send_handshake_encode(outs[i].id, hs);
-            if (memcmp(hs, stream, sizeof hs) == 0) {
-                want = outs[i].id;
-            }
-        }
-        FUZZ_CHECK(
-            whole.in->peer == want, "handshake gave peer %llu, want %llu",
-            (unsigned long long)whole.in->peer, (unsigned long long)want);
-        FUZZ_CHECK(want != 0 || whole.closed, "bad handshake not refused");
-    } else {
+    /* The handshake is accepted exactly when it is well formed, refused
+     * as soon as its bytes show it is not, and waited for otherwise; an
+     * accepted one records the sender's build id. */
+    want = expect_handshake(stream, len);
+    if (want < 0) {
+        FUZZ_CHECK(whole.closed && whole.in->peer == 0,
+                   "bad handshake not refused");
+    } else if (want == 0) {
         FUZZ_CHECK(
             !whole.closed && whole.in->peer == 0 && whole.in->hs_got == len,
             "a partial handshake of %zu bytes", len);
+    } else {
+        size_t n_build = stream[RAFT__UV_HANDSHAKE_FIXED - 1];
+        const struct raft_uv_out *o = &outs[want - SELF - 1];
+
+        FUZZ_CHECK(whole.in->peer == (raft_id)want,
+                   "handshake gave peer %llu, want %lld",
+                   (unsigned long long)whole.in->peer, want);
+        FUZZ_CHECK(o->build_known && strlen(o->build_id) == n_build &&
+                       memcmp(o->build_id, stream + RAFT__UV_HANDSHAKE_FIXED,
+                              n_build) == 0,
+                   "build id of peer %lld not recorded", want);
+    }
+    /* The encoder's handshakes are the accepted ones. */
+    for (i = 0; i < N_PEERS; i++) {
+        uint8_t hs[RAFT__UV_HANDSHAKE_MAX];
+        size_t n = raft_uv_send_handshake_encode(outs[i].id, BUILD, hs);
+        FUZZ_CHECK(expect_handshake(hs, n) == (long long)outs[i].id,
+                   "the encoder's handshake is refused");
     }
     FUZZ_CHECK(whole.n_frames == 0 || whole.in->peer != 0,
                "frames before the handshake");

@@ -345,12 +345,18 @@ static void gen_frame(const struct frames *s)
 }
 
 /* stream starts a receive sample: the cut byte, then the handshake of
- * @from. */
-static size_t stream(uint8_t *out, uint8_t cut, raft_id from)
+ * @from with build id @build. */
+static size_t stream_build(uint8_t *out, uint8_t cut, raft_id from,
+                           const char *build)
 {
     out[0] = cut;
-    raft_uv_send_handshake_encode(from, out + 1);
-    return 1 + RAFT__UV_HANDSHAKE_LEN;
+    return 1 + raft_uv_send_handshake_encode(from, build, out + 1);
+}
+
+/* stream is stream_build with the fuzz target's own build id. */
+static size_t stream(uint8_t *out, uint8_t cut, raft_id from)
+{
+    return stream_build(out, cut, from, "fuzz build");
 }
 
 static void gen_recv(const struct frames *s)
@@ -393,6 +399,21 @@ static void gen_recv(const struct frames *s)
     raft_byte_store_u32(out + len, UINT32_MAX);
     len += 4;
     write_sample("recv", "length_too_big", out, len);
+    /* Build ids: another build (accepted, logged), none, one that is
+     * not printable (refused), and the 15 bytes of handshake version 1
+     * (refused). */
+    len = stream_build(out, 0, 2, "3.40.1 2022-12-28 other build");
+    encode_frame(&s->f[0], out, &len);
+    write_sample("recv", "other_build", out, len);
+    len = stream_build(out, 2, 3, "");
+    encode_frame(&s->f[0], out, &len);
+    write_sample("recv", "no_build", out, len);
+    len = stream_build(out, 0, 2, "bad\x01build");
+    write_sample("recv", "build_not_printable", out, len);
+    out[0] = 0;
+    memcpy(out + 1, "RFTSQL\x01", 7);
+    raft_byte_store_u64(out + 8, 2);
+    write_sample("recv", "handshake_v1", out, 16);
 }
 
 /* ---- Log records -------------------------------------------------------- */

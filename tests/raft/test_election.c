@@ -380,6 +380,56 @@ static void test_check_quorum(void **state)
     raft_close(r);
 }
 
+/* A server whose driver cannot persist stops leading and campaigning
+ * (STORAGE_STALLED) and campaigns again once it can: a leader whose log
+ * disk is full must not keep its followers from electing one that can
+ * write (issue 10 #11). */
+static void test_storage_stalled(void **state)
+{
+    struct raft *r = new3(1, 0, 0, NULL, 0);
+    struct raft_event e;
+    struct raft_update u;
+    uint64_t t;
+
+    (void)state;
+    make_leader(r, &u);
+    assert_int_equal(raft_role(r), RAFT_LEADER);
+    memset(&e, 0, sizeof e);
+    e.type = RAFT_EVENT_STORAGE_STALLED;
+    e.storage.stalled = true;
+    assert_int_equal(raft_step(r, &e, &u), 0);
+    assert_true(raft_storage_stalled(r));
+    assert_int_equal(raft_role(r), RAFT_FOLLOWER);
+    assert_int_equal(raft_leader_id(r), 0);
+    assert_int_equal(raft_current_term(r), 1);
+    assert_false(u.hard_state_changed);
+    assert_int_equal(u.n_messages, 0);
+    /* Stalled: many election timeouts pass with no pre-vote round. */
+    for (t = 1000; t <= 6000; t += 50) {
+        assert_int_equal(step_tick(r, t, &u), 0);
+        assert_int_equal(u.n_messages, 0);
+        assert_int_equal(raft_role(r), RAFT_FOLLOWER);
+    }
+    /* It still answers a candidate (the answer waits for the disk). */
+    assert_int_equal(step_request_vote(r, 2, 2, 9, 9, false, &u), 0);
+    assert_int_equal(raft_current_term(r), 2);
+    assert_true(vote_answer(&u)->vote_granted);
+    /* Once it can write again, it campaigns after an election timeout,
+     * no sooner. */
+    e.storage.stalled = false;
+    assert_int_equal(raft_step(r, &e, &u), 0);
+    assert_false(raft_storage_stalled(r));
+    t -= 50; /* the last tick */
+    assert_int_equal(step_tick(r, t + 99, &u), 0);
+    assert_int_equal(u.n_messages, 0);
+    assert_int_equal(step_tick(r, t + 200, &u), 0);
+    assert_int_equal(u.n_messages, 2);
+    assert_int_equal(u.messages[0].type, RAFT_MSG_REQUEST_VOTE);
+    assert_int_equal(raft_role(r), RAFT_CANDIDATE);
+    assert_int_equal(raft_current_term(r), 3);
+    raft_close(r);
+}
+
 /* A candidate becomes a follower on any message of a higher term, and
  * becomes leader once a majority granted its vote, appending a NOOP. */
 static void test_candidate_outcomes(void **state)
@@ -586,6 +636,7 @@ int main(void)
         cmocka_unit_test(test_pre_candidate),
         cmocka_unit_test(test_leader_stickiness),
         cmocka_unit_test(test_check_quorum),
+        cmocka_unit_test(test_storage_stalled),
         cmocka_unit_test(test_candidate_outcomes),
         cmocka_unit_test(test_invalid_events),
         cmocka_unit_test(test_single_node),

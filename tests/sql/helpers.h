@@ -135,11 +135,13 @@ static inline struct buf *make_request(uint64_t seq, const char *sql)
     return make_request_ex(1, seq, sql, NULL, 0, 1700000000000LL, seq);
 }
 
-/* entry_set_payload makes entry @e carry payload @b (NULL: a no-op
- * entry, which carries no request). @b must outlive the entry's use. */
+/* entry_set_payload makes entry @e a request entry carrying payload @b
+ * (NULL: a no-op entry, which carries no request). @b must outlive the
+ * entry's use. */
 static inline void entry_set_payload(struct sql_fsm_entry *e,
                                      const struct buf *b)
 {
+    e->kind = SQL_ENTRY_REQUEST;
     e->data = b != NULL ? b->data : NULL;
     e->len = b != NULL ? b->len : 0;
 }

@@ -630,6 +630,50 @@ static void test_compaction_ahead_of_refused(void **state)
     assert_true(x->f.compact_seq < x->f.append_seq);
 }
 
+/* A compaction asked for while a new term's hard state, gone ahead of a
+ * refused append, is being written lands behind that append; the append's
+ * next refusal must put it first, or the append waits for good (the log
+ * stays full although compaction could empty it: found with 250 KB
+ * requests in a 1 MB log, issue 10 #3). */
+static void test_compaction_queued_during_hard_state(void **state)
+{
+    struct fixture *x = *state;
+    struct raft_persist_result res;
+    struct raft_persist_job *j;
+
+    merge(x, 1, 4, 1, NULL, 0);
+    assert_true(run_next(x, &res));
+    merge(x, 5, 5, 0, NULL, 0);
+    x->f.nospace = 100; /* no room until compacted */
+    assert_true(run_next(x, &res));
+    assert_true(res.log_full);
+    /* A new term: its hard state goes first and runs... */
+    merge(x, 0, 0, 2, NULL, 0);
+    assert_false(raft_persist_log_full(&x->p));
+    assert_true(raft_persist_room_wanted(&x->p)); /* the append waits */
+    j = raft_persist_next(&x->p);
+    assert_non_null(j);
+    /* ...while the store asks for a compaction. */
+    assert_int_equal(raft_persist_compact(&x->p, 4), 0);
+    x->f.nospace = 0; /* the hard state fits (the reserve) */
+    raft_persist_run(j, &x->s);
+    raft_persist_done(&x->p, j, true, x->core, &res);
+    raft_persist_job_free(j);
+    assert_int_equal(res.outcome, RAFT_PERSIST_DONE);
+    assert_int_equal(x->f.hs.term, 2);
+    /* The refused append runs again and is refused again. */
+    x->f.nospace = 100;
+    assert_true(run_next(x, &res));
+    assert_int_equal(res.outcome, RAFT_PERSIST_REQUEUED);
+    /* The compaction must run now, ahead of it, with no retry needed. */
+    assert_true(run_next(x, &res));
+    assert_int_equal(res.compact_index, 4);
+    x->f.nospace = 0;
+    assert_true(run_next(x, &res));
+    assert_int_equal(res.persisted_index, 5);
+    assert_false(raft_persist_room_wanted(&x->p));
+}
+
 /* Without @requeue (a driver stopping), a refused append just fails. */
 static void test_nospace_no_requeue(void **state)
 {
@@ -727,6 +771,7 @@ int main(void)
         T(test_nospace_waits_for_retry),
         T(test_hard_state_ahead_of_refused_append),
         T(test_compaction_ahead_of_refused),
+        T(test_compaction_queued_during_hard_state),
         T(test_nospace_no_requeue),
         T(test_compaction_in_order),
         T(test_empty_job_dropped),

@@ -24,6 +24,8 @@
 #define WAIT_MS 5000
 #define MAX_NODES 3
 #define MAX_FRAME (8u << 20)
+/* The build id of every server unless a test gives it another. */
+#define BUILD "build-A"
 
 /* One received message, re-encoded (the encoding is canonical, so equal
  * bytes mean equal messages). */
@@ -53,6 +55,7 @@ struct node {
     char last_warn[512];         /* text of the last WARN */
     bool closing;                /* close called, cb not yet */
     bool recv_after_close;       /* a message arrived after close */
+    const char *build_id;        /* its build id, NULL: BUILD */
 };
 
 struct fixture {
@@ -267,8 +270,9 @@ static void start_node(struct fixture *f, unsigned id, unsigned n_nodes)
         n_peers++;
     }
     rc = raft_uv_transport_start(&f->loop, id, "127.0.0.1", n->port, peers,
-                                 n_peers, MAX_FRAME, on_recv, on_log, n, &n->t,
-                                 err, sizeof err);
+                                 n_peers, MAX_FRAME,
+                                 n->build_id != NULL ? n->build_id : BUILD,
+                                 on_recv, on_log, n, &n->t, err, sizeof err);
     if (rc != 0) {
         fail_msg("start node %u: %d %s", id, rc, err);
     }
@@ -512,6 +516,37 @@ static void test_two_nodes(void **state)
     assert_int_equal(f->nodes[1].n_warn, 0);
 }
 
+/* Each server learns its peer's build id from the peer's handshake; a
+ * build that differs is logged once per connection, naming both, and
+ * changes nothing else: messages flow both ways. */
+static void test_build_ids(void **state)
+{
+    struct fixture *f = *state;
+
+    f->nodes[1].build_id = "build-B 2.0";
+    start_cluster(f, 2);
+    g_n_nodes = 2;
+    WAIT_FOR(f, fully_connected);
+    run_for(f, 20);
+    assert_null(raft_uv_transport_peer_build_id(f->nodes[0].t, 3));
+    send_heartbeats(f, 1, 2, 5);
+    send_heartbeats(f, 2, 1, 5);
+    check_delivered(f);
+    assert_string_equal(raft_uv_transport_peer_build_id(f->nodes[0].t, 2),
+                        "build-B 2.0");
+    assert_string_equal(raft_uv_transport_peer_build_id(f->nodes[1].t, 1),
+                        BUILD);
+    assert_int_equal(f->nodes[0].n_warn, 1);
+    assert_non_null(
+        strstr(f->nodes[0].last_warn, "peer 2 (incoming 127.0.0.1:"));
+    assert_non_null(strstr(f->nodes[0].last_warn,
+                           "its build differs from this server's: build id "
+                           "'build-B 2.0' there, 'build-A' here"));
+    assert_int_equal(f->nodes[1].n_warn, 1);
+    assert_non_null(
+        strstr(f->nodes[1].last_warn, "'build-A' there, 'build-B 2.0' here"));
+}
+
 /* split_by_sender keeps the frames of @r sent by @from. */
 static void split_by_sender(const struct recs *r, raft_id from,
                             struct recs *out)
@@ -714,14 +749,28 @@ static void raw_close(struct fixture *f, struct raw *r)
     WAIT_FOR(f, raw_closed);
 }
 
-/* handshake writes the 15-byte handshake of sender @id into @out. */
+/* handshake_of writes the handshake (version 2 layout, uv.h) of sender
+ * @id into @out with handshake version @hv, wire version @wv and build id
+ * @build of @build_len bytes; returns its length. */
+static size_t handshake_of(uint8_t *out, const char *magic, uint8_t hv,
+                           uint8_t wv, raft_id id, const char *build,
+                           size_t build_len)
+{
+    memcpy(out, magic, 6);
+    out[6] = hv;
+    out[7] = wv;
+    raft_byte_store_u64(out + 8, id);
+    out[16] = (uint8_t)build_len;
+    memcpy(out + 17, build, build_len);
+    return 17 + build_len;
+}
+
+/* handshake writes the handshake of sender @id, with BUILD, into @out. */
 static size_t handshake(uint8_t *out, const char *magic, uint8_t version,
                         raft_id id)
 {
-    memcpy(out, magic, 6);
-    out[6] = version;
-    raft_byte_store_u64(out + 7, id);
-    return 15;
+    return handshake_of(out, magic, version, RAFT_WIRE_VERSION, id, BUILD,
+                        strlen(BUILD));
 }
 
 /* frame_of encodes @m into @out (at most @cap bytes) and returns its
@@ -764,7 +813,8 @@ static void expect_rejected(struct fixture *f, const void *bytes, size_t len,
 static void test_hostile_clients(void **state)
 {
     struct fixture *f = *state;
-    uint8_t buf[256];
+    uint8_t buf[320];
+    char long_build[130];
     struct raft_message c;
     struct raft_frame m;
     size_t n;
@@ -774,27 +824,42 @@ static void test_hostile_clients(void **state)
     expect_rejected(f, "GET / HTTP/1.1\r\nHost: x\r\n\r\n", 27,
                     "bad handshake magic");
 
-    n = handshake(buf, "RFTSQL", RAFT_WIRE_VERSION + 1, 2);
+    /* Version 1, the 15 bytes of earlier raftsql (wire version 1 where
+     * the handshake version is now), then version 3. */
+    memcpy(buf, "RFTSQL\x01", 7);
+    raft_byte_store_u64(buf + 7, 2);
+    expect_rejected(f, buf, 15,
+                    "handshake version 1, want 2: closing (the peer runs an "
+                    "older raftsql)");
+    n = handshake(buf, "RFTSQL", 3, 2);
+    expect_rejected(f, buf, n, "handshake version 3, want 2");
+    n = handshake_of(buf, "RFTSQL", 2, RAFT_WIRE_VERSION + 1, 2, "", 0);
     expect_rejected(f, buf, n, "handshake wire version");
+    memset(long_build, 'x', sizeof long_build);
+    n = handshake_of(buf, "RFTSQL", 2, RAFT_WIRE_VERSION, 2, long_build,
+                     sizeof long_build);
+    expect_rejected(f, buf, n, "handshake build id of 130 bytes, at most 128");
+    n = handshake_of(buf, "RFTSQL", 2, RAFT_WIRE_VERSION, 2, "a\tb", 3);
+    expect_rejected(f, buf, n, "byte 0x09 at 1, not printable ASCII");
 
-    n = handshake(buf, "RFTSQL", RAFT_WIRE_VERSION, 99);
+    n = handshake(buf, "RFTSQL", 2, 99);
     expect_rejected(f, buf, n, "unknown server 99");
 
-    n = handshake(buf, "RFTSQL", RAFT_WIRE_VERSION, 2);
+    n = handshake(buf, "RFTSQL", 2, 2);
     raft_byte_store_u32(buf + n, UINT32_MAX);
     expect_rejected(f, buf, n + 4, "frame length 4294967295");
 
-    n = handshake(buf, "RFTSQL", RAFT_WIRE_VERSION, 2);
+    n = handshake(buf, "RFTSQL", 2, 2);
     raft_byte_store_u32(buf + n, MAX_FRAME + 1);
     expect_rejected(f, buf, n + 4, "frame length");
 
-    n = handshake(buf, "RFTSQL", RAFT_WIRE_VERSION, 2);
+    n = handshake(buf, "RFTSQL", 2, 2);
     raft_byte_store_u32(buf + n, 1);
     buf[n + 4] = RAFT_WIRE_VERSION;
     expect_rejected(f, buf, n + 5, "frame length 1");
 
     /* A frame whose body is cut short of its AppendEntries fields. */
-    n = handshake(buf, "RFTSQL", RAFT_WIRE_VERSION, 2);
+    n = handshake(buf, "RFTSQL", 2, 2);
     raft_byte_store_u32(buf + n, 20);
     memset(buf + n + 4, 0, 20);
     buf[n + 4] = RAFT_WIRE_VERSION;
@@ -802,7 +867,7 @@ static void test_hostile_clients(void **state)
     expect_rejected(f, buf, n + 24, "bad frame");
 
     /* A frame of an unknown version. */
-    n = handshake(buf, "RFTSQL", RAFT_WIRE_VERSION, 2);
+    n = handshake(buf, "RFTSQL", 2, 2);
     raft_byte_store_u32(buf + n, 2);
     buf[n + 4] = 7;
     buf[n + 5] = 1;
@@ -814,7 +879,7 @@ static void test_hostile_clients(void **state)
     c.from = 3;
     c.to = 1;
     m = framed(&c);
-    n = handshake(buf, "RFTSQL", RAFT_WIRE_VERSION, 2);
+    n = handshake(buf, "RFTSQL", 2, 2);
     n += frame_of(&m, buf + n, sizeof buf - n);
     expect_rejected(f, buf, n, "message from 3 to 1");
 
@@ -822,7 +887,7 @@ static void test_hostile_clients(void **state)
     c.from = 2;
     c.to = 2;
     m = framed(&c);
-    n = handshake(buf, "RFTSQL", RAFT_WIRE_VERSION, 2);
+    n = handshake(buf, "RFTSQL", 2, 2);
     n += frame_of(&m, buf + n, sizeof buf - n);
     expect_rejected(f, buf, n, "message from 2 to 2");
 }
@@ -849,7 +914,7 @@ static void test_reassembly(void **state)
     start_cluster(f, 2);
     buf = malloc(1 << 20);
     assert_non_null(buf);
-    n += handshake(buf, "RFTSQL", RAFT_WIRE_VERSION, 2);
+    n += handshake(buf, "RFTSQL", 2, 2);
     memset(&c, 0, sizeof c);
     c.from = 2;
     c.to = 1;
@@ -876,7 +941,7 @@ static void test_reassembly(void **state)
     /* Cut inside the handshake, then inside the big frame's length
      * prefix area, and send the rest (two frames' worth) at once. */
     cut1 = 9;
-    cut2 = 15 +
+    cut2 = 17 + strlen(BUILD) +
            raft_frame_encoded_len(
                &(struct raft_frame){.type = RAFT_MSG_REQUEST_VOTE}) +
            2;
@@ -978,8 +1043,8 @@ static void test_close_in_callback(void **state)
     start_node(f, 1, 2);
     assert_int_equal(
         raft_uv_transport_start(&f->loop, 2, "127.0.0.1", n2->port, &peer, 1,
-                                MAX_FRAME, on_recv_close, on_log, n2, &n2->t,
-                                err, sizeof err),
+                                MAX_FRAME, BUILD, on_recv_close, on_log, n2,
+                                &n2->t, err, sizeof err),
         0);
     g_n_nodes = 2;
     WAIT_FOR(f, fully_connected);
@@ -999,27 +1064,44 @@ static void test_start_errors(void **state)
 
     assert_int_equal(
         raft_uv_transport_start(&f->loop, 1, "not-an-ip", 0, NULL, 0, MAX_FRAME,
-                                on_recv, NULL, NULL, &t, err, sizeof err),
+                                NULL, on_recv, NULL, NULL, &t, err, sizeof err),
         RAFT_INVALID);
     assert_null(t);
     peer.id = 1;
     assert_int_equal(raft_uv_transport_start(&f->loop, 1, "127.0.0.1", 0, &peer,
-                                             1, MAX_FRAME, on_recv, NULL, NULL,
-                                             &t, err, sizeof err),
+                                             1, MAX_FRAME, NULL, on_recv, NULL,
+                                             NULL, &t, err, sizeof err),
                      RAFT_INVALID);
     peer.id = 2;
+    assert_int_equal(
+        raft_uv_transport_start(&f->loop, 1, "127.0.0.1", 0, &peer, 1,
+                                MAX_FRAME, "bad\nbuild", on_recv, NULL, NULL,
+                                &t, err, sizeof err),
+        RAFT_INVALID);
+    assert_non_null(strstr(err, "not printable ASCII"));
+    {
+        char big[RAFT_UV_BUILD_ID_MAX + 2];
+        memset(big, 'b', sizeof big - 1);
+        big[sizeof big - 1] = '\0';
+        assert_int_equal(raft_uv_transport_start(
+                             &f->loop, 1, "127.0.0.1", 0, &peer, 1, MAX_FRAME,
+                             big, on_recv, NULL, NULL, &t, err, sizeof err),
+                         RAFT_INVALID);
+        assert_non_null(strstr(err, "build id of 129 bytes, at most 128"));
+    }
     strcpy(peer.host, "localhost");
     assert_int_equal(raft_uv_transport_start(&f->loop, 1, "127.0.0.1", 0, &peer,
-                                             1, MAX_FRAME, on_recv, NULL, NULL,
-                                             &t, err, sizeof err),
+                                             1, MAX_FRAME, NULL, on_recv, NULL,
+                                             NULL, &t, err, sizeof err),
                      RAFT_INVALID);
     assert_null(t);
 
     start_node(f, 1, 1);
-    assert_int_equal(raft_uv_transport_start(
-                         &f->loop, 2, "127.0.0.1", f->nodes[0].port, NULL, 0,
-                         MAX_FRAME, on_recv, NULL, NULL, &t, err, sizeof err),
-                     RAFT_IOERR);
+    assert_int_equal(
+        raft_uv_transport_start(&f->loop, 2, "127.0.0.1", f->nodes[0].port,
+                                NULL, 0, MAX_FRAME, NULL, on_recv, NULL, NULL,
+                                &t, err, sizeof err),
+        RAFT_IOERR);
     assert_null(t);
     assert_non_null(strstr(err, "bind"));
 }
@@ -1028,6 +1110,7 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup_teardown(test_two_nodes, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_build_ids, setup, teardown),
         cmocka_unit_test_setup_teardown(test_three_nodes, setup, teardown),
         cmocka_unit_test_setup_teardown(test_late_peer, setup, teardown),
         cmocka_unit_test_setup_teardown(test_reconnect_after_restart, setup,
