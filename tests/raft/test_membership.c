@@ -465,11 +465,13 @@ static void test_removed_leader_steps_down(void **state)
 
 /* Snapshots carry the configuration: an install resets the log to the
  * snapshot's, a compaction keeps the one in force, raft_restore takes the
- * snapshot's for the compacted prefix. */
+ * snapshot's for the compacted prefix; an invalid one is refused by
+ * both. */
 static void test_snapshot_configuration(void **state)
 {
     struct raft_configuration c3;
     struct raft_configuration c5;
+    struct raft_configuration bad;
     struct raft_config cfg;
     struct raft_hard_state hs = {4, 0};
     struct raft_event e;
@@ -486,6 +488,10 @@ static void test_snapshot_configuration(void **state)
     e.snapshot.term = 4;
     e.snapshot.index = 10;
     e.snapshot.last_term = 3;
+    bad = c5;
+    bad.servers[1].id = 1; /* a duplicate id */
+    e.snapshot.configuration = &bad;
+    assert_int_equal(raft_step(r, &e, &u), RAFT_INVALID);
     e.snapshot.configuration = &c5;
     assert_int_equal(raft_step(r, &e, &u), 0);
     assert_true(u.configuration_changed);
@@ -510,6 +516,9 @@ static void test_snapshot_configuration(void **state)
     raft_close(r);
 
     config3(&cfg, 1, 1 << 20, 4, 7);
+    cfg.configuration = &bad;
+    assert_int_equal(raft_restore(&cfg, &hs, 10, 3, NULL, 0, 10, &r),
+                     RAFT_INVALID);
     cfg.configuration = &c5;
     assert_int_equal(raft_restore(&cfg, &hs, 10, 3, NULL, 0, 10, &r), 0);
     assert_true(raft_configuration_equal(raft_current_configuration(r), &c5));
