@@ -44,6 +44,22 @@ def start_peers(workdir, members, extra, ids=(2, 3)):
     return peers
 
 
+def fill(mnt, leave=0):
+    """Fill the filesystem at @mnt with a file but @leave bytes; return
+    its path."""
+    filler = os.path.join(mnt, "filler")
+    with open(filler, "wb") as out:
+        try:
+            while True:
+                out.write(b"\0" * (64 * 1024))
+                out.flush()
+        except OSError:
+            pass
+    if leave > 0:
+        os.truncate(filler, max(0, os.path.getsize(filler) - leave))
+    return filler
+
+
 class ClusterCase(unittest.TestCase):
     """A test case with a fresh 3-node cluster: call start(extra) first;
     tearDown stops every node and fails on a non-zero exit (a sanitizer
