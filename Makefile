@@ -214,6 +214,9 @@ $(B)/fuzz/obj/%.o: %.c
 $(B)/fuzz/fuzz_frame: tests/fuzz/fuzz_frame.c tests/fuzz/fuzz.h \
 		$(call fz,$(CORE_SRC))
 	$(FUZZ_LINK)
+$(B)/fuzz/fuzz_configuration: tests/fuzz/fuzz_configuration.c \
+		tests/fuzz/fuzz.h $(call fz,$(CORE_SRC))
+	$(FUZZ_LINK)
 $(B)/fuzz/fuzz_recv: tests/fuzz/fuzz_recv.c tests/fuzz/fuzz.h \
 		$(call fz,$(CORE_SRC) $(UV_SRC))
 	$(FUZZ_LINK)

@@ -10,6 +10,7 @@
 
 #include "lmdb_log/format.h"
 #include "raft/byte.h"
+#include "raft/configuration.h"
 #include "raft/message.h"
 #include "raft/uv_internal.h"
 #include "sql/sql.h"
@@ -145,13 +146,13 @@ static void gen_request(void)
 /* ---- Frames ------------------------------------------------------------- */
 
 /* The samples: one frame or more of every type, from 2 to 1. */
-#define N_FRAMES 12
+#define N_FRAMES 15
 
 struct frames {
     struct raft_frame f[N_FRAMES]; /* the frames */
     const char *name[N_FRAMES];    /* their file names */
-    struct raft_entry entries[3];  /* of the AppendEntries */
-    struct raft_buf *bufs[4];      /* payloads */
+    struct raft_entry entries[4];  /* of the AppendEntries */
+    struct raft_buf *bufs[5];      /* payloads */
 };
 
 static struct raft_buf *buf_of(const void *p, size_t len)
@@ -276,6 +277,32 @@ static void frames_init(struct frames *s)
     f[i].snapshot_chunk_result.offset = 0;
     f[i].snapshot_chunk_result.status = RAFT_IOERR;
     s->name[i++] = "snapshot_chunk_refused";
+    message_frame(&f[i], RAFT_MSG_TIMEOUT_NOW);
+    f[i].message.timeout_now.term = 7;
+    s->name[i++] = "timeout_now";
+    f[i] = f[0];
+    f[i].message.request_vote.term = 8;
+    f[i].message.request_vote.pre_vote = false;
+    f[i].message.request_vote.disrupt = true;
+    s->name[i++] = "request_vote_transfer";
+    {
+        struct raft_configuration c;
+        raft_configuration_init(&c);
+        if (raft_configuration_add(&c, 1, RAFT_VOTER, "127.0.0.1:7001") ||
+            raft_configuration_add(&c, 2, RAFT_VOTER, "127.0.0.1:7002") ||
+            raft_configuration_add(&c, 4, RAFT_LEARNER, "10.0.0.4:7004") ||
+            raft_configuration_encode_buf(&c, &s->bufs[4])) {
+            die("raft_configuration_encode_buf");
+        }
+    }
+    s->entries[3].term = 7;
+    s->entries[3].index = 121;
+    s->entries[3].type = RAFT_ENTRY_CONFIG;
+    s->entries[3].data = s->bufs[4];
+    f[i] = f[3];
+    f[i].message.append_entries.n_entries = 1;
+    f[i].message.append_entries.entries = &s->entries[3];
+    s->name[i++] = "append_entries_config";
 }
 
 static void frames_close(struct frames *s)
@@ -427,6 +454,39 @@ static void gen_log_entry(const struct frames *s)
                  1 + LMDB_LOG_FORMAT_KEY_LEN + len);
 }
 
+/* gen_configuration writes encoded configurations: empty, a bootstrap's
+ * three voters, voters and learners with long and empty addresses. */
+static void gen_configuration(void)
+{
+    struct raft_configuration c;
+    struct raft_buf *b = NULL;
+    char longaddr[RAFT_ADDRESS_MAX + 1];
+    static const char *names[3] = {"empty", "three_voters", "mixed"};
+    unsigned i;
+
+    make_dir("configuration");
+    memset(longaddr, 'h', RAFT_ADDRESS_MAX);
+    longaddr[RAFT_ADDRESS_MAX] = '\0';
+    for (i = 0; i < 3; i++) {
+        int rc = 0;
+        raft_configuration_init(&c);
+        if (i >= 1) {
+            rc |= raft_configuration_add(&c, 1, RAFT_VOTER, "127.0.0.1:7001");
+            rc |= raft_configuration_add(&c, 2, RAFT_VOTER, "127.0.0.1:7002");
+            rc |= raft_configuration_add(&c, 3, RAFT_VOTER, "127.0.0.1:7003");
+        }
+        if (i == 2) {
+            rc |= raft_configuration_add(&c, 9, RAFT_LEARNER, longaddr);
+            rc |= raft_configuration_add(&c, 12, RAFT_LEARNER, "");
+        }
+        if (rc != 0 || raft_configuration_encode_buf(&c, &b) != 0) {
+            die("raft_configuration_encode_buf");
+        }
+        write_sample("configuration", names[i], b->data, b->len);
+        raft_buf_unref(b);
+    }
+}
+
 static void gen_log_meta(void)
 {
     static const char *const names[] = {
@@ -475,6 +535,7 @@ int main(int argc, char **argv)
     gen_recv(&s);
     gen_log_entry(&s);
     gen_log_meta();
+    gen_configuration();
     frames_close(&s);
     return 0;
 }

@@ -12,6 +12,7 @@
 
 #include <cmocka.h>
 
+#include "raft/configuration.h"
 #include "raft/raft_internal.h"
 #include "tests/lib/cluster_internal.h"
 
@@ -122,31 +123,73 @@ static void handle_update(struct cluster *c, struct cnode *n,
     cluster_disk_update(c, n, u);
 }
 
-void cluster_step_node(struct cluster *c, struct cnode *n,
-                       const struct raft_event *e)
+/* step_event steps @e on live node @n and, when it is taken, carries out
+ * the update and runs the checks of every step. Returns raft_step's
+ * result. */
+static int step_event(struct cluster *c, struct cnode *n,
+                      const struct raft_event *e)
 {
     struct raft_update u;
     int rc = raft_step(n->raft, e, &u);
+
+    if (rc != 0) {
+        return rc;
+    }
+    handle_update(c, n, &u);
+    cluster_check_commit(c, n);
+    cluster_check_step(c);
+    if (u.n_committed > 0) {
+        cluster_disk_compact(c, n);
+    }
+    return 0;
+}
+
+void cluster_step_node(struct cluster *c, struct cnode *n,
+                       const struct raft_event *e)
+{
+    int rc = step_event(c, n, e);
+
     if (rc != 0) {
         cluster_fail(c, "node %llu: raft_step(type %d): %s",
                      (unsigned long long)n->id, e->type, raft_strerror(rc));
     }
-    handle_update(c, n, &u);
-    cluster_check_step(c);
-    if (u.n_committed > 0) {
-        cluster_disk_compact(c, n);
+}
+
+void cluster_applied_configuration(const struct cnode *n, raft_index index,
+                                   struct raft_configuration *out)
+{
+    raft_index i;
+
+    raft_configuration_init(out);
+    for (i = index < n->n_applied ? index : n->n_applied; i > 0; i--) {
+        const struct raft_entry *e = &n->applied[i - 1];
+        if (e->type == RAFT_ENTRY_CONFIG) {
+            if (raft_configuration_decode(e->data->data, e->data->len, out,
+                                          NULL, 0) != 0) {
+                cluster_fail(n->c, "node %llu applied a bad configuration",
+                             (unsigned long long)n->id);
+            }
+            return;
+        }
     }
 }
 
 static void start_node(struct cluster *c, struct cnode *n)
 {
     struct raft_config rc;
+    struct raft_configuration snap;
     int rv;
 
     memset(&rc, 0, sizeof rc);
     rc.id = n->id;
-    rc.voters = c->ids;
-    rc.n_voters = c->cfg.n;
+    if (c->cfg.n_founders == 0) {
+        rc.voters = c->ids;
+        rc.n_voters = c->cfg.n;
+    } else {
+        /* The snapshot's configuration, from the state machine. */
+        cluster_applied_configuration(n, n->base, &snap);
+        rc.configuration = &snap;
+    }
     rc.election_timeout = c->cfg.election_timeout;
     rc.heartbeat_interval = c->cfg.heartbeat_interval;
     rc.max_size_per_msg = c->cfg.max_size_per_msg;
@@ -161,6 +204,30 @@ static void start_node(struct cluster *c, struct cnode *n)
         cluster_fail(c, "raft_restore: %s", raft_strerror(rv));
     }
     n->next_tick = c->now + cluster_random(c, 0, c->cfg.tick_ms);
+}
+
+/* bootstrap writes founder @n's first durable state, as a driver does
+ * before its first raft_new (raft_configuration_bootstrap): entry 1
+ * holds the founders, hard state term 1. */
+static void bootstrap(struct cluster *c, struct cnode *n)
+{
+    raft_id id;
+
+    raft_configuration_init(&c->conf);
+    for (id = 1; id <= c->cfg.n_founders; id++) {
+        char address[32];
+        snprintf(address, sizeof address, "node%llu:7000",
+                 (unsigned long long)id);
+        if (raft_configuration_add(&c->conf, id, RAFT_VOTER, address) != 0) {
+            cluster_fail(c, "bootstrap configuration");
+        }
+    }
+    n->cap_log = 16;
+    n->log = cluster_alloc(c, n->log, n->cap_log * sizeof *n->log);
+    if (raft_configuration_bootstrap(&c->conf, &n->log[0], &n->hs) != 0) {
+        cluster_fail(c, "raft_configuration_bootstrap");
+    }
+    n->n_log = 1;
 }
 
 struct cluster *cluster_new(const struct cluster_config *cfg)
@@ -184,6 +251,9 @@ struct cluster *cluster_new(const struct cluster_config *cfg)
         c->nodes[i].id = i + 1;
         c->nodes[i].c = c;
         raft_persist_init(&c->nodes[i].disk);
+        if (i < cfg->n_founders) {
+            bootstrap(c, &c->nodes[i]);
+        }
         start_node(c, &c->nodes[i]);
     }
     return c;
@@ -367,18 +437,21 @@ raft_id cluster_leader(const struct cluster *c)
     return best;
 }
 
-int cluster_propose(struct cluster *c, raft_id id, const void *data, size_t len)
+/* step_on steps @e on node @id: RAFT_SHUTDOWN while it is down, else
+ * what step_event returns. */
+static int step_on(struct cluster *c, raft_id id, const struct raft_event *e)
 {
     struct cnode *n = cluster_node(c, id);
-    struct raft_buf *b;
+
+    return n->raft == NULL ? RAFT_SHUTDOWN : step_event(c, n, e);
+}
+
+int cluster_propose(struct cluster *c, raft_id id, const void *data, size_t len)
+{
+    struct raft_buf *b = raft_buf_copy(data, len);
     struct raft_event e;
-    struct raft_update u;
     int rc;
 
-    if (n->raft == NULL) {
-        return RAFT_SHUTDOWN;
-    }
-    b = raft_buf_copy(data, len);
     if (b == NULL) {
         cluster_fail(c, "out of memory");
     }
@@ -386,13 +459,56 @@ int cluster_propose(struct cluster *c, raft_id id, const void *data, size_t len)
     e.type = RAFT_EVENT_PROPOSE;
     e.propose.bufs = &b;
     e.propose.n = 1;
-    rc = raft_step(n->raft, &e, &u);
+    rc = step_on(c, id, &e);
     raft_buf_unref(b);
+    return rc;
+}
+
+int cluster_change(struct cluster *c, raft_id id, uint8_t kind, raft_id target,
+                   uint8_t role, const char *address)
+{
+    struct raft_event e;
+    int rc;
+
+    memset(&e, 0, sizeof e);
+    e.type = RAFT_EVENT_CHANGE;
+    e.change.kind = kind;
+    e.change.id = target;
+    e.change.role = role;
+    e.change.address = address;
+    rc = step_on(c, id, &e);
     if (rc == 0) {
-        handle_update(c, n, &u);
-        cluster_check_step(c);
+        c->stats.n_changes++;
+        if (c->verbose) {
+            fprintf(stderr, "t=%llu node %llu: change %u of %llu\n",
+                    (unsigned long long)c->now, (unsigned long long)id,
+                    (unsigned)kind, (unsigned long long)target);
+        }
     }
     return rc;
+}
+
+int cluster_transfer(struct cluster *c, raft_id id, raft_id target)
+{
+    struct raft_event e;
+    int rc;
+
+    memset(&e, 0, sizeof e);
+    e.type = RAFT_EVENT_TRANSFER;
+    e.transfer.id = target;
+    rc = step_on(c, id, &e);
+    if (rc == 0) {
+        c->stats.n_transfers++;
+    }
+    return rc;
+}
+
+bool cluster_is_member(struct cluster *c, raft_id of, raft_id id)
+{
+    struct cnode *n = cluster_node(c, of);
+
+    return n->raft != NULL && raft_configuration_find(
+                                  raft_current_configuration(n->raft), id) >= 0;
 }
 
 void cluster_crash(struct cluster *c, raft_id id)

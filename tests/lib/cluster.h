@@ -13,8 +13,12 @@
  * Durability (an entry handed out committed is durable on a majority and
  * no durable write ever replaces it) and Leader Completeness (every new
  * leader, and every leader of the reporting node's term or later, holds
- * every committed entry). A failed check fails the running cmocka test,
- * printing the seed and a replay command. */
+ * every committed entry). Across configurations (membership, n_founders):
+ * every new leader is a voter of its configuration and holds granted
+ * votes of a majority of its voters (learners' and non-members' votes do
+ * not count), and every index a leader commits is durable on a majority
+ * of the voters of the configuration it uses. A failed check fails the
+ * running cmocka test, printing the seed and a replay command. */
 
 #ifndef TEST_CLUSTER_H
 #define TEST_CLUSTER_H
@@ -59,6 +63,13 @@ struct cluster_config {
                                     (RAFT_NOSPACE, nothing written): the
                                     write waits for a compaction or
                                     1000 ms */
+    unsigned n_founders;         /* 0: nodes 1..n are the static voters
+                                    (raft_config.voters); else nodes
+                                    1..n_founders bootstrap the cluster
+                                    (entry 1, RAFT_ENTRY_CONFIG) and the
+                                    others start empty, to join by
+                                    cluster_change; snapshots carry the
+                                    configuration of their index */
 };
 
 /* Counters of what the harness did and saw. */
@@ -74,6 +85,8 @@ struct cluster_stats {
     uint64_t n_writes;           /* storage writes done (merged updates:
                                     one each) */
     uint64_t n_log_full;         /* appends refused for a full log */
+    uint64_t n_changes;          /* configuration changes appended */
+    uint64_t n_transfers;        /* leadership transfers started */
 };
 
 struct cluster; /* opaque */
@@ -119,6 +132,20 @@ raft_id cluster_leader(const struct cluster *c);
  * node @id and returns raft_step's result (RAFT_NOTLEADER, ...). */
 int cluster_propose(struct cluster *c, raft_id id, const void *data,
                     size_t len);
+
+/* cluster_change steps a RAFT_EVENT_CHANGE of @kind for server @target
+ * (@role for an ADD, @address for ADD and UPDATE_ADDRESS) on node @id
+ * and returns raft_step's result. */
+int cluster_change(struct cluster *c, raft_id id, uint8_t kind, raft_id target,
+                   uint8_t role, const char *address);
+
+/* cluster_transfer steps a RAFT_EVENT_TRANSFER to @target (0: the most
+ * caught-up voter) on node @id and returns raft_step's result. */
+int cluster_transfer(struct cluster *c, raft_id id, raft_id target);
+
+/* cluster_is_member tells whether node @id is a member (voter or
+ * learner) of the configuration in force on live node @of. */
+bool cluster_is_member(struct cluster *c, raft_id of, raft_id id);
 
 /* cluster_crash stops node @id: its core is closed and its storage jobs
  * that were not complete are lost, with the messages they held. */

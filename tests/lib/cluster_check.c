@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "raft/configuration.h"
 #include "raft/inflights.h"
 #include "raft/message.h"
 #include "raft/raft_internal.h"
@@ -51,6 +52,56 @@ static void check_completeness(struct cluster *c, const struct cnode *n,
     }
 }
 
+/* ballot_of returns the candidate voter @v granted its vote in @term
+ * (0: none seen), growing the record to hold @term. */
+static raft_id *ballot_of(struct cluster *c, raft_term term, raft_id v)
+{
+    if (term >= c->n_ballots) {
+        size_t old = c->n_ballots;
+        c->n_ballots = term + 64;
+        c->ballots =
+            cluster_alloc(c, c->ballots, c->n_ballots * sizeof *c->ballots);
+        memset(c->ballots + old, 0, (c->n_ballots - old) * sizeof *c->ballots);
+    }
+    return &c->ballots[term][v - 1];
+}
+
+/* check_election: a new leader @n of @term is a voter of the configuration
+ * it uses (or that configuration is not committed as far as it knows: it
+ * may have to win to commit it), and a majority of its voters granted it
+ * their vote in @term (itself included when a voter): the votes of
+ * learners and of non-members never count. */
+static void check_election(struct cluster *c, const struct cnode *n,
+                           raft_term term)
+{
+    const struct raft_configuration *conf = raft_current_configuration(n->raft);
+    unsigned voters = raft_configuration_n_voters(conf);
+    unsigned granted = 0;
+    unsigned i;
+
+    if (raft_configuration_role(conf, n->id) != RAFT_VOTER &&
+        raft_configuration_index(n->raft) <= raft_commit_index(n->raft)) {
+        cluster_fail(c, "node %llu leads term %llu but is no voter",
+                     (unsigned long long)n->id, (unsigned long long)term);
+    }
+    for (i = 0; i < conf->n; i++) {
+        raft_id v = conf->servers[i].id;
+        if (conf->servers[i].role != RAFT_VOTER || v > c->cfg.n) {
+            continue;
+        }
+        if (v == n->id || *ballot_of(c, term, v) == n->id) {
+            granted++;
+        }
+    }
+    if (granted < voters / 2 + 1) {
+        cluster_fail(c,
+                     "node %llu leads term %llu with the votes of %u of "
+                     "its %u voters",
+                     (unsigned long long)n->id, (unsigned long long)term,
+                     granted, voters);
+    }
+}
+
 static void check_leaders(struct cluster *c)
 {
     unsigned i;
@@ -62,6 +113,14 @@ static void check_leaders(struct cluster *c)
             continue;
         }
         t = raft_current_term(n->raft);
+        if (n->hs.term < t) {
+            /* The only voter elected itself in the step that raised its
+             * term, which is not durable yet: a crash now forgets the
+             * term and the leadership, which did nothing (the core sends
+             * nothing of the term before it is durable). It counts as a
+             * leader once durable. */
+            continue;
+        }
         if (t >= c->n_leaders) {
             size_t old = c->n_leaders;
             c->n_leaders = t + 16;
@@ -79,6 +138,7 @@ static void check_leaders(struct cluster *c)
         if (c->leaders[t] == 0) {
             c->leaders[t] = n->id;
             check_completeness(c, n, 1);
+            check_election(c, n, t);
         }
     }
 }
@@ -129,22 +189,83 @@ static void check_durable_quorum(struct cluster *c, const struct raft_entry *e,
 {
     unsigned i;
     unsigned k = 0;
+    unsigned n = c->cfg.n;
+    unsigned need = c->cfg.n / 2 + 1;
 
+    if (c->cfg.n_founders != 0) {
+        /* With membership: on enough voters of the latest committed
+         * configuration that each of its majorities holds one (what any
+         * later leader needs); an entry committed under it or under the
+         * next one (one server apart, thesis §4.1) has as many. */
+        n = raft_configuration_n_voters(&c->conf);
+        need = (n + 1) / 2;
+    }
     for (i = 0; i < c->cfg.n; i++) {
         const struct cnode *o = &c->nodes[i];
+        if (c->cfg.n_founders != 0 &&
+            raft_configuration_role(&c->conf, o->id) != RAFT_VOTER) {
+            continue;
+        }
         /* In its snapshot, or in its durable log. */
         if (o != without && (e->index <= o->base ||
                              cluster_disk_term(o, e->index) == e->term)) {
             k++;
         }
     }
-    if (k < c->cfg.n / 2 + 1) {
+    if (k < need) {
         cluster_fail(c,
                      "durability: entry %llu of term %llu handed out "
-                     "committed but durable on %u of %u nodes%s",
+                     "committed but durable on %u of %u voters%s",
                      (unsigned long long)e->index, (unsigned long long)e->term,
-                     k, c->cfg.n,
+                     k, n,
                      without != NULL ? " once a write deletes a copy" : "");
+    }
+}
+
+void cluster_check_commit(struct cluster *c, struct cnode *n)
+{
+    const struct raft_configuration *conf;
+    raft_index index;
+    raft_term term;
+    unsigned voters;
+    unsigned k = 0;
+    unsigned i;
+
+    if (n->raft == NULL) {
+        return;
+    }
+    index = raft_commit_index(n->raft);
+    if (raft_role(n->raft) != RAFT_LEADER && raft_leader_id(n->raft) != 0) {
+        n->commit_checked = index; /* a follower learns it */
+        return;
+    }
+    if (index <= n->commit_checked || index < raft_first_index(n->raft)) {
+        n->commit_checked = index;
+        return;
+    }
+    /* This step's leader (or the leader that stepped down once its
+     * removal committed) committed @index by counting. */
+    n->commit_checked = index;
+    conf = raft_current_configuration(n->raft);
+    term = log_term_at(&n->raft->log, index);
+    voters = raft_configuration_n_voters(conf);
+    for (i = 0; i < conf->n; i++) {
+        const struct cnode *o;
+        if (conf->servers[i].role != RAFT_VOTER ||
+            conf->servers[i].id > c->cfg.n) {
+            continue;
+        }
+        o = cluster_node(c, conf->servers[i].id);
+        if (index <= o->base || cluster_disk_term(o, index) == term) {
+            k++;
+        }
+    }
+    if (k < voters / 2 + 1) {
+        cluster_fail(c,
+                     "node %llu commits %llu of term %llu durable on %u of "
+                     "the %u voters of its configuration",
+                     (unsigned long long)n->id, (unsigned long long)index,
+                     (unsigned long long)term, k, voters);
     }
 }
 
@@ -184,6 +305,12 @@ void cluster_check_apply(struct cluster *c, struct cnode *n,
         raft_buf_ref(g->data);
         if (e->index > c->committed_last) {
             c->committed_last = e->index;
+        }
+        if (e->type == RAFT_ENTRY_CONFIG &&
+            raft_configuration_decode(e->data->data, e->data->len, &c->conf,
+                                      NULL, 0) != 0) {
+            cluster_fail(c, "configuration entry %llu does not decode",
+                         (unsigned long long)e->index);
         }
         check_durable_quorum(c, e, NULL);
         for (i = 0; i < c->cfg.n; i++) {
@@ -259,23 +386,28 @@ static void check_windows(struct cluster *c)
 
     for (i = 0; i < c->cfg.n; i++) {
         struct cnode *n = &c->nodes[i];
+        const struct raft_configuration *conf;
         if (n->raft == NULL || raft_role(n->raft) != RAFT_LEADER) {
             continue;
         }
-        for (j = 0; j < c->cfg.n; j++) {
+        conf = raft_current_configuration(n->raft);
+        /* Slot j of the leader's arrays is its configuration's server j
+         * (with static voters 1..n: node j + 1). */
+        for (j = 0; j < conf->n; j++) {
             const struct raft_peer_progress *p = &n->raft->progress[j];
             const struct raft_inflights *f = &p->inflights;
+            raft_id to = conf->servers[j].id;
             struct cwin *w;
-            if (j == i) {
+            if (to == n->id || to > c->cfg.n) {
                 continue;
             }
-            w = window_of(c, n, j + 1);
+            w = window_of(c, n, to);
             if (p->epoch < w->epoch ||
                 (p->epoch == w->epoch && p->acked_seq < w->acked)) {
                 cluster_fail(c,
                              "in-order: leader %llu, follower %u: "
                              "epoch/acked went from %llu/%llu to %llu/%llu",
-                             (unsigned long long)n->id, j + 1,
+                             (unsigned long long)n->id, (unsigned)to,
                              (unsigned long long)w->epoch,
                              (unsigned long long)w->acked,
                              (unsigned long long)p->epoch,
@@ -290,7 +422,7 @@ static void check_windows(struct cluster *c)
                 cluster_fail(c,
                              "in-order: leader %llu, follower %u: "
                              "window of %u requests, %llu bytes, state %u",
-                             (unsigned long long)n->id, j + 1, f->n,
+                             (unsigned long long)n->id, (unsigned)to, f->n,
                              (unsigned long long)f->bytes, p->state);
             }
             for (k = 0; k < f->n; k++) {
@@ -303,7 +435,7 @@ static void check_windows(struct cluster *c)
                                  "in-order: leader %llu, follower %u: "
                                  "window member %u (seq %llu, last %llu) "
                                  "out of order",
-                                 (unsigned long long)n->id, j + 1, k,
+                                 (unsigned long long)n->id, (unsigned)to, k,
                                  (unsigned long long)a->seq,
                                  (unsigned long long)a->last);
                 }
@@ -316,7 +448,7 @@ static void check_windows(struct cluster *c)
                     cluster_fail(c,
                                  "in-order: leader %llu, follower %u: "
                                  "rejection %llu set aside needlessly",
-                                 (unsigned long long)n->id, j + 1,
+                                 (unsigned long long)n->id, (unsigned)to,
                                  (unsigned long long)p->pending.seq);
                 }
                 if (!w->pending) {
@@ -404,15 +536,26 @@ void cluster_check_send(struct cluster *c, const struct cnode *n,
          (m->type == RAFT_MSG_REQUEST_VOTE && !m->request_vote.pre_vote)) &&
         raft_message_term(m) > n->hs.term) {
         cluster_fail(c,
-                     "node %llu sends term %llu before its term is "
-                     "durable (%llu)",
-                     (unsigned long long)n->id,
+                     "node %llu sends a message of type %u and term %llu "
+                     "before its term is durable (%llu)",
+                     (unsigned long long)n->id, (unsigned)m->type,
                      (unsigned long long)raft_message_term(m),
                      (unsigned long long)n->hs.term);
     }
     /* A vote is durable when the durable hard state holds it, or a later
      * term (a later update merged into the same write may have moved the
      * term on): the node never votes in that term again. */
+    if (m->type == RAFT_MSG_REQUEST_VOTE_RESULT &&
+        m->request_vote_result.vote_granted &&
+        !m->request_vote_result.pre_vote) {
+        raft_id *b = ballot_of(c, m->request_vote_result.term, n->id);
+        if (*b != 0 && *b != m->to) {
+            cluster_fail(c, "node %llu votes twice in term %llu",
+                         (unsigned long long)n->id,
+                         (unsigned long long)m->request_vote_result.term);
+        }
+        *b = m->to;
+    }
     if (m->type == RAFT_MSG_REQUEST_VOTE_RESULT &&
         m->request_vote_result.vote_granted &&
         !m->request_vote_result.pre_vote &&
@@ -457,6 +600,7 @@ void cluster_check_free(struct cluster *c)
     free(c->committed);
     free(c->commit_term);
     free(c->leaders);
+    free(c->ballots);
 }
 
 raft_index cluster_committed_last(const struct cluster *c)

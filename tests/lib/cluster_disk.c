@@ -287,6 +287,7 @@ static void installed(struct cluster *c, struct cnode *f,
                       const struct raft_persist_result *res)
 {
     struct raft_event e;
+    struct raft_configuration conf;
 
     if (res->reset != f->install_reset) {
         cluster_fail(c,
@@ -313,6 +314,11 @@ static void installed(struct cluster *c, struct cnode *f,
     e.snapshot.term = j->snap.leader_term;
     e.snapshot.index = j->snap.index;
     e.snapshot.last_term = j->snap.last_term;
+    if (c->cfg.n_founders != 0) {
+        /* The snapshot carries the configuration of its index. */
+        cluster_applied_configuration(f, j->snap.index, &conf);
+        e.snapshot.configuration = &conf;
+    }
     raft_persist_job_free(j);
     cluster_step_node(c, f, &e);
 }

@@ -65,6 +65,8 @@ struct cnode {
     struct raft_entry *applied;   /* handed out committed, own references */
     unsigned n_applied;           /* number applied */
     unsigned cap_applied;         /* allocated */
+    raft_index commit_checked;    /* leader: commit index whose quorum was
+                                     checked (cluster_check_commit) */
 };
 
 /* The cluster. */
@@ -99,14 +101,19 @@ struct cluster {
     struct cwin win[CLUSTER_MAX_NODES][CLUSTER_MAX_NODES]; /* [leader]
                                                 [follower] windows */
     struct cluster_stats stats;                            /* counters */
-    raft_id drop_from;   /* drop every drop_every-th */
-    unsigned drop_every; /* AppendEntries result of
+    raft_id drop_from;                     /* drop every drop_every-th */
+    unsigned drop_every;                   /* AppendEntries result of
                                                 drop_from, 0: none */
-    uint64_t drop_count; /* its results so far */
-    char replay[256];    /* replay command, or "" */
-    bool verbose;        /* CLUSTER_TRACE=1: print
+    uint64_t drop_count;                   /* its results so far */
+    char replay[256];                      /* replay command, or "" */
+    bool verbose;                          /* CLUSTER_TRACE=1: print
                                                 every event */
-    jmp_buf *fail_jump;  /* cluster_fail target */
+    jmp_buf *fail_jump;                    /* cluster_fail target */
+    struct raft_configuration conf;        /* latest configuration entry
+                                       handed out committed (membership) */
+    raft_id (*ballots)[CLUSTER_MAX_NODES]; /* [term][voter - 1]: the
+                                       candidate it granted a vote */
+    size_t n_ballots;                      /* terms tracked */
 };
 
 /* ---- cluster.c: the loop, nodes and their state machines ------------ */
@@ -121,6 +128,13 @@ uint64_t cluster_random(struct cluster *c, unsigned lo, unsigned hi);
 
 /* cluster_node returns node @id (1..n), failing the test for another. */
 struct cnode *cluster_node(const struct cluster *c, raft_id id);
+
+/* cluster_applied_configuration writes to @out the configuration of node
+ * @n's state machine at @index (its latest applied configuration entry at
+ * or below it; empty when none): what a snapshot through @index
+ * carries. */
+void cluster_applied_configuration(const struct cnode *n, raft_index index,
+                                   struct raft_configuration *out);
 
 /* cluster_step_node steps event @e on live node @n (a refused event fails
  * the test), carries out the update as a driver would, runs the checks
@@ -252,6 +266,11 @@ void cluster_check_write(struct cluster *c, const struct cnode *n,
  * copy of a committed entry past the snapshot (Durability). */
 void cluster_check_install(struct cluster *c, const struct cnode *f,
                            const struct cnode *l, raft_index index, bool reset);
+
+/* cluster_check_commit checks, after a step of node @n, that an index it
+ * committed as leader is durable on a majority of the voters of its
+ * configuration (learners and non-members do not count). */
+void cluster_check_commit(struct cluster *c, struct cnode *n);
 
 /* cluster_check_free frees the checks' records. */
 void cluster_check_free(struct cluster *c);

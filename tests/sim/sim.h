@@ -2,8 +2,11 @@
  * per seed of a 3- or 5-node cluster (tests/lib/cluster.h) under a random
  * schedule of message loss, duplication, delay and reordering, symmetric
  * and one-way partitions, crashes that lose what was not durable, restarts
- * from durable state and a stream of client proposals; then a liveness
- * phase. Safety is checked by the harness after every step; liveness here.
+ * from durable state and a stream of client proposals, and in half of the
+ * runs membership changes (the cluster bootstraps from some of the nodes;
+ * the others join as learners; promotions once caught up, demotions,
+ * removals of any member, the leader included, address updates and
+ * leadership transfers); then a liveness phase. Safety is checked by the harness after every step; liveness here.
  * Header-only (static inline functions): each test binary links only the
  * core and tests/lib, as the Makefile's tests/sim rule says. */
 
@@ -20,6 +23,7 @@
 
 #include <cmocka.h>
 
+#include "raft/configuration.h"
 #include "raft/raft.h"
 #include "tests/lib/cluster.h"
 
@@ -46,8 +50,10 @@ static inline uint64_t sim_env_u64(const char *name, uint64_t dflt)
     return v != NULL && *v != '\0' ? strtoull(v, NULL, 10) : dflt;
 }
 
-/* sim_agreed: every node is up and follows one leader, which leads their
- * common term. */
+/* sim_agreed: every node is up and every member of the leader's
+ * configuration follows the leader, which leads their common term (a
+ * server outside it, removed or never added, hears from nobody) and
+ * transfers its leadership to nobody. */
 static inline bool sim_agreed(struct cluster *c, void *arg)
 {
     raft_id leader = cluster_leader(c);
@@ -55,14 +61,17 @@ static inline bool sim_agreed(struct cluster *c, void *arg)
     raft_id id;
 
     (void)arg;
-    if (leader == 0) {
+    if (leader == 0 || raft_transferee(cluster_raft(c, leader)) != 0) {
         return false;
     }
     term = raft_current_term(cluster_raft(c, leader));
     for (id = 1; id <= cluster_n_nodes(c); id++) {
         struct raft *r = cluster_raft(c, id);
-        if (r == NULL || raft_leader_id(r) != leader ||
-            raft_current_term(r) != term) {
+        if (r == NULL) {
+            return false;
+        }
+        if (cluster_is_member(c, leader, id) &&
+            (raft_leader_id(r) != leader || raft_current_term(r) != term)) {
             return false;
         }
     }
@@ -77,8 +86,9 @@ struct sim_watch {
     raft_index last;  /* last proposed index */
 };
 
-/* sim_committed: every node applied through w->last, or the leader lost
- * its leadership (then the caller retries). */
+/* sim_committed: every member of the leader's configuration applied
+ * through w->last, or the leader lost its leadership (then the caller
+ * retries). */
 static inline bool sim_committed(struct cluster *c, void *arg)
 {
     const struct sim_watch *w = arg;
@@ -90,7 +100,8 @@ static inline bool sim_committed(struct cluster *c, void *arg)
         return true;
     }
     for (id = 1; id <= cluster_n_nodes(c); id++) {
-        if (cluster_n_applied(c, id) < w->last) {
+        if (cluster_is_member(c, w->leader, id) &&
+            cluster_n_applied(c, id) < w->last) {
             return false;
         }
     }
@@ -179,6 +190,97 @@ static inline void sim_liveness(struct cluster *c, uint64_t seed)
     }
 }
 
+/* sim_pick returns a random server of the configuration @conf whose role
+ * is @role (0: any), 0 when there is none. */
+static inline raft_id sim_pick(const struct raft_configuration *conf,
+                               uint8_t role, uint64_t *x)
+{
+    raft_id ids[RAFT_MAX_SERVERS];
+    unsigned n = 0;
+    unsigned i;
+
+    for (i = 0; i < conf->n; i++) {
+        if (role == 0 || conf->servers[i].role == role) {
+            ids[n++] = conf->servers[i].id;
+        }
+    }
+    return n == 0 ? 0 : ids[sim_rng(x) % n];
+}
+
+/* sim_membership asks the leader, if any, for one random membership
+ * change or a leadership transfer. The core refuses what its rules
+ * forbid (a change pending, none committed in this term, a transfer
+ * running: RAFT_BUSY; the last voter: RAFT_INVALID), which is fine. A
+ * learner is promoted once caught up (raft_progress, thesis §4.2.1),
+ * or one time in four regardless. */
+static inline void sim_membership(struct cluster *c, uint64_t *x)
+{
+    raft_id leader = cluster_leader(c);
+    const struct raft_configuration *conf;
+    struct raft_progress_info pi;
+    unsigned n = cluster_n_nodes(c);
+    unsigned voters;
+    raft_id id;
+    char address[32];
+
+    if (leader == 0) {
+        return;
+    }
+    conf = raft_current_configuration(cluster_raft(c, leader));
+    voters = raft_configuration_n_voters(conf);
+    switch (sim_rng(x) % 8) {
+        case 0:
+        case 1:
+            /* Add a node that is not a member, as a learner mostly. */
+            id = 1 + (raft_id)(sim_rng(x) % n);
+            if (raft_configuration_find(conf, id) < 0) {
+                snprintf(address, sizeof address, "node%llu:7000",
+                         (unsigned long long)id);
+                (void)cluster_change(
+                    c, leader, RAFT_CHANGE_ADD, id,
+                    sim_rng(x) % 4 == 0 ? RAFT_VOTER : RAFT_LEARNER, address);
+            }
+            break;
+        case 2:
+        case 3:
+            id = sim_pick(conf, RAFT_LEARNER, x);
+            if (id != 0 &&
+                raft_progress(cluster_raft(c, leader), id, &pi) == 0 &&
+                (pi.caught_up || sim_rng(x) % 4 == 0)) {
+                (void)cluster_change(c, leader, RAFT_CHANGE_PROMOTE, id, 0,
+                                     NULL);
+            }
+            break;
+        case 4:
+            /* Remove any member, the leader included; fewer than two
+             * voters seldom. */
+            id = sim_pick(conf, 0, x);
+            if (voters > 2 || sim_rng(x) % 4 == 0) {
+                (void)cluster_change(c, leader, RAFT_CHANGE_REMOVE, id, 0,
+                                     NULL);
+            }
+            break;
+        case 5:
+            id = sim_pick(conf, RAFT_VOTER, x);
+            if (voters > 2 || sim_rng(x) % 4 == 0) {
+                (void)cluster_change(c, leader, RAFT_CHANGE_DEMOTE, id, 0,
+                                     NULL);
+            }
+            break;
+        case 6:
+            id = sim_pick(conf, 0, x);
+            snprintf(address, sizeof address, "moved%llu:%u",
+                     (unsigned long long)id, (unsigned)(sim_rng(x) % 9000));
+            (void)cluster_change(c, leader, RAFT_CHANGE_UPDATE_ADDRESS, id, 0,
+                                 address);
+            break;
+        default:
+            id = sim_rng(x) % 2 == 0 ? 0 : sim_pick(conf, RAFT_VOTER, x);
+            (void)cluster_transfer(c, leader, id);
+            break;
+    }
+}
+
 /* sim_partition cuts the cluster in two random groups (symmetric), or one
  * random link in one direction (one-way) when @one_way. */
 static inline void sim_partition(struct cluster *c, uint64_t *x, bool one_way)
@@ -233,6 +335,7 @@ static inline uint64_t sim_run(unsigned n, uint64_t seed, unsigned steps,
     char replay[200];
     char p[64];
     raft_id id;
+    bool membership;
 
     sim_rng(&x);
     cluster_config_default(&cfg, n, seed);
@@ -272,6 +375,15 @@ static inline uint64_t sim_run(unsigned n, uint64_t seed, unsigned steps,
      * compaction (which runs ahead of it) or a retry a second later. */
     if (sim_rng(&x) % 4 == 0) {
         cfg.disk_full_pct = 1 + (unsigned)(sim_rng(&x) % 5);
+    }
+    /* Membership in half of the runs: 2 or 3 of 3 nodes, 3 to 5 of 5
+     * found the cluster; the others join. Not without both pre-vote and
+     * check-quorum: a removed server that missed its removal would then
+     * disrupt the cluster with its elections (thesis §4.2.3). */
+    membership = sim_rng(&x) % 2 == 0 &&
+                 !(cfg.disable_pre_vote && cfg.disable_check_quorum);
+    if (membership) {
+        cfg.n_founders = n - (unsigned)(sim_rng(&x) % (n == 3 ? 2 : 3));
     }
     c = cluster_new(&cfg);
     snprintf(replay, sizeof replay,
@@ -320,6 +432,8 @@ static inline uint64_t sim_run(unsigned n, uint64_t seed, unsigned steps,
             cluster_set_faults(c, (unsigned)(sim_rng(&x) % 30),
                                (unsigned)(sim_rng(&x) % 15), 1,
                                2 + (unsigned)(sim_rng(&x) % 60));
+        } else if (membership && r < 112) {
+            sim_membership(c, &x);
         }
         cluster_step(c);
     }
@@ -332,24 +446,25 @@ static inline uint64_t sim_run(unsigned n, uint64_t seed, unsigned steps,
             }
         }
         struct cluster_stats st = cluster_stats(c);
-        fprintf(stderr,
-                "seed %llu n %u: after %u steps t=%llu ms, "
-                "committed %llu, term %llu, %llu messages, %llu "
-                "compactions, %llu snapshots asked, %llu failed, %llu "
-                "installed, %llu rejections deferred, %llu writes, %llu "
-                "refused for a full log\n",
-                (unsigned long long)seed, n, steps,
-                (unsigned long long)cluster_now(c),
-                (unsigned long long)cluster_committed_last(c),
-                (unsigned long long)term,
-                (unsigned long long)cluster_n_messages(c, 0),
-                (unsigned long long)st.n_compactions,
-                (unsigned long long)st.n_snapshots_asked,
-                (unsigned long long)st.n_snapshots_failed,
-                (unsigned long long)st.n_installs,
-                (unsigned long long)st.n_deferred,
-                (unsigned long long)st.n_writes,
-                (unsigned long long)st.n_log_full);
+        fprintf(
+            stderr,
+            "seed %llu n %u: after %u steps t=%llu ms, "
+            "committed %llu, term %llu, %llu messages, %llu "
+            "compactions, %llu snapshots asked, %llu failed, %llu "
+            "installed, %llu rejections deferred, %llu writes, %llu "
+            "refused for a full log, %llu changes, %llu transfers\n",
+            (unsigned long long)seed, n, steps,
+            (unsigned long long)cluster_now(c),
+            (unsigned long long)cluster_committed_last(c),
+            (unsigned long long)term,
+            (unsigned long long)cluster_n_messages(c, 0),
+            (unsigned long long)st.n_compactions,
+            (unsigned long long)st.n_snapshots_asked,
+            (unsigned long long)st.n_snapshots_failed,
+            (unsigned long long)st.n_installs,
+            (unsigned long long)st.n_deferred, (unsigned long long)st.n_writes,
+            (unsigned long long)st.n_log_full, (unsigned long long)st.n_changes,
+            (unsigned long long)st.n_transfers);
     }
     sim_liveness(c, seed);
     hash = cluster_trace_hash(c);
