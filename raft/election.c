@@ -42,6 +42,8 @@ void election_become_follower(struct raft *r, raft_term term, raft_id leader)
     r->leader = leader;
     r->leader_seen = r->now;
     r->pre_candidate = false;
+    r->transfer_to = 0;
+    r->disrupt = false;
     election_reset_timer(r);
 }
 
@@ -58,18 +60,19 @@ bool election_in_lease(const struct raft *r)
     return r->now - r->leader_seen < r->election_timeout;
 }
 
-/* send_request_votes asks every other voter for a vote (pre-vote for
- * @term when @pre_vote) with our last log index and term. */
+/* send_request_votes asks every other voter of the configuration in
+ * force for a vote (pre-vote for @term when @pre_vote) with our last log
+ * index and term. */
 static void send_request_votes(struct raft *r, raft_term term, bool pre_vote)
 {
     unsigned i;
     struct raft_message *m;
 
-    for (i = 0; i < r->n_voters; i++) {
-        if (i == r->self_slot) {
+    for (i = 0; i < r->conf.n; i++) {
+        if (i == r->self_slot || !raft_is_voter(r, i)) {
             continue;
         }
-        m = raft_out_message(r, RAFT_MSG_REQUEST_VOTE, r->voters[i]);
+        m = raft_out_message(r, RAFT_MSG_REQUEST_VOTE, r->conf.servers[i].id);
         if (m == NULL) {
             continue;
         }
@@ -77,12 +80,19 @@ static void send_request_votes(struct raft *r, raft_term term, bool pre_vote)
         m->request_vote.last_log_index = log_last_index(&r->log);
         m->request_vote.last_log_term = log_last_term(&r->log);
         m->request_vote.pre_vote = pre_vote;
+        m->request_vote.disrupt = r->disrupt && !pre_vote;
     }
 }
 
-static void become_candidate(struct raft *r)
+/* become_candidate starts an election (@disrupt: one TimeoutNow asked
+ * for, which overrides the voters' leader stickiness). */
+static void become_candidate(struct raft *r, bool disrupt)
 {
     unsigned i;
+
+    if (!raft_is_voter(r, r->self_slot)) {
+        return; /* no longer a voter (its configuration changed) */
+    }
 
     /* Paper §5.2: increment currentTerm, vote for self, reset the timer,
      * send RequestVote to all other servers. */
@@ -93,12 +103,13 @@ static void become_candidate(struct raft *r)
     r->verified = 0;
     r->ack_seq = 0;
     r->pre_candidate = false;
+    r->disrupt = disrupt;
     election_reset_timer(r);
-    for (i = 0; i < r->n_voters; i++) {
+    for (i = 0; i < RAFT_MAX_SERVERS; i++) {
         r->votes[i] = 0;
     }
     r->votes[r->self_slot] = 1;
-    if (quorum_vote_result(r->votes, r->n_voters) == QUORUM_WON) {
+    if (membership_tally(r, r->votes) == QUORUM_WON) {
         replication_become_leader(r);
         return;
     }
@@ -124,12 +135,12 @@ static void become_pre_candidate(struct raft *r)
     r->ack_seq = 0;
     r->pre_candidate = true;
     election_reset_timer(r);
-    for (i = 0; i < r->n_voters; i++) {
+    for (i = 0; i < RAFT_MAX_SERVERS; i++) {
         r->votes[i] = 0;
     }
     r->votes[r->self_slot] = 1;
-    if (quorum_vote_result(r->votes, r->n_voters) == QUORUM_WON) {
-        become_candidate(r);
+    if (membership_tally(r, r->votes) == QUORUM_WON) {
+        become_candidate(r, false);
         return;
     }
     send_request_votes(r, r->term + 1, true);
@@ -141,17 +152,31 @@ void election_tick(struct raft *r)
     if (r->now - r->election_start < r->election_rand) {
         return;
     }
-    if (r->storage_stalled) {
-        /* It could not make its own entries durable: leave leading to
-         * a server that can (raft.h, STORAGE_STALLED). */
+    if (r->storage_stalled || !raft_is_voter(r, r->self_slot)) {
+        /* A learner, a joining server or a removed one never campaigns
+         * (thesis §4.2.1, §4.2.3): it waits for a leader; nor does one
+         * that could not make its own entries durable: it leaves leading
+         * to a server that can (raft.h, STORAGE_STALLED). */
         election_reset_timer(r);
         return;
     }
     if (r->pre_vote) {
         become_pre_candidate(r);
     } else {
-        become_candidate(r);
+        become_candidate(r, false);
     }
+}
+
+void election_recv_timeout_now(struct raft *r, const struct raft_message *m)
+{
+    (void)m;
+    /* Thesis §3.10: the leader brought us up to date and stops serving;
+     * start the election now rather than after a timeout, without a
+     * pre-vote round, which the voters' leases would refuse. */
+    if (r->role == RAFT_LEADER || !raft_is_voter(r, r->self_slot)) {
+        return;
+    }
+    become_candidate(r, true);
 }
 
 /* log_up_to_date: paper §5.4.1, the candidate's log is at least as
@@ -197,12 +222,12 @@ void election_recv_request_vote_result(struct raft *r,
 {
     unsigned slot;
 
-    if (r->role != RAFT_CANDIDATE) {
-        return;
-    }
     slot = raft_slot_of(r, m->from);
+    if (r->role != RAFT_CANDIDATE || slot >= RAFT_MAX_SERVERS) {
+        return; /* only members' votes count, and only voters' tally */
+    }
     r->votes[slot] = m->request_vote_result.vote_granted ? 1 : -1;
-    if (quorum_vote_result(r->votes, r->n_voters) == QUORUM_WON) {
+    if (membership_tally(r, r->votes) == QUORUM_WON) {
         replication_become_leader(r);
     }
 }
@@ -248,10 +273,13 @@ void election_recv_pre_vote_result(struct raft *r, const struct raft_message *m)
         return; /* a grant of an older round */
     }
     slot = raft_slot_of(r, m->from);
+    if (slot >= RAFT_MAX_SERVERS) {
+        return;
+    }
     r->votes[slot] = res->vote_granted ? 1 : -1;
-    switch (quorum_vote_result(r->votes, r->n_voters)) {
+    switch (membership_tally(r, r->votes)) {
         case QUORUM_WON:
-            become_candidate(r);
+            become_candidate(r, false);
             break;
         case QUORUM_LOST:
             /* Wait for the next timeout to try again. */

@@ -8,8 +8,9 @@
 /* is_message_type says whether @type is one of enum raft_message_type. */
 static bool is_message_type(uint8_t type)
 {
-    return type >= RAFT_MSG_REQUEST_VOTE &&
-           type <= RAFT_MSG_APPEND_ENTRIES_RESULT;
+    return (type >= RAFT_MSG_REQUEST_VOTE &&
+            type <= RAFT_MSG_APPEND_ENTRIES_RESULT) ||
+           type == RAFT_MSG_TIMEOUT_NOW;
 }
 
 void raft_frame_wrap(const struct raft_message *m, struct raft_frame *out)

@@ -12,8 +12,8 @@
 #include "raft.h"
 
 /* The runtime's frame types. They share the type byte of the wire format
- * with enum raft_message_type (1..4) and continue its numbers, so a
- * frame's type is one or the other. FORWARD and FORWARD_RESULT carry a
+ * with enum raft_message_type (1..4, and 9 after them), so a frame's type
+ * is one or the other. FORWARD and FORWARD_RESULT carry a
  * follower's client request to the leader and its answer (thesis §6.2;
  * ext/forward.c and ext/exec.c); SNAPSHOT_CHUNK and its result stream a
  * snapshot from the leader's driver to a follower's (paper §7;

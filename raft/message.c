@@ -26,6 +26,12 @@
 #define RAFT__FWDR_LEN (8 + 8 + 4 + 8 + 8)
 #define RAFT__CHUNK_LEN (8 + 8 + 8 + 8 + 8 + 8 + 4)
 #define RAFT__CHUNKR_LEN (8 + 8 + 8 + 4)
+#define RAFT__TN_LEN 8
+
+/* RequestVote's flags byte: bit 0 pre-vote, bit 1 disrupt; a byte that
+ * is 0 or 1 reads as the pre_vote boolean of before TimeoutNow. */
+#define RAFT__RV_PRE_VOTE 1
+#define RAFT__RV_DISRUPT 2
 
 static size_t buf_len(const struct raft_buf *b)
 {
@@ -56,6 +62,8 @@ size_t raft_frame_encoded_len(const struct raft_frame *f)
             return n;
         case RAFT_MSG_APPEND_ENTRIES_RESULT:
             return n + RAFT__AER_LEN;
+        case RAFT_MSG_TIMEOUT_NOW:
+            return n + RAFT__TN_LEN;
         case RAFT_FRAME_FORWARD:
             return n + RAFT__FWD_LEN + buf_len(f->forward.data);
         case RAFT_FRAME_FORWARD_RESULT:
@@ -149,7 +157,9 @@ int raft_frame_encode(const struct raft_frame *f, void *buf, size_t len)
             ok &= raft_byte_put_u64(&w, rv->term);
             ok &= raft_byte_put_u64(&w, rv->last_log_index);
             ok &= raft_byte_put_u64(&w, rv->last_log_term);
-            ok &= raft_byte_put_u8(&w, rv->pre_vote ? 1 : 0);
+            ok &= raft_byte_put_u8(
+                &w, (uint8_t)((rv->pre_vote ? RAFT__RV_PRE_VOTE : 0) |
+                              (rv->disrupt ? RAFT__RV_DISRUPT : 0)));
             break;
         }
         case RAFT_MSG_REQUEST_VOTE_RESULT: {
@@ -190,6 +200,9 @@ int raft_frame_encode(const struct raft_frame *f, void *buf, size_t len)
             ok &= raft_byte_put_u64(&w, ar->seq);
             break;
         }
+        case RAFT_MSG_TIMEOUT_NOW:
+            ok &= raft_byte_put_u64(&w, f->message.timeout_now.term);
+            break;
         case RAFT_FRAME_FORWARD: {
             const struct raft_forward *fw = &f->forward;
             ok &= raft_byte_put_u64(&w, fw->request_id[0]);
@@ -256,6 +269,21 @@ static bool get_bool(struct raft_byte_reader *r, bool *out)
         return false;
     }
     *out = v == 1;
+    return true;
+}
+
+/* get_rv_flags reads RequestVote's flags byte (bits above 1 refused). */
+static bool get_rv_flags(struct raft_byte_reader *r,
+                         struct raft_request_vote *rv)
+{
+    uint8_t v;
+
+    if (!raft_byte_get_u8(r, &v) ||
+        (v & ~(RAFT__RV_PRE_VOTE | RAFT__RV_DISRUPT)) != 0) {
+        return false;
+    }
+    rv->pre_vote = (v & RAFT__RV_PRE_VOTE) != 0;
+    rv->disrupt = (v & RAFT__RV_DISRUPT) != 0;
     return true;
 }
 
@@ -338,7 +366,8 @@ static int decode_entries(struct raft_byte_reader *r,
             rc = RAFT_PROTO;
             goto err_entries;
         }
-        if (e->type != RAFT_ENTRY_NORMAL && e->type != RAFT_ENTRY_NOOP) {
+        if (e->type != RAFT_ENTRY_NORMAL && e->type != RAFT_ENTRY_NOOP &&
+            e->type != RAFT_ENTRY_CONFIG) {
             raft_errmsgf(errmsg, errmsg_len,
                          "append entries: entry %u has unknown type %u",
                          (unsigned)i, (unsigned)e->type);
@@ -399,7 +428,7 @@ int raft_frame_decode(const void *body, size_t len, struct raft_frame *out,
             ok = raft_byte_get_u64(&r, &rv->term) &&
                  raft_byte_get_u64(&r, &rv->last_log_index) &&
                  raft_byte_get_u64(&r, &rv->last_log_term) &&
-                 get_bool(&r, &rv->pre_vote);
+                 get_rv_flags(&r, rv);
             break;
         }
         case RAFT_MSG_REQUEST_VOTE_RESULT: {
@@ -437,6 +466,9 @@ int raft_frame_decode(const void *body, size_t len, struct raft_frame *out,
                  raft_byte_get_u64(&r, &ar->seq);
             break;
         }
+        case RAFT_MSG_TIMEOUT_NOW:
+            ok = raft_byte_get_u64(&r, &f.message.timeout_now.term);
+            break;
         case RAFT_FRAME_FORWARD: {
             struct raft_forward *fw = &f.forward;
             ok = raft_byte_get_u64(&r, &fw->request_id[0]) &&

@@ -6,15 +6,19 @@
  *
  *   frame   := len:u32 body            len = bytes of body, <= max frame
  *   body    := version:u8 (=1) type:u8 from:u64 to:u64 fields
- *   type 1..4: the core's messages (enum raft_message_type)
+ *   type 1..4 and 9: the core's messages (enum raft_message_type)
  *   REQUEST_VOTE         term:u64 last_log_index:u64 last_log_term:u64
- *                        pre_vote:u8
+ *                        flags:u8 (bit 0 pre-vote, bit 1 disrupt: the
+ *                        election of a leadership transfer; other bits
+ *                        refused. Before TimeoutNow this byte was the
+ *                        pre_vote boolean, whose 0 and 1 read the same)
  *   REQUEST_VOTE_RESULT  term:u64 vote_granted:u8 pre_vote:u8
  *   APPEND_ENTRIES       term:u64 prev_log_index:u64 prev_log_term:u64
  *                        leader_commit:u64 seq:u64 n_entries:u32 entry*
  *     entry              term:u64 index:u64 type:u8 len:u32 bytes[len]
  *   APPEND_ENTRIES_RESULT term:u64 success:u8 reject_index:u64
  *                        last_log_index:u64 conflict_index:u64 seq:u64
+ *   TIMEOUT_NOW (9)      term:u64
  *   type 5..8: the runtime's frames (enum raft_frame_type)
  *   FORWARD              request_id:u64[2] len:u32 bytes[len]
  *   FORWARD_RESULT       request_id:u64[2] status:i32 index:u64 term:u64
@@ -24,7 +28,8 @@
  *
  * A body must be consumed exactly: trailing bytes are an error. Entry
  * indexes in APPEND_ENTRIES must be prev_log_index+1, +2, ... (never 0),
- * entry types NORMAL or NOOP, and the u8 booleans 0 or 1. A chunk must lie
+ * entry types NORMAL, NOOP or CONFIG (whose payload the core checks), and
+ * the u8 booleans 0 or 1. A chunk must lie
  * within its file: offset + len <= total. An empty payload (entry, forward
  * or chunk) is len 0 on the wire and data == NULL in memory. */
 

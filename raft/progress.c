@@ -48,6 +48,12 @@ void progress_reset(struct raft_peer_progress *p, raft_index next, uint64_t now)
     p->match = 0;
     p->next = next > 0 ? next : 1;
     p->snapshot_retry = 0;
+    p->heard = false;
+    p->last_heard = 0;
+    p->round_target = next > 0 ? next - 1 : 0;
+    p->round_start = now;
+    p->round_ms = 0;
+    p->round_done = false;
     new_window(p, RAFT_PROGRESS_PROBE, now);
 }
 
@@ -259,4 +265,23 @@ void progress_sent(struct raft_peer_progress *p, uint64_t seq, raft_index last,
     p->next = last + 1;
     /* Invariant: the window is not full (checked by progress_is_paused). */
     inflights_add(&p->inflights, seq, last, bytes);
+}
+
+void progress_round(struct raft_peer_progress *p, raft_index match,
+                    raft_index last, uint64_t now)
+{
+    if (match < p->round_target) {
+        return;
+    }
+    p->round_ms = now - p->round_start;
+    p->round_done = true;
+    p->round_target = last;
+    p->round_start = now;
+}
+
+bool progress_caught_up(const struct raft_peer_progress *p, uint64_t timeout,
+                        uint64_t now)
+{
+    return p->round_done && p->round_ms < timeout &&
+           (p->match >= p->round_target || now - p->round_start < timeout);
 }

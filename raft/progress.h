@@ -83,7 +83,27 @@ struct raft_peer_progress {
     bool boundary_probed;      /* this window probed the snapshot boundary
                                 (before offering a snapshot) */
     uint64_t snapshot_retry;   /* no snapshot offered before this time */
+    bool heard;                /* an answer came in this leader's term */
+    uint64_t last_heard;       /* time (ms) of its last answer */
+    raft_index round_target;   /* catch-up round (thesis §4.2.1): the
+                                  leader's last index when it began */
+    uint64_t round_start;      /* when the round began */
+    uint64_t round_ms;         /* duration of the last finished round */
+    bool round_done;           /* a round finished this term */
 };
+
+/* progress_round notes that the peer now matches @match while the
+ * leader's last index is @last, at @now: the round ends when @match
+ * reaches its target, and the next one starts with @last as target. */
+void progress_round(struct raft_peer_progress *p, raft_index match,
+                    raft_index last, uint64_t now);
+
+/* progress_caught_up tells whether the peer's last round took less than
+ * @timeout ms and the current one has not lasted longer (thesis §4.2.1:
+ * a new server is caught up when a round lasts less than an election
+ * timeout). */
+bool progress_caught_up(const struct raft_peer_progress *p, uint64_t timeout,
+                        uint64_t now);
 
 /* progress_init allocates @p's window of @cap (>= 1) messages and
  * @max_bytes payload bytes (0: unlimited) and resets it to PROBE with

@@ -6,18 +6,19 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "configuration.h"
 #include "raft_internal.h"
 
 unsigned raft_slot_of(const struct raft *r, raft_id id)
 {
     unsigned i;
 
-    for (i = 0; i < r->n_voters; i++) {
-        if (r->voters[i] == id) {
+    for (i = 0; i < r->conf.n; i++) {
+        if (r->conf.servers[i].id == id) {
             return i;
         }
     }
-    return RAFT_MAX_VOTERS;
+    return RAFT_MAX_SERVERS;
 }
 
 raft_term raft_message_term(const struct raft_message *m)
@@ -31,6 +32,8 @@ raft_term raft_message_term(const struct raft_message *m)
             return m->append_entries.term;
         case RAFT_MSG_APPEND_ENTRIES_RESULT:
             return m->append_entries_result.term;
+        case RAFT_MSG_TIMEOUT_NOW:
+            return m->timeout_now.term;
         default:
             return 0;
     }
@@ -68,9 +71,8 @@ static int check_config(const struct raft_config *cfg)
 {
     unsigned i;
     unsigned j;
-    bool self = false;
 
-    if (cfg->id == 0 || cfg->voters == NULL || cfg->n_voters == 0 ||
+    if (cfg->id == 0 || (cfg->voters == NULL && cfg->n_voters > 0) ||
         cfg->n_voters > RAFT_MAX_VOTERS || cfg->election_timeout == 0 ||
         cfg->heartbeat_interval == 0 ||
         cfg->heartbeat_interval >= cfg->election_timeout ||
@@ -86,11 +88,8 @@ static int check_config(const struct raft_config *cfg)
                 return RAFT_INVALID;
             }
         }
-        if (cfg->voters[i] == cfg->id) {
-            self = true;
-        }
     }
-    return self ? 0 : RAFT_INVALID;
+    return 0;
 }
 
 /* create is raft_new and raft_restore: the log starts at @first_index,
@@ -116,9 +115,6 @@ static int create(const struct raft_config *cfg,
         return RAFT_NOMEM;
     }
     r->id = cfg->id;
-    memcpy(r->voters, cfg->voters, cfg->n_voters * sizeof *cfg->voters);
-    r->n_voters = cfg->n_voters;
-    r->self_slot = raft_slot_of(r, r->id);
     r->election_timeout = cfg->election_timeout;
     r->heartbeat_interval = cfg->heartbeat_interval;
     r->max_size_per_msg = cfg->max_size_per_msg;
@@ -135,14 +131,18 @@ static int create(const struct raft_config *cfg,
     if (rc != 0) {
         goto err_free;
     }
-    for (i = 0; i < r->n_voters; i++) {
+    for (i = 0; i < RAFT_MAX_SERVERS; i++) {
         rc = progress_init(&r->progress[i], r->max_inflight_msgs,
                            r->max_inflight_bytes);
         if (rc != 0) {
             goto err_progress;
         }
     }
-    r->cap_msgs = 4 * r->n_voters;
+    rc = membership_init(r, cfg);
+    if (rc != 0) {
+        goto err_progress;
+    }
+    r->cap_msgs = 4 * (r->conf.n + 1);
     r->msgs = malloc(r->cap_msgs * sizeof *r->msgs);
     if (r->msgs == NULL) {
         rc = RAFT_NOMEM;
@@ -198,7 +198,7 @@ void raft_close(struct raft *r)
     if (r == NULL) {
         return;
     }
-    for (i = 0; i < r->n_voters; i++) {
+    for (i = 0; i < RAFT_MAX_SERVERS; i++) {
         progress_close(&r->progress[i]);
     }
     log_close(&r->log);
@@ -207,20 +207,23 @@ void raft_close(struct raft *r)
 }
 
 /* check_message tells whether @m is a Raft RPC addressed to @r by another
- * voter, with consistent entries. */
+ * server, with consistent entries whose configurations decode. The sender
+ * need not be a member: a leader unknown to a joining server, a candidate
+ * of a newer configuration (the handlers ignore answers from
+ * non-members). */
 static int check_message(const struct raft *r, const struct raft_message *m)
 {
     const struct raft_append_entries *ae;
     unsigned i;
 
-    if (m->to != r->id || m->from == r->id ||
-        raft_slot_of(r, m->from) == RAFT_MAX_VOTERS) {
+    if (m->to != r->id || m->from == r->id || m->from == 0) {
         return RAFT_INVALID;
     }
     switch (m->type) {
         case RAFT_MSG_REQUEST_VOTE:
         case RAFT_MSG_REQUEST_VOTE_RESULT:
         case RAFT_MSG_APPEND_ENTRIES_RESULT:
+        case RAFT_MSG_TIMEOUT_NOW:
             return 0;
         case RAFT_MSG_APPEND_ENTRIES:
             ae = &m->append_entries;
@@ -232,7 +235,7 @@ static int check_message(const struct raft *r, const struct raft_message *m)
                     return RAFT_INVALID;
                 }
             }
-            return 0;
+            return membership_check_entries(ae->entries, ae->n_entries);
         default:
             /* Not one of the core's types (the runtime's frames never
              * reach it: frame.h). */
@@ -269,12 +272,14 @@ static void recv_stale(struct raft *r, const struct raft_message *m)
 static void step_receive(struct raft *r, const struct raft_message *m)
 {
     raft_term term = raft_message_term(m);
+    unsigned slot;
 
     /* Leader stickiness (thesis §6.2, §9.6): while our leader is alive, a
      * RequestVote of a higher term comes from a server that should not
-     * disrupt it; ignore it, term included. */
+     * disrupt it (a removed one, thesis §4.2.3); ignore it, term included.
+     * An election a leadership transfer started is meant to (§3.10). */
     if (m->type == RAFT_MSG_REQUEST_VOTE && term > r->term &&
-        election_in_lease(r)) {
+        !m->request_vote.disrupt && election_in_lease(r)) {
         return;
     }
     /* Thesis §9.6: a pre-vote request never changes the receiver's term,
@@ -297,16 +302,22 @@ static void step_receive(struct raft *r, const struct raft_message *m)
 
     /* Paper Fig. 2 "All servers": a higher term makes us its follower. */
     if (term > r->term) {
-        election_become_follower(
-            r, term, m->type == RAFT_MSG_APPEND_ENTRIES ? m->from : 0);
+        election_become_follower(r, term,
+                                 m->type == RAFT_MSG_APPEND_ENTRIES ||
+                                         m->type == RAFT_MSG_TIMEOUT_NOW
+                                     ? m->from
+                                     : 0);
     } else if (term < r->term) {
         recv_stale(r, m);
         return;
     }
     /* Invariant: term == r->term from here on. */
-    if (r->role == RAFT_LEADER) {
+    slot = raft_slot_of(r, m->from);
+    if (r->role == RAFT_LEADER && slot < RAFT_MAX_SERVERS) {
         /* Check-quorum: the peer is alive in this term. */
-        r->active[raft_slot_of(r, m->from)] = true;
+        r->active[slot] = true;
+        r->progress[slot].heard = true;
+        r->progress[slot].last_heard = r->now;
     }
     switch (m->type) {
         case RAFT_MSG_REQUEST_VOTE:
@@ -321,6 +332,9 @@ static void step_receive(struct raft *r, const struct raft_message *m)
             break;
         case RAFT_MSG_APPEND_ENTRIES:
             replication_recv_append_entries(r, m);
+            break;
+        case RAFT_MSG_TIMEOUT_NOW:
+            election_recv_timeout_now(r, m);
             break;
         default:
             replication_recv_append_entries_result(r, m);
@@ -364,11 +378,10 @@ static void step_storage_stalled(struct raft *r, bool stalled)
 }
 
 /* check_event validates @e against @r and writes to @out_room how many
- * log slots the step may append. Returns 0 or RAFT_INVALID/NOTLEADER. */
+ * log slots the step may append. Returns 0 or the error of raft_step. */
 static int check_event(const struct raft *r, const struct raft_event *e,
                        size_t *out_room)
 {
-    unsigned slot;
     unsigned i;
     int rc;
 
@@ -401,6 +414,9 @@ static int check_event(const struct raft *r, const struct raft_event *e,
             if (r->role != RAFT_LEADER) {
                 return RAFT_NOTLEADER;
             }
+            if (r->transfer_to != 0) {
+                return RAFT_BUSY;
+            }
             *out_room = e->propose.n;
             return 0;
         case RAFT_EVENT_PERSISTED:
@@ -416,21 +432,33 @@ static int check_event(const struct raft *r, const struct raft_event *e,
             return 0;
         case RAFT_EVENT_SNAPSHOT_INSTALLED:
             *out_room = 0;
-            slot = raft_slot_of(r, e->snapshot.leader);
-            if (slot == RAFT_MAX_VOTERS || slot == r->self_slot ||
+            if (e->snapshot.leader == 0 || e->snapshot.leader == r->id ||
                 e->snapshot.index == 0 ||
                 (r->role == RAFT_LEADER && e->snapshot.term == r->term)) {
                 return RAFT_INVALID;
+            }
+            if (e->snapshot.configuration != NULL) {
+                struct raft_buf *b = NULL;
+                /* Valid exactly when encodable. */
+                rc = raft_configuration_encode_buf(e->snapshot.configuration,
+                                                   &b);
+                raft_buf_unref(b);
+                return rc == RAFT_NOMEM ? rc : rc != 0 ? RAFT_INVALID : 0;
             }
             return 0;
         case RAFT_EVENT_SNAPSHOT_FAILED:
         case RAFT_EVENT_UNREACHABLE:
             *out_room = 0;
-            slot = raft_slot_of(r, e->unreachable.id);
-            if (slot == RAFT_MAX_VOTERS || slot == r->self_slot) {
+            if (e->unreachable.id == 0 || e->unreachable.id == r->id) {
                 return RAFT_INVALID;
             }
             return 0;
+        case RAFT_EVENT_CHANGE:
+            *out_room = 1;
+            return membership_check_change(r, e);
+        case RAFT_EVENT_TRANSFER:
+            *out_room = 0;
+            return transfer_check(r, e->transfer.id);
         default:
             return RAFT_INVALID;
     }
@@ -458,6 +486,7 @@ static void finish_step(struct raft *r, struct raft_update *u)
             (unsigned)(log_last_index(&r->log) - r->step_first_new + 1);
     }
 
+    u->configuration_changed = r->conf_changed;
     u->messages = r->n_msgs > 0 ? r->msgs : NULL;
     u->n_messages = r->n_msgs;
     u->snapshot_to = r->n_snapshot_to > 0 ? r->snapshot_to : NULL;
@@ -500,6 +529,7 @@ int raft_step(struct raft *r, const struct raft_event *event,
     r->step_first_new = 0;
     r->step_vote_granted = false;
     r->n_snapshot_to = 0;
+    r->conf_changed = false;
 
     switch (event->type) {
         case RAFT_EVENT_TICK:
@@ -521,13 +551,22 @@ int raft_step(struct raft *r, const struct raft_event *event,
             replication_compact(r, event->compact.index);
             break;
         case RAFT_EVENT_SNAPSHOT_INSTALLED:
-            replication_snapshot_installed(
-                r, event->snapshot.leader, event->snapshot.term,
-                event->snapshot.index, event->snapshot.last_term);
+            replication_snapshot_installed(r, &event->snapshot);
             break;
         case RAFT_EVENT_SNAPSHOT_FAILED:
             replication_snapshot_failed(r,
                                         raft_slot_of(r, event->unreachable.id));
+            break;
+        case RAFT_EVENT_CHANGE:
+            rc = membership_change(r, event, &update->proposed_index);
+            if (rc != 0) {
+                return rc; /* RAFT_NOMEM: nothing changed */
+            }
+            update->proposed_term = r->term;
+            replication_send_all(r);
+            break;
+        case RAFT_EVENT_TRANSFER:
+            transfer_start(r, event->transfer.id);
             break;
         case RAFT_EVENT_STORAGE_STALLED:
             step_storage_stalled(r, event->storage.stalled);
@@ -536,6 +575,7 @@ int raft_step(struct raft *r, const struct raft_event *event,
             replication_unreachable(r, raft_slot_of(r, event->unreachable.id));
             break;
     }
+    membership_after_step(r);
     finish_step(r, update);
     return 0;
 }
@@ -591,6 +631,27 @@ uint64_t raft_leader_contact(const struct raft *r)
     return r->now >= r->leader_seen ? r->now - r->leader_seen : 0;
 }
 
+const struct raft_configuration *raft_current_configuration(
+    const struct raft *r)
+{
+    return &r->conf;
+}
+
+raft_index raft_configuration_index(const struct raft *r)
+{
+    return r->conf_index;
+}
+
+uint8_t raft_self_role(const struct raft *r)
+{
+    return r->self_slot < r->conf.n ? r->conf.servers[r->self_slot].role : 0;
+}
+
+raft_id raft_transferee(const struct raft *r)
+{
+    return r->transfer_to;
+}
+
 raft_index raft_snapshot_index(const struct raft *r)
 {
     return r->log.first - 1;
@@ -611,10 +672,16 @@ int raft_progress(const struct raft *r, raft_id id,
         return RAFT_NOTLEADER;
     }
     slot = raft_slot_of(r, id);
-    if (slot == RAFT_MAX_VOTERS || slot == r->self_slot) {
+    if (slot == RAFT_MAX_SERVERS || slot == r->self_slot) {
         return RAFT_NOTFOUND;
     }
     p = &r->progress[slot];
+    out->role = r->conf.servers[slot].role;
+    out->last_contact = p->heard && r->now >= p->last_heard
+                            ? r->now - p->last_heard
+                            : UINT64_MAX;
+    out->caught_up = progress_caught_up(p, r->election_timeout, r->now);
+    out->round_ms = p->round_ms;
     out->match_index = p->match;
     out->next_index = p->next;
     out->state = p->state;

@@ -48,11 +48,45 @@ enum raft_role {
 
 /* Entry types. NORMAL carries an application payload; NOOP is the empty
  * entry each new leader appends to commit entries of earlier terms (paper
- * §5.4.2, thesis §6.4). */
+ * §5.4.2, thesis §6.4); CONFIG carries an encoded struct
+ * raft_configuration (configuration.h), which every server uses as soon
+ * as it is in its log, committed or not (thesis §4.1). */
 enum raft_entry_type {
     RAFT_ENTRY_NORMAL = 1,
     RAFT_ENTRY_NOOP = 2,
     RAFT_ENTRY_CONFIG = 3,
+};
+
+/* The most servers (voters and learners) a configuration may hold. */
+#define RAFT_MAX_SERVERS 16
+
+/* The most voters a configuration may hold (every server may vote). */
+#define RAFT_MAX_VOTERS RAFT_MAX_SERVERS
+
+/* The longest server address, bytes (without the terminating NUL). */
+#define RAFT_ADDRESS_MAX 255
+
+/* Roles of a server in a configuration (thesis §4.2.1). A learner receives
+ * the log and snapshots but never votes, never campaigns and never counts
+ * toward any quorum. */
+enum raft_server_role {
+    RAFT_VOTER = 1,
+    RAFT_LEARNER = 2,
+};
+
+/* One server of a configuration. The core only carries @address. */
+struct raft_server {
+    raft_id id;                         /* > 0 */
+    uint8_t role;                       /* enum raft_server_role */
+    char address[RAFT_ADDRESS_MAX + 1]; /* opaque, NUL-terminated */
+};
+
+/* A configuration: the servers of the group (configuration.h has its
+ * functions and codec). Fixed-size: plain assignment copies it. */
+struct raft_configuration {
+    unsigned n;                                   /* servers, at most
+                                                     RAFT_MAX_SERVERS */
+    struct raft_server servers[RAFT_MAX_SERVERS]; /* in order of addition */
 };
 
 /* One log entry. @data is NULL for an empty payload. Whoever stores an entry
@@ -71,16 +105,18 @@ struct raft_hard_state {
     raft_id vote;   /* votedFor in @term, 0 for none */
 };
 
-/* Message types: Raft's RPCs and their answers (paper Fig. 2), the only
- * messages the core sends and receives. What else servers send each other
- * (forwarded client requests, snapshot chunks) belongs to the node runtime
- * and travels in frames of its own (frame.h), which share the wire's type
- * byte with these and continue their numbers. */
+/* Message types: Raft's RPCs and their answers (paper Fig. 2) and
+ * TimeoutNow (thesis §3.10), the only messages the core sends and
+ * receives. What else servers send each other (forwarded client requests,
+ * snapshot chunks) belongs to the node runtime and travels in frames of
+ * its own (frame.h), which share the wire's type byte with these: 1..4 and
+ * 9 are the core's, 5..8 the runtime's. */
 enum raft_message_type {
     RAFT_MSG_REQUEST_VOTE = 1,
     RAFT_MSG_REQUEST_VOTE_RESULT = 2,
     RAFT_MSG_APPEND_ENTRIES = 3,
     RAFT_MSG_APPEND_ENTRIES_RESULT = 4,
+    RAFT_MSG_TIMEOUT_NOW = 9,
 };
 
 /* RequestVote (paper Fig. 2; pre-vote, thesis §9.6). */
@@ -90,6 +126,9 @@ struct raft_request_vote {
     raft_index last_log_index; /* index of candidate's last log entry */
     raft_term last_log_term;   /* term of candidate's last log entry */
     bool pre_vote;             /* true for a pre-vote request */
+    bool disrupt;              /* true for the election a leadership
+                                  transfer started (TimeoutNow): it
+                                  overrides leader stickiness */
 };
 
 /* RequestVote response. */
@@ -140,6 +179,13 @@ struct raft_append_entries_result {
     uint64_t seq;              /* the answered request's seq, or 0 */
 };
 
+/* TimeoutNow (thesis §3.10): the leader, transferring its leadership,
+ * tells an up-to-date voter to start an election at once, without a
+ * pre-vote round. */
+struct raft_timeout_now {
+    raft_term term; /* leader's term */
+};
+
 /* A message of the core, between two servers. */
 struct raft_message {
     uint8_t type; /* enum raft_message_type */
@@ -150,6 +196,7 @@ struct raft_message {
         struct raft_request_vote_result request_vote_result;
         struct raft_append_entries append_entries;
         struct raft_append_entries_result append_entries_result;
+        struct raft_timeout_now timeout_now;
     };
 };
 
@@ -158,11 +205,22 @@ struct raft_message {
 raft_term raft_message_term(const struct raft_message *m);
 
 /* Static configuration of one server. Times are in milliseconds of the
- * clock carried by RAFT_EVENT_TICK. */
+ * clock carried by RAFT_EVENT_TICK.
+ *
+ * The cluster configuration in force (thesis §4.1) is the latest
+ * RAFT_ENTRY_CONFIG entry of the log, committed or not; when the log holds
+ * none, it is the one of the compacted prefix: @configuration when given
+ * (the snapshot's, which the driver reads from the state machine), else
+ * @voters, all voters (a driver without membership: today's static
+ * cluster). This server need not be a member: a server that joins (empty
+ * log, empty configuration) or was removed never campaigns, and takes
+ * AppendEntries and snapshots from any leader. */
 struct raft_config {
-    raft_id id;                  /* this server's id, must be in @voters */
-    const raft_id *voters;       /* ids of all voting servers, n_voters */
-    unsigned n_voters;           /* 1..RAFT_MAX_VOTERS */
+    raft_id id;                  /* this server's id, > 0 */
+    const raft_id *voters;       /* ids of all voting servers, n_voters
+                                    (NULL when 0), used when
+                                    @configuration is NULL */
+    unsigned n_voters;           /* 0..RAFT_MAX_VOTERS */
     unsigned election_timeout;   /* ms; the actual timeout is randomized in
                                     [election_timeout, 2*election_timeout) */
     unsigned heartbeat_interval; /* ms, < election_timeout */
@@ -184,10 +242,10 @@ struct raft_config {
                                     flight to one follower, 0 unlimited
                                     (one entry larger than it still goes,
                                     alone) */
+    const struct raft_configuration *configuration; /* the configuration
+                                    of the compacted prefix (the
+                                    snapshot's), or NULL: @voters; copied */
 };
-
-/* The most voters a configuration may hold. */
-#define RAFT_MAX_VOTERS 16
 
 /* Replication state of one follower, as seen by a leader (etcd tracker). */
 enum raft_progress_state {
@@ -212,8 +270,21 @@ enum raft_event_type {
                                           @unreachable.id failed */
     RAFT_EVENT_UNREACHABLE = 8,        /* the connection to @unreachable.id
                                           broke: reset its inflight window */
-    RAFT_EVENT_STORAGE_STALLED = 9,    /* the driver cannot persist (or can
+    RAFT_EVENT_CHANGE = 9,             /* leader: change the configuration
+                                          by one server: @change */
+    RAFT_EVENT_TRANSFER = 10,          /* leader: hand leadership to
+                                          @transfer.id (thesis §3.10) */
+    RAFT_EVENT_STORAGE_STALLED = 11,   /* the driver cannot persist (or can
                                           again): @storage.stalled */
+};
+
+/* Kinds of RAFT_EVENT_CHANGE: each changes one server (thesis §4.1). */
+enum raft_change_kind {
+    RAFT_CHANGE_ADD = 1,            /* add @id at @address as @role */
+    RAFT_CHANGE_REMOVE = 2,         /* remove @id */
+    RAFT_CHANGE_PROMOTE = 3,        /* make learner @id a voter */
+    RAFT_CHANGE_DEMOTE = 4,         /* make voter @id a learner */
+    RAFT_CHANGE_UPDATE_ADDRESS = 5, /* give @id the address @address */
 };
 
 /* The snapshot events in detail.
@@ -248,8 +319,13 @@ enum raft_event_type {
  * term (a higher one is adopted, as from any message) the core answers
  * @leader with a successful AppendEntries result of last_log_index @index
  * and seq 0. A leader or candidate that gets this event steps down.
- * Errors: RAFT_INVALID (@leader is not another voter, @index is 0, or the
- * server leads @term itself).
+ * @configuration, when not NULL, is the snapshot's configuration: it
+ * becomes the one of the compacted prefix, in force unless a later
+ * RAFT_ENTRY_CONFIG entry is kept (NULL keeps the one the core had, as a
+ * driver without membership does).
+ * Errors: RAFT_INVALID (@leader is 0 or this server, @index is 0, the
+ * server leads @term itself, or @configuration is not valid). @leader need
+ * not be a member: a joining server learns its first configuration so.
  *
  * SNAPSHOT_FAILED {unreachable.id}: the leader's driver could not deliver
  * the snapshot it was asked for: the follower goes back to probing and is
@@ -260,7 +336,35 @@ enum raft_event_type {
  * leader resets the peer's inflight window and probes it again; a
  * follower waiting for a snapshot is left alone (its driver reports
  * SNAPSHOT_FAILED). Ignored when not leading.
- * Errors (both): RAFT_INVALID when the id is not another voter.
+ * Errors (both): RAFT_INVALID when the id is 0 or this server's. An id
+ * that is not a member (any more) is ignored.
+ *
+ * CHANGE {kind, id, role, address}: the leader appends a RAFT_ENTRY_CONFIG
+ * entry holding its configuration changed by one server (thesis §4.1: any
+ * two consecutive configurations then share a majority), in force at once;
+ * update.proposed_index is its index: the change is done once that index
+ * is committed. Ongaro's fix (raft-dev, 2015): the leader appends one only
+ * once an entry of its own term is committed (its NOOP), and only one
+ * configuration entry may be uncommitted at a time. A leader that removes
+ * or demotes itself keeps leading, without counting itself, until the
+ * entry commits, then steps down (thesis §4.2.2).
+ * Errors: RAFT_NOTLEADER; RAFT_BUSY (a configuration entry is not
+ * committed yet, no entry of this term is, or a transfer runs);
+ * RAFT_NOTFOUND (REMOVE, PROMOTE, DEMOTE or UPDATE_ADDRESS of a server
+ * that is not a member); RAFT_INVALID (unknown kind or role, id 0, ADD of
+ * a member, an address too long, ADD to a configuration of
+ * RAFT_MAX_SERVERS servers, PROMOTE of a voter, DEMOTE of a learner,
+ * REMOVE or DEMOTE of the last voter).
+ *
+ * TRANSFER {id}: leadership transfer (thesis §3.10). The leader refuses
+ * proposals and changes (RAFT_BUSY) while it brings @id (0: the voter with
+ * the highest match index) up to date, then sends it TimeoutNow; @id
+ * starts an election at once, without a pre-vote round, and its
+ * RequestVote overrides leader stickiness. After an election timeout
+ * without a new leader the transfer is abandoned and the leader resumes.
+ * Errors: RAFT_NOTLEADER; RAFT_BUSY (a transfer runs already);
+ * RAFT_NOTFOUND (@id is not a member, or @id is 0 and there is no other
+ * voter); RAFT_INVALID (@id is this server or a learner).
  *
  * STORAGE_STALLED {stalled}: true when the driver has been unable to
  * persist for a while (a full log or disk whose writes it keeps retrying,
@@ -273,6 +377,17 @@ enum raft_event_type {
  * never time out). It still answers RequestVote and AppendEntries (their
  * answers wait for the disk, driver rules 1 and 2). Clearing it restarts
  * the election timer. Never an error. */
+
+/* RAFT_EVENT_SNAPSHOT_INSTALLED's fields. */
+struct raft_snapshot_event {
+    raft_id leader;      /* leader that sent it */
+    raft_term term;      /* that leader's term */
+    raft_index index;    /* the snapshot's last index */
+    raft_term last_term; /* term of that entry */
+    const struct raft_configuration *configuration; /* the snapshot's
+                            configuration (copied), or NULL: unknown to
+                            the driver */
+};
 
 /* One input to the core. For RECEIVE and PROPOSE, the core takes its own
  * references to any bufs it keeps; the caller keeps and drops its own. */
@@ -295,15 +410,21 @@ struct raft_event {
             raft_index index; /* new snapshot boundary, <= handed out
                                  and <= persisted index */
         } compact;
-        struct {
-            raft_id leader;      /* leader that sent it */
-            raft_term term;      /* that leader's term */
-            raft_index index;    /* the snapshot's last index */
-            raft_term last_term; /* term of that entry */
-        } snapshot;
+        struct raft_snapshot_event snapshot;
         struct {
             raft_id id; /* the follower or peer concerned */
         } unreachable;
+        struct {
+            uint8_t kind;        /* enum raft_change_kind */
+            raft_id id;          /* the server changed */
+            uint8_t role;        /* ADD: RAFT_VOTER or RAFT_LEARNER */
+            const char *address; /* ADD, UPDATE_ADDRESS: NUL-terminated,
+                                    at most RAFT_ADDRESS_MAX bytes, NULL
+                                    for none; copied */
+        } change;
+        struct {
+            raft_id id; /* the voter to lead, 0: the most caught-up one */
+        } transfer;
         struct {
             bool stalled; /* true: cannot persist; false: can again */
         } storage;
@@ -331,6 +452,10 @@ struct raft_update {
                                    Each id comes once per SNAPSHOT state
                                    of that follower */
     unsigned n_snapshot_to;     /* number of ids in @snapshot_to */
+    bool configuration_changed; /* the configuration in force changed
+                                   (an entry appended or truncated, a
+                                   snapshot installed, a change):
+                                   raft_current_configuration has it */
 };
 
 struct raft; /* opaque */
@@ -343,9 +468,11 @@ struct raft; /* opaque */
  * @applied is the last index already applied to the state machine: the
  * core never hands those out as committed again. The new core is a
  * follower of term hs->term. Writes *out only on success.
- * Errors: RAFT_NOMEM; RAFT_INVALID when @cfg is inconsistent (id not a
- * voter, zero or duplicate ids, heartbeat >= election timeout, too many
- * voters) or the entries are not contiguous from @first_index. */
+ * Errors: RAFT_NOMEM; RAFT_INVALID when @cfg is inconsistent (id 0, zero
+ * or duplicate voter ids, heartbeat >= election timeout, too many voters,
+ * an invalid @configuration) or the entries are not contiguous from
+ * @first_index; RAFT_CORRUPT when a RAFT_ENTRY_CONFIG entry does not
+ * decode. */
 int raft_new(const struct raft_config *cfg, const struct raft_hard_state *hs,
              raft_index first_index, const struct raft_entry *entries,
              unsigned n_entries, raft_index applied, struct raft **out);
@@ -372,8 +499,11 @@ void raft_close(struct raft *r);
  * provides; its previous contents are ignored) with what to do next, as
  * described at the top of this file. On an error nothing changed and
  * @update is empty.
- * Errors: RAFT_NOTLEADER (PROPOSE on a non-leader); RAFT_INVALID (malformed
- * event, e.g. a message not addressed to this server); RAFT_NOMEM. */
+ * Errors: RAFT_NOTLEADER (PROPOSE, CHANGE or TRANSFER on a non-leader);
+ * RAFT_BUSY (PROPOSE while a transfer runs; CHANGE and TRANSFER: see
+ * above); RAFT_NOTFOUND (CHANGE, TRANSFER: see above); RAFT_INVALID
+ * (malformed event, e.g. a message not addressed to this server, or a
+ * configuration entry that does not decode); RAFT_NOMEM. */
 int raft_step(struct raft *r, const struct raft_event *event,
               struct raft_update *update);
 
@@ -388,6 +518,22 @@ raft_index raft_persisted_index(const struct raft *r);
 raft_index raft_snapshot_index(const struct raft *r); /* first - 1 */
 raft_term raft_snapshot_term(const struct raft *r);   /* its term, 0 unknown */
 bool raft_storage_stalled(const struct raft *r); /* STORAGE_STALLED state */
+
+/* raft_current_configuration returns the configuration in force (the
+ * latest in the log, thesis §4.1); valid until the next raft_step or
+ * raft_close. raft_configuration_index returns the index of the entry that
+ * holds it, 0 when it is the compacted prefix's. raft_self_role returns
+ * this server's role in it (enum raft_server_role), 0 when it is not a
+ * member: it then never campaigns (a joining server that has not received
+ * its configuration yet, or a removed one). */
+const struct raft_configuration *raft_current_configuration(
+    const struct raft *r);
+raft_index raft_configuration_index(const struct raft *r);
+uint8_t raft_self_role(const struct raft *r);
+
+/* raft_transferee returns the voter this leader transfers its leadership
+ * to, 0 when no transfer runs. */
+raft_id raft_transferee(const struct raft *r);
 
 /* raft_leader_contact returns how long ago, in ms of the TICK clock, this
  * server last heard from the leader of its term: 0 on the leader itself,
@@ -406,8 +552,9 @@ uint64_t raft_leader_contact(const struct raft *r);
 bool raft_snapshot_resets_log(const struct raft *r, raft_index index,
                               raft_term last_term);
 
-/* What a leader knows of one follower. */
+/* What a leader knows of one follower (voter or learner). */
 struct raft_progress_info {
+    uint8_t role;              /* enum raft_server_role */
     raft_index match_index;    /* highest index known replicated */
     raft_index next_index;     /* next index to send */
     uint8_t state;             /* enum raft_progress_state */
@@ -415,11 +562,19 @@ struct raft_progress_info {
     uint64_t inflight_bytes;   /* their payload bytes */
     raft_index snapshot_index; /* SNAPSHOT: index the snapshot must
                                   reach, else 0 */
+    uint64_t last_contact;     /* ms since its last answer this term,
+                                  UINT64_MAX when none yet */
+    bool caught_up;            /* its last catch-up round (thesis §4.2.1:
+                                  from the leader's last index at the
+                                  round's start to that index matched)
+                                  took less than an election timeout, and
+                                  the current one has not lasted longer */
+    uint64_t round_ms;         /* duration of the last finished round */
 };
 
 /* raft_progress fills @out with the leader's view of follower @id.
  * Errors: RAFT_NOTLEADER when this server is not the leader; RAFT_NOTFOUND
- * when @id is not another voter. */
+ * when @id is not another member. */
 int raft_progress(const struct raft *r, raft_id id,
                   struct raft_progress_info *out);
 

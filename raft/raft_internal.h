@@ -9,6 +9,7 @@
 
 #include "log.h"
 #include "progress.h"
+#include "quorum.h"
 #include "raft.h"
 
 /* One Raft server's core state.
@@ -18,64 +19,81 @@
  * moved nor truncated in the step after a message is added (room for the
  * step's appends is reserved when the step starts). */
 struct raft {
-    raft_id id;                      /* this server */
-    raft_id voters[RAFT_MAX_VOTERS]; /* every voter, this one included */
-    unsigned n_voters;               /* number of voters */
-    unsigned self_slot;              /* voters[self_slot] == id */
-    unsigned election_timeout;       /* base election timeout, ms */
-    unsigned heartbeat_interval;     /* ms between heartbeats */
-    uint64_t max_size_per_msg;       /* payload bytes per AppendEntries */
-    unsigned max_inflight_msgs;      /* REPLICATE window */
-    uint64_t max_inflight_bytes;     /* REPLICATE window bytes, 0 no
+    raft_id id;                     /* this server */
+    struct raft_configuration conf; /* in force: the latest in the log
+                                          (thesis §4.1); slot i of the
+                                          per-server arrays below is
+                                          conf.servers[i] */
+    raft_index conf_index;          /* entry holding conf, 0: base */
+    struct raft_configuration base; /* in force at log.first - 1 (the
+                                          snapshot's) */
+    unsigned self_slot;             /* conf.servers[self_slot].id == id,
+                                          RAFT_MAX_SERVERS when not a
+                                          member */
+    bool conf_changed;              /* step: conf changed */
+    raft_id transfer_to;            /* leader: transferee, 0 none */
+    uint64_t transfer_start;        /* when the transfer began */
+    bool transfer_sent;             /* TimeoutNow went out */
+    bool disrupt;                   /* candidate: this election was
+                                          started by TimeoutNow */
+    unsigned election_timeout;      /* base election timeout, ms */
+    unsigned heartbeat_interval;    /* ms between heartbeats */
+    uint64_t max_size_per_msg;      /* payload bytes per AppendEntries */
+    unsigned max_inflight_msgs;     /* REPLICATE window */
+    uint64_t max_inflight_bytes;    /* REPLICATE window bytes, 0 no
                                           limit */
-    bool pre_vote;                   /* run a pre-vote round first */
-    bool check_quorum;               /* check-quorum and stickiness */
-    uint64_t prng;                   /* splitmix64 state */
-    raft_term term;                  /* currentTerm (durable) */
-    raft_id vote;                    /* votedFor in term (durable) */
-    struct raft_log log;             /* the log (durable up to persisted) */
-    enum raft_role role;             /* follower, candidate or leader */
-    raft_id leader;                  /* known leader of term, 0 if none */
-    raft_index commit;               /* commitIndex */
-    raft_index persisted;            /* last index durable (PERSISTED) */
-    raft_index handed;               /* last index handed out committed */
-    raft_index verified;             /* follower: last index known to
+    bool pre_vote;                  /* run a pre-vote round first */
+    bool check_quorum;              /* check-quorum and stickiness */
+    uint64_t prng;                  /* splitmix64 state */
+    raft_term term;                 /* currentTerm (durable) */
+    raft_id vote;                   /* votedFor in term (durable) */
+    struct raft_log log;            /* the log (durable up to persisted) */
+    enum raft_role role;            /* follower, candidate or leader */
+    raft_id leader;                 /* known leader of term, 0 if none */
+    raft_index commit;              /* commitIndex */
+    raft_index persisted;           /* last index durable (PERSISTED) */
+    raft_index handed;              /* last index handed out committed */
+    raft_index verified;            /* follower: last index known to
                                           match the leader's log this term */
-    uint64_t ack_seq;                /* follower: highest seq accepted
+    uint64_t ack_seq;               /* follower: highest seq accepted
                                           from the leader of this term */
-    bool storage_stalled;            /* STORAGE_STALLED: no leading,
+    bool storage_stalled;           /* STORAGE_STALLED: no leading,
                                           no campaigning */
-    bool ticked;                     /* a TICK set the time base */
-    uint64_t now;                    /* clock of the last TICK, ms */
-    uint64_t election_start;         /* when the election timer started */
-    uint64_t election_rand;          /* randomized timeout, ms */
-    uint64_t heartbeat_start;        /* leader: last heartbeat round */
-    int8_t votes[RAFT_MAX_VOTERS];   /* candidate or pre-candidate: 1
+    bool ticked;                    /* a TICK set the time base */
+    uint64_t now;                   /* clock of the last TICK, ms */
+    uint64_t election_start;        /* when the election timer started */
+    uint64_t election_rand;         /* randomized timeout, ms */
+    uint64_t heartbeat_start;       /* leader: last heartbeat round */
+    int8_t votes[RAFT_MAX_SERVERS]; /* candidate or pre-candidate: 1
                                           granted, -1 refused */
-    bool pre_candidate;              /* follower running a pre-vote
+    bool pre_candidate;             /* follower running a pre-vote
                                           round for term + 1 */
-    uint64_t leader_seen;            /* follower: when the leader of
+    uint64_t leader_seen;           /* follower: when the leader of
                                           this term was last heard */
-    uint64_t quorum_start;           /* leader: start of the current
+    uint64_t quorum_start;          /* leader: start of the current
                                           check-quorum round */
-    bool active[RAFT_MAX_VOTERS];    /* leader: peer heard from in the
+    bool active[RAFT_MAX_SERVERS];  /* leader: peer heard from in the
                                           current check-quorum round */
-    struct raft_peer_progress progress[RAFT_MAX_VOTERS]; /* leader view */
-    struct raft_message *msgs;            /* step output messages */
-    unsigned n_msgs;                      /* messages in this step */
-    unsigned cap_msgs;                    /* allocated message slots */
-    raft_index step_first_new;            /* first index written this step,
+    struct raft_peer_progress progress[RAFT_MAX_SERVERS]; /* leader view */
+    struct raft_message *msgs;             /* step output messages */
+    unsigned n_msgs;                       /* messages in this step */
+    unsigned cap_msgs;                     /* allocated message slots */
+    raft_index step_first_new;             /* first index written this step,
                                           0 when none */
-    bool step_vote_granted;               /* a vote was granted this step */
-    struct raft_hard_state step_hs;       /* term and vote when step began */
-    raft_id snapshot_to[RAFT_MAX_VOTERS]; /* step: followers newly in
+    bool step_vote_granted;                /* a vote was granted this step */
+    struct raft_hard_state step_hs;        /* term and vote when step began */
+    raft_id snapshot_to[RAFT_MAX_SERVERS]; /* step: followers newly in
                                           SNAPSHOT */
-    unsigned n_snapshot_to;               /* ids in snapshot_to */
+    unsigned n_snapshot_to;                /* ids in snapshot_to */
 };
 
-/* raft_slot_of returns the position of @id in r->voters, or RAFT_MAX_VOTERS
- * when @id is not a voter. */
+/* raft_slot_of returns the position of @id in r->conf, or RAFT_MAX_SERVERS
+ * when @id is not a member. */
 unsigned raft_slot_of(const struct raft *r, raft_id id);
+
+/* raft_is_voter tells whether slot @slot (< RAFT_MAX_SERVERS or not) is a
+ * voter of r->conf. */
+bool raft_is_voter(const struct raft *r, unsigned slot);
 
 /* raft_out_message adds a message of @type to @to to the step's output and
  * returns it (zeroed but for type, from, to), or NULL when out of memory:
@@ -121,6 +139,61 @@ void election_recv_request_vote(struct raft *r, const struct raft_message *m);
 void election_recv_request_vote_result(struct raft *r,
                                        const struct raft_message *m);
 
+/* ---- membership.c: the configuration in force (thesis ch. 4) ---- */
+
+/* membership_init sets r->base from @cfg and r->conf from the latest
+ * RAFT_ENTRY_CONFIG entry of the log (or base), with the per-server
+ * arrays set up. Errors: RAFT_INVALID (bad @cfg configuration),
+ * RAFT_CORRUPT (a configuration entry does not decode). */
+int membership_init(struct raft *r, const struct raft_config *cfg);
+
+/* membership_check_entries tells whether every RAFT_ENTRY_CONFIG entry of
+ * the @n at @entries decodes (0) or not (RAFT_INVALID). */
+int membership_check_entries(const struct raft_entry *entries, unsigned n);
+
+/* membership_appended notes that entry @index was appended: a
+ * configuration entry comes into force. Its payload was checked. */
+void membership_appended(struct raft *r, raft_index index);
+
+/* membership_truncated notes that the log was truncated from @from: a
+ * configuration entry deleted falls back to the previous one (the latest
+ * left in the log, else base). */
+void membership_truncated(struct raft *r, raft_index from);
+
+/* membership_compacting notes, before the log drops its entries through
+ * @index, that base becomes the configuration in force at @index
+ * (@snapshot when not NULL). */
+void membership_compacting(struct raft *r, raft_index index,
+                           const struct raft_configuration *snapshot);
+
+/* membership_reset notes that the log was reset to a boundary after an
+ * installed snapshot: base is @snapshot (NULL: the configuration in force
+ * so far) and is in force. */
+void membership_reset(struct raft *r,
+                      const struct raft_configuration *snapshot);
+
+/* membership_check_change checks a RAFT_EVENT_CHANGE (raft.h for its
+ * errors). */
+int membership_check_change(const struct raft *r, const struct raft_event *e);
+
+/* membership_change appends the configuration entry of a checked
+ * RAFT_EVENT_CHANGE (room reserved), puts it in force and writes its index
+ * to *@out_index. Errors: RAFT_NOMEM (nothing changed). */
+int membership_change(struct raft *r, const struct raft_event *e,
+                      raft_index *out_index);
+
+/* membership_commit_index returns the largest index a majority of the
+ * voters holds (the leader counting its persisted index when it is a
+ * voter). */
+raft_index membership_commit_index(const struct raft *r);
+
+/* membership_tally tallies @votes (per slot: 1, -1, 0) over the voters. */
+enum quorum_vote membership_tally(const struct raft *r, const int8_t *votes);
+
+/* membership_after_step makes a leader that is no voter of its committed
+ * configuration step down (thesis §4.2.2). */
+void membership_after_step(struct raft *r);
+
 /* replication_become_leader sets up progress, appends the NOOP entry of the
  * new term (thesis §6.4) and sends it. */
 void replication_become_leader(struct raft *r);
@@ -152,9 +225,32 @@ void replication_compact(struct raft *r, raft_index index);
 
 /* replication_snapshot_installed handles a valid
  * RAFT_EVENT_SNAPSHOT_INSTALLED (raft.h). */
-void replication_snapshot_installed(struct raft *r, raft_id leader,
-                                    raft_term term, raft_index index,
-                                    raft_term last_term);
+void replication_snapshot_installed(struct raft *r,
+                                    const struct raft_snapshot_event *s);
+
+/* replication_send_all sends every other member what it lacks, as far as
+ * its progress allows, then advances the commit index if it can. */
+void replication_send_all(struct raft *r);
+
+/* ---- transfer.c: leadership transfer (thesis §3.10) ---- */
+
+/* transfer_check validates a RAFT_EVENT_TRANSFER to @id (raft.h). */
+int transfer_check(const struct raft *r, raft_id id);
+
+/* transfer_start starts a valid transfer to @id (0: the most caught-up
+ * voter). */
+void transfer_start(struct raft *r, raft_id id);
+
+/* transfer_progress sends TimeoutNow to the transferee once it holds the
+ * leader's whole log. */
+void transfer_progress(struct raft *r);
+
+/* transfer_tick abandons a transfer that lasted an election timeout. */
+void transfer_tick(struct raft *r);
+
+/* election_recv_timeout_now starts an election at once, without pre-vote,
+ * when @r is a voter that is not the leader (thesis §3.10). */
+void election_recv_timeout_now(struct raft *r, const struct raft_message *m);
 
 /* replication_snapshot_failed handles RAFT_EVENT_SNAPSHOT_FAILED for the
  * follower in @slot. */

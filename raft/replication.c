@@ -42,9 +42,9 @@ static bool offer_snapshot(struct raft *r, unsigned slot)
         p->boundary_probed = true;
         return false;
     }
-    if (r->now >= p->snapshot_retry && r->n_snapshot_to < RAFT_MAX_VOTERS) {
+    if (r->now >= p->snapshot_retry && r->n_snapshot_to < RAFT_MAX_SERVERS) {
         progress_become_snapshot(p, r->log.first - 1, r->now);
-        r->snapshot_to[r->n_snapshot_to++] = r->voters[slot];
+        r->snapshot_to[r->n_snapshot_to++] = r->conf.servers[slot].id;
     }
     return true;
 }
@@ -90,7 +90,7 @@ static bool send_append(struct raft *r, unsigned slot, bool allow_empty)
         bytes += len;
         n++;
     }
-    m = raft_out_message(r, RAFT_MSG_APPEND_ENTRIES, r->voters[slot]);
+    m = raft_out_message(r, RAFT_MSG_APPEND_ENTRIES, r->conf.servers[slot].id);
     if (m == NULL) {
         return false;
     }
@@ -137,7 +137,7 @@ static void send_heartbeat(struct raft *r, unsigned slot)
     if (prev + 1 < r->log.first) {
         prev = 0;
     }
-    m = raft_out_message(r, RAFT_MSG_APPEND_ENTRIES, r->voters[slot]);
+    m = raft_out_message(r, RAFT_MSG_APPEND_ENTRIES, r->conf.servers[slot].id);
     if (m == NULL) {
         return;
     }
@@ -156,7 +156,7 @@ static void broadcast_commit(struct raft *r)
 {
     unsigned i;
 
-    for (i = 0; i < r->n_voters; i++) {
+    for (i = 0; i < r->conf.n; i++) {
         if (i == r->self_slot ||
             r->progress[i].state != RAFT_PROGRESS_REPLICATE) {
             continue;
@@ -168,20 +168,16 @@ static void broadcast_commit(struct raft *r)
 }
 
 /* maybe_commit advances the leader's commit index to the largest index a
- * majority holds durably, if that entry is of the current term (paper
+ * majority of the voters of the configuration in force holds durably
+ * (learners never count; a leader that is no voter does not count
+ * itself, thesis §4.2.2), if that entry is of the current term (paper
  * §5.4.2: never commit an older term's entry by counting replicas), and
  * then tells the followers. The leader counts itself only up to its
  * persisted index. */
 static void maybe_commit(struct raft *r)
 {
-    raft_index matches[RAFT_MAX_VOTERS];
-    raft_index index;
-    unsigned i;
+    raft_index index = membership_commit_index(r);
 
-    for (i = 0; i < r->n_voters; i++) {
-        matches[i] = i == r->self_slot ? r->persisted : r->progress[i].match;
-    }
-    index = quorum_commit_index(matches, r->n_voters);
     if (index > r->commit && log_term_at(&r->log, index) == r->term) {
         r->commit = index;
         broadcast_commit(r);
@@ -199,7 +195,7 @@ void replication_become_leader(struct raft *r)
     r->pre_candidate = false;
     r->heartbeat_start = r->now;
     r->quorum_start = r->now;
-    for (i = 0; i < r->n_voters; i++) {
+    for (i = 0; i < RAFT_MAX_SERVERS; i++) {
         progress_reset(&r->progress[i], last + 1, r->now);
         r->active[i] = false;
     }
@@ -207,7 +203,14 @@ void replication_become_leader(struct raft *r)
      * which commits every earlier entry it holds. */
     noop = log_append(&r->log, r->term, RAFT_ENTRY_NOOP, NULL);
     raft_mark_written(r, noop);
-    for (i = 0; i < r->n_voters; i++) {
+    replication_send_all(r);
+}
+
+void replication_send_all(struct raft *r)
+{
+    unsigned i;
+
+    for (i = 0; i < r->conf.n; i++) {
         if (i != r->self_slot) {
             send_appends(r, i);
         }
@@ -222,18 +225,19 @@ void replication_become_leader(struct raft *r)
  * false when it stepped down. */
 static bool check_quorum(struct raft *r)
 {
-    int8_t heard[RAFT_MAX_VOTERS];
+    int8_t heard[RAFT_MAX_SERVERS];
     unsigned i;
 
     if (!r->check_quorum || r->now - r->quorum_start < r->election_timeout) {
         return true;
     }
-    for (i = 0; i < r->n_voters; i++) {
+    for (i = 0; i < RAFT_MAX_SERVERS; i++) {
         heard[i] = i == r->self_slot || r->active[i] ? 1 : 0;
         r->active[i] = false;
     }
     r->quorum_start = r->now;
-    if (quorum_vote_result(heard, r->n_voters) != QUORUM_WON) {
+    /* Voters only: learners keep no leader in power. */
+    if (membership_tally(r, heard) != QUORUM_WON) {
         election_become_follower(r, r->term, 0);
         return false;
     }
@@ -252,11 +256,12 @@ void replication_tick(struct raft *r)
     if (!check_quorum(r)) {
         return;
     }
+    transfer_tick(r);
     if (r->now - r->heartbeat_start < r->heartbeat_interval) {
         return;
     }
     r->heartbeat_start = r->now;
-    for (i = 0; i < r->n_voters; i++) {
+    for (i = 0; i < r->conf.n; i++) {
         struct raft_peer_progress *p = &r->progress[i];
         uint64_t idle = r->now - p->last_progress;
         if (i == r->self_slot) {
@@ -306,12 +311,7 @@ raft_index replication_propose(struct raft *r, struct raft_buf *const *bufs,
         log_append(&r->log, r->term, RAFT_ENTRY_NORMAL, bufs[i]);
     }
     raft_mark_written(r, first);
-    for (i = 0; i < r->n_voters; i++) {
-        if (i != r->self_slot) {
-            send_appends(r, i);
-        }
-    }
-    maybe_commit(r);
+    replication_send_all(r);
     return first;
 }
 
@@ -418,6 +418,7 @@ void replication_recv_append_entries(struct raft *r,
                 return;
             }
             log_truncate(&r->log, e->index);
+            membership_truncated(r, e->index);
             if (r->persisted >= e->index) {
                 r->persisted = e->index - 1;
             }
@@ -431,6 +432,9 @@ void replication_recv_append_entries(struct raft *r,
         const struct raft_entry *e = &ae->entries[i];
         log_append(&r->log, e->term, e->type, e->data);
         raft_mark_written(r, e->index);
+        if (e->type == RAFT_ENTRY_CONFIG) {
+            membership_appended(r, e->index);
+        }
     }
 
     /* Entries up to @end now match the leader's log (Log Matching). */
@@ -474,8 +478,12 @@ static void recv_success(struct raft *r, unsigned slot, raft_index last)
             progress_apply_pending(p, false, r->now);
             break;
     }
+    progress_round(p, p->match, log_last_index(&r->log), r->now);
     if (raised) {
         maybe_commit(r);
+    }
+    if (r->conf.servers[slot].id == r->transfer_to) {
+        transfer_progress(r);
     }
     if (p->state == RAFT_PROGRESS_PROBE) {
         send_append(r, slot, true);
@@ -489,9 +497,14 @@ void replication_recv_append_entries_result(struct raft *r,
 {
     const struct raft_append_entries_result *res = &m->append_entries_result;
     unsigned slot = raft_slot_of(r, m->from);
-    struct raft_peer_progress *p = &r->progress[slot];
+    struct raft_peer_progress *p;
 
-    if (r->role != RAFT_LEADER || progress_is_stale(p, res->seq)) {
+    /* A server removed meanwhile (or never a member) is not tracked. */
+    if (r->role != RAFT_LEADER || slot >= r->conf.n || slot == r->self_slot) {
+        return;
+    }
+    p = &r->progress[slot];
+    if (progress_is_stale(p, res->seq)) {
         return;
     }
     if (res->success) {
@@ -549,6 +562,7 @@ void replication_compact(struct raft *r, raft_index index)
     if (index < r->log.first) {
         return;
     }
+    membership_compacting(r, index, NULL);
     log_compact(&r->log, index);
 }
 
@@ -562,11 +576,13 @@ bool raft_snapshot_resets_log(const struct raft *r, raft_index index,
                                     held, last_term) == RAFT_PERSIST_RESET;
 }
 
-void replication_snapshot_installed(struct raft *r, raft_id leader,
-                                    raft_term term, raft_index index,
-                                    raft_term last_term)
+void replication_snapshot_installed(struct raft *r,
+                                    const struct raft_snapshot_event *s)
 {
-    bool reset = raft_snapshot_resets_log(r, index, last_term);
+    raft_id leader = s->leader;
+    raft_term term = s->term;
+    raft_index index = s->index;
+    bool reset = raft_snapshot_resets_log(r, index, s->last_term);
 
     /* As for any message of @leader: a higher term is adopted (paper
      * Fig. 2 "All servers"), and a candidate or leader gives way. */
@@ -581,6 +597,7 @@ void replication_snapshot_installed(struct raft *r, raft_id leader,
          * follows it is the leader's log too (Log Matching) and may hold
          * committed entries counted on our copy: the driver kept it, and
          * so do we; only the prefix goes, as in a compaction. */
+        membership_compacting(r, index, s->configuration);
         log_compact(&r->log, index);
         r->handed = index;
         if (r->commit < index) {
@@ -595,7 +612,8 @@ void replication_snapshot_installed(struct raft *r, raft_id leader,
          * are committed (a leader snapshots only what it applied), hence
          * on every later leader's log (Leader Completeness, §5.4): they
          * count as verified. */
-        log_reset(&r->log, index, last_term);
+        log_reset(&r->log, index, s->last_term);
+        membership_reset(r, s->configuration);
         r->persisted = index;
         r->handed = index;
         if (r->commit < index) {
@@ -614,9 +632,13 @@ void replication_snapshot_installed(struct raft *r, raft_id leader,
 
 void replication_snapshot_failed(struct raft *r, unsigned slot)
 {
-    struct raft_peer_progress *p = &r->progress[slot];
+    struct raft_peer_progress *p;
 
-    if (r->role != RAFT_LEADER || p->state != RAFT_PROGRESS_SNAPSHOT) {
+    if (r->role != RAFT_LEADER || slot >= r->conf.n || slot == r->self_slot) {
+        return; /* not (any more) a member */
+    }
+    p = &r->progress[slot];
+    if (p->state != RAFT_PROGRESS_SNAPSHOT) {
         return;
     }
     progress_become_probe(p, r->now);
@@ -625,9 +647,13 @@ void replication_snapshot_failed(struct raft *r, unsigned slot)
 
 void replication_unreachable(struct raft *r, unsigned slot)
 {
-    struct raft_peer_progress *p = &r->progress[slot];
+    struct raft_peer_progress *p;
 
-    if (r->role != RAFT_LEADER || p->state == RAFT_PROGRESS_SNAPSHOT) {
+    if (r->role != RAFT_LEADER || slot >= r->conf.n || slot == r->self_slot) {
+        return; /* not (any more) a member */
+    }
+    p = &r->progress[slot];
+    if (p->state == RAFT_PROGRESS_SNAPSHOT) {
         return;
     }
     /* Whatever was in flight on the broken connection is lost: a new

@@ -37,9 +37,11 @@ static void check_decoded(const struct raft_frame *f)
                     e->index == ae->prev_log_index + 1 + i && e->index != 0,
                     "entry %u has index %llu", (unsigned)i,
                     (unsigned long long)e->index);
-                FUZZ_CHECK(
-                    e->type == RAFT_ENTRY_NORMAL || e->type == RAFT_ENTRY_NOOP,
-                    "entry %u has type %u", (unsigned)i, (unsigned)e->type);
+                FUZZ_CHECK(e->type == RAFT_ENTRY_NORMAL ||
+                               e->type == RAFT_ENTRY_NOOP ||
+                               e->type == RAFT_ENTRY_CONFIG,
+                           "entry %u has type %u", (unsigned)i,
+                           (unsigned)e->type);
                 check_payload(e->data, "entry");
             }
             break;

@@ -10,6 +10,7 @@
 
 #include "lmdb_log/format.h"
 #include "raft/byte.h"
+#include "raft/configuration.h"
 #include "raft/message.h"
 #include "raft/uv_internal.h"
 #include "sql/sql.h"
@@ -145,13 +146,13 @@ static void gen_request(void)
 /* ---- Frames ------------------------------------------------------------- */
 
 /* The samples: one frame or more of every type, from 2 to 1. */
-#define N_FRAMES 12
+#define N_FRAMES 15
 
 struct frames {
     struct raft_frame f[N_FRAMES]; /* the frames */
     const char *name[N_FRAMES];    /* their file names */
-    struct raft_entry entries[3];  /* of the AppendEntries */
-    struct raft_buf *bufs[4];      /* payloads */
+    struct raft_entry entries[4];  /* of the AppendEntries */
+    struct raft_buf *bufs[5];      /* payloads */
 };
 
 static struct raft_buf *buf_of(const void *p, size_t len)
@@ -276,6 +277,32 @@ static void frames_init(struct frames *s)
     f[i].snapshot_chunk_result.offset = 0;
     f[i].snapshot_chunk_result.status = RAFT_IOERR;
     s->name[i++] = "snapshot_chunk_refused";
+    message_frame(&f[i], RAFT_MSG_TIMEOUT_NOW);
+    f[i].message.timeout_now.term = 7;
+    s->name[i++] = "timeout_now";
+    f[i] = f[0];
+    f[i].message.request_vote.term = 8;
+    f[i].message.request_vote.pre_vote = false;
+    f[i].message.request_vote.disrupt = true;
+    s->name[i++] = "request_vote_transfer";
+    {
+        struct raft_configuration c;
+        raft_configuration_init(&c);
+        if (raft_configuration_add(&c, 1, RAFT_VOTER, "127.0.0.1:7001") ||
+            raft_configuration_add(&c, 2, RAFT_VOTER, "127.0.0.1:7002") ||
+            raft_configuration_add(&c, 4, RAFT_LEARNER, "10.0.0.4:7004") ||
+            raft_configuration_encode_buf(&c, &s->bufs[4])) {
+            die("raft_configuration_encode_buf");
+        }
+    }
+    s->entries[3].term = 7;
+    s->entries[3].index = 121;
+    s->entries[3].type = RAFT_ENTRY_CONFIG;
+    s->entries[3].data = s->bufs[4];
+    f[i] = f[3];
+    f[i].message.append_entries.n_entries = 1;
+    f[i].message.append_entries.entries = &s->entries[3];
+    s->name[i++] = "append_entries_config";
 }
 
 static void frames_close(struct frames *s)

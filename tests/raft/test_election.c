@@ -38,7 +38,8 @@ static const struct raft_request_vote_result *vote_answer(
     return &u->messages[0].request_vote_result;
 }
 
-/* raft_new refuses inconsistent configurations and logs. */
+/* raft_new refuses inconsistent configurations and logs (a server that
+ * is not a member is valid: it joins, or was removed). */
 static void test_new_invalid(void **state)
 {
     struct raft_config cfg;
@@ -49,7 +50,7 @@ static void test_new_invalid(void **state)
                                 {1, 3, RAFT_ENTRY_NOOP, NULL}};
 
     (void)state;
-    config3(&cfg, 4, 1024, 4, 1);
+    config3(&cfg, 0, 1024, 4, 1);
     assert_int_equal(raft_new(&cfg, NULL, 1, NULL, 0, 0, &r), RAFT_INVALID);
     config3(&cfg, 1, 1024, 4, 1);
     cfg.voters = dup;
@@ -466,7 +467,7 @@ static void test_candidate_outcomes(void **state)
 }
 
 /* Malformed events: a message to someone else, a type the core does not
- * have (the runtime's frame types, frame.h), a sender that is not a voter,
+ * have (the runtime's frame types, frame.h), a sender of id 0 or our own,
  * a PROPOSE on a follower; each fails and leaves the update empty and the
  * core unchanged. */
 static void test_invalid_events(void **state)
@@ -487,7 +488,9 @@ static void test_invalid_events(void **state)
     assert_int_equal(u.n_messages, 0);
     assert_false(u.hard_state_changed);
     e.receive.to = 1;
-    e.receive.from = 9;
+    e.receive.from = 0;
+    assert_int_equal(raft_step(r, &e, &u), RAFT_INVALID);
+    e.receive.from = 1;
     assert_int_equal(raft_step(r, &e, &u), RAFT_INVALID);
     e.receive.from = 2;
     e.receive.type = RAFT_FRAME_FORWARD;

@@ -95,6 +95,11 @@ static void assert_frame_equal(const struct raft_frame *a,
                         mb->request_vote.last_log_term);
             assert_int_equal(ma->request_vote.pre_vote,
                              mb->request_vote.pre_vote);
+            assert_int_equal(ma->request_vote.disrupt,
+                             mb->request_vote.disrupt);
+            break;
+        case RAFT_MSG_TIMEOUT_NOW:
+            assert_true(ma->timeout_now.term == mb->timeout_now.term);
             break;
         case RAFT_MSG_REQUEST_VOTE_RESULT:
             assert_true(ma->request_vote_result.term ==
@@ -241,7 +246,7 @@ static void samples_init(struct samples *s)
     c[0].type = RAFT_MSG_REQUEST_VOTE;
     c[0].from = 1;
     c[0].to = 2;
-    c[0].request_vote = (struct raft_request_vote){5, 10, 4, true};
+    c[0].request_vote = (struct raft_request_vote){5, 10, 4, true, false};
     c[1].type = RAFT_MSG_REQUEST_VOTE_RESULT;
     c[1].from = 2;
     c[1].to = 1;
@@ -475,7 +480,7 @@ static void test_wrap_unwrap(void **state)
  * bytes are never read as a runtime frame's). */
 static void test_wrap_unknown_type(void **state)
 {
-    const uint8_t types[3] = {0, RAFT_FRAME_FORWARD, 9};
+    const uint8_t types[3] = {0, RAFT_FRAME_FORWARD, 10};
     struct raft_message m;
     struct raft_frame f;
     uint8_t buf[256];
@@ -513,7 +518,7 @@ static void test_round_trip_edge_values(void **state)
         c.to = x;
 
         c.type = RAFT_MSG_REQUEST_VOTE;
-        c.request_vote = (struct raft_request_vote){x, x, x, v == 1};
+        c.request_vote = (struct raft_request_vote){x, x, x, v == 1, v == 2};
         round_trip_message(&c);
 
         memset(&c.request_vote_result, 0, sizeof c.request_vote_result);
@@ -769,7 +774,7 @@ static void test_encode_errors(void **state)
     (void)state;
     samples_init(&s);
     memset(&m, 0, sizeof m);
-    m.type = 9;
+    m.type = 10;
     assert_int_equal(raft_frame_encoded_len(&m), 0);
     assert_int_equal(raft_frame_encode(&m, buf, sizeof buf), RAFT_INVALID);
 
@@ -910,11 +915,62 @@ static void test_bad_field_values(void **state)
     decode_fails(body, sizeof body - w.left, RAFT_PROTO);
 
     samples_init(&s);
-    f = encode(&s.m[0]); /* RequestVote: pre_vote is the last byte */
-    f.bytes[f.len - 1] = 2;
+    f = encode(&s.m[0]); /* RequestVote: its flags are the last byte */
+    f.bytes[f.len - 1] = 4;
     decode_fails(body_of(&f), body_len(&f), RAFT_PROTO);
     free(f.bytes);
     samples_close(&s);
+}
+
+/* TimeoutNow (type 9) round trips in 8 bytes after the header;
+ * RequestVote's flags byte is 1 for a pre-vote (as the boolean it was),
+ * 2 for a transfer's election, 3 for both; AppendEntries carries
+ * CONFIG entries. */
+static void test_timeout_now_and_flags(void **state)
+{
+    struct raft_message c;
+    struct raft_frame f;
+    struct encoded e;
+    struct raft_entry entry = {3, 5, RAFT_ENTRY_CONFIG, NULL};
+    unsigned v;
+
+    (void)state;
+    memset(&c, 0, sizeof c);
+    c.type = RAFT_MSG_TIMEOUT_NOW;
+    c.from = 1;
+    c.to = 2;
+    c.timeout_now.term = 42;
+    round_trip_message(&c);
+    raft_frame_wrap(&c, &f);
+    assert_int_equal(f.type, 9);
+    assert_int_equal(raft_frame_encoded_len(&f),
+                     RAFT_FRAME_HEADER + 1 + 1 + 8 + 8 + 8);
+
+    for (v = 0; v < 4; v++) {
+        memset(&c, 0, sizeof c);
+        c.type = RAFT_MSG_REQUEST_VOTE;
+        c.from = 2;
+        c.to = 1;
+        c.request_vote =
+            (struct raft_request_vote){7, 8, 6, (v & 1) != 0, (v & 2) != 0};
+        round_trip_message(&c);
+        raft_frame_wrap(&c, &f);
+        e = encode(&f);
+        assert_int_equal(e.bytes[e.len - 1], v);
+        free(e.bytes);
+    }
+
+    memset(&c, 0, sizeof c);
+    c.type = RAFT_MSG_APPEND_ENTRIES;
+    c.from = 1;
+    c.to = 2;
+    c.append_entries.term = 3;
+    c.append_entries.prev_log_index = 4;
+    c.append_entries.entries = &entry;
+    c.append_entries.n_entries = 1;
+    entry.data = pattern_buf(9, 5);
+    round_trip_message(&c);
+    raft_buf_unref(entry.data);
 }
 
 /* A NULL or empty errmsg buffer is accepted. */
@@ -1036,6 +1092,7 @@ int main(void)
         cmocka_unit_test(test_index_wraps),
         cmocka_unit_test(test_bad_field_values),
         cmocka_unit_test(test_no_errmsg_buffer),
+        cmocka_unit_test(test_timeout_now_and_flags),
         cmocka_unit_test(test_fuzz),
     };
 

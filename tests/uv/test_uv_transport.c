@@ -411,7 +411,7 @@ static void send_every_type(struct fixture *f, raft_id from, raft_id to,
     c.to = to;
 
     c.type = RAFT_MSG_REQUEST_VOTE;
-    c.request_vote = (struct raft_request_vote){term, 10, 9, true};
+    c.request_vote = (struct raft_request_vote){term, 10, 9, true, false};
     send_message_ok(f, &c);
 
     c.type = RAFT_MSG_REQUEST_VOTE_RESULT;

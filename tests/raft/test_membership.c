@@ -1,0 +1,622 @@
+/* Membership in the core (thesis ch. 4): the configuration in force is the
+ * latest in the log and falls back when truncated; learners never vote,
+ * campaign or count; RAFT_EVENT_CHANGE and its rules (Ongaro's fix: no
+ * change before the term's first commit, one pending change at a time)
+ * and errors; the removed leader's step-down; removed servers never
+ * campaign; snapshots carry the configuration; leadership transfer
+ * (TimeoutNow, its timeout); catch-up rounds. Node 1 is under test. */
+
+#include <stdarg.h>
+#include <stddef.h>
+#include <setjmp.h>
+#include <stdint.h>
+
+#include <cmocka.h>
+
+#include "raft/configuration.h"
+#include "tests/raft/step.h"
+
+/* conf_of fills @c with voters 1..@n_voters and learners after them up
+ * to @n. */
+static void conf_of(struct raft_configuration *c, unsigned n_voters, unsigned n)
+{
+    raft_id id;
+
+    raft_configuration_init(c);
+    for (id = 1; id <= n; id++) {
+        assert_int_equal(
+            raft_configuration_add(
+                c, id, id <= n_voters ? RAFT_VOTER : RAFT_LEARNER, "host"),
+            0);
+    }
+}
+
+/* config_entry returns entry @index of @term holding @c (own buf). */
+static struct raft_entry config_entry(const struct raft_configuration *c,
+                                      raft_index index, raft_term term)
+{
+    struct raft_entry e = {term, index, RAFT_ENTRY_CONFIG, NULL};
+
+    assert_int_equal(raft_configuration_encode_buf(c, &e.data), 0);
+    return e;
+}
+
+/* new_node creates node @id whose log is entry 1 of term 1 holding @c
+ * (a bootstrap), hard state term 1; classic protocol. */
+static struct raft *new_node(raft_id id, const struct raft_configuration *c)
+{
+    struct raft_config cfg;
+    struct raft_hard_state hs = {1, 0};
+    struct raft_entry e = config_entry(c, 1, 1);
+    struct raft *r = NULL;
+
+    config3(&cfg, id, 1 << 20, 4, 7);
+    cfg.voters = NULL;
+    cfg.n_voters = 0;
+    assert_int_equal(raft_new(&cfg, &hs, 1, &e, 1, 0, &r), 0);
+    raft_buf_unref(e.data);
+    return r;
+}
+
+/* step_change steps a CHANGE of @kind for @id (@role for ADD). */
+static int step_change(struct raft *r, uint8_t kind, raft_id id, uint8_t role,
+                       const char *address, struct raft_update *u)
+{
+    struct raft_event e;
+
+    memset(&e, 0, sizeof e);
+    e.type = RAFT_EVENT_CHANGE;
+    e.change.kind = kind;
+    e.change.id = id;
+    e.change.role = role;
+    e.change.address = address;
+    return raft_step(r, &e, u);
+}
+
+/* step_transfer steps a TRANSFER to @id. */
+static int step_transfer(struct raft *r, raft_id id, struct raft_update *u)
+{
+    struct raft_event e;
+
+    memset(&e, 0, sizeof e);
+    e.type = RAFT_EVENT_TRANSFER;
+    e.transfer.id = id;
+    return raft_step(r, &e, u);
+}
+
+/* ack has @from acknowledge everything through @last, and the leader
+ * persist it first. */
+static void ack(struct raft *r, raft_id from, raft_index last,
+                struct raft_update *u)
+{
+    if (raft_persisted_index(r) < raft_last_index(r)) {
+        assert_int_equal(
+            step_persisted(r, raft_last_index(r), raft_current_term(r), u), 0);
+    }
+    assert_int_equal(step_result(r, from, true, 0, last, 0, u), 0);
+}
+
+/* leader3 makes node 1 the leader of {1, 2, 3} (bootstrapped) with its
+ * NOOP (index 2) committed. */
+static struct raft *leader3(struct raft_update *u)
+{
+    struct raft_configuration c;
+    struct raft *r;
+
+    conf_of(&c, 3, 3);
+    r = new_node(1, &c);
+    make_leader(r, u);
+    assert_int_equal(raft_last_index(r), 2);
+    ack(r, 2, 2, u);
+    assert_int_equal(raft_commit_index(r), 2);
+    return r;
+}
+
+/* has_message tells whether @u holds a message of @type to @to. */
+static bool has_message(const struct raft_update *u, uint8_t type, raft_id to)
+{
+    unsigned i;
+
+    for (i = 0; i < u->n_messages; i++) {
+        if (u->messages[i].type == type && u->messages[i].to == to) {
+            return true;
+        }
+    }
+    return false;
+}
+
+/* The bootstrap entry is the configuration in force; @voters is not
+ * needed. A server outside it is valid, and an empty configuration too. */
+static void test_bootstrap_in_force(void **state)
+{
+    struct raft_configuration c;
+    struct raft *r;
+    struct raft_config cfg;
+
+    (void)state;
+    conf_of(&c, 3, 3);
+    r = new_node(1, &c);
+    assert_int_equal(raft_configuration_index(r), 1);
+    assert_true(raft_configuration_equal(raft_current_configuration(r), &c));
+    assert_int_equal(raft_self_role(r), RAFT_VOTER);
+    raft_close(r);
+    r = new_node(9, &c);
+    assert_int_equal(raft_self_role(r), 0);
+    raft_close(r);
+
+    config3(&cfg, 4, 1 << 20, 4, 7);
+    cfg.voters = NULL;
+    cfg.n_voters = 0;
+    assert_int_equal(raft_new(&cfg, NULL, 1, NULL, 0, 0, &r), 0);
+    assert_int_equal(raft_current_configuration(r)->n, 0);
+    raft_close(r);
+}
+
+/* A configuration entry that does not decode is refused: by raft_new
+ * (RAFT_CORRUPT) and in an AppendEntries (RAFT_INVALID). */
+static void test_bad_config_entry(void **state)
+{
+    struct raft_config cfg;
+    struct raft_configuration c;
+    struct raft_entry e = {1, 1, RAFT_ENTRY_CONFIG, NULL};
+    struct raft_update u;
+    struct raft *r = NULL;
+
+    (void)state;
+    config3(&cfg, 1, 1 << 20, 4, 7);
+    e.data = raft_buf_copy("\x07", 1);
+    assert_int_equal(raft_new(&cfg, NULL, 1, &e, 1, 0, &r), RAFT_CORRUPT);
+    conf_of(&c, 3, 3);
+    r = new_node(1, &c);
+    e.index = 2;
+    assert_int_equal(step_append(r, 2, 1, 1, 1, 0, &e, 1, &u), RAFT_INVALID);
+    raft_buf_unref(e.data);
+    raft_close(r);
+}
+
+/* Ongaro's fix: before an entry of its term commits, a new leader refuses
+ * changes (RAFT_BUSY); after, it appends one; a second one is refused
+ * while the first is not committed. */
+static void test_change_rules(void **state)
+{
+    struct raft_configuration c;
+    struct raft_update u;
+    struct raft *r;
+
+    (void)state;
+    conf_of(&c, 3, 3);
+    r = new_node(1, &c);
+    assert_int_equal(step_change(r, RAFT_CHANGE_ADD, 4, RAFT_LEARNER, "x", &u),
+                     RAFT_NOTLEADER);
+    make_leader(r, &u);
+    assert_int_equal(step_change(r, RAFT_CHANGE_ADD, 4, RAFT_LEARNER, "x", &u),
+                     RAFT_BUSY);
+    ack(r, 2, 2, &u);
+    assert_int_equal(step_change(r, RAFT_CHANGE_ADD, 4, RAFT_LEARNER, "x", &u),
+                     0);
+    assert_int_equal(u.proposed_index, 3);
+    assert_true(u.configuration_changed);
+    assert_int_equal(u.n_entries, 1);
+    assert_int_equal(u.entries[0].type, RAFT_ENTRY_CONFIG);
+    assert_int_equal(raft_configuration_index(r), 3);
+    assert_int_equal(raft_configuration_role(raft_current_configuration(r), 4),
+                     RAFT_LEARNER);
+    /* The new server is sent the log at once. */
+    assert_true(has_message(&u, RAFT_MSG_APPEND_ENTRIES, 4));
+    assert_int_equal(step_change(r, RAFT_CHANGE_PROMOTE, 4, 0, NULL, &u),
+                     RAFT_BUSY);
+    ack(r, 2, 3, &u);
+    assert_int_equal(raft_commit_index(r), 3);
+    assert_int_equal(step_change(r, RAFT_CHANGE_PROMOTE, 4, 0, NULL, &u), 0);
+    assert_int_equal(raft_configuration_role(raft_current_configuration(r), 4),
+                     RAFT_VOTER);
+    raft_close(r);
+}
+
+/* Every refusal of CHANGE has its code. */
+static void test_change_errors(void **state)
+{
+    struct raft_update u;
+    struct raft *r = leader3(&u);
+    char longaddr[RAFT_ADDRESS_MAX + 2];
+
+    (void)state;
+    memset(longaddr, 'a', sizeof longaddr - 1);
+    longaddr[sizeof longaddr - 1] = '\0';
+    assert_int_equal(step_change(r, RAFT_CHANGE_ADD, 2, RAFT_VOTER, "", &u),
+                     RAFT_INVALID);
+    assert_int_equal(step_change(r, RAFT_CHANGE_ADD, 0, RAFT_VOTER, "", &u),
+                     RAFT_INVALID);
+    assert_int_equal(step_change(r, RAFT_CHANGE_ADD, 5, 9, "", &u),
+                     RAFT_INVALID);
+    assert_int_equal(
+        step_change(r, RAFT_CHANGE_ADD, 5, RAFT_VOTER, longaddr, &u),
+        RAFT_INVALID);
+    assert_int_equal(step_change(r, 77, 2, 0, NULL, &u), RAFT_INVALID);
+    assert_int_equal(step_change(r, RAFT_CHANGE_REMOVE, 9, 0, NULL, &u),
+                     RAFT_NOTFOUND);
+    assert_int_equal(step_change(r, RAFT_CHANGE_PROMOTE, 9, 0, NULL, &u),
+                     RAFT_NOTFOUND);
+    assert_int_equal(step_change(r, RAFT_CHANGE_DEMOTE, 9, 0, NULL, &u),
+                     RAFT_NOTFOUND);
+    assert_int_equal(step_change(r, RAFT_CHANGE_UPDATE_ADDRESS, 9, 0, "a", &u),
+                     RAFT_NOTFOUND);
+    assert_int_equal(step_change(r, RAFT_CHANGE_PROMOTE, 2, 0, NULL, &u),
+                     RAFT_INVALID);
+    assert_int_equal(
+        step_change(r, RAFT_CHANGE_UPDATE_ADDRESS, 2, 0, longaddr, &u),
+        RAFT_INVALID);
+    assert_int_equal(raft_last_index(r), 2);
+    /* Demote 2, then 3: 2 is a learner (cannot be demoted again), and 1
+     * is the last voter (cannot be removed nor demoted). */
+    assert_int_equal(step_change(r, RAFT_CHANGE_DEMOTE, 2, 0, NULL, &u), 0);
+    ack(r, 3, 3, &u);
+    assert_int_equal(step_change(r, RAFT_CHANGE_DEMOTE, 2, 0, NULL, &u),
+                     RAFT_INVALID);
+    assert_int_equal(step_change(r, RAFT_CHANGE_REMOVE, 3, 0, NULL, &u), 0);
+    assert_int_equal(step_persisted(r, 4, raft_current_term(r), &u), 0);
+    assert_int_equal(raft_commit_index(r), 4); /* 1 alone is a majority */
+    assert_int_equal(step_change(r, RAFT_CHANGE_REMOVE, 1, 0, NULL, &u),
+                     RAFT_INVALID);
+    assert_int_equal(step_change(r, RAFT_CHANGE_DEMOTE, 1, 0, NULL, &u),
+                     RAFT_INVALID);
+    assert_int_equal(
+        step_change(r, RAFT_CHANGE_UPDATE_ADDRESS, 2, 0, "new:1", &u), 0);
+    assert_string_equal(raft_current_configuration(r)->servers[1].address,
+                        "new:1");
+    raft_close(r);
+}
+
+/* A learner's acknowledgement never counts toward a commit; a voter's
+ * does. A learner is never asked for a vote. */
+static void test_learner_not_counted(void **state)
+{
+    struct raft_configuration c;
+    struct raft_update u;
+    struct raft *r;
+    uint64_t t;
+
+    (void)state;
+    conf_of(&c, 2, 3); /* voters 1 and 2, learner 3 */
+    r = new_node(1, &c);
+    for (t = 0; raft_role(r) != RAFT_CANDIDATE; t++) {
+        assert_int_equal(step_tick(r, t, &u), 0);
+    }
+    assert_true(has_message(&u, RAFT_MSG_REQUEST_VOTE, 2));
+    assert_false(has_message(&u, RAFT_MSG_REQUEST_VOTE, 3));
+    /* A learner's vote does not count. */
+    assert_int_equal(
+        step_vote_result(r, 3, raft_current_term(r), true, false, &u), 0);
+    assert_int_equal(raft_role(r), RAFT_CANDIDATE);
+    assert_int_equal(
+        step_vote_result(r, 2, raft_current_term(r), true, false, &u), 0);
+    assert_int_equal(raft_role(r), RAFT_LEADER);
+    ack(r, 3, 2, &u);
+    assert_int_equal(raft_commit_index(r), 0);
+    ack(r, 2, 2, &u);
+    assert_int_equal(raft_commit_index(r), 2);
+    raft_close(r);
+}
+
+/* A learner, a removed server and a joining one never campaign. */
+static void test_non_voters_never_campaign(void **state)
+{
+    struct raft_configuration c;
+    struct raft_update u;
+    struct raft *r[3];
+    uint64_t t;
+    unsigned i;
+
+    (void)state;
+    conf_of(&c, 2, 3);
+    r[0] = new_node(3, &c); /* learner */
+    r[1] = new_node(4, &c); /* not a member */
+    raft_configuration_init(&c);
+    r[2] = new_node(5, &c); /* empty configuration */
+    for (i = 0; i < 3; i++) {
+        for (t = 0; t < 5000; t += 10) {
+            assert_int_equal(step_tick(r[i], t, &u), 0);
+            assert_int_equal(u.n_messages, 0);
+        }
+        assert_int_equal(raft_role(r[i]), RAFT_FOLLOWER);
+        assert_int_equal(raft_current_term(r[i]), 1);
+        raft_close(r[i]);
+    }
+}
+
+/* A follower uses a configuration entry as soon as it is appended; when
+ * a new leader's log truncates it, the previous one is in force again. */
+static void test_truncated_config_falls_back(void **state)
+{
+    struct raft_configuration c3;
+    struct raft_configuration c4;
+    struct raft_entry e;
+    struct raft_entry noop = {3, 2, RAFT_ENTRY_NOOP, NULL};
+    struct raft_update u;
+    struct raft *r;
+
+    (void)state;
+    conf_of(&c3, 3, 3);
+    conf_of(&c4, 3, 4);
+    r = new_node(1, &c3);
+    e = config_entry(&c4, 2, 2);
+    assert_int_equal(step_append(r, 2, 2, 1, 1, 0, &e, 1, &u), 0);
+    assert_true(u.configuration_changed);
+    assert_int_equal(raft_configuration_index(r), 2);
+    assert_true(raft_configuration_equal(raft_current_configuration(r), &c4));
+    /* Leader 3 of term 3 holds another entry 2. */
+    assert_int_equal(step_append(r, 3, 3, 1, 1, 0, &noop, 1, &u), 0);
+    assert_true(u.configuration_changed);
+    assert_int_equal(raft_configuration_index(r), 1);
+    assert_true(raft_configuration_equal(raft_current_configuration(r), &c3));
+    raft_buf_unref(e.data);
+    raft_close(r);
+}
+
+/* A follower takes AppendEntries from a leader that is not in its
+ * configuration (it is how a joining server learns it). */
+static void test_unknown_leader_accepted(void **state)
+{
+    struct raft_configuration c;
+    struct raft_entry e;
+    struct raft_config cfg;
+    struct raft_event ev;
+    struct raft_update u;
+    struct raft *r = NULL;
+
+    (void)state;
+    config3(&cfg, 4, 1 << 20, 4, 7);
+    cfg.voters = NULL;
+    cfg.n_voters = 0;
+    assert_int_equal(raft_new(&cfg, NULL, 1, NULL, 0, 0, &r), 0);
+    conf_of(&c, 3, 4);
+    e = config_entry(&c, 1, 1);
+    init_receive(&ev, RAFT_MSG_APPEND_ENTRIES, 1);
+    ev.receive.to = 4;
+    ev.receive.append_entries.term = 2;
+    ev.receive.append_entries.entries = &e;
+    ev.receive.append_entries.n_entries = 1;
+    assert_int_equal(raft_step(r, &ev, &u), 0);
+    assert_true(u.configuration_changed);
+    assert_int_equal(raft_self_role(r), RAFT_LEARNER);
+    assert_int_equal(raft_leader_id(r), 1);
+    raft_buf_unref(e.data);
+    raft_close(r);
+}
+
+/* Thesis §4.2.2: a leader that removes itself keeps leading without
+ * counting itself until the entry commits, then steps down and never
+ * campaigns again. */
+static void test_removed_leader_steps_down(void **state)
+{
+    struct raft_update u;
+    struct raft *r = leader3(&u);
+    uint64_t t;
+
+    (void)state;
+    assert_int_equal(step_change(r, RAFT_CHANGE_REMOVE, 1, 0, NULL, &u), 0);
+    assert_int_equal(raft_self_role(r), 0);
+    ack(r, 2, 3, &u);
+    /* Its own copy does not count: {2, 3} need both. */
+    assert_int_equal(raft_commit_index(r), 2);
+    assert_int_equal(raft_role(r), RAFT_LEADER);
+    ack(r, 3, 3, &u);
+    assert_int_equal(raft_commit_index(r), 3);
+    assert_int_equal(raft_role(r), RAFT_FOLLOWER);
+    /* It told the others the commit before stepping down. */
+    assert_true(has_message(&u, RAFT_MSG_APPEND_ENTRIES, 2));
+    for (t = 1000; t < 6000; t += 10) {
+        assert_int_equal(step_tick(r, t, &u), 0);
+        assert_int_equal(u.n_messages, 0);
+    }
+    raft_close(r);
+}
+
+/* Snapshots carry the configuration: an install resets the log to the
+ * snapshot's, a compaction keeps the one in force, raft_restore takes the
+ * snapshot's for the compacted prefix. */
+static void test_snapshot_configuration(void **state)
+{
+    struct raft_configuration c3;
+    struct raft_configuration c5;
+    struct raft_config cfg;
+    struct raft_hard_state hs = {4, 0};
+    struct raft_event e;
+    struct raft_update u;
+    struct raft *r;
+
+    (void)state;
+    conf_of(&c3, 3, 3);
+    conf_of(&c5, 3, 5);
+    r = new_node(1, &c3);
+    memset(&e, 0, sizeof e);
+    e.type = RAFT_EVENT_SNAPSHOT_INSTALLED;
+    e.snapshot.leader = 2;
+    e.snapshot.term = 4;
+    e.snapshot.index = 10;
+    e.snapshot.last_term = 3;
+    e.snapshot.configuration = &c5;
+    assert_int_equal(raft_step(r, &e, &u), 0);
+    assert_true(u.configuration_changed);
+    assert_int_equal(raft_configuration_index(r), 0);
+    assert_true(raft_configuration_equal(raft_current_configuration(r), &c5));
+    raft_close(r);
+
+    /* Compaction through the bootstrap entry keeps its configuration. */
+    r = leader3(&u);
+    assert_int_equal(step_change(r, RAFT_CHANGE_ADD, 4, RAFT_LEARNER, "", &u),
+                     0);
+    ack(r, 2, 3, &u);
+    memset(&e, 0, sizeof e);
+    e.type = RAFT_EVENT_COMPACT;
+    e.compact.index = 2;
+    assert_int_equal(raft_step(r, &e, &u), 0);
+    assert_int_equal(raft_configuration_index(r), 3);
+    e.compact.index = 3;
+    assert_int_equal(raft_step(r, &e, &u), 0);
+    assert_int_equal(raft_configuration_index(r), 0);
+    assert_int_equal(raft_current_configuration(r)->n, 4);
+    raft_close(r);
+
+    config3(&cfg, 1, 1 << 20, 4, 7);
+    cfg.configuration = &c5;
+    assert_int_equal(raft_restore(&cfg, &hs, 10, 3, NULL, 0, 10, &r), 0);
+    assert_true(raft_configuration_equal(raft_current_configuration(r), &c5));
+    raft_close(r);
+}
+
+/* Leadership transfer: proposals and changes are refused meanwhile; the
+ * up-to-date target gets TimeoutNow; after an election timeout without
+ * a new leader the transfer is abandoned. Each refusal of TRANSFER. */
+static void test_transfer(void **state)
+{
+    struct raft_update u;
+    struct raft *r = leader3(&u);
+    uint64_t t;
+
+    (void)state;
+    assert_int_equal(step_transfer(r, 1, &u), RAFT_INVALID);
+    assert_int_equal(step_transfer(r, 9, &u), RAFT_NOTFOUND);
+    /* Node 3 is behind: it is brought up to date first. */
+    assert_int_equal(step_transfer(r, 3, &u), 0);
+    assert_int_equal(raft_transferee(r), 3);
+    assert_false(has_message(&u, RAFT_MSG_TIMEOUT_NOW, 3));
+    assert_int_equal(step_transfer(r, 2, &u), RAFT_BUSY);
+    assert_int_equal(step_propose(r, 1, 4, 'a', 0, &u), RAFT_BUSY);
+    assert_int_equal(step_change(r, RAFT_CHANGE_ADD, 4, RAFT_LEARNER, "", &u),
+                     RAFT_BUSY);
+    ack(r, 3, 2, &u);
+    assert_true(has_message(&u, RAFT_MSG_TIMEOUT_NOW, 3));
+    assert_int_equal(u.messages[u.n_messages - 1].timeout_now.term,
+                     raft_current_term(r));
+    /* No election follows: abandoned after an election timeout. */
+    for (t = 1000; raft_transferee(r) != 0 && t < 1200; t += 5) {
+        assert_int_equal(step_tick(r, t, &u), 0);
+    }
+    assert_int_equal(raft_transferee(r), 0);
+    assert_int_equal(raft_role(r), RAFT_LEADER);
+    assert_int_equal(step_propose(r, 1, 4, 'a', 0, &u), 0);
+    /* 0: the most caught-up voter (2 and 3 match 2: the first). */
+    ack(r, 2, 3, &u);
+    assert_int_equal(step_transfer(r, 0, &u), 0);
+    assert_int_equal(raft_transferee(r), 2);
+    assert_true(has_message(&u, RAFT_MSG_TIMEOUT_NOW, 2));
+    /* A higher term ends it. */
+    assert_int_equal(
+        step_append(r, 2, raft_current_term(r) + 1, 0, 0, 0, NULL, 0, &u), 0);
+    assert_int_equal(raft_transferee(r), 0);
+    raft_close(r);
+}
+
+/* TimeoutNow starts an election at once, without pre-vote, whose
+ * RequestVote overrides the voters' leader stickiness; a learner ignores
+ * it. */
+static void test_timeout_now(void **state)
+{
+    struct raft_configuration c;
+    struct raft_config cfg;
+    struct raft_event e;
+    struct raft_update u;
+    struct raft *r;
+    unsigned i;
+
+    (void)state;
+    conf_of(&c, 3, 4);
+    r = new_node(1, &c);
+    assert_int_equal(step_tick(r, 0, &u), 0);
+    assert_int_equal(step_append(r, 2, 1, 1, 1, 1, NULL, 0, &u), 0);
+    init_receive(&e, RAFT_MSG_TIMEOUT_NOW, 2);
+    e.receive.timeout_now.term = 1;
+    assert_int_equal(raft_step(r, &e, &u), 0);
+    assert_int_equal(raft_role(r), RAFT_CANDIDATE);
+    assert_int_equal(raft_current_term(r), 2);
+    for (i = 0; i < u.n_messages; i++) {
+        assert_int_equal(u.messages[i].type, RAFT_MSG_REQUEST_VOTE);
+        assert_true(u.messages[i].request_vote.disrupt);
+        assert_false(u.messages[i].request_vote.pre_vote);
+        assert_true(u.messages[i].to == 2 || u.messages[i].to == 3);
+    }
+    assert_int_equal(u.n_messages, 2);
+    raft_close(r);
+
+    /* A voter in its leader's lease grants a disrupting RequestVote. */
+    config3(&cfg, 1, 1 << 20, 4, 7);
+    cfg.disable_check_quorum = false;
+    assert_int_equal(raft_new(&cfg, NULL, 1, NULL, 0, 0, &r), 0);
+    assert_int_equal(step_tick(r, 0, &u), 0);
+    assert_int_equal(step_append(r, 2, 1, 0, 0, 0, NULL, 0, &u), 0);
+    assert_int_equal(step_request_vote(r, 3, 2, 0, 0, false, &u), 0);
+    assert_int_equal(u.n_messages, 0); /* sticky */
+    init_receive(&e, RAFT_MSG_REQUEST_VOTE, 3);
+    e.receive.request_vote.term = 2;
+    e.receive.request_vote.disrupt = true;
+    assert_int_equal(raft_step(r, &e, &u), 0);
+    assert_int_equal(u.n_messages, 1);
+    assert_true(u.messages[0].request_vote_result.vote_granted);
+    raft_close(r);
+
+    /* A learner ignores TimeoutNow. */
+    r = new_node(4, &c);
+    init_receive(&e, RAFT_MSG_TIMEOUT_NOW, 2);
+    e.receive.to = 4;
+    e.receive.timeout_now.term = 1;
+    assert_int_equal(raft_step(r, &e, &u), 0);
+    assert_int_equal(raft_role(r), RAFT_FOLLOWER);
+    assert_int_equal(raft_current_term(r), 1);
+    raft_close(r);
+}
+
+/* raft_progress covers learners: role, last contact, catch-up rounds. */
+static void test_progress_rounds(void **state)
+{
+    struct raft_update u;
+    struct raft *r = leader3(&u);
+    struct raft_progress_info pi;
+    uint64_t now;
+
+    (void)state;
+    assert_int_equal(step_change(r, RAFT_CHANGE_ADD, 4, RAFT_LEARNER, "", &u),
+                     0);
+    assert_int_equal(raft_progress(r, 4, &pi), 0);
+    assert_int_equal(pi.role, RAFT_LEARNER);
+    assert_false(pi.caught_up);
+    assert_true(pi.last_contact == UINT64_MAX);
+    now = 300;
+    assert_int_equal(step_tick(r, now, &u), 0);
+    ack(r, 4, 3, &u);
+    assert_int_equal(raft_progress(r, 4, &pi), 0);
+    assert_int_equal(pi.match_index, 3);
+    assert_int_equal(pi.last_contact, 0);
+    /* The first round lasted since the learner was added (at time
+     * 'now' of the change): long, but ended; the next ends at once. */
+    assert_int_equal(step_propose(r, 1, 4, 'a', 0, &u), 0);
+    ack(r, 4, 4, &u);
+    assert_int_equal(raft_progress(r, 4, &pi), 0);
+    assert_true(pi.caught_up);
+    assert_int_equal(step_tick(r, now + 50, &u), 0);
+    assert_int_equal(raft_progress(r, 4, &pi), 0);
+    assert_int_equal(pi.last_contact, 50);
+    assert_int_equal(raft_progress(r, 9, &pi), RAFT_NOTFOUND);
+    raft_close(r);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_bootstrap_in_force),
+        cmocka_unit_test(test_bad_config_entry),
+        cmocka_unit_test(test_change_rules),
+        cmocka_unit_test(test_change_errors),
+        cmocka_unit_test(test_learner_not_counted),
+        cmocka_unit_test(test_non_voters_never_campaign),
+        cmocka_unit_test(test_truncated_config_falls_back),
+        cmocka_unit_test(test_unknown_leader_accepted),
+        cmocka_unit_test(test_removed_leader_steps_down),
+        cmocka_unit_test(test_snapshot_configuration),
+        cmocka_unit_test(test_transfer),
+        cmocka_unit_test(test_timeout_now),
+        cmocka_unit_test(test_progress_rounds),
+    };
+
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
