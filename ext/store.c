@@ -320,6 +320,18 @@ int store_load(struct ext_store *s, uint64_t applied, uint64_t applied_term,
     return 0;
 }
 
+int store_write(struct ext_store *s, const struct raft_hard_state *hs,
+                const struct raft_entry *entries, unsigned n, char *errmsg,
+                size_t errmsg_len)
+{
+    int rc = lmdb_log_append(s->lmdb, hs, entries, n);
+    if (rc != 0) {
+        return log_error(s, rc, errmsg, errmsg_len);
+    }
+    note_usage(s);
+    return 0;
+}
+
 void store_state_free(struct ext_store_state *st)
 {
     lmdb_log_entries_free(st->entries, st->n_entries);
