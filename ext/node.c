@@ -112,6 +112,16 @@ static void on_stepped(void *data)
     }
 }
 
+/* on_dial says where the driver dials server @id of a new configuration:
+ * its dial= override, else its address in the configuration. */
+static bool on_dial(void *data, raft_id id, const char *address,
+                    struct raft_uv_peer *out)
+{
+    struct ext_node *n = data;
+    return ext_config_dial(&n->cfg, id, address, out->host, sizeof out->host,
+                           &out->port) == 0;
+}
+
 /* ---- Forwarding's view of the node (loop thread) ----------------------- */
 
 static bool fwd_can_propose(void *data)
@@ -270,6 +280,7 @@ static int start_threads(struct ext_node *n, struct sql_fsm *fsm,
         .tick = on_tick,
         .stepped = on_stepped,
         .log = on_driver_log,
+        .dial = on_dial,
     };
     unsigned n_peers = 0;
     int rc;

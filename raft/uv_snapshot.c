@@ -523,6 +523,18 @@ void raft_uv_snapshot_unreachable(struct raft_uv_node *d, raft_id id)
     }
 }
 
+void raft_uv_snapshot_forget(struct raft_uv_node *d, raft_id id)
+{
+    struct raft_uv_snapshot_send *s = send_of(d, id);
+    if (s != NULL && s->active) {
+        close(s->fd);
+        s->active = false;
+    }
+    if (s != NULL) {
+        s->wanted = false;
+    }
+}
+
 void raft_uv_snapshot_close(struct raft_uv_node *d)
 {
     for (unsigned i = 0; i < d->n_peers; i++) {
