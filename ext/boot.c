@@ -299,8 +299,8 @@ static int set_listen(struct ext_config *cfg, const struct ext_boot *b,
 
 int boot_prepare(struct ext_store *s, struct sql_fsm *fsm,
                  struct ext_config *cfg, struct ext_node_log *log,
-                 struct ext_store_state *st, struct ext_boot *out,
-                 char *errmsg, size_t errmsg_len)
+                 struct ext_store_state *st, struct ext_boot *out, char *errmsg,
+                 size_t errmsg_len)
 {
     struct raft_configuration cluster, db;
     raft_index db_index = 0;

@@ -64,8 +64,8 @@ struct ext_boot {
  * store_write's and store_load's. Thread: any, before the driver starts. */
 int boot_prepare(struct ext_store *s, struct sql_fsm *fsm,
                  struct ext_config *cfg, struct ext_node_log *log,
-                 struct ext_store_state *st, struct ext_boot *out,
-                 char *errmsg, size_t errmsg_len);
+                 struct ext_store_state *st, struct ext_boot *out, char *errmsg,
+                 size_t errmsg_len);
 
 /* boot_format_servers writes @c's servers as "id@address" items separated
  * by commas (learners marked "/learner") into @buf (@len bytes, always

@@ -159,4 +159,3 @@ void raft_uv_accept_sweep(uv_timer_t *timer)
                         n_silent > 1 ? ", ..." : "");
     }
 }
-

@@ -86,9 +86,8 @@ static int prepare(struct fixture *f, const char *text, struct ext_boot *b,
     if (ext_config_parse(text, f->db.path, cfg, f->msg, sizeof f->msg) != 0) {
         fail_msg("ext_config_parse '%s': %s", text, f->msg);
     }
-    if (store_load(f->s, sql_fsm_applied(f->fsm),
-                   sql_fsm_applied_term(f->fsm), &f->st, f->msg,
-                   sizeof f->msg) != 0) {
+    if (store_load(f->s, sql_fsm_applied(f->fsm), sql_fsm_applied_term(f->fsm),
+                   &f->st, f->msg, sizeof f->msg) != 0) {
         fail_msg("store_load: %s", f->msg);
     }
     return boot_prepare(f->s, f->fsm, cfg, &f->log, &f->st, b, f->msg,
@@ -114,8 +113,9 @@ static void test_bootstrap_then_stored(void **state)
     assert_int_equal(f->st.entries[0].term, 1);
     assert_int_equal(f->st.hs.term, 1);
     boot_format_servers(&b.conf, servers, sizeof servers);
-    assert_string_equal(servers, "1@127.0.0.1:7001,2@127.0.0.1:7002,"
-                                 "3@127.0.0.1:7003");
+    assert_string_equal(servers,
+                        "1@127.0.0.1:7001,2@127.0.0.1:7002,"
+                        "3@127.0.0.1:7003");
 
     assert_int_equal(prepare(f, "id=1 " TRIO, &b, &cfg), 0);
     assert_false(b.bootstrapped);
@@ -139,16 +139,16 @@ static void test_disagreeing_cluster_refused(void **state)
     assert_int_equal(prepare(f, "id=1 " TRIO, &b, &cfg), 0);
     assert_int_equal(prepare(f, "id=3 cluster=3@127.0.0.1:7003", &b, &cfg),
                      RAFT_INVALID);
-    assert_non_null(strstr(f->msg, "cluster= says 3@127.0.0.1:7003; the "
-                                   "stored configuration (index 1, from the "
-                                   "log) says 1@127.0.0.1:7001,"));
+    assert_non_null(strstr(f->msg,
+                           "cluster= says 3@127.0.0.1:7003; the "
+                           "stored configuration (index 1, from the "
+                           "log) says 1@127.0.0.1:7001,"));
     assert_non_null(strstr(f->msg, "force_new_cluster=1"));
-    assert_int_equal(
-        prepare(f,
-                "id=1 cluster=1@127.0.0.1:7001,2@127.0.0.1:7002,"
-                "3@127.0.0.1:7009",
-                &b, &cfg),
-        RAFT_INVALID);
+    assert_int_equal(prepare(f,
+                             "id=1 cluster=1@127.0.0.1:7001,2@127.0.0.1:7002,"
+                             "3@127.0.0.1:7009",
+                             &b, &cfg),
+                     RAFT_INVALID);
     assert_int_equal(f->st.n_entries, 1);
 }
 
@@ -230,8 +230,8 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup_teardown(test_bootstrap_then_stored, setup,
                                         teardown),
-        cmocka_unit_test_setup_teardown(test_disagreeing_cluster_refused,
-                                        setup, teardown),
+        cmocka_unit_test_setup_teardown(test_disagreeing_cluster_refused, setup,
+                                        teardown),
         cmocka_unit_test_setup_teardown(test_join_and_missing_cluster, setup,
                                         teardown),
         cmocka_unit_test_setup_teardown(test_old_log_takes_cluster, setup,
