@@ -2,6 +2,8 @@
 
 #include "config.h"
 
+#include "../raft/configuration.h"
+
 #include <arpa/inet.h>
 #include <ctype.h>
 #include <errno.h>
@@ -73,6 +75,21 @@ static bool parse_address(const char *s, char *host, size_t host_len,
     }
     *port = (uint16_t)p;
     return true;
+}
+
+/* address_key parses the host:port value @val of key @key (listen, join)
+ * with parse_address, naming the key when it is not one. */
+static int address_key(const char *key, const char *val, char *host,
+                       size_t host_len, uint16_t *port, char *errmsg,
+                       size_t errmsg_len)
+{
+    if (!parse_address(val, host, host_len, port)) {
+        return fail(errmsg, errmsg_len,
+                    "%s: '%s' is not host:port (numeric IPv4 host, port "
+                    "1-65535)",
+                    key, val);
+    }
+    return 0;
 }
 
 static bool is_loopback(const char *host)
@@ -167,10 +184,14 @@ static int apply_dial(struct ext_config *c, const struct ext_member *dial,
                         "other members",
                         dial[i].id);
         }
+        c->dials[i] = dial[i];
         for (unsigned k = 0; k < c->n_members; k++) {
             if (c->members[k].id == dial[i].id) {
                 m = &c->members[k];
             }
+        }
+        if (m == NULL && c->n_members == 0) {
+            continue; /* no cluster=: the stored configuration names them */
         }
         if (m == NULL) {
             return fail(errmsg, errmsg_len,
@@ -182,6 +203,7 @@ static int apply_dial(struct ext_config *c, const struct ext_member *dial,
         snprintf(m->dial_host, sizeof m->dial_host, "%s", dial[i].host);
         m->dial_port = dial[i].port;
     }
+    c->n_dials = n_dial;
     return 0;
 }
 
@@ -215,6 +237,8 @@ static const char *const keys[] = {
     "snapshot_chunk_bytes",
     "follower_apply_ms",
     "max_request_steps",
+    "join",
+    "force_new_cluster",
 };
 
 /* The integer keys: their range (as README gives it) and their field. */
@@ -298,6 +322,63 @@ static bool parse_level(const char *v, int *out)
     return false;
 }
 
+bool ext_config_cluster(const struct ext_config *c,
+                        struct raft_configuration *out)
+{
+    raft_configuration_init(out);
+    for (unsigned i = 0; i < c->n_members; i++) {
+        const struct ext_member *m = &c->members[i];
+        char address[96];
+        snprintf(address, sizeof address, "%s:%u", m->host, m->port);
+        /* Cannot fail: ids are distinct, addresses short, n in bounds. */
+        raft_configuration_add(out, m->id, RAFT_VOTER, address);
+    }
+    return c->n_members > 0;
+}
+
+int ext_config_dial(const struct ext_config *c, raft_id id, const char *address,
+                    char *out_host, size_t host_len, uint16_t *out_port)
+{
+    char host[64];
+    uint16_t port;
+    for (unsigned i = 0; i < c->n_dials; i++) {
+        if (c->dials[i].id == id) {
+            snprintf(out_host, host_len, "%s", c->dials[i].host);
+            *out_port = c->dials[i].port;
+            return 0;
+        }
+    }
+    if (!parse_address(address, host, sizeof host, &port)) {
+        return RAFT_INVALID;
+    }
+    snprintf(out_host, host_len, "%s", host);
+    *out_port = port;
+    return 0;
+}
+
+int ext_config_listen_set(struct ext_config *c, const char *address,
+                          char *errmsg, size_t errmsg_len)
+{
+    char host[64];
+    uint16_t port;
+    if (!parse_address(address, host, sizeof host, &port)) {
+        return fail(errmsg, errmsg_len,
+                    "listen: this server's address '%s' in the stored "
+                    "configuration is not host:port; give listen=",
+                    address);
+    }
+    if (!is_loopback(host)) {
+        return fail(errmsg, errmsg_len,
+                    "listen: '%s' (this server's address in the stored "
+                    "configuration) is off loopback; refused until nodes "
+                    "authenticate each other",
+                    address);
+    }
+    snprintf(c->listen_host, sizeof c->listen_host, "%s", host);
+    c->listen_port = port;
+    return 0;
+}
+
 int ext_config_parse(const char *text, const char *db_path,
                      struct ext_config *out, char *errmsg, size_t errmsg_len)
 {
@@ -363,12 +444,9 @@ int ext_config_parse(const char *text, const char *db_path,
             have_id = true;
         } else if (strcmp(key, "listen") == 0) {
             snprintf(listen_raw, sizeof listen_raw, "%s", val);
-            if (!parse_address(val, c->listen_host, sizeof c->listen_host,
-                               &c->listen_port)) {
-                rc = fail(errmsg, errmsg_len,
-                          "listen: '%s' is not host:port (numeric IPv4 "
-                          "host, port 1-65535)",
-                          val);
+            rc = address_key(key, val, c->listen_host, sizeof c->listen_host,
+                             &c->listen_port, errmsg, errmsg_len);
+            if (rc != 0) {
                 goto out;
             }
             have_listen = true;
@@ -384,6 +462,19 @@ int ext_config_parse(const char *text, const char *db_path,
             if (rc != 0) {
                 goto out;
             }
+        } else if (strcmp(key, "join") == 0) {
+            rc = address_key(key, val, c->join_host, sizeof c->join_host,
+                             &c->join_port, errmsg, errmsg_len);
+            if (rc != 0) {
+                goto out;
+            }
+        } else if (strcmp(key, "force_new_cluster") == 0) {
+            if (strcmp(val, "0") != 0 && strcmp(val, "1") != 0) {
+                rc = fail(errmsg, errmsg_len,
+                          "force_new_cluster: '%s' is not 0 or 1", val);
+                goto out;
+            }
+            c->force_new_cluster = val[0] == '1';
         } else if (strcmp(key, "dir") == 0) {
             if (val[0] == '\0' || strlen(val) >= sizeof c->dir) {
                 rc = fail(errmsg, errmsg_len, "dir: empty or too long");
@@ -415,7 +506,7 @@ int ext_config_parse(const char *text, const char *db_path,
                       "log_max_mb, max_request_bytes, log_level, "
                       "snapshot_threshold, trailing_entries, "
                       "snapshot_chunk_bytes, follower_apply_ms, "
-                      "max_request_steps)",
+                      "max_request_steps, join, force_new_cluster)",
                       key);
             goto out;
         }
@@ -425,13 +516,25 @@ int ext_config_parse(const char *text, const char *db_path,
         rc = fail(errmsg, errmsg_len, "id: missing (this server's id)");
         goto out;
     }
-    if (!have_cluster) {
+    if (c->join_port != 0 && have_cluster) {
         rc = fail(errmsg, errmsg_len,
-                  "cluster: missing (e.g. cluster=1@127.0.0.1:7001,"
-                  "2@127.0.0.1:7002,3@127.0.0.1:7003)");
+                  "join: cannot be given with cluster= (cluster= founds a "
+                  "new cluster, join= enters an existing one: give one)");
         goto out;
     }
-    {
+    if (c->join_port != 0 && c->force_new_cluster) {
+        rc = fail(errmsg, errmsg_len,
+                  "join: cannot be given with force_new_cluster=1 (which "
+                  "restarts a surviving member alone)");
+        goto out;
+    }
+    if (c->join_port != 0 && !have_listen) {
+        rc = fail(errmsg, errmsg_len,
+                  "join: needs listen= (the address the cluster will know "
+                  "this node by)");
+        goto out;
+    }
+    if (have_cluster) {
         const struct ext_member *self = NULL;
         for (unsigned i = 0; i < c->n_members; i++) {
             if (c->members[i].id == c->id) {
@@ -463,7 +566,7 @@ int ext_config_parse(const char *text, const char *db_path,
     if (rc != 0) {
         goto out;
     }
-    if (!is_loopback(c->listen_host)) {
+    if (c->listen_port != 0 && !is_loopback(c->listen_host)) {
         rc = fail(errmsg, errmsg_len,
                   "listen: '%s' is off loopback; refused until nodes "
                   "authenticate each other (use 127.0.0.1)",

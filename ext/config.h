@@ -5,6 +5,7 @@
 #ifndef EXT_CONFIG_H
 #define EXT_CONFIG_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -44,30 +45,63 @@ struct ext_config {
     unsigned exec_timeout_ms;                 /* exec_timeout_ms= */
     uint64_t log_max_bytes;                   /* log_max_mb= , in bytes */
     uint64_t max_request_bytes;               /* max_request_bytes= */
-    uint64_t snapshot_threshold;   /* snapshot_threshold= (entries) */
-    uint64_t trailing_entries;     /* trailing_entries= (entries) */
-    uint64_t snapshot_chunk_bytes; /* snapshot_chunk_bytes= */
-    unsigned follower_apply_ms;    /* follower_apply_ms= : a
+    uint64_t snapshot_threshold;            /* snapshot_threshold= (entries) */
+    uint64_t trailing_entries;              /* trailing_entries= (entries) */
+    uint64_t snapshot_chunk_bytes;          /* snapshot_chunk_bytes= */
+    unsigned follower_apply_ms;             /* follower_apply_ms= : a
                                             follower's apply pace, 0 for
                                             none */
-    uint64_t max_request_steps;    /* max_request_steps= : the work
+    uint64_t max_request_steps;             /* max_request_steps= : the work
                                             budget the leader stamps into
                                             each request, SQLite VM steps,
                                             0 for none */
-    int log_level;                 /* log_level= (raft_log_level) */
+    int log_level;                          /* log_level= (raft_log_level) */
+    struct ext_member dials[EXT_MAX_NODES]; /* dial= : id, host, port of
+                                               each override */
+    unsigned n_dials;                       /* entries used in dials */
+    char join_host[64];                     /* join= host, "" for none */
+    uint16_t join_port;                     /* join= port, 0 for none */
+    bool force_new_cluster;                 /* force_new_cluster=1 */
 };
 
 /* ext_config_parse parses @text, a whitespace-separated list of key=value
  * pairs, into @out, filling defaults for keys not given; @db_path (the
  * database file) gives the default dir, "<db_path>-raft". `listen` defaults
- * to this id's address in `cluster`. Writes @out only on success.
+ * to this id's address in `cluster`; without cluster= nor listen=,
+ * listen_port is 0 and the node takes its address from the stored
+ * configuration at start (ext_config_listen_set). `cluster` may be left
+ * out (a restart uses the stored configuration) and is refused beside
+ * `join` (cluster= founds a new cluster, join= enters one: a node does
+ * one or the other). Writes @out only on success.
  * Errors: RAFT_INVALID with @errmsg (@errmsg_len bytes) naming the bad or
- * unknown key and why: missing id or cluster, id not in cluster, duplicate
- * id, malformed host:port, a listen host off loopback (refused until nodes
+ * unknown key and why: missing id, id not in cluster, duplicate id,
+ * malformed host:port, a listen host off loopback (refused until nodes
  * authenticate each other), numbers out of range, heartbeat_ms not below
- * election_timeout_ms, a dial= entry naming a server that is not in
- * cluster or is this server, or naming one twice. Any thread. */
+ * election_timeout_ms, a dial= entry naming this server, a server that is
+ * not in cluster (when given), or one server twice, join= beside cluster=
+ * or force_new_cluster=1, or without listen=. Any thread. */
 int ext_config_parse(const char *text, const char *db_path,
                      struct ext_config *out, char *errmsg, size_t errmsg_len);
+
+/* ext_config_cluster builds the configuration cluster= names into @out:
+ * every member a voter at its address "host:port". Returns false (and
+ * leaves @out empty) when cluster= was not given. Pure. */
+bool ext_config_cluster(const struct ext_config *c,
+                        struct raft_configuration *out);
+
+/* ext_config_dial gives where this node dials server @id, whose address in
+ * the configuration is @address ("host:port"): its dial= override when it
+ * has one, else @address. Writes @out_host (@host_len bytes) and *@out_port
+ * only on success. Errors: RAFT_INVALID (no override and @address is not
+ * a numeric IPv4 host:port). Pure. */
+int ext_config_dial(const struct ext_config *c, raft_id id, const char *address,
+                    char *out_host, size_t host_len, uint16_t *out_port);
+
+/* ext_config_listen_set sets @c's listen address, when neither listen= nor
+ * cluster= gave it, to @address (this server's address in the stored
+ * configuration). Errors: RAFT_INVALID with @errmsg (@errmsg_len bytes):
+ * @address is not host:port, or is off loopback. Any thread. */
+int ext_config_listen_set(struct ext_config *c, const char *address,
+                          char *errmsg, size_t errmsg_len);
 
 #endif /* EXT_CONFIG_H */

@@ -14,6 +14,7 @@
 #include <time.h>
 
 #include "applier.h"
+#include "boot.h"
 #include "exec.h"
 #include "forward.h"
 #include "node.h"
@@ -38,6 +39,7 @@
 
 struct ext_node {
     struct ext_config cfg;       /* configuration (copy) */
+    struct ext_boot boot;        /* the configuration at start */
     struct ext_node_log log;     /* log lines and the last error */
     struct ext_store *store;     /* the log directory and LMDB log */
     struct ext_applier *applier; /* the apply thread and connection */
@@ -100,10 +102,24 @@ static void on_stepped(void *data)
     struct ext_status_change c;
     if (status_refresh(n->status, raft_uv_node_core(n->driver), n->driver,
                        &c)) {
-        char line[128];
+        char line[160];
         status_describe_change(&c, line, sizeof line);
         node_log_line(&n->log, RAFT_LOG_INFO, "%s", line);
+        if (c.removed) {
+            status_describe_removal(true, c.conf_index, line, sizeof line);
+            node_log_line(&n->log, RAFT_LOG_WARN, "%s", line);
+        }
     }
+}
+
+/* on_dial says where the driver dials server @id of a new configuration:
+ * its dial= override, else its address in the configuration. */
+static bool on_dial(void *data, raft_id id, const char *address,
+                    struct raft_uv_peer *out)
+{
+    struct ext_node *n = data;
+    return ext_config_dial(&n->cfg, id, address, out->host, sizeof out->host,
+                           &out->port) == 0;
 }
 
 /* ---- Forwarding's view of the node (loop thread) ----------------------- */
@@ -177,23 +193,20 @@ static uint64_t random_u64(void)
     return v;
 }
 
-/* restore_core builds the Raft core from what the log holds (@st) and the
- * state machine's applied index. */
+/* restore_core builds the Raft core from what the log holds (@st), the
+ * configuration boot_prepare decided and the state machine's applied
+ * index. */
 static int restore_core(struct ext_node *n, const struct ext_store_state *st,
                         uint64_t applied, struct raft **out, char *errmsg,
                         size_t errmsg_len)
 {
     struct raft_config rc_cfg;
-    raft_id voters[EXT_MAX_NODES];
     int rc;
 
-    for (unsigned i = 0; i < n->cfg.n_members; i++) {
-        voters[i] = n->cfg.members[i].id;
-    }
     memset(&rc_cfg, 0, sizeof rc_cfg);
     rc_cfg.id = n->cfg.id;
-    rc_cfg.voters = voters;
-    rc_cfg.n_voters = n->cfg.n_members;
+    /* The log's configuration entries override it (boot.h). */
+    rc_cfg.configuration = &n->boot.prefix;
     rc_cfg.election_timeout = n->cfg.election_timeout_ms;
     rc_cfg.heartbeat_interval = n->cfg.heartbeat_ms;
     rc_cfg.max_size_per_msg = EXT__MAX_SIZE_PER_MSG;
@@ -230,6 +243,12 @@ static int load_core(struct ext_node *n, const char *db_path,
     if (rc != 0) {
         return rc;
     }
+    rc = boot_prepare(n->store, fsm, &n->cfg, &n->log, &st, &n->boot, errmsg,
+                      errmsg_len);
+    if (rc != 0) {
+        store_state_free(&st);
+        return rc;
+    }
     rc = restore_core(n, &st, sql_fsm_applied(fsm), out, errmsg, errmsg_len);
     store_state_free(&st);
     return rc;
@@ -261,6 +280,7 @@ static int start_threads(struct ext_node *n, struct sql_fsm *fsm,
         .tick = on_tick,
         .stepped = on_stepped,
         .log = on_driver_log,
+        .dial = on_dial,
     };
     unsigned n_peers = 0;
     int rc;
@@ -270,18 +290,24 @@ static int start_threads(struct ext_node *n, struct sql_fsm *fsm,
         snprintf(errmsg, errmsg_len, "cannot start the apply thread");
         return RAFT_NOMEM;
     }
-    for (unsigned i = 0; i < n->cfg.n_members; i++) {
-        const struct ext_member *m = &n->cfg.members[i];
-        if (m->id == n->cfg.id) {
+    /* The other servers of the configuration in force; the driver dials
+     * the dial= override, if any. */
+    for (unsigned i = 0; i < n->boot.conf.n; i++) {
+        const struct raft_server *sv = &n->boot.conf.servers[i];
+        struct raft_uv_peer *p = &peers[n_peers];
+        if (sv->id == n->cfg.id) {
             continue;
         }
-        const char *host;
-        uint16_t port;
-        /* The driver dials the dial= override, if any. */
-        ext_member_dial(m, &host, &port);
-        peers[n_peers].id = m->id;
-        snprintf(peers[n_peers].host, sizeof peers[n_peers].host, "%s", host);
-        peers[n_peers].port = port;
+        p->id = sv->id;
+        if (ext_config_dial(&n->cfg, sv->id, sv->address, p->host,
+                            sizeof p->host, &p->port) != 0) {
+            node_log_line(&n->log, RAFT_LOG_WARN,
+                          "server %" PRIu64
+                          ": address '%s' is not a numeric IPv4 host:port "
+                          "and no dial= names it: not dialled",
+                          sv->id, sv->address);
+            continue;
+        }
         n_peers++;
     }
     memset(&dc, 0, sizeof dc);
@@ -363,16 +389,23 @@ int ext_node_start(const char *db_path, const struct ext_config *cfg,
     if (rc != 0) {
         goto err_fsm;
     }
+    status_set_boot(n->status, n->boot.source == EXT_BOOT_JOIN, n->boot.forced);
     status_refresh(n->status, core, NULL, NULL);
     rc = start_threads(n, fsm, core, errmsg, errmsg_len);
     if (rc != 0) {
         raft_close(core);
         goto err_free; /* the applier closed the state machine */
     }
-    node_log_line(&n->log, RAFT_LOG_INFO,
-                  "started: listen %s:%u, log %s, applied %" PRIu64,
-                  cfg->listen_host, cfg->listen_port, cfg->dir,
-                  applier_applied(n->applier));
+    {
+        char servers[1024];
+        boot_format_servers(&n->boot.conf, servers, sizeof servers);
+        node_log_line(&n->log, RAFT_LOG_INFO,
+                      "started: listen %s:%u, log %s, applied %" PRIu64
+                      ", configuration %s (index %" PRIu64 ")%s",
+                      n->cfg.listen_host, n->cfg.listen_port, cfg->dir,
+                      applier_applied(n->applier), servers, n->boot.conf_index,
+                      n->boot.bootstrapped ? ", bootstrapped" : "");
+    }
     *out = n;
     return 0;
 

@@ -3,6 +3,8 @@
 
 #include "status.h"
 
+#include "../raft/configuration.h"
+
 #include <jansson.h>
 #include <math.h>
 #include <pthread.h>
@@ -64,7 +66,7 @@ struct snapshot {
     raft_index persisted;                    /* last durable log index */
     uint64_t leader_contact;                 /* ms since the leader was heard,
                                         UINT64_MAX for none */
-    struct peer_status peers[EXT_MAX_NODES]; /* the other servers */
+    struct peer_status peers[EXT_MAX_NODES]; /* the other servers of conf */
     unsigned n_peers;                        /* entries used in peers */
     struct raft_uv_node_stats stats;         /* the driver's counters */
     bool log_full;                           /* the log refused a write */
@@ -72,13 +74,24 @@ struct snapshot {
                                                 (raft_storage_stalled) */
     char log_full_reason[256];               /* why, "" when it takes
                                                 writes */
+    struct raft_configuration conf;          /* the configuration in
+                                                force */
+    raft_index conf_index;                   /* its entry, 0 for the
+                                                compacted prefix's */
+    uint8_t self_role;                       /* this server's role in it,
+                                                0 when no member */
+    bool removed;                            /* no member after having
+                                                been one (or not joining) */
 };
 
 struct ext_status {
-    raft_id id;                               /* this server */
-    char build_id[RAFT_UV_BUILD_ID_MAX + 1];  /* its build id */
-    struct ext_member members[EXT_MAX_NODES]; /* the cluster, n_members */
-    unsigned n_members;
+    raft_id id;                              /* this server */
+    char build_id[RAFT_UV_BUILD_ID_MAX + 1]; /* its build id */
+    struct ext_member dials[EXT_MAX_NODES];  /* dial= overrides, n_dials */
+    unsigned n_dials;
+    bool joining;        /* started with join= and no configuration */
+    bool forced;         /* this start forced the configuration */
+    bool member_seen;    /* a member at some refresh (loop thread) */
     pthread_mutex_t mu;  /* guards now */
     struct snapshot now; /* (mu) */
 };
@@ -92,11 +105,17 @@ int status_new(const struct ext_config *cfg, const char *build_id,
     }
     s->id = cfg->id;
     snprintf(s->build_id, sizeof s->build_id, "%s", build_id);
-    memcpy(s->members, cfg->members, sizeof s->members);
-    s->n_members = cfg->n_members;
+    memcpy(s->dials, cfg->dials, sizeof s->dials);
+    s->n_dials = cfg->n_dials;
     pthread_mutex_init(&s->mu, NULL);
     *out = s;
     return 0;
+}
+
+void status_set_boot(struct ext_status *s, bool joining, bool forced)
+{
+    s->joining = joining;
+    s->forced = forced;
 }
 
 void status_free(struct ext_status *s)
@@ -122,9 +141,14 @@ bool status_refresh(struct ext_status *st, const struct raft *core,
     s.last = raft_last_index(core);
     s.persisted = raft_persisted_index(core);
     s.leader_contact = raft_leader_contact(core);
-    for (unsigned i = 0; i < st->n_members; i++) {
+    s.conf = *raft_current_configuration(core);
+    s.conf_index = raft_configuration_index(core);
+    s.self_role = raft_self_role(core);
+    st->member_seen = st->member_seen || s.self_role != 0;
+    s.removed = s.self_role == 0 && (st->member_seen || !st->joining);
+    for (unsigned i = 0; i < s.conf.n; i++) {
         struct peer_status *p;
-        raft_id id = st->members[i].id;
+        raft_id id = s.conf.servers[i].id;
         if (id == st->id) {
             continue;
         }
@@ -150,9 +174,11 @@ bool status_refresh(struct ext_status *st, const struct raft *core,
     old = st->now;
     st->now = s;
     pthread_mutex_unlock(&st->mu);
-    changed =
-        old.role != s.role || old.term != s.term || old.leader != s.leader;
+    changed = old.role != s.role || old.term != s.term ||
+              old.leader != s.leader || old.removed != s.removed;
     if (changed && out != NULL) {
+        out->removed = s.removed && !old.removed;
+        out->conf_index = s.conf_index;
         out->old_role = old.role;
         out->role = s.role;
         out->old_term = old.term;
@@ -179,6 +205,22 @@ void status_describe_change(const struct ext_status_change *c, char *buf,
     } else {
         snprintf(buf, len, "%sterm %llu, no leader known", was,
                  (unsigned long long)c->term);
+    }
+}
+
+void status_describe_removal(bool removed, raft_index conf_index, char *buf,
+                             size_t len)
+{
+    if (removed) {
+        snprintf(buf, len,
+                 "removed from the cluster at index %llu: it no longer "
+                 "campaigns",
+                 (unsigned long long)conf_index);
+    } else {
+        snprintf(buf, len,
+                 "joining: not in the configuration yet (index %llu); it "
+                 "never campaigns until added",
+                 (unsigned long long)conf_index);
     }
 }
 
@@ -209,6 +251,38 @@ bool status_log_full(struct ext_status *st, char *reason, size_t len)
         snprintf(reason, len, "%s", s.log_full_reason);
     }
     return s.log_full && s.log_stalled;
+}
+
+/* configuration_json adds to @o the configuration in force (index,
+ * members with id, address and role, whether this start forced it) and
+ * this server's place in it: "member" (voter, learner, or "not a member")
+ * and "member_why" (why not a member, else null). */
+static void configuration_json(json_t *o, const struct ext_status *st,
+                               const struct snapshot *s)
+{
+    json_t *c = json_object(), *members = json_array();
+    char why[160] = "";
+    for (unsigned i = 0; i < s->conf.n; i++) {
+        const struct raft_server *sv = &s->conf.servers[i];
+        json_array_append_new(
+            members, json_pack("{s:I, s:s, s:s}", "id", (json_int_t)sv->id,
+                               "address", sv->address, "role",
+                               sv->role == RAFT_LEARNER ? "learner" : "voter"));
+    }
+    json_object_set_new(c, "index", json_integer((json_int_t)s->conf_index));
+    json_object_set_new(c, "members", members);
+    json_object_set_new(c, "forced", json_boolean(st->forced));
+    json_object_set_new(o, "configuration", c);
+    json_object_set_new(o, "member",
+                        json_string(s->self_role == RAFT_VOTER     ? "voter"
+                                    : s->self_role == RAFT_LEARNER ? "learner"
+                                                                   : "not a "
+                                                                     "member"));
+    if (s->self_role == 0) {
+        status_describe_removal(s->removed, s->conf_index, why, sizeof why);
+    }
+    json_object_set_new(o, "member_why",
+                        why[0] ? json_string(why) : json_null());
 }
 
 char *status_json(struct ext_status *st, const struct ext_status_extra *x)
@@ -289,20 +363,22 @@ char *status_json(struct ext_status *st, const struct ext_status_extra *x)
     for (unsigned i = 0; i < s.n_peers; i++) {
         const struct peer_status *p = &s.peers[i];
         json_t *j = json_object();
-        char addr[96] = "";
         char dial[96] = "";
-        for (unsigned k = 0; k < st->n_members; k++) {
-            const struct ext_member *m = &st->members[k];
+        int k = raft_configuration_find(&s.conf, p->id);
+        for (unsigned d = 0; d < st->n_dials; d++) {
+            const struct ext_member *m = &st->dials[d];
             if (m->id == p->id) {
-                snprintf(addr, sizeof addr, "%s:%u", m->host, m->port);
-                if (m->dial_port != 0) {
-                    snprintf(dial, sizeof dial, "%s:%u", m->dial_host,
-                             m->dial_port);
-                }
+                snprintf(dial, sizeof dial, "%s:%u", m->host, m->port);
             }
         }
         json_object_set_new(j, "id", json_integer((json_int_t)p->id));
-        json_object_set_new(j, "address", json_string(addr));
+        json_object_set_new(
+            j, "address", json_string(k >= 0 ? s.conf.servers[k].address : ""));
+        json_object_set_new(
+            j, "role",
+            json_string(k >= 0 && s.conf.servers[k].role == RAFT_LEARNER
+                            ? "learner"
+                            : "voter"));
         /* Where this node dials it when dial= overrides the address. */
         json_object_set_new(j, "dial",
                             dial[0] ? json_string(dial) : json_null());
@@ -333,6 +409,7 @@ char *status_json(struct ext_status *st, const struct ext_status_extra *x)
         json_array_append_new(peers, j);
     }
     json_object_set_new(o, "peers", peers);
+    configuration_json(o, st, &s);
     /* Conditions worth an operator's look that stop nothing. */
     json_object_set_new(o, "warnings", warnings);
     json_object_set_new(

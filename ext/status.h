@@ -28,13 +28,20 @@ struct ext_status_extra {
 
 struct ext_status; /* opaque */
 
-/* status_new creates the status of a node configured by @cfg (the members
- * are copied, for the peers' addresses) whose build id, as sent in the
+/* status_new creates the status of a node configured by @cfg (its dial=
+ * overrides are copied, shown beside the peers' addresses, which come from
+ * the configuration in force) whose build id, as sent in the
  * peer handshake, is @build_id (copied, truncated to
  * RAFT_UV_BUILD_ID_MAX bytes): a peer whose own differs is shown as a
  * warning. Errors: RAFT_NOMEM. Any thread. */
 int status_new(const struct ext_config *cfg, const char *build_id,
                struct ext_status **out);
+
+/* status_set_boot says how the node started: @joining (join=, no
+ * configuration yet: a non-member is joining, not removed) and @forced
+ * (force_new_cluster=1 wrote the configuration in force). Call it before
+ * the first status_refresh. Thread: the owner, before the loop starts. */
+void status_set_boot(struct ext_status *s, bool joining, bool forced);
 
 /* status_free frees @s. NULL is ignored. */
 void status_free(struct ext_status *s);
@@ -44,11 +51,15 @@ struct ext_status_change {
     int old_role, role;         /* enum raft_role before and after */
     raft_term old_term, term;   /* current term before and after */
     raft_id old_leader, leader; /* known leader before and after, 0 none */
+    bool removed;               /* this server is no member any more */
+    raft_index conf_index;      /* the configuration's index after */
 };
 
 /* status_refresh copies the state of @core and of driver @d (NULL before
- * it runs) into @s. Returns true, filling @out (may be NULL), when the
- * role, the term or the leader changed since the previous refresh. The
+ * it runs) into @s: the peers are the other servers of the configuration
+ * in force. Returns true, filling @out (may be NULL), when the role, the
+ * term, the leader or whether this server was removed changed since the
+ * previous refresh. The
  * loop thread (or the owner before the loop starts). */
 bool status_refresh(struct ext_status *s, const struct raft *core,
                     struct raft_uv_node *d, struct ext_status_change *out);
@@ -58,6 +69,13 @@ bool status_refresh(struct ext_status *s, const struct raft *core,
  * in term 4, no leader known", ... into @buf (@len bytes). Pure. */
 void status_describe_change(const struct ext_status_change *c, char *buf,
                             size_t len);
+
+/* status_describe_removal writes why this server is not a member into
+ * @buf (@len bytes): @removed ("removed from the cluster at index N: it no
+ * longer campaigns") or joining, with @conf_index the configuration's
+ * index. Pure. */
+void status_describe_removal(bool removed, raft_index conf_index, char *buf,
+                             size_t len);
 
 /* status_role returns the role last seen (enum raft_role). Any thread. */
 int status_role(struct ext_status *s);

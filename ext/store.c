@@ -27,7 +27,9 @@
 #include <unistd.h>
 
 #include "../lmdb_log/lmdb_log.h"
+#include "../raft/configuration.h"
 #include "../raft/persist.h"
+#include "sqlbridge.h"
 
 struct ext_store {
     char dir[4096];               /* log directory */
@@ -320,6 +322,18 @@ int store_load(struct ext_store *s, uint64_t applied, uint64_t applied_term,
     return 0;
 }
 
+int store_write(struct ext_store *s, const struct raft_hard_state *hs,
+                const struct raft_entry *entries, unsigned n, char *errmsg,
+                size_t errmsg_len)
+{
+    int rc = lmdb_log_append(s->lmdb, hs, entries, n);
+    if (rc != 0) {
+        return log_error(s, rc, errmsg, errmsg_len);
+    }
+    note_usage(s);
+    return 0;
+}
+
 void store_state_free(struct ext_store_state *st)
 {
     lmdb_log_entries_free(st->entries, st->n_entries);
@@ -482,6 +496,35 @@ static int on_snapshot_install(void *data, const char *path, raft_index index,
     return rc;
 }
 
+/* on_snapshot_configuration reads the configuration snapshot file @path
+ * reflects (raftsql_config), before it is installed. */
+static int on_snapshot_configuration(void *data, const char *path,
+                                     struct raft_configuration *out,
+                                     char *errmsg, size_t errmsg_len)
+{
+    struct sql_config sc;
+    char why[128];
+    int rc;
+    (void)data;
+    rc = sql_snapshot_config_read(path, &sc, errmsg, errmsg_len);
+    if (rc != 0) {
+        rc = sqlbridge_rc(rc);
+        return rc == RAFT_NOMEM || rc == RAFT_IOERR ? RAFT_BUSY : RAFT_CORRUPT;
+    }
+    if (sc.index == 0) {
+        rc = RAFT_NOTFOUND;
+    } else if (raft_configuration_decode(sc.data, sc.len, out, why,
+                                         sizeof why) != 0) {
+        snprintf(errmsg, errmsg_len,
+                 "snapshot %s: the configuration of entry %" PRIu64
+                 " does not decode: %s",
+                 path, sc.index, why);
+        rc = RAFT_CORRUPT;
+    }
+    sql_config_clear(&sc);
+    return rc;
+}
+
 void store_storage(struct ext_store *s, struct ext_applier *applier,
                    struct raft_persist_storage *out)
 {
@@ -492,6 +535,7 @@ void store_storage(struct ext_store *s, struct ext_applier *applier,
     out->compact = on_compact;
     out->snapshot_create = on_snapshot_create;
     out->snapshot_install = on_snapshot_install;
+    out->snapshot_configuration = on_snapshot_configuration;
 }
 
 /* ---- The compaction policy (loop thread) ------------------------------- */

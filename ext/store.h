@@ -65,6 +65,16 @@ void store_close(struct ext_store *s);
 int store_load(struct ext_store *s, uint64_t applied, uint64_t applied_term,
                struct ext_store_state *out, char *errmsg, size_t errmsg_len);
 
+/* store_write makes @hs and @entries (@n, following the stored log)
+ * durable in one write, before the driver starts: the bootstrap entry of
+ * a new cluster, or the configuration force_new_cluster=1 writes.
+ * Errors: lmdb_log_append's (RAFT_INVALID, RAFT_NOSPACE, RAFT_IOERR,
+ * RAFT_NOMEM); @errmsg (@errmsg_len bytes) says why. Thread: any, before
+ * the driver starts. */
+int store_write(struct ext_store *s, const struct raft_hard_state *hs,
+                const struct raft_entry *entries, unsigned n, char *errmsg,
+                size_t errmsg_len);
+
 /* store_state_free frees what store_load put in @st. */
 void store_state_free(struct ext_store_state *st);
 

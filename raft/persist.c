@@ -338,9 +338,21 @@ void raft_persist_run(struct raft_persist_job *j,
     j->skip = 0;
     j->stale = false;
     if (j->install) {
-        j->rc =
-            s->snapshot_install(s->data, j->snap.path, j->snap.index,
-                                j->snap.last_term, j->errmsg, sizeof j->errmsg);
+        j->snap.has_configuration = false;
+        if (s->snapshot_configuration != NULL) {
+            j->rc = s->snapshot_configuration(s->data, j->snap.path,
+                                              &j->snap.configuration, j->errmsg,
+                                              sizeof j->errmsg);
+            j->snap.has_configuration = j->rc == 0;
+            if (j->rc == RAFT_NOTFOUND) {
+                j->rc = 0; /* none stored: the core keeps its own */
+            }
+        }
+        if (j->rc == 0) {
+            j->rc = s->snapshot_install(s->data, j->snap.path, j->snap.index,
+                                        j->snap.last_term, j->errmsg,
+                                        sizeof j->errmsg);
+        }
         return;
     }
     if (has_write(j)) {

@@ -63,7 +63,16 @@
  * for one it could not install for now (a full disk), both with nothing
  * changed (the leader sends it again); any other error means the state
  * machine may be ahead of the log, and the driver stops writing.
- * The last three may be NULL, disabling compaction and snapshots. */
+ * @snapshot_configuration (follower, may be NULL) reads the cluster
+ * configuration that the verified snapshot @path reflects into @out, just
+ * before @snapshot_install, in the same job; it returns RAFT_NOTFOUND when
+ * the snapshot holds none (made before configurations were stored: the
+ * core keeps the one it has), RAFT_CORRUPT for one that does not decode
+ * (the snapshot is refused, nothing installed) and RAFT_BUSY when it could
+ * not read the file for now (nothing installed, the leader sends it
+ * again).
+ * The last four may be NULL, disabling compaction and snapshots (and, for
+ * the last, the snapshot's configuration). */
 struct raft_persist_storage {
     void *data; /* passed to every function */
     int (*append)(void *data, const struct raft_hard_state *hs,
@@ -75,6 +84,9 @@ struct raft_persist_storage {
                            raft_term *term, char *errmsg, size_t errmsg_len);
     int (*snapshot_install)(void *data, const char *path, raft_index index,
                             raft_term term, char *errmsg, size_t errmsg_len);
+    int (*snapshot_configuration)(void *data, const char *path,
+                                  struct raft_configuration *out, char *errmsg,
+                                  size_t errmsg_len);
 };
 
 /* What to do with the stored log after a snapshot install (paper §7). */
@@ -103,13 +115,17 @@ enum raft_persist_log_action raft_persist_log_after_install(
 
 /* A received snapshot to install. */
 struct raft_persist_install {
-    char path[4096];       /* its file (a name the storage knows) */
-    raft_index index;      /* its last index */
-    raft_term last_term;   /* term of that entry */
-    uint64_t checksum;     /* expected checksum of the file, for the
+    char path[4096];        /* its file (a name the storage knows) */
+    raft_index index;       /* its last index */
+    raft_term last_term;    /* term of that entry */
+    uint64_t checksum;      /* expected checksum of the file, for the
                               driver to verify (raft_persist ignores it) */
-    raft_id leader;        /* the leader that sent it */
-    raft_term leader_term; /* in this term */
+    raft_id leader;         /* the leader that sent it */
+    raft_term leader_term;  /* in this term */
+    bool has_configuration; /* @configuration was read from the file
+                               (snapshot_configuration) */
+    struct raft_configuration configuration; /* the snapshot's, for
+                               RAFT_EVENT_SNAPSHOT_INSTALLED */
 };
 
 /* One storage job: an append (the merged hard state and entries of the

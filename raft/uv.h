@@ -5,22 +5,30 @@
  *
  * Each server listens on its own address and opens one outgoing connection
  * to every peer; it sends on its outgoing connections and receives on the
- * connections it accepted. A connection starts with a handshake, without
- * length prefix (handshake version 2):
+ * connections it accepted. The peers change at run time
+ * (raft_uv_transport_add_peer, _remove_peer: the driver follows the
+ * cluster configuration). A connection starts with a handshake, without
+ * length prefix (handshake version 3):
  *
- *     offset 0   magic "RFTSQL", 6 bytes
- *     offset 6   handshake version, u8 = 2 (RAFT__UV_HANDSHAKE_VERSION)
- *     offset 7   wire version of the frames, u8 (RAFT_WIRE_VERSION)
- *     offset 8   sender id, u64 little-endian
- *     offset 16  build id length L, u8, at most RAFT_UV_BUILD_ID_MAX
- *     offset 17  build id, L bytes of printable ASCII (0x20-0x7e)
+ *     offset 0     magic "RFTSQL", 6 bytes
+ *     offset 6     handshake version, u8 = 3 (RAFT__UV_HANDSHAKE_VERSION)
+ *     offset 7     wire version of the frames, u8 (RAFT_WIRE_VERSION)
+ *     offset 8     sender id, u64 little-endian
+ *     offset 16    build id length L, u8, at most RAFT_UV_BUILD_ID_MAX
+ *     offset 17    build id, L bytes of printable ASCII (0x20-0x7e)
+ *     offset 17+L  listen address length A, u8, at most 63
+ *     offset 18+L  the sender's listen address, A bytes, "host:port"
+ *                  (printable ASCII)
  *
  * The acceptor refuses a bad magic, another handshake or wire version, an
- * id that is not one of its peers and a malformed build id; it checks the
+ * id of 0 or its own, and a malformed build id or address; it checks the
  * version bytes first, so a peer of another version is refused with one
- * line as soon as 8 bytes arrived. (Version 1, 15 bytes with the wire
- * version at offset 6, is refused that way: "handshake version 1, want
- * 2"; there is no installed base to read it for.) A build id that differs
+ * line as soon as 8 bytes arrived ("handshake version 2, want 3 ... an
+ * older raftsql"; versions 1 and 2 are not read: there is no installed
+ * base to read them for). A sender that is not one of its peers (a
+ * joining server, or a leader this server does not know yet) is accepted
+ * and dialled back at its listen address, as a new peer, while fewer
+ * than RAFT_MAX_SERVERS are known. A build id that differs
  * from the acceptor's own is logged at WARN and accepted. Then the
  * connection carries frames in the wire format of message.h, each with
  * from = the handshake's id and to = the acceptor's id. A broken
@@ -87,6 +95,20 @@ uint16_t raft_uv_transport_port(const struct raft_uv_transport *t);
  * is not this server, or encoding failed), RAFT_NOMEM. */
 int raft_uv_transport_send(struct raft_uv_transport *t,
                            const struct raft_frame *f);
+
+/* raft_uv_transport_add_peer makes @p a peer (dialled at once), or gives
+ * a known peer its new address (its connection is re-dialled there); the
+ * same address changes nothing. Errors: RAFT_INVALID (id 0 or this
+ * server's, a bad address), RAFT_BUSY (RAFT_MAX_SERVERS peers already),
+ * RAFT_SHUTDOWN (closing), RAFT_NOMEM. */
+int raft_uv_transport_add_peer(struct raft_uv_transport *t,
+                               const struct raft_uv_peer *p);
+
+/* raft_uv_transport_remove_peer closes the connection to peer @id, drops
+ * what is queued to it and forgets it (a later handshake from it may
+ * make it a peer again). Errors: RAFT_NOTFOUND (not a peer, or
+ * closing). */
+int raft_uv_transport_remove_peer(struct raft_uv_transport *t, raft_id id);
 
 /* raft_uv_transport_connected says whether the outgoing connection to @id
  * is established. */

@@ -1,6 +1,7 @@
 /* Private state of the libuv TCP transport (uv.h), shared by uv_tcp.c
- * (listening, accepting, dialling, backoff, close), uv_send.c (ordered
- * writes to peers) and uv_recv.c (frame reassembly and decoding). */
+ * (listening, dialling, backoff, peers, close), uv_accept.c (accepting),
+ * uv_send.c (ordered writes to peers) and uv_recv.c (frame reassembly and
+ * decoding). */
 
 #ifndef RAFT_UV_INTERNAL_H
 #define RAFT_UV_INTERNAL_H
@@ -15,16 +16,20 @@
 #include "uv.h"
 
 /* Handshake (layout in uv.h): magic, handshake version u8, wire version
- * u8, sender id u64 little-endian, build id length u8, build id. */
+ * u8, sender id u64 little-endian, build id length u8, build id, listen
+ * address length u8, listen address. */
 #define RAFT__UV_MAGIC "RFTSQL"
 #define RAFT__UV_MAGIC_LEN 6
-#define RAFT__UV_HANDSHAKE_VERSION 2
+#define RAFT__UV_HANDSHAKE_VERSION 3
 /* Bytes up to and including the two version bytes. */
 #define RAFT__UV_HANDSHAKE_VERSIONS (RAFT__UV_MAGIC_LEN + 2)
 /* Bytes before the build id. */
 #define RAFT__UV_HANDSHAKE_FIXED (RAFT__UV_HANDSHAKE_VERSIONS + 8 + 1)
+/* Longest listen address a handshake carries ("host:port"), bytes. */
+#define RAFT__UV_ADDRESS_MAX 63
 /* Longest handshake. */
-#define RAFT__UV_HANDSHAKE_MAX (RAFT__UV_HANDSHAKE_FIXED + RAFT_UV_BUILD_ID_MAX)
+#define RAFT__UV_HANDSHAKE_MAX                                                 \
+    (RAFT__UV_HANDSHAKE_FIXED + RAFT_UV_BUILD_ID_MAX + 1 + RAFT__UV_ADDRESS_MAX)
 
 /* Reconnect backoff: first delay, and the ceiling it doubles up to. */
 #define RAFT__UV_BACKOFF_MIN_MS 100
@@ -79,7 +84,9 @@ struct raft_uv_conn {
     char rbuf[64];           /* sink for (unexpected) incoming bytes */
 };
 
-/* The sending side towards one peer.
+/* The sending side towards one peer, allocated on its own: a peer removed
+ * (raft_uv_transport_remove_peer) is retired and freed once its timer and
+ * connection are closed (@refs).
  * Invariant: @conn != NULL iff @state is DIALLING or CONNECTED. */
 struct raft_uv_out {
     struct raft_uv_transport *t; /* owner */
@@ -98,6 +105,10 @@ struct raft_uv_out {
     bool build_known;                              /* @build_id is set */
     char build_id[RAFT_UV_BUILD_ID_MAX + 1];       /* the build id of the
                                     peer's latest handshake */
+    unsigned refs;                                 /* open handles: the
+                                    timer, and @conn or a closing one */
+    bool retired;                                  /* removed: freed when
+                                    @refs drops to 0 */
 };
 
 /* Receive stages of an accepted connection. */
@@ -147,17 +158,19 @@ struct raft_uv_transport {
     uv_prepare_t flush_prepare; /* flushes held frames before polling */
     uv_check_t flush_check;     /* and after each poll */
     uint16_t port;              /* port actually bound */
-    struct raft_uv_out *outs;   /* one per peer, n_outs long */
-    unsigned n_outs;            /* number of peers */
-    struct raft_uv_in *ins;     /* accepted connections, linked list */
-    unsigned n_unverified;      /* of them, not yet past the handshake */
-    unsigned n_refused;         /* connections refused since the last
+    char address[RAFT__UV_ADDRESS_MAX + 1];     /* "host:port" listened on,
+                                   sent in every handshake */
+    struct raft_uv_out *outs[RAFT_MAX_SERVERS]; /* the peers, n_outs */
+    unsigned n_outs;                            /* number of peers */
+    struct raft_uv_in *ins;   /* accepted connections, linked list */
+    unsigned n_unverified;    /* of them, not yet past the handshake */
+    unsigned n_refused;       /* connections refused since the last
                                    sweep (logged there, in one line) */
-    uv_timer_t sweep;           /* closes stalled connections */
-    unsigned n_handles;         /* see Invariant */
-    bool closing;               /* raft_uv_transport_close called */
-    void (*close_cb)(void *);   /* called once everything is closed */
-    void *close_data;           /* argument of @close_cb */
+    uv_timer_t sweep;         /* closes stalled connections */
+    unsigned n_handles;       /* see Invariant */
+    bool closing;             /* raft_uv_transport_close called */
+    void (*close_cb)(void *); /* called once everything is closed */
+    void *close_data;         /* argument of @close_cb */
 };
 
 /* raft_uv_tcp_log formats a line and hands it to the log callback, if any.
@@ -174,11 +187,26 @@ void raft_uv_tcp_out_fail(struct raft_uv_out *out);
  * it is unlinked and freed in its close callback. Loop thread. */
 void raft_uv_tcp_in_close(struct raft_uv_in *in);
 
-/* raft_uv_tcp_verified notes that @in completed its handshake as peer
+/* raft_uv_tcp_dial starts one connection attempt to @out, or schedules a
+ * retry (uv_tcp.c). Loop thread. */
+void raft_uv_tcp_dial(struct raft_uv_out *out);
+
+/* raft_uv_accept_verified notes that @in completed its handshake as peer
  * @in->peer: it no longer counts against RAFT__UV_MAX_UNVERIFIED, and a
  * dial to that peer waiting out its backoff starts at once (the peer is
- * evidently up). Loop thread. */
-void raft_uv_tcp_verified(struct raft_uv_in *in);
+ * evidently up). Loop thread (uv_accept.c, like the two below). */
+void raft_uv_accept_verified(struct raft_uv_in *in);
+
+/* raft_uv_accept_on_connection is the listener's connection callback: it
+ * accepts the connection and starts reading its handshake, or closes it
+ * past RAFT__UV_MAX_UNVERIFIED connections in their handshake. */
+void raft_uv_accept_on_connection(uv_stream_t *server, int status);
+
+/* raft_uv_accept_sweep is the sweep timer's callback: it closes the
+ * accepted connections that stalled (still in their handshake after
+ * RAFT__UV_HANDSHAKE_TIMEOUT_MS, or in the middle of a frame with no byte
+ * for RAFT__UV_STALL_TIMEOUT_MS) and logs the refused ones. */
+void raft_uv_accept_sweep(uv_timer_t *timer);
 
 /* raft_uv_tcp_find returns the peer @id of @t, or NULL when unknown. */
 struct raft_uv_out *raft_uv_tcp_find(const struct raft_uv_transport *t,
@@ -186,10 +214,21 @@ struct raft_uv_out *raft_uv_tcp_find(const struct raft_uv_transport *t,
 
 /* raft_uv_send_handshake_encode writes the handshake of server @self with
  * build id @build_id (NUL-terminated, at most RAFT_UV_BUILD_ID_MAX bytes,
- * as the transport checked it) into @out and returns its length (at most
- * RAFT__UV_HANDSHAKE_MAX bytes). Pure; any thread. */
+ * as the transport checked it) and listen address @address ("host:port",
+ * at most RAFT__UV_ADDRESS_MAX bytes) into @out and returns its length (at
+ * most RAFT__UV_HANDSHAKE_MAX bytes). Pure; any thread. */
 size_t raft_uv_send_handshake_encode(raft_id self, const char *build_id,
+                                     const char *address,
                                      uint8_t out[RAFT__UV_HANDSHAKE_MAX]);
+
+/* raft_uv_tcp_learn dials back server @id, not a peer yet, whose verified
+ * handshake advertised listen address @address ("host:port"): it becomes
+ * a peer of @t, so this server can answer it (a joining server, or a
+ * leader this server does not know yet). Returns the new peer, or NULL
+ * (logged) when @address is not a numeric IPv4 host:port or @t holds
+ * RAFT_MAX_SERVERS peers already. Loop thread. */
+struct raft_uv_out *raft_uv_tcp_learn(struct raft_uv_transport *t, raft_id id,
+                                      const char *address);
 
 /* raft_uv_send_handshake queues the handshake on the freshly connected
  * @out->conn. Returns 0, RAFT_NOMEM, or RAFT_IOERR (uv_write failed; the

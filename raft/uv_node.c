@@ -44,6 +44,108 @@ void raft_uv_node_log(struct raft_uv_node *d, int level, const char *fmt, ...)
 
 /* ---- Stepping the core -------------------------------------------------- */
 
+/* dial_of fills @out with where to dial server @sv: the application's
+ * dial callback, else its address as host:port. */
+static bool dial_of(struct raft_uv_node *d, const struct raft_server *sv,
+                    struct raft_uv_peer *out)
+{
+    const char *colon = strrchr(sv->address, ':');
+    unsigned long port;
+    char *end;
+
+    memset(out, 0, sizeof *out);
+    out->id = sv->id;
+    if (d->cb.dial != NULL) {
+        return d->cb.dial(d->cb.data, sv->id, sv->address, out);
+    }
+    if (colon == NULL || (size_t)(colon - sv->address) >= sizeof out->host) {
+        return false;
+    }
+    memcpy(out->host, sv->address, (size_t)(colon - sv->address));
+    port = strtoul(colon + 1, &end, 10);
+    out->port = (uint16_t)port;
+    return *end == '\0' && port > 0 && port <= 65535;
+}
+
+/* drop_peer forgets the @i-th peer: its snapshot transfer is dropped
+ * (the core is not stepped: this runs inside raft_uv_node_step, whose
+ * update must stay valid) and the transport closes its connection. */
+static void drop_peer(struct raft_uv_node *d, unsigned i)
+{
+    raft_id id = d->peers[i];
+    unsigned last = d->n_peers - 1;
+
+    raft_uv_snapshot_forget(d, id);
+    d->tr->remove_peer(d->transport, id);
+    d->peers[i] = d->peers[last];
+    d->connected[i] = d->connected[last];
+    d->sends[i] = d->sends[last];
+    d->n_peers--;
+}
+
+/* follow_configuration makes the peers those of the configuration in
+ * force: removed servers are forgotten, new ones dialled, changed
+ * addresses re-dialled. */
+static void follow_configuration(struct raft_uv_node *d)
+{
+    const struct raft_configuration *c = raft_current_configuration(d->raft);
+    unsigned i;
+
+    if (d->transport == NULL || d->tr->add_peer == NULL ||
+        d->tr->remove_peer == NULL) {
+        return;
+    }
+    for (i = d->n_peers; i-- > 0;) {
+        bool member = false;
+        for (unsigned k = 0; k < c->n; k++) {
+            member = member || c->servers[k].id == d->peers[i];
+        }
+        if (!member) {
+            raft_uv_node_log(d, RAFT_LOG_INFO,
+                             "server %" PRIu64
+                             " left the configuration: no longer dialled",
+                             d->peers[i]);
+            drop_peer(d, i);
+        }
+    }
+    for (unsigned k = 0; k < c->n; k++) {
+        const struct raft_server *sv = &c->servers[k];
+        struct raft_uv_peer p;
+        bool known = false;
+        int rc;
+
+        if (sv->id == d->id) {
+            continue;
+        }
+        if (!dial_of(d, sv, &p)) {
+            raft_uv_node_log(d, RAFT_LOG_WARN,
+                             "server %" PRIu64
+                             ": address '%s' is not a numeric IPv4 "
+                             "host:port: not dialled",
+                             sv->id, sv->address);
+            continue;
+        }
+        rc = d->tr->add_peer(d->transport, &p);
+        if (rc != 0) {
+            raft_uv_node_log(d, RAFT_LOG_WARN,
+                             "server %" PRIu64 " at %s:%u: %s", sv->id, p.host,
+                             (unsigned)p.port, raft_strerror(rc));
+            continue;
+        }
+        for (i = 0; i < d->n_peers; i++) {
+            known = known || d->peers[i] == sv->id;
+        }
+        if (!known && d->n_peers < RAFT_MAX_VOTERS) {
+            i = d->n_peers++;
+            d->peers[i] = sv->id;
+            d->connected[i] = false;
+            memset(&d->sends[i], 0, sizeof d->sends[i]);
+            d->sends[i].to = sv->id;
+            d->sends[i].fd = -1;
+        }
+    }
+}
+
 int raft_uv_node_step(struct raft_uv_node *d, const struct raft_event *event,
                       struct raft_update *out)
 {
@@ -61,6 +163,9 @@ int raft_uv_node_step(struct raft_uv_node *d, const struct raft_event *event,
     rc = raft_step(d->raft, event, u);
     if (rc != 0) {
         return rc;
+    }
+    if (u->configuration_changed) {
+        follow_configuration(d);
     }
     if (u->hard_state_changed || u->n_entries > 0) {
         rc = raft_uv_storage_merge(d, u);
@@ -315,12 +420,24 @@ static void tcp_close(void *t, void (*cb)(void *data), void *data)
     raft_uv_transport_close(t, cb, data);
 }
 
+static int tcp_add_peer(void *t, const struct raft_uv_peer *p)
+{
+    return raft_uv_transport_add_peer(t, p);
+}
+
+static int tcp_remove_peer(void *t, raft_id id)
+{
+    return raft_uv_transport_remove_peer(t, id);
+}
+
 static const struct raft_uv_node_transport tcp_transport = {
     .start = tcp_start,
     .send = tcp_send,
     .connected = tcp_connected,
     .peer_build_id = tcp_peer_build_id,
     .close = tcp_close,
+    .add_peer = tcp_add_peer,
+    .remove_peer = tcp_remove_peer,
 };
 
 /* ---- Start and stop ----------------------------------------------------- */

@@ -54,6 +54,13 @@ struct raft_uv_node_callbacks {
      * RAFT_LOG_ERROR; the driver then stops writing, voting and
      * acknowledging until restarted. */
     void (*log)(void *data, int level, const char *msg);
+    /* Where to dial server @id, whose address in the configuration is
+     * @address: fill @out's host and port (its id is set) and return true,
+     * or false not to dial it. NULL: @address itself, a numeric IPv4
+     * "host:port". Called for each server of every new configuration in
+     * force. */
+    bool (*dial)(void *data, raft_id id, const char *address,
+                 struct raft_uv_peer *out);
 };
 
 /* Static settings of a driver. */
@@ -61,7 +68,14 @@ struct raft_uv_node_config {
     raft_id id;                       /* this server's id */
     const char *listen_host;          /* numeric IPv4 address */
     uint16_t listen_port;             /* TCP port, 0 for any */
-    const struct raft_uv_peer *peers; /* the other servers, n_peers */
+    const struct raft_uv_peer *peers; /* the other servers at start,
+                                         n_peers; afterwards the peers
+                                         follow the configuration in force
+                                         (update.configuration_changed):
+                                         new servers are dialled (the
+                                         @dial callback says where),
+                                         removed ones closed and
+                                         forgotten */
     unsigned n_peers;
     uint64_t max_frame_bytes;      /* bound of one frame's body */
     unsigned tick_ms;              /* RAFT_EVENT_TICK period, ms, >= 1 */

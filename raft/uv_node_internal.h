@@ -46,6 +46,10 @@ struct raft_uv_node_transport {
     /* close: as raft_uv_transport_close (@cb fires from the loop once the
      * transport is gone; no receive callback after the call). */
     void (*close)(void *t, void (*cb)(void *data), void *data);
+    /* add_peer, remove_peer: as raft_uv_transport_add_peer and
+     * _remove_peer (NULL: the peers stay those of @start's @cfg). */
+    int (*add_peer)(void *t, const struct raft_uv_peer *p);
+    int (*remove_peer)(void *t, raft_id id);
 };
 
 /* What raft_uv_node_start fixes and a test may replace. */
@@ -115,7 +119,8 @@ struct raft_uv_node {
     uv_timer_t tick;                     /* drives RAFT_EVENT_TICK */
     void *transport;                     /* peers, NULL once closed */
     bool stopping;                       /* closing handles */
-    raft_id peers[RAFT_MAX_VOTERS];      /* the other servers */
+    raft_id peers[RAFT_MAX_VOTERS];      /* the other servers of the
+                                            configuration in force */
     bool connected[RAFT_MAX_VOTERS];     /* last seen connection state */
     unsigned n_peers;
     const struct raft_uv_node_transport *tr; /* @transport's functions */
@@ -216,6 +221,10 @@ void raft_uv_snapshot_unreachable(struct raft_uv_node *d, raft_id id);
 void raft_uv_snapshot_installed(struct raft_uv_node *d,
                                 const struct raft_persist_install *in, int rc,
                                 const char *errmsg);
+
+/* raft_uv_snapshot_forget drops the transfer to @id, a server that left
+ * the configuration, without stepping the core (which forgot it). */
+void raft_uv_snapshot_forget(struct raft_uv_node *d, raft_id id);
 
 /* raft_uv_snapshot_close closes files and removes temporary ones. */
 void raft_uv_snapshot_close(struct raft_uv_node *d);

@@ -8,8 +8,8 @@
  * Each complete body is decoded (message.c), checked against the sender and
  * this server, passed to recv_cb and released.
  *
- * Failure modes: a bad magic, version, unknown sender id or malformed build
- * id in the handshake, a length outside [2, max_frame_bytes], a body the decoder
+ * Failure modes: a bad magic, version, sender id (0 or ours), malformed
+ * build id or listen address in the handshake, a length outside [2, max_frame_bytes], a body the decoder
  * refuses, or a frame whose from/to do not match the connection each log
  * a WARN naming the connection and close it; other connections go on. EOF
  * closes the connection quietly. A peer whose build id differs from ours
@@ -40,8 +40,16 @@ static void on_alloc(uv_handle_t *handle, size_t suggested, uv_buf_t *buf)
     buf->len = sizeof in->rbuf;
 }
 
+/* address_at returns the offset of the address length byte of @in's
+ * handshake (after the build id). */
+static size_t address_at(const struct raft_uv_in *in)
+{
+    return RAFT__UV_HANDSHAKE_FIXED + in->hs[RAFT__UV_HANDSHAKE_FIXED - 1];
+}
+
 /* handshake_need returns how many handshake bytes @in must hold before
- * the next check: the versions, then the fixed part, then the whole. */
+ * the next check: the versions, then the fixed part, then through the
+ * address length, then the whole. */
 static size_t handshake_need(const struct raft_uv_in *in)
 {
     if (in->hs_got < RAFT__UV_HANDSHAKE_VERSIONS) {
@@ -50,7 +58,10 @@ static size_t handshake_need(const struct raft_uv_in *in)
     if (in->hs_got < RAFT__UV_HANDSHAKE_FIXED) {
         return RAFT__UV_HANDSHAKE_FIXED;
     }
-    return RAFT__UV_HANDSHAKE_FIXED + in->hs[RAFT__UV_HANDSHAKE_FIXED - 1];
+    if (in->hs_got < address_at(in) + 1) {
+        return address_at(in) + 1;
+    }
+    return address_at(in) + 1 + in->hs[address_at(in)];
 }
 
 /* check_versions validates the magic and both versions of @in's
@@ -84,22 +95,34 @@ static bool check_versions(struct raft_uv_in *in)
     return true;
 }
 
-/* check_build validates the build id of @in's complete handshake, keeps
- * it as its peer's (@out), and logs a build that differs from ours. */
-static bool check_build(struct raft_uv_in *in, struct raft_uv_out *out)
+/* printable checks that the @len bytes at @b, the handshake's @what, are
+ * printable ASCII, logging the first that is not. */
+static bool printable(struct raft_uv_in *in, const char *what, const uint8_t *b,
+                      size_t len)
+{
+    for (size_t i = 0; i < len; i++) {
+        if (b[i] < 0x20 || b[i] > 0x7e) {
+            raft_uv_tcp_log(in->t, RAFT_LOG_WARN,
+                            "%s: handshake %s has byte 0x%02x at %zu, "
+                            "not printable ASCII: closing",
+                            in->name, what, (unsigned)b[i], i);
+            return false;
+        }
+    }
+    return true;
+}
+
+/* check_build keeps the build id of @in's complete handshake as its
+ * peer's (@out, NULL for none), and logs a build that differs from
+ * ours. */
+static void check_build(struct raft_uv_in *in, struct raft_uv_out *out)
 {
     struct raft_uv_transport *t = in->t;
     size_t len = in->hs[RAFT__UV_HANDSHAKE_FIXED - 1];
     const uint8_t *b = in->hs + RAFT__UV_HANDSHAKE_FIXED;
 
-    for (size_t i = 0; i < len; i++) {
-        if (b[i] < 0x20 || b[i] > 0x7e) {
-            raft_uv_tcp_log(t, RAFT_LOG_WARN,
-                            "%s: handshake build id has byte 0x%02x at %zu, "
-                            "not printable ASCII: closing",
-                            in->name, (unsigned)b[i], i);
-            return false;
-        }
+    if (out == NULL) {
+        return;
     }
     memcpy(out->build_id, b, len);
     out->build_id[len] = '\0';
@@ -111,7 +134,6 @@ static bool check_build(struct raft_uv_in *in, struct raft_uv_out *out)
                         "passes through this)",
                         in->name, out->build_id, t->build_id);
     }
-    return true;
 }
 
 /* check_handshake validates the handshake of @in once it holds
@@ -121,6 +143,7 @@ static int check_handshake(struct raft_uv_in *in)
 {
     struct raft_uv_transport *t = in->t;
     struct raft_uv_out *out;
+    char address[RAFT__UV_ADDRESS_MAX + 1];
     raft_id id;
 
     if (in->hs_got == RAFT__UV_HANDSHAKE_VERSIONS) {
@@ -130,10 +153,11 @@ static int check_handshake(struct raft_uv_in *in)
         size_t len = in->hs[RAFT__UV_HANDSHAKE_FIXED - 1];
 
         id = raft_byte_load_u64(in->hs + RAFT__UV_HANDSHAKE_VERSIONS);
-        if (raft_uv_tcp_find(t, id) == NULL) {
+        if (id == 0 || id == t->self) {
             raft_uv_tcp_log(t, RAFT_LOG_WARN,
-                            "%s: handshake from unknown server %llu: closing",
-                            in->name, (unsigned long long)id);
+                            "%s: handshake from server id %llu (%s): closing",
+                            in->name, (unsigned long long)id,
+                            id == 0 ? "no server" : "this server's own");
             return -1;
         }
         if (len > RAFT_UV_BUILD_ID_MAX) {
@@ -143,9 +167,33 @@ static int check_handshake(struct raft_uv_in *in)
                             in->name, len, RAFT_UV_BUILD_ID_MAX);
             return -1;
         }
-        if (len > 0) {
+        return 0; /* the address length follows */
+    }
+    if (in->hs_got == address_at(in) + 1) {
+        if (!printable(in, "build id", in->hs + RAFT__UV_HANDSHAKE_FIXED,
+                       address_at(in) - RAFT__UV_HANDSHAKE_FIXED)) {
+            return -1;
+        }
+        if (in->hs[address_at(in)] > RAFT__UV_ADDRESS_MAX) {
+            raft_uv_tcp_log(t, RAFT_LOG_WARN,
+                            "%s: handshake listen address of %u bytes, at "
+                            "most %d: closing",
+                            in->name, (unsigned)in->hs[address_at(in)],
+                            RAFT__UV_ADDRESS_MAX);
+            return -1;
+        }
+        if (in->hs[address_at(in)] > 0) {
             return 0;
         }
+    }
+    {
+        size_t alen = in->hs[address_at(in)];
+        if (!printable(in, "listen address", in->hs + address_at(in) + 1,
+                       alen)) {
+            return -1;
+        }
+        memcpy(address, in->hs + address_at(in) + 1, alen);
+        address[alen] = '\0';
     }
     id = raft_byte_load_u64(in->hs + RAFT__UV_HANDSHAKE_VERSIONS);
     out = raft_uv_tcp_find(t, id);
@@ -156,12 +204,13 @@ static int check_handshake(struct raft_uv_in *in)
         snprintf(in->name, sizeof in->name, "peer %llu (%.60s)",
                  (unsigned long long)id, addr);
     }
-    if (!check_build(in, out)) {
-        return -1;
+    if (out == NULL && address[0] != '\0') {
+        out = raft_uv_tcp_learn(t, id, address);
     }
+    check_build(in, out);
     in->peer = id;
     raft_uv_tcp_log(t, RAFT_LOG_DEBUG, "%s: handshake ok", in->name);
-    raft_uv_tcp_verified(in);
+    raft_uv_accept_verified(in);
     return 1;
 }
 

@@ -162,14 +162,17 @@ static void flush_out(struct raft_uv_out *out)
 void raft_uv_send_flush(struct raft_uv_transport *t)
 {
     for (unsigned i = 0; i < t->n_outs; i++) {
-        flush_out(&t->outs[i]);
+        flush_out(t->outs[i]);
     }
 }
 
 size_t raft_uv_send_handshake_encode(raft_id self, const char *build_id,
+                                     const char *address,
                                      uint8_t out[RAFT__UV_HANDSHAKE_MAX])
 {
     size_t len = strlen(build_id);
+    size_t alen = strlen(address);
+    uint8_t *p = out + RAFT__UV_HANDSHAKE_FIXED + len;
 
     memcpy(out, RAFT__UV_MAGIC, RAFT__UV_MAGIC_LEN);
     out[RAFT__UV_MAGIC_LEN] = RAFT__UV_HANDSHAKE_VERSION;
@@ -177,7 +180,9 @@ size_t raft_uv_send_handshake_encode(raft_id self, const char *build_id,
     raft_byte_store_u64(out + RAFT__UV_HANDSHAKE_VERSIONS, self);
     out[RAFT__UV_HANDSHAKE_FIXED - 1] = (uint8_t)len;
     memcpy(out + RAFT__UV_HANDSHAKE_FIXED, build_id, len);
-    return RAFT__UV_HANDSHAKE_FIXED + len;
+    p[0] = (uint8_t)alen;
+    memcpy(p + 1, address, alen);
+    return RAFT__UV_HANDSHAKE_FIXED + len + 1 + alen;
 }
 
 int raft_uv_send_handshake(struct raft_uv_out *out)
@@ -188,8 +193,8 @@ int raft_uv_send_handshake(struct raft_uv_out *out)
     if (w == NULL) {
         return RAFT_NOMEM;
     }
-    w->len =
-        raft_uv_send_handshake_encode(out->t->self, out->t->build_id, w->bytes);
+    w->len = raft_uv_send_handshake_encode(out->t->self, out->t->build_id,
+                                           out->t->address, w->bytes);
     out->queued_bytes += w->len;
     return queue_write(out, w);
 }

@@ -446,6 +446,8 @@ void raft_uv_snapshot_installed(struct raft_uv_node *d,
     ev.snapshot.term = in->leader_term;
     ev.snapshot.index = in->index;
     ev.snapshot.last_term = in->last_term;
+    ev.snapshot.configuration =
+        in->has_configuration ? &in->configuration : NULL;
     raft_uv_node_step(d, &ev, NULL);
     answer(d, &m, r->total, 0);
 }
@@ -518,6 +520,18 @@ void raft_uv_snapshot_unreachable(struct raft_uv_node *d, raft_id id)
     struct raft_uv_snapshot_send *s = send_of(d, id);
     if (s != NULL && s->active) {
         fail_send(d, s, "connection lost");
+    }
+}
+
+void raft_uv_snapshot_forget(struct raft_uv_node *d, raft_id id)
+{
+    struct raft_uv_snapshot_send *s = send_of(d, id);
+    if (s != NULL && s->active) {
+        close(s->fd);
+        s->active = false;
+    }
+    if (s != NULL) {
+        s->wanted = false;
     }
 }
 

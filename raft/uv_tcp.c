@@ -1,10 +1,14 @@
-/* The transport's connections: listening and accepting, dialling each peer
- * with backoff, and closing everything.
+/* The transport's connections: listening, dialling each peer with
+ * backoff, peers added and removed at run time, and closing everything
+ * (accepting is uv_accept.c's).
  *
  * Happy path: raft_uv_transport_start binds and listens, then dials every
  * peer. A completed dial sets TCP_NODELAY, queues the handshake (uv_send.c)
  * and marks the peer connected; accepted connections read the peer's
- * handshake and frames (uv_recv.c).
+ * handshake and frames (uv_recv.c). raft_uv_transport_add_peer dials a new
+ * peer (or re-dials one at its new address), raft_uv_tcp_learn one whose
+ * handshake arrived first; raft_uv_transport_remove_peer closes a peer's
+ * connection and timer, and the peer is freed once both are closed.
  *
  * Failure modes: a refused or timed-out dial, a write error, EOF or stray
  * bytes on an outgoing connection close it and schedule a re-dial after
@@ -55,11 +59,21 @@ struct raft_uv_out *raft_uv_tcp_find(const struct raft_uv_transport *t,
     unsigned i;
 
     for (i = 0; i < t->n_outs; i++) {
-        if (t->outs[i].id == id) {
-            return &t->outs[i];
+        if (t->outs[i]->id == id) {
+            return t->outs[i];
         }
     }
     return NULL;
+}
+
+/* out_unref drops one handle reference of @out, freeing a retired peer
+ * once none is left. */
+static void out_unref(struct raft_uv_out *out)
+{
+    out->refs--;
+    if (out->retired && out->refs == 0) {
+        free(out);
+    }
 }
 
 /* handle_closed accounts for one closed handle and, once the transport is
@@ -76,7 +90,9 @@ static void handle_closed(struct raft_uv_transport *t)
     }
     cb = t->close_cb;
     data = t->close_data;
-    free(t->outs);
+    for (unsigned i = 0; i < t->n_outs; i++) {
+        free(t->outs[i]);
+    }
     free(t);
     if (cb != NULL) {
         cb(data);
@@ -91,8 +107,10 @@ static void on_handle_closed(uv_handle_t *handle)
 static void on_timer_closed(uv_handle_t *handle)
 {
     struct raft_uv_out *out = handle->data;
+    struct raft_uv_transport *t = out->t;
 
-    handle_closed(out->t);
+    out_unref(out);
+    handle_closed(t);
 }
 
 static void on_conn_closed(uv_handle_t *handle)
@@ -100,6 +118,7 @@ static void on_conn_closed(uv_handle_t *handle)
     struct raft_uv_conn *conn = handle->data;
     struct raft_uv_transport *t = conn->out->t;
 
+    out_unref(conn->out);
     free(conn);
     handle_closed(t);
 }
@@ -134,14 +153,12 @@ void raft_uv_tcp_in_close(struct raft_uv_in *in)
     uv_close((uv_handle_t *)&in->tcp, on_in_closed);
 }
 
-static void dial(struct raft_uv_out *out);
-
 static void on_backoff(uv_timer_t *timer)
 {
     struct raft_uv_out *out = timer->data;
 
     if (out->state == RAFT__UV_WAITING) {
-        dial(out);
+        raft_uv_tcp_dial(out);
     } else if (out->state == RAFT__UV_DIALLING) {
         raft_uv_tcp_log(out->t, RAFT_LOG_INFO,
                         "%s: connect timed out after %d ms", out->name,
@@ -242,8 +259,7 @@ static void on_connect(uv_connect_t *req, int status)
     raft_uv_tcp_log(out->t, RAFT_LOG_INFO, "%s: connected", out->name);
 }
 
-/* dial starts one connection attempt to @out, or schedules a retry. */
-static void dial(struct raft_uv_out *out)
+void raft_uv_tcp_dial(struct raft_uv_out *out)
 {
     struct raft_uv_transport *t = out->t;
     struct raft_uv_conn *conn;
@@ -267,6 +283,7 @@ static void dial(struct raft_uv_out *out)
         return;
     }
     t->n_handles++;
+    out->refs++;
     conn->tcp.data = conn;
     out->conn = conn;
     out->state = RAFT__UV_DIALLING;
@@ -279,152 +296,6 @@ static void dial(struct raft_uv_out *out)
         return;
     }
     uv_timer_start(&out->timer, on_backoff, RAFT__UV_CONNECT_TIMEOUT_MS, 0);
-}
-
-/* name_incoming writes "ip:port" of the remote end of @in into its name. */
-static void name_incoming(struct raft_uv_in *in)
-{
-    struct sockaddr_storage ss;
-    int ss_len = sizeof ss;
-    char ip[INET6_ADDRSTRLEN] = "?";
-    unsigned port = 0;
-
-    if (uv_tcp_getpeername(&in->tcp, (struct sockaddr *)&ss, &ss_len) == 0 &&
-        ss.ss_family == AF_INET) {
-        const struct sockaddr_in *sin = (const struct sockaddr_in *)&ss;
-        uv_ip4_name(sin, ip, sizeof ip);
-        port = ntohs(sin->sin_port);
-    }
-    snprintf(in->name, sizeof in->name, "incoming %s:%u", ip, port);
-}
-
-static void on_connection(uv_stream_t *server, int status)
-{
-    struct raft_uv_transport *t = server->data;
-    struct raft_uv_in *in;
-    int rv;
-
-    if (status < 0) {
-        raft_uv_tcp_log(t, RAFT_LOG_WARN, "accept: %s", uv_strerror(status));
-        return;
-    }
-    if (t->closing) {
-        return;
-    }
-    in = calloc(1, sizeof *in);
-    if (in == NULL) {
-        raft_uv_tcp_log(t, RAFT_LOG_ERROR, "accept: out of memory");
-        return;
-    }
-    rv = uv_tcp_init(t->loop, &in->tcp);
-    if (rv != 0) {
-        raft_uv_tcp_log(t, RAFT_LOG_ERROR, "accept: %s", uv_strerror(rv));
-        free(in);
-        return;
-    }
-    t->n_handles++;
-    in->tcp.data = in;
-    in->t = t;
-    in->stage = RAFT__UV_HANDSHAKE;
-    in->accepted_at = uv_now(t->loop);
-    in->last_read_at = in->accepted_at;
-    t->n_unverified++;
-    in->next = t->ins;
-    if (t->ins != NULL) {
-        t->ins->prev = in;
-    }
-    t->ins = in;
-    rv = uv_accept(server, (uv_stream_t *)&in->tcp);
-    if (rv != 0) {
-        raft_uv_tcp_log(t, RAFT_LOG_WARN, "accept: %s", uv_strerror(rv));
-        raft_uv_tcp_in_close(in);
-        return;
-    }
-    name_incoming(in);
-    if (t->n_unverified > RAFT__UV_MAX_UNVERIFIED) {
-        t->n_refused++; /* logged by the next sweep, in one line */
-        raft_uv_tcp_in_close(in);
-        return;
-    }
-    raft_uv_tcp_log(t, RAFT_LOG_DEBUG, "%s: accepted", in->name);
-    if (raft_uv_recv_start(in) != 0) {
-        raft_uv_tcp_in_close(in);
-    }
-}
-
-void raft_uv_tcp_verified(struct raft_uv_in *in)
-{
-    struct raft_uv_out *out = raft_uv_tcp_find(in->t, in->peer);
-
-    in->t->n_unverified--;
-    for (struct raft_uv_in *o = in->t->ins; o != NULL; o = o->next) {
-        if (o != in && o->peer == in->peer && !o->closing) {
-            /* A restarted peer's old connection may linger until the
-             * kernel notices; two live processes with one id stay. */
-            raft_uv_tcp_log(in->t, RAFT_LOG_WARN,
-                            "%s: a second connection claims this server "
-                            "id (%s is open too): a restart, or two "
-                            "processes running with id %llu",
-                            in->name, o->name, (unsigned long long)in->peer);
-            break;
-        }
-    }
-    if (out != NULL && out->state == RAFT__UV_WAITING && !in->t->closing) {
-        raft_uv_tcp_log(in->t, RAFT_LOG_DEBUG,
-                        "%s: connected to us: dialling it now", out->name);
-        uv_timer_stop(&out->timer);
-        out->backoff_ms = RAFT__UV_BACKOFF_MIN_MS;
-        dial(out);
-    }
-}
-
-/* on_sweep closes the accepted connections that stalled: still in their
- * handshake after RAFT__UV_HANDSHAKE_TIMEOUT_MS, or in the middle of a
- * frame with no byte for RAFT__UV_STALL_TIMEOUT_MS. */
-static void on_sweep(uv_timer_t *timer)
-{
-    struct raft_uv_transport *t = timer->data;
-    uint64_t now = uv_now(t->loop);
-    unsigned n_silent = 0;
-    char example[160] = "";
-
-    if (t->n_refused > 0) {
-        raft_uv_tcp_log(t, RAFT_LOG_WARN,
-                        "refused %u connections: %u are still in their "
-                        "handshake",
-                        t->n_refused, RAFT__UV_MAX_UNVERIFIED);
-        t->n_refused = 0;
-    }
-    for (struct raft_uv_in *in = t->ins; in != NULL; in = in->next) {
-        bool mid = in->stage == RAFT__UV_BODY ||
-                   (in->stage == RAFT__UV_HEADER && in->hdr_got > 0);
-        if (in->closing) {
-            continue;
-        }
-        if (in->peer == 0 &&
-            now - in->accepted_at >= RAFT__UV_HANDSHAKE_TIMEOUT_MS) {
-            if (n_silent++ == 0) {
-                snprintf(example, sizeof example,
-                         "%.96s, %zu of at least %d bytes", in->name,
-                         in->hs_got, RAFT__UV_HANDSHAKE_FIXED);
-            }
-            raft_uv_tcp_in_close(in);
-        } else if (mid && now - in->last_read_at >= RAFT__UV_STALL_TIMEOUT_MS) {
-            raft_uv_tcp_log(t, RAFT_LOG_WARN,
-                            "%s: frame stalled for %d ms (%zu of %zu "
-                            "bytes): closing",
-                            in->name, RAFT__UV_STALL_TIMEOUT_MS, in->body_got,
-                            in->body_len);
-            raft_uv_tcp_in_close(in);
-        }
-    }
-    if (n_silent > 0) {
-        raft_uv_tcp_log(t, RAFT_LOG_WARN,
-                        "closed %u connections with no handshake within %d "
-                        "ms (%s%s)",
-                        n_silent, RAFT__UV_HANDSHAKE_TIMEOUT_MS, example,
-                        n_silent > 1 ? ", ..." : "");
-    }
 }
 
 /* check_build_id validates this server's build id @id (NULL for none). */
@@ -447,13 +318,19 @@ static int check_build_id(const char *id, char *errmsg, size_t errmsg_len)
     return 0;
 }
 
-/* check_peers validates the peer list and fills the address of each out. */
+/* check_peers validates the peer list and fills the address of each
+ * (@addrs, n_peers long). */
 static int check_peers(raft_id self, const struct raft_uv_peer *peers,
-                       unsigned n_peers, struct raft_uv_out *outs, char *errmsg,
-                       size_t errmsg_len)
+                       unsigned n_peers, struct sockaddr_in *addrs,
+                       char *errmsg, size_t errmsg_len)
 {
     unsigned i, j;
 
+    if (n_peers > RAFT_MAX_SERVERS) {
+        raft_errmsgf(errmsg, errmsg_len, "%u peers, at most %d", n_peers,
+                     RAFT_MAX_SERVERS);
+        return RAFT_INVALID;
+    }
     for (i = 0; i < n_peers; i++) {
         const struct raft_uv_peer *p = &peers[i];
         char host[sizeof p->host + 1];
@@ -472,15 +349,161 @@ static int check_peers(raft_id self, const struct raft_uv_peer *peers,
         }
         memcpy(host, p->host, sizeof p->host);
         host[sizeof p->host] = '\0';
-        if (p->port == 0 || uv_ip4_addr(host, p->port, &outs[i].addr) != 0) {
+        if (p->port == 0 || uv_ip4_addr(host, p->port, &addrs[i]) != 0) {
             raft_errmsgf(errmsg, errmsg_len, "peer %llu: bad address %s:%u",
                          (unsigned long long)p->id, host, (unsigned)p->port);
             return RAFT_INVALID;
         }
-        outs[i].id = p->id;
-        snprintf(outs[i].name, sizeof outs[i].name, "peer %llu (%s:%u)",
-                 (unsigned long long)p->id, host, (unsigned)p->port);
     }
+    return 0;
+}
+
+/* set_address gives @out the address @addr and names it after it. */
+static void set_address(struct raft_uv_out *out, const struct sockaddr_in *addr)
+{
+    char ip[INET_ADDRSTRLEN] = "?";
+
+    out->addr = *addr;
+    uv_ip4_name(addr, ip, sizeof ip);
+    snprintf(out->name, sizeof out->name, "peer %llu (%s:%u)",
+             (unsigned long long)out->id, ip, (unsigned)ntohs(addr->sin_port));
+}
+
+/* out_new makes server @id at @addr a peer of @t (its timer initialized,
+ * not dialled yet). Returns NULL when out of memory or @t is full. */
+static struct raft_uv_out *out_new(struct raft_uv_transport *t, raft_id id,
+                                   const struct sockaddr_in *addr)
+{
+    struct raft_uv_out *o;
+
+    if (t->n_outs == RAFT_MAX_SERVERS) {
+        return NULL;
+    }
+    o = calloc(1, sizeof *o);
+    if (o == NULL) {
+        return NULL;
+    }
+    o->t = t;
+    o->id = id;
+    set_address(o, addr);
+    o->backoff_ms = RAFT__UV_BACKOFF_MIN_MS;
+    o->state = RAFT__UV_WAITING;
+    uv_timer_init(t->loop, &o->timer); /* cannot fail */
+    o->timer.data = o;
+    o->refs = 1;
+    t->n_handles++;
+    t->outs[t->n_outs++] = o;
+    return o;
+}
+
+/* parse_address reads "host:port" (numeric IPv4) into @addr. */
+static bool parse_address(const char *address, struct sockaddr_in *addr)
+{
+    char host[64];
+    const char *colon = strrchr(address, ':');
+    char *end;
+    unsigned long port;
+
+    if (colon == NULL || (size_t)(colon - address) >= sizeof host) {
+        return false;
+    }
+    memcpy(host, address, (size_t)(colon - address));
+    host[colon - address] = '\0';
+    port = strtoul(colon + 1, &end, 10);
+    return colon[1] != '\0' && *end == '\0' && port > 0 && port <= 65535 &&
+           uv_ip4_addr(host, (int)port, addr) == 0;
+}
+
+struct raft_uv_out *raft_uv_tcp_learn(struct raft_uv_transport *t, raft_id id,
+                                      const char *address)
+{
+    struct sockaddr_in addr;
+    struct raft_uv_out *out;
+
+    if (!parse_address(address, &addr)) {
+        raft_uv_tcp_log(t, RAFT_LOG_WARN,
+                        "server %llu advertises listen address '%s', not "
+                        "host:port: it cannot be answered",
+                        (unsigned long long)id, address);
+        return NULL;
+    }
+    out = out_new(t, id, &addr);
+    if (out == NULL) {
+        raft_uv_tcp_log(t, RAFT_LOG_WARN,
+                        "server %llu (%s) is not a peer and %d are known "
+                        "already: it cannot be answered",
+                        (unsigned long long)id, address, RAFT_MAX_SERVERS);
+        return NULL;
+    }
+    raft_uv_tcp_log(t, RAFT_LOG_INFO,
+                    "%s: not a peer yet, connected to us: dialling it back",
+                    out->name);
+    raft_uv_tcp_dial(out);
+    return out;
+}
+
+int raft_uv_transport_add_peer(struct raft_uv_transport *t,
+                               const struct raft_uv_peer *p)
+{
+    struct sockaddr_in addr[1];
+    struct raft_uv_out *out;
+    char errmsg[128];
+
+    if (check_peers(t->self, p, 1, addr, errmsg, sizeof errmsg) != 0) {
+        return RAFT_INVALID;
+    }
+    out = raft_uv_tcp_find(t, p->id);
+    if (out != NULL) {
+        if (memcmp(&out->addr.sin_addr, &addr->sin_addr,
+                   sizeof addr->sin_addr) == 0 &&
+            out->addr.sin_port == addr->sin_port) {
+            return 0;
+        }
+        set_address(out, addr);
+        raft_uv_tcp_log(t, RAFT_LOG_INFO, "%s: new address: re-dialling",
+                        out->name);
+        out->backoff_ms = RAFT__UV_BACKOFF_MIN_MS;
+        raft_uv_tcp_out_fail(out);
+        return 0;
+    }
+    if (t->closing) {
+        return RAFT_SHUTDOWN;
+    }
+    out = out_new(t, p->id, addr);
+    if (out == NULL) {
+        return t->n_outs == RAFT_MAX_SERVERS ? RAFT_BUSY : RAFT_NOMEM;
+    }
+    raft_uv_tcp_log(t, RAFT_LOG_INFO, "%s: added", out->name);
+    raft_uv_tcp_dial(out);
+    return 0;
+}
+
+/* out_close closes @out's connection and timer, for good. */
+static void out_close(struct raft_uv_out *out)
+{
+    raft_uv_send_drop(out);
+    if (out->conn != NULL) {
+        uv_close((uv_handle_t *)&out->conn->tcp, on_conn_closed);
+        out->conn = NULL;
+    }
+    uv_timer_stop(&out->timer);
+    uv_close((uv_handle_t *)&out->timer, on_timer_closed);
+    out->state = RAFT__UV_WAITING;
+}
+
+int raft_uv_transport_remove_peer(struct raft_uv_transport *t, raft_id id)
+{
+    unsigned i;
+
+    for (i = 0; i < t->n_outs && t->outs[i]->id != id; i++) {
+    }
+    if (i == t->n_outs || t->closing) {
+        return RAFT_NOTFOUND;
+    }
+    raft_uv_tcp_log(t, RAFT_LOG_INFO, "%s: removed", t->outs[i]->name);
+    t->outs[i]->retired = true;
+    out_close(t->outs[i]);
+    t->outs[i] = t->outs[--t->n_outs];
     return 0;
 }
 
@@ -527,10 +550,7 @@ err_report:
 
 static void on_start_failed_closed(uv_handle_t *handle)
 {
-    struct raft_uv_transport *t = handle->data;
-
-    free(t->outs);
-    free(t);
+    free(handle->data);
 }
 
 static void on_flush_prepare(uv_prepare_t *h)
@@ -553,6 +573,7 @@ int raft_uv_transport_start(uv_loop_t *loop, raft_id self,
 {
     struct raft_uv_transport *t;
     struct sockaddr_in addr;
+    struct sockaddr_in addrs[RAFT_MAX_SERVERS];
     struct sockaddr_storage bound;
     int bound_len = sizeof bound;
     unsigned i;
@@ -576,13 +597,7 @@ int raft_uv_transport_start(uv_loop_t *loop, raft_id self,
         raft_errmsgf(errmsg, errmsg_len, "out of memory");
         return RAFT_NOMEM;
     }
-    t->outs = calloc(n_peers > 0 ? n_peers : 1, sizeof *t->outs);
-    if (t->outs == NULL) {
-        raft_errmsgf(errmsg, errmsg_len, "out of memory");
-        rc = RAFT_NOMEM;
-        goto err_free;
-    }
-    rc = check_peers(self, peers, n_peers, t->outs, errmsg, errmsg_len);
+    rc = check_peers(self, peers, n_peers, addrs, errmsg, errmsg_len);
     if (rc == 0) {
         rc = check_build_id(build_id, errmsg, errmsg_len);
     }
@@ -602,7 +617,6 @@ int raft_uv_transport_start(uv_loop_t *loop, raft_id self,
     t->recv_cb = recv_cb;
     t->log_cb = log_cb;
     t->data = data;
-    t->n_outs = n_peers;
 
     rv = uv_tcp_init(loop, &t->listener);
     if (rv != 0) {
@@ -617,8 +631,8 @@ int raft_uv_transport_start(uv_loop_t *loop, raft_id self,
         close(fd);
         goto err_close_listener;
     }
-    rv =
-        uv_listen((uv_stream_t *)&t->listener, RAFT__UV_BACKLOG, on_connection);
+    rv = uv_listen((uv_stream_t *)&t->listener, RAFT__UV_BACKLOG,
+                   raft_uv_accept_on_connection);
     if (rv == 0) {
         rv = uv_tcp_getsockname(&t->listener, (struct sockaddr *)&bound,
                                 &bound_len);
@@ -627,6 +641,8 @@ int raft_uv_transport_start(uv_loop_t *loop, raft_id self,
         goto err_close_listener;
     }
     t->port = ntohs(((const struct sockaddr_in *)&bound)->sin_port);
+    snprintf(t->address, sizeof t->address, "%.40s:%u", listen_host,
+             (unsigned)t->port);
     t->n_handles = 1;
     /* Frames sent during a loop iteration are held and written together
      * (uv_send.c): before the loop polls, and after each poll. */
@@ -638,20 +654,20 @@ int raft_uv_transport_start(uv_loop_t *loop, raft_id self,
     uv_check_start(&t->flush_check, on_flush_check);
     uv_timer_init(loop, &t->sweep); /* cannot fail */
     t->sweep.data = t;
-    uv_timer_start(&t->sweep, on_sweep, RAFT__UV_SWEEP_MS, RAFT__UV_SWEEP_MS);
+    uv_timer_start(&t->sweep, raft_uv_accept_sweep, RAFT__UV_SWEEP_MS,
+                   RAFT__UV_SWEEP_MS);
     t->n_handles += 3;
 
     for (i = 0; i < n_peers; i++) {
-        struct raft_uv_out *o = &t->outs[i];
-        o->t = t;
-        o->backoff_ms = RAFT__UV_BACKOFF_MIN_MS;
-        o->state = RAFT__UV_WAITING;
-        uv_timer_init(loop, &o->timer); /* cannot fail */
-        o->timer.data = o;
-        t->n_handles++;
+        if (out_new(t, peers[i].id, &addrs[i]) == NULL) {
+            /* Out of memory: the peers not made are added later by
+             * raft_uv_transport_add_peer, or never. */
+            raft_uv_tcp_log(t, RAFT_LOG_ERROR, "peer %llu: out of memory",
+                            (unsigned long long)peers[i].id);
+        }
     }
-    for (i = 0; i < n_peers; i++) {
-        dial(&t->outs[i]);
+    for (i = 0; i < t->n_outs; i++) {
+        raft_uv_tcp_dial(t->outs[i]);
     }
     raft_uv_tcp_log(t, RAFT_LOG_INFO, "listening on %s:%u, %u peers",
                     listen_host, (unsigned)t->port, n_peers);
@@ -665,7 +681,6 @@ err_close_listener:
     uv_close((uv_handle_t *)&t->listener, on_start_failed_closed);
     return RAFT_IOERR;
 err_free:
-    free(t->outs);
     free(t);
     return rc;
 }
@@ -709,11 +724,7 @@ void raft_uv_transport_close(struct raft_uv_transport *t,
     uv_timer_stop(&t->sweep);
     uv_close((uv_handle_t *)&t->sweep, on_handle_closed);
     for (i = 0; i < t->n_outs; i++) {
-        struct raft_uv_out *out = &t->outs[i];
-        uv_timer_stop(&out->timer);
-        uv_close((uv_handle_t *)&out->timer, on_timer_closed);
-        raft_uv_tcp_out_fail(out);
-        out->state = RAFT__UV_WAITING;
+        out_close(t->outs[i]);
     }
     for (in = t->ins; in != NULL; in = in->next) {
         raft_uv_tcp_in_close(in);

@@ -250,11 +250,12 @@ class WedgeTest(ClusterCase):
                    .rsplit(":", 1)[1])
         peer = self.followers[0].id
         partial = socket.create_connection(("127.0.0.1", port))
-        partial.sendall(b"RFTSQL\x02")  # 7 of the 17+ handshake bytes
+        partial.sendall(b"RFTSQL\x03")  # 7 of the 18+ handshake bytes
         stalled = socket.create_connection(("127.0.0.1", port))
-        # Handshake version 2, wire version 1, the id, no build id.
-        stalled.sendall(b"RFTSQL\x02\x01" + struct.pack("<Q", peer) +
-                        b"\x00" + struct.pack("<I", 60_000_000) +
+        # Handshake version 3, wire version 1, the id, no build id, no
+        # listen address.
+        stalled.sendall(b"RFTSQL\x03\x01" + struct.pack("<Q", peer) +
+                        b"\x00\x00" + struct.pack("<I", 60_000_000) +
                         b"x" * 1024)
         time.sleep(0.2)
         idle = [socket.create_connection(("127.0.0.1", port))

@@ -13,8 +13,11 @@
 #include "raft/message.h"
 #include "raft/uv_internal.h"
 
-#define SELF 1               /* the receiving server */
-#define N_PEERS 2            /* servers 2 and 3 */
+#define SELF 1 /* the receiving server */
+#define N_PEERS                                                                \
+    RAFT_MAX_SERVERS         /* servers 2..17: the transport is full,
+                                    so an unknown sender (accepted) is
+                                    never dialled back: no loop needed */
 #define MAX_FRAME (1u << 20) /* the transport's bound on a body */
 #define BUILD "fuzz build"   /* the receiver's build id */
 
@@ -62,14 +65,27 @@ static void on_frame(void *data, const struct raft_frame *f)
     free(buf);
 }
 
+/* printable_bytes tells whether the @len bytes at @p are printable ASCII. */
+static bool printable_bytes(const uint8_t *p, size_t len)
+{
+    for (size_t i = 0; i < len; i++) {
+        if (p[i] < 0x20 || p[i] > 0x7e) {
+            return false;
+        }
+    }
+    return true;
+}
+
 /* expect_handshake is the reference verdict on the handshake at the start
  * of @s (@len bytes), from the layout of uv.h and the order in which the
  * receiver checks it (versions at 8 bytes, id and build id length at the
- * fixed part, the build id's bytes at the whole): -1 refused, 0 valid so
- * far but incomplete, else the sender's id. */
-static long long expect_handshake(const uint8_t *s, size_t len)
+ * fixed part, the build id's bytes and the address length after the build
+ * id, the address's bytes at the whole): -1 refused, 0 valid so far but
+ * incomplete, 1 accepted, with the sender's id (any but 0 and the
+ * receiver's) in *@out_id. */
+static int expect_handshake(const uint8_t *s, size_t len, raft_id *out_id)
 {
-    size_t n_build, i;
+    size_t n_build, n_addr, at;
     raft_id id;
 
     if (len < RAFT__UV_HANDSHAKE_VERSIONS) {
@@ -85,19 +101,23 @@ static long long expect_handshake(const uint8_t *s, size_t len)
     }
     id = raft_byte_load_u64(s + RAFT__UV_HANDSHAKE_VERSIONS);
     n_build = s[RAFT__UV_HANDSHAKE_FIXED - 1];
-    if (id <= SELF || id > SELF + N_PEERS || n_build > RAFT_UV_BUILD_ID_MAX) {
+    if (id == 0 || id == SELF || n_build > RAFT_UV_BUILD_ID_MAX) {
         return -1;
     }
-    if (len < RAFT__UV_HANDSHAKE_FIXED + n_build) {
+    at = RAFT__UV_HANDSHAKE_FIXED + n_build;
+    if (len < at + 1) {
         return 0;
     }
-    for (i = 0; i < n_build; i++) {
-        uint8_t c = s[RAFT__UV_HANDSHAKE_FIXED + i];
-        if (c < 0x20 || c > 0x7e) {
-            return -1;
-        }
+    n_addr = s[at];
+    if (!printable_bytes(s + RAFT__UV_HANDSHAKE_FIXED, n_build) ||
+        n_addr > RAFT__UV_ADDRESS_MAX) {
+        return -1;
     }
-    return (long long)id;
+    if (len < at + 1 + n_addr) {
+        return 0;
+    }
+    *out_id = id;
+    return printable_bytes(s + at + 1, n_addr) ? 1 : -1;
 }
 
 /* on_log is log_cb: a line is a short NUL-terminated text of a level. */
@@ -162,7 +182,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     struct raft_uv_transport t;
     struct run whole, cut;
     const uint8_t *stream;
-    long long want;
+    raft_id want = 0;
+    int verdict;
     size_t len;
     unsigned i;
 
@@ -176,13 +197,13 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     for (i = 0; i < N_PEERS; i++) {
         outs[i].t = &t;
         outs[i].id = SELF + 1 + i;
+        t.outs[i] = &outs[i];
     }
     t.self = SELF;
     snprintf(t.build_id, sizeof t.build_id, "%s", BUILD);
     t.max_frame_bytes = MAX_FRAME;
     t.recv_cb = on_frame;
     t.log_cb = on_log;
-    t.outs = outs;
     t.n_outs = N_PEERS;
 
     feed(&t, &conns[0], &whole, stream, len, 0);
@@ -190,31 +211,36 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     /* The handshake is accepted exactly when it is well formed, refused
      * as soon as its bytes show it is not, and waited for otherwise; an
      * accepted one records the sender's build id. */
-    want = expect_handshake(stream, len);
-    if (want < 0) {
+    verdict = expect_handshake(stream, len, &want);
+    if (verdict < 0) {
         FUZZ_CHECK(whole.closed && whole.in->peer == 0,
                    "bad handshake not refused");
-    } else if (want == 0) {
+    } else if (verdict == 0) {
         FUZZ_CHECK(
             !whole.closed && whole.in->peer == 0 && whole.in->hs_got == len,
             "a partial handshake of %zu bytes", len);
     } else {
         size_t n_build = stream[RAFT__UV_HANDSHAKE_FIXED - 1];
-        const struct raft_uv_out *o = &outs[want - SELF - 1];
+        const struct raft_uv_out *o =
+            want <= SELF + N_PEERS ? &outs[want - SELF - 1] : NULL;
 
-        FUZZ_CHECK(whole.in->peer == (raft_id)want,
-                   "handshake gave peer %llu, want %lld",
-                   (unsigned long long)whole.in->peer, want);
-        FUZZ_CHECK(o->build_known && strlen(o->build_id) == n_build &&
-                       memcmp(o->build_id, stream + RAFT__UV_HANDSHAKE_FIXED,
-                              n_build) == 0,
-                   "build id of peer %lld not recorded", want);
+        FUZZ_CHECK(
+            whole.in->peer == want, "handshake gave peer %llu, want %llu",
+            (unsigned long long)whole.in->peer, (unsigned long long)want);
+        FUZZ_CHECK(
+            o == NULL || (o->build_known && strlen(o->build_id) == n_build &&
+                          memcmp(o->build_id, stream + RAFT__UV_HANDSHAKE_FIXED,
+                                 n_build) == 0),
+            "build id of peer %llu not recorded", (unsigned long long)want);
+        FUZZ_CHECK(t.n_outs == N_PEERS, "a full transport took a peer");
     }
     /* The encoder's handshakes are the accepted ones. */
     for (i = 0; i < N_PEERS; i++) {
         uint8_t hs[RAFT__UV_HANDSHAKE_MAX];
-        size_t n = raft_uv_send_handshake_encode(outs[i].id, BUILD, hs);
-        FUZZ_CHECK(expect_handshake(hs, n) == (long long)outs[i].id,
+        size_t n = raft_uv_send_handshake_encode(outs[i].id, BUILD,
+                                                 "127.0.0.1:7002", hs);
+        raft_id id = 0;
+        FUZZ_CHECK(expect_handshake(hs, n, &id) == 1 && id == outs[i].id,
                    "the encoder's handshake is refused");
     }
     FUZZ_CHECK(whole.n_frames == 0 || whole.in->peer != 0,

@@ -350,7 +350,8 @@ static size_t stream_build(uint8_t *out, uint8_t cut, raft_id from,
                            const char *build)
 {
     out[0] = cut;
-    return 1 + raft_uv_send_handshake_encode(from, build, out + 1);
+    return 1 + raft_uv_send_handshake_encode(from, build, "127.0.0.1:7002",
+                                             out + 1);
 }
 
 /* stream is stream_build with the fuzz target's own build id. */
@@ -382,7 +383,8 @@ static void gen_recv(const struct frames *s)
     len = stream(out, 1, 2);
     encode_frame(&s->f[3], out, &len);
     write_sample("recv", "append_entries_bytewise", out, len);
-    /* Refused: unknown sender, sender not the handshake's, bad length. */
+    /* An unknown sender (accepted, dialled back when there is room);
+     * refused: sender not the handshake's, bad length. */
     len = stream(out, 0, 9);
     encode_frame(&s->f[0], out, &len);
     write_sample("recv", "unknown_peer", out, len);
@@ -414,6 +416,10 @@ static void gen_recv(const struct frames *s)
     memcpy(out + 1, "RFTSQL\x01", 7);
     raft_byte_store_u64(out + 8, 2);
     write_sample("recv", "handshake_v1", out, 16);
+    /* Handshake version 2 (no listen address): refused. */
+    len = stream(out, 0, 2);
+    out[1 + RAFT__UV_MAGIC_LEN] = 2;
+    write_sample("recv", "handshake_v2", out, len - 15);
 }
 
 /* ---- Log records -------------------------------------------------------- */

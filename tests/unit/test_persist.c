@@ -30,6 +30,7 @@ struct fake {
     raft_index compact_index;  /* index of the last one */
     unsigned n_installs;       /* install calls */
     raft_index install_index;  /* index of the last one */
+    unsigned n_configurations; /* snapshot_configuration calls */
     int nospace;               /* appends to refuse with RAFT_NOSPACE */
     unsigned calls;            /* sequence of all calls */
     unsigned compact_seq;      /* sequence number of the last compact */
@@ -307,6 +308,76 @@ static void test_install_job_alone(void **state)
     assert_int_equal(x->f.append_first, 3);
     assert_int_equal(res.persisted_index, 4);
     assert_true(res.after_install);
+}
+
+/* fake_configuration gives the configuration of server 7 alone, or
+ * RAFT_NOTFOUND / RAFT_CORRUPT for the paths "none" / "bad". */
+static int fake_configuration(void *data, const char *path,
+                              struct raft_configuration *out, char *errmsg,
+                              size_t errmsg_len)
+{
+    struct fake *f = data;
+
+    f->n_configurations++;
+    if (strcmp(path, "none") == 0) {
+        return RAFT_NOTFOUND;
+    }
+    if (strcmp(path, "bad") == 0) {
+        snprintf(errmsg, errmsg_len, "bad configuration");
+        return RAFT_CORRUPT;
+    }
+    memset(out, 0, sizeof *out);
+    out->n = 1;
+    out->servers[0].id = 7;
+    out->servers[0].role = RAFT_VOTER;
+    return 0;
+}
+
+/* install_path runs an install job of snapshot @path (index 2) into
+ * @res. */
+static void install_path(struct fixture *x, const char *path,
+                         struct raft_persist_result *res)
+{
+    struct raft_persist_install in;
+
+    memset(&in, 0, sizeof in);
+    snprintf(in.path, sizeof in.path, "%s", path);
+    in.index = 2;
+    in.last_term = 1;
+    in.leader = 2;
+    in.leader_term = 3;
+    assert_int_equal(raft_persist_install(&x->p, &in), 0);
+    assert_true(run_next(x, res));
+    assert_non_null(res->install);
+}
+
+/* An install job reads the snapshot's configuration first (kept in the
+ * job for SNAPSHOT_INSTALLED); a snapshot without one installs with none;
+ * one whose configuration does not decode is refused, nothing
+ * installed. */
+static void test_install_reads_configuration(void **state)
+{
+    struct fixture *x = *state;
+    struct raft_persist_result res;
+
+    new_core(x, 4);
+    x->s.snapshot_configuration = fake_configuration;
+    install_path(x, "snap", &res);
+    assert_int_equal(res.outcome, RAFT_PERSIST_DONE);
+    assert_true(res.install->has_configuration);
+    assert_int_equal(res.install->configuration.servers[0].id, 7);
+    assert_int_equal(x->f.n_installs, 1);
+
+    install_path(x, "none", &res);
+    assert_int_equal(res.outcome, RAFT_PERSIST_DONE);
+    assert_false(res.install->has_configuration);
+    assert_int_equal(x->f.n_installs, 2);
+
+    install_path(x, "bad", &res);
+    assert_int_equal(res.outcome, RAFT_PERSIST_FAILED);
+    assert_int_equal(res.rc, RAFT_CORRUPT);
+    assert_int_equal(x->f.n_installs, 2);
+    assert_int_equal(x->f.n_configurations, 3);
 }
 
 /* Messages of an update that changed the hard state are held (deep
@@ -760,6 +831,7 @@ int main(void)
         T(test_merge_replaces_suffix),
         T(test_running_job_takes_no_merges),
         T(test_install_job_alone),
+        T(test_install_reads_configuration),
         T(test_held_messages),
         T(test_failed_job_sends_nothing),
         T(test_stale_after_reset),

@@ -630,6 +630,53 @@ static void test_late_peer(void **state)
     check_delivered(f);
 }
 
+static bool one_not_connected_to_two(struct fixture *f)
+{
+    return !raft_uv_transport_connected(f->nodes[0].t, 2);
+}
+
+/* A server that is no peer yet but connects to us (a joining server, or a
+ * leader this server does not know) is dialled back at the listen address
+ * its handshake advertises; peers are removed and added at run time, a
+ * removed one dropped, an added one dialled. */
+static void test_peers_change(void **state)
+{
+    struct fixture *f = *state;
+    struct raft_uv_peer p;
+    struct raft_frame m;
+
+    start_node(f, 1, 1); /* no peers */
+    start_node(f, 2, 2); /* peer 1 */
+    WAIT_FOR(f, one_two_connected);
+    send_heartbeats(f, 1, 2, 3);
+    send_heartbeats(f, 2, 1, 3);
+    check_delivered(f);
+
+    assert_int_equal(raft_uv_transport_remove_peer(f->nodes[0].t, 2), 0);
+    assert_int_equal(raft_uv_transport_remove_peer(f->nodes[0].t, 2),
+                     RAFT_NOTFOUND);
+    WAIT_FOR(f, one_not_connected_to_two);
+    m = heartbeat(1, 2, 0);
+    assert_int_equal(raft_uv_transport_send(f->nodes[0].t, &m), RAFT_NOTFOUND);
+
+    memset(&p, 0, sizeof p);
+    p.id = 2;
+    strcpy(p.host, "127.0.0.1");
+    p.port = f->nodes[1].port;
+    assert_int_equal(raft_uv_transport_add_peer(f->nodes[0].t, &p), 0);
+    assert_int_equal(raft_uv_transport_add_peer(f->nodes[0].t, &p), 0);
+    WAIT_FOR(f, one_two_connected);
+    send_heartbeats(f, 1, 2, 2);
+    check_delivered(f);
+    p.id = 1;
+    assert_int_equal(raft_uv_transport_add_peer(f->nodes[0].t, &p),
+                     RAFT_INVALID);
+    p.id = 3;
+    p.port = 0;
+    assert_int_equal(raft_uv_transport_add_peer(f->nodes[0].t, &p),
+                     RAFT_INVALID);
+}
+
 /* A peer that goes away and comes back is re-dialled. */
 static void test_reconnect_after_restart(void **state)
 {
@@ -749,20 +796,33 @@ static void raw_close(struct fixture *f, struct raw *r)
     WAIT_FOR(f, raw_closed);
 }
 
-/* handshake_of writes the handshake (version 2 layout, uv.h) of sender
- * @id into @out with handshake version @hv, wire version @wv and build id
- * @build of @build_len bytes; returns its length. */
-static size_t handshake_of(uint8_t *out, const char *magic, uint8_t hv,
+/* handshake_at writes the handshake (version 3 layout, uv.h) of sender
+ * @id into @out with handshake version @hv, wire version @wv, build id
+ * @build of @build_len bytes and listen address @address; returns its
+ * length. */
+static size_t handshake_at(uint8_t *out, const char *magic, uint8_t hv,
                            uint8_t wv, raft_id id, const char *build,
-                           size_t build_len)
+                           size_t build_len, const char *address)
 {
+    size_t alen = strlen(address);
+
     memcpy(out, magic, 6);
     out[6] = hv;
     out[7] = wv;
     raft_byte_store_u64(out + 8, id);
     out[16] = (uint8_t)build_len;
     memcpy(out + 17, build, build_len);
-    return 17 + build_len;
+    out[17 + build_len] = (uint8_t)alen;
+    memcpy(out + 18 + build_len, address, alen);
+    return 18 + build_len + alen;
+}
+
+/* handshake_of is handshake_at with no listen address. */
+static size_t handshake_of(uint8_t *out, const char *magic, uint8_t hv,
+                           uint8_t wv, raft_id id, const char *build,
+                           size_t build_len)
+{
+    return handshake_at(out, magic, hv, wv, id, build, build_len, "");
 }
 
 /* handshake writes the handshake of sender @id, with BUILD, into @out. */
@@ -825,41 +885,57 @@ static void test_hostile_clients(void **state)
                     "bad handshake magic");
 
     /* Version 1, the 15 bytes of earlier raftsql (wire version 1 where
-     * the handshake version is now), then version 3. */
+     * the handshake version is now), version 2 (no listen address), then
+     * version 4. */
     memcpy(buf, "RFTSQL\x01", 7);
     raft_byte_store_u64(buf + 7, 2);
     expect_rejected(f, buf, 15,
-                    "handshake version 1, want 2: closing (the peer runs an "
+                    "handshake version 1, want 3: closing (the peer runs an "
                     "older raftsql)");
-    n = handshake(buf, "RFTSQL", 3, 2);
-    expect_rejected(f, buf, n, "handshake version 3, want 2");
-    n = handshake_of(buf, "RFTSQL", 2, RAFT_WIRE_VERSION + 1, 2, "", 0);
+    n = handshake(buf, "RFTSQL", 2, 2);
+    expect_rejected(f, buf, n,
+                    "handshake version 2, want 3: closing (the peer runs an "
+                    "older raftsql)");
+    n = handshake(buf, "RFTSQL", 4, 2);
+    expect_rejected(f, buf, n, "handshake version 4, want 3");
+    n = handshake_of(buf, "RFTSQL", 3, RAFT_WIRE_VERSION + 1, 2, "", 0);
     expect_rejected(f, buf, n, "handshake wire version");
     memset(long_build, 'x', sizeof long_build);
-    n = handshake_of(buf, "RFTSQL", 2, RAFT_WIRE_VERSION, 2, long_build,
+    n = handshake_of(buf, "RFTSQL", 3, RAFT_WIRE_VERSION, 2, long_build,
                      sizeof long_build);
     expect_rejected(f, buf, n, "handshake build id of 130 bytes, at most 128");
-    n = handshake_of(buf, "RFTSQL", 2, RAFT_WIRE_VERSION, 2, "a\tb", 3);
-    expect_rejected(f, buf, n, "byte 0x09 at 1, not printable ASCII");
+    n = handshake_of(buf, "RFTSQL", 3, RAFT_WIRE_VERSION, 2, "a\tb", 3);
+    expect_rejected(f, buf, n,
+                    "build id has byte 0x09 at 1, not printable ASCII");
+    n = handshake_at(buf, "RFTSQL", 3, RAFT_WIRE_VERSION, 2, "", 0,
+                     "127.0.0.1:\x01");
+    expect_rejected(f, buf, n,
+                    "listen address has byte 0x01 at 10, not printable");
+    memset(long_build, '1', 64);
+    long_build[64] = '\0';
+    n = handshake_at(buf, "RFTSQL", 3, RAFT_WIRE_VERSION, 2, "", 0, long_build);
+    expect_rejected(f, buf, n, "listen address of 64 bytes, at most 63");
 
-    n = handshake(buf, "RFTSQL", 2, 99);
-    expect_rejected(f, buf, n, "unknown server 99");
+    n = handshake(buf, "RFTSQL", 3, 0);
+    expect_rejected(f, buf, n, "handshake from server id 0 (no server)");
+    n = handshake(buf, "RFTSQL", 3, 1);
+    expect_rejected(f, buf, n, "server id 1 (this server's own)");
 
-    n = handshake(buf, "RFTSQL", 2, 2);
+    n = handshake(buf, "RFTSQL", 3, 2);
     raft_byte_store_u32(buf + n, UINT32_MAX);
     expect_rejected(f, buf, n + 4, "frame length 4294967295");
 
-    n = handshake(buf, "RFTSQL", 2, 2);
+    n = handshake(buf, "RFTSQL", 3, 2);
     raft_byte_store_u32(buf + n, MAX_FRAME + 1);
     expect_rejected(f, buf, n + 4, "frame length");
 
-    n = handshake(buf, "RFTSQL", 2, 2);
+    n = handshake(buf, "RFTSQL", 3, 2);
     raft_byte_store_u32(buf + n, 1);
     buf[n + 4] = RAFT_WIRE_VERSION;
     expect_rejected(f, buf, n + 5, "frame length 1");
 
     /* A frame whose body is cut short of its AppendEntries fields. */
-    n = handshake(buf, "RFTSQL", 2, 2);
+    n = handshake(buf, "RFTSQL", 3, 2);
     raft_byte_store_u32(buf + n, 20);
     memset(buf + n + 4, 0, 20);
     buf[n + 4] = RAFT_WIRE_VERSION;
@@ -867,7 +943,7 @@ static void test_hostile_clients(void **state)
     expect_rejected(f, buf, n + 24, "bad frame");
 
     /* A frame of an unknown version. */
-    n = handshake(buf, "RFTSQL", 2, 2);
+    n = handshake(buf, "RFTSQL", 3, 2);
     raft_byte_store_u32(buf + n, 2);
     buf[n + 4] = 7;
     buf[n + 5] = 1;
@@ -879,7 +955,7 @@ static void test_hostile_clients(void **state)
     c.from = 3;
     c.to = 1;
     m = framed(&c);
-    n = handshake(buf, "RFTSQL", 2, 2);
+    n = handshake(buf, "RFTSQL", 3, 2);
     n += frame_of(&m, buf + n, sizeof buf - n);
     expect_rejected(f, buf, n, "message from 3 to 1");
 
@@ -887,7 +963,7 @@ static void test_hostile_clients(void **state)
     c.from = 2;
     c.to = 2;
     m = framed(&c);
-    n = handshake(buf, "RFTSQL", 2, 2);
+    n = handshake(buf, "RFTSQL", 3, 2);
     n += frame_of(&m, buf + n, sizeof buf - n);
     expect_rejected(f, buf, n, "message from 2 to 2");
 }
@@ -914,7 +990,7 @@ static void test_reassembly(void **state)
     start_cluster(f, 2);
     buf = malloc(1 << 20);
     assert_non_null(buf);
-    n += handshake(buf, "RFTSQL", 2, 2);
+    n += handshake(buf, "RFTSQL", 3, 2);
     memset(&c, 0, sizeof c);
     c.from = 2;
     c.to = 1;
@@ -941,7 +1017,7 @@ static void test_reassembly(void **state)
     /* Cut inside the handshake, then inside the big frame's length
      * prefix area, and send the rest (two frames' worth) at once. */
     cut1 = 9;
-    cut2 = 17 + strlen(BUILD) +
+    cut2 = 18 + strlen(BUILD) +
            raft_frame_encoded_len(
                &(struct raft_frame){.type = RAFT_MSG_REQUEST_VOTE}) +
            2;
@@ -1113,6 +1189,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_build_ids, setup, teardown),
         cmocka_unit_test_setup_teardown(test_three_nodes, setup, teardown),
         cmocka_unit_test_setup_teardown(test_late_peer, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_peers_change, setup, teardown),
         cmocka_unit_test_setup_teardown(test_reconnect_after_restart, setup,
                                         teardown),
         cmocka_unit_test_setup_teardown(test_hostile_clients, setup, teardown),

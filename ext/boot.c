@@ -1,0 +1,368 @@
+/* The cluster configuration at start (boot.h): bootstrap, the stored
+ * configuration that wins over cluster=, and force_new_cluster=1.
+ *
+ * Happy path: a fresh node with cluster= writes entry 1 (the bootstrap
+ * configuration, term 1); at every later start the latest configuration
+ * entry of the log, else the database's, is in force, and cluster= (when
+ * given) must name the same servers.
+ * Failure modes: a disagreeing cluster= is refused with both
+ * configurations named (nothing written); a write that fails leaves the
+ * log as it was (one LMDB transaction). */
+
+#include "boot.h"
+
+#include <inttypes.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "../raft/configuration.h"
+#include "sqlbridge.h"
+
+void boot_format_servers(const struct raft_configuration *c, char *buf,
+                         size_t len)
+{
+    size_t used = 0;
+    buf[0] = '\0';
+    if (c->n == 0) {
+        snprintf(buf, len, "none");
+        return;
+    }
+    for (unsigned i = 0; i < c->n && used < len; i++) {
+        const struct raft_server *sv = &c->servers[i];
+        int k = snprintf(buf + used, len - used, "%s%" PRIu64 "@%s%s",
+                         i > 0 ? "," : "", sv->id, sv->address,
+                         sv->role == RAFT_LEARNER ? "/learner" : "");
+        if (k < 0) {
+            break;
+        }
+        used += (size_t)k;
+    }
+}
+
+/* same_servers tells whether @a and @b hold the same servers (ids and
+ * addresses), in any order and whatever their roles. */
+static bool same_servers(const struct raft_configuration *a,
+                         const struct raft_configuration *b)
+{
+    if (a->n != b->n) {
+        return false;
+    }
+    for (unsigned i = 0; i < a->n; i++) {
+        int k = raft_configuration_find(b, a->servers[i].id);
+        if (k < 0 || strcmp(b->servers[k].address, a->servers[i].address)) {
+            return false;
+        }
+    }
+    return true;
+}
+
+/* latest_in_log finds the latest configuration entry of @st into @out and
+ * *@out_index (0 when there is none). */
+static int latest_in_log(const struct ext_store_state *st,
+                         struct raft_configuration *out, raft_index *out_index,
+                         char *errmsg, size_t errmsg_len)
+{
+    *out_index = 0;
+    for (unsigned i = st->n_entries; i-- > 0;) {
+        const struct raft_entry *e = &st->entries[i];
+        char why[128];
+        if (e->type != RAFT_ENTRY_CONFIG) {
+            continue;
+        }
+        if (raft_configuration_decode(e->data != NULL ? e->data->data : NULL,
+                                      e->data != NULL ? e->data->len : 0, out,
+                                      why, sizeof why) != 0) {
+            snprintf(errmsg, errmsg_len,
+                     "log: the configuration entry %" PRIu64
+                     " does not decode: %s",
+                     e->index, why);
+            return RAFT_CORRUPT;
+        }
+        *out_index = e->index;
+        return 0;
+    }
+    return 0;
+}
+
+/* stored_in_database reads the configuration the state machine holds into
+ * @out and *@out_index (0 when none was applied). */
+static int stored_in_database(struct sql_fsm *fsm,
+                              struct raft_configuration *out,
+                              raft_index *out_index, char *errmsg,
+                              size_t errmsg_len)
+{
+    struct sql_config sc;
+    char why[128];
+    int rc = sql_fsm_config_read(fsm, &sc);
+    if (rc != 0) {
+        snprintf(errmsg, errmsg_len, "database: %s", sql_fsm_errmsg(fsm));
+        return sqlbridge_rc(rc);
+    }
+    *out_index = sc.index;
+    if (sc.index > 0 &&
+        raft_configuration_decode(sc.data, sc.len, out, why, sizeof why) != 0) {
+        snprintf(errmsg, errmsg_len,
+                 "database: the configuration of entry %" PRIu64
+                 " in raftsql_config does not decode: %s",
+                 sc.index, why);
+        rc = RAFT_CORRUPT;
+    }
+    sql_config_clear(&sc);
+    return rc;
+}
+
+/* last_stored returns the index of the last entry of @st (its snapshot
+ * boundary when it holds none). */
+static raft_index last_stored(const struct ext_store_state *st)
+{
+    return st->n_entries > 0 ? st->entries[st->n_entries - 1].index
+                             : st->snap_index;
+}
+
+/* write_entry writes configuration @c as entry @index of @term with hard
+ * state @hs, then reads the log into @st anew. */
+static int write_entry(struct ext_store *s, struct sql_fsm *fsm,
+                       const struct raft_entry *e,
+                       const struct raft_hard_state *hs,
+                       struct ext_store_state *st, char *errmsg,
+                       size_t errmsg_len)
+{
+    int rc = store_write(s, hs, e, 1, errmsg, errmsg_len);
+    if (rc != 0) {
+        return rc;
+    }
+    store_state_free(st);
+    return store_load(s, sql_fsm_applied(fsm), sql_fsm_applied_term(fsm), st,
+                      errmsg, errmsg_len);
+}
+
+/* force_alone appends the configuration of this server alone, a voter,
+ * at a term above the current one (force_new_cluster=1), unless it is the
+ * configuration in force @b->conf already. */
+static int force_alone(struct ext_store *s, struct sql_fsm *fsm,
+                       const struct ext_config *cfg, struct ext_node_log *log,
+                       struct ext_store_state *st, struct ext_boot *b,
+                       char *errmsg, size_t errmsg_len)
+{
+    struct raft_configuration alone;
+    struct raft_hard_state hs;
+    struct raft_entry e;
+    char address[96], before[1024];
+    int k = raft_configuration_find(&b->conf, cfg->id);
+    int rc;
+
+    if (k >= 0) {
+        snprintf(address, sizeof address, "%s", b->conf.servers[k].address);
+    } else if (cfg->listen_port != 0) {
+        snprintf(address, sizeof address, "%s:%u", cfg->listen_host,
+                 cfg->listen_port);
+    } else {
+        snprintf(errmsg, errmsg_len,
+                 "force_new_cluster: server %" PRIu64
+                 " is not in the stored configuration: give listen=",
+                 cfg->id);
+        return RAFT_INVALID;
+    }
+    raft_configuration_init(&alone);
+    raft_configuration_add(&alone, cfg->id, RAFT_VOTER, address);
+    if (raft_configuration_equal(&alone, &b->conf)) {
+        node_log_line(log, RAFT_LOG_WARN,
+                      "force_new_cluster=1: the configuration in force "
+                      "(index %" PRIu64
+                      ") is this server alone already: "
+                      "nothing forced; drop force_new_cluster=1",
+                      b->conf_index);
+        return 0;
+    }
+    boot_format_servers(&b->conf, before, sizeof before);
+    memset(&e, 0, sizeof e);
+    rc = raft_configuration_encode_buf(&alone, &e.data);
+    if (rc != 0) {
+        snprintf(errmsg, errmsg_len, "force_new_cluster: %s",
+                 raft_strerror(rc));
+        return rc;
+    }
+    e.type = RAFT_ENTRY_CONFIG;
+    e.index = last_stored(st) + 1;
+    e.term = st->hs.term + 1;
+    hs.term = e.term;
+    hs.vote = 0;
+    rc = write_entry(s, fsm, &e, &hs, st, errmsg, errmsg_len);
+    raft_buf_unref(e.data);
+    if (rc != 0) {
+        return rc;
+    }
+    node_log_error(log,
+                   "force_new_cluster=1: FORCED a new configuration of this "
+                   "server alone (%" PRIu64 "@%s, entry %" PRIu64
+                   ", term %" PRIu64 ") over %s (index %" PRIu64
+                   "): entries the lost majority committed that this node "
+                   "lacks are lost, and its own uncommitted entries will "
+                   "commit; the other servers must be wiped before they "
+                   "join again",
+                   cfg->id, address, e.index, e.term, before, b->conf_index);
+    b->conf = alone;
+    b->conf_index = e.index;
+    b->source = EXT_BOOT_LOG;
+    b->forced = true;
+    return 0;
+}
+
+/* refuse_cluster says that cluster= (@cluster) disagrees with the stored
+ * configuration @b. */
+static int refuse_cluster(const struct raft_configuration *cluster,
+                          const struct ext_boot *b, char *errmsg,
+                          size_t errmsg_len)
+{
+    char given[1024], stored[1024];
+    boot_format_servers(cluster, given, sizeof given);
+    boot_format_servers(&b->conf, stored, sizeof stored);
+    snprintf(errmsg, errmsg_len,
+             "cluster: cluster= says %s; the stored configuration (index "
+             "%" PRIu64
+             ", from the %s) says %s: the stored one wins; drop "
+             "cluster= (a restart needs none), change the membership with "
+             "raft_add()/raft_remove(), or, to recover from a lost quorum, "
+             "restart a survivor with force_new_cluster=1 "
+             "(docs/operations.md)",
+             given, b->conf_index,
+             b->source == EXT_BOOT_LOG ? "log" : "database", stored);
+    return RAFT_INVALID;
+}
+
+/* bootstrap writes the bootstrap entry and hard state of a new cluster,
+ * or leaves a joining node with no configuration. */
+static int bootstrap(struct ext_store *s, struct sql_fsm *fsm,
+                     const struct ext_config *cfg,
+                     const struct raft_configuration *cluster, bool has_cluster,
+                     struct ext_store_state *st, struct ext_boot *b,
+                     char *errmsg, size_t errmsg_len)
+{
+    struct raft_hard_state hs;
+    struct raft_entry e;
+    int rc;
+
+    if (cfg->force_new_cluster) {
+        snprintf(errmsg, errmsg_len,
+                 "force_new_cluster: this node has no log nor database to "
+                 "recover from; it restarts a surviving member alone");
+        return RAFT_INVALID;
+    }
+    if (cfg->join_port != 0) {
+        b->source = EXT_BOOT_JOIN;
+        return 0;
+    }
+    if (!has_cluster) {
+        snprintf(errmsg, errmsg_len,
+                 "cluster: missing: a new node founds a cluster with "
+                 "cluster= (e.g. cluster=1@127.0.0.1:7001,2@127.0.0.1:7002,"
+                 "3@127.0.0.1:7003) or enters one with join=host:port");
+        return RAFT_INVALID;
+    }
+    rc = raft_configuration_bootstrap(cluster, &e, &hs);
+    if (rc != 0) {
+        snprintf(errmsg, errmsg_len, "cluster: bootstrap: %s",
+                 raft_strerror(rc));
+        return rc;
+    }
+    rc = write_entry(s, fsm, &e, &hs, st, errmsg, errmsg_len);
+    raft_buf_unref(e.data);
+    if (rc == 0) {
+        rc = latest_in_log(st, &b->conf, &b->conf_index, errmsg, errmsg_len);
+    }
+    b->source = EXT_BOOT_LOG;
+    b->bootstrapped = true;
+    return rc;
+}
+
+/* set_listen takes the listen address from this server's address in the
+ * configuration in force when neither listen= nor cluster= gave it. */
+static int set_listen(struct ext_config *cfg, const struct ext_boot *b,
+                      char *errmsg, size_t errmsg_len)
+{
+    int k;
+    if (cfg->listen_port != 0) {
+        return 0;
+    }
+    k = raft_configuration_find(&b->conf, cfg->id);
+    if (k < 0) {
+        snprintf(errmsg, errmsg_len,
+                 "listen: missing, and server %" PRIu64
+                 " is not in the stored configuration (index %" PRIu64
+                 "): give listen=",
+                 cfg->id, b->conf_index);
+        return RAFT_INVALID;
+    }
+    return ext_config_listen_set(cfg, b->conf.servers[k].address, errmsg,
+                                 errmsg_len);
+}
+
+int boot_prepare(struct ext_store *s, struct sql_fsm *fsm,
+                 struct ext_config *cfg, struct ext_node_log *log,
+                 struct ext_store_state *st, struct ext_boot *out, char *errmsg,
+                 size_t errmsg_len)
+{
+    struct raft_configuration cluster, db;
+    raft_index db_index = 0;
+    bool has_cluster = ext_config_cluster(cfg, &cluster);
+    struct ext_boot b;
+    int rc;
+
+    memset(&b, 0, sizeof b);
+    raft_configuration_init(&b.prefix);
+    raft_configuration_init(&b.conf);
+    raft_configuration_init(&db);
+    rc = stored_in_database(fsm, &db, &db_index, errmsg, errmsg_len);
+    if (rc == 0) {
+        rc = latest_in_log(st, &b.conf, &b.conf_index, errmsg, errmsg_len);
+    }
+    if (rc != 0) {
+        return rc;
+    }
+    if (db_index > 0) {
+        b.prefix = db;
+    }
+    if (st->hs.term == 0 && st->n_entries == 0 && st->snap_index == 0 &&
+        sql_fsm_applied(fsm) == 0 && db_index == 0) {
+        rc = bootstrap(s, fsm, cfg, &cluster, has_cluster, st, &b, errmsg,
+                       errmsg_len);
+    } else if (b.conf_index > 0 || db_index > 0) {
+        if (b.conf_index > 0) {
+            b.source = EXT_BOOT_LOG;
+        } else {
+            b.conf = db;
+            b.conf_index = db_index;
+            b.source = EXT_BOOT_DATABASE;
+        }
+        if (has_cluster && !cfg->force_new_cluster &&
+            !same_servers(&cluster, &b.conf)) {
+            return refuse_cluster(&cluster, &b, errmsg, errmsg_len);
+        }
+    } else if (has_cluster) {
+        /* A log and database made before configurations were stored:
+         * cluster= is the configuration of the compacted prefix. */
+        b.prefix = cluster;
+        b.conf = cluster;
+        b.source = EXT_BOOT_CLUSTER;
+    } else if (cfg->join_port != 0) {
+        b.source = EXT_BOOT_JOIN; /* joined, no configuration received yet */
+    } else {
+        snprintf(errmsg, errmsg_len,
+                 "cluster: missing: the log in %s and the database hold no "
+                 "configuration (made before configurations were stored, "
+                 "or a node that joined and received none yet): give "
+                 "cluster= as at its first start, or join=",
+                 cfg->dir);
+        return RAFT_INVALID;
+    }
+    if (rc == 0 && cfg->force_new_cluster) {
+        rc = force_alone(s, fsm, cfg, log, st, &b, errmsg, errmsg_len);
+    }
+    if (rc == 0) {
+        rc = set_listen(cfg, &b, errmsg, errmsg_len);
+    }
+    if (rc == 0) {
+        *out = b;
+    }
+    return rc;
+}

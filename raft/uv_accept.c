@@ -1,0 +1,161 @@
+/* The transport's accepting side: accepted connections (the cap on those
+ * still in their handshake), a verified handshake, and the sweep that
+ * closes stalled connections.
+ *
+ * Happy path: the listener's callback accepts a connection, names it after
+ * its remote address and starts reading its handshake (uv_recv.c); once
+ * verified, a dial to that peer waiting out its backoff starts at once.
+ * Failure modes: past RAFT__UV_MAX_UNVERIFIED connections in their
+ * handshake, new ones are closed at once (counted, logged by the sweep);
+ * the sweep closes connections whose handshake or frame stalled. */
+
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "uv_internal.h"
+
+/* name_incoming writes "ip:port" of the remote end of @in into its name. */
+static void name_incoming(struct raft_uv_in *in)
+{
+    struct sockaddr_storage ss;
+    int ss_len = sizeof ss;
+    char ip[INET6_ADDRSTRLEN] = "?";
+    unsigned port = 0;
+
+    if (uv_tcp_getpeername(&in->tcp, (struct sockaddr *)&ss, &ss_len) == 0 &&
+        ss.ss_family == AF_INET) {
+        const struct sockaddr_in *sin = (const struct sockaddr_in *)&ss;
+        uv_ip4_name(sin, ip, sizeof ip);
+        port = ntohs(sin->sin_port);
+    }
+    snprintf(in->name, sizeof in->name, "incoming %s:%u", ip, port);
+}
+
+void raft_uv_accept_on_connection(uv_stream_t *server, int status)
+{
+    struct raft_uv_transport *t = server->data;
+    struct raft_uv_in *in;
+    int rv;
+
+    if (status < 0) {
+        raft_uv_tcp_log(t, RAFT_LOG_WARN, "accept: %s", uv_strerror(status));
+        return;
+    }
+    if (t->closing) {
+        return;
+    }
+    in = calloc(1, sizeof *in);
+    if (in == NULL) {
+        raft_uv_tcp_log(t, RAFT_LOG_ERROR, "accept: out of memory");
+        return;
+    }
+    rv = uv_tcp_init(t->loop, &in->tcp);
+    if (rv != 0) {
+        raft_uv_tcp_log(t, RAFT_LOG_ERROR, "accept: %s", uv_strerror(rv));
+        free(in);
+        return;
+    }
+    t->n_handles++;
+    in->tcp.data = in;
+    in->t = t;
+    in->stage = RAFT__UV_HANDSHAKE;
+    in->accepted_at = uv_now(t->loop);
+    in->last_read_at = in->accepted_at;
+    t->n_unverified++;
+    in->next = t->ins;
+    if (t->ins != NULL) {
+        t->ins->prev = in;
+    }
+    t->ins = in;
+    rv = uv_accept(server, (uv_stream_t *)&in->tcp);
+    if (rv != 0) {
+        raft_uv_tcp_log(t, RAFT_LOG_WARN, "accept: %s", uv_strerror(rv));
+        raft_uv_tcp_in_close(in);
+        return;
+    }
+    name_incoming(in);
+    if (t->n_unverified > RAFT__UV_MAX_UNVERIFIED) {
+        t->n_refused++; /* logged by the next sweep, in one line */
+        raft_uv_tcp_in_close(in);
+        return;
+    }
+    raft_uv_tcp_log(t, RAFT_LOG_DEBUG, "%s: accepted", in->name);
+    if (raft_uv_recv_start(in) != 0) {
+        raft_uv_tcp_in_close(in);
+    }
+}
+
+void raft_uv_accept_verified(struct raft_uv_in *in)
+{
+    struct raft_uv_out *out = raft_uv_tcp_find(in->t, in->peer);
+
+    in->t->n_unverified--;
+    for (struct raft_uv_in *o = in->t->ins; o != NULL; o = o->next) {
+        if (o != in && o->peer == in->peer && !o->closing) {
+            /* A restarted peer's old connection may linger until the
+             * kernel notices; two live processes with one id stay. */
+            raft_uv_tcp_log(in->t, RAFT_LOG_WARN,
+                            "%s: a second connection claims this server "
+                            "id (%s is open too): a restart, or two "
+                            "processes running with id %llu",
+                            in->name, o->name, (unsigned long long)in->peer);
+            break;
+        }
+    }
+    if (out != NULL && out->state == RAFT__UV_WAITING && !in->t->closing) {
+        raft_uv_tcp_log(in->t, RAFT_LOG_DEBUG,
+                        "%s: connected to us: dialling it now", out->name);
+        uv_timer_stop(&out->timer);
+        out->backoff_ms = RAFT__UV_BACKOFF_MIN_MS;
+        raft_uv_tcp_dial(out);
+    }
+}
+
+void raft_uv_accept_sweep(uv_timer_t *timer)
+{
+    struct raft_uv_transport *t = timer->data;
+    uint64_t now = uv_now(t->loop);
+    unsigned n_silent = 0;
+    char example[160] = "";
+
+    if (t->n_refused > 0) {
+        raft_uv_tcp_log(t, RAFT_LOG_WARN,
+                        "refused %u connections: %u are still in their "
+                        "handshake",
+                        t->n_refused, RAFT__UV_MAX_UNVERIFIED);
+        t->n_refused = 0;
+    }
+    for (struct raft_uv_in *in = t->ins; in != NULL; in = in->next) {
+        bool mid = in->stage == RAFT__UV_BODY ||
+                   (in->stage == RAFT__UV_HEADER && in->hdr_got > 0);
+        if (in->closing) {
+            continue;
+        }
+        if (in->peer == 0 &&
+            now - in->accepted_at >= RAFT__UV_HANDSHAKE_TIMEOUT_MS) {
+            if (n_silent++ == 0) {
+                snprintf(example, sizeof example,
+                         "%.96s, %zu of at least %d bytes", in->name,
+                         in->hs_got, RAFT__UV_HANDSHAKE_FIXED);
+            }
+            raft_uv_tcp_in_close(in);
+        } else if (mid && now - in->last_read_at >= RAFT__UV_STALL_TIMEOUT_MS) {
+            raft_uv_tcp_log(t, RAFT_LOG_WARN,
+                            "%s: frame stalled for %d ms (%zu of %zu "
+                            "bytes): closing",
+                            in->name, RAFT__UV_STALL_TIMEOUT_MS, in->body_got,
+                            in->body_len);
+            raft_uv_tcp_in_close(in);
+        }
+    }
+    if (n_silent > 0) {
+        raft_uv_tcp_log(t, RAFT_LOG_WARN,
+                        "closed %u connections with no handshake within %d "
+                        "ms (%s%s)",
+                        n_silent, RAFT__UV_HANDSHAKE_TIMEOUT_MS, example,
+                        n_silent > 1 ? ", ..." : "");
+    }
+}

@@ -1,0 +1,150 @@
+"""The configuration at start (issue 11): cluster= bootstraps a new cluster
+once, after which the stored configuration wins (a disagreeing cluster= is
+refused, so the split brain of issue 11 cannot happen), a restart needs no
+cluster=, and force_new_cluster=1 recovers a survivor of a lost quorum.
+"""
+
+import shutil
+import time
+import unittest
+
+from e2e import NODE, ClusterCase  # noqa: E402
+from raftsql_cluster import Node, NodeError  # noqa: E402
+
+FAST = "election_timeout_ms=300 heartbeat_ms=30 exec_timeout_ms=3000"
+
+
+class BootstrapTest(ClusterCase):
+    """A fresh 3-node cluster per test."""
+
+    def setUp(self):
+        self.start(FAST)
+
+    def restart(self, node, config):
+        """Stop @node and start it again with raft_start(@config); returns
+        the new Node (also put in the cluster's list)."""
+        self.assertEqual(node.stop(), 0)
+        n = Node(NODE, node.id, node.db, node.log_path)
+        self.cluster.nodes[node.id - 1] = n
+        n.sql("SELECT raft_start(?)", config)
+        return n
+
+    def port(self, node_id):
+        return self.cluster.members.split(",")[node_id - 1].split(":")[-1]
+
+    def test_status_shows_the_bootstrapped_configuration(self):
+        """Every founder stores the bootstrap entry 1 and shows the
+        configuration in force."""
+        for n in self.cluster.nodes:
+            st = n.status()
+            conf = st["configuration"]
+            self.assertEqual(conf["index"], 1, st)
+            self.assertEqual([m["id"] for m in conf["members"]], [1, 2, 3])
+            self.assertEqual({m["role"] for m in conf["members"]}, {"voter"})
+            self.assertEqual(st["member"], "voter")
+
+    def test_alone_cluster_string_is_refused_no_split_brain(self):
+        """Issue 11: restarting node 3 with cluster= naming itself alone
+        is refused with both configurations in the message; nodes 1 and 2
+        keep the only leader and take writes."""
+        self.exec(self.leader, "CREATE TABLE t(x)")
+        three = self.cluster.node(3)
+        self.assertEqual(three.stop(), 0)
+        n = Node(NODE, 3, three.db, three.log_path)
+        self.cluster.nodes[2] = n
+        alone = "3@127.0.0.1:%s" % self.port(3)
+        with self.assertRaises(NodeError) as cm:
+            n.sql("SELECT raft_start(?)", "id=3 cluster=%s %s" % (alone, FAST))
+        err = str(cm.exception)
+        self.assertIn("cluster= says %s" % alone, err)
+        self.assertIn("the stored configuration (index 1", err)
+        self.assertIn(self.cluster.members, err)
+        self.assertIn("force_new_cluster=1", err)
+        with self.assertRaises(NodeError) as cm:
+            n.value("SELECT raft_leader()")
+        self.assertIn("no raftsql node runs", str(cm.exception))
+        others = [self.cluster.node(1), self.cluster.node(2)]
+        deadline = time.monotonic() + 10
+        while True:
+            leaders = {o.value("SELECT raft_leader()") for o in others}
+            if len(leaders) == 1 and leaders & {1, 2}:
+                break
+            self.assertLess(time.monotonic(), deadline, leaders)
+            time.sleep(0.05)
+        leader = self.cluster.node(leaders.pop())
+        self.assertEqual(self.exec(leader, "INSERT INTO t VALUES(111)"), 1)
+        # Started again without cluster=, node 3 rejoins its cluster.
+        n.sql("SELECT raft_start(?)", "id=3 %s" % FAST)
+        self.cluster.wait_applied(leader.status()["applied"], [n])
+        self.assertEqual(n.sql("SELECT x FROM t"), [[111]])
+
+    def test_restart_without_cluster_uses_the_stored_configuration(self):
+        """A restarted node may omit cluster= (and listen=): it takes both
+        from its stored configuration."""
+        f = self.followers[0]
+        self.exec(self.leader, "CREATE TABLE r(x)")
+        f = self.restart(f, "id=%d %s" % (f.id, FAST))
+        self.assertEqual(self.exec(f, "INSERT INTO r VALUES(1)"), 1)
+        st = f.status()
+        self.assertEqual(len(st["configuration"]["members"]), 3)
+        self.assertEqual(len(st["peers"]), 2)
+
+    def test_join_beside_cluster_is_refused(self):
+        n = self.followers[0]
+        self.assertEqual(n.stop(), 0)
+        other = Node(NODE, n.id, n.db, n.log_path)
+        self.cluster.nodes[n.id - 1] = other
+        with self.assertRaises(NodeError) as cm:
+            other.sql("SELECT raft_start(?)", "id=%d cluster=%s join=%s %s" % (
+                n.id, self.cluster.members, "127.0.0.1:1", FAST))
+        self.assertIn("join: cannot be given with cluster=", str(cm.exception))
+        other.sql("SELECT raft_start(?)", "id=%d cluster=%s %s" % (
+            n.id, self.cluster.members, FAST))
+
+    def test_force_new_cluster_recovers_a_survivor(self):
+        """3 nodes, 2 killed: the survivor refuses writes; restarted with
+        force_new_cluster=1 it leads alone, takes writes and keeps what was
+        committed; its status and log say what was forced."""
+        self.exec(self.leader, "CREATE TABLE k(x)")
+        self.exec(self.leader, "INSERT INTO k VALUES(1)")
+        survivor = self.followers[0]
+        self.cluster.wait_applied(self.leader.status()["applied"], [survivor])
+        for n in self.cluster.nodes:
+            if n is not survivor:
+                n.kill()
+        with self.assertRaises(NodeError) as cm:
+            self.exec(survivor, "INSERT INTO k VALUES(2)")
+        self.assertIn("not applied", str(cm.exception))
+        term = survivor.status()["term"]
+        survivor = self.restart(survivor, "id=%d force_new_cluster=1 %s" % (
+            survivor.id, FAST))
+        deadline = time.monotonic() + 10
+        while survivor.status()["role"] != "leader":
+            self.assertLess(time.monotonic(), deadline)
+            time.sleep(0.05)
+        self.assertEqual(self.exec(survivor, "INSERT INTO k VALUES(3)"), 1)
+        self.assertEqual(survivor.sql("SELECT x FROM k ORDER BY x"),
+                         [[1], [3]])
+        st = survivor.status()
+        self.assertEqual([m["id"] for m in st["configuration"]["members"]],
+                         [survivor.id])
+        self.assertTrue(st["configuration"]["forced"])
+        self.assertGreater(st["term"], term)
+        with open(survivor.log_path, errors="replace") as f:
+            self.assertIn("force_new_cluster=1: FORCED", f.read())
+        # Restarted with the flag still given, nothing more is forced.
+        survivor = self.restart(survivor, "id=%d force_new_cluster=1 %s" % (
+            survivor.id, FAST))
+        self.assertFalse(survivor.status()["configuration"]["forced"])
+        for n in self.cluster.nodes:
+            if n is not survivor:
+                n.stop()
+        # The killed nodes exit by SIGKILL: only the survivor's code counts.
+        code = survivor.stop()
+        self.cluster = None
+        shutil.rmtree(self.dir, ignore_errors=True)
+        self.assertEqual(code, 0)
+
+
+if __name__ == "__main__":
+    unittest.main()
