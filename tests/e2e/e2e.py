@@ -48,7 +48,7 @@ def fill(mnt, leave=0):
     """Fill the filesystem at @mnt with a file but @leave bytes; return
     its path."""
     filler = os.path.join(mnt, "filler")
-    with open(filler, "wb") as out:
+    with open(filler, "wb", buffering=0) as out:
         try:
             while True:
                 out.write(b"\0" * (64 * 1024))

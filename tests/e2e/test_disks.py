@@ -30,7 +30,7 @@ class DiskTest(unittest.TestCase):
         self.addCleanup(self.cleanup)
 
     def cleanup(self):
-        codes = [n.stop() if n.proc.poll() is None else n.kill()
+        codes = [n.stop() if n.proc.poll() is None else n.proc.returncode
                  for n in self.nodes]
         for mnt in self.mnts:
             subprocess.run(["umount", mnt], capture_output=True)
