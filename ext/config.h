@@ -5,6 +5,7 @@
 #ifndef EXT_CONFIG_H
 #define EXT_CONFIG_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -69,5 +70,16 @@ struct ext_config {
  * cluster or is this server, or naming one twice. Any thread. */
 int ext_config_parse(const char *text, const char *db_path,
                      struct ext_config *out, char *errmsg, size_t errmsg_len);
+
+/* STUB (sqlmember branch), until the node-side branch that parses join=
+ * lands: ext_config_join says whether @cfg asks this node to join a
+ * running cluster (join=host:port), in which case it sends JOIN requests
+ * (ext/change.c) until it is a voter. Replace by the parsed join address
+ * when merging. Pure. */
+static inline bool ext_config_join(const struct ext_config *cfg)
+{
+    (void)cfg;
+    return false;
+}
 
 #endif /* EXT_CONFIG_H */

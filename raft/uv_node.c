@@ -437,3 +437,20 @@ void raft_uv_node_stop(struct raft_uv_node *d)
     raft_close(d->raft);
     free(d);
 }
+
+/* ---- Membership (added by the sqlmember branch) ------------------------ */
+
+int raft_uv_node_change(struct raft_uv_node *d, const struct raft_event *ev,
+                        raft_index *out_index)
+{
+    struct raft_update u;
+    int rc;
+    if (ev->type != RAFT_EVENT_CHANGE && ev->type != RAFT_EVENT_TRANSFER) {
+        return RAFT_INVALID;
+    }
+    rc = raft_uv_node_step(d, ev, &u);
+    if (rc == 0 && out_index != NULL) {
+        *out_index = ev->type == RAFT_EVENT_CHANGE ? u.proposed_index : 0;
+    }
+    return rc;
+}

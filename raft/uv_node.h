@@ -203,4 +203,16 @@ struct raft_uv_node_stats {
 void raft_uv_node_stats(const struct raft_uv_node *d,
                         struct raft_uv_node_stats *out);
 
+/* raft_uv_node_change steps @ev, a RAFT_EVENT_CHANGE or
+ * RAFT_EVENT_TRANSFER (raft.h documents both), and carries out its update
+ * as every step does. For a CHANGE, *@out_index (may be NULL) is the index
+ * of the new configuration entry: the change is done once that index is
+ * committed; for a TRANSFER it is 0. Written only on success.
+ * Errors: raft_step's for that event (RAFT_NOTLEADER, RAFT_BUSY,
+ * RAFT_NOTFOUND, RAFT_INVALID, RAFT_NOMEM); RAFT_INVALID for any other
+ * event type; RAFT_IOERR (storage failed earlier); RAFT_SHUTDOWN. Loop
+ * thread. */
+int raft_uv_node_change(struct raft_uv_node *d, const struct raft_event *ev,
+                        raft_index *out_index);
+
 #endif /* RAFT_UV_NODE_H */
