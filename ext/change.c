@@ -60,13 +60,14 @@ enum call_state {
 /* The caller waiting here (on its stack). Invariant: touched under mu
  * only, and never after the caller cleared c->call. */
 struct call {
-    uint64_t rid[2];                /* request id */
-    struct ext_change_request req;  /* what it asks */
-    int state;                      /* enum call_state */
-    bool left_node;                 /* was ever forwarded or stepped */
-    uint64_t sent_at;               /* loop clock when last forwarded */
-    raft_id sent_to;                /* leader it was forwarded to */
-    pthread_cond_t cond;            /* signalled once DONE */
+    uint64_t rid[2];                 /* request id */
+    struct ext_change_request req;   /* what it asks */
+    int state;                       /* enum call_state */
+    bool left_node;                  /* was ever forwarded or stepped */
+    unsigned n_sent;                 /* times forwarded */
+    uint64_t sent_at;                /* loop clock when last forwarded */
+    raft_id sent_to;                 /* leader it was forwarded to */
+    pthread_cond_t cond;             /* signalled once DONE */
     struct ext_change_result result; /* set when DONE */
 };
 
@@ -157,8 +158,8 @@ static void auto_mark(struct ext_change *c, raft_id id)
 }
 
 /* finish_call sets the local caller's result, when @rid is still its. */
-static void finish_call(struct ext_change *c, const uint64_t rid[2],
-                        int status, uint64_t index, raft_id leader)
+static void finish_call(struct ext_change *c, const uint64_t rid[2], int status,
+                        uint64_t index, raft_id leader)
 {
     pthread_mutex_lock(&c->mu);
     struct call *k = c->call;
@@ -176,7 +177,7 @@ static void finish_call(struct ext_change *c, const uint64_t rid[2],
             snprintf(r->errmsg, sizeof r->errmsg, "ok");
         } else {
             change_codec_describe(&k->req, status, why, leader, r->errmsg,
-                            sizeof r->errmsg);
+                                  sizeof r->errmsg);
         }
         k->state = C_DONE;
         pthread_cond_signal(&k->cond);
@@ -248,9 +249,7 @@ static unsigned explain(const struct ext_change *c, const struct raft *core,
                 case EXT_CHANGE_REMOVE:
                     return EXT_WHY_LAST_VOTER;
                 case EXT_CHANGE_TRANSFER:
-                    return q->id == c->self
-                               ? EXT_WHY_SELF
-                               : EXT_WHY_TO_LEARNER;
+                    return q->id == c->self ? EXT_WHY_SELF : EXT_WHY_TO_LEARNER;
                 default:
                     return EXT_WHY_NONE;
             }
@@ -425,8 +424,8 @@ void change_on_request(struct ext_change *c, struct raft_uv_node *d,
     const struct raft *core = raft_uv_node_core(d);
     const uint64_t *rid = m->forward.request_id;
     struct ext_change_request q;
-    int rc = change_codec_decode(m->forward.data->data,
-                                   m->forward.data->len, &q);
+    int rc =
+        change_codec_decode(m->forward.data->data, m->forward.data->len, &q);
     raft_id leader = raft_leader_id(core);
 
     if (rc != 0) {
@@ -480,17 +479,25 @@ void change_on_result(struct ext_change *c, const struct raft_frame *m)
     }
     pthread_mutex_lock(&c->mu);
     struct call *k = c->call;
-    bool mine = k != NULL && rid_eq(k->rid, r->request_id) &&
-                k->state == C_SENT;
-    if (mine && r->status == RAFT_NOTLEADER) {
+    bool mine =
+        k != NULL && rid_eq(k->rid, r->request_id) && k->state == C_SENT;
+    int status = r->status;
+    if (mine && status == RAFT_NOTLEADER) {
         k->state = C_PENDING; /* retried once a leader is known */
         mine = false;
+    }
+    uint64_t index = r->index;
+    if (mine && k->n_sent > 1 &&
+        change_codec_already(&k->req, status, r->index, m->from)) {
+        /* An earlier copy did it, and its answer was lost. */
+        status = 0;
+        index = k->req.op == EXT_CHANGE_TRANSFER ? m->from : 0;
     }
     pthread_mutex_unlock(&c->mu);
     /* Any other answer (a JOIN's: sequence 0) needs nothing: a JOIN is
      * sent again until this node is a voter. */
     if (mine) {
-        finish_call(c, r->request_id, r->status, r->index, m->from);
+        finish_call(c, r->request_id, status, index, m->from);
     }
 }
 
@@ -526,14 +533,14 @@ static void dispatch(struct ext_change *c, struct raft_uv_node *d)
     struct call *k = c->call;
     go = k != NULL && !c->shutdown &&
          (k->state == C_QUEUED || k->state == C_PENDING ||
-          (k->state == C_SENT &&
-           (k->sent_to != leader || now >= k->sent_at + EXT__CHANGE_RESEND_MS)));
+          (k->state == C_SENT && now >= k->sent_at + EXT__CHANGE_RESEND_MS));
     if (go && (leading || leader != 0)) {
         q = k->req;
         rid[0] = k->rid[0];
         rid[1] = k->rid[1];
         k->state = leading ? C_LEADING : C_SENT;
         k->left_node = true;
+        k->n_sent += leading ? 0 : 1;
         k->sent_at = now;
         k->sent_to = leader;
     } else {

@@ -30,7 +30,7 @@ static bool op_known(uint8_t op)
 }
 
 int change_codec_encode(const struct ext_change_request *req,
-                          struct raft_buf **out)
+                        struct raft_buf **out)
 {
     size_t alen = strnlen(req->address, sizeof req->address);
     struct raft_buf *b;
@@ -59,7 +59,7 @@ int change_codec_encode(const struct ext_change_request *req,
 }
 
 int change_codec_decode(const void *data, size_t len,
-                          struct ext_change_request *out)
+                        struct ext_change_request *out)
 {
     const uint8_t *p = data;
     struct ext_change_request r;
@@ -170,7 +170,7 @@ static void reason_text(unsigned why, raft_id id, char *buf, size_t len)
 }
 
 void change_codec_describe(const struct ext_change_request *req, int rc,
-                     unsigned why, raft_id leader, char *buf, size_t len)
+                           unsigned why, raft_id leader, char *buf, size_t len)
 {
     char r[256];
 
@@ -180,8 +180,7 @@ void change_codec_describe(const struct ext_change_request *req, int rc,
     } else if (rc == RAFT_NOTLEADER) {
         snprintf(buf, len, "no leader known; retry once one is elected");
     } else if (rc == RAFT_BUSY) {
-        snprintf(buf, len,
-                 "another membership change is pending on this node");
+        snprintf(buf, len, "another membership change is pending on this node");
     } else if (rc == RAFT_NOTFOUND) {
         snprintf(buf, len, "unknown id: server %llu is not a member",
                  (unsigned long long)req->id);
@@ -195,3 +194,23 @@ void change_codec_describe(const struct ext_change_request *req, int rc,
     }
 }
 
+bool change_codec_already(const struct ext_change_request *q, int status,
+                          uint64_t why, raft_id from)
+{
+    switch (q->op) {
+        case EXT_CHANGE_ADD:
+        case EXT_CHANGE_JOIN:
+            return status == RAFT_INVALID && why == EXT_WHY_MEMBER;
+        case EXT_CHANGE_REMOVE:
+            return status == RAFT_NOTFOUND;
+        case EXT_CHANGE_PROMOTE:
+            return status == RAFT_INVALID && why == EXT_WHY_VOTER;
+        case EXT_CHANGE_DEMOTE:
+            return status == RAFT_INVALID && why == EXT_WHY_LEARNER;
+        case EXT_CHANGE_TRANSFER:
+            return status == RAFT_INVALID && why == EXT_WHY_SELF &&
+                   from == q->id;
+        default:
+            return false;
+    }
+}

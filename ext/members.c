@@ -173,13 +173,20 @@ static bool arg_address(sqlite3_context *ctx, const char *fn, sqlite3_value *v,
     return true;
 }
 
-/* done_text writes what request @q did, given its result @r. */
+/* done_text writes what request @q did, given its result @r (index 0:
+ * done by an earlier copy whose answer was lost). */
 static void done_text(const struct ext_change_request *q,
-                      const struct ext_change_result *r, char *buf,
-                      size_t len)
+                      const struct ext_change_result *r, char *buf, size_t len)
 {
     unsigned long long id = (unsigned long long)q->id;
     unsigned long long at = (unsigned long long)r->index;
+    if (at == 0 && q->op != EXT_CHANGE_TRANSFER) {
+        snprintf(buf, len,
+                 "done: server %llu was changed already (the answer to an "
+                 "earlier copy of this request was lost)",
+                 id);
+        return;
+    }
     switch (q->op) {
         case EXT_CHANGE_ADD:
             snprintf(buf, len,
@@ -190,13 +197,13 @@ static void done_text(const struct ext_change_request *q,
                                : "promoted to voter once caught up");
             break;
         case EXT_CHANGE_REMOVE:
-            snprintf(buf, len, "server %llu removed (entry %llu committed)",
-                     id, at);
+            snprintf(buf, len, "server %llu removed (entry %llu committed)", id,
+                     at);
             break;
         case EXT_CHANGE_PROMOTE:
             snprintf(buf, len,
-                     "server %llu promoted to voter (entry %llu committed)",
-                     id, at);
+                     "server %llu promoted to voter (entry %llu committed)", id,
+                     at);
             break;
         case EXT_CHANGE_DEMOTE:
             snprintf(buf, len,
@@ -248,12 +255,13 @@ static void run(sqlite3_context *ctx, const char *fn,
         bool worded = strncmp(r->errmsg, "not done", 8) == 0 ||
                       strncmp(r->errmsg, "outcome unknown", 15) == 0 ||
                       strncmp(r->errmsg, "interrupted", 11) == 0;
-        snprintf(msg, sizeof msg, "%s: %s%s", fn, worded ? "" : "not done: ",
-                 r->errmsg);
+        snprintf(msg, sizeof msg, "%s: %s%s", fn,
+                 worded ? "" : "not done: ", r->errmsg);
         sqlite3_result_error(ctx, msg, -1);
-        sqlite3_result_error_code(ctx, r->rc == RAFT_BUSY       ? SQLITE_BUSY
-                                       : r->rc == RAFT_CANCELED ? SQLITE_INTERRUPT
-                                                                : SQLITE_ERROR);
+        sqlite3_result_error_code(ctx, r->rc == RAFT_BUSY ? SQLITE_BUSY
+                                       : r->rc == RAFT_CANCELED
+                                           ? SQLITE_INTERRUPT
+                                           : SQLITE_ERROR);
     }
     free(r);
 }
@@ -312,8 +320,7 @@ static void fn_update(sqlite3_context *ctx, int argc, sqlite3_value **argv)
 
     (void)argc;
     if (arg_id(ctx, "raft_update", argv[0], &q.id) &&
-        arg_address(ctx, "raft_update", argv[1], q.address,
-                    sizeof q.address)) {
+        arg_address(ctx, "raft_update", argv[1], q.address, sizeof q.address)) {
         run(ctx, "raft_update", &q);
     }
 }
@@ -477,9 +484,9 @@ static int vt_column(sqlite3_vtab_cursor *cur, sqlite3_context *ctx, int col)
             }
             break;
         case COL_ROLE:
-            sqlite3_result_text(
-                ctx, r->role == RAFT_VOTER ? "voter" : "learner", -1,
-                SQLITE_STATIC);
+            sqlite3_result_text(ctx,
+                                r->role == RAFT_VOTER ? "voter" : "learner", -1,
+                                SQLITE_STATIC);
             break;
         case COL_LEADER:
             sqlite3_result_int(ctx, r->leader ? 1 : 0);
@@ -546,11 +553,10 @@ int members_register(sqlite3 *db)
     };
     int rc = SQLITE_OK;
 
-    for (size_t i = 0; rc == SQLITE_OK && i < sizeof fns / sizeof fns[0];
-         i++) {
+    for (size_t i = 0; rc == SQLITE_OK && i < sizeof fns / sizeof fns[0]; i++) {
         rc = sqlite3_create_function_v2(db, fns[i].name, fns[i].n_arg, admin,
-                                        (void *)(uintptr_t)fns[i].op,
-                                        fns[i].fn, NULL, NULL, NULL);
+                                        (void *)(uintptr_t)fns[i].op, fns[i].fn,
+                                        NULL, NULL, NULL);
     }
     if (rc == SQLITE_OK) {
         rc = sqlite3_create_module(db, "raft_members", &members_module, NULL);

@@ -16,8 +16,8 @@
 /* A request survives encode and decode unchanged. */
 static void test_round_trip(void **state)
 {
-    struct ext_change_request q = {.op = EXT_CHANGE_ADD, .manual = true,
-                                   .id = 42};
+    struct ext_change_request q = {
+        .op = EXT_CHANGE_ADD, .manual = true, .id = 42};
     struct ext_change_request out;
     struct raft_buf *b = NULL;
     (void)state;
@@ -117,13 +117,29 @@ static void test_words(void **state)
     assert_non_null(strstr(buf, "another membership change is pending"));
     change_codec_describe(&q, RAFT_NOTFOUND, 0, 0, buf, sizeof buf);
     assert_string_equal(buf, "unknown id: server 4 is not a member");
-    change_codec_describe(&q, RAFT_INVALID, EXT_WHY_VOTER, 0, buf,
-                          sizeof buf);
+    change_codec_describe(&q, RAFT_INVALID, EXT_WHY_VOTER, 0, buf, sizeof buf);
     assert_string_equal(buf, "server 4 is a voter already");
     change_codec_describe(&q, RAFT_NOTLEADER, 0, 2, buf, sizeof buf);
     assert_non_null(strstr(buf, "(the leader is server 2)"));
     change_codec_describe(&q, RAFT_UNKNOWN, EXT_WHY_LOST, 0, buf, sizeof buf);
     assert_non_null(strstr(buf, "outcome unknown"));
+}
+
+/* A refusal of a request sent again reads as done exactly when it says
+ * that an earlier copy did it. */
+static void test_already(void **state)
+{
+    struct ext_change_request add = {.op = EXT_CHANGE_ADD, .id = 4};
+    struct ext_change_request rm = {.op = EXT_CHANGE_REMOVE, .id = 4};
+    struct ext_change_request tr = {.op = EXT_CHANGE_TRANSFER, .id = 2};
+    (void)state;
+
+    assert_true(change_codec_already(&add, RAFT_INVALID, EXT_WHY_MEMBER, 1));
+    assert_false(change_codec_already(&add, RAFT_INVALID, EXT_WHY_FULL, 1));
+    assert_false(change_codec_already(&add, RAFT_BUSY, EXT_WHY_PENDING, 1));
+    assert_true(change_codec_already(&rm, RAFT_NOTFOUND, 0, 1));
+    assert_true(change_codec_already(&tr, RAFT_INVALID, EXT_WHY_SELF, 2));
+    assert_false(change_codec_already(&tr, RAFT_INVALID, EXT_WHY_SELF, 3));
 }
 
 int main(void)
@@ -133,6 +149,7 @@ int main(void)
         cmocka_unit_test(test_malformed_refused),
         cmocka_unit_test(test_frames_told_apart),
         cmocka_unit_test(test_words),
+        cmocka_unit_test(test_already),
     };
     return cmocka_run_group_tests_name("ext_change_codec", tests, NULL, NULL);
 }
