@@ -456,7 +456,8 @@ void change_on_request(struct ext_change *c, struct raft_uv_node *d,
 
 /* ---- The origin's side (loop thread) ------------------------------------ */
 
-void change_on_result(struct ext_change *c, const struct raft_frame *m)
+void change_on_result(struct ext_change *c, struct raft_uv_node *d,
+                      const struct raft_frame *m)
 {
     const struct raft_forward_result *r = &m->forward_result;
 
@@ -469,9 +470,7 @@ void change_on_result(struct ext_change *c, const struct raft_frame *m)
                 f.from = c->self;
                 f.to = y->from;
                 y->from = 0;
-                if (c->driver != NULL) {
-                    raft_uv_node_send_frame(c->driver, &f);
-                }
+                raft_uv_node_send_frame(d, &f);
                 return;
             }
         }

@@ -67,8 +67,10 @@ void change_on_request(struct ext_change *c, struct raft_uv_node *d,
                        const struct raft_frame *m);
 
 /* change_on_result takes the leader's answer to this node's forwarded
- * request. Loop thread. */
-void change_on_result(struct ext_change *c, const struct raft_frame *m);
+ * request, or to one it relayed for a peer (passed on through @d). Loop
+ * thread of @d. */
+void change_on_result(struct ext_change *c, struct raft_uv_node *d,
+                      const struct raft_frame *m);
 
 /* change_on_wake dispatches a newly submitted request through @d. Loop
  * thread of @d. */

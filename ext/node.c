@@ -77,7 +77,7 @@ static void on_forward(void *data, const struct raft_frame *m)
     if (change_codec_is_request(m)) {
         change_on_request(n->change, n->driver, m);
     } else if (change_codec_is_result(m)) {
-        change_on_result(n->change, m);
+        change_on_result(n->change, n->driver, m);
     } else if (m->type == RAFT_FRAME_FORWARD) {
         forward_on_request(n->forward, m);
     } else {
