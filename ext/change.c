@@ -6,7 +6,7 @@
  * commit index reaches it in that same term the change is committed and
  * the caller is woken. On a follower the loop forwards the request to the
  * leader in a FORWARD frame whose payload is a change request (magic "RM",
- * below) instead of a write request ("RQ"); the leader answers with a
+ * change_codec.h) instead of a write request ("RQ"); the leader answers with a
  * FORWARD_RESULT only once the change committed (or failed).
  * Failure modes:
  *   - the leader refuses (busy, no such member, ...): the caller gets the
@@ -64,7 +64,7 @@ struct call {
     struct ext_change_request req;   /* what it asks */
     int state;                       /* enum call_state */
     bool left_node;                  /* was ever forwarded or stepped */
-    unsigned n_sent;                 /* times forwarded */
+    unsigned attempts;               /* times forwarded or stepped */
     uint64_t sent_at;                /* loop clock when last forwarded */
     raft_id sent_to;                 /* leader it was forwarded to */
     pthread_cond_t cond;             /* signalled once DONE */
@@ -78,21 +78,20 @@ struct pending {
     uint8_t op;       /* enum ext_change_op */
     raft_index index; /* the configuration entry (changes) */
     raft_term term;   /* the term it was appended in */
-    raft_id target;   /* a transfer's transferee */
     uint64_t since;   /* loop clock when stepped */
 };
 
 /* An answer given, kept to answer a repeated request alike. */
 struct recent {
-    uint64_t rid[2];
-    int status;
-    uint64_t index; /* index, leader id, or reason */
+    uint64_t rid[2]; /* the request answered */
+    int status;      /* its status */
+    uint64_t index;  /* index, leader id, or reason */
 };
 
 /* A request a follower passed on to its leader for a peer. */
 struct relay {
-    uint64_t rid[2];
-    raft_id from;
+    uint64_t rid[2]; /* the request relayed */
+    raft_id from;    /* the peer to pass the answer to, 0: slot free */
 };
 
 struct ext_change {
@@ -100,24 +99,24 @@ struct ext_change {
     unsigned election_timeout_ms;             /* transfer and join pace */
     unsigned heartbeat_ms;                    /* promotion pace */
     struct ext_member members[EXT_MAX_NODES]; /* cluster= addresses */
-    unsigned n_members;
-    char advertise[RAFT_ADDRESS_MAX + 1]; /* this node's address */
-    struct raft_uv_node *driver;          /* set by change_attach */
-    pthread_mutex_t mu;                   /* guards the fields marked (mu) */
-    struct call *call;                    /* the waiting caller (mu) */
-    uint64_t next_seq;                    /* (mu) */
-    bool shutdown;                        /* (mu) */
+    unsigned n_members;                       /* entries of @members */
+    char advertise[RAFT_ADDRESS_MAX + 1];     /* this node's address */
+    struct raft_uv_node *driver;              /* set by change_attach */
+    pthread_mutex_t mu; /* guards the fields marked (mu) */
+    struct call *call;  /* the waiting caller (mu) */
+    uint64_t next_seq;  /* (mu) */
+    bool shutdown;      /* (mu) */
     struct ext_member_row rows[RAFT_MAX_SERVERS]; /* member view (mu) */
     unsigned n_rows;                              /* (mu) */
     /* The loop thread's own. */
-    struct pending pending[EXT__PENDING_MAX];
-    unsigned n_pending;
-    struct recent recent[EXT__RECENT_MAX];
-    unsigned recent_next;
-    struct relay relay[EXT__RELAY_MAX];
-    unsigned relay_next;
-    raft_id auto_ids[RAFT_MAX_SERVERS]; /* learners to promote */
-    unsigned n_auto;
+    struct pending pending[EXT__PENDING_MAX]; /* stepped, not done yet */
+    unsigned n_pending;                       /* entries of @pending */
+    struct recent recent[EXT__RECENT_MAX];    /* latest answers, a ring */
+    unsigned recent_next;                     /* next slot of @recent */
+    struct relay relay[EXT__RELAY_MAX];       /* relayed requests, a ring */
+    unsigned relay_next;                      /* next slot of @relay */
+    raft_id auto_ids[RAFT_MAX_SERVERS];       /* learners to promote */
+    unsigned n_auto;                          /* entries of @auto_ids */
     uint64_t next_promote_at; /* loop clock of the next promotion try */
     uint64_t next_join_at;    /* loop clock of the next JOIN */
     bool was_member;          /* this server was in a configuration */
@@ -157,7 +156,9 @@ static void auto_mark(struct ext_change *c, raft_id id)
     }
 }
 
-/* finish_call sets the local caller's result, when @rid is still its. */
+/* finish_call sets the local caller's result, when @rid is still its:
+ * @status and @index as a leader answers (change_codec.h), @leader the
+ * leader that answered. */
 static void finish_call(struct ext_change *c, const uint64_t rid[2], int status,
                         uint64_t index, raft_id leader)
 {
@@ -166,6 +167,12 @@ static void finish_call(struct ext_change *c, const uint64_t rid[2], int status,
     if (k != NULL && rid_eq(k->rid, rid) && k->state != C_DONE) {
         struct ext_change_result *r = &k->result;
         unsigned why = status != 0 ? (unsigned)index : 0;
+        if (k->attempts > 1 &&
+            change_codec_already(&k->req, status, index, leader)) {
+            /* An earlier copy did it, and its answer was lost. */
+            status = 0;
+            index = k->req.op == EXT_CHANGE_TRANSFER ? leader : 0;
+        }
         r->rc = status;
         r->unknown = status == RAFT_UNKNOWN;
         if (status == 0) {
@@ -331,7 +338,6 @@ static void step_request(struct ext_change *c, struct raft_uv_node *d,
     p->op = q->op;
     p->index = index;
     p->term = raft_current_term(core);
-    p->target = q->op == EXT_CHANGE_TRANSFER ? raft_transferee(core) : 0;
     p->since = raft_uv_node_now(d);
 }
 
@@ -485,18 +491,11 @@ void change_on_result(struct ext_change *c, struct raft_uv_node *d,
         k->state = C_PENDING; /* retried once a leader is known */
         mine = false;
     }
-    uint64_t index = r->index;
-    if (mine && k->n_sent > 1 &&
-        change_codec_already(&k->req, status, r->index, m->from)) {
-        /* An earlier copy did it, and its answer was lost. */
-        status = 0;
-        index = k->req.op == EXT_CHANGE_TRANSFER ? m->from : 0;
-    }
     pthread_mutex_unlock(&c->mu);
     /* Any other answer (a JOIN's: sequence 0) needs nothing: a JOIN is
      * sent again until this node is a voter. */
     if (mine) {
-        finish_call(c, r->request_id, status, index, m->from);
+        finish_call(c, r->request_id, status, r->index, m->from);
     }
 }
 
@@ -539,7 +538,7 @@ static void dispatch(struct ext_change *c, struct raft_uv_node *d)
         rid[1] = k->rid[1];
         k->state = leading ? C_LEADING : C_SENT;
         k->left_node = true;
-        k->n_sent += leading ? 0 : 1;
+        k->attempts++;
         k->sent_at = now;
         k->sent_to = leader;
     } else {
@@ -587,8 +586,8 @@ static void join(struct ext_change *c, struct raft_uv_node *d)
     if (role != 0) {
         c->was_member = true;
     }
-    if (c->advertise[0] == '\0' || role == RAFT_VOTER || c->was_member ||
-        now < c->next_join_at) {
+    if (c->advertise[0] == '\0' || role == RAFT_VOTER ||
+        (c->was_member && role == 0) || now < c->next_join_at) {
         return;
     }
     c->next_join_at = now + c->election_timeout_ms;

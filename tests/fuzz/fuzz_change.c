@@ -20,8 +20,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     }
     FUZZ_CHECK(change_codec_encode(&q, &b) == 0, "decoded, not encoded");
     FUZZ_CHECK(b->len == size && memcmp(b->data, data, size) == 0,
-               "encoded back differently (%zu bytes, then %zu)", size,
-               b->len);
+               "encoded back differently (%zu bytes, then %zu)", size, b->len);
     raft_buf_unref(b);
     for (unsigned why = 0; why <= EXT_WHY_ADDRESS + 1; why++) {
         change_codec_describe(&q, RAFT_INVALID, why, 2, words, sizeof words);
