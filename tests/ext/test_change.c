@@ -25,8 +25,8 @@ struct node {
 };
 
 static int st_append(void *data, const struct raft_hard_state *hs,
-                     const struct raft_entry *entries, unsigned n,
-                     char *errmsg, size_t errmsg_len)
+                     const struct raft_entry *entries, unsigned n, char *errmsg,
+                     size_t errmsg_len)
 {
     (void)data, (void)hs, (void)entries, (void)n, (void)errmsg;
     (void)errmsg_len;
@@ -82,8 +82,8 @@ static void start(struct node *n)
     dc.tick_ms = 5;
     dc.snapshot_dir = n->dir;
     dc.snapshot_chunk_bytes = 65536;
-    if (raft_uv_node_start(core, &dc, &st, &cb, &n->d, errmsg,
-                           sizeof errmsg) != 0) {
+    if (raft_uv_node_start(core, &dc, &st, &cb, &n->d, errmsg, sizeof errmsg) !=
+        0) {
         fail_msg("raft_uv_node_start: %s", errmsg);
     }
     change_attach(n->c, n->d);
@@ -132,8 +132,7 @@ static void wait_rows(struct node *n, unsigned want,
 static void add_learner_2(struct node *n, struct ext_change_result *r)
 {
     for (int i = 0; i < 100; i++) {
-        if (submit(n, EXT_CHANGE_ADD, 2, "127.0.0.1:9", 2000, r) !=
-            RAFT_BUSY) {
+        if (submit(n, EXT_CHANGE_ADD, 2, "127.0.0.1:9", 2000, r) != RAFT_BUSY) {
             break;
         }
         usleep(10000);
