@@ -226,9 +226,13 @@ $(B)/fuzz/fuzz_request: tests/fuzz/fuzz_request.c tests/fuzz/fuzz.h \
 $(B)/fuzz/fuzz_log_%: tests/fuzz/fuzz_log_%.c tests/fuzz/fuzz.h \
 		$(call fz,$(CORE_SRC) $(LMDB_SRC))
 	$(FUZZ_LINK)
+$(B)/fuzz/fuzz_change: tests/fuzz/fuzz_change.c tests/fuzz/fuzz.h \
+		$(call fz,$(CORE_SRC) ext/change_codec.c)
+	$(FUZZ_LINK)
 
 $(B)/fuzz/gen-corpus: tests/fuzz/gen_corpus.c \
-		$(call san,$(CORE_SRC) $(UV_SRC) $(LMDB_SRC) $(SQL_SRC))
+		$(call san,$(CORE_SRC) $(UV_SRC) $(LMDB_SRC) $(SQL_SRC) \
+		ext/change_codec.c)
 	@mkdir -p $(dir $@)
 	$(CC) $(BASE_CFLAGS) -O1 -g $(SAN) -o $@ $^ $(LIBS)
 

@@ -104,4 +104,12 @@ int ext_config_dial(const struct ext_config *c, raft_id id, const char *address,
 int ext_config_listen_set(struct ext_config *c, const char *address,
                           char *errmsg, size_t errmsg_len);
 
+/* ext_config_join says whether @cfg asks this node to join a running
+ * cluster (join=host:port): it then sends JOIN requests (ext/change.c)
+ * until it is a voter. Pure. */
+static inline bool ext_config_join(const struct ext_config *cfg)
+{
+    return cfg->join_port != 0;
+}
+
 #endif /* EXT_CONFIG_H */

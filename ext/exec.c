@@ -148,17 +148,24 @@ static int kind_to_rc(int kind)
     }
 }
 
-/* poll_time returns the earlier of @deadline and now + EXT_EXEC_POLL_MS
- * (CLOCK_MONOTONIC). */
-static struct timespec poll_time(const struct timespec *deadline)
+struct timespec exec_deadline(unsigned ms)
 {
     struct timespec t;
     clock_gettime(CLOCK_MONOTONIC, &t);
-    t.tv_nsec += (long)EXT_EXEC_POLL_MS * 1000000L;
+    t.tv_sec += ms / 1000;
+    t.tv_nsec += (long)(ms % 1000) * 1000000L;
     if (t.tv_nsec >= 1000000000L) {
         t.tv_sec++;
         t.tv_nsec -= 1000000000L;
     }
+    return t;
+}
+
+/* poll_time returns the earlier of @deadline and now + EXT_EXEC_POLL_MS
+ * (CLOCK_MONOTONIC). */
+static struct timespec poll_time(const struct timespec *deadline)
+{
+    struct timespec t = exec_deadline(EXT_EXEC_POLL_MS);
     if (t.tv_sec > deadline->tv_sec ||
         (t.tv_sec == deadline->tv_sec && t.tv_nsec > deadline->tv_nsec)) {
         return *deadline;
@@ -199,13 +206,7 @@ int exec_submit(struct ext_exec *e, const char *sql, size_t sql_len,
     pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
     pthread_cond_init(&w.cond, &ca);
     pthread_condattr_destroy(&ca);
-    clock_gettime(CLOCK_MONOTONIC, &deadline);
-    deadline.tv_sec += e->exec_timeout_ms / 1000;
-    deadline.tv_nsec += (long)(e->exec_timeout_ms % 1000) * 1000000L;
-    if (deadline.tv_nsec >= 1000000000L) {
-        deadline.tv_sec++;
-        deadline.tv_nsec -= 1000000000L;
-    }
+    deadline = exec_deadline(e->exec_timeout_ms);
 
     pthread_mutex_lock(&e->mu);
     if (e->shutdown) {

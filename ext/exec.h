@@ -8,6 +8,7 @@
 
 #include <stdbool.h>
 #include <stddef.h>
+#include <time.h>
 
 #include "../raft/raft.h"
 #include "../raft/uv_node.h"
@@ -79,5 +80,9 @@ void exec_fail_all(struct ext_exec *e, const char *reason);
  * of callers waiting. Any thread. */
 void exec_counts(struct ext_exec *e, unsigned *out_queue,
                  unsigned *out_waiters);
+
+/* exec_deadline returns the CLOCK_MONOTONIC time @ms from now, for the
+ * timed waits of callers (exec.c, change.c). Any thread. */
+struct timespec exec_deadline(unsigned ms);
 
 #endif /* EXT_EXEC_H */

@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "config.h"
+#include "members.h"
 #include "precheck.h"
 #include "registry.h"
 
@@ -41,9 +42,7 @@ static const char *main_file(sqlite3_context *ctx, const char *fn)
     return file;
 }
 
-/* acquire returns the node of @ctx's database, or reports that none runs.
- */
-static struct ext_node *acquire(sqlite3_context *ctx, const char *fn)
+struct ext_node *func_acquire(sqlite3_context *ctx, const char *fn)
 {
     const char *file = main_file(ctx, fn);
     struct ext_node *n;
@@ -136,12 +135,12 @@ static void value_to_param(sqlite3_value *v, struct sql_param *p)
     }
 }
 
-/* caller_interrupted probes the caller's connection @arg: SQLite
+/* func_interrupted probes the caller's connection @arg: SQLite
  * interrupts every statement started while an interrupt is pending
  * (https://sqlite.org/c3ref/interrupt.html), so a trivial one fails with
  * SQLITE_INTERRUPT exactly when sqlite3_interrupt was called on it (SQLite
  * 3.40 has no sqlite3_is_interrupted). */
-static bool caller_interrupted(void *arg)
+bool func_interrupted(void *arg)
 {
     sqlite3 *db = arg;
     sqlite3_stmt *s = NULL;
@@ -155,7 +154,7 @@ static bool caller_interrupted(void *arg)
 
 static void fn_exec(sqlite3_context *ctx, int argc, sqlite3_value **argv)
 {
-    struct ext_exec_probe probe = {caller_interrupted,
+    struct ext_exec_probe probe = {func_interrupted,
                                    sqlite3_context_db_handle(ctx)};
     struct conn_state *cs = sqlite3_user_data(ctx);
     struct ext_node *n;
@@ -187,7 +186,7 @@ static void fn_exec(sqlite3_context *ctx, int argc, sqlite3_value **argv)
                              -1);
         return;
     }
-    n = acquire(ctx, "raft_exec");
+    n = func_acquire(ctx, "raft_exec");
     if (n == NULL) {
         return;
     }
@@ -241,7 +240,7 @@ static void fn_last_insert_rowid(sqlite3_context *ctx, int argc,
 
 static void fn_status(sqlite3_context *ctx, int argc, sqlite3_value **argv)
 {
-    struct ext_node *n = acquire(ctx, "raft_status");
+    struct ext_node *n = func_acquire(ctx, "raft_status");
     char *json;
     (void)argc;
     (void)argv;
@@ -260,7 +259,7 @@ static void fn_status(sqlite3_context *ctx, int argc, sqlite3_value **argv)
 
 static void fn_leader(sqlite3_context *ctx, int argc, sqlite3_value **argv)
 {
-    struct ext_node *n = acquire(ctx, "raft_leader");
+    struct ext_node *n = func_acquire(ctx, "raft_leader");
     uint64_t id;
     (void)argc;
     (void)argv;
@@ -329,6 +328,9 @@ int ext_func_register(sqlite3 *db)
     if (rc == SQLITE_OK) {
         rc = sqlite3_create_function_v2(db, "raft_stop", 0, admin, NULL,
                                         fn_stop, NULL, NULL, NULL);
+    }
+    if (rc == SQLITE_OK) {
+        rc = members_register(db);
     }
     return rc;
 }

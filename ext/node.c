@@ -15,6 +15,7 @@
 
 #include "applier.h"
 #include "boot.h"
+#include "change.h"
 #include "exec.h"
 #include "forward.h"
 #include "node.h"
@@ -47,6 +48,7 @@ struct ext_node {
     struct ext_propose propose;  /* the leader's stamps (loop) */
     struct ext_forward *forward; /* the leader's side of forwarding */
     struct ext_exec *exec;       /* waiting callers */
+    struct ext_change *change;   /* membership changes and transfers */
     struct raft_uv_node *driver; /* owns the core and the transport;
                                         written before its loop starts */
 };
@@ -74,7 +76,11 @@ static void on_apply(void *data, const struct raft_entry *entries, unsigned cnt)
 static void on_forward(void *data, const struct raft_frame *m)
 {
     struct ext_node *n = data;
-    if (m->type == RAFT_FRAME_FORWARD) {
+    if (change_codec_is_request(m)) {
+        change_on_request(n->change, n->driver, m);
+    } else if (change_codec_is_result(m)) {
+        change_on_result(n->change, n->driver, m);
+    } else if (m->type == RAFT_FRAME_FORWARD) {
         forward_on_request(n->forward, m);
     } else {
         exec_on_forward_result(n->exec, m);
@@ -86,6 +92,7 @@ static void on_wake(void *data)
     struct ext_node *n = data;
     forward_propose_held(n->forward);
     exec_on_wake(n->exec, n->driver);
+    change_on_wake(n->change, n->driver);
 }
 
 static void on_tick(void *data)
@@ -93,6 +100,7 @@ static void on_tick(void *data)
     struct ext_node *n = data;
     forward_propose_held(n->forward);
     exec_on_tick(n->exec, n->driver);
+    change_on_tick(n->change, n->driver);
     store_on_tick(n->store, n->driver);
 }
 
@@ -331,6 +339,7 @@ static int start_threads(struct ext_node *n, struct sql_fsm *fsm,
         return rc;
     }
     exec_attach(n->exec, n->driver);
+    change_attach(n->change, n->driver);
     return 0;
 }
 
@@ -338,6 +347,7 @@ static int start_threads(struct ext_node *n, struct sql_fsm *fsm,
 static void node_free(struct ext_node *n)
 {
     exec_free(n->exec);
+    change_free(n->change);
     forward_free(n->forward);
     status_free(n->status);
     store_close(n->store);
@@ -369,11 +379,14 @@ int ext_node_start(const char *db_path, const struct ext_config *cfg,
         .wake = fwd_wake,
     };
     /* Request ids are (node id, sequence): start each run's sequence at a
-     * random point so ids never repeat those of an earlier run. */
+     * random point so ids never repeat those of an earlier run, below
+     * 2^62 so that it never reaches EXT_CHANGE_SEQ_BIT, which marks the
+     * ids of membership changes. */
     if (status_new(cfg, build_id(), &n->status) != 0 ||
         forward_new(cfg->id, cfg->max_request_bytes, &fo, &n->forward) != 0 ||
-        exec_new(cfg, n->status, &n->propose, random_u64() >> 1, &n->exec) !=
-            0) {
+        exec_new(cfg, n->status, &n->propose, random_u64() >> 2, &n->exec) !=
+            0 ||
+        change_new(cfg, &n->change) != 0) {
         snprintf(errmsg, errmsg_len, "out of memory");
         rc = RAFT_NOMEM;
         goto err_free;
@@ -420,6 +433,7 @@ void ext_node_stop(struct ext_node *n)
 {
     /* No wake of the loop from here on (the apply thread may still
      * deliver). */
+    change_shutdown(n->change);
     exec_fail_all(n->exec, "the node is shutting down (raft_stop)");
 
     /* The driver finishes its running log write, joins its loop thread
@@ -466,7 +480,37 @@ uint64_t ext_node_id(const struct ext_node *n)
     return n->cfg.id;
 }
 
+int ext_node_change(struct ext_node *n, const struct ext_change_request *req,
+                    const struct ext_exec_probe *probe,
+                    struct ext_change_result *out)
+{
+    return change_submit(n->change, req, n->cfg.exec_timeout_ms, probe, out);
+}
+
+unsigned ext_node_members(struct ext_node *n, struct ext_member_row *rows,
+                          unsigned max)
+{
+    return change_members(n->change, rows, max);
+}
+
 void ext_node_shutdown(struct ext_node *n)
 {
+    if (status_role(n->status) == RAFT_LEADER) {
+        struct ext_change_request q = {.op = EXT_CHANGE_TRANSFER};
+        struct ext_change_result r;
+        /* Hand the leadership on first: the followers need not wait for
+         * an election timeout. Writes waiting meanwhile are retried
+         * under the new leader. */
+        if (change_submit(n->change, &q, n->cfg.election_timeout_ms, NULL,
+                          &r) == 0) {
+            node_log_line(&n->log, RAFT_LOG_INFO,
+                          "stopping: leadership handed to server %llu",
+                          (unsigned long long)r.leader);
+        } else {
+            node_log_line(&n->log, RAFT_LOG_INFO,
+                          "stopping: no leadership transfer: %s", r.errmsg);
+        }
+    }
+    change_shutdown(n->change);
     exec_fail_all(n->exec, "the node is shutting down (raft_stop)");
 }

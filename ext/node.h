@@ -60,7 +60,10 @@ struct ext_exec_probe {
 /* How often a waiting caller asks its probe, ms. */
 #define EXT_EXEC_POLL_MS 50
 
-struct ext_node; /* opaque */
+struct ext_node;           /* opaque */
+struct ext_change_request; /* change_codec.h */
+struct ext_change_result;  /* change_codec.h */
+struct ext_member_row;     /* members.h */
 
 /* ext_node_start opens the log and the apply connection for database file
  * @db_path, builds the Raft core from what they hold and starts the loop
@@ -74,10 +77,13 @@ struct ext_node; /* opaque */
 int ext_node_start(const char *db_path, const struct ext_config *cfg,
                    struct ext_node **out, char *errmsg, size_t errmsg_len);
 
-/* ext_node_shutdown makes every waiting and future ext_node_exec on @n
- * return at once with "shutting down" (outcome unknown when the request
- * had left this node, else not applied). Any thread; call it before
- * waiting for callers to leave and calling ext_node_stop. */
+/* ext_node_shutdown first hands the leadership on when @n leads (a
+ * leadership transfer to the most caught-up voter, waiting at most
+ * election_timeout_ms, so a planned restart costs no election timeout),
+ * then makes every waiting and future ext_node_exec and ext_node_change
+ * on @n return at once with "shutting down" (outcome unknown when the
+ * request had left this node, else not applied). Any thread; call it
+ * before waiting for callers to leave and calling ext_node_stop. */
 void ext_node_shutdown(struct ext_node *n);
 
 /* ext_node_stop stops the threads, fails every waiting caller with
@@ -114,6 +120,22 @@ char *ext_node_status(struct ext_node *n);
 /* ext_node_leader returns the id of the leader this node knows of, 0 when
  * none. Any thread. */
 uint64_t ext_node_leader(struct ext_node *n);
+
+/* ext_node_change runs membership change or leadership transfer @req
+ * (change_submit in change.h: refused at once while another runs here;
+ * done once committed, or once another server leads) and waits at most
+ * exec_timeout_ms, or until @probe (may be NULL) says the caller was
+ * interrupted. Always fills @out; returns out->rc (0, or the errors
+ * change_submit lists). Any thread but the node's own. */
+int ext_node_change(struct ext_node *n, const struct ext_change_request *req,
+                    const struct ext_exec_probe *probe,
+                    struct ext_change_result *out);
+
+/* ext_node_members copies into @rows (at most @max) the servers of the
+ * configuration in force as this node last saw them (members.h) and
+ * returns how many there are. Any thread. */
+unsigned ext_node_members(struct ext_node *n, struct ext_member_row *rows,
+                          unsigned max);
 
 /* ext_node_id returns this node's server id. Any thread. */
 uint64_t ext_node_id(const struct ext_node *n);

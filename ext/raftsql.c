@@ -15,11 +15,14 @@
 ** Writes go through raft_exec() only: the statement becomes a Raft log
 ** entry, and every node applies committed entries in order to its own
 ** database. Direct writes to the database are refused while the node runs.
+** Membership changes through the log (members.c):
 **
-** LIMITATIONS: the cluster membership is fixed at raft_start(); the write
-** guard replaces any authorizer the host had set; the extension and its
-** host must share one SQLite library (the apply connection is opened with
-** the library raftsql was linked against).
+**     SELECT raft_add(4, '127.0.0.1:7004');  -- a learner, then a voter
+**     SELECT * FROM raft_members;
+**
+** LIMITATIONS: the write guard replaces any authorizer the host had set;
+** the extension and its host must share one SQLite library (the apply
+** connection is opened with the library raftsql was linked against).
 */
 
 #include <pthread.h>

@@ -114,6 +114,18 @@ int raft_uv_transport_remove_peer(struct raft_uv_transport *t, raft_id id);
  * is established. */
 bool raft_uv_transport_connected(const struct raft_uv_transport *t, raft_id id);
 
+/* The id of the peer raft_uv_node_probe dials: a server whose id is not
+ * known yet (a join= address). Never a server's id; no frame is ever
+ * addressed to it (the handshake it carries makes the server there dial
+ * back, and that connection tells its id). */
+#define RAFT_UV_PROBE_ID UINT64_MAX
+
+/* raft_uv_transport_connected_peers writes into @ids (room for @max) the
+ * ids of the peers whose outgoing connection is established, the probe
+ * excluded, and returns how many it wrote. */
+unsigned raft_uv_transport_connected_peers(const struct raft_uv_transport *t,
+                                           raft_id *ids, unsigned max);
+
 /* raft_uv_transport_peer_build_id returns the build id peer @id sent in
  * the handshake of its latest accepted connection ("" for none), or NULL
  * while none arrived or for an unknown peer. Valid until the next

@@ -85,7 +85,11 @@ static void drop_peer(struct raft_uv_node *d, unsigned i)
 
 /* follow_configuration makes the peers those of the configuration in
  * force: removed servers are forgotten, new ones dialled, changed
- * addresses re-dialled. */
+ * addresses re-dialled. The leader this server follows is kept while it
+ * leads, even once a configuration without it is in force (a leader that
+ * removes itself leads until that entry commits, and learns of the commit
+ * from its followers' answers, thesis §4.2.2); d->drop_pending makes each
+ * later step call it again until it is dropped. */
 static void follow_configuration(struct raft_uv_node *d)
 {
     const struct raft_configuration *c = raft_current_configuration(d->raft);
@@ -95,12 +99,15 @@ static void follow_configuration(struct raft_uv_node *d)
         d->tr->remove_peer == NULL) {
         return;
     }
+    d->drop_pending = false;
     for (i = d->n_peers; i-- > 0;) {
         bool member = false;
         for (unsigned k = 0; k < c->n; k++) {
             member = member || c->servers[k].id == d->peers[i];
         }
-        if (!member) {
+        if (!member && d->peers[i] == raft_leader_id(d->raft)) {
+            d->drop_pending = true;
+        } else if (!member) {
             raft_uv_node_log(d, RAFT_LOG_INFO,
                              "server %" PRIu64
                              " left the configuration: no longer dialled",
@@ -164,7 +171,7 @@ int raft_uv_node_step(struct raft_uv_node *d, const struct raft_event *event,
     if (rc != 0) {
         return rc;
     }
-    if (u->configuration_changed) {
+    if (u->configuration_changed || d->drop_pending) {
         follow_configuration(d);
     }
     if (u->hard_state_changed || u->n_entries > 0) {
@@ -261,6 +268,29 @@ bool raft_uv_node_failed(const struct raft_uv_node *d)
 bool raft_uv_node_connected(const struct raft_uv_node *d, raft_id id)
 {
     return d->transport != NULL && d->tr->connected(d->transport, id);
+}
+
+unsigned raft_uv_node_connected_peers(const struct raft_uv_node *d,
+                                      raft_id *ids, unsigned max)
+{
+    if (d->transport == NULL || d->tr->connected_peers == NULL) {
+        return 0;
+    }
+    return d->tr->connected_peers(d->transport, ids, max);
+}
+
+int raft_uv_node_probe(struct raft_uv_node *d, const char *host, uint16_t port)
+{
+    struct raft_uv_peer p;
+
+    if (d->transport == NULL || d->tr->add_peer == NULL) {
+        return RAFT_INVALID;
+    }
+    memset(&p, 0, sizeof p);
+    p.id = RAFT_UV_PROBE_ID;
+    snprintf(p.host, sizeof p.host, "%s", host);
+    p.port = port;
+    return d->tr->add_peer(d->transport, &p);
 }
 
 const char *raft_uv_node_peer_build_id(const struct raft_uv_node *d, raft_id id)
@@ -430,6 +460,11 @@ static int tcp_remove_peer(void *t, raft_id id)
     return raft_uv_transport_remove_peer(t, id);
 }
 
+static unsigned tcp_connected_peers(const void *t, raft_id *ids, unsigned max)
+{
+    return raft_uv_transport_connected_peers(t, ids, max);
+}
+
 static const struct raft_uv_node_transport tcp_transport = {
     .start = tcp_start,
     .send = tcp_send,
@@ -438,6 +473,7 @@ static const struct raft_uv_node_transport tcp_transport = {
     .close = tcp_close,
     .add_peer = tcp_add_peer,
     .remove_peer = tcp_remove_peer,
+    .connected_peers = tcp_connected_peers,
 };
 
 /* ---- Start and stop ----------------------------------------------------- */
@@ -553,4 +589,21 @@ void raft_uv_node_stop(struct raft_uv_node *d)
     raft_uv_snapshot_close(d);
     raft_close(d->raft);
     free(d);
+}
+
+/* ---- Membership (added by the sqlmember branch) ------------------------ */
+
+int raft_uv_node_change(struct raft_uv_node *d, const struct raft_event *ev,
+                        raft_index *out_index)
+{
+    struct raft_update u;
+    int rc;
+    if (ev->type != RAFT_EVENT_CHANGE && ev->type != RAFT_EVENT_TRANSFER) {
+        return RAFT_INVALID;
+    }
+    rc = raft_uv_node_step(d, ev, &u);
+    if (rc == 0 && out_index != NULL) {
+        *out_index = ev->type == RAFT_EVENT_CHANGE ? u.proposed_index : 0;
+    }
+    return rc;
 }

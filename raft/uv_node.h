@@ -188,6 +188,21 @@ bool raft_uv_node_failed(const struct raft_uv_node *d);
  * is established. Loop thread. */
 bool raft_uv_node_connected(const struct raft_uv_node *d, raft_id id);
 
+/* raft_uv_node_connected_peers writes into @ids (room for @max) the ids of
+ * the servers this node has an established outgoing connection to (peers
+ * of the configuration, and servers that connected to it and were dialled
+ * back), and returns how many. Loop thread. */
+unsigned raft_uv_node_connected_peers(const struct raft_uv_node *d,
+                                      raft_id *ids, unsigned max);
+
+/* raft_uv_node_probe dials @host:@port, a server whose id is not known
+ * (a join= address), as peer RAFT_UV_PROBE_ID (uv.h): its handshake makes
+ * that server dial back, and once it has, raft_uv_node_connected_peers
+ * lists it. The transport re-dials it as any peer. Errors: RAFT_INVALID
+ * (no transport that takes peers, a bad address), RAFT_BUSY (the peer
+ * table is full), RAFT_SHUTDOWN. Loop thread. */
+int raft_uv_node_probe(struct raft_uv_node *d, const char *host, uint16_t port);
+
 /* raft_uv_node_peer_build_id returns the build id peer @id sent in the
  * handshake of its latest accepted connection (its build_id setting, ""
  * for none), or NULL while none arrived or for an unknown peer. A peer
@@ -216,5 +231,17 @@ struct raft_uv_node_stats {
  * thread. */
 void raft_uv_node_stats(const struct raft_uv_node *d,
                         struct raft_uv_node_stats *out);
+
+/* raft_uv_node_change steps @ev, a RAFT_EVENT_CHANGE or
+ * RAFT_EVENT_TRANSFER (raft.h documents both), and carries out its update
+ * as every step does. For a CHANGE, *@out_index (may be NULL) is the index
+ * of the new configuration entry: the change is done once that index is
+ * committed; for a TRANSFER it is 0. Written only on success.
+ * Errors: raft_step's for that event (RAFT_NOTLEADER, RAFT_BUSY,
+ * RAFT_NOTFOUND, RAFT_INVALID, RAFT_NOMEM); RAFT_INVALID for any other
+ * event type; RAFT_IOERR (storage failed earlier); RAFT_SHUTDOWN. Loop
+ * thread. */
+int raft_uv_node_change(struct raft_uv_node *d, const struct raft_event *ev,
+                        raft_index *out_index);
 
 #endif /* RAFT_UV_NODE_H */

@@ -50,6 +50,9 @@ struct raft_uv_node_transport {
      * _remove_peer (NULL: the peers stay those of @start's @cfg). */
     int (*add_peer)(void *t, const struct raft_uv_peer *p);
     int (*remove_peer)(void *t, raft_id id);
+    /* connected_peers: as raft_uv_transport_connected_peers (NULL: none
+     * is listed). */
+    unsigned (*connected_peers)(const void *t, raft_id *ids, unsigned max);
 };
 
 /* What raft_uv_node_start fixes and a test may replace. */
@@ -123,6 +126,8 @@ struct raft_uv_node {
                                             configuration in force */
     bool connected[RAFT_MAX_VOTERS];     /* last seen connection state */
     unsigned n_peers;
+    bool drop_pending;                       /* a peer left the configuration
+                                            but leads: drop it later */
     const struct raft_uv_node_transport *tr; /* @transport's functions */
 
     /* Storage jobs (uv_storage.c). */

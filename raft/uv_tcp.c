@@ -697,6 +697,20 @@ bool raft_uv_transport_connected(const struct raft_uv_transport *t, raft_id id)
     return out != NULL && out->state == RAFT__UV_CONNECTED;
 }
 
+unsigned raft_uv_transport_connected_peers(const struct raft_uv_transport *t,
+                                           raft_id *ids, unsigned max)
+{
+    unsigned n = 0;
+
+    for (unsigned i = 0; i < t->n_outs && n < max; i++) {
+        const struct raft_uv_out *out = t->outs[i];
+        if (out->id != RAFT_UV_PROBE_ID && out->state == RAFT__UV_CONNECTED) {
+            ids[n++] = out->id;
+        }
+    }
+    return n;
+}
+
 const char *raft_uv_transport_peer_build_id(const struct raft_uv_transport *t,
                                             raft_id id)
 {

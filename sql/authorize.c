@@ -32,11 +32,13 @@ static int name_in(const char *name, const char *const *list, size_t n)
 
 /* is_node_local_table tells whether @name is one of SQLite's eponymous
  * virtual tables whose rows differ per node: the connection's prepared
- * statements, the file's page layout, a statement's bytecode. */
+ * statements, the file's page layout, a statement's bytecode, raftsql's
+ * own view of the cluster. */
 static int is_node_local_table(const char *name)
 {
     static const char *const local[] = {
-        "sqlite_stmt", "dbstat", "sqlite_dbpage", "bytecode", "tables_used",
+        "sqlite_stmt", "dbstat",      "sqlite_dbpage",
+        "bytecode",    "tables_used", "raft_members",
     };
     return name_in(name, local, sizeof local / sizeof local[0]);
 }

@@ -8,6 +8,7 @@
 #include <string.h>
 #include <sys/stat.h>
 
+#include "ext/change_codec.h"
 #include "lmdb_log/format.h"
 #include "raft/byte.h"
 #include "raft/configuration.h"
@@ -521,6 +522,43 @@ static void gen_log_meta(void)
     write_sample("log_meta", "format", out, 1 + LMDB_LOG_FORMAT_VERSION_LEN);
 }
 
+/* gen_change writes change requests (ext/change_codec.h), one of each
+ * op. */
+static void gen_change(void)
+{
+    static const struct {
+        const char *name;
+        uint8_t op;
+        bool manual;
+        raft_id id;
+        const char *address;
+    } reqs[] = {
+        {"add", EXT_CHANGE_ADD, false, 4, "127.0.0.1:7004"},
+        {"add_learner", EXT_CHANGE_ADD, true, 5, "127.0.0.1:7005"},
+        {"remove", EXT_CHANGE_REMOVE, false, 3, ""},
+        {"promote", EXT_CHANGE_PROMOTE, false, 4, ""},
+        {"demote", EXT_CHANGE_DEMOTE, false, 2, ""},
+        {"update", EXT_CHANGE_UPDATE, false, 2, "10.0.0.2:7001"},
+        {"transfer_any", EXT_CHANGE_TRANSFER, false, 0, ""},
+        {"join", EXT_CHANGE_JOIN, false, 6, "127.0.0.1:7006"},
+    };
+    make_dir("change");
+    for (size_t i = 0; i < sizeof reqs / sizeof reqs[0]; i++) {
+        struct ext_change_request q;
+        struct raft_buf *b = NULL;
+        memset(&q, 0, sizeof q);
+        q.op = reqs[i].op;
+        q.manual = reqs[i].manual;
+        q.id = reqs[i].id;
+        snprintf(q.address, sizeof q.address, "%s", reqs[i].address);
+        if (change_codec_encode(&q, &b) != 0) {
+            die("change_codec_encode");
+        }
+        write_sample("change", reqs[i].name, b->data, b->len);
+        raft_buf_unref(b);
+    }
+}
+
 int main(int argc, char **argv)
 {
     struct frames s;
@@ -542,6 +580,7 @@ int main(int argc, char **argv)
     gen_log_entry(&s);
     gen_log_meta();
     gen_configuration();
+    gen_change();
     frames_close(&s);
     return 0;
 }

@@ -1,0 +1,403 @@
+"""Membership at runtime (issue 11), end to end under a steady write load:
+grow 3 nodes to 5 and shrink back, replace a dead node, transfer the
+leadership (raft_transfer, and raft_stop on a leader), and a learner that
+does not count for quorum. Afterwards every acknowledged write is present
+once and the replicas' fingerprints are equal.
+
+Until the node-side branch (dynamic peers, join=) is merged, a node only
+dials the servers its cluster= string names: these tests give every node a
+string that names every server the test will ever run and remove the ones
+not started yet, so the configuration in the log is what changes. The
+join= variant of the replacement skips itself while raft_start refuses
+join=.
+"""
+
+import os
+import shutil
+import signal
+import sys
+import tempfile
+import threading
+import time
+import unittest
+
+from e2e import NODE, ROOT
+from raftsql_cluster import Node, NodeError, free_ports
+
+sys.path.insert(0, os.path.join(ROOT, "tools"))
+import fingerprint  # noqa: E402
+
+ELECTION_MS = 600
+TIMING = ("election_timeout_ms=%d heartbeat_ms=50 exec_timeout_ms=5000 "
+          "log_level=info" % ELECTION_MS)
+
+
+class LockedNode(Node):
+    """A node whose request pipe several threads share (the writer and
+    the test)."""
+
+    def __init__(self, *args, **kwargs):
+        self.pipe_lock = threading.Lock()
+        super().__init__(*args, **kwargs)
+
+    def sql(self, text, *params):
+        with self.pipe_lock:
+            return super().sql(text, *params)
+
+    def stop(self, timeout=20):
+        with self.pipe_lock:
+            return super().stop(timeout)
+
+    def kill(self):
+        with self.pipe_lock:
+            return super().kill()
+
+
+class Members:
+    """Up to n node processes sharing one cluster= string that names all
+    n; only the ones started run."""
+
+    def __init__(self, workdir, n):
+        self.dir = workdir
+        self.ports = free_ports(n)
+        self.string = ",".join("%d@127.0.0.1:%d" % (i + 1, p)
+                               for i, p in enumerate(self.ports))
+        self.nodes = {}
+        self.lock = threading.Lock()
+
+    def address(self, i):
+        return "127.0.0.1:%d" % self.ports[i - 1]
+
+    def start(self, i, extra=""):
+        db = os.path.join(self.dir, "node%d.db" % i)
+        node = LockedNode(NODE, i, db,
+                          os.path.join(self.dir, "node%d.log" % i))
+        if "join=" in extra:
+            # A joining node names only where it listens and whom it
+            # asks; it learns the members from the log.
+            where = "listen=%s" % self.address(i)
+        else:
+            where = "cluster=%s" % self.string
+        node.sql("SELECT raft_start(?)", "id=%d %s %s %s" % (
+            i, where, TIMING, extra))
+        with self.lock:
+            self.nodes[i] = node
+        return node
+
+    def live(self):
+        with self.lock:
+            return [n for n in self.nodes.values() if n.proc.poll() is None]
+
+    def leader(self, timeout=20.0):
+        """The leader of the highest term among the live nodes, once the
+        live members that know a leader all name it (a node that is no
+        member yet knows none)."""
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            best, named = None, set()
+            for n in self.live():
+                try:
+                    st = n.status()
+                except (NodeError, ValueError, OSError):
+                    continue
+                if st["role"] == "leader" and (
+                        best is None or st["term"] > best[1]):
+                    best = (n, st["term"])
+                if st.get("leader"):
+                    named.add(st["leader"])
+            if best is not None and named <= {best[0].id}:
+                return best[0]
+            time.sleep(0.05)
+        raise TimeoutError("no leader within %.0f s" % timeout)
+
+    def kill(self, i):
+        with self.lock:
+            node = self.nodes.pop(i)
+        node.kill()
+
+    def stop(self, i):
+        with self.lock:
+            node = self.nodes.pop(i)
+        return node.stop()
+
+    def wipe(self, i):
+        for name in os.listdir(self.dir):
+            if name.startswith("node%d.db" % i):
+                path = os.path.join(self.dir, name)
+                if os.path.isdir(path):
+                    shutil.rmtree(path)
+                else:
+                    os.unlink(path)
+
+
+class Writer(threading.Thread):
+    """Writes numbered rows through any live node until stopped; keeps
+    the acknowledged numbers."""
+
+    def __init__(self, members):
+        super().__init__(daemon=True)
+        self.members = members
+        self.acked = set()
+        self.halt = threading.Event()
+
+    def run(self):
+        i = 0
+        while not self.halt.is_set():
+            i += 1
+            nodes = self.members.live()
+            if not nodes:
+                time.sleep(0.05)
+                continue
+            node = nodes[i % len(nodes)]
+            try:
+                node.value("SELECT raft_exec('INSERT INTO ack(n) VALUES (?)',"
+                           " ?)", i)
+                self.acked.add(i)
+            except (NodeError, ValueError, OSError, BrokenPipeError):
+                time.sleep(0.02)
+
+    def finish(self):
+        self.halt.set()
+        self.join(30)
+
+
+class MembershipTest(unittest.TestCase):
+
+    def setUp(self):
+        self.dir = tempfile.mkdtemp(prefix="raftsql-e2e-members-")
+        self.m = None
+        self.writer = None
+
+    def tearDown(self):
+        if self.writer is not None:
+            self.writer.finish()
+        codes = []
+        if self.m is not None:
+            for i in list(self.m.nodes):
+                codes.append(self.m.stop(i))
+        shutil.rmtree(self.dir, ignore_errors=True)
+        self.assertEqual([c for c in codes if c not in (0, None)], [])
+
+    # ---- helpers ------------------------------------------------------
+
+    def call(self, node, sql, *params, timeout=30.0):
+        """Run a membership call, retrying while another change is
+        pending or the leader is not ready (the functions refuse at once
+        then, by design)."""
+        deadline = time.monotonic() + timeout
+        while True:
+            try:
+                return node.value(sql, *params)
+            except NodeError as e:
+                text = str(e)
+                if time.monotonic() > deadline or not (
+                        "pending" in text or "retry" in text or
+                        "no leader" in text):
+                    raise
+                time.sleep(0.1)
+
+    def members(self, node):
+        return {r[0]: r for r in node.sql(
+            "SELECT id, address, role, leader, match_index, lag, "
+            "last_contact_ms, connected FROM raft_members")}
+
+    def wait_role(self, node_id, role, timeout=30.0):
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            rows = self.members(self.m.leader())
+            if node_id in rows and rows[node_id][2] == role:
+                return
+            time.sleep(0.1)
+        self.fail("server %d did not become a %s" % (node_id, role))
+
+    def begin(self, n, start):
+        self.m = Members(self.dir, n)
+        for i in start:
+            self.m.start(i)
+        leader = self.m.leader()
+        leader.value("SELECT raft_exec('CREATE TABLE ack(id INTEGER "
+                     "PRIMARY KEY, n INTEGER UNIQUE)')")
+        for i in range(1, n + 1):
+            if i not in start:
+                self.call(self.m.leader(), "SELECT raft_remove(?)", i)
+        self.writer = Writer(self.m)
+        self.writer.start()
+        time.sleep(0.5)
+
+    def kill_and_remove_a_follower(self):
+        """kill -9 a follower, wipe its files, raft_remove it; its id."""
+        victim = next(n.id for n in self.m.live()
+                      if n.id != self.m.leader().id)
+        self.m.kill(victim)
+        self.m.wipe(victim)
+        self.call(self.m.leader(), "SELECT raft_remove(?)", victim)
+        return victim
+
+    def check_end(self):
+        """Stop the writes, converge, check the acknowledged writes and
+        the fingerprints of every live member."""
+        self.writer.finish()
+        acked = self.writer.acked
+        self.writer = None
+        leader = self.m.leader()
+        self.call(leader, "SELECT raft_exec('SELECT 1')")
+        commit = leader.status()["commit"]
+        live = [n for n in self.m.live()
+                if n.id in self.members(leader)]
+        deadline = time.monotonic() + 30
+        for n in live:
+            while n.status()["applied"] < commit:
+                self.assertLess(time.monotonic(), deadline)
+                time.sleep(0.05)
+        self.assertGreater(len(acked), 10)
+        for n in live:
+            rows = [r[0] for r in n.sql("SELECT n FROM ack")]
+            self.assertEqual(len(rows), len(set(rows)))
+            self.assertEqual(acked - set(rows), set(),
+                             "node %d lost acknowledged writes" % n.id)
+        fps = {fingerprint.render(fingerprint.fingerprint(n.db))
+               for n in live}
+        self.assertEqual(len(fps), 1, "replicas differ")
+
+    # ---- tests --------------------------------------------------------
+
+    def test_grow_3_to_5_then_shrink_to_3(self):
+        """raft_add adds a learner that the leader promotes once caught
+        up; five voters, then removed again (from a follower, forwarded),
+        while a client writes."""
+        self.begin(5, (1, 2, 3))
+        for i in (4, 5):
+            self.m.start(i)
+            text = self.call(self.m.leader(), "SELECT raft_add(?, ?)", i,
+                             self.m.address(i))
+            self.assertIn("added as a learner", text)
+            self.wait_role(i, "voter")
+        rows = self.members(self.m.leader())
+        self.assertEqual(sorted(rows), [1, 2, 3, 4, 5])
+        self.assertTrue(all(r[2] == "voter" for r in rows.values()))
+        for i in (5, 4):
+            leader = self.m.leader()
+            follower = next(n for n in self.m.live() if n.id != leader.id
+                            and n.id != i)
+            text = self.call(follower, "SELECT raft_remove(?)", i)
+            self.assertIn("removed", text)
+            self.m.stop(i)
+        self.assertEqual(sorted(self.members(self.m.leader())), [1, 2, 3])
+        self.check_end()
+
+    def test_replace_a_dead_node(self):
+        """kill -9 a voter, wipe it, raft_remove it, and add a new server
+        at a new address: promoted once caught up."""
+        self.begin(4, (1, 2, 3))
+        victim = self.kill_and_remove_a_follower()
+        self.m.start(4)
+        self.call(self.m.leader(), "SELECT raft_add(4, ?)", self.m.address(4))
+        self.wait_role(4, "voter")
+        self.assertEqual(sorted(self.members(self.m.leader())),
+                         sorted({1, 2, 3, 4} - {victim}))
+        self.check_end()
+
+    def test_replace_with_join(self):
+        """As above, the new node joining by itself with join=."""
+        probe = Node(NODE, 9, os.path.join(self.dir, "probe.db"),
+                     os.path.join(self.dir, "probe.log"))
+        try:
+            probe.sql("SELECT raft_start('id=9 join=127.0.0.1:1 "
+                      "listen=127.0.0.1:%d')" % free_ports(1)[0])
+            joins = True
+        except NodeError as e:
+            joins = "join" not in str(e)
+        probe.stop()
+        if not joins:
+            self.skipTest("needs the node-side branch (join=, dynamic "
+                          "peers)")
+        self.begin(4, (1, 2, 3))
+        victim = self.kill_and_remove_a_follower()
+        self.m.start(4, "join=%s" % self.m.address(self.m.leader().id))
+        self.wait_role(4, "voter")
+        self.check_end()
+
+    def test_transfer_leadership(self):
+        """raft_transfer() picks a voter, raft_transfer(id) names one, and
+        raft_stop on a leader hands the leadership on at once."""
+        self.begin(3, (1, 2, 3))
+        old = self.m.leader()
+        text = self.call(old, "SELECT raft_transfer()")
+        self.assertIn("leadership transferred to server", text)
+        new = self.m.leader()
+        self.assertNotEqual(new.id, old.id)
+        follower = next(n for n in self.m.live() if n.id != new.id)
+        self.call(follower, "SELECT raft_transfer(?)", old.id)
+        self.assertEqual(self.m.leader().id, old.id)
+        with self.assertRaises(NodeError) as e:
+            old.value("SELECT raft_transfer(?)", old.id)
+        self.assertIn("leader already", str(e.exception))
+
+        # raft_stop on the leader: the others have a new leader well
+        # within an election timeout (no timeout to wait for).
+        others = [n for n in self.m.live() if n.id != old.id]
+        t0 = time.monotonic()
+        stopper = threading.Thread(target=self.m.stop, args=(old.id,))
+        stopper.start()
+        while any(n.value("SELECT raft_leader()") in (None, old.id)
+                  for n in others):
+            time.sleep(0.01)
+        elapsed = time.monotonic() - t0
+        stopper.join()
+        self.assertLess(elapsed, ELECTION_MS / 1000.0)
+        with open(os.path.join(self.dir, "node%d.log" % old.id)) as f:
+            self.assertIn("leadership handed to server", f.read())
+        self.m.start(old.id)
+        self.check_end()
+
+    def test_leader_removes_itself(self):
+        """raft_remove of the leader itself on the leader returns the
+        committed result; then it steps down and the others lead."""
+        self.begin(4, (1, 2, 3, 4))
+        old = self.m.leader()
+        text = self.call(old, "SELECT raft_remove(?)", old.id)
+        self.assertIn("server %d removed" % old.id, text)
+        deadline = time.monotonic() + 20
+        while True:
+            new = self.m.leader()
+            if new.id != old.id:
+                break
+            self.assertLess(time.monotonic(), deadline)
+            time.sleep(0.05)
+        self.assertNotIn(old.id, self.members(new))
+        self.m.stop(old.id)
+        self.check_end()
+
+    def test_learner_does_not_count_for_quorum(self):
+        """With three voters and a learner, stopping two voters (SIGSTOP)
+        stops every commit: the learner is no quorum."""
+        self.begin(4, (1, 2, 3, 4))
+        self.call(self.m.leader(), "SELECT raft_demote(4)")
+        self.assertEqual(self.members(self.m.leader())[4][2], "learner")
+        self.writer.finish()
+        acked = self.writer.acked
+        for i in (1, 2):
+            os.kill(self.m.nodes[i].proc.pid, signal.SIGSTOP)
+        try:
+            with self.assertRaises(NodeError):
+                self.m.nodes[3].value("SELECT raft_exec('INSERT INTO ack(n) "
+                                      "VALUES (-1)')")
+            # Nor does a change commit without a quorum: never reported
+            # done.
+            with self.assertRaises(NodeError):
+                self.m.nodes[4].value("SELECT raft_promote(4)")
+            for i in (3, 4):
+                self.assertEqual(self.m.nodes[i].value(
+                    "SELECT count(*) FROM ack WHERE n = -1"), 0)
+        finally:
+            for i in (1, 2):
+                os.kill(self.m.nodes[i].proc.pid, signal.SIGCONT)
+        self.writer = Writer(self.m)
+        self.writer.acked = set(acked)
+        self.writer.start()
+        time.sleep(1.0)
+        self.check_end()
+
+
+if __name__ == "__main__":
+    unittest.main()
