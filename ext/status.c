@@ -344,6 +344,10 @@ char *status_json(struct ext_status *st, const struct ext_status_extra *x)
     json_object_set_new(
         o, "snapshots_installed",
         json_integer((json_int_t)s.stats.n_snapshots_installed));
+    json_object_set_new(o, "install_error",
+                        s.stats.install_error[0]
+                            ? json_string(s.stats.install_error)
+                            : json_null());
     if (s.stats.snapshot_peer != 0) {
         json_object_set_new(
             o, "snapshot_transfer",

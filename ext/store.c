@@ -397,7 +397,7 @@ static int on_compact(void *data, raft_index index, char *errmsg,
     struct ext_store *s = data;
     int rc = lmdb_log_compact(s->lmdb, index);
     if (rc != 0) {
-        snprintf(errmsg, errmsg_len, "compact: %s", lmdb_log_errmsg(s->lmdb));
+        snprintf(errmsg, errmsg_len, "%s", lmdb_log_errmsg(s->lmdb));
     } else {
         note_usage(s);
     }

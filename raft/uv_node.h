@@ -225,6 +225,10 @@ struct raft_uv_node_stats {
     raft_id snapshot_peer;          /* peer of the transfer shown below, 0 */
     uint64_t snapshot_done;         /* bytes sent or received of it */
     uint64_t snapshot_total;        /* its size, bytes */
+    char install_error[256];        /* why the last snapshot received was
+                                       not installed (the leader sends it
+                                       again), "" once one was, or none
+                                       failed */
 };
 
 /* raft_uv_node_stats copies the driver's counters into @out. Loop

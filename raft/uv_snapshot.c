@@ -419,6 +419,8 @@ void raft_uv_snapshot_installed(struct raft_uv_node *d,
     m.from = in->leader;
     m.snapshot_chunk.last_index = in->index;
     if (rc != 0) {
+        snprintf(d->stats.install_error, sizeof d->stats.install_error, "%s",
+                 errmsg != NULL ? errmsg : raft_strerror(rc));
         if (rc == RAFT_BUSY) {
             /* Not installed, nothing changed (a full disk under the
              * database): the leader sends it again later. */
@@ -437,6 +439,7 @@ void raft_uv_snapshot_installed(struct raft_uv_node *d,
         return;
     }
     d->stats.n_snapshots_installed++;
+    d->stats.install_error[0] = '\0';
     raft_uv_node_log(d, RAFT_LOG_INFO,
                      "installed snapshot at index %" PRIu64 " from %" PRIu64,
                      in->index, in->leader);

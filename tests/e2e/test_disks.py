@@ -212,9 +212,16 @@ class DiskTest(unittest.TestCase):
                             "no install was tried on the full disk")
             time.sleep(0.1)
         self.assertTrue(g.proc.poll() is None)
+        deadline = time.monotonic() + 10
+        while g.status()["install_error"] is None:
+            self.assertLess(time.monotonic(), deadline,
+                            "raft_status() does not show the failed install")
+            time.sleep(0.05)
+        self.assertIn("full", g.status()["install_error"])
         os.remove(filler)
         self.wait_caught_up(g, leader)
         self.assertGreater(g.status()["snapshots_installed"], 0)
+        self.assertIsNone(g.status()["install_error"])
         self.assertEqual(self.exec(g, "INSERT INTO t VALUES(-1, 'z')"), 1)
         self.assert_same_rows()
 
