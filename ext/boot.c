@@ -248,7 +248,9 @@ static int bootstrap(struct ext_store *s, struct sql_fsm *fsm,
                  "recover from; it restarts a surviving member alone");
         return RAFT_INVALID;
     }
-    if (cfg->join_port != 0) {
+    if (cfg->join_port != 0 || (!has_cluster && cfg->listen_port != 0)) {
+        /* Enters a running cluster: by its own JOIN (join=), or once a
+         * member runs raft_add (listen= alone). */
         b->source = EXT_BOOT_JOIN;
         return 0;
     }
@@ -256,7 +258,9 @@ static int bootstrap(struct ext_store *s, struct sql_fsm *fsm,
         snprintf(errmsg, errmsg_len,
                  "cluster: missing: a new node founds a cluster with "
                  "cluster= (e.g. cluster=1@127.0.0.1:7001,2@127.0.0.1:7002,"
-                 "3@127.0.0.1:7003) or enters one with join=host:port");
+                 "3@127.0.0.1:7003), enters one with join=host:port, or "
+                 "waits with listen=host:port until a member runs "
+                 "raft_add");
         return RAFT_INVALID;
     }
     rc = raft_configuration_bootstrap(cluster, &e, &hs);

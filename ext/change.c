@@ -25,8 +25,10 @@
  * Automatic promotion: the leader promotes a learner it marked "auto"
  * (added by JOIN, or by raft_add without 'learner') once raft_progress
  * says it caught up (thesis §4.2.1), one change at a time. The marks live
- * in the leader's memory; a joining node repeats its JOIN until it is a
- * voter, so a new leader learns them again. */
+ * in the leader's memory: after a leader change, a learner not yet
+ * promoted stays a learner until raft_promote. A joining node sends its
+ * JOIN until it is a member, no longer (raft_demote and raft_add's
+ * 'learner' hold). */
 
 #include "change.h"
 
@@ -268,6 +270,20 @@ static unsigned explain(const struct ext_change *c, const struct raft *core,
     }
 }
 
+/* address_used says whether a member of @conf other than @id has
+ * @address. */
+static bool address_used(const struct raft_configuration *conf, raft_id id,
+                         const char *address)
+{
+    for (unsigned i = 0; i < conf->n; i++) {
+        if (conf->servers[i].id != id &&
+            strcmp(conf->servers[i].address, address) == 0) {
+            return true;
+        }
+    }
+    return false;
+}
+
 /* step_request steps @q on this leader for @from: a change or transfer is
  * left pending (answered once done), a refusal answered at once. */
 static void step_request(struct ext_change *c, struct raft_uv_node *d,
@@ -294,14 +310,21 @@ static void step_request(struct ext_change *c, struct raft_uv_node *d,
     if (q->op == EXT_CHANGE_JOIN &&
         raft_configuration_role(raft_current_configuration(core), q->id) ==
             RAFT_LEARNER) {
-        /* A learner asks again, maybe of a new leader: it is in a
-         * configuration; promote it once caught up. */
-        auto_mark(c, q->id);
+        /* A learner asks (it started with join= after a raft_add, or
+         * before its configuration reached it): it is in a configuration
+         * already; left as it is (raft_add's 'learner' and raft_demote
+         * hold). */
         respond(c, d, from, rid, 0, raft_configuration_index(core));
         return;
     }
     if (c->n_pending == EXT__PENDING_MAX) {
         respond(c, d, from, rid, RAFT_BUSY, EXT_WHY_PENDING);
+        return;
+    }
+    if ((q->op == EXT_CHANGE_ADD || q->op == EXT_CHANGE_JOIN ||
+         q->op == EXT_CHANGE_UPDATE) &&
+        address_used(raft_current_configuration(core), q->id, q->address)) {
+        respond(c, d, from, rid, RAFT_INVALID, EXT_WHY_ADDRESS_USED);
         return;
     }
     memset(&ev, 0, sizeof ev);
@@ -573,8 +596,8 @@ static void dispatch(struct ext_change *c, struct raft_uv_node *d)
     }
 }
 
-/* join sends this node's JOIN request while it is not a voter (and was
- * never removed): to its leader when it knows one, else to every
+/* join sends this node's JOIN request while it is not a member (and was
+ * never one): to its leader when it knows one, else to every
  * connected peer (the join= member, once it dialled back), which passes
  * it on to the leader. */
 static void join(struct ext_change *c, struct raft_uv_node *d)
@@ -590,8 +613,10 @@ static void join(struct ext_change *c, struct raft_uv_node *d)
     if (role != 0) {
         c->was_member = true;
     }
-    if (c->advertise[0] == '\0' || role == RAFT_VOTER ||
-        (c->was_member && role == 0) || now < c->next_join_at) {
+    if (c->advertise[0] == '\0' || role != 0 || c->was_member ||
+        now < c->next_join_at) {
+        /* Once a member (a learner too: raft_demote and raft_add's
+         * 'learner' must hold), it asks no more. */
         return;
     }
     c->next_join_at = now + c->election_timeout_ms;

@@ -163,6 +163,11 @@ static void reason_text(unsigned why, raft_id id, char *buf, size_t len)
             snprintf(buf, len, "the address is longer than %d bytes",
                      RAFT_ADDRESS_MAX);
             break;
+        case EXT_WHY_ADDRESS_USED:
+            snprintf(buf, len,
+                     "the address is that of another member: each server "
+                     "needs its own (see raft_members)");
+            break;
         default:
             buf[0] = '\0';
             break;

@@ -33,21 +33,23 @@ enum ext_change_op {
  * knows, and tells the node that forwarded it (change.c). */
 enum ext_change_why {
     EXT_WHY_NONE = 0,
-    EXT_WHY_PENDING = 1,     /* BUSY: a configuration entry uncommitted */
-    EXT_WHY_TRANSFER = 2,    /* BUSY: a leadership transfer runs */
-    EXT_WHY_NOT_READY = 3,   /* BUSY: no entry of the term committed yet */
-    EXT_WHY_MEMBER = 4,      /* INVALID: ADD of a member */
-    EXT_WHY_FULL = 5,        /* INVALID: RAFT_MAX_SERVERS servers */
-    EXT_WHY_LAST_VOTER = 6,  /* INVALID: REMOVE or DEMOTE the last voter */
-    EXT_WHY_VOTER = 7,       /* INVALID: PROMOTE of a voter */
-    EXT_WHY_LEARNER = 8,     /* INVALID: DEMOTE of a learner */
-    EXT_WHY_NOT_MEMBER = 9,  /* NOTFOUND: no such member */
-    EXT_WHY_SELF = 10,       /* INVALID: TRANSFER to the leader itself */
-    EXT_WHY_TO_LEARNER = 11, /* INVALID: TRANSFER to a learner */
-    EXT_WHY_NO_VOTER = 12,   /* NOTFOUND: TRANSFER with no other voter */
-    EXT_WHY_ABANDONED = 13,  /* TIMEOUT: the transfer was abandoned */
-    EXT_WHY_LOST = 14,       /* UNKNOWN: leadership lost before commit */
-    EXT_WHY_ADDRESS = 15,    /* INVALID: an address too long */
+    EXT_WHY_PENDING = 1,       /* BUSY: a configuration entry uncommitted */
+    EXT_WHY_TRANSFER = 2,      /* BUSY: a leadership transfer runs */
+    EXT_WHY_NOT_READY = 3,     /* BUSY: no entry of the term committed yet */
+    EXT_WHY_MEMBER = 4,        /* INVALID: ADD of a member */
+    EXT_WHY_FULL = 5,          /* INVALID: RAFT_MAX_SERVERS servers */
+    EXT_WHY_LAST_VOTER = 6,    /* INVALID: REMOVE or DEMOTE the last voter */
+    EXT_WHY_VOTER = 7,         /* INVALID: PROMOTE of a voter */
+    EXT_WHY_LEARNER = 8,       /* INVALID: DEMOTE of a learner */
+    EXT_WHY_NOT_MEMBER = 9,    /* NOTFOUND: no such member */
+    EXT_WHY_SELF = 10,         /* INVALID: TRANSFER to the leader itself */
+    EXT_WHY_TO_LEARNER = 11,   /* INVALID: TRANSFER to a learner */
+    EXT_WHY_NO_VOTER = 12,     /* NOTFOUND: TRANSFER with no other voter */
+    EXT_WHY_ABANDONED = 13,    /* TIMEOUT: the transfer was abandoned */
+    EXT_WHY_LOST = 14,         /* UNKNOWN: leadership lost before commit */
+    EXT_WHY_ADDRESS = 15,      /* INVALID: an address too long */
+    EXT_WHY_ADDRESS_USED = 16, /* INVALID: ADD or UPDATE to an address
+                                  another member has */
 };
 
 /* One request. */
