@@ -89,7 +89,7 @@ static void drop_peer(struct raft_uv_node *d, unsigned i)
  * leads, even once a configuration without it is in force (a leader that
  * removes itself leads until that entry commits, and learns of the commit
  * from its followers' answers, thesis §4.2.2); d->drop_pending makes each
- * later step call it again until it is dropped. */
+ * tick call it again until it is dropped. */
 static void follow_configuration(struct raft_uv_node *d)
 {
     const struct raft_configuration *c = raft_current_configuration(d->raft);
@@ -171,7 +171,7 @@ int raft_uv_node_step(struct raft_uv_node *d, const struct raft_event *event,
     if (rc != 0) {
         return rc;
     }
-    if (u->configuration_changed || d->drop_pending) {
+    if (u->configuration_changed) {
         follow_configuration(d);
     }
     if (u->hard_state_changed || u->n_entries > 0) {
@@ -353,6 +353,9 @@ static void on_tick(uv_timer_t *t)
         d->connected[i] = now_up;
     }
     if (!d->stopping) {
+        if (d->drop_pending) {
+            follow_configuration(d); /* its leader may have changed */
+        }
         raft_uv_snapshot_tick(d);
         raft_uv_storage_tick(d);
     }
