@@ -54,10 +54,15 @@ $(B)/raftsql-node: tools/raftsql_node.c $(B)/libraftsql.a
 # runs bench/compare.sh, which builds these two and runs raftsql beside
 # dqlite, etcd and plain SQLite on 127.0.0.1.
 BENCH_SRC := bench/raftsql_bench.c bench/cluster.c bench/child.c
-$(B)/raftsql-bench: $(BENCH_SRC) bench/cluster.h bench/child.h \
+$(B)/raftsql-bench: $(BENCH_SRC) bench/cluster.h bench/child.h $(B)/delay-proxy \
 		bench/latency.h bench/timing.h bench/xorshift.h $(B)/libraftsql.a
 	$(CC) $(BASE_CFLAGS) $(CFLAGS) -pthread -o $@ $(BENCH_SRC) \
 	    $(B)/libraftsql.a $(LIBS)
+
+# The benchmark's network delay (this kernel has no netem): a TCP proxy
+# holding each byte half a round trip each way (bench/delay_proxy.c).
+$(B)/delay-proxy: bench/delay_proxy.c
+	$(CC) $(BASE_CFLAGS) $(CFLAGS) -pthread -o $@ $<
 
 $(B)/local-sqlite-bench: bench/local_sqlite.c bench/latency.h \
 		bench/timing.h bench/xorshift.h

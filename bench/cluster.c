@@ -5,12 +5,16 @@
 #include "bench/cluster.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <netinet/in.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/prctl.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "bench/child.h"
@@ -105,11 +109,11 @@ json_t *cluster_status(sqlite3 *db1, int id)
     return o;
 }
 
-/* free_ports writes @n (at most N_NODES) loopback ports that were free a
+/* free_ports writes @n (at most 2 * N_NODES) loopback ports that were free a
  * moment ago into @ports; 0, or -1 with errno set. */
 static int free_ports(int n, int *ports)
 {
-    int fds[N_NODES];
+    int fds[2 * N_NODES];
     int rc = 0, i;
     for (i = 0; i < n; i++) {
         struct sockaddr_in a = {.sin_family = AF_INET};
@@ -132,12 +136,94 @@ static int free_ports(int n, int *ports)
     return rc;
 }
 
-int cluster_start(const char *bin, const char *config, bool node1_leads,
-                  const char *dir, const volatile sig_atomic_t *stop,
-                  sqlite3 **out_db1, long *out_leader)
+/* The delay proxy of a run with --rtt-ms (0: none). */
+static pid_t g_proxy;
+
+/* start_proxy runs @proxy_bin holding each byte @rtt_ms / 2 each way, from
+ * ports[N_NODES + i] to ports[i] for each node, and waits until it
+ * listens. Returns 0, or -1 with a message on stderr. */
+static int start_proxy(const char *proxy_bin, double rtt_ms, const int *ports)
 {
-    int ports[N_NODES];
+    char rtt[32], maps[N_NODES][32], line[64];
+    char *argv[3 + N_NODES + 1];
+    int out[2];
+    FILE *f;
+    pid_t pid;
+
+    snprintf(rtt, sizeof rtt, "%g", rtt_ms);
+    argv[0] = (char *)proxy_bin;
+    argv[1] = "--rtt-ms";
+    argv[2] = rtt;
+    for (int i = 0; i < N_NODES; i++) {
+        snprintf(maps[i], sizeof maps[i], "%d:%d", ports[N_NODES + i],
+                 ports[i]);
+        argv[3 + i] = maps[i];
+    }
+    argv[3 + N_NODES] = NULL;
+    if (pipe2(out, O_CLOEXEC) != 0) {
+        return -1;
+    }
+    pid = fork();
+    if (pid < 0) {
+        close(out[0]);
+        close(out[1]);
+        return -1;
+    }
+    if (pid == 0) {
+        prctl(PR_SET_PDEATHSIG, SIGKILL);
+        dup2(out[1], 1);
+        execv(proxy_bin, argv);
+        _exit(127);
+    }
+    close(out[1]);
+    g_proxy = pid;
+    f = fdopen(out[0], "r");
+    if (f == NULL || fgets(line, sizeof line, f) == NULL ||
+        strncmp(line, "delay-proxy: ready", 18) != 0) {
+        fprintf(stderr, "raftsql-bench: %s did not start\n", proxy_bin);
+        if (f != NULL) {
+            fclose(f);
+        } else {
+            close(out[0]);
+        }
+        return -1;
+    }
+    fclose(f);
+    return 0;
+}
+
+/* stop_proxy stops the delay proxy, if one runs. */
+static void stop_proxy(void)
+{
+    if (g_proxy > 0) {
+        kill(g_proxy, SIGTERM);
+        waitpid(g_proxy, NULL, 0);
+        g_proxy = 0;
+    }
+}
+
+/* dial_for writes into @out the dial= key making node @id reach every
+ * other node through its proxy port (ports[N_NODES + j - 1]). */
+static void dial_for(int id, const int *ports, char *out, size_t out_len)
+{
+    size_t n = (size_t)snprintf(out, out_len, "dial=");
+    for (int j = 1; j <= N_NODES && n < out_len; j++) {
+        if (j != id) {
+            n += (size_t)snprintf(out + n, out_len - n, "%s%d@127.0.0.1:%d",
+                                  out[n - 1] == '=' ? "" : ",", j,
+                                  ports[N_NODES + j - 1]);
+        }
+    }
+}
+
+int cluster_start(const char *bin, const char *config, bool node1_leads,
+                  const char *dir, double rtt_ms, const char *proxy_bin,
+                  const volatile sig_atomic_t *stop, sqlite3 **out_db1,
+                  long *out_leader)
+{
+    int ports[2 * N_NODES];
     char members[256], cfg[2048], db[1200], log[1200], buf[1024];
+    char dial[256] = "";
     int want = node1_leads ? 1 : 2;
     int order[N_NODES] = {want, want == 1 ? 2 : 1, 3};
     sqlite3 *db1 = NULL;
@@ -147,8 +233,12 @@ int cluster_start(const char *bin, const char *config, bool node1_leads,
         fprintf(stderr, "raftsql-bench: mkdir %s: %s\n", dir, strerror(errno));
         return -1;
     }
-    if (free_ports(N_NODES, ports) != 0) {
+    if (free_ports(2 * N_NODES, ports) != 0) {
         fprintf(stderr, "raftsql-bench: no free port: %s\n", strerror(errno));
+        return -1;
+    }
+    stop_proxy();
+    if (rtt_ms > 0 && start_proxy(proxy_bin, rtt_ms, ports) != 0) {
         return -1;
     }
     snprintf(members, sizeof members,
@@ -177,13 +267,16 @@ int cluster_start(const char *bin, const char *config, bool node1_leads,
          * the two others wait longer, so it campaigns first. A head start
          * in time does not work: its first votes find no peer listening,
          * and the transport backs off. */
+        if (rtt_ms > 0) {
+            dial_for(id, ports, dial, sizeof dial);
+        }
         if (id == want) {
-            snprintf(cfg, sizeof cfg, "id=%d cluster=%s %s", id, members,
-                     config);
+            snprintf(cfg, sizeof cfg, "id=%d cluster=%s %s %s", id, members,
+                     dial, config);
         } else {
             snprintf(cfg, sizeof cfg,
-                     "id=%d cluster=%s election_timeout_ms=%d %s", id, members,
-                     LOSER_TIMEOUT_MS, config);
+                     "id=%d cluster=%s election_timeout_ms=%d %s %s", id,
+                     members, LOSER_TIMEOUT_MS, dial, config);
         }
         if (id == 1) {
             if (cluster_db_text(db1, "SELECT raft_start(?)", cfg, buf,
@@ -235,6 +328,7 @@ void cluster_stop(sqlite3 *db1)
         sqlite3_exec(db1, "SELECT raft_stop()", NULL, NULL, NULL);
         sqlite3_close(db1);
     }
+    stop_proxy();
 }
 
 pid_t cluster_pid(int id)

@@ -19,6 +19,9 @@
 /* cluster_start starts nodes 1..3 in the directory @dir (created if
  * missing): nodes 2 and 3 as processes of the raftsql-node binary @bin,
  * node 1 in this process; every raft_start gets the extra keys @config.
+ * With @rtt_ms > 0 every node reaches the others through one process of
+ * the delay proxy @proxy_bin (bench/delay_proxy.c; dial= overrides), so
+ * each peer link has @rtt_ms of round trip; it stops with cluster_stop.
  * The node meant to lead (node 1 if @node1_leads, else node 2) starts
  * first and keeps the default election timeout, the two others wait
  * longer. Then it waits (up to 20 s, or until *@stop is not 0) until all
@@ -27,11 +30,12 @@
  * with a message on stderr; node processes already started are left for
  * cluster_stop_children. */
 int cluster_start(const char *bin, const char *config, bool node1_leads,
-                  const char *dir, const volatile sig_atomic_t *stop,
-                  sqlite3 **out_db1, long *out_leader);
+                  const char *dir, double rtt_ms, const char *proxy_bin,
+                  const volatile sig_atomic_t *stop, sqlite3 **out_db1,
+                  long *out_leader);
 
-/* cluster_stop stops nodes 2 and 3 (10 s grace each), then node 1 and
- * closes @db1 (NULL: only the processes). */
+/* cluster_stop stops nodes 2 and 3 (10 s grace each), then node 1, closes
+ * @db1 (NULL: only the processes) and stops the delay proxy. */
 void cluster_stop(sqlite3 *db1);
 
 /* cluster_stop_children stops the node processes still running, each with

@@ -151,18 +151,26 @@ install_missing go-dqlite etcd-server etcd-client wrk gnuplot-nox || {
 # absolute path would match no rule (a stale binary would be reported as
 # up to date).
 make --no-print-directory build/raftsql-node build/raftsql-bench \
-    build/local-sqlite-bench >&2 || exit 1
+    build/local-sqlite-bench build/delay-proxy >&2 || exit 1
 mkdir -p "$OUT_DIR"
 
 # ---- raftsql ----------------------------------------------------------------
 
+# delay_note RTT: the log's words for a run's network delay ("" for none).
+delay_note() {
+    [ "$1" != 0 ] && echo "; $1 ms round trip on every peer link"
+}
+
 run_raftsql() {
-    local clients=$1 role=$2 name="raftsql-$1-$2" out
+    local clients=$1 role=$2 rtt=${3:-0} name="raftsql-$1-$2" out
+    [ "$rtt" != 0 ] && name+="-rtt$rtt"
     out=$T/$name.out
-    log "$name: $clients client threads in node 1's process, node 1 $role"
+    log "$name: $clients client threads in node 1's process, node 1 $role" \
+        "$(delay_note "$rtt")"
     run_logged "$out" "$B/raftsql-bench" --clients "$clients" \
         --role "$role" --duration "$DURATION" --name "$name" \
-        --node "$B/raftsql-node" --dir "$T/$name"
+        --node "$B/raftsql-node" --dir "$T/$name" --rtt-ms "$rtt" \
+        --proxy "$B/delay-proxy"
     grep -v '^RESULT ' "$out" | tail -5 >&2
     record "$name" "$out"
     rm -rf "${T:?}/$name"
@@ -249,24 +257,44 @@ EOF
 # ---- etcd -------------------------------------------------------------------
 
 run_etcd() {
-    local conns=$1 name="etcd-$1" d=$T/etcd-$1 ports ic="" eps="" i
-    local threads=1 leader_url pids=() out=$T/etcd-$1.out
+    local conns=$1 rtt=${2:-0} name="etcd-$1" ports ic="" eps="" i
+    local threads=1 leader_url pids=() maps=() d out
+    [ "$rtt" != 0 ] && name+="-rtt$rtt"
+    d=$T/$name out=$T/$name.out
     [ "$conns" -gt 1 ] && threads=2
     mkdir -p "$d"
-    mapfile -t ports < <(free_ports 6)
+    # Per member: client port, peer port, and the delay proxy's port in
+    # front of the peer port (advertised, so every peer message to the
+    # member crosses it; unused without a delay).
+    mapfile -t ports < <(free_ports 9)
     for i in 0 1 2; do
-        ic+="${ic:+,}m$((i + 1))=http://127.0.0.1:${ports[$((2 * i + 1))]}"
-        eps+="${eps:+,}http://127.0.0.1:${ports[$((2 * i))]}"
+        local adv=${ports[$((3 * i + 1))]}
+        [ "$rtt" != 0 ] && adv=${ports[$((3 * i + 2))]} &&
+            maps+=("${ports[$((3 * i + 2))]}:${ports[$((3 * i + 1))]}")
+        ic+="${ic:+,}m$((i + 1))=http://127.0.0.1:$adv"
+        eps+="${eps:+,}http://127.0.0.1:${ports[$((3 * i))]}"
     done
     log "$name: etcd $(etcd --version | head -1 | awk '{print $3}'), 3" \
-        "members; wrk, $conns connections, PUT 1 KiB via /v3/kv/put"
+        "members; wrk, $conns connections, PUT 1 KiB via /v3/kv/put" \
+        "$(delay_note "$rtt")"
+    if [ "$rtt" != 0 ]; then
+        "$B/delay-proxy" --rtt-ms "$rtt" "${maps[@]}" >"$d/proxy.out" 2>&1 &
+        pids+=($!)
+        PIDS+=($!)
+        for i in $(seq 50); do
+            grep -q ready "$d/proxy.out" && break
+            sleep 0.1
+        done
+    fi
     for i in 0 1 2; do
-        local c=${ports[$((2 * i))]} p=${ports[$((2 * i + 1))]}
+        local c=${ports[$((3 * i))]} p=${ports[$((3 * i + 1))]}
+        local adv=${ports[$((3 * i + 1))]}
+        [ "$rtt" != 0 ] && adv=${ports[$((3 * i + 2))]}
         etcd --name "m$((i + 1))" --data-dir "$d/m$((i + 1))" \
             --listen-client-urls "http://127.0.0.1:$c" \
             --advertise-client-urls "http://127.0.0.1:$c" \
             --listen-peer-urls "http://127.0.0.1:$p" \
-            --initial-advertise-peer-urls "http://127.0.0.1:$p" \
+            --initial-advertise-peer-urls "http://127.0.0.1:$adv" \
             --initial-cluster "$ic" --initial-cluster-token raftsql-bench \
             --initial-cluster-state new --logger zap --log-outputs stderr \
             >"$d/m$((i + 1)).log" 2>&1 &
@@ -364,6 +392,15 @@ done
 for n in 1 64; do want "dqlite-$n" && run_dqlite "$n"; done
 for n in 1 64; do want "etcd-$n" && run_etcd "$n"; done
 for n in 1 64; do want "local-$n" && run_local "$n"; done
+# The same peer links with network delay (RTTS: round trips in ms), through
+# build/delay-proxy for both: what pipelining buys when the network is not
+# free.
+for rtt in ${RTTS-1 10}; do
+    for n in 1 64; do
+        want "raftsql-$n-leader-rtt$rtt" && run_raftsql "$n" leader "$rtt"
+        want "etcd-$n-rtt$rtt" && run_etcd "$n" "$rtt"
+    done
+done
 
 TITLE="raftsql vs dqlite, etcd, local SQLite: ${DURATION} s per run, \
 $(nproc) CPUs, $(date '+%Y-%m-%d %H:%M')"

@@ -63,6 +63,8 @@ struct bench_opts {
     char dir[1024];    /* work directory ("" = temporary) */
     char config[1024]; /* extra raft_start keys for every node */
     bool keep;         /* keep the work directory */
+    double rtt_ms;     /* round trip added to every peer link (0: none) */
+    char proxy[4096];  /* delay-proxy binary */
 };
 
 /* One client thread. */
@@ -249,7 +251,11 @@ static void usage(FILE *f, const char *argv0)
             "one)\n"
             "  --dir DIR               work directory, kept (a temporary "
             "one, removed)\n"
-            "  --config 'k=v ...'      extra raft_start keys for every node\n",
+            "  --config 'k=v ...'      extra raft_start keys for every node\n"
+            "  --rtt-ms D              add D ms of round trip to every peer "
+            "link (0)\n"
+            "  --proxy PATH            delay-proxy binary (next to this "
+            "one)\n",
             argv0);
 }
 
@@ -266,6 +272,8 @@ static int parse_opts(int argc, char **argv, struct bench_opts *o)
         {"node", required_argument, NULL, 'N'},
         {"dir", required_argument, NULL, 'D'},
         {"config", required_argument, NULL, 'C'},
+        {"rtt-ms", required_argument, NULL, 'R'},
+        {"proxy", required_argument, NULL, 'P'},
         {"help", no_argument, NULL, 'h'},
         {NULL, 0, NULL, 0},
     };
@@ -286,8 +294,10 @@ static int parse_opts(int argc, char **argv, struct bench_opts *o)
             *slash = '\0';
         }
         snprintf(o->node, sizeof o->node, "%s/raftsql-node", self);
+        snprintf(o->proxy, sizeof o->proxy, "%s/delay-proxy", self);
     } else {
         snprintf(o->node, sizeof o->node, "build/raftsql-node");
+        snprintf(o->proxy, sizeof o->proxy, "build/delay-proxy");
     }
     while ((ch = getopt_long(argc, argv, "h", longs, NULL)) != -1) {
         char *end = NULL;
@@ -332,6 +342,17 @@ static int parse_opts(int argc, char **argv, struct bench_opts *o)
                 break;
             case 'C':
                 snprintf(o->config, sizeof o->config, "%s", optarg);
+                break;
+            case 'R':
+                o->rtt_ms = strtod(optarg, &end);
+                if (*end || !(o->rtt_ms == 0 ||
+                              (o->rtt_ms >= 0.2 && o->rtt_ms <= 10000))) {
+                    fprintf(stderr, "--rtt-ms: 0, or 0.2 to 10000 ms\n");
+                    return -1;
+                }
+                break;
+            case 'P':
+                snprintf(o->proxy, sizeof o->proxy, "%s", optarg);
                 break;
             case 'h':
                 usage(stdout, argv[0]);
@@ -412,8 +433,8 @@ int main(int argc, char **argv)
     /* Start clusters until the clients' node has the wanted role. */
     for (attempt = 1; attempt <= MAX_ATTEMPTS && !g_signal; attempt++) {
         snprintf(dir, sizeof dir, "%s/run%d", base, attempt);
-        if (cluster_start(o.node, o.config, o.leader, dir, &g_signal, &db1,
-                          &leader) != 0) {
+        if (cluster_start(o.node, o.config, o.leader, dir, o.rtt_ms, o.proxy,
+                          &g_signal, &db1, &leader) != 0) {
             cluster_stop_children(2.0);
             goto out;
         }

@@ -22,6 +22,10 @@ ORDER = [
     "dqlite-1", "dqlite-64",
     "etcd-1", "etcd-64",
     "local-1", "local-64",
+    "raftsql-1-leader-rtt1", "etcd-1-rtt1",
+    "raftsql-64-leader-rtt1", "etcd-64-rtt1",
+    "raftsql-1-leader-rtt10", "etcd-1-rtt10",
+    "raftsql-64-leader-rtt10", "etcd-64-rtt10",
 ]
 
 
@@ -116,6 +120,11 @@ def ratios(runs):
             ("%s / etcd-64" % r64, ratio(r64, "etcd-64"), 4.0),
             ("%s / local-64" % r64, ratio(r64, "local-64"), 0.35),
         ]
+    for rtt in ("1", "10"):
+        for n in ("1", "64"):
+            r, e = "raftsql-%s-leader-rtt%s" % (n, rtt), "etcd-%s-rtt%s" % (n, rtt)
+            if r in runs or e in runs:
+                out.append(("%s / %s" % (r, e), ratio(r, e), None))
     lines = ["", "%-36s %9s %9s  %s" % ("ratio (writes/s)", "value",
                                          "target", "")]
     for label, v, target in out:
