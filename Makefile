@@ -225,6 +225,9 @@ $(B)/fuzz/fuzz_configuration: tests/fuzz/fuzz_configuration.c \
 $(B)/fuzz/fuzz_recv: tests/fuzz/fuzz_recv.c tests/fuzz/fuzz.h \
 		$(call fz,$(CORE_SRC) $(UV_SRC))
 	$(FUZZ_LINK)
+$(B)/fuzz/fuzz_address: tests/fuzz/fuzz_address.c tests/fuzz/fuzz.h \
+		$(call fz,$(CORE_SRC))
+	$(FUZZ_LINK)
 $(B)/fuzz/fuzz_request: tests/fuzz/fuzz_request.c tests/fuzz/fuzz.h \
 		$(call fz,$(SQL_SRC))
 	$(FUZZ_LINK)

@@ -121,10 +121,10 @@ struct ext_change {
     unsigned n_auto;                          /* entries of @auto_ids */
     uint64_t next_promote_at; /* loop clock of the next promotion try */
     uint64_t next_join_at;    /* loop clock of the next JOIN */
-    char join_host[64];       /* join= host, "" without join= */
-    uint16_t join_port;       /* join= port, 0 without join= */
-    bool probed;              /* the join= address is dialled */
-    bool was_member;          /* this server was in a configuration */
+    char join_host[EXT_ADDRESS_MAX + 1]; /* join= host, "" without join= */
+    uint16_t join_port;                  /* join= port, 0 without join= */
+    bool probed;                         /* the join= address is dialled */
+    bool was_member; /* this server was in a configuration */
 };
 
 /* ---- The leader's side (loop thread) ------------------------------------ */
@@ -807,8 +807,7 @@ int change_new(const struct ext_config *cfg, struct ext_change **out)
     memcpy(c->members, cfg->members, sizeof c->members);
     c->n_members = cfg->n_members;
     if (ext_config_join(cfg)) {
-        snprintf(c->advertise, sizeof c->advertise, "%s:%u", cfg->listen_host,
-                 cfg->listen_port);
+        snprintf(c->advertise, sizeof c->advertise, "%s", cfg->advertise);
         snprintf(c->join_host, sizeof c->join_host, "%s", cfg->join_host);
         c->join_port = cfg->join_port;
     }

@@ -96,10 +96,11 @@ static void fn_start(sqlite3_context *ctx, int argc, sqlite3_value **argv)
         snprintf(msg, sizeof msg, "raft_start: %s", errmsg);
         sqlite3_result_error(ctx, msg, -1);
     } else {
+        char listen[EXT_ADDRESS_MAX + 1];
+        ext_config_listen_format(cfg, listen, sizeof listen);
         snprintf(msg, sizeof msg,
-                 "node %llu started, listening on %s:%u, log in %s",
-                 (unsigned long long)cfg->id, cfg->listen_host,
-                 cfg->listen_port, cfg->dir);
+                 "node %llu started, listening on %s, log in %s",
+                 (unsigned long long)cfg->id, listen, cfg->dir);
         sqlite3_result_text(ctx, msg, -1, SQLITE_TRANSIENT);
     }
     free(cfg);

@@ -30,12 +30,12 @@
 
 #include "members.h"
 
-#include <arpa/inet.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "../raft/address.h"
 #include "change.h"
 #include "func.h"
 #include "registry.h"
@@ -50,7 +50,7 @@ static void fallback_address(const struct ext_member *fallback, unsigned n,
 {
     for (unsigned i = 0; i < n; i++) {
         if (fallback[i].id == id) {
-            snprintf(out, len, "%s:%u", fallback[i].host, fallback[i].port);
+            snprintf(out, len, "%s", fallback[i].address);
             return;
         }
     }
@@ -133,17 +133,15 @@ static bool arg_id(sqlite3_context *ctx, const char *fn, sqlite3_value *v,
     return true;
 }
 
-/* arg_address reads argument @v as "host:port" (a numeric IPv4 host, as
- * the transport dials) into @out, or reports what is wrong. */
+/* arg_address reads argument @v as "host:port" (raft/address.h: an IPv4
+ * or [IPv6] literal or a hostname, no wildcard) into @out, formatted, or
+ * reports what is wrong. */
 static bool arg_address(sqlite3_context *ctx, const char *fn, sqlite3_value *v,
                         char *out, size_t len)
 {
     const char *text = (const char *)sqlite3_value_text(v);
-    char host[64];
-    struct in_addr a;
-    const char *colon;
-    char *end;
-    long port;
+    struct raft_address a;
+    char why[160];
 
     if (sqlite3_value_type(v) != SQLITE_TEXT || text == NULL) {
         return fail(ctx,
@@ -151,25 +149,17 @@ static bool arg_address(sqlite3_context *ctx, const char *fn, sqlite3_value *v,
                     "'127.0.0.1:7004'",
                     fn);
     }
-    colon = strrchr(text, ':');
-    port = colon != NULL ? strtol(colon + 1, &end, 10) : 0;
-    if (colon == NULL || (size_t)(colon - text) >= sizeof host ||
-        colon[1] == '\0' || *end != '\0' || port < 1 || port > 65535 ||
-        strlen(text) >= len) {
+    if (raft_address_parse(text, &a, why, sizeof why) != 0) {
+        return fail(ctx, "%s: bad address '%.200s': %s, e.g. '127.0.0.1:7004'",
+                    fn, text, why);
+    }
+    if (raft_address_wildcard(&a)) {
         return fail(ctx,
-                    "%s: bad address '%.200s': want 'host:port' with a "
-                    "port in 1..65535, e.g. '127.0.0.1:7004'",
+                    "%s: bad address '%.200s': a wildcard, which no peer "
+                    "can dial",
                     fn, text);
     }
-    memcpy(host, text, (size_t)(colon - text));
-    host[colon - text] = '\0';
-    if (inet_pton(AF_INET, host, &a) != 1) {
-        return fail(ctx,
-                    "%s: bad address '%.200s': the host must be a numeric "
-                    "IPv4 address, e.g. '127.0.0.1:7004'",
-                    fn, text);
-    }
-    snprintf(out, len, "%s", text);
+    raft_address_format(&a, out, len);
     return true;
 }
 

@@ -311,8 +311,8 @@ static int start_threads(struct ext_node *n, struct sql_fsm *fsm,
                             sizeof p->host, &p->port) != 0) {
             node_log_line(&n->log, RAFT_LOG_WARN,
                           "server %" PRIu64
-                          ": address '%s' is not a numeric IPv4 host:port "
-                          "and no dial= names it: not dialled",
+                          ": address '%s' is not host:port and no dial= "
+                          "names it: not dialled",
                           sv->id, sv->address);
             continue;
         }
@@ -322,6 +322,7 @@ static int start_threads(struct ext_node *n, struct sql_fsm *fsm,
     dc.id = n->cfg.id;
     dc.listen_host = n->cfg.listen_host;
     dc.listen_port = n->cfg.listen_port;
+    dc.advertise = n->cfg.advertise[0] != '\0' ? n->cfg.advertise : NULL;
     dc.peers = peers;
     dc.n_peers = n_peers;
     dc.max_frame_bytes = n->cfg.max_request_bytes + EXT__FRAME_HEADROOM;
@@ -411,12 +412,22 @@ int ext_node_start(const char *db_path, const struct ext_config *cfg,
     }
     {
         char servers[1024];
+        char listen[EXT_ADDRESS_MAX + 1];
         boot_format_servers(&n->boot.conf, servers, sizeof servers);
+        ext_config_listen_format(&n->cfg, listen, sizeof listen);
+        if (n->cfg.insecure && !ext_config_peers_authenticated(&n->cfg)) {
+            node_log_line(&n->log, RAFT_LOG_WARN,
+                          "insecure=on: peers do not authenticate each "
+                          "other and their traffic is not encrypted: "
+                          "anyone who can reach %s can join the cluster, "
+                          "vote, and write to the database",
+                          listen);
+        }
         node_log_line(&n->log, RAFT_LOG_INFO,
-                      "started: listen %s:%u, log %s, applied %" PRIu64
+                      "started: listen %s, log %s, applied %" PRIu64
                       ", configuration %s (index %" PRIu64 ")%s",
-                      n->cfg.listen_host, n->cfg.listen_port, cfg->dir,
-                      applier_applied(n->applier), servers, n->boot.conf_index,
+                      listen, cfg->dir, applier_applied(n->applier), servers,
+                      n->boot.conf_index,
                       n->boot.bootstrapped ? ", bootstrapped" : "");
     }
     *out = n;

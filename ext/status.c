@@ -372,7 +372,7 @@ char *status_json(struct ext_status *st, const struct ext_status_extra *x)
         for (unsigned d = 0; d < st->n_dials; d++) {
             const struct ext_member *m = &st->dials[d];
             if (m->id == p->id) {
-                snprintf(dial, sizeof dial, "%s:%u", m->host, m->port);
+                snprintf(dial, sizeof dial, "%s", m->address);
             }
         }
         json_object_set_new(j, "id", json_integer((json_int_t)p->id));

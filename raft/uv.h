@@ -34,7 +34,10 @@
  * from = the handshake's id and to = the acceptor's id. A broken
  * outgoing connection is re-dialled with exponential backoff (100 ms
  * doubling to 2 s, reset by a successful connect; a dial pending for 3 s
- * is abandoned). A malformed frame, bad handshake or oversized length
+ * is abandoned). A peer known by hostname is resolved anew before each
+ * dial (uv_getaddrinfo: IPv4 and IPv6 results; a failed connect moves on
+ * to its next IP on the next dial; a failed resolution is logged once per
+ * change of error and retried with the same backoff). A malformed frame, bad handshake or oversized length
  * closes that one connection and is logged; the server keeps running.
  *
  * Threads: every function runs on the loop thread of @loop. */
@@ -59,15 +62,22 @@ struct raft_uv_transport; /* opaque */
 typedef void (*raft_uv_recv_cb)(void *data, const struct raft_frame *f);
 
 /* raft_uv_transport_start starts listening on @listen_host:@listen_port
- * (port 0 picks a free port, see raft_uv_transport_port) and dialling each
- * of the @n_peers @peers (copied). @max_frame_bytes bounds the body of one
- * frame in either direction. @build_id (copied; NULL or "" for none) goes
- * in every handshake and is compared with the peers'. @recv_cb and @log_cb
- * are called with @data.
+ * (an IPv4 or IPv6 literal without brackets, "0.0.0.0" and "::" for every
+ * interface; "::" takes IPv4 too unless the system sets bindv6only; port 0
+ * picks a free port, see raft_uv_transport_port) and dialling each of the
+ * @n_peers @peers (copied; a peer's host may be a hostname, resolved with
+ * uv_getaddrinfo before each dial). @advertise (copied; "host:port", NULL
+ * for the listen address, or none for a wildcard) is the address every
+ * handshake gives for this server, where a server that does not know it
+ * dials it back. @max_frame_bytes bounds the body of one frame in either
+ * direction. @build_id (copied; NULL or "" for none) goes in every
+ * handshake and is compared with the peers'. @recv_cb and @log_cb are
+ * called with @data.
  * Writes *out only on success; @errmsg receives the message on failure.
  * Errors: RAFT_IOERR (bind/listen failure, e.g. address in use, with
- * uv_strerror text), RAFT_INVALID (bad address, peer id 0, equal to @self
- * or repeated, @self 0, @max_frame_bytes < 2, NULL @recv_cb, a @build_id
+ * uv_strerror text), RAFT_INVALID (a listen host that is no IP literal,
+ * a bad advertised or peer address, peer id 0, equal to @self or
+ * repeated, @self 0, @max_frame_bytes < 2, NULL @recv_cb, a @build_id
  * longer than RAFT_UV_BUILD_ID_MAX or not printable ASCII), RAFT_NOMEM.
  * Bind and listen happen on a plain socket before any handle exists, so
  * their failure leaves nothing registered with @loop (only a failure of
@@ -75,6 +85,7 @@ typedef void (*raft_uv_recv_cb)(void *data, const struct raft_frame *f);
  * next loop run). */
 int raft_uv_transport_start(uv_loop_t *loop, raft_id self,
                             const char *listen_host, uint16_t listen_port,
+                            const char *advertise,
                             const struct raft_uv_peer *peers, unsigned n_peers,
                             uint64_t max_frame_bytes, const char *build_id,
                             raft_uv_recv_cb recv_cb, raft_log_cb log_cb,

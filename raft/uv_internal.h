@@ -1,7 +1,7 @@
 /* Private state of the libuv TCP transport (uv.h), shared by uv_tcp.c
- * (listening, dialling, backoff, peers, close), uv_accept.c (accepting),
- * uv_send.c (ordered writes to peers) and uv_recv.c (frame reassembly and
- * decoding). */
+ * (listening, dialling, backoff, peers, close), uv_resolve.c (hostnames),
+ * uv_accept.c (accepting), uv_send.c (ordered writes to peers) and
+ * uv_recv.c (frame reassembly and decoding). */
 
 #ifndef RAFT_UV_INTERNAL_H
 #define RAFT_UV_INTERNAL_H
@@ -9,8 +9,10 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <sys/socket.h>
 #include <uv.h>
 
+#include "address.h"
 #include "logging.h"
 #include "raft.h"
 #include "uv.h"
@@ -27,6 +29,8 @@
 #define RAFT__UV_HANDSHAKE_FIXED (RAFT__UV_HANDSHAKE_VERSIONS + 8 + 1)
 /* Longest listen address a handshake carries ("host:port"), bytes. */
 #define RAFT__UV_ADDRESS_MAX 63
+_Static_assert(RAFT_ADDRESS_TEXT_MAX <= RAFT__UV_ADDRESS_MAX,
+               "every address the parser accepts fits in a handshake");
 /* Longest handshake. */
 #define RAFT__UV_HANDSHAKE_MAX                                                 \
     (RAFT__UV_HANDSHAKE_FIXED + RAFT_UV_BUILD_ID_MAX + 1 + RAFT__UV_ADDRESS_MAX)
@@ -37,6 +41,13 @@
 
 /* A dial that has not completed after this long is abandoned and retried. */
 #define RAFT__UV_CONNECT_TIMEOUT_MS 3000
+
+/* Most hostname resolutions one transport runs at once: each holds a
+ * thread of libuv's pool, which the storage writes share. */
+#define RAFT__UV_MAX_RESOLVING 2
+
+/* Idle seconds before TCP keepalive probes start on a connection. */
+#define RAFT__UV_KEEPALIVE_S 30
 
 /* Most bytes queued (written but not yet completed) to one peer. */
 #define RAFT__UV_MAX_QUEUED ((uint64_t)64 << 20)
@@ -70,9 +81,11 @@ enum raft_uv_out_state {
     RAFT__UV_WAITING = 1,   /* no connection, backoff timer running */
     RAFT__UV_DIALLING = 2,  /* connect in progress */
     RAFT__UV_CONNECTED = 3, /* handshake queued, messages may be sent */
+    RAFT__UV_RESOLVING = 4, /* its hostname resolving (uv_resolve.c) */
 };
 
 struct raft_uv_out;
+struct raft_uv_resolve;
 struct raft_uv_write;
 
 /* One outgoing TCP connection (one dial attempt). Freed in its close
@@ -87,17 +100,25 @@ struct raft_uv_conn {
 /* The sending side towards one peer, allocated on its own: a peer removed
  * (raft_uv_transport_remove_peer) is retired and freed once its timer and
  * connection are closed (@refs).
- * Invariant: @conn != NULL iff @state is DIALLING or CONNECTED. */
+ * Invariant: @conn != NULL iff @state is DIALLING or CONNECTED;
+ * @resolving != NULL iff @state is RESOLVING. */
 struct raft_uv_out {
-    struct raft_uv_transport *t; /* owner */
-    raft_id id;                  /* the peer's server id */
-    struct sockaddr_in addr;     /* where it listens */
-    char name[96];               /* "peer 2 (127.0.0.1:7002)", for logs */
-    int state;                   /* enum raft_uv_out_state */
-    struct raft_uv_conn *conn;   /* current connection, or NULL */
-    uv_timer_t timer;            /* backoff and connect timeout */
-    unsigned backoff_ms;         /* delay before the next re-dial */
-    uint64_t queued_bytes;       /* bytes held or in uv_write, not yet
+    struct raft_uv_transport *t;       /* owner */
+    raft_id id;                        /* the peer's server id */
+    struct raft_address address;       /* where it listens: an IP, or a
+                                     hostname resolved before each dial */
+    struct sockaddr_storage addr;      /* the IP of the latest dial */
+    struct raft_uv_resolve *resolving; /* the resolution in flight */
+    unsigned pick;             /* which IP of a hostname to dial: the next one
+                        after a failed connect */
+    int resolve_err;           /* libuv code of the latest failed resolution,
+                        logged; 0 once it resolves */
+    char name[96];             /* "peer 2 (127.0.0.1:7002)", for logs */
+    int state;                 /* enum raft_uv_out_state */
+    struct raft_uv_conn *conn; /* current connection, or NULL */
+    uv_timer_t timer;          /* backoff and connect timeout */
+    unsigned backoff_ms;       /* delay before the next re-dial */
+    uint64_t queued_bytes;     /* bytes held or in uv_write, not yet
                                     completed */
     struct raft_uv_write *pend[RAFT__UV_CORK_MAX]; /* frames held for the
                                     next flush, in send order */
@@ -166,6 +187,8 @@ struct raft_uv_transport {
     unsigned n_unverified;    /* of them, not yet past the handshake */
     unsigned n_refused;       /* connections refused since the last
                                    sweep (logged there, in one line) */
+    unsigned n_resolving;     /* resolutions in flight, at most
+                                   RAFT__UV_MAX_RESOLVING */
     uv_timer_t sweep;         /* closes stalled connections */
     unsigned n_handles;       /* see Invariant */
     bool closing;             /* raft_uv_transport_close called */
@@ -187,9 +210,75 @@ void raft_uv_tcp_out_fail(struct raft_uv_out *out);
  * it is unlinked and freed in its close callback. Loop thread. */
 void raft_uv_tcp_in_close(struct raft_uv_in *in);
 
-/* raft_uv_tcp_dial starts one connection attempt to @out, or schedules a
+/* raft_uv_tcp_dial starts one connection attempt to @out: at its IP, or
+ * once its hostname resolved (raft_uv_resolve_start); or it schedules a
  * retry (uv_tcp.c). Loop thread. */
 void raft_uv_tcp_dial(struct raft_uv_out *out);
+
+/* raft_uv_tcp_connect connects to @out->addr, the IP of @out chosen by
+ * raft_uv_tcp_dial or the resolver; a failure schedules a retry. Loop
+ * thread. */
+void raft_uv_tcp_connect(struct raft_uv_out *out);
+
+/* raft_uv_tcp_retry schedules the next dial of @out (state WAITING, no
+ * connection) in @delay_ms, leaving its backoff as it is. Loop thread. */
+void raft_uv_tcp_retry(struct raft_uv_out *out, unsigned delay_ms);
+
+/* raft_uv_tcp_req_done accounts for the end of a request that held a
+ * reference to @out and counted as a handle of its transport (a
+ * resolution): a retired @out or a closed transport may be freed. Loop
+ * thread. */
+void raft_uv_tcp_req_done(struct raft_uv_out *out);
+
+/* raft_uv_resolve_numeric writes into @out the socket address of @host, an
+ * IPv4 or IPv6 literal (no brackets; an IPv6 zone names an interface),
+ * and @port. Resolves no name. Returns 0, or RAFT_INVALID (not an IP
+ * literal, or @port above 65535). Any thread. */
+int raft_uv_resolve_numeric(const char *host, unsigned port,
+                            struct sockaddr_storage *out);
+
+/* raft_uv_resolve_format writes @sa (IPv4 or IPv6) as "ip:port" or
+ * "[ip]:port" into @out (@len bytes), for logs. Any thread. */
+void raft_uv_resolve_format(const struct sockaddr *sa, char *out, size_t len);
+
+/* raft_uv_resolve_peers validates the @n_peers @peers given to the
+ * transport of server @self (ids neither 0, @self nor repeated, at most
+ * RAFT_MAX_SERVERS, hosts an IP literal or a hostname) and parses the
+ * address of each into @addrs (@n_peers long). Errors: RAFT_INVALID with
+ * @errmsg. Any thread. */
+int raft_uv_resolve_peers(raft_id self, const struct raft_uv_peer *peers,
+                          unsigned n_peers, struct raft_address *addrs,
+                          char *errmsg, size_t errmsg_len);
+
+/* raft_uv_resolve_listen reads the listen address @host:@port (an IP
+ * literal) into @addr and @shown (@shown_len bytes, as logs show it), and
+ * checks @advertise (NULL, or "host:port" as raft/address.h reads it).
+ * Errors: RAFT_INVALID with @errmsg. Any thread. */
+int raft_uv_resolve_listen(const char *host, uint16_t port,
+                           const char *advertise, struct sockaddr_storage *addr,
+                           char *shown, size_t shown_len, char *errmsg,
+                           size_t errmsg_len);
+
+/* raft_uv_resolve_advertised writes into @t->address what its handshakes
+ * give as its listen address: @advertise (checked), else the address it
+ * listens on (@addr, with the port @t bound), or nothing for a wildcard,
+ * which no peer can dial. Loop thread. */
+void raft_uv_resolve_advertised(struct raft_uv_transport *t,
+                                const char *advertise,
+                                const struct sockaddr_storage *addr);
+
+/* raft_uv_resolve_start resolves the hostname of @out (state RESOLVING)
+ * and then connects to one of its IPs (raft_uv_tcp_connect), or logs the
+ * failure (once per change of error) and schedules a retry
+ * (raft_uv_tcp_out_fail); past RAFT__UV_MAX_RESOLVING resolutions in
+ * flight it schedules the dial again in RAFT__UV_BACKOFF_MIN_MS. Loop
+ * thread (uv_resolve.c, like the next). */
+void raft_uv_resolve_start(struct raft_uv_out *out);
+
+/* raft_uv_resolve_cancel orphans the resolution in flight for @out, if
+ * any: its result is dropped when it comes. The caller sets the state.
+ * Loop thread. */
+void raft_uv_resolve_cancel(struct raft_uv_out *out);
 
 /* raft_uv_accept_verified notes that @in completed its handshake as peer
  * @in->peer: it no longer counts against RAFT__UV_MAX_UNVERIFIED, and a
@@ -222,11 +311,12 @@ size_t raft_uv_send_handshake_encode(raft_id self, const char *build_id,
                                      uint8_t out[RAFT__UV_HANDSHAKE_MAX]);
 
 /* raft_uv_tcp_learn dials back server @id, not a peer yet, whose verified
- * handshake advertised listen address @address ("host:port"): it becomes
- * a peer of @t, so this server can answer it (a joining server, or a
- * leader this server does not know yet). Returns the new peer, or NULL
- * (logged) when @address is not a numeric IPv4 host:port or @t holds
- * RAFT_MAX_SERVERS peers already. Loop thread. */
+ * handshake advertised listen address @address ("host:port", address.h;
+ * a hostname is resolved as for any peer): it becomes a peer of @t, so
+ * this server can answer it (a joining server, or a leader this server
+ * does not know yet). Returns the new peer, or NULL (logged) when
+ * @address does not parse or @t holds RAFT_MAX_SERVERS peers already.
+ * Loop thread. */
 struct raft_uv_out *raft_uv_tcp_learn(struct raft_uv_transport *t, raft_id id,
                                       const char *address);
 

@@ -26,6 +26,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "address.h"
 #include "message.h"
 #include "uv_node_internal.h"
 
@@ -45,26 +46,23 @@ void raft_uv_node_log(struct raft_uv_node *d, int level, const char *fmt, ...)
 /* ---- Stepping the core -------------------------------------------------- */
 
 /* dial_of fills @out with where to dial server @sv: the application's
- * dial callback, else its address as host:port. */
+ * dial callback, else its address as host:port (address.h). */
 static bool dial_of(struct raft_uv_node *d, const struct raft_server *sv,
                     struct raft_uv_peer *out)
 {
-    const char *colon = strrchr(sv->address, ':');
-    unsigned long port;
-    char *end;
+    struct raft_address a;
 
     memset(out, 0, sizeof *out);
     out->id = sv->id;
     if (d->cb.dial != NULL) {
         return d->cb.dial(d->cb.data, sv->id, sv->address, out);
     }
-    if (colon == NULL || (size_t)(colon - sv->address) >= sizeof out->host) {
+    if (raft_address_parse(sv->address, &a, NULL, 0) != 0) {
         return false;
     }
-    memcpy(out->host, sv->address, (size_t)(colon - sv->address));
-    port = strtoul(colon + 1, &end, 10);
-    out->port = (uint16_t)port;
-    return *end == '\0' && port > 0 && port <= 65535;
+    snprintf(out->host, sizeof out->host, "%s", a.host);
+    out->port = a.port;
+    return true;
 }
 
 /* drop_peer forgets the @i-th peer: its snapshot transfer is dropped
@@ -127,8 +125,8 @@ static void follow_configuration(struct raft_uv_node *d)
         if (!dial_of(d, sv, &p)) {
             raft_uv_node_log(d, RAFT_LOG_WARN,
                              "server %" PRIu64
-                             ": address '%s' is not a numeric IPv4 "
-                             "host:port: not dialled",
+                             ": address '%s' is not host:port: not "
+                             "dialled",
                              sv->id, sv->address);
             continue;
         }
@@ -424,9 +422,9 @@ static int tcp_start(void *data, uv_loop_t *loop,
 {
     struct raft_uv_transport *t;
     int rc = raft_uv_transport_start(
-        loop, cfg->id, cfg->listen_host, cfg->listen_port, cfg->peers,
-        cfg->n_peers, cfg->max_frame_bytes, cfg->build_id, recv_cb, log_cb,
-        recv_data, &t, errmsg, errmsg_len);
+        loop, cfg->id, cfg->listen_host, cfg->listen_port, cfg->advertise,
+        cfg->peers, cfg->n_peers, cfg->max_frame_bytes, cfg->build_id, recv_cb,
+        log_cb, recv_data, &t, errmsg, errmsg_len);
     if (rc == 0) {
         *out = t;
     }

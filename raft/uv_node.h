@@ -10,6 +10,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "address.h"
 #include "frame.h"
 #include "logging.h"
 #include "persist.h"
@@ -20,8 +21,12 @@
 
 /* A peer to connect to. */
 struct raft_uv_peer {
-    raft_id id;    /* the peer's server id */
-    char host[64]; /* numeric IPv4 address, e.g. "127.0.0.1" */
+    raft_id id; /* the peer's server id */
+    char host[RAFT_ADDRESS_TEXT_MAX +
+              1];  /* an IPv4 or IPv6 literal (no brackets) or a hostname,
+                      resolved before each dial: "127.0.0.1", "::1",
+                      "node2"; with the port, at most RAFT_ADDRESS_TEXT_MAX
+                      bytes as "host:port" (raft/address.h) */
     uint16_t port; /* TCP port */
 };
 
@@ -56,9 +61,9 @@ struct raft_uv_node_callbacks {
     void (*log)(void *data, int level, const char *msg);
     /* Where to dial server @id, whose address in the configuration is
      * @address: fill @out's host and port (its id is set) and return true,
-     * or false not to dial it. NULL: @address itself, a numeric IPv4
-     * "host:port". Called for each server of every new configuration in
-     * force. */
+     * or false not to dial it. NULL: @address itself, "host:port" as
+     * raft/address.h reads it. Called for each server of every new
+     * configuration in force. */
     bool (*dial)(void *data, raft_id id, const char *address,
                  struct raft_uv_peer *out);
 };
@@ -66,8 +71,14 @@ struct raft_uv_node_callbacks {
 /* Static settings of a driver. */
 struct raft_uv_node_config {
     raft_id id;                       /* this server's id */
-    const char *listen_host;          /* numeric IPv4 address */
+    const char *listen_host;          /* an IPv4 or IPv6 literal (no
+                                         brackets), wildcards included:
+                                         "127.0.0.1", "0.0.0.0", "::" */
     uint16_t listen_port;             /* TCP port, 0 for any */
+    const char *advertise;            /* "host:port" peers dial to reach
+                                         this server, sent in every
+                                         handshake; NULL for the listen
+                                         address (none for a wildcard) */
     const struct raft_uv_peer *peers; /* the other servers at start,
                                          n_peers; afterwards the peers
                                          follow the configuration in force

@@ -10,6 +10,7 @@
 
 #include "ext/change_codec.h"
 #include "lmdb_log/format.h"
+#include "raft/address.h"
 #include "raft/byte.h"
 #include "raft/configuration.h"
 #include "raft/message.h"
@@ -559,6 +560,33 @@ static void gen_change(void)
     }
 }
 
+/* gen_address writes addresses (raft/address.h) of every kind, and a few
+ * near misses. */
+static void gen_address(void)
+{
+    static const struct {
+        const char *name;
+        const char *text;
+    } samples[] = {
+        {"ipv4", "127.0.0.1:7001"},
+        {"ipv4_any", "0.0.0.0:7001"},
+        {"ipv6", "[::1]:7001"},
+        {"ipv6_any", "[::]:7001"},
+        {"ipv6_zone", "[fe80::1%eth0]:7001"},
+        {"ipv6_mapped", "[::ffff:10.0.0.1]:7001"},
+        {"name", "node-1.example.com:7001"},
+        {"localhost", "localhost:7001"},
+        {"bare_ipv6", "::1:7001"},
+        {"bad_port", "10.0.0.1:70000"},
+        {"bad_octet", "10.0.0.256:7001"},
+    };
+    make_dir("address");
+    for (size_t i = 0; i < sizeof samples / sizeof samples[0]; i++) {
+        write_sample("address", samples[i].name, samples[i].text,
+                     strlen(samples[i].text));
+    }
+}
+
 int main(int argc, char **argv)
 {
     struct frames s;
@@ -581,6 +609,7 @@ int main(int argc, char **argv)
     gen_log_meta();
     gen_configuration();
     gen_change();
+    gen_address();
     frames_close(&s);
     return 0;
 }

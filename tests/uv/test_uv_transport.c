@@ -249,9 +249,12 @@ static int teardown(void **state)
     return 0;
 }
 
-/* start_node starts server @id (1-based) with the first @n_nodes servers
- * as its peers. */
-static void start_node(struct fixture *f, unsigned id, unsigned n_nodes)
+/* start_node_at starts server @id (1-based) listening on @listen with
+ * the first @n_nodes servers as its peers, each at host @peer_host, and
+ * advertising @advertise (NULL: its listen address). */
+static void start_node_at(struct fixture *f, unsigned id, unsigned n_nodes,
+                          const char *listen, const char *peer_host,
+                          const char *advertise)
 {
     struct node *n = &f->nodes[id - 1];
     struct raft_uv_peer peers[MAX_NODES];
@@ -265,18 +268,26 @@ static void start_node(struct fixture *f, unsigned id, unsigned n_nodes)
             continue;
         }
         peers[n_peers].id = i;
-        strcpy(peers[n_peers].host, "127.0.0.1");
+        snprintf(peers[n_peers].host, sizeof peers[n_peers].host, "%s",
+                 peer_host);
         peers[n_peers].port = f->nodes[i - 1].port;
         n_peers++;
     }
-    rc = raft_uv_transport_start(&f->loop, id, "127.0.0.1", n->port, peers,
-                                 n_peers, MAX_FRAME,
+    rc = raft_uv_transport_start(&f->loop, id, listen, n->port, advertise,
+                                 peers, n_peers, MAX_FRAME,
                                  n->build_id != NULL ? n->build_id : BUILD,
                                  on_recv, on_log, n, &n->t, err, sizeof err);
     if (rc != 0) {
         fail_msg("start node %u: %d %s", id, rc, err);
     }
     assert_int_equal(raft_uv_transport_port(n->t), n->port);
+}
+
+/* start_node starts server @id (1-based) on 127.0.0.1 with the first
+ * @n_nodes servers as its peers. */
+static void start_node(struct fixture *f, unsigned id, unsigned n_nodes)
+{
+    start_node_at(f, id, n_nodes, "127.0.0.1", "127.0.0.1", NULL);
 }
 
 static unsigned g_n_nodes; /* nodes that must be fully connected */
@@ -1118,8 +1129,8 @@ static void test_close_in_callback(void **state)
 
     start_node(f, 1, 2);
     assert_int_equal(
-        raft_uv_transport_start(&f->loop, 2, "127.0.0.1", n2->port, &peer, 1,
-                                MAX_FRAME, BUILD, on_recv_close, on_log, n2,
+        raft_uv_transport_start(&f->loop, 2, "127.0.0.1", n2->port, NULL, &peer,
+                                1, MAX_FRAME, BUILD, on_recv_close, on_log, n2,
                                 &n2->t, err, sizeof err),
         0);
     g_n_nodes = 2;
@@ -1138,19 +1149,32 @@ static void test_start_errors(void **state)
     struct raft_uv_peer peer = {2, "127.0.0.1", 1};
     char err[256] = "";
 
+    assert_int_equal(raft_uv_transport_start(&f->loop, 1, "not-an-ip", 0, NULL,
+                                             NULL, 0, MAX_FRAME, NULL, on_recv,
+                                             NULL, NULL, &t, err, sizeof err),
+                     RAFT_INVALID);
+    assert_null(t);
+    /* A hostname is no listen address (what to bind is an IP). */
+    assert_int_equal(raft_uv_transport_start(&f->loop, 1, "localhost", 0, NULL,
+                                             NULL, 0, MAX_FRAME, NULL, on_recv,
+                                             NULL, NULL, &t, err, sizeof err),
+                     RAFT_INVALID);
+    assert_non_null(strstr(err, "bad listen address localhost"));
     assert_int_equal(
-        raft_uv_transport_start(&f->loop, 1, "not-an-ip", 0, NULL, 0, MAX_FRAME,
-                                NULL, on_recv, NULL, NULL, &t, err, sizeof err),
+        raft_uv_transport_start(&f->loop, 1, "127.0.0.1", 0, "[::1]", NULL, 0,
+                                MAX_FRAME, NULL, on_recv, NULL, NULL, &t, err,
+                                sizeof err),
         RAFT_INVALID);
+    assert_non_null(strstr(err, "bad advertised address '[::1]'"));
     assert_null(t);
     peer.id = 1;
-    assert_int_equal(raft_uv_transport_start(&f->loop, 1, "127.0.0.1", 0, &peer,
-                                             1, MAX_FRAME, NULL, on_recv, NULL,
-                                             NULL, &t, err, sizeof err),
+    assert_int_equal(raft_uv_transport_start(&f->loop, 1, "127.0.0.1", 0, NULL,
+                                             &peer, 1, MAX_FRAME, NULL, on_recv,
+                                             NULL, NULL, &t, err, sizeof err),
                      RAFT_INVALID);
     peer.id = 2;
     assert_int_equal(
-        raft_uv_transport_start(&f->loop, 1, "127.0.0.1", 0, &peer, 1,
+        raft_uv_transport_start(&f->loop, 1, "127.0.0.1", 0, NULL, &peer, 1,
                                 MAX_FRAME, "bad\nbuild", on_recv, NULL, NULL,
                                 &t, err, sizeof err),
         RAFT_INVALID);
@@ -1159,27 +1183,126 @@ static void test_start_errors(void **state)
         char big[RAFT_UV_BUILD_ID_MAX + 2];
         memset(big, 'b', sizeof big - 1);
         big[sizeof big - 1] = '\0';
-        assert_int_equal(raft_uv_transport_start(
-                             &f->loop, 1, "127.0.0.1", 0, &peer, 1, MAX_FRAME,
-                             big, on_recv, NULL, NULL, &t, err, sizeof err),
-                         RAFT_INVALID);
+        assert_int_equal(
+            raft_uv_transport_start(&f->loop, 1, "127.0.0.1", 0, NULL, &peer, 1,
+                                    MAX_FRAME, big, on_recv, NULL, NULL, &t,
+                                    err, sizeof err),
+            RAFT_INVALID);
         assert_non_null(strstr(err, "build id of 129 bytes, at most 128"));
     }
-    strcpy(peer.host, "localhost");
-    assert_int_equal(raft_uv_transport_start(&f->loop, 1, "127.0.0.1", 0, &peer,
-                                             1, MAX_FRAME, NULL, on_recv, NULL,
-                                             NULL, &t, err, sizeof err),
+    strcpy(peer.host, "bad_host");
+    assert_int_equal(raft_uv_transport_start(&f->loop, 1, "127.0.0.1", 0, NULL,
+                                             &peer, 1, MAX_FRAME, NULL, on_recv,
+                                             NULL, NULL, &t, err, sizeof err),
                      RAFT_INVALID);
+    assert_non_null(strstr(err, "hostname 'bad_host' has '_'"));
     assert_null(t);
 
     start_node(f, 1, 1);
     assert_int_equal(
         raft_uv_transport_start(&f->loop, 2, "127.0.0.1", f->nodes[0].port,
-                                NULL, 0, MAX_FRAME, NULL, on_recv, NULL, NULL,
-                                &t, err, sizeof err),
+                                NULL, NULL, 0, MAX_FRAME, NULL, on_recv, NULL,
+                                NULL, &t, err, sizeof err),
         RAFT_IOERR);
     assert_null(t);
     assert_non_null(strstr(err, "bind"));
+}
+
+/* ipv6_loopback says whether this machine can listen on ::1. */
+static bool ipv6_loopback(void)
+{
+    struct sockaddr_in6 sin6;
+    int fd = socket(AF_INET6, SOCK_STREAM, 0);
+    bool ok;
+
+    if (fd < 0) {
+        return false;
+    }
+    memset(&sin6, 0, sizeof sin6);
+    sin6.sin6_family = AF_INET6;
+    sin6.sin6_addr = in6addr_loopback;
+    ok = bind(fd, (struct sockaddr *)&sin6, sizeof sin6) == 0;
+    close(fd);
+    return ok;
+}
+
+/* Three servers listen and dial on ::1; frames pass every way. */
+static void test_ipv6(void **state)
+{
+    struct fixture *f = *state;
+
+    if (!ipv6_loopback()) {
+        skip(); /* no ::1 here */
+    }
+    for (unsigned i = 1; i <= 3; i++) {
+        start_node_at(f, i, 3, "::1", "::1", NULL);
+    }
+    g_n_nodes = 3;
+    WAIT_FOR(f, fully_connected);
+    send_heartbeats(f, 1, 2, 3);
+    send_heartbeats(f, 2, 3, 3);
+    send_heartbeats(f, 3, 1, 3);
+    check_delivered(f);
+}
+
+/* Peers known by hostname ("localhost", resolved before each dial) are
+ * reached, and reached again after a restart. */
+static void test_hostname_peers(void **state)
+{
+    struct fixture *f = *state;
+
+    start_node_at(f, 1, 2, "127.0.0.1", "localhost", NULL);
+    start_node_at(f, 2, 2, "127.0.0.1", "localhost", NULL);
+    g_n_nodes = 2;
+    WAIT_FOR(f, fully_connected);
+    send_heartbeats(f, 1, 2, 3);
+    send_heartbeats(f, 2, 1, 3);
+    check_delivered(f);
+    stop_node(&f->nodes[1]);
+    WAIT_FOR(f, all_closed);
+    start_node_at(f, 2, 2, "127.0.0.1", "localhost", NULL);
+    WAIT_FOR(f, fully_connected);
+    assert_int_equal(f->nodes[0].n_warn, 0);
+}
+
+/* A server on the wildcard 0.0.0.0 advertises a hostname; a server that
+ * does not know it dials it back at that name (raft_uv_tcp_learn). */
+static void test_wildcard_advertised(void **state)
+{
+    struct fixture *f = *state;
+    char advertise[32];
+
+    snprintf(advertise, sizeof advertise, "localhost:%u",
+             (unsigned)f->nodes[0].port);
+    start_node_at(f, 1, 2, "0.0.0.0", "127.0.0.1", advertise);
+    start_node_at(f, 2, 0, "127.0.0.1", "127.0.0.1", NULL);
+    g_n_nodes = 2;
+    WAIT_FOR(f, fully_connected);
+    send_heartbeats(f, 2, 1, 3);
+    check_delivered(f);
+}
+
+/* A peer removed, re-addressed, or its transport closed while its name
+ * resolves drops the result; nothing leaks or outlives the transport. */
+static void test_change_while_resolving(void **state)
+{
+    struct fixture *f = *state;
+    struct raft_uv_peer p = {3, "localhost", f->nodes[2].port};
+
+    start_node_at(f, 1, 2, "127.0.0.1", "localhost", NULL);
+    assert_int_equal(raft_uv_transport_remove_peer(f->nodes[0].t, 2), 0);
+    assert_int_equal(raft_uv_transport_add_peer(f->nodes[0].t, &p), 0);
+    snprintf(p.host, sizeof p.host, "127.0.0.1");
+    assert_int_equal(raft_uv_transport_add_peer(f->nodes[0].t, &p), 0);
+    snprintf(p.host, sizeof p.host, "localhost");
+    assert_int_equal(raft_uv_transport_add_peer(f->nodes[0].t, &p), 0);
+    stop_node(&f->nodes[0]);
+    WAIT_FOR(f, all_closed);
+    /* And once the loop ran: a fresh start resolves and connects. */
+    start_node_at(f, 1, 2, "127.0.0.1", "localhost", NULL);
+    start_node_at(f, 2, 2, "127.0.0.1", "localhost", NULL);
+    g_n_nodes = 2;
+    WAIT_FOR(f, fully_connected);
 }
 
 int main(void)
@@ -1197,6 +1320,12 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_send_errors_and_close_with_queue,
                                         setup, teardown),
         cmocka_unit_test_setup_teardown(test_close_in_callback, setup,
+                                        teardown),
+        cmocka_unit_test_setup_teardown(test_ipv6, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_hostname_peers, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_wildcard_advertised, setup,
+                                        teardown),
+        cmocka_unit_test_setup_teardown(test_change_while_resolving, setup,
                                         teardown),
         cmocka_unit_test_setup_teardown(test_start_errors, setup, teardown),
     };
