@@ -368,7 +368,10 @@ enum raft_change_kind {
  * once an entry of its own term is committed (its NOOP), and only one
  * configuration entry may be uncommitted at a time. A leader that removes
  * or demotes itself keeps leading, without counting itself, until the
- * entry commits, then steps down (thesis §4.2.2).
+ * entry commits, then steps down (thesis §4.2.2). A server it removes
+ * keeps receiving AppendEntries (counting for nothing) until the entry is
+ * committed and an election timeout more (raft_leaving): it learns so
+ * that it was removed, and never campaigns again.
  * Errors: RAFT_NOTLEADER; RAFT_BUSY (a configuration entry is not
  * committed yet, no entry of this term is, or a transfer runs);
  * RAFT_NOTFOUND (REMOVE, PROMOTE, DEMOTE or UPDATE_ADDRESS of a server
@@ -464,7 +467,9 @@ struct raft_update {
     bool configuration_changed; /* the configuration in force changed
                                    (an entry appended or truncated, a
                                    snapshot installed, a change):
-                                   raft_current_configuration has it */
+                                   raft_current_configuration has it;
+                                   or the leaving servers did
+                                   (raft_leaving) */
 };
 
 struct raft; /* opaque */
@@ -540,6 +545,15 @@ const struct raft_configuration *raft_current_configuration(
     const struct raft *r);
 raft_index raft_configuration_index(const struct raft *r);
 uint8_t raft_self_role(const struct raft *r);
+
+/* raft_leaving returns the servers this leader still replicates to
+ * though the configuration in force no longer holds them (thesis §4.2.2,
+ * as etcd and hashicorp do): each was removed by an entry that is not
+ * committed yet, or was seen committed less than an election timeout ago,
+ * so that the server receives that entry, learns that it committed, and
+ * stops campaigning. They count for nothing. Empty unless this server
+ * leads. Valid until the next raft_step or raft_close. */
+const struct raft_configuration *raft_leaving(const struct raft *r);
 
 /* raft_transferee returns the voter this leader transfers its leadership
  * to, 0 when no transfer runs. */

@@ -404,6 +404,54 @@ class MembershipTest(unittest.TestCase):
         self.m.stop(old.id)
         self.check_end()
 
+    def wait_removed(self, node, timeout=5.0):
+        """Wait until @node's raft_status() says it was removed, by a
+        configuration it knows committed; its status."""
+        deadline = time.monotonic() + timeout
+        while True:
+            st = node.status()
+            if (st["member"] == "not a member" and
+                    st["commit"] >= st["configuration"]["index"]):
+                return st
+            self.assertLess(time.monotonic(), deadline,
+                            "node %d does not know it was removed: %r" %
+                            (node.id, st))
+            time.sleep(0.05)
+
+    def assert_quiet(self, node, st):
+        """@node, removed (status @st), campaigns no more: three election
+        timeouts later its term is the same, it is no candidate, and it
+        knows no leader (the old one stopped sending)."""
+        time.sleep(3 * ELECTION_MS / 1000.0)
+        now = node.status()
+        self.assertEqual(now["term"], st["term"])
+        self.assertEqual(now["role"], "follower")
+        self.assertIsNone(now["leader"])
+        self.assertIn("removed from the cluster", now["member_why"])
+
+    def test_removed_follower_learns_it(self):
+        """raft_remove of a follower: the leader replicates to it until
+        the removal commits, so within a few seconds its raft_status()
+        says it was removed and why, and it campaigns no more; restarted
+        (listen= alone: the stored configuration, without it, wins), it
+        still knows and still does not campaign."""
+        self.begin(4, (1, 2, 3, 4))
+        leader = self.m.leader()
+        victim = next(n for n in self.m.live() if n.id != leader.id)
+        text = self.call(leader, "SELECT raft_remove(?)", victim.id)
+        self.assertIn("server %d removed" % victim.id, text)
+        st = self.wait_removed(victim)
+        self.assertIn("removed from the cluster at index %d" %
+                      st["configuration"]["index"], st["member_why"])
+        self.assert_quiet(victim, st)
+        self.m.stop(victim.id)
+        again = self.m.start(victim.id, "join=")  # listen= alone
+        st = self.wait_removed(again)
+        self.assert_quiet(again, st)
+        self.assertNotIn(victim.id, self.members(self.m.leader()))
+        self.m.stop(victim.id)
+        self.check_end()
+
     def test_learner_does_not_count_for_quorum(self):
         """With three voters and a learner, stopping two voters (SIGSTOP)
         stops every commit: the learner is no quorum."""
