@@ -254,7 +254,8 @@ bool status_log_full(struct ext_status *st, char *reason, size_t len)
 }
 
 /* configuration_json adds to @o the configuration in force (index,
- * members with id, address and role, whether this start forced it) and
+ * members with id, address, role and auto_promote, whether this start
+ * forced it) and
  * this server's place in it: "member" (voter, learner, or "not a member")
  * and "member_why" (why not a member, else null). */
 static void configuration_json(json_t *o, const struct ext_status *st,
@@ -265,9 +266,10 @@ static void configuration_json(json_t *o, const struct ext_status *st,
     for (unsigned i = 0; i < s->conf.n; i++) {
         const struct raft_server *sv = &s->conf.servers[i];
         json_array_append_new(
-            members, json_pack("{s:I, s:s, s:s}", "id", (json_int_t)sv->id,
+            members, json_pack("{s:I, s:s, s:s, s:b}", "id", (json_int_t)sv->id,
                                "address", sv->address, "role",
-                               sv->role == RAFT_LEARNER ? "learner" : "voter"));
+                               sv->role == RAFT_LEARNER ? "learner" : "voter",
+                               "auto_promote", sv->auto_promote));
     }
     json_object_set_new(c, "index", json_integer((json_int_t)s->conf_index));
     json_object_set_new(c, "members", members);

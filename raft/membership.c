@@ -364,10 +364,16 @@ static int check_change(const struct raft *r, const struct raft_event *e,
     }
     *next = r->conf;
     if (e->change.kind == RAFT_CHANGE_ADD) {
-        if (slot != RAFT_MAX_SERVERS) {
+        int rc;
+        if (slot != RAFT_MAX_SERVERS ||
+            (e->change.auto_promote && e->change.role != RAFT_LEARNER)) {
             return RAFT_INVALID;
         }
-        return raft_configuration_add(next, e->change.id, e->change.role, addr);
+        rc = raft_configuration_add(next, e->change.id, e->change.role, addr);
+        if (rc == 0) {
+            next->servers[next->n - 1].auto_promote = e->change.auto_promote;
+        }
+        return rc;
     }
     if (slot == RAFT_MAX_SERVERS) {
         return RAFT_NOTFOUND;
@@ -385,6 +391,7 @@ static int check_change(const struct raft *r, const struct raft_event *e,
                 return RAFT_INVALID;
             }
             s->role = RAFT_VOTER;
+            s->auto_promote = false;
             return 0;
         case RAFT_CHANGE_DEMOTE:
             if (s->role != RAFT_VOTER ||
@@ -392,6 +399,7 @@ static int check_change(const struct raft *r, const struct raft_event *e,
                 return RAFT_INVALID;
             }
             s->role = RAFT_LEARNER;
+            s->auto_promote = false;
             return 0;
         default:
             if (addr != NULL && strlen(addr) > RAFT_ADDRESS_MAX) {

@@ -78,10 +78,15 @@ enum raft_server_role {
     RAFT_LEARNER = 2,
 };
 
-/* One server of a configuration. The core only carries @address. */
+/* One server of a configuration. The core only carries @address and
+ * @auto_promote (a leader's driver promotes such a learner once it caught
+ * up, thesis §4.2.1; replicated with the configuration, so that a new
+ * leader does too). */
 struct raft_server {
     raft_id id;                         /* > 0 */
     uint8_t role;                       /* enum raft_server_role */
+    bool auto_promote;                  /* a learner to promote to voter
+                                           once caught up (learners only) */
     char address[RAFT_ADDRESS_MAX + 1]; /* opaque, NUL-terminated */
 };
 
@@ -366,7 +371,9 @@ enum raft_change_kind {
  * update.proposed_index is its index: the change is done once that index
  * is committed. Ongaro's fix (raft-dev, 2015): the leader appends one only
  * once an entry of its own term is committed (its NOOP), and only one
- * configuration entry may be uncommitted at a time. A leader that removes
+ * configuration entry may be uncommitted at a time. ADD of a learner
+ * with @auto_promote marks it so in the configuration; PROMOTE and DEMOTE
+ * clear the mark. A leader that removes
  * or demotes itself keeps leading, without counting itself, until the
  * entry commits, then steps down (thesis §4.2.2). A server it removes
  * keeps receiving AppendEntries (counting for nothing) until the entry is
@@ -376,6 +383,7 @@ enum raft_change_kind {
  * committed yet, no entry of this term is, or a transfer runs);
  * RAFT_NOTFOUND (REMOVE, PROMOTE, DEMOTE or UPDATE_ADDRESS of a server
  * that is not a member); RAFT_INVALID (unknown kind or role, id 0, ADD of
+ * a voter with @auto_promote, ADD of
  * a member, an address too long, ADD to a configuration of
  * RAFT_MAX_SERVERS servers, PROMOTE of a voter, DEMOTE of a learner,
  * REMOVE or DEMOTE of the last voter).
@@ -433,6 +441,8 @@ struct raft_event {
             uint8_t kind;        /* enum raft_change_kind */
             raft_id id;          /* the server changed */
             uint8_t role;        /* ADD: RAFT_VOTER or RAFT_LEARNER */
+            bool auto_promote;   /* ADD of a learner: to be promoted once
+                                    caught up (struct raft_server) */
             const char *address; /* ADD, UPDATE_ADDRESS: NUL-terminated,
                                     at most RAFT_ADDRESS_MAX bytes, NULL
                                     for none; copied */

@@ -294,6 +294,29 @@ class MembershipTest(unittest.TestCase):
         self.assertEqual(sorted(self.members(self.m.leader())), [1, 2, 3])
         self.check_end()
 
+    def test_auto_promotion_survives_a_leader_change(self):
+        """raft_add without 'learner' marks the learner auto_promote in
+        the configuration entry: added while it is down, then the
+        leadership moves, then it starts: the new leader promotes it once
+        caught up (the mark lived in the old leader's memory before)."""
+        self.begin(4, (1, 2, 3))
+        old = self.m.leader()
+        self.call(old, "SELECT raft_add(4, ?)", self.m.address(4))
+        row = old.sql("SELECT role, auto_promote FROM raft_members "
+                      "WHERE id = 4")
+        self.assertEqual(row, [["learner", 1]])
+        text = self.call(old, "SELECT raft_transfer()")
+        self.assertIn("leadership transferred to server", text)
+        new = self.m.leader()
+        self.assertNotEqual(new.id, old.id)
+        self.assertEqual(new.value("SELECT auto_promote FROM raft_members "
+                                   "WHERE id = 4"), 1)
+        self.m.start(4, "join=")  # listen= alone: it waits to be added
+        self.wait_role(4, "voter")
+        self.assertEqual(self.m.leader().value(
+            "SELECT auto_promote FROM raft_members WHERE id = 4"), 0)
+        self.check_end()
+
     def test_replace_a_dead_node(self):
         """kill -9 a voter, wipe it, raft_remove it, and add a new server
         at a new address: promoted once caught up."""

@@ -671,6 +671,71 @@ static void test_learner_forgets_silent_leader(void **state)
     raft_close(r);
 }
 
+/* The auto_promote mark of a learner lives in the configuration entry
+ * (thesis §4.2.1 catch-up, made to survive a leader change): a server
+ * that received it from one leader has it once it leads itself, and its
+ * PROMOTE clears it; ADD marks only learners. */
+static void test_auto_promote_replicated(void **state)
+{
+    struct raft_configuration c, with4, d;
+    struct raft_entry e[2];
+    struct raft_event ev;
+    struct raft_update u;
+    struct raft *r;
+    const struct raft_configuration *now;
+    uint64_t t;
+
+    (void)state;
+    conf_of(&c, 3, 3);
+    with4 = c;
+    assert_int_equal(raft_configuration_add(&with4, 4, RAFT_LEARNER, "h"), 0);
+    with4.servers[3].auto_promote = true;
+    e[0] = (struct raft_entry){2, 2, RAFT_ENTRY_NOOP, NULL};
+    e[1] = config_entry(&with4, 3, 2);
+    r = new_node(1, &c);
+    assert_int_equal(step_tick(r, 0, &u), 0);
+    assert_int_equal(step_append_seq(r, 2, 2, 1, 1, 3, e, 2, 1, &u), 0);
+    assert_int_equal(step_persisted(r, 3, 2, &u), 0);
+    assert_int_equal(raft_commit_index(r), 3);
+    /* Leader 2 goes silent: node 1 leads term 3. */
+    for (t = 10; raft_role(r) != RAFT_CANDIDATE; t += 10) {
+        assert_int_equal(step_tick(r, t, &u), 0);
+    }
+    assert_int_equal(step_vote_result(r, 2, 3, true, false, &u), 0);
+    assert_int_equal(raft_role(r), RAFT_LEADER);
+    now = raft_current_configuration(r);
+    assert_int_equal(now->servers[3].id, 4);
+    assert_true(now->servers[3].auto_promote);
+    ack(r, 2, 4, &u);
+    assert_int_equal(raft_commit_index(r), 4);
+    assert_int_equal(step_change(r, RAFT_CHANGE_PROMOTE, 4, 0, NULL, &u), 0);
+    now = raft_current_configuration(r);
+    assert_int_equal(now->servers[3].role, RAFT_VOTER);
+    assert_false(now->servers[3].auto_promote);
+    assert_int_equal(u.n_entries, 1);
+    assert_int_equal(
+        raft_configuration_decode(u.entries[0].data->data,
+                                  u.entries[0].data->len, &d, NULL, 0),
+        0);
+    assert_true(raft_configuration_equal(&d, now));
+    raft_buf_unref(e[1].data);
+    raft_close(r);
+
+    r = leader3(&u);
+    memset(&ev, 0, sizeof ev);
+    ev.type = RAFT_EVENT_CHANGE;
+    ev.change.kind = RAFT_CHANGE_ADD;
+    ev.change.id = 4;
+    ev.change.role = RAFT_VOTER;
+    ev.change.auto_promote = true;
+    assert_int_equal(raft_step(r, &ev, &u), RAFT_INVALID);
+    ev.change.role = RAFT_LEARNER;
+    assert_int_equal(raft_step(r, &ev, &u), 0);
+    now = raft_current_configuration(r);
+    assert_true(now->servers[3].auto_promote);
+    raft_close(r);
+}
+
 /* Snapshots carry the configuration: an install resets the log to the
  * snapshot's, a compaction keeps the one in force, raft_restore takes the
  * snapshot's for the compacted prefix; an invalid one is refused by
@@ -939,6 +1004,7 @@ int main(void)
         cmocka_unit_test(test_new_leader_replicates_to_removed),
         cmocka_unit_test(test_removed_follower_stops),
         cmocka_unit_test(test_learner_forgets_silent_leader),
+        cmocka_unit_test(test_auto_promote_replicated),
         cmocka_unit_test(test_snapshot_configuration),
         cmocka_unit_test(test_transfer),
         cmocka_unit_test(test_timeout_now),
