@@ -92,6 +92,7 @@ struct ext_status {
     bool joining;        /* started with join= and no configuration */
     bool forced;         /* this start forced the configuration */
     bool member_seen;    /* a member at some refresh (loop thread) */
+    char listen[96];     /* where it listens, "host:port" */
     pthread_mutex_t mu;  /* guards now */
     struct snapshot now; /* (mu) */
 };
@@ -112,10 +113,32 @@ int status_new(const struct ext_config *cfg, const char *build_id,
     return 0;
 }
 
-void status_set_boot(struct ext_status *s, bool joining, bool forced)
+void status_set_boot(struct ext_status *s, bool joining, bool forced,
+                     const char *listen)
 {
     s->joining = joining;
     s->forced = forced;
+    snprintf(s->listen, sizeof s->listen, "%s", listen);
+}
+
+bool status_describe_listen(raft_id id, const char *listen,
+                            const struct raft_configuration *conf, char *buf,
+                            size_t len)
+{
+    int k = raft_configuration_find(conf, id);
+    const char *stored = k >= 0 ? conf->servers[k].address : "";
+
+    if (stored[0] == '\0' || listen[0] == '\0' || strcmp(stored, listen) == 0) {
+        return false;
+    }
+    snprintf(buf, len,
+             "listen=%s differs from this server's address %s in the "
+             "configuration in force: the other servers dial %s (right "
+             "behind NAT or in a container; if the node moved, "
+             "raft_update(%llu, '%s') on a member, unless one did "
+             "already and its entry has not reached this node)",
+             listen, stored, stored, (unsigned long long)id, listen);
+    return true;
 }
 
 void status_free(struct ext_status *s)
@@ -415,6 +438,12 @@ char *status_json(struct ext_status *st, const struct ext_status_extra *x)
         json_array_append_new(peers, j);
     }
     json_object_set_new(o, "peers", peers);
+    {
+        char w[512];
+        if (status_describe_listen(st->id, st->listen, &s.conf, w, sizeof w)) {
+            json_array_append_new(warnings, json_string(w));
+        }
+    }
     configuration_json(o, st, &s);
     /* Conditions worth an operator's look that stop nothing. */
     json_object_set_new(o, "warnings", warnings);
