@@ -96,8 +96,15 @@ static void fn_start(sqlite3_context *ctx, int argc, sqlite3_value **argv)
         snprintf(msg, sizeof msg, "raft_start: %s", errmsg);
         sqlite3_result_error(ctx, msg, -1);
     } else {
+        /* Where it listens in effect: listen= may come from the stored
+         * configuration. */
+        struct ext_node *n = ext_registry_acquire(file);
         char listen[EXT_ADDRESS_MAX + 1];
         ext_config_listen_format(cfg, listen, sizeof listen);
+        if (n != NULL) {
+            ext_node_listen(n, listen, sizeof listen);
+            ext_registry_release(n);
+        }
         snprintf(msg, sizeof msg,
                  "node %llu started, listening on %s, log in %s",
                  (unsigned long long)cfg->id, listen, cfg->dir);

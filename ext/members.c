@@ -18,14 +18,16 @@
 ** pending, and names the bad argument.
 **
 ** raft_members(id, address, role, leader, match_index, lag,
-** last_contact_ms, connected) is the configuration in force as this node
-** sees it: on the leader every column; on a follower NULL where it does
-** not know (match_index, lag, last_contact_ms but its leader's).
+** last_contact_ms, connected, auto_promote) is the configuration in force
+** as this node sees it: on the leader every column; on a follower NULL
+** where it does not know (match_index, lag, last_contact_ms but its
+** leader's). auto_promote is 1 for a learner that the leader (any leader:
+** the mark is in the configuration entry) promotes to voter once caught
+** up, else 0.
 **
-** LIMITATIONS: which learners the leader promotes by itself lives in the
-** leader's memory (a joining node repeats its JOIN until it is a voter,
-** so a new leader learns it again; one added by raft_add on a node that
-** does not join must be promoted by hand after a leader change).
+** LIMITATIONS: a node of an older build cannot read a configuration that
+** holds an auto_promote mark (a version 2 entry, raft/configuration.h):
+** upgrade every node before adding one without 'learner'.
 */
 
 #include "members.h"
@@ -79,6 +81,7 @@ unsigned members_view(struct raft_uv_node *d, raft_id self,
                              sizeof w->address);
         }
         w->role = s->role;
+        w->auto_promote = s->auto_promote;
         w->leader = s->id == leader;
         if (s->id == self) {
             w->match = raft_persisted_index(core);
@@ -345,6 +348,7 @@ enum {
     COL_LAG,
     COL_CONTACT,
     COL_CONNECTED,
+    COL_AUTO_PROMOTE,
 };
 
 /* The table of one connection. */
@@ -374,7 +378,7 @@ static int vt_connect(sqlite3 *db, void *aux, int argc, const char *const *argv,
                               "CREATE TABLE x(id INTEGER, address TEXT, role "
                               "TEXT, leader INTEGER, match_index INTEGER, "
                               "lag INTEGER, last_contact_ms INTEGER, "
-                              "connected INTEGER)");
+                              "connected INTEGER, auto_promote INTEGER)");
     if (rc != SQLITE_OK) {
         return rc;
     }
@@ -493,10 +497,13 @@ static int vt_column(sqlite3_vtab_cursor *cur, sqlite3_context *ctx, int col)
                 sqlite3_result_int64(ctx, (sqlite3_int64)r->last_contact_ms);
             }
             break;
-        default:
+        case COL_CONNECTED:
             if (r->connected >= 0) {
                 sqlite3_result_int(ctx, r->connected);
             }
+            break;
+        default:
+            sqlite3_result_int(ctx, r->auto_promote ? 1 : 0);
             break;
     }
     return SQLITE_OK;

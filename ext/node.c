@@ -403,7 +403,20 @@ int ext_node_start(const char *db_path, const struct ext_config *cfg,
     if (rc != 0) {
         goto err_fsm;
     }
-    status_set_boot(n->status, n->boot.source == EXT_BOOT_JOIN, n->boot.forced);
+    {
+        char listen[EXT_ADDRESS_MAX + 1], warning[1024];
+        if (cfg->advertise[0] != '\0') {
+            snprintf(listen, sizeof listen, "%s", cfg->advertise);
+        } else {
+            ext_node_listen(n, listen, sizeof listen);
+        }
+        status_set_boot(n->status, n->boot.source == EXT_BOOT_JOIN,
+                        n->boot.forced, listen);
+        if (status_describe_listen(cfg->id, listen, &n->boot.conf, warning,
+                                   sizeof warning)) {
+            node_log_line(&n->log, RAFT_LOG_WARN, "%s", warning);
+        }
+    }
     status_refresh(n->status, core, NULL, NULL);
     rc = start_threads(n, fsm, core, errmsg, errmsg_len);
     if (rc != 0) {
@@ -496,6 +509,11 @@ int ext_node_change(struct ext_node *n, const struct ext_change_request *req,
                     struct ext_change_result *out)
 {
     return change_submit(n->change, req, n->cfg.exec_timeout_ms, probe, out);
+}
+
+void ext_node_listen(const struct ext_node *n, char *buf, size_t len)
+{
+    ext_config_listen_format(&n->cfg, buf, len);
 }
 
 unsigned ext_node_members(struct ext_node *n, struct ext_member_row *rows,

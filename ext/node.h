@@ -137,6 +137,11 @@ int ext_node_change(struct ext_node *n, const struct ext_change_request *req,
 unsigned ext_node_members(struct ext_node *n, struct ext_member_row *rows,
                           unsigned max);
 
+/* ext_node_listen writes where @n listens, "host:port", into @buf (@len
+ * bytes): listen=, else cluster='s address of this node, else its address
+ * in the stored configuration. Any thread. */
+void ext_node_listen(const struct ext_node *n, char *buf, size_t len);
+
 /* ext_node_id returns this node's server id. Any thread. */
 uint64_t ext_node_id(const struct ext_node *n);
 

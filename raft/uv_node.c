@@ -27,6 +27,7 @@
 #include <string.h>
 
 #include "address.h"
+#include "configuration.h"
 #include "message.h"
 #include "uv_node_internal.h"
 
@@ -81,16 +82,66 @@ static void drop_peer(struct raft_uv_node *d, unsigned i)
     d->n_peers--;
 }
 
+/* tracked tells whether the core of @d replicates to server @id: a
+ * member of the configuration in force, or a leaving server (raft_leaving:
+ * it learns so that it was removed). */
+static bool tracked(struct raft_uv_node *d, raft_id id)
+{
+    return raft_configuration_find(raft_current_configuration(d->raft), id) >=
+               0 ||
+           raft_configuration_find(raft_leaving(d->raft), id) >= 0;
+}
+
+/* follow_server dials server @sv of the configuration in force (or a
+ * leaving one) when it is not this node, and makes it a peer. */
+static void follow_server(struct raft_uv_node *d, const struct raft_server *sv)
+{
+    struct raft_uv_peer p;
+    bool known = false;
+    unsigned i;
+    int rc;
+
+    if (sv->id == d->id) {
+        return;
+    }
+    if (!dial_of(d, sv, &p)) {
+        raft_uv_node_log(d, RAFT_LOG_WARN,
+                         "server %" PRIu64
+                         ": address '%s' is not host:port: not dialled",
+                         sv->id, sv->address);
+        return;
+    }
+    rc = d->tr->add_peer(d->transport, &p);
+    if (rc != 0) {
+        raft_uv_node_log(d, RAFT_LOG_WARN, "server %" PRIu64 " at %s:%u: %s",
+                         sv->id, p.host, (unsigned)p.port, raft_strerror(rc));
+        return;
+    }
+    for (i = 0; i < d->n_peers; i++) {
+        known = known || d->peers[i] == sv->id;
+    }
+    if (!known && d->n_peers < RAFT_MAX_VOTERS) {
+        i = d->n_peers++;
+        d->peers[i] = sv->id;
+        d->connected[i] = false;
+        memset(&d->sends[i], 0, sizeof d->sends[i]);
+        d->sends[i].to = sv->id;
+        d->sends[i].fd = -1;
+    }
+}
+
 /* follow_configuration makes the peers those of the configuration in
- * force: removed servers are forgotten, new ones dialled, changed
- * addresses re-dialled. The leader this server follows is kept while it
- * leads, even once a configuration without it is in force (a leader that
- * removes itself leads until that entry commits, and learns of the commit
- * from its followers' answers, thesis §4.2.2); d->drop_pending makes each
- * tick call it again until it is dropped. */
+ * force and the leaving servers the core still replicates to: the others
+ * are forgotten, new ones dialled, changed addresses re-dialled. The
+ * leader this server follows is kept while it leads, even once a
+ * configuration without it is in force (a leader that removes itself
+ * leads until that entry commits, and learns of the commit from its
+ * followers' answers, thesis §4.2.2); d->drop_pending makes each tick
+ * call it again until it is dropped. */
 static void follow_configuration(struct raft_uv_node *d)
 {
     const struct raft_configuration *c = raft_current_configuration(d->raft);
+    const struct raft_configuration *leaving = raft_leaving(d->raft);
     unsigned i;
 
     if (d->transport == NULL || d->tr->add_peer == NULL ||
@@ -99,13 +150,12 @@ static void follow_configuration(struct raft_uv_node *d)
     }
     d->drop_pending = false;
     for (i = d->n_peers; i-- > 0;) {
-        bool member = false;
-        for (unsigned k = 0; k < c->n; k++) {
-            member = member || c->servers[k].id == d->peers[i];
+        if (tracked(d, d->peers[i])) {
+            continue;
         }
-        if (!member && d->peers[i] == raft_leader_id(d->raft)) {
+        if (d->peers[i] == raft_leader_id(d->raft)) {
             d->drop_pending = true;
-        } else if (!member) {
+        } else {
             raft_uv_node_log(d, RAFT_LOG_INFO,
                              "server %" PRIu64
                              " left the configuration: no longer dialled",
@@ -113,41 +163,11 @@ static void follow_configuration(struct raft_uv_node *d)
             drop_peer(d, i);
         }
     }
-    for (unsigned k = 0; k < c->n; k++) {
-        const struct raft_server *sv = &c->servers[k];
-        struct raft_uv_peer p;
-        bool known = false;
-        int rc;
-
-        if (sv->id == d->id) {
-            continue;
-        }
-        if (!dial_of(d, sv, &p)) {
-            raft_uv_node_log(d, RAFT_LOG_WARN,
-                             "server %" PRIu64
-                             ": address '%s' is not host:port: not "
-                             "dialled",
-                             sv->id, sv->address);
-            continue;
-        }
-        rc = d->tr->add_peer(d->transport, &p);
-        if (rc != 0) {
-            raft_uv_node_log(d, RAFT_LOG_WARN,
-                             "server %" PRIu64 " at %s:%u: %s", sv->id, p.host,
-                             (unsigned)p.port, raft_strerror(rc));
-            continue;
-        }
-        for (i = 0; i < d->n_peers; i++) {
-            known = known || d->peers[i] == sv->id;
-        }
-        if (!known && d->n_peers < RAFT_MAX_VOTERS) {
-            i = d->n_peers++;
-            d->peers[i] = sv->id;
-            d->connected[i] = false;
-            memset(&d->sends[i], 0, sizeof d->sends[i]);
-            d->sends[i].to = sv->id;
-            d->sends[i].fd = -1;
-        }
+    for (i = 0; i < c->n; i++) {
+        follow_server(d, &c->servers[i]);
+    }
+    for (i = 0; i < leaving->n; i++) {
+        follow_server(d, &leaving->servers[i]);
     }
 }
 

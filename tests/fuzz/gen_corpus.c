@@ -463,19 +463,21 @@ static void gen_log_entry(const struct frames *s)
 }
 
 /* gen_configuration writes encoded configurations: empty, a bootstrap's
- * three voters, voters and learners with long and empty addresses. */
+ * three voters, voters and learners with long and empty addresses, and
+ * the same with a learner to promote (version 2). */
 static void gen_configuration(void)
 {
     struct raft_configuration c;
     struct raft_buf *b = NULL;
     char longaddr[RAFT_ADDRESS_MAX + 1];
-    static const char *names[3] = {"empty", "three_voters", "mixed"};
+    static const char *names[4] = {"empty", "three_voters", "mixed",
+                                   "auto_promote"};
     unsigned i;
 
     make_dir("configuration");
     memset(longaddr, 'h', RAFT_ADDRESS_MAX);
     longaddr[RAFT_ADDRESS_MAX] = '\0';
-    for (i = 0; i < 3; i++) {
+    for (i = 0; i < 4; i++) {
         int rc = 0;
         raft_configuration_init(&c);
         if (i >= 1) {
@@ -483,9 +485,12 @@ static void gen_configuration(void)
             rc |= raft_configuration_add(&c, 2, RAFT_VOTER, "127.0.0.1:7002");
             rc |= raft_configuration_add(&c, 3, RAFT_VOTER, "127.0.0.1:7003");
         }
-        if (i == 2) {
+        if (i >= 2) {
             rc |= raft_configuration_add(&c, 9, RAFT_LEARNER, longaddr);
             rc |= raft_configuration_add(&c, 12, RAFT_LEARNER, "");
+        }
+        if (i == 3) {
+            c.servers[4].auto_promote = true;
         }
         if (rc != 0 || raft_configuration_encode_buf(&c, &b) != 0) {
             die("raft_configuration_encode_buf");
