@@ -528,16 +528,20 @@ static void gen_log_meta(void)
     static const char *const names[] = {
         LMDB_LOG_FORMAT_META_TERM,          LMDB_LOG_FORMAT_META_VOTE,
         LMDB_LOG_FORMAT_META_FIRST_INDEX,   LMDB_LOG_FORMAT_META_SNAPSHOT_INDEX,
-        LMDB_LOG_FORMAT_META_SNAPSHOT_TERM,
+        LMDB_LOG_FORMAT_META_SNAPSHOT_TERM, LMDB_LOG_FORMAT_META_CLUSTER_ID_0,
+        LMDB_LOG_FORMAT_META_CLUSTER_ID_1,
     };
-    static const uint64_t values[] = {7, 2, 101, 100, 6};
+    static const uint64_t values[] = {
+        7, 2, 101, 100, 6, 0x0102030405060708u, 0x1112131415161718u};
+    const unsigned n_names = sizeof names / sizeof names[0];
     uint8_t out[1 + LMDB_LOG_FORMAT_META_LEN];
     char name[64];
     unsigned i;
 
     make_dir("log_meta");
-    /* Selector i picks names[i] (fuzz_log_meta.c), 5 the format record. */
-    for (i = 0; i < 5; i++) {
+    /* Selector i picks names[i] (fuzz_log_meta.c), n_names the format
+     * record. */
+    for (i = 0; i < n_names; i++) {
         out[0] = (uint8_t)i;
         format_meta_encode(names[i], values[i], out + 1);
         write_sample("log_meta", names[i], out, sizeof out);
@@ -546,7 +550,7 @@ static void gen_log_meta(void)
         snprintf(name, sizeof name, "%s_fix", names[i]);
         write_sample("log_meta", name, out, sizeof out);
     }
-    out[0] = 5;
+    out[0] = (uint8_t)n_names;
     format_version_encode(LMDB_LOG_FORMAT_VERSION, out + 1);
     write_sample("log_meta", "format", out, 1 + LMDB_LOG_FORMAT_VERSION_LEN);
 }
