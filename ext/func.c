@@ -283,6 +283,25 @@ static void fn_leader(sqlite3_context *ctx, int argc, sqlite3_value **argv)
     }
 }
 
+static void fn_cluster_id(sqlite3_context *ctx, int argc, sqlite3_value **argv)
+{
+    struct ext_node *n = func_acquire(ctx, "raft_cluster_id");
+    char hex[EXT_CLUSTER_ID_HEX];
+    bool known;
+    (void)argc;
+    (void)argv;
+    if (n == NULL) {
+        return;
+    }
+    known = ext_node_cluster_id(n, hex);
+    ext_registry_release(n);
+    if (known) {
+        sqlite3_result_text(ctx, hex, -1, SQLITE_TRANSIENT);
+    } else {
+        sqlite3_result_null(ctx);
+    }
+}
+
 static void fn_stop(sqlite3_context *ctx, int argc, sqlite3_value **argv)
 {
     const char *file = main_file(ctx, "raft_stop");
@@ -336,6 +355,10 @@ int ext_func_register(sqlite3 *db)
     if (rc == SQLITE_OK) {
         rc = sqlite3_create_function_v2(db, "raft_stop", 0, admin, NULL,
                                         fn_stop, NULL, NULL, NULL);
+    }
+    if (rc == SQLITE_OK) {
+        rc = sqlite3_create_function_v2(db, "raft_cluster_id", 0, admin, NULL,
+                                        fn_cluster_id, NULL, NULL, NULL);
     }
     if (rc == SQLITE_OK) {
         rc = members_register(db);

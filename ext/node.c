@@ -16,6 +16,7 @@
 #include "applier.h"
 #include "boot.h"
 #include "change.h"
+#include "cluster_id.h"
 #include "exec.h"
 #include "forward.h"
 #include "node.h"
@@ -24,6 +25,9 @@
 #include "sqlbridge.h"
 #include "status.h"
 #include "store.h"
+
+_Static_assert(EXT_CLUSTER_ID_HEX == RAFT_UV_CLUSTER_ID_HEX,
+               "one cluster id length");
 
 /* Tick period of the Raft core's clock, ms. */
 #define EXT__TICK_MS 10
@@ -39,17 +43,18 @@
 #define EXT__MAX_INFLIGHT_MSGS 16
 
 struct ext_node {
-    struct ext_config cfg;       /* configuration (copy) */
-    struct ext_boot boot;        /* the configuration at start */
-    struct ext_node_log log;     /* log lines and the last error */
-    struct ext_store *store;     /* the log directory and LMDB log */
-    struct ext_applier *applier; /* the apply thread and connection */
-    struct ext_status *status;   /* what raft_status() shows */
-    struct ext_propose propose;  /* the leader's stamps (loop) */
-    struct ext_forward *forward; /* the leader's side of forwarding */
-    struct ext_exec *exec;       /* waiting callers */
-    struct ext_change *change;   /* membership changes and transfers */
-    struct raft_uv_node *driver; /* owns the core and the transport;
+    struct ext_config cfg;          /* configuration (copy) */
+    struct ext_boot boot;           /* the configuration at start */
+    struct ext_node_log log;        /* log lines and the last error */
+    struct ext_store *store;        /* the log directory and LMDB log */
+    struct ext_applier *applier;    /* the apply thread and connection */
+    struct ext_status *status;      /* what raft_status() shows */
+    struct ext_propose propose;     /* the leader's stamps (loop) */
+    struct ext_forward *forward;    /* the leader's side of forwarding */
+    struct ext_exec *exec;          /* waiting callers */
+    struct ext_change *change;      /* membership changes and transfers */
+    struct ext_cluster_id *cluster; /* the cluster id */
+    struct raft_uv_node *driver;    /* owns the core and the transport;
                                         written before its loop starts */
 };
 
@@ -102,6 +107,14 @@ static void on_tick(void *data)
     exec_on_tick(n->exec, n->driver);
     change_on_tick(n->change, n->driver);
     store_on_tick(n->store, n->driver);
+    cluster_id_on_tick(n->cluster, n->driver, applier_applied(n->applier));
+}
+
+static void on_cluster_id(void *data, const uint8_t id[RAFT_UV_CLUSTER_ID_LEN],
+                          raft_id from)
+{
+    struct ext_node *n = data;
+    cluster_id_adopted(n->cluster, n->driver, id, from);
 }
 
 static void on_stepped(void *data)
@@ -167,6 +180,12 @@ static void on_applied(void *data, const struct sql_fsm_entry *entries,
 {
     struct ext_node *n = data;
     exec_applied(n->exec, entries, results, cnt, last);
+}
+
+static void on_cluster_applied(void *data, const uint8_t id[SQL_CLUSTER_ID_LEN])
+{
+    struct ext_node *n = data;
+    cluster_id_applied(n->cluster, id);
 }
 
 static bool apply_now(void *data)
@@ -243,6 +262,12 @@ static int load_core(struct ext_node *n, const char *db_path,
     };
     struct ext_store_state st;
     int rc = store_open(&sc, &n->log, &n->store, errmsg, errmsg_len);
+    if (rc == 0) {
+        rc = cluster_id_new(n->store, &n->log, &n->cluster);
+    }
+    if (rc == 0) {
+        rc = cluster_id_boot(n->cluster, fsm, errmsg, errmsg_len);
+    }
     if (rc != 0) {
         return rc;
     }
@@ -276,6 +301,7 @@ static int start_threads(struct ext_node *n, struct sql_fsm *fsm,
         .data = n,
         .applied = on_applied,
         .apply_now = apply_now,
+        .cluster_id = on_cluster_applied,
     };
     struct raft_uv_peer peers[EXT_MAX_NODES];
     struct raft_uv_node_config dc;
@@ -289,6 +315,7 @@ static int start_threads(struct ext_node *n, struct sql_fsm *fsm,
         .stepped = on_stepped,
         .log = on_driver_log,
         .dial = on_dial,
+        .cluster_id = on_cluster_id,
     };
     unsigned n_peers = 0;
     int rc;
@@ -331,6 +358,7 @@ static int start_threads(struct ext_node *n, struct sql_fsm *fsm,
     dc.snapshot_chunk_bytes = n->cfg.snapshot_chunk_bytes;
     dc.build_id = build_id();
     dc.storage_stall_ms = n->cfg.election_timeout_ms;
+    cluster_id_get(n->cluster, dc.cluster_id);
     store_storage(n->store, n->applier, &storage);
     rc = raft_uv_node_start(core, &dc, &storage, &cb, &n->driver, errmsg,
                             errmsg_len);
@@ -351,6 +379,7 @@ static void node_free(struct ext_node *n)
     change_free(n->change);
     forward_free(n->forward);
     status_free(n->status);
+    cluster_id_free(n->cluster);
     store_close(n->store);
     node_log_close(&n->log);
     free(n);
@@ -424,9 +453,10 @@ int ext_node_start(const char *db_path, const struct ext_config *cfg,
         goto err_free; /* the applier closed the state machine */
     }
     {
-        char servers[1024];
+        char servers[1024], cluster_id[RAFT_UV_CLUSTER_ID_HEX];
         char listen[EXT_ADDRESS_MAX + 1];
         boot_format_servers(&n->boot.conf, servers, sizeof servers);
+        cluster_id_hex(n->cluster, cluster_id);
         ext_config_listen_format(&n->cfg, listen, sizeof listen);
         if (n->cfg.insecure && !ext_config_peers_authenticated(&n->cfg)) {
             node_log_line(&n->log, RAFT_LOG_WARN,
@@ -438,10 +468,11 @@ int ext_node_start(const char *db_path, const struct ext_config *cfg,
         }
         node_log_line(&n->log, RAFT_LOG_INFO,
                       "started: listen %s, log %s, applied %" PRIu64
-                      ", configuration %s (index %" PRIu64 ")%s",
+                      ", configuration %s (index %" PRIu64 ")%s, cluster id %s",
                       listen, cfg->dir, applier_applied(n->applier), servers,
                       n->boot.conf_index,
-                      n->boot.bootstrapped ? ", bootstrapped" : "");
+                      n->boot.bootstrapped ? ", bootstrapped" : "",
+                      cluster_id[0] != '\0' ? cluster_id : "none yet");
     }
     *out = n;
     return 0;
@@ -479,7 +510,7 @@ int ext_node_exec(struct ext_node *n, const char *sql, size_t sql_len,
 
 char *ext_node_status(struct ext_node *n)
 {
-    char last_error[512], apply_error[512];
+    char last_error[512], apply_error[512], cluster_id[RAFT_UV_CLUSTER_ID_HEX];
     struct ext_status_extra x;
 
     x.last_error_age_ms =
@@ -491,6 +522,8 @@ char *ext_node_status(struct ext_node *n)
     x.durable = applier_durable(n->applier);
     x.applying = !applier_failed(n->applier);
     x.last_error = last_error;
+    cluster_id_hex(n->cluster, cluster_id);
+    x.cluster_id = cluster_id;
     return status_json(n->status, &x);
 }
 
@@ -502,6 +535,12 @@ uint64_t ext_node_leader(struct ext_node *n)
 uint64_t ext_node_id(const struct ext_node *n)
 {
     return n->cfg.id;
+}
+
+bool ext_node_cluster_id(struct ext_node *n, char out[EXT_CLUSTER_ID_HEX])
+{
+    cluster_id_hex(n->cluster, out);
+    return out[0] != '\0';
 }
 
 int ext_node_change(struct ext_node *n, const struct ext_change_request *req,

@@ -327,6 +327,9 @@ char *status_json(struct ext_status *st, const struct ext_status_extra *x)
         return NULL;
     }
     json_object_set_new(o, "id", json_integer((json_int_t)st->id));
+    json_object_set_new(
+        o, "cluster_id",
+        x->cluster_id[0] != '\0' ? json_string(x->cluster_id) : json_null());
     json_object_set_new(o, "build_id", json_string(st->build_id));
     json_object_set_new(o, "role", json_string(role_name(s.role)));
     json_object_set_new(o, "term", json_integer((json_int_t)s.term));

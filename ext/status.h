@@ -24,6 +24,7 @@ struct ext_status_extra {
     const char *apply_error;    /* why applying is failing now, "" for none */
     const char *last_error;     /* "" for none */
     uint64_t last_error_age_ms; /* ms since @last_error was recorded */
+    const char *cluster_id;     /* the cluster id in hex, "" for none */
 };
 
 struct ext_status; /* opaque */

@@ -17,23 +17,52 @@
 #include "raft.h"
 #include "uv.h"
 
-/* Handshake (layout in uv.h): magic, handshake version u8, wire version
- * u8, sender id u64 little-endian, build id length u8, build id, listen
- * address length u8, listen address. */
+/* Handshake (layout in uv.h): magic, handshake version u8, lowest and
+ * highest wire version u8, cluster id, sender id u64 little-endian, build
+ * id length u8, build id, listen address length u8, listen address. */
 #define RAFT__UV_MAGIC "RFTSQL"
 #define RAFT__UV_MAGIC_LEN 6
-#define RAFT__UV_HANDSHAKE_VERSION 3
-/* Bytes up to and including the two version bytes. */
-#define RAFT__UV_HANDSHAKE_VERSIONS (RAFT__UV_MAGIC_LEN + 2)
+#define RAFT__UV_HANDSHAKE_VERSION 4
+/* Bytes up to and including the handshake and wire versions. */
+#define RAFT__UV_HANDSHAKE_VERSIONS (RAFT__UV_MAGIC_LEN + 3)
+/* Offset of the sender id (after the cluster id). */
+#define RAFT__UV_HANDSHAKE_ID                                                  \
+    (RAFT__UV_HANDSHAKE_VERSIONS + RAFT_UV_CLUSTER_ID_LEN)
 /* Bytes before the build id. */
-#define RAFT__UV_HANDSHAKE_FIXED (RAFT__UV_HANDSHAKE_VERSIONS + 8 + 1)
-/* Longest listen address a handshake carries ("host:port"), bytes. */
-#define RAFT__UV_ADDRESS_MAX 63
+#define RAFT__UV_HANDSHAKE_FIXED (RAFT__UV_HANDSHAKE_ID + 8 + 1)
+/* Longest listen address a handshake carries ("host:port", an IPv6
+ * literal in brackets or a 253-byte host name and a port), bytes: its
+ * length byte's range. */
+#define RAFT__UV_ADDRESS_MAX 255
 _Static_assert(RAFT_ADDRESS_TEXT_MAX <= RAFT__UV_ADDRESS_MAX,
                "every address the parser accepts fits in a handshake");
 /* Longest handshake. */
 #define RAFT__UV_HANDSHAKE_MAX                                                 \
     (RAFT__UV_HANDSHAKE_FIXED + RAFT_UV_BUILD_ID_MAX + 1 + RAFT__UV_ADDRESS_MAX)
+
+/* The acceptor's answer (layout in uv.h): magic, handshake version u8,
+ * verdict u8, lowest and highest wire version u8, cluster id, acceptor id
+ * u64 little-endian, reason length u8, reason. Bytes before the reason,
+ * and the longest answer. */
+#define RAFT__UV_ANSWER_FIXED                                                  \
+    (RAFT__UV_MAGIC_LEN + 4 + RAFT_UV_CLUSTER_ID_LEN + 8 + 1)
+#define RAFT__UV_ANSWER_MAX (RAFT__UV_ANSWER_FIXED + 255)
+
+/* Verdicts of an answer: accepted, or why the acceptor refused. */
+enum raft_uv_verdict {
+    RAFT__UV_ACCEPTED = 0,
+    RAFT__UV_REFUSED_CLUSTER = 1,   /* both have a cluster id, not the same */
+    RAFT__UV_REFUSED_ID = 2,        /* sender id 0, or the acceptor's own */
+    RAFT__UV_REFUSED_WIRE = 3,      /* no wire version in common */
+    RAFT__UV_REFUSED_HANDSHAKE = 4, /* another handshake version, or a
+                                       malformed handshake */
+};
+
+/* Refusals an acceptor remembers having logged (a refused dialler retries
+ * every 2 s: only a new refusal is logged at WARN), and the length of
+ * each remembered line. */
+#define RAFT__UV_REFUSALS 8
+#define RAFT__UV_REFUSAL_LEN 300
 
 /* Reconnect backoff: first delay, and the ceiling it doubles up to. */
 #define RAFT__UV_BACKOFF_MIN_MS 100
@@ -78,10 +107,12 @@ _Static_assert(RAFT_ADDRESS_TEXT_MAX <= RAFT__UV_ADDRESS_MAX,
 
 /* States of the outgoing connection to one peer. */
 enum raft_uv_out_state {
-    RAFT__UV_WAITING = 1,   /* no connection, backoff timer running */
-    RAFT__UV_DIALLING = 2,  /* connect in progress */
-    RAFT__UV_CONNECTED = 3, /* handshake queued, messages may be sent */
-    RAFT__UV_RESOLVING = 4, /* its hostname resolving (uv_resolve.c) */
+    RAFT__UV_WAITING = 1,     /* no connection, backoff timer running */
+    RAFT__UV_DIALLING = 2,    /* connect in progress */
+    RAFT__UV_CONNECTED = 3,   /* handshake accepted, frames may be sent */
+    RAFT__UV_HANDSHAKING = 4, /* handshake sent, waiting for the answer
+                                 (timer running): frames are refused */
+    RAFT__UV_RESOLVING = 5,   /* its hostname resolving (uv_resolve.c) */
 };
 
 struct raft_uv_out;
@@ -91,17 +122,21 @@ struct raft_uv_write;
 /* One outgoing TCP connection (one dial attempt). Freed in its close
  * callback, which libuv runs after the connect and write callbacks. */
 struct raft_uv_conn {
-    uv_tcp_t tcp;            /* the socket; tcp.data is this conn */
-    uv_connect_t connect;    /* the dial request */
-    struct raft_uv_out *out; /* peer this connection belongs to */
-    char rbuf[64];           /* sink for (unexpected) incoming bytes */
+    uv_tcp_t tcp;                        /* the socket; tcp.data is this
+                                              conn */
+    uv_connect_t connect;                /* the dial request */
+    struct raft_uv_out *out;             /* peer this connection belongs
+                                              to */
+    uint8_t answer[RAFT__UV_ANSWER_MAX]; /* the acceptor's answer so far */
+    size_t answer_got;                   /* bytes of @answer received */
+    char rbuf[512];                      /* libuv reads land here */
 };
 
 /* The sending side towards one peer, allocated on its own: a peer removed
  * (raft_uv_transport_remove_peer) is retired and freed once its timer and
  * connection are closed (@refs).
- * Invariant: @conn != NULL iff @state is DIALLING or CONNECTED;
- * @resolving != NULL iff @state is RESOLVING. */
+ * Invariant: @conn != NULL iff @state is DIALLING, HANDSHAKING or
+ * CONNECTED; @resolving != NULL iff @state is RESOLVING. */
 struct raft_uv_out {
     struct raft_uv_transport *t;       /* owner */
     raft_id id;                        /* the peer's server id */
@@ -126,6 +161,12 @@ struct raft_uv_out {
     bool build_known;                              /* @build_id is set */
     char build_id[RAFT_UV_BUILD_ID_MAX + 1];       /* the build id of the
                                     peer's latest handshake */
+    uint8_t cluster_id[RAFT_UV_CLUSTER_ID_LEN];    /* the cluster id of it
+                                    (valid with @build_known) */
+    unsigned wire_version;                         /* frames go in this
+                                    version (set when accepted) */
+    char refusal[RAFT__UV_REFUSAL_LEN];            /* the last refusal of
+                                    our handshake logged at WARN, "" */
     unsigned refs;                                 /* open handles: the
                                     timer, and @conn or a closing one */
     bool retired;                                  /* removed: freed when
@@ -142,26 +183,33 @@ enum raft_uv_in_stage {
 /* One accepted connection, from a peer's outgoing side. Freed in its close
  * callback. */
 struct raft_uv_in {
-    uv_tcp_t tcp;                       /* tcp.data is this struct */
-    struct raft_uv_transport *t;        /* owner */
-    struct raft_uv_in *prev;            /* list of accepted conns */
-    struct raft_uv_in *next;            /* list of accepted conns */
-    char name[96];                      /* "peer 2 (addr)", for logs */
-    raft_id peer;                       /* sender id, 0 before handshake */
-    bool closing;                       /* uv_close called */
-    int stage;                          /* enum raft_uv_in_stage */
-    uint8_t hs[RAFT__UV_HANDSHAKE_MAX]; /* handshake bytes so far */
-    size_t hs_got;                      /* bytes of @hs received */
-    uint8_t hdr[4];                     /* length prefix so far */
-    size_t hdr_got;                     /* bytes of @hdr received */
-    uint8_t *body;                      /* frame body being assembled */
-    size_t body_len;                    /* announced body length */
-    size_t body_got;                    /* bytes of the body received */
-    size_t body_cap;                    /* bytes allocated at @body */
-    uint64_t accepted_at;               /* loop clock at accept, ms */
-    uint64_t last_read_at;              /* loop clock of the last bytes
+    uv_tcp_t tcp;                        /* tcp.data is this struct */
+    struct raft_uv_transport *t;         /* owner */
+    struct raft_uv_in *prev;             /* list of accepted conns */
+    struct raft_uv_in *next;             /* list of accepted conns */
+    char name[96];                       /* "peer 2 (addr)", for logs */
+    raft_id peer;                        /* sender id, 0 before handshake */
+    bool closing;                        /* uv_close called */
+    bool refused;                        /* its handshake was refused: the
+                                           refusal goes out, then it
+                                           closes */
+    unsigned wire_version;               /* its frames' version, once
+                                           verified */
+    uint8_t answer[RAFT__UV_ANSWER_MAX]; /* the answer to write */
+    size_t answer_len;                   /* its bytes, 0 once written */
+    int stage;                           /* enum raft_uv_in_stage */
+    uint8_t hs[RAFT__UV_HANDSHAKE_MAX];  /* handshake bytes so far */
+    size_t hs_got;                       /* bytes of @hs received */
+    uint8_t hdr[4];                      /* length prefix so far */
+    size_t hdr_got;                      /* bytes of @hdr received */
+    uint8_t *body;                       /* frame body being assembled */
+    size_t body_len;                     /* announced body length */
+    size_t body_got;                     /* bytes of the body received */
+    size_t body_cap;                     /* bytes allocated at @body */
+    uint64_t accepted_at;                /* loop clock at accept, ms */
+    uint64_t last_read_at;               /* loop clock of the last bytes
                                               read, ms */
-    char rbuf[RAFT__UV_READ_BUF];       /* libuv reads land here */
+    char rbuf[RAFT__UV_READ_BUF];        /* libuv reads land here */
 };
 
 /* The transport.
@@ -170,12 +218,18 @@ struct raft_uv_in {
 struct raft_uv_transport {
     uv_loop_t *loop; /* the loop every handle lives on */
     raft_id self;    /* this server's id */
-    char build_id[RAFT_UV_BUILD_ID_MAX + 1]; /* this server's build id */
-    uint64_t max_frame_bytes;                /* bound on one frame body */
-    raft_uv_recv_cb recv_cb;                 /* receive callback */
-    raft_log_cb log_cb;                      /* log sink, may be NULL */
-    void *data;                              /* passed to the callbacks */
-    uv_tcp_t listener;                       /* the listening socket */
+    char build_id[RAFT_UV_BUILD_ID_MAX + 1];    /* this server's build id */
+    uint8_t cluster_id[RAFT_UV_CLUSTER_ID_LEN]; /* its cluster id, all zero
+                                                   while it has none */
+    char refusals[RAFT__UV_REFUSALS][RAFT__UV_REFUSAL_LEN]; /* refusals
+                                   logged at WARN, latest at
+                                   @n_refusals - 1 (a ring) */
+    unsigned n_refusals;        /* refusals logged so far */
+    uint64_t max_frame_bytes;   /* bound on one frame body */
+    raft_uv_recv_cb recv_cb;    /* receive callback */
+    raft_log_cb log_cb;         /* log sink, may be NULL */
+    void *data;                 /* passed to the callbacks */
+    uv_tcp_t listener;          /* the listening socket */
     uv_prepare_t flush_prepare; /* flushes held frames before polling */
     uv_check_t flush_check;     /* and after each poll */
     uint16_t port;              /* port actually bound */
@@ -301,14 +355,76 @@ void raft_uv_accept_sweep(uv_timer_t *timer);
 struct raft_uv_out *raft_uv_tcp_find(const struct raft_uv_transport *t,
                                      raft_id id);
 
-/* raft_uv_send_handshake_encode writes the handshake of server @self with
- * build id @build_id (NUL-terminated, at most RAFT_UV_BUILD_ID_MAX bytes,
- * as the transport checked it) and listen address @address ("host:port",
- * at most RAFT__UV_ADDRESS_MAX bytes) into @out and returns its length (at
- * most RAFT__UV_HANDSHAKE_MAX bytes). Pure; any thread. */
-size_t raft_uv_send_handshake_encode(raft_id self, const char *build_id,
-                                     const char *address,
-                                     uint8_t out[RAFT__UV_HANDSHAKE_MAX]);
+/* raft_uv_send_handshake_encode writes the handshake of server @self of
+ * cluster @cluster_id (all zero for none) with build id @build_id
+ * (NUL-terminated, at most RAFT_UV_BUILD_ID_MAX bytes, as the transport
+ * checked it) and listen address @address ("host:port", at most
+ * RAFT__UV_ADDRESS_MAX bytes), speaking wire versions
+ * RAFT_WIRE_VERSION_MIN to RAFT_WIRE_VERSION, into @out and returns its
+ * length (at most RAFT__UV_HANDSHAKE_MAX bytes). Pure; any thread. */
+size_t raft_uv_send_handshake_encode(
+    raft_id self, const uint8_t cluster_id[RAFT_UV_CLUSTER_ID_LEN],
+    const char *build_id, const char *address,
+    uint8_t out[RAFT__UV_HANDSHAKE_MAX]);
+
+/* raft_uv_send_answer writes the answer prepared in @in->answer (by
+ * raft_uv_handshake_check) on the accepted connection @in, if any is
+ * pending; once a refusal is written (@in->refused), or when none can be
+ * written, it closes @in. Loop thread. */
+void raft_uv_send_answer(struct raft_uv_in *in);
+
+/* raft_uv_handshake_need returns how many handshake bytes @in must hold
+ * before the next raft_uv_handshake_check: the versions, then the fixed
+ * part, then through the address length, then the whole. Pure. */
+size_t raft_uv_handshake_need(const struct raft_uv_in *in);
+
+/* raft_uv_handshake_check checks the handshake of @in once it holds
+ * raft_uv_handshake_need bytes. Returns -1 when it is refused (logged;
+ * @in->answer holds the refusal, @in->refused is set, except for a bad
+ * magic: not raftsql, no answer), 0 while more bytes are needed, 1 when
+ * it is complete and accepted: @in->peer and @in->wire_version are set,
+ * the peer's build and cluster id recorded (a sender that is not a peer
+ * is dialled back, raft_uv_tcp_learn) and @in->answer holds the
+ * acceptance. Writes no bytes itself (raft_uv_send_answer does). Loop
+ * thread (the fuzz target calls it without a loop, on a transport full of
+ * peers). */
+int raft_uv_handshake_check(struct raft_uv_in *in);
+
+/* What an acceptor's answer says. */
+struct raft_uv_answer {
+    unsigned verdict;                           /* enum raft_uv_verdict */
+    unsigned wire_min;                          /* its lowest wire version */
+    unsigned wire_max;                          /* its highest */
+    uint8_t cluster_id[RAFT_UV_CLUSTER_ID_LEN]; /* its cluster id, zero for
+                                                   none */
+    raft_id id;                                 /* its server id */
+    char reason[256];                           /* a refusal's reason */
+};
+
+/* raft_uv_handshake_answer_need returns how many bytes the answer whose
+ * first @got bytes are at @a has in all: RAFT__UV_ANSWER_FIXED until that
+ * many arrived, then with its reason. Pure. */
+size_t raft_uv_handshake_answer_need(const uint8_t *a, size_t got);
+
+/* raft_uv_handshake_answer_decode decodes the complete answer at @a (@len
+ * bytes, as raft_uv_handshake_answer_need says) into @out. Returns false,
+ * with why in @errmsg (@errmsg_len bytes), for a wrong length or magic,
+ * another handshake version, an unknown verdict, an empty wire range or a
+ * reason that is not printable ASCII. Pure; any thread. */
+bool raft_uv_handshake_answer_decode(const uint8_t *a, size_t len,
+                                     struct raft_uv_answer *out, char *errmsg,
+                                     size_t errmsg_len);
+
+/* raft_uv_handshake_on_answer takes the @n bytes at @p read on @out's
+ * connection: while it waits for the answer to its handshake
+ * (HANDSHAKING) they are that answer, and once it is complete an
+ * acceptance from the server dialled, whose wire versions meet ours,
+ * makes @out CONNECTED in the highest version both speak (logged at
+ * INFO); a refusal (logged at WARN, once until it changes), a bad answer
+ * or any other bytes fail the connection (re-dialled after the backoff).
+ * Loop thread. */
+void raft_uv_handshake_on_answer(struct raft_uv_out *out, const uint8_t *p,
+                                 size_t n);
 
 /* raft_uv_tcp_learn dials back server @id, not a peer yet, whose verified
  * handshake advertised listen address @address ("host:port", address.h;

@@ -319,6 +319,41 @@ const char *raft_uv_node_peer_build_id(const struct raft_uv_node *d, raft_id id)
     return d->tr->peer_build_id(d->transport, id);
 }
 
+void raft_uv_node_cluster_id_set(struct raft_uv_node *d,
+                                 const uint8_t id[RAFT_UV_CLUSTER_ID_LEN])
+{
+    memcpy(d->cluster_id, id, RAFT_UV_CLUSTER_ID_LEN);
+    if (d->transport != NULL && d->tr->set_cluster_id != NULL) {
+        d->tr->set_cluster_id(d->transport, id);
+    }
+}
+
+/* adopt_cluster_id takes the cluster id of the sender of @m, when this
+ * server has none and @m replicates to it (uv_node.h). */
+static void adopt_cluster_id(struct raft_uv_node *d, const struct raft_frame *m)
+{
+    uint8_t id[RAFT_UV_CLUSTER_ID_LEN];
+    char hex[RAFT_UV_CLUSTER_ID_HEX];
+
+    if ((m->type != RAFT_MSG_APPEND_ENTRIES &&
+         m->type != RAFT_FRAME_SNAPSHOT_CHUNK) ||
+        !raft_uv_cluster_id_is_zero(d->cluster_id) ||
+        d->tr->peer_cluster_id == NULL ||
+        !d->tr->peer_cluster_id(d->transport, m->from, id) ||
+        raft_uv_cluster_id_is_zero(id)) {
+        return;
+    }
+    raft_uv_node_cluster_id_set(d, id);
+    raft_uv_cluster_id_hex(id, hex);
+    raft_uv_node_log(d, RAFT_LOG_INFO,
+                     "cluster id %s, adopted from server %" PRIu64
+                     ", the first leader to replicate to this server",
+                     hex, m->from);
+    if (d->cb.cluster_id != NULL) {
+        d->cb.cluster_id(d->cb.data, id, m->from);
+    }
+}
+
 /* ---- Loop callbacks ----------------------------------------------------- */
 
 static void on_recv(void *data, const struct raft_frame *m)
@@ -329,6 +364,7 @@ static void on_recv(void *data, const struct raft_frame *m)
     if (d->stopping) {
         return;
     }
+    adopt_cluster_id(d, m);
     if (m->type == RAFT_FRAME_FORWARD || m->type == RAFT_FRAME_FORWARD_RESULT) {
         if (d->cb.forward != NULL) {
             d->cb.forward(d->cb.data, m);
@@ -466,6 +502,18 @@ static const char *tcp_peer_build_id(const void *t, raft_id id)
     return raft_uv_transport_peer_build_id(t, id);
 }
 
+static void tcp_set_cluster_id(void *t,
+                               const uint8_t id[RAFT_UV_CLUSTER_ID_LEN])
+{
+    raft_uv_transport_set_cluster_id(t, id);
+}
+
+static bool tcp_peer_cluster_id(const void *t, raft_id id,
+                                uint8_t out[RAFT_UV_CLUSTER_ID_LEN])
+{
+    return raft_uv_transport_peer_cluster_id(t, id, out);
+}
+
 static void tcp_close(void *t, void (*cb)(void *data), void *data)
 {
     raft_uv_transport_close(t, cb, data);
@@ -491,6 +539,8 @@ static const struct raft_uv_node_transport tcp_transport = {
     .send = tcp_send,
     .connected = tcp_connected,
     .peer_build_id = tcp_peer_build_id,
+    .set_cluster_id = tcp_set_cluster_id,
+    .peer_cluster_id = tcp_peer_cluster_id,
     .close = tcp_close,
     .add_peer = tcp_add_peer,
     .remove_peer = tcp_remove_peer,
@@ -570,6 +620,7 @@ int raft_uv_node_start_with(struct raft *r,
         free(d);
         return rc;
     }
+    raft_uv_node_cluster_id_set(d, cfg->cluster_id);
     d->raft = r;
     uv_async_init(&d->loop, &d->wake, on_wake);
     d->wake.data = d;

@@ -19,6 +19,22 @@
 /* Longest build id a handshake carries, bytes (see uv.h). */
 #define RAFT_UV_BUILD_ID_MAX 128
 
+/* A cluster id: 16 random bytes made when a cluster gets its first leader
+ * (ext/cluster_id.h), all zero for a server that has none yet. Every
+ * handshake carries it; a server refuses one of another cluster (uv.h).
+ * Shown as RAFT_UV_CLUSTER_ID_HEX - 1 lowercase hex digits. */
+#define RAFT_UV_CLUSTER_ID_LEN 16
+#define RAFT_UV_CLUSTER_ID_HEX (2 * RAFT_UV_CLUSTER_ID_LEN + 1)
+
+/* raft_uv_cluster_id_hex writes @id in hex, NUL-terminated, into @out.
+ * Pure; any thread. */
+void raft_uv_cluster_id_hex(const uint8_t id[RAFT_UV_CLUSTER_ID_LEN],
+                            char out[RAFT_UV_CLUSTER_ID_HEX]);
+
+/* raft_uv_cluster_id_is_zero says whether @id is all zero (none). Pure;
+ * any thread. */
+bool raft_uv_cluster_id_is_zero(const uint8_t id[RAFT_UV_CLUSTER_ID_LEN]);
+
 /* A peer to connect to. */
 struct raft_uv_peer {
     raft_id id; /* the peer's server id */
@@ -66,6 +82,14 @@ struct raft_uv_node_callbacks {
      * configuration in force. */
     bool (*dial)(void *data, raft_id id, const char *address,
                  struct raft_uv_peer *out);
+    /* This server, which had no cluster id, adopted @id, the cluster id
+     * of server @from, the first leader to replicate to it (an
+     * AppendEntries or a snapshot chunk from @from, whose handshake
+     * carried @id): the application must make @id durable before any
+     * storage write that follows the call, as that write may hold what
+     * @from sent (raft_uv_node_cluster_id_set documents the rule). */
+    void (*cluster_id)(void *data, const uint8_t id[RAFT_UV_CLUSTER_ID_LEN],
+                       raft_id from);
 };
 
 /* Static settings of a driver. */
@@ -106,6 +130,9 @@ struct raft_uv_node_config {
                                         SQLite source id): printable ASCII,
                                         at most RAFT_UV_BUILD_ID_MAX bytes;
                                         NULL or "" for none */
+    uint8_t cluster_id[RAFT_UV_CLUSTER_ID_LEN]; /* this server's cluster
+                                        id, all zero for none yet (see
+                                        raft_uv_node_cluster_id_set) */
 };
 
 struct raft_uv_node; /* opaque */
@@ -222,6 +249,19 @@ int raft_uv_node_probe(struct raft_uv_node *d, const char *host, uint16_t port);
  * upgrade passes through it). Valid until the next step. Loop thread. */
 const char *raft_uv_node_peer_build_id(const struct raft_uv_node *d,
                                        raft_id id);
+
+/* raft_uv_node_cluster_id_set makes @id this server's cluster id: every
+ * later handshake carries it and the transport refuses a server of
+ * another cluster (uv.h); connections already made are kept. While it
+ * has none, the driver adopts the cluster id of the first server that
+ * replicates to it (an AppendEntries or a snapshot chunk whose sender's
+ * handshake carried an id) and calls @cb->cluster_id before it steps
+ * what that server sent. Safe because an id is only ever one a cluster
+ * committed (ext/cluster_id.h): a server that has one sends it, and the
+ * server it replicates to joins the cluster whose log it takes, whose
+ * id it is. Loop thread. */
+void raft_uv_node_cluster_id_set(struct raft_uv_node *d,
+                                 const uint8_t id[RAFT_UV_CLUSTER_ID_LEN]);
 
 /* Counters of a driver since it started, for status and benchmarks, and
  * the progress of snapshot transfers. */

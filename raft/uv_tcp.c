@@ -5,16 +5,18 @@
  * Happy path: raft_uv_transport_start binds and listens (an IPv4 or IPv6
  * literal, a wildcard included), then dials every peer: at its IP, or at
  * an IP its hostname resolves to, anew before each dial. A completed dial
- * sets TCP_NODELAY and keepalive, queues the handshake (uv_send.c), which
- * carries the advertised address, and marks the peer connected; accepted
- * connections read the peer's handshake and frames (uv_recv.c).
+ * sets TCP_NODELAY and keepalive and queues the handshake (uv_send.c),
+ * which carries the advertised address; its acceptance marks the peer
+ * connected (uv_handshake.c). Accepted connections read the peer's
+ * handshake and frames (uv_recv.c).
  * raft_uv_transport_add_peer dials a new peer (or re-dials one at its new
  * address), raft_uv_tcp_learn one whose handshake arrived first;
  * raft_uv_transport_remove_peer closes a peer's connection and timer, and
  * the peer is freed once both are closed.
  *
- * Failure modes: a refused or timed-out dial, a write error, EOF or stray
- * bytes on an outgoing connection close it and schedule a re-dial after
+ * Failure modes: a refused or timed-out dial, a refused or unanswered
+ * handshake, a write error, EOF or stray bytes on an outgoing connection
+ * close it and schedule a re-dial after
  * 100 ms, doubling to 2 s, reset by a successful connect. A bad handshake
  * or frame closes that accepted connection only. raft_uv_transport_close
  * closes the listener, every connection and every timer (pending writes
@@ -158,9 +160,12 @@ static void on_backoff(uv_timer_t *timer)
 
     if (out->state == RAFT__UV_WAITING) {
         raft_uv_tcp_dial(out);
-    } else if (out->state == RAFT__UV_DIALLING) {
-        raft_uv_tcp_log(out->t, RAFT_LOG_INFO,
-                        "%s: connect timed out after %d ms", out->name,
+    } else if (out->state == RAFT__UV_DIALLING ||
+               out->state == RAFT__UV_HANDSHAKING) {
+        raft_uv_tcp_log(out->t, RAFT_LOG_INFO, "%s: %s after %d ms", out->name,
+                        out->state == RAFT__UV_DIALLING
+                            ? "connect timed out"
+                            : "no answer to our handshake",
                         RAFT__UV_CONNECT_TIMEOUT_MS);
         raft_uv_tcp_out_fail(out);
     }
@@ -214,26 +219,28 @@ static void on_out_alloc(uv_handle_t *handle, size_t suggested, uv_buf_t *buf)
     buf->len = sizeof conn->rbuf;
 }
 
-/* on_out_read watches an outgoing connection: the peer never sends on it,
- * so bytes are a protocol error and EOF or an error means it is gone. */
+/* on_out_read watches an outgoing connection: the peer sends only the
+ * answer to our handshake on it (uv_handshake.c), so other bytes are a
+ * protocol error and EOF or an error means it is gone. */
 static void on_out_read(uv_stream_t *stream, ssize_t nread, const uv_buf_t *buf)
 {
     struct raft_uv_conn *conn = stream->data;
     struct raft_uv_out *out = conn->out;
 
-    (void)buf;
     if (nread == 0 || out->conn != conn) {
         return;
     }
     if (nread > 0) {
-        raft_uv_tcp_log(out->t, RAFT_LOG_WARN,
-                        "%s: unexpected bytes on outgoing connection: "
-                        "closing",
-                        out->name);
-    } else {
-        raft_uv_tcp_log(out->t, RAFT_LOG_INFO, "%s: connection lost: %s",
-                        out->name, uv_strerror((int)nread));
+        raft_uv_handshake_on_answer(out, (const uint8_t *)buf->base,
+                                    (size_t)nread);
+        return;
     }
+    raft_uv_tcp_log(out->t, RAFT_LOG_INFO, "%s: connection lost%s: %s",
+                    out->name,
+                    out->state == RAFT__UV_HANDSHAKING
+                        ? " before the answer to our handshake"
+                        : "",
+                    uv_strerror((int)nread));
     raft_uv_tcp_out_fail(out);
 }
 
@@ -267,15 +274,16 @@ static void on_connect(uv_connect_t *req, int status)
         raft_uv_tcp_out_fail(out);
         return;
     }
-    out->state = RAFT__UV_CONNECTED;
+    out->state = RAFT__UV_HANDSHAKING;
+    conn->answer_got = 0;
     if (raft_uv_send_handshake(out) != 0) {
         raft_uv_tcp_log(out->t, RAFT_LOG_WARN, "%s: handshake write failed",
                         out->name);
         raft_uv_tcp_out_fail(out);
         return;
     }
-    out->backoff_ms = RAFT__UV_BACKOFF_MIN_MS;
-    raft_uv_tcp_log(out->t, RAFT_LOG_INFO, "%s: connected", out->name);
+    /* The answer completes the connection (uv_handshake.c). */
+    uv_timer_start(&out->timer, on_backoff, RAFT__UV_CONNECT_TIMEOUT_MS, 0);
 }
 
 void raft_uv_tcp_dial(struct raft_uv_out *out)

@@ -9,6 +9,7 @@
 #include <sys/stat.h>
 
 #include "ext/change_codec.h"
+#include "fuzz.h"
 #include "lmdb_log/format.h"
 #include "raft/address.h"
 #include "raft/byte.h"
@@ -346,14 +347,26 @@ static void gen_frame(const struct frames *s)
     }
 }
 
-/* stream starts a receive sample: the cut byte, then the handshake of
- * @from with build id @build. */
+/* The cluster id of fuzz_recv.c's receiver, and another. */
+static const uint8_t fuzz_cluster[RAFT_UV_CLUSTER_ID_LEN] = FUZZ_CLUSTER_ID;
+static const uint8_t other_cluster[RAFT_UV_CLUSTER_ID_LEN] = {1, 2, 3};
+
+/* stream_of starts a receive sample: the cut byte, then the handshake of
+ * @from of cluster @cid with build id @build. */
+static size_t stream_of(uint8_t *out, uint8_t cut, raft_id from,
+                        const uint8_t *cid, const char *build)
+{
+    out[0] = cut;
+    return 1 + raft_uv_send_handshake_encode(from, cid, build, "127.0.0.1:7002",
+                                             out + 1);
+}
+
+/* stream_build is stream_of with no cluster id. */
 static size_t stream_build(uint8_t *out, uint8_t cut, raft_id from,
                            const char *build)
 {
-    out[0] = cut;
-    return 1 + raft_uv_send_handshake_encode(from, build, "127.0.0.1:7002",
-                                             out + 1);
+    static const uint8_t none[RAFT_UV_CLUSTER_ID_LEN];
+    return stream_of(out, cut, from, none, build);
 }
 
 /* stream is stream_build with the fuzz target's own build id. */
@@ -418,10 +431,26 @@ static void gen_recv(const struct frames *s)
     memcpy(out + 1, "RFTSQL\x01", 7);
     raft_byte_store_u64(out + 8, 2);
     write_sample("recv", "handshake_v1", out, 16);
-    /* Handshake version 2 (no listen address): refused. */
+    /* Handshake version 3 (no cluster id, one wire version): refused. */
     len = stream(out, 0, 2);
-    out[1 + RAFT__UV_MAGIC_LEN] = 2;
-    write_sample("recv", "handshake_v2", out, len - 15);
+    out[1 + RAFT__UV_MAGIC_LEN] = 3;
+    write_sample("recv", "handshake_v3", out, len - 16);
+    /* The receiver's cluster id (accepted), another (refused), wire
+     * versions it does not speak (refused), and a newer range that
+     * includes its own (accepted: frames in its version). */
+    len = stream_of(out, 0, 2, fuzz_cluster, "fuzz build");
+    encode_frame(&s->f[0], out, &len);
+    write_sample("recv", "same_cluster", out, len);
+    len = stream_of(out, 0, 2, other_cluster, "fuzz build");
+    write_sample("recv", "other_cluster", out, len);
+    len = stream(out, 0, 2);
+    out[1 + RAFT__UV_MAGIC_LEN + 1] = RAFT_WIRE_VERSION + 1;
+    out[1 + RAFT__UV_MAGIC_LEN + 2] = RAFT_WIRE_VERSION + 1;
+    write_sample("recv", "newer_wire_only", out, len);
+    len = stream(out, 0, 2);
+    out[1 + RAFT__UV_MAGIC_LEN + 2] = RAFT_WIRE_VERSION + 1;
+    encode_frame(&s->f[0], out, &len);
+    write_sample("recv", "newer_wire_too", out, len);
 }
 
 /* ---- Log records -------------------------------------------------------- */
@@ -505,16 +534,20 @@ static void gen_log_meta(void)
     static const char *const names[] = {
         LMDB_LOG_FORMAT_META_TERM,          LMDB_LOG_FORMAT_META_VOTE,
         LMDB_LOG_FORMAT_META_FIRST_INDEX,   LMDB_LOG_FORMAT_META_SNAPSHOT_INDEX,
-        LMDB_LOG_FORMAT_META_SNAPSHOT_TERM,
+        LMDB_LOG_FORMAT_META_SNAPSHOT_TERM, LMDB_LOG_FORMAT_META_CLUSTER_ID_0,
+        LMDB_LOG_FORMAT_META_CLUSTER_ID_1,
     };
-    static const uint64_t values[] = {7, 2, 101, 100, 6};
+    static const uint64_t values[] = {
+        7, 2, 101, 100, 6, 0x0102030405060708u, 0x1112131415161718u};
+    const unsigned n_names = sizeof names / sizeof names[0];
     uint8_t out[1 + LMDB_LOG_FORMAT_META_LEN];
     char name[64];
     unsigned i;
 
     make_dir("log_meta");
-    /* Selector i picks names[i] (fuzz_log_meta.c), 5 the format record. */
-    for (i = 0; i < 5; i++) {
+    /* Selector i picks names[i] (fuzz_log_meta.c), n_names the format
+     * record. */
+    for (i = 0; i < n_names; i++) {
         out[0] = (uint8_t)i;
         format_meta_encode(names[i], values[i], out + 1);
         write_sample("log_meta", names[i], out, sizeof out);
@@ -523,7 +556,7 @@ static void gen_log_meta(void)
         snprintf(name, sizeof name, "%s_fix", names[i]);
         write_sample("log_meta", name, out, sizeof out);
     }
-    out[0] = 5;
+    out[0] = (uint8_t)n_names;
     format_version_encode(LMDB_LOG_FORMAT_VERSION, out + 1);
     write_sample("log_meta", "format", out, 1 + LMDB_LOG_FORMAT_VERSION_LEN);
 }
