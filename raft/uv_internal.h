@@ -144,16 +144,16 @@ struct raft_uv_out {
                                      hostname resolved before each dial */
     struct sockaddr_storage addr;      /* the IP of the latest dial */
     struct raft_uv_resolve *resolving; /* the resolution in flight */
-    unsigned pick;             /* which IP of a hostname to dial: the next one
+    unsigned pick;   /* which IP of a hostname to dial: the next one
                         after a failed connect */
-    int resolve_err;           /* libuv code of the latest failed resolution,
+    int resolve_err; /* libuv code of the latest failed resolution,
                         logged; 0 once it resolves */
-    char name[96];             /* "peer 2 (127.0.0.1:7002)", for logs */
-    int state;                 /* enum raft_uv_out_state */
-    struct raft_uv_conn *conn; /* current connection, or NULL */
-    uv_timer_t timer;          /* backoff and connect timeout */
-    unsigned backoff_ms;       /* delay before the next re-dial */
-    uint64_t queued_bytes;     /* bytes held or in uv_write, not yet
+    char name[RAFT_ADDRESS_TEXT_MAX + 32]; /* "peer 2 (127.0.0.1:7002)", logs */
+    int state;                             /* enum raft_uv_out_state */
+    struct raft_uv_conn *conn;             /* current connection, or NULL */
+    uv_timer_t timer;                      /* backoff and connect timeout */
+    unsigned backoff_ms;                   /* delay before the next re-dial */
+    uint64_t queued_bytes;                 /* bytes held or in uv_write, not yet
                                     completed */
     struct raft_uv_write *pend[RAFT__UV_CORK_MAX]; /* frames held for the
                                     next flush, in send order */
@@ -183,33 +183,33 @@ enum raft_uv_in_stage {
 /* One accepted connection, from a peer's outgoing side. Freed in its close
  * callback. */
 struct raft_uv_in {
-    uv_tcp_t tcp;                        /* tcp.data is this struct */
-    struct raft_uv_transport *t;         /* owner */
-    struct raft_uv_in *prev;             /* list of accepted conns */
-    struct raft_uv_in *next;             /* list of accepted conns */
-    char name[96];                       /* "peer 2 (addr)", for logs */
-    raft_id peer;                        /* sender id, 0 before handshake */
-    bool closing;                        /* uv_close called */
-    bool refused;                        /* its handshake was refused: the
+    uv_tcp_t tcp;                          /* tcp.data is this struct */
+    struct raft_uv_transport *t;           /* owner */
+    struct raft_uv_in *prev;               /* list of accepted conns */
+    struct raft_uv_in *next;               /* list of accepted conns */
+    char name[RAFT_ADDRESS_TEXT_MAX + 32]; /* "peer 2 (addr)", for logs */
+    raft_id peer;                          /* sender id, 0 before handshake */
+    bool closing;                          /* uv_close called */
+    bool refused;                          /* its handshake was refused: the
                                            refusal goes out, then it
                                            closes */
-    unsigned wire_version;               /* its frames' version, once
+    unsigned wire_version;                 /* its frames' version, once
                                            verified */
-    uint8_t answer[RAFT__UV_ANSWER_MAX]; /* the answer to write */
-    size_t answer_len;                   /* its bytes, 0 once written */
-    int stage;                           /* enum raft_uv_in_stage */
-    uint8_t hs[RAFT__UV_HANDSHAKE_MAX];  /* handshake bytes so far */
-    size_t hs_got;                       /* bytes of @hs received */
-    uint8_t hdr[4];                      /* length prefix so far */
-    size_t hdr_got;                      /* bytes of @hdr received */
-    uint8_t *body;                       /* frame body being assembled */
-    size_t body_len;                     /* announced body length */
-    size_t body_got;                     /* bytes of the body received */
-    size_t body_cap;                     /* bytes allocated at @body */
-    uint64_t accepted_at;                /* loop clock at accept, ms */
-    uint64_t last_read_at;               /* loop clock of the last bytes
+    uint8_t answer[RAFT__UV_ANSWER_MAX];   /* the answer to write */
+    size_t answer_len;                     /* its bytes, 0 once written */
+    int stage;                             /* enum raft_uv_in_stage */
+    uint8_t hs[RAFT__UV_HANDSHAKE_MAX];    /* handshake bytes so far */
+    size_t hs_got;                         /* bytes of @hs received */
+    uint8_t hdr[4];                        /* length prefix so far */
+    size_t hdr_got;                        /* bytes of @hdr received */
+    uint8_t *body;                         /* frame body being assembled */
+    size_t body_len;                       /* announced body length */
+    size_t body_got;                       /* bytes of the body received */
+    size_t body_cap;                       /* bytes allocated at @body */
+    uint64_t accepted_at;                  /* loop clock at accept, ms */
+    uint64_t last_read_at;                 /* loop clock of the last bytes
                                               read, ms */
-    char rbuf[RAFT__UV_READ_BUF];        /* libuv reads land here */
+    char rbuf[RAFT__UV_READ_BUF];          /* libuv reads land here */
 };
 
 /* The transport.
