@@ -37,6 +37,36 @@
  * is abandoned). A malformed frame, bad handshake or oversized length
  * closes that one connection and is logged; the server keeps running.
  *
+ * TLS (optional, uv_tls.h): beneath all of the above, every connection
+ * is a TLS 1.3 session over the libuv stream, driven through memory BIOs
+ * from the libuv callbacks (no blocking socket I/O on the loop). The
+ * dialler is the TLS client, the acceptor the server. Both authenticate
+ * with certificates or with a pre-shared key:
+ * - certificates: each side verifies the other's chain against its CA
+ *   file and requires one; the identity rule: the peer's certificate
+ *   must name, in its subjectAltName, the host of that member's address
+ *   (an IP entry for a literal, a DNS entry for a hostname). The dialler
+ *   checks the server it reached against the address of the member it
+ *   dialled as the configuration gives it (even when dial= says where to
+ *   connect); the acceptor checks the client's certificate once the
+ *   handshake above told it the sender's id: against that member's
+ *   address among its peers, or for a server that is no peer yet (a
+ *   joining one), the listen address its handshake gives;
+ * - a pre-shared key (RFC 8446 external PSK with psk_dhe_ke): proves
+ *   membership of the cluster, not which member; any holder of the
+ *   secret can claim any id.
+ * An outgoing connection counts as connected (frames are taken) once its
+ * TLS handshake completed and the server passed the identity rule; the
+ * TLS handshake shares the dial's 3 s timeout, and the acceptor's handshake
+ * timeout covers TLS and the handshake above. A failed TLS handshake, an
+ * identity mismatch or a record that does not authenticate closes that
+ * connection only, with one WARN line (identical ones from one peer once
+ * per 10 s); nothing it carried reaches the receive callback. Frames are
+ * coalesced into records of up to 16 KiB: one SSL_write per batch of
+ * small frames, then one uv_write of the ciphertext. The certificate
+ * files are stat'ed every 5 s and reloaded when they changed; new
+ * connections use the new ones, existing connections keep theirs.
+ *
  * Threads: every function runs on the loop thread of @loop. */
 
 #ifndef RAFT_UV_H
@@ -49,6 +79,7 @@
 #include "frame.h"
 #include "logging.h"
 #include "uv_node.h"
+#include "uv_tls.h"
 
 struct raft_uv_transport; /* opaque */
 
@@ -62,8 +93,10 @@ typedef void (*raft_uv_recv_cb)(void *data, const struct raft_frame *f);
  * (port 0 picks a free port, see raft_uv_transport_port) and dialling each
  * of the @n_peers @peers (copied). @max_frame_bytes bounds the body of one
  * frame in either direction. @build_id (copied; NULL or "" for none) goes
- * in every handshake and is compared with the peers'. @recv_cb and @log_cb
- * are called with @data.
+ * in every handshake and is compared with the peers'. @tls (borrowed: it
+ * must outlive the transport; NULL for plain TCP) carries every connection
+ * in TLS with its credentials. @recv_cb and @log_cb are called with
+ * @data.
  * Writes *out only on success; @errmsg receives the message on failure.
  * Errors: RAFT_IOERR (bind/listen failure, e.g. address in use, with
  * uv_strerror text), RAFT_INVALID (bad address, peer id 0, equal to @self
@@ -77,9 +110,10 @@ int raft_uv_transport_start(uv_loop_t *loop, raft_id self,
                             const char *listen_host, uint16_t listen_port,
                             const struct raft_uv_peer *peers, unsigned n_peers,
                             uint64_t max_frame_bytes, const char *build_id,
-                            raft_uv_recv_cb recv_cb, raft_log_cb log_cb,
-                            void *data, struct raft_uv_transport **out,
-                            char *errmsg, size_t errmsg_len);
+                            struct raft_uv_tls *tls, raft_uv_recv_cb recv_cb,
+                            raft_log_cb log_cb, void *data,
+                            struct raft_uv_transport **out, char *errmsg,
+                            size_t errmsg_len);
 
 /* raft_uv_transport_port returns the TCP port actually listened on. */
 uint16_t raft_uv_transport_port(const struct raft_uv_transport *t);

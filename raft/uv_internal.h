@@ -1,7 +1,7 @@
 /* Private state of the libuv TCP transport (uv.h), shared by uv_tcp.c
  * (listening, dialling, backoff, peers, close), uv_accept.c (accepting),
- * uv_send.c (ordered writes to peers) and uv_recv.c (frame reassembly and
- * decoding). */
+ * uv_send.c (ordered writes to peers), uv_recv.c (frame reassembly and
+ * decoding) and uv_tls_stream.c (TLS beneath all of it, uv_tls.h). */
 
 #ifndef RAFT_UV_INTERNAL_H
 #define RAFT_UV_INTERNAL_H
@@ -14,6 +14,7 @@
 #include "logging.h"
 #include "raft.h"
 #include "uv.h"
+#include "uv_tls.h"
 
 /* Handshake (layout in uv.h): magic, handshake version u8, wire version
  * u8, sender id u64 little-endian, build id length u8, build id, listen
@@ -65,11 +66,22 @@
 /* Period of the sweep that applies the two timeouts above, ms. */
 #define RAFT__UV_SWEEP_MS 1000
 
+/* Largest TLS record's plaintext: frames are coalesced up to this before
+ * one SSL_write, and plaintext is read in pieces of this. */
+#define RAFT__UV_TLS_RECORD 16384
+
+/* Identical TLS failures from one peer are logged once per this, ms. */
+#define RAFT__UV_TLS_WARN_MS 10000
+
+/* Peers (or remote addresses) whose last TLS failure is remembered. */
+#define RAFT__UV_TLS_WARNED 16
+
 /* States of the outgoing connection to one peer. */
 enum raft_uv_out_state {
     RAFT__UV_WAITING = 1,   /* no connection, backoff timer running */
     RAFT__UV_DIALLING = 2,  /* connect in progress */
     RAFT__UV_CONNECTED = 3, /* handshake queued, messages may be sent */
+    RAFT__UV_SECURING = 4,  /* connected, TLS handshake in progress */
 };
 
 struct raft_uv_out;
@@ -78,26 +90,32 @@ struct raft_uv_write;
 /* One outgoing TCP connection (one dial attempt). Freed in its close
  * callback, which libuv runs after the connect and write callbacks. */
 struct raft_uv_conn {
-    uv_tcp_t tcp;            /* the socket; tcp.data is this conn */
-    uv_connect_t connect;    /* the dial request */
-    struct raft_uv_out *out; /* peer this connection belongs to */
-    char rbuf[64];           /* sink for (unexpected) incoming bytes */
+    uv_tcp_t tcp;                    /* the socket; tcp.data is this conn */
+    uv_connect_t connect;            /* the dial request */
+    struct raft_uv_out *out;         /* peer this connection belongs to */
+    struct raft_uv_tls_session *tls; /* its TLS client session, NULL
+                                        without TLS */
+    char rbuf[4096];                 /* incoming bytes: TLS records, or
+                                        unexpected ones */
 };
 
 /* The sending side towards one peer, allocated on its own: a peer removed
  * (raft_uv_transport_remove_peer) is retired and freed once its timer and
  * connection are closed (@refs).
- * Invariant: @conn != NULL iff @state is DIALLING or CONNECTED. */
+ * Invariant: @conn != NULL iff @state is DIALLING, SECURING or
+ * CONNECTED. */
 struct raft_uv_out {
     struct raft_uv_transport *t; /* owner */
     raft_id id;                  /* the peer's server id */
     struct sockaddr_in addr;     /* where it listens */
     char name[96];               /* "peer 2 (127.0.0.1:7002)", for logs */
-    int state;                   /* enum raft_uv_out_state */
-    struct raft_uv_conn *conn;   /* current connection, or NULL */
-    uv_timer_t timer;            /* backoff and connect timeout */
-    unsigned backoff_ms;         /* delay before the next re-dial */
-    uint64_t queued_bytes;       /* bytes held or in uv_write, not yet
+    char identity[RAFT__UV_ADDRESS_MAX + 1]; /* host its certificate must
+                                    name (raft_uv_peer.identity) */
+    int state;                               /* enum raft_uv_out_state */
+    struct raft_uv_conn *conn;               /* current connection, or NULL */
+    uv_timer_t timer;                        /* backoff and connect timeout */
+    unsigned backoff_ms;                     /* delay before the next re-dial */
+    uint64_t queued_bytes; /* bytes held or in uv_write, not yet
                                     completed */
     struct raft_uv_write *pend[RAFT__UV_CORK_MAX]; /* frames held for the
                                     next flush, in send order */
@@ -140,7 +158,19 @@ struct raft_uv_in {
     uint64_t accepted_at;               /* loop clock at accept, ms */
     uint64_t last_read_at;              /* loop clock of the last bytes
                                               read, ms */
+    struct raft_uv_tls_session *tls;    /* its TLS server session, NULL
+                                           without TLS */
+    bool tls_done;                      /* its TLS handshake completed */
     char rbuf[RAFT__UV_READ_BUF];       /* libuv reads land here */
+};
+
+/* The last TLS failure logged about one peer or remote address: the
+ * same failure again within RAFT__UV_TLS_WARN_MS is counted, not logged. */
+struct raft_uv_warned {
+    char key[96];    /* whom it is about, "" for a free slot */
+    uint64_t hash;   /* of the failure's reason */
+    uint64_t at;     /* loop clock when logged, ms */
+    unsigned n_held; /* the same failures not logged since */
 };
 
 /* The transport.
@@ -171,6 +201,15 @@ struct raft_uv_transport {
     bool closing;             /* raft_uv_transport_close called */
     void (*close_cb)(void *); /* called once everything is closed */
     void *close_data;         /* argument of @close_cb */
+    struct raft_uv_tls *tls;  /* credentials (borrowed), NULL without
+                                   TLS */
+    uint8_t *tls_plain;       /* RAFT__UV_TLS_RECORD bytes: plaintext
+                                   read (TLS only) */
+    uint8_t *tls_stage;       /* RAFT__UV_TLS_RECORD bytes: small frames
+                                   coalesced for one SSL_write */
+    unsigned n_sweeps;        /* sweeps run, for the TLS file check */
+    struct raft_uv_warned warned[RAFT__UV_TLS_WARNED]; /* TLS failures
+                                   logged lately */
 };
 
 /* raft_uv_tcp_log formats a line and hands it to the log callback, if any.
@@ -190,6 +229,12 @@ void raft_uv_tcp_in_close(struct raft_uv_in *in);
 /* raft_uv_tcp_dial starts one connection attempt to @out, or schedules a
  * retry (uv_tcp.c). Loop thread. */
 void raft_uv_tcp_dial(struct raft_uv_out *out);
+
+/* raft_uv_tcp_out_connected marks @out connected (its TLS handshake done
+ * when there is TLS, described by @how, NULL without), stops its connect
+ * timer, queues the handshake and logs it; a failure to queue fails the
+ * connection. Loop thread. */
+void raft_uv_tcp_out_connected(struct raft_uv_out *out, const char *how);
 
 /* raft_uv_accept_verified notes that @in completed its handshake as peer
  * @in->peer: it no longer counts against RAFT__UV_MAX_UNVERIFIED, and a
@@ -246,6 +291,19 @@ void raft_uv_send_flush(struct raft_uv_transport *t);
  * or the transport closes; Raft tolerates the loss). Loop thread. */
 void raft_uv_send_drop(struct raft_uv_out *out);
 
+/* raft_uv_send_cipher hands the ciphertext pending in the TLS session of
+ * @out->conn to libuv in one write, whose completion settles @plain_len
+ * bytes of @out->queued_bytes (the frames it encrypts). Returns 0, or
+ * RAFT_NOMEM or RAFT_IOERR (@plain_len settled at once; the caller fails
+ * the connection). Loop thread. */
+int raft_uv_send_cipher(struct raft_uv_out *out, uint64_t plain_len);
+
+/* raft_uv_recv_out_bytes takes the @n bytes at @p that the peer sent on
+ * @out's outgoing connection (plaintext under TLS): the peer never sends
+ * on it, so they fail the connection with a WARN. Loop thread. */
+void raft_uv_recv_out_bytes(struct raft_uv_out *out, const uint8_t *p,
+                            size_t n);
+
 /* raft_uv_recv_start starts reading handshake and frames on the accepted
  * connection @in. Returns 0 or RAFT_IOERR (the caller closes @in). Loop
  * thread. */
@@ -264,5 +322,63 @@ int raft_uv_recv_start(struct raft_uv_in *in);
  * whoever frees @in. Loop thread (the fuzz target calls it on a
  * connection of its own, without a loop). */
 bool raft_uv_recv_consume(struct raft_uv_in *in, const uint8_t *p, size_t n);
+
+/* ---- TLS beneath the transport (uv_tls_stream.c) -------------------- */
+
+/* raft_uv_tls_stream_setup makes @t carry its connections in TLS with
+ * the credentials @tls (borrowed), allocating its TLS buffers (freed with
+ * @t: t->tls_plain). Errors: RAFT_NOMEM (@errmsg says so). Before the
+ * transport's first dial. */
+int raft_uv_tls_stream_setup(struct raft_uv_transport *t,
+                             struct raft_uv_tls *tls, char *errmsg,
+                             size_t errmsg_len);
+
+/* raft_uv_tls_stream_out_start starts the TLS handshake of @out's freshly
+ * connected connection as a client: @out becomes SECURING and the
+ * ClientHello goes out (the caller re-arms the connect timer as the
+ * handshake's timeout). Returns 0, or RAFT_NOMEM or RAFT_IOERR after
+ * logging it (the caller fails the connection). Loop thread. */
+int raft_uv_tls_stream_out_start(struct raft_uv_out *out);
+
+/* raft_uv_tls_stream_out_read feeds the @n ciphertext bytes at @p read on
+ * @out's connection to its session: the handshake advances, and once it
+ * is done and the server's certificate names @out->identity @out is
+ * connected (raft_uv_tcp_out_connected); plaintext goes to
+ * raft_uv_recv_out_bytes. A TLS failure or an identity mismatch logs one
+ * WARN (the same one once per RAFT__UV_TLS_WARN_MS) and fails the
+ * connection. Loop thread. */
+void raft_uv_tls_stream_out_read(struct raft_uv_out *out, const uint8_t *p,
+                                 size_t n);
+
+/* raft_uv_tls_stream_in_start gives the accepted connection @in its TLS
+ * server session. Returns 0 or RAFT_NOMEM (the caller closes @in). Loop
+ * thread. */
+int raft_uv_tls_stream_in_start(struct raft_uv_in *in);
+
+/* raft_uv_tls_stream_in_read feeds the @n ciphertext bytes at @p read on
+ * @in to its session, sends what the handshake answers, and hands the
+ * plaintext to raft_uv_recv_consume. Returns false (logged) when the
+ * caller must close @in: a TLS failure (a WARN, the same one from one
+ * address once per RAFT__UV_TLS_WARN_MS), the peer closing the session,
+ * or raft_uv_recv_consume's refusal. Loop thread. */
+bool raft_uv_tls_stream_in_read(struct raft_uv_in *in, const uint8_t *p,
+                                size_t n);
+
+/* raft_uv_tls_stream_identity applies the identity rule to server @id,
+ * whose handshake arrived on @in: with certificates, the client
+ * certificate of @in must name the host of its address: @out's identity
+ * when it is a peer (@out not NULL), else the host of @address, the
+ * listen address its handshake gives. Returns true when it does, or
+ * without TLS or with a PSK; false after one WARN naming the server, the
+ * host and the names the certificate holds (the caller refuses the
+ * handshake). Loop thread. */
+bool raft_uv_tls_stream_identity(struct raft_uv_in *in, raft_id id,
+                                 const struct raft_uv_out *out,
+                                 const char *address);
+
+/* raft_uv_tls_stream_check runs raft_uv_tls_check once every
+ * RAFT_UV_TLS_CHECK_MS (called by every sweep) and logs a reload at INFO,
+ * a failed one at WARN. Loop thread. */
+void raft_uv_tls_stream_check(struct raft_uv_transport *t);
 
 #endif /* RAFT_UV_INTERNAL_H */

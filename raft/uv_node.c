@@ -55,6 +55,7 @@ static bool dial_of(struct raft_uv_node *d, const struct raft_server *sv,
 
     memset(out, 0, sizeof *out);
     out->id = sv->id;
+    raft_uv_peer_set_identity(out, sv->address);
     if (d->cb.dial != NULL) {
         return d->cb.dial(d->cb.data, sv->id, sv->address, out);
     }
@@ -65,6 +66,11 @@ static bool dial_of(struct raft_uv_node *d, const struct raft_server *sv,
     port = strtoul(colon + 1, &end, 10);
     out->port = (uint16_t)port;
     return *end == '\0' && port > 0 && port <= 65535;
+}
+
+void raft_uv_peer_set_identity(struct raft_uv_peer *p, const char *address)
+{
+    raft_uv_tls_address_host(address, p->identity, sizeof p->identity);
 }
 
 /* drop_peer forgets the @i-th peer: its snapshot transfer is dropped
@@ -425,8 +431,8 @@ static int tcp_start(void *data, uv_loop_t *loop,
     struct raft_uv_transport *t;
     int rc = raft_uv_transport_start(
         loop, cfg->id, cfg->listen_host, cfg->listen_port, cfg->peers,
-        cfg->n_peers, cfg->max_frame_bytes, cfg->build_id, recv_cb, log_cb,
-        recv_data, &t, errmsg, errmsg_len);
+        cfg->n_peers, cfg->max_frame_bytes, cfg->build_id, cfg->tls, recv_cb,
+        log_cb, recv_data, &t, errmsg, errmsg_len);
     if (rc == 0) {
         *out = t;
     }

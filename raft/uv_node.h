@@ -20,10 +20,20 @@
 
 /* A peer to connect to. */
 struct raft_uv_peer {
-    raft_id id;    /* the peer's server id */
-    char host[64]; /* numeric IPv4 address, e.g. "127.0.0.1" */
-    uint16_t port; /* TCP port */
+    raft_id id;        /* the peer's server id */
+    char host[64];     /* numeric IPv4 address, e.g. "127.0.0.1" */
+    uint16_t port;     /* TCP port */
+    char identity[64]; /* under TLS with certificates, the host its
+                          certificate must name: the host of its address
+                          in the configuration, which @host differs from
+                          when dial= overrides it; "" for @host */
 };
+
+struct raft_uv_tls; /* uv_tls.h */
+
+/* raft_uv_peer_set_identity sets @p's identity to the host part of
+ * @address ("host:port", as the configuration gives it). Pure. */
+void raft_uv_peer_set_identity(struct raft_uv_peer *p, const char *address);
 
 /* The driver persists through the storage interface of raft/persist.h
  * (struct raft_persist_storage, which documents every function): @append,
@@ -89,6 +99,9 @@ struct raft_uv_node_config {
                                         (RAFT_EVENT_STORAGE_STALLED); 0 for
                                         1000. The election timeout is a
                                         good value */
+    struct raft_uv_tls *tls;       /* TLS credentials every connection
+                                        uses (borrowed: they must outlive
+                                        the driver), NULL for plain TCP */
     const char *build_id;          /* opaque id of this server's build,
                                         sent in every handshake and compared
                                         with each peer's (ext/ passes the

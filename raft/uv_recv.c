@@ -17,7 +17,9 @@
  * RAFT__UV_HANDSHAKE_TIMEOUT_MS, and a frame in progress that receives no
  * byte for RAFT__UV_STALL_TIMEOUT_MS, close the connection too (uv_tcp.c's
  * sweep), so stalled peers hold nothing for long. Nothing is delivered once the transport or
- * the connection is closing. */
+ * the connection is closing. Under TLS, what is read is decrypted first
+ * (uv_tls_stream.c), and the client's certificate must name the server
+ * the handshake claims (the identity rule, uv.h) before any frame. */
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -197,6 +199,11 @@ static int check_handshake(struct raft_uv_in *in)
     }
     id = raft_byte_load_u64(in->hs + RAFT__UV_HANDSHAKE_VERSIONS);
     out = raft_uv_tcp_find(t, id);
+    /* Under TLS the client's certificate must name the server it claims
+     * to be (before it is dialled back or any frame is taken). */
+    if (!raft_uv_tls_stream_identity(in, id, out, address)) {
+        return -1;
+    }
     /* From now on, logs name the peer as well as the address. */
     {
         char addr[sizeof in->name];
@@ -369,6 +376,17 @@ bool raft_uv_recv_consume(struct raft_uv_in *in, const uint8_t *p, size_t n)
     return true;
 }
 
+void raft_uv_recv_out_bytes(struct raft_uv_out *out, const uint8_t *p, size_t n)
+{
+    (void)p;
+    (void)n;
+    raft_uv_tcp_log(out->t, RAFT_LOG_WARN,
+                    "%s: unexpected bytes on outgoing connection: "
+                    "closing",
+                    out->name);
+    raft_uv_tcp_out_fail(out);
+}
+
 static void on_read(uv_stream_t *stream, ssize_t nread, const uv_buf_t *buf)
 {
     struct raft_uv_in *in = stream->data;
@@ -385,6 +403,13 @@ static void on_read(uv_stream_t *stream, ssize_t nread, const uv_buf_t *buf)
                         "%s: %s%s: closing", in->name, uv_strerror((int)nread),
                         mid ? " in the middle of a frame" : "");
         raft_uv_tcp_in_close(in);
+        return;
+    }
+    if (in->tls != NULL) {
+        if (!raft_uv_tls_stream_in_read(in, (const uint8_t *)buf->base,
+                                        (size_t)nread)) {
+            raft_uv_tcp_in_close(in);
+        }
         return;
     }
     if (!raft_uv_recv_consume(in, (const uint8_t *)buf->base, (size_t)nread)) {

@@ -4,14 +4,16 @@
  *
  * Happy path: raft_uv_transport_start binds and listens, then dials every
  * peer. A completed dial sets TCP_NODELAY, queues the handshake (uv_send.c)
- * and marks the peer connected; accepted connections read the peer's
- * handshake and frames (uv_recv.c). raft_uv_transport_add_peer dials a new
+ * and marks the peer connected (with TLS, once the TLS handshake is done:
+ * uv_tls_stream.c); accepted connections read the peer's handshake and
+ * frames (uv_recv.c). raft_uv_transport_add_peer dials a new
  * peer (or re-dials one at its new address), raft_uv_tcp_learn one whose
  * handshake arrived first; raft_uv_transport_remove_peer closes a peer's
  * connection and timer, and the peer is freed once both are closed.
  *
- * Failure modes: a refused or timed-out dial, a write error, EOF or stray
- * bytes on an outgoing connection close it and schedule a re-dial after
+ * Failure modes: a refused or timed-out dial (TLS handshake included), a
+ * write error, EOF or stray bytes on an outgoing connection, a failed TLS
+ * handshake or identity check close it and schedule a re-dial after
  * 100 ms, doubling to 2 s, reset by a successful connect. A bad handshake
  * or frame closes that accepted connection only. raft_uv_transport_close
  * closes the listener, every connection and every timer (pending writes
@@ -93,6 +95,7 @@ static void handle_closed(struct raft_uv_transport *t)
     for (unsigned i = 0; i < t->n_outs; i++) {
         free(t->outs[i]);
     }
+    free(t->tls_plain);
     free(t);
     if (cb != NULL) {
         cb(data);
@@ -119,6 +122,7 @@ static void on_conn_closed(uv_handle_t *handle)
     struct raft_uv_transport *t = conn->out->t;
 
     out_unref(conn->out);
+    raft_uv_tls_session_free(conn->tls);
     free(conn);
     handle_closed(t);
 }
@@ -140,6 +144,7 @@ static void on_in_closed(uv_handle_t *handle)
         in->next->prev = in->prev;
     }
     free(in->body);
+    raft_uv_tls_session_free(in->tls);
     free(in);
     handle_closed(t);
 }
@@ -159,10 +164,12 @@ static void on_backoff(uv_timer_t *timer)
 
     if (out->state == RAFT__UV_WAITING) {
         raft_uv_tcp_dial(out);
-    } else if (out->state == RAFT__UV_DIALLING) {
-        raft_uv_tcp_log(out->t, RAFT_LOG_INFO,
-                        "%s: connect timed out after %d ms", out->name,
-                        RAFT__UV_CONNECT_TIMEOUT_MS);
+    } else if (out->state == RAFT__UV_DIALLING ||
+               out->state == RAFT__UV_SECURING) {
+        raft_uv_tcp_log(
+            out->t, RAFT_LOG_INFO, "%s: %s timed out after %d ms", out->name,
+            out->state == RAFT__UV_DIALLING ? "connect" : "TLS handshake",
+            RAFT__UV_CONNECT_TIMEOUT_MS);
         raft_uv_tcp_out_fail(out);
     }
 }
@@ -198,27 +205,46 @@ static void on_out_alloc(uv_handle_t *handle, size_t suggested, uv_buf_t *buf)
     buf->len = sizeof conn->rbuf;
 }
 
-/* on_out_read watches an outgoing connection: the peer never sends on it,
- * so bytes are a protocol error and EOF or an error means it is gone. */
+/* on_out_read watches an outgoing connection: the peer never sends on it
+ * (but TLS records), so bytes are a protocol error and EOF or an error
+ * means it is gone. */
 static void on_out_read(uv_stream_t *stream, ssize_t nread, const uv_buf_t *buf)
 {
     struct raft_uv_conn *conn = stream->data;
     struct raft_uv_out *out = conn->out;
 
-    (void)buf;
     if (nread == 0 || out->conn != conn) {
         return;
     }
-    if (nread > 0) {
-        raft_uv_tcp_log(out->t, RAFT_LOG_WARN,
-                        "%s: unexpected bytes on outgoing connection: "
-                        "closing",
-                        out->name);
+    if (nread > 0 && conn->tls != NULL) {
+        raft_uv_tls_stream_out_read(out, (const uint8_t *)buf->base,
+                                    (size_t)nread);
+    } else if (nread > 0) {
+        raft_uv_recv_out_bytes(out, (const uint8_t *)buf->base, (size_t)nread);
     } else {
         raft_uv_tcp_log(out->t, RAFT_LOG_INFO, "%s: connection lost: %s",
                         out->name, uv_strerror((int)nread));
+        raft_uv_tcp_out_fail(out);
     }
-    raft_uv_tcp_out_fail(out);
+}
+
+void raft_uv_tcp_out_connected(struct raft_uv_out *out, const char *how)
+{
+    uv_timer_stop(&out->timer);
+    out->state = RAFT__UV_CONNECTED;
+    if (raft_uv_send_handshake(out) != 0) {
+        raft_uv_tcp_log(out->t, RAFT_LOG_WARN, "%s: handshake write failed",
+                        out->name);
+        raft_uv_tcp_out_fail(out);
+        return;
+    }
+    out->backoff_ms = RAFT__UV_BACKOFF_MIN_MS;
+    if (how == NULL) {
+        raft_uv_tcp_log(out->t, RAFT_LOG_INFO, "%s: connected", out->name);
+    } else {
+        raft_uv_tcp_log(out->t, RAFT_LOG_INFO, "%s: connected (%s)", out->name,
+                        how);
+    }
 }
 
 static void on_connect(uv_connect_t *req, int status)
@@ -248,15 +274,17 @@ static void on_connect(uv_connect_t *req, int status)
         raft_uv_tcp_out_fail(out);
         return;
     }
-    out->state = RAFT__UV_CONNECTED;
-    if (raft_uv_send_handshake(out) != 0) {
-        raft_uv_tcp_log(out->t, RAFT_LOG_WARN, "%s: handshake write failed",
-                        out->name);
+    if (out->t->tls == NULL) {
+        raft_uv_tcp_out_connected(out, NULL);
+        return;
+    }
+    /* TLS first (its failure logged): the handshake has the dial's
+     * timeout of its own. */
+    if (raft_uv_tls_stream_out_start(out) != 0) {
         raft_uv_tcp_out_fail(out);
         return;
     }
-    out->backoff_ms = RAFT__UV_BACKOFF_MIN_MS;
-    raft_uv_tcp_log(out->t, RAFT_LOG_INFO, "%s: connected", out->name);
+    uv_timer_start(&out->timer, on_backoff, RAFT__UV_CONNECT_TIMEOUT_MS, 0);
 }
 
 void raft_uv_tcp_dial(struct raft_uv_out *out)
@@ -358,21 +386,27 @@ static int check_peers(raft_id self, const struct raft_uv_peer *peers,
     return 0;
 }
 
-/* set_address gives @out the address @addr and names it after it. */
-static void set_address(struct raft_uv_out *out, const struct sockaddr_in *addr)
+/* set_address gives @out the address @addr and names it after it; its
+ * certificate must name @identity (NULL or "": the host of @addr). */
+static void set_address(struct raft_uv_out *out, const struct sockaddr_in *addr,
+                        const char *identity)
 {
     char ip[INET_ADDRSTRLEN] = "?";
 
     out->addr = *addr;
     uv_ip4_name(addr, ip, sizeof ip);
+    snprintf(out->identity, sizeof out->identity, "%s",
+             identity != NULL && identity[0] != '\0' ? identity : ip);
     snprintf(out->name, sizeof out->name, "peer %llu (%s:%u)",
              (unsigned long long)out->id, ip, (unsigned)ntohs(addr->sin_port));
 }
 
-/* out_new makes server @id at @addr a peer of @t (its timer initialized,
- * not dialled yet). Returns NULL when out of memory or @t is full. */
+/* out_new makes server @id at @addr, whose certificate names @identity
+ * (as set_address), a peer of @t (its timer initialized, not dialled
+ * yet). Returns NULL when out of memory or @t is full. */
 static struct raft_uv_out *out_new(struct raft_uv_transport *t, raft_id id,
-                                   const struct sockaddr_in *addr)
+                                   const struct sockaddr_in *addr,
+                                   const char *identity)
 {
     struct raft_uv_out *o;
 
@@ -385,7 +419,7 @@ static struct raft_uv_out *out_new(struct raft_uv_transport *t, raft_id id,
     }
     o->t = t;
     o->id = id;
-    set_address(o, addr);
+    set_address(o, addr, identity);
     o->backoff_ms = RAFT__UV_BACKOFF_MIN_MS;
     o->state = RAFT__UV_WAITING;
     uv_timer_init(t->loop, &o->timer); /* cannot fail */
@@ -417,6 +451,7 @@ static bool parse_address(const char *address, struct sockaddr_in *addr)
 struct raft_uv_out *raft_uv_tcp_learn(struct raft_uv_transport *t, raft_id id,
                                       const char *address)
 {
+    char host[RAFT__UV_ADDRESS_MAX + 1];
     struct sockaddr_in addr;
     struct raft_uv_out *out;
 
@@ -427,7 +462,8 @@ struct raft_uv_out *raft_uv_tcp_learn(struct raft_uv_transport *t, raft_id id,
                         (unsigned long long)id, address);
         return NULL;
     }
-    out = out_new(t, id, &addr);
+    raft_uv_tls_address_host(address, host, sizeof host);
+    out = out_new(t, id, &addr, host);
     if (out == NULL) {
         raft_uv_tcp_log(t, RAFT_LOG_WARN,
                         "server %llu (%s) is not a peer and %d are known "
@@ -454,12 +490,18 @@ int raft_uv_transport_add_peer(struct raft_uv_transport *t,
     }
     out = raft_uv_tcp_find(t, p->id);
     if (out != NULL) {
-        if (memcmp(&out->addr.sin_addr, &addr->sin_addr,
-                   sizeof addr->sin_addr) == 0 &&
-            out->addr.sin_port == addr->sin_port) {
+        struct sockaddr_in was = out->addr;
+        char was_identity[sizeof out->identity];
+        memcpy(was_identity, out->identity, sizeof was_identity);
+        set_address(out, addr, p->identity);
+        /* The name its certificate must hold counts too (raft_update of
+         * an address that dial= overrides). */
+        if (memcmp(&was.sin_addr, &addr->sin_addr, sizeof addr->sin_addr) ==
+                0 &&
+            was.sin_port == addr->sin_port &&
+            strcmp(was_identity, out->identity) == 0) {
             return 0;
         }
-        set_address(out, addr);
         raft_uv_tcp_log(t, RAFT_LOG_INFO, "%s: new address: re-dialling",
                         out->name);
         out->backoff_ms = RAFT__UV_BACKOFF_MIN_MS;
@@ -469,7 +511,7 @@ int raft_uv_transport_add_peer(struct raft_uv_transport *t,
     if (t->closing) {
         return RAFT_SHUTDOWN;
     }
-    out = out_new(t, p->id, addr);
+    out = out_new(t, p->id, addr, p->identity);
     if (out == NULL) {
         return t->n_outs == RAFT_MAX_SERVERS ? RAFT_BUSY : RAFT_NOMEM;
     }
@@ -550,7 +592,10 @@ err_report:
 
 static void on_start_failed_closed(uv_handle_t *handle)
 {
-    free(handle->data);
+    struct raft_uv_transport *t = handle->data;
+
+    free(t->tls_plain);
+    free(t);
 }
 
 static void on_flush_prepare(uv_prepare_t *h)
@@ -567,9 +612,10 @@ int raft_uv_transport_start(uv_loop_t *loop, raft_id self,
                             const char *listen_host, uint16_t listen_port,
                             const struct raft_uv_peer *peers, unsigned n_peers,
                             uint64_t max_frame_bytes, const char *build_id,
-                            raft_uv_recv_cb recv_cb, raft_log_cb log_cb,
-                            void *data, struct raft_uv_transport **out,
-                            char *errmsg, size_t errmsg_len)
+                            struct raft_uv_tls *tls, raft_uv_recv_cb recv_cb,
+                            raft_log_cb log_cb, void *data,
+                            struct raft_uv_transport **out, char *errmsg,
+                            size_t errmsg_len)
 {
     struct raft_uv_transport *t;
     struct sockaddr_in addr;
@@ -600,6 +646,9 @@ int raft_uv_transport_start(uv_loop_t *loop, raft_id self,
     rc = check_peers(self, peers, n_peers, addrs, errmsg, errmsg_len);
     if (rc == 0) {
         rc = check_build_id(build_id, errmsg, errmsg_len);
+    }
+    if (rc == 0 && tls != NULL) {
+        rc = raft_uv_tls_stream_setup(t, tls, errmsg, errmsg_len);
     }
     if (rc != 0) {
         goto err_free;
@@ -659,7 +708,7 @@ int raft_uv_transport_start(uv_loop_t *loop, raft_id self,
     t->n_handles += 3;
 
     for (i = 0; i < n_peers; i++) {
-        if (out_new(t, peers[i].id, &addrs[i]) == NULL) {
+        if (out_new(t, peers[i].id, &addrs[i], peers[i].identity) == NULL) {
             /* Out of memory: the peers not made are added later by
              * raft_uv_transport_add_peer, or never. */
             raft_uv_tcp_log(t, RAFT_LOG_ERROR, "peer %llu: out of memory",
@@ -681,6 +730,7 @@ err_close_listener:
     uv_close((uv_handle_t *)&t->listener, on_start_failed_closed);
     return RAFT_IOERR;
 err_free:
+    free(t->tls_plain);
     free(t);
     return rc;
 }
