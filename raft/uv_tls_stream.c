@@ -185,6 +185,7 @@ void raft_uv_tls_stream_out_read(struct raft_uv_out *out, const uint8_t *p,
         warn(t, out->name, raft_uv_tls_session_error(conn->tls),
              "%s: TLS%s failed (closing)", out->name,
              securing && !done ? " handshake" : "");
+        raft_uv_send_cipher(out, 0); /* the alert that says why, if any */
         raft_uv_tcp_out_fail(out);
         return;
     }
@@ -293,10 +294,17 @@ bool raft_uv_tls_stream_in_read(struct raft_uv_in *in, const uint8_t *p,
         return false;
     }
     if (rc != 0) {
+        /* A peer without TLS starts with the handshake of uv.h. */
+        bool clear = !was_done && n >= RAFT__UV_MAGIC_LEN &&
+                     memcmp(p, RAFT__UV_MAGIC, RAFT__UV_MAGIC_LEN) == 0;
         remote_key(in, key, sizeof key);
-        warn(t, key, raft_uv_tls_session_error(in->tls),
+        warn(t, key,
+             clear ? "a raftsql handshake in the clear: the peer runs "
+                     "without TLS (no tls_cert= nor secret_file=)"
+                   : raft_uv_tls_session_error(in->tls),
              "%s: TLS%s failed (closing)", in->name,
              was_done ? "" : " handshake");
+        in_send(in); /* the alert that says why, if any */
         return false;
     }
     return in_send(in);
