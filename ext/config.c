@@ -239,6 +239,10 @@ static const char *const keys[] = {
     "max_request_steps",
     "join",
     "force_new_cluster",
+    "tls_cert",
+    "tls_key",
+    "tls_ca",
+    "secret_file",
 };
 
 /* The integer keys: their range (as README gives it) and their field. */
@@ -274,6 +278,55 @@ static const struct int_key int_keys[] = {
     EXT__INT_KEY("max_request_steps", 0, 1000000000000000ull, 1,
                  max_request_steps, false),
 };
+
+/* The keys whose value is a file name, and their field. */
+static const struct {
+    const char *name;
+    size_t offset; /* of the char[4096] field in struct ext_config */
+} path_keys[] = {
+    {"tls_cert", offsetof(struct ext_config, tls_cert)},
+    {"tls_key", offsetof(struct ext_config, tls_key)},
+    {"tls_ca", offsetof(struct ext_config, tls_ca)},
+    {"secret_file", offsetof(struct ext_config, secret_file)},
+};
+
+/* path_key_field returns the field of @c that path key @key fills, or NULL
+ * when @key is none. */
+static char *path_key_field(struct ext_config *c, const char *key)
+{
+    for (size_t i = 0; i < sizeof path_keys / sizeof path_keys[0]; i++) {
+        if (strcmp(key, path_keys[i].name) == 0) {
+            return (char *)c + path_keys[i].offset;
+        }
+    }
+    return NULL;
+}
+
+/* check_tls checks that @c names the three certificate files or the
+ * secret file, or none of them, and sets c->tls. */
+static int check_tls(struct ext_config *c, char *errmsg, size_t errmsg_len)
+{
+    unsigned n_cert = (c->tls_cert[0] != '\0') + (c->tls_key[0] != '\0') +
+                      (c->tls_ca[0] != '\0');
+
+    if (n_cert > 0 && c->secret_file[0] != '\0') {
+        return fail(errmsg, errmsg_len,
+                    "secret_file: cannot be given with tls_cert, tls_key "
+                    "or tls_ca (peers authenticate one way: certificates "
+                    "or a pre-shared secret)");
+    }
+    if (n_cert > 0 && n_cert < 3) {
+        const char *missing = c->tls_cert[0] == '\0'  ? "tls_cert"
+                              : c->tls_key[0] == '\0' ? "tls_key"
+                                                      : "tls_ca";
+        return fail(errmsg, errmsg_len,
+                    "%s: missing (tls_cert, tls_key and tls_ca go "
+                    "together)",
+                    missing);
+    }
+    c->tls = n_cert == 3 || c->secret_file[0] != '\0';
+    return 0;
+}
 
 /* int_key_find returns the integer key named @key, or NULL. */
 static const struct int_key *int_key_find(const char *key)
@@ -392,6 +445,7 @@ int ext_config_parse(const char *text, const char *db_path,
     unsigned n_dial = 0;
     unsigned seen = 0;
     const struct int_key *ik;
+    char *field;
     uint64_t v;
     int rc = 0;
 
@@ -481,6 +535,12 @@ int ext_config_parse(const char *text, const char *db_path,
                 goto out;
             }
             snprintf(c->dir, sizeof c->dir, "%s", val);
+        } else if ((field = path_key_field(c, key)) != NULL) {
+            if (val[0] == '\0' || strlen(val) >= sizeof c->tls_cert) {
+                rc = fail(errmsg, errmsg_len, "%s: empty or too long", key);
+                goto out;
+            }
+            snprintf(field, sizeof c->tls_cert, "%s", val);
         } else if ((ik = int_key_find(key)) != NULL) {
             if (!parse_u64(val, ik->lo, ik->hi, &v)) {
                 rc = fail(errmsg, errmsg_len,
@@ -506,7 +566,8 @@ int ext_config_parse(const char *text, const char *db_path,
                       "log_max_mb, max_request_bytes, log_level, "
                       "snapshot_threshold, trailing_entries, "
                       "snapshot_chunk_bytes, follower_apply_ms, "
-                      "max_request_steps, join, force_new_cluster)",
+                      "max_request_steps, join, force_new_cluster, "
+                      "tls_cert, tls_key, tls_ca, secret_file)",
                       key);
             goto out;
         }
@@ -563,6 +624,9 @@ int ext_config_parse(const char *text, const char *db_path,
         }
     }
     rc = apply_dial(c, dial, n_dial, errmsg, errmsg_len);
+    if (rc == 0) {
+        rc = check_tls(c, errmsg, errmsg_len);
+    }
     if (rc != 0) {
         goto out;
     }

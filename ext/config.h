@@ -62,6 +62,12 @@ struct ext_config {
     char join_host[64];                     /* join= host, "" for none */
     uint16_t join_port;                     /* join= port, 0 for none */
     bool force_new_cluster;                 /* force_new_cluster=1 */
+    char tls_cert[4096];    /* tls_cert= : PEM certificate chain, "" none */
+    char tls_key[4096];     /* tls_key= : its private key (PEM) */
+    char tls_ca[4096];      /* tls_ca= : CA certificates (PEM) */
+    char secret_file[4096]; /* secret_file= : pre-shared secret, "" none */
+    bool tls;               /* peers talk TLS and authenticate: the three
+                               tls_ keys, or secret_file, were given */
 };
 
 /* ext_config_parse parses @text, a whitespace-separated list of key=value
@@ -79,7 +85,10 @@ struct ext_config {
  * authenticate each other), numbers out of range, heartbeat_ms not below
  * election_timeout_ms, a dial= entry naming this server, a server that is
  * not in cluster (when given), or one server twice, join= beside cluster=
- * or force_new_cluster=1, or without listen=. Any thread. */
+ * or force_new_cluster=1, or without listen=, one or two of tls_cert,
+ * tls_key and tls_ca without the other (the missing one named),
+ * secret_file beside them, an empty or too long path. The files are read
+ * at start (raft_uv_tls_new), not here. Any thread. */
 int ext_config_parse(const char *text, const char *db_path,
                      struct ext_config *out, char *errmsg, size_t errmsg_len);
 

@@ -12,10 +12,19 @@
  * removed from the apply connection when an auto-extension registered
  * them there. A function added to func.c is added here too. */
 static const struct sql_function ext_functions[] = {
-    {"raft_start", 1},  {"raft_exec", -1},     {"raft_last_insert_rowid", 0},
-    {"raft_status", 0}, {"raft_leader", 0},    {"raft_stop", 0},
-    {"raft_add", -1},   {"raft_remove", 1},    {"raft_promote", 1},
-    {"raft_demote", 1}, {"raft_transfer", -1}, {"raft_update", 2},
+    {"raft_start", 1},
+    {"raft_exec", -1},
+    {"raft_last_insert_rowid", 0},
+    {"raft_status", 0},
+    {"raft_leader", 0},
+    {"raft_stop", 0},
+    {"raft_add", -1},
+    {"raft_remove", 1},
+    {"raft_promote", 1},
+    {"raft_demote", 1},
+    {"raft_transfer", -1},
+    {"raft_update", 2},
+    {"raft_tls_reload", 0},
 };
 
 int sqlbridge_rc(int rc)
