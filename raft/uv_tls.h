@@ -154,9 +154,10 @@ void raft_uv_tls_session_take(struct raft_uv_tls_session *s, uint8_t *buf,
  * @host (the host part of the member's advertised address: an IP entry of
  * its subjectAltName for an IPv4 or IPv6 literal, X509_check_ip_asc; a
  * DNS entry for a hostname, X509_check_host, no partial wildcards).
- * Returns true when it does, and always in PSK mode; false otherwise,
- * writing the names the certificate holds into @names (@names_len
- * bytes), e.g. "IP:127.0.0.2, DNS:node2". */
+ * Returns true when it does, and in PSK mode when the handshake used the
+ * PSK (@host is not read: the PSK names no member); false otherwise,
+ * writing the names the certificate holds (or "no pre-shared key used")
+ * into @names (@names_len bytes), e.g. "IP:127.0.0.2, DNS:node2". */
 bool raft_uv_tls_session_check_host(struct raft_uv_tls_session *s,
                                     const char *host, char *names,
                                     size_t names_len);

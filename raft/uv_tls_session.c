@@ -83,15 +83,16 @@ void raft_uv_tls_session_free(struct raft_uv_tls_session *s)
 }
 
 /* fail records why the call that got SSL error @code failed, and returns
- * RAFT_PROTO. The verify error comes first: it says more than the
- * handshake failure it caused. */
+ * RAFT_PROTO. A failed verification is said with its verify error: it
+ * says more than "certificate verify failed". */
 static int fail(struct raft_uv_tls_session *s, int code)
 {
     long v = SSL_get_verify_result(s->ssl);
     unsigned long e = ERR_peek_last_error();
     const char *r = e != 0 ? ERR_reason_error_string(e) : NULL;
 
-    if (v != X509_V_OK) {
+    if (v != X509_V_OK &&
+        ERR_GET_REASON(e) == SSL_R_CERTIFICATE_VERIFY_FAILED) {
         snprintf(s->err, sizeof s->err, "certificate verify failed: %s",
                  X509_verify_cert_error_string(v));
     } else if (r != NULL) {
@@ -257,7 +258,13 @@ bool raft_uv_tls_session_check_host(struct raft_uv_tls_session *s,
     bool ok;
 
     if (s->psk) {
-        return true;
+        /* The PSK proves the peer, if it was used (an external PSK reads
+         * as a resumed session). */
+        if (SSL_session_reused(s->ssl) == 1) {
+            return true;
+        }
+        snprintf(names, names_len, "no pre-shared key used");
+        return false;
     }
     cert = SSL_get0_peer_certificate(s->ssl);
     if (cert == NULL) {

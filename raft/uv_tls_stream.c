@@ -138,19 +138,24 @@ static bool secured(struct raft_uv_out *out)
     char names[256];
     char how[128];
 
-    if (!raft_uv_tls_session_check_host(conn->tls, out->identity, names,
-                                        sizeof names)) {
-        warn(
-            out->t, out->name, names,
-            "%s: refused: its certificate does not name %s, the host of "
-            "server %llu's address in the configuration; the certificate holds",
-            out->name, out->identity, (unsigned long long)out->id);
-        raft_uv_tcp_out_fail(out);
-        return false;
+    if (raft_uv_tls_session_check_host(conn->tls, out->identity, names,
+                                       sizeof names)) {
+        raft_uv_tls_session_describe(conn->tls, how, sizeof how);
+        raft_uv_tcp_out_connected(out, how);
+        return out->conn == conn;
     }
-    raft_uv_tls_session_describe(conn->tls, how, sizeof how);
-    raft_uv_tcp_out_connected(out, how);
-    return out->conn == conn;
+    if (raft_uv_tls_mode(out->t->tls) == RAFT_UV_TLS_PSK) {
+        warn(out->t, out->name, "it showed a certificate instead",
+             "%s: refused: the server did not use the pre-shared secret",
+             out->name);
+    } else {
+        warn(out->t, out->name, names,
+             "%s: refused: its certificate does not name %s, the host of "
+             "server %llu's address in the configuration; it holds",
+             out->name, out->identity, (unsigned long long)out->id);
+    }
+    raft_uv_tcp_out_fail(out);
+    return false;
 }
 
 void raft_uv_tls_stream_out_read(struct raft_uv_out *out, const uint8_t *p,
@@ -340,7 +345,7 @@ bool raft_uv_tls_stream_identity(struct raft_uv_in *in, raft_id id,
     remote_key(in, key, sizeof key);
     warn(in->t, key, names,
          "%s: refused: server %llu's certificate does not name %s, the "
-         "host of its address %s; the certificate holds",
+         "host of its address %s; it holds",
          in->name, (unsigned long long)id, host,
          out != NULL ? "in the configuration" : "in its handshake");
     return false;

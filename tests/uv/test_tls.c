@@ -215,6 +215,7 @@ struct node {
     unsigned n_got;                    /* frames received */
     uint64_t got_bytes;                /* their payload bytes */
     char warns[16384];                 /* every WARN line, one per line */
+    unsigned n_secured;                /* outgoing TLS connections made */
     bool closing;                      /* close called, cb not yet */
     uint16_t dial_port[MAX_NODES + 1]; /* where it dials each, 0: its
                                           port */
@@ -246,6 +247,9 @@ static void on_log(void *data, int level, const char *msg)
 
     if (getenv("TEST_VERBOSE") != NULL) {
         fprintf(stderr, "[%d] %s\n", level, msg);
+    }
+    if (strstr(msg, ": connected (") != NULL) {
+        n->n_secured++;
     }
     if (level >= RAFT_LOG_WARN && at < sizeof n->warns - 1) {
         snprintf(n->warns + at, sizeof n->warns - at, "%s\n", msg);
@@ -468,6 +472,8 @@ static void test_psk(void **state)
 
 /* refused starts nodes 1 and 2 and checks they never connect, and that
  * each logged a WARN holding @want1 / @want2 (NULL: not checked). */
+static bool g_late; /* refused accepts a client refused late */
+
 static void refused(struct fixture *f, const char *want1, const char *want2)
 {
     start_node(f, 1, 2);
@@ -476,6 +482,13 @@ static void refused(struct fixture *f, const char *want1, const char *want2)
     assert_false(raft_uv_transport_connected(f->nodes[0].t, 2));
     assert_false(raft_uv_transport_connected(f->nodes[1].t, 1));
     assert_int_equal(f->nodes[0].n_got + f->nodes[1].n_got, 0);
+    /* Not even for a moment did an outgoing connection count as made,
+     * which would let frames out to a server not authenticated (but a
+     * client whose certificate the acceptor refuses only once its
+     * handshake names it: g_late). */
+    if (!g_late) {
+        assert_int_equal(f->nodes[0].n_secured + f->nodes[1].n_secured, 0);
+    }
     if (want1 != NULL && strstr(f->nodes[0].warns, want1) == NULL) {
         fail_msg("node 1 logged no '%s':\n%s", want1, f->nodes[0].warns);
     }
@@ -506,7 +519,9 @@ static void test_wrong_identity(void **state)
 
     f->nodes[0].tls = new_tls("good", "ca");
     f->nodes[1].tls = new_tls("elsewhere", "ca");
+    g_late = true;
     refused(f, "IP:127.0.0.9, DNS:node9", NULL);
+    g_late = false;
     assert_non_null(strstr(f->nodes[0].warns, "peer 2 (127.0.0.1:"));
     assert_non_null(
         strstr(f->nodes[0].warns, "its certificate does not name 127.0.0.1"));
@@ -523,7 +538,8 @@ static void test_plain_against_tls(void **state)
     refused(f, "TLS handshake failed", NULL);
 }
 
-/* A wrong secret and a certificate against a secret are refused. */
+/* A wrong secret and a certificate against a secret are refused, both
+ * ways. */
 static void test_wrong_psk(void **state)
 {
     struct fixture *f = *state;
@@ -536,7 +552,10 @@ static void test_wrong_psk(void **state)
     WAIT_FOR(f, all_closed);
     raft_uv_tls_free(f->nodes[1].tls);
     f->nodes[1].tls = new_tls("good", "ca");
-    refused(f, "TLS handshake failed", "TLS handshake failed");
+    /* A server that shows a certificate to a PSK client (which has none
+     * to verify it with) is refused before anything is sent to it. */
+    refused(f, "refused: the server did not use the pre-shared secret",
+            "TLS handshake failed");
 }
 
 /* A proxy between two transports that can flip one byte of what the
