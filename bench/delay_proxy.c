@@ -172,8 +172,8 @@ static void *writer_main(void *arg)
             d->tail = NULL;
         }
         pthread_mutex_unlock(&d->mu);
-        while (clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &k->due,
-                               NULL) == EINTR) {
+        while (clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &k->due, NULL) ==
+               EINTR) {
         }
         if (k->len == 0) {
             free(k);
@@ -306,8 +306,9 @@ static int listen_on(int port)
 
 static void usage(void)
 {
-    fprintf(stderr, "usage: delay-proxy --rtt-ms D LISTEN_PORT:TARGET_PORT "
-                    "[LISTEN_PORT:TARGET_PORT ...]\n");
+    fprintf(stderr,
+            "usage: delay-proxy --rtt-ms D LISTEN_PORT:TARGET_PORT "
+            "[LISTEN_PORT:TARGET_PORT ...]\n");
     exit(2);
 }
 
@@ -325,8 +326,9 @@ int main(int argc, char **argv)
     }
     rtt = strtod(argv[2], &end);
     if (*end != '\0' || !(rtt == 0 || (rtt >= 0.2 && rtt <= 10000))) {
-        fprintf(stderr, "delay-proxy: --rtt-ms: '%s' is not 0 or a number "
-                        "of milliseconds from 0.2 to 10000\n",
+        fprintf(stderr,
+                "delay-proxy: --rtt-ms: '%s' is not 0 or a number "
+                "of milliseconds from 0.2 to 10000\n",
                 argv[2]);
         return 2;
     }
