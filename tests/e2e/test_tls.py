@@ -276,6 +276,36 @@ class TLSTest(unittest.TestCase):
                      handshake=True)
         self.write(self.leader(), 2)
 
+    def test_join_with_certificates(self):
+        """A joining server is checked against the listen address its
+        handshake gives (it is no member yet): a certificate that does not
+        name it is refused; one that does joins, and is dialled back."""
+        leader = self.start_all()
+        leader.sql("SELECT raft_exec('CREATE TABLE t(x)')")
+        self.write(leader, 1)
+        where = "listen=%s:%d join=%s:%d" % (host(4), self.ports[3], host(1),
+                                             self.ports[0])
+        bad = self.node(4, "badjoiner")
+        self.others.append(bad)
+        bad.sql("SELECT raft_start(?)", "id=4 %s %s %s" % (
+            where, self.certificates(4, "badjoiner", hosts=[host(5)]), FAST))
+        self.wait_log(self.nodes[1], "server 4's certificate does not name "
+                      "127.0.0.4, the host of its address in its handshake; "
+                      "it holds: IP:127.0.0.5")
+        self.assertNotIn("not a peer yet", self.log(self.nodes[1]))
+        self.assertEqual(bad.stop(), 0)
+        self.others.remove(bad)
+        self.nodes[4] = n4 = self.node(4)
+        n4.sql("SELECT raft_start(?)", "id=4 %s %s %s" % (
+            where, self.certificates(4), FAST))
+
+        def voter():
+            rows = self.leader().sql("SELECT id, role FROM raft_members")
+            return (4, "voter") in [tuple(r) for r in rows]
+        self.wait(voter, "server 4 to join as a voter", timeout=40)
+        self.write(self.leader(), 2)
+        self.assertEqual(n4.status()["tls"], "certificates")
+
     def test_pre_shared_secret(self):
         secret = certs.secret(self.dir)
         leader = self.start_all(lambda i: "secret_file=" + secret)
