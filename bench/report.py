@@ -17,8 +17,8 @@ import tempfile
 
 # The order of the rows: every run compare.sh makes.
 ORDER = [
-    "raftsql-1-leader", "raftsql-1-follower",
-    "raftsql-64-leader", "raftsql-64-follower",
+    "raftsql-1-leader", "raftsql-1-leader-tls", "raftsql-1-follower",
+    "raftsql-64-leader", "raftsql-64-leader-tls", "raftsql-64-follower",
     "dqlite-1", "dqlite-64",
     "etcd-1", "etcd-64",
     "local-1", "local-64",
@@ -26,7 +26,6 @@ ORDER = [
     "raftsql-64-leader-rtt1", "etcd-64-rtt1",
     "raftsql-1-leader-rtt10", "etcd-1-rtt10",
     "raftsql-64-leader-rtt10", "etcd-64-rtt10",
-    "raftsql-1-leader-tls", "raftsql-64-leader-tls",
 ]
 
 
