@@ -27,6 +27,7 @@ TEST_BIN := $(TEST_SRC:%.c=$(B)/%)
 
 .SECONDARY:
 .PHONY: all deps demo test check check-layering fmt fmt-check unit e2e tsan \
+        next \
         tsan-uv \
         clean bench sim \
         soak faults faults-short \
@@ -225,6 +226,9 @@ $(B)/fuzz/fuzz_configuration: tests/fuzz/fuzz_configuration.c \
 $(B)/fuzz/fuzz_recv: tests/fuzz/fuzz_recv.c tests/fuzz/fuzz.h \
 		$(call fz,$(CORE_SRC) $(UV_SRC))
 	$(FUZZ_LINK)
+$(B)/fuzz/fuzz_address: tests/fuzz/fuzz_address.c tests/fuzz/fuzz.h \
+		$(call fz,$(CORE_SRC))
+	$(FUZZ_LINK)
 $(B)/fuzz/fuzz_request: tests/fuzz/fuzz_request.c tests/fuzz/fuzz.h \
 		$(call fz,$(SQL_SRC))
 	$(FUZZ_LINK)
@@ -264,8 +268,36 @@ fmt-check:
 unit: $(TEST_BIN)
 	@scripts/run-tests.sh $^
 
+# Test builds that play newer releases in a rolling upgrade
+# (tests/e2e/test_wire_versions.py): the wire codec and the transport
+# compiled to speak wire versions 1 to 2 (build/raftsql_next.so and its
+# node program) or 2 only (raftsql-node-next-only); everything else is
+# the normal build's objects.
+WIRE_SRC  := raft/message.c $(UV_SRC)
+BASE_OBJ  := $(filter-out $(WIRE_SRC:%.c=$(B)/obj/%.o),$(LIB_OBJ))
+NEXT_OBJ  := $(BASE_OBJ) $(WIRE_SRC:%.c=$(B)/next/%.o)
+ONLY_OBJ  := $(BASE_OBJ) $(WIRE_SRC:%.c=$(B)/next-only/%.o)
+NEXT_BINS := $(B)/raftsql_next.so $(B)/raftsql-node-next \
+             $(B)/raftsql-node-next-only
+$(B)/next/%.o: %.c
+	@mkdir -p $(dir $@)
+	$(CC) $(BASE_CFLAGS) $(CFLAGS) -DRAFT_WIRE_VERSION_MAX_TEST=2 -MMD -MP \
+	    -c -o $@ $<
+$(B)/next-only/%.o: %.c
+	@mkdir -p $(dir $@)
+	$(CC) $(BASE_CFLAGS) $(CFLAGS) -DRAFT_WIRE_VERSION_MIN_TEST=2 \
+	    -DRAFT_WIRE_VERSION_MAX_TEST=2 -MMD -MP -c -o $@ $<
+$(B)/raftsql_next.so: $(NEXT_OBJ)
+	$(CC) -shared -o $@ $^ $(LIBS)
+$(B)/raftsql-node-next: tools/raftsql_node.c $(NEXT_OBJ)
+	$(CC) $(BASE_CFLAGS) $(CFLAGS) -o $@ $^ $(LIBS)
+$(B)/raftsql-node-next-only: tools/raftsql_node.c $(ONLY_OBJ)
+	$(CC) $(BASE_CFLAGS) $(CFLAGS) -o $@ $^ $(LIBS)
+
+next: $(NEXT_BINS)
+
 # End-to-end: real node processes (the sanitizer build) on 127.0.0.1.
-e2e: all $(B)/san/raftsql-node
+e2e: all $(B)/san/raftsql-node $(NEXT_BINS)
 	RAFTSQL_NODE=$(B)/san/raftsql-node RAFTSQL_SO=$(B)/raftsql.so \
 	    $(PYTHON) tests/e2e/run.py
 
@@ -344,4 +376,5 @@ clean:
 
 -include $(LIB_OBJ:.o=.d) $(SAN_OBJ:.o=.d) $(TLIB_OBJ:.o=.d) $(TSAN_OBJ:.o=.d) \
     $(patsubst %.c,$(B)/san/%.d,$(UV_FAKE)) \
-    $(patsubst %.c,$(B)/tsan/%.d,$(UV_FAKE)) $(FUZZ_OBJ:.o=.d)
+    $(patsubst %.c,$(B)/tsan/%.d,$(UV_FAKE)) $(FUZZ_OBJ:.o=.d) \
+    $(WIRE_SRC:%.c=$(B)/next/%.d) $(WIRE_SRC:%.c=$(B)/next-only/%.d)

@@ -120,6 +120,23 @@ void applier_hold(struct ext_applier *a)
     pthread_mutex_unlock(&a->mu);
 }
 
+/* tell_cluster_id hands the cluster id the state machine holds to the
+ * cluster_id hook. */
+static void tell_cluster_id(struct ext_applier *a)
+{
+    uint8_t id[SQL_CLUSTER_ID_LEN];
+
+    if (a->hooks.cluster_id == NULL) {
+        return;
+    }
+    if (sql_fsm_cluster_id(a->fsm, id) != 0) {
+        node_log_line(a->log, RAFT_LOG_WARN, "apply: %s",
+                      sql_fsm_errmsg(a->fsm));
+        return;
+    }
+    a->hooks.cluster_id(a->hooks.data, id);
+}
+
 int applier_install(struct ext_applier *a, const char *path,
                     uint64_t *out_index, uint64_t *out_term, char *errmsg,
                     size_t errmsg_len)
@@ -132,6 +149,7 @@ int applier_install(struct ext_applier *a, const char *path,
     }
     atomic_store(&a->applied, *out_index);
     atomic_store(&a->durable, sql_fsm_durable(a->fsm));
+    tell_cluster_id(a);
     return 0;
 }
 
@@ -285,6 +303,7 @@ static int apply_batch(struct ext_applier *a, const struct raft_entry *batch,
     struct sql_fsm_entry *fe = calloc(n, sizeof *fe);
     struct sql_result *res = calloc(n, sizeof *res);
     raft_index last = batch[n - 1].index;
+    bool has_cluster_id = false;
     int rc = RAFT_NOMEM;
     if (fe == NULL || res == NULL) {
         node_log_error(a->log, "apply: out of memory");
@@ -309,6 +328,12 @@ static int apply_batch(struct ext_applier *a, const struct raft_entry *batch,
             fe[i].data = batch[i].data->data;
             fe[i].len = batch[i].data->len;
         }
+        /* The cluster id travels in a normal entry of its own. */
+        if (batch[i].type == RAFT_ENTRY_NORMAL && fe[i].data != NULL &&
+            sql_cluster_entry_is(fe[i].data, fe[i].len)) {
+            fe[i].kind = SQL_ENTRY_CLUSTER_ID;
+            has_cluster_id = true;
+        }
     }
     rc = sqlbridge_rc(sql_fsm_apply(a->fsm, fe, n, res));
     if (rc != 0 && atomic_load(&a->stopping)) {
@@ -322,6 +347,9 @@ static int apply_batch(struct ext_applier *a, const struct raft_entry *batch,
     atomic_store(&a->durable, sql_fsm_durable(a->fsm));
     if (a->hooks.applied != NULL) {
         a->hooks.applied(a->hooks.data, fe, res, n, last);
+    }
+    if (has_cluster_id) {
+        tell_cluster_id(a);
     }
     /* The durable point: the background checkpointer moves it as the WAL
      * fills; when it falls behind (a WAL under its threshold, readers

@@ -28,6 +28,12 @@ struct ext_applier_hooks {
      * caller waits on it) instead of keeping follower_apply_ms. The apply
      * thread, holding the applier's lock: it must not call the applier. */
     bool (*apply_now)(void *data);
+    /* The state machine holds cluster id @id (sql.h, "The cluster id"),
+     * as read after a batch that applied a cluster id entry, or after a
+     * snapshot install (all zero when it holds none). The apply thread,
+     * or the thread that installed; no lock of the applier held. May be
+     * NULL. */
+    void (*cluster_id)(void *data, const uint8_t id[SQL_CLUSTER_ID_LEN]);
 };
 
 /* Settings of the apply thread. */

@@ -153,9 +153,8 @@ static int force_alone(struct ext_store *s, struct sql_fsm *fsm,
 
     if (k >= 0) {
         snprintf(address, sizeof address, "%s", b->conf.servers[k].address);
-    } else if (cfg->listen_port != 0) {
-        snprintf(address, sizeof address, "%s:%u", cfg->listen_host,
-                 cfg->listen_port);
+    } else if (cfg->advertise[0] != '\0') {
+        snprintf(address, sizeof address, "%s", cfg->advertise);
     } else {
         snprintf(errmsg, errmsg_len,
                  "force_new_cluster: server %" PRIu64

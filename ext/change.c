@@ -22,13 +22,13 @@
  *
  * The request and answer formats are change_codec.h's.
  *
- * Automatic promotion: the leader promotes a learner it marked "auto"
- * (added by JOIN, or by raft_add without 'learner') once raft_progress
- * says it caught up (thesis §4.2.1), one change at a time. The marks live
- * in the leader's memory: after a leader change, a learner not yet
- * promoted stays a learner until raft_promote. A joining node sends its
- * JOIN until it is a member, no longer (raft_demote and raft_add's
- * 'learner' hold). */
+ * Automatic promotion: the leader promotes a learner whose auto_promote
+ * mark is set (added by JOIN, or by raft_add without 'learner') once
+ * raft_progress says it caught up (thesis §4.2.1), one change at a time.
+ * The mark is in the configuration entry (raft/configuration.h), so a new
+ * leader promotes the learners the old one had not; PROMOTE and DEMOTE
+ * clear it. A joining node sends its JOIN until it is a member, no longer
+ * (raft_demote and raft_add's 'learner' hold). */
 
 #include "change.h"
 
@@ -42,7 +42,7 @@
 #include "exec.h"
 
 /* Requests a leader keeps pending, answers it remembers, relays a
- * follower keeps, learners it may mark auto. */
+ * follower keeps. */
 #define EXT__PENDING_MAX 8
 #define EXT__RECENT_MAX 16
 #define EXT__RELAY_MAX 8
@@ -117,14 +117,12 @@ struct ext_change {
     unsigned recent_next;                     /* next slot of @recent */
     struct relay relay[EXT__RELAY_MAX];       /* relayed requests, a ring */
     unsigned relay_next;                      /* next slot of @relay */
-    raft_id auto_ids[RAFT_MAX_SERVERS];       /* learners to promote */
-    unsigned n_auto;                          /* entries of @auto_ids */
     uint64_t next_promote_at; /* loop clock of the next promotion try */
     uint64_t next_join_at;    /* loop clock of the next JOIN */
-    char join_host[64];       /* join= host, "" without join= */
-    uint16_t join_port;       /* join= port, 0 without join= */
-    bool probed;              /* the join= address is dialled */
-    bool was_member;          /* this server was in a configuration */
+    char join_host[EXT_ADDRESS_MAX + 1]; /* join= host, "" without join= */
+    uint16_t join_port;                  /* join= port, 0 without join= */
+    bool probed;                         /* the join= address is dialled */
+    bool was_member; /* this server was in a configuration */
 };
 
 /* ---- The leader's side (loop thread) ------------------------------------ */
@@ -132,33 +130,6 @@ struct ext_change {
 static bool rid_eq(const uint64_t a[2], const uint64_t b[2])
 {
     return a[0] == b[0] && a[1] == b[1];
-}
-
-static bool auto_has(const struct ext_change *c, raft_id id)
-{
-    for (unsigned i = 0; i < c->n_auto; i++) {
-        if (c->auto_ids[i] == id) {
-            return true;
-        }
-    }
-    return false;
-}
-
-static void auto_clear(struct ext_change *c, raft_id id)
-{
-    for (unsigned i = 0; i < c->n_auto; i++) {
-        if (c->auto_ids[i] == id) {
-            c->auto_ids[i] = c->auto_ids[--c->n_auto];
-            return;
-        }
-    }
-}
-
-static void auto_mark(struct ext_change *c, raft_id id)
-{
-    if (!auto_has(c, id) && c->n_auto < RAFT_MAX_SERVERS) {
-        c->auto_ids[c->n_auto++] = id;
-    }
 }
 
 /* finish_call sets the local caller's result, when @rid is still its:
@@ -336,6 +307,8 @@ static void step_request(struct ext_change *c, struct raft_uv_node *d,
         ev.change.kind = q->op == EXT_CHANGE_JOIN ? RAFT_CHANGE_ADD : q->op;
         ev.change.id = q->id;
         ev.change.role = RAFT_LEARNER;
+        ev.change.auto_promote =
+            (q->op == EXT_CHANGE_ADD || q->op == EXT_CHANGE_JOIN) && !q->manual;
         if (q->op == EXT_CHANGE_ADD || q->op == EXT_CHANGE_JOIN ||
             q->op == EXT_CHANGE_UPDATE) {
             ev.change.address = q->address;
@@ -347,15 +320,6 @@ static void step_request(struct ext_change *c, struct raft_uv_node *d,
         respond(c, d, from, rid, rc,
                 rc == RAFT_NOTLEADER ? 0 : explain(c, core, q, rc));
         return;
-    }
-    if (q->op == EXT_CHANGE_ADD || q->op == EXT_CHANGE_JOIN) {
-        if (q->manual) {
-            auto_clear(c, q->id);
-        } else {
-            auto_mark(c, q->id);
-        }
-    } else if (q->op != EXT_CHANGE_TRANSFER) {
-        auto_clear(c, q->id);
     }
     p = &c->pending[c->n_pending++];
     p->from = from;
@@ -411,8 +375,8 @@ static void check_pending(struct ext_change *c, struct raft_uv_node *d)
     }
 }
 
-/* promote_caught_up promotes one learner marked auto that caught up
- * (thesis §4.2.1: its last catch-up round took under an election
+/* promote_caught_up promotes one learner marked auto_promote that caught
+ * up (thesis §4.2.1: its last catch-up round took under an election
  * timeout), at most once per heartbeat, when no change is pending. */
 static void promote_caught_up(struct ext_change *c, struct raft_uv_node *d)
 {
@@ -420,32 +384,23 @@ static void promote_caught_up(struct ext_change *c, struct raft_uv_node *d)
     const struct raft_configuration *conf;
     uint64_t now = raft_uv_node_now(d);
 
-    if (raft_role(core) != RAFT_LEADER) {
-        c->n_auto = 0; /* a later leader learns them again */
-        return;
-    }
-    if (c->n_auto == 0 || now < c->next_promote_at || c->n_pending > 0 ||
-        raft_transferee(core) != 0 ||
+    if (raft_role(core) != RAFT_LEADER || now < c->next_promote_at ||
+        c->n_pending > 0 || raft_transferee(core) != 0 ||
         raft_configuration_index(core) > raft_commit_index(core)) {
         return;
     }
     c->next_promote_at = now + c->heartbeat_ms;
     conf = raft_current_configuration(core);
-    for (unsigned i = 0; i < c->n_auto; i++) {
-        raft_id id = c->auto_ids[i];
+    for (unsigned i = 0; i < conf->n; i++) {
+        const struct raft_server *s = &conf->servers[i];
         struct raft_progress_info pi;
-        uint8_t role = raft_configuration_role(conf, id);
-        if (role != RAFT_LEARNER) {
-            if (role == 0 || role == RAFT_VOTER) {
-                auto_clear(c, id);
-            }
-            return; /* one at a time; the next try sees the rest */
-        }
-        if (raft_progress(core, id, &pi) == 0 && pi.caught_up) {
-            struct ext_change_request q = {.op = EXT_CHANGE_PROMOTE, .id = id};
+        if (s->role == RAFT_LEARNER && s->auto_promote &&
+            raft_progress(core, s->id, &pi) == 0 && pi.caught_up) {
+            struct ext_change_request q = {.op = EXT_CHANGE_PROMOTE,
+                                           .id = s->id};
             uint64_t rid[2] = {0, 0};
             step_request(c, d, 0, rid, &q);
-            return;
+            return; /* one at a time; the next try sees the rest */
         }
     }
 }
@@ -807,8 +762,7 @@ int change_new(const struct ext_config *cfg, struct ext_change **out)
     memcpy(c->members, cfg->members, sizeof c->members);
     c->n_members = cfg->n_members;
     if (ext_config_join(cfg)) {
-        snprintf(c->advertise, sizeof c->advertise, "%s:%u", cfg->listen_host,
-                 cfg->listen_port);
+        snprintf(c->advertise, sizeof c->advertise, "%s", cfg->advertise);
         snprintf(c->join_host, sizeof c->join_host, "%s", cfg->join_host);
         c->join_port = cfg->join_port;
     }

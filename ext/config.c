@@ -1,6 +1,7 @@
 /* Parsing and checking of the raft_start() configuration string. */
 
 #include "config.h"
+#include "config_auth.h"
 
 #include "../raft/configuration.h"
 
@@ -52,63 +53,56 @@ static bool parse_u64(const char *s, uint64_t lo, uint64_t hi, uint64_t *out)
     return true;
 }
 
-/* parse_address splits "host:port" (host numeric IPv4 or "localhost"). */
-static bool parse_address(const char *s, char *host, size_t host_len,
-                          uint16_t *port)
+/* address_value parses the address @val given for @who (a key, or "key:
+ * server N's address") into @out, refusing a wildcard unless
+ * @wildcard_ok (only listen= takes one: peers cannot dial it). */
+static int address_value(const char *who, const char *val, bool wildcard_ok,
+                         struct raft_address *out, char *errmsg,
+                         size_t errmsg_len)
 {
-    const char *colon = strrchr(s, ':');
-    uint64_t p;
-    struct in_addr addr;
-    if (colon == NULL || (size_t)(colon - s) >= host_len || colon == s) {
-        return false;
-    }
-    memcpy(host, s, (size_t)(colon - s));
-    host[colon - s] = '\0';
-    if (strcmp(host, "localhost") == 0) {
-        snprintf(host, host_len, "127.0.0.1");
-    }
-    if (inet_pton(AF_INET, host, &addr) != 1) {
-        return false;
-    }
-    if (!parse_u64(colon + 1, 1, 65535, &p)) {
-        return false;
-    }
-    *port = (uint16_t)p;
-    return true;
-}
+    char why[160];
 
-/* address_key parses the host:port value @val of key @key (listen, join)
- * with parse_address, naming the key when it is not one. */
-static int address_key(const char *key, const char *val, char *host,
-                       size_t host_len, uint16_t *port, char *errmsg,
-                       size_t errmsg_len)
-{
-    if (!parse_address(val, host, host_len, port)) {
+    if (raft_address_parse(val, out, why, sizeof why) != 0) {
+        return fail(errmsg, errmsg_len, "%s: '%s' is not host:port: %s", who,
+                    val, why);
+    }
+    if (!wildcard_ok && raft_address_wildcard(out)) {
         return fail(errmsg, errmsg_len,
-                    "%s: '%s' is not host:port (numeric IPv4 host, port "
-                    "1-65535)",
-                    key, val);
+                    "%s: '%s' is a wildcard, which only listen= takes "
+                    "(peers cannot dial it)",
+                    who, val);
     }
     return 0;
 }
 
-static bool is_loopback(const char *host)
+/* set_listen makes @a the address @c listens on: its IP, 127.0.0.1 for
+ * localhost; another hostname is refused (what to bind is an IP). */
+static int set_listen(struct ext_config *c, const struct raft_address *a,
+                      const char *val, char *errmsg, size_t errmsg_len)
 {
-    struct in_addr addr;
-    if (inet_pton(AF_INET, host, &addr) != 1) {
-        return false;
+    if (a->kind == RAFT_ADDRESS_NAME && !raft_address_loopback(a)) {
+        return fail(errmsg, errmsg_len,
+                    "listen: '%s' is a hostname; listen= takes the IP to "
+                    "bind (0.0.0.0:%u or [::]:%u for every interface, or "
+                    "an address of this machine) and advertise= the name "
+                    "peers dial",
+                    val, a->port, a->port);
     }
-    return (ntohl(addr.s_addr) >> 24) == 127;
+    snprintf(c->listen_host, sizeof c->listen_host, "%s",
+             a->kind == RAFT_ADDRESS_NAME ? "127.0.0.1" : a->host);
+    c->listen_port = a->port;
+    return 0;
 }
 
 /* parse_members reads "1@127.0.0.1:7001,2@127.0.0.1:7002,..." (the value
- * of key @key: cluster or dial) into @out (EXT_MAX_NODES long: the id,
- * host and port of each) and *@out_n, refusing an id or an address given
+ * of key @key: cluster or dial) into @out (EXT_MAX_NODES long: the id and
+ * address of each) and *@out_n, refusing an id or an address given
  * twice. */
 static int parse_members(const char *key, const char *value,
                          struct ext_member *out, unsigned *out_n, char *errmsg,
                          size_t errmsg_len)
 {
+    struct raft_address addrs[EXT_MAX_NODES];
     char buf[4096];
     char *save = NULL;
     char *item;
@@ -127,6 +121,7 @@ static int parse_members(const char *key, const char *value,
         struct ext_member *m;
         char *at = strchr(item, '@');
         uint64_t id;
+        int rc;
         if (n == EXT_MAX_NODES) {
             return fail(errmsg, errmsg_len, "%s: more than %d members", key,
                         EXT_MAX_NODES);
@@ -144,21 +139,19 @@ static int parse_members(const char *key, const char *value,
         m = &out[n];
         memset(m, 0, sizeof *m);
         m->id = id;
-        if (!parse_address(at + 1, m->host, sizeof m->host, &m->port)) {
-            return fail(errmsg, errmsg_len,
-                        "%s: '%s' is not host:port (numeric IPv4 host, "
-                        "port 1-65535)",
-                        key, at + 1);
+        rc = address_value(key, at + 1, false, &addrs[n], errmsg, errmsg_len);
+        if (rc != 0) {
+            return rc;
         }
+        raft_address_format(&addrs[n], m->address, sizeof m->address);
         for (unsigned i = 0; i < n; i++) {
             if (out[i].id == id) {
                 return fail(errmsg, errmsg_len,
                             "%s: server id %" PRIu64 " appears twice", key, id);
             }
-            if (out[i].port == m->port && strcmp(out[i].host, m->host) == 0) {
-                return fail(errmsg, errmsg_len,
-                            "%s: address %s:%u appears twice", key, m->host,
-                            m->port);
+            if (raft_address_equal(&addrs[i], &addrs[n])) {
+                return fail(errmsg, errmsg_len, "%s: address %s appears twice",
+                            key, m->address);
             }
         }
         n++;
@@ -200,29 +193,17 @@ static int apply_dial(struct ext_config *c, const struct ext_member *dial,
                         "a member; it adds none)",
                         dial[i].id);
         }
-        snprintf(m->dial_host, sizeof m->dial_host, "%s", dial[i].host);
-        m->dial_port = dial[i].port;
+        snprintf(m->dial, sizeof m->dial, "%s", dial[i].address);
     }
     c->n_dials = n_dial;
     return 0;
-}
-
-void ext_member_dial(const struct ext_member *m, const char **out_host,
-                     uint16_t *out_port)
-{
-    if (m->dial_port != 0) {
-        *out_host = m->dial_host;
-        *out_port = m->dial_port;
-    } else {
-        *out_host = m->host;
-        *out_port = m->port;
-    }
 }
 
 /* The keys raft_start() knows, in the README's order. */
 static const char *const keys[] = {
     "id",
     "listen",
+    "advertise",
     "cluster",
     "dial",
     "dir",
@@ -243,6 +224,7 @@ static const char *const keys[] = {
     "tls_key",
     "tls_ca",
     "secret_file",
+    "insecure",
 };
 
 /* The integer keys: their range (as README gives it) and their field. */
@@ -278,55 +260,6 @@ static const struct int_key int_keys[] = {
     EXT__INT_KEY("max_request_steps", 0, 1000000000000000ull, 1,
                  max_request_steps, false),
 };
-
-/* The keys whose value is a file name, and their field. */
-static const struct {
-    const char *name;
-    size_t offset; /* of the char[4096] field in struct ext_config */
-} path_keys[] = {
-    {"tls_cert", offsetof(struct ext_config, tls_cert)},
-    {"tls_key", offsetof(struct ext_config, tls_key)},
-    {"tls_ca", offsetof(struct ext_config, tls_ca)},
-    {"secret_file", offsetof(struct ext_config, secret_file)},
-};
-
-/* path_key_field returns the field of @c that path key @key fills, or NULL
- * when @key is none. */
-static char *path_key_field(struct ext_config *c, const char *key)
-{
-    for (size_t i = 0; i < sizeof path_keys / sizeof path_keys[0]; i++) {
-        if (strcmp(key, path_keys[i].name) == 0) {
-            return (char *)c + path_keys[i].offset;
-        }
-    }
-    return NULL;
-}
-
-/* check_tls checks that @c names the three certificate files or the
- * secret file, or none of them, and sets c->tls. */
-static int check_tls(struct ext_config *c, char *errmsg, size_t errmsg_len)
-{
-    unsigned n_cert = (c->tls_cert[0] != '\0') + (c->tls_key[0] != '\0') +
-                      (c->tls_ca[0] != '\0');
-
-    if (n_cert > 0 && c->secret_file[0] != '\0') {
-        return fail(errmsg, errmsg_len,
-                    "secret_file: cannot be given with tls_cert, tls_key "
-                    "or tls_ca (peers authenticate one way: certificates "
-                    "or a pre-shared secret)");
-    }
-    if (n_cert > 0 && n_cert < 3) {
-        const char *missing = c->tls_cert[0] == '\0'  ? "tls_cert"
-                              : c->tls_key[0] == '\0' ? "tls_key"
-                                                      : "tls_ca";
-        return fail(errmsg, errmsg_len,
-                    "%s: missing (tls_cert, tls_key and tls_ca go "
-                    "together)",
-                    missing);
-    }
-    c->tls = n_cert == 3 || c->secret_file[0] != '\0';
-    return 0;
-}
 
 /* int_key_find returns the integer key named @key, or NULL. */
 static const struct int_key *int_key_find(const char *key)
@@ -381,10 +314,8 @@ bool ext_config_cluster(const struct ext_config *c,
     raft_configuration_init(out);
     for (unsigned i = 0; i < c->n_members; i++) {
         const struct ext_member *m = &c->members[i];
-        char address[96];
-        snprintf(address, sizeof address, "%s:%u", m->host, m->port);
         /* Cannot fail: ids are distinct, addresses short, n in bounds. */
-        raft_configuration_add(out, m->id, RAFT_VOTER, address);
+        raft_configuration_add(out, m->id, RAFT_VOTER, m->address);
     }
     return c->n_members > 0;
 }
@@ -392,44 +323,150 @@ bool ext_config_cluster(const struct ext_config *c,
 int ext_config_dial(const struct ext_config *c, raft_id id, const char *address,
                     char *out_host, size_t host_len, uint16_t *out_port)
 {
-    char host[64];
-    uint16_t port;
+    struct raft_address a;
     for (unsigned i = 0; i < c->n_dials; i++) {
         if (c->dials[i].id == id) {
-            snprintf(out_host, host_len, "%s", c->dials[i].host);
-            *out_port = c->dials[i].port;
-            return 0;
+            address = c->dials[i].address;
         }
     }
-    if (!parse_address(address, host, sizeof host, &port)) {
+    if (raft_address_parse(address, &a, NULL, 0) != 0) {
         return RAFT_INVALID;
     }
-    snprintf(out_host, host_len, "%s", host);
-    *out_port = port;
+    snprintf(out_host, host_len, "%s", a.host);
+    *out_port = a.port;
     return 0;
+}
+
+void ext_config_listen_format(const struct ext_config *c, char *out, size_t len)
+{
+    bool ipv6 = strchr(c->listen_host, ':') != NULL;
+    snprintf(out, len, ipv6 ? "[%s]:%u" : "%s:%u", c->listen_host,
+             c->listen_port);
 }
 
 int ext_config_listen_set(struct ext_config *c, const char *address,
                           char *errmsg, size_t errmsg_len)
 {
-    char host[64];
-    uint16_t port;
-    if (!parse_address(address, host, sizeof host, &port)) {
+    struct raft_address a;
+    char why[160];
+    int rc = raft_address_parse(address, &a, why, sizeof why);
+    if (rc == 0 && raft_address_wildcard(&a)) {
+        snprintf(why, sizeof why, "a wildcard");
+        rc = RAFT_INVALID;
+    }
+    if (rc != 0) {
         return fail(errmsg, errmsg_len,
                     "listen: this server's address '%s' in the stored "
-                    "configuration is not host:port; give listen=",
-                    address);
+                    "configuration is not host:port (%s); give listen=",
+                    address, why);
     }
-    if (!is_loopback(host)) {
+    if (a.kind == RAFT_ADDRESS_NAME && !raft_address_loopback(&a)) {
+        return fail(errmsg, errmsg_len,
+                    "listen: this server's address '%s' in the stored "
+                    "configuration is a hostname; give listen= (the IP to "
+                    "bind, e.g. 0.0.0.0:%u) and advertise=%s",
+                    address, a.port, address);
+    }
+    if (!c->insecure && !ext_config_peers_authenticated(c) &&
+        !raft_address_loopback(&a)) {
         return fail(errmsg, errmsg_len,
                     "listen: '%s' (this server's address in the stored "
-                    "configuration) is off loopback; refused until nodes "
-                    "authenticate each other",
+                    "configuration) is off loopback, and peers do not "
+                    "authenticate each other: give insecure=on to accept "
+                    "that anyone who can reach the port can write to the "
+                    "database",
                     address);
     }
-    snprintf(c->listen_host, sizeof c->listen_host, "%s", host);
-    c->listen_port = port;
+    set_listen(c, &a, address, errmsg, errmsg_len); /* cannot fail */
+    raft_address_format(&a, c->advertise, sizeof c->advertise);
     return 0;
+}
+
+/* differs refuses @a, given for @key, when it is not @self's address in
+ * cluster= (peers dial that one). */
+static int differs(const char *key, const struct raft_address *a,
+                   const struct ext_member *self, char *errmsg,
+                   size_t errmsg_len)
+{
+    struct raft_address s;
+    char text[EXT_ADDRESS_MAX + 1];
+
+    raft_address_parse(self->address, &s, NULL, 0); /* cannot fail */
+    if (raft_address_equal(a, &s)) {
+        return 0;
+    }
+    raft_address_format(a, text, sizeof text);
+    return fail(errmsg, errmsg_len,
+                "%s: %s differs from server %" PRIu64
+                "'s address %s in cluster; peers dial the cluster "
+                "address, so they would never reach this node",
+                key, text, self->id, self->address);
+}
+
+/* settle_advertise sets the address @c listens on and the one it
+ * advertises from listen= (@listen, NULL when not given), advertise=
+ * (@adv, likewise) and this id's cluster= address, and checks they agree
+ * (ext_config_parse says how). */
+static int settle_advertise(struct ext_config *c,
+                            const struct raft_address *listen,
+                            const struct raft_address *adv, char *errmsg,
+                            size_t errmsg_len)
+{
+    const struct ext_member *self = NULL;
+    struct raft_address s;
+    int rc = 0;
+
+    for (unsigned i = 0; i < c->n_members; i++) {
+        if (c->members[i].id == c->id) {
+            self = &c->members[i];
+        }
+    }
+    if (c->n_members > 0 && self == NULL) {
+        return fail(errmsg, errmsg_len,
+                    "id: server %" PRIu64 " is not in cluster", c->id);
+    }
+    if (adv != NULL || (listen != NULL && !raft_address_wildcard(listen))) {
+        const struct raft_address *a = adv != NULL ? adv : listen;
+        if (self != NULL) {
+            rc = differs(adv != NULL ? "advertise" : "listen", a, self, errmsg,
+                         errmsg_len);
+        }
+        raft_address_format(a, c->advertise, sizeof c->advertise);
+        return rc;
+    }
+    if (self == NULL) {
+        char text[EXT_ADDRESS_MAX + 1];
+        if (listen == NULL) {
+            return 0; /* the stored configuration will tell */
+        }
+        ext_config_listen_format(c, text, sizeof text);
+        return fail(errmsg, errmsg_len,
+                    "listen: %s is a wildcard: give advertise= (the address "
+                    "peers dial to reach this node) or a cluster= entry for "
+                    "server %" PRIu64,
+                    text, c->id);
+    }
+    raft_address_parse(self->address, &s, NULL, 0); /* cannot fail */
+    if (listen == NULL && s.kind == RAFT_ADDRESS_NAME &&
+        !raft_address_loopback(&s)) {
+        return fail(errmsg, errmsg_len,
+                    "listen: missing, and server %" PRIu64
+                    "'s address %s in cluster is a hostname: give listen= "
+                    "(the IP to bind, e.g. 0.0.0.0:%u)",
+                    c->id, self->address, s.port);
+    }
+    if (listen != NULL && listen->port != s.port) {
+        return fail(errmsg, errmsg_len,
+                    "listen: port %u differs from server %" PRIu64
+                    "'s address %s in cluster; give advertise= when they "
+                    "differ on purpose (NAT, a proxy)",
+                    listen->port, c->id, self->address);
+    }
+    if (listen == NULL) {
+        rc = set_listen(c, &s, self->address, errmsg, errmsg_len);
+    }
+    snprintf(c->advertise, sizeof c->advertise, "%s", self->address);
+    return rc;
 }
 
 int ext_config_parse(const char *text, const char *db_path,
@@ -440,7 +477,8 @@ int ext_config_parse(const char *text, const char *db_path,
     char *save = NULL;
     char *tok;
     bool have_id = false, have_cluster = false, have_listen = false;
-    char listen_raw[128] = "";
+    bool have_advertise = false;
+    struct raft_address listen, advertise;
     struct ext_member dial[EXT_MAX_NODES];
     unsigned n_dial = 0;
     unsigned seen = 0;
@@ -497,13 +535,28 @@ int ext_config_parse(const char *text, const char *db_path,
             c->id = v;
             have_id = true;
         } else if (strcmp(key, "listen") == 0) {
-            snprintf(listen_raw, sizeof listen_raw, "%s", val);
-            rc = address_key(key, val, c->listen_host, sizeof c->listen_host,
-                             &c->listen_port, errmsg, errmsg_len);
+            rc = address_value(key, val, true, &listen, errmsg, errmsg_len);
+            if (rc == 0) {
+                rc = set_listen(c, &listen, val, errmsg, errmsg_len);
+            }
             if (rc != 0) {
                 goto out;
             }
             have_listen = true;
+        } else if (strcmp(key, "advertise") == 0) {
+            rc = address_value(key, val, false, &advertise, errmsg, errmsg_len);
+            if (rc != 0) {
+                goto out;
+            }
+            raft_address_format(&advertise, c->advertise, sizeof c->advertise);
+            have_advertise = true;
+        } else if (strcmp(key, "insecure") == 0) {
+            if (strcmp(val, "on") != 0 && strcmp(val, "off") != 0) {
+                rc = fail(errmsg, errmsg_len, "insecure: '%s' is not on or off",
+                          val);
+                goto out;
+            }
+            c->insecure = val[1] == 'n';
         } else if (strcmp(key, "cluster") == 0) {
             rc = parse_members(key, val, c->members, &c->n_members, errmsg,
                                errmsg_len);
@@ -517,11 +570,13 @@ int ext_config_parse(const char *text, const char *db_path,
                 goto out;
             }
         } else if (strcmp(key, "join") == 0) {
-            rc = address_key(key, val, c->join_host, sizeof c->join_host,
-                             &c->join_port, errmsg, errmsg_len);
+            struct raft_address a;
+            rc = address_value(key, val, false, &a, errmsg, errmsg_len);
             if (rc != 0) {
                 goto out;
             }
+            snprintf(c->join_host, sizeof c->join_host, "%s", a.host);
+            c->join_port = a.port;
         } else if (strcmp(key, "force_new_cluster") == 0) {
             if (strcmp(val, "0") != 0 && strcmp(val, "1") != 0) {
                 rc = fail(errmsg, errmsg_len,
@@ -535,7 +590,7 @@ int ext_config_parse(const char *text, const char *db_path,
                 goto out;
             }
             snprintf(c->dir, sizeof c->dir, "%s", val);
-        } else if ((field = path_key_field(c, key)) != NULL) {
+        } else if ((field = config_auth_field(c, key)) != NULL) {
             if (val[0] == '\0' || strlen(val) >= sizeof c->tls_cert) {
                 rc = fail(errmsg, errmsg_len, "%s: empty or too long", key);
                 goto out;
@@ -560,14 +615,14 @@ int ext_config_parse(const char *text, const char *db_path,
             }
         } else {
             rc = fail(errmsg, errmsg_len,
-                      "unknown key '%s' (known: id, listen, cluster, dial, "
-                      "dir, "
+                      "unknown key '%s' (known: id, listen, advertise, "
+                      "cluster, dial, dir, "
                       "election_timeout_ms, heartbeat_ms, exec_timeout_ms, "
                       "log_max_mb, max_request_bytes, log_level, "
                       "snapshot_threshold, trailing_entries, "
                       "snapshot_chunk_bytes, follower_apply_ms, "
                       "max_request_steps, join, force_new_cluster, "
-                      "tls_cert, tls_key, tls_ca, secret_file)",
+                      "insecure, tls_cert, tls_key, tls_ca, secret_file)",
                       key);
             goto out;
         }
@@ -595,46 +650,22 @@ int ext_config_parse(const char *text, const char *db_path,
                   "this node by)");
         goto out;
     }
-    if (have_cluster) {
-        const struct ext_member *self = NULL;
-        for (unsigned i = 0; i < c->n_members; i++) {
-            if (c->members[i].id == c->id) {
-                self = &c->members[i];
-            }
-        }
-        if (self == NULL) {
-            rc = fail(errmsg, errmsg_len,
-                      "id: server %" PRIu64 " is not in cluster", c->id);
-            goto out;
-        }
-        if (!have_listen) {
-            snprintf(c->listen_host, sizeof c->listen_host, "%s", self->host);
-            c->listen_port = self->port;
-        } else if (c->listen_port != self->port ||
-                   (is_loopback(c->listen_host) &&
-                    strcmp(c->listen_host, self->host) != 0)) {
-            /* (An address off loopback gets the error below.) */
-            rc = fail(errmsg, errmsg_len,
-                      "listen: %s:%u differs from server %" PRIu64
-                      "'s address %s:%u in cluster; peers dial the cluster "
-                      "address, so they would never reach this node",
-                      c->listen_host, c->listen_port, c->id, self->host,
-                      self->port);
-            goto out;
-        }
+    if (have_advertise && !have_listen) {
+        rc = fail(errmsg, errmsg_len,
+                  "advertise: needs listen= (the address to listen on; "
+                  "advertise= is the one peers dial)");
+        goto out;
     }
     rc = apply_dial(c, dial, n_dial, errmsg, errmsg_len);
     if (rc == 0) {
-        rc = check_tls(c, errmsg, errmsg_len);
+        rc = config_auth_check(c, errmsg, errmsg_len);
+    }
+    if (rc == 0) {
+        rc = settle_advertise(c, have_listen ? &listen : NULL,
+                              have_advertise ? &advertise : NULL, errmsg,
+                              errmsg_len);
     }
     if (rc != 0) {
-        goto out;
-    }
-    if (c->listen_port != 0 && !is_loopback(c->listen_host)) {
-        rc = fail(errmsg, errmsg_len,
-                  "listen: '%s' is off loopback; refused until nodes "
-                  "authenticate each other (use 127.0.0.1)",
-                  have_listen ? listen_raw : c->listen_host);
         goto out;
     }
     /* One entry must always fit in the log, even beside others: a request

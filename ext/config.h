@@ -9,34 +9,41 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "../raft/address.h"
 #include "../raft/raft.h"
 #include "../raft/uv_node.h"
 
 /* The largest cluster a configuration may name. */
 #define EXT_MAX_NODES RAFT_MAX_VOTERS
 
+/* Longest address text, "host:port" (raft/address.h). */
+#define EXT_ADDRESS_MAX RAFT_ADDRESS_TEXT_MAX
+
 /* One server of the cluster. */
 struct ext_member {
-    raft_id id;         /* server id, > 0 */
-    char host[64];      /* numeric IPv4 address (its address in the
-                           configuration) */
-    uint16_t port;      /* TCP port, > 0 */
-    char dial_host[64]; /* dial= : where this node dials it instead
-                           (numeric IPv4), "" for no override */
-    uint16_t dial_port; /* its TCP port, 0 for no override */
+    raft_id id;                        /* server id, > 0 */
+    char address[EXT_ADDRESS_MAX + 1]; /* "host:port" as raft/address.h
+                                          formats it: its address in the
+                                          configuration */
+    char dial[EXT_ADDRESS_MAX + 1];    /* dial= : where this node dials it
+                                          instead, "" for no override */
 };
-
-/* ext_member_dial gives the address this node dials to reach @m: its
- * dial= override when it has one, else its address in the
- * configuration. Pure. */
-void ext_member_dial(const struct ext_member *m, const char **out_host,
-                     uint16_t *out_port);
 
 /* A parsed configuration. */
 struct ext_config {
     raft_id id;                               /* id= : this server */
-    char listen_host[64];                     /* listen= host part */
+    char listen_host[EXT_ADDRESS_MAX + 1];    /* listen= : the IP literal
+                                                 to bind (IPv6 without
+                                                 brackets; localhost is
+                                                 127.0.0.1) */
     uint16_t listen_port;                     /* listen= port part */
+    char advertise[EXT_ADDRESS_MAX + 1];      /* what peers dial, in the
+                                                 configuration and the
+                                                 handshake: advertise=,
+                                                 else listen=, else this
+                                                 id's cluster= address; ""
+                                                 while unknown */
+    bool insecure;                            /* insecure=on */
     struct ext_member members[EXT_MAX_NODES]; /* cluster= */
     unsigned n_members;                       /* entries used in members */
     char dir[4096];                           /* dir= : log directory */
@@ -59,7 +66,7 @@ struct ext_config {
     struct ext_member dials[EXT_MAX_NODES]; /* dial= : id, host, port of
                                                each override */
     unsigned n_dials;                       /* entries used in dials */
-    char join_host[64];                     /* join= host, "" for none */
+    char join_host[EXT_ADDRESS_MAX + 1];    /* join= host, "" for none */
     uint16_t join_port;                     /* join= port, 0 for none */
     bool force_new_cluster;                 /* force_new_cluster=1 */
     char tls_cert[4096];    /* tls_cert= : PEM certificate chain, "" none */
@@ -72,20 +79,31 @@ struct ext_config {
 
 /* ext_config_parse parses @text, a whitespace-separated list of key=value
  * pairs, into @out, filling defaults for keys not given; @db_path (the
- * database file) gives the default dir, "<db_path>-raft". `listen` defaults
- * to this id's address in `cluster`; without cluster= nor listen=,
- * listen_port is 0 and the node takes its address from the stored
- * configuration at start (ext_config_listen_set). `cluster` may be left
- * out (a restart uses the stored configuration) and is refused beside
- * `join` (cluster= founds a new cluster, join= enters one: a node does
- * one or the other). Writes @out only on success.
+ * database file) gives the default dir, "<db_path>-raft". Addresses are
+ * "host:port" (raft/address.h: IPv4, [IPv6], hostnames). `listen` is an IP
+ * to bind (0.0.0.0 and [::] for every interface; localhost binds
+ * 127.0.0.1) and defaults to this id's address in `cluster`; the
+ * advertised address (what peers dial) is `advertise`, else a `listen`
+ * that is no wildcard, else this id's `cluster` address, which must equal
+ * it when given. Without cluster= nor listen=, listen_port is 0 and the
+ * node takes its address from the stored configuration at start
+ * (ext_config_listen_set). `cluster` may be left out (a restart uses the
+ * stored configuration) and is refused beside `join` (cluster= founds a
+ * new cluster, join= enters one: a node does one or the other). An
+ * address off loopback (listen, advertise, cluster, dial, join) needs
+ * peers that authenticate each other (ext_config_peers_authenticated) or
+ * insecure=on. Writes @out only on success.
  * Errors: RAFT_INVALID with @errmsg (@errmsg_len bytes) naming the bad or
  * unknown key and why: missing id, id not in cluster, duplicate id,
- * malformed host:port, a listen host off loopback (refused until nodes
- * authenticate each other), numbers out of range, heartbeat_ms not below
- * election_timeout_ms, a dial= entry naming this server, a server that is
- * not in cluster (when given), or one server twice, join= beside cluster=
- * or force_new_cluster=1, or without listen=, one or two of tls_cert,
+ * malformed host:port (what is wrong in it), a hostname as listen host, a
+ * wildcard anywhere but listen, a wildcard listen with neither advertise=
+ * nor a cluster= entry for this id, advertise= without listen=, an
+ * advertised address that differs from this id's cluster= address, an
+ * address off loopback without authenticated peers nor insecure=on,
+ * numbers out of range, heartbeat_ms not below election_timeout_ms, a
+ * dial= entry naming this server, a server that is not in cluster (when
+ * given), or one server twice, join= beside cluster= or
+ * force_new_cluster=1, or without listen=, one or two of tls_cert,
  * tls_key and tls_ca without the other (the missing one named),
  * secret_file beside them, an empty or too long path. The files are read
  * at start (raft_uv_tls_new), not here. Any thread. */
@@ -100,18 +118,32 @@ bool ext_config_cluster(const struct ext_config *c,
 
 /* ext_config_dial gives where this node dials server @id, whose address in
  * the configuration is @address ("host:port"): its dial= override when it
- * has one, else @address. Writes @out_host (@host_len bytes) and *@out_port
- * only on success. Errors: RAFT_INVALID (no override and @address is not
- * a numeric IPv4 host:port). Pure. */
+ * has one, else @address; the host is an IP literal (no brackets) or a
+ * hostname the transport resolves. Writes @out_host (@host_len bytes) and
+ * *@out_port only on success. Errors: RAFT_INVALID (no override and
+ * @address does not parse). Pure. */
 int ext_config_dial(const struct ext_config *c, raft_id id, const char *address,
                     char *out_host, size_t host_len, uint16_t *out_port);
 
-/* ext_config_listen_set sets @c's listen address, when neither listen= nor
- * cluster= gave it, to @address (this server's address in the stored
- * configuration). Errors: RAFT_INVALID with @errmsg (@errmsg_len bytes):
- * @address is not host:port, or is off loopback. Any thread. */
+/* ext_config_listen_set sets @c's listen and advertised address, when
+ * neither listen= nor cluster= gave them, to @address (this server's
+ * address in the stored configuration). Errors: RAFT_INVALID with @errmsg
+ * (@errmsg_len bytes): @address is not host:port, is a hostname (what to
+ * bind is then unknown: give listen=), or is off loopback without
+ * authenticated peers nor insecure=on. Any thread. */
 int ext_config_listen_set(struct ext_config *c, const char *address,
                           char *errmsg, size_t errmsg_len);
+
+/* ext_config_listen_format writes @c's listen address as "host:port" (an
+ * IPv6 host in brackets) into @out (@len bytes). Pure. */
+void ext_config_listen_format(const struct ext_config *c, char *out,
+                              size_t len);
+
+/* ext_config_peers_authenticated says whether @c makes peers authenticate
+ * each other (TLS: the three tls_ keys, or secret_file), so that
+ * addresses off loopback are allowed without insecure=on, which then
+ * changes nothing. Pure (config_auth.c). */
+bool ext_config_peers_authenticated(const struct ext_config *c);
 
 /* ext_config_join says whether @cfg asks this node to join a running
  * cluster (join=host:port): it then sends JOIN requests (ext/change.c)

@@ -96,10 +96,18 @@ static void fn_start(sqlite3_context *ctx, int argc, sqlite3_value **argv)
         snprintf(msg, sizeof msg, "raft_start: %s", errmsg);
         sqlite3_result_error(ctx, msg, -1);
     } else {
+        /* Where it listens in effect: listen= may come from the stored
+         * configuration. */
+        struct ext_node *n = ext_registry_acquire(file);
+        char listen[EXT_ADDRESS_MAX + 1];
+        ext_config_listen_format(cfg, listen, sizeof listen);
+        if (n != NULL) {
+            ext_node_listen(n, listen, sizeof listen);
+            ext_registry_release(n);
+        }
         snprintf(msg, sizeof msg,
-                 "node %llu started, listening on %s:%u, log in %s",
-                 (unsigned long long)cfg->id, cfg->listen_host,
-                 cfg->listen_port, cfg->dir);
+                 "node %llu started, listening on %s, log in %s",
+                 (unsigned long long)cfg->id, listen, cfg->dir);
         sqlite3_result_text(ctx, msg, -1, SQLITE_TRANSIENT);
     }
     free(cfg);
@@ -295,6 +303,25 @@ static void fn_tls_reload(sqlite3_context *ctx, int argc, sqlite3_value **argv)
     sqlite3_result_text(ctx, msg, -1, SQLITE_TRANSIENT);
 }
 
+static void fn_cluster_id(sqlite3_context *ctx, int argc, sqlite3_value **argv)
+{
+    struct ext_node *n = func_acquire(ctx, "raft_cluster_id");
+    char hex[EXT_CLUSTER_ID_HEX];
+    bool known;
+    (void)argc;
+    (void)argv;
+    if (n == NULL) {
+        return;
+    }
+    known = ext_node_cluster_id(n, hex);
+    ext_registry_release(n);
+    if (known) {
+        sqlite3_result_text(ctx, hex, -1, SQLITE_TRANSIENT);
+    } else {
+        sqlite3_result_null(ctx);
+    }
+}
+
 static void fn_stop(sqlite3_context *ctx, int argc, sqlite3_value **argv)
 {
     const char *file = main_file(ctx, "raft_stop");
@@ -352,6 +379,10 @@ int ext_func_register(sqlite3 *db)
     if (rc == SQLITE_OK) {
         rc = sqlite3_create_function_v2(db, "raft_tls_reload", 0, admin, NULL,
                                         fn_tls_reload, NULL, NULL, NULL);
+    }
+    if (rc == SQLITE_OK) {
+        rc = sqlite3_create_function_v2(db, "raft_cluster_id", 0, admin, NULL,
+                                        fn_cluster_id, NULL, NULL, NULL);
     }
     if (rc == SQLITE_OK) {
         rc = members_register(db);

@@ -18,24 +18,26 @@
 ** pending, and names the bad argument.
 **
 ** raft_members(id, address, role, leader, match_index, lag,
-** last_contact_ms, connected) is the configuration in force as this node
-** sees it: on the leader every column; on a follower NULL where it does
-** not know (match_index, lag, last_contact_ms but its leader's).
+** last_contact_ms, connected, auto_promote) is the configuration in force
+** as this node sees it: on the leader every column; on a follower NULL
+** where it does not know (match_index, lag, last_contact_ms but its
+** leader's). auto_promote is 1 for a learner that the leader (any leader:
+** the mark is in the configuration entry) promotes to voter once caught
+** up, else 0.
 **
-** LIMITATIONS: which learners the leader promotes by itself lives in the
-** leader's memory (a joining node repeats its JOIN until it is a voter,
-** so a new leader learns it again; one added by raft_add on a node that
-** does not join must be promoted by hand after a leader change).
+** LIMITATIONS: a node of an older build cannot read a configuration that
+** holds an auto_promote mark (a version 2 entry, raft/configuration.h):
+** upgrade every node before adding one without 'learner'.
 */
 
 #include "members.h"
 
-#include <arpa/inet.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "../raft/address.h"
 #include "change.h"
 #include "func.h"
 #include "registry.h"
@@ -50,7 +52,7 @@ static void fallback_address(const struct ext_member *fallback, unsigned n,
 {
     for (unsigned i = 0; i < n; i++) {
         if (fallback[i].id == id) {
-            snprintf(out, len, "%s:%u", fallback[i].host, fallback[i].port);
+            snprintf(out, len, "%s", fallback[i].address);
             return;
         }
     }
@@ -79,6 +81,7 @@ unsigned members_view(struct raft_uv_node *d, raft_id self,
                              sizeof w->address);
         }
         w->role = s->role;
+        w->auto_promote = s->auto_promote;
         w->leader = s->id == leader;
         if (s->id == self) {
             w->match = raft_persisted_index(core);
@@ -133,17 +136,15 @@ static bool arg_id(sqlite3_context *ctx, const char *fn, sqlite3_value *v,
     return true;
 }
 
-/* arg_address reads argument @v as "host:port" (a numeric IPv4 host, as
- * the transport dials) into @out, or reports what is wrong. */
+/* arg_address reads argument @v as "host:port" (raft/address.h: an IPv4
+ * or [IPv6] literal or a hostname, no wildcard) into @out, formatted, or
+ * reports what is wrong. */
 static bool arg_address(sqlite3_context *ctx, const char *fn, sqlite3_value *v,
                         char *out, size_t len)
 {
     const char *text = (const char *)sqlite3_value_text(v);
-    char host[64];
-    struct in_addr a;
-    const char *colon;
-    char *end;
-    long port;
+    struct raft_address a;
+    char why[160];
 
     if (sqlite3_value_type(v) != SQLITE_TEXT || text == NULL) {
         return fail(ctx,
@@ -151,25 +152,17 @@ static bool arg_address(sqlite3_context *ctx, const char *fn, sqlite3_value *v,
                     "'127.0.0.1:7004'",
                     fn);
     }
-    colon = strrchr(text, ':');
-    port = colon != NULL ? strtol(colon + 1, &end, 10) : 0;
-    if (colon == NULL || (size_t)(colon - text) >= sizeof host ||
-        colon[1] == '\0' || *end != '\0' || port < 1 || port > 65535 ||
-        strlen(text) >= len) {
+    if (raft_address_parse(text, &a, why, sizeof why) != 0) {
+        return fail(ctx, "%s: bad address '%.200s': %s, e.g. '127.0.0.1:7004'",
+                    fn, text, why);
+    }
+    if (raft_address_wildcard(&a)) {
         return fail(ctx,
-                    "%s: bad address '%.200s': want 'host:port' with a "
-                    "port in 1..65535, e.g. '127.0.0.1:7004'",
+                    "%s: bad address '%.200s': a wildcard, which no peer "
+                    "can dial",
                     fn, text);
     }
-    memcpy(host, text, (size_t)(colon - text));
-    host[colon - text] = '\0';
-    if (inet_pton(AF_INET, host, &a) != 1) {
-        return fail(ctx,
-                    "%s: bad address '%.200s': the host must be a numeric "
-                    "IPv4 address, e.g. '127.0.0.1:7004'",
-                    fn, text);
-    }
-    snprintf(out, len, "%s", text);
+    raft_address_format(&a, out, len);
     return true;
 }
 
@@ -355,6 +348,7 @@ enum {
     COL_LAG,
     COL_CONTACT,
     COL_CONNECTED,
+    COL_AUTO_PROMOTE,
 };
 
 /* The table of one connection. */
@@ -384,7 +378,7 @@ static int vt_connect(sqlite3 *db, void *aux, int argc, const char *const *argv,
                               "CREATE TABLE x(id INTEGER, address TEXT, role "
                               "TEXT, leader INTEGER, match_index INTEGER, "
                               "lag INTEGER, last_contact_ms INTEGER, "
-                              "connected INTEGER)");
+                              "connected INTEGER, auto_promote INTEGER)");
     if (rc != SQLITE_OK) {
         return rc;
     }
@@ -503,10 +497,13 @@ static int vt_column(sqlite3_vtab_cursor *cur, sqlite3_context *ctx, int col)
                 sqlite3_result_int64(ctx, (sqlite3_int64)r->last_contact_ms);
             }
             break;
-        default:
+        case COL_CONNECTED:
             if (r->connected >= 0) {
                 sqlite3_result_int(ctx, r->connected);
             }
+            break;
+        default:
+            sqlite3_result_int(ctx, r->auto_promote ? 1 : 0);
             break;
     }
     return SQLITE_OK;

@@ -27,6 +27,8 @@ struct ext_member_row {
     bool has_contact;                   /* @last_contact_ms is known */
     uint64_t last_contact_ms;           /* ms since it was last heard */
     int connected;                      /* 1, 0, or -1 when unknown */
+    bool auto_promote;                  /* a learner promoted to voter
+                                           once caught up */
 };
 
 /* members_view fills @rows (RAFT_MAX_SERVERS of them) with the servers of

@@ -17,6 +17,7 @@
 #include "applier.h"
 #include "boot.h"
 #include "change.h"
+#include "cluster_id.h"
 #include "exec.h"
 #include "forward.h"
 #include "node.h"
@@ -25,6 +26,9 @@
 #include "sqlbridge.h"
 #include "status.h"
 #include "store.h"
+
+_Static_assert(EXT_CLUSTER_ID_HEX == RAFT_UV_CLUSTER_ID_HEX,
+               "one cluster id length");
 
 /* Tick period of the Raft core's clock, ms. */
 #define EXT__TICK_MS 10
@@ -40,19 +44,20 @@
 #define EXT__MAX_INFLIGHT_MSGS 16
 
 struct ext_node {
-    struct ext_config cfg;       /* configuration (copy) */
-    struct ext_boot boot;        /* the configuration at start */
-    struct ext_node_log log;     /* log lines and the last error */
-    struct ext_store *store;     /* the log directory and LMDB log */
-    struct ext_applier *applier; /* the apply thread and connection */
-    struct ext_status *status;   /* what raft_status() shows */
-    struct ext_propose propose;  /* the leader's stamps (loop) */
-    struct ext_forward *forward; /* the leader's side of forwarding */
-    struct ext_exec *exec;       /* waiting callers */
-    struct ext_change *change;   /* membership changes and transfers */
-    struct raft_uv_node *driver; /* owns the core and the transport;
+    struct ext_config cfg;          /* configuration (copy) */
+    struct ext_boot boot;           /* the configuration at start */
+    struct ext_node_log log;        /* log lines and the last error */
+    struct ext_store *store;        /* the log directory and LMDB log */
+    struct ext_applier *applier;    /* the apply thread and connection */
+    struct ext_status *status;      /* what raft_status() shows */
+    struct ext_propose propose;     /* the leader's stamps (loop) */
+    struct ext_forward *forward;    /* the leader's side of forwarding */
+    struct ext_exec *exec;          /* waiting callers */
+    struct ext_change *change;      /* membership changes and transfers */
+    struct ext_cluster_id *cluster; /* the cluster id */
+    struct raft_uv_node *driver;    /* owns the core and the transport;
                                         written before its loop starts */
-    struct raft_uv_tls *tls;     /* the peers' TLS credentials (the
+    struct raft_uv_tls *tls;        /* the peers' TLS credentials (the
                                         driver borrows them), NULL for
                                         plain TCP */
 };
@@ -106,6 +111,14 @@ static void on_tick(void *data)
     exec_on_tick(n->exec, n->driver);
     change_on_tick(n->change, n->driver);
     store_on_tick(n->store, n->driver);
+    cluster_id_on_tick(n->cluster, n->driver, applier_applied(n->applier));
+}
+
+static void on_cluster_id(void *data, const uint8_t id[RAFT_UV_CLUSTER_ID_LEN],
+                          raft_id from)
+{
+    struct ext_node *n = data;
+    cluster_id_adopted(n->cluster, n->driver, id, from);
 }
 
 static void on_stepped(void *data)
@@ -171,6 +184,12 @@ static void on_applied(void *data, const struct sql_fsm_entry *entries,
 {
     struct ext_node *n = data;
     exec_applied(n->exec, entries, results, cnt, last);
+}
+
+static void on_cluster_applied(void *data, const uint8_t id[SQL_CLUSTER_ID_LEN])
+{
+    struct ext_node *n = data;
+    cluster_id_applied(n->cluster, id);
 }
 
 static bool apply_now(void *data)
@@ -247,6 +266,12 @@ static int load_core(struct ext_node *n, const char *db_path,
     };
     struct ext_store_state st;
     int rc = store_open(&sc, &n->log, &n->store, errmsg, errmsg_len);
+    if (rc == 0) {
+        rc = cluster_id_new(n->store, &n->log, &n->cluster);
+    }
+    if (rc == 0) {
+        rc = cluster_id_boot(n->cluster, fsm, errmsg, errmsg_len);
+    }
     if (rc != 0) {
         return rc;
     }
@@ -280,6 +305,7 @@ static int start_threads(struct ext_node *n, struct sql_fsm *fsm,
         .data = n,
         .applied = on_applied,
         .apply_now = apply_now,
+        .cluster_id = on_cluster_applied,
     };
     struct raft_uv_peer peers[EXT_MAX_NODES];
     struct raft_uv_node_config dc;
@@ -293,6 +319,7 @@ static int start_threads(struct ext_node *n, struct sql_fsm *fsm,
         .stepped = on_stepped,
         .log = on_driver_log,
         .dial = on_dial,
+        .cluster_id = on_cluster_id,
     };
     unsigned n_peers = 0;
     int rc;
@@ -317,8 +344,8 @@ static int start_threads(struct ext_node *n, struct sql_fsm *fsm,
                             sizeof p->host, &p->port) != 0) {
             node_log_line(&n->log, RAFT_LOG_WARN,
                           "server %" PRIu64
-                          ": address '%s' is not a numeric IPv4 host:port "
-                          "and no dial= names it: not dialled",
+                          ": address '%s' is not host:port and no dial= "
+                          "names it: not dialled",
                           sv->id, sv->address);
             continue;
         }
@@ -328,6 +355,7 @@ static int start_threads(struct ext_node *n, struct sql_fsm *fsm,
     dc.id = n->cfg.id;
     dc.listen_host = n->cfg.listen_host;
     dc.listen_port = n->cfg.listen_port;
+    dc.advertise = n->cfg.advertise[0] != '\0' ? n->cfg.advertise : NULL;
     dc.peers = peers;
     dc.n_peers = n_peers;
     dc.max_frame_bytes = n->cfg.max_request_bytes + EXT__FRAME_HEADROOM;
@@ -337,6 +365,7 @@ static int start_threads(struct ext_node *n, struct sql_fsm *fsm,
     dc.build_id = build_id();
     dc.tls = n->tls;
     dc.storage_stall_ms = n->cfg.election_timeout_ms;
+    cluster_id_get(n->cluster, dc.cluster_id);
     store_storage(n->store, n->applier, &storage);
     rc = raft_uv_node_start(core, &dc, &storage, &cb, &n->driver, errmsg,
                             errmsg_len);
@@ -395,6 +424,7 @@ static void node_free(struct ext_node *n)
     change_free(n->change);
     forward_free(n->forward);
     status_free(n->status);
+    cluster_id_free(n->cluster);
     store_close(n->store);
     raft_uv_tls_free(n->tls);
     node_log_close(&n->log);
@@ -452,7 +482,20 @@ int ext_node_start(const char *db_path, const struct ext_config *cfg,
     if (rc != 0) {
         goto err_fsm;
     }
-    status_set_boot(n->status, n->boot.source == EXT_BOOT_JOIN, n->boot.forced);
+    {
+        char listen[EXT_ADDRESS_MAX + 1], warning[1024];
+        if (cfg->advertise[0] != '\0') {
+            snprintf(listen, sizeof listen, "%s", cfg->advertise);
+        } else {
+            ext_node_listen(n, listen, sizeof listen);
+        }
+        status_set_boot(n->status, n->boot.source == EXT_BOOT_JOIN,
+                        n->boot.forced, listen);
+        if (status_describe_listen(cfg->id, listen, &n->boot.conf, warning,
+                                   sizeof warning)) {
+            node_log_line(&n->log, RAFT_LOG_WARN, "%s", warning);
+        }
+    }
     status_refresh(n->status, core, NULL, NULL);
     rc = start_threads(n, fsm, core, errmsg, errmsg_len);
     if (rc != 0) {
@@ -460,14 +503,26 @@ int ext_node_start(const char *db_path, const struct ext_config *cfg,
         goto err_free; /* the applier closed the state machine */
     }
     {
-        char servers[1024];
+        char servers[1024], cluster_id[RAFT_UV_CLUSTER_ID_HEX];
+        char listen[EXT_ADDRESS_MAX + 1];
         boot_format_servers(&n->boot.conf, servers, sizeof servers);
+        cluster_id_hex(n->cluster, cluster_id);
+        ext_config_listen_format(&n->cfg, listen, sizeof listen);
+        if (n->cfg.insecure && !ext_config_peers_authenticated(&n->cfg)) {
+            node_log_line(&n->log, RAFT_LOG_WARN,
+                          "insecure=on: peers do not authenticate each "
+                          "other and their traffic is not encrypted: "
+                          "anyone who can reach %s can join the cluster, "
+                          "vote, and write to the database",
+                          listen);
+        }
         node_log_line(&n->log, RAFT_LOG_INFO,
-                      "started: listen %s:%u, log %s, applied %" PRIu64
-                      ", configuration %s (index %" PRIu64 ")%s",
-                      n->cfg.listen_host, n->cfg.listen_port, cfg->dir,
-                      applier_applied(n->applier), servers, n->boot.conf_index,
-                      n->boot.bootstrapped ? ", bootstrapped" : "");
+                      "started: listen %s, log %s, applied %" PRIu64
+                      ", configuration %s (index %" PRIu64 ")%s, cluster id %s",
+                      listen, cfg->dir, applier_applied(n->applier), servers,
+                      n->boot.conf_index,
+                      n->boot.bootstrapped ? ", bootstrapped" : "",
+                      cluster_id[0] != '\0' ? cluster_id : "none yet");
     }
     *out = n;
     return 0;
@@ -506,6 +561,7 @@ int ext_node_exec(struct ext_node *n, const char *sql, size_t sql_len,
 char *ext_node_status(struct ext_node *n)
 {
     char last_error[512], apply_error[512], tls_expires[32];
+    char cluster_id[RAFT_UV_CLUSTER_ID_HEX];
     struct ext_status_extra x;
 
     x.last_error_age_ms =
@@ -526,6 +582,8 @@ char *ext_node_status(struct ext_node *n)
         raft_uv_tls_expires(n->tls, tls_expires, sizeof tls_expires);
     }
     x.tls_cert_expires = tls_expires;
+    cluster_id_hex(n->cluster, cluster_id);
+    x.cluster_id = cluster_id;
     return status_json(n->status, &x);
 }
 
@@ -557,11 +615,22 @@ uint64_t ext_node_id(const struct ext_node *n)
     return n->cfg.id;
 }
 
+bool ext_node_cluster_id(struct ext_node *n, char out[EXT_CLUSTER_ID_HEX])
+{
+    cluster_id_hex(n->cluster, out);
+    return out[0] != '\0';
+}
+
 int ext_node_change(struct ext_node *n, const struct ext_change_request *req,
                     const struct ext_exec_probe *probe,
                     struct ext_change_result *out)
 {
     return change_submit(n->change, req, n->cfg.exec_timeout_ms, probe, out);
+}
+
+void ext_node_listen(const struct ext_node *n, char *buf, size_t len)
+{
+    ext_config_listen_format(&n->cfg, buf, len);
 }
 
 unsigned ext_node_members(struct ext_node *n, struct ext_member_row *rows,

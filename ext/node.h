@@ -147,7 +147,21 @@ unsigned ext_node_members(struct ext_node *n, struct ext_member_row *rows,
  * does not load or check), RAFT_NOMEM. Any thread. */
 int ext_node_tls_reload(struct ext_node *n, char *msg, size_t msg_len);
 
+/* ext_node_listen writes where @n listens, "host:port", into @buf (@len
+ * bytes): listen=, else cluster='s address of this node, else its address
+ * in the stored configuration. Any thread. */
+void ext_node_listen(const struct ext_node *n, char *buf, size_t len);
+
 /* ext_node_id returns this node's server id. Any thread. */
 uint64_t ext_node_id(const struct ext_node *n);
+
+/* Characters of a cluster id in hex, with the terminating NUL. */
+#define EXT_CLUSTER_ID_HEX 33
+
+/* ext_node_cluster_id writes the cluster id of @n in hex into @out and
+ * returns true, or writes "" and returns false while it has none (a node
+ * that joins, or a new cluster's first moments: cluster_id.h). Any
+ * thread. */
+bool ext_node_cluster_id(struct ext_node *n, char out[EXT_CLUSTER_ID_HEX]);
 
 #endif /* EXT_NODE_H */

@@ -89,11 +89,12 @@ struct ext_status {
     char build_id[RAFT_UV_BUILD_ID_MAX + 1]; /* its build id */
     struct ext_member dials[EXT_MAX_NODES];  /* dial= overrides, n_dials */
     unsigned n_dials;
-    bool joining;        /* started with join= and no configuration */
-    bool forced;         /* this start forced the configuration */
-    bool member_seen;    /* a member at some refresh (loop thread) */
-    pthread_mutex_t mu;  /* guards now */
-    struct snapshot now; /* (mu) */
+    bool joining;     /* started with join= and no configuration */
+    bool forced;      /* this start forced the configuration */
+    bool member_seen; /* a member at some refresh (loop thread) */
+    char listen[EXT_ADDRESS_MAX + 1]; /* its advertised address */
+    pthread_mutex_t mu;               /* guards now */
+    struct snapshot now;              /* (mu) */
 };
 
 int status_new(const struct ext_config *cfg, const char *build_id,
@@ -112,10 +113,33 @@ int status_new(const struct ext_config *cfg, const char *build_id,
     return 0;
 }
 
-void status_set_boot(struct ext_status *s, bool joining, bool forced)
+void status_set_boot(struct ext_status *s, bool joining, bool forced,
+                     const char *listen)
 {
     s->joining = joining;
     s->forced = forced;
+    snprintf(s->listen, sizeof s->listen, "%s", listen);
+}
+
+bool status_describe_listen(raft_id id, const char *listen,
+                            const struct raft_configuration *conf, char *buf,
+                            size_t len)
+{
+    int k = raft_configuration_find(conf, id);
+    const char *stored = k >= 0 ? conf->servers[k].address : "";
+
+    if (stored[0] == '\0' || listen[0] == '\0' || strcmp(stored, listen) == 0) {
+        return false;
+    }
+    snprintf(buf, len,
+             "the advertised address %s (advertise=, else listen=) differs "
+             "from this server's address %s in the configuration in force: "
+             "the other servers dial %s (right "
+             "behind NAT or in a container; if the node moved, "
+             "raft_update(%llu, '%s') on a member, unless one did "
+             "already and its entry has not reached this node)",
+             listen, stored, stored, (unsigned long long)id, listen);
+    return true;
 }
 
 void status_free(struct ext_status *s)
@@ -254,7 +278,8 @@ bool status_log_full(struct ext_status *st, char *reason, size_t len)
 }
 
 /* configuration_json adds to @o the configuration in force (index,
- * members with id, address and role, whether this start forced it) and
+ * members with id, address, role and auto_promote, whether this start
+ * forced it) and
  * this server's place in it: "member" (voter, learner, or "not a member")
  * and "member_why" (why not a member, else null). */
 static void configuration_json(json_t *o, const struct ext_status *st,
@@ -265,9 +290,10 @@ static void configuration_json(json_t *o, const struct ext_status *st,
     for (unsigned i = 0; i < s->conf.n; i++) {
         const struct raft_server *sv = &s->conf.servers[i];
         json_array_append_new(
-            members, json_pack("{s:I, s:s, s:s}", "id", (json_int_t)sv->id,
+            members, json_pack("{s:I, s:s, s:s, s:b}", "id", (json_int_t)sv->id,
                                "address", sv->address, "role",
-                               sv->role == RAFT_LEARNER ? "learner" : "voter"));
+                               sv->role == RAFT_LEARNER ? "learner" : "voter",
+                               "auto_promote", sv->auto_promote));
     }
     json_object_set_new(c, "index", json_integer((json_int_t)s->conf_index));
     json_object_set_new(c, "members", members);
@@ -301,6 +327,9 @@ char *status_json(struct ext_status *st, const struct ext_status_extra *x)
         return NULL;
     }
     json_object_set_new(o, "id", json_integer((json_int_t)st->id));
+    json_object_set_new(
+        o, "cluster_id",
+        x->cluster_id[0] != '\0' ? json_string(x->cluster_id) : json_null());
     json_object_set_new(o, "build_id", json_string(st->build_id));
     json_object_set_new(o, "tls", json_string(x->tls));
     json_object_set_new(o, "tls_cert_expires",
@@ -377,7 +406,7 @@ char *status_json(struct ext_status *st, const struct ext_status_extra *x)
         for (unsigned d = 0; d < st->n_dials; d++) {
             const struct ext_member *m = &st->dials[d];
             if (m->id == p->id) {
-                snprintf(dial, sizeof dial, "%s:%u", m->host, m->port);
+                snprintf(dial, sizeof dial, "%s", m->address);
             }
         }
         json_object_set_new(j, "id", json_integer((json_int_t)p->id));
@@ -418,6 +447,12 @@ char *status_json(struct ext_status *st, const struct ext_status_extra *x)
         json_array_append_new(peers, j);
     }
     json_object_set_new(o, "peers", peers);
+    {
+        char w[1024];
+        if (status_describe_listen(st->id, st->listen, &s.conf, w, sizeof w)) {
+            json_array_append_new(warnings, json_string(w));
+        }
+    }
     configuration_json(o, st, &s);
     /* Conditions worth an operator's look that stop nothing. */
     json_object_set_new(o, "warnings", warnings);

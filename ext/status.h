@@ -24,8 +24,9 @@ struct ext_status_extra {
     const char *apply_error;      /* why applying is failing now, "" for none */
     const char *last_error;       /* "" for none */
     uint64_t last_error_age_ms;   /* ms since @last_error was recorded */
+    const char *cluster_id;       /* the cluster id in hex, "" for none */
     const char *tls;              /* peers' TLS: "off", "certificates",
-                                   "psk" */
+                                     "psk" */
     const char *tls_cert_expires; /* notAfter of the certificate in use,
                                      ISO 8601 UTC, "" without one */
 };
@@ -42,10 +43,24 @@ int status_new(const struct ext_config *cfg, const char *build_id,
                struct ext_status **out);
 
 /* status_set_boot says how the node started: @joining (join=, no
- * configuration yet: a non-member is joining, not removed) and @forced
- * (force_new_cluster=1 wrote the configuration in force). Call it before
- * the first status_refresh. Thread: the owner, before the loop starts. */
-void status_set_boot(struct ext_status *s, bool joining, bool forced);
+ * configuration yet: a non-member is joining, not removed), @forced
+ * (force_new_cluster=1 wrote the configuration in force) and @listen, its
+ * advertised "host:port" (advertise=, else listen=; copied; warned about
+ * while it differs from its address in the configuration in force,
+ * status_describe_listen).
+ * Call it before the first status_refresh. Thread: the owner, before the
+ * loop starts. */
+void status_set_boot(struct ext_status *s, bool joining, bool forced,
+                     const char *listen);
+
+/* status_describe_listen tells whether server @id, advertising @listen
+ * ("host:port": advertise=, else listen=), has another address in @conf, and then writes into @buf
+ * (@len bytes) a warning naming both: the other servers dial the one in
+ * the configuration (NAT and containers may listen elsewhere on purpose,
+ * so it is no error). Pure. */
+bool status_describe_listen(raft_id id, const char *listen,
+                            const struct raft_configuration *conf, char *buf,
+                            size_t len);
 
 /* status_free frees @s. NULL is ignored. */
 void status_free(struct ext_status *s);

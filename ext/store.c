@@ -31,6 +31,9 @@
 #include "../raft/persist.h"
 #include "sqlbridge.h"
 
+_Static_assert(LMDB_LOG_CLUSTER_ID_LEN == RAFT_UV_CLUSTER_ID_LEN,
+               "one cluster id length");
+
 struct ext_store {
     char dir[4096];               /* log directory */
     char db_path[4096];           /* the database file, for messages */
@@ -47,6 +50,10 @@ struct ext_store {
     atomic_uint_least64_t used;   /* bytes the entries occupy, as the disk
                                      thread last read after a write */
     atomic_uint_least64_t budget; /* the most they may occupy, 0 unknown */
+    pthread_mutex_t cluster_mu;   /* guards the two below */
+    bool cluster_pending;         /* @cluster_id waits to be written by
+                                     the next storage job */
+    uint8_t cluster_id[LMDB_LOG_CLUSTER_ID_LEN]; /* the id to write */
 };
 
 /* note_usage reads the log's usage after a write that changed it, on the
@@ -128,6 +135,7 @@ int store_open(const struct ext_store_config *cfg, struct ext_node_log *log,
         goto err_log;
     }
     pthread_mutex_init(&s->snapshot_mu, NULL);
+    pthread_mutex_init(&s->cluster_mu, NULL);
     note_usage(s);
     *out = s;
     return 0;
@@ -149,6 +157,7 @@ void store_close(struct ext_store *s)
     lmdb_log_close(s->lmdb);
     close(s->lock_fd);
     pthread_mutex_destroy(&s->snapshot_mu);
+    pthread_mutex_destroy(&s->cluster_mu);
     free(s);
 }
 
@@ -334,6 +343,30 @@ int store_write(struct ext_store *s, const struct raft_hard_state *hs,
     return 0;
 }
 
+int store_cluster_id(struct ext_store *s, uint8_t out[LMDB_LOG_CLUSTER_ID_LEN],
+                     char *errmsg, size_t errmsg_len)
+{
+    int rc = lmdb_log_cluster_id(s->lmdb, out);
+    return rc != 0 ? log_error(s, rc, errmsg, errmsg_len) : 0;
+}
+
+int store_cluster_id_write(struct ext_store *s,
+                           const uint8_t id[LMDB_LOG_CLUSTER_ID_LEN],
+                           char *errmsg, size_t errmsg_len)
+{
+    int rc = lmdb_log_set_cluster_id(s->lmdb, id);
+    return rc != 0 ? log_error(s, rc, errmsg, errmsg_len) : 0;
+}
+
+void store_cluster_id_set(struct ext_store *s,
+                          const uint8_t id[LMDB_LOG_CLUSTER_ID_LEN])
+{
+    pthread_mutex_lock(&s->cluster_mu);
+    memcpy(s->cluster_id, id, sizeof s->cluster_id);
+    s->cluster_pending = true;
+    pthread_mutex_unlock(&s->cluster_mu);
+}
+
 void store_state_free(struct ext_store_state *st)
 {
     lmdb_log_entries_free(st->entries, st->n_entries);
@@ -370,12 +403,46 @@ static bool defragment(struct ext_store *s)
     return true;
 }
 
+/* write_cluster_id writes the cluster id store_cluster_id_set left for
+ * the storage, if any, before the job's own write: the id of the leader
+ * a node adopted is durable before what that leader sent (uv_node.h). */
+static int write_cluster_id(struct ext_store *s, char *errmsg,
+                            size_t errmsg_len)
+{
+    uint8_t id[LMDB_LOG_CLUSTER_ID_LEN];
+    bool pending;
+    int rc;
+
+    pthread_mutex_lock(&s->cluster_mu);
+    pending = s->cluster_pending;
+    memcpy(id, s->cluster_id, sizeof id);
+    pthread_mutex_unlock(&s->cluster_mu);
+    if (!pending) {
+        return 0;
+    }
+    rc = lmdb_log_set_cluster_id(s->lmdb, id);
+    if (rc != 0) {
+        snprintf(errmsg, errmsg_len, "store the cluster id: %s",
+                 lmdb_log_errmsg(s->lmdb));
+        return rc;
+    }
+    pthread_mutex_lock(&s->cluster_mu);
+    /* A newer id set meanwhile waits for the next job. */
+    s->cluster_pending = memcmp(id, s->cluster_id, sizeof id) != 0;
+    pthread_mutex_unlock(&s->cluster_mu);
+    return 0;
+}
+
 static int on_append(void *data, const struct raft_hard_state *hs,
                      const struct raft_entry *entries, unsigned n, char *errmsg,
                      size_t errmsg_len)
 {
     struct ext_store *s = data;
-    int rc = lmdb_log_append(s->lmdb, hs, entries, n);
+    int rc = write_cluster_id(s, errmsg, errmsg_len);
+    if (rc != 0) {
+        return rc;
+    }
+    rc = lmdb_log_append(s->lmdb, hs, entries, n);
     if (rc != 0) {
         snprintf(errmsg, errmsg_len, "%s", lmdb_log_errmsg(s->lmdb));
     }
@@ -395,7 +462,11 @@ static int on_compact(void *data, raft_index index, char *errmsg,
                       size_t errmsg_len)
 {
     struct ext_store *s = data;
-    int rc = lmdb_log_compact(s->lmdb, index);
+    int rc = write_cluster_id(s, errmsg, errmsg_len);
+    if (rc != 0) {
+        return rc;
+    }
+    rc = lmdb_log_compact(s->lmdb, index);
     if (rc != 0) {
         snprintf(errmsg, errmsg_len, "%s", lmdb_log_errmsg(s->lmdb));
     } else {
@@ -488,8 +559,11 @@ static int on_snapshot_install(void *data, const char *path, raft_index index,
                                raft_term term, char *errmsg, size_t errmsg_len)
 {
     struct ext_store *s = data;
-    int rc;
+    int rc = write_cluster_id(s, errmsg, errmsg_len);
     (void)term;
+    if (rc != 0) {
+        return rc;
+    }
     pthread_mutex_lock(&s->snapshot_mu);
     rc = install(s, path, index, errmsg, errmsg_len);
     pthread_mutex_unlock(&s->snapshot_mu);

@@ -75,6 +75,29 @@ int store_write(struct ext_store *s, const struct raft_hard_state *hs,
                 const struct raft_entry *entries, unsigned n, char *errmsg,
                 size_t errmsg_len);
 
+/* store_cluster_id reads the cluster id kept in the log directory into
+ * @out (all zero for none). Errors: lmdb_log_cluster_id's (RAFT_CORRUPT,
+ * RAFT_IOERR); @errmsg says why. Thread: any, before the driver starts. */
+int store_cluster_id(struct ext_store *s, uint8_t out[RAFT_UV_CLUSTER_ID_LEN],
+                     char *errmsg, size_t errmsg_len);
+
+/* store_cluster_id_write keeps @id in the log directory, durably, before
+ * the driver starts. Errors: lmdb_log_set_cluster_id's (RAFT_NOSPACE,
+ * RAFT_IOERR); @errmsg says why. Thread: any, before the driver starts. */
+int store_cluster_id_write(struct ext_store *s,
+                           const uint8_t id[RAFT_UV_CLUSTER_ID_LEN],
+                           char *errmsg, size_t errmsg_len);
+
+/* store_cluster_id_set makes @id (copied) the cluster id to keep in the
+ * log directory once the driver runs: the next storage job (an append, a
+ * compaction or a snapshot install, on the disk thread) writes it, in a
+ * durable write of its own, before its own write; a job that cannot
+ * write it fails with the reason (and leaves it for the next). So what a
+ * storage job queued after this call writes is durable only after the
+ * id. Thread: any (the loop thread). */
+void store_cluster_id_set(struct ext_store *s,
+                          const uint8_t id[RAFT_UV_CLUSTER_ID_LEN]);
+
 /* store_state_free frees what store_load put in @st. */
 void store_state_free(struct ext_store_state *st);
 

@@ -32,6 +32,11 @@
  *                     away or covered by an installed snapshot (0: none) }
  *   "snapshot_term"   the term of the entry at snapshot_index (0: none)  }
  *                     (version 2; same u64 + checksum shape as above)
+ *   "cluster_id_0"    the cluster id (16 bytes, ext/cluster_id.h): bytes 0-7 }
+ *   "cluster_id_1"    and 8-15, each read as a u64 little-endian; same  }
+ *                     shape as above. Optional: both absent while the   }
+ *                     node has no cluster id (a log written before it,  }
+ *                     or by a build that does not know it, has none)    }
  *
  * Invariant: first_index == snapshot_index + 1, and when entries are
  * stored the first of them has index first_index (compaction and reset
@@ -78,6 +83,8 @@
 #define LMDB_LOG_FORMAT_META_VOTE "vote"
 #define LMDB_LOG_FORMAT_META_FIRST_INDEX "first_index"
 #define LMDB_LOG_FORMAT_META_SNAPSHOT_INDEX "snapshot_index"
+#define LMDB_LOG_FORMAT_META_CLUSTER_ID_0 "cluster_id_0"
+#define LMDB_LOG_FORMAT_META_CLUSTER_ID_1 "cluster_id_1"
 #define LMDB_LOG_FORMAT_META_SNAPSHOT_TERM "snapshot_term"
 
 /* format_key_encode writes the key of @index into @out (8 bytes). Pure. */

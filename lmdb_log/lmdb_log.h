@@ -158,4 +158,20 @@ int lmdb_log_snapshot(struct lmdb_log *l, raft_index *out_index,
 int lmdb_log_reset(struct lmdb_log *l, raft_index snapshot_index,
                    raft_term snapshot_term);
 
+/* Bytes of a cluster id (ext/cluster_id.h). */
+#define LMDB_LOG_CLUSTER_ID_LEN 16
+
+/* lmdb_log_cluster_id reads the cluster id stored in the log into @out,
+ * all zero when none is (format.h: "cluster_id_0", "cluster_id_1"). One
+ * short read transaction; any thread. Errors: RAFT_CORRUPT (a record
+ * corrupt, or one of the two missing), RAFT_IOERR. */
+int lmdb_log_cluster_id(struct lmdb_log *l,
+                        uint8_t out[LMDB_LOG_CLUSTER_ID_LEN]);
+
+/* lmdb_log_set_cluster_id stores @id as the log's cluster id, in one
+ * durable write transaction (nothing else changes). Writer thread.
+ * Errors: RAFT_NOSPACE, RAFT_IOERR. */
+int lmdb_log_set_cluster_id(struct lmdb_log *l,
+                            const uint8_t id[LMDB_LOG_CLUSTER_ID_LEN]);
+
 #endif /* LMDB_LOG_H */

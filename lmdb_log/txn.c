@@ -175,7 +175,8 @@ int txn_read_end(struct txn *t)
     return t->rc;
 }
 
-void txn_meta_get(struct txn *t, const char *name, uint64_t *out)
+void txn_meta_find(struct txn *t, const char *name, uint64_t *out,
+                   bool *out_found)
 {
     MDB_val key = {strlen(name), (void *)name};
     MDB_val val;
@@ -185,13 +186,23 @@ void txn_meta_get(struct txn *t, const char *name, uint64_t *out)
         return;
     }
     rc = mdb_get(t->txn, t->log->meta, &key, &val);
+    *out_found = rc != MDB_NOTFOUND;
     if (rc == MDB_NOTFOUND) {
-        txn_fail(t, RAFT_CORRUPT, "meta record \"%s\" is missing", name);
         return;
     }
     txn_check(t, rc, "mdb_get");
     if (rc == 0 && format_meta_decode(name, val.mv_data, val.mv_size, out)) {
         txn_fail(t, RAFT_CORRUPT, "meta record \"%s\" is corrupt", name);
+    }
+}
+
+void txn_meta_get(struct txn *t, const char *name, uint64_t *out)
+{
+    bool found = true;
+
+    txn_meta_find(t, name, out, &found);
+    if (!found) {
+        txn_fail(t, RAFT_CORRUPT, "meta record \"%s\" is missing", name);
     }
 }
 

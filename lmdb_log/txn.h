@@ -98,6 +98,13 @@ int txn_read_end(struct txn *t);
  * or an LMDB failure. */
 void txn_meta_get(struct txn *t, const char *name, uint64_t *out);
 
+/* txn_meta_find is txn_meta_get for a record that may be absent:
+ * *@out_found says whether it is stored (*@out is left alone when not).
+ * Errors recorded in @t: RAFT_CORRUPT (a corrupt record), or an LMDB
+ * failure. */
+void txn_meta_find(struct txn *t, const char *name, uint64_t *out,
+                   bool *out_found);
+
 /* txn_read_meta reads the u64 meta records @name_a and @name_b (format.h
  * names) of @l in one read transaction for the public operation @op (a
  * static string) into *@out_a and *@out_b, which are written only on

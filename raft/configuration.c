@@ -7,8 +7,12 @@
 
 #include "byte.h"
 
-/* Fixed bytes of one encoded server: id, role, address length. */
+/* Fixed bytes of one encoded server: id, role, address length (and a
+ * flags byte in version 2). */
 #define RAFT__SERVER_MIN (8 + 1 + 2)
+
+/* Flags of a server (version 2). */
+#define RAFT__FLAG_AUTO_PROMOTE 0x01
 
 void raft_configuration_init(struct raft_configuration *c)
 {
@@ -96,6 +100,7 @@ bool raft_configuration_equal(const struct raft_configuration *a,
     for (i = 0; i < a->n; i++) {
         if (a->servers[i].id != b->servers[i].id ||
             a->servers[i].role != b->servers[i].role ||
+            a->servers[i].auto_promote != b->servers[i].auto_promote ||
             strcmp(a->servers[i].address, b->servers[i].address) != 0) {
             return false;
         }
@@ -103,13 +108,28 @@ bool raft_configuration_equal(const struct raft_configuration *a,
     return true;
 }
 
-size_t raft_configuration_encoded_len(const struct raft_configuration *c)
+/* has_flags tells whether a server of @c has a flag: the encoding is
+ * then version 2. */
+static bool has_flags(const struct raft_configuration *c)
 {
-    size_t n = RAFT_CONFIGURATION_HEADER;
     unsigned i;
 
     for (i = 0; i < c->n && i < RAFT_MAX_SERVERS; i++) {
-        n += RAFT__SERVER_MIN +
+        if (c->servers[i].auto_promote) {
+            return true;
+        }
+    }
+    return false;
+}
+
+size_t raft_configuration_encoded_len(const struct raft_configuration *c)
+{
+    size_t n = RAFT_CONFIGURATION_HEADER;
+    size_t flags = has_flags(c) ? 1 : 0;
+    unsigned i;
+
+    for (i = 0; i < c->n && i < RAFT_MAX_SERVERS; i++) {
+        n += RAFT__SERVER_MIN + flags +
              strnlen(c->servers[i].address, RAFT_ADDRESS_MAX + 1);
     }
     return n;
@@ -127,6 +147,7 @@ static bool check_servers(const struct raft_configuration *c)
     for (i = 0; i < c->n; i++) {
         const struct raft_server *s = &c->servers[i];
         if (s->id == 0 || !valid_role(s->role) ||
+            (s->auto_promote && s->role != RAFT_LEARNER) ||
             strnlen(s->address, RAFT_ADDRESS_MAX + 1) > RAFT_ADDRESS_MAX) {
             return false;
         }
@@ -146,6 +167,7 @@ int raft_configuration_encode(const struct raft_configuration *c, void *buf,
     size_t need;
     unsigned i;
     bool ok = true;
+    bool flags;
 
     if (!check_servers(c)) {
         return RAFT_INVALID;
@@ -154,8 +176,10 @@ int raft_configuration_encode(const struct raft_configuration *c, void *buf,
     if (len < need) {
         return RAFT_INVALID;
     }
+    flags = has_flags(c);
     w = raft_byte_writer_init(buf, need);
-    ok &= raft_byte_put_u8(&w, RAFT_CONFIGURATION_VERSION);
+    ok &= raft_byte_put_u8(&w, flags ? RAFT_CONFIGURATION_VERSION_FLAGS
+                                     : RAFT_CONFIGURATION_VERSION);
     ok &= raft_byte_put_u32(&w, c->n);
     for (i = 0; i < c->n; i++) {
         const struct raft_server *s = &c->servers[i];
@@ -163,6 +187,10 @@ int raft_configuration_encode(const struct raft_configuration *c, void *buf,
         uint8_t le16[2] = {(uint8_t)alen, (uint8_t)(alen >> 8)};
         ok &= raft_byte_put_u64(&w, s->id);
         ok &= raft_byte_put_u8(&w, s->role);
+        if (flags) {
+            ok &= raft_byte_put_u8(
+                &w, s->auto_promote ? RAFT__FLAG_AUTO_PROMOTE : 0);
+        }
         ok &= raft_byte_put_bytes(&w, le16, 2);
         ok &= raft_byte_put_bytes(&w, s->address, alen);
     }
@@ -200,6 +228,8 @@ int raft_configuration_decode(const void *buf, size_t len,
     struct raft_configuration tmp;
     struct raft_configuration *c = &tmp;
     uint8_t version;
+    uint8_t flags;
+    bool any_flag = false;
     uint32_t n;
     uint32_t i;
 
@@ -207,10 +237,13 @@ int raft_configuration_decode(const void *buf, size_t len,
         raft_errmsgf(errmsg, errmsg_len, "configuration: empty");
         return RAFT_CORRUPT;
     }
-    if (version != RAFT_CONFIGURATION_VERSION) {
+    if (version != RAFT_CONFIGURATION_VERSION &&
+        version != RAFT_CONFIGURATION_VERSION_FLAGS) {
         raft_errmsgf(errmsg, errmsg_len,
-                     "configuration: unknown version %u (this build reads %u)",
-                     (unsigned)version, RAFT_CONFIGURATION_VERSION);
+                     "configuration: unknown version %u (this build reads "
+                     "%u and %u)",
+                     (unsigned)version, RAFT_CONFIGURATION_VERSION,
+                     RAFT_CONFIGURATION_VERSION_FLAGS);
         return RAFT_FORMAT;
     }
     if (!raft_byte_get_u32(&r, &n)) {
@@ -228,7 +261,10 @@ int raft_configuration_decode(const void *buf, size_t len,
         struct raft_server *s = &c->servers[i];
         const uint8_t *p;
         uint16_t alen;
+        flags = 0;
         if (!raft_byte_get_u64(&r, &s->id) || !raft_byte_get_u8(&r, &s->role) ||
+            (version == RAFT_CONFIGURATION_VERSION_FLAGS &&
+             !raft_byte_get_u8(&r, &flags)) ||
             !raft_byte_get_bytes(&r, 2, &p)) {
             raft_errmsgf(errmsg, errmsg_len,
                          "configuration: server %u truncated", (unsigned)i);
@@ -248,6 +284,18 @@ int raft_configuration_decode(const void *buf, size_t len,
                          (unsigned long long)s->id, (unsigned)s->role);
             goto err;
         }
+        if ((flags & ~RAFT__FLAG_AUTO_PROMOTE) != 0 ||
+            (flags != 0 && s->role != RAFT_LEARNER)) {
+            raft_errmsgf(errmsg, errmsg_len,
+                         "configuration: server %llu: flags 0x%02x%s",
+                         (unsigned long long)s->id, (unsigned)flags,
+                         (flags & ~RAFT__FLAG_AUTO_PROMOTE) != 0
+                             ? " unknown"
+                             : " on a voter");
+            goto err;
+        }
+        s->auto_promote = flags != 0;
+        any_flag = any_flag || flags != 0;
         if (alen > RAFT_ADDRESS_MAX) {
             raft_errmsgf(errmsg, errmsg_len,
                          "configuration: server %llu: address of %u bytes, "
@@ -275,6 +323,13 @@ int raft_configuration_decode(const void *buf, size_t len,
     if (r.left != 0) {
         raft_errmsgf(errmsg, errmsg_len, "configuration: %zu trailing bytes",
                      r.left);
+        goto err;
+    }
+    if (version == RAFT_CONFIGURATION_VERSION_FLAGS && !any_flag) {
+        /* One encoding per configuration: version 1 says this. */
+        raft_errmsgf(errmsg, errmsg_len,
+                     "configuration: version %u without any flag",
+                     (unsigned)version);
         goto err;
     }
     *out = *c;
@@ -309,6 +364,7 @@ int raft_configuration_bootstrap(const struct raft_configuration *c,
     *sorted = *c;
     for (i = 0; i < sorted->n; i++) {
         sorted->servers[i].role = RAFT_VOTER;
+        sorted->servers[i].auto_promote = false;
     }
     qsort(sorted->servers, sorted->n, sizeof sorted->servers[0], by_id);
     rc = raft_configuration_encode_buf(sorted, &b);

@@ -2,15 +2,22 @@
  * each a voter or a learner with an opaque address, and its byte codec, the
  * payload of RAFT_ENTRY_CONFIG entries (and of snapshot metadata). Pure.
  *
- * Encoding, version 1, integers little-endian:
+ * Encoding, integers little-endian, version 1 or 2:
  *
- *   configuration := version:u8 (=1) n:u32 server*n
- *   server        := id:u64 role:u8 len:u16 address[len]
+ *   configuration := version:u8 n:u32 server*n
+ *   server (1)    := id:u64 role:u8 len:u16 address[len]
+ *   server (2)    := id:u64 role:u8 flags:u8 len:u16 address[len]
  *
  * n <= RAFT_MAX_SERVERS; ids are > 0 and distinct; role is
- * RAFT_VOTER or RAFT_LEARNER; the address is at most RAFT_ADDRESS_MAX
- * bytes and holds no NUL byte (in memory it is NUL-terminated). The
- * bytes must be consumed exactly. A configuration is fixed-size (no heap):
+ * RAFT_VOTER or RAFT_LEARNER; flags bit 0 is auto_promote, set on
+ * learners only, the other bits are 0; the address is at most
+ * RAFT_ADDRESS_MAX bytes and holds no NUL byte (in memory it is
+ * NUL-terminated). The bytes must be consumed exactly. Each configuration
+ * has one encoding: version 1 when no server has a flag (what builds
+ * before version 2 wrote and read, so their entries decode as before and
+ * an unflagged configuration stays readable by them), else version 2,
+ * which such builds refuse as an unknown version. A version 2 encoding
+ * without any flag is refused. A configuration is fixed-size (no heap):
  * copying is assignment and nothing needs freeing. */
 
 #ifndef RAFT_CONFIGURATION_H
@@ -22,8 +29,10 @@
 
 #include "raft.h"
 
-/* Version byte of the configuration encoding. */
+/* Version bytes of the configuration encoding: without, and with a flags
+ * byte per server. */
 #define RAFT_CONFIGURATION_VERSION 1
+#define RAFT_CONFIGURATION_VERSION_FLAGS 2
 
 /* Bytes of an encoded configuration with no server. */
 #define RAFT_CONFIGURATION_HEADER (1 + 4)
@@ -56,7 +65,7 @@ int raft_configuration_add(struct raft_configuration *c, raft_id id,
 int raft_configuration_remove(struct raft_configuration *c, raft_id id);
 
 /* raft_configuration_equal tells whether @a and @b hold the same servers
- * in the same order with the same roles and addresses. */
+ * in the same order with the same roles, flags and addresses. */
 bool raft_configuration_equal(const struct raft_configuration *a,
                               const struct raft_configuration *b);
 
@@ -67,8 +76,8 @@ size_t raft_configuration_encoded_len(const struct raft_configuration *c);
 /* raft_configuration_encode writes @c into @buf (@len bytes, at least
  * raft_configuration_encoded_len). Errors: RAFT_INVALID (@len too small, or
  * @c is not one the decoder would accept: a zero or duplicate id, an unknown
- * role, an address too long, more than RAFT_MAX_SERVERS servers). Any
- * thread. */
+ * role, auto_promote on a voter, an address too long, more than
+ * RAFT_MAX_SERVERS servers). Any thread. */
 int raft_configuration_encode(const struct raft_configuration *c, void *buf,
                               size_t len);
 
@@ -82,8 +91,9 @@ int raft_configuration_encode_buf(const struct raft_configuration *c,
  * (written only on success); @errmsg (@errmsg_len bytes, may be NULL) says
  * what is wrong on failure. Errors: RAFT_FORMAT (unknown version);
  * RAFT_CORRUPT (truncated, trailing bytes, too many servers, a zero or
- * duplicate id, an unknown role, an address too long or holding a NUL
- * byte). Any thread. */
+ * duplicate id, an unknown role, unknown flags or auto_promote on a
+ * voter, version 2 without any flag, an address too long or holding a
+ * NUL byte). Any thread. */
 int raft_configuration_decode(const void *buf, size_t len,
                               struct raft_configuration *out, char *errmsg,
                               size_t errmsg_len);
@@ -93,7 +103,8 @@ int raft_configuration_decode(const void *buf, size_t len,
  * term 1, RAFT_ENTRY_CONFIG, holding @c's servers sorted by id, all made
  * voters (so every founding server given the same servers, in any order,
  * writes byte-identical entries, and Log Matching holds), and the hard
- * state {term 1, no vote}. *@out_entry's buf reference goes to the caller.
+ * state {term 1, no vote}; no flag is kept. *@out_entry's buf reference
+ * goes to the caller.
  * Writes the outputs only on success.
  * Errors: RAFT_INVALID (@c has no server, or is not encodable);
  * RAFT_NOMEM. Any thread. */

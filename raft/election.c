@@ -37,6 +37,9 @@ void election_become_follower(struct raft *r, raft_term term, raft_id leader)
     if (r->role != RAFT_FOLLOWER) {
         r->verified = 0;
     }
+    if (r->role == RAFT_LEADER) {
+        membership_unlead(r);
+    }
     if (r->leader != leader) {
         r->ack_seq = 0; /* seqs number one leader's requests */
     }
@@ -184,7 +187,12 @@ void election_tick(struct raft *r)
         return;
     }
     if (!may_campaign(r)) {
-        election_reset_timer(r); /* it waits for a leader */
+        /* It waits for a leader. One that sent nothing for an election
+         * timeout is known no more, as a voter would forget it on
+         * campaigning (a learner's or a removed server's view). */
+        r->leader = 0;
+        r->ack_seq = 0;
+        election_reset_timer(r);
         return;
     }
     if (r->pre_vote) {

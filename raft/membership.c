@@ -43,9 +43,78 @@ int membership_check_entries(const struct raft_entry *entries, unsigned n)
     return 0;
 }
 
+unsigned raft_n_slots(const struct raft *r)
+{
+    return r->conf.n + r->leaving.servers.n;
+}
+
+raft_id raft_slot_id(const struct raft *r, unsigned slot)
+{
+    return slot < r->conf.n ? r->conf.servers[slot].id
+                            : r->leaving.servers.servers[slot - r->conf.n].id;
+}
+
+unsigned raft_track_of(const struct raft *r, raft_id id)
+{
+    unsigned slot = raft_slot_of(r, id);
+    int k;
+
+    if (slot != RAFT_MAX_SERVERS) {
+        return slot;
+    }
+    k = raft_configuration_find(&r->leaving.servers, id);
+    return k < 0 ? RAFT_MAX_SERVERS : r->conf.n + (unsigned)k;
+}
+
+/* keep_leaving adds server @s, removed by entry @index, to @out when it
+ * is not this server, not a member of @next and there is a slot for it;
+ * @from (may be NULL) is its entry in r->leaving so far, at @i. */
+static void keep_leaving(const struct raft *r,
+                         const struct raft_configuration *next,
+                         const struct raft_server *s, raft_index index,
+                         const struct raft_leaving *from, unsigned i,
+                         struct raft_leaving *out)
+{
+    unsigned k = out->servers.n;
+
+    if (s->id == r->id || raft_configuration_find(next, s->id) >= 0 ||
+        next->n + k >= RAFT_MAX_SERVERS ||
+        raft_configuration_add(&out->servers, s->id, s->role, s->address) !=
+            0) {
+        return;
+    }
+    out->index[k] = index;
+    out->committed[k] = from != NULL && from->committed[i];
+    out->committed_at[k] = from != NULL ? from->committed_at[i] : 0;
+}
+
+/* collect_leaving lists in @out the servers a leader replicates to, beside
+ * the members, once @next (held by entry @index) is in force: the members
+ * it removes when @index is not committed, then the leaving servers it
+ * does not hold, as far as slots are left. */
+static void collect_leaving(const struct raft *r,
+                            const struct raft_configuration *next,
+                            raft_index index, struct raft_leaving *out)
+{
+    unsigned i;
+
+    memset(out, 0, sizeof *out);
+    if (r->role != RAFT_LEADER) {
+        return;
+    }
+    for (i = 0; index > r->commit && i < r->conf.n; i++) {
+        keep_leaving(r, next, &r->conf.servers[i], index, NULL, 0, out);
+    }
+    for (i = 0; i < r->leaving.servers.n; i++) {
+        keep_leaving(r, next, &r->leaving.servers.servers[i],
+                     r->leaving.index[i], &r->leaving, i, out);
+    }
+}
+
 /* set_conf puts @next in force (held by entry @index, 0 for base) and
- * moves the per-server state of the servers kept to their new slots; a
- * new server's progress starts anew, probing after the last entry. */
+ * moves the per-server state of the servers still tracked (members and
+ * leaving servers) to their new slots; a new server's progress starts
+ * anew, probing after the last entry. */
 static void set_conf(struct raft *r, const struct raft_configuration *next,
                      raft_index index)
 {
@@ -53,9 +122,11 @@ static void set_conf(struct raft *r, const struct raft_configuration *next,
     int8_t votes[RAFT_MAX_SERVERS];
     bool active[RAFT_MAX_SERVERS];
     bool used[RAFT_MAX_SERVERS];
-    bool fresh[RAFT_MAX_SERVERS];
+    bool kept[RAFT_MAX_SERVERS];
+    struct raft_leaving leaving;
     uint64_t max_seq = 1;
     uint64_t max_epoch = 0;
+    unsigned n_slots;
     unsigned j;
     unsigned k;
 
@@ -75,22 +146,28 @@ static void set_conf(struct raft *r, const struct raft_configuration *next,
             max_epoch = r->progress[k].epoch;
         }
     }
+    collect_leaving(r, next, index, &leaving);
+    n_slots = next->n + leaving.servers.n;
     memset(used, 0, sizeof used);
-    for (j = 0; j < next->n; j++) {
-        int old = raft_configuration_find(&r->conf, next->servers[j].id);
-        fresh[j] = old < 0;
-        if (old >= 0) {
+    for (j = 0; j < n_slots; j++) {
+        raft_id id = j < next->n ? next->servers[j].id
+                                 : leaving.servers.servers[j - next->n].id;
+        unsigned old = raft_track_of(r, id);
+        kept[j] = old < RAFT_MAX_SERVERS;
+        if (kept[j]) {
             progress[j] = r->progress[old];
             votes[j] = r->votes[old];
             active[j] = r->active[old];
             used[old] = true;
         }
     }
-    /* The slots of removed servers (and the spare ones) hold allocated
-     * windows: hand them to the new servers, then to the spare slots. */
+    /* The slots of servers no longer tracked (and the spare ones) hold
+     * allocated windows: hand them to the new servers, then to the spare
+     * slots. Invariant: leaving servers were tracked, so only members
+     * are new. */
     k = 0;
     for (j = 0; j < RAFT_MAX_SERVERS; j++) {
-        if (j < next->n && !fresh[j]) {
+        if (j < n_slots && kept[j]) {
             continue;
         }
         while (used[k]) {
@@ -100,7 +177,7 @@ static void set_conf(struct raft *r, const struct raft_configuration *next,
         used[k] = true;
         votes[j] = 0;
         active[j] = false;
-        if (j < next->n) {
+        if (j < n_slots) {
             /* Probe at the last entry: a new server answers at once
              * with its own last index. */
             raft_index last = log_last_index(&r->log);
@@ -114,6 +191,7 @@ static void set_conf(struct raft *r, const struct raft_configuration *next,
     memcpy(r->votes, votes, sizeof votes);
     memcpy(r->active, active, sizeof active);
     r->conf = *next;
+    r->leaving = leaving;
     r->self_slot = raft_slot_of(r, r->id);
     r->conf_changed = true;
     if (r->transfer_to != 0 &&
@@ -286,10 +364,16 @@ static int check_change(const struct raft *r, const struct raft_event *e,
     }
     *next = r->conf;
     if (e->change.kind == RAFT_CHANGE_ADD) {
-        if (slot != RAFT_MAX_SERVERS) {
+        int rc;
+        if (slot != RAFT_MAX_SERVERS ||
+            (e->change.auto_promote && e->change.role != RAFT_LEARNER)) {
             return RAFT_INVALID;
         }
-        return raft_configuration_add(next, e->change.id, e->change.role, addr);
+        rc = raft_configuration_add(next, e->change.id, e->change.role, addr);
+        if (rc == 0) {
+            next->servers[next->n - 1].auto_promote = e->change.auto_promote;
+        }
+        return rc;
     }
     if (slot == RAFT_MAX_SERVERS) {
         return RAFT_NOTFOUND;
@@ -307,6 +391,7 @@ static int check_change(const struct raft *r, const struct raft_event *e,
                 return RAFT_INVALID;
             }
             s->role = RAFT_VOTER;
+            s->auto_promote = false;
             return 0;
         case RAFT_CHANGE_DEMOTE:
             if (s->role != RAFT_VOTER ||
@@ -314,6 +399,7 @@ static int check_change(const struct raft *r, const struct raft_event *e,
                 return RAFT_INVALID;
             }
             s->role = RAFT_LEARNER;
+            s->auto_promote = false;
             return 0;
         default:
             if (addr != NULL && strlen(addr) > RAFT_ADDRESS_MAX) {
@@ -356,6 +442,79 @@ int membership_change(struct raft *r, const struct raft_event *e,
     set_conf(r, &next, index);
     *out_index = index;
     return 0;
+}
+
+void membership_lead(struct raft *r)
+{
+    struct raft_configuration committed;
+    raft_index at;
+    unsigned i;
+
+    memset(&r->leaving, 0, sizeof r->leaving);
+    if (r->conf_index <= r->commit) {
+        return;
+    }
+    latest_before(r, r->commit, &committed, &at);
+    for (i = 0; i < committed.n; i++) {
+        keep_leaving(r, &r->conf, &committed.servers[i], r->conf_index, NULL, 0,
+                     &r->leaving);
+    }
+    if (r->leaving.servers.n > 0) {
+        r->conf_changed = true;
+    }
+}
+
+void membership_unlead(struct raft *r)
+{
+    if (r->leaving.servers.n > 0) {
+        r->conf_changed = true;
+    }
+    memset(&r->leaving, 0, sizeof r->leaving);
+}
+
+/* drop_leaving stops tracking leaving server @i: the last one takes its
+ * place, and its slot (with its window) goes to the spare ones. */
+static void drop_leaving(struct raft *r, unsigned i)
+{
+    struct raft_leaving *l = &r->leaving;
+    unsigned last = l->servers.n - 1;
+    unsigned a = r->conf.n + i;
+    unsigned b = r->conf.n + last;
+    struct raft_peer_progress p = r->progress[a];
+    int8_t vote = r->votes[a];
+    bool active = r->active[a];
+
+    r->progress[a] = r->progress[b];
+    r->votes[a] = r->votes[b];
+    r->active[a] = r->active[b];
+    r->progress[b] = p;
+    r->votes[b] = vote;
+    r->active[b] = active;
+    l->servers.servers[i] = l->servers.servers[last];
+    l->index[i] = l->index[last];
+    l->committed[i] = l->committed[last];
+    l->committed_at[i] = l->committed_at[last];
+    l->servers.n--;
+    r->conf_changed = true;
+}
+
+void membership_leaving_tick(struct raft *r)
+{
+    struct raft_leaving *l = &r->leaving;
+    unsigned i = 0;
+
+    while (i < l->servers.n) {
+        if (r->commit >= l->index[i] && !l->committed[i]) {
+            l->committed[i] = true;
+            l->committed_at[i] = r->now;
+        }
+        if (l->committed[i] &&
+            r->now - l->committed_at[i] >= r->election_timeout) {
+            drop_leaving(r, i);
+            continue;
+        }
+        i++;
+    }
 }
 
 void membership_after_step(struct raft *r)

@@ -124,6 +124,12 @@ static int check_encodable(const struct raft_frame *f)
 
 int raft_frame_encode(const struct raft_frame *f, void *buf, size_t len)
 {
+    return raft_frame_encode_at(f, RAFT_WIRE_VERSION, buf, len);
+}
+
+int raft_frame_encode_at(const struct raft_frame *f, unsigned version,
+                         void *buf, size_t len)
+{
     struct raft_byte_writer w;
     size_t need;
     uint32_t i;
@@ -131,7 +137,8 @@ int raft_frame_encode(const struct raft_frame *f, void *buf, size_t len)
     int rc;
 
     need = raft_frame_encoded_len(f);
-    if (need == 0) {
+    if (need == 0 || version < RAFT_WIRE_VERSION_MIN ||
+        version > RAFT_WIRE_VERSION) {
         return RAFT_INVALID;
     }
     rc = check_encodable(f);
@@ -147,7 +154,7 @@ int raft_frame_encode(const struct raft_frame *f, void *buf, size_t len)
 
     w = raft_byte_writer_init(buf, need);
     ok &= raft_byte_put_u32(&w, (uint32_t)(need - RAFT_FRAME_HEADER));
-    ok &= raft_byte_put_u8(&w, RAFT_WIRE_VERSION);
+    ok &= raft_byte_put_u8(&w, (uint8_t)version);
     ok &= raft_byte_put_u8(&w, f->type);
     ok &= raft_byte_put_u64(&w, f->from);
     ok &= raft_byte_put_u64(&w, f->to);
@@ -404,9 +411,10 @@ int raft_frame_decode(const void *body, size_t len, struct raft_frame *out,
         raft_errmsgf(errmsg, errmsg_len, "empty message body");
         return RAFT_PROTO;
     }
-    if (version != RAFT_WIRE_VERSION) {
+    if (version < RAFT_WIRE_VERSION_MIN || version > RAFT_WIRE_VERSION) {
         raft_errmsgf(errmsg, errmsg_len,
-                     "unsupported wire version %u (want %u)", (unsigned)version,
+                     "unsupported wire version %u (want %u to %u)",
+                     (unsigned)version, (unsigned)RAFT_WIRE_VERSION_MIN,
                      (unsigned)RAFT_WIRE_VERSION);
         return RAFT_FORMAT;
     }

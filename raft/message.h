@@ -2,10 +2,11 @@
  * frame of frame.h, the core's messages (raft.h) and the runtime's frames
  * alike. Pure code (no I/O); the libuv transport carries what it produces.
  *
- * Wire format, version 1, all integers little-endian:
+ * Wire format, versions RAFT_WIRE_VERSION_MIN to RAFT_WIRE_VERSION (1 to
+ * 1; every version has this layout so far), all integers little-endian:
  *
  *   frame   := len:u32 body            len = bytes of body, <= max frame
- *   body    := version:u8 (=1) type:u8 from:u64 to:u64 fields
+ *   body    := version:u8 type:u8 from:u64 to:u64 fields
  *   type 1..4 and 9: the core's messages (enum raft_message_type)
  *   REQUEST_VOTE         term:u64 last_log_index:u64 last_log_term:u64
  *                        flags:u8 (bit 0 pre-vote, bit 1 disrupt: the
@@ -42,8 +43,22 @@
 #include "frame.h"
 #include "raft.h"
 
-/* Version byte of the wire format. */
+/* The wire versions this build speaks: RAFT_WIRE_VERSION_MIN to
+ * RAFT_WIRE_VERSION, the highest. Two servers use the highest both speak
+ * (uv.h); a connection whose ranges do not meet is refused. Test builds
+ * move the range with -DRAFT_WIRE_VERSION_MAX_TEST=n (and
+ * -DRAFT_WIRE_VERSION_MIN_TEST=n) to play a newer release in a rolling
+ * upgrade (the Makefile's build/raftsql-node-next). */
+#ifdef RAFT_WIRE_VERSION_MAX_TEST
+#define RAFT_WIRE_VERSION RAFT_WIRE_VERSION_MAX_TEST
+#else
 #define RAFT_WIRE_VERSION 1
+#endif
+#ifdef RAFT_WIRE_VERSION_MIN_TEST
+#define RAFT_WIRE_VERSION_MIN RAFT_WIRE_VERSION_MIN_TEST
+#else
+#define RAFT_WIRE_VERSION_MIN 1
+#endif
 
 /* Bytes of the frame length prefix. */
 #define RAFT_FRAME_HEADER 4
@@ -62,12 +77,20 @@ size_t raft_frame_encoded_len(const struct raft_frame *f);
  * length). */
 int raft_frame_encode(const struct raft_frame *f, void *buf, size_t len);
 
+/* raft_frame_encode_at is raft_frame_encode in wire version @version,
+ * which must lie in [RAFT_WIRE_VERSION_MIN, RAFT_WIRE_VERSION]
+ * (raft_frame_encode writes RAFT_WIRE_VERSION). Errors: as
+ * raft_frame_encode; RAFT_INVALID for another version. Any thread. */
+int raft_frame_encode_at(const struct raft_frame *f, unsigned version,
+                         void *buf, size_t len);
+
 /* raft_frame_decode parses one frame body (the bytes after the length
  * prefix), @len bytes at @body, into @out. Entry, forward and chunk
  * payloads are copied into new bufs and the entries array is allocated:
  * release them with raft_frame_release. On failure nothing is allocated,
  * @out is untouched and @errmsg (@errmsg_len bytes) says what is wrong.
- * Errors: RAFT_FORMAT (unknown version), RAFT_PROTO (unknown type,
+ * Errors: RAFT_FORMAT (a version outside [RAFT_WIRE_VERSION_MIN,
+ * RAFT_WIRE_VERSION]), RAFT_PROTO (unknown type,
  * truncated body, trailing bytes, non-consecutive entry indexes, unknown
  * entry type, boolean not 0 or 1, a chunk past its file's total, or more
  * entries than could fit: checked before allocating), RAFT_NOMEM.

@@ -312,7 +312,7 @@ static void step_receive(struct raft *r, const struct raft_message *m)
         return;
     }
     /* Invariant: term == r->term from here on. */
-    slot = raft_slot_of(r, m->from);
+    slot = raft_track_of(r, m->from);
     if (r->role == RAFT_LEADER && slot < RAFT_MAX_SERVERS) {
         /* Check-quorum: the peer is alive in this term. */
         r->active[slot] = true;
@@ -554,8 +554,8 @@ int raft_step(struct raft *r, const struct raft_event *event,
             replication_snapshot_installed(r, &event->snapshot);
             break;
         case RAFT_EVENT_SNAPSHOT_FAILED:
-            replication_snapshot_failed(r,
-                                        raft_slot_of(r, event->unreachable.id));
+            replication_snapshot_failed(
+                r, raft_track_of(r, event->unreachable.id));
             break;
         case RAFT_EVENT_CHANGE:
             rc = membership_change(r, event, &update->proposed_index);
@@ -572,7 +572,7 @@ int raft_step(struct raft *r, const struct raft_event *event,
             step_storage_stalled(r, event->storage.stalled);
             break;
         default:
-            replication_unreachable(r, raft_slot_of(r, event->unreachable.id));
+            replication_unreachable(r, raft_track_of(r, event->unreachable.id));
             break;
     }
     membership_after_step(r);
@@ -645,6 +645,11 @@ raft_index raft_configuration_index(const struct raft *r)
 uint8_t raft_self_role(const struct raft *r)
 {
     return r->self_slot < r->conf.n ? r->conf.servers[r->self_slot].role : 0;
+}
+
+const struct raft_configuration *raft_leaving(const struct raft *r)
+{
+    return &r->leaving.servers;
 }
 
 raft_id raft_transferee(const struct raft *r)

@@ -78,10 +78,15 @@ enum raft_server_role {
     RAFT_LEARNER = 2,
 };
 
-/* One server of a configuration. The core only carries @address. */
+/* One server of a configuration. The core only carries @address and
+ * @auto_promote (a leader's driver promotes such a learner once it caught
+ * up, thesis §4.2.1; replicated with the configuration, so that a new
+ * leader does too). */
 struct raft_server {
     raft_id id;                         /* > 0 */
     uint8_t role;                       /* enum raft_server_role */
+    bool auto_promote;                  /* a learner to promote to voter
+                                           once caught up (learners only) */
     char address[RAFT_ADDRESS_MAX + 1]; /* opaque, NUL-terminated */
 };
 
@@ -366,13 +371,19 @@ enum raft_change_kind {
  * update.proposed_index is its index: the change is done once that index
  * is committed. Ongaro's fix (raft-dev, 2015): the leader appends one only
  * once an entry of its own term is committed (its NOOP), and only one
- * configuration entry may be uncommitted at a time. A leader that removes
+ * configuration entry may be uncommitted at a time. ADD of a learner
+ * with @auto_promote marks it so in the configuration; PROMOTE and DEMOTE
+ * clear the mark. A leader that removes
  * or demotes itself keeps leading, without counting itself, until the
- * entry commits, then steps down (thesis §4.2.2).
+ * entry commits, then steps down (thesis §4.2.2). A server it removes
+ * keeps receiving AppendEntries (counting for nothing) until the entry is
+ * committed and an election timeout more (raft_leaving): it learns so
+ * that it was removed, and never campaigns again.
  * Errors: RAFT_NOTLEADER; RAFT_BUSY (a configuration entry is not
  * committed yet, no entry of this term is, or a transfer runs);
  * RAFT_NOTFOUND (REMOVE, PROMOTE, DEMOTE or UPDATE_ADDRESS of a server
  * that is not a member); RAFT_INVALID (unknown kind or role, id 0, ADD of
+ * a voter with @auto_promote, ADD of
  * a member, an address too long, ADD to a configuration of
  * RAFT_MAX_SERVERS servers, PROMOTE of a voter, DEMOTE of a learner,
  * REMOVE or DEMOTE of the last voter).
@@ -430,6 +441,8 @@ struct raft_event {
             uint8_t kind;        /* enum raft_change_kind */
             raft_id id;          /* the server changed */
             uint8_t role;        /* ADD: RAFT_VOTER or RAFT_LEARNER */
+            bool auto_promote;   /* ADD of a learner: to be promoted once
+                                    caught up (struct raft_server) */
             const char *address; /* ADD, UPDATE_ADDRESS: NUL-terminated,
                                     at most RAFT_ADDRESS_MAX bytes, NULL
                                     for none; copied */
@@ -464,7 +477,9 @@ struct raft_update {
     bool configuration_changed; /* the configuration in force changed
                                    (an entry appended or truncated, a
                                    snapshot installed, a change):
-                                   raft_current_configuration has it */
+                                   raft_current_configuration has it;
+                                   or the leaving servers did
+                                   (raft_leaving) */
 };
 
 struct raft; /* opaque */
@@ -540,6 +555,15 @@ const struct raft_configuration *raft_current_configuration(
     const struct raft *r);
 raft_index raft_configuration_index(const struct raft *r);
 uint8_t raft_self_role(const struct raft *r);
+
+/* raft_leaving returns the servers this leader still replicates to
+ * though the configuration in force no longer holds them (thesis §4.2.2,
+ * as etcd and hashicorp do): each was removed by an entry that is not
+ * committed yet, or was seen committed less than an election timeout ago,
+ * so that the server receives that entry, learns that it committed, and
+ * stops campaigning. They count for nothing. Empty unless this server
+ * leads. Valid until the next raft_step or raft_close. */
+const struct raft_configuration *raft_leaving(const struct raft *r);
 
 /* raft_transferee returns the voter this leader transfers its leadership
  * to, 0 when no transfer runs. */

@@ -12,6 +12,21 @@
 #include "quorum.h"
 #include "raft.h"
 
+/* The servers a leader keeps replicating to though the configuration in
+ * force no longer holds them (thesis §4.2.2, as etcd and hashicorp do):
+ * each until the entry that removed it is committed and an election
+ * timeout more, so that it receives that entry and learns that it
+ * committed, hence that it was removed and must not campaign. They count
+ * for nothing (no quorum, no vote). Server i is in slot conf.n + i of the
+ * per-server arrays of struct raft.
+ * Invariant: conf.n + servers.n <= RAFT_MAX_SERVERS; none is a member. */
+struct raft_leaving {
+    struct raft_configuration servers;       /* the servers, n of them */
+    raft_index index[RAFT_MAX_SERVERS];      /* entry that removed server i */
+    bool committed[RAFT_MAX_SERVERS];        /* that entry was seen committed */
+    uint64_t committed_at[RAFT_MAX_SERVERS]; /* ... at this time */
+};
+
 /* One Raft server's core state.
  * Invariant: handed <= min(commit, persisted) once anything was handed out
  * past the initial applied index; persisted <= last log index.
@@ -30,7 +45,9 @@ struct raft {
     unsigned self_slot;             /* conf.servers[self_slot].id == id,
                                           RAFT_MAX_SERVERS when not a
                                           member */
-    bool conf_changed;              /* step: conf changed */
+    bool conf_changed;              /* step: conf (or leaving) changed */
+    struct raft_leaving leaving;    /* leader: removed servers it still
+                                          replicates to */
     raft_id transfer_to;            /* leader: transferee, 0 none */
     uint64_t transfer_start;        /* when the transfer began */
     bool transfer_sent;             /* TimeoutNow went out */
@@ -94,6 +111,18 @@ struct raft {
 /* raft_slot_of returns the position of @id in r->conf, or RAFT_MAX_SERVERS
  * when @id is not a member. */
 unsigned raft_slot_of(const struct raft *r, raft_id id);
+
+/* raft_n_slots returns the number of servers the per-server arrays track:
+ * the members, then the leaving servers (a leader's). */
+unsigned raft_n_slots(const struct raft *r);
+
+/* raft_slot_id returns the id of the server in slot @slot (<
+ * raft_n_slots). */
+raft_id raft_slot_id(const struct raft *r, unsigned slot);
+
+/* raft_track_of returns the slot of @id among the members and the leaving
+ * servers, or RAFT_MAX_SERVERS when it is neither. */
+unsigned raft_track_of(const struct raft *r, raft_id id);
 
 /* raft_is_voter tells whether slot @slot (< RAFT_MAX_SERVERS or not) is a
  * voter of r->conf. */
@@ -193,6 +222,20 @@ raft_index membership_commit_index(const struct raft *r);
 
 /* membership_tally tallies @votes (per slot: 1, -1, 0) over the voters. */
 enum quorum_vote membership_tally(const struct raft *r, const int8_t *votes);
+
+/* membership_lead sets up a new leader's leaving servers: those of the
+ * configuration in force at its commit index that the configuration in
+ * force (not committed yet) removed. */
+void membership_lead(struct raft *r);
+
+/* membership_unlead forgets the leaving servers (a leader stepping
+ * down). */
+void membership_unlead(struct raft *r);
+
+/* membership_leaving_tick stops replicating to each leaving server once
+ * an election timeout passed since the entry that removed it was seen
+ * committed. */
+void membership_leaving_tick(struct raft *r);
 
 /* membership_after_step makes a leader that is no voter of its committed
  * configuration step down (thesis §4.2.2). */

@@ -44,7 +44,7 @@ static bool offer_snapshot(struct raft *r, unsigned slot)
     }
     if (r->now >= p->snapshot_retry && r->n_snapshot_to < RAFT_MAX_SERVERS) {
         progress_become_snapshot(p, r->log.first - 1, r->now);
-        r->snapshot_to[r->n_snapshot_to++] = r->conf.servers[slot].id;
+        r->snapshot_to[r->n_snapshot_to++] = raft_slot_id(r, slot);
     }
     return true;
 }
@@ -90,7 +90,7 @@ static bool send_append(struct raft *r, unsigned slot, bool allow_empty)
         bytes += len;
         n++;
     }
-    m = raft_out_message(r, RAFT_MSG_APPEND_ENTRIES, r->conf.servers[slot].id);
+    m = raft_out_message(r, RAFT_MSG_APPEND_ENTRIES, raft_slot_id(r, slot));
     if (m == NULL) {
         return false;
     }
@@ -140,7 +140,7 @@ static void send_heartbeat(struct raft *r, unsigned slot)
     if (prev + 1 < r->log.first) {
         prev = 0;
     }
-    m = raft_out_message(r, RAFT_MSG_APPEND_ENTRIES, r->conf.servers[slot].id);
+    m = raft_out_message(r, RAFT_MSG_APPEND_ENTRIES, raft_slot_id(r, slot));
     if (m == NULL) {
         return;
     }
@@ -159,7 +159,7 @@ static void broadcast_commit(struct raft *r)
 {
     unsigned i;
 
-    for (i = 0; i < r->conf.n; i++) {
+    for (i = 0; i < raft_n_slots(r); i++) {
         if (i == r->self_slot ||
             r->progress[i].state != RAFT_PROGRESS_REPLICATE) {
             continue;
@@ -202,6 +202,7 @@ void replication_become_leader(struct raft *r)
         progress_reset(&r->progress[i], last + 1, r->now);
         r->active[i] = false;
     }
+    membership_lead(r);
     /* Thesis §6.4: a new leader commits an entry of its own term at once,
      * which commits every earlier entry it holds. */
     noop = log_append(&r->log, r->term, RAFT_ENTRY_NOOP, NULL);
@@ -213,7 +214,7 @@ void replication_send_all(struct raft *r)
 {
     unsigned i;
 
-    for (i = 0; i < r->conf.n; i++) {
+    for (i = 0; i < raft_n_slots(r); i++) {
         if (i != r->self_slot) {
             send_appends(r, i);
         }
@@ -260,11 +261,12 @@ void replication_tick(struct raft *r)
         return;
     }
     transfer_tick(r);
+    membership_leaving_tick(r);
     if (r->now - r->heartbeat_start < r->heartbeat_interval) {
         return;
     }
     r->heartbeat_start = r->now;
-    for (i = 0; i < r->conf.n; i++) {
+    for (i = 0; i < raft_n_slots(r); i++) {
         struct raft_peer_progress *p = &r->progress[i];
         uint64_t idle = r->now - p->last_progress;
         if (i == r->self_slot) {
@@ -485,7 +487,7 @@ static void recv_success(struct raft *r, unsigned slot, raft_index last)
     if (raised) {
         maybe_commit(r);
     }
-    if (r->conf.servers[slot].id == r->transfer_to) {
+    if (raft_slot_id(r, slot) == r->transfer_to) {
         transfer_progress(r);
     }
     if (p->state == RAFT_PROGRESS_PROBE) {
@@ -499,11 +501,12 @@ void replication_recv_append_entries_result(struct raft *r,
                                             const struct raft_message *m)
 {
     const struct raft_append_entries_result *res = &m->append_entries_result;
-    unsigned slot = raft_slot_of(r, m->from);
+    unsigned slot = raft_track_of(r, m->from);
     struct raft_peer_progress *p;
 
-    /* A server removed meanwhile (or never a member) is not tracked. */
-    if (r->role != RAFT_LEADER || slot >= r->conf.n || slot == r->self_slot) {
+    /* A server removed for good (or never a member) is not tracked. */
+    if (r->role != RAFT_LEADER || slot >= raft_n_slots(r) ||
+        slot == r->self_slot) {
         return;
     }
     p = &r->progress[slot];
@@ -643,8 +646,9 @@ void replication_snapshot_failed(struct raft *r, unsigned slot)
 {
     struct raft_peer_progress *p;
 
-    if (r->role != RAFT_LEADER || slot >= r->conf.n || slot == r->self_slot) {
-        return; /* not (any more) a member */
+    if (r->role != RAFT_LEADER || slot >= raft_n_slots(r) ||
+        slot == r->self_slot) {
+        return; /* not (any more) tracked */
     }
     p = &r->progress[slot];
     if (p->state != RAFT_PROGRESS_SNAPSHOT) {
@@ -658,8 +662,9 @@ void replication_unreachable(struct raft *r, unsigned slot)
 {
     struct raft_peer_progress *p;
 
-    if (r->role != RAFT_LEADER || slot >= r->conf.n || slot == r->self_slot) {
-        return; /* not (any more) a member */
+    if (r->role != RAFT_LEADER || slot >= raft_n_slots(r) ||
+        slot == r->self_slot) {
+        return; /* not (any more) tracked */
     }
     p = &r->progress[slot];
     if (p->state == RAFT_PROGRESS_SNAPSHOT) {

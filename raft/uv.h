@@ -7,35 +7,72 @@
  * to every peer; it sends on its outgoing connections and receives on the
  * connections it accepted. The peers change at run time
  * (raft_uv_transport_add_peer, _remove_peer: the driver follows the
- * cluster configuration). A connection starts with a handshake, without
- * length prefix (handshake version 3):
+ * cluster configuration). A connection starts with a handshake from the
+ * dialler, without length prefix (handshake version 4):
  *
  *     offset 0     magic "RFTSQL", 6 bytes
- *     offset 6     handshake version, u8 = 3 (RAFT__UV_HANDSHAKE_VERSION)
- *     offset 7     wire version of the frames, u8 (RAFT_WIRE_VERSION)
- *     offset 8     sender id, u64 little-endian
- *     offset 16    build id length L, u8, at most RAFT_UV_BUILD_ID_MAX
- *     offset 17    build id, L bytes of printable ASCII (0x20-0x7e)
- *     offset 17+L  listen address length A, u8, at most 63
- *     offset 18+L  the sender's listen address, A bytes, "host:port"
+ *     offset 6     handshake version, u8 = 4 (RAFT__UV_HANDSHAKE_VERSION)
+ *     offset 7     lowest wire version spoken, u8 (RAFT_WIRE_VERSION_MIN)
+ *     offset 8     highest wire version spoken, u8 (RAFT_WIRE_VERSION)
+ *     offset 9     cluster id, 16 bytes, all zero while the sender has
+ *                  none (a server that joins, or a cluster whose first
+ *                  leader has not committed one yet)
+ *     offset 25    sender id, u64 little-endian
+ *     offset 33    build id length L, u8, at most RAFT_UV_BUILD_ID_MAX
+ *     offset 34    build id, L bytes of printable ASCII (0x20-0x7e)
+ *     offset 34+L  listen address length A, u8 (up to 255: an IPv6
+ *                  literal in brackets with a port, a 253-byte host name)
+ *     offset 35+L  the sender's listen address, A bytes, "host:port"
  *                  (printable ASCII)
  *
- * The acceptor refuses a bad magic, another handshake or wire version, an
- * id of 0 or its own, and a malformed build id or address; it checks the
- * version bytes first, so a peer of another version is refused with one
- * line as soon as 8 bytes arrived ("handshake version 2, want 3 ... an
- * older raftsql"; versions 1 and 2 are not read: there is no installed
- * base to read them for). A sender that is not one of its peers (a
- * joining server, or a leader this server does not know yet) is accepted
- * and dialled back at its listen address, as a new peer, while fewer
- * than RAFT_MAX_SERVERS are known. A build id that differs
- * from the acceptor's own is logged at WARN and accepted. Then the
- * connection carries frames in the wire format of message.h, each with
- * from = the handshake's id and to = the acceptor's id. A broken
- * outgoing connection is re-dialled with exponential backoff (100 ms
- * doubling to 2 s, reset by a successful connect; a dial pending for 3 s
- * is abandoned). A malformed frame, bad handshake or oversized length
- * closes that one connection and is logged; the server keeps running.
+ * and the acceptor answers it, on the same connection, once:
+ *
+ *     offset 0     magic "RFTSQL", 6 bytes
+ *     offset 6     handshake version, u8 = 4
+ *     offset 7     verdict, u8: 0 accepted; refused: 1 another cluster,
+ *                  2 the sender id (0, the acceptor's own, or under TLS
+ *                  one its certificate does not name), 3 no wire version
+ *                  in common, 4 another handshake version or a malformed
+ *                  handshake
+ *     offset 8     the acceptor's lowest wire version, u8
+ *     offset 9     its highest wire version, u8
+ *     offset 10    its cluster id, 16 bytes (zero for none)
+ *     offset 26    its server id, u64 little-endian
+ *     offset 34    reason length R, u8 (0 when accepted)
+ *     offset 35    why it refused, R bytes of printable ASCII, as the
+ *                  dialler logs it ("cluster id 1f2e... is not its
+ *                  cluster a9b8...")
+ *
+ * The acceptor refuses a handshake of another handshake version (read as
+ * soon as 9 bytes arrived, so a peer of another version is refused with
+ * one line: "handshake version 3, want 4 ... an older raftsql"; earlier
+ * versions are not read: there is no installed base to read them for),
+ * wire versions that do not meet its own, a cluster id that is not its
+ * own when both have one (a server with no cluster id is refused for no
+ * cluster, and refuses none), a sender id of 0 or its own, and a
+ * malformed build id or address; a bad magic is closed without answer
+ * (not raftsql). Each refusal is one WARN line on either side (repeated
+ * refusals of a dialler that retries are logged at DEBUG), the refusal
+ * goes back before the connection closes, and the dialler re-dials with
+ * its backoff. A sender that is not one of its peers (a joining server,
+ * or a leader this server does not know yet) is accepted and dialled back
+ * at its listen address, as a new peer, while fewer than RAFT_MAX_SERVERS
+ * are known. A build id that differs from the acceptor's own is logged at
+ * WARN and accepted. The dialler sends no frame before the acceptance
+ * (raft_uv_transport_send answers RAFT_NOCONN until then; an answer not
+ * back within 3 s fails the dial); then both sides use the highest wire
+ * version both speak, min(highest of each), for the frames of that
+ * connection, in the wire format of message.h, each with from = the
+ * handshake's id and to = the acceptor's id (a frame of another version
+ * closes the connection). A broken outgoing connection is re-dialled with
+ * exponential backoff (100 ms doubling to 2 s, reset by an acceptance; a
+ * dial pending for 3 s is abandoned). A peer known by hostname is
+ * resolved anew before each dial (uv_getaddrinfo: IPv4 and IPv6 results;
+ * a failed connect moves on to its next IP on the next dial; a failed
+ * resolution is logged once per change of error and retried with the
+ * same backoff). A malformed frame, bad handshake or
+ * oversized length closes that one connection and is logged; the server
+ * keeps running.
  *
  * TLS (optional, uv_tls.h): beneath all of the above, every connection
  * is a TLS 1.3 session over the libuv stream, driven through memory BIOs
@@ -51,14 +88,19 @@
  *   connect); the acceptor checks the client's certificate once the
  *   handshake above told it the sender's id: against that member's
  *   address among its peers, or for a server that is no peer yet (a
- *   joining one), the listen address its handshake gives;
+ *   joining one), the listen address its handshake gives, before it is
+ *   dialled back; a mismatch is refused (verdict 2) like any refusal
+ *   above. A member known by hostname is checked against that name,
+ *   whatever IP it resolved to;
  * - a pre-shared key (RFC 8446 external PSK with psk_dhe_ke): proves
  *   membership of the cluster, not which member; any holder of the
  *   secret can claim any id.
- * An outgoing connection counts as connected (frames are taken) once its
- * TLS handshake completed and the server passed the identity rule; the
- * TLS handshake shares the dial's 3 s timeout, and the acceptor's handshake
- * timeout covers TLS and the handshake above. A failed TLS handshake, an
+ * The dialler sends the handshake above, inside TLS, once its TLS
+ * handshake completed and the server passed the identity rule, and
+ * counts as connected (frames are taken) once the answer accepted it;
+ * the TLS handshake has a 3 s timeout of its own, like the dial and the
+ * answer, and the acceptor's handshake timeout covers TLS and the
+ * handshake above. A failed TLS handshake, an
  * identity mismatch or a record that does not authenticate closes that
  * connection only, with one WARN line (identical ones from one peer once
  * per 10 s); nothing it carried reaches the receive callback. Frames are
@@ -90,17 +132,23 @@ struct raft_uv_transport; /* opaque */
 typedef void (*raft_uv_recv_cb)(void *data, const struct raft_frame *f);
 
 /* raft_uv_transport_start starts listening on @listen_host:@listen_port
- * (port 0 picks a free port, see raft_uv_transport_port) and dialling each
- * of the @n_peers @peers (copied). @max_frame_bytes bounds the body of one
- * frame in either direction. @build_id (copied; NULL or "" for none) goes
- * in every handshake and is compared with the peers'. @tls (borrowed: it
- * must outlive the transport; NULL for plain TCP) carries every connection
- * in TLS with its credentials. @recv_cb and @log_cb are called with
- * @data.
+ * (an IPv4 or IPv6 literal without brackets, "0.0.0.0" and "::" for every
+ * interface; "::" takes IPv4 too unless the system sets bindv6only; port 0
+ * picks a free port, see raft_uv_transport_port) and dialling each of the
+ * @n_peers @peers (copied; a peer's host may be a hostname, resolved with
+ * uv_getaddrinfo before each dial). @advertise (copied; "host:port", NULL
+ * for the listen address, or none for a wildcard) is the address every
+ * handshake gives for this server, where a server that does not know it
+ * dials it back. @max_frame_bytes bounds the body of one frame in either
+ * direction. @build_id (copied; NULL or "" for none) goes in every
+ * handshake and is compared with the peers'. @tls (borrowed: it must
+ * outlive the transport; NULL for plain TCP) carries every connection in
+ * TLS with its credentials. @recv_cb and @log_cb are called with @data.
  * Writes *out only on success; @errmsg receives the message on failure.
  * Errors: RAFT_IOERR (bind/listen failure, e.g. address in use, with
- * uv_strerror text), RAFT_INVALID (bad address, peer id 0, equal to @self
- * or repeated, @self 0, @max_frame_bytes < 2, NULL @recv_cb, a @build_id
+ * uv_strerror text), RAFT_INVALID (a listen host that is no IP literal,
+ * a bad advertised or peer address, peer id 0, equal to @self or
+ * repeated, @self 0, @max_frame_bytes < 2, NULL @recv_cb, a @build_id
  * longer than RAFT_UV_BUILD_ID_MAX or not printable ASCII), RAFT_NOMEM.
  * Bind and listen happen on a plain socket before any handle exists, so
  * their failure leaves nothing registered with @loop (only a failure of
@@ -108,6 +156,7 @@ typedef void (*raft_uv_recv_cb)(void *data, const struct raft_frame *f);
  * next loop run). */
 int raft_uv_transport_start(uv_loop_t *loop, raft_id self,
                             const char *listen_host, uint16_t listen_port,
+                            const char *advertise,
                             const struct raft_uv_peer *peers, unsigned n_peers,
                             uint64_t max_frame_bytes, const char *build_id,
                             struct raft_uv_tls *tls, raft_uv_recv_cb recv_cb,
@@ -166,6 +215,20 @@ unsigned raft_uv_transport_connected_peers(const struct raft_uv_transport *t,
  * handshake from that peer or raft_uv_transport_close. */
 const char *raft_uv_transport_peer_build_id(const struct raft_uv_transport *t,
                                             raft_id id);
+
+/* raft_uv_transport_set_cluster_id makes @id (copied; all zero for none)
+ * this server's cluster id, for the handshakes it sends and the ones it
+ * checks from now on; connections already made are kept. */
+void raft_uv_transport_set_cluster_id(struct raft_uv_transport *t,
+                                      const uint8_t id[RAFT_UV_CLUSTER_ID_LEN]);
+
+/* raft_uv_transport_peer_cluster_id copies into @out the cluster id peer
+ * @id sent in the handshake of its latest accepted connection (all zero
+ * for none) and returns true; false while none arrived or for an unknown
+ * peer. */
+bool raft_uv_transport_peer_cluster_id(const struct raft_uv_transport *t,
+                                       raft_id id,
+                                       uint8_t out[RAFT_UV_CLUSTER_ID_LEN]);
 
 /* raft_uv_transport_close closes every handle and drops queued frames, then
  * calls @cb(@data) from the loop once all handles are closed and @t is

@@ -21,21 +21,20 @@
 
 #include "uv_internal.h"
 
-/* name_incoming writes "ip:port" of the remote end of @in into its name. */
+/* name_incoming writes "ip:port" (or "[ip]:port") of the remote end of
+ * @in into its name. */
 static void name_incoming(struct raft_uv_in *in)
 {
     struct sockaddr_storage ss;
     int ss_len = sizeof ss;
-    char ip[INET6_ADDRSTRLEN] = "?";
-    unsigned port = 0;
+    char remote[INET6_ADDRSTRLEN + 16] = "?:0";
 
-    if (uv_tcp_getpeername(&in->tcp, (struct sockaddr *)&ss, &ss_len) == 0 &&
-        ss.ss_family == AF_INET) {
-        const struct sockaddr_in *sin = (const struct sockaddr_in *)&ss;
-        uv_ip4_name(sin, ip, sizeof ip);
-        port = ntohs(sin->sin_port);
+    memset(&ss, 0, sizeof ss);
+    if (uv_tcp_getpeername(&in->tcp, (struct sockaddr *)&ss, &ss_len) == 0) {
+        raft_uv_resolve_format((const struct sockaddr *)&ss, remote,
+                               sizeof remote);
     }
-    snprintf(in->name, sizeof in->name, "incoming %s:%u", ip, port);
+    snprintf(in->name, sizeof in->name, "incoming %s", remote);
 }
 
 void raft_uv_accept_on_connection(uv_stream_t *server, int status)

@@ -1,7 +1,8 @@
 /* Private state of the libuv TCP transport (uv.h), shared by uv_tcp.c
- * (listening, dialling, backoff, peers, close), uv_accept.c (accepting),
- * uv_send.c (ordered writes to peers), uv_recv.c (frame reassembly and
- * decoding) and uv_tls_stream.c (TLS beneath all of it, uv_tls.h). */
+ * (listening, dialling, backoff, peers, close), uv_resolve.c (hostnames),
+ * uv_accept.c (accepting), uv_send.c (ordered writes to peers), uv_recv.c
+ * (frame reassembly and decoding), uv_handshake.c (the handshake and its
+ * answer) and uv_tls_stream.c (TLS beneath all of it, uv_tls.h). */
 
 #ifndef RAFT_UV_INTERNAL_H
 #define RAFT_UV_INTERNAL_H
@@ -9,28 +10,63 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <sys/socket.h>
 #include <uv.h>
 
+#include "address.h"
 #include "logging.h"
 #include "raft.h"
 #include "uv.h"
 #include "uv_tls.h"
 
-/* Handshake (layout in uv.h): magic, handshake version u8, wire version
- * u8, sender id u64 little-endian, build id length u8, build id, listen
- * address length u8, listen address. */
+/* Handshake (layout in uv.h): magic, handshake version u8, lowest and
+ * highest wire version u8, cluster id, sender id u64 little-endian, build
+ * id length u8, build id, listen address length u8, listen address. */
 #define RAFT__UV_MAGIC "RFTSQL"
 #define RAFT__UV_MAGIC_LEN 6
-#define RAFT__UV_HANDSHAKE_VERSION 3
-/* Bytes up to and including the two version bytes. */
-#define RAFT__UV_HANDSHAKE_VERSIONS (RAFT__UV_MAGIC_LEN + 2)
+#define RAFT__UV_HANDSHAKE_VERSION 4
+/* Bytes up to and including the handshake and wire versions. */
+#define RAFT__UV_HANDSHAKE_VERSIONS (RAFT__UV_MAGIC_LEN + 3)
+/* Offset of the sender id (after the cluster id). */
+#define RAFT__UV_HANDSHAKE_ID                                                  \
+    (RAFT__UV_HANDSHAKE_VERSIONS + RAFT_UV_CLUSTER_ID_LEN)
 /* Bytes before the build id. */
-#define RAFT__UV_HANDSHAKE_FIXED (RAFT__UV_HANDSHAKE_VERSIONS + 8 + 1)
-/* Longest listen address a handshake carries ("host:port"), bytes. */
-#define RAFT__UV_ADDRESS_MAX 63
+#define RAFT__UV_HANDSHAKE_FIXED (RAFT__UV_HANDSHAKE_ID + 8 + 1)
+/* Longest listen address a handshake carries ("host:port", an IPv6
+ * literal in brackets or a 253-byte host name and a port), bytes: its
+ * length byte's range. */
+#define RAFT__UV_ADDRESS_MAX 255
+_Static_assert(RAFT_ADDRESS_TEXT_MAX <= RAFT__UV_ADDRESS_MAX,
+               "every address the parser accepts fits in a handshake");
 /* Longest handshake. */
 #define RAFT__UV_HANDSHAKE_MAX                                                 \
     (RAFT__UV_HANDSHAKE_FIXED + RAFT_UV_BUILD_ID_MAX + 1 + RAFT__UV_ADDRESS_MAX)
+
+/* The acceptor's answer (layout in uv.h): magic, handshake version u8,
+ * verdict u8, lowest and highest wire version u8, cluster id, acceptor id
+ * u64 little-endian, reason length u8, reason. Bytes before the reason,
+ * and the longest answer. */
+#define RAFT__UV_ANSWER_FIXED                                                  \
+    (RAFT__UV_MAGIC_LEN + 4 + RAFT_UV_CLUSTER_ID_LEN + 8 + 1)
+#define RAFT__UV_ANSWER_MAX (RAFT__UV_ANSWER_FIXED + 255)
+
+/* Verdicts of an answer: accepted, or why the acceptor refused. */
+enum raft_uv_verdict {
+    RAFT__UV_ACCEPTED = 0,
+    RAFT__UV_REFUSED_CLUSTER = 1,   /* both have a cluster id, not the same */
+    RAFT__UV_REFUSED_ID = 2,        /* sender id 0, or the acceptor's own,
+                                       or (TLS) one the client's
+                                       certificate does not name */
+    RAFT__UV_REFUSED_WIRE = 3,      /* no wire version in common */
+    RAFT__UV_REFUSED_HANDSHAKE = 4, /* another handshake version, or a
+                                       malformed handshake */
+};
+
+/* Refusals an acceptor remembers having logged (a refused dialler retries
+ * every 2 s: only a new refusal is logged at WARN), and the length of
+ * each remembered line. */
+#define RAFT__UV_REFUSALS 8
+#define RAFT__UV_REFUSAL_LEN 300
 
 /* Reconnect backoff: first delay, and the ceiling it doubles up to. */
 #define RAFT__UV_BACKOFF_MIN_MS 100
@@ -38,6 +74,13 @@
 
 /* A dial that has not completed after this long is abandoned and retried. */
 #define RAFT__UV_CONNECT_TIMEOUT_MS 3000
+
+/* Most hostname resolutions one transport runs at once: each holds a
+ * thread of libuv's pool, which the storage writes share. */
+#define RAFT__UV_MAX_RESOLVING 2
+
+/* Idle seconds before TCP keepalive probes start on a connection. */
+#define RAFT__UV_KEEPALIVE_S 30
 
 /* Most bytes queued (written but not yet completed) to one peer. */
 #define RAFT__UV_MAX_QUEUED ((uint64_t)64 << 20)
@@ -78,43 +121,61 @@
 
 /* States of the outgoing connection to one peer. */
 enum raft_uv_out_state {
-    RAFT__UV_WAITING = 1,   /* no connection, backoff timer running */
-    RAFT__UV_DIALLING = 2,  /* connect in progress */
-    RAFT__UV_CONNECTED = 3, /* handshake queued, messages may be sent */
-    RAFT__UV_SECURING = 4,  /* connected, TLS handshake in progress */
+    RAFT__UV_WAITING = 1,     /* no connection, backoff timer running */
+    RAFT__UV_DIALLING = 2,    /* connect in progress */
+    RAFT__UV_CONNECTED = 3,   /* handshake accepted, frames may be sent */
+    RAFT__UV_HANDSHAKING = 4, /* handshake sent, waiting for the answer
+                                 (timer running): frames are refused */
+    RAFT__UV_RESOLVING = 5,   /* its hostname resolving (uv_resolve.c) */
+    RAFT__UV_SECURING = 6,    /* connected, TLS handshake in progress
+                                 (timer running) */
 };
 
 struct raft_uv_out;
+struct raft_uv_resolve;
 struct raft_uv_write;
 
 /* One outgoing TCP connection (one dial attempt). Freed in its close
  * callback, which libuv runs after the connect and write callbacks. */
 struct raft_uv_conn {
-    uv_tcp_t tcp;                    /* the socket; tcp.data is this conn */
-    uv_connect_t connect;            /* the dial request */
-    struct raft_uv_out *out;         /* peer this connection belongs to */
-    struct raft_uv_tls_session *tls; /* its TLS client session, NULL
-                                        without TLS */
-    char rbuf[4096];                 /* incoming bytes: TLS records, or
-                                        unexpected ones */
+    uv_tcp_t tcp;                        /* the socket; tcp.data is this
+                                              conn */
+    uv_connect_t connect;                /* the dial request */
+    struct raft_uv_out *out;             /* peer this connection belongs
+                                              to */
+    struct raft_uv_tls_session *tls;     /* its TLS client session, NULL
+                                              without TLS */
+    uint8_t answer[RAFT__UV_ANSWER_MAX]; /* the acceptor's answer so far */
+    size_t answer_got;                   /* bytes of @answer received */
+    char rbuf[4096];                     /* libuv reads land here: TLS
+                                              records, or the answer */
 };
 
 /* The sending side towards one peer, allocated on its own: a peer removed
  * (raft_uv_transport_remove_peer) is retired and freed once its timer and
  * connection are closed (@refs).
- * Invariant: @conn != NULL iff @state is DIALLING, SECURING or
- * CONNECTED. */
+ * Invariant: @conn != NULL iff @state is DIALLING, SECURING, HANDSHAKING
+ * or CONNECTED; @resolving != NULL iff @state is RESOLVING. */
 struct raft_uv_out {
-    struct raft_uv_transport *t; /* owner */
-    raft_id id;                  /* the peer's server id */
-    struct sockaddr_in addr;     /* where it listens */
-    char name[96];               /* "peer 2 (127.0.0.1:7002)", for logs */
-    char identity[RAFT__UV_ADDRESS_MAX + 1]; /* host its certificate must
-                                    name (raft_uv_peer.identity) */
-    int state;                               /* enum raft_uv_out_state */
-    struct raft_uv_conn *conn;               /* current connection, or NULL */
-    uv_timer_t timer;                        /* backoff and connect timeout */
-    unsigned backoff_ms;                     /* delay before the next re-dial */
+    struct raft_uv_transport *t;       /* owner */
+    raft_id id;                        /* the peer's server id */
+    struct raft_address address;       /* where it listens: an IP, or a
+                                     hostname resolved before each dial */
+    struct sockaddr_storage addr;      /* the IP of the latest dial */
+    struct raft_uv_resolve *resolving; /* the resolution in flight */
+    unsigned pick;   /* which IP of a hostname to dial: the next one
+                        after a failed connect */
+    int resolve_err; /* libuv code of the latest failed resolution,
+                        logged; 0 once it resolves */
+    char name[96];   /* "peer 2 (127.0.0.1:7002)", for logs */
+    char identity[RAFT_ADDRESS_TEXT_MAX + 1]; /* host its certificate must
+                        name (raft_uv_peer.identity): the configured host,
+                        kept however it resolves */
+    int state;                                /* enum raft_uv_out_state */
+    struct raft_uv_conn *conn;                /* current connection, or NULL */
+    uv_timer_t timer;      /* backoff, connect, TLS and answer
+                                  timeouts */
+    unsigned backoff_ms;   /* delay before the next re-dial */
     uint64_t queued_bytes; /* bytes held or in uv_write, not yet
                                     completed */
     struct raft_uv_write *pend[RAFT__UV_CORK_MAX]; /* frames held for the
@@ -123,6 +184,12 @@ struct raft_uv_out {
     bool build_known;                              /* @build_id is set */
     char build_id[RAFT_UV_BUILD_ID_MAX + 1];       /* the build id of the
                                     peer's latest handshake */
+    uint8_t cluster_id[RAFT_UV_CLUSTER_ID_LEN];    /* the cluster id of it
+                                    (valid with @build_known) */
+    unsigned wire_version;                         /* frames go in this
+                                    version (set when accepted) */
+    char refusal[RAFT__UV_REFUSAL_LEN];            /* the last refusal of
+                                    our handshake logged at WARN, "" */
     unsigned refs;                                 /* open handles: the
                                     timer, and @conn or a closing one */
     bool retired;                                  /* removed: freed when
@@ -139,29 +206,36 @@ enum raft_uv_in_stage {
 /* One accepted connection, from a peer's outgoing side. Freed in its close
  * callback. */
 struct raft_uv_in {
-    uv_tcp_t tcp;                       /* tcp.data is this struct */
-    struct raft_uv_transport *t;        /* owner */
-    struct raft_uv_in *prev;            /* list of accepted conns */
-    struct raft_uv_in *next;            /* list of accepted conns */
-    char name[96];                      /* "peer 2 (addr)", for logs */
-    raft_id peer;                       /* sender id, 0 before handshake */
-    bool closing;                       /* uv_close called */
-    int stage;                          /* enum raft_uv_in_stage */
-    uint8_t hs[RAFT__UV_HANDSHAKE_MAX]; /* handshake bytes so far */
-    size_t hs_got;                      /* bytes of @hs received */
-    uint8_t hdr[4];                     /* length prefix so far */
-    size_t hdr_got;                     /* bytes of @hdr received */
-    uint8_t *body;                      /* frame body being assembled */
-    size_t body_len;                    /* announced body length */
-    size_t body_got;                    /* bytes of the body received */
-    size_t body_cap;                    /* bytes allocated at @body */
-    uint64_t accepted_at;               /* loop clock at accept, ms */
-    uint64_t last_read_at;              /* loop clock of the last bytes
+    uv_tcp_t tcp;                        /* tcp.data is this struct */
+    struct raft_uv_transport *t;         /* owner */
+    struct raft_uv_in *prev;             /* list of accepted conns */
+    struct raft_uv_in *next;             /* list of accepted conns */
+    char name[96];                       /* "peer 2 (addr)", for logs */
+    raft_id peer;                        /* sender id, 0 before handshake */
+    bool closing;                        /* uv_close called */
+    bool refused;                        /* its handshake was refused: the
+                                           refusal goes out, then it
+                                           closes */
+    unsigned wire_version;               /* its frames' version, once
+                                           verified */
+    uint8_t answer[RAFT__UV_ANSWER_MAX]; /* the answer to write */
+    size_t answer_len;                   /* its bytes, 0 once written */
+    int stage;                           /* enum raft_uv_in_stage */
+    uint8_t hs[RAFT__UV_HANDSHAKE_MAX];  /* handshake bytes so far */
+    size_t hs_got;                       /* bytes of @hs received */
+    uint8_t hdr[4];                      /* length prefix so far */
+    size_t hdr_got;                      /* bytes of @hdr received */
+    uint8_t *body;                       /* frame body being assembled */
+    size_t body_len;                     /* announced body length */
+    size_t body_got;                     /* bytes of the body received */
+    size_t body_cap;                     /* bytes allocated at @body */
+    uint64_t accepted_at;                /* loop clock at accept, ms */
+    uint64_t last_read_at;               /* loop clock of the last bytes
                                               read, ms */
-    struct raft_uv_tls_session *tls;    /* its TLS server session, NULL
-                                           without TLS */
-    bool tls_done;                      /* its TLS handshake completed */
-    char rbuf[RAFT__UV_READ_BUF];       /* libuv reads land here */
+    struct raft_uv_tls_session *tls;     /* its TLS server session, NULL
+                                            without TLS */
+    bool tls_done;                       /* its TLS handshake completed */
+    char rbuf[RAFT__UV_READ_BUF];        /* libuv reads land here */
 };
 
 /* The last TLS failure logged about one peer or remote address: the
@@ -179,12 +253,18 @@ struct raft_uv_warned {
 struct raft_uv_transport {
     uv_loop_t *loop; /* the loop every handle lives on */
     raft_id self;    /* this server's id */
-    char build_id[RAFT_UV_BUILD_ID_MAX + 1]; /* this server's build id */
-    uint64_t max_frame_bytes;                /* bound on one frame body */
-    raft_uv_recv_cb recv_cb;                 /* receive callback */
-    raft_log_cb log_cb;                      /* log sink, may be NULL */
-    void *data;                              /* passed to the callbacks */
-    uv_tcp_t listener;                       /* the listening socket */
+    char build_id[RAFT_UV_BUILD_ID_MAX + 1];    /* this server's build id */
+    uint8_t cluster_id[RAFT_UV_CLUSTER_ID_LEN]; /* its cluster id, all zero
+                                                   while it has none */
+    char refusals[RAFT__UV_REFUSALS][RAFT__UV_REFUSAL_LEN]; /* refusals
+                                   logged at WARN, latest at
+                                   @n_refusals - 1 (a ring) */
+    unsigned n_refusals;        /* refusals logged so far */
+    uint64_t max_frame_bytes;   /* bound on one frame body */
+    raft_uv_recv_cb recv_cb;    /* receive callback */
+    raft_log_cb log_cb;         /* log sink, may be NULL */
+    void *data;                 /* passed to the callbacks */
+    uv_tcp_t listener;          /* the listening socket */
     uv_prepare_t flush_prepare; /* flushes held frames before polling */
     uv_check_t flush_check;     /* and after each poll */
     uint16_t port;              /* port actually bound */
@@ -196,6 +276,8 @@ struct raft_uv_transport {
     unsigned n_unverified;    /* of them, not yet past the handshake */
     unsigned n_refused;       /* connections refused since the last
                                    sweep (logged there, in one line) */
+    unsigned n_resolving;     /* resolutions in flight, at most
+                                   RAFT__UV_MAX_RESOLVING */
     uv_timer_t sweep;         /* closes stalled connections */
     unsigned n_handles;       /* see Invariant */
     bool closing;             /* raft_uv_transport_close called */
@@ -226,15 +308,84 @@ void raft_uv_tcp_out_fail(struct raft_uv_out *out);
  * it is unlinked and freed in its close callback. Loop thread. */
 void raft_uv_tcp_in_close(struct raft_uv_in *in);
 
-/* raft_uv_tcp_dial starts one connection attempt to @out, or schedules a
+/* raft_uv_tcp_dial starts one connection attempt to @out: at its IP, or
+ * once its hostname resolved (raft_uv_resolve_start); or it schedules a
  * retry (uv_tcp.c). Loop thread. */
 void raft_uv_tcp_dial(struct raft_uv_out *out);
 
-/* raft_uv_tcp_out_connected marks @out connected (its TLS handshake done
- * when there is TLS, described by @how, NULL without), stops its connect
- * timer, queues the handshake and logs it; a failure to queue fails the
- * connection. Loop thread. */
-void raft_uv_tcp_out_connected(struct raft_uv_out *out, const char *how);
+/* raft_uv_tcp_out_handshake starts the raft handshake on @out's fresh
+ * connection, which is TCP (on_connect) or TLS whose handshake completed
+ * and whose server passed the identity rule (uv_tls_stream.c): @out
+ * becomes HANDSHAKING, the handshake is queued (encrypted under TLS) and
+ * the connect timer re-armed as the answer's timeout; a failure to queue
+ * fails the connection. The answer (uv_handshake.c) makes it CONNECTED.
+ * Loop thread. */
+void raft_uv_tcp_out_handshake(struct raft_uv_out *out);
+
+/* raft_uv_tcp_connect connects to @out->addr, the IP of @out chosen by
+ * raft_uv_tcp_dial or the resolver; a failure schedules a retry. Loop
+ * thread. */
+void raft_uv_tcp_connect(struct raft_uv_out *out);
+
+/* raft_uv_tcp_retry schedules the next dial of @out (state WAITING, no
+ * connection) in @delay_ms, leaving its backoff as it is. Loop thread. */
+void raft_uv_tcp_retry(struct raft_uv_out *out, unsigned delay_ms);
+
+/* raft_uv_tcp_req_done accounts for the end of a request that held a
+ * reference to @out and counted as a handle of its transport (a
+ * resolution): a retired @out or a closed transport may be freed. Loop
+ * thread. */
+void raft_uv_tcp_req_done(struct raft_uv_out *out);
+
+/* raft_uv_resolve_numeric writes into @out the socket address of @host, an
+ * IPv4 or IPv6 literal (no brackets; an IPv6 zone names an interface),
+ * and @port. Resolves no name. Returns 0, or RAFT_INVALID (not an IP
+ * literal, or @port above 65535). Any thread. */
+int raft_uv_resolve_numeric(const char *host, unsigned port,
+                            struct sockaddr_storage *out);
+
+/* raft_uv_resolve_format writes @sa (IPv4 or IPv6) as "ip:port" or
+ * "[ip]:port" into @out (@len bytes), for logs. Any thread. */
+void raft_uv_resolve_format(const struct sockaddr *sa, char *out, size_t len);
+
+/* raft_uv_resolve_peers validates the @n_peers @peers given to the
+ * transport of server @self (ids neither 0, @self nor repeated, at most
+ * RAFT_MAX_SERVERS, hosts an IP literal or a hostname) and parses the
+ * address of each into @addrs (@n_peers long). Errors: RAFT_INVALID with
+ * @errmsg. Any thread. */
+int raft_uv_resolve_peers(raft_id self, const struct raft_uv_peer *peers,
+                          unsigned n_peers, struct raft_address *addrs,
+                          char *errmsg, size_t errmsg_len);
+
+/* raft_uv_resolve_listen reads the listen address @host:@port (an IP
+ * literal) into @addr and @shown (@shown_len bytes, as logs show it), and
+ * checks @advertise (NULL, or "host:port" as raft/address.h reads it).
+ * Errors: RAFT_INVALID with @errmsg. Any thread. */
+int raft_uv_resolve_listen(const char *host, uint16_t port,
+                           const char *advertise, struct sockaddr_storage *addr,
+                           char *shown, size_t shown_len, char *errmsg,
+                           size_t errmsg_len);
+
+/* raft_uv_resolve_advertised writes into @t->address what its handshakes
+ * give as its listen address: @advertise (checked), else the address it
+ * listens on (@addr, with the port @t bound), or nothing for a wildcard,
+ * which no peer can dial. Loop thread. */
+void raft_uv_resolve_advertised(struct raft_uv_transport *t,
+                                const char *advertise,
+                                const struct sockaddr_storage *addr);
+
+/* raft_uv_resolve_start resolves the hostname of @out (state RESOLVING)
+ * and then connects to one of its IPs (raft_uv_tcp_connect), or logs the
+ * failure (once per change of error) and schedules a retry
+ * (raft_uv_tcp_out_fail); past RAFT__UV_MAX_RESOLVING resolutions in
+ * flight it schedules the dial again in RAFT__UV_BACKOFF_MIN_MS. Loop
+ * thread (uv_resolve.c, like the next). */
+void raft_uv_resolve_start(struct raft_uv_out *out);
+
+/* raft_uv_resolve_cancel orphans the resolution in flight for @out, if
+ * any: its result is dropped when it comes. The caller sets the state.
+ * Loop thread. */
+void raft_uv_resolve_cancel(struct raft_uv_out *out);
 
 /* raft_uv_accept_verified notes that @in completed its handshake as peer
  * @in->peer: it no longer counts against RAFT__UV_MAX_UNVERIFIED, and a
@@ -257,21 +408,95 @@ void raft_uv_accept_sweep(uv_timer_t *timer);
 struct raft_uv_out *raft_uv_tcp_find(const struct raft_uv_transport *t,
                                      raft_id id);
 
-/* raft_uv_send_handshake_encode writes the handshake of server @self with
- * build id @build_id (NUL-terminated, at most RAFT_UV_BUILD_ID_MAX bytes,
- * as the transport checked it) and listen address @address ("host:port",
- * at most RAFT__UV_ADDRESS_MAX bytes) into @out and returns its length (at
- * most RAFT__UV_HANDSHAKE_MAX bytes). Pure; any thread. */
-size_t raft_uv_send_handshake_encode(raft_id self, const char *build_id,
-                                     const char *address,
-                                     uint8_t out[RAFT__UV_HANDSHAKE_MAX]);
+/* raft_uv_send_handshake_encode writes the handshake of server @self of
+ * cluster @cluster_id (all zero for none) with build id @build_id
+ * (NUL-terminated, at most RAFT_UV_BUILD_ID_MAX bytes, as the transport
+ * checked it) and listen address @address ("host:port", at most
+ * RAFT__UV_ADDRESS_MAX bytes), speaking wire versions
+ * RAFT_WIRE_VERSION_MIN to RAFT_WIRE_VERSION, into @out and returns its
+ * length (at most RAFT__UV_HANDSHAKE_MAX bytes). Pure; any thread. */
+size_t raft_uv_send_handshake_encode(
+    raft_id self, const uint8_t cluster_id[RAFT_UV_CLUSTER_ID_LEN],
+    const char *build_id, const char *address,
+    uint8_t out[RAFT__UV_HANDSHAKE_MAX]);
+
+/* raft_uv_send_answer writes the answer prepared in @in->answer (by
+ * raft_uv_handshake_check) on the accepted connection @in, if any is
+ * pending (encrypted under TLS: raft_uv_tls_stream_in_answer); once a
+ * refusal is written (@in->refused), or when none can be written, it
+ * closes @in. Loop thread. */
+void raft_uv_send_answer(struct raft_uv_in *in);
+
+/* raft_uv_handshake_need returns how many handshake bytes @in must hold
+ * before the next raft_uv_handshake_check: the versions, then the fixed
+ * part, then through the address length, then the whole. Pure. */
+size_t raft_uv_handshake_need(const struct raft_uv_in *in);
+
+/* raft_uv_handshake_check checks the handshake of @in once it holds
+ * raft_uv_handshake_need bytes. Returns -1 when it is refused (logged;
+ * @in->answer holds the refusal, @in->refused is set, except for a bad
+ * magic: not raftsql, no answer), 0 while more bytes are needed, 1 when
+ * it is complete and accepted: @in->peer and @in->wire_version are set,
+ * the peer's build and cluster id recorded (a sender that is not a peer
+ * is dialled back, raft_uv_tcp_learn) and @in->answer holds the
+ * acceptance. Writes no bytes itself (raft_uv_send_answer does). Loop
+ * thread (the fuzz target calls it without a loop, on a transport full of
+ * peers). */
+int raft_uv_handshake_check(struct raft_uv_in *in);
+
+/* raft_uv_handshake_refuse refuses @in's handshake for @verdict (enum
+ * raft_uv_verdict): logs the line of @fmt naming @in (at WARN, at DEBUG
+ * when it was among the last RAFT__UV_REFUSALS so logged), prepares the
+ * refusal in @in->answer, whose reason is @there (what the dialler logs;
+ * NULL: the line itself), and sets @in->refused. Returns -1,
+ * raft_uv_handshake_check's "refused". Loop thread. */
+int raft_uv_handshake_refuse(struct raft_uv_in *in, unsigned verdict,
+                             const char *there, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
+
+/* What an acceptor's answer says. */
+struct raft_uv_answer {
+    unsigned verdict;                           /* enum raft_uv_verdict */
+    unsigned wire_min;                          /* its lowest wire version */
+    unsigned wire_max;                          /* its highest */
+    uint8_t cluster_id[RAFT_UV_CLUSTER_ID_LEN]; /* its cluster id, zero for
+                                                   none */
+    raft_id id;                                 /* its server id */
+    char reason[256];                           /* a refusal's reason */
+};
+
+/* raft_uv_handshake_answer_need returns how many bytes the answer whose
+ * first @got bytes are at @a has in all: RAFT__UV_ANSWER_FIXED until that
+ * many arrived, then with its reason. Pure. */
+size_t raft_uv_handshake_answer_need(const uint8_t *a, size_t got);
+
+/* raft_uv_handshake_answer_decode decodes the complete answer at @a (@len
+ * bytes, as raft_uv_handshake_answer_need says) into @out. Returns false,
+ * with why in @errmsg (@errmsg_len bytes), for a wrong length or magic,
+ * another handshake version, an unknown verdict, an empty wire range or a
+ * reason that is not printable ASCII. Pure; any thread. */
+bool raft_uv_handshake_answer_decode(const uint8_t *a, size_t len,
+                                     struct raft_uv_answer *out, char *errmsg,
+                                     size_t errmsg_len);
+
+/* raft_uv_handshake_on_answer takes the @n bytes at @p read on @out's
+ * connection (the plaintext under TLS): while it waits for the answer to its handshake
+ * (HANDSHAKING) they are that answer, and once it is complete an
+ * acceptance from the server dialled, whose wire versions meet ours,
+ * makes @out CONNECTED in the highest version both speak (logged at
+ * INFO); a refusal (logged at WARN, once until it changes), a bad answer
+ * or any other bytes fail the connection (re-dialled after the backoff).
+ * Loop thread. */
+void raft_uv_handshake_on_answer(struct raft_uv_out *out, const uint8_t *p,
+                                 size_t n);
 
 /* raft_uv_tcp_learn dials back server @id, not a peer yet, whose verified
- * handshake advertised listen address @address ("host:port"): it becomes
- * a peer of @t, so this server can answer it (a joining server, or a
- * leader this server does not know yet). Returns the new peer, or NULL
- * (logged) when @address is not a numeric IPv4 host:port or @t holds
- * RAFT_MAX_SERVERS peers already. Loop thread. */
+ * handshake advertised listen address @address ("host:port", address.h;
+ * a hostname is resolved as for any peer): it becomes a peer of @t, so
+ * this server can answer it (a joining server, or a leader this server
+ * does not know yet). Returns the new peer, or NULL (logged) when
+ * @address does not parse or @t holds RAFT_MAX_SERVERS peers already.
+ * Loop thread. */
 struct raft_uv_out *raft_uv_tcp_learn(struct raft_uv_transport *t, raft_id id,
                                       const char *address);
 
@@ -297,12 +522,6 @@ void raft_uv_send_drop(struct raft_uv_out *out);
  * RAFT_NOMEM or RAFT_IOERR (@plain_len settled at once; the caller fails
  * the connection). Loop thread. */
 int raft_uv_send_cipher(struct raft_uv_out *out, uint64_t plain_len);
-
-/* raft_uv_recv_out_bytes takes the @n bytes at @p that the peer sent on
- * @out's outgoing connection (plaintext under TLS): the peer never sends
- * on it, so they fail the connection with a WARN. Loop thread. */
-void raft_uv_recv_out_bytes(struct raft_uv_out *out, const uint8_t *p,
-                            size_t n);
 
 /* raft_uv_recv_start starts reading handshake and frames on the accepted
  * connection @in. Returns 0 or RAFT_IOERR (the caller closes @in). Loop
@@ -341,11 +560,11 @@ int raft_uv_tls_stream_setup(struct raft_uv_transport *t,
 int raft_uv_tls_stream_out_start(struct raft_uv_out *out);
 
 /* raft_uv_tls_stream_out_read feeds the @n ciphertext bytes at @p read on
- * @out's connection to its session: the handshake advances, and once it
- * is done and the server's certificate names @out->identity @out is
- * connected (raft_uv_tcp_out_connected); plaintext goes to
- * raft_uv_recv_out_bytes. A TLS failure or an identity mismatch logs one
- * WARN (the same one once per RAFT__UV_TLS_WARN_MS) and fails the
+ * @out's connection to its session: the TLS handshake advances, and once
+ * it is done and the server's certificate names @out->identity the raft
+ * handshake goes out (raft_uv_tcp_out_handshake); plaintext goes to
+ * raft_uv_handshake_on_answer. A TLS failure or an identity mismatch logs
+ * one WARN (the same one once per RAFT__UV_TLS_WARN_MS) and fails the
  * connection. Loop thread. */
 void raft_uv_tls_stream_out_read(struct raft_uv_out *out, const uint8_t *p,
                                  size_t n);
@@ -356,25 +575,34 @@ void raft_uv_tls_stream_out_read(struct raft_uv_out *out, const uint8_t *p,
 int raft_uv_tls_stream_in_start(struct raft_uv_in *in);
 
 /* raft_uv_tls_stream_in_read feeds the @n ciphertext bytes at @p read on
- * @in to its session, sends what the handshake answers, and hands the
- * plaintext to raft_uv_recv_consume. Returns false (logged) when the
- * caller must close @in: a TLS failure (a WARN, the same one from one
- * address once per RAFT__UV_TLS_WARN_MS), the peer closing the session,
- * or raft_uv_recv_consume's refusal. Loop thread. */
+ * @in to its session, sends what the TLS handshake answers, and hands the
+ * plaintext to raft_uv_recv_consume; when that refuses, it sets
+ * @in->refused and feeds no more (the caller sends the answer, if any,
+ * and closes: raft_uv_send_answer). Returns false (logged) when the
+ * caller must close @in at once: a TLS failure (a WARN, the same one from
+ * one address once per RAFT__UV_TLS_WARN_MS) or the peer closing the
+ * session. Loop thread. */
 bool raft_uv_tls_stream_in_read(struct raft_uv_in *in, const uint8_t *p,
                                 size_t n);
 
+/* raft_uv_tls_stream_in_answer encrypts the pending answer of @in
+ * (@in->answer_len > 0, then 0) and writes the ciphertext; once it is
+ * written @in closes if it was refused. A failure closes @in at once.
+ * Loop thread. */
+void raft_uv_tls_stream_in_answer(struct raft_uv_in *in);
+
 /* raft_uv_tls_stream_identity applies the identity rule to server @id,
- * whose handshake arrived on @in: with certificates, the client
+ * whose complete handshake arrived on @in: with certificates, the client
  * certificate of @in must name the host of its address: @out's identity
  * when it is a peer (@out not NULL), else the host of @address, the
- * listen address its handshake gives. Returns true when it does, or
- * without TLS or with a PSK; false after one WARN naming the server, the
- * host and the names the certificate holds (the caller refuses the
- * handshake). Loop thread. */
-bool raft_uv_tls_stream_identity(struct raft_uv_in *in, raft_id id,
-                                 const struct raft_uv_out *out,
-                                 const char *address);
+ * listen address its handshake gives (raft/address.h). Returns 0 when it
+ * does, or without TLS, or with a PSK that was used; -1 after refusing
+ * the handshake (raft_uv_handshake_refuse, verdict RAFT__UV_REFUSED_ID:
+ * the line names the server, the host and the names the certificate
+ * holds). Loop thread (uv_handshake.c calls it before any dial-back). */
+int raft_uv_tls_stream_identity(struct raft_uv_in *in, raft_id id,
+                                const struct raft_uv_out *out,
+                                const char *address);
 
 /* raft_uv_tls_stream_check runs raft_uv_tls_check once every
  * RAFT_UV_TLS_CHECK_MS (called by every sweep) and logs a reload at INFO,

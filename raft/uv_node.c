@@ -26,6 +26,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "address.h"
+#include "configuration.h"
 #include "message.h"
 #include "uv_node_internal.h"
 
@@ -45,13 +47,11 @@ void raft_uv_node_log(struct raft_uv_node *d, int level, const char *fmt, ...)
 /* ---- Stepping the core -------------------------------------------------- */
 
 /* dial_of fills @out with where to dial server @sv: the application's
- * dial callback, else its address as host:port. */
+ * dial callback, else its address as host:port (address.h). */
 static bool dial_of(struct raft_uv_node *d, const struct raft_server *sv,
                     struct raft_uv_peer *out)
 {
-    const char *colon = strrchr(sv->address, ':');
-    unsigned long port;
-    char *end;
+    struct raft_address a;
 
     memset(out, 0, sizeof *out);
     out->id = sv->id;
@@ -59,18 +59,22 @@ static bool dial_of(struct raft_uv_node *d, const struct raft_server *sv,
     if (d->cb.dial != NULL) {
         return d->cb.dial(d->cb.data, sv->id, sv->address, out);
     }
-    if (colon == NULL || (size_t)(colon - sv->address) >= sizeof out->host) {
+    if (raft_address_parse(sv->address, &a, NULL, 0) != 0) {
         return false;
     }
-    memcpy(out->host, sv->address, (size_t)(colon - sv->address));
-    port = strtoul(colon + 1, &end, 10);
-    out->port = (uint16_t)port;
-    return *end == '\0' && port > 0 && port <= 65535;
+    snprintf(out->host, sizeof out->host, "%s", a.host);
+    out->port = a.port;
+    return true;
 }
 
 void raft_uv_peer_set_identity(struct raft_uv_peer *p, const char *address)
 {
-    raft_uv_tls_address_host(address, p->identity, sizeof p->identity);
+    struct raft_address a;
+
+    p->identity[0] = '\0';
+    if (raft_address_parse(address, &a, NULL, 0) == 0) {
+        snprintf(p->identity, sizeof p->identity, "%s", a.host);
+    }
 }
 
 /* drop_peer forgets the @i-th peer: its snapshot transfer is dropped
@@ -89,16 +93,66 @@ static void drop_peer(struct raft_uv_node *d, unsigned i)
     d->n_peers--;
 }
 
+/* tracked tells whether the core of @d replicates to server @id: a
+ * member of the configuration in force, or a leaving server (raft_leaving:
+ * it learns so that it was removed). */
+static bool tracked(struct raft_uv_node *d, raft_id id)
+{
+    return raft_configuration_find(raft_current_configuration(d->raft), id) >=
+               0 ||
+           raft_configuration_find(raft_leaving(d->raft), id) >= 0;
+}
+
+/* follow_server dials server @sv of the configuration in force (or a
+ * leaving one) when it is not this node, and makes it a peer. */
+static void follow_server(struct raft_uv_node *d, const struct raft_server *sv)
+{
+    struct raft_uv_peer p;
+    bool known = false;
+    unsigned i;
+    int rc;
+
+    if (sv->id == d->id) {
+        return;
+    }
+    if (!dial_of(d, sv, &p)) {
+        raft_uv_node_log(d, RAFT_LOG_WARN,
+                         "server %" PRIu64
+                         ": address '%s' is not host:port: not dialled",
+                         sv->id, sv->address);
+        return;
+    }
+    rc = d->tr->add_peer(d->transport, &p);
+    if (rc != 0) {
+        raft_uv_node_log(d, RAFT_LOG_WARN, "server %" PRIu64 " at %s:%u: %s",
+                         sv->id, p.host, (unsigned)p.port, raft_strerror(rc));
+        return;
+    }
+    for (i = 0; i < d->n_peers; i++) {
+        known = known || d->peers[i] == sv->id;
+    }
+    if (!known && d->n_peers < RAFT_MAX_VOTERS) {
+        i = d->n_peers++;
+        d->peers[i] = sv->id;
+        d->connected[i] = false;
+        memset(&d->sends[i], 0, sizeof d->sends[i]);
+        d->sends[i].to = sv->id;
+        d->sends[i].fd = -1;
+    }
+}
+
 /* follow_configuration makes the peers those of the configuration in
- * force: removed servers are forgotten, new ones dialled, changed
- * addresses re-dialled. The leader this server follows is kept while it
- * leads, even once a configuration without it is in force (a leader that
- * removes itself leads until that entry commits, and learns of the commit
- * from its followers' answers, thesis §4.2.2); d->drop_pending makes each
- * tick call it again until it is dropped. */
+ * force and the leaving servers the core still replicates to: the others
+ * are forgotten, new ones dialled, changed addresses re-dialled. The
+ * leader this server follows is kept while it leads, even once a
+ * configuration without it is in force (a leader that removes itself
+ * leads until that entry commits, and learns of the commit from its
+ * followers' answers, thesis §4.2.2); d->drop_pending makes each tick
+ * call it again until it is dropped. */
 static void follow_configuration(struct raft_uv_node *d)
 {
     const struct raft_configuration *c = raft_current_configuration(d->raft);
+    const struct raft_configuration *leaving = raft_leaving(d->raft);
     unsigned i;
 
     if (d->transport == NULL || d->tr->add_peer == NULL ||
@@ -107,13 +161,12 @@ static void follow_configuration(struct raft_uv_node *d)
     }
     d->drop_pending = false;
     for (i = d->n_peers; i-- > 0;) {
-        bool member = false;
-        for (unsigned k = 0; k < c->n; k++) {
-            member = member || c->servers[k].id == d->peers[i];
+        if (tracked(d, d->peers[i])) {
+            continue;
         }
-        if (!member && d->peers[i] == raft_leader_id(d->raft)) {
+        if (d->peers[i] == raft_leader_id(d->raft)) {
             d->drop_pending = true;
-        } else if (!member) {
+        } else {
             raft_uv_node_log(d, RAFT_LOG_INFO,
                              "server %" PRIu64
                              " left the configuration: no longer dialled",
@@ -121,41 +174,11 @@ static void follow_configuration(struct raft_uv_node *d)
             drop_peer(d, i);
         }
     }
-    for (unsigned k = 0; k < c->n; k++) {
-        const struct raft_server *sv = &c->servers[k];
-        struct raft_uv_peer p;
-        bool known = false;
-        int rc;
-
-        if (sv->id == d->id) {
-            continue;
-        }
-        if (!dial_of(d, sv, &p)) {
-            raft_uv_node_log(d, RAFT_LOG_WARN,
-                             "server %" PRIu64
-                             ": address '%s' is not a numeric IPv4 "
-                             "host:port: not dialled",
-                             sv->id, sv->address);
-            continue;
-        }
-        rc = d->tr->add_peer(d->transport, &p);
-        if (rc != 0) {
-            raft_uv_node_log(d, RAFT_LOG_WARN,
-                             "server %" PRIu64 " at %s:%u: %s", sv->id, p.host,
-                             (unsigned)p.port, raft_strerror(rc));
-            continue;
-        }
-        for (i = 0; i < d->n_peers; i++) {
-            known = known || d->peers[i] == sv->id;
-        }
-        if (!known && d->n_peers < RAFT_MAX_VOTERS) {
-            i = d->n_peers++;
-            d->peers[i] = sv->id;
-            d->connected[i] = false;
-            memset(&d->sends[i], 0, sizeof d->sends[i]);
-            d->sends[i].to = sv->id;
-            d->sends[i].fd = -1;
-        }
+    for (i = 0; i < c->n; i++) {
+        follow_server(d, &c->servers[i]);
+    }
+    for (i = 0; i < leaving->n; i++) {
+        follow_server(d, &leaving->servers[i]);
     }
 }
 
@@ -307,6 +330,41 @@ const char *raft_uv_node_peer_build_id(const struct raft_uv_node *d, raft_id id)
     return d->tr->peer_build_id(d->transport, id);
 }
 
+void raft_uv_node_cluster_id_set(struct raft_uv_node *d,
+                                 const uint8_t id[RAFT_UV_CLUSTER_ID_LEN])
+{
+    memcpy(d->cluster_id, id, RAFT_UV_CLUSTER_ID_LEN);
+    if (d->transport != NULL && d->tr->set_cluster_id != NULL) {
+        d->tr->set_cluster_id(d->transport, id);
+    }
+}
+
+/* adopt_cluster_id takes the cluster id of the sender of @m, when this
+ * server has none and @m replicates to it (uv_node.h). */
+static void adopt_cluster_id(struct raft_uv_node *d, const struct raft_frame *m)
+{
+    uint8_t id[RAFT_UV_CLUSTER_ID_LEN];
+    char hex[RAFT_UV_CLUSTER_ID_HEX];
+
+    if ((m->type != RAFT_MSG_APPEND_ENTRIES &&
+         m->type != RAFT_FRAME_SNAPSHOT_CHUNK) ||
+        !raft_uv_cluster_id_is_zero(d->cluster_id) ||
+        d->tr->peer_cluster_id == NULL ||
+        !d->tr->peer_cluster_id(d->transport, m->from, id) ||
+        raft_uv_cluster_id_is_zero(id)) {
+        return;
+    }
+    raft_uv_node_cluster_id_set(d, id);
+    raft_uv_cluster_id_hex(id, hex);
+    raft_uv_node_log(d, RAFT_LOG_INFO,
+                     "cluster id %s, adopted from server %" PRIu64
+                     ", the first leader to replicate to this server",
+                     hex, m->from);
+    if (d->cb.cluster_id != NULL) {
+        d->cb.cluster_id(d->cb.data, id, m->from);
+    }
+}
+
 /* ---- Loop callbacks ----------------------------------------------------- */
 
 static void on_recv(void *data, const struct raft_frame *m)
@@ -317,6 +375,7 @@ static void on_recv(void *data, const struct raft_frame *m)
     if (d->stopping) {
         return;
     }
+    adopt_cluster_id(d, m);
     if (m->type == RAFT_FRAME_FORWARD || m->type == RAFT_FRAME_FORWARD_RESULT) {
         if (d->cb.forward != NULL) {
             d->cb.forward(d->cb.data, m);
@@ -430,9 +489,9 @@ static int tcp_start(void *data, uv_loop_t *loop,
 {
     struct raft_uv_transport *t;
     int rc = raft_uv_transport_start(
-        loop, cfg->id, cfg->listen_host, cfg->listen_port, cfg->peers,
-        cfg->n_peers, cfg->max_frame_bytes, cfg->build_id, cfg->tls, recv_cb,
-        log_cb, recv_data, &t, errmsg, errmsg_len);
+        loop, cfg->id, cfg->listen_host, cfg->listen_port, cfg->advertise,
+        cfg->peers, cfg->n_peers, cfg->max_frame_bytes, cfg->build_id, cfg->tls,
+        recv_cb, log_cb, recv_data, &t, errmsg, errmsg_len);
     if (rc == 0) {
         *out = t;
     }
@@ -452,6 +511,18 @@ static bool tcp_connected(const void *t, raft_id id)
 static const char *tcp_peer_build_id(const void *t, raft_id id)
 {
     return raft_uv_transport_peer_build_id(t, id);
+}
+
+static void tcp_set_cluster_id(void *t,
+                               const uint8_t id[RAFT_UV_CLUSTER_ID_LEN])
+{
+    raft_uv_transport_set_cluster_id(t, id);
+}
+
+static bool tcp_peer_cluster_id(const void *t, raft_id id,
+                                uint8_t out[RAFT_UV_CLUSTER_ID_LEN])
+{
+    return raft_uv_transport_peer_cluster_id(t, id, out);
 }
 
 static void tcp_close(void *t, void (*cb)(void *data), void *data)
@@ -479,6 +550,8 @@ static const struct raft_uv_node_transport tcp_transport = {
     .send = tcp_send,
     .connected = tcp_connected,
     .peer_build_id = tcp_peer_build_id,
+    .set_cluster_id = tcp_set_cluster_id,
+    .peer_cluster_id = tcp_peer_cluster_id,
     .close = tcp_close,
     .add_peer = tcp_add_peer,
     .remove_peer = tcp_remove_peer,
@@ -558,6 +631,7 @@ int raft_uv_node_start_with(struct raft *r,
         free(d);
         return rc;
     }
+    raft_uv_node_cluster_id_set(d, cfg->cluster_id);
     d->raft = r;
     uv_async_init(&d->loop, &d->wake, on_wake);
     d->wake.data = d;

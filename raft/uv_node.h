@@ -10,6 +10,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "address.h"
 #include "frame.h"
 #include "logging.h"
 #include "persist.h"
@@ -18,21 +19,44 @@
 /* Longest build id a handshake carries, bytes (see uv.h). */
 #define RAFT_UV_BUILD_ID_MAX 128
 
+/* A cluster id: 16 random bytes made when a cluster gets its first leader
+ * (ext/cluster_id.h), all zero for a server that has none yet. Every
+ * handshake carries it; a server refuses one of another cluster (uv.h).
+ * Shown as RAFT_UV_CLUSTER_ID_HEX - 1 lowercase hex digits. */
+#define RAFT_UV_CLUSTER_ID_LEN 16
+#define RAFT_UV_CLUSTER_ID_HEX (2 * RAFT_UV_CLUSTER_ID_LEN + 1)
+
+/* raft_uv_cluster_id_hex writes @id in hex, NUL-terminated, into @out.
+ * Pure; any thread. */
+void raft_uv_cluster_id_hex(const uint8_t id[RAFT_UV_CLUSTER_ID_LEN],
+                            char out[RAFT_UV_CLUSTER_ID_HEX]);
+
+/* raft_uv_cluster_id_is_zero says whether @id is all zero (none). Pure;
+ * any thread. */
+bool raft_uv_cluster_id_is_zero(const uint8_t id[RAFT_UV_CLUSTER_ID_LEN]);
+
 /* A peer to connect to. */
 struct raft_uv_peer {
-    raft_id id;        /* the peer's server id */
-    char host[64];     /* numeric IPv4 address, e.g. "127.0.0.1" */
-    uint16_t port;     /* TCP port */
-    char identity[64]; /* under TLS with certificates, the host its
-                          certificate must name: the host of its address
-                          in the configuration, which @host differs from
-                          when dial= overrides it; "" for @host */
+    raft_id id; /* the peer's server id */
+    char host[RAFT_ADDRESS_TEXT_MAX +
+              1];  /* an IPv4 or IPv6 literal (no brackets) or a hostname,
+                      resolved before each dial: "127.0.0.1", "::1",
+                      "node2"; with the port, at most RAFT_ADDRESS_TEXT_MAX
+                      bytes as "host:port" (raft/address.h) */
+    uint16_t port; /* TCP port */
+    char identity[RAFT_ADDRESS_TEXT_MAX + 1]; /* under TLS with
+                      certificates, the host its certificate must name:
+                      the host of its address in the configuration (as
+                      written: a hostname stays one however it resolves),
+                      which @host differs from when dial= overrides it;
+                      "" for @host */
 };
 
 struct raft_uv_tls; /* uv_tls.h */
 
-/* raft_uv_peer_set_identity sets @p's identity to the host part of
- * @address ("host:port", as the configuration gives it). Pure. */
+/* raft_uv_peer_set_identity sets @p's identity to the host of @address
+ * ("host:port" as raft/address.h parses it, the configuration's; "" when
+ * it does not parse). Pure. */
 void raft_uv_peer_set_identity(struct raft_uv_peer *p, const char *address);
 
 /* The driver persists through the storage interface of raft/persist.h
@@ -66,18 +90,32 @@ struct raft_uv_node_callbacks {
     void (*log)(void *data, int level, const char *msg);
     /* Where to dial server @id, whose address in the configuration is
      * @address: fill @out's host and port (its id is set) and return true,
-     * or false not to dial it. NULL: @address itself, a numeric IPv4
-     * "host:port". Called for each server of every new configuration in
-     * force. */
+     * or false not to dial it. NULL: @address itself, "host:port" as
+     * raft/address.h reads it. Called for each server of every new
+     * configuration in force. */
     bool (*dial)(void *data, raft_id id, const char *address,
                  struct raft_uv_peer *out);
+    /* This server, which had no cluster id, adopted @id, the cluster id
+     * of server @from, the first leader to replicate to it (an
+     * AppendEntries or a snapshot chunk from @from, whose handshake
+     * carried @id): the application must make @id durable before any
+     * storage write that follows the call, as that write may hold what
+     * @from sent (raft_uv_node_cluster_id_set documents the rule). */
+    void (*cluster_id)(void *data, const uint8_t id[RAFT_UV_CLUSTER_ID_LEN],
+                       raft_id from);
 };
 
 /* Static settings of a driver. */
 struct raft_uv_node_config {
     raft_id id;                       /* this server's id */
-    const char *listen_host;          /* numeric IPv4 address */
+    const char *listen_host;          /* an IPv4 or IPv6 literal (no
+                                         brackets), wildcards included:
+                                         "127.0.0.1", "0.0.0.0", "::" */
     uint16_t listen_port;             /* TCP port, 0 for any */
+    const char *advertise;            /* "host:port" peers dial to reach
+                                         this server, sent in every
+                                         handshake; NULL for the listen
+                                         address (none for a wildcard) */
     const struct raft_uv_peer *peers; /* the other servers at start,
                                          n_peers; afterwards the peers
                                          follow the configuration in force
@@ -108,6 +146,9 @@ struct raft_uv_node_config {
                                         SQLite source id): printable ASCII,
                                         at most RAFT_UV_BUILD_ID_MAX bytes;
                                         NULL or "" for none */
+    uint8_t cluster_id[RAFT_UV_CLUSTER_ID_LEN]; /* this server's cluster
+                                        id, all zero for none yet (see
+                                        raft_uv_node_cluster_id_set) */
 };
 
 struct raft_uv_node; /* opaque */
@@ -224,6 +265,19 @@ int raft_uv_node_probe(struct raft_uv_node *d, const char *host, uint16_t port);
  * upgrade passes through it). Valid until the next step. Loop thread. */
 const char *raft_uv_node_peer_build_id(const struct raft_uv_node *d,
                                        raft_id id);
+
+/* raft_uv_node_cluster_id_set makes @id this server's cluster id: every
+ * later handshake carries it and the transport refuses a server of
+ * another cluster (uv.h); connections already made are kept. While it
+ * has none, the driver adopts the cluster id of the first server that
+ * replicates to it (an AppendEntries or a snapshot chunk whose sender's
+ * handshake carried an id) and calls @cb->cluster_id before it steps
+ * what that server sent. Safe because an id is only ever one a cluster
+ * committed (ext/cluster_id.h): a server that has one sends it, and the
+ * server it replicates to joins the cluster whose log it takes, whose
+ * id it is. Loop thread. */
+void raft_uv_node_cluster_id_set(struct raft_uv_node *d,
+                                 const uint8_t id[RAFT_UV_CLUSTER_ID_LEN]);
 
 /* Counters of a driver since it started, for status and benchmarks, and
  * the progress of snapshot transfers. */

@@ -43,6 +43,11 @@ struct raft_uv_node_transport {
     /* peer_build_id: as raft_uv_transport_peer_build_id (NULL: none is
      * ever known). */
     const char *(*peer_build_id)(const void *t, raft_id id);
+    /* set_cluster_id, peer_cluster_id: as raft_uv_transport_set_cluster_id
+     * and _peer_cluster_id (NULL: no cluster id is sent nor ever known). */
+    void (*set_cluster_id)(void *t, const uint8_t id[RAFT_UV_CLUSTER_ID_LEN]);
+    bool (*peer_cluster_id)(const void *t, raft_id id,
+                            uint8_t out[RAFT_UV_CLUSTER_ID_LEN]);
     /* close: as raft_uv_transport_close (@cb fires from the loop once the
      * transport is gone; no receive callback after the call). */
     void (*close)(void *t, void (*cb)(void *data), void *data);
@@ -126,9 +131,11 @@ struct raft_uv_node {
                                             configuration in force */
     bool connected[RAFT_MAX_VOTERS];     /* last seen connection state */
     unsigned n_peers;
-    bool drop_pending;                       /* a peer left the configuration
+    bool drop_pending;                          /* a peer left the configuration
                                             but leads: drop it later */
-    const struct raft_uv_node_transport *tr; /* @transport's functions */
+    const struct raft_uv_node_transport *tr;    /* @transport's functions */
+    uint8_t cluster_id[RAFT_UV_CLUSTER_ID_LEN]; /* this server's, zero for
+                                            none yet */
 
     /* Storage jobs (uv_storage.c). */
     struct raft_persist persist;       /* the job queue */

@@ -1,5 +1,6 @@
-/* The transport's sending side: each frame is encoded at once into one
- * heap block (write request + frame) and held for its peer; at the end of
+/* The transport's sending side: each frame is encoded at once, in the
+ * connection's agreed wire version, into one heap block (write request +
+ * frame) and held for its peer; at the end of
  * the loop iteration (the transport's prepare and check handles) every
  * peer's held frames go to uv_write together, one request and so one
  * writev for all of them; libuv writes a stream's requests in order.
@@ -10,7 +11,9 @@
  * flush coalesces the held frames into records of up to 16 KiB (one
  * SSL_write per record's worth of small frames, one per large frame),
  * frees them, and writes the ciphertext in one block; its completion
- * settles the frames' bytes in the queue.
+ * settles the frames' bytes in the queue. The acceptor's answer to a
+ * handshake goes out on the accepted connection (raft_uv_send_answer,
+ * encrypted under TLS), which closes after a refusal.
  *
  * Failure modes: not connected or queue full drop the frame (Raft
  * tolerates loss) and say so; a failed write (EPIPE on a connection the
@@ -288,9 +291,10 @@ void raft_uv_send_flush(struct raft_uv_transport *t)
     }
 }
 
-size_t raft_uv_send_handshake_encode(raft_id self, const char *build_id,
-                                     const char *address,
-                                     uint8_t out[RAFT__UV_HANDSHAKE_MAX])
+size_t raft_uv_send_handshake_encode(
+    raft_id self, const uint8_t cluster_id[RAFT_UV_CLUSTER_ID_LEN],
+    const char *build_id, const char *address,
+    uint8_t out[RAFT__UV_HANDSHAKE_MAX])
 {
     size_t len = strlen(build_id);
     size_t alen = strlen(address);
@@ -298,8 +302,11 @@ size_t raft_uv_send_handshake_encode(raft_id self, const char *build_id,
 
     memcpy(out, RAFT__UV_MAGIC, RAFT__UV_MAGIC_LEN);
     out[RAFT__UV_MAGIC_LEN] = RAFT__UV_HANDSHAKE_VERSION;
-    out[RAFT__UV_MAGIC_LEN + 1] = RAFT_WIRE_VERSION;
-    raft_byte_store_u64(out + RAFT__UV_HANDSHAKE_VERSIONS, self);
+    out[RAFT__UV_MAGIC_LEN + 1] = RAFT_WIRE_VERSION_MIN;
+    out[RAFT__UV_MAGIC_LEN + 2] = RAFT_WIRE_VERSION;
+    memcpy(out + RAFT__UV_HANDSHAKE_VERSIONS, cluster_id,
+           RAFT_UV_CLUSTER_ID_LEN);
+    raft_byte_store_u64(out + RAFT__UV_HANDSHAKE_ID, self);
     out[RAFT__UV_HANDSHAKE_FIXED - 1] = (uint8_t)len;
     memcpy(out + RAFT__UV_HANDSHAKE_FIXED, build_id, len);
     p[0] = (uint8_t)alen;
@@ -315,10 +322,75 @@ int raft_uv_send_handshake(struct raft_uv_out *out)
     if (w == NULL) {
         return RAFT_NOMEM;
     }
-    w->len = raft_uv_send_handshake_encode(out->t->self, out->t->build_id,
-                                           out->t->address, w->bytes);
+    w->len = raft_uv_send_handshake_encode(out->t->self, out->t->cluster_id,
+                                           out->t->build_id, out->t->address,
+                                           w->bytes);
     out->queued_bytes += w->len;
     return queue_write(out, w);
+}
+
+/* An answer to a handshake being written on an accepted connection. */
+struct raft_uv_answer_write {
+    uv_write_t req;                     /* req.data is this block */
+    struct raft_uv_in *in;              /* the connection */
+    uint8_t bytes[RAFT__UV_ANSWER_MAX]; /* the answer */
+};
+
+static void on_answer_written(uv_write_t *req, int status)
+{
+    struct raft_uv_answer_write *w = req->data;
+
+    /* Invariant: libuv runs write callbacks before the close callback
+     * that frees @w->in. */
+    if (status < 0 && status != UV_ECANCELED && !w->in->closing) {
+        raft_uv_tcp_log(w->in->t, RAFT_LOG_DEBUG, "%s: answer: %s", w->in->name,
+                        uv_strerror(status));
+        raft_uv_tcp_in_close(w->in);
+    } else if (w->in->refused) {
+        raft_uv_tcp_in_close(w->in);
+    }
+    free(w);
+}
+
+void raft_uv_send_answer(struct raft_uv_in *in)
+{
+    struct raft_uv_answer_write *w;
+    uv_buf_t buf;
+    int rv;
+
+    if (in->closing) {
+        return;
+    }
+    if (in->answer_len == 0) {
+        if (in->refused) {
+            raft_uv_tcp_in_close(in);
+        }
+        return;
+    }
+    if (in->refused) {
+        uv_read_stop((uv_stream_t *)&in->tcp);
+    }
+    if (in->tls != NULL) {
+        raft_uv_tls_stream_in_answer(in);
+        return;
+    }
+    w = malloc(sizeof *w);
+    if (w == NULL) {
+        raft_uv_tcp_in_close(in);
+        return;
+    }
+    memcpy(w->bytes, in->answer, in->answer_len);
+    buf = uv_buf_init((char *)w->bytes, (unsigned)in->answer_len);
+    in->answer_len = 0;
+    w->in = in;
+    w->req.data = w;
+    rv = uv_write(&w->req, (uv_stream_t *)&in->tcp, &buf, 1, on_answer_written);
+    if (rv != 0) {
+        raft_uv_tcp_log(in->t, RAFT_LOG_DEBUG, "%s: answer: %s", in->name,
+                        uv_strerror(rv));
+        free(w);
+        raft_uv_tcp_in_close(in);
+    }
 }
 
 int raft_uv_transport_send(struct raft_uv_transport *t,
@@ -357,7 +429,7 @@ int raft_uv_transport_send(struct raft_uv_transport *t,
         return RAFT_NOMEM;
     }
     w->len = len;
-    rc = raft_frame_encode(f, w->bytes, len);
+    rc = raft_frame_encode_at(f, out->wire_version, w->bytes, len);
     if (rc != 0) {
         free(w);
         return rc;

@@ -1,20 +1,25 @@
 /* The transport's connections: listening, dialling each peer with
  * backoff, peers added and removed at run time, and closing everything
- * (accepting is uv_accept.c's).
+ * (accepting is uv_accept.c's, resolving hostnames uv_resolve.c's).
  *
- * Happy path: raft_uv_transport_start binds and listens, then dials every
- * peer. A completed dial sets TCP_NODELAY, queues the handshake (uv_send.c)
- * and marks the peer connected (with TLS, once the TLS handshake is done:
- * uv_tls_stream.c); accepted connections read the peer's handshake and
- * frames (uv_recv.c). raft_uv_transport_add_peer dials a new
- * peer (or re-dials one at its new address), raft_uv_tcp_learn one whose
- * handshake arrived first; raft_uv_transport_remove_peer closes a peer's
- * connection and timer, and the peer is freed once both are closed.
+ * Happy path: raft_uv_transport_start binds and listens (an IPv4 or IPv6
+ * literal, a wildcard included), then dials every peer: at its IP, or at
+ * an IP its hostname resolves to, anew before each dial. A completed dial
+ * sets TCP_NODELAY and keepalive and queues the handshake (uv_send.c),
+ * which carries the advertised address (with TLS, once the TLS handshake
+ * is done: uv_tls_stream.c); its acceptance marks the peer connected
+ * (uv_handshake.c). Accepted connections read the peer's handshake and
+ * frames (uv_recv.c).
+ * raft_uv_transport_add_peer dials a new peer (or re-dials one at its new
+ * address), raft_uv_tcp_learn one whose handshake arrived first;
+ * raft_uv_transport_remove_peer closes a peer's connection and timer, and
+ * the peer is freed once both are closed.
  *
- * Failure modes: a refused or timed-out dial (TLS handshake included), a
- * write error, EOF or stray bytes on an outgoing connection, a failed TLS
- * handshake or identity check close it and schedule a re-dial after
- * 100 ms, doubling to 2 s, reset by a successful connect. A bad handshake
+ * Failure modes: a refused or timed-out dial, a failed or timed-out TLS
+ * handshake or identity check, a refused or unanswered handshake, a write
+ * error, EOF or stray bytes on an outgoing connection close it and
+ * schedule a re-dial after 100 ms, doubling to 2 s, reset by an
+ * acceptance. A bad handshake
  * or frame closes that accepted connection only. raft_uv_transport_close
  * closes the listener, every connection and every timer (pending writes
  * complete with UV_ECANCELED and are freed), then calls back once the last
@@ -109,11 +114,7 @@ static void on_handle_closed(uv_handle_t *handle)
 
 static void on_timer_closed(uv_handle_t *handle)
 {
-    struct raft_uv_out *out = handle->data;
-    struct raft_uv_transport *t = out->t;
-
-    out_unref(out);
-    handle_closed(t);
+    raft_uv_tcp_req_done(handle->data);
 }
 
 static void on_conn_closed(uv_handle_t *handle)
@@ -165,11 +166,14 @@ static void on_backoff(uv_timer_t *timer)
     if (out->state == RAFT__UV_WAITING) {
         raft_uv_tcp_dial(out);
     } else if (out->state == RAFT__UV_DIALLING ||
-               out->state == RAFT__UV_SECURING) {
-        raft_uv_tcp_log(
-            out->t, RAFT_LOG_INFO, "%s: %s timed out after %d ms", out->name,
-            out->state == RAFT__UV_DIALLING ? "connect" : "TLS handshake",
-            RAFT__UV_CONNECT_TIMEOUT_MS);
+               out->state == RAFT__UV_SECURING ||
+               out->state == RAFT__UV_HANDSHAKING) {
+        raft_uv_tcp_log(out->t, RAFT_LOG_INFO, "%s: %s after %d ms", out->name,
+                        out->state == RAFT__UV_DIALLING ? "connect timed out"
+                        : out->state == RAFT__UV_SECURING
+                            ? "TLS handshake timed out"
+                            : "no answer to our handshake",
+                        RAFT__UV_CONNECT_TIMEOUT_MS);
         raft_uv_tcp_out_fail(out);
     }
 }
@@ -186,14 +190,31 @@ void raft_uv_tcp_out_fail(struct raft_uv_out *out)
     if (t->closing) {
         return;
     }
+    if (out->state == RAFT__UV_DIALLING) {
+        out->pick++; /* a hostname's next IP, if it has several */
+    }
+    raft_uv_resolve_cancel(out);
     out->state = RAFT__UV_WAITING;
-    uv_timer_start(&out->timer, on_backoff, out->backoff_ms, 0);
-    raft_uv_tcp_log(t, RAFT_LOG_DEBUG, "%s: re-dial in %u ms", out->name,
-                    out->backoff_ms);
+    raft_uv_tcp_retry(out, out->backoff_ms);
     out->backoff_ms *= 2;
     if (out->backoff_ms > RAFT__UV_BACKOFF_MAX_MS) {
         out->backoff_ms = RAFT__UV_BACKOFF_MAX_MS;
     }
+}
+
+void raft_uv_tcp_retry(struct raft_uv_out *out, unsigned delay_ms)
+{
+    uv_timer_start(&out->timer, on_backoff, delay_ms, 0);
+    raft_uv_tcp_log(out->t, RAFT_LOG_DEBUG, "%s: re-dial in %u ms", out->name,
+                    delay_ms);
+}
+
+void raft_uv_tcp_req_done(struct raft_uv_out *out)
+{
+    struct raft_uv_transport *t = out->t;
+
+    out_unref(out);
+    handle_closed(t);
 }
 
 static void on_out_alloc(uv_handle_t *handle, size_t suggested, uv_buf_t *buf)
@@ -205,9 +226,10 @@ static void on_out_alloc(uv_handle_t *handle, size_t suggested, uv_buf_t *buf)
     buf->len = sizeof conn->rbuf;
 }
 
-/* on_out_read watches an outgoing connection: the peer never sends on it
- * (but TLS records), so bytes are a protocol error and EOF or an error
- * means it is gone. */
+/* on_out_read watches an outgoing connection: the peer sends only the
+ * answer to our handshake on it (uv_handshake.c), inside TLS records
+ * under TLS (uv_tls_stream.c), so other bytes are a protocol error and
+ * EOF or an error means it is gone. */
 static void on_out_read(uv_stream_t *stream, ssize_t nread, const uv_buf_t *buf)
 {
     struct raft_uv_conn *conn = stream->data;
@@ -219,32 +241,21 @@ static void on_out_read(uv_stream_t *stream, ssize_t nread, const uv_buf_t *buf)
     if (nread > 0 && conn->tls != NULL) {
         raft_uv_tls_stream_out_read(out, (const uint8_t *)buf->base,
                                     (size_t)nread);
-    } else if (nread > 0) {
-        raft_uv_recv_out_bytes(out, (const uint8_t *)buf->base, (size_t)nread);
-    } else {
-        raft_uv_tcp_log(out->t, RAFT_LOG_INFO, "%s: connection lost: %s",
-                        out->name, uv_strerror((int)nread));
-        raft_uv_tcp_out_fail(out);
-    }
-}
-
-void raft_uv_tcp_out_connected(struct raft_uv_out *out, const char *how)
-{
-    uv_timer_stop(&out->timer);
-    out->state = RAFT__UV_CONNECTED;
-    if (raft_uv_send_handshake(out) != 0) {
-        raft_uv_tcp_log(out->t, RAFT_LOG_WARN, "%s: handshake write failed",
-                        out->name);
-        raft_uv_tcp_out_fail(out);
         return;
     }
-    out->backoff_ms = RAFT__UV_BACKOFF_MIN_MS;
-    if (how == NULL) {
-        raft_uv_tcp_log(out->t, RAFT_LOG_INFO, "%s: connected", out->name);
-    } else {
-        raft_uv_tcp_log(out->t, RAFT_LOG_INFO, "%s: connected (%s)", out->name,
-                        how);
+    if (nread > 0) {
+        raft_uv_handshake_on_answer(out, (const uint8_t *)buf->base,
+                                    (size_t)nread);
+        return;
     }
+    raft_uv_tcp_log(out->t, RAFT_LOG_INFO, "%s: connection lost%s: %s",
+                    out->name,
+                    out->state == RAFT__UV_HANDSHAKING
+                        ? " before the answer to our handshake"
+                    : out->state == RAFT__UV_SECURING ? " in the TLS handshake"
+                                                      : "",
+                    uv_strerror((int)nread));
+    raft_uv_tcp_out_fail(out);
 }
 
 static void on_connect(uv_connect_t *req, int status)
@@ -265,6 +276,9 @@ static void on_connect(uv_connect_t *req, int status)
     }
     rv = uv_tcp_nodelay(&conn->tcp, 1);
     if (rv == 0) {
+        rv = uv_tcp_keepalive(&conn->tcp, 1, RAFT__UV_KEEPALIVE_S);
+    }
+    if (rv == 0) {
         rv =
             uv_read_start((uv_stream_t *)&conn->tcp, on_out_alloc, on_out_read);
     }
@@ -275,11 +289,10 @@ static void on_connect(uv_connect_t *req, int status)
         return;
     }
     if (out->t->tls == NULL) {
-        raft_uv_tcp_out_connected(out, NULL);
+        raft_uv_tcp_out_handshake(out);
         return;
     }
-    /* TLS first (its failure logged): the handshake has the dial's
-     * timeout of its own. */
+    /* TLS first (its failure logged), with a timeout of its own. */
     if (raft_uv_tls_stream_out_start(out) != 0) {
         raft_uv_tcp_out_fail(out);
         return;
@@ -287,7 +300,32 @@ static void on_connect(uv_connect_t *req, int status)
     uv_timer_start(&out->timer, on_backoff, RAFT__UV_CONNECT_TIMEOUT_MS, 0);
 }
 
+void raft_uv_tcp_out_handshake(struct raft_uv_out *out)
+{
+    out->state = RAFT__UV_HANDSHAKING;
+    out->conn->answer_got = 0;
+    if (raft_uv_send_handshake(out) != 0) {
+        raft_uv_tcp_log(out->t, RAFT_LOG_WARN, "%s: handshake write failed",
+                        out->name);
+        raft_uv_tcp_out_fail(out);
+        return;
+    }
+    /* The answer completes the connection (uv_handshake.c). */
+    uv_timer_start(&out->timer, on_backoff, RAFT__UV_CONNECT_TIMEOUT_MS, 0);
+}
+
 void raft_uv_tcp_dial(struct raft_uv_out *out)
+{
+    if (out->address.kind == RAFT_ADDRESS_NAME) {
+        raft_uv_resolve_start(out);
+        return;
+    }
+    /* Cannot fail: the address parsed as an IP literal. */
+    raft_uv_resolve_numeric(out->address.host, out->address.port, &out->addr);
+    raft_uv_tcp_connect(out);
+}
+
+void raft_uv_tcp_connect(struct raft_uv_out *out)
 {
     struct raft_uv_transport *t = out->t;
     struct raft_uv_conn *conn;
@@ -346,66 +384,29 @@ static int check_build_id(const char *id, char *errmsg, size_t errmsg_len)
     return 0;
 }
 
-/* check_peers validates the peer list and fills the address of each
- * (@addrs, n_peers long). */
-static int check_peers(raft_id self, const struct raft_uv_peer *peers,
-                       unsigned n_peers, struct sockaddr_in *addrs,
-                       char *errmsg, size_t errmsg_len)
-{
-    unsigned i, j;
-
-    if (n_peers > RAFT_MAX_SERVERS) {
-        raft_errmsgf(errmsg, errmsg_len, "%u peers, at most %d", n_peers,
-                     RAFT_MAX_SERVERS);
-        return RAFT_INVALID;
-    }
-    for (i = 0; i < n_peers; i++) {
-        const struct raft_uv_peer *p = &peers[i];
-        char host[sizeof p->host + 1];
-
-        if (p->id == 0 || p->id == self) {
-            raft_errmsgf(errmsg, errmsg_len, "peer %u: bad id %llu", i,
-                         (unsigned long long)p->id);
-            return RAFT_INVALID;
-        }
-        for (j = 0; j < i; j++) {
-            if (peers[j].id == p->id) {
-                raft_errmsgf(errmsg, errmsg_len, "peer id %llu given twice",
-                             (unsigned long long)p->id);
-                return RAFT_INVALID;
-            }
-        }
-        memcpy(host, p->host, sizeof p->host);
-        host[sizeof p->host] = '\0';
-        if (p->port == 0 || uv_ip4_addr(host, p->port, &addrs[i]) != 0) {
-            raft_errmsgf(errmsg, errmsg_len, "peer %llu: bad address %s:%u",
-                         (unsigned long long)p->id, host, (unsigned)p->port);
-            return RAFT_INVALID;
-        }
-    }
-    return 0;
-}
-
 /* set_address gives @out the address @addr and names it after it; its
- * certificate must name @identity (NULL or "": the host of @addr). */
-static void set_address(struct raft_uv_out *out, const struct sockaddr_in *addr,
-                        const char *identity)
+ * certificate must name @identity (NULL or "": the host of @addr, as
+ * written). */
+static void set_address(struct raft_uv_out *out,
+                        const struct raft_address *addr, const char *identity)
 {
-    char ip[INET_ADDRSTRLEN] = "?";
+    char text[RAFT_ADDRESS_TEXT_MAX + 1];
 
-    out->addr = *addr;
-    uv_ip4_name(addr, ip, sizeof ip);
     snprintf(out->identity, sizeof out->identity, "%s",
-             identity != NULL && identity[0] != '\0' ? identity : ip);
-    snprintf(out->name, sizeof out->name, "peer %llu (%s:%u)",
-             (unsigned long long)out->id, ip, (unsigned)ntohs(addr->sin_port));
+             identity != NULL && identity[0] != '\0' ? identity : addr->host);
+    out->address = *addr;
+    out->pick = 0;
+    out->resolve_err = 0;
+    raft_address_format(addr, text, sizeof text);
+    snprintf(out->name, sizeof out->name, "peer %llu (%s)",
+             (unsigned long long)out->id, text);
 }
 
 /* out_new makes server @id at @addr, whose certificate names @identity
  * (as set_address), a peer of @t (its timer initialized, not dialled
  * yet). Returns NULL when out of memory or @t is full. */
 static struct raft_uv_out *out_new(struct raft_uv_transport *t, raft_id id,
-                                   const struct sockaddr_in *addr,
+                                   const struct raft_address *addr,
                                    const char *identity)
 {
     struct raft_uv_out *o;
@@ -430,40 +431,21 @@ static struct raft_uv_out *out_new(struct raft_uv_transport *t, raft_id id,
     return o;
 }
 
-/* parse_address reads "host:port" (numeric IPv4) into @addr. */
-static bool parse_address(const char *address, struct sockaddr_in *addr)
-{
-    char host[64];
-    const char *colon = strrchr(address, ':');
-    char *end;
-    unsigned long port;
-
-    if (colon == NULL || (size_t)(colon - address) >= sizeof host) {
-        return false;
-    }
-    memcpy(host, address, (size_t)(colon - address));
-    host[colon - address] = '\0';
-    port = strtoul(colon + 1, &end, 10);
-    return colon[1] != '\0' && *end == '\0' && port > 0 && port <= 65535 &&
-           uv_ip4_addr(host, (int)port, addr) == 0;
-}
-
 struct raft_uv_out *raft_uv_tcp_learn(struct raft_uv_transport *t, raft_id id,
                                       const char *address)
 {
-    char host[RAFT__UV_ADDRESS_MAX + 1];
-    struct sockaddr_in addr;
+    struct raft_address addr;
     struct raft_uv_out *out;
+    char why[128];
 
-    if (!parse_address(address, &addr)) {
+    if (raft_address_parse(address, &addr, why, sizeof why) != 0) {
         raft_uv_tcp_log(t, RAFT_LOG_WARN,
                         "server %llu advertises listen address '%s', not "
-                        "host:port: it cannot be answered",
-                        (unsigned long long)id, address);
+                        "host:port (%s): it cannot be answered",
+                        (unsigned long long)id, address, why);
         return NULL;
     }
-    raft_uv_tls_address_host(address, host, sizeof host);
-    out = out_new(t, id, &addr, host);
+    out = out_new(t, id, &addr, NULL);
     if (out == NULL) {
         raft_uv_tcp_log(t, RAFT_LOG_WARN,
                         "server %llu (%s) is not a peer and %d are known "
@@ -481,31 +463,29 @@ struct raft_uv_out *raft_uv_tcp_learn(struct raft_uv_transport *t, raft_id id,
 int raft_uv_transport_add_peer(struct raft_uv_transport *t,
                                const struct raft_uv_peer *p)
 {
-    struct sockaddr_in addr[1];
+    struct raft_address addr[1];
     struct raft_uv_out *out;
-    char errmsg[128];
+    char errmsg[256];
 
-    if (check_peers(t->self, p, 1, addr, errmsg, sizeof errmsg) != 0) {
+    if (raft_uv_resolve_peers(t->self, p, 1, addr, errmsg, sizeof errmsg) !=
+        0) {
         return RAFT_INVALID;
     }
     out = raft_uv_tcp_find(t, p->id);
     if (out != NULL) {
-        struct sockaddr_in was = out->addr;
-        char was_identity[sizeof out->identity];
-        memcpy(was_identity, out->identity, sizeof was_identity);
-        set_address(out, addr, p->identity);
-        /* The name its certificate must hold counts too (raft_update of
-         * an address that dial= overrides). */
-        if (memcmp(&was.sin_addr, &addr->sin_addr, sizeof addr->sin_addr) ==
-                0 &&
-            was.sin_port == addr->sin_port &&
-            strcmp(was_identity, out->identity) == 0) {
+        /* The name its certificate must hold counts too (a raft_update
+         * of an address that dial= overrides). */
+        if (raft_address_equal(&out->address, addr) &&
+            strcmp(out->identity,
+                   p->identity[0] != '\0' ? p->identity : addr->host) == 0) {
             return 0;
         }
+        set_address(out, addr, p->identity);
         raft_uv_tcp_log(t, RAFT_LOG_INFO, "%s: new address: re-dialling",
                         out->name);
         out->backoff_ms = RAFT__UV_BACKOFF_MIN_MS;
         raft_uv_tcp_out_fail(out);
+        out->pick = 0;
         return 0;
     }
     if (t->closing) {
@@ -524,6 +504,7 @@ int raft_uv_transport_add_peer(struct raft_uv_transport *t,
 static void out_close(struct raft_uv_out *out)
 {
     raft_uv_send_drop(out);
+    raft_uv_resolve_cancel(out);
     if (out->conn != NULL) {
         uv_close((uv_handle_t *)&out->conn->tcp, on_conn_closed);
         out->conn = NULL;
@@ -550,17 +531,19 @@ int raft_uv_transport_remove_peer(struct raft_uv_transport *t, raft_id id)
 }
 
 /* open_listener creates, binds and listens on a plain socket, so that a
- * failure leaves no libuv handle behind. Writes *@out_fd on success. */
-static int open_listener(const struct sockaddr_in *addr, const char *host,
-                         uint16_t port, int *out_fd, char *errmsg,
-                         size_t errmsg_len)
+ * failure leaves no libuv handle behind (@shown names the address in
+ * messages). Writes *@out_fd on success. */
+static int open_listener(const struct sockaddr_storage *addr, const char *shown,
+                         int *out_fd, char *errmsg, size_t errmsg_len)
 {
+    socklen_t len = addr->ss_family == AF_INET6 ? sizeof(struct sockaddr_in6)
+                                                : sizeof(struct sockaddr_in);
     const char *step = "socket";
     int one = 1;
     int fd;
     int err;
 
-    fd = socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+    fd = socket(addr->ss_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
     if (fd < 0) {
         err = errno;
         goto err_report;
@@ -570,7 +553,7 @@ static int open_listener(const struct sockaddr_in *addr, const char *host,
         goto err_close;
     }
     step = "bind";
-    if (bind(fd, (const struct sockaddr *)addr, sizeof *addr) != 0) {
+    if (bind(fd, (const struct sockaddr *)addr, len) != 0) {
         goto err_close;
     }
     step = "listen";
@@ -584,8 +567,7 @@ err_close:
     err = errno;
     close(fd);
 err_report:
-    raft_errmsgf(errmsg, errmsg_len, "listen %s:%u: %s: %s", host,
-                 (unsigned)port, step,
+    raft_errmsgf(errmsg, errmsg_len, "listen %s: %s: %s", shown, step,
                  uv_strerror(uv_translate_sys_error(err)));
     return RAFT_IOERR;
 }
@@ -610,6 +592,7 @@ static void on_flush_check(uv_check_t *h)
 
 int raft_uv_transport_start(uv_loop_t *loop, raft_id self,
                             const char *listen_host, uint16_t listen_port,
+                            const char *advertise,
                             const struct raft_uv_peer *peers, unsigned n_peers,
                             uint64_t max_frame_bytes, const char *build_id,
                             struct raft_uv_tls *tls, raft_uv_recv_cb recv_cb,
@@ -618,10 +601,11 @@ int raft_uv_transport_start(uv_loop_t *loop, raft_id self,
                             size_t errmsg_len)
 {
     struct raft_uv_transport *t;
-    struct sockaddr_in addr;
-    struct sockaddr_in addrs[RAFT_MAX_SERVERS];
+    struct sockaddr_storage addr;
+    struct raft_address addrs[RAFT_MAX_SERVERS];
     struct sockaddr_storage bound;
     int bound_len = sizeof bound;
+    char shown[RAFT_ADDRESS_TEXT_MAX + 16];
     unsigned i;
     int fd;
     int rv;
@@ -632,18 +616,17 @@ int raft_uv_transport_start(uv_loop_t *loop, raft_id self,
         raft_errmsgf(errmsg, errmsg_len, "bad transport arguments");
         return RAFT_INVALID;
     }
-    if (listen_host == NULL ||
-        uv_ip4_addr(listen_host, listen_port, &addr) != 0) {
-        raft_errmsgf(errmsg, errmsg_len, "bad listen address %s",
-                     listen_host == NULL ? "(null)" : listen_host);
-        return RAFT_INVALID;
+    rc = raft_uv_resolve_listen(listen_host, listen_port, advertise, &addr,
+                                shown, sizeof shown, errmsg, errmsg_len);
+    if (rc != 0) {
+        return rc;
     }
     t = calloc(1, sizeof *t);
     if (t == NULL) {
         raft_errmsgf(errmsg, errmsg_len, "out of memory");
         return RAFT_NOMEM;
     }
-    rc = check_peers(self, peers, n_peers, addrs, errmsg, errmsg_len);
+    rc = raft_uv_resolve_peers(self, peers, n_peers, addrs, errmsg, errmsg_len);
     if (rc == 0) {
         rc = check_build_id(build_id, errmsg, errmsg_len);
     }
@@ -655,8 +638,7 @@ int raft_uv_transport_start(uv_loop_t *loop, raft_id self,
     }
     snprintf(t->build_id, sizeof t->build_id, "%s",
              build_id != NULL ? build_id : "");
-    rc =
-        open_listener(&addr, listen_host, listen_port, &fd, errmsg, errmsg_len);
+    rc = open_listener(&addr, shown, &fd, errmsg, errmsg_len);
     if (rc != 0) {
         goto err_free;
     }
@@ -689,9 +671,10 @@ int raft_uv_transport_start(uv_loop_t *loop, raft_id self,
     if (rv != 0) {
         goto err_close_listener;
     }
-    t->port = ntohs(((const struct sockaddr_in *)&bound)->sin_port);
-    snprintf(t->address, sizeof t->address, "%.40s:%u", listen_host,
-             (unsigned)t->port);
+    t->port = ntohs(bound.ss_family == AF_INET6
+                        ? ((const struct sockaddr_in6 *)&bound)->sin6_port
+                        : ((const struct sockaddr_in *)&bound)->sin_port);
+    raft_uv_resolve_advertised(t, advertise, &addr);
     t->n_handles = 1;
     /* Frames sent during a loop iteration are held and written together
      * (uv_send.c): before the loop polls, and after each poll. */
@@ -718,15 +701,17 @@ int raft_uv_transport_start(uv_loop_t *loop, raft_id self,
     for (i = 0; i < t->n_outs; i++) {
         raft_uv_tcp_dial(t->outs[i]);
     }
-    raft_uv_tcp_log(t, RAFT_LOG_INFO, "listening on %s:%u, %u peers",
-                    listen_host, (unsigned)t->port, n_peers);
+    raft_uv_resolve_format((const struct sockaddr *)&bound, shown,
+                           sizeof shown);
+    raft_uv_tcp_log(t, RAFT_LOG_INFO,
+                    "listening on %s (advertised as %s), %u peers", shown,
+                    t->address[0] != '\0' ? t->address : "nothing", n_peers);
     *out = t;
     return 0;
 
 err_close_listener:
     /* The handle is registered with the loop: free @t once it is closed. */
-    raft_errmsgf(errmsg, errmsg_len, "listen %s:%u: %s", listen_host,
-                 (unsigned)listen_port, uv_strerror(rv));
+    raft_errmsgf(errmsg, errmsg_len, "listen %s: %s", shown, uv_strerror(rv));
     uv_close((uv_handle_t *)&t->listener, on_start_failed_closed);
     return RAFT_IOERR;
 err_free:

@@ -546,21 +546,3 @@ int raft_uv_tls_check(struct raft_uv_tls *tls, char *msg, size_t msg_len)
     pthread_mutex_unlock(&tls->mu);
     return changed ? raft_uv_tls_reload(tls, msg, msg_len) : 0;
 }
-
-void raft_uv_tls_address_host(const char *address, char *host, size_t len)
-{
-    const char *colon = strrchr(address, ':');
-    const char *start = address;
-    size_t n;
-
-    if (address[0] == '[') {
-        const char *close = strchr(address, ']');
-        start = address + 1;
-        n = close != NULL ? (size_t)(close - start) : strlen(start);
-    } else if (colon != NULL && strchr(address, ':') == colon) {
-        n = (size_t)(colon - address); /* host:port (one colon) */
-    } else {
-        n = strlen(address); /* a host alone, or a bare IPv6 literal */
-    }
-    snprintf(host, len, "%.*s", (int)n, start);
-}

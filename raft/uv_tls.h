@@ -151,9 +151,10 @@ void raft_uv_tls_session_take(struct raft_uv_tls_session *s, uint8_t *buf,
 
 /* raft_uv_tls_session_check_host applies the identity rule to the peer of
  * the established session @s: the certificate it presented must name
- * @host (the host part of the member's advertised address: an IP entry of
- * its subjectAltName for an IPv4 or IPv6 literal, X509_check_ip_asc; a
- * DNS entry for a hostname, X509_check_host, no partial wildcards).
+ * @host (the host of the member's address as raft/address.h parses it,
+ * without brackets: an IP entry of its subjectAltName for an IPv4 or IPv6
+ * literal, X509_check_ip_asc, an IPv6 zone ignored; a DNS entry for a
+ * hostname, X509_check_host, no partial wildcards).
  * Returns true when it does, and in PSK mode when the handshake used the
  * PSK (@host is not read: the PSK names no member); false otherwise,
  * writing the names the certificate holds (or "no pre-shared key used")
@@ -172,10 +173,5 @@ const char *raft_uv_tls_session_error(const struct raft_uv_tls_session *s);
  * bytes): "TLSv1.3 TLS_AES_256_GCM_SHA384, certificate" or "... psk". */
 void raft_uv_tls_session_describe(struct raft_uv_tls_session *s, char *buf,
                                   size_t len);
-
-/* raft_uv_tls_address_host copies the host part of @address ("host:port",
- * "[v6]:port") into @host (@len bytes, brackets removed); the whole of
- * @address when it has no port. Pure. */
-void raft_uv_tls_address_host(const char *address, char *host, size_t len);
 
 #endif /* RAFT_UV_TLS_H */

@@ -22,6 +22,7 @@
 #include <openssl/ssl.h>
 #include <openssl/x509v3.h>
 
+#include "address.h"
 #include "err.h"
 #include "uv_tls.h"
 
@@ -253,8 +254,8 @@ bool raft_uv_tls_session_check_host(struct raft_uv_tls_session *s,
                                     const char *host, char *names,
                                     size_t names_len)
 {
+    struct raft_address a;
     X509 *cert;
-    unsigned char ip[16];
     bool ok;
 
     if (s->psk) {
@@ -271,9 +272,12 @@ bool raft_uv_tls_session_check_host(struct raft_uv_tls_session *s,
         snprintf(names, names_len, "no certificate");
         return false;
     }
-    if (inet_pton(AF_INET, host, ip) == 1 ||
-        inet_pton(AF_INET6, host, ip) == 1) {
-        ok = X509_check_ip_asc(cert, host, 0) == 1;
+    if (raft_address_parse_host(host, 1, &a, NULL, 0) == 0 &&
+        a.kind != RAFT_ADDRESS_NAME) {
+        char ip[RAFT_ADDRESS_TEXT_MAX + 1];
+        /* An IP entry holds no zone ("fe80::1%eth0"). */
+        snprintf(ip, sizeof ip, "%.*s", (int)strcspn(a.host, "%"), a.host);
+        ok = X509_check_ip_asc(cert, ip, 0) == 1;
     } else {
         ok = X509_check_host(cert, host, strlen(host),
                              X509_CHECK_FLAG_NO_PARTIAL_WILDCARDS |

@@ -6,20 +6,25 @@
  * its connection is SECURING; the server's answer is fed in as it is
  * read, and once the handshake is done and the server's certificate
  * names the host of the member's address in the configuration, the
- * connection is CONNECTED and the handshake of uv.h goes out inside TLS
- * (uv_send.c encrypts every write). An accepted connection gets a server
- * session; what it reads is decrypted and fed to raft_uv_recv_consume,
- * and the handshake it carries is checked against the client's
- * certificate (raft_uv_tls_stream_identity) before any frame is taken.
+ * connection is HANDSHAKING: the handshake of uv.h goes out inside TLS
+ * (uv_send.c encrypts every write) and the plaintext that comes back is
+ * its answer (uv_handshake.c), which makes it CONNECTED. An accepted
+ * connection gets a server session; what it reads is decrypted and fed
+ * to raft_uv_recv_consume, the handshake it carries is checked against
+ * the client's certificate (raft_uv_tls_stream_identity) before its
+ * sender is dialled back or any frame is taken, and the answer goes back
+ * encrypted (raft_uv_tls_stream_in_answer).
  * Every RAFT_UV_TLS_CHECK_MS the certificate files are stat'ed and
  * reloaded when they changed; new connections take the new context.
  *
  * Failure modes: a TLS handshake that fails (no certificate, an untrusted
- * or expired one, the wrong secret), an identity mismatch, or a record
- * that does not decrypt close that connection only, with one WARN line
- * (the same failure of one peer or address is logged once per
+ * or expired one, the wrong secret), a server's identity mismatch, or a
+ * record that does not decrypt close that connection only, with one WARN
+ * line (the same failure of one peer or address is logged once per
  * RAFT__UV_TLS_WARN_MS, then with the count held back); the dialler
- * re-dials with its backoff. A TLS handshake not done within
+ * re-dials with its backoff. A client's identity mismatch is a refusal
+ * of its handshake, logged and answered as the others
+ * (raft_uv_handshake_refuse). A TLS handshake not done within
  * RAFT__UV_CONNECT_TIMEOUT_MS (dialler) or RAFT__UV_HANDSHAKE_TIMEOUT_MS
  * (acceptor, the sweep) closes the connection. */
 
@@ -131,7 +136,7 @@ int raft_uv_tls_stream_out_start(struct raft_uv_out *out)
 }
 
 /* secured applies the identity rule to the server @out reached, then
- * marks it connected. Returns false when @out's connection failed. */
+ * sends it the handshake. Returns false when @out's connection failed. */
 static bool secured(struct raft_uv_out *out)
 {
     struct raft_uv_conn *conn = out->conn;
@@ -141,7 +146,9 @@ static bool secured(struct raft_uv_out *out)
     if (raft_uv_tls_session_check_host(conn->tls, out->identity, names,
                                        sizeof names)) {
         raft_uv_tls_session_describe(conn->tls, how, sizeof how);
-        raft_uv_tcp_out_connected(out, how);
+        raft_uv_tcp_log(out->t, RAFT_LOG_DEBUG, "%s: TLS established (%s)",
+                        out->name, how);
+        raft_uv_tcp_out_handshake(out);
         return out->conn == conn;
     }
     if (raft_uv_tls_mode(out->t->tls) == RAFT_UV_TLS_PSK) {
@@ -175,13 +182,15 @@ void raft_uv_tls_stream_out_read(struct raft_uv_out *out, const uint8_t *p,
             return;
         }
     }
-    while (rc == 0 && out->conn == conn && out->state == RAFT__UV_CONNECTED) {
+    while (rc == 0 && out->conn == conn &&
+           (out->state == RAFT__UV_HANDSHAKING ||
+            out->state == RAFT__UV_CONNECTED)) {
         rc = raft_uv_tls_session_read(conn->tls, t->tls_plain,
                                       RAFT__UV_TLS_RECORD, &got);
         if (rc != 0 || got == 0) {
             break;
         }
-        raft_uv_recv_out_bytes(out, t->tls_plain, got);
+        raft_uv_handshake_on_answer(out, t->tls_plain, got);
     }
     if (out->conn != conn) {
         return; /* failed meanwhile, and logged */
@@ -203,21 +212,33 @@ void raft_uv_tls_stream_out_read(struct raft_uv_out *out, const uint8_t *p,
 
 /* A block of ciphertext written on an accepted connection. */
 struct in_write {
-    uv_write_t req;  /* req.data is this block */
-    uint8_t bytes[]; /* the ciphertext */
+    uv_write_t req;        /* req.data is this block */
+    struct raft_uv_in *in; /* the connection */
+    bool closes;           /* it carries a refusal: @in closes once it is
+                              written */
+    uint8_t bytes[];       /* the ciphertext */
 };
 
 static void on_in_write(uv_write_t *req, int status)
 {
-    /* A failed write needs nothing here: the read side sees the
-     * connection end, and its close cancels what is left. */
-    (void)status;
-    free(req->data);
+    struct in_write *w = req->data;
+
+    /* Invariant: libuv runs write callbacks before the close callback
+     * that frees @w->in. */
+    if (status < 0 && status != UV_ECANCELED && !w->in->closing) {
+        raft_uv_tcp_log(w->in->t, RAFT_LOG_DEBUG, "%s: write: %s", w->in->name,
+                        uv_strerror(status));
+        raft_uv_tcp_in_close(w->in);
+    } else if (w->closes) {
+        raft_uv_tcp_in_close(w->in);
+    }
+    free(w);
 }
 
-/* in_send writes what @in's session has to send. Returns false when it
- * cannot (the caller closes @in). */
-static bool in_send(struct raft_uv_in *in)
+/* in_send writes what @in's session has to send, and closes @in once it
+ * is written when @closes. Returns false when it cannot (the caller
+ * closes @in). */
+static bool in_send(struct raft_uv_in *in, bool closes)
 {
     size_t n = raft_uv_tls_session_pending(in->tls);
     struct in_write *w;
@@ -225,6 +246,9 @@ static bool in_send(struct raft_uv_in *in)
     int rv;
 
     if (n == 0) {
+        if (closes) {
+            raft_uv_tcp_in_close(in);
+        }
         return true;
     }
     w = malloc(sizeof *w + n);
@@ -235,6 +259,8 @@ static bool in_send(struct raft_uv_in *in)
     }
     raft_uv_tls_session_take(in->tls, w->bytes, n);
     w->req.data = w;
+    w->in = in;
+    w->closes = closes;
     buf = uv_buf_init((char *)w->bytes, (unsigned)n);
     rv = uv_write(&w->req, (uv_stream_t *)&in->tcp, &buf, 1, on_in_write);
     if (rv != 0) {
@@ -287,7 +313,8 @@ bool raft_uv_tls_stream_in_read(struct raft_uv_in *in, const uint8_t *p,
             break;
         }
         if (!raft_uv_recv_consume(in, t->tls_plain, got)) {
-            return false;
+            in->refused = true; /* a refusal, if any, goes out first */
+            break;
         }
         if (in->closing || t->closing) {
             return true;
@@ -309,46 +336,65 @@ bool raft_uv_tls_stream_in_read(struct raft_uv_in *in, const uint8_t *p,
                    : raft_uv_tls_session_error(in->tls),
              "%s: TLS%s failed (closing)", in->name,
              was_done ? "" : " handshake");
-        in_send(in); /* the alert that says why, if any */
+        in_send(in, false); /* the alert that says why, if any */
         return false;
     }
-    return in_send(in);
+    return in_send(in, false);
 }
 
-bool raft_uv_tls_stream_identity(struct raft_uv_in *in, raft_id id,
-                                 const struct raft_uv_out *out,
-                                 const char *address)
+void raft_uv_tls_stream_in_answer(struct raft_uv_in *in)
 {
-    char host[RAFT__UV_ADDRESS_MAX + 1];
+    int rc = raft_uv_tls_session_write(in->tls, in->answer, in->answer_len);
+
+    in->answer_len = 0;
+    if (rc != 0) {
+        raft_uv_tcp_log(in->t, RAFT_LOG_WARN, "%s: TLS write: %s: closing",
+                        in->name, raft_uv_tls_session_error(in->tls));
+        raft_uv_tcp_in_close(in);
+    } else if (!in_send(in, in->refused)) {
+        raft_uv_tcp_in_close(in);
+    }
+}
+
+int raft_uv_tls_stream_identity(struct raft_uv_in *in, raft_id id,
+                                const struct raft_uv_out *out,
+                                const char *address)
+{
+    struct raft_address a;
     char names[256];
-    char key[96];
+    char there[RAFT__UV_REFUSAL_LEN];
+    const char *host;
+    const char *where =
+        out != NULL ? "in the configuration" : "in its handshake";
 
     if (in->tls == NULL) {
-        return true;
+        return 0;
     }
     if (out != NULL) {
-        snprintf(host, sizeof host, "%s", out->identity);
+        host = out->identity;
+    } else if (address[0] != '\0' &&
+               raft_address_parse(address, &a, NULL, 0) == 0) {
+        host = a.host;
     } else {
-        raft_uv_tls_address_host(address, host, sizeof host);
-    }
-    if (host[0] == '\0') {
-        raft_uv_tcp_log(in->t, RAFT_LOG_WARN,
-                        "%s: server %llu is no peer and its handshake gives "
-                        "no listen address to check its certificate "
-                        "against: closing",
-                        in->name, (unsigned long long)id);
-        return false;
+        return raft_uv_handshake_refuse(
+            in, RAFT__UV_REFUSED_ID, NULL,
+            "refused: server %llu is no peer and its handshake gives no "
+            "listen address to check its certificate against",
+            (unsigned long long)id);
     }
     if (raft_uv_tls_session_check_host(in->tls, host, names, sizeof names)) {
-        return true;
+        return 0;
     }
-    remote_key(in, key, sizeof key);
-    warn(in->t, key, names,
-         "%s: refused: server %llu's certificate does not name %s, the "
-         "host of its address %s; it holds",
-         in->name, (unsigned long long)id, host,
-         out != NULL ? "in the configuration" : "in its handshake");
-    return false;
+    /* (An answer's reason holds 255 bytes: long lists are cut.) */
+    snprintf(there, sizeof there,
+             "its certificate does not name %.64s, the host of server "
+             "%llu's address %s (it holds: %.100s)",
+             host, (unsigned long long)id, where, names);
+    return raft_uv_handshake_refuse(
+        in, RAFT__UV_REFUSED_ID, there,
+        "refused: server %llu's certificate does not name %s, the host of "
+        "its address %s; it holds: %s",
+        (unsigned long long)id, host, where, names);
 }
 
 void raft_uv_tls_stream_check(struct raft_uv_transport *t)

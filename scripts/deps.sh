@@ -5,7 +5,7 @@ set -eu
 
 pkgs="gcc make pkg-config sqlite3 libsqlite3-dev libuv1-dev liblmdb-dev \
 libcmocka-dev libxxhash-dev libjansson-dev libssl-dev openssl python3 \
-clang-format tmux clang libclang-rt-14-dev"
+clang-format tmux clang libclang-rt-14-dev iproute2"
 
 missing=""
 for p in $pkgs; do

@@ -428,7 +428,8 @@ static int check_renamed(struct sql_fsm *f, struct run *run)
         "SELECT name FROM main.sqlite_schema"
         " WHERE lower(substr(name, 1, 8)) = 'raftsql_' AND name NOT IN"
         " ('raftsql_applied', 'raftsql_requests', 'raftsql_settings',"
-        "  'raftsql_requests_idx', 'raftsql_config') LIMIT 1",
+        "  'raftsql_requests_idx', 'raftsql_config', 'raftsql_cluster')"
+        " LIMIT 1",
         -1, &s, NULL);
     if (rc == SQLITE_OK) {
         rc = sqlite3_step(s);
@@ -607,6 +608,9 @@ static int apply_entry(struct sql_fsm *f, const struct sql_fsm_entry *e,
     if (e->kind == SQL_ENTRY_CONFIG) {
         return config_store(f, e);
     }
+    if (e->kind == SQL_ENTRY_CLUSTER_ID) {
+        return cluster_id_store(f, e);
+    }
     if (e->data == NULL) {
         return 0;
     }
@@ -669,7 +673,8 @@ int sql_fsm_apply(struct sql_fsm *f, const struct sql_fsm_entry *entries,
     }
     for (i = 0; i < n; i++) {
         if (entries[i].kind != SQL_ENTRY_REQUEST &&
-            entries[i].kind != SQL_ENTRY_CONFIG) {
+            entries[i].kind != SQL_ENTRY_CONFIG &&
+            entries[i].kind != SQL_ENTRY_CLUSTER_ID) {
             sql_errmsgf(f->errmsg, sizeof f->errmsg,
                         "apply: entry %" PRIu64 " has unknown kind %u",
                         entries[i].index, (unsigned)entries[i].kind);

@@ -42,6 +42,8 @@ enum {
     STMT_SET,
     STMT_SETTINGS,
     STMT_CONFIG,
+    STMT_CLUSTER,
+    STMT_CLUSTER_READ,
     STMT__N,
 };
 
@@ -178,6 +180,15 @@ int schema_load_settings(struct sql_fsm *f);
  * transaction: a failed batch rolls it back with the rest. Returns 0 or an
  * error code with @f's message saying which. Thread: the apply thread. */
 int config_store(struct sql_fsm *f, const struct sql_fsm_entry *e);
+
+/* ---- cluster_id.c: the stored cluster id ---------------------------- */
+
+/* cluster_id_store records cluster id entry @e (SQL_ENTRY_CLUSTER_ID) in
+ * raftsql_cluster unless an id is stored already, inside the running
+ * batch transaction. Returns 0 or an error code with @f's message saying
+ * which: SQL_ERR_CORRUPT (not a cluster id payload), SQL_ERR_FORMAT (a
+ * version it does not know), SQL_ERR_IOERR. Thread: the apply thread. */
+int cluster_id_store(struct sql_fsm *f, const struct sql_fsm_entry *e);
 
 /* ---- authorize.c: what a request may not do ------------------------- */
 

@@ -1,5 +1,5 @@
 /* The internal raftsql_* tables of the state machine (applied index,
- * dedup window, cluster-wide settings, configuration) and the internal statements that
+ * dedup window, cluster-wide settings, configuration, cluster id) and the internal statements that
  * read and write them on the apply connection. */
 
 #include <stdio.h>
@@ -31,11 +31,15 @@ static const char *const stmt_sql[STMT__N] = {
     "SELECT name, value FROM main.raftsql_settings",
     "INSERT OR REPLACE INTO main.raftsql_config(id, idx, term, data) "
     "VALUES (0, ?1, ?2, ?3)",
+    /* The first cluster id applied wins (sql.h, "The cluster id"). */
+    "INSERT OR IGNORE INTO main.raftsql_cluster(id, cluster_id, idx, term) "
+    "VALUES (0, ?1, ?2, ?3)",
+    "SELECT cluster_id FROM main.raftsql_cluster WHERE id = 0",
 };
 
 /* Internal tables. raftsql_applied has exactly one row (id 0);
  * raftsql_config has none until a configuration entry is applied, then
- * one (id 0). */
+ * one (id 0); raftsql_cluster likewise for the cluster id. */
 static const char schema_sql[] =
     "BEGIN IMMEDIATE;"
     "CREATE TABLE IF NOT EXISTS main.raftsql_applied("
@@ -53,6 +57,10 @@ static const char schema_sql[] =
     "CREATE TABLE IF NOT EXISTS main.raftsql_config("
     " id INTEGER PRIMARY KEY CHECK (id = 0),"
     " idx INTEGER NOT NULL, term INTEGER NOT NULL, data BLOB NOT NULL);"
+    "CREATE TABLE IF NOT EXISTS main.raftsql_cluster("
+    " id INTEGER PRIMARY KEY CHECK (id = 0),"
+    " cluster_id BLOB NOT NULL CHECK (length(cluster_id) = 16),"
+    " idx INTEGER NOT NULL, term INTEGER NOT NULL);"
     "COMMIT;";
 
 int schema_create(struct sql_fsm *f, char *errmsg, size_t errmsg_len)

@@ -44,10 +44,8 @@
 
 /* The internal tables every snapshot must hold. */
 static const char *const snapshot_tables[] = {
-    "raftsql_applied",
-    "raftsql_requests",
-    "raftsql_settings",
-    "raftsql_config",
+    "raftsql_applied", "raftsql_requests", "raftsql_settings",
+    "raftsql_config",  "raftsql_cluster",
 };
 
 /* from_sqlite is fsm_from_sqlite, except that a database another

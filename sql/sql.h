@@ -130,8 +130,9 @@ void sql_request_free(struct sql_request *r);
 /* What a committed entry carries, as the caller maps its log's entry
  * types (ext/ maps Raft's; sql/ knows nothing of them). */
 enum sql_entry_kind {
-    SQL_ENTRY_REQUEST = 0, /* a write request, or nothing (a no-op) */
-    SQL_ENTRY_CONFIG = 1,  /* the cluster's configuration, opaque bytes */
+    SQL_ENTRY_REQUEST = 0,    /* a write request, or nothing (a no-op) */
+    SQL_ENTRY_CONFIG = 1,     /* the cluster's configuration, opaque bytes */
+    SQL_ENTRY_CLUSTER_ID = 2, /* the cluster's id (see "The cluster id") */
 };
 
 /* One committed entry to apply. For SQL_ENTRY_REQUEST, @data is the
@@ -369,6 +370,43 @@ int sql_snapshot_config_read(const char *path, struct sql_config *out,
 
 /* sql_config_clear frees the payload of @c and zeroes it. */
 void sql_config_clear(struct sql_config *c);
+
+/* ---- The cluster id -------------------------------------------------
+ *
+ * The cluster's id (16 random bytes, ext/cluster_id.h) is part of the state
+ * machine too: the first leader of a cluster proposes it in an entry of
+ * its own, a SQL_ENTRY_CLUSTER_ID whose payload is
+ *
+ *   offset 0   magic "CI" (0x43 0x49; a request's payload starts "RQ")
+ *   offset 2   version, 1
+ *   offset 3   the id, SQL_CLUSTER_ID_LEN bytes, not all zero
+ *
+ * Applying it stores the id in the internal table raftsql_cluster (one
+ * row, id 0: cluster_id, and idx and term of the entry) unless one is
+ * stored already: the first such entry of the log wins, on every node
+ * alike, and a later one (from a leader that proposed its own before it
+ * had applied the first) changes nothing. Snapshots carry the table.
+ * Requests may read it, not write it. */
+
+/* Bytes of a cluster id, and of the payload of its entry. */
+#define SQL_CLUSTER_ID_LEN 16
+#define SQL_CLUSTER_ENTRY_LEN (3 + SQL_CLUSTER_ID_LEN)
+
+/* sql_cluster_entry_encode writes the payload of the entry of cluster id
+ * @id into @out. Pure; any thread. */
+void sql_cluster_entry_encode(const uint8_t id[SQL_CLUSTER_ID_LEN],
+                              uint8_t out[SQL_CLUSTER_ENTRY_LEN]);
+
+/* sql_cluster_entry_is returns 1 when the payload @p (@len bytes) is that
+ * of a cluster id entry (its magic), 0 otherwise (a request): for the
+ * caller that maps its log's entries to kinds. Pure; any thread. */
+int sql_cluster_entry_is(const void *p, size_t len);
+
+/* sql_fsm_cluster_id reads the cluster id stored in @f's database into
+ * @out, all zero when none was applied yet. Thread: as
+ * sql_fsm_config_read. Errors: SQL_ERR_CORRUPT (a row that is no
+ * 16-byte BLOB), SQL_ERR_IOERR, SQL_ERR_NOMEM; sql_fsm_errmsg says why. */
+int sql_fsm_cluster_id(struct sql_fsm *f, uint8_t out[SQL_CLUSTER_ID_LEN]);
 
 /* sql_source_id returns the source id (sqlite3_sourceid()) of the SQLite
  * library the state machine runs requests on: nodes whose source ids

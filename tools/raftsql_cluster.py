@@ -35,16 +35,18 @@ class NodeError(Exception):
 
 class Node:
     """One node process: its id, database file and request pipe; env adds
-    variables to the process's environment."""
+    variables to the process's environment, prefix runs it through a
+    command (e.g. ["ip", "netns", "exec", "ns1"], which execs it)."""
 
-    def __init__(self, binary, node_id, db, log_path, env=None):
+    def __init__(self, binary, node_id, db, log_path, env=None, prefix=None):
         self.id = node_id
         self.db = db
         self.log_path = log_path
         self._log = open(log_path, "ab")
         self.proc = subprocess.Popen(
-            [binary, db], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-            stderr=self._log, env=dict(os.environ, **(env or {})))
+            list(prefix or []) + [binary, db], stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE, stderr=self._log,
+            env=dict(os.environ, **(env or {})))
 
     def sql(self, text, *params):
         """Run one statement on the node's connection; return its rows.
@@ -104,14 +106,15 @@ class Cluster:
 
     ports: the nodes' listening ports (default: free ones); dial: a
     function of a node id giving that node's dial= value (where it dials
-    the others), or None for none."""
+    the others), or None for none; host: the host of every node's address
+    ("[::1]", "localhost")."""
 
     def __init__(self, binary, workdir, n=3, extra="", ports=None,
-                 dial=None):
+                 dial=None, host="127.0.0.1"):
         self.binary = binary
         self.workdir = workdir
         ports = ports or free_ports(n)
-        self.members = ",".join("%d@127.0.0.1:%d" % (i + 1, p)
+        self.members = ",".join("%d@%s:%d" % (i + 1, host, p)
                                 for i, p in enumerate(ports))
         self.extra = extra
         self.dial = dial

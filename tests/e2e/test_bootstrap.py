@@ -9,7 +9,7 @@ import time
 import unittest
 
 from e2e import NODE, ClusterCase  # noqa: E402
-from raftsql_cluster import Node, NodeError  # noqa: E402
+from raftsql_cluster import Node, NodeError, free_ports  # noqa: E402
 
 FAST = "election_timeout_ms=300 heartbeat_ms=30 exec_timeout_ms=3000"
 
@@ -22,11 +22,12 @@ class BootstrapTest(ClusterCase):
 
     def restart(self, node, config):
         """Stop @node and start it again with raft_start(@config); returns
-        the new Node (also put in the cluster's list)."""
+        the new Node (also put in the cluster's list), raft_start's text in
+        its started attribute."""
         self.assertEqual(node.stop(), 0)
         n = Node(NODE, node.id, node.db, node.log_path)
         self.cluster.nodes[node.id - 1] = n
-        n.sql("SELECT raft_start(?)", config)
+        n.started = n.value("SELECT raft_start(?)", config)
         return n
 
     def port(self, node_id):
@@ -88,6 +89,33 @@ class BootstrapTest(ClusterCase):
         st = f.status()
         self.assertEqual(len(st["configuration"]["members"]), 3)
         self.assertEqual(len(st["peers"]), 2)
+
+    def test_listen_that_differs_is_warned_about(self):
+        """A listen= that differs from this node's stored address is
+        taken (NAT, containers) but warned about: a WARN line and a
+        raft_status() warning naming both; raft_start says where the node
+        listens in effect, also when listen= comes from the stored
+        configuration."""
+        f = self.followers[0]
+        stored = "127.0.0.1:%s" % self.port(f.id)
+        other = "127.0.0.1:%d" % free_ports(1)[0]
+        f = self.restart(f, "id=%d listen=%s %s" % (f.id, other, FAST))
+        self.assertIn("listening on %s," % other, f.started)
+        differs = ("advertised address %s (advertise=, else listen=) "
+                   "differs" % other)
+        warnings = [w for w in f.status()["warnings"] if "listen=" in w]
+        self.assertEqual(len(warnings), 1, warnings)
+        self.assertIn(differs, warnings[0])
+        self.assertIn("address %s" % stored, warnings[0])
+        with open(f.log_path, errors="replace") as log:
+            lines = [line for line in log if differs in line]
+        self.assertEqual(len(lines), 1)
+        self.assertIn("WARN", lines[0])
+        self.assertIn(stored, lines[0])
+        f = self.restart(f, "id=%d %s" % (f.id, FAST))
+        self.assertIn("listening on %s," % stored, f.started)
+        self.assertEqual([w for w in f.status()["warnings"] if "listen=" in w],
+                         [])
 
     def test_join_beside_cluster_is_refused(self):
         n = self.followers[0]

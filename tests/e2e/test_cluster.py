@@ -347,6 +347,46 @@ class StartTest(unittest.TestCase):
                       self.start_error("id=1 %s log_max_mb=16 "
                                        "max_request_bytes=8388608" % c))
 
+    def test_off_loopback_needs_insecure(self):
+        """Addresses off loopback need insecure=on while peers do not
+        authenticate each other; each bad address names its fault."""
+        port = free_ports(1)[0]
+        for config, want in (
+                ("cluster=1@127.0.0.1:%d,2@10.0.0.2:%d" % (port, port),
+                 "cluster: server 2's address: '10.0.0.2:%d' is off "
+                 "loopback" % port),
+                ("cluster=1@127.0.0.1:%d,2@db2:%d" % (port, port),
+                 "'db2:%d' is off loopback" % port),
+                ("listen=127.0.0.1:%d join=db1:7001" % port,
+                 "join: 'db1:7001' is off loopback"),
+                ("listen=0.0.0.0:%d advertise=127.0.0.1:%d" % (port, port),
+                 "listen: '0.0.0.0:%d' is off loopback" % port),
+                ("listen=[::1]:%d advertise=db1:%d" % (port, port),
+                 "advertise: 'db1:%d' is off loopback" % port),
+                ("listen=db1:%d" % port, "listen: 'db1:%d' is a hostname"
+                 % port),
+                ("cluster=1@[::1]:%d listen=[::1]:70000" % port,
+                 "port 70000 out of range (1-65535)")):
+            self.assertIn(want, self.start_error("id=1 " + config))
+
+    def test_insecure_warns_at_start(self):
+        """insecure=on says at start what it exposes."""
+        port = free_ports(1)[0]
+        self.node.sql("SELECT raft_start(?)",
+                      "id=1 cluster=1@127.0.0.1:%d insecure=on "
+                      "election_timeout_ms=100 heartbeat_ms=10" % port)
+        deadline = time.monotonic() + 10
+        while self.node.value("SELECT raft_leader()") != 1:
+            self.assertLess(time.monotonic(), deadline)
+            time.sleep(0.05)
+        self.node.sql("SELECT raft_exec('CREATE TABLE t(x)')")
+        with open(self.node.log_path, errors="replace") as f:
+            log = f.read()
+        self.assertIn("insecure=on: peers do not authenticate each other",
+                      log)
+        self.assertIn("anyone who can reach 127.0.0.1:%d can join the "
+                      "cluster, vote, and write to the database" % port, log)
+
     def test_request_limit_follows_a_small_log(self):
         """With a small log_max_mb the default max_request_bytes drops to
         a quarter of it, so no request can fill the log for good."""

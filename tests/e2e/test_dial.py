@@ -87,7 +87,9 @@ class DialTest(unittest.TestCase):
                     ("1@127.0.0.1:1", "dial: server 1 is this server"),
                     ("2@127.0.0.1:1,2@127.0.0.1:2",
                      "dial: server id 2 appears twice"),
-                    ("2@nowhere:1", "dial: 'nowhere:1' is not host:port"),
+                    ("2@no_where:1", "dial: 'no_where:1' is not host:port"),
+                    ("2@nowhere:1", "dial: server 2: 'nowhere:1' is off "
+                     "loopback"),
                     ("2", "dial: '2' is not id@host:port"),
                     ("", "dial: no members given")):
                 with self.assertRaises(NodeError) as cm:

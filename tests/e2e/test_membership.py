@@ -294,6 +294,29 @@ class MembershipTest(unittest.TestCase):
         self.assertEqual(sorted(self.members(self.m.leader())), [1, 2, 3])
         self.check_end()
 
+    def test_auto_promotion_survives_a_leader_change(self):
+        """raft_add without 'learner' marks the learner auto_promote in
+        the configuration entry: added while it is down, then the
+        leadership moves, then it starts: the new leader promotes it once
+        caught up (the mark lived in the old leader's memory before)."""
+        self.begin(4, (1, 2, 3))
+        old = self.m.leader()
+        self.call(old, "SELECT raft_add(4, ?)", self.m.address(4))
+        row = old.sql("SELECT role, auto_promote FROM raft_members "
+                      "WHERE id = 4")
+        self.assertEqual(row, [["learner", 1]])
+        text = self.call(old, "SELECT raft_transfer()")
+        self.assertIn("leadership transferred to server", text)
+        new = self.m.leader()
+        self.assertNotEqual(new.id, old.id)
+        self.assertEqual(new.value("SELECT auto_promote FROM raft_members "
+                                   "WHERE id = 4"), 1)
+        self.m.start(4, "join=")  # listen= alone: it waits to be added
+        self.wait_role(4, "voter")
+        self.assertEqual(self.m.leader().value(
+            "SELECT auto_promote FROM raft_members WHERE id = 4"), 0)
+        self.check_end()
+
     def test_replace_a_dead_node(self):
         """kill -9 a voter, wipe it, raft_remove it, and add a new server
         at a new address: promoted once caught up."""
@@ -402,6 +425,62 @@ class MembershipTest(unittest.TestCase):
             time.sleep(0.05)
         self.assertNotIn(old.id, self.members(new))
         self.m.stop(old.id)
+        self.check_end()
+
+    def wait_removed(self, node, timeout=8.0):
+        """Wait until @node's raft_status() says it was removed, by a
+        configuration it knows committed; its status."""
+        deadline = time.monotonic() + timeout
+        while True:
+            st = node.status()
+            if (st["member"] == "not a member" and
+                    st["commit"] >= st["configuration"]["index"]):
+                return st
+            self.assertLess(time.monotonic(), deadline,
+                            "node %d does not know it was removed: %r" %
+                            (node.id, st))
+            time.sleep(0.05)
+
+    def assert_quiet(self, node, st):
+        """@node, removed (status @st), campaigns no more: three election
+        timeouts later its term is the same and it is no candidate, and
+        soon it knows no leader (the old one stopped sending an election
+        timeout after the removal committed)."""
+        time.sleep(3 * ELECTION_MS / 1000.0)
+        deadline = time.monotonic() + 10
+        while True:
+            now = node.status()
+            self.assertEqual(now["term"], st["term"])
+            self.assertEqual(now["role"], "follower")
+            self.assertIn("removed from the cluster", now["member_why"])
+            if now["leader"] is None:
+                break
+            self.assertLess(time.monotonic(), deadline,
+                            "node %d still names leader %s" %
+                            (node.id, now["leader"]))
+            time.sleep(0.05)
+
+    def test_removed_follower_learns_it(self):
+        """raft_remove of a follower: the leader replicates to it until
+        the removal commits, so within a few seconds its raft_status()
+        says it was removed and why, and it campaigns no more; restarted
+        (listen= alone: the stored configuration, without it, wins), it
+        still knows and still does not campaign."""
+        self.begin(4, (1, 2, 3, 4))
+        leader = self.m.leader()
+        victim = next(n for n in self.m.live() if n.id != leader.id)
+        text = self.call(leader, "SELECT raft_remove(?)", victim.id)
+        self.assertIn("server %d removed" % victim.id, text)
+        st = self.wait_removed(victim)
+        self.assertIn("removed from the cluster at index %d" %
+                      st["configuration"]["index"], st["member_why"])
+        self.assert_quiet(victim, st)
+        self.m.stop(victim.id)
+        again = self.m.start(victim.id, "join=")  # listen= alone
+        st = self.wait_removed(again)
+        self.assert_quiet(again, st)
+        self.assertNotIn(victim.id, self.members(self.m.leader()))
+        self.m.stop(victim.id)
         self.check_end()
 
     def test_learner_does_not_count_for_quorum(self):

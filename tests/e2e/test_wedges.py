@@ -250,13 +250,13 @@ class WedgeTest(ClusterCase):
                    .rsplit(":", 1)[1])
         peer = self.followers[0].id
         partial = socket.create_connection(("127.0.0.1", port))
-        partial.sendall(b"RFTSQL\x03")  # 7 of the 18+ handshake bytes
+        partial.sendall(b"RFTSQL\x04")  # 7 of the 35+ handshake bytes
         stalled = socket.create_connection(("127.0.0.1", port))
-        # Handshake version 3, wire version 1, the id, no build id, no
-        # listen address.
-        stalled.sendall(b"RFTSQL\x03\x01" + struct.pack("<Q", peer) +
-                        b"\x00\x00" + struct.pack("<I", 60_000_000) +
-                        b"x" * 1024)
+        # Handshake version 4, wire versions 1 to 1, no cluster id, the
+        # id, no build id, no listen address.
+        stalled.sendall(b"RFTSQL\x04\x01\x01" + bytes(16) +
+                        struct.pack("<Q", peer) + b"\x00\x00" +
+                        struct.pack("<I", 60_000_000) + b"x" * 1024)
         time.sleep(0.2)
         idle = [socket.create_connection(("127.0.0.1", port))
                 for _ in range(300)]
@@ -264,7 +264,9 @@ class WedgeTest(ClusterCase):
         def closed(sock, wait):
             sock.settimeout(wait)
             try:
-                return sock.recv(1) == b""
+                while sock.recv(4096):
+                    pass  # the answer to a handshake
+                return True
             except socket.timeout:
                 return False
             except ConnectionResetError:

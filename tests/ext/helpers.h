@@ -6,7 +6,9 @@
 #ifndef TESTS_EXT_HELPERS_H
 #define TESTS_EXT_HELPERS_H
 
+#include "ext/node_log.h"
 #include "ext/sqlbridge.h"
+#include "ext/store.h"
 #include "tests/sql/helpers.h"
 
 /* request_buf returns request (@origin, @seq) of @sql, stamped, in a new
@@ -32,6 +34,50 @@ static inline struct sql_fsm *open_fsm(const char *path)
         fail_msg("sqlbridge_open %s: %s", path, msg);
     }
     return fsm;
+}
+
+/* store_dir_init makes a temporary directory with a database file @db
+ * and names the log directory inside it in @dir (@dir_len bytes, not
+ * created), with a quiet node log @log. */
+static inline void store_dir_init(struct tmpdb *db, char *dir, size_t dir_len,
+                                  struct ext_node_log *log)
+{
+    tmpdb_init(db);
+    snprintf(dir, dir_len, "%s/log", db->dir);
+    node_log_init(log, 1, RAFT_LOG_ERROR + 1); /* quiet */
+}
+
+/* store_dir_remove removes what store_dir_init made (and the log
+ * directory). */
+static inline void store_dir_remove(struct tmpdb *db, const char *dir,
+                                    struct ext_node_log *log)
+{
+    char cmd[256];
+    node_log_close(log);
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
+    assert_int_equal(system(cmd), 0);
+    tmpdb_remove(db);
+}
+
+/* store_open_ok opens the store of log directory @dir for database
+ * @db_path, lines to @log, failing the test on error. */
+static inline struct ext_store *store_open_ok(const char *dir,
+                                              const char *db_path,
+                                              struct ext_node_log *log)
+{
+    struct ext_store_config cfg = {
+        .dir = dir,
+        .db_path = db_path,
+        .log_max_bytes = 16u << 20,
+        .snapshot_threshold = 100,
+        .trailing_entries = 10,
+    };
+    struct ext_store *s = NULL;
+    char msg[512] = "";
+    if (store_open(&cfg, log, &s, msg, sizeof msg) != 0) {
+        fail_msg("store_open: %s", msg);
+    }
+    return s;
 }
 
 #endif /* TESTS_EXT_HELPERS_H */

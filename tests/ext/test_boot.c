@@ -1,7 +1,8 @@
 /* Tests of ext/boot.c, the configuration at start, on a real LMDB log and
  * database in a temporary directory: the bootstrap of a new cluster, the
  * stored configuration winning over cluster=, join=, an old log without
- * configurations, and force_new_cluster=1. */
+ * configurations, and force_new_cluster=1; and of the cluster id at start
+ * (ext/cluster_id.c) and in the store (ext/store.h). */
 
 #include <setjmp.h>
 #include <stdarg.h>
@@ -12,6 +13,7 @@
 #include <cmocka.h>
 
 #include "ext/boot.h"
+#include "ext/cluster_id.h"
 #include "raft/configuration.h"
 #include "tests/ext/helpers.h"
 
@@ -31,16 +33,7 @@ struct fixture {
 
 static void open_all(struct fixture *f)
 {
-    struct ext_store_config cfg = {
-        .dir = f->dir,
-        .db_path = f->db.path,
-        .log_max_bytes = 16u << 20,
-        .snapshot_threshold = 100,
-        .trailing_entries = 10,
-    };
-    if (store_open(&cfg, &f->log, &f->s, f->msg, sizeof f->msg) != 0) {
-        fail_msg("store_open: %s", f->msg);
-    }
+    f->s = store_open_ok(f->dir, f->db.path, &f->log);
     f->fsm = open_fsm(f->db.path);
 }
 
@@ -56,9 +49,7 @@ static void close_all(struct fixture *f)
 static int setup(void **state)
 {
     struct fixture *f = calloc(1, sizeof *f);
-    tmpdb_init(&f->db);
-    snprintf(f->dir, sizeof f->dir, "%s/log", f->db.dir);
-    node_log_init(&f->log, 1, RAFT_LOG_ERROR + 1); /* quiet */
+    store_dir_init(&f->db, f->dir, sizeof f->dir, &f->log);
     open_all(f);
     *state = f;
     return 0;
@@ -67,12 +58,8 @@ static int setup(void **state)
 static int teardown(void **state)
 {
     struct fixture *f = *state;
-    char cmd[256];
     close_all(f);
-    node_log_close(&f->log);
-    snprintf(cmd, sizeof cmd, "rm -rf '%s'", f->dir);
-    assert_int_equal(system(cmd), 0);
-    tmpdb_remove(&f->db);
+    store_dir_remove(&f->db, f->dir, &f->log);
     free(f);
     return 0;
 }
@@ -225,6 +212,115 @@ static void test_force_new_cluster(void **state)
     assert_int_equal(prepare(f, "id=2 " TRIO, &b, &cfg), RAFT_INVALID);
 }
 
+/* apply_id applies the cluster id entry of @id as entry @index. */
+static void apply_id(struct fixture *f, uint64_t index, const uint8_t *id)
+{
+    uint8_t p[SQL_CLUSTER_ENTRY_LEN];
+    struct sql_fsm_entry e = {index, 1, p, sizeof p, SQL_ENTRY_CLUSTER_ID};
+    struct sql_result r;
+
+    sql_cluster_entry_encode(id, p);
+    if (sql_fsm_apply(f->fsm, &e, 1, &r) != 0) {
+        fail_msg("apply: %s", sql_fsm_errmsg(f->fsm));
+    }
+    sql_result_clear(&r);
+}
+
+/* boot_id runs cluster_id_boot on a new cluster id over @f's store and
+ * database and returns its code, with the id it took in @out (zero for
+ * none) and its hex in @hex ("" for none). */
+static int boot_id(struct fixture *f, uint8_t out[RAFT_UV_CLUSTER_ID_LEN],
+                   char hex[RAFT_UV_CLUSTER_ID_HEX])
+{
+    struct ext_cluster_id *c = NULL;
+    bool known;
+    int rc;
+
+    assert_int_equal(cluster_id_new(f->s, &f->log, &c), 0);
+    rc = cluster_id_boot(c, f->fsm, f->msg, sizeof f->msg);
+    known = cluster_id_get(c, out);
+    assert_int_equal(known, !raft_uv_cluster_id_is_zero(out));
+    cluster_id_hex(c, hex);
+    cluster_id_free(c);
+    return rc;
+}
+
+/* assert_in_log checks the id the log directory keeps: @want, or none
+ * when NULL. */
+static void assert_in_log(struct fixture *f, const uint8_t *want)
+{
+    static const uint8_t zero[RAFT_UV_CLUSTER_ID_LEN];
+    uint8_t got[RAFT_UV_CLUSTER_ID_LEN];
+
+    assert_int_equal(store_cluster_id(f->s, got, f->msg, sizeof f->msg), 0);
+    assert_memory_equal(got, want != NULL ? want : zero, sizeof got);
+}
+
+/* A new node has no cluster id anywhere; once the database holds one,
+ * the next start keeps it in the log directory too and knows it; an id
+ * kept in the log directory alone (adopted from a leader) is known at
+ * start; a log directory and a database of two clusters are refused,
+ * naming both. */
+static void test_cluster_id_at_start(void **state)
+{
+    struct fixture *f = *state;
+    uint8_t id[RAFT_UV_CLUSTER_ID_LEN], got[RAFT_UV_CLUSTER_ID_LEN];
+    char hex[RAFT_UV_CLUSTER_ID_HEX];
+
+    memset(id, 0x5a, sizeof id);
+    assert_int_equal(boot_id(f, got, hex), 0);
+    assert_string_equal(hex, "");
+    assert_in_log(f, NULL);
+
+    apply_id(f, 1, id);
+    assert_int_equal(boot_id(f, got, hex), 0);
+    assert_memory_equal(got, id, sizeof id);
+    assert_string_equal(hex, "5a5a5a5a5a5a5a5a5a5a5a5a5a5a5a5a");
+    assert_in_log(f, id);
+
+    /* The log directory alone. */
+    close_all(f);
+    tmpdb_remove(&f->db);
+    tmpdb_init(&f->db);
+    open_all(f);
+    assert_int_equal(boot_id(f, got, hex), 0);
+    assert_memory_equal(got, id, sizeof id);
+
+    /* Two clusters. */
+    memset(id, 0xbb, sizeof id);
+    apply_id(f, 1, id);
+    assert_int_equal(boot_id(f, got, hex), RAFT_CORRUPT);
+    assert_non_null(strstr(f->msg,
+                           "the log directory belongs to cluster "
+                           "5a5a5a5a5a5a5a5a5a5a5a5a5a5a5a5a, the "
+                           "database to cluster "
+                           "bbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbb"));
+}
+
+/* An id set while the driver runs is written by the next storage job
+ * (an append here), and a later one by the job after. */
+static void test_cluster_id_written_by_next_job(void **state)
+{
+    struct fixture *f = *state;
+    struct raft_persist_storage st;
+    struct raft_hard_state hs = {.term = 2, .vote = 1};
+    uint8_t a[RAFT_UV_CLUSTER_ID_LEN], b[RAFT_UV_CLUSTER_ID_LEN];
+    char msg[256] = "";
+
+    memset(a, 0x01, sizeof a);
+    memset(b, 0x02, sizeof b);
+    store_storage(f->s, NULL, &st);
+    store_cluster_id_set(f->s, a);
+    assert_in_log(f, NULL);
+    assert_int_equal(st.append(st.data, &hs, NULL, 0, msg, sizeof msg), 0);
+    assert_in_log(f, a);
+    store_cluster_id_set(f->s, b);
+    assert_int_equal(st.append(st.data, &hs, NULL, 0, msg, sizeof msg), 0);
+    close_all(f);
+    open_all(f);
+    assert_in_log(f, b);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -238,6 +334,10 @@ int main(void)
                                         teardown),
         cmocka_unit_test_setup_teardown(test_force_new_cluster, setup,
                                         teardown),
+        cmocka_unit_test_setup_teardown(test_cluster_id_at_start, setup,
+                                        teardown),
+        cmocka_unit_test_setup_teardown(test_cluster_id_written_by_next_job,
+                                        setup, teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -29,26 +29,14 @@ struct fixture {
 
 static void open_store(struct fixture *f, struct ext_applier *a)
 {
-    struct ext_store_config cfg = {
-        .dir = f->dir,
-        .db_path = f->db.path,
-        .log_max_bytes = 16u << 20,
-        .snapshot_threshold = 100,
-        .trailing_entries = 10,
-    };
-    char msg[512] = "";
-    if (store_open(&cfg, &f->log, &f->s, msg, sizeof msg) != 0) {
-        fail_msg("store_open: %s", msg);
-    }
+    f->s = store_open_ok(f->dir, f->db.path, &f->log);
     store_storage(f->s, a, &f->st);
 }
 
 static int setup(void **state)
 {
     struct fixture *f = calloc(1, sizeof *f);
-    tmpdb_init(&f->db);
-    snprintf(f->dir, sizeof f->dir, "%s/log", f->db.dir);
-    node_log_init(&f->log, 1, RAFT_LOG_ERROR + 1); /* quiet */
+    store_dir_init(&f->db, f->dir, sizeof f->dir, &f->log);
     *state = f;
     return 0;
 }
@@ -56,12 +44,8 @@ static int setup(void **state)
 static int teardown(void **state)
 {
     struct fixture *f = *state;
-    char cmd[256];
     store_close(f->s);
-    node_log_close(&f->log);
-    snprintf(cmd, sizeof cmd, "rm -rf '%s'", f->dir);
-    assert_int_equal(system(cmd), 0);
-    tmpdb_remove(&f->db);
+    store_dir_remove(&f->db, f->dir, &f->log);
     free(f);
     return 0;
 }

@@ -1,8 +1,8 @@
 """The fault network: one TCP proxy per directed peer link, on 127.0.0.1.
 
 raftsql sends node a's messages to node b over a connection a dials to the
-address b has in a's `dial=` string (else in `cluster=`), and b never
-writes back on it. Every node gets the same `cluster=` string (the real
+address b has in a's `dial=` string (else in `cluster=`), and b writes
+back on it only its answer to a's handshake. Every node gets the same `cluster=` string (the real
 addresses) and a `dial=` string naming its outgoing proxies (link (a, b)
 listens on a port of its own and forwards to b's real listening port),
 which puts every directed link in our hands:
@@ -316,8 +316,9 @@ class Net:
         self._send(p)
 
     def _read_b(self, p):
-        # raftsql never writes on an accepted connection; pass anything
-        # through, and notice the receiver closing.
+        # raftsql writes only its answer to the handshake on an accepted
+        # connection; pass anything through, and notice the receiver
+        # closing.
         data = self._recv(p, p.b)
         if data is None:
             return

@@ -14,6 +14,14 @@
  * read only); returns 0. */
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
+/* The cluster id of the receiver of fuzz_recv.c, for gen_corpus.c's
+ * samples: an initializer of 16 bytes. */
+#define FUZZ_CLUSTER_ID                                                        \
+    {                                                                          \
+        0xc1, 0x05, 0x7e, 0x41, 0xd0, 0x01, 0x02, 0x03, 0x04, 0x05, 0x06,      \
+            0x07, 0x08, 0x09, 0x0a, 0x0b                                       \
+    }
+
 /* FUZZ_CHECK aborts with the failed condition and a message when @cond is
  * false: a wrong decoder is a finding like a crash. */
 #define FUZZ_CHECK(cond, ...)                                                  \

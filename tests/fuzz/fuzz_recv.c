@@ -1,8 +1,9 @@
 /* libFuzzer target: the transport's receive path (raft/uv_recv.c), from
- * the handshake through length prefixes to decoded frames, on a connection
- * of its own without socket or loop (raft_uv_recv_consume; nothing calls
- * libuv). Input: one byte that picks how the stream is cut into reads,
- * then the bytes a peer sends. */
+ * the handshake (raft/uv_handshake.c: checked, and answered) through
+ * length prefixes to decoded frames, on a connection of its own without
+ * socket or loop (raft_uv_recv_consume; nothing calls libuv); and the
+ * dialler's decoder of an answer, on the same bytes. Input: one byte that
+ * picks how the stream is cut into reads, then the bytes a peer sends. */
 
 #include <stdbool.h>
 #include <stddef.h>
@@ -20,6 +21,9 @@
                                     never dialled back: no loop needed */
 #define MAX_FRAME (1u << 20) /* the transport's bound on a body */
 #define BUILD "fuzz build"   /* the receiver's build id */
+
+/* The receiver's cluster id (gen_corpus.c's samples carry it, or none). */
+static const uint8_t cluster[RAFT_UV_CLUSTER_ID_LEN] = FUZZ_CLUSTER_ID;
 
 /* What one feeding of the stream saw. */
 struct run {
@@ -76,32 +80,62 @@ static bool printable_bytes(const uint8_t *p, size_t len)
     return true;
 }
 
+/* No answer: a bad magic is not raftsql. */
+#define NO_ANSWER 99
+
 /* expect_handshake is the reference verdict on the handshake at the start
  * of @s (@len bytes), from the layout of uv.h and the order in which the
- * receiver checks it (versions at 8 bytes, id and build id length at the
- * fixed part, the build id's bytes and the address length after the build
- * id, the address's bytes at the whole): -1 refused, 0 valid so far but
- * incomplete, 1 accepted, with the sender's id (any but 0 and the
- * receiver's) in *@out_id. */
-static int expect_handshake(const uint8_t *s, size_t len, raft_id *out_id)
+ * receiver checks it (magic and handshake version at 9 bytes; wire
+ * versions, cluster id, id and build id length at the fixed part; the
+ * build id's bytes after it; the address's bytes at the whole): -1
+ * refused, with the answer's verdict in *@out_verdict (NO_ANSWER for
+ * none), 0 valid so far but incomplete, 1 accepted, with the sender's id
+ * (any but 0 and the receiver's) in *@out_id. */
+static int expect_handshake(const uint8_t *s, size_t len, raft_id *out_id,
+                            unsigned *out_verdict)
 {
+    static const uint8_t zero[RAFT_UV_CLUSTER_ID_LEN];
     size_t n_build, n_addr, at;
+    unsigned lo, hi;
+    const uint8_t *cid;
     raft_id id;
 
+    *out_verdict = RAFT__UV_REFUSED_HANDSHAKE;
     if (len < RAFT__UV_HANDSHAKE_VERSIONS) {
         return 0;
     }
-    if (memcmp(s, RAFT__UV_MAGIC, RAFT__UV_MAGIC_LEN) != 0 ||
-        s[RAFT__UV_MAGIC_LEN] != RAFT__UV_HANDSHAKE_VERSION ||
-        s[RAFT__UV_MAGIC_LEN + 1] != RAFT_WIRE_VERSION) {
+    if (memcmp(s, RAFT__UV_MAGIC, RAFT__UV_MAGIC_LEN) != 0) {
+        *out_verdict = NO_ANSWER;
+        return -1;
+    }
+    if (s[RAFT__UV_MAGIC_LEN] != RAFT__UV_HANDSHAKE_VERSION) {
         return -1;
     }
     if (len < RAFT__UV_HANDSHAKE_FIXED) {
         return 0;
     }
-    id = raft_byte_load_u64(s + RAFT__UV_HANDSHAKE_VERSIONS);
+    lo = s[7];
+    hi = s[8];
+    cid = s + 9;
+    id = raft_byte_load_u64(s + 25);
     n_build = s[RAFT__UV_HANDSHAKE_FIXED - 1];
-    if (id == 0 || id == SELF || n_build > RAFT_UV_BUILD_ID_MAX) {
+    if (lo == 0 || lo > hi) {
+        return -1;
+    }
+    if (hi < RAFT_WIRE_VERSION_MIN || lo > RAFT_WIRE_VERSION) {
+        *out_verdict = RAFT__UV_REFUSED_WIRE;
+        return -1;
+    }
+    if (memcmp(cid, zero, sizeof zero) != 0 &&
+        memcmp(cid, cluster, sizeof zero) != 0) {
+        *out_verdict = RAFT__UV_REFUSED_CLUSTER;
+        return -1;
+    }
+    if (id == 0 || id == SELF) {
+        *out_verdict = RAFT__UV_REFUSED_ID;
+        return -1;
+    }
+    if (n_build > RAFT_UV_BUILD_ID_MAX) {
         return -1;
     }
     at = RAFT__UV_HANDSHAKE_FIXED + n_build;
@@ -109,8 +143,7 @@ static int expect_handshake(const uint8_t *s, size_t len, raft_id *out_id)
         return 0;
     }
     n_addr = s[at];
-    if (!printable_bytes(s + RAFT__UV_HANDSHAKE_FIXED, n_build) ||
-        n_addr > RAFT__UV_ADDRESS_MAX) {
+    if (!printable_bytes(s + RAFT__UV_HANDSHAKE_FIXED, n_build)) {
         return -1;
     }
     if (len < at + 1 + n_addr) {
@@ -118,6 +151,56 @@ static int expect_handshake(const uint8_t *s, size_t len, raft_id *out_id)
     }
     *out_id = id;
     return printable_bytes(s + at + 1, n_addr) ? 1 : -1;
+}
+
+/* check_answer checks the answer the receiver prepared on @in: the
+ * reference verdict @verdict, of this receiver. */
+static void check_answer(const struct raft_uv_in *in, unsigned verdict)
+{
+    struct raft_uv_answer a;
+    char why[128];
+
+    if (verdict == NO_ANSWER) {
+        FUZZ_CHECK(in->answer_len == 0, "an answer to a bad magic");
+        return;
+    }
+    FUZZ_CHECK(in->answer_len >= RAFT__UV_ANSWER_FIXED &&
+                   raft_uv_handshake_answer_decode(in->answer, in->answer_len,
+                                                   &a, why, sizeof why),
+               "the receiver's answer does not decode: %s", why);
+    FUZZ_CHECK(a.verdict == verdict && a.id == SELF &&
+                   a.wire_min == RAFT_WIRE_VERSION_MIN &&
+                   a.wire_max == RAFT_WIRE_VERSION &&
+                   memcmp(a.cluster_id, cluster, sizeof cluster) == 0 &&
+                   (verdict == RAFT__UV_ACCEPTED) == (a.reason[0] == '\0'),
+               "answer verdict %u, want %u", a.verdict, verdict);
+}
+
+/* fuzz_answer runs the dialler's decoder on the @len bytes at @s, as if
+ * they answered a handshake: it reads no byte past what it asked for, and
+ * what it accepts re-encodes the same. */
+static void fuzz_answer(const uint8_t *s, size_t len)
+{
+    struct raft_uv_answer a;
+    size_t need = raft_uv_handshake_answer_need(s, len);
+    char why[128];
+
+    FUZZ_CHECK(need >= RAFT__UV_ANSWER_FIXED && need <= RAFT__UV_ANSWER_MAX,
+               "answer length %zu", need);
+    if (len < need) {
+        return;
+    }
+    if (!raft_uv_handshake_answer_decode(s, need, &a, why, sizeof why)) {
+        FUZZ_CHECK(fuzz_msg_ok(why, sizeof why), "no message");
+        return;
+    }
+    FUZZ_CHECK(
+        a.verdict <= RAFT__UV_REFUSED_HANDSHAKE && a.wire_min > 0 &&
+            a.wire_min <= a.wire_max &&
+            strlen(a.reason) == need - RAFT__UV_ANSWER_FIXED &&
+            printable_bytes((const uint8_t *)a.reason, strlen(a.reason)) &&
+            a.id == raft_byte_load_u64(s + 26),
+        "a decoded answer differs from its bytes");
 }
 
 /* on_log is log_cb: a line is a short NUL-terminated text of a level. */
@@ -183,6 +266,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     struct run whole, cut;
     const uint8_t *stream;
     raft_id want = 0;
+    unsigned refusal;
     int verdict;
     size_t len;
     unsigned i;
@@ -200,6 +284,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         t.outs[i] = &outs[i];
     }
     t.self = SELF;
+    memcpy(t.cluster_id, cluster, sizeof cluster);
     snprintf(t.build_id, sizeof t.build_id, "%s", BUILD);
     t.max_frame_bytes = MAX_FRAME;
     t.recv_cb = on_frame;
@@ -211,10 +296,11 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     /* The handshake is accepted exactly when it is well formed, refused
      * as soon as its bytes show it is not, and waited for otherwise; an
      * accepted one records the sender's build id. */
-    verdict = expect_handshake(stream, len, &want);
+    verdict = expect_handshake(stream, len, &want, &refusal);
     if (verdict < 0) {
         FUZZ_CHECK(whole.closed && whole.in->peer == 0,
                    "bad handshake not refused");
+        check_answer(whole.in, refusal);
     } else if (verdict == 0) {
         FUZZ_CHECK(
             !whole.closed && whole.in->peer == 0 && whole.in->hs_got == len,
@@ -233,18 +319,29 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
                                  n_build) == 0),
             "build id of peer %llu not recorded", (unsigned long long)want);
         FUZZ_CHECK(t.n_outs == N_PEERS, "a full transport took a peer");
+        FUZZ_CHECK(
+            o == NULL ||
+                memcmp(o->cluster_id, stream + 9, RAFT_UV_CLUSTER_ID_LEN) == 0,
+            "cluster id of peer %llu not recorded", (unsigned long long)want);
+        FUZZ_CHECK(
+            whole.in->wire_version ==
+                (stream[8] < RAFT_WIRE_VERSION ? stream[8] : RAFT_WIRE_VERSION),
+            "wire version %u agreed", whole.in->wire_version);
+        check_answer(whole.in, RAFT__UV_ACCEPTED);
     }
     /* The encoder's handshakes are the accepted ones. */
     for (i = 0; i < N_PEERS; i++) {
         uint8_t hs[RAFT__UV_HANDSHAKE_MAX];
-        size_t n = raft_uv_send_handshake_encode(outs[i].id, BUILD,
+        size_t n = raft_uv_send_handshake_encode(outs[i].id, cluster, BUILD,
                                                  "127.0.0.1:7002", hs);
         raft_id id = 0;
-        FUZZ_CHECK(expect_handshake(hs, n, &id) == 1 && id == outs[i].id,
-                   "the encoder's handshake is refused");
+        FUZZ_CHECK(
+            expect_handshake(hs, n, &id, &refusal) == 1 && id == outs[i].id,
+            "the encoder's handshake is refused");
     }
     FUZZ_CHECK(whole.n_frames == 0 || whole.in->peer != 0,
                "frames before the handshake");
+    fuzz_answer(stream, len);
 
     /* Where the reads cut the stream changes nothing. */
     feed(&t, &conns[1], &cut, stream, len, data[0]);

@@ -9,7 +9,9 @@
 #include <sys/stat.h>
 
 #include "ext/change_codec.h"
+#include "fuzz.h"
 #include "lmdb_log/format.h"
+#include "raft/address.h"
 #include "raft/byte.h"
 #include "raft/configuration.h"
 #include "raft/message.h"
@@ -345,14 +347,26 @@ static void gen_frame(const struct frames *s)
     }
 }
 
-/* stream starts a receive sample: the cut byte, then the handshake of
- * @from with build id @build. */
+/* The cluster id of fuzz_recv.c's receiver, and another. */
+static const uint8_t fuzz_cluster[RAFT_UV_CLUSTER_ID_LEN] = FUZZ_CLUSTER_ID;
+static const uint8_t other_cluster[RAFT_UV_CLUSTER_ID_LEN] = {1, 2, 3};
+
+/* stream_of starts a receive sample: the cut byte, then the handshake of
+ * @from of cluster @cid with build id @build. */
+static size_t stream_of(uint8_t *out, uint8_t cut, raft_id from,
+                        const uint8_t *cid, const char *build)
+{
+    out[0] = cut;
+    return 1 + raft_uv_send_handshake_encode(from, cid, build, "127.0.0.1:7002",
+                                             out + 1);
+}
+
+/* stream_build is stream_of with no cluster id. */
 static size_t stream_build(uint8_t *out, uint8_t cut, raft_id from,
                            const char *build)
 {
-    out[0] = cut;
-    return 1 + raft_uv_send_handshake_encode(from, build, "127.0.0.1:7002",
-                                             out + 1);
+    static const uint8_t none[RAFT_UV_CLUSTER_ID_LEN];
+    return stream_of(out, cut, from, none, build);
 }
 
 /* stream is stream_build with the fuzz target's own build id. */
@@ -417,10 +431,26 @@ static void gen_recv(const struct frames *s)
     memcpy(out + 1, "RFTSQL\x01", 7);
     raft_byte_store_u64(out + 8, 2);
     write_sample("recv", "handshake_v1", out, 16);
-    /* Handshake version 2 (no listen address): refused. */
+    /* Handshake version 3 (no cluster id, one wire version): refused. */
     len = stream(out, 0, 2);
-    out[1 + RAFT__UV_MAGIC_LEN] = 2;
-    write_sample("recv", "handshake_v2", out, len - 15);
+    out[1 + RAFT__UV_MAGIC_LEN] = 3;
+    write_sample("recv", "handshake_v3", out, len - 16);
+    /* The receiver's cluster id (accepted), another (refused), wire
+     * versions it does not speak (refused), and a newer range that
+     * includes its own (accepted: frames in its version). */
+    len = stream_of(out, 0, 2, fuzz_cluster, "fuzz build");
+    encode_frame(&s->f[0], out, &len);
+    write_sample("recv", "same_cluster", out, len);
+    len = stream_of(out, 0, 2, other_cluster, "fuzz build");
+    write_sample("recv", "other_cluster", out, len);
+    len = stream(out, 0, 2);
+    out[1 + RAFT__UV_MAGIC_LEN + 1] = RAFT_WIRE_VERSION + 1;
+    out[1 + RAFT__UV_MAGIC_LEN + 2] = RAFT_WIRE_VERSION + 1;
+    write_sample("recv", "newer_wire_only", out, len);
+    len = stream(out, 0, 2);
+    out[1 + RAFT__UV_MAGIC_LEN + 2] = RAFT_WIRE_VERSION + 1;
+    encode_frame(&s->f[0], out, &len);
+    write_sample("recv", "newer_wire_too", out, len);
 }
 
 /* ---- Log records -------------------------------------------------------- */
@@ -462,19 +492,21 @@ static void gen_log_entry(const struct frames *s)
 }
 
 /* gen_configuration writes encoded configurations: empty, a bootstrap's
- * three voters, voters and learners with long and empty addresses. */
+ * three voters, voters and learners with long and empty addresses, and
+ * the same with a learner to promote (version 2). */
 static void gen_configuration(void)
 {
     struct raft_configuration c;
     struct raft_buf *b = NULL;
     char longaddr[RAFT_ADDRESS_MAX + 1];
-    static const char *names[3] = {"empty", "three_voters", "mixed"};
+    static const char *names[4] = {"empty", "three_voters", "mixed",
+                                   "auto_promote"};
     unsigned i;
 
     make_dir("configuration");
     memset(longaddr, 'h', RAFT_ADDRESS_MAX);
     longaddr[RAFT_ADDRESS_MAX] = '\0';
-    for (i = 0; i < 3; i++) {
+    for (i = 0; i < 4; i++) {
         int rc = 0;
         raft_configuration_init(&c);
         if (i >= 1) {
@@ -482,9 +514,12 @@ static void gen_configuration(void)
             rc |= raft_configuration_add(&c, 2, RAFT_VOTER, "127.0.0.1:7002");
             rc |= raft_configuration_add(&c, 3, RAFT_VOTER, "127.0.0.1:7003");
         }
-        if (i == 2) {
+        if (i >= 2) {
             rc |= raft_configuration_add(&c, 9, RAFT_LEARNER, longaddr);
             rc |= raft_configuration_add(&c, 12, RAFT_LEARNER, "");
+        }
+        if (i == 3) {
+            c.servers[4].auto_promote = true;
         }
         if (rc != 0 || raft_configuration_encode_buf(&c, &b) != 0) {
             die("raft_configuration_encode_buf");
@@ -499,16 +534,20 @@ static void gen_log_meta(void)
     static const char *const names[] = {
         LMDB_LOG_FORMAT_META_TERM,          LMDB_LOG_FORMAT_META_VOTE,
         LMDB_LOG_FORMAT_META_FIRST_INDEX,   LMDB_LOG_FORMAT_META_SNAPSHOT_INDEX,
-        LMDB_LOG_FORMAT_META_SNAPSHOT_TERM,
+        LMDB_LOG_FORMAT_META_SNAPSHOT_TERM, LMDB_LOG_FORMAT_META_CLUSTER_ID_0,
+        LMDB_LOG_FORMAT_META_CLUSTER_ID_1,
     };
-    static const uint64_t values[] = {7, 2, 101, 100, 6};
+    static const uint64_t values[] = {
+        7, 2, 101, 100, 6, 0x0102030405060708u, 0x1112131415161718u};
+    const unsigned n_names = sizeof names / sizeof names[0];
     uint8_t out[1 + LMDB_LOG_FORMAT_META_LEN];
     char name[64];
     unsigned i;
 
     make_dir("log_meta");
-    /* Selector i picks names[i] (fuzz_log_meta.c), 5 the format record. */
-    for (i = 0; i < 5; i++) {
+    /* Selector i picks names[i] (fuzz_log_meta.c), n_names the format
+     * record. */
+    for (i = 0; i < n_names; i++) {
         out[0] = (uint8_t)i;
         format_meta_encode(names[i], values[i], out + 1);
         write_sample("log_meta", names[i], out, sizeof out);
@@ -517,7 +556,7 @@ static void gen_log_meta(void)
         snprintf(name, sizeof name, "%s_fix", names[i]);
         write_sample("log_meta", name, out, sizeof out);
     }
-    out[0] = 5;
+    out[0] = (uint8_t)n_names;
     format_version_encode(LMDB_LOG_FORMAT_VERSION, out + 1);
     write_sample("log_meta", "format", out, 1 + LMDB_LOG_FORMAT_VERSION_LEN);
 }
@@ -559,6 +598,33 @@ static void gen_change(void)
     }
 }
 
+/* gen_address writes addresses (raft/address.h) of every kind, and a few
+ * near misses. */
+static void gen_address(void)
+{
+    static const struct {
+        const char *name;
+        const char *text;
+    } samples[] = {
+        {"ipv4", "127.0.0.1:7001"},
+        {"ipv4_any", "0.0.0.0:7001"},
+        {"ipv6", "[::1]:7001"},
+        {"ipv6_any", "[::]:7001"},
+        {"ipv6_zone", "[fe80::1%eth0]:7001"},
+        {"ipv6_mapped", "[::ffff:10.0.0.1]:7001"},
+        {"name", "node-1.example.com:7001"},
+        {"localhost", "localhost:7001"},
+        {"bare_ipv6", "::1:7001"},
+        {"bad_port", "10.0.0.1:70000"},
+        {"bad_octet", "10.0.0.256:7001"},
+    };
+    make_dir("address");
+    for (size_t i = 0; i < sizeof samples / sizeof samples[0]; i++) {
+        write_sample("address", samples[i].name, samples[i].text,
+                     strlen(samples[i].text));
+    }
+}
+
 int main(int argc, char **argv)
 {
     struct frames s;
@@ -581,6 +647,7 @@ int main(int argc, char **argv)
     gen_log_meta();
     gen_configuration();
     gen_change();
+    gen_address();
     frames_close(&s);
     return 0;
 }

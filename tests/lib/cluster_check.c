@@ -509,6 +509,17 @@ void cluster_check_update(struct cluster *c, const struct cnode *n,
         if (m->type == RAFT_MSG_APPEND_ENTRIES) {
             check_seq_sent(c, n, m);
         }
+        /* A learner, or a server removed, that knows its configuration
+         * committed never campaigns (thesis §4.2.1, §4.2.3). */
+        if (m->type == RAFT_MSG_REQUEST_VOTE &&
+            raft_self_role(n->raft) != RAFT_VOTER &&
+            raft_configuration_index(n->raft) <= raft_commit_index(n->raft)) {
+            cluster_fail(c,
+                         "node %llu campaigns though its configuration "
+                         "(index %llu, committed) makes it no voter",
+                         (unsigned long long)n->id,
+                         (unsigned long long)raft_configuration_index(n->raft));
+        }
         if (m->type == RAFT_MSG_APPEND_ENTRIES_RESULT &&
             m->append_entries_result.success &&
             (m->append_entries_result.last_log_index >

@@ -1362,6 +1362,39 @@ static void test_corrupt_entry_compacted_log(void **state)
     lmdb_log_entries_free(es, n);
 }
 
+/* A new log has no cluster id; one stored survives reopening, changes no
+ * other record, and a log missing half of it is refused as corrupt. */
+static void test_cluster_id(void **state)
+{
+    struct fixture *f = *state;
+    struct model *m = &f->m;
+    static const uint8_t zero[LMDB_LOG_CLUSTER_ID_LEN] = {0};
+    static const char half_key[] = "cluster_id_1";
+    uint8_t id[LMDB_LOG_CLUSTER_ID_LEN], got[LMDB_LOG_CLUSTER_ID_LEN];
+
+    for (unsigned i = 0; i < sizeof id; i++) {
+        id[i] = (uint8_t)(0xa0 + i);
+    }
+    open_log(f, DEFAULT_MAX);
+    memset(got, 0xff, sizeof got);
+    assert_int_equal(lmdb_log_cluster_id(f->log, got), 0);
+    assert_memory_equal(got, zero, sizeof got);
+    assert_int_equal(append_gen(f->log, m, NULL, 1, 5, 1, 20), 0);
+    assert_int_equal(lmdb_log_set_cluster_id(f->log, id), 0);
+    reopen_log(f, DEFAULT_MAX);
+    model_check(f->log, m);
+    assert_int_equal(lmdb_log_cluster_id(f->log, got), 0);
+    assert_memory_equal(got, id, sizeof got);
+    lmdb_log_close(f->log);
+    f->log = NULL;
+    /* Rename the second half's key: it is not found. */
+    assert_true(patch_data_file(f->dir, half_key, strlen(half_key), 11,
+                                '1' ^ '9') >= 1);
+    open_log(f, DEFAULT_MAX);
+    assert_int_equal(lmdb_log_cluster_id(f->log, got), RAFT_CORRUPT);
+    assert_true(contains(lmdb_log_errmsg(f->log), "\"cluster_id_1\""));
+}
+
 /* A version 1 log (no snapshot records) opens, reads as having no
  * snapshot, and is upgraded to version 2 on disk. */
 static void test_upgrade_version_1(void **state)
@@ -1489,6 +1522,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_corrupt_entry_compacted_log, setup,
                                         teardown),
         cmocka_unit_test_setup_teardown(test_defragment, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_cluster_id, setup, teardown),
         cmocka_unit_test_setup_teardown(test_upgrade_version_1, setup,
                                         teardown),
     };

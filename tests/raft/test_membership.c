@@ -2,8 +2,10 @@
  * latest in the log and falls back when truncated; learners never vote,
  * campaign or count; RAFT_EVENT_CHANGE and its rules (Ongaro's fix: no
  * change before the term's first commit, one pending change at a time)
- * and errors; the removed leader's step-down; removed servers never
- * campaign; snapshots carry the configuration; leadership transfer
+ * and errors; the removed leader's step-down; a removed follower is
+ * replicated to until its removal commits, then never campaigns (nor
+ * after a restart); a learner forgets a silent leader; snapshots carry
+ * the configuration; leadership transfer
  * (TimeoutNow, its timeout); catch-up rounds. Node 1 is under test. */
 
 #include <stdarg.h>
@@ -463,6 +465,277 @@ static void test_removed_leader_steps_down(void **state)
     raft_close(r);
 }
 
+/* has_message_to tells whether @u holds any message to @to. */
+static bool has_message_to(const struct raft_update *u, raft_id to)
+{
+    unsigned i;
+
+    for (i = 0; i < u->n_messages; i++) {
+        if (u->messages[i].to == to) {
+            return true;
+        }
+    }
+    return false;
+}
+
+/* Thesis §4.2.2: the leader keeps replicating to the follower it removes,
+ * which counts for nothing, until the entry is committed and an election
+ * timeout more: the follower receives the entry and learns that it
+ * committed. Then the leader stops, and tells its driver
+ * (configuration_changed, raft_leaving). */
+static void test_removed_follower_replicated(void **state)
+{
+    struct raft_update u;
+    struct raft *r = leader3(&u);
+    const struct raft_append_entries *ae;
+    bool heartbeats = false;
+    uint64_t t;
+
+    (void)state;
+    ack(r, 3, 2, &u);
+    assert_int_equal(step_change(r, RAFT_CHANGE_REMOVE, 3, 0, NULL, &u), 0);
+    ae = append_to(&u, 3, 0);
+    assert_non_null(ae);
+    assert_int_equal(ae->n_entries, 1);
+    assert_int_equal(ae->entries[0].type, RAFT_ENTRY_CONFIG);
+    assert_int_equal(raft_leaving(r)->n, 1);
+    assert_int_equal(raft_leaving(r)->servers[0].id, 3);
+    /* Its copy counts for nothing: {1, 2} commit. */
+    ack(r, 3, 3, &u);
+    assert_int_equal(raft_commit_index(r), 2);
+    ack(r, 2, 3, &u);
+    assert_int_equal(raft_commit_index(r), 3);
+    ae = append_to(&u, 3, 0);
+    assert_non_null(ae);
+    assert_int_equal(ae->prev_log_index, 3);
+    assert_int_equal(ae->leader_commit, 3);
+    for (t = 1000; raft_leaving(r)->n > 0; t += 10) {
+        assert_true(t < 1200);
+        assert_int_equal(step_tick(r, t, &u), 0);
+        heartbeats = heartbeats || append_to(&u, 3, 0) != NULL;
+    }
+    assert_true(heartbeats);
+    assert_true(t > 1100);
+    assert_true(u.configuration_changed);
+    heartbeats = false;
+    for (; t < 2000; t += 10) {
+        assert_int_equal(step_tick(r, t, &u), 0);
+        assert_false(has_message_to(&u, 3));
+        heartbeats = heartbeats || append_to(&u, 2, 0) != NULL;
+    }
+    assert_true(heartbeats);
+    assert_int_equal(raft_progress(r, 3, NULL), RAFT_NOTFOUND);
+    raft_close(r);
+}
+
+/* removal_log fills @e with a log of {1, 2, 3} whose entry 3 (of term 2,
+ * after a NOOP) removes @id; release_log frees it. */
+static void removal_log(raft_id id, struct raft_entry e[3])
+{
+    struct raft_configuration c, without;
+
+    conf_of(&c, 3, 3);
+    without = c;
+    assert_int_equal(raft_configuration_remove(&without, id), 0);
+    e[0] = config_entry(&c, 1, 1);
+    e[1] = (struct raft_entry){2, 2, RAFT_ENTRY_NOOP, NULL};
+    e[2] = config_entry(&without, 3, 2);
+}
+
+static void release_log(struct raft_entry e[3])
+{
+    raft_buf_unref(e[0].data);
+    raft_buf_unref(e[2].data);
+}
+
+/* new_node_log creates node 1 from the log @e of removal_log, hard state
+ * term 2, @applied entries applied; pre-vote and check-quorum on when
+ * @pre_vote. */
+static struct raft *new_node_log(const struct raft_entry e[3],
+                                 raft_index applied, bool pre_vote)
+{
+    struct raft_config cfg;
+    struct raft_hard_state hs = {2, 0};
+    struct raft *r = NULL;
+
+    config3(&cfg, 1, 1 << 20, 4, 7);
+    cfg.voters = NULL;
+    cfg.n_voters = 0;
+    cfg.disable_pre_vote = !pre_vote;
+    cfg.disable_check_quorum = !pre_vote;
+    assert_int_equal(raft_new(&cfg, &hs, 1, e, 3, applied, &r), 0);
+    return r;
+}
+
+/* A new leader replicates to the server an uncommitted configuration of
+ * its log removes (until it commits, and an election timeout more). */
+static void test_new_leader_replicates_to_removed(void **state)
+{
+    struct raft_entry e[3];
+    struct raft_update u;
+    struct raft *r;
+
+    (void)state;
+    removal_log(3, e);
+    r = new_node_log(e, 1, false);
+    make_leader(r, &u);
+    assert_int_equal(raft_leaving(r)->n, 1);
+    assert_true(u.configuration_changed);
+    assert_non_null(append_to(&u, 3, 0));
+    release_log(e);
+    raft_close(r);
+}
+
+/* The removed follower's side: once it holds the configuration without
+ * it and knows it committed, it never campaigns, and forgets a leader
+ * that sent nothing for an election timeout; restarted from that log, it
+ * still never campaigns (pre-vote on or off). */
+static void test_removed_follower_stops(void **state)
+{
+    struct raft_configuration c;
+    struct raft_entry e[3];
+    struct raft_update u;
+    struct raft *r;
+    uint64_t t;
+    int pre_vote;
+
+    (void)state;
+    conf_of(&c, 3, 3);
+    removal_log(1, e);
+    r = new_node(1, &c);
+    assert_int_equal(step_tick(r, 0, &u), 0);
+    assert_int_equal(step_append_seq(r, 2, 2, 1, 1, 2, &e[1], 2, 1, &u), 0);
+    assert_int_equal(step_persisted(r, 3, 2, &u), 0);
+    assert_int_equal(raft_self_role(r), 0);
+    assert_int_equal(raft_commit_index(r), 2);
+    assert_int_equal(step_append_seq(r, 2, 2, 3, 2, 3, NULL, 0, 2, &u), 0);
+    assert_int_equal(raft_commit_index(r), 3);
+    assert_int_equal(raft_leader_id(r), 2);
+    for (t = 10; t < 5000; t += 10) {
+        assert_int_equal(step_tick(r, t, &u), 0);
+        assert_int_equal(u.n_messages, 0);
+        assert_int_equal(raft_role(r), RAFT_FOLLOWER);
+        if (t >= 200) {
+            /* No AppendEntries for 2 T: no leader known. */
+            assert_int_equal(raft_leader_id(r), 0);
+        }
+    }
+    assert_true(raft_leader_contact(r) == UINT64_MAX);
+    raft_close(r);
+
+    for (pre_vote = 0; pre_vote < 2; pre_vote++) {
+        r = new_node_log(e, 3, pre_vote == 1);
+        assert_int_equal(raft_self_role(r), 0);
+        assert_int_equal(raft_configuration_index(r), 3);
+        for (t = 0; t < 5000; t += 10) {
+            assert_int_equal(step_tick(r, t, &u), 0);
+            assert_int_equal(u.n_messages, 0);
+            assert_false(u.hard_state_changed);
+        }
+        assert_int_equal(raft_current_term(r), 2);
+        raft_close(r);
+    }
+    release_log(e);
+}
+
+/* A learner forgets a leader that sent nothing for an election timeout
+ * (as a voter does on campaigning), and follows it again once it
+ * does. */
+static void test_learner_forgets_silent_leader(void **state)
+{
+    struct raft_configuration c;
+    struct raft_update u;
+    struct raft *r;
+    uint64_t t;
+
+    (void)state;
+    conf_of(&c, 2, 3);
+    assert_int_equal(raft_configuration_remove(&c, 1), 0);
+    assert_int_equal(raft_configuration_add(&c, 1, RAFT_LEARNER, "host"), 0);
+    r = new_node_at(1, &c, 1);
+    assert_int_equal(step_tick(r, 0, &u), 0);
+    assert_int_equal(step_append_seq(r, 2, 1, 1, 1, 1, NULL, 0, 1, &u), 0);
+    assert_int_equal(raft_leader_id(r), 2);
+    /* The randomized timeout is in [T, 2T). */
+    for (t = 10; t < 100; t += 10) {
+        assert_int_equal(step_tick(r, t, &u), 0);
+    }
+    assert_int_equal(raft_leader_id(r), 2);
+    for (; t <= 200; t += 10) {
+        assert_int_equal(step_tick(r, t, &u), 0);
+        assert_int_equal(u.n_messages, 0);
+    }
+    assert_int_equal(raft_leader_id(r), 0);
+    assert_int_equal(step_append_seq(r, 2, 1, 1, 1, 1, NULL, 0, 2, &u), 0);
+    assert_int_equal(raft_leader_id(r), 2);
+    raft_close(r);
+}
+
+/* The auto_promote mark of a learner lives in the configuration entry
+ * (thesis §4.2.1 catch-up, made to survive a leader change): a server
+ * that received it from one leader has it once it leads itself, and its
+ * PROMOTE clears it; ADD marks only learners. */
+static void test_auto_promote_replicated(void **state)
+{
+    struct raft_configuration c, with4, d;
+    struct raft_entry e[2];
+    struct raft_event ev;
+    struct raft_update u;
+    struct raft *r;
+    const struct raft_configuration *now;
+    uint64_t t;
+
+    (void)state;
+    conf_of(&c, 3, 3);
+    with4 = c;
+    assert_int_equal(raft_configuration_add(&with4, 4, RAFT_LEARNER, "h"), 0);
+    with4.servers[3].auto_promote = true;
+    e[0] = (struct raft_entry){2, 2, RAFT_ENTRY_NOOP, NULL};
+    e[1] = config_entry(&with4, 3, 2);
+    r = new_node(1, &c);
+    assert_int_equal(step_tick(r, 0, &u), 0);
+    assert_int_equal(step_append_seq(r, 2, 2, 1, 1, 3, e, 2, 1, &u), 0);
+    assert_int_equal(step_persisted(r, 3, 2, &u), 0);
+    assert_int_equal(raft_commit_index(r), 3);
+    /* Leader 2 goes silent: node 1 leads term 3. */
+    for (t = 10; raft_role(r) != RAFT_CANDIDATE; t += 10) {
+        assert_int_equal(step_tick(r, t, &u), 0);
+    }
+    assert_int_equal(step_vote_result(r, 2, 3, true, false, &u), 0);
+    assert_int_equal(raft_role(r), RAFT_LEADER);
+    now = raft_current_configuration(r);
+    assert_int_equal(now->servers[3].id, 4);
+    assert_true(now->servers[3].auto_promote);
+    ack(r, 2, 4, &u);
+    assert_int_equal(raft_commit_index(r), 4);
+    assert_int_equal(step_change(r, RAFT_CHANGE_PROMOTE, 4, 0, NULL, &u), 0);
+    now = raft_current_configuration(r);
+    assert_int_equal(now->servers[3].role, RAFT_VOTER);
+    assert_false(now->servers[3].auto_promote);
+    assert_int_equal(u.n_entries, 1);
+    assert_int_equal(
+        raft_configuration_decode(u.entries[0].data->data,
+                                  u.entries[0].data->len, &d, NULL, 0),
+        0);
+    assert_true(raft_configuration_equal(&d, now));
+    raft_buf_unref(e[1].data);
+    raft_close(r);
+
+    r = leader3(&u);
+    memset(&ev, 0, sizeof ev);
+    ev.type = RAFT_EVENT_CHANGE;
+    ev.change.kind = RAFT_CHANGE_ADD;
+    ev.change.id = 4;
+    ev.change.role = RAFT_VOTER;
+    ev.change.auto_promote = true;
+    assert_int_equal(raft_step(r, &ev, &u), RAFT_INVALID);
+    ev.change.role = RAFT_LEARNER;
+    assert_int_equal(raft_step(r, &ev, &u), 0);
+    now = raft_current_configuration(r);
+    assert_true(now->servers[3].auto_promote);
+    raft_close(r);
+}
+
 /* Snapshots carry the configuration: an install resets the log to the
  * snapshot's, a compaction keeps the one in force, raft_restore takes the
  * snapshot's for the compacted prefix; an invalid one is refused by
@@ -727,6 +1000,11 @@ int main(void)
         cmocka_unit_test(test_truncated_config_falls_back),
         cmocka_unit_test(test_unknown_leader_accepted),
         cmocka_unit_test(test_removed_leader_steps_down),
+        cmocka_unit_test(test_removed_follower_replicated),
+        cmocka_unit_test(test_new_leader_replicates_to_removed),
+        cmocka_unit_test(test_removed_follower_stops),
+        cmocka_unit_test(test_learner_forgets_silent_leader),
+        cmocka_unit_test(test_auto_promote_replicated),
         cmocka_unit_test(test_snapshot_configuration),
         cmocka_unit_test(test_transfer),
         cmocka_unit_test(test_timeout_now),

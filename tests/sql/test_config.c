@@ -2,7 +2,8 @@
  * configuration", sql/config.c, apply.c): a configuration entry is stored
  * with the applied index, survives a reopen, travels in a snapshot file
  * (read before install, and installed), rolls back with a failed batch, and
- * stays out of the requests' reach. */
+ * stays out of the requests' reach; and the same of the cluster id
+ * (sql/cluster_id.c). */
 
 #include <setjmp.h>
 #include <stdarg.h>
@@ -330,12 +331,87 @@ static void test_out_of_reach(void **state)
     assert_stored(f->fa, 1, 1, "conf");
 }
 
+/* assert_cluster_id checks the cluster id stored in @fsm: @want, or none
+ * when NULL. */
+static void assert_cluster_id(struct sql_fsm *fsm, const uint8_t *want)
+{
+    static const uint8_t zero[SQL_CLUSTER_ID_LEN];
+    uint8_t got[SQL_CLUSTER_ID_LEN];
+
+    if (sql_fsm_cluster_id(fsm, got) != 0) {
+        fail_msg("cluster id: %s", sql_fsm_errmsg(fsm));
+    }
+    assert_memory_equal(got, want != NULL ? want : zero, sizeof got);
+}
+
+/* A cluster id entry stores its id; the first one of the log wins, a
+ * later one changes nothing; requests may read the id, not write it; a
+ * snapshot carries it; a malformed entry fails its batch. */
+static void test_cluster_id(void **state)
+{
+    struct fixture *f = *state;
+    uint8_t id1[SQL_CLUSTER_ID_LEN], id2[SQL_CLUSTER_ID_LEN];
+    uint8_t p1[SQL_CLUSTER_ENTRY_LEN], p2[SQL_CLUSTER_ENTRY_LEN];
+    struct sql_fsm_entry e[2] = {
+        {1, 2, p1, sizeof p1, SQL_ENTRY_CLUSTER_ID},
+        {2, 3, p2, sizeof p2, SQL_ENTRY_CLUSTER_ID},
+    };
+    struct sql_result res;
+    uint64_t index = 0, term = 0;
+    char msg[256] = "";
+    const struct sql_result *r;
+
+    memset(id1, 0x11, sizeof id1);
+    memset(id2, 0x22, sizeof id2);
+    sql_cluster_entry_encode(id1, p1);
+    sql_cluster_entry_encode(id2, p2);
+    assert_true(sql_cluster_entry_is(p1, sizeof p1));
+    assert_false(sql_cluster_entry_is("RQ", 2));
+    assert_cluster_id(f->fa, NULL);
+    apply_ok(f->fa, e, 2);
+    assert_cluster_id(f->fa, id1);
+    assert_query(f->a.path,
+                 "SELECT hex(cluster_id) || ',' || idx || ',' || term "
+                 "FROM raftsql_cluster",
+                 "11111111111111111111111111111111,1,2");
+    r = apply_sql(f, f->fa, 3,
+                  "CREATE TABLE t AS SELECT * FROM raftsql_cluster");
+    assert_int_equal(r->rc, SQLITE_OK);
+    r = apply_sql(f, f->fa, 4, "DELETE FROM raftsql_cluster");
+    assert_non_null(r->errmsg);
+    assert_non_null(
+        strstr(r->errmsg, "raftsql_cluster is an internal raftsql table"));
+    assert_int_equal(
+        sql_fsm_snapshot_create(f->fa, f->snap, &index, &term, msg, sizeof msg),
+        0);
+    assert_int_equal(sql_fsm_snapshot_install(f->fb, f->snap, &index, &term),
+                     0);
+    assert_cluster_id(f->fb, id1);
+    sql_fsm_close(f->fa);
+    f->fa = open_ok(f->a.path);
+    assert_cluster_id(f->fa, id1);
+
+    /* Malformed: another version, a short payload, a zero id. */
+    e[0].index = 5;
+    p1[2] = 2;
+    assert_int_equal(sql_fsm_apply(f->fa, e, 1, &res), SQL_ERR_FORMAT);
+    assert_non_null(strstr(sql_fsm_errmsg(f->fa), "version 2, want 1"));
+    p1[2] = 1;
+    e[0].len = 5;
+    assert_int_equal(sql_fsm_apply(f->fa, e, 1, &res), SQL_ERR_CORRUPT);
+    memset(p1 + 3, 0, SQL_CLUSTER_ID_LEN);
+    e[0].len = sizeof p1;
+    assert_int_equal(sql_fsm_apply(f->fa, e, 1, &res), SQL_ERR_CORRUPT);
+    assert_int_equal(sql_fsm_applied(f->fa), 4);
+    assert_cluster_id(f->fa, id1);
+}
+
 int main(void)
 {
 #define T(name) cmocka_unit_test_setup_teardown(name, setup, teardown)
     const struct CMUnitTest tests[] = {
         T(test_applied),     T(test_survives_reopen), T(test_in_snapshot),
-        T(test_rolled_back), T(test_out_of_reach),
+        T(test_rolled_back), T(test_out_of_reach),    T(test_cluster_id),
     };
 #undef T
     return cmocka_run_group_tests_name("sql_config", tests, NULL, NULL);

@@ -1,5 +1,6 @@
 /* Unit tests of raft/configuration.c: building a configuration, the codec
- * round trip, every decode error, and the bootstrap entry. */
+ * round trip (versions 1 and 2, the auto_promote flag), every decode
+ * error, and the bootstrap entry. */
 
 #include <stdarg.h>
 #include <stddef.h>
@@ -112,6 +113,9 @@ static void test_encode_invalid(void **state)
     three(&c);
     c.servers[0].id = 0;
     assert_int_equal(raft_configuration_encode_buf(&c, &b), RAFT_INVALID);
+    three(&c);
+    c.servers[0].auto_promote = true; /* a voter */
+    assert_int_equal(raft_configuration_encode_buf(&c, &b), RAFT_INVALID);
     assert_null(b);
 }
 
@@ -149,8 +153,8 @@ static void test_decode_errors(void **state)
 
     expect_decode(b, 0, RAFT_CORRUPT, "empty");
     memcpy(bad, b, len);
-    bad[0] = 2;
-    expect_decode(bad, len, RAFT_FORMAT, "unknown version 2");
+    bad[0] = 3;
+    expect_decode(bad, len, RAFT_FORMAT, "unknown version 3");
     expect_decode(b, 3, RAFT_CORRUPT, "truncated count");
     memcpy(bad, b, len);
     bad[1] = RAFT_MAX_SERVERS + 1;
@@ -179,6 +183,56 @@ static void test_decode_errors(void **state)
     bad[1] = 2;
     memcpy(bad + len, b + 5, len - 5);
     expect_decode(bad, len + len - 5, RAFT_CORRUPT, "duplicate id 5");
+}
+
+/* A learner's auto_promote flag makes the encoding version 2, one byte
+ * more per server, and round-trips; entries written before it (version 1,
+ * the bytes below) decode as before, unflagged; a version 2 encoding
+ * refuses flags on a voter, unknown flags, and no flag at all (version 1
+ * encodes that). */
+static void test_flags(void **state)
+{
+    static const uint8_t v1[] = {1, 1, 0, 0, 0, 7, 0,   0,   0,  0,
+                                 0, 0, 0, 2, 3, 0, 'a', ':', '1'};
+    struct raft_configuration c;
+    struct raft_configuration d;
+    struct raft_buf *b = NULL;
+    uint8_t bad[64];
+
+    (void)state;
+    assert_int_equal(raft_configuration_decode(v1, sizeof v1, &d, NULL, 0), 0);
+    assert_int_equal(d.n, 1);
+    assert_int_equal(d.servers[0].id, 7);
+    assert_int_equal(d.servers[0].role, RAFT_LEARNER);
+    assert_false(d.servers[0].auto_promote);
+    assert_string_equal(d.servers[0].address, "a:1");
+    assert_int_equal(raft_configuration_encoded_len(&d), sizeof v1);
+
+    three(&c);
+    c.servers[2].auto_promote = true;
+    assert_int_equal(raft_configuration_encode_buf(&c, &b), 0);
+    assert_int_equal(b->len, 5 + 3 * 12 + 3 + 3);
+    assert_int_equal(b->data[0], RAFT_CONFIGURATION_VERSION_FLAGS);
+    assert_int_equal(raft_configuration_decode(b->data, b->len, &d, NULL, 0),
+                     0);
+    assert_true(d.servers[2].auto_promote);
+    assert_false(d.servers[0].auto_promote);
+    assert_true(raft_configuration_equal(&c, &d));
+    d.servers[2].auto_promote = false;
+    assert_false(raft_configuration_equal(&c, &d));
+
+    /* Server 0 (a voter, 1 + 4 + 8 + 1 bytes in): its flags byte. */
+    memcpy(bad, b->data, b->len);
+    bad[14] = 1;
+    expect_decode(bad, b->len, RAFT_CORRUPT, "on a voter");
+    memcpy(bad, b->data, b->len);
+    bad[14] = 4;
+    expect_decode(bad, b->len, RAFT_CORRUPT, "unknown");
+    /* Server 2 (the learner) unflagged: no flag left. */
+    memcpy(bad, b->data, b->len);
+    bad[b->len - 3] = 0;
+    expect_decode(bad, b->len, RAFT_CORRUPT, "without any flag");
+    raft_buf_unref(b);
 }
 
 /* Founding servers given the same servers in any order write the same
@@ -226,6 +280,7 @@ int main(void)
         cmocka_unit_test(test_round_trip),
         cmocka_unit_test(test_encode_invalid),
         cmocka_unit_test(test_decode_errors),
+        cmocka_unit_test(test_flags),
         cmocka_unit_test(test_bootstrap),
     };
 

@@ -725,7 +725,8 @@ static void test_trailing_byte(void **state)
     samples_close(&s);
 }
 
-/* A version byte other than RAFT_WIRE_VERSION gives RAFT_FORMAT. */
+/* A version byte outside [RAFT_WIRE_VERSION_MIN, RAFT_WIRE_VERSION]
+ * gives RAFT_FORMAT, and the encoder writes no version outside it. */
 static void test_wrong_version(void **state)
 {
     const uint8_t versions[3] = {0, RAFT_WIRE_VERSION + 1, 255};
@@ -739,6 +740,13 @@ static void test_wrong_version(void **state)
         f.bytes[RAFT_FRAME_HEADER] = versions[v];
         decode_fails(body_of(&f), body_len(&f), RAFT_FORMAT);
         decode_fails(body_of(&f), 1, RAFT_FORMAT);
+        assert_int_equal(
+            raft_frame_encode_at(&s.m[2], versions[v], f.bytes, f.len),
+            RAFT_INVALID);
+        assert_int_equal(raft_frame_encode_at(&s.m[2], RAFT_WIRE_VERSION_MIN,
+                                              f.bytes, f.len),
+                         0);
+        assert_int_equal(f.bytes[RAFT_FRAME_HEADER], RAFT_WIRE_VERSION_MIN);
         free(f.bytes);
     }
     samples_close(&s);

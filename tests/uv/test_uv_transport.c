@@ -20,6 +20,7 @@
 #include "raft/byte.h"
 #include "raft/message.h"
 #include "raft/uv.h"
+#include "raft/uv_internal.h"
 
 #define WAIT_MS 5000
 #define MAX_NODES 3
@@ -53,6 +54,7 @@ struct node {
     struct recs want;            /* messages expected, in order */
     unsigned n_warn;             /* WARN lines logged */
     char last_warn[512];         /* text of the last WARN */
+    char warns[4096];            /* every WARN, one a line (cut) */
     bool closing;                /* close called, cb not yet */
     bool recv_after_close;       /* a message arrived after close */
     const char *build_id;        /* its build id, NULL: BUILD */
@@ -119,8 +121,10 @@ static void on_log(void *data, int level, const char *msg)
         fprintf(stderr, "[%d] %s\n", level, msg);
     }
     if (level >= RAFT_LOG_WARN) {
+        size_t used = strlen(n->warns);
         n->n_warn++;
         snprintf(n->last_warn, sizeof n->last_warn, "%s", msg);
+        snprintf(n->warns + used, sizeof n->warns - used, "%s\n", msg);
     }
 }
 
@@ -195,9 +199,12 @@ static int teardown(void **state)
     return 0;
 }
 
-/* start_node starts server @id (1-based) with the first @n_nodes servers
- * as its peers. */
-static void start_node(struct fixture *f, unsigned id, unsigned n_nodes)
+/* start_node_at starts server @id (1-based) listening on @listen with
+ * the first @n_nodes servers as its peers, each at host @peer_host, and
+ * advertising @advertise (NULL: its listen address). */
+static void start_node_at(struct fixture *f, unsigned id, unsigned n_nodes,
+                          const char *listen, const char *peer_host,
+                          const char *advertise)
 {
     struct node *n = &f->nodes[id - 1];
     struct raft_uv_peer peers[MAX_NODES];
@@ -211,18 +218,26 @@ static void start_node(struct fixture *f, unsigned id, unsigned n_nodes)
             continue;
         }
         peers[n_peers].id = i;
-        strcpy(peers[n_peers].host, "127.0.0.1");
+        snprintf(peers[n_peers].host, sizeof peers[n_peers].host, "%s",
+                 peer_host);
         peers[n_peers].port = f->nodes[i - 1].port;
         n_peers++;
     }
     rc = raft_uv_transport_start(
-        &f->loop, id, "127.0.0.1", n->port, peers, n_peers, MAX_FRAME,
+        &f->loop, id, listen, n->port, advertise, peers, n_peers, MAX_FRAME,
         n->build_id != NULL ? n->build_id : BUILD, NULL, on_recv, on_log, n,
         &n->t, err, sizeof err);
     if (rc != 0) {
         fail_msg("start node %u: %d %s", id, rc, err);
     }
     assert_int_equal(raft_uv_transport_port(n->t), n->port);
+}
+
+/* start_node starts server @id (1-based) on 127.0.0.1 with the first
+ * @n_nodes servers as its peers. */
+static void start_node(struct fixture *f, unsigned id, unsigned n_nodes)
+{
+    start_node_at(f, id, n_nodes, "127.0.0.1", "127.0.0.1", NULL);
 }
 
 static unsigned g_n_nodes; /* nodes that must be fully connected */
@@ -650,6 +665,8 @@ struct raw {
     bool eof;          /* the server closed it */
     bool closed;       /* our close finished */
     char rbuf[256];    /* read sink */
+    uint8_t got[1024]; /* bytes the server sent (its answer) */
+    size_t n_got;      /* bytes at @got */
 };
 
 static struct raw *g_raw; /* the client run_until predicates look at */
@@ -675,9 +692,12 @@ static void raw_read(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf)
 {
     struct raw *r = s->data;
 
-    (void)buf;
-    /* The transport never writes on an accepted connection. */
-    assert_true(nread <= 0);
+    /* The transport writes only its answer on an accepted connection. */
+    if (nread > 0) {
+        assert_true(r->n_got + (size_t)nread <= sizeof r->got);
+        memcpy(r->got + r->n_got, buf->base, (size_t)nread);
+        r->n_got += (size_t)nread;
+    }
     if (nread < 0) {
         r->eof = true;
         uv_read_stop(s);
@@ -709,16 +729,24 @@ static void raw_on_close(uv_handle_t *h)
     r->closed = true;
 }
 
-static void raw_open(struct fixture *f, struct raw *r, uint16_t port)
+/* loopback returns 127.0.0.1:@port. */
+static struct sockaddr_in loopback(uint16_t port)
 {
     struct sockaddr_in sin;
+
+    assert_int_equal(uv_ip4_addr("127.0.0.1", port, &sin), 0);
+    return sin;
+}
+
+static void raw_open(struct fixture *f, struct raw *r, uint16_t port)
+{
+    struct sockaddr_in sin = loopback(port);
 
     memset(r, 0, sizeof *r);
     g_raw = r;
     assert_int_equal(uv_tcp_init(&f->loop, &r->tcp), 0);
     r->tcp.data = r;
     r->conn.data = r;
-    assert_int_equal(uv_ip4_addr("127.0.0.1", port, &sin), 0);
     assert_int_equal(uv_tcp_connect(&r->conn, &r->tcp, (struct sockaddr *)&sin,
                                     raw_on_connect),
                      0);
@@ -742,41 +770,48 @@ static void raw_close(struct fixture *f, struct raw *r)
     WAIT_FOR(f, raw_closed);
 }
 
-/* handshake_at writes the handshake (version 3 layout, uv.h) of sender
- * @id into @out with handshake version @hv, wire version @wv, build id
- * @build of @build_len bytes and listen address @address; returns its
- * length. */
+/* The cluster id of a raw client's handshake, all zero unless a test
+ * sets it. */
+static uint8_t g_cluster[RAFT_UV_CLUSTER_ID_LEN];
+
+/* handshake_at writes the handshake (version 4 layout, uv.h) of sender
+ * @id of cluster g_cluster into @out with handshake version @hv, wire
+ * versions @lo to @hi, build id @build of @build_len bytes and listen
+ * address @address; returns its length. */
 static size_t handshake_at(uint8_t *out, const char *magic, uint8_t hv,
-                           uint8_t wv, raft_id id, const char *build,
-                           size_t build_len, const char *address)
+                           uint8_t lo, uint8_t hi, raft_id id,
+                           const char *build, size_t build_len,
+                           const char *address)
 {
     size_t alen = strlen(address);
 
     memcpy(out, magic, 6);
     out[6] = hv;
-    out[7] = wv;
-    raft_byte_store_u64(out + 8, id);
-    out[16] = (uint8_t)build_len;
-    memcpy(out + 17, build, build_len);
-    out[17 + build_len] = (uint8_t)alen;
-    memcpy(out + 18 + build_len, address, alen);
-    return 18 + build_len + alen;
+    out[7] = lo;
+    out[8] = hi;
+    memcpy(out + 9, g_cluster, RAFT_UV_CLUSTER_ID_LEN);
+    raft_byte_store_u64(out + 25, id);
+    out[33] = (uint8_t)build_len;
+    memcpy(out + 34, build, build_len);
+    out[34 + build_len] = (uint8_t)alen;
+    memcpy(out + 35 + build_len, address, alen);
+    return 35 + build_len + alen;
 }
 
-/* handshake_of is handshake_at with no listen address. */
+/* handshake_of is handshake_at with this build's wire versions and no
+ * listen address. */
 static size_t handshake_of(uint8_t *out, const char *magic, uint8_t hv,
-                           uint8_t wv, raft_id id, const char *build,
-                           size_t build_len)
+                           raft_id id, const char *build, size_t build_len)
 {
-    return handshake_at(out, magic, hv, wv, id, build, build_len, "");
+    return handshake_at(out, magic, hv, RAFT_WIRE_VERSION_MIN,
+                        RAFT_WIRE_VERSION, id, build, build_len, "");
 }
 
 /* handshake writes the handshake of sender @id, with BUILD, into @out. */
 static size_t handshake(uint8_t *out, const char *magic, uint8_t version,
                         raft_id id)
 {
-    return handshake_of(out, magic, version, RAFT_WIRE_VERSION, id, BUILD,
-                        strlen(BUILD));
+    return handshake_of(out, magic, version, id, BUILD, strlen(BUILD));
 }
 
 /* frame_of encodes @m into @out (at most @cap bytes) and returns its
@@ -831,57 +866,58 @@ static void test_hostile_clients(void **state)
                     "bad handshake magic");
 
     /* Version 1, the 15 bytes of earlier raftsql (wire version 1 where
-     * the handshake version is now), version 2 (no listen address), then
-     * version 4. */
+     * the handshake version is now), version 3 (no cluster id, one wire
+     * version), then version 5. */
     memcpy(buf, "RFTSQL\x01", 7);
     raft_byte_store_u64(buf + 7, 2);
     expect_rejected(f, buf, 15,
-                    "handshake version 1, want 3: closing (the peer runs an "
+                    "handshake version 1, want 4: closing (the peer runs an "
                     "older raftsql)");
-    n = handshake(buf, "RFTSQL", 2, 2);
-    expect_rejected(f, buf, n,
-                    "handshake version 2, want 3: closing (the peer runs an "
+    memcpy(buf, "RFTSQL\x03\x01", 8);
+    raft_byte_store_u64(buf + 8, 2);
+    buf[16] = 0;
+    buf[17] = 0;
+    expect_rejected(f, buf, 18,
+                    "handshake version 3, want 4: closing (the peer runs an "
                     "older raftsql)");
-    n = handshake(buf, "RFTSQL", 4, 2);
-    expect_rejected(f, buf, n, "handshake version 4, want 3");
-    n = handshake_of(buf, "RFTSQL", 3, RAFT_WIRE_VERSION + 1, 2, "", 0);
-    expect_rejected(f, buf, n, "handshake wire version");
+    n = handshake(buf, "RFTSQL", 5, 2);
+    expect_rejected(f, buf, n, "handshake version 5, want 4");
+    n = handshake_at(buf, "RFTSQL", 4, RAFT_WIRE_VERSION + 1,
+                     RAFT_WIRE_VERSION + 1, 2, "", 0, "");
+    expect_rejected(f, buf, n, "no version in common");
+    n = handshake_at(buf, "RFTSQL", 4, 0, RAFT_WIRE_VERSION, 2, "", 0, "");
+    expect_rejected(f, buf, n, "wire versions 0 to 1: malformed");
     memset(long_build, 'x', sizeof long_build);
-    n = handshake_of(buf, "RFTSQL", 3, RAFT_WIRE_VERSION, 2, long_build,
-                     sizeof long_build);
+    n = handshake_of(buf, "RFTSQL", 4, 2, long_build, sizeof long_build);
     expect_rejected(f, buf, n, "handshake build id of 130 bytes, at most 128");
-    n = handshake_of(buf, "RFTSQL", 3, RAFT_WIRE_VERSION, 2, "a\tb", 3);
+    n = handshake_of(buf, "RFTSQL", 4, 2, "a\tb", 3);
     expect_rejected(f, buf, n,
                     "build id has byte 0x09 at 1, not printable ASCII");
-    n = handshake_at(buf, "RFTSQL", 3, RAFT_WIRE_VERSION, 2, "", 0,
-                     "127.0.0.1:\x01");
+    n = handshake_at(buf, "RFTSQL", 4, RAFT_WIRE_VERSION_MIN, RAFT_WIRE_VERSION,
+                     2, "", 0, "127.0.0.1:\x01");
     expect_rejected(f, buf, n,
                     "listen address has byte 0x01 at 10, not printable");
-    memset(long_build, '1', 64);
-    long_build[64] = '\0';
-    n = handshake_at(buf, "RFTSQL", 3, RAFT_WIRE_VERSION, 2, "", 0, long_build);
-    expect_rejected(f, buf, n, "listen address of 64 bytes, at most 63");
 
-    n = handshake(buf, "RFTSQL", 3, 0);
+    n = handshake(buf, "RFTSQL", 4, 0);
     expect_rejected(f, buf, n, "handshake from server id 0 (no server)");
-    n = handshake(buf, "RFTSQL", 3, 1);
+    n = handshake(buf, "RFTSQL", 4, 1);
     expect_rejected(f, buf, n, "server id 1 (this server's own)");
 
-    n = handshake(buf, "RFTSQL", 3, 2);
+    n = handshake(buf, "RFTSQL", 4, 2);
     raft_byte_store_u32(buf + n, UINT32_MAX);
     expect_rejected(f, buf, n + 4, "frame length 4294967295");
 
-    n = handshake(buf, "RFTSQL", 3, 2);
+    n = handshake(buf, "RFTSQL", 4, 2);
     raft_byte_store_u32(buf + n, MAX_FRAME + 1);
     expect_rejected(f, buf, n + 4, "frame length");
 
-    n = handshake(buf, "RFTSQL", 3, 2);
+    n = handshake(buf, "RFTSQL", 4, 2);
     raft_byte_store_u32(buf + n, 1);
     buf[n + 4] = RAFT_WIRE_VERSION;
     expect_rejected(f, buf, n + 5, "frame length 1");
 
     /* A frame whose body is cut short of its AppendEntries fields. */
-    n = handshake(buf, "RFTSQL", 3, 2);
+    n = handshake(buf, "RFTSQL", 4, 2);
     raft_byte_store_u32(buf + n, 20);
     memset(buf + n + 4, 0, 20);
     buf[n + 4] = RAFT_WIRE_VERSION;
@@ -889,11 +925,13 @@ static void test_hostile_clients(void **state)
     expect_rejected(f, buf, n + 24, "bad frame");
 
     /* A frame of an unknown version. */
-    n = handshake(buf, "RFTSQL", 3, 2);
+    n = handshake(buf, "RFTSQL", 4, 2);
     raft_byte_store_u32(buf + n, 2);
     buf[n + 4] = 7;
     buf[n + 5] = 1;
-    expect_rejected(f, buf, n + 6, "unsupported wire version");
+    expect_rejected(f, buf, n + 6,
+                    "frame of wire version 7, the handshake "
+                    "agreed on 1");
 
     /* A well-formed message whose sender is not the handshake's. */
     memset(&c, 0, sizeof c);
@@ -901,7 +939,7 @@ static void test_hostile_clients(void **state)
     c.from = 3;
     c.to = 1;
     m = framed(&c);
-    n = handshake(buf, "RFTSQL", 3, 2);
+    n = handshake(buf, "RFTSQL", 4, 2);
     n += frame_of(&m, buf + n, sizeof buf - n);
     expect_rejected(f, buf, n, "message from 3 to 1");
 
@@ -909,7 +947,7 @@ static void test_hostile_clients(void **state)
     c.from = 2;
     c.to = 2;
     m = framed(&c);
-    n = handshake(buf, "RFTSQL", 3, 2);
+    n = handshake(buf, "RFTSQL", 4, 2);
     n += frame_of(&m, buf + n, sizeof buf - n);
     expect_rejected(f, buf, n, "message from 2 to 2");
 }
@@ -936,7 +974,7 @@ static void test_reassembly(void **state)
     start_cluster(f, 2);
     buf = malloc(1 << 20);
     assert_non_null(buf);
-    n += handshake(buf, "RFTSQL", 3, 2);
+    n += handshake(buf, "RFTSQL", 4, 2);
     memset(&c, 0, sizeof c);
     c.from = 2;
     c.to = 1;
@@ -963,7 +1001,7 @@ static void test_reassembly(void **state)
     /* Cut inside the handshake, then inside the big frame's length
      * prefix area, and send the rest (two frames' worth) at once. */
     cut1 = 9;
-    cut2 = 18 + strlen(BUILD) +
+    cut2 = 35 + strlen(BUILD) +
            raft_frame_encoded_len(
                &(struct raft_frame){.type = RAFT_MSG_REQUEST_VOTE}) +
            2;
@@ -1064,9 +1102,9 @@ static void test_close_in_callback(void **state)
 
     start_node(f, 1, 2);
     assert_int_equal(
-        raft_uv_transport_start(&f->loop, 2, "127.0.0.1", n2->port, &peer, 1,
-                                MAX_FRAME, BUILD, NULL, on_recv_close, on_log,
-                                n2, &n2->t, err, sizeof err),
+        raft_uv_transport_start(&f->loop, 2, "127.0.0.1", n2->port, NULL, &peer,
+                                1, MAX_FRAME, BUILD, NULL, on_recv_close,
+                                on_log, n2, &n2->t, err, sizeof err),
         0);
     g_n_nodes = 2;
     WAIT_FOR(f, fully_connected);
@@ -1074,6 +1112,370 @@ static void test_close_in_callback(void **state)
     WAIT_FOR(f, all_closed);
     run_for(f, 50);
     assert_int_equal(n2->got.n, 2);
+}
+
+/* Two cluster ids for the tests that need them. */
+static const uint8_t CLUSTER_A[RAFT_UV_CLUSTER_ID_LEN] = {
+    0xa9, 0xb8, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14};
+static const uint8_t CLUSTER_B[RAFT_UV_CLUSTER_ID_LEN] = {
+    0x1f, 0x2e, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 15};
+
+static bool one_two_unreachable(struct fixture *f)
+{
+    return !raft_uv_transport_connected(f->nodes[0].t, 2) &&
+           !raft_uv_transport_connected(f->nodes[1].t, 1);
+}
+
+/* assert_warned fails unless server @n logged a WARN holding @what. */
+static void assert_warned(const struct node *n, const char *what)
+{
+    if (strstr(n->warns, what) == NULL) {
+        fail_msg("server %u logged no '%s'; it logged:\n%s", (unsigned)n->id,
+                 what, n->warns);
+    }
+}
+
+/* Servers of two clusters refuse each other however often they re-dial:
+ * each logs one WARN for the refusal it made and one for the refusal its
+ * dial got, naming both ids, and no frame passes. A server without
+ * cluster id is refused by none and refuses none, and each side learns
+ * the other's id from its handshake. */
+static void test_cluster_ids(void **state)
+{
+    struct fixture *f = *state;
+    uint8_t zero[RAFT_UV_CLUSTER_ID_LEN] = {0}, id[RAFT_UV_CLUSTER_ID_LEN];
+    char a[RAFT_UV_CLUSTER_ID_HEX], b[RAFT_UV_CLUSTER_ID_HEX], line[256];
+    struct raft_frame m;
+
+    raft_uv_cluster_id_hex(CLUSTER_A, a);
+    raft_uv_cluster_id_hex(CLUSTER_B, b);
+    assert_string_equal(a, "a9b80102030405060708090a0b0c0d0e");
+    assert_true(raft_uv_cluster_id_is_zero(zero));
+    assert_false(raft_uv_cluster_id_is_zero(CLUSTER_A));
+    start_node(f, 1, 2);
+    start_node(f, 2, 2);
+    raft_uv_transport_set_cluster_id(f->nodes[0].t, CLUSTER_A);
+    raft_uv_transport_set_cluster_id(f->nodes[1].t, CLUSTER_B);
+    /* Dials at about 0, 100, 300, 700 and 1500 ms, all refused. */
+    run_for(f, 1600);
+    assert_true(one_two_unreachable(f));
+    m = heartbeat(1, 2, 0);
+    assert_int_equal(raft_uv_transport_send(f->nodes[0].t, &m), RAFT_NOCONN);
+    assert_false(raft_uv_transport_peer_cluster_id(f->nodes[0].t, 2, id));
+    snprintf(line, sizeof line,
+             "refused server 2: its cluster id %s is not this cluster's %s "
+             "(a server of another cluster)",
+             b, a);
+    assert_warned(&f->nodes[0], line);
+    snprintf(line, sizeof line,
+             "): refused us: cluster id %s is not its cluster %s", a, b);
+    assert_warned(&f->nodes[0], line);
+    assert_int_equal(f->nodes[0].n_warn, 2);
+    snprintf(line, sizeof line,
+             "refused server 1: its cluster id %s is not this cluster's %s", a,
+             b);
+    assert_warned(&f->nodes[1], line);
+    assert_int_equal(f->nodes[1].n_warn, 2);
+
+    /* Server 2 has no id: both accept. */
+    raft_uv_transport_set_cluster_id(f->nodes[1].t, zero);
+    WAIT_FOR(f, one_two_connected);
+    send_heartbeats(f, 1, 2, 3);
+    send_heartbeats(f, 2, 1, 3);
+    check_delivered(f);
+    assert_true(raft_uv_transport_peer_cluster_id(f->nodes[1].t, 1, id));
+    assert_memory_equal(id, CLUSTER_A, sizeof id);
+    WAIT_FOR(f, one_two_connected);
+    assert_true(raft_uv_transport_peer_cluster_id(f->nodes[0].t, 2, id));
+    assert_memory_equal(id, zero, sizeof id);
+    assert_int_equal(f->nodes[0].n_warn, 2);
+    assert_int_equal(f->nodes[1].n_warn, 2);
+}
+
+static bool raw_has_answer(struct fixture *f)
+{
+    (void)f;
+    return g_raw->n_got >= RAFT__UV_ANSWER_FIXED &&
+           g_raw->n_got >=
+               raft_uv_handshake_answer_need(g_raw->got, g_raw->n_got);
+}
+
+/* raw_answer waits for the answer to @r's handshake and decodes it. */
+static void raw_answer(struct fixture *f, struct raw *r,
+                       struct raft_uv_answer *out)
+{
+    char why[128] = "";
+
+    WAIT_FOR(f, raw_has_answer);
+    if (!raft_uv_handshake_answer_decode(
+            r->got, raft_uv_handshake_answer_need(r->got, r->n_got), out, why,
+            sizeof why)) {
+        fail_msg("bad answer: %s", why);
+    }
+}
+
+/* raw_refused sends the handshake @buf (@n bytes) from a raw client to
+ * server 1 and gives the refusal it gets back, then the close. */
+static void raw_refused(struct fixture *f, const uint8_t *buf, size_t n,
+                        struct raft_uv_answer *out)
+{
+    struct raw r;
+
+    raw_open(f, &r, f->nodes[0].port);
+    raw_write(&r, buf, n);
+    raw_answer(f, &r, out);
+    WAIT_FOR(f, raw_eof);
+    raw_close(f, &r);
+    assert_int_not_equal(out->verdict, RAFT__UV_ACCEPTED);
+}
+
+/* An acceptor answers every handshake: an acceptance with its wire
+ * versions, cluster id and server id, after which frames go in the
+ * highest version both speak; a refusal names why (no version in common,
+ * another cluster) and the connection closes. */
+static void test_answers(void **state)
+{
+    struct fixture *f = *state;
+    struct raft_uv_answer a;
+    struct raft_frame m;
+    uint8_t buf[320];
+    struct raw r;
+    size_t n;
+
+    start_cluster(f, 2);
+    raft_uv_transport_set_cluster_id(f->nodes[0].t, CLUSTER_A);
+
+    /* A newer server that also speaks this build's versions. */
+    n = handshake_at(buf, "RFTSQL", 4, RAFT_WIRE_VERSION_MIN,
+                     RAFT_WIRE_VERSION + 3, 2, BUILD, strlen(BUILD), "");
+    raw_open(f, &r, f->nodes[0].port);
+    raw_write(&r, buf, n);
+    raw_answer(f, &r, &a);
+    assert_int_equal(a.verdict, RAFT__UV_ACCEPTED);
+    assert_int_equal(a.wire_min, RAFT_WIRE_VERSION_MIN);
+    assert_int_equal(a.wire_max, RAFT_WIRE_VERSION);
+    assert_int_equal(a.id, 1);
+    assert_memory_equal(a.cluster_id, CLUSTER_A, RAFT_UV_CLUSTER_ID_LEN);
+    assert_string_equal(a.reason, "");
+    m = heartbeat(2, 1, 77);
+    n = frame_of(&m, buf, sizeof buf);
+    raw_write(&r, buf, n);
+    recs_push_message(&f->nodes[0].want, &m);
+    check_delivered(f);
+    assert_false(r.eof);
+    raw_close(f, &r);
+
+    /* Only newer versions. */
+    n = handshake_at(buf, "RFTSQL", 4, RAFT_WIRE_VERSION + 1,
+                     RAFT_WIRE_VERSION + 2, 2, BUILD, strlen(BUILD), "");
+    raw_refused(f, buf, n, &a);
+    assert_int_equal(a.verdict, RAFT__UV_REFUSED_WIRE);
+    assert_non_null(strstr(a.reason,
+                           "it speaks wire versions 1 to 1, we "
+                           "speak 2 to 3: no version in common"));
+
+    /* Another cluster. */
+    memcpy(g_cluster, CLUSTER_B, sizeof g_cluster);
+    n = handshake(buf, "RFTSQL", 4, 2);
+    memset(g_cluster, 0, sizeof g_cluster);
+    raw_refused(f, buf, n, &a);
+    assert_int_equal(a.verdict, RAFT__UV_REFUSED_CLUSTER);
+    assert_string_equal(a.reason,
+                        "cluster id 1f2e0102030405060708090a0b0c0d0f "
+                        "is not its cluster "
+                        "a9b80102030405060708090a0b0c0d0e");
+    /* The handshake's length byte allows addresses of 255 bytes. */
+    {
+        char address[256];
+        memset(address, 'h', 249);
+        strcpy(address + 249, ":7009");
+        n = handshake_at(buf, "RFTSQL", 4, RAFT_WIRE_VERSION_MIN,
+                         RAFT_WIRE_VERSION, 2, "", 0, address);
+        assert_int_equal(n, 35 + 254);
+    }
+    raw_open(f, &r, f->nodes[0].port);
+    raw_write(&r, buf, n);
+    raw_answer(f, &r, &a);
+    assert_int_equal(a.verdict, RAFT__UV_ACCEPTED);
+    raw_close(f, &r);
+}
+
+/* A raw server that a transport dials, in place of a peer. */
+struct srv {
+    uv_tcp_t listener; /* listening on the peer's port */
+    struct raw conn;   /* the connection accepted last */
+    unsigned n_conns;  /* connections accepted */
+};
+
+static struct srv *g_srv; /* the server run_until predicates look at */
+
+static void srv_read(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf)
+{
+    struct raw *r = s->data;
+
+    if (nread > 0) {
+        size_t k = (size_t)nread;
+        k = k < sizeof r->got - r->n_got ? k : sizeof r->got - r->n_got;
+        memcpy(r->got + r->n_got, buf->base, k);
+        r->n_got += k;
+    } else if (nread < 0) {
+        r->eof = true;
+        uv_close((uv_handle_t *)&r->tcp, raw_on_close);
+    }
+}
+
+static void srv_on_connection(uv_stream_t *server, int status)
+{
+    struct srv *v = server->data;
+    struct raw *r = &v->conn;
+
+    assert_int_equal(status, 0);
+    /* The previous connection was failed and closed by the dialler. */
+    assert_true(v->n_conns == 0 || r->closed);
+    memset(r, 0, sizeof *r);
+    assert_int_equal(uv_tcp_init(server->loop, &r->tcp), 0);
+    r->tcp.data = r;
+    assert_int_equal(uv_accept(server, (uv_stream_t *)&r->tcp), 0);
+    r->connected = true;
+    assert_int_equal(uv_read_start((uv_stream_t *)&r->tcp, raw_alloc, srv_read),
+                     0);
+    v->n_conns++;
+}
+
+static void srv_open(struct fixture *f, struct srv *v, uint16_t port)
+{
+    struct sockaddr_in sin = loopback(port);
+
+    memset(v, 0, sizeof *v);
+    assert_int_equal(uv_tcp_init(&f->loop, &v->listener), 0);
+    v->listener.data = v;
+    g_srv = v;
+    assert_int_equal(
+        uv_tcp_bind(&v->listener, (const struct sockaddr *)&sin, 0), 0);
+    assert_int_equal(
+        uv_listen((uv_stream_t *)&v->listener, 8, srv_on_connection), 0);
+}
+
+static unsigned g_want_conns; /* connections srv_handshake waits for */
+
+static bool srv_has_handshake(struct fixture *f)
+{
+    (void)f;
+    return g_srv->n_conns >= g_want_conns && !g_srv->conn.closed &&
+           g_srv->conn.n_got > RAFT__UV_HANDSHAKE_FIXED;
+}
+
+/* srv_handshake waits for connection @k (1-based) and its handshake. */
+static void srv_handshake(struct fixture *f, unsigned k)
+{
+    g_want_conns = k;
+    WAIT_FOR(f, srv_has_handshake);
+}
+
+/* srv_answer writes the answer of server @id with @verdict, wire
+ * versions @lo to @hi, cluster id @cid and @reason on the last
+ * connection. */
+static void srv_answer(struct srv *v, unsigned verdict, uint8_t lo, uint8_t hi,
+                       const uint8_t *cid, raft_id id, const char *reason)
+{
+    uint8_t a[RAFT__UV_ANSWER_MAX] = {
+        'R', 'F', 'T', 'S', 'Q', 'L', 4, (uint8_t)verdict, lo, hi};
+    size_t len = strlen(reason);
+
+    memcpy(a + 10, cid, RAFT_UV_CLUSTER_ID_LEN);
+    raft_byte_store_u64(a + 26, id);
+    a[34] = (uint8_t)len;
+    memcpy(a + 35, reason, len);
+    raw_write(&v->conn, a, 35 + len);
+}
+
+static bool srv_eof(struct fixture *f)
+{
+    (void)f;
+    return g_srv->conn.closed;
+}
+
+static bool one_connected_to_two(struct fixture *f)
+{
+    return raft_uv_transport_connected(f->nodes[0].t, 2);
+}
+
+/* A dialler sends no frame before the acceptance, logs a refusal once
+ * until it changes (its backoff re-dials), refuses an answer from another
+ * server than it dialled, one whose versions do not meet its own and
+ * bytes after the answer, and sends its frames in the highest version
+ * both speak. */
+static void test_dialler(void **state)
+{
+    struct fixture *f = *state;
+    uint8_t zero[RAFT_UV_CLUSTER_ID_LEN] = {0};
+    struct raft_frame m;
+    uint8_t buf[64];
+    struct srv v;
+    size_t n;
+
+    srv_open(f, &v, f->nodes[1].port);
+    start_node(f, 1, 2);
+    srv_handshake(f, 1);
+    assert_int_equal(v.conn.n_got, RAFT__UV_HANDSHAKE_FIXED + strlen(BUILD) +
+                                       1 + strlen("127.0.0.1:") +
+                                       (f->nodes[0].port >= 10000 ? 5 : 4));
+    assert_memory_equal(v.conn.got, "RFTSQL\x04", 7);
+    assert_int_equal(v.conn.got[7], RAFT_WIRE_VERSION_MIN);
+    assert_int_equal(v.conn.got[8], RAFT_WIRE_VERSION);
+    assert_int_equal(raft_byte_load_u64(v.conn.got + 25), 1);
+    m = heartbeat(1, 2, 0);
+    assert_int_equal(raft_uv_transport_send(f->nodes[0].t, &m), RAFT_NOCONN);
+
+    /* The same refusal twice: one WARN. */
+    srv_answer(&v, RAFT__UV_REFUSED_CLUSTER, 1, 1, CLUSTER_B, 2,
+               "cluster id none is not its cluster 1f2e");
+    WAIT_FOR(f, srv_eof);
+    assert_int_equal(f->nodes[0].n_warn, 1);
+    assert_warned(&f->nodes[0],
+                  "peer 2 (127.0.0.1:"); /* the peer's name, then: */
+    assert_warned(&f->nodes[0],
+                  "): refused us: cluster id none is not its cluster 1f2e");
+    srv_handshake(f, 2);
+    srv_answer(&v, RAFT__UV_REFUSED_CLUSTER, 1, 1, CLUSTER_B, 2,
+               "cluster id none is not its cluster 1f2e");
+    WAIT_FOR(f, srv_eof);
+    assert_int_equal(f->nodes[0].n_warn, 1);
+
+    /* Another server at that address. */
+    srv_handshake(f, 3);
+    srv_answer(&v, RAFT__UV_ACCEPTED, 1, 1, zero, 3, "");
+    WAIT_FOR(f, srv_eof);
+    assert_warned(&f->nodes[0], "the server at this address is server 3");
+
+    /* No version in common. */
+    srv_handshake(f, 4);
+    srv_answer(&v, RAFT__UV_ACCEPTED, RAFT_WIRE_VERSION + 1,
+               RAFT_WIRE_VERSION + 1, zero, 2, "");
+    WAIT_FOR(f, srv_eof);
+    assert_warned(&f->nodes[0], "accepted us but speaks wire versions");
+
+    /* Accepted by a newer server: frames go in this build's version. */
+    srv_handshake(f, 5);
+    srv_answer(&v, RAFT__UV_ACCEPTED, RAFT_WIRE_VERSION_MIN,
+               RAFT_WIRE_VERSION + 4, CLUSTER_A, 2, "");
+    WAIT_FOR(f, one_connected_to_two);
+    n = v.conn.n_got;
+    m = heartbeat(1, 2, 5);
+    assert_int_equal(raft_uv_transport_send(f->nodes[0].t, &m), 0);
+    run_for(f, 50);
+    assert_int_equal(v.conn.n_got, n + raft_frame_encoded_len(&m));
+    assert_int_equal(v.conn.got[n + RAFT_FRAME_HEADER], RAFT_WIRE_VERSION);
+
+    /* Bytes after the answer. */
+    buf[0] = 0;
+    raw_write(&v.conn, buf, 1);
+    WAIT_FOR(f, srv_eof);
+    assert_warned(&f->nodes[0], "unexpected bytes on outgoing connection");
+    stop_node(&f->nodes[0]);
+    WAIT_FOR(f, all_closed);
+    uv_close((uv_handle_t *)&v.listener, NULL);
+    run_for(f, 20);
 }
 
 /* Bad arguments and a busy port are refused, leaving nothing behind. */
@@ -1084,19 +1486,32 @@ static void test_start_errors(void **state)
     struct raft_uv_peer peer = {2, "127.0.0.1", 1, ""};
     char err[256] = "";
 
-    assert_int_equal(raft_uv_transport_start(&f->loop, 1, "not-an-ip", 0, NULL,
-                                             0, MAX_FRAME, NULL, NULL, on_recv,
-                                             NULL, NULL, &t, err, sizeof err),
+    assert_int_equal(raft_uv_transport_start(
+                         &f->loop, 1, "not-an-ip", 0, NULL, NULL, 0, MAX_FRAME,
+                         NULL, NULL, on_recv, NULL, NULL, &t, err, sizeof err),
                      RAFT_INVALID);
     assert_null(t);
+    /* A hostname is no listen address (what to bind is an IP). */
+    assert_int_equal(raft_uv_transport_start(
+                         &f->loop, 1, "localhost", 0, NULL, NULL, 0, MAX_FRAME,
+                         NULL, NULL, on_recv, NULL, NULL, &t, err, sizeof err),
+                     RAFT_INVALID);
+    assert_non_null(strstr(err, "bad listen address localhost"));
+    assert_int_equal(
+        raft_uv_transport_start(&f->loop, 1, "127.0.0.1", 0, "[::1]", NULL, 0,
+                                MAX_FRAME, NULL, NULL, on_recv, NULL, NULL, &t,
+                                err, sizeof err),
+        RAFT_INVALID);
+    assert_non_null(strstr(err, "bad advertised address '[::1]'"));
+    assert_null(t);
     peer.id = 1;
-    assert_int_equal(raft_uv_transport_start(&f->loop, 1, "127.0.0.1", 0, &peer,
-                                             1, MAX_FRAME, NULL, NULL, on_recv,
-                                             NULL, NULL, &t, err, sizeof err),
+    assert_int_equal(raft_uv_transport_start(
+                         &f->loop, 1, "127.0.0.1", 0, NULL, &peer, 1, MAX_FRAME,
+                         NULL, NULL, on_recv, NULL, NULL, &t, err, sizeof err),
                      RAFT_INVALID);
     peer.id = 2;
     assert_int_equal(
-        raft_uv_transport_start(&f->loop, 1, "127.0.0.1", 0, &peer, 1,
+        raft_uv_transport_start(&f->loop, 1, "127.0.0.1", 0, NULL, &peer, 1,
                                 MAX_FRAME, "bad\nbuild", NULL, on_recv, NULL,
                                 NULL, &t, err, sizeof err),
         RAFT_INVALID);
@@ -1106,27 +1521,125 @@ static void test_start_errors(void **state)
         memset(big, 'b', sizeof big - 1);
         big[sizeof big - 1] = '\0';
         assert_int_equal(
-            raft_uv_transport_start(&f->loop, 1, "127.0.0.1", 0, &peer, 1,
+            raft_uv_transport_start(&f->loop, 1, "127.0.0.1", 0, NULL, &peer, 1,
                                     MAX_FRAME, big, NULL, on_recv, NULL, NULL,
                                     &t, err, sizeof err),
             RAFT_INVALID);
         assert_non_null(strstr(err, "build id of 129 bytes, at most 128"));
     }
-    strcpy(peer.host, "localhost");
-    assert_int_equal(raft_uv_transport_start(&f->loop, 1, "127.0.0.1", 0, &peer,
-                                             1, MAX_FRAME, NULL, NULL, on_recv,
-                                             NULL, NULL, &t, err, sizeof err),
+    strcpy(peer.host, "bad_host");
+    assert_int_equal(raft_uv_transport_start(
+                         &f->loop, 1, "127.0.0.1", 0, NULL, &peer, 1, MAX_FRAME,
+                         NULL, NULL, on_recv, NULL, NULL, &t, err, sizeof err),
                      RAFT_INVALID);
+    assert_non_null(strstr(err, "hostname 'bad_host' has '_'"));
     assert_null(t);
 
     start_node(f, 1, 1);
     assert_int_equal(
         raft_uv_transport_start(&f->loop, 2, "127.0.0.1", f->nodes[0].port,
-                                NULL, 0, MAX_FRAME, NULL, NULL, on_recv, NULL,
-                                NULL, &t, err, sizeof err),
+                                NULL, NULL, 0, MAX_FRAME, NULL, NULL, on_recv,
+                                NULL, NULL, &t, err, sizeof err),
         RAFT_IOERR);
     assert_null(t);
     assert_non_null(strstr(err, "bind"));
+}
+
+/* ipv6_loopback says whether this machine can listen on ::1. */
+static bool ipv6_loopback(void)
+{
+    struct sockaddr_in6 sin6;
+    int fd = socket(AF_INET6, SOCK_STREAM, 0);
+    bool ok;
+
+    if (fd < 0) {
+        return false;
+    }
+    memset(&sin6, 0, sizeof sin6);
+    sin6.sin6_family = AF_INET6;
+    sin6.sin6_addr = in6addr_loopback;
+    ok = bind(fd, (struct sockaddr *)&sin6, sizeof sin6) == 0;
+    close(fd);
+    return ok;
+}
+
+/* Three servers listen and dial on ::1; frames pass every way. */
+static void test_ipv6(void **state)
+{
+    struct fixture *f = *state;
+
+    if (!ipv6_loopback()) {
+        skip(); /* no ::1 here */
+    }
+    for (unsigned i = 1; i <= 3; i++) {
+        start_node_at(f, i, 3, "::1", "::1", NULL);
+    }
+    g_n_nodes = 3;
+    WAIT_FOR(f, fully_connected);
+    send_heartbeats(f, 1, 2, 3);
+    send_heartbeats(f, 2, 3, 3);
+    send_heartbeats(f, 3, 1, 3);
+    check_delivered(f);
+}
+
+/* Peers known by hostname ("localhost", resolved before each dial) are
+ * reached, and reached again after a restart. */
+static void test_hostname_peers(void **state)
+{
+    struct fixture *f = *state;
+
+    start_node_at(f, 1, 2, "127.0.0.1", "localhost", NULL);
+    start_node_at(f, 2, 2, "127.0.0.1", "localhost", NULL);
+    g_n_nodes = 2;
+    WAIT_FOR(f, fully_connected);
+    send_heartbeats(f, 1, 2, 3);
+    send_heartbeats(f, 2, 1, 3);
+    check_delivered(f);
+    stop_node(&f->nodes[1]);
+    WAIT_FOR(f, all_closed);
+    start_node_at(f, 2, 2, "127.0.0.1", "localhost", NULL);
+    WAIT_FOR(f, fully_connected);
+    assert_int_equal(f->nodes[0].n_warn, 0);
+}
+
+/* A server on the wildcard 0.0.0.0 advertises a hostname; a server that
+ * does not know it dials it back at that name (raft_uv_tcp_learn). */
+static void test_wildcard_advertised(void **state)
+{
+    struct fixture *f = *state;
+    char advertise[32];
+
+    snprintf(advertise, sizeof advertise, "localhost:%u",
+             (unsigned)f->nodes[0].port);
+    start_node_at(f, 1, 2, "0.0.0.0", "127.0.0.1", advertise);
+    start_node_at(f, 2, 0, "127.0.0.1", "127.0.0.1", NULL);
+    g_n_nodes = 2;
+    WAIT_FOR(f, fully_connected);
+    send_heartbeats(f, 2, 1, 3);
+    check_delivered(f);
+}
+
+/* A peer removed, re-addressed, or its transport closed while its name
+ * resolves drops the result; nothing leaks or outlives the transport. */
+static void test_change_while_resolving(void **state)
+{
+    struct fixture *f = *state;
+    struct raft_uv_peer p = {3, "localhost", f->nodes[2].port, ""};
+
+    start_node_at(f, 1, 2, "127.0.0.1", "localhost", NULL);
+    assert_int_equal(raft_uv_transport_remove_peer(f->nodes[0].t, 2), 0);
+    assert_int_equal(raft_uv_transport_add_peer(f->nodes[0].t, &p), 0);
+    snprintf(p.host, sizeof p.host, "127.0.0.1");
+    assert_int_equal(raft_uv_transport_add_peer(f->nodes[0].t, &p), 0);
+    snprintf(p.host, sizeof p.host, "localhost");
+    assert_int_equal(raft_uv_transport_add_peer(f->nodes[0].t, &p), 0);
+    stop_node(&f->nodes[0]);
+    WAIT_FOR(f, all_closed);
+    /* And once the loop ran: a fresh start resolves and connects. */
+    start_node_at(f, 1, 2, "127.0.0.1", "localhost", NULL);
+    start_node_at(f, 2, 2, "127.0.0.1", "localhost", NULL);
+    g_n_nodes = 2;
+    WAIT_FOR(f, fully_connected);
 }
 
 int main(void)
@@ -1145,7 +1658,16 @@ int main(void)
                                         setup, teardown),
         cmocka_unit_test_setup_teardown(test_close_in_callback, setup,
                                         teardown),
+        cmocka_unit_test_setup_teardown(test_ipv6, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_hostname_peers, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_wildcard_advertised, setup,
+                                        teardown),
+        cmocka_unit_test_setup_teardown(test_change_while_resolving, setup,
+                                        teardown),
         cmocka_unit_test_setup_teardown(test_start_errors, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_cluster_ids, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_answers, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_dialler, setup, teardown),
     };
 
     return cmocka_run_group_tests(tests, NULL, NULL);

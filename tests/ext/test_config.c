@@ -1,0 +1,241 @@
+/* Tests of ext/config.c's addresses: listen, advertise, cluster=, dial=
+ * and join= with IPv4, IPv6 and hostnames, wildcards, the advertised
+ * address each combination gives, and the loopback gate that insecure=on
+ * lifts. */
+
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "ext/config.h"
+#include "raft/configuration.h"
+
+/* parse_ok parses @text, which must be valid, into a fresh config. */
+static struct ext_config *parse_ok(const char *text)
+{
+    struct ext_config *c = calloc(1, sizeof *c);
+    char err[512] = "";
+
+    assert_non_null(c);
+    if (ext_config_parse(text, "/tmp/x.db", c, err, sizeof err) != 0) {
+        fail_msg("'%s': %s", text, err);
+    }
+    return c;
+}
+
+/* parse_bad checks that @text is refused with a message holding @why. */
+static void parse_bad(const char *text, const char *why)
+{
+    struct ext_config *c = calloc(1, sizeof *c);
+    char err[512] = "";
+
+    assert_non_null(c);
+    assert_int_equal(ext_config_parse(text, "/tmp/x.db", c, err, sizeof err),
+                     RAFT_INVALID);
+    if (strstr(err, why) == NULL) {
+        fail_msg("'%s': message '%s' lacks '%s'", text, err, why);
+    }
+    free(c);
+}
+
+/* check_listen checks what @c binds and advertises. */
+static void check_listen(struct ext_config *c, const char *host, unsigned port,
+                         const char *advertise)
+{
+    assert_string_equal(c->listen_host, host);
+    assert_int_equal(c->listen_port, port);
+    assert_string_equal(c->advertise, advertise);
+    free(c);
+}
+
+/* The advertised address: advertise=, else a listen= that is no wildcard,
+ * else this id's cluster= address. */
+static void test_advertised(void **state)
+{
+    char line[256];
+
+    (void)state;
+    check_listen(parse_ok("id=1 cluster=1@127.0.0.1:7001"), "127.0.0.1", 7001,
+                 "127.0.0.1:7001");
+    check_listen(parse_ok("id=1 listen=127.0.0.1:7001"), "127.0.0.1", 7001,
+                 "127.0.0.1:7001");
+    check_listen(parse_ok("id=1 cluster=1@[::1]:7001"), "::1", 7001,
+                 "[::1]:7001");
+    check_listen(parse_ok("id=1 cluster=1@localhost:7001,2@localhost:7002"),
+                 "127.0.0.1", 7001, "localhost:7001");
+    check_listen(parse_ok("id=1 listen=localhost:7001"), "127.0.0.1", 7001,
+                 "localhost:7001");
+    check_listen(parse_ok("id=1 insecure=on listen=0.0.0.0:7001 "
+                          "cluster=1@node1:7001,2@node2:7001"),
+                 "0.0.0.0", 7001, "node1:7001");
+    check_listen(parse_ok("id=1 insecure=on listen=[::]:7001 "
+                          "cluster=1@node1:7001,2@node2:7001"),
+                 "::", 7001, "node1:7001");
+    check_listen(parse_ok("id=1 insecure=on listen=0.0.0.0:7001 "
+                          "advertise=node1:9001"),
+                 "0.0.0.0", 7001, "node1:9001");
+    /* NAT: listen differs from the cluster address advertise= gives. */
+    check_listen(parse_ok("id=1 insecure=on listen=10.0.0.5:7001 "
+                          "advertise=203.0.113.9:9001 "
+                          "cluster=1@203.0.113.9:9001,2@203.0.113.10:9001"),
+                 "10.0.0.5", 7001, "203.0.113.9:9001");
+    check_listen(parse_ok("id=2 insecure=on listen=0.0.0.0:7002 "
+                          "advertise=db2.example.com:7002 "
+                          "join=db1.example.com:7001"),
+                 "0.0.0.0", 7002, "db2.example.com:7002");
+    /* The configuration cluster= builds holds the addresses as given. */
+    {
+        struct ext_config *c =
+            parse_ok("id=1 cluster=1@[::1]:7001,2@localhost:7002");
+        struct raft_configuration conf;
+        char host[64];
+        uint16_t port;
+        assert_true(ext_config_cluster(c, &conf));
+        assert_string_equal(conf.servers[0].address, "[::1]:7001");
+        assert_string_equal(conf.servers[1].address, "localhost:7002");
+        assert_int_equal(ext_config_dial(c, 2, conf.servers[1].address, host,
+                                         sizeof host, &port),
+                         0);
+        assert_string_equal(host, "localhost");
+        assert_int_equal(port, 7002);
+        assert_int_equal(
+            ext_config_dial(c, 1, "[::1]:7001", host, sizeof host, &port), 0);
+        assert_string_equal(host, "::1");
+        free(c);
+    }
+    snprintf(line, sizeof line, "id=1 cluster=1@[::1]:7001 dial=2@[::1]:1");
+    parse_bad(line, "dial: server 2 is not in cluster");
+}
+
+/* Each inconsistent or malformed address is refused naming its key. */
+static void test_refused(void **state)
+{
+    (void)state;
+    parse_bad("id=1 listen=127.0.0.1:70000",
+              "listen: '127.0.0.1:70000' is "
+              "not host:port: port 70000 out "
+              "of range (1-65535)");
+    parse_bad("id=1 listen=::1:7001", "IPv6 literal needs brackets");
+    parse_bad("id=1 insecure=on listen=node1:7001",
+              "listen: 'node1:7001' is a hostname; listen= takes the IP");
+    parse_bad("id=1 insecure=on listen=0.0.0.0:7001",
+              "listen: 0.0.0.0:7001 is a wildcard: give advertise= (the "
+              "address peers dial to reach this node) or a cluster= entry "
+              "for server 1");
+    parse_bad("id=1 insecure=on listen=[::]:7001",
+              "listen: [::]:7001 is a wildcard");
+    parse_bad(
+        "id=1 insecure=on listen=0.0.0.0:7001 "
+        "cluster=1@node1:7002,2@node2:7002",
+        "listen: port 7001 differs from server 1's address "
+        "node1:7002 in cluster; give advertise=");
+    parse_bad("id=1 insecure=on cluster=1@node1:7001",
+              "listen: missing, and server 1's address node1:7001 in "
+              "cluster is a hostname: give listen=");
+    parse_bad("id=1 advertise=127.0.0.1:7001", "advertise: needs listen=");
+    parse_bad("id=1 listen=127.0.0.1:7001 advertise=0.0.0.0:7001",
+              "advertise: '0.0.0.0:7001' is a wildcard");
+    parse_bad(
+        "id=1 listen=127.0.0.1:7001 advertise=127.0.0.1:7002 "
+        "cluster=1@127.0.0.1:7001",
+        "advertise: 127.0.0.1:7002 differs from server 1's address "
+        "127.0.0.1:7001 in cluster");
+    parse_bad("id=1 cluster=1@127.0.0.1:7001 listen=localhost:7001",
+              "listen: localhost:7001 differs from server 1's address");
+    parse_bad("id=1 cluster=1@0.0.0.0:7001",
+              "cluster: '0.0.0.0:7001' is a wildcard");
+    parse_bad("id=1 cluster=1@[::1]:7001,2@[0::1]:7001",
+              "cluster: address [0::1]:7001 appears twice");
+    parse_bad("id=1 cluster=1@localhost:7001,2@LOCALHOST:7001",
+              "appears twice");
+    parse_bad("id=2 listen=127.0.0.1:7002 join=[::]:7001",
+              "join: '[::]:7001' is a wildcard");
+    parse_bad("id=1 insecure=yes", "insecure: 'yes' is not on or off");
+}
+
+/* Off loopback needs insecure=on (until peers authenticate); localhost
+ * counts as loopback, any other hostname does not. */
+static void test_loopback_gate(void **state)
+{
+    static const char *const off[][2] = {
+        {"id=1 listen=0.0.0.0:7001 advertise=127.0.0.1:7001", "listen: "},
+        {"id=1 listen=10.1.2.3:7001",
+         "listen: '10.1.2.3:7001' is off "
+         "loopback"},
+        {"id=1 listen=127.0.0.1:7001 advertise=node1:7001", "advertise: "},
+        {"id=1 cluster=1@127.0.0.1:7001,2@[2001:db8::2]:7001",
+         "cluster: server 2's address: '[2001:db8::2]:7001' is off "
+         "loopback"},
+        {"id=1 cluster=1@127.0.0.1:7001,2@node2:7001",
+         "cluster: server 2's address"},
+        {"id=1 cluster=1@127.0.0.1:7001,2@127.0.0.1:7002 dial=2@10.0.0.2:1",
+         "dial: server 2: '10.0.0.2:1' is off loopback"},
+        {"id=2 listen=127.0.0.1:7002 join=node1:7001", "join: "},
+    };
+    char line[256];
+
+    (void)state;
+    for (size_t i = 0; i < sizeof off / sizeof off[0]; i++) {
+        parse_bad(off[i][0], off[i][1]);
+        parse_bad(off[i][0], "anyone who can reach the port can write");
+        snprintf(line, sizeof line, "%s insecure=on", off[i][0]);
+        free(parse_ok(line));
+    }
+    free(
+        parse_ok("id=1 cluster=1@[::1]:7001,2@localhost:7002,"
+                 "3@127.0.0.3:7003 dial=2@127.0.0.1:9002"));
+    {
+        struct ext_config *c = parse_ok("id=1 listen=127.0.0.1:1");
+        assert_false(c->insecure);
+        assert_false(ext_config_peers_authenticated(c));
+        free(c);
+    }
+}
+
+/* The stored configuration's address becomes the listen and advertised
+ * address, with the same checks. */
+static void test_listen_set(void **state)
+{
+    struct ext_config *c = parse_ok("id=1");
+    char err[512];
+
+    (void)state;
+    assert_int_equal(c->listen_port, 0);
+    assert_string_equal(c->advertise, "");
+    assert_int_equal(ext_config_listen_set(c, "[::1]:7001", err, sizeof err),
+                     0);
+    assert_string_equal(c->listen_host, "::1");
+    assert_string_equal(c->advertise, "[::1]:7001");
+    ext_config_listen_format(c, err, sizeof err);
+    assert_string_equal(err, "[::1]:7001");
+    assert_int_equal(ext_config_listen_set(c, "node1:7001", err, sizeof err),
+                     RAFT_INVALID);
+    assert_non_null(strstr(err, "is a hostname; give listen="));
+    assert_int_equal(ext_config_listen_set(c, "10.0.0.1:7001", err, sizeof err),
+                     RAFT_INVALID);
+    assert_non_null(strstr(err, "off loopback"));
+    c->insecure = true;
+    assert_int_equal(ext_config_listen_set(c, "10.0.0.1:7001", err, sizeof err),
+                     0);
+    assert_int_equal(ext_config_listen_set(c, "0.0.0.0:7001", err, sizeof err),
+                     RAFT_INVALID);
+    assert_non_null(strstr(err, "a wildcard"));
+    free(c);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_advertised),
+        cmocka_unit_test(test_refused),
+        cmocka_unit_test(test_loopback_gate),
+        cmocka_unit_test(test_listen_set),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
