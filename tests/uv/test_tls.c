@@ -273,6 +273,7 @@ static int setup(void **state)
     issue(&ca, "good", "IP:127.0.0.1", -DAY, 10 * DAY);
     issue(&ca, "good2", "IP:127.0.0.1, DNS:node", -DAY, 20 * DAY);
     issue(&ca, "elsewhere", "IP:127.0.0.9, DNS:node9", -DAY, 10 * DAY);
+    issue(&ca, "byname", "DNS:localhost", -DAY, 10 * DAY);
     issue(&other, "untrusted", "IP:127.0.0.1", -DAY, 10 * DAY);
     issue(&ca, "expired", "IP:127.0.0.1", -10 * DAY, -DAY);
     issue(&ca, "future", "IP:127.0.0.1", DAY, 10 * DAY);
@@ -338,14 +339,18 @@ static int teardown(void **state)
     return 0;
 }
 
-/* start_node starts server @id with the first @n_nodes servers as peers,
- * each of them expected to hold a certificate naming 127.0.0.1. */
+/* The host of every peer's address (an IP literal or a hostname). */
+static const char *g_host = "127.0.0.1";
+
+/* start_node starts server @id with the first @n_nodes servers as peers
+ * at g_host, each of them expected to hold a certificate naming it. */
 static void start_node(struct fixture *f, unsigned id, unsigned n_nodes)
 {
     struct node *n = &f->nodes[id - 1];
     struct raft_uv_peer peers[MAX_NODES];
     unsigned n_peers = 0;
     char err[256] = "";
+    char address[64];
     int rc;
 
     memset(peers, 0, sizeof peers);
@@ -354,10 +359,11 @@ static void start_node(struct fixture *f, unsigned id, unsigned n_nodes)
             continue;
         }
         peers[n_peers].id = i;
-        strcpy(peers[n_peers].host, "127.0.0.1");
+        snprintf(peers[n_peers].host, sizeof peers[n_peers].host, "%s", g_host);
         peers[n_peers].port =
             n->dial_port[i] != 0 ? n->dial_port[i] : f->nodes[i - 1].port;
-        raft_uv_peer_set_identity(&peers[n_peers], "127.0.0.1:1");
+        snprintf(address, sizeof address, "%s:1", g_host);
+        raft_uv_peer_set_identity(&peers[n_peers], address);
         n_peers++;
     }
     rc = raft_uv_transport_start(&f->loop, id, "127.0.0.1", n->port, NULL,
@@ -525,6 +531,36 @@ static void test_wrong_identity(void **state)
         strstr(f->nodes[0].warns, "its certificate does not name 127.0.0.1"));
     assert_non_null(strstr(f->nodes[0].warns,
                            "server 2's certificate does not name 127.0.0.1"));
+}
+
+/* Peers known by hostname are checked against that name (a DNS entry),
+ * not the IP it resolves to: a certificate naming it passes, one naming
+ * only the IP is refused. */
+static void test_hostname_identity(void **state)
+{
+    struct fixture *f = *state;
+
+    g_host = "localhost";
+    f->nodes[0].tls = new_tls("byname", "ca");
+    f->nodes[1].tls = new_tls("byname", "ca");
+    start_cluster(f, 2);
+    exchange(f, 10, 1000);
+    assert_string_equal(f->nodes[0].warns, "");
+    stop_node(&f->nodes[0]);
+    stop_node(&f->nodes[1]);
+    WAIT_FOR(f, all_closed);
+    raft_uv_tls_free(f->nodes[1].tls);
+    f->nodes[1].tls = new_tls("good", "ca");
+    for (unsigned i = 0; i < 2; i++) {
+        f->nodes[i].warns[0] = '\0';
+        f->nodes[i].n_got = f->nodes[i].n_secured = 0;
+    }
+    refused(f, "server 2's certificate does not name localhost",
+            "refused us: its certificate does not name localhost");
+    assert_non_null(strstr(f->nodes[0].warns,
+                           "refused: its certificate does not name "
+                           "localhost, the host of server 2's address"));
+    g_host = "127.0.0.1";
 }
 
 /* A plain server meets a TLS one: nothing passes. */
@@ -848,6 +884,8 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_psk, setup, teardown),
         cmocka_unit_test_setup_teardown(test_wrong_ca, setup, teardown),
         cmocka_unit_test_setup_teardown(test_wrong_identity, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_hostname_identity, setup,
+                                        teardown),
         cmocka_unit_test_setup_teardown(test_plain_against_tls, setup,
                                         teardown),
         cmocka_unit_test_setup_teardown(test_wrong_psk, setup, teardown),
