@@ -202,11 +202,17 @@ static unsigned explain(const struct ext_change *c, const struct raft *core,
 {
     const struct raft_configuration *conf = raft_current_configuration(core);
     uint8_t role = raft_configuration_role(conf, q->id);
+    struct raft_progress_info pi;
 
     switch (rc) {
         case RAFT_BUSY:
             if (raft_transferee(core) != 0) {
                 return EXT_WHY_TRANSFER;
+            }
+            if (q->op == EXT_CHANGE_PROMOTE &&
+                raft_configuration_index(core) <= raft_commit_index(core) &&
+                raft_progress(core, q->id, &pi) == 0 && pi.match_index == 0) {
+                return EXT_WHY_UNREACHED;
             }
             return raft_configuration_index(core) > raft_commit_index(core)
                        ? EXT_WHY_PENDING

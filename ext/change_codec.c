@@ -120,6 +120,13 @@ static void reason_text(unsigned why, raft_id id, char *buf, size_t len)
                      "the new leader has not committed an entry of its "
                      "term yet; retry in a moment");
             break;
+        case EXT_WHY_UNREACHED:
+            snprintf(buf, len,
+                     "server %llu has not received the log yet, and a "
+                     "majority of the voters must hold it: retry once it "
+                     "caught up",
+                     i);
+            break;
         case EXT_WHY_MEMBER:
             snprintf(buf, len, "server %llu is a member already", i);
             break;

@@ -50,6 +50,8 @@ enum ext_change_why {
     EXT_WHY_ADDRESS = 15,      /* INVALID: an address too long */
     EXT_WHY_ADDRESS_USED = 16, /* INVALID: ADD or UPDATE to an address
                                   another member has */
+    EXT_WHY_UNREACHED = 17,    /* BUSY: PROMOTE of a learner that holds
+                                  nothing yet (raft.h, CHANGE) */
 };
 
 /* One request. */

@@ -215,6 +215,19 @@ void election_recv_timeout_now(struct raft *r, const struct raft_message *m)
     become_candidate(r, true);
 }
 
+/* may_vote tells whether @r may grant a vote or a pre-vote: it has a
+ * configuration. One with none (a server that joins, or waits for
+ * raft_add: empty log, nothing applied, no bootstrap) may be a voter that
+ * lost its state (a wiped node started again with join=): its empty log
+ * would let a candidate without committed entries win (a lost write),
+ * hence it grants nothing until a leader sends it a configuration.
+ * With one, a server votes also when no voter
+ * of it (thesis §4.2.3: the candidate's configuration may be newer). */
+static bool may_vote(const struct raft *r)
+{
+    return r->conf.n > 0;
+}
+
 /* log_up_to_date: paper §5.4.1, the candidate's log is at least as
  * up-to-date as ours (later last term, or same last term and at least as
  * long). */
@@ -237,8 +250,9 @@ void election_recv_request_vote(struct raft *r, const struct raft_message *m)
 
     /* Paper Fig. 2 RequestVote receiver rule 2: one vote per term, and
      * only for a log at least as up-to-date as ours. A candidate or leader
-     * of this term voted for itself, so it never grants. */
-    if ((r->vote == 0 || r->vote == m->from) &&
+     * of this term voted for itself, so it never grants; nor does a
+     * server without a configuration (may_vote). */
+    if (may_vote(r) && (r->vote == 0 || r->vote == m->from) &&
         log_up_to_date(r, rv->last_log_term, rv->last_log_index)) {
         granted = true;
         r->vote = m->from;
@@ -278,9 +292,11 @@ void election_recv_pre_vote(struct raft *r, const struct raft_message *m)
      * the log is at least as up-to-date (§5.4.1), and the term is ahead of
      * ours, or it is ours and we are free to vote in it. The caller already
      * ignored requests made while our leader is alive. Nothing changes
-     * here: no term, no vote, no timer. */
+     * here: no term, no vote, no timer. Never without a configuration
+     * (may_vote). */
     /* Invariant: rv->term >= r->term (older ones were answered stale). */
-    if ((rv->term > r->term || r->vote == m->from ||
+    if (may_vote(r) &&
+        (rv->term > r->term || r->vote == m->from ||
          (r->vote == 0 && r->leader == 0)) &&
         log_up_to_date(r, rv->last_log_term, rv->last_log_index)) {
         granted = true;

@@ -413,11 +413,57 @@ static int check_change(const struct raft *r, const struct raft_event *e,
     }
 }
 
+/* can_elect tells whether a majority of @next's voters is known to hold
+ * a configuration: this leader, and the followers that acknowledged an
+ * entry in its term (any log or snapshot holds one). A server without
+ * one never votes (election.c, may_vote): made a voter before it received
+ * anything (ADD of a voter, PROMOTE of a learner never reached), it could
+ * leave a configuration that elects nobody, for good. */
+static bool can_elect(const struct raft *r,
+                      const struct raft_configuration *next)
+{
+    unsigned i, slot, n_voters = 0, n_known = 0;
+
+    for (i = 0; i < next->n; i++) {
+        if (next->servers[i].role != RAFT_VOTER) {
+            continue;
+        }
+        n_voters++;
+        slot = raft_slot_of(r, next->servers[i].id);
+        if (next->servers[i].id == r->id ||
+            (slot < RAFT_MAX_SERVERS && r->progress[slot].match > 0)) {
+            n_known++;
+        }
+    }
+    return n_known > n_voters / 2;
+}
+
+/* check_voters is check_change, and refuses (RAFT_BUSY) a change of the
+ * voters (ADD of a voter, PROMOTE, DEMOTE, REMOVE of a voter) after which
+ * they could elect nobody (can_elect). Invariant: a majority of the voters
+ * of every configuration holds one, so that they can elect a leader. */
+static int check_voters(const struct raft *r, const struct raft_event *e,
+                        struct raft_configuration *next)
+{
+    uint8_t kind = e->change.kind;
+    bool voters_change =
+        kind == RAFT_CHANGE_PROMOTE || kind == RAFT_CHANGE_DEMOTE ||
+        (kind == RAFT_CHANGE_ADD && e->change.role == RAFT_VOTER) ||
+        (kind == RAFT_CHANGE_REMOVE &&
+         raft_is_voter(r, raft_slot_of(r, e->change.id)));
+    int rc = check_change(r, e, next);
+
+    if (rc == 0 && voters_change && !can_elect(r, next)) {
+        return RAFT_BUSY;
+    }
+    return rc;
+}
+
 int membership_check_change(const struct raft *r, const struct raft_event *e)
 {
     struct raft_configuration next;
 
-    return check_change(r, e, &next);
+    return check_voters(r, e, &next);
 }
 
 int membership_change(struct raft *r, const struct raft_event *e,
@@ -428,7 +474,7 @@ int membership_change(struct raft *r, const struct raft_event *e,
     raft_index index;
     int rc;
 
-    rc = check_change(r, e, &next);
+    rc = check_voters(r, e, &next);
     if (rc != 0) {
         return rc;
     }

@@ -228,7 +228,10 @@ raft_term raft_message_term(const struct raft_message *m);
  * snapshots from any leader. While the configuration that demotes or
  * removes it is not known committed, it may still campaign (hashicorp's
  * rule: the voters may need it to commit that entry); it then leads
- * without counting itself and steps down once the entry commits. */
+ * without counting itself and steps down once the entry commits. A server
+ * whose configuration is empty grants no vote and no pre-vote (it may be
+ * a voter whose state was lost); one with a configuration votes, member
+ * or not. */
 struct raft_config {
     raft_id id;                  /* this server's id, > 0 */
     const raft_id *voters;       /* ids of all voting servers, n_voters
@@ -379,8 +382,15 @@ enum raft_change_kind {
  * keeps receiving AppendEntries (counting for nothing) until the entry is
  * committed and an election timeout more (raft_leaving): it learns so
  * that it was removed, and never campaigns again.
+ * A change of the voters (ADD of a voter, PROMOTE, DEMOTE, REMOVE of a
+ * voter) is refused while a majority of the voters it leaves is not
+ * known to hold a configuration (this leader, and followers that
+ * acknowledged an entry in its term): a server without one grants no
+ * vote, so a voter promoted or added before it received anything could
+ * leave a configuration that elects nobody.
  * Errors: RAFT_NOTLEADER; RAFT_BUSY (a configuration entry is not
- * committed yet, no entry of this term is, or a transfer runs);
+ * committed yet, no entry of this term is, a transfer runs, or the
+ * voters it leaves could elect nobody, as above);
  * RAFT_NOTFOUND (REMOVE, PROMOTE, DEMOTE or UPDATE_ADDRESS of a server
  * that is not a member); RAFT_INVALID (unknown kind or role, id 0, ADD of
  * a voter with @auto_promote, ADD of

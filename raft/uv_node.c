@@ -200,6 +200,16 @@ int raft_uv_node_step(struct raft_uv_node *d, const struct raft_event *event,
     if (rc != 0) {
         return rc;
     }
+    if (event->type == RAFT_EVENT_RECEIVE &&
+        event->receive.type == RAFT_MSG_REQUEST_VOTE && !d->said_not_voting &&
+        raft_current_configuration(d->raft)->n == 0) {
+        /* The core refused (raft.h, struct raft_config); once is enough. */
+        d->said_not_voting = true;
+        raft_uv_node_log(d, RAFT_LOG_INFO,
+                         "no configuration yet: not voting (server %" PRIu64
+                         " asked for a vote in term %" PRIu64 ")",
+                         event->receive.from, event->receive.request_vote.term);
+    }
     if (u->configuration_changed) {
         follow_configuration(d);
     }

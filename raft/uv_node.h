@@ -234,6 +234,12 @@ const struct raft *raft_uv_node_core(const struct raft_uv_node *d);
 /* raft_uv_node_now returns the loop's clock, ms. Loop thread. */
 uint64_t raft_uv_node_now(struct raft_uv_node *d);
 
+/* raft_uv_node_log formats a line (printf's @fmt) and hands it to the log
+ * callback at @level (enum raft_log_level); lines over 511 bytes are cut.
+ * Cannot fail. Loop thread. */
+void raft_uv_node_log(struct raft_uv_node *d, int level, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+
 /* raft_uv_node_failed says whether a storage write failed (the driver
  * stopped writing). Loop thread. */
 bool raft_uv_node_failed(const struct raft_uv_node *d);

@@ -133,6 +133,7 @@ struct raft_uv_node {
     unsigned n_peers;
     bool drop_pending;                          /* a peer left the configuration
                                             but leads: drop it later */
+    bool said_not_voting;                       /* "not voting" was logged */
     const struct raft_uv_node_transport *tr;    /* @transport's functions */
     uint8_t cluster_id[RAFT_UV_CLUSTER_ID_LEN]; /* this server's, zero for
                                             none yet */
@@ -175,10 +176,6 @@ int raft_uv_node_start_with(struct raft *r,
                             const struct raft_uv_node_seams *seams,
                             struct raft_uv_node **out, char *errmsg,
                             size_t errmsg_len);
-
-/* node_log formats a line and hands it to the log callback. */
-void raft_uv_node_log(struct raft_uv_node *d, int level, const char *fmt, ...)
-    __attribute__((format(printf, 3, 4)));
 
 /* raft_uv_node_step feeds @event to the core and carries out the update;
  * @out, when not NULL, receives it. Returns raft_step's code, RAFT_IOERR

@@ -4,7 +4,8 @@
  * change before the term's first commit, one pending change at a time)
  * and errors; the removed leader's step-down; a removed follower is
  * replicated to until its removal commits, then never campaigns (nor
- * after a restart); a learner forgets a silent leader; snapshots carry
+ * after a restart); a server without a configuration never votes; a
+ * learner forgets a silent leader; snapshots carry
  * the configuration; leadership transfer
  * (TimeoutNow, its timeout); catch-up rounds. Node 1 is under test. */
 
@@ -66,6 +67,20 @@ static struct raft *new_node_at(raft_id id, const struct raft_configuration *c,
 static struct raft *new_node(raft_id id, const struct raft_configuration *c)
 {
     return new_node_at(id, c, 0);
+}
+
+/* new_empty creates node @id with no configuration (empty log, no hard
+ * state, nothing applied: a joining server); classic protocol. */
+static struct raft *new_empty(raft_id id)
+{
+    struct raft_config cfg;
+    struct raft *r = NULL;
+
+    config3(&cfg, id, 1 << 20, 4, 7);
+    cfg.voters = NULL;
+    cfg.n_voters = 0;
+    assert_int_equal(raft_new(&cfg, NULL, 1, NULL, 0, 0, &r), 0);
+    return r;
 }
 
 /* step_change steps a CHANGE of @kind for @id (@role for ADD). */
@@ -141,7 +156,6 @@ static void test_bootstrap_in_force(void **state)
 {
     struct raft_configuration c;
     struct raft *r;
-    struct raft_config cfg;
 
     (void)state;
     conf_of(&c, 3, 3);
@@ -154,10 +168,7 @@ static void test_bootstrap_in_force(void **state)
     assert_int_equal(raft_self_role(r), 0);
     raft_close(r);
 
-    config3(&cfg, 4, 1 << 20, 4, 7);
-    cfg.voters = NULL;
-    cfg.n_voters = 0;
-    assert_int_equal(raft_new(&cfg, NULL, 1, NULL, 0, 0, &r), 0);
+    r = new_empty(4);
     assert_int_equal(raft_current_configuration(r)->n, 0);
     raft_close(r);
 }
@@ -186,7 +197,8 @@ static void test_bad_config_entry(void **state)
 
 /* Ongaro's fix: before an entry of its term commits, a new leader refuses
  * changes (RAFT_BUSY); after, it appends one; a second one is refused
- * while the first is not committed. */
+ * while the first is not committed; a promotion waits until a majority of
+ * the voters it makes is known to hold a configuration. */
 static void test_change_rules(void **state)
 {
     struct raft_configuration c;
@@ -217,6 +229,12 @@ static void test_change_rules(void **state)
                      RAFT_BUSY);
     ack(r, 2, 3, &u);
     assert_int_equal(raft_commit_index(r), 3);
+    /* Only 1 and 2 of the four voters it would make are known to hold a
+     * configuration (3 and 4 acknowledged nothing in this term): a
+     * majority could not be elected, refused until 4 answers. */
+    assert_int_equal(step_change(r, RAFT_CHANGE_PROMOTE, 4, 0, NULL, &u),
+                     RAFT_BUSY);
+    ack(r, 4, 3, &u);
     assert_int_equal(step_change(r, RAFT_CHANGE_PROMOTE, 4, 0, NULL, &u), 0);
     assert_int_equal(raft_configuration_role(raft_current_configuration(r), 4),
                      RAFT_VOTER);
@@ -258,7 +276,12 @@ static void test_change_errors(void **state)
         RAFT_INVALID);
     assert_int_equal(raft_last_index(r), 2);
     /* Demote 2, then 3: 2 is a learner (cannot be demoted again), and 1
-     * is the last voter (cannot be removed nor demoted). */
+     * is the last voter (cannot be removed nor demoted). Demoting 2 while
+     * 3 acknowledged nothing would leave {1, 3} with one voter known to
+     * hold a configuration: refused until 3 answers. */
+    assert_int_equal(step_change(r, RAFT_CHANGE_DEMOTE, 2, 0, NULL, &u),
+                     RAFT_BUSY);
+    ack(r, 3, 2, &u);
     assert_int_equal(step_change(r, RAFT_CHANGE_DEMOTE, 2, 0, NULL, &u), 0);
     ack(r, 3, 3, &u);
     assert_int_equal(step_change(r, RAFT_CHANGE_DEMOTE, 2, 0, NULL, &u),
@@ -404,22 +427,64 @@ static void test_truncated_config_falls_back(void **state)
     raft_close(r);
 }
 
+/* granted returns the grant of the single RequestVote answer of @u (a
+ * pre-vote's when @pre_vote); fails if there is none. */
+static bool granted(const struct raft_update *u, bool pre_vote)
+{
+    assert_int_equal(u->n_messages, 1);
+    assert_int_equal(u->messages[0].type, RAFT_MSG_REQUEST_VOTE_RESULT);
+    assert_int_equal(u->messages[0].request_vote_result.pre_vote, pre_vote);
+    return u->messages[0].request_vote_result.vote_granted;
+}
+
+/* A server without a configuration (empty log, nothing applied, no
+ * bootstrap: it joins, or it is a voter whose state was wiped) grants no
+ * vote and no pre-vote, however up to date the candidate; once a leader
+ * replicated a configuration to it, it votes, also when it is no voter of
+ * it (thesis §4.2.3). */
+static void test_no_configuration_no_vote(void **state)
+{
+    struct raft_configuration c;
+    struct raft_entry e;
+    struct raft_update u;
+    struct raft *r = new_empty(1);
+
+    (void)state;
+    assert_int_equal(step_request_vote(r, 2, 2, 0, 0, true, &u), 0);
+    assert_false(granted(&u, true));
+    assert_int_equal(step_request_vote(r, 2, 2, 7, 1, false, &u), 0);
+    assert_false(granted(&u, false));
+    assert_int_equal(raft_current_term(r), 2); /* the term rule holds */
+    assert_false(u.hard_state_changed && u.hard_state.vote != 0);
+
+    /* Leader 3 of term 3 sends the configuration {1, 2, 3} (1 a learner)
+     * and node 2 asks in term 4 with a log as long: granted. */
+    conf_of(&c, 3, 3);
+    c.servers[0].role = RAFT_LEARNER;
+    e = config_entry(&c, 1, 3);
+    assert_int_equal(step_append(r, 3, 3, 0, 0, 0, &e, 1, &u), 0);
+    raft_buf_unref(e.data);
+    assert_int_equal(raft_current_configuration(r)->n, 3);
+    assert_int_equal(step_request_vote(r, 2, 4, 1, 3, true, &u), 0);
+    assert_true(granted(&u, true));
+    assert_int_equal(step_request_vote(r, 2, 4, 1, 3, false, &u), 0);
+    assert_true(granted(&u, false));
+    assert_int_equal(u.hard_state.vote, 2);
+    raft_close(r);
+}
+
 /* A follower takes AppendEntries from a leader that is not in its
  * configuration (it is how a joining server learns it). */
 static void test_unknown_leader_accepted(void **state)
 {
     struct raft_configuration c;
     struct raft_entry e;
-    struct raft_config cfg;
     struct raft_event ev;
     struct raft_update u;
     struct raft *r = NULL;
 
     (void)state;
-    config3(&cfg, 4, 1 << 20, 4, 7);
-    cfg.voters = NULL;
-    cfg.n_voters = 0;
-    assert_int_equal(raft_new(&cfg, NULL, 1, NULL, 0, 0, &r), 0);
+    r = new_empty(4);
     conf_of(&c, 3, 4);
     e = config_entry(&c, 1, 1);
     init_receive(&ev, RAFT_MSG_APPEND_ENTRIES, 1);
@@ -445,6 +510,7 @@ static void test_removed_leader_steps_down(void **state)
     uint64_t t;
 
     (void)state;
+    ack(r, 3, 2, &u); /* {2, 3} hold a configuration (can_elect) */
     assert_int_equal(step_change(r, RAFT_CHANGE_REMOVE, 1, 0, NULL, &u), 0);
     assert_int_equal(raft_self_role(r), 0);
     ack(r, 2, 3, &u);
@@ -707,6 +773,7 @@ static void test_auto_promote_replicated(void **state)
     assert_int_equal(now->servers[3].id, 4);
     assert_true(now->servers[3].auto_promote);
     ack(r, 2, 4, &u);
+    ack(r, 4, 4, &u);
     assert_int_equal(raft_commit_index(r), 4);
     assert_int_equal(step_change(r, RAFT_CHANGE_PROMOTE, 4, 0, NULL, &u), 0);
     now = raft_current_configuration(r);
@@ -999,6 +1066,7 @@ int main(void)
         cmocka_unit_test(test_demoted_uncommitted_campaigns),
         cmocka_unit_test(test_truncated_config_falls_back),
         cmocka_unit_test(test_unknown_leader_accepted),
+        cmocka_unit_test(test_no_configuration_no_vote),
         cmocka_unit_test(test_removed_leader_steps_down),
         cmocka_unit_test(test_removed_follower_replicated),
         cmocka_unit_test(test_new_leader_replicates_to_removed),
