@@ -28,7 +28,7 @@
  * The mark is in the configuration entry (raft/configuration.h), so a new
  * leader promotes the learners the old one had not; PROMOTE and DEMOTE
  * clear it. A joining node sends its JOIN until it is a member, no longer
- * (raft_demote and raft_add's 'learner' hold). */
+ * (raft_demote and raft_add's 'learner' hold): change_join.c. */
 
 #include "change.h"
 
@@ -102,7 +102,6 @@ struct ext_change {
     unsigned heartbeat_ms;                    /* promotion pace */
     struct ext_member members[EXT_MAX_NODES]; /* cluster= addresses */
     unsigned n_members;                       /* entries of @members */
-    char advertise[RAFT_ADDRESS_MAX + 1];     /* this node's address */
     struct raft_uv_node *driver;              /* set by change_attach */
     pthread_mutex_t mu; /* guards the fields marked (mu) */
     struct call *call;  /* the waiting caller (mu) */
@@ -117,12 +116,8 @@ struct ext_change {
     unsigned recent_next;                     /* next slot of @recent */
     struct relay relay[EXT__RELAY_MAX];       /* relayed requests, a ring */
     unsigned relay_next;                      /* next slot of @relay */
-    uint64_t next_promote_at; /* loop clock of the next promotion try */
-    uint64_t next_join_at;    /* loop clock of the next JOIN */
-    char join_host[EXT_ADDRESS_MAX + 1]; /* join= host, "" without join= */
-    uint16_t join_port;                  /* join= port, 0 without join= */
-    bool probed;                         /* the join= address is dialled */
-    bool was_member; /* this server was in a configuration */
+    uint64_t next_promote_at;    /* loop clock of the next promotion try */
+    struct ext_change_join join; /* this node's JOIN (join=) */
 };
 
 /* ---- The leader's side (loop thread) ------------------------------------ */
@@ -454,6 +449,9 @@ void change_on_result(struct ext_change *c, struct raft_uv_node *d,
 {
     const struct raft_forward_result *r = &m->forward_result;
 
+    if (change_join_answer(&c->join, d, m)) {
+        return;
+    }
     if (r->request_id[0] != c->self) {
         /* An answer to a request relayed for a peer. */
         for (unsigned i = 0; i < EXT__RELAY_MAX; i++) {
@@ -479,8 +477,7 @@ void change_on_result(struct ext_change *c, struct raft_uv_node *d,
         mine = false;
     }
     pthread_mutex_unlock(&c->mu);
-    /* Any other answer (a JOIN's: sequence 0) needs nothing: a JOIN is
-     * sent again until this node is a voter. */
+    /* Any other answer (a stale one) needs nothing. */
     if (mine) {
         finish_call(c, r->request_id, status, r->index, m->from);
     }
@@ -557,53 +554,6 @@ static void dispatch(struct ext_change *c, struct raft_uv_node *d)
     }
 }
 
-/* join sends this node's JOIN request while it is not a member (and was
- * never one): to its leader when it knows one, else to every
- * connected peer (the join= member, once it dialled back), which passes
- * it on to the leader. */
-static void join(struct ext_change *c, struct raft_uv_node *d)
-{
-    const struct raft *core = raft_uv_node_core(d);
-    uint8_t role = raft_self_role(core);
-    uint64_t now = raft_uv_node_now(d);
-    struct ext_change_request q;
-    struct raft_buf *payload = NULL;
-    raft_id leader = raft_leader_id(core);
-    const uint64_t rid[2] = {c->self, EXT_CHANGE_SEQ_BIT};
-
-    if (role != 0) {
-        c->was_member = true;
-    }
-    if (c->advertise[0] == '\0' || role != 0 || c->was_member ||
-        now < c->next_join_at) {
-        /* Once a member (a learner too: raft_demote and raft_add's
-         * 'learner' must hold), it asks no more. */
-        return;
-    }
-    c->next_join_at = now + c->election_timeout_ms;
-    memset(&q, 0, sizeof q);
-    q.op = EXT_CHANGE_JOIN;
-    q.id = c->self;
-    snprintf(q.address, sizeof q.address, "%s", c->advertise);
-    if (change_codec_encode(&q, &payload) != 0) {
-        return;
-    }
-    if (!c->probed && c->join_port != 0) {
-        /* The join= member's id is not known: dial it, it dials back. */
-        c->probed = raft_uv_node_probe(d, c->join_host, c->join_port) == 0;
-    }
-    {
-        raft_id ids[RAFT_MAX_SERVERS];
-        unsigned n = raft_uv_node_connected_peers(d, ids, RAFT_MAX_SERVERS);
-        for (unsigned i = 0; i < n; i++) {
-            if (ids[i] != c->self && (leader == 0 || ids[i] == leader)) {
-                send_request(c, d, ids[i], rid, payload);
-            }
-        }
-    }
-    raft_buf_unref(payload);
-}
-
 /* publish copies the member view of the configuration in force. */
 static void publish(struct ext_change *c, struct raft_uv_node *d)
 {
@@ -626,7 +576,7 @@ void change_on_tick(struct ext_change *c, struct raft_uv_node *d)
     dispatch(c, d);
     check_pending(c, d);
     promote_caught_up(c, d);
-    join(c, d);
+    change_join_tick(&c->join, d);
     publish(c, d);
 }
 
@@ -743,6 +693,11 @@ void change_shutdown(struct ext_change *c)
     pthread_mutex_unlock(&c->mu);
 }
 
+void change_joining_why(struct ext_change *c, char *buf, size_t len)
+{
+    change_join_why(&c->join, buf, len);
+}
+
 unsigned change_members(struct ext_change *c, struct ext_member_row *rows,
                         unsigned max)
 {
@@ -767,11 +722,7 @@ int change_new(const struct ext_config *cfg, struct ext_change **out)
     c->heartbeat_ms = cfg->heartbeat_ms;
     memcpy(c->members, cfg->members, sizeof c->members);
     c->n_members = cfg->n_members;
-    if (ext_config_join(cfg)) {
-        snprintf(c->advertise, sizeof c->advertise, "%s", cfg->advertise);
-        snprintf(c->join_host, sizeof c->join_host, "%s", cfg->join_host);
-        c->join_port = cfg->join_port;
-    }
+    change_join_init(&c->join, cfg);
     pthread_mutex_init(&c->mu, NULL);
     *out = c;
     return 0;
@@ -789,6 +740,7 @@ void change_free(struct ext_change *c)
     if (c == NULL) {
         return;
     }
+    change_join_close(&c->join);
     pthread_mutex_destroy(&c->mu);
     free(c);
 }

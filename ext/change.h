@@ -17,6 +17,7 @@
 #include "../raft/raft.h"
 #include "../raft/uv_node.h"
 #include "change_codec.h"
+#include "change_join.h"
 #include "config.h"
 #include "members.h"
 #include "node.h"
@@ -59,6 +60,12 @@ void change_shutdown(struct ext_change *c);
  * Any thread. */
 unsigned change_members(struct ext_change *c, struct ext_member_row *rows,
                         unsigned max);
+
+/* change_joining_why copies into @buf (@len bytes, NUL-terminated) the
+ * last refusal this joining node heard in answer to its JOIN, in words
+ * ("" for none, or once a JOIN was accepted): what member_why can add to
+ * "joining: ...". Any thread. */
+void change_joining_why(struct ext_change *c, char *buf, size_t len);
 
 /* change_on_request takes a change request forwarded by a peer: a leader
  * steps it and answers once it is done; a follower answers

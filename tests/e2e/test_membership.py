@@ -513,6 +513,65 @@ class MembershipTest(unittest.TestCase):
         time.sleep(1.0)
         self.check_end()
 
+    def test_wiped_voter_does_not_vote(self):
+        """A voter wiped and started again with join= (empty log, no
+        configuration) grants no vote: with the leader down, it and a
+        voter that lacks an acknowledged write elect nobody (it did, and
+        the write was lost); once the leader is back every node has the
+        write (found by a new user, issue 11)."""
+        self.m = Members(self.dir, 3)
+        for i in (1, 2, 3):
+            self.m.start(i)
+        lead = self.m.leader()
+        lead.value("SELECT raft_exec('CREATE TABLE t(v INTEGER)')")
+        behind, wiped = [n.id for n in self.m.live() if n.id != lead.id]
+        self.m.kill(behind)
+        lead.value("SELECT raft_exec('INSERT INTO t(v) VALUES (42)')")
+        self.m.kill(wiped)
+        self.m.kill(lead.id)
+        self.m.wipe(wiped)
+        self.m.start(wiped, "join=%s" % self.m.address(lead.id))
+        self.m.start(behind)
+        deadline = time.monotonic() + 6 * ELECTION_MS / 1000.0
+        while time.monotonic() < deadline:
+            for n in self.m.live():
+                self.assertNotEqual(n.status()["role"], "leader",
+                                    "node %d leads without the write" % n.id)
+            time.sleep(0.05)
+        with open(os.path.join(self.dir, "node%d.log" % wiped)) as f:
+            self.assertIn("no configuration yet: not voting", f.read())
+        self.m.start(lead.id)
+        self.m.leader()
+        deadline = time.monotonic() + 30
+        for n in self.m.live():
+            while n.value("SELECT count(*) FROM t WHERE v = 42") != 1:
+                self.assertLess(time.monotonic(), deadline,
+                                "node %d lacks the write" % n.id)
+                time.sleep(0.05)
+        fps = {fingerprint.render(fingerprint.fingerprint(n.db))
+               for n in self.m.live()}
+        self.assertEqual(len(fps), 1, "replicas differ")
+
+    def test_removed_id_joins_again(self):
+        """A node that joined with join=, removed, wiped and started again
+        with the same id and join= becomes a member within seconds (its
+        JOIN had a fixed request id, which the leader answered from its
+        memory of the first JOIN: it never joined)."""
+        self.m = Members(self.dir, 4)
+        for i in (1, 2, 3):
+            self.m.start(i)
+        lead = self.m.leader()
+        self.call(lead, "SELECT raft_remove(4)")
+        self.m.start(4, "join=%s" % self.m.address(lead.id))
+        self.wait_role(4, "voter")
+        self.call(self.m.leader(), "SELECT raft_remove(4)")
+        self.m.stop(4)
+        self.m.wipe(4)
+        self.m.start(4, "join=%s" % self.m.address(lead.id))
+        self.wait_role(4, "voter", timeout=15.0)
+        self.assertEqual(self.m.leader().id, lead.id,
+                         "the leader changed: the test proves nothing")
+
 
 if __name__ == "__main__":
     unittest.main()
