@@ -491,8 +491,9 @@ int ext_node_start(const char *db_path, const struct ext_config *cfg,
     }
     {
         char listen[EXT_ADDRESS_MAX + 1], warning[1024];
-        if (cfg->advertise[0] != '\0') {
-            snprintf(listen, sizeof listen, "%s", cfg->advertise);
+        /* n->cfg: the boot may have set the advertised address. */
+        if (n->cfg.advertise[0] != '\0') {
+            snprintf(listen, sizeof listen, "%s", n->cfg.advertise);
         } else {
             ext_node_listen(n, listen, sizeof listen);
         }
