@@ -14,6 +14,7 @@
 #include <sys/random.h>
 #include <time.h>
 
+#include "../raft/address.h"
 #include "../raft/uv_tls.h"
 #include "applier.h"
 #include "boot.h"
@@ -424,6 +425,27 @@ static int tls_load(struct ext_node *n, char *errmsg, size_t errmsg_len)
     return 0;
 }
 
+/* warn_cert_host warns when this node's certificate does not name the
+ * host of @advertised: peers refuse it then (a first start may not know
+ * its final address, so it is no error). */
+static void warn_cert_host(struct ext_node *n, const char *advertised)
+{
+    struct raft_address a;
+    char names[512];
+
+    if (n->tls == NULL || raft_address_parse(advertised, &a, NULL, 0) != 0 ||
+        raft_address_wildcard(&a) ||
+        raft_uv_tls_names_host(n->tls, a.host, names, sizeof names)) {
+        return;
+    }
+    node_log_line(&n->log, RAFT_LOG_WARN,
+                  "tls_cert: %s does not name this node's advertised host "
+                  "%s in its subjectAltName (it holds: %s): peers will "
+                  "refuse it; give a certificate for %s (raft_tls_reload() "
+                  "takes it)",
+                  n->cfg.tls_cert, a.host, names, a.host);
+}
+
 /* node_free frees what is left of @n (any part may be missing). */
 static void node_free(struct ext_node *n)
 {
@@ -503,6 +525,7 @@ int ext_node_start(const char *db_path, const struct ext_config *cfg,
                                    sizeof warning)) {
             node_log_line(&n->log, RAFT_LOG_WARN, "%s", warning);
         }
+        warn_cert_host(n, listen);
     }
     status_refresh(n->status, core, NULL, NULL);
     rc = start_threads(n, fsm, core, errmsg, errmsg_len);
