@@ -15,6 +15,7 @@
 #include <time.h>
 
 #include "../raft/address.h"
+#include "../raft/message.h"
 #include "../raft/uv_tls.h"
 #include "applier.h"
 #include "boot.h"
@@ -536,6 +537,8 @@ int ext_node_start(const char *db_path, const struct ext_config *cfg,
     {
         char servers[1024], cluster_id[RAFT_UV_CLUSTER_ID_HEX];
         char listen[EXT_ADDRESS_MAX + 1];
+        unsigned wire_lo, wire_hi;
+        raft_wire_versions_get(&wire_lo, &wire_hi);
         boot_format_servers(&n->boot.conf, servers, sizeof servers);
         cluster_id_hex(n->cluster, cluster_id);
         ext_config_listen_format(&n->cfg, listen, sizeof listen);
@@ -548,10 +551,11 @@ int ext_node_start(const char *db_path, const struct ext_config *cfg,
                           listen);
         }
         node_log_line(&n->log, RAFT_LOG_INFO,
-                      "started: listen %s, log %s, applied %" PRIu64
-                      ", configuration %s (index %" PRIu64 ")%s, cluster id %s",
-                      listen, cfg->dir, applier_applied(n->applier), servers,
-                      n->boot.conf_index,
+                      "started: listen %s, wire versions %u-%u, log %s, "
+                      "applied %" PRIu64 ", configuration %s (index %" PRIu64
+                      ")%s, cluster id %s",
+                      listen, wire_lo, wire_hi, cfg->dir,
+                      applier_applied(n->applier), servers, n->boot.conf_index,
                       n->boot.bootstrapped ? ", bootstrapped" : "",
                       cluster_id[0] != '\0' ? cluster_id : "none yet");
     }
