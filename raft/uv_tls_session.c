@@ -250,28 +250,12 @@ static void cert_names(X509 *cert, char *buf, size_t len)
     }
 }
 
-bool raft_uv_tls_session_check_host(struct raft_uv_tls_session *s,
-                                    const char *host, char *names,
-                                    size_t names_len)
+bool raft_uv_tls_session_match_host(struct x509_st *cert, const char *host,
+                                    char *names, size_t names_len)
 {
     struct raft_address a;
-    X509 *cert;
     bool ok;
 
-    if (s->psk) {
-        /* The PSK proves the peer, if it was used (an external PSK reads
-         * as a resumed session). */
-        if (SSL_session_reused(s->ssl) == 1) {
-            return true;
-        }
-        snprintf(names, names_len, "no pre-shared key used");
-        return false;
-    }
-    cert = SSL_get0_peer_certificate(s->ssl);
-    if (cert == NULL) {
-        snprintf(names, names_len, "no certificate");
-        return false;
-    }
     if (raft_address_parse_host(host, 1, &a, NULL, 0) == 0 &&
         a.kind != RAFT_ADDRESS_NAME) {
         char ip[RAFT_ADDRESS_TEXT_MAX + 1];
@@ -289,6 +273,29 @@ bool raft_uv_tls_session_check_host(struct raft_uv_tls_session *s,
     }
     ERR_clear_error();
     return ok;
+}
+
+bool raft_uv_tls_session_check_host(struct raft_uv_tls_session *s,
+                                    const char *host, char *names,
+                                    size_t names_len)
+{
+    X509 *cert;
+
+    if (s->psk) {
+        /* The PSK proves the peer, if it was used (an external PSK reads
+         * as a resumed session). */
+        if (SSL_session_reused(s->ssl) == 1) {
+            return true;
+        }
+        snprintf(names, names_len, "no pre-shared key used");
+        return false;
+    }
+    cert = SSL_get0_peer_certificate(s->ssl);
+    if (cert == NULL) {
+        snprintf(names, names_len, "no certificate");
+        return false;
+    }
+    return raft_uv_tls_session_match_host(cert, host, names, names_len);
 }
 
 const char *raft_uv_tls_session_error(const struct raft_uv_tls_session *s)

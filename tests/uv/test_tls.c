@@ -803,6 +803,11 @@ static void test_start_errors(void **state)
          "`openssl rand -hex 32 > "},
         {NULL, NULL, NULL, "open",
          "secret_file: %s/open: mode 0644, want 0600 or stricter"},
+        {"untrusted.pem", "untrusted.key", "ca.pem", NULL,
+         "tls_cert: %s/untrusted.pem: not signed by tls_ca %s/ca.pem ("},
+        {"ca.pem", "ca.key", "ca.pem", NULL,
+         "tls_cert: %s/ca.pem: a CA certificate (basicConstraints "
+         "CA:TRUE), not this node's own"},
         {"good.pem", "good.key", "ca.pem", "secret",
          "give tls_cert, tls_key and tls_ca, or secret_file"},
         {"good.pem", NULL, "ca.pem", NULL,
@@ -822,6 +827,25 @@ static void test_start_errors(void **state)
             fail_msg("case %zu: '%s' lacks '%s'", i, err, want);
         }
     }
+}
+
+/* raft_uv_tls_names_host: whether this node's certificate names a host
+ * (the WARN at start when it does not name the advertised one). */
+static void test_names_host(void **state)
+{
+    struct raft_uv_tls *tls = new_tls("good2", "ca");
+    struct raft_uv_tls *psk = new_psk("secret");
+    char names[256] = "";
+
+    (void)state;
+    assert_true(raft_uv_tls_names_host(tls, "127.0.0.1", names, sizeof names));
+    assert_true(raft_uv_tls_names_host(tls, "node", names, sizeof names));
+    assert_false(raft_uv_tls_names_host(tls, "db3", names, sizeof names));
+    assert_string_equal(names, "IP:127.0.0.1, DNS:node");
+    assert_false(raft_uv_tls_names_host(tls, "127.0.0.2", names, sizeof names));
+    assert_true(raft_uv_tls_names_host(psk, "db3", names, sizeof names));
+    raft_uv_tls_free(tls);
+    raft_uv_tls_free(psk);
 }
 
 /* raft_uv_tls_reload takes renewed files (new connections use them), and
@@ -892,6 +916,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_corrupt_record, setup, teardown),
         cmocka_unit_test_setup_teardown(test_start_errors, setup, teardown),
         cmocka_unit_test_setup_teardown(test_reload, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_names_host, setup, teardown),
     };
 
     return cmocka_run_group_tests(tests, NULL, NULL);
