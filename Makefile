@@ -3,11 +3,11 @@
 # are the two commands of the README and do all set-up themselves.
 
 CC      ?= cc
-PKGS    := sqlite3 libuv lmdb libxxhash jansson
+PKGS    := sqlite3 libuv lmdb libxxhash jansson openssl
 WARN    := -Wall -Wextra -Werror -Wshadow -Wno-unused-parameter
 CFLAGS  ?= -O2 -g
 BASE_CFLAGS := -std=c11 -D_GNU_SOURCE $(WARN) -fPIC -fvisibility=hidden -I.
-LIBS    = $(shell pkg-config --libs $(PKGS) 2>/dev/null || echo -lsqlite3 -luv -llmdb -lxxhash -ljansson) -lpthread -lm
+LIBS    = $(shell pkg-config --libs $(PKGS) 2>/dev/null || echo -lsqlite3 -luv -llmdb -lxxhash -ljansson -lssl -lcrypto) -lpthread -lm
 SAN     := -fsanitize=address,undefined -fno-omit-frame-pointer \
            -fno-sanitize-recover=all
 
@@ -129,7 +129,7 @@ $(B)/tests/sql/%: tests/sql/%.c tests/sql/helpers.h $(call san,$(SQL_SRC))
 	@mkdir -p $(dir $@)
 	$(T_LINK)
 UV_FAKE  := tests/uv/fake.c
-$(B)/tests/uv/%: tests/uv/%.c tests/uv/fake.h $(TLIB_OBJ) \
+$(B)/tests/uv/%: tests/uv/%.c tests/uv/fake.h tests/uv/loop.h $(TLIB_OBJ) \
 		$(call san,$(CORE_SRC) $(UV_SRC) $(UV_FAKE))
 	@mkdir -p $(dir $@)
 	$(T_LINK)
@@ -305,7 +305,7 @@ e2e: all $(B)/san/raftsql-node $(NEXT_BINS)
 # runs its loop and its storage jobs on threads of their own.
 TSAN_UV_BIN := $(patsubst tests/uv/%.c,$(B)/tsan-tests/uv/%, \
                  $(wildcard tests/uv/test_*.c))
-$(B)/tsan-tests/uv/%: tests/uv/%.c tests/uv/fake.h \
+$(B)/tsan-tests/uv/%: tests/uv/%.c tests/uv/fake.h tests/uv/loop.h \
 		$(patsubst %.c,$(B)/tsan/%.o,$(CORE_SRC) $(UV_SRC) $(UV_FAKE))
 	@mkdir -p $(dir $@)
 	$(CC) $(BASE_CFLAGS) -O1 -g -fsanitize=thread -o $@ \

@@ -7,7 +7,8 @@
 #        RUNS="raftsql-64-leader etcd-64" bench/compare.sh   (a subset)
 #
 # Runs, each for DURATION seconds: raftsql (1 and 64 client threads in node
-# 1's process, node 1 leader and node 1 follower), dqlite-benchmark (3
+# 1's process, node 1 leader and node 1 follower; and node 1 leader with
+# TLS between the peers), dqlite-benchmark (3
 # nodes, kvwrite, 1 and 64 workers), etcd 3.4 (3 members; 1 KiB puts via
 # wrk on the v3 JSON gateway, 1 and 64 connections), local SQLite (WAL,
 # synchronous=FULL, 1 and 64 rows per transaction). Prints one table and
@@ -161,16 +162,44 @@ delay_note() {
     [ "$1" != 0 ] && echo "; $1 ms round trip on every peer link"
 }
 
+# tls_config: the raft_start keys of TLS between the peers, with a CA and
+# one certificate naming 127.0.0.1 (every node's host here) made with the
+# openssl command line in $T/tls the first time.
+tls_config() {
+    local d=$T/tls
+    if [ ! -f "$d/node.pem" ]; then
+        mkdir -p "$d"
+        printf 'subjectAltName=IP:127.0.0.1\nextendedKeyUsage=%s\n' \
+            serverAuth,clientAuth >"$d/node.ext"
+        {
+            openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:P-256 \
+                -nodes -keyout "$d/ca.key" -out "$d/ca.pem" -days 2 \
+                -subj /CN=raftsql-bench-ca &&
+                openssl req -new -newkey ec -pkeyopt \
+                    ec_paramgen_curve:P-256 -nodes -keyout "$d/node.key" \
+                    -out "$d/node.csr" -subj /CN=node &&
+                openssl x509 -req -in "$d/node.csr" -CA "$d/ca.pem" \
+                    -CAkey "$d/ca.key" -CAcreateserial -days 2 \
+                    -extfile "$d/node.ext" -out "$d/node.pem"
+        } >"$d/openssl.log" 2>&1 || cat "$d/openssl.log" >&2
+    fi
+    echo "tls_cert=$d/node.pem tls_key=$d/node.key tls_ca=$d/ca.pem"
+}
+
+# run_raftsql CLIENTS ROLE [RTT [tls]]: one raftsql-bench run, with RTT ms
+# of delay on every peer link, and with TLS between the peers.
 run_raftsql() {
-    local clients=$1 role=$2 rtt=${3:-0} name="raftsql-$1-$2" out
+    local clients=$1 role=$2 rtt=${3:-0} tls=${4:-} name="raftsql-$1-$2" out
+    local config=""
     [ "$rtt" != 0 ] && name+="-rtt$rtt"
+    [ -n "$tls" ] && name+="-tls" && config=$(tls_config)
     out=$T/$name.out
     log "$name: $clients client threads in node 1's process, node 1 $role" \
-        "$(delay_note "$rtt")"
+        "$(delay_note "$rtt")${tls:+; TLS 1.3 between the peers}"
     run_logged "$out" "$B/raftsql-bench" --clients "$clients" \
         --role "$role" --duration "$DURATION" --name "$name" \
         --node "$B/raftsql-node" --dir "$T/$name" --rtt-ms "$rtt" \
-        --proxy "$B/delay-proxy"
+        --proxy "$B/delay-proxy" --config "$config"
     grep -v '^RESULT ' "$out" | tail -5 >&2
     record "$name" "$out"
     rm -rf "${T:?}/$name"
@@ -387,6 +416,10 @@ log "DURATION=$DURATION s per run, $(nproc) CPUs, $(uname -r)," \
 for clients in 1 64; do
     for role in leader follower; do
         want "raftsql-$clients-$role" && run_raftsql "$clients" "$role"
+        # With TLS 1.3 between the peers (certificates), right after the
+        # same run without: the machine's load drifts less in between.
+        [ "$role" = leader ] && want "raftsql-$clients-leader-tls" &&
+            run_raftsql "$clients" leader 0 tls
     done
 done
 for n in 1 64; do want "dqlite-$n" && run_dqlite "$n"; done

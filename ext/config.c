@@ -1,6 +1,7 @@
 /* Parsing and checking of the raft_start() configuration string. */
 
 #include "config.h"
+#include "config_auth.h"
 
 #include "../raft/configuration.h"
 
@@ -91,65 +92,6 @@ static int set_listen(struct ext_config *c, const struct raft_address *a,
              a->kind == RAFT_ADDRESS_NAME ? "127.0.0.1" : a->host);
     c->listen_port = a->port;
     return 0;
-}
-
-bool ext_config_peers_authenticated(const struct ext_config *c)
-{
-    /* TLS (tls_cert or secret_file) sets this. */
-    (void)c;
-    return false;
-}
-
-/* check_reach refuses the address @text given for @who when it is off
- * loopback, unless peers authenticate each other or insecure=on. */
-static int check_reach(const struct ext_config *c, const char *who,
-                       const char *text, char *errmsg, size_t errmsg_len)
-{
-    struct raft_address a;
-
-    if (c->insecure || ext_config_peers_authenticated(c) ||
-        (raft_address_parse(text, &a, NULL, 0) == 0 &&
-         raft_address_loopback(&a))) {
-        return 0;
-    }
-    return fail(errmsg, errmsg_len,
-                "%s: '%s' is off loopback, and peers do not authenticate "
-                "each other: refused (give insecure=on to accept that "
-                "anyone who can reach the port can write to the database)",
-                who, text);
-}
-
-/* check_reaches applies check_reach to every address of @c. */
-static int check_reaches(const struct ext_config *c, char *errmsg,
-                         size_t errmsg_len)
-{
-    char text[EXT_ADDRESS_MAX + 1];
-    char who[64];
-    int rc = 0;
-
-    if (c->listen_port != 0) {
-        ext_config_listen_format(c, text, sizeof text);
-        rc = check_reach(c, "listen", text, errmsg, errmsg_len);
-    }
-    if (rc == 0 && c->advertise[0] != '\0') {
-        rc = check_reach(c, "advertise", c->advertise, errmsg, errmsg_len);
-    }
-    for (unsigned i = 0; rc == 0 && i < c->n_members; i++) {
-        snprintf(who, sizeof who, "cluster: server %" PRIu64 "'s address",
-                 c->members[i].id);
-        rc = check_reach(c, who, c->members[i].address, errmsg, errmsg_len);
-    }
-    for (unsigned i = 0; rc == 0 && i < c->n_dials; i++) {
-        snprintf(who, sizeof who, "dial: server %" PRIu64, c->dials[i].id);
-        rc = check_reach(c, who, c->dials[i].address, errmsg, errmsg_len);
-    }
-    if (rc == 0 && c->join_port != 0) {
-        struct raft_address a;
-        raft_address_parse_host(c->join_host, c->join_port, &a, NULL, 0);
-        raft_address_format(&a, text, sizeof text);
-        rc = check_reach(c, "join", text, errmsg, errmsg_len);
-    }
-    return rc;
 }
 
 /* parse_members reads "1@127.0.0.1:7001,2@127.0.0.1:7002,..." (the value
@@ -278,6 +220,10 @@ static const char *const keys[] = {
     "max_request_steps",
     "join",
     "force_new_cluster",
+    "tls_cert",
+    "tls_key",
+    "tls_ca",
+    "secret_file",
     "insecure",
 };
 
@@ -421,7 +367,8 @@ int ext_config_listen_set(struct ext_config *c, const char *address,
                     "bind, e.g. 0.0.0.0:%u) and advertise=%s",
                     address, a.port, address);
     }
-    if (check_reach(c, "listen", address, why, sizeof why) != 0) {
+    if (!c->insecure && !ext_config_peers_authenticated(c) &&
+        !raft_address_loopback(&a)) {
         return fail(errmsg, errmsg_len,
                     "listen: '%s' (this server's address in the stored "
                     "configuration) is off loopback, and peers do not "
@@ -536,6 +483,7 @@ int ext_config_parse(const char *text, const char *db_path,
     unsigned n_dial = 0;
     unsigned seen = 0;
     const struct int_key *ik;
+    char *field;
     uint64_t v;
     int rc = 0;
 
@@ -642,6 +590,12 @@ int ext_config_parse(const char *text, const char *db_path,
                 goto out;
             }
             snprintf(c->dir, sizeof c->dir, "%s", val);
+        } else if ((field = config_auth_field(c, key)) != NULL) {
+            if (val[0] == '\0' || strlen(val) >= sizeof c->tls_cert) {
+                rc = fail(errmsg, errmsg_len, "%s: empty or too long", key);
+                goto out;
+            }
+            snprintf(field, sizeof c->tls_cert, "%s", val);
         } else if ((ik = int_key_find(key)) != NULL) {
             if (!parse_u64(val, ik->lo, ik->hi, &v)) {
                 rc = fail(errmsg, errmsg_len,
@@ -668,7 +622,7 @@ int ext_config_parse(const char *text, const char *db_path,
                       "snapshot_threshold, trailing_entries, "
                       "snapshot_chunk_bytes, follower_apply_ms, "
                       "max_request_steps, join, force_new_cluster, "
-                      "insecure)",
+                      "insecure, tls_cert, tls_key, tls_ca, secret_file)",
                       key);
             goto out;
         }
@@ -704,7 +658,7 @@ int ext_config_parse(const char *text, const char *db_path,
     }
     rc = apply_dial(c, dial, n_dial, errmsg, errmsg_len);
     if (rc == 0) {
-        rc = check_reaches(c, errmsg, errmsg_len);
+        rc = config_auth_check(c, errmsg, errmsg_len);
     }
     if (rc == 0) {
         rc = settle_advertise(c, have_listen ? &listen : NULL,

@@ -69,6 +69,12 @@ struct ext_config {
     char join_host[EXT_ADDRESS_MAX + 1];    /* join= host, "" for none */
     uint16_t join_port;                     /* join= port, 0 for none */
     bool force_new_cluster;                 /* force_new_cluster=1 */
+    char tls_cert[4096];    /* tls_cert= : PEM certificate chain, "" none */
+    char tls_key[4096];     /* tls_key= : its private key (PEM) */
+    char tls_ca[4096];      /* tls_ca= : CA certificates (PEM) */
+    char secret_file[4096]; /* secret_file= : pre-shared secret, "" none */
+    bool tls;               /* peers talk TLS and authenticate: the three
+                               tls_ keys, or secret_file, were given */
 };
 
 /* ext_config_parse parses @text, a whitespace-separated list of key=value
@@ -97,7 +103,10 @@ struct ext_config {
  * numbers out of range, heartbeat_ms not below election_timeout_ms, a
  * dial= entry naming this server, a server that is not in cluster (when
  * given), or one server twice, join= beside cluster= or
- * force_new_cluster=1, or without listen=. Any thread. */
+ * force_new_cluster=1, or without listen=, one or two of tls_cert,
+ * tls_key and tls_ca without the other (the missing one named),
+ * secret_file beside them, an empty or too long path. The files are read
+ * at start (raft_uv_tls_new), not here. Any thread. */
 int ext_config_parse(const char *text, const char *db_path,
                      struct ext_config *out, char *errmsg, size_t errmsg_len);
 
@@ -131,8 +140,9 @@ void ext_config_listen_format(const struct ext_config *c, char *out,
                               size_t len);
 
 /* ext_config_peers_authenticated says whether @c makes peers authenticate
- * each other, so that addresses off loopback are allowed without
- * insecure=on. Always false for now. Pure. */
+ * each other (TLS: the three tls_ keys, or secret_file), so that
+ * addresses off loopback are allowed without insecure=on, which then
+ * changes nothing. Pure (config_auth.c). */
 bool ext_config_peers_authenticated(const struct ext_config *c);
 
 /* ext_config_join says whether @cfg asks this node to join a running

@@ -283,6 +283,26 @@ static void fn_leader(sqlite3_context *ctx, int argc, sqlite3_value **argv)
     }
 }
 
+static void fn_tls_reload(sqlite3_context *ctx, int argc, sqlite3_value **argv)
+{
+    struct ext_node *n = func_acquire(ctx, "raft_tls_reload");
+    char msg[1024], err[1100];
+    int rc;
+    (void)argc;
+    (void)argv;
+    if (n == NULL) {
+        return;
+    }
+    rc = ext_node_tls_reload(n, msg, sizeof msg);
+    ext_registry_release(n);
+    if (rc != 0) {
+        snprintf(err, sizeof err, "raft_tls_reload: %s", msg);
+        sqlite3_result_error(ctx, err, -1);
+        return;
+    }
+    sqlite3_result_text(ctx, msg, -1, SQLITE_TRANSIENT);
+}
+
 static void fn_cluster_id(sqlite3_context *ctx, int argc, sqlite3_value **argv)
 {
     struct ext_node *n = func_acquire(ctx, "raft_cluster_id");
@@ -355,6 +375,10 @@ int ext_func_register(sqlite3 *db)
     if (rc == SQLITE_OK) {
         rc = sqlite3_create_function_v2(db, "raft_stop", 0, admin, NULL,
                                         fn_stop, NULL, NULL, NULL);
+    }
+    if (rc == SQLITE_OK) {
+        rc = sqlite3_create_function_v2(db, "raft_tls_reload", 0, admin, NULL,
+                                        fn_tls_reload, NULL, NULL, NULL);
     }
     if (rc == SQLITE_OK) {
         rc = sqlite3_create_function_v2(db, "raft_cluster_id", 0, admin, NULL,

@@ -13,6 +13,7 @@
 #include <sys/random.h>
 #include <time.h>
 
+#include "../raft/uv_tls.h"
 #include "applier.h"
 #include "boot.h"
 #include "change.h"
@@ -56,6 +57,9 @@ struct ext_node {
     struct ext_cluster_id *cluster; /* the cluster id */
     struct raft_uv_node *driver;    /* owns the core and the transport;
                                         written before its loop starts */
+    struct raft_uv_tls *tls;        /* the peers' TLS credentials (the
+                                        driver borrows them), NULL for
+                                        plain TCP */
 };
 
 /* ---- Driver callbacks (loop thread) ------------------------------------ */
@@ -333,7 +337,9 @@ static int start_threads(struct ext_node *n, struct sql_fsm *fsm,
         if (sv->id == n->cfg.id) {
             continue;
         }
+        memset(p, 0, sizeof *p);
         p->id = sv->id;
+        raft_uv_peer_set_identity(p, sv->address);
         if (ext_config_dial(&n->cfg, sv->id, sv->address, p->host,
                             sizeof p->host, &p->port) != 0) {
             node_log_line(&n->log, RAFT_LOG_WARN,
@@ -357,6 +363,7 @@ static int start_threads(struct ext_node *n, struct sql_fsm *fsm,
     dc.snapshot_dir = store_snapshot_dir(n->store);
     dc.snapshot_chunk_bytes = n->cfg.snapshot_chunk_bytes;
     dc.build_id = build_id();
+    dc.tls = n->tls;
     dc.storage_stall_ms = n->cfg.election_timeout_ms;
     cluster_id_get(n->cluster, dc.cluster_id);
     store_storage(n->store, n->applier, &storage);
@@ -372,6 +379,44 @@ static int start_threads(struct ext_node *n, struct sql_fsm *fsm,
     return 0;
 }
 
+/* tls_load loads the TLS credentials the configuration names, if any,
+ * into n->tls, and logs which. */
+static int tls_load(struct ext_node *n, char *errmsg, size_t errmsg_len)
+{
+    const struct ext_config *c = &n->cfg;
+    struct raft_uv_tls_config tc = {NULL, NULL, NULL, NULL};
+    char expires[32];
+    int rc;
+
+    if (!c->tls) {
+        return 0;
+    }
+    if (c->secret_file[0] != '\0') {
+        tc.secret_file = c->secret_file;
+    } else {
+        tc.cert_file = c->tls_cert;
+        tc.key_file = c->tls_key;
+        tc.ca_file = c->tls_ca;
+    }
+    rc = raft_uv_tls_new(&tc, &n->tls, errmsg, errmsg_len);
+    if (rc != 0) {
+        return rc;
+    }
+    raft_uv_tls_expires(n->tls, expires, sizeof expires);
+    if (tc.secret_file != NULL) {
+        node_log_line(&n->log, RAFT_LOG_INFO,
+                      "tls: peers authenticate with the pre-shared secret "
+                      "of %s",
+                      tc.secret_file);
+    } else {
+        node_log_line(&n->log, RAFT_LOG_INFO,
+                      "tls: peers authenticate with certificates: tls_cert "
+                      "%s (expires %s), tls_ca %s",
+                      tc.cert_file, expires, tc.ca_file);
+    }
+    return 0;
+}
+
 /* node_free frees what is left of @n (any part may be missing). */
 static void node_free(struct ext_node *n)
 {
@@ -381,6 +426,7 @@ static void node_free(struct ext_node *n)
     status_free(n->status);
     cluster_id_free(n->cluster);
     store_close(n->store);
+    raft_uv_tls_free(n->tls);
     node_log_close(&n->log);
     free(n);
 }
@@ -422,8 +468,12 @@ int ext_node_start(const char *db_path, const struct ext_config *cfg,
         goto err_free;
     }
 
-    /* The database first: a file that is no replica leaves nothing
-     * behind. */
+    /* The peers' credentials, then the database: bad certificate files
+     * or a file that is no replica leave nothing behind. */
+    rc = tls_load(n, errmsg, errmsg_len);
+    if (rc != 0) {
+        goto err_free;
+    }
     rc = sqlbridge_open(db_path, &fsm, errmsg, errmsg_len);
     if (rc != 0) {
         goto err_free;
@@ -510,7 +560,8 @@ int ext_node_exec(struct ext_node *n, const char *sql, size_t sql_len,
 
 char *ext_node_status(struct ext_node *n)
 {
-    char last_error[512], apply_error[512], cluster_id[RAFT_UV_CLUSTER_ID_HEX];
+    char last_error[512], apply_error[512], tls_expires[32];
+    char cluster_id[RAFT_UV_CLUSTER_ID_HEX];
     struct ext_status_extra x;
 
     x.last_error_age_ms =
@@ -522,9 +573,36 @@ char *ext_node_status(struct ext_node *n)
     x.durable = applier_durable(n->applier);
     x.applying = !applier_failed(n->applier);
     x.last_error = last_error;
+    x.tls = n->tls == NULL ? "off"
+            : raft_uv_tls_mode(n->tls) == RAFT_UV_TLS_CERTIFICATES
+                ? "certificates"
+                : "psk";
+    tls_expires[0] = '\0';
+    if (n->tls != NULL) {
+        raft_uv_tls_expires(n->tls, tls_expires, sizeof tls_expires);
+    }
+    x.tls_cert_expires = tls_expires;
     cluster_id_hex(n->cluster, cluster_id);
     x.cluster_id = cluster_id;
     return status_json(n->status, &x);
+}
+
+int ext_node_tls_reload(struct ext_node *n, char *msg, size_t msg_len)
+{
+    int rc;
+
+    if (n->tls == NULL) {
+        snprintf(msg, msg_len,
+                 "TLS is off: raft_start was given neither tls_cert= nor "
+                 "secret_file=");
+        return RAFT_INVALID;
+    }
+    rc = raft_uv_tls_reload(n->tls, msg, msg_len);
+    node_log_line(&n->log, rc == 0 ? RAFT_LOG_INFO : RAFT_LOG_WARN,
+                  "tls: raft_tls_reload(): %s%s", msg,
+                  rc == 0 ? " (new connections use them)"
+                          : " (the previous ones stay in use)");
+    return rc;
 }
 
 uint64_t ext_node_leader(struct ext_node *n)

@@ -113,7 +113,8 @@ int ext_node_exec(struct ext_node *n, const char *sql, size_t sql_len,
  * role, term, leader, commit, applied, first_index, last_index, persisted,
  * queue (submission queue depth), waiters, peers (array of id, address,
  * dial, connected, and for a leader match, next, state, inflight),
- * last_error (README lists them all).
+ * last_error, tls ("off", "certificates" or "psk") and tls_cert_expires
+ * (README lists them all).
  * Any thread. */
 char *ext_node_status(struct ext_node *n);
 
@@ -136,6 +137,15 @@ int ext_node_change(struct ext_node *n, const struct ext_change_request *req,
  * returns how many there are. Any thread. */
 unsigned ext_node_members(struct ext_node *n, struct ext_member_row *rows,
                           unsigned max);
+
+/* ext_node_tls_reload re-reads the certificate files raft_start named
+ * (tls_cert, tls_key, tls_ca): new peer connections use them, existing
+ * ones keep theirs; bad files leave the ones in use. Writes what was
+ * loaded, or why not (naming the file and OpenSSL's reason), into @msg
+ * (@msg_len bytes), and logs it (INFO, or WARN on failure).
+ * Errors: RAFT_INVALID (TLS is off, the node uses secret_file=, or a file
+ * does not load or check), RAFT_NOMEM. Any thread. */
+int ext_node_tls_reload(struct ext_node *n, char *msg, size_t msg_len);
 
 /* ext_node_listen writes where @n listens, "host:port", into @buf (@len
  * bytes): listen=, else cluster='s address of this node, else its address

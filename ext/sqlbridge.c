@@ -24,6 +24,7 @@ static const struct sql_function ext_functions[] = {
     {"raft_demote", 1},
     {"raft_transfer", -1},
     {"raft_update", 2},
+    {"raft_tls_reload", 0},
     {"raft_cluster_id", 0},
 };
 

@@ -331,6 +331,11 @@ char *status_json(struct ext_status *st, const struct ext_status_extra *x)
         o, "cluster_id",
         x->cluster_id[0] != '\0' ? json_string(x->cluster_id) : json_null());
     json_object_set_new(o, "build_id", json_string(st->build_id));
+    json_object_set_new(o, "tls", json_string(x->tls));
+    json_object_set_new(o, "tls_cert_expires",
+                        x->tls_cert_expires[0] != '\0'
+                            ? json_string(x->tls_cert_expires)
+                            : json_null());
     json_object_set_new(o, "role", json_string(role_name(s.role)));
     json_object_set_new(o, "term", json_integer((json_int_t)s.term));
     json_object_set_new(

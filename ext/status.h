@@ -15,16 +15,20 @@
 /* What other parts of the node add to the JSON, read by the caller of
  * status_json just before. */
 struct ext_status_extra {
-    unsigned queue;             /* requests in the submission queue */
-    unsigned waiters;           /* callers waiting */
-    uint64_t applied;           /* last applied index */
-    uint64_t durable;           /* durable applied index */
-    bool applying;              /* the last batch applied (no failure being
+    unsigned queue;               /* requests in the submission queue */
+    unsigned waiters;             /* callers waiting */
+    uint64_t applied;             /* last applied index */
+    uint64_t durable;             /* durable applied index */
+    bool applying;                /* the last batch applied (no failure being
                                retried) */
-    const char *apply_error;    /* why applying is failing now, "" for none */
-    const char *last_error;     /* "" for none */
-    uint64_t last_error_age_ms; /* ms since @last_error was recorded */
-    const char *cluster_id;     /* the cluster id in hex, "" for none */
+    const char *apply_error;      /* why applying is failing now, "" for none */
+    const char *last_error;       /* "" for none */
+    uint64_t last_error_age_ms;   /* ms since @last_error was recorded */
+    const char *cluster_id;       /* the cluster id in hex, "" for none */
+    const char *tls;              /* peers' TLS: "off", "certificates",
+                                     "psk" */
+    const char *tls_cert_expires; /* notAfter of the certificate in use,
+                                     ISO 8601 UTC, "" without one */
 };
 
 struct ext_status; /* opaque */

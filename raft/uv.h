@@ -30,9 +30,10 @@
  *     offset 0     magic "RFTSQL", 6 bytes
  *     offset 6     handshake version, u8 = 4
  *     offset 7     verdict, u8: 0 accepted; refused: 1 another cluster,
- *                  2 the sender id (0, or the acceptor's own), 3 no wire
- *                  version in common, 4 another handshake version or a
- *                  malformed handshake
+ *                  2 the sender id (0, the acceptor's own, or under TLS
+ *                  one its certificate does not name), 3 no wire version
+ *                  in common, 4 another handshake version or a malformed
+ *                  handshake
  *     offset 8     the acceptor's lowest wire version, u8
  *     offset 9     its highest wire version, u8
  *     offset 10    its cluster id, 16 bytes (zero for none)
@@ -73,6 +74,41 @@
  * oversized length closes that one connection and is logged; the server
  * keeps running.
  *
+ * TLS (optional, uv_tls.h): beneath all of the above, every connection
+ * is a TLS 1.3 session over the libuv stream, driven through memory BIOs
+ * from the libuv callbacks (no blocking socket I/O on the loop). The
+ * dialler is the TLS client, the acceptor the server. Both authenticate
+ * with certificates or with a pre-shared key:
+ * - certificates: each side verifies the other's chain against its CA
+ *   file and requires one; the identity rule: the peer's certificate
+ *   must name, in its subjectAltName, the host of that member's address
+ *   (an IP entry for a literal, a DNS entry for a hostname). The dialler
+ *   checks the server it reached against the address of the member it
+ *   dialled as the configuration gives it (even when dial= says where to
+ *   connect); the acceptor checks the client's certificate once the
+ *   handshake above told it the sender's id: against that member's
+ *   address among its peers, or for a server that is no peer yet (a
+ *   joining one), the listen address its handshake gives, before it is
+ *   dialled back; a mismatch is refused (verdict 2) like any refusal
+ *   above. A member known by hostname is checked against that name,
+ *   whatever IP it resolved to;
+ * - a pre-shared key (RFC 8446 external PSK with psk_dhe_ke): proves
+ *   membership of the cluster, not which member; any holder of the
+ *   secret can claim any id.
+ * The dialler sends the handshake above, inside TLS, once its TLS
+ * handshake completed and the server passed the identity rule, and
+ * counts as connected (frames are taken) once the answer accepted it;
+ * the TLS handshake has a 3 s timeout of its own, like the dial and the
+ * answer, and the acceptor's handshake timeout covers TLS and the
+ * handshake above. A failed TLS handshake, an
+ * identity mismatch or a record that does not authenticate closes that
+ * connection only, with one WARN line (identical ones from one peer once
+ * per 10 s); nothing it carried reaches the receive callback. Frames are
+ * coalesced into records of up to 16 KiB: one SSL_write per batch of
+ * small frames, then one uv_write of the ciphertext. The certificate
+ * files are stat'ed every 5 s and reloaded when they changed; new
+ * connections use the new ones, existing connections keep theirs.
+ *
  * Threads: every function runs on the loop thread of @loop. */
 
 #ifndef RAFT_UV_H
@@ -85,6 +121,7 @@
 #include "frame.h"
 #include "logging.h"
 #include "uv_node.h"
+#include "uv_tls.h"
 
 struct raft_uv_transport; /* opaque */
 
@@ -104,8 +141,9 @@ typedef void (*raft_uv_recv_cb)(void *data, const struct raft_frame *f);
  * handshake gives for this server, where a server that does not know it
  * dials it back. @max_frame_bytes bounds the body of one frame in either
  * direction. @build_id (copied; NULL or "" for none) goes in every
- * handshake and is compared with the peers'. @recv_cb and @log_cb are
- * called with @data.
+ * handshake and is compared with the peers'. @tls (borrowed: it must
+ * outlive the transport; NULL for plain TCP) carries every connection in
+ * TLS with its credentials. @recv_cb and @log_cb are called with @data.
  * Writes *out only on success; @errmsg receives the message on failure.
  * Errors: RAFT_IOERR (bind/listen failure, e.g. address in use, with
  * uv_strerror text), RAFT_INVALID (a listen host that is no IP literal,
@@ -121,9 +159,10 @@ int raft_uv_transport_start(uv_loop_t *loop, raft_id self,
                             const char *advertise,
                             const struct raft_uv_peer *peers, unsigned n_peers,
                             uint64_t max_frame_bytes, const char *build_id,
-                            raft_uv_recv_cb recv_cb, raft_log_cb log_cb,
-                            void *data, struct raft_uv_transport **out,
-                            char *errmsg, size_t errmsg_len);
+                            struct raft_uv_tls *tls, raft_uv_recv_cb recv_cb,
+                            raft_log_cb log_cb, void *data,
+                            struct raft_uv_transport **out, char *errmsg,
+                            size_t errmsg_len);
 
 /* raft_uv_transport_port returns the TCP port actually listened on. */
 uint16_t raft_uv_transport_port(const struct raft_uv_transport *t);

@@ -5,9 +5,13 @@
  * Happy path: the listener's callback accepts a connection, names it after
  * its remote address and starts reading its handshake (uv_recv.c); once
  * verified, a dial to that peer waiting out its backoff starts at once.
+ * Under TLS each accepted connection gets its TLS server session first,
+ * and the sweep also checks the certificate files for a change
+ * (uv_tls_stream.c).
  * Failure modes: past RAFT__UV_MAX_UNVERIFIED connections in their
- * handshake, new ones are closed at once (counted, logged by the sweep);
- * the sweep closes connections whose handshake or frame stalled. */
+ * handshake (TLS included), new ones are closed at once (counted, logged
+ * by the sweep); the sweep closes connections whose handshake or frame
+ * stalled. */
 
 #include <arpa/inet.h>
 #include <netinet/in.h>
@@ -82,6 +86,12 @@ void raft_uv_accept_on_connection(uv_stream_t *server, int status)
         return;
     }
     raft_uv_tcp_log(t, RAFT_LOG_DEBUG, "%s: accepted", in->name);
+    if (t->tls != NULL && raft_uv_tls_stream_in_start(in) != 0) {
+        raft_uv_tcp_log(t, RAFT_LOG_ERROR, "%s: TLS: out of memory: closing",
+                        in->name);
+        raft_uv_tcp_in_close(in);
+        return;
+    }
     if (raft_uv_recv_start(in) != 0) {
         raft_uv_tcp_in_close(in);
     }
@@ -120,6 +130,7 @@ void raft_uv_accept_sweep(uv_timer_t *timer)
     unsigned n_silent = 0;
     char example[160] = "";
 
+    raft_uv_tls_stream_check(t);
     if (t->n_refused > 0) {
         raft_uv_tcp_log(t, RAFT_LOG_WARN,
                         "refused %u connections: %u are still in their "

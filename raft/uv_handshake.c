@@ -8,10 +8,12 @@
  * speak and prepares an acceptance (uv_send.c writes it); the dialler
  * reads the acceptance, takes the same version and starts sending frames.
  * Failure modes: a handshake of another cluster, server id, wire range or
- * handshake version, or a malformed one, is refused: one WARN line here
- * (the same refusal again only at DEBUG), and a refusal naming the cause
- * goes back before the connection closes, which the dialler logs once per
- * peer until the refusal changes and then retries with its backoff. An
+ * handshake version, a malformed one, or under TLS one from a client whose
+ * certificate does not name its sender (uv_tls_stream.c), is refused: one
+ * WARN line here (the same refusal again only at DEBUG), and a refusal
+ * naming the cause goes back before the connection closes, which the
+ * dialler logs once per peer until the refusal changes and then retries
+ * with its backoff. An
  * answer that is malformed, from another server than dialled, or not
  * followed by silence closes the outgoing connection. */
 
@@ -123,14 +125,8 @@ static void log_refusal(struct raft_uv_in *in, const char *line)
     raft_uv_tcp_log(t, RAFT_LOG_WARN, "%s: %s", in->name, line);
 }
 
-/* refuse refuses @in's handshake for @verdict: logs the line of @fmt and
- * prepares the refusal, whose reason is @there (what the dialler logs;
- * NULL: the line itself). Returns -1, check_handshake's "refused". */
-static int refuse(struct raft_uv_in *in, unsigned verdict, const char *there,
-                  const char *fmt, ...) __attribute__((format(printf, 4, 5)));
-
-static int refuse(struct raft_uv_in *in, unsigned verdict, const char *there,
-                  const char *fmt, ...)
+int raft_uv_handshake_refuse(struct raft_uv_in *in, unsigned verdict,
+                             const char *there, const char *fmt, ...)
 {
     char line[RAFT__UV_REFUSAL_LEN];
     va_list ap;
@@ -185,11 +181,12 @@ static int check_versions(struct raft_uv_in *in)
                  "raftsql)",
                  (unsigned)RAFT__UV_HANDSHAKE_VERSION, hv,
                  hv < RAFT__UV_HANDSHAKE_VERSION ? "a newer" : "an older");
-        return refuse(in, RAFT__UV_REFUSED_HANDSHAKE, there,
-                      "handshake version %u, want %u: closing (the peer "
-                      "runs %s raftsql)",
-                      hv, (unsigned)RAFT__UV_HANDSHAKE_VERSION,
-                      hv < RAFT__UV_HANDSHAKE_VERSION ? "an older" : "a newer");
+        return raft_uv_handshake_refuse(
+            in, RAFT__UV_REFUSED_HANDSHAKE, there,
+            "handshake version %u, want %u: closing (the peer "
+            "runs %s raftsql)",
+            hv, (unsigned)RAFT__UV_HANDSHAKE_VERSION,
+            hv < RAFT__UV_HANDSHAKE_VERSION ? "an older" : "a newer");
     }
     return 0;
 }
@@ -208,10 +205,11 @@ static int check_fixed(struct raft_uv_in *in)
         ours[RAFT_UV_CLUSTER_ID_HEX];
 
     if (lo == 0 || lo > hi) {
-        return refuse(in, RAFT__UV_REFUSED_HANDSHAKE, NULL,
-                      "handshake from server %llu with wire versions %u to "
-                      "%u: malformed: closing",
-                      (unsigned long long)id, lo, hi);
+        return raft_uv_handshake_refuse(
+            in, RAFT__UV_REFUSED_HANDSHAKE, NULL,
+            "handshake from server %llu with wire versions %u to "
+            "%u: malformed: closing",
+            (unsigned long long)id, lo, hi);
     }
     if (hi < RAFT_WIRE_VERSION_MIN || lo > RAFT_WIRE_VERSION) {
         snprintf(there, sizeof there,
@@ -219,13 +217,13 @@ static int check_fixed(struct raft_uv_in *in)
                  "version in common",
                  (unsigned)RAFT_WIRE_VERSION_MIN, (unsigned)RAFT_WIRE_VERSION,
                  lo, hi);
-        return refuse(in, RAFT__UV_REFUSED_WIRE, there,
-                      "refused server %llu: it speaks wire versions %u to "
-                      "%u, this server %u to %u: no version in common "
-                      "(upgrade one release at a time)",
-                      (unsigned long long)id, lo, hi,
-                      (unsigned)RAFT_WIRE_VERSION_MIN,
-                      (unsigned)RAFT_WIRE_VERSION);
+        return raft_uv_handshake_refuse(
+            in, RAFT__UV_REFUSED_WIRE, there,
+            "refused server %llu: it speaks wire versions %u to "
+            "%u, this server %u to %u: no version in common "
+            "(upgrade one release at a time)",
+            (unsigned long long)id, lo, hi, (unsigned)RAFT_WIRE_VERSION_MIN,
+            (unsigned)RAFT_WIRE_VERSION);
     }
     if (!raft_uv_cluster_id_is_zero(cid) &&
         !raft_uv_cluster_id_is_zero(t->cluster_id) &&
@@ -234,23 +232,26 @@ static int check_fixed(struct raft_uv_in *in)
         raft_uv_cluster_id_hex(t->cluster_id, ours);
         snprintf(there, sizeof there, "cluster id %s is not its cluster %s",
                  theirs, ours);
-        return refuse(in, RAFT__UV_REFUSED_CLUSTER, there,
-                      "refused server %llu: its cluster id %s is not this "
-                      "cluster's %s (a server of another cluster)",
-                      (unsigned long long)id, theirs, ours);
+        return raft_uv_handshake_refuse(
+            in, RAFT__UV_REFUSED_CLUSTER, there,
+            "refused server %llu: its cluster id %s is not this "
+            "cluster's %s (a server of another cluster)",
+            (unsigned long long)id, theirs, ours);
     }
     if (id == 0 || id == t->self) {
         snprintf(there, sizeof there, "server id %llu is %s",
                  (unsigned long long)id, id == 0 ? "no server's" : "its own");
-        return refuse(in, RAFT__UV_REFUSED_ID, there,
-                      "handshake from server id %llu (%s): closing",
-                      (unsigned long long)id,
-                      id == 0 ? "no server" : "this server's own");
+        return raft_uv_handshake_refuse(
+            in, RAFT__UV_REFUSED_ID, there,
+            "handshake from server id %llu (%s): closing",
+            (unsigned long long)id,
+            id == 0 ? "no server" : "this server's own");
     }
     if (len > RAFT_UV_BUILD_ID_MAX) {
-        return refuse(in, RAFT__UV_REFUSED_HANDSHAKE, NULL,
-                      "handshake build id of %zu bytes, at most %d: closing",
-                      len, RAFT_UV_BUILD_ID_MAX);
+        return raft_uv_handshake_refuse(
+            in, RAFT__UV_REFUSED_HANDSHAKE, NULL,
+            "handshake build id of %zu bytes, at most %d: closing", len,
+            RAFT_UV_BUILD_ID_MAX);
     }
     return 0; /* the address length follows */
 }
@@ -262,10 +263,11 @@ static bool printable(struct raft_uv_in *in, const char *what, const uint8_t *b,
 {
     for (size_t i = 0; i < len; i++) {
         if (b[i] < 0x20 || b[i] > 0x7e) {
-            refuse(in, RAFT__UV_REFUSED_HANDSHAKE, NULL,
-                   "handshake %s has byte 0x%02x at %zu, not printable "
-                   "ASCII: closing",
-                   what, (unsigned)b[i], i);
+            raft_uv_handshake_refuse(
+                in, RAFT__UV_REFUSED_HANDSHAKE, NULL,
+                "handshake %s has byte 0x%02x at %zu, not printable "
+                "ASCII: closing",
+                what, (unsigned)b[i], i);
             return false;
         }
     }
@@ -298,9 +300,10 @@ static void note_peer(struct raft_uv_in *in, struct raft_uv_out *out)
     }
 }
 
-/* take_handshake takes @in's complete, valid handshake: its sender becomes the
- * connection's peer (dialled back when it is none yet), and the
- * acceptance is prepared. */
+/* take_handshake takes @in's complete, valid handshake: under TLS the
+ * client's certificate must name its sender (else it is refused), which
+ * becomes the connection's peer (dialled back when it is none yet), and
+ * the acceptance is prepared. */
 static int take_handshake(struct raft_uv_in *in)
 {
     struct raft_uv_transport *t = in->t;
@@ -318,6 +321,9 @@ static int take_handshake(struct raft_uv_in *in)
     id = raft_byte_load_u64(in->hs + RAFT__UV_HANDSHAKE_ID);
     out = raft_uv_tcp_find(t, id);
     was_peer = out != NULL;
+    if (raft_uv_tls_stream_identity(in, id, out, address) != 0) {
+        return -1;
+    }
     /* From now on, logs name the peer as well as the address. */
     memcpy(addr, in->name, sizeof addr);
     snprintf(in->name, sizeof in->name, "peer %llu (%.60s)",
@@ -445,6 +451,7 @@ static void take_answer(struct raft_uv_out *out, const struct raft_uv_answer *a)
 {
     char line[RAFT__UV_REFUSAL_LEN];
     char hex[RAFT_UV_CLUSTER_ID_HEX];
+    char how[128] = "";
 
     if (a->verdict != RAFT__UV_ACCEPTED) {
         snprintf(line, sizeof line, "refused us: %s", a->reason);
@@ -475,9 +482,13 @@ static void take_answer(struct raft_uv_out *out, const struct raft_uv_answer *a)
     out->state = RAFT__UV_CONNECTED;
     out->backoff_ms = RAFT__UV_BACKOFF_MIN_MS;
     out->refusal[0] = '\0';
+    if (out->conn->tls != NULL) {
+        raft_uv_tls_session_describe(out->conn->tls, how, sizeof how - 2);
+        strcat(how, "; ");
+    }
     raft_uv_tcp_log(out->t, RAFT_LOG_INFO,
-                    "%s: connected (wire version %u, its cluster id %s)",
-                    out->name, out->wire_version,
+                    "%s: connected (%swire version %u, its cluster id %s)",
+                    out->name, how, out->wire_version,
                     hex_or_none(a->cluster_id, hex));
 }
 

@@ -1,7 +1,8 @@
 /* Private state of the libuv TCP transport (uv.h), shared by uv_tcp.c
  * (listening, dialling, backoff, peers, close), uv_resolve.c (hostnames),
- * uv_accept.c (accepting), uv_send.c (ordered writes to peers) and
- * uv_recv.c (frame reassembly and decoding). */
+ * uv_accept.c (accepting), uv_send.c (ordered writes to peers), uv_recv.c
+ * (frame reassembly and decoding), uv_handshake.c (the handshake and its
+ * answer) and uv_tls_stream.c (TLS beneath all of it, uv_tls.h). */
 
 #ifndef RAFT_UV_INTERNAL_H
 #define RAFT_UV_INTERNAL_H
@@ -16,6 +17,7 @@
 #include "logging.h"
 #include "raft.h"
 #include "uv.h"
+#include "uv_tls.h"
 
 /* Handshake (layout in uv.h): magic, handshake version u8, lowest and
  * highest wire version u8, cluster id, sender id u64 little-endian, build
@@ -52,7 +54,9 @@ _Static_assert(RAFT_ADDRESS_TEXT_MAX <= RAFT__UV_ADDRESS_MAX,
 enum raft_uv_verdict {
     RAFT__UV_ACCEPTED = 0,
     RAFT__UV_REFUSED_CLUSTER = 1,   /* both have a cluster id, not the same */
-    RAFT__UV_REFUSED_ID = 2,        /* sender id 0, or the acceptor's own */
+    RAFT__UV_REFUSED_ID = 2,        /* sender id 0, or the acceptor's own,
+                                       or (TLS) one the client's
+                                       certificate does not name */
     RAFT__UV_REFUSED_WIRE = 3,      /* no wire version in common */
     RAFT__UV_REFUSED_HANDSHAKE = 4, /* another handshake version, or a
                                        malformed handshake */
@@ -105,6 +109,16 @@ enum raft_uv_verdict {
 /* Period of the sweep that applies the two timeouts above, ms. */
 #define RAFT__UV_SWEEP_MS 1000
 
+/* Largest TLS record's plaintext: frames are coalesced up to this before
+ * one SSL_write, and plaintext is read in pieces of this. */
+#define RAFT__UV_TLS_RECORD 16384
+
+/* Identical TLS failures from one peer are logged once per this, ms. */
+#define RAFT__UV_TLS_WARN_MS 10000
+
+/* Peers (or remote addresses) whose last TLS failure is remembered. */
+#define RAFT__UV_TLS_WARNED 16
+
 /* States of the outgoing connection to one peer. */
 enum raft_uv_out_state {
     RAFT__UV_WAITING = 1,     /* no connection, backoff timer running */
@@ -113,6 +127,8 @@ enum raft_uv_out_state {
     RAFT__UV_HANDSHAKING = 4, /* handshake sent, waiting for the answer
                                  (timer running): frames are refused */
     RAFT__UV_RESOLVING = 5,   /* its hostname resolving (uv_resolve.c) */
+    RAFT__UV_SECURING = 6,    /* connected, TLS handshake in progress
+                                 (timer running) */
 };
 
 struct raft_uv_out;
@@ -127,16 +143,19 @@ struct raft_uv_conn {
     uv_connect_t connect;                /* the dial request */
     struct raft_uv_out *out;             /* peer this connection belongs
                                               to */
+    struct raft_uv_tls_session *tls;     /* its TLS client session, NULL
+                                              without TLS */
     uint8_t answer[RAFT__UV_ANSWER_MAX]; /* the acceptor's answer so far */
     size_t answer_got;                   /* bytes of @answer received */
-    char rbuf[512];                      /* libuv reads land here */
+    char rbuf[4096];                     /* libuv reads land here: TLS
+                                              records, or the answer */
 };
 
 /* The sending side towards one peer, allocated on its own: a peer removed
  * (raft_uv_transport_remove_peer) is retired and freed once its timer and
  * connection are closed (@refs).
- * Invariant: @conn != NULL iff @state is DIALLING, HANDSHAKING or
- * CONNECTED; @resolving != NULL iff @state is RESOLVING. */
+ * Invariant: @conn != NULL iff @state is DIALLING, SECURING, HANDSHAKING
+ * or CONNECTED; @resolving != NULL iff @state is RESOLVING. */
 struct raft_uv_out {
     struct raft_uv_transport *t;       /* owner */
     raft_id id;                        /* the peer's server id */
@@ -144,16 +163,20 @@ struct raft_uv_out {
                                      hostname resolved before each dial */
     struct sockaddr_storage addr;      /* the IP of the latest dial */
     struct raft_uv_resolve *resolving; /* the resolution in flight */
-    unsigned pick;             /* which IP of a hostname to dial: the next one
+    unsigned pick;   /* which IP of a hostname to dial: the next one
                         after a failed connect */
-    int resolve_err;           /* libuv code of the latest failed resolution,
+    int resolve_err; /* libuv code of the latest failed resolution,
                         logged; 0 once it resolves */
-    char name[96];             /* "peer 2 (127.0.0.1:7002)", for logs */
-    int state;                 /* enum raft_uv_out_state */
-    struct raft_uv_conn *conn; /* current connection, or NULL */
-    uv_timer_t timer;          /* backoff and connect timeout */
-    unsigned backoff_ms;       /* delay before the next re-dial */
-    uint64_t queued_bytes;     /* bytes held or in uv_write, not yet
+    char name[96];   /* "peer 2 (127.0.0.1:7002)", for logs */
+    char identity[RAFT_ADDRESS_TEXT_MAX + 1]; /* host its certificate must
+                        name (raft_uv_peer.identity): the configured host,
+                        kept however it resolves */
+    int state;                                /* enum raft_uv_out_state */
+    struct raft_uv_conn *conn;                /* current connection, or NULL */
+    uv_timer_t timer;      /* backoff, connect, TLS and answer
+                                  timeouts */
+    unsigned backoff_ms;   /* delay before the next re-dial */
+    uint64_t queued_bytes; /* bytes held or in uv_write, not yet
                                     completed */
     struct raft_uv_write *pend[RAFT__UV_CORK_MAX]; /* frames held for the
                                     next flush, in send order */
@@ -209,7 +232,19 @@ struct raft_uv_in {
     uint64_t accepted_at;                /* loop clock at accept, ms */
     uint64_t last_read_at;               /* loop clock of the last bytes
                                               read, ms */
+    struct raft_uv_tls_session *tls;     /* its TLS server session, NULL
+                                            without TLS */
+    bool tls_done;                       /* its TLS handshake completed */
     char rbuf[RAFT__UV_READ_BUF];        /* libuv reads land here */
+};
+
+/* The last TLS failure logged about one peer or remote address: the
+ * same failure again within RAFT__UV_TLS_WARN_MS is counted, not logged. */
+struct raft_uv_warned {
+    char key[96];    /* whom it is about, "" for a free slot */
+    uint64_t hash;   /* of the failure's reason */
+    uint64_t at;     /* loop clock when logged, ms */
+    unsigned n_held; /* the same failures not logged since */
 };
 
 /* The transport.
@@ -248,6 +283,15 @@ struct raft_uv_transport {
     bool closing;             /* raft_uv_transport_close called */
     void (*close_cb)(void *); /* called once everything is closed */
     void *close_data;         /* argument of @close_cb */
+    struct raft_uv_tls *tls;  /* credentials (borrowed), NULL without
+                                   TLS */
+    uint8_t *tls_plain;       /* RAFT__UV_TLS_RECORD bytes: plaintext
+                                   read (TLS only) */
+    uint8_t *tls_stage;       /* RAFT__UV_TLS_RECORD bytes: small frames
+                                   coalesced for one SSL_write */
+    unsigned n_sweeps;        /* sweeps run, for the TLS file check */
+    struct raft_uv_warned warned[RAFT__UV_TLS_WARNED]; /* TLS failures
+                                   logged lately */
 };
 
 /* raft_uv_tcp_log formats a line and hands it to the log callback, if any.
@@ -268,6 +312,15 @@ void raft_uv_tcp_in_close(struct raft_uv_in *in);
  * once its hostname resolved (raft_uv_resolve_start); or it schedules a
  * retry (uv_tcp.c). Loop thread. */
 void raft_uv_tcp_dial(struct raft_uv_out *out);
+
+/* raft_uv_tcp_out_handshake starts the raft handshake on @out's fresh
+ * connection, which is TCP (on_connect) or TLS whose handshake completed
+ * and whose server passed the identity rule (uv_tls_stream.c): @out
+ * becomes HANDSHAKING, the handshake is queued (encrypted under TLS) and
+ * the connect timer re-armed as the answer's timeout; a failure to queue
+ * fails the connection. The answer (uv_handshake.c) makes it CONNECTED.
+ * Loop thread. */
+void raft_uv_tcp_out_handshake(struct raft_uv_out *out);
 
 /* raft_uv_tcp_connect connects to @out->addr, the IP of @out chosen by
  * raft_uv_tcp_dial or the resolver; a failure schedules a retry. Loop
@@ -369,8 +422,9 @@ size_t raft_uv_send_handshake_encode(
 
 /* raft_uv_send_answer writes the answer prepared in @in->answer (by
  * raft_uv_handshake_check) on the accepted connection @in, if any is
- * pending; once a refusal is written (@in->refused), or when none can be
- * written, it closes @in. Loop thread. */
+ * pending (encrypted under TLS: raft_uv_tls_stream_in_answer); once a
+ * refusal is written (@in->refused), or when none can be written, it
+ * closes @in. Loop thread. */
 void raft_uv_send_answer(struct raft_uv_in *in);
 
 /* raft_uv_handshake_need returns how many handshake bytes @in must hold
@@ -389,6 +443,16 @@ size_t raft_uv_handshake_need(const struct raft_uv_in *in);
  * thread (the fuzz target calls it without a loop, on a transport full of
  * peers). */
 int raft_uv_handshake_check(struct raft_uv_in *in);
+
+/* raft_uv_handshake_refuse refuses @in's handshake for @verdict (enum
+ * raft_uv_verdict): logs the line of @fmt naming @in (at WARN, at DEBUG
+ * when it was among the last RAFT__UV_REFUSALS so logged), prepares the
+ * refusal in @in->answer, whose reason is @there (what the dialler logs;
+ * NULL: the line itself), and sets @in->refused. Returns -1,
+ * raft_uv_handshake_check's "refused". Loop thread. */
+int raft_uv_handshake_refuse(struct raft_uv_in *in, unsigned verdict,
+                             const char *there, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
 
 /* What an acceptor's answer says. */
 struct raft_uv_answer {
@@ -416,7 +480,7 @@ bool raft_uv_handshake_answer_decode(const uint8_t *a, size_t len,
                                      size_t errmsg_len);
 
 /* raft_uv_handshake_on_answer takes the @n bytes at @p read on @out's
- * connection: while it waits for the answer to its handshake
+ * connection (the plaintext under TLS): while it waits for the answer to its handshake
  * (HANDSHAKING) they are that answer, and once it is complete an
  * acceptance from the server dialled, whose wire versions meet ours,
  * makes @out CONNECTED in the highest version both speak (logged at
@@ -452,6 +516,13 @@ void raft_uv_send_flush(struct raft_uv_transport *t);
  * or the transport closes; Raft tolerates the loss). Loop thread. */
 void raft_uv_send_drop(struct raft_uv_out *out);
 
+/* raft_uv_send_cipher hands the ciphertext pending in the TLS session of
+ * @out->conn to libuv in one write, whose completion settles @plain_len
+ * bytes of @out->queued_bytes (the frames it encrypts). Returns 0, or
+ * RAFT_NOMEM or RAFT_IOERR (@plain_len settled at once; the caller fails
+ * the connection). Loop thread. */
+int raft_uv_send_cipher(struct raft_uv_out *out, uint64_t plain_len);
+
 /* raft_uv_recv_start starts reading handshake and frames on the accepted
  * connection @in. Returns 0 or RAFT_IOERR (the caller closes @in). Loop
  * thread. */
@@ -470,5 +541,72 @@ int raft_uv_recv_start(struct raft_uv_in *in);
  * whoever frees @in. Loop thread (the fuzz target calls it on a
  * connection of its own, without a loop). */
 bool raft_uv_recv_consume(struct raft_uv_in *in, const uint8_t *p, size_t n);
+
+/* ---- TLS beneath the transport (uv_tls_stream.c) -------------------- */
+
+/* raft_uv_tls_stream_setup makes @t carry its connections in TLS with
+ * the credentials @tls (borrowed), allocating its TLS buffers (freed with
+ * @t: t->tls_plain). Errors: RAFT_NOMEM (@errmsg says so). Before the
+ * transport's first dial. */
+int raft_uv_tls_stream_setup(struct raft_uv_transport *t,
+                             struct raft_uv_tls *tls, char *errmsg,
+                             size_t errmsg_len);
+
+/* raft_uv_tls_stream_out_start starts the TLS handshake of @out's freshly
+ * connected connection as a client: @out becomes SECURING and the
+ * ClientHello goes out (the caller re-arms the connect timer as the
+ * handshake's timeout). Returns 0, or RAFT_NOMEM or RAFT_IOERR after
+ * logging it (the caller fails the connection). Loop thread. */
+int raft_uv_tls_stream_out_start(struct raft_uv_out *out);
+
+/* raft_uv_tls_stream_out_read feeds the @n ciphertext bytes at @p read on
+ * @out's connection to its session: the TLS handshake advances, and once
+ * it is done and the server's certificate names @out->identity the raft
+ * handshake goes out (raft_uv_tcp_out_handshake); plaintext goes to
+ * raft_uv_handshake_on_answer. A TLS failure or an identity mismatch logs
+ * one WARN (the same one once per RAFT__UV_TLS_WARN_MS) and fails the
+ * connection. Loop thread. */
+void raft_uv_tls_stream_out_read(struct raft_uv_out *out, const uint8_t *p,
+                                 size_t n);
+
+/* raft_uv_tls_stream_in_start gives the accepted connection @in its TLS
+ * server session. Returns 0 or RAFT_NOMEM (the caller closes @in). Loop
+ * thread. */
+int raft_uv_tls_stream_in_start(struct raft_uv_in *in);
+
+/* raft_uv_tls_stream_in_read feeds the @n ciphertext bytes at @p read on
+ * @in to its session, sends what the TLS handshake answers, and hands the
+ * plaintext to raft_uv_recv_consume; when that refuses, it sets
+ * @in->refused and feeds no more (the caller sends the answer, if any,
+ * and closes: raft_uv_send_answer). Returns false (logged) when the
+ * caller must close @in at once: a TLS failure (a WARN, the same one from
+ * one address once per RAFT__UV_TLS_WARN_MS) or the peer closing the
+ * session. Loop thread. */
+bool raft_uv_tls_stream_in_read(struct raft_uv_in *in, const uint8_t *p,
+                                size_t n);
+
+/* raft_uv_tls_stream_in_answer encrypts the pending answer of @in
+ * (@in->answer_len > 0, then 0) and writes the ciphertext; once it is
+ * written @in closes if it was refused. A failure closes @in at once.
+ * Loop thread. */
+void raft_uv_tls_stream_in_answer(struct raft_uv_in *in);
+
+/* raft_uv_tls_stream_identity applies the identity rule to server @id,
+ * whose complete handshake arrived on @in: with certificates, the client
+ * certificate of @in must name the host of its address: @out's identity
+ * when it is a peer (@out not NULL), else the host of @address, the
+ * listen address its handshake gives (raft/address.h). Returns 0 when it
+ * does, or without TLS, or with a PSK that was used; -1 after refusing
+ * the handshake (raft_uv_handshake_refuse, verdict RAFT__UV_REFUSED_ID:
+ * the line names the server, the host and the names the certificate
+ * holds). Loop thread (uv_handshake.c calls it before any dial-back). */
+int raft_uv_tls_stream_identity(struct raft_uv_in *in, raft_id id,
+                                const struct raft_uv_out *out,
+                                const char *address);
+
+/* raft_uv_tls_stream_check runs raft_uv_tls_check once every
+ * RAFT_UV_TLS_CHECK_MS (called by every sweep) and logs a reload at INFO,
+ * a failed one at WARN. Loop thread. */
+void raft_uv_tls_stream_check(struct raft_uv_transport *t);
 
 #endif /* RAFT_UV_INTERNAL_H */

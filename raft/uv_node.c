@@ -55,6 +55,7 @@ static bool dial_of(struct raft_uv_node *d, const struct raft_server *sv,
 
     memset(out, 0, sizeof *out);
     out->id = sv->id;
+    raft_uv_peer_set_identity(out, sv->address);
     if (d->cb.dial != NULL) {
         return d->cb.dial(d->cb.data, sv->id, sv->address, out);
     }
@@ -64,6 +65,16 @@ static bool dial_of(struct raft_uv_node *d, const struct raft_server *sv,
     snprintf(out->host, sizeof out->host, "%s", a.host);
     out->port = a.port;
     return true;
+}
+
+void raft_uv_peer_set_identity(struct raft_uv_peer *p, const char *address)
+{
+    struct raft_address a;
+
+    p->identity[0] = '\0';
+    if (raft_address_parse(address, &a, NULL, 0) == 0) {
+        snprintf(p->identity, sizeof p->identity, "%s", a.host);
+    }
 }
 
 /* drop_peer forgets the @i-th peer: its snapshot transfer is dropped
@@ -479,8 +490,8 @@ static int tcp_start(void *data, uv_loop_t *loop,
     struct raft_uv_transport *t;
     int rc = raft_uv_transport_start(
         loop, cfg->id, cfg->listen_host, cfg->listen_port, cfg->advertise,
-        cfg->peers, cfg->n_peers, cfg->max_frame_bytes, cfg->build_id, recv_cb,
-        log_cb, recv_data, &t, errmsg, errmsg_len);
+        cfg->peers, cfg->n_peers, cfg->max_frame_bytes, cfg->build_id, cfg->tls,
+        recv_cb, log_cb, recv_data, &t, errmsg, errmsg_len);
     if (rc == 0) {
         *out = t;
     }

@@ -44,7 +44,20 @@ struct raft_uv_peer {
                       "node2"; with the port, at most RAFT_ADDRESS_TEXT_MAX
                       bytes as "host:port" (raft/address.h) */
     uint16_t port; /* TCP port */
+    char identity[RAFT_ADDRESS_TEXT_MAX + 1]; /* under TLS with
+                      certificates, the host its certificate must name:
+                      the host of its address in the configuration (as
+                      written: a hostname stays one however it resolves),
+                      which @host differs from when dial= overrides it;
+                      "" for @host */
 };
+
+struct raft_uv_tls; /* uv_tls.h */
+
+/* raft_uv_peer_set_identity sets @p's identity to the host of @address
+ * ("host:port" as raft/address.h parses it, the configuration's; "" when
+ * it does not parse). Pure. */
+void raft_uv_peer_set_identity(struct raft_uv_peer *p, const char *address);
 
 /* The driver persists through the storage interface of raft/persist.h
  * (struct raft_persist_storage, which documents every function): @append,
@@ -124,6 +137,9 @@ struct raft_uv_node_config {
                                         (RAFT_EVENT_STORAGE_STALLED); 0 for
                                         1000. The election timeout is a
                                         good value */
+    struct raft_uv_tls *tls;       /* TLS credentials every connection
+                                        uses (borrowed: they must outlive
+                                        the driver), NULL for plain TCP */
     const char *build_id;          /* opaque id of this server's build,
                                         sent in every handshake and compared
                                         with each peer's (ext/ passes the

@@ -11,7 +11,8 @@
  * and released.
  *
  * Failure modes: a refused handshake (uv_handshake.c: another cluster,
- * version or id, or malformed) is answered with the refusal and closed; a
+ * version or id, malformed, or under TLS a certificate that does not name
+ * its sender) is answered with the refusal and closed; a
  * length outside [2, max_frame_bytes], a frame of another wire version, a
  * body the decoder refuses, or a frame whose from/to do not match the
  * connection each log a WARN naming the connection and close it; other
@@ -20,7 +21,9 @@
  * RAFT__UV_HANDSHAKE_TIMEOUT_MS, and a frame in progress that receives no
  * byte for RAFT__UV_STALL_TIMEOUT_MS, close the connection too (uv_tcp.c's
  * sweep), so stalled peers hold nothing for long. Nothing is delivered once the transport or
- * the connection is closing. */
+ * the connection is closing. Under TLS, what is read is decrypted first
+ * (uv_tls_stream.c), and the client's certificate must name the server
+ * the handshake claims (the identity rule, uv.h) before any frame. */
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -223,7 +226,14 @@ static void on_read(uv_stream_t *stream, ssize_t nread, const uv_buf_t *buf)
         raft_uv_tcp_in_close(in);
         return;
     }
-    if (!raft_uv_recv_consume(in, (const uint8_t *)buf->base, (size_t)nread)) {
+    if (in->tls != NULL) {
+        if (!raft_uv_tls_stream_in_read(in, (const uint8_t *)buf->base,
+                                        (size_t)nread)) {
+            raft_uv_tcp_in_close(in);
+            return;
+        }
+    } else if (!raft_uv_recv_consume(in, (const uint8_t *)buf->base,
+                                     (size_t)nread)) {
         in->refused = true; /* a refusal, if any, goes out first */
     }
     raft_uv_send_answer(in);

@@ -7,9 +7,13 @@
  *
  * Happy path: raft_uv_transport_send checks the peer is connected and its
  * queue is under 64 MiB, encodes, and holds the frame; raft_uv_send_flush
- * queues what is held; the write callback frees the blocks. The
- * acceptor's answer to a handshake goes out on the accepted connection
- * (raft_uv_send_answer), which closes after a refusal.
+ * queues what is held; the write callback frees the blocks. Under TLS the
+ * flush coalesces the held frames into records of up to 16 KiB (one
+ * SSL_write per record's worth of small frames, one per large frame),
+ * frees them, and writes the ciphertext in one block; its completion
+ * settles the frames' bytes in the queue. The acceptor's answer to a
+ * handshake goes out on the accepted connection (raft_uv_send_answer,
+ * encrypted under TLS), which closes after a refusal.
  *
  * Failure modes: not connected or queue full drop the frame (Raft
  * tolerates loss) and say so; a failed write (EPIPE on a connection the
@@ -31,6 +35,15 @@ struct raft_uv_write {
     struct raft_uv_out *out; /* peer it goes to */
     size_t len;              /* bytes at @bytes */
     uint8_t bytes[];         /* the frame */
+};
+
+/* Ciphertext written to a peer (TLS). */
+struct raft_uv_cipher {
+    uv_write_t req;          /* req.data is this block */
+    struct raft_uv_out *out; /* peer it goes to */
+    uint64_t plain_len;      /* bytes of frames it carries, queued until
+                                it completes */
+    uint8_t bytes[];         /* the ciphertext */
 };
 
 /* Several held frames written by one request. */
@@ -78,14 +91,81 @@ static void on_batch_write(uv_write_t *req, int status)
     free(b);
 }
 
+static void on_cipher_write(uv_write_t *req, int status)
+{
+    struct raft_uv_cipher *c = req->data;
+
+    write_done(c->out, req, status, c->plain_len);
+    free(c);
+}
+
+int raft_uv_send_cipher(struct raft_uv_out *out, uint64_t plain_len)
+{
+    struct raft_uv_tls_session *s = out->conn->tls;
+    size_t n = raft_uv_tls_session_pending(s);
+    struct raft_uv_cipher *c;
+    uv_buf_t buf;
+    int rv;
+
+    if (n == 0) {
+        out->queued_bytes -= plain_len;
+        return 0;
+    }
+    c = n <= UINT32_MAX ? malloc(sizeof *c + n) : NULL;
+    if (c == NULL) {
+        raft_uv_tcp_log(out->t, RAFT_LOG_ERROR, "%s: TLS write: out of memory",
+                        out->name);
+        out->queued_bytes -= plain_len;
+        return RAFT_NOMEM;
+    }
+    raft_uv_tls_session_take(s, c->bytes, n);
+    c->out = out;
+    c->plain_len = plain_len;
+    c->req.data = c;
+    buf = uv_buf_init((char *)c->bytes, (unsigned)n);
+    rv = uv_write(&c->req, (uv_stream_t *)&out->conn->tcp, &buf, 1,
+                  on_cipher_write);
+    if (rv != 0) {
+        raft_uv_tcp_log(out->t, RAFT_LOG_WARN, "%s: uv_write: %s", out->name,
+                        uv_strerror(rv));
+        out->queued_bytes -= plain_len;
+        free(c);
+        return RAFT_IOERR;
+    }
+    return 0;
+}
+
+/* tls_write encrypts the @n bytes at @p for @out, logging a failure. */
+static int tls_write(struct raft_uv_out *out, const void *p, size_t n)
+{
+    int rc = raft_uv_tls_session_write(out->conn->tls, p, n);
+
+    if (rc != 0) {
+        raft_uv_tcp_log(out->t, RAFT_LOG_WARN, "%s: TLS write: %s", out->name,
+                        raft_uv_tls_session_error(out->conn->tls));
+    }
+    return rc;
+}
+
 /* queue_write hands @w, already counted in queued_bytes, to libuv on
- * @out's connection. On failure @w is freed and uncounted and RAFT_IOERR
- * returned; the caller fails the connection. */
+ * @out's connection (encrypted under TLS: @w is freed at once). On failure
+ * @w is freed and uncounted and RAFT_IOERR returned; the caller fails the
+ * connection. */
 static int queue_write(struct raft_uv_out *out, struct raft_uv_write *w)
 {
     uv_buf_t buf = uv_buf_init((char *)w->bytes, (unsigned)w->len);
     int rv;
 
+    if (out->conn->tls != NULL) {
+        size_t len = w->len;
+        rv = tls_write(out, w->bytes, len);
+        free(w);
+        if (rv != 0) {
+            out->queued_bytes -= len;
+            return RAFT_IOERR;
+        }
+        return raft_uv_send_cipher(out, len) == 0 ? 0 : RAFT_IOERR;
+    }
     w->out = out;
     w->req.data = w;
     rv = uv_write(&w->req, (uv_stream_t *)&out->conn->tcp, &buf, 1, on_write);
@@ -108,8 +188,46 @@ void raft_uv_send_drop(struct raft_uv_out *out)
     out->n_pend = 0;
 }
 
+/* flush_tls encrypts the frames held for @out, coalescing small ones into
+ * records of up to RAFT__UV_TLS_RECORD bytes, frees them, and writes the
+ * ciphertext in one request. */
+static void flush_tls(struct raft_uv_out *out)
+{
+    uint8_t *stage = out->t->tls_stage;
+    size_t staged = 0;
+    uint64_t plain = 0;
+    unsigned n = out->n_pend;
+    int rc = 0;
+
+    out->n_pend = 0;
+    for (unsigned i = 0; i < n; i++) {
+        struct raft_uv_write *w = out->pend[i];
+        if (rc == 0 && staged > 0 && staged + w->len > RAFT__UV_TLS_RECORD) {
+            rc = tls_write(out, stage, staged);
+            staged = 0;
+        }
+        if (rc == 0 && w->len >= RAFT__UV_TLS_RECORD) {
+            rc = tls_write(out, w->bytes, w->len);
+        } else if (rc == 0) {
+            memcpy(stage + staged, w->bytes, w->len);
+            staged += w->len;
+        }
+        plain += w->len;
+        free(w);
+    }
+    if (rc == 0) {
+        rc = tls_write(out, stage, staged);
+    }
+    if (rc != 0) {
+        out->queued_bytes -= plain;
+        raft_uv_tcp_out_fail(out);
+    } else if (raft_uv_send_cipher(out, plain) != 0) {
+        raft_uv_tcp_out_fail(out);
+    }
+}
+
 /* flush_out hands the frames held for @out to libuv: one frame as it is,
- * several in one request (one writev). */
+ * several in one request (one writev); under TLS, flush_tls. */
 static void flush_out(struct raft_uv_out *out)
 {
     struct raft_uv_batch *b;
@@ -121,6 +239,10 @@ static void flush_out(struct raft_uv_out *out)
     }
     if (out->state != RAFT__UV_CONNECTED || out->conn == NULL) {
         raft_uv_send_drop(out);
+        return;
+    }
+    if (out->conn->tls != NULL) {
+        flush_tls(out);
         return;
     }
     b = n > 1 ? malloc(sizeof *b) : NULL;
@@ -247,6 +369,10 @@ void raft_uv_send_answer(struct raft_uv_in *in)
     }
     if (in->refused) {
         uv_read_stop((uv_stream_t *)&in->tcp);
+    }
+    if (in->tls != NULL) {
+        raft_uv_tls_stream_in_answer(in);
+        return;
     }
     w = malloc(sizeof *w);
     if (w == NULL) {

@@ -6,18 +6,20 @@
  * literal, a wildcard included), then dials every peer: at its IP, or at
  * an IP its hostname resolves to, anew before each dial. A completed dial
  * sets TCP_NODELAY and keepalive and queues the handshake (uv_send.c),
- * which carries the advertised address; its acceptance marks the peer
- * connected (uv_handshake.c). Accepted connections read the peer's
- * handshake and frames (uv_recv.c).
+ * which carries the advertised address (with TLS, once the TLS handshake
+ * is done: uv_tls_stream.c); its acceptance marks the peer connected
+ * (uv_handshake.c). Accepted connections read the peer's handshake and
+ * frames (uv_recv.c).
  * raft_uv_transport_add_peer dials a new peer (or re-dials one at its new
  * address), raft_uv_tcp_learn one whose handshake arrived first;
  * raft_uv_transport_remove_peer closes a peer's connection and timer, and
  * the peer is freed once both are closed.
  *
- * Failure modes: a refused or timed-out dial, a refused or unanswered
- * handshake, a write error, EOF or stray bytes on an outgoing connection
- * close it and schedule a re-dial after
- * 100 ms, doubling to 2 s, reset by a successful connect. A bad handshake
+ * Failure modes: a refused or timed-out dial, a failed or timed-out TLS
+ * handshake or identity check, a refused or unanswered handshake, a write
+ * error, EOF or stray bytes on an outgoing connection close it and
+ * schedule a re-dial after 100 ms, doubling to 2 s, reset by an
+ * acceptance. A bad handshake
  * or frame closes that accepted connection only. raft_uv_transport_close
  * closes the listener, every connection and every timer (pending writes
  * complete with UV_ECANCELED and are freed), then calls back once the last
@@ -98,6 +100,7 @@ static void handle_closed(struct raft_uv_transport *t)
     for (unsigned i = 0; i < t->n_outs; i++) {
         free(t->outs[i]);
     }
+    free(t->tls_plain);
     free(t);
     if (cb != NULL) {
         cb(data);
@@ -120,6 +123,7 @@ static void on_conn_closed(uv_handle_t *handle)
     struct raft_uv_transport *t = conn->out->t;
 
     out_unref(conn->out);
+    raft_uv_tls_session_free(conn->tls);
     free(conn);
     handle_closed(t);
 }
@@ -141,6 +145,7 @@ static void on_in_closed(uv_handle_t *handle)
         in->next->prev = in->prev;
     }
     free(in->body);
+    raft_uv_tls_session_free(in->tls);
     free(in);
     handle_closed(t);
 }
@@ -161,10 +166,12 @@ static void on_backoff(uv_timer_t *timer)
     if (out->state == RAFT__UV_WAITING) {
         raft_uv_tcp_dial(out);
     } else if (out->state == RAFT__UV_DIALLING ||
+               out->state == RAFT__UV_SECURING ||
                out->state == RAFT__UV_HANDSHAKING) {
         raft_uv_tcp_log(out->t, RAFT_LOG_INFO, "%s: %s after %d ms", out->name,
-                        out->state == RAFT__UV_DIALLING
-                            ? "connect timed out"
+                        out->state == RAFT__UV_DIALLING ? "connect timed out"
+                        : out->state == RAFT__UV_SECURING
+                            ? "TLS handshake timed out"
                             : "no answer to our handshake",
                         RAFT__UV_CONNECT_TIMEOUT_MS);
         raft_uv_tcp_out_fail(out);
@@ -220,14 +227,20 @@ static void on_out_alloc(uv_handle_t *handle, size_t suggested, uv_buf_t *buf)
 }
 
 /* on_out_read watches an outgoing connection: the peer sends only the
- * answer to our handshake on it (uv_handshake.c), so other bytes are a
- * protocol error and EOF or an error means it is gone. */
+ * answer to our handshake on it (uv_handshake.c), inside TLS records
+ * under TLS (uv_tls_stream.c), so other bytes are a protocol error and
+ * EOF or an error means it is gone. */
 static void on_out_read(uv_stream_t *stream, ssize_t nread, const uv_buf_t *buf)
 {
     struct raft_uv_conn *conn = stream->data;
     struct raft_uv_out *out = conn->out;
 
     if (nread == 0 || out->conn != conn) {
+        return;
+    }
+    if (nread > 0 && conn->tls != NULL) {
+        raft_uv_tls_stream_out_read(out, (const uint8_t *)buf->base,
+                                    (size_t)nread);
         return;
     }
     if (nread > 0) {
@@ -239,7 +252,8 @@ static void on_out_read(uv_stream_t *stream, ssize_t nread, const uv_buf_t *buf)
                     out->name,
                     out->state == RAFT__UV_HANDSHAKING
                         ? " before the answer to our handshake"
-                        : "",
+                    : out->state == RAFT__UV_SECURING ? " in the TLS handshake"
+                                                      : "",
                     uv_strerror((int)nread));
     raft_uv_tcp_out_fail(out);
 }
@@ -274,8 +288,22 @@ static void on_connect(uv_connect_t *req, int status)
         raft_uv_tcp_out_fail(out);
         return;
     }
+    if (out->t->tls == NULL) {
+        raft_uv_tcp_out_handshake(out);
+        return;
+    }
+    /* TLS first (its failure logged), with a timeout of its own. */
+    if (raft_uv_tls_stream_out_start(out) != 0) {
+        raft_uv_tcp_out_fail(out);
+        return;
+    }
+    uv_timer_start(&out->timer, on_backoff, RAFT__UV_CONNECT_TIMEOUT_MS, 0);
+}
+
+void raft_uv_tcp_out_handshake(struct raft_uv_out *out)
+{
     out->state = RAFT__UV_HANDSHAKING;
-    conn->answer_got = 0;
+    out->conn->answer_got = 0;
     if (raft_uv_send_handshake(out) != 0) {
         raft_uv_tcp_log(out->t, RAFT_LOG_WARN, "%s: handshake write failed",
                         out->name);
@@ -356,12 +384,16 @@ static int check_build_id(const char *id, char *errmsg, size_t errmsg_len)
     return 0;
 }
 
-/* set_address gives @out the address @addr and names it after it. */
+/* set_address gives @out the address @addr and names it after it; its
+ * certificate must name @identity (NULL or "": the host of @addr, as
+ * written). */
 static void set_address(struct raft_uv_out *out,
-                        const struct raft_address *addr)
+                        const struct raft_address *addr, const char *identity)
 {
     char text[RAFT_ADDRESS_TEXT_MAX + 1];
 
+    snprintf(out->identity, sizeof out->identity, "%s",
+             identity != NULL && identity[0] != '\0' ? identity : addr->host);
     out->address = *addr;
     out->pick = 0;
     out->resolve_err = 0;
@@ -370,10 +402,12 @@ static void set_address(struct raft_uv_out *out,
              (unsigned long long)out->id, text);
 }
 
-/* out_new makes server @id at @addr a peer of @t (its timer initialized,
- * not dialled yet). Returns NULL when out of memory or @t is full. */
+/* out_new makes server @id at @addr, whose certificate names @identity
+ * (as set_address), a peer of @t (its timer initialized, not dialled
+ * yet). Returns NULL when out of memory or @t is full. */
 static struct raft_uv_out *out_new(struct raft_uv_transport *t, raft_id id,
-                                   const struct raft_address *addr)
+                                   const struct raft_address *addr,
+                                   const char *identity)
 {
     struct raft_uv_out *o;
 
@@ -386,7 +420,7 @@ static struct raft_uv_out *out_new(struct raft_uv_transport *t, raft_id id,
     }
     o->t = t;
     o->id = id;
-    set_address(o, addr);
+    set_address(o, addr, identity);
     o->backoff_ms = RAFT__UV_BACKOFF_MIN_MS;
     o->state = RAFT__UV_WAITING;
     uv_timer_init(t->loop, &o->timer); /* cannot fail */
@@ -411,7 +445,7 @@ struct raft_uv_out *raft_uv_tcp_learn(struct raft_uv_transport *t, raft_id id,
                         (unsigned long long)id, address, why);
         return NULL;
     }
-    out = out_new(t, id, &addr);
+    out = out_new(t, id, &addr, NULL);
     if (out == NULL) {
         raft_uv_tcp_log(t, RAFT_LOG_WARN,
                         "server %llu (%s) is not a peer and %d are known "
@@ -439,10 +473,14 @@ int raft_uv_transport_add_peer(struct raft_uv_transport *t,
     }
     out = raft_uv_tcp_find(t, p->id);
     if (out != NULL) {
-        if (raft_address_equal(&out->address, addr)) {
+        /* The name its certificate must hold counts too (a raft_update
+         * of an address that dial= overrides). */
+        if (raft_address_equal(&out->address, addr) &&
+            strcmp(out->identity,
+                   p->identity[0] != '\0' ? p->identity : addr->host) == 0) {
             return 0;
         }
-        set_address(out, addr);
+        set_address(out, addr, p->identity);
         raft_uv_tcp_log(t, RAFT_LOG_INFO, "%s: new address: re-dialling",
                         out->name);
         out->backoff_ms = RAFT__UV_BACKOFF_MIN_MS;
@@ -453,7 +491,7 @@ int raft_uv_transport_add_peer(struct raft_uv_transport *t,
     if (t->closing) {
         return RAFT_SHUTDOWN;
     }
-    out = out_new(t, p->id, addr);
+    out = out_new(t, p->id, addr, p->identity);
     if (out == NULL) {
         return t->n_outs == RAFT_MAX_SERVERS ? RAFT_BUSY : RAFT_NOMEM;
     }
@@ -536,7 +574,10 @@ err_report:
 
 static void on_start_failed_closed(uv_handle_t *handle)
 {
-    free(handle->data);
+    struct raft_uv_transport *t = handle->data;
+
+    free(t->tls_plain);
+    free(t);
 }
 
 static void on_flush_prepare(uv_prepare_t *h)
@@ -554,9 +595,10 @@ int raft_uv_transport_start(uv_loop_t *loop, raft_id self,
                             const char *advertise,
                             const struct raft_uv_peer *peers, unsigned n_peers,
                             uint64_t max_frame_bytes, const char *build_id,
-                            raft_uv_recv_cb recv_cb, raft_log_cb log_cb,
-                            void *data, struct raft_uv_transport **out,
-                            char *errmsg, size_t errmsg_len)
+                            struct raft_uv_tls *tls, raft_uv_recv_cb recv_cb,
+                            raft_log_cb log_cb, void *data,
+                            struct raft_uv_transport **out, char *errmsg,
+                            size_t errmsg_len)
 {
     struct raft_uv_transport *t;
     struct sockaddr_storage addr;
@@ -587,6 +629,9 @@ int raft_uv_transport_start(uv_loop_t *loop, raft_id self,
     rc = raft_uv_resolve_peers(self, peers, n_peers, addrs, errmsg, errmsg_len);
     if (rc == 0) {
         rc = check_build_id(build_id, errmsg, errmsg_len);
+    }
+    if (rc == 0 && tls != NULL) {
+        rc = raft_uv_tls_stream_setup(t, tls, errmsg, errmsg_len);
     }
     if (rc != 0) {
         goto err_free;
@@ -646,7 +691,7 @@ int raft_uv_transport_start(uv_loop_t *loop, raft_id self,
     t->n_handles += 3;
 
     for (i = 0; i < n_peers; i++) {
-        if (out_new(t, peers[i].id, &addrs[i]) == NULL) {
+        if (out_new(t, peers[i].id, &addrs[i], peers[i].identity) == NULL) {
             /* Out of memory: the peers not made are added later by
              * raft_uv_transport_add_peer, or never. */
             raft_uv_tcp_log(t, RAFT_LOG_ERROR, "peer %llu: out of memory",
@@ -670,6 +715,7 @@ err_close_listener:
     uv_close((uv_handle_t *)&t->listener, on_start_failed_closed);
     return RAFT_IOERR;
 err_free:
+    free(t->tls_plain);
     free(t);
     return rc;
 }

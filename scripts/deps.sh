@@ -4,8 +4,8 @@
 set -eu
 
 pkgs="gcc make pkg-config sqlite3 libsqlite3-dev libuv1-dev liblmdb-dev \
-libcmocka-dev libxxhash-dev libjansson-dev python3 clang-format tmux \
-clang libclang-rt-14-dev iproute2"
+libcmocka-dev libxxhash-dev libjansson-dev libssl-dev openssl python3 \
+clang-format tmux clang libclang-rt-14-dev iproute2"
 
 missing=""
 for p in $pkgs; do

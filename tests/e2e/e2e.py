@@ -1,6 +1,6 @@
 """Shared pieces of the end-to-end tests: where the binaries are, a Python
-connection with raftsql loaded, and a test case running a fresh cluster of
-raftsql-node processes on 127.0.0.1.
+connection with raftsql loaded, a bounded wait, and a test case running a
+fresh cluster of raftsql-node processes on 127.0.0.1.
 """
 
 import os
@@ -8,6 +8,7 @@ import shutil
 import sqlite3
 import sys
 import tempfile
+import time
 import unittest
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(
@@ -19,6 +20,18 @@ from raftsql_cluster import Cluster, Node  # noqa: E402
 NODE = os.environ.get("RAFTSQL_NODE",
                       os.path.join(ROOT, "build", "raftsql-node"))
 SO = os.environ.get("RAFTSQL_SO", os.path.join(ROOT, "build", "raftsql.so"))
+
+
+def wait_for(what, predicate, timeout=20.0):
+    """Poll predicate() until it returns a true value; return it."""
+    deadline = time.monotonic() + timeout
+    while True:
+        value = predicate()
+        if value:
+            return value
+        if time.monotonic() > deadline:
+            raise TimeoutError(what)
+        time.sleep(0.05)
 
 
 def connect(path):

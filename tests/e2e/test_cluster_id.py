@@ -12,7 +12,7 @@ import tempfile
 import time
 import unittest
 
-from e2e import NODE, ROOT
+from e2e import NODE, ROOT, wait_for
 from raftsql_cluster import Node, NodeError, free_ports
 
 NEXT = os.environ.get("RAFTSQL_NODE_NEXT",
@@ -23,18 +23,6 @@ NEXT_ONLY = os.environ.get(
 
 FAST = ("election_timeout_ms=300 heartbeat_ms=30 exec_timeout_ms=5000 "
         "log_level=info")
-
-
-def wait_for(what, predicate, timeout=20.0):
-    """Poll predicate() until it returns a true value; return it."""
-    deadline = time.monotonic() + timeout
-    while True:
-        value = predicate()
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            raise TimeoutError(what)
-        time.sleep(0.05)
 
 
 def count_rows(node):

@@ -1,8 +1,9 @@
 """Three hosts, not three ports: nodes in three network namespaces joined
 by a bridge (tests/e2e/netns.py), each listening on 0.0.0.0 inside its
 namespace and advertising its hostname, which the others resolve through
-/etc/netns/<ns>/hosts. insecure=on: the peers do not authenticate each
-other yet. Skips, saying why, without root or ip(8)."""
+/etc/netns/<ns>/hosts. insecure=on: without TLS the peers do not
+authenticate each other (test_tls_netns.py runs such hosts with TLS).
+Skips, saying why, without root or ip(8)."""
 
 import os
 import shutil

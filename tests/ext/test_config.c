@@ -159,8 +159,9 @@ static void test_refused(void **state)
     parse_bad("id=1 insecure=yes", "insecure: 'yes' is not on or off");
 }
 
-/* Off loopback needs insecure=on (until peers authenticate); localhost
- * counts as loopback, any other hostname does not. */
+/* Off loopback needs authenticated peers (TLS: the three tls_ keys, or
+ * secret_file) or insecure=on; localhost counts as loopback, any other
+ * hostname does not. */
 static void test_loopback_gate(void **state)
 {
     static const char *const off[][2] = {
@@ -186,6 +187,14 @@ static void test_loopback_gate(void **state)
         parse_bad(off[i][0], "anyone who can reach the port can write");
         snprintf(line, sizeof line, "%s insecure=on", off[i][0]);
         free(parse_ok(line));
+        snprintf(line, sizeof line, "%s tls_cert=c tls_key=k tls_ca=a",
+                 off[i][0]);
+        free(parse_ok(line));
+        snprintf(line, sizeof line, "%s secret_file=s", off[i][0]);
+        free(parse_ok(line));
+        /* Two of the three tls_ keys authenticate nothing. */
+        snprintf(line, sizeof line, "%s tls_cert=c tls_ca=a", off[i][0]);
+        parse_bad(line, "tls_key: missing");
     }
     free(
         parse_ok("id=1 cluster=1@[::1]:7001,2@localhost:7002,"
@@ -194,6 +203,9 @@ static void test_loopback_gate(void **state)
         struct ext_config *c = parse_ok("id=1 listen=127.0.0.1:1");
         assert_false(c->insecure);
         assert_false(ext_config_peers_authenticated(c));
+        free(c);
+        c = parse_ok("id=1 listen=10.0.0.1:1 secret_file=s");
+        assert_true(ext_config_peers_authenticated(c));
         free(c);
     }
 }
@@ -220,6 +232,10 @@ static void test_listen_set(void **state)
     assert_int_equal(ext_config_listen_set(c, "10.0.0.1:7001", err, sizeof err),
                      RAFT_INVALID);
     assert_non_null(strstr(err, "off loopback"));
+    c->tls = true; /* as the tls_ keys set it */
+    assert_int_equal(ext_config_listen_set(c, "10.0.0.1:7001", err, sizeof err),
+                     0);
+    c->tls = false;
     c->insecure = true;
     assert_int_equal(ext_config_listen_set(c, "10.0.0.1:7001", err, sizeof err),
                      0);

@@ -128,61 +128,7 @@ static void on_log(void *data, int level, const char *msg)
     }
 }
 
-static void on_tick(uv_timer_t *timer)
-{
-    (void)timer;
-}
-
-/* run_until runs the loop until @pred holds; false after @ms. */
-static bool run_until(struct fixture *f, bool (*pred)(struct fixture *),
-                      uint64_t ms)
-{
-    uint64_t deadline;
-
-    uv_update_time(&f->loop);
-    deadline = uv_now(&f->loop) + ms;
-    uv_timer_start(&f->tick, on_tick, 1, 1);
-    while (!pred(f)) {
-        if (uv_now(&f->loop) >= deadline) {
-            uv_timer_stop(&f->tick);
-            return false;
-        }
-        uv_run(&f->loop, UV_RUN_ONCE);
-    }
-    uv_timer_stop(&f->tick);
-    return true;
-}
-
-static bool never(struct fixture *f)
-{
-    (void)f;
-    return false;
-}
-
-/* run_for runs the loop for @ms. */
-static void run_for(struct fixture *f, uint64_t ms)
-{
-    assert_false(run_until(f, never, ms));
-}
-
-#define WAIT_FOR(f, pred) assert_true(run_until((f), (pred), WAIT_MS))
-
-/* reserve_port returns a free port: bind to port 0, read it, close. */
-static uint16_t reserve_port(void)
-{
-    struct sockaddr_in sin;
-    socklen_t len = sizeof sin;
-    int fd = socket(AF_INET, SOCK_STREAM, 0);
-
-    assert_true(fd >= 0);
-    memset(&sin, 0, sizeof sin);
-    sin.sin_family = AF_INET;
-    sin.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    assert_int_equal(bind(fd, (struct sockaddr *)&sin, sizeof sin), 0);
-    assert_int_equal(getsockname(fd, (struct sockaddr *)&sin, &len), 0);
-    close(fd);
-    return ntohs(sin.sin_port);
-}
+#include "loop.h"
 
 static int setup(void **state)
 {
@@ -277,10 +223,10 @@ static void start_node_at(struct fixture *f, unsigned id, unsigned n_nodes,
         peers[n_peers].port = f->nodes[i - 1].port;
         n_peers++;
     }
-    rc = raft_uv_transport_start(&f->loop, id, listen, n->port, advertise,
-                                 peers, n_peers, MAX_FRAME,
-                                 n->build_id != NULL ? n->build_id : BUILD,
-                                 on_recv, on_log, n, &n->t, err, sizeof err);
+    rc = raft_uv_transport_start(
+        &f->loop, id, listen, n->port, advertise, peers, n_peers, MAX_FRAME,
+        n->build_id != NULL ? n->build_id : BUILD, NULL, on_recv, on_log, n,
+        &n->t, err, sizeof err);
     if (rc != 0) {
         fail_msg("start node %u: %d %s", id, rc, err);
     }
@@ -1151,14 +1097,14 @@ static void test_close_in_callback(void **state)
 {
     struct fixture *f = *state;
     struct node *n2 = &f->nodes[1];
-    struct raft_uv_peer peer = {1, "127.0.0.1", f->nodes[0].port};
+    struct raft_uv_peer peer = {1, "127.0.0.1", f->nodes[0].port, ""};
     char err[128];
 
     start_node(f, 1, 2);
     assert_int_equal(
         raft_uv_transport_start(&f->loop, 2, "127.0.0.1", n2->port, NULL, &peer,
-                                1, MAX_FRAME, BUILD, on_recv_close, on_log, n2,
-                                &n2->t, err, sizeof err),
+                                1, MAX_FRAME, BUILD, NULL, on_recv_close,
+                                on_log, n2, &n2->t, err, sizeof err),
         0);
     g_n_nodes = 2;
     WAIT_FOR(f, fully_connected);
@@ -1537,37 +1483,37 @@ static void test_start_errors(void **state)
 {
     struct fixture *f = *state;
     struct raft_uv_transport *t = NULL;
-    struct raft_uv_peer peer = {2, "127.0.0.1", 1};
+    struct raft_uv_peer peer = {2, "127.0.0.1", 1, ""};
     char err[256] = "";
 
-    assert_int_equal(raft_uv_transport_start(&f->loop, 1, "not-an-ip", 0, NULL,
-                                             NULL, 0, MAX_FRAME, NULL, on_recv,
-                                             NULL, NULL, &t, err, sizeof err),
+    assert_int_equal(raft_uv_transport_start(
+                         &f->loop, 1, "not-an-ip", 0, NULL, NULL, 0, MAX_FRAME,
+                         NULL, NULL, on_recv, NULL, NULL, &t, err, sizeof err),
                      RAFT_INVALID);
     assert_null(t);
     /* A hostname is no listen address (what to bind is an IP). */
-    assert_int_equal(raft_uv_transport_start(&f->loop, 1, "localhost", 0, NULL,
-                                             NULL, 0, MAX_FRAME, NULL, on_recv,
-                                             NULL, NULL, &t, err, sizeof err),
+    assert_int_equal(raft_uv_transport_start(
+                         &f->loop, 1, "localhost", 0, NULL, NULL, 0, MAX_FRAME,
+                         NULL, NULL, on_recv, NULL, NULL, &t, err, sizeof err),
                      RAFT_INVALID);
     assert_non_null(strstr(err, "bad listen address localhost"));
     assert_int_equal(
         raft_uv_transport_start(&f->loop, 1, "127.0.0.1", 0, "[::1]", NULL, 0,
-                                MAX_FRAME, NULL, on_recv, NULL, NULL, &t, err,
-                                sizeof err),
+                                MAX_FRAME, NULL, NULL, on_recv, NULL, NULL, &t,
+                                err, sizeof err),
         RAFT_INVALID);
     assert_non_null(strstr(err, "bad advertised address '[::1]'"));
     assert_null(t);
     peer.id = 1;
-    assert_int_equal(raft_uv_transport_start(&f->loop, 1, "127.0.0.1", 0, NULL,
-                                             &peer, 1, MAX_FRAME, NULL, on_recv,
-                                             NULL, NULL, &t, err, sizeof err),
+    assert_int_equal(raft_uv_transport_start(
+                         &f->loop, 1, "127.0.0.1", 0, NULL, &peer, 1, MAX_FRAME,
+                         NULL, NULL, on_recv, NULL, NULL, &t, err, sizeof err),
                      RAFT_INVALID);
     peer.id = 2;
     assert_int_equal(
         raft_uv_transport_start(&f->loop, 1, "127.0.0.1", 0, NULL, &peer, 1,
-                                MAX_FRAME, "bad\nbuild", on_recv, NULL, NULL,
-                                &t, err, sizeof err),
+                                MAX_FRAME, "bad\nbuild", NULL, on_recv, NULL,
+                                NULL, &t, err, sizeof err),
         RAFT_INVALID);
     assert_non_null(strstr(err, "not printable ASCII"));
     {
@@ -1576,15 +1522,15 @@ static void test_start_errors(void **state)
         big[sizeof big - 1] = '\0';
         assert_int_equal(
             raft_uv_transport_start(&f->loop, 1, "127.0.0.1", 0, NULL, &peer, 1,
-                                    MAX_FRAME, big, on_recv, NULL, NULL, &t,
-                                    err, sizeof err),
+                                    MAX_FRAME, big, NULL, on_recv, NULL, NULL,
+                                    &t, err, sizeof err),
             RAFT_INVALID);
         assert_non_null(strstr(err, "build id of 129 bytes, at most 128"));
     }
     strcpy(peer.host, "bad_host");
-    assert_int_equal(raft_uv_transport_start(&f->loop, 1, "127.0.0.1", 0, NULL,
-                                             &peer, 1, MAX_FRAME, NULL, on_recv,
-                                             NULL, NULL, &t, err, sizeof err),
+    assert_int_equal(raft_uv_transport_start(
+                         &f->loop, 1, "127.0.0.1", 0, NULL, &peer, 1, MAX_FRAME,
+                         NULL, NULL, on_recv, NULL, NULL, &t, err, sizeof err),
                      RAFT_INVALID);
     assert_non_null(strstr(err, "hostname 'bad_host' has '_'"));
     assert_null(t);
@@ -1592,8 +1538,8 @@ static void test_start_errors(void **state)
     start_node(f, 1, 1);
     assert_int_equal(
         raft_uv_transport_start(&f->loop, 2, "127.0.0.1", f->nodes[0].port,
-                                NULL, NULL, 0, MAX_FRAME, NULL, on_recv, NULL,
-                                NULL, &t, err, sizeof err),
+                                NULL, NULL, 0, MAX_FRAME, NULL, NULL, on_recv,
+                                NULL, NULL, &t, err, sizeof err),
         RAFT_IOERR);
     assert_null(t);
     assert_non_null(strstr(err, "bind"));
@@ -1678,7 +1624,7 @@ static void test_wildcard_advertised(void **state)
 static void test_change_while_resolving(void **state)
 {
     struct fixture *f = *state;
-    struct raft_uv_peer p = {3, "localhost", f->nodes[2].port};
+    struct raft_uv_peer p = {3, "localhost", f->nodes[2].port, ""};
 
     start_node_at(f, 1, 2, "127.0.0.1", "localhost", NULL);
     assert_int_equal(raft_uv_transport_remove_peer(f->nodes[0].t, 2), 0);
