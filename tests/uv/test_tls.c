@@ -593,7 +593,15 @@ static void test_wrong_psk(void **state)
 
     f->nodes[0].tls = new_psk("secret");
     f->nodes[1].tls = new_psk("secret2");
-    refused(f, "TLS handshake failed", "TLS handshake failed");
+    /* Each says why, as acceptor and as dialler. */
+    refused(f, "TLS handshake failed (closing): binder does not verify",
+            "TLS handshake failed (closing): sslv3 alert illegal parameter: "
+            "the server did not take our pre-shared key (another "
+            "secret_file?)");
+    assert_non_null(strstr(f->nodes[0].warns,
+                           "the server did not take our "
+                           "pre-shared key"));
+    assert_non_null(strstr(f->nodes[1].warns, "binder does not verify"));
     stop_node(&f->nodes[0]);
     stop_node(&f->nodes[1]);
     WAIT_FOR(f, all_closed);
