@@ -11,10 +11,12 @@ passes as it is. Commands come on stdin, one a line, each answered by one
 JSON line on stdout:
 
     on      from now on, flip one byte in the middle of the ciphertext of
-            the third application-data record (type 23) the dialler sends
-            on each connection: the first is its TLS Finished, the second
-            raftsql's handshake, so the third carries the first frames
-            after the acceptance (the TLS and raftsql handshakes succeed);
+            the sixth application-data record (type 23) the dialler sends
+            on each connection: its TLS handshake takes three at most
+            (Certificate, CertificateVerify and Finished, or Finished
+            alone with a pre-shared key) and raftsql's handshake one, so
+            the sixth carries frames sent after the acceptance (both
+            handshakes succeed);
     off     flip no more (connections made meanwhile pass untouched);
     stats   {"connections": accepted so far, "flipped": records flipped}.
 
@@ -28,7 +30,7 @@ import sys
 import threading
 
 APPLICATION_DATA = 23
-FLIP_AT = 3  # the dialler's nth application-data record is flipped
+FLIP_AT = 6  # the dialler's nth application-data record is flipped
 
 
 class Proxy:
