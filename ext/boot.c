@@ -147,7 +147,7 @@ static int force_alone(struct ext_store *s, struct sql_fsm *fsm,
     struct raft_configuration alone;
     struct raft_hard_state hs;
     struct raft_entry e;
-    char address[96], before[1024];
+    char address[RAFT_ADDRESS_MAX + 1], before[1024];
     int k = raft_configuration_find(&b->conf, cfg->id);
     int rc;
 

@@ -29,7 +29,7 @@
 
 /* Longest address text "host:port", bytes (the handshake's limit,
  * RAFT__UV_ADDRESS_MAX in uv_internal.h, may not be smaller). */
-#define RAFT_ADDRESS_TEXT_MAX 63
+#define RAFT_ADDRESS_TEXT_MAX 255
 
 /* Longest hostname, characters (RFC 1035 §2.3.4 without the root dot). */
 #define RAFT_ADDRESS_NAME_MAX 253

@@ -167,7 +167,7 @@ struct raft_uv_out {
                         after a failed connect */
     int resolve_err; /* libuv code of the latest failed resolution,
                         logged; 0 once it resolves */
-    char name[96];   /* "peer 2 (127.0.0.1:7002)", for logs */
+    char name[RAFT_ADDRESS_TEXT_MAX + 32];    /* "peer 2 (host:port)", logs */
     char identity[RAFT_ADDRESS_TEXT_MAX + 1]; /* host its certificate must
                         name (raft_uv_peer.identity): the configured host,
                         kept however it resolves */
@@ -206,36 +206,36 @@ enum raft_uv_in_stage {
 /* One accepted connection, from a peer's outgoing side. Freed in its close
  * callback. */
 struct raft_uv_in {
-    uv_tcp_t tcp;                        /* tcp.data is this struct */
-    struct raft_uv_transport *t;         /* owner */
-    struct raft_uv_in *prev;             /* list of accepted conns */
-    struct raft_uv_in *next;             /* list of accepted conns */
-    char name[96];                       /* "peer 2 (addr)", for logs */
-    raft_id peer;                        /* sender id, 0 before handshake */
-    bool closing;                        /* uv_close called */
-    bool refused;                        /* its handshake was refused: the
+    uv_tcp_t tcp;                          /* tcp.data is this struct */
+    struct raft_uv_transport *t;           /* owner */
+    struct raft_uv_in *prev;               /* list of accepted conns */
+    struct raft_uv_in *next;               /* list of accepted conns */
+    char name[RAFT_ADDRESS_TEXT_MAX + 32]; /* "peer 2 (addr)", for logs */
+    raft_id peer;                          /* sender id, 0 before handshake */
+    bool closing;                          /* uv_close called */
+    bool refused;                          /* its handshake was refused: the
                                            refusal goes out, then it
                                            closes */
-    unsigned wire_version;               /* its frames' version, once
+    unsigned wire_version;                 /* its frames' version, once
                                            verified */
-    uint8_t answer[RAFT__UV_ANSWER_MAX]; /* the answer to write */
-    size_t answer_len;                   /* its bytes, 0 once written */
-    int stage;                           /* enum raft_uv_in_stage */
-    uint8_t hs[RAFT__UV_HANDSHAKE_MAX];  /* handshake bytes so far */
-    size_t hs_got;                       /* bytes of @hs received */
-    uint8_t hdr[4];                      /* length prefix so far */
-    size_t hdr_got;                      /* bytes of @hdr received */
-    uint8_t *body;                       /* frame body being assembled */
-    size_t body_len;                     /* announced body length */
-    size_t body_got;                     /* bytes of the body received */
-    size_t body_cap;                     /* bytes allocated at @body */
-    uint64_t accepted_at;                /* loop clock at accept, ms */
-    uint64_t last_read_at;               /* loop clock of the last bytes
+    uint8_t answer[RAFT__UV_ANSWER_MAX];   /* the answer to write */
+    size_t answer_len;                     /* its bytes, 0 once written */
+    int stage;                             /* enum raft_uv_in_stage */
+    uint8_t hs[RAFT__UV_HANDSHAKE_MAX];    /* handshake bytes so far */
+    size_t hs_got;                         /* bytes of @hs received */
+    uint8_t hdr[4];                        /* length prefix so far */
+    size_t hdr_got;                        /* bytes of @hdr received */
+    uint8_t *body;                         /* frame body being assembled */
+    size_t body_len;                       /* announced body length */
+    size_t body_got;                       /* bytes of the body received */
+    size_t body_cap;                       /* bytes allocated at @body */
+    uint64_t accepted_at;                  /* loop clock at accept, ms */
+    uint64_t last_read_at;                 /* loop clock of the last bytes
                                               read, ms */
-    struct raft_uv_tls_session *tls;     /* its TLS server session, NULL
-                                            without TLS */
-    bool tls_done;                       /* its TLS handshake completed */
-    char rbuf[RAFT__UV_READ_BUF];        /* libuv reads land here */
+    struct raft_uv_tls_session *tls;       /* its TLS server session, NULL
+                                        without TLS */
+    bool tls_done;                         /* its TLS handshake completed */
+    char rbuf[RAFT__UV_READ_BUF];          /* libuv reads land here */
 };
 
 /* The last TLS failure logged about one peer or remote address: the
