@@ -85,7 +85,9 @@ void raft_uv_tls_session_free(struct raft_uv_tls_session *s)
 
 /* fail records why the call that got SSL error @code failed, and returns
  * RAFT_PROTO. A failed verification is said with its verify error: it
- * says more than "certificate verify failed". */
+ * says more than "certificate verify failed"; the alert a server sends a
+ * client whose pre-shared key is not its own (OpenSSL: illegal parameter,
+ * after "binder does not verify") says what it means too. */
 static int fail(struct raft_uv_tls_session *s, int code)
 {
     long v = SSL_get_verify_result(s->ssl);
@@ -96,6 +98,13 @@ static int fail(struct raft_uv_tls_session *s, int code)
         ERR_GET_REASON(e) == SSL_R_CERTIFICATE_VERIFY_FAILED) {
         snprintf(s->err, sizeof s->err, "certificate verify failed: %s",
                  X509_verify_cert_error_string(v));
+    } else if (s->psk && !s->done && r != NULL &&
+               (ERR_GET_REASON(e) == SSL_R_SSLV3_ALERT_ILLEGAL_PARAMETER ||
+                ERR_GET_REASON(e) == SSL_R_TLSV1_ALERT_DECRYPT_ERROR)) {
+        snprintf(s->err, sizeof s->err,
+                 "%s: the server did not take our pre-shared key (another "
+                 "secret_file?)",
+                 r);
     } else if (r != NULL) {
         snprintf(s->err, sizeof s->err, "%s", r);
     } else if (e != 0) {

@@ -563,13 +563,26 @@ static void test_hostname_identity(void **state)
     g_host = "127.0.0.1";
 }
 
-/* A plain server meets a TLS one: nothing passes. */
+/* A plain server meets a TLS one: nothing passes. The plain one's
+ * handshake, in the clear, gets a refusal in the clear that says why,
+ * logged once however often it re-dials, and names neither the TLS
+ * server's id nor its cluster. */
 static void test_plain_against_tls(void **state)
 {
     struct fixture *f = *state;
+    const char *why =
+        "): refused us: it takes peers over TLS only "
+        "(tls_cert= or secret_file=), we run without\n";
+    const char *at;
 
     f->nodes[0].tls = new_tls("good", "ca");
-    refused(f, "TLS handshake failed", NULL);
+    refused(f,
+            "TLS handshake failed (closing): a raftsql handshake in the "
+            "clear",
+            why);
+    at = strstr(f->nodes[1].warns, why);
+    assert_null(strstr(at + 1, why));
+    assert_null(strstr(f->nodes[1].warns, "server at this address is"));
 }
 
 /* A wrong secret and a certificate against a secret are refused, both
@@ -580,7 +593,15 @@ static void test_wrong_psk(void **state)
 
     f->nodes[0].tls = new_psk("secret");
     f->nodes[1].tls = new_psk("secret2");
-    refused(f, "TLS handshake failed", "TLS handshake failed");
+    /* Each says why, as acceptor and as dialler. */
+    refused(f, "TLS handshake failed (closing): binder does not verify",
+            "TLS handshake failed (closing): sslv3 alert illegal parameter: "
+            "the server did not take our pre-shared key (another "
+            "secret_file?)");
+    assert_non_null(strstr(f->nodes[0].warns,
+                           "the server did not take our "
+                           "pre-shared key"));
+    assert_non_null(strstr(f->nodes[1].warns, "binder does not verify"));
     stop_node(&f->nodes[0]);
     stop_node(&f->nodes[1]);
     WAIT_FOR(f, all_closed);
