@@ -279,15 +279,29 @@ static int bootstrap(struct ext_store *s, struct sql_fsm *fsm,
 }
 
 /* set_listen takes the listen address from this server's address in the
- * configuration in force when neither listen= nor cluster= gave it. */
+ * configuration in force when neither listen= nor cluster= gave it, and
+ * the advertised one when listen= was a wildcard without advertise=. */
 static int set_listen(struct ext_config *cfg, const struct ext_boot *b,
                       char *errmsg, size_t errmsg_len)
 {
     int k;
-    if (cfg->listen_port != 0) {
+    if (cfg->advertise[0] != '\0' ||
+        (cfg->listen_port != 0 && ext_config_join(cfg))) {
         return 0;
     }
     k = raft_configuration_find(&b->conf, cfg->id);
+    if (k < 0 && cfg->listen_port != 0) {
+        char text[EXT_ADDRESS_MAX + 1];
+        ext_config_listen_format(cfg, text, sizeof text);
+        snprintf(errmsg, errmsg_len,
+                 "listen: %s is a wildcard: give advertise= (the address "
+                 "peers dial to reach this node) or a cluster= entry for "
+                 "server %" PRIu64
+                 " (it is not in the stored configuration, "
+                 "index %" PRIu64 ")",
+                 text, cfg->id, b->conf_index);
+        return RAFT_INVALID;
+    }
     if (k < 0) {
         snprintf(errmsg, errmsg_len,
                  "listen: missing, and server %" PRIu64

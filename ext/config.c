@@ -344,12 +344,38 @@ void ext_config_listen_format(const struct ext_config *c, char *out, size_t len)
              c->listen_port);
 }
 
+/* advertise_set takes @a (@address, this server's address in the stored
+ * configuration, parsed) as the advertised address of @c, whose listen= is
+ * a wildcard given without advertise= nor cluster=. */
+static int advertise_set(struct ext_config *c, const struct raft_address *a,
+                         const char *address, char *errmsg, size_t errmsg_len)
+{
+    if (raft_address_wildcard(a)) {
+        return fail(errmsg, errmsg_len,
+                    "listen: this server's address '%s' in the stored "
+                    "configuration is a wildcard; give advertise=",
+                    address);
+    }
+    if (a->port != c->listen_port) {
+        return fail(errmsg, errmsg_len,
+                    "listen: port %u differs from this server's address "
+                    "'%s' in the stored configuration; give advertise= "
+                    "when they differ on purpose (NAT, a proxy)",
+                    c->listen_port, address);
+    }
+    raft_address_format(a, c->advertise, sizeof c->advertise);
+    return 0;
+}
+
 int ext_config_listen_set(struct ext_config *c, const char *address,
                           char *errmsg, size_t errmsg_len)
 {
     struct raft_address a;
     char why[160];
     int rc = raft_address_parse(address, &a, why, sizeof why);
+    if (rc == 0 && c->listen_port != 0 && c->advertise[0] == '\0') {
+        return advertise_set(c, &a, address, errmsg, errmsg_len);
+    }
     if (rc == 0 && raft_address_wildcard(&a)) {
         snprintf(why, sizeof why, "a wildcard");
         rc = RAFT_INVALID;
@@ -436,7 +462,7 @@ static int settle_advertise(struct ext_config *c,
     }
     if (self == NULL) {
         char text[EXT_ADDRESS_MAX + 1];
-        if (listen == NULL) {
+        if (listen == NULL || !ext_config_join(c)) {
             return 0; /* the stored configuration will tell */
         }
         ext_config_listen_format(c, text, sizeof text);

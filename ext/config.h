@@ -87,7 +87,8 @@ struct ext_config {
  * that is no wildcard, else this id's `cluster` address, which must equal
  * it when given. Without cluster= nor listen=, listen_port is 0 and the
  * node takes its address from the stored configuration at start
- * (ext_config_listen_set). `cluster` may be left out (a restart uses the
+ * (ext_config_listen_set); so does a wildcard listen= with neither
+ * advertise= nor cluster= (advertise is "" until then) but beside join=. `cluster` may be left out (a restart uses the
  * stored configuration) and is refused beside `join` (cluster= founds a
  * new cluster, join= enters one: a node does one or the other). An
  * address off loopback (listen, advertise, cluster, dial, join) needs
@@ -96,8 +97,8 @@ struct ext_config {
  * Errors: RAFT_INVALID with @errmsg (@errmsg_len bytes) naming the bad or
  * unknown key and why: missing id, id not in cluster, duplicate id,
  * malformed host:port (what is wrong in it), a hostname as listen host, a
- * wildcard anywhere but listen, a wildcard listen with neither advertise=
- * nor a cluster= entry for this id, advertise= without listen=, an
+ * wildcard anywhere but listen, a wildcard listen beside join= with
+ * neither advertise= nor a cluster= entry for this id, advertise= without listen=, an
  * advertised address that differs from this id's cluster= address, an
  * address off loopback without authenticated peers nor insecure=on,
  * numbers out of range, heartbeat_ms not below election_timeout_ms, a
@@ -127,10 +128,13 @@ int ext_config_dial(const struct ext_config *c, raft_id id, const char *address,
 
 /* ext_config_listen_set sets @c's listen and advertised address, when
  * neither listen= nor cluster= gave them, to @address (this server's
- * address in the stored configuration). Errors: RAFT_INVALID with @errmsg
- * (@errmsg_len bytes): @address is not host:port, is a hostname (what to
- * bind is then unknown: give listen=), or is off loopback without
- * authenticated peers nor insecure=on. Any thread. */
+ * address in the stored configuration); when listen= was a wildcard given
+ * without advertise= nor cluster=, the advertised address only (a hostname
+ * then does: listen= says what to bind). Errors: RAFT_INVALID with
+ * @errmsg (@errmsg_len bytes): @address is not host:port, is a wildcard,
+ * is a hostname without listen= (what to bind is then unknown), has
+ * another port than the wildcard listen= (give advertise=), or is off
+ * loopback without authenticated peers nor insecure=on. Any thread. */
 int ext_config_listen_set(struct ext_config *c, const char *address,
                           char *errmsg, size_t errmsg_len);
 

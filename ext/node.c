@@ -7,12 +7,15 @@
  * (status.c). Each of those owns its own state. */
 
 #include <inttypes.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/random.h>
 #include <time.h>
 
+#include "../raft/address.h"
+#include "../raft/message.h"
 #include "../raft/uv_tls.h"
 #include "applier.h"
 #include "boot.h"
@@ -60,6 +63,9 @@ struct ext_node {
     struct raft_uv_tls *tls;        /* the peers' TLS credentials (the
                                         driver borrows them), NULL for
                                         plain TCP */
+    _Atomic raft_index view_index;  /* configuration index of the member
+                                        view last published (written by
+                                        the loop thread) */
 };
 
 /* ---- Driver callbacks (loop thread) ------------------------------------ */
@@ -110,6 +116,9 @@ static void on_tick(void *data)
     forward_propose_held(n->forward);
     exec_on_tick(n->exec, n->driver);
     change_on_tick(n->change, n->driver);
+    /* change_on_tick published the member view last: of this one. */
+    atomic_store(&n->view_index,
+                 raft_configuration_index(raft_uv_node_core(n->driver)));
     store_on_tick(n->store, n->driver);
     cluster_id_on_tick(n->cluster, n->driver, applier_applied(n->applier));
 }
@@ -417,6 +426,27 @@ static int tls_load(struct ext_node *n, char *errmsg, size_t errmsg_len)
     return 0;
 }
 
+/* warn_cert_host warns when this node's certificate does not name the
+ * host of @advertised: peers refuse it then (a first start may not know
+ * its final address, so it is no error). */
+static void warn_cert_host(struct ext_node *n, const char *advertised)
+{
+    struct raft_address a;
+    char names[512];
+
+    if (n->tls == NULL || raft_address_parse(advertised, &a, NULL, 0) != 0 ||
+        raft_address_wildcard(&a) ||
+        raft_uv_tls_names_host(n->tls, a.host, names, sizeof names)) {
+        return;
+    }
+    node_log_line(&n->log, RAFT_LOG_WARN,
+                  "tls_cert: %s does not name this node's advertised host "
+                  "%s in its subjectAltName (it holds: %s): peers will "
+                  "refuse it; give a certificate for %s (raft_tls_reload() "
+                  "takes it)",
+                  n->cfg.tls_cert, a.host, names, a.host);
+}
+
 /* node_free frees what is left of @n (any part may be missing). */
 static void node_free(struct ext_node *n)
 {
@@ -484,8 +514,9 @@ int ext_node_start(const char *db_path, const struct ext_config *cfg,
     }
     {
         char listen[EXT_ADDRESS_MAX + 1], warning[1024];
-        if (cfg->advertise[0] != '\0') {
-            snprintf(listen, sizeof listen, "%s", cfg->advertise);
+        /* n->cfg: the boot may have set the advertised address. */
+        if (n->cfg.advertise[0] != '\0') {
+            snprintf(listen, sizeof listen, "%s", n->cfg.advertise);
         } else {
             ext_node_listen(n, listen, sizeof listen);
         }
@@ -495,6 +526,7 @@ int ext_node_start(const char *db_path, const struct ext_config *cfg,
                                    sizeof warning)) {
             node_log_line(&n->log, RAFT_LOG_WARN, "%s", warning);
         }
+        warn_cert_host(n, listen);
     }
     status_refresh(n->status, core, NULL, NULL);
     rc = start_threads(n, fsm, core, errmsg, errmsg_len);
@@ -505,6 +537,8 @@ int ext_node_start(const char *db_path, const struct ext_config *cfg,
     {
         char servers[1024], cluster_id[RAFT_UV_CLUSTER_ID_HEX];
         char listen[EXT_ADDRESS_MAX + 1];
+        unsigned wire_lo, wire_hi;
+        raft_wire_versions_get(&wire_lo, &wire_hi);
         boot_format_servers(&n->boot.conf, servers, sizeof servers);
         cluster_id_hex(n->cluster, cluster_id);
         ext_config_listen_format(&n->cfg, listen, sizeof listen);
@@ -517,10 +551,11 @@ int ext_node_start(const char *db_path, const struct ext_config *cfg,
                           listen);
         }
         node_log_line(&n->log, RAFT_LOG_INFO,
-                      "started: listen %s, log %s, applied %" PRIu64
-                      ", configuration %s (index %" PRIu64 ")%s, cluster id %s",
-                      listen, cfg->dir, applier_applied(n->applier), servers,
-                      n->boot.conf_index,
+                      "started: listen %s, wire versions %u-%u, log %s, "
+                      "applied %" PRIu64 ", configuration %s (index %" PRIu64
+                      ")%s, cluster id %s",
+                      listen, wire_lo, wire_hi, cfg->dir,
+                      applier_applied(n->applier), servers, n->boot.conf_index,
                       n->boot.bootstrapped ? ", bootstrapped" : "",
                       cluster_id[0] != '\0' ? cluster_id : "none yet");
     }
@@ -621,11 +656,36 @@ bool ext_node_cluster_id(struct ext_node *n, char out[EXT_CLUSTER_ID_HEX])
     return out[0] != '\0';
 }
 
+/* wait_view waits until the member view raft_members shows (and so the
+ * raft_status() refreshed at each step) holds configuration entry @index
+ * or a later one, an election timeout at most: a follower may learn of
+ * the entry after the leader's answer, a removed one never. */
+static void wait_view(struct ext_node *n, raft_index index)
+{
+    struct timespec deadline = exec_deadline(n->cfg.election_timeout_ms);
+    struct timespec now;
+    const struct timespec pause = {.tv_nsec = 1000000};
+
+    while (atomic_load(&n->view_index) < index) {
+        clock_gettime(CLOCK_MONOTONIC, &now);
+        if (now.tv_sec > deadline.tv_sec || (now.tv_sec == deadline.tv_sec &&
+                                             now.tv_nsec >= deadline.tv_nsec)) {
+            return;
+        }
+        nanosleep(&pause, NULL);
+    }
+}
+
 int ext_node_change(struct ext_node *n, const struct ext_change_request *req,
                     const struct ext_exec_probe *probe,
                     struct ext_change_result *out)
 {
-    return change_submit(n->change, req, n->cfg.exec_timeout_ms, probe, out);
+    int rc = change_submit(n->change, req, n->cfg.exec_timeout_ms, probe, out);
+    if (rc == 0 && req->op != EXT_CHANGE_TRANSFER) {
+        /* Read-your-writes: "committed" is visible here once answered. */
+        wait_view(n, out->index);
+    }
+    return rc;
 }
 
 void ext_node_listen(const struct ext_node *n, char *buf, size_t len)

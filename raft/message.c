@@ -122,6 +122,12 @@ static int check_encodable(const struct raft_frame *f)
     return 0;
 }
 
+void raft_wire_versions_get(unsigned *lo, unsigned *hi)
+{
+    *lo = RAFT_WIRE_VERSION_MIN;
+    *hi = RAFT_WIRE_VERSION;
+}
+
 int raft_frame_encode(const struct raft_frame *f, void *buf, size_t len)
 {
     return raft_frame_encode_at(f, RAFT_WIRE_VERSION, buf, len);

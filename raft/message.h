@@ -60,6 +60,13 @@
 #define RAFT_WIRE_VERSION_MIN 1
 #endif
 
+/* raft_wire_versions_get writes the wire versions the wire codec was
+ * compiled to speak (RAFT_WIRE_VERSION_MIN and RAFT_WIRE_VERSION of
+ * raft/message.c, which a test build may move) into @lo and @hi, for
+ * code compiled apart from it (the start line, ext/node.c). Any
+ * thread. */
+void raft_wire_versions_get(unsigned *lo, unsigned *hi);
+
 /* Bytes of the frame length prefix. */
 #define RAFT_FRAME_HEADER 4
 

@@ -103,7 +103,11 @@
  * handshake above. A failed TLS handshake, an
  * identity mismatch or a record that does not authenticate closes that
  * connection only, with one WARN line (identical ones from one peer once
- * per 10 s); nothing it carried reaches the receive callback. Frames are
+ * per 10 s); nothing it carried reaches the receive callback. A dialler
+ * without TLS (its handshake above arrives in the clear) gets a refusal
+ * in the clear (verdict 4, "it takes peers over TLS only ...", naming
+ * neither the acceptor's id nor its cluster id, both zero) so that it
+ * logs why, once, like any refusal. Frames are
  * coalesced into records of up to 16 KiB: one SSL_write per batch of
  * small frames, then one uv_write of the ciphertext. The certificate
  * files are stat'ed every 5 s and reloaded when they changed; new

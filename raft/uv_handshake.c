@@ -80,14 +80,11 @@ bool raft_uv_transport_peer_cluster_id(const struct raft_uv_transport *t,
 
 /* ---- The acceptor -------------------------------------------------------- */
 
-/* encode_answer writes the answer @verdict of this server, with @reason
- * (printable ASCII, cut at 255 bytes), into @in->answer. */
-static void encode_answer(struct raft_uv_in *in, unsigned verdict,
-                          const char *reason)
+size_t raft_uv_handshake_answer_encode(uint8_t *a, unsigned verdict,
+                                       const uint8_t *cluster_id, raft_id id,
+                                       const char *reason)
 {
-    struct raft_uv_transport *t = in->t;
     size_t len = strlen(reason);
-    uint8_t *a = in->answer;
 
     if (len > RAFT__UV_ANSWER_MAX - RAFT__UV_ANSWER_FIXED) {
         len = RAFT__UV_ANSWER_MAX - RAFT__UV_ANSWER_FIXED;
@@ -97,12 +94,21 @@ static void encode_answer(struct raft_uv_in *in, unsigned verdict,
     a[RAFT__UV_MAGIC_LEN + 1] = (uint8_t)verdict;
     a[RAFT__UV_MAGIC_LEN + 2] = RAFT_WIRE_VERSION_MIN;
     a[RAFT__UV_MAGIC_LEN + 3] = RAFT_WIRE_VERSION;
-    memcpy(a + RAFT__UV_MAGIC_LEN + 4, t->cluster_id, RAFT_UV_CLUSTER_ID_LEN);
+    memcpy(a + RAFT__UV_MAGIC_LEN + 4, cluster_id, RAFT_UV_CLUSTER_ID_LEN);
     raft_byte_store_u64(a + RAFT__UV_MAGIC_LEN + 4 + RAFT_UV_CLUSTER_ID_LEN,
-                        t->self);
+                        id);
     a[RAFT__UV_ANSWER_FIXED - 1] = (uint8_t)len;
     memcpy(a + RAFT__UV_ANSWER_FIXED, reason, len);
-    in->answer_len = RAFT__UV_ANSWER_FIXED + len;
+    return RAFT__UV_ANSWER_FIXED + len;
+}
+
+/* encode_answer writes the answer @verdict of this server, with @reason,
+ * into @in->answer. */
+static void encode_answer(struct raft_uv_in *in, unsigned verdict,
+                          const char *reason)
+{
+    in->answer_len = raft_uv_handshake_answer_encode(
+        in->answer, verdict, in->t->cluster_id, in->t->self, reason);
 }
 
 /* log_refusal logs @line (a refusal, without the connection's name) for

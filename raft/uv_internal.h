@@ -454,6 +454,15 @@ int raft_uv_handshake_refuse(struct raft_uv_in *in, unsigned verdict,
                              const char *there, const char *fmt, ...)
     __attribute__((format(printf, 4, 5)));
 
+/* raft_uv_handshake_answer_encode writes the answer @verdict (enum
+ * raft_uv_verdict) of the server @id of cluster @cluster_id
+ * (RAFT_UV_CLUSTER_ID_LEN bytes, zero for none) into @a, which holds
+ * RAFT__UV_ANSWER_MAX bytes, with @reason (printable ASCII, cut at 255
+ * bytes; "" for an acceptance). Returns its length. Pure; any thread. */
+size_t raft_uv_handshake_answer_encode(uint8_t *a, unsigned verdict,
+                                       const uint8_t *cluster_id, raft_id id,
+                                       const char *reason);
+
 /* What an acceptor's answer says. */
 struct raft_uv_answer {
     unsigned verdict;                           /* enum raft_uv_verdict */
@@ -581,7 +590,10 @@ int raft_uv_tls_stream_in_start(struct raft_uv_in *in);
  * and closes: raft_uv_send_answer). Returns false (logged) when the
  * caller must close @in at once: a TLS failure (a WARN, the same one from
  * one address once per RAFT__UV_TLS_WARN_MS) or the peer closing the
- * session. Loop thread. */
+ * session; a handshake of uv.h in the clear (a dialler without TLS) is
+ * that WARN too, but gets a refusal written in the clear, and @in closes
+ * once it is written (returns true, unless it cannot be written). Loop
+ * thread. */
 bool raft_uv_tls_stream_in_read(struct raft_uv_in *in, const uint8_t *p,
                                 size_t n);
 

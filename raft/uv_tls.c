@@ -4,7 +4,8 @@
  *
  * Happy path: raft_uv_tls_new reads the files, checks them (the
  * certificate's validity dates, that the key is the certificate's, that
- * the CA file holds certificates; the secret's size and mode) and builds
+ * the CA file holds certificates, that the certificate is no CA's and
+ * verifies against it; the secret's size and mode) and builds
  * the context. The transport calls raft_uv_tls_check every
  * RAFT_UV_TLS_CHECK_MS on its loop: a stat of each certificate file; when
  * one changed, raft_uv_tls_reload builds a new context and swaps it in
@@ -30,6 +31,7 @@
 #include <openssl/pem.h>
 #include <openssl/ssl.h>
 #include <openssl/x509.h>
+#include <openssl/x509v3.h>
 
 #include "err.h"
 #include "uv_tls.h"
@@ -205,6 +207,48 @@ static int load_key(SSL_CTX *ctx, const char *path, const char *cert,
     return rc;
 }
 
+/* check_own refuses the certificate in @ctx (of file @cert) when it is a
+ * CA's (basicConstraints CA:TRUE) or does not verify against the CA file
+ * @ca loaded into @ctx: peers that trust that CA would refuse it. */
+static int check_own(SSL_CTX *ctx, const char *cert, const char *ca,
+                     char *errmsg, size_t errmsg_len)
+{
+    X509 *x = SSL_CTX_get0_certificate(ctx);
+    STACK_OF(X509) *chain = NULL;
+    X509_STORE_CTX *vc;
+    int ok, err;
+
+    if ((X509_get_extension_flags(x) & EXFLAG_CA) != 0) {
+        raft_errmsgf(errmsg, errmsg_len,
+                     "tls_cert: %s: a CA certificate (basicConstraints "
+                     "CA:TRUE), not this node's own: give the node's "
+                     "certificate, signed by tls_ca %s",
+                     cert, ca);
+        return RAFT_INVALID;
+    }
+    SSL_CTX_get0_chain_certs(ctx, &chain);
+    vc = X509_STORE_CTX_new();
+    if (vc == NULL ||
+        X509_STORE_CTX_init(vc, SSL_CTX_get_cert_store(ctx), x, chain) != 1) {
+        X509_STORE_CTX_free(vc);
+        ERR_clear_error();
+        raft_errmsgf(errmsg, errmsg_len, "tls: out of memory");
+        return RAFT_NOMEM;
+    }
+    ok = X509_verify_cert(vc);
+    err = X509_STORE_CTX_get_error(vc);
+    X509_STORE_CTX_free(vc);
+    ERR_clear_error();
+    if (ok != 1) {
+        raft_errmsgf(errmsg, errmsg_len,
+                     "tls_cert: %s: not signed by tls_ca %s (%s): peers "
+                     "that trust that CA refuse it",
+                     cert, ca, X509_verify_cert_error_string(err));
+        return RAFT_INVALID;
+    }
+    return 0;
+}
+
 /* build_certificates makes the context of the certificate files @files
  * (cert, key, CA), writing the certificate's notAfter into @expires (32
  * bytes). */
@@ -248,6 +292,10 @@ static int build_certificates(char *const files[3], SSL_CTX **out,
         raft_errmsgf(errmsg, errmsg_len,
                      "tls_ca: %s: no CA certificate read (%s)", files[2], why);
         rc = RAFT_INVALID;
+        goto err;
+    }
+    rc = check_own(ctx, files[0], files[2], errmsg, errmsg_len);
+    if (rc != 0) {
         goto err;
     }
     SSL_CTX_set_verify(ctx, SSL_VERIFY_PEER | SSL_VERIFY_FAIL_IF_NO_PEER_CERT,
@@ -470,6 +518,21 @@ void raft_uv_tls_free(struct raft_uv_tls *tls)
 int raft_uv_tls_mode(const struct raft_uv_tls *tls)
 {
     return tls->mode;
+}
+
+bool raft_uv_tls_names_host(struct raft_uv_tls *tls, const char *host,
+                            char *names, size_t names_len)
+{
+    bool ok = true;
+
+    if (tls->mode == RAFT_UV_TLS_PSK) {
+        return true;
+    }
+    pthread_mutex_lock(&tls->mu);
+    ok = raft_uv_tls_session_match_host(SSL_CTX_get0_certificate(tls->ctx),
+                                        host, names, names_len);
+    pthread_mutex_unlock(&tls->mu);
+    return ok;
 }
 
 void raft_uv_tls_expires(struct raft_uv_tls *tls, char *buf, size_t len)

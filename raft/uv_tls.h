@@ -46,18 +46,24 @@ struct raft_uv_tls_config {
 
 struct raft_uv_tls;         /* credentials, opaque */
 struct raft_uv_tls_session; /* one connection's TLS state, opaque */
+struct x509_st;             /* OpenSSL's X509 */
 
 /* raft_uv_tls_new loads the credentials @cfg names (the paths are copied)
  * and builds the TLS 1.3 context every new session takes.
  * Writes *out only on success; @errmsg (@errmsg_len bytes) names the key,
  * the file and the reason on failure, e.g. "tls_cert: /x.pem: expired on
  * 2025-01-01T00:00:00Z", "tls_key: /k.pem: does not match tls_cert
- * /x.pem", "tls_ca: /ca.pem: no certificate in it", "secret_file: /s: 12
+ * /x.pem", "tls_ca: /ca.pem: no certificate in it", "tls_cert: /x.pem:
+ * not signed by tls_ca /ca.pem (...)", "tls_cert: /x.pem: a CA
+ * certificate (basicConstraints CA:TRUE), not this node's own",
+ * "secret_file: /s: 12
  * bytes, want at least 32, e.g. `openssl rand -hex 32 > /s`",
  * "secret_file: /s: mode 0644, want 0600 or stricter".
  * Errors: RAFT_INVALID (both or neither kind given, a file unreadable,
  * malformed, expired or not yet valid, a key that does not match, a
- * secret too short or too open), RAFT_NOMEM. Any thread. */
+ * certificate that is a CA's or does not verify against the CA file, a
+ * secret too short or too open), RAFT_NOMEM. The same checks hold at
+ * raft_uv_tls_reload. Any thread. */
 int raft_uv_tls_new(const struct raft_uv_tls_config *cfg,
                     struct raft_uv_tls **out, char *errmsg, size_t errmsg_len);
 
@@ -68,6 +74,14 @@ void raft_uv_tls_free(struct raft_uv_tls *tls);
 
 /* raft_uv_tls_mode returns enum raft_uv_tls_mode of @tls. Any thread. */
 int raft_uv_tls_mode(const struct raft_uv_tls *tls);
+
+/* raft_uv_tls_names_host says whether the certificate in use names
+ * @host (the identity rule of raft_uv_tls_session_check_host): peers
+ * refuse this node's certificate otherwise. True in PSK mode. When false,
+ * writes what the certificate holds into @names (@names_len bytes). Any
+ * thread. */
+bool raft_uv_tls_names_host(struct raft_uv_tls *tls, const char *host,
+                            char *names, size_t names_len);
 
 /* raft_uv_tls_expires writes the notAfter of the certificate in use, ISO
  * 8601 UTC ("2027-03-01T12:00:00Z"), into @buf (@len bytes; "" in PSK
@@ -162,6 +176,12 @@ void raft_uv_tls_session_take(struct raft_uv_tls_session *s, uint8_t *buf,
 bool raft_uv_tls_session_check_host(struct raft_uv_tls_session *s,
                                     const char *host, char *names,
                                     size_t names_len);
+
+/* raft_uv_tls_session_match_host applies the identity rule above to
+ * certificate @cert (borrowed): true when it names @host; false otherwise,
+ * writing the names it holds into @names (@names_len bytes). Any thread. */
+bool raft_uv_tls_session_match_host(struct x509_st *cert, const char *host,
+                                    char *names, size_t names_len);
 
 /* raft_uv_tls_session_error returns why the last failing call failed
  * ("certificate verify failed: unable to get local issuer certificate",

@@ -85,7 +85,9 @@ void raft_uv_tls_session_free(struct raft_uv_tls_session *s)
 
 /* fail records why the call that got SSL error @code failed, and returns
  * RAFT_PROTO. A failed verification is said with its verify error: it
- * says more than "certificate verify failed". */
+ * says more than "certificate verify failed"; the alert a server sends a
+ * client whose pre-shared key is not its own (OpenSSL: illegal parameter,
+ * after "binder does not verify") says what it means too. */
 static int fail(struct raft_uv_tls_session *s, int code)
 {
     long v = SSL_get_verify_result(s->ssl);
@@ -96,6 +98,13 @@ static int fail(struct raft_uv_tls_session *s, int code)
         ERR_GET_REASON(e) == SSL_R_CERTIFICATE_VERIFY_FAILED) {
         snprintf(s->err, sizeof s->err, "certificate verify failed: %s",
                  X509_verify_cert_error_string(v));
+    } else if (s->psk && !s->done && r != NULL &&
+               (ERR_GET_REASON(e) == SSL_R_SSLV3_ALERT_ILLEGAL_PARAMETER ||
+                ERR_GET_REASON(e) == SSL_R_TLSV1_ALERT_DECRYPT_ERROR)) {
+        snprintf(s->err, sizeof s->err,
+                 "%s: the server did not take our pre-shared key (another "
+                 "secret_file?)",
+                 r);
     } else if (r != NULL) {
         snprintf(s->err, sizeof s->err, "%s", r);
     } else if (e != 0) {
@@ -250,28 +259,12 @@ static void cert_names(X509 *cert, char *buf, size_t len)
     }
 }
 
-bool raft_uv_tls_session_check_host(struct raft_uv_tls_session *s,
-                                    const char *host, char *names,
-                                    size_t names_len)
+bool raft_uv_tls_session_match_host(struct x509_st *cert, const char *host,
+                                    char *names, size_t names_len)
 {
     struct raft_address a;
-    X509 *cert;
     bool ok;
 
-    if (s->psk) {
-        /* The PSK proves the peer, if it was used (an external PSK reads
-         * as a resumed session). */
-        if (SSL_session_reused(s->ssl) == 1) {
-            return true;
-        }
-        snprintf(names, names_len, "no pre-shared key used");
-        return false;
-    }
-    cert = SSL_get0_peer_certificate(s->ssl);
-    if (cert == NULL) {
-        snprintf(names, names_len, "no certificate");
-        return false;
-    }
     if (raft_address_parse_host(host, 1, &a, NULL, 0) == 0 &&
         a.kind != RAFT_ADDRESS_NAME) {
         char ip[RAFT_ADDRESS_TEXT_MAX + 1];
@@ -289,6 +282,29 @@ bool raft_uv_tls_session_check_host(struct raft_uv_tls_session *s,
     }
     ERR_clear_error();
     return ok;
+}
+
+bool raft_uv_tls_session_check_host(struct raft_uv_tls_session *s,
+                                    const char *host, char *names,
+                                    size_t names_len)
+{
+    X509 *cert;
+
+    if (s->psk) {
+        /* The PSK proves the peer, if it was used (an external PSK reads
+         * as a resumed session). */
+        if (SSL_session_reused(s->ssl) == 1) {
+            return true;
+        }
+        snprintf(names, names_len, "no pre-shared key used");
+        return false;
+    }
+    cert = SSL_get0_peer_certificate(s->ssl);
+    if (cert == NULL) {
+        snprintf(names, names_len, "no certificate");
+        return false;
+    }
+    return raft_uv_tls_session_match_host(cert, host, names, names_len);
 }
 
 const char *raft_uv_tls_session_error(const struct raft_uv_tls_session *s)

@@ -22,7 +22,8 @@
  * record that does not decrypt close that connection only, with one WARN
  * line (the same failure of one peer or address is logged once per
  * RAFT__UV_TLS_WARN_MS, then with the count held back); the dialler
- * re-dials with its backoff. A client's identity mismatch is a refusal
+ * re-dials with its backoff. A dialler without TLS, whose handshake
+ * comes in the clear, is answered in the clear with a refusal it logs. A client's identity mismatch is a refusal
  * of its handshake, logged and answered as the others
  * (raft_uv_handshake_refuse). A TLS handshake not done within
  * RAFT__UV_CONNECT_TIMEOUT_MS (dialler) or RAFT__UV_HANDSHAKE_TIMEOUT_MS
@@ -216,7 +217,7 @@ struct in_write {
     struct raft_uv_in *in; /* the connection */
     bool closes;           /* it carries a refusal: @in closes once it is
                               written */
-    uint8_t bytes[];       /* the ciphertext */
+    uint8_t bytes[];       /* the ciphertext, or a refusal in the clear */
 };
 
 static void on_in_write(uv_write_t *req, int status)
@@ -235,29 +236,26 @@ static void on_in_write(uv_write_t *req, int status)
     free(w);
 }
 
-/* in_send writes what @in's session has to send, and closes @in once it
- * is written when @closes. Returns false when it cannot (the caller
- * closes @in). */
-static bool in_send(struct raft_uv_in *in, bool closes)
+/* in_write writes the @n bytes at @p on @in (NULL: @n bytes taken from
+ * what its session has to send), and closes @in once they are written
+ * when @closes. Returns false when it cannot (the caller closes @in). */
+static bool in_write(struct raft_uv_in *in, const uint8_t *p, size_t n,
+                     bool closes)
 {
-    size_t n = raft_uv_tls_session_pending(in->tls);
-    struct in_write *w;
+    struct in_write *w = malloc(sizeof *w + n);
     uv_buf_t buf;
     int rv;
 
-    if (n == 0) {
-        if (closes) {
-            raft_uv_tcp_in_close(in);
-        }
-        return true;
-    }
-    w = malloc(sizeof *w + n);
     if (w == NULL) {
         raft_uv_tcp_log(in->t, RAFT_LOG_ERROR, "%s: out of memory: closing",
                         in->name);
         return false;
     }
-    raft_uv_tls_session_take(in->tls, w->bytes, n);
+    if (p != NULL) {
+        memcpy(w->bytes, p, n);
+    } else {
+        raft_uv_tls_session_take(in->tls, w->bytes, n);
+    }
     w->req.data = w;
     w->in = in;
     w->closes = closes;
@@ -270,6 +268,41 @@ static bool in_send(struct raft_uv_in *in, bool closes)
         return false;
     }
     return true;
+}
+
+/* in_send writes what @in's session has to send, and closes @in once it
+ * is written when @closes. Returns false when it cannot (the caller
+ * closes @in). */
+static bool in_send(struct raft_uv_in *in, bool closes)
+{
+    size_t n = raft_uv_tls_session_pending(in->tls);
+
+    if (n == 0) {
+        if (closes) {
+            raft_uv_tcp_in_close(in);
+        }
+        return true;
+    }
+    return in_write(in, NULL, n, closes);
+}
+
+/* refuse_clear answers @in, whose first bytes are the handshake of uv.h
+ * in the clear, with a refusal in the clear, which the dialler logs
+ * ("refused us: it takes peers over TLS only ..."; it names neither this
+ * server nor its cluster: the peer is not authenticated), reads no more
+ * of it and closes it once written. Returns false when it cannot write
+ * (the caller closes @in). */
+static bool refuse_clear(struct raft_uv_in *in)
+{
+    static const uint8_t none[RAFT_UV_CLUSTER_ID_LEN];
+    uint8_t a[RAFT__UV_ANSWER_MAX];
+    size_t n = raft_uv_handshake_answer_encode(
+        a, RAFT__UV_REFUSED_HANDSHAKE, none, 0,
+        "it takes peers over TLS only (tls_cert= or secret_file=), we run "
+        "without");
+
+    uv_read_stop((uv_stream_t *)&in->tcp);
+    return in_write(in, a, n, true);
 }
 
 int raft_uv_tls_stream_in_start(struct raft_uv_in *in)
@@ -336,6 +369,9 @@ bool raft_uv_tls_stream_in_read(struct raft_uv_in *in, const uint8_t *p,
                    : raft_uv_tls_session_error(in->tls),
              "%s: TLS%s failed (closing)", in->name,
              was_done ? "" : " handshake");
+        if (clear) {
+            return refuse_clear(in);
+        }
         in_send(in, false); /* the alert that says why, if any */
         return false;
     }

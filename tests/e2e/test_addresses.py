@@ -11,7 +11,7 @@ import tempfile
 import unittest
 
 from e2e import NODE
-from raftsql_cluster import Cluster, free_ports
+from raftsql_cluster import Cluster, Node, free_ports
 
 FAST = ("election_timeout_ms=300 heartbeat_ms=30 exec_timeout_ms=3000 "
         "log_level=info")
@@ -77,6 +77,26 @@ class AddressClusterTest(unittest.TestCase):
         for i in others:
             self.assertRegex(log, r"peer %d \(localhost:\d+\): connected" % i)
         self.assertNotIn("cannot resolve", log)
+
+    def test_restart_wildcard_listen_takes_stored_address(self):
+        """A node whose stored address is a hostname (localhost:port)
+        restarts with listen=0.0.0.0:port only (no advertise=, no
+        cluster=): it advertises its stored address and catches up."""
+        self.replicate("localhost")
+        node3 = self.cluster.node(3)
+        self.assertEqual(node3.stop(), 0)
+        port = int(self.cluster.members.split(",")[2].rsplit(":", 1)[1])
+        node3 = Node(NODE, 3, node3.db, node3.log_path)
+        self.cluster.nodes[2] = node3
+        node3.sql("SELECT raft_start(?)", "id=3 listen=0.0.0.0:%d "
+                  "insecure=on %s" % (port, FAST))
+        leader = self.cluster.wait_leader()
+        leader.sql("SELECT raft_exec('INSERT INTO t VALUES (3)')")
+        self.cluster.wait_applied(leader.status()["applied"], [node3])
+        self.assertEqual(node3.value("SELECT count(*) FROM t"), 3)
+        with open(node3.log_path, errors="replace") as f:
+            log = f.read()
+        self.assertNotIn("differs", log)
 
 
 if __name__ == "__main__":

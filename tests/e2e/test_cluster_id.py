@@ -225,6 +225,9 @@ class WireVersionTest(unittest.TestCase):
     def test_next_joins_this(self):
         self.start(NODE)
         self.check_joined(NEXT)
+        # The start line names the wire versions each build speaks.
+        self.assertEqual(self.g.count(1, ", wire versions 1-1, log "), 1)
+        self.assertEqual(self.g.count(4, ", wire versions 1-2, log "), 1)
 
     def test_this_joins_next(self):
         self.start(NEXT)

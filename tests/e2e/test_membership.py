@@ -572,6 +572,36 @@ class MembershipTest(unittest.TestCase):
         self.assertEqual(self.m.leader().id, lead.id,
                          "the leader changed: the test proves nothing")
 
+    def test_change_is_visible_at_once(self):
+        """Read-your-writes: a change call that returned (committed) is
+        in that node's raft_members and raft_status() right after, on the
+        leader and on a follower (forwarded), 10 rounds of promote, demote
+        and remove then add again."""
+        self.begin(4, (1, 2, 3, 4))
+        for r in range(10):
+            leader = self.m.leader()
+            node = leader if r % 2 == 0 else next(
+                n for n in self.m.live() if n.id not in (leader.id, 4))
+            for sql, role in (("SELECT raft_demote(4)", "learner"),
+                              ("SELECT raft_promote(4)", "voter"),
+                              ("SELECT raft_remove(4)", None)):
+                self.call(node, sql)
+                rows = self.members(node)
+                peers = [p["id"] for p in node.status()["peers"]]
+                if role is None:
+                    self.assertNotIn(4, rows, "round %d: %s" % (r, sql))
+                    self.assertNotIn(4, peers, "round %d: %s" % (r, sql))
+                else:
+                    self.assertEqual(rows[4][2], role,
+                                     "round %d: %s" % (r, sql))
+                    self.assertIn(4, peers, "round %d: %s" % (r, sql))
+            self.call(node, "SELECT raft_add(4, ?, 'learner')",
+                      self.m.address(4))
+            self.assertEqual(self.members(node)[4][2], "learner")
+            self.call(node, "SELECT raft_promote(4)")
+            self.assertEqual(self.members(node)[4][2], "voter")
+        self.check_end()
+
 
 if __name__ == "__main__":
     unittest.main()

@@ -333,7 +333,17 @@ class TLSTest(unittest.TestCase):
         os.chmod(short, 0o600)
         shared = certs.secret(self.dir, "shared", mode=0o644)
         cert = os.path.join(self.dir, "node1.pem")
+        other = certs.CA(self.dir, "other")
+        foreign, foreign_key = other.issue("foreign", [host(1)])
         for auth, want in (
+                ("tls_cert=%s tls_key=%s tls_ca=%s" % (
+                    foreign, foreign_key, self.ca.cert),
+                 "tls_cert: %s: not signed by tls_ca %s (" % (
+                     foreign, self.ca.cert)),
+                ("tls_cert=%s tls_key=%s tls_ca=%s" % (
+                    self.ca.cert, self.ca.key, self.ca.cert),
+                 "tls_cert: %s: a CA certificate (basicConstraints "
+                 "CA:TRUE), not this node's own" % self.ca.cert),
                 (expired, "raft_start: tls_cert: %s/expired.pem: expired "
                  "on 20" % self.dir),
                 (future, "future.pem: not valid before 20"),
@@ -356,6 +366,17 @@ class TLSTest(unittest.TestCase):
         n.sql("SELECT raft_start(?)", "id=1 cluster=%s %s" % (
             self.members, good))
         self.assertIn("loaded tls_cert", n.value("SELECT raft_tls_reload()"))
+        self.assertNotIn("does not name this node's advertised host",
+                         self.log(n))
+
+    def test_certificate_for_another_host_is_a_warning(self):
+        """A certificate that does not name this node's advertised host
+        starts (a first start may not know its final address), with a
+        WARN naming the file, the host and what it holds."""
+        n = self.start(1, self.certificates(1, hosts=["db9.example"]))
+        self.wait_log(n, "tls_cert: %s/node1.pem does not name this node's "
+                      "advertised host %s in its subjectAltName (it holds: "
+                      "DNS:db9.example)" % (self.dir, host(1)))
 
     def test_renewed_certificates_are_picked_up(self):
         leader = self.start_all(lambda i: self.certificates(

@@ -124,11 +124,11 @@ static void test_refused(void **state)
     parse_bad("id=1 listen=::1:7001", "IPv6 literal needs brackets");
     parse_bad("id=1 insecure=on listen=node1:7001",
               "listen: 'node1:7001' is a hostname; listen= takes the IP");
-    parse_bad("id=1 insecure=on listen=0.0.0.0:7001",
+    parse_bad("id=1 insecure=on listen=0.0.0.0:7001 join=127.0.0.1:7002",
               "listen: 0.0.0.0:7001 is a wildcard: give advertise= (the "
               "address peers dial to reach this node) or a cluster= entry "
               "for server 1");
-    parse_bad("id=1 insecure=on listen=[::]:7001",
+    parse_bad("id=1 insecure=on listen=[::]:7001 join=127.0.0.1:7002",
               "listen: [::]:7001 is a wildcard");
     parse_bad(
         "id=1 insecure=on listen=0.0.0.0:7001 "
@@ -245,6 +245,37 @@ static void test_listen_set(void **state)
     free(c);
 }
 
+/* A restart with a wildcard listen= and neither advertise= nor cluster=
+ * advertises this id's address in the stored configuration, a hostname
+ * too (db3:7001, localhost:7001), on the same port. */
+static void test_wildcard_restart(void **state)
+{
+    const char *stored[] = {"db3:7001", "localhost:7001", "10.0.0.3:7001"};
+    char err[512];
+
+    (void)state;
+    for (unsigned i = 0; i < sizeof stored / sizeof *stored; i++) {
+        struct ext_config *c = parse_ok("id=3 insecure=on listen=0.0.0.0:7001");
+        assert_string_equal(c->advertise, "");
+        assert_int_equal(ext_config_listen_set(c, stored[i], err, sizeof err),
+                         0);
+        check_listen(c, "0.0.0.0", 7001, stored[i]);
+    }
+    {
+        struct ext_config *c = parse_ok("id=3 insecure=on listen=[::]:7001");
+        assert_int_equal(ext_config_listen_set(c, "db3:7002", err, sizeof err),
+                         RAFT_INVALID);
+        assert_non_null(strstr(err,
+                               "listen: port 7001 differs from this "
+                               "server's address 'db3:7002'"));
+        assert_int_equal(
+            ext_config_listen_set(c, "0.0.0.0:7001", err, sizeof err),
+            RAFT_INVALID);
+        assert_non_null(strstr(err, "is a wildcard; give advertise="));
+        free(c);
+    }
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -252,6 +283,7 @@ int main(void)
         cmocka_unit_test(test_refused),
         cmocka_unit_test(test_loopback_gate),
         cmocka_unit_test(test_listen_set),
+        cmocka_unit_test(test_wildcard_restart),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -563,13 +563,26 @@ static void test_hostname_identity(void **state)
     g_host = "127.0.0.1";
 }
 
-/* A plain server meets a TLS one: nothing passes. */
+/* A plain server meets a TLS one: nothing passes. The plain one's
+ * handshake, in the clear, gets a refusal in the clear that says why,
+ * logged once however often it re-dials, and names neither the TLS
+ * server's id nor its cluster. */
 static void test_plain_against_tls(void **state)
 {
     struct fixture *f = *state;
+    const char *why =
+        "): refused us: it takes peers over TLS only "
+        "(tls_cert= or secret_file=), we run without\n";
+    const char *at;
 
     f->nodes[0].tls = new_tls("good", "ca");
-    refused(f, "TLS handshake failed", NULL);
+    refused(f,
+            "TLS handshake failed (closing): a raftsql handshake in the "
+            "clear",
+            why);
+    at = strstr(f->nodes[1].warns, why);
+    assert_null(strstr(at + 1, why));
+    assert_null(strstr(f->nodes[1].warns, "server at this address is"));
 }
 
 /* A wrong secret and a certificate against a secret are refused, both
@@ -580,7 +593,15 @@ static void test_wrong_psk(void **state)
 
     f->nodes[0].tls = new_psk("secret");
     f->nodes[1].tls = new_psk("secret2");
-    refused(f, "TLS handshake failed", "TLS handshake failed");
+    /* Each says why, as acceptor and as dialler. */
+    refused(f, "TLS handshake failed (closing): binder does not verify",
+            "TLS handshake failed (closing): sslv3 alert illegal parameter: "
+            "the server did not take our pre-shared key (another "
+            "secret_file?)");
+    assert_non_null(strstr(f->nodes[0].warns,
+                           "the server did not take our "
+                           "pre-shared key"));
+    assert_non_null(strstr(f->nodes[1].warns, "binder does not verify"));
     stop_node(&f->nodes[0]);
     stop_node(&f->nodes[1]);
     WAIT_FOR(f, all_closed);
@@ -803,6 +824,11 @@ static void test_start_errors(void **state)
          "`openssl rand -hex 32 > "},
         {NULL, NULL, NULL, "open",
          "secret_file: %s/open: mode 0644, want 0600 or stricter"},
+        {"untrusted.pem", "untrusted.key", "ca.pem", NULL,
+         "tls_cert: %s/untrusted.pem: not signed by tls_ca %s/ca.pem ("},
+        {"ca.pem", "ca.key", "ca.pem", NULL,
+         "tls_cert: %s/ca.pem: a CA certificate (basicConstraints "
+         "CA:TRUE), not this node's own"},
         {"good.pem", "good.key", "ca.pem", "secret",
          "give tls_cert, tls_key and tls_ca, or secret_file"},
         {"good.pem", NULL, "ca.pem", NULL,
@@ -822,6 +848,25 @@ static void test_start_errors(void **state)
             fail_msg("case %zu: '%s' lacks '%s'", i, err, want);
         }
     }
+}
+
+/* raft_uv_tls_names_host: whether this node's certificate names a host
+ * (the WARN at start when it does not name the advertised one). */
+static void test_names_host(void **state)
+{
+    struct raft_uv_tls *tls = new_tls("good2", "ca");
+    struct raft_uv_tls *psk = new_psk("secret");
+    char names[256] = "";
+
+    (void)state;
+    assert_true(raft_uv_tls_names_host(tls, "127.0.0.1", names, sizeof names));
+    assert_true(raft_uv_tls_names_host(tls, "node", names, sizeof names));
+    assert_false(raft_uv_tls_names_host(tls, "db3", names, sizeof names));
+    assert_string_equal(names, "IP:127.0.0.1, DNS:node");
+    assert_false(raft_uv_tls_names_host(tls, "127.0.0.2", names, sizeof names));
+    assert_true(raft_uv_tls_names_host(psk, "db3", names, sizeof names));
+    raft_uv_tls_free(tls);
+    raft_uv_tls_free(psk);
 }
 
 /* raft_uv_tls_reload takes renewed files (new connections use them), and
@@ -892,6 +937,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_corrupt_record, setup, teardown),
         cmocka_unit_test_setup_teardown(test_start_errors, setup, teardown),
         cmocka_unit_test_setup_teardown(test_reload, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_names_host, setup, teardown),
     };
 
     return cmocka_run_group_tests(tests, NULL, NULL);
