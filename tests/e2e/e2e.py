@@ -86,6 +86,17 @@ class ClusterCase(unittest.TestCase):
         self.leader = self.cluster.wait_leader()
         self.followers = [n for n in self.cluster.nodes
                           if n.id != self.leader.id]
+        # The first leader proposes the cluster id in an entry of its own
+        # once its term's first entry committed: wait until every node
+        # applied it, so tests that count log indexes from here do not
+        # race with that entry.
+        deadline = time.monotonic() + 30
+        while any(n.status()["cluster_id"] is None
+                  for n in self.cluster.nodes):
+            self.assertLess(time.monotonic(), deadline,
+                            "no cluster id on every node within 30 s")
+            time.sleep(0.02)
+        self.cluster.wait_applied(self.leader.status()["applied"])
 
     def tearDown(self):
         if self.cluster is None:
