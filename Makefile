@@ -33,7 +33,7 @@ TEST_BIN := $(TEST_SRC:%.c=$(B)/%)
         soak faults faults-short \
         coverage fuzz fuzz-build fuzz-corpus
 
-all: $(B)/raftsql.so $(B)/libraftsql.a $(B)/raftsql-node
+all: $(B)/raftsql.so $(B)/libraftsql.a $(B)/raftsql-testhost
 
 deps:
 	@scripts/deps.sh
@@ -48,7 +48,7 @@ $(B)/libraftsql.a: $(LIB_OBJ)
 
 # A small node program built on the same library (used by the demo and the
 # end-to-end tests): a sqlite3 host that loads raftsql and reads SQL lines.
-$(B)/raftsql-node: tools/raftsql_node.c $(B)/libraftsql.a
+$(B)/raftsql-testhost: tools/raftsql_testhost.c $(B)/libraftsql.a
 	$(CC) $(BASE_CFLAGS) $(CFLAGS) -o $@ $< $(B)/libraftsql.a $(LIBS)
 
 # The benchmark (bench/README.md): never part of `make test`. `make bench`
@@ -80,14 +80,14 @@ bench: deps
 
 # The same node program built with the sanitizers, for the end-to-end tests:
 # ASan + UBSan, and ThreadSanitizer for the threaded runtime.
-$(B)/san/raftsql-node: tools/raftsql_node.c $(SAN_OBJ)
+$(B)/san/raftsql-testhost: tools/raftsql_testhost.c $(SAN_OBJ)
 	$(CC) $(BASE_CFLAGS) -O1 -g $(SAN) -o $@ $^ $(LIBS)
 
 TSAN_OBJ := $(LIB_SRC:%.c=$(B)/tsan/%.o)
 $(B)/tsan/%.o: %.c
 	@mkdir -p $(dir $@)
 	$(CC) $(BASE_CFLAGS) -O1 -g -fsanitize=thread -MMD -MP -c -o $@ $<
-$(B)/tsan/raftsql-node: tools/raftsql_node.c $(TSAN_OBJ)
+$(B)/tsan/raftsql-testhost: tools/raftsql_testhost.c $(TSAN_OBJ)
 	$(CC) $(BASE_CFLAGS) -O1 -g -fsanitize=thread -o $@ $^ $(LIBS)
 
 $(B)/obj/%.o: %.c
@@ -271,14 +271,14 @@ unit: $(TEST_BIN)
 # Test builds that play newer releases in a rolling upgrade
 # (tests/e2e/test_wire_versions.py): the wire codec and the transport
 # compiled to speak wire versions 1 to 2 (build/raftsql_next.so and its
-# node program) or 2 only (raftsql-node-next-only); everything else is
+# node program) or 2 only (raftsql-testhost-next-only); everything else is
 # the normal build's objects.
 WIRE_SRC  := raft/message.c $(UV_SRC)
 BASE_OBJ  := $(filter-out $(WIRE_SRC:%.c=$(B)/obj/%.o),$(LIB_OBJ))
 NEXT_OBJ  := $(BASE_OBJ) $(WIRE_SRC:%.c=$(B)/next/%.o)
 ONLY_OBJ  := $(BASE_OBJ) $(WIRE_SRC:%.c=$(B)/next-only/%.o)
-NEXT_BINS := $(B)/raftsql_next.so $(B)/raftsql-node-next \
-             $(B)/raftsql-node-next-only
+NEXT_BINS := $(B)/raftsql_next.so $(B)/raftsql-testhost-next \
+             $(B)/raftsql-testhost-next-only
 $(B)/next/%.o: %.c
 	@mkdir -p $(dir $@)
 	$(CC) $(BASE_CFLAGS) $(CFLAGS) -DRAFT_WIRE_VERSION_MAX_TEST=2 -MMD -MP \
@@ -289,16 +289,16 @@ $(B)/next-only/%.o: %.c
 	    -DRAFT_WIRE_VERSION_MAX_TEST=2 -MMD -MP -c -o $@ $<
 $(B)/raftsql_next.so: $(NEXT_OBJ)
 	$(CC) -shared -o $@ $^ $(LIBS)
-$(B)/raftsql-node-next: tools/raftsql_node.c $(NEXT_OBJ)
+$(B)/raftsql-testhost-next: tools/raftsql_testhost.c $(NEXT_OBJ)
 	$(CC) $(BASE_CFLAGS) $(CFLAGS) -o $@ $^ $(LIBS)
-$(B)/raftsql-node-next-only: tools/raftsql_node.c $(ONLY_OBJ)
+$(B)/raftsql-testhost-next-only: tools/raftsql_testhost.c $(ONLY_OBJ)
 	$(CC) $(BASE_CFLAGS) $(CFLAGS) -o $@ $^ $(LIBS)
 
 next: $(NEXT_BINS)
 
 # End-to-end: real node processes (the sanitizer build) on 127.0.0.1.
-e2e: all $(B)/san/raftsql-node $(NEXT_BINS)
-	RAFTSQL_NODE=$(B)/san/raftsql-node RAFTSQL_SO=$(B)/raftsql.so \
+e2e: all $(B)/san/raftsql-testhost $(NEXT_BINS)
+	RAFTSQL_TESTHOST=$(B)/san/raftsql-testhost RAFTSQL_SO=$(B)/raftsql.so \
 	    $(PYTHON) tests/e2e/run.py
 
 # The driver's unit tests (tests/uv) under ThreadSanitizer: the driver
@@ -316,14 +316,14 @@ tsan-uv: $(TSAN_UV_BIN)
 
 # The same end-to-end tests with the nodes under ThreadSanitizer; any race
 # report makes the node exit 66, which fails the test that stopped it.
-tsan: all $(B)/tsan/raftsql-node
-	TSAN_OPTIONS=exitcode=66 RAFTSQL_NODE=$(B)/tsan/raftsql-node \
+tsan: all $(B)/tsan/raftsql-testhost
+	TSAN_OPTIONS=exitcode=66 RAFTSQL_TESTHOST=$(B)/tsan/raftsql-testhost \
 	    RAFTSQL_SO=$(B)/raftsql.so $(PYTHON) tests/e2e/run.py
 
 # The long crash loop (tests/e2e/test_crash.py): 100 kills under load and
 # a follower catching up over 50,000 writes, on the optimized build.
 soak: all
-	cd tests/e2e && RAFTSQL_NODE=../../$(B)/raftsql-node SOAK_KILLS=100 \
+	cd tests/e2e && RAFTSQL_TESTHOST=../../$(B)/raftsql-testhost SOAK_KILLS=100 \
 	    SOAK_WRITES=50000 $(PYTHON) -m unittest -v test_crash
 
 # The fault-injection suite (tests/faults/run.py): clusters of sanitizer
@@ -336,10 +336,10 @@ soak: all
 FAULTS_COUNT   ?= 200
 FAULTS_S       ?= 1800
 FAULTS_EPISODE ?= 25
-FAULTS_ENV = RAFTSQL_NODE=$(B)/san/raftsql-node FAULTS_SEED=$(FAULTS_SEED) \
+FAULTS_ENV = RAFTSQL_TESTHOST=$(B)/san/raftsql-testhost FAULTS_SEED=$(FAULTS_SEED) \
 	FAULTS_KINDS=$(FAULTS_KINDS) FAULTS_NODES=$(FAULTS_NODES) \
 	FAULTS_CLIENTS=$(FAULTS_CLIENTS)
-faults: $(B)/san/raftsql-node
+faults: $(B)/san/raftsql-testhost
 	$(FAULTS_ENV) FAULTS_COUNT=$(FAULTS_COUNT) FAULTS_S=$(FAULTS_S) \
 	    FAULTS_EPISODE=$(FAULTS_EPISODE) $(PYTHON) tests/faults/run.py
 
@@ -348,10 +348,10 @@ faults: $(B)/san/raftsql-node
 # episode of 20 faults (at most 60 s of them) on a fresh seed, every
 # kind included (full disks too, since issue 10 #4 is fixed).
 FAULTS_SHORT_KINDS := partition,oneway,drop,delay,hold,reset,pause,kill,disk
-faults-short: $(B)/san/raftsql-node
+faults-short: $(B)/san/raftsql-testhost
 	@$(PYTHON) -m unittest tests/faults/test_net.py \
 	    tests/faults/test_checks.py
-	RAFTSQL_NODE=$(B)/san/raftsql-node FAULTS_SEED=$(FAULTS_SEED) \
+	RAFTSQL_TESTHOST=$(B)/san/raftsql-testhost FAULTS_SEED=$(FAULTS_SEED) \
 	    FAULTS_KINDS=$(FAULTS_SHORT_KINDS) FAULTS_COUNT=20 FAULTS_S=60 \
 	    FAULTS_EPISODE=20 $(PYTHON) tests/faults/run.py
 

@@ -1,5 +1,5 @@
 /* The node processes of raftsql-bench (child.h): fork and exec of
- * build/raftsql-node, the JSON line protocol of its stdin and stdout, and
+ * build/raftsql-testhost, the JSON line protocol of its stdin and stdout, and
  * the ordered stop. */
 
 #include "bench/child.h"

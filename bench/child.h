@@ -1,5 +1,5 @@
-/* The node processes of raftsql-bench (nodes 2 and 3): build/raftsql-node
- * children driven over their stdin with JSON lines (tools/raftsql_node.c),
+/* The node processes of raftsql-bench (nodes 2 and 3): build/raftsql-testhost
+ * children driven over their stdin with JSON lines (tools/raftsql_testhost.c),
  * and stopped in order (stdin closed, SIGKILL after a grace period). */
 
 #ifndef BENCH_CHILD_H

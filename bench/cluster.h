@@ -17,7 +17,7 @@
 #define N_NODES 3 /* node ids 1..N_NODES */
 
 /* cluster_start starts nodes 1..3 in the directory @dir (created if
- * missing): nodes 2 and 3 as processes of the raftsql-node binary @bin,
+ * missing): nodes 2 and 3 as processes of the raftsql-testhost binary @bin,
  * node 1 in this process; every raft_start gets the extra keys @config.
  * With @rtt_ms > 0 every node reaches the others through one process of
  * the delay proxy @proxy_bin (bench/delay_proxy.c; dial= overrides), so

@@ -151,7 +151,7 @@ install_missing go-dqlite etcd-server etcd-client wrk gnuplot-nox || {
 # Relative targets: the Makefile's rules are written for build/..., and an
 # absolute path would match no rule (a stale binary would be reported as
 # up to date).
-make --no-print-directory build/raftsql-node build/raftsql-bench \
+make --no-print-directory build/raftsql-testhost build/raftsql-bench \
     build/local-sqlite-bench build/delay-proxy >&2 || exit 1
 mkdir -p "$OUT_DIR"
 
@@ -198,7 +198,7 @@ run_raftsql() {
         "$(delay_note "$rtt")${tls:+; TLS 1.3 between the peers}"
     run_logged "$out" "$B/raftsql-bench" --clients "$clients" \
         --role "$role" --duration "$DURATION" --name "$name" \
-        --node "$B/raftsql-node" --dir "$T/$name" --rtt-ms "$rtt" \
+        --node "$B/raftsql-testhost" --dir "$T/$name" --rtt-ms "$rtt" \
         --proxy "$B/delay-proxy" --config "$config"
     grep -v '^RESULT ' "$out" | tail -5 >&2
     record "$name" "$out"

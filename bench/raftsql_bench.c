@@ -2,8 +2,8 @@
  * 127.0.0.1, the work of `dqlite-benchmark -w kvwrite` (issue 4, item 6).
  *
  * Node 1 runs in this process, with the client threads (as dqlite's driver
- * runs beside its node); nodes 2 and 3 are build/raftsql-node processes
- * driven over their stdin (JSON lines, tools/raftsql_node.c). Every client
+ * runs beside its node); nodes 2 and 3 are build/raftsql-testhost processes
+ * driven over their stdin (JSON lines, tools/raftsql_testhost.c). Every client
  * has its own connection and loops on
  *     SELECT raft_exec('INSERT OR REPLACE INTO kv(k, v) VALUES(?, ?)', ?, ?)
  * with a fresh 32-byte random key and 1024-byte random value, and keeps the
@@ -59,7 +59,7 @@ struct bench_opts {
     double duration;   /* measured seconds */
     double warmup;     /* seconds of load before measuring */
     char name[128];    /* RESULT name */
-    char node[4096];   /* raftsql-node binary */
+    char node[4096];   /* raftsql-testhost binary */
     char dir[1024];    /* work directory ("" = temporary) */
     char config[1024]; /* extra raft_start keys for every node */
     bool keep;         /* keep the work directory */
@@ -247,7 +247,7 @@ static void usage(FILE *f, const char *argv0)
             "  --warmup S              seconds of load before measuring (1)\n"
             "  --name NAME             RESULT name "
             "(raftsql-<clients>-<role>)\n"
-            "  --node PATH             raftsql-node binary (next to this "
+            "  --node PATH             raftsql-testhost binary (next to this "
             "one)\n"
             "  --dir DIR               work directory, kept (a temporary "
             "one, removed)\n"
@@ -293,10 +293,10 @@ static int parse_opts(int argc, char **argv, struct bench_opts *o)
         if (slash != NULL) {
             *slash = '\0';
         }
-        snprintf(o->node, sizeof o->node, "%s/raftsql-node", self);
+        snprintf(o->node, sizeof o->node, "%s/raftsql-testhost", self);
         snprintf(o->proxy, sizeof o->proxy, "%s/delay-proxy", self);
     } else {
-        snprintf(o->node, sizeof o->node, "build/raftsql-node");
+        snprintf(o->node, sizeof o->node, "build/raftsql-testhost");
         snprintf(o->proxy, sizeof o->proxy, "build/delay-proxy");
     }
     while ((ch = getopt_long(argc, argv, "h", longs, NULL)) != -1) {

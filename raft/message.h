@@ -48,7 +48,7 @@
  * (uv.h); a connection whose ranges do not meet is refused. Test builds
  * move the range with -DRAFT_WIRE_VERSION_MAX_TEST=n (and
  * -DRAFT_WIRE_VERSION_MIN_TEST=n) to play a newer release in a rolling
- * upgrade (the Makefile's build/raftsql-node-next). */
+ * upgrade (the Makefile's build/raftsql-testhost-next). */
 #ifdef RAFT_WIRE_VERSION_MAX_TEST
 #define RAFT_WIRE_VERSION RAFT_WIRE_VERSION_MAX_TEST
 #else

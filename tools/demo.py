@@ -9,7 +9,7 @@ all three match (and, for Chinook, match its expected fingerprint).
 
 Environment: SQL=path picks the script (default: the Chinook script in
 ../shared/data/chinook, or a generated one when that is absent);
-RAFTSQL_NODE=path picks the node program (default build/raftsql-node);
+RAFTSQL_TESTHOST=path picks the node program (default build/raftsql-testhost);
 KEEP=1 keeps the work directory.
 """
 
@@ -85,8 +85,8 @@ def pick_script(workdir):
 
 
 def main():
-    binary = os.environ.get("RAFTSQL_NODE",
-                            os.path.join(ROOT, "build", "raftsql-node"))
+    binary = os.environ.get("RAFTSQL_TESTHOST",
+                            os.path.join(ROOT, "build", "raftsql-testhost"))
     workdir = tempfile.mkdtemp(prefix="raftsql-demo-")
     cluster = None
     ok = False

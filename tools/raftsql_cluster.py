@@ -1,6 +1,6 @@
 """Start and drive a local raftsql cluster of separate node processes.
 
-Each node is a `raftsql-node DBFILE` process (tools/raftsql_node.c) that
+Each node is a `raftsql-testhost DBFILE` process (tools/raftsql_testhost.c) that
 answers one JSON line per request line on its stdin/stdout. Used by the
 demo (tools/demo.py) and the end-to-end tests (tests/e2e/).
 """

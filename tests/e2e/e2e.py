@@ -1,6 +1,6 @@
 """Shared pieces of the end-to-end tests: where the binaries are, a Python
 connection with raftsql loaded, a bounded wait, and a test case running a
-fresh cluster of raftsql-node processes on 127.0.0.1.
+fresh cluster of raftsql-testhost processes on 127.0.0.1.
 """
 
 import os
@@ -17,8 +17,8 @@ sys.path.insert(0, os.path.join(ROOT, "tools"))
 
 from raftsql_cluster import Cluster, Node  # noqa: E402
 
-NODE = os.environ.get("RAFTSQL_NODE",
-                      os.path.join(ROOT, "build", "raftsql-node"))
+NODE = os.environ.get("RAFTSQL_TESTHOST",
+                      os.path.join(ROOT, "build", "raftsql-testhost"))
 SO = os.environ.get("RAFTSQL_SO", os.path.join(ROOT, "build", "raftsql.so"))
 
 
@@ -45,7 +45,7 @@ def connect(path):
 
 
 def start_peers(workdir, members, extra, ids=(2, 3)):
-    """raftsql-node processes for the members @ids of the cluster string
+    """raftsql-testhost processes for the members @ids of the cluster string
     @members, started with raft_start and @extra keys; returns them."""
     peers = []
     for i in ids:

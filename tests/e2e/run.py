@@ -1,6 +1,6 @@
 """Run the end-to-end tests and close with an 'N passed, N failed' line.
 
-Usage: python3 tests/e2e/run.py   (RAFTSQL_NODE and RAFTSQL_SO as in the
+Usage: python3 tests/e2e/run.py   (RAFTSQL_TESTHOST and RAFTSQL_SO as in the
 Makefile's e2e target)
 """
 

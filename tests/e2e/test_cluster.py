@@ -1,7 +1,7 @@
 """End-to-end tests: real raftsql node processes on 127.0.0.1.
 
-Each test starts its own cluster of `raftsql-node` processes (the sanitizer
-build under `make test`: RAFTSQL_NODE) in a fresh directory and stops it.
+Each test starts its own cluster of `raftsql-testhost` processes (the sanitizer
+build under `make test`: RAFTSQL_TESTHOST) in a fresh directory and stops it.
 """
 
 import os

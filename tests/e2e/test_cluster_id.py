@@ -2,8 +2,8 @@
 cluster, kept across restarts and carried to a joiner that installs a
 snapshot; a node of another cluster pointed at one is refused on both
 sides with one line each, and nothing it sends reaches the core; and the
-wire versions of a rolling upgrade (build/raftsql-node-next speaks 1 to
-2, build/raftsql-node-next-only 2 only)."""
+wire versions of a rolling upgrade (build/raftsql-testhost-next speaks 1 to
+2, build/raftsql-testhost-next-only 2 only)."""
 
 import os
 import re
@@ -15,11 +15,11 @@ import unittest
 from e2e import NODE, ROOT, wait_for
 from raftsql_cluster import Node, NodeError, free_ports
 
-NEXT = os.environ.get("RAFTSQL_NODE_NEXT",
-                      os.path.join(ROOT, "build", "raftsql-node-next"))
+NEXT = os.environ.get("RAFTSQL_TESTHOST_NEXT",
+                      os.path.join(ROOT, "build", "raftsql-testhost-next"))
 NEXT_ONLY = os.environ.get(
-    "RAFTSQL_NODE_NEXT_ONLY",
-    os.path.join(ROOT, "build", "raftsql-node-next-only"))
+    "RAFTSQL_TESTHOST_NEXT_ONLY",
+    os.path.join(ROOT, "build", "raftsql-testhost-next-only"))
 
 FAST = ("election_timeout_ms=300 heartbeat_ms=30 exec_timeout_ms=5000 "
         "log_level=info")
@@ -182,7 +182,7 @@ class ClusterIdTest(unittest.TestCase):
 
 
 @unittest.skipUnless(os.path.exists(NEXT) and os.path.exists(NEXT_ONLY),
-                     "needs build/raftsql-node-next and -next-only "
+                     "needs build/raftsql-testhost-next and -next-only "
                      "(make next)")
 class WireVersionTest(unittest.TestCase):
     """Rolling upgrades: a node of the next release (wire versions 1 to

@@ -1,6 +1,6 @@
 """End-to-end crash safety: kill -9 under load, compaction, snapshots.
 
-Real node processes on 127.0.0.1 (RAFTSQL_NODE, the sanitizer build under
+Real node processes on 127.0.0.1 (RAFTSQL_TESTHOST, the sanitizer build under
 `make test`). The crash loop's length comes from the environment: `make
 test` runs the short variant, `make soak` the long one (SOAK_KILLS,
 SOAK_WRITES).
@@ -22,8 +22,8 @@ sys.path.insert(0, os.path.join(ROOT, "tools"))
 import fingerprint  # noqa: E402
 from raftsql_cluster import Cluster, NodeError  # noqa: E402
 
-NODE = os.environ.get("RAFTSQL_NODE",
-                      os.path.join(ROOT, "build", "raftsql-node"))
+NODE = os.environ.get("RAFTSQL_TESTHOST",
+                      os.path.join(ROOT, "build", "raftsql-testhost"))
 KILLS = int(os.environ.get("SOAK_KILLS", "20"))
 CATCHUP_WRITES = int(os.environ.get("SOAK_WRITES", "1500"))
 SEED = int(os.environ.get("CRASH_SEED", str(int(time.time()))))

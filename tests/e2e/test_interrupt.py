@@ -4,7 +4,7 @@ sqlite3_interrupt() on the caller's connection ends a waiting raft_exec
 within EXT_EXEC_POLL_MS (50 ms), whatever exec_timeout_ms says: from
 Python (Connection.interrupt()) and from the sqlite3 shell (^C, typed under
 tmux). Node 1 runs in this process or in the shell; nodes 2 and 3 are
-raftsql-node processes.
+raftsql-testhost processes.
 """
 
 import os

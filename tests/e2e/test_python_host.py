@@ -1,7 +1,7 @@
 """End-to-end: Python's sqlite3 module as the host of a raftsql node.
 
 This process loads build/raftsql.so into its own connections (node 1) and
-runs two raftsql-node processes (nodes 2 and 3). Many threads, each with its
+runs two raftsql-testhost processes (nodes 2 and 3). Many threads, each with its
 own connection to the same database file, call raft_exec concurrently: the
 node belongs to the process and the file, not to one connection.
 """

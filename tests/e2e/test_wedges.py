@@ -1,7 +1,7 @@
 """End-to-end: faults that used to stop a node or the whole cluster for
 good (issue 10), each with the test that reproduced it.
 
-Real raftsql-node processes on 127.0.0.1, a fresh cluster per test.
+Real raftsql-testhost processes on 127.0.0.1, a fresh cluster per test.
 """
 
 import os

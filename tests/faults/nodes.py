@@ -1,4 +1,4 @@
-"""The cluster under test: raftsql-node processes (tools/raftsql_node.c,
+"""The cluster under test: raftsql-testhost processes (tools/raftsql_testhost.c,
 driven as tools/raftsql_cluster.py drives them) behind the fault network,
 with kill -9 and restart, SIGSTOP/SIGCONT, and log directories on small
 tmpfs mounts that can be filled.

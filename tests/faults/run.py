@@ -1,6 +1,6 @@
-"""Fault-injection runs against real raftsql-node processes (issue 10).
+"""Fault-injection runs against real raftsql-testhost processes (issue 10).
 
-Usage: RAFTSQL_NODE=build/san/raftsql-node python3 tests/faults/run.py
+Usage: RAFTSQL_TESTHOST=build/san/raftsql-testhost python3 tests/faults/run.py
 
 A run is a series of episodes, each a fresh cluster of FAULTS_NODES nodes
 behind the fault network (tests/faults/net.py) with clients writing
@@ -46,8 +46,8 @@ from nodes import FaultCluster, NodeError, mount_permitted  # noqa: E402
 from workload import SCHEMA, Workload  # noqa: E402
 
 ROOT = os.path.dirname(os.path.dirname(HERE))
-NODE = os.environ.get("RAFTSQL_NODE",
-                      os.path.join(ROOT, "build", "san", "raftsql-node"))
+NODE = os.environ.get("RAFTSQL_TESTHOST",
+                      os.path.join(ROOT, "build", "san", "raftsql-testhost"))
 EXEC_TIMEOUT_MS = 3000
 REQUEST_TIMEOUT = EXEC_TIMEOUT_MS / 1000 + 20  # then a node counts stuck
 CONVERGE_S = 60.0

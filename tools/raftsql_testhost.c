@@ -1,7 +1,7 @@
-/* raftsql-node: a minimal SQLite host for one raftsql node, driven over
+/* raftsql-testhost: a minimal SQLite host for one raftsql node, driven over
  * stdin/stdout by the demo and the end-to-end tests.
  *
- * Usage: raftsql-node DBFILE
+ * Usage: raftsql-testhost DBFILE
  *
  * It opens DBFILE (creating it), registers raftsql on every connection it
  * opens (sqlite3_auto_extension), then reads one request per line from
