@@ -97,7 +97,7 @@ static void on_forward(void *data, const struct raft_frame *m)
         change_on_result(n->change, n->driver, m);
     } else if (m->type == RAFT_FRAME_FORWARD) {
         forward_on_request(n->forward, m);
-    } else {
+    } else if (m->type == RAFT_FRAME_FORWARD_RESULT) {
         exec_on_forward_result(n->exec, m);
     }
 }

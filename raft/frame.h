@@ -17,12 +17,15 @@
  * follower's client request to the leader and its answer (thesis §6.2;
  * ext/forward.c and ext/exec.c); SNAPSHOT_CHUNK and its result stream a
  * snapshot from the leader's driver to a follower's (paper §7;
- * uv_snapshot.c). */
+ * uv_snapshot.c). CHECKSUM (wire version 2 and later only) carries a
+ * server's checksum of its replicated content at an applied index
+ * (ext/checksum.c); 11 is taken by REPAIR_REQUEST. */
 enum raft_frame_type {
     RAFT_FRAME_FORWARD = 5,
     RAFT_FRAME_FORWARD_RESULT = 6,
     RAFT_FRAME_SNAPSHOT_CHUNK = 7,
     RAFT_FRAME_SNAPSHOT_CHUNK_RESULT = 8,
+    RAFT_FRAME_CHECKSUM = 10,
 };
 
 /* A client request forwarded from a follower to the leader. @request_id is
@@ -68,6 +71,15 @@ struct raft_snapshot_chunk_result {
     int32_t status;        /* 0 or an error code */
 };
 
+/* A server's checksum of its replicated content (every table but the
+ * raftsql_* internals) once it has applied the log up to @index; compared
+ * with the receiver's own value at that index, it tells whether the two
+ * replicas agree there (sql/checksum.h, ext/checksum.c). */
+struct raft_checksum {
+    raft_index index;  /* applied index the value belongs to */
+    uint64_t checksum; /* the checksum there */
+};
+
 /* One frame between two servers: one of the core's messages or one of the
  * runtime's, under a header that says which and between whom.
  * Invariant: when @type is an enum raft_message_type, @message is that
@@ -87,6 +99,7 @@ struct raft_frame {
         struct raft_snapshot_chunk snapshot_chunk; /* SNAPSHOT_CHUNK */
         struct raft_snapshot_chunk_result snapshot_chunk_result; /* its
                                                                     answer */
+        struct raft_checksum checksum;                           /* CHECKSUM */
     };
 };
 

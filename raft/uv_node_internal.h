@@ -58,6 +58,9 @@ struct raft_uv_node_transport {
     /* connected_peers: as raft_uv_transport_connected_peers (NULL: none
      * is listed). */
     unsigned (*connected_peers)(const void *t, raft_id *ids, unsigned max);
+    /* peer_wire: as raft_uv_transport_peer_wire (NULL: every connected
+     * peer speaks RAFT_WIRE_VERSION). */
+    unsigned (*peer_wire)(const void *t, raft_id id);
 };
 
 /* What raft_uv_node_start fixes and a test may replace. */
