@@ -278,6 +278,7 @@ static int run_statement(struct sql_fsm *f, struct run *run, sqlite3_stmt *s)
     if (rc != 0 || run->err_rc != SQLITE_OK) {
         return rc;
     }
+    checksum_statement(f, s);
     do {
         rc = sqlite3_step(s);
     } while (rc == SQLITE_ROW);
@@ -428,7 +429,8 @@ static int check_renamed(struct sql_fsm *f, struct run *run)
         "SELECT name FROM main.sqlite_schema"
         " WHERE lower(substr(name, 1, 8)) = 'raftsql_' AND name NOT IN"
         " ('raftsql_applied', 'raftsql_requests', 'raftsql_settings',"
-        "  'raftsql_requests_idx', 'raftsql_config', 'raftsql_cluster')"
+        "  'raftsql_requests_idx', 'raftsql_config', 'raftsql_cluster',"
+        "  'raftsql_checksum')"
         " LIMIT 1",
         -1, &s, NULL);
     if (rc == SQLITE_OK) {
@@ -529,6 +531,7 @@ static int run_request(struct sql_fsm *f, const struct sql_request *req,
         res->errmsg = run.err_msg;
         res->changes = 0;
         res->last_insert_rowid = 0;
+        checksum_request_end(f, false);
         if (sqlite3_get_autocommit(f->db)) {
             return SQL__APPLY_RESTART;
         }
@@ -539,7 +542,10 @@ static int run_request(struct sql_fsm *f, const struct sql_request *req,
         return rc;
     }
 
-    rc = schema_run(f, STMT_RELEASE, "RELEASE");
+    rc = checksum_request_end(f, true);
+    if (rc == 0) {
+        rc = schema_run(f, STMT_RELEASE, "RELEASE");
+    }
     if (rc != 0) {
         return rc;
     }
@@ -693,6 +699,9 @@ int sql_fsm_apply(struct sql_fsm *f, const struct sql_fsm_entry *entries,
 
 restart:
     rc = schema_run(f, STMT_BEGIN, "BEGIN IMMEDIATE");
+    if (rc == 0) {
+        rc = checksum_batch_begin(f);
+    }
     if (rc != 0) {
         goto err;
     }
@@ -717,6 +726,7 @@ restart:
                     sql_result_clear(&results[j]);
                 }
             }
+            checksum_batch_end(f, false);
             rc = schema_load_settings(f);
             if (rc != 0) {
                 goto err;
@@ -726,6 +736,7 @@ restart:
         if (rc != 0) {
             goto err;
         }
+        results[i].checksum = checksum_value(f);
     }
     /* Pruned in chunks (whenever the bound crosses a multiple of
      * SQL__APPLY_PRUNE_CHUNK): one delete per chunk rewrites fewer pages than
@@ -745,6 +756,10 @@ restart:
             goto err;
         }
     }
+    rc = checksum_batch_store(f);
+    if (rc != 0) {
+        goto err;
+    }
     sqlite3_bind_int64(f->stmts[STMT_APPLIED], 1, (sqlite3_int64)last->index);
     sqlite3_bind_int64(f->stmts[STMT_APPLIED], 2, (sqlite3_int64)last->term);
     rc = schema_run(f, STMT_APPLIED, "update raftsql_applied");
@@ -757,6 +772,7 @@ restart:
     }
     f->applied = last->index;
     f->applied_term = last->term;
+    checksum_batch_end(f, true);
     checkpoint_committed(f);
     free(forced);
     return 0;
@@ -765,6 +781,7 @@ err:
     if (!sqlite3_get_autocommit(f->db)) {
         schema_step(f, STMT_ROLLBACK);
     }
+    checksum_batch_end(f, false);
     clear_results(results, n);
     free(forced);
     {

@@ -141,7 +141,8 @@ static int authorize(void *arg, int action, const char *a1, const char *a2,
             /* a1 is the table; called with an empty column name for a
              * table read without its columns (count(*)). */
             if (a1 != NULL && (strcasecmp(a1, "raftsql_applied") == 0 ||
-                               strcasecmp(a1, "raftsql_requests") == 0)) {
+                               strcasecmp(a1, "raftsql_requests") == 0 ||
+                               strcasecmp(a1, "raftsql_checksum") == 0)) {
                 return deny(f,
                             "%s cannot be read in raft_exec: it depends on "
                             "how each node batches its applies (read it "
@@ -198,6 +199,7 @@ static int authorize(void *arg, int action, const char *a1, const char *a2,
             /* The new name of a RENAME is not given here: run_request
              * checks the schema after the request (check_renamed). */
             f->altered = 1;
+            checksum_altered(f, a2);
             return SQLITE_OK;
         case SQLITE_CREATE_INDEX:
         case SQLITE_DROP_INDEX:

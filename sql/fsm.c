@@ -278,6 +278,7 @@ void sql_fsm_close(struct sql_fsm *f)
         return;
     }
     checkpoint_stop(f);
+    checksum_free(f);
     schema_finalize(f);
     cache_clear(&f->cache);
     free(f->text);
@@ -315,6 +316,9 @@ int fsm_reload(struct sql_fsm *f)
     checkpoint_reset(f);
     if (rc == 0) {
         rc = schema_load_settings(f);
+    }
+    if (rc == 0) {
+        rc = checksum_reload(f);
     }
     return rc;
 }

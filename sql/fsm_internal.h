@@ -14,6 +14,7 @@
 #include <sqlite3.h>
 
 #include "cache.h"
+#include "checksum.h"
 #include "determinism.h"
 #include "sql.h"
 
@@ -109,6 +110,8 @@ struct sql_fsm {
                                         NUL-terminated (malloc'd, reused) */
     size_t text_cap;              /* bytes allocated at text */
     struct sql_ckpt ckpt;         /* background checkpoints */
+    struct sql_checksum *ck;      /* the replica checksum (checksum.h),
+                                        NULL until enabled */
 };
 
 /* ---- fsm.c ---------------------------------------------------------- */

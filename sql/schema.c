@@ -1,6 +1,7 @@
 /* The internal raftsql_* tables of the state machine (applied index,
- * dedup window, cluster-wide settings, configuration, cluster id) and the internal statements that
- * read and write them on the apply connection. */
+ * dedup window, cluster-wide settings, configuration, cluster id, the
+ * replica checksum's sums) and the internal statements that read and
+ * write them on the apply connection. */
 
 #include <stdio.h>
 #include <string.h>
@@ -39,7 +40,9 @@ static const char *const stmt_sql[STMT__N] = {
 
 /* Internal tables. raftsql_applied has exactly one row (id 0);
  * raftsql_config has none until a configuration entry is applied, then
- * one (id 0); raftsql_cluster likewise for the cluster id. */
+ * one (id 0); raftsql_cluster likewise for the cluster id;
+ * raftsql_checksum one per table the replica checksum covers, and a
+ * marker, while it is on (checksum.c). */
 static const char schema_sql[] =
     "BEGIN IMMEDIATE;"
     "CREATE TABLE IF NOT EXISTS main.raftsql_applied("
@@ -61,6 +64,9 @@ static const char schema_sql[] =
     " id INTEGER PRIMARY KEY CHECK (id = 0),"
     " cluster_id BLOB NOT NULL CHECK (length(cluster_id) = 16),"
     " idx INTEGER NOT NULL, term INTEGER NOT NULL);"
+    "CREATE TABLE IF NOT EXISTS main.raftsql_checksum("
+    " name TEXT PRIMARY KEY, sum INTEGER NOT NULL, scan INTEGER NOT NULL)"
+    " WITHOUT ROWID;"
     "COMMIT;";
 
 int schema_create(struct sql_fsm *f, char *errmsg, size_t errmsg_len)

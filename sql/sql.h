@@ -158,6 +158,9 @@ struct sql_result {
     char *errmsg;              /* SQLite's error text (malloc'd) or NULL */
     int duplicate;             /* 1 when this id was applied before and
                                   the request was skipped */
+    uint64_t checksum;         /* the replica checksum once this entry is
+                                  applied (0 while it is off; see "The
+                                  replica checksum") */
 };
 
 struct sql_fsm; /* opaque */
@@ -407,6 +410,90 @@ int sql_cluster_entry_is(const void *p, size_t len);
  * sql_fsm_config_read. Errors: SQL_ERR_CORRUPT (a row that is no
  * 16-byte BLOB), SQL_ERR_IOERR, SQL_ERR_NOMEM; sql_fsm_errmsg says why. */
 int sql_fsm_cluster_id(struct sql_fsm *f, uint8_t out[SQL_CLUSTER_ID_LEN]);
+
+/* ---- The replica checksum -------------------------------------------
+ *
+ * A checksum of the replicated content (every table of the database but
+ * the raftsql_* internals, sqlite_schema, views, virtual tables and
+ * their shadow tables): the sum modulo 2^64 of a hash of every row, keyed
+ * by its table (sql/checksum.h has the canonical row encoding). It is
+ * kept up to date as entries apply, from SQLite's pre-update hook, and
+ * rescanned for a table after what the hook does not see (ALTER TABLE,
+ * ANALYZE, sqlite_sequence, DROP TABLE); a request whose savepoint rolls
+ * back, or a batch that rolls back, takes its changes with it. Every
+ * node that applied the same entries has the same value at the same
+ * index, however its batches fell: sql_result.checksum gives it per
+ * entry. Each table's sum is stored in raftsql_checksum in the batch's
+ * transaction, so it goes with the applied index, survives restarts and
+ * travels in snapshots.
+ *
+ * The hook is not in the API table of a loadable extension: it is
+ * looked up at run time in the SQLite copy whose API is in use, and
+ * without it (a build without SQLITE_ENABLE_PREUPDATE_HOOK, a host that
+ * exports nothing) the checksum is unavailable and everything else works.
+ *
+ * LIMITATIONS: a table with generated columns, or one an ALTER TABLE
+ * gave a column with a DEFAULT (SQLite 3.40's hook reads NULL for that
+ * column of older rows), is rescanned after every request that writes
+ * it: O(its rows). A REAL that holds a whole number hashes as that
+ * INTEGER (the hook sees some as one, some as the other). */
+
+/* sql_fsm_checksum_enable turns the replica checksum of @f on or off
+ * (@on 0). On: the hook is installed and the stored sums read, or, when
+ * none are stored (a database of before, a snapshot of a node that had
+ * it off), computed by a scan of every table (one transaction: O(the
+ * database)). Off: the stored sums are deleted, so that a later start
+ * with it on computes them afresh. An unavailable hook is not an error:
+ * the checksum is then off, and sql_fsm_checksum_why says why. Errors:
+ * SQL_ERR_IOERR, SQL_ERR_NOMEM, SQL_ERR_CORRUPT (sql_fsm_errmsg says
+ * which; the checksum is off then). Thread: the apply thread, between
+ * sql_fsm_apply calls. */
+int sql_fsm_checksum_enable(struct sql_fsm *f, int on);
+
+/* sql_fsm_checksum writes the replica checksum at sql_fsm_applied(@f)
+ * into *@out and returns 1, or returns 0 when it is off or unavailable
+ * (sql_fsm_checksum_why). Thread: the apply thread. */
+int sql_fsm_checksum(const struct sql_fsm *f, uint64_t *out);
+
+/* sql_fsm_checksum_why says why the checksum is not maintained ("off
+ * (checksum=off)", "unavailable: <reason>", "failed: <message>"), "" when
+ * it is. Valid until the next sql_fsm_checksum_enable. */
+const char *sql_fsm_checksum_why(const struct sql_fsm *f);
+
+/* A table whose rows do not sum to its stored sum (sql_checksum_verify). */
+struct sql_verify_table {
+    char *name;       /* the table (malloc'd) */
+    uint64_t stored;  /* the running sum stored with the applied index */
+    uint64_t scanned; /* the sum of its rows as read from the file */
+};
+
+/* What sql_checksum_verify found. */
+struct sql_verify {
+    int available;                   /* 0: no stored sums (the checksum is
+                                      off or unavailable on this node) */
+    uint64_t index;                  /* the applied index it read at */
+    uint64_t stored;                 /* the running checksum there */
+    uint64_t scanned;                /* the checksum of the rows read */
+    unsigned n_differ;               /* tables that differ */
+    struct sql_verify_table *differ; /* them (malloc'd) */
+};
+
+/* sql_checksum_verify recomputes the replica checksum of database file
+ * @path from its rows, by a full scan on a read-only connection of its
+ * own, in one read transaction (so at one applied index, while the apply
+ * connection goes on), and compares each table's sum with the running
+ * one stored with that index. That finds changes that bypassed every
+ * hook: a byte changed in the file, a write from a process without the
+ * extension. *@out is written on success; free it with
+ * sql_verify_clear. Errors: SQL_ERR_NOTFOUND (no file), SQL_ERR_CORRUPT
+ * (not a database, or a page that does not read), SQL_ERR_IOERR,
+ * SQL_ERR_NOMEM; @errmsg (@errmsg_len bytes, may be NULL) says which.
+ * Thread: any; it takes O(the database). */
+int sql_checksum_verify(const char *path, struct sql_verify *out, char *errmsg,
+                        size_t errmsg_len);
+
+/* sql_verify_clear frees what @v holds and zeroes it. */
+void sql_verify_clear(struct sql_verify *v);
 
 /* sql_source_id returns the source id (sqlite3_sourceid()) of the SQLite
  * library the state machine runs requests on: nodes whose source ids

@@ -1,0 +1,189 @@
+/* The replica checksum of the state machine, private to sql/ (sql.h has
+ * the API): the canonical row hash shared by the pre-update hook and the
+ * full scan, the per-table sums and their life through requests and
+ * batches, and the stored copy in raftsql_checksum.
+ *
+ * The checksum of a replica is the sum modulo 2^64 of the row hashes of
+ * every row of every table of the main database but the raftsql_*
+ * internals, sqlite_schema, views, virtual tables and their shadow
+ * tables. A row hash is XXH3_64bits, seeded with the XXH3_64bits of its
+ * table's name, of the canonical row encoding (checksum_scan.c):
+ *
+ *   rowid:i64 (0 for a WITHOUT ROWID table) n_columns:u32 value*
+ *   value := 1 i64                  INTEGER, and a REAL that is a whole
+ *                                   number in the range of an i64
+ *          | 2 f64                  other REAL (IEEE 754 bits)
+ *          | 3 len:u32 bytes[len]   TEXT, UTF-8
+ *          | 4 len:u32 bytes[len]   BLOB
+ *          | 5                      NULL
+ *
+ * all little-endian. A sum, not a XOR: equal rows do not cancel. */
+
+#ifndef SQL_CHECKSUM_H
+#define SQL_CHECKSUM_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <sqlite3.h>
+
+#include "preupdate.h"
+
+struct sql_fsm;
+
+/* What a table of the main database is to the checksum. */
+enum checksum_kind {
+    CHECKSUM_IGNORED = 0,    /* not replicated content (see above) */
+    CHECKSUM_ROWS = 1,       /* a table whose rows the hook follows */
+    CHECKSUM_SCAN = 2,       /* recomputed by a scan after a request that
+                                wrote it (the hook misses its changes:
+                                sqlite_sequence, sqlite_stat*, generated
+                                columns, columns added with a DEFAULT) */
+    CHECKSUM_UNRESOLVED = 3, /* seen by the hook, not yet listed */
+};
+
+/* One table's sums. */
+struct checksum_table {
+    char *name;     /* as in the schema (malloc'd) */
+    uint64_t seed;  /* XXH3_64bits of the name */
+    uint64_t sum;   /* committed */
+    uint64_t batch; /* delta of the running batch's released requests */
+    uint64_t req;   /* delta of the running request */
+    uint8_t kind;   /* enum checksum_kind */
+    bool rowid;     /* a rowid table (its rows hash their rowid) */
+    bool exists;    /* in the schema, as last listed */
+    bool dirty;     /* rescanned at the end of the running request */
+    bool in_req;    /* listed in sql_checksum.req_list */
+    bool touched;   /* its stored row is written at the batch's end */
+    bool autoinc;   /* AUTOINCREMENT: its inserts move sqlite_sequence */
+    bool pinned;    /* CHECKSUM_SCAN for good (an ALTER added a column
+                       with a DEFAULT: the hook reads NULL for the rows
+                       written before it; stored) */
+    bool altered;   /* the running request altered it */
+};
+
+/* A growable byte buffer for row encodings. */
+struct checksum_buf {
+    unsigned char *p; /* bytes (malloc'd) */
+    size_t len;       /* used */
+    size_t cap;       /* allocated */
+};
+
+/* The checksum state of one apply connection. */
+struct sql_checksum {
+    bool on;                       /* maintained (hook installed) */
+    char why[256];                 /* why not, when !on */
+    struct sql_preupdate pu;       /* the hook's functions */
+    struct checksum_table *tables; /* every table listed or seen */
+    unsigned n_tables;             /* used */
+    unsigned cap_tables;           /* allocated */
+    unsigned last;                 /* the table of the last hook call */
+    unsigned *req_list;            /* tables with in_req set */
+    unsigned n_req;                /* used */
+    unsigned cap_req;              /* allocated */
+    unsigned *batch_list;          /* tables with touched set */
+    unsigned n_batch;              /* used */
+    unsigned cap_batch;            /* allocated */
+    uint64_t committed;            /* the sum of the committed sums */
+    uint64_t batch_total;          /* the sum of the batch deltas */
+    bool resync;                   /* the running request changed the
+                                      schema: list the tables again */
+    bool alter_default;            /* ... with an ALTER naming a DEFAULT */
+    bool stats;                    /* ... it may have written sqlite_* */
+    bool broken;                   /* the hook ran out of memory: the
+                                      request fails (environmental) */
+    bool reload;                   /* the batch rolled back: reload the
+                                      tables before the next one */
+    struct checksum_buf enc;       /* the hook's row encoding */
+    sqlite3_value **vals;          /* the hook's values of one row */
+    int cap_vals;                  /* allocated at vals */
+    sqlite3_stmt *upsert;          /* writes a stored row */
+    sqlite3_stmt *remove;          /* deletes one */
+};
+
+/* ---- checksum_scan.c: encoding, listing, scanning (any connection) ---- */
+
+/* checksum_seed returns the seed of the rows of table @name. Pure. */
+uint64_t checksum_seed(const char *name);
+
+/* checksum_row_hash encodes the row @rowid with the @n values @values
+ * (canonical encoding above) into @b and returns its hash seeded with
+ * @seed. Returns 0 and sets *@ok false when out of memory. */
+uint64_t checksum_row_hash(struct checksum_buf *b, uint64_t seed,
+                           sqlite3_int64 rowid, sqlite3_value **values, int n,
+                           bool *ok);
+
+/* checksum_kind_of classifies table @name of pragma table_list type
+ * @type (NULL for a name not listed). Pure. */
+int checksum_kind_of(const char *name, const char *type);
+
+/* A listed table (checksum_list). */
+struct checksum_listed {
+    const char *name; /* valid during the callback */
+    int kind;         /* enum checksum_kind */
+    bool rowid;       /* a rowid table */
+    bool autoinc;     /* declared with AUTOINCREMENT */
+};
+
+/* checksum_list calls @cb(@data, table) for every table of the main
+ * database of @db (pragma table_list), with its kind (tables with
+ * generated columns are CHECKSUM_SCAN). Returns SQLITE_OK, the first
+ * non-zero return of @cb, or a SQLite error. */
+int checksum_list(sqlite3 *db,
+                  int (*cb)(void *data, const struct checksum_listed *t),
+                  void *data);
+
+/* checksum_scan sums the row hashes of table @name (a rowid table when
+ * @rowid) of the main database of @db into *@out; a table that does not
+ * exist sums to 0. Returns SQLITE_OK or a SQLite error (SQLITE_NOMEM). */
+int checksum_scan(sqlite3 *db, struct checksum_buf *b, const char *name,
+                  bool rowid, uint64_t *out);
+
+/* ---- checksum.c: the running sums (the apply thread) ------------------ */
+
+/* checksum_enable turns the checksum of @f on (installing the hook and
+ * loading the stored sums, or computing them by a full scan when none are
+ * stored) or off (forgetting the stored sums, so that a later start with
+ * it on computes them again). Returns 0 or an error code with @f's
+ * message saying which; an unavailable hook is no error: the checksum is
+ * off, and why says why. */
+int checksum_enable(struct sql_fsm *f, bool on);
+
+/* checksum_free frees the checksum state of @f. */
+void checksum_free(struct sql_fsm *f);
+
+/* checksum_reload reloads the sums from @f's database after its content
+ * was replaced (a snapshot). Returns 0 or an error code. */
+int checksum_reload(struct sql_fsm *f);
+
+/* checksum_statement notes statement @s of a request before it runs:
+ * schema changes and writes to sqlite_* tables. */
+void checksum_statement(struct sql_fsm *f, sqlite3_stmt *s);
+
+/* checksum_altered notes that the running request alters table @name
+ * (the authorizer's SQLITE_ALTER_TABLE). */
+void checksum_altered(struct sql_fsm *f, const char *name);
+
+/* checksum_request_end closes the running request: @ok, it rescans the
+ * tables it needs to and folds its deltas into the batch (before the
+ * savepoint is released; returns 0 or an error code); else it drops
+ * them (returns 0). */
+int checksum_request_end(struct sql_fsm *f, bool ok);
+
+/* checksum_batch_begin prepares a batch, after BEGIN: reloads the sums
+ * after a batch that rolled back. Returns 0 or an error code. */
+int checksum_batch_begin(struct sql_fsm *f);
+
+/* checksum_batch_store writes the stored rows of the tables the batch
+ * changed, inside its transaction, before COMMIT. Returns 0 or an error
+ * code. */
+int checksum_batch_store(struct sql_fsm *f);
+
+/* checksum_batch_end closes the batch: committed (@ok) or rolled back. */
+void checksum_batch_end(struct sql_fsm *f, bool ok);
+
+/* checksum_value returns the running checksum (committed and batch). */
+uint64_t checksum_value(const struct sql_fsm *f);
+
+#endif /* SQL_CHECKSUM_H */
