@@ -78,6 +78,9 @@ struct raft_snapshot_chunk_result {
 struct raft_checksum {
     raft_index index;  /* applied index the value belongs to */
     uint64_t checksum; /* the checksum there */
+    bool probe;        /* the receiver answers with its own value at
+                          @index (a search for the first index where two
+                          replicas differ), else it only compares */
 };
 
 /* One frame between two servers: one of the core's messages or one of the

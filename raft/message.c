@@ -27,7 +27,7 @@
 #define RAFT__CHUNK_LEN (8 + 8 + 8 + 8 + 8 + 8 + 4)
 #define RAFT__CHUNKR_LEN (8 + 8 + 8 + 4)
 #define RAFT__TN_LEN 8
-#define RAFT__CSUM_LEN (8 + 8)
+#define RAFT__CSUM_LEN (8 + 8 + 1)
 
 /* The first wire version with the CHECKSUM frame. */
 #define RAFT__WIRE_CHECKSUM 2
@@ -277,6 +277,7 @@ int raft_frame_encode_at(const struct raft_frame *f, unsigned version,
         case RAFT_FRAME_CHECKSUM:
             ok &= raft_byte_put_u64(&w, f->checksum.index);
             ok &= raft_byte_put_u64(&w, f->checksum.checksum);
+            ok &= raft_byte_put_u8(&w, f->checksum.probe ? 1 : 0);
             break;
         default:
             return RAFT_INVALID;
@@ -582,7 +583,8 @@ int raft_frame_decode(const void *body, size_t len, struct raft_frame *out,
         }
         case RAFT_FRAME_CHECKSUM:
             ok = raft_byte_get_u64(&r, &f.checksum.index) &&
-                 raft_byte_get_u64(&r, &f.checksum.checksum);
+                 raft_byte_get_u64(&r, &f.checksum.checksum) &&
+                 get_bool(&r, &f.checksum.probe);
             break;
         default:
             raft_errmsgf(errmsg, errmsg_len, "unknown message type %u",

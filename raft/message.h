@@ -29,7 +29,7 @@
  *   SNAPSHOT_CHUNK_RESULT term:u64 last_index:u64 offset:u64 status:i32
  *   type 10, in wire version 2 and later only (refused in a version 1
  *   body by both encoder and decoder); 11 is reserved (REPAIR_REQUEST):
- *   CHECKSUM (10)        index:u64 checksum:u64
+ *   CHECKSUM (10)        index:u64 checksum:u64 probe:u8
  *
  * A body must be consumed exactly: trailing bytes are an error. Entry
  * indexes in APPEND_ENTRIES must be prev_log_index+1, +2, ... (never 0),

@@ -197,6 +197,7 @@ static void assert_frame_equal(const struct raft_frame *a,
         case RAFT_FRAME_CHECKSUM:
             assert_true(a->checksum.index == b->checksum.index);
             assert_true(a->checksum.checksum == b->checksum.checksum);
+            assert_int_equal(a->checksum.probe, b->checksum.probe);
             break;
         default:
             fail_msg("unexpected type %u", (unsigned)a->type);
@@ -332,6 +333,7 @@ static void samples_init(struct samples *s)
     m[10].to = 3;
     m[10].checksum.index = 4242;
     m[10].checksum.checksum = 0xfedcba9876543210ULL;
+    m[10].checksum.probe = true;
 }
 
 static void samples_close(struct samples *s)
@@ -385,12 +387,13 @@ static const char *const sample_wire[N_SAMPLES] = {
     "2e00000001080300000000000000010000000000000008000000000000008403"
     "0000000000006400000000000000fbffffff",
     /* 10 */
-    "2200000002"
+    "2300000002"
     "0a"
     "0200000000000000"
     "0300000000000000"
     "9210000000000000"
-    "1032547698badcfe",
+    "1032547698badcfe"
+    "01",
 };
 
 /* hex_of writes @len bytes at @p as lowercase hex into a new string. */
@@ -607,6 +610,7 @@ static void test_round_trip_edge_values(void **state)
         m.type = RAFT_FRAME_CHECKSUM;
         m.checksum.index = x;
         m.checksum.checksum = x;
+        m.checksum.probe = v == 1;
         round_trip(&m);
     }
 }
@@ -992,6 +996,10 @@ static void test_bad_field_values(void **state)
     samples_init(&s);
     f = encode(&s.m[0]); /* RequestVote: its flags are the last byte */
     f.bytes[f.len - 1] = 4;
+    decode_fails(body_of(&f), body_len(&f), RAFT_PROTO);
+    free(f.bytes);
+    f = encode(&s.m[10]); /* CHECKSUM: its probe boolean is the last */
+    f.bytes[f.len - 1] = 2;
     decode_fails(body_of(&f), body_len(&f), RAFT_PROTO);
     free(f.bytes);
     samples_close(&s);
