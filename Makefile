@@ -94,9 +94,12 @@ $(B)/obj/%.o: %.c
 	@mkdir -p $(dir $@)
 	$(CC) $(BASE_CFLAGS) $(CFLAGS) -MMD -MP -c -o $@ $<
 
+# The sanitizer objects carry the test-only faults (RAFTSQL_TEST_FAULTS:
+# RAFTSQL_TEST_APPLY_SKEW, sql/checksum.h) that the end-to-end tests use.
 $(B)/san/%.o: %.c
 	@mkdir -p $(dir $@)
-	$(CC) $(BASE_CFLAGS) -O1 -g $(SAN) -MMD -MP -c -o $@ $<
+	$(CC) $(BASE_CFLAGS) -O1 -g $(SAN) -DRAFTSQL_TEST_FAULTS -MMD -MP -c \
+	    -o $@ $<
 
 # One test binary per test file, built with ASan and UBSan, linking only the
 # modules its folder tests (so a folder's tests build while others change).

@@ -225,6 +225,7 @@ static const char *const keys[] = {
     "tls_ca",
     "secret_file",
     "insecure",
+    "checksum",
 };
 
 /* The integer keys: their range (as README gives it) and their field. */
@@ -529,6 +530,7 @@ int ext_config_parse(const char *text, const char *db_path,
     c->follower_apply_ms = EXT__DEFAULT_FOLLOWER_APPLY_MS;
     c->max_request_steps = EXT__DEFAULT_MAX_REQUEST_STEPS;
     c->log_level = RAFT_LOG_WARN;
+    c->checksum = true;
     snprintf(c->dir, sizeof c->dir, "%s-raft", db_path);
 
     for (tok = strtok_r(copy, " \t\r\n", &save); tok != NULL;
@@ -576,13 +578,14 @@ int ext_config_parse(const char *text, const char *db_path,
             }
             raft_address_format(&advertise, c->advertise, sizeof c->advertise);
             have_advertise = true;
-        } else if (strcmp(key, "insecure") == 0) {
+        } else if (strcmp(key, "insecure") == 0 ||
+                   strcmp(key, "checksum") == 0) {
             if (strcmp(val, "on") != 0 && strcmp(val, "off") != 0) {
-                rc = fail(errmsg, errmsg_len, "insecure: '%s' is not on or off",
+                rc = fail(errmsg, errmsg_len, "%s: '%s' is not on or off", key,
                           val);
                 goto out;
             }
-            c->insecure = val[1] == 'n';
+            *(key[0] == 'i' ? &c->insecure : &c->checksum) = val[1] == 'n';
         } else if (strcmp(key, "cluster") == 0) {
             rc = parse_members(key, val, c->members, &c->n_members, errmsg,
                                errmsg_len);
@@ -648,7 +651,8 @@ int ext_config_parse(const char *text, const char *db_path,
                       "snapshot_threshold, trailing_entries, "
                       "snapshot_chunk_bytes, follower_apply_ms, "
                       "max_request_steps, join, force_new_cluster, "
-                      "insecure, tls_cert, tls_key, tls_ca, secret_file)",
+                      "insecure, tls_cert, tls_key, tls_ca, secret_file, "
+                      "checksum)",
                       key);
             goto out;
         }

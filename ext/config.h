@@ -44,6 +44,7 @@ struct ext_config {
                                                  id's cluster= address; ""
                                                  while unknown */
     bool insecure;                            /* insecure=on */
+    bool checksum;                            /* checksum=on (default) */
     struct ext_member members[EXT_MAX_NODES]; /* cluster= */
     unsigned n_members;                       /* entries used in members */
     char dir[4096];                           /* dir= : log directory */

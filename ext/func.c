@@ -12,6 +12,7 @@
 #include "members.h"
 #include "precheck.h"
 #include "registry.h"
+#include "verify.h"
 
 SQLITE_EXTENSION_INIT3
 
@@ -322,6 +323,28 @@ static void fn_cluster_id(sqlite3_context *ctx, int argc, sqlite3_value **argv)
     }
 }
 
+/* raft_verify(): the replica checksum recomputed from the file (verify.h);
+ * it needs no node in this process. */
+static void fn_verify(sqlite3_context *ctx, int argc, sqlite3_value **argv)
+{
+    const char *file = main_file(ctx, "raft_verify");
+    char msg[600], err[700];
+    char *json;
+    (void)argc;
+    (void)argv;
+    if (file == NULL) {
+        return;
+    }
+    json = verify_json(file, msg, sizeof msg);
+    if (json == NULL) {
+        snprintf(err, sizeof err, "raft_verify: %s", msg);
+        sqlite3_result_error(ctx, err, -1);
+        return;
+    }
+    sqlite3_result_text(ctx, json, -1, SQLITE_TRANSIENT);
+    free(json);
+}
+
 static void fn_stop(sqlite3_context *ctx, int argc, sqlite3_value **argv)
 {
     const char *file = main_file(ctx, "raft_stop");
@@ -383,6 +406,10 @@ int ext_func_register(sqlite3 *db)
     if (rc == SQLITE_OK) {
         rc = sqlite3_create_function_v2(db, "raft_cluster_id", 0, admin, NULL,
                                         fn_cluster_id, NULL, NULL, NULL);
+    }
+    if (rc == SQLITE_OK) {
+        rc = sqlite3_create_function_v2(db, "raft_verify", 0, admin, NULL,
+                                        fn_verify, NULL, NULL, NULL);
     }
     if (rc == SQLITE_OK) {
         rc = members_register(db);

@@ -18,12 +18,15 @@
 ** pending, and names the bad argument.
 **
 ** raft_members(id, address, role, leader, match_index, lag,
-** last_contact_ms, connected, auto_promote) is the configuration in force
+** last_contact_ms, connected, auto_promote, checksum_differs) is the
+** configuration in force
 ** as this node sees it: on the leader every column; on a follower NULL
 ** where it does not know (match_index, lag, last_contact_ms but its
 ** leader's). auto_promote is 1 for a learner that the leader (any leader:
 ** the mark is in the configuration entry) promotes to voter once caught
-** up, else 0.
+** up, else 0. checksum_differs is the first index at which this node
+** found its replica checksum differs from that member's (NULL: none
+** found; README "Divergence detection").
 **
 ** LIMITATIONS: a node of an older build cannot read a configuration that
 ** holds an auto_promote mark (a version 2 entry, raft/configuration.h):
@@ -349,6 +352,7 @@ enum {
     COL_CONTACT,
     COL_CONNECTED,
     COL_AUTO_PROMOTE,
+    COL_CHECKSUM,
 };
 
 /* The table of one connection. */
@@ -378,7 +382,8 @@ static int vt_connect(sqlite3 *db, void *aux, int argc, const char *const *argv,
                               "CREATE TABLE x(id INTEGER, address TEXT, role "
                               "TEXT, leader INTEGER, match_index INTEGER, "
                               "lag INTEGER, last_contact_ms INTEGER, "
-                              "connected INTEGER, auto_promote INTEGER)");
+                              "connected INTEGER, auto_promote INTEGER, "
+                              "checksum_differs INTEGER)");
     if (rc != SQLITE_OK) {
         return rc;
     }
@@ -500,6 +505,11 @@ static int vt_column(sqlite3_vtab_cursor *cur, sqlite3_context *ctx, int col)
         case COL_CONNECTED:
             if (r->connected >= 0) {
                 sqlite3_result_int(ctx, r->connected);
+            }
+            break;
+        case COL_CHECKSUM:
+            if (r->checksum_differs != 0) {
+                sqlite3_result_int64(ctx, (sqlite3_int64)r->checksum_differs);
             }
             break;
         default:

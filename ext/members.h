@@ -27,6 +27,10 @@ struct ext_member_row {
     bool has_contact;                   /* @last_contact_ms is known */
     uint64_t last_contact_ms;           /* ms since it was last heard */
     int connected;                      /* 1, 0, or -1 when unknown */
+    raft_index checksum_differs;        /* the first index at which this
+                                           node found its replica checksum
+                                           differs from that server's, 0
+                                           for none */
     bool auto_promote;                  /* a learner promoted to voter
                                            once caught up */
 };

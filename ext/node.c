@@ -21,6 +21,7 @@
 #include "boot.h"
 #include "change.h"
 #include "cluster_id.h"
+#include "divergence.h"
 #include "exec.h"
 #include "forward.h"
 #include "node.h"
@@ -47,23 +48,25 @@ _Static_assert(EXT_CLUSTER_ID_HEX == RAFT_UV_CLUSTER_ID_HEX,
 #define EXT__MAX_INFLIGHT_MSGS 16
 
 struct ext_node {
-    struct ext_config cfg;          /* configuration (copy) */
-    struct ext_boot boot;           /* the configuration at start */
-    struct ext_node_log log;        /* log lines and the last error */
-    struct ext_store *store;        /* the log directory and LMDB log */
-    struct ext_applier *applier;    /* the apply thread and connection */
-    struct ext_status *status;      /* what raft_status() shows */
-    struct ext_propose propose;     /* the leader's stamps (loop) */
-    struct ext_forward *forward;    /* the leader's side of forwarding */
-    struct ext_exec *exec;          /* waiting callers */
-    struct ext_change *change;      /* membership changes and transfers */
-    struct ext_cluster_id *cluster; /* the cluster id */
-    struct raft_uv_node *driver;    /* owns the core and the transport;
+    struct ext_config cfg;             /* configuration (copy) */
+    struct ext_boot boot;              /* the configuration at start */
+    struct ext_node_log log;           /* log lines and the last error */
+    struct ext_store *store;           /* the log directory and LMDB log */
+    struct ext_applier *applier;       /* the apply thread and connection */
+    struct ext_status *status;         /* what raft_status() shows */
+    struct ext_propose propose;        /* the leader's stamps (loop) */
+    struct ext_forward *forward;       /* the leader's side of forwarding */
+    struct ext_exec *exec;             /* waiting callers */
+    struct ext_change *change;         /* membership changes and transfers */
+    struct ext_cluster_id *cluster;    /* the cluster id */
+    struct ext_divergence *divergence; /* the replica checksum's values,
+                                        compared with the peers' */
+    struct raft_uv_node *driver;       /* owns the core and the transport;
                                         written before its loop starts */
-    struct raft_uv_tls *tls;        /* the peers' TLS credentials (the
+    struct raft_uv_tls *tls;           /* the peers' TLS credentials (the
                                         driver borrows them), NULL for
                                         plain TCP */
-    _Atomic raft_index view_index;  /* configuration index of the member
+    _Atomic raft_index view_index;     /* configuration index of the member
                                         view last published (written by
                                         the loop thread) */
 };
@@ -99,6 +102,8 @@ static void on_forward(void *data, const struct raft_frame *m)
         forward_on_request(n->forward, m);
     } else if (m->type == RAFT_FRAME_FORWARD_RESULT) {
         exec_on_forward_result(n->exec, m);
+    } else if (m->type == RAFT_FRAME_CHECKSUM) {
+        divergence_on_frame(n->divergence, n->driver, m);
     }
 }
 
@@ -116,6 +121,7 @@ static void on_tick(void *data)
     forward_propose_held(n->forward);
     exec_on_tick(n->exec, n->driver);
     change_on_tick(n->change, n->driver);
+    divergence_on_tick(n->divergence, n->driver);
     /* change_on_tick published the member view last: of this one. */
     atomic_store(&n->view_index,
                  raft_configuration_index(raft_uv_node_core(n->driver)));
@@ -192,6 +198,10 @@ static void on_applied(void *data, const struct sql_fsm_entry *entries,
                        raft_index last)
 {
     struct ext_node *n = data;
+    for (unsigned i = 0; i < cnt; i++) {
+        divergence_applied(n->divergence, entries[i].index,
+                           results[i].checksum);
+    }
     exec_applied(n->exec, entries, results, cnt, last);
 }
 
@@ -210,6 +220,27 @@ static bool apply_now(void *data)
 }
 
 /* ---- Start and stop ----------------------------------------------------- */
+
+/* start_checksum turns the replica checksum of @fsm on or off as
+ * checksum= says; a failure to compute it leaves it off (said in status
+ * and logged), never stops the node. */
+static void start_checksum(struct ext_node *n, struct sql_fsm *fsm)
+{
+    uint64_t value = 0;
+    int on;
+
+    if (sql_fsm_checksum_enable(fsm, n->cfg.checksum) != 0) {
+        node_log_line(&n->log, RAFT_LOG_WARN, "checksum: %s",
+                      sql_fsm_errmsg(fsm));
+    }
+    on = sql_fsm_checksum(fsm, &value);
+    if (!on && n->cfg.checksum) {
+        node_log_line(&n->log, RAFT_LOG_WARN, "checksum %s",
+                      sql_fsm_checksum_why(fsm));
+    }
+    divergence_set(n->divergence, on, sql_fsm_checksum_why(fsm),
+                   sql_fsm_applied(fsm), value);
+}
 
 /* build_id is this node's build as its peer handshakes carry it: the
  * source id of the SQLite library that counts the work budget's steps, or
@@ -452,6 +483,7 @@ static void node_free(struct ext_node *n)
 {
     exec_free(n->exec);
     change_free(n->change);
+    divergence_free(n->divergence);
     forward_free(n->forward);
     status_free(n->status);
     cluster_id_free(n->cluster);
@@ -492,7 +524,8 @@ int ext_node_start(const char *db_path, const struct ext_config *cfg,
         forward_new(cfg->id, cfg->max_request_bytes, &fo, &n->forward) != 0 ||
         exec_new(cfg, n->status, &n->propose, random_u64() >> 2, &n->exec) !=
             0 ||
-        change_new(cfg, &n->change) != 0) {
+        change_new(cfg, &n->change) != 0 ||
+        divergence_new(cfg->id, &n->log, &n->divergence) != 0) {
         snprintf(errmsg, errmsg_len, "out of memory");
         rc = RAFT_NOMEM;
         goto err_free;
@@ -508,6 +541,7 @@ int ext_node_start(const char *db_path, const struct ext_config *cfg,
     if (rc != 0) {
         goto err_free;
     }
+    start_checksum(n, fsm);
     rc = load_core(n, db_path, fsm, &core, errmsg, errmsg_len);
     if (rc != 0) {
         goto err_fsm;
@@ -619,6 +653,7 @@ char *ext_node_status(struct ext_node *n)
     x.tls_cert_expires = tls_expires;
     cluster_id_hex(n->cluster, cluster_id);
     x.cluster_id = cluster_id;
+    divergence_status(n->divergence, &x.checksum);
     return status_json(n->status, &x);
 }
 
@@ -696,7 +731,11 @@ void ext_node_listen(const struct ext_node *n, char *buf, size_t len)
 unsigned ext_node_members(struct ext_node *n, struct ext_member_row *rows,
                           unsigned max)
 {
-    return change_members(n->change, rows, max);
+    unsigned k = change_members(n->change, rows, max);
+    for (unsigned i = 0; i < k; i++) {
+        rows[i].checksum_differs = divergence_peer(n->divergence, rows[i].id);
+    }
+    return k;
 }
 
 void ext_node_shutdown(struct ext_node *n)

@@ -282,6 +282,38 @@ bool status_log_full(struct ext_status *st, char *reason, size_t len)
  * forced it) and
  * this server's place in it: "member" (voter, learner, or "not a member")
  * and "member_why" (why not a member, else null). */
+/* json_hex64 returns @v as 16 lowercase hex digits (a JSON integer holds
+ * no u64). */
+static json_t *json_hex64(uint64_t v)
+{
+    char buf[17];
+    snprintf(buf, sizeof buf, "%016llx", (unsigned long long)v);
+    return json_string(buf);
+}
+
+/* checksum_json adds "checksum": the replica checksum and what the
+ * comparison with the peers found (divergence.h). */
+static void checksum_json(json_t *o, const struct ext_divergence_status *d)
+{
+    json_t *c = json_object(), *m = json_null();
+
+    json_object_set_new(c, "on", json_boolean(d->on));
+    json_object_set_new(c, "why", json_string(d->why));
+    json_object_set_new(c, "index", json_integer((json_int_t)d->index));
+    json_object_set_new(c, "value", d->on ? json_hex64(d->value) : json_null());
+    if (d->mismatch) {
+        m = json_object();
+        json_object_set_new(m, "server", json_integer((json_int_t)d->server));
+        json_object_set_new(m, "index", json_integer((json_int_t)d->first));
+        json_object_set_new(m, "ours", json_hex64(d->ours));
+        json_object_set_new(m, "theirs", json_hex64(d->theirs));
+        json_object_set_new(m, "equal_at",
+                            json_integer((json_int_t)d->last_same));
+    }
+    json_object_set_new(c, "mismatch", m);
+    json_object_set_new(o, "checksum", c);
+}
+
 static void configuration_json(json_t *o, const struct ext_status *st,
                                const struct snapshot *s)
 {
@@ -343,6 +375,7 @@ char *status_json(struct ext_status *st, const struct ext_status_extra *x)
         s.leader ? json_integer((json_int_t)s.leader) : json_null());
     json_object_set_new(o, "commit", json_integer((json_int_t)s.commit));
     json_object_set_new(o, "applied", json_integer((json_int_t)x->applied));
+    checksum_json(o, &x->checksum);
     json_object_set_new(o, "first_index", json_integer((json_int_t)s.first));
     json_object_set_new(o, "last_index", json_integer((json_int_t)s.last));
     json_object_set_new(o, "persisted", json_integer((json_int_t)s.persisted));

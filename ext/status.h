@@ -11,6 +11,7 @@
 #include "../raft/raft.h"
 #include "../raft/uv_node.h"
 #include "config.h"
+#include "divergence.h"
 
 /* What other parts of the node add to the JSON, read by the caller of
  * status_json just before. */
@@ -29,6 +30,7 @@ struct ext_status_extra {
                                      "psk" */
     const char *tls_cert_expires; /* notAfter of the certificate in use,
                                      ISO 8601 UTC, "" without one */
+    struct ext_divergence_status checksum; /* the replica checksum */
 };
 
 struct ext_status; /* opaque */

@@ -420,34 +420,15 @@ static int run_statements(struct sql_fsm *f, struct run *run)
  * the old name only). Returns 0 or a project error code. */
 static int check_renamed(struct sql_fsm *f, struct run *run)
 {
-    sqlite3_stmt *s = NULL;
-    int rc;
+    char name[256] = "";
+    int rc = schema_find_renamed(f, name, sizeof name);
 
-    f->internal = 1;
-    rc = sqlite3_prepare_v2(
-        f->db,
-        "SELECT name FROM main.sqlite_schema"
-        " WHERE lower(substr(name, 1, 8)) = 'raftsql_' AND name NOT IN"
-        " ('raftsql_applied', 'raftsql_requests', 'raftsql_settings',"
-        "  'raftsql_requests_idx', 'raftsql_config', 'raftsql_cluster',"
-        "  'raftsql_checksum')"
-        " LIMIT 1",
-        -1, &s, NULL);
-    if (rc == SQLITE_OK) {
-        rc = sqlite3_step(s);
-    }
-    f->internal = 0;
-    if (rc == SQLITE_ROW) {
+    if (rc == 0 && name[0] != '\0') {
         rc = run_error(f, run, SQLITE_AUTH,
                        "ALTER TABLE cannot rename to %s: raftsql_ names "
                        "are reserved for raftsql's internal tables",
-                       (const char *)sqlite3_column_text(s, 0));
-    } else if (rc == SQLITE_DONE) {
-        rc = 0;
-    } else {
-        rc = fsm_fail(f, rc, "read the schema");
+                       name);
     }
-    sqlite3_finalize(s);
     return rc;
 }
 
@@ -542,6 +523,9 @@ static int run_request(struct sql_fsm *f, const struct sql_request *req,
         return rc;
     }
 
+#ifdef RAFTSQL_TEST_FAULTS
+    checksum_test_skew(f, index);
+#endif
     rc = checksum_request_end(f, true);
     if (rc == 0) {
         rc = schema_run(f, STMT_RELEASE, "RELEASE");

@@ -29,8 +29,8 @@
  * never a user table's); its sum is the format, 1. */
 #define SQL__CHECKSUM_MARKER "raftsql_checksum"
 
-static const char *const system_scanned[] = {"sqlite_sequence",
-                                             "sqlite_stat1", "sqlite_stat4"};
+static const char *const system_scanned[] = {"sqlite_sequence", "sqlite_stat1",
+                                             "sqlite_stat4"};
 
 /* find returns the index of table @name (case-insensitive, as SQLite's
  * names), or n_tables. */
@@ -157,7 +157,8 @@ static void on_preupdate(void *data, sqlite3 *db, int op, const char *db_name,
     unsigned i;
     int n;
 
-    if (strcmp(db_name, "main") != 0 || strncasecmp(table, "raftsql_", 8) == 0) {
+    if (strcmp(db_name, "main") != 0 ||
+        strncasecmp(table, "raftsql_", 8) == 0) {
         return;
     }
     i = find(ck, table);
@@ -192,6 +193,8 @@ static void on_preupdate(void *data, sqlite3 *db, int op, const char *db_name,
     }
     if (op == SQLITE_INSERT || op == SQLITE_UPDATE) {
         t->req += row_hash(ck, db, t, false, key2, n);
+        ck->skew_table = i;
+        ck->skew_rowid = key2;
     }
     in_request(ck, i);
 }
@@ -373,10 +376,11 @@ static int init(struct sql_fsm *f)
     int rc;
 
     clear_tables(ck);
-    rc = exec_internal(f, "BEGIN IMMEDIATE;"
-                          "DELETE FROM main.raftsql_checksum;"
-                          "INSERT INTO main.raftsql_checksum(name, sum, scan)"
-                          " VALUES ('" SQL__CHECKSUM_MARKER "', 1, 0)");
+    rc = exec_internal(f,
+                       "BEGIN IMMEDIATE;"
+                       "DELETE FROM main.raftsql_checksum;"
+                       "INSERT INTO main.raftsql_checksum(name, sum, scan)"
+                       " VALUES ('" SQL__CHECKSUM_MARKER "', 1, 0)");
     if (rc != SQLITE_OK) {
         rc = fsm_fail(f, rc, "checksum: begin");
         goto err;
@@ -462,8 +466,8 @@ int checksum_enable(struct sql_fsm *f, bool on)
                                 NULL);
         if (rc == SQLITE_OK) {
             rc = sqlite3_prepare_v3(
-                f->db, "DELETE FROM main.raftsql_checksum WHERE name = ?1",
-                -1, SQLITE_PREPARE_PERSISTENT, &ck->remove, NULL);
+                f->db, "DELETE FROM main.raftsql_checksum WHERE name = ?1", -1,
+                SQLITE_PREPARE_PERSISTENT, &ck->remove, NULL);
         }
         f->internal = 0;
         if (rc != SQLITE_OK) {
@@ -531,7 +535,8 @@ static bool keyword_is(const char *sql, const char *kw)
     }
     return strncasecmp(sql, kw, n) == 0 &&
            !(sql[n] == '_' || (sql[n] >= 'a' && sql[n] <= 'z') ||
-             (sql[n] >= 'A' && sql[n] <= 'Z') || (sql[n] >= '0' && sql[n] <= '9'));
+             (sql[n] >= 'A' && sql[n] <= 'Z') ||
+             (sql[n] >= '0' && sql[n] <= '9'));
 }
 
 void checksum_statement(struct sql_fsm *f, sqlite3_stmt *s)
@@ -618,9 +623,9 @@ int checksum_request_end(struct sql_fsm *f, bool ok)
         if (t->dirty && t->kind != CHECKSUM_IGNORED) {
             uint64_t v = 0;
             f->internal = 1;
-            rc = t->exists ? checksum_scan(f->db, &ck->enc, t->name, t->rowid,
-                                           &v)
-                           : SQLITE_OK;
+            rc = t->exists
+                     ? checksum_scan(f->db, &ck->enc, t->name, t->rowid, &v)
+                     : SQLITE_OK;
             f->internal = 0;
             if (rc != SQLITE_OK) {
                 rc = fsm_fail(f, rc, "checksum: scan");
@@ -721,6 +726,30 @@ void checksum_batch_end(struct sql_fsm *f, bool ok)
     }
     ck->last = 0;
 }
+
+#ifdef RAFTSQL_TEST_FAULTS
+void checksum_test_skew(struct sql_fsm *f, uint64_t index)
+{
+    const char *env = getenv("RAFTSQL_TEST_APPLY_SKEW");
+    struct sql_checksum *ck = f->ck;
+    char *sql;
+
+    if (env == NULL || strtoull(env, NULL, 10) != index || ck == NULL ||
+        ck->skew_table >= ck->n_tables) {
+        return;
+    }
+    sql = sqlite3_mprintf("DELETE FROM main.\"%w\" WHERE rowid = %lld",
+                          ck->tables[ck->skew_table].name, ck->skew_rowid);
+    if (sql != NULL) {
+        int rc = exec_internal(f, sql);
+        fprintf(stderr,
+                "raftsql: TEST FAULT RAFTSQL_TEST_APPLY_SKEW: entry %llu "
+                "applied differently (%s: %s)\n",
+                (unsigned long long)index, sql, sqlite3_errstr(rc));
+        sqlite3_free(sql);
+    }
+}
+#endif
 
 uint64_t checksum_value(const struct sql_fsm *f)
 {

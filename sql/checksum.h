@@ -98,6 +98,9 @@ struct sql_checksum {
     struct checksum_buf enc;       /* the hook's row encoding */
     sqlite3_value **vals;          /* the hook's values of one row */
     int cap_vals;                  /* allocated at vals */
+    unsigned skew_table;           /* test fault: the table of the last
+                                      row written, and that row */
+    sqlite3_int64 skew_rowid;      /* (RAFTSQL_TEST_FAULTS builds) */
     sqlite3_stmt *upsert;          /* writes a stored row */
     sqlite3_stmt *remove;          /* deletes one */
 };
@@ -182,6 +185,14 @@ int checksum_batch_store(struct sql_fsm *f);
 
 /* checksum_batch_end closes the batch: committed (@ok) or rolled back. */
 void checksum_batch_end(struct sql_fsm *f, bool ok);
+
+#ifdef RAFTSQL_TEST_FAULTS
+/* checksum_test_skew is a test-only fault, compiled into the sanitizer
+ * builds only: when the environment variable RAFTSQL_TEST_APPLY_SKEW is
+ * @index, it deletes the row the request of entry @index wrote last, on
+ * this node only, so that this replica applies that entry differently. */
+void checksum_test_skew(struct sql_fsm *f, uint64_t index);
+#endif
 
 /* checksum_value returns the running checksum (committed and batch). */
 uint64_t checksum_value(const struct sql_fsm *f);

@@ -149,6 +149,13 @@ int fsm_reload(struct sql_fsm *f);
  * thread, at open. */
 int schema_create(struct sql_fsm *f, char *errmsg, size_t errmsg_len);
 
+/* schema_find_renamed writes into @out (@len bytes) the name of a schema
+ * object under a raftsql_ name that is none of the internal ones (left by
+ * ALTER TABLE ... RENAME TO raftsql_x), "" when there is none. Returns 0
+ * or an error code with @f's message saying which. Thread: the apply
+ * thread. */
+int schema_find_renamed(struct sql_fsm *f, char *out, size_t len);
+
 /* schema_finalize finalizes the internal statements of @f (NULL ones are
  * ignored). Thread: the apply thread, at close. */
 void schema_finalize(struct sql_fsm *f);

@@ -69,6 +69,37 @@ static const char schema_sql[] =
     " WITHOUT ROWID;"
     "COMMIT;";
 
+int schema_find_renamed(struct sql_fsm *f, char *out, size_t len)
+{
+    sqlite3_stmt *s = NULL;
+    int rc;
+
+    f->internal = 1;
+    rc = sqlite3_prepare_v2(
+        f->db,
+        "SELECT name FROM main.sqlite_schema"
+        " WHERE lower(substr(name, 1, 8)) = 'raftsql_' AND name NOT IN"
+        " ('raftsql_applied', 'raftsql_requests', 'raftsql_settings',"
+        "  'raftsql_requests_idx', 'raftsql_config', 'raftsql_cluster',"
+        "  'raftsql_checksum')"
+        " LIMIT 1",
+        -1, &s, NULL);
+    if (rc == SQLITE_OK) {
+        rc = sqlite3_step(s);
+    }
+    f->internal = 0;
+    if (rc == SQLITE_ROW) {
+        snprintf(out, len, "%s", (const char *)sqlite3_column_text(s, 0));
+        rc = 0;
+    } else if (rc == SQLITE_DONE) {
+        rc = 0;
+    } else {
+        rc = fsm_fail(f, rc, "read the schema");
+    }
+    sqlite3_finalize(s);
+    return rc;
+}
+
 int schema_create(struct sql_fsm *f, char *errmsg, size_t errmsg_len)
 {
     sqlite3 *db = f->db;

@@ -1,0 +1,157 @@
+"""The replica checksum (issue 13 item 4): every node keeps a checksum of
+its replicated content as it applies; nodes compare theirs at equal
+indexes (CHECKSUM frames) and report a mismatch at once, in raft_status(),
+raft_members and the log, naming the first index that differs;
+raft_verify() recomputes it from the database file.
+
+The divergence is made by a test-only fault of the sanitizer build
+(RAFTSQL_TEST_APPLY_SKEW=<index>: that node deletes the row the request of
+that entry wrote), so these tests need RAFTSQL_TESTHOST to be
+build/san/raftsql-testhost (as `make e2e` runs them)."""
+
+import json
+import os
+import re
+import sqlite3
+import unittest
+
+from e2e import NODE, ClusterCase, wait_for
+from raftsql_cluster import Node
+
+FAST = "election_timeout_ms=300 heartbeat_ms=30 exec_timeout_ms=10000"
+
+
+@unittest.skipUnless("/san/" in NODE,
+                     "needs the sanitizer node (RAFTSQL_TEST_FAULTS)")
+class ChecksumTest(ClusterCase):
+    def setUp(self):
+        self.start(FAST)
+        self.exec(self.leader,
+                  "CREATE TABLE kv(k TEXT PRIMARY KEY, v INTEGER)")
+        for i in range(10):
+            self.exec(self.leader, "INSERT INTO kv VALUES (?, ?)",
+                      "k%d" % i, i)
+        self.cluster.wait_applied(self.leader.status()["applied"])
+
+    def verify(self, node):
+        return json.loads(node.value("SELECT raft_verify()"))
+
+    def test_equal_checksums_at_equal_indexes(self):
+        """Every node has the same checksum once it applied the same
+        entries, raft_verify finds it equal to the file's content, and no
+        mismatch is reported."""
+        self.exec(self.leader, "UPDATE kv SET v = v * 2 WHERE v > 4")
+        self.exec(self.followers[0], "DELETE FROM kv WHERE k = 'k1'")
+        applied = self.leader.status()["applied"]
+        self.cluster.wait_applied(applied)
+        sums = {(n.status()["checksum"]["index"],
+                 n.status()["checksum"]["value"]) for n in self.cluster.nodes}
+        self.assertEqual(len(sums), 1, sums)
+        for n in self.cluster.nodes:
+            st = n.status()["checksum"]
+            self.assertTrue(st["on"], st)
+            self.assertIsNone(st["mismatch"])
+            v = self.verify(n)
+            self.assertTrue(v["equal"], v)
+            self.assertEqual(v["stored"], st["value"])
+        rows = self.leader.sql("SELECT id, checksum_differs FROM raft_members")
+        self.assertEqual([r[1] for r in rows], [None, None, None])
+
+    def test_injected_divergence_caught_at_its_index(self):
+        """A follower that applies one entry differently is caught by the
+        others and by itself at exactly that entry's index: in status,
+        raft_members and an ERROR line; its own raft_verify still finds
+        its file equal to its running checksum."""
+        bad = self.followers[0]
+        applied = self.leader.status()["applied"]
+        target = applied + 5
+        bad.stop()
+        config = "id=%d cluster=%s %s" % (bad.id, self.cluster.members, FAST)
+        bad = Node(NODE, bad.id, bad.db, bad.log_path,
+                   env={"RAFTSQL_TEST_APPLY_SKEW": str(target)})
+        self.cluster.nodes[bad.id - 1] = bad
+        bad.sql("SELECT raft_start(?)", config)
+        self.cluster.wait_applied(applied, [bad])
+        for i in range(10, 20):
+            self.exec(self.leader, "INSERT INTO kv VALUES (?, ?)",
+                      "k%d" % i, i)
+        self.cluster.wait_applied(self.leader.status()["applied"])
+        with open(bad.log_path, errors="replace") as f:
+            m = re.search(r"TEST FAULT RAFTSQL_TEST_APPLY_SKEW: entry (\d+)",
+                          f.read())
+        self.assertIsNotNone(m, "the fault did not fire")
+        skewed = int(m.group(1))
+        self.assertEqual(skewed, target)
+        self.assertEqual(bad.value("SELECT count(*) FROM kv"), 19)
+        self.assertEqual(self.leader.value("SELECT count(*) FROM kv"), 20)
+
+        def found(node):
+            mm = node.status()["checksum"]["mismatch"]
+            return (mm is not None and mm["index"] == skewed and
+                    mm["equal_at"] == skewed - 1) and mm
+        for n in self.cluster.nodes:
+            mm = wait_for("node %d finds index %d" % (n.id, skewed),
+                          lambda: found(n), timeout=30)
+            self.assertNotEqual(mm["ours"], mm["theirs"])
+            if n.id != bad.id:
+                self.assertEqual(mm["server"], bad.id)
+        rows = dict(self.leader.sql(
+            "SELECT id, checksum_differs FROM raft_members"))
+        self.assertEqual(rows[bad.id], skewed)
+        with open(self.leader.log_path, errors="replace") as f:
+            text = f.read()
+        self.assertIn("ERROR: replica checksum differs from server %d: "
+                      "first index known to differ %d" % (bad.id, skewed),
+                      text)
+        self.assertTrue(self.verify(bad)["equal"])
+
+    def test_verify_finds_bytes_changed_and_writes_bypassing_hooks(self):
+        """raft_verify names the table whose rows no longer sum to the
+        running checksum: after a byte of a row changed in the file, and
+        after a write from a connection without the extension."""
+        f = self.followers[0]
+        self.exec(self.leader, "CREATE TABLE other(x)")
+        self.exec(self.leader, "INSERT INTO other VALUES ('needle-4711')")
+        self.cluster.wait_applied(self.leader.status()["applied"])
+        self.assertTrue(self.verify(f)["equal"])
+        # Everything into the main file, then flip one byte of the row.
+        plain = sqlite3.connect(f.db, isolation_level=None)
+        plain.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+        plain.close()
+        with open(f.db, "r+b") as fh:
+            data = fh.read()
+            at = data.find(b"needle-4711")
+            self.assertGreater(at, 0)
+            fh.seek(at)
+            fh.write(b"NEEDLE")
+        v = self.verify(f)
+        self.assertFalse(v["equal"], v)
+        self.assertEqual([d["table"] for d in v["differ"]], ["other"])
+        self.assertEqual(v["stored"], f.status()["checksum"]["value"])
+        # A process without the extension: no hook sees its write.
+        other = self.followers[1]
+        plain = sqlite3.connect(other.db, isolation_level=None, timeout=10)
+        plain.execute("UPDATE kv SET v = 99 WHERE k = 'k3'")
+        plain.close()
+        v = self.verify(other)
+        self.assertFalse(v["equal"], v)
+        self.assertEqual([d["table"] for d in v["differ"]], ["kv"])
+        self.assertTrue(self.verify(self.leader)["equal"])
+
+
+class ChecksumOffTest(ClusterCase):
+    def test_checksum_off(self):
+        """checksum=off: nothing is kept or sent, status says so, and
+        raft_verify says there is nothing to compare with."""
+        self.start(FAST + " checksum=off")
+        self.exec(self.leader, "CREATE TABLE t(x)")
+        st = self.leader.status()["checksum"]
+        self.assertFalse(st["on"])
+        self.assertEqual(st["why"], "off (checksum=off)")
+        self.assertIsNone(st["value"])
+        v = json.loads(self.leader.value("SELECT raft_verify()"))
+        self.assertFalse(v["available"], v)
+
+
+if __name__ == "__main__":
+    unittest.main()
