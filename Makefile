@@ -75,6 +75,11 @@ $(B)/multi-statement-bench: bench/multi_statement.c bench/timing.h \
 		$(B)/libraftsql.a
 	$(CC) $(BASE_CFLAGS) $(CFLAGS) -o $@ $< $(B)/libraftsql.a $(LIBS)
 
+# The replica checksum's cost on the apply path (bench/checksum_apply.c).
+$(B)/checksum-apply-bench: bench/checksum_apply.c bench/timing.h \
+		bench/xorshift.h $(B)/libraftsql.a
+	$(CC) $(BASE_CFLAGS) $(CFLAGS) -o $@ $< $(B)/libraftsql.a $(LIBS)
+
 bench: deps
 	@bench/compare.sh
 

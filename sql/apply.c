@@ -740,7 +740,7 @@ restart:
             goto err;
         }
     }
-    rc = checksum_batch_store(f);
+    rc = checksum_batch_store(f, f->stmts[STMT_APPLIED], 3);
     if (rc != 0) {
         goto err;
     }

@@ -141,8 +141,7 @@ static int authorize(void *arg, int action, const char *a1, const char *a2,
             /* a1 is the table; called with an empty column name for a
              * table read without its columns (count(*)). */
             if (a1 != NULL && (strcasecmp(a1, "raftsql_applied") == 0 ||
-                               strcasecmp(a1, "raftsql_requests") == 0 ||
-                               strcasecmp(a1, "raftsql_checksum") == 0)) {
+                               strcasecmp(a1, "raftsql_requests") == 0)) {
                 return deny(f,
                             "%s cannot be read in raft_exec: it depends on "
                             "how each node batches its applies (read it "

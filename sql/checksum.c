@@ -2,7 +2,8 @@
  * hash of every row written and subtracts that of every row deleted,
  * per table, into the running request's deltas; a request that fails
  * drops them, one that succeeds folds them into the batch's; the batch
- * stores the tables' sums in raftsql_checksum before its COMMIT, so the
+ * stores the tables' sums in raftsql_applied.sums with the applied index
+ * (one row, one page: no page more per batch), so the
  * stored sums always go with the applied index (and travel in
  * snapshots, which are the database file).
  *
@@ -24,10 +25,6 @@
 
 #include "checksum.h"
 #include "fsm_internal.h"
-
-/* The stored row that says the sums are maintained (a raftsql_ name is
- * never a user table's); its sum is the format, 1. */
-#define SQL__CHECKSUM_MARKER "raftsql_checksum"
 
 static const char *const system_scanned[] = {"sqlite_sequence", "sqlite_stat1",
                                              "sqlite_stat4"};
@@ -286,47 +283,51 @@ static int list_tables(struct sql_fsm *f, bool mark)
     return 0;
 }
 
-/* load reads the stored sums and lists the tables; returns 0, 1 when no
- * sums are stored, or an error code. */
+/* on_stored takes one table of the stored sums into the list. */
+static int on_stored(void *data, const char *name, uint64_t sum, bool pinned)
+{
+    struct sql_checksum *ck = data;
+    unsigned i = add(ck, name, CHECKSUM_UNRESOLVED);
+
+    if (i == ck->n_tables) {
+        return -1;
+    }
+    ck->tables[i].sum = sum;
+    ck->tables[i].pinned = pinned;
+    ck->tables[i].exists = true;
+    ck->committed += sum;
+    return 0;
+}
+
+/* load reads the stored sums (raftsql_applied.sums) and lists the
+ * tables; returns 0, 1 when no sums are stored, or an error code. */
 static int load(struct sql_fsm *f)
 {
     struct sql_checksum *ck = f->ck;
     sqlite3_stmt *s = NULL;
-    bool marked = false;
-    int rc;
+    int rc, marked = 0;
 
     clear_tables(ck);
     f->internal = 1;
-    rc = sqlite3_prepare_v2(f->db,
-                            "SELECT name, sum, scan FROM main.raftsql_checksum",
-                            -1, &s, NULL);
-    while (rc == SQLITE_OK && (rc = sqlite3_step(s)) == SQLITE_ROW) {
-        const char *name = (const char *)sqlite3_column_text(s, 0);
-        unsigned i;
-        if (name == NULL) {
-            rc = SQLITE_NOMEM;
-            break;
-        }
-        if (strcmp(name, SQL__CHECKSUM_MARKER) == 0) {
-            marked = sqlite3_column_int64(s, 1) == 1;
-            rc = SQLITE_OK;
-            continue;
-        }
-        i = add(ck, name, CHECKSUM_UNRESOLVED);
-        if (i == ck->n_tables) {
-            rc = SQLITE_NOMEM;
-            break;
-        }
-        ck->tables[i].sum = (uint64_t)sqlite3_column_int64(s, 1);
-        ck->tables[i].pinned = sqlite3_column_int(s, 2) != 0;
-        ck->tables[i].exists = true;
-        ck->committed += ck->tables[i].sum;
+    rc = sqlite3_prepare_v2(
+        f->db, "SELECT sums FROM main.raftsql_applied WHERE id = 0", -1, &s,
+        NULL);
+    if (rc == SQLITE_OK && (rc = sqlite3_step(s)) == SQLITE_ROW) {
         rc = SQLITE_OK;
+        if (sqlite3_column_type(s, 0) == SQLITE_BLOB) {
+            marked = 1;
+            if (checksum_sums_each(sqlite3_column_blob(s, 0),
+                                   (size_t)sqlite3_column_bytes(s, 0),
+                                   on_stored, ck) != 0) {
+                rc = SQLITE_CORRUPT;
+            }
+        }
     }
     sqlite3_finalize(s);
     f->internal = 0;
     if (rc != SQLITE_DONE && rc != SQLITE_OK) {
-        return fsm_fail(f, rc, "checksum: read raftsql_checksum");
+        clear_tables(ck);
+        return fsm_fail(f, rc, "checksum: read raftsql_applied.sums");
     }
     if (!marked) {
         clear_tables(ck);
@@ -347,40 +348,37 @@ static int exec_internal(struct sql_fsm *f, const char *sql)
     return rc;
 }
 
-/* store_row writes the stored sum of table @t (deleted when it is gone
- * and sums to 0). */
-static int store_row(struct sql_fsm *f, const struct checksum_table *t,
-                     uint64_t sum)
+/* encode_sums writes every table's sum as of the batch's end into
+ * ck->store (checksum_sums_put). Returns false when out of memory. */
+static bool encode_sums(struct sql_checksum *ck)
 {
-    sqlite3_stmt *s = !t->exists && sum == 0 ? f->ck->remove : f->ck->upsert;
-    int rc;
-
-    sqlite3_bind_text(s, 1, t->name, -1, SQLITE_STATIC);
-    if (s == f->ck->upsert) {
-        sqlite3_bind_int64(s, 2, (sqlite3_int64)sum);
-        sqlite3_bind_int(s, 3, t->pinned);
+    ck->store.len = 0;
+    if (!checksum_sums_put(&ck->store, NULL, 0, false)) {
+        return false;
     }
-    f->internal = 1;
-    rc = sqlite3_step(s);
-    f->internal = 0;
-    sqlite3_reset(s);
-    sqlite3_clear_bindings(s);
-    return rc == SQLITE_DONE ? 0 : fsm_fail(f, rc, "checksum: store");
+    for (unsigned i = 0; i < ck->n_tables; i++) {
+        const struct checksum_table *t = &ck->tables[i];
+        uint64_t sum = t->sum + t->batch;
+        if (t->kind == CHECKSUM_IGNORED || (!t->exists && sum == 0)) {
+            continue;
+        }
+        if (!checksum_sums_put(&ck->store, t->name, sum, t->pinned)) {
+            return false;
+        }
+    }
+    return true;
 }
 
-/* init computes every table's sum by a scan and stores them with the
- * marker, in one transaction of its own. */
+/* init computes every table's sum by a scan and stores them, in one
+ * transaction of its own. */
 static int init(struct sql_fsm *f)
 {
     struct sql_checksum *ck = f->ck;
+    sqlite3_stmt *s = NULL;
     int rc;
 
     clear_tables(ck);
-    rc = exec_internal(f,
-                       "BEGIN IMMEDIATE;"
-                       "DELETE FROM main.raftsql_checksum;"
-                       "INSERT INTO main.raftsql_checksum(name, sum, scan)"
-                       " VALUES ('" SQL__CHECKSUM_MARKER "', 1, 0)");
+    rc = exec_internal(f, "BEGIN IMMEDIATE");
     if (rc != SQLITE_OK) {
         rc = fsm_fail(f, rc, "checksum: begin");
         goto err;
@@ -391,9 +389,26 @@ static int init(struct sql_fsm *f)
         f->internal = 1;
         rc = checksum_scan(f->db, &ck->enc, t->name, t->rowid, &t->sum);
         f->internal = 0;
-        rc = rc == SQLITE_OK ? store_row(f, t, t->sum)
-                             : fsm_fail(f, rc, "checksum: scan");
+        rc = rc == SQLITE_OK ? 0 : fsm_fail(f, rc, "checksum: scan");
         ck->committed += t->sum;
+    }
+    if (rc == 0 && !encode_sums(ck)) {
+        rc = fsm_fail(f, SQLITE_NOMEM, "checksum: store");
+    }
+    if (rc == 0) {
+        f->internal = 1;
+        rc = sqlite3_prepare_v2(
+            f->db, "UPDATE main.raftsql_applied SET sums = ?1 WHERE id = 0", -1,
+            &s, NULL);
+        if (rc == SQLITE_OK) {
+            sqlite3_bind_blob(s, 1, ck->store.p, (int)ck->store.len,
+                              SQLITE_STATIC);
+            rc = sqlite3_step(s) == SQLITE_DONE ? SQLITE_OK
+                                                : sqlite3_errcode(f->db);
+        }
+        sqlite3_finalize(s);
+        f->internal = 0;
+        rc = rc == SQLITE_OK ? 0 : fsm_fail(f, rc, "checksum: store");
     }
     if (rc == 0) {
         rc = exec_internal(f, "COMMIT");
@@ -433,7 +448,9 @@ static int turn_off(struct sql_fsm *f, const char *why)
     ck->on = false;
     sql_errmsgf(ck->why, sizeof ck->why, "%s", why);
     clear_tables(ck);
-    rc = exec_internal(f, "DELETE FROM main.raftsql_checksum");
+    rc = exec_internal(f,
+                       "UPDATE main.raftsql_applied SET sums = NULL"
+                       " WHERE id = 0");
     return rc == SQLITE_OK ? 0 : fsm_fail(f, rc, "checksum: forget the sums");
 }
 
@@ -456,23 +473,6 @@ int checksum_enable(struct sql_fsm *f, bool on)
         char msg[sizeof why + 40];
         sql_errmsgf(msg, sizeof msg, "unavailable: %s", why);
         return turn_off(f, msg);
-    }
-    if (ck->upsert == NULL) {
-        f->internal = 1;
-        rc = sqlite3_prepare_v3(f->db,
-                                "INSERT OR REPLACE INTO main.raftsql_checksum"
-                                "(name, sum, scan) VALUES (?1, ?2, ?3)",
-                                -1, SQLITE_PREPARE_PERSISTENT, &ck->upsert,
-                                NULL);
-        if (rc == SQLITE_OK) {
-            rc = sqlite3_prepare_v3(
-                f->db, "DELETE FROM main.raftsql_checksum WHERE name = ?1", -1,
-                SQLITE_PREPARE_PERSISTENT, &ck->remove, NULL);
-        }
-        f->internal = 0;
-        if (rc != SQLITE_OK) {
-            return fsm_fail(f, rc, "checksum: prepare");
-        }
     }
     ck->on = true;
     ck->why[0] = '\0';
@@ -497,8 +497,7 @@ void checksum_free(struct sql_fsm *f)
         ck->pu.hook(f->db, NULL, NULL);
     }
     clear_tables(ck);
-    sqlite3_finalize(ck->upsert);
-    sqlite3_finalize(ck->remove);
+    free(ck->store.p);
     free(ck->tables);
     free(ck->req_list);
     free(ck->batch_list);
@@ -664,29 +663,22 @@ int checksum_batch_begin(struct sql_fsm *f)
     rc = load(f);
     if (rc == 1) {
         rc = fsm_fail(f, SQLITE_CORRUPT,
-                      "checksum: raftsql_checksum lost its marker");
+                      "checksum: raftsql_applied lost its sums");
     }
     return rc;
 }
 
-int checksum_batch_store(struct sql_fsm *f)
+int checksum_batch_store(struct sql_fsm *f, sqlite3_stmt *s, int param)
 {
     struct sql_checksum *ck = f->ck;
 
-    if (ck == NULL || !ck->on) {
-        return 0;
+    if (ck == NULL || !ck->on || ck->n_batch == 0) {
+        return 0; /* the statement keeps the stored sums */
     }
-    for (unsigned k = 0; k < ck->n_batch; k++) {
-        const struct checksum_table *t = &ck->tables[ck->batch_list[k]];
-        int rc;
-        if (t->kind == CHECKSUM_IGNORED) {
-            continue;
-        }
-        rc = store_row(f, t, t->sum + t->batch);
-        if (rc != 0) {
-            return rc;
-        }
+    if (!encode_sums(ck)) {
+        return fsm_fail(f, SQLITE_NOMEM, "checksum: store");
     }
+    sqlite3_bind_blob(s, param, ck->store.p, (int)ck->store.len, SQLITE_STATIC);
     return 0;
 }
 

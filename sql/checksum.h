@@ -1,7 +1,7 @@
 /* The replica checksum of the state machine, private to sql/ (sql.h has
  * the API): the canonical row hash shared by the pre-update hook and the
  * full scan, the per-table sums and their life through requests and
- * batches, and the stored copy in raftsql_checksum.
+ * batches, and the stored copy in raftsql_applied.sums.
  *
  * The checksum of a replica is the sum modulo 2^64 of the row hashes of
  * every row of every table of the main database but the raftsql_*
@@ -101,8 +101,7 @@ struct sql_checksum {
     unsigned skew_table;           /* test fault: the table of the last
                                       row written, and that row */
     sqlite3_int64 skew_rowid;      /* (RAFTSQL_TEST_FAULTS builds) */
-    sqlite3_stmt *upsert;          /* writes a stored row */
-    sqlite3_stmt *remove;          /* deletes one */
+    struct checksum_buf store;     /* the stored sums being written */
 };
 
 /* ---- checksum_scan.c: encoding, listing, scanning (any connection) ---- */
@@ -136,6 +135,27 @@ struct checksum_listed {
 int checksum_list(sqlite3 *db,
                   int (*cb)(void *data, const struct checksum_listed *t),
                   void *data);
+
+/* The stored sums (raftsql_applied.sums, written with the applied index):
+ *
+ *   version:u8 (1) table*
+ *   table := name_len:u16 name[name_len] sum:u64 pinned:u8
+ *
+ * little-endian; NULL while the checksum is not maintained. */
+
+/* checksum_sums_put appends table @name's @sum and @pinned to @b, or the
+ * version byte when @name is NULL. Returns false when out of memory. */
+bool checksum_sums_put(struct checksum_buf *b, const char *name, uint64_t sum,
+                       bool pinned);
+
+/* checksum_sums_each calls @cb(@data, name, sum, pinned) for each table of
+ * the stored sums @p (@len bytes; name NUL-terminated, valid during the
+ * call). Returns 0, -1 when @p is malformed or of another version, or
+ * @cb's first non-zero return. */
+int checksum_sums_each(const void *p, size_t len,
+                       int (*cb)(void *data, const char *name, uint64_t sum,
+                                 bool pinned),
+                       void *data);
 
 /* checksum_scan sums the row hashes of table @name (a rowid table when
  * @rowid) of the main database of @db into *@out; a table that does not
@@ -178,10 +198,11 @@ int checksum_request_end(struct sql_fsm *f, bool ok);
  * after a batch that rolled back. Returns 0 or an error code. */
 int checksum_batch_begin(struct sql_fsm *f);
 
-/* checksum_batch_store writes the stored rows of the tables the batch
- * changed, inside its transaction, before COMMIT. Returns 0 or an error
- * code. */
-int checksum_batch_store(struct sql_fsm *f);
+/* checksum_batch_store binds to parameter @param of @s (the statement
+ * that writes raftsql_applied, run next in the batch's transaction) the
+ * tables' sums as of the batch's end when the batch changed any, else
+ * leaves it NULL (the stored sums stay). Returns 0 or an error code. */
+int checksum_batch_store(struct sql_fsm *f, sqlite3_stmt *s, int param);
 
 /* checksum_batch_end closes the batch: committed (@ok) or rolled back. */
 void checksum_batch_end(struct sql_fsm *f, bool ok);

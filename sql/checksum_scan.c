@@ -14,8 +14,8 @@
 
 /* The sqlite_* tables the hook never sees but that hold replicated
  * content: recomputed by a scan after a request that may write them. */
-static const char *const scanned_system[] = {"sqlite_sequence",
-                                             "sqlite_stat1", "sqlite_stat4"};
+static const char *const scanned_system[] = {"sqlite_sequence", "sqlite_stat1",
+                                             "sqlite_stat4"};
 
 uint64_t checksum_seed(const char *name)
 {
@@ -191,8 +191,8 @@ int checksum_list(sqlite3 *db,
             rc = SQLITE_NOMEM;
             break;
         }
-        t.kind = checksum_kind_of(t.name,
-                                  (const char *)sqlite3_column_text(s, 1));
+        t.kind =
+            checksum_kind_of(t.name, (const char *)sqlite3_column_text(s, 1));
         if (t.kind == CHECKSUM_IGNORED) {
             rc = SQLITE_OK;
             continue;
@@ -251,8 +251,8 @@ int checksum_scan(sqlite3 *db, struct checksum_buf *b, const char *name,
         for (int i = 0; i < n; i++) {
             values[i] = sqlite3_column_value(s, i + 1);
         }
-        sum += checksum_row_hash(b, seed, sqlite3_column_int64(s, 0), values,
-                                 n, &ok);
+        sum += checksum_row_hash(b, seed, sqlite3_column_int64(s, 0), values, n,
+                                 &ok);
         if (!ok) {
             rc = SQLITE_NOMEM;
             break;
@@ -267,4 +267,67 @@ int checksum_scan(sqlite3 *db, struct checksum_buf *b, const char *name,
     }
     sqlite3_finalize(s);
     return rc;
+}
+
+bool checksum_sums_put(struct checksum_buf *b, const char *name, uint64_t sum,
+                       bool pinned)
+{
+    size_t n = name != NULL ? strlen(name) : 0;
+
+    if (name == NULL) {
+        if (!reserve(b, 1)) {
+            return false;
+        }
+        b->p[b->len++] = 1;
+        return true;
+    }
+    if (n > UINT16_MAX || !reserve(b, 2 + n + 9)) {
+        return false;
+    }
+    b->p[b->len++] = (unsigned char)n;
+    b->p[b->len++] = (unsigned char)(n >> 8);
+    memcpy(b->p + b->len, name, n);
+    b->len += n;
+    put_u64(b, sum);
+    b->p[b->len++] = pinned ? 1 : 0;
+    return true;
+}
+
+int checksum_sums_each(const void *p, size_t len,
+                       int (*cb)(void *data, const char *name, uint64_t sum,
+                                 bool pinned),
+                       void *data)
+{
+    const unsigned char *s = p, *end = s + len;
+    char name[UINT16_MAX + 1];
+
+    if (len < 1 || s[0] != 1) {
+        return -1;
+    }
+    s++;
+    while (s < end) {
+        size_t n;
+        uint64_t sum = 0;
+        int rc;
+        if (end - s < 2) {
+            return -1;
+        }
+        n = (size_t)s[0] | (size_t)s[1] << 8;
+        s += 2;
+        if ((size_t)(end - s) < n + 9 || s[n + 8] > 1) {
+            return -1;
+        }
+        memcpy(name, s, n);
+        name[n] = '\0';
+        s += n;
+        for (int i = 0; i < 8; i++) {
+            sum |= (uint64_t)s[i] << (8 * i);
+        }
+        rc = cb(data, name, sum, s[8] == 1);
+        s += 9;
+        if (rc != 0) {
+            return rc;
+        }
+    }
+    return 0;
 }

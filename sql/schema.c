@@ -1,6 +1,6 @@
 /* The internal raftsql_* tables of the state machine (applied index,
- * dedup window, cluster-wide settings, configuration, cluster id, the
- * replica checksum's sums) and the internal statements that read and
+ * with the replica checksum's sums, dedup window, cluster-wide settings,
+ * configuration, cluster id) and the internal statements that read and
  * write them on the apply connection. */
 
 #include <stdio.h>
@@ -26,7 +26,9 @@ static const char *const stmt_sql[STMT__N] = {
     "INSERT OR REPLACE INTO main.raftsql_requests(origin, seq, idx) "
     "VALUES (?1, ?2, ?3)",
     "DELETE FROM main.raftsql_requests WHERE idx <= ?1",
-    "UPDATE main.raftsql_applied SET idx = ?1, term = ?2 WHERE id = 0",
+    /* ?3: the replica checksum's sums (checksum.h), NULL to keep them. */
+    "UPDATE main.raftsql_applied SET idx = ?1, term = ?2,"
+    " sums = coalesce(?3, sums) WHERE id = 0",
     "INSERT OR REPLACE INTO main.raftsql_settings(name, value) "
     "VALUES (?1, ?2)",
     "SELECT name, value FROM main.raftsql_settings",
@@ -40,14 +42,14 @@ static const char *const stmt_sql[STMT__N] = {
 
 /* Internal tables. raftsql_applied has exactly one row (id 0);
  * raftsql_config has none until a configuration entry is applied, then
- * one (id 0); raftsql_cluster likewise for the cluster id;
- * raftsql_checksum one per table the replica checksum covers, and a
- * marker, while it is on (checksum.c). */
+ * one (id 0); raftsql_cluster likewise for the cluster id.
+ * raftsql_applied.sums holds the replica checksum's sums (checksum.h),
+ * NULL while it is off; a database of before gets the column at open. */
 static const char schema_sql[] =
     "BEGIN IMMEDIATE;"
     "CREATE TABLE IF NOT EXISTS main.raftsql_applied("
     " id INTEGER PRIMARY KEY CHECK (id = 0),"
-    " idx INTEGER NOT NULL, term INTEGER NOT NULL);"
+    " idx INTEGER NOT NULL, term INTEGER NOT NULL, sums BLOB);"
     "INSERT OR IGNORE INTO main.raftsql_applied(id, idx, term)"
     " VALUES (0, 0, 0);"
     "CREATE TABLE IF NOT EXISTS main.raftsql_requests("
@@ -64,9 +66,6 @@ static const char schema_sql[] =
     " id INTEGER PRIMARY KEY CHECK (id = 0),"
     " cluster_id BLOB NOT NULL CHECK (length(cluster_id) = 16),"
     " idx INTEGER NOT NULL, term INTEGER NOT NULL);"
-    "CREATE TABLE IF NOT EXISTS main.raftsql_checksum("
-    " name TEXT PRIMARY KEY, sum INTEGER NOT NULL, scan INTEGER NOT NULL)"
-    " WITHOUT ROWID;"
     "COMMIT;";
 
 int schema_find_renamed(struct sql_fsm *f, char *out, size_t len)
@@ -80,8 +79,7 @@ int schema_find_renamed(struct sql_fsm *f, char *out, size_t len)
         "SELECT name FROM main.sqlite_schema"
         " WHERE lower(substr(name, 1, 8)) = 'raftsql_' AND name NOT IN"
         " ('raftsql_applied', 'raftsql_requests', 'raftsql_settings',"
-        "  'raftsql_requests_idx', 'raftsql_config', 'raftsql_cluster',"
-        "  'raftsql_checksum')"
+        "  'raftsql_requests_idx', 'raftsql_config', 'raftsql_cluster')"
         " LIMIT 1",
         -1, &s, NULL);
     if (rc == SQLITE_OK) {
@@ -115,6 +113,23 @@ int schema_create(struct sql_fsm *f, char *errmsg, size_t errmsg_len)
             sqlite3_exec(db, "ROLLBACK", NULL, NULL, NULL);
         }
         return fsm_from_sqlite(rc);
+    }
+    /* A database of before the replica checksum: add its column. */
+    rc = sqlite3_exec(db,
+                      "SELECT 1 FROM main.raftsql_applied WHERE sums IS NULL"
+                      " LIMIT 0",
+                      NULL, NULL, NULL);
+    if (rc != SQLITE_OK) {
+        rc = sqlite3_exec(db,
+                          "ALTER TABLE main.raftsql_applied ADD COLUMN sums"
+                          " BLOB",
+                          NULL, NULL, &err);
+        if (rc != SQLITE_OK) {
+            sql_errmsgf(errmsg, errmsg_len, "add raftsql_applied.sums: %s",
+                        err != NULL ? err : sqlite3_errstr(rc));
+            sqlite3_free(err);
+            return fsm_from_sqlite(rc);
+        }
     }
     for (i = 0; i < STMT__N; i++) {
         rc = sqlite3_prepare_v3(db, stmt_sql[i], -1, SQLITE_PREPARE_PERSISTENT,

@@ -423,8 +423,8 @@ int sql_fsm_cluster_id(struct sql_fsm *f, uint8_t out[SQL_CLUSTER_ID_LEN]);
  * back, or a batch that rolls back, takes its changes with it. Every
  * node that applied the same entries has the same value at the same
  * index, however its batches fell: sql_result.checksum gives it per
- * entry. Each table's sum is stored in raftsql_checksum in the batch's
- * transaction, so it goes with the applied index, survives restarts and
+ * entry. The tables' sums are stored in raftsql_applied.sums, in the row
+ * and the transaction of the applied index, so it goes with the applied index, survives restarts and
  * travels in snapshots.
  *
  * The hook is not in the API table of a loadable extension: it is

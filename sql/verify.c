@@ -13,14 +13,22 @@
 #include "checksum.h"
 #include "fsm_internal.h"
 
+/* A table's stored sum (sql_verify's copy of raftsql_applied.sums). */
+struct stored {
+    char *name;   /* malloc'd */
+    uint64_t sum; /* its running sum */
+    bool seen;    /* a listed table matched it */
+};
+
 /* The scan in progress. */
 struct verify {
-    sqlite3 *db;              /* the read-only connection */
-    struct checksum_buf buf;  /* row encodings */
-    struct sql_verify *out;   /* the result being built */
-    sqlite3_stmt *stored;     /* reads one stored sum */
-    unsigned cap;             /* allocated at out->differ */
-    int rc;                   /* the first SQLite error */
+    sqlite3 *db;             /* the read-only connection */
+    struct checksum_buf buf; /* row encodings */
+    struct sql_verify *out;  /* the result being built */
+    struct stored *stored;   /* the stored sums */
+    unsigned n_stored;       /* used */
+    unsigned cap_stored;     /* allocated */
+    unsigned cap;            /* allocated at out->differ */
 };
 
 /* note_differ adds table @name to the result. */
@@ -48,7 +56,34 @@ static int note_differ(struct verify *v, const char *name, uint64_t stored,
     return SQLITE_OK;
 }
 
-/* on_table scans one listed table and compares it with its stored sum. */
+/* on_stored keeps one stored table sum. */
+static int on_stored(void *data, const char *name, uint64_t sum, bool pinned)
+{
+    struct verify *v = data;
+    (void)pinned;
+
+    if (v->n_stored == v->cap_stored) {
+        unsigned cap = v->cap_stored == 0 ? 16 : 2 * v->cap_stored;
+        struct stored *s = realloc(v->stored, cap * sizeof *s);
+        if (s == NULL) {
+            return SQLITE_NOMEM;
+        }
+        v->stored = s;
+        v->cap_stored = cap;
+    }
+    v->stored[v->n_stored].name = strdup(name);
+    if (v->stored[v->n_stored].name == NULL) {
+        return SQLITE_NOMEM;
+    }
+    v->stored[v->n_stored].sum = sum;
+    v->stored[v->n_stored].seen = false;
+    v->n_stored++;
+    v->out->stored += sum;
+    return 0;
+}
+
+/* on_table scans one listed table and compares it with its stored sum
+ * (none: 0, an empty table). */
 static int on_table(void *data, const struct checksum_listed *t)
 {
     struct verify *v = data;
@@ -59,17 +94,12 @@ static int on_table(void *data, const struct checksum_listed *t)
     if (rc != SQLITE_OK) {
         return rc;
     }
-    sqlite3_bind_text(v->stored, 1, t->name, -1, SQLITE_TRANSIENT);
-    rc = sqlite3_step(v->stored);
-    if (rc == SQLITE_ROW) {
-        stored = (uint64_t)sqlite3_column_int64(v->stored, 0);
-        rc = SQLITE_OK;
-    } else if (rc == SQLITE_DONE) {
-        rc = SQLITE_OK; /* an empty table may have no stored row */
-    }
-    sqlite3_reset(v->stored);
-    if (rc != SQLITE_OK) {
-        return rc;
+    for (unsigned i = 0; i < v->n_stored; i++) {
+        if (!v->stored[i].seen && strcasecmp(v->stored[i].name, t->name) == 0) {
+            v->stored[i].seen = true;
+            stored = v->stored[i].sum;
+            break;
+        }
     }
     v->out->scanned += scanned;
     if (scanned != stored) {
@@ -78,32 +108,27 @@ static int on_table(void *data, const struct checksum_listed *t)
     return SQLITE_OK;
 }
 
-/* read_stored sums the stored rows into out->stored and notes those of
- * tables that are no longer there; says in out->available whether the
- * marker is there. */
+/* read_stored reads the applied index and the stored sums, and says in
+ * out->available whether there are any. */
 static int read_stored(struct verify *v)
 {
     sqlite3_stmt *s = NULL;
     int rc;
 
     rc = sqlite3_prepare_v2(
-        v->db,
-        "SELECT c.name, c.sum, c.name = 'raftsql_checksum',"
-        " (SELECT count(*) FROM pragma_table_list l WHERE l.schema = 'main'"
-        "   AND l.name = c.name COLLATE NOCASE)"
-        " FROM main.raftsql_checksum c",
-        -1, &s, NULL);
-    while (rc == SQLITE_OK && (rc = sqlite3_step(s)) == SQLITE_ROW) {
-        const char *name = (const char *)sqlite3_column_text(s, 0);
-        uint64_t sum = (uint64_t)sqlite3_column_int64(s, 1);
+        v->db, "SELECT idx, sums FROM main.raftsql_applied WHERE id = 0", -1,
+        &s, NULL);
+    if (rc == SQLITE_OK && (rc = sqlite3_step(s)) == SQLITE_ROW) {
         rc = SQLITE_OK;
-        if (sqlite3_column_int(s, 2)) {
-            v->out->available = sum == 1;
-            continue;
-        }
-        v->out->stored += sum;
-        if (sqlite3_column_int(s, 3) == 0 && sum != 0) {
-            rc = note_differ(v, name != NULL ? name : "", sum, 0);
+        v->out->index = (uint64_t)sqlite3_column_int64(s, 0);
+        if (sqlite3_column_type(s, 1) == SQLITE_BLOB) {
+            v->out->available = 1;
+            rc = checksum_sums_each(sqlite3_column_blob(s, 1),
+                                    (size_t)sqlite3_column_bytes(s, 1),
+                                    on_stored, v);
+            if (rc == -1) {
+                rc = SQLITE_CORRUPT;
+            }
         }
     }
     if (rc == SQLITE_DONE) {
@@ -146,28 +171,18 @@ int sql_checksum_verify(const char *path, struct sql_verify *out, char *errmsg,
         rc = fail(v.db, rc, "open", errmsg, errmsg_len);
         goto out;
     }
-    rc = sqlite3_prepare_v2(v.db, "SELECT idx FROM main.raftsql_applied", -1,
-                            &v.stored, NULL);
-    if (rc == SQLITE_OK && sqlite3_step(v.stored) == SQLITE_ROW) {
-        r.index = (uint64_t)sqlite3_column_int64(v.stored, 0);
-    }
-    sqlite3_finalize(v.stored);
-    v.stored = NULL;
-    if (rc == SQLITE_OK) {
-        rc = read_stored(&v);
-    }
+    rc = read_stored(&v);
     if (rc != SQLITE_OK) {
-        rc = fail(v.db, rc, "read raftsql_checksum", errmsg, errmsg_len);
+        rc = fail(v.db, rc, "read raftsql_applied", errmsg, errmsg_len);
         goto out;
     }
     if (r.available) {
-        rc = sqlite3_prepare_v2(
-            v.db,
-            "SELECT sum FROM main.raftsql_checksum WHERE name = ?1"
-            " COLLATE NOCASE",
-            -1, &v.stored, NULL);
-        if (rc == SQLITE_OK) {
-            rc = checksum_list(v.db, on_table, &v);
+        rc = checksum_list(v.db, on_table, &v);
+        /* Stored sums of tables that are gone. */
+        for (unsigned i = 0; rc == SQLITE_OK && i < v.n_stored; i++) {
+            if (!v.stored[i].seen && v.stored[i].sum != 0) {
+                rc = note_differ(&v, v.stored[i].name, v.stored[i].sum, 0);
+            }
         }
         if (rc != SQLITE_OK) {
             rc = fail(v.db, rc, "scan", errmsg, errmsg_len);
@@ -181,7 +196,10 @@ int sql_checksum_verify(const char *path, struct sql_verify *out, char *errmsg,
     rc = 0;
 out:
     sql_verify_clear(&r);
-    sqlite3_finalize(v.stored);
+    for (unsigned i = 0; i < v.n_stored; i++) {
+        free(v.stored[i].name);
+    }
+    free(v.stored);
     if (v.db != NULL) {
         sqlite3_exec(v.db, "COMMIT", NULL, NULL, NULL);
     }

@@ -68,9 +68,8 @@ static int teardown(void **state)
 /* apply_on applies the @n requests @sqls as one batch on @fsm (request
  * ids from *@seq on) and checks each result's rc against @rcs (NULL: all
  * SQLITE_OK). Results stay in @res. */
-static void apply_on(struct sql_fsm *fsm, uint64_t *seq,
-                     struct sql_result *res, const char *const *sqls,
-                     unsigned n, const int *rcs)
+static void apply_on(struct sql_fsm *fsm, uint64_t *seq, struct sql_result *res,
+                     const char *const *sqls, unsigned n, const int *rcs)
 {
     struct sql_fsm_entry e[MAX_BATCH];
     struct buf *b[MAX_BATCH];
@@ -141,8 +140,7 @@ static void assert_scan_equal(struct fixture *f)
     assert_int_equal(v.index, sql_fsm_applied(f->fsm));
     for (unsigned i = 0; i < v.n_differ; i++) {
         print_message("differs: %s stored %016llx scanned %016llx\n",
-                      v.differ[i].name,
-                      (unsigned long long)v.differ[i].stored,
+                      v.differ[i].name, (unsigned long long)v.differ[i].stored,
                       (unsigned long long)v.differ[i].scanned);
     }
     assert_int_equal(v.n_differ, 0);
@@ -160,8 +158,9 @@ static void test_hook_matches_scan(void **state)
     struct fixture *f = *state;
     uint64_t before;
 
-    APPLY(f, "CREATE TABLE t(a INTEGER PRIMARY KEY, b TEXT, c REAL, d BLOB,"
-             " e)",
+    APPLY(f,
+          "CREATE TABLE t(a INTEGER PRIMARY KEY, b TEXT, c REAL, d BLOB,"
+          " e)",
           "CREATE TABLE w(k TEXT PRIMARY KEY, v) WITHOUT ROWID",
           "CREATE TABLE r(x, y)");
     assert_scan_equal(f);
@@ -321,14 +320,13 @@ static void test_restart_and_off(void **state)
     sql_fsm_close(f->fsm);
     open_fsm(f);
     assert_true(running(f) == v);
-    assert_query(f->tmp.path,
-                 "SELECT count(*) FROM raftsql_checksum"
-                 " WHERE name = 'raftsql_checksum'",
-                 "1");
+    assert_query(f->tmp.path, "SELECT typeof(sums) FROM raftsql_applied",
+                 "blob");
     assert_int_equal(sql_fsm_checksum_enable(f->fsm, 0), 0);
     assert_int_equal(sql_fsm_checksum(f->fsm, &w), 0);
     assert_string_equal(sql_fsm_checksum_why(f->fsm), "off (checksum=off)");
-    assert_query(f->tmp.path, "SELECT count(*) FROM raftsql_checksum", "0");
+    assert_query(f->tmp.path, "SELECT typeof(sums) FROM raftsql_applied",
+                 "null");
     APPLY(f, "INSERT INTO t VALUES (5, 6)", "DELETE FROM t WHERE k = 5");
     assert_int_equal(sql_fsm_checksum_enable(f->fsm, 1), 0);
     assert_true(running(f) == v);
@@ -362,8 +360,7 @@ static void test_snapshot_carries(void **state)
                                     sizeof msg) != 0) {
             fail_msg("snapshot: %s", msg);
         }
-        assert_int_equal(sql_fsm_snapshot_install(g.fsm, snap, &idx, &term),
-                         0);
+        assert_int_equal(sql_fsm_snapshot_install(g.fsm, snap, &idx, &term), 0);
         unlink(snap);
         if (!off) {
             assert_true(running(&g) == running(f));
@@ -380,9 +377,41 @@ static void test_snapshot_carries(void **state)
     tmpdb_remove(&g.tmp);
 }
 
+/* A database of before the checksum (raftsql_applied without its sums
+ * column, a user table with rows) gets the column at open and its sums
+ * by a scan when the checksum is turned on. */
+static void test_database_of_before(void **state)
+{
+    struct fixture *f = *state;
+    struct fixture g;
+    sqlite3 *db;
+
+    (void)f;
+    memset(&g, 0, sizeof g);
+    tmpdb_init(&g.tmp);
+    assert_int_equal(sqlite3_open(g.tmp.path, &db), SQLITE_OK);
+    assert_int_equal(
+        sqlite3_exec(db,
+                     "PRAGMA journal_mode=WAL;"
+                     "CREATE TABLE raftsql_applied(id INTEGER PRIMARY KEY"
+                     " CHECK (id = 0), idx INTEGER NOT NULL,"
+                     " term INTEGER NOT NULL);"
+                     "INSERT INTO raftsql_applied VALUES (0, 7, 1);"
+                     "CREATE TABLE t(k, v); INSERT INTO t VALUES (1, 'a');",
+                     NULL, NULL, NULL),
+        SQLITE_OK);
+    sqlite3_close(db);
+    open_fsm(&g);
+    assert_int_equal(sql_fsm_applied(g.fsm), 7);
+    assert_true(running(&g) != 0);
+    assert_scan_equal(&g);
+    sql_fsm_close(g.fsm);
+    tmpdb_remove(&g.tmp);
+}
+
 /* A write that bypassed the hook (a plain connection, as a process
  * without the extension) is found by sql_checksum_verify, naming the
- * table and both sums; requests cannot read raftsql_checksum. */
+ * table and both sums (also one whose table is gone). */
 static void test_verify_finds_bypass(void **state)
 {
     struct fixture *f = *state;
@@ -406,12 +435,15 @@ static void test_verify_finds_bypass(void **state)
     assert_true(v.stored == running(f));
     assert_true(v.scanned != v.stored);
     sql_verify_clear(&v);
-    {
-        const char *const sqls[] = {"SELECT * FROM raftsql_checksum"};
-        const int rcs[] = {SQLITE_AUTH};
-        apply_on(f->fsm, &f->seq, f->res, sqls, 1, rcs);
-        clear_res(f->res, 1);
-    }
+    assert_int_equal(sqlite3_open(f->tmp.path, &db), SQLITE_OK);
+    assert_int_equal(sqlite3_exec(db, "DROP TABLE other", NULL, NULL, NULL),
+                     SQLITE_OK);
+    sqlite3_close(db);
+    assert_int_equal(sql_checksum_verify(f->tmp.path, &v, msg, sizeof msg), 0);
+    assert_int_equal(v.n_differ, 2);
+    assert_string_equal(v.differ[1].name, "other");
+    assert_true(v.differ[1].scanned == 0);
+    sql_verify_clear(&v);
 }
 
 int main(void)
@@ -424,7 +456,8 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_batch_independence, setup,
                                         teardown),
         cmocka_unit_test_setup_teardown(test_restart_and_off, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_snapshot_carries, setup,
+        cmocka_unit_test_setup_teardown(test_snapshot_carries, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_database_of_before, setup,
                                         teardown),
         cmocka_unit_test_setup_teardown(test_verify_finds_bypass, setup,
                                         teardown),
