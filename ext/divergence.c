@@ -136,7 +136,7 @@ static struct peer *peer_of(struct ext_divergence *v, raft_id id)
 
 /* send_value sends a CHECKSUM frame to @to. */
 static void send_value(struct raft_uv_node *d, raft_id self, raft_id to,
-                 raft_index index, uint64_t value, bool probe)
+                       raft_index index, uint64_t value, bool probe)
 {
     struct raft_frame m;
 
@@ -160,14 +160,14 @@ static void settle(struct ext_divergence *v, struct peer *p)
 {
     p->settled = true;
     p->probing = 0;
-    node_log_error(v->log,
-                  "replica checksum differs from server %" PRIu64
-                  ": first index known to differ %" PRIu64 " (ours %016" PRIx64
-                  ", theirs %016" PRIx64 "; %s %" PRIu64 ")",
-                  p->id, p->differ, p->ours, p->theirs,
-                  p->differ == p->same + 1 ? "equal at"
-                                           : "nothing to compare since",
-                  p->same);
+    node_log_error(
+        v->log,
+        "replica checksum differs from server %" PRIu64
+        ": first index known to differ %" PRIu64 " (ours %016" PRIx64
+        ", theirs %016" PRIx64 "; %s %" PRIu64 ")",
+        p->id, p->differ, p->ours, p->theirs,
+        p->differ == p->same + 1 ? "equal at" : "nothing to compare since",
+        p->same);
 }
 
 /* next_probe goes on with the search with @p: the middle of what lies
@@ -235,11 +235,11 @@ static void compare(struct ext_divergence *v, struct raft_uv_node *d,
         p->settled = false;
         if (first) {
             node_log_error(v->log,
-                          "replica checksum differs from server %" PRIu64
-                          " at index %" PRIu64 " (ours %016" PRIx64
-                          ", theirs %016" PRIx64
-                          "): searching for the first index that differs",
-                          p->id, index, mine, theirs);
+                           "replica checksum differs from server %" PRIu64
+                           " at index %" PRIu64 " (ours %016" PRIx64
+                           ", theirs %016" PRIx64
+                           "): searching for the first index that differs",
+                           p->id, index, mine, theirs);
         }
         next_probe(v, d, p);
     }
@@ -285,8 +285,8 @@ void divergence_on_tick(struct ext_divergence *v, struct raft_uv_node *d)
     v->last_sent_ms = now;
     n = raft_uv_node_connected_peers(d, ids, RAFT_MAX_SERVERS);
     for (unsigned i = 0; i < n; i++) {
-        send_value(d, v->self, ids[i], v->last, v->ring[v->last % EXT__DIVERGENCE_RING],
-             false);
+        send_value(d, v->self, ids[i], v->last,
+                   v->ring[v->last % EXT__DIVERGENCE_RING], false);
     }
     for (unsigned i = 0; i < RAFT_MAX_SERVERS; i++) {
         struct peer *p = &v->peers[i];

@@ -19,8 +19,8 @@ typedef void (*sql_preupdate_cb)(void *data, sqlite3 *db, int op,
  * the API in use, or none. */
 struct sql_preupdate {
     void *(*hook)(sqlite3 *db, sql_preupdate_cb cb, void *data); /* set */
-    int (*old)(sqlite3 *db, int col, sqlite3_value **out); /* old value */
-    int (*new_)(sqlite3 *db, int col, sqlite3_value **out); /* new value */
+    int (*old)(sqlite3 *db, int col, sqlite3_value **out);       /* old value */
+    int (*new_)(sqlite3 *db, int col, sqlite3_value **out);      /* new value */
     int (*count)(sqlite3 *db); /* columns of the row */
 };
 
