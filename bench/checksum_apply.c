@@ -186,8 +186,9 @@ int main(int argc, char **argv)
         } else if (c == 'r' && atoi(optarg) >= 1 && atoi(optarg) <= 64) {
             rounds = atoi(optarg);
         } else {
-            fprintf(stderr, "usage: checksum-apply-bench [--requests N] "
-                            "[--rounds R]\n");
+            fprintf(stderr,
+                    "usage: checksum-apply-bench [--requests N] "
+                    "[--rounds R]\n");
             return 2;
         }
     }
@@ -203,9 +204,10 @@ int main(int argc, char **argv)
             if (round_run(dir, on, n, &cpu[on][r], &wall[on][r]) != 0) {
                 return 1;
             }
-            printf("round %d checksum=%s cpu_us_per_request %.2f "
-                   "wall_us_per_request %.2f\n",
-                   r + 1, on ? "on" : "off", cpu[on][r], wall[on][r]);
+            printf(
+                "round %d checksum=%s cpu_us_per_request %.2f "
+                "wall_us_per_request %.2f\n",
+                r + 1, on ? "on" : "off", cpu[on][r], wall[on][r]);
             fflush(stdout);
         }
     }
@@ -213,11 +215,12 @@ int main(int argc, char **argv)
         qsort(cpu[on], (size_t)rounds, sizeof cpu[on][0], cmp);
         qsort(wall[on], (size_t)rounds, sizeof wall[on][0], cmp);
     }
-    printf("median cpu_us_per_request off %.2f on %.2f (on/off %.3f); "
-           "wall off %.2f on %.2f (on/off %.3f)\n",
-           cpu[0][rounds / 2], cpu[1][rounds / 2],
-           cpu[1][rounds / 2] / cpu[0][rounds / 2], wall[0][rounds / 2],
-           wall[1][rounds / 2], wall[1][rounds / 2] / wall[0][rounds / 2]);
+    printf(
+        "median cpu_us_per_request off %.2f on %.2f (on/off %.3f); "
+        "wall off %.2f on %.2f (on/off %.3f)\n",
+        cpu[0][rounds / 2], cpu[1][rounds / 2],
+        cpu[1][rounds / 2] / cpu[0][rounds / 2], wall[0][rounds / 2],
+        wall[1][rounds / 2], wall[1][rounds / 2] / wall[0][rounds / 2]);
     {
         char p[128];
         static const char *const files[] = {"db", "db-wal", "db-shm"};
