@@ -39,10 +39,12 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include <sqlite3.h>
+#include <sqlite3ext.h>
 
 #include "fsm_internal.h"
 #include "pragma.h"
+
+SQLITE_EXTENSION_INIT3
 
 /* A request id is deduplicated when applied within this many entries. */
 #define SQL__APPLY_DEDUP_WINDOW 100000

@@ -8,9 +8,11 @@
 #include <strings.h>
 #include <unistd.h>
 
-#include <sqlite3.h>
+#include <sqlite3ext.h>
 
 #include "fsm_internal.h"
+
+SQLITE_EXTENSION_INIT3
 
 int fsm_from_sqlite(int rc)
 {

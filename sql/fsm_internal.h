@@ -11,7 +11,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include <sqlite3.h>
+#include <sqlite3ext.h>
 
 #include "cache.h"
 #include "determinism.h"

@@ -35,10 +35,12 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include <sqlite3.h>
+#include <sqlite3ext.h>
 
 #include "fsm_internal.h"
 #include "sql.h"
+
+SQLITE_EXTENSION_INIT3
 
 #define SQL__SNAPSHOT_BUSY_TIMEOUT_MS 5000
 
