@@ -447,15 +447,21 @@ static void warn_cert_host(struct ext_node *n, const char *advertised)
                   n->cfg.tls_cert, a.host, names, a.host);
 }
 
-/* node_free frees what is left of @n (any part may be missing). */
-static void node_free(struct ext_node *n)
+/* node_free frees what is left of @n (any part may be missing); after a
+ * start that @failed, the log directory goes too if that start created it
+ * (store_discard). */
+static void node_free(struct ext_node *n, bool failed)
 {
     exec_free(n->exec);
     change_free(n->change);
     forward_free(n->forward);
     status_free(n->status);
     cluster_id_free(n->cluster);
-    store_close(n->store);
+    if (failed) {
+        store_discard(n->store);
+    } else {
+        store_close(n->store);
+    }
     raft_uv_tls_free(n->tls);
     node_log_close(&n->log);
     free(n);
@@ -565,7 +571,7 @@ int ext_node_start(const char *db_path, const struct ext_config *cfg,
 err_fsm:
     sql_fsm_close(fsm);
 err_free:
-    node_free(n);
+    node_free(n, true);
     return rc;
 }
 
@@ -582,7 +588,7 @@ void ext_node_stop(struct ext_node *n)
     n->driver = NULL;
     applier_stop(n->applier);
     node_log_line(&n->log, RAFT_LOG_INFO, "stopped");
-    node_free(n);
+    node_free(n, false);
 }
 
 int ext_node_exec(struct ext_node *n, const char *sql, size_t sql_len,

@@ -16,6 +16,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <ftw.h>
 #include <inttypes.h>
 #include <pthread.h>
 #include <stdatomic.h>
@@ -44,6 +45,8 @@ struct ext_store {
     struct lmdb_log *lmdb;        /* the LMDB log (the driver's disk thread
                                     writes; reads at start) */
     int lock_fd;                  /* flock on <dir>/node.lock */
+    bool created_dir;             /* this open created @dir (a failed
+                                     start removes it, store_discard) */
     struct ext_applier *applier;  /* snapshots, durable index */
     pthread_mutex_t snapshot_mu;  /* one snapshot create or install at a
                                     time */
@@ -75,7 +78,9 @@ static void note_usage(struct ext_store *s)
 static int lock_dir(struct ext_store *s, char *errmsg, size_t errmsg_len)
 {
     char path[4200];
-    if (mkdir(s->dir, 0700) != 0 && errno != EEXIST) {
+    if (mkdir(s->dir, 0700) == 0) {
+        s->created_dir = true;
+    } else if (errno != EEXIST) {
         snprintf(errmsg, errmsg_len, "dir: cannot create %s: %s", s->dir,
                  strerror(errno));
         return RAFT_IOERR;
@@ -92,9 +97,36 @@ static int lock_dir(struct ext_store *s, char *errmsg, size_t errmsg_len)
                  "dir: another process runs a node on %s (%s is locked)",
                  s->dir, path);
         close(s->lock_fd);
+        s->lock_fd = -1;
+        s->created_dir = false; /* the holder's now, whoever made it */
         return RAFT_BUSY;
     }
     return 0;
+}
+
+/* remove_entry removes one file or (emptied, FTW_DEPTH) directory of a
+ * log directory being removed. */
+static int remove_entry(const char *path, const struct stat *st, int type,
+                        struct FTW *ftw)
+{
+    (void)st;
+    (void)ftw;
+    if ((type == FTW_DP ? rmdir(path) : unlink(path)) != 0) {
+        fprintf(stderr, "raftsql: cannot remove %s: %s\n", path,
+                strerror(errno));
+    }
+    return 0;
+}
+
+/* remove_created removes @s's log directory and all in it if this open
+ * created it: only this store (holding its lock) wrote there. A directory
+ * that existed before is never touched. */
+static void remove_created(struct ext_store *s)
+{
+    if (s->created_dir) {
+        nftw(s->dir, remove_entry, 16, FTW_DEPTH | FTW_PHYS);
+        s->created_dir = false;
+    }
 }
 
 int store_open(const struct ext_store_config *cfg, struct ext_node_log *log,
@@ -145,20 +177,36 @@ err_log:
 err_lock:
     close(s->lock_fd);
 err_free:
+    remove_created(s);
     free(s);
     return rc;
 }
 
-void store_close(struct ext_store *s)
+/* close_store closes @s's log and lock, removes its log directory when
+ * @discard and this open created it, and frees @s. */
+static void close_store(struct ext_store *s, bool discard)
 {
     if (s == NULL) {
         return;
     }
     lmdb_log_close(s->lmdb);
-    close(s->lock_fd);
+    close(s->lock_fd); /* the lock goes before the files it guards */
+    if (discard) {
+        remove_created(s);
+    }
     pthread_mutex_destroy(&s->snapshot_mu);
     pthread_mutex_destroy(&s->cluster_mu);
     free(s);
+}
+
+void store_close(struct ext_store *s)
+{
+    close_store(s, false);
+}
+
+void store_discard(struct ext_store *s)
+{
+    close_store(s, true);
 }
 
 const char *store_snapshot_dir(const struct ext_store *s)
