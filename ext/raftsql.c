@@ -20,9 +20,14 @@
 **     SELECT raft_add(4, '127.0.0.1:7004');  -- a learner, then a voter
 **     SELECT * FROM raft_members;
 **
-** LIMITATIONS: the write guard replaces any authorizer the host had set;
-** the extension and its host must share one SQLite library (the apply
-** connection is opened with the library raftsql was linked against).
+** LIMITATIONS: the write guard replaces any authorizer the host had set,
+** and a host that calls sqlite3_set_authorizer after loading raftsql
+** removes the guard; a C host keeps both with raftsql_set_authorizer()
+** (raftsql.h), and writes that slip past the guard are detected from the
+** database's data_version. The guard refuses only what goes through a
+** connection that loaded raftsql. raftsql calls SQLite only through the
+** API table of the host that loaded it (SQLITE_EXTENSION_INIT3 in every
+** file, its own connections included), so a process holds one SQLite.
 */
 
 #include <pthread.h>
@@ -30,6 +35,7 @@
 
 #include "func.h"
 #include "guard.h"
+#include "raftsql.h"
 #include "registry.h"
 
 SQLITE_EXTENSION_INIT1
@@ -51,6 +57,21 @@ static void set_api(void)
 __attribute__((destructor)) static void raftsql_fini(void)
 {
     ext_registry_stop_all();
+}
+
+__attribute__((visibility("default"))) int raftsql_set_authorizer(
+    sqlite3 *db,
+    int (*x)(void *, int, const char *, const char *, const char *,
+             const char *),
+    void *arg)
+{
+#ifndef SQLITE_CORE
+    /* Loaded as an extension: the host's API table must be set. */
+    if (sqlite3_api == NULL) {
+        return SQLITE_MISUSE;
+    }
+#endif
+    return ext_guard_set_host(db, x, arg);
 }
 
 __attribute__((visibility("default"))) int sqlite3_raftsql_init(

@@ -16,6 +16,9 @@
  *   raft_leader()             the leader's id, NULL when unknown
  *   raft_stop()               stop the node
  *
+ * C functions: sqlite3_raftsql_init (the entry point), and
+ * raftsql_set_authorizer (a host's authorizer behind the write guard).
+ *
  * Threads: any connection of the process, on any thread, may call these
  * concurrently; the node belongs to the process and the database file. */
 
@@ -37,6 +40,35 @@ extern "C" {
  * Any thread. */
 int sqlite3_raftsql_init(sqlite3 *db, char **pzErrMsg,
                          const sqlite3_api_routines *pApi);
+
+/* raftsql_set_authorizer sets an authorizer of the host's on @db behind
+ * raftsql's write guard. Loading raftsql installs the guard with
+ * sqlite3_set_authorizer, and SQLite keeps one authorizer per connection
+ * and cannot read it back: a host calling sqlite3_set_authorizer itself
+ * afterwards removes the guard (direct writes to the replica then go
+ * through). Call this instead, with the same arguments as
+ * sqlite3_set_authorizer (https://sqlite.org/c3ref/set_authorizer.html):
+ *   - the guard decides first: an action it refuses is SQLITE_DENY,
+ *     whatever @x says; @x is not called for it;
+ *   - otherwise @x(@arg, action, ...) is called and its answer stands
+ *     (SQLITE_OK, SQLITE_DENY or SQLITE_IGNORE);
+ *   - @x NULL removes the host's authorizer and keeps the guard.
+ * @x sees the statements prepared on @db, raft_exec() as an
+ * SQLITE_FUNCTION call among them, never the statements raft_exec()
+ * replicates (they run on the node's own connection). @arg is the
+ * caller's and must stay valid until the next call for @db or until @db
+ * is closed; raftsql frees its own state (held by a SQL function named
+ * raftsql_host_authorizer, which does nothing when called) then.
+ * Call it after raftsql was registered on @db (sqlite3_load_extension or
+ * sqlite3_auto_extension); a program that loaded build/raftsql.so finds
+ * it with dlsym(). Returns SQLITE_OK; SQLITE_NOMEM; SQLITE_BUSY while
+ * statements of @db run (nothing changed then); SQLITE_MISUSE when
+ * raftsql.so was never loaded in this process. Thread: the one using @db,
+ * as for sqlite3_set_authorizer. */
+int raftsql_set_authorizer(sqlite3 *db,
+                           int (*x)(void *, int, const char *, const char *,
+                                    const char *, const char *),
+                           void *arg);
 
 #ifdef __cplusplus
 }
