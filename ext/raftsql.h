@@ -38,6 +38,19 @@ extern "C" {
 int sqlite3_raftsql_init(sqlite3 *db, char **pzErrMsg,
                          const sqlite3_api_routines *pApi);
 
+/* raftsql_config_check checks @config, a raft_start() configuration
+ * string, for the database file @db_path (which gives the default dir=),
+ * as raft_start checks it, without starting anything: every key, its value
+ * and the rules between keys (README "Configuration keys"); the files the
+ * tls_ keys and secret_file name are read at start, not here. Returns
+ * SQLITE_OK; SQLITE_ERROR with @errmsg (@errmsg_len bytes, NUL-terminated)
+ * naming what is wrong, beginning with the key when the error is about one
+ * ("id: missing ...", "unknown key 'x' ...", "listen: '...' is not
+ * host:port: ..."); SQLITE_NOMEM. Needs no registered extension and no
+ * database. Any thread. */
+int raftsql_config_check(const char *config, const char *db_path, char *errmsg,
+                         size_t errmsg_len);
+
 #ifdef __cplusplus
 }
 #endif
