@@ -113,8 +113,8 @@ static void file_free(struct node_file *f)
 
 /* file_error reports a configuration error at @line of @f (0: the file
  * as a whole) and returns NODE__EXIT_CONFIG. */
-static int file_error(const struct node_file *f, unsigned line,
-                      const char *fmt, ...)
+static int file_error(const struct node_file *f, unsigned line, const char *fmt,
+                      ...)
 {
     char msg[1536];
     va_list ap;
@@ -130,8 +130,7 @@ static int file_error(const struct node_file *f, unsigned line,
 }
 
 /* key_find returns the line of @key (@len bytes) in @f, 0 if not read. */
-static unsigned key_find(const struct node_file *f, const char *key,
-                         size_t len)
+static unsigned key_find(const struct node_file *f, const char *key, size_t len)
 {
     for (unsigned i = 0; i < f->n_keys; i++) {
         if (strlen(f->keys[i].key) == len &&
@@ -169,8 +168,8 @@ static char *trim(char *s)
         s++;
     }
     end = s + strlen(s);
-    while (end > s && (end[-1] == ' ' || end[-1] == '\t' ||
-                       end[-1] == '\r' || end[-1] == '\n')) {
+    while (end > s && (end[-1] == ' ' || end[-1] == '\t' || end[-1] == '\r' ||
+                       end[-1] == '\n')) {
         *--end = '\0';
     }
     return s;
@@ -249,8 +248,7 @@ static int parse_line(struct node_file *f, unsigned n, char *text)
     if (strcmp(key, "log_level") == 0) {
         f->has_log_level = true;
     }
-    return config_append(f, key, value) ? 0
-                                         : file_error(f, n, "out of memory");
+    return config_append(f, key, value) ? 0 : file_error(f, n, "out of memory");
 }
 
 /* check_config checks @f's raft_start string as raft_start will, and
@@ -484,9 +482,10 @@ int main(int argc, char **argv)
             usage(stdout);
             return 0;
         } else if (strcmp(argv[i], "--version") == 0) {
-            printf("%s: build id (SQLite source id, sent in the peer "
-                   "handshake): %s; SQLite %s\n",
-                   NODE__PROGRAM, sqlite3_sourceid(), sqlite3_libversion());
+            printf(
+                "%s: build id (SQLite source id, sent in the peer "
+                "handshake): %s; SQLite %s\n",
+                NODE__PROGRAM, sqlite3_sourceid(), sqlite3_libversion());
             return 0;
         } else if (strcmp(argv[i], "--check") == 0) {
             check = true;

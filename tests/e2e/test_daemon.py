@@ -270,29 +270,27 @@ class DaemonConfigTest(unittest.TestCase):
             self.assertIn(what, err)
         self.assertFalse(os.path.exists(self.db))
 
-    def test_unknown_key_names_its_line(self):
-        self.assert_bad(self.good() + "\nelection_timeout = 3\n", ":7",
-                        "unknown key 'election_timeout'")
-
-    def test_missing_database(self):
-        self.assert_bad("id=1\ncluster=1@127.0.0.1:%d\n" % self.port, "",
-                        "database: missing")
-
-    def test_syntax_error_names_its_line(self):
-        self.assert_bad(self.good() + "heartbeat_ms 30\n", ":6",
-                        "'heartbeat_ms 30' is not `key = value`")
-
-    def test_bad_value_names_its_line(self):
-        self.assert_bad(self.good() + "heartbeat_ms = soon\n", ":6",
-                        "heartbeat_ms: 'soon' is not an integer")
-
-    def test_key_given_twice_names_both_lines(self):
-        self.assert_bad(self.good() + "id = 2\n", ":6",
-                        "id: given twice (first on line 4)")
-
-    def test_blank_in_a_value_is_refused(self):
-        self.assert_bad(self.good() + "dir = /tmp/a b\n", ":6",
-                        "dir: the value '/tmp/a b' holds a blank")
+    def test_bad_files_exit_2_naming_the_line(self):
+        """Each bad file: exit 2 (with and without --check), one line
+        naming the file, the line when there is one, and what is wrong;
+        nothing created."""
+        good = self.good()
+        cases = [
+            (good + "\nelection_timeout = 3\n", ":7",
+             "unknown key 'election_timeout'"),
+            ("id=1\ncluster=1@127.0.0.1:%d\n" % self.port, "",
+             "database: missing"),
+            (good + "heartbeat_ms 30\n", ":6",
+             "'heartbeat_ms 30' is not `key = value`"),
+            (good + "heartbeat_ms = soon\n", ":6",
+             "heartbeat_ms: 'soon' is not an integer"),
+            (good + "id = 2\n", ":6", "id: given twice (first on line 4)"),
+            (good + "dir = /tmp/a b\n", ":6",
+             "dir: the value '/tmp/a b' holds a blank"),
+        ]
+        for text, where, what in cases:
+            with self.subTest(what=what):
+                self.assert_bad(text, where, what)
 
     def test_usage_errors_exit_2(self):
         for args in ([], ["--config"], ["--bogus"]):
