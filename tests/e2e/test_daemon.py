@@ -19,6 +19,7 @@ import tempfile
 import time
 import unittest
 
+from certs import CA
 from e2e import DAEMON, NODE, wait_for
 from raftsql_cluster import Node, free_ports
 
@@ -86,6 +87,13 @@ class Daemon:
                 self.proc.kill()
                 self.proc.wait()
         return self.proc.returncode
+
+
+def end_process(p):
+    """SIGKILL @p if it still runs, and reap it."""
+    if p.poll() is None:
+        p.kill()
+        p.wait()
 
 
 def run_daemon(*args, timeout=20):
@@ -238,9 +246,7 @@ class DaemonConfigTest(unittest.TestCase):
         self.dir = tempfile.mkdtemp(prefix="raftsql-e2e-daemon-conf-")
         self.db = os.path.join(self.dir, "app.db")
         self.port = free_ports(1)[0]
-
-    def tearDown(self):
-        shutil.rmtree(self.dir, ignore_errors=True)
+        self.addCleanup(shutil.rmtree, self.dir, ignore_errors=True)
 
     def conf(self, text):
         path = os.path.join(self.dir, "node.conf")
@@ -322,28 +328,42 @@ class DaemonConfigTest(unittest.TestCase):
         self.assertEqual(code, 1, err)
         self.assertIn("cannot start: raft_start:", err)
 
-    def test_sigint_stops_a_single_node(self):
-        """SIGINT (^C) stops as SIGTERM does: exit 0."""
-        path = self.conf(self.good() + "election_timeout_ms=300\n"
-                         "heartbeat_ms=30\n")
+    def run_one(self, text):
+        """Start a daemon on @text (a file); return (process, log path)."""
         log_path = os.path.join(self.dir, "node.log")
         with open(log_path, "wb") as log:
-            p = subprocess.Popen([DAEMON, "--config", path],
+            p = subprocess.Popen([DAEMON, "--config", self.conf(text)],
                                  stdin=subprocess.DEVNULL, stdout=log,
                                  stderr=log)
-        try:
-            wait_for("the node starts",
-                     lambda: "node 1 started" in read_text(log_path), 20)
-            p.send_signal(signal.SIGINT)
-            self.assertEqual(p.wait(15), 0)
-        finally:
-            if p.poll() is None:
-                p.kill()
-                p.wait()
+        self.addCleanup(end_process, p)
+        wait_for("the node starts",
+                 lambda: "node 1 started" in read_text(log_path), 20)
+        return p, log_path
+
+    def test_sighup_reloads_certificates(self):
+        """With certificates, SIGHUP re-reads them: the daemon logs the
+        file loaded and its expiry, and keeps running."""
+        ca = CA(self.dir)
+        cert, key = ca.issue("node1", ["127.0.0.1"])
+        p, log_path = self.run_one(
+            self.good() + "tls_cert = %s\ntls_key = %s\ntls_ca = %s\n"
+            % (cert, key, ca.cert))
+        p.send_signal(signal.SIGHUP)
+        wait_for("the reload line", lambda: "SIGHUP: raft_tls_reload(): "
+                 "loaded tls_cert %s" % cert in read_text(log_path), 10)
+        self.assertIsNone(p.poll())
+        p.send_signal(signal.SIGTERM)
+        self.assertEqual(p.wait(15), 0, read_text(log_path))
+
+    def test_sigint_stops_a_single_node(self):
+        """SIGINT (^C) stops as SIGTERM does: exit 0."""
+        p, log_path = self.run_one(self.good() + "election_timeout_ms=300\n"
+                                   "heartbeat_ms=30\n")
+        p.send_signal(signal.SIGINT)
+        self.assertEqual(p.wait(15), 0)
         text = read_text(log_path)
         self.assertIn("SIGINT: stopping the node", text)
         self.assertIn("raftsql[1] INFO: stopped", text)
-
 
 if __name__ == "__main__":
     unittest.main()
