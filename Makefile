@@ -44,7 +44,8 @@ TEST_BIN := $(TEST_SRC:%.c=$(B)/%)
         soak faults faults-short \
         coverage fuzz fuzz-build fuzz-corpus
 
-all: $(B)/raftsql.so $(B)/libraftsql.a $(B)/raftsql-testhost
+all: $(B)/raftsql.so $(B)/libraftsql.a $(B)/raftsql-testhost \
+     $(B)/raftsql-node
 
 deps:
 	@scripts/deps.sh
@@ -66,6 +67,11 @@ $(B)/libraftsql.a: $(LIB_OBJ)
 # A small node program built on the same library (used by the demo and the
 # end-to-end tests): a sqlite3 host that loads raftsql and reads SQL lines.
 $(B)/raftsql-testhost: tools/raftsql_testhost.c $(B)/libraftsql.a
+	$(CC) $(BASE_CFLAGS) $(CFLAGS) -o $@ $< $(B)/libraftsql.a $(LIBS)
+
+# The daemon (tools/raftsql_node.c): one node in the foreground, configured
+# from a file (docs/deploy.md has its systemd unit).
+$(B)/raftsql-node: tools/raftsql_node.c $(B)/libraftsql.a
 	$(CC) $(BASE_CFLAGS) $(CFLAGS) -o $@ $< $(B)/libraftsql.a $(LIBS)
 
 # The benchmark (bench/README.md): never part of `make test`. `make bench`
@@ -99,12 +105,16 @@ bench: deps
 # ASan + UBSan, and ThreadSanitizer for the threaded runtime.
 $(B)/san/raftsql-testhost: tools/raftsql_testhost.c $(SAN_OBJ)
 	$(CC) $(BASE_CFLAGS) -O1 -g $(SAN) -o $@ $^ $(LIBS)
+$(B)/san/raftsql-node: tools/raftsql_node.c $(SAN_OBJ)
+	$(CC) $(BASE_CFLAGS) -O1 -g $(SAN) -o $@ $^ $(LIBS)
 
 TSAN_OBJ := $(LIB_SRC:%.c=$(B)/tsan/%.o)
 $(B)/tsan/%.o: %.c
 	@mkdir -p $(dir $@)
 	$(CC) $(BASE_CFLAGS) -O1 -g -fsanitize=thread -MMD -MP -c -o $@ $<
 $(B)/tsan/raftsql-testhost: tools/raftsql_testhost.c $(TSAN_OBJ)
+	$(CC) $(BASE_CFLAGS) -O1 -g -fsanitize=thread -o $@ $^ $(LIBS)
+$(B)/tsan/raftsql-node: tools/raftsql_node.c $(TSAN_OBJ)
 	$(CC) $(BASE_CFLAGS) -O1 -g -fsanitize=thread -o $@ $^ $(LIBS)
 
 $(B)/obj/%.o: %.c
@@ -329,9 +339,10 @@ $(B)/raftsql-testhost-next-only: tools/raftsql_testhost.c $(ONLY_OBJ)
 next: $(NEXT_BINS)
 
 # End-to-end: real node processes (the sanitizer build) on 127.0.0.1.
-e2e: all $(B)/san/raftsql-testhost $(NEXT_BINS) $(B)/tests/host/static-host
+e2e: all $(B)/san/raftsql-testhost $(B)/san/raftsql-node $(NEXT_BINS) \
+		$(B)/tests/host/static-host
 	RAFTSQL_TESTHOST=$(B)/san/raftsql-testhost RAFTSQL_SO=$(B)/raftsql.so \
-	    $(PYTHON) tests/e2e/run.py
+	    RAFTSQL_DAEMON=$(B)/san/raftsql-node $(PYTHON) tests/e2e/run.py
 
 # The driver's unit tests (tests/uv) under ThreadSanitizer: the driver
 # runs its loop and its storage jobs on threads of their own.
@@ -348,9 +359,10 @@ tsan-uv: $(TSAN_UV_BIN)
 
 # The same end-to-end tests with the nodes under ThreadSanitizer; any race
 # report makes the node exit 66, which fails the test that stopped it.
-tsan: all $(B)/tsan/raftsql-testhost
+tsan: all $(B)/tsan/raftsql-testhost $(B)/tsan/raftsql-node
 	TSAN_OPTIONS=exitcode=66 RAFTSQL_TESTHOST=$(B)/tsan/raftsql-testhost \
-	    RAFTSQL_SO=$(B)/raftsql.so $(PYTHON) tests/e2e/run.py
+	    RAFTSQL_DAEMON=$(B)/tsan/raftsql-node RAFTSQL_SO=$(B)/raftsql.so \
+	    $(PYTHON) tests/e2e/run.py
 
 # The long crash loop (tests/e2e/test_crash.py): 100 kills under load and
 # a follower catching up over 50,000 writes, on the optimized build.

@@ -32,7 +32,10 @@
 
 #include <pthread.h>
 #include <sqlite3ext.h>
+#include <stdio.h>
+#include <stdlib.h>
 
+#include "config.h"
 #include "func.h"
 #include "guard.h"
 #include "raftsql.h"
@@ -93,4 +96,18 @@ __attribute__((visibility("default"))) int sqlite3_raftsql_init(
             sqlite3_mprintf("raftsql: cannot register: %s", sqlite3_errstr(rc));
     }
     return rc;
+}
+
+__attribute__((visibility("default"))) int raftsql_config_check(
+    const char *config, const char *db_path, char *errmsg, size_t errmsg_len)
+{
+    struct ext_config *cfg = malloc(sizeof *cfg);
+    int rc;
+    if (cfg == NULL) {
+        snprintf(errmsg, errmsg_len, "out of memory");
+        return SQLITE_NOMEM;
+    }
+    rc = ext_config_parse(config, db_path, cfg, errmsg, errmsg_len);
+    free(cfg);
+    return rc == 0 ? SQLITE_OK : SQLITE_ERROR;
 }

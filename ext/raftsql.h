@@ -16,8 +16,9 @@
  *   raft_leader()             the leader's id, NULL when unknown
  *   raft_stop()               stop the node
  *
- * C functions: sqlite3_raftsql_init (the entry point), and
- * raftsql_set_authorizer (a host's authorizer behind the write guard).
+ * C functions: sqlite3_raftsql_init (the entry point),
+ * raftsql_set_authorizer (a host's authorizer behind the write guard) and
+ * raftsql_config_check (a configuration string checked, nothing started).
  *
  * Threads: any connection of the process, on any thread, may call these
  * concurrently; the node belongs to the process and the database file. */
@@ -69,6 +70,19 @@ int raftsql_set_authorizer(sqlite3 *db,
                            int (*x)(void *, int, const char *, const char *,
                                     const char *, const char *),
                            void *arg);
+
+/* raftsql_config_check checks @config, a raft_start() configuration
+ * string, for the database file @db_path (which gives the default dir=),
+ * as raft_start checks it, without starting anything: every key, its value
+ * and the rules between keys (README "Configuration keys"); the files the
+ * tls_ keys and secret_file name are read at start, not here. Returns
+ * SQLITE_OK; SQLITE_ERROR with @errmsg (@errmsg_len bytes, NUL-terminated)
+ * naming what is wrong, beginning with the key when the error is about one
+ * ("id: missing ...", "unknown key 'x' ...", "listen: '...' is not
+ * host:port: ..."); SQLITE_NOMEM. Needs no registered extension and no
+ * database. Any thread. */
+int raftsql_config_check(const char *config, const char *db_path, char *errmsg,
+                         size_t errmsg_len);
 
 #ifdef __cplusplus
 }
