@@ -33,7 +33,8 @@ TEST_BIN := $(TEST_SRC:%.c=$(B)/%)
         soak faults faults-short \
         coverage fuzz fuzz-build fuzz-corpus
 
-all: $(B)/raftsql.so $(B)/libraftsql.a $(B)/raftsql-testhost
+all: $(B)/raftsql.so $(B)/libraftsql.a $(B)/raftsql-testhost \
+     $(B)/examples/write_through
 
 deps:
 	@scripts/deps.sh
@@ -49,6 +50,12 @@ $(B)/libraftsql.a: $(LIB_OBJ)
 # A small node program built on the same library (used by the demo and the
 # end-to-end tests): a sqlite3 host that loads raftsql and reads SQL lines.
 $(B)/raftsql-testhost: tools/raftsql_testhost.c $(B)/libraftsql.a
+	$(CC) $(BASE_CFLAGS) $(CFLAGS) -o $@ $< $(B)/libraftsql.a $(LIBS)
+
+# A C program writing through the node another process runs
+# (examples/write_through.c, tests/e2e/test_attach.py).
+$(B)/examples/write_through: examples/write_through.c $(B)/libraftsql.a
+	@mkdir -p $(dir $@)
 	$(CC) $(BASE_CFLAGS) $(CFLAGS) -o $@ $< $(B)/libraftsql.a $(LIBS)
 
 # The benchmark (bench/README.md): never part of `make test`. `make bench`

@@ -68,7 +68,14 @@ static int roundtrip(sqlite3 *db, const char *file, const char *fn,
     }
     free(text);
     *code = SQLITE_ERROR;
-    if (rc != 0) {
+    if (rc == RAFT_NOCONN &&
+        attach_sock_frame_read(fd, EXT_EXEC_POLL_MS, NULL, &frame, &len) == 0) {
+        rc = 0; /* it answered before reading: a refusal, "busy" */
+    } else if (rc == 0) {
+        rc = attach_sock_frame_read(fd,
+                                    (int)(p.timeout_ms + EXT__ATTACH_GRACE_MS),
+                                    &probe, &frame, &len);
+    } else {
         close(fd);
         snprintf(why, why_len,
                  "%s: not applied: cannot send the call to the raftsql node "
@@ -76,8 +83,6 @@ static int roundtrip(sqlite3 *db, const char *file, const char *fn,
                  fn, p.pid, raft_strerror(rc));
         return rc;
     }
-    rc = attach_sock_frame_read(fd, (int)(p.timeout_ms + EXT__ATTACH_GRACE_MS),
-                                &probe, &frame, &len);
     close(fd);
     if (rc == RAFT_CANCELED) {
         *code = SQLITE_INTERRUPT;
