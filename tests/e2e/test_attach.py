@@ -11,6 +11,8 @@ import json
 import os
 import shutil
 import signal
+import socket
+import struct
 import subprocess
 import sys
 import tempfile
@@ -18,7 +20,7 @@ import time
 import unittest
 
 from e2e import ROOT, NODE, SO, ClusterCase, wait_for
-from raftsql_cluster import Node, free_ports
+from raftsql_cluster import Node, NodeError, free_ports
 
 PYTHON = "/usr/bin/python3"
 EXAMPLE = os.path.join(ROOT, "build", "examples", "write_through")
@@ -182,6 +184,46 @@ class AttachClusterTest(ClusterCase):
         self.assertEqual(json.loads(got[0]["rows"][0][0])["id"], node.id)
 
 
+    def test_interrupt_ends_the_wait(self):
+        node = self.leader
+        script = r"""
+import sqlite3, sys, threading, time
+con = sqlite3.connect(sys.argv[1], isolation_level=None,
+                      check_same_thread=False)
+con.enable_load_extension(True)
+con.load_extension(sys.argv[2])
+threading.Timer(1.0, con.interrupt).start()
+t0 = time.monotonic()
+try:
+    con.execute("SELECT raft_exec('INSERT INTO kv VALUES(2, 2)')")
+    print("applied")
+except sqlite3.Error as e:
+    print("%.1f %s" % (time.monotonic() - t0, e))
+"""
+        for f in self.followers:
+            os.kill(f.proc.pid, signal.SIGSTOP)
+        try:
+            out = subprocess.run([PYTHON, "-c", script, node.db, SO_BASE],
+                                 capture_output=True, text=True, timeout=60)
+        finally:
+            for f in self.followers:
+                os.kill(f.proc.pid, signal.SIGCONT)
+        took, _, msg = out.stdout.strip().partition(" ")
+        self.assertIn("interrupted: outcome unknown", msg, out.stderr)
+        self.assertLess(float(took), 3.0)
+
+    def test_transfer_and_members_from_another_process(self):
+        old = self.leader.id
+        got = writer(self.leader.db, [["SELECT raft_transfer()"]])
+        self.assertIn("rows", got[0], got[0])
+        new = wait_for("another leader", lambda: (
+            self.cluster.node(old).value("SELECT raft_leader()") or old)
+            != old and self.cluster.node(old).value("SELECT raft_leader()"))
+        got = writer(self.cluster.node(old).db, [
+            ["SELECT id FROM raft_members WHERE leader = 1"]])
+        self.assertEqual(got[0], {"rows": [[new]]})
+
+
 class AttachSingleTest(unittest.TestCase):
     """One node in a directory every user may enter, for clients of
     another uid and for a long dir=."""
@@ -269,6 +311,42 @@ class AttachSingleTest(unittest.TestCase):
         self.node.sql("SELECT raft_stop()")
         self.assertFalse(os.path.exists(sock))
         self.assertFalse(os.path.exists(self.db + "-raftsql"))
+
+    def test_raft_stop_from_another_process(self):
+        self.start("")
+        sock = self.pointer()["socket"]
+        got = writer(self.db, [["SELECT raft_stop()"], ["SELECT raft_status()"]])
+        self.assertEqual(got[0], {"rows": [["stopped"]]})
+        self.assertIn("no raftsql node runs", got[1]["error"])
+        self.assertFalse(os.path.exists(sock))
+        self.assertFalse(os.path.exists(self.db + "-raftsql"))
+        with self.assertRaises(NodeError):
+            self.node.value("SELECT raft_status()")
+        self.assertIsNone(self.node.proc.poll(), "the node's process lives")
+
+    def test_malformed_frames_close_that_connection_only(self):
+        self.start("")
+        sock = self.pointer()["socket"]
+        def frame(body):
+            return struct.pack("<I", len(body)) + body
+        for junk in (frame(b"hello"), b"\xff\xff\xff\xff",
+                     frame(b'{"fn": 1}'),
+                     frame(b'{"fn": "sqlite_version", "args": []}')):
+            with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as c:
+                c.settimeout(20)
+                c.connect(sock)
+                c.sendall(junk)
+                try:
+                    self.assertEqual(c.recv(100), b"", junk)
+                except ConnectionResetError:
+                    pass  # closed with bytes unread: also closed
+        got = writer(self.db, [["SELECT raft_exec('INSERT INTO kv "
+                                "VALUES(1, 2)')"]])
+        self.assertEqual(got, [{"rows": [[1]]}])
+        with open(self.node.log_path, errors="replace") as f:
+            log = f.read()
+        self.assertIn("attach: a malformed call", log)
+        self.assertIn("sqlite_version is no raftsql function", log)
 
     def test_socket_off(self):
         self.start("socket=off")
