@@ -53,19 +53,19 @@ struct client {
 };
 
 struct ext_attach_server {
-    char db_path[4096];                     /* the node's database file */
-    char sock_path[EXT_ATTACH_PATH_MAX];    /* where it listens */
-    long gid;                               /* socket_group's gid, -1 */
-    char group[64];                         /* its name, "" */
-    struct ext_node_log *log;               /* the node's log */
-    int listen_fd;                          /* the listening socket */
-    int wake[2];                            /* stops the acceptor */
-    pthread_t acceptor;                     /* the accept thread */
-    pthread_mutex_t mu;                     /* guards the fields below */
-    struct client *clients;                 /* served connections (mu) */
-    unsigned n_clients;                     /* live ones among them (mu) */
-    sqlite3 *idle[EXT_ATTACH_CLIENTS_MAX];  /* connections to reuse (mu) */
-    unsigned n_idle;                        /* entries used in idle (mu) */
+    char db_path[4096];                    /* the node's database file */
+    char sock_path[EXT_ATTACH_PATH_MAX];   /* where it listens */
+    long gid;                              /* socket_group's gid, -1 */
+    char group[64];                        /* its name, "" */
+    struct ext_node_log *log;              /* the node's log */
+    int listen_fd;                         /* the listening socket */
+    int wake[2];                           /* stops the acceptor */
+    pthread_t acceptor;                    /* the accept thread */
+    pthread_mutex_t mu;                    /* guards the fields below */
+    struct client *clients;                /* served connections (mu) */
+    unsigned n_clients;                    /* live ones among them (mu) */
+    sqlite3 *idle[EXT_ATTACH_CLIENTS_MAX]; /* connections to reuse (mu) */
+    unsigned n_idle;                       /* entries used in idle (mu) */
 };
 
 /* The client this thread serves, NULL on any other thread. */
@@ -82,8 +82,8 @@ bool attach_server_serving(void)
 
 /* The functions a client may call, and the table it may read. */
 static const char *const callable[] = {
-    "raft_exec",    "raft_status",  "raft_leader",   "raft_stop",
-    "raft_add",     "raft_remove",  "raft_promote",  "raft_demote",
+    "raft_exec",    "raft_status",   "raft_leader",     "raft_stop",
+    "raft_add",     "raft_remove",   "raft_promote",    "raft_demote",
     "raft_update",  "raft_transfer", "raft_tls_reload", "raft_cluster_id",
     "raft_members",
 };
@@ -510,9 +510,12 @@ static void accept_one(struct ext_attach_server *s)
     pthread_mutex_unlock(&s->mu);
     c = full ? NULL : calloc(1, sizeof *c);
     if (c == NULL) {
-        send_error(fd, SQLITE_BUSY,
-                   "raftsql: busy: the node serves as many connections of "
-                   "other processes as it takes (64); retry");
+        char msg[160];
+        snprintf(msg, sizeof msg,
+                 "raftsql: busy: the node serves as many connections of "
+                 "other processes as it takes (%u); retry",
+                 (unsigned)EXT_ATTACH_CLIENTS_MAX);
+        send_error(fd, SQLITE_BUSY, msg);
         close(fd);
         return;
     }
@@ -605,8 +608,8 @@ int attach_server_start(const char *db_path, const struct ext_config *cfg,
     s->wake[0] = s->wake[1] = -1;
     pthread_mutex_init(&s->mu, NULL);
     rc = attach_sock_path(db_path, cfg->dir,
-                          s->gid >= 0 ? (gid_t)s->gid : (gid_t)-1,
-                          s->sock_path, errmsg, errmsg_len);
+                          s->gid >= 0 ? (gid_t)s->gid : (gid_t)-1, s->sock_path,
+                          errmsg, errmsg_len);
     if (rc == 0) {
         rc = listen_at(s, errmsg, errmsg_len);
     }

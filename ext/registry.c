@@ -42,9 +42,14 @@ static bool elsewhere(const char *path, char *errmsg, size_t errmsg_len)
     struct ext_attach_pointer p;
     char why[256];
     int fd = -1;
-    if (attach_sock_find(path, &p) != 0 ||
-        attach_sock_connect(p.socket, &fd, why, sizeof why) == RAFT_NOCONN) {
-        return false; /* none, or a stale pointer file the start replaces */
+    if (attach_sock_find(path, &p) != 0) {
+        return false;
+    }
+    if (attach_sock_connect(p.socket, &fd, why, sizeof why) == RAFT_NOCONN) {
+        /* A stale pointer file (its pid lives on in another process):
+         * gone, also when this node writes none (socket=off). */
+        attach_sock_pointer_remove(path, p.pid);
+        return false;
     }
     if (fd >= 0) {
         close(fd);

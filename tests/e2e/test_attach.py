@@ -178,8 +178,12 @@ class AttachClusterTest(ClusterCase):
         finally:
             for f in self.followers:
                 os.kill(f.proc.pid, signal.SIGCONT)
+        self.assertTrue(os.path.exists(node.db + "-raftsql"), "stale")
         i = self.cluster.nodes.index(node)
         self.cluster.nodes[i] = self.cluster.spawn(node.id)
+        with open(node.db + "-raftsql") as f:
+            self.assertIn("pid=%d\n" % self.cluster.nodes[i].proc.pid,
+                          f.read(), "a new start replaces a stale file")
         got = writer(node.db, [["SELECT raft_status()"]])
         self.assertEqual(json.loads(got[0]["rows"][0][0])["id"], node.id)
 
