@@ -235,8 +235,8 @@ static int values_decode(json_t *a, unsigned max, struct sql_value **out,
 /* dump writes @root (taken) as compact JSON into *@out, *@out_len. */
 static int dump(json_t *root, char **out, size_t *out_len)
 {
-    char *s = root != NULL ? json_dumps(root, JSON_COMPACT | JSON_ENCODE_ANY)
-                           : NULL;
+    char *s =
+        root != NULL ? json_dumps(root, JSON_COMPACT | JSON_ENCODE_ANY) : NULL;
     json_decref(root);
     if (s == NULL) {
         return RAFT_NOMEM;

@@ -163,17 +163,17 @@ static void test_malformed_refused(void **state)
 
     for (size_t i = 0; i < sizeof calls / sizeof calls[0]; i++) {
         err[0] = '\0';
-        assert_int_equal(attach_codec_call_decode(calls[i], strlen(calls[i]),
-                                                  fn, &out, &n, err,
-                                                  sizeof err),
-                         RAFT_PROTO);
+        assert_int_equal(
+            attach_codec_call_decode(calls[i], strlen(calls[i]), fn, &out, &n,
+                                     err, sizeof err),
+            RAFT_PROTO);
         assert_true(err[0] != '\0');
     }
     for (size_t i = 0; i < sizeof answers / sizeof answers[0]; i++) {
-        assert_int_equal(attach_codec_answer_decode(answers[i],
-                                                    strlen(answers[i]), &b,
-                                                    err, sizeof err),
-                         RAFT_PROTO);
+        assert_int_equal(
+            attach_codec_answer_decode(answers[i], strlen(answers[i]), &b, err,
+                                       sizeof err),
+            RAFT_PROTO);
     }
     {
         char *text = NULL;
