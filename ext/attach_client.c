@@ -79,8 +79,11 @@ static int roundtrip(sqlite3 *db, const char *file, const char *fn,
         close(fd);
         snprintf(why, why_len,
                  "%s: not applied: cannot send the call to the raftsql node "
-                 "(pid %ld): %s",
-                 fn, p.pid, raft_strerror(rc));
+                 "(pid %ld): %s%s",
+                 fn, p.pid, raft_strerror(rc),
+                 rc == RAFT_TOOBIG ? " (over 192 MiB encoded: blobs travel "
+                                     "in hex)"
+                                   : "");
         return rc;
     }
     close(fd);

@@ -14,8 +14,9 @@
 #include "node.h"
 
 /* Longest frame either side accepts, bytes: a larger length closes the
- * connection. */
-#define EXT_ATTACH_FRAME_MAX (64u * 1024 * 1024)
+ * connection. Three times the default max_request_bytes: a request of
+ * that size in blobs, in hex, fits with room for its JSON. */
+#define EXT_ATTACH_FRAME_MAX (192u * 1024 * 1024)
 
 /* Longest socket path, with its NUL (sun_path). */
 #define EXT_ATTACH_PATH_MAX 108

@@ -91,6 +91,7 @@ class AttachClusterTest(ClusterCase):
                 ["SELECT id, role, leader FROM raft_members ORDER BY id"],
                 ["SELECT raft_exec('INSERT INTO kv VALUES(?, ?)', ?, ?)",
                  key, 8],
+                ["SELECT raft_cluster_id()"],
             ])
             self.assertEqual(got[0], {"rows": [[1]]})
             self.assertEqual(got[1], {"rows": [[7]]}, "reads its own write")
@@ -109,6 +110,8 @@ class AttachClusterTest(ClusterCase):
                               [2, "voter", int(self.leader.id == 2)],
                               [3, "voter", int(self.leader.id == 3)]])
             self.assertIn("UNIQUE constraint failed", got[9]["error"])
+            self.assertEqual(got[10]["rows"][0][0],
+                             node.value("SELECT raft_cluster_id()"))
 
     def test_sqlite3_shell_and_c_program_write_through(self):
         node = self.followers[0]
