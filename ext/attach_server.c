@@ -258,15 +258,16 @@ static int64_t rowid_after(sqlite3 *db)
     return rowid;
 }
 
-/* run_call runs @fn(@args) on @db and answers @fd. */
-static bool run_call(int fd, sqlite3 *db, const char *fn,
-                     const struct sql_value *args, unsigned n)
+/* run_call runs @fn(@args) on @db and encodes its answer into *@out
+ * (malloc'd) and *@out_len: 0, or RAFT_NOMEM. */
+static int run_call(sqlite3 *db, const char *fn, const struct sql_value *args,
+                    unsigned n, char **out, size_t *out_len)
 {
     struct ext_attach_answer a;
     struct sql_value cells[EXT_ATTACH_CELLS_MAX];
     sqlite3_stmt *stmt = NULL;
     char *q = query_text(fn, n);
-    bool table = strcmp(fn, "raft_members") == 0, sent;
+    bool table = strcmp(fn, "raft_members") == 0;
     unsigned n_cells = 0;
     int rc;
 
@@ -317,7 +318,9 @@ static bool run_call(int fd, sqlite3 *db, const char *fn,
     if (a.ok && strcmp(fn, "raft_exec") == 0) {
         a.rowid = rowid_after(db);
     }
-    sent = send_answer(fd, &a);
+    if (attach_codec_answer_encode(&a, out, out_len) != 0) {
+        *out = NULL;
+    }
     for (unsigned i = 0; i < n_cells; i++) {
         if (cells[i].type == SQL_TEXT) {
             free((void *)cells[i].bytes.p);
@@ -325,15 +328,15 @@ static bool run_call(int fd, sqlite3 *db, const char *fn,
     }
     sqlite3_finalize(stmt);
     free(q);
-    return sent;
+    return *out != NULL ? 0 : RAFT_NOMEM;
 }
 
 /* serve_frames answers calls on @c's connection until it closes. */
 static void serve_frames(struct client *c)
 {
     struct ext_attach_server *s = c->srv;
-    sqlite3 *db = NULL;
     for (;;) {
+        sqlite3 *db;
         char *frame = NULL, fn[EXT_ATTACH_FN_MAX], why[256];
         struct sql_value *args = NULL;
         unsigned n = 0;
@@ -366,7 +369,7 @@ static void serve_frames(struct client *c)
             attach_codec_values_free(args, n);
             break;
         }
-        if (db == NULL) {
+        {
             struct ext_attach_answer a;
             memset(&a, 0, sizeof a);
             db = conn_take(s, &a);
@@ -376,16 +379,17 @@ static void serve_frames(struct client *c)
                 break;
             }
         }
-        ok = run_call(c->fd, db, fn, args, n);
+        frame = NULL;
+        rc = run_call(db, fn, args, n, &frame, &len);
         attach_codec_values_free(args, n);
+        /* Back to the pool before the answer goes: the caller's next call
+         * comes on a new connection, whose thread then takes it. */
+        conn_give(s, db);
+        ok = rc == 0 && attach_sock_frame_write(c->fd, frame, len) == 0;
+        free(frame);
         if (!ok || orphaned) {
             break;
         }
-    }
-    if (orphaned) {
-        sqlite3_close(db);
-    } else {
-        conn_give(s, db);
     }
 }
 
