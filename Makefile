@@ -45,7 +45,7 @@ TEST_BIN := $(TEST_SRC:%.c=$(B)/%)
         coverage fuzz fuzz-build fuzz-corpus
 
 all: $(B)/raftsql.so $(B)/libraftsql.a $(B)/raftsql-testhost \
-     $(B)/raftsql-node
+     $(B)/raftsql-node $(B)/examples/write_through
 
 deps:
 	@scripts/deps.sh
@@ -72,6 +72,12 @@ $(B)/raftsql-testhost: tools/raftsql_testhost.c $(B)/libraftsql.a
 # The daemon (tools/raftsql_node.c): one node in the foreground, configured
 # from a file (docs/deploy.md has its systemd unit).
 $(B)/raftsql-node: tools/raftsql_node.c $(B)/libraftsql.a
+	$(CC) $(BASE_CFLAGS) $(CFLAGS) -o $@ $< $(B)/libraftsql.a $(LIBS)
+
+# A C program writing through the node another process runs
+# (examples/write_through.c, tests/e2e/test_attach.py).
+$(B)/examples/write_through: examples/write_through.c $(B)/libraftsql.a
+	@mkdir -p $(dir $@)
 	$(CC) $(BASE_CFLAGS) $(CFLAGS) -o $@ $< $(B)/libraftsql.a $(LIBS)
 
 # The benchmark (bench/README.md): never part of `make test`. `make bench`

@@ -5,16 +5,20 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "attach_client.h"
 #include "registry.h"
 
 SQLITE_EXTENSION_INIT3
 
 /* replicated says whether schema @schema of @db (NULL: main) is a file a
- * node runs for: "main", or the same file ATTACHed under another name. */
+ * node runs for: "main", or the same file ATTACHed under another name;
+ * the node of this process, or of another process of the machine (its
+ * pointer file, attach_client.h). */
 static int replicated(sqlite3 *db, const char *schema)
 {
     const char *file = sqlite3_db_filename(db, schema ? schema : "main");
-    return file != NULL && file[0] != '\0' && ext_registry_replica(file);
+    return file != NULL && file[0] != '\0' &&
+           (ext_registry_replica(file) || attach_client_served(file));
 }
 
 /* The check running on this thread (guard_check_begin), or NULL. */

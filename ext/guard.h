@@ -8,7 +8,9 @@
 
 /* ext_guard_install sets the guard as @db's authorizer (replacing any
  * other: see https://sqlite.org/c3ref/set_authorizer.html). While a node
- * runs (or ran earlier in this process) for a database file, INSERT,
+ * runs (or ran earlier in this process) for a database file, or a node
+ * of another process of the machine serves it (its pointer file names a
+ * live process), INSERT,
  * UPDATE, DELETE and schema changes on it (as "main" or ATTACHed under any
  * name) are denied at prepare time (SQLite reports "not authorized"; a
  * line naming raft_exec() is logged to stderr); TEMP objects and reads stay

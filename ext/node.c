@@ -651,6 +651,11 @@ uint64_t ext_node_leader(struct ext_node *n)
     return status_leader(n->status);
 }
 
+struct ext_node_log *ext_node_logger(struct ext_node *n)
+{
+    return &n->log;
+}
+
 uint64_t ext_node_id(const struct ext_node *n)
 {
     return n->cfg.id;

@@ -155,6 +155,12 @@ int ext_node_tls_reload(struct ext_node *n, char *msg, size_t msg_len);
  * in the stored configuration. Any thread. */
 void ext_node_listen(const struct ext_node *n, char *buf, size_t len);
 
+struct ext_node_log; /* node_log.h */
+
+/* ext_node_logger returns @n's log (valid until ext_node_stop). Any
+ * thread. */
+struct ext_node_log *ext_node_logger(struct ext_node *n);
+
 /* ext_node_id returns this node's server id. Any thread. */
 uint64_t ext_node_id(const struct ext_node *n);
 

@@ -2,7 +2,10 @@
 ** raftsql.c - the raftsql SQLite extension: makes a database file one
 ** replica of a Raft group.
 **
-** Usage (sqlite3 shell), one process per node:
+** Usage (sqlite3 shell), one process per node; the other processes of
+** the machine that load raftsql on the same file use that node through
+** its Unix socket (attach_server.c), with the same functions and no
+** raft_start:
 **
 **     .load ./build/raftsql
 **     SELECT raft_start('id=1 cluster=1@127.0.0.1:7001,2@127.0.0.1:7002,'
@@ -14,7 +17,8 @@
 **
 ** Writes go through raft_exec() only: the statement becomes a Raft log
 ** entry, and every node applies committed entries in order to its own
-** database. Direct writes to the database are refused while the node runs.
+** database. Direct writes to the database are refused while the node runs,
+** in its process and in the others that loaded raftsql.
 ** Membership changes through the log (members.c):
 **
 **     SELECT raft_add(4, '127.0.0.1:7004');  -- a learner, then a voter
