@@ -693,6 +693,11 @@ int sql_fsm_apply(struct sql_fsm *f, const struct sql_fsm_entry *entries,
 
 restart:
     rc = schema_run(f, STMT_BEGIN, "BEGIN IMMEDIATE");
+    if (rc == 0) {
+        /* Under the write lock: nothing applies on top of a foreign
+         * commit. */
+        rc = foreign_check(f);
+    }
     if (rc != 0) {
         goto err;
     }

@@ -376,6 +376,11 @@ int sql_fsm_snapshot_install(struct sql_fsm *f, const char *path,
         goto out;
     }
     rc = fsm_reload(f);
+    if (rc == 0) {
+        /* The database holds the snapshot only: a foreign commit seen
+         * before is gone with the content it changed. */
+        rc = foreign_reset(f);
+    }
     if (rc != 0) {
         goto out;
     }
