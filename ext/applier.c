@@ -11,7 +11,11 @@
  * doubling to 5 s), never skipped, and raft_status() shows the condition
  * (applying false, apply_error) until a retry succeeds. An entry of a type
  * this version does not know stops applying the same way, at that entry:
- * it is never skipped. */
+ * it is never skipped. A commit the node did not make (sql_fsm_foreign_check:
+ * checked inside every batch and once a second when idle) marks the
+ * replica diverged: the batch goes back to the queue and nothing applies
+ * until a snapshot install replaces the database (the log keeps the
+ * entries durably, so nothing is lost). */
 
 #include "applier.h"
 
@@ -26,6 +30,9 @@
 
 /* Most entries applied in one SQLite transaction. */
 #define EXT__APPLY_BATCH_MAX 4096
+
+/* How often an idle apply thread looks for foreign commits, ms. */
+#define EXT__FOREIGN_CHECK_MS 1000
 
 /* Backoff between retries of a failed batch, ms. */
 #define EXT__RETRY_MIN_MS 100
@@ -62,7 +69,20 @@ struct ext_applier {
                                       database file (sql_fsm_durable) */
     atomic_bool stopping;           /* applier_stop interrupted the state
                                       machine */
+    atomic_bool diverged;           /* a foreign commit was seen: nothing
+                                      applies until an install (set under
+                                      mu) */
+    struct ext_applier_divergence divergence; /* what was seen (mu) */
+    atomic_uint_least64_t n_repairs; /* installs that ended a divergence */
 };
+
+/* Appliers of the process that are diverged (applier_any_diverged). */
+static atomic_int n_diverged;
+
+bool applier_any_diverged(void)
+{
+    return atomic_load(&n_diverged) > 0;
+}
 
 int applier_push(struct ext_applier *a, const struct raft_entry *entries,
                  unsigned n)
@@ -149,8 +169,77 @@ int applier_install(struct ext_applier *a, const char *path,
     }
     atomic_store(&a->applied, *out_index);
     atomic_store(&a->durable, sql_fsm_durable(a->fsm));
+    pthread_mutex_lock(&a->mu);
+    if (atomic_load(&a->diverged)) {
+        /* The database is the snapshot's now: the foreign commit is gone
+         * (the state machine forgot it too). */
+        atomic_store(&a->diverged, false);
+        atomic_fetch_sub(&n_diverged, 1);
+        a->divergence.repaired_index = *out_index;
+        atomic_fetch_add(&a->n_repairs, 1);
+    }
+    pthread_mutex_unlock(&a->mu);
     tell_cluster_id(a);
     return 0;
+}
+
+bool applier_diverged(struct ext_applier *a, struct ext_applier_divergence *out)
+{
+    bool diverged;
+    pthread_mutex_lock(&a->mu);
+    diverged = atomic_load(&a->diverged);
+    if (out != NULL) {
+        *out = a->divergence;
+    }
+    pthread_mutex_unlock(&a->mu);
+    return diverged;
+}
+
+uint64_t applier_repairs(const struct ext_applier *a)
+{
+    return atomic_load(&a->n_repairs);
+}
+
+/* note_foreign marks the replica diverged after the state machine saw a
+ * commit it did not make (its message says what), and logs it at ERROR
+ * once. Called without mu. */
+static void note_foreign(struct ext_applier *a)
+{
+    struct timespec now;
+    uint64_t since_ms;
+    bool is_new;
+    clock_gettime(CLOCK_REALTIME, &now);
+    since_ms = (uint64_t)now.tv_sec * 1000 + (uint64_t)now.tv_nsec / 1000000;
+    pthread_mutex_lock(&a->mu);
+    is_new = !atomic_load(&a->diverged);
+    if (is_new) {
+        a->divergence.since_ms = since_ms;
+        a->divergence.at_index = atomic_load(&a->applied) + 1;
+        snprintf(a->divergence.reason, sizeof a->divergence.reason, "%s",
+                 sql_fsm_errmsg(a->fsm));
+        atomic_store(&a->diverged, true);
+        atomic_fetch_add(&n_diverged, 1);
+    }
+    pthread_mutex_unlock(&a->mu);
+    if (is_new) {
+        char seen[EXT_ISO_TIME_LEN];
+        node_log_iso_time(since_ms, seen);
+        node_log_error(a->log,
+                       "diverged replica: %s (seen %s); applying holds (the "
+                       "log keeps every entry) until a snapshot of a healthy "
+                       "peer replaces the database",
+                       sql_fsm_errmsg(a->fsm), seen);
+    }
+}
+
+/* idle_check looks for a foreign commit while no batch runs. Called
+ * without mu, with busy set. */
+static void idle_check(struct ext_applier *a)
+{
+    int rc = sqlbridge_rc(sql_fsm_foreign_check(a->fsm));
+    if (rc == RAFT_DIVERGED) {
+        note_foreign(a);
+    }
 }
 
 void applier_release(struct ext_applier *a, uint64_t covered)
@@ -177,6 +266,12 @@ int applier_snapshot_create(struct ext_applier *a, const char *path,
                             uint64_t *out_index, uint64_t *out_term,
                             char *errmsg, size_t errmsg_len)
 {
+    if (atomic_load(&a->diverged)) {
+        snprintf(errmsg, errmsg_len,
+                 "this replica diverged (a foreign write): no snapshot is "
+                 "made of it");
+        return RAFT_DIVERGED;
+    }
     return sqlbridge_rc(sql_fsm_snapshot_create(a->fsm, path, out_index,
                                                 out_term, errmsg, errmsg_len));
 }
@@ -203,6 +298,18 @@ static void note_failure(struct ext_applier *a, raft_index index,
     }
 }
 
+/* ms_from_now sets @out to @ms from now on CLOCK_MONOTONIC. */
+static void ms_from_now(struct timespec *out, unsigned ms)
+{
+    clock_gettime(CLOCK_MONOTONIC, out);
+    out->tv_sec += ms / 1000;
+    out->tv_nsec += (long)(ms % 1000) * 1000000L;
+    if (out->tv_nsec >= 1000000000L) {
+        out->tv_sec++;
+        out->tv_nsec -= 1000000000L;
+    }
+}
+
 /* retry_later puts the @n entries of a failed @batch back at the head of
  * the queue (their references move with them) and sets the next retry.
  * Returns false when the queue cannot grow (out of memory: the entries
@@ -225,13 +332,7 @@ static bool retry_later(struct ext_applier *a, const struct raft_entry *batch,
     a->backoff_ms = a->backoff_ms == 0                      ? EXT__RETRY_MIN_MS
                     : a->backoff_ms * 2 > EXT__RETRY_MAX_MS ? EXT__RETRY_MAX_MS
                                                             : a->backoff_ms * 2;
-    clock_gettime(CLOCK_MONOTONIC, &a->retry_at);
-    a->retry_at.tv_sec += a->backoff_ms / 1000;
-    a->retry_at.tv_nsec += (long)(a->backoff_ms % 1000) * 1000000L;
-    if (a->retry_at.tv_nsec >= 1000000000L) {
-        a->retry_at.tv_sec++;
-        a->retry_at.tv_nsec -= 1000000000L;
-    }
+    ms_from_now(&a->retry_at, a->backoff_ms);
     return true;
 }
 
@@ -339,6 +440,10 @@ static int apply_batch(struct ext_applier *a, const struct raft_entry *batch,
     if (rc != 0 && atomic_load(&a->stopping)) {
         goto out; /* interrupted by applier_stop: applied after a restart */
     }
+    if (rc == RAFT_DIVERGED) {
+        note_foreign(a); /* nothing applied: the batch waits */
+        goto out;
+    }
     if (rc != 0) {
         note_failure(a, batch[0].index, sql_fsm_errmsg(a->fsm));
         goto out;
@@ -403,6 +508,19 @@ static void follower_pace(struct ext_applier *a,
     }
 }
 
+/* run_unlocked runs @work on the apply connection between batches: busy
+ * (so a hold waits for it) and without mu. Caller holds mu. */
+static void run_unlocked(struct ext_applier *a,
+                         void (*work)(struct ext_applier *a))
+{
+    a->busy = true;
+    pthread_mutex_unlock(&a->mu);
+    work(a);
+    pthread_mutex_lock(&a->mu);
+    a->busy = false;
+    pthread_cond_broadcast(&a->idle_cond);
+}
+
 /* applier_main is the apply thread's body. */
 static void *applier_main(void *arg)
 {
@@ -421,8 +539,19 @@ static void *applier_main(void *arg)
         unsigned n;
         int rc;
         while (!a->stop && !a->want_checkpoint &&
-               (a->n_queue == 0 || a->held)) {
-            pthread_cond_wait(&a->cond, &a->mu);
+               (a->n_queue == 0 || a->held || atomic_load(&a->diverged))) {
+            struct timespec until;
+            if (a->held || atomic_load(&a->diverged)) {
+                pthread_cond_wait(&a->cond, &a->mu);
+                continue;
+            }
+            /* Idle: look for foreign commits within a second. */
+            ms_from_now(&until, EXT__FOREIGN_CHECK_MS);
+            if (pthread_cond_timedwait(&a->cond, &a->mu, &until) == 0 ||
+                a->stop || a->held || a->n_queue > 0) {
+                continue;
+            }
+            run_unlocked(a, idle_check);
         }
         if (!a->stop && !a->want_checkpoint && atomic_load(&a->failed) &&
             pthread_cond_timedwait(&a->cond, &a->mu, &a->retry_at) == 0) {
@@ -438,12 +567,7 @@ static void *applier_main(void *arg)
         if (a->want_checkpoint) {
             a->want_checkpoint = false;
             if (!a->held) {
-                a->busy = true;
-                pthread_mutex_unlock(&a->mu);
-                checkpoint(a);
-                pthread_mutex_lock(&a->mu);
-                a->busy = false;
-                pthread_cond_broadcast(&a->idle_cond);
+                run_unlocked(a, checkpoint);
             }
             continue;
         }
@@ -460,6 +584,8 @@ static void *applier_main(void *arg)
         pthread_mutex_lock(&a->mu);
         if (rc == 0) {
             resumed(a, batch[n - 1].index);
+        } else if (rc == RAFT_DIVERGED && retry_later(a, batch, n)) {
+            n = 0; /* held in the queue until a repair */
         } else if (retry_later(a, batch, n)) {
             atomic_store(&a->failed, true);
             n = 0; /* the references went back into the queue */
@@ -527,6 +653,9 @@ void applier_stop(struct ext_applier *a)
     atomic_store(&a->stopping, true);
     sql_fsm_interrupt(a->fsm);
     pthread_join(a->thread, NULL);
+    if (atomic_load(&a->diverged)) {
+        atomic_fetch_sub(&n_diverged, 1);
+    }
     for (unsigned i = 0; i < a->n_queue; i++) {
         raft_buf_unref(a->queue[i].data);
     }

@@ -225,6 +225,7 @@ static const char *const keys[] = {
     "tls_ca",
     "secret_file",
     "insecure",
+    "repair",
 };
 
 /* The integer keys: their range (as README gives it) and their field. */
@@ -583,6 +584,13 @@ int ext_config_parse(const char *text, const char *db_path,
                 goto out;
             }
             c->insecure = val[1] == 'n';
+        } else if (strcmp(key, "repair") == 0) {
+            if (strcmp(val, "auto") != 0 && strcmp(val, "manual") != 0) {
+                rc = fail(errmsg, errmsg_len,
+                          "repair: '%s' is not auto or manual", val);
+                goto out;
+            }
+            c->repair_manual = val[0] == 'm';
         } else if (strcmp(key, "cluster") == 0) {
             rc = parse_members(key, val, c->members, &c->n_members, errmsg,
                                errmsg_len);
@@ -640,16 +648,17 @@ int ext_config_parse(const char *text, const char *db_path,
                 goto out;
             }
         } else {
-            rc = fail(errmsg, errmsg_len,
-                      "unknown key '%s' (known: id, listen, advertise, "
-                      "cluster, dial, dir, "
-                      "election_timeout_ms, heartbeat_ms, exec_timeout_ms, "
-                      "log_max_mb, max_request_bytes, log_level, "
-                      "snapshot_threshold, trailing_entries, "
-                      "snapshot_chunk_bytes, follower_apply_ms, "
-                      "max_request_steps, join, force_new_cluster, "
-                      "insecure, tls_cert, tls_key, tls_ca, secret_file)",
-                      key);
+            rc = fail(
+                errmsg, errmsg_len,
+                "unknown key '%s' (known: id, listen, advertise, "
+                "cluster, dial, dir, "
+                "election_timeout_ms, heartbeat_ms, exec_timeout_ms, "
+                "log_max_mb, max_request_bytes, log_level, "
+                "snapshot_threshold, trailing_entries, "
+                "snapshot_chunk_bytes, follower_apply_ms, "
+                "max_request_steps, join, force_new_cluster, "
+                "insecure, tls_cert, tls_key, tls_ca, secret_file, repair)",
+                key);
             goto out;
         }
     }

@@ -7,6 +7,7 @@
  * (status.c). Each of those owns its own state. */
 
 #include <inttypes.h>
+#include <sqlite3ext.h> /* result codes only */
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -26,6 +27,7 @@
 #include "node.h"
 #include "node_log.h"
 #include "propose.h"
+#include "repair.h"
 #include "sqlbridge.h"
 #include "status.h"
 #include "store.h"
@@ -43,6 +45,9 @@ _Static_assert(EXT_CLUSTER_ID_HEX == RAFT_UV_CLUSTER_ID_HEX,
 /* Most payload bytes in one AppendEntries. */
 #define EXT__MAX_SIZE_PER_MSG (1u * 1024 * 1024)
 
+/* A diverged replica asks for a snapshot again after this long, ms. */
+#define EXT__REPAIR_RETRY_MS 1000
+
 /* AppendEntries in flight per follower. */
 #define EXT__MAX_INFLIGHT_MSGS 16
 
@@ -58,6 +63,7 @@ struct ext_node {
     struct ext_exec *exec;          /* waiting callers */
     struct ext_change *change;      /* membership changes and transfers */
     struct ext_cluster_id *cluster; /* the cluster id */
+    struct ext_repair *repair;      /* repairing a diverged replica */
     struct raft_uv_node *driver;    /* owns the core and the transport;
                                         written before its loop starts */
     struct raft_uv_tls *tls;        /* the peers' TLS credentials (the
@@ -121,6 +127,7 @@ static void on_tick(void *data)
                  raft_configuration_index(raft_uv_node_core(n->driver)));
     store_on_tick(n->store, n->driver);
     cluster_id_on_tick(n->cluster, n->driver, applier_applied(n->applier));
+    repair_on_tick(n->repair, n->driver, n->applier, EXT__REPAIR_RETRY_MS);
 }
 
 static void on_cluster_id(void *data, const uint8_t id[RAFT_UV_CLUSTER_ID_LEN],
@@ -455,6 +462,7 @@ static void node_free(struct ext_node *n)
     forward_free(n->forward);
     status_free(n->status);
     cluster_id_free(n->cluster);
+    repair_free(n->repair);
     store_close(n->store);
     raft_uv_tls_free(n->tls);
     node_log_close(&n->log);
@@ -492,7 +500,8 @@ int ext_node_start(const char *db_path, const struct ext_config *cfg,
         forward_new(cfg->id, cfg->max_request_bytes, &fo, &n->forward) != 0 ||
         exec_new(cfg, n->status, &n->propose, random_u64() >> 2, &n->exec) !=
             0 ||
-        change_new(cfg, &n->change) != 0) {
+        change_new(cfg, &n->change) != 0 ||
+        repair_new(cfg->id, cfg->repair_manual, &n->log, &n->repair) != 0) {
         snprintf(errmsg, errmsg_len, "out of memory");
         rc = RAFT_NOMEM;
         goto err_free;
@@ -590,6 +599,16 @@ int ext_node_exec(struct ext_node *n, const char *sql, size_t sql_len,
                   const struct ext_exec_probe *probe,
                   struct ext_exec_result *out)
 {
+    char why[sizeof out->errmsg - 32];
+    if (repair_refusal(n->repair, n->applier, why, sizeof why)) {
+        /* Nothing compounds on a replica that disagrees with the log. */
+        memset(out, 0, sizeof *out);
+        out->kind = EXT_EXEC_NOT_APPLIED;
+        out->sqlite_rc = SQLITE_ERROR;
+        snprintf(out->errmsg, sizeof out->errmsg, "raft_exec: not applied: %s",
+                 why);
+        return RAFT_DIVERGED;
+    }
     return exec_submit(n->exec, sql, sql_len, params, n_params, probe, out);
 }
 
@@ -619,6 +638,9 @@ char *ext_node_status(struct ext_node *n)
     x.tls_cert_expires = tls_expires;
     cluster_id_hex(n->cluster, cluster_id);
     x.cluster_id = cluster_id;
+    x.diverged = applier_diverged(n->applier, &x.divergence);
+    x.repair_phase = repair_phase(n->repair, &x.repair_peer);
+    x.repairs = applier_repairs(n->applier);
     return status_json(n->status, &x);
 }
 
@@ -697,6 +719,50 @@ unsigned ext_node_members(struct ext_node *n, struct ext_member_row *rows,
                           unsigned max)
 {
     return change_members(n->change, rows, max);
+}
+
+bool ext_node_diverged(struct ext_node *n, char *why, size_t why_len)
+{
+    return repair_refusal(n->repair, n->applier, why, why_len);
+}
+
+int ext_node_repair(struct ext_node *n, const struct ext_exec_probe *probe,
+                    char *msg, size_t msg_len)
+{
+    struct timespec deadline = exec_deadline(n->cfg.exec_timeout_ms);
+    const struct timespec pause = {.tv_nsec = 10 * 1000000};
+    struct ext_applier_divergence dv;
+    uint64_t repairs = applier_repairs(n->applier);
+    uint64_t peer;
+
+    if (!applier_diverged(n->applier, NULL)) {
+        snprintf(msg, msg_len, "not diverged: nothing to repair");
+        return RAFT_INVALID;
+    }
+    repair_ask(n->repair);
+    raft_uv_node_wake(n->driver);
+    while (applier_repairs(n->applier) == repairs) {
+        struct timespec now;
+        clock_gettime(CLOCK_MONOTONIC, &now);
+        if (probe != NULL && probe->interrupted(probe->data)) {
+            snprintf(msg, msg_len, "interrupted (the repair goes on)");
+            return RAFT_CANCELED;
+        }
+        if (repair_phase(n->repair, &peer) == EXT_REPAIR_NO_PEER) {
+            repair_refusal(n->repair, n->applier, msg, msg_len);
+            return RAFT_NOTFOUND;
+        }
+        if (now.tv_sec > deadline.tv_sec || (now.tv_sec == deadline.tv_sec &&
+                                             now.tv_nsec >= deadline.tv_nsec)) {
+            repair_refusal(n->repair, n->applier, msg, msg_len);
+            return RAFT_TIMEOUT;
+        }
+        nanosleep(&pause, NULL);
+    }
+    applier_diverged(n->applier, &dv);
+    snprintf(msg, msg_len, "repaired from a snapshot at index %" PRIu64,
+             dv.repaired_index);
+    return 0;
 }
 
 void ext_node_shutdown(struct ext_node *n)
