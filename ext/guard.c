@@ -26,7 +26,8 @@ static int guard_read(sqlite3 *db, const char *table, const char *schema)
 {
     const char *file;
     char why[600];
-    if (table == NULL || sqlite3_strnicmp(table, "raft", 4) == 0 ||
+    if (table == NULL || sqlite3_strnicmp(table, "raft_", 5) == 0 ||
+        sqlite3_strnicmp(table, "raftsql_", 8) == 0 ||
         sqlite3_strnicmp(table, "sqlite_", 7) == 0 ||
         (schema != NULL && sqlite3_stricmp(schema, "temp") == 0) ||
         !applier_any_diverged()) {

@@ -26,15 +26,15 @@
 #include "../raft/uv_node.h"
 
 struct ext_repair {
-    uint64_t id;                   /* this server */
-    bool manual;                   /* repair=manual */
-    struct ext_node_log *log;      /* the node's lines */
-    atomic_bool asked;             /* raft_repair() was called */
-    atomic_int phase;              /* enum ext_repair_phase */
-    atomic_uint_least64_t peer;    /* whom it asked, or repairs from */
-    uint64_t last_try;             /* loop clock of the last request or
+    uint64_t id;                /* this server */
+    bool manual;                /* repair=manual */
+    struct ext_node_log *log;   /* the node's lines */
+    atomic_bool asked;          /* raft_repair() was called */
+    atomic_int phase;           /* enum ext_repair_phase */
+    atomic_uint_least64_t peer; /* whom it asked, or repairs from */
+    uint64_t last_try;          /* loop clock of the last request or
                                       transfer, ms (loop) */
-    uint64_t n_repairs_seen;       /* applier_repairs already logged
+    uint64_t n_repairs_seen;    /* applier_repairs already logged
                                       (loop) */
 };
 
@@ -80,8 +80,7 @@ void repair_describe(int phase, uint64_t peer, char *out, size_t len)
                      "follower");
             break;
         case EXT_REPAIR_REQUESTED:
-            snprintf(out, len, "asked server %" PRIu64 " for a snapshot",
-                     peer);
+            snprintf(out, len, "asked server %" PRIu64 " for a snapshot", peer);
             break;
         case EXT_REPAIR_NO_LEADER:
             snprintf(out, len, "no leader known to repair from");
@@ -186,8 +185,7 @@ void repair_on_tick(struct ext_repair *r, struct raft_uv_node *d,
         r->n_repairs_seen = repairs;
         node_log_line(r->log, RAFT_LOG_WARN,
                       "diverged replica repaired from server %" PRIu64
-                      "'s snapshot at index %" PRIu64
-                      " (it had diverged: %s)",
+                      "'s snapshot at index %" PRIu64 " (it had diverged: %s)",
                       st.last_install_from, dv.repaired_index, dv.reason);
     }
     if (!applier_diverged(a, NULL)) {

@@ -18,13 +18,13 @@ struct raft_uv_node; /* raft/uv_node.h */
 
 /* Where a repair stands, for raft_status() ("diverged"."repair"). */
 enum ext_repair_phase {
-    EXT_REPAIR_NONE = 0,        /* not diverged */
-    EXT_REPAIR_MANUAL = 1,      /* repair=manual: waits for raft_repair() */
-    EXT_REPAIR_TRANSFER = 2,    /* leading: handing the leadership on */
-    EXT_REPAIR_REQUESTED = 3,   /* asked the leader for a snapshot */
-    EXT_REPAIR_NO_LEADER = 4,   /* no leader known to ask */
-    EXT_REPAIR_NO_PEER = 5,     /* the only voter: nobody to repair from */
-    EXT_REPAIR_OLD_LEADER = 6,  /* the leader speaks wire version 1 */
+    EXT_REPAIR_NONE = 0,       /* not diverged */
+    EXT_REPAIR_MANUAL = 1,     /* repair=manual: waits for raft_repair() */
+    EXT_REPAIR_TRANSFER = 2,   /* leading: handing the leadership on */
+    EXT_REPAIR_REQUESTED = 3,  /* asked the leader for a snapshot */
+    EXT_REPAIR_NO_LEADER = 4,  /* no leader known to ask */
+    EXT_REPAIR_NO_PEER = 5,    /* the only voter: nobody to repair from */
+    EXT_REPAIR_OLD_LEADER = 6, /* the leader speaks wire version 1 */
 };
 
 struct ext_repair; /* opaque */

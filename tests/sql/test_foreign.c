@@ -55,9 +55,9 @@ static void outside(struct fixture *f, const char *sql)
     sqlite3 *db;
     char *err = NULL;
 
-    assert_int_equal(sqlite3_open_v2(f->tmp.path, &db, SQLITE_OPEN_READWRITE,
-                                     NULL),
-                     SQLITE_OK);
+    assert_int_equal(
+        sqlite3_open_v2(f->tmp.path, &db, SQLITE_OPEN_READWRITE, NULL),
+        SQLITE_OK);
     sqlite3_busy_timeout(db, 5000);
     if (sqlite3_exec(db, sql, NULL, NULL, &err) != SQLITE_OK) {
         fail_msg("%s: %s", sql, err);
@@ -104,10 +104,11 @@ static void test_own_work_is_not_foreign(void **state)
 
     /* Over 1,000 WAL frames: the background checkpointer runs. */
     for (int i = 0; i < 8; i++) {
-        assert_int_equal(apply(f, "WITH RECURSIVE s(x) AS (SELECT 1 UNION ALL "
-                                  "SELECT x + 1 FROM s WHERE x < 100) INSERT "
-                                  "INTO kv SELECT hex(randomblob(8)), "
-                                  "zeroblob(8192) FROM s"),
+        assert_int_equal(apply(f,
+                               "WITH RECURSIVE s(x) AS (SELECT 1 UNION ALL "
+                               "SELECT x + 1 FROM s WHERE x < 100) INSERT "
+                               "INTO kv SELECT hex(randomblob(8)), "
+                               "zeroblob(8192) FROM s"),
                          0);
         usleep(20 * 1000);
         assert_int_equal(sql_fsm_foreign_check(f->fsm), 0);
