@@ -326,7 +326,9 @@ int sql_fsm_snapshot_create(struct sql_fsm *f, const char *path,
  * readers on other connections see either the old or the new database,
  * never a mix (a reader inside a transaction keeps the old one until it
  * ends). Then it re-reads the applied index and term, re-applies the
- * cluster-wide settings, and makes the new applied index the durable one.
+ * cluster-wide settings, makes the new applied index the durable one, and
+ * forgets a foreign commit seen before (sql_fsm_foreign_check: the
+ * database holds the snapshot only).
  * The result may lie behind the previous applied index: the caller (the
  * Raft core, paper Fig. 13) decides whether to install. After it, the
  * caller empties the log with lmdb_log_reset(*out_index, *out_term); a
