@@ -19,12 +19,15 @@
 
 #include "applier.h"
 
+#include <errno.h>
+#include <inttypes.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "sqlbridge.h"
 
@@ -175,6 +178,9 @@ int applier_install(struct ext_applier *a, const char *path,
          * (the state machine forgot it too). */
         atomic_store(&a->diverged, false);
         atomic_fetch_sub(&n_diverged, 1);
+        if (a->cfg.mark_path[0] != '\0') {
+            unlink(a->cfg.mark_path);
+        }
         a->divergence.repaired_index = *out_index;
         atomic_fetch_add(&a->n_repairs, 1);
     }
@@ -200,6 +206,60 @@ uint64_t applier_repairs(const struct ext_applier *a)
     return atomic_load(&a->n_repairs);
 }
 
+/* mark_write records divergence @dv at cfg->mark_path ("<since_ms>
+ * <at_index>\n<reason>"), durably (best effort: a failure is logged, the
+ * divergence holds in memory). */
+static void mark_write(struct ext_applier *a,
+                       const struct ext_applier_divergence *dv)
+{
+    char tmp[sizeof a->cfg.mark_path + 8];
+    FILE *fp;
+    bool ok;
+    if (a->cfg.mark_path[0] == '\0') {
+        return;
+    }
+    snprintf(tmp, sizeof tmp, "%s.tmp", a->cfg.mark_path);
+    fp = fopen(tmp, "w");
+    ok = fp != NULL && fprintf(fp, "%" PRIu64 " %" PRIu64 "\n%s\n",
+                               dv->since_ms, dv->at_index, dv->reason) > 0;
+    ok = fp != NULL && fflush(fp) == 0 && fsync(fileno(fp)) == 0 && ok;
+    ok = fp != NULL && fclose(fp) == 0 && ok;
+    if (!ok || rename(tmp, a->cfg.mark_path) != 0) {
+        node_log_line(a->log, RAFT_LOG_WARN,
+                      "cannot record the divergence in %s: %s (a restart "
+                      "would forget it)",
+                      a->cfg.mark_path, strerror(errno));
+        unlink(tmp);
+    }
+}
+
+/* mark_read takes in a divergence recorded by an earlier run, if any. */
+static void mark_read(struct ext_applier *a)
+{
+    struct ext_applier_divergence *dv = &a->divergence;
+    char reason[sizeof dv->reason];
+    FILE *fp;
+    if (a->cfg.mark_path[0] == '\0' ||
+        (fp = fopen(a->cfg.mark_path, "r")) == NULL) {
+        return;
+    }
+    if (fscanf(fp, "%" SCNu64 " %" SCNu64 "\n", &dv->since_ms, &dv->at_index) !=
+            2 ||
+        fgets(reason, sizeof reason, fp) == NULL) {
+        snprintf(reason, sizeof reason, "unreadable record");
+    }
+    fclose(fp);
+    reason[strcspn(reason, "\n")] = '\0';
+    snprintf(dv->reason, sizeof dv->reason,
+             "%.400s (recorded before a restart)", reason);
+    atomic_store(&a->diverged, true);
+    atomic_fetch_add(&n_diverged, 1);
+    node_log_error(a->log,
+                   "diverged replica: %s; applying holds until a "
+                   "snapshot of a healthy peer replaces the database",
+                   dv->reason);
+}
+
 /* note_foreign marks the replica diverged after the state machine saw a
  * commit it did not make (its message says what), and logs it at ERROR
  * once. Called without mu. */
@@ -219,6 +279,7 @@ static void note_foreign(struct ext_applier *a)
                  sql_fsm_errmsg(a->fsm));
         atomic_store(&a->diverged, true);
         atomic_fetch_add(&n_diverged, 1);
+        mark_write(a, &a->divergence);
     }
     pthread_mutex_unlock(&a->mu);
     if (is_new) {
@@ -623,6 +684,7 @@ int applier_start(struct sql_fsm *fsm, const struct ext_applier_config *cfg,
     a->hooks = *hooks;
     a->log = log;
     a->fsm = fsm;
+    mark_read(a);
     atomic_store(&a->applied, sql_fsm_applied(fsm));
     atomic_store(&a->durable, sql_fsm_durable(fsm));
     pthread_mutex_init(&a->mu, NULL);

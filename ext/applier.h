@@ -42,12 +42,17 @@ struct ext_applier_config {
                                     0 for none */
     uint64_t snapshot_threshold; /* checkpoint after a batch when the
                                     durable index lags this / 2 entries */
+    char mark_path[4200];        /* where a divergence is recorded, so a
+                                    restart keeps it ("" for nowhere):
+                                    written when one is seen, removed by
+                                    the install that ends it */
 };
 
 struct ext_applier; /* opaque */
 
 /* applier_start takes ownership of the open state machine @fsm and starts
- * the apply thread on it with @cfg and @hooks (both copied); lines and
+ * the apply thread on it with @cfg and @hooks (both copied); a divergence
+ * recorded at cfg->mark_path by an earlier run holds it diverged at once; lines and
  * errors go to @log, which must outlive the applier. Writes *out only on
  * success; on failure @fsm is still the caller's.
  * Errors: RAFT_NOMEM (also when the thread cannot start). Thread: any. */

@@ -340,6 +340,7 @@ static int start_threads(struct ext_node *n, struct sql_fsm *fsm,
     unsigned n_peers = 0;
     int rc;
 
+    snprintf(ac.mark_path, sizeof ac.mark_path, "%s/diverged", n->cfg.dir);
     if (applier_start(fsm, &ac, &ah, &n->log, &n->applier) != 0) {
         sql_fsm_close(fsm);
         snprintf(errmsg, errmsg_len, "cannot start the apply thread");

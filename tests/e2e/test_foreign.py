@@ -193,6 +193,28 @@ class ManualRepairTest(ForeignWriteTest):
             f.value("SELECT raft_repair()")
         self.assertIn("raft_repair: not diverged", str(e.exception))
 
+    def test_restart_keeps_the_divergence(self):
+        """A diverged node that restarts is still diverged (the mark is
+        recorded in its log directory), refuses writes, and repairs on
+        raft_repair(); the mark goes with the repair."""
+        f = self.followers[1]
+        foreign_write(f.db, "DELETE FROM kv")
+        wait_for("diverged in status", lambda: diverged(f), 5)
+        self.assertEqual(f.stop(), 0)
+        f = self.cluster.spawn(f.id)
+        self.cluster.nodes[f.id - 1] = f
+        d = diverged(f)
+        self.assertIsNotNone(d, "the restart forgot the divergence")
+        self.assertIn("PRAGMA data_version changed", d["reason"])
+        self.assertIn("recorded before a restart", d["reason"])
+        with self.assertRaises(NodeError) as e:
+            self.exec(f, "INSERT INTO kv VALUES('q', 1)")
+        self.assertIn("diverged replica", str(e.exception))
+        self.assertRegex(f.value("SELECT raft_repair()"), "^repaired from")
+        self.assertFalse(os.path.exists(f.db + "-raft/diverged"))
+        self.assertEqual(f.sql("SELECT k, v FROM kv"), [["a", 1]])
+        self.assert_equal_replicas()
+
     def test_repair_key_is_checked(self):
         """A bad repair= value names the key."""
         with self.assertRaises(NodeError) as e:
