@@ -63,6 +63,11 @@ int foreign_check(struct sql_fsm *f)
     return SQL_ERR_DIVERGED;
 }
 
+int foreign_rebase(struct sql_fsm *f)
+{
+    return f->foreign ? 0 : read_version(f, &f->data_version);
+}
+
 int sql_fsm_foreign_check(struct sql_fsm *f)
 {
     return foreign_check(f);

@@ -266,4 +266,14 @@ int foreign_reset(struct sql_fsm *f);
  * of the PRAGMA. Thread: the apply thread. */
 int foreign_check(struct sql_fsm *f);
 
+/* foreign_rebase takes the current PRAGMA data_version as the baseline
+ * after a transaction of the apply connection itself failed past a check
+ * (foreign_check, or the lock a backup holds): SQLite resets the page
+ * cache of a connection after an I/O error or a full disk, which changes
+ * data_version as a foreign commit does. Nothing when a foreign commit was
+ * seen already (sticky). Limitation: a foreign commit in the instant
+ * between that failure and this read goes unseen. Returns 0 or an error
+ * code. Thread: the apply thread, outside a transaction. */
+int foreign_rebase(struct sql_fsm *f);
+
 #endif /* SQL_FSM_INTERNAL_H */

@@ -165,7 +165,10 @@ class ManualRepairTest(ForeignWriteTest):
         raft_repair() repairs."""
         f = self.followers[0]
         foreign_write(f.db, "INSERT INTO kv VALUES('z', 50)")
-        d = wait_for("diverged in status", lambda: diverged(f), 5)
+        # The repair phase follows at the next tick (10 ms).
+        d = wait_for("diverged in status", lambda: (
+            diverged(f) or {}).get("repair", "").startswith("waiting")
+            and diverged(f), 5)
         self.assertRegex(d["since"], r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z$")
         self.assertIn("PRAGMA data_version changed", d["reason"])
         self.assertEqual(d["repair"], "waiting for raft_repair() "
