@@ -127,7 +127,15 @@ static void on_tick(void *data)
                  raft_configuration_index(raft_uv_node_core(n->driver)));
     store_on_tick(n->store, n->driver);
     cluster_id_on_tick(n->cluster, n->driver, applier_applied(n->applier));
-    repair_on_tick(n->repair, n->driver, n->applier, EXT__REPAIR_RETRY_MS);
+    if (repair_on_tick(n->repair, n->driver, n->applier,
+                       EXT__REPAIR_RETRY_MS)) {
+        char why[512];
+        /* Their entries wait behind the hold, and a repair's snapshot
+         * covers them without a result: tell them now. */
+        if (repair_refusal(n->repair, n->applier, why, sizeof why)) {
+            exec_fail_waiting(n->exec, why);
+        }
+    }
 }
 
 static void on_cluster_id(void *data, const uint8_t id[RAFT_UV_CLUSTER_ID_LEN],
@@ -730,40 +738,8 @@ bool ext_node_diverged(struct ext_node *n, char *why, size_t why_len)
 int ext_node_repair(struct ext_node *n, const struct ext_exec_probe *probe,
                     char *msg, size_t msg_len)
 {
-    struct timespec deadline = exec_deadline(n->cfg.exec_timeout_ms);
-    const struct timespec pause = {.tv_nsec = 10 * 1000000};
-    struct ext_applier_divergence dv;
-    uint64_t repairs = applier_repairs(n->applier);
-    uint64_t peer;
-
-    if (!applier_diverged(n->applier, NULL)) {
-        snprintf(msg, msg_len, "not diverged: nothing to repair");
-        return RAFT_INVALID;
-    }
-    repair_ask(n->repair);
-    raft_uv_node_wake(n->driver);
-    while (applier_repairs(n->applier) == repairs) {
-        struct timespec now;
-        clock_gettime(CLOCK_MONOTONIC, &now);
-        if (probe != NULL && probe->interrupted(probe->data)) {
-            snprintf(msg, msg_len, "interrupted (the repair goes on)");
-            return RAFT_CANCELED;
-        }
-        if (repair_phase(n->repair, &peer) == EXT_REPAIR_NO_PEER) {
-            repair_refusal(n->repair, n->applier, msg, msg_len);
-            return RAFT_NOTFOUND;
-        }
-        if (now.tv_sec > deadline.tv_sec || (now.tv_sec == deadline.tv_sec &&
-                                             now.tv_nsec >= deadline.tv_nsec)) {
-            repair_refusal(n->repair, n->applier, msg, msg_len);
-            return RAFT_TIMEOUT;
-        }
-        nanosleep(&pause, NULL);
-    }
-    applier_diverged(n->applier, &dv);
-    snprintf(msg, msg_len, "repaired from a snapshot at index %" PRIu64,
-             dv.repaired_index);
-    return 0;
+    return repair_wait(n->repair, n->applier, n->driver, n->cfg.exec_timeout_ms,
+                       probe, msg, msg_len);
 }
 
 void ext_node_shutdown(struct ext_node *n)

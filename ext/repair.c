@@ -21,9 +21,11 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "../raft/message.h"
 #include "../raft/uv_node.h"
+#include "exec.h"
 
 struct ext_repair {
     uint64_t id;                /* this server */
@@ -169,13 +171,14 @@ static void ask_leader(struct ext_repair *r, struct raft_uv_node *d,
     set_phase(r, EXT_REPAIR_REQUESTED, leader);
 }
 
-void repair_on_tick(struct ext_repair *r, struct raft_uv_node *d,
+bool repair_on_tick(struct ext_repair *r, struct raft_uv_node *d,
                     struct ext_applier *a, unsigned retry_ms)
 {
     const struct raft *core = raft_uv_node_core(d);
     uint64_t repairs = applier_repairs(a);
     uint64_t now = raft_uv_node_now(d);
     raft_id leader;
+    bool first;
 
     if (repairs != r->n_repairs_seen) {
         struct ext_applier_divergence dv;
@@ -192,15 +195,16 @@ void repair_on_tick(struct ext_repair *r, struct raft_uv_node *d,
         atomic_store(&r->asked, false);
         atomic_store(&r->phase, EXT_REPAIR_NONE);
         atomic_store(&r->peer, 0);
-        return;
+        return false;
     }
+    first = atomic_load(&r->phase) == EXT_REPAIR_NONE;
     if (r->manual && !atomic_load(&r->asked)) {
         set_phase(r, EXT_REPAIR_MANUAL, 0);
-        return;
+        return first;
     }
     if (atomic_load(&r->phase) > EXT_REPAIR_MANUAL &&
         now < r->last_try + retry_ms) {
-        return;
+        return first;
     }
     r->last_try = now;
     leader = raft_leader_id(core);
@@ -211,4 +215,45 @@ void repair_on_tick(struct ext_repair *r, struct raft_uv_node *d,
     } else {
         ask_leader(r, d, leader, applier_applied(a));
     }
+    return first;
+}
+
+int repair_wait(struct ext_repair *r, struct ext_applier *a,
+                struct raft_uv_node *d, unsigned timeout_ms,
+                const struct ext_exec_probe *probe, char *msg, size_t msg_len)
+{
+    struct timespec deadline = exec_deadline(timeout_ms);
+    const struct timespec pause = {.tv_nsec = 10 * 1000000};
+    struct ext_applier_divergence dv;
+    uint64_t repairs = applier_repairs(a);
+    uint64_t peer;
+
+    if (!applier_diverged(a, NULL)) {
+        snprintf(msg, msg_len, "not diverged: nothing to repair");
+        return RAFT_INVALID;
+    }
+    repair_ask(r);
+    raft_uv_node_wake(d);
+    while (applier_repairs(a) == repairs) {
+        struct timespec now;
+        clock_gettime(CLOCK_MONOTONIC, &now);
+        if (probe != NULL && probe->interrupted(probe->data)) {
+            snprintf(msg, msg_len, "interrupted (the repair goes on)");
+            return RAFT_CANCELED;
+        }
+        if (repair_phase(r, &peer) == EXT_REPAIR_NO_PEER) {
+            repair_refusal(r, a, msg, msg_len);
+            return RAFT_NOTFOUND;
+        }
+        if (now.tv_sec > deadline.tv_sec || (now.tv_sec == deadline.tv_sec &&
+                                             now.tv_nsec >= deadline.tv_nsec)) {
+            repair_refusal(r, a, msg, msg_len);
+            return RAFT_TIMEOUT;
+        }
+        nanosleep(&pause, NULL);
+    }
+    applier_diverged(a, &dv);
+    snprintf(msg, msg_len, "repaired from a snapshot at index %" PRIu64,
+             dv.repaired_index);
+    return 0;
 }

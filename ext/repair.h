@@ -12,6 +12,7 @@
 #include <stdint.h>
 
 #include "applier.h"
+#include "node.h"
 #include "node_log.h"
 
 struct raft_uv_node; /* raft/uv_node.h */
@@ -45,8 +46,9 @@ void repair_free(struct ext_repair *r);
  * for a snapshot at least at its applied index, once every @retry_ms,
  * while the leader's wire version has the frame. Logs "repaired from
  * server N's snapshot at index I" once an install ended a divergence.
- * Loop thread. */
-void repair_on_tick(struct ext_repair *r, struct raft_uv_node *d,
+ * Returns true on the tick that first sees a divergence (the node then
+ * tells its waiting callers). Loop thread. */
+bool repair_on_tick(struct ext_repair *r, struct raft_uv_node *d,
                     struct ext_applier *a, unsigned retry_ms);
 
 /* repair_ask makes the next tick start a repair (raft_repair()), also with
@@ -57,6 +59,17 @@ void repair_ask(struct ext_repair *r);
  * and, in @out_peer, the server it asked or repairs from (0 for none).
  * Any thread. */
 int repair_phase(const struct ext_repair *r, uint64_t *out_peer);
+
+/* repair_wait is raft_repair(): it asks for a repair now (repair_ask),
+ * wakes the loop of @d, and waits until an install ended the divergence
+ * of @a, @timeout_ms at most, or until @probe (may be NULL) says the
+ * caller was interrupted; @msg (@msg_len bytes) says what happened.
+ * Errors: RAFT_INVALID (not diverged), RAFT_NOTFOUND (no peer to repair
+ * from), RAFT_TIMEOUT, RAFT_CANCELED (the repair goes on). Any thread but
+ * the loop's. */
+int repair_wait(struct ext_repair *r, struct ext_applier *a,
+                struct raft_uv_node *d, unsigned timeout_ms,
+                const struct ext_exec_probe *probe, char *msg, size_t msg_len);
 
 /* repair_refusal writes why a write through this node is refused into
  * @out (@len bytes) and returns true when @a is diverged ("diverged

@@ -196,6 +196,22 @@ class ManualRepairTest(ForeignWriteTest):
             f.value("SELECT raft_repair()")
         self.assertIn("raft_repair: not diverged", str(e.exception))
 
+    def test_waiting_caller_told_at_once(self):
+        """A write through a follower right after a foreign write there
+        is told at once that the replica diverged (outcome unknown when
+        it entered the log: it applies on the others), not after
+        exec_timeout_ms (10 s)."""
+        f = self.followers[0]
+        foreign_write(f.db, "INSERT INTO kv VALUES('z', 50)")
+        start = time.monotonic()
+        with self.assertRaises(NodeError) as e:
+            self.exec(f, "INSERT INTO kv VALUES('w', 1)")
+        self.assertLess(time.monotonic() - start, 5.0)
+        self.assertIn("diverged replica: a write the node did not make",
+                      str(e.exception))
+        self.assertRegex(f.value("SELECT raft_repair()"), "^repaired from")
+        self.assert_equal_replicas()
+
     def test_restart_keeps_the_divergence(self):
         """A diverged node that restarts is still diverged (the mark is
         recorded in its log directory), refuses writes, and repairs on
