@@ -82,10 +82,10 @@ bool attach_server_serving(void)
 
 /* The functions a client may call, and the table it may read. */
 static const char *const callable[] = {
-    "raft_exec",    "raft_status",   "raft_leader",     "raft_stop",
-    "raft_add",     "raft_remove",   "raft_promote",    "raft_demote",
-    "raft_update",  "raft_transfer", "raft_tls_reload", "raft_cluster_id",
-    "raft_members",
+    "raft_exec",   "raft_status",   "raft_leader",     "raft_stop",
+    "raft_add",    "raft_remove",   "raft_promote",    "raft_demote",
+    "raft_update", "raft_transfer", "raft_tls_reload", "raft_cluster_id",
+    "raft_repair", "raft_members",
 };
 
 static bool is_callable(const char *fn)

@@ -249,6 +249,7 @@ static const char *const keys[] = {
     "insecure",
     "socket",
     "socket_group",
+    "repair",
 };
 
 /* The integer keys: their range (as README gives it) and their field. */
@@ -609,6 +610,13 @@ int ext_config_parse(const char *text, const char *db_path,
                 goto out;
             }
             c->insecure = val[1] == 'n';
+        } else if (strcmp(key, "repair") == 0) {
+            if (strcmp(val, "auto") != 0 && strcmp(val, "manual") != 0) {
+                rc = fail(errmsg, errmsg_len,
+                          "repair: '%s' is not auto or manual", val);
+                goto out;
+            }
+            c->repair_manual = val[0] == 'm';
         } else if (strcmp(key, "cluster") == 0) {
             rc = parse_members(key, val, c->members, &c->n_members, errmsg,
                                errmsg_len);
@@ -688,7 +696,7 @@ int ext_config_parse(const char *text, const char *db_path,
                 "snapshot_chunk_bytes, follower_apply_ms, "
                 "max_request_steps, join, force_new_cluster, "
                 "insecure, tls_cert, tls_key, tls_ca, secret_file, socket, "
-                "socket_group)",
+                "socket_group, repair)",
                 key);
             goto out;
         }

@@ -44,6 +44,9 @@ struct ext_config {
                                                  id's cluster= address; ""
                                                  while unknown */
     bool insecure;                            /* insecure=on */
+    bool repair_manual;                       /* repair=manual: a diverged
+                                                 replica waits for
+                                                 raft_repair() */
     struct ext_member members[EXT_MAX_NODES]; /* cluster= */
     unsigned n_members;                       /* entries used in members */
     char dir[4096];                           /* dir= : log directory */

@@ -303,24 +303,51 @@ static void fn_leader(sqlite3_context *ctx, int argc, sqlite3_value **argv)
     }
 }
 
-static void fn_tls_reload(sqlite3_context *ctx, int argc, sqlite3_value **argv)
+/* text_call runs @op on the node of @ctx's database (@fn names the SQL
+ * function): its message is the result, or "@fn: <message>" the error
+ * (SQLITE_INTERRUPT when @op was interrupted). */
+static void text_call(sqlite3_context *ctx, const char *fn, int argc,
+                      sqlite3_value **argv,
+                      int (*op)(struct ext_node *n,
+                                const struct ext_exec_probe *probe, char *msg,
+                                size_t msg_len))
 {
-    struct ext_node *n = func_acquire(ctx, "raft_tls_reload", argc, argv);
+    struct ext_exec_probe probe = {func_interrupted,
+                                   sqlite3_context_db_handle(ctx)};
+    struct ext_node *n = func_acquire(ctx, fn, argc, argv);
     char msg[1024], err[1100];
     int rc;
-    (void)argc;
-    (void)argv;
     if (n == NULL) {
         return;
     }
-    rc = ext_node_tls_reload(n, msg, sizeof msg);
+    rc = op(n, &probe, msg, sizeof msg);
     ext_registry_release(n);
     if (rc != 0) {
-        snprintf(err, sizeof err, "raft_tls_reload: %s", msg);
+        snprintf(err, sizeof err, "%s: %s", fn, msg);
         sqlite3_result_error(ctx, err, -1);
+        if (rc == RAFT_CANCELED) {
+            sqlite3_result_error_code(ctx, SQLITE_INTERRUPT);
+        }
         return;
     }
     sqlite3_result_text(ctx, msg, -1, SQLITE_TRANSIENT);
+}
+
+static int tls_reload_op(struct ext_node *n, const struct ext_exec_probe *probe,
+                         char *msg, size_t msg_len)
+{
+    (void)probe; /* it does not wait */
+    return ext_node_tls_reload(n, msg, msg_len);
+}
+
+static void fn_tls_reload(sqlite3_context *ctx, int argc, sqlite3_value **argv)
+{
+    text_call(ctx, "raft_tls_reload", argc, argv, tls_reload_op);
+}
+
+static void fn_repair(sqlite3_context *ctx, int argc, sqlite3_value **argv)
+{
+    text_call(ctx, "raft_repair", argc, argv, ext_node_repair);
 }
 
 static void fn_cluster_id(sqlite3_context *ctx, int argc, sqlite3_value **argv)
@@ -403,6 +430,10 @@ int ext_func_register(sqlite3 *db)
     if (rc == SQLITE_OK) {
         rc = sqlite3_create_function_v2(db, "raft_tls_reload", 0, admin, NULL,
                                         fn_tls_reload, NULL, NULL, NULL);
+    }
+    if (rc == SQLITE_OK) {
+        rc = sqlite3_create_function_v2(db, "raft_repair", 0, admin, NULL,
+                                        fn_repair, NULL, NULL, NULL);
     }
     if (rc == SQLITE_OK) {
         rc = sqlite3_create_function_v2(db, "raft_cluster_id", 0, admin, NULL,

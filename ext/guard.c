@@ -5,6 +5,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "applier.h"
 #include "attach_client.h"
 #include "registry.h"
 
@@ -19,6 +20,32 @@ static int replicated(sqlite3 *db, const char *schema)
     const char *file = sqlite3_db_filename(db, schema ? schema : "main");
     return file != NULL && file[0] != '\0' &&
            (ext_registry_replica(file) || attach_client_served(file));
+}
+
+/* guard_read refuses reads of table @table of schema @schema while the
+ * node of that file is a diverged replica (its content disagrees with the
+ * log until repaired); the raftsql_* internals, the schema and the
+ * raft_* table-valued functions stay readable. */
+static int guard_read(sqlite3 *db, const char *table, const char *schema)
+{
+    const char *file;
+    char why[600];
+    if (table == NULL || sqlite3_strnicmp(table, "raft_", 5) == 0 ||
+        sqlite3_strnicmp(table, "raftsql_", 8) == 0 ||
+        sqlite3_strnicmp(table, "sqlite_", 7) == 0 ||
+        (schema != NULL && sqlite3_stricmp(schema, "temp") == 0) ||
+        !applier_any_diverged()) {
+        return SQLITE_OK;
+    }
+    file = sqlite3_db_filename(db, schema ? schema : "main");
+    if (file == NULL || file[0] == '\0' ||
+        !ext_registry_diverged(file, why, sizeof why)) {
+        return SQLITE_OK;
+    }
+    fprintf(stderr,
+            "raftsql: read of %s refused: %s (raft_status() shows it)\n", table,
+            why);
+    return SQLITE_DENY;
 }
 
 /* The check running on this thread (guard_check_begin), or NULL. */
@@ -65,6 +92,8 @@ static int guard(void *arg, int action, const char *a1, const char *a2,
         return SQLITE_OK;
     }
     switch (action) {
+        case SQLITE_READ:
+            return guard_read(db, a1, schema);
         case SQLITE_INSERT:
             /* A VACUUM in place copies the database into a temporary one
              * attached as "vacuum_db" (no file name; VACUUM INTO names

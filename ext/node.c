@@ -7,6 +7,7 @@
  * (status.c). Each of those owns its own state. */
 
 #include <inttypes.h>
+#include <sqlite3ext.h> /* result codes only */
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -26,6 +27,7 @@
 #include "node.h"
 #include "node_log.h"
 #include "propose.h"
+#include "repair.h"
 #include "sqlbridge.h"
 #include "status.h"
 #include "store.h"
@@ -43,6 +45,9 @@ _Static_assert(EXT_CLUSTER_ID_HEX == RAFT_UV_CLUSTER_ID_HEX,
 /* Most payload bytes in one AppendEntries. */
 #define EXT__MAX_SIZE_PER_MSG (1u * 1024 * 1024)
 
+/* A diverged replica asks for a snapshot again after this long, ms. */
+#define EXT__REPAIR_RETRY_MS 1000
+
 /* AppendEntries in flight per follower. */
 #define EXT__MAX_INFLIGHT_MSGS 16
 
@@ -58,6 +63,7 @@ struct ext_node {
     struct ext_exec *exec;          /* waiting callers */
     struct ext_change *change;      /* membership changes and transfers */
     struct ext_cluster_id *cluster; /* the cluster id */
+    struct ext_repair *repair;      /* repairing a diverged replica */
     struct raft_uv_node *driver;    /* owns the core and the transport;
                                         written before its loop starts */
     struct raft_uv_tls *tls;        /* the peers' TLS credentials (the
@@ -97,7 +103,7 @@ static void on_forward(void *data, const struct raft_frame *m)
         change_on_result(n->change, n->driver, m);
     } else if (m->type == RAFT_FRAME_FORWARD) {
         forward_on_request(n->forward, m);
-    } else {
+    } else if (m->type == RAFT_FRAME_FORWARD_RESULT) {
         exec_on_forward_result(n->exec, m);
     }
 }
@@ -121,6 +127,15 @@ static void on_tick(void *data)
                  raft_configuration_index(raft_uv_node_core(n->driver)));
     store_on_tick(n->store, n->driver);
     cluster_id_on_tick(n->cluster, n->driver, applier_applied(n->applier));
+    if (repair_on_tick(n->repair, n->driver, n->applier,
+                       EXT__REPAIR_RETRY_MS)) {
+        char why[512];
+        /* Their entries wait behind the hold, and a repair's snapshot
+         * covers them without a result: tell them now. */
+        if (repair_refusal(n->repair, n->applier, why, sizeof why)) {
+            exec_fail_waiting(n->exec, why);
+        }
+    }
 }
 
 static void on_cluster_id(void *data, const uint8_t id[RAFT_UV_CLUSTER_ID_LEN],
@@ -333,6 +348,7 @@ static int start_threads(struct ext_node *n, struct sql_fsm *fsm,
     unsigned n_peers = 0;
     int rc;
 
+    snprintf(ac.mark_path, sizeof ac.mark_path, "%s/diverged", n->cfg.dir);
     if (applier_start(fsm, &ac, &ah, &n->log, &n->applier) != 0) {
         sql_fsm_close(fsm);
         snprintf(errmsg, errmsg_len, "cannot start the apply thread");
@@ -457,6 +473,7 @@ static void node_free(struct ext_node *n, bool failed)
     forward_free(n->forward);
     status_free(n->status);
     cluster_id_free(n->cluster);
+    repair_free(n->repair);
     if (failed) {
         store_discard(n->store);
     } else {
@@ -498,7 +515,8 @@ int ext_node_start(const char *db_path, const struct ext_config *cfg,
         forward_new(cfg->id, cfg->max_request_bytes, &fo, &n->forward) != 0 ||
         exec_new(cfg, n->status, &n->propose, random_u64() >> 2, &n->exec) !=
             0 ||
-        change_new(cfg, &n->change) != 0) {
+        change_new(cfg, &n->change) != 0 ||
+        repair_new(cfg->id, cfg->repair_manual, &n->log, &n->repair) != 0) {
         snprintf(errmsg, errmsg_len, "out of memory");
         rc = RAFT_NOMEM;
         goto err_free;
@@ -596,6 +614,16 @@ int ext_node_exec(struct ext_node *n, const char *sql, size_t sql_len,
                   const struct ext_exec_probe *probe,
                   struct ext_exec_result *out)
 {
+    char why[sizeof out->errmsg - 32];
+    if (repair_refusal(n->repair, n->applier, why, sizeof why)) {
+        /* Nothing compounds on a replica that disagrees with the log. */
+        memset(out, 0, sizeof *out);
+        out->kind = EXT_EXEC_NOT_APPLIED;
+        out->sqlite_rc = SQLITE_ERROR;
+        snprintf(out->errmsg, sizeof out->errmsg, "raft_exec: not applied: %s",
+                 why);
+        return RAFT_DIVERGED;
+    }
     return exec_submit(n->exec, sql, sql_len, params, n_params, probe, out);
 }
 
@@ -625,6 +653,9 @@ char *ext_node_status(struct ext_node *n)
     x.tls_cert_expires = tls_expires;
     cluster_id_hex(n->cluster, cluster_id);
     x.cluster_id = cluster_id;
+    x.diverged = applier_diverged(n->applier, &x.divergence);
+    x.repair_phase = repair_phase(n->repair, &x.repair_peer);
+    x.repairs = applier_repairs(n->applier);
     return status_json(n->status, &x);
 }
 
@@ -708,6 +739,18 @@ unsigned ext_node_members(struct ext_node *n, struct ext_member_row *rows,
                           unsigned max)
 {
     return change_members(n->change, rows, max);
+}
+
+bool ext_node_diverged(struct ext_node *n, char *why, size_t why_len)
+{
+    return repair_refusal(n->repair, n->applier, why, why_len);
+}
+
+int ext_node_repair(struct ext_node *n, const struct ext_exec_probe *probe,
+                    char *msg, size_t msg_len)
+{
+    return repair_wait(n->repair, n->applier, n->driver, n->cfg.exec_timeout_ms,
+                       probe, msg, msg_len);
 }
 
 void ext_node_shutdown(struct ext_node *n)

@@ -12,6 +12,8 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "applier.h"
+
 struct slot {
     char path[4096];                 /* database file */
     struct ext_node *node;           /* the node, NULL while starting */
@@ -191,6 +193,22 @@ bool ext_registry_replica(const char *path)
     }
     pthread_mutex_unlock(&reg_mu);
     return known;
+}
+
+bool ext_registry_diverged(const char *path, char *why, size_t why_len)
+{
+    struct ext_node *n;
+    bool diverged;
+    if (!applier_any_diverged()) {
+        return false;
+    }
+    n = ext_registry_acquire(path);
+    if (n == NULL) {
+        return false;
+    }
+    diverged = ext_node_diverged(n, why, why_len);
+    ext_registry_release(n);
+    return diverged;
 }
 
 /* stop_slot stops @s's node; called with reg_mu held, returns with it

@@ -38,6 +38,12 @@ bool ext_registry_running(const char *path);
  * Any thread. */
 bool ext_registry_replica(const char *path);
 
+/* ext_registry_diverged says whether the node running for @path is a
+ * diverged replica (applier.h: a commit it did not make reached the
+ * file), and then writes why into @why (@why_len bytes). Cheap while no
+ * node of the process is diverged. Any thread. */
+bool ext_registry_diverged(const char *path, char *why, size_t why_len);
+
 /* ext_registry_stop stops the node of @path: fails its waiting callers,
  * waits for every reference to be released, then stops it. Errors:
  * RAFT_NOTFOUND when no node runs for @path. Any thread except one that

@@ -551,8 +551,13 @@ static int log_after_install(struct ext_store *s, uint64_t index, uint64_t term)
     struct raft_entry *e = NULL;
     unsigned cnt = 0;
     raft_term held = 0;
-    if (lmdb_log_bounds(s->lmdb, &first, &last) == 0 && index >= first &&
-        index <= last &&
+    bool bounded = lmdb_log_bounds(s->lmdb, &first, &last) == 0;
+    if (bounded && index < first) {
+        /* A repair's snapshot at the boundary (the applied index was
+         * compacted through already): the log holds nothing it covers. */
+        return 0;
+    }
+    if (bounded && index >= first && index <= last &&
         lmdb_log_entries(s->lmdb, index, index, 0, &e, &cnt) == 0) {
         held = cnt == 1 ? e[0].term : 0;
         lmdb_log_entries_free(e, cnt);
@@ -563,17 +568,28 @@ static int log_after_install(struct ext_store *s, uint64_t index, uint64_t term)
                : lmdb_log_reset(s->lmdb, index, term);
 }
 
+/* covers says whether a snapshot through @index is one to install: above
+ * the applied index, or, for a diverged replica (a repair), at least at
+ * it, so that nothing needs re-applying from a log that may be compacted
+ * (the core then changes nothing but its compaction: uv_snapshot.c). */
+static bool covers(struct ext_store *s, raft_index index)
+{
+    raft_index applied = applier_applied(s->applier);
+    return index > applied ||
+           (index == applied && applier_diverged(s->applier, NULL));
+}
+
 /* install installs snapshot file @path (whose last index is @index) into
  * the database while the apply thread is held off, changes the log after
  * it (log_after_install) and lets the applier drop the queued entries it
- * covers; a snapshot not above the applied index changes nothing. */
+ * covers; a snapshot that does not cover (covers) changes nothing. */
 static int install(struct ext_store *s, const char *path, raft_index index,
                    char *errmsg, size_t errmsg_len)
 {
     uint64_t got_index = 0, got_term = 0;
     int rc;
 
-    if (index <= applier_applied(s->applier)) {
+    if (!covers(s, index)) {
         /* Nothing new in it: change nothing (raft.h SNAPSHOT_INSTALLED). */
         return 0;
     }
@@ -581,7 +597,7 @@ static int install(struct ext_store *s, const char *path, raft_index index,
     /* Asked again once held: the batch that was running may have applied
      * past the snapshot meanwhile, and an older snapshot must never
      * replace a newer database. */
-    if (index <= applier_applied(s->applier)) {
+    if (!covers(s, index)) {
         applier_release(s->applier, 0);
         return 0;
     }

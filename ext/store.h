@@ -116,8 +116,10 @@ const char *store_snapshot_dir(const struct ext_store *s);
 
 /* store_storage fills @out with the driver's storage interface over this
  * store: appends and compactions on the LMDB log, snapshot creation and
- * installs through @applier (which must outlive the driver). Thread: any,
- * before the driver starts. */
+ * installs through @applier (which must outlive the driver). An install
+ * takes a snapshot above the applied index, or at it while the replica is
+ * diverged (a repair, applier_diverged); any other changes nothing.
+ * Thread: any, before the driver starts. */
 void store_storage(struct ext_store *s, struct ext_applier *applier,
                    struct raft_persist_storage *out);
 

@@ -27,6 +27,11 @@
 #define RAFT__CHUNK_LEN (8 + 8 + 8 + 8 + 8 + 8 + 4)
 #define RAFT__CHUNKR_LEN (8 + 8 + 8 + 4)
 #define RAFT__TN_LEN 8
+#define RAFT__CSUM_LEN (8 + 8)
+#define RAFT__REPAIR_LEN 8
+
+/* The first wire version with the CHECKSUM and REPAIR_REQUEST frames. */
+#define RAFT__WIRE_CHECKSUM 2
 
 /* RequestVote's flags byte: bit 0 pre-vote, bit 1 disrupt; a byte that
  * is 0 or 1 reads as the pre_vote boolean of before TimeoutNow. */
@@ -72,9 +77,27 @@ size_t raft_frame_encoded_len(const struct raft_frame *f)
             return n + RAFT__CHUNK_LEN + buf_len(f->snapshot_chunk.data);
         case RAFT_FRAME_SNAPSHOT_CHUNK_RESULT:
             return n + RAFT__CHUNKR_LEN;
+        case RAFT_FRAME_CHECKSUM:
+            return n + RAFT__CSUM_LEN;
+        case RAFT_FRAME_REPAIR_REQUEST:
+            return n + RAFT__REPAIR_LEN;
         default:
             return 0;
     }
+}
+
+unsigned raft_frame_type_wire_min(uint8_t type)
+{
+    struct raft_frame f;
+
+    memset(&f, 0, sizeof f);
+    f.type = type;
+    if (raft_frame_encoded_len(&f) == 0) {
+        return 0;
+    }
+    return type == RAFT_FRAME_CHECKSUM || type == RAFT_FRAME_REPAIR_REQUEST
+               ? RAFT__WIRE_CHECKSUM
+               : 1;
 }
 
 /* check_encodable validates what the encoder cannot write faithfully. */
@@ -144,7 +167,8 @@ int raft_frame_encode_at(const struct raft_frame *f, unsigned version,
 
     need = raft_frame_encoded_len(f);
     if (need == 0 || version < RAFT_WIRE_VERSION_MIN ||
-        version > RAFT_WIRE_VERSION) {
+        version > RAFT_WIRE_VERSION ||
+        version < raft_frame_type_wire_min(f->type)) {
         return RAFT_INVALID;
     }
     rc = check_encodable(f);
@@ -255,6 +279,13 @@ int raft_frame_encode_at(const struct raft_frame *f, unsigned version,
             ok &= raft_byte_put_u32(&w, (uint32_t)cr->status);
             break;
         }
+        case RAFT_FRAME_CHECKSUM:
+            ok &= raft_byte_put_u64(&w, f->checksum.index);
+            ok &= raft_byte_put_u64(&w, f->checksum.checksum);
+            break;
+        case RAFT_FRAME_REPAIR_REQUEST:
+            ok &= raft_byte_put_u64(&w, f->repair_request.applied);
+            break;
         default:
             return RAFT_INVALID;
     }
@@ -430,6 +461,14 @@ int raft_frame_decode(const void *body, size_t len, struct raft_frame *out,
                      len);
         return RAFT_PROTO;
     }
+    if (raft_frame_type_wire_min(f.type) > version) {
+        raft_errmsgf(errmsg, errmsg_len,
+                     "message type %u in wire version %u (it exists from "
+                     "version %u)",
+                     (unsigned)f.type, (unsigned)version,
+                     raft_frame_type_wire_min(f.type));
+        return RAFT_PROTO;
+    }
     if (raft_frame_is_message(&f)) {
         f.message.type = f.type;
         f.message.from = f.from;
@@ -549,6 +588,13 @@ int raft_frame_decode(const void *body, size_t len, struct raft_frame *out,
             cr->status = status_of(status);
             break;
         }
+        case RAFT_FRAME_CHECKSUM:
+            ok = raft_byte_get_u64(&r, &f.checksum.index) &&
+                 raft_byte_get_u64(&r, &f.checksum.checksum);
+            break;
+        case RAFT_FRAME_REPAIR_REQUEST:
+            ok = raft_byte_get_u64(&r, &f.repair_request.applied);
+            break;
         default:
             raft_errmsgf(errmsg, errmsg_len, "unknown message type %u",
                          (unsigned)f.type);

@@ -3,7 +3,8 @@
  * alike. Pure code (no I/O); the libuv transport carries what it produces.
  *
  * Wire format, versions RAFT_WIRE_VERSION_MIN to RAFT_WIRE_VERSION (1 to
- * 1; every version has this layout so far), all integers little-endian:
+ * 2; version 2 is version 1 plus the CHECKSUM and REPAIR_REQUEST frames),
+ * all integers little-endian:
  *
  *   frame   := len:u32 body            len = bytes of body, <= max frame
  *   body    := version:u8 type:u8 from:u64 to:u64 fields
@@ -26,6 +27,10 @@
  *   SNAPSHOT_CHUNK       term:u64 last_index:u64 last_term:u64 total:u64
  *                        offset:u64 checksum:u64 len:u32 bytes[len]
  *   SNAPSHOT_CHUNK_RESULT term:u64 last_index:u64 offset:u64 status:i32
+ *   types 10 and 11, in wire version 2 and later only (refused in a
+ *   version 1 body by both encoder and decoder):
+ *   CHECKSUM (10)        index:u64 checksum:u64
+ *   REPAIR_REQUEST (11)  applied:u64
  *
  * A body must be consumed exactly: trailing bytes are an error. Entry
  * indexes in APPEND_ENTRIES must be prev_log_index+1, +2, ... (never 0),
@@ -52,7 +57,7 @@
 #ifdef RAFT_WIRE_VERSION_MAX_TEST
 #define RAFT_WIRE_VERSION RAFT_WIRE_VERSION_MAX_TEST
 #else
-#define RAFT_WIRE_VERSION 1
+#define RAFT_WIRE_VERSION 2
 #endif
 #ifdef RAFT_WIRE_VERSION_MIN_TEST
 #define RAFT_WIRE_VERSION_MIN RAFT_WIRE_VERSION_MIN_TEST
@@ -67,6 +72,13 @@
  * thread. */
 void raft_wire_versions_get(unsigned *lo, unsigned *hi);
 
+/* raft_frame_type_wire_min returns the lowest wire version in which
+ * frames of @type exist (1 for most, 2 for RAFT_FRAME_CHECKSUM), 0 for a
+ * type the codec does not know. A sender checks it against the version
+ * agreed with a peer (raft_uv_node_peer_wire) before it sends. Any
+ * thread. */
+unsigned raft_frame_type_wire_min(uint8_t type);
+
 /* Bytes of the frame length prefix. */
 #define RAFT_FRAME_HEADER 4
 
@@ -77,7 +89,8 @@ size_t raft_frame_encoded_len(const struct raft_frame *f);
 
 /* raft_frame_encode writes the frame @f into @buf, which has @len bytes (at
  * least raft_frame_encoded_len(f)). @f is only read. Any thread.
- * Errors: RAFT_INVALID (unknown type, @len too small, a core message whose
+ * Errors: RAFT_INVALID (unknown type, a type newer than the version
+ * written, @len too small, a core message whose
  * type, from or to differ from the frame's, entries that the decoder would
  * refuse: NULL array or non-consecutive indexes, or a chunk past its
  * file's total); RAFT_TOOBIG (the body or a payload would not fit a u32
@@ -97,7 +110,8 @@ int raft_frame_encode_at(const struct raft_frame *f, unsigned version,
  * release them with raft_frame_release. On failure nothing is allocated,
  * @out is untouched and @errmsg (@errmsg_len bytes) says what is wrong.
  * Errors: RAFT_FORMAT (a version outside [RAFT_WIRE_VERSION_MIN,
- * RAFT_WIRE_VERSION]), RAFT_PROTO (unknown type,
+ * RAFT_WIRE_VERSION]), RAFT_PROTO (unknown type, a type newer than the
+ * body's version,
  * truncated body, trailing bytes, non-consecutive entry indexes, unknown
  * entry type, boolean not 0 or 1, a chunk past its file's total, or more
  * entries than could fit: checked before allocating), RAFT_NOMEM.

@@ -201,6 +201,12 @@ int raft_uv_transport_remove_peer(struct raft_uv_transport *t, raft_id id);
  * is established. */
 bool raft_uv_transport_connected(const struct raft_uv_transport *t, raft_id id);
 
+/* raft_uv_transport_peer_wire returns the wire version agreed on the
+ * established outgoing connection to @id (the version its frames go in),
+ * or 0 while none is established or for an unknown peer. */
+unsigned raft_uv_transport_peer_wire(const struct raft_uv_transport *t,
+                                     raft_id id);
+
 /* The id of the peer raft_uv_node_probe dials: a server whose id is not
  * known yet (a join= address). Never a server's id; no frame is ever
  * addressed to it (the handshake it carries makes the server there dial

@@ -332,6 +332,17 @@ int raft_uv_node_probe(struct raft_uv_node *d, const char *host, uint16_t port)
     return d->tr->add_peer(d->transport, &p);
 }
 
+unsigned raft_uv_node_peer_wire(const struct raft_uv_node *d, raft_id id)
+{
+    if (!raft_uv_node_connected(d, id)) {
+        return 0;
+    }
+    if (d->tr->peer_wire == NULL) {
+        return RAFT_WIRE_VERSION;
+    }
+    return d->tr->peer_wire(d->transport, id);
+}
+
 const char *raft_uv_node_peer_build_id(const struct raft_uv_node *d, raft_id id)
 {
     if (d->transport == NULL || d->tr->peer_build_id == NULL) {
@@ -386,15 +397,17 @@ static void on_recv(void *data, const struct raft_frame *m)
         return;
     }
     adopt_cluster_id(d, m);
-    if (m->type == RAFT_FRAME_FORWARD || m->type == RAFT_FRAME_FORWARD_RESULT) {
+    if (m->type == RAFT_FRAME_SNAPSHOT_CHUNK ||
+        m->type == RAFT_FRAME_SNAPSHOT_CHUNK_RESULT ||
+        m->type == RAFT_FRAME_REPAIR_REQUEST) {
+        raft_uv_snapshot_message(d, m);
+        return;
+    }
+    if (!raft_frame_is_message(m)) {
+        /* The application's frames: FORWARD, FORWARD_RESULT, CHECKSUM. */
         if (d->cb.forward != NULL) {
             d->cb.forward(d->cb.data, m);
         }
-        return;
-    }
-    if (m->type == RAFT_FRAME_SNAPSHOT_CHUNK ||
-        m->type == RAFT_FRAME_SNAPSHOT_CHUNK_RESULT) {
-        raft_uv_snapshot_message(d, m);
         return;
     }
     ev.type = RAFT_EVENT_RECEIVE;
@@ -555,6 +568,11 @@ static unsigned tcp_connected_peers(const void *t, raft_id *ids, unsigned max)
     return raft_uv_transport_connected_peers(t, ids, max);
 }
 
+static unsigned tcp_peer_wire(const void *t, raft_id id)
+{
+    return raft_uv_transport_peer_wire(t, id);
+}
+
 static const struct raft_uv_node_transport tcp_transport = {
     .start = tcp_start,
     .send = tcp_send,
@@ -566,6 +584,7 @@ static const struct raft_uv_node_transport tcp_transport = {
     .add_peer = tcp_add_peer,
     .remove_peer = tcp_remove_peer,
     .connected_peers = tcp_connected_peers,
+    .peer_wire = tcp_peer_wire,
 };
 
 /* ---- Start and stop ----------------------------------------------------- */

@@ -74,9 +74,10 @@ struct raft_uv_node_callbacks {
     /* Committed entries, in order, each exactly once; take references to
      * keep their bufs. */
     void (*apply)(void *data, const struct raft_entry *entries, unsigned n);
-    /* A RAFT_FRAME_FORWARD or RAFT_FRAME_FORWARD_RESULT from a peer (the
-     * frame and its bufs are released after the call: take references to
-     * keep them). */
+    /* One of the application's frames from a peer: every runtime frame
+     * but the snapshot chunks the driver streams itself
+     * (RAFT_FRAME_FORWARD, _FORWARD_RESULT, _CHECKSUM; the frame and its
+     * bufs are released after the call: take references to keep them). */
     void (*forward)(void *data, const struct raft_frame *f);
     /* raft_uv_node_wake was called (coalesced, as uv_async_send is). */
     void (*wake)(void *data);
@@ -255,6 +256,14 @@ bool raft_uv_node_connected(const struct raft_uv_node *d, raft_id id);
 unsigned raft_uv_node_connected_peers(const struct raft_uv_node *d,
                                       raft_id *ids, unsigned max);
 
+/* raft_uv_node_peer_wire returns the wire version agreed with peer @id
+ * on the established outgoing connection (the version the frames sent to
+ * it go in, message.h), or 0 while none is established or for an unknown
+ * peer. A frame of a newer version than that (raft_frame_type_wire_min)
+ * must not be sent to it: raft_uv_node_send_frame would fail to encode
+ * it. Loop thread. */
+unsigned raft_uv_node_peer_wire(const struct raft_uv_node *d, raft_id id);
+
 /* raft_uv_node_probe dials @host:@port, a server whose id is not known
  * (a join= address), as peer RAFT_UV_PROBE_ID (uv.h): its handshake makes
  * that server dial back, and once it has, raft_uv_node_connected_peers
@@ -295,6 +304,7 @@ struct raft_uv_node_stats {
     uint64_t n_compactions;         /* log compactions done */
     uint64_t n_snapshots_sent;      /* snapshots fully sent (leader) */
     uint64_t n_snapshots_installed; /* snapshots installed (follower) */
+    raft_id last_install_from;      /* sender of the last one installed, 0 */
     raft_id snapshot_peer;          /* peer of the transfer shown below, 0 */
     uint64_t snapshot_done;         /* bytes sent or received of it */
     uint64_t snapshot_total;        /* its size, bytes */

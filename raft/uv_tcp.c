@@ -732,6 +732,17 @@ bool raft_uv_transport_connected(const struct raft_uv_transport *t, raft_id id)
     return out != NULL && out->state == RAFT__UV_CONNECTED;
 }
 
+unsigned raft_uv_transport_peer_wire(const struct raft_uv_transport *t,
+                                     raft_id id)
+{
+    const struct raft_uv_out *out = raft_uv_tcp_find(t, id);
+
+    if (out == NULL || out->state != RAFT__UV_CONNECTED) {
+        return 0;
+    }
+    return out->wire_version;
+}
+
 unsigned raft_uv_transport_connected_peers(const struct raft_uv_transport *t,
                                            raft_id *ids, unsigned max)
 {

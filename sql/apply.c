@@ -667,6 +667,7 @@ int sql_fsm_apply(struct sql_fsm *f, const struct sql_fsm_entry *entries,
 {
     const struct sql_fsm_entry *last;
     unsigned char *forced = NULL;
+    int checked = 0; /* the foreign check passed under the write lock */
     unsigned i, j;
     int rc;
 
@@ -695,6 +696,12 @@ int sql_fsm_apply(struct sql_fsm *f, const struct sql_fsm_entry *entries,
 
 restart:
     rc = schema_run(f, STMT_BEGIN, "BEGIN IMMEDIATE");
+    if (rc == 0) {
+        /* Under the write lock: nothing applies on top of a foreign
+         * commit. */
+        rc = foreign_check(f);
+        checked = rc == 0;
+    }
     if (rc != 0) {
         goto err;
     }
@@ -776,6 +783,11 @@ err:
 
         memcpy(msg, f->errmsg, sizeof msg);
         schema_load_settings(f);
+        if (checked) {
+            /* A failure under the write lock (a full disk) resets the
+             * connection's cache, which moves data_version too. */
+            foreign_rebase(f);
+        }
         memcpy(f->errmsg, msg, sizeof msg);
     }
     return rc;

@@ -247,6 +247,9 @@ int sql_fsm_open(const char *path, const struct sql_function *hidden,
         rc = schema_load_settings(f);
     }
     if (rc == 0) {
+        rc = foreign_reset(f);
+    }
+    if (rc == 0) {
         /* Whatever WAL recovery found becomes durable here, or else the
          * durable index stays 0 until a checkpoint completes. */
         uint64_t durable;

@@ -34,6 +34,16 @@ static struct raft_buf *pattern_buf(size_t len, unsigned seed)
     return b;
 }
 
+/* wire_of is the version the tests encode @type in: the lowest that has
+ * it (version 1 for all but CHECKSUM), so the sample bytes stay those of
+ * the version they were written for. */
+static unsigned wire_of(uint8_t type)
+{
+    unsigned v = raft_frame_type_wire_min(type);
+
+    return v < RAFT_WIRE_VERSION_MIN ? RAFT_WIRE_VERSION_MIN : v;
+}
+
 static struct encoded encode(const struct raft_frame *m)
 {
     struct encoded f;
@@ -42,7 +52,8 @@ static struct encoded encode(const struct raft_frame *m)
     assert_true(f.len > RAFT_FRAME_HEADER);
     f.bytes = malloc(f.len);
     assert_non_null(f.bytes);
-    assert_int_equal(raft_frame_encode(m, f.bytes, f.len), 0);
+    assert_int_equal(raft_frame_encode_at(m, wire_of(m->type), f.bytes, f.len),
+                     0);
     assert_int_equal(raft_byte_load_u32(f.bytes), f.len - RAFT_FRAME_HEADER);
     return f;
 }
@@ -183,6 +194,13 @@ static void assert_frame_equal(const struct raft_frame *a,
             assert_true(a->forward_result.index == b->forward_result.index);
             assert_true(a->forward_result.term == b->forward_result.term);
             break;
+        case RAFT_FRAME_CHECKSUM:
+            assert_true(a->checksum.index == b->checksum.index);
+            assert_true(a->checksum.checksum == b->checksum.checksum);
+            break;
+        case RAFT_FRAME_REPAIR_REQUEST:
+            assert_true(a->repair_request.applied == b->repair_request.applied);
+            break;
         default:
             fail_msg("unexpected type %u", (unsigned)a->type);
     }
@@ -218,7 +236,7 @@ static void round_trip_message(const struct raft_message *c)
 
 /* A set of sample frames covering every type, owned by the test: the
  * core's messages first (N_CORE, wrapped), then the runtime's frames. */
-#define N_SAMPLES 10
+#define N_SAMPLES 12
 #define N_CORE 5
 
 struct samples {
@@ -312,6 +330,15 @@ static void samples_init(struct samples *s)
     m[9].snapshot_chunk_result.last_index = 900;
     m[9].snapshot_chunk_result.offset = 100;
     m[9].snapshot_chunk_result.status = -RAFT_CORRUPT;
+    m[10].type = RAFT_FRAME_CHECKSUM;
+    m[10].from = 2;
+    m[10].to = 3;
+    m[10].checksum.index = 4242;
+    m[10].checksum.checksum = 0xfedcba9876543210ULL;
+    m[11].type = RAFT_FRAME_REPAIR_REQUEST;
+    m[11].from = 3;
+    m[11].to = 1;
+    m[11].repair_request.applied = 0x1234;
 }
 
 static void samples_close(struct samples *s)
@@ -324,8 +351,10 @@ static void samples_close(struct samples *s)
 }
 
 /* The frames of the samples, byte for byte, as version 1 of the wire
- * format has them (hex): a change of the codec or of the message structs
- * must leave these unchanged. */
+ * format has them (hex; CHECKSUM and REPAIR_REQUEST, of version 2 only,
+ * in version 2): a
+ * change of the codec or of the message structs must leave these
+ * unchanged. */
 static const char *const sample_wire[N_SAMPLES] = {
     /* 0 */
     "2b00000001010100000000000000020000000000000005000000000000000a00"
@@ -363,6 +392,19 @@ static const char *const sample_wire[N_SAMPLES] = {
     /* 9 */
     "2e00000001080300000000000000010000000000000008000000000000008403"
     "0000000000006400000000000000fbffffff",
+    /* 10 */
+    "2200000002"
+    "0a"
+    "0200000000000000"
+    "0300000000000000"
+    "9210000000000000"
+    "1032547698badcfe",
+    /* 11 */
+    "1a00000002"
+    "0b"
+    "0300000000000000"
+    "0100000000000000"
+    "3412000000000000",
 };
 
 /* hex_of writes @len bytes at @p as lowercase hex into a new string. */
@@ -575,7 +617,59 @@ static void test_round_trip_edge_values(void **state)
         m.snapshot_chunk.offset = x;
         m.snapshot_chunk.checksum = x;
         round_trip(&m);
+
+        m.type = RAFT_FRAME_CHECKSUM;
+        m.checksum.index = x;
+        m.checksum.checksum = x;
+        round_trip(&m);
+
+        m.type = RAFT_FRAME_REPAIR_REQUEST;
+        m.repair_request.applied = x;
+        round_trip(&m);
     }
+}
+
+/* CHECKSUM and REPAIR_REQUEST exist from wire version 2: the encoder
+ * refuses to write them in version 1, and the decoder refuses a version 1
+ * body that carries one, naming both; every other type exists from
+ * version 1. */
+static void test_checksum_needs_version_2(void **state)
+{
+    struct samples s;
+    struct encoded f;
+    char err[128] = "";
+    struct raft_frame out;
+    unsigned i;
+
+    (void)state;
+    samples_init(&s);
+    for (i = 0; i < N_SAMPLES; i++) {
+        assert_int_equal(raft_frame_type_wire_min(s.m[i].type),
+                         s.m[i].type == RAFT_FRAME_CHECKSUM ||
+                                 s.m[i].type == RAFT_FRAME_REPAIR_REQUEST
+                             ? 2
+                             : 1);
+    }
+    assert_int_equal(raft_frame_type_wire_min(0), 0);
+    assert_int_equal(raft_frame_type_wire_min(12), 0);
+    for (i = 10; i < 12; i++) {
+        char expect[80];
+        f = encode(&s.m[i]);
+        assert_int_equal(raft_frame_encode_at(&s.m[i], 1, f.bytes, f.len),
+                         RAFT_INVALID);
+        assert_int_equal(raft_frame_encode(&s.m[i], f.bytes, f.len), 0);
+        f.bytes[RAFT_FRAME_HEADER] = 1;
+        assert_int_equal(
+            raft_frame_decode(body_of(&f), body_len(&f), &out, err, sizeof err),
+            RAFT_PROTO);
+        snprintf(expect, sizeof expect,
+                 "message type %u in wire version 1 (it exists from version "
+                 "2)",
+                 (unsigned)s.m[i].type);
+        assert_string_equal(err, expect);
+        free(f.bytes);
+    }
+    samples_close(&s);
 }
 
 /* Entries ending exactly at index UINT64_MAX round trip. */
@@ -782,7 +876,7 @@ static void test_encode_errors(void **state)
     (void)state;
     samples_init(&s);
     memset(&m, 0, sizeof m);
-    m.type = 10;
+    m.type = 100;
     assert_int_equal(raft_frame_encoded_len(&m), 0);
     assert_int_equal(raft_frame_encode(&m, buf, sizeof buf), RAFT_INVALID);
 
@@ -1048,7 +1142,8 @@ static void test_fuzz(void **state)
             uint8_t *again = malloc(len + RAFT_FRAME_HEADER);
             assert_non_null(again);
             if (raft_frame_encoded_len(&out) != len + RAFT_FRAME_HEADER ||
-                raft_frame_encode(&out, again, len + RAFT_FRAME_HEADER) != 0 ||
+                raft_frame_encode_at(&out, copy[0], again,
+                                     len + RAFT_FRAME_HEADER) != 0 ||
                 memcmp(again + RAFT_FRAME_HEADER, copy, len) != 0) {
                 fail_msg(
                     "fuzz seed %llu iteration %u: decoded message "
@@ -1101,6 +1196,7 @@ int main(void)
         cmocka_unit_test(test_bad_field_values),
         cmocka_unit_test(test_no_errmsg_buffer),
         cmocka_unit_test(test_timeout_now_and_flags),
+        cmocka_unit_test(test_checksum_needs_version_2),
         cmocka_unit_test(test_fuzz),
     };
 

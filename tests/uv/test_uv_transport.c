@@ -886,7 +886,7 @@ static void test_hostile_clients(void **state)
                      RAFT_WIRE_VERSION + 1, 2, "", 0, "");
     expect_rejected(f, buf, n, "no version in common");
     n = handshake_at(buf, "RFTSQL", 4, 0, RAFT_WIRE_VERSION, 2, "", 0, "");
-    expect_rejected(f, buf, n, "wire versions 0 to 1: malformed");
+    expect_rejected(f, buf, n, "wire versions 0 to 2: malformed");
     memset(long_build, 'x', sizeof long_build);
     n = handshake_of(buf, "RFTSQL", 4, 2, long_build, sizeof long_build);
     expect_rejected(f, buf, n, "handshake build id of 130 bytes, at most 128");
@@ -931,7 +931,7 @@ static void test_hostile_clients(void **state)
     buf[n + 5] = 1;
     expect_rejected(f, buf, n + 6,
                     "frame of wire version 7, the handshake "
-                    "agreed on 1");
+                    "agreed on 2");
 
     /* A well-formed message whose sender is not the handshake's. */
     memset(&c, 0, sizeof c);
@@ -1271,8 +1271,8 @@ static void test_answers(void **state)
     raw_refused(f, buf, n, &a);
     assert_int_equal(a.verdict, RAFT__UV_REFUSED_WIRE);
     assert_non_null(strstr(a.reason,
-                           "it speaks wire versions 1 to 1, we "
-                           "speak 2 to 3: no version in common"));
+                           "it speaks wire versions 1 to 2, we "
+                           "speak 3 to 4: no version in common"));
 
     /* Another cluster. */
     memcpy(g_cluster, CLUSTER_B, sizeof g_cluster);
@@ -1426,6 +1426,8 @@ static void test_dialler(void **state)
     assert_int_equal(raft_byte_load_u64(v.conn.got + 25), 1);
     m = heartbeat(1, 2, 0);
     assert_int_equal(raft_uv_transport_send(f->nodes[0].t, &m), RAFT_NOCONN);
+    assert_int_equal(raft_uv_transport_peer_wire(f->nodes[0].t, 2), 0);
+    assert_int_equal(raft_uv_transport_peer_wire(f->nodes[0].t, 9), 0);
 
     /* The same refusal twice: one WARN. */
     srv_answer(&v, RAFT__UV_REFUSED_CLUSTER, 1, 1, CLUSTER_B, 2,
@@ -1466,12 +1468,32 @@ static void test_dialler(void **state)
     run_for(f, 50);
     assert_int_equal(v.conn.n_got, n + raft_frame_encoded_len(&m));
     assert_int_equal(v.conn.got[n + RAFT_FRAME_HEADER], RAFT_WIRE_VERSION);
+    assert_int_equal(raft_uv_transport_peer_wire(f->nodes[0].t, 2),
+                     RAFT_WIRE_VERSION);
 
     /* Bytes after the answer. */
     buf[0] = 0;
     raw_write(&v.conn, buf, 1);
     WAIT_FOR(f, srv_eof);
     assert_warned(&f->nodes[0], "unexpected bytes on outgoing connection");
+
+    /* Accepted by a server of wire version 1 only: frames go in version
+     * 1, and a CHECKSUM frame (version 2 on) is refused, never sent. */
+    srv_handshake(f, 6);
+    srv_answer(&v, RAFT__UV_ACCEPTED, 1, 1, CLUSTER_A, 2, "");
+    WAIT_FOR(f, one_connected_to_two);
+    assert_int_equal(raft_uv_transport_peer_wire(f->nodes[0].t, 2), 1);
+    n = v.conn.n_got;
+    memset(&m, 0, sizeof m);
+    m.type = RAFT_FRAME_CHECKSUM;
+    m.from = 1;
+    m.to = 2;
+    assert_int_equal(raft_uv_transport_send(f->nodes[0].t, &m), RAFT_INVALID);
+    m = heartbeat(1, 2, 6);
+    assert_int_equal(raft_uv_transport_send(f->nodes[0].t, &m), 0);
+    run_for(f, 50);
+    assert_int_equal(v.conn.n_got, n + raft_frame_encoded_len(&m));
+    assert_int_equal(v.conn.got[n + RAFT_FRAME_HEADER], 1);
     stop_node(&f->nodes[0]);
     WAIT_FOR(f, all_closed);
     uv_close((uv_handle_t *)&v.listener, NULL);
