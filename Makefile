@@ -6,7 +6,16 @@ CC      ?= cc
 PKGS    := sqlite3 libuv lmdb libxxhash jansson openssl
 WARN    := -Wall -Wextra -Werror -Wshadow -Wno-unused-parameter
 CFLAGS  ?= -O2 -g
-BASE_CFLAGS := -std=c11 -D_GNU_SOURCE $(WARN) -fPIC -fvisibility=hidden -I.
+# Two builds of the same sources (docs/architecture.md "Build"): the
+# objects of build/raftsql.so call SQLite only through the API table of the
+# host that loads it (sqlite3ext.h, SQLITE_EXTENSION_INIT3) and the .so
+# links no libsqlite3, so a process holds one SQLite; every other object
+# (build/libraftsql.a, the test host, the tests, the benches) is compiled
+# with SQLITE_CORE and calls the SQLite its program links.
+SO_CFLAGS   := -std=c11 -D_GNU_SOURCE $(WARN) -fPIC -fvisibility=hidden -I.
+BASE_CFLAGS := $(SO_CFLAGS) -DSQLITE_CORE
+SO_PKGS := $(filter-out sqlite3,$(PKGS))
+SO_LIBS = $(shell pkg-config --libs $(SO_PKGS) 2>/dev/null || echo -luv -llmdb -lxxhash -ljansson -lssl -lcrypto) -lpthread -lm
 LIBS    = $(shell pkg-config --libs $(PKGS) 2>/dev/null || echo -lsqlite3 -luv -llmdb -lxxhash -ljansson -lssl -lcrypto) -lpthread -lm
 SAN     := -fsanitize=address,undefined -fno-omit-frame-pointer \
            -fno-sanitize-recover=all
@@ -15,6 +24,7 @@ B := build
 
 LIB_SRC  := $(wildcard raft/*.c lmdb_log/*.c sql/*.c ext/*.c)
 LIB_OBJ  := $(LIB_SRC:%.c=$(B)/obj/%.o)
+SO_OBJ   := $(LIB_SRC:%.c=$(B)/so/%.o)
 SAN_OBJ  := $(LIB_SRC:%.c=$(B)/san/%.o)
 TLIB_SRC := $(wildcard tests/lib/*.c)
 TLIB_HDR := $(wildcard tests/lib/*.h)
@@ -26,22 +36,30 @@ PYTHON  := /usr/bin/python3
 TEST_BIN := $(TEST_SRC:%.c=$(B)/%)
 
 .SECONDARY:
-.PHONY: all deps demo test check check-layering fmt fmt-check unit e2e tsan \
+.PHONY: all deps demo test check check-layering check-so fmt fmt-check unit \
+        e2e tsan \
         next \
         tsan-uv \
         clean bench sim \
         soak faults faults-short \
         coverage fuzz fuzz-build fuzz-corpus
 
-all: $(B)/raftsql.so $(B)/libraftsql.a $(B)/raftsql-testhost
+all: $(B)/raftsql.so $(B)/libraftsql.a $(B)/raftsql-testhost \
+     $(B)/raftsql-node $(B)/examples/write_through
 
 deps:
 	@scripts/deps.sh
 
 # The loadable extension: only sqlite3_raftsql_init (and the raftsql_* C
-# API) are exported; everything else is hidden.
-$(B)/raftsql.so: $(LIB_OBJ)
-	$(CC) -shared -o $@ $^ $(LIBS)
+# API) are exported; everything else is hidden. -z defs: a direct call of
+# a sqlite3_* routine (one not through the host's API table) fails the
+# link, since no libsqlite3 is linked.
+$(B)/raftsql.so: $(SO_OBJ)
+	$(CC) -shared -Wl,-z,defs -o $@ $^ $(SO_LIBS)
+
+$(B)/so/%.o: %.c
+	@mkdir -p $(dir $@)
+	$(CC) $(SO_CFLAGS) $(CFLAGS) -MMD -MP -c -o $@ $<
 
 $(B)/libraftsql.a: $(LIB_OBJ)
 	rm -f $@ && ar rcs $@ $^
@@ -49,6 +67,17 @@ $(B)/libraftsql.a: $(LIB_OBJ)
 # A small node program built on the same library (used by the demo and the
 # end-to-end tests): a sqlite3 host that loads raftsql and reads SQL lines.
 $(B)/raftsql-testhost: tools/raftsql_testhost.c $(B)/libraftsql.a
+	$(CC) $(BASE_CFLAGS) $(CFLAGS) -o $@ $< $(B)/libraftsql.a $(LIBS)
+
+# The daemon (tools/raftsql_node.c): one node in the foreground, configured
+# from a file (docs/deploy.md has its systemd unit).
+$(B)/raftsql-node: tools/raftsql_node.c $(B)/libraftsql.a
+	$(CC) $(BASE_CFLAGS) $(CFLAGS) -o $@ $< $(B)/libraftsql.a $(LIBS)
+
+# A C program writing through the node another process runs
+# (examples/write_through.c, tests/e2e/test_attach.py).
+$(B)/examples/write_through: examples/write_through.c $(B)/libraftsql.a
+	@mkdir -p $(dir $@)
 	$(CC) $(BASE_CFLAGS) $(CFLAGS) -o $@ $< $(B)/libraftsql.a $(LIBS)
 
 # The benchmark (bench/README.md): never part of `make test`. `make bench`
@@ -87,12 +116,16 @@ bench: deps
 # ASan + UBSan, and ThreadSanitizer for the threaded runtime.
 $(B)/san/raftsql-testhost: tools/raftsql_testhost.c $(SAN_OBJ)
 	$(CC) $(BASE_CFLAGS) -O1 -g $(SAN) -o $@ $^ $(LIBS)
+$(B)/san/raftsql-node: tools/raftsql_node.c $(SAN_OBJ)
+	$(CC) $(BASE_CFLAGS) -O1 -g $(SAN) -o $@ $^ $(LIBS)
 
 TSAN_OBJ := $(LIB_SRC:%.c=$(B)/tsan/%.o)
 $(B)/tsan/%.o: %.c
 	@mkdir -p $(dir $@)
 	$(CC) $(BASE_CFLAGS) -O1 -g -fsanitize=thread -MMD -MP -c -o $@ $<
 $(B)/tsan/raftsql-testhost: tools/raftsql_testhost.c $(TSAN_OBJ)
+	$(CC) $(BASE_CFLAGS) -O1 -g -fsanitize=thread -o $@ $^ $(LIBS)
+$(B)/tsan/raftsql-node: tools/raftsql_node.c $(TSAN_OBJ)
 	$(CC) $(BASE_CFLAGS) -O1 -g -fsanitize=thread -o $@ $^ $(LIBS)
 
 $(B)/obj/%.o: %.c
@@ -266,6 +299,19 @@ fuzz-corpus: $(B)/fuzz/gen-corpus
 check-layering:
 	@scripts/check-layering.sh
 
+# The loadable extension needs no libsqlite3 and calls SQLite only through
+# its host's API table (scripts/check-so.sh).
+check-so: $(B)/raftsql.so $(B)/raftsql_next.so
+	@scripts/check-so.sh $^
+
+# A host with its own SQLite (linked statically, symbols not exported)
+# that loads build/raftsql.so (tests/e2e/test_host_sqlite.py).
+SQLITE_A := $(shell pkg-config --variable=libdir sqlite3 2>/dev/null || \
+              echo /usr/lib/x86_64-linux-gnu)/libsqlite3.a
+$(B)/tests/host/static-host: tests/host/static_host.c
+	@mkdir -p $(dir $@)
+	$(CC) $(BASE_CFLAGS) -O1 -g -o $@ $< $(SQLITE_A) -lz -ldl -lpthread -lm
+
 # The C format (.clang-format: canonical raft's Chromium/4-space variant).
 fmt:
 	@scripts/fmt-check.sh --fix
@@ -295,8 +341,10 @@ $(B)/next-only/%.o: %.c
 	@mkdir -p $(dir $@)
 	$(CC) $(BASE_CFLAGS) $(CFLAGS) -DRAFT_WIRE_VERSION_MIN_TEST=3 \
 	    -DRAFT_WIRE_VERSION_MAX_TEST=3 -MMD -MP -c -o $@ $<
-$(B)/raftsql_next.so: $(NEXT_OBJ)
-	$(CC) -shared -o $@ $^ $(LIBS)
+# (The wire files call no SQLite: the next .so takes the next objects.)
+$(B)/raftsql_next.so: $(filter-out $(WIRE_SRC:%.c=$(B)/so/%.o),$(SO_OBJ)) \
+		$(WIRE_SRC:%.c=$(B)/next/%.o)
+	$(CC) -shared -Wl,-z,defs -o $@ $^ $(SO_LIBS)
 $(B)/raftsql-testhost-next: tools/raftsql_testhost.c $(NEXT_OBJ)
 	$(CC) $(BASE_CFLAGS) $(CFLAGS) -o $@ $^ $(LIBS)
 $(B)/raftsql-testhost-next-only: tools/raftsql_testhost.c $(ONLY_OBJ)
@@ -305,9 +353,10 @@ $(B)/raftsql-testhost-next-only: tools/raftsql_testhost.c $(ONLY_OBJ)
 next: $(NEXT_BINS)
 
 # End-to-end: real node processes (the sanitizer build) on 127.0.0.1.
-e2e: all $(B)/san/raftsql-testhost $(NEXT_BINS)
+e2e: all $(B)/san/raftsql-testhost $(B)/san/raftsql-node $(NEXT_BINS) \
+		$(B)/tests/host/static-host
 	RAFTSQL_TESTHOST=$(B)/san/raftsql-testhost RAFTSQL_SO=$(B)/raftsql.so \
-	    $(PYTHON) tests/e2e/run.py
+	    RAFTSQL_DAEMON=$(B)/san/raftsql-node $(PYTHON) tests/e2e/run.py
 
 # The driver's unit tests (tests/uv) under ThreadSanitizer: the driver
 # runs its loop and its storage jobs on threads of their own.
@@ -324,9 +373,10 @@ tsan-uv: $(TSAN_UV_BIN)
 
 # The same end-to-end tests with the nodes under ThreadSanitizer; any race
 # report makes the node exit 66, which fails the test that stopped it.
-tsan: all $(B)/tsan/raftsql-testhost
+tsan: all $(B)/tsan/raftsql-testhost $(B)/tsan/raftsql-node
 	TSAN_OPTIONS=exitcode=66 RAFTSQL_TESTHOST=$(B)/tsan/raftsql-testhost \
-	    RAFTSQL_SO=$(B)/raftsql.so $(PYTHON) tests/e2e/run.py
+	    RAFTSQL_DAEMON=$(B)/tsan/raftsql-node RAFTSQL_SO=$(B)/raftsql.so \
+	    $(PYTHON) tests/e2e/run.py
 
 # The long crash loop (tests/e2e/test_crash.py): 100 kills under load and
 # a follower catching up over 50,000 writes, on the optimized build.
@@ -367,6 +417,7 @@ test: deps
 	@$(MAKE) --no-print-directory check-layering
 	@$(MAKE) --no-print-directory fmt-check
 	@$(MAKE) --no-print-directory all
+	@$(MAKE) --no-print-directory check-so
 	@$(MAKE) --no-print-directory unit
 	@$(MAKE) --no-print-directory fuzz FUZZ_S=$(FUZZ_TEST_S)
 	@$(MAKE) --no-print-directory e2e
@@ -382,7 +433,7 @@ demo: deps
 clean:
 	rm -rf $(B)
 
--include $(LIB_OBJ:.o=.d) $(SAN_OBJ:.o=.d) $(TLIB_OBJ:.o=.d) $(TSAN_OBJ:.o=.d) \
+-include $(LIB_OBJ:.o=.d) $(SO_OBJ:.o=.d) $(SAN_OBJ:.o=.d) $(TLIB_OBJ:.o=.d) $(TSAN_OBJ:.o=.d) \
     $(patsubst %.c,$(B)/san/%.d,$(UV_FAKE)) \
     $(patsubst %.c,$(B)/tsan/%.d,$(UV_FAKE)) $(FUZZ_OBJ:.o=.d) \
     $(WIRE_SRC:%.c=$(B)/next/%.d) $(WIRE_SRC:%.c=$(B)/next-only/%.d)

@@ -11,21 +11,31 @@
  * doubling to 5 s), never skipped, and raft_status() shows the condition
  * (applying false, apply_error) until a retry succeeds. An entry of a type
  * this version does not know stops applying the same way, at that entry:
- * it is never skipped. */
+ * it is never skipped. A commit the node did not make (sql_fsm_foreign_check:
+ * checked inside every batch and once a second when idle) marks the
+ * replica diverged: the batch goes back to the queue and nothing applies
+ * until a snapshot install replaces the database (the log keeps the
+ * entries durably, so nothing is lost). */
 
 #include "applier.h"
 
+#include <errno.h>
+#include <inttypes.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "sqlbridge.h"
 
 /* Most entries applied in one SQLite transaction. */
 #define EXT__APPLY_BATCH_MAX 4096
+
+/* How often an idle apply thread looks for foreign commits, ms. */
+#define EXT__FOREIGN_CHECK_MS 1000
 
 /* Backoff between retries of a failed batch, ms. */
 #define EXT__RETRY_MIN_MS 100
@@ -62,7 +72,20 @@ struct ext_applier {
                                       database file (sql_fsm_durable) */
     atomic_bool stopping;           /* applier_stop interrupted the state
                                       machine */
+    atomic_bool diverged;           /* a foreign commit was seen: nothing
+                                      applies until an install (set under
+                                      mu) */
+    struct ext_applier_divergence divergence; /* what was seen (mu) */
+    atomic_uint_least64_t n_repairs; /* installs that ended a divergence */
 };
+
+/* Appliers of the process that are diverged (applier_any_diverged). */
+static atomic_int n_diverged;
+
+bool applier_any_diverged(void)
+{
+    return atomic_load(&n_diverged) > 0;
+}
 
 int applier_push(struct ext_applier *a, const struct raft_entry *entries,
                  unsigned n)
@@ -149,8 +172,135 @@ int applier_install(struct ext_applier *a, const char *path,
     }
     atomic_store(&a->applied, *out_index);
     atomic_store(&a->durable, sql_fsm_durable(a->fsm));
+    pthread_mutex_lock(&a->mu);
+    if (atomic_load(&a->diverged)) {
+        /* The database is the snapshot's now: the foreign commit is gone
+         * (the state machine forgot it too). */
+        atomic_store(&a->diverged, false);
+        atomic_fetch_sub(&n_diverged, 1);
+        if (a->cfg.mark_path[0] != '\0') {
+            unlink(a->cfg.mark_path);
+        }
+        a->divergence.repaired_index = *out_index;
+        atomic_fetch_add(&a->n_repairs, 1);
+    }
+    pthread_mutex_unlock(&a->mu);
     tell_cluster_id(a);
     return 0;
+}
+
+bool applier_diverged(struct ext_applier *a, struct ext_applier_divergence *out)
+{
+    bool diverged;
+    pthread_mutex_lock(&a->mu);
+    diverged = atomic_load(&a->diverged);
+    if (out != NULL) {
+        *out = a->divergence;
+    }
+    pthread_mutex_unlock(&a->mu);
+    return diverged;
+}
+
+uint64_t applier_repairs(const struct ext_applier *a)
+{
+    return atomic_load(&a->n_repairs);
+}
+
+/* mark_write records divergence @dv at cfg->mark_path ("<since_ms>
+ * <at_index>\n<reason>"), durably (best effort: a failure is logged, the
+ * divergence holds in memory). */
+static void mark_write(struct ext_applier *a,
+                       const struct ext_applier_divergence *dv)
+{
+    char tmp[sizeof a->cfg.mark_path + 8];
+    FILE *fp;
+    bool ok;
+    if (a->cfg.mark_path[0] == '\0') {
+        return;
+    }
+    snprintf(tmp, sizeof tmp, "%s.tmp", a->cfg.mark_path);
+    fp = fopen(tmp, "w");
+    ok = fp != NULL && fprintf(fp, "%" PRIu64 " %" PRIu64 "\n%s\n",
+                               dv->since_ms, dv->at_index, dv->reason) > 0;
+    ok = fp != NULL && fflush(fp) == 0 && fsync(fileno(fp)) == 0 && ok;
+    ok = fp != NULL && fclose(fp) == 0 && ok;
+    if (!ok || rename(tmp, a->cfg.mark_path) != 0) {
+        node_log_line(a->log, RAFT_LOG_WARN,
+                      "cannot record the divergence in %s: %s (a restart "
+                      "would forget it)",
+                      a->cfg.mark_path, strerror(errno));
+        unlink(tmp);
+    }
+}
+
+/* mark_read takes in a divergence recorded by an earlier run, if any. */
+static void mark_read(struct ext_applier *a)
+{
+    struct ext_applier_divergence *dv = &a->divergence;
+    char reason[sizeof dv->reason];
+    FILE *fp;
+    if (a->cfg.mark_path[0] == '\0' ||
+        (fp = fopen(a->cfg.mark_path, "r")) == NULL) {
+        return;
+    }
+    if (fscanf(fp, "%" SCNu64 " %" SCNu64 "\n", &dv->since_ms, &dv->at_index) !=
+            2 ||
+        fgets(reason, sizeof reason, fp) == NULL) {
+        snprintf(reason, sizeof reason, "unreadable record");
+    }
+    fclose(fp);
+    reason[strcspn(reason, "\n")] = '\0';
+    snprintf(dv->reason, sizeof dv->reason,
+             "%.400s (recorded before a restart)", reason);
+    atomic_store(&a->diverged, true);
+    atomic_fetch_add(&n_diverged, 1);
+    node_log_error(a->log,
+                   "diverged replica: %s; applying holds until a "
+                   "snapshot of a healthy peer replaces the database",
+                   dv->reason);
+}
+
+/* note_foreign marks the replica diverged after the state machine saw a
+ * commit it did not make (its message says what), and logs it at ERROR
+ * once. Called without mu. */
+static void note_foreign(struct ext_applier *a)
+{
+    struct timespec now;
+    uint64_t since_ms;
+    bool is_new;
+    clock_gettime(CLOCK_REALTIME, &now);
+    since_ms = (uint64_t)now.tv_sec * 1000 + (uint64_t)now.tv_nsec / 1000000;
+    pthread_mutex_lock(&a->mu);
+    is_new = !atomic_load(&a->diverged);
+    if (is_new) {
+        a->divergence.since_ms = since_ms;
+        a->divergence.at_index = atomic_load(&a->applied) + 1;
+        snprintf(a->divergence.reason, sizeof a->divergence.reason, "%s",
+                 sql_fsm_errmsg(a->fsm));
+        atomic_store(&a->diverged, true);
+        atomic_fetch_add(&n_diverged, 1);
+        mark_write(a, &a->divergence);
+    }
+    pthread_mutex_unlock(&a->mu);
+    if (is_new) {
+        char seen[EXT_ISO_TIME_LEN];
+        node_log_iso_time(since_ms, seen);
+        node_log_error(a->log,
+                       "diverged replica: %s (seen %s); applying holds (the "
+                       "log keeps every entry) until a snapshot of a healthy "
+                       "peer replaces the database",
+                       sql_fsm_errmsg(a->fsm), seen);
+    }
+}
+
+/* idle_check looks for a foreign commit while no batch runs. Called
+ * without mu, with busy set. */
+static void idle_check(struct ext_applier *a)
+{
+    int rc = sqlbridge_rc(sql_fsm_foreign_check(a->fsm));
+    if (rc == RAFT_DIVERGED) {
+        note_foreign(a);
+    }
 }
 
 void applier_release(struct ext_applier *a, uint64_t covered)
@@ -177,6 +327,12 @@ int applier_snapshot_create(struct ext_applier *a, const char *path,
                             uint64_t *out_index, uint64_t *out_term,
                             char *errmsg, size_t errmsg_len)
 {
+    if (atomic_load(&a->diverged)) {
+        snprintf(errmsg, errmsg_len,
+                 "this replica diverged (a foreign write): no snapshot is "
+                 "made of it");
+        return RAFT_DIVERGED;
+    }
     return sqlbridge_rc(sql_fsm_snapshot_create(a->fsm, path, out_index,
                                                 out_term, errmsg, errmsg_len));
 }
@@ -203,6 +359,18 @@ static void note_failure(struct ext_applier *a, raft_index index,
     }
 }
 
+/* ms_from_now sets @out to @ms from now on CLOCK_MONOTONIC. */
+static void ms_from_now(struct timespec *out, unsigned ms)
+{
+    clock_gettime(CLOCK_MONOTONIC, out);
+    out->tv_sec += ms / 1000;
+    out->tv_nsec += (long)(ms % 1000) * 1000000L;
+    if (out->tv_nsec >= 1000000000L) {
+        out->tv_sec++;
+        out->tv_nsec -= 1000000000L;
+    }
+}
+
 /* retry_later puts the @n entries of a failed @batch back at the head of
  * the queue (their references move with them) and sets the next retry.
  * Returns false when the queue cannot grow (out of memory: the entries
@@ -225,13 +393,7 @@ static bool retry_later(struct ext_applier *a, const struct raft_entry *batch,
     a->backoff_ms = a->backoff_ms == 0                      ? EXT__RETRY_MIN_MS
                     : a->backoff_ms * 2 > EXT__RETRY_MAX_MS ? EXT__RETRY_MAX_MS
                                                             : a->backoff_ms * 2;
-    clock_gettime(CLOCK_MONOTONIC, &a->retry_at);
-    a->retry_at.tv_sec += a->backoff_ms / 1000;
-    a->retry_at.tv_nsec += (long)(a->backoff_ms % 1000) * 1000000L;
-    if (a->retry_at.tv_nsec >= 1000000000L) {
-        a->retry_at.tv_sec++;
-        a->retry_at.tv_nsec -= 1000000000L;
-    }
+    ms_from_now(&a->retry_at, a->backoff_ms);
     return true;
 }
 
@@ -339,6 +501,10 @@ static int apply_batch(struct ext_applier *a, const struct raft_entry *batch,
     if (rc != 0 && atomic_load(&a->stopping)) {
         goto out; /* interrupted by applier_stop: applied after a restart */
     }
+    if (rc == RAFT_DIVERGED) {
+        note_foreign(a); /* nothing applied: the batch waits */
+        goto out;
+    }
     if (rc != 0) {
         note_failure(a, batch[0].index, sql_fsm_errmsg(a->fsm));
         goto out;
@@ -403,6 +569,19 @@ static void follower_pace(struct ext_applier *a,
     }
 }
 
+/* run_unlocked runs @work on the apply connection between batches: busy
+ * (so a hold waits for it) and without mu. Caller holds mu. */
+static void run_unlocked(struct ext_applier *a,
+                         void (*work)(struct ext_applier *a))
+{
+    a->busy = true;
+    pthread_mutex_unlock(&a->mu);
+    work(a);
+    pthread_mutex_lock(&a->mu);
+    a->busy = false;
+    pthread_cond_broadcast(&a->idle_cond);
+}
+
 /* applier_main is the apply thread's body. */
 static void *applier_main(void *arg)
 {
@@ -421,8 +600,19 @@ static void *applier_main(void *arg)
         unsigned n;
         int rc;
         while (!a->stop && !a->want_checkpoint &&
-               (a->n_queue == 0 || a->held)) {
-            pthread_cond_wait(&a->cond, &a->mu);
+               (a->n_queue == 0 || a->held || atomic_load(&a->diverged))) {
+            struct timespec until;
+            if (a->held || atomic_load(&a->diverged)) {
+                pthread_cond_wait(&a->cond, &a->mu);
+                continue;
+            }
+            /* Idle: look for foreign commits within a second. */
+            ms_from_now(&until, EXT__FOREIGN_CHECK_MS);
+            if (pthread_cond_timedwait(&a->cond, &a->mu, &until) == 0 ||
+                a->stop || a->held || a->n_queue > 0) {
+                continue;
+            }
+            run_unlocked(a, idle_check);
         }
         if (!a->stop && !a->want_checkpoint && atomic_load(&a->failed) &&
             pthread_cond_timedwait(&a->cond, &a->mu, &a->retry_at) == 0) {
@@ -438,12 +628,7 @@ static void *applier_main(void *arg)
         if (a->want_checkpoint) {
             a->want_checkpoint = false;
             if (!a->held) {
-                a->busy = true;
-                pthread_mutex_unlock(&a->mu);
-                checkpoint(a);
-                pthread_mutex_lock(&a->mu);
-                a->busy = false;
-                pthread_cond_broadcast(&a->idle_cond);
+                run_unlocked(a, checkpoint);
             }
             continue;
         }
@@ -460,6 +645,8 @@ static void *applier_main(void *arg)
         pthread_mutex_lock(&a->mu);
         if (rc == 0) {
             resumed(a, batch[n - 1].index);
+        } else if (rc == RAFT_DIVERGED && retry_later(a, batch, n)) {
+            n = 0; /* held in the queue until a repair */
         } else if (retry_later(a, batch, n)) {
             atomic_store(&a->failed, true);
             n = 0; /* the references went back into the queue */
@@ -497,6 +684,7 @@ int applier_start(struct sql_fsm *fsm, const struct ext_applier_config *cfg,
     a->hooks = *hooks;
     a->log = log;
     a->fsm = fsm;
+    mark_read(a);
     atomic_store(&a->applied, sql_fsm_applied(fsm));
     atomic_store(&a->durable, sql_fsm_durable(fsm));
     pthread_mutex_init(&a->mu, NULL);
@@ -527,6 +715,9 @@ void applier_stop(struct ext_applier *a)
     atomic_store(&a->stopping, true);
     sql_fsm_interrupt(a->fsm);
     pthread_join(a->thread, NULL);
+    if (atomic_load(&a->diverged)) {
+        atomic_fetch_sub(&n_diverged, 1);
+    }
     for (unsigned i = 0; i < a->n_queue; i++) {
         raft_buf_unref(a->queue[i].data);
     }

@@ -42,12 +42,17 @@ struct ext_applier_config {
                                     0 for none */
     uint64_t snapshot_threshold; /* checkpoint after a batch when the
                                     durable index lags this / 2 entries */
+    char mark_path[4200];        /* where a divergence is recorded, so a
+                                    restart keeps it ("" for nowhere):
+                                    written when one is seen, removed by
+                                    the install that ends it */
 };
 
 struct ext_applier; /* opaque */
 
 /* applier_start takes ownership of the open state machine @fsm and starts
- * the apply thread on it with @cfg and @hooks (both copied); lines and
+ * the apply thread on it with @cfg and @hooks (both copied); a divergence
+ * recorded at cfg->mark_path by an earlier run holds it diverged at once; lines and
  * errors go to @log, which must outlive the applier. Writes *out only on
  * success; on failure @fsm is still the caller's.
  * Errors: RAFT_NOMEM (also when the thread cannot start). Thread: any. */
@@ -86,6 +91,31 @@ void applier_error(struct ext_applier *a, char *out, size_t len);
  * one (when the log is full). Any thread. */
 void applier_request_checkpoint(struct ext_applier *a);
 
+/* A divergence: a commit the node did not make reached its database. */
+struct ext_applier_divergence {
+    uint64_t since_ms;       /* when it was seen, ms since the epoch */
+    uint64_t at_index;       /* seen before applying this index */
+    uint64_t repaired_index; /* the snapshot index that last ended one, 0 */
+    char reason[512];        /* what was seen (sql_fsm_foreign_check) */
+};
+
+/* applier_diverged says whether the replica is diverged: a foreign commit
+ * was seen (inside a batch, or by the idle check once a second), so
+ * nothing applies until applier_install replaces the database. Copies
+ * what was seen into @out (may be NULL; kept after a repair, with
+ * repaired_index set). Any thread. */
+bool applier_diverged(struct ext_applier *a,
+                      struct ext_applier_divergence *out);
+
+/* applier_any_diverged says whether any applier of the process is
+ * diverged (one atomic load: the write guard asks it for every column a
+ * host statement reads). Any thread. */
+bool applier_any_diverged(void);
+
+/* applier_repairs returns how many installs ended a divergence since
+ * start. Any thread. */
+uint64_t applier_repairs(const struct ext_applier *a);
+
 /* applier_hold keeps the apply thread off the apply connection: it returns
  * once the running batch, if any, has ended, and no batch starts until
  * applier_release. Thread: a libuv thread-pool thread (the storage job
@@ -94,7 +124,8 @@ void applier_hold(struct ext_applier *a);
 
 /* applier_install installs snapshot file @path into the database, between
  * applier_hold and applier_release, and gives the index and term it
- * reflects; the applied and durable indexes become that index.
+ * reflects; the applied and durable indexes become that index, and a
+ * divergence ends (applier_diverged).
  * Errors: RAFT_CORRUPT (refused: the database is unchanged), RAFT_IOERR,
  * RAFT_NOMEM; @errmsg (@errmsg_len bytes) says why. Thread: the holder. */
 int applier_install(struct ext_applier *a, const char *path,
@@ -109,7 +140,8 @@ void applier_release(struct ext_applier *a, uint64_t covered);
 /* applier_snapshot_create writes a snapshot of the database to the new
  * file @path and gives the index and term it reflects
  * (sql_fsm_snapshot_create, which never blocks the apply thread).
- * Errors: those of sql_fsm_snapshot_create, @errmsg says why. Thread: a
+ * Errors: RAFT_DIVERGED (the replica is diverged: a copy of it would
+ * spread the foreign write), those of sql_fsm_snapshot_create, @errmsg says why. Thread: a
  * libuv thread-pool thread, never concurrently with an install. */
 int applier_snapshot_create(struct ext_applier *a, const char *path,
                             uint64_t *out_index, uint64_t *out_term,

@@ -8,6 +8,7 @@
 #include <arpa/inet.h>
 #include <ctype.h>
 #include <errno.h>
+#include <grp.h>
 #include <inttypes.h>
 #include <stddef.h>
 #include <stdarg.h>
@@ -199,6 +200,27 @@ static int apply_dial(struct ext_config *c, const struct ext_member *dial,
     return 0;
 }
 
+/* socket_group_value resolves group name @val of socket_group= into @c. */
+static int socket_group_value(const char *val, struct ext_config *c,
+                              char *errmsg, size_t errmsg_len)
+{
+    struct group gr, *found = NULL;
+    char buf[4096];
+    int e;
+    if (val[0] == '\0' || strlen(val) >= sizeof c->socket_group) {
+        return fail(errmsg, errmsg_len, "socket_group: empty or too long");
+    }
+    e = getgrnam_r(val, &gr, buf, sizeof buf, &found);
+    if (found == NULL) {
+        return fail(errmsg, errmsg_len,
+                    "socket_group: no group named '%s' on this machine%s%s",
+                    val, e != 0 ? ": " : "", e != 0 ? strerror(e) : "");
+    }
+    snprintf(c->socket_group, sizeof c->socket_group, "%s", val);
+    c->socket_gid = (long)gr.gr_gid;
+    return 0;
+}
+
 /* The keys raft_start() knows, in the README's order. */
 static const char *const keys[] = {
     "id",
@@ -226,6 +248,9 @@ static const char *const keys[] = {
     "secret_file",
     "insecure",
     "checksum",
+    "socket",
+    "socket_group",
+    "repair",
 };
 
 /* The integer keys: their range (as README gives it) and their field. */
@@ -532,6 +557,8 @@ int ext_config_parse(const char *text, const char *db_path,
     c->log_level = RAFT_LOG_WARN;
     c->checksum = true;
     snprintf(c->dir, sizeof c->dir, "%s-raft", db_path);
+    c->socket = true;
+    c->socket_gid = -1;
 
     for (tok = strtok_r(copy, " \t\r\n", &save); tok != NULL;
          tok = strtok_r(NULL, " \t\r\n", &save)) {
@@ -586,6 +613,13 @@ int ext_config_parse(const char *text, const char *db_path,
                 goto out;
             }
             *(key[0] == 'i' ? &c->insecure : &c->checksum) = val[1] == 'n';
+        } else if (strcmp(key, "repair") == 0) {
+            if (strcmp(val, "auto") != 0 && strcmp(val, "manual") != 0) {
+                rc = fail(errmsg, errmsg_len,
+                          "repair: '%s' is not auto or manual", val);
+                goto out;
+            }
+            c->repair_manual = val[0] == 'm';
         } else if (strcmp(key, "cluster") == 0) {
             rc = parse_members(key, val, c->members, &c->n_members, errmsg,
                                errmsg_len);
@@ -619,6 +653,18 @@ int ext_config_parse(const char *text, const char *db_path,
                 goto out;
             }
             snprintf(c->dir, sizeof c->dir, "%s", val);
+        } else if (strcmp(key, "socket") == 0) {
+            if (strcmp(val, "on") != 0 && strcmp(val, "off") != 0) {
+                rc = fail(errmsg, errmsg_len, "socket: '%s' is not on or off",
+                          val);
+                goto out;
+            }
+            c->socket = val[1] == 'n';
+        } else if (strcmp(key, "socket_group") == 0) {
+            rc = socket_group_value(val, c, errmsg, errmsg_len);
+            if (rc != 0) {
+                goto out;
+            }
         } else if ((field = config_auth_field(c, key)) != NULL) {
             if (val[0] == '\0' || strlen(val) >= sizeof c->tls_cert) {
                 rc = fail(errmsg, errmsg_len, "%s: empty or too long", key);
@@ -643,17 +689,18 @@ int ext_config_parse(const char *text, const char *db_path,
                 goto out;
             }
         } else {
-            rc = fail(errmsg, errmsg_len,
-                      "unknown key '%s' (known: id, listen, advertise, "
-                      "cluster, dial, dir, "
-                      "election_timeout_ms, heartbeat_ms, exec_timeout_ms, "
-                      "log_max_mb, max_request_bytes, log_level, "
-                      "snapshot_threshold, trailing_entries, "
-                      "snapshot_chunk_bytes, follower_apply_ms, "
-                      "max_request_steps, join, force_new_cluster, "
-                      "insecure, tls_cert, tls_key, tls_ca, secret_file, "
-                      "checksum)",
-                      key);
+            rc = fail(
+                errmsg, errmsg_len,
+                "unknown key '%s' (known: id, listen, advertise, "
+                "cluster, dial, dir, "
+                "election_timeout_ms, heartbeat_ms, exec_timeout_ms, "
+                "log_max_mb, max_request_bytes, log_level, "
+                "snapshot_threshold, trailing_entries, "
+                "snapshot_chunk_bytes, follower_apply_ms, "
+                "max_request_steps, join, force_new_cluster, "
+                "insecure, tls_cert, tls_key, tls_ca, secret_file, socket, "
+                "socket_group, repair, checksum)",
+                key);
             goto out;
         }
     }

@@ -45,6 +45,9 @@ struct ext_config {
                                                  while unknown */
     bool insecure;                            /* insecure=on */
     bool checksum;                            /* checksum=on (default) */
+    bool repair_manual;                       /* repair=manual: a diverged
+                                                 replica waits for
+                                                 raft_repair() */
     struct ext_member members[EXT_MAX_NODES]; /* cluster= */
     unsigned n_members;                       /* entries used in members */
     char dir[4096];                           /* dir= : log directory */
@@ -76,6 +79,10 @@ struct ext_config {
     char secret_file[4096]; /* secret_file= : pre-shared secret, "" none */
     bool tls;               /* peers talk TLS and authenticate: the three
                                tls_ keys, or secret_file, were given */
+    bool socket;            /* socket= : other processes of the machine
+                               reach the node (attach_server.h); on */
+    char socket_group[64];  /* socket_group= : the group let in, "" none */
+    long socket_gid;        /* its gid, -1 for none */
 };
 
 /* ext_config_parse parses @text, a whitespace-separated list of key=value
@@ -107,7 +114,8 @@ struct ext_config {
  * given), or one server twice, join= beside cluster= or
  * force_new_cluster=1, or without listen=, one or two of tls_cert,
  * tls_key and tls_ca without the other (the missing one named),
- * secret_file beside them, an empty or too long path. The files are read
+ * secret_file beside them, an empty or too long path, socket= not on or
+ * off, a socket_group= naming no group of this machine. The files are read
  * at start (raft_uv_tls_new), not here. Any thread. */
 int ext_config_parse(const char *text, const char *db_path,
                      struct ext_config *out, char *errmsg, size_t errmsg_len);

@@ -13,6 +13,7 @@
 #include <string.h>
 
 #include "../raft/message.h"
+#include "../sql/sql.h"
 
 /* Ticks an unanswered probe waits before it goes again, and how many
  * times it goes before the search ends where it is. */
@@ -86,6 +87,24 @@ void divergence_set(struct ext_divergence *v, bool on, const char *why,
     v->first = v->last = index;
     v->ring[index % EXT__DIVERGENCE_RING] = value;
     pthread_mutex_unlock(&v->mu);
+}
+
+void divergence_start(struct ext_divergence *v, struct sql_fsm *fsm, bool want)
+{
+    uint64_t value = 0;
+    int on;
+
+    if (sql_fsm_checksum_enable(fsm, want) != 0) {
+        node_log_line(v->log, RAFT_LOG_WARN, "checksum: %s",
+                      sql_fsm_errmsg(fsm));
+    }
+    on = sql_fsm_checksum(fsm, &value);
+    if (!on && want) {
+        node_log_line(v->log, RAFT_LOG_WARN, "checksum %s",
+                      sql_fsm_checksum_why(fsm));
+    }
+    divergence_set(v, on, sql_fsm_checksum_why(fsm), sql_fsm_applied(fsm),
+                   value);
 }
 
 void divergence_applied(struct ext_divergence *v, raft_index index,

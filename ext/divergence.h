@@ -33,6 +33,7 @@
 #define EXT__DIVERGENCE_PERIOD_MS 1000
 
 struct ext_divergence; /* opaque */
+struct sql_fsm;        /* sql/sql.h */
 
 /* What raft_status() shows of it. */
 struct ext_divergence_status {
@@ -60,6 +61,13 @@ void divergence_free(struct ext_divergence *v);
  * not) and starts the record afresh at @index with @value. Any thread. */
 void divergence_set(struct ext_divergence *v, bool on, const char *why,
                     raft_index index, uint64_t value);
+
+/* divergence_start turns the replica checksum of @fsm on or off as
+ * @want (checksum=) says, then divergence_set with what came of it; a
+ * failure to compute it leaves it off (a WARN line, and status says
+ * why), never stops the node. The thread that owns @fsm, before the
+ * apply thread starts. */
+void divergence_start(struct ext_divergence *v, struct sql_fsm *fsm, bool want);
 
 /* divergence_applied records the value after entry @index. Entries come
  * in order; a gap (a snapshot installed) starts the record afresh. The

@@ -319,10 +319,10 @@ out:
     return rc;
 }
 
-void exec_fail_all(struct ext_exec *e, const char *reason)
+/* fail_waiting fails every waiting caller with @reason. Caller holds
+ * mu. */
+static void fail_waiting(struct ext_exec *e, const char *reason)
 {
-    pthread_mutex_lock(&e->mu);
-    e->shutdown = true;
     for (struct waiter *w = e->waiters; w != NULL; w = w->next) {
         if (w->state == W_DONE) {
             continue;
@@ -337,6 +337,20 @@ void exec_fail_all(struct ext_exec *e, const char *reason)
                    "raft_exec: not applied: %s", reason);
         }
     }
+}
+
+void exec_fail_all(struct ext_exec *e, const char *reason)
+{
+    pthread_mutex_lock(&e->mu);
+    e->shutdown = true;
+    fail_waiting(e, reason);
+    pthread_mutex_unlock(&e->mu);
+}
+
+void exec_fail_waiting(struct ext_exec *e, const char *reason)
+{
+    pthread_mutex_lock(&e->mu);
+    fail_waiting(e, reason);
     pthread_mutex_unlock(&e->mu);
 }
 

@@ -76,6 +76,12 @@ void exec_applied(struct ext_exec *e, const struct sql_fsm_entry *entries,
  * applied); after it the loop is never woken again. Any thread. */
 void exec_fail_all(struct ext_exec *e, const char *reason);
 
+/* exec_fail_waiting fails every waiting caller with @reason as
+ * exec_fail_all does, and nothing more: later callers are taken (a
+ * diverged replica, whose apply thread holds, tells its waiters at once).
+ * Any thread. */
+void exec_fail_waiting(struct ext_exec *e, const char *reason);
+
 /* exec_counts gives the number of requests in the submission queue and
  * of callers waiting. Any thread. */
 void exec_counts(struct ext_exec *e, unsigned *out_queue,

@@ -8,6 +8,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "attach_client.h"
+#include "attach_server.h"
 #include "config.h"
 #include "members.h"
 #include "precheck.h"
@@ -43,7 +45,10 @@ static const char *main_file(sqlite3_context *ctx, const char *fn)
     return file;
 }
 
-struct ext_node *func_acquire(sqlite3_context *ctx, const char *fn)
+/* acquire is func_acquire; *@out_rowid (may be NULL) gets the rowid of a
+ * raft_exec forwarded to another process's node. */
+static struct ext_node *acquire(sqlite3_context *ctx, const char *fn, int argc,
+                                sqlite3_value **argv, int64_t *out_rowid)
 {
     const char *file = main_file(ctx, fn);
     struct ext_node *n;
@@ -52,14 +57,27 @@ struct ext_node *func_acquire(sqlite3_context *ctx, const char *fn)
         return NULL;
     }
     n = ext_registry_acquire(file);
-    if (n == NULL) {
-        snprintf(msg, sizeof msg,
-                 "%s: no raftsql node runs for %s in this process; call "
-                 "raft_start(config) first",
-                 fn, file);
-        sqlite3_result_error(ctx, msg, -1);
+    if (n != NULL) {
+        return n;
     }
-    return n;
+    /* A thread of this process's attach server never forwards: its node
+     * is stopping. */
+    if (!attach_server_serving() &&
+        attach_client_call(ctx, file, fn, argc, argv, out_rowid)) {
+        return NULL;
+    }
+    snprintf(msg, sizeof msg,
+             "%s: no raftsql node runs for %s in this process; call "
+             "raft_start(config) first",
+             fn, file);
+    sqlite3_result_error(ctx, msg, -1);
+    return NULL;
+}
+
+struct ext_node *func_acquire(sqlite3_context *ctx, const char *fn, int argc,
+                              sqlite3_value **argv)
+{
+    return acquire(ctx, fn, argc, argv, NULL);
 }
 
 static void fn_start(sqlite3_context *ctx, int argc, sqlite3_value **argv)
@@ -114,32 +132,30 @@ static void fn_start(sqlite3_context *ctx, int argc, sqlite3_value **argv)
     free(cfg);
 }
 
-/* value_to_param converts one SQL argument into a request parameter whose
- * bytes point into the argument (valid during the call). */
-static void value_to_param(sqlite3_value *v, struct sql_param *p)
+void func_value(sqlite3_value *v, struct sql_value *out)
 {
-    p->name = NULL;
+    memset(out, 0, sizeof *out);
     switch (sqlite3_value_type(v)) {
         case SQLITE_INTEGER:
-            p->value.type = SQL_INTEGER;
-            p->value.integer = sqlite3_value_int64(v);
+            out->type = SQL_INTEGER;
+            out->integer = sqlite3_value_int64(v);
             break;
         case SQLITE_FLOAT:
-            p->value.type = SQL_FLOAT;
-            p->value.real = sqlite3_value_double(v);
+            out->type = SQL_FLOAT;
+            out->real = sqlite3_value_double(v);
             break;
         case SQLITE_TEXT:
-            p->value.type = SQL_TEXT;
-            p->value.bytes.p = sqlite3_value_text(v);
-            p->value.bytes.len = (size_t)sqlite3_value_bytes(v);
+            out->type = SQL_TEXT;
+            out->bytes.p = sqlite3_value_text(v);
+            out->bytes.len = (size_t)sqlite3_value_bytes(v);
             break;
         case SQLITE_BLOB:
-            p->value.type = SQL_BLOB;
-            p->value.bytes.p = sqlite3_value_blob(v);
-            p->value.bytes.len = (size_t)sqlite3_value_bytes(v);
+            out->type = SQL_BLOB;
+            out->bytes.p = sqlite3_value_blob(v);
+            out->bytes.len = (size_t)sqlite3_value_bytes(v);
             break;
         default:
-            p->value.type = SQL_NULL;
+            out->type = SQL_NULL;
             break;
     }
 }
@@ -171,6 +187,7 @@ static void fn_exec(sqlite3_context *ctx, int argc, sqlite3_value **argv)
     struct sql_param *params = NULL;
     const char *sql;
     unsigned n_params;
+    int64_t rowid;
 
     if (argc < 1 || sqlite3_value_type(argv[0]) != SQLITE_TEXT) {
         sqlite3_result_error(ctx,
@@ -195,8 +212,10 @@ static void fn_exec(sqlite3_context *ctx, int argc, sqlite3_value **argv)
                              -1);
         return;
     }
-    n = func_acquire(ctx, "raft_exec");
+    rowid = cs->last_insert_rowid;
+    n = acquire(ctx, "raft_exec", argc, argv, &rowid);
     if (n == NULL) {
+        cs->last_insert_rowid = rowid; /* forwarded, or unchanged */
         return;
     }
     n_params = (unsigned)(argc - 1);
@@ -209,7 +228,8 @@ static void fn_exec(sqlite3_context *ctx, int argc, sqlite3_value **argv)
         goto out;
     }
     for (unsigned i = 0; i < n_params; i++) {
-        value_to_param(argv[i + 1], &params[i]);
+        params[i].name = NULL;
+        func_value(argv[i + 1], &params[i].value);
     }
     sql = (const char *)sqlite3_value_text(argv[0]);
     if (precheck_request(sqlite3_context_db_handle(ctx), sql,
@@ -249,7 +269,7 @@ static void fn_last_insert_rowid(sqlite3_context *ctx, int argc,
 
 static void fn_status(sqlite3_context *ctx, int argc, sqlite3_value **argv)
 {
-    struct ext_node *n = func_acquire(ctx, "raft_status");
+    struct ext_node *n = func_acquire(ctx, "raft_status", argc, argv);
     char *json;
     (void)argc;
     (void)argv;
@@ -268,7 +288,7 @@ static void fn_status(sqlite3_context *ctx, int argc, sqlite3_value **argv)
 
 static void fn_leader(sqlite3_context *ctx, int argc, sqlite3_value **argv)
 {
-    struct ext_node *n = func_acquire(ctx, "raft_leader");
+    struct ext_node *n = func_acquire(ctx, "raft_leader", argc, argv);
     uint64_t id;
     (void)argc;
     (void)argv;
@@ -284,29 +304,56 @@ static void fn_leader(sqlite3_context *ctx, int argc, sqlite3_value **argv)
     }
 }
 
-static void fn_tls_reload(sqlite3_context *ctx, int argc, sqlite3_value **argv)
+/* text_call runs @op on the node of @ctx's database (@fn names the SQL
+ * function): its message is the result, or "@fn: <message>" the error
+ * (SQLITE_INTERRUPT when @op was interrupted). */
+static void text_call(sqlite3_context *ctx, const char *fn, int argc,
+                      sqlite3_value **argv,
+                      int (*op)(struct ext_node *n,
+                                const struct ext_exec_probe *probe, char *msg,
+                                size_t msg_len))
 {
-    struct ext_node *n = func_acquire(ctx, "raft_tls_reload");
+    struct ext_exec_probe probe = {func_interrupted,
+                                   sqlite3_context_db_handle(ctx)};
+    struct ext_node *n = func_acquire(ctx, fn, argc, argv);
     char msg[1024], err[1100];
     int rc;
-    (void)argc;
-    (void)argv;
     if (n == NULL) {
         return;
     }
-    rc = ext_node_tls_reload(n, msg, sizeof msg);
+    rc = op(n, &probe, msg, sizeof msg);
     ext_registry_release(n);
     if (rc != 0) {
-        snprintf(err, sizeof err, "raft_tls_reload: %s", msg);
+        snprintf(err, sizeof err, "%s: %s", fn, msg);
         sqlite3_result_error(ctx, err, -1);
+        if (rc == RAFT_CANCELED) {
+            sqlite3_result_error_code(ctx, SQLITE_INTERRUPT);
+        }
         return;
     }
     sqlite3_result_text(ctx, msg, -1, SQLITE_TRANSIENT);
 }
 
+static int tls_reload_op(struct ext_node *n, const struct ext_exec_probe *probe,
+                         char *msg, size_t msg_len)
+{
+    (void)probe; /* it does not wait */
+    return ext_node_tls_reload(n, msg, msg_len);
+}
+
+static void fn_tls_reload(sqlite3_context *ctx, int argc, sqlite3_value **argv)
+{
+    text_call(ctx, "raft_tls_reload", argc, argv, tls_reload_op);
+}
+
+static void fn_repair(sqlite3_context *ctx, int argc, sqlite3_value **argv)
+{
+    text_call(ctx, "raft_repair", argc, argv, ext_node_repair);
+}
+
 static void fn_cluster_id(sqlite3_context *ctx, int argc, sqlite3_value **argv)
 {
-    struct ext_node *n = func_acquire(ctx, "raft_cluster_id");
+    struct ext_node *n = func_acquire(ctx, "raft_cluster_id", argc, argv);
     char hex[EXT_CLUSTER_ID_HEX];
     bool known;
     (void)argc;
@@ -355,6 +402,10 @@ static void fn_stop(sqlite3_context *ctx, int argc, sqlite3_value **argv)
         return;
     }
     if (ext_registry_stop(file) != 0) {
+        if (!attach_server_serving() &&
+            attach_client_call(ctx, file, "raft_stop", argc, argv, NULL)) {
+            return;
+        }
         snprintf(msg, sizeof msg,
                  "raft_stop: no raftsql node runs for %s in this process",
                  file);
@@ -402,6 +453,10 @@ int ext_func_register(sqlite3 *db)
     if (rc == SQLITE_OK) {
         rc = sqlite3_create_function_v2(db, "raft_tls_reload", 0, admin, NULL,
                                         fn_tls_reload, NULL, NULL, NULL);
+    }
+    if (rc == SQLITE_OK) {
+        rc = sqlite3_create_function_v2(db, "raft_repair", 0, admin, NULL,
+                                        fn_repair, NULL, NULL, NULL);
     }
     if (rc == SQLITE_OK) {
         rc = sqlite3_create_function_v2(db, "raft_cluster_id", 0, admin, NULL,

@@ -17,11 +17,18 @@
 int ext_func_register(sqlite3 *db);
 
 /* func_acquire returns the node of @ctx's main database file with a
- * reference (release it with ext_registry_release), or reports through
- * sqlite3_result_error, naming function @fn, that the database is not a
- * file or that no node runs for it, and returns NULL. The caller's
- * thread. */
-struct ext_node *func_acquire(sqlite3_context *ctx, const char *fn);
+ * reference (release it with ext_registry_release) when this process runs
+ * it. Else it returns NULL with @ctx's result set: the answer of the node
+ * another process of the machine runs for the file, to which the call of
+ * @fn with its @argc arguments @argv was forwarded (attach_client.h), or
+ * an error naming @fn: the database is not a file, or no node runs for
+ * it. The caller's thread; blocks while a forwarded call runs. */
+struct ext_node *func_acquire(sqlite3_context *ctx, const char *fn, int argc,
+                              sqlite3_value **argv);
+
+/* func_value points @out at SQL value @v (its bytes valid while @v is).
+ * Pure. */
+void func_value(sqlite3_value *v, struct sql_value *out);
 
 /* func_interrupted is the probe of a waiting call (struct
  * ext_exec_probe) on connection @arg (a sqlite3 *): true once

@@ -5,16 +5,47 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "applier.h"
+#include "attach_client.h"
 #include "registry.h"
 
 SQLITE_EXTENSION_INIT3
 
 /* replicated says whether schema @schema of @db (NULL: main) is a file a
- * node runs for: "main", or the same file ATTACHed under another name. */
+ * node runs for: "main", or the same file ATTACHed under another name;
+ * the node of this process, or of another process of the machine (its
+ * pointer file, attach_client.h). */
 static int replicated(sqlite3 *db, const char *schema)
 {
     const char *file = sqlite3_db_filename(db, schema ? schema : "main");
-    return file != NULL && file[0] != '\0' && ext_registry_replica(file);
+    return file != NULL && file[0] != '\0' &&
+           (ext_registry_replica(file) || attach_client_served(file));
+}
+
+/* guard_read refuses reads of table @table of schema @schema while the
+ * node of that file is a diverged replica (its content disagrees with the
+ * log until repaired); the raftsql_* internals, the schema and the
+ * raft_* table-valued functions stay readable. */
+static int guard_read(sqlite3 *db, const char *table, const char *schema)
+{
+    const char *file;
+    char why[600];
+    if (table == NULL || sqlite3_strnicmp(table, "raft_", 5) == 0 ||
+        sqlite3_strnicmp(table, "raftsql_", 8) == 0 ||
+        sqlite3_strnicmp(table, "sqlite_", 7) == 0 ||
+        (schema != NULL && sqlite3_stricmp(schema, "temp") == 0) ||
+        !applier_any_diverged()) {
+        return SQLITE_OK;
+    }
+    file = sqlite3_db_filename(db, schema ? schema : "main");
+    if (file == NULL || file[0] == '\0' ||
+        !ext_registry_diverged(file, why, sizeof why)) {
+        return SQLITE_OK;
+    }
+    fprintf(stderr,
+            "raftsql: read of %s refused: %s (raft_status() shows it)\n", table,
+            why);
+    return SQLITE_DENY;
 }
 
 /* The check running on this thread (guard_check_begin), or NULL. */
@@ -61,6 +92,8 @@ static int guard(void *arg, int action, const char *a1, const char *a2,
         return SQLITE_OK;
     }
     switch (action) {
+        case SQLITE_READ:
+            return guard_read(db, a1, schema);
         case SQLITE_INSERT:
             /* A VACUUM in place copies the database into a temporary one
              * attached as "vacuum_db" (no file name; VACUUM INTO names
@@ -144,4 +177,65 @@ static int guard(void *arg, int action, const char *a1, const char *a2,
 int ext_guard_install(sqlite3 *db)
 {
     return sqlite3_set_authorizer(db, guard, db);
+}
+
+/* The name of the function that holds a connection's host authorizer
+ * (SQLite frees it with the connection: 3.40 has no client data). */
+#define EXT__GUARD_HOLDER "raftsql_host_authorizer"
+
+/* A host's authorizer chained behind the guard on one connection. */
+struct guard_host {
+    sqlite3 *db;          /* the connection */
+    ext_guard_host_cb cb; /* the host's authorizer */
+    void *arg;            /* its first argument */
+};
+
+/* chained is the guard, then the host's authorizer: the guard's DENY wins,
+ * otherwise the host's answer stands. Statements prepared for a check
+ * (guard_check_begin) are raftsql's own and are not shown to the host. */
+static int chained(void *arg, int action, const char *a1, const char *a2,
+                   const char *db_name, const char *trigger)
+{
+    struct guard_host *h = arg;
+    int rc = guard(h->db, action, a1, a2, db_name, trigger);
+    if (rc != SQLITE_OK || checking != NULL) {
+        return rc;
+    }
+    return h->cb(h->arg, action, a1, a2, db_name, trigger);
+}
+
+/* holder_call answers a call of the holder from SQL: it does nothing. */
+static void holder_call(sqlite3_context *ctx, int argc, sqlite3_value **argv)
+{
+    (void)argc;
+    (void)argv;
+    sqlite3_result_error(ctx, "raftsql_host_authorizer: internal to raftsql",
+                         -1);
+}
+
+int ext_guard_set_host(sqlite3 *db, ext_guard_host_cb cb, void *arg)
+{
+    struct guard_host *h = NULL;
+    int rc;
+
+    if (cb != NULL) {
+        h = sqlite3_malloc(sizeof *h);
+        if (h == NULL) {
+            return SQLITE_NOMEM;
+        }
+        *h = (struct guard_host){.db = db, .cb = cb, .arg = arg};
+    }
+    /* The holder first: it frees the previous host's state, which the
+     * authorizer stops using below, before any statement is prepared;
+     * when it fails (SQLITE_BUSY while statements run), SQLite freed @h
+     * and nothing changed. */
+    rc = sqlite3_create_function_v2(db, EXT__GUARD_HOLDER, 0,
+                                    SQLITE_UTF8 | SQLITE_DIRECTONLY, h,
+                                    h != NULL ? holder_call : NULL, NULL, NULL,
+                                    h != NULL ? sqlite3_free : NULL);
+    if (rc != SQLITE_OK) {
+        return rc;
+    }
+    return h != NULL ? sqlite3_set_authorizer(db, chained, h)
+                     : sqlite3_set_authorizer(db, guard, db);
 }

@@ -8,12 +8,29 @@
 
 /* ext_guard_install sets the guard as @db's authorizer (replacing any
  * other: see https://sqlite.org/c3ref/set_authorizer.html). While a node
- * runs (or ran earlier in this process) for a database file, INSERT,
+ * runs (or ran earlier in this process) for a database file, or a node
+ * of another process of the machine serves it (its pointer file names a
+ * live process), INSERT,
  * UPDATE, DELETE and schema changes on it (as "main" or ATTACHed under any
  * name) are denied at prepare time (SQLite reports "not authorized"; a
  * line naming raft_exec() is logged to stderr); TEMP objects and reads stay
  * allowed. Returns SQLITE_OK or SQLite's error. Any thread. */
 int ext_guard_install(sqlite3 *db);
+
+/* A host's authorizer (the callback of sqlite3_set_authorizer). */
+typedef int (*ext_guard_host_cb)(void *arg, int action, const char *a1,
+                                 const char *a2, const char *db_name,
+                                 const char *trigger);
+
+/* ext_guard_set_host sets on @db the guard followed by @cb (with @arg),
+ * or, @cb NULL, the guard alone: the guard decides first and its DENY
+ * wins; otherwise @cb's answer (SQLITE_OK, SQLITE_DENY, SQLITE_IGNORE)
+ * stands. @cb never sees the statements raftsql prepares to check a
+ * request. The state lives until the next call or the connection closes
+ * (a SQL function named raftsql_host_authorizer holds it). Returns
+ * SQLITE_OK, SQLITE_NOMEM, or SQLITE_BUSY while statements of @db run
+ * (nothing changed then). Thread: the one using @db. */
+int ext_guard_set_host(sqlite3 *db, ext_guard_host_cb cb, void *arg);
 
 /* What the guard saw while a check ran on this thread. */
 struct guard_check {

@@ -41,6 +41,9 @@
 #include <string.h>
 
 #include "../raft/address.h"
+#include "../raft/err.h"
+#include "attach_client.h"
+#include "attach_server.h"
 #include "change.h"
 #include "func.h"
 #include "registry.h"
@@ -223,14 +226,17 @@ static void done_text(const struct ext_change_request *q,
     }
 }
 
-/* run submits @q for function @fn and sets the function's result. */
+/* run submits @q for function @fn (called with @argc arguments @argv,
+ * forwarded as they are to another process's node) and sets the
+ * function's result. */
 static void run(sqlite3_context *ctx, const char *fn,
-                const struct ext_change_request *q)
+                const struct ext_change_request *q, int argc,
+                sqlite3_value **argv)
 {
     struct ext_exec_probe probe = {func_interrupted,
                                    sqlite3_context_db_handle(ctx)};
     struct ext_change_result *r;
-    struct ext_node *n = func_acquire(ctx, fn);
+    struct ext_node *n = func_acquire(ctx, fn, argc, argv);
     char msg[1024];
 
     if (n == NULL) {
@@ -290,7 +296,7 @@ static void fn_add(sqlite3_context *ctx, int argc, sqlite3_value **argv)
         }
         q.manual = true;
     }
-    run(ctx, "raft_add", &q);
+    run(ctx, "raft_add", &q, argc, argv);
 }
 
 /* fn_one is raft_remove, raft_promote and raft_demote: (id). */
@@ -306,7 +312,7 @@ static void fn_one(sqlite3_context *ctx, int argc, sqlite3_value **argv)
          : q.op == EXT_CHANGE_PROMOTE ? "raft_promote"
                                       : "raft_demote";
     if (arg_id(ctx, fn, argv[0], &q.id)) {
-        run(ctx, fn, &q);
+        run(ctx, fn, &q, argc, argv);
     }
 }
 
@@ -317,7 +323,7 @@ static void fn_update(sqlite3_context *ctx, int argc, sqlite3_value **argv)
     (void)argc;
     if (arg_id(ctx, "raft_update", argv[0], &q.id) &&
         arg_address(ctx, "raft_update", argv[1], q.address, sizeof q.address)) {
-        run(ctx, "raft_update", &q);
+        run(ctx, "raft_update", &q, argc, argv);
     }
 }
 
@@ -336,7 +342,7 @@ static void fn_transfer(sqlite3_context *ctx, int argc, sqlite3_value **argv)
         !arg_id(ctx, "raft_transfer", argv[0], &q.id)) {
         return;
     }
-    run(ctx, "raft_transfer", &q);
+    run(ctx, "raft_transfer", &q, argc, argv);
 }
 
 /* ---- raft_members ------------------------------------------------------- */
@@ -429,6 +435,73 @@ static int vt_close(sqlite3_vtab_cursor *cur)
     return SQLITE_OK;
 }
 
+/* cell_int reads integer cell @v into *@out; false when it is NULL. */
+static bool cell_int(const struct sql_value *v, int64_t *out)
+{
+    *out = v->type == SQL_INTEGER ? v->integer : 0;
+    return v->type == SQL_INTEGER;
+}
+
+/* row_from_cells fills @r from the 9 cells @v of a row of the table
+ * another process's node answered. */
+static void row_from_cells(const struct sql_value *v, struct ext_member_row *r)
+{
+    int64_t x;
+    memset(r, 0, sizeof *r);
+    (void)cell_int(&v[COL_ID], &x);
+    r->id = (raft_id)x;
+    if (v[COL_ADDRESS].type == SQL_TEXT) {
+        snprintf(r->address, sizeof r->address, "%.*s",
+                 (int)v[COL_ADDRESS].bytes.len,
+                 (const char *)v[COL_ADDRESS].bytes.p);
+    }
+    r->role = v[COL_ROLE].type == SQL_TEXT &&
+                      strncmp(v[COL_ROLE].bytes.p, "voter", 5) == 0
+                  ? RAFT_VOTER
+                  : RAFT_LEARNER;
+    r->leader = cell_int(&v[COL_LEADER], &x) && x != 0;
+    r->has_match = cell_int(&v[COL_MATCH], &x);
+    r->match = (raft_index)x;
+    (void)cell_int(&v[COL_LAG], &x);
+    r->lag = (uint64_t)x;
+    r->has_contact = cell_int(&v[COL_CONTACT], &x);
+    r->last_contact_ms = (uint64_t)x;
+    r->connected = cell_int(&v[COL_CONNECTED], &x) ? (int)x : -1;
+    r->auto_promote = cell_int(&v[COL_AUTO_PROMOTE], &x) && x != 0;
+}
+
+/* remote_rows fills @c from the node another process runs for @file.
+ * Returns SQLITE_NOTFOUND when none does, else SQLITE_OK or an error
+ * with @t's message set. */
+static int remote_rows(struct members_vtab *t, const char *file,
+                       struct members_cursor *c)
+{
+    struct ext_attach_answer a;
+    char *err = NULL;
+    int rc = attach_client_table(t->db, file, "raft_members", &a, &err);
+    if (rc == RAFT_NOTFOUND) {
+        return SQLITE_NOTFOUND;
+    }
+    sqlite3_free(t->base.zErrMsg);
+    t->base.zErrMsg = NULL;
+    if (rc != 0) {
+        t->base.zErrMsg = err;
+        return SQLITE_ERROR;
+    }
+    if (!a.ok || a.n_cols != 9) {
+        t->base.zErrMsg = sqlite3_mprintf(
+            "%s", a.ok ? "raft_members: a malformed answer" : a.errmsg);
+        attach_codec_answer_free(&a);
+        return SQLITE_ERROR;
+    }
+    c->n = a.n_rows < RAFT_MAX_SERVERS ? a.n_rows : RAFT_MAX_SERVERS;
+    for (unsigned i = 0; i < c->n; i++) {
+        row_from_cells(&a.cells[i * 9], &c->rows[i]);
+    }
+    attach_codec_answer_free(&a);
+    return SQLITE_OK;
+}
+
 static int vt_filter(sqlite3_vtab_cursor *cur, int idx, const char *idx_str,
                      int argc, sqlite3_value **argv)
 {
@@ -442,6 +515,14 @@ static int vt_filter(sqlite3_vtab_cursor *cur, int idx, const char *idx_str,
     (void)argv;
 
     n = file != NULL && file[0] != '\0' ? ext_registry_acquire(file) : NULL;
+    c->at = 0;
+    if (n == NULL && file != NULL && file[0] != '\0' &&
+        !attach_server_serving()) {
+        int rc = remote_rows(t, file, c);
+        if (rc != SQLITE_NOTFOUND) {
+            return rc;
+        }
+    }
     if (n == NULL) {
         sqlite3_free(t->base.zErrMsg);
         t->base.zErrMsg = sqlite3_mprintf(
@@ -452,7 +533,6 @@ static int vt_filter(sqlite3_vtab_cursor *cur, int idx, const char *idx_str,
     }
     c->n = ext_node_members(n, c->rows, RAFT_MAX_SERVERS);
     ext_registry_release(n);
-    c->at = 0;
     return SQLITE_OK;
 }
 

@@ -7,6 +7,7 @@
  * (status.c). Each of those owns its own state. */
 
 #include <inttypes.h>
+#include <sqlite3ext.h> /* result codes only */
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -27,6 +28,7 @@
 #include "node.h"
 #include "node_log.h"
 #include "propose.h"
+#include "repair.h"
 #include "sqlbridge.h"
 #include "status.h"
 #include "store.h"
@@ -44,6 +46,9 @@ _Static_assert(EXT_CLUSTER_ID_HEX == RAFT_UV_CLUSTER_ID_HEX,
 /* Most payload bytes in one AppendEntries. */
 #define EXT__MAX_SIZE_PER_MSG (1u * 1024 * 1024)
 
+/* A diverged replica asks for a snapshot again after this long, ms. */
+#define EXT__REPAIR_RETRY_MS 1000
+
 /* AppendEntries in flight per follower. */
 #define EXT__MAX_INFLIGHT_MSGS 16
 
@@ -59,6 +64,7 @@ struct ext_node {
     struct ext_exec *exec;             /* waiting callers */
     struct ext_change *change;         /* membership changes and transfers */
     struct ext_cluster_id *cluster;    /* the cluster id */
+    struct ext_repair *repair;         /* repairing a diverged replica */
     struct ext_divergence *divergence; /* the replica checksum's values,
                                         compared with the peers' */
     struct raft_uv_node *driver;       /* owns the core and the transport;
@@ -127,6 +133,15 @@ static void on_tick(void *data)
                  raft_configuration_index(raft_uv_node_core(n->driver)));
     store_on_tick(n->store, n->driver);
     cluster_id_on_tick(n->cluster, n->driver, applier_applied(n->applier));
+    if (repair_on_tick(n->repair, n->driver, n->applier,
+                       EXT__REPAIR_RETRY_MS)) {
+        char why[512];
+        /* Their entries wait behind the hold, and a repair's snapshot
+         * covers them without a result: tell them now. */
+        if (repair_refusal(n->repair, n->applier, why, sizeof why)) {
+            exec_fail_waiting(n->exec, why);
+        }
+    }
 }
 
 static void on_cluster_id(void *data, const uint8_t id[RAFT_UV_CLUSTER_ID_LEN],
@@ -220,27 +235,6 @@ static bool apply_now(void *data)
 }
 
 /* ---- Start and stop ----------------------------------------------------- */
-
-/* start_checksum turns the replica checksum of @fsm on or off as
- * checksum= says; a failure to compute it leaves it off (said in status
- * and logged), never stops the node. */
-static void start_checksum(struct ext_node *n, struct sql_fsm *fsm)
-{
-    uint64_t value = 0;
-    int on;
-
-    if (sql_fsm_checksum_enable(fsm, n->cfg.checksum) != 0) {
-        node_log_line(&n->log, RAFT_LOG_WARN, "checksum: %s",
-                      sql_fsm_errmsg(fsm));
-    }
-    on = sql_fsm_checksum(fsm, &value);
-    if (!on && n->cfg.checksum) {
-        node_log_line(&n->log, RAFT_LOG_WARN, "checksum %s",
-                      sql_fsm_checksum_why(fsm));
-    }
-    divergence_set(n->divergence, on, sql_fsm_checksum_why(fsm),
-                   sql_fsm_applied(fsm), value);
-}
 
 /* build_id is this node's build as its peer handshakes carry it: the
  * source id of the SQLite library that counts the work budget's steps, or
@@ -364,6 +358,7 @@ static int start_threads(struct ext_node *n, struct sql_fsm *fsm,
     unsigned n_peers = 0;
     int rc;
 
+    snprintf(ac.mark_path, sizeof ac.mark_path, "%s/diverged", n->cfg.dir);
     if (applier_start(fsm, &ac, &ah, &n->log, &n->applier) != 0) {
         sql_fsm_close(fsm);
         snprintf(errmsg, errmsg_len, "cannot start the apply thread");
@@ -478,8 +473,10 @@ static void warn_cert_host(struct ext_node *n, const char *advertised)
                   n->cfg.tls_cert, a.host, names, a.host);
 }
 
-/* node_free frees what is left of @n (any part may be missing). */
-static void node_free(struct ext_node *n)
+/* node_free frees what is left of @n (any part may be missing); after a
+ * start that @failed, the log directory goes too if that start created it
+ * (store_discard). */
+static void node_free(struct ext_node *n, bool failed)
 {
     exec_free(n->exec);
     change_free(n->change);
@@ -487,7 +484,12 @@ static void node_free(struct ext_node *n)
     forward_free(n->forward);
     status_free(n->status);
     cluster_id_free(n->cluster);
-    store_close(n->store);
+    repair_free(n->repair);
+    if (failed) {
+        store_discard(n->store);
+    } else {
+        store_close(n->store);
+    }
     raft_uv_tls_free(n->tls);
     node_log_close(&n->log);
     free(n);
@@ -525,6 +527,7 @@ int ext_node_start(const char *db_path, const struct ext_config *cfg,
         exec_new(cfg, n->status, &n->propose, random_u64() >> 2, &n->exec) !=
             0 ||
         change_new(cfg, &n->change) != 0 ||
+        repair_new(cfg->id, cfg->repair_manual, &n->log, &n->repair) != 0 ||
         divergence_new(cfg->id, &n->log, &n->divergence) != 0) {
         snprintf(errmsg, errmsg_len, "out of memory");
         rc = RAFT_NOMEM;
@@ -541,7 +544,7 @@ int ext_node_start(const char *db_path, const struct ext_config *cfg,
     if (rc != 0) {
         goto err_free;
     }
-    start_checksum(n, fsm);
+    divergence_start(n->divergence, fsm, n->cfg.checksum);
     rc = load_core(n, db_path, fsm, &core, errmsg, errmsg_len);
     if (rc != 0) {
         goto err_fsm;
@@ -599,7 +602,7 @@ int ext_node_start(const char *db_path, const struct ext_config *cfg,
 err_fsm:
     sql_fsm_close(fsm);
 err_free:
-    node_free(n);
+    node_free(n, true);
     return rc;
 }
 
@@ -616,7 +619,7 @@ void ext_node_stop(struct ext_node *n)
     n->driver = NULL;
     applier_stop(n->applier);
     node_log_line(&n->log, RAFT_LOG_INFO, "stopped");
-    node_free(n);
+    node_free(n, false);
 }
 
 int ext_node_exec(struct ext_node *n, const char *sql, size_t sql_len,
@@ -624,6 +627,16 @@ int ext_node_exec(struct ext_node *n, const char *sql, size_t sql_len,
                   const struct ext_exec_probe *probe,
                   struct ext_exec_result *out)
 {
+    char why[sizeof out->errmsg - 32];
+    if (repair_refusal(n->repair, n->applier, why, sizeof why)) {
+        /* Nothing compounds on a replica that disagrees with the log. */
+        memset(out, 0, sizeof *out);
+        out->kind = EXT_EXEC_NOT_APPLIED;
+        out->sqlite_rc = SQLITE_ERROR;
+        snprintf(out->errmsg, sizeof out->errmsg, "raft_exec: not applied: %s",
+                 why);
+        return RAFT_DIVERGED;
+    }
     return exec_submit(n->exec, sql, sql_len, params, n_params, probe, out);
 }
 
@@ -654,6 +667,9 @@ char *ext_node_status(struct ext_node *n)
     cluster_id_hex(n->cluster, cluster_id);
     x.cluster_id = cluster_id;
     divergence_status(n->divergence, &x.checksum);
+    x.diverged = applier_diverged(n->applier, &x.divergence);
+    x.repair_phase = repair_phase(n->repair, &x.repair_peer);
+    x.repairs = applier_repairs(n->applier);
     return status_json(n->status, &x);
 }
 
@@ -678,6 +694,11 @@ int ext_node_tls_reload(struct ext_node *n, char *msg, size_t msg_len)
 uint64_t ext_node_leader(struct ext_node *n)
 {
     return status_leader(n->status);
+}
+
+struct ext_node_log *ext_node_logger(struct ext_node *n)
+{
+    return &n->log;
 }
 
 uint64_t ext_node_id(const struct ext_node *n)
@@ -736,6 +757,18 @@ unsigned ext_node_members(struct ext_node *n, struct ext_member_row *rows,
         rows[i].checksum_differs = divergence_peer(n->divergence, rows[i].id);
     }
     return k;
+}
+
+bool ext_node_diverged(struct ext_node *n, char *why, size_t why_len)
+{
+    return repair_refusal(n->repair, n->applier, why, why_len);
+}
+
+int ext_node_repair(struct ext_node *n, const struct ext_exec_probe *probe,
+                    char *msg, size_t msg_len)
+{
+    return repair_wait(n->repair, n->applier, n->driver, n->cfg.exec_timeout_ms,
+                       probe, msg, msg_len);
 }
 
 void ext_node_shutdown(struct ext_node *n)

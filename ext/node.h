@@ -102,7 +102,8 @@ void ext_node_stop(struct ext_node *n);
  * returns 0 when out->kind is EXT_EXEC_OK, else the project error code
  * matching it (RAFT_INVALID for a SQL error, RAFT_TOOBIG, RAFT_BUSY when
  * the submission queue is full, RAFT_TIMEOUT, RAFT_UNKNOWN, RAFT_SHUTDOWN,
- * RAFT_CANCELED when interrupted). Any thread. */
+ * RAFT_CANCELED when interrupted, RAFT_DIVERGED when this replica is
+ * diverged: "raft_exec: not applied: diverged replica: ..."). Any thread. */
 int ext_node_exec(struct ext_node *n, const char *sql, size_t sql_len,
                   const struct sql_param *params, unsigned n_params,
                   const struct ext_exec_probe *probe,
@@ -150,10 +151,33 @@ unsigned ext_node_members(struct ext_node *n, struct ext_member_row *rows,
  * does not load or check), RAFT_NOMEM. Any thread. */
 int ext_node_tls_reload(struct ext_node *n, char *msg, size_t msg_len);
 
+/* ext_node_diverged says whether @n is a diverged replica and then writes
+ * why, and where its repair stands, into @why (@why_len bytes). Any
+ * thread. */
+bool ext_node_diverged(struct ext_node *n, char *why, size_t why_len);
+
+/* ext_node_repair asks a diverged replica (a commit the node did not make
+ * reached its database) to repair itself now, also with repair=manual,
+ * and waits until a snapshot replaced its database, exec_timeout_ms at
+ * most, or until @probe (may be NULL) says the caller was interrupted.
+ * Writes what happened into @msg (@msg_len bytes).
+ * Errors: RAFT_INVALID (not diverged), RAFT_TIMEOUT (still diverged: @msg
+ * says where the repair stands), RAFT_NOTFOUND (no peer to repair from:
+ * this server is the only voter), RAFT_CANCELED
+ * (interrupted; the repair goes on). Any thread. */
+int ext_node_repair(struct ext_node *n, const struct ext_exec_probe *probe,
+                    char *msg, size_t msg_len);
+
 /* ext_node_listen writes where @n listens, "host:port", into @buf (@len
  * bytes): listen=, else cluster='s address of this node, else its address
  * in the stored configuration. Any thread. */
 void ext_node_listen(const struct ext_node *n, char *buf, size_t len);
+
+struct ext_node_log; /* node_log.h */
+
+/* ext_node_logger returns @n's log (valid until ext_node_stop). Any
+ * thread. */
+struct ext_node_log *ext_node_logger(struct ext_node *n);
 
 /* ext_node_id returns this node's server id. Any thread. */
 uint64_t ext_node_id(const struct ext_node *n);

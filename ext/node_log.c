@@ -79,3 +79,14 @@ uint64_t node_log_last_error(struct ext_node_log *l, char *out, size_t len)
     pthread_mutex_unlock(&l->mu);
     return age;
 }
+
+void node_log_iso_time(uint64_t ms, char out[EXT_ISO_TIME_LEN])
+{
+    time_t secs = (time_t)(ms / 1000);
+    struct tm tm;
+    size_t len;
+    gmtime_r(&secs, &tm);
+    len = strftime(out, EXT_ISO_TIME_LEN, "%Y-%m-%dT%H:%M:%S", &tm);
+    snprintf(out + len, EXT_ISO_TIME_LEN - len, ".%03uZ",
+             (unsigned)(ms % 1000));
+}

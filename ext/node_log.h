@@ -45,4 +45,12 @@ void node_log_error(struct ext_node_log *l, const char *fmt, ...)
  * recorded, in ms (0 when none). Any thread. */
 uint64_t node_log_last_error(struct ext_node_log *l, char *out, size_t len);
 
+/* Bytes node_log_iso_time writes at most, the NUL included. */
+#define EXT_ISO_TIME_LEN 32
+
+/* node_log_iso_time writes wall-clock time @ms (ms since the epoch) as
+ * ISO 8601 UTC with milliseconds, "2026-12-01T17:49:25.123Z", into @out.
+ * Pure; any thread. */
+void node_log_iso_time(uint64_t ms, char out[EXT_ISO_TIME_LEN]);
+
 #endif /* EXT_NODE_LOG_H */

@@ -2,7 +2,10 @@
 ** raftsql.c - the raftsql SQLite extension: makes a database file one
 ** replica of a Raft group.
 **
-** Usage (sqlite3 shell), one process per node:
+** Usage (sqlite3 shell), one process per node; the other processes of
+** the machine that load raftsql on the same file use that node through
+** its Unix socket (attach_server.c), with the same functions and no
+** raft_start:
 **
 **     .load ./build/raftsql
 **     SELECT raft_start('id=1 cluster=1@127.0.0.1:7001,2@127.0.0.1:7002,'
@@ -14,22 +17,32 @@
 **
 ** Writes go through raft_exec() only: the statement becomes a Raft log
 ** entry, and every node applies committed entries in order to its own
-** database. Direct writes to the database are refused while the node runs.
+** database. Direct writes to the database are refused while the node runs,
+** in its process and in the others that loaded raftsql.
 ** Membership changes through the log (members.c):
 **
 **     SELECT raft_add(4, '127.0.0.1:7004');  -- a learner, then a voter
 **     SELECT * FROM raft_members;
 **
-** LIMITATIONS: the write guard replaces any authorizer the host had set;
-** the extension and its host must share one SQLite library (the apply
-** connection is opened with the library raftsql was linked against).
+** LIMITATIONS: the write guard replaces any authorizer the host had set,
+** and a host that calls sqlite3_set_authorizer after loading raftsql
+** removes the guard; a C host keeps both with raftsql_set_authorizer()
+** (raftsql.h), and writes that slip past the guard are detected from the
+** database's data_version. The guard refuses only what goes through a
+** connection that loaded raftsql. raftsql calls SQLite only through the
+** API table of the host that loaded it (SQLITE_EXTENSION_INIT3 in every
+** file, its own connections included), so a process holds one SQLite.
 */
 
 #include <pthread.h>
 #include <sqlite3ext.h>
+#include <stdio.h>
+#include <stdlib.h>
 
+#include "config.h"
 #include "func.h"
 #include "guard.h"
+#include "raftsql.h"
 #include "registry.h"
 
 SQLITE_EXTENSION_INIT1
@@ -53,6 +66,21 @@ __attribute__((destructor)) static void raftsql_fini(void)
     ext_registry_stop_all();
 }
 
+__attribute__((visibility("default"))) int raftsql_set_authorizer(
+    sqlite3 *db,
+    int (*x)(void *, int, const char *, const char *, const char *,
+             const char *),
+    void *arg)
+{
+#ifndef SQLITE_CORE
+    /* Loaded as an extension: the host's API table must be set. */
+    if (sqlite3_api == NULL) {
+        return SQLITE_MISUSE;
+    }
+#endif
+    return ext_guard_set_host(db, x, arg);
+}
+
 __attribute__((visibility("default"))) int sqlite3_raftsql_init(
     sqlite3 *db, char **pzErrMsg, const sqlite3_api_routines *pApi)
 {
@@ -72,4 +100,18 @@ __attribute__((visibility("default"))) int sqlite3_raftsql_init(
             sqlite3_mprintf("raftsql: cannot register: %s", sqlite3_errstr(rc));
     }
     return rc;
+}
+
+__attribute__((visibility("default"))) int raftsql_config_check(
+    const char *config, const char *db_path, char *errmsg, size_t errmsg_len)
+{
+    struct ext_config *cfg = malloc(sizeof *cfg);
+    int rc;
+    if (cfg == NULL) {
+        snprintf(errmsg, errmsg_len, "out of memory");
+        return SQLITE_NOMEM;
+    }
+    rc = ext_config_parse(config, db_path, cfg, errmsg, errmsg_len);
+    free(cfg);
+    return rc == 0 ? SQLITE_OK : SQLITE_ERROR;
 }

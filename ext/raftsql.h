@@ -16,6 +16,10 @@
  *   raft_leader()             the leader's id, NULL when unknown
  *   raft_stop()               stop the node
  *
+ * C functions: sqlite3_raftsql_init (the entry point),
+ * raftsql_set_authorizer (a host's authorizer behind the write guard) and
+ * raftsql_config_check (a configuration string checked, nothing started).
+ *
  * Threads: any connection of the process, on any thread, may call these
  * concurrently; the node belongs to the process and the database file. */
 
@@ -37,6 +41,48 @@ extern "C" {
  * Any thread. */
 int sqlite3_raftsql_init(sqlite3 *db, char **pzErrMsg,
                          const sqlite3_api_routines *pApi);
+
+/* raftsql_set_authorizer sets an authorizer of the host's on @db behind
+ * raftsql's write guard. Loading raftsql installs the guard with
+ * sqlite3_set_authorizer, and SQLite keeps one authorizer per connection
+ * and cannot read it back: a host calling sqlite3_set_authorizer itself
+ * afterwards removes the guard (direct writes to the replica then go
+ * through). Call this instead, with the same arguments as
+ * sqlite3_set_authorizer (https://sqlite.org/c3ref/set_authorizer.html):
+ *   - the guard decides first: an action it refuses is SQLITE_DENY,
+ *     whatever @x says; @x is not called for it;
+ *   - otherwise @x(@arg, action, ...) is called and its answer stands
+ *     (SQLITE_OK, SQLITE_DENY or SQLITE_IGNORE);
+ *   - @x NULL removes the host's authorizer and keeps the guard.
+ * @x sees the statements prepared on @db, raft_exec() as an
+ * SQLITE_FUNCTION call among them, never the statements raft_exec()
+ * replicates (they run on the node's own connection). @arg is the
+ * caller's and must stay valid until the next call for @db or until @db
+ * is closed; raftsql frees its own state (held by a SQL function named
+ * raftsql_host_authorizer, which does nothing when called) then.
+ * Call it after raftsql was registered on @db (sqlite3_load_extension or
+ * sqlite3_auto_extension); a program that loaded build/raftsql.so finds
+ * it with dlsym(). Returns SQLITE_OK; SQLITE_NOMEM; SQLITE_BUSY while
+ * statements of @db run (nothing changed then); SQLITE_MISUSE when
+ * raftsql.so was never loaded in this process. Thread: the one using @db,
+ * as for sqlite3_set_authorizer. */
+int raftsql_set_authorizer(sqlite3 *db,
+                           int (*x)(void *, int, const char *, const char *,
+                                    const char *, const char *),
+                           void *arg);
+
+/* raftsql_config_check checks @config, a raft_start() configuration
+ * string, for the database file @db_path (which gives the default dir=),
+ * as raft_start checks it, without starting anything: every key, its value
+ * and the rules between keys (README "Configuration keys"); the files the
+ * tls_ keys and secret_file name are read at start, not here. Returns
+ * SQLITE_OK; SQLITE_ERROR with @errmsg (@errmsg_len bytes, NUL-terminated)
+ * naming what is wrong, beginning with the key when the error is about one
+ * ("id: missing ...", "unknown key 'x' ...", "listen: '...' is not
+ * host:port: ..."); SQLITE_NOMEM. Needs no registered extension and no
+ * database. Any thread. */
+int raftsql_config_check(const char *config, const char *db_path, char *errmsg,
+                         size_t errmsg_len);
 
 #ifdef __cplusplus
 }

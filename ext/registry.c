@@ -3,16 +3,23 @@
 
 #include "registry.h"
 
+#include "attach_server.h"
+#include "attach_sock.h"
+
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
+
+#include "applier.h"
 
 struct slot {
-    char path[4096];       /* database file */
-    struct ext_node *node; /* the node, NULL while starting */
-    unsigned refs;         /* references from ext_registry_acquire */
-    bool stopping;         /* ext_registry_stop is waiting for refs */
+    char path[4096];                 /* database file */
+    struct ext_node *node;           /* the node, NULL while starting */
+    struct ext_attach_server *serve; /* its socket, NULL when socket=off */
+    unsigned refs;                   /* references from ext_registry_acquire */
+    bool stopping;                   /* ext_registry_stop is waiting for refs */
     struct slot *next;
 };
 
@@ -28,6 +35,34 @@ static pthread_mutex_t reg_mu = PTHREAD_MUTEX_INITIALIZER;
 static struct known *known_files;
 static pthread_cond_t reg_cond = PTHREAD_COND_INITIALIZER;
 static struct slot *slots;
+
+/* elsewhere says whether a node of another process serves @path (its
+ * pointer file names a live process whose socket answers), writing the
+ * refusal of a second start into @errmsg. */
+static bool elsewhere(const char *path, char *errmsg, size_t errmsg_len)
+{
+    struct ext_attach_pointer p;
+    char why[256];
+    int fd = -1;
+    if (attach_sock_find(path, &p) != 0) {
+        return false;
+    }
+    if (attach_sock_connect(p.socket, &fd, why, sizeof why) == RAFT_NOCONN) {
+        /* A stale pointer file (its pid lives on in another process):
+         * gone, also when this node writes none (socket=off). */
+        attach_sock_pointer_remove(path, p.pid);
+        return false;
+    }
+    if (fd >= 0) {
+        close(fd);
+    }
+    snprintf(errmsg, errmsg_len,
+             "a raftsql node already runs for %.3000s in process %ld (socket "
+             "%s); this process writes through it: call raft_exec() and the "
+             "other functions without raft_start",
+             path, p.pid, p.socket);
+    return true;
+}
 
 static struct slot *find(const char *path)
 {
@@ -64,6 +99,10 @@ int ext_registry_start(const char *path, const struct ext_config *cfg,
                  path);
         return RAFT_BUSY;
     }
+    if (elsewhere(path, errmsg, errmsg_len)) {
+        pthread_mutex_unlock(&reg_mu);
+        return RAFT_BUSY;
+    }
     s = calloc(1, sizeof *s);
     if (s == NULL) {
         pthread_mutex_unlock(&reg_mu);
@@ -76,6 +115,14 @@ int ext_registry_start(const char *path, const struct ext_config *cfg,
     pthread_mutex_unlock(&reg_mu);
 
     rc = ext_node_start(path, cfg, &n, errmsg, errmsg_len);
+    if (rc == 0 && cfg->socket) {
+        rc = attach_server_start(path, cfg, ext_node_logger(n), &s->serve,
+                                 errmsg, errmsg_len);
+        if (rc != 0) {
+            ext_node_shutdown(n);
+            ext_node_stop(n);
+        }
+    }
 
     pthread_mutex_lock(&reg_mu);
     if (rc != 0) {
@@ -148,6 +195,22 @@ bool ext_registry_replica(const char *path)
     return known;
 }
 
+bool ext_registry_diverged(const char *path, char *why, size_t why_len)
+{
+    struct ext_node *n;
+    bool diverged;
+    if (!applier_any_diverged()) {
+        return false;
+    }
+    n = ext_registry_acquire(path);
+    if (n == NULL) {
+        return false;
+    }
+    diverged = ext_node_diverged(n, why, why_len);
+    ext_registry_release(n);
+    return diverged;
+}
+
 /* stop_slot stops @s's node; called with reg_mu held, returns with it
  * held. */
 static void stop_slot(struct slot *s)
@@ -156,6 +219,10 @@ static void stop_slot(struct slot *s)
     s->stopping = true;
     pthread_mutex_unlock(&reg_mu);
     ext_node_shutdown(n);
+    /* Calls of other processes end now (shutting down) and answer; their
+     * threads join before the node stops. */
+    attach_server_stop(s->serve);
+    s->serve = NULL;
     pthread_mutex_lock(&reg_mu);
     while (s->refs > 0) {
         pthread_cond_wait(&reg_cond, &reg_mu);

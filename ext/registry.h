@@ -11,9 +11,12 @@
 #include "config.h"
 #include "node.h"
 
-/* ext_registry_start starts a node for database file @path with @cfg.
- * Errors: RAFT_BUSY when a node already runs for @path (or is stopping),
- * and every error of ext_node_start; @errmsg names the cause. Any thread;
+/* ext_registry_start starts a node for database file @path with @cfg,
+ * and its attach server (attach_server.h) unless socket=off.
+ * Errors: RAFT_BUSY when a node already runs for @path in this process
+ * (or is stopping), or in another process of the machine (@errmsg names
+ * its pid), every error of ext_node_start and attach_server_start (the
+ * node is then stopped again); @errmsg names the cause. Any thread;
  * blocks while the node starts. */
 int ext_registry_start(const char *path, const struct ext_config *cfg,
                        char *errmsg, size_t errmsg_len);
@@ -34,6 +37,12 @@ bool ext_registry_running(const char *path);
  * process, for @path: a replica, to be written only through raft_exec.
  * Any thread. */
 bool ext_registry_replica(const char *path);
+
+/* ext_registry_diverged says whether the node running for @path is a
+ * diverged replica (applier.h: a commit it did not make reached the
+ * file), and then writes why into @why (@why_len bytes). Cheap while no
+ * node of the process is diverged. Any thread. */
+bool ext_registry_diverged(const char *path, char *why, size_t why_len);
 
 /* ext_registry_stop stops the node of @path: fails its waiting callers,
  * waits for every reference to be released, then stops it. Errors:

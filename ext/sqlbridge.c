@@ -27,6 +27,7 @@ static const struct sql_function ext_functions[] = {
     {"raft_tls_reload", 0},
     {"raft_cluster_id", 0},
     {"raft_verify", 0},
+    {"raft_repair", 0},
 };
 
 int sqlbridge_rc(int rc)

@@ -12,6 +12,9 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "node_log.h"
+#include "repair.h"
+
 static const char *role_name(int role)
 {
     switch (role) {
@@ -343,6 +346,26 @@ static void configuration_json(json_t *o, const struct ext_status *st,
                         why[0] ? json_string(why) : json_null());
 }
 
+/* json_diverged is raft_status()'s "diverged": null, or since (ISO 8601
+ * UTC, ms), reason, at_index and repair (where the repair stands). */
+static json_t *json_diverged(const struct ext_status_extra *x)
+{
+    char since[EXT_ISO_TIME_LEN], repair[160];
+    json_t *d;
+    if (!x->diverged) {
+        return json_null();
+    }
+    node_log_iso_time(x->divergence.since_ms, since);
+    repair_describe(x->repair_phase, x->repair_peer, repair, sizeof repair);
+    d = json_object();
+    json_object_set_new(d, "since", json_string(since));
+    json_object_set_new(d, "reason", json_string(x->divergence.reason));
+    json_object_set_new(d, "at_index",
+                        json_integer((json_int_t)x->divergence.at_index));
+    json_object_set_new(d, "repair", json_string(repair));
+    return d;
+}
+
 char *status_json(struct ext_status *st, const struct ext_status_extra *x)
 {
     struct snapshot s = current(st);
@@ -396,6 +419,8 @@ char *status_json(struct ext_status *st, const struct ext_status_extra *x)
     json_object_set_new(
         o, "apply_error",
         x->apply_error[0] ? json_string(x->apply_error) : json_null());
+    json_object_set_new(o, "diverged", json_diverged(x));
+    json_object_set_new(o, "repairs", json_integer((json_int_t)x->repairs));
     json_object_set_new(o, "log_full", json_boolean(s.log_full));
     json_object_set_new(
         o, "log_full_reason",

@@ -10,6 +10,7 @@
 
 #include "../raft/raft.h"
 #include "../raft/uv_node.h"
+#include "applier.h"
 #include "config.h"
 #include "divergence.h"
 
@@ -31,6 +32,12 @@ struct ext_status_extra {
     const char *tls_cert_expires; /* notAfter of the certificate in use,
                                      ISO 8601 UTC, "" without one */
     struct ext_divergence_status checksum; /* the replica checksum */
+    bool diverged;                         /* a foreign commit was seen, not yet
+                                     repaired (applier.h) */
+    struct ext_applier_divergence divergence; /* what was seen */
+    int repair_phase;     /* enum ext_repair_phase (repair.h) */
+    uint64_t repair_peer; /* the server it concerns, 0 */
+    uint64_t repairs;     /* divergences repaired since start */
 };
 
 struct ext_status; /* opaque */

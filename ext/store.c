@@ -16,6 +16,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <ftw.h>
 #include <inttypes.h>
 #include <pthread.h>
 #include <stdatomic.h>
@@ -44,6 +45,8 @@ struct ext_store {
     struct lmdb_log *lmdb;        /* the LMDB log (the driver's disk thread
                                     writes; reads at start) */
     int lock_fd;                  /* flock on <dir>/node.lock */
+    bool created_dir;             /* this open created @dir (a failed
+                                     start removes it, store_discard) */
     struct ext_applier *applier;  /* snapshots, durable index */
     pthread_mutex_t snapshot_mu;  /* one snapshot create or install at a
                                     time */
@@ -75,7 +78,9 @@ static void note_usage(struct ext_store *s)
 static int lock_dir(struct ext_store *s, char *errmsg, size_t errmsg_len)
 {
     char path[4200];
-    if (mkdir(s->dir, 0700) != 0 && errno != EEXIST) {
+    if (mkdir(s->dir, 0700) == 0) {
+        s->created_dir = true;
+    } else if (errno != EEXIST) {
         snprintf(errmsg, errmsg_len, "dir: cannot create %s: %s", s->dir,
                  strerror(errno));
         return RAFT_IOERR;
@@ -92,9 +97,36 @@ static int lock_dir(struct ext_store *s, char *errmsg, size_t errmsg_len)
                  "dir: another process runs a node on %s (%s is locked)",
                  s->dir, path);
         close(s->lock_fd);
+        s->lock_fd = -1;
+        s->created_dir = false; /* the holder's now, whoever made it */
         return RAFT_BUSY;
     }
     return 0;
+}
+
+/* remove_entry removes one file or (emptied, FTW_DEPTH) directory of a
+ * log directory being removed. */
+static int remove_entry(const char *path, const struct stat *st, int type,
+                        struct FTW *ftw)
+{
+    (void)st;
+    (void)ftw;
+    if ((type == FTW_DP ? rmdir(path) : unlink(path)) != 0) {
+        fprintf(stderr, "raftsql: cannot remove %s: %s\n", path,
+                strerror(errno));
+    }
+    return 0;
+}
+
+/* remove_created removes @s's log directory and all in it if this open
+ * created it: only this store (holding its lock) wrote there. A directory
+ * that existed before is never touched. */
+static void remove_created(struct ext_store *s)
+{
+    if (s->created_dir) {
+        nftw(s->dir, remove_entry, 16, FTW_DEPTH | FTW_PHYS);
+        s->created_dir = false;
+    }
 }
 
 int store_open(const struct ext_store_config *cfg, struct ext_node_log *log,
@@ -145,20 +177,36 @@ err_log:
 err_lock:
     close(s->lock_fd);
 err_free:
+    remove_created(s);
     free(s);
     return rc;
 }
 
-void store_close(struct ext_store *s)
+/* close_store closes @s's log and lock, removes its log directory when
+ * @discard and this open created it, and frees @s. */
+static void close_store(struct ext_store *s, bool discard)
 {
     if (s == NULL) {
         return;
     }
     lmdb_log_close(s->lmdb);
-    close(s->lock_fd);
+    close(s->lock_fd); /* the lock goes before the files it guards */
+    if (discard) {
+        remove_created(s);
+    }
     pthread_mutex_destroy(&s->snapshot_mu);
     pthread_mutex_destroy(&s->cluster_mu);
     free(s);
+}
+
+void store_close(struct ext_store *s)
+{
+    close_store(s, false);
+}
+
+void store_discard(struct ext_store *s)
+{
+    close_store(s, true);
 }
 
 const char *store_snapshot_dir(const struct ext_store *s)
@@ -503,8 +551,13 @@ static int log_after_install(struct ext_store *s, uint64_t index, uint64_t term)
     struct raft_entry *e = NULL;
     unsigned cnt = 0;
     raft_term held = 0;
-    if (lmdb_log_bounds(s->lmdb, &first, &last) == 0 && index >= first &&
-        index <= last &&
+    bool bounded = lmdb_log_bounds(s->lmdb, &first, &last) == 0;
+    if (bounded && index < first) {
+        /* A repair's snapshot at the boundary (the applied index was
+         * compacted through already): the log holds nothing it covers. */
+        return 0;
+    }
+    if (bounded && index >= first && index <= last &&
         lmdb_log_entries(s->lmdb, index, index, 0, &e, &cnt) == 0) {
         held = cnt == 1 ? e[0].term : 0;
         lmdb_log_entries_free(e, cnt);
@@ -515,17 +568,28 @@ static int log_after_install(struct ext_store *s, uint64_t index, uint64_t term)
                : lmdb_log_reset(s->lmdb, index, term);
 }
 
+/* covers says whether a snapshot through @index is one to install: above
+ * the applied index, or, for a diverged replica (a repair), at least at
+ * it, so that nothing needs re-applying from a log that may be compacted
+ * (the core then changes nothing but its compaction: uv_snapshot.c). */
+static bool covers(struct ext_store *s, raft_index index)
+{
+    raft_index applied = applier_applied(s->applier);
+    return index > applied ||
+           (index == applied && applier_diverged(s->applier, NULL));
+}
+
 /* install installs snapshot file @path (whose last index is @index) into
  * the database while the apply thread is held off, changes the log after
  * it (log_after_install) and lets the applier drop the queued entries it
- * covers; a snapshot not above the applied index changes nothing. */
+ * covers; a snapshot that does not cover (covers) changes nothing. */
 static int install(struct ext_store *s, const char *path, raft_index index,
                    char *errmsg, size_t errmsg_len)
 {
     uint64_t got_index = 0, got_term = 0;
     int rc;
 
-    if (index <= applier_applied(s->applier)) {
+    if (!covers(s, index)) {
         /* Nothing new in it: change nothing (raft.h SNAPSHOT_INSTALLED). */
         return 0;
     }
@@ -533,7 +597,7 @@ static int install(struct ext_store *s, const char *path, raft_index index,
     /* Asked again once held: the batch that was running may have applied
      * past the snapshot meanwhile, and an older snapshot must never
      * replace a newer database. */
-    if (index <= applier_applied(s->applier)) {
+    if (!covers(s, index)) {
         applier_release(s->applier, 0);
         return 0;
     }

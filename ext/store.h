@@ -41,7 +41,8 @@ struct ext_store; /* opaque */
  * exclusive lock on <dir>/node.lock, so two processes never run a node on
  * the same log (and database), opens the LMDB log and creates
  * <dir>/snapshots. Lines go to @log, which must outlive the store. Writes
- * *out only on success; on failure nothing is left open and @errmsg
+ * *out only on success; on failure nothing is left open, a log
+ * directory it created is removed, and @errmsg
  * (@errmsg_len bytes) names the cause, starting with "dir: ".
  * Errors: RAFT_IOERR, RAFT_BUSY (another process holds the lock), and
  * lmdb_log_open's. Thread: any. */
@@ -51,6 +52,14 @@ int store_open(const struct ext_store_config *cfg, struct ext_node_log *log,
 /* store_close closes the log, releases the lock and frees @s. NULL is
  * ignored. Thread: any, once the driver stopped. */
 void store_close(struct ext_store *s);
+
+/* store_discard is store_close after a start that failed: when this
+ * store_open created the log directory, it also removes it and all in it
+ * (the LMDB files, node.lock, snapshots/), so a failed start leaves
+ * nothing behind; a directory that existed before (a node's restart) is
+ * never touched. A failed store_open already removed what it created.
+ * NULL is ignored. Thread: any, once the driver stopped (or never ran). */
+void store_discard(struct ext_store *s);
 
 /* store_load reads the log into @out for a state machine applied up to
  * @applied (an entry of term @applied_term), repairing what a crash or
@@ -107,8 +116,10 @@ const char *store_snapshot_dir(const struct ext_store *s);
 
 /* store_storage fills @out with the driver's storage interface over this
  * store: appends and compactions on the LMDB log, snapshot creation and
- * installs through @applier (which must outlive the driver). Thread: any,
- * before the driver starts. */
+ * installs through @applier (which must outlive the driver). An install
+ * takes a snapshot above the applied index, or at it while the replica is
+ * diverged (a repair, applier_diverged); any other changes nothing.
+ * Thread: any, before the driver starts. */
 void store_storage(struct ext_store *s, struct ext_applier *applier,
                    struct raft_persist_storage *out);
 

@@ -27,7 +27,8 @@
     X(PROTO, 14, "protocol error")                                             \
     X(FORMAT, 15, "unsupported format version")                                \
     X(NOCONN, 16, "not connected")                                             \
-    X(UNKNOWN, 17, "outcome unknown")
+    X(UNKNOWN, 17, "outcome unknown")                                          \
+    X(DIVERGED, 18, "diverged replica")
 
 enum raft_err {
 #define RAFT__ERR_ENUM(name, num, text) RAFT_##name = num,

@@ -19,13 +19,16 @@
  * snapshot from the leader's driver to a follower's (paper §7;
  * uv_snapshot.c). CHECKSUM (wire version 2 and later only) carries a
  * server's checksum of its replicated content at an applied index
- * (ext/checksum.c); 11 is taken by REPAIR_REQUEST. */
+ * (ext/checksum.c). REPAIR_REQUEST (wire version 2 and later only) asks
+ * the leader's driver for a fresh snapshot: a diverged replica's
+ * (ext/repair.c; uv_snapshot.c answers it). */
 enum raft_frame_type {
     RAFT_FRAME_FORWARD = 5,
     RAFT_FRAME_FORWARD_RESULT = 6,
     RAFT_FRAME_SNAPSHOT_CHUNK = 7,
     RAFT_FRAME_SNAPSHOT_CHUNK_RESULT = 8,
     RAFT_FRAME_CHECKSUM = 10,
+    RAFT_FRAME_REPAIR_REQUEST = 11,
 };
 
 /* A client request forwarded from a follower to the leader. @request_id is
@@ -83,6 +86,14 @@ struct raft_checksum {
                           replicas differ), else it only compares */
 };
 
+/* A diverged replica's request for a snapshot (its database took a commit
+ * it did not make, ext/repair.h): the leader's driver sends one, made at
+ * an applied index of at least @applied, with the snapshot chunks, so
+ * that nothing needs re-applying after the install. */
+struct raft_repair_request {
+    raft_index applied; /* the requester's applied index */
+};
+
 /* One frame between two servers: one of the core's messages or one of the
  * runtime's, under a header that says which and between whom.
  * Invariant: when @type is an enum raft_message_type, @message is that
@@ -103,6 +114,7 @@ struct raft_frame {
         struct raft_snapshot_chunk_result snapshot_chunk_result; /* its
                                                                     answer */
         struct raft_checksum checksum;                           /* CHECKSUM */
+        struct raft_repair_request repair_request; /* REPAIR_REQUEST */
     };
 };
 

@@ -28,8 +28,9 @@
 #define RAFT__CHUNKR_LEN (8 + 8 + 8 + 4)
 #define RAFT__TN_LEN 8
 #define RAFT__CSUM_LEN (8 + 8 + 1)
+#define RAFT__REPAIR_LEN 8
 
-/* The first wire version with the CHECKSUM frame. */
+/* The first wire version with the CHECKSUM and REPAIR_REQUEST frames. */
 #define RAFT__WIRE_CHECKSUM 2
 
 /* RequestVote's flags byte: bit 0 pre-vote, bit 1 disrupt; a byte that
@@ -78,6 +79,8 @@ size_t raft_frame_encoded_len(const struct raft_frame *f)
             return n + RAFT__CHUNKR_LEN;
         case RAFT_FRAME_CHECKSUM:
             return n + RAFT__CSUM_LEN;
+        case RAFT_FRAME_REPAIR_REQUEST:
+            return n + RAFT__REPAIR_LEN;
         default:
             return 0;
     }
@@ -92,7 +95,9 @@ unsigned raft_frame_type_wire_min(uint8_t type)
     if (raft_frame_encoded_len(&f) == 0) {
         return 0;
     }
-    return type == RAFT_FRAME_CHECKSUM ? RAFT__WIRE_CHECKSUM : 1;
+    return type == RAFT_FRAME_CHECKSUM || type == RAFT_FRAME_REPAIR_REQUEST
+               ? RAFT__WIRE_CHECKSUM
+               : 1;
 }
 
 /* check_encodable validates what the encoder cannot write faithfully. */
@@ -278,6 +283,9 @@ int raft_frame_encode_at(const struct raft_frame *f, unsigned version,
             ok &= raft_byte_put_u64(&w, f->checksum.index);
             ok &= raft_byte_put_u64(&w, f->checksum.checksum);
             ok &= raft_byte_put_u8(&w, f->checksum.probe ? 1 : 0);
+            break;
+        case RAFT_FRAME_REPAIR_REQUEST:
+            ok &= raft_byte_put_u64(&w, f->repair_request.applied);
             break;
         default:
             return RAFT_INVALID;
@@ -585,6 +593,9 @@ int raft_frame_decode(const void *body, size_t len, struct raft_frame *out,
             ok = raft_byte_get_u64(&r, &f.checksum.index) &&
                  raft_byte_get_u64(&r, &f.checksum.checksum) &&
                  get_bool(&r, &f.checksum.probe);
+            break;
+        case RAFT_FRAME_REPAIR_REQUEST:
+            ok = raft_byte_get_u64(&r, &f.repair_request.applied);
             break;
         default:
             raft_errmsgf(errmsg, errmsg_len, "unknown message type %u",

@@ -3,8 +3,8 @@
  * alike. Pure code (no I/O); the libuv transport carries what it produces.
  *
  * Wire format, versions RAFT_WIRE_VERSION_MIN to RAFT_WIRE_VERSION (1 to
- * 2; version 2 is version 1 plus the CHECKSUM frame), all integers
- * little-endian:
+ * 2; version 2 is version 1 plus the CHECKSUM and REPAIR_REQUEST frames),
+ * all integers little-endian:
  *
  *   frame   := len:u32 body            len = bytes of body, <= max frame
  *   body    := version:u8 type:u8 from:u64 to:u64 fields
@@ -27,9 +27,10 @@
  *   SNAPSHOT_CHUNK       term:u64 last_index:u64 last_term:u64 total:u64
  *                        offset:u64 checksum:u64 len:u32 bytes[len]
  *   SNAPSHOT_CHUNK_RESULT term:u64 last_index:u64 offset:u64 status:i32
- *   type 10, in wire version 2 and later only (refused in a version 1
- *   body by both encoder and decoder); 11 is reserved (REPAIR_REQUEST):
+ *   types 10 and 11, in wire version 2 and later only (refused in a
+ *   version 1 body by both encoder and decoder):
  *   CHECKSUM (10)        index:u64 checksum:u64 probe:u8
+ *   REPAIR_REQUEST (11)  applied:u64
  *
  * A body must be consumed exactly: trailing bytes are an error. Entry
  * indexes in APPEND_ENTRIES must be prev_log_index+1, +2, ... (never 0),

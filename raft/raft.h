@@ -331,8 +331,11 @@ enum raft_change_kind {
  * same to its log (it holds entry @index of @last_term durably exactly
  * when the durable log does), takes (@index, @last_term) as its boundary
  * and never hands out entries up to @index. When @index is not above that
- * index the driver must have changed nothing and the core changes nothing
- * either. Either way, when @term is not below the current
+ * index the core changes nothing, and the durable log must be unchanged
+ * or compacted through @index only (a repair: the driver replaced the
+ * state machine with a snapshot at an index it had handed out already,
+ * and compacted as for COMPACT); the driver then steps COMPACT {@index}
+ * after this event so the core drops the same prefix. Either way, when @term is not below the current
  * term (a higher one is adopted, as from any message) the core answers
  * @leader with a successful AppendEntries result of last_log_index @index
  * and seq 0. A leader or candidate that gets this event steps down.

@@ -398,7 +398,8 @@ static void on_recv(void *data, const struct raft_frame *m)
     }
     adopt_cluster_id(d, m);
     if (m->type == RAFT_FRAME_SNAPSHOT_CHUNK ||
-        m->type == RAFT_FRAME_SNAPSHOT_CHUNK_RESULT) {
+        m->type == RAFT_FRAME_SNAPSHOT_CHUNK_RESULT ||
+        m->type == RAFT_FRAME_REPAIR_REQUEST) {
         raft_uv_snapshot_message(d, m);
         return;
     }

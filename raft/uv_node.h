@@ -304,6 +304,7 @@ struct raft_uv_node_stats {
     uint64_t n_compactions;         /* log compactions done */
     uint64_t n_snapshots_sent;      /* snapshots fully sent (leader) */
     uint64_t n_snapshots_installed; /* snapshots installed (follower) */
+    raft_id last_install_from;      /* sender of the last one installed, 0 */
     raft_id snapshot_peer;          /* peer of the transfer shown below, 0 */
     uint64_t snapshot_done;         /* bytes sent or received of it */
     uint64_t snapshot_total;        /* its size, bytes */

@@ -86,20 +86,26 @@ struct raft_uv_snapshot_file {
 
 /* A transfer from this leader to one follower. */
 struct raft_uv_snapshot_send {
-    raft_id to;             /* follower */
-    bool wanted;            /* the core asked for a snapshot */
-    bool active;            /* sending */
-    int fd;                 /* the file, open while active */
-    raft_index index;       /* the snapshot's last index */
-    raft_term last_term;    /* term of that entry */
-    uint64_t total;         /* file size */
-    uint64_t checksum;      /* XXH64 of the file */
-    uint64_t sent;          /* bytes sent */
-    uint64_t acked;         /* bytes acknowledged */
-    unsigned failures;      /* consecutive failed attempts */
-    uint64_t last_progress; /* loop clock of the last ack, ms */
-    uint64_t last_resend;   /* loop clock of the last re-send of the
+    raft_id to;              /* follower */
+    bool wanted;             /* the core asked for a snapshot */
+    bool active;             /* sending */
+    int fd;                  /* the file, open while active */
+    raft_index index;        /* the snapshot's last index */
+    raft_term last_term;     /* term of that entry */
+    uint64_t total;          /* file size */
+    uint64_t checksum;       /* XXH64 of the file */
+    uint64_t sent;           /* bytes sent */
+    uint64_t acked;          /* bytes acknowledged */
+    unsigned failures;       /* consecutive failed attempts */
+    uint64_t last_progress;  /* loop clock of the last ack, ms */
+    uint64_t last_resend;    /* loop clock of the last re-send of the
                                window, ms */
+    bool repair;             /* the follower asked for a repair
+                               (REPAIR_REQUEST): a snapshot at or above
+                               @repair_index; the core is not told of its
+                               end */
+    raft_index repair_index; /* the follower's applied index then */
+    bool repair_fresh;       /* asked since the last snapshot was made */
 };
 
 /* A transfer from a leader to this follower. */
@@ -216,8 +222,10 @@ void raft_uv_storage_close(struct raft_uv_node *d);
 void raft_uv_snapshot_want(struct raft_uv_node *d, const raft_id *ids,
                            unsigned n);
 
-/* raft_uv_snapshot_message handles a RAFT_FRAME_SNAPSHOT_CHUNK or
- * RAFT_FRAME_SNAPSHOT_CHUNK_RESULT. */
+/* raft_uv_snapshot_message handles a RAFT_FRAME_SNAPSHOT_CHUNK, a
+ * RAFT_FRAME_SNAPSHOT_CHUNK_RESULT or a RAFT_FRAME_REPAIR_REQUEST (a
+ * leader makes a snapshot at least at the requester's applied index and
+ * streams it as any other). */
 void raft_uv_snapshot_message(struct raft_uv_node *d,
                               const struct raft_frame *m);
 

@@ -12,6 +12,13 @@
  * once complete, a sealed storage job verifies the checksum, installs the
  * file into the state machine and resets the log -> the driver steps
  * RAFT_EVENT_SNAPSHOT_INSTALLED, and the core acknowledges to the leader.
+ * Repair (REPAIR_REQUEST from a diverged follower, ext/repair.c): the
+ * leader makes a fresh snapshot at least at the follower's applied index
+ * (once per request) and streams it the same way; the follower installs
+ * it although the core handed out that index already (ext/store.c), and
+ * the driver then steps RAFT_EVENT_COMPACT for the log the install
+ * compacted: for the core, a repair is a compaction. The core never
+ * hears of a repair transfer's failure; the follower asks again.
  * Failure modes: a chunk out of order, a newer snapshot or a failed write
  * restarts the transfer from offset 0; three failed attempts in a row, a
  * stall of RAFT__UV_SNAPSHOT_STALL_MS, a broken connection or a lost
@@ -104,6 +111,12 @@ static void fail_send(struct raft_uv_node *d, struct raft_uv_snapshot_send *s,
         close(s->fd);
         s->active = false;
     }
+    if (s->repair && !s->wanted) {
+        raft_uv_node_log(d, RAFT_LOG_WARN,
+                         "repair snapshot to %" PRIu64 " abandoned: %s", s->to,
+                         why);
+    }
+    s->repair = false;
     if (!s->wanted) {
         return;
     }
@@ -211,22 +224,37 @@ static void pump(struct raft_uv_node *d)
 {
     struct raft_uv_snapshot_file *f = &d->snap;
     bool waiting = false;
+    bool stale;
     if (raft_role(d->raft) != RAFT_LEADER) {
         return;
     }
     for (unsigned i = 0; i < d->n_peers; i++) {
-        waiting |= d->sends[i].wanted && !d->sends[i].active;
+        waiting |=
+            (d->sends[i].wanted || d->sends[i].repair) && !d->sends[i].active;
     }
     if (!waiting || f->creating) {
         return;
     }
-    if (!f->ready || f->index + 1 < raft_first_index(d->raft)) {
+    stale = !f->ready || f->index + 1 < raft_first_index(d->raft);
+    for (unsigned i = 0; i < d->n_peers; i++) {
+        const struct raft_uv_snapshot_send *s = &d->sends[i];
+        /* A repair needs a snapshot at least at the follower's applied
+         * index: made once per request, so a leader that lags makes no
+         * snapshot per tick. */
+        stale |= s->repair && s->repair_fresh && !s->active &&
+                 f->index < s->repair_index;
+    }
+    if (stale) {
+        for (unsigned i = 0; i < d->n_peers; i++) {
+            d->sends[i].repair_fresh = false;
+        }
         start_create(d);
         return;
     }
     for (unsigned i = 0; i < d->n_peers; i++) {
         struct raft_uv_snapshot_send *s = &d->sends[i];
-        if (!s->wanted || s->active) {
+        if (!(s->wanted || s->repair) || s->active ||
+            (!s->wanted && f->index < s->repair_index)) {
             continue;
         }
         s->fd = open(f->path, O_RDONLY | O_CLOEXEC);
@@ -293,6 +321,7 @@ static void on_chunk_result(struct raft_uv_node *d, const struct raft_frame *m)
         close(s->fd);
         s->active = false;
         s->wanted = false;
+        s->repair = false;
         s->failures = 0;
         d->stats.n_snapshots_sent++;
         raft_uv_node_log(d, RAFT_LOG_INFO,
@@ -301,6 +330,29 @@ static void on_chunk_result(struct raft_uv_node *d, const struct raft_frame *m)
         return;
     }
     send_chunks(d, s);
+}
+
+/* on_repair_request takes a diverged follower's request for a snapshot at
+ * least at its applied index. */
+static void on_repair_request(struct raft_uv_node *d,
+                              const struct raft_frame *m)
+{
+    struct raft_uv_snapshot_send *s = send_of(d, m->from);
+    if (s == NULL || raft_role(d->raft) != RAFT_LEADER ||
+        d->storage.snapshot_create == NULL || s->active) {
+        return; /* asked again later; a running transfer may repair it */
+    }
+    if (!s->repair) {
+        raft_uv_node_log(d, RAFT_LOG_WARN,
+                         "server %" PRIu64
+                         " diverged and asks for a snapshot to repair "
+                         "(applied %" PRIu64 ")",
+                         m->from, m->repair_request.applied);
+    }
+    s->repair = true;
+    s->repair_index = m->repair_request.applied;
+    s->repair_fresh = true;
+    pump(d);
 }
 
 /* ---- Follower ----------------------------------------------------------- */
@@ -439,6 +491,7 @@ void raft_uv_snapshot_installed(struct raft_uv_node *d,
         return;
     }
     d->stats.n_snapshots_installed++;
+    d->stats.last_install_from = in->leader;
     d->stats.install_error[0] = '\0';
     raft_uv_node_log(d, RAFT_LOG_INFO,
                      "installed snapshot at index %" PRIu64 " from %" PRIu64,
@@ -452,6 +505,17 @@ void raft_uv_snapshot_installed(struct raft_uv_node *d,
     ev.snapshot.configuration =
         in->has_configuration ? &in->configuration : NULL;
     raft_uv_node_step(d, &ev, NULL);
+    if (in->index >= raft_first_index(d->raft)) {
+        /* A repair (or a slow applier) installed a snapshot at an index
+         * the core handed out already: it changed nothing for that
+         * event (raft.h), but the install compacted the durable log
+         * through @index, so the core drops it as after a compaction
+         * (valid: at most the handed-out and persisted indexes). */
+        memset(&ev, 0, sizeof ev);
+        ev.type = RAFT_EVENT_COMPACT;
+        ev.compact.index = in->index;
+        raft_uv_node_step(d, &ev, NULL);
+    }
     answer(d, &m, r->total, 0);
 }
 
@@ -462,6 +526,8 @@ void raft_uv_snapshot_message(struct raft_uv_node *d,
 {
     if (m->type == RAFT_FRAME_SNAPSHOT_CHUNK) {
         on_chunk(d, m);
+    } else if (m->type == RAFT_FRAME_REPAIR_REQUEST) {
+        on_repair_request(d, m);
     } else {
         on_chunk_result(d, m);
     }
@@ -479,6 +545,7 @@ void raft_uv_snapshot_tick(struct raft_uv_node *d)
                 s->active = false;
             }
             s->wanted = false;
+            s->repair = false;
             continue;
         }
         if (s->active && now > s->last_progress + d->stall_ms) {
@@ -535,6 +602,7 @@ void raft_uv_snapshot_forget(struct raft_uv_node *d, raft_id id)
     }
     if (s != NULL) {
         s->wanted = false;
+        s->repair = false;
     }
 }
 

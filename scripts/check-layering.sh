@@ -6,6 +6,10 @@
 #  - only raft/uv_* files (and raft/uv.h) include uv.h;
 #  - sql/ files include nothing from raft/, ext/ or lmdb_log/, nor lmdb.h
 #    or uv.h: the state machine depends on SQLite and libc only;
+#  - sql/ and ext/ use SQLite through the host's API table: they include
+#    <sqlite3ext.h>, never <sqlite3.h> (but the public ext/raftsql.h), and
+#    every .c file of theirs that calls SQLite says SQLITE_EXTENSION_INIT3
+#    (ext/raftsql.c, which holds the table, INIT1);
 #  - the consensus core (the raft/ files that include raft_internal.h)
 #    includes neither frame.h nor message.h: it knows only its own four
 #    messages, not the runtime's frames nor the wire.
@@ -45,6 +49,21 @@ for f in sql/*.c sql/*.h; do
         "$f"; then
         echo "layering: $f includes raft/, ext/, lmdb_log/, lmdb.h or uv.h" \
             "(sql/ may use SQLite and libc only)"
+        bad=1
+    fi
+done
+for f in sql/*.c sql/*.h ext/*.c ext/*.h; do
+    [ "$f" = ext/raftsql.h ] && continue
+    if grep -En '#include *<sqlite3\.h>' "$f"; then
+        echo "layering: $f includes sqlite3.h: use <sqlite3ext.h> (the" \
+            "loadable extension calls only its host's SQLite)"
+        bad=1
+    fi
+done
+for f in sql/*.c ext/*.c; do
+    grep -qE '\bsqlite3_[a-z0-9_]+ *\(' "$f" || continue
+    if ! grep -qE '^SQLITE_EXTENSION_INIT[13]$' "$f"; then
+        echo "layering: $f calls SQLite without SQLITE_EXTENSION_INIT3"
         bad=1
     fi
 done

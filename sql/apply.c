@@ -39,10 +39,12 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include <sqlite3.h>
+#include <sqlite3ext.h>
 
 #include "fsm_internal.h"
 #include "pragma.h"
+
+SQLITE_EXTENSION_INIT3
 
 /* A request id is deduplicated when applied within this many entries. */
 #define SQL__APPLY_DEDUP_WINDOW 100000
@@ -655,6 +657,7 @@ int sql_fsm_apply(struct sql_fsm *f, const struct sql_fsm_entry *entries,
 {
     const struct sql_fsm_entry *last;
     unsigned char *forced = NULL;
+    int checked = 0; /* the foreign check passed under the write lock */
     unsigned i, j;
     int rc;
 
@@ -684,7 +687,13 @@ int sql_fsm_apply(struct sql_fsm *f, const struct sql_fsm_entry *entries,
 restart:
     rc = schema_run(f, STMT_BEGIN, "BEGIN IMMEDIATE");
     if (rc == 0) {
-        rc = checksum_batch_begin(f);
+        /* Under the write lock: nothing applies on top of a foreign
+         * commit. */
+        rc = foreign_check(f);
+        checked = rc == 0;
+        if (rc == 0) {
+            rc = checksum_batch_begin(f);
+        }
     }
     if (rc != 0) {
         goto err;
@@ -775,6 +784,11 @@ err:
 
         memcpy(msg, f->errmsg, sizeof msg);
         schema_load_settings(f);
+        if (checked) {
+            /* A failure under the write lock (a full disk) resets the
+             * connection's cache, which moves data_version too. */
+            foreign_rebase(f);
+        }
         memcpy(f->errmsg, msg, sizeof msg);
     }
     return rc;

@@ -7,10 +7,12 @@
 #include <string.h>
 #include <strings.h>
 
-#include <sqlite3.h>
+#include <sqlite3ext.h>
 
 #include "fsm_internal.h"
 #include "pragma.h"
+
+SQLITE_EXTENSION_INIT3
 
 /* is_internal_name tells whether @name is reserved for raftsql. */
 static int is_internal_name(const char *name)

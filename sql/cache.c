@@ -5,6 +5,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+SQLITE_EXTENSION_INIT3
+
 sqlite3_stmt *cache_take(struct sql_cache *c, const char *sql, size_t len)
 {
     for (int i = 0; i < SQL__CACHE_SIZE; i++) {

@@ -6,7 +6,7 @@
 #ifndef SQL_CACHE_H
 #define SQL_CACHE_H
 
-#include <sqlite3.h>
+#include <sqlite3ext.h>
 #include <stddef.h>
 #include <stdint.h>
 

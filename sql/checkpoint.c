@@ -34,9 +34,11 @@
 #include <stdbool.h>
 #include <stdint.h>
 
-#include <sqlite3.h>
+#include <sqlite3ext.h>
 
 #include "fsm_internal.h"
+
+SQLITE_EXTENSION_INIT3
 
 /* How long a checkpoint waits for readers before giving up. */
 #define SQL__CHECKPOINT_WAIT_MS 100

@@ -21,10 +21,12 @@
 #include <string.h>
 #include <strings.h>
 
-#include <sqlite3.h>
+#include <sqlite3ext.h>
 
 #include "checksum.h"
 #include "fsm_internal.h"
+
+SQLITE_EXTENSION_INIT3
 
 static const char *const system_scanned[] = {"sqlite_sequence", "sqlite_stat1",
                                              "sqlite_stat4"};

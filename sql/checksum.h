@@ -26,7 +26,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include <sqlite3.h>
+#include <sqlite3ext.h>
 
 #include "preupdate.h"
 

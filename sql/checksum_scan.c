@@ -7,10 +7,12 @@
 #include <string.h>
 #include <strings.h>
 
-#include <sqlite3.h>
+#include <sqlite3ext.h>
 #include <xxhash.h>
 
 #include "checksum.h"
+
+SQLITE_EXTENSION_INIT3
 
 /* The sqlite_* tables the hook never sees but that hold replicated
  * content: recomputed by a scan after a request that may write them. */

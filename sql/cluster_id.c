@@ -6,10 +6,12 @@
 #include <stdio.h>
 #include <string.h>
 
-#include <sqlite3.h>
+#include <sqlite3ext.h>
 
 #include "fsm_internal.h"
 #include "sql.h"
+
+SQLITE_EXTENSION_INIT3
 
 #define SQL__CLUSTER_MAGIC0 0x43 /* 'C' */
 #define SQL__CLUSTER_MAGIC1 0x49 /* 'I' */

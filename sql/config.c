@@ -10,10 +10,12 @@
 #include <string.h>
 #include <sys/stat.h>
 
-#include <sqlite3.h>
+#include <sqlite3ext.h>
 
 #include "fsm_internal.h"
 #include "sql.h"
+
+SQLITE_EXTENSION_INIT3
 
 /* read_row reads the row of raftsql_config of database @db into *@out.
  * Returns 0, or an error code with @msg (@msg_len bytes) saying why:

@@ -16,6 +16,8 @@
 
 #include "err.h"
 
+SQLITE_EXTENSION_INIT3
+
 /* Julian day number of the Unix epoch, in ms (2440587.5 days). */
 #define SQL__DETERMINISM_EPOCH_JD_MS 210866760000000LL
 

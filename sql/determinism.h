@@ -11,7 +11,7 @@
 #ifndef SQL_DETERMINISM_H
 #define SQL_DETERMINISM_H
 
-#include <sqlite3.h>
+#include <sqlite3ext.h>
 #include <stddef.h>
 #include <stdint.h>
 

@@ -20,7 +20,8 @@
     X(BUSY, "busy")                                                            \
     X(NOTFOUND, "not found")                                                   \
     X(TOOBIG, "too big")                                                       \
-    X(FORMAT, "unsupported format version")
+    X(FORMAT, "unsupported format version")                                    \
+    X(DIVERGED, "diverged replica")
 
 enum sql_err {
     SQL_ERR__NONE, /* 0: success, not an error */

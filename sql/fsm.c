@@ -8,9 +8,11 @@
 #include <strings.h>
 #include <unistd.h>
 
-#include <sqlite3.h>
+#include <sqlite3ext.h>
 
 #include "fsm_internal.h"
+
+SQLITE_EXTENSION_INIT3
 
 int fsm_from_sqlite(int rc)
 {
@@ -243,6 +245,9 @@ int sql_fsm_open(const char *path, const struct sql_function *hidden,
     rc = schema_read_applied(f);
     if (rc == 0) {
         rc = schema_load_settings(f);
+    }
+    if (rc == 0) {
+        rc = foreign_reset(f);
     }
     if (rc == 0) {
         /* Whatever WAL recovery found becomes durable here, or else the

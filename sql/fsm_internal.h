@@ -11,7 +11,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include <sqlite3.h>
+#include <sqlite3ext.h>
 
 #include "cache.h"
 #include "checksum.h"
@@ -78,39 +78,46 @@ struct sql_ckpt {
 
 /* The state machine (opaque in sql.h). */
 struct sql_fsm {
-    sqlite3 *db;                  /* the apply connection */
-    char *path;                   /* its database file (malloc'd);
+    sqlite3 *db;                   /* the apply connection */
+    char *path;                    /* its database file (malloc'd);
                                         immutable after open, so any thread
                                         may read it */
-    uint64_t durable;             /* applied index known durable in the
+    uint64_t durable;              /* applied index known durable in the
                                         database file (see sql.h) */
-    struct sql_determinism det;   /* seeded random(), entry-time VFS */
-    sqlite3_stmt *stmts[STMT__N]; /* internal statements */
-    uint64_t applied;             /* last applied index (as stored) */
-    uint64_t applied_term;        /* its term */
-    int internal;                 /* 1: our own statement, authorize all */
-    int altered;                  /* 1: the request ran ALTER TABLE */
-    int pragma_setting;           /* setting captured by the authorizer,
+    struct sql_determinism det;    /* seeded random(), entry-time VFS */
+    sqlite3_stmt *stmts[STMT__N];  /* internal statements */
+    uint64_t applied;              /* last applied index (as stored) */
+    uint64_t applied_term;         /* its term */
+    int internal;                  /* 1: our own statement, authorize all */
+    int altered;                   /* 1: the request ran ALTER TABLE */
+    int pragma_setting;            /* setting captured by the authorizer,
                                         or -1 */
-    int pragma_value;             /* its value, -1 when not a boolean */
-    char pragma_text[64];         /* the value as written */
-    char deny[256];               /* why the authorizer refused, or "" */
-    char errmsg[SQL__ERRMSG];     /* message of the last failure */
-    struct sql_cache cache;       /* prepared single-statement requests */
-    uint64_t max_steps;           /* the running request's work budget,
+    int pragma_value;              /* its value, -1 when not a boolean */
+    char pragma_text[64];          /* the value as written */
+    char deny[256];                /* why the authorizer refused, or "" */
+    char errmsg[SQL__ERRMSG];      /* message of the last failure */
+    struct sql_cache cache;        /* prepared single-statement requests */
+    uint64_t max_steps;            /* the running request's work budget,
                                         VM steps, 0 for none */
-    uint64_t steps;               /* VM steps it took so far (counted
+    uint64_t steps;                /* VM steps it took so far (counted
                                         in SQL__FSM_PROGRESS_OPS) */
-    int in_request;               /* 1 while a request's statements
+    int in_request;                /* 1 while a request's statements
                                         run (the progress handler acts) */
-    int budget_hit;               /* 1: it ran out of its budget */
-    atomic_int stopping;          /* sql_fsm_interrupt was called (any
+    int budget_hit;                /* 1: it ran out of its budget */
+    atomic_int stopping;           /* sql_fsm_interrupt was called (any
                                         thread) */
-    char *text;                   /* the running request's SQL text,
+    char *text;                    /* the running request's SQL text,
                                         NUL-terminated (malloc'd, reused) */
-    size_t text_cap;              /* bytes allocated at text */
-    struct sql_ckpt ckpt;         /* background checkpoints */
-    struct sql_checksum *ck;      /* the replica checksum (checksum.h),
+    size_t text_cap;               /* bytes allocated at text */
+    struct sql_ckpt ckpt;          /* background checkpoints */
+    int64_t data_version;          /* PRAGMA data_version when the
+                                        database last held only the
+                                        node's own commits (foreign.c) */
+    int foreign;                   /* 1: a commit the node did not make
+                                        was seen (sticky until a
+                                        snapshot install) */
+    char foreign_why[SQL__ERRMSG]; /* what was seen, when @foreign */
+    struct sql_checksum *ck;       /* the replica checksum (checksum.h),
                                         NULL until enabled */
 };
 
@@ -249,5 +256,34 @@ void checkpoint_reset(struct sql_fsm *f);
  * must be durable in the database file, and resets the checkpointer.
  * Thread: the apply thread. */
 void checkpoint_set_durable(struct sql_fsm *f, uint64_t index);
+
+/* ---- foreign.c: commits the node did not make ---------------------- */
+
+/* foreign_reset takes the current PRAGMA data_version of the apply
+ * connection as the baseline and forgets any foreign commit seen: the
+ * database holds only what the node applied (at open, after a snapshot
+ * install). Returns 0 or an error code with @f's message saying which.
+ * Thread: the apply thread, outside a transaction. */
+int foreign_reset(struct sql_fsm *f);
+
+/* foreign_check compares PRAGMA data_version of the apply connection with
+ * the baseline: any change means another connection committed to the
+ * database (the node's own apply connection never changes it, and its
+ * checkpointer and snapshot connections commit nothing). Inside the
+ * batch's BEGIN IMMEDIATE it is race-free: no other writer can commit
+ * before that transaction ends. Returns 0, SQL_ERR_DIVERGED (sticky, with
+ * @f's message and f->foreign_why saying what was seen) or an error code
+ * of the PRAGMA. Thread: the apply thread. */
+int foreign_check(struct sql_fsm *f);
+
+/* foreign_rebase takes the current PRAGMA data_version as the baseline
+ * after a transaction of the apply connection itself failed past a check
+ * (foreign_check, or the lock a backup holds): SQLite resets the page
+ * cache of a connection after an I/O error or a full disk, which changes
+ * data_version as a foreign commit does. Nothing when a foreign commit was
+ * seen already (sticky). Limitation: a foreign commit in the instant
+ * between that failure and this read goes unseen. Returns 0 or an error
+ * code. Thread: the apply thread, outside a transaction. */
+int foreign_rebase(struct sql_fsm *f);
 
 #endif /* SQL_FSM_INTERNAL_H */

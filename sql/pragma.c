@@ -41,6 +41,8 @@
 #include <stddef.h>
 #include <strings.h>
 
+SQLITE_EXTENSION_INIT3
+
 static const char *const settings[] = {
     "foreign_keys",
     "recursive_triggers",

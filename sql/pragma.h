@@ -6,7 +6,7 @@
 #ifndef SQL_PRAGMA_H
 #define SQL_PRAGMA_H
 
-#include <sqlite3.h>
+#include <sqlite3ext.h>
 
 /* What to do with a PRAGMA found in a request. */
 enum sql_pragma_action {

@@ -9,6 +9,8 @@
 
 #include "err.h"
 
+SQLITE_EXTENSION_INIT3
+
 /* The symbols, in the order of struct sql_preupdate's fields. */
 static const char *const names[] = {
     "sqlite3_preupdate_hook",

@@ -8,7 +8,7 @@
 
 #include <stddef.h>
 
-#include <sqlite3.h>
+#include <sqlite3ext.h>
 
 /* The pre-update callback's signature (sqlite3_preupdate_hook). */
 typedef void (*sql_preupdate_cb)(void *data, sqlite3 *db, int op,

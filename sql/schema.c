@@ -6,10 +6,12 @@
 #include <stdio.h>
 #include <string.h>
 
-#include <sqlite3.h>
+#include <sqlite3ext.h>
 
 #include "fsm_internal.h"
 #include "pragma.h"
+
+SQLITE_EXTENSION_INIT3
 
 /* The SQL of the internal statements, by STMT_* (fsm_internal.h). */
 static const char *const stmt_sql[STMT__N] = {

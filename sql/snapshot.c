@@ -35,10 +35,12 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include <sqlite3.h>
+#include <sqlite3ext.h>
 
 #include "fsm_internal.h"
 #include "sql.h"
+
+SQLITE_EXTENSION_INIT3
 
 #define SQL__SNAPSHOT_BUSY_TIMEOUT_MS 5000
 
@@ -312,6 +314,18 @@ static int set_synchronous(struct sql_fsm *f, const char *level)
     return fsm_exec(f, sql);
 }
 
+/* copy_failed restores the apply connection after a failed copy: the
+ * normal synchronous level, and the data_version baseline its failure
+ * moved (foreign_rebase), keeping @f's message. */
+static void copy_failed(struct sql_fsm *f)
+{
+    char msg[SQL__ERRMSG];
+    memcpy(msg, f->errmsg, sizeof msg);
+    set_synchronous(f, "NORMAL");
+    foreign_rebase(f);
+    memcpy(f->errmsg, msg, sizeof msg);
+}
+
 int sql_fsm_snapshot_install(struct sql_fsm *f, const char *path,
                              uint64_t *out_index, uint64_t *out_term)
 {
@@ -356,19 +370,23 @@ int sql_fsm_snapshot_install(struct sql_fsm *f, const char *path,
         set_synchronous(f, "NORMAL");
         goto out;
     }
+    /* A foreign commit is seen now or stays seen (sticky): a copy that
+     * fails below resets the connection's cache, which moves
+     * data_version too (foreign_rebase). */
+    (void)foreign_check(f);
     /* One step copies every page in one write transaction. */
     rc = sqlite3_backup_step(b, -1);
     rc2 = sqlite3_backup_finish(b);
     if (rc != SQLITE_DONE) {
         rc = fail(f, from_sqlite(rc), "backup of %s: %s (%s)", path,
                   sqlite3_errmsg(live), sqlite3_errstr(rc));
-        set_synchronous(f, "NORMAL");
+        copy_failed(f);
         goto out;
     }
     if (rc2 != SQLITE_OK) {
         rc = fail(f, from_sqlite(rc2), "backup of %s: %s", path,
                   sqlite3_errstr(rc2));
-        set_synchronous(f, "NORMAL");
+        copy_failed(f);
         goto out;
     }
     rc = set_synchronous(f, "NORMAL");
@@ -376,6 +394,11 @@ int sql_fsm_snapshot_install(struct sql_fsm *f, const char *path,
         goto out;
     }
     rc = fsm_reload(f);
+    if (rc == 0) {
+        /* The database holds the snapshot only: a foreign commit seen
+         * before is gone with the content it changed. */
+        rc = foreign_reset(f);
+    }
     if (rc != 0) {
         goto out;
     }

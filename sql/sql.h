@@ -216,9 +216,26 @@ uint64_t sql_fsm_applied(const struct sql_fsm *f);
  * unchanged: the node must stop applying.
  * Errors: SQL_ERR_IOERR (SQLite I/O error, disk full: the message names it),
  * SQL_ERR_CORRUPT (undecodable payload), SQL_ERR_INVALID (indexes not
- * consecutive, or an unknown kind), SQL_ERR_NOMEM. */
+ * consecutive, or an unknown kind), SQL_ERR_DIVERGED (a commit the node
+ * did not make reached the database: sql_fsm_foreign_check), SQL_ERR_NOMEM.
+ */
 int sql_fsm_apply(struct sql_fsm *f, const struct sql_fsm_entry *entries,
                   unsigned n, struct sql_result *results);
+
+/* sql_fsm_foreign_check says whether a commit the node did not make
+ * reached the database since it was opened or last took a snapshot: PRAGMA
+ * data_version of the apply connection changed (any other connection, of
+ * this process or another, committed: a sqlite3 shell without the
+ * extension, say). sql_fsm_apply checks the same inside its transaction
+ * before applying anything and then fails with SQL_ERR_DIVERGED, applying
+ * nothing. Once seen it stays seen until sql_fsm_snapshot_install replaces
+ * the database. Not seen: bytes changed without a commit (another tool
+ * writing the file), which only a checksum finds.
+ * Returns 0 (only the node's own commits), SQL_ERR_DIVERGED (seen; the
+ * message, sql_fsm_errmsg, says so and before which index) or
+ * SQL_ERR_IOERR/SQL_ERR_NOMEM (the PRAGMA failed). Thread: the apply
+ * thread, between sql_fsm_apply calls. */
+int sql_fsm_foreign_check(struct sql_fsm *f);
 
 /* sql_fsm_applied_term returns the term of the last applied entry, as
  * stored in the database (0 for a new one). Thread: the apply thread. */
@@ -312,7 +329,9 @@ int sql_fsm_snapshot_create(struct sql_fsm *f, const char *path,
  * readers on other connections see either the old or the new database,
  * never a mix (a reader inside a transaction keeps the old one until it
  * ends). Then it re-reads the applied index and term, re-applies the
- * cluster-wide settings, and makes the new applied index the durable one.
+ * cluster-wide settings, makes the new applied index the durable one, and
+ * forgets a foreign commit seen before (sql_fsm_foreign_check: the
+ * database holds the snapshot only).
  * The result may lie behind the previous applied index: the caller (the
  * Raft core, paper Fig. 13) decides whether to install. After it, the
  * caller empties the log with lmdb_log_reset(*out_index, *out_term); a

@@ -8,10 +8,12 @@
 #include <strings.h>
 #include <unistd.h>
 
-#include <sqlite3.h>
+#include <sqlite3ext.h>
 
 #include "checksum.h"
 #include "fsm_internal.h"
+
+SQLITE_EXTENSION_INIT3
 
 /* A table's stored sum (sql_verify's copy of raftsql_applied.sums). */
 struct stored {

@@ -19,6 +19,8 @@ from raftsql_cluster import Cluster, Node  # noqa: E402
 
 NODE = os.environ.get("RAFTSQL_TESTHOST",
                       os.path.join(ROOT, "build", "raftsql-testhost"))
+DAEMON = os.environ.get("RAFTSQL_DAEMON",
+                        os.path.join(ROOT, "build", "san", "raftsql-node"))
 SO = os.environ.get("RAFTSQL_SO", os.path.join(ROOT, "build", "raftsql.so"))
 
 

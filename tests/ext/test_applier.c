@@ -3,7 +3,8 @@
  * to the hook, no-ops counted, pacing of a follower's batches, holds,
  * snapshot installs dropping what they cover, checkpoints on request, a
  * failed batch stopping the thread without skipping, configuration entries
- * stored and entries of unknown types refused. */
+ * stored, entries of unknown types refused, and a foreign commit holding
+ * the thread until an install repairs it. */
 
 #include <pthread.h>
 #include <setjmp.h>
@@ -364,6 +365,82 @@ static void test_config_and_unknown_type(void **state)
     sql_fsm_close(fsm);
 }
 
+/* wait_diverged waits until @f's applier is diverged; false after
+ * WAIT_MS. */
+static bool wait_diverged(struct fixture *f)
+{
+    for (int i = 0; i < WAIT_MS / 10; i++) {
+        if (applier_diverged(f->a, NULL)) {
+            return true;
+        }
+        usleep(10 * 1000);
+    }
+    return false;
+}
+
+/* A commit by another connection, with no traffic, is seen by the idle
+ * check within about a second: the replica is diverged, nothing more is
+ * applied nor any snapshot made of it; an install repairs it and the
+ * held entries after its index apply. */
+static void test_foreign_commit_holds_until_install(void **state)
+{
+    struct fixture *f = *state;
+    struct ext_applier_divergence dv;
+    struct timespec t0, t1;
+    char snap[160], msg[256] = "";
+    uint64_t index = 0, term = 0;
+    sqlite3 *db;
+
+    start(f, 0, true);
+    push_sql(f, 1, "CREATE TABLE t(x)");
+    push_sql(f, 2, "INSERT INTO t VALUES('applied')");
+    assert_true(wait_applied(f, 2));
+    snprintf(snap, sizeof snap, "%s/snap", f->db.dir);
+    assert_int_equal(
+        applier_snapshot_create(f->a, snap, &index, &term, msg, sizeof msg), 0);
+    assert_false(applier_diverged(f->a, NULL));
+    assert_false(applier_any_diverged());
+
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    assert_int_equal(
+        sqlite3_open_v2(f->db.path, &db, SQLITE_OPEN_READWRITE, NULL),
+        SQLITE_OK);
+    sqlite3_busy_timeout(db, 5000);
+    assert_int_equal(
+        sqlite3_exec(db, "INSERT INTO t VALUES('foreign')", NULL, NULL, NULL),
+        SQLITE_OK);
+    sqlite3_close(db);
+    assert_true(wait_diverged(f));
+    clock_gettime(CLOCK_MONOTONIC, &t1);
+    assert_true(t1.tv_sec - t0.tv_sec <= 3);
+    assert_true(applier_any_diverged());
+    assert_true(applier_diverged(f->a, &dv));
+    assert_int_equal(dv.at_index, 3);
+    assert_non_null(strstr(dv.reason, "PRAGMA data_version changed"));
+    assert_true(dv.since_ms > 0);
+
+    push_sql(f, 3, "INSERT INTO t VALUES('held')");
+    usleep(300 * 1000);
+    assert_int_equal(applier_applied(f->a), 2);
+    assert_int_equal(
+        applier_snapshot_create(f->a, snap, &index, &term, msg, sizeof msg),
+        RAFT_DIVERGED);
+
+    applier_hold(f->a);
+    assert_int_equal(
+        applier_install(f->a, snap, &index, &term, msg, sizeof msg), 0);
+    applier_release(f->a, index);
+    assert_false(applier_diverged(f->a, &dv));
+    assert_false(applier_any_diverged());
+    assert_int_equal(dv.repaired_index, 2);
+    assert_int_equal(applier_repairs(f->a), 1);
+    assert_true(wait_applied(f, 3));
+    stop(f);
+    assert_query(f->db.path, "SELECT group_concat(x, ',') FROM t",
+                 "applied,held");
+    unlink(snap);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -380,6 +457,8 @@ int main(void)
                                         setup, teardown),
         cmocka_unit_test_setup_teardown(test_config_and_unknown_type, setup,
                                         teardown),
+        cmocka_unit_test_setup_teardown(test_foreign_commit_holds_until_install,
+                                        setup, teardown),
     };
     return cmocka_run_group_tests_name("ext_applier", tests, NULL, NULL);
 }

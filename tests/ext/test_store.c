@@ -9,6 +9,7 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -121,6 +122,30 @@ static void test_directory_lock(void **state)
     f->s = NULL;
     assert_int_equal(store_open(&cfg, &f->log, &other, msg, sizeof msg), 0);
     store_close(other);
+}
+
+/* store_discard (a failed start) removes the log directory its open
+ * created, with all in it; a directory that existed before stays, with
+ * its log. */
+static void test_discard_removes_only_what_it_created(void **state)
+{
+    struct fixture *f = *state;
+    struct stat st;
+
+    open_store(f, NULL);
+    append(f, 1, 2, 1);
+    store_discard(f->s);
+    f->s = NULL;
+    assert_int_equal(stat(f->dir, &st), -1);
+
+    open_store(f, NULL);
+    append(f, 1, 2, 1);
+    store_close(f->s);
+    open_store(f, NULL);
+    store_discard(f->s);
+    f->s = NULL;
+    open_store(f, NULL);
+    assert_log(f, 0, 0, 1, 2);
 }
 
 /* What the storage interface appends and compacts is what store_load
@@ -410,6 +435,8 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_directory_lock, setup, teardown),
         cmocka_unit_test_setup_teardown(test_append_compact_reload, setup,
                                         teardown),
+        cmocka_unit_test_setup_teardown(
+            test_discard_removes_only_what_it_created, setup, teardown),
         cmocka_unit_test_setup_teardown(test_load_refuses_and_repairs, setup,
                                         teardown),
         cmocka_unit_test_setup_teardown(test_corrupt_entry_applied, setup,

@@ -149,7 +149,7 @@ static void gen_request(void)
 /* ---- Frames ------------------------------------------------------------- */
 
 /* The samples: one frame or more of every type, from 2 to 1. */
-#define N_FRAMES 16
+#define N_FRAMES 17
 
 struct frames {
     struct raft_frame f[N_FRAMES]; /* the frames */
@@ -310,6 +310,9 @@ static void frames_init(struct frames *s)
     f[i].checksum.index = 123;
     f[i].checksum.checksum = 0x9e3779b97f4a7c15ull;
     s->name[i++] = "checksum";
+    frame_of(&f[i], RAFT_FRAME_REPAIR_REQUEST);
+    f[i].repair_request.applied = 4242;
+    s->name[i++] = "repair_request";
 }
 
 static void frames_close(struct frames *s)

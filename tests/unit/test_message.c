@@ -199,6 +199,9 @@ static void assert_frame_equal(const struct raft_frame *a,
             assert_true(a->checksum.checksum == b->checksum.checksum);
             assert_int_equal(a->checksum.probe, b->checksum.probe);
             break;
+        case RAFT_FRAME_REPAIR_REQUEST:
+            assert_true(a->repair_request.applied == b->repair_request.applied);
+            break;
         default:
             fail_msg("unexpected type %u", (unsigned)a->type);
     }
@@ -234,7 +237,7 @@ static void round_trip_message(const struct raft_message *c)
 
 /* A set of sample frames covering every type, owned by the test: the
  * core's messages first (N_CORE, wrapped), then the runtime's frames. */
-#define N_SAMPLES 11
+#define N_SAMPLES 12
 #define N_CORE 5
 
 struct samples {
@@ -334,6 +337,10 @@ static void samples_init(struct samples *s)
     m[10].checksum.index = 4242;
     m[10].checksum.checksum = 0xfedcba9876543210ULL;
     m[10].checksum.probe = true;
+    m[11].type = RAFT_FRAME_REPAIR_REQUEST;
+    m[11].from = 3;
+    m[11].to = 1;
+    m[11].repair_request.applied = 0x1234;
 }
 
 static void samples_close(struct samples *s)
@@ -346,7 +353,8 @@ static void samples_close(struct samples *s)
 }
 
 /* The frames of the samples, byte for byte, as version 1 of the wire
- * format has them (hex; CHECKSUM, of version 2 only, in version 2): a
+ * format has them (hex; CHECKSUM and REPAIR_REQUEST, of version 2 only,
+ * in version 2): a
  * change of the codec or of the message structs must leave these
  * unchanged. */
 static const char *const sample_wire[N_SAMPLES] = {
@@ -394,6 +402,12 @@ static const char *const sample_wire[N_SAMPLES] = {
     "9210000000000000"
     "1032547698badcfe"
     "01",
+    /* 11 */
+    "1a00000002"
+    "0b"
+    "0300000000000000"
+    "0100000000000000"
+    "3412000000000000",
 };
 
 /* hex_of writes @len bytes at @p as lowercase hex into a new string. */
@@ -612,12 +626,17 @@ static void test_round_trip_edge_values(void **state)
         m.checksum.checksum = x;
         m.checksum.probe = v == 1;
         round_trip(&m);
+
+        m.type = RAFT_FRAME_REPAIR_REQUEST;
+        m.repair_request.applied = x;
+        round_trip(&m);
     }
 }
 
-/* CHECKSUM exists from wire version 2: the encoder refuses to write it
- * in version 1, and the decoder refuses a version 1 body that carries
- * it, naming both; every other type exists from version 1. */
+/* CHECKSUM and REPAIR_REQUEST exist from wire version 2: the encoder
+ * refuses to write them in version 1, and the decoder refuses a version 1
+ * body that carries one, naming both; every other type exists from
+ * version 1. */
 static void test_checksum_needs_version_2(void **state)
 {
     struct samples s;
@@ -630,22 +649,30 @@ static void test_checksum_needs_version_2(void **state)
     samples_init(&s);
     for (i = 0; i < N_SAMPLES; i++) {
         assert_int_equal(raft_frame_type_wire_min(s.m[i].type),
-                         s.m[i].type == RAFT_FRAME_CHECKSUM ? 2 : 1);
+                         s.m[i].type == RAFT_FRAME_CHECKSUM ||
+                                 s.m[i].type == RAFT_FRAME_REPAIR_REQUEST
+                             ? 2
+                             : 1);
     }
     assert_int_equal(raft_frame_type_wire_min(0), 0);
-    assert_int_equal(raft_frame_type_wire_min(11), 0);
-    f = encode(&s.m[10]);
-    assert_int_equal(raft_frame_encode_at(&s.m[10], 1, f.bytes, f.len),
-                     RAFT_INVALID);
-    assert_int_equal(raft_frame_encode(&s.m[10], f.bytes, f.len), 0);
-    f.bytes[RAFT_FRAME_HEADER] = 1;
-    assert_int_equal(
-        raft_frame_decode(body_of(&f), body_len(&f), &out, err, sizeof err),
-        RAFT_PROTO);
-    assert_string_equal(err,
-                        "message type 10 in wire version 1 (it exists from "
-                        "version 2)");
-    free(f.bytes);
+    assert_int_equal(raft_frame_type_wire_min(12), 0);
+    for (i = 10; i < 12; i++) {
+        char expect[80];
+        f = encode(&s.m[i]);
+        assert_int_equal(raft_frame_encode_at(&s.m[i], 1, f.bytes, f.len),
+                         RAFT_INVALID);
+        assert_int_equal(raft_frame_encode(&s.m[i], f.bytes, f.len), 0);
+        f.bytes[RAFT_FRAME_HEADER] = 1;
+        assert_int_equal(
+            raft_frame_decode(body_of(&f), body_len(&f), &out, err, sizeof err),
+            RAFT_PROTO);
+        snprintf(expect, sizeof expect,
+                 "message type %u in wire version 1 (it exists from version "
+                 "2)",
+                 (unsigned)s.m[i].type);
+        assert_string_equal(err, expect);
+        free(f.bytes);
+    }
     samples_close(&s);
 }
 

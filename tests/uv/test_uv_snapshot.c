@@ -2,7 +2,9 @@
  * receiving chunks into a temporary file, verifying and installing it
  * through the storage; the leader creating a snapshot and streaming it in
  * checksummed chunks within a window, with its stall, abort, unreachable
- * and lost-leadership paths. A real core and driver run on the fakes of
+ * and lost-leadership paths; repairs (REPAIR_REQUEST answered with a fresh
+ * snapshot, an install at a handed-out index reported as a compaction).
+ * A real core and driver run on the fakes of
  * tests/uv/fake.h; the test plays the peer, or links two drivers. */
 
 #include <limits.h>
@@ -749,6 +751,81 @@ static void test_two_drivers_corrupted_chunk(void **state)
     FAKE_WAIT(a, a->obs.commit >= 13);
 }
 
+/* inject_repair sends the leader @f a REPAIR_REQUEST from server 2 at
+ * applied index @applied. */
+static void inject_repair(struct fake *f, raft_index applied)
+{
+    struct raft_frame fr;
+    memset(&fr, 0, sizeof fr);
+    fr.type = RAFT_FRAME_REPAIR_REQUEST;
+    fr.from = 2;
+    fr.to = 1;
+    fr.repair_request.applied = applied;
+    fake_inject(f, &fr);
+}
+
+/* A leader answers a follower's REPAIR_REQUEST, although its core wants
+ * no snapshot for it, with a fresh snapshot streamed as any other; one
+ * that lies below the follower's applied index is made once per request
+ * and not sent. */
+static void test_repair_request_answered(void **state)
+{
+    struct fake *f = fake_a(state);
+    leader_init(f);
+    f->peer.last = 12; /* up to date: the core offers no snapshot */
+    leader_start(f, 0);
+    FAKE_WAIT(f, f->obs.role == RAFT_LEADER && f->obs.commit >= 13);
+    FAKE_CHECK(f,
+               fake_n_calls(f, FAKE_CREATE, -1) == 0 && f->peer.n_chunks == 0);
+
+    inject_repair(f, 11); /* the fake's snapshots are at 10: too old */
+    FAKE_WAIT(f, fake_n_calls(f, FAKE_CREATE, -1) == 1);
+    FAKE_WAIT(f, fake_logged(f, RAFT_LOG_INFO, "snapshot at index 10") == 1);
+    fake_barrier(f);
+    usleep(50 * 1000); /* ticks pass: no new snapshot, nothing sent */
+    FAKE_CHECK(f,
+               fake_n_calls(f, FAKE_CREATE, -1) == 1 && f->peer.n_chunks == 0);
+    FAKE_CHECK(f, fake_logged(f, RAFT_LOG_WARN,
+                              "server 2 diverged and asks for a snapshot "
+                              "to repair (applied 11)") == 1);
+    inject_repair(f, 11);
+    FAKE_WAIT(f, fake_n_calls(f, FAKE_CREATE, -1) == 2);
+
+    inject_repair(f, 10);
+    FAKE_WAIT(f, f->peer.installed && f->obs.stats.n_snapshots_sent == 1);
+    FAKE_CHECK(f, f->peer.snap_index == 10 && f->peer.n_starts == 1);
+    FAKE_CHECK(f, fake_n_calls(f, FAKE_CREATE, -1) <= 3);
+}
+
+/* A follower that installs a snapshot at an index its core handed out
+ * already (a repair) has the core drop its log through that index, as
+ * the install compacted the durable log (RAFT_EVENT_COMPACT). */
+static void test_install_at_handed_index_compacts(void **state)
+{
+    struct fake *f = fake_a(state);
+    struct file fl;
+    unsigned n;
+    begin(f, &fl, 4);
+    fake_inject_append(f, 1, 3, 0, 0, "a", 0);
+    fake_inject_append(f, 1, 3, 1, 3, "b", 0);
+    fake_inject_append(f, 1, 3, 2, 3, "c", 3);
+    FAKE_WAIT(f, f->n_applied == 3);
+    FAKE_CHECK(f, f->obs.snapshot_index == 0 && f->obs.first == 1);
+    fake_lock(f);
+    n = fake_n_sent(f, RAFT_FRAME_SNAPSHOT_CHUNK_RESULT);
+    fake_unlock(f);
+    send_file(f, 3, 2, 3, &fl, fl.sum);
+    FAKE_WAIT(f, fake_n_sent(f, RAFT_FRAME_SNAPSHOT_CHUNK_RESULT) == n + 3);
+    FAKE_WAIT(f, f->obs.snapshot_index == 2);
+    FAKE_CHECK(f, f->obs.first == 3 && f->obs.last == 3 && f->obs.commit == 3 &&
+                      f->n_applied == 3);
+    FAKE_CHECK(f, fake_last_call(f, FAKE_INSTALL)->index == 2);
+    /* The log goes on after it. */
+    fake_inject_append(f, 1, 3, 3, 3, "d", 4);
+    FAKE_WAIT(f, f->n_applied == 4);
+    FAKE_CHECK(f, f->applied[3].index == 4);
+}
+
 /* Every test runs on a fresh struct fake_pair. */
 #define TEST(fn) cmocka_unit_test_setup_teardown(fn, fake_setup, fake_teardown)
 
@@ -779,6 +856,8 @@ int main(void)
         TEST(test_stop_removes_snapshot),
         TEST(test_snapshot_replaced_after_compaction),
         TEST(test_two_drivers_corrupted_chunk),
+        TEST(test_repair_request_answered),
+        TEST(test_install_at_handed_index_compacts),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

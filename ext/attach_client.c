@@ -1,0 +1,195 @@
+/* The attach client (attach_client.h): one connection to the node's
+ * socket per call, so that a connection holds nothing between calls and
+ * a node that restarted is found again at the next call.
+ *
+ * Happy path: read the pointer file -> connect -> write the call -> wait
+ * for the answer (polling the caller's interrupt) -> set the result.
+ * Failure modes: no pointer file, a dead pid or a refused connection (no
+ * node: the caller says so); permission denied (not applied); the
+ * connection closed before the answer, or none within the node's
+ * exec_timeout_ms and 10 s (outcome unknown); interrupted (outcome
+ * unknown). */
+
+#include "attach_client.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "../raft/err.h"
+#include "attach_sock.h"
+#include "func.h"
+
+SQLITE_EXTENSION_INIT3
+
+/* How much longer than the node's exec_timeout_ms a caller waits, ms. */
+#define EXT__ATTACH_GRACE_MS 10000
+
+bool attach_client_served(const char *file)
+{
+    struct ext_attach_pointer p;
+    return attach_sock_find(file, &p) == 0;
+}
+
+/* roundtrip sends @fn(@args) to the node of @file and decodes its answer
+ * into @out. Returns 0, RAFT_NOTFOUND (no node), or another code with
+ * @code and @why (@why_len bytes) the caller's error. */
+static int roundtrip(sqlite3 *db, const char *file, const char *fn,
+                     const struct sql_value *args, unsigned n,
+                     struct ext_attach_answer *out, int *code, char *why,
+                     size_t why_len)
+{
+    struct ext_exec_probe probe = {func_interrupted, db};
+    struct ext_attach_pointer p;
+    char err[400], *text = NULL, *frame = NULL;
+    size_t len = 0;
+    int fd = -1, rc;
+
+    if (attach_sock_find(file, &p) != 0) {
+        return RAFT_NOTFOUND;
+    }
+    rc = attach_sock_connect(p.socket, &fd, err, sizeof err);
+    if (rc == RAFT_NOCONN) {
+        return RAFT_NOTFOUND; /* a stale pointer file: no node runs */
+    }
+    *code = SQLITE_CANTOPEN;
+    if (rc != 0) {
+        snprintf(why, why_len,
+                 "%s: not applied: cannot reach the raftsql node of %.300s "
+                 "(pid %ld): %s (its socket lets in the node's user, root "
+                 "and raft_start's socket_group=)",
+                 fn, file, p.pid, err);
+        return rc;
+    }
+    rc = attach_codec_call_encode(fn, args, n, &text, &len);
+    if (rc == 0) {
+        rc = attach_sock_frame_write(fd, text, len);
+    }
+    free(text);
+    *code = SQLITE_ERROR;
+    if (rc == RAFT_NOCONN &&
+        attach_sock_frame_read(fd, EXT_EXEC_POLL_MS, NULL, &frame, &len) == 0) {
+        rc = 0; /* it answered before reading: a refusal, "busy" */
+    } else if (rc == 0) {
+        rc = attach_sock_frame_read(fd,
+                                    (int)(p.timeout_ms + EXT__ATTACH_GRACE_MS),
+                                    &probe, &frame, &len);
+    } else {
+        close(fd);
+        snprintf(why, why_len,
+                 "%s: not applied: cannot send the call to the raftsql node "
+                 "(pid %ld): %s%s",
+                 fn, p.pid, raft_strerror(rc),
+                 rc == RAFT_TOOBIG ? " (over 192 MiB encoded: blobs travel "
+                                     "in hex)"
+                                   : "");
+        return rc;
+    }
+    close(fd);
+    if (rc == RAFT_CANCELED) {
+        *code = SQLITE_INTERRUPT;
+        snprintf(why, why_len,
+                 "%s: interrupted: outcome unknown: the call was sent to the "
+                 "raftsql node (pid %ld), which may still carry it out",
+                 fn, p.pid);
+        return rc;
+    }
+    if (rc != 0) {
+        snprintf(why, why_len,
+                 "%s: outcome unknown: %s from the raftsql node of %.300s "
+                 "(pid %ld)%s",
+                 fn,
+                 rc == RAFT_TIMEOUT ? "no answer in time"
+                 : rc == RAFT_NOCONN
+                     ? "the connection closed before an answer came"
+                     : raft_strerror(rc),
+                 file, p.pid,
+                 rc == RAFT_NOCONN ? ": its process stopped or died" : "");
+        return rc;
+    }
+    rc = attach_codec_answer_decode(frame, len, out, err, sizeof err);
+    free(frame);
+    if (rc != 0) {
+        snprintf(why, why_len,
+                 "%s: outcome unknown: a malformed answer from the raftsql "
+                 "node (pid %ld): %s",
+                 fn, p.pid, err);
+    }
+    return rc;
+}
+
+/* result_value sets @v as @ctx's result. */
+static void result_value(sqlite3_context *ctx, const struct sql_value *v)
+{
+    switch (v->type) {
+        case SQL_INTEGER:
+            sqlite3_result_int64(ctx, v->integer);
+            break;
+        case SQL_FLOAT:
+            sqlite3_result_double(ctx, v->real);
+            break;
+        case SQL_TEXT:
+            sqlite3_result_text64(ctx, v->bytes.p, v->bytes.len,
+                                  SQLITE_TRANSIENT, SQLITE_UTF8);
+            break;
+        case SQL_BLOB:
+            sqlite3_result_blob64(ctx, v->bytes.p, v->bytes.len,
+                                  SQLITE_TRANSIENT);
+            break;
+        default:
+            sqlite3_result_null(ctx);
+            break;
+    }
+}
+
+bool attach_client_call(sqlite3_context *ctx, const char *file, const char *fn,
+                        int argc, sqlite3_value **argv, int64_t *out_rowid)
+{
+    struct ext_attach_answer a;
+    struct sql_value *args = NULL;
+    char why[1400];
+    int code = SQLITE_ERROR, rc;
+
+    if (argc > 0 && (args = calloc((size_t)argc, sizeof *args)) == NULL) {
+        sqlite3_result_error_nomem(ctx);
+        return true;
+    }
+    for (int i = 0; i < argc; i++) {
+        func_value(argv[i], &args[i]);
+    }
+    rc = roundtrip(sqlite3_context_db_handle(ctx), file, fn, args,
+                   (unsigned)argc, &a, &code, why, sizeof why);
+    free(args);
+    if (rc == RAFT_NOTFOUND) {
+        return false;
+    }
+    if (rc != 0) {
+        sqlite3_result_error(ctx, why, -1);
+        sqlite3_result_error_code(ctx, code);
+        return true;
+    }
+    if (a.ok) {
+        result_value(ctx, &a.value);
+        if (out_rowid != NULL) {
+            *out_rowid = a.rowid;
+        }
+    } else {
+        sqlite3_result_error(ctx, a.errmsg, -1);
+        sqlite3_result_error_code(ctx, a.code != 0 ? a.code : SQLITE_ERROR);
+    }
+    attach_codec_answer_free(&a);
+    return true;
+}
+
+int attach_client_table(sqlite3 *db, const char *file, const char *fn,
+                        struct ext_attach_answer *out, char **errmsg)
+{
+    char why[1400];
+    int code = 0;
+    int rc = roundtrip(db, file, fn, NULL, 0, out, &code, why, sizeof why);
+    if (rc != 0 && rc != RAFT_NOTFOUND) {
+        *errmsg = sqlite3_mprintf("%s", why);
+    }
+    return rc;
+}

@@ -1,0 +1,124 @@
+"""End-to-end: a raft_start that fails leaves nothing it created (issue 13
+#6): no <db>-raft directory (nor a dir= directory it made) after a port in
+use, a bad key or bad TLS files; and the failed restart of an existing node
+keeps its data. The node runs in this process (build/raftsql.so).
+"""
+
+import os
+import shutil
+import socket
+import sqlite3
+import tempfile
+import time
+import unittest
+
+from e2e import connect  # noqa: E402
+
+TIMING = "election_timeout_ms=300 heartbeat_ms=30"
+
+
+def occupy():
+    """A listening socket on a free loopback port; returns it and the
+    port."""
+    s = socket.socket()
+    s.bind(("127.0.0.1", 0))
+    s.listen()
+    return s, s.getsockname()[1]
+
+
+class FailedStartTest(unittest.TestCase):
+
+    def setUp(self):
+        self.dir = tempfile.mkdtemp(prefix="raftsql-start-")
+        self.db = os.path.join(self.dir, "node1.db")
+        self.con = connect(self.db)
+        self.blocker, self.port = occupy()
+
+    def tearDown(self):
+        self.blocker.close()
+        try:
+            self.con.execute("SELECT raft_stop()")
+        except sqlite3.Error:
+            pass
+        self.con.close()
+        shutil.rmtree(self.dir, ignore_errors=True)
+
+    def start(self, extra=""):
+        self.con.execute("SELECT raft_start(?)", ("id=1 cluster=1@127.0.0.1:"
+                                                  "%d %s %s" % (
+                                                      self.port, TIMING,
+                                                      extra),))
+
+    def start_fails(self, extra, message):
+        with self.assertRaises(sqlite3.OperationalError) as e:
+            self.start(extra)
+        self.assertIn(message, str(e.exception))
+
+    def leader(self):
+        deadline = time.monotonic() + 10
+        while self.con.execute("SELECT raft_leader()").fetchone()[0] != 1:
+            self.assertLess(time.monotonic(), deadline, "no leader")
+            time.sleep(0.05)
+
+    def test_port_in_use_leaves_no_log_directory(self):
+        self.start_fails("", "address already in use")
+        self.assertEqual(sorted(os.listdir(self.dir)), ["node1.db"])
+        # The next start, with the port free, is a first start as any.
+        self.blocker.close()
+        self.start()
+        self.leader()
+        self.con.execute("SELECT raft_exec('CREATE TABLE t(x)')")
+        self.assertTrue(os.path.isdir(self.db + "-raft"))
+
+    def test_port_in_use_leaves_no_dir_it_made(self):
+        made = os.path.join(self.dir, "log")
+        self.start_fails("dir=" + made, "address already in use")
+        self.assertFalse(os.path.exists(made))
+        self.assertFalse(os.path.exists(self.db + "-raft"))
+
+    def test_port_in_use_keeps_a_dir_that_existed(self):
+        given = os.path.join(self.dir, "log")
+        os.mkdir(given)
+        with open(os.path.join(given, "mine"), "w") as f:
+            f.write("the operator's")
+        self.start_fails("dir=" + given, "address already in use")
+        with open(os.path.join(given, "mine")) as f:
+            self.assertEqual(f.read(), "the operator's")
+
+    def test_bad_key_or_tls_files_leave_nothing(self):
+        self.start_fails("bogus=1", "unknown key 'bogus'")
+        missing = os.path.join(self.dir, "missing.pem")
+        self.start_fails("tls_cert=%s tls_key=%s tls_ca=%s" % (
+            missing, missing, missing), "tls_cert")
+        self.assertEqual(sorted(os.listdir(self.dir)), ["node1.db"])
+
+    def test_failed_restart_keeps_the_data(self):
+        self.blocker.close()
+        self.start()
+        self.leader()
+        self.con.execute("SELECT raft_exec('CREATE TABLE t(x)')")
+        self.con.execute("SELECT raft_exec('INSERT INTO t VALUES(7)')")
+        self.con.execute("SELECT raft_stop()")
+        log = sorted(os.listdir(self.db + "-raft"))
+        self.blocker, _ = occupy_port(self.port)
+        self.start_fails("", "address already in use")
+        self.assertEqual(sorted(os.listdir(self.db + "-raft")), log)
+        self.blocker.close()
+        self.start()
+        self.leader()
+        self.con.execute("SELECT raft_exec('INSERT INTO t VALUES(8)')")
+        self.assertEqual(self.con.execute(
+            "SELECT x FROM t ORDER BY x").fetchall(), [(7,), (8,)])
+
+
+def occupy_port(port):
+    """A listening socket on loopback @port (just freed by a node)."""
+    s = socket.socket()
+    s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    s.bind(("127.0.0.1", port))
+    s.listen()
+    return s, port
+
+
+if __name__ == "__main__":
+    unittest.main()

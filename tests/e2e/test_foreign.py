@@ -1,0 +1,269 @@
+"""Foreign writes (issue 13, item 3): a commit to a replica's database by a
+process that does not load raftsql (the sqlite3 shell) cannot be refused,
+so the node catches it (PRAGMA data_version on its apply connection,
+checked in every batch and once a second when idle), marks itself
+diverged in raft_status() and the log, refuses raft_exec and reads of
+replicated tables through itself, and repairs from a snapshot of the
+leader: at once by default, on raft_repair() with repair=manual. A
+diverged leader hands its leadership on first; a lone node has nobody to
+repair from and says so."""
+
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+import unittest
+
+from e2e import NODE, ClusterCase, wait_for
+from raftsql_cluster import Cluster, NodeError
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(
+    os.path.dirname(os.path.abspath(__file__)))), "tools"))
+from fingerprint import fingerprint  # noqa: E402
+
+FAST = ("election_timeout_ms=300 heartbeat_ms=30 exec_timeout_ms=10000 "
+        "log_level=info")
+
+
+def foreign_write(db, sql):
+    """Commit @sql to @db with the stock sqlite3 shell, which does not
+    load raftsql: nothing can refuse it."""
+    subprocess.run(["sqlite3", "-init", "/dev/null", "-batch", "-cmd",
+                    ".timeout 10000", db, sql], check=True,
+                   stdout=subprocess.DEVNULL, timeout=30)
+
+
+def log_text(node):
+    with open(node.log_path, errors="replace") as f:
+        return f.read()
+
+
+def diverged(node):
+    return node.status()["diverged"]
+
+
+class ForeignWriteTest(ClusterCase):
+    """A fresh 3-node cluster per test, with table kv(k PRIMARY KEY, v)."""
+
+    EXTRA = ""
+
+    def setUp(self):
+        self.start(FAST + " " + self.EXTRA)
+        self.exec(self.leader, "CREATE TABLE kv(k TEXT PRIMARY KEY, v)")
+        self.exec(self.leader, "INSERT INTO kv VALUES('a', 1)")
+        self.cluster.wait_applied(self.leader.status()["applied"])
+
+    def assert_equal_replicas(self):
+        """Every node applied the leader's last index and holds the same
+        content (tools/fingerprint.py, raftsql_* tables left out)."""
+        leader = self.cluster.wait_leader()
+        index = leader.status()["applied"]
+        self.cluster.wait_applied(index)
+        prints = [fingerprint(n.db) for n in self.cluster.nodes]
+        self.assertEqual(prints[0], prints[1])
+        self.assertEqual(prints[0], prints[2])
+        return prints[0]
+
+    def wait_repaired(self, node, timeout=30):
+        wait_for("node %d repaired" % node.id,
+                 lambda: node.status()["repairs"] >= 1 and
+                 diverged(node) is None, timeout)
+
+
+class AutoRepairTest(ForeignWriteTest):
+
+    def test_issue_repro_ends_with_equal_replicas(self):
+        """The issue's repro: a plain sqlite3 INSERT on a follower, then a
+        raft_exec INSERT of the same key, which fails with UNIQUE on that
+        follower only: the follower is caught diverged (an ERROR line
+        naming it), repairs from the leader's snapshot (a line saying
+        so), and all three replicas end equal, holding the raft_exec
+        value."""
+        f = self.followers[0]
+        foreign_write(f.db, "INSERT INTO kv VALUES('k', 1)")
+        self.assertEqual(
+            self.exec(self.leader, "INSERT INTO kv VALUES('k', 10)"), 1)
+        self.wait_repaired(f)
+        self.assert_equal_replicas()
+        self.assertEqual(f.sql("SELECT v FROM kv WHERE k = 'k'"), [[10]])
+        text = log_text(f)
+        self.assertRegex(
+            text, r"ERROR: diverged replica: a write the node did not make "
+            r"was committed to \S*node%d\.db \(PRAGMA data_version "
+            r"changed\) before index \d+" % f.id)
+        self.assertRegex(
+            text, r"diverged replica repaired from server %d's snapshot "
+            r"at index \d+" % self.leader.id)
+
+    def test_idle_node_notices_within_a_second(self):
+        """With no traffic at all, a foreign write is seen within about a
+        second (the idle check), and repaired."""
+        f = self.followers[1]
+        start = time.monotonic()
+        foreign_write(f.db, "DELETE FROM kv")
+        wait_for("the ERROR line", lambda: "ERROR: diverged replica"
+                 in log_text(f), 5)
+        # 1 s check period, slack for a loaded machine.
+        self.assertLess(time.monotonic() - start, 4.0)
+        self.wait_repaired(f)
+        self.assertEqual(f.sql("SELECT k, v FROM kv"), [["a", 1]])
+        self.assert_equal_replicas()
+
+    def test_foreign_write_on_the_leader(self):
+        """A diverged leader hands its leadership on, then repairs as a
+        follower from the new leader; nothing of its diverged database
+        reaches the others."""
+        old = self.leader
+        foreign_write(old.db, "UPDATE kv SET v = 99")
+        wait_for("a new leader", lambda: (
+            self.cluster.wait_leader().id != old.id), 20)
+        self.wait_repaired(old)
+        self.exec(self.cluster.wait_leader(), "INSERT INTO kv VALUES('b', 2)")
+        self.assert_equal_replicas()
+        for n in self.cluster.nodes:
+            self.assertEqual(n.sql("SELECT k, v FROM kv ORDER BY k"),
+                             [["a", 1], ["b", 2]])
+        self.assertIn("handing the leadership on", log_text(old))
+
+class OwnTrafficTest(ForeignWriteTest):
+
+    EXTRA = "snapshot_threshold=16 trailing_entries=0"
+
+    def test_own_traffic_never_trips_it(self):
+        """The node's own commits, checkpoints (a WAL over 1,000 frames),
+        compactions and a snapshot installed on a follower that fell
+        behind do not count as foreign."""
+        late = self.followers[1]
+        self.assertEqual(late.stop(), 0)
+        for i in range(30):
+            self.exec(self.followers[0] if i % 2 else self.leader,
+                      "WITH RECURSIVE s(x) AS (SELECT 1 UNION ALL SELECT "
+                      "x + 1 FROM s WHERE x < 20) INSERT INTO kv SELECT "
+                      "'r%d.' || x, zeroblob(4096) FROM s" % i)
+        self.cluster.nodes[late.id - 1] = self.cluster.spawn(late.id)
+        late = self.cluster.node(late.id)
+        self.assert_equal_replicas()
+        self.assertGreaterEqual(late.status()["snapshots_installed"], 1)
+        time.sleep(1.5)  # an idle check more
+        for n in self.cluster.nodes:
+            self.assertIsNone(diverged(n))
+            self.assertEqual(n.status()["repairs"], 0)
+            self.assertNotIn("diverged", log_text(n))
+
+
+class ManualRepairTest(ForeignWriteTest):
+
+    EXTRA = "repair=manual"
+
+    def test_manual_refuses_until_raft_repair(self):
+        """repair=manual: status shows the divergence, raft_exec through
+        the node and a read of a replicated table are refused with a
+        clear error, raft_status and the internals stay readable, and
+        raft_repair() repairs."""
+        f = self.followers[0]
+        foreign_write(f.db, "INSERT INTO kv VALUES('z', 50)")
+        # The repair phase follows at the next tick (10 ms).
+        d = wait_for("diverged in status", lambda: (
+            diverged(f) or {}).get("repair", "").startswith("waiting")
+            and diverged(f), 5)
+        self.assertRegex(d["since"], r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z$")
+        self.assertIn("PRAGMA data_version changed", d["reason"])
+        self.assertEqual(d["repair"], "waiting for raft_repair() "
+                         "(repair=manual)")
+        with self.assertRaises(NodeError) as e:
+            self.exec(f, "INSERT INTO kv VALUES('q', 1)")
+        self.assertIn("raft_exec: not applied: diverged replica: a write "
+                      "the node did not make", str(e.exception))
+        with self.assertRaises(NodeError) as e:
+            f.sql("SELECT * FROM kv")
+        self.assertRegex(str(e.exception), "prohibited|not authorized")
+        self.assertGreater(f.value("SELECT idx FROM raftsql_applied"), 0)
+        # The others carry on meanwhile.
+        self.exec(self.leader, "INSERT INTO kv VALUES('b', 2)")
+        time.sleep(1.5)
+        self.assertIsNotNone(diverged(f), "repair=manual repaired alone")
+        msg = f.value("SELECT raft_repair()")
+        self.assertRegex(msg, r"^repaired from a snapshot at index \d+$")
+        self.assertIsNone(diverged(f))
+        self.assertEqual(f.sql("SELECT k, v FROM kv ORDER BY k"),
+                         [["a", 1], ["b", 2]])
+        self.assertEqual(self.exec(f, "INSERT INTO kv VALUES('c', 3)"), 1)
+        self.assert_equal_replicas()
+        with self.assertRaises(NodeError) as e:
+            f.value("SELECT raft_repair()")
+        self.assertIn("raft_repair: not diverged", str(e.exception))
+
+    def test_waiting_caller_told_at_once(self):
+        """A write through a follower right after a foreign write there
+        is told at once that the replica diverged (outcome unknown when
+        it entered the log: it applies on the others), not after
+        exec_timeout_ms (10 s)."""
+        f = self.followers[0]
+        foreign_write(f.db, "INSERT INTO kv VALUES('z', 50)")
+        start = time.monotonic()
+        with self.assertRaises(NodeError) as e:
+            self.exec(f, "INSERT INTO kv VALUES('w', 1)")
+        self.assertLess(time.monotonic() - start, 5.0)
+        self.assertIn("diverged replica: a write the node did not make",
+                      str(e.exception))
+        self.assertRegex(f.value("SELECT raft_repair()"), "^repaired from")
+        self.assert_equal_replicas()
+
+    def test_restart_keeps_the_divergence(self):
+        """A diverged node that restarts is still diverged (the mark is
+        recorded in its log directory), refuses writes, and repairs on
+        raft_repair(); the mark goes with the repair."""
+        f = self.followers[1]
+        foreign_write(f.db, "DELETE FROM kv")
+        wait_for("diverged in status", lambda: diverged(f), 5)
+        self.assertEqual(f.stop(), 0)
+        f = self.cluster.spawn(f.id)
+        self.cluster.nodes[f.id - 1] = f
+        d = diverged(f)
+        self.assertIsNotNone(d, "the restart forgot the divergence")
+        self.assertIn("PRAGMA data_version changed", d["reason"])
+        self.assertIn("recorded before a restart", d["reason"])
+        with self.assertRaises(NodeError) as e:
+            self.exec(f, "INSERT INTO kv VALUES('q', 1)")
+        self.assertIn("diverged replica", str(e.exception))
+        self.assertRegex(f.value("SELECT raft_repair()"), "^repaired from")
+        self.assertFalse(os.path.exists(f.db + "-raft/diverged"))
+        self.assertEqual(f.sql("SELECT k, v FROM kv"), [["a", 1]])
+        self.assert_equal_replicas()
+
+    def test_repair_key_is_checked(self):
+        """A bad repair= value names the key."""
+        with self.assertRaises(NodeError) as e:
+            self.leader.value("SELECT raft_start('id=9 repair=sometimes')")
+        self.assertIn("repair: 'sometimes' is not auto or manual",
+                      str(e.exception))
+
+
+class LoneNodeTest(unittest.TestCase):
+
+    def test_single_node_has_no_peer_to_repair_from(self):
+        """A one-node cluster stays diverged and says why."""
+        workdir = tempfile.mkdtemp(prefix="raftsql-e2e-foreign-")
+        cluster = Cluster(NODE, workdir, 1, FAST)
+        try:
+            n = cluster.wait_leader()
+            n.value("SELECT raft_exec('CREATE TABLE kv(k PRIMARY KEY, v)')")
+            foreign_write(n.db, "INSERT INTO kv VALUES('k', 1)")
+            d = wait_for("diverged", lambda: (
+                (diverged(n) or {}).get("repair", "").startswith("no peer")
+                and diverged(n)), 10)
+            self.assertIn("no peer to repair from", d["repair"])
+            with self.assertRaises(NodeError) as e:
+                n.value("SELECT raft_repair()")
+            self.assertIn("no peer to repair from", str(e.exception))
+        finally:
+            codes = cluster.stop()
+            shutil.rmtree(workdir, ignore_errors=True)
+        self.assertEqual(codes, [0])
+
+
+if __name__ == "__main__":
+    unittest.main()
