@@ -5,9 +5,11 @@
 #include <inttypes.h>
 #include <stdio.h>
 
-#include <sqlite3.h>
+#include <sqlite3ext.h>
 
 #include "fsm_internal.h"
+
+SQLITE_EXTENSION_INIT3
 
 /* read_version reads PRAGMA data_version of the apply connection into
  * @out (a read transaction of its own, or the running one). */
