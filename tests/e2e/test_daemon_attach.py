@@ -283,7 +283,9 @@ class DaemonAttachTest(DaemonAttachCase):
             mine = [a for a in answers if a["k"].startswith("t%d-" % w)]
             on_lead = [a for a in mine if a["db"] == lead.db]
             on_other = [a for a in mine if a["db"] == other.db]
-            self.assertIn("no raftsql node runs", on_lead[-1]["error"])
+            self.assertIn("no raftsql node runs for %s, in this process "
+                          "or another of this machine" % lead.db,
+                          on_lead[-1]["error"])
             self.assertEqual([a.get("rows") for a in on_other], [1] * 10,
                              on_other)
         self.assert_present_once(lead, other, answers)
