@@ -312,6 +312,13 @@ $(B)/tests/host/static-host: tests/host/static_host.c
 	@mkdir -p $(dir $@)
 	$(CC) $(BASE_CFLAGS) -O1 -g -o $@ $< $(SQLITE_A) -lz -ldl -lpthread -lm
 
+# A disk gone bad under one node's log, for the end-to-end tests: an
+# LD_PRELOAD shim failing the syncs of data.mdb with EIO on demand
+# (tests/host/fail_fsync.c, tests/e2e/test_daemon_attach.py).
+$(B)/tests/host/fail-fsync.so: tests/host/fail_fsync.c
+	@mkdir -p $(dir $@)
+	$(CC) -std=c11 -D_GNU_SOURCE $(WARN) -fPIC -O1 -g -shared -o $@ $< -ldl
+
 # The C format (.clang-format: canonical raft's Chromium/4-space variant).
 fmt:
 	@scripts/fmt-check.sh --fix
@@ -354,7 +361,7 @@ next: $(NEXT_BINS)
 
 # End-to-end: real node processes (the sanitizer build) on 127.0.0.1.
 e2e: all $(B)/san/raftsql-testhost $(B)/san/raftsql-node $(NEXT_BINS) \
-		$(B)/tests/host/static-host
+		$(B)/tests/host/static-host $(B)/tests/host/fail-fsync.so
 	RAFTSQL_TESTHOST=$(B)/san/raftsql-testhost RAFTSQL_SO=$(B)/raftsql.so \
 	    RAFTSQL_DAEMON=$(B)/san/raftsql-node $(PYTHON) tests/e2e/run.py
 

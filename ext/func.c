@@ -67,8 +67,9 @@ static struct ext_node *acquire(sqlite3_context *ctx, const char *fn, int argc,
         return NULL;
     }
     snprintf(msg, sizeof msg,
-             "%s: no raftsql node runs for %s in this process; call "
-             "raft_start(config) first",
+             "%s: no raftsql node runs for %s, in this process or another "
+             "of this machine; start one first (raft_start(config), or "
+             "raftsql-node)",
              fn, file);
     sqlite3_result_error(ctx, msg, -1);
     return NULL;
@@ -407,7 +408,8 @@ static void fn_stop(sqlite3_context *ctx, int argc, sqlite3_value **argv)
             return;
         }
         snprintf(msg, sizeof msg,
-                 "raft_stop: no raftsql node runs for %s in this process",
+                 "raft_stop: no raftsql node runs for %s, in this process "
+                 "or another of this machine",
                  file);
         sqlite3_result_error(ctx, msg, -1);
         return;

@@ -132,6 +132,7 @@ static void on_tick(void *data)
     atomic_store(&n->view_index,
                  raft_configuration_index(raft_uv_node_core(n->driver)));
     store_on_tick(n->store, n->driver);
+    status_note_failure(n->status, n->driver);
     cluster_id_on_tick(n->cluster, n->driver, applier_applied(n->applier));
     if (repair_on_tick(n->repair, n->driver, n->applier,
                        EXT__REPAIR_RETRY_MS)) {
@@ -671,6 +672,11 @@ char *ext_node_status(struct ext_node *n)
     x.repair_phase = repair_phase(n->repair, &x.repair_peer);
     x.repairs = applier_repairs(n->applier);
     return status_json(n->status, &x);
+}
+
+bool ext_node_failed(struct ext_node *n, char *why, size_t why_len)
+{
+    return status_failure(n->status, why, why_len);
 }
 
 int ext_node_tls_reload(struct ext_node *n, char *msg, size_t msg_len)

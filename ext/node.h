@@ -119,6 +119,14 @@ int ext_node_exec(struct ext_node *n, const char *sql, size_t sql_len,
  * Any thread. */
 char *ext_node_status(struct ext_node *n);
 
+/* ext_node_failed says whether @n cannot go on until restarted: a write
+ * of its log failed (an I/O error: the node neither writes, votes nor
+ * acknowledges any more, raft_status()'s log_failed), noticed within a
+ * tick. It then copies why into @why (@why_len bytes; may be NULL). A full
+ * log or a failing apply batch is no such failure (both resume by
+ * themselves). Any thread. */
+bool ext_node_failed(struct ext_node *n, char *why, size_t why_len);
+
 /* ext_node_leader returns the id of the leader this node knows of, 0 when
  * none. Any thread. */
 uint64_t ext_node_leader(struct ext_node *n);

@@ -115,3 +115,36 @@ __attribute__((visibility("default"))) int raftsql_config_check(
     free(cfg);
     return rc == 0 ? SQLITE_OK : SQLITE_ERROR;
 }
+
+__attribute__((visibility("default"))) int raftsql_node_state(sqlite3 *db,
+                                                              int *out_state,
+                                                              char *why,
+                                                              size_t why_len)
+{
+    const char *file;
+    struct ext_node *n;
+    int state = RAFTSQL_NODE_RUNNING;
+#ifndef SQLITE_CORE
+    if (sqlite3_api == NULL) {
+        return SQLITE_MISUSE;
+    }
+#endif
+    file = sqlite3_db_filename(db, "main");
+    if (file == NULL || file[0] == '\0') {
+        snprintf(why, why_len,
+                 "the main database is in-memory or temporary: no node "
+                 "runs for it");
+        return SQLITE_ERROR;
+    }
+    snprintf(why, why_len, "%s", "");
+    if (!ext_registry_running(file)) {
+        state = RAFTSQL_NODE_STOPPED;
+    } else if ((n = ext_registry_acquire(file)) != NULL) {
+        if (ext_node_failed(n, why, why_len)) {
+            state = RAFTSQL_NODE_FAILED;
+        }
+        ext_registry_release(n);
+    }
+    *out_state = state;
+    return SQLITE_OK;
+}

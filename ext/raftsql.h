@@ -17,8 +17,10 @@
  *   raft_stop()               stop the node
  *
  * C functions: sqlite3_raftsql_init (the entry point),
- * raftsql_set_authorizer (a host's authorizer behind the write guard) and
- * raftsql_config_check (a configuration string checked, nothing started).
+ * raftsql_set_authorizer (a host's authorizer behind the write guard),
+ * raftsql_config_check (a configuration string checked, nothing started)
+ * and raftsql_node_state (whether this process's node runs, stopped or
+ * failed).
  *
  * Threads: any connection of the process, on any thread, may call these
  * concurrently; the node belongs to the process and the database file. */
@@ -83,6 +85,27 @@ int raftsql_set_authorizer(sqlite3 *db,
  * database. Any thread. */
 int raftsql_config_check(const char *config, const char *db_path, char *errmsg,
                          size_t errmsg_len);
+
+/* The state of a node, as raftsql_node_state tells it. */
+#define RAFTSQL_NODE_RUNNING 0 /* it runs (also while it starts or stops) */
+#define RAFTSQL_NODE_STOPPED 1 /* none runs in this process */
+#define RAFTSQL_NODE_FAILED 2  /* it runs but cannot go on until restarted */
+
+/* raftsql_node_state tells, into *@out_state, how the node this process
+ * runs for @db's main database file is: RAFTSQL_NODE_RUNNING;
+ * RAFTSQL_NODE_STOPPED when none runs in this process (never started, or
+ * stopped by raft_stop() from any connection, also one of another process
+ * through the node's socket); RAFTSQL_NODE_FAILED when a write of its log
+ * failed (an I/O error: it neither writes, votes nor acknowledges any
+ * more; raft_stop() and a new start repair it), with why in @why
+ * (@why_len bytes, NUL-terminated; "" for the other states). A full log or
+ * a failing apply batch is no failure here (both resume by themselves).
+ * A program holding a node (tools/raftsql_node.c) polls it to notice a
+ * stop it did not ask for. Returns SQLITE_OK; SQLITE_ERROR when @db's main
+ * database is in-memory or temporary (@why says so); SQLITE_MISUSE when
+ * raftsql.so was never loaded in this process. Any thread; does not
+ * block. */
+int raftsql_node_state(sqlite3 *db, int *out_state, char *why, size_t why_len);
 
 #ifdef __cplusplus
 }

@@ -96,8 +96,10 @@ struct ext_status {
     bool forced;      /* this start forced the configuration */
     bool member_seen; /* a member at some refresh (loop thread) */
     char listen[EXT_ADDRESS_MAX + 1]; /* its advertised address */
-    pthread_mutex_t mu;               /* guards now */
+    pthread_mutex_t mu;               /* guards now and failure */
     struct snapshot now;              /* (mu) */
+    char failure[256];                /* why storage failed, "" while it
+                                         has not (mu) */
 };
 
 int status_new(const struct ext_config *cfg, const char *build_id,
@@ -280,6 +282,32 @@ bool status_log_full(struct ext_status *st, char *reason, size_t len)
     return s.log_full && s.log_stalled;
 }
 
+void status_note_failure(struct ext_status *st, struct raft_uv_node *d)
+{
+    if (!raft_uv_node_failed(d)) {
+        return;
+    }
+    pthread_mutex_lock(&st->mu);
+    if (st->failure[0] == '\0') {
+        snprintf(st->failure, sizeof st->failure, "%s",
+                 raft_uv_node_failure(d)[0] != '\0' ? raft_uv_node_failure(d)
+                                                    : "log write failed");
+    }
+    pthread_mutex_unlock(&st->mu);
+}
+
+bool status_failure(struct ext_status *st, char *why, size_t len)
+{
+    bool failed;
+    pthread_mutex_lock(&st->mu);
+    failed = st->failure[0] != '\0';
+    if (why != NULL && len > 0) {
+        snprintf(why, len, "%s", st->failure);
+    }
+    pthread_mutex_unlock(&st->mu);
+    return failed;
+}
+
 /* configuration_json adds to @o the configuration in force (index,
  * members with id, address, role and auto_promote, whether this start
  * forced it) and
@@ -421,6 +449,13 @@ char *status_json(struct ext_status *st, const struct ext_status_extra *x)
         x->apply_error[0] ? json_string(x->apply_error) : json_null());
     json_object_set_new(o, "diverged", json_diverged(x));
     json_object_set_new(o, "repairs", json_integer((json_int_t)x->repairs));
+    {
+        char failure[256];
+        json_object_set_new(o, "log_failed",
+                            status_failure(st, failure, sizeof failure)
+                                ? json_string(failure)
+                                : json_null());
+    }
     json_object_set_new(o, "log_full", json_boolean(s.log_full));
     json_object_set_new(
         o, "log_full_reason",

@@ -118,6 +118,17 @@ raft_id status_leader(struct ext_status *s);
  * moment) reads false: new writes queue. Any thread. */
 bool status_log_full(struct ext_status *s, char *reason, size_t len);
 
+/* status_note_failure copies why the storage of driver @d failed
+ * (raft_uv_node_failure) into @s once it has: the node then neither
+ * writes, votes nor acknowledges until restarted. Call it on every tick:
+ * a failed driver steps no more, so status_refresh no longer runs. Loop
+ * thread. */
+void status_note_failure(struct ext_status *s, struct raft_uv_node *d);
+
+/* status_failure says whether the node's storage failed, as last noted,
+ * and then copies why into @why (@len bytes; may be NULL). Any thread. */
+bool status_failure(struct ext_status *s, char *why, size_t len);
+
 /* status_json renders @s with @extra as a JSON object text (malloc'd, the
  * caller frees it), or returns NULL when out of memory. Fields are listed
  * at ext_node_status (node.h). Any thread. */

@@ -304,6 +304,11 @@ bool raft_uv_node_failed(const struct raft_uv_node *d)
     return d->disk_failed;
 }
 
+const char *raft_uv_node_failure(const struct raft_uv_node *d)
+{
+    return d->disk_failure;
+}
+
 bool raft_uv_node_connected(const struct raft_uv_node *d, raft_id id)
 {
     return d->transport != NULL && d->tr->connected(d->transport, id);

@@ -245,6 +245,12 @@ void raft_uv_node_log(struct raft_uv_node *d, int level, const char *fmt, ...)
  * stopped writing). Loop thread. */
 bool raft_uv_node_failed(const struct raft_uv_node *d);
 
+/* raft_uv_node_failure returns why storage failed (the failed write's
+ * error, e.g. "append: mdb_txn_commit: Input/output error"), "" while
+ * raft_uv_node_failed is false. The text is the driver's, valid until it
+ * is freed. Cannot fail. Loop thread. */
+const char *raft_uv_node_failure(const struct raft_uv_node *d);
+
 /* raft_uv_node_connected says whether the outgoing connection to peer @id
  * is established. Loop thread. */
 bool raft_uv_node_connected(const struct raft_uv_node *d, raft_id id);

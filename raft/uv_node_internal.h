@@ -152,6 +152,7 @@ struct raft_uv_node {
     struct raft_persist_job *disk_job; /* the running job, or NULL */
     uv_work_t disk_req;                /* its request */
     bool disk_failed;                  /* a job failed: stop */
+    char disk_failure[256];            /* why, "" while none failed */
     uint64_t retry_at;                 /* loop clock of the next retry
                                             of a job refused for a full
                                             log */

@@ -114,6 +114,7 @@ void raft_uv_storage_tick(struct raft_uv_node *d)
 void raft_uv_storage_fail(struct raft_uv_node *d, const char *why)
 {
     d->disk_failed = true;
+    snprintf(d->disk_failure, sizeof d->disk_failure, "%s", why);
     raft_uv_node_log(d, RAFT_LOG_ERROR,
                      "log write failed, the node stops writing, voting and "
                      "acknowledging until restarted: %s",

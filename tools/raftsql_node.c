@@ -19,8 +19,14 @@
  * SIGHUP re-reads the TLS files (raft_tls_reload()); SIGTERM or SIGINT
  * stops the node (raft_stop(): a leader hands its leadership to the most
  * caught-up voter first, waiting at most election_timeout_ms) and the
- * process exits 0.
- * Failure modes: a bad command line or configuration exits 2 with one line
+ * process exits 0. The main thread also asks every 200 ms whether the
+ * node still runs (raftsql_node_state): stopped without a signal
+ * (raft_stop() from another process through the node's socket, e.g. after
+ * its raft_remove), the daemon says so and exits 0.
+ * Failure modes: a node whose log write failed (an I/O error; it neither
+ * writes, votes nor acknowledges any more) is stopped, and the daemon
+ * exits 1 naming the error, for systemd's Restart=on-failure (a restart
+ * repairs it); a bad command line or configuration exits 2 with one line
  * naming FILE:LINE and what is wrong (--check stops there either way); a
  * failed start (the database cannot be opened, the port is taken, the log
  * cannot be opened, the stored configuration disagrees) exits 1 with the
@@ -29,6 +35,7 @@
  * from its log and database). */
 
 #include <errno.h>
+#include <poll.h>
 #include <pthread.h>
 #include <signal.h>
 #include <sqlite3.h>
@@ -44,7 +51,9 @@
 
 #define NODE__PROGRAM "raftsql-node"
 #define NODE__EXIT_START 1  /* the node did not start, or a forced stop */
+#define NODE__EXIT_FAILED 1 /* the node failed (its log cannot be written) */
 #define NODE__EXIT_CONFIG 2 /* bad command line or configuration */
+#define NODE__POLL_MS 200   /* how often serve asks whether the node runs */
 
 /* One key of the configuration file. */
 struct key_line {
@@ -96,7 +105,8 @@ static void usage(FILE *out)
             "  --check    check FILE and exit (0 when good, 2 when not)\n"
             "Signals: SIGTERM/SIGINT stop (a leader hands its leadership\n"
             "on first; a second one exits at once), SIGHUP reloads TLS.\n"
-            "Exit status: 0 after a stop, 1 for a failed start, 2 for a bad\n"
+            "Exit status: 0 after a stop (also raft_stop() from another\n"
+            "process), 1 for a failed start or a failed node, 2 for a bad\n"
             "configuration.\n",
             NODE__PROGRAM, NODE__PROGRAM);
 }
@@ -411,12 +421,31 @@ err:
 }
 
 /* serve waits for the signal thread's requests on @s until a stop, then
- * stops @db's node. */
-static void serve(sqlite3 *db, struct node_signals *s)
+ * stops @db's node. Between them, every NODE__POLL_MS, it asks whether the
+ * node still runs: one stopped from elsewhere (raft_stop() from another
+ * process, through the node's socket) ends the wait with 0, one whose log
+ * failed is stopped and ends it with NODE__EXIT_FAILED, each said in a
+ * line. Returns the exit status. */
+static int serve(sqlite3 *db, struct node_signals *s)
 {
+    char why[512];
+    int state = RAFTSQL_NODE_RUNNING;
     for (;;) {
+        struct pollfd p = {.fd = s->pipe_fd[0], .events = POLLIN};
         char c;
-        ssize_t r = read(s->pipe_fd[0], &c, 1);
+        ssize_t r;
+        int ready = poll(&p, 1, NODE__POLL_MS);
+        if (ready < 0 && errno == EINTR) {
+            continue;
+        }
+        if (ready == 0) {
+            if (raftsql_node_state(db, &state, why, sizeof why) != SQLITE_OK ||
+                state == RAFTSQL_NODE_RUNNING) {
+                continue;
+            }
+            break;
+        }
+        r = ready < 0 ? -1 : read(s->pipe_fd[0], &c, 1);
         if (r < 0 && errno == EINTR) {
             continue;
         }
@@ -425,7 +454,19 @@ static void serve(sqlite3 *db, struct node_signals *s)
         }
         run_sql(db, "SELECT raft_tls_reload()", "SIGHUP: raft_tls_reload()");
     }
+    if (state == RAFTSQL_NODE_STOPPED) {
+        say("the node was stopped without a signal (raft_stop() on another "
+            "connection, e.g. of another process through the node's "
+            "socket)");
+        return 0;
+    }
+    if (state == RAFTSQL_NODE_FAILED) {
+        say("the node failed and cannot go on until restarted: %s; stopping "
+            "it, exiting %d (a restart repairs it)",
+            why, NODE__EXIT_FAILED);
+    }
     run_sql(db, "SELECT raft_stop()", "raft_stop()");
+    return state == RAFTSQL_NODE_FAILED ? NODE__EXIT_FAILED : 0;
 }
 
 /* signals_start blocks SIGTERM, SIGINT, SIGHUP and SIGUSR1 in this thread
@@ -520,9 +561,9 @@ int main(int argc, char **argv)
     sqlite3_auto_extension((void (*)(void))sqlite3_raftsql_init);
     rc = start(&f, &db);
     if (rc == 0) {
-        serve(db, &sigs);
+        rc = serve(db, &sigs);
         sqlite3_close(db);
-        say("stopped; exiting");
+        say("stopped; exiting %d", rc);
     }
     signals_stop(&sigs);
     sqlite3_reset_auto_extension();

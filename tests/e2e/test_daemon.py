@@ -47,8 +47,9 @@ def read_text(path):
 class Daemon:
     """One raftsql-node process, configured by a file in @workdir."""
 
-    def __init__(self, workdir, node_id, lines):
+    def __init__(self, workdir, node_id, lines, env=None):
         self.id = node_id
+        self.env = env  # the process's environment, None for this one's
         self.db = os.path.join(workdir, "node%d.db" % node_id)
         self.conf = os.path.join(workdir, "node%d.conf" % node_id)
         self.log_path = os.path.join(workdir, "node%d.log" % node_id)
@@ -64,7 +65,8 @@ class Daemon:
         with open(self.log_path, "ab") as log:
             self.proc = subprocess.Popen([DAEMON, "--config", self.conf],
                                          stdin=subprocess.DEVNULL,
-                                         stdout=log, stderr=log)
+                                         stdout=log, stderr=log,
+                                         env=self.env)
 
     def log(self):
         return read_text(self.log_path)

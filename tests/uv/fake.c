@@ -509,6 +509,7 @@ static void observe(struct fake *f, struct fake_obs *o)
     o->persisted = raft_persisted_index(r);
     o->snapshot_index = raft_snapshot_index(r);
     o->failed = raft_uv_node_failed(f->d);
+    snprintf(o->failure, sizeof o->failure, "%s", raft_uv_node_failure(f->d));
     o->log_full = raft_uv_node_log_full(f->d);
     raft_uv_node_stats(f->d, &o->stats);
 }

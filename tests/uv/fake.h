@@ -89,6 +89,7 @@ struct fake_obs {
     raft_index persisted;            /* raft_persisted_index */
     raft_index snapshot_index;       /* raft_snapshot_index */
     bool failed;                     /* raft_uv_node_failed */
+    char failure[256];               /* raft_uv_node_failure */
     bool log_full;                   /* raft_uv_node_log_full */
     struct raft_uv_node_stats stats; /* raft_uv_node_stats */
     unsigned n_ticks;                /* tick callbacks so far */

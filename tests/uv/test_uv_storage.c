@@ -156,13 +156,15 @@ static void test_vote_held_until_durable(void **state)
 }
 
 /* An append that fails with an I/O error is logged at ERROR and stops
- * the driver: no write follows, and proposals fail with RAFT_IOERR. */
+ * the driver (raft_uv_node_failure says why): no write follows, and
+ * proposals fail with RAFT_IOERR. */
 static void test_append_failure_stops_writing(void **state)
 {
     struct fake *f = fake_a(state);
     raft_index index = 0;
     unsigned n, ticks;
     start_single(f, NULL);
+    FAKE_CHECK(f, !f->obs.failed && f->obs.failure[0] == '\0');
     fake_fail(f, FAKE_APPEND, RAFT_IOERR, 1);
     assert_int_equal(fake_propose(f, "lost", &index), 0);
     FAKE_WAIT(f, f->obs.failed);
@@ -170,6 +172,7 @@ static void test_append_failure_stops_writing(void **state)
                               "log write failed, the node stops writing, "
                               "voting and acknowledging until restarted: "
                               "fake: injected") == 1);
+    FAKE_CHECK(f, strcmp(f->obs.failure, "fake: injected I/O error") == 0);
     assert_int_equal(fake_propose(f, "refused", NULL), RAFT_IOERR);
     n = n_appends(f);
     fake_lock(f);
