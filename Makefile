@@ -122,7 +122,8 @@ $(B)/san/raftsql-node: tools/raftsql_node.c $(SAN_OBJ)
 TSAN_OBJ := $(LIB_SRC:%.c=$(B)/tsan/%.o)
 $(B)/tsan/%.o: %.c
 	@mkdir -p $(dir $@)
-	$(CC) $(BASE_CFLAGS) -O1 -g -fsanitize=thread -MMD -MP -c -o $@ $<
+	$(CC) $(BASE_CFLAGS) -O1 -g -fsanitize=thread -DRAFTSQL_TEST_FAULTS -MMD \
+	    -MP -c -o $@ $<
 $(B)/tsan/raftsql-testhost: tools/raftsql_testhost.c $(TSAN_OBJ)
 	$(CC) $(BASE_CFLAGS) -O1 -g -fsanitize=thread -o $@ $^ $(LIBS)
 $(B)/tsan/raftsql-node: tools/raftsql_node.c $(TSAN_OBJ)
@@ -132,8 +133,9 @@ $(B)/obj/%.o: %.c
 	@mkdir -p $(dir $@)
 	$(CC) $(BASE_CFLAGS) $(CFLAGS) -MMD -MP -c -o $@ $<
 
-# The sanitizer objects carry the test-only faults (RAFTSQL_TEST_FAULTS:
-# RAFTSQL_TEST_APPLY_SKEW, sql/checksum.h) that the end-to-end tests use.
+# The sanitizer objects (ASan/UBSan here, TSan above) carry the test-only
+# faults (RAFTSQL_TEST_FAULTS: RAFTSQL_TEST_APPLY_SKEW, sql/checksum.h)
+# that the end-to-end tests use.
 $(B)/san/%.o: %.c
 	@mkdir -p $(dir $@)
 	$(CC) $(BASE_CFLAGS) -O1 -g $(SAN) -DRAFTSQL_TEST_FAULTS -MMD -MP -c \

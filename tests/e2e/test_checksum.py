@@ -7,7 +7,8 @@ raft_verify() recomputes it from the database file.
 The divergence is made by a test-only fault of the sanitizer build
 (RAFTSQL_TEST_APPLY_SKEW=<index>: that node deletes the row the request of
 that entry wrote), so these tests need RAFTSQL_TESTHOST to be
-build/san/raftsql-testhost (as `make e2e` runs them)."""
+build/san/raftsql-testhost or build/tsan/raftsql-testhost (as `make e2e`
+and `make tsan` run them)."""
 
 import json
 import os
@@ -21,8 +22,9 @@ from raftsql_cluster import Node
 FAST = "election_timeout_ms=300 heartbeat_ms=30 exec_timeout_ms=10000"
 
 
-@unittest.skipUnless("/san/" in NODE,
-                     "needs the sanitizer node (RAFTSQL_TEST_FAULTS)")
+@unittest.skipUnless("san/" in NODE,
+                     "needs a sanitizer node, ASan or TSan "
+                     "(RAFTSQL_TEST_FAULTS)")
 class ChecksumTest(ClusterCase):
     # repair=manual: a write that bypasses the node is also a foreign
     # write (PRAGMA data_version), which would otherwise be repaired from
