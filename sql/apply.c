@@ -525,9 +525,7 @@ static int run_request(struct sql_fsm *f, const struct sql_request *req,
         return rc;
     }
 
-#ifdef RAFTSQL_TEST_FAULTS
     checksum_test_skew(f, index);
-#endif
     rc = checksum_request_end(f, true);
     if (rc == 0) {
         rc = schema_run(f, STMT_RELEASE, "RELEASE");
