@@ -87,6 +87,53 @@ bool applier_any_diverged(void)
     return atomic_load(&n_diverged) > 0;
 }
 
+/* write_replace writes @text to @path through "<path>.tmp" renamed over
+ * it, fsynced first when @durable; false (errno set, nothing left behind)
+ * on failure. */
+static bool write_replace(const char *path, const char *text, bool durable)
+{
+    char tmp[4300];
+    FILE *fp;
+    bool ok;
+    snprintf(tmp, sizeof tmp, "%s.tmp", path);
+    fp = fopen(tmp, "w");
+    ok = fp != NULL && fputs(text, fp) >= 0;
+    ok = fp != NULL && fflush(fp) == 0 && ok;
+    ok = fp != NULL && (!durable || fsync(fileno(fp)) == 0) && ok;
+    ok = fp != NULL && fclose(fp) == 0 && ok;
+    if (!ok || rename(tmp, path) != 0) {
+        int e = errno;
+        unlink(tmp);
+        errno = e;
+        return false;
+    }
+    return true;
+}
+
+/* notice_write puts @reason in cfg->notice_path, the notice the guards of
+ * other processes read (best effort: without it they let reads through,
+ * this process's guard still refuses them). */
+static void notice_write(struct ext_applier *a, const char *reason)
+{
+    char text[sizeof a->divergence.reason + 2];
+    snprintf(text, sizeof text, "%s\n", reason);
+    if (a->cfg.notice_path[0] != '\0' &&
+        !write_replace(a->cfg.notice_path, text, false)) {
+        node_log_line(a->log, RAFT_LOG_WARN,
+                      "cannot write %s: %s (other processes' reads of the "
+                      "diverged replica are not refused)",
+                      a->cfg.notice_path, strerror(errno));
+    }
+}
+
+/* notice_remove removes the notice of notice_write. */
+static void notice_remove(struct ext_applier *a)
+{
+    if (a->cfg.notice_path[0] != '\0') {
+        unlink(a->cfg.notice_path);
+    }
+}
+
 int applier_push(struct ext_applier *a, const struct raft_entry *entries,
                  unsigned n)
 {
@@ -181,6 +228,7 @@ int applier_install(struct ext_applier *a, const char *path,
         if (a->cfg.mark_path[0] != '\0') {
             unlink(a->cfg.mark_path);
         }
+        notice_remove(a);
         a->divergence.repaired_index = *out_index;
         atomic_fetch_add(&a->n_repairs, 1);
     }
@@ -212,24 +260,15 @@ uint64_t applier_repairs(const struct ext_applier *a)
 static void mark_write(struct ext_applier *a,
                        const struct ext_applier_divergence *dv)
 {
-    char tmp[sizeof a->cfg.mark_path + 8];
-    FILE *fp;
-    bool ok;
-    if (a->cfg.mark_path[0] == '\0') {
-        return;
-    }
-    snprintf(tmp, sizeof tmp, "%s.tmp", a->cfg.mark_path);
-    fp = fopen(tmp, "w");
-    ok = fp != NULL && fprintf(fp, "%" PRIu64 " %" PRIu64 "\n%s\n",
-                               dv->since_ms, dv->at_index, dv->reason) > 0;
-    ok = fp != NULL && fflush(fp) == 0 && fsync(fileno(fp)) == 0 && ok;
-    ok = fp != NULL && fclose(fp) == 0 && ok;
-    if (!ok || rename(tmp, a->cfg.mark_path) != 0) {
+    char text[sizeof dv->reason + 64];
+    snprintf(text, sizeof text, "%" PRIu64 " %" PRIu64 "\n%s\n", dv->since_ms,
+             dv->at_index, dv->reason);
+    if (a->cfg.mark_path[0] != '\0' &&
+        !write_replace(a->cfg.mark_path, text, true)) {
         node_log_line(a->log, RAFT_LOG_WARN,
                       "cannot record the divergence in %s: %s (a restart "
                       "would forget it)",
                       a->cfg.mark_path, strerror(errno));
-        unlink(tmp);
     }
 }
 
@@ -254,6 +293,7 @@ static void mark_read(struct ext_applier *a)
              "%.400s (recorded before a restart)", reason);
     atomic_store(&a->diverged, true);
     atomic_fetch_add(&n_diverged, 1);
+    notice_write(a, dv->reason);
     node_log_error(a->log,
                    "diverged replica: %s; applying holds until a "
                    "snapshot of a healthy peer replaces the database",
@@ -280,6 +320,7 @@ static void note_foreign(struct ext_applier *a)
         atomic_store(&a->diverged, true);
         atomic_fetch_add(&n_diverged, 1);
         mark_write(a, &a->divergence);
+        notice_write(a, a->divergence.reason);
     }
     pthread_mutex_unlock(&a->mu);
     if (is_new) {
@@ -717,6 +758,7 @@ void applier_stop(struct ext_applier *a)
     pthread_join(a->thread, NULL);
     if (atomic_load(&a->diverged)) {
         atomic_fetch_sub(&n_diverged, 1);
+        notice_remove(a); /* no node serves the file now; the mark stays */
     }
     for (unsigned i = 0; i < a->n_queue; i++) {
         raft_buf_unref(a->queue[i].data);

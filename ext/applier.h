@@ -46,6 +46,13 @@ struct ext_applier_config {
                                     restart keeps it ("" for nowhere):
                                     written when one is seen, removed by
                                     the install that ends it */
+    char notice_path[4200];      /* beside the database, readable by the
+                                    other processes' guards while this node
+                                    runs diverged ("" for none): written
+                                    with the reason when one is seen or
+                                    read at start, removed by the install
+                                    that ends it and at stop
+                                    (attach_sock_diverged reads it) */
 };
 
 struct ext_applier; /* opaque */

@@ -16,6 +16,7 @@
 #include <sys/un.h>
 #include <time.h>
 #include <unistd.h>
+#include <xxhash.h>
 
 #include "../raft/err.h"
 
@@ -107,6 +108,35 @@ int attach_sock_pointer_write(const char *db_path,
     return 0;
 }
 
+void attach_sock_diverged_path(const char *db_path, char *out, size_t len)
+{
+    int n = snprintf(out, len, "%s-raftsql-diverged", db_path);
+    if (n < 0 || (size_t)n >= len) {
+        out[0] = '\0';
+    }
+}
+
+bool attach_sock_diverged(const char *db_path, char *why, size_t why_len)
+{
+    struct ext_attach_pointer p;
+    char path[4200];
+    struct stat st;
+    FILE *f;
+    attach_sock_diverged_path(db_path, path, sizeof path);
+    if (path[0] == '\0' || stat(path, &st) != 0 ||
+        attach_sock_find(db_path, &p) != 0) {
+        return false; /* none, or left by a node that is gone */
+    }
+    snprintf(why, why_len, "diverged replica");
+    if ((f = fopen(path, "re")) != NULL) {
+        if (fgets(why, (int)why_len, f) != NULL) {
+            why[strcspn(why, "\n")] = '\0';
+        }
+        fclose(f);
+    }
+    return true;
+}
+
 void attach_sock_pointer_remove(const char *db_path, long pid)
 {
     char path[4200], magic[64], line[256];
@@ -124,16 +154,6 @@ void attach_sock_pointer_remove(const char *db_path, long pid)
     if (named == pid) {
         unlink(path);
     }
-}
-
-/* fnv1a returns the 64-bit FNV-1a hash of @s. */
-static uint64_t fnv1a(const char *s)
-{
-    uint64_t h = 14695981039346656037ull;
-    for (; *s != '\0'; s++) {
-        h = (h ^ (unsigned char)*s) * 1099511628211ull;
-    }
-    return h;
 }
 
 /* own_dir makes directory @dir (mode @mode, group @group or -1) or checks
@@ -193,7 +213,7 @@ int attach_sock_path(const char *db_path, const char *dir, gid_t group,
     }
     if (rc == 0) {
         snprintf(out, EXT_ATTACH_PATH_MAX, "%s/%016" PRIx64 ".sock", base,
-                 fnv1a(db_path));
+                 (uint64_t)XXH64(db_path, strlen(db_path), 0));
     }
     return rc;
 }

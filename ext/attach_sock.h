@@ -28,6 +28,18 @@ struct ext_attach_pointer {
     unsigned timeout_ms;              /* its exec_timeout_ms */
 };
 
+/* attach_sock_diverged_path writes "<@db_path>-raftsql-diverged" into
+ * @out (@len bytes; "" when it does not fit): the notice a node writes
+ * beside its database while it runs diverged (ext/applier.c), for the
+ * guards of other processes. Any thread. */
+void attach_sock_diverged_path(const char *db_path, char *out, size_t len);
+
+/* attach_sock_diverged says whether a node of another process serves
+ * @db_path and runs diverged (its notice exists and its pointer file names
+ * a live process); @why (@why_len bytes) gets the notice's reason. A
+ * single stat() when no notice exists. Any thread. */
+bool attach_sock_diverged(const char *db_path, char *why, size_t why_len);
+
 /* attach_sock_find reads the pointer file of database file @db_path into
  * @out. Returns 0 when it names a process that lives (it may still refuse
  * connections: attach_sock_connect tells), RAFT_NOTFOUND when there is no

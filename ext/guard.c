@@ -7,6 +7,7 @@
 
 #include "applier.h"
 #include "attach_client.h"
+#include "attach_sock.h"
 #include "registry.h"
 
 SQLITE_EXTENSION_INIT3
@@ -23,23 +24,31 @@ static int replicated(sqlite3 *db, const char *schema)
 }
 
 /* guard_read refuses reads of table @table of schema @schema while the
- * node of that file is a diverged replica (its content disagrees with the
- * log until repaired); the raftsql_* internals, the schema and the
- * raft_* table-valued functions stay readable. */
+ * node of that file, in this process or another (its notice beside the
+ * file, attach_sock_diverged), is a diverged replica (its content
+ * disagrees with the log until repaired); the raftsql_* internals, the
+ * schema and the raft_* table-valued functions stay readable. */
 static int guard_read(sqlite3 *db, const char *table, const char *schema)
 {
     const char *file;
     char why[600];
+    bool diverged;
     if (table == NULL || sqlite3_strnicmp(table, "raft_", 5) == 0 ||
         sqlite3_strnicmp(table, "raftsql_", 8) == 0 ||
         sqlite3_strnicmp(table, "sqlite_", 7) == 0 ||
-        (schema != NULL && sqlite3_stricmp(schema, "temp") == 0) ||
-        !applier_any_diverged()) {
+        (schema != NULL && sqlite3_stricmp(schema, "temp") == 0)) {
         return SQLITE_OK;
     }
     file = sqlite3_db_filename(db, schema ? schema : "main");
-    if (file == NULL || file[0] == '\0' ||
-        !ext_registry_diverged(file, why, sizeof why)) {
+    if (file == NULL || file[0] == '\0') {
+        return SQLITE_OK;
+    }
+    diverged =
+        applier_any_diverged() && ext_registry_diverged(file, why, sizeof why);
+    if (!diverged && !ext_registry_replica(file)) {
+        diverged = attach_sock_diverged(file, why, sizeof why);
+    }
+    if (!diverged) {
         return SQLITE_OK;
     }
     fprintf(stderr,

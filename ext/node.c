@@ -19,6 +19,7 @@
 #include "../raft/message.h"
 #include "../raft/uv_tls.h"
 #include "applier.h"
+#include "attach_sock.h"
 #include "boot.h"
 #include "change.h"
 #include "cluster_id.h"
@@ -329,8 +330,9 @@ static int load_core(struct ext_node *n, const char *db_path,
 /* start_threads starts the apply thread on @fsm (always taken: closed on
  * failure) and the driver on @core (taken on success only), wiring their
  * callbacks. */
-static int start_threads(struct ext_node *n, struct sql_fsm *fsm,
-                         struct raft *core, char *errmsg, size_t errmsg_len)
+static int start_threads(struct ext_node *n, const char *db_path,
+                         struct sql_fsm *fsm, struct raft *core, char *errmsg,
+                         size_t errmsg_len)
 {
     struct ext_applier_config ac = {
         .follower_apply_ms = n->cfg.follower_apply_ms,
@@ -360,6 +362,7 @@ static int start_threads(struct ext_node *n, struct sql_fsm *fsm,
     int rc;
 
     snprintf(ac.mark_path, sizeof ac.mark_path, "%s/diverged", n->cfg.dir);
+    attach_sock_diverged_path(db_path, ac.notice_path, sizeof ac.notice_path);
     if (applier_start(fsm, &ac, &ah, &n->log, &n->applier) != 0) {
         sql_fsm_close(fsm);
         snprintf(errmsg, errmsg_len, "cannot start the apply thread");
@@ -567,7 +570,7 @@ int ext_node_start(const char *db_path, const struct ext_config *cfg,
         warn_cert_host(n, listen);
     }
     status_refresh(n->status, core, NULL, NULL);
-    rc = start_threads(n, fsm, core, errmsg, errmsg_len);
+    rc = start_threads(n, db_path, fsm, core, errmsg, errmsg_len);
     if (rc != 0) {
         raft_close(core);
         goto err_free; /* the applier closed the state machine */

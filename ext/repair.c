@@ -38,6 +38,9 @@ struct ext_repair {
                                       transfer, ms (loop) */
     uint64_t n_repairs_seen;    /* applier_repairs already logged
                                       (loop) */
+    uint64_t installs_seen;     /* the driver's installs counted while
+                                   no repair was new (its sender is
+                                   known once the count moves on) */
 };
 
 int repair_new(uint64_t id, bool manual, struct ext_node_log *log,
@@ -177,15 +180,21 @@ bool repair_on_tick(struct ext_repair *r, struct raft_uv_node *d,
     const struct raft *core = raft_uv_node_core(d);
     uint64_t repairs = applier_repairs(a);
     uint64_t now = raft_uv_node_now(d);
+    struct raft_uv_node_stats st;
     raft_id leader;
     bool first;
 
-    if (repairs != r->n_repairs_seen) {
+    raft_uv_node_stats(d, &st);
+    if (repairs == r->n_repairs_seen) {
+        r->installs_seen = st.n_snapshots_installed;
+    } else if (st.n_snapshots_installed > r->installs_seen) {
+        /* The state machine took the snapshot on the storage thread
+         * first; the driver names its sender once it counts it, at the
+         * end of that storage step (a tick may come between). */
         struct ext_applier_divergence dv;
-        struct raft_uv_node_stats st;
         applier_diverged(a, &dv);
-        raft_uv_node_stats(d, &st);
         r->n_repairs_seen = repairs;
+        r->installs_seen = st.n_snapshots_installed;
         node_log_line(r->log, RAFT_LOG_WARN,
                       "diverged replica repaired from server %" PRIu64
                       "'s snapshot at index %" PRIu64 " (it had diverged: %s)",

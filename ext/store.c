@@ -22,6 +22,7 @@
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <time.h>
 #include <string.h>
 #include <sys/file.h>
 #include <sys/stat.h>
@@ -603,6 +604,18 @@ static int install(struct ext_store *s, const char *path, raft_index index,
     }
     rc = applier_install(s->applier, path, &got_index, &got_term, errmsg,
                          errmsg_len);
+#ifdef RAFTSQL_TEST_FAULTS
+    {
+        /* Test builds only: hold the storage step between the state
+         * machine's install and the driver's, to let ticks run between. */
+        const char *ms = getenv("RAFTSQL_TEST_INSTALL_DELAY_MS");
+        if (ms != NULL) {
+            struct timespec t = {.tv_sec = atoi(ms) / 1000,
+                                 .tv_nsec = (atoi(ms) % 1000) * 1000000L};
+            nanosleep(&t, NULL);
+        }
+    }
+#endif
     if (rc == RAFT_IOERR || rc == RAFT_NOSPACE || rc == RAFT_NOMEM) {
         /* The database is unchanged (a full disk under it, say): not a
          * reason to stop, the leader sends the snapshot again. */

@@ -8,6 +8,7 @@ leader: at once by default, on raft_repair() with repair=manual. A
 diverged leader hands its leadership on first; a lone node has nobody to
 repair from and says so."""
 
+import json
 import os
 import re
 import shutil
@@ -18,7 +19,7 @@ import time
 import unittest
 
 from e2e import NODE, ClusterCase, wait_for
-from raftsql_cluster import Cluster, NodeError
+from raftsql_cluster import Cluster, Node, NodeError
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(
     os.path.dirname(os.path.abspath(__file__)))), "tools"))
@@ -97,6 +98,28 @@ class AutoRepairTest(ForeignWriteTest):
         self.assertRegex(
             text, r"diverged replica repaired from server %d's snapshot "
             r"at index \d+" % self.leader.id)
+
+    def test_repaired_line_names_the_sender(self):
+        """The "repaired" line names the server whose snapshot repaired
+        the replica, also when ticks run between the state machine's
+        install and the driver's (a test-build delay of 300 ms there:
+        the line said "server 0" in that window)."""
+        f = self.followers[0]
+        f.stop()
+        f = Node(NODE, f.id, f.db, f.log_path,
+                 env={"RAFTSQL_TEST_INSTALL_DELAY_MS": "300"})
+        self.cluster.nodes[f.id - 1] = f
+        f.sql("SELECT raft_start(?)", "id=%d cluster=%s %s" % (
+            f.id, self.cluster.members, FAST))
+        self.cluster.wait_applied(self.leader.status()["applied"], [f])
+        foreign_write(f.db, "INSERT INTO kv VALUES('z', 50)")
+        self.exec(self.leader, "INSERT INTO kv VALUES('b', 2)")
+        self.wait_repaired(f)
+        wait_for("the repaired line", lambda: "repaired from server" in
+                 log_text(f), 10)
+        self.assertRegex(log_text(f), "repaired from server %d's snapshot" %
+                         self.leader.id)
+        self.assert_equal_replicas()
 
     def test_idle_node_notices_within_a_second(self):
         """With no traffic at all, a foreign write is seen within about a
@@ -195,6 +218,31 @@ class ManualRepairTest(ForeignWriteTest):
         with self.assertRaises(NodeError) as e:
             f.value("SELECT raft_repair()")
         self.assertIn("raft_repair: not diverged", str(e.exception))
+
+    def test_other_process_reads_refused_until_repaired(self):
+        """Another process that loads raftsql on the diverged node's file
+        (the attach, item 1) is refused reads of replicated tables too,
+        with the reason on stderr; raft_status() there shows the
+        divergence, raft_repair() from there repairs, and its reads work
+        again."""
+        from test_attach import writer
+        f = self.followers[0]
+        foreign_write(f.db, "INSERT INTO kv VALUES('z', 50)")
+        wait_for("diverged in status", lambda: (
+            diverged(f) or {}).get("repair", "").startswith("waiting"), 5)
+        got = writer(f.db, [["SELECT * FROM kv"],
+                            ["SELECT raft_status()"],
+                            ["SELECT count(*) FROM raftsql_applied"]])
+        self.assertRegex(got[0].get("error", ""), "prohibited|not authorized",
+                         got[0])
+        self.assertIsNotNone(json.loads(got[1]["rows"][0][0])["diverged"])
+        self.assertEqual(got[2], {"rows": [[1]]})
+        got = writer(f.db, [["SELECT raft_repair()"],
+                            ["SELECT k, v FROM kv ORDER BY k"]])
+        self.assertRegex(got[0]["rows"][0][0], "^repaired from", got)
+        self.assertEqual(got[1], {"rows": [["a", 1]]})
+        self.assertFalse(os.path.exists(f.db + "-raftsql-diverged"))
+        self.assert_equal_replicas()
 
     def test_waiting_caller_told_at_once(self):
         """A write through a follower right after a foreign write there
