@@ -13,7 +13,8 @@ import time
 import unittest
 
 here = os.path.dirname(os.path.abspath(__file__))
-skip = set(filter(None, os.environ.get("E2E_SKIP", "").split(",")))
+skip = set(filter(None, (name.strip() for name in
+                         os.environ.get("E2E_SKIP", "").split(","))))
 
 
 class TimedResult(unittest.TextTestResult):
