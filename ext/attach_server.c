@@ -230,9 +230,8 @@ static char *query_text(const char *fn, unsigned n)
         return NULL;
     }
     if (strcmp(fn, "raft_members") == 0) {
-        snprintf(q, cap,
-                 "SELECT id, address, role, leader, match_index, lag, "
-                 "last_contact_ms, connected, auto_promote FROM raft_members");
+        /* every column, in the table's order (members.c reads them so) */
+        snprintf(q, cap, "SELECT * FROM raft_members");
         return q;
     }
     at = (size_t)snprintf(q, cap, "SELECT %s(", fn);
@@ -268,11 +267,14 @@ static int run_call(sqlite3 *db, const char *fn, const struct sql_value *args,
     sqlite3_stmt *stmt = NULL;
     char *q = query_text(fn, n);
     bool table = strcmp(fn, "raft_members") == 0;
-    unsigned n_cells = 0;
+    unsigned n_cells = 0, n_cols = 0;
     int rc;
 
     memset(&a, 0, sizeof a);
     rc = q != NULL ? sqlite3_prepare_v2(db, q, -1, &stmt, NULL) : SQLITE_NOMEM;
+    if (rc == SQLITE_OK) {
+        n_cols = (unsigned)sqlite3_column_count(stmt); /* every column */
+    }
     for (unsigned i = 0; rc == SQLITE_OK && !table && i < n; i++) {
         rc = bind_value(stmt, (int)i + 1, &args[i]);
     }
@@ -286,16 +288,16 @@ static int run_call(sqlite3 *db, const char *fn, const struct sql_value *args,
             a.ok = true;
             break;
         }
-        if (n_cells + 9 > EXT_ATTACH_CELLS_MAX) {
+        if (n_cells + n_cols > EXT_ATTACH_CELLS_MAX) {
             rc = SQLITE_DONE;
             break;
         }
-        for (int i = 0; i < 9; i++) {
-            column_value(stmt, i, &cells[n_cells++]);
+        for (unsigned i = 0; i < n_cols; i++) {
+            column_value(stmt, (int)i, &cells[n_cells++]);
         }
         /* Text and blobs of earlier rows must survive the next step:
          * copy them before it (at most RAFT_MAX_SERVERS short rows). */
-        for (unsigned i = n_cells - 9; i < n_cells; i++) {
+        for (unsigned i = n_cells - n_cols; i < n_cells; i++) {
             if (cells[i].type == SQL_TEXT) {
                 char *copy = strndup(cells[i].bytes.p, cells[i].bytes.len);
                 cells[i].bytes.p = copy;
@@ -308,8 +310,8 @@ static int run_call(sqlite3 *db, const char *fn, const struct sql_value *args,
     if (table && rc == SQLITE_DONE) {
         a.ok = true;
         a.cells = cells;
-        a.n_cols = 9;
-        a.n_rows = n_cells / 9;
+        a.n_cols = n_cols;
+        a.n_rows = n_cols > 0 ? n_cells / n_cols : 0;
     } else if (!a.ok) {
         a.code = q == NULL ? SQLITE_NOMEM : sqlite3_extended_errcode(db);
         snprintf(a.errmsg, sizeof a.errmsg, "%s",

@@ -18,6 +18,7 @@ import unittest
 
 from e2e import NODE, ClusterCase, wait_for
 from raftsql_cluster import Node
+from test_attach import writer
 
 FAST = "election_timeout_ms=300 heartbeat_ms=30 exec_timeout_ms=10000"
 
@@ -104,6 +105,11 @@ class ChecksumTest(ClusterCase):
         rows = dict(self.leader.sql(
             "SELECT id, checksum_differs FROM raft_members"))
         self.assertEqual(rows[bad.id], skewed)
+        # Another process reads every column, checksum_differs included.
+        got = writer(self.leader.db, [
+            ["SELECT id, checksum_differs FROM raft_members"]])
+        self.assertIn("rows", got[0], got)
+        self.assertEqual(dict(got[0]["rows"]), rows)
         with open(self.leader.log_path, errors="replace") as f:
             text = f.read()
         self.assertIn("ERROR: replica checksum differs from server %d: "
