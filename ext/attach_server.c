@@ -456,15 +456,15 @@ static bool admit(struct ext_attach_server *s, int fd)
     }
     if (s->gid >= 0) {
         snprintf(msg, sizeof msg,
-                 "raftsql: refused: the node of %.500s (pid %ld) lets in uid "
-                 "%ld, root and the members of group %s; uid %ld is none "
+                 "not applied: refused: the node of %.500s (pid %ld) lets in "
+                 "uid %ld, root and the members of group %s; uid %ld is none "
                  "of them",
                  s->db_path, (long)getpid(), (long)geteuid(), s->group,
                  (long)cr.uid);
     } else {
         snprintf(msg, sizeof msg,
-                 "raftsql: refused: the node of %.500s (pid %ld) lets in uid "
-                 "%ld and root only; uid %ld is neither (socket_group= in "
+                 "not applied: refused: the node of %.500s (pid %ld) lets in "
+                 "uid %ld and root only; uid %ld is neither (socket_group= in "
                  "raft_start lets a group in)",
                  s->db_path, (long)getpid(), (long)geteuid(), (long)cr.uid);
     }
@@ -518,7 +518,7 @@ static void accept_one(struct ext_attach_server *s)
     if (c == NULL) {
         char msg[160];
         snprintf(msg, sizeof msg,
-                 "raftsql: busy: the node serves as many connections of "
+                 "not applied: busy: the node serves as many connections of "
                  "other processes as it takes (%u); retry",
                  (unsigned)EXT_ATTACH_CLIENTS_MAX);
         send_error(fd, SQLITE_BUSY, msg);
@@ -530,7 +530,7 @@ static void accept_one(struct ext_attach_server *s)
     pthread_mutex_lock(&s->mu);
     if (pthread_create(&c->thread, NULL, client_main, c) != 0) {
         pthread_mutex_unlock(&s->mu);
-        send_error(fd, SQLITE_BUSY, "raftsql: busy: no thread; retry");
+        send_error(fd, SQLITE_BUSY, "not applied: busy: no thread; retry");
         close(fd);
         free(c);
         return;
