@@ -7,8 +7,10 @@
  * Failure modes: no pointer file, a dead pid or a refused connection (no
  * node: the caller says so); permission denied (not applied); the
  * connection closed before the answer, or none within the node's
- * exec_timeout_ms and 10 s (outcome unknown); interrupted (outcome
- * unknown). */
+ * exec_timeout_ms and 10 s (outcome unknown; for a read, "no answer");
+ * interrupted (outcome unknown, but for a read); the node refused the
+ * connection before reading the call ("<fn>: not applied: busy" or
+ * "refused"). */
 
 #include "attach_client.h"
 
@@ -25,6 +27,47 @@ SQLITE_EXTENSION_INIT3
 
 /* How much longer than the node's exec_timeout_ms a caller waits, ms. */
 #define EXT__ATTACH_GRACE_MS 10000
+
+/* is_read tells whether @fn only reads the node's state: without an
+ * answer, nothing is unknown but the answer. */
+static bool is_read(const char *fn)
+{
+    return strcmp(fn, "raft_leader") == 0 || strcmp(fn, "raft_status") == 0 ||
+           strcmp(fn, "raft_members") == 0 ||
+           strcmp(fn, "raft_cluster_id") == 0;
+}
+
+/* say_no_answer writes into @why the error of call @fn to the node of
+ * @file (pid @pid) that ended in @rc before an answer came, having waited
+ * at most @wait_ms. */
+static void say_no_answer(const char *fn, const char *file, long pid, int rc,
+                          int wait_ms, char *why, size_t why_len)
+{
+    if (rc == RAFT_CANCELED) {
+        snprintf(why, why_len,
+                 is_read(fn) ? "%s: interrupted before the raftsql node (pid "
+                               "%ld) answered"
+                             : "%s: interrupted: outcome unknown: the call was "
+                               "sent to the raftsql node (pid %ld), which may "
+                               "still carry it out",
+                 fn, pid);
+    } else if (rc == RAFT_TIMEOUT && is_read(fn)) {
+        snprintf(why, why_len,
+                 "%s: no answer from the raftsql node of %.300s (pid %ld) "
+                 "within %d s (the process may be stopped or overloaded)",
+                 fn, file, pid, wait_ms / 1000);
+    } else {
+        snprintf(why, why_len,
+                 "%s: %s: %s from the raftsql node of %.300s (pid %ld)%s", fn,
+                 is_read(fn) ? "no answer" : "outcome unknown",
+                 rc == RAFT_TIMEOUT ? "no answer in time"
+                 : rc == RAFT_NOCONN
+                     ? "the connection closed before an answer came"
+                     : raft_strerror(rc),
+                 file, pid,
+                 rc == RAFT_NOCONN ? ": its process stopped or died" : "");
+    }
+}
 
 bool attach_client_served(const char *file)
 {
@@ -44,11 +87,12 @@ static int roundtrip(sqlite3 *db, const char *file, const char *fn,
     struct ext_attach_pointer p;
     char err[400], *text = NULL, *frame = NULL;
     size_t len = 0;
-    int fd = -1, rc;
+    int fd = -1, rc, wait_ms;
 
     if (attach_sock_find(file, &p) != 0) {
         return RAFT_NOTFOUND;
     }
+    wait_ms = (int)(p.timeout_ms + EXT__ATTACH_GRACE_MS);
     rc = attach_sock_connect(p.socket, &fd, err, sizeof err);
     if (rc == RAFT_NOCONN) {
         return RAFT_NOTFOUND; /* a stale pointer file: no node runs */
@@ -72,9 +116,7 @@ static int roundtrip(sqlite3 *db, const char *file, const char *fn,
         attach_sock_frame_read(fd, EXT_EXEC_POLL_MS, NULL, &frame, &len) == 0) {
         rc = 0; /* it answered before reading: a refusal, "busy" */
     } else if (rc == 0) {
-        rc = attach_sock_frame_read(fd,
-                                    (int)(p.timeout_ms + EXT__ATTACH_GRACE_MS),
-                                    &probe, &frame, &len);
+        rc = attach_sock_frame_read(fd, wait_ms, &probe, &frame, &len);
     } else {
         close(fd);
         snprintf(why, why_len,
@@ -87,29 +129,22 @@ static int roundtrip(sqlite3 *db, const char *file, const char *fn,
         return rc;
     }
     close(fd);
-    if (rc == RAFT_CANCELED) {
-        *code = SQLITE_INTERRUPT;
-        snprintf(why, why_len,
-                 "%s: interrupted: outcome unknown: the call was sent to the "
-                 "raftsql node (pid %ld), which may still carry it out",
-                 fn, p.pid);
-        return rc;
-    }
     if (rc != 0) {
-        snprintf(why, why_len,
-                 "%s: outcome unknown: %s from the raftsql node of %.300s "
-                 "(pid %ld)%s",
-                 fn,
-                 rc == RAFT_TIMEOUT ? "no answer in time"
-                 : rc == RAFT_NOCONN
-                     ? "the connection closed before an answer came"
-                     : raft_strerror(rc),
-                 file, p.pid,
-                 rc == RAFT_NOCONN ? ": its process stopped or died" : "");
+        *code = rc == RAFT_CANCELED ? SQLITE_INTERRUPT : SQLITE_ERROR;
+        say_no_answer(fn, file, p.pid, rc, wait_ms, why, why_len);
         return rc;
     }
     rc = attach_codec_answer_decode(frame, len, out, err, sizeof err);
     free(frame);
+    if (rc == 0 && !out->ok && strncmp(out->errmsg, "not applied: ", 13) == 0) {
+        /* The node refused the connection before reading the call (busy,
+         * or not let in): the error kind, with the caller's name. */
+        char refusal[sizeof out->errmsg];
+        memcpy(refusal, out->errmsg, sizeof refusal);
+        snprintf(out->errmsg, sizeof out->errmsg, "%.*s: %.*s",
+                 EXT_ATTACH_FN_MAX, fn,
+                 (int)(sizeof refusal - EXT_ATTACH_FN_MAX - 3), refusal);
+    }
     if (rc != 0) {
         snprintf(why, why_len,
                  "%s: outcome unknown: a malformed answer from the raftsql "

@@ -17,7 +17,7 @@
 /* Most arguments of one call (raft_exec's parameters and its SQL). */
 #define EXT_ATTACH_ARGS_MAX 32767
 
-/* Most cells of a table answer (raft_members: 9 columns). */
+/* Most cells of a table answer (raft_members: 10 columns). */
 #define EXT_ATTACH_CELLS_MAX 4096
 
 /* An answer. Values decoded own their bytes (attach_codec_answer_free).

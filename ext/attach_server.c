@@ -230,9 +230,8 @@ static char *query_text(const char *fn, unsigned n)
         return NULL;
     }
     if (strcmp(fn, "raft_members") == 0) {
-        snprintf(q, cap,
-                 "SELECT id, address, role, leader, match_index, lag, "
-                 "last_contact_ms, connected, auto_promote FROM raft_members");
+        /* every column, in the table's order (members.c reads them so) */
+        snprintf(q, cap, "SELECT * FROM raft_members");
         return q;
     }
     at = (size_t)snprintf(q, cap, "SELECT %s(", fn);
@@ -268,11 +267,14 @@ static int run_call(sqlite3 *db, const char *fn, const struct sql_value *args,
     sqlite3_stmt *stmt = NULL;
     char *q = query_text(fn, n);
     bool table = strcmp(fn, "raft_members") == 0;
-    unsigned n_cells = 0;
+    unsigned n_cells = 0, n_cols = 0;
     int rc;
 
     memset(&a, 0, sizeof a);
     rc = q != NULL ? sqlite3_prepare_v2(db, q, -1, &stmt, NULL) : SQLITE_NOMEM;
+    if (rc == SQLITE_OK) {
+        n_cols = (unsigned)sqlite3_column_count(stmt); /* every column */
+    }
     for (unsigned i = 0; rc == SQLITE_OK && !table && i < n; i++) {
         rc = bind_value(stmt, (int)i + 1, &args[i]);
     }
@@ -286,16 +288,16 @@ static int run_call(sqlite3 *db, const char *fn, const struct sql_value *args,
             a.ok = true;
             break;
         }
-        if (n_cells + 9 > EXT_ATTACH_CELLS_MAX) {
+        if (n_cells + n_cols > EXT_ATTACH_CELLS_MAX) {
             rc = SQLITE_DONE;
             break;
         }
-        for (int i = 0; i < 9; i++) {
-            column_value(stmt, i, &cells[n_cells++]);
+        for (unsigned i = 0; i < n_cols; i++) {
+            column_value(stmt, (int)i, &cells[n_cells++]);
         }
         /* Text and blobs of earlier rows must survive the next step:
          * copy them before it (at most RAFT_MAX_SERVERS short rows). */
-        for (unsigned i = n_cells - 9; i < n_cells; i++) {
+        for (unsigned i = n_cells - n_cols; i < n_cells; i++) {
             if (cells[i].type == SQL_TEXT) {
                 char *copy = strndup(cells[i].bytes.p, cells[i].bytes.len);
                 cells[i].bytes.p = copy;
@@ -308,8 +310,8 @@ static int run_call(sqlite3 *db, const char *fn, const struct sql_value *args,
     if (table && rc == SQLITE_DONE) {
         a.ok = true;
         a.cells = cells;
-        a.n_cols = 9;
-        a.n_rows = n_cells / 9;
+        a.n_cols = n_cols;
+        a.n_rows = n_cols > 0 ? n_cells / n_cols : 0;
     } else if (!a.ok) {
         a.code = q == NULL ? SQLITE_NOMEM : sqlite3_extended_errcode(db);
         snprintf(a.errmsg, sizeof a.errmsg, "%s",
@@ -454,15 +456,15 @@ static bool admit(struct ext_attach_server *s, int fd)
     }
     if (s->gid >= 0) {
         snprintf(msg, sizeof msg,
-                 "raftsql: refused: the node of %.500s (pid %ld) lets in uid "
-                 "%ld, root and the members of group %s; uid %ld is none "
+                 "not applied: refused: the node of %.500s (pid %ld) lets in "
+                 "uid %ld, root and the members of group %s; uid %ld is none "
                  "of them",
                  s->db_path, (long)getpid(), (long)geteuid(), s->group,
                  (long)cr.uid);
     } else {
         snprintf(msg, sizeof msg,
-                 "raftsql: refused: the node of %.500s (pid %ld) lets in uid "
-                 "%ld and root only; uid %ld is neither (socket_group= in "
+                 "not applied: refused: the node of %.500s (pid %ld) lets in "
+                 "uid %ld and root only; uid %ld is neither (socket_group= in "
                  "raft_start lets a group in)",
                  s->db_path, (long)getpid(), (long)geteuid(), (long)cr.uid);
     }
@@ -516,7 +518,7 @@ static void accept_one(struct ext_attach_server *s)
     if (c == NULL) {
         char msg[160];
         snprintf(msg, sizeof msg,
-                 "raftsql: busy: the node serves as many connections of "
+                 "not applied: busy: the node serves as many connections of "
                  "other processes as it takes (%u); retry",
                  (unsigned)EXT_ATTACH_CLIENTS_MAX);
         send_error(fd, SQLITE_BUSY, msg);
@@ -528,7 +530,7 @@ static void accept_one(struct ext_attach_server *s)
     pthread_mutex_lock(&s->mu);
     if (pthread_create(&c->thread, NULL, client_main, c) != 0) {
         pthread_mutex_unlock(&s->mu);
-        send_error(fd, SQLITE_BUSY, "raftsql: busy: no thread; retry");
+        send_error(fd, SQLITE_BUSY, "not applied: busy: no thread; retry");
         close(fd);
         free(c);
         return;

@@ -183,11 +183,22 @@ static int own_dir(const char *dir, mode_t mode, gid_t group, char *errmsg,
     if (!S_ISDIR(st.st_mode) || st.st_uid != geteuid() ||
         (st.st_mode & 07777) != mode ||
         (group != (gid_t)-1 && st.st_gid != group)) {
+        char want_group[48] = "";
+        if (group != (gid_t)-1) {
+            snprintf(want_group, sizeof want_group,
+                     ", group %ld (socket_group)", (long)group);
+        }
         snprintf(errmsg, errmsg_len,
-                 "socket directory %s is not ours (a directory of uid %ld, "
-                 "mode %04o%s): remove it",
-                 dir, (long)geteuid(), (unsigned)mode,
-                 group != (gid_t)-1 ? ", the socket_group" : "");
+                 "socket directory %s is not ours: found %s of uid %ld, "
+                 "group %ld, mode %04o; wanted a directory of uid %ld, mode "
+                 "%04o%s: remove it",
+                 dir,
+                 S_ISDIR(st.st_mode)   ? "a directory"
+                 : S_ISLNK(st.st_mode) ? "a symlink"
+                                       : "a file",
+                 (long)st.st_uid, (long)st.st_gid,
+                 (unsigned)(st.st_mode & 07777), (long)geteuid(),
+                 (unsigned)mode, want_group);
         return RAFT_IOERR;
     }
     return 0;

@@ -359,6 +359,7 @@ enum {
     COL_CONNECTED,
     COL_AUTO_PROMOTE,
     COL_CHECKSUM,
+    COL_COUNT /* the number of columns */
 };
 
 /* The table of one connection. */
@@ -442,7 +443,7 @@ static bool cell_int(const struct sql_value *v, int64_t *out)
     return v->type == SQL_INTEGER;
 }
 
-/* row_from_cells fills @r from the 9 cells @v of a row of the table
+/* row_from_cells fills @r from the COL_COUNT cells @v of a row of the table
  * another process's node answered. */
 static void row_from_cells(const struct sql_value *v, struct ext_member_row *r)
 {
@@ -468,6 +469,8 @@ static void row_from_cells(const struct sql_value *v, struct ext_member_row *r)
     r->last_contact_ms = (uint64_t)x;
     r->connected = cell_int(&v[COL_CONNECTED], &x) ? (int)x : -1;
     r->auto_promote = cell_int(&v[COL_AUTO_PROMOTE], &x) && x != 0;
+    (void)cell_int(&v[COL_CHECKSUM], &x);
+    r->checksum_differs = (raft_index)x;
 }
 
 /* remote_rows fills @c from the node another process runs for @file.
@@ -488,7 +491,7 @@ static int remote_rows(struct members_vtab *t, const char *file,
         t->base.zErrMsg = err;
         return SQLITE_ERROR;
     }
-    if (!a.ok || a.n_cols != 9) {
+    if (!a.ok || a.n_cols != COL_COUNT) {
         t->base.zErrMsg = sqlite3_mprintf(
             "%s", a.ok ? "raft_members: a malformed answer" : a.errmsg);
         attach_codec_answer_free(&a);
@@ -496,7 +499,7 @@ static int remote_rows(struct members_vtab *t, const char *file,
     }
     c->n = a.n_rows < RAFT_MAX_SERVERS ? a.n_rows : RAFT_MAX_SERVERS;
     for (unsigned i = 0; i < c->n; i++) {
-        row_from_cells(&a.cells[i * 9], &c->rows[i]);
+        row_from_cells(&a.cells[i * COL_COUNT], &c->rows[i]);
     }
     attach_codec_answer_free(&a);
     return SQLITE_OK;

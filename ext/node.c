@@ -610,7 +610,8 @@ err_free:
     return rc;
 }
 
-void ext_node_stop(struct ext_node *n)
+/* stop_node is ext_node_stop, and ext_node_discard when @failed. */
+static void stop_node(struct ext_node *n, bool failed)
 {
     /* No wake of the loop from here on (the apply thread may still
      * deliver). */
@@ -623,7 +624,17 @@ void ext_node_stop(struct ext_node *n)
     n->driver = NULL;
     applier_stop(n->applier);
     node_log_line(&n->log, RAFT_LOG_INFO, "stopped");
-    node_free(n, false);
+    node_free(n, failed);
+}
+
+void ext_node_stop(struct ext_node *n)
+{
+    stop_node(n, false);
+}
+
+void ext_node_discard(struct ext_node *n)
+{
+    stop_node(n, true);
 }
 
 int ext_node_exec(struct ext_node *n, const char *sql, size_t sql_len,

@@ -93,6 +93,12 @@ void ext_node_shutdown(struct ext_node *n);
  * after it, and none may still run (the registry guarantees this). */
 void ext_node_stop(struct ext_node *n);
 
+/* ext_node_discard is ext_node_stop for a start that failed after
+ * ext_node_start returned (the attach socket could not be set up): it
+ * also removes the log directory when ext_node_start created it, as a
+ * failed ext_node_start does (store_discard). Same thread rules. */
+void ext_node_discard(struct ext_node *n);
+
 /* ext_node_exec runs one write request (SQL text @sql of @sql_len bytes and
  * @n_params parameters) through the cluster and waits until it is applied
  * on this node, exec_timeout_ms passes, or @probe (may be NULL) says the

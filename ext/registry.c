@@ -120,7 +120,7 @@ int ext_registry_start(const char *path, const struct ext_config *cfg,
                                  errmsg, errmsg_len);
         if (rc != 0) {
             ext_node_shutdown(n);
-            ext_node_stop(n);
+            ext_node_discard(n); /* a failed start leaves nothing */
         }
     }
 

@@ -5,6 +5,7 @@
 #include <jansson.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "../sql/sql.h"
 
@@ -23,6 +24,12 @@ char *verify_json(const char *path, char *errmsg, size_t errmsg_len)
     char *text;
 
     if (sql_checksum_verify(path, &v, errmsg, errmsg_len) != 0) {
+        if (strstr(errmsg, "no such table: main.raftsql_applied") != NULL) {
+            /* A plain database: say so, not SQLite's words. */
+            snprintf(errmsg, errmsg_len,
+                     "not a raftsql replica: %s has no raftsql_applied table",
+                     path);
+        }
         return NULL;
     }
     o = json_object();

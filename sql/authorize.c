@@ -81,11 +81,11 @@ static int deny_internal(struct sql_fsm *f, const char *name)
 
 /* authorize_pragma applies the PRAGMA policy of pragma.c. */
 static int authorize_pragma(struct sql_fsm *f, const char *name,
-                            const char *value)
+                            const char *value, const char *schema)
 {
     int setting = -1;
 
-    switch (pragma_classify(name, value, &setting)) {
+    switch (pragma_classify(name, value, schema, &setting)) {
         case SQL__PRAGMA_RUN:
             return SQLITE_OK;
         case SQL__PRAGMA_SETTING:
@@ -133,7 +133,6 @@ static int authorize(void *arg, int action, const char *a1, const char *a2,
 {
     struct sql_fsm *f = arg;
 
-    (void)db_name;
     (void)trigger;
     if (f->internal) {
         return SQLITE_OK;
@@ -241,7 +240,7 @@ static int authorize(void *arg, int action, const char *a1, const char *a2,
                         "databases are local to a node",
                         action == SQLITE_ATTACH ? "ATTACH" : "DETACH");
         case SQLITE_PRAGMA:
-            return authorize_pragma(f, a1, a2);
+            return authorize_pragma(f, a1, a2, db_name);
         default:
             return SQLITE_OK;
     }

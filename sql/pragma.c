@@ -26,6 +26,11 @@
  *   some have side effects that differ per node or break the apply
  *   transaction (wal_checkpoint, optimize, shrink_memory,
  *   incremental_vacuum...).
+ *   PRAGMA <schema>.data_version runs too, as FTS5 asks it from inside
+ *   its statements: its rows are discarded, and reading it changes
+ *   nothing. Its table-valued form (pragma_data_version(), whose answer
+ *   differs per node and could be stored) has no schema name and stays
+ *   refused.
  *   Read-only pragmas taking an argument run too: table_info, table_xinfo,
  *   table_list, index_info, index_xinfo, index_list, foreign_key_list,
  *   foreign_key_check, integrity_check, quick_check.
@@ -102,12 +107,13 @@ int pragma_setting_find(const char *name)
 }
 
 enum sql_pragma_action pragma_classify(const char *name, const char *value,
-                                       int *out_setting)
+                                       const char *schema, int *out_setting)
 {
     int i;
 
     if (value == NULL) {
-        if (pragma_setting_find(name) >= 0 ||
+        if ((schema != NULL && strcasecmp(name, "data_version") == 0) ||
+            pragma_setting_find(name) >= 0 ||
             in_list(name, query_ok, sizeof query_ok / sizeof query_ok[0]) ||
             in_list(name, with_value_ok,
                     sizeof with_value_ok / sizeof with_value_ok[0])) {

@@ -16,11 +16,13 @@ enum sql_pragma_action {
 };
 
 /* pragma_classify returns the action for PRAGMA @name (as written, any
- * case) with value @value (NULL for a query without a value). For
+ * case) with value @value (NULL for a query without a value), written
+ * with schema name @schema ("main" in PRAGMA main.x; NULL when none: the
+ * table-valued form pragma_x() never has one for data_version). For
  * SQL__PRAGMA_SETTING, *@out_setting receives the setting's index for
  * pragma_setting_name and pragma_setting_apply. Pure; any thread. */
 enum sql_pragma_action pragma_classify(const char *name, const char *value,
-                                       int *out_setting);
+                                       const char *schema, int *out_setting);
 
 /* pragma_bool parses @value as a boolean setting: ON, 1, TRUE, YES give 1
  * and OFF, 0, FALSE, NO give 0 (any case) into *@out. Returns 0, or -1 for

@@ -7,8 +7,10 @@
  * FILE holds raft_start()'s keys (README "Configuration keys"), one per
  * line as `key = value` or `key=value`, plus `database = PATH` (required),
  * the SQLite file this node replicates. `#` begins a comment at the start
- * of a line or after a blank; blank lines are skipped; no value but
- * database's may hold a blank (raft_start's keys are separated by them). log_level defaults to
+ * of a line or after a blank; blank lines are skipped; a value wholly in
+ * double quotes loses them ("/a/b" is /a/b); a UTF-8 byte order mark at
+ * the start of FILE is skipped; no value but database's may hold a blank
+ * (raft_start's keys are separated by them). log_level defaults to
  * info here (warn in raft_start), so the journal shows starts, stops and
  * leadership handed over.
  *
@@ -225,6 +227,17 @@ static int parse_line(struct node_file *f, unsigned n, char *text)
                           "digits and _)",
                           key);
     }
+    if (value[0] == '"') { /* "a value" in double quotes: the quotes go */
+        size_t len = strlen(value);
+        if (len < 2 || value[len - 1] != '"') {
+            return file_error(f, n,
+                              "%s: the value %s opens a double quote but "
+                              "does not end with one",
+                              key, value);
+        }
+        value[len - 1] = '\0';
+        value++;
+    }
     if (value[0] == '\0') {
         return file_error(f, n, "%s: no value", key);
     }
@@ -304,7 +317,9 @@ static int file_read(struct node_file *f)
         return file_error(f, 0, "cannot open: %s", strerror(errno));
     }
     while (rc == 0 && getline(&text, &cap, in) >= 0) {
-        rc = parse_line(f, ++n, text);
+        /* A UTF-8 byte order mark (some editors write one) is skipped. */
+        bool bom = n == 0 && strncmp(text, "\xEF\xBB\xBF", 3) == 0;
+        rc = parse_line(f, ++n, text + (bom ? 3 : 0));
     }
     if (rc == 0 && ferror(in)) {
         rc = file_error(f, 0, "cannot read: %s", strerror(errno));

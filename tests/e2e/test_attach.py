@@ -295,7 +295,8 @@ class AttachSingleTest(unittest.TestCase):
         got = writer(self.db, [["SELECT raft_exec('INSERT INTO kv "
                                 "VALUES(1, 2)')"]],
                      prefix=self.as_nobody("daemon"))
-        self.assertIn("refused", got[0]["error"])
+        self.assertIn("raft_exec: not applied: refused: the node of",
+                      got[0]["error"])
         self.assertIn("uid 65534", got[0]["error"])
         self.assertEqual(self.node.value("SELECT count(*) FROM kv"), 0)
         with open(self.node.log_path, errors="replace") as f:
@@ -354,6 +355,49 @@ class AttachSingleTest(unittest.TestCase):
             log = f.read()
         self.assertIn("attach: a malformed call", log)
         self.assertIn("sqlite_version is no raftsql function", log)
+
+    def test_one_caller_too_many_is_busy_not_applied(self):
+        """The 65th connection at once gets the error kind "not applied",
+        with the caller's name, as the other refusals."""
+        self.start("")
+        sock = self.pointer()["socket"]
+        held = []
+        try:
+            for _ in range(64):
+                c = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+                held.append(c)
+                c.connect(sock)  # sends nothing: held until idle (10 s)
+
+            def busy():
+                got = writer(self.db, [["SELECT raft_exec('INSERT INTO kv "
+                                        "VALUES(1, 2)')"]])
+                return "error" in got[0] and got[0]
+            got = wait_for("the 65th caller is refused", busy, timeout=8)
+        finally:
+            for c in held:
+                c.close()
+        self.assertIn("raft_exec: not applied: busy: the node serves as "
+                      "many connections of other processes as it takes "
+                      "(64); retry", got["error"])
+        self.assertEqual(got["code"], 5)  # SQLITE_BUSY
+
+    def test_no_answer_to_a_read_is_no_outcome_unknown(self):
+        """A read of a stopped node's state says no answer came within
+        the wait; a write keeps "outcome unknown"."""
+        self.start("exec_timeout_ms=1000")
+        os.kill(self.node.proc.pid, signal.SIGSTOP)
+        try:
+            got = writer(self.db, [["SELECT raft_leader()"],
+                                   ["SELECT raft_exec('INSERT INTO kv "
+                                    "VALUES(1, 2)')"]])
+        finally:
+            os.kill(self.node.proc.pid, signal.SIGCONT)
+        self.assertIn("raft_leader: no answer from the raftsql node of %s "
+                      "(pid %d) within 11 s" % (self.db, self.node.proc.pid),
+                      got[0]["error"])
+        self.assertNotIn("outcome unknown", got[0]["error"])
+        self.assertIn("raft_exec: outcome unknown: no answer in time",
+                      got[1]["error"])
 
     def test_socket_off(self):
         self.start("socket=off")

@@ -13,13 +13,33 @@ and `make tsan` run them)."""
 import json
 import os
 import re
+import shutil
 import sqlite3
+import tempfile
 import unittest
 
-from e2e import NODE, ClusterCase, wait_for
+from e2e import NODE, ClusterCase, connect, wait_for
 from raftsql_cluster import Node
+from test_attach import writer
 
 FAST = "election_timeout_ms=300 heartbeat_ms=30 exec_timeout_ms=10000"
+
+
+class VerifyPlainTest(unittest.TestCase):
+    """raft_verify() on a database that never was a replica."""
+
+    def test_plain_database_is_not_a_replica(self):
+        tmp = tempfile.mkdtemp(prefix="raftsql-verify-")
+        self.addCleanup(shutil.rmtree, tmp, True)
+        db = os.path.join(tmp, "plain.db")
+        con = connect(db)
+        self.addCleanup(con.close)
+        con.execute("CREATE TABLE t(x)")
+        with self.assertRaises(sqlite3.OperationalError) as e:
+            con.execute("SELECT raft_verify()")
+        self.assertEqual(str(e.exception),
+                         "raft_verify: not a raftsql replica: %s has no "
+                         "raftsql_applied table" % db)
 
 
 @unittest.skipUnless("san/" in NODE,
@@ -104,6 +124,11 @@ class ChecksumTest(ClusterCase):
         rows = dict(self.leader.sql(
             "SELECT id, checksum_differs FROM raft_members"))
         self.assertEqual(rows[bad.id], skewed)
+        # Another process reads every column, checksum_differs included.
+        got = writer(self.leader.db, [
+            ["SELECT id, checksum_differs FROM raft_members"]])
+        self.assertIn("rows", got[0], got)
+        self.assertEqual(dict(got[0]["rows"]), rows)
         with open(self.leader.log_path, errors="replace") as f:
             text = f.read()
         self.assertIn("ERROR: replica checksum differs from server %d: "

@@ -295,10 +295,30 @@ class DaemonConfigTest(unittest.TestCase):
             (good + "id = 2\n", ":6", "id: given twice (first on line 4)"),
             (good + "dir = /tmp/a b\n", ":6",
              "dir: the value '/tmp/a b' holds a blank"),
+            (good + 'dir = "/tmp/ab\n', ":6",
+             'dir: the value "/tmp/ab opens a double quote but does not '
+             'end with one'),
+            (good + 'dir = ""\n', ":6", "dir: no value"),
         ]
         for text, where, what in cases:
             with self.subTest(what=what):
                 self.assert_bad(text, where, what)
+
+    def test_double_quotes_and_a_byte_order_mark(self):
+        """A value in double quotes loses them, and a UTF-8 byte order
+        mark at the start of the file is skipped: the node starts on the
+        unquoted database path and log directory."""
+        log_dir = os.path.join(self.dir, "log")
+        text = ('\ufeffdatabase = "%s"\nid = 1\ncluster = '
+                '"1@127.0.0.1:%d"\ndir = "%s"\n'
+                % (self.db, self.port, log_dir))
+        code, err = run_daemon("--config", self.conf(text), "--check")
+        self.assertEqual(code, 0, err)
+        p, _ = self.run_one(text)
+        self.assertTrue(os.path.exists(self.db))
+        self.assertTrue(os.path.isdir(log_dir))
+        p.send_signal(signal.SIGTERM)
+        self.assertEqual(p.wait(20), 0)
 
     def test_usage_errors_exit_2(self):
         for args in ([], ["--config"], ["--bogus"]):

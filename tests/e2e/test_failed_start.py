@@ -4,6 +4,7 @@ use, a bad key or bad TLS files; and the failed restart of an existing node
 keeps its data. The node runs in this process (build/raftsql.so).
 """
 
+import grp
 import os
 import shutil
 import socket
@@ -95,6 +96,33 @@ class FailedStartTest(unittest.TestCase):
         self.start_fails("tls_cert=%s tls_key=%s tls_ca=%s" % (
             missing, missing, missing), "tls_cert")
         self.assertEqual(sorted(os.listdir(self.dir)), ["node1.db"])
+
+    def test_socket_directory_not_ours_leaves_nothing(self):
+        """A socket directory of the wrong mode and group refuses the
+        start, naming what it found and what it wants, and the start
+        leaves no log directory (nor a dir= one it made) behind."""
+        group = grp.getgrnam("games").gr_gid  # a group no other test uses
+        sock_dir = "/tmp/raftsql-%d-g%d" % (os.geteuid(), group)
+        shutil.rmtree(sock_dir, ignore_errors=True)
+        os.mkdir(sock_dir)
+        os.chmod(sock_dir, 0o777)
+        self.addCleanup(shutil.rmtree, sock_dir, True)
+        self.blocker.close()
+        self.start_fails(
+            "socket_group=games",
+            "socket directory %s is not ours: found a directory of uid %d, "
+            "group %d, mode 0777; wanted a directory of uid %d, mode 0750, "
+            "group %d (socket_group): remove it" % (
+                sock_dir, os.geteuid(), os.getegid(), os.geteuid(), group))
+        # The database keeps the WAL its start switched it to (this
+        # connection holds it open); nothing else stays.
+        def left():
+            return sorted(f for f in os.listdir(self.dir)
+                          if not f.endswith(("-wal", "-shm")))
+        self.assertEqual(left(), ["node1.db"])
+        made = os.path.join(self.dir, "log")
+        self.start_fails("socket_group=games dir=" + made, "is not ours")
+        self.assertEqual(left(), ["node1.db"])
 
     def test_failed_restart_keeps_the_data(self):
         self.blocker.close()

@@ -627,6 +627,24 @@ static void test_refused(void **state)
     assert_ok(apply1(f,
                      "INSERT INTO t SELECT count(*) "
                      "FROM pragma_table_info('t')"));
+    /* data_version differs per node: not into the replicated tables; but
+     * FTS5 asks PRAGMA main.data_version inside its statements. */
+    assert_error(apply1(f,
+                        "INSERT INTO t SELECT data_version "
+                        "FROM pragma_data_version"),
+                 SQLITE_AUTH, "PRAGMA data_version cannot be used");
+    assert_ok(apply1(f, "CREATE VIRTUAL TABLE f5 USING fts5(body)"));
+    assert_ok(apply1(f, "INSERT INTO f5 VALUES ('raft log entry')"));
+    assert_ok(apply1(f, "INSERT INTO f5 VALUES ('sqlite page')"));
+    assert_ok(apply1(f, "DELETE FROM f5 WHERE f5 MATCH 'sqlite'"));
+    assert_ok(apply1(f,
+                     "INSERT INTO t SELECT count(*) FROM f5 "
+                     "WHERE f5 MATCH 'raft'"));
+    assert_query(f->tmp.path, "SELECT body FROM f5 WHERE f5 MATCH 'log'",
+                 "raft log entry");
+    assert_ok(apply1(f,
+                     "DELETE FROM t WHERE rowid = (SELECT max(rowid) "
+                     "FROM t)"));
     /* RENAME TO a raftsql_ name: the authorizer sees only the old name;
      * the request fails afterwards and leaves the table as it was. */
     assert_ok(apply1(f, "CREATE TABLE u(x)"));
