@@ -113,8 +113,8 @@ static bool changed(const char *record_path, const char *db_path, char *why,
 }
 
 bool stopped_verify(struct sql_fsm *fsm, struct ext_node_log *log,
-                    const char *record_path, const char *db_path,
-                    char *reason, size_t reason_len)
+                    const char *record_path, const char *db_path, char *reason,
+                    size_t reason_len)
 {
     char why[4400], differ[200];
     uint64_t value;

@@ -36,7 +36,7 @@ void stopped_record(struct sql_fsm *fsm, struct ext_node_log *log,
  * when the scan failed: a WARN line). Thread: the opener, before the
  * apply thread starts (applier_start). */
 bool stopped_verify(struct sql_fsm *fsm, struct ext_node_log *log,
-                    const char *record_path, const char *db_path,
-                    char *reason, size_t reason_len);
+                    const char *record_path, const char *db_path, char *reason,
+                    size_t reason_len);
 
 #endif /* EXT_STOPPED_H */
