@@ -30,6 +30,7 @@
 #include <unistd.h>
 
 #include "sqlbridge.h"
+#include "stopped.h"
 
 /* Most entries applied in one SQLite transaction. */
 #define EXT__APPLY_BATCH_MAX 4096
@@ -87,29 +88,6 @@ bool applier_any_diverged(void)
     return atomic_load(&n_diverged) > 0;
 }
 
-/* write_replace writes @text to @path through "<path>.tmp" renamed over
- * it, fsynced first when @durable; false (errno set, nothing left behind)
- * on failure. */
-static bool write_replace(const char *path, const char *text, bool durable)
-{
-    char tmp[4300];
-    FILE *fp;
-    bool ok;
-    snprintf(tmp, sizeof tmp, "%s.tmp", path);
-    fp = fopen(tmp, "w");
-    ok = fp != NULL && fputs(text, fp) >= 0;
-    ok = fp != NULL && fflush(fp) == 0 && ok;
-    ok = fp != NULL && (!durable || fsync(fileno(fp)) == 0) && ok;
-    ok = fp != NULL && fclose(fp) == 0 && ok;
-    if (!ok || rename(tmp, path) != 0) {
-        int e = errno;
-        unlink(tmp);
-        errno = e;
-        return false;
-    }
-    return true;
-}
-
 /* notice_write puts @reason in cfg->notice_path, the notice the guards of
  * other processes read (best effort: without it they let reads through,
  * this process's guard still refuses them). */
@@ -118,7 +96,7 @@ static void notice_write(struct ext_applier *a, const char *reason)
     char text[sizeof a->divergence.reason + 2];
     snprintf(text, sizeof text, "%s\n", reason);
     if (a->cfg.notice_path[0] != '\0' &&
-        !write_replace(a->cfg.notice_path, text, false)) {
+        !stopped_write_file(a->cfg.notice_path, text, false)) {
         node_log_line(a->log, RAFT_LOG_WARN,
                       "cannot write %s: %s (other processes' reads of the "
                       "diverged replica are not refused)",
@@ -264,7 +242,7 @@ static void mark_write(struct ext_applier *a,
     snprintf(text, sizeof text, "%" PRIu64 " %" PRIu64 "\n%s\n", dv->since_ms,
              dv->at_index, dv->reason);
     if (a->cfg.mark_path[0] != '\0' &&
-        !write_replace(a->cfg.mark_path, text, true)) {
+        !stopped_write_file(a->cfg.mark_path, text, true)) {
         node_log_line(a->log, RAFT_LOG_WARN,
                       "cannot record the divergence in %s: %s (a restart "
                       "would forget it)",
@@ -300,10 +278,9 @@ static void mark_read(struct ext_applier *a)
                    dv->reason);
 }
 
-/* note_foreign marks the replica diverged after the state machine saw a
- * commit it did not make (its message says what), and logs it at ERROR
- * once. Called without mu. */
-static void note_foreign(struct ext_applier *a)
+/* note_diverged marks the replica diverged for @reason, and logs it at
+ * ERROR once. Called without mu. */
+static void note_diverged(struct ext_applier *a, const char *reason)
 {
     struct timespec now;
     uint64_t since_ms;
@@ -316,7 +293,7 @@ static void note_foreign(struct ext_applier *a)
         a->divergence.since_ms = since_ms;
         a->divergence.at_index = atomic_load(&a->applied) + 1;
         snprintf(a->divergence.reason, sizeof a->divergence.reason, "%s",
-                 sql_fsm_errmsg(a->fsm));
+                 reason);
         atomic_store(&a->diverged, true);
         atomic_fetch_add(&n_diverged, 1);
         mark_write(a, &a->divergence);
@@ -330,7 +307,22 @@ static void note_foreign(struct ext_applier *a)
                        "diverged replica: %s (seen %s); applying holds (the "
                        "log keeps every entry) until a snapshot of a healthy "
                        "peer replaces the database",
-                       sql_fsm_errmsg(a->fsm), seen);
+                       reason, seen);
+    }
+}
+
+void applier_mark_diverged(struct ext_applier *a, const char *reason)
+{
+    note_diverged(a, reason);
+}
+
+/* note_checkpoint logs the state machine's note of a moved data_version
+ * that was no foreign write (sql_fsm_foreign_note), if any. Apply thread. */
+static void note_checkpoint(struct ext_applier *a)
+{
+    char note[600];
+    if (sql_fsm_foreign_note(a->fsm, note, sizeof note)) {
+        node_log_line(a->log, RAFT_LOG_INFO, "%s", note);
     }
 }
 
@@ -340,7 +332,20 @@ static void idle_check(struct ext_applier *a)
 {
     int rc = sqlbridge_rc(sql_fsm_foreign_check(a->fsm));
     if (rc == RAFT_DIVERGED) {
-        note_foreign(a);
+        note_diverged(a, sql_fsm_errmsg(a->fsm));
+    }
+    note_checkpoint(a);
+}
+
+/* verify_at_start verifies the file at start when it may have changed
+ * while no node ran (stopped.h), before anything applies. */
+static void verify_at_start(struct ext_applier *a)
+{
+    char reason[sizeof a->divergence.reason];
+    if (a->cfg.stopped_path[0] != '\0' && !atomic_load(&a->diverged) &&
+        stopped_verify(a->fsm, a->log, a->cfg.stopped_path, a->cfg.db_path,
+                       reason, sizeof reason)) {
+        note_diverged(a, reason);
     }
 }
 
@@ -543,9 +548,10 @@ static int apply_batch(struct ext_applier *a, const struct raft_entry *batch,
         goto out; /* interrupted by applier_stop: applied after a restart */
     }
     if (rc == RAFT_DIVERGED) {
-        note_foreign(a); /* nothing applied: the batch waits */
+        note_diverged(a, sql_fsm_errmsg(a->fsm)); /* the batch waits */
         goto out;
     }
+    note_checkpoint(a);
     if (rc != 0) {
         note_failure(a, batch[0].index, sql_fsm_errmsg(a->fsm));
         goto out;
@@ -726,6 +732,7 @@ int applier_start(struct sql_fsm *fsm, const struct ext_applier_config *cfg,
     a->log = log;
     a->fsm = fsm;
     mark_read(a);
+    verify_at_start(a);
     atomic_store(&a->applied, sql_fsm_applied(fsm));
     atomic_store(&a->durable, sql_fsm_durable(fsm));
     pthread_mutex_init(&a->mu, NULL);
@@ -745,6 +752,19 @@ int applier_start(struct sql_fsm *fsm, const struct ext_applier_config *cfg,
     return 0;
 }
 
+/* record_stop catches a foreign commit of the last second, then records
+ * the file's look for the next start (stopped.h). Apply thread joined. */
+static void record_stop(struct ext_applier *a)
+{
+    if (a->cfg.stopped_path[0] == '\0') {
+        return;
+    }
+    idle_check(a);
+    if (!atomic_load(&a->diverged)) {
+        stopped_record(a->fsm, a->log, a->cfg.stopped_path, a->cfg.db_path);
+    }
+}
+
 void applier_stop(struct ext_applier *a)
 {
     pthread_mutex_lock(&a->mu);
@@ -756,6 +776,9 @@ void applier_stop(struct ext_applier *a)
     atomic_store(&a->stopping, true);
     sql_fsm_interrupt(a->fsm);
     pthread_join(a->thread, NULL);
+    if (!atomic_load(&a->diverged)) {
+        record_stop(a);
+    }
     if (atomic_load(&a->diverged)) {
         atomic_fetch_sub(&n_diverged, 1);
         notice_remove(a); /* no node serves the file now; the mark stays */

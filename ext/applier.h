@@ -53,9 +53,26 @@ struct ext_applier_config {
                                     read at start, removed by the install
                                     that ends it and at stop
                                     (attach_sock_diverged reads it) */
+    char stopped_path[4200];     /* the record of a clean stop ("" for
+                                    none, stopped.h): read and removed at
+                                    start, where a missing or differing one
+                                    makes the start verify the file
+                                    against the running checksum
+                                    (sql_fsm_verify), a mismatch marking
+                                    the replica diverged before anything
+                                    applies; written at a stop that is not
+                                    diverged */
+    char db_path[4200];          /* the database file (for stopped_path) */
 };
 
 struct ext_applier; /* opaque */
+
+/* applier_mark_diverged marks the replica diverged for @reason (copied;
+ * what raft_status() and the record at cfg->mark_path show), as a
+ * foreign commit does: nothing applies until a snapshot install repairs
+ * it; logged at ERROR once. Nothing when it is diverged already.
+ * Thread: any. */
+void applier_mark_diverged(struct ext_applier *a, const char *reason);
 
 /* applier_start takes ownership of the open state machine @fsm and starts
  * the apply thread on it with @cfg and @hooks (both copied); a divergence

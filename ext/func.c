@@ -372,18 +372,35 @@ static void fn_cluster_id(sqlite3_context *ctx, int argc, sqlite3_value **argv)
 }
 
 /* raft_verify(): the replica checksum recomputed from the file (verify.h);
- * it needs no node in this process. */
+ * it needs no node, but the node that serves the file (in this process,
+ * or another's, to which the call goes) is marked diverged when the file
+ * differs from its running checksum. */
 static void fn_verify(sqlite3_context *ctx, int argc, sqlite3_value **argv)
 {
     const char *file = main_file(ctx, "raft_verify");
-    char msg[600], err[700];
+    char msg[600], err[700], differ[300];
+    struct ext_node *n;
     char *json;
-    (void)argc;
-    (void)argv;
     if (file == NULL) {
         return;
     }
-    json = verify_json(file, msg, sizeof msg);
+    n = ext_registry_acquire(file);
+    if (n == NULL && !attach_server_serving() &&
+        attach_client_call(ctx, file, "raft_verify", argc, argv, NULL)) {
+        return;
+    }
+    json = verify_json(file, differ, sizeof differ, msg, sizeof msg);
+    if (n != NULL && json != NULL && differ[0] != '\0') {
+        snprintf(err, sizeof err,
+                 "raft_verify found the database file differs from the "
+                 "running checksum in %s (bit rot, or a write that bypassed "
+                 "every hook)",
+                 differ);
+        ext_node_mark_diverged(n, err);
+    }
+    if (n != NULL) {
+        ext_registry_release(n);
+    }
     if (json == NULL) {
         snprintf(err, sizeof err, "raft_verify: %s", msg);
         sqlite3_result_error(ctx, err, -1);

@@ -362,6 +362,8 @@ static int start_threads(struct ext_node *n, const char *db_path,
     int rc;
 
     snprintf(ac.mark_path, sizeof ac.mark_path, "%s/diverged", n->cfg.dir);
+    snprintf(ac.stopped_path, sizeof ac.stopped_path, "%s/stopped", n->cfg.dir);
+    snprintf(ac.db_path, sizeof ac.db_path, "%s", db_path);
     attach_sock_diverged_path(db_path, ac.notice_path, sizeof ac.notice_path);
     if (applier_start(fsm, &ac, &ah, &n->log, &n->applier) != 0) {
         sql_fsm_close(fsm);
@@ -782,6 +784,11 @@ unsigned ext_node_members(struct ext_node *n, struct ext_member_row *rows,
 bool ext_node_diverged(struct ext_node *n, char *why, size_t why_len)
 {
     return repair_refusal(n->repair, n->applier, why, why_len);
+}
+
+void ext_node_mark_diverged(struct ext_node *n, const char *reason)
+{
+    applier_mark_diverged(n->applier, reason);
 }
 
 int ext_node_repair(struct ext_node *n, const struct ext_exec_probe *probe,

@@ -170,6 +170,11 @@ int ext_node_tls_reload(struct ext_node *n, char *msg, size_t msg_len);
  * thread. */
 bool ext_node_diverged(struct ext_node *n, char *why, size_t why_len);
 
+/* ext_node_mark_diverged marks @n's replica diverged for @reason
+ * (applier_mark_diverged: held until repaired, logged at ERROR, shown in
+ * raft_status()). Any thread. */
+void ext_node_mark_diverged(struct ext_node *n, const char *reason);
+
 /* ext_node_repair asks a diverged replica (a commit the node did not make
  * reached its database) to repair itself now, also with repair=manual,
  * and waits until a snapshot replaced its database, exec_timeout_ms at

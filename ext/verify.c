@@ -17,12 +17,26 @@ static json_t *hex64(uint64_t v)
     return json_string(buf);
 }
 
-char *verify_json(const char *path, char *errmsg, size_t errmsg_len)
+/* append_name adds @name to the comma-separated list @out (@len bytes),
+ * ending it with "..." once full. */
+static void append_name(char *out, size_t len, const char *name)
+{
+    size_t used = strlen(out);
+    if (used + strlen(name) + 8 < len) {
+        snprintf(out + used, len - used, "%s%s", used > 0 ? ", " : "", name);
+    } else if (strstr(out, "...") == NULL && used + 6 < len) {
+        snprintf(out + used, len - used, ", ...");
+    }
+}
+
+char *verify_json(const char *path, char *differ_out, size_t differ_len,
+                  char *errmsg, size_t errmsg_len)
 {
     struct sql_verify v;
     json_t *o, *differ;
     char *text;
 
+    differ_out[0] = '\0';
     if (sql_checksum_verify(path, &v, errmsg, errmsg_len) != 0) {
         if (strstr(errmsg, "no such table: main.raftsql_applied") != NULL) {
             /* A plain database: say so, not SQLite's words. */
@@ -61,6 +75,7 @@ char *verify_json(const char *path, char *errmsg, size_t errmsg_len)
             json_object_set_new(t, "stored", hex64(v.differ[i].stored));
             json_object_set_new(t, "scanned", hex64(v.differ[i].scanned));
             json_array_append_new(differ, t);
+            append_name(differ_out, differ_len, v.differ[i].name);
         }
         json_object_set_new(o, "differ", differ);
     }

@@ -14,7 +14,10 @@
  * "scanned"}...]}, or {"available": false, "why": ...} when no running
  * checksum is stored there. NULL on failure, with @errmsg (@errmsg_len
  * bytes) saying why (not a database, a page that does not read, out of
- * memory). Any thread. */
-char *verify_json(const char *path, char *errmsg, size_t errmsg_len);
+ * memory). When the file differs from the running checksum, @differ
+ * (@differ_len bytes) gets the names of the tables that differ,
+ * comma-separated; else "". Any thread. */
+char *verify_json(const char *path, char *differ, size_t differ_len,
+                  char *errmsg, size_t errmsg_len);
 
 #endif /* EXT_VERIFY_H */

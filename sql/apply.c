@@ -757,6 +757,9 @@ restart:
     if (rc != 0) {
         goto err;
     }
+    if ((rc = foreign_note_schema(f)) != 0) {
+        goto err;
+    }
     rc = schema_run(f, STMT_COMMIT, "COMMIT");
     if (rc != 0) {
         goto err;

@@ -1,9 +1,14 @@
 /* Commits the node did not make (fsm_internal.h, foreign.c): PRAGMA
- * data_version on the apply connection changes exactly when another
- * connection, of any process, committed to the database file. */
+ * data_version on the apply connection changes when another connection,
+ * of any process, committed to the database file, or checkpointed it
+ * with wal_checkpoint(TRUNCATE); with the checksum on, a full scan tells
+ * the two apart (foreign_confirm). */
 
 #include <inttypes.h>
 #include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
 
 #include <sqlite3ext.h>
 
@@ -11,15 +16,15 @@
 
 SQLITE_EXTENSION_INIT3
 
-/* read_version reads PRAGMA data_version of the apply connection into
- * @out (a read transaction of its own, or the running one). */
-static int read_version(struct sql_fsm *f, int64_t *out)
+/* read_pragma reads the integer of PRAGMA @sql on the apply connection
+ * into @out (a read transaction of its own, or the running one). */
+static int read_pragma(struct sql_fsm *f, const char *sql, int64_t *out)
 {
     sqlite3_stmt *st = NULL;
     int rc;
 
     f->internal = 1;
-    rc = sqlite3_prepare_v2(f->db, "PRAGMA main.data_version", -1, &st, NULL);
+    rc = sqlite3_prepare_v2(f->db, sql, -1, &st, NULL);
     if (rc == SQLITE_OK) {
         rc = sqlite3_step(st);
         if (rc == SQLITE_ROW) {
@@ -29,17 +34,163 @@ static int read_version(struct sql_fsm *f, int64_t *out)
     }
     sqlite3_finalize(st);
     f->internal = 0;
-    return rc == SQLITE_OK ? 0 : fsm_fail(f, rc, "PRAGMA data_version");
+    return rc == SQLITE_OK ? 0 : fsm_fail(f, rc, sql);
+}
+
+/* read_baseline reads data_version and schema_version into @f. */
+static int read_baseline(struct sql_fsm *f)
+{
+    int rc = read_pragma(f, "PRAGMA main.data_version", &f->data_version);
+    if (rc == 0) {
+        rc = read_pragma(f, "PRAGMA main.schema_version", &f->schema_version);
+    }
+    return rc;
 }
 
 int foreign_reset(struct sql_fsm *f)
 {
-    int rc = read_version(f, &f->data_version);
+    int rc = read_baseline(f);
     if (rc == 0) {
         f->foreign = 0;
         f->foreign_why[0] = '\0';
     }
     return rc;
+}
+
+int foreign_note_schema(struct sql_fsm *f)
+{
+    if (f->ck == NULL || !f->ck->on) {
+        return 0;
+    }
+    return read_pragma(f, "PRAGMA main.schema_version", &f->schema_version);
+}
+
+/* The scan of foreign_confirm. */
+struct confirm {
+    sqlite3 *db;             /* the apply connection */
+    struct sql_checksum *ck; /* the running sums */
+    struct checksum_buf buf; /* row encodings */
+    bool *seen;              /* per ck->tables: listed */
+    char differ[200];        /* the tables that differ, comma-separated */
+    unsigned n_differ;       /* how many */
+};
+
+/* note_differ adds table @name to c->differ. */
+static void note_differ(struct confirm *c, const char *name)
+{
+    size_t len = strlen(c->differ);
+
+    if (len + strlen(name) + 8 < sizeof c->differ) {
+        snprintf(c->differ + len, sizeof c->differ - len, "%s%s",
+                 c->n_differ > 0 ? ", " : "", name);
+    } else if (strstr(c->differ, "...") == NULL) {
+        snprintf(c->differ + len, sizeof c->differ - len, ", ...");
+    }
+    c->n_differ++;
+}
+
+/* on_table scans one listed table and compares it with its running sum
+ * (none: 0, an empty table). */
+static int on_table(void *data, const struct checksum_listed *t)
+{
+    struct confirm *c = data;
+    uint64_t scanned = 0, running = 0;
+    int rc;
+
+    rc = checksum_scan(c->db, &c->buf, t->name, t->rowid, &scanned);
+    if (rc != SQLITE_OK) {
+        return rc;
+    }
+    for (unsigned i = 0; i < c->ck->n_tables; i++) {
+        const struct checksum_table *r = &c->ck->tables[i];
+        if (!c->seen[i] && strcasecmp(r->name, t->name) == 0) {
+            c->seen[i] = true;
+            running = r->sum + r->batch + r->req;
+            break;
+        }
+    }
+    if (scanned != running) {
+        note_differ(c, t->name);
+    }
+    return SQLITE_OK;
+}
+
+int foreign_confirm(struct sql_fsm *f, char *differ, size_t differ_len)
+{
+    struct confirm c;
+    int rc;
+
+    memset(&c, 0, sizeof c);
+    c.db = f->db;
+    c.ck = f->ck;
+    c.seen = calloc(c.ck->n_tables + 1, sizeof *c.seen);
+    if (c.seen == NULL) {
+        return fsm_fail(f, SQLITE_NOMEM, "verify");
+    }
+    f->internal = 1;
+    rc = checksum_list(f->db, on_table, &c);
+    f->internal = 0;
+    /* Running sums of tables that are gone. */
+    for (unsigned i = 0; rc == SQLITE_OK && i < c.ck->n_tables; i++) {
+        const struct checksum_table *r = &c.ck->tables[i];
+        if (!c.seen[i] && r->sum + r->batch + r->req != 0) {
+            note_differ(&c, r->name);
+        }
+    }
+    free(c.seen);
+    free(c.buf.p);
+    if (rc != SQLITE_OK) {
+        return fsm_fail(f, rc, "verify: scan");
+    }
+    snprintf(differ, differ_len, "%s", c.differ);
+    return c.n_differ > 0 ? SQL_ERR_DIVERGED : 0;
+}
+
+/* confirm_moved is foreign_check's second look once data_version moved to
+ * @v: the schema cookie and a full scan against the running sums, in the
+ * running transaction. Returns 0 when nothing changed (a checkpoint:
+ * @v becomes the baseline and f->foreign_note says so), 1 when the file
+ * changed, or an error code. */
+static int confirm_moved(struct sql_fsm *f, int64_t v)
+{
+    char differ[200];
+    int64_t schema = 0;
+    int rc;
+
+    rc = read_pragma(f, "PRAGMA main.schema_version", &schema);
+    if (rc != 0) {
+        return rc;
+    }
+    if (schema != f->schema_version) {
+        sql_errmsgf(f->foreign_why, sizeof f->foreign_why,
+                    "a write the node did not make was committed to %s "
+                    "(PRAGMA data_version changed, and the schema: "
+                    "schema_version %" PRId64 ", was %" PRId64
+                    ") before index %" PRIu64,
+                    f->path, schema, f->schema_version, f->applied + 1);
+        return 1;
+    }
+    rc = foreign_confirm(f, differ, sizeof differ);
+    if (rc == SQL_ERR_DIVERGED) {
+        sql_errmsgf(f->foreign_why, sizeof f->foreign_why,
+                    "a write the node did not make was committed to %s "
+                    "(PRAGMA data_version changed, and the content of "
+                    "%s differs from the running checksum) before index "
+                    "%" PRIu64,
+                    f->path, differ, f->applied + 1);
+        return 1;
+    }
+    if (rc != 0) {
+        return rc;
+    }
+    sql_errmsgf(f->foreign_note, sizeof f->foreign_note,
+                "PRAGMA data_version of %s changed before index %" PRIu64
+                ", but its schema and content are the node's own (a "
+                "checkpoint by another connection, e.g. "
+                "wal_checkpoint(TRUNCATE)): no foreign write",
+                f->path, f->applied + 1);
+    f->data_version = v;
+    return 0;
 }
 
 int foreign_check(struct sql_fsm *f)
@@ -48,18 +199,46 @@ int foreign_check(struct sql_fsm *f)
     int rc;
 
     if (!f->foreign) {
-        rc = read_version(f, &v);
+        rc = read_pragma(f, "PRAGMA main.data_version", &v);
         if (rc != 0) {
             return rc;
         }
         if (v == f->data_version) {
             return 0;
         }
+        if (f->ck == NULL || !f->ck->on) {
+            /* No running sums to tell a checkpoint from a commit. */
+            sql_errmsgf(f->foreign_why, sizeof f->foreign_why,
+                        "a write the node did not make was committed to %s "
+                        "(PRAGMA data_version changed) before index "
+                        "%" PRIu64,
+                        f->path, f->applied + 1);
+        } else {
+            bool own = sqlite3_get_autocommit(f->db);
+            if (own) {
+                /* One read transaction: the data_version taken as the
+                 * baseline is the one of the content scanned. */
+                f->internal = 1;
+                rc = sqlite3_exec(f->db, "BEGIN", NULL, NULL, NULL);
+                f->internal = 0;
+                if (rc != SQLITE_OK) {
+                    return fsm_fail(f, rc, "BEGIN");
+                }
+                rc = read_pragma(f, "PRAGMA main.data_version", &v);
+            }
+            if (rc == 0) {
+                rc = confirm_moved(f, v);
+            }
+            if (own) {
+                f->internal = 1;
+                sqlite3_exec(f->db, "COMMIT", NULL, NULL, NULL);
+                f->internal = 0;
+            }
+            if (rc != 1) {
+                return rc;
+            }
+        }
         f->foreign = 1;
-        sql_errmsgf(f->foreign_why, sizeof f->foreign_why,
-                    "a write the node did not make was committed to %s "
-                    "(PRAGMA data_version changed) before index %" PRIu64,
-                    f->path, f->applied + 1);
     }
     sql_errmsgf(f->errmsg, sizeof f->errmsg, "%s", f->foreign_why);
     return SQL_ERR_DIVERGED;
@@ -67,10 +246,41 @@ int foreign_check(struct sql_fsm *f)
 
 int foreign_rebase(struct sql_fsm *f)
 {
-    return f->foreign ? 0 : read_version(f, &f->data_version);
+    return f->foreign ? 0 : read_baseline(f);
 }
 
 int sql_fsm_foreign_check(struct sql_fsm *f)
 {
     return foreign_check(f);
+}
+
+int sql_fsm_foreign_note(struct sql_fsm *f, char *out, size_t out_len)
+{
+    if (f->foreign_note[0] == '\0') {
+        return 0;
+    }
+    snprintf(out, out_len, "%s", f->foreign_note);
+    f->foreign_note[0] = '\0';
+    return 1;
+}
+
+int sql_fsm_verify(struct sql_fsm *f, char *differ, size_t differ_len)
+{
+    int rc;
+
+    differ[0] = '\0';
+    if (f->ck == NULL || !f->ck->on) {
+        return 0;
+    }
+    f->internal = 1;
+    rc = sqlite3_exec(f->db, "BEGIN", NULL, NULL, NULL);
+    f->internal = 0;
+    if (rc != SQLITE_OK) {
+        return fsm_fail(f, rc, "BEGIN");
+    }
+    rc = foreign_confirm(f, differ, differ_len);
+    f->internal = 1;
+    sqlite3_exec(f->db, "COMMIT", NULL, NULL, NULL);
+    f->internal = 0;
+    return rc;
 }

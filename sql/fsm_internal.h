@@ -78,46 +78,52 @@ struct sql_ckpt {
 
 /* The state machine (opaque in sql.h). */
 struct sql_fsm {
-    sqlite3 *db;                   /* the apply connection */
-    char *path;                    /* its database file (malloc'd);
+    sqlite3 *db;                    /* the apply connection */
+    char *path;                     /* its database file (malloc'd);
                                         immutable after open, so any thread
                                         may read it */
-    uint64_t durable;              /* applied index known durable in the
+    uint64_t durable;               /* applied index known durable in the
                                         database file (see sql.h) */
-    struct sql_determinism det;    /* seeded random(), entry-time VFS */
-    sqlite3_stmt *stmts[STMT__N];  /* internal statements */
-    uint64_t applied;              /* last applied index (as stored) */
-    uint64_t applied_term;         /* its term */
-    int internal;                  /* 1: our own statement, authorize all */
-    int altered;                   /* 1: the request ran ALTER TABLE */
-    int pragma_setting;            /* setting captured by the authorizer,
+    struct sql_determinism det;     /* seeded random(), entry-time VFS */
+    sqlite3_stmt *stmts[STMT__N];   /* internal statements */
+    uint64_t applied;               /* last applied index (as stored) */
+    uint64_t applied_term;          /* its term */
+    int internal;                   /* 1: our own statement, authorize all */
+    int altered;                    /* 1: the request ran ALTER TABLE */
+    int pragma_setting;             /* setting captured by the authorizer,
                                         or -1 */
-    int pragma_value;              /* its value, -1 when not a boolean */
-    char pragma_text[64];          /* the value as written */
-    char deny[256];                /* why the authorizer refused, or "" */
-    char errmsg[SQL__ERRMSG];      /* message of the last failure */
-    struct sql_cache cache;        /* prepared single-statement requests */
-    uint64_t max_steps;            /* the running request's work budget,
+    int pragma_value;               /* its value, -1 when not a boolean */
+    char pragma_text[64];           /* the value as written */
+    char deny[256];                 /* why the authorizer refused, or "" */
+    char errmsg[SQL__ERRMSG];       /* message of the last failure */
+    struct sql_cache cache;         /* prepared single-statement requests */
+    uint64_t max_steps;             /* the running request's work budget,
                                         VM steps, 0 for none */
-    uint64_t steps;                /* VM steps it took so far (counted
+    uint64_t steps;                 /* VM steps it took so far (counted
                                         in SQL__FSM_PROGRESS_OPS) */
-    int in_request;                /* 1 while a request's statements
+    int in_request;                 /* 1 while a request's statements
                                         run (the progress handler acts) */
-    int budget_hit;                /* 1: it ran out of its budget */
-    atomic_int stopping;           /* sql_fsm_interrupt was called (any
+    int budget_hit;                 /* 1: it ran out of its budget */
+    atomic_int stopping;            /* sql_fsm_interrupt was called (any
                                         thread) */
-    char *text;                    /* the running request's SQL text,
+    char *text;                     /* the running request's SQL text,
                                         NUL-terminated (malloc'd, reused) */
-    size_t text_cap;               /* bytes allocated at text */
-    struct sql_ckpt ckpt;          /* background checkpoints */
-    int64_t data_version;          /* PRAGMA data_version when the
+    size_t text_cap;                /* bytes allocated at text */
+    struct sql_ckpt ckpt;           /* background checkpoints */
+    int64_t data_version;           /* PRAGMA data_version when the
                                         database last held only the
                                         node's own commits (foreign.c) */
-    int foreign;                   /* 1: a commit the node did not make
+    int foreign;                    /* 1: a commit the node did not make
                                         was seen (sticky until a
                                         snapshot install) */
-    char foreign_why[SQL__ERRMSG]; /* what was seen, when @foreign */
-    struct sql_checksum *ck;       /* the replica checksum (checksum.h),
+    char foreign_why[SQL__ERRMSG];  /* what was seen, when @foreign */
+    int64_t schema_version;         /* PRAGMA schema_version at the node's
+                                        own last commit (checksum on) or
+                                        the last baseline (foreign.c) */
+    char foreign_note[SQL__ERRMSG]; /* a moved data_version found to be
+                                        no foreign write, not yet taken
+                                        by sql_fsm_foreign_note, or "" */
+    struct sql_checksum *ck;        /* the replica checksum (checksum.h),
                                         NULL until enabled */
 };
 
@@ -285,5 +291,20 @@ int foreign_check(struct sql_fsm *f);
  * between that failure and this read goes unseen. Returns 0 or an error
  * code. Thread: the apply thread, outside a transaction. */
 int foreign_rebase(struct sql_fsm *f);
+
+/* foreign_note_schema takes PRAGMA schema_version as the baseline of the
+ * schema cookie when the checksum is on (else it does nothing): inside
+ * each batch's write transaction before its COMMIT, so the node's own schema changes are never taken for a
+ * foreign one. Returns 0 or an error code. Thread: the apply thread. */
+int foreign_note_schema(struct sql_fsm *f);
+
+/* foreign_confirm scans every table the checksum covers on the apply
+ * connection, in the running transaction, and compares each with its
+ * running sum. Requires the checksum on (f->ck->on). Writes the names
+ * of the tables that differ to @differ (@differ_len bytes, "" when none;
+ * cut with "..." when long). Returns 0 (equal), SQL_ERR_DIVERGED (some
+ * differ) or an error code of the scan (@f's message). Thread: the apply
+ * thread. */
+int foreign_confirm(struct sql_fsm *f, char *differ, size_t differ_len);
 
 #endif /* SQL_FSM_INTERNAL_H */

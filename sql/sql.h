@@ -237,6 +237,26 @@ int sql_fsm_apply(struct sql_fsm *f, const struct sql_fsm_entry *entries,
  * thread, between sql_fsm_apply calls. */
 int sql_fsm_foreign_check(struct sql_fsm *f);
 
+/* sql_fsm_foreign_note copies to @out (@out_len bytes) the note of a
+ * moved data_version that sql_fsm_foreign_check or sql_fsm_apply found
+ * to be no foreign write (with the checksum on: the schema cookie and a
+ * full scan equal to the running sums, e.g. after another process's
+ * wal_checkpoint(TRUNCATE)), and forgets it. Returns 1 when there was
+ * one, else 0. Thread: the apply thread. */
+int sql_fsm_foreign_note(struct sql_fsm *f, char *out, size_t out_len);
+
+/* sql_fsm_verify compares the database file with the running checksum by
+ * a full scan on the apply connection (one read transaction), table by
+ * table: what raft_verify() does, for the node itself (at a start after
+ * the file may have changed while no node ran). With the checksum off it
+ * does nothing and returns 0. Writes the names of the tables that differ
+ * to @differ (@differ_len bytes, "" when none). Returns 0 (equal),
+ * SQL_ERR_DIVERGED (some differ), or SQL_ERR_IOERR/SQL_ERR_NOMEM (the
+ * scan failed, sql_fsm_errmsg says how). Thread: the apply thread (or
+ * the opener, before the apply thread starts), between sql_fsm_apply
+ * calls. */
+int sql_fsm_verify(struct sql_fsm *f, char *differ, size_t differ_len);
+
 /* sql_fsm_applied_term returns the term of the last applied entry, as
  * stored in the database (0 for a new one). Thread: the apply thread. */
 uint64_t sql_fsm_applied_term(const struct sql_fsm *f);

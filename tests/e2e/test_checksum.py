@@ -21,6 +21,7 @@ import unittest
 from e2e import NODE, ClusterCase, connect, wait_for
 from raftsql_cluster import Node
 from test_attach import writer
+from test_divergence_checks import flip_row_bytes
 
 FAST = "election_timeout_ms=300 heartbeat_ms=30 exec_timeout_ms=10000"
 
@@ -145,16 +146,7 @@ class ChecksumTest(ClusterCase):
         self.exec(self.leader, "INSERT INTO other VALUES ('needle-4711')")
         self.cluster.wait_applied(self.leader.status()["applied"])
         self.assertTrue(self.verify(f)["equal"])
-        # Everything into the main file, then flip one byte of the row.
-        plain = sqlite3.connect(f.db, isolation_level=None)
-        plain.execute("PRAGMA wal_checkpoint(TRUNCATE)")
-        plain.close()
-        with open(f.db, "r+b") as fh:
-            data = fh.read()
-            at = data.find(b"needle-4711")
-            self.assertGreater(at, 0)
-            fh.seek(at)
-            fh.write(b"NEEDLE")
+        flip_row_bytes(self, f.db, b"needle-4711", b"NEEDLE")
         v = self.verify(f)
         self.assertFalse(v["equal"], v)
         self.assertEqual([d["table"] for d in v["differ"]], ["other"])

@@ -94,7 +94,8 @@ class AutoRepairTest(ForeignWriteTest):
         self.assertRegex(
             text, r"ERROR: diverged replica: a write the node did not make "
             r"was committed to \S*node%d\.db \(PRAGMA data_version "
-            r"changed\) before index \d+" % f.id)
+            r"changed, and the content of kv differs from the running "
+            r"checksum\) before index \d+" % f.id)
         self.assertRegex(
             text, r"diverged replica repaired from server %d's snapshot "
             r"at index \d+" % self.leader.id)

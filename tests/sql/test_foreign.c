@@ -2,7 +2,8 @@
  * sql/foreign.c): a commit by any other connection is seen, by the check
  * and inside sql_fsm_apply, which then applies nothing; the state
  * machine's own commits, checkpoints, snapshots and other connections'
- * reads are not; a snapshot install ends it. */
+ * reads are not; a snapshot install ends it. With the checksum on, a
+ * TRUNCATE checkpoint of another connection is not either. */
 
 #include <setjmp.h>
 #include <stdarg.h>
@@ -180,6 +181,60 @@ static void test_install_ends_it(void **state)
     assert_int_equal(apply(f, "INSERT INTO kv VALUES('b', 2)"), 0);
 }
 
+/* With the checksum on, a moved data_version is confirmed first: a
+ * TRUNCATE checkpoint by another connection (no commit) is no foreign
+ * write, leaves a note and a new baseline, by the idle check and inside
+ * sql_fsm_apply; a real commit is still seen, naming the table. */
+static void test_checkpoint_is_not_foreign_with_checksum(void **state)
+{
+    struct fixture *f = *state;
+    char note[512], expect[512];
+
+    assert_int_equal(sql_fsm_checksum_enable(f->fsm, 1), 0);
+    assert_int_equal(apply(f, "INSERT INTO kv VALUES('b', 2)"), 0);
+    outside(f, "PRAGMA wal_checkpoint(TRUNCATE)");
+    assert_int_equal(sql_fsm_foreign_check(f->fsm), 0);
+    assert_int_equal(sql_fsm_foreign_note(f->fsm, note, sizeof note), 1);
+    assert_non_null(strstr(note, "no foreign write"));
+    assert_int_equal(sql_fsm_foreign_note(f->fsm, note, sizeof note), 0);
+    assert_int_equal(apply(f, "INSERT INTO kv VALUES('c', 3)"), 0);
+    outside(f, "PRAGMA wal_checkpoint(TRUNCATE)");
+    assert_int_equal(apply(f, "INSERT INTO kv VALUES('d', 4)"), 0);
+    assert_int_equal(sql_fsm_foreign_note(f->fsm, note, sizeof note), 1);
+    assert_int_equal(sql_fsm_foreign_check(f->fsm), 0);
+    /* The node's own schema change is no foreign one. */
+    assert_int_equal(apply(f, "CREATE TABLE t2(x)"), 0);
+    outside(f, "PRAGMA wal_checkpoint(TRUNCATE)");
+    assert_int_equal(sql_fsm_foreign_check(f->fsm), 0);
+    outside(f, "UPDATE kv SET v = 9 WHERE k = 'a'");
+    assert_int_equal(sql_fsm_foreign_check(f->fsm), SQL_ERR_DIVERGED);
+    snprintf(expect, sizeof expect,
+             "a write the node did not make was committed to %s (PRAGMA "
+             "data_version changed, and the content of kv differs from the "
+             "running checksum) before index %llu",
+             f->fsm->path, (unsigned long long)sql_fsm_applied(f->fsm) + 1);
+    assert_string_equal(sql_fsm_errmsg(f->fsm), expect);
+}
+
+/* A foreign schema change that writes no row is seen by the schema
+ * cookie; sql_fsm_verify names a table whose rows changed. */
+static void test_schema_cookie_and_verify(void **state)
+{
+    struct fixture *f = *state;
+    char differ[200];
+
+    assert_int_equal(sql_fsm_checksum_enable(f->fsm, 1), 0);
+    assert_int_equal(sql_fsm_verify(f->fsm, differ, sizeof differ), 0);
+    assert_string_equal(differ, "");
+    outside(f, "CREATE INDEX kv_v ON kv(v)");
+    assert_int_equal(sql_fsm_foreign_check(f->fsm), SQL_ERR_DIVERGED);
+    assert_non_null(strstr(sql_fsm_errmsg(f->fsm), "and the schema"));
+    outside(f, "INSERT INTO kv VALUES('z', 26)");
+    assert_int_equal(sql_fsm_verify(f->fsm, differ, sizeof differ),
+                     SQL_ERR_DIVERGED);
+    assert_string_equal(differ, "kv");
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -190,6 +245,10 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_apply_applies_nothing_on_top,
                                         setup, teardown),
         cmocka_unit_test_setup_teardown(test_install_ends_it, setup, teardown),
+        cmocka_unit_test_setup_teardown(
+            test_checkpoint_is_not_foreign_with_checksum, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_schema_cookie_and_verify, setup,
+                                        teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
