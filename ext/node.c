@@ -28,6 +28,7 @@
 #include "forward.h"
 #include "node.h"
 #include "node_log.h"
+#include "node_tls.h"
 #include "propose.h"
 #include "repair.h"
 #include "sqlbridge.h"
@@ -420,65 +421,6 @@ static int start_threads(struct ext_node *n, const char *db_path,
     return 0;
 }
 
-/* tls_load loads the TLS credentials the configuration names, if any,
- * into n->tls, and logs which. */
-static int tls_load(struct ext_node *n, char *errmsg, size_t errmsg_len)
-{
-    const struct ext_config *c = &n->cfg;
-    struct raft_uv_tls_config tc = {NULL, NULL, NULL, NULL};
-    char expires[32];
-    int rc;
-
-    if (!c->tls) {
-        return 0;
-    }
-    if (c->secret_file[0] != '\0') {
-        tc.secret_file = c->secret_file;
-    } else {
-        tc.cert_file = c->tls_cert;
-        tc.key_file = c->tls_key;
-        tc.ca_file = c->tls_ca;
-    }
-    rc = raft_uv_tls_new(&tc, &n->tls, errmsg, errmsg_len);
-    if (rc != 0) {
-        return rc;
-    }
-    raft_uv_tls_expires(n->tls, expires, sizeof expires);
-    if (tc.secret_file != NULL) {
-        node_log_line(&n->log, RAFT_LOG_INFO,
-                      "tls: peers authenticate with the pre-shared secret "
-                      "of %s",
-                      tc.secret_file);
-    } else {
-        node_log_line(&n->log, RAFT_LOG_INFO,
-                      "tls: peers authenticate with certificates: tls_cert "
-                      "%s (expires %s), tls_ca %s",
-                      tc.cert_file, expires, tc.ca_file);
-    }
-    return 0;
-}
-
-/* warn_cert_host warns when this node's certificate does not name the
- * host of @advertised: peers refuse it then (a first start may not know
- * its final address, so it is no error). */
-static void warn_cert_host(struct ext_node *n, const char *advertised)
-{
-    struct raft_address a;
-    char names[512];
-
-    if (n->tls == NULL || raft_address_parse(advertised, &a, NULL, 0) != 0 ||
-        raft_address_wildcard(&a) ||
-        raft_uv_tls_names_host(n->tls, a.host, names, sizeof names)) {
-        return;
-    }
-    node_log_line(&n->log, RAFT_LOG_WARN,
-                  "tls_cert: %s does not name this node's advertised host "
-                  "%s in its subjectAltName (it holds: %s): peers will "
-                  "refuse it; give a certificate for %s (raft_tls_reload() "
-                  "takes it)",
-                  n->cfg.tls_cert, a.host, names, a.host);
-}
-
 /* node_free frees what is left of @n (any part may be missing); after a
  * start that @failed, the log directory goes too if that start created it
  * (store_discard). */
@@ -542,7 +484,7 @@ int ext_node_start(const char *db_path, const struct ext_config *cfg,
 
     /* The peers' credentials, then the database: bad certificate files
      * or a file that is no replica leave nothing behind. */
-    rc = tls_load(n, errmsg, errmsg_len);
+    rc = node_tls_load(&n->cfg, &n->log, &n->tls, errmsg, errmsg_len);
     if (rc != 0) {
         goto err_free;
     }
@@ -569,7 +511,7 @@ int ext_node_start(const char *db_path, const struct ext_config *cfg,
                                    sizeof warning)) {
             node_log_line(&n->log, RAFT_LOG_WARN, "%s", warning);
         }
-        warn_cert_host(n, listen);
+        node_tls_warn_host(n->tls, n->cfg.tls_cert, listen, &n->log);
     }
     status_refresh(n->status, core, NULL, NULL);
     rc = start_threads(n, db_path, fsm, core, errmsg, errmsg_len);
@@ -697,20 +639,7 @@ bool ext_node_failed(struct ext_node *n, char *why, size_t why_len)
 
 int ext_node_tls_reload(struct ext_node *n, char *msg, size_t msg_len)
 {
-    int rc;
-
-    if (n->tls == NULL) {
-        snprintf(msg, msg_len,
-                 "TLS is off: raft_start was given neither tls_cert= nor "
-                 "secret_file=");
-        return RAFT_INVALID;
-    }
-    rc = raft_uv_tls_reload(n->tls, msg, msg_len);
-    node_log_line(&n->log, rc == 0 ? RAFT_LOG_INFO : RAFT_LOG_WARN,
-                  "tls: raft_tls_reload(): %s%s", msg,
-                  rc == 0 ? " (new connections use them)"
-                          : " (the previous ones stay in use)");
-    return rc;
+    return node_tls_reload(n->tls, &n->log, msg, msg_len);
 }
 
 uint64_t ext_node_leader(struct ext_node *n)
