@@ -211,6 +211,9 @@ int applier_install(struct ext_applier *a, const char *path,
         atomic_fetch_add(&a->n_repairs, 1);
     }
     pthread_mutex_unlock(&a->mu);
+    if (a->hooks.installed != NULL) {
+        a->hooks.installed(a->hooks.data, a->fsm);
+    }
     tell_cluster_id(a);
     return 0;
 }
@@ -282,6 +285,7 @@ static void mark_read(struct ext_applier *a)
  * ERROR once. Called without mu. */
 static void note_diverged(struct ext_applier *a, const char *reason)
 {
+    char seen[EXT_ISO_TIME_LEN];
     struct timespec now;
     uint64_t since_ms;
     bool is_new;
@@ -294,21 +298,20 @@ static void note_diverged(struct ext_applier *a, const char *reason)
         a->divergence.at_index = atomic_load(&a->applied) + 1;
         snprintf(a->divergence.reason, sizeof a->divergence.reason, "%s",
                  reason);
-        atomic_store(&a->diverged, true);
-        atomic_fetch_add(&n_diverged, 1);
         mark_write(a, &a->divergence);
         notice_write(a, a->divergence.reason);
-    }
-    pthread_mutex_unlock(&a->mu);
-    if (is_new) {
-        char seen[EXT_ISO_TIME_LEN];
+        /* Logged before the loop thread can see the divergence: its
+         * repair lines come after this one. */
         node_log_iso_time(since_ms, seen);
         node_log_error(a->log,
                        "diverged replica: %s (seen %s); applying holds (the "
                        "log keeps every entry) until a snapshot of a healthy "
                        "peer replaces the database",
                        reason, seen);
+        atomic_store(&a->diverged, true);
+        atomic_fetch_add(&n_diverged, 1);
     }
+    pthread_mutex_unlock(&a->mu);
 }
 
 void applier_mark_diverged(struct ext_applier *a, const char *reason)

@@ -34,6 +34,10 @@ struct ext_applier_hooks {
      * or the thread that installed; no lock of the applier held. May be
      * NULL. */
     void (*cluster_id)(void *data, const uint8_t id[SQL_CLUSTER_ID_LEN]);
+    /* A snapshot was installed into @fsm (applier_install): its applied
+     * index and replica checksum are the snapshot's. The thread that
+     * installed, while nothing applies: it may read @fsm. May be NULL. */
+    void (*installed)(void *data, struct sql_fsm *fsm);
 };
 
 /* Settings of the apply thread. */

@@ -89,22 +89,28 @@ void divergence_set(struct ext_divergence *v, bool on, const char *why,
     pthread_mutex_unlock(&v->mu);
 }
 
+void divergence_installed(struct ext_divergence *v, struct sql_fsm *fsm)
+{
+    uint64_t value = 0;
+    int on = sql_fsm_checksum(fsm, &value);
+
+    divergence_set(v, on, sql_fsm_checksum_why(fsm), sql_fsm_applied(fsm),
+                   value);
+}
+
 void divergence_start(struct ext_divergence *v, struct sql_fsm *fsm, bool want)
 {
     uint64_t value = 0;
-    int on;
 
     if (sql_fsm_checksum_enable(fsm, want) != 0) {
         node_log_line(v->log, RAFT_LOG_WARN, "checksum: %s",
                       sql_fsm_errmsg(fsm));
     }
-    on = sql_fsm_checksum(fsm, &value);
-    if (!on && want) {
+    if (!sql_fsm_checksum(fsm, &value) && want) {
         node_log_line(v->log, RAFT_LOG_WARN, "checksum %s",
                       sql_fsm_checksum_why(fsm));
     }
-    divergence_set(v, on, sql_fsm_checksum_why(fsm), sql_fsm_applied(fsm),
-                   value);
+    divergence_installed(v, fsm);
 }
 
 void divergence_applied(struct ext_divergence *v, raft_index index,

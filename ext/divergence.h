@@ -69,6 +69,12 @@ void divergence_set(struct ext_divergence *v, bool on, const char *why,
  * apply thread starts. */
 void divergence_start(struct ext_divergence *v, struct sql_fsm *fsm, bool want);
 
+/* divergence_installed starts the record afresh at the applied index of
+ * @fsm with its checksum (divergence_set), after a snapshot replaced its
+ * database: raft_status() shows the snapshot's index and value at once.
+ * The thread that owns @fsm (or installs into it while nothing applies). */
+void divergence_installed(struct ext_divergence *v, struct sql_fsm *fsm);
+
 /* divergence_applied records the value after entry @index. Entries come
  * in order; a gap (a snapshot installed) starts the record afresh. The
  * apply thread. */

@@ -229,6 +229,12 @@ static void on_cluster_applied(void *data, const uint8_t id[SQL_CLUSTER_ID_LEN])
     cluster_id_applied(n->cluster, id);
 }
 
+static void on_installed(void *data, struct sql_fsm *fsm)
+{
+    struct ext_node *n = data;
+    divergence_installed(n->divergence, fsm);
+}
+
 static bool apply_now(void *data)
 {
     struct ext_node *n = data;
@@ -344,6 +350,7 @@ static int start_threads(struct ext_node *n, const char *db_path,
         .applied = on_applied,
         .apply_now = apply_now,
         .cluster_id = on_cluster_applied,
+        .installed = on_installed,
     };
     struct raft_uv_peer peers[EXT_MAX_NODES];
     struct raft_uv_node_config dc;
@@ -627,7 +634,7 @@ char *ext_node_status(struct ext_node *n)
     x.cluster_id = cluster_id;
     divergence_status(n->divergence, &x.checksum);
     x.diverged = applier_diverged(n->applier, &x.divergence);
-    x.repair_phase = repair_phase(n->repair, &x.repair_peer);
+    repair_describe(n->repair, x.repair, sizeof x.repair);
     x.repairs = applier_repairs(n->applier);
     return status_json(n->status, &x);
 }

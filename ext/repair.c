@@ -6,17 +6,22 @@
  * index and streams it (raft/uv_snapshot.c) -> the store installs it
  * although it does not lie above the applied index (store.c, covers) ->
  * the applier's divergence ends and the next tick logs the repair.
- * Happy path, leader: a leadership transfer first (nothing of the leader's
- * diverged database is ever sent: applier_snapshot_create refuses), then
- * as a follower.
+ * Happy path, leader: a leadership transfer first, to the most caught-up
+ * voter that is not diverged itself (it sent no REPAIR_REQUEST lately;
+ * nothing of the leader's diverged database is ever sent:
+ * applier_snapshot_create refuses), then as a follower. A diverged
+ * server declines transfers (TimeoutNow), so leadership never bounces
+ * between two diverged servers.
  * Failure modes: a lost request or snapshot is asked again every
- * retry_ms; a cluster with no other voter, no known leader or a leader
- * on wire version 1 leaves the replica diverged, and raft_status() says
- * why; with repair=manual nothing happens before raft_repair(). */
+ * retry_ms; a cluster with no other voter, with every other voter
+ * diverged too, no known leader or a leader on wire version 1 leaves the
+ * replica diverged, and raft_status() says why; with repair=manual
+ * nothing happens before raft_repair(). */
 
 #include "repair.h"
 
 #include <inttypes.h>
+#include <pthread.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -41,6 +46,8 @@ struct ext_repair {
     uint64_t installs_seen;     /* the driver's installs counted while
                                    no repair was new (its sender is
                                    known once the count moves on) */
+    pthread_mutex_t mu;         /* guards @what */
+    char what[200];             /* the phase described (repair_describe) */
 };
 
 int repair_new(uint64_t id, bool manual, struct ext_node_log *log,
@@ -53,12 +60,17 @@ int repair_new(uint64_t id, bool manual, struct ext_node_log *log,
     r->id = id;
     r->manual = manual;
     r->log = log;
+    pthread_mutex_init(&r->mu, NULL);
+    snprintf(r->what, sizeof r->what, "starting");
     *out = r;
     return 0;
 }
 
 void repair_free(struct ext_repair *r)
 {
+    if (r != NULL) {
+        pthread_mutex_destroy(&r->mu);
+    }
     free(r);
 }
 
@@ -73,7 +85,11 @@ int repair_phase(const struct ext_repair *r, uint64_t *out_peer)
     return atomic_load(&r->phase);
 }
 
-void repair_describe(int phase, uint64_t peer, char *out, size_t len)
+/* describe writes what @phase means, with @peer and, for
+ * EXT_REPAIR_NO_HEALTHY, the diverged voters @others ("2, 3", @n_others of
+ * them), into @out (@len bytes). */
+static void describe(int phase, uint64_t peer, const char *others,
+                     unsigned n_others, char *out, size_t len)
 {
     switch (phase) {
         case EXT_REPAIR_MANUAL:
@@ -81,8 +97,16 @@ void repair_describe(int phase, uint64_t peer, char *out, size_t len)
             break;
         case EXT_REPAIR_TRANSFER:
             snprintf(out, len,
-                     "handing the leadership on, then repairing as a "
-                     "follower");
+                     "handing the leadership on to server %" PRIu64
+                     ", then repairing as a follower",
+                     peer);
+            break;
+        case EXT_REPAIR_NO_HEALTHY:
+            snprintf(out, len,
+                     "no healthy peer to repair from: server%s %s %s "
+                     "diverged too (stays diverged, leading)",
+                     n_others > 1 ? "s" : "", others,
+                     n_others > 1 ? "are" : "is");
             break;
         case EXT_REPAIR_REQUESTED:
             snprintf(out, len, "asked server %" PRIu64 " for a snapshot", peer);
@@ -108,47 +132,90 @@ void repair_describe(int phase, uint64_t peer, char *out, size_t len)
     }
 }
 
-bool repair_refusal(const struct ext_repair *r, struct ext_applier *a,
-                    char *out, size_t len)
+void repair_describe(struct ext_repair *r, char *out, size_t len)
+{
+    pthread_mutex_lock(&r->mu);
+    snprintf(out, len, "%s", r->what);
+    pthread_mutex_unlock(&r->mu);
+}
+
+bool repair_refusal(struct ext_repair *r, struct ext_applier *a, char *out,
+                    size_t len)
 {
     struct ext_applier_divergence dv;
-    char what[160];
-    uint64_t peer;
+    char what[sizeof r->what];
     if (!applier_diverged(a, &dv)) {
         return false;
     }
-    int phase = repair_phase(r, &peer);
-    repair_describe(phase, peer, what, sizeof what);
+    repair_describe(r, what, sizeof what);
     snprintf(out, len, "diverged replica: %s; repair: %s", dv.reason, what);
     return true;
 }
 
-/* set_phase records @phase (with @peer) and logs a change at WARN. */
-static void set_phase(struct ext_repair *r, int phase, uint64_t peer)
+/* set_phase records @phase (with @peer and, for EXT_REPAIR_NO_HEALTHY,
+ * the @n_others diverged voters @others) and logs a change: at ERROR
+ * when no healthy peer is left, else at WARN. */
+static void set_phase(struct ext_repair *r, int phase, uint64_t peer,
+                      const char *others, unsigned n_others)
 {
-    char what[160];
-    int old = atomic_exchange(&r->phase, phase);
-    uint64_t old_peer = atomic_exchange(&r->peer, peer);
-    if (old != phase || old_peer != peer) {
-        repair_describe(phase, peer, what, sizeof what);
+    char what[sizeof r->what];
+    bool changed;
+    describe(phase, peer, others, n_others, what, sizeof what);
+    pthread_mutex_lock(&r->mu);
+    changed = strcmp(what, r->what) != 0;
+    snprintf(r->what, sizeof r->what, "%s", what);
+    atomic_store(&r->phase, phase);
+    atomic_store(&r->peer, peer);
+    pthread_mutex_unlock(&r->mu);
+    if (changed && phase == EXT_REPAIR_NO_HEALTHY) {
+        node_log_error(r->log, "diverged replica: repair: %s", what);
+    } else if (changed) {
         node_log_line(r->log, RAFT_LOG_WARN, "diverged replica: repair: %s",
                       what);
     }
 }
 
-/* lead_off hands the leadership on (a transfer to the most caught-up
- * voter), or says there is nobody to hand it to. */
+/* lead_off hands the leadership to the most caught-up voter (the lowest
+ * slot on ties) that did not ask for a repair lately, or says there is
+ * nobody to hand it to. Leader only. */
 static void lead_off(struct ext_repair *r, struct raft_uv_node *d)
 {
+    const struct raft *core = raft_uv_node_core(d);
+    const struct raft_configuration *c = raft_current_configuration(core);
+    raft_id best = 0;
+    raft_index best_match = 0;
+    unsigned n_voters = 0, n_others = 0;
+    char others[120] = "";
     struct raft_event ev;
-    int rc;
-    memset(&ev, 0, sizeof ev);
-    ev.type = RAFT_EVENT_TRANSFER;
-    rc = raft_uv_node_change(d, &ev, NULL);
-    if (rc == RAFT_NOTFOUND) {
-        set_phase(r, EXT_REPAIR_NO_PEER, 0);
+
+    for (unsigned i = 0; i < c->n; i++) {
+        const struct raft_server *sv = &c->servers[i];
+        struct raft_progress_info pi;
+        size_t used = strlen(others);
+        if (sv->id == r->id || sv->role != RAFT_VOTER) {
+            continue;
+        }
+        n_voters++;
+        if (raft_uv_node_peer_repair_age(d, sv->id) < EXT__REPAIR_DIVERGED_MS) {
+            snprintf(others + used, sizeof others - used, "%s%" PRIu64,
+                     n_others++ > 0 ? ", " : "", sv->id);
+        } else if (raft_progress(core, sv->id, &pi) == 0 &&
+                   (best == 0 || pi.match_index > best_match)) {
+            best = sv->id;
+            best_match = pi.match_index;
+        }
+    }
+    if (n_voters == 0) {
+        set_phase(r, EXT_REPAIR_NO_PEER, 0, "", 0);
+    } else if (best == 0) {
+        set_phase(r, EXT_REPAIR_NO_HEALTHY, 0, others, n_others);
     } else {
-        set_phase(r, EXT_REPAIR_TRANSFER, 0);
+        memset(&ev, 0, sizeof ev);
+        ev.type = RAFT_EVENT_TRANSFER;
+        ev.transfer.id = best;
+        /* RAFT_BUSY: a transfer runs already (tried again later). */
+        (void)raft_uv_node_change(d, &ev, NULL);
+        set_phase(r, EXT_REPAIR_TRANSFER, best, "", 0);
     }
 }
 
@@ -161,7 +228,7 @@ static void ask_leader(struct ext_repair *r, struct raft_uv_node *d,
     unsigned wire = raft_uv_node_peer_wire(d, leader);
     if (wire != 0 &&
         wire < raft_frame_type_wire_min(RAFT_FRAME_REPAIR_REQUEST)) {
-        set_phase(r, EXT_REPAIR_OLD_LEADER, leader);
+        set_phase(r, EXT_REPAIR_OLD_LEADER, leader, "", 0);
         return;
     }
     memset(&f, 0, sizeof f);
@@ -171,7 +238,7 @@ static void ask_leader(struct ext_repair *r, struct raft_uv_node *d,
     f.repair_request.applied = applied;
     /* Lost or not connected yet: asked again after retry_ms. */
     (void)raft_uv_node_send_frame(d, &f);
-    set_phase(r, EXT_REPAIR_REQUESTED, leader);
+    set_phase(r, EXT_REPAIR_REQUESTED, leader, "", 0);
 }
 
 bool repair_on_tick(struct ext_repair *r, struct raft_uv_node *d,
@@ -183,6 +250,7 @@ bool repair_on_tick(struct ext_repair *r, struct raft_uv_node *d,
     struct raft_uv_node_stats st;
     raft_id leader;
     bool first;
+    int phase;
 
     raft_uv_node_stats(d, &st);
     if (repairs == r->n_repairs_seen) {
@@ -201,18 +269,28 @@ bool repair_on_tick(struct ext_repair *r, struct raft_uv_node *d,
                       st.last_install_from, dv.repaired_index, dv.reason);
     }
     if (!applier_diverged(a, NULL)) {
+        raft_uv_node_set_diverged(d, false);
         atomic_store(&r->asked, false);
-        atomic_store(&r->phase, EXT_REPAIR_NONE);
-        atomic_store(&r->peer, 0);
+        if (atomic_load(&r->phase) != EXT_REPAIR_NONE) {
+            pthread_mutex_lock(&r->mu);
+            atomic_store(&r->phase, EXT_REPAIR_NONE);
+            atomic_store(&r->peer, 0);
+            snprintf(r->what, sizeof r->what, "starting");
+            pthread_mutex_unlock(&r->mu);
+        }
         return false;
     }
-    first = atomic_load(&r->phase) == EXT_REPAIR_NONE;
+    raft_uv_node_set_diverged(d, true);
+    phase = atomic_load(&r->phase);
+    first = phase == EXT_REPAIR_NONE;
     if (r->manual && !atomic_load(&r->asked)) {
-        set_phase(r, EXT_REPAIR_MANUAL, 0);
+        set_phase(r, EXT_REPAIR_MANUAL, 0, "", 0);
         return first;
     }
-    if (atomic_load(&r->phase) > EXT_REPAIR_MANUAL &&
-        now < r->last_try + retry_ms) {
+    /* A leader that handed its leadership on asks the new one at once. */
+    if (phase > EXT_REPAIR_MANUAL && now < r->last_try + retry_ms &&
+        !(phase == EXT_REPAIR_TRANSFER && raft_role(core) != RAFT_LEADER &&
+          raft_leader_id(core) != 0)) {
         return first;
     }
     r->last_try = now;
@@ -220,7 +298,7 @@ bool repair_on_tick(struct ext_repair *r, struct raft_uv_node *d,
     if (raft_role(core) == RAFT_LEADER) {
         lead_off(r, d);
     } else if (leader == 0) {
-        set_phase(r, EXT_REPAIR_NO_LEADER, 0);
+        set_phase(r, EXT_REPAIR_NO_LEADER, 0, "", 0);
     } else {
         ask_leader(r, d, leader, applier_applied(a));
     }
@@ -250,7 +328,8 @@ int repair_wait(struct ext_repair *r, struct ext_applier *a,
             snprintf(msg, msg_len, "interrupted (the repair goes on)");
             return RAFT_CANCELED;
         }
-        if (repair_phase(r, &peer) == EXT_REPAIR_NO_PEER) {
+        int phase = repair_phase(r, &peer);
+        if (phase == EXT_REPAIR_NO_PEER || phase == EXT_REPAIR_NO_HEALTHY) {
             repair_refusal(r, a, msg, msg_len);
             return RAFT_NOTFOUND;
         }

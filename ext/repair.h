@@ -26,7 +26,14 @@ enum ext_repair_phase {
     EXT_REPAIR_NO_LEADER = 4,  /* no leader known to ask */
     EXT_REPAIR_NO_PEER = 5,    /* the only voter: nobody to repair from */
     EXT_REPAIR_OLD_LEADER = 6, /* the leader speaks wire version 1 */
+    EXT_REPAIR_NO_HEALTHY = 7, /* leading, and every other voter asked
+                                  for a repair too: nobody to hand the
+                                  leadership to */
 };
+
+/* A peer that sent a REPAIR_REQUEST within this long is taken as
+ * diverged (it asks once every retry_ms until repaired), ms. */
+#define EXT__REPAIR_DIVERGED_MS 3000
 
 struct ext_repair; /* opaque */
 
@@ -42,12 +49,16 @@ void repair_free(struct ext_repair *r);
 
 /* repair_on_tick moves a repair on: when @a is diverged and a repair is
  * due (automatic, or asked by repair_ask), a leader hands its leadership
- * on (a transfer, tried again every @retry_ms), a follower asks the leader
- * for a snapshot at least at its applied index, once every @retry_ms,
- * while the leader's wire version has the frame. Logs "repaired from
- * server N's snapshot at index I" once an install ended a divergence.
- * Returns true on the tick that first sees a divergence (the node then
- * tells its waiting callers). Loop thread. */
+ * to the most caught-up voter that has not asked it for a repair within
+ * EXT__REPAIR_DIVERGED_MS (a transfer, tried again every @retry_ms), or,
+ * when every other voter did, stays and says so (status and one ERROR
+ * line); a follower asks the leader for a snapshot at least at its
+ * applied index, once every @retry_ms, while the leader's wire version
+ * has the frame. While diverged, the driver declines leadership
+ * transfers (raft_uv_node_set_diverged). Logs "repaired from server N's
+ * snapshot at index I" once an install ended a divergence. Returns true
+ * on the tick that first sees a divergence (the node then tells its
+ * waiting callers). Loop thread. */
 bool repair_on_tick(struct ext_repair *r, struct raft_uv_node *d,
                     struct ext_applier *a, unsigned retry_ms);
 
@@ -56,8 +67,8 @@ bool repair_on_tick(struct ext_repair *r, struct raft_uv_node *d,
 void repair_ask(struct ext_repair *r);
 
 /* repair_phase returns where the repair stands (enum ext_repair_phase)
- * and, in @out_peer, the server it asked or repairs from (0 for none).
- * Any thread. */
+ * and, in @out_peer, the server it asked, hands the leadership to or
+ * repairs from (0 for none). Any thread. */
 int repair_phase(const struct ext_repair *r, uint64_t *out_peer);
 
 /* repair_wait is raft_repair(): it asks for a repair now (repair_ask),
@@ -75,11 +86,12 @@ int repair_wait(struct ext_repair *r, struct ext_applier *a,
  * @out (@len bytes) and returns true when @a is diverged ("diverged
  * replica: <what was seen>; <where the repair stands>"); false, with @out
  * untouched, when it is not. Any thread. */
-bool repair_refusal(const struct ext_repair *r, struct ext_applier *a,
-                    char *out, size_t len);
+bool repair_refusal(struct ext_repair *r, struct ext_applier *a, char *out,
+                    size_t len);
 
-/* repair_describe writes what @phase (with @peer) means, one phrase, into
- * @out (@len bytes). Pure; any thread. */
-void repair_describe(int phase, uint64_t peer, char *out, size_t len);
+/* repair_describe writes where the repair of @r stands, one phrase
+ * ("asked server 1 for a snapshot"), into @out (@len bytes). Any
+ * thread. */
+void repair_describe(struct ext_repair *r, char *out, size_t len);
 
 #endif /* EXT_REPAIR_H */

@@ -378,19 +378,18 @@ static void configuration_json(json_t *o, const struct ext_status *st,
  * UTC, ms), reason, at_index and repair (where the repair stands). */
 static json_t *json_diverged(const struct ext_status_extra *x)
 {
-    char since[EXT_ISO_TIME_LEN], repair[160];
+    char since[EXT_ISO_TIME_LEN];
     json_t *d;
     if (!x->diverged) {
         return json_null();
     }
     node_log_iso_time(x->divergence.since_ms, since);
-    repair_describe(x->repair_phase, x->repair_peer, repair, sizeof repair);
     d = json_object();
     json_object_set_new(d, "since", json_string(since));
     json_object_set_new(d, "reason", json_string(x->divergence.reason));
     json_object_set_new(d, "at_index",
                         json_integer((json_int_t)x->divergence.at_index));
-    json_object_set_new(d, "repair", json_string(repair));
+    json_object_set_new(d, "repair", json_string(x->repair));
     return d;
 }
 

@@ -35,9 +35,8 @@ struct ext_status_extra {
     bool diverged;                         /* a foreign commit was seen, not yet
                                      repaired (applier.h) */
     struct ext_applier_divergence divergence; /* what was seen */
-    int repair_phase;     /* enum ext_repair_phase (repair.h) */
-    uint64_t repair_peer; /* the server it concerns, 0 */
-    uint64_t repairs;     /* divergences repaired since start */
+    char repair[200]; /* where the repair stands (repair_describe) */
+    uint64_t repairs; /* divergences repaired since start */
 };
 
 struct ext_status; /* opaque */

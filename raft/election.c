@@ -207,8 +207,9 @@ void election_recv_timeout_now(struct raft *r, const struct raft_message *m)
     (void)m;
     /* Thesis §3.10: the leader brought us up to date and stops serving;
      * start the election now rather than after a timeout, without a
-     * pre-vote round, which the voters' leases would refuse. */
-    if (r->role == RAFT_LEADER || r->storage_stalled ||
+     * pre-vote round, which the voters' leases would refuse. A server
+     * that declines (raft.h, DECLINE) leaves the transfer to time out. */
+    if (r->role == RAFT_LEADER || r->storage_stalled || r->declining ||
         !raft_is_voter(r, r->self_slot)) {
         return;
     }

@@ -421,6 +421,7 @@ static int check_event(const struct raft *r, const struct raft_event *e,
             return 0;
         case RAFT_EVENT_PERSISTED:
         case RAFT_EVENT_STORAGE_STALLED:
+        case RAFT_EVENT_DECLINE:
             *out_room = 0;
             return 0;
         case RAFT_EVENT_COMPACT:
@@ -571,6 +572,9 @@ int raft_step(struct raft *r, const struct raft_event *event,
         case RAFT_EVENT_STORAGE_STALLED:
             step_storage_stalled(r, event->storage.stalled);
             break;
+        case RAFT_EVENT_DECLINE:
+            r->declining = event->decline.on;
+            break;
         default:
             replication_unreachable(r, raft_track_of(r, event->unreachable.id));
             break;
@@ -583,6 +587,11 @@ int raft_step(struct raft *r, const struct raft_event *event,
 bool raft_storage_stalled(const struct raft *r)
 {
     return r->storage_stalled;
+}
+
+bool raft_declining(const struct raft *r)
+{
+    return r->declining;
 }
 
 enum raft_role raft_role(const struct raft *r)

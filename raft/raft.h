@@ -293,6 +293,8 @@ enum raft_event_type {
                                           by one server: @change */
     RAFT_EVENT_TRANSFER = 11,          /* leader: hand leadership to
                                           @transfer.id (thesis §3.10) */
+    RAFT_EVENT_DECLINE = 12,           /* ignore TimeoutNow (or take it
+                                          again): @decline.on */
 };
 
 /* Kinds of RAFT_EVENT_CHANGE: each changes one server (thesis §4.1). */
@@ -370,6 +372,14 @@ enum raft_change_kind {
  * never time out). It still answers RequestVote and AppendEntries (their
  * answers wait for the disk, driver rules 1 and 2). Clearing it restarts
  * the election timer. Never an error.
+ *
+ * DECLINE {on}: while on, this server ignores TimeoutNow: a leader's
+ * transfer to it times out and that leader serves again. The driver sets
+ * it while its state machine cannot serve (a diverged replica,
+ * ext/repair.c), so that a leadership handed on lands on a healthy
+ * server. It changes nothing else: the server still votes and campaigns
+ * on an election timeout (a TimeoutNow may be lost anyway, so ignoring
+ * one is always safe). Never an error.
  *
  * CHANGE {kind, id, role, address}: the leader appends a RAFT_ENTRY_CONFIG
  * entry holding its configuration changed by one server (thesis §4.1: any
@@ -450,6 +460,9 @@ struct raft_event {
         struct {
             bool stalled; /* true: cannot persist; false: can again */
         } storage;
+        struct {
+            bool on; /* true: ignore TimeoutNow; false: take it */
+        } decline;
         struct {
             uint8_t kind;        /* enum raft_change_kind */
             raft_id id;          /* the server changed */
@@ -555,6 +568,7 @@ raft_index raft_persisted_index(const struct raft *r);
 raft_index raft_snapshot_index(const struct raft *r); /* first - 1 */
 raft_term raft_snapshot_term(const struct raft *r);   /* its term, 0 unknown */
 bool raft_storage_stalled(const struct raft *r); /* STORAGE_STALLED state */
+bool raft_declining(const struct raft *r);       /* DECLINE state */
 
 /* raft_current_configuration returns the configuration in force (the
  * latest in the log, thesis §4.1); valid until the next raft_step or

@@ -80,6 +80,7 @@ struct raft {
                                           from the leader of this term */
     bool storage_stalled;        /* STORAGE_STALLED: no leading,
                                           no campaigning */
+    bool declining;              /* DECLINE: TimeoutNow ignored */
     bool ticked;                 /* a TICK set the time base */
     uint64_t now;                /* clock of the last TICK, ms */
     uint64_t election_start;     /* when the election timer started */

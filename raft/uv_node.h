@@ -270,6 +270,21 @@ unsigned raft_uv_node_connected_peers(const struct raft_uv_node *d,
  * it. Loop thread. */
 unsigned raft_uv_node_peer_wire(const struct raft_uv_node *d, raft_id id);
 
+/* raft_uv_node_set_diverged says whether this server's state machine
+ * diverged (a commit it did not make, ext/repair.c): while it is, the
+ * core declines TimeoutNow (RAFT_EVENT_DECLINE, raft.h), so that a
+ * leadership handed on lands elsewhere, and the driver makes no snapshot
+ * for a peer's REPAIR_REQUEST (it only records it,
+ * raft_uv_node_peer_repair_age). Stepped only when it changes. Loop
+ * thread. */
+void raft_uv_node_set_diverged(struct raft_uv_node *d, bool diverged);
+
+/* raft_uv_node_peer_repair_age returns how long ago, in ms of the loop
+ * clock, peer @id last sent this server a REPAIR_REQUEST (it diverged and
+ * asks for a snapshot once a second until repaired), UINT64_MAX when it
+ * never did or is not a peer. Loop thread. */
+uint64_t raft_uv_node_peer_repair_age(struct raft_uv_node *d, raft_id id);
+
 /* raft_uv_node_probe dials @host:@port, a server whose id is not known
  * (a join= address), as peer RAFT_UV_PROBE_ID (uv.h): its handshake makes
  * that server dial back, and once it has, raft_uv_node_connected_peers

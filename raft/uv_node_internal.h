@@ -21,6 +21,10 @@
 /* A snapshot transfer without progress for this long is abandoned, ms. */
 #define RAFT__UV_SNAPSHOT_STALL_MS 30000
 
+/* A peer's REPAIR_REQUEST within this long of its last one (it asks once
+ * a second) is the same repair: logged once. ms. */
+#define RAFT__UV_REPAIR_KNOWN_MS 3000
+
 /* The transport a driver carries its frames on: the TCP transport of uv.h
  * (raft_uv_node_start), or a test's own (raft_uv_node_start_with). Every
  * function runs on the driver's loop thread; the last three take what
@@ -106,6 +110,8 @@ struct raft_uv_snapshot_send {
                                end */
     raft_index repair_index; /* the follower's applied index then */
     bool repair_fresh;       /* asked since the last snapshot was made */
+    uint64_t repair_asked;   /* loop clock of its last REPAIR_REQUEST,
+                               ms (kept across roles), 0 for none */
 };
 
 /* A transfer from a leader to this follower. */
@@ -168,6 +174,8 @@ struct raft_uv_node {
     struct raft_uv_snapshot_send sends[RAFT_MAX_VOTERS]; /* per peer */
     struct raft_uv_snapshot_recv recv; /* follower's transfer */
     uint64_t stall_ms; /* RAFT__UV_SNAPSHOT_STALL_MS, or a test's */
+    bool diverged;     /* raft_uv_node_set_diverged: no repair
+                          snapshots, TimeoutNow declined */
 
     struct raft_uv_node_stats stats; /* counters */
     char log_full_reason[256];       /* why the log refused the waiting

@@ -18,7 +18,11 @@
  * it although the core handed out that index already (ext/store.c), and
  * the driver then steps RAFT_EVENT_COMPACT for the log the install
  * compacted: for the core, a repair is a compaction. The core never
- * hears of a repair transfer's failure; the follower asks again.
+ * hears of a repair transfer's failure; the follower asks again. Every
+ * request is recorded (raft_uv_node_peer_repair_age: a diverged leader
+ * hands its leadership to a peer that is not diverged); a driver whose
+ * own state machine diverged (raft_uv_node_set_diverged) makes no
+ * snapshot for one.
  * Failure modes: a chunk out of order, a newer snapshot or a failed write
  * restarts the transfer from offset 0; three failed attempts in a row, a
  * stall of RAFT__UV_SNAPSHOT_STALL_MS, a broken connection or a lost
@@ -338,11 +342,20 @@ static void on_repair_request(struct raft_uv_node *d,
                               const struct raft_frame *m)
 {
     struct raft_uv_snapshot_send *s = send_of(d, m->from);
-    if (s == NULL || raft_role(d->raft) != RAFT_LEADER ||
+    uint64_t now = raft_uv_node_now(d);
+    bool known;
+    if (s == NULL) {
+        return;
+    }
+    /* Asked within the last few retries (once a second): not new. */
+    known = s->repair_asked != 0 &&
+            now - s->repair_asked < RAFT__UV_REPAIR_KNOWN_MS;
+    s->repair_asked = now > 0 ? now : 1;
+    if (raft_role(d->raft) != RAFT_LEADER || d->diverged ||
         d->storage.snapshot_create == NULL || s->active) {
         return; /* asked again later; a running transfer may repair it */
     }
-    if (!s->repair) {
+    if (!s->repair && !known) {
         raft_uv_node_log(d, RAFT_LOG_WARN,
                          "server %" PRIu64
                          " diverged and asks for a snapshot to repair "
@@ -353,6 +366,29 @@ static void on_repair_request(struct raft_uv_node *d,
     s->repair_index = m->repair_request.applied;
     s->repair_fresh = true;
     pump(d);
+}
+
+void raft_uv_node_set_diverged(struct raft_uv_node *d, bool diverged)
+{
+    struct raft_event ev;
+    if (d->diverged == diverged) {
+        return;
+    }
+    d->diverged = diverged;
+    memset(&ev, 0, sizeof ev);
+    ev.type = RAFT_EVENT_DECLINE;
+    ev.decline.on = diverged;
+    raft_uv_node_step(d, &ev, NULL);
+}
+
+uint64_t raft_uv_node_peer_repair_age(struct raft_uv_node *d, raft_id id)
+{
+    for (unsigned i = 0; i < d->n_peers; i++) {
+        if (d->peers[i] == id && d->sends[i].repair_asked != 0) {
+            return raft_uv_node_now(d) - d->sends[i].repair_asked;
+        }
+    }
+    return UINT64_MAX;
 }
 
 /* ---- Follower ----------------------------------------------------------- */

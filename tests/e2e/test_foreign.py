@@ -15,6 +15,7 @@ import shutil
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 import unittest
 
@@ -73,6 +74,28 @@ class ForeignWriteTest(ClusterCase):
                  lambda: node.status()["repairs"] >= 1 and
                  diverged(node) is None, timeout)
 
+    def diverge_leader_and_low(self):
+        """Foreign writes on the follower that a tie would pick (the
+        lowest slot), then on the leader. Returns the leader, that
+        follower, the other one and the term before."""
+        old = self.leader
+        low = min(self.followers, key=lambda n: n.id)
+        healthy = max(self.followers, key=lambda n: n.id)
+        term = old.status()["term"]
+        foreign_write(low.db, "INSERT INTO kv VALUES('y', 2)")
+        foreign_write(old.db, "INSERT INTO kv VALUES('x', 1)")
+        return old, low, healthy, term
+
+    def assert_detection_logged_first(self, node):
+        """The ERROR line that detects the divergence comes before any
+        line of its repair."""
+        text = log_text(node)
+        detected = text.find("ERROR: diverged replica: a write")
+        self.assertGreaterEqual(detected, 0, "no detection line")
+        repair = text.find("diverged replica: repair:")
+        self.assertGreaterEqual(repair, 0, "no repair line")
+        self.assertLess(detected, repair, text[:4000])
+
 
 class AutoRepairTest(ForeignWriteTest):
 
@@ -99,6 +122,20 @@ class AutoRepairTest(ForeignWriteTest):
         self.assertRegex(
             text, r"diverged replica repaired from server %d's snapshot "
             r"at index \d+" % self.leader.id)
+        self.assert_detection_logged_first(f)
+
+    def test_checksum_view_follows_the_install(self):
+        """After a repair, raft_status()'s checksum is the snapshot's (its
+        index the applied one) at once, not the diverged replica's until
+        the next apply."""
+        f = self.followers[0]
+        foreign_write(f.db, "INSERT INTO kv VALUES('z', 50)")
+        self.exec(self.leader, "INSERT INTO kv VALUES('b', 2)")
+        self.wait_repaired(f)
+        st = f.status()
+        self.assertEqual(st["checksum"]["index"], st["applied"], st)
+        self.assertEqual(st["checksum"]["value"],
+                         self.leader.status()["checksum"]["value"])
 
     def test_repaired_line_names_the_sender(self):
         """The "repaired" line names the server whose snapshot repaired
@@ -151,6 +188,57 @@ class AutoRepairTest(ForeignWriteTest):
             self.assertEqual(n.sql("SELECT k, v FROM kv ORDER BY k"),
                              [["a", 1], ["b", 2]])
         self.assertIn("handing the leadership on", log_text(old))
+
+    def test_leader_and_follower_diverged_at_once(self):
+        """Foreign writes on the leader and on the follower that
+        raft/transfer.c would pick on a tie (the lowest slot) at once:
+        the leadership goes to the healthy node (a diverged server
+        declines TimeoutNow; the diverged leader skips the peers that
+        asked it for a repair), both repair from it, the replicas end
+        equal, and the term does not run away (it bounced ~2 terms/s)."""
+        old, low, healthy, term = self.diverge_leader_and_low()
+        self.wait_repaired(old)
+        self.wait_repaired(low)
+        self.assertEqual(self.cluster.wait_leader().id, healthy.id)
+        self.exec(healthy, "INSERT INTO kv VALUES('b', 2)")
+        self.assert_equal_replicas()
+        self.assertEqual(old.sql("SELECT k, v FROM kv ORDER BY k"),
+                         [["a", 1], ["b", 2]])
+        time.sleep(1.0)
+        for n in self.cluster.nodes:
+            self.assertLess(n.status()["term"], term + 10)
+        self.assert_detection_logged_first(old)
+        self.assert_detection_logged_first(low)
+
+    def test_all_diverged_says_so_and_stays(self):
+        """With every replica diverged, the leader stays (no loop of
+        transfers), says in status that no healthy peer is left, naming
+        the others, in one ERROR line, and raft_repair() tells why."""
+        for n in self.cluster.nodes:
+            foreign_write(n.db, "INSERT INTO kv VALUES('x%d', 1)" % n.id)
+
+        def stuck():
+            for n in self.cluster.nodes:
+                d = diverged(n)
+                if d and d["repair"].startswith("no healthy peer"):
+                    return n
+            return None
+        lead = wait_for("no healthy peer in status", stuck, 20)
+        others = sorted(n.id for n in self.cluster.nodes if n.id != lead.id)
+        self.assertEqual(
+            diverged(lead)["repair"], "no healthy peer to repair from: "
+            "servers %d, %d are diverged too (stays diverged, leading)" %
+            tuple(others))
+        term = lead.status()["term"]
+        time.sleep(3.0)
+        st = lead.status()
+        self.assertEqual(st["term"], term, "transfers went on")
+        self.assertEqual(st["role"], "leader")
+        self.assertEqual(log_text(lead).count(
+            "ERROR: diverged replica: repair: no healthy peer"), 1)
+        with self.assertRaises(NodeError) as e:
+            lead.value("SELECT raft_repair()")
+        self.assertIn("no healthy peer to repair from", str(e.exception))
 
 class OwnTrafficTest(ForeignWriteTest):
 
@@ -281,6 +369,41 @@ class ManualRepairTest(ForeignWriteTest):
         self.assertRegex(f.value("SELECT raft_repair()"), "^repaired from")
         self.assertFalse(os.path.exists(f.db + "-raft/diverged"))
         self.assertEqual(f.sql("SELECT k, v FROM kv"), [["a", 1]])
+        self.assert_equal_replicas()
+
+    def test_diverged_leader_skips_a_diverged_follower(self):
+        """Deterministic order (repair=manual): the follower a tie would
+        pick diverges and asks the diverged leader for a repair (which it
+        cannot give); the leader, repaired next, hands its leadership
+        straight to the healthy node, never to that follower: one term
+        more, and both repair from the healthy node."""
+        old, low, healthy, term = self.diverge_leader_and_low()
+        for n in (low, old):
+            wait_for("node %d diverged" % n.id, lambda: (
+                diverged(n) or {}).get("repair", "").startswith("waiting"),
+                10)
+        got = {}
+        t = threading.Thread(target=lambda: got.setdefault(
+            "msg", low.value("SELECT raft_repair()")))
+        t.start()
+        try:
+            # Its log, not its status: the node serves one call at a time.
+            wait_for("node %d asks the leader" % low.id, lambda: (
+                "repair: asked server %d for a snapshot" % old.id) in
+                log_text(low), 10)
+            time.sleep(1.5)  # its requests reach the leader
+            self.assertRegex(old.value("SELECT raft_repair()"),
+                             "^repaired from")
+        finally:
+            t.join(30)
+        self.assertRegex(got.get("msg", ""), "^repaired from")
+        self.assertEqual(self.cluster.wait_leader().id, healthy.id)
+        self.assertEqual(healthy.status()["term"], term + 1)
+        text = log_text(old)
+        self.assertIn("handing the leadership on to server %d" % healthy.id,
+                      text)
+        self.assertNotIn("handing the leadership on to server %d" % low.id,
+                         text)
         self.assert_equal_replicas()
 
     def test_repair_key_is_checked(self):

@@ -909,8 +909,8 @@ static void test_transfer(void **state)
 }
 
 /* TimeoutNow starts an election at once, without pre-vote, whose
- * RequestVote overrides the voters' leader stickiness; a learner ignores
- * it. */
+ * RequestVote overrides the voters' leader stickiness; a learner and a
+ * server that declines ignore it. */
 static void test_timeout_now(void **state)
 {
     struct raft_configuration c;
@@ -937,6 +937,26 @@ static void test_timeout_now(void **state)
         assert_true(u.messages[i].to == 2 || u.messages[i].to == 3);
     }
     assert_int_equal(u.n_messages, 2);
+    raft_close(r);
+
+    /* A server that declines (DECLINE) ignores it; taken again once the
+     * decline is off. */
+    r = new_node(1, &c);
+    assert_int_equal(step_tick(r, 0, &u), 0);
+    assert_int_equal(step_append(r, 2, 1, 1, 1, 1, NULL, 0, &u), 0);
+    for (i = 0; i < 2; i++) {
+        bool on = i == 0;
+        memset(&e, 0, sizeof e);
+        e.type = RAFT_EVENT_DECLINE;
+        e.decline.on = on;
+        assert_int_equal(raft_step(r, &e, &u), 0);
+        assert_true(raft_declining(r) == on);
+        init_receive(&e, RAFT_MSG_TIMEOUT_NOW, 2);
+        e.receive.timeout_now.term = 1;
+        assert_int_equal(raft_step(r, &e, &u), 0);
+        assert_int_equal(raft_role(r), on ? RAFT_FOLLOWER : RAFT_CANDIDATE);
+        assert_int_equal(raft_current_term(r), on ? 1 : 2);
+    }
     raft_close(r);
 
     /* A voter in its leader's lease grants a disrupting RequestVote. */
