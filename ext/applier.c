@@ -372,18 +372,53 @@ void applier_release(struct ext_applier *a, uint64_t covered)
     pthread_mutex_unlock(&a->mu);
 }
 
+/* snapshot_checked verifies the snapshot just made at @path against the
+ * running checksum stored in it: a foreign commit the apply thread has not
+ * seen yet (it looks before each batch and once a second) would otherwise
+ * travel to the follower that installs it. A difference marks this replica
+ * diverged and refuses the snapshot (RAFT_DIVERGED, @errmsg says so);
+ * without stored sums (checksum=off) nothing is checked. */
+static int snapshot_checked(struct ext_applier *a, const char *path,
+                            char *errmsg, size_t errmsg_len)
+{
+    struct sql_verify v;
+    char reason[sizeof a->divergence.reason];
+    memset(&v, 0, sizeof v);
+    if (sql_checksum_verify(path, &v, NULL, 0) != 0 || !v.available ||
+        v.n_differ == 0) {
+        sql_verify_clear(&v);
+        return 0; /* an unreadable copy fails its install's own checks */
+    }
+    snprintf(reason, sizeof reason,
+             "a snapshot made at index %llu differs from the running "
+             "checksum in %.200s: a write the node did not make reached "
+             "%s before the apply thread saw it",
+             (unsigned long long)v.index, v.differ[0].name, path);
+    sql_verify_clear(&v);
+    note_diverged(a, reason);
+    snprintf(errmsg, errmsg_len,
+             "this replica diverged (a foreign write found in its snapshot): "
+             "no snapshot is made of it");
+    return RAFT_DIVERGED;
+}
+
 int applier_snapshot_create(struct ext_applier *a, const char *path,
                             uint64_t *out_index, uint64_t *out_term,
                             char *errmsg, size_t errmsg_len)
 {
+    int rc;
     if (atomic_load(&a->diverged)) {
         snprintf(errmsg, errmsg_len,
                  "this replica diverged (a foreign write): no snapshot is "
                  "made of it");
         return RAFT_DIVERGED;
     }
-    return sqlbridge_rc(sql_fsm_snapshot_create(a->fsm, path, out_index,
-                                                out_term, errmsg, errmsg_len));
+    rc = sqlbridge_rc(sql_fsm_snapshot_create(a->fsm, path, out_index, out_term,
+                                              errmsg, errmsg_len));
+    if (rc == 0 && (rc = snapshot_checked(a, path, errmsg, errmsg_len)) != 0) {
+        unlink(path);
+    }
+    return rc;
 }
 
 /* note_failure records that the batch starting at @index failed with
@@ -662,6 +697,13 @@ static void *applier_main(void *arg)
                 a->stop || a->held || a->n_queue > 0) {
                 continue;
             }
+#ifdef RAFTSQL_TEST_FAULTS
+            /* Test builds only: no idle check, so that a foreign commit
+             * stays unseen until a batch or a snapshot meets it. */
+            if (getenv("RAFTSQL_TEST_NO_IDLE_CHECK") != NULL) {
+                continue;
+            }
+#endif
             run_unlocked(a, idle_check);
         }
         if (!a->stop && !a->want_checkpoint && atomic_load(&a->failed) &&
