@@ -68,7 +68,9 @@ class ChecksumTest(ClusterCase):
         mismatch is reported."""
         self.exec(self.leader, "UPDATE kv SET v = v * 2 WHERE v > 4")
         self.exec(self.followers[0], "DELETE FROM kv WHERE k = 'k1'")
-        applied = self.leader.status()["applied"]
+        # The follower answered once it applied its write; the leader may
+        # not have applied it yet: wait for the highest index any node has.
+        applied = max(n.status()["applied"] for n in self.cluster.nodes)
         self.cluster.wait_applied(applied)
         sums = {(n.status()["checksum"]["index"],
                  n.status()["checksum"]["value"]) for n in self.cluster.nodes}
