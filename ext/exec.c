@@ -576,9 +576,9 @@ void exec_on_forward_result(struct ext_exec *e, const struct raft_frame *m)
 /* ---- Apply thread ------------------------------------------------------- */
 
 /* test_drop_result says whether test fault RAFTSQL_TEST_DROP_ID_RESULT
- * (test builds only) drops result @r for waiter @w: its first outcome,
- * not a duplicate's, when the waiter's client id starts with the
- * variable's value. The caller then waits out exec_timeout_ms and learns
+ * (test builds only) drops result @r for waiter @w: a first outcome
+ * that applied (not a duplicate's, not a SQL error), when the waiter's
+ * client id starts with the variable's value. The caller then waits out exec_timeout_ms and learns
  * "outcome unknown" although the request applied: what a lost answer
  * does, made deterministic. */
 static bool test_drop_result(const struct waiter *w, const struct sql_result *r)
@@ -588,7 +588,8 @@ static bool test_drop_result(const struct waiter *w, const struct sql_result *r)
     size_t len = prefix != NULL ? strlen(prefix) : 0;
 
     if (len > 0 && w->client_id != NULL && !r->id_duplicate &&
-        w->client_id_len >= len && memcmp(w->client_id, prefix, len) == 0) {
+        r->rc == SQLITE_OK && w->client_id_len >= len &&
+        memcmp(w->client_id, prefix, len) == 0) {
         fprintf(stderr,
                 "raftsql: TEST FAULT RAFTSQL_TEST_DROP_ID_RESULT: the "
                 "result of request %llu.%llu is dropped\n",

@@ -177,8 +177,8 @@ static void fn_query(sqlite3_context *ctx, int argc, sqlite3_value **argv,
         sqlite3_result_error(ctx, res->errmsg, -1);
         goto out;
     }
-    ext_node_exec_opts(n, sql, (size_t)sqlite3_value_bytes(argv[first]),
-                       params, n_params, &opts, &probe, res);
+    ext_node_exec_opts(n, sql, (size_t)sqlite3_value_bytes(argv[first]), params,
+                       n_params, &opts, &probe, res);
     if (res->kind != EXT_EXEC_OK) {
         result_error(ctx, q, res);
     } else if (q->want_rows) {
@@ -221,8 +221,7 @@ int func_query_register(sqlite3 *db, void *cs)
         fn_raft_query, fn_raft_exec_id, fn_raft_query_id};
     int rc = SQLITE_OK;
 
-    for (size_t i = 0; rc == SQLITE_OK && i < sizeof fns / sizeof fns[0];
-         i++) {
+    for (size_t i = 0; rc == SQLITE_OK && i < sizeof fns / sizeof fns[0]; i++) {
         rc = sqlite3_create_function_v2(db, query_fns[i].name, -1, admin, cs,
                                         fns[i], NULL, NULL, NULL);
     }

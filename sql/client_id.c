@@ -38,8 +38,7 @@ SQLITE_EXTENSION_INIT3
 #define SQL__CLIENT_WINDOW_MS 86400000
 
 /* window gives the request's window by count and by time. */
-static void window(const struct sql_request *req, uint64_t *count,
-                   uint64_t *ms)
+static void window(const struct sql_request *req, uint64_t *count, uint64_t *ms)
 {
     *count = req->id_window != 0 ? req->id_window : SQL__CLIENT_WINDOW;
     *ms = req->id_window_ms != 0 ? req->id_window_ms : SQL__CLIENT_WINDOW_MS;
@@ -56,8 +55,8 @@ static void digest(const struct sql_request *req, XXH128_canonical_t *out)
 
     /* Invariant: params_data == sql + sql_len (sql_request_decode). */
     XXH128_canonicalFromHash(
-        out, XXH3_128bits_withSeed(req->sql, req->sql_len + req->params_len,
-                                   seed));
+        out,
+        XXH3_128bits_withSeed(req->sql, req->sql_len + req->params_len, seed));
 }
 
 /* format_id writes client id @id (@len bytes) for a message: quoted when

@@ -91,8 +91,12 @@ static struct buf *make(const struct req *r)
 {
     uint64_t id[2] = {1, next_seq++};
     struct sql_request_opts o = {r->id, 0, 0};
-    struct sql_stamp st = {r->time_ms != 0 ? r->time_ms : T0, id[1], 0,
-                           r->window, r->window_ms, r->max_result};
+    struct sql_stamp st = {r->time_ms != 0 ? r->time_ms : T0,
+                           id[1],
+                           0,
+                           r->window,
+                           r->window_ms,
+                           r->max_result};
     struct buf *b;
     size_t len = 0;
     char msg[256];
@@ -104,10 +108,10 @@ static struct buf *make(const struct req *r)
         fail_msg("size: %s", msg);
     }
     b = buf_new(len);
-    assert_int_equal(sql_request_encode_opts(id, r->sql, strlen(r->sql),
-                                             r->params, r->n_params, &o,
-                                             b->data, len),
-                     0);
+    assert_int_equal(
+        sql_request_encode_opts(id, r->sql, strlen(r->sql), r->params,
+                                r->n_params, &o, b->data, len),
+        0);
     assert_int_equal(sql_request_stamp(b->data, len, &st, b->data), 0);
     return b;
 }
@@ -192,7 +196,8 @@ static void test_codec_v3(void **state)
     assert_int_equal(
         sql_request_encode_opts(id, "SELECT :x", 9, &p, 1, &o, b, len3), 0);
     assert_int_equal(b[OFF_VERSION], 3);
-    assert_int_equal(b[OFF_FLAGS], SQL_REQUEST_CLIENT_ID | SQL_REQUEST_WANT_ROWS);
+    assert_int_equal(b[OFF_FLAGS],
+                     SQL_REQUEST_CLIENT_ID | SQL_REQUEST_WANT_ROWS);
     assert_int_equal(b[OFF_CLIENT_ID_LEN], sizeof cid);
     assert_int_equal(sql_request_stamp(b, len3, &st, b), 0);
     assert_int_equal(sql_request_decode(b, len3, &r, msg, sizeof msg), 0);
@@ -244,18 +249,15 @@ static void test_codec_v3(void **state)
         struct sql_request_opts ob = {big, sizeof big, 0};
         memset(big, 'x', sizeof big);
         assert_int_equal(sql_request_size_opts("SELECT 1", 8, NULL, 0, &ob,
-                                               1 << 20, &lenn, msg,
-                                               sizeof msg),
+                                               1 << 20, &lenn, msg, sizeof msg),
                          SQL_ERR_INVALID);
         ob.client_id_len = SQL_CLIENT_ID_MAX;
         assert_int_equal(sql_request_size_opts("SELECT 1", 8, NULL, 0, &ob,
-                                               1 << 20, &lenn, msg,
-                                               sizeof msg),
+                                               1 << 20, &lenn, msg, sizeof msg),
                          0);
         ob.flags = 8;
         assert_int_equal(sql_request_size_opts("SELECT 1", 8, NULL, 0, &ob,
-                                               1 << 20, &lenn, msg,
-                                               sizeof msg),
+                                               1 << 20, &lenn, msg, sizeof msg),
                          SQL_ERR_INVALID);
     }
     /* A version 2 payload is stamped without the version 3 fields. */
@@ -287,15 +289,16 @@ static void test_rows_types(void **state)
     };
     struct sql_result *r;
 
-    assert_ok(apply_one(f, (struct req){.sql = "CREATE TABLE t(a, b, c, d, e)"}));
-    r = apply_one(f, (struct req){
-                         .sql = "INSERT INTO t VALUES (9223372036854775807, "
-                                "1.0, 'h\xc3\xa9 \xe2\x82\xac', NULL, ''), "
-                                "(?, ?, ?, ?, ?), (9e999, -9e999, 1e-300, "
-                                "-0.5, x'') RETURNING *",
-                         .want_rows = 1,
-                         .params = ps,
-                         .n_params = 5});
+    assert_ok(
+        apply_one(f, (struct req){.sql = "CREATE TABLE t(a, b, c, d, e)"}));
+    r = apply_one(
+        f, (struct req){.sql = "INSERT INTO t VALUES (9223372036854775807, "
+                               "1.0, 'h\xc3\xa9 \xe2\x82\xac', NULL, ''), "
+                               "(?, ?, ?, ?, ?), (9e999, -9e999, 1e-300, "
+                               "-0.5, x'') RETURNING *",
+                        .want_rows = 1,
+                        .params = ps,
+                        .n_params = 5});
     assert_ok(r);
     assert_non_null(r->rows);
     assert_string_equal(
@@ -310,16 +313,18 @@ static void test_rows_types(void **state)
 
     /* No statement returning rows: an empty list; a RETURNING that
      * matched nothing: its columns and no rows. */
-    r = apply_one(f, (struct req){.sql = "UPDATE t SET a = 1 WHERE 0",
-                                  .want_rows = 1});
+    r = apply_one(
+        f, (struct req){.sql = "UPDATE t SET a = 1 WHERE 0", .want_rows = 1});
     assert_ok(r);
-    assert_string_equal(r->rows, "{\"results\":[],\"changes\":0,"
-                                 "\"last_insert_rowid\":0}");
+    assert_string_equal(r->rows,
+                        "{\"results\":[],\"changes\":0,"
+                        "\"last_insert_rowid\":0}");
     r = apply_one(f, (struct req){.sql = "DELETE FROM t WHERE 0 RETURNING a",
                                   .want_rows = 1});
     assert_ok(r);
-    assert_string_equal(r->rows, "{\"results\":[{\"columns\":[\"a\"],\"rows\":"
-                                 "[]}],\"changes\":0,\"last_insert_rowid\":0}");
+    assert_string_equal(r->rows,
+                        "{\"results\":[{\"columns\":[\"a\"],\"rows\":"
+                        "[]}],\"changes\":0,\"last_insert_rowid\":0}");
     /* Without the flag, no rows. */
     r = apply_one(f, (struct req){.sql = "DELETE FROM t WHERE 0 RETURNING a"});
     assert_ok(r);
@@ -336,25 +341,26 @@ static void test_rows_multi_and_rollback(void **state)
 
     assert_ok(apply_one(
         f, (struct req){.sql = "CREATE TABLE t(id INTEGER PRIMARY KEY, a)"}));
-    r = apply_one(f, (struct req){
-                         .sql = "INSERT INTO t(a) VALUES (1) RETURNING id; "
-                                "INSERT INTO t(a) VALUES (2); "
-                                "UPDATE t SET a = a * 10 RETURNING a AS x",
-                         .want_rows = 1});
+    r = apply_one(
+        f, (struct req){.sql = "INSERT INTO t(a) VALUES (1) RETURNING id; "
+                               "INSERT INTO t(a) VALUES (2); "
+                               "UPDATE t SET a = a * 10 RETURNING a AS x",
+                        .want_rows = 1});
     assert_ok(r);
     assert_string_equal(
-        r->rows, "{\"results\":[{\"columns\":[\"id\"],\"rows\":[[1]]},"
-                 "{\"columns\":[\"x\"],\"rows\":[[10],[20]]}],\"changes\":4,"
-                 "\"last_insert_rowid\":2}");
-    r = apply_one(f, (struct req){
-                         .sql = "INSERT INTO t(a) VALUES (3) RETURNING id; "
-                                "INSERT INTO t(id) VALUES (1)",
-                         .want_rows = 1});
+        r->rows,
+        "{\"results\":[{\"columns\":[\"id\"],\"rows\":[[1]]},"
+        "{\"columns\":[\"x\"],\"rows\":[[10],[20]]}],\"changes\":4,"
+        "\"last_insert_rowid\":2}");
+    r = apply_one(
+        f, (struct req){.sql = "INSERT INTO t(a) VALUES (3) RETURNING id; "
+                               "INSERT INTO t(id) VALUES (1)",
+                        .want_rows = 1});
     assert_int_equal(r->rc & 0xff, SQLITE_CONSTRAINT);
     assert_null(r->rows);
     assert_query(f->tmp.path, "SELECT group_concat(a) FROM t", "10,20");
-    r = apply_one(f, (struct req){.sql = "SELECT CAST(x'ff00' AS TEXT)",
-                                  .want_rows = 1});
+    r = apply_one(
+        f, (struct req){.sql = "SELECT CAST(x'ff00' AS TEXT)", .want_rows = 1});
     assert_int_equal(r->rc, SQLITE_ERROR);
     assert_non_null(strstr(r->errmsg, "not valid UTF-8"));
 }
@@ -371,13 +377,13 @@ static void test_rows_cap(void **state)
         "RETURNING *";
 
     assert_ok(apply_one(f, (struct req){.sql = "CREATE TABLE t(a, b)"}));
-    r = apply_one(f, (struct req){.sql = ins, .want_rows = 1,
-                                  .max_result = 1024});
+    r = apply_one(f,
+                  (struct req){.sql = ins, .want_rows = 1, .max_result = 1024});
     assert_int_equal(r->rc, SQLITE_TOOBIG);
     assert_non_null(strstr(r->errmsg, "max_result_bytes (1024"));
     assert_query(f->tmp.path, "SELECT count(*) FROM t", "0");
-    r = apply_one(f, (struct req){.sql = ins, .want_rows = 1,
-                                  .max_result = 4096});
+    r = apply_one(f,
+                  (struct req){.sql = ins, .want_rows = 1, .max_result = 4096});
     assert_ok(r);
     assert_true(strlen(r->rows) <= 4096 && strlen(r->rows) > 2000);
     assert_query(f->tmp.path, "SELECT count(*) FROM t", "20");
@@ -419,9 +425,9 @@ static void test_client_id(void **state)
     apply(f, (struct req[]){b, c, d}, 3);
     for (int i = 0; i < 3; i++) {
         assert_int_equal(f->res[i].rc, SQLITE_CONSTRAINT);
-        assert_non_null(
-            strstr(f->res[i].errmsg, "request id 'k1' was used for different "
-                                     "SQL or parameters"));
+        assert_non_null(strstr(f->res[i].errmsg,
+                               "request id 'k1' was used for different "
+                               "SQL or parameters"));
         assert_null(f->res[i].rows);
     }
     assert_query(f->tmp.path, "SELECT count(*) FROM t", "1");
@@ -507,7 +513,7 @@ static void test_client_id_window(void **state)
         int64_t dt;
         int dup;
     } cases[] = {
-        {1, 3, 1000, 0, 1},   {2, 3, 1000, 0, 0},      {3, 3, 1000, 0, 0},
+        {1, 3, 1000, 0, 1},      {2, 3, 1000, 0, 0},      {3, 3, 1000, 0, 0},
         {0, 100, 1000, 1000, 1}, {0, 100, 1000, 1001, 0},
     };
 
@@ -517,10 +523,10 @@ static void test_client_id_window(void **state)
             /* Each case starts clean: ids of before would count. */
             assert_int_equal(
                 fsm_exec(f->fsm, "DELETE FROM raftsql_client_requests"), 0);
-            assert_int_equal(run_window(f, batches[b], cases[c].between,
-                                        cases[c].count, cases[c].ms,
-                                        cases[c].dt),
-                             cases[c].dup);
+            assert_int_equal(
+                run_window(f, batches[b], cases[c].between, cases[c].count,
+                           cases[c].ms, cases[c].dt),
+                cases[c].dup);
         }
     }
     /* Pruning keeps at most the window: 3 ids by count. */
@@ -542,8 +548,7 @@ int main(void)
                                         teardown),
         cmocka_unit_test_setup_teardown(test_rows_cap, setup, teardown),
         cmocka_unit_test_setup_teardown(test_client_id, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_client_id_window, setup,
-                                        teardown),
+        cmocka_unit_test_setup_teardown(test_client_id_window, setup, teardown),
     };
 
     return cmocka_run_group_tests(tests, NULL, NULL);
