@@ -109,6 +109,12 @@ $(B)/checksum-apply-bench: bench/checksum_apply.c bench/timing.h \
 		bench/xorshift.h $(B)/libraftsql.a
 	$(CC) $(BASE_CFLAGS) $(CFLAGS) -o $@ $< $(B)/libraftsql.a $(LIBS)
 
+# The cost of RETURNING rows and client ids on the apply path
+# (bench/query_apply.c).
+$(B)/query-apply-bench: bench/query_apply.c bench/xorshift.h \
+		$(B)/libraftsql.a
+	$(CC) $(BASE_CFLAGS) $(CFLAGS) -o $@ $< $(B)/libraftsql.a $(LIBS)
+
 bench: deps
 	@bench/compare.sh
 

@@ -539,6 +539,66 @@ static void test_client_id_window(void **state)
                  "3");
 }
 
+/* A snapshot carries the client ids: a retry applied on a node restored
+ * from it is still a duplicate. A snapshot of before client ids (no
+ * table) installs, and the table is made anew. The ids stay outside the
+ * replica checksum: the same SQL with or without an id sums alike. */
+static void test_client_id_snapshot_and_checksum(void **state)
+{
+    struct fixture *f = *state;
+    struct req a = {.sql = "INSERT INTO t VALUES (1)", .id = "snap"};
+    struct sql_fsm *g;
+    struct tmpdb other;
+    char snap[600], msg[256];
+    uint64_t idx, term, va = 0, vb = 0;
+
+    assert_int_equal(sql_fsm_checksum_enable(f->fsm, 1), 0);
+    assert_ok(apply_one(f, (struct req){.sql = "CREATE TABLE t(a)"}));
+    assert_ok(apply_one(f, a));
+    assert_int_equal(sql_fsm_checksum(f->fsm, &va), 1);
+
+    /* The same two requests without an id, on another replica. */
+    tmpdb_init(&other);
+    assert_int_equal(sql_fsm_open(other.path, NULL, 0, &g, msg, sizeof msg), 0);
+    assert_int_equal(sql_fsm_checksum_enable(g, 1), 0);
+    {
+        struct sql_fsm *keep = f->fsm;
+        f->fsm = g;
+        assert_ok(apply_one(f, (struct req){.sql = "CREATE TABLE t(a)"}));
+        assert_ok(apply_one(f, (struct req){.sql = a.sql}));
+        assert_int_equal(sql_fsm_checksum(g, &vb), 1);
+        assert_true(va == vb);
+
+        /* Restored from f's snapshot, g knows the id. */
+        snprintf(snap, sizeof snap, "%s.snap", other.path);
+        assert_int_equal(
+            sql_fsm_snapshot_create(keep, snap, &idx, &term, msg, sizeof msg),
+            0);
+        clear(f);
+        assert_int_equal(sql_fsm_snapshot_install(g, snap, &idx, &term), 0);
+        assert_int_equal(apply_one(f, a)->id_duplicate, 1);
+        assert_query(other.path, "SELECT count(*) FROM t", "1");
+        remove(snap);
+
+        /* A snapshot without the table (an older release's). */
+        assert_int_equal(fsm_exec(keep, "DROP TABLE raftsql_client_requests"),
+                         0);
+        assert_int_equal(
+            sql_fsm_snapshot_create(keep, snap, &idx, &term, msg, sizeof msg),
+            0);
+        clear(f);
+        assert_int_equal(sql_fsm_snapshot_install(g, snap, &idx, &term), 0);
+        assert_int_equal(apply_one(f, a)->id_duplicate, 0);
+        assert_int_equal(apply_one(f, a)->id_duplicate, 1);
+        assert_query(other.path, "SELECT count(*) FROM t", "2");
+        remove(snap);
+        clear(f);
+        f->fsm = keep;
+    }
+    sql_fsm_close(g);
+    tmpdb_remove(&other);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -549,6 +609,8 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_rows_cap, setup, teardown),
         cmocka_unit_test_setup_teardown(test_client_id, setup, teardown),
         cmocka_unit_test_setup_teardown(test_client_id_window, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_client_id_snapshot_and_checksum,
+                                        setup, teardown),
     };
 
     return cmocka_run_group_tests(tests, NULL, NULL);
