@@ -106,12 +106,12 @@ $(B)/multi-statement-bench: bench/multi_statement.c bench/timing.h \
 
 # The replica checksum's cost on the apply path (bench/checksum_apply.c).
 $(B)/checksum-apply-bench: bench/checksum_apply.c bench/timing.h \
-		bench/xorshift.h $(B)/libraftsql.a
+		bench/fsm_apply.h bench/xorshift.h $(B)/libraftsql.a
 	$(CC) $(BASE_CFLAGS) $(CFLAGS) -o $@ $< $(B)/libraftsql.a $(LIBS)
 
 # The cost of RETURNING rows and client ids on the apply path
 # (bench/query_apply.c).
-$(B)/query-apply-bench: bench/query_apply.c bench/xorshift.h \
+$(B)/query-apply-bench: bench/query_apply.c bench/fsm_apply.h bench/xorshift.h \
 		$(B)/libraftsql.a
 	$(CC) $(BASE_CFLAGS) $(CFLAGS) -o $@ $< $(B)/libraftsql.a $(LIBS)
 

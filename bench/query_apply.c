@@ -21,22 +21,15 @@
 
 #include <sqlite3.h>
 
+#include "bench/fsm_apply.h"
 #include "bench/xorshift.h"
 #include "sql/sql.h"
 
 #define BATCH 20
 #define N_MODES 4
 
-static const char *const mode_names[N_MODES] = {"raft_exec", "raft_query",
-                                                "raft_exec_id",
-                                                "raft_query_id"};
-
-static double thread_cpu_s(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
-}
+static const char *const mode_names[N_MODES] = {
+    "raft_exec", "raft_query", "raft_exec_id", "raft_query_id"};
 
 /* encode makes the stamped payload of request @seq in @mode (bit 0: rows
  * wanted, bit 1: a client id) into *@out (malloc'd). */
@@ -86,32 +79,6 @@ static int encode(int mode, uint64_t seq, uint64_t *rng, const char *sql,
     return 0;
 }
 
-/* apply_batch applies @n payloads from @index on, as one batch. */
-static int apply_batch(struct sql_fsm *f, uint64_t index,
-                       unsigned char **payloads, size_t *lens, unsigned n)
-{
-    struct sql_fsm_entry e[BATCH];
-    struct sql_result r[BATCH];
-    int rc;
-
-    memset(e, 0, sizeof e);
-    for (unsigned i = 0; i < n; i++) {
-        e[i].index = index + i;
-        e[i].term = 1;
-        e[i].data = payloads[i];
-        e[i].len = lens[i];
-    }
-    rc = sql_fsm_apply(f, e, n, r);
-    for (unsigned i = 0; rc == 0 && i < n; i++) {
-        if (r[i].rc != SQLITE_OK) {
-            fprintf(stderr, "query-apply-bench: %s\n", r[i].errmsg);
-            rc = -1;
-        }
-        sql_result_clear(&r[i]);
-    }
-    return rc;
-}
-
 /* run_mode applies @n requests of @mode to a fresh database in @dir and
  * gives the CPU µs per request. */
 static int run_mode(const char *dir, int mode, long n, double *cpu_us)
@@ -147,7 +114,7 @@ static int run_mode(const char *dir, int mode, long n, double *cpu_us)
         lens[0] = len;
         sql_request_encode(id, create, sizeof create - 1, NULL, 0, payloads[0],
                            len);
-        rc = apply_batch(f, 1, payloads, lens, 1);
+        rc = bench_apply(f, 1, payloads, lens, 1, "query-apply-bench");
         free(payloads[0]);
     }
     *cpu_us = 0;
@@ -160,9 +127,11 @@ static int run_mode(const char *dir, int mode, long n, double *cpu_us)
                 break;
             }
         }
-        c0 = thread_cpu_s();
-        rc = rc == 0 ? apply_batch(f, index, payloads, lens, BATCH) : rc;
-        *cpu_us += thread_cpu_s() - c0;
+        c0 = bench_thread_cpu_s();
+        rc = rc == 0 ? bench_apply(f, index, payloads, lens, BATCH,
+                                   "query-apply-bench")
+                     : rc;
+        *cpu_us += bench_thread_cpu_s() - c0;
         index += BATCH;
         for (unsigned i = 0; i < BATCH; i++) {
             free(payloads[i]);
@@ -170,7 +139,7 @@ static int run_mode(const char *dir, int mode, long n, double *cpu_us)
     }
     *cpu_us = *cpu_us * 1e6 / (double)n;
     sql_fsm_close(f);
-    for (const char *sfx = ""; ; sfx = sfx[0] == '\0' ? "-wal" : "-shm") {
+    for (const char *sfx = "";; sfx = sfx[0] == '\0' ? "-wal" : "-shm") {
         char side[160];
         snprintf(side, sizeof side, "%s%s", path, sfx);
         unlink(side);
@@ -205,8 +174,9 @@ int main(int argc, char **argv)
         } else if (c == 'r' && atoi(optarg) >= 1 && atoi(optarg) <= 64) {
             rounds = atoi(optarg);
         } else {
-            fprintf(stderr, "usage: query-apply-bench [--requests N] "
-                            "[--rounds R]\n");
+            fprintf(stderr,
+                    "usage: query-apply-bench [--requests N] "
+                    "[--rounds R]\n");
             return 2;
         }
     }
