@@ -380,7 +380,10 @@ int sql_fsm_checkpoint(struct sql_fsm *f, uint64_t *out_durable_index);
  * no WAL): a consistent copy of the node's database at one applied index,
  * with the user's tables and the internal raftsql_* tables, i.e. the
  * applied index and term it reflects (raftsql_applied), the request ids
- * of the dedup window (raftsql_requests) and the cluster-wide settings
+ * of the dedup window (raftsql_requests), the client request ids with
+ * their first outcomes (raftsql_client_requests; a snapshot of a release
+ * before them lacks the table, which the install makes anew), the
+ * cluster-wide settings
  * (raftsql_settings), and the last configuration applied
  * (raftsql_config; see "The configuration"). */
 
