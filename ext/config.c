@@ -298,7 +298,9 @@ static const struct int_key int_keys[] = {
                  false),
     EXT__INT_KEY("request_id_window_ms", 1, 10ull * 366 * 86400000, 1,
                  request_id_window_ms, false),
-    EXT__INT_KEY("max_result_bytes", 1024, 1024u * 1024 * 1024, 1,
+    /* At most 64 MiB: the JSON, escaped once more, must fit an attach
+     * answer (EXT_ATTACH_FRAME_MAX, 192 MiB). */
+    EXT__INT_KEY("max_result_bytes", 1024, 64u * 1024 * 1024, 1,
                  max_result_bytes, false),
 };
 
