@@ -135,8 +135,8 @@ static int run(sqlite3 *db, int port)
     printf("read greeting = %s\n", value);
 
     /* A SQL error keeps SQLite's own code: rolled back on every node. */
-    step1(db, "SELECT raft_exec('INSERT INTO kv VALUES(?, 1)', ?1)",
-          "greeting", 0, value, sizeof value);
+    step1(db, "SELECT raft_exec('INSERT INTO kv VALUES(?, 1)', ?1)", "greeting",
+          0, value, sizeof value);
     code = sqlite3_extended_errcode(db);
     if (code != SQLITE_CONSTRAINT_PRIMARYKEY) {
         fprintf(stderr, "embedded: a duplicate key gave code %d (%s)\n", code,
@@ -156,8 +156,8 @@ static int run(sqlite3 *db, int port)
         case RAFTSQL_NOT_APPLIED: /* nothing applied: retry */
         case RAFTSQL_UNKNOWN:     /* applied everywhere or nowhere */
         default:
-            fprintf(stderr, "embedded: raft_exec(42) gave code %d (%s)\n",
-                    code, sqlite3_errmsg(db));
+            fprintf(stderr, "embedded: raft_exec(42) gave code %d (%s)\n", code,
+                    sqlite3_errmsg(db));
             return 1;
     }
     printf("ok\n");
