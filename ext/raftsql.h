@@ -81,8 +81,11 @@ extern "C" {
  * membership change is pending; retry later. "<fn>: not applied: busy". */
 #define RAFTSQL_BUSY (SQLITE_BUSY | (102 << 8))
 /* Stale: this node cannot answer fresh enough (raft_barrier on a node
- * that cannot confirm a leader, a max_staleness_ms bound passed); retry
- * later or on another node. "<fn>: stale replica: ...". */
+ * that cannot confirm a leader, a function refusing past a
+ * max_staleness_ms bound); retry later or on another node. "<fn>: stale
+ * replica: ...". A plain SELECT that the write guard refuses as stale
+ * fails in its prepare with SQLITE_AUTH instead: an authorizer cannot
+ * choose the code. */
 #define RAFTSQL_STALE (SQLITE_BUSY | (103 << 8))
 /* Not applied, this replica is diverged (README "Foreign writes"): retry
  * on another node, or here once it is repaired. "<fn>: not applied:
