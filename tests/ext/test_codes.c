@@ -85,8 +85,7 @@ static void test_without_a_node(void **state)
     tmpdb_init(&t);
     assert_int_equal(sqlite3_open(t.path, &db), SQLITE_OK);
     assert_int_equal(code_of(db, "SELECT raft_exec(42)"), RAFTSQL_INVALID);
-    assert_int_equal(code_of(db, "SELECT raft_start('id=0')"),
-                     RAFTSQL_INVALID);
+    assert_int_equal(code_of(db, "SELECT raft_start('id=0')"), RAFTSQL_INVALID);
     assert_int_equal(code_of(db, "SELECT raft_add(0, '127.0.0.1:1')"),
                      RAFTSQL_INVALID);
     assert_int_equal(code_of(db, "SELECT raft_status()"), RAFTSQL_NO_NODE);
@@ -131,29 +130,35 @@ static void test_on_a_node(void **state)
         sqlite3_finalize(st);
     }
     assert_int_equal(leader, 1);
-    assert_int_equal(code_of(db, "SELECT raft_exec('CREATE TABLE t(id "
-                                 "INTEGER PRIMARY KEY, u UNIQUE)')"),
+    assert_int_equal(code_of(db,
+                             "SELECT raft_exec('CREATE TABLE t(id "
+                             "INTEGER PRIMARY KEY, u UNIQUE)')"),
                      SQLITE_OK);
-    assert_int_equal(code_of(db, "SELECT raft_exec('INSERT INTO t "
-                                 "VALUES(1, 10)')"),
+    assert_int_equal(code_of(db,
+                             "SELECT raft_exec('INSERT INTO t "
+                             "VALUES(1, 10)')"),
                      SQLITE_OK);
-    assert_int_equal(code_of(db, "SELECT raft_exec('INSERT INTO t "
-                                 "VALUES(2, 10)')"),
+    assert_int_equal(code_of(db,
+                             "SELECT raft_exec('INSERT INTO t "
+                             "VALUES(2, 10)')"),
                      SQLITE_CONSTRAINT_UNIQUE);
-    assert_int_equal(code_of(db, "SELECT raft_exec('INSERT INTO t "
-                                 "VALUES(1, 11)')"),
+    assert_int_equal(code_of(db,
+                             "SELECT raft_exec('INSERT INTO t "
+                             "VALUES(1, 11)')"),
                      SQLITE_CONSTRAINT_PRIMARYKEY);
-    assert_int_equal(code_of(db, "SELECT raft_exec('INSRT INTO t "
-                                 "VALUES(3, 3)')"),
+    assert_int_equal(code_of(db,
+                             "SELECT raft_exec('INSRT INTO t "
+                             "VALUES(3, 3)')"),
                      RAFTSQL_INVALID);
-    assert_int_equal(code_of(db, "SELECT raft_exec('BEGIN')"),
-                     RAFTSQL_INVALID);
-    assert_int_equal(code_of(db, "SELECT raft_exec('INSERT INTO t "
-                                 "VALUES(?, ?)', 4)"),
+    assert_int_equal(code_of(db, "SELECT raft_exec('BEGIN')"), RAFTSQL_INVALID);
+    assert_int_equal(code_of(db,
+                             "SELECT raft_exec('INSERT INTO t "
+                             "VALUES(?, ?)', 4)"),
                      RAFTSQL_INVALID);
     assert_int_equal(code_of(db, "BEGIN"), SQLITE_OK);
-    assert_int_equal(code_of(db, "SELECT raft_exec('INSERT INTO t "
-                                 "VALUES(5, 5)')"),
+    assert_int_equal(code_of(db,
+                             "SELECT raft_exec('INSERT INTO t "
+                             "VALUES(5, 5)')"),
                      RAFTSQL_INVALID);
     assert_int_equal(code_of(db, "ROLLBACK"), SQLITE_OK);
     memset(big, 'x', sizeof big - 1);
