@@ -50,6 +50,11 @@ struct ext_precheck_cache *func_conn_checked(void *cs);
  * by raft_exec's registration). Returns SQLITE_OK or SQLite's error. */
 int func_query_register(sqlite3 *db, void *cs);
 
+/* func_error sets @msg (copied) as @ctx's error, with result code @code
+ * (a RAFTSQL_* code of raftsql.h, or SQLite's own). The caller's
+ * thread. */
+void func_error(sqlite3_context *ctx, int code, const char *msg);
+
 /* func_value points @out at SQL value @v (its bytes valid while @v is).
  * Pure. */
 void func_value(sqlite3_value *v, struct sql_value *out);

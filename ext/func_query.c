@@ -24,6 +24,7 @@
 
 #include "func.h"
 #include "precheck.h"
+#include "raftsql.h"
 #include "registry.h"
 
 SQLITE_EXTENSION_INIT3
@@ -71,7 +72,7 @@ static bool request_id(sqlite3_context *ctx, const struct query_fn *q,
                      "BLOB or an INTEGER, not %s",
                      q->name,
                      sqlite3_value_type(v) == SQLITE_NULL ? "NULL" : "REAL");
-            sqlite3_result_error(ctx, msg, -1);
+            func_error(ctx, RAFTSQL_INVALID, msg);
             return false;
     }
     len = sqlite3_value_bytes(v);
@@ -79,7 +80,7 @@ static bool request_id(sqlite3_context *ctx, const struct query_fn *q,
         snprintf(msg, sizeof msg,
                  "%s: the request id must be 1 to %d bytes, not %d", q->name,
                  EXT_REQUEST_ID_MAX, len);
-        sqlite3_result_error(ctx, msg, -1);
+        func_error(ctx, RAFTSQL_INVALID, msg);
         return false;
     }
     out->request_id_len = (size_t)len;
@@ -100,9 +101,8 @@ static void result_error(sqlite3_context *ctx, const struct query_fn *q,
     } else {
         snprintf(msg, sizeof msg, "%s", res->errmsg);
     }
-    sqlite3_result_error(ctx, msg, -1);
-    sqlite3_result_error_code(
-        ctx, res->sqlite_rc != SQLITE_OK ? res->sqlite_rc : SQLITE_ERROR);
+    func_error(ctx, res->sqlite_rc != SQLITE_OK ? res->sqlite_rc : SQLITE_ERROR,
+               msg);
 }
 
 /* fn_query is raft_query, raft_exec_id and raft_query_id (user data: the
@@ -126,7 +126,7 @@ static void fn_query(sqlite3_context *ctx, int argc, sqlite3_value **argv,
         snprintf(msg, sizeof msg,
                  "%s: the %s argument must be the SQL text of the write",
                  q->name, first == 0 ? "first" : "second");
-        sqlite3_result_error(ctx, msg, -1);
+        func_error(ctx, RAFTSQL_INVALID, msg);
         return;
     }
     if (q->has_id && !request_id(ctx, q, argv[0], num, &opts)) {
@@ -134,7 +134,7 @@ static void fn_query(sqlite3_context *ctx, int argc, sqlite3_value **argv,
     }
     if (argc - 1 - first > EXT__QUERY_MAX_PARAMS) {
         snprintf(msg, sizeof msg, "%s: too many parameters", q->name);
-        sqlite3_result_error(ctx, msg, -1);
+        func_error(ctx, RAFTSQL_INVALID, msg);
         return;
     }
     if (!sqlite3_get_autocommit(sqlite3_context_db_handle(ctx))) {
@@ -143,7 +143,7 @@ static void fn_query(sqlite3_context *ctx, int argc, sqlite3_value **argv,
                  "(BEGIN); commit or roll it back first: each write is a "
                  "transaction of its own",
                  q->name);
-        sqlite3_result_error(ctx, msg, -1);
+        func_error(ctx, RAFTSQL_INVALID, msg);
         return;
     }
     rowid = *func_conn_rowid(cs);
@@ -174,7 +174,7 @@ static void fn_query(sqlite3_context *ctx, int argc, sqlite3_value **argv,
         snprintf(why, sizeof why, "%s", res->errmsg);
         snprintf(res->errmsg, sizeof res->errmsg, "%s: not applied: %.990s",
                  q->name, why);
-        sqlite3_result_error(ctx, res->errmsg, -1);
+        func_error(ctx, RAFTSQL_INVALID, res->errmsg);
         goto out;
     }
     ext_node_exec_opts(n, sql, (size_t)sqlite3_value_bytes(argv[first]), params,

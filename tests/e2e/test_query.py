@@ -17,6 +17,7 @@ import shutil
 import tempfile
 import unittest
 
+from codes import CODES
 from e2e import NODE, stop_cluster, wait_for
 from raftsql_cluster import Cluster, NodeError
 from test_attach import writer
@@ -131,7 +132,8 @@ class QueryTest(unittest.TestCase):
         fault drops the first result)."""
         with self.assertRaises(NodeError) as cm:
             node.value("SELECT %s(?, ?)" % fn, rid, sql)
-        self.assertIn("outcome unknown", str(cm.exception))
+        self.assertIn("%s: outcome unknown" % fn, str(cm.exception))
+        self.assertEqual(cm.exception.code, CODES["RAFTSQL_UNKNOWN"])
 
     def count(self, node, k):
         return node.value("SELECT count(*) FROM once WHERE k = ?", k)
@@ -184,6 +186,7 @@ class QueryTest(unittest.TestCase):
             f.value("SELECT raft_exec_id(?, ?)", "drop-restart", ins("new"))
         self.assertIn("request id 'drop-restart' was used for different SQL",
                       str(cm.exception))
+        self.assertEqual(cm.exception.code, 19)  # SQLITE_CONSTRAINT
         self.assertEqual(self.count(f, "new"), 0)
 
     def test_query_id_retry_returns_the_same_rows(self):
@@ -214,7 +217,8 @@ class QueryTest(unittest.TestCase):
             with self.assertRaises(NodeError) as cm:
                 self.leader().value("SELECT raft_exec_id(%s, 'SELECT 1')" %
                                     bad)
-            self.assertIn("request id", str(cm.exception))
+            self.assertIn("raft_exec_id: the request id", str(cm.exception))
+            self.assertEqual(cm.exception.code, CODES["RAFTSQL_INVALID"])
 
 
 if __name__ == "__main__":
