@@ -662,6 +662,7 @@ static int apply_entry(struct sql_fsm *f, const struct sql_fsm_entry *e,
 {
     struct sql_request req;
     char msg[256];
+    struct client_key key;
     int dup = 0, done = 0;
     int rc;
 
@@ -693,7 +694,7 @@ static int apply_entry(struct sql_fsm *f, const struct sql_fsm_entry *e,
         goto out;
     }
     if (!forced && req.client_id_len > 0) {
-        rc = client_id_lookup(f, &req, res, &done);
+        rc = client_id_lookup(f, &req, res, &done, &key);
         if (rc != 0) {
             goto out;
         }
@@ -706,7 +707,9 @@ static int apply_entry(struct sql_fsm *f, const struct sql_fsm_entry *e,
     }
     if (!done && req.client_id_len > 0) {
         /* Also a failed request's outcome: its savepoint rolled back. */
-        rc = client_id_record(f, &req, res);
+        /* The request's own statements cannot write the table (the
+         * authorizer refuses writes to raftsql_ tables): @key holds. */
+        rc = client_id_record(f, &req, res, forced ? NULL : &key);
         if (rc != 0) {
             goto out;
         }

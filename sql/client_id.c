@@ -48,15 +48,18 @@ static void window(const struct sql_request *req, uint64_t *count, uint64_t *ms)
  * text and the encoded parameters. The text and the parameters lie back
  * to back in the payload (sql/request.c); the seed carries the flag and
  * the text's length, so that no two requests share the hashed input. */
-static void digest(const struct sql_request *req, XXH128_canonical_t *out)
+static void digest(const struct sql_request *req, uint8_t out[16])
 {
+    XXH128_canonical_t c;
+
     uint64_t seed = (uint64_t)req->sql_len << 8 |
                     (uint64_t)(req->want_rows ? SQL_REQUEST_WANT_ROWS : 0);
 
     /* Invariant: params_data == sql + sql_len (sql_request_decode). */
     XXH128_canonicalFromHash(
-        out,
+        &c,
         XXH3_128bits_withSeed(req->sql, req->sql_len + req->params_len, seed));
+    memcpy(out, c.digest, 16);
 }
 
 /* format_id writes client id @id (@len bytes) for a message: quoted when
@@ -120,10 +123,10 @@ static char *dup_text(sqlite3_stmt *s, int i, int *nomem)
 }
 
 int client_id_lookup(struct sql_fsm *f, const struct sql_request *req,
-                     struct sql_result *res, int *out_done)
+                     struct sql_result *res, int *out_done,
+                     struct client_key *out_key)
 {
     sqlite3_stmt *s = f->stmts[STMT_CLIENT_FIND];
-    XXH128_canonical_t want;
     uint64_t count, ms;
     int64_t next = 0;
     int rc, nomem = 0;
@@ -134,7 +137,8 @@ int client_id_lookup(struct sql_fsm *f, const struct sql_request *req,
     if (rc != 0) {
         return rc;
     }
-    digest(req, &want);
+    out_key->next = next;
+    digest(req, out_key->digest);
     sqlite3_bind_blob(s, 1, req->client_id, (int)req->client_id_len,
                       SQLITE_STATIC);
     f->internal = 1;
@@ -150,8 +154,8 @@ int client_id_lookup(struct sql_fsm *f, const struct sql_request *req,
         if (inside) {
             const void *d = sqlite3_column_blob(s, 0);
             *out_done = 1;
-            if (sqlite3_column_bytes(s, 0) == (int)sizeof want && d != NULL &&
-                memcmp(d, &want, sizeof want) == 0) {
+            if (sqlite3_column_bytes(s, 0) == 16 && d != NULL &&
+                memcmp(d, out_key->digest, 16) == 0) {
                 res->id_duplicate = 1;
                 res->rc = sqlite3_column_int(s, 3);
                 res->errmsg = dup_text(s, 4, &nomem);
@@ -188,23 +192,27 @@ int client_id_lookup(struct sql_fsm *f, const struct sql_request *req,
 }
 
 int client_id_record(struct sql_fsm *f, const struct sql_request *req,
-                     const struct sql_result *res)
+                     const struct sql_result *res, const struct client_key *key)
 {
     sqlite3_stmt *s = f->stmts[STMT_CLIENT_RECORD];
-    XXH128_canonical_t d;
+    struct client_key k;
     uint64_t count, ms;
-    int64_t next = 0;
+    int64_t next;
     int rc;
 
     window(req, &count, &ms);
-    rc = next_ordinal(f, &next);
-    if (rc != 0) {
-        return rc;
+    if (key == NULL) {
+        rc = next_ordinal(f, &k.next);
+        if (rc != 0) {
+            return rc;
+        }
+        digest(req, k.digest);
+        key = &k;
     }
-    digest(req, &d);
+    next = key->next;
     sqlite3_bind_blob(s, 1, req->client_id, (int)req->client_id_len,
                       SQLITE_STATIC);
-    sqlite3_bind_blob(s, 2, &d, (int)sizeof d, SQLITE_STATIC);
+    sqlite3_bind_blob(s, 2, key->digest, 16, SQLITE_STATIC);
     sqlite3_bind_int64(s, 3, next);
     sqlite3_bind_int64(s, 4, req->time_ms);
     sqlite3_bind_int(s, 5, res->rc);

@@ -226,24 +226,35 @@ int cluster_id_store(struct sql_fsm *f, const struct sql_fsm_entry *e);
 
 /* ---- client_id.c: client request ids (raft_exec_id) ----------------- */
 
+/* What client_id_lookup computed for a request, for client_id_record. */
+struct client_key {
+    uint8_t digest[16]; /* XXH3-128 of the request (canonical bytes) */
+    int64_t next;       /* the ordinal the request gets when recorded */
+};
+
 /* client_id_lookup looks request @req's client id up in
  * raftsql_client_requests, counting only a row inside the request's
  * stamped window. Same digest: *@out_done is 1 and @res holds the first
  * outcome (id_duplicate set; nothing is to run). A different digest:
  * *@out_done is 1 and @res holds the SQL error saying so. Else *@out_done
  * is 0: run the request. Returns 0 or an error code with @f's message
- * saying which (the batch then fails). Thread: the apply thread, inside
- * the batch transaction. */
+ * saying which (the batch then fails). *@out_key gets the digest and the
+ * next ordinal, valid for client_id_record of this request until the
+ * batch changes the table. Thread: the apply thread, inside the batch
+ * transaction. */
 int client_id_lookup(struct sql_fsm *f, const struct sql_request *req,
-                     struct sql_result *res, int *out_done);
+                     struct sql_result *res, int *out_done,
+                     struct client_key *out_key);
 
 /* client_id_record stores outcome @res of request @req under its client
  * id (replacing an expired row of the same id) and prunes the rows that
- * left the request's window. Returns 0 or an error code with @f's message
+ * left the request's window. @key is client_id_lookup's for @req, or NULL
+ * (then computed anew). Returns 0 or an error code with @f's message
  * saying which. Thread: the apply thread, inside the batch transaction
  * (after the request's savepoint ended). */
 int client_id_record(struct sql_fsm *f, const struct sql_request *req,
-                     const struct sql_result *res);
+                     const struct sql_result *res,
+                     const struct client_key *key);
 
 /* ---- rows.c: the rows of a want-rows request, as JSON --------------- */
 

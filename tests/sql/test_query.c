@@ -456,6 +456,22 @@ static void test_client_id(void **state)
     assert_int_equal(r->rc, SQLITE_ERROR);
     assert_string_equal(r->errmsg, "no such table: nosuch");
     assert_query(f->tmp.path, "SELECT count(*) FROM nosuch", "0");
+    /* A request that rolls the whole batch back (OR ROLLBACK): its
+     * outcome is recorded at the batch's restart, and replayed. */
+    assert_ok(apply_one(
+        f, (struct req){.sql = "CREATE TABLE u(a PRIMARY KEY); INSERT INTO u "
+                               "VALUES (1)"}));
+    {
+        struct req rb = {.sql = "INSERT OR ROLLBACK INTO u VALUES (1)",
+                         .id = "rb"};
+        apply(f, (struct req[]){{.sql = "INSERT INTO u VALUES (2)"}, rb}, 2);
+        assert_ok(&f->res[0]);
+        assert_int_equal(f->res[1].rc & 0xff, SQLITE_CONSTRAINT);
+        apply(f, &rb, 1);
+        assert_int_equal(f->res[0].id_duplicate, 1);
+        assert_int_equal(f->res[0].rc & 0xff, SQLITE_CONSTRAINT);
+        assert_query(f->tmp.path, "SELECT group_concat(a) FROM u", "1,2");
+    }
     /* The id shows in hex when it is not printable. */
     a.sql = "SELECT 1";
     r = apply_one(f, a);
