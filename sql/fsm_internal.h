@@ -162,6 +162,22 @@ int fsm_reload(struct sql_fsm *f);
  * thread, at open. */
 int schema_create(struct sql_fsm *f, char *errmsg, size_t errmsg_len);
 
+/* snapshot_query_int runs @sql (one row, one integer column) on @db into
+ * *@out. Returns SQLITE_OK, SQLITE_CORRUPT when there is no row, or the
+ * SQLite code of the failure. Thread: @db's. */
+int snapshot_query_int(sqlite3 *db, const char *sql, int64_t *out);
+
+/* snapshot_sync_file fsyncs the file @path. Returns 0 or an errno value.
+ * Any thread. */
+int snapshot_sync_file(const char *path);
+
+/* schema_tables_sql returns the SQL text (one transaction, BEGIN
+ * IMMEDIATE to COMMIT) that creates the internal raftsql_* tables of a
+ * database's main schema if missing, with raftsql_applied's row at index
+ * and term 0: for schema_create, and for a bootstrap file being made
+ * (bootstrap.c). Static storage. Any thread. */
+const char *schema_tables_sql(void);
+
 /* schema_find_renamed writes into @out (@len bytes) the name of a schema
  * object under a raftsql_ name that is none of the internal ones (left by
  * ALTER TABLE ... RENAME TO raftsql_x), "" when there is none. Returns 0

@@ -70,6 +70,11 @@ static const char schema_sql[] =
     " idx INTEGER NOT NULL, term INTEGER NOT NULL);"
     "COMMIT;";
 
+const char *schema_tables_sql(void)
+{
+    return schema_sql;
+}
+
 int schema_find_renamed(struct sql_fsm *f, char *out, size_t len)
 {
     sqlite3_stmt *s = NULL;

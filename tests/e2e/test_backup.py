@@ -1,0 +1,198 @@
+"""Data in and out (issue 14, item 5): a new cluster bootstrapped from a
+SQLite file (bootstrap_from=), its followers filled by a snapshot;
+raft_backup() of a replica, which bootstraps another cluster with the same
+content and a new cluster id; the refusals; raft_load_sql() of a script,
+resumed after a failure without applying a chunk twice. One cluster is
+shared by the tests of the file (the Chinook database when
+../shared/data is there, else a generated one).
+"""
+
+import json
+import os
+import shutil
+import sqlite3
+import sys
+import tempfile
+import time
+import unittest
+
+from e2e import NODE, ROOT, connect, wait_for  # noqa: E402
+from raftsql_cluster import Node, NodeError, free_ports  # noqa: E402
+
+sys.path.insert(0, os.path.join(ROOT, "tools"))
+from fingerprint import fingerprint  # noqa: E402
+
+FAST = "election_timeout_ms=300 heartbeat_ms=30 exec_timeout_ms=10000"
+CHINOOK = os.path.join(ROOT, "..", "shared", "data", "chinook",
+                       "Chinook_Sqlite.sql")
+if not os.path.exists(CHINOOK):
+    CHINOOK = "/work/shared/data/chinook/Chinook_Sqlite.sql"
+
+
+def make_source(path):
+    """Build the source database at @path: Chinook from its script, or
+    (without the shared data) a generated database; returns its name."""
+    con = sqlite3.connect(path, isolation_level=None)
+    try:
+        if os.path.exists(CHINOOK):
+            with open(CHINOOK, encoding="utf-8-sig") as f:
+                con.executescript(f.read())
+            return "chinook"
+        sys.stderr.write("test_backup: %s is absent: using a generated "
+                         "database\n" % CHINOOK)
+        con.executescript(
+            "CREATE TABLE artist(id INTEGER PRIMARY KEY, name TEXT);"
+            "CREATE TABLE album(id INTEGER PRIMARY KEY, artist INTEGER "
+            " REFERENCES artist(id), title TEXT, price REAL, cover BLOB);"
+            "CREATE INDEX album_artist ON album(artist);")
+        con.execute("BEGIN")
+        for i in range(2000):
+            con.execute("INSERT INTO artist VALUES (?, ?)",
+                        (i, "artist %d" % i))
+            con.execute("INSERT INTO album VALUES (?, ?, ?, ?, ?)",
+                        (i, i, "title %d" % i, i / 7.0, bytes([i % 256]) * 40))
+        con.execute("COMMIT")
+        return "generated"
+    finally:
+        con.close()
+
+
+class Cluster3:
+    """Three testhost nodes in @workdir named @tag, node 1 started with
+    bootstrap_from=@source."""
+
+    def __init__(self, workdir, tag, source):
+        self.ports = free_ports(3)
+        self.members = ",".join("%d@127.0.0.1:%d" % (i + 1, p)
+                                for i, p in enumerate(self.ports))
+        self.nodes = []
+        self.workdir = workdir
+        self.tag = tag
+        self.nodes.append(self.spawn(1, "bootstrap_from=%s" % source))
+        # Node 2 next: with node 1 up, only node 1 (whose log is ahead)
+        # can win the first election; node 3 then joins a running leader.
+        self.nodes.append(self.spawn(2))
+        wait_for("a leader", lambda: self.nodes[0].value(
+            "SELECT raft_leader()") == 1)
+        self.nodes.append(self.spawn(3))
+
+    def spawn(self, i, extra=""):
+        db = os.path.join(self.workdir, "%s%d.db" % (self.tag, i))
+        log = os.path.join(self.workdir, "%s%d.log" % (self.tag, i))
+        n = Node(NODE, i, db, log)
+        n.sql("SELECT raft_start(?)", "id=%d cluster=%s %s %s" % (
+            i, self.members, FAST, extra))
+        return n
+
+    def settle(self):
+        """Wait until every node knows the cluster id and applied what
+        the leader did."""
+        wait_for("a cluster id everywhere", lambda: all(
+            n.status()["cluster_id"] for n in self.nodes), 30)
+        target = self.nodes[0].status()["applied"]
+        wait_for("every node applied %d" % target, lambda: all(
+            n.status()["applied"] >= target for n in self.nodes), 30)
+
+    def stop(self):
+        return [n.stop() for n in self.nodes]
+
+
+class BackupTest(unittest.TestCase):
+    """One bootstrapped cluster shared by the tests."""
+
+    @classmethod
+    def setUpClass(cls):
+        cls.dir = tempfile.mkdtemp(prefix="raftsql-e2e-backup-")
+        cls.source = os.path.join(cls.dir, "source.db")
+        cls.kind = make_source(cls.source)
+        with open(cls.source, "rb") as f:
+            cls.source_bytes = f.read()
+        cls.expected = fingerprint(cls.source)
+        cls.a = Cluster3(cls.dir, "a", cls.source)
+        cls.a.settle()
+        cls.extra = []
+
+    @classmethod
+    def tearDownClass(cls):
+        codes = cls.a.stop()
+        for c in cls.extra:
+            codes += c.stop()
+        bad = [c for c in codes if c not in (0, None)]
+        if bad:
+            for name in sorted(os.listdir(cls.dir)):
+                if name.endswith(".log"):
+                    with open(os.path.join(cls.dir, name),
+                              errors="replace") as f:
+                        sys.stderr.write(f.read()[-3000:])
+        shutil.rmtree(cls.dir, ignore_errors=True)
+        if bad:
+            raise AssertionError("a node exited with %s" % codes)
+
+    def test_followers_receive_the_file_as_a_snapshot(self):
+        """Every node holds the source's content (equal fingerprints);
+        the followers got it as a snapshot; the source is unchanged."""
+        for n in self.a.nodes:
+            self.assertEqual(fingerprint(n.db), self.expected, n.id)
+        for n in self.a.nodes[1:]:
+            self.assertGreaterEqual(n.status()["snapshots_installed"], 1)
+        self.assertGreaterEqual(
+            self.a.nodes[0].status()["snapshots_sent"], 2)
+        with open(self.source, "rb") as f:
+            self.assertEqual(f.read(), self.source_bytes)
+        # The cluster takes writes on top of it.
+        self.a.nodes[1].value("SELECT raft_exec('CREATE TABLE extra(x)')")
+
+    def test_refusals(self):
+        """bootstrap_from= is refused, naming the file and the cause, on a
+        restart, into a database holding tables, from a missing file, a
+        file that is no database, and a running node's database."""
+        members = "1@127.0.0.1:%d" % free_ports(1)[0]
+
+        def start(db, source):
+            n = Node(NODE, 1, os.path.join(self.dir, db),
+                     os.path.join(self.dir, db + ".log"))
+            try:
+                with self.assertRaises(NodeError) as cm:
+                    n.sql("SELECT raft_start(?)",
+                          "id=1 cluster=%s bootstrap_from=%s %s" % (
+                              members, source, FAST))
+                return str(cm.exception)
+            finally:
+                self.assertEqual(n.stop(), 0)
+
+        err = start("r1.db", os.path.join(self.dir, "missing.db"))
+        self.assertIn("missing.db: No such file or directory", err)
+        junk = os.path.join(self.dir, "junk.db")
+        with open(junk, "wb") as f:
+            f.write(b"this is no database" * 100)
+        err = start("r2.db", junk)
+        self.assertIn("junk.db: file is not a database", err)
+        full = os.path.join(self.dir, "full.db")
+        con = sqlite3.connect(full)
+        con.execute("CREATE TABLE mine(x)")
+        con.close()
+        err = start("full.db", self.source)
+        self.assertIn("full.db", err)
+        self.assertIn("is not a raftsql replica", err)
+        err = start("r3.db", self.a.nodes[0].db)
+        self.assertIn("is the database of a running node", err)
+        # A restart: the log exists.
+        one = self.a.nodes[2]
+        self.assertEqual(one.stop(), 0)
+        n = Node(NODE, 3, one.db, one.log_path)
+        self.a.nodes[2] = n
+        with self.assertRaises(NodeError) as cm:
+            n.sql("SELECT raft_start(?)", "id=3 cluster=%s %s "
+                  "bootstrap_from=%s" % (self.a.members, FAST, self.source))
+        self.assertIn("bootstrap_from: this node has a log in",
+                      str(cm.exception))
+        n.sql("SELECT raft_start(?)", "id=3 %s" % FAST)
+        self.a.settle()
+        # Nothing was left behind by the refused starts.
+        for db in ("r1.db", "r2.db"):
+            self.assertFalse(os.path.exists(
+                os.path.join(self.dir, db + "-raft")), db)
+
+
+if __name__ == "__main__":
+    unittest.main()
