@@ -31,18 +31,18 @@ SQLITE_EXTENSION_INIT3
 static int code_of(int rc)
 {
     switch (rc & 0xff) {
-    case SQLITE_NOTADB:
-    case SQLITE_CORRUPT:
-        return SQL_ERR_CORRUPT;
-    case SQLITE_NOMEM:
-        return SQL_ERR_NOMEM;
-    case SQLITE_FULL:
-        return SQL_ERR_NOSPACE;
-    case SQLITE_BUSY:
-    case SQLITE_LOCKED:
-        return SQL_ERR_BUSY;
-    default:
-        return SQL_ERR_IOERR;
+        case SQLITE_NOTADB:
+        case SQLITE_CORRUPT:
+            return SQL_ERR_CORRUPT;
+        case SQLITE_NOMEM:
+            return SQL_ERR_NOMEM;
+        case SQLITE_FULL:
+            return SQL_ERR_NOSPACE;
+        case SQLITE_BUSY:
+        case SQLITE_LOCKED:
+            return SQL_ERR_BUSY;
+        default:
+            return SQL_ERR_IOERR;
     }
 }
 
@@ -66,9 +66,9 @@ static int check_live(struct sql_fsm *f, char *errmsg, size_t errmsg_len)
     }
     f->internal = 1;
     rc = snapshot_query_int(f->db,
-                    "SELECT count(*) FROM main.sqlite_schema WHERE NOT "
-                    "" BOOT__INTERNAL,
-                    &n);
+                            "SELECT count(*) FROM main.sqlite_schema WHERE NOT "
+                            "" BOOT__INTERNAL,
+                            &n);
     f->internal = 0;
     if (rc != SQLITE_OK) {
         sql_errmsgf(errmsg, errmsg_len, "read the schema of %s: %s", f->path,
@@ -135,7 +135,8 @@ static int copy_source(const char *src, const char *tmp, sqlite3 **out,
         sqlite3_busy_timeout(from, 5000);
         /* Reading the schema is where a file that is not a database
          * fails ("file is not a database"). */
-        rc = snapshot_query_int(from, "SELECT count(*) FROM main.sqlite_schema", &n);
+        rc = snapshot_query_int(from, "SELECT count(*) FROM main.sqlite_schema",
+                                &n);
     }
     if (rc != SQLITE_OK) {
         sql_errmsgf(errmsg, errmsg_len, "%s: %s", src,
@@ -153,16 +154,14 @@ static int copy_source(const char *src, const char *tmp, sqlite3 **out,
     }
     b = sqlite3_backup_init(to, "main", from, "main");
     if (b == NULL) {
-        sql_errmsgf(errmsg, errmsg_len, "copy %s: %s", src,
-                    sqlite3_errmsg(to));
+        sql_errmsgf(errmsg, errmsg_len, "copy %s: %s", src, sqlite3_errmsg(to));
         rc = code_of(sqlite3_errcode(to));
         goto out;
     }
     rc = sqlite3_backup_step(b, -1);
     sqlite3_backup_finish(b);
     if (rc != SQLITE_DONE) {
-        sql_errmsgf(errmsg, errmsg_len, "copy %s: %s", src,
-                    sqlite3_errstr(rc));
+        sql_errmsgf(errmsg, errmsg_len, "copy %s: %s", src, sqlite3_errstr(rc));
         rc = code_of(rc);
         goto out;
     }
@@ -176,8 +175,8 @@ out:
 }
 
 /* exec_fmt runs @sql on @db, naming @what in @errmsg on failure. */
-static int exec_on(sqlite3 *db, const char *sql, const char *what,
-                   char *errmsg, size_t errmsg_len)
+static int exec_on(sqlite3 *db, const char *sql, const char *what, char *errmsg,
+                   size_t errmsg_len)
 {
     char *err = NULL;
     int rc = sqlite3_exec(db, sql, NULL, NULL, &err);
@@ -246,7 +245,8 @@ static int reshape(sqlite3 *db, int64_t page_size, uint64_t index,
     if (rc == 0) {
         rc = drop_internal(db, errmsg, errmsg_len);
     }
-    if (rc == 0 && snapshot_query_int(db, "PRAGMA main.page_size", &page) == SQLITE_OK &&
+    if (rc == 0 &&
+        snapshot_query_int(db, "PRAGMA main.page_size", &page) == SQLITE_OK &&
         page != page_size) {
         snprintf(sql, sizeof sql, "PRAGMA main.page_size=%" PRId64 "; VACUUM",
                  page_size);
@@ -283,10 +283,10 @@ static int reshape(sqlite3 *db, int64_t page_size, uint64_t index,
     sqlite3_finalize(s);
     if (rc == SQLITE_OK) {
         rc = snapshot_query_int(db,
-                        "SELECT count(*) FROM main.sqlite_schema WHERE "
-                        "type = 'table' AND NOT " BOOT__INTERNAL
-                        " AND name NOT LIKE 'sqlite\\_%' ESCAPE '\\'",
-                        &n);
+                                "SELECT count(*) FROM main.sqlite_schema WHERE "
+                                "type = 'table' AND NOT " BOOT__INTERNAL
+                                " AND name NOT LIKE 'sqlite\\_%' ESCAPE '\\'",
+                                &n);
     }
     if (rc != SQLITE_OK) {
         sql_errmsgf(errmsg, errmsg_len, "write the raftsql tables: %s",
@@ -298,10 +298,10 @@ static int reshape(sqlite3 *db, int64_t page_size, uint64_t index,
 }
 
 int sql_fsm_bootstrap_from(struct sql_fsm *f, const char *src,
-                           const char *tmp_path, uint64_t index,
-                           uint64_t term, const void *config,
-                           size_t config_len, unsigned *out_tables,
-                           char *errmsg, size_t errmsg_len)
+                           const char *tmp_path, uint64_t index, uint64_t term,
+                           const void *config, size_t config_len,
+                           unsigned *out_tables, char *errmsg,
+                           size_t errmsg_len)
 {
     char why[400];
     sqlite3 *copy = NULL;

@@ -116,7 +116,14 @@ int sql_fsm_snapshot_create(struct sql_fsm *f, const char *path,
                             uint64_t *out_index, uint64_t *out_term,
                             char *errmsg, size_t errmsg_len)
 {
-    const char *src_path = f->path;
+    return sql_snapshot_write(f->path, path, out_index, out_term, errmsg,
+                              errmsg_len);
+}
+
+int sql_snapshot_write(const char *src_path, const char *path,
+                       uint64_t *out_index, uint64_t *out_term, char *errmsg,
+                       size_t errmsg_len)
+{
     sqlite3 *src = NULL;
     sqlite3 *copy = NULL;
     sqlite3_stmt *s = NULL;

@@ -339,6 +339,15 @@ int sql_fsm_snapshot_create(struct sql_fsm *f, const char *path,
                             uint64_t *out_index, uint64_t *out_term,
                             char *errmsg, size_t errmsg_len);
 
+/* sql_snapshot_write is sql_fsm_snapshot_create of the replica file
+ * @src_path, from a read-only connection of its own: for raft_backup()
+ * on any connection, the node's apply connection untouched. Errors: as
+ * sql_fsm_snapshot_create's, and SQL_ERR_CORRUPT when @src_path is no
+ * replica (no raftsql_applied). Thread: any. */
+int sql_snapshot_write(const char *src_path, const char *path,
+                       uint64_t *out_index, uint64_t *out_term, char *errmsg,
+                       size_t errmsg_len);
+
 /* sql_fsm_snapshot_install replaces the content of @f's database with the
  * snapshot file @path (made by sql_fsm_snapshot_create, possibly on
  * another node). It first verifies the file: a SQLite database passing

@@ -20,7 +20,7 @@ from e2e import NODE, ROOT, connect, wait_for  # noqa: E402
 from raftsql_cluster import Node, NodeError, free_ports  # noqa: E402
 
 sys.path.insert(0, os.path.join(ROOT, "tools"))
-from fingerprint import fingerprint  # noqa: E402
+from fingerprint import fingerprint, render  # noqa: E402
 
 FAST = "election_timeout_ms=300 heartbeat_ms=30 exec_timeout_ms=10000"
 CHINOOK = os.path.join(ROOT, "..", "shared", "data", "chinook",
@@ -131,6 +131,10 @@ class BackupTest(unittest.TestCase):
     def test_followers_receive_the_file_as_a_snapshot(self):
         """Every node holds the source's content (equal fingerprints);
         the followers got it as a snapshot; the source is unchanged."""
+        if self.kind == "chinook":
+            with open(os.path.join(os.path.dirname(CHINOOK),
+                                   "expected-fingerprint.txt")) as f:
+                self.assertEqual(render(self.expected), f.read())
         for n in self.a.nodes:
             self.assertEqual(fingerprint(n.db), self.expected, n.id)
         for n in self.a.nodes[1:]:
@@ -141,6 +145,59 @@ class BackupTest(unittest.TestCase):
             self.assertEqual(f.read(), self.source_bytes)
         # The cluster takes writes on top of it.
         self.a.nodes[1].value("SELECT raft_exec('CREATE TABLE extra(x)')")
+
+    def test_backup_bootstraps_a_new_cluster(self):
+        """raft_backup on a follower writes a copy at an applied index; it
+        refuses an existing file and a missing directory; a cluster
+        bootstrapped from the copy holds the same content (fingerprints)
+        under a new cluster id."""
+        follower = self.a.nodes[1]
+        path = os.path.join(self.dir, "backup.db")
+        r = json.loads(follower.value("SELECT raft_backup(?)", path))
+        self.assertEqual(r["path"], path)
+        self.assertEqual(r["bytes"], os.path.getsize(path))
+        self.assertGreaterEqual(r["index"], 2)
+        self.assertGreaterEqual(r["term"], 1)
+        with self.assertRaises(NodeError) as cm:
+            follower.value("SELECT raft_backup(?)", path)
+        self.assertIn("exists: raft_backup never overwrites", str(cm.exception))
+        self.assertEqual(r["bytes"], os.path.getsize(path))
+        with self.assertRaises(NodeError) as cm:
+            follower.value("SELECT raft_backup(?)",
+                           os.path.join(self.dir, "nodir", "b.db"))
+        self.assertIn("nodir does not exist", str(cm.exception))
+        self.assertFalse(os.path.exists(os.path.join(self.dir, "nodir")))
+
+        b = Cluster3(self.dir, "b", path)
+        self.extra.append(b)
+        b.settle()
+        want = fingerprint(follower.db)
+        for n in b.nodes:
+            self.assertEqual(fingerprint(n.db), want, n.id)
+        ida = self.a.nodes[0].value("SELECT raft_cluster_id()")
+        idb = b.nodes[0].value("SELECT raft_cluster_id()")
+        self.assertIsNotNone(idb)
+        self.assertNotEqual(ida, idb)
+        self.assertEqual({n.value("SELECT raft_cluster_id()")
+                          for n in b.nodes}, {idb})
+
+    def test_backup_from_another_process(self):
+        """raft_backup on a connection of a process that runs no node goes
+        to the node's process through its socket; a relative path is
+        refused there."""
+        con = connect(self.a.nodes[2].db)
+        try:
+            path = os.path.join(self.dir, "attached.db")
+            r = json.loads(con.execute("SELECT raft_backup(?)",
+                                       (path,)).fetchone()[0])
+            self.assertEqual(r["path"], path)
+            self.assertEqual(fingerprint(path), fingerprint(
+                self.a.nodes[2].db))
+            with self.assertRaises(sqlite3.Error) as cm:
+                con.execute("SELECT raft_backup('rel.db')").fetchone()
+            self.assertIn("give an absolute path", str(cm.exception))
+        finally:
+            con.close()
 
     def test_refusals(self):
         """bootstrap_from= is refused, naming the file and the cause, on a
