@@ -23,8 +23,7 @@
 /* absolute_dir writes into @out (@len bytes) the directory of @target,
  * resolved (realpath), and sets *@out_base to @target's last component. */
 static int absolute_dir(const char *target, char *out, size_t len,
-                        const char **out_base, char *errmsg,
-                        size_t errmsg_len)
+                        const char **out_base, char *errmsg, size_t errmsg_len)
 {
     char dir[PATH_MAX];
     const char *slash = strrchr(target, '/');
@@ -77,12 +76,11 @@ char *backup_write(const char *db_path, const char *target, char *errmsg,
         snprintf(errmsg, errmsg_len, "the target path is empty");
         return NULL;
     }
-    if (absolute_dir(target, dir, sizeof dir, &base, errmsg, errmsg_len) !=
-        0) {
+    if (absolute_dir(target, dir, sizeof dir, &base, errmsg, errmsg_len) != 0) {
         return NULL;
     }
-    snprintf(path, sizeof path, "%s%s%s", dir,
-             strcmp(dir, "/") == 0 ? "" : "/", base);
+    snprintf(path, sizeof path, "%s%s%s", dir, strcmp(dir, "/") == 0 ? "" : "/",
+             base);
     if (lstat(path, &st) == 0) {
         snprintf(errmsg, errmsg_len,
                  "%s exists: raft_backup never overwrites a file (remove it "

@@ -54,7 +54,10 @@ struct peer_status {
     bool build_known; /* build_id holds the peer's */
     char build_id[RAFT_UV_BUILD_ID_MAX + 1]; /* its build id, from its
                                                 latest handshake */
-    bool has_progress; /* the field below is valid (leader only) */
+    bool sending;        /* a snapshot goes to it (leader only) */
+    uint64_t snap_bytes; /* bytes of it the peer acknowledged */
+    uint64_t snap_total; /* its size, bytes */
+    bool has_progress;   /* the field below is valid (leader only) */
     struct raft_progress_info progress; /* the leader's view of it */
 };
 
@@ -191,6 +194,8 @@ bool status_refresh(struct ext_status *st, const struct raft *core,
             snprintf(p->build_id, sizeof p->build_id, "%s", b ? b : "");
         }
         p->has_progress = raft_progress(core, id, &p->progress) == 0;
+        p->sending = d != NULL && raft_uv_node_peer_snapshot(
+                                      d, id, &p->snap_bytes, &p->snap_total);
     }
     if (d != NULL) {
         raft_uv_node_stats(d, &s.stats);
@@ -535,6 +540,14 @@ char *status_json(struct ext_status *st, const struct ext_status_extra *x)
                                 json_string(progress_name(p->progress.state)));
             json_object_set_new(j, "inflight",
                                 json_integer(p->progress.inflight));
+            /* The snapshot being sent to it: bytes acknowledged of
+             * total, null when none. */
+            json_object_set_new(
+                j, "snapshot",
+                p->sending ? json_pack("{s:I, s:I}", "bytes",
+                                       (json_int_t)p->snap_bytes, "total",
+                                       (json_int_t)p->snap_total)
+                           : json_null());
         }
         json_array_append_new(peers, j);
     }

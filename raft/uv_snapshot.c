@@ -381,6 +381,20 @@ void raft_uv_node_set_diverged(struct raft_uv_node *d, bool diverged)
     raft_uv_node_step(d, &ev, NULL);
 }
 
+bool raft_uv_node_peer_snapshot(const struct raft_uv_node *d, raft_id id,
+                                uint64_t *out_bytes, uint64_t *out_total)
+{
+    for (unsigned i = 0; i < d->n_peers; i++) {
+        const struct raft_uv_snapshot_send *s = &d->sends[i];
+        if (s->to == id && s->active) {
+            *out_bytes = s->acked;
+            *out_total = s->total;
+            return true;
+        }
+    }
+    return false;
+}
+
 uint64_t raft_uv_node_peer_repair_age(struct raft_uv_node *d, raft_id id)
 {
     for (unsigned i = 0; i < d->n_peers; i++) {
