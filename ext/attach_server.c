@@ -82,11 +82,20 @@ bool attach_server_serving(void)
 
 /* The functions a client may call, and the table it may read. */
 static const char *const callable[] = {
-    "raft_exec",   "raft_status",   "raft_leader",     "raft_stop",
-    "raft_add",    "raft_remove",   "raft_promote",    "raft_demote",
-    "raft_update", "raft_transfer", "raft_tls_reload", "raft_cluster_id",
-    "raft_repair", "raft_members",  "raft_verify",     "raft_backup",
+    "raft_exec",    "raft_status",   "raft_leader",     "raft_stop",
+    "raft_add",     "raft_remove",   "raft_promote",    "raft_demote",
+    "raft_update",  "raft_transfer", "raft_tls_reload", "raft_cluster_id",
+    "raft_repair",  "raft_members",  "raft_verify",     "raft_query",
+    "raft_exec_id", "raft_query_id", "raft_backup",
 };
+
+/* is_write_with_opts says whether @fn is one of func_query.c's writes,
+ * which set raft_last_insert_rowid() like raft_exec. */
+static bool is_write_with_opts(const char *fn)
+{
+    return strcmp(fn, "raft_query") == 0 || strcmp(fn, "raft_exec_id") == 0 ||
+           strcmp(fn, "raft_query_id") == 0;
+}
 
 static bool is_callable(const char *fn)
 {
@@ -317,7 +326,7 @@ static int run_call(sqlite3 *db, const char *fn, const struct sql_value *args,
         snprintf(a.errmsg, sizeof a.errmsg, "%s",
                  q == NULL ? "out of memory" : sqlite3_errmsg(db));
     }
-    if (a.ok && strcmp(fn, "raft_exec") == 0) {
+    if (a.ok && (strcmp(fn, "raft_exec") == 0 || is_write_with_opts(fn))) {
         a.rowid = rowid_after(db);
     }
     if (attach_codec_answer_encode(&a, out, out_len) != 0) {

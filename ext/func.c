@@ -82,6 +82,23 @@ struct ext_node *func_acquire(sqlite3_context *ctx, const char *fn, int argc,
     return acquire(ctx, fn, argc, argv, NULL);
 }
 
+struct ext_node *func_acquire_rowid(sqlite3_context *ctx, const char *fn,
+                                    int argc, sqlite3_value **argv,
+                                    int64_t *out_rowid)
+{
+    return acquire(ctx, fn, argc, argv, out_rowid);
+}
+
+sqlite3_int64 *func_conn_rowid(void *cs)
+{
+    return &((struct conn_state *)cs)->last_insert_rowid;
+}
+
+struct ext_precheck_cache *func_conn_checked(void *cs)
+{
+    return &((struct conn_state *)cs)->checked;
+}
+
 static void fn_start(sqlite3_context *ctx, int argc, sqlite3_value **argv)
 {
     const char *file = main_file(ctx, "raft_start");
@@ -485,6 +502,9 @@ int ext_func_register(sqlite3 *db)
     if (rc == SQLITE_OK) {
         rc = sqlite3_create_function_v2(db, "raft_verify", 0, admin, NULL,
                                         fn_verify, NULL, NULL, NULL);
+    }
+    if (rc == SQLITE_OK) {
+        rc = func_query_register(db, cs);
     }
     if (rc == SQLITE_OK) {
         rc = members_register(db);

@@ -144,12 +144,12 @@ static int scan_statement(struct lexer *lx, size_t start)
         }
     }
     switch (complete(lx, start, lx->len, "\n;")) {
-    case 1:
-        return SCAN_OPEN_END;
-    case 0:
-        return SCAN_INCOMPLETE;
-    default:
-        return -1;
+        case 1:
+            return SCAN_OPEN_END;
+        case 0:
+            return SCAN_INCOMPLETE;
+        default:
+            return -1;
     }
 }
 
@@ -304,8 +304,7 @@ int load_plan_make(const char *text, size_t len, size_t chunk_bytes,
     rc = split(&lx, &p, errmsg, errmsg_len);
     free(lx.buf);
     if (rc == 0 && p.n_stmts == 0) {
-        snprintf(errmsg, errmsg_len,
-                 "the script holds no statement to load%s",
+        snprintf(errmsg, errmsg_len, "the script holds no statement to load%s",
                  p.n_skipped > 0 ? " (only transaction control)" : "");
         rc = RAFT_INVALID;
     }

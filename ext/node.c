@@ -466,6 +466,8 @@ int ext_node_start(const char *db_path, const struct ext_config *cfg,
     n->cfg = *cfg;
     node_log_init(&n->log, cfg->id, cfg->log_level);
     propose_init(&n->propose, random_u64(), cfg->max_request_steps);
+    propose_set_ids(&n->propose, cfg->request_id_window,
+                    cfg->request_id_window_ms, cfg->max_result_bytes);
     fo = (struct ext_forward_ops){
         .data = n,
         .can_propose = fwd_can_propose,
@@ -593,6 +595,16 @@ int ext_node_exec(struct ext_node *n, const char *sql, size_t sql_len,
                   const struct ext_exec_probe *probe,
                   struct ext_exec_result *out)
 {
+    return ext_node_exec_opts(n, sql, sql_len, params, n_params, NULL, probe,
+                              out);
+}
+
+int ext_node_exec_opts(struct ext_node *n, const char *sql, size_t sql_len,
+                       const struct sql_param *params, unsigned n_params,
+                       const struct ext_exec_opts *opts,
+                       const struct ext_exec_probe *probe,
+                       struct ext_exec_result *out)
+{
     char why[sizeof out->errmsg - 32];
     if (repair_refusal(n->repair, n->applier, why, sizeof why)) {
         /* Nothing compounds on a replica that disagrees with the log. */
@@ -603,7 +615,8 @@ int ext_node_exec(struct ext_node *n, const char *sql, size_t sql_len,
                  why);
         return RAFT_DIVERGED;
     }
-    return exec_submit(n->exec, sql, sql_len, params, n_params, probe, out);
+    return exec_submit(n->exec, sql, sql_len, params, n_params, opts, probe,
+                       out);
 }
 
 char *ext_node_status(struct ext_node *n)

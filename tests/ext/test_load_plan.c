@@ -46,8 +46,8 @@ static void plan_bad(const char *text, size_t len, const char *why)
 }
 
 /* stmt_is checks that statement @i of @p is @want, starting at @line. */
-static void stmt_is(const struct ext_load_plan *p, const char *text,
-                    unsigned i, const char *want, unsigned line)
+static void stmt_is(const struct ext_load_plan *p, const char *text, unsigned i,
+                    const char *want, unsigned line)
 {
     const struct ext_load_stmt *s = &p->stmts[i];
     assert_true(i < p->n_stmts);
@@ -62,12 +62,13 @@ static void stmt_is(const struct ext_load_plan *p, const char *text,
  * statements keep their first line. */
 static void test_split_quotes_and_comments(void **state)
 {
-    const char *text = "CREATE TABLE t(x);\n"
-                       "INSERT INTO t VALUES('a;b''c;');\n"
-                       "-- a comment; with semicolons;\n"
-                       "/* block; */ INSERT INTO \"t;\" VALUES([x;], `y;`);\n"
-                       "  \n"
-                       "SELECT 1; -- trailing; comment\n";
+    const char *text =
+        "CREATE TABLE t(x);\n"
+        "INSERT INTO t VALUES('a;b''c;');\n"
+        "-- a comment; with semicolons;\n"
+        "/* block; */ INSERT INTO \"t;\" VALUES([x;], `y;`);\n"
+        "  \n"
+        "SELECT 1; -- trailing; comment\n";
     struct ext_load_plan p = plan_ok(text, 1 << 20, 100);
     (void)state;
     assert_int_equal(p.n_stmts, 4);
@@ -82,11 +83,12 @@ static void test_split_quotes_and_comments(void **state)
 /* A trigger's body, with its inner semicolons, stays one statement. */
 static void test_split_trigger(void **state)
 {
-    const char *text = "CREATE TRIGGER tr AFTER INSERT ON t BEGIN\n"
-                       "  INSERT INTO u VALUES(1);\n"
-                       "  UPDATE u SET x = 'END;';\n"
-                       "END;\n"
-                       "INSERT INTO t VALUES(2);";
+    const char *text =
+        "CREATE TRIGGER tr AFTER INSERT ON t BEGIN\n"
+        "  INSERT INTO u VALUES(1);\n"
+        "  UPDATE u SET x = 'END;';\n"
+        "END;\n"
+        "INSERT INTO t VALUES(2);";
     struct ext_load_plan p = plan_ok(text, 1 << 20, 100);
     (void)state;
     assert_int_equal(p.n_stmts, 2);
@@ -101,10 +103,11 @@ static void test_split_trigger(void **state)
  * statement whose text only starts alike is kept. */
 static void test_transaction_control_left_out(void **state)
 {
-    const char *text = "PRAGMA foreign_keys=OFF;\nBEGIN TRANSACTION;\n"
-                       "INSERT INTO t VALUES(1);\nCOMMIT;\nbegin;\n"
-                       "INSERT INTO t VALUES(2);\nend transaction;\n"
-                       "INSERT INTO beginnings VALUES(3);\n";
+    const char *text =
+        "PRAGMA foreign_keys=OFF;\nBEGIN TRANSACTION;\n"
+        "INSERT INTO t VALUES(1);\nCOMMIT;\nbegin;\n"
+        "INSERT INTO t VALUES(2);\nend transaction;\n"
+        "INSERT INTO beginnings VALUES(3);\n";
     struct ext_load_plan p = plan_ok(text, 1 << 20, 100);
     (void)state;
     assert_int_equal(p.n_skipped, 4);
@@ -125,8 +128,9 @@ static void test_open_last_statement(void **state)
     assert_true(p.stmts[1].open_end);
     sql = load_plan_chunk_sql(&p, text, 0);
     assert_non_null(sql);
-    assert_string_equal(sql, "INSERT INTO t VALUES(1);\n"
-                             "INSERT INTO t VALUES(2) -- x\n;");
+    assert_string_equal(sql,
+                        "INSERT INTO t VALUES(1);\n"
+                        "INSERT INTO t VALUES(2) -- x\n;");
     assert_int_equal(strlen(sql), p.chunks[0].bytes);
     free(sql);
     load_plan_free(&p);
@@ -154,8 +158,9 @@ static void test_refusals(void **state)
 static void test_chunking(void **state)
 {
     /* Ten statements of 10 bytes each. */
-    const char *text = "SELECT 10;SELECT 11;SELECT 12;SELECT 13;SELECT 14;"
-                       "SELECT 15;SELECT 16;SELECT 17;SELECT 18;SELECT 19;";
+    const char *text =
+        "SELECT 10;SELECT 11;SELECT 12;SELECT 13;SELECT 14;"
+        "SELECT 15;SELECT 16;SELECT 17;SELECT 18;SELECT 19;";
     struct ext_load_plan p = plan_ok(text, 32, 100);
     char *sql;
     (void)state;

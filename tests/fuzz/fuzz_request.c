@@ -82,8 +82,12 @@ static void check_refused(const uint8_t *data, size_t size, int rc, int rid,
 static void check_stamp(const uint8_t *data, size_t size,
                         const struct sql_request *req)
 {
-    struct sql_stamp st = {~req->time_ms, req->seed ^ 0x5555u,
-                           req->max_steps + 1};
+    struct sql_stamp st = {.time_ms = ~req->time_ms,
+                           .seed = req->seed ^ 0x5555u,
+                           .max_steps = req->max_steps + 1,
+                           .id_window = req->id_window + 1,
+                           .id_window_ms = req->id_window_ms + 1,
+                           .max_result_bytes = req->max_result_bytes + 1};
     struct sql_request s;
     uint8_t *copy = malloc(size);
     int rc;

@@ -59,7 +59,9 @@ static uint8_t *request(const char *sql, const struct sql_param *params,
                         unsigned n_params, int64_t time_ms, size_t *out_len)
 {
     static const uint64_t id[2] = {2, 41};
-    struct sql_stamp st = {time_ms, 0x1234567890abcdefull, 100000000};
+    struct sql_stamp st = {.time_ms = time_ms,
+                           .seed = 0x1234567890abcdefull,
+                           .max_steps = 100000000};
     size_t len;
     uint8_t *p;
 
