@@ -7,13 +7,17 @@
  *   SELECT raft_backup('/backups/app-2026-12-01.db');
  *   -- {"index":1234,"term":3,"path":"/backups/app-2026-12-01.db",
  *   --  "bytes":8851456}
+ *   SELECT raft_load_sql('/data/dump.sql');
+ *   -- {"path":"/data/dump.sql","chunks":12,"statements":11874,
+ *   --  "applied":12,"skipped":0,"bytes":2841723}
  *
  * Both run on the node's process: a call on a process that runs no node
  * for the file goes to the process that does (attach_client.h), so a
  * relative path is refused there (it would name a file of the other
  * process's working directory).
  * LIMITATIONS: a backup of a diverged replica is refused (it would copy
- * the foreign write). */
+ * the foreign write). A load resumes only for the same file content
+ * within the request id window (an edited script is a new load). */
 
 #include "func_data.h"
 
@@ -25,6 +29,7 @@
 #include "attach_sock.h"
 #include "backup.h"
 #include "func.h"
+#include "node.h"
 #include "registry.h"
 
 SQLITE_EXTENSION_INIT3
@@ -106,9 +111,53 @@ static void fn_backup(sqlite3_context *ctx, int argc, sqlite3_value **argv)
     free(json);
 }
 
+/* raft_load_sql(path): load_sql.h; the JSON text is the result. */
+static void fn_load_sql(sqlite3_context *ctx, int argc, sqlite3_value **argv)
+{
+    struct ext_exec_probe probe = {func_interrupted,
+                                   sqlite3_context_db_handle(ctx)};
+    const char *path = path_arg(ctx, "raft_load_sql", argv[0]);
+    char why[1400], msg[1500];
+    char *json = NULL;
+    struct ext_node *n;
+    int code = SQLITE_ERROR;
+
+    if (path == NULL) {
+        return;
+    }
+    if (!sqlite3_get_autocommit(sqlite3_context_db_handle(ctx))) {
+        sqlite3_result_error(ctx,
+                             "raft_load_sql: not applied: this connection "
+                             "is inside a transaction (BEGIN); commit or "
+                             "roll it back first",
+                             -1);
+        return;
+    }
+    n = func_acquire(ctx, "raft_load_sql", argc, argv);
+    if (n == NULL) {
+        return;
+    }
+    if (ext_node_load_sql(n, path, &probe, &json, &code, why, sizeof why) !=
+        0) {
+        ext_registry_release(n);
+        snprintf(msg, sizeof msg, "raft_load_sql: %s", why);
+        sqlite3_result_error(ctx, msg, -1);
+        sqlite3_result_error_code(ctx, code);
+        return;
+    }
+    ext_registry_release(n);
+    sqlite3_result_text(ctx, json, -1, SQLITE_TRANSIENT);
+    free(json);
+}
+
 int func_data_register(sqlite3 *db)
 {
     const int admin = SQLITE_UTF8 | SQLITE_DIRECTONLY;
-    return sqlite3_create_function_v2(db, "raft_backup", 1, admin, NULL,
-                                      fn_backup, NULL, NULL, NULL);
+    int rc = sqlite3_create_function_v2(db, "raft_backup", 1, admin, NULL,
+                                        fn_backup, NULL, NULL, NULL);
+    if (rc == SQLITE_OK) {
+        rc = sqlite3_create_function_v2(db, "raft_load_sql", 1, admin, NULL,
+                                        fn_load_sql, NULL, NULL, NULL);
+    }
+    return rc;
 }

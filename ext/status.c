@@ -105,6 +105,27 @@ struct ext_status {
                                          has not (mu) */
 };
 
+/* load_json renders the latest raft_load_sql of @x, null for none. */
+static json_t *load_json(const struct ext_status_extra *x)
+{
+    const struct ext_load_progress *p = &x->load;
+    if (!x->has_load) {
+        return json_null();
+    }
+    return json_pack("{s:s, s:s, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:o}",
+                     "path", p->path, "state",
+                     p->state == EXT_LOAD_RUNNING ? "running"
+                     : p->state == EXT_LOAD_DONE  ? "done"
+                                                  : "failed",
+                     "chunks_done", (json_int_t)p->chunks_done, "chunks",
+                     (json_int_t)p->n_chunks, "statements",
+                     (json_int_t)p->n_stmts, "applied", (json_int_t)p->applied,
+                     "skipped", (json_int_t)p->skipped, "bytes_done",
+                     (json_int_t)p->bytes_done, "bytes",
+                     (json_int_t)p->bytes_total, "error",
+                     p->error[0] ? json_string(p->error) : json_null());
+}
+
 int status_new(const struct ext_config *cfg, const char *build_id,
                struct ext_status **out)
 {
@@ -489,6 +510,7 @@ char *status_json(struct ext_status *st, const struct ext_status_extra *x)
     } else {
         json_object_set_new(o, "snapshot_transfer", json_null());
     }
+    json_object_set_new(o, "load", load_json(x));
     json_object_set_new(o, "durable", json_integer((json_int_t)x->durable));
     json_object_set_new(o, "appends_sent",
                         json_integer((json_int_t)s.stats.n_appends_sent));
