@@ -72,7 +72,8 @@ bool load_status_get(struct ext_load_status *s, struct ext_load_progress *out)
 }
 
 /* publish copies @p as @s's latest progress. */
-static void publish(struct ext_load_status *s, const struct ext_load_progress *p)
+static void publish(struct ext_load_status *s,
+                    const struct ext_load_progress *p)
 {
     pthread_mutex_lock(&s->mu);
     s->progress = *p;
@@ -259,11 +260,11 @@ int load_sql_run(struct ext_node *n, struct ext_load_status *ls,
     rc = run_chunks(n, ls, &pl, sc.text, probe, &p, out_sqlite_rc, errmsg,
                     errmsg_len);
     if (rc == 0) {
-        o = json_pack("{s:s, s:I, s:I, s:I, s:I, s:I}", "path", path,
-                      "chunks", (json_int_t)pl.n_chunks, "statements",
-                      (json_int_t)pl.n_stmts, "applied",
-                      (json_int_t)p.applied, "skipped", (json_int_t)p.skipped,
-                      "bytes", (json_int_t)p.bytes_total);
+        o = json_pack("{s:s, s:I, s:I, s:I, s:I, s:I}", "path", path, "chunks",
+                      (json_int_t)pl.n_chunks, "statements",
+                      (json_int_t)pl.n_stmts, "applied", (json_int_t)p.applied,
+                      "skipped", (json_int_t)p.skipped, "bytes",
+                      (json_int_t)p.bytes_total);
         *out_json = o != NULL ? json_dumps(o, JSON_COMPACT) : NULL;
         json_decref(o);
         if (*out_json == NULL) {

@@ -7,6 +7,7 @@ shared by the tests of the file (the Chinook database when
 ../shared/data is there, else a generated one).
 """
 
+import ctypes
 import json
 import os
 import shutil
@@ -22,11 +23,24 @@ from raftsql_cluster import Node, NodeError, free_ports  # noqa: E402
 sys.path.insert(0, os.path.join(ROOT, "tools"))
 from fingerprint import fingerprint, render  # noqa: E402
 
-FAST = "election_timeout_ms=300 heartbeat_ms=30 exec_timeout_ms=10000"
+BASE = "election_timeout_ms=300 heartbeat_ms=30"
+FAST = BASE + " exec_timeout_ms=10000"
 CHINOOK = os.path.join(ROOT, "..", "shared", "data", "chinook",
                        "Chinook_Sqlite.sql")
 if not os.path.exists(CHINOOK):
     CHINOOK = "/work/shared/data/chinook/Chinook_Sqlite.sql"
+
+
+def xxh3_128_hex(data):
+    """XXH3-128 of @data as raft_load_sql's ids write it (high 64 bits
+    first, hex), through the system's libxxhash."""
+    class H(ctypes.Structure):
+        _fields_ = [("low64", ctypes.c_uint64), ("high64", ctypes.c_uint64)]
+    lib = ctypes.CDLL("libxxhash.so.0")
+    lib.XXH3_128bits.restype = H
+    lib.XXH3_128bits.argtypes = [ctypes.c_char_p, ctypes.c_size_t]
+    h = lib.XXH3_128bits(data, len(data))
+    return "%016x%016x" % (h.high64, h.low64)
 
 
 def make_source(path):
@@ -57,31 +71,63 @@ def make_source(path):
         con.close()
 
 
+def source_script(source, path):
+    """The SQL script to load: Chinook's own, else the generated
+    database's dump (written to @path)."""
+    if os.path.exists(CHINOOK):
+        return CHINOOK
+    con = sqlite3.connect(source)
+    with open(path, "w") as f:
+        for line in con.iterdump():
+            f.write(line + "\n")
+    con.close()
+    return path
+
+
 class Cluster3:
     """Three testhost nodes in @workdir named @tag, node 1 started with
-    bootstrap_from=@source."""
+    bootstrap_from=@source (None: a cluster of empty databases); @env maps
+    a node id to variables of its process's environment."""
 
-    def __init__(self, workdir, tag, source):
+    def __init__(self, workdir, tag, source, extra="exec_timeout_ms=10000",
+                 env=None):
         self.ports = free_ports(3)
         self.members = ",".join("%d@127.0.0.1:%d" % (i + 1, p)
                                 for i, p in enumerate(self.ports))
         self.nodes = []
         self.workdir = workdir
         self.tag = tag
-        self.nodes.append(self.spawn(1, "bootstrap_from=%s" % source))
-        # Node 2 next: with node 1 up, only node 1 (whose log is ahead)
-        # can win the first election; node 3 then joins a running leader.
-        self.nodes.append(self.spawn(2))
-        wait_for("a leader", lambda: self.nodes[0].value(
-            "SELECT raft_leader()") == 1)
-        self.nodes.append(self.spawn(3))
+        self.extra = extra
+        self.env = env or {}
+        try:
+            self.nodes.append(self.spawn(
+                1, "bootstrap_from=%s" % source if source else ""))
+            # Node 2 next: with node 1 up, only node 1 (whose log is
+            # ahead) can win the first election; node 3 then joins a
+            # running leader.
+            self.nodes.append(self.spawn(2))
+            wait_for("a leader", lambda: self.leader_ok(source is not None))
+            self.nodes.append(self.spawn(3))
+        except BaseException:
+            for n in self.nodes:
+                n.kill()
+            raise
+
+    def leader_ok(self, want_one):
+        """Node 1 knows a leader: itself when @want_one."""
+        leader = self.nodes[0].value("SELECT raft_leader()")
+        return leader == 1 if want_one else leader is not None
 
     def spawn(self, i, extra=""):
         db = os.path.join(self.workdir, "%s%d.db" % (self.tag, i))
         log = os.path.join(self.workdir, "%s%d.log" % (self.tag, i))
-        n = Node(NODE, i, db, log)
-        n.sql("SELECT raft_start(?)", "id=%d cluster=%s %s %s" % (
-            i, self.members, FAST, extra))
+        n = Node(NODE, i, db, log, env=self.env.get(i))
+        try:
+            n.sql("SELECT raft_start(?)", "id=%d cluster=%s %s %s %s" % (
+                i, self.members, BASE, self.extra, extra))
+        except BaseException:
+            n.kill()
+            raise
         return n
 
     def settle(self):
@@ -198,6 +244,87 @@ class BackupTest(unittest.TestCase):
             self.assertIn("give an absolute path", str(cm.exception))
         finally:
             con.close()
+
+    def test_load_sql_resumes_after_an_unknown_outcome(self):
+        """raft_load_sql of the script into a fresh cluster: the answer
+        of its second chunk is lost (test fault RAFTSQL_TEST_DROP_ID_RESULT
+        on that chunk's id), so the load stops with "outcome unknown"
+        although the chunk applied; the rerun skips the chunks applied
+        (duplicates) and applies the rest: every row once (Chinook's
+        primary keys would refuse a second copy), fingerprints equal to
+        the source's on every node. A third run, from another process,
+        applies nothing."""
+        script = source_script(self.source,
+                               os.path.join(self.dir, "dump.sql"))
+        with open(script, "rb") as f:
+            digest = xxh3_128_hex(f.read())
+        prefix = "load1:%s:262144:1000:1" % digest
+        c = Cluster3(self.dir, "c", None, extra="exec_timeout_ms=3000",
+                     env={2: {"RAFTSQL_TEST_DROP_ID_RESULT": prefix}})
+        self.extra.append(c)
+        c.settle()
+        two = c.nodes[1]
+        with self.assertRaises(NodeError) as cm:
+            two.value("SELECT raft_load_sql(?)", script)
+        err = str(cm.exception)
+        self.assertIn("raft_load_sql: chunk 2 of ", err)
+        self.assertIn("outcome unknown", err)
+        self.assertIn("run raft_load_sql again to resume", err)
+        load = two.status()["load"]
+        self.assertEqual(load["state"], "failed", load)
+        self.assertEqual(load["chunks_done"], 1, load)
+        n_chunks = load["chunks"]
+        self.assertGreaterEqual(n_chunks, 3)
+
+        r = json.loads(two.value("SELECT raft_load_sql(?)", script))
+        self.assertEqual(r["chunks"], n_chunks)
+        self.assertEqual(r["skipped"], 2, r)
+        self.assertEqual(r["applied"], n_chunks - 2, r)
+        load = two.status()["load"]
+        self.assertEqual((load["state"], load["chunks_done"],
+                          load["bytes_done"]),
+                         ("done", n_chunks, load["bytes"]), load)
+        c.settle()
+        for n in c.nodes:
+            self.assertEqual(fingerprint(n.db), self.expected, n.id)
+
+        con = connect(c.nodes[2].db)
+        try:
+            r = json.loads(con.execute("SELECT raft_load_sql(?)",
+                                       (script,)).fetchone()[0])
+        finally:
+            con.close()
+        self.assertEqual((r["applied"], r["skipped"]), (0, n_chunks), r)
+
+    def test_load_sql_error_names_the_chunk_and_line(self):
+        """A chunk's SQL error stops the load naming the chunk and the
+        line of its first statement; the chunk rolled back everywhere;
+        a missing file and a script with a ROLLBACK are refused before
+        anything is written."""
+        one = self.a.nodes[0]
+        bad = os.path.join(self.dir, "bad.sql")
+        with open(bad, "w") as f:
+            f.write("-- a script\n\nCREATE TABLE loaded(x);\n"
+                    "INSERT INTO loaded VALUES('a;b');\n"
+                    "INSERT INTO nosuch VALUES(1);\n")
+        with self.assertRaises(NodeError) as cm:
+            one.value("SELECT raft_load_sql(?)", bad)
+        self.assertIn("raft_load_sql: chunk 1 of 1 (line 3: CREATE TABLE "
+                      "loaded(x);): no such table: nosuch",
+                      str(cm.exception))
+        for n in self.a.nodes:
+            self.assertEqual(n.sql("SELECT name FROM sqlite_master WHERE "
+                                   "name = 'loaded'"), [])
+        with self.assertRaises(NodeError) as cm:
+            one.value("SELECT raft_load_sql(?)",
+                      os.path.join(self.dir, "nofile.sql"))
+        self.assertIn("nofile.sql: No such file or directory",
+                      str(cm.exception))
+        with open(bad, "w") as f:
+            f.write("INSERT INTO x VALUES(1);\nROLLBACK;\n")
+        with self.assertRaises(NodeError) as cm:
+            one.value("SELECT raft_load_sql(?)", bad)
+        self.assertIn("line 2: ROLLBACK", str(cm.exception))
 
     def test_refusals(self):
         """bootstrap_from= is refused, naming the file and the cause, on a
