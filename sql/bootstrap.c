@@ -65,10 +65,10 @@ static int check_live(struct sql_fsm *f, char *errmsg, size_t errmsg_len)
         return SQL_ERR_INVALID;
     }
     f->internal = 1;
-    rc = snapshot_query_int(f->db,
-                            "SELECT count(*) FROM main.sqlite_schema WHERE NOT "
-                            "" BOOT__INTERNAL,
-                            &n);
+    rc = snapshot_query_int(
+        f->db,
+        "SELECT count(*) FROM main.sqlite_schema WHERE NOT " BOOT__INTERNAL,
+        &n);
     f->internal = 0;
     if (rc != SQLITE_OK) {
         sql_errmsgf(errmsg, errmsg_len, "read the schema of %s: %s", f->path,
@@ -174,7 +174,7 @@ out:
     return rc;
 }
 
-/* exec_fmt runs @sql on @db, naming @what in @errmsg on failure. */
+/* exec_on runs @sql on @db, naming @what in @errmsg on failure. */
 static int exec_on(sqlite3 *db, const char *sql, const char *what, char *errmsg,
                    size_t errmsg_len)
 {

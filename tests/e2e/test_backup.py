@@ -185,6 +185,15 @@ class BackupTest(unittest.TestCase):
             self.assertEqual(fingerprint(n.db), self.expected, n.id)
         for n in self.a.nodes[1:]:
             self.assertGreaterEqual(n.status()["snapshots_installed"], 1)
+        # The replica checksums agree (no divergence seen).
+        sums = set()
+        for n in self.a.nodes:
+            st = n.status()
+            self.assertIsNone(st["diverged"], st)
+            self.assertIsNone(st["checksum"]["mismatch"], st)
+            if st["checksum"]["on"]:
+                sums.add((st["checksum"]["index"], st["checksum"]["value"]))
+        self.assertEqual(len(sums), 1, sums)
         self.assertGreaterEqual(
             self.a.nodes[0].status()["snapshots_sent"], 2)
         with open(self.source, "rb") as f:

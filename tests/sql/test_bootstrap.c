@@ -97,11 +97,12 @@ static void test_plain_database(void **state)
     char *before, *after;
     uint8_t id[SQL_CLUSTER_ID_LEN], zero[SQL_CLUSTER_ID_LEN] = {0};
 
-    make_source(f->src, "CREATE TABLE a(k INTEGER PRIMARY KEY, v TEXT);"
-                        "INSERT INTO a VALUES (1, 'one'), (2, 'two;');"
-                        "CREATE TABLE b(x BLOB); INSERT INTO b VALUES (x'00ff');"
-                        "CREATE INDEX b_x ON b(x);"
-                        "CREATE VIEW va AS SELECT v FROM a;");
+    make_source(f->src,
+                "CREATE TABLE a(k INTEGER PRIMARY KEY, v TEXT);"
+                "INSERT INTO a VALUES (1, 'one'), (2, 'two;');"
+                "CREATE TABLE b(x BLOB); INSERT INTO b VALUES (x'00ff');"
+                "CREATE INDEX b_x ON b(x);"
+                "CREATE VIEW va AS SELECT v FROM a;");
     before = file_bytes(f->src, &before_len);
     if (sql_fsm_bootstrap_from(f->fsm, f->src, f->tmp, 2, 1, config,
                                sizeof config, &n_tables, err,
@@ -183,11 +184,12 @@ static void test_other_page_size(void **state)
     unsigned n_tables = 0;
     char err[512] = "";
 
-    make_source(f->src, "PRAGMA page_size=1024; VACUUM;"
-                        "CREATE TABLE t(x);"
-                        "WITH RECURSIVE c(i) AS (SELECT 1 UNION ALL SELECT"
-                        " i + 1 FROM c WHERE i < 2000)"
-                        " INSERT INTO t SELECT printf('%0100d', i) FROM c;");
+    make_source(f->src,
+                "PRAGMA page_size=1024; VACUUM;"
+                "CREATE TABLE t(x);"
+                "WITH RECURSIVE c(i) AS (SELECT 1 UNION ALL SELECT"
+                " i + 1 FROM c WHERE i < 2000)"
+                " INSERT INTO t SELECT printf('%0100d', i) FROM c;");
     assert_query(f->src, "PRAGMA page_size", "1024");
     if (sql_fsm_bootstrap_from(f->fsm, f->src, f->tmp, 2, 1, config,
                                sizeof config, &n_tables, err,
@@ -205,10 +207,10 @@ static void bootstrap_bad(struct fixture *f, const char *src, int code,
 {
     unsigned n_tables = 0;
     char err[512] = "";
-    assert_int_equal(sql_fsm_bootstrap_from(f->fsm, src, f->tmp, 2, 1, config,
-                                            sizeof config, &n_tables, err,
-                                            sizeof err),
-                     code);
+    assert_int_equal(
+        sql_fsm_bootstrap_from(f->fsm, src, f->tmp, 2, 1, config, sizeof config,
+                               &n_tables, err, sizeof err),
+        code);
     if (strstr(err, why) == NULL) {
         fail_msg("refused with '%s', not '%s'", err, why);
     }
@@ -227,8 +229,7 @@ static void test_refusals(void **state)
                   "/nonexistent/x.db: No such file or directory");
     fp = fopen(f->src, "w");
     assert_non_null(fp);
-    fputs("this is not a database, it is a text file of some length ....",
-          fp);
+    fputs("this is not a database, it is a text file of some length ....", fp);
     fclose(fp);
     bootstrap_bad(f, f->src, SQL_ERR_CORRUPT, "file is not a database");
     bootstrap_bad(f, f->live.dir, SQL_ERR_INVALID, "is not a regular file");
@@ -246,10 +247,10 @@ static void test_refusals(void **state)
     {
         unsigned n = 0;
         char err[512] = "";
-        assert_int_equal(sql_fsm_bootstrap_from(f->fsm, f->src, f->tmp, 2, 1,
-                                                config, sizeof config, &n, err,
-                                                sizeof err),
-                         0);
+        assert_int_equal(
+            sql_fsm_bootstrap_from(f->fsm, f->src, f->tmp, 2, 1, config,
+                                   sizeof config, &n, err, sizeof err),
+            0);
     }
     bootstrap_bad(f, f->src, SQL_ERR_INVALID,
                   "is a replica applied up to index 2");
