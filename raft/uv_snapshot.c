@@ -177,9 +177,25 @@ static void start_create(struct raft_uv_node *d)
 }
 
 /* send_chunks fills the window of transfer @s. */
+/* test_hold says whether test fault RAFTSQL_TEST_SNAPSHOT_HOLD (test
+ * builds only: a file path) holds transfer @s after its first window
+ * while that file exists, so a test sees a transfer under way in status;
+ * the transfer goes on at the first tick after the file is removed. */
+static bool test_hold(const struct raft_uv_snapshot_send *s)
+{
+#ifdef RAFTSQL_TEST_FAULTS
+    const char *path = getenv("RAFTSQL_TEST_SNAPSHOT_HOLD");
+    return path != NULL && path[0] != '\0' && s->acked > 0 &&
+           access(path, F_OK) == 0;
+#else
+    (void)s;
+    return false;
+#endif
+}
+
 static void send_chunks(struct raft_uv_node *d, struct raft_uv_snapshot_send *s)
 {
-    while (s->active && s->sent < s->total &&
+    while (s->active && s->sent < s->total && !test_hold(s) &&
            s->sent - s->acked <
                (uint64_t)RAFT__UV_SNAPSHOT_WINDOW * d->chunk_bytes) {
         uint64_t len = s->total - s->sent;

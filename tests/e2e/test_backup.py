@@ -132,10 +132,10 @@ class Cluster3:
 
     def settle(self):
         """Wait until every node knows the cluster id and applied what
-        the leader did."""
+        any of them did (a write's caller may be ahead of node 1)."""
         wait_for("a cluster id everywhere", lambda: all(
             n.status()["cluster_id"] for n in self.nodes), 30)
-        target = self.nodes[0].status()["applied"]
+        target = max(n.status()["applied"] for n in self.nodes)
         wait_for("every node applied %d" % target, lambda: all(
             n.status()["applied"] >= target for n in self.nodes), 30)
 
@@ -154,9 +154,37 @@ class BackupTest(unittest.TestCase):
         with open(cls.source, "rb") as f:
             cls.source_bytes = f.read()
         cls.expected = fingerprint(cls.source)
-        cls.a = Cluster3(cls.dir, "a", cls.source)
-        cls.a.settle()
+        # The leader holds its snapshot transfers after their first
+        # window while this file exists (RAFTSQL_TEST_SNAPSHOT_HOLD), so
+        # the progress in status is seen under way; then they finish.
+        hold = os.path.join(cls.dir, "hold")
+        open(hold, "w").close()
         cls.extra = []
+        cls.a = Cluster3(cls.dir, "a", cls.source,
+                         extra="exec_timeout_ms=10000 "
+                         "snapshot_chunk_bytes=4096",
+                         env={1: {"RAFTSQL_TEST_SNAPSHOT_HOLD": hold}})
+        try:
+            cls.held = wait_for("both transfers under way", lambda: (
+                cls.transfers_held(cls.a)), 30)
+            time.sleep(0.3)
+            cls.held_later = cls.transfers_held(cls.a)
+        finally:
+            os.unlink(hold)
+        cls.a.settle()
+
+    @staticmethod
+    def transfers_held(cluster):
+        """The leader's per-peer snapshot progress and the receivers'
+        snapshot_transfer, once both transfers are under way; else
+        None."""
+        leader = cluster.nodes[0].status()
+        sending = {p["id"]: p.get("snapshot") for p in leader["peers"]}
+        if not all(sending.get(i) for i in (2, 3)):
+            return None
+        receiving = {n.id: n.status()["snapshot_transfer"]
+                     for n in cluster.nodes[1:]}
+        return sending, receiving
 
     @classmethod
     def tearDownClass(cls):
@@ -200,6 +228,30 @@ class BackupTest(unittest.TestCase):
             self.assertEqual(f.read(), self.source_bytes)
         # The cluster takes writes on top of it.
         self.a.nodes[1].value("SELECT raft_exec('CREATE TABLE extra(x)')")
+
+    def test_snapshot_progress_in_status(self):
+        """While the leader sends the bootstrap snapshot, raft_status()
+        shows per peer the bytes acknowledged of the total, and each
+        receiver the bytes received from the leader; held, they stay;
+        done, they are gone."""
+        sending, receiving = self.held
+        for i in (2, 3):
+            snap = sending[i]
+            self.assertGreater(snap["bytes"], 0, sending)
+            self.assertLess(snap["bytes"], snap["total"], sending)
+            self.assertEqual(snap["bytes"] % 4096, 0, sending)
+            recv = receiving[i]
+            self.assertEqual(recv["peer"], 1, receiving)
+            self.assertEqual(recv["total"], snap["total"], receiving)
+            self.assertGreaterEqual(recv["bytes"], snap["bytes"], receiving)
+            self.assertLess(recv["bytes"], recv["total"], receiving)
+        later_sending, _ = self.held_later
+        self.assertEqual(later_sending, sending)
+        leader = self.a.nodes[0].status()
+        self.assertEqual([p["snapshot"] for p in leader["peers"]],
+                         [None, None])
+        for n in self.a.nodes[1:]:
+            self.assertIsNone(n.status()["snapshot_transfer"])
 
     def test_backup_bootstraps_a_new_cluster(self):
         """raft_backup on a follower writes a copy at an applied index; it
