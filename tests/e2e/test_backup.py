@@ -12,6 +12,7 @@ import json
 import os
 import shutil
 import sqlite3
+import subprocess
 import sys
 import tempfile
 import time
@@ -202,6 +203,33 @@ class BackupTest(unittest.TestCase):
         if bad:
             raise AssertionError("a node exited with %s" % codes)
 
+    def test_backup_refused_on_a_diverged_replica(self):
+        """A replica that took a write the node did not make refuses
+        raft_backup, naming the divergence, and writes no file (a lone
+        node: it stays diverged)."""
+        port = free_ports(1)[0]
+        db = os.path.join(self.dir, "lone.db")
+        n = Node(NODE, 1, db, db + ".log")
+        try:
+            n.sql("SELECT raft_start(?)", "id=1 cluster=1@127.0.0.1:%d %s" %
+                  (port, FAST))
+            wait_for("a leader", lambda: n.value("SELECT raft_leader()"))
+            n.value("SELECT raft_exec('CREATE TABLE kv(k, v)')")
+            # The stock shell loads no raftsql: nothing refuses it.
+            subprocess.run(["sqlite3", "-init", "/dev/null", "-batch",
+                            "-cmd", ".timeout 10000", db,
+                            "INSERT INTO kv VALUES ('x', 1)"], check=True,
+                           timeout=30)
+            wait_for("diverged", lambda: n.status()["diverged"], 20)
+            target = os.path.join(self.dir, "diverged-backup.db")
+            with self.assertRaises(NodeError) as cm:
+                n.value("SELECT raft_backup(?)", target)
+            self.assertIn("raft_backup: this replica is diverged (",
+                          str(cm.exception))
+            self.assertFalse(os.path.exists(target))
+        finally:
+            self.assertEqual(n.stop(), 0)
+
     def test_followers_receive_the_file_as_a_snapshot(self):
         """Every node holds the source's content (equal fingerprints);
         the followers got it as a snapshot; the source is unchanged."""
@@ -267,7 +295,8 @@ class BackupTest(unittest.TestCase):
         self.assertGreaterEqual(r["term"], 1)
         with self.assertRaises(NodeError) as cm:
             follower.value("SELECT raft_backup(?)", path)
-        self.assertIn("exists: raft_backup never overwrites", str(cm.exception))
+        self.assertIn("exists: raft_backup never overwrites",
+                      str(cm.exception))
         self.assertEqual(r["bytes"], os.path.getsize(path))
         with self.assertRaises(NodeError) as cm:
             follower.value("SELECT raft_backup(?)",
