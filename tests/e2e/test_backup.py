@@ -448,6 +448,7 @@ class BackupTest(unittest.TestCase):
         err = start("full.db", self.source)
         self.assertIn("full.db", err)
         self.assertIn("is not a raftsql replica", err)
+        self.assertIn("bootstrap_from=<this file>", err)
         err = start("r3.db", self.a.nodes[0].db)
         self.assertIn("is the database of a running node", err)
         # A restart: the log exists.
