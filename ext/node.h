@@ -170,6 +170,12 @@ int ext_node_tls_reload(struct ext_node *n, char *msg, size_t msg_len);
  * thread. */
 bool ext_node_diverged(struct ext_node *n, char *why, size_t why_len);
 
+/* ext_node_stale says whether @n is a stale replica now (staleness.h:
+ * max_staleness_ms= is set and no leader was heard for longer, none is
+ * known, or it catches up after its start) and then writes why ("stale
+ * replica: ...") into @why (@why_len bytes). Any thread. */
+bool ext_node_stale(struct ext_node *n, char *why, size_t why_len);
+
 /* ext_node_mark_diverged marks @n's replica diverged for @reason
  * (applier_mark_diverged: held until repaired, logged at ERROR, shown in
  * raft_status()). Any thread. */
