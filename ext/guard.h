@@ -28,8 +28,9 @@ int ext_guard_install(sqlite3 *db);
  * can at once (ext_guard_expire_retry): a statement prepared while reads
  * were allowed is authorized again when next stepped (sqlite3_step
  * reprepares it), so the guard refuses it once a node turned stale.
- * Connections of other files merely reprepare. Any thread but one
- * holding a connection's mutex. */
+ * Connections of other files merely reprepare. Any thread (SQLite's
+ * connection mutexes are recursive: one the caller holds is expired
+ * too; the lock order is a connection's mutex, then the list's). */
 void ext_guard_expire_all(void);
 
 /* ext_guard_expire_retry expires the statements of the marked
@@ -43,8 +44,8 @@ void ext_guard_expire_all(void);
  * dropped and its statements are not expired. A statement stepped
  * meanwhile (rows read, not reset) runs to its end unless it opens a
  * table anew (SQLITE_ABORT_ROLLBACK then). Cheap when nothing is marked.
- * Any thread but one holding a connection's mutex (the loop thread calls
- * it at every tick). */
+ * Any thread, as ext_guard_expire_all (the loop thread calls it at every
+ * tick). */
 void ext_guard_expire_retry(void);
 
 /* A host's authorizer (the callback of sqlite3_set_authorizer). */

@@ -120,8 +120,9 @@ int ext_node_exec(struct ext_node *n, const char *sql, size_t sql_len,
  * role, term, leader, commit, applied, first_index, last_index, persisted,
  * queue (submission queue depth), waiters, peers (array of id, address,
  * dial, connected, and for a leader match, next, state, inflight),
- * last_error, tls ("off", "certificates" or "psk") and tls_cert_expires
- * (README lists them all).
+ * last_error, tls ("off", "certificates" or "psk"), tls_cert_expires,
+ * lag_entries, lag_ms, stale and stale_reason (staleness.h) (README lists
+ * them all).
  * Any thread. */
 char *ext_node_status(struct ext_node *n);
 

@@ -77,6 +77,11 @@ int staleness_new(unsigned max_ms, const char *notice_path,
     s->max_ms = max_ms;
     s->log = log;
     snprintf(s->notice_path, sizeof s->notice_path, "%s", notice_path);
+    if (s->notice_path[0] != '\0') {
+        /* One left by a run that crashed: the first tick writes it anew
+         * when the node is stale. */
+        unlink(s->notice_path);
+    }
     pthread_mutex_init(&s->mu, NULL);
     if (max_ms > 0) {
         /* Until the first tick: no leader known yet. */

@@ -60,7 +60,8 @@ struct ext_staleness; /* opaque: the published state of one node */
 /* staleness_new creates the state of a node whose bound is @max_ms (0:
  * off) and whose notice for the guards of other processes is the file
  * @notice_path (copied; "" for none): it exists, holding the reason,
- * while the node is stale (attach_sock_stale reads it). With a bound, the
+ * while the node is stale (attach_sock_stale reads it; one left by an
+ * earlier run is removed here). With a bound, the
  * node is stale from the start (no leader known yet). Each change is
  * logged at INFO through @log (borrowed: it outlives @out). Errors:
  * RAFT_NOMEM. Any thread. */
