@@ -18,7 +18,6 @@ import shutil
 import signal
 import sqlite3
 import tempfile
-import time
 import unittest
 
 from e2e import NODE, connect, wait_for  # noqa: E402
@@ -176,7 +175,8 @@ class StalenessTest(unittest.TestCase):
                 "SELECT raft_leader()").fetchone()[0] == 1, 30)
         self.wait_fresh(self.status1, "node 1 fresh")
         self.assertEqual(self.con.execute(COUNT).fetchone()[0], 3)
-        self.assertEqual(self.status1()["lag_entries"], 0)
+        wait_for("node 1 applied what it committed", lambda: self.status1()[
+            "lag_entries"] == 0)
         self.stop_peers(signal.SIGSTOP)
         try:
             s = wait_for("node 1 stale", lambda: (
@@ -195,7 +195,7 @@ class StalenessTest(unittest.TestCase):
     def test_3_restart_catch_up(self):
         """A node restarted while the others wrote is stale until it has
         applied what the leader had committed at its first contact (its
-        first batch held 1.5 s by RAFTSQL_TEST_FIRST_APPLY_DELAY_MS),
+        first batch held 3 s by RAFTSQL_TEST_FIRST_APPLY_DELAY_MS),
         also for readers in other processes (this one)."""
         self.ensure_table()
         self.leader()
@@ -204,7 +204,7 @@ class StalenessTest(unittest.TestCase):
             self.con.execute("SELECT raft_exec('INSERT INTO t VALUES (?)', "
                              "?)", (100 + i,))
         n3 = self.peers[3] = self.spawn(
-            3, env={"RAFTSQL_TEST_FIRST_APPLY_DELAY_MS": "1500"})
+            3, env={"RAFTSQL_TEST_FIRST_APPLY_DELAY_MS": "3000"})
 
         def status3():
             return json.loads(n3.value("SELECT raft_status()"))
@@ -223,6 +223,12 @@ class StalenessTest(unittest.TestCase):
         other = connect(os.path.join(self.dir, "node3.db"))
         try:
             self.refused(lambda: other.execute(COUNT).fetchone())
+            # raft_status() there is node 3's, through its socket.
+            s = json.loads(other.execute(
+                "SELECT raft_status()").fetchone()[0])
+            self.assertEqual(s["id"], 3)
+            self.assertTrue(s["stale"])
+            self.assertIn("catching up", s["stale_reason"])
             self.wait_fresh(status3, "node 3 caught up")
             self.assertEqual(other.execute(COUNT).fetchone()[0], 23)
         finally:
