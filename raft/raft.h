@@ -611,8 +611,10 @@ uint64_t raft_quorum_contact(const struct raft *r);
 
 /* raft_leader_commit returns the highest commit index a leader told this
  * server (the leader_commit of the AppendEntries it received since
- * start, of any term: every one was committed), or the commit index on
- * the leader itself. 0 before any contact. Same thread as raft_step. */
+ * start, of any term: every one was committed), at least this server's
+ * own commit index (a snapshot installed may carry it further); the
+ * commit index on the leader itself. 0 before any contact. Same thread as
+ * raft_step. */
 raft_index raft_leader_commit(const struct raft *r);
 
 /* raft_snapshot_resets_log says whether RAFT_EVENT_SNAPSHOT_INSTALLED of a
