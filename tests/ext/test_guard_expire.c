@@ -37,15 +37,15 @@ static int counter(void *arg, int action, const char *a1, const char *a2,
 static sqlite3 *open_guarded(const char *path, int flags)
 {
     sqlite3 *db = NULL;
-    assert_int_equal(sqlite3_open_v2(path, &db,
-                                     SQLITE_OPEN_READWRITE |
-                                         SQLITE_OPEN_CREATE | flags,
-                                     NULL),
-                     SQLITE_OK);
+    assert_int_equal(
+        sqlite3_open_v2(path, &db,
+                        SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | flags,
+                        NULL),
+        SQLITE_OK);
     assert_int_equal(ext_guard_install(db), SQLITE_OK);
-    assert_int_equal(sqlite3_exec(db, "CREATE TABLE IF NOT EXISTS t(x)", NULL,
-                                  NULL, NULL),
-                     SQLITE_OK);
+    assert_int_equal(
+        sqlite3_exec(db, "CREATE TABLE IF NOT EXISTS t(x)", NULL, NULL, NULL),
+        SQLITE_OK);
     return db;
 }
 
