@@ -38,6 +38,7 @@
 #include "attach_sock.h"
 #include "func.h"
 #include "guard.h"
+#include "raftsql.h"
 
 SQLITE_EXTENSION_INIT3
 
@@ -472,7 +473,7 @@ static bool admit(struct ext_attach_server *s, int fd)
                   "attach: refused a connection of uid %ld gid %ld pid %ld: "
                   "not the node's user, root, nor in socket_group",
                   (long)cr.uid, (long)cr.gid, (long)cr.pid);
-    send_error(fd, SQLITE_AUTH, msg);
+    send_error(fd, RAFTSQL_NO_NODE, msg);
     return false;
 }
 
@@ -521,7 +522,7 @@ static void accept_one(struct ext_attach_server *s)
                  "not applied: busy: the node serves as many connections of "
                  "other processes as it takes (%u); retry",
                  (unsigned)EXT_ATTACH_CLIENTS_MAX);
-        send_error(fd, SQLITE_BUSY, msg);
+        send_error(fd, RAFTSQL_BUSY, msg);
         close(fd);
         return;
     }
@@ -530,7 +531,7 @@ static void accept_one(struct ext_attach_server *s)
     pthread_mutex_lock(&s->mu);
     if (pthread_create(&c->thread, NULL, client_main, c) != 0) {
         pthread_mutex_unlock(&s->mu);
-        send_error(fd, SQLITE_BUSY, "not applied: busy: no thread; retry");
+        send_error(fd, RAFTSQL_BUSY, "not applied: busy: no thread; retry");
         close(fd);
         free(c);
         return;

@@ -27,6 +27,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "raftsql.h"
 #include "sqlbridge.h"
 
 SQLITE_EXTENSION_INIT3
@@ -197,7 +198,9 @@ int exec_submit(struct ext_exec *e, const char *sql, size_t sql_len,
                           sizeof errmsg);
     if (rc != 0) {
         out->kind = EXT_EXEC_NOT_APPLIED;
-        out->sqlite_rc = rc == RAFT_TOOBIG ? SQLITE_TOOBIG : SQLITE_ERROR;
+        out->sqlite_rc = rc == RAFT_TOOBIG  ? RAFTSQL_TOOBIG
+                         : rc == RAFT_NOMEM ? SQLITE_NOMEM
+                                            : RAFTSQL_INVALID;
         snprintf(out->errmsg, sizeof out->errmsg, "raft_exec: not applied: %s",
                  errmsg);
         return rc;
@@ -212,7 +215,7 @@ int exec_submit(struct ext_exec *e, const char *sql, size_t sql_len,
     if (e->shutdown) {
         pthread_mutex_unlock(&e->mu);
         out->kind = EXT_EXEC_NOT_APPLIED;
-        out->sqlite_rc = SQLITE_ERROR;
+        out->sqlite_rc = RAFTSQL_NOT_APPLIED;
         snprintf(out->errmsg, sizeof out->errmsg,
                  "raft_exec: not applied: the node is shutting down");
         rc = RAFT_SHUTDOWN;
@@ -221,7 +224,7 @@ int exec_submit(struct ext_exec *e, const char *sql, size_t sql_len,
     if (status_log_full(e->status, reason, sizeof reason)) {
         pthread_mutex_unlock(&e->mu);
         out->kind = EXT_EXEC_NOT_APPLIED;
-        out->sqlite_rc = SQLITE_FULL;
+        out->sqlite_rc = RAFTSQL_FULL;
         if (strstr(reason, "disk full") != NULL) {
             snprintf(out->errmsg, sizeof out->errmsg,
                      "raft_exec: not applied: disk full: the log's "
@@ -240,7 +243,7 @@ int exec_submit(struct ext_exec *e, const char *sql, size_t sql_len,
     if (e->queue_len == EXT_SUBMIT_QUEUE_MAX) {
         pthread_mutex_unlock(&e->mu);
         out->kind = EXT_EXEC_NOT_APPLIED;
-        out->sqlite_rc = SQLITE_BUSY;
+        out->sqlite_rc = RAFTSQL_BUSY;
         snprintf(out->errmsg, sizeof out->errmsg,
                  "raft_exec: not applied: busy, %d writes already queued "
                  "on this node; retry later",
@@ -283,11 +286,11 @@ int exec_submit(struct ext_exec *e, const char *sql, size_t sql_len,
         pthread_mutex_lock(&e->mu);
         if (interrupted && w.state != W_DONE) {
             if (!w.left_node) {
-                finish(&w, EXT_EXEC_NOT_APPLIED, SQLITE_INTERRUPT,
+                finish(&w, EXT_EXEC_NOT_APPLIED, RAFTSQL_INTERRUPTED,
                        "raft_exec: interrupted: not applied (the request "
                        "had not left this node)");
             } else {
-                finish(&w, EXT_EXEC_UNKNOWN, SQLITE_INTERRUPT,
+                finish(&w, EXT_EXEC_UNKNOWN, RAFTSQL_INTERRUPTED_UNKNOWN,
                        "raft_exec: interrupted: outcome unknown: the "
                        "write will be applied on all nodes or on none");
             }
@@ -296,12 +299,12 @@ int exec_submit(struct ext_exec *e, const char *sql, size_t sql_len,
     }
     if (w.state != W_DONE) {
         if (!w.left_node) {
-            finish(&w, EXT_EXEC_NOT_APPLIED, SQLITE_BUSY,
+            finish(&w, EXT_EXEC_NOT_APPLIED, RAFTSQL_NOT_APPLIED,
                    "raft_exec: not applied: no leader reachable within "
                    "exec_timeout_ms (%u ms)",
                    e->exec_timeout_ms);
         } else {
-            finish(&w, EXT_EXEC_UNKNOWN, SQLITE_ERROR,
+            finish(&w, EXT_EXEC_UNKNOWN, RAFTSQL_UNKNOWN,
                    "raft_exec: outcome unknown: not applied on this node "
                    "within exec_timeout_ms (%u ms); the write will be "
                    "applied on all nodes or on none",
@@ -328,12 +331,12 @@ static void fail_waiting(struct ext_exec *e, const char *reason)
             continue;
         }
         if (w->left_node) {
-            finish(w, EXT_EXEC_UNKNOWN, SQLITE_ERROR,
+            finish(w, EXT_EXEC_UNKNOWN, RAFTSQL_UNKNOWN,
                    "raft_exec: outcome unknown: %s; the write will be "
                    "applied on all nodes or on none",
                    reason);
         } else {
-            finish(w, EXT_EXEC_NOT_APPLIED, SQLITE_ERROR,
+            finish(w, EXT_EXEC_NOT_APPLIED, RAFTSQL_NOT_APPLIED,
                    "raft_exec: not applied: %s", reason);
         }
     }
@@ -518,11 +521,11 @@ void exec_on_forward_result(struct ext_exec *e, const struct raft_frame *m)
             w->index = m->forward_result.index;
             w->term = m->forward_result.term;
         } else if (status == RAFT_TOOBIG) {
-            finish(w, EXT_EXEC_NOT_APPLIED, SQLITE_TOOBIG,
+            finish(w, EXT_EXEC_NOT_APPLIED, RAFTSQL_TOOBIG,
                    "raft_exec: not applied: the leader refused a request "
                    "larger than its max_request_bytes");
         } else if (status == RAFT_CORRUPT) {
-            finish(w, EXT_EXEC_NOT_APPLIED, SQLITE_ERROR,
+            finish(w, EXT_EXEC_NOT_APPLIED, RAFTSQL_NOT_APPLIED,
                    "raft_exec: not applied: the leader refused the request "
                    "as malformed (do the nodes run different raftsql "
                    "versions?)");
@@ -552,7 +555,7 @@ static void deliver(struct ext_exec *e, const struct sql_result *r)
     if (r->duplicate) {
         /* An earlier copy of this id was applied, and its result given
          * out before this waiter could see it only after a restart. */
-        finish(w, EXT_EXEC_UNKNOWN, SQLITE_ERROR,
+        finish(w, EXT_EXEC_UNKNOWN, RAFTSQL_UNKNOWN,
                "raft_exec: outcome unknown: the request was applied "
                "earlier under the same id");
         return;

@@ -13,6 +13,7 @@
 #include "config.h"
 #include "members.h"
 #include "precheck.h"
+#include "raftsql.h"
 #include "registry.h"
 #include "verify.h"
 
@@ -27,6 +28,13 @@ struct conn_state {
     struct ext_precheck_cache checked; /* requests checked fine */
 };
 
+void func_error(sqlite3_context *ctx, int code, const char *msg)
+{
+    sqlite3_result_error(ctx, msg, -1);
+    /* After the text: sqlite3_result_error sets SQLITE_ERROR. */
+    sqlite3_result_error_code(ctx, code);
+}
+
 /* main_file returns the main database file of @ctx's connection, or
  * reports an error naming @fn and returns NULL. */
 static const char *main_file(sqlite3_context *ctx, const char *fn)
@@ -39,7 +47,7 @@ static const char *main_file(sqlite3_context *ctx, const char *fn)
                  "%s: the main database is in-memory or temporary; open a "
                  "database file",
                  fn);
-        sqlite3_result_error(ctx, msg, -1);
+        func_error(ctx, RAFTSQL_INVALID, msg);
         return NULL;
     }
     return file;
@@ -71,7 +79,7 @@ static struct ext_node *acquire(sqlite3_context *ctx, const char *fn, int argc,
              "of this machine; start one first (raft_start(config), or "
              "raftsql-node)",
              fn, file);
-    sqlite3_result_error(ctx, msg, -1);
+    func_error(ctx, RAFTSQL_NO_NODE, msg);
     return NULL;
 }
 
@@ -95,11 +103,10 @@ static void fn_start(sqlite3_context *ctx, int argc, sqlite3_value **argv)
         return;
     }
     if (sqlite3_value_type(argv[0]) != SQLITE_TEXT) {
-        sqlite3_result_error(ctx,
-                             "raft_start: config must be text, e.g. 'id=1 "
-                             "cluster=1@127.0.0.1:7001,2@127.0.0.1:7002,"
-                             "3@127.0.0.1:7003'",
-                             -1);
+        func_error(ctx, RAFTSQL_INVALID,
+                   "raft_start: config must be text, e.g. 'id=1 "
+                   "cluster=1@127.0.0.1:7001,2@127.0.0.1:7002,"
+                   "3@127.0.0.1:7003'");
         return;
     }
     text = (const char *)sqlite3_value_text(argv[0]);
@@ -109,12 +116,16 @@ static void fn_start(sqlite3_context *ctx, int argc, sqlite3_value **argv)
         return;
     }
     rc = ext_config_parse(text, file, cfg, errmsg, sizeof errmsg);
-    if (rc == 0) {
-        rc = ext_registry_start(file, cfg, errmsg, sizeof errmsg);
-    }
     if (rc != 0) {
         snprintf(msg, sizeof msg, "raft_start: %s", errmsg);
-        sqlite3_result_error(ctx, msg, -1);
+        func_error(ctx, RAFTSQL_INVALID, msg);
+        free(cfg);
+        return;
+    }
+    rc = ext_registry_start(file, cfg, errmsg, sizeof errmsg);
+    if (rc != 0) {
+        snprintf(msg, sizeof msg, "raft_start: %s", errmsg);
+        func_error(ctx, SQLITE_ERROR, msg);
     } else {
         /* Where it listens in effect: listen= may come from the stored
          * configuration. */
@@ -191,26 +202,23 @@ static void fn_exec(sqlite3_context *ctx, int argc, sqlite3_value **argv)
     int64_t rowid;
 
     if (argc < 1 || sqlite3_value_type(argv[0]) != SQLITE_TEXT) {
-        sqlite3_result_error(ctx,
-                             "raft_exec: the first argument must be the SQL "
-                             "text of the write",
-                             -1);
+        func_error(ctx, RAFTSQL_INVALID,
+                   "raft_exec: the first argument must be the SQL text of "
+                   "the write");
         return;
     }
     if (argc - 1 > EXT__MAX_PARAMS) {
-        sqlite3_result_error(ctx, "raft_exec: too many parameters", -1);
+        func_error(ctx, RAFTSQL_INVALID, "raft_exec: too many parameters");
         return;
     }
     if (!sqlite3_get_autocommit(sqlite3_context_db_handle(ctx))) {
         /* The node's own connection applies the write: it would wait for
          * this connection's transaction, which waits for it; and a read
          * transaction would not see the write. */
-        sqlite3_result_error(ctx,
-                             "raft_exec: not applied: this connection is "
-                             "inside a transaction (BEGIN); commit or roll "
-                             "it back first: each raft_exec is a transaction "
-                             "of its own",
-                             -1);
+        func_error(ctx, RAFTSQL_INVALID,
+                   "raft_exec: not applied: this connection is inside a "
+                   "transaction (BEGIN); commit or roll it back first: each "
+                   "raft_exec is a transaction of its own");
         return;
     }
     rowid = cs->last_insert_rowid;
@@ -240,7 +248,7 @@ static void fn_exec(sqlite3_context *ctx, int argc, sqlite3_value **argv)
         snprintf(why, sizeof why, "%s", res->errmsg);
         snprintf(res->errmsg, sizeof res->errmsg,
                  "raft_exec: not applied: %.990s", why);
-        sqlite3_result_error(ctx, res->errmsg, -1);
+        func_error(ctx, RAFTSQL_INVALID, res->errmsg);
         goto out;
     }
     ext_node_exec(n, sql, (size_t)sqlite3_value_bytes(argv[0]), params,
@@ -249,9 +257,9 @@ static void fn_exec(sqlite3_context *ctx, int argc, sqlite3_value **argv)
         cs->last_insert_rowid = res->last_insert_rowid;
         sqlite3_result_int64(ctx, res->changes);
     } else {
-        sqlite3_result_error(ctx, res->errmsg, -1);
-        sqlite3_result_error_code(
-            ctx, res->sqlite_rc != SQLITE_OK ? res->sqlite_rc : SQLITE_ERROR);
+        func_error(ctx,
+                   res->sqlite_rc != SQLITE_OK ? res->sqlite_rc : SQLITE_ERROR,
+                   res->errmsg);
     }
 out:
     ext_registry_release(n);
@@ -307,7 +315,7 @@ static void fn_leader(sqlite3_context *ctx, int argc, sqlite3_value **argv)
 
 /* text_call runs @op on the node of @ctx's database (@fn names the SQL
  * function): its message is the result, or "@fn: <message>" the error
- * (SQLITE_INTERRUPT when @op was interrupted). */
+ * (RAFTSQL_INTERRUPTED when @op was interrupted, else SQLITE_ERROR). */
 static void text_call(sqlite3_context *ctx, const char *fn, int argc,
                       sqlite3_value **argv,
                       int (*op)(struct ext_node *n,
@@ -326,10 +334,8 @@ static void text_call(sqlite3_context *ctx, const char *fn, int argc,
     ext_registry_release(n);
     if (rc != 0) {
         snprintf(err, sizeof err, "%s: %s", fn, msg);
-        sqlite3_result_error(ctx, err, -1);
-        if (rc == RAFT_CANCELED) {
-            sqlite3_result_error_code(ctx, SQLITE_INTERRUPT);
-        }
+        func_error(
+            ctx, rc == RAFT_CANCELED ? RAFTSQL_INTERRUPTED : SQLITE_ERROR, err);
         return;
     }
     sqlite3_result_text(ctx, msg, -1, SQLITE_TRANSIENT);
@@ -428,7 +434,7 @@ static void fn_stop(sqlite3_context *ctx, int argc, sqlite3_value **argv)
                  "raft_stop: no raftsql node runs for %s, in this process "
                  "or another of this machine",
                  file);
-        sqlite3_result_error(ctx, msg, -1);
+        func_error(ctx, RAFTSQL_NO_NODE, msg);
         return;
     }
     sqlite3_result_text(ctx, "stopped", -1, SQLITE_STATIC);

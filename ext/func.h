@@ -26,6 +26,11 @@ int ext_func_register(sqlite3 *db);
 struct ext_node *func_acquire(sqlite3_context *ctx, const char *fn, int argc,
                               sqlite3_value **argv);
 
+/* func_error sets @msg (copied) as @ctx's error, with result code @code
+ * (a RAFTSQL_* code of raftsql.h, or SQLite's own). The caller's
+ * thread. */
+void func_error(sqlite3_context *ctx, int code, const char *msg);
+
 /* func_value points @out at SQL value @v (its bytes valid while @v is).
  * Pure. */
 void func_value(sqlite3_value *v, struct sql_value *out);

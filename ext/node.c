@@ -30,6 +30,7 @@
 #include "node_log.h"
 #include "node_tls.h"
 #include "propose.h"
+#include "raftsql.h"
 #include "repair.h"
 #include "guard.h"
 #include "sqlbridge.h"
@@ -641,7 +642,7 @@ int ext_node_exec(struct ext_node *n, const char *sql, size_t sql_len,
         /* Nothing compounds on a replica that disagrees with the log. */
         memset(out, 0, sizeof *out);
         out->kind = EXT_EXEC_NOT_APPLIED;
-        out->sqlite_rc = SQLITE_ERROR;
+        out->sqlite_rc = RAFTSQL_DIVERGED;
         snprintf(out->errmsg, sizeof out->errmsg, "raft_exec: not applied: %s",
                  why);
         return RAFT_DIVERGED;

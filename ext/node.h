@@ -42,7 +42,9 @@ enum ext_exec_kind {
 /* The outcome of ext_node_exec. */
 struct ext_exec_result {
     int kind;                  /* enum ext_exec_kind */
-    int sqlite_rc;             /* SQLite result code for the caller */
+    int sqlite_rc;             /* result code for the caller: RAFTSQL_*
+                                  (raftsql.h), SQLite's own for a SQL
+                                  error, SQLITE_NOMEM */
     int64_t changes;           /* rows changed, when kind is OK */
     int64_t last_insert_rowid; /* rowid after the request, when OK */
     char errmsg[1024];         /* why, when kind is not OK */
@@ -104,7 +106,8 @@ void ext_node_discard(struct ext_node *n);
  * on this node, exec_timeout_ms passes, or @probe (may be NULL) says the
  * caller was interrupted (then within EXT_EXEC_POLL_MS: "interrupted: not
  * applied" when the request had not left this node, else "interrupted:
- * outcome unknown", with sqlite_rc SQLITE_INTERRUPT). Always fills @out;
+ * outcome unknown", with sqlite_rc RAFTSQL_INTERRUPTED or
+ * RAFTSQL_INTERRUPTED_UNKNOWN). Always fills @out;
  * returns 0 when out->kind is EXT_EXEC_OK, else the project error code
  * matching it (RAFT_INVALID for a SQL error, RAFT_TOOBIG, RAFT_BUSY when
  * the submission queue is full, RAFT_TIMEOUT, RAFT_UNKNOWN, RAFT_SHUTDOWN,
