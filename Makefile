@@ -436,7 +436,15 @@ $(B)/tsan-tests/uv/%: tests/uv/%.c tests/uv/fake.h tests/uv/loop.h \
 	$(CC) $(BASE_CFLAGS) -O1 -g -fsanitize=thread -o $@ \
 	    $(filter-out %.h,$^) -lcmocka $(LIBS)
 
-tsan-uv: $(TSAN_UV_BIN)
+# The guard's list of connections (ext/guard.c), expired from another
+# thread while connections open and close, under ThreadSanitizer too.
+TSAN_EXT_BIN := $(B)/tsan-tests/ext/test_guard_expire
+$(B)/tsan-tests/ext/%: tests/ext/%.c tests/sql/helpers.h $(TSAN_OBJ)
+	@mkdir -p $(dir $@)
+	$(CC) $(BASE_CFLAGS) -O1 -g -fsanitize=thread -o $@ \
+	    $(filter-out %.h,$^) -lcmocka $(LIBS)
+
+tsan-uv: $(TSAN_UV_BIN) $(TSAN_EXT_BIN)
 	@TSAN_OPTIONS=halt_on_error=1:exitcode=66 scripts/run-tests.sh $^
 
 # The same end-to-end tests with the nodes under ThreadSanitizer; any race

@@ -673,6 +673,9 @@ static void *applier_main(void *arg)
     struct ext_applier *a = arg;
     struct raft_entry *batch = malloc(EXT__APPLY_BATCH_MAX * sizeof *batch);
     struct timespec last_end = {0, 0};
+#ifdef RAFTSQL_TEST_FAULTS
+    bool first_delayed = false; /* RAFTSQL_TEST_FIRST_APPLY_DELAY_MS */
+#endif
 
     /* Named for top -H and perf (best effort). */
     pthread_setname_np(pthread_self(), "raftsql-apply");
@@ -724,6 +727,22 @@ static void *applier_main(void *arg)
             }
             continue;
         }
+#ifdef RAFTSQL_TEST_FAULTS
+        /* Test builds only: the first batch of this run waits this many
+         * ms, so that a restarted node is caught catching up. */
+        if (!first_delayed) {
+            const char *ms = getenv("RAFTSQL_TEST_FIRST_APPLY_DELAY_MS");
+            first_delayed = true;
+            if (ms != NULL) {
+                struct timespec t = {.tv_sec = atoi(ms) / 1000,
+                                     .tv_nsec = (atoi(ms) % 1000) * 1000000L};
+                pthread_mutex_unlock(&a->mu);
+                nanosleep(&t, NULL);
+                pthread_mutex_lock(&a->mu);
+                continue;
+            }
+        }
+#endif
         a->busy = true;
         n = batch_size(a->queue, a->n_queue);
         memcpy(batch, a->queue, n * sizeof *batch);

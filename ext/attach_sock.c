@@ -116,18 +116,20 @@ void attach_sock_diverged_path(const char *db_path, char *out, size_t len)
     }
 }
 
-bool attach_sock_diverged(const char *db_path, char *why, size_t why_len)
+/* notice_read says whether the notice @path of a node of another process
+ * serving @db_path exists, and copies its first line into @why (@why_len
+ * bytes; @fallback when it cannot be read). */
+static bool notice_read(const char *db_path, const char *path,
+                        const char *fallback, char *why, size_t why_len)
 {
     struct ext_attach_pointer p;
-    char path[4200];
     struct stat st;
     FILE *f;
-    attach_sock_diverged_path(db_path, path, sizeof path);
     if (path[0] == '\0' || stat(path, &st) != 0 ||
         attach_sock_find(db_path, &p) != 0) {
         return false; /* none, or left by a node that is gone */
     }
-    snprintf(why, why_len, "diverged replica");
+    snprintf(why, why_len, "%s", fallback);
     if ((f = fopen(path, "re")) != NULL) {
         if (fgets(why, (int)why_len, f) != NULL) {
             why[strcspn(why, "\n")] = '\0';
@@ -135,6 +137,28 @@ bool attach_sock_diverged(const char *db_path, char *why, size_t why_len)
         fclose(f);
     }
     return true;
+}
+
+bool attach_sock_diverged(const char *db_path, char *why, size_t why_len)
+{
+    char path[4200];
+    attach_sock_diverged_path(db_path, path, sizeof path);
+    return notice_read(db_path, path, "diverged replica", why, why_len);
+}
+
+void attach_sock_stale_path(const char *db_path, char *out, size_t len)
+{
+    int n = snprintf(out, len, "%s-raftsql-stale", db_path);
+    if (n < 0 || (size_t)n >= len) {
+        out[0] = '\0';
+    }
+}
+
+bool attach_sock_stale(const char *db_path, char *why, size_t why_len)
+{
+    char path[4200];
+    attach_sock_stale_path(db_path, path, sizeof path);
+    return notice_read(db_path, path, "stale replica", why, why_len);
 }
 
 void attach_sock_pointer_remove(const char *db_path, long pid)

@@ -40,6 +40,17 @@ void attach_sock_diverged_path(const char *db_path, char *out, size_t len);
  * single stat() when no notice exists. Any thread. */
 bool attach_sock_diverged(const char *db_path, char *why, size_t why_len);
 
+/* attach_sock_stale_path writes "<@db_path>-raftsql-stale" into @out
+ * (@len bytes; "" when too long): the notice a node keeps beside its
+ * database while it is a stale replica (ext/staleness.c). */
+void attach_sock_stale_path(const char *db_path, char *out, size_t len);
+
+/* attach_sock_stale says whether a node of another process serves
+ * @db_path and is a stale replica now (its notice exists and its pointer
+ * file names a live process), and then copies the notice's reason into
+ * @why (@why_len bytes). Any thread. */
+bool attach_sock_stale(const char *db_path, char *why, size_t why_len);
+
 /* attach_sock_find reads the pointer file of database file @db_path into
  * @out. Returns 0 when it names a process that lives (it may still refuse
  * connections: attach_sock_connect tells), RAFT_NOTFOUND when there is no

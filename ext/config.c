@@ -242,6 +242,7 @@ static const char *const keys[] = {
     "trailing_entries",
     "snapshot_chunk_bytes",
     "follower_apply_ms",
+    "max_staleness_ms",
     "max_request_steps",
     "request_id_window",
     "request_id_window_ms",
@@ -293,6 +294,7 @@ static const struct int_key int_keys[] = {
     EXT__INT_KEY("snapshot_chunk_bytes", 4096, 64u * 1024 * 1024, 1,
                  snapshot_chunk_bytes, false),
     EXT__INT_KEY("follower_apply_ms", 0, 1000, 1, follower_apply_ms, true),
+    EXT__INT_KEY("max_staleness_ms", 0, 3600000, 1, max_staleness_ms, true),
     EXT__INT_KEY("max_request_steps", 0, 1000000000000000ull, 1,
                  max_request_steps, false),
     EXT__INT_KEY("request_id_window", 1, 100000000, 1, request_id_window,
@@ -725,7 +727,7 @@ int ext_config_parse(const char *text, const char *db_path,
                 "log_max_mb, max_request_bytes, log_level, "
                 "snapshot_threshold, trailing_entries, "
                 "snapshot_chunk_bytes, follower_apply_ms, "
-                "max_request_steps, request_id_window, "
+                "max_staleness_ms, max_request_steps, request_id_window, "
                 "request_id_window_ms, max_result_bytes, join, "
                 "force_new_cluster, bootstrap_from, "
                 "insecure, tls_cert, tls_key, tls_ca, secret_file, socket, "

@@ -62,6 +62,11 @@ struct ext_config {
     unsigned follower_apply_ms;             /* follower_apply_ms= : a
                                             follower's apply pace, 0 for
                                             none */
+    unsigned max_staleness_ms;              /* max_staleness_ms= : reads of
+                                            replicated tables are refused
+                                            while no leader was heard for
+                                            longer (staleness.h), 0 for
+                                            off */
     uint64_t max_request_steps;             /* max_request_steps= : the work
                                             budget the leader stamps into
                                             each request, SQLite VM steps,

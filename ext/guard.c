@@ -2,6 +2,8 @@
 
 #include "guard.h"
 
+#include <pthread.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -9,6 +11,7 @@
 #include "attach_client.h"
 #include "attach_sock.h"
 #include "registry.h"
+#include "staleness.h"
 
 SQLITE_EXTENSION_INIT3
 
@@ -24,15 +27,16 @@ static int replicated(sqlite3 *db, const char *schema)
 }
 
 /* guard_read refuses reads of table @table of schema @schema while the
- * node of that file, in this process or another (its notice beside the
- * file, attach_sock_diverged), is a diverged replica (its content
- * disagrees with the log until repaired); the raftsql_* internals, the
+ * node of that file, in this process or another (its notices beside the
+ * file, attach_sock_diverged and attach_sock_stale), is a diverged
+ * replica (its content disagrees with the log until repaired) or a stale
+ * one (max_staleness_ms=, staleness.h); the raftsql_* internals, the
  * schema and the raft_* table-valued functions stay readable. */
 static int guard_read(sqlite3 *db, const char *table, const char *schema)
 {
     const char *file;
     char why[600];
-    bool diverged;
+    bool diverged, stale = false;
     if (table == NULL || sqlite3_strnicmp(table, "raft_", 5) == 0 ||
         sqlite3_strnicmp(table, "raftsql_", 8) == 0 ||
         sqlite3_strnicmp(table, "sqlite_", 7) == 0 ||
@@ -45,8 +49,16 @@ static int guard_read(sqlite3 *db, const char *table, const char *schema)
     }
     diverged =
         applier_any_diverged() && ext_registry_diverged(file, why, sizeof why);
-    if (!diverged && !ext_registry_replica(file)) {
+    if (!diverged) {
+        stale = ext_registry_stale(file, why, sizeof why);
+    }
+    if (!diverged && !stale && !ext_registry_replica(file)) {
         diverged = attach_sock_diverged(file, why, sizeof why);
+        stale = !diverged && attach_sock_stale(file, why, sizeof why);
+    }
+    if (stale) {
+        fprintf(stderr, "raftsql: read of %s refused: %s\n", table, why);
+        return SQLITE_DENY;
     }
     if (!diverged) {
         return SQLITE_OK;
@@ -183,8 +195,158 @@ static int guard(void *arg, int action, const char *a1, const char *a2,
     return SQLITE_DENY;
 }
 
+/* ---- Guarded connections (expiring their statements) ------------------ */
+
+/* The name of the function whose state tracks a guarded connection: its
+ * destructor, run when the connection closes, forgets it. */
+#define EXT__GUARD_TRACKER "raftsql_guarded_connection"
+
+/* One guarded connection. */
+struct guard_conn {
+    sqlite3 *db;             /* the connection */
+    bool pending;            /* its statements are to be expired */
+    struct guard_conn *prev; /* in conns */
+    struct guard_conn *next; /* in conns */
+};
+
+/* Lock order: a connection's db mutex, then conns_mu; holding conns_mu, a
+ * db mutex is only tried (sqlite3_mutex_try), never waited for. */
+static pthread_mutex_t conns_mu = PTHREAD_MUTEX_INITIALIZER;
+static struct guard_conn *conns; /* the guarded connections */
+static atomic_uint n_pending;    /* of them, pending */
+
+/* find_conn returns the entry of @db, or NULL. Holding conns_mu. */
+static struct guard_conn *find_conn(sqlite3 *db)
+{
+    struct guard_conn *c = conns;
+    while (c != NULL && c->db != db) {
+        c = c->next;
+    }
+    return c;
+}
+
+/* untrack forgets entry @p (the tracker's destructor: the connection
+ * closes, or the tracker could not be created). */
+static void untrack(void *p)
+{
+    struct guard_conn *c = p;
+    pthread_mutex_lock(&conns_mu);
+    if (c->prev != NULL) {
+        c->prev->next = c->next;
+    } else {
+        conns = c->next;
+    }
+    if (c->next != NULL) {
+        c->next->prev = c->prev;
+    }
+    if (c->pending) {
+        atomic_fetch_sub(&n_pending, 1);
+    }
+    pthread_mutex_unlock(&conns_mu);
+    sqlite3_free(c);
+}
+
+/* tracker_call answers a call of the tracker from SQL: an error. */
+static void tracker_call(sqlite3_context *ctx, int argc, sqlite3_value **argv)
+{
+    (void)argc;
+    (void)argv;
+    sqlite3_result_error(ctx, EXT__GUARD_TRACKER ": internal to raftsql", -1);
+}
+
+/* track makes sure @db is in the list. Returns SQLITE_OK, SQLITE_NOMEM or
+ * the error of creating the tracker (nothing tracked then). Thread: the
+ * one using @db. */
+static int track(sqlite3 *db)
+{
+    struct guard_conn *c;
+    pthread_mutex_lock(&conns_mu);
+    c = find_conn(db);
+    if (c != NULL) {
+        pthread_mutex_unlock(&conns_mu);
+        return SQLITE_OK;
+    }
+    c = sqlite3_malloc(sizeof *c);
+    if (c == NULL) {
+        pthread_mutex_unlock(&conns_mu);
+        return SQLITE_NOMEM;
+    }
+    *c = (struct guard_conn){.db = db, .next = conns};
+    if (conns != NULL) {
+        conns->prev = c;
+    }
+    conns = c;
+    pthread_mutex_unlock(&conns_mu);
+    /* On failure SQLite runs the destructor: @c is forgotten. */
+    return sqlite3_create_function_v2(db, EXT__GUARD_TRACKER, 0,
+                                      SQLITE_UTF8 | SQLITE_DIRECTONLY, c,
+                                      tracker_call, NULL, NULL, untrack);
+}
+
+/* expire marks every statement of @db expired, holding its mutex: a
+ * flag of no consequence (TRIGGER_EQP, EXPLAIN QUERY PLAN's view of
+ * triggers) is turned and turned back, and SQLite expires the statements
+ * when a flag changes. The authorizer stays as it is: re-setting it
+ * would replace one set directly (the apply connection's, or a host's
+ * own). Nothing on a SQLite older than 3.22 (no such flag). */
+static void expire(sqlite3 *db)
+{
+    int on = 0;
+    if (sqlite3_db_config(db, SQLITE_DBCONFIG_TRIGGER_EQP, -1, &on) ==
+        SQLITE_OK) {
+        sqlite3_db_config(db, SQLITE_DBCONFIG_TRIGGER_EQP, !on, (int *)NULL);
+        sqlite3_db_config(db, SQLITE_DBCONFIG_TRIGGER_EQP, on, (int *)NULL);
+    }
+}
+
+void ext_guard_expire_all(void)
+{
+    pthread_mutex_lock(&conns_mu);
+    for (struct guard_conn *c = conns; c != NULL; c = c->next) {
+        if (!c->pending) {
+            c->pending = true;
+            atomic_fetch_add(&n_pending, 1);
+        }
+    }
+    pthread_mutex_unlock(&conns_mu);
+    ext_guard_expire_retry();
+}
+
+void ext_guard_expire_retry(void)
+{
+    if (atomic_load(&n_pending) == 0) {
+        return;
+    }
+    pthread_mutex_lock(&conns_mu);
+    for (struct guard_conn *c = conns; c != NULL; c = c->next) {
+        sqlite3_mutex *m;
+        if (!c->pending) {
+            continue;
+        }
+        m = sqlite3_db_mutex(c->db);
+        if (m != NULL) {
+            if (sqlite3_mutex_try(m) != SQLITE_OK) {
+                continue; /* busy: the next tick tries again */
+            }
+            /* The next step of each statement reprepares it, and the
+             * guard decides again. */
+            expire(c->db);
+            sqlite3_mutex_leave(m);
+        }
+        /* Without a mutex (SQLITE_OPEN_NOMUTEX) no other thread may
+         * touch the connection: its statements are not expired. */
+        c->pending = false;
+        atomic_fetch_sub(&n_pending, 1);
+    }
+    pthread_mutex_unlock(&conns_mu);
+}
+
 int ext_guard_install(sqlite3 *db)
 {
+    int rc = track(db);
+    if (rc != SQLITE_OK) {
+        return rc;
+    }
     return sqlite3_set_authorizer(db, guard, db);
 }
 
@@ -245,6 +407,9 @@ int ext_guard_set_host(sqlite3 *db, ext_guard_host_cb cb, void *arg)
     if (rc != SQLITE_OK) {
         return rc;
     }
+    /* A connection the guard was never installed on is tracked now (out
+     * of memory: its statements are not expired). */
+    (void)track(db);
     return h != NULL ? sqlite3_set_authorizer(db, chained, h)
                      : sqlite3_set_authorizer(db, guard, db);
 }

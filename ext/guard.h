@@ -14,8 +14,39 @@
  * UPDATE, DELETE and schema changes on it (as "main" or ATTACHed under any
  * name) are denied at prepare time (SQLite reports "not authorized"; a
  * line naming raft_exec() is logged to stderr); TEMP objects and reads stay
- * allowed. Returns SQLITE_OK or SQLite's error. Any thread. */
+ * allowed, but reads of replicated tables while the node is diverged or
+ * stale (max_staleness_ms=; the raftsql_*, sqlite_* and raft_* names and
+ * TEMP stay readable). The connection is tracked (a function named
+ * raftsql_guarded_connection forgets it at close) for
+ * ext_guard_expire_all. Returns SQLITE_OK or SQLite's error. Any
+ * thread. */
 int ext_guard_install(sqlite3 *db);
+
+/* ext_guard_expire_all marks every guarded connection of the process
+ * (those ext_guard_install or ext_guard_set_host set up, until they
+ * close) to have its prepared statements expired, and expires those it
+ * can at once (ext_guard_expire_retry): a statement prepared while reads
+ * were allowed is authorized again when next stepped (sqlite3_step
+ * reprepares it), so the guard refuses it once a node turned stale.
+ * Connections of other files merely reprepare. Any thread (SQLite's
+ * connection mutexes are recursive: one the caller holds is expired
+ * too; the lock order is a connection's mutex, then the list's). */
+void ext_guard_expire_all(void);
+
+/* ext_guard_expire_retry expires the statements of the marked
+ * connections whose mutex is free now (sqlite3_mutex_try: a connection in
+ * use, or closing, is never waited for; it stays marked for the next
+ * call). The authorizer stays as it is (a flag of no consequence,
+ * SQLITE_DBCONFIG_TRIGGER_EQP, is turned and turned back: SQLite expires
+ * the statements when a flag changes; SQLite 3.22 or later). A
+ * connection without a mutex (SQLITE_OPEN_NOMUTEX, or a single-thread
+ * SQLite build) cannot be touched from another thread: its mark is
+ * dropped and its statements are not expired. A statement stepped
+ * meanwhile (rows read, not reset) runs to its end unless it opens a
+ * table anew (SQLITE_ABORT_ROLLBACK then). Cheap when nothing is marked.
+ * Any thread, as ext_guard_expire_all (the loop thread calls it at every
+ * tick). */
+void ext_guard_expire_retry(void);
 
 /* A host's authorizer (the callback of sqlite3_set_authorizer). */
 typedef int (*ext_guard_host_cb)(void *arg, int action, const char *a1,

@@ -33,7 +33,9 @@
 #include "propose.h"
 #include "raftsql.h"
 #include "repair.h"
+#include "guard.h"
 #include "sqlbridge.h"
+#include "staleness.h"
 #include "status.h"
 #include "store.h"
 
@@ -71,6 +73,7 @@ struct ext_node {
     struct ext_repair *repair;         /* repairing a diverged replica */
     struct ext_divergence *divergence; /* the replica checksum's values,
                                         compared with the peers' */
+    struct ext_staleness *staleness;   /* the bound on stale reads */
     struct raft_uv_node *driver;       /* owns the core and the transport;
                                         written before its loop starts */
     struct raft_uv_tls *tls;           /* the peers' TLS credentials (the
@@ -126,6 +129,26 @@ static void on_wake(void *data)
     change_on_wake(n->change, n->driver);
 }
 
+/* judge_staleness publishes whether the node is stale now; when it turned
+ * stale, every guarded connection of the process has its prepared
+ * statements expired, so that they are authorized again (and refused)
+ * when next run; busy ones are retried at the next ticks. */
+static void judge_staleness(struct ext_node *n)
+{
+    const struct raft *core = raft_uv_node_core(n->driver);
+    struct ext_staleness_view v = {
+        .leading = raft_role(core) == RAFT_LEADER,
+        .leader_commit = raft_leader_commit(core),
+        .applied = applier_applied(n->applier),
+    };
+    v.contact_ms =
+        v.leading ? raft_quorum_contact(core) : raft_leader_contact(core);
+    if (staleness_on_tick(n->staleness, &v)) {
+        ext_guard_expire_all();
+    }
+    ext_guard_expire_retry();
+}
+
 static void on_tick(void *data)
 {
     struct ext_node *n = data;
@@ -139,6 +162,7 @@ static void on_tick(void *data)
     store_on_tick(n->store, n->driver);
     status_note_failure(n->status, n->driver);
     cluster_id_on_tick(n->cluster, n->driver, applier_applied(n->applier));
+    judge_staleness(n);
     if (repair_on_tick(n->repair, n->driver, n->applier,
                        EXT__REPAIR_RETRY_MS)) {
         char why[512];
@@ -439,6 +463,7 @@ static void node_free(struct ext_node *n, bool failed)
     exec_free(n->exec);
     change_free(n->change);
     divergence_free(n->divergence);
+    staleness_free(n->staleness);
     forward_free(n->forward);
     status_free(n->status);
     cluster_id_free(n->cluster);
@@ -452,6 +477,23 @@ static void node_free(struct ext_node *n, bool failed)
     raft_uv_tls_free(n->tls);
     node_log_close(&n->log);
     free(n);
+}
+
+/* new_staleness creates the staleness state of @n, serving @db_path;
+ * with a bound, the statements connections prepared before are expired
+ * (the node is stale until it hears from a leader). */
+static int new_staleness(struct ext_node *n, const char *db_path)
+{
+    char notice[4200];
+    attach_sock_stale_path(db_path, notice, sizeof notice);
+    if (staleness_new(n->cfg.max_staleness_ms, notice, &n->log,
+                      &n->staleness) != 0) {
+        return RAFT_NOMEM;
+    }
+    if (n->cfg.max_staleness_ms > 0) {
+        ext_guard_expire_all();
+    }
+    return 0;
 }
 
 int ext_node_start(const char *db_path, const struct ext_config *cfg,
@@ -490,7 +532,8 @@ int ext_node_start(const char *db_path, const struct ext_config *cfg,
         change_new(cfg, &n->change) != 0 ||
         repair_new(cfg->id, cfg->repair_manual, &n->log, &n->repair) != 0 ||
         divergence_new(cfg->id, &n->log, &n->divergence) != 0 ||
-        load_status_new(&n->load) != 0) {
+        load_status_new(&n->load) != 0 ||
+        new_staleness(n, db_path) != 0) {
         snprintf(errmsg, errmsg_len, "out of memory");
         rc = RAFT_NOMEM;
         goto err_free;
@@ -655,6 +698,7 @@ char *ext_node_status(struct ext_node *n)
     repair_describe(n->repair, x.repair, sizeof x.repair);
     x.repairs = applier_repairs(n->applier);
     x.has_load = load_status_get(n->load, &x.load);
+    staleness_get(n->staleness, &x.staleness);
     return status_json(n->status, &x);
 }
 
@@ -747,6 +791,16 @@ unsigned ext_node_members(struct ext_node *n, struct ext_member_row *rows,
 bool ext_node_diverged(struct ext_node *n, char *why, size_t why_len)
 {
     return repair_refusal(n->repair, n->applier, why, why_len);
+}
+
+bool ext_node_stale(struct ext_node *n, char *why, size_t why_len)
+{
+    struct ext_staleness_verdict v;
+    staleness_get(n->staleness, &v);
+    if (v.stale) {
+        snprintf(why, why_len, "%s", v.reason);
+    }
+    return v.stale;
 }
 
 void ext_node_mark_diverged(struct ext_node *n, const char *reason)

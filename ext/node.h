@@ -166,8 +166,9 @@ int ext_node_exec_opts(struct ext_node *n, const char *sql, size_t sql_len,
  * role, term, leader, commit, applied, first_index, last_index, persisted,
  * queue (submission queue depth), waiters, peers (array of id, address,
  * dial, connected, and for a leader match, next, state, inflight),
- * last_error, tls ("off", "certificates" or "psk") and tls_cert_expires
- * (README lists them all).
+ * last_error, tls ("off", "certificates" or "psk"), tls_cert_expires,
+ * lag_entries, lag_ms, stale and stale_reason (staleness.h) (README lists
+ * them all).
  * Any thread. */
 char *ext_node_status(struct ext_node *n);
 
@@ -223,6 +224,12 @@ int ext_node_tls_reload(struct ext_node *n, char *msg, size_t msg_len);
  * why, and where its repair stands, into @why (@why_len bytes). Any
  * thread. */
 bool ext_node_diverged(struct ext_node *n, char *why, size_t why_len);
+
+/* ext_node_stale says whether @n is a stale replica now (staleness.h:
+ * max_staleness_ms= is set and no leader was heard for longer, none is
+ * known, or it catches up after its start) and then writes why ("stale
+ * replica: ...") into @why (@why_len bytes). Any thread. */
+bool ext_node_stale(struct ext_node *n, char *why, size_t why_len);
 
 /* ext_node_mark_diverged marks @n's replica diverged for @reason
  * (applier_mark_diverged: held until repaired, logged at ERROR, shown in

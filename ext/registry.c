@@ -13,6 +13,7 @@
 #include <unistd.h>
 
 #include "applier.h"
+#include "staleness.h"
 
 struct slot {
     char path[4096];                 /* database file */
@@ -195,20 +196,31 @@ bool ext_registry_replica(const char *path)
     return known;
 }
 
-bool ext_registry_diverged(const char *path, char *why, size_t why_len)
+/* ask_node returns what @ask says of the node running for @path (false
+ * when none runs), with why in @why (@why_len bytes). */
+static bool ask_node(const char *path,
+                     bool (*ask)(struct ext_node *, char *, size_t), char *why,
+                     size_t why_len)
 {
-    struct ext_node *n;
-    bool diverged;
-    if (!applier_any_diverged()) {
-        return false;
-    }
-    n = ext_registry_acquire(path);
+    struct ext_node *n = ext_registry_acquire(path);
+    bool yes;
     if (n == NULL) {
         return false;
     }
-    diverged = ext_node_diverged(n, why, why_len);
+    yes = ask(n, why, why_len);
     ext_registry_release(n);
-    return diverged;
+    return yes;
+}
+
+bool ext_registry_diverged(const char *path, char *why, size_t why_len)
+{
+    return applier_any_diverged() &&
+           ask_node(path, ext_node_diverged, why, why_len);
+}
+
+bool ext_registry_stale(const char *path, char *why, size_t why_len)
+{
+    return staleness_any() && ask_node(path, ext_node_stale, why, why_len);
 }
 
 /* stop_slot stops @s's node; called with reg_mu held, returns with it

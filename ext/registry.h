@@ -44,6 +44,11 @@ bool ext_registry_replica(const char *path);
  * node of the process is diverged. Any thread. */
 bool ext_registry_diverged(const char *path, char *why, size_t why_len);
 
+/* ext_registry_stale says whether the node running for @path is a stale
+ * replica now (ext_node_stale) and then writes why into @why (@why_len
+ * bytes). Cheap while no node of the process is stale. Any thread. */
+bool ext_registry_stale(const char *path, char *why, size_t why_len);
+
 /* ext_registry_stop stops the node of @path: fails its waiting callers,
  * waits for every reference to be released, then stops it. Errors:
  * RAFT_NOTFOUND when no node runs for @path. Any thread except one that

@@ -466,6 +466,17 @@ char *status_json(struct ext_status *st, const struct ext_status_extra *x)
                         s.leader_contact == UINT64_MAX
                             ? json_null()
                             : json_integer((json_int_t)s.leader_contact));
+    /* The lag behind the leader as last heard (staleness.h). */
+    json_object_set_new(o, "lag_entries",
+                        json_integer((json_int_t)x->staleness.lag_entries));
+    json_object_set_new(o, "lag_ms",
+                        x->staleness.leader_known
+                            ? json_integer((json_int_t)x->staleness.lag_ms)
+                            : json_null());
+    json_object_set_new(o, "stale", json_boolean(x->staleness.stale));
+    json_object_set_new(
+        o, "stale_reason",
+        x->staleness.stale ? json_string(x->staleness.reason) : json_null());
     json_object_set_new(o, "queue", json_integer(x->queue));
     json_object_set_new(o, "waiters", json_integer(x->waiters));
     json_object_set_new(o, "applying", json_boolean(x->applying));

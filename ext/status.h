@@ -14,6 +14,7 @@
 #include "config.h"
 #include "divergence.h"
 #include "load_sql.h"
+#include "staleness.h"
 
 /* What other parts of the node add to the JSON, read by the caller of
  * status_json just before. */
@@ -40,6 +41,8 @@ struct ext_status_extra {
     uint64_t repairs; /* divergences repaired since start */
     bool has_load;    /* a raft_load_sql ran: @load is valid */
     struct ext_load_progress load; /* the latest one's progress */
+    struct ext_staleness_verdict staleness; /* the lag, and whether reads
+                                               are refused as stale */
 };
 
 struct ext_status; /* opaque */

@@ -319,6 +319,9 @@ static void step_receive(struct raft *r, const struct raft_message *m)
         r->progress[slot].heard = true;
         r->progress[slot].last_heard = r->now;
     }
+    if (m->type == RAFT_MSG_APPEND_ENTRIES && r->role != RAFT_LEADER) {
+        contact_note_append(r, m);
+    }
     switch (m->type) {
         case RAFT_MSG_REQUEST_VOTE:
             election_recv_request_vote(r, m);

@@ -601,6 +601,22 @@ raft_id raft_transferee(const struct raft *r);
  * UINT64_MAX when it knows no leader. */
 uint64_t raft_leader_contact(const struct raft *r);
 
+/* raft_quorum_contact returns how long ago, in ms of the TICK clock, this
+ * leader last heard from a quorum of the voters in force, itself counted
+ * as heard now: the quorum-th most recent answer of this term (a voter
+ * not heard yet counts from when the leader began tracking it: its vote
+ * was contact), the voters check-quorum counts (contact.c). UINT64_MAX
+ * on a server that does not lead. Same thread as raft_step. */
+uint64_t raft_quorum_contact(const struct raft *r);
+
+/* raft_leader_commit returns the highest commit index a leader told this
+ * server (the leader_commit of the AppendEntries it received since
+ * start, of any term: every one was committed), at least this server's
+ * own commit index (a snapshot installed may carry it further); the
+ * commit index on the leader itself. 0 before any contact. Same thread as
+ * raft_step. */
+raft_index raft_leader_commit(const struct raft *r);
+
 /* raft_snapshot_resets_log says whether RAFT_EVENT_SNAPSHOT_INSTALLED of a
  * snapshot through (@index, @last_term), stepped now, makes the core reset
  * its log: true when @index is above the last index handed out as

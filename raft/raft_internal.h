@@ -94,6 +94,8 @@ struct raft {
                                           this term was last heard */
     uint64_t quorum_start;          /* leader: start of the current
                                           check-quorum round */
+    raft_index leader_commit_seen;  /* highest leader_commit received
+                                          since start (contact.c) */
     bool active[RAFT_MAX_SERVERS];  /* leader: peer heard from in the
                                           current check-quorum round */
     struct raft_peer_progress progress[RAFT_MAX_SERVERS]; /* leader view */
@@ -311,5 +313,11 @@ void replication_snapshot_failed(struct raft *r, unsigned slot);
 /* replication_unreachable handles RAFT_EVENT_UNREACHABLE for the peer in
  * @slot. */
 void replication_unreachable(struct raft *r, unsigned slot);
+
+/* ---- contact.c: what this server last heard of its leader ---- */
+
+/* contact_note_append notes the leader_commit of AppendEntries @m, of the
+ * current term, received by a server that does not lead. */
+void contact_note_append(struct raft *r, const struct raft_message *m);
 
 #endif /* RAFT_INTERNAL_H */

@@ -323,6 +323,23 @@ static void test_id_keys(void **state)
     parse_bad("id=1 repair=manual repair=auto", "repair");
 }
 
+/* max_staleness_ms: off (0) by default, 0 to 3600000, refused with a
+ * message naming the key. */
+static void test_max_staleness(void **state)
+{
+    struct ext_config *c;
+    (void)state;
+    c = parse_ok("id=1");
+    assert_int_equal(c->max_staleness_ms, 0);
+    free(c);
+    c = parse_ok("id=1 max_staleness_ms=500");
+    assert_int_equal(c->max_staleness_ms, 500);
+    free(c);
+    parse_bad("id=1 max_staleness_ms=3600001", "max_staleness_ms");
+    parse_bad("id=1 max_staleness_ms=-1", "max_staleness_ms");
+    parse_bad("id=1 max_staleness_ms=soon", "max_staleness_ms");
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -332,6 +349,7 @@ int main(void)
         cmocka_unit_test(test_listen_set),
         cmocka_unit_test(test_wildcard_restart),
         cmocka_unit_test(test_id_keys),
+        cmocka_unit_test(test_max_staleness),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -1,0 +1,90 @@
+/* The staleness bound on local reads (max_staleness_ms=): whether this
+ * node may be behind the cluster by more than the bound, the rule that
+ * decides it (pure, unit-tested), and its state published for the write
+ * guard's authorizer on any thread and for raft_status().
+ *
+ * A node is stale while it knows no leader, while it last heard from
+ * the leader of its term (a follower: an AppendEntries or heartbeat; a
+ * leader: a quorum of voters, raft_quorum_contact, so an isolated old
+ * leader goes stale too) longer ago than max_staleness_ms, or while it
+ * catches up after its start: until it has applied the commit index the
+ * leader told it at the first contact since the start. */
+
+#ifndef EXT_STALENESS_H
+#define EXT_STALENESS_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "../raft/raft.h"
+#include "node_log.h"
+
+/* What the loop thread sees of the node at one tick. */
+struct ext_staleness_view {
+    bool leading;             /* this server is the leader */
+    uint64_t contact_ms;      /* ms since the last contact with the leader
+                                  (a leader: with a quorum); UINT64_MAX
+                                  when no leader is known */
+    raft_index leader_commit; /* the leader's commit index as last heard
+                                  (raft_leader_commit) */
+    raft_index applied;       /* this node's applied index */
+};
+
+/* What the rule remembers from one tick to the next. */
+struct ext_staleness_memory {
+    bool contacted;         /* a leader was heard since the start */
+    raft_index catch_up_to; /* its commit index at that first contact */
+    bool caught_up;         /* applied reached catch_up_to once */
+};
+
+/* The rule's answer. */
+struct ext_staleness_verdict {
+    bool stale;           /* reads of replicated tables are refused */
+    bool leader_known;    /* a leader (or this leader's quorum) is
+                                  known: lag_ms is meaningful */
+    uint64_t lag_ms;      /* contact_ms, 0 without a leader */
+    uint64_t lag_entries; /* leader_commit - applied, 0 when ahead */
+    char reason[200];     /* "stale replica: ..." when stale, else "" */
+};
+
+/* staleness_judge applies the rule to @v with the bound @max_ms (0: off,
+ * never stale, the lag is still measured), updating @mem (zeroed at the
+ * start of a node), and fills @out. Pure. */
+void staleness_judge(struct ext_staleness_memory *mem, unsigned max_ms,
+                     const struct ext_staleness_view *v,
+                     struct ext_staleness_verdict *out);
+
+struct ext_staleness; /* opaque: the published state of one node */
+
+/* staleness_new creates the state of a node whose bound is @max_ms (0:
+ * off) and whose notice for the guards of other processes is the file
+ * @notice_path (copied; "" for none): it exists, holding the reason,
+ * while the node is stale (attach_sock_stale reads it; one left by an
+ * earlier run is removed here). With a bound, the
+ * node is stale from the start (no leader known yet). Each change is
+ * logged at INFO through @log (borrowed: it outlives @out). Errors:
+ * RAFT_NOMEM. Any thread. */
+int staleness_new(unsigned max_ms, const char *notice_path,
+                  struct ext_node_log *log, struct ext_staleness **out);
+
+/* staleness_free removes the notice and frees @s (NULL is ignored). The
+ * owner, after the loop stopped. */
+void staleness_free(struct ext_staleness *s);
+
+/* staleness_on_tick judges @v and publishes the verdict; the notice file
+ * and a log line follow a change. Returns true when the node turned stale at this tick (the
+ * guard must then expire prepared statements: ext_guard_expire_all).
+ * Loop thread. */
+bool staleness_on_tick(struct ext_staleness *s,
+                       const struct ext_staleness_view *v);
+
+/* staleness_get copies the verdict last published into @out. Any
+ * thread. */
+void staleness_get(struct ext_staleness *s, struct ext_staleness_verdict *out);
+
+/* staleness_any says whether any node of the process is stale now (one
+ * atomic load: the guard asks it for every column read). Any thread. */
+bool staleness_any(void);
+
+#endif /* EXT_STALENESS_H */

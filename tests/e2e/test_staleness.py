@@ -1,0 +1,270 @@
+"""End-to-end: the staleness bound on plain SQL reads (max_staleness_ms=).
+
+One 3-node cluster with max_staleness_ms=500 shared by the tests, run in
+order: node 1 is hosted by this process (build/raftsql.so in Python's
+sqlite3, whose statement cache keeps prepared statements), nodes 2 and 3
+are raftsql-testhost processes. A node that hears no leader for longer
+than the bound (the others stopped with SIGSTOP), an isolated old leader,
+a node catching up after a restart, and followers whose leader stopped,
+refuse reads of replicated tables (SQLITE_AUTH), statements prepared
+while fresh included, in their own process and in others (this one,
+through the notice beside the database); raftsql_* tables and
+raft_status() stay readable, and reads work again by themselves.
+"""
+
+import json
+import os
+import shutil
+import signal
+import sqlite3
+import tempfile
+import unittest
+
+from e2e import NODE, connect, wait_for  # noqa: E402
+from raftsql_cluster import Node, NodeError, free_ports  # noqa: E402
+
+BOUND = 500
+EXTRA = ("election_timeout_ms=2000 heartbeat_ms=50 exec_timeout_ms=10000 "
+         "max_staleness_ms=%d" % BOUND)
+SQLITE_AUTH = 23
+COUNT = "SELECT count(*) FROM t"
+
+
+class StalenessTest(unittest.TestCase):
+
+    @classmethod
+    def setUpClass(cls):
+        cls.dir = tempfile.mkdtemp(prefix="raftsql-stale-")
+        ports = free_ports(3)
+        cls.members = ",".join("%d@127.0.0.1:%d" % (i + 1, p)
+                               for i, p in enumerate(ports))
+        cls.db = os.path.join(cls.dir, "node1.db")
+        # The guard's refusals go to stderr: into a file, read by the tests.
+        cls.err_path = os.path.join(cls.dir, "stderr.txt")
+        cls.saved_err = os.dup(2)
+        err = os.open(cls.err_path, os.O_WRONLY | os.O_CREAT, 0o600)
+        os.dup2(err, 2)
+        os.close(err)
+        cls.con = connect(cls.db)
+        cls.con.execute("SELECT raft_start(?)", ("id=1 cluster=%s %s" % (
+            cls.members, EXTRA),))
+        cls.peers = {i: cls.spawn(i) for i in (2, 3)}
+
+    @classmethod
+    def spawn(cls, i, env=None):
+        n = Node(NODE, i, os.path.join(cls.dir, "node%d.db" % i),
+                 os.path.join(cls.dir, "node%d.log" % i), env=env)
+        n.sql("SELECT raft_start(?)", "id=%d cluster=%s %s" % (
+            i, cls.members, EXTRA))
+        return n
+
+    @classmethod
+    def tearDownClass(cls):
+        for n in cls.peers.values():
+            if n.proc.poll() is None:
+                n.proc.send_signal(signal.SIGCONT)
+        cls.con.execute("SELECT raft_stop()")
+        cls.con.close()
+        codes = [n.stop() for n in cls.peers.values()]
+        os.dup2(cls.saved_err, 2)
+        os.close(cls.saved_err)
+        shutil.rmtree(cls.dir, ignore_errors=True)
+        assert codes == [0, 0], codes
+
+    # ---- helpers ----
+
+    def status1(self):
+        return json.loads(self.con.execute(
+            "SELECT raft_status()").fetchone()[0])
+
+    def leader(self):
+        return wait_for("a leader", lambda: self.con.execute(
+            "SELECT raft_leader()").fetchone()[0], 30)
+
+    def stop_peers(self, sig):
+        for n in self.peers.values():
+            n.proc.send_signal(sig)
+
+    def refused(self, fn):
+        """fn() fails with SQLITE_AUTH; returns the error's text."""
+        with self.assertRaises(sqlite3.DatabaseError) as cm:
+            fn()
+        self.assertEqual(cm.exception.sqlite_errorcode, SQLITE_AUTH,
+                         str(cm.exception))
+        return str(cm.exception)
+
+    def wait_fresh(self, status, what):
+        wait_for(what, lambda: not status()["stale"], 30)
+
+    def stderr(self):
+        with open(self.err_path, errors="replace") as f:
+            return f.read()
+
+    def ensure_table(self):
+        if self.con.execute("SELECT count(*) FROM sqlite_schema WHERE "
+                            "name = 't'").fetchone()[0] == 0:
+            self.leader()
+            self.con.execute("SELECT raft_exec('CREATE TABLE t(x)')")
+            self.con.execute("SELECT raft_exec('INSERT INTO t VALUES (1), "
+                             "(2), (3)')")
+
+    # ---- the tests, in order ----
+
+    def test_1_follower_goes_stale_and_back(self):
+        """A follower reads while fresh; with no leader heard for longer
+        than the bound, reads of replicated tables are refused, statements
+        prepared while fresh included; raftsql_* and raft_status() still
+        work; they work again once the leader is heard."""
+        if self.leader() == 1:
+            self.con.execute("SELECT raft_transfer(2)")
+            wait_for("another leader", lambda: self.con.execute(
+                "SELECT raft_leader()").fetchone()[0] not in (None, 1), 30)
+        self.ensure_table()
+        self.wait_fresh(self.status1, "node 1 fresh")
+        wait_for("node 1 applied all", lambda: self.status1()[
+            "lag_entries"] == 0)
+        s = self.status1()
+        self.assertEqual(s["role"], "follower")
+        self.assertFalse(s["stale"])
+        self.assertIsNone(s["stale_reason"])
+        self.assertEqual(s["lag_entries"], 0)
+        self.assertLess(s["lag_ms"], BOUND)
+        # Prepared while fresh: the statement cache and one cursor's SQL.
+        self.assertEqual(self.con.execute(COUNT).fetchone()[0], 3)
+        cur = self.con.cursor()
+        self.assertEqual(cur.execute(COUNT).fetchone()[0], 3)
+
+        self.stop_peers(signal.SIGSTOP)
+        try:
+            wait_for("node 1 stale", lambda: self.status1()["stale"], 10)
+            s = self.status1()
+            self.assertTrue(s["stale_reason"].startswith("stale replica: "),
+                            s["stale_reason"])
+            self.assertTrue(s["lag_ms"] is None or s["lag_ms"] > BOUND, s)
+            self.refused(lambda: self.con.execute(COUNT).fetchone())
+            self.refused(lambda: cur.execute(COUNT).fetchone())
+            other = connect(self.db)
+            try:
+                self.refused(lambda: other.execute(
+                    "SELECT x FROM t").fetchone())
+                # The internals, the schema and status stay readable.
+                self.assertGreater(other.execute(
+                    "SELECT count(*) FROM raftsql_applied").fetchone()[0], 0)
+                self.assertEqual(other.execute(
+                    "SELECT count(*) FROM sqlite_schema WHERE name = 't'"
+                ).fetchone()[0], 1)
+                self.assertTrue(json.loads(other.execute(
+                    "SELECT raft_status()").fetchone()[0])["stale"])
+            finally:
+                other.close()
+            self.assertIn("raftsql: read of t refused: stale replica: ",
+                          self.stderr())
+        finally:
+            self.stop_peers(signal.SIGCONT)
+        self.wait_fresh(self.status1, "node 1 fresh again")
+        self.assertEqual(self.con.execute(COUNT).fetchone()[0], 3)
+        self.assertEqual(cur.execute(COUNT).fetchone()[0], 3)
+
+    def test_2_isolated_leader_goes_stale(self):
+        """A leader that hears from no quorum for longer than the bound is
+        stale while it still leads (before check-quorum steps it down)."""
+        self.ensure_table()
+        if self.leader() != 1:
+            self.con.execute("SELECT raft_transfer(1)")
+            wait_for("node 1 leads", lambda: self.con.execute(
+                "SELECT raft_leader()").fetchone()[0] == 1, 30)
+        self.wait_fresh(self.status1, "node 1 fresh")
+        self.assertEqual(self.con.execute(COUNT).fetchone()[0], 3)
+        wait_for("node 1 applied what it committed", lambda: self.status1()[
+            "lag_entries"] == 0)
+        self.stop_peers(signal.SIGSTOP)
+        try:
+            s = wait_for("node 1 stale", lambda: (
+                lambda v: v if v["stale"] else None)(self.status1()), 10)
+            if s["role"] == "leader":
+                self.assertIn("no quorum heard for", s["stale_reason"])
+            else:  # the machine stalled past check-quorum's step-down
+                self.assertIn("stale replica: ", s["stale_reason"])
+            self.refused(lambda: self.con.execute(COUNT).fetchone())
+        finally:
+            self.stop_peers(signal.SIGCONT)
+        self.wait_fresh(self.status1, "node 1 fresh again")
+        self.leader()
+        self.assertEqual(self.con.execute(COUNT).fetchone()[0], 3)
+
+    def test_3_restart_catch_up(self):
+        """A node restarted while the others wrote is stale until it has
+        applied what the leader had committed at its first contact (its
+        first batch held 3 s by RAFTSQL_TEST_FIRST_APPLY_DELAY_MS),
+        also for readers in other processes (this one)."""
+        self.ensure_table()
+        self.leader()
+        self.assertEqual(self.peers[3].stop(), 0)
+        for i in range(20):
+            self.con.execute("SELECT raft_exec('INSERT INTO t VALUES (?)', "
+                             "?)", (100 + i,))
+        n3 = self.peers[3] = self.spawn(
+            3, env={"RAFTSQL_TEST_FIRST_APPLY_DELAY_MS": "3000"})
+
+        def status3():
+            return json.loads(n3.value("SELECT raft_status()"))
+
+        s = wait_for("node 3 catching up", lambda: (
+            lambda v: v if "catching up" in (v["stale_reason"] or "")
+            else None)(status3()), 10)
+        self.assertTrue(s["stale"])
+        self.assertGreaterEqual(s["lag_entries"], 1)
+        with self.assertRaises(NodeError) as cm:
+            n3.value(COUNT)
+        self.assertEqual(cm.exception.code, SQLITE_AUTH, str(cm.exception))
+        self.assertGreater(n3.value("SELECT count(*) FROM raftsql_applied"),
+                           0)
+        # Another process (this one) finds the notice beside the file.
+        other = connect(os.path.join(self.dir, "node3.db"))
+        try:
+            self.refused(lambda: other.execute(COUNT).fetchone())
+            # raft_status() there is node 3's, through its socket.
+            s = json.loads(other.execute(
+                "SELECT raft_status()").fetchone()[0])
+            self.assertEqual(s["id"], 3)
+            self.assertTrue(s["stale"])
+            self.assertIn("catching up", s["stale_reason"])
+            self.wait_fresh(status3, "node 3 caught up")
+            self.assertEqual(other.execute(COUNT).fetchone()[0], 23)
+        finally:
+            other.close()
+        self.assertEqual(status3()["lag_entries"], 0)
+        self.assertEqual(n3.value(COUNT), 23)
+
+    def test_4_followers_of_a_stopped_leader(self):
+        """When the leader (node 2) stops, node 3 is stale until a new
+        leader is elected, then serves reads again by itself (its loop
+        thread expires its connections' statements: the TSan run covers
+        it)."""
+        self.ensure_table()
+        if self.leader() != 2:
+            self.con.execute("SELECT raft_transfer(2)")
+            wait_for("node 2 leads", lambda: self.con.execute(
+                "SELECT raft_leader()").fetchone()[0] == 2, 30)
+        n2, n3 = self.peers[2], self.peers[3]
+
+        def status3():
+            return json.loads(n3.value("SELECT raft_status()"))
+
+        self.wait_fresh(status3, "node 3 fresh")
+        self.assertEqual(n3.value(COUNT), 23)
+        n2.proc.send_signal(signal.SIGSTOP)
+        try:
+            wait_for("node 3 stale", lambda: status3()["stale"], 10)
+            with self.assertRaises(NodeError) as cm:
+                n3.value(COUNT)
+            self.assertEqual(cm.exception.code, SQLITE_AUTH,
+                             str(cm.exception))
+            self.wait_fresh(status3, "node 3 fresh under a new leader")
+            self.assertIn(n3.value("SELECT raft_leader()"), (1, 3))
+            self.assertEqual(n3.value(COUNT), 23)
+        finally:
+            n2.proc.send_signal(signal.SIGCONT)
+
+if __name__ == "__main__":
+    unittest.main()

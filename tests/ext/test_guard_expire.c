@@ -1,0 +1,244 @@
+/* Tests of the guard's list of connections (ext/guard.c): expiring their
+ * prepared statements from another thread (ext_guard_expire_all, as the
+ * loop thread does when a node turns stale) makes them reprepare, and so
+ * be authorized again, at their next step; the authorizer in place stays
+ * (the guard with a host's chained, or one a host set directly); a
+ * connection in use is only tried and expired by a later retry; a closed
+ * one is forgotten; one without a mutex is left alone. */
+
+#include <pthread.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <string.h>
+#include <time.h>
+
+#include <cmocka.h>
+
+#include "ext/guard.h"
+#include "tests/sql/helpers.h"
+
+/* counter is an authorizer that counts its calls and allows all. */
+static int counter(void *arg, int action, const char *a1, const char *a2,
+                   const char *db_name, const char *trigger)
+{
+    (void)action;
+    (void)a1;
+    (void)a2;
+    (void)db_name;
+    (void)trigger;
+    (*(int *)arg)++;
+    return SQLITE_OK;
+}
+
+/* open_guarded opens @path (@flags added) with the guard installed and a
+ * table t. */
+static sqlite3 *open_guarded(const char *path, int flags)
+{
+    sqlite3 *db = NULL;
+    assert_int_equal(
+        sqlite3_open_v2(path, &db,
+                        SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | flags,
+                        NULL),
+        SQLITE_OK);
+    assert_int_equal(ext_guard_install(db), SQLITE_OK);
+    assert_int_equal(
+        sqlite3_exec(db, "CREATE TABLE IF NOT EXISTS t(x)", NULL, NULL, NULL),
+        SQLITE_OK);
+    return db;
+}
+
+/* run steps @st to its end and resets it; returns how often it was
+ * reprepared so far. */
+static int run(sqlite3_stmt *st)
+{
+    while (sqlite3_step(st) == SQLITE_ROW) {
+    }
+    assert_int_equal(sqlite3_reset(st), SQLITE_OK);
+    return sqlite3_stmt_status(st, SQLITE_STMTSTATUS_REPREPARE, 0);
+}
+
+static void *expire_thread(void *arg)
+{
+    (void)arg;
+    ext_guard_expire_all();
+    return NULL;
+}
+
+/* in_thread runs ext_guard_expire_all on another thread, which must be
+ * done within 5 s (it never waits for a connection). */
+static void in_thread(void)
+{
+    pthread_t t;
+    struct timespec deadline;
+    assert_int_equal(pthread_create(&t, NULL, expire_thread, NULL), 0);
+    clock_gettime(CLOCK_REALTIME, &deadline);
+    deadline.tv_sec += 5;
+    assert_int_equal(pthread_timedjoin_np(t, NULL, &deadline), 0);
+}
+
+/* A statement prepared before is reprepared at its next step, through the
+ * authorizer in place: the host's, chained behind the guard, sees it
+ * again. */
+static void test_expire_reprepares(void **state)
+{
+    struct tmpdb d;
+    sqlite3 *db;
+    sqlite3_stmt *st;
+    int calls = 0, before;
+    (void)state;
+
+    tmpdb_init(&d);
+    db = open_guarded(d.path, 0);
+    assert_int_equal(ext_guard_set_host(db, counter, &calls), SQLITE_OK);
+    assert_int_equal(
+        sqlite3_prepare_v2(db, "SELECT count(*) FROM t", -1, &st, NULL),
+        SQLITE_OK);
+    assert_int_equal(run(st), 0);
+    assert_int_equal(run(st), 0);
+    before = calls;
+    in_thread();
+    assert_int_equal(run(st), 1);
+    assert_true(calls > before);
+    /* Once only: nothing is marked any more. */
+    ext_guard_expire_retry();
+    assert_int_equal(run(st), 1);
+    sqlite3_finalize(st);
+    sqlite3_close(db);
+    tmpdb_remove(&d);
+}
+
+/* An authorizer a host set directly, after the guard, stays in place. */
+static void test_direct_authorizer_kept(void **state)
+{
+    struct tmpdb d;
+    sqlite3 *db;
+    sqlite3_stmt *st;
+    int calls = 0;
+    (void)state;
+
+    tmpdb_init(&d);
+    db = open_guarded(d.path, 0);
+    sqlite3_set_authorizer(db, counter, &calls);
+    assert_int_equal(
+        sqlite3_prepare_v2(db, "SELECT count(*) FROM t", -1, &st, NULL),
+        SQLITE_OK);
+    assert_int_equal(run(st), 0);
+    calls = 0;
+    in_thread();
+    assert_int_equal(run(st), 1);
+    assert_true(calls > 0);
+    sqlite3_finalize(st);
+    sqlite3_close(db);
+    tmpdb_remove(&d);
+}
+
+/* A connection whose mutex another thread holds is not waited for: it
+ * stays marked, and a later retry expires its statements. */
+static void test_busy_connection_retried(void **state)
+{
+    struct tmpdb d;
+    sqlite3 *db;
+    sqlite3_stmt *st;
+    (void)state;
+
+    tmpdb_init(&d);
+    db = open_guarded(d.path, 0);
+    assert_int_equal(
+        sqlite3_prepare_v2(db, "SELECT count(*) FROM t", -1, &st, NULL),
+        SQLITE_OK);
+    assert_int_equal(run(st), 0);
+    sqlite3_mutex_enter(sqlite3_db_mutex(db));
+    in_thread(); /* returns although the connection is held */
+    sqlite3_mutex_leave(sqlite3_db_mutex(db));
+    assert_int_equal(run(st), 0); /* not expired yet */
+    ext_guard_expire_retry();
+    assert_int_equal(run(st), 1);
+    sqlite3_finalize(st);
+    sqlite3_close(db);
+    tmpdb_remove(&d);
+}
+
+/* A connection closed while marked is forgotten (ASan: no use after
+ * free), and connections closing while another thread expires them in a
+ * loop neither deadlock nor crash. */
+static _Atomic int stop_loop;
+
+static void *loop_thread(void *arg)
+{
+    (void)arg;
+    while (!stop_loop) {
+        ext_guard_expire_all();
+        ext_guard_expire_retry();
+    }
+    return NULL;
+}
+
+static void test_closed_forgotten(void **state)
+{
+    struct tmpdb d;
+    sqlite3 *db;
+    pthread_t t;
+    (void)state;
+
+    tmpdb_init(&d);
+    db = open_guarded(d.path, 0);
+    sqlite3_mutex_enter(sqlite3_db_mutex(db));
+    in_thread(); /* marked, not expired */
+    sqlite3_mutex_leave(sqlite3_db_mutex(db));
+    sqlite3_close(db);
+    ext_guard_expire_retry();
+
+    stop_loop = 0;
+    assert_int_equal(pthread_create(&t, NULL, loop_thread, NULL), 0);
+    for (int i = 0; i < 200; i++) {
+        sqlite3_stmt *st;
+        db = open_guarded(d.path, 0);
+        assert_int_equal(
+            sqlite3_prepare_v2(db, "SELECT count(*) FROM t", -1, &st, NULL),
+            SQLITE_OK);
+        (void)run(st);
+        sqlite3_finalize(st);
+        sqlite3_close(db);
+    }
+    stop_loop = 1;
+    assert_int_equal(pthread_join(t, NULL), 0);
+    tmpdb_remove(&d);
+}
+
+/* A connection without a mutex (SQLITE_OPEN_NOMUTEX) is not touched from
+ * another thread: its mark is dropped, its statements not expired. */
+static void test_nomutex_left_alone(void **state)
+{
+    struct tmpdb d;
+    sqlite3 *db;
+    sqlite3_stmt *st;
+    (void)state;
+
+    tmpdb_init(&d);
+    db = open_guarded(d.path, SQLITE_OPEN_NOMUTEX);
+    assert_null(sqlite3_db_mutex(db));
+    assert_int_equal(
+        sqlite3_prepare_v2(db, "SELECT count(*) FROM t", -1, &st, NULL),
+        SQLITE_OK);
+    assert_int_equal(run(st), 0);
+    in_thread();
+    ext_guard_expire_retry();
+    assert_int_equal(run(st), 0);
+    sqlite3_finalize(st);
+    sqlite3_close(db);
+    tmpdb_remove(&d);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_expire_reprepares),
+        cmocka_unit_test(test_direct_authorizer_kept),
+        cmocka_unit_test(test_busy_connection_retried),
+        cmocka_unit_test(test_closed_forgotten),
+        cmocka_unit_test(test_nomutex_left_alone),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}

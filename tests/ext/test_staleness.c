@@ -1,0 +1,237 @@
+/* Tests of the staleness rule (ext/staleness.c, max_staleness_ms=): when a
+ * node is stale (no leader known, none heard for longer than the bound,
+ * catching up after its start), the lag it reports, and the published
+ * state with its notice file for other processes. */
+
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+
+#include "ext/node_log.h"
+#include "ext/staleness.h"
+
+/* view builds what the loop thread sees at one tick. */
+static struct ext_staleness_view view(bool leading, uint64_t contact_ms,
+                                      raft_index leader_commit,
+                                      raft_index applied)
+{
+    return (struct ext_staleness_view){.leading = leading,
+                                       .contact_ms = contact_ms,
+                                       .leader_commit = leader_commit,
+                                       .applied = applied};
+}
+
+/* judge runs the rule once with bound @max_ms. */
+static struct ext_staleness_verdict judge(struct ext_staleness_memory *m,
+                                          unsigned max_ms,
+                                          struct ext_staleness_view v)
+{
+    struct ext_staleness_verdict out;
+    staleness_judge(m, max_ms, &v, &out);
+    return out;
+}
+
+/* A follower that hears its leader within the bound and has applied what
+ * the leader first told it is fresh; past the bound it is stale, and
+ * fresh again as soon as the leader is heard. */
+static void test_follower_contact(void **state)
+{
+    struct ext_staleness_memory m = {0};
+    struct ext_staleness_verdict v;
+    (void)state;
+
+    v = judge(&m, 500, view(false, 20, 7, 7));
+    assert_false(v.stale);
+    assert_true(v.leader_known);
+    assert_int_equal(v.lag_ms, 20);
+    assert_int_equal(v.lag_entries, 0);
+    assert_string_equal(v.reason, "");
+
+    v = judge(&m, 500, view(false, 500, 9, 7));
+    assert_false(v.stale); /* the bound itself is still fresh */
+    assert_int_equal(v.lag_entries, 2);
+
+    v = judge(&m, 500, view(false, 501, 9, 7));
+    assert_true(v.stale);
+    assert_int_equal(v.lag_ms, 501);
+    assert_string_equal(v.reason,
+                        "stale replica: no leader heard for 501 ms "
+                        "(max_staleness_ms=500)");
+
+    v = judge(&m, 500, view(false, 10, 9, 9));
+    assert_false(v.stale);
+}
+
+/* Without a leader, a node is stale at once; lag_ms is then not known. */
+static void test_no_leader(void **state)
+{
+    struct ext_staleness_memory m = {0};
+    struct ext_staleness_verdict v;
+    (void)state;
+
+    v = judge(&m, 500, view(false, UINT64_MAX, 0, 0));
+    assert_true(v.stale);
+    assert_false(v.leader_known);
+    assert_int_equal(v.lag_ms, 0);
+    assert_string_equal(v.reason,
+                        "stale replica: no leader known "
+                        "(max_staleness_ms=500)");
+    assert_false(m.contacted);
+}
+
+/* A leader counts its last contact with a quorum: an isolated old leader
+ * goes stale too, with a reason naming the quorum. */
+static void test_isolated_leader(void **state)
+{
+    struct ext_staleness_memory m = {0};
+    struct ext_staleness_verdict v;
+    (void)state;
+
+    v = judge(&m, 300, view(true, 0, 40, 40));
+    assert_false(v.stale);
+    assert_int_equal(v.lag_ms, 0);
+    v = judge(&m, 300, view(true, 301, 40, 40));
+    assert_true(v.stale);
+    assert_string_equal(v.reason,
+                        "stale replica: no quorum heard for 301 ms "
+                        "(max_staleness_ms=300)");
+}
+
+/* After its start, a node is stale until it has applied the commit index
+ * the leader told it at the first contact, however recent the contact;
+ * later lag within the bound does not make it stale again. */
+static void test_catch_up_after_start(void **state)
+{
+    struct ext_staleness_memory m = {0};
+    struct ext_staleness_verdict v;
+    (void)state;
+
+    v = judge(&m, 500, view(false, 5, 100, 40));
+    assert_true(v.stale);
+    assert_int_equal(v.lag_entries, 60);
+    assert_string_equal(v.reason,
+                        "stale replica: catching up after its start: "
+                        "applied 40 of the leader's commit index 100 "
+                        "(max_staleness_ms=500)");
+    /* The target is the first contact's: a moving commit index does not
+     * move it. */
+    v = judge(&m, 500, view(false, 5, 130, 99));
+    assert_true(v.stale);
+    assert_non_null(strstr(v.reason,
+                           "applied 99 of the leader's commit "
+                           "index 100"));
+    v = judge(&m, 500, view(false, 5, 140, 100));
+    assert_false(v.stale);
+    assert_int_equal(v.lag_entries, 40);
+    v = judge(&m, 500, view(false, 5, 900, 100));
+    assert_false(v.stale);
+    assert_int_equal(v.lag_entries, 800);
+}
+
+/* max_staleness_ms=0 (the default) never refuses, but still measures the
+ * lag, and remembers the catch-up as it goes. */
+static void test_off(void **state)
+{
+    struct ext_staleness_memory m = {0};
+    struct ext_staleness_verdict v;
+    (void)state;
+
+    v = judge(&m, 0, view(false, UINT64_MAX, 0, 0));
+    assert_false(v.stale);
+    v = judge(&m, 0, view(false, 99999, 50, 10));
+    assert_false(v.stale);
+    assert_int_equal(v.lag_ms, 99999);
+    assert_int_equal(v.lag_entries, 40);
+    assert_string_equal(v.reason, "");
+}
+
+/* The published state: stale from the start with a bound (no leader yet),
+ * counted by staleness_any, its notice file present exactly while stale,
+ * and removed at the end and at a start. */
+static void test_published(void **state)
+{
+    struct ext_node_log log;
+    struct ext_staleness *s;
+    struct ext_staleness_verdict v;
+    struct ext_staleness_view w;
+    char dir[] = "/tmp/raftsql-stale-XXXXXX", notice[64];
+    struct stat st;
+    (void)state;
+
+    assert_non_null(mkdtemp(dir));
+    snprintf(notice, sizeof notice, "%s/db-raftsql-stale", dir);
+    node_log_init(&log, 1, RAFT_LOG_ERROR);
+    assert_int_equal(staleness_new(500, notice, &log, &s), 0);
+    staleness_get(s, &v);
+    assert_true(v.stale);
+    assert_true(staleness_any());
+
+    w = view(false, UINT64_MAX, 0, 0);
+    assert_false(staleness_on_tick(s, &w)); /* stale already */
+    assert_int_equal(stat(notice, &st), 0);
+
+    w = view(false, 10, 3, 3);
+    assert_false(staleness_on_tick(s, &w));
+    staleness_get(s, &v);
+    assert_false(v.stale);
+    assert_false(staleness_any());
+    assert_int_not_equal(stat(notice, &st), 0);
+
+    w = view(false, 600, 3, 3);
+    assert_true(staleness_on_tick(s, &w)); /* turned stale */
+    assert_false(staleness_on_tick(s, &w));
+    assert_true(staleness_any());
+    assert_int_equal(stat(notice, &st), 0);
+    {
+        char line[256] = "";
+        FILE *f = fopen(notice, "r");
+        assert_non_null(f);
+        assert_non_null(fgets(line, sizeof line, f));
+        fclose(f);
+        assert_string_equal(line,
+                            "stale replica: no leader heard for 600 "
+                            "ms (max_staleness_ms=500)\n");
+    }
+    staleness_free(s);
+    assert_false(staleness_any());
+    assert_int_not_equal(stat(notice, &st), 0);
+
+    /* Off: fresh from the start, no notice ever (one left by a run that
+     * crashed is removed). */
+    {
+        FILE *f = fopen(notice, "w");
+        assert_non_null(f);
+        fclose(f);
+    }
+    assert_int_equal(staleness_new(0, notice, &log, &s), 0);
+    assert_int_not_equal(stat(notice, &st), 0);
+    staleness_get(s, &v);
+    assert_false(v.stale);
+    w = view(false, UINT64_MAX, 0, 0);
+    assert_false(staleness_on_tick(s, &w));
+    assert_int_not_equal(stat(notice, &st), 0);
+    staleness_free(s);
+    node_log_close(&log);
+    rmdir(dir);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_follower_contact),
+        cmocka_unit_test(test_no_leader),
+        cmocka_unit_test(test_isolated_leader),
+        cmocka_unit_test(test_catch_up_after_start),
+        cmocka_unit_test(test_off),
+        cmocka_unit_test(test_published),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
