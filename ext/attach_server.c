@@ -85,7 +85,7 @@ static const char *const callable[] = {
     "raft_exec",   "raft_status",   "raft_leader",     "raft_stop",
     "raft_add",    "raft_remove",   "raft_promote",    "raft_demote",
     "raft_update", "raft_transfer", "raft_tls_reload", "raft_cluster_id",
-    "raft_repair", "raft_members",  "raft_verify",
+    "raft_repair", "raft_members",  "raft_verify",     "raft_barrier",
 };
 
 static bool is_callable(const char *fn)

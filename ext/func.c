@@ -352,6 +352,34 @@ static void fn_repair(sqlite3_context *ctx, int argc, sqlite3_value **argv)
     text_call(ctx, "raft_repair", argc, argv, ext_node_repair);
 }
 
+/* raft_barrier(): the read index, once this node applied it (node.h,
+ * ext_node_barrier); SQLITE_INTERRUPT when interrupted, SQLITE_BUSY when
+ * too many barriers wait. */
+static void fn_barrier(sqlite3_context *ctx, int argc, sqlite3_value **argv)
+{
+    struct ext_exec_probe probe = {func_interrupted,
+                                   sqlite3_context_db_handle(ctx)};
+    struct ext_node *n = func_acquire(ctx, "raft_barrier", argc, argv);
+    char msg[512];
+    uint64_t index = 0;
+    int rc;
+    if (n == NULL) {
+        return;
+    }
+    rc = ext_node_barrier(n, &probe, &index, msg, sizeof msg);
+    ext_registry_release(n);
+    if (rc != 0) {
+        sqlite3_result_error(ctx, msg, -1);
+        if (rc == RAFT_CANCELED) {
+            sqlite3_result_error_code(ctx, SQLITE_INTERRUPT);
+        } else if (rc == RAFT_BUSY) {
+            sqlite3_result_error_code(ctx, SQLITE_BUSY);
+        }
+        return;
+    }
+    sqlite3_result_int64(ctx, (sqlite3_int64)index);
+}
+
 static void fn_cluster_id(sqlite3_context *ctx, int argc, sqlite3_value **argv)
 {
     struct ext_node *n = func_acquire(ctx, "raft_cluster_id", argc, argv);
@@ -484,6 +512,10 @@ int ext_func_register(sqlite3 *db)
     if (rc == SQLITE_OK) {
         rc = sqlite3_create_function_v2(db, "raft_verify", 0, admin, NULL,
                                         fn_verify, NULL, NULL, NULL);
+    }
+    if (rc == SQLITE_OK) {
+        rc = sqlite3_create_function_v2(db, "raft_barrier", 0, admin, NULL,
+                                        fn_barrier, NULL, NULL, NULL);
     }
     if (rc == SQLITE_OK) {
         rc = members_register(db);

@@ -28,6 +28,7 @@ static const struct sql_function ext_functions[] = {
     {"raft_cluster_id", 0},
     {"raft_verify", 0},
     {"raft_repair", 0},
+    {"raft_barrier", 0},
 };
 
 int sqlbridge_rc(int rc)

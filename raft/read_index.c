@@ -90,8 +90,7 @@ void read_index_ack(struct raft *r, unsigned slot, uint64_t seq)
 {
     struct raft_read_index *ri = &r->read_index;
 
-    if (ri->round_active && slot < RAFT_MAX_SERVERS &&
-        seq >= ri->marks[slot]) {
+    if (ri->round_active && slot < RAFT_MAX_SERVERS && seq >= ri->marks[slot]) {
         ri->acked[slot] = 1;
     }
 }
