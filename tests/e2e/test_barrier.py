@@ -1,0 +1,164 @@
+"""raft_barrier() (issue 14 item 1, ReadIndex): linearizable reads. One
+3-node cluster whose nodes dial each other through the fault network's
+proxies (tests/faults/net.py), so that a test can cut a node off from
+both others: the old
+leader's barrier fails within election_timeout_ms with the clear error
+and never answers; a barrier on the majority side succeeds and a SELECT
+after it sees every acknowledged write; a barrier on a follower, and from
+another process through the attach socket.
+"""
+
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+import unittest
+
+from e2e import ROOT, SO, NODE, wait_for
+from raftsql_cluster import Cluster, NodeError, free_ports
+
+sys.path.insert(0, os.path.join(ROOT, "tests", "faults"))
+from net import Net  # noqa: E402
+
+PYTHON = "/usr/bin/python3"
+SO_BASE = os.path.splitext(os.path.abspath(SO))[0]
+ELECTION_MS = 600
+EXTRA = "election_timeout_ms=%d heartbeat_ms=50" % ELECTION_MS
+# What a barrier may take beyond election_timeout_ms to fail: the
+# runtime's own slack (300 ms) and this busy machine's.
+SLACK_S = 1.2
+
+# Another process: raft_barrier() then a count, on a connection that
+# loaded raftsql but started no node (its calls go through the socket).
+OTHER = r"""
+import sqlite3, sys
+con = sqlite3.connect(sys.argv[1], isolation_level=None, timeout=10)
+con.enable_load_extension(True)
+con.load_extension(sys.argv[2])
+print(con.execute("SELECT raft_barrier()").fetchone()[0])
+print(con.execute("SELECT count(*) FROM t").fetchone()[0])
+"""
+
+
+class BarrierTest(unittest.TestCase):
+
+    @classmethod
+    def setUpClass(cls):
+        cls.dir = tempfile.mkdtemp(prefix="raftsql-e2e-barrier-")
+        ports = free_ports(3)
+        cls.net = Net({i: ports[i - 1] for i in (1, 2, 3)})
+        cls.net.start()
+
+        def dial(i):
+            return ",".join("%d@127.0.0.1:%d" % (j, cls.net.port(i, j))
+                            for j in (1, 2, 3) if j != i)
+        cls.cluster = Cluster(NODE, cls.dir, 3, EXTRA, ports=ports,
+                              dial=dial)
+        leader = cls.cluster.wait_leader()
+        leader.value("SELECT raft_exec('CREATE TABLE t(x)')")
+
+    @classmethod
+    def tearDownClass(cls):
+        codes = cls.cluster.stop()
+        cls.net.close()
+        shutil.rmtree(cls.dir, ignore_errors=True)
+        assert codes == [0, 0, 0], codes
+
+    def leader(self):
+        return self.cluster.wait_leader(timeout=30)
+
+    def write(self, node, x):
+        return node.value("SELECT raft_exec('INSERT INTO t VALUES (?)', ?)",
+                          x)
+
+    def isolate(self, i, cut=True):
+        self.net.set([(a, b) for a in (1, 2, 3) for b in (1, 2, 3)
+                      if a != b and i in (a, b)], "cut" if cut else "up")
+
+    def test_1_barrier_on_leader_and_follower(self):
+        leader = self.leader()
+        follower = next(n for n in self.cluster.nodes if n is not leader)
+        self.write(leader, 1)
+        index = leader.value("SELECT raft_barrier()")
+        self.assertIsInstance(index, int)
+        self.assertGreaterEqual(index, leader.status()["commit"] - 1)
+        # Written on the leader, read at once on a follower: the barrier
+        # makes the follower apply what the leader had committed.
+        for x in range(2, 12):
+            self.write(leader, x)
+            got = follower.value("SELECT raft_barrier()")
+            self.assertGreaterEqual(follower.status()["applied"], got)
+            self.assertEqual(follower.value(
+                "SELECT count(*) FROM t WHERE x = ?", x), 1)
+
+    def test_2_barrier_from_another_process(self):
+        leader = self.leader()
+        follower = next(n for n in self.cluster.nodes if n is not leader)
+        self.write(leader, 100)
+        want = leader.value("SELECT count(*) FROM t")
+        for node in (leader, follower):
+            out = subprocess.run([PYTHON, "-c", OTHER, node.db, SO_BASE],
+                                 capture_output=True, text=True, timeout=60)
+            self.assertEqual(out.returncode, 0, out.stderr)
+            index, count = (int(v) for v in out.stdout.split())
+            self.assertGreater(index, 0)
+            self.assertEqual(count, want)
+
+    def test_3_isolated_leader_fails_majority_succeeds(self):
+        old = self.leader()
+        others = [n for n in self.cluster.nodes if n is not old]
+        before = old.value("SELECT count(*) FROM t")
+        self.isolate(old.id)
+        try:
+            # At once: it still believes it leads.
+            t0 = time.monotonic()
+            with self.assertRaises(NodeError) as cm:
+                old.value("SELECT raft_barrier()")
+            took = time.monotonic() - t0
+            self.assertIn("raft_barrier: no quorum confirmed this node "
+                          "still leads", str(cm.exception))
+            self.assertLess(took, ELECTION_MS / 1000 + SLACK_S)
+            # The majority elects another leader and takes writes.
+            new = wait_for("a leader on the majority side",
+                           lambda: next((n for n in others if n.value(
+                               "SELECT raft_leader()") == n.id), None),
+                           timeout=30)
+            acked = 0
+            for x in range(1000, 1020):
+                self.write(new if x % 2 else others[x % 2], x)
+                acked += 1
+            for node in others:
+                node.value("SELECT raft_barrier()")
+                self.assertEqual(node.value(
+                    "SELECT count(*) FROM t WHERE x >= 1000"), acked)
+            # The old leader's local reads are stale, and its barrier
+            # still never answers.
+            self.assertEqual(old.value("SELECT count(*) FROM t"), before)
+            t0 = time.monotonic()
+            with self.assertRaises(NodeError) as cm:
+                old.value("SELECT raft_barrier()")
+            self.assertLess(time.monotonic() - t0,
+                            ELECTION_MS / 1000 + SLACK_S)
+            self.assertRegex(str(cm.exception),
+                             "raft_barrier: (no leader|no quorum confirmed)")
+        finally:
+            self.isolate(old.id, cut=False)
+        # Healed, it catches up through its barrier.
+        wait_for("the old leader back", lambda: old.value(
+            "SELECT raft_leader()") not in (None, old.id) or
+            old.value("SELECT raft_leader()") == old.id, timeout=30)
+
+        def barrier_sees_all():
+            try:
+                old.value("SELECT raft_barrier()")
+            except NodeError:
+                return False
+            return old.value("SELECT count(*) FROM t WHERE x >= 1000") == 20
+        wait_for("the old leader's barrier after healing", barrier_sees_all,
+                 timeout=30)
+
+
+if __name__ == "__main__":
+    unittest.main()
