@@ -41,21 +41,21 @@
 /* Where a barrier stands. */
 enum slot_state {
     SLOT_FREE = 0,
-    SLOT_QUEUED,  /* registered, the loop has not routed it */
-    SLOT_CORE,    /* stepped into this leader's core */
-    SLOT_SENT,    /* READ_INDEX sent to server @leader */
-    SLOT_READY,   /* confirmed: @index */
-    SLOT_FAILED,  /* @status says why */
+    SLOT_QUEUED, /* registered, the loop has not routed it */
+    SLOT_CORE,   /* stepped into this leader's core */
+    SLOT_SENT,   /* READ_INDEX sent to server @leader */
+    SLOT_READY,  /* confirmed: @index */
+    SLOT_FAILED, /* @status says why */
 };
 
 struct slot {
-    int state;       /* enum slot_state */
-    uint64_t tag;    /* unique on this node, never with EXT__REMOTE_TAG */
-    raft_id leader;  /* SENT, READY, FAILED: the leader asked, 0 self */
-    uint64_t sent;   /* SENT: when, ms of the loop clock */
-    unsigned wire;   /* FAILED with RAFT_FORMAT: the leader's version */
+    int state;        /* enum slot_state */
+    uint64_t tag;     /* unique on this node, never with EXT__REMOTE_TAG */
+    raft_id leader;   /* SENT, READY, FAILED: the leader asked, 0 self */
+    uint64_t sent;    /* SENT: when, ms of the loop clock */
+    unsigned wire;    /* FAILED with RAFT_FORMAT: the leader's version */
     raft_index index; /* READY: the read index */
-    int status;      /* FAILED: the project error code */
+    int status;       /* FAILED: the project error code */
 };
 
 /* A follower's read held by this leader: core tag -> its asker. */
@@ -146,8 +146,7 @@ static void settle(struct slot *s, int status, raft_index index)
 
 /* route sends slot @s, a follower's, to its leader as the core sees it
  * now. Called on the loop thread with mu held (it steps nothing). */
-static void route(struct ext_barrier *b, struct raft_uv_node *d,
-                  struct slot *s)
+static void route(struct ext_barrier *b, struct raft_uv_node *d, struct slot *s)
 {
     raft_id leader = raft_leader_id(raft_uv_node_core(d));
     struct raft_frame f;
@@ -307,8 +306,7 @@ void barrier_on_frame(struct ext_barrier *b, struct raft_uv_node *d,
             /* It stepped down: ask the next leader, until the deadline. */
             s->state = SLOT_QUEUED;
         } else {
-            settle(s, f->read_index_result.status,
-                   f->read_index_result.index);
+            settle(s, f->read_index_result.status, f->read_index_result.index);
         }
     }
     pthread_mutex_unlock(&b->mu);

@@ -5,7 +5,9 @@ both others: the old
 leader's barrier fails within election_timeout_ms with the clear error
 and never answers; a barrier on the majority side succeeds and a SELECT
 after it sees every acknowledged write; a barrier on a follower, and from
-another process through the attach socket.
+another process through the attach socket; a follower whose leader
+speaks wire version 2 (build/raftsql-testhost-prev, `make next`) fails
+its barrier with a clear error, and nothing it cannot decode is sent.
 """
 
 import os
@@ -17,12 +19,15 @@ import time
 import unittest
 
 from e2e import ROOT, SO, NODE, wait_for
+from test_cluster_id import Group
 from raftsql_cluster import Cluster, NodeError, free_ports
 
 sys.path.insert(0, os.path.join(ROOT, "tests", "faults"))
 from net import Net  # noqa: E402
 
 PYTHON = "/usr/bin/python3"
+PREV = os.environ.get("RAFTSQL_TESTHOST_PREV",
+                      os.path.join(ROOT, "build", "raftsql-testhost-prev"))
 SO_BASE = os.path.splitext(os.path.abspath(SO))[0]
 ELECTION_MS = 600
 EXTRA = "election_timeout_ms=%d heartbeat_ms=50" % ELECTION_MS
@@ -158,6 +163,38 @@ class BarrierTest(unittest.TestCase):
             return old.value("SELECT count(*) FROM t WHERE x >= 1000") == 20
         wait_for("the old leader's barrier after healing", barrier_sees_all,
                  timeout=30)
+
+
+@unittest.skipUnless(os.path.exists(PREV),
+                     "needs build/raftsql-testhost-prev (make next)")
+class OldLeaderTest(unittest.TestCase):
+    """A leader of the previous release (wire versions 1 to 2) and a
+    learner of this one: the learner's barrier fails with the clear
+    error; the old leader's own barrier works (it has the core)."""
+
+    def test_leader_on_wire_2(self):
+        workdir = tempfile.mkdtemp(prefix="raftsql-e2e-barrier-wire-")
+        g = Group(workdir, "w", 1)
+        try:
+            leader = g.start(1, PREV)
+            leader.value("SELECT raft_exec('CREATE TABLE t(x)')")
+            node = g.join(2)
+            wait_for("the table on node 2", lambda: node.value(
+                "SELECT count(*) FROM sqlite_master WHERE name = 't'"))
+            wait_for("node 2 connected in version 2", lambda: g.count(
+                2, "connected (wire version 2") > 0)
+            with self.assertRaises(NodeError) as cm:
+                node.value("SELECT raft_barrier()")
+            self.assertIn("raft_barrier: the leader (server 1) speaks wire "
+                          "version 2, which has no READ_INDEX (wire version "
+                          "3 and later): upgrade it first", str(cm.exception))
+            self.assertGreater(leader.value("SELECT raft_barrier()"), 0)
+            # Nothing node 2 sent failed to decode on node 1.
+            self.assertEqual(g.count(1, "message type 12"), 0)
+        finally:
+            codes = g.stop_all()
+            shutil.rmtree(workdir, ignore_errors=True)
+        self.assertEqual(codes, [0, 0])
 
 
 if __name__ == "__main__":

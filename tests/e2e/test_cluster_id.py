@@ -243,7 +243,7 @@ class WireVersionTest(unittest.TestCase):
         here = ("refused server %d: it speaks wire versions 1 to 3, this "
                 "server 4 to 4: no version in common" % leader.id)
         there = ("): refused us: it speaks wire versions 4 to 4, we speak 1 "
-                 "to 2: no version in common")
+                 "to 3: no version in common")
         self.assertEqual(self.g.count(4, here), 1, here)
         self.assertEqual(self.g.count(leader.id, there), 1, there)
         self.assertEqual(count_rows(self.g.nodes[4]), -1)
