@@ -341,7 +341,7 @@ static void step_receive(struct raft *r, const struct raft_message *m)
             if (r->role == RAFT_LEADER) {
                 /* Any answer of this term confirms the leadership to a
                  * ReadIndex round, a rejection too. */
-                read_index_ack(r, slot, m->append_entries_result.seq);
+                read_index_ack(r, m->from, m->append_entries_result.seq);
             }
             replication_recv_append_entries_result(r, m);
             break;

@@ -53,10 +53,14 @@ struct raft_read_index {
                                           no read index before it commits */
     bool round_active;                /* a heartbeat round runs */
     raft_index round_index;           /* the read index it confirms */
-    uint64_t marks[RAFT_MAX_SERVERS]; /* per slot: the first seq sent in
-                                          the round */
-    int8_t acked[RAFT_MAX_SERVERS];   /* per slot: 1 once it answered a
-                                          request of seq >= its mark */
+    unsigned n_round;                 /* servers of the round: */
+    raft_id ids[RAFT_MAX_SERVERS];    /* each one's id (by id, not slot:
+                                         a configuration change moves the
+                                         slots), */
+    uint64_t marks[RAFT_MAX_SERVERS]; /* the first seq the round sent it,
+                                       */
+    int8_t acked[RAFT_MAX_SERVERS];   /* and 1 once it answered a request
+                                         of seq >= its mark */
 };
 
 /* One Raft server's core state.
@@ -363,9 +367,9 @@ int read_index_request(struct raft *r, uint64_t tag);
  * @noop: reads wait for it to commit. */
 void read_index_lead(struct raft *r, raft_index noop);
 
-/* read_index_ack notes that follower @slot answered, in the leader's
- * term, the AppendEntries of request number @seq. */
-void read_index_ack(struct raft *r, unsigned slot, uint64_t seq);
+/* read_index_ack notes that server @id answered, in the leader's term,
+ * the AppendEntries of request number @seq. */
+void read_index_ack(struct raft *r, raft_id id, uint64_t seq);
 
 /* read_index_tick fails the reads registered an election timeout ago or
  * more (RAFT_TIMEOUT). */

@@ -86,13 +86,40 @@ void read_index_lead(struct raft *r, raft_index noop)
     ri->round_active = false;
 }
 
-void read_index_ack(struct raft *r, unsigned slot, uint64_t seq)
+void read_index_ack(struct raft *r, raft_id id, uint64_t seq)
 {
     struct raft_read_index *ri = &r->read_index;
+    unsigned i;
 
-    if (ri->round_active && slot < RAFT_MAX_SERVERS && seq >= ri->marks[slot]) {
-        ri->acked[slot] = 1;
+    if (!ri->round_active) {
+        return;
     }
+    for (i = 0; i < ri->n_round; i++) {
+        if (ri->ids[i] == id && seq >= ri->marks[i]) {
+            ri->acked[i] = 1;
+        }
+    }
+}
+
+/* confirmed tells whether a quorum of the voters in force confirmed the
+ * round: this leader (when it is a voter) and the voters that answered;
+ * a voter added since the round started counts as not answered. */
+static bool confirmed(const struct raft *r)
+{
+    const struct raft_read_index *ri = &r->read_index;
+    int8_t votes[RAFT_MAX_SERVERS];
+    unsigned slot, i;
+
+    for (slot = 0; slot < r->conf.n; slot++) {
+        raft_id id = r->conf.servers[slot].id;
+        votes[slot] = id == r->id ? 1 : 0;
+        for (i = 0; i < ri->n_round; i++) {
+            if (ri->ids[i] == id && ri->acked[i]) {
+                votes[slot] = 1;
+            }
+        }
+    }
+    return membership_tally(r, votes) == QUORUM_WON;
 }
 
 /* emit hands pending read @i out with @status and removes it (the order
@@ -133,12 +160,14 @@ static void start_round(struct raft *r)
 
     ri->round_active = true;
     ri->round_index = r->commit;
-    for (i = 0; i < RAFT_MAX_SERVERS; i++) {
-        ri->acked[i] = 0;
-        ri->marks[i] = r->progress[i].next_seq;
-    }
-    if (r->self_slot < RAFT_MAX_SERVERS) {
-        ri->acked[r->self_slot] = 1;
+    ri->n_round = 0;
+    for (i = 0; i < raft_n_slots(r); i++) {
+        if (i != r->self_slot) {
+            ri->ids[ri->n_round] = raft_slot_id(r, i);
+            ri->marks[ri->n_round] = r->progress[i].next_seq;
+            ri->acked[ri->n_round] = 0;
+            ri->n_round++;
+        }
     }
     for (i = 0; i < ri->n_pending; i++) {
         ri->pending[i].in_round = true;
@@ -181,7 +210,7 @@ void read_index_after_step(struct raft *r)
     /* At most two passes: a round confirmed at once (a single voter)
      * lets the reads that waited for it start theirs. */
     for (i = 0; i < 2; i++) {
-        if (ri->round_active && membership_tally(r, ri->acked) == QUORUM_WON) {
+        if (ri->round_active && confirmed(r)) {
             finish_round(r);
         }
         if (ri->round_active || ri->n_pending == 0 ||
