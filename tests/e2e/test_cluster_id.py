@@ -187,9 +187,9 @@ class ClusterIdTest(unittest.TestCase):
                      "(make next)")
 class WireVersionTest(unittest.TestCase):
     """Rolling upgrades: a node of the next release (wire versions 1 to
-    3) joins a cluster of this one (1 to 3) and speaks 2; a node of this
-    release joins a cluster of the next and speaks 2 there while the
-    others speak 3; a node of wire version 4 only is refused with one
+    4) joins a cluster of this one (1 to 3) and speaks 3; a node of this
+    release joins a cluster of the next and speaks 3 there while the
+    others speak 4; a node of wire version 4 only is refused with one
     line each side."""
 
     def setUp(self):
