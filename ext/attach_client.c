@@ -34,7 +34,8 @@ static bool is_read(const char *fn)
 {
     return strcmp(fn, "raft_leader") == 0 || strcmp(fn, "raft_status") == 0 ||
            strcmp(fn, "raft_members") == 0 ||
-           strcmp(fn, "raft_cluster_id") == 0;
+           strcmp(fn, "raft_cluster_id") == 0 ||
+           strcmp(fn, "raft_barrier") == 0;
 }
 
 /* say_no_answer writes into @why the error of call @fn to the node of

@@ -303,8 +303,9 @@ void barrier_on_frame(struct ext_barrier *b, struct raft_uv_node *d,
     s = find_slot(b, f->read_index_result.tag, SLOT_SENT);
     if (s != NULL && s->leader == f->from) {
         if (f->read_index_result.status == RAFT_NOTLEADER) {
-            /* It stepped down: ask the next leader, until the deadline. */
-            s->state = SLOT_QUEUED;
+            /* It stepped down: still SENT, the read goes to the next
+             * leader once this node knows one (or again after
+             * EXT__BARRIER_RESEND_MS), until the deadline. */
         } else {
             settle(s, f->read_index_result.status, f->read_index_result.index);
         }

@@ -3,7 +3,8 @@
 proxies (tests/faults/net.py), so that a test can cut a node off from
 both others: the old
 leader's barrier fails within election_timeout_ms with the clear error
-and never answers; a barrier on the majority side succeeds and a SELECT
+and never answers (nor when interrupted); a barrier on the majority side
+succeeds and a SELECT
 after it sees every acknowledged write; a barrier on a follower, and from
 another process through the attach socket; a follower whose leader
 speaks wire version 2 (build/raftsql-testhost-prev, `make next`) fails
@@ -12,13 +13,15 @@ its barrier with a clear error, and nothing it cannot decode is sent.
 
 import os
 import shutil
+import sqlite3
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 import unittest
 
-from e2e import ROOT, SO, NODE, wait_for
+from e2e import ROOT, SO, NODE, connect, wait_for
 from test_cluster_id import Group
 from raftsql_cluster import Cluster, NodeError, free_ports
 
@@ -82,6 +85,25 @@ class BarrierTest(unittest.TestCase):
         self.net.set([(a, b) for a in (1, 2, 3) for b in (1, 2, 3)
                       if a != b and i in (a, b)], "cut" if cut else "up")
 
+    def check_interrupt(self, node):
+        """A barrier that cannot succeed now, from a connection of this
+        process (through the attach socket), interrupted after 50 ms:
+        "interrupted" with SQLITE_INTERRUPT, long before it would fail."""
+        con = connect(node.db)
+        try:
+            timer = threading.Timer(0.05, con.interrupt)
+            t0 = time.monotonic()
+            timer.start()
+            with self.assertRaises(sqlite3.OperationalError) as cm:
+                con.execute("SELECT raft_barrier()").fetchone()
+            took = time.monotonic() - t0
+            timer.join()
+        finally:
+            con.close()
+        self.assertIn("raft_barrier: interrupted", str(cm.exception))
+        self.assertEqual(cm.exception.sqlite_errorcode, sqlite3.SQLITE_INTERRUPT)
+        self.assertLess(took, 0.45)
+
     def test_1_barrier_on_leader_and_follower(self):
         leader = self.leader()
         follower = next(n for n in self.cluster.nodes if n is not leader)
@@ -125,6 +147,7 @@ class BarrierTest(unittest.TestCase):
             self.assertIn("raft_barrier: no quorum confirmed this node "
                           "still leads", str(cm.exception))
             self.assertLess(took, ELECTION_MS / 1000 + SLACK_S)
+            self.check_interrupt(old)
             # The majority elects another leader and takes writes.
             new = wait_for("a leader on the majority side",
                            lambda: next((n for n in others if n.value(
