@@ -354,15 +354,26 @@ static void fn_repair(sqlite3_context *ctx, int argc, sqlite3_value **argv)
 
 /* raft_barrier(): the read index, once this node applied it (node.h,
  * ext_node_barrier); SQLITE_INTERRUPT when interrupted, SQLITE_BUSY when
- * too many barriers wait. */
+ * too many barriers wait; refused inside a transaction. */
 static void fn_barrier(sqlite3_context *ctx, int argc, sqlite3_value **argv)
 {
     struct ext_exec_probe probe = {func_interrupted,
                                    sqlite3_context_db_handle(ctx)};
-    struct ext_node *n = func_acquire(ctx, "raft_barrier", argc, argv);
+    struct ext_node *n;
     char msg[512];
     uint64_t index = 0;
     int rc;
+    if (!sqlite3_get_autocommit(sqlite3_context_db_handle(ctx))) {
+        /* Its reads would keep the snapshot the transaction took. */
+        sqlite3_result_error(ctx,
+                             "raft_barrier: this connection is inside a "
+                             "transaction (BEGIN), whose reads keep the "
+                             "snapshot they started with; call it outside "
+                             "one",
+                             -1);
+        return;
+    }
+    n = func_acquire(ctx, "raft_barrier", argc, argv);
     if (n == NULL) {
         return;
     }

@@ -119,7 +119,8 @@ int raftsql_node_state(sqlite3 *db, int *out_state, char *why, size_t why_len);
  * outside a read transaction opened before it, see every write
  * acknowledged before the call (linearizable reads). Blocks at most
  * election_timeout_ms (and a little slack) for the confirmation, then
- * exec_timeout_ms in all; sqlite3_interrupt(@db) ends it. Returns
+ * exec_timeout_ms in all; sqlite3_interrupt(@db) ends it; refused while
+ * @db is inside a transaction (BEGIN). Returns
  * SQLITE_OK; else the error's (extended) result code with the message in
  * @errmsg (@errmsg_len bytes, NUL-terminated; "raft_barrier: no quorum
  * confirmed this node still leads within N ms", "raft_barrier: no leader

@@ -108,6 +108,15 @@ class BarrierTest(unittest.TestCase):
         leader = self.leader()
         follower = next(n for n in self.cluster.nodes if n is not leader)
         self.write(leader, 1)
+        # Inside a transaction its reads would keep their snapshot.
+        follower.sql("BEGIN")
+        try:
+            with self.assertRaises(NodeError) as cm:
+                follower.value("SELECT raft_barrier()")
+            self.assertIn("raft_barrier: this connection is inside a "
+                          "transaction (BEGIN)", str(cm.exception))
+        finally:
+            follower.sql("ROLLBACK")
         index = leader.value("SELECT raft_barrier()")
         self.assertIsInstance(index, int)
         self.assertGreaterEqual(index, leader.status()["commit"] - 1)
