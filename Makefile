@@ -45,7 +45,7 @@ TEST_BIN := $(TEST_SRC:%.c=$(B)/%)
         coverage fuzz fuzz-build fuzz-corpus
 
 all: $(B)/raftsql.so $(B)/libraftsql.a $(B)/raftsql-testhost \
-     $(B)/raftsql-node $(B)/examples/write_through
+     $(B)/raftsql-node $(B)/examples/write_through $(B)/examples/read_barrier
 
 deps:
 	@scripts/deps.sh
@@ -77,6 +77,11 @@ $(B)/raftsql-node: tools/raftsql_node.c $(B)/libraftsql.a
 # A C program writing through the node another process runs
 # (examples/write_through.c, tests/e2e/test_attach.py).
 $(B)/examples/write_through: examples/write_through.c $(B)/libraftsql.a
+	@mkdir -p $(dir $@)
+	$(CC) $(BASE_CFLAGS) $(CFLAGS) -o $@ $< $(B)/libraftsql.a $(LIBS)
+# A C program reading through raftsql_barrier() (examples/read_barrier.c,
+# tests/e2e/test_barrier.py).
+$(B)/examples/read_barrier: examples/read_barrier.c $(B)/libraftsql.a
 	@mkdir -p $(dir $@)
 	$(CC) $(BASE_CFLAGS) $(CFLAGS) -o $@ $< $(B)/libraftsql.a $(LIBS)
 

@@ -29,6 +29,7 @@ sys.path.insert(0, os.path.join(ROOT, "tests", "faults"))
 from net import Net  # noqa: E402
 
 PYTHON = "/usr/bin/python3"
+EXAMPLE = os.path.join(ROOT, "build", "examples", "read_barrier")
 PREV = os.environ.get("RAFTSQL_TESTHOST_PREV",
                       os.path.join(ROOT, "build", "raftsql-testhost-prev"))
 SO_BASE = os.path.splitext(os.path.abspath(SO))[0]
@@ -141,6 +142,18 @@ class BarrierTest(unittest.TestCase):
             index, count = (int(v) for v in out.stdout.split())
             self.assertGreater(index, 0)
             self.assertEqual(count, want)
+
+    def test_2_c_program_raftsql_barrier(self):
+        """raftsql_barrier() from C (examples/read_barrier.c), through
+        the attach socket of a follower's node."""
+        leader = self.leader()
+        follower = next(n for n in self.cluster.nodes if n is not leader)
+        self.write(leader, 200)
+        want = leader.value("SELECT count(*) FROM t")
+        out = subprocess.run([EXAMPLE, follower.db, "t"], capture_output=True,
+                             text=True, timeout=60)
+        self.assertEqual(out.returncode, 0, out.stderr)
+        self.assertRegex(out.stdout, r"^barrier [1-9][0-9]* rows %d\n$" % want)
 
     def test_3_isolated_leader_fails_majority_succeeds(self):
         old = self.leader()
