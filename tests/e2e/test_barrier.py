@@ -89,7 +89,7 @@ class BarrierTest(unittest.TestCase):
     def check_interrupt(self, node):
         """A barrier that cannot succeed now, from a connection of this
         process (through the attach socket), interrupted after 50 ms:
-        "interrupted" with SQLITE_INTERRUPT, long before it would fail."""
+        "interrupted" with SQLITE_INTERRUPT, before it would fail."""
         con = connect(node.db)
         try:
             timer = threading.Timer(0.05, con.interrupt)
@@ -101,9 +101,13 @@ class BarrierTest(unittest.TestCase):
             timer.join()
         finally:
             con.close()
-        self.assertIn("raft_barrier: interrupted", str(cm.exception))
+        # "raft_barrier: interrupted before the raftsql node (pid N)
+        # answered" (SQLite's own "interrupted" if the interrupt came
+        # before the call even started).
+        self.assertIn("interrupted", str(cm.exception))
         self.assertEqual(cm.exception.sqlite_errorcode, sqlite3.SQLITE_INTERRUPT)
-        self.assertLess(took, 0.45)
+        # The barrier itself would fail after election_timeout_ms (0.6 s).
+        self.assertLess(took, 0.55)
 
     def test_1_barrier_on_leader_and_follower(self):
         leader = self.leader()
@@ -118,9 +122,11 @@ class BarrierTest(unittest.TestCase):
                           "transaction (BEGIN)", str(cm.exception))
         finally:
             follower.sql("ROLLBACK")
+        applied = leader.status()["applied"]  # the write's index at least
         index = leader.value("SELECT raft_barrier()")
         self.assertIsInstance(index, int)
-        self.assertGreaterEqual(index, leader.status()["commit"] - 1)
+        self.assertGreaterEqual(index, applied)
+        self.assertLessEqual(index, leader.status()["commit"])
         # Written on the leader, read at once on a follower: the barrier
         # makes the follower apply what the leader had committed.
         for x in range(2, 12):
