@@ -27,8 +27,11 @@
  * its own. */
 #define EXT__BARRIER_SLACK_MS 300
 
-/* How often a waiting caller looks at its slot and the applied index. */
+/* How often a waiting caller looks at the applied index, and at most how
+ * long it waits for its slot without looking at its probe and deadline
+ * (the loop wakes it when the slot settles). */
 #define EXT__BARRIER_POLL_MS 2
+#define EXT__BARRIER_WAIT_MS 10
 
 /* A follower's request not answered within this long goes again (a lost
  * frame: the connection broke). */
@@ -69,7 +72,8 @@ struct ext_barrier {
     raft_id self;
     unsigned election_timeout_ms;
     unsigned apply_timeout_ms;
-    pthread_mutex_t mu; /* guards slots, next_tag, shutdown */
+    pthread_mutex_t mu;  /* guards slots, next_tag, shutdown */
+    pthread_cond_t cond; /* broadcast when a slot settles (CLOCK_MONOTONIC) */
     struct slot slots[EXT__BARRIER_SLOTS];
     uint64_t next_tag;
     bool shutdown;
@@ -85,10 +89,24 @@ int barrier_new(raft_id self, unsigned election_timeout_ms,
     if (b == NULL) {
         return RAFT_NOMEM;
     }
+    pthread_condattr_t attr;
     if (pthread_mutex_init(&b->mu, NULL) != 0) {
         free(b);
         return RAFT_NOMEM;
     }
+    if (pthread_condattr_init(&attr) != 0) {
+        pthread_mutex_destroy(&b->mu);
+        free(b);
+        return RAFT_NOMEM;
+    }
+    pthread_condattr_setclock(&attr, CLOCK_MONOTONIC);
+    if (pthread_cond_init(&b->cond, &attr) != 0) {
+        pthread_condattr_destroy(&attr);
+        pthread_mutex_destroy(&b->mu);
+        free(b);
+        return RAFT_NOMEM;
+    }
+    pthread_condattr_destroy(&attr);
     b->self = self;
     b->election_timeout_ms = election_timeout_ms;
     b->apply_timeout_ms = apply_timeout_ms;
@@ -103,6 +121,7 @@ void barrier_free(struct ext_barrier *b)
     if (b == NULL) {
         return;
     }
+    pthread_cond_destroy(&b->cond);
     pthread_mutex_destroy(&b->mu);
     free(b);
 }
@@ -111,6 +130,7 @@ void barrier_shutdown(struct ext_barrier *b)
 {
     pthread_mutex_lock(&b->mu);
     b->shutdown = true;
+    pthread_cond_broadcast(&b->cond);
     pthread_mutex_unlock(&b->mu);
 }
 
@@ -132,8 +152,10 @@ static struct slot *find_slot(struct ext_barrier *b, uint64_t tag, int state)
     return NULL;
 }
 
-/* settle ends slot @s: ready at @index when @status is 0, else failed. */
-static void settle(struct slot *s, int status, raft_index index)
+/* settle ends slot @s of @b: ready at @index when @status is 0, else
+ * failed, and wakes its caller. Called with mu held. */
+static void settle(struct ext_barrier *b, struct slot *s, int status,
+                   raft_index index)
 {
     if (status == 0) {
         s->state = SLOT_READY;
@@ -142,6 +164,7 @@ static void settle(struct slot *s, int status, raft_index index)
         s->state = SLOT_FAILED;
         s->status = status;
     }
+    pthread_cond_broadcast(&b->cond);
 }
 
 /* route sends slot @s, a follower's, to its leader as the core sees it
@@ -164,7 +187,7 @@ static void route(struct ext_barrier *b, struct raft_uv_node *d, struct slot *s)
     s->leader = leader;
     if (wire < raft_frame_type_wire_min(RAFT_FRAME_READ_INDEX)) {
         s->wire = wire;
-        settle(s, RAFT_FORMAT, 0);
+        settle(b, s, RAFT_FORMAT, 0);
         return;
     }
     memset(&f, 0, sizeof f);
@@ -211,7 +234,7 @@ void barrier_on_loop(struct ext_barrier *b, struct raft_uv_node *d)
             pthread_mutex_lock(&b->mu);
             struct slot *s = find_slot(b, step[i], SLOT_CORE);
             if (s != NULL) {
-                settle(s, rc, 0);
+                settle(b, s, rc, 0);
             }
             pthread_mutex_unlock(&b->mu);
         }
@@ -257,7 +280,7 @@ void barrier_on_reads(struct ext_barrier *b, struct raft_uv_node *d,
         pthread_mutex_lock(&b->mu);
         struct slot *s = find_slot(b, r->tag, SLOT_CORE);
         if (s != NULL) {
-            settle(s, r->status, r->index);
+            settle(b, s, r->status, r->index);
         }
         pthread_mutex_unlock(&b->mu);
     }
@@ -307,7 +330,8 @@ void barrier_on_frame(struct ext_barrier *b, struct raft_uv_node *d,
              * leader once this node knows one (or again after
              * EXT__BARRIER_RESEND_MS), until the deadline. */
         } else {
-            settle(s, f->read_index_result.status, f->read_index_result.index);
+            settle(b, s, f->read_index_result.status,
+                   f->read_index_result.index);
         }
     }
     pthread_mutex_unlock(&b->mu);
@@ -444,8 +468,11 @@ int barrier_wait(struct ext_barrier *b, struct raft_uv_node *d,
             copy.status = RAFT_TIMEOUT;
             return describe(b, &copy, msg, msg_len);
         }
+        {
+            struct timespec until = exec_deadline(EXT__BARRIER_WAIT_MS);
+            pthread_cond_timedwait(&b->cond, &b->mu, &until);
+        }
         pthread_mutex_unlock(&b->mu);
-        nanosleep(&pause, NULL);
     }
     if (copy.state == SLOT_FAILED) {
         if (copy.status == RAFT_SHUTDOWN) {
