@@ -1,14 +1,15 @@
-"""raft_barrier() (issue 14 item 1, ReadIndex): linearizable reads. One
-3-node cluster whose nodes dial each other through the fault network's
-proxies (tests/faults/net.py), so that a test can cut a node off from
-both others: the old
-leader's barrier fails within election_timeout_ms with the clear error
-and never answers (nor when interrupted); a barrier on the majority side
-succeeds and a SELECT
-after it sees every acknowledged write; a barrier on a follower, and from
-another process through the attach socket; a follower whose leader
-speaks wire version 2 (build/raftsql-testhost-prev, `make next`) fails
-its barrier with a clear error, and nothing it cannot decode is sent.
+"""raft_barrier() (issue 14 item 1, ReadIndex): linearizable reads.
+
+One 3-node cluster whose nodes dial each other through the fault
+network's proxies (tests/faults/net.py), so that a test can cut a node
+off from both others: the old leader's barrier fails within
+election_timeout_ms with the clear error and never answers (nor when
+interrupted); a barrier on the majority side succeeds and a SELECT after
+it sees every acknowledged write; a barrier on a follower, from another
+process through the attach socket and from C (examples/read_barrier.c);
+refused inside a transaction. A follower whose leader speaks wire
+version 2 (build/raftsql-testhost-prev, `make next`) fails its barrier
+with a clear error, and nothing it cannot decode is sent.
 """
 
 import os
