@@ -37,7 +37,7 @@ TEST_BIN := $(TEST_SRC:%.c=$(B)/%)
 
 .SECONDARY:
 .PHONY: all deps demo test check check-layering check-so fmt fmt-check unit \
-        e2e tsan \
+        e2e tsan install uninstall check-install \
         next \
         tsan-uv \
         clean bench sim \
@@ -45,7 +45,8 @@ TEST_BIN := $(TEST_SRC:%.c=$(B)/%)
         coverage fuzz fuzz-build fuzz-corpus
 
 all: $(B)/raftsql.so $(B)/libraftsql.a $(B)/raftsql-testhost \
-     $(B)/raftsql-node $(B)/examples/write_through $(B)/examples/read_barrier
+     $(B)/raftsql-node $(B)/examples/write_through $(B)/examples/embedded \
+     $(B)/examples/read_barrier
 
 deps:
 	@scripts/deps.sh
@@ -61,8 +62,18 @@ $(B)/so/%.o: %.c
 	@mkdir -p $(dir $@)
 	$(CC) $(SO_CFLAGS) $(CFLAGS) -MMD -MP -c -o $@ $<
 
-$(B)/libraftsql.a: $(LIB_OBJ)
-	rm -f $@ && ar rcs $@ $^
+# The static library for C programs: the objects linked into one (ld -r)
+# whose hidden symbols are made local, so that it exports what the .so
+# exports (sqlite3_raftsql_init and raftsql_*) and none of its 600 internal
+# functions (raft_step, status_json, ...) can clash with a program's own.
+# Programs link it with -lsqlite3 and the other libraries of PKGS
+# (raftsql.pc); the benches that use internals link $(LIB_OBJ) instead.
+# (The Makefile is a prerequisite: an archive made by an older rule is
+# made anew.)
+$(B)/libraftsql.a: $(LIB_OBJ) Makefile
+	$(LD) -r -o $(B)/libraftsql.o $(LIB_OBJ)
+	objcopy --localize-hidden $(B)/libraftsql.o
+	rm -f $@ && ar rcs $@ $(B)/libraftsql.o
 
 # A small node program built on the same library (used by the demo and the
 # end-to-end tests): a sqlite3 host that loads raftsql and reads SQL lines.
@@ -85,6 +96,49 @@ $(B)/examples/read_barrier: examples/read_barrier.c $(B)/libraftsql.a
 	@mkdir -p $(dir $@)
 	$(CC) $(BASE_CFLAGS) $(CFLAGS) -o $@ $< $(B)/libraftsql.a $(LIBS)
 
+# A C program holding a one-node cluster (examples/embedded.c), written
+# against the installed package (#include <raftsql.h>); `make
+# check-install` builds it outside the tree with pkg-config only.
+$(B)/examples/embedded: examples/embedded.c ext/raftsql.h $(B)/libraftsql.a
+	@mkdir -p $(dir $@)
+	$(CC) -std=c11 $(WARN) $(CFLAGS) -Iext -o $@ $< $(B)/libraftsql.a $(LIBS)
+
+# `make install PREFIX=... DESTDIR=...`: the package for C programs and
+# hosts (README "From a C program"): lib/libraftsql.a, lib/raftsql.so
+# (the loadable extension: `.load PREFIX/lib/raftsql`), include/raftsql.h,
+# lib/pkgconfig/raftsql.pc (ext/raftsql.pc.in with the prefix) and
+# bin/raftsql-node. DESTDIR stages the files elsewhere (packaging); the
+# .pc names PREFIX.
+PREFIX  ?= /usr/local
+DESTDIR ?=
+VERSION := 0.1.0
+I_LIB := $(DESTDIR)$(PREFIX)/lib
+I_INC := $(DESTDIR)$(PREFIX)/include
+I_BIN := $(DESTDIR)$(PREFIX)/bin
+I_PC  := $(I_LIB)/pkgconfig
+install: $(B)/libraftsql.a $(B)/raftsql.so $(B)/raftsql-node \
+		ext/raftsql.h ext/raftsql.pc.in
+	install -d $(I_LIB) $(I_INC) $(I_BIN) $(I_PC)
+	install -m 0644 $(B)/libraftsql.a $(I_LIB)/libraftsql.a
+	install -m 0644 $(B)/raftsql.so $(I_LIB)/raftsql.so
+	install -m 0644 ext/raftsql.h $(I_INC)/raftsql.h
+	install -m 0755 $(B)/raftsql-node $(I_BIN)/raftsql-node
+	sed -e 's|@PREFIX@|$(PREFIX)|g' -e 's|@VERSION@|$(VERSION)|g' \
+	    -e 's|@REQUIRES@|$(PKGS)|g' ext/raftsql.pc.in > $(I_PC)/raftsql.pc
+
+uninstall:
+	rm -f $(I_LIB)/libraftsql.a $(I_LIB)/raftsql.so $(I_INC)/raftsql.h \
+	    $(I_BIN)/raftsql-node $(I_PC)/raftsql.pc
+
+# The package used as a program outside the tree would use it (part of
+# `make test`, seconds): scripts/check-install.sh installs into a
+# temporary PREFIX (and with DESTDIR), checks what the library exports and
+# that the header compiles alone (C and C++), builds examples/embedded.c
+# in a temporary directory with only `cc app.c $$(pkg-config --cflags
+# --libs raftsql)`, runs it, uninstalls and removes its directories.
+check-install: $(B)/libraftsql.a $(B)/raftsql.so $(B)/raftsql-node
+	@MAKE="$(MAKE)" PYTHON=$(PYTHON) scripts/check-install.sh
+
 # The benchmark (bench/README.md): never part of `make test`. `make bench`
 # runs bench/compare.sh, which builds these two and runs raftsql beside
 # dqlite, etcd and plain SQLite on 127.0.0.1.
@@ -106,13 +160,19 @@ $(B)/local-sqlite-bench: bench/local_sqlite.c bench/latency.h \
 # The time to apply one request of many statements, beside stock SQLite
 # (bench/multi_statement.c).
 $(B)/multi-statement-bench: bench/multi_statement.c bench/timing.h \
-		$(B)/libraftsql.a
-	$(CC) $(BASE_CFLAGS) $(CFLAGS) -o $@ $< $(B)/libraftsql.a $(LIBS)
+		$(LIB_OBJ)
+	$(CC) $(BASE_CFLAGS) $(CFLAGS) -o $@ $< $(LIB_OBJ) $(LIBS)
 
 # The replica checksum's cost on the apply path (bench/checksum_apply.c).
 $(B)/checksum-apply-bench: bench/checksum_apply.c bench/timing.h \
-		bench/xorshift.h $(B)/libraftsql.a
-	$(CC) $(BASE_CFLAGS) $(CFLAGS) -o $@ $< $(B)/libraftsql.a $(LIBS)
+		bench/fsm_apply.h bench/xorshift.h $(LIB_OBJ)
+	$(CC) $(BASE_CFLAGS) $(CFLAGS) -o $@ $< $(LIB_OBJ) $(LIBS)
+
+# The cost of RETURNING rows and client ids on the apply path
+# (bench/query_apply.c).
+$(B)/query-apply-bench: bench/query_apply.c bench/fsm_apply.h bench/xorshift.h \
+		$(LIB_OBJ)
+	$(CC) $(BASE_CFLAGS) $(CFLAGS) -o $@ $< $(LIB_OBJ) $(LIBS)
 
 bench: deps
 	@bench/compare.sh
@@ -400,12 +460,13 @@ tsan-uv: $(TSAN_UV_BIN)
 # whose time goes to set-up and whose threads the others run alike
 # (network namespaces, addresses, TLS handshakes, the wedge scenarios,
 # kill loops, full disks, bootstrap and build checks, and the hosts that
-# load the .so, which is not a TSan build); `make tsan TSAN_SKIP=` runs
+# load the .so, which is not a TSan build: test_error_codes's nodes but
+# one live in Python); `make tsan TSAN_SKIP=` runs
 # them all.
 TSAN_SKIP ?= test_netns,test_netns_tls,test_tls_netns,test_addresses,\
 test_dial,test_build_id,test_host_sqlite,test_python_host,\
 test_failed_start,test_bootstrap,test_cluster_id,test_crash,test_disks,\
-test_tls,test_wedges
+test_tls,test_wedges,test_error_codes
 tsan: all $(B)/tsan/raftsql-testhost $(B)/tsan/raftsql-node
 	TSAN_OPTIONS=exitcode=66 RAFTSQL_TESTHOST=$(B)/tsan/raftsql-testhost \
 	    RAFTSQL_DAEMON=$(B)/tsan/raftsql-node RAFTSQL_SO=$(B)/raftsql.so \
@@ -451,6 +512,7 @@ test: deps
 	@$(MAKE) --no-print-directory fmt-check
 	@$(MAKE) --no-print-directory all
 	@$(MAKE) --no-print-directory check-so
+	@$(MAKE) --no-print-directory check-install
 	@$(MAKE) --no-print-directory unit
 	@$(MAKE) --no-print-directory fuzz FUZZ_S=$(FUZZ_TEST_S)
 	@$(MAKE) --no-print-directory e2e

@@ -21,17 +21,11 @@
 #include <sqlite3.h>
 
 #include "bench/timing.h"
+#include "bench/fsm_apply.h"
 #include "bench/xorshift.h"
 #include "sql/sql.h"
 
 #define BATCH 20
-
-static double thread_cpu_s(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
-}
 
 /* encode makes the payload of request @seq into @out (malloc'd). */
 static unsigned char *encode(uint64_t seq, uint64_t *rng, size_t *out_len)
@@ -63,34 +57,6 @@ static unsigned char *encode(uint64_t seq, uint64_t *rng, size_t *out_len)
     }
     *out_len = len;
     return p;
-}
-
-/* apply applies @n payloads as entries from @index on, one batch. */
-static int apply(struct sql_fsm *f, uint64_t index, unsigned char **payloads,
-                 size_t *lens, unsigned n)
-{
-    struct sql_fsm_entry e[BATCH];
-    struct sql_result r[BATCH];
-    int rc;
-
-    memset(e, 0, sizeof e);
-    for (unsigned i = 0; i < n; i++) {
-        e[i].index = index + i;
-        e[i].term = 1;
-        e[i].data = payloads[i];
-        e[i].len = lens[i];
-    }
-    rc = sql_fsm_apply(f, e, n, r);
-    for (unsigned i = 0; rc == 0 && i < n; i++) {
-        if (r[i].rc != SQLITE_OK) {
-            fprintf(stderr, "checksum-apply-bench: %s\n", r[i].errmsg);
-            rc = -1;
-        }
-    }
-    for (unsigned i = 0; rc == 0 && i < n; i++) {
-        sql_result_clear(&r[i]);
-    }
-    return rc;
 }
 
 /* round runs one round; writes CPU and wall µs per request. */
@@ -132,7 +98,8 @@ static int round_run(const char *dir, int on, long n, double *cpu_us,
         sql_request_encode(id, create, sizeof create - 1, NULL, 0, p, len);
         lens[0] = len;
         payloads[0] = p;
-        if (apply(f, index++, payloads, lens, 1) != 0) {
+        if (bench_apply(f, index++, payloads, lens, 1,
+                        "checksum-apply-bench") != 0) {
             return -1;
         }
         free(p);
@@ -146,11 +113,12 @@ static int round_run(const char *dir, int on, long n, double *cpu_us,
                 return -1;
             }
         }
-        c0 = thread_cpu_s();
-        if (apply(f, index, payloads, lens, BATCH) != 0) {
+        c0 = bench_thread_cpu_s();
+        if (bench_apply(f, index, payloads, lens, BATCH,
+                        "checksum-apply-bench") != 0) {
             return -1;
         }
-        *cpu_us += thread_cpu_s() - c0;
+        *cpu_us += bench_thread_cpu_s() - c0;
         index += BATCH;
         for (unsigned i = 0; i < BATCH; i++) {
             free(payloads[i]);

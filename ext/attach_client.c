@@ -22,6 +22,7 @@
 #include "../raft/err.h"
 #include "attach_sock.h"
 #include "func.h"
+#include "raftsql.h"
 
 SQLITE_EXTENSION_INIT3
 
@@ -36,6 +37,16 @@ static bool is_read(const char *fn)
            strcmp(fn, "raft_members") == 0 ||
            strcmp(fn, "raft_cluster_id") == 0 ||
            strcmp(fn, "raft_barrier") == 0;
+}
+
+/* no_answer_code returns the result code (raftsql.h) of call @fn that
+ * ended in @rc before an answer came, as say_no_answer words it. */
+static int no_answer_code(const char *fn, int rc)
+{
+    if (rc == RAFT_CANCELED) {
+        return is_read(fn) ? RAFTSQL_INTERRUPTED : RAFTSQL_INTERRUPTED_UNKNOWN;
+    }
+    return is_read(fn) ? RAFTSQL_NOT_APPLIED : RAFTSQL_UNKNOWN;
 }
 
 /* say_no_answer writes into @why the error of call @fn to the node of
@@ -98,7 +109,7 @@ static int roundtrip(sqlite3 *db, const char *file, const char *fn,
     if (rc == RAFT_NOCONN) {
         return RAFT_NOTFOUND; /* a stale pointer file: no node runs */
     }
-    *code = SQLITE_CANTOPEN;
+    *code = RAFTSQL_NO_NODE;
     if (rc != 0) {
         snprintf(why, why_len,
                  "%s: not applied: cannot reach the raftsql node of %.300s "
@@ -112,7 +123,7 @@ static int roundtrip(sqlite3 *db, const char *file, const char *fn,
         rc = attach_sock_frame_write(fd, text, len);
     }
     free(text);
-    *code = SQLITE_ERROR;
+    *code = rc == RAFT_TOOBIG ? RAFTSQL_TOOBIG : RAFTSQL_NOT_APPLIED;
     if (rc == RAFT_NOCONN &&
         attach_sock_frame_read(fd, EXT_EXEC_POLL_MS, NULL, &frame, &len) == 0) {
         rc = 0; /* it answered before reading: a refusal, "busy" */
@@ -131,7 +142,7 @@ static int roundtrip(sqlite3 *db, const char *file, const char *fn,
     }
     close(fd);
     if (rc != 0) {
-        *code = rc == RAFT_CANCELED ? SQLITE_INTERRUPT : SQLITE_ERROR;
+        *code = no_answer_code(fn, rc);
         say_no_answer(fn, file, p.pid, rc, wait_ms, why, why_len);
         return rc;
     }
@@ -147,6 +158,7 @@ static int roundtrip(sqlite3 *db, const char *file, const char *fn,
                  (int)(sizeof refusal - EXT_ATTACH_FN_MAX - 3), refusal);
     }
     if (rc != 0) {
+        *code = RAFTSQL_UNKNOWN;
         snprintf(why, why_len,
                  "%s: outcome unknown: a malformed answer from the raftsql "
                  "node (pid %ld): %s",

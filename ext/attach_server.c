@@ -38,6 +38,7 @@
 #include "attach_sock.h"
 #include "func.h"
 #include "guard.h"
+#include "raftsql.h"
 
 SQLITE_EXTENSION_INIT3
 
@@ -82,11 +83,20 @@ bool attach_server_serving(void)
 
 /* The functions a client may call, and the table it may read. */
 static const char *const callable[] = {
-    "raft_exec",   "raft_status",   "raft_leader",     "raft_stop",
-    "raft_add",    "raft_remove",   "raft_promote",    "raft_demote",
-    "raft_update", "raft_transfer", "raft_tls_reload", "raft_cluster_id",
-    "raft_repair", "raft_members",  "raft_verify",     "raft_barrier",
+    "raft_exec",    "raft_status",   "raft_leader",     "raft_stop",
+    "raft_add",     "raft_remove",   "raft_promote",    "raft_demote",
+    "raft_update",  "raft_transfer", "raft_tls_reload", "raft_cluster_id",
+    "raft_repair",  "raft_members",  "raft_verify",     "raft_query",
+    "raft_exec_id", "raft_query_id", "raft_barrier",
 };
+
+/* is_write_with_opts says whether @fn is one of func_query.c's writes,
+ * which set raft_last_insert_rowid() like raft_exec. */
+static bool is_write_with_opts(const char *fn)
+{
+    return strcmp(fn, "raft_query") == 0 || strcmp(fn, "raft_exec_id") == 0 ||
+           strcmp(fn, "raft_query_id") == 0;
+}
 
 static bool is_callable(const char *fn)
 {
@@ -317,7 +327,7 @@ static int run_call(sqlite3 *db, const char *fn, const struct sql_value *args,
         snprintf(a.errmsg, sizeof a.errmsg, "%s",
                  q == NULL ? "out of memory" : sqlite3_errmsg(db));
     }
-    if (a.ok && strcmp(fn, "raft_exec") == 0) {
+    if (a.ok && (strcmp(fn, "raft_exec") == 0 || is_write_with_opts(fn))) {
         a.rowid = rowid_after(db);
     }
     if (attach_codec_answer_encode(&a, out, out_len) != 0) {
@@ -472,7 +482,7 @@ static bool admit(struct ext_attach_server *s, int fd)
                   "attach: refused a connection of uid %ld gid %ld pid %ld: "
                   "not the node's user, root, nor in socket_group",
                   (long)cr.uid, (long)cr.gid, (long)cr.pid);
-    send_error(fd, SQLITE_AUTH, msg);
+    send_error(fd, RAFTSQL_NO_NODE, msg);
     return false;
 }
 
@@ -521,7 +531,7 @@ static void accept_one(struct ext_attach_server *s)
                  "not applied: busy: the node serves as many connections of "
                  "other processes as it takes (%u); retry",
                  (unsigned)EXT_ATTACH_CLIENTS_MAX);
-        send_error(fd, SQLITE_BUSY, msg);
+        send_error(fd, RAFTSQL_BUSY, msg);
         close(fd);
         return;
     }
@@ -530,7 +540,7 @@ static void accept_one(struct ext_attach_server *s)
     pthread_mutex_lock(&s->mu);
     if (pthread_create(&c->thread, NULL, client_main, c) != 0) {
         pthread_mutex_unlock(&s->mu);
-        send_error(fd, SQLITE_BUSY, "not applied: busy: no thread; retry");
+        send_error(fd, RAFTSQL_BUSY, "not applied: busy: no thread; retry");
         close(fd);
         free(c);
         return;

@@ -27,6 +27,9 @@
 #define EXT__DEFAULT_SNAPSHOT_CHUNK_BYTES (1024u * 1024)
 #define EXT__DEFAULT_FOLLOWER_APPLY_MS 20
 #define EXT__DEFAULT_MAX_REQUEST_STEPS 50000000u
+#define EXT__DEFAULT_REQUEST_ID_WINDOW 100000u
+#define EXT__DEFAULT_REQUEST_ID_WINDOW_MS 86400000u
+#define EXT__DEFAULT_MAX_RESULT_BYTES (16u * 1024 * 1024)
 
 static int fail(char *errmsg, size_t errmsg_len, const char *fmt, ...)
 {
@@ -240,6 +243,9 @@ static const char *const keys[] = {
     "snapshot_chunk_bytes",
     "follower_apply_ms",
     "max_request_steps",
+    "request_id_window",
+    "request_id_window_ms",
+    "max_result_bytes",
     "join",
     "force_new_cluster",
     "tls_cert",
@@ -252,6 +258,9 @@ static const char *const keys[] = {
     "socket_group",
     "repair",
 };
+
+_Static_assert(sizeof keys / sizeof keys[0] <= 64,
+               "the parser's seen mask is a uint64_t");
 
 /* The integer keys: their range (as README gives it) and their field. */
 struct int_key {
@@ -285,6 +294,14 @@ static const struct int_key int_keys[] = {
     EXT__INT_KEY("follower_apply_ms", 0, 1000, 1, follower_apply_ms, true),
     EXT__INT_KEY("max_request_steps", 0, 1000000000000000ull, 1,
                  max_request_steps, false),
+    EXT__INT_KEY("request_id_window", 1, 100000000, 1, request_id_window,
+                 false),
+    EXT__INT_KEY("request_id_window_ms", 1, 10ull * 366 * 86400000, 1,
+                 request_id_window_ms, false),
+    /* At most 64 MiB: the JSON, escaped once more, must fit an attach
+     * answer (EXT_ATTACH_FRAME_MAX, 192 MiB). */
+    EXT__INT_KEY("max_result_bytes", 1024, 64u * 1024 * 1024, 1,
+                 max_result_bytes, false),
 };
 
 /* int_key_find returns the integer key named @key, or NULL. */
@@ -533,7 +550,7 @@ int ext_config_parse(const char *text, const char *db_path,
     struct raft_address listen, advertise;
     struct ext_member dial[EXT_MAX_NODES];
     unsigned n_dial = 0;
-    unsigned seen = 0;
+    uint64_t seen = 0; /* bit k: keys[k] was given */
     const struct int_key *ik;
     char *field;
     uint64_t v;
@@ -554,6 +571,9 @@ int ext_config_parse(const char *text, const char *db_path,
     c->snapshot_chunk_bytes = EXT__DEFAULT_SNAPSHOT_CHUNK_BYTES;
     c->follower_apply_ms = EXT__DEFAULT_FOLLOWER_APPLY_MS;
     c->max_request_steps = EXT__DEFAULT_MAX_REQUEST_STEPS;
+    c->request_id_window = EXT__DEFAULT_REQUEST_ID_WINDOW;
+    c->request_id_window_ms = EXT__DEFAULT_REQUEST_ID_WINDOW_MS;
+    c->max_result_bytes = EXT__DEFAULT_MAX_RESULT_BYTES;
     c->log_level = RAFT_LOG_WARN;
     c->checksum = true;
     snprintf(c->dir, sizeof c->dir, "%s-raft", db_path);
@@ -573,12 +593,12 @@ int ext_config_parse(const char *text, const char *db_path,
         val = eq + 1;
         {
             int k = key_index(key);
-            if (k >= 0 && (seen & (1u << k))) {
+            if (k >= 0 && (seen & (1ull << k))) {
                 rc = fail(errmsg, errmsg_len, "%s: given twice", key);
                 goto out;
             }
             if (k >= 0) {
-                seen |= 1u << k;
+                seen |= 1ull << k;
             }
         }
         if (strcmp(key, "id") == 0) {
@@ -697,7 +717,9 @@ int ext_config_parse(const char *text, const char *db_path,
                 "log_max_mb, max_request_bytes, log_level, "
                 "snapshot_threshold, trailing_entries, "
                 "snapshot_chunk_bytes, follower_apply_ms, "
-                "max_request_steps, join, force_new_cluster, "
+                "max_request_steps, request_id_window, "
+                "request_id_window_ms, max_result_bytes, join, "
+                "force_new_cluster, "
                 "insecure, tls_cert, tls_key, tls_ca, secret_file, socket, "
                 "socket_group, repair, checksum)",
                 key);
@@ -748,7 +770,7 @@ int ext_config_parse(const char *text, const char *db_path,
     /* One entry must always fit in the log, even beside others: a request
      * the log can never take would stop every node's log for good. */
     if (c->max_request_bytes > c->log_max_bytes / 4) {
-        if (seen & (1u << key_index("max_request_bytes"))) {
+        if (seen & (1ull << key_index("max_request_bytes"))) {
             rc = fail(errmsg, errmsg_len,
                       "max_request_bytes: %" PRIu64
                       " is more than a "

@@ -66,6 +66,14 @@ struct ext_config {
                                             budget the leader stamps into
                                             each request, SQLite VM steps,
                                             0 for none */
+    uint64_t request_id_window;             /* request_id_window= : client
+                                            request ids remembered, by
+                                            count (stamped by the leader) */
+    uint64_t request_id_window_ms;          /* request_id_window_ms= : and
+                                            by entry time, ms */
+    uint64_t max_result_bytes;              /* max_result_bytes= : cap of a
+                                            request's rows as JSON (the
+                                            leader's, stamped) */
     int log_level;                          /* log_level= (raft_log_level) */
     struct ext_member dials[EXT_MAX_NODES]; /* dial= : id, host, port of
                                                each override */

@@ -27,6 +27,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "raftsql.h"
 #include "sqlbridge.h"
 
 SQLITE_EXTENSION_INIT3
@@ -56,6 +57,10 @@ struct waiter {
     raft_term term;                /* log term, when APPENDED */
     uint64_t sent_at;              /* loop clock when last forwarded, ms */
     raft_id sent_to;               /* leader it was last forwarded to */
+    bool want_rows;                /* the caller wants the rows (JSON) */
+    const char *client_id;         /* the caller's request id (its bytes,
+                                      alive while it waits), or NULL */
+    size_t client_id_len;          /* its length */
     pthread_cond_t cond;           /* signalled when state becomes DONE */
     struct ext_exec_result result; /* set when DONE */
     struct waiter *next;           /* e->waiters list */
@@ -173,10 +178,38 @@ static struct timespec poll_time(const struct timespec *deadline)
     return t;
 }
 
+/* request_opts checks @opts (may be NULL) and gives the codec's options
+ * in @out. Returns 0 or RAFT_INVALID with @errmsg. */
+static int request_opts(const struct ext_exec_opts *opts,
+                        struct sql_request_opts *out, char *errmsg,
+                        size_t errmsg_len)
+{
+    memset(out, 0, sizeof *out);
+    if (opts == NULL) {
+        return 0;
+    }
+    if (opts->request_id != NULL &&
+        (opts->request_id_len == 0 ||
+         opts->request_id_len > EXT_REQUEST_ID_MAX)) {
+        snprintf(errmsg, errmsg_len,
+                 "the request id must be 1 to %d bytes, not %zu",
+                 EXT_REQUEST_ID_MAX, opts->request_id_len);
+        return RAFT_INVALID;
+    }
+    if (opts->request_id != NULL) {
+        out->client_id = opts->request_id;
+        out->client_id_len = opts->request_id_len;
+    }
+    out->flags = opts->want_rows ? SQL_REQUEST_WANT_ROWS : 0;
+    return 0;
+}
+
 int exec_submit(struct ext_exec *e, const char *sql, size_t sql_len,
                 const struct sql_param *params, unsigned n_params,
+                const struct ext_exec_opts *opts,
                 const struct ext_exec_probe *probe, struct ext_exec_result *out)
 {
+    struct sql_request_opts ropts;
     struct waiter w;
     pthread_condattr_t ca;
     struct timespec deadline;
@@ -192,16 +225,24 @@ int exec_submit(struct ext_exec *e, const char *sql, size_t sql_len,
     w.id[1] = e->next_seq++;
     pthread_mutex_unlock(&e->mu);
 
-    rc = sqlbridge_encode(w.id, sql, sql_len, params, n_params,
-                          e->max_request_bytes, &w.payload, errmsg,
-                          sizeof errmsg);
+    rc = request_opts(opts, &ropts, errmsg, sizeof errmsg);
+    if (rc == 0) {
+        rc = sqlbridge_encode(w.id, sql, sql_len, params, n_params, &ropts,
+                              e->max_request_bytes, &w.payload, errmsg,
+                              sizeof errmsg);
+    }
     if (rc != 0) {
         out->kind = EXT_EXEC_NOT_APPLIED;
-        out->sqlite_rc = rc == RAFT_TOOBIG ? SQLITE_TOOBIG : SQLITE_ERROR;
+        out->sqlite_rc = rc == RAFT_TOOBIG  ? RAFTSQL_TOOBIG
+                         : rc == RAFT_NOMEM ? SQLITE_NOMEM
+                                            : RAFTSQL_INVALID;
         snprintf(out->errmsg, sizeof out->errmsg, "raft_exec: not applied: %s",
                  errmsg);
         return rc;
     }
+    w.want_rows = ropts.flags != 0;
+    w.client_id = ropts.client_id;
+    w.client_id_len = ropts.client_id_len;
     pthread_condattr_init(&ca);
     pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
     pthread_cond_init(&w.cond, &ca);
@@ -212,7 +253,7 @@ int exec_submit(struct ext_exec *e, const char *sql, size_t sql_len,
     if (e->shutdown) {
         pthread_mutex_unlock(&e->mu);
         out->kind = EXT_EXEC_NOT_APPLIED;
-        out->sqlite_rc = SQLITE_ERROR;
+        out->sqlite_rc = RAFTSQL_NOT_APPLIED;
         snprintf(out->errmsg, sizeof out->errmsg,
                  "raft_exec: not applied: the node is shutting down");
         rc = RAFT_SHUTDOWN;
@@ -221,7 +262,7 @@ int exec_submit(struct ext_exec *e, const char *sql, size_t sql_len,
     if (status_log_full(e->status, reason, sizeof reason)) {
         pthread_mutex_unlock(&e->mu);
         out->kind = EXT_EXEC_NOT_APPLIED;
-        out->sqlite_rc = SQLITE_FULL;
+        out->sqlite_rc = RAFTSQL_FULL;
         if (strstr(reason, "disk full") != NULL) {
             snprintf(out->errmsg, sizeof out->errmsg,
                      "raft_exec: not applied: disk full: the log's "
@@ -240,7 +281,7 @@ int exec_submit(struct ext_exec *e, const char *sql, size_t sql_len,
     if (e->queue_len == EXT_SUBMIT_QUEUE_MAX) {
         pthread_mutex_unlock(&e->mu);
         out->kind = EXT_EXEC_NOT_APPLIED;
-        out->sqlite_rc = SQLITE_BUSY;
+        out->sqlite_rc = RAFTSQL_BUSY;
         snprintf(out->errmsg, sizeof out->errmsg,
                  "raft_exec: not applied: busy, %d writes already queued "
                  "on this node; retry later",
@@ -283,11 +324,11 @@ int exec_submit(struct ext_exec *e, const char *sql, size_t sql_len,
         pthread_mutex_lock(&e->mu);
         if (interrupted && w.state != W_DONE) {
             if (!w.left_node) {
-                finish(&w, EXT_EXEC_NOT_APPLIED, SQLITE_INTERRUPT,
+                finish(&w, EXT_EXEC_NOT_APPLIED, RAFTSQL_INTERRUPTED,
                        "raft_exec: interrupted: not applied (the request "
                        "had not left this node)");
             } else {
-                finish(&w, EXT_EXEC_UNKNOWN, SQLITE_INTERRUPT,
+                finish(&w, EXT_EXEC_UNKNOWN, RAFTSQL_INTERRUPTED_UNKNOWN,
                        "raft_exec: interrupted: outcome unknown: the "
                        "write will be applied on all nodes or on none");
             }
@@ -296,12 +337,12 @@ int exec_submit(struct ext_exec *e, const char *sql, size_t sql_len,
     }
     if (w.state != W_DONE) {
         if (!w.left_node) {
-            finish(&w, EXT_EXEC_NOT_APPLIED, SQLITE_BUSY,
+            finish(&w, EXT_EXEC_NOT_APPLIED, RAFTSQL_NOT_APPLIED,
                    "raft_exec: not applied: no leader reachable within "
                    "exec_timeout_ms (%u ms)",
                    e->exec_timeout_ms);
         } else {
-            finish(&w, EXT_EXEC_UNKNOWN, SQLITE_ERROR,
+            finish(&w, EXT_EXEC_UNKNOWN, RAFTSQL_UNKNOWN,
                    "raft_exec: outcome unknown: not applied on this node "
                    "within exec_timeout_ms (%u ms); the write will be "
                    "applied on all nodes or on none",
@@ -328,12 +369,12 @@ static void fail_waiting(struct ext_exec *e, const char *reason)
             continue;
         }
         if (w->left_node) {
-            finish(w, EXT_EXEC_UNKNOWN, SQLITE_ERROR,
+            finish(w, EXT_EXEC_UNKNOWN, RAFTSQL_UNKNOWN,
                    "raft_exec: outcome unknown: %s; the write will be "
                    "applied on all nodes or on none",
                    reason);
         } else {
-            finish(w, EXT_EXEC_NOT_APPLIED, SQLITE_ERROR,
+            finish(w, EXT_EXEC_NOT_APPLIED, RAFTSQL_NOT_APPLIED,
                    "raft_exec: not applied: %s", reason);
         }
     }
@@ -518,11 +559,11 @@ void exec_on_forward_result(struct ext_exec *e, const struct raft_frame *m)
             w->index = m->forward_result.index;
             w->term = m->forward_result.term;
         } else if (status == RAFT_TOOBIG) {
-            finish(w, EXT_EXEC_NOT_APPLIED, SQLITE_TOOBIG,
+            finish(w, EXT_EXEC_NOT_APPLIED, RAFTSQL_TOOBIG,
                    "raft_exec: not applied: the leader refused a request "
                    "larger than its max_request_bytes");
         } else if (status == RAFT_CORRUPT) {
-            finish(w, EXT_EXEC_NOT_APPLIED, SQLITE_ERROR,
+            finish(w, EXT_EXEC_NOT_APPLIED, RAFTSQL_NOT_APPLIED,
                    "raft_exec: not applied: the leader refused the request "
                    "as malformed (do the nodes run different raftsql "
                    "versions?)");
@@ -536,6 +577,34 @@ void exec_on_forward_result(struct ext_exec *e, const struct raft_frame *m)
 }
 
 /* ---- Apply thread ------------------------------------------------------- */
+
+/* test_drop_result says whether test fault RAFTSQL_TEST_DROP_ID_RESULT
+ * (test builds only) drops result @r for waiter @w: a first outcome
+ * that applied (not a duplicate's, not a SQL error), when the waiter's
+ * client id starts with the variable's value. The caller then waits out exec_timeout_ms and learns
+ * "outcome unknown" although the request applied: what a lost answer
+ * does, made deterministic. */
+static bool test_drop_result(const struct waiter *w, const struct sql_result *r)
+{
+#ifdef RAFTSQL_TEST_FAULTS
+    const char *prefix = getenv("RAFTSQL_TEST_DROP_ID_RESULT");
+    size_t len = prefix != NULL ? strlen(prefix) : 0;
+
+    if (len > 0 && w->client_id != NULL && !r->id_duplicate &&
+        r->rc == SQLITE_OK && w->client_id_len >= len &&
+        memcmp(w->client_id, prefix, len) == 0) {
+        fprintf(stderr,
+                "raftsql: TEST FAULT RAFTSQL_TEST_DROP_ID_RESULT: the "
+                "result of request %llu.%llu is dropped\n",
+                (unsigned long long)r->id[0], (unsigned long long)r->id[1]);
+        return true;
+    }
+#else
+    (void)w;
+    (void)r;
+#endif
+    return false;
+}
 
 /* deliver hands the result @r of an applied entry to its waiter, if one
  * waits here. Caller holds mu. */
@@ -552,10 +621,23 @@ static void deliver(struct ext_exec *e, const struct sql_result *r)
     if (r->duplicate) {
         /* An earlier copy of this id was applied, and its result given
          * out before this waiter could see it only after a restart. */
-        finish(w, EXT_EXEC_UNKNOWN, SQLITE_ERROR,
+        finish(w, EXT_EXEC_UNKNOWN, RAFTSQL_UNKNOWN,
                "raft_exec: outcome unknown: the request was applied "
                "earlier under the same id");
         return;
+    }
+    if (test_drop_result(w, r)) {
+        return;
+    }
+    w->result.duplicate = r->id_duplicate != 0;
+    if (r->rc == SQLITE_OK && w->want_rows) {
+        w->result.rows = r->rows != NULL ? strdup(r->rows) : NULL;
+        if (w->result.rows == NULL) {
+            finish(w, EXT_EXEC_UNKNOWN, RAFTSQL_UNKNOWN,
+                   "raft_exec: outcome unknown: applied, but out of memory "
+                   "for its rows; retry with the same request id");
+            return;
+        }
     }
     if (r->rc == SQLITE_OK) {
         w->result.changes = r->changes;
@@ -598,6 +680,12 @@ void exec_applied(struct ext_exec *e, const struct sql_fsm_entry *entries,
         raft_uv_node_wake(e->driver);
     }
     pthread_mutex_unlock(&e->mu);
+}
+
+void ext_exec_result_clear(struct ext_exec_result *r)
+{
+    free(r->rows);
+    memset(r, 0, sizeof *r);
 }
 
 void exec_counts(struct ext_exec *e, unsigned *out_queue, unsigned *out_waiters)

@@ -46,6 +46,7 @@ void exec_free(struct ext_exec *e);
  * thread. */
 int exec_submit(struct ext_exec *e, const char *sql, size_t sql_len,
                 const struct sql_param *params, unsigned n_params,
+                const struct ext_exec_opts *opts,
                 const struct ext_exec_probe *probe,
                 struct ext_exec_result *out);
 

@@ -13,6 +13,7 @@
 #include "config.h"
 #include "members.h"
 #include "precheck.h"
+#include "raftsql.h"
 #include "registry.h"
 #include "verify.h"
 
@@ -27,6 +28,13 @@ struct conn_state {
     struct ext_precheck_cache checked; /* requests checked fine */
 };
 
+void func_error(sqlite3_context *ctx, int code, const char *msg)
+{
+    sqlite3_result_error(ctx, msg, -1);
+    /* After the text: sqlite3_result_error sets SQLITE_ERROR. */
+    sqlite3_result_error_code(ctx, code);
+}
+
 /* main_file returns the main database file of @ctx's connection, or
  * reports an error naming @fn and returns NULL. */
 static const char *main_file(sqlite3_context *ctx, const char *fn)
@@ -39,7 +47,7 @@ static const char *main_file(sqlite3_context *ctx, const char *fn)
                  "%s: the main database is in-memory or temporary; open a "
                  "database file",
                  fn);
-        sqlite3_result_error(ctx, msg, -1);
+        func_error(ctx, RAFTSQL_INVALID, msg);
         return NULL;
     }
     return file;
@@ -71,7 +79,7 @@ static struct ext_node *acquire(sqlite3_context *ctx, const char *fn, int argc,
              "of this machine; start one first (raft_start(config), or "
              "raftsql-node)",
              fn, file);
-    sqlite3_result_error(ctx, msg, -1);
+    func_error(ctx, RAFTSQL_NO_NODE, msg);
     return NULL;
 }
 
@@ -79,6 +87,23 @@ struct ext_node *func_acquire(sqlite3_context *ctx, const char *fn, int argc,
                               sqlite3_value **argv)
 {
     return acquire(ctx, fn, argc, argv, NULL);
+}
+
+struct ext_node *func_acquire_rowid(sqlite3_context *ctx, const char *fn,
+                                    int argc, sqlite3_value **argv,
+                                    int64_t *out_rowid)
+{
+    return acquire(ctx, fn, argc, argv, out_rowid);
+}
+
+sqlite3_int64 *func_conn_rowid(void *cs)
+{
+    return &((struct conn_state *)cs)->last_insert_rowid;
+}
+
+struct ext_precheck_cache *func_conn_checked(void *cs)
+{
+    return &((struct conn_state *)cs)->checked;
 }
 
 static void fn_start(sqlite3_context *ctx, int argc, sqlite3_value **argv)
@@ -95,11 +120,10 @@ static void fn_start(sqlite3_context *ctx, int argc, sqlite3_value **argv)
         return;
     }
     if (sqlite3_value_type(argv[0]) != SQLITE_TEXT) {
-        sqlite3_result_error(ctx,
-                             "raft_start: config must be text, e.g. 'id=1 "
-                             "cluster=1@127.0.0.1:7001,2@127.0.0.1:7002,"
-                             "3@127.0.0.1:7003'",
-                             -1);
+        func_error(ctx, RAFTSQL_INVALID,
+                   "raft_start: config must be text, e.g. 'id=1 "
+                   "cluster=1@127.0.0.1:7001,2@127.0.0.1:7002,"
+                   "3@127.0.0.1:7003'");
         return;
     }
     text = (const char *)sqlite3_value_text(argv[0]);
@@ -109,12 +133,16 @@ static void fn_start(sqlite3_context *ctx, int argc, sqlite3_value **argv)
         return;
     }
     rc = ext_config_parse(text, file, cfg, errmsg, sizeof errmsg);
-    if (rc == 0) {
-        rc = ext_registry_start(file, cfg, errmsg, sizeof errmsg);
-    }
     if (rc != 0) {
         snprintf(msg, sizeof msg, "raft_start: %s", errmsg);
-        sqlite3_result_error(ctx, msg, -1);
+        func_error(ctx, RAFTSQL_INVALID, msg);
+        free(cfg);
+        return;
+    }
+    rc = ext_registry_start(file, cfg, errmsg, sizeof errmsg);
+    if (rc != 0) {
+        snprintf(msg, sizeof msg, "raft_start: %s", errmsg);
+        func_error(ctx, SQLITE_ERROR, msg);
     } else {
         /* Where it listens in effect: listen= may come from the stored
          * configuration. */
@@ -191,26 +219,23 @@ static void fn_exec(sqlite3_context *ctx, int argc, sqlite3_value **argv)
     int64_t rowid;
 
     if (argc < 1 || sqlite3_value_type(argv[0]) != SQLITE_TEXT) {
-        sqlite3_result_error(ctx,
-                             "raft_exec: the first argument must be the SQL "
-                             "text of the write",
-                             -1);
+        func_error(ctx, RAFTSQL_INVALID,
+                   "raft_exec: the first argument must be the SQL text of "
+                   "the write");
         return;
     }
     if (argc - 1 > EXT__MAX_PARAMS) {
-        sqlite3_result_error(ctx, "raft_exec: too many parameters", -1);
+        func_error(ctx, RAFTSQL_INVALID, "raft_exec: too many parameters");
         return;
     }
     if (!sqlite3_get_autocommit(sqlite3_context_db_handle(ctx))) {
         /* The node's own connection applies the write: it would wait for
          * this connection's transaction, which waits for it; and a read
          * transaction would not see the write. */
-        sqlite3_result_error(ctx,
-                             "raft_exec: not applied: this connection is "
-                             "inside a transaction (BEGIN); commit or roll "
-                             "it back first: each raft_exec is a transaction "
-                             "of its own",
-                             -1);
+        func_error(ctx, RAFTSQL_INVALID,
+                   "raft_exec: not applied: this connection is inside a "
+                   "transaction (BEGIN); commit or roll it back first: each "
+                   "raft_exec is a transaction of its own");
         return;
     }
     rowid = cs->last_insert_rowid;
@@ -240,7 +265,7 @@ static void fn_exec(sqlite3_context *ctx, int argc, sqlite3_value **argv)
         snprintf(why, sizeof why, "%s", res->errmsg);
         snprintf(res->errmsg, sizeof res->errmsg,
                  "raft_exec: not applied: %.990s", why);
-        sqlite3_result_error(ctx, res->errmsg, -1);
+        func_error(ctx, RAFTSQL_INVALID, res->errmsg);
         goto out;
     }
     ext_node_exec(n, sql, (size_t)sqlite3_value_bytes(argv[0]), params,
@@ -249,9 +274,9 @@ static void fn_exec(sqlite3_context *ctx, int argc, sqlite3_value **argv)
         cs->last_insert_rowid = res->last_insert_rowid;
         sqlite3_result_int64(ctx, res->changes);
     } else {
-        sqlite3_result_error(ctx, res->errmsg, -1);
-        sqlite3_result_error_code(
-            ctx, res->sqlite_rc != SQLITE_OK ? res->sqlite_rc : SQLITE_ERROR);
+        func_error(ctx,
+                   res->sqlite_rc != SQLITE_OK ? res->sqlite_rc : SQLITE_ERROR,
+                   res->errmsg);
     }
 out:
     ext_registry_release(n);
@@ -307,7 +332,7 @@ static void fn_leader(sqlite3_context *ctx, int argc, sqlite3_value **argv)
 
 /* text_call runs @op on the node of @ctx's database (@fn names the SQL
  * function): its message is the result, or "@fn: <message>" the error
- * (SQLITE_INTERRUPT when @op was interrupted). */
+ * (RAFTSQL_INTERRUPTED when @op was interrupted, else SQLITE_ERROR). */
 static void text_call(sqlite3_context *ctx, const char *fn, int argc,
                       sqlite3_value **argv,
                       int (*op)(struct ext_node *n,
@@ -326,10 +351,8 @@ static void text_call(sqlite3_context *ctx, const char *fn, int argc,
     ext_registry_release(n);
     if (rc != 0) {
         snprintf(err, sizeof err, "%s: %s", fn, msg);
-        sqlite3_result_error(ctx, err, -1);
-        if (rc == RAFT_CANCELED) {
-            sqlite3_result_error_code(ctx, SQLITE_INTERRUPT);
-        }
+        func_error(
+            ctx, rc == RAFT_CANCELED ? RAFTSQL_INTERRUPTED : SQLITE_ERROR, err);
         return;
     }
     sqlite3_result_text(ctx, msg, -1, SQLITE_TRANSIENT);
@@ -353,8 +376,9 @@ static void fn_repair(sqlite3_context *ctx, int argc, sqlite3_value **argv)
 }
 
 /* raft_barrier(): the read index, once this node applied it (node.h,
- * ext_node_barrier); SQLITE_INTERRUPT when interrupted, SQLITE_BUSY when
- * too many barriers wait; refused inside a transaction. */
+ * ext_node_barrier); RAFTSQL_STALE when no leader confirmed it in time,
+ * RAFTSQL_INTERRUPTED when interrupted, RAFTSQL_BUSY when too many
+ * barriers wait; refused inside a transaction (RAFTSQL_INVALID). */
 static void fn_barrier(sqlite3_context *ctx, int argc, sqlite3_value **argv)
 {
     struct ext_exec_probe probe = {func_interrupted,
@@ -365,12 +389,10 @@ static void fn_barrier(sqlite3_context *ctx, int argc, sqlite3_value **argv)
     int rc;
     if (!sqlite3_get_autocommit(sqlite3_context_db_handle(ctx))) {
         /* Its reads would keep the snapshot the transaction took. */
-        sqlite3_result_error(ctx,
-                             "raft_barrier: this connection is inside a "
-                             "transaction (BEGIN), whose reads keep the "
-                             "snapshot they started with; call it outside "
-                             "one",
-                             -1);
+        func_error(ctx, RAFTSQL_INVALID,
+                   "raft_barrier: this connection is inside a transaction "
+                   "(BEGIN), whose reads keep the snapshot they started "
+                   "with; call it outside one");
         return;
     }
     n = func_acquire(ctx, "raft_barrier", argc, argv);
@@ -380,12 +402,13 @@ static void fn_barrier(sqlite3_context *ctx, int argc, sqlite3_value **argv)
     rc = ext_node_barrier(n, &probe, &index, msg, sizeof msg);
     ext_registry_release(n);
     if (rc != 0) {
-        sqlite3_result_error(ctx, msg, -1);
-        if (rc == RAFT_CANCELED) {
-            sqlite3_result_error_code(ctx, SQLITE_INTERRUPT);
-        } else if (rc == RAFT_BUSY) {
-            sqlite3_result_error_code(ctx, SQLITE_BUSY);
-        }
+        /* Nothing is written: every failure is a read that could not
+         * be made fresh (no confirmed leader, not applied in time). */
+        func_error(ctx,
+                   rc == RAFT_CANCELED ? RAFTSQL_INTERRUPTED
+                   : rc == RAFT_BUSY   ? RAFTSQL_BUSY
+                                       : RAFTSQL_STALE,
+                   msg);
         return;
     }
     sqlite3_result_int64(ctx, (sqlite3_int64)index);
@@ -467,7 +490,7 @@ static void fn_stop(sqlite3_context *ctx, int argc, sqlite3_value **argv)
                  "raft_stop: no raftsql node runs for %s, in this process "
                  "or another of this machine",
                  file);
-        sqlite3_result_error(ctx, msg, -1);
+        func_error(ctx, RAFTSQL_NO_NODE, msg);
         return;
     }
     sqlite3_result_text(ctx, "stopped", -1, SQLITE_STATIC);
@@ -523,6 +546,9 @@ int ext_func_register(sqlite3 *db)
     if (rc == SQLITE_OK) {
         rc = sqlite3_create_function_v2(db, "raft_verify", 0, admin, NULL,
                                         fn_verify, NULL, NULL, NULL);
+    }
+    if (rc == SQLITE_OK) {
+        rc = func_query_register(db, cs);
     }
     if (rc == SQLITE_OK) {
         rc = sqlite3_create_function_v2(db, "raft_barrier", 0, admin, NULL,

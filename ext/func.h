@@ -5,6 +5,7 @@
 #define EXT_FUNC_H
 
 #include <stdbool.h>
+#include <stdint.h>
 
 #include <sqlite3ext.h>
 
@@ -25,6 +26,34 @@ int ext_func_register(sqlite3 *db);
  * it. The caller's thread; blocks while a forwarded call runs. */
 struct ext_node *func_acquire(sqlite3_context *ctx, const char *fn, int argc,
                               sqlite3_value **argv);
+
+/* func_acquire_rowid is func_acquire for a write function: a call
+ * forwarded to another process's node writes that node's
+ * raft_last_insert_rowid() after it to *@out_rowid (left as it was
+ * otherwise). */
+struct ext_node *func_acquire_rowid(sqlite3_context *ctx, const char *fn,
+                                    int argc, sqlite3_value **argv,
+                                    int64_t *out_rowid);
+
+struct ext_precheck_cache; /* precheck.h */
+
+/* func_conn_rowid returns where connection state @cs (the user data of
+ * raft_exec) keeps raft_last_insert_rowid(). The connection's thread. */
+sqlite3_int64 *func_conn_rowid(void *cs);
+
+/* func_conn_checked returns the precheck cache of connection state @cs.
+ * The connection's thread. */
+struct ext_precheck_cache *func_conn_checked(void *cs);
+
+/* func_query_register registers raft_query, raft_exec_id and
+ * raft_query_id (func_query.c) on @db with connection state @cs (owned
+ * by raft_exec's registration). Returns SQLITE_OK or SQLite's error. */
+int func_query_register(sqlite3 *db, void *cs);
+
+/* func_error sets @msg (copied) as @ctx's error, with result code @code
+ * (a RAFTSQL_* code of raftsql.h, or SQLite's own). The caller's
+ * thread. */
+void func_error(sqlite3_context *ctx, int code, const char *msg);
 
 /* func_value points @out at SQL value @v (its bytes valid while @v is).
  * Pure. */

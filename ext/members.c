@@ -46,6 +46,7 @@
 #include "attach_server.h"
 #include "change.h"
 #include "func.h"
+#include "raftsql.h"
 #include "registry.h"
 
 SQLITE_EXTENSION_INIT3
@@ -115,7 +116,8 @@ unsigned members_view(struct raft_uv_node *d, raft_id self,
 
 /* ---- The functions ------------------------------------------------------ */
 
-/* fail reports the error @fmt of a function through @ctx. */
+/* fail reports the error @fmt of a function's arguments through @ctx
+ * (RAFTSQL_INVALID). */
 static bool fail(sqlite3_context *ctx, const char *fmt, ...)
     __attribute__((format(printf, 2, 3)));
 
@@ -126,7 +128,7 @@ static bool fail(sqlite3_context *ctx, const char *fmt, ...)
     va_start(ap, fmt);
     vsnprintf(msg, sizeof msg, fmt, ap);
     va_end(ap);
-    sqlite3_result_error(ctx, msg, -1);
+    func_error(ctx, RAFTSQL_INVALID, msg);
     return false;
 }
 
@@ -226,6 +228,29 @@ static void done_text(const struct ext_change_request *q,
     }
 }
 
+/* change_code returns the result code of the failed change @r
+ * (raftsql.h). */
+static int change_code(const struct ext_change_result *r)
+{
+    if (r->rc == RAFT_CANCELED) {
+        return r->unknown ? RAFTSQL_INTERRUPTED_UNKNOWN : RAFTSQL_INTERRUPTED;
+    }
+    if (r->unknown) {
+        return RAFTSQL_UNKNOWN;
+    }
+    switch (r->rc) {
+        case RAFT_BUSY:
+            return RAFTSQL_BUSY;
+        case RAFT_INVALID:  /* already a member, an address in use, ... */
+        case RAFT_NOTFOUND: /* no such server */
+            return RAFTSQL_INVALID;
+        case RAFT_NOMEM:
+            return SQLITE_NOMEM;
+        default: /* no leader, shutting down, refused by the leader */
+            return RAFTSQL_NOT_APPLIED;
+    }
+}
+
 /* run submits @q for function @fn (called with @argc arguments @argv,
  * forwarded as they are to another process's node) and sets the
  * function's result. */
@@ -259,11 +284,7 @@ static void run(sqlite3_context *ctx, const char *fn,
                       strncmp(r->errmsg, "interrupted", 11) == 0;
         snprintf(msg, sizeof msg, "%s: %s%s", fn,
                  worded ? "" : "not done: ", r->errmsg);
-        sqlite3_result_error(ctx, msg, -1);
-        sqlite3_result_error_code(ctx, r->rc == RAFT_BUSY ? SQLITE_BUSY
-                                       : r->rc == RAFT_CANCELED
-                                           ? SQLITE_INTERRUPT
-                                           : SQLITE_ERROR);
+        func_error(ctx, change_code(r), msg);
     }
     free(r);
 }
@@ -273,10 +294,9 @@ static void fn_add(sqlite3_context *ctx, int argc, sqlite3_value **argv)
     struct ext_change_request q = {.op = EXT_CHANGE_ADD};
 
     if (argc < 2 || argc > 3) {
-        sqlite3_result_error(ctx,
-                             "raft_add: takes (id, address) or (id, "
-                             "address, 'learner')",
-                             -1);
+        fail(ctx,
+             "raft_add: takes (id, address) or (id, "
+             "address, 'learner')");
         return;
     }
     if (!arg_id(ctx, "raft_add", argv[0], &q.id) ||
@@ -287,11 +307,10 @@ static void fn_add(sqlite3_context *ctx, int argc, sqlite3_value **argv)
         const char *role = (const char *)sqlite3_value_text(argv[2]);
         if (sqlite3_value_type(argv[2]) != SQLITE_TEXT ||
             strcmp(role, "learner") != 0) {
-            sqlite3_result_error(ctx,
-                                 "raft_add: the third argument must be "
-                                 "'learner' (it stays a learner), or left "
-                                 "out (promoted to voter once caught up)",
-                                 -1);
+            fail(ctx,
+                 "raft_add: the third argument must be "
+                 "'learner' (it stays a learner), or left "
+                 "out (promoted to voter once caught up)");
             return;
         }
         q.manual = true;
@@ -332,10 +351,9 @@ static void fn_transfer(sqlite3_context *ctx, int argc, sqlite3_value **argv)
     struct ext_change_request q = {.op = EXT_CHANGE_TRANSFER};
 
     if (argc > 1) {
-        sqlite3_result_error(ctx,
-                             "raft_transfer: takes () for the most "
-                             "caught-up voter, or (id)",
-                             -1);
+        fail(ctx,
+             "raft_transfer: takes () for the most "
+             "caught-up voter, or (id)");
         return;
     }
     if (argc == 1 && sqlite3_value_type(argv[0]) != SQLITE_NULL &&

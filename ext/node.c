@@ -31,6 +31,7 @@
 #include "node_log.h"
 #include "node_tls.h"
 #include "propose.h"
+#include "raftsql.h"
 #include "repair.h"
 #include "sqlbridge.h"
 #include "status.h"
@@ -480,6 +481,8 @@ int ext_node_start(const char *db_path, const struct ext_config *cfg,
     n->cfg = *cfg;
     node_log_init(&n->log, cfg->id, cfg->log_level);
     propose_init(&n->propose, random_u64(), cfg->max_request_steps);
+    propose_set_ids(&n->propose, cfg->request_id_window,
+                    cfg->request_id_window_ms, cfg->max_result_bytes);
     fo = (struct ext_forward_ops){
         .data = n,
         .can_propose = fwd_can_propose,
@@ -610,17 +613,28 @@ int ext_node_exec(struct ext_node *n, const char *sql, size_t sql_len,
                   const struct ext_exec_probe *probe,
                   struct ext_exec_result *out)
 {
+    return ext_node_exec_opts(n, sql, sql_len, params, n_params, NULL, probe,
+                              out);
+}
+
+int ext_node_exec_opts(struct ext_node *n, const char *sql, size_t sql_len,
+                       const struct sql_param *params, unsigned n_params,
+                       const struct ext_exec_opts *opts,
+                       const struct ext_exec_probe *probe,
+                       struct ext_exec_result *out)
+{
     char why[sizeof out->errmsg - 32];
     if (repair_refusal(n->repair, n->applier, why, sizeof why)) {
         /* Nothing compounds on a replica that disagrees with the log. */
         memset(out, 0, sizeof *out);
         out->kind = EXT_EXEC_NOT_APPLIED;
-        out->sqlite_rc = SQLITE_ERROR;
+        out->sqlite_rc = RAFTSQL_DIVERGED;
         snprintf(out->errmsg, sizeof out->errmsg, "raft_exec: not applied: %s",
                  why);
         return RAFT_DIVERGED;
     }
-    return exec_submit(n->exec, sql, sql_len, params, n_params, probe, out);
+    return exec_submit(n->exec, sql, sql_len, params, n_params, opts, probe,
+                       out);
 }
 
 char *ext_node_status(struct ext_node *n)

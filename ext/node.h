@@ -39,14 +39,35 @@ enum ext_exec_kind {
     EXT_EXEC_UNKNOWN = 3,     /* may be applied on all nodes, or on none */
 };
 
-/* The outcome of ext_node_exec. */
+/* Longest client request id, bytes. */
+#define EXT_REQUEST_ID_MAX 256
+
+/* Options of one write (ext_node_exec_opts). Zeroed: a plain raft_exec. */
+struct ext_exec_opts {
+    const char *request_id; /* client-chosen id bytes, or NULL */
+    size_t request_id_len;  /* 1..EXT_REQUEST_ID_MAX when set */
+    bool want_rows;         /* collect the rows statements return, as JSON */
+};
+
+/* The outcome of ext_node_exec. Release it with ext_exec_result_clear
+ * (needed only when rows may be set: a want_rows write). */
 struct ext_exec_result {
     int kind;                  /* enum ext_exec_kind */
-    int sqlite_rc;             /* SQLite result code for the caller */
+    int sqlite_rc;             /* result code for the caller: RAFTSQL_*
+                                  (raftsql.h), SQLite's own for a SQL
+                                  error, SQLITE_NOMEM */
     int64_t changes;           /* rows changed, when kind is OK */
     int64_t last_insert_rowid; /* rowid after the request, when OK */
     char errmsg[1024];         /* why, when kind is not OK */
+    char *rows;     /* malloc'd JSON text when want_rows and kind OK, else
+                       NULL (shape: sql/rows.c, README "raft_query") */
+    bool duplicate; /* the request id was applied before: this is its
+                       first outcome, nothing applied again */
 };
+
+/* ext_exec_result_clear frees what @r holds (rows) and zeroes it. Any
+ * thread. */
+void ext_exec_result_clear(struct ext_exec_result *r);
 
 /* How a waiting ext_node_exec learns that its caller gave up: @interrupted
  * (with @data) returns true once the caller's connection was interrupted
@@ -104,7 +125,8 @@ void ext_node_discard(struct ext_node *n);
  * on this node, exec_timeout_ms passes, or @probe (may be NULL) says the
  * caller was interrupted (then within EXT_EXEC_POLL_MS: "interrupted: not
  * applied" when the request had not left this node, else "interrupted:
- * outcome unknown", with sqlite_rc SQLITE_INTERRUPT). Always fills @out;
+ * outcome unknown", with sqlite_rc RAFTSQL_INTERRUPTED or
+ * RAFTSQL_INTERRUPTED_UNKNOWN). Always fills @out;
  * returns 0 when out->kind is EXT_EXEC_OK, else the project error code
  * matching it (RAFT_INVALID for a SQL error, RAFT_TOOBIG, RAFT_BUSY when
  * the submission queue is full, RAFT_TIMEOUT, RAFT_UNKNOWN, RAFT_SHUTDOWN,
@@ -114,6 +136,30 @@ int ext_node_exec(struct ext_node *n, const char *sql, size_t sql_len,
                   const struct sql_param *params, unsigned n_params,
                   const struct ext_exec_probe *probe,
                   struct ext_exec_result *out);
+
+/* ext_node_exec_opts is ext_node_exec with options @opts (NULL or zeroed:
+ * exactly ext_node_exec, a request of the old payload format).
+ * With @opts->request_id (1..EXT_REQUEST_ID_MAX bytes, any bytes) the
+ * request is remembered under that id within the leader's window
+ * (request_id_window ids, request_id_window_ms of entry time): a later
+ * request with the same id and the same SQL, parameters and want_rows
+ * applies nothing and gets the first outcome (out->duplicate set; a SQL
+ * error stays that SQL error), on any node, after leader changes and
+ * restarts; one with the same id but other SQL or parameters is a SQL
+ * error ("request id ... was used for different SQL or parameters"),
+ * nothing applied. With @opts->want_rows the rows the statements return
+ * come back in out->rows as JSON (computed on this node as it applies;
+ * over the leader's max_result_bytes is a SQL error, rolled back on every
+ * node). A leader of a version before these options refuses such a
+ * request: "not applied". @out is filled as by ext_node_exec; release it
+ * with ext_exec_result_clear. Errors: those of ext_node_exec, and
+ * RAFT_INVALID (not applied) for an id of 0 or over EXT_REQUEST_ID_MAX
+ * bytes. Any thread. */
+int ext_node_exec_opts(struct ext_node *n, const char *sql, size_t sql_len,
+                       const struct sql_param *params, unsigned n_params,
+                       const struct ext_exec_opts *opts,
+                       const struct ext_exec_probe *probe,
+                       struct ext_exec_result *out);
 
 /* ext_node_status returns the node's status as a JSON object text
  * (malloc'd, the caller frees it), or NULL when out of memory. Fields: id,

@@ -13,6 +13,14 @@ void propose_init(struct ext_propose *p, uint64_t seed, uint64_t max_steps)
     p->max_steps = max_steps;
 }
 
+void propose_set_ids(struct ext_propose *p, uint64_t id_window,
+                     uint64_t id_window_ms, uint64_t max_result_bytes)
+{
+    p->id_window = id_window;
+    p->id_window_ms = id_window_ms;
+    p->max_result_bytes = max_result_bytes;
+}
+
 /* next_seed returns the next entry seed (splitmix64). */
 static uint64_t next_seed(struct ext_propose *p)
 {
@@ -34,7 +42,11 @@ int propose_batch(struct ext_propose *p, struct raft_uv_node *d,
                   raft_index *out_index, raft_term *out_term)
 {
     struct raft_buf **stamped = calloc(n, sizeof *stamped);
-    struct sql_stamp stamp = {.time_ms = wall_ms(), .max_steps = p->max_steps};
+    struct sql_stamp stamp = {.time_ms = wall_ms(),
+                              .max_steps = p->max_steps,
+                              .id_window = p->id_window,
+                              .id_window_ms = p->id_window_ms,
+                              .max_result_bytes = p->max_result_bytes};
     int rc = 0;
 
     if (stamped == NULL) {

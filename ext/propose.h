@@ -14,14 +14,24 @@
 /* The proposer of one node: the PRNG of the entry seeds and the work
  * budget stamped into each request. Its fields belong to propose.c. */
 struct ext_propose {
-    uint64_t seed_state; /* splitmix64 state (loop thread) */
-    uint64_t max_steps;  /* max_request_steps, 0 for none */
+    uint64_t seed_state;       /* splitmix64 state (loop thread) */
+    uint64_t max_steps;        /* max_request_steps, 0 for none */
+    uint64_t id_window;        /* request_id_window (version 3 requests) */
+    uint64_t id_window_ms;     /* request_id_window_ms */
+    uint64_t max_result_bytes; /* max_result_bytes */
 };
 
 /* propose_init seeds @p with @seed (a random value per run); every
  * request it proposes gets the work budget @max_steps (SQLite VM steps, 0
  * for none), so that every node applies it with the leader's budget. */
 void propose_init(struct ext_propose *p, uint64_t seed, uint64_t max_steps);
+
+/* propose_set_ids sets what @p stamps into requests of format version 3
+ * (a client request id or rows wanted): the id window by count
+ * (@id_window ids) and by entry time (@id_window_ms), and the result cap
+ * (@max_result_bytes), the leader's config keys. Before the loop runs. */
+void propose_set_ids(struct ext_propose *p, uint64_t id_window,
+                     uint64_t id_window_ms, uint64_t max_result_bytes);
 
 /* propose_batch stamps @n request payloads (@payloads; not changed, the
  * stamped copies are new) with the wall clock (ms), one seed each and the

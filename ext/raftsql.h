@@ -1,5 +1,5 @@
 /* raftsql public C API: make a SQLite database one replica of a Raft
- * group. Link build/libraftsql.a (or load build/raftsql.so) and register
+ * group. Link libraftsql.a (or load raftsql.so) and register
  * the extension; then use the SQL functions on any connection:
  *
  *     sqlite3_auto_extension((void (*)(void))sqlite3_raftsql_init);
@@ -18,11 +18,19 @@
  *                             this node applied it
  *   raft_stop()               stop the node
  *
+ * Errors: a failing function sets its message (sqlite3_errmsg) and a
+ * stable extended result code (sqlite3_extended_errcode), one of the
+ * RAFTSQL_* codes below or, for a SQL error of the write itself, SQLite's
+ * own code of the failing statement (README "What happens on errors").
+ *
  * C functions: sqlite3_raftsql_init (the entry point),
  * raftsql_set_authorizer (a host's authorizer behind the write guard),
  * raftsql_config_check (a configuration string checked, nothing started),
  * raftsql_node_state (whether this process's node runs, stopped or
  * failed) and raftsql_barrier (raft_barrier() from C).
+ *
+ * Build: cc app.c $(pkg-config --cflags --libs raftsql), after
+ * `make install` (README "From a C program").
  *
  * Threads: any connection of the process, on any thread, may call these
  * concurrently; the node belongs to the process and the database file. */
@@ -37,6 +45,91 @@
 #ifdef __cplusplus
 extern "C" {
 #endif
+
+/* Result codes of raftsql's SQL functions, as sqlite3_extended_errcode()
+ * gives them (and Python's sqlite3.Error.sqlite_errorcode, and a caller in
+ * another process through the node's socket, unchanged). Each is
+ * primary | (n << 8), SQLite's own layout of extended codes
+ * (https://sqlite.org/rescode.html), with n from 101 on, far above the
+ * extended numbers SQLite uses (under 40): sqlite3_errcode() and hosts
+ * that look at the primary code only (code & 0xff) see a code of SQLite's
+ * whose meaning fits, and whose handling by SQLite itself fits too:
+ *   - SQLITE_BUSY for what was not done and can be retried as it is
+ *     ("try again later": a host's retry loop on SQLITE_BUSY does the
+ *     right thing, nothing was applied);
+ *   - SQLITE_ERROR for what must not be retried blindly: an outcome
+ *     unknown (a blind retry may apply the write twice) and bad
+ *     arguments (a retry fails alike);
+ *   - SQLITE_INTERRUPT for an interrupted caller, as SQLite's own
+ *     interrupted statements (Python: OperationalError "interrupted");
+ *   - SQLITE_FULL and SQLITE_TOOBIG as SQLite's own "disk full" and
+ *     "string or blob too big" (raft_exec refuses to run inside a
+ *     transaction, so SQLite's rollback of an open transaction on
+ *     SQLITE_FULL or SQLITE_INTERRUPT never applies);
+ *   - SQLITE_CANTOPEN when no node can serve the call.
+ * A SQL error of the write itself (a constraint, a missing table, a
+ * runaway request over max_request_steps) keeps SQLite's own code of the
+ * failing statement, e.g. SQLITE_CONSTRAINT_UNIQUE; it was rolled back on
+ * every node. Other failures (a raft_start that cannot listen, raft_verify
+ * failing to read the file) are SQLITE_ERROR, or SQLITE_NOMEM.
+ * Only RAFTSQL_UNKNOWN and RAFTSQL_INTERRUPTED_UNKNOWN leave the outcome
+ * open: after every other error nothing of the call was applied. */
+
+/* Not applied, retry is safe: refused before it entered the log (no
+ * leader reachable within exec_timeout_ms, the node shutting down, the
+ * leader refusing it); "<fn>: not applied: ...". */
+#define RAFTSQL_NOT_APPLIED (SQLITE_BUSY | (101 << 8))
+/* Not applied, busy: the node's queue is full (4096 writes), or it serves
+ * as many connections of other processes as it takes, or another
+ * membership change is pending; retry later. "<fn>: not applied: busy". */
+#define RAFTSQL_BUSY (SQLITE_BUSY | (102 << 8))
+/* Stale: this node cannot answer fresh enough (raft_barrier on a node
+ * that cannot confirm a leader, a function refusing past a
+ * max_staleness_ms bound); retry later or on another node. "<fn>: stale
+ * replica: ...". A plain SELECT that the write guard refuses as stale
+ * fails in its prepare with SQLITE_AUTH instead: an authorizer cannot
+ * choose the code. */
+#define RAFTSQL_STALE (SQLITE_BUSY | (103 << 8))
+/* Not applied, this replica is diverged (README "Foreign writes"): retry
+ * on another node, or here once it is repaired. "<fn>: not applied:
+ * diverged replica: ...". */
+#define RAFTSQL_DIVERGED (SQLITE_BUSY | (104 << 8))
+/* Not applied, the log is full (log_max_mb) or its disk is: writes resume
+ * by themselves once space is freed. "raft_exec: not applied: the log is
+ * full ..." or "... not applied: disk full: ...". */
+#define RAFTSQL_FULL (SQLITE_FULL | (105 << 8))
+/* Not applied, the request is too big: over max_request_bytes (this
+ * node's or the leader's), or over 192 MiB encoded for the socket; a
+ * retry as it is fails alike. "raft_exec: not applied: ...". */
+#define RAFTSQL_TOOBIG (SQLITE_TOOBIG | (106 << 8))
+/* Outcome unknown: the request left this node but its result did not
+ * come back in time (leadership lost, a partition, the node's process
+ * died); it ends up applied on every node or on none. Read before
+ * retrying. "<fn>: outcome unknown: ...". */
+#define RAFTSQL_UNKNOWN (SQLITE_ERROR | (107 << 8))
+/* Interrupted, not applied: the caller's connection was interrupted
+ * (sqlite3_interrupt) before the request left this node.
+ * "<fn>: interrupted: not applied ..." (for a read: "interrupted ..."). */
+#define RAFTSQL_INTERRUPTED (SQLITE_INTERRUPT | (108 << 8))
+/* Interrupted, outcome unknown: interrupted after the request had left
+ * this node (or was sent to another process's node), which still carries
+ * it out. "<fn>: interrupted: outcome unknown: ...". */
+#define RAFTSQL_INTERRUPTED_UNKNOWN (SQLITE_INTERRUPT | (109 << 8))
+/* Bad arguments: the call cannot succeed whatever the data (a wrong
+ * argument, a bad configuration string, a syntax error or a parameter
+ * without value in the request, BEGIN/COMMIT in it, raft_exec inside a
+ * transaction, an in-memory database, a server that is no member);
+ * fix the call. "<fn>: ..." naming what is wrong. */
+#define RAFTSQL_INVALID (SQLITE_ERROR | (110 << 8))
+/* No node: none runs for the database file, in this process or another
+ * of the machine, or this process may not use it (the node's socket
+ * refuses its user). "<fn>: no raftsql node runs for ...", "<fn>: not
+ * applied: cannot reach ...", "<fn>: not applied: refused: ...". */
+#define RAFTSQL_NO_NODE (SQLITE_CANTOPEN | (111 << 8))
+
+/* RAFTSQL_IS_OWN_CODE(code): true for raftsql's own codes above (n from
+ * 101 to 199 is kept for them), false for SQLite's codes. */
+#define RAFTSQL_IS_OWN_CODE(code) (((code) >> 8) >= 101 && ((code) >> 8) <= 199)
 
 /* sqlite3_raftsql_init registers the raftsql SQL functions on @db and the
  * authorizer that refuses direct writes to a replicated database (see
@@ -121,11 +214,14 @@ int raftsql_node_state(sqlite3 *db, int *out_state, char *why, size_t why_len);
  * election_timeout_ms (and a little slack) for the confirmation, then
  * exec_timeout_ms in all; sqlite3_interrupt(@db) ends it; refused while
  * @db is inside a transaction (BEGIN). Returns
- * SQLITE_OK; else the error's (extended) result code with the message in
+ * SQLITE_OK; else the error's extended result code (RAFTSQL_STALE for
+ * every failure to confirm or apply in time, RAFTSQL_INTERRUPTED,
+ * RAFTSQL_BUSY, RAFTSQL_INVALID inside a transaction, RAFTSQL_NO_NODE)
+ * with the message in
  * @errmsg (@errmsg_len bytes, NUL-terminated; "raft_barrier: no quorum
  * confirmed this node still leads within N ms", "raft_barrier: no leader
- * ...", "raft_barrier: interrupted" with SQLITE_INTERRUPT, or "no raftsql
- * node runs for ..."); SQLITE_MISUSE when raftsql.so was never loaded in
+ * ...", "raft_barrier: interrupted", or "no raftsql node runs for ...");
+ * SQLITE_MISUSE when raftsql.so was never loaded in
  * this process. Thread: the one using @db. */
 int raftsql_barrier(sqlite3 *db, int64_t *out_index, char *errmsg,
                     size_t errmsg_len);

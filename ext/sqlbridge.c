@@ -12,23 +12,16 @@
  * removed from the apply connection when an auto-extension registered
  * them there. A function added to func.c is added here too. */
 static const struct sql_function ext_functions[] = {
-    {"raft_start", 1},
-    {"raft_exec", -1},
-    {"raft_last_insert_rowid", 0},
-    {"raft_status", 0},
-    {"raft_leader", 0},
-    {"raft_stop", 0},
-    {"raft_add", -1},
-    {"raft_remove", 1},
-    {"raft_promote", 1},
-    {"raft_demote", 1},
-    {"raft_transfer", -1},
-    {"raft_update", 2},
-    {"raft_tls_reload", 0},
-    {"raft_cluster_id", 0},
-    {"raft_verify", 0},
-    {"raft_repair", 0},
-    {"raft_barrier", 0},
+    {"raft_start", 1},      {"raft_exec", -1},
+    {"raft_query", -1},     {"raft_exec_id", -1},
+    {"raft_query_id", -1},  {"raft_last_insert_rowid", 0},
+    {"raft_status", 0},     {"raft_leader", 0},
+    {"raft_stop", 0},       {"raft_add", -1},
+    {"raft_remove", 1},     {"raft_promote", 1},
+    {"raft_demote", 1},     {"raft_transfer", -1},
+    {"raft_update", 2},     {"raft_tls_reload", 0},
+    {"raft_cluster_id", 0}, {"raft_verify", 0},
+    {"raft_repair", 0},     {"raft_barrier", 0},
 };
 
 int sqlbridge_rc(int rc)
@@ -57,15 +50,15 @@ int sqlbridge_open(const char *path, struct sql_fsm **out, char *errmsg,
 
 int sqlbridge_encode(const uint64_t id[2], const char *sql, size_t sql_len,
                      const struct sql_param *params, unsigned n_params,
-                     uint64_t max_bytes, struct raft_buf **out, char *errmsg,
-                     size_t errmsg_len)
+                     const struct sql_request_opts *opts, uint64_t max_bytes,
+                     struct raft_buf **out, char *errmsg, size_t errmsg_len)
 {
     struct raft_buf *b;
     size_t len = 0;
     int rc;
 
-    rc = sql_request_size(sql, sql_len, params, n_params, max_bytes, &len,
-                          errmsg, errmsg_len);
+    rc = sql_request_size_opts(sql, sql_len, params, n_params, opts, max_bytes,
+                               &len, errmsg, errmsg_len);
     if (rc != 0) {
         return sqlbridge_rc(rc);
     }
@@ -75,7 +68,8 @@ int sqlbridge_encode(const uint64_t id[2], const char *sql, size_t sql_len,
                      (uint64_t)len);
         return RAFT_NOMEM;
     }
-    rc = sql_request_encode(id, sql, sql_len, params, n_params, b->data, len);
+    rc = sql_request_encode_opts(id, sql, sql_len, params, n_params, opts,
+                                 b->data, len);
     if (rc != 0) {
         raft_errmsgf(errmsg, errmsg_len, "encode: %s", sql_strerror(rc));
         raft_buf_unref(b);

@@ -26,17 +26,18 @@ int sqlbridge_rc(int rc);
 int sqlbridge_open(const char *path, struct sql_fsm **out, char *errmsg,
                    size_t errmsg_len);
 
-/* sqlbridge_encode builds the payload of a write request (sql_request_size
- * and sql_request_encode: @id, @sql of @sql_len bytes, @n_params @params)
- * in a new raft_buf, written once, that the caller owns (*@out, one
- * reference). Any thread.
+/* sqlbridge_encode builds the payload of a write request
+ * (sql_request_size_opts and sql_request_encode_opts: @id, @sql of
+ * @sql_len bytes, @n_params @params, options @opts, may be NULL for a
+ * plain request) in a new raft_buf, written once, that the caller owns
+ * (*@out, one reference). Any thread.
  * Errors: RAFT_TOOBIG (over @max_bytes or the format's limits),
- * RAFT_INVALID (empty SQL, a bad value or parameter name), RAFT_NOMEM;
- * @errmsg (@errmsg_len bytes) says which. */
+ * RAFT_INVALID (empty SQL, a bad value or parameter name, a bad client
+ * id), RAFT_NOMEM; @errmsg (@errmsg_len bytes) says which. */
 int sqlbridge_encode(const uint64_t id[2], const char *sql, size_t sql_len,
                      const struct sql_param *params, unsigned n_params,
-                     uint64_t max_bytes, struct raft_buf **out, char *errmsg,
-                     size_t errmsg_len);
+                     const struct sql_request_opts *opts, uint64_t max_bytes,
+                     struct raft_buf **out, char *errmsg, size_t errmsg_len);
 
 /* sqlbridge_stamp returns in *@out a new raft_buf (one reference, the
  * caller's) holding the request payload @in with the leader's @stamp

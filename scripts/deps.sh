@@ -3,7 +3,7 @@
 # Usage: scripts/deps.sh   (a quick no-op when everything is present)
 set -eu
 
-pkgs="gcc make pkg-config sqlite3 libsqlite3-dev libuv1-dev liblmdb-dev \
+pkgs="gcc g++ make pkg-config sqlite3 libsqlite3-dev libuv1-dev liblmdb-dev \
 libcmocka-dev libxxhash-dev libjansson-dev libssl-dev openssl python3 \
 clang-format tmux clang libclang-rt-14-dev iproute2"
 

@@ -52,6 +52,9 @@ SQLITE_EXTENSION_INIT3
 #define SQL__APPLY_PRUNE_CHUNK 1024
 /* run_request's answer when the request rolled back the whole batch. */
 #define SQL__APPLY_RESTART (-1)
+/* The result cap of an unstamped want-rows request (max_result_bytes's
+ * default). */
+#define SQL__APPLY_MAX_RESULT (16u << 20)
 
 /* str_printf returns a malloc'd formatted string, or NULL. */
 static char *str_printf(const char *fmt, ...)
@@ -113,6 +116,7 @@ struct run {
     int settings_changed;          /* a setting was stored */
     int err_rc;                    /* SQL error code, or SQLITE_OK */
     char *err_msg;                 /* its text (malloc'd), or NULL */
+    struct sql_rows *rows;         /* a want-rows request's rows, or NULL */
 };
 
 /* run_error records SQL error @rc with the formatted text; returns 0, or
@@ -257,12 +261,55 @@ static int store_setting(struct sql_fsm *f, struct run *run)
     return 0;
 }
 
+/* rows_error records failure @rc of rows.c (message @msg) for the
+ * request: a SQL error, or out of memory. */
+static int rows_error(struct sql_fsm *f, struct run *run, int rc,
+                      const char *msg)
+{
+    if (rc == SQL_ERR_NOMEM) {
+        sql_errmsgf(f->errmsg, sizeof f->errmsg, "entry %" PRIu64 ": %s",
+                    run->index, msg);
+        return rc;
+    }
+    return run_error(
+        f, run, rc == SQL_ERR_TOOBIG ? SQLITE_TOOBIG : SQLITE_ERROR, "%s", msg);
+}
+
+/* step_rows steps @s to its end, collecting its rows when the request
+ * wants them. Returns SQLITE_DONE, the failing SQLite code, or 0 with a
+ * rows failure recorded in @run (*@out_rc then holds the project code). */
+static int step_rows(struct sql_fsm *f, struct run *run, sqlite3_stmt *s,
+                     int *out_rc)
+{
+    char msg[256];
+    int rc;
+
+    *out_rc = 0;
+    if (run->rows == NULL) {
+        do {
+            rc = sqlite3_step(s);
+        } while (rc == SQLITE_ROW);
+        return rc;
+    }
+    rc = rows_statement(run->rows, s, msg, sizeof msg);
+    while (rc == 0) {
+        rc = sqlite3_step(s);
+        if (rc != SQLITE_ROW) {
+            return rc;
+        }
+        rc = rows_add(run->rows, s, msg, sizeof msg);
+    }
+    sqlite3_reset(s);
+    *out_rc = rows_error(f, run, rc, msg);
+    return 0;
+}
+
 /* run_statement runs one prepared statement of a request. Returns 0 (a
  * SQL error may be recorded in @run) or an error code. */
 static int run_statement(struct sql_fsm *f, struct run *run, sqlite3_stmt *s)
 {
     int64_t total;
-    int rc;
+    int rc, prc;
 
     if (authorize_is_vacuum(sqlite3_sql(s))) {
         return run_error(f, run, SQLITE_AUTH,
@@ -281,9 +328,10 @@ static int run_statement(struct sql_fsm *f, struct run *run, sqlite3_stmt *s)
         return rc;
     }
     checksum_statement(f, s);
-    do {
-        rc = sqlite3_step(s);
-    } while (rc == SQLITE_ROW);
+    rc = step_rows(f, run, s, &prc);
+    if (rc == 0) {
+        return prc;
+    }
     if (rc != SQLITE_DONE) {
         return run_sqlite_error(f, run, rc);
     }
@@ -449,6 +497,15 @@ static int run_request(struct sql_fsm *f, const struct sql_request *req,
     memset(&run, 0, sizeof run);
     run.req = req;
     run.index = index;
+    if (req->want_rows) {
+        run.rows = rows_new(req->max_result_bytes != 0 ? req->max_result_bytes
+                                                       : SQL__APPLY_MAX_RESULT);
+        if (run.rows == NULL) {
+            sql_errmsgf(f->errmsg, sizeof f->errmsg,
+                        "entry %" PRIu64 ": out of memory", index);
+            return SQL_ERR_NOMEM;
+        }
+    }
     for (i = 0; i < req->n_params; i++) {
         if (req->params[i].name == NULL) {
             run.n_positional++;
@@ -459,6 +516,7 @@ static int run_request(struct sql_fsm *f, const struct sql_request *req,
         rc = schema_run(f, STMT_ZERO_CHANGES, "reset changes");
     }
     if (rc != 0) {
+        rows_free(run.rows);
         return rc;
     }
     sqlite3_set_last_insert_rowid(f->db, 0);
@@ -496,9 +554,21 @@ static int run_request(struct sql_fsm *f, const struct sql_request *req,
     if (rc == 0 && run.err_rc == SQLITE_OK && f->altered) {
         rc = check_renamed(f, &run);
     }
+    if (rc == 0 && run.err_rc == SQLITE_OK && run.rows != NULL) {
+        char msg[256];
+        int frc =
+            rows_finish(run.rows, run.changes, sqlite3_last_insert_rowid(f->db),
+                        &res->rows, msg, sizeof msg);
+        if (frc != 0) {
+            rc = rows_error(f, &run, frc, msg);
+        }
+    }
+    rows_free(run.rows);
     determinism_end(&f->det);
     if (rc != 0) {
         free(run.err_msg);
+        free(res->rows);
+        res->rows = NULL;
         return rc;
     }
 
@@ -592,7 +662,8 @@ static int apply_entry(struct sql_fsm *f, const struct sql_fsm_entry *e,
 {
     struct sql_request req;
     char msg[256];
-    int dup = 0;
+    struct client_key key;
+    int dup = 0, done = 0;
     int rc;
 
     if (e->kind == SQL_ENTRY_CONFIG) {
@@ -622,8 +693,23 @@ static int apply_entry(struct sql_fsm *f, const struct sql_fsm_entry *e,
         res->duplicate = 1;
         goto out;
     }
-    if (!forced) {
+    if (!forced && req.client_id_len > 0) {
+        rc = client_id_lookup(f, &req, res, &done, &key);
+        if (rc != 0) {
+            goto out;
+        }
+    }
+    if (!forced && !done) {
         rc = run_request(f, &req, e->index, res);
+        if (rc != 0) {
+            goto out;
+        }
+    }
+    if (!done && req.client_id_len > 0) {
+        /* Also a failed request's outcome: its savepoint rolled back. */
+        /* The request's own statements cannot write the table (the
+         * authorizer refuses writes to raftsql_ tables): @key holds. */
+        rc = client_id_record(f, &req, res, forced ? NULL : &key);
         if (rc != 0) {
             goto out;
         }
@@ -798,5 +884,6 @@ err:
 void sql_result_clear(struct sql_result *r)
 {
     free(r->errmsg);
+    free(r->rows);
     memset(r, 0, sizeof *r);
 }

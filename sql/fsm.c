@@ -325,6 +325,9 @@ int fsm_reload(struct sql_fsm *f)
     if (rc == 0) {
         rc = checksum_reload(f);
     }
+    if (rc == 0) {
+        rc = schema_client_table(f);
+    }
     return rc;
 }
 

@@ -45,6 +45,11 @@ enum {
     STMT_CONFIG,
     STMT_CLUSTER,
     STMT_CLUSTER_READ,
+    STMT_CLIENT_FIND,
+    STMT_CLIENT_NEXT,
+    STMT_CLIENT_RECORD,
+    STMT_CLIENT_PRUNE_COUNT,
+    STMT_CLIENT_PRUNE_TIME,
     STMT__N,
 };
 
@@ -162,6 +167,12 @@ int fsm_reload(struct sql_fsm *f);
  * thread, at open. */
 int schema_create(struct sql_fsm *f, char *errmsg, size_t errmsg_len);
 
+/* schema_client_table creates raftsql_client_requests and its indexes
+ * when missing (a snapshot of a version before client ids was installed).
+ * Returns 0 or an error code with @f's message saying which. Thread: the
+ * apply thread, outside a batch. */
+int schema_client_table(struct sql_fsm *f);
+
 /* schema_find_renamed writes into @out (@len bytes) the name of a schema
  * object under a raftsql_ name that is none of the internal ones (left by
  * ALTER TABLE ... RENAME TO raftsql_x), "" when there is none. Returns 0
@@ -212,6 +223,69 @@ int config_store(struct sql_fsm *f, const struct sql_fsm_entry *e);
  * which: SQL_ERR_CORRUPT (not a cluster id payload), SQL_ERR_FORMAT (a
  * version it does not know), SQL_ERR_IOERR. Thread: the apply thread. */
 int cluster_id_store(struct sql_fsm *f, const struct sql_fsm_entry *e);
+
+/* ---- client_id.c: client request ids (raft_exec_id) ----------------- */
+
+/* What client_id_lookup computed for a request, for client_id_record. */
+struct client_key {
+    uint8_t digest[16]; /* XXH3-128 of the request (canonical bytes) */
+    int64_t next;       /* the ordinal the request gets when recorded */
+};
+
+/* client_id_lookup looks request @req's client id up in
+ * raftsql_client_requests, counting only a row inside the request's
+ * stamped window. Same digest: *@out_done is 1 and @res holds the first
+ * outcome (id_duplicate set; nothing is to run). A different digest:
+ * *@out_done is 1 and @res holds the SQL error saying so. Else *@out_done
+ * is 0: run the request. Returns 0 or an error code with @f's message
+ * saying which (the batch then fails). *@out_key gets the digest and the
+ * next ordinal, valid for client_id_record of this request until the
+ * batch changes the table. Thread: the apply thread, inside the batch
+ * transaction. */
+int client_id_lookup(struct sql_fsm *f, const struct sql_request *req,
+                     struct sql_result *res, int *out_done,
+                     struct client_key *out_key);
+
+/* client_id_record stores outcome @res of request @req under its client
+ * id (replacing an expired row of the same id) and prunes the rows that
+ * left the request's window. @key is client_id_lookup's for @req, or NULL
+ * (then computed anew). Returns 0 or an error code with @f's message
+ * saying which. Thread: the apply thread, inside the batch transaction
+ * (after the request's savepoint ended). */
+int client_id_record(struct sql_fsm *f, const struct sql_request *req,
+                     const struct sql_result *res,
+                     const struct client_key *key);
+
+/* ---- rows.c: the rows of a want-rows request, as JSON --------------- */
+
+struct sql_rows; /* opaque */
+
+/* rows_new starts the rows of one request, of at most @cap bytes of JSON;
+ * NULL when out of memory. Free with rows_free. Thread: the apply thread. */
+struct sql_rows *rows_new(uint64_t cap);
+
+/* rows_free frees @r (NULL is ignored). */
+void rows_free(struct sql_rows *r);
+
+/* rows_statement starts the result of prepared statement @s, when it
+ * returns rows (it has result columns). Returns 0, SQL_ERR_TOOBIG or
+ * SQL_ERR_INVALID (SQL errors of the request: @errmsg, @errmsg_len bytes,
+ * says why), or SQL_ERR_NOMEM. */
+int rows_statement(struct sql_rows *r, sqlite3_stmt *s, char *errmsg,
+                   size_t errmsg_len);
+
+/* rows_add adds the row @s stands on (sqlite3_step returned SQLITE_ROW).
+ * Returns as rows_statement (SQL_ERR_TOOBIG: over the cap;
+ * SQL_ERR_INVALID: TEXT that is not UTF-8). */
+int rows_add(struct sql_rows *r, sqlite3_stmt *s, char *errmsg,
+             size_t errmsg_len);
+
+/* rows_finish writes the request's JSON (shape: sql/rows.c), with
+ * @changes and @last_insert_rowid, into *@out (malloc'd, the caller's).
+ * Returns 0, SQL_ERR_TOOBIG (over the cap) or SQL_ERR_NOMEM, with
+ * @errmsg. */
+int rows_finish(struct sql_rows *r, int64_t changes, int64_t last_insert_rowid,
+                char **out, char *errmsg, size_t errmsg_len);
 
 /* ---- authorize.c: what a request may not do ------------------------- */
 

@@ -37,7 +37,28 @@
  *
  * Version 1 (entries written before the work budget) has no max_steps:
  * sql_len is at offset 40 and the text at 44. It is still decoded (with
- * no budget), so old logs apply, but never written or stamped. */
+ * no budget), so old logs apply, but never written or stamped.
+ *
+ * Version 3 is written only for a request that carries a client request
+ * id or asks for its rows (raft_exec_id, raft_query, raft_query_id); any
+ * other request stays version 2, so that nodes of before version 3 go on
+ * applying it. Offsets 0 to 51 are those of version 2 (version byte 3),
+ * with the flags byte used:
+ *
+ *   3       1     flags: bit 0 SQL_REQUEST_CLIENT_ID (a client id
+ *                 follows), bit 1 SQL_REQUEST_WANT_ROWS (collect the rows
+ *                 as JSON); other bits are refused
+ *   52      8     id_window: ids remembered, by count (u64; the
+ *                 leader's request_id_window, stamped; 0 unstamped)
+ *   60      8     id_window_ms: ids remembered, by entry time (u64, ms;
+ *                 the leader's request_id_window_ms, stamped)
+ *   68      8     max_result_bytes: cap of the rows' JSON (u64; the
+ *                 leader's max_result_bytes, stamped)
+ *   76      2     client_id_len (u16): 1..SQL_CLIENT_ID_MAX with the
+ *                 CLIENT_ID flag, else 0
+ *   78      client_id_len  the client id bytes (any bytes)
+ *   then the SQL text (sql_len bytes) and the parameters, as in
+ *   version 2. */
 
 #include "sql.h"
 
@@ -63,6 +84,13 @@
 #define SQL__REQUEST_V1_OFF_SQL_LEN 40 /* version 1: no max_steps */
 #define SQL__REQUEST_V1_HEADER 44
 #define SQL__REQUEST_MIN_PARAM 2 /* type + named bytes */
+#define SQL__REQUEST_V3 3
+#define SQL__REQUEST_OFF_ID_WINDOW 52 /* version 3 */
+#define SQL__REQUEST_OFF_ID_WINDOW_MS 60
+#define SQL__REQUEST_OFF_MAX_RESULT 68
+#define SQL__REQUEST_OFF_CLIENT_ID_LEN 76
+#define SQL__REQUEST_V3_HEADER 78 /* before the client id */
+#define SQL__REQUEST_FLAGS_KNOWN (SQL_REQUEST_CLIENT_ID | SQL_REQUEST_WANT_ROWS)
 
 static void put_u32(uint8_t *p, uint32_t v)
 {
@@ -117,14 +145,63 @@ static uint64_t value_size(const struct sql_value *v, int *bad)
     }
 }
 
+/* is_v3 says whether @opts (may be NULL) need format version 3. */
+static int is_v3(const struct sql_request_opts *opts)
+{
+    return opts != NULL && (opts->client_id_len > 0 || opts->flags != 0);
+}
+
+/* check_opts validates @opts (may be NULL). */
+static int check_opts(const struct sql_request_opts *opts, char *errmsg,
+                      size_t errmsg_len)
+{
+    if (opts == NULL) {
+        return 0;
+    }
+    if ((opts->flags & ~(unsigned)SQL_REQUEST_WANT_ROWS) != 0) {
+        sql_errmsgf(errmsg, errmsg_len, "request flags 0x%x are not known",
+                    opts->flags);
+        return SQL_ERR_INVALID;
+    }
+    if (opts->client_id_len > SQL_CLIENT_ID_MAX) {
+        sql_errmsgf(errmsg, errmsg_len,
+                    "request id of %zu bytes is longer than %d bytes",
+                    opts->client_id_len, SQL_CLIENT_ID_MAX);
+        return SQL_ERR_INVALID;
+    }
+    if (opts->client_id_len > 0 && opts->client_id == NULL) {
+        sql_errmsgf(errmsg, errmsg_len, "request id of %zu bytes but no bytes",
+                    opts->client_id_len);
+        return SQL_ERR_INVALID;
+    }
+    return 0;
+}
+
 int sql_request_size(const char *sql, size_t sql_len,
                      const struct sql_param *params, unsigned n_params,
                      uint64_t max_bytes, size_t *out_len, char *errmsg,
                      size_t errmsg_len)
 {
+    return sql_request_size_opts(sql, sql_len, params, n_params, NULL,
+                                 max_bytes, out_len, errmsg, errmsg_len);
+}
+
+int sql_request_size_opts(const char *sql, size_t sql_len,
+                          const struct sql_param *params, unsigned n_params,
+                          const struct sql_request_opts *opts,
+                          uint64_t max_bytes, size_t *out_len, char *errmsg,
+                          size_t errmsg_len)
+{
     uint64_t total = SQL__REQUEST_HEADER;
     unsigned i;
+    int rc = check_opts(opts, errmsg, errmsg_len);
 
+    if (rc != 0) {
+        return rc;
+    }
+    if (is_v3(opts)) {
+        total = SQL__REQUEST_V3_HEADER + (uint64_t)opts->client_id_len;
+    }
     if (sql == NULL || sql_len == 0) {
         sql_errmsgf(errmsg, errmsg_len, "empty SQL");
         return SQL_ERR_INVALID;
@@ -203,12 +280,22 @@ int sql_request_encode(const uint64_t id[2], const char *sql, size_t sql_len,
                        const struct sql_param *params, unsigned n_params,
                        void *out, size_t out_len)
 {
+    return sql_request_encode_opts(id, sql, sql_len, params, n_params, NULL,
+                                   out, out_len);
+}
+
+int sql_request_encode_opts(const uint64_t id[2], const char *sql,
+                            size_t sql_len, const struct sql_param *params,
+                            unsigned n_params,
+                            const struct sql_request_opts *opts, void *out,
+                            size_t out_len)
+{
     uint8_t *p = out;
-    size_t len = 0;
+    size_t len = 0, header = SQL__REQUEST_HEADER;
     unsigned i;
 
-    if (sql_request_size(sql, sql_len, params, n_params, UINT64_MAX, &len, NULL,
-                         0) != 0 ||
+    if (sql_request_size_opts(sql, sql_len, params, n_params, opts, UINT64_MAX,
+                              &len, NULL, 0) != 0 ||
         len != out_len) {
         return SQL_ERR_INVALID;
     }
@@ -223,8 +310,25 @@ int sql_request_encode(const uint64_t id[2], const char *sql, size_t sql_len,
     put_u64(p + SQL__REQUEST_OFF_SEED, 0);
     put_u64(p + SQL__REQUEST_OFF_MAX_STEPS, 0);
     put_u32(p + SQL__REQUEST_OFF_SQL_LEN, (uint32_t)sql_len);
-    memcpy(p + SQL__REQUEST_HEADER, sql, sql_len);
-    p += SQL__REQUEST_HEADER + sql_len;
+    if (is_v3(opts)) {
+        p[SQL__REQUEST_OFF_VERSION] = SQL__REQUEST_V3;
+        p[SQL__REQUEST_OFF_FLAGS] =
+            (uint8_t)(opts->flags |
+                      (opts->client_id_len > 0 ? SQL_REQUEST_CLIENT_ID : 0));
+        put_u64(p + SQL__REQUEST_OFF_ID_WINDOW, 0);
+        put_u64(p + SQL__REQUEST_OFF_ID_WINDOW_MS, 0);
+        put_u64(p + SQL__REQUEST_OFF_MAX_RESULT, 0);
+        p[SQL__REQUEST_OFF_CLIENT_ID_LEN] = (uint8_t)opts->client_id_len;
+        p[SQL__REQUEST_OFF_CLIENT_ID_LEN + 1] =
+            (uint8_t)(opts->client_id_len >> 8);
+        if (opts->client_id_len > 0) {
+            memcpy(p + SQL__REQUEST_V3_HEADER, opts->client_id,
+                   opts->client_id_len);
+        }
+        header = SQL__REQUEST_V3_HEADER + opts->client_id_len;
+    }
+    memcpy(p + header, sql, sql_len);
+    p += header + sql_len;
 
     for (i = 0; i < n_params; i++) {
         const struct sql_param *prm = &params[i];
@@ -270,27 +374,32 @@ int sql_request_encode(const uint64_t id[2], const char *sql, size_t sql_len,
 }
 
 /* check_header validates the fixed header of @p (@len bytes), of format
- * version 1 or 2, and gives its size in *@out_header. */
+ * version 1, 2 or 3, and gives its size in *@out_header (for version 3,
+ * through the client id). */
 static int check_header(const uint8_t *p, size_t len, size_t *out_header,
                         char *errmsg, size_t errmsg_len)
 {
     size_t header;
+    uint8_t version, flags;
+
     if (len < SQL__REQUEST_OFF_VERSION + 1 || p[0] != SQL__REQUEST_MAGIC0 ||
         p[1] != SQL__REQUEST_MAGIC1) {
         sql_errmsgf(errmsg, errmsg_len,
                     "not a request payload (too short or bad magic)");
         return SQL_ERR_CORRUPT;
     }
-    if (p[SQL__REQUEST_OFF_VERSION] == SQL__REQUEST_VERSION) {
+    version = p[SQL__REQUEST_OFF_VERSION];
+    if (version == SQL__REQUEST_VERSION) {
         header = SQL__REQUEST_HEADER;
-    } else if (p[SQL__REQUEST_OFF_VERSION] == 1) {
+    } else if (version == SQL__REQUEST_V3) {
+        header = SQL__REQUEST_V3_HEADER;
+    } else if (version == 1) {
         header = SQL__REQUEST_V1_HEADER;
     } else {
         sql_errmsgf(errmsg, errmsg_len,
                     "request format version %u is not supported "
-                    "(expected 1 or %u)",
-                    (unsigned)p[SQL__REQUEST_OFF_VERSION],
-                    SQL__REQUEST_VERSION);
+                    "(expected 1 to %u)",
+                    (unsigned)version, SQL__REQUEST_V3);
         return SQL_ERR_FORMAT;
     }
     if (len < header) {
@@ -299,12 +408,38 @@ static int check_header(const uint8_t *p, size_t len, size_t *out_header,
                     header);
         return SQL_ERR_CORRUPT;
     }
-    *out_header = header;
-    if (p[SQL__REQUEST_OFF_FLAGS] != 0) {
+    flags = p[SQL__REQUEST_OFF_FLAGS];
+    if (version == SQL__REQUEST_V3) {
+        size_t id_len = (size_t)p[SQL__REQUEST_OFF_CLIENT_ID_LEN] |
+                        (size_t)p[SQL__REQUEST_OFF_CLIENT_ID_LEN + 1] << 8;
+
+        if ((flags & ~SQL__REQUEST_FLAGS_KNOWN) != 0) {
+            sql_errmsgf(errmsg, errmsg_len,
+                        "request flags 0x%02x are not known", (unsigned)flags);
+            return SQL_ERR_CORRUPT;
+        }
+        if (id_len > SQL_CLIENT_ID_MAX ||
+            (id_len > 0) != ((flags & SQL_REQUEST_CLIENT_ID) != 0)) {
+            sql_errmsgf(errmsg, errmsg_len,
+                        "bad request: client id of %zu bytes with flags "
+                        "0x%02x",
+                        id_len, (unsigned)flags);
+            return SQL_ERR_CORRUPT;
+        }
+        if (len - header < id_len) {
+            sql_errmsgf(errmsg, errmsg_len,
+                        "truncated request: %zu bytes, the client id needs "
+                        "%zu",
+                        len, header + id_len);
+            return SQL_ERR_CORRUPT;
+        }
+        header += id_len;
+    } else if (flags != 0) {
         sql_errmsgf(errmsg, errmsg_len, "request flags 0x%02x are not known",
-                    (unsigned)p[SQL__REQUEST_OFF_FLAGS]);
+                    (unsigned)flags);
         return SQL_ERR_CORRUPT;
     }
+    *out_header = header;
     return 0;
 }
 
@@ -318,7 +453,7 @@ int sql_request_stamp(const void *in, size_t len, const struct sql_stamp *stamp,
     if (rc != 0) {
         return rc;
     }
-    if (header != SQL__REQUEST_HEADER) {
+    if (((const uint8_t *)in)[SQL__REQUEST_OFF_VERSION] == 1) {
         return SQL_ERR_FORMAT; /* version 1 has no room for the budget */
     }
     if (out != in) {
@@ -327,6 +462,11 @@ int sql_request_stamp(const void *in, size_t len, const struct sql_stamp *stamp,
     put_u64(b + SQL__REQUEST_OFF_TIME, (uint64_t)stamp->time_ms);
     put_u64(b + SQL__REQUEST_OFF_SEED, stamp->seed);
     put_u64(b + SQL__REQUEST_OFF_MAX_STEPS, stamp->max_steps);
+    if (b[SQL__REQUEST_OFF_VERSION] == SQL__REQUEST_V3) {
+        put_u64(b + SQL__REQUEST_OFF_ID_WINDOW, stamp->id_window);
+        put_u64(b + SQL__REQUEST_OFF_ID_WINDOW_MS, stamp->id_window_ms);
+        put_u64(b + SQL__REQUEST_OFF_MAX_RESULT, stamp->max_result_bytes);
+    }
     return 0;
 }
 
@@ -479,11 +619,23 @@ int sql_request_decode(const void *p, size_t len, struct sql_request *out,
     req.id[1] = get_u64(r.base + SQL__REQUEST_OFF_ID + 8);
     req.time_ms = (int64_t)get_u64(r.base + SQL__REQUEST_OFF_TIME);
     req.seed = get_u64(r.base + SQL__REQUEST_OFF_SEED);
-    if (header == SQL__REQUEST_HEADER) {
+    if (r.base[SQL__REQUEST_OFF_VERSION] == 1) {
+        sql_len = get_u32(r.base + SQL__REQUEST_V1_OFF_SQL_LEN);
+    } else {
         req.max_steps = get_u64(r.base + SQL__REQUEST_OFF_MAX_STEPS);
         sql_len = get_u32(r.base + SQL__REQUEST_OFF_SQL_LEN);
-    } else {
-        sql_len = get_u32(r.base + SQL__REQUEST_V1_OFF_SQL_LEN);
+    }
+    if (r.base[SQL__REQUEST_OFF_VERSION] == SQL__REQUEST_V3) {
+        uint8_t flags = r.base[SQL__REQUEST_OFF_FLAGS];
+
+        req.want_rows = (flags & SQL_REQUEST_WANT_ROWS) != 0;
+        req.id_window = get_u64(r.base + SQL__REQUEST_OFF_ID_WINDOW);
+        req.id_window_ms = get_u64(r.base + SQL__REQUEST_OFF_ID_WINDOW_MS);
+        req.max_result_bytes = get_u64(r.base + SQL__REQUEST_OFF_MAX_RESULT);
+        req.client_id_len = header - SQL__REQUEST_V3_HEADER;
+        if (req.client_id_len > 0) {
+            req.client_id = r.base + SQL__REQUEST_V3_HEADER;
+        }
     }
     r.pos = header;
 
@@ -499,6 +651,8 @@ int sql_request_decode(const void *p, size_t len, struct sql_request *out,
     req.sql = (const char *)(r.base + r.pos);
     req.sql_len = sql_len;
     r.pos += sql_len;
+    req.params_data = r.base + r.pos;
+    req.params_len = len - r.pos;
 
     /* Each parameter takes at least 2 bytes: refuse a count the payload
      * cannot hold before allocating for it. */

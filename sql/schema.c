@@ -40,7 +40,31 @@ static const char *const stmt_sql[STMT__N] = {
     "INSERT OR IGNORE INTO main.raftsql_cluster(id, cluster_id, idx, term) "
     "VALUES (0, ?1, ?2, ?3)",
     "SELECT cluster_id FROM main.raftsql_cluster WHERE id = 0",
+    /* client_id.c: the client request ids (see client_id_lookup). */
+    "SELECT digest, ordinal, time_ms, rc, errmsg, changes,"
+    " last_insert_rowid, rows FROM main.raftsql_client_requests"
+    " WHERE id = ?1",
+    "SELECT coalesce(max(ordinal), 0) + 1 FROM main.raftsql_client_requests",
+    "INSERT OR REPLACE INTO main.raftsql_client_requests(id, digest,"
+    " ordinal, time_ms, rc, errmsg, changes, last_insert_rowid, rows)"
+    " VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)",
+    "DELETE FROM main.raftsql_client_requests WHERE ordinal <= ?1",
+    "DELETE FROM main.raftsql_client_requests WHERE time_ms < ?1",
 };
+
+/* The client request ids (client_id.c): one row per id applied within
+ * the window, with the digest of its request and its first outcome. A
+ * rowid table (rows may be large), indexed for the two prunes. */
+#define SQL__CLIENT_TABLE_SQL                                                  \
+    "CREATE TABLE IF NOT EXISTS main.raftsql_client_requests("                 \
+    " id BLOB PRIMARY KEY, digest BLOB NOT NULL, ordinal INTEGER NOT NULL,"    \
+    " time_ms INTEGER NOT NULL, rc INTEGER NOT NULL, errmsg TEXT,"             \
+    " changes INTEGER NOT NULL, last_insert_rowid INTEGER NOT NULL,"           \
+    " rows TEXT);"                                                             \
+    "CREATE INDEX IF NOT EXISTS main.raftsql_client_requests_ordinal"          \
+    " ON raftsql_client_requests(ordinal);"                                    \
+    "CREATE INDEX IF NOT EXISTS main.raftsql_client_requests_time"             \
+    " ON raftsql_client_requests(time_ms);"
 
 /* Internal tables. raftsql_applied has exactly one row (id 0);
  * raftsql_config has none until a configuration entry is applied, then
@@ -67,8 +91,21 @@ static const char schema_sql[] =
     "CREATE TABLE IF NOT EXISTS main.raftsql_cluster("
     " id INTEGER PRIMARY KEY CHECK (id = 0),"
     " cluster_id BLOB NOT NULL CHECK (length(cluster_id) = 16),"
-    " idx INTEGER NOT NULL, term INTEGER NOT NULL);"
+    " idx INTEGER NOT NULL, term INTEGER NOT NULL);" SQL__CLIENT_TABLE_SQL
     "COMMIT;";
+
+int schema_client_table(struct sql_fsm *f)
+{
+    int rc;
+
+    f->internal = 1;
+    rc = sqlite3_exec(f->db, SQL__CLIENT_TABLE_SQL, NULL, NULL, NULL);
+    f->internal = 0;
+    if (rc != SQLITE_OK) {
+        return fsm_fail(f, rc, "create raftsql_client_requests");
+    }
+    return 0;
+}
 
 int schema_find_renamed(struct sql_fsm *f, char *out, size_t len)
 {
@@ -81,7 +118,9 @@ int schema_find_renamed(struct sql_fsm *f, char *out, size_t len)
         "SELECT name FROM main.sqlite_schema"
         " WHERE lower(substr(name, 1, 8)) = 'raftsql_' AND name NOT IN"
         " ('raftsql_applied', 'raftsql_requests', 'raftsql_settings',"
-        "  'raftsql_requests_idx', 'raftsql_config', 'raftsql_cluster')"
+        "  'raftsql_requests_idx', 'raftsql_config', 'raftsql_cluster',"
+        "  'raftsql_client_requests', 'raftsql_client_requests_ordinal',"
+        "  'raftsql_client_requests_time')"
         " LIMIT 1",
         -1, &s, NULL);
     if (rc == SQLITE_OK) {

@@ -51,6 +51,26 @@ struct sql_param {
     struct sql_value value;
 };
 
+/* Longest client request id, bytes (raft_exec_id's id). */
+#define SQL_CLIENT_ID_MAX 256
+
+/* Flags of a request (format version 3, sql/request.c). */
+enum sql_request_flag {
+    SQL_REQUEST_CLIENT_ID = 1, /* carries a client request id (set by the
+                                  encoder from the id's length) */
+    SQL_REQUEST_WANT_ROWS = 2, /* the rows its statements return are
+                                  collected as JSON (sql_result.rows) */
+};
+
+/* What a request carries beyond its SQL and parameters. Zeroed (or a
+ * NULL pointer to it): a plain raft_exec request, encoded in format
+ * version 2. */
+struct sql_request_opts {
+    const void *client_id; /* client request id bytes, or NULL */
+    size_t client_id_len;  /* 0 (none) or 1..SQL_CLIENT_ID_MAX */
+    unsigned flags;        /* SQL_REQUEST_WANT_ROWS or 0 */
+};
+
 /* A decoded request. Pointers reference the payload it was decoded from,
  * which must outlive it. */
 struct sql_request {
@@ -60,8 +80,18 @@ struct sql_request {
     uint64_t max_steps; /* work budget, VM steps, 0 for none */
     const char *sql;    /* SQL text, sql_len bytes, not NUL-terminated */
     size_t sql_len;
-    unsigned n_params;        /* number of parameters */
-    struct sql_param *params; /* n_params, allocated by sql_request_decode */
+    unsigned n_params;          /* number of parameters */
+    struct sql_param *params;   /* n_params, allocated by sql_request_decode */
+    const uint8_t *params_data; /* the encoded parameters (params_len
+                                   bytes), what the client id's digest
+                                   covers with the SQL */
+    size_t params_len;
+    const uint8_t *client_id;  /* client request id, or NULL (version 3) */
+    size_t client_id_len;      /* its bytes, 0 when none */
+    int want_rows;             /* 1: collect the returned rows as JSON */
+    uint64_t id_window;        /* stamped request_id_window, 0: unstamped */
+    uint64_t id_window_ms;     /* stamped request_id_window_ms, 0 likewise */
+    uint64_t max_result_bytes; /* stamped max_result_bytes, 0 likewise */
 };
 
 /* sql_request_size checks a write request, SQL text @sql (@sql_len bytes;
@@ -92,13 +122,39 @@ int sql_request_encode(const uint64_t id[2], const char *sql, size_t sql_len,
                        const struct sql_param *params, unsigned n_params,
                        void *out, size_t out_len);
 
+/* sql_request_size_opts is sql_request_size for a request with options
+ * @opts (may be NULL): with a client id or a flag the payload is of format
+ * version 3, else of version 2 exactly as sql_request_size gives it.
+ * Errors: those of sql_request_size, and SQL_ERR_INVALID for a client id
+ * over SQL_CLIENT_ID_MAX bytes or an unknown flag. Pure; any thread. */
+int sql_request_size_opts(const char *sql, size_t sql_len,
+                          const struct sql_param *params, unsigned n_params,
+                          const struct sql_request_opts *opts,
+                          uint64_t max_bytes, size_t *out_len, char *errmsg,
+                          size_t errmsg_len);
+
+/* sql_request_encode_opts is sql_request_encode with options @opts (may
+ * be NULL), for the size sql_request_size_opts gave. The stamp's fields
+ * (timestamp, seed, budget, id window, result cap) are left zero.
+ * Errors: SQL_ERR_INVALID. Pure; any thread. */
+int sql_request_encode_opts(const uint64_t id[2], const char *sql,
+                            size_t sql_len, const struct sql_param *params,
+                            unsigned n_params,
+                            const struct sql_request_opts *opts, void *out,
+                            size_t out_len);
+
 /* What the leader stamps into a request before it enters the log, so
  * that every node applies it alike. */
 struct sql_stamp {
-    int64_t time_ms;    /* leader's wall clock, ms since the epoch: "now" */
-    uint64_t seed;      /* seed of random()/randomblob() */
-    uint64_t max_steps; /* work budget in SQLite virtual machine steps
+    int64_t time_ms;       /* leader's wall clock, ms since the epoch: "now" */
+    uint64_t seed;         /* seed of random()/randomblob() */
+    uint64_t max_steps;    /* work budget in SQLite virtual machine steps
                            (the leader's max_request_steps), 0 for none */
+    uint64_t id_window;    /* client ids remembered, by count (the
+                              leader's request_id_window); version 3 only */
+    uint64_t id_window_ms; /* and by entry time, ms (request_id_window_ms) */
+    uint64_t max_result_bytes; /* cap of a request's rows as JSON, bytes
+                                  (the leader's max_result_bytes) */
 };
 
 /* sql_request_stamp writes into @out (@len bytes, the caller's) the
@@ -158,6 +214,13 @@ struct sql_result {
     char *errmsg;              /* SQLite's error text (malloc'd) or NULL */
     int duplicate;             /* 1 when this id was applied before and
                                   the request was skipped */
+    int id_duplicate;          /* 1 when its client request id was applied
+                                  before within the window: rc, errmsg,
+                                  changes, last_insert_rowid and rows are
+                                  that first outcome, nothing applied */
+    char *rows;                /* a want-rows request's result as JSON text
+                                  (malloc'd; sql/rows.c has its shape)
+                                  when rc is SQLITE_OK, else NULL */
     uint64_t checksum;         /* the replica checksum once this entry is
                                   applied (0 while it is off; see "The
                                   replica checksum") */
@@ -317,7 +380,10 @@ int sql_fsm_checkpoint(struct sql_fsm *f, uint64_t *out_durable_index);
  * no WAL): a consistent copy of the node's database at one applied index,
  * with the user's tables and the internal raftsql_* tables, i.e. the
  * applied index and term it reflects (raftsql_applied), the request ids
- * of the dedup window (raftsql_requests) and the cluster-wide settings
+ * of the dedup window (raftsql_requests), the client request ids with
+ * their first outcomes (raftsql_client_requests; a snapshot of a release
+ * before them lacks the table, which the install makes anew), the
+ * cluster-wide settings
  * (raftsql_settings), and the last configuration applied
  * (raftsql_config; see "The configuration"). */
 

@@ -75,6 +75,17 @@ def fill(mnt, leave=0):
     return filler
 
 
+def stop_cluster(cluster):
+    """Stop every node of @cluster; print the log tail of each that exited
+    with an error (a sanitizer report); return the exit codes."""
+    codes = cluster.stop()
+    for n, code in zip(cluster.nodes, codes):
+        if code not in (0, None):
+            with open(n.log_path, errors="replace") as f:
+                sys.stderr.write(f.read()[-4000:])
+    return codes
+
+
 class ClusterCase(unittest.TestCase):
     """A test case with a fresh 3-node cluster: call start(extra) first;
     tearDown stops every node and fails on a non-zero exit (a sanitizer
@@ -103,11 +114,7 @@ class ClusterCase(unittest.TestCase):
     def tearDown(self):
         if self.cluster is None:
             return
-        codes = self.cluster.stop()
-        for n, code in zip(self.cluster.nodes, codes):
-            if code not in (0, None):
-                with open(n.log_path, errors="replace") as f:
-                    sys.stderr.write(f.read()[-4000:])
+        codes = stop_cluster(self.cluster)
         shutil.rmtree(self.dir, ignore_errors=True)
         self.assertEqual(codes, [0, 0, 0], "a node exited with an error "
                          "(sanitizer report in its log)")

@@ -19,6 +19,7 @@ import tempfile
 import time
 import unittest
 
+from codes import CODES
 from e2e import ROOT, NODE, SO, ClusterCase, wait_for
 from raftsql_cluster import Node, NodeError, free_ports
 
@@ -277,6 +278,7 @@ class AttachSingleTest(unittest.TestCase):
                      prefix=self.as_nobody())
         self.assertIn("cannot reach", got[0]["error"])
         self.assertIn("Permission denied", got[0]["error"])
+        self.assertEqual(got[0]["code"], CODES["RAFTSQL_NO_NODE"])
 
     def test_socket_group_lets_the_group_in(self):
         self.start("socket_group=nogroup")
@@ -298,6 +300,7 @@ class AttachSingleTest(unittest.TestCase):
         self.assertIn("raft_exec: not applied: refused: the node of",
                       got[0]["error"])
         self.assertIn("uid 65534", got[0]["error"])
+        self.assertEqual(got[0]["code"], CODES["RAFTSQL_NO_NODE"])
         self.assertEqual(self.node.value("SELECT count(*) FROM kv"), 0)
         with open(self.node.log_path, errors="replace") as f:
             self.assertIn("attach: refused a connection of uid 65534",
@@ -379,7 +382,8 @@ class AttachSingleTest(unittest.TestCase):
         self.assertIn("raft_exec: not applied: busy: the node serves as "
                       "many connections of other processes as it takes "
                       "(64); retry", got["error"])
-        self.assertEqual(got["code"], 5)  # SQLITE_BUSY
+        self.assertEqual(got["code"], CODES["RAFTSQL_BUSY"])
+        self.assertEqual(got["code"] & 0xff, 5)  # SQLITE_BUSY
 
     def test_no_answer_to_a_read_is_no_outcome_unknown(self):
         """A read of a stopped node's state says no answer came within

@@ -19,6 +19,7 @@ import threading
 import time
 import unittest
 
+from codes import CODES, other_process
 from e2e import NODE, ClusterCase, wait_for
 from raftsql_cluster import Cluster, Node, NodeError
 
@@ -321,6 +322,12 @@ class ManualRepairTest(ForeignWriteTest):
             self.exec(f, "INSERT INTO kv VALUES('q', 1)")
         self.assertIn("raft_exec: not applied: diverged replica: a write "
                       "the node did not make", str(e.exception))
+        self.assertEqual(e.exception.code, CODES["RAFTSQL_DIVERGED"])
+        # The same code for a caller in another process.
+        got = other_process(f.db, [["SELECT raft_exec('INSERT INTO kv "
+                                    "VALUES(''q'', 1)')"]])[0]
+        self.assertIn("not applied: diverged replica", got["error"])
+        self.assertEqual(got["code"], CODES["RAFTSQL_DIVERGED"])
         with self.assertRaises(NodeError) as e:
             f.sql("SELECT * FROM kv")
         self.assertRegex(str(e.exception), "prohibited|not authorized")

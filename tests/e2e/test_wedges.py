@@ -17,6 +17,7 @@ import threading
 import time
 import unittest
 
+from codes import CODES  # noqa: E402
 from e2e import NODE, ClusterCase, fill  # noqa: E402
 from raftsql_cluster import Node, NodeError, free_ports  # noqa: E402
 
@@ -429,6 +430,7 @@ class WedgeTest(ClusterCase):
             with self.assertRaises(NodeError) as cm:
                 self.exec(f, "INSERT INTO t VALUES(100, 'x')")
             self.assertIn("not applied: disk full", str(cm.exception))
+            self.assertEqual(cm.exception.code, CODES["RAFTSQL_FULL"])
             os.remove(filler)
             self.cluster.wait_applied(self.leader.status()["applied"], [f],
                                       timeout=30)

@@ -6,10 +6,30 @@
 #ifndef TESTS_EXT_HELPERS_H
 #define TESTS_EXT_HELPERS_H
 
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
 #include "ext/node_log.h"
 #include "ext/sqlbridge.h"
 #include "ext/store.h"
 #include "tests/sql/helpers.h"
+
+/* ext_free_port returns a loopback TCP port nobody listened on a moment
+ * ago. */
+static inline int ext_free_port(void)
+{
+    struct sockaddr_in a = {.sin_family = AF_INET};
+    socklen_t len = sizeof a;
+    int fd = socket(AF_INET, SOCK_STREAM, 0);
+    assert_true(fd >= 0);
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    assert_int_equal(bind(fd, (struct sockaddr *)&a, sizeof a), 0);
+    assert_int_equal(getsockname(fd, (struct sockaddr *)&a, &len), 0);
+    close(fd);
+    return ntohs(a.sin_port);
+}
 
 /* request_buf returns request (@origin, @seq) of @sql, stamped, in a new
  * raft_buf owned by the caller (raft_buf_unref). */

@@ -14,6 +14,7 @@
 #include <cmocka.h>
 
 #include "ext/attach_codec.h"
+#include "ext/raftsql.h"
 #include "raft/err.h"
 
 /* A call with one value of each type comes back unchanged. */
@@ -131,6 +132,48 @@ static void test_answer_round_trip(void **state)
     attach_codec_answer_free(&b);
 }
 
+/* Every raftsql result code (raftsql.h) crosses the socket unchanged, so
+ * a caller in another process sees the code the node's function set; the
+ * codes are distinct, keep their primary code and are raftsql's own. */
+static void test_error_codes_round_trip(void **state)
+{
+    static const int codes[] = {
+        RAFTSQL_NOT_APPLIED, RAFTSQL_BUSY,        RAFTSQL_STALE,
+        RAFTSQL_DIVERGED,    RAFTSQL_FULL,        RAFTSQL_TOOBIG,
+        RAFTSQL_UNKNOWN,     RAFTSQL_INTERRUPTED, RAFTSQL_INTERRUPTED_UNKNOWN,
+        RAFTSQL_INVALID,     RAFTSQL_NO_NODE,
+    };
+    static const int primary[] = {
+        SQLITE_BUSY,      SQLITE_BUSY,   SQLITE_BUSY,     SQLITE_BUSY,
+        SQLITE_FULL,      SQLITE_TOOBIG, SQLITE_ERROR,    SQLITE_INTERRUPT,
+        SQLITE_INTERRUPT, SQLITE_ERROR,  SQLITE_CANTOPEN,
+    };
+    struct ext_attach_answer a, b;
+    char err[128], *text = NULL;
+    size_t len = 0;
+    (void)state;
+
+    for (size_t i = 0; i < sizeof codes / sizeof codes[0]; i++) {
+        assert_int_equal(codes[i] & 0xff, primary[i]);
+        assert_true(RAFTSQL_IS_OWN_CODE(codes[i]));
+        for (size_t j = 0; j < i; j++) {
+            assert_int_not_equal(codes[i], codes[j]);
+        }
+        memset(&a, 0, sizeof a);
+        a.code = codes[i];
+        snprintf(a.errmsg, sizeof a.errmsg, "raft_exec: not applied: x");
+        assert_int_equal(attach_codec_answer_encode(&a, &text, &len), 0);
+        assert_int_equal(
+            attach_codec_answer_decode(text, len, &b, err, sizeof err), 0);
+        free(text);
+        assert_false(b.ok);
+        assert_int_equal(b.code, codes[i]);
+        attach_codec_answer_free(&b);
+    }
+    assert_false(RAFTSQL_IS_OWN_CODE(SQLITE_CONSTRAINT_UNIQUE));
+    assert_false(RAFTSQL_IS_OWN_CODE(SQLITE_BUSY));
+}
+
 /* Malformed texts are refused with a reason, leaving nothing allocated. */
 static void test_malformed_refused(void **state)
 {
@@ -189,6 +232,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_call_round_trip),
         cmocka_unit_test(test_answer_round_trip),
+        cmocka_unit_test(test_error_codes_round_trip),
         cmocka_unit_test(test_malformed_refused),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

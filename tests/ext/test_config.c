@@ -276,6 +276,36 @@ static void test_wildcard_restart(void **state)
     }
 }
 
+/* The leader's keys of client ids and rows: their defaults, values
+ * taken, and their ranges refused naming the key; every key of the list
+ * repeated is refused (the parser's mask of seen keys is 64 bits). */
+static void test_id_keys(void **state)
+{
+    struct ext_config *c;
+
+    (void)state;
+    c = parse_ok("id=1");
+    assert_true(c->request_id_window == 100000);
+    assert_true(c->request_id_window_ms == 86400000);
+    assert_true(c->max_result_bytes == 16u << 20);
+    free(c);
+    c = parse_ok(
+        "id=1 request_id_window=5 request_id_window_ms=7 "
+        "max_result_bytes=67108864");
+    assert_true(c->request_id_window == 5 && c->request_id_window_ms == 7 &&
+                c->max_result_bytes == 64u << 20);
+    free(c);
+    parse_bad("id=1 request_id_window=0",
+              "request_id_window: '0' is not an integer in [1, 100000000]");
+    parse_bad("id=1 request_id_window_ms=0", "request_id_window_ms: '0'");
+    parse_bad("id=1 max_result_bytes=67108865",
+              "max_result_bytes: '67108865' is not an integer in [1024, "
+              "67108864]");
+    parse_bad("id=1 max_result_bytes=2048 max_result_bytes=4096",
+              "max_result_bytes");
+    parse_bad("id=1 repair=manual repair=auto", "repair");
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -284,6 +314,7 @@ int main(void)
         cmocka_unit_test(test_loopback_gate),
         cmocka_unit_test(test_listen_set),
         cmocka_unit_test(test_wildcard_restart),
+        cmocka_unit_test(test_id_keys),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -17,7 +17,7 @@
 #include <cmocka.h>
 
 #include "ext/raftsql.h"
-#include "tests/sql/helpers.h"
+#include "tests/ext/helpers.h"
 
 /* A host authorizer's record: how often it ran, and its policy. */
 struct host {
@@ -50,21 +50,6 @@ struct fixture {
     sqlite3 *admin; /* started the node */
     sqlite3 *c;     /* the host's connection */
 };
-
-/* free_port returns a loopback TCP port nobody listened on a moment
- * ago. */
-static int free_port(void)
-{
-    struct sockaddr_in a = {.sin_family = AF_INET};
-    socklen_t len = sizeof a;
-    int fd = socket(AF_INET, SOCK_STREAM, 0);
-    assert_true(fd >= 0);
-    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    assert_int_equal(bind(fd, (struct sockaddr *)&a, sizeof a), 0);
-    assert_int_equal(getsockname(fd, (struct sockaddr *)&a, &len), 0);
-    close(fd);
-    return ntohs(a.sin_port);
-}
 
 /* text runs @sql on @db and returns the first column of its first row in
  * @out ("" when none); returns the code of the prepare or step. */
@@ -113,7 +98,7 @@ static int setup(void **state)
     snprintf(sql, sizeof sql,
              "SELECT raft_start('id=1 cluster=1@127.0.0.1:%d "
              "election_timeout_ms=300 heartbeat_ms=30 log_level=error')",
-             free_port());
+             ext_free_port());
     ok(f->admin, sql);
     /* At most 10 s for the one node to lead. */
     for (int i = 0; i < 200 && strcmp(leader, "1") != 0; i++) {

@@ -59,7 +59,9 @@ static uint8_t *request(const char *sql, const struct sql_param *params,
                         unsigned n_params, int64_t time_ms, size_t *out_len)
 {
     static const uint64_t id[2] = {2, 41};
-    struct sql_stamp st = {time_ms, 0x1234567890abcdefull, 100000000};
+    struct sql_stamp st = {.time_ms = time_ms,
+                           .seed = 0x1234567890abcdefull,
+                           .max_steps = 100000000};
     size_t len;
     uint8_t *p;
 
@@ -129,6 +131,58 @@ static void both_versions(const char *name, const char *sql,
     free(p);
 }
 
+/* gen_request_v3 writes version 3 samples: a client id with NUL bytes
+ * and rows wanted, with parameters; rows only; an id of 256 bytes. */
+static void gen_request_v3(void)
+{
+    static const uint64_t id[2] = {2, 42};
+    static const char cid[] = {'o', 'r', 'd', 0, 0xff, '4', '2'};
+    static char long_id[SQL_CLIENT_ID_MAX];
+    struct sql_stamp st = {.time_ms = 1764000000000,
+                           .seed = 7,
+                           .max_steps = 100000000,
+                           .id_window = 100000,
+                           .id_window_ms = 86400000,
+                           .max_result_bytes = 16u << 20};
+    struct {
+        const char *name, *sql;
+        struct sql_request_opts o;
+        unsigned n_params;
+    } v[] = {
+        {"v3_id_rows",
+         "INSERT INTO t VALUES (?, :name, ?5, ?, @empty, $n) RETURNING *",
+         {cid, sizeof cid, SQL_REQUEST_WANT_ROWS},
+         6},
+        {"v3_rows",
+         "DELETE FROM t RETURNING a",
+         {NULL, 0, SQL_REQUEST_WANT_ROWS},
+         0},
+        {"v3_long_id",
+         "INSERT INTO t VALUES (1)",
+         {long_id, sizeof long_id, 0},
+         0},
+    };
+
+    memset(long_id, 'k', sizeof long_id);
+    for (size_t i = 0; i < sizeof v / sizeof v[0]; i++) {
+        size_t len;
+        uint8_t *p;
+
+        if (sql_request_size_opts(v[i].sql, strlen(v[i].sql), params,
+                                  v[i].n_params, &v[i].o, UINT64_MAX, &len,
+                                  NULL, 0) != 0 ||
+            (p = malloc(len)) == NULL ||
+            sql_request_encode_opts(id, v[i].sql, strlen(v[i].sql), params,
+                                    v[i].n_params, &v[i].o, p, len) != 0 ||
+            sql_request_stamp(p, len, &st, p) != 0) {
+            fprintf(stderr, "gen-corpus: cannot encode %s\n", v[i].name);
+            exit(1);
+        }
+        write_sample("request", v[i].name, p, len);
+        free(p);
+    }
+}
+
 static void gen_request(void)
 {
     uint8_t *p;
@@ -144,6 +198,7 @@ static void gen_request(void)
     both_versions("two_statements",
                   "CREATE TABLE t(a); INSERT INTO t VALUES (random());", NULL,
                   0);
+    gen_request_v3();
 }
 
 /* ---- Frames ------------------------------------------------------------- */

@@ -124,7 +124,8 @@ static inline struct buf *make_request_ex(uint64_t origin, uint64_t seq,
     }
     assert_int_equal(
         sql_request_stamp(b->data, b->len,
-                          &(struct sql_stamp){time_ms, seed, 0}, b->data),
+                          &(struct sql_stamp){.time_ms = time_ms, .seed = seed},
+                          b->data),
         0);
     return b;
 }

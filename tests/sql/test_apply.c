@@ -995,7 +995,8 @@ static void test_many_statements_linear(void **state)
 static struct buf *budget_request(const char *sql, uint64_t max_steps)
 {
     struct buf *b = make_request(next_seq++, sql);
-    struct sql_stamp st = {1700000000000LL, 9, max_steps};
+    struct sql_stamp st = {
+        .time_ms = 1700000000000LL, .seed = 9, .max_steps = max_steps};
     assert_int_equal(sql_request_stamp(b->data, b->len, &st, b->data), 0);
     return b;
 }

@@ -267,9 +267,9 @@ static void test_malformed(void **state)
     assert_int_equal(decode_copy(p, len, msg, sizeof msg), 0);
 
     RESET();
-    p[OFF_VERSION] = 3;
+    p[OFF_VERSION] = 4;
     assert_int_equal(decode_copy(p, len, msg, sizeof msg), SQL_ERR_FORMAT);
-    assert_non_null(strstr(msg, "version 3"));
+    assert_non_null(strstr(msg, "version 4"));
 
     RESET();
     p[0] = 'X';
@@ -456,7 +456,9 @@ static void test_stamp(void **state)
     struct buf *s = buf_new(b->len);
     struct buf *junk = buf_copy("not a request at all, no", 24);
     struct buf *out = buf_new(24);
-    struct sql_stamp st = {-1234567890123LL, 0xfedcba9876543210ULL, 777000};
+    struct sql_stamp st = {.time_ms = -1234567890123LL,
+                           .seed = 0xfedcba9876543210ULL,
+                           .max_steps = 777000};
     struct sql_request r;
     uint64_t id[2];
 
@@ -538,7 +540,7 @@ static void test_version1_decoded(void **state)
     struct sql_param one = p_int(NULL, 42);
     struct buf *b = encode_ok(id, "SELECT ?", &one, 1);
     struct buf *v1 = buf_new(b->len - 8);
-    struct sql_stamp st = {1, 2, 3};
+    struct sql_stamp st = {.time_ms = 1, .seed = 2, .max_steps = 3};
     struct sql_request r;
     char msg[256];
 

@@ -1,0 +1,216 @@
+"""Errors a program can branch on (issue 14 #6): each kind of error of
+raftsql's SQL functions has its stable extended result code (RAFTSQL_* of
+ext/raftsql.h), the same in the node's own process (a Python connection
+of this process, which holds the nodes: Python's sqlite3.Error.
+sqlite_errorcode is sqlite3_extended_errcode) and in another process
+through the node's socket (a Python writer process); a SQL error keeps
+SQLite's own code (SQLITE_CONSTRAINT_UNIQUE). The README's table lists
+the header's numbers.
+
+One set of nodes serves every test (set up once):
+- S, a one-node cluster (max_request_bytes=2048);
+- L, node 1 of a two-node cluster whose node 2 never starts: no leader;
+- P, node 1 of a two-node cluster with a raftsql-testhost node 2, which
+  the outcome-unknown test stops (SIGSTOP) while node 1 leads.
+Other kinds are checked where their conditions already are: busy and
+the refused socket in test_attach, diverged in test_foreign, a full disk
+in test_wedges.
+"""
+
+import os
+import re
+import shutil
+import signal
+import sqlite3
+import tempfile
+import threading
+import time
+import unittest
+
+from codes import CODES, other_process, read_codes
+from e2e import NODE, ROOT, connect, wait_for
+from raftsql_cluster import Node, free_ports
+
+SQLITE_CONSTRAINT_UNIQUE = 2067
+
+class ErrorCodesTest(unittest.TestCase):
+
+    @classmethod
+    def setUpClass(cls):
+        cls.dir = tempfile.mkdtemp(prefix="raftsql-e2e-codes-")
+        cls.cons, cls.peer = [], None
+        ports = free_ports(5)
+        fast = "election_timeout_ms=300 heartbeat_ms=30"
+        cls.s = cls.start_here("s.db", "id=1 cluster=1@127.0.0.1:%d %s "
+                               "max_request_bytes=2048" % (ports[0], fast))
+        cls.l = cls.start_here("l.db", "id=1 cluster=1@127.0.0.1:%d,"
+                               "2@127.0.0.1:%d %s exec_timeout_ms=1500" % (
+                                   ports[1], ports[2], fast))
+        # P's leader keeps leading for an election timeout (3 s) after it
+        # lost its peer: the time the outcome-unknown test needs.
+        members = "1@127.0.0.1:%d,2@127.0.0.1:%d" % (ports[3], ports[4])
+        slow = "election_timeout_ms=3000 heartbeat_ms=100 exec_timeout_ms=500"
+        cls.p = cls.start_here("p.db", "id=1 cluster=%s %s" % (members, slow))
+        cls.peer = Node(NODE, 2, os.path.join(cls.dir, "p2.db"),
+                        os.path.join(cls.dir, "p2.log"))
+        cls.peer.sql("SELECT raft_start(?)", "id=2 cluster=%s %s" % (
+            members, slow))
+        wait_for("S leads", lambda: cls.value(cls.s, "SELECT raft_leader()"))
+        cls.s.execute("SELECT raft_exec('CREATE TABLE t(id INTEGER PRIMARY "
+                      "KEY, u UNIQUE)')")
+        cls.s.execute("SELECT raft_exec('INSERT INTO t VALUES(1, 10)')")
+        leader = wait_for("P has a leader", lambda: cls.value(
+            cls.p, "SELECT raft_leader()"), timeout=30)
+        if leader != 1:
+            cls.peer.sql("SELECT raft_transfer(1)")
+            wait_for("P's node 1 leads", lambda: cls.value(
+                cls.p, "SELECT raft_leader()") == 1, timeout=30)
+
+    @classmethod
+    def start_here(cls, name, config):
+        con = connect(os.path.join(cls.dir, name))
+        cls.cons.append(con)
+        con.execute("SELECT raft_start(?)", (config,))
+        return con
+
+    @staticmethod
+    def value(con, sql):
+        return con.execute(sql).fetchone()[0]
+
+    @classmethod
+    def tearDownClass(cls):
+        code = 0
+        if cls.peer is not None:
+            os.kill(cls.peer.proc.pid, signal.SIGCONT)
+            code = cls.peer.stop()
+        for con in cls.cons:
+            con.execute("SELECT raft_stop()")
+            con.close()
+        if code != 0:
+            with open(os.path.join(cls.dir, "p2.log"),
+                      errors="replace") as f:
+                print(f.read()[-4000:])
+        shutil.rmtree(cls.dir, ignore_errors=True)
+        assert code == 0, "node 2 of P exited with an error"
+
+    def here(self, con, sql, *params, interrupt_after=None):
+        """(code, text) of the error @sql gives on @con of this process."""
+        timer = None
+        if interrupt_after is not None:
+            timer = threading.Timer(interrupt_after, con.interrupt)
+            timer.start()
+        try:
+            con.execute(sql, params).fetchall()
+        except sqlite3.Error as e:
+            return e.sqlite_errorcode, str(e)
+        finally:
+            if timer is not None:
+                timer.cancel()
+        self.fail("%s did not fail" % sql)
+
+    def there(self, con, sql, *params, interrupt_after=None):
+        """(code, text) of the error @sql gives in another process on
+        @con's database file (through the node's socket)."""
+        db = con.execute("PRAGMA database_list").fetchone()[2]
+        got = other_process(db, [[sql, *params]], interrupt_after)[0]
+        self.assertIn("error", got, "%s did not fail: %s" % (sql, got))
+        return got["code"], got["error"]
+
+    def both(self, con, sql, *params):
+        """The errors of @sql here and in another process."""
+        return [self.here(con, sql, *params), self.there(con, sql, *params)]
+
+    def test_header_codes(self):
+        """Each code is primary | (n << 8) with its own n from 101 on, and
+        the README's table gives each one's number."""
+        codes = read_codes()
+        self.assertEqual(len(codes), 11)
+        ns = [n for _, _, n in codes.values()]
+        self.assertEqual(len(set(ns)), len(ns))
+        self.assertTrue(all(101 <= n <= 199 for n in ns))
+        self.assertEqual(codes["RAFTSQL_NOT_APPLIED"][1], "SQLITE_BUSY")
+        self.assertEqual(codes["RAFTSQL_UNKNOWN"][1], "SQLITE_ERROR")
+        with open(os.path.join(ROOT, "README.md")) as f:
+            table = dict(re.findall(r"^\| `(RAFTSQL_[A-Z_]+)` \| (\d+) \|",
+                                    f.read(), re.M))
+        self.assertEqual({k: int(v) for k, v in table.items()}, CODES)
+
+    def test_bad_arguments(self):
+        code, text = self.here(self.s, "SELECT raft_exec(42)")
+        self.assertEqual(code, CODES["RAFTSQL_INVALID"], text)
+        code, text = self.here(self.s, "SELECT raft_add(0, 'x:1')")
+        self.assertEqual(code, CODES["RAFTSQL_INVALID"], text)
+        for code, text in self.both(self.s, "SELECT raft_exec('INSRT INTO "
+                                    "t VALUES(2, 20)')"):
+            self.assertEqual(code, CODES["RAFTSQL_INVALID"], text)
+            self.assertIn("raft_exec: not applied: near \"INSRT\"", text)
+
+    def test_sql_error_keeps_sqlites_code(self):
+        for code, text in self.both(self.s, "SELECT raft_exec('INSERT INTO "
+                                    "t VALUES(?, ?)', 3, 10)"):
+            self.assertEqual(code, SQLITE_CONSTRAINT_UNIQUE, text)
+            self.assertIn("UNIQUE constraint failed: t.u", text)
+
+    def test_too_big(self):
+        for code, text in self.both(self.s, "SELECT raft_exec('INSERT INTO "
+                                    "t VALUES(?, ?)', 4, ?)", "x" * 5000):
+            self.assertEqual(code, CODES["RAFTSQL_TOOBIG"], text)
+            self.assertIn("exceeds max_request_bytes (2048)", text)
+
+    def test_no_node(self):
+        con = connect(os.path.join(self.dir, "none.db"))
+        try:
+            code, text = self.here(con, "SELECT raft_status()")
+        finally:
+            con.close()
+        self.assertEqual(code, CODES["RAFTSQL_NO_NODE"], text)
+        self.assertIn("no raftsql node runs for", text)
+
+    def test_not_applied_and_interrupted(self):
+        """No leader: not applied within exec_timeout_ms, here and from
+        another process; an interrupt ends the wait, not applied here,
+        outcome unknown for another process (its call was sent)."""
+        for code, text in self.both(self.l, "SELECT raft_exec('CREATE TABLE "
+                                    "x(a)')"):
+            self.assertEqual(code, CODES["RAFTSQL_NOT_APPLIED"], text)
+            self.assertIn("not applied: no leader reachable", text)
+        code, text = self.here(self.l, "SELECT raft_exec('CREATE TABLE "
+                               "x(a)')", interrupt_after=0.3)
+        self.assertEqual(code, CODES["RAFTSQL_INTERRUPTED"], text)
+        self.assertIn("interrupted: not applied", text)
+        code, text = self.there(self.l, "SELECT raft_exec('CREATE TABLE "
+                                "x(a)')", interrupt_after=0.5)
+        self.assertEqual(code, CODES["RAFTSQL_INTERRUPTED_UNKNOWN"], text)
+        self.assertIn("interrupted: outcome unknown", text)
+
+    def test_outcome_unknown(self):
+        """A leader that lost its only peer takes the write into its log
+        but cannot commit it: outcome unknown, here and from another
+        process; interrupted, outcome unknown."""
+        self.p.execute("SELECT raft_exec('CREATE TABLE IF NOT EXISTS "
+                       "y(a)')")
+        os.kill(self.peer.proc.pid, signal.SIGSTOP)
+        try:
+            # The other process starts at once, beside the calls here:
+            # all three are proposed well within the election timeout.
+            sql = "SELECT raft_exec('INSERT INTO y VALUES(1)')"
+            db = os.path.join(self.dir, "p.db")
+            there = []
+            th = threading.Thread(target=lambda: there.append(
+                other_process(db, [[sql]])[0]))
+            th.start()
+            code, text = self.here(self.p, sql)
+            self.assertEqual(code, CODES["RAFTSQL_UNKNOWN"], text)
+            self.assertIn("raft_exec: outcome unknown", text)
+            code, text = self.here(self.p, sql, interrupt_after=0.2)
+            self.assertEqual(code, CODES["RAFTSQL_INTERRUPTED_UNKNOWN"], text)
+            th.join(60)
+            self.assertEqual(there[0].get("code"), CODES["RAFTSQL_UNKNOWN"],
+                             there)
+            self.assertIn("raft_exec: outcome unknown", there[0]["error"])
+        finally:
+            os.kill(self.peer.proc.pid, signal.SIGCONT)
+
+
+if __name__ == "__main__":
+    unittest.main()
