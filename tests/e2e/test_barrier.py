@@ -22,6 +22,7 @@ import threading
 import time
 import unittest
 
+from codes import CODES
 from e2e import ROOT, SO, NODE, connect, wait_for
 from test_cluster_id import Group
 from raftsql_cluster import Cluster, NodeError, free_ports
@@ -106,7 +107,8 @@ class BarrierTest(unittest.TestCase):
         # answered" (SQLite's own "interrupted" if the interrupt came
         # before the call even started).
         self.assertIn("interrupted", str(cm.exception))
-        self.assertEqual(cm.exception.sqlite_errorcode, sqlite3.SQLITE_INTERRUPT)
+        self.assertIn(cm.exception.sqlite_errorcode,
+                      (CODES["RAFTSQL_INTERRUPTED"], sqlite3.SQLITE_INTERRUPT))
         # The barrier itself would fail after election_timeout_ms (0.6 s).
         self.assertLess(took, 0.55)
 
@@ -121,6 +123,7 @@ class BarrierTest(unittest.TestCase):
                 follower.value("SELECT raft_barrier()")
             self.assertIn("raft_barrier: this connection is inside a "
                           "transaction (BEGIN)", str(cm.exception))
+            self.assertEqual(cm.exception.code, CODES["RAFTSQL_INVALID"])
         finally:
             follower.sql("ROLLBACK")
         applied = leader.status()["applied"]  # the write's index at least
@@ -175,6 +178,7 @@ class BarrierTest(unittest.TestCase):
             took = time.monotonic() - t0
             self.assertIn("raft_barrier: no quorum confirmed this node "
                           "still leads", str(cm.exception))
+            self.assertEqual(cm.exception.code, CODES["RAFTSQL_STALE"])
             self.assertLess(took, ELECTION_MS / 1000 + SLACK_S)
             self.check_interrupt(old)
             # The majority elects another leader and takes writes.
@@ -240,6 +244,7 @@ class OldLeaderTest(unittest.TestCase):
             self.assertIn("raft_barrier: the leader (server 1) speaks wire "
                           "version 2, which has no READ_INDEX (wire version "
                           "3 and later): upgrade it first", str(cm.exception))
+            self.assertEqual(cm.exception.code, CODES["RAFTSQL_STALE"])
             self.assertGreater(leader.value("SELECT raft_barrier()"), 0)
             # Nothing node 2 sent failed to decode on node 1.
             self.assertEqual(g.count(1, "message type 12"), 0)
