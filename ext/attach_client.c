@@ -7,7 +7,8 @@
  * Failure modes: no pointer file, a dead pid or a refused connection (no
  * node: the caller says so); permission denied (not applied); the
  * connection closed before the answer, or none within the node's
- * exec_timeout_ms and 10 s (outcome unknown; for a read, "no answer");
+ * exec_timeout_ms and 10 s (outcome unknown; for a read, "no answer";
+ * raft_load_sql and raft_backup wait on, as long as their work takes);
  * interrupted (outcome unknown, but for a read); the node refused the
  * connection before reading the call ("<fn>: not applied: busy" or
  * "refused"). */
@@ -47,6 +48,15 @@ static int no_answer_code(const char *fn, int rc)
         return is_read(fn) ? RAFTSQL_INTERRUPTED : RAFTSQL_INTERRUPTED_UNKNOWN;
     }
     return is_read(fn) ? RAFTSQL_NOT_APPLIED : RAFTSQL_UNKNOWN;
+}
+
+/* is_long tells whether @fn runs as long as its work takes (a whole
+ * script, a copy of the whole database), each step of it bounded in the
+ * node's process: its caller waits without a deadline, until the answer,
+ * its interrupt, or the node's process closing the connection. */
+static bool is_long(const char *fn)
+{
+    return strcmp(fn, "raft_load_sql") == 0 || strcmp(fn, "raft_backup") == 0;
 }
 
 /* say_no_answer writes into @why the error of call @fn to the node of
@@ -104,7 +114,7 @@ static int roundtrip(sqlite3 *db, const char *file, const char *fn,
     if (attach_sock_find(file, &p) != 0) {
         return RAFT_NOTFOUND;
     }
-    wait_ms = (int)(p.timeout_ms + EXT__ATTACH_GRACE_MS);
+    wait_ms = is_long(fn) ? -1 : (int)(p.timeout_ms + EXT__ATTACH_GRACE_MS);
     rc = attach_sock_connect(p.socket, &fd, err, sizeof err);
     if (rc == RAFT_NOCONN) {
         return RAFT_NOTFOUND; /* a stale pointer file: no node runs */

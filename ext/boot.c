@@ -16,7 +16,15 @@
 #include <string.h>
 
 #include "../raft/configuration.h"
+#include "attach_sock.h"
 #include "sqlbridge.h"
+
+/* The snapshot a cluster bootstrapped from a file starts from: after the
+ * bootstrap configuration's index 1, so that a follower that wrote only
+ * that entry (cluster=, an empty database) lacks it and is sent the
+ * snapshot (InstallSnapshot) instead of entries. */
+#define EXT__BOOT_FROM_INDEX 2
+#define EXT__BOOT_FROM_TERM 1
 
 void boot_format_servers(const struct raft_configuration *c, char *buf,
                          size_t len)
@@ -229,10 +237,78 @@ static int refuse_cluster(const struct raft_configuration *cluster,
     return RAFT_INVALID;
 }
 
+/* bootstrap_from makes the content of cfg->bootstrap_from the database's,
+ * as a snapshot at EXT__BOOT_FROM_INDEX holding the bootstrap
+ * configuration @e (entry 1, term 1), and the log start after it, with
+ * hard state @hs. */
+static int bootstrap_from(struct ext_store *s, struct sql_fsm *fsm,
+                          const struct ext_config *cfg,
+                          struct ext_node_log *log, const struct raft_entry *e,
+                          const struct raft_hard_state *hs,
+                          struct ext_store_state *st, struct ext_boot *b,
+                          char *errmsg, size_t errmsg_len)
+{
+    struct ext_attach_pointer p;
+    char tmp[4200], why[1024];
+    unsigned n_tables = 0;
+    int rc;
+
+    if (attach_sock_find(cfg->bootstrap_from, &p) == 0) {
+        snprintf(errmsg, errmsg_len,
+                 "bootstrap_from: %s is the database of a running node "
+                 "(process %ld): give a copy of it (raft_backup() or VACUUM "
+                 "INTO)",
+                 cfg->bootstrap_from, p.pid);
+        return RAFT_INVALID;
+    }
+    snprintf(tmp, sizeof tmp, "%.4000s/bootstrap-from.tmp",
+             store_snapshot_dir(s));
+    rc = sqlbridge_rc(sql_fsm_bootstrap_from(
+        fsm, cfg->bootstrap_from, tmp, EXT__BOOT_FROM_INDEX,
+        EXT__BOOT_FROM_TERM, e->data->data, e->data->len, &n_tables, why,
+        sizeof why));
+    if (rc != 0) {
+        snprintf(errmsg, errmsg_len, "bootstrap_from: %s", why);
+        return rc;
+    }
+    rc = store_write_snapshot(s, hs, EXT__BOOT_FROM_INDEX, EXT__BOOT_FROM_TERM,
+                              why, sizeof why);
+    if (rc != 0) {
+        snprintf(errmsg, errmsg_len,
+                 "bootstrap_from: the database holds %s's content but the "
+                 "log could not start after it: %s (remove the database "
+                 "and %s, then start again)",
+                 cfg->bootstrap_from, why, cfg->dir);
+        return rc;
+    }
+    store_state_free(st);
+    rc = store_load(s, sql_fsm_applied(fsm), sql_fsm_applied_term(fsm), st,
+                    errmsg, errmsg_len);
+    if (rc != 0) {
+        return rc;
+    }
+    rc = raft_configuration_decode(e->data->data, e->data->len, &b->conf, why,
+                                   sizeof why);
+    if (rc != 0) {
+        snprintf(errmsg, errmsg_len, "bootstrap_from: %s", why);
+        return RAFT_CORRUPT;
+    }
+    b->prefix = b->conf;
+    b->conf_index = 1;
+    b->source = EXT_BOOT_DATABASE;
+    b->bootstrapped = true;
+    node_log_line(log, RAFT_LOG_INFO,
+                  "bootstrap_from: a new cluster starts from %s (%u tables), "
+                  "as a snapshot at index %d: the other servers receive it "
+                  "as one; its cluster id will be new",
+                  cfg->bootstrap_from, n_tables, EXT__BOOT_FROM_INDEX);
+    return 0;
+}
+
 /* bootstrap writes the bootstrap entry and hard state of a new cluster,
  * or leaves a joining node with no configuration. */
 static int bootstrap(struct ext_store *s, struct sql_fsm *fsm,
-                     const struct ext_config *cfg,
+                     const struct ext_config *cfg, struct ext_node_log *log,
                      const struct raft_configuration *cluster, bool has_cluster,
                      struct ext_store_state *st, struct ext_boot *b,
                      char *errmsg, size_t errmsg_len)
@@ -266,6 +342,12 @@ static int bootstrap(struct ext_store *s, struct sql_fsm *fsm,
     if (rc != 0) {
         snprintf(errmsg, errmsg_len, "cluster: bootstrap: %s",
                  raft_strerror(rc));
+        return rc;
+    }
+    if (cfg->bootstrap_from[0] != '\0') {
+        rc = bootstrap_from(s, fsm, cfg, log, &e, &hs, st, b, errmsg,
+                            errmsg_len);
+        raft_buf_unref(e.data);
         return rc;
     }
     rc = write_entry(s, fsm, &e, &hs, st, errmsg, errmsg_len);
@@ -341,8 +423,16 @@ int boot_prepare(struct ext_store *s, struct sql_fsm *fsm,
     }
     if (st->hs.term == 0 && st->n_entries == 0 && st->snap_index == 0 &&
         sql_fsm_applied(fsm) == 0 && db_index == 0) {
-        rc = bootstrap(s, fsm, cfg, &cluster, has_cluster, st, &b, errmsg,
+        rc = bootstrap(s, fsm, cfg, log, &cluster, has_cluster, st, &b, errmsg,
                        errmsg_len);
+    } else if (cfg->bootstrap_from[0] != '\0') {
+        snprintf(errmsg, errmsg_len,
+                 "bootstrap_from: this node has a log in %s (last index "
+                 "%" PRIu64 ") and a database applied up to index %" PRIu64
+                 ": bootstrap_from= fills a new cluster's first node at its "
+                 "first start only; drop it to restart this node",
+                 cfg->dir, last_stored(st), sql_fsm_applied(fsm));
+        return RAFT_INVALID;
     } else if (b.conf_index > 0 || db_index > 0) {
         if (b.conf_index > 0) {
             b.source = EXT_BOOT_LOG;

@@ -248,6 +248,7 @@ static const char *const keys[] = {
     "max_result_bytes",
     "join",
     "force_new_cluster",
+    "bootstrap_from",
     "tls_cert",
     "tls_key",
     "tls_ca",
@@ -667,6 +668,13 @@ int ext_config_parse(const char *text, const char *db_path,
                 goto out;
             }
             c->force_new_cluster = val[0] == '1';
+        } else if (strcmp(key, "bootstrap_from") == 0) {
+            if (val[0] == '\0' || strlen(val) >= sizeof c->bootstrap_from) {
+                rc = fail(errmsg, errmsg_len,
+                          "bootstrap_from: empty or too long");
+                goto out;
+            }
+            snprintf(c->bootstrap_from, sizeof c->bootstrap_from, "%s", val);
         } else if (strcmp(key, "dir") == 0) {
             if (val[0] == '\0' || strlen(val) >= sizeof c->dir) {
                 rc = fail(errmsg, errmsg_len, "dir: empty or too long");
@@ -719,7 +727,7 @@ int ext_config_parse(const char *text, const char *db_path,
                 "snapshot_chunk_bytes, follower_apply_ms, "
                 "max_request_steps, request_id_window, "
                 "request_id_window_ms, max_result_bytes, join, "
-                "force_new_cluster, "
+                "force_new_cluster, bootstrap_from, "
                 "insecure, tls_cert, tls_key, tls_ca, secret_file, socket, "
                 "socket_group, repair, checksum)",
                 key);
@@ -735,6 +743,18 @@ int ext_config_parse(const char *text, const char *db_path,
         rc = fail(errmsg, errmsg_len,
                   "join: cannot be given with cluster= (cluster= founds a "
                   "new cluster, join= enters an existing one: give one)");
+        goto out;
+    }
+    if (c->bootstrap_from[0] != '\0' && !have_cluster) {
+        rc = fail(errmsg, errmsg_len,
+                  "bootstrap_from: needs cluster= (it fills the first node "
+                  "of a new cluster; a joining node receives the data as a "
+                  "snapshot)");
+        goto out;
+    }
+    if (c->bootstrap_from[0] != '\0' && c->force_new_cluster) {
+        rc = fail(errmsg, errmsg_len,
+                  "bootstrap_from: cannot be given with force_new_cluster=1");
         goto out;
     }
     if (c->join_port != 0 && c->force_new_cluster) {

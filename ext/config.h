@@ -81,16 +81,19 @@ struct ext_config {
     char join_host[EXT_ADDRESS_MAX + 1];    /* join= host, "" for none */
     uint16_t join_port;                     /* join= port, 0 for none */
     bool force_new_cluster;                 /* force_new_cluster=1 */
-    char tls_cert[4096];    /* tls_cert= : PEM certificate chain, "" none */
-    char tls_key[4096];     /* tls_key= : its private key (PEM) */
-    char tls_ca[4096];      /* tls_ca= : CA certificates (PEM) */
-    char secret_file[4096]; /* secret_file= : pre-shared secret, "" none */
-    bool tls;               /* peers talk TLS and authenticate: the three
+    char bootstrap_from[4096]; /* bootstrap_from= : a SQLite file whose
+                                  content is a new cluster's initial
+                                  state (boot.h), "" for none */
+    char tls_cert[4096];       /* tls_cert= : PEM certificate chain, "" none */
+    char tls_key[4096];        /* tls_key= : its private key (PEM) */
+    char tls_ca[4096];         /* tls_ca= : CA certificates (PEM) */
+    char secret_file[4096];    /* secret_file= : pre-shared secret, "" none */
+    bool tls;                  /* peers talk TLS and authenticate: the three
                                tls_ keys, or secret_file, were given */
-    bool socket;            /* socket= : other processes of the machine
+    bool socket;               /* socket= : other processes of the machine
                                reach the node (attach_server.h); on */
-    char socket_group[64];  /* socket_group= : the group let in, "" none */
-    long socket_gid;        /* its gid, -1 for none */
+    char socket_group[64];     /* socket_group= : the group let in, "" none */
+    long socket_gid;           /* its gid, -1 for none */
 };
 
 /* ext_config_parse parses @text, a whitespace-separated list of key=value

@@ -11,6 +11,7 @@
 #include "attach_client.h"
 #include "attach_server.h"
 #include "config.h"
+#include "func_data.h"
 #include "members.h"
 #include "precheck.h"
 #include "raftsql.h"
@@ -556,6 +557,9 @@ int ext_func_register(sqlite3 *db)
     }
     if (rc == SQLITE_OK) {
         rc = members_register(db);
+    }
+    if (rc == SQLITE_OK) {
+        rc = func_data_register(db);
     }
     return rc;
 }

@@ -27,6 +27,7 @@
 #include "divergence.h"
 #include "exec.h"
 #include "forward.h"
+#include "load_sql.h"
 #include "node.h"
 #include "node_log.h"
 #include "node_tls.h"
@@ -77,6 +78,7 @@ struct ext_node {
     struct raft_uv_tls *tls;           /* the peers' TLS credentials (the
                                         driver borrows them), NULL for
                                         plain TCP */
+    struct ext_load_status *load;      /* the latest raft_load_sql */
     _Atomic raft_index view_index;     /* configuration index of the member
                                         view last published (written by
                                         the loop thread) */
@@ -455,6 +457,7 @@ static void node_free(struct ext_node *n, bool failed)
     status_free(n->status);
     cluster_id_free(n->cluster);
     repair_free(n->repair);
+    load_status_free(n->load);
     if (failed) {
         store_discard(n->store);
     } else {
@@ -501,6 +504,7 @@ int ext_node_start(const char *db_path, const struct ext_config *cfg,
         change_new(cfg, &n->change) != 0 ||
         repair_new(cfg->id, cfg->repair_manual, &n->log, &n->repair) != 0 ||
         divergence_new(cfg->id, &n->log, &n->divergence) != 0 ||
+        load_status_new(&n->load) != 0 ||
         barrier_new(cfg->id, cfg->election_timeout_ms, cfg->exec_timeout_ms,
                     &n->barrier) != 0) {
         snprintf(errmsg, errmsg_len, "out of memory");
@@ -667,7 +671,16 @@ char *ext_node_status(struct ext_node *n)
     x.diverged = applier_diverged(n->applier, &x.divergence);
     repair_describe(n->repair, x.repair, sizeof x.repair);
     x.repairs = applier_repairs(n->applier);
+    x.has_load = load_status_get(n->load, &x.load);
     return status_json(n->status, &x);
+}
+
+int ext_node_load_sql(struct ext_node *n, const char *path,
+                      const struct ext_exec_probe *probe, char **out_json,
+                      int *out_sqlite_rc, char *errmsg, size_t errmsg_len)
+{
+    return load_sql_run(n, n->load, n->cfg.max_request_bytes, path, probe,
+                        out_json, out_sqlite_rc, errmsg, errmsg_len);
 }
 
 bool ext_node_failed(struct ext_node *n, char *why, size_t why_len)

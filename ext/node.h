@@ -171,6 +171,14 @@ int ext_node_exec_opts(struct ext_node *n, const char *sql, size_t sql_len,
  * Any thread. */
 char *ext_node_status(struct ext_node *n);
 
+/* ext_node_load_sql runs raft_load_sql(@path) on @n: load_sql_run
+ * (load_sql.h) with the node's max_request_bytes and its load status,
+ * shown in ext_node_status as "load". Same results and errors. Thread:
+ * any caller's; blocks for the whole load. */
+int ext_node_load_sql(struct ext_node *n, const char *path,
+                      const struct ext_exec_probe *probe, char **out_json,
+                      int *out_sqlite_rc, char *errmsg, size_t errmsg_len);
+
 /* ext_node_failed says whether @n cannot go on until restarted: a write
  * of its log failed (an I/O error: the node neither writes, votes nor
  * acknowledges any more, raft_status()'s log_failed), noticed within a

@@ -21,7 +21,8 @@ static const struct sql_function ext_functions[] = {
     {"raft_demote", 1},     {"raft_transfer", -1},
     {"raft_update", 2},     {"raft_tls_reload", 0},
     {"raft_cluster_id", 0}, {"raft_verify", 0},
-    {"raft_repair", 0},     {"raft_barrier", 0},
+    {"raft_repair", 0},     {"raft_backup", 1},
+    {"raft_load_sql", 1},   {"raft_barrier", 0},
 };
 
 int sqlbridge_rc(int rc)

@@ -54,7 +54,10 @@ struct peer_status {
     bool build_known; /* build_id holds the peer's */
     char build_id[RAFT_UV_BUILD_ID_MAX + 1]; /* its build id, from its
                                                 latest handshake */
-    bool has_progress; /* the field below is valid (leader only) */
+    bool sending;        /* a snapshot goes to it (leader only) */
+    uint64_t snap_bytes; /* bytes of it the peer acknowledged */
+    uint64_t snap_total; /* its size, bytes */
+    bool has_progress;   /* the field below is valid (leader only) */
     struct raft_progress_info progress; /* the leader's view of it */
 };
 
@@ -101,6 +104,27 @@ struct ext_status {
     char failure[256];                /* why storage failed, "" while it
                                          has not (mu) */
 };
+
+/* load_json renders the latest raft_load_sql of @x, null for none. */
+static json_t *load_json(const struct ext_status_extra *x)
+{
+    const struct ext_load_progress *p = &x->load;
+    if (!x->has_load) {
+        return json_null();
+    }
+    return json_pack("{s:s, s:s, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:o}",
+                     "path", p->path, "state",
+                     p->state == EXT_LOAD_RUNNING ? "running"
+                     : p->state == EXT_LOAD_DONE  ? "done"
+                                                  : "failed",
+                     "chunks_done", (json_int_t)p->chunks_done, "chunks",
+                     (json_int_t)p->n_chunks, "statements",
+                     (json_int_t)p->n_stmts, "applied", (json_int_t)p->applied,
+                     "skipped", (json_int_t)p->skipped, "bytes_done",
+                     (json_int_t)p->bytes_done, "bytes",
+                     (json_int_t)p->bytes_total, "error",
+                     p->error[0] ? json_string(p->error) : json_null());
+}
 
 int status_new(const struct ext_config *cfg, const char *build_id,
                struct ext_status **out)
@@ -191,6 +215,8 @@ bool status_refresh(struct ext_status *st, const struct raft *core,
             snprintf(p->build_id, sizeof p->build_id, "%s", b ? b : "");
         }
         p->has_progress = raft_progress(core, id, &p->progress) == 0;
+        p->sending = d != NULL && raft_uv_node_peer_snapshot(
+                                      d, id, &p->snap_bytes, &p->snap_total);
     }
     if (d != NULL) {
         raft_uv_node_stats(d, &s.stats);
@@ -484,6 +510,7 @@ char *status_json(struct ext_status *st, const struct ext_status_extra *x)
     } else {
         json_object_set_new(o, "snapshot_transfer", json_null());
     }
+    json_object_set_new(o, "load", load_json(x));
     json_object_set_new(o, "durable", json_integer((json_int_t)x->durable));
     json_object_set_new(o, "appends_sent",
                         json_integer((json_int_t)s.stats.n_appends_sent));
@@ -535,6 +562,14 @@ char *status_json(struct ext_status *st, const struct ext_status_extra *x)
                                 json_string(progress_name(p->progress.state)));
             json_object_set_new(j, "inflight",
                                 json_integer(p->progress.inflight));
+            /* The snapshot being sent to it: bytes acknowledged of
+             * total, null when none. */
+            json_object_set_new(
+                j, "snapshot",
+                p->sending ? json_pack("{s:I, s:I}", "bytes",
+                                       (json_int_t)p->snap_bytes, "total",
+                                       (json_int_t)p->snap_total)
+                           : json_null());
         }
         json_array_append_new(peers, j);
     }

@@ -13,6 +13,7 @@
 #include "applier.h"
 #include "config.h"
 #include "divergence.h"
+#include "load_sql.h"
 
 /* What other parts of the node add to the JSON, read by the caller of
  * status_json just before. */
@@ -37,6 +38,8 @@ struct ext_status_extra {
     struct ext_applier_divergence divergence; /* what was seen */
     char repair[200]; /* where the repair stands (repair_describe) */
     uint64_t repairs; /* divergences repaired since start */
+    bool has_load;    /* a raft_load_sql ran: @load is valid */
+    struct ext_load_progress load; /* the latest one's progress */
 };
 
 struct ext_status; /* opaque */

@@ -392,6 +392,21 @@ int store_write(struct ext_store *s, const struct raft_hard_state *hs,
     return 0;
 }
 
+int store_write_snapshot(struct ext_store *s, const struct raft_hard_state *hs,
+                         raft_index index, raft_term term, char *errmsg,
+                         size_t errmsg_len)
+{
+    int rc = lmdb_log_reset(s->lmdb, index, term);
+    if (rc == 0) {
+        rc = lmdb_log_append(s->lmdb, hs, NULL, 0);
+    }
+    if (rc != 0) {
+        return log_error(s, rc, errmsg, errmsg_len);
+    }
+    note_usage(s);
+    return 0;
+}
+
 int store_cluster_id(struct ext_store *s, uint8_t out[LMDB_LOG_CLUSTER_ID_LEN],
                      char *errmsg, size_t errmsg_len)
 {

@@ -84,6 +84,16 @@ int store_write(struct ext_store *s, const struct raft_hard_state *hs,
                 const struct raft_entry *entries, unsigned n, char *errmsg,
                 size_t errmsg_len);
 
+/* store_write_snapshot sets the empty log's snapshot boundary to
+ * (@index, @term), then makes @hs durable, before the driver starts: a
+ * cluster bootstrapped from a file (bootstrap_from=), whose database
+ * holds that snapshot already. Errors: lmdb_log_reset's and
+ * lmdb_log_append's (RAFT_INVALID, RAFT_NOSPACE, RAFT_IOERR); @errmsg
+ * (@errmsg_len bytes) says why. Thread: any, before the driver starts. */
+int store_write_snapshot(struct ext_store *s, const struct raft_hard_state *hs,
+                         raft_index index, raft_term term, char *errmsg,
+                         size_t errmsg_len);
+
 /* store_cluster_id reads the cluster id kept in the log directory into
  * @out (all zero for none). Errors: lmdb_log_cluster_id's (RAFT_CORRUPT,
  * RAFT_IOERR); @errmsg says why. Thread: any, before the driver starts. */

@@ -292,6 +292,12 @@ unsigned raft_uv_node_peer_wire(const struct raft_uv_node *d, raft_id id);
  * thread. */
 void raft_uv_node_set_diverged(struct raft_uv_node *d, bool diverged);
 
+/* raft_uv_node_peer_snapshot tells whether this driver is sending a
+ * snapshot to peer @id, and if so writes the bytes the peer acknowledged
+ * into *@out_bytes and the file's size into *@out_total. Loop thread. */
+bool raft_uv_node_peer_snapshot(const struct raft_uv_node *d, raft_id id,
+                                uint64_t *out_bytes, uint64_t *out_total);
+
 /* raft_uv_node_peer_repair_age returns how long ago, in ms of the loop
  * clock, peer @id last sent this server a REPAIR_REQUEST (it diverged and
  * asks for a snapshot once a second until repaired), UINT64_MAX when it

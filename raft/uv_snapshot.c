@@ -177,9 +177,25 @@ static void start_create(struct raft_uv_node *d)
 }
 
 /* send_chunks fills the window of transfer @s. */
+/* test_hold says whether test fault RAFTSQL_TEST_SNAPSHOT_HOLD (test
+ * builds only: a file path) holds transfer @s after its first window
+ * while that file exists, so a test sees a transfer under way in status;
+ * the transfer goes on at the first tick after the file is removed. */
+static bool test_hold(const struct raft_uv_snapshot_send *s)
+{
+#ifdef RAFTSQL_TEST_FAULTS
+    const char *path = getenv("RAFTSQL_TEST_SNAPSHOT_HOLD");
+    return path != NULL && path[0] != '\0' && s->acked > 0 &&
+           access(path, F_OK) == 0;
+#else
+    (void)s;
+    return false;
+#endif
+}
+
 static void send_chunks(struct raft_uv_node *d, struct raft_uv_snapshot_send *s)
 {
-    while (s->active && s->sent < s->total &&
+    while (s->active && s->sent < s->total && !test_hold(s) &&
            s->sent - s->acked <
                (uint64_t)RAFT__UV_SNAPSHOT_WINDOW * d->chunk_bytes) {
         uint64_t len = s->total - s->sent;
@@ -379,6 +395,20 @@ void raft_uv_node_set_diverged(struct raft_uv_node *d, bool diverged)
     ev.type = RAFT_EVENT_DECLINE;
     ev.decline.on = diverged;
     raft_uv_node_step(d, &ev, NULL);
+}
+
+bool raft_uv_node_peer_snapshot(const struct raft_uv_node *d, raft_id id,
+                                uint64_t *out_bytes, uint64_t *out_total)
+{
+    for (unsigned i = 0; i < d->n_peers; i++) {
+        const struct raft_uv_snapshot_send *s = &d->sends[i];
+        if (s->to == id && s->active) {
+            *out_bytes = s->acked;
+            *out_total = s->total;
+            return true;
+        }
+    }
+    return false;
 }
 
 uint64_t raft_uv_node_peer_repair_age(struct raft_uv_node *d, raft_id id)

@@ -106,8 +106,10 @@ static int check_replica(struct sql_fsm *f, char *errmsg, size_t errmsg_len)
         sqlite3_column_type(s, 1) != SQLITE_NULL) {
         sql_errmsgf(errmsg, errmsg_len,
                     "%s already holds objects (%s) but is not a raftsql "
-                    "replica: a replica starts from an empty database (load "
-                    "existing data through raft_exec instead)",
+                    "replica: a replica starts from an empty database (to "
+                    "bring this data in, start a new cluster's first node "
+                    "on an empty database with bootstrap_from=<this file>, "
+                    "or load a dump with raft_load_sql)",
                     f->path, (const char *)sqlite3_column_text(s, 1));
         sqlite3_finalize(s);
         return SQL_ERR_INVALID;

@@ -167,6 +167,22 @@ int fsm_reload(struct sql_fsm *f);
  * thread, at open. */
 int schema_create(struct sql_fsm *f, char *errmsg, size_t errmsg_len);
 
+/* snapshot_query_int runs @sql (one row, one integer column) on @db into
+ * *@out. Returns SQLITE_OK, SQLITE_CORRUPT when there is no row, or the
+ * SQLite code of the failure. Thread: @db's. */
+int snapshot_query_int(sqlite3 *db, const char *sql, int64_t *out);
+
+/* snapshot_sync_file fsyncs the file @path. Returns 0 or an errno value.
+ * Any thread. */
+int snapshot_sync_file(const char *path);
+
+/* schema_tables_sql returns the SQL text (one transaction, BEGIN
+ * IMMEDIATE to COMMIT) that creates the internal raftsql_* tables of a
+ * database's main schema if missing, with raftsql_applied's row at index
+ * and term 0: for schema_create, and for a bootstrap file being made
+ * (bootstrap.c). Static storage. Any thread. */
+const char *schema_tables_sql(void);
+
 /* schema_client_table creates raftsql_client_requests and its indexes
  * when missing (a snapshot of a version before client ids was installed).
  * Returns 0 or an error code with @f's message saying which. Thread: the

@@ -94,6 +94,11 @@ static const char schema_sql[] =
     " idx INTEGER NOT NULL, term INTEGER NOT NULL);" SQL__CLIENT_TABLE_SQL
     "COMMIT;";
 
+const char *schema_tables_sql(void)
+{
+    return schema_sql;
+}
+
 int schema_client_table(struct sql_fsm *f)
 {
     int rc;

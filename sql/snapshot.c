@@ -96,8 +96,8 @@ static int read_applied(sqlite3 *db, uint64_t *out_index, uint64_t *out_term,
     return rc;
 }
 
-/* sync_file fsyncs the file @path. Returns 0 or an errno value. */
-static int sync_file(const char *path)
+/* snapshot_sync_file: fsm_internal.h. */
+int snapshot_sync_file(const char *path)
 {
     int fd = open(path, O_RDONLY | O_CLOEXEC);
     int err = 0;
@@ -116,7 +116,14 @@ int sql_fsm_snapshot_create(struct sql_fsm *f, const char *path,
                             uint64_t *out_index, uint64_t *out_term,
                             char *errmsg, size_t errmsg_len)
 {
-    const char *src_path = f->path;
+    return sql_snapshot_write(f->path, path, out_index, out_term, errmsg,
+                              errmsg_len);
+}
+
+int sql_snapshot_write(const char *src_path, const char *path,
+                       uint64_t *out_index, uint64_t *out_term, char *errmsg,
+                       size_t errmsg_len)
+{
     sqlite3 *src = NULL;
     sqlite3 *copy = NULL;
     sqlite3_stmt *s = NULL;
@@ -175,7 +182,7 @@ int sql_fsm_snapshot_create(struct sql_fsm *f, const char *path,
     }
     sqlite3_close(copy);
     copy = NULL;
-    err = sync_file(path);
+    err = snapshot_sync_file(path);
     if (err != 0) {
         sql_errmsgf(errmsg, errmsg_len, "snapshot create: fsync %s: %s", path,
                     strerror(err));
@@ -209,9 +216,8 @@ static int fail(struct sql_fsm *f, int rc, const char *fmt, ...)
     return rc;
 }
 
-/* query_int runs @sql (one row, one integer column) on @db into *@out.
- * Returns a SQLite code. */
-static int query_int(sqlite3 *db, const char *sql, int64_t *out)
+/* snapshot_query_int: fsm_internal.h. */
+int snapshot_query_int(sqlite3 *db, const char *sql, int64_t *out)
 {
     sqlite3_stmt *s;
     int rc = sqlite3_prepare_v2(db, sql, -1, &s, NULL);
@@ -273,7 +279,7 @@ static int verify(struct sql_fsm *f, sqlite3 *snap, sqlite3 *live,
                  "SELECT count(*) FROM main.sqlite_schema WHERE type = "
                  "'table' AND name = '%s'",
                  snapshot_tables[i]);
-        rc = query_int(snap, sql, &n);
+        rc = snapshot_query_int(snap, sql, &n);
         if (rc != SQLITE_OK || n != 1) {
             return fail(f, SQL_ERR_CORRUPT,
                         "%s is not a raftsql snapshot: table %s is missing",
@@ -284,9 +290,9 @@ static int verify(struct sql_fsm *f, sqlite3 *snap, sqlite3 *live,
     if (rc != SQLITE_OK) {
         return fail(f, SQL_ERR_CORRUPT, "%s: %s", path, msg);
     }
-    rc = query_int(snap, "PRAGMA main.page_size", &snap_page);
+    rc = snapshot_query_int(snap, "PRAGMA main.page_size", &snap_page);
     if (rc == SQLITE_OK) {
-        rc = query_int(live, "PRAGMA main.page_size", &live_page);
+        rc = snapshot_query_int(live, "PRAGMA main.page_size", &live_page);
     }
     if (rc != SQLITE_OK) {
         return fail(f, from_sqlite(rc), "read page_size: %s",

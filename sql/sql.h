@@ -405,6 +405,15 @@ int sql_fsm_snapshot_create(struct sql_fsm *f, const char *path,
                             uint64_t *out_index, uint64_t *out_term,
                             char *errmsg, size_t errmsg_len);
 
+/* sql_snapshot_write is sql_fsm_snapshot_create of the replica file
+ * @src_path, from a read-only connection of its own: for raft_backup()
+ * on any connection, the node's apply connection untouched. Errors: as
+ * sql_fsm_snapshot_create's, and SQL_ERR_CORRUPT when @src_path is no
+ * replica (no raftsql_applied). Thread: any. */
+int sql_snapshot_write(const char *src_path, const char *path,
+                       uint64_t *out_index, uint64_t *out_term, char *errmsg,
+                       size_t errmsg_len);
+
 /* sql_fsm_snapshot_install replaces the content of @f's database with the
  * snapshot file @path (made by sql_fsm_snapshot_create, possibly on
  * another node). It first verifies the file: a SQLite database passing
@@ -432,6 +441,39 @@ int sql_fsm_snapshot_create(struct sql_fsm *f, const char *path,
  * live database stayed locked), SQL_ERR_IOERR, SQL_ERR_NOMEM. */
 int sql_fsm_snapshot_install(struct sql_fsm *f, const char *path,
                              uint64_t *out_index, uint64_t *out_term);
+
+/* ---- Bootstrap from a file -------------------------------------------
+ *
+ * A new cluster may start from the content of an existing SQLite file
+ * (bootstrap_from=): a plain database, a VACUUM INTO copy of a replica, or
+ * a raft_backup() file. Its raftsql_* tables, if any, are dropped: the
+ * copy gets fresh ones (applied index and term as given, the given
+ * configuration, no request ids, no settings, no cluster id, so the
+ * cluster's first leader proposes a new one). */
+
+/* sql_fsm_bootstrap_from makes the content of the SQLite file @src the
+ * content of @f's database, as a snapshot at @index and @term holding
+ * configuration @config (@config_len bytes, an entry of index 1 and term
+ * 1). @src is opened read-only and copied with the backup API (one read
+ * transaction) into the new file @tmp_path, which is then reshaped (the
+ * raftsql_* tables dropped and made anew, the page size set to the live
+ * database's, rollback journal) and installed with
+ * sql_fsm_snapshot_install; @tmp_path is removed in every case. @f must
+ * be a fresh replica: nothing applied, no table of its own.
+ * Writes *@out_tables (the tables copied, raftsql_* ones not counted) on
+ * success. On failure @f's database is unchanged and @errmsg
+ * (@errmsg_len bytes) names @src and what is wrong.
+ * Errors: SQL_ERR_NOTFOUND (no file at @src), SQL_ERR_CORRUPT (not a
+ * SQLite database, or one that fails quick_check), SQL_ERR_INVALID (@src
+ * is not a regular file, is @f's own file, or @f's database holds
+ * tables or applied entries), SQL_ERR_IOERR (unreadable, or the copy
+ * failed), SQL_ERR_NOSPACE, SQL_ERR_NOMEM. Thread: the caller that holds
+ * @f before it hands it to the applier (at start). */
+int sql_fsm_bootstrap_from(struct sql_fsm *f, const char *src,
+                           const char *tmp_path, uint64_t index, uint64_t term,
+                           const void *config, size_t config_len,
+                           unsigned *out_tables, char *errmsg,
+                           size_t errmsg_len);
 
 /* ---- The configuration -----------------------------------------------
  *

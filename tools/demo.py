@@ -1,8 +1,9 @@
 """make demo: replicate a real SQL script through a 3-node raftsql cluster.
 
 Starts three node processes on 127.0.0.1, writes the script through a node
-that is not the leader, statement by statement (split with sqlite3_complete,
-which Python exposes as sqlite3.complete_statement), then checks that every
+that is not the leader with raft_load_sql (split into statements with
+sqlite3_complete, sent in bounded chunks, each under a request id derived
+from the script, so a rerun resumes), then checks that every
 node's database equals the same script loaded by the stock sqlite3 shell
 into a plain file, table by table (tools/fingerprint.py). Exits 0 only if
 all three match (and, for Chinook, match its expected fingerprint).
@@ -34,7 +35,9 @@ CHINOOK = os.path.join(ROOT, "..", "shared", "data", "chinook")
 
 
 def split_statements(script):
-    """Split script into complete statements, dropping comment-only ones."""
+    """Split script into complete statements, dropping comment-only ones
+    (for tests that write statement by statement; the demo itself uses
+    raft_load_sql)."""
     stmts, buf = [], ""
     for line in script.splitlines(keepends=True):
         buf += line
@@ -92,35 +95,27 @@ def main():
     ok = False
     try:
         script_path, expected, what = pick_script(workdir)
-        with open(script_path, encoding="utf-8") as f:
-            stmts = split_statements(f.read())
-        print("demo: script: %s, %d statements" % (what, len(stmts)))
+        script_path = os.path.abspath(script_path)
+        print("demo: script: %s" % what)
 
         t0 = time.monotonic()
         cluster = Cluster(binary, workdir, 3,
                           "election_timeout_ms=300 heartbeat_ms=30")
         leader = cluster.wait_leader()
         writer = next(n for n in cluster.nodes if n.id != leader.id)
-        print("demo: 3 nodes up on %s; leader is node %d; writing through "
-              "follower node %d" % (cluster.members, leader.id, writer.id))
-
-        changed = 0
-        for i, stmt in enumerate(stmts, 1):
-            try:
-                changed += writer.value("SELECT raft_exec(?)", stmt)
-            except NodeError as e:
-                print("\ndemo: statement %d failed: %s\n%s" %
-                      (i, e, stmt[:200]))
-                return 1
-            if i % 5 == 0 or i == len(stmts):
-                line = "demo: statements %d/%d, rows changed %d" % (
-                    i, len(stmts), changed)
-                if sys.stdout.isatty():
-                    print("\r" + line, end="", flush=True)
-                else:
-                    print(line, flush=True)
-        if sys.stdout.isatty():
-            print()
+        print("demo: 3 nodes up on %s; leader is node %d; loading through "
+              "follower node %d with raft_load_sql" %
+              (cluster.members, leader.id, writer.id))
+        try:
+            result = json.loads(writer.value("SELECT raft_load_sql(?)",
+                                             script_path))
+        except NodeError as e:
+            print("demo: the load failed: %s" % e)
+            return 1
+        print("demo: loaded %d statements in %d chunks (%d bytes), "
+              "%d applied, %d found applied before" %
+              (result["statements"], result["chunks"], result["bytes"],
+               result["applied"], result["skipped"]))
         target = writer.status()["applied"]
         cluster.wait_applied(target)
         elapsed = time.monotonic() - t0

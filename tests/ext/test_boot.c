@@ -114,6 +114,59 @@ static void test_bootstrap_then_stored(void **state)
     assert_int_equal(cfg.listen_port, 7003);
 }
 
+/* bootstrap_from= on a fresh founder makes the file's content a snapshot
+ * at index 2 of term 1 (no entry; hard state term 1; the configuration
+ * from the database, as of index 1), with no cluster id; a later start
+ * with the key is refused and changes nothing, one without it restarts. */
+static void test_bootstrap_from(void **state)
+{
+    struct fixture *f = *state;
+    struct ext_config cfg;
+    struct ext_boot b;
+    char text[512], src[160], servers[256];
+    uint8_t id[SQL_CLUSTER_ID_LEN], zero[SQL_CLUSTER_ID_LEN] = {0};
+    sqlite3 *db;
+
+    snprintf(src, sizeof src, "%s.source", f->db.path);
+    assert_int_equal(sqlite3_open(src, &db), SQLITE_OK);
+    assert_int_equal(sqlite3_exec(db,
+                                  "CREATE TABLE t(x); INSERT INTO t VALUES "
+                                  "(1), (2);",
+                                  NULL, NULL, NULL),
+                     SQLITE_OK);
+    sqlite3_close(db);
+    snprintf(text, sizeof text, "id=1 " TRIO " bootstrap_from=%s", src);
+    if (prepare(f, text, &b, &cfg) != 0) {
+        fail_msg("bootstrap_from: %s", f->msg);
+    }
+    assert_true(b.bootstrapped);
+    assert_int_equal(b.source, EXT_BOOT_DATABASE);
+    assert_int_equal(b.conf_index, 1);
+    assert_int_equal(f->st.n_entries, 0);
+    assert_int_equal(f->st.snap_index, 2);
+    assert_int_equal(f->st.snap_term, 1);
+    assert_int_equal(f->st.hs.term, 1);
+    assert_int_equal(sql_fsm_applied(f->fsm), 2);
+    boot_format_servers(&b.conf, servers, sizeof servers);
+    assert_string_equal(servers,
+                        "1@127.0.0.1:7001,2@127.0.0.1:7002,"
+                        "3@127.0.0.1:7003");
+    assert_int_equal(sql_fsm_cluster_id(f->fsm, id), 0);
+    assert_memory_equal(id, zero, sizeof id);
+    assert_query(f->db.path, "SELECT sum(x) FROM t", "3");
+
+    assert_int_equal(prepare(f, text, &b, &cfg), RAFT_INVALID);
+    assert_non_null(strstr(f->msg, "bootstrap_from: this node has a log in"));
+    assert_non_null(strstr(f->msg, "applied up to index 2"));
+    assert_int_equal(f->st.snap_index, 2);
+
+    assert_int_equal(prepare(f, "id=1", &b, &cfg), 0);
+    assert_false(b.bootstrapped);
+    assert_int_equal(b.source, EXT_BOOT_DATABASE);
+    assert_int_equal(b.conf_index, 1);
+    unlink(src);
+}
+
 /* A cluster= whose servers differ from the stored configuration (one
  * missing, or another address) is refused, naming both, and nothing is
  * written. */
@@ -326,6 +379,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup_teardown(test_bootstrap_then_stored, setup,
                                         teardown),
+        cmocka_unit_test_setup_teardown(test_bootstrap_from, setup, teardown),
         cmocka_unit_test_setup_teardown(test_disagreeing_cluster_refused, setup,
                                         teardown),
         cmocka_unit_test_setup_teardown(test_join_and_missing_cluster, setup,

@@ -117,6 +117,12 @@ static void test_advertised(void **state)
 static void test_refused(void **state)
 {
     (void)state;
+    {
+        struct ext_config *c =
+            parse_ok("id=1 cluster=1@127.0.0.1:7001 bootstrap_from=/data/a.db");
+        assert_string_equal(c->bootstrap_from, "/data/a.db");
+        free(c);
+    }
     parse_bad("id=1 listen=127.0.0.1:70000",
               "listen: '127.0.0.1:70000' is "
               "not host:port: port 70000 out "
@@ -139,6 +145,17 @@ static void test_refused(void **state)
               "listen: missing, and server 1's address node1:7001 in "
               "cluster is a hostname: give listen=");
     parse_bad("id=1 advertise=127.0.0.1:7001", "advertise: needs listen=");
+    parse_bad(
+        "id=2 listen=127.0.0.1:7002 join=127.0.0.1:7001 "
+        "bootstrap_from=/data/old.db",
+        "bootstrap_from: needs cluster= (it fills the first node of a "
+        "new cluster; a joining node receives the data as a snapshot)");
+    parse_bad(
+        "id=1 cluster=1@127.0.0.1:7001 force_new_cluster=1 "
+        "bootstrap_from=/data/old.db",
+        "bootstrap_from: cannot be given with force_new_cluster=1");
+    parse_bad("id=1 cluster=1@127.0.0.1:7001 bootstrap_from=",
+              "bootstrap_from: empty or too long");
     parse_bad("id=1 listen=127.0.0.1:7001 advertise=0.0.0.0:7001",
               "advertise: '0.0.0.0:7001' is a wildcard");
     parse_bad(

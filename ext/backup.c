@@ -1,0 +1,109 @@
+/* raft_backup()'s copy (backup.h).
+ *
+ * Happy path: the target is checked (absent, in a directory that exists),
+ * the replica is copied with sql_snapshot_write (VACUUM INTO on a
+ * read-only connection: one read transaction, so one applied index; the
+ * writers go on meanwhile), fsynced, and described in JSON.
+ * Failure modes: a refused target changes nothing; a failed copy removes
+ * what it wrote (sql_snapshot_write); the replica is only read. */
+
+#include "backup.h"
+
+#include <errno.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include <jansson.h>
+
+#include "../sql/sql.h"
+
+/* absolute_dir writes into @out (@len bytes) the directory of @target,
+ * resolved (realpath), and sets *@out_base to @target's last component. */
+static int absolute_dir(const char *target, char *out, size_t len,
+                        const char **out_base, char *errmsg, size_t errmsg_len)
+{
+    char dir[PATH_MAX];
+    const char *slash = strrchr(target, '/');
+    struct stat st;
+    char *real;
+
+    if (slash == NULL) {
+        snprintf(dir, sizeof dir, ".");
+        *out_base = target;
+    } else if (slash == target) {
+        snprintf(dir, sizeof dir, "/");
+        *out_base = slash + 1;
+    } else {
+        snprintf(dir, sizeof dir, "%.*s", (int)(slash - target), target);
+        *out_base = slash + 1;
+    }
+    if ((*out_base)[0] == '\0' || strcmp(*out_base, ".") == 0 ||
+        strcmp(*out_base, "..") == 0) {
+        snprintf(errmsg, errmsg_len, "%s names no file", target);
+        return -1;
+    }
+    if (stat(dir, &st) != 0 || !S_ISDIR(st.st_mode)) {
+        snprintf(errmsg, errmsg_len,
+                 "%s: the directory %s does not exist (or is no directory)",
+                 target, dir);
+        return -1;
+    }
+    real = realpath(dir, NULL);
+    if (real == NULL) {
+        snprintf(errmsg, errmsg_len, "%s: %s: %s", target, dir,
+                 strerror(errno));
+        return -1;
+    }
+    snprintf(out, len, "%s", real);
+    free(real);
+    return 0;
+}
+
+char *backup_write(const char *db_path, const char *target, char *errmsg,
+                   size_t errmsg_len)
+{
+    char dir[PATH_MAX], path[PATH_MAX + 256], why[512];
+    const char *base;
+    uint64_t index = 0, term = 0;
+    struct stat st;
+    json_t *o;
+    char *text;
+
+    if (target[0] == '\0') {
+        snprintf(errmsg, errmsg_len, "the target path is empty");
+        return NULL;
+    }
+    if (absolute_dir(target, dir, sizeof dir, &base, errmsg, errmsg_len) != 0) {
+        return NULL;
+    }
+    snprintf(path, sizeof path, "%s%s%s", dir, strcmp(dir, "/") == 0 ? "" : "/",
+             base);
+    if (lstat(path, &st) == 0) {
+        snprintf(errmsg, errmsg_len,
+                 "%s exists: raft_backup never overwrites a file (remove it "
+                 "or give another path)",
+                 path);
+        return NULL;
+    }
+    if (sql_snapshot_write(db_path, path, &index, &term, why, sizeof why) !=
+        0) {
+        snprintf(errmsg, errmsg_len, "%s", why);
+        return NULL;
+    }
+    if (stat(path, &st) != 0) {
+        snprintf(errmsg, errmsg_len, "%s: %s", path, strerror(errno));
+        return NULL;
+    }
+    o = json_pack("{s:I, s:I, s:s, s:I}", "index", (json_int_t)index, "term",
+                  (json_int_t)term, "path", path, "bytes",
+                  (json_int_t)st.st_size);
+    text = o != NULL ? json_dumps(o, JSON_COMPACT) : NULL;
+    json_decref(o);
+    if (text == NULL) {
+        snprintf(errmsg, errmsg_len, "out of memory");
+    }
+    return text;
+}

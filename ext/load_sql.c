@@ -1,0 +1,286 @@
+/* raft_load_sql's run (load_sql.h).
+ *
+ * Happy path: the script is mapped read-only and planned (load_plan.c);
+ * each chunk goes through ext_node_exec_opts under its request id, one
+ * after the other, and the progress is recorded after each; a chunk that
+ * an earlier run applied comes back as a duplicate (its first outcome),
+ * counted as skipped.
+ * Failure modes: a bad file or plan writes nothing; a chunk's SQL error
+ * stops the load naming the chunk and its first statement's line (the
+ * chunk rolled back on every node, those before stay); a chunk not
+ * applied or of unknown outcome stops it too: a rerun of the same file
+ * resumes, since the chunks applied come back as duplicates (within the
+ * request id window: request_id_window, request_id_window_ms). */
+
+#include "load_sql.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <jansson.h>
+#include <sqlite3ext.h>
+
+#include "../raft/err.h"
+#include "load_plan.h"
+
+SQLITE_EXTENSION_INIT3
+
+struct ext_load_status {
+    pthread_mutex_t mu;                /* guards the two below */
+    bool any;                          /* a load ran (p is valid) */
+    struct ext_load_progress progress; /* the latest load's */
+};
+
+int load_status_new(struct ext_load_status **out)
+{
+    struct ext_load_status *s = calloc(1, sizeof *s);
+    if (s == NULL) {
+        return RAFT_NOMEM;
+    }
+    pthread_mutex_init(&s->mu, NULL);
+    *out = s;
+    return 0;
+}
+
+void load_status_free(struct ext_load_status *s)
+{
+    if (s == NULL) {
+        return;
+    }
+    pthread_mutex_destroy(&s->mu);
+    free(s);
+}
+
+bool load_status_get(struct ext_load_status *s, struct ext_load_progress *out)
+{
+    bool any;
+    pthread_mutex_lock(&s->mu);
+    any = s->any;
+    if (any) {
+        *out = s->progress;
+    }
+    pthread_mutex_unlock(&s->mu);
+    return any;
+}
+
+/* publish copies @p as @s's latest progress. */
+static void publish(struct ext_load_status *s,
+                    const struct ext_load_progress *p)
+{
+    pthread_mutex_lock(&s->mu);
+    s->progress = *p;
+    pthread_mutex_unlock(&s->mu);
+}
+
+/* begin makes @p, for @path, @s's running load, unless one runs. */
+static int begin(struct ext_load_status *s, const char *path,
+                 struct ext_load_progress *p, char *errmsg, size_t errmsg_len)
+{
+    int rc = 0;
+    pthread_mutex_lock(&s->mu);
+    if (s->any && s->progress.state == EXT_LOAD_RUNNING) {
+        snprintf(errmsg, errmsg_len,
+                 "a load of %s runs on this node: one at a time",
+                 s->progress.path);
+        rc = RAFT_BUSY;
+    } else {
+        memset(p, 0, sizeof *p);
+        snprintf(p->path, sizeof p->path, "%s", path);
+        p->state = EXT_LOAD_RUNNING;
+        s->progress = *p;
+        s->any = true;
+    }
+    pthread_mutex_unlock(&s->mu);
+    return rc;
+}
+
+/* The script, mapped. */
+struct script {
+    const char *text; /* its bytes (read-only mapping) */
+    size_t len;       /* its size */
+};
+
+/* map_script maps file @path into @out. */
+static int map_script(const char *path, struct script *out, char *errmsg,
+                      size_t errmsg_len)
+{
+    struct stat st;
+    void *p;
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0) {
+        snprintf(errmsg, errmsg_len, "%s: %s", path, strerror(errno));
+        return errno == ENOENT ? RAFT_NOTFOUND : RAFT_IOERR;
+    }
+    if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+        snprintf(errmsg, errmsg_len, "%s: not a regular file", path);
+        close(fd);
+        return RAFT_INVALID;
+    }
+    if (st.st_size == 0) {
+        snprintf(errmsg, errmsg_len, "%s is empty", path);
+        close(fd);
+        return RAFT_INVALID;
+    }
+    p = mmap(NULL, (size_t)st.st_size, PROT_READ, MAP_PRIVATE, fd, 0);
+    close(fd);
+    if (p == MAP_FAILED) {
+        snprintf(errmsg, errmsg_len, "%s: mmap: %s", path, strerror(errno));
+        return RAFT_IOERR;
+    }
+    out->text = p;
+    out->len = (size_t)st.st_size;
+    return 0;
+}
+
+/* describe_chunk writes "chunk K of N (line L: <first statement>)" for
+ * chunk @k of @pl into @buf (@len bytes). */
+static void describe_chunk(const struct ext_load_plan *pl, const char *text,
+                           unsigned k, char *buf, size_t len)
+{
+    const struct ext_load_stmt *s = &pl->stmts[pl->chunks[k].first];
+    char head[81];
+    size_t n = s->len < 60 ? s->len : 60;
+    for (size_t i = 0; i < n; i++) {
+        char c = text[s->offset + i];
+        head[i] = c == '\n' || c == '\r' || c == '\t' ? ' ' : c;
+    }
+    snprintf(head + n, sizeof head - n, "%s", s->len > 60 ? "..." : "");
+    snprintf(buf, len, "chunk %u of %u (line %u: %s)", k + 1, pl->n_chunks,
+             s->line, head);
+}
+
+/* run_chunks writes @pl's chunks through @n, recording progress @p in
+ * @ls. */
+static int run_chunks(struct ext_node *n, struct ext_load_status *ls,
+                      const struct ext_load_plan *pl, const char *text,
+                      const struct ext_exec_probe *probe,
+                      struct ext_load_progress *p, int *out_sqlite_rc,
+                      char *errmsg, size_t errmsg_len)
+{
+    struct ext_exec_result res;
+    char id[EXT_LOAD_ID_MAX], where[200];
+    int rc = 0;
+
+    for (unsigned k = 0; k < pl->n_chunks && rc == 0; k++) {
+        struct ext_exec_opts opts = {.request_id = id};
+        char *sql;
+        describe_chunk(pl, text, k, where, sizeof where);
+        if (probe != NULL && probe->interrupted(probe->data)) {
+            snprintf(errmsg, errmsg_len,
+                     "interrupted before %s; run raft_load_sql again to "
+                     "resume",
+                     where);
+            *out_sqlite_rc = SQLITE_INTERRUPT;
+            return RAFT_CANCELED;
+        }
+        sql = load_plan_chunk_sql(pl, text, k);
+        if (sql == NULL) {
+            snprintf(errmsg, errmsg_len, "out of memory");
+            *out_sqlite_rc = SQLITE_NOMEM;
+            return RAFT_NOMEM;
+        }
+        opts.request_id_len = load_plan_request_id(pl, k, id);
+        memset(&res, 0, sizeof res);
+        ext_node_exec_opts(n, sql, pl->chunks[k].bytes, NULL, 0, &opts, probe,
+                           &res);
+        free(sql);
+        if (res.kind == EXT_EXEC_OK) {
+            if (res.duplicate) {
+                p->skipped++;
+            } else {
+                p->applied++;
+            }
+            p->chunks_done++;
+            p->bytes_done += pl->chunks[k].bytes;
+            publish(ls, p);
+        } else {
+            snprintf(errmsg, errmsg_len, "%s: %s%s", where, res.errmsg,
+                     res.kind == EXT_EXEC_SQL_ERROR
+                         ? ""
+                         : "; run raft_load_sql again to resume (the "
+                           "chunks applied are not applied again)");
+            *out_sqlite_rc =
+                res.sqlite_rc != SQLITE_OK ? res.sqlite_rc : SQLITE_ERROR;
+            rc = res.kind == EXT_EXEC_SQL_ERROR ? RAFT_INVALID : RAFT_TIMEOUT;
+        }
+        ext_exec_result_clear(&res);
+    }
+    return rc;
+}
+
+int load_sql_run(struct ext_node *n, struct ext_load_status *ls,
+                 uint64_t max_request_bytes, const char *path,
+                 const struct ext_exec_probe *probe, char **out_json,
+                 int *out_sqlite_rc, char *errmsg, size_t errmsg_len)
+{
+    struct ext_load_progress p;
+    struct ext_load_plan pl;
+    struct script sc = {NULL, 0};
+    size_t bound = EXT_LOAD_CHUNK_BYTES;
+    char why[1000];
+    json_t *o;
+    int rc;
+
+    *out_sqlite_rc = SQLITE_ERROR;
+    if (max_request_bytes / 2 < bound) {
+        bound = (size_t)(max_request_bytes / 2);
+    }
+    rc = begin(ls, path, &p, errmsg, errmsg_len);
+    if (rc != 0) {
+        *out_sqlite_rc = SQLITE_BUSY;
+        return rc;
+    }
+    rc = map_script(path, &sc, why, sizeof why);
+    if (rc == 0) {
+        rc = load_plan_make(sc.text, sc.len, bound, EXT_LOAD_CHUNK_STMTS, &pl,
+                            why, sizeof why);
+        if (rc != 0) {
+            snprintf(errmsg, errmsg_len, "%.3000s: %s", path, why);
+            goto out;
+        }
+    }
+    if (rc != 0) {
+        snprintf(errmsg, errmsg_len, "%s", why);
+        goto out;
+    }
+    p.n_chunks = pl.n_chunks;
+    p.n_stmts = pl.n_stmts;
+    for (unsigned k = 0; k < pl.n_chunks; k++) {
+        p.bytes_total += pl.chunks[k].bytes;
+    }
+    publish(ls, &p);
+    rc = run_chunks(n, ls, &pl, sc.text, probe, &p, out_sqlite_rc, errmsg,
+                    errmsg_len);
+    if (rc == 0) {
+        o = json_pack("{s:s, s:I, s:I, s:I, s:I, s:I}", "path", path, "chunks",
+                      (json_int_t)pl.n_chunks, "statements",
+                      (json_int_t)pl.n_stmts, "applied", (json_int_t)p.applied,
+                      "skipped", (json_int_t)p.skipped, "bytes",
+                      (json_int_t)p.bytes_total);
+        *out_json = o != NULL ? json_dumps(o, JSON_COMPACT) : NULL;
+        json_decref(o);
+        if (*out_json == NULL) {
+            snprintf(errmsg, errmsg_len, "out of memory");
+            rc = RAFT_NOMEM;
+        }
+    }
+    load_plan_free(&pl);
+out:
+    if (sc.text != NULL) {
+        munmap((void *)sc.text, sc.len);
+    }
+    p.state = rc == 0 ? EXT_LOAD_DONE : EXT_LOAD_FAILED;
+    if (rc != 0) {
+        snprintf(p.error, sizeof p.error, "%s", errmsg);
+    }
+    publish(ls, &p);
+    return rc;
+}

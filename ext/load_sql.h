@@ -1,0 +1,86 @@
+/* raft_load_sql(path): a SQL script written through the node in bounded
+ * chunks (load_plan.h), each a request with an id derived from the
+ * script's content, so that a rerun after a failure (a kill, a timeout,
+ * "outcome unknown") resumes: chunks applied before come back as
+ * duplicates and are not applied again. Its progress shows in
+ * raft_status() (load). */
+
+#ifndef EXT_LOAD_SQL_H
+#define EXT_LOAD_SQL_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "node.h"
+
+/* Where a load stands. */
+enum ext_load_state {
+    EXT_LOAD_RUNNING = 1, /* chunks are being written */
+    EXT_LOAD_DONE = 2,    /* every chunk applied (or found applied) */
+    EXT_LOAD_FAILED = 3,  /* stopped at a chunk: error says why */
+};
+
+/* The progress of the latest load of a node. */
+struct ext_load_progress {
+    char path[4096];      /* the script, as given */
+    int state;            /* enum ext_load_state */
+    unsigned chunks_done; /* chunks applied or found applied */
+    unsigned n_chunks;    /* chunks of the script */
+    unsigned n_stmts;     /* statements of the script (transaction
+                             control left out) */
+    unsigned applied;     /* chunks this run applied */
+    unsigned skipped;     /* chunks found applied before (duplicates) */
+    uint64_t bytes_done;  /* SQL bytes of the chunks done */
+    uint64_t bytes_total; /* SQL bytes of every chunk */
+    char error[1200];     /* why it failed, "" otherwise */
+};
+
+struct ext_load_status; /* opaque: a node's latest load, one at a time */
+
+/* load_status_new creates an empty load status (no load yet). Errors:
+ * RAFT_NOMEM. Any thread. */
+int load_status_new(struct ext_load_status **out);
+
+/* load_status_free frees @s. NULL is ignored. Thread: any, once no load
+ * runs. */
+void load_status_free(struct ext_load_status *s);
+
+/* load_status_get copies the latest load's progress into @out and returns
+ * true, or returns false when no load ran yet. Any thread. */
+bool load_status_get(struct ext_load_status *s, struct ext_load_progress *out);
+
+/* Bounds of a chunk: statements and SQL bytes (at most half of the
+ * node's max_request_bytes). */
+#define EXT_LOAD_CHUNK_STMTS 1000
+#define EXT_LOAD_CHUNK_BYTES (256u * 1024)
+
+/* load_sql_run reads the script file @path, plans it (load_plan_make,
+ * chunks of EXT_LOAD_CHUNK_STMTS statements and EXT_LOAD_CHUNK_BYTES
+ * bytes, or half of @max_request_bytes when less) and writes each chunk
+ * through @n (ext_node_exec_opts with the chunk's request id), in order,
+ * recording the progress in @ls. On success returns 0 and *@out_json,
+ * malloc'd (the caller frees it):
+ *   {"path": ..., "chunks": N, "statements": S, "applied": A,
+ *    "skipped": D, "bytes": B}
+ * (D: chunks found applied by an earlier run). Otherwise returns an
+ * error with @errmsg (@errmsg_len bytes) saying why; the chunks before
+ * stay applied and a rerun of the same file resumes after them:
+ *   - the file: missing, unreadable, empty, or a plan refused
+ *     (load_plan_make's errors, naming the line): RAFT_INVALID or
+ *     RAFT_IOERR, nothing written;
+ *   - a chunk's SQL error: "chunk K of N (line L: <its first statement,
+ *     shortened>): <SQLite's error>", with *@out_sqlite_rc its code;
+ *   - a chunk not applied or of unknown outcome (no leader, timeout,
+ *     interrupted): its message and "run raft_load_sql again to
+ *     resume";
+ *   - another load running on @ls: RAFT_BUSY.
+ * Thread: any caller's; blocks for the whole load, each chunk within
+ * the node's exec_timeout_ms; @probe ends it (interrupted) between and
+ * during chunks. */
+int load_sql_run(struct ext_node *n, struct ext_load_status *ls,
+                 uint64_t max_request_bytes, const char *path,
+                 const struct ext_exec_probe *probe, char **out_json,
+                 int *out_sqlite_rc, char *errmsg, size_t errmsg_len);
+
+#endif /* EXT_LOAD_SQL_H */

@@ -1,0 +1,473 @@
+"""Data in and out (issue 14, item 5): a new cluster bootstrapped from a
+SQLite file (bootstrap_from=), its followers filled by a snapshot;
+raft_backup() of a replica, which bootstraps another cluster with the same
+content and a new cluster id; the refusals; raft_load_sql() of a script,
+resumed after a failure without applying a chunk twice. One cluster is
+shared by the tests of the file (the Chinook database when
+../shared/data is there, else a generated one).
+"""
+
+import ctypes
+import json
+import os
+import shutil
+import sqlite3
+import subprocess
+import sys
+import tempfile
+import time
+import unittest
+
+from e2e import NODE, ROOT, connect, wait_for  # noqa: E402
+from raftsql_cluster import Node, NodeError, free_ports  # noqa: E402
+
+sys.path.insert(0, os.path.join(ROOT, "tools"))
+from fingerprint import fingerprint, render  # noqa: E402
+
+BASE = "election_timeout_ms=300 heartbeat_ms=30"
+FAST = BASE + " exec_timeout_ms=10000"
+CHINOOK = os.path.join(ROOT, "..", "shared", "data", "chinook",
+                       "Chinook_Sqlite.sql")
+if not os.path.exists(CHINOOK):
+    CHINOOK = "/work/shared/data/chinook/Chinook_Sqlite.sql"
+
+
+def xxh3_128_hex(data):
+    """XXH3-128 of @data as raft_load_sql's ids write it (high 64 bits
+    first, hex), through the system's libxxhash."""
+    class H(ctypes.Structure):
+        _fields_ = [("low64", ctypes.c_uint64), ("high64", ctypes.c_uint64)]
+    lib = ctypes.CDLL("libxxhash.so.0")
+    lib.XXH3_128bits.restype = H
+    lib.XXH3_128bits.argtypes = [ctypes.c_char_p, ctypes.c_size_t]
+    h = lib.XXH3_128bits(data, len(data))
+    return "%016x%016x" % (h.high64, h.low64)
+
+
+def make_source(path):
+    """Build the source database at @path: Chinook from its script, or
+    (without the shared data) a generated database; returns its name."""
+    con = sqlite3.connect(path, isolation_level=None)
+    try:
+        if os.path.exists(CHINOOK):
+            with open(CHINOOK, encoding="utf-8-sig") as f:
+                con.executescript(f.read())
+            return "chinook"
+        sys.stderr.write("test_backup: %s is absent: using a generated "
+                         "database\n" % CHINOOK)
+        con.executescript(
+            "CREATE TABLE artist(id INTEGER PRIMARY KEY, name TEXT);"
+            "CREATE TABLE album(id INTEGER PRIMARY KEY, artist INTEGER "
+            " REFERENCES artist(id), title TEXT, price REAL, cover BLOB);"
+            "CREATE INDEX album_artist ON album(artist);")
+        con.execute("BEGIN")
+        for i in range(2000):
+            con.execute("INSERT INTO artist VALUES (?, ?)",
+                        (i, "artist %d" % i))
+            con.execute("INSERT INTO album VALUES (?, ?, ?, ?, ?)",
+                        (i, i, "title %d" % i, i / 7.0, bytes([i % 256]) * 40))
+        con.execute("COMMIT")
+        return "generated"
+    finally:
+        con.close()
+
+
+def source_script(source, path):
+    """The SQL script to load: Chinook's own, else the generated
+    database's dump (written to @path)."""
+    if os.path.exists(CHINOOK):
+        return CHINOOK
+    con = sqlite3.connect(source)
+    with open(path, "w") as f:
+        for line in con.iterdump():
+            f.write(line + "\n")
+    con.close()
+    return path
+
+
+class Cluster3:
+    """Three testhost nodes in @workdir named @tag, node 1 started with
+    bootstrap_from=@source (None: a cluster of empty databases); @env maps
+    a node id to variables of its process's environment."""
+
+    def __init__(self, workdir, tag, source, extra="exec_timeout_ms=10000",
+                 env=None):
+        self.ports = free_ports(3)
+        self.members = ",".join("%d@127.0.0.1:%d" % (i + 1, p)
+                                for i, p in enumerate(self.ports))
+        self.nodes = []
+        self.workdir = workdir
+        self.tag = tag
+        self.extra = extra
+        self.env = env or {}
+        try:
+            self.nodes.append(self.spawn(
+                1, "bootstrap_from=%s" % source if source else ""))
+            # Node 2 next: with node 1 up, only node 1 (whose log is
+            # ahead) can win the first election; node 3 then joins a
+            # running leader.
+            self.nodes.append(self.spawn(2))
+            wait_for("a leader", lambda: self.leader_ok(source is not None))
+            self.nodes.append(self.spawn(3))
+        except BaseException:
+            for n in self.nodes:
+                n.kill()
+            raise
+
+    def leader_ok(self, want_one):
+        """Node 1 knows a leader: itself when @want_one."""
+        leader = self.nodes[0].value("SELECT raft_leader()")
+        return leader == 1 if want_one else leader is not None
+
+    def spawn(self, i, extra=""):
+        db = os.path.join(self.workdir, "%s%d.db" % (self.tag, i))
+        log = os.path.join(self.workdir, "%s%d.log" % (self.tag, i))
+        n = Node(NODE, i, db, log, env=self.env.get(i))
+        try:
+            n.sql("SELECT raft_start(?)", "id=%d cluster=%s %s %s %s" % (
+                i, self.members, BASE, self.extra, extra))
+        except BaseException:
+            n.kill()
+            raise
+        return n
+
+    def settle(self):
+        """Wait until every node knows the cluster id and applied what
+        any of them did (a write's caller may be ahead of node 1)."""
+        wait_for("a cluster id everywhere", lambda: all(
+            n.status()["cluster_id"] for n in self.nodes), 30)
+        target = max(n.status()["applied"] for n in self.nodes)
+        wait_for("every node applied %d" % target, lambda: all(
+            n.status()["applied"] >= target for n in self.nodes), 30)
+
+    def stop(self):
+        return [n.stop() for n in self.nodes]
+
+
+class BackupTest(unittest.TestCase):
+    """One bootstrapped cluster shared by the tests."""
+
+    @classmethod
+    def setUpClass(cls):
+        cls.dir = tempfile.mkdtemp(prefix="raftsql-e2e-backup-")
+        cls.source = os.path.join(cls.dir, "source.db")
+        cls.kind = make_source(cls.source)
+        with open(cls.source, "rb") as f:
+            cls.source_bytes = f.read()
+        cls.expected = fingerprint(cls.source)
+        # The leader holds its snapshot transfers after their first
+        # window while this file exists (RAFTSQL_TEST_SNAPSHOT_HOLD), so
+        # the progress in status is seen under way; then they finish.
+        hold = os.path.join(cls.dir, "hold")
+        open(hold, "w").close()
+        cls.extra = []
+        cls.a = Cluster3(cls.dir, "a", cls.source,
+                         extra="exec_timeout_ms=10000 "
+                         "snapshot_chunk_bytes=4096",
+                         env={1: {"RAFTSQL_TEST_SNAPSHOT_HOLD": hold}})
+        try:
+            cls.held = wait_for("both transfers under way", lambda: (
+                cls.transfers_held(cls.a)), 30)
+            time.sleep(0.3)
+            cls.held_later = cls.transfers_held(cls.a)
+        finally:
+            os.unlink(hold)
+        cls.a.settle()
+
+    @staticmethod
+    def transfers_held(cluster):
+        """The leader's per-peer snapshot progress and the receivers'
+        snapshot_transfer, once both transfers are under way; else
+        None."""
+        leader = cluster.nodes[0].status()
+        sending = {p["id"]: p.get("snapshot") for p in leader["peers"]}
+        if not all(sending.get(i) for i in (2, 3)):
+            return None
+        receiving = {n.id: n.status()["snapshot_transfer"]
+                     for n in cluster.nodes[1:]}
+        return sending, receiving
+
+    @classmethod
+    def tearDownClass(cls):
+        codes = cls.a.stop()
+        for c in cls.extra:
+            codes += c.stop()
+        bad = [c for c in codes if c not in (0, None)]
+        if bad:
+            for name in sorted(os.listdir(cls.dir)):
+                if name.endswith(".log"):
+                    with open(os.path.join(cls.dir, name),
+                              errors="replace") as f:
+                        sys.stderr.write(f.read()[-3000:])
+        shutil.rmtree(cls.dir, ignore_errors=True)
+        if bad:
+            raise AssertionError("a node exited with %s" % codes)
+
+    def test_backup_refused_on_a_diverged_replica(self):
+        """A replica that took a write the node did not make refuses
+        raft_backup, naming the divergence, and writes no file (a lone
+        node: it stays diverged)."""
+        port = free_ports(1)[0]
+        db = os.path.join(self.dir, "lone.db")
+        n = Node(NODE, 1, db, db + ".log")
+        try:
+            n.sql("SELECT raft_start(?)", "id=1 cluster=1@127.0.0.1:%d %s" %
+                  (port, FAST))
+            wait_for("a leader", lambda: n.value("SELECT raft_leader()"))
+            n.value("SELECT raft_exec('CREATE TABLE kv(k, v)')")
+            # The stock shell loads no raftsql: nothing refuses it.
+            subprocess.run(["sqlite3", "-init", "/dev/null", "-batch",
+                            "-cmd", ".timeout 10000", db,
+                            "INSERT INTO kv VALUES ('x', 1)"], check=True,
+                           timeout=30)
+            wait_for("diverged", lambda: n.status()["diverged"], 20)
+            target = os.path.join(self.dir, "diverged-backup.db")
+            with self.assertRaises(NodeError) as cm:
+                n.value("SELECT raft_backup(?)", target)
+            self.assertIn("raft_backup: this replica is diverged (",
+                          str(cm.exception))
+            self.assertFalse(os.path.exists(target))
+        finally:
+            self.assertEqual(n.stop(), 0)
+
+    def test_followers_receive_the_file_as_a_snapshot(self):
+        """Every node holds the source's content (equal fingerprints);
+        the followers got it as a snapshot; the source is unchanged."""
+        if self.kind == "chinook":
+            with open(os.path.join(os.path.dirname(CHINOOK),
+                                   "expected-fingerprint.txt")) as f:
+                self.assertEqual(render(self.expected), f.read())
+        for n in self.a.nodes:
+            self.assertEqual(fingerprint(n.db), self.expected, n.id)
+        for n in self.a.nodes[1:]:
+            self.assertGreaterEqual(n.status()["snapshots_installed"], 1)
+        # The replica checksums agree (no divergence seen).
+        sums = set()
+        for n in self.a.nodes:
+            st = n.status()
+            self.assertIsNone(st["diverged"], st)
+            self.assertIsNone(st["checksum"]["mismatch"], st)
+            if st["checksum"]["on"]:
+                sums.add((st["checksum"]["index"], st["checksum"]["value"]))
+        self.assertEqual(len(sums), 1, sums)
+        self.assertGreaterEqual(
+            self.a.nodes[0].status()["snapshots_sent"], 2)
+        with open(self.source, "rb") as f:
+            self.assertEqual(f.read(), self.source_bytes)
+        # The cluster takes writes on top of it.
+        self.a.nodes[1].value("SELECT raft_exec('CREATE TABLE extra(x)')")
+
+    def test_snapshot_progress_in_status(self):
+        """While the leader sends the bootstrap snapshot, raft_status()
+        shows per peer the bytes acknowledged of the total, and each
+        receiver the bytes received from the leader; held, they stay;
+        done, they are gone."""
+        sending, receiving = self.held
+        for i in (2, 3):
+            snap = sending[i]
+            self.assertGreater(snap["bytes"], 0, sending)
+            self.assertLess(snap["bytes"], snap["total"], sending)
+            self.assertEqual(snap["bytes"] % 4096, 0, sending)
+            recv = receiving[i]
+            self.assertEqual(recv["peer"], 1, receiving)
+            self.assertEqual(recv["total"], snap["total"], receiving)
+            self.assertGreaterEqual(recv["bytes"], snap["bytes"], receiving)
+            self.assertLess(recv["bytes"], recv["total"], receiving)
+        later_sending, _ = self.held_later
+        self.assertEqual(later_sending, sending)
+        leader = self.a.nodes[0].status()
+        self.assertEqual([p["snapshot"] for p in leader["peers"]],
+                         [None, None])
+        for n in self.a.nodes[1:]:
+            self.assertIsNone(n.status()["snapshot_transfer"])
+
+    def test_backup_bootstraps_a_new_cluster(self):
+        """raft_backup on a follower writes a copy at an applied index; it
+        refuses an existing file and a missing directory; a cluster
+        bootstrapped from the copy holds the same content (fingerprints)
+        under a new cluster id."""
+        follower = self.a.nodes[1]
+        path = os.path.join(self.dir, "backup.db")
+        r = json.loads(follower.value("SELECT raft_backup(?)", path))
+        self.assertEqual(r["path"], path)
+        self.assertEqual(r["bytes"], os.path.getsize(path))
+        self.assertGreaterEqual(r["index"], 2)
+        self.assertGreaterEqual(r["term"], 1)
+        with self.assertRaises(NodeError) as cm:
+            follower.value("SELECT raft_backup(?)", path)
+        self.assertIn("exists: raft_backup never overwrites",
+                      str(cm.exception))
+        self.assertEqual(r["bytes"], os.path.getsize(path))
+        with self.assertRaises(NodeError) as cm:
+            follower.value("SELECT raft_backup(?)",
+                           os.path.join(self.dir, "nodir", "b.db"))
+        self.assertIn("nodir does not exist", str(cm.exception))
+        self.assertFalse(os.path.exists(os.path.join(self.dir, "nodir")))
+
+        b = Cluster3(self.dir, "b", path)
+        self.extra.append(b)
+        b.settle()
+        want = fingerprint(follower.db)
+        for n in b.nodes:
+            self.assertEqual(fingerprint(n.db), want, n.id)
+        ida = self.a.nodes[0].value("SELECT raft_cluster_id()")
+        idb = b.nodes[0].value("SELECT raft_cluster_id()")
+        self.assertIsNotNone(idb)
+        self.assertNotEqual(ida, idb)
+        self.assertEqual({n.value("SELECT raft_cluster_id()")
+                          for n in b.nodes}, {idb})
+
+    def test_backup_from_another_process(self):
+        """raft_backup on a connection of a process that runs no node goes
+        to the node's process through its socket; a relative path is
+        refused there."""
+        con = connect(self.a.nodes[2].db)
+        try:
+            path = os.path.join(self.dir, "attached.db")
+            r = json.loads(con.execute("SELECT raft_backup(?)",
+                                       (path,)).fetchone()[0])
+            self.assertEqual(r["path"], path)
+            self.assertEqual(fingerprint(path), fingerprint(
+                self.a.nodes[2].db))
+            with self.assertRaises(sqlite3.Error) as cm:
+                con.execute("SELECT raft_backup('rel.db')").fetchone()
+            self.assertIn("give an absolute path", str(cm.exception))
+        finally:
+            con.close()
+
+    def test_load_sql_resumes_after_an_unknown_outcome(self):
+        """raft_load_sql of the script into a fresh cluster: the answer
+        of its second chunk is lost (test fault RAFTSQL_TEST_DROP_ID_RESULT
+        on that chunk's id), so the load stops with "outcome unknown"
+        although the chunk applied; the rerun skips the chunks applied
+        (duplicates) and applies the rest: every row once (Chinook's
+        primary keys would refuse a second copy), fingerprints equal to
+        the source's on every node. A third run, from another process,
+        applies nothing."""
+        script = source_script(self.source,
+                               os.path.join(self.dir, "dump.sql"))
+        with open(script, "rb") as f:
+            digest = xxh3_128_hex(f.read())
+        prefix = "load1:%s:262144:1000:1" % digest
+        c = Cluster3(self.dir, "c", None, extra="exec_timeout_ms=3000",
+                     env={2: {"RAFTSQL_TEST_DROP_ID_RESULT": prefix}})
+        self.extra.append(c)
+        c.settle()
+        two = c.nodes[1]
+        with self.assertRaises(NodeError) as cm:
+            two.value("SELECT raft_load_sql(?)", script)
+        err = str(cm.exception)
+        self.assertIn("raft_load_sql: chunk 2 of ", err)
+        self.assertIn("outcome unknown", err)
+        self.assertIn("run raft_load_sql again to resume", err)
+        load = two.status()["load"]
+        self.assertEqual(load["state"], "failed", load)
+        self.assertEqual(load["chunks_done"], 1, load)
+        n_chunks = load["chunks"]
+        self.assertGreaterEqual(n_chunks, 3)
+
+        r = json.loads(two.value("SELECT raft_load_sql(?)", script))
+        self.assertEqual(r["chunks"], n_chunks)
+        self.assertEqual(r["skipped"], 2, r)
+        self.assertEqual(r["applied"], n_chunks - 2, r)
+        load = two.status()["load"]
+        self.assertEqual((load["state"], load["chunks_done"],
+                          load["bytes_done"]),
+                         ("done", n_chunks, load["bytes"]), load)
+        c.settle()
+        for n in c.nodes:
+            self.assertEqual(fingerprint(n.db), self.expected, n.id)
+
+        con = connect(c.nodes[2].db)
+        try:
+            r = json.loads(con.execute("SELECT raft_load_sql(?)",
+                                       (script,)).fetchone()[0])
+        finally:
+            con.close()
+        self.assertEqual((r["applied"], r["skipped"]), (0, n_chunks), r)
+
+    def test_load_sql_error_names_the_chunk_and_line(self):
+        """A chunk's SQL error stops the load naming the chunk and the
+        line of its first statement; the chunk rolled back everywhere;
+        a missing file and a script with a ROLLBACK are refused before
+        anything is written."""
+        one = self.a.nodes[0]
+        bad = os.path.join(self.dir, "bad.sql")
+        with open(bad, "w") as f:
+            f.write("-- a script\n\nCREATE TABLE loaded(x);\n"
+                    "INSERT INTO loaded VALUES('a;b');\n"
+                    "INSERT INTO nosuch VALUES(1);\n")
+        with self.assertRaises(NodeError) as cm:
+            one.value("SELECT raft_load_sql(?)", bad)
+        self.assertIn("raft_load_sql: chunk 1 of 1 (line 3: CREATE TABLE "
+                      "loaded(x);): no such table: nosuch",
+                      str(cm.exception))
+        for n in self.a.nodes:
+            self.assertEqual(n.sql("SELECT name FROM sqlite_master WHERE "
+                                   "name = 'loaded'"), [])
+        with self.assertRaises(NodeError) as cm:
+            one.value("SELECT raft_load_sql(?)",
+                      os.path.join(self.dir, "nofile.sql"))
+        self.assertIn("nofile.sql: No such file or directory",
+                      str(cm.exception))
+        with open(bad, "w") as f:
+            f.write("INSERT INTO x VALUES(1);\nROLLBACK;\n")
+        with self.assertRaises(NodeError) as cm:
+            one.value("SELECT raft_load_sql(?)", bad)
+        self.assertIn("line 2: ROLLBACK", str(cm.exception))
+
+    def test_refusals(self):
+        """bootstrap_from= is refused, naming the file and the cause, on a
+        restart, into a database holding tables, from a missing file, a
+        file that is no database, and a running node's database."""
+        members = "1@127.0.0.1:%d" % free_ports(1)[0]
+
+        def start(db, source):
+            n = Node(NODE, 1, os.path.join(self.dir, db),
+                     os.path.join(self.dir, db + ".log"))
+            try:
+                with self.assertRaises(NodeError) as cm:
+                    n.sql("SELECT raft_start(?)",
+                          "id=1 cluster=%s bootstrap_from=%s %s" % (
+                              members, source, FAST))
+                return str(cm.exception)
+            finally:
+                self.assertEqual(n.stop(), 0)
+
+        err = start("r1.db", os.path.join(self.dir, "missing.db"))
+        self.assertIn("missing.db: No such file or directory", err)
+        junk = os.path.join(self.dir, "junk.db")
+        with open(junk, "wb") as f:
+            f.write(b"this is no database" * 100)
+        err = start("r2.db", junk)
+        self.assertIn("junk.db: file is not a database", err)
+        full = os.path.join(self.dir, "full.db")
+        con = sqlite3.connect(full)
+        con.execute("CREATE TABLE mine(x)")
+        con.close()
+        err = start("full.db", self.source)
+        self.assertIn("full.db", err)
+        self.assertIn("is not a raftsql replica", err)
+        self.assertIn("bootstrap_from=<this file>", err)
+        err = start("r3.db", self.a.nodes[0].db)
+        self.assertIn("is the database of a running node", err)
+        # A restart: the log exists.
+        one = self.a.nodes[2]
+        self.assertEqual(one.stop(), 0)
+        n = Node(NODE, 3, one.db, one.log_path)
+        self.a.nodes[2] = n
+        with self.assertRaises(NodeError) as cm:
+            n.sql("SELECT raft_start(?)", "id=3 cluster=%s %s "
+                  "bootstrap_from=%s" % (self.a.members, FAST, self.source))
+        self.assertIn("bootstrap_from: this node has a log in",
+                      str(cm.exception))
+        n.sql("SELECT raft_start(?)", "id=3 %s" % FAST)
+        self.a.settle()
+        # Nothing was left behind by the refused starts.
+        for db in ("r1.db", "r2.db"):
+            self.assertFalse(os.path.exists(
+                os.path.join(self.dir, db + "-raft")), db)
+
+
+if __name__ == "__main__":
+    unittest.main()
