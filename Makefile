@@ -45,7 +45,8 @@ TEST_BIN := $(TEST_SRC:%.c=$(B)/%)
         coverage fuzz fuzz-build fuzz-corpus
 
 all: $(B)/raftsql.so $(B)/libraftsql.a $(B)/raftsql-testhost \
-     $(B)/raftsql-node $(B)/examples/write_through $(B)/examples/embedded
+     $(B)/raftsql-node $(B)/examples/write_through $(B)/examples/embedded \
+     $(B)/examples/read_barrier
 
 deps:
 	@scripts/deps.sh
@@ -87,6 +88,11 @@ $(B)/raftsql-node: tools/raftsql_node.c $(B)/libraftsql.a
 # A C program writing through the node another process runs
 # (examples/write_through.c, tests/e2e/test_attach.py).
 $(B)/examples/write_through: examples/write_through.c $(B)/libraftsql.a
+	@mkdir -p $(dir $@)
+	$(CC) $(BASE_CFLAGS) $(CFLAGS) -o $@ $< $(B)/libraftsql.a $(LIBS)
+# A C program reading through raftsql_barrier() (examples/read_barrier.c,
+# tests/e2e/test_barrier.py).
+$(B)/examples/read_barrier: examples/read_barrier.c $(B)/libraftsql.a
 	@mkdir -p $(dir $@)
 	$(CC) $(BASE_CFLAGS) $(CFLAGS) -o $@ $< $(B)/libraftsql.a $(LIBS)
 
@@ -392,23 +398,30 @@ unit: $(TEST_BIN)
 
 # Test builds that play newer releases in a rolling upgrade
 # (tests/e2e/test_wire_versions.py): the wire codec and the transport
-# compiled to speak wire versions 1 to 3 (build/raftsql_next.so and its
-# node program) or 3 only (raftsql-testhost-next-only), one above this
-# build's 1 to 2; everything else is the normal build's objects.
+# compiled to speak wire versions 1 to 4 (build/raftsql_next.so and its
+# node program) or 4 only (raftsql-testhost-next-only), one above this
+# build's 1 to 3, and 1 to 2 (raftsql-testhost-prev: the release before
+# READ_INDEX, tests/e2e/test_barrier.py); everything else is the normal
+# build's objects.
 WIRE_SRC  := raft/message.c $(UV_SRC)
 BASE_OBJ  := $(filter-out $(WIRE_SRC:%.c=$(B)/obj/%.o),$(LIB_OBJ))
 NEXT_OBJ  := $(BASE_OBJ) $(WIRE_SRC:%.c=$(B)/next/%.o)
 ONLY_OBJ  := $(BASE_OBJ) $(WIRE_SRC:%.c=$(B)/next-only/%.o)
+PREV_OBJ  := $(BASE_OBJ) $(WIRE_SRC:%.c=$(B)/prev/%.o)
 NEXT_BINS := $(B)/raftsql_next.so $(B)/raftsql-testhost-next \
-             $(B)/raftsql-testhost-next-only
+             $(B)/raftsql-testhost-next-only $(B)/raftsql-testhost-prev
 $(B)/next/%.o: %.c
 	@mkdir -p $(dir $@)
-	$(CC) $(BASE_CFLAGS) $(CFLAGS) -DRAFT_WIRE_VERSION_MAX_TEST=3 -MMD -MP \
+	$(CC) $(BASE_CFLAGS) $(CFLAGS) -DRAFT_WIRE_VERSION_MAX_TEST=4 -MMD -MP \
 	    -c -o $@ $<
 $(B)/next-only/%.o: %.c
 	@mkdir -p $(dir $@)
-	$(CC) $(BASE_CFLAGS) $(CFLAGS) -DRAFT_WIRE_VERSION_MIN_TEST=3 \
-	    -DRAFT_WIRE_VERSION_MAX_TEST=3 -MMD -MP -c -o $@ $<
+	$(CC) $(BASE_CFLAGS) $(CFLAGS) -DRAFT_WIRE_VERSION_MIN_TEST=4 \
+	    -DRAFT_WIRE_VERSION_MAX_TEST=4 -MMD -MP -c -o $@ $<
+$(B)/prev/%.o: %.c
+	@mkdir -p $(dir $@)
+	$(CC) $(BASE_CFLAGS) $(CFLAGS) -DRAFT_WIRE_VERSION_MAX_TEST=2 -MMD -MP \
+	    -c -o $@ $<
 # (The wire files call no SQLite: the next .so takes the next objects.)
 $(B)/raftsql_next.so: $(filter-out $(WIRE_SRC:%.c=$(B)/so/%.o),$(SO_OBJ)) \
 		$(WIRE_SRC:%.c=$(B)/next/%.o)
@@ -416,6 +429,8 @@ $(B)/raftsql_next.so: $(filter-out $(WIRE_SRC:%.c=$(B)/so/%.o),$(SO_OBJ)) \
 $(B)/raftsql-testhost-next: tools/raftsql_testhost.c $(NEXT_OBJ)
 	$(CC) $(BASE_CFLAGS) $(CFLAGS) -o $@ $^ $(LIBS)
 $(B)/raftsql-testhost-next-only: tools/raftsql_testhost.c $(ONLY_OBJ)
+	$(CC) $(BASE_CFLAGS) $(CFLAGS) -o $@ $^ $(LIBS)
+$(B)/raftsql-testhost-prev: tools/raftsql_testhost.c $(PREV_OBJ)
 	$(CC) $(BASE_CFLAGS) $(CFLAGS) -o $@ $^ $(LIBS)
 
 next: $(NEXT_BINS)

@@ -36,7 +36,8 @@ static bool is_read(const char *fn)
 {
     return strcmp(fn, "raft_leader") == 0 || strcmp(fn, "raft_status") == 0 ||
            strcmp(fn, "raft_members") == 0 ||
-           strcmp(fn, "raft_cluster_id") == 0;
+           strcmp(fn, "raft_cluster_id") == 0 ||
+           strcmp(fn, "raft_barrier") == 0;
 }
 
 /* no_answer_code returns the result code (raftsql.h) of call @fn that

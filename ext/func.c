@@ -376,6 +376,45 @@ static void fn_repair(sqlite3_context *ctx, int argc, sqlite3_value **argv)
     text_call(ctx, "raft_repair", argc, argv, ext_node_repair);
 }
 
+/* raft_barrier(): the read index, once this node applied it (node.h,
+ * ext_node_barrier); RAFTSQL_STALE when no leader confirmed it in time,
+ * RAFTSQL_INTERRUPTED when interrupted, RAFTSQL_BUSY when too many
+ * barriers wait; refused inside a transaction (RAFTSQL_INVALID). */
+static void fn_barrier(sqlite3_context *ctx, int argc, sqlite3_value **argv)
+{
+    struct ext_exec_probe probe = {func_interrupted,
+                                   sqlite3_context_db_handle(ctx)};
+    struct ext_node *n;
+    char msg[512];
+    uint64_t index = 0;
+    int rc;
+    if (!sqlite3_get_autocommit(sqlite3_context_db_handle(ctx))) {
+        /* Its reads would keep the snapshot the transaction took. */
+        func_error(ctx, RAFTSQL_INVALID,
+                   "raft_barrier: this connection is inside a transaction "
+                   "(BEGIN), whose reads keep the snapshot they started "
+                   "with; call it outside one");
+        return;
+    }
+    n = func_acquire(ctx, "raft_barrier", argc, argv);
+    if (n == NULL) {
+        return;
+    }
+    rc = ext_node_barrier(n, &probe, &index, msg, sizeof msg);
+    ext_registry_release(n);
+    if (rc != 0) {
+        /* Nothing is written: every failure is a read that could not
+         * be made fresh (no confirmed leader, not applied in time). */
+        func_error(ctx,
+                   rc == RAFT_CANCELED ? RAFTSQL_INTERRUPTED
+                   : rc == RAFT_BUSY   ? RAFTSQL_BUSY
+                                       : RAFTSQL_STALE,
+                   msg);
+        return;
+    }
+    sqlite3_result_int64(ctx, (sqlite3_int64)index);
+}
+
 static void fn_cluster_id(sqlite3_context *ctx, int argc, sqlite3_value **argv)
 {
     struct ext_node *n = func_acquire(ctx, "raft_cluster_id", argc, argv);
@@ -511,6 +550,10 @@ int ext_func_register(sqlite3 *db)
     }
     if (rc == SQLITE_OK) {
         rc = func_query_register(db, cs);
+    }
+    if (rc == SQLITE_OK) {
+        rc = sqlite3_create_function_v2(db, "raft_barrier", 0, admin, NULL,
+                                        fn_barrier, NULL, NULL, NULL);
     }
     if (rc == SQLITE_OK) {
         rc = members_register(db);

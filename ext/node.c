@@ -20,6 +20,7 @@
 #include "../raft/uv_tls.h"
 #include "applier.h"
 #include "attach_sock.h"
+#include "barrier.h"
 #include "boot.h"
 #include "change.h"
 #include "cluster_id.h"
@@ -71,6 +72,7 @@ struct ext_node {
     struct ext_change *change;         /* membership changes and transfers */
     struct ext_cluster_id *cluster;    /* the cluster id */
     struct ext_repair *repair;         /* repairing a diverged replica */
+    struct ext_barrier *barrier;       /* raft_barrier's reads */
     struct ext_divergence *divergence; /* the replica checksum's values,
                                         compared with the peers' */
     struct ext_staleness *staleness;   /* the bound on stale reads */
@@ -118,7 +120,15 @@ static void on_forward(void *data, const struct raft_frame *m)
         exec_on_forward_result(n->exec, m);
     } else if (m->type == RAFT_FRAME_CHECKSUM) {
         divergence_on_frame(n->divergence, n->driver, m);
+    } else if (barrier_is_frame(m)) {
+        barrier_on_frame(n->barrier, n->driver, m);
     }
+}
+
+static void on_read(void *data, const struct raft_read *reads, unsigned cnt)
+{
+    struct ext_node *n = data;
+    barrier_on_reads(n->barrier, n->driver, reads, cnt);
 }
 
 static void on_wake(void *data)
@@ -127,6 +137,7 @@ static void on_wake(void *data)
     forward_propose_held(n->forward);
     exec_on_wake(n->exec, n->driver);
     change_on_wake(n->change, n->driver);
+    barrier_on_loop(n->barrier, n->driver);
 }
 
 /* judge_staleness publishes whether the node is stale now; when it turned
@@ -155,6 +166,7 @@ static void on_tick(void *data)
     forward_propose_held(n->forward);
     exec_on_tick(n->exec, n->driver);
     change_on_tick(n->change, n->driver);
+    barrier_on_loop(n->barrier, n->driver);
     divergence_on_tick(n->divergence, n->driver);
     /* change_on_tick published the member view last: of this one. */
     atomic_store(&n->view_index,
@@ -386,6 +398,7 @@ static int start_threads(struct ext_node *n, const char *db_path,
         .data = n,
         .apply = on_apply,
         .forward = on_forward,
+        .read = on_read,
         .wake = on_wake,
         .tick = on_tick,
         .stepped = on_stepped,
@@ -464,6 +477,7 @@ static void node_free(struct ext_node *n, bool failed)
     change_free(n->change);
     divergence_free(n->divergence);
     staleness_free(n->staleness);
+    barrier_free(n->barrier);
     forward_free(n->forward);
     status_free(n->status);
     cluster_id_free(n->cluster);
@@ -533,7 +547,9 @@ int ext_node_start(const char *db_path, const struct ext_config *cfg,
         repair_new(cfg->id, cfg->repair_manual, &n->log, &n->repair) != 0 ||
         divergence_new(cfg->id, &n->log, &n->divergence) != 0 ||
         load_status_new(&n->load) != 0 ||
-        new_staleness(n, db_path) != 0) {
+        new_staleness(n, db_path) != 0 ||
+        barrier_new(cfg->id, cfg->election_timeout_ms, cfg->exec_timeout_ms,
+                    &n->barrier) != 0) {
         snprintf(errmsg, errmsg_len, "out of memory");
         rc = RAFT_NOMEM;
         goto err_free;
@@ -617,6 +633,7 @@ static void stop_node(struct ext_node *n, bool failed)
     /* No wake of the loop from here on (the apply thread may still
      * deliver). */
     change_shutdown(n->change);
+    barrier_shutdown(n->barrier);
     exec_fail_all(n->exec, "the node is shutting down (raft_stop)");
 
     /* The driver finishes its running log write, joins its loop thread
@@ -834,5 +851,13 @@ void ext_node_shutdown(struct ext_node *n)
         }
     }
     change_shutdown(n->change);
+    barrier_shutdown(n->barrier);
     exec_fail_all(n->exec, "the node is shutting down (raft_stop)");
+}
+
+int ext_node_barrier(struct ext_node *n, const struct ext_exec_probe *probe,
+                     uint64_t *out_index, char *msg, size_t msg_len)
+{
+    return barrier_wait(n->barrier, n->driver, n->applier, probe, out_index,
+                        msg, msg_len);
 }

@@ -248,6 +248,23 @@ void ext_node_mark_diverged(struct ext_node *n, const char *reason);
 int ext_node_repair(struct ext_node *n, const struct ext_exec_probe *probe,
                     char *msg, size_t msg_len);
 
+/* ext_node_barrier runs a linearizable-read barrier (ReadIndex, thesis
+ * §6.4; ext/barrier.h): on a leader or a follower, it gets the leader's
+ * commit index confirmed by a quorum heartbeat round and waits until this
+ * node applied it (as the apply thread reports), then writes it to
+ * *@out_index. A read of this node's database that starts after it
+ * returns sees every write acknowledged before it was called. Fails
+ * within election_timeout_ms (and a little slack) when no quorum
+ * confirms a leader, and when the index is not applied within
+ * exec_timeout_ms; @probe (may be NULL) ends it when the caller is
+ * interrupted. Writes why into @msg (@msg_len bytes, "raft_barrier: ...")
+ * on failure.
+ * Errors: RAFT_TIMEOUT, RAFT_NOTLEADER (no leader), RAFT_FORMAT (the
+ * leader speaks a wire without READ_INDEX), RAFT_BUSY, RAFT_CANCELED
+ * (interrupted), RAFT_SHUTDOWN. Any thread but the node's own. */
+int ext_node_barrier(struct ext_node *n, const struct ext_exec_probe *probe,
+                     uint64_t *out_index, char *msg, size_t msg_len);
+
 /* ext_node_listen writes where @n listens, "host:port", into @buf (@len
  * bytes): listen=, else cluster='s address of this node, else its address
  * in the stored configuration. Any thread. */

@@ -148,3 +148,32 @@ __attribute__((visibility("default"))) int raftsql_node_state(sqlite3 *db,
     *out_state = state;
     return SQLITE_OK;
 }
+
+__attribute__((visibility("default"))) int raftsql_barrier(sqlite3 *db,
+                                                           int64_t *out_index,
+                                                           char *errmsg,
+                                                           size_t errmsg_len)
+{
+    sqlite3_stmt *st = NULL;
+    int rc;
+#ifndef SQLITE_CORE
+    if (sqlite3_api == NULL) {
+        return SQLITE_MISUSE;
+    }
+#endif
+    rc = sqlite3_prepare_v2(db, "SELECT raft_barrier()", -1, &st, NULL);
+    if (rc == SQLITE_OK) {
+        rc = sqlite3_step(st);
+        if (rc == SQLITE_ROW) {
+            *out_index = sqlite3_column_int64(st, 0);
+            rc = SQLITE_OK;
+        } else {
+            rc = sqlite3_extended_errcode(db);
+        }
+    }
+    if (rc != SQLITE_OK) {
+        snprintf(errmsg, errmsg_len, "%s", sqlite3_errmsg(db));
+    }
+    sqlite3_finalize(st);
+    return rc;
+}

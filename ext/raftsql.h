@@ -14,6 +14,8 @@
  *   raft_last_insert_rowid()  rowid of this connection's last raft_exec
  *   raft_status()             JSON status of the node
  *   raft_leader()             the leader's id, NULL when unknown
+ *   raft_barrier()            linearizable reads: the read index, once
+ *                             this node applied it
  *   raft_stop()               stop the node
  *
  * Errors: a failing function sets its message (sqlite3_errmsg) and a
@@ -23,9 +25,9 @@
  *
  * C functions: sqlite3_raftsql_init (the entry point),
  * raftsql_set_authorizer (a host's authorizer behind the write guard),
- * raftsql_config_check (a configuration string checked, nothing started)
- * and raftsql_node_state (whether this process's node runs, stopped or
- * failed).
+ * raftsql_config_check (a configuration string checked, nothing started),
+ * raftsql_node_state (whether this process's node runs, stopped or
+ * failed) and raftsql_barrier (raft_barrier() from C).
  *
  * Build: cc app.c $(pkg-config --cflags --libs raftsql), after
  * `make install` (README "From a C program").
@@ -38,6 +40,7 @@
 
 #include <sqlite3.h>
 #include <stddef.h>
+#include <stdint.h>
 
 #ifdef __cplusplus
 extern "C" {
@@ -200,6 +203,28 @@ int raftsql_config_check(const char *config, const char *db_path, char *errmsg,
  * raftsql.so was never loaded in this process. Any thread; does not
  * block. */
 int raftsql_node_state(sqlite3 *db, int *out_state, char *why, size_t why_len);
+
+/* raftsql_barrier is raft_barrier() on @db (ReadIndex, thesis §6.4): the
+ * node of @db's main database file (this process's, or another's through
+ * its socket) gets the leader's commit index confirmed by a quorum
+ * heartbeat round and waits until it has applied it; the index goes to
+ * *@out_index (written only on success). Plain SELECTs on @db after it,
+ * outside a read transaction opened before it, see every write
+ * acknowledged before the call (linearizable reads). Blocks at most
+ * election_timeout_ms (and a little slack) for the confirmation, then
+ * exec_timeout_ms in all; sqlite3_interrupt(@db) ends it; refused while
+ * @db is inside a transaction (BEGIN). Returns
+ * SQLITE_OK; else the error's extended result code (RAFTSQL_STALE for
+ * every failure to confirm or apply in time, RAFTSQL_INTERRUPTED,
+ * RAFTSQL_BUSY, RAFTSQL_INVALID inside a transaction, RAFTSQL_NO_NODE)
+ * with the message in
+ * @errmsg (@errmsg_len bytes, NUL-terminated; "raft_barrier: no quorum
+ * confirmed this node still leads within N ms", "raft_barrier: no leader
+ * ...", "raft_barrier: interrupted", or "no raftsql node runs for ...");
+ * SQLITE_MISUSE when raftsql.so was never loaded in
+ * this process. Thread: the one using @db. */
+int raftsql_barrier(sqlite3 *db, int64_t *out_index, char *errmsg,
+                    size_t errmsg_len);
 
 #ifdef __cplusplus
 }

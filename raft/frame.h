@@ -21,7 +21,10 @@
  * server's checksum of its replicated content at an applied index
  * (ext/checksum.c). REPAIR_REQUEST (wire version 2 and later only) asks
  * the leader's driver for a fresh snapshot: a diverged replica's
- * (ext/repair.c; uv_snapshot.c answers it). */
+ * (ext/repair.c; uv_snapshot.c answers it). READ_INDEX and its result
+ * (wire version 3 and later only) carry a follower's linearizable read
+ * to the leader, which confirms its leadership (ReadIndex, thesis §6.4,
+ * raft/read_index.c) and answers with the read index (ext/barrier.c). */
 enum raft_frame_type {
     RAFT_FRAME_FORWARD = 5,
     RAFT_FRAME_FORWARD_RESULT = 6,
@@ -29,6 +32,8 @@ enum raft_frame_type {
     RAFT_FRAME_SNAPSHOT_CHUNK_RESULT = 8,
     RAFT_FRAME_CHECKSUM = 10,
     RAFT_FRAME_REPAIR_REQUEST = 11,
+    RAFT_FRAME_READ_INDEX = 12,
+    RAFT_FRAME_READ_INDEX_RESULT = 13,
 };
 
 /* A client request forwarded from a follower to the leader. @request_id is
@@ -94,6 +99,21 @@ struct raft_repair_request {
     raft_index applied; /* the requester's applied index */
 };
 
+/* A follower's read request (raft_barrier): the leader answers with a
+ * READ_INDEX_RESULT of the same @tag. */
+struct raft_read_index_request {
+    uint64_t tag; /* chosen by the follower, echoed */
+};
+
+/* The leader's answer: @status 0 and the read index @index, once a quorum
+ * confirmed its leadership after the request arrived; else a project
+ * error code (RAFT_NOTLEADER, RAFT_TIMEOUT, RAFT_BUSY) and @index 0. */
+struct raft_read_index_result {
+    uint64_t tag;     /* as in the request */
+    int32_t status;   /* 0 or an error code */
+    raft_index index; /* the read index, when status is 0 */
+};
+
 /* One frame between two servers: one of the core's messages or one of the
  * runtime's, under a header that says which and between whom.
  * Invariant: when @type is an enum raft_message_type, @message is that
@@ -114,7 +134,9 @@ struct raft_frame {
         struct raft_snapshot_chunk_result snapshot_chunk_result; /* its
                                                                     answer */
         struct raft_checksum checksum;                           /* CHECKSUM */
-        struct raft_repair_request repair_request; /* REPAIR_REQUEST */
+        struct raft_repair_request repair_request;       /* REPAIR_REQUEST */
+        struct raft_read_index_request read_index;       /* READ_INDEX */
+        struct raft_read_index_result read_index_result; /* its answer */
     };
 };
 

@@ -29,9 +29,14 @@
 #define RAFT__TN_LEN 8
 #define RAFT__CSUM_LEN (8 + 8 + 1)
 #define RAFT__REPAIR_LEN 8
+#define RAFT__READ_LEN 8
+#define RAFT__READR_LEN (8 + 4 + 8)
 
 /* The first wire version with the CHECKSUM and REPAIR_REQUEST frames. */
 #define RAFT__WIRE_CHECKSUM 2
+
+/* The first wire version with the READ_INDEX frames. */
+#define RAFT__WIRE_READ_INDEX 3
 
 /* RequestVote's flags byte: bit 0 pre-vote, bit 1 disrupt; a byte that
  * is 0 or 1 reads as the pre_vote boolean of before TimeoutNow. */
@@ -81,6 +86,10 @@ size_t raft_frame_encoded_len(const struct raft_frame *f)
             return n + RAFT__CSUM_LEN;
         case RAFT_FRAME_REPAIR_REQUEST:
             return n + RAFT__REPAIR_LEN;
+        case RAFT_FRAME_READ_INDEX:
+            return n + RAFT__READ_LEN;
+        case RAFT_FRAME_READ_INDEX_RESULT:
+            return n + RAFT__READR_LEN;
         default:
             return 0;
     }
@@ -94,6 +103,9 @@ unsigned raft_frame_type_wire_min(uint8_t type)
     f.type = type;
     if (raft_frame_encoded_len(&f) == 0) {
         return 0;
+    }
+    if (type == RAFT_FRAME_READ_INDEX || type == RAFT_FRAME_READ_INDEX_RESULT) {
+        return RAFT__WIRE_READ_INDEX;
     }
     return type == RAFT_FRAME_CHECKSUM || type == RAFT_FRAME_REPAIR_REQUEST
                ? RAFT__WIRE_CHECKSUM
@@ -286,6 +298,14 @@ int raft_frame_encode_at(const struct raft_frame *f, unsigned version,
             break;
         case RAFT_FRAME_REPAIR_REQUEST:
             ok &= raft_byte_put_u64(&w, f->repair_request.applied);
+            break;
+        case RAFT_FRAME_READ_INDEX:
+            ok &= raft_byte_put_u64(&w, f->read_index.tag);
+            break;
+        case RAFT_FRAME_READ_INDEX_RESULT:
+            ok &= raft_byte_put_u64(&w, f->read_index_result.tag);
+            ok &= raft_byte_put_u32(&w, (uint32_t)f->read_index_result.status);
+            ok &= raft_byte_put_u64(&w, f->read_index_result.index);
             break;
         default:
             return RAFT_INVALID;
@@ -597,6 +617,17 @@ int raft_frame_decode(const void *body, size_t len, struct raft_frame *out,
         case RAFT_FRAME_REPAIR_REQUEST:
             ok = raft_byte_get_u64(&r, &f.repair_request.applied);
             break;
+        case RAFT_FRAME_READ_INDEX:
+            ok = raft_byte_get_u64(&r, &f.read_index.tag);
+            break;
+        case RAFT_FRAME_READ_INDEX_RESULT: {
+            uint32_t status = 0;
+            ok = raft_byte_get_u64(&r, &f.read_index_result.tag) &&
+                 raft_byte_get_u32(&r, &status) &&
+                 raft_byte_get_u64(&r, &f.read_index_result.index);
+            f.read_index_result.status = status_of(status);
+            break;
+        }
         default:
             raft_errmsgf(errmsg, errmsg_len, "unknown message type %u",
                          (unsigned)f.type);

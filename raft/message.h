@@ -3,7 +3,8 @@
  * alike. Pure code (no I/O); the libuv transport carries what it produces.
  *
  * Wire format, versions RAFT_WIRE_VERSION_MIN to RAFT_WIRE_VERSION (1 to
- * 2; version 2 is version 1 plus the CHECKSUM and REPAIR_REQUEST frames),
+ * 3; version 2 is version 1 plus the CHECKSUM and REPAIR_REQUEST frames,
+ * version 3 is version 2 plus the READ_INDEX frames),
  * all integers little-endian:
  *
  *   frame   := len:u32 body            len = bytes of body, <= max frame
@@ -31,6 +32,10 @@
  *   version 1 body by both encoder and decoder):
  *   CHECKSUM (10)        index:u64 checksum:u64 probe:u8
  *   REPAIR_REQUEST (11)  applied:u64
+ *   types 12 and 13, in wire version 3 and later only (refused in a
+ *   version 1 or 2 body by both encoder and decoder):
+ *   READ_INDEX (12)      tag:u64
+ *   READ_INDEX_RESULT (13) tag:u64 status:i32 index:u64
  *
  * A body must be consumed exactly: trailing bytes are an error. Entry
  * indexes in APPEND_ENTRIES must be prev_log_index+1, +2, ... (never 0),
@@ -57,7 +62,7 @@
 #ifdef RAFT_WIRE_VERSION_MAX_TEST
 #define RAFT_WIRE_VERSION RAFT_WIRE_VERSION_MAX_TEST
 #else
-#define RAFT_WIRE_VERSION 2
+#define RAFT_WIRE_VERSION 3
 #endif
 #ifdef RAFT_WIRE_VERSION_MIN_TEST
 #define RAFT_WIRE_VERSION_MIN RAFT_WIRE_VERSION_MIN_TEST
@@ -73,7 +78,8 @@
 void raft_wire_versions_get(unsigned *lo, unsigned *hi);
 
 /* raft_frame_type_wire_min returns the lowest wire version in which
- * frames of @type exist (1 for most, 2 for RAFT_FRAME_CHECKSUM), 0 for a
+ * frames of @type exist (1 for most, 2 for RAFT_FRAME_CHECKSUM and
+ * REPAIR_REQUEST, 3 for the READ_INDEX frames), 0 for a
  * type the codec does not know. A sender checks it against the version
  * agreed with a peer (raft_uv_node_peer_wire) before it sends. Any
  * thread. */

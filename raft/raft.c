@@ -201,6 +201,7 @@ void raft_close(struct raft *r)
     for (i = 0; i < RAFT_MAX_SERVERS; i++) {
         progress_close(&r->progress[i]);
     }
+    read_index_close(r);
     log_close(&r->log);
     free(r->msgs);
     free(r);
@@ -340,6 +341,11 @@ static void step_receive(struct raft *r, const struct raft_message *m)
             election_recv_timeout_now(r, m);
             break;
         default:
+            if (r->role == RAFT_LEADER) {
+                /* Any answer of this term confirms the leadership to a
+                 * ReadIndex round, a rejection too. */
+                read_index_ack(r, m->from, m->append_entries_result.seq);
+            }
             replication_recv_append_entries_result(r, m);
             break;
     }
@@ -357,6 +363,7 @@ static void step_tick(struct raft *r, uint64_t now)
     }
     r->now = now;
     if (r->role == RAFT_LEADER) {
+        read_index_tick(r);
         replication_tick(r);
     } else {
         election_tick(r);
@@ -463,6 +470,9 @@ static int check_event(const struct raft *r, const struct raft_event *e,
         case RAFT_EVENT_TRANSFER:
             *out_room = 0;
             return transfer_check(r, e->transfer.id);
+        case RAFT_EVENT_READ_INDEX:
+            *out_room = 0;
+            return read_index_check(r);
         default:
             return RAFT_INVALID;
     }
@@ -495,6 +505,8 @@ static void finish_step(struct raft *r, struct raft_update *u)
     u->n_messages = r->n_msgs;
     u->snapshot_to = r->n_snapshot_to > 0 ? r->snapshot_to : NULL;
     u->n_snapshot_to = r->n_snapshot_to;
+    u->reads = r->read_index.n_out > 0 ? r->read_index.out : NULL;
+    u->n_reads = r->read_index.n_out;
 
     /* Driver rule 3: committed and durable here, each index once. */
     upto = r->commit < r->persisted ? r->commit : r->persisted;
@@ -534,6 +546,7 @@ int raft_step(struct raft *r, const struct raft_event *event,
     r->step_vote_granted = false;
     r->n_snapshot_to = 0;
     r->conf_changed = false;
+    read_index_begin_step(r);
 
     switch (event->type) {
         case RAFT_EVENT_TICK:
@@ -578,11 +591,18 @@ int raft_step(struct raft *r, const struct raft_event *event,
         case RAFT_EVENT_DECLINE:
             r->declining = event->decline.on;
             break;
+        case RAFT_EVENT_READ_INDEX:
+            rc = read_index_request(r, event->read_index.tag);
+            if (rc != 0) {
+                return rc; /* RAFT_NOMEM: nothing changed */
+            }
+            break;
         default:
             replication_unreachable(r, raft_track_of(r, event->unreachable.id));
             break;
     }
     membership_after_step(r);
+    read_index_after_step(r);
     finish_step(r, update);
     return 0;
 }

@@ -295,6 +295,8 @@ enum raft_event_type {
                                           @transfer.id (thesis §3.10) */
     RAFT_EVENT_DECLINE = 12,           /* ignore TimeoutNow (or take it
                                           again): @decline.on */
+    RAFT_EVENT_READ_INDEX = 13,        /* leader: a linearizable read,
+                                          @read_index.tag (thesis §6.4) */
 };
 
 /* Kinds of RAFT_EVENT_CHANGE: each changes one server (thesis §4.1). */
@@ -421,6 +423,21 @@ enum raft_change_kind {
  * RAFT_NOTFOUND (@id is not a member, or @id is 0 and there is no other
  * voter); RAFT_INVALID (@id is this server or a learner). */
 
+/* READ_INDEX {tag}: ReadIndex (thesis §6.4, raft/read_index.c). The
+ * leader registers a read of @tag, a number of the caller's, and hands it
+ * back in a later (or this) update's @reads: with status 0 and the read
+ * index once an entry of its term is committed (it waits for its NOOP)
+ * and a quorum of voters answered an AppendEntries sent after the read
+ * index was taken (one heartbeat round serves every read registered
+ * before it started; a single voter needs none). A read of the state
+ * machine that has applied the log through that index is linearizable.
+ * A read fails (status, index 0) with RAFT_NOTLEADER when this server
+ * stops leading, or RAFT_TIMEOUT when no quorum confirmed it within an
+ * election timeout of its registration. Every read registered comes back
+ * exactly once, unless raft_close comes first.
+ * Errors: RAFT_NOTLEADER (not the leader: nothing registered); RAFT_BUSY
+ * (4096 reads pending already); RAFT_NOMEM. */
+
 /* RAFT_EVENT_SNAPSHOT_INSTALLED's fields. */
 struct raft_snapshot_event {
     raft_id leader;      /* leader that sent it */
@@ -476,7 +493,18 @@ struct raft_event {
         struct {
             raft_id id; /* the voter to lead, 0: the most caught-up one */
         } transfer;
+        struct {
+            uint64_t tag; /* the caller's, handed back in update.reads */
+        } read_index;
     };
+};
+
+/* A read of RAFT_EVENT_READ_INDEX handed back (see there): ready with
+ * status 0 at @index, or failed with @status. */
+struct raft_read {
+    uint64_t tag;     /* as registered */
+    raft_index index; /* status 0: the read index, else 0 */
+    int status;       /* 0, RAFT_NOTLEADER or RAFT_TIMEOUT */
 };
 
 /* The output of one raft_step. All arrays point into memory owned by the
@@ -491,15 +519,18 @@ struct raft_update {
     unsigned n_messages;
     const struct raft_entry *committed; /* to apply (rule 3), n_committed */
     unsigned n_committed;
-    raft_index proposed_index;  /* PROPOSE: index of the first new entry */
-    raft_term proposed_term;    /* PROPOSE: term of the new entries */
-    const raft_id *snapshot_to; /* leader: followers that need a snapshot
+    raft_index proposed_index;     /* PROPOSE: index of the first new entry */
+    raft_term proposed_term;       /* PROPOSE: term of the new entries */
+    const raft_id *snapshot_to;    /* leader: followers that need a snapshot
                                    (the entries they lack were compacted);
                                    the driver streams one to each and
                                    steps SNAPSHOT_FAILED if it cannot.
                                    Each id comes once per SNAPSHOT state
                                    of that follower */
-    unsigned n_snapshot_to;     /* number of ids in @snapshot_to */
+    unsigned n_snapshot_to;        /* number of ids in @snapshot_to */
+    const struct raft_read *reads; /* reads ready or failed (READ_INDEX),
+                                      n_reads, in registration order */
+    unsigned n_reads;
     bool configuration_changed; /* the configuration in force changed
                                    (an entry appended or truncated, a
                                    snapshot installed, a change):
@@ -549,7 +580,8 @@ void raft_close(struct raft *r);
  * provides; its previous contents are ignored) with what to do next, as
  * described at the top of this file. On an error nothing changed and
  * @update is empty.
- * Errors: RAFT_NOTLEADER (PROPOSE, CHANGE or TRANSFER on a non-leader);
+ * Errors: RAFT_NOTLEADER (PROPOSE, CHANGE, TRANSFER or READ_INDEX on a
+ * non-leader); RAFT_BUSY (READ_INDEX: see above);
  * RAFT_BUSY (PROPOSE while a transfer runs; CHANGE and TRANSFER: see
  * above); RAFT_NOTFOUND (CHANGE, TRANSFER: see above); RAFT_INVALID
  * (malformed event, e.g. a message not addressed to this server, or a

@@ -27,6 +27,42 @@ struct raft_leaving {
     uint64_t committed_at[RAFT_MAX_SERVERS]; /* ... at this time */
 };
 
+/* The most reads a leader holds pending (RAFT_EVENT_READ_INDEX); one more
+ * is refused with RAFT_BUSY. */
+#define RAFT__READS_MAX 4096
+
+/* A read registered with RAFT_EVENT_READ_INDEX, not handed out yet. */
+struct raft__read {
+    uint64_t tag;   /* the caller's */
+    uint64_t start; /* when it was registered, ms of the TICK clock */
+    bool in_round;  /* the running round serves it */
+};
+
+/* A leader's ReadIndex state (read_index.c, thesis §6.4).
+ * Invariant: cap >= n_pending, and out has cap slots, so that every
+ * pending read can be handed out in one step without allocating.
+ * Invariant: reads with in_round were registered before the running
+ * round started; none has it while no round runs. */
+struct raft_read_index {
+    struct raft__read *pending; /* registered, n_pending */
+    unsigned n_pending;
+    unsigned cap;          /* slots of pending and of out */
+    struct raft_read *out; /* the step's output, n_out */
+    unsigned n_out;
+    raft_index term_start;            /* the NOOP of this leader's term:
+                                          no read index before it commits */
+    bool round_active;                /* a heartbeat round runs */
+    raft_index round_index;           /* the read index it confirms */
+    unsigned n_round;                 /* servers of the round: */
+    raft_id ids[RAFT_MAX_SERVERS];    /* each one's id (by id, not slot:
+                                         a configuration change moves the
+                                         slots), */
+    uint64_t marks[RAFT_MAX_SERVERS]; /* the first seq the round sent it,
+                                       */
+    int8_t acked[RAFT_MAX_SERVERS];   /* and 1 once it answered a request
+                                         of seq >= its mark */
+};
+
 /* One Raft server's core state.
  * Invariant: handed <= min(commit, persisted) once anything was handed out
  * past the initial applied index; persisted <= last log index.
@@ -109,6 +145,7 @@ struct raft {
     raft_id snapshot_to[RAFT_MAX_SERVERS]; /* step: followers newly in
                                           SNAPSHOT */
     unsigned n_snapshot_to;                /* ids in snapshot_to */
+    struct raft_read_index read_index;     /* leader: pending reads */
 };
 
 /* raft_slot_of returns the position of @id in r->conf, or RAFT_MAX_SERVERS
@@ -319,5 +356,43 @@ void replication_unreachable(struct raft *r, unsigned slot);
 /* contact_note_append notes the leader_commit of AppendEntries @m, of the
  * current term, received by a server that does not lead. */
 void contact_note_append(struct raft *r, const struct raft_message *m);
+
+/* replication_heartbeat sends follower @slot an empty AppendEntries at
+ * its match index, with the commit index (a ReadIndex round's). */
+void replication_heartbeat(struct raft *r, unsigned slot);
+
+/* ---- read_index.c: linearizable reads (thesis §6.4) ---- */
+
+/* read_index_check validates a RAFT_EVENT_READ_INDEX (raft.h for its
+ * errors). */
+int read_index_check(const struct raft *r);
+
+/* read_index_request registers a checked read of @tag, at r->now.
+ * Errors: RAFT_NOMEM (nothing changed). */
+int read_index_request(struct raft *r, uint64_t tag);
+
+/* read_index_lead notes that this server became leader with the NOOP at
+ * @noop: reads wait for it to commit. */
+void read_index_lead(struct raft *r, raft_index noop);
+
+/* read_index_ack notes that server @id answered, in the leader's term,
+ * the AppendEntries of request number @seq. */
+void read_index_ack(struct raft *r, raft_id id, uint64_t seq);
+
+/* read_index_tick fails the reads registered an election timeout ago or
+ * more (RAFT_TIMEOUT). */
+void read_index_tick(struct raft *r);
+
+/* read_index_begin_step empties the step's output. */
+void read_index_begin_step(struct raft *r);
+
+/* read_index_after_step, at the end of every step: a server that does not
+ * lead fails every pending read (RAFT_NOTLEADER); a leader hands out the
+ * reads of a confirmed round and starts the next round when reads wait
+ * and an entry of its term is committed. */
+void read_index_after_step(struct raft *r);
+
+/* read_index_close frees the read state. */
+void read_index_close(struct raft *r);
 
 #endif /* RAFT_INTERNAL_H */

@@ -151,6 +151,11 @@ static void send_heartbeat(struct raft *r, unsigned slot)
     m->append_entries.seq = progress_take_seq(p);
 }
 
+void replication_heartbeat(struct raft *r, unsigned slot)
+{
+    send_heartbeat(r, slot);
+}
+
 /* broadcast_commit tells every REPLICATE follower the new commit index at
  * once: with its next entries when there are any to send, else in an
  * empty AppendEntries. PROBE and SNAPSHOT followers learn it with their
@@ -207,6 +212,7 @@ void replication_become_leader(struct raft *r)
      * which commits every earlier entry it holds. */
     noop = log_append(&r->log, r->term, RAFT_ENTRY_NOOP, NULL);
     raft_mark_written(r, noop);
+    read_index_lead(r, noop);
     replication_send_all(r);
 }
 

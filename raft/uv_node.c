@@ -228,6 +228,9 @@ int raft_uv_node_step(struct raft_uv_node *d, const struct raft_event *event,
     if (u->n_committed > 0 && d->cb.apply != NULL) {
         d->cb.apply(d->cb.data, u->committed, u->n_committed);
     }
+    if (u->n_reads > 0 && d->cb.read != NULL) {
+        d->cb.read(d->cb.data, u->reads, u->n_reads);
+    }
     raft_uv_storage_start(d);
     if (u->n_snapshot_to > 0) {
         raft_uv_snapshot_want(d, u->snapshot_to, u->n_snapshot_to);
@@ -252,6 +255,13 @@ int raft_uv_node_propose(struct raft_uv_node *d, struct raft_buf *const *bufs,
         *out_term = u.proposed_term;
     }
     return rc;
+}
+
+int raft_uv_node_read_index(struct raft_uv_node *d, uint64_t tag)
+{
+    struct raft_event ev = {.type = RAFT_EVENT_READ_INDEX};
+    ev.read_index.tag = tag;
+    return raft_uv_node_step(d, &ev, NULL);
 }
 
 int raft_uv_node_send_frame(struct raft_uv_node *d, const struct raft_frame *f)
@@ -409,7 +419,8 @@ static void on_recv(void *data, const struct raft_frame *m)
         return;
     }
     if (!raft_frame_is_message(m)) {
-        /* The application's frames: FORWARD, FORWARD_RESULT, CHECKSUM. */
+        /* The application's frames: FORWARD, FORWARD_RESULT, CHECKSUM,
+         * READ_INDEX and its result. */
         if (d->cb.forward != NULL) {
             d->cb.forward(d->cb.data, m);
         }

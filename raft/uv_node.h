@@ -76,9 +76,14 @@ struct raft_uv_node_callbacks {
     void (*apply)(void *data, const struct raft_entry *entries, unsigned n);
     /* One of the application's frames from a peer: every runtime frame
      * but the snapshot chunks the driver streams itself
-     * (RAFT_FRAME_FORWARD, _FORWARD_RESULT, _CHECKSUM; the frame and its
+     * (RAFT_FRAME_FORWARD, _FORWARD_RESULT, _CHECKSUM, _READ_INDEX and
+     * its result; the frame and its
      * bufs are released after the call: take references to keep them). */
     void (*forward)(void *data, const struct raft_frame *f);
+    /* Reads of raft_uv_node_read_index ready or failed (struct
+     * raft_read, raft.h), @n of them, in registration order; the array
+     * is valid for the call only. */
+    void (*read)(void *data, const struct raft_read *reads, unsigned n);
     /* raft_uv_node_wake was called (coalesced, as uv_async_send is). */
     void (*wake)(void *data);
     /* The clock ticked (every tick_ms). */
@@ -189,6 +194,14 @@ void raft_uv_node_stop(struct raft_uv_node *d);
 int raft_uv_node_propose(struct raft_uv_node *d, struct raft_buf *const *bufs,
                          unsigned n, raft_index *out_index,
                          raft_term *out_term);
+
+/* raft_uv_node_read_index steps RAFT_EVENT_READ_INDEX of @tag (ReadIndex,
+ * raft.h): the read comes back through @cb->read, in this call (a single
+ * voter) or a later one, exactly once unless the driver stops first.
+ * Errors: raft_step's for it (RAFT_NOTLEADER, RAFT_BUSY, RAFT_NOMEM: then
+ * nothing comes back); RAFT_IOERR (storage failed earlier);
+ * RAFT_SHUTDOWN. Loop thread. */
+int raft_uv_node_read_index(struct raft_uv_node *d, uint64_t tag);
 
 /* raft_uv_node_compact queues the compaction of the stored log up to
  * @index, in order with the storage writes; once done the driver steps

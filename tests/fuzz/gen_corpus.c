@@ -204,7 +204,7 @@ static void gen_request(void)
 /* ---- Frames ------------------------------------------------------------- */
 
 /* The samples: one frame or more of every type, from 2 to 1. */
-#define N_FRAMES 17
+#define N_FRAMES 20
 
 struct frames {
     struct raft_frame f[N_FRAMES]; /* the frames */
@@ -368,6 +368,17 @@ static void frames_init(struct frames *s)
     frame_of(&f[i], RAFT_FRAME_REPAIR_REQUEST);
     f[i].repair_request.applied = 4242;
     s->name[i++] = "repair_request";
+    frame_of(&f[i], RAFT_FRAME_READ_INDEX);
+    f[i].read_index.tag = 0x8000000000000007ull;
+    s->name[i++] = "read_index";
+    frame_of(&f[i], RAFT_FRAME_READ_INDEX_RESULT);
+    f[i].read_index_result.tag = 7;
+    f[i].read_index_result.index = 4243;
+    s->name[i++] = "read_index_result";
+    frame_of(&f[i], RAFT_FRAME_READ_INDEX_RESULT);
+    f[i].read_index_result.tag = 8;
+    f[i].read_index_result.status = RAFT_TIMEOUT;
+    s->name[i++] = "read_index_timeout";
 }
 
 static void frames_close(struct frames *s)

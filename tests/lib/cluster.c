@@ -106,12 +106,54 @@ void cluster_config_default(struct cluster_config *cfg, unsigned n,
     cfg->snap_max = 30;
 }
 
+/* check_reads records the reads @u hands back and checks each ready one
+ * against the writes acknowledged before it began (linearizability). */
+static void check_reads(struct cluster *c, const struct cnode *n,
+                        const struct raft_update *u)
+{
+    unsigned i, j;
+
+    for (i = 0; i < u->n_reads; i++) {
+        const struct raft_read *r = &u->reads[i];
+        for (j = 0; j < c->n_reads; j++) {
+            struct cread *q = &c->reads[j];
+            if (q->node != n->id || q->tag != r->tag || q->done) {
+                continue;
+            }
+            q->done = true;
+            q->status = r->status;
+            q->index = r->index;
+            if (r->status == 0) {
+                c->n_reads_ready++;
+                if (r->index < q->floor) {
+                    cluster_fail(c,
+                                 "node %llu: read %llu ready at index %llu, "
+                                 "but %llu was committed before it began",
+                                 (unsigned long long)n->id,
+                                 (unsigned long long)r->tag,
+                                 (unsigned long long)r->index,
+                                 (unsigned long long)q->floor);
+                }
+                /* It may be above committed_last: a leader commits what
+                 * its followers hold before its own fsync ends, and the
+                 * reader waits for it to be applied. */
+            }
+            break;
+        }
+        if (j == c->n_reads) {
+            cluster_fail(c, "node %llu: read %llu came back unasked or twice",
+                         (unsigned long long)n->id, (unsigned long long)r->tag);
+        }
+    }
+}
+
 /* handle_update carries out one update as a driver would. */
 static void handle_update(struct cluster *c, struct cnode *n,
                           const struct raft_update *u)
 {
     unsigned i;
 
+    check_reads(c, n, u);
     cluster_trace_update(c, n->id, u);
     for (i = 0; i < u->n_snapshot_to; i++) {
         cluster_net_snapshot(c, n, u->snapshot_to[i]);
@@ -501,6 +543,61 @@ int cluster_transfer(struct cluster *c, raft_id id, raft_id target)
         c->stats.n_transfers++;
     }
     return rc;
+}
+
+int cluster_read_index(struct cluster *c, raft_id id, uint64_t tag)
+{
+    struct raft_event e;
+    struct cread *q;
+    unsigned i, k = 0;
+    int rc;
+
+    if (c->n_reads == CLUSTER_MAX_READS) {
+        /* Forget the reads that came back. */
+        for (i = 0; i < c->n_reads; i++) {
+            if (!c->reads[i].done) {
+                c->reads[k++] = c->reads[i];
+            }
+        }
+        c->n_reads = k;
+        if (k == CLUSTER_MAX_READS) {
+            return RAFT_BUSY;
+        }
+    }
+    q = &c->reads[c->n_reads++];
+    memset(q, 0, sizeof *q);
+    q->node = id;
+    q->tag = tag;
+    q->floor = c->committed_last;
+    memset(&e, 0, sizeof e);
+    e.type = RAFT_EVENT_READ_INDEX;
+    e.read_index.tag = tag;
+    rc = step_on(c, id, &e);
+    if (rc != 0) {
+        c->n_reads--; /* refused: nothing comes back */
+    }
+    return rc;
+}
+
+bool cluster_read_result(const struct cluster *c, raft_id id, uint64_t tag,
+                         int *out_status, raft_index *out_index)
+{
+    unsigned i;
+
+    for (i = 0; i < c->n_reads; i++) {
+        const struct cread *q = &c->reads[i];
+        if (q->node == id && q->tag == tag && q->done) {
+            *out_status = q->status;
+            *out_index = q->index;
+            return true;
+        }
+    }
+    return false;
+}
+
+unsigned cluster_n_reads_ready(const struct cluster *c)
+{
+    return c->n_reads_ready;
 }
 
 bool cluster_is_member(struct cluster *c, raft_id of, raft_id id)

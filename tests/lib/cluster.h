@@ -143,6 +143,21 @@ int cluster_change(struct cluster *c, raft_id id, uint8_t kind, raft_id target,
  * caught-up voter) on node @id and returns raft_step's result. */
 int cluster_transfer(struct cluster *c, raft_id id, raft_id target);
 
+/* cluster_read_index steps a RAFT_EVENT_READ_INDEX of @tag (ReadIndex)
+ * on node @id and returns raft_step's result. The harness remembers the
+ * highest index handed out committed anywhere before the step (the
+ * writes acknowledged before the read began) and fails the run when the
+ * read comes back ready at a lower index: a stale read. */
+int cluster_read_index(struct cluster *c, raft_id id, uint64_t tag);
+
+/* cluster_read_result tells whether read @tag of node @id came back, and
+ * then writes its status and read index. */
+bool cluster_read_result(const struct cluster *c, raft_id id, uint64_t tag,
+                         int *out_status, raft_index *out_index);
+
+/* cluster_n_reads_ready counts the reads that came back ready. */
+unsigned cluster_n_reads_ready(const struct cluster *c);
+
 /* cluster_is_member tells whether node @id is a member (voter or
  * learner) of the configuration in force on live node @of. */
 bool cluster_is_member(struct cluster *c, raft_id of, raft_id id);

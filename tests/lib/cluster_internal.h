@@ -69,8 +69,24 @@ struct cnode {
                                      checked (cluster_check_commit) */
 };
 
+/* Reads the harness tracks at once (cluster_read_index). */
+#define CLUSTER_MAX_READS 256
+
+/* A read stepped with cluster_read_index. */
+struct cread {
+    raft_id node;     /* where it was registered */
+    uint64_t tag;     /* its tag */
+    raft_index floor; /* committed_last when it was registered */
+    bool done;        /* it came back */
+    int status;       /* then: its status */
+    raft_index index; /* and read index */
+};
+
 /* The cluster. */
 struct cluster {
+    struct cread reads[CLUSTER_MAX_READS];           /* reads, oldest first */
+    unsigned n_reads;                                /* count */
+    unsigned n_reads_ready;                          /* came back ready */
     struct cluster_config cfg;                       /* parameters */
     uint64_t rng;                                    /* network and disk PRNG */
     uint64_t now;                                    /* virtual time, ms */

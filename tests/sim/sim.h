@@ -331,6 +331,7 @@ static inline uint64_t sim_run(unsigned n, uint64_t seed, unsigned steps,
     uint64_t x = seed ^ ((uint64_t)n << 56);
     unsigned step;
     unsigned k = 0;
+    uint64_t n_reads = 0;
     uint64_t hash;
     char replay[200];
     char p[64];
@@ -434,6 +435,15 @@ static inline uint64_t sim_run(unsigned n, uint64_t seed, unsigned steps,
                                2 + (unsigned)(sim_rng(&x) % 60));
         } else if (membership && r < 112) {
             sim_membership(c, &x);
+        } else if (r >= 900 && r < 940) {
+            /* A linearizable read (ReadIndex), mostly on the leader; the
+             * harness fails the run on a read ready below a write
+             * committed before it began. */
+            raft_id to = cluster_leader(c);
+            if (to == 0 || r < 905) {
+                to = id;
+            }
+            (void)cluster_read_index(c, to, ++n_reads);
         }
         cluster_step(c);
     }
@@ -452,7 +462,8 @@ static inline uint64_t sim_run(unsigned n, uint64_t seed, unsigned steps,
             "committed %llu, term %llu, %llu messages, %llu "
             "compactions, %llu snapshots asked, %llu failed, %llu "
             "installed, %llu rejections deferred, %llu writes, %llu "
-            "refused for a full log, %llu changes, %llu transfers\n",
+            "refused for a full log, %llu changes, %llu transfers, %u reads "
+            "ready\n",
             (unsigned long long)seed, n, steps,
             (unsigned long long)cluster_now(c),
             (unsigned long long)cluster_committed_last(c),
@@ -464,7 +475,7 @@ static inline uint64_t sim_run(unsigned n, uint64_t seed, unsigned steps,
             (unsigned long long)st.n_installs,
             (unsigned long long)st.n_deferred, (unsigned long long)st.n_writes,
             (unsigned long long)st.n_log_full, (unsigned long long)st.n_changes,
-            (unsigned long long)st.n_transfers);
+            (unsigned long long)st.n_transfers, cluster_n_reads_ready(c));
     }
     sim_liveness(c, seed);
     hash = cluster_trace_hash(c);

@@ -7,7 +7,12 @@
  * on, then a 3rd and stopping commits without corruption; snapshots: a
  * follower down while the log is compacted past it catches up through a
  * snapshot, a failing transfer is retried, the leader crashes in the
- * middle of a transfer. The Figure 8 scenario of the Raft paper is
+ * middle of a transfer; ReadIndex reads (thesis §6.4): a partitioned old
+ * leader's read fails while one on the majority's new leader succeeds at
+ * an index covering every write committed before it, a leader change
+ * during a read fails it, a single voter answers at once (the harness
+ * checks every ready read against the writes committed before it began).
+ * The Figure 8 scenario of the Raft paper is
  * tests/raft/test_replication.c's test_figure8. */
 
 #include "tests/sim/sim.h"
@@ -477,6 +482,162 @@ static void test_snapshot_leader_crash(void **state)
     cluster_free(c);
 }
 
+/* other_leader: a leader other than *(raft_id *)@arg leads the highest
+ * term. */
+static bool other_leader(struct cluster *c, void *arg)
+{
+    raft_id l = cluster_leader(c);
+
+    return l != 0 && l != *(const raft_id *)arg;
+}
+
+/* What read_done watches: read @tag of node @id. */
+struct read_watch {
+    raft_id id;
+    uint64_t tag;
+};
+
+static bool read_done(struct cluster *c, void *arg)
+{
+    const struct read_watch *w = arg;
+    int status;
+    raft_index index;
+
+    return cluster_read_result(c, w->id, w->tag, &status, &index);
+}
+
+/* wait_read runs until read @tag of @id came back (1 s at most) and
+ * returns its status, its index in *@out_index. */
+static int wait_read(struct cluster *c, raft_id id, uint64_t tag,
+                     raft_index *out_index)
+{
+    struct read_watch w = {id, tag};
+    int status = -1;
+
+    if (!cluster_run_until(c, 1000, read_done, &w)) {
+        cluster_fail(c, "read %llu of node %llu never came back",
+                     (unsigned long long)tag, (unsigned long long)id);
+    }
+    assert_true(cluster_read_result(c, id, tag, &status, out_index));
+    return status;
+}
+
+/* A leader cut off from both followers: its read fails within an election
+ * timeout, never ready; the majority's new leader reads at an index that
+ * covers the write it committed meanwhile. */
+static void test_read_index_partition(void **state)
+{
+    struct cluster_config cfg;
+    struct cluster *c;
+    static const raft_id all3[] = {1, 2, 3, 0};
+    raft_id majority[3] = {0, 0, 0};
+    raft_id old, nw, id;
+    raft_index index = 0;
+    unsigned k = 0, i;
+    uint64_t t0;
+
+    (void)state;
+    cluster_config_default(&cfg, 3, 211);
+    c = cluster_new(&cfg);
+    assert_true(cluster_run_until(c, 2000, sim_agreed, NULL));
+    propose_ok(c, "before");
+    wait_applied(c, "before", all3);
+    old = cluster_leader(c);
+    assert_int_equal(cluster_read_index(c, old, 1), 0);
+    assert_int_equal(wait_read(c, old, 1, &index), 0);
+    assert_true(index >= cluster_committed_last(c) - 1);
+    for (id = 1; id <= 3; id++) {
+        if (id != old) {
+            majority[k++] = id;
+        }
+    }
+    cluster_isolate(c, old, false);
+    t0 = cluster_now(c);
+    assert_int_equal(cluster_read_index(c, old, 2), 0);
+    assert_int_not_equal(wait_read(c, old, 2, &index), 0);
+    assert_true(cluster_now(c) - t0 <= cfg.election_timeout + cfg.tick_ms);
+    assert_true(cluster_run_until(c, 2000, other_leader, &old));
+    nw = cluster_leader(c);
+    assert_int_not_equal(nw, old);
+    propose_ok(c, "during");
+    wait_applied(c, "during", majority);
+    assert_int_equal(cluster_read_index(c, nw, 3), 0);
+    assert_int_equal(wait_read(c, nw, 3, &index), 0);
+    for (i = 0; i < cluster_n_applied(c, nw); i++) {
+        const struct raft_entry *e = cluster_applied(c, nw, i);
+        if (e->data != NULL && e->data->len == 6 &&
+            memcmp(e->data->data, "during", 6) == 0) {
+            assert_true(index >= e->index);
+        }
+    }
+    /* The old leader, still cut off, never answers a read. */
+    if (raft_role(cluster_raft(c, old)) == RAFT_LEADER) {
+        assert_int_equal(cluster_read_index(c, old, 4), 0);
+        assert_int_not_equal(wait_read(c, old, 4, &index), 0);
+    } else {
+        assert_int_equal(cluster_read_index(c, old, 4), RAFT_NOTLEADER);
+    }
+    cluster_heal(c);
+    propose_ok(c, "after");
+    wait_applied(c, "after", all3);
+    assert_true(cluster_n_reads_ready(c) >= 2);
+    cluster_free(c);
+}
+
+/* A leader change while a read waits for its round fails the read: the
+ * old leader is frozen (no timeouts) and cut off while it registers the
+ * read; the majority elects a leader, and once the links are back that
+ * leader's higher term makes the old one step down. */
+static void test_read_index_leader_change(void **state)
+{
+    struct cluster_config cfg;
+    struct cluster *c;
+    raft_id old;
+    raft_index index = 1;
+
+    (void)state;
+    cluster_config_default(&cfg, 3, 223);
+    c = cluster_new(&cfg);
+    assert_true(cluster_run_until(c, 2000, sim_agreed, NULL));
+    propose_ok(c, "x");
+    cluster_run(c, 100);
+    old = cluster_leader(c);
+    cluster_freeze(c, old, true);
+    cluster_isolate(c, old, false);
+    assert_int_equal(cluster_read_index(c, old, 9), 0);
+    assert_true(cluster_run_until(c, 2000, other_leader, &old));
+    assert_int_not_equal(cluster_leader(c), old);
+    assert_int_equal(raft_role(cluster_raft(c, old)), RAFT_LEADER);
+    cluster_heal(c);
+    assert_int_equal(wait_read(c, old, 9, &index), RAFT_NOTLEADER);
+    assert_int_equal(index, 0);
+    assert_int_equal(raft_role(cluster_raft(c, old)), RAFT_FOLLOWER);
+    cluster_freeze(c, old, false);
+    cluster_free(c);
+}
+
+/* A single voter confirms its reads with nobody: ready in the step that
+ * registers them, once its NOOP committed. */
+static void test_read_index_single_voter(void **state)
+{
+    struct cluster_config cfg;
+    struct cluster *c;
+    int status = -1;
+    raft_index index = 0;
+
+    (void)state;
+    cluster_config_default(&cfg, 1, 227);
+    c = cluster_new(&cfg);
+    assert_true(cluster_run_until(c, 2000, sim_agreed, NULL));
+    propose_ok(c, "solo");
+    cluster_run(c, 50);
+    assert_int_equal(cluster_read_index(c, 1, 5), 0);
+    assert_true(cluster_read_result(c, 1, 5, &status, &index));
+    assert_int_equal(status, 0);
+    assert_int_equal(index, cluster_committed_last(c));
+    cluster_free(c);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -487,6 +648,9 @@ int main(void)
         cmocka_unit_test(test_divergent_tail),
         cmocka_unit_test(test_rejoin_pre_vote),
         cmocka_unit_test(test_five_lose_two_then_three),
+        cmocka_unit_test(test_read_index_partition),
+        cmocka_unit_test(test_read_index_leader_change),
+        cmocka_unit_test(test_read_index_single_voter),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -856,6 +856,7 @@ static void test_hostile_clients(void **state)
     struct fixture *f = *state;
     uint8_t buf[320];
     char long_build[130];
+    char want[80];
     struct raft_message c;
     struct raft_frame m;
     size_t n;
@@ -886,7 +887,9 @@ static void test_hostile_clients(void **state)
                      RAFT_WIRE_VERSION + 1, 2, "", 0, "");
     expect_rejected(f, buf, n, "no version in common");
     n = handshake_at(buf, "RFTSQL", 4, 0, RAFT_WIRE_VERSION, 2, "", 0, "");
-    expect_rejected(f, buf, n, "wire versions 0 to 2: malformed");
+    snprintf(want, sizeof want, "wire versions 0 to %u: malformed",
+             (unsigned)RAFT_WIRE_VERSION);
+    expect_rejected(f, buf, n, want);
     memset(long_build, 'x', sizeof long_build);
     n = handshake_of(buf, "RFTSQL", 4, 2, long_build, sizeof long_build);
     expect_rejected(f, buf, n, "handshake build id of 130 bytes, at most 128");
@@ -929,9 +932,10 @@ static void test_hostile_clients(void **state)
     raft_byte_store_u32(buf + n, 2);
     buf[n + 4] = 7;
     buf[n + 5] = 1;
-    expect_rejected(f, buf, n + 6,
-                    "frame of wire version 7, the handshake "
-                    "agreed on 2");
+    snprintf(want, sizeof want,
+             "frame of wire version 7, the handshake agreed on %u",
+             (unsigned)RAFT_WIRE_VERSION);
+    expect_rejected(f, buf, n + 6, want);
 
     /* A well-formed message whose sender is not the handshake's. */
     memset(&c, 0, sizeof c);
@@ -1239,6 +1243,7 @@ static void test_answers(void **state)
     struct raft_uv_answer a;
     struct raft_frame m;
     uint8_t buf[320];
+    char want[120];
     struct raw r;
     size_t n;
 
@@ -1270,9 +1275,12 @@ static void test_answers(void **state)
                      RAFT_WIRE_VERSION + 2, 2, BUILD, strlen(BUILD), "");
     raw_refused(f, buf, n, &a);
     assert_int_equal(a.verdict, RAFT__UV_REFUSED_WIRE);
-    assert_non_null(strstr(a.reason,
-                           "it speaks wire versions 1 to 2, we "
-                           "speak 3 to 4: no version in common"));
+    snprintf(want, sizeof want,
+             "it speaks wire versions %u to %u, we speak %u to %u: no "
+             "version in common",
+             (unsigned)RAFT_WIRE_VERSION_MIN, (unsigned)RAFT_WIRE_VERSION,
+             (unsigned)RAFT_WIRE_VERSION + 1, (unsigned)RAFT_WIRE_VERSION + 2);
+    assert_non_null(strstr(a.reason, want));
 
     /* Another cluster. */
     memcpy(g_cluster, CLUSTER_B, sizeof g_cluster);

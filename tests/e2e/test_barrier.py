@@ -1,0 +1,258 @@
+"""raft_barrier() (issue 14 item 1, ReadIndex): linearizable reads.
+
+One 3-node cluster whose nodes dial each other through the fault
+network's proxies (tests/faults/net.py), so that a test can cut a node
+off from both others: the old leader's barrier fails within
+election_timeout_ms with the clear error and never answers (nor when
+interrupted); a barrier on the majority side succeeds and a SELECT after
+it sees every acknowledged write; a barrier on a follower, from another
+process through the attach socket and from C (examples/read_barrier.c);
+refused inside a transaction. A follower whose leader speaks wire
+version 2 (build/raftsql-testhost-prev, `make next`) fails its barrier
+with a clear error, and nothing it cannot decode is sent.
+"""
+
+import os
+import shutil
+import sqlite3
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import unittest
+
+from codes import CODES
+from e2e import ROOT, SO, NODE, connect, wait_for
+from test_cluster_id import Group
+from raftsql_cluster import Cluster, NodeError, free_ports
+
+sys.path.insert(0, os.path.join(ROOT, "tests", "faults"))
+from net import Net  # noqa: E402
+
+PYTHON = "/usr/bin/python3"
+EXAMPLE = os.path.join(ROOT, "build", "examples", "read_barrier")
+PREV = os.environ.get("RAFTSQL_TESTHOST_PREV",
+                      os.path.join(ROOT, "build", "raftsql-testhost-prev"))
+SO_BASE = os.path.splitext(os.path.abspath(SO))[0]
+ELECTION_MS = 600
+EXTRA = "election_timeout_ms=%d heartbeat_ms=50" % ELECTION_MS
+# What a barrier may take beyond election_timeout_ms to fail: the
+# runtime's own slack (300 ms) and this busy machine's.
+SLACK_S = 1.2
+
+# Another process: raft_barrier() then a count, on a connection that
+# loaded raftsql but started no node (its calls go through the socket).
+OTHER = r"""
+import sqlite3, sys
+con = sqlite3.connect(sys.argv[1], isolation_level=None, timeout=10)
+con.enable_load_extension(True)
+con.load_extension(sys.argv[2])
+print(con.execute("SELECT raft_barrier()").fetchone()[0])
+print(con.execute("SELECT count(*) FROM t").fetchone()[0])
+"""
+
+
+class BarrierTest(unittest.TestCase):
+
+    @classmethod
+    def setUpClass(cls):
+        cls.dir = tempfile.mkdtemp(prefix="raftsql-e2e-barrier-")
+        ports = free_ports(3)
+        cls.net = Net({i: ports[i - 1] for i in (1, 2, 3)})
+        cls.net.start()
+
+        def dial(i):
+            return ",".join("%d@127.0.0.1:%d" % (j, cls.net.port(i, j))
+                            for j in (1, 2, 3) if j != i)
+        cls.cluster = Cluster(NODE, cls.dir, 3, EXTRA, ports=ports,
+                              dial=dial)
+        leader = cls.cluster.wait_leader()
+        leader.value("SELECT raft_exec('CREATE TABLE t(x)')")
+
+    @classmethod
+    def tearDownClass(cls):
+        codes = cls.cluster.stop()
+        cls.net.close()
+        shutil.rmtree(cls.dir, ignore_errors=True)
+        assert codes == [0, 0, 0], codes
+
+    def leader(self):
+        return self.cluster.wait_leader(timeout=30)
+
+    def write(self, node, x):
+        return node.value("SELECT raft_exec('INSERT INTO t VALUES (?)', ?)",
+                          x)
+
+    def isolate(self, i, cut=True):
+        self.net.set([(a, b) for a in (1, 2, 3) for b in (1, 2, 3)
+                      if a != b and i in (a, b)], "cut" if cut else "up")
+
+    def check_interrupt(self, node):
+        """A barrier that cannot succeed now, from a connection of this
+        process (through the attach socket), interrupted after 50 ms:
+        "interrupted" with SQLITE_INTERRUPT, before it would fail."""
+        con = connect(node.db)
+        try:
+            timer = threading.Timer(0.05, con.interrupt)
+            t0 = time.monotonic()
+            timer.start()
+            with self.assertRaises(sqlite3.OperationalError) as cm:
+                con.execute("SELECT raft_barrier()").fetchone()
+            took = time.monotonic() - t0
+            timer.join()
+        finally:
+            con.close()
+        # "raft_barrier: interrupted before the raftsql node (pid N)
+        # answered" (SQLite's own "interrupted" if the interrupt came
+        # before the call even started).
+        self.assertIn("interrupted", str(cm.exception))
+        self.assertIn(cm.exception.sqlite_errorcode,
+                      (CODES["RAFTSQL_INTERRUPTED"], sqlite3.SQLITE_INTERRUPT))
+        # The barrier itself would fail after election_timeout_ms (0.6 s).
+        self.assertLess(took, 0.55)
+
+    def test_1_barrier_on_leader_and_follower(self):
+        leader = self.leader()
+        follower = next(n for n in self.cluster.nodes if n is not leader)
+        self.write(leader, 1)
+        # Inside a transaction its reads would keep their snapshot.
+        follower.sql("BEGIN")
+        try:
+            with self.assertRaises(NodeError) as cm:
+                follower.value("SELECT raft_barrier()")
+            self.assertIn("raft_barrier: this connection is inside a "
+                          "transaction (BEGIN)", str(cm.exception))
+            self.assertEqual(cm.exception.code, CODES["RAFTSQL_INVALID"])
+        finally:
+            follower.sql("ROLLBACK")
+        applied = leader.status()["applied"]  # the write's index at least
+        index = leader.value("SELECT raft_barrier()")
+        self.assertIsInstance(index, int)
+        self.assertGreaterEqual(index, applied)
+        self.assertLessEqual(index, leader.status()["commit"])
+        # Written on the leader, read at once on a follower: the barrier
+        # makes the follower apply what the leader had committed.
+        for x in range(2, 12):
+            self.write(leader, x)
+            got = follower.value("SELECT raft_barrier()")
+            self.assertGreaterEqual(follower.status()["applied"], got)
+            self.assertEqual(follower.value(
+                "SELECT count(*) FROM t WHERE x = ?", x), 1)
+
+    def test_2_barrier_from_another_process(self):
+        leader = self.leader()
+        follower = next(n for n in self.cluster.nodes if n is not leader)
+        self.write(leader, 100)
+        want = leader.value("SELECT count(*) FROM t")
+        for node in (leader, follower):
+            out = subprocess.run([PYTHON, "-c", OTHER, node.db, SO_BASE],
+                                 capture_output=True, text=True, timeout=60)
+            self.assertEqual(out.returncode, 0, out.stderr)
+            index, count = (int(v) for v in out.stdout.split())
+            self.assertGreater(index, 0)
+            self.assertEqual(count, want)
+
+    def test_2_c_program_raftsql_barrier(self):
+        """raftsql_barrier() from C (examples/read_barrier.c), through
+        the attach socket of a follower's node."""
+        leader = self.leader()
+        follower = next(n for n in self.cluster.nodes if n is not leader)
+        self.write(leader, 200)
+        want = leader.value("SELECT count(*) FROM t")
+        out = subprocess.run([EXAMPLE, follower.db, "t"], capture_output=True,
+                             text=True, timeout=60)
+        self.assertEqual(out.returncode, 0, out.stderr)
+        self.assertRegex(out.stdout, r"^barrier [1-9][0-9]* rows %d\n$" % want)
+
+    def test_3_isolated_leader_fails_majority_succeeds(self):
+        old = self.leader()
+        others = [n for n in self.cluster.nodes if n is not old]
+        before = old.value("SELECT count(*) FROM t")
+        self.isolate(old.id)
+        try:
+            # At once: it still believes it leads.
+            t0 = time.monotonic()
+            with self.assertRaises(NodeError) as cm:
+                old.value("SELECT raft_barrier()")
+            took = time.monotonic() - t0
+            self.assertIn("raft_barrier: no quorum confirmed this node "
+                          "still leads", str(cm.exception))
+            self.assertEqual(cm.exception.code, CODES["RAFTSQL_STALE"])
+            self.assertLess(took, ELECTION_MS / 1000 + SLACK_S)
+            self.check_interrupt(old)
+            # The majority elects another leader and takes writes.
+            new = wait_for("a leader on the majority side",
+                           lambda: next((n for n in others if n.value(
+                               "SELECT raft_leader()") == n.id), None),
+                           timeout=30)
+            acked = 0
+            for x in range(1000, 1020):
+                self.write(new if x % 2 else others[x % 2], x)
+                acked += 1
+            for node in others:
+                node.value("SELECT raft_barrier()")
+                self.assertEqual(node.value(
+                    "SELECT count(*) FROM t WHERE x >= 1000"), acked)
+            # The old leader's local reads are stale, and its barrier
+            # still never answers.
+            self.assertEqual(old.value("SELECT count(*) FROM t"), before)
+            t0 = time.monotonic()
+            with self.assertRaises(NodeError) as cm:
+                old.value("SELECT raft_barrier()")
+            self.assertLess(time.monotonic() - t0,
+                            ELECTION_MS / 1000 + SLACK_S)
+            self.assertRegex(str(cm.exception),
+                             "raft_barrier: (no leader|no quorum confirmed)")
+        finally:
+            self.isolate(old.id, cut=False)
+        # Healed, it catches up through its barrier.
+        wait_for("the old leader back", lambda: old.value(
+            "SELECT raft_leader()") not in (None, old.id) or
+            old.value("SELECT raft_leader()") == old.id, timeout=30)
+
+        def barrier_sees_all():
+            try:
+                old.value("SELECT raft_barrier()")
+            except NodeError:
+                return False
+            return old.value("SELECT count(*) FROM t WHERE x >= 1000") == 20
+        wait_for("the old leader's barrier after healing", barrier_sees_all,
+                 timeout=30)
+
+
+@unittest.skipUnless(os.path.exists(PREV),
+                     "needs build/raftsql-testhost-prev (make next)")
+class OldLeaderTest(unittest.TestCase):
+    """A leader of the previous release (wire versions 1 to 2) and a
+    learner of this one: the learner's barrier fails with the clear
+    error; the old leader's own barrier works (it has the core)."""
+
+    def test_leader_on_wire_2(self):
+        workdir = tempfile.mkdtemp(prefix="raftsql-e2e-barrier-wire-")
+        g = Group(workdir, "w", 1)
+        try:
+            leader = g.start(1, PREV)
+            leader.value("SELECT raft_exec('CREATE TABLE t(x)')")
+            node = g.join(2)
+            wait_for("the table on node 2", lambda: node.value(
+                "SELECT count(*) FROM sqlite_master WHERE name = 't'"))
+            wait_for("node 2 connected in version 2", lambda: g.count(
+                2, "connected (wire version 2") > 0)
+            with self.assertRaises(NodeError) as cm:
+                node.value("SELECT raft_barrier()")
+            self.assertIn("raft_barrier: the leader (server 1) speaks wire "
+                          "version 2, which has no READ_INDEX (wire version "
+                          "3 and later): upgrade it first", str(cm.exception))
+            self.assertEqual(cm.exception.code, CODES["RAFTSQL_STALE"])
+            self.assertGreater(leader.value("SELECT raft_barrier()"), 0)
+            # Nothing node 2 sent failed to decode on node 1.
+            self.assertEqual(g.count(1, "message type 12"), 0)
+        finally:
+            codes = g.stop_all()
+            shutil.rmtree(workdir, ignore_errors=True)
+        self.assertEqual(codes, [0, 0])
+
+
+if __name__ == "__main__":
+    unittest.main()
