@@ -546,8 +546,7 @@ int ext_node_start(const char *db_path, const struct ext_config *cfg,
         change_new(cfg, &n->change) != 0 ||
         repair_new(cfg->id, cfg->repair_manual, &n->log, &n->repair) != 0 ||
         divergence_new(cfg->id, &n->log, &n->divergence) != 0 ||
-        load_status_new(&n->load) != 0 ||
-        new_staleness(n, db_path) != 0 ||
+        load_status_new(&n->load) != 0 || new_staleness(n, db_path) != 0 ||
         barrier_new(cfg->id, cfg->election_timeout_ms, cfg->exec_timeout_ms,
                     &n->barrier) != 0) {
         snprintf(errmsg, errmsg_len, "out of memory");

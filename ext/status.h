@@ -40,7 +40,7 @@ struct ext_status_extra {
     char repair[200]; /* where the repair stands (repair_describe) */
     uint64_t repairs; /* divergences repaired since start */
     bool has_load;    /* a raft_load_sql ran: @load is valid */
-    struct ext_load_progress load; /* the latest one's progress */
+    struct ext_load_progress load;          /* the latest one's progress */
     struct ext_staleness_verdict staleness; /* the lag, and whether reads
                                                are refused as stale */
 };
