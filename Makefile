@@ -87,14 +87,14 @@ $(B)/raftsql-node: tools/raftsql_node.c $(B)/libraftsql.a
 
 # A C program writing through the node another process runs
 # (examples/write_through.c, tests/e2e/test_attach.py).
-$(B)/examples/write_through: examples/write_through.c $(B)/libraftsql.a
+$(B)/examples/write_through: examples/write_through.c ext/raftsql.h $(B)/libraftsql.a
 	@mkdir -p $(dir $@)
-	$(CC) $(BASE_CFLAGS) $(CFLAGS) -o $@ $< $(B)/libraftsql.a $(LIBS)
+	$(CC) $(BASE_CFLAGS) $(CFLAGS) -Iext -o $@ $< $(B)/libraftsql.a $(LIBS)
 # A C program reading through raftsql_barrier() (examples/read_barrier.c,
 # tests/e2e/test_barrier.py).
-$(B)/examples/read_barrier: examples/read_barrier.c $(B)/libraftsql.a
+$(B)/examples/read_barrier: examples/read_barrier.c ext/raftsql.h $(B)/libraftsql.a
 	@mkdir -p $(dir $@)
-	$(CC) $(BASE_CFLAGS) $(CFLAGS) -o $@ $< $(B)/libraftsql.a $(LIBS)
+	$(CC) $(BASE_CFLAGS) $(CFLAGS) -Iext -o $@ $< $(B)/libraftsql.a $(LIBS)
 
 # A C program holding a one-node cluster (examples/embedded.c), written
 # against the installed package (#include <raftsql.h>); `make

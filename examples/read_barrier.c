@@ -15,7 +15,7 @@
 #include <stdint.h>
 #include <stdio.h>
 
-#include "ext/raftsql.h"
+#include <raftsql.h>
 
 int main(int argc, char **argv)
 {

@@ -12,7 +12,7 @@
 #include <sqlite3.h>
 #include <stdio.h>
 
-#include "ext/raftsql.h"
+#include <raftsql.h>
 
 int main(int argc, char **argv)
 {
