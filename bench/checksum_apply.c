@@ -11,7 +11,6 @@
  * Usage: build/checksum-apply-bench [--requests N] [--rounds R]
  * Output: one line per round, then the medians and their ratio. */
 
-#include <getopt.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -39,13 +38,7 @@ static unsigned char *encode(uint64_t seq, uint64_t *rng, size_t *out_len)
 
     xorshift_fill(rng, key, sizeof key);
     xorshift_fill(rng, value, sizeof value);
-    memset(ps, 0, sizeof ps);
-    ps[0].value.type = SQL_BLOB;
-    ps[0].value.bytes.p = key;
-    ps[0].value.bytes.len = sizeof key;
-    ps[1].value.type = SQL_BLOB;
-    ps[1].value.bytes.p = value;
-    ps[1].value.bytes.len = sizeof value;
+    bench_kv_params(ps, key, sizeof key, value, sizeof value);
     if (sql_request_size(sql, sizeof sql - 1, ps, 2, UINT64_MAX, &len, NULL,
                          0) != 0 ||
         (p = malloc(len)) == NULL) {
@@ -130,35 +123,16 @@ static int round_run(const char *dir, int on, long n, double *cpu_us,
     return 0;
 }
 
-static int cmp(const void *a, const void *b)
-{
-    double x = *(const double *)a, y = *(const double *)b;
-    return x < y ? -1 : x > y;
-}
-
 int main(int argc, char **argv)
 {
-    static const struct option longs[] = {
-        {"requests", required_argument, NULL, 'n'},
-        {"rounds", required_argument, NULL, 'r'},
-        {NULL, 0, NULL, 0},
-    };
     long n = 20000;
-    int rounds = 4, c;
+    int rounds = 4;
     char dir[] = "/tmp/raftsql-ckbench-XXXXXX";
     double cpu[2][64], wall[2][64];
 
-    while ((c = getopt_long(argc, argv, "n:r:", longs, NULL)) != -1) {
-        if (c == 'n' && atol(optarg) >= BATCH) {
-            n = atol(optarg) / BATCH * BATCH;
-        } else if (c == 'r' && atoi(optarg) >= 1 && atoi(optarg) <= 64) {
-            rounds = atoi(optarg);
-        } else {
-            fprintf(stderr,
-                    "usage: checksum-apply-bench [--requests N] "
-                    "[--rounds R]\n");
-            return 2;
-        }
+    if (bench_options(argc, argv, "checksum-apply-bench", BATCH, &n, &rounds) !=
+        0) {
+        return 2;
     }
     if (mkdtemp(dir) == NULL) {
         perror("checksum-apply-bench: mkdtemp");
@@ -180,8 +154,8 @@ int main(int argc, char **argv)
         }
     }
     for (int on = 0; on < 2; on++) {
-        qsort(cpu[on], (size_t)rounds, sizeof cpu[on][0], cmp);
-        qsort(wall[on], (size_t)rounds, sizeof wall[on][0], cmp);
+        qsort(cpu[on], (size_t)rounds, sizeof cpu[on][0], bench_cmp_double);
+        qsort(wall[on], (size_t)rounds, sizeof wall[on][0], bench_cmp_double);
     }
     printf(
         "median cpu_us_per_request off %.2f on %.2f (on/off %.3f); "

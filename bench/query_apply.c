@@ -12,7 +12,6 @@
  * Output: one line per round and mode, then the medians and their ratio
  * to plain. */
 
-#include <getopt.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -49,13 +48,7 @@ static int encode(int mode, uint64_t seq, uint64_t *rng, const char *sql,
 
     xorshift_fill(rng, key, sizeof key);
     xorshift_fill(rng, value, sizeof value);
-    memset(ps, 0, sizeof ps);
-    ps[0].value.type = SQL_BLOB;
-    ps[0].value.bytes.p = key;
-    ps[0].value.bytes.len = sizeof key;
-    ps[1].value.type = SQL_BLOB;
-    ps[1].value.bytes.p = value;
-    ps[1].value.bytes.len = sizeof value;
+    bench_kv_params(ps, key, sizeof key, value, sizeof value);
     if (mode & 1) {
         o.flags = SQL_REQUEST_WANT_ROWS;
     }
@@ -150,35 +143,16 @@ static int run_mode(const char *dir, int mode, long n, double *cpu_us)
     return rc;
 }
 
-static int cmp(const void *a, const void *b)
-{
-    double x = *(const double *)a, y = *(const double *)b;
-    return x < y ? -1 : x > y;
-}
-
 int main(int argc, char **argv)
 {
-    static const struct option longs[] = {
-        {"requests", required_argument, NULL, 'n'},
-        {"rounds", required_argument, NULL, 'r'},
-        {NULL, 0, NULL, 0},
-    };
     long n = 20000;
-    int rounds = 4, c;
+    int rounds = 4;
     char dir[] = "/tmp/raftsql-qbench-XXXXXX";
     double cpu[N_MODES][64], med[N_MODES];
 
-    while ((c = getopt_long(argc, argv, "n:r:", longs, NULL)) != -1) {
-        if (c == 'n' && atol(optarg) >= BATCH) {
-            n = atol(optarg) / BATCH * BATCH;
-        } else if (c == 'r' && atoi(optarg) >= 1 && atoi(optarg) <= 64) {
-            rounds = atoi(optarg);
-        } else {
-            fprintf(stderr,
-                    "usage: query-apply-bench [--requests N] "
-                    "[--rounds R]\n");
-            return 2;
-        }
+    if (bench_options(argc, argv, "query-apply-bench", BATCH, &n, &rounds) !=
+        0) {
+        return 2;
     }
     if (mkdtemp(dir) == NULL) {
         perror("query-apply-bench: mkdtemp");
@@ -198,7 +172,7 @@ int main(int argc, char **argv)
     }
     rmdir(dir);
     for (int m = 0; m < N_MODES; m++) {
-        qsort(cpu[m], (size_t)rounds, sizeof cpu[m][0], cmp);
+        qsort(cpu[m], (size_t)rounds, sizeof cpu[m][0], bench_cmp_double);
         med[m] = cpu[m][rounds / 2];
     }
     for (int m = 0; m < N_MODES; m++) {

@@ -6,6 +6,7 @@
 #ifndef TESTS_SQL_HELPERS_H
 #define TESTS_SQL_HELPERS_H
 
+#include <ftw.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -35,18 +36,74 @@ static inline void tmpdb_init(struct tmpdb *t)
     fclose(fp);
 }
 
-/* tmpdb_remove deletes the database, its WAL files and the directory. */
+/* tmpdb_remove_entry is tmpdb_remove's nftw callback: it removes @path
+ * (a file or an emptied directory); a failure is ignored. */
+static inline int tmpdb_remove_entry(const char *path, const struct stat *sb,
+                                     int type, struct FTW *ftw)
+{
+    (void)sb;
+    (void)type;
+    (void)ftw;
+    remove(path);
+    return 0;
+}
+
+/* tmpdb_remove deletes the directory and everything in it: the database,
+ * its WAL files and whatever a test made beside them (copies, snapshot
+ * files). */
 static inline void tmpdb_remove(struct tmpdb *t)
 {
-    static const char *const suffixes[] = {"", "-wal", "-shm", "-journal"};
-    char p[128];
-    size_t i;
+    nftw(t->dir, tmpdb_remove_entry, 16, FTW_DEPTH | FTW_PHYS);
+}
 
-    for (i = 0; i < 4; i++) {
-        snprintf(p, sizeof p, "%s%s", t->path, suffixes[i]);
-        unlink(p);
+/* Most entries of one batch whose results a fsm_fixture keeps. */
+#define FSM_FIXTURE_MAX_BATCH 16
+
+/* A cmocka fixture: a fresh database file and its apply connection. */
+struct fsm_fixture {
+    struct tmpdb tmp;                             /* the database file */
+    struct sql_fsm *fsm;                          /* its apply connection */
+    struct sql_result res[FSM_FIXTURE_MAX_BATCH]; /* the last batch's */
+    unsigned n_res;                               /* entries in it */
+};
+
+/* fsm_fixture_setup is a cmocka setup: it sets *@state to a new
+ * fsm_fixture with an empty database open for applying (fails the test
+ * when it cannot). */
+static inline int fsm_fixture_setup(void **state)
+{
+    struct fsm_fixture *f = calloc(1, sizeof *f);
+    char msg[256];
+
+    assert_non_null(f);
+    tmpdb_init(&f->tmp);
+    if (sql_fsm_open(f->tmp.path, NULL, 0, &f->fsm, msg, sizeof msg) != 0) {
+        fail_msg("open: %s", msg);
     }
-    rmdir(t->dir);
+    *state = f;
+    return 0;
+}
+
+/* fsm_fixture_clear frees the results of @f's last batch. */
+static inline void fsm_fixture_clear(struct fsm_fixture *f)
+{
+    for (unsigned i = 0; i < f->n_res; i++) {
+        sql_result_clear(&f->res[i]);
+    }
+    f->n_res = 0;
+}
+
+/* fsm_fixture_teardown is a cmocka teardown: it closes and removes what
+ * fsm_fixture_setup made (*@state). */
+static inline int fsm_fixture_teardown(void **state)
+{
+    struct fsm_fixture *f = *state;
+
+    fsm_fixture_clear(f);
+    sql_fsm_close(f->fsm);
+    tmpdb_remove(&f->tmp);
+    free(f);
+    return 0;
 }
 
 /* A payload made by a test: @len bytes at @data, malloc'd with the struct

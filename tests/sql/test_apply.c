@@ -18,52 +18,9 @@
 #include "sql/fsm_internal.h"
 #include "tests/sql/helpers.h"
 
-#define MAX_BATCH 16
+#define MAX_BATCH FSM_FIXTURE_MAX_BATCH
 
-/* A fixture: a fresh database file and its apply connection. */
-struct fixture {
-    struct tmpdb tmp;                 /* the database file */
-    struct sql_fsm *fsm;              /* its apply connection */
-    struct sql_result res[MAX_BATCH]; /* results of the last batch */
-    unsigned n_res;                   /* entries in it */
-};
-
-static int setup(void **state)
-{
-    struct fixture *f = calloc(1, sizeof *f);
-    char msg[256];
-
-    assert_non_null(f);
-    tmpdb_init(&f->tmp);
-    if (sql_fsm_open(f->tmp.path, NULL, 0, &f->fsm, msg, sizeof msg) != 0) {
-        fail_msg("open: %s", msg);
-    }
-    *state = f;
-    return 0;
-}
-
-static void clear(struct fixture *f)
-{
-    unsigned i;
-
-    for (i = 0; i < f->n_res; i++) {
-        sql_result_clear(&f->res[i]);
-    }
-    f->n_res = 0;
-}
-
-static int teardown(void **state)
-{
-    struct fixture *f = *state;
-
-    clear(f);
-    sql_fsm_close(f->fsm);
-    tmpdb_remove(&f->tmp);
-    free(f);
-    return 0;
-}
-
-static void reopen(struct fixture *f)
+static void reopen(struct fsm_fixture *f)
 {
     char msg[256];
 
@@ -76,7 +33,7 @@ static void reopen(struct fixture *f)
 
 /* apply_bufs applies @n payloads (NULL: no-op) as one batch after the
  * applied index, consuming the bufs. Returns sql_fsm_apply's code. */
-static int apply_bufs(struct fixture *f, struct buf **bufs, unsigned n)
+static int apply_bufs(struct fsm_fixture *f, struct buf **bufs, unsigned n)
 {
     struct sql_fsm_entry e[MAX_BATCH];
     uint64_t next = sql_fsm_applied(f->fsm) + 1;
@@ -84,7 +41,7 @@ static int apply_bufs(struct fixture *f, struct buf **bufs, unsigned n)
     int rc;
 
     assert_true(n <= MAX_BATCH);
-    clear(f);
+    fsm_fixture_clear(f);
     for (i = 0; i < n; i++) {
         e[i].index = next + i;
         e[i].term = 3;
@@ -104,7 +61,8 @@ static uint64_t next_seq = 100;
 
 /* apply_sqls applies one request per SQL text (NULL: no-op) in one batch
  * and expects success of the batch (not of each request). */
-static void apply_sqls(struct fixture *f, const char *const *sqls, unsigned n)
+static void apply_sqls(struct fsm_fixture *f, const char *const *sqls,
+                       unsigned n)
 {
     struct buf *bufs[MAX_BATCH];
     unsigned i;
@@ -121,7 +79,7 @@ static void apply_sqls(struct fixture *f, const char *const *sqls, unsigned n)
 
 /* apply1 applies one request and returns its result (valid until the next
  * apply). */
-static struct sql_result *apply1(struct fixture *f, const char *sql)
+static struct sql_result *apply1(struct fsm_fixture *f, const char *sql)
 {
     apply_sqls(f, &sql, 1);
     return &f->res[0];
@@ -153,7 +111,7 @@ static void assert_error(const struct sql_result *r, int rc, const char *msg)
  * OFF although this build defaults it to ON). */
 static void test_open_fresh(void **state)
 {
-    struct fixture *f = *state;
+    struct fsm_fixture *f = *state;
     sqlite3_stmt *s;
 
     assert_int_equal(sql_fsm_applied(f->fsm), 0);
@@ -170,7 +128,7 @@ static void test_open_fresh(void **state)
 /* A missing file is NOTFOUND, a non-database file is CORRUPT. */
 static void test_open_errors(void **state)
 {
-    struct fixture *f = *state;
+    struct fsm_fixture *f = *state;
     struct sql_fsm *g = (struct sql_fsm *)0x1;
     char path[160], msg[256];
     FILE *fp;
@@ -197,7 +155,7 @@ static void test_open_errors(void **state)
  * only, and last_insert_rowid is the request's own. */
 static void test_multi_statement(void **state)
 {
-    struct fixture *f = *state;
+    struct fsm_fixture *f = *state;
     struct sql_result *r;
 
     r = apply1(f,
@@ -230,7 +188,7 @@ static void test_multi_statement(void **state)
 /* A failing request in the middle of a batch rolls back only itself. */
 static void test_batch_partial_failure(void **state)
 {
-    struct fixture *f = *state;
+    struct fsm_fixture *f = *state;
     const char *sqls[] = {
         "CREATE TABLE t(a PRIMARY KEY)",
         "INSERT INTO t VALUES (1)",
@@ -261,7 +219,7 @@ static void test_batch_partial_failure(void **state)
  * is the one of applying each request on its own. */
 static void test_or_rollback_restarts_batch(void **state)
 {
-    struct fixture *f = *state;
+    struct fsm_fixture *f = *state;
     const char *sqls[] = {
         "CREATE TABLE t(a PRIMARY KEY)",
         "INSERT INTO t VALUES (1)",
@@ -290,7 +248,7 @@ static void test_or_rollback_restarts_batch(void **state)
  * entries must follow it. */
 static void test_applied_resumed(void **state)
 {
-    struct fixture *f = *state;
+    struct fsm_fixture *f = *state;
     const char *sqls[] = {"CREATE TABLE t(a)", "INSERT INTO t VALUES (1)",
                           NULL};
     struct sql_fsm_entry e;
@@ -319,7 +277,7 @@ static void test_applied_resumed(void **state)
  * zero id is never deduplicated. */
 static void test_duplicate(void **state)
 {
-    struct fixture *f = *state;
+    struct fsm_fixture *f = *state;
     struct buf *b[4];
 
     apply1(f, "CREATE TABLE t(a)");
@@ -357,7 +315,7 @@ static void test_duplicate(void **state)
  * window is skipped, one after it runs again, and old ids are pruned. */
 static void test_dedup_window(void **state)
 {
-    struct fixture *f = *state;
+    struct fsm_fixture *f = *state;
     struct buf *b;
 
     assert_ok(apply1(f, "CREATE TABLE t(a)"));
@@ -403,7 +361,7 @@ static void test_dedup_window(void **state)
 /* The error text of a SQL error is exactly SQLite's. */
 static void test_error_text_is_sqlites(void **state)
 {
-    struct fixture *f = *state;
+    struct fsm_fixture *f = *state;
     const char *setup_sql =
         "CREATE TABLE t(a INTEGER NOT NULL, b UNIQUE,"
         " CHECK (a > 0))";
@@ -433,7 +391,7 @@ static void test_error_text_is_sqlites(void **state)
  * statement) and by name; missing and surplus values are SQL errors. */
 static void test_params(void **state)
 {
-    struct fixture *f = *state;
+    struct fsm_fixture *f = *state;
     struct sql_param p[4];
     struct buf *b;
 
@@ -483,7 +441,7 @@ static void test_params(void **state)
  * infinities, text with NUL and UTF-8, '' vs zero-length blob vs NULL. */
 static void test_value_types(void **state)
 {
-    struct fixture *f = *state;
+    struct fsm_fixture *f = *state;
     static const char nul_text[] = {'a', 0, 'b'};
     static const char utf8[] = "\xc3\xa9\xe2\x82\xac\xf0\x9f\x98\x80";
     struct sql_param p[9];
@@ -534,7 +492,7 @@ static void test_value_types(void **state)
  * refused as SQL errors with a clear message; the batch goes on. */
 static void test_refused(void **state)
 {
-    struct fixture *f = *state;
+    struct fsm_fixture *f = *state;
     const char *sqls[] = {
         "CREATE TABLE t(a)",
         "BEGIN",
@@ -661,7 +619,7 @@ static void test_refused(void **state)
  * can be switched off again; a query of it runs. */
 static void test_foreign_keys_pragma(void **state)
 {
-    struct fixture *f = *state;
+    struct fsm_fixture *f = *state;
     const char *sqls[] = {
         "CREATE TABLE p(id INTEGER PRIMARY KEY);"
         "CREATE TABLE c(pid REFERENCES p(id))",
@@ -715,7 +673,7 @@ static void test_foreign_keys_pragma(void **state)
  * of the same batch would resolve it. */
 static void test_deferred_foreign_keys(void **state)
 {
-    struct fixture *f = *state;
+    struct fsm_fixture *f = *state;
     const char *sqls[] = {
         "PRAGMA foreign_keys = yes",
         "CREATE TABLE p(id INTEGER PRIMARY KEY);"
@@ -742,7 +700,7 @@ static void test_deferred_foreign_keys(void **state)
  * pragmas and queries run. */
 static void test_other_pragmas(void **state)
 {
-    struct fixture *f = *state;
+    struct fsm_fixture *f = *state;
     struct sql_result *r;
 
     assert_ok(apply1(f, "CREATE TABLE t(a); INSERT INTO t VALUES ('A')"));
@@ -795,7 +753,7 @@ static void test_other_pragmas(void **state)
  * a statement whose text differs only in a trailing semicolon. */
 static void test_statement_cache(void **state)
 {
-    struct fixture *f = *state;
+    struct fsm_fixture *f = *state;
     const char *same[4] = {
         "INSERT INTO c(a) VALUES (1)",
         "INSERT INTO c(a) VALUES (1)",
@@ -831,7 +789,7 @@ static void test_statement_cache(void **state)
  * is back the same batch applies. */
 static void test_disk_full(void **state)
 {
-    struct fixture *f = *state;
+    struct fsm_fixture *f = *state;
     struct buf *b[2];
     char sql[64];
     char *pages;
@@ -865,7 +823,7 @@ static void test_disk_full(void **state)
 /* An undecodable payload is CORRUPT: nothing of the batch is applied. */
 static void test_corrupt_payload(void **state)
 {
-    struct fixture *f = *state;
+    struct fsm_fixture *f = *state;
     struct buf *b[2];
 
     assert_ok(apply1(f, "CREATE TABLE t(a)"));
@@ -883,7 +841,7 @@ static void test_corrupt_payload(void **state)
  * WAL rules; see sql.h, "The durable point".) */
 static void test_background_checkpoint_durable(void **state)
 {
-    struct fixture *f = *state;
+    struct fsm_fixture *f = *state;
     const char *ins[MAX_BATCH];
     uint64_t durable = 0;
     unsigned i, round;
@@ -935,7 +893,7 @@ static int register_host_fn(sqlite3 *db, char **err,
 static void test_hidden_functions(void **state)
 {
     static const struct sql_function hidden[] = {{"host_fn", 0}};
-    struct fixture *f = *state;
+    struct fsm_fixture *f = *state;
     char msg[256];
 
     assert_int_equal(sqlite3_auto_extension((void (*)(void))register_host_fn),
@@ -960,7 +918,7 @@ static void test_hidden_functions(void **state)
  * allocation while applying stays far below the request's size. */
 static void test_many_statements_linear(void **state)
 {
-    struct fixture *f = *state;
+    struct fsm_fixture *f = *state;
     enum { N_STMTS = 20000 };
     size_t cap = (size_t)N_STMTS * 32, len = 0;
     char *sql = malloc(cap);
@@ -1007,7 +965,7 @@ static struct buf *budget_request(const char *sql, uint64_t max_steps)
  * and the requests around it in the same batch apply. */
 static void test_work_budget(void **state)
 {
-    struct fixture *f = *state;
+    struct fsm_fixture *f = *state;
     struct buf *bufs[4];
     uint64_t before;
 
@@ -1047,7 +1005,7 @@ static void *interrupt_later(void *arg)
  * must not wait): the batch fails, nothing of it is applied. */
 static void test_interrupt(void **state)
 {
-    struct fixture *f = *state;
+    struct fsm_fixture *f = *state;
     struct buf *bufs[1];
     pthread_t t;
     uint64_t before;
@@ -1067,7 +1025,9 @@ static void test_interrupt(void **state)
 
 int main(void)
 {
-#define T(name) cmocka_unit_test_setup_teardown(name, setup, teardown)
+#define T(name)                                                                \
+    cmocka_unit_test_setup_teardown(name, fsm_fixture_setup,                   \
+                                    fsm_fixture_teardown)
     const struct CMUnitTest tests[] = {
         T(test_open_fresh),
         T(test_open_errors),

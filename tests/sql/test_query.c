@@ -18,7 +18,7 @@
 #include "sql/fsm_internal.h"
 #include "tests/sql/helpers.h"
 
-#define MAX_BATCH 16
+#define MAX_BATCH FSM_FIXTURE_MAX_BATCH
 #define T0 1700000000000LL /* entry time of the tests, ms */
 
 /* Offsets of the documented format (request.c). */
@@ -29,46 +29,6 @@
 #define OFF_MAX_RESULT 68
 #define OFF_CLIENT_ID_LEN 76
 #define V3_HEADER 78
-
-struct fixture {
-    struct tmpdb tmp;
-    struct sql_fsm *fsm;
-    struct sql_result res[MAX_BATCH];
-    unsigned n_res;
-};
-
-static int setup(void **state)
-{
-    struct fixture *f = calloc(1, sizeof *f);
-    char msg[256];
-
-    assert_non_null(f);
-    tmpdb_init(&f->tmp);
-    if (sql_fsm_open(f->tmp.path, NULL, 0, &f->fsm, msg, sizeof msg) != 0) {
-        fail_msg("open: %s", msg);
-    }
-    *state = f;
-    return 0;
-}
-
-static void clear(struct fixture *f)
-{
-    for (unsigned i = 0; i < f->n_res; i++) {
-        sql_result_clear(&f->res[i]);
-    }
-    f->n_res = 0;
-}
-
-static int teardown(void **state)
-{
-    struct fixture *f = *state;
-
-    clear(f);
-    sql_fsm_close(f->fsm);
-    tmpdb_remove(&f->tmp);
-    free(f);
-    return 0;
-}
 
 static uint64_t next_seq = 100;
 
@@ -117,7 +77,7 @@ static struct buf *make(const struct req *r)
 }
 
 /* apply applies @n requests as one batch and expects the batch to pass. */
-static void apply(struct fixture *f, const struct req *rs, unsigned n)
+static void apply(struct fsm_fixture *f, const struct req *rs, unsigned n)
 {
     struct sql_fsm_entry e[MAX_BATCH];
     struct buf *b[MAX_BATCH];
@@ -125,7 +85,7 @@ static void apply(struct fixture *f, const struct req *rs, unsigned n)
     int rc;
 
     assert_true(n <= MAX_BATCH);
-    clear(f);
+    fsm_fixture_clear(f);
     for (unsigned i = 0; i < n; i++) {
         b[i] = make(&rs[i]);
         e[i].index = next + i;
@@ -142,7 +102,7 @@ static void apply(struct fixture *f, const struct req *rs, unsigned n)
     }
 }
 
-static struct sql_result *apply_one(struct fixture *f, struct req r)
+static struct sql_result *apply_one(struct fsm_fixture *f, struct req r)
 {
     apply(f, &r, 1);
     return &f->res[0];
@@ -277,7 +237,7 @@ static void test_codec_v3(void **state)
  * bytes in base64. */
 static void test_rows_types(void **state)
 {
-    struct fixture *f = *state;
+    struct fsm_fixture *f = *state;
     static const char nul_text[] = {'a', '"', 0, 'b', '\\'};
     static const unsigned char blob[] = {0, 0xff, 0, 'x'};
     struct sql_param ps[] = {
@@ -336,7 +296,7 @@ static void test_rows_types(void **state)
  * and all (rqlite #2530). TEXT that is no UTF-8 is a SQL error. */
 static void test_rows_multi_and_rollback(void **state)
 {
-    struct fixture *f = *state;
+    struct fsm_fixture *f = *state;
     struct sql_result *r;
 
     assert_ok(apply_one(
@@ -369,7 +329,7 @@ static void test_rows_multi_and_rollback(void **state)
  * the request rolled back; under it they pass. */
 static void test_rows_cap(void **state)
 {
-    struct fixture *f = *state;
+    struct fsm_fixture *f = *state;
     struct sql_result *r;
     const char *ins =
         "WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n "
@@ -395,7 +355,7 @@ static void test_rows_cap(void **state)
  * outcome is replayed as that SQL error. */
 static void test_client_id(void **state)
 {
-    struct fixture *f = *state;
+    struct fsm_fixture *f = *state;
     struct sql_param p1 = {NULL, {.type = SQL_INTEGER, .integer = 1}};
     struct sql_param p2 = {NULL, {.type = SQL_INTEGER, .integer = 2}};
     struct req a = {.sql = "INSERT INTO t(a) VALUES (?) RETURNING id, a",
@@ -432,7 +392,7 @@ static void test_client_id(void **state)
     }
     assert_query(f->tmp.path, "SELECT count(*) FROM t", "1");
 
-    clear(f);
+    fsm_fixture_clear(f);
     sql_fsm_close(f->fsm);
     {
         char msg[256];
@@ -482,7 +442,7 @@ static void test_client_id(void **state)
  * @n_between other ids, then "w" again, all with window @count by count
  * and @ms by time, the retry @dt ms later; returns whether the retry was
  * a duplicate. */
-static int run_window(struct fixture *f, int batch, unsigned n_between,
+static int run_window(struct fsm_fixture *f, int batch, unsigned n_between,
                       uint64_t count, uint64_t ms, int64_t dt)
 {
     struct req rs[MAX_BATCH];
@@ -519,7 +479,7 @@ static int run_window(struct fixture *f, int batch, unsigned n_between,
  * yes, 1001 ms later no; the same whatever the batching. */
 static void test_client_id_window(void **state)
 {
-    struct fixture *f = *state;
+    struct fsm_fixture *f = *state;
     static const int batches[] = {1, 2, 7};
 
     /* others between, window by count, by time, retry delay, dup */
@@ -561,7 +521,7 @@ static void test_client_id_window(void **state)
  * replica checksum: the same SQL with or without an id sums alike. */
 static void test_client_id_snapshot_and_checksum(void **state)
 {
-    struct fixture *f = *state;
+    struct fsm_fixture *f = *state;
     struct req a = {.sql = "INSERT INTO t VALUES (1)", .id = "snap"};
     struct sql_fsm *g;
     struct tmpdb other;
@@ -590,7 +550,7 @@ static void test_client_id_snapshot_and_checksum(void **state)
         assert_int_equal(
             sql_fsm_snapshot_create(keep, snap, &idx, &term, msg, sizeof msg),
             0);
-        clear(f);
+        fsm_fixture_clear(f);
         assert_int_equal(sql_fsm_snapshot_install(g, snap, &idx, &term), 0);
         assert_int_equal(apply_one(f, a)->id_duplicate, 1);
         assert_query(other.path, "SELECT count(*) FROM t", "1");
@@ -602,13 +562,13 @@ static void test_client_id_snapshot_and_checksum(void **state)
         assert_int_equal(
             sql_fsm_snapshot_create(keep, snap, &idx, &term, msg, sizeof msg),
             0);
-        clear(f);
+        fsm_fixture_clear(f);
         assert_int_equal(sql_fsm_snapshot_install(g, snap, &idx, &term), 0);
         assert_int_equal(apply_one(f, a)->id_duplicate, 0);
         assert_int_equal(apply_one(f, a)->id_duplicate, 1);
         assert_query(other.path, "SELECT count(*) FROM t", "2");
         remove(snap);
-        clear(f);
+        fsm_fixture_clear(f);
         f->fsm = keep;
     }
     sql_fsm_close(g);
@@ -619,14 +579,20 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_codec_v3),
-        cmocka_unit_test_setup_teardown(test_rows_types, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_rows_multi_and_rollback, setup,
-                                        teardown),
-        cmocka_unit_test_setup_teardown(test_rows_cap, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_client_id, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_client_id_window, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_rows_types, fsm_fixture_setup,
+                                        fsm_fixture_teardown),
+        cmocka_unit_test_setup_teardown(test_rows_multi_and_rollback,
+                                        fsm_fixture_setup,
+                                        fsm_fixture_teardown),
+        cmocka_unit_test_setup_teardown(test_rows_cap, fsm_fixture_setup,
+                                        fsm_fixture_teardown),
+        cmocka_unit_test_setup_teardown(test_client_id, fsm_fixture_setup,
+                                        fsm_fixture_teardown),
+        cmocka_unit_test_setup_teardown(
+            test_client_id_window, fsm_fixture_setup, fsm_fixture_teardown),
         cmocka_unit_test_setup_teardown(test_client_id_snapshot_and_checksum,
-                                        setup, teardown),
+                                        fsm_fixture_setup,
+                                        fsm_fixture_teardown),
     };
 
     return cmocka_run_group_tests(tests, NULL, NULL);
