@@ -126,9 +126,12 @@ install: $(B)/libraftsql.a $(B)/raftsql.so $(B)/raftsql-node \
 	sed -e 's|@PREFIX@|$(PREFIX)|g' -e 's|@VERSION@|$(VERSION)|g' \
 	    -e 's|@REQUIRES@|$(PKGS)|g' ext/raftsql.pc.in > $(I_PC)/raftsql.pc
 
+# `make uninstall` removes those files and lib/pkgconfig if left empty
+# (lib, include and bin are shared and stay).
 uninstall:
 	rm -f $(I_LIB)/libraftsql.a $(I_LIB)/raftsql.so $(I_INC)/raftsql.h \
 	    $(I_BIN)/raftsql-node $(I_PC)/raftsql.pc
+	-rmdir $(I_PC) 2>/dev/null || true
 
 # The package used as a program outside the tree would use it (part of
 # `make test`, seconds): scripts/check-install.sh installs into a
