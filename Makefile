@@ -438,7 +438,9 @@ $(B)/raftsql-testhost-prev: tools/raftsql_testhost.c $(PREV_OBJ)
 
 next: $(NEXT_BINS)
 
-# End-to-end: real node processes (the sanitizer build) on 127.0.0.1.
+# End-to-end: real node processes (the sanitizer build) on 127.0.0.1,
+# three files at a time (E2E_JOBS; E2E_ONLY=test_a,test_b runs only
+# those: tests/e2e/run.py).
 e2e: all $(B)/san/raftsql-testhost $(B)/san/raftsql-node $(NEXT_BINS) \
 		$(B)/tests/host/static-host $(B)/tests/host/fail-fsync.so
 	RAFTSQL_TESTHOST=$(B)/san/raftsql-testhost RAFTSQL_SO=$(B)/raftsql.so \
@@ -470,7 +472,6 @@ tsan-uv: $(TSAN_UV_BIN) $(TSAN_EXT_BIN)
 # To keep `make test` near 15 minutes, the TSan pass leaves out the files
 # whose time goes to set-up and whose threads the others run alike
 # (network namespaces, addresses, TLS handshakes, the wedge scenarios,
-# the membership changes (loop-thread code; 75 s),
 # kill loops, full disks, bootstrap and build checks, and the hosts that
 # load the .so, which is not a TSan build: test_error_codes's nodes but
 # one live in Python); `make tsan TSAN_SKIP=` runs
@@ -478,7 +479,7 @@ tsan-uv: $(TSAN_UV_BIN) $(TSAN_EXT_BIN)
 TSAN_SKIP ?= test_netns,test_netns_tls,test_tls_netns,test_addresses,\
 test_dial,test_build_id,test_host_sqlite,test_python_host,\
 test_failed_start,test_bootstrap,test_cluster_id,test_crash,test_disks,\
-test_tls,test_wedges,test_membership,test_error_codes
+test_tls,test_wedges,test_error_codes
 tsan: all $(B)/tsan/raftsql-testhost $(B)/tsan/raftsql-node
 	TSAN_OPTIONS=exitcode=66 RAFTSQL_TESTHOST=$(B)/tsan/raftsql-testhost \
 	    RAFTSQL_DAEMON=$(B)/tsan/raftsql-node RAFTSQL_SO=$(B)/raftsql.so \

@@ -5,16 +5,31 @@ Usage: python3 tests/e2e/run.py   (RAFTSQL_TESTHOST and RAFTSQL_SO as in the
 Makefile's e2e target). E2E_SKIP=test_a,test_b leaves those files out (the
 Makefile's TSan pass skips files whose threads the ASan pass already covers
 and whose time goes to set-up: see its comment).
+
+E2E_JOBS=N (default 3) runs N test files at a time, each in a process of
+its own (python3 run.py --one test_x), largest file first; a file's output
+is printed whole once it ends, so files never interleave. The tests spend
+most of their time waiting for nodes (a file uses about a fifth of one
+core), and each picks free ports, temporary directories and namespaces of
+its own, so files run side by side. E2E_JOBS=1 runs them one after another.
+E2E_ONLY=test_a,test_b runs only those files.
 """
 
 import os
+import subprocess
 import sys
+import threading
 import time
 import unittest
 
 here = os.path.dirname(os.path.abspath(__file__))
-skip = set(filter(None, (name.strip() for name in
-                         os.environ.get("E2E_SKIP", "").split(","))))
+
+
+def names(var):
+    """The comma-separated file names (modules) in environment variable
+    @var, as a set."""
+    return set(filter(None, (name.strip() for name in
+                             os.environ.get(var, "").split(","))))
 
 
 class TimedResult(unittest.TextTestResult):
@@ -33,22 +48,87 @@ class TimedResult(unittest.TextTestResult):
                                        time.monotonic() - self._started)
 
 
-def keep(suite):
-    """The tests of @suite whose file is not in E2E_SKIP."""
-    out = unittest.TestSuite()
-    for t in suite:
-        if isinstance(t, unittest.TestSuite):
-            out.addTests(keep(t))
-        elif type(t).__module__ not in skip:
-            out.addTest(t)
-    return out
+def run_one(module):
+    """Run the tests of file @module in this process; print the result
+    line "e2e-result: <passed> <failed>" last; return the exit code."""
+    sys.path.insert(0, here)
+    suite = unittest.defaultTestLoader.loadTestsFromName(module)
+    result = unittest.TextTestRunner(verbosity=2, stream=sys.stdout,
+                                     resultclass=TimedResult).run(suite)
+    failed = len(result.failures) + len(result.errors)
+    print("e2e-result: %d %d" % (max(0, result.testsRun - failed), failed))
+    return 0 if result.wasSuccessful() else 1
 
 
-suite = keep(unittest.defaultTestLoader.discover(here, pattern="test_*.py"))
-result = unittest.TextTestRunner(verbosity=2,
-                                 resultclass=TimedResult).run(suite)
-failed = len(result.failures) + len(result.errors)
-for module, s in sorted(TimedResult.seconds.items(), key=lambda kv: -kv[1]):
-    print("e2e: %-22s %6.1f s" % (module, s))
-print("e2e: %d passed, %d failed" % (result.testsRun - failed, failed))
-sys.exit(0 if result.wasSuccessful() and result.testsRun > 0 else 1)
+def parse(out):
+    """The (passed, failed) counts of a --one run's output @out, or None
+    when it has no result line (the process died)."""
+    for line in reversed(out.splitlines()):
+        if line.startswith("e2e-result: "):
+            p, f = line.split()[1:3]
+            return int(p), int(f)
+    return None
+
+
+def main():
+    """Run the files E2E_ONLY/E2E_SKIP select, E2E_JOBS at a time; print
+    each file's output, the seconds per file and the totals; return the
+    exit code (0 when every test passed and some ran)."""
+    skip, only = names("E2E_SKIP"), names("E2E_ONLY")
+    files = [f[:-3] for f in os.listdir(here)
+             if f.startswith("test_") and f.endswith(".py")]
+    files = [m for m in files if m not in skip and (not only or m in only)]
+    # Largest first: the long files start early, the short ones fill in.
+    files.sort(key=lambda m: -os.path.getsize(os.path.join(here, m + ".py")))
+    jobs = max(1, int(os.environ.get("E2E_JOBS", "3")))
+    lock = threading.Lock()
+    seconds, passed, failed, broken = {}, 0, 0, []
+
+    def worker():
+        nonlocal passed, failed
+        while True:
+            with lock:
+                if not files:
+                    return
+                module = files.pop(0)
+            started = time.monotonic()
+            proc = subprocess.run([sys.executable, os.path.abspath(__file__),
+                                   "--one", module],
+                                  stdout=subprocess.PIPE,
+                                  stderr=subprocess.STDOUT, text=True)
+            counts = parse(proc.stdout)
+            with lock:
+                seconds[module] = time.monotonic() - started
+                sys.stdout.write("=== %s (%.1f s)\n%s" %
+                                 (module, seconds[module], proc.stdout))
+                sys.stdout.flush()
+                if counts is None:
+                    broken.append(module)
+                    failed += 1
+                else:
+                    passed += counts[0]
+                    failed += counts[1]
+                    if proc.returncode != 0 and counts[1] == 0:
+                        broken.append(module)
+                        failed += 1
+
+    threads = [threading.Thread(target=worker) for _ in range(jobs)]
+    wall = time.monotonic()
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    for module, s in sorted(seconds.items(), key=lambda kv: -kv[1]):
+        print("e2e: %-22s %6.1f s" % (module, s))
+    for module in broken:
+        print("e2e: %s exited without a result (see its output above)" %
+              module)
+    print("e2e: %d passed, %d failed (%d files, %d at a time, %.0f s)" %
+          (passed, failed, len(seconds), jobs, time.monotonic() - wall))
+    return 0 if failed == 0 and passed > 0 else 1
+
+
+if __name__ == "__main__":
+    if len(sys.argv) == 3 and sys.argv[1] == "--one":
+        sys.exit(run_one(sys.argv[2]))
+    sys.exit(main())
