@@ -87,7 +87,8 @@ char *load_plan_chunk_sql(const struct ext_load_plan *p, const char *text,
  * (EXT_LOAD_ID_MAX bytes): "load2:<k>:<chain>", so that chunk @k of two
  * scripts has the same id exactly when the chunks 0 to @k of both hold
  * the same SQL text (whatever follows, whatever the file). Returns its
- * length. Pure. */
+ * length. A PRAGMA's chunk has one too (the chain goes through it), which
+ * load_sql.c does not send. Pure. */
 size_t load_plan_request_id(const struct ext_load_plan *p, unsigned k,
                             char out[EXT_LOAD_ID_MAX]);
 

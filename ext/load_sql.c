@@ -4,7 +4,8 @@
  * each chunk goes through ext_node_exec_opts under its request id, one
  * after the other, and the progress is recorded after each; a chunk that
  * an earlier run applied comes back as a duplicate (its first outcome),
- * counted as skipped.
+ * counted as skipped. A PRAGMA's chunk goes without an id: applied on
+ * every run.
  * Failure modes: a bad file or plan writes nothing; a chunk's SQL error
  * stops the load naming the chunk and the failing statement's file and
  * line (the chunk rolled back on every node, those before stay); a chunk
@@ -217,7 +218,14 @@ static int run_chunks(struct ext_node *n, struct ext_load_status *ls,
             *out_sqlite_rc = SQLITE_NOMEM;
             return RAFT_NOMEM;
         }
-        opts.request_id_len = load_plan_request_id(pl, k, id);
+        if (pl->stmts[pl->chunks[k].first].alone) {
+            /* A PRAGMA, idempotent as every one raft_exec takes: sent
+             * without an id, so that each call sets it again (a setting
+             * changed since an earlier load is not left as it is). */
+            opts.request_id = NULL;
+        } else {
+            opts.request_id_len = load_plan_request_id(pl, k, id);
+        }
         memset(&res, 0, sizeof res);
         ext_node_exec_opts(n, sql, pl->chunks[k].bytes, NULL, 0, &opts, probe,
                            &res);

@@ -59,7 +59,8 @@ bool load_status_get(struct ext_load_status *s, struct ext_load_progress *out);
 /* load_sql_run reads the script file @path, plans it (load_plan_make,
  * chunks of EXT_LOAD_CHUNK_STMTS statements and EXT_LOAD_CHUNK_BYTES
  * bytes, or half of @max_request_bytes when less) and writes each chunk
- * through @n (ext_node_exec_opts with the chunk's request id), in order,
+ * through @n (ext_node_exec_opts with the chunk's request id; none for
+ * a PRAGMA's chunk, applied again on every run), in order,
  * recording the progress in @ls. On success returns 0 and *@out_json,
  * malloc'd (the caller frees it):
  *   {"path": ..., "chunks": N, "statements": S, "applied": A,

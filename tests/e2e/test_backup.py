@@ -416,7 +416,8 @@ class BackupTest(unittest.TestCase):
         PRAGMA foreign_keys=OFF, its own transaction, the sqlite_sequence
         of an AUTOINCREMENT table, a trigger, a view and an index whose
         texts hold ';', blobs; every node then holds the source's rows,
-        sequence and schema objects."""
+        sequence and schema objects. A second load applies only the
+        PRAGMA again."""
         src = os.path.join(self.dir, "dumped.db")
         con = sqlite3.connect(src, isolation_level=None)
         con.executescript(
@@ -474,6 +475,13 @@ class BackupTest(unittest.TestCase):
         two = self.a.nodes[1]
         r = json.loads(two.value("SELECT raft_load_sql(?)", script))
         self.assertEqual((r["applied"], r["skipped"]), (r["chunks"], 0), r)
+        self.a.settle()
+        for n in self.a.nodes:
+            self.assertEqual(content(n.db), want, n.id)
+        # Again: only the PRAGMA (sent without an id) applies again.
+        again = json.loads(two.value("SELECT raft_load_sql(?)", script))
+        self.assertEqual((again["applied"], again["skipped"]),
+                         (1, r["chunks"] - 1), again)
         self.a.settle()
         for n in self.a.nodes:
             self.assertEqual(content(n.db), want, n.id)
