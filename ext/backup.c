@@ -18,6 +18,7 @@
 
 #include <jansson.h>
 
+#include "../raft/err.h"
 #include "../sql/sql.h"
 
 /* absolute_dir writes into @out (@len bytes) the directory of @target,
@@ -62,22 +63,22 @@ static int absolute_dir(const char *target, char *out, size_t len,
     return 0;
 }
 
-char *backup_write(const char *db_path, const char *target, char *errmsg,
-                   size_t errmsg_len)
+int backup_write(const char *db_path, const char *target, char **out_json,
+                 char *errmsg, size_t errmsg_len)
 {
     char dir[PATH_MAX], path[PATH_MAX + 256], why[512];
     const char *base;
     uint64_t index = 0, term = 0;
     struct stat st;
     json_t *o;
-    char *text;
+    int rc;
 
     if (target[0] == '\0') {
         snprintf(errmsg, errmsg_len, "the target path is empty");
-        return NULL;
+        return RAFT_INVALID;
     }
     if (absolute_dir(target, dir, sizeof dir, &base, errmsg, errmsg_len) != 0) {
-        return NULL;
+        return RAFT_INVALID;
     }
     snprintf(path, sizeof path, "%s%s%s", dir, strcmp(dir, "/") == 0 ? "" : "/",
              base);
@@ -86,24 +87,28 @@ char *backup_write(const char *db_path, const char *target, char *errmsg,
                  "%s exists: raft_backup never overwrites a file (remove it "
                  "or give another path)",
                  path);
-        return NULL;
+        return RAFT_INVALID;
     }
-    if (sql_snapshot_write(db_path, path, &index, &term, why, sizeof why) !=
-        0) {
+    rc = sql_snapshot_write(db_path, path, &index, &term, why, sizeof why);
+    if (rc != 0) {
         snprintf(errmsg, errmsg_len, "%s", why);
-        return NULL;
+        /* SQL_ERR_INVALID: the target appeared meanwhile. */
+        return rc == SQL_ERR_INVALID ? RAFT_INVALID
+               : rc == SQL_ERR_NOMEM ? RAFT_NOMEM
+                                     : RAFT_IOERR;
     }
     if (stat(path, &st) != 0) {
         snprintf(errmsg, errmsg_len, "%s: %s", path, strerror(errno));
-        return NULL;
+        return RAFT_IOERR;
     }
     o = json_pack("{s:I, s:I, s:s, s:I}", "index", (json_int_t)index, "term",
                   (json_int_t)term, "path", path, "bytes",
                   (json_int_t)st.st_size);
-    text = o != NULL ? json_dumps(o, JSON_COMPACT) : NULL;
+    *out_json = o != NULL ? json_dumps(o, JSON_COMPACT) : NULL;
     json_decref(o);
-    if (text == NULL) {
+    if (*out_json == NULL) {
         snprintf(errmsg, errmsg_len, "out of memory");
+        return RAFT_NOMEM;
     }
-    return text;
+    return 0;
 }

@@ -644,6 +644,7 @@ static void deliver(struct ext_exec *e, const struct sql_result *r)
         w->result.last_insert_rowid = r->last_insert_rowid;
         finish(w, EXT_EXEC_OK, SQLITE_OK, "ok");
     } else {
+        w->result.err_at = r->err_at;
         finish(w, EXT_EXEC_SQL_ERROR, r->rc, "%s",
                r->errmsg != NULL ? r->errmsg : sqlite3_errstr(r->rc));
     }

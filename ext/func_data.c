@@ -15,9 +15,11 @@
  * for the file goes to the process that does (attach_client.h), so a
  * relative path is refused there (it would name a file of the other
  * process's working directory).
+ * Usage errors (arguments, paths, a transaction) are RAFTSQL_INVALID, a
+ * diverged replica's backup RAFTSQL_DIVERGED, a second load RAFTSQL_BUSY.
  * LIMITATIONS: a backup of a diverged replica is refused (it would copy
- * the foreign write). A load resumes only for the same file content
- * within the request id window (an edited script is a new load). */
+ * the foreign write). A load resumes within the request id window only,
+ * and after its chunks that are unchanged, their chunks before too. */
 
 #include "func_data.h"
 
@@ -25,32 +27,44 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "../raft/err.h"
 #include "attach_server.h"
 #include "attach_sock.h"
 #include "backup.h"
 #include "func.h"
 #include "node.h"
+#include "raftsql.h"
 #include "registry.h"
 
 SQLITE_EXTENSION_INIT3
 
-/* path_arg returns argument @v of @fn as a path, or reports an error and
- * returns NULL. A relative path is refused when the call is about to go
- * to another process's node (this process runs none for @ctx's file). */
+/* path_arg returns the one argument (@argc, @argv) of @fn as a path, or
+ * reports an error (RAFTSQL_INVALID) and returns NULL: another number of
+ * arguments, no text, an empty text; a relative path when the call is
+ * about to go to another process's node (this process runs none for
+ * @ctx's file). @what says what the path names. */
 static const char *path_arg(sqlite3_context *ctx, const char *fn,
-                            sqlite3_value *v)
+                            const char *what, int argc, sqlite3_value **argv)
 {
     sqlite3 *db = sqlite3_context_db_handle(ctx);
     const char *file = sqlite3_db_filename(db, "main");
-    const char *path = (const char *)sqlite3_value_text(v);
+    const char *path;
     struct ext_attach_pointer p;
     struct ext_node *n;
     char msg[600];
 
-    if (sqlite3_value_type(v) != SQLITE_TEXT || path == NULL ||
+    if (argc != 1) {
+        snprintf(msg, sizeof msg,
+                 "%s: takes one argument, the path of %s (%d given)", fn, what,
+                 argc);
+        func_error(ctx, RAFTSQL_INVALID, msg);
+        return NULL;
+    }
+    path = (const char *)sqlite3_value_text(argv[0]);
+    if (sqlite3_value_type(argv[0]) != SQLITE_TEXT || path == NULL ||
         path[0] == '\0') {
         snprintf(msg, sizeof msg, "%s: the path must be non-empty text", fn);
-        sqlite3_result_error(ctx, msg, -1);
+        func_error(ctx, RAFTSQL_INVALID, msg);
         return NULL;
     }
     if (path[0] == '/' || file == NULL || file[0] == '\0') {
@@ -67,7 +81,7 @@ static const char *path_arg(sqlite3_context *ctx, const char *fn,
                  "this call and has another working directory: give an "
                  "absolute path",
                  fn, path, p.pid);
-        sqlite3_result_error(ctx, msg, -1);
+        func_error(ctx, RAFTSQL_INVALID, msg);
         return NULL;
     }
     return path;
@@ -76,11 +90,12 @@ static const char *path_arg(sqlite3_context *ctx, const char *fn,
 /* raft_backup(path): backup.h; the JSON text is the result. */
 static void fn_backup(sqlite3_context *ctx, int argc, sqlite3_value **argv)
 {
-    const char *path = path_arg(ctx, "raft_backup", argv[0]);
+    const char *path = path_arg(ctx, "raft_backup", "the new file", argc, argv);
     struct ext_node *n;
     char why[600], msg[1400];
     const char *file;
-    char *json;
+    char *json = NULL;
+    int rc;
 
     if (path == NULL) {
         return;
@@ -97,14 +112,18 @@ static void fn_backup(sqlite3_context *ctx, int argc, sqlite3_value **argv)
                  "a write the cluster never made; back up another node, or "
                  "after the repair",
                  why);
-        sqlite3_result_error(ctx, msg, -1);
+        func_error(ctx, RAFTSQL_DIVERGED, msg);
         return;
     }
-    json = backup_write(file, path, why, sizeof why);
+    rc = backup_write(file, path, &json, why, sizeof why);
     ext_registry_release(n);
-    if (json == NULL) {
+    if (rc != 0) {
         snprintf(msg, sizeof msg, "raft_backup: %s", why);
-        sqlite3_result_error(ctx, msg, -1);
+        func_error(ctx,
+                   rc == RAFT_INVALID ? RAFTSQL_INVALID
+                   : rc == RAFT_NOMEM ? SQLITE_NOMEM
+                                      : SQLITE_ERROR,
+                   msg);
         return;
     }
     sqlite3_result_text(ctx, json, -1, SQLITE_TRANSIENT);
@@ -116,7 +135,8 @@ static void fn_load_sql(sqlite3_context *ctx, int argc, sqlite3_value **argv)
 {
     struct ext_exec_probe probe = {func_interrupted,
                                    sqlite3_context_db_handle(ctx)};
-    const char *path = path_arg(ctx, "raft_load_sql", argv[0]);
+    const char *path =
+        path_arg(ctx, "raft_load_sql", "the SQL script", argc, argv);
     char why[1400], msg[1500];
     char *json = NULL;
     struct ext_node *n;
@@ -126,11 +146,9 @@ static void fn_load_sql(sqlite3_context *ctx, int argc, sqlite3_value **argv)
         return;
     }
     if (!sqlite3_get_autocommit(sqlite3_context_db_handle(ctx))) {
-        sqlite3_result_error(ctx,
-                             "raft_load_sql: not applied: this connection "
-                             "is inside a transaction (BEGIN); commit or "
-                             "roll it back first",
-                             -1);
+        func_error(ctx, RAFTSQL_INVALID,
+                   "raft_load_sql: not applied: this connection is inside a "
+                   "transaction (BEGIN); commit or roll it back first");
         return;
     }
     n = func_acquire(ctx, "raft_load_sql", argc, argv);
@@ -141,8 +159,7 @@ static void fn_load_sql(sqlite3_context *ctx, int argc, sqlite3_value **argv)
         0) {
         ext_registry_release(n);
         snprintf(msg, sizeof msg, "raft_load_sql: %s", why);
-        sqlite3_result_error(ctx, msg, -1);
-        sqlite3_result_error_code(ctx, code);
+        func_error(ctx, code, msg);
         return;
     }
     ext_registry_release(n);
@@ -153,10 +170,12 @@ static void fn_load_sql(sqlite3_context *ctx, int argc, sqlite3_value **argv)
 int func_data_register(sqlite3 *db)
 {
     const int admin = SQLITE_UTF8 | SQLITE_DIRECTONLY;
-    int rc = sqlite3_create_function_v2(db, "raft_backup", 1, admin, NULL,
+    /* Any number of arguments: a wrong one is RAFTSQL_INVALID (path_arg),
+     * not SQLite's own error when the call is prepared. */
+    int rc = sqlite3_create_function_v2(db, "raft_backup", -1, admin, NULL,
                                         fn_backup, NULL, NULL, NULL);
     if (rc == SQLITE_OK) {
-        rc = sqlite3_create_function_v2(db, "raft_load_sql", 1, admin, NULL,
+        rc = sqlite3_create_function_v2(db, "raft_load_sql", -1, admin, NULL,
                                         fn_load_sql, NULL, NULL, NULL);
     }
     return rc;

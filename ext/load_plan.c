@@ -8,7 +8,6 @@
 
 #include "load_plan.h"
 
-#include <inttypes.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -154,11 +153,12 @@ static int scan_statement(struct lexer *lx, size_t start)
 }
 
 /* Kinds of statement, by their first keyword. */
-enum { KIND_OTHER = 0, KIND_SKIP = 1, KIND_REFUSE = 2 };
+enum { KIND_OTHER = 0, KIND_SKIP = 1, KIND_REFUSE = 2, KIND_ALONE = 3 };
 
 /* kind_of classifies the statement at @p (@len bytes) by its first word:
  * BEGIN, COMMIT, END (left out); ROLLBACK, SAVEPOINT, RELEASE (refused);
- * anything else. *@out_word gets the word (up to 15 letters). */
+ * PRAGMA (a chunk of its own); anything else. *@out_word gets the word
+ * (up to 15 letters). */
 static int kind_of(const char *p, size_t len, char out_word[16])
 {
     static const char *const skip[] = {"BEGIN", "COMMIT", "END"};
@@ -178,7 +178,7 @@ static int kind_of(const char *p, size_t len, char out_word[16])
             return KIND_REFUSE;
         }
     }
-    return KIND_OTHER;
+    return strcasecmp(out_word, "PRAGMA") == 0 ? KIND_ALONE : KIND_OTHER;
 }
 
 /* stmt_bytes is the length of statement @s in a chunk's SQL: an open
@@ -221,6 +221,7 @@ static int split(struct lexer *lx, struct ext_load_plan *p, char *errmsg,
         s.offset = lx->pos;
         s.line = lx->line;
         s.open_end = false;
+        s.alone = false;
         r = scan_statement(lx, s.offset);
         if (r < 0) {
             snprintf(errmsg, errmsg_len, "out of memory");
@@ -253,6 +254,7 @@ static int split(struct lexer *lx, struct ext_load_plan *p, char *errmsg,
             p->n_skipped++;
             continue;
         }
+        s.alone = kind == KIND_ALONE;
         if (add_stmt(p, &cap, &s) != 0) {
             snprintf(errmsg, errmsg_len, "out of memory");
             return RAFT_NOMEM;
@@ -269,7 +271,8 @@ static int group(struct ext_load_plan *p)
         struct ext_load_chunk *c =
             p->n_chunks > 0 ? &p->chunks[p->n_chunks - 1] : NULL;
         if (c != NULL && c->n < p->chunk_stmts &&
-            c->bytes + 1 + b <= p->chunk_bytes) {
+            c->bytes + 1 + b <= p->chunk_bytes && !p->stmts[i].alone &&
+            !p->stmts[c->first].alone) {
             c->n++;
             c->bytes += 1 + b;
             continue;
@@ -289,13 +292,50 @@ static int group(struct ext_load_plan *p)
     return 0;
 }
 
+/* chain computes each chunk's link of the id chain (ext_load_chunk). */
+static int chain(struct ext_load_plan *p, const char *text)
+{
+    XXH3_state_t *st = XXH3_createState();
+    XXH128_canonical_t prev;
+
+    if (st == NULL) {
+        return RAFT_NOMEM;
+    }
+    memset(&prev, 0, sizeof prev);
+    for (unsigned k = 0; k < p->n_chunks; k++) {
+        struct ext_load_chunk *c = &p->chunks[k];
+        unsigned char ordinal[8];
+        for (unsigned b = 0; b < 8; b++) {
+            ordinal[b] = (unsigned char)((uint64_t)k >> (8 * b));
+        }
+        XXH3_128bits_reset(st);
+        XXH3_128bits_update(st, &prev, sizeof prev);
+        XXH3_128bits_update(st, ordinal, sizeof ordinal);
+        for (unsigned i = c->first; i < c->first + c->n; i++) {
+            const struct ext_load_stmt *s = &p->stmts[i];
+            if (i > c->first) {
+                XXH3_128bits_update(st, "\n", 1);
+            }
+            XXH3_128bits_update(st, text + s->offset, s->len);
+            if (s->open_end) {
+                XXH3_128bits_update(st, "\n;", 2);
+            }
+        }
+        XXH128_canonicalFromHash(&prev, XXH3_128bits_digest(st));
+        for (unsigned b = 0; b < 16; b++) {
+            snprintf(c->chain + 2 * b, 3, "%02x", prev.digest[b]);
+        }
+    }
+    XXH3_freeState(st);
+    return 0;
+}
+
 int load_plan_make(const char *text, size_t len, size_t chunk_bytes,
                    unsigned chunk_stmts, struct ext_load_plan *out,
                    char *errmsg, size_t errmsg_len)
 {
     struct lexer lx = {.text = text, .len = len, .line = 1};
     struct ext_load_plan p;
-    XXH128_hash_t h;
     int rc;
 
     memset(&p, 0, sizeof p);
@@ -308,7 +348,7 @@ int load_plan_make(const char *text, size_t len, size_t chunk_bytes,
                  p.n_skipped > 0 ? " (only transaction control)" : "");
         rc = RAFT_INVALID;
     }
-    if (rc == 0 && group(&p) != 0) {
+    if (rc == 0 && (group(&p) != 0 || chain(&p, text) != 0)) {
         snprintf(errmsg, errmsg_len, "out of memory");
         rc = RAFT_NOMEM;
     }
@@ -316,9 +356,6 @@ int load_plan_make(const char *text, size_t len, size_t chunk_bytes,
         load_plan_free(&p);
         return rc;
     }
-    h = XXH3_128bits(text, len);
-    snprintf(p.hash, sizeof p.hash, "%016" PRIx64 "%016" PRIx64,
-             (uint64_t)h.high64, (uint64_t)h.low64);
     *out = p;
     return 0;
 }
@@ -358,7 +395,7 @@ char *load_plan_chunk_sql(const struct ext_load_plan *p, const char *text,
 size_t load_plan_request_id(const struct ext_load_plan *p, unsigned k,
                             char out[EXT_LOAD_ID_MAX])
 {
-    int n = snprintf(out, EXT_LOAD_ID_MAX, "load1:%s:%zu:%u:%u", p->hash,
-                     p->chunk_bytes, p->chunk_stmts, k);
+    int n =
+        snprintf(out, EXT_LOAD_ID_MAX, "load2:%u:%s", k, p->chunks[k].chain);
     return n > 0 ? (size_t)n : 0;
 }

@@ -1,8 +1,9 @@
 /* The plan of raft_load_sql (load_sql.h): a SQL script split into
  * complete statements, its transaction control left out, the rest grouped
- * into bounded chunks, each with a request id derived from the script's
- * content, so a rerun of the same script finds the same chunks under the
- * same ids. Pure (SQLite's sqlite3_complete and XXH3 only). */
+ * into bounded chunks, each with a request id chained over the chunks
+ * before it, so a rerun of a script whose first chunks are unchanged
+ * finds them under the same ids. Pure (SQLite's sqlite3_complete and XXH3
+ * only). */
 
 #ifndef EXT_LOAD_PLAN_H
 #define EXT_LOAD_PLAN_H
@@ -18,6 +19,7 @@ struct ext_load_stmt {
     unsigned line; /* the line (from 1) of its first byte */
     bool open_end; /* the script's last statement, without its ';': its
                       chunk adds "\n;" */
+    bool alone;    /* a PRAGMA: a chunk of its own */
 };
 
 /* One chunk: statements @first to @first + @n - 1 of the plan, one
@@ -26,6 +28,10 @@ struct ext_load_chunk {
     unsigned first; /* index of its first statement in stmts */
     unsigned n;     /* statements in it, >= 1 */
     size_t bytes;   /* the length of its SQL text (load_plan_chunk_sql) */
+    char chain[33]; /* its link of the id chain, 32 hex digits: XXH3-128
+                       of the chain of the chunk before (16 zero bytes
+                       for the first), its number (8 bytes, little
+                       endian) and its SQL text */
 };
 
 /* A script's plan. */
@@ -37,7 +43,6 @@ struct ext_load_plan {
     unsigned n_skipped;            /* BEGIN, COMMIT, END left out */
     size_t chunk_bytes;            /* the bound it was made with, bytes */
     unsigned chunk_stmts;          /* the bound on statements per chunk */
-    char hash[33];                 /* XXH3-128 of the script, hex */
 };
 
 /* Longest request id load_plan_request_id writes, with its NUL. */
@@ -54,7 +59,11 @@ struct ext_load_plan {
  *     each chunk is one) are left out and counted;
  *   - chunks take statements in order while their SQL (the statements
  *     joined by newlines) stays within @chunk_bytes and @chunk_stmts; a
- *     statement longer than @chunk_bytes is a chunk of its own.
+ *     statement longer than @chunk_bytes is a chunk of its own, and so
+ *     is a PRAGMA (a cluster-wide setting such as a dump's PRAGMA
+ *     foreign_keys=OFF must be a request of its own);
+ *   - each chunk gets its link of the id chain (ext_load_chunk.chain): a
+ *     chunk's id changes with its content and with any chunk before it.
  * The plan refers to @text by offsets: keep it for load_plan_chunk_sql.
  * Writes *@out only on success (free it with load_plan_free).
  * Errors: RAFT_INVALID with @errmsg (@errmsg_len bytes) naming the line:
@@ -75,10 +84,11 @@ char *load_plan_chunk_sql(const struct ext_load_plan *p, const char *text,
                           unsigned k);
 
 /* load_plan_request_id writes chunk @k's request id into @out
- * (EXT_LOAD_ID_MAX bytes): "load1:<hash>:<chunk_bytes>:<chunk_stmts>:<k>",
- * so that the same script planned with the same bounds gives the same
- * ids, and another script or other bounds others. Returns its length.
- * Pure. */
+ * (EXT_LOAD_ID_MAX bytes): "load2:<k>:<chain>", so that chunk @k of two
+ * scripts has the same id exactly when the chunks 0 to @k of both hold
+ * the same SQL text (whatever follows, whatever the file). Returns its
+ * length. A PRAGMA's chunk has one too (the chain goes through it), which
+ * load_sql.c does not send. Pure. */
 size_t load_plan_request_id(const struct ext_load_plan *p, unsigned k,
                             char out[EXT_LOAD_ID_MAX]);
 

@@ -4,13 +4,15 @@
  * each chunk goes through ext_node_exec_opts under its request id, one
  * after the other, and the progress is recorded after each; a chunk that
  * an earlier run applied comes back as a duplicate (its first outcome),
- * counted as skipped.
+ * counted as skipped. A PRAGMA's chunk goes without an id: applied on
+ * every run.
  * Failure modes: a bad file or plan writes nothing; a chunk's SQL error
- * stops the load naming the chunk and its first statement's line (the
- * chunk rolled back on every node, those before stay); a chunk not
- * applied or of unknown outcome stops it too: a rerun of the same file
- * resumes, since the chunks applied come back as duplicates (within the
- * request id window: request_id_window, request_id_window_ms). */
+ * stops the load naming the chunk and the failing statement's file and
+ * line (the chunk rolled back on every node, those before stay); a chunk
+ * not applied or of unknown outcome stops it too: a rerun resumes, since
+ * the chunks applied come back as duplicates as long as they and those
+ * before them are unchanged (within the request id window:
+ * request_id_window, request_id_window_ms; beyond it they apply again). */
 
 #include "load_sql.h"
 
@@ -30,6 +32,7 @@
 
 #include "../raft/err.h"
 #include "load_plan.h"
+#include "raftsql.h"
 
 SQLITE_EXTENSION_INIT3
 
@@ -116,8 +119,10 @@ static int map_script(const char *path, struct script *out, char *errmsg,
     void *p;
     int fd = open(path, O_RDONLY | O_CLOEXEC);
     if (fd < 0) {
-        snprintf(errmsg, errmsg_len, "%s: %s", path, strerror(errno));
-        return errno == ENOENT ? RAFT_NOTFOUND : RAFT_IOERR;
+        /* Missing, not allowed, a directory on the way: the path. */
+        int e = errno;
+        snprintf(errmsg, errmsg_len, "%s: %s", path, strerror(e));
+        return e == EIO ? RAFT_IOERR : RAFT_INVALID;
     }
     if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
         snprintf(errmsg, errmsg_len, "%s: not a regular file", path);
@@ -140,45 +145,71 @@ static int map_script(const char *path, struct script *out, char *errmsg,
     return 0;
 }
 
-/* describe_chunk writes "chunk K of N (line L: <first statement>)" for
- * chunk @k of @pl into @buf (@len bytes). */
-static void describe_chunk(const struct ext_load_plan *pl, const char *text,
-                           unsigned k, char *buf, size_t len)
+/* failed_stmt returns the index of the statement of chunk @k of @pl that
+ * SQL error offset @err_at (ext_exec_result.err_at, 0: unknown) points
+ * into: the first one ending after it. The chunk's first one when
+ * unknown. */
+static unsigned failed_stmt(const struct ext_load_plan *pl, unsigned k,
+                            size_t err_at)
 {
-    const struct ext_load_stmt *s = &pl->stmts[pl->chunks[k].first];
+    const struct ext_load_chunk *c = &pl->chunks[k];
+    size_t pos = 0;
+    if (err_at == 0) {
+        return c->first;
+    }
+    for (unsigned i = c->first; i < c->first + c->n; i++) {
+        const struct ext_load_stmt *s = &pl->stmts[i];
+        pos += s->len + (s->open_end ? 2 : 0);
+        if (pos > err_at - 1) {
+            return i;
+        }
+        pos++; /* the newline between two statements */
+    }
+    return c->first + c->n - 1;
+}
+
+/* describe_chunk writes "chunk K of N (<path> line L: <statement>)" for
+ * chunk @k of @pl, script @path, into @buf (@len bytes): the statement
+ * @i (shortened), where the error is. */
+static void describe_chunk(const struct ext_load_plan *pl, const char *text,
+                           const char *path, unsigned k, unsigned i, char *buf,
+                           size_t len)
+{
+    const struct ext_load_stmt *s = &pl->stmts[i];
     char head[81];
     size_t n = s->len < 60 ? s->len : 60;
-    for (size_t i = 0; i < n; i++) {
-        char c = text[s->offset + i];
-        head[i] = c == '\n' || c == '\r' || c == '\t' ? ' ' : c;
+    for (size_t j = 0; j < n; j++) {
+        char c = text[s->offset + j];
+        head[j] = c == '\n' || c == '\r' || c == '\t' ? ' ' : c;
     }
     snprintf(head + n, sizeof head - n, "%s", s->len > 60 ? "..." : "");
-    snprintf(buf, len, "chunk %u of %u (line %u: %s)", k + 1, pl->n_chunks,
-             s->line, head);
+    snprintf(buf, len, "chunk %u of %u (%.600s line %u: %s)", k + 1,
+             pl->n_chunks, path, s->line, head);
 }
 
 /* run_chunks writes @pl's chunks through @n, recording progress @p in
  * @ls. */
 static int run_chunks(struct ext_node *n, struct ext_load_status *ls,
                       const struct ext_load_plan *pl, const char *text,
-                      const struct ext_exec_probe *probe,
+                      const char *path, const struct ext_exec_probe *probe,
                       struct ext_load_progress *p, int *out_sqlite_rc,
                       char *errmsg, size_t errmsg_len)
 {
     struct ext_exec_result res;
-    char id[EXT_LOAD_ID_MAX], where[200];
+    char id[EXT_LOAD_ID_MAX], where[800];
     int rc = 0;
 
     for (unsigned k = 0; k < pl->n_chunks && rc == 0; k++) {
         struct ext_exec_opts opts = {.request_id = id};
         char *sql;
-        describe_chunk(pl, text, k, where, sizeof where);
         if (probe != NULL && probe->interrupted(probe->data)) {
+            describe_chunk(pl, text, path, k, pl->chunks[k].first, where,
+                           sizeof where);
             snprintf(errmsg, errmsg_len,
-                     "interrupted before %s; run raft_load_sql again to "
-                     "resume",
+                     "interrupted: not applied: %s; run raft_load_sql "
+                     "again to resume",
                      where);
-            *out_sqlite_rc = SQLITE_INTERRUPT;
+            *out_sqlite_rc = RAFTSQL_INTERRUPTED;
             return RAFT_CANCELED;
         }
         sql = load_plan_chunk_sql(pl, text, k);
@@ -187,7 +218,14 @@ static int run_chunks(struct ext_node *n, struct ext_load_status *ls,
             *out_sqlite_rc = SQLITE_NOMEM;
             return RAFT_NOMEM;
         }
-        opts.request_id_len = load_plan_request_id(pl, k, id);
+        if (pl->stmts[pl->chunks[k].first].alone) {
+            /* A PRAGMA, idempotent as every one raft_exec takes: sent
+             * without an id, so that each call sets it again (a setting
+             * changed since an earlier load is not left as it is). */
+            opts.request_id = NULL;
+        } else {
+            opts.request_id_len = load_plan_request_id(pl, k, id);
+        }
         memset(&res, 0, sizeof res);
         ext_node_exec_opts(n, sql, pl->chunks[k].bytes, NULL, 0, &opts, probe,
                            &res);
@@ -202,6 +240,11 @@ static int run_chunks(struct ext_node *n, struct ext_load_status *ls,
             p->bytes_done += pl->chunks[k].bytes;
             publish(ls, p);
         } else {
+            describe_chunk(pl, text, path, k,
+                           res.kind == EXT_EXEC_SQL_ERROR
+                               ? failed_stmt(pl, k, res.err_at)
+                               : pl->chunks[k].first,
+                           where, sizeof where);
             snprintf(errmsg, errmsg_len, "%s: %s%s", where, res.errmsg,
                      res.kind == EXT_EXEC_SQL_ERROR
                          ? ""
@@ -235,20 +278,24 @@ int load_sql_run(struct ext_node *n, struct ext_load_status *ls,
     }
     rc = begin(ls, path, &p, errmsg, errmsg_len);
     if (rc != 0) {
-        *out_sqlite_rc = SQLITE_BUSY;
+        *out_sqlite_rc = RAFTSQL_BUSY;
         return rc;
     }
     rc = map_script(path, &sc, why, sizeof why);
-    if (rc == 0) {
+    if (rc != 0) {
+        snprintf(errmsg, errmsg_len, "%s", why);
+    } else {
         rc = load_plan_make(sc.text, sc.len, bound, EXT_LOAD_CHUNK_STMTS, &pl,
                             why, sizeof why);
         if (rc != 0) {
             snprintf(errmsg, errmsg_len, "%.3000s: %s", path, why);
-            goto out;
         }
     }
     if (rc != 0) {
-        snprintf(errmsg, errmsg_len, "%s", why);
+        /* Nothing written: the file (its path, its type) or its plan. */
+        *out_sqlite_rc = rc == RAFT_NOMEM   ? SQLITE_NOMEM
+                         : rc == RAFT_IOERR ? SQLITE_IOERR
+                                            : RAFTSQL_INVALID;
         goto out;
     }
     p.n_chunks = pl.n_chunks;
@@ -257,7 +304,7 @@ int load_sql_run(struct ext_node *n, struct ext_load_status *ls,
         p.bytes_total += pl.chunks[k].bytes;
     }
     publish(ls, &p);
-    rc = run_chunks(n, ls, &pl, sc.text, probe, &p, out_sqlite_rc, errmsg,
+    rc = run_chunks(n, ls, &pl, sc.text, path, probe, &p, out_sqlite_rc, errmsg,
                     errmsg_len);
     if (rc == 0) {
         o = json_pack("{s:s, s:I, s:I, s:I, s:I, s:I}", "path", path, "chunks",

@@ -1,7 +1,8 @@
 /* raft_load_sql(path): a SQL script written through the node in bounded
- * chunks (load_plan.h), each a request with an id derived from the
- * script's content, so that a rerun after a failure (a kill, a timeout,
- * "outcome unknown") resumes: chunks applied before come back as
+ * chunks (load_plan.h), each a request with an id chained over the
+ * chunks' content, so that a rerun after a failure (a kill, a timeout,
+ * "outcome unknown", a SQL error fixed in the script) resumes: chunks
+ * applied before, unchanged and after unchanged ones, come back as
  * duplicates and are not applied again. Its progress shows in
  * raft_status() (load). */
 
@@ -58,23 +59,30 @@ bool load_status_get(struct ext_load_status *s, struct ext_load_progress *out);
 /* load_sql_run reads the script file @path, plans it (load_plan_make,
  * chunks of EXT_LOAD_CHUNK_STMTS statements and EXT_LOAD_CHUNK_BYTES
  * bytes, or half of @max_request_bytes when less) and writes each chunk
- * through @n (ext_node_exec_opts with the chunk's request id), in order,
+ * through @n (ext_node_exec_opts with the chunk's request id; none for
+ * a PRAGMA's chunk, applied again on every run), in order,
  * recording the progress in @ls. On success returns 0 and *@out_json,
  * malloc'd (the caller frees it):
  *   {"path": ..., "chunks": N, "statements": S, "applied": A,
  *    "skipped": D, "bytes": B}
  * (D: chunks found applied by an earlier run). Otherwise returns an
- * error with @errmsg (@errmsg_len bytes) saying why; the chunks before
- * stay applied and a rerun of the same file resumes after them:
- *   - the file: missing, unreadable, empty, or a plan refused
- *     (load_plan_make's errors, naming the line): RAFT_INVALID or
- *     RAFT_IOERR, nothing written;
- *   - a chunk's SQL error: "chunk K of N (line L: <its first statement,
- *     shortened>): <SQLite's error>", with *@out_sqlite_rc its code;
+ * error with @errmsg (@errmsg_len bytes) saying why and *@out_sqlite_rc
+ * the caller's result code; the chunks before stay applied and a rerun
+ * resumes after them (after those unchanged, with their chunks before):
+ *   - the file: missing, unreadable, no regular file, empty, or a plan
+ *     refused (load_plan_make's errors, naming the line): RAFT_INVALID
+ *     (RAFTSQL_INVALID), RAFT_IOERR (SQLITE_IOERR) or RAFT_NOMEM,
+ *     nothing written;
+ *   - a chunk's SQL error: "chunk K of N (<path> line L: <the failing
+ *     statement, shortened>): <SQLite's error>", RAFT_INVALID with
+ *     SQLite's code of it; the statement is the chunk's first when the
+ *     error is the first outcome of an earlier run (a duplicate);
  *   - a chunk not applied or of unknown outcome (no leader, timeout,
- *     interrupted): its message and "run raft_load_sql again to
- *     resume";
- *   - another load running on @ls: RAFT_BUSY.
+ *     interrupted, diverged): "chunk K of N (<path> line L: <its first
+ *     statement>): <why>; run raft_load_sql again to resume",
+ *     RAFT_TIMEOUT with the exec's RAFTSQL_* code; interrupted between
+ *     chunks: RAFT_CANCELED, RAFTSQL_INTERRUPTED;
+ *   - another load running on @ls: RAFT_BUSY, RAFTSQL_BUSY.
  * Thread: any caller's; blocks for the whole load, each chunk within
  * the node's exec_timeout_ms; @probe ends it (interrupted) between and
  * during chunks. */

@@ -59,6 +59,9 @@ struct ext_exec_result {
     int64_t changes;           /* rows changed, when kind is OK */
     int64_t last_insert_rowid; /* rowid after the request, when OK */
     char errmsg[1024];         /* why, when kind is not OK */
+    size_t err_at;             /* for a SQL error of one statement of the
+                                  request: 1 + its byte offset in the SQL
+                                  text (sql_result.err_at), else 0 */
     char *rows;     /* malloc'd JSON text when want_rows and kind OK, else
                        NULL (shape: sql/rows.c, README "raft_query") */
     bool duplicate; /* the request id was applied before: this is its

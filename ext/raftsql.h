@@ -81,7 +81,9 @@ extern "C" {
 #define RAFTSQL_NOT_APPLIED (SQLITE_BUSY | (101 << 8))
 /* Not applied, busy: the node's queue is full (4096 writes), or it serves
  * as many connections of other processes as it takes, or another
- * membership change is pending; retry later. "<fn>: not applied: busy". */
+ * membership change is pending, or another raft_load_sql runs on it;
+ * retry later. "<fn>: not applied: busy", "raft_load_sql: a load of ...
+ * runs on this node: one at a time". */
 #define RAFTSQL_BUSY (SQLITE_BUSY | (102 << 8))
 /* Stale: this node cannot answer fresh enough (raft_barrier on a node
  * that cannot confirm a leader, a function refusing past a
@@ -92,7 +94,7 @@ extern "C" {
 #define RAFTSQL_STALE (SQLITE_BUSY | (103 << 8))
 /* Not applied, this replica is diverged (README "Foreign writes"): retry
  * on another node, or here once it is repaired. "<fn>: not applied:
- * diverged replica: ...". */
+ * diverged replica: ...", "raft_backup: this replica is diverged ...". */
 #define RAFTSQL_DIVERGED (SQLITE_BUSY | (104 << 8))
 /* Not applied, the log is full (log_max_mb) or its disk is: writes resume
  * by themselves once space is freed. "raft_exec: not applied: the log is
@@ -118,8 +120,10 @@ extern "C" {
 /* Bad arguments: the call cannot succeed whatever the data (a wrong
  * argument, a bad configuration string, a syntax error or a parameter
  * without value in the request, BEGIN/COMMIT in it, raft_exec inside a
- * transaction, an in-memory database, a server that is no member);
- * fix the call. "<fn>: ..." naming what is wrong. */
+ * transaction, an in-memory database, a server that is no member; a
+ * bad path or argument count of raft_backup or raft_load_sql, a backup
+ * target that exists, a script that is missing or refused by the
+ * split); fix the call. "<fn>: ..." naming what is wrong. */
 #define RAFTSQL_INVALID (SQLITE_ERROR | (110 << 8))
 /* No node: none runs for the database file, in this process or another
  * of the machine, or this process may not use it (the node's socket

@@ -31,8 +31,8 @@ static const struct sql_function ext_functions[] = {
     {"raft_cluster_id", 0},
     {"raft_verify", 0},
     {"raft_repair", 0},
-    {"raft_backup", 1},
-    {"raft_load_sql", 1},
+    {"raft_backup", -1},
+    {"raft_load_sql", -1},
     {"raft_barrier", 0},
     /* The guard's tracker (guard.c): removing it forgets the connection,
      * whose statements no other thread then expires. */

@@ -116,6 +116,9 @@ struct run {
     int settings_changed;          /* a setting was stored */
     int err_rc;                    /* SQL error code, or SQLITE_OK */
     char *err_msg;                 /* its text (malloc'd), or NULL */
+    size_t stmt_at;                /* 1 + the offset of the statement run
+                                      (prepared or stepped), 0 between */
+    size_t err_at;                 /* stmt_at of the error */
     struct sql_rows *rows;         /* a want-rows request's rows, or NULL */
 };
 
@@ -131,6 +134,7 @@ static int run_error(struct sql_fsm *f, struct run *run, int rc,
     vsnprintf(buf, sizeof buf, fmt, ap);
     va_end(ap);
     run->err_rc = rc;
+    run->err_at = run->stmt_at;
     run->err_msg = str_printf("%s", buf);
     if (run->err_msg == NULL) {
         sql_errmsgf(f->errmsg, sizeof f->errmsg,
@@ -404,6 +408,7 @@ static int run_statements(struct sql_fsm *f, struct run *run)
 
         f->deny[0] = '\0';
         f->pragma_setting = -1;
+        run->stmt_at = (size_t)(tail - text) + 1;
         if (tail == text) {
             s = cache_take(&f->cache, tail, (size_t)(end - tail));
         }
@@ -455,6 +460,7 @@ static int run_statements(struct sql_fsm *f, struct run *run)
             return rc;
         }
     }
+    run->stmt_at = 0;
     if (run->n_positional > (unsigned)run->max_params) {
         return run_error(f, run, SQLITE_RANGE,
                          "%u values given but the SQL has only %d "
@@ -582,6 +588,7 @@ static int run_request(struct sql_fsm *f, const struct sql_request *req,
         }
         res->rc = run.err_rc;
         res->errmsg = run.err_msg;
+        res->err_at = run.err_at;
         res->changes = 0;
         res->last_insert_rowid = 0;
         checksum_request_end(f, false);

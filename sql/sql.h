@@ -212,6 +212,13 @@ struct sql_result {
     int64_t changes;           /* rows changed (sum over statements) */
     int64_t last_insert_rowid; /* sqlite3_last_insert_rowid after it */
     char *errmsg;              /* SQLite's error text (malloc'd) or NULL */
+    size_t err_at;             /* for an error of one of the request's
+                                  statements: 1 + the byte offset in the
+                                  SQL text where SQLite was given that
+                                  statement (blanks and comments before
+                                  it included); 0 for an error of the
+                                  whole request, and in a first outcome
+                                  (id_duplicate) */
     int duplicate;             /* 1 when this id was applied before and
                                   the request was skipped */
     int id_duplicate;          /* 1 when its client request id was applied

@@ -7,7 +7,6 @@ shared by the tests of the file (the Chinook database when
 ../shared/data is there, else a generated one).
 """
 
-import ctypes
 import json
 import os
 import shutil
@@ -18,6 +17,7 @@ import tempfile
 import time
 import unittest
 
+from codes import CODES  # noqa: E402
 from e2e import NODE, ROOT, connect, wait_for  # noqa: E402
 from raftsql_cluster import Node, NodeError, free_ports  # noqa: E402
 
@@ -26,22 +26,11 @@ from fingerprint import fingerprint, render  # noqa: E402
 
 BASE = "election_timeout_ms=300 heartbeat_ms=30"
 FAST = BASE + " exec_timeout_ms=10000"
+SQLITE_ERROR = 1
 CHINOOK = os.path.join(ROOT, "..", "shared", "data", "chinook",
                        "Chinook_Sqlite.sql")
 if not os.path.exists(CHINOOK):
     CHINOOK = "/work/shared/data/chinook/Chinook_Sqlite.sql"
-
-
-def xxh3_128_hex(data):
-    """XXH3-128 of @data as raft_load_sql's ids write it (high 64 bits
-    first, hex), through the system's libxxhash."""
-    class H(ctypes.Structure):
-        _fields_ = [("low64", ctypes.c_uint64), ("high64", ctypes.c_uint64)]
-    lib = ctypes.CDLL("libxxhash.so.0")
-    lib.XXH3_128bits.restype = H
-    lib.XXH3_128bits.argtypes = [ctypes.c_char_p, ctypes.c_size_t]
-    h = lib.XXH3_128bits(data, len(data))
-    return "%016x%016x" % (h.high64, h.low64)
 
 
 def make_source(path):
@@ -226,6 +215,7 @@ class BackupTest(unittest.TestCase):
                 n.value("SELECT raft_backup(?)", target)
             self.assertIn("raft_backup: this replica is diverged (",
                           str(cm.exception))
+            self.assertEqual(cm.exception.code, CODES["RAFTSQL_DIVERGED"])
             self.assertFalse(os.path.exists(target))
         finally:
             self.assertEqual(n.stop(), 0)
@@ -297,11 +287,13 @@ class BackupTest(unittest.TestCase):
             follower.value("SELECT raft_backup(?)", path)
         self.assertIn("exists: raft_backup never overwrites",
                       str(cm.exception))
+        self.assertEqual(cm.exception.code, CODES["RAFTSQL_INVALID"])
         self.assertEqual(r["bytes"], os.path.getsize(path))
         with self.assertRaises(NodeError) as cm:
             follower.value("SELECT raft_backup(?)",
                            os.path.join(self.dir, "nodir", "b.db"))
         self.assertIn("nodir does not exist", str(cm.exception))
+        self.assertEqual(cm.exception.code, CODES["RAFTSQL_INVALID"])
         self.assertFalse(os.path.exists(os.path.join(self.dir, "nodir")))
 
         b = Cluster3(self.dir, "b", path)
@@ -346,9 +338,9 @@ class BackupTest(unittest.TestCase):
         applies nothing."""
         script = source_script(self.source,
                                os.path.join(self.dir, "dump.sql"))
-        with open(script, "rb") as f:
-            digest = xxh3_128_hex(f.read())
-        prefix = "load1:%s:262144:1000:1" % digest
+        # Chunk 2's id (load2:<chunk number>:<chain>), of the only load of
+        # this cluster.
+        prefix = "load2:1:"
         c = Cluster3(self.dir, "c", None, extra="exec_timeout_ms=3000",
                      env={2: {"RAFTSQL_TEST_DROP_ID_RESULT": prefix}})
         self.extra.append(c)
@@ -399,9 +391,10 @@ class BackupTest(unittest.TestCase):
                     "INSERT INTO nosuch VALUES(1);\n")
         with self.assertRaises(NodeError) as cm:
             one.value("SELECT raft_load_sql(?)", bad)
-        self.assertIn("raft_load_sql: chunk 1 of 1 (line 3: CREATE TABLE "
-                      "loaded(x);): no such table: nosuch",
+        self.assertIn("raft_load_sql: chunk 1 of 1 (%s line 5: INSERT INTO "
+                      "nosuch VALUES(1);): no such table: nosuch" % bad,
                       str(cm.exception))
+        self.assertEqual(cm.exception.code, SQLITE_ERROR)
         for n in self.a.nodes:
             self.assertEqual(n.sql("SELECT name FROM sqlite_master WHERE "
                                    "name = 'loaded'"), [])
@@ -410,11 +403,156 @@ class BackupTest(unittest.TestCase):
                       os.path.join(self.dir, "nofile.sql"))
         self.assertIn("nofile.sql: No such file or directory",
                       str(cm.exception))
+        self.assertEqual(cm.exception.code, CODES["RAFTSQL_INVALID"])
         with open(bad, "w") as f:
             f.write("INSERT INTO x VALUES(1);\nROLLBACK;\n")
         with self.assertRaises(NodeError) as cm:
             one.value("SELECT raft_load_sql(?)", bad)
         self.assertIn("line 2: ROLLBACK", str(cm.exception))
+        self.assertEqual(cm.exception.code, CODES["RAFTSQL_INVALID"])
+
+    def test_load_sql_of_a_sqlite3_dump(self):
+        """The script of the sqlite3 shell's .dump loads as it is: its
+        PRAGMA foreign_keys=OFF, its own transaction, the sqlite_sequence
+        of an AUTOINCREMENT table, a trigger, a view and an index whose
+        texts hold ';', blobs; every node then holds the source's rows,
+        sequence and schema objects. A second load applies only the
+        PRAGMA again."""
+        src = os.path.join(self.dir, "dumped.db")
+        con = sqlite3.connect(src, isolation_level=None)
+        con.executescript(
+            "CREATE TABLE dump_author(id INTEGER PRIMARY KEY AUTOINCREMENT,"
+            " name TEXT NOT NULL, photo BLOB);"
+            "CREATE TABLE dump_book(id INTEGER PRIMARY KEY, author INTEGER"
+            " REFERENCES dump_author(id), title TEXT, price REAL);"
+            "CREATE TABLE dump_audit(at INTEGER, what TEXT);"
+            "CREATE INDEX dump_book_author ON dump_book(author, title);"
+            "CREATE TRIGGER dump_book_ins AFTER INSERT ON dump_book BEGIN"
+            " INSERT INTO dump_audit VALUES(new.id, 'book; added');"
+            " UPDATE dump_audit SET what = what || ';' WHERE at = new.id;"
+            " END;"
+            "CREATE VIEW dump_titles AS SELECT a.name, b.title FROM"
+            " dump_book b JOIN dump_author a ON a.id = b.author"
+            " WHERE b.title <> ';';")
+        for i in range(1, 41):
+            con.execute("INSERT INTO dump_author(name, photo) VALUES (?, ?)",
+                        ("author;%d'" % i, os.urandom(i * 7)))
+        con.execute("DELETE FROM dump_author WHERE id > 35")
+        for i in range(1, 61):
+            con.execute("INSERT INTO dump_book VALUES (?, ?, ?, ?)",
+                        (i, i % 35 + 1, "title\n%d; END;" % i, i / 8.0))
+        con.close()
+        script = os.path.join(self.dir, "dumped.sql")
+        with open(script, "w") as f:
+            subprocess.run(["sqlite3", "-init", "/dev/null", "-batch", src,
+                            ".dump"], stdout=f, check=True, timeout=30)
+        with open(script) as f:
+            text = f.read()
+        self.assertTrue(text.startswith("PRAGMA foreign_keys=OFF;\n"
+                                        "BEGIN TRANSACTION;\n"), text[:80])
+        self.assertIn("INSERT INTO sqlite_sequence VALUES('dump_author',40)",
+                      text)
+
+        def content(db):
+            c = sqlite3.connect("file:%s?mode=ro" % db, uri=True)
+            try:
+                out = {t: c.execute("SELECT * FROM %s ORDER BY rowid" %
+                                    t).fetchall()
+                       for t in ("dump_author", "dump_book", "dump_audit",
+                                 "dump_titles")}
+                out["seq"] = c.execute(
+                    "SELECT seq FROM sqlite_sequence WHERE name = "
+                    "'dump_author'").fetchall()
+                out["schema"] = c.execute(
+                    "SELECT type, name, tbl_name, sql FROM sqlite_master "
+                    "WHERE name LIKE 'dump%' ORDER BY name").fetchall()
+                return out
+            finally:
+                c.close()
+        want = content(src)
+        self.assertEqual(len(want["dump_book"]), 60)
+        self.assertEqual(len(want["schema"]), 6)
+        two = self.a.nodes[1]
+        r = json.loads(two.value("SELECT raft_load_sql(?)", script))
+        self.assertEqual((r["applied"], r["skipped"]), (r["chunks"], 0), r)
+        self.a.settle()
+        for n in self.a.nodes:
+            self.assertEqual(content(n.db), want, n.id)
+        # Again: only the PRAGMA (sent without an id) applies again.
+        again = json.loads(two.value("SELECT raft_load_sql(?)", script))
+        self.assertEqual((again["applied"], again["skipped"]),
+                         (1, r["chunks"] - 1), again)
+        self.a.settle()
+        for n in self.a.nodes:
+            self.assertEqual(content(n.db), want, n.id)
+
+    def test_load_sql_beyond_the_request_id_window(self):
+        """The chunks' ids count in the request id window like any
+        raft_exec_id: a rerun whose chunks left it (request_id_window=2 on
+        a lone node, three chunks) applies them again, so a table without
+        a key holds its rows twice (within the window the rerun skips
+        them: the other load tests)."""
+        script = os.path.join(self.dir, "window.sql")
+        with open(script, "w") as f:
+            f.write("CREATE TABLE IF NOT EXISTS w(x);\n")
+            f.write("".join("INSERT INTO w VALUES(%d);\n" % i
+                            for i in range(2500)))
+        port = free_ports(1)[0]
+        db = os.path.join(self.dir, "window.db")
+        n = Node(NODE, 1, db, db + ".log")
+        try:
+            n.sql("SELECT raft_start(?)", "id=1 cluster=1@127.0.0.1:%d %s "
+                  "request_id_window=2" % (port, FAST))
+            wait_for("a leader", lambda: n.value("SELECT raft_leader()"))
+            r = json.loads(n.value("SELECT raft_load_sql(?)", script))
+            self.assertEqual((r["chunks"], r["applied"]), (3, 3), r)
+            r = json.loads(n.value("SELECT raft_load_sql(?)", script))
+            self.assertEqual((r["applied"], r["skipped"]), (3, 0), r)
+            self.assertEqual(n.value("SELECT count(*) FROM w"), 5000)
+        finally:
+            self.assertEqual(n.stop(), 0)
+
+    def test_load_sql_resumes_after_the_script_is_fixed(self):
+        """A script whose fourth chunk (of five) fails on a statement: the
+        error names that statement's file and line; the three chunks
+        before stay applied. The line fixed, the rerun skips those three
+        (their ids chain over the chunks before and are unchanged) and
+        applies the other two: every row once, on every node."""
+        lines = ["CREATE TABLE resume_t(id INTEGER PRIMARY KEY, v TEXT);"]
+        lines += ["INSERT INTO resume_t VALUES(%d, 'row %d');" % (i, i)
+                  for i in range(1, 5000)]
+        good = lines[3500]
+        lines[3500] = "INSERT INTO resume_nosuch VALUES(3500);"
+        script = os.path.join(self.dir, "resume.sql")
+        with open(script, "w") as f:
+            f.write("\n".join(lines) + "\n")
+        three = self.a.nodes[2]
+        with self.assertRaises(NodeError) as cm:
+            three.value("SELECT raft_load_sql(?)", script)
+        self.assertIn("raft_load_sql: chunk 4 of 5 (%s line 3501: INSERT "
+                      "INTO resume_nosuch VALUES(3500);): no such table: "
+                      "resume_nosuch" % script, str(cm.exception))
+        load = three.status()["load"]
+        self.assertEqual((load["state"], load["chunks_done"], load["applied"],
+                          load["skipped"]), ("failed", 3, 3, 0), load)
+        self.a.settle()
+        for n in self.a.nodes:
+            self.assertEqual(n.value("SELECT count(*) FROM resume_t"), 2999)
+
+        lines[3500] = good
+        with open(script, "w") as f:
+            f.write("\n".join(lines) + "\n")
+        r = json.loads(three.value("SELECT raft_load_sql(?)", script))
+        self.assertEqual((r["chunks"], r["skipped"], r["applied"]), (5, 3, 2),
+                         r)
+        load = three.status()["load"]
+        self.assertEqual((load["state"], load["skipped"], load["applied"]),
+                         ("done", 3, 2), load)
+        self.a.settle()
+        for n in self.a.nodes:
+            self.assertEqual(n.sql("SELECT count(*), sum(id) FROM "
+                                   "resume_t"), [[4999, 4999 * 5000 // 2]],
+                             n.id)
 
     def test_refusals(self):
         """bootstrap_from= is refused, naming the file and the cause, on a

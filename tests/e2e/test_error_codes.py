@@ -17,6 +17,7 @@ the refused socket in test_attach, diverged in test_foreign, a full disk
 in test_wedges.
 """
 
+import json
 import os
 import re
 import shutil
@@ -144,6 +145,62 @@ class ErrorCodesTest(unittest.TestCase):
                                     "t VALUES(2, 20)')"):
             self.assertEqual(code, CODES["RAFTSQL_INVALID"], text)
             self.assertIn("raft_exec: not applied: near \"INSRT\"", text)
+
+    def test_backup_and_load_sql_usage(self):
+        """raft_backup's and raft_load_sql's usage errors are
+        RAFTSQL_INVALID here and from another process: a path that is no
+        text, the wrong number of arguments, a target that exists, a
+        script that is missing, a relative path sent to another
+        process's node, a call inside a transaction."""
+        exists = os.path.join(self.dir, "exists.db")
+        open(exists, "w").close()
+        missing = os.path.join(self.dir, "missing.sql")
+        for sql, params, why in [
+                ("SELECT raft_backup(42)", (), "must be non-empty text"),
+                ("SELECT raft_backup()", (), "one argument"),
+                ("SELECT raft_backup(?, 2)", (exists,), "one argument"),
+                ("SELECT raft_load_sql()", (), "one argument"),
+                ("SELECT raft_load_sql(?)", ("",), "must be non-empty text"),
+                ("SELECT raft_backup(?)", (exists,), "never overwrites"),
+                ("SELECT raft_load_sql(?)", (missing,),
+                 "No such file or directory")]:
+            for code, text in self.both(self.s, sql, *params):
+                self.assertEqual(code, CODES["RAFTSQL_INVALID"], text)
+                self.assertIn(why, text)
+        code, text = self.there(self.s, "SELECT raft_backup('rel.db')")
+        self.assertEqual(code, CODES["RAFTSQL_INVALID"], text)
+        self.assertIn("give an absolute path", text)
+        self.s.execute("BEGIN")
+        try:
+            code, text = self.here(self.s, "SELECT raft_load_sql(?)", missing)
+        finally:
+            self.s.execute("ROLLBACK")
+        self.assertEqual(code, CODES["RAFTSQL_INVALID"], text)
+        self.assertIn("inside a transaction", text)
+
+    def test_load_sql_busy(self):
+        """A second raft_load_sql while one runs on the node (L: its chunk
+        waits for a leader) is RAFTSQL_BUSY; the first ends not
+        applied."""
+        script = os.path.join(self.dir, "busy.sql")
+        with open(script, "w") as f:
+            f.write("CREATE TABLE busy(x);\n")
+        first = []
+        th = threading.Thread(target=lambda: first.append(self.here(
+            self.l, "SELECT raft_load_sql(?)", script)))
+        th.start()
+        other = connect(os.path.join(self.dir, "l.db"))
+        try:
+            wait_for("the first load runs", lambda: (json.loads(self.value(
+                other, "SELECT raft_status()"))["load"] or {}).get(
+                    "state") == "running")
+            code, text = self.here(other, "SELECT raft_load_sql(?)", script)
+        finally:
+            th.join(30)
+            other.close()
+        self.assertEqual(code, CODES["RAFTSQL_BUSY"], text)
+        self.assertIn("one at a time", text)
+        self.assertEqual(first[0][0], CODES["RAFTSQL_NOT_APPLIED"], first)
 
     def test_sql_error_keeps_sqlites_code(self):
         for code, text in self.both(self.s, "SELECT raft_exec('INSERT INTO "

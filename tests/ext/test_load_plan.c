@@ -1,7 +1,8 @@
 /* Tests of ext/load_plan.c, raft_load_sql's plan: statement splitting
  * (quotes, comments, triggers, an open last statement), the script's
  * transaction control left out, the refusals naming their line, chunking
- * by bytes and by count, and request ids derived from the content. */
+ * by bytes and by count (a PRAGMA alone), request ids chained over the
+ * chunks, a sqlite3 .dump script. */
 
 #include <setjmp.h>
 #include <stdarg.h>
@@ -186,33 +187,110 @@ static void test_chunking(void **state)
     load_plan_free(&p);
 }
 
-/* Ids depend on the content, the bounds and the chunk number only. */
+/* id_of returns chunk @k's request id of @p (a static buffer per @slot). */
+static const char *id_of(const struct ext_load_plan *p, unsigned k,
+                         unsigned slot)
+{
+    static char ids[4][EXT_LOAD_ID_MAX];
+    load_plan_request_id(p, k, ids[slot]);
+    return ids[slot];
+}
+
+/* Ids chain over the chunks: chunk k's id is the same in two scripts
+ * exactly when chunks 0 to k hold the same text, whatever follows and
+ * whatever the bounds that made them; it names its number. */
 static void test_request_ids(void **state)
 {
-    const char *a = "INSERT INTO t VALUES(1);INSERT INTO t VALUES(2);";
-    const char *b = "INSERT INTO t VALUES(1);INSERT INTO t VALUES(3);";
-    struct ext_load_plan p1 = plan_ok(a, 30, 10), p2 = plan_ok(a, 30, 10);
-    struct ext_load_plan p3 = plan_ok(b, 30, 10), p4 = plan_ok(a, 31, 10);
-    char i1[EXT_LOAD_ID_MAX], i2[EXT_LOAD_ID_MAX], i3[EXT_LOAD_ID_MAX];
-    char i4[EXT_LOAD_ID_MAX], i5[EXT_LOAD_ID_MAX];
+    /* Chunks of two statements: (1 2) (3 4) (5). */
+    const char *a =
+        "INSERT INTO t VALUES(1);INSERT INTO t VALUES(2);"
+        "INSERT INTO t VALUES(3);INSERT INTO t VALUES(4);"
+        "INSERT INTO t VALUES(5);";
+    /* Chunk 1 changed. */
+    const char *b =
+        "INSERT INTO t VALUES(1);INSERT INTO t VALUES(2);"
+        "INSERT INTO t VALUES(3);INSERT INTO t VALUES(9);"
+        "INSERT INTO t VALUES(5);";
+    /* Chunk 2 changed, and comments and blanks between statements. */
+    const char *c =
+        "-- a dump\nINSERT INTO t VALUES(1);INSERT INTO t "
+        "VALUES(2);\n\nINSERT INTO t VALUES(3);INSERT INTO t "
+        "VALUES(4);INSERT INTO t VALUES(6);";
+    struct ext_load_plan pa = plan_ok(a, 1 << 20, 2),
+                         pa2 = plan_ok(a, 1 << 20, 2);
+    struct ext_load_plan pb = plan_ok(b, 1 << 20, 2),
+                         pc = plan_ok(c, 1 << 20, 2);
+    struct ext_load_plan pone = plan_ok(a, 1 << 20, 1);
+    struct ext_load_plan pbig = plan_ok(a, 49, 100);
     (void)state;
-    assert_int_equal(p1.n_chunks, 2);
-    load_plan_request_id(&p1, 0, i1);
-    load_plan_request_id(&p2, 0, i2);
-    load_plan_request_id(&p3, 0, i3);
-    load_plan_request_id(&p4, 0, i4);
-    load_plan_request_id(&p1, 1, i5);
-    assert_string_equal(i1, i2);
-    assert_string_not_equal(i1, i3);
-    assert_string_not_equal(i1, i4);
-    assert_string_not_equal(i1, i5);
-    assert_int_equal(strncmp(i1, "load1:", 6), 0);
-    assert_int_equal(strlen(p1.hash), 32);
-    assert_non_null(strstr(i5, ":30:10:1"));
-    load_plan_free(&p1);
-    load_plan_free(&p2);
-    load_plan_free(&p3);
-    load_plan_free(&p4);
+    assert_int_equal(pa.n_chunks, 3);
+    for (unsigned k = 0; k < 3; k++) {
+        assert_string_equal(id_of(&pa, k, 0), id_of(&pa2, k, 1));
+    }
+    assert_string_equal(id_of(&pa, 0, 0), id_of(&pb, 0, 1));
+    assert_string_not_equal(id_of(&pa, 1, 0), id_of(&pb, 1, 1));
+    assert_string_not_equal(id_of(&pa, 2, 0), id_of(&pb, 2, 1));
+    assert_string_equal(id_of(&pa, 0, 0), id_of(&pc, 0, 1));
+    assert_string_equal(id_of(&pa, 1, 0), id_of(&pc, 1, 1));
+    assert_string_not_equal(id_of(&pa, 2, 0), id_of(&pc, 2, 1));
+    /* Other bounds, other chunks: other ids. */
+    assert_string_not_equal(id_of(&pa, 0, 0), id_of(&pone, 0, 1));
+    /* Other bounds, the same first chunk (49 bytes: two statements and
+     * their newline): the same id. */
+    assert_int_equal(pbig.chunks[0].n, 2);
+    assert_string_equal(id_of(&pa, 0, 0), id_of(&pbig, 0, 1));
+    /* Two chunks of the same text at other places differ. */
+    assert_string_not_equal(id_of(&pone, 0, 0), id_of(&pone, 1, 1));
+    assert_int_equal(strncmp(id_of(&pa, 2, 0), "load2:2:", 8), 0);
+    assert_int_equal(strlen(id_of(&pa, 2, 0)), 8 + 32);
+    load_plan_free(&pa);
+    load_plan_free(&pa2);
+    load_plan_free(&pb);
+    load_plan_free(&pc);
+    load_plan_free(&pone);
+    load_plan_free(&pbig);
+}
+
+/* What a sqlite3 .dump writes plans as it is: each PRAGMA in a chunk of
+ * its own, the dump's transaction left out, the sqlite_sequence lines
+ * and the bodies of triggers and views (their ';') kept whole. */
+static void test_sqlite3_dump(void **state)
+{
+    const char *text =
+        "PRAGMA foreign_keys=OFF;\n"
+        "BEGIN TRANSACTION;\n"
+        "CREATE TABLE a(id INTEGER PRIMARY KEY AUTOINCREMENT, x);\n"
+        "INSERT INTO a VALUES(1,X'00ff3b');\n"
+        "DELETE FROM sqlite_sequence;\n"
+        "INSERT INTO sqlite_sequence VALUES('a',1);\n"
+        "CREATE TRIGGER tr AFTER INSERT ON a BEGIN INSERT INTO a "
+        "VALUES(NULL, 'x;'); SELECT 1; END;\n"
+        "CREATE VIEW v AS SELECT * FROM a WHERE x <> ';';\n"
+        "PRAGMA user_version=3;\n"
+        "INSERT INTO a VALUES(2,'y');\n"
+        "COMMIT;\n";
+    struct ext_load_plan p = plan_ok(text, 1 << 20, 100);
+    char *sql;
+    (void)state;
+    assert_int_equal(p.n_skipped, 2);
+    assert_int_equal(p.n_stmts, 9);
+    assert_int_equal(p.n_chunks, 4);
+    assert_int_equal(p.chunks[0].n, 1);
+    sql = load_plan_chunk_sql(&p, text, 0);
+    assert_string_equal(sql, "PRAGMA foreign_keys=OFF;");
+    free(sql);
+    assert_int_equal(p.chunks[1].first, 1);
+    assert_int_equal(p.chunks[1].n, 6);
+    stmt_is(&p, text, 5,
+            "CREATE TRIGGER tr AFTER INSERT ON a BEGIN INSERT "
+            "INTO a VALUES(NULL, 'x;'); SELECT 1; END;",
+            7);
+    stmt_is(&p, text, 6, "CREATE VIEW v AS SELECT * FROM a WHERE x <> ';';", 8);
+    assert_int_equal(p.chunks[2].n, 1);
+    stmt_is(&p, text, p.chunks[2].first, "PRAGMA user_version=3;", 9);
+    assert_int_equal(p.chunks[3].n, 1);
+    stmt_is(&p, text, p.chunks[3].first, "INSERT INTO a VALUES(2,'y');", 10);
+    load_plan_free(&p);
 }
 
 int main(void)
@@ -225,6 +303,7 @@ int main(void)
         cmocka_unit_test(test_refusals),
         cmocka_unit_test(test_chunking),
         cmocka_unit_test(test_request_ids),
+        cmocka_unit_test(test_sqlite3_dump),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -325,6 +325,39 @@ static void test_rows_multi_and_rollback(void **state)
     assert_non_null(strstr(r->errmsg, "not valid UTF-8"));
 }
 
+/* A statement's error names where the statement starts in the request
+ * (err_at: 1 + the offset where SQLite was given it, for a runtime error
+ * as for one when it is prepared); an error of the whole request, and a
+ * first outcome under a client id, name none. */
+static void test_error_statement_offset(void **state)
+{
+    struct fsm_fixture *f = *state;
+    const char *two =
+        "CREATE TABLE e(id INTEGER PRIMARY KEY);\n"
+        "INSERT INTO e VALUES(1);\nINSERT INTO nosuch VALUES(1);";
+    const char *three = "INSERT INTO e VALUES(2); INSERT INTO e VALUES(1);";
+    struct sql_result *r;
+
+    r = apply_one(f, (struct req){.sql = two, .id = "e1"});
+    assert_int_equal(r->rc, SQLITE_ERROR);
+    /* Prepared from just after the second statement's ';'. */
+    assert_int_equal(r->err_at, strstr(two, "\nINSERT INTO nosuch") - two + 1);
+    r = apply_one(f, (struct req){.sql = two, .id = "e1"});
+    assert_int_equal(r->id_duplicate, 1);
+    assert_int_equal(r->err_at, 0);
+    assert_ok(apply_one(f, (struct req){.sql = "CREATE TABLE e(id INTEGER "
+                                               "PRIMARY KEY); INSERT INTO e "
+                                               "VALUES(1)"}));
+    r = apply_one(f, (struct req){.sql = three});
+    assert_int_equal(r->rc & 0xff, SQLITE_CONSTRAINT);
+    assert_int_equal(r->err_at, strchr(three, ';') - three + 2);
+    r = apply_one(f, (struct req){.sql = "INSERT INTO e VALUES(?)"});
+    assert_int_equal(r->rc, SQLITE_ERROR); /* missing value */
+    assert_int_equal(r->err_at, 1);
+    assert_ok(apply_one(f, (struct req){.sql = "SELECT 1"}));
+    assert_int_equal(f->res[0].err_at, 0);
+}
+
 /* Rows over the stamped max_result_bytes are a SQL error (SQLITE_TOOBIG),
  * the request rolled back; under it they pass. */
 static void test_rows_cap(void **state)
@@ -585,6 +618,9 @@ int main(void)
                                         fsm_fixture_setup,
                                         fsm_fixture_teardown),
         cmocka_unit_test_setup_teardown(test_rows_cap, fsm_fixture_setup,
+                                        fsm_fixture_teardown),
+        cmocka_unit_test_setup_teardown(test_error_statement_offset,
+                                        fsm_fixture_setup,
                                         fsm_fixture_teardown),
         cmocka_unit_test_setup_teardown(test_client_id, fsm_fixture_setup,
                                         fsm_fixture_teardown),
