@@ -86,6 +86,8 @@ void divergence_set(struct ext_divergence *v, bool on, const char *why,
     snprintf(v->why, sizeof v->why, "%s", on ? "" : why);
     v->first = v->last = index;
     v->ring[index % EXT__DIVERGENCE_RING] = value;
+    /* What the peers' values were compared with is gone. */
+    memset(v->peers, 0, sizeof v->peers);
     pthread_mutex_unlock(&v->mu);
 }
 

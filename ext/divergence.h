@@ -2,7 +2,9 @@
  * replica checksum") at each recently applied index, exchanged with the
  * peers in CHECKSUM frames (raft/frame.h) and compared at equal indexes;
  * a mismatch is reported at once (status, raft_members, an ERROR line)
- * and narrowed down to the first index where the two replicas differ.
+ * and narrowed down to the first index where the two replicas differ; a
+ * follower that differs from its leader is then marked diverged by the
+ * node (node.c, divergence_peer).
  *
  * Happy path: the apply thread records (index, checksum) of every entry
  * it applies (divergence_applied); every EXT__DIVERGENCE_PERIOD_MS the
@@ -58,7 +60,8 @@ int divergence_new(raft_id self, struct ext_node_log *log,
 void divergence_free(struct ext_divergence *v);
 
 /* divergence_set sets whether the checksum is maintained (@why says why
- * not) and starts the record afresh at @index with @value. Any thread. */
+ * not) and starts the record afresh at @index with @value, forgetting
+ * what was compared with the peers. Any thread. */
 void divergence_set(struct ext_divergence *v, bool on, const char *why,
                     raft_index index, uint64_t value);
 

@@ -190,6 +190,30 @@ static void judge_conflicts(struct ext_node *n)
     applier_mark_diverged(n->applier, why);
 }
 
+/* judge_checksum marks the replica of a follower diverged when its
+ * replica checksum differs from its leader's at an index both applied
+ * (divergence_peer): the same entries gave other content here, and the
+ * leader's is the cluster's. Loop thread. */
+static void judge_checksum(struct ext_node *n)
+{
+    const struct raft *core = raft_uv_node_core(n->driver);
+    raft_id leader = raft_leader_id(core);
+    raft_index at;
+    char why[512];
+
+    if (raft_role(core) != RAFT_FOLLOWER || leader == 0 ||
+        (at = divergence_peer(n->divergence, leader)) == 0) {
+        return;
+    }
+    snprintf(why, sizeof why,
+             "the replica checksum differs from the leader's (server "
+             "%" PRIu64 ") at index %" PRIu64
+             " (raft_status() checksum.mismatch): the same entries gave "
+             "other content here",
+             leader, at);
+    applier_mark_diverged(n->applier, why);
+}
+
 static void on_tick(void *data)
 {
     struct ext_node *n = data;
@@ -206,6 +230,7 @@ static void on_tick(void *data)
     cluster_id_on_tick(n->cluster, n->driver, applier_applied(n->applier));
     judge_staleness(n);
     judge_conflicts(n);
+    judge_checksum(n);
     if (repair_on_tick(n->repair, n->driver, n->applier,
                        EXT__REPAIR_RETRY_MS)) {
         char why[512];

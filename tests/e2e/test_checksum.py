@@ -86,10 +86,11 @@ class ChecksumTest(ClusterCase):
         self.assertEqual([r[1] for r in rows], [None, None, None])
 
     def test_injected_divergence_caught_at_its_index(self):
-        """A follower that applies one entry differently is caught by the
-        others and by itself at exactly that entry's index: in status,
-        raft_members and an ERROR line; its own raft_verify still finds
-        its file equal to its running checksum."""
+        """A follower that applies one entry differently (the last one
+        written) is caught by the others and by itself at exactly that
+        entry's index: in status, raft_members and an ERROR line; as its
+        checksum differs from its leader's it is marked diverged, and
+        raft_repair() gives it the leader's content."""
         bad = self.followers[0]
         applied = self.leader.status()["applied"]
         target = applied + 5
@@ -101,7 +102,7 @@ class ChecksumTest(ClusterCase):
         self.cluster.nodes[bad.id - 1] = bad
         bad.sql("SELECT raft_start(?)", config)
         self.cluster.wait_applied(applied, [bad])
-        for i in range(10, 20):
+        for i in range(10, 15):
             self.exec(self.leader, "INSERT INTO kv VALUES (?, ?)",
                       "k%d" % i, i)
         self.cluster.wait_applied(self.leader.status()["applied"])
@@ -111,8 +112,14 @@ class ChecksumTest(ClusterCase):
         self.assertIsNotNone(m, "the fault did not fire")
         skewed = int(m.group(1))
         self.assertEqual(skewed, target)
-        self.assertEqual(bad.value("SELECT count(*) FROM kv"), 19)
-        self.assertEqual(self.leader.value("SELECT count(*) FROM kv"), 20)
+        # Read from the file: the node refuses reads once diverged.
+        con = sqlite3.connect(bad.db)
+        try:
+            self.assertEqual(con.execute("SELECT count(*) FROM kv")
+                             .fetchone()[0], 14)
+        finally:
+            con.close()
+        self.assertEqual(self.leader.value("SELECT count(*) FROM kv"), 15)
 
         def found(node):
             mm = node.status()["checksum"]["mismatch"]
@@ -137,6 +144,17 @@ class ChecksumTest(ClusterCase):
         self.assertIn("ERROR: replica checksum differs from server %d: "
                       "first index known to differ %d" % (bad.id, skewed),
                       text)
+        # Only the follower that differs from its leader is diverged.
+        div = wait_for("diverged", lambda: bad.status()["diverged"], 20)
+        self.assertIn("the replica checksum differs from the leader's "
+                      "(server %d) at index " % self.leader.id,
+                      div["reason"])
+        for n in self.cluster.nodes:
+            if n.id != bad.id:
+                self.assertIsNone(n.status()["diverged"], n.id)
+        self.assertIn("repaired from a snapshot at index",
+                      bad.value("SELECT raft_repair()"))
+        self.assertEqual(bad.value("SELECT count(*) FROM kv"), 15)
         self.assertTrue(self.verify(bad)["equal"])
 
     def test_verify_finds_bytes_changed_and_writes_bypassing_hooks(self):
