@@ -89,8 +89,9 @@ class ChecksumTest(ClusterCase):
         """A follower that applies one entry differently (the last one
         written) is caught by the others and by itself at exactly that
         entry's index: in status, raft_members and an ERROR line; as its
-        checksum differs from its leader's it is marked diverged, and
-        raft_repair() gives it the leader's content."""
+        checksum differs from its leader's it is marked diverged, its own
+        raft_verify still finds its file equal to its running checksum,
+        and raft_repair() gives it the leader's content."""
         bad = self.followers[0]
         applied = self.leader.status()["applied"]
         target = applied + 5
@@ -152,6 +153,9 @@ class ChecksumTest(ClusterCase):
         for n in self.cluster.nodes:
             if n.id != bad.id:
                 self.assertIsNone(n.status()["diverged"], n.id)
+        # Its own file still matches its running checksum (raft_verify
+        # works on a diverged replica: it is the one to look at).
+        self.assertTrue(self.verify(bad)["equal"])
         self.assertIn("repaired from a snapshot at index",
                       bad.value("SELECT raft_repair()"))
         self.assertEqual(bad.value("SELECT count(*) FROM kv"), 15)
