@@ -13,6 +13,7 @@
 
 #include <inttypes.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "../raft/configuration.h"
@@ -305,6 +306,42 @@ static int bootstrap_from(struct ext_store *s, struct sql_fsm *fsm,
     return 0;
 }
 
+/* refuse_founders refuses bootstrap_from= beside a cluster= of several
+ * servers (@cluster): the other founders, started with the same cluster=
+ * and empty databases, are a majority that can elect a leader without
+ * this node, and found the cluster without the file's content. */
+static int refuse_founders(const struct ext_config *cfg,
+                           const struct raft_configuration *cluster,
+                           char *errmsg, size_t errmsg_len)
+{
+    int k = raft_configuration_find(cluster, cfg->id);
+    const char *self = k >= 0 ? cluster->servers[k].address : "host:port";
+
+    snprintf(errmsg, errmsg_len,
+             "bootstrap_from: cluster= names %u servers: the others, "
+             "started with the same cluster= and empty databases, could "
+             "elect a leader without this node and found the cluster "
+             "without %s's content; found it alone (id=%" PRIu64
+             " cluster=%" PRIu64
+             "@%s bootstrap_from=...), then start each other node with "
+             "join=%s and its own listen= (README \"Bringing data in and "
+             "out\")",
+             cluster->n, cfg->bootstrap_from, cfg->id, cfg->id, self, self);
+    return RAFT_INVALID;
+}
+
+/* unsafe_founders_allowed tells whether a test asks for the start that
+ * refuse_founders refuses (RAFTSQL_TEST_UNSAFE_FOUNDERS, test builds
+ * only), to see what the other founders' cluster does to this node. */
+static bool unsafe_founders_allowed(void)
+{
+#ifdef RAFTSQL_TEST_FAULTS
+    return getenv("RAFTSQL_TEST_UNSAFE_FOUNDERS") != NULL;
+#else
+    return false;
+#endif
+}
+
 /* bootstrap writes the bootstrap entry and hard state of a new cluster,
  * or leaves a joining node with no configuration. */
 static int bootstrap(struct ext_store *s, struct sql_fsm *fsm,
@@ -343,6 +380,11 @@ static int bootstrap(struct ext_store *s, struct sql_fsm *fsm,
         snprintf(errmsg, errmsg_len, "cluster: bootstrap: %s",
                  raft_strerror(rc));
         return rc;
+    }
+    if (cfg->bootstrap_from[0] != '\0' && cluster->n != 1 &&
+        !unsafe_founders_allowed()) {
+        raft_buf_unref(e.data);
+        return refuse_founders(cfg, cluster, errmsg, errmsg_len);
     }
     if (cfg->bootstrap_from[0] != '\0') {
         rc = bootstrap_from(s, fsm, cfg, log, &e, &hs, st, b, errmsg,

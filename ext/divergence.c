@@ -86,6 +86,8 @@ void divergence_set(struct ext_divergence *v, bool on, const char *why,
     snprintf(v->why, sizeof v->why, "%s", on ? "" : why);
     v->first = v->last = index;
     v->ring[index % EXT__DIVERGENCE_RING] = value;
+    /* What the peers' values were compared with is gone. */
+    memset(v->peers, 0, sizeof v->peers);
     pthread_mutex_unlock(&v->mu);
 }
 
@@ -371,4 +373,32 @@ raft_index divergence_peer(struct ext_divergence *v, raft_id id)
     }
     pthread_mutex_unlock(&v->mu);
     return r;
+}
+
+raft_index divergence_outvoted(struct ext_divergence *v,
+                               const struct raft_configuration *c,
+                               raft_id *leader)
+{
+    unsigned voters = 0, differ = 0;
+    raft_index at = 0;
+
+    pthread_mutex_lock(&v->mu);
+    for (unsigned k = 0; k < c->n; k++) {
+        const struct raft_server *s = &c->servers[k];
+        if (s->role != RAFT_VOTER) {
+            continue;
+        }
+        voters++;
+        for (unsigned i = 0; s->id != v->self && i < RAFT_MAX_SERVERS; i++) {
+            if (v->peers[i].id == s->id && v->peers[i].differ != 0) {
+                differ++;
+                if (at == 0 || v->peers[i].differ < at) {
+                    at = v->peers[i].differ;
+                    *leader = s->id;
+                }
+            }
+        }
+    }
+    pthread_mutex_unlock(&v->mu);
+    return voters > 1 && differ >= voters / 2 + 1 ? at : 0;
 }

@@ -2,7 +2,9 @@
  * replica checksum") at each recently applied index, exchanged with the
  * peers in CHECKSUM frames (raft/frame.h) and compared at equal indexes;
  * a mismatch is reported at once (status, raft_members, an ERROR line)
- * and narrowed down to the first index where the two replicas differ.
+ * and narrowed down to the first index where the two replicas differ; a
+ * replica that differs from a majority of the voters is then marked
+ * diverged by the node (node.c, divergence_outvoted).
  *
  * Happy path: the apply thread records (index, checksum) of every entry
  * it applies (divergence_applied); every EXT__DIVERGENCE_PERIOD_MS the
@@ -58,7 +60,8 @@ int divergence_new(raft_id self, struct ext_node_log *log,
 void divergence_free(struct ext_divergence *v);
 
 /* divergence_set sets whether the checksum is maintained (@why says why
- * not) and starts the record afresh at @index with @value. Any thread. */
+ * not) and starts the record afresh at @index with @value, forgetting
+ * what was compared with the peers. Any thread. */
 void divergence_set(struct ext_divergence *v, bool on, const char *why,
                     raft_index index, uint64_t value);
 
@@ -100,5 +103,18 @@ void divergence_status(struct ext_divergence *v,
 /* divergence_peer returns the first index known to differ from peer @id,
  * 0 for none. Any thread. */
 raft_index divergence_peer(struct ext_divergence *v, raft_id id);
+
+/* divergence_outvoted tells whether this replica is the odd one out: its
+ * checksum is known to differ from those of a majority of the voters of
+ * @c (voters / 2 + 1 of them, not counting this server), so that no
+ * majority can share its content. Returns the lowest index known to
+ * differ from one of them, with that voter's id in *@peer, or 0 when
+ * fewer differ (a leader whose content is wrong is outvoted by its
+ * followers, a follower agreeing with another voter is not; two voters
+ * never outvote each other: which is wrong is for the operator to tell).
+ * Any thread. */
+raft_index divergence_outvoted(struct ext_divergence *v,
+                               const struct raft_configuration *c,
+                               raft_id *peer);
 
 #endif /* EXT_DIVERGENCE_H */

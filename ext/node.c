@@ -72,6 +72,7 @@ struct ext_node {
     struct ext_change *change;         /* membership changes and transfers */
     struct ext_cluster_id *cluster;    /* the cluster id */
     struct ext_repair *repair;         /* repairing a diverged replica */
+    uint64_t conflicts;                /* raft_conflicts judged (loop) */
     struct ext_barrier *barrier;       /* raft_barrier's reads */
     struct ext_divergence *divergence; /* the replica checksum's values,
                                         compared with the peers' */
@@ -160,6 +161,63 @@ static void judge_staleness(struct ext_node *n)
     ext_guard_expire_retry();
 }
 
+/* judge_conflicts marks the replica diverged when the core dropped an
+ * AppendEntries that contradicts its committed history (raft_conflicts):
+ * the leader's cluster and this replica have different histories (two
+ * groups founded the cluster, or this node's state was replaced), so
+ * entries would apply here on other content than the leader's. Loop
+ * thread. */
+static void judge_conflicts(struct ext_node *n)
+{
+    struct raft_conflict c;
+    uint64_t k = raft_conflicts(raft_uv_node_core(n->driver), &c);
+    char why[512];
+
+    if (k == n->conflicts) {
+        return;
+    }
+    n->conflicts = k;
+    snprintf(why, sizeof why,
+             "the leader (server %" PRIu64 ", term %" PRIu64
+             ") contradicts this replica's committed history: its entry "
+             "%" PRIu64 " has term %" PRIu64 ", this node's %s at %" PRIu64
+             " has term %" PRIu64
+             " (the two were founded apart, e.g. founders that elected a "
+             "leader without the node started with bootstrap_from=, or "
+             "this node's state was replaced); its entries are refused",
+             c.leader, c.leader_term, c.index, c.theirs,
+             c.snapshot ? "snapshot" : "committed entry", c.index, c.ours);
+    applier_mark_diverged(n->applier, why);
+}
+
+/* judge_checksum marks this replica diverged when its replica checksum
+ * differs from those of a majority of the voters (divergence_outvoted):
+ * the same entries gave other content here than on enough servers that
+ * no majority can hold this content. A leader so outvoted hands the
+ * leadership on and is repaired like any diverged replica; a follower
+ * differing from its leader alone, while another voter agrees with it,
+ * is not marked (the leader may be the wrong one: it is outvoted in
+ * turn). Loop thread. */
+static void judge_checksum(struct ext_node *n)
+{
+    const struct raft *core = raft_uv_node_core(n->driver);
+    const struct raft_configuration *c = raft_current_configuration(core);
+    raft_id peer = 0;
+    raft_index at;
+    char why[512];
+
+    if (c == NULL || (at = divergence_outvoted(n->divergence, c, &peer)) == 0) {
+        return;
+    }
+    snprintf(why, sizeof why,
+             "the replica checksum differs from those of a majority of the "
+             "voters (server %" PRIu64 " from index %" PRIu64
+             "; raft_status() checksum.mismatch, raft_members()): the same "
+             "entries gave other content here",
+             peer, at);
+    applier_mark_diverged(n->applier, why);
+}
+
 static void on_tick(void *data)
 {
     struct ext_node *n = data;
@@ -175,6 +233,8 @@ static void on_tick(void *data)
     status_note_failure(n->status, n->driver);
     cluster_id_on_tick(n->cluster, n->driver, applier_applied(n->applier));
     judge_staleness(n);
+    judge_conflicts(n);
+    judge_checksum(n);
     if (repair_on_tick(n->repair, n->driver, n->applier,
                        EXT__REPAIR_RETRY_MS)) {
         char why[512];

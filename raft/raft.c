@@ -699,6 +699,14 @@ raft_term raft_snapshot_term(const struct raft *r)
     return r->log.snapshot_term;
 }
 
+uint64_t raft_conflicts(const struct raft *r, struct raft_conflict *out)
+{
+    if (out != NULL && r->n_conflicts > 0) {
+        *out = r->conflict;
+    }
+    return r->n_conflicts;
+}
+
 int raft_progress(const struct raft *r, raft_id id,
                   struct raft_progress_info *out)
 {

@@ -602,6 +602,31 @@ raft_term raft_snapshot_term(const struct raft *r);   /* its term, 0 unknown */
 bool raft_storage_stalled(const struct raft *r); /* STORAGE_STALLED state */
 bool raft_declining(const struct raft *r);       /* DECLINE state */
 
+/* An AppendEntries that contradicts this server's committed history: at
+ * an index it holds committed (its snapshot's boundary, or a committed
+ * entry of its log) the leader's entry has another term. Under the
+ * protocol it never happens (Log Matching and Leader Completeness, paper
+ * §5.3 and §5.4); it does when two groups of servers each think they
+ * founded the cluster, or a server's state was replaced behind the
+ * protocol's back. The core drops such a message, unanswered, so the
+ * committed state stays as it is. */
+struct raft_conflict {
+    raft_id leader;        /* the sender */
+    raft_term leader_term; /* the term of its AppendEntries */
+    raft_index index;      /* where the two histories contradict */
+    raft_term ours;        /* our term there */
+    raft_term theirs;      /* the leader's term there */
+    bool snapshot;         /* @index is our snapshot's boundary (else an
+                              entry of our log at or below our commit
+                              index) */
+};
+
+/* raft_conflicts returns how many AppendEntries this core dropped since it
+ * was created because they contradict its committed history (struct
+ * raft_conflict), and writes the latest into *@out when there was one and
+ * @out is not NULL. Same thread as raft_step. */
+uint64_t raft_conflicts(const struct raft *r, struct raft_conflict *out);
+
 /* raft_current_configuration returns the configuration in force (the
  * latest in the log, thesis §4.1); valid until the next raft_step or
  * raft_close. raft_configuration_index returns the index of the entry that

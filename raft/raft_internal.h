@@ -117,11 +117,14 @@ struct raft {
     bool storage_stalled;        /* STORAGE_STALLED: no leading,
                                           no campaigning */
     bool declining;              /* DECLINE: TimeoutNow ignored */
-    bool ticked;                 /* a TICK set the time base */
-    uint64_t now;                /* clock of the last TICK, ms */
-    uint64_t election_start;     /* when the election timer started */
-    uint64_t election_rand;      /* randomized timeout, ms */
-    uint64_t heartbeat_start;    /* leader: last heartbeat round */
+    uint64_t n_conflicts;        /* AppendEntries dropped for contradicting
+                                    committed history (raft_conflicts) */
+    struct raft_conflict conflict;  /* the latest of them */
+    bool ticked;                    /* a TICK set the time base */
+    uint64_t now;                   /* clock of the last TICK, ms */
+    uint64_t election_start;        /* when the election timer started */
+    uint64_t election_rand;         /* randomized timeout, ms */
+    uint64_t heartbeat_start;       /* leader: last heartbeat round */
     int8_t votes[RAFT_MAX_SERVERS]; /* candidate or pre-candidate: 1
                                           granted, -1 refused */
     bool pre_candidate;             /* follower running a pre-vote

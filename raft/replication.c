@@ -369,6 +369,21 @@ static raft_index find_conflict(const struct raft *r, raft_index prev)
     return i;
 }
 
+/* note_conflict records that AppendEntries @m contradicts our committed
+ * history at @index (our term @ours, the leader's @theirs), before the
+ * caller drops it (raft_conflicts). */
+static void note_conflict(struct raft *r, const struct raft_message *m,
+                          raft_index index, raft_term ours, raft_term theirs)
+{
+    r->n_conflicts++;
+    r->conflict.leader = m->from;
+    r->conflict.leader_term = m->append_entries.term;
+    r->conflict.index = index;
+    r->conflict.ours = ours;
+    r->conflict.theirs = theirs;
+    r->conflict.snapshot = index < r->log.first;
+}
+
 /* prev_matches: paper Fig. 2 AppendEntries receiver rule 2. Index 0 and
  * compacted entries (committed, so on every leader) always match. */
 static bool prev_matches(const struct raft *r, raft_index prev,
@@ -401,6 +416,13 @@ void replication_recv_append_entries(struct raft *r,
     election_reset_timer(r);
     r->leader_seen = r->now;
 
+    if (ae->prev_log_index != 0 && ae->prev_log_index == r->log.first - 1 &&
+        r->log.snapshot_term != 0 &&
+        ae->prev_log_term != r->log.snapshot_term) {
+        note_conflict(r, m, ae->prev_log_index, r->log.snapshot_term,
+                      ae->prev_log_term);
+        return;
+    }
     if (!prev_matches(r, ae->prev_log_index, ae->prev_log_term)) {
         reply_append(r, m->from, ae->seq, false, ae->prev_log_index,
                      log_last_index(&r->log),
@@ -416,6 +438,11 @@ void replication_recv_append_entries(struct raft *r,
     for (i = 0; i < ae->n_entries; i++) {
         const struct raft_entry *e = &ae->entries[i];
         if (e->index < r->log.first) {
+            if (e->index == r->log.first - 1 && r->log.snapshot_term != 0 &&
+                e->term != r->log.snapshot_term) {
+                note_conflict(r, m, e->index, r->log.snapshot_term, e->term);
+                return;
+            }
             continue;
         }
         if (e->index > log_last_index(&r->log)) {
@@ -426,6 +453,8 @@ void replication_recv_append_entries(struct raft *r,
                 /* Invariant: committed entries never conflict (Leader
                  * Completeness, paper §5.4). A peer broke the protocol:
                  * drop its message rather than lose committed state. */
+                note_conflict(r, m, e->index, log_term_at(&r->log, e->index),
+                              e->term);
                 return;
             }
             log_truncate(&r->log, e->index);

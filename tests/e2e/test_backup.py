@@ -1,5 +1,7 @@
 """Data in and out (issue 14, item 5): a new cluster bootstrapped from a
-SQLite file (bootstrap_from=), its followers filled by a snapshot;
+SQLite file (bootstrap_from= on a founder alone, the others join=), its
+followers filled by a snapshot; the unsafe founding (every founder with
+cluster=) refused, and, forced, caught as a divergence;
 raft_backup() of a replica, which bootstraps another cluster with the same
 content and a new cluster id; the refusals; raft_load_sql() of a script,
 resumed after a failure without applying a chunk twice. One cluster is
@@ -75,9 +77,12 @@ def source_script(source, path):
 
 
 class Cluster3:
-    """Three testhost nodes in @workdir named @tag, node 1 started with
-    bootstrap_from=@source (None: a cluster of empty databases); @env maps
-    a node id to variables of its process's environment."""
+    """Three testhost nodes in @workdir named @tag; @env maps a node id to
+    variables of its process's environment. With a @source, the README
+    procedure: node 1 founds the cluster alone with bootstrap_from=@source,
+    nodes 2 and 3 join it (join=, empty databases), receive the snapshot
+    and become voters. Without (None), three founders of empty databases
+    with the same cluster=."""
 
     def __init__(self, workdir, tag, source, extra="exec_timeout_ms=10000",
                  env=None):
@@ -89,40 +94,50 @@ class Cluster3:
         self.tag = tag
         self.extra = extra
         self.env = env or {}
+        self.source = source
         try:
-            self.nodes.append(self.spawn(
-                1, "bootstrap_from=%s" % source if source else ""))
-            # Node 2 next: with node 1 up, only node 1 (whose log is
-            # ahead) can win the first election; node 3 then joins a
-            # running leader.
-            self.nodes.append(self.spawn(2))
-            wait_for("a leader", lambda: self.leader_ok(source is not None))
-            self.nodes.append(self.spawn(3))
+            if source:
+                self.nodes.append(self.spawn(
+                    1, "cluster=1@127.0.0.1:%d bootstrap_from=%s" % (
+                        self.ports[0], source)))
+                wait_for("node 1 leads", lambda: self.nodes[0].value(
+                    "SELECT raft_leader()") == 1)
+                for i in (2, 3):
+                    self.nodes.append(self.spawn(
+                        i, "listen=127.0.0.1:%d join=127.0.0.1:%d" % (
+                            self.ports[i - 1], self.ports[0])))
+            else:
+                for i in (1, 2, 3):
+                    self.nodes.append(self.spawn(
+                        i, "cluster=%s" % self.members))
         except BaseException:
             for n in self.nodes:
                 n.kill()
             raise
 
-    def leader_ok(self, want_one):
-        """Node 1 knows a leader: itself when @want_one."""
-        leader = self.nodes[0].value("SELECT raft_leader()")
-        return leader == 1 if want_one else leader is not None
-
-    def spawn(self, i, extra=""):
+    def spawn(self, i, where):
         db = os.path.join(self.workdir, "%s%d.db" % (self.tag, i))
         log = os.path.join(self.workdir, "%s%d.log" % (self.tag, i))
         n = Node(NODE, i, db, log, env=self.env.get(i))
         try:
-            n.sql("SELECT raft_start(?)", "id=%d cluster=%s %s %s %s" % (
-                i, self.members, BASE, self.extra, extra))
+            n.sql("SELECT raft_start(?)", "id=%d %s %s %s" % (
+                i, where, BASE, self.extra))
         except BaseException:
             n.kill()
             raise
         return n
 
+    def voters(self):
+        """The voters of the configuration in force on node 1."""
+        conf = self.nodes[0].status()["configuration"]
+        return sorted(m["id"] for m in conf["members"]
+                      if m["role"] == "voter")
+
     def settle(self):
-        """Wait until every node knows the cluster id and applied what
-        any of them did (a write's caller may be ahead of node 1)."""
+        """Wait until the three are voters, every node knows the cluster
+        id and applied what any of them did (a write's caller may be
+        ahead of node 1)."""
+        wait_for("three voters", lambda: self.voters() == [1, 2, 3], 30)
         wait_for("a cluster id everywhere", lambda: all(
             n.status()["cluster_id"] for n in self.nodes), 30)
         target = max(n.status()["applied"] for n in self.nodes)
@@ -553,6 +568,72 @@ class BackupTest(unittest.TestCase):
             self.assertEqual(n.sql("SELECT count(*), sum(id) FROM "
                                    "resume_t"), [[4999, 4999 * 5000 // 2]],
                              n.id)
+
+    def test_founders_without_the_data_never_split_silently(self):
+        """The old procedure, made deterministic: nodes 2 and 3 (same
+        cluster=, empty databases) start first and elect a leader, then
+        node 1 with that cluster= and bootstrap_from=. Its start is
+        refused, naming the safe one. Forced past the refusal (test
+        fault RAFTSQL_TEST_UNSAFE_FOUNDERS), node 1 holds the file's
+        content at index 2 of term 1 while the others' leader has
+        another entry 2: node 1 refuses its entries and is marked
+        diverged, saying so (before the fix it took their entries on top
+        of its own content, a silent split); raft_repair() then gives the
+        three equal content, the leader's."""
+        ports = free_ports(3)
+        members = ",".join("%d@127.0.0.1:%d" % (i + 1, p)
+                           for i, p in enumerate(ports))
+        nodes = {}
+
+        def spawn(i, db, extra="", env=None):
+            path = os.path.join(self.dir, db)
+            n = Node(NODE, i, path, path + ".log", env=env)
+            nodes[db] = n
+            n.sql("SELECT raft_start(?)", "id=%d cluster=%s %s %s" % (
+                i, members, FAST, extra))
+            return n
+
+        try:
+            two = spawn(2, "u2.db")
+            spawn(3, "u3.db")
+            leader = wait_for("2 and 3 elect a leader", lambda: two.value(
+                "SELECT raft_leader()"))
+            self.assertIn(leader, (2, 3))
+            with self.assertRaises(NodeError) as cm:
+                spawn(1, "u1.db", "bootstrap_from=%s" % self.source)
+            err = str(cm.exception)
+            self.assertIn("bootstrap_from: cluster= names 3 servers: the "
+                          "others, started with the same cluster= and "
+                          "empty databases, could elect a leader without "
+                          "this node", err)
+            self.assertIn("found it alone (id=1 cluster=1@127.0.0.1:%d "
+                          "bootstrap_from=...), then start each other "
+                          "node with join=127.0.0.1:%d" % (
+                              ports[0], ports[0]), err)
+
+            one = spawn(1, "u1b.db", "bootstrap_from=%s repair=manual" %
+                        self.source,
+                        env={"RAFTSQL_TEST_UNSAFE_FOUNDERS": "1"})
+            div = wait_for("node 1 diverged", lambda: (
+                one.status()["diverged"]), 20)
+            self.assertIn("contradicts this replica's committed history: "
+                          "its entry 2 has term ", div["reason"])
+            self.assertIn("this node's snapshot at 2 has term 1", div["reason"])
+            self.assertEqual(one.status()["applied"], 2)
+            self.assertEqual(fingerprint(one.db), self.expected)
+            self.assertIn("repaired from a snapshot at index",
+                          one.value("SELECT raft_repair()"))
+            self.assertIsNone(one.status()["diverged"])
+            target = two.status()["applied"]
+            wait_for("node 1 applied %d" % target, lambda: (
+                one.status()["applied"] >= target), 20)
+            want = fingerprint(two.db)
+            self.assertNotEqual(want, self.expected)
+            for db in ("u1b.db", "u3.db"):
+                self.assertEqual(fingerprint(nodes[db].db), want, db)
+        finally:
+            codes = {db: n.stop() for db, n in nodes.items()}
+        self.assertEqual(set(codes.values()), {0}, codes)
 
     def test_refusals(self):
         """bootstrap_from= is refused, naming the file and the cause, on a

@@ -19,7 +19,7 @@ import tempfile
 import unittest
 
 from e2e import NODE, ClusterCase, connect, wait_for
-from raftsql_cluster import Node
+from raftsql_cluster import Node, NodeError
 from test_attach import writer
 from test_divergence_checks import flip_row_bytes
 
@@ -86,10 +86,12 @@ class ChecksumTest(ClusterCase):
         self.assertEqual([r[1] for r in rows], [None, None, None])
 
     def test_injected_divergence_caught_at_its_index(self):
-        """A follower that applies one entry differently is caught by the
-        others and by itself at exactly that entry's index: in status,
-        raft_members and an ERROR line; its own raft_verify still finds
-        its file equal to its running checksum."""
+        """A follower that applies one entry differently (the last one
+        written) is caught by the others and by itself at exactly that
+        entry's index: in status, raft_members and an ERROR line; as its
+        checksum differs from its leader's it is marked diverged, its own
+        raft_verify still finds its file equal to its running checksum,
+        and raft_repair() gives it the leader's content."""
         bad = self.followers[0]
         applied = self.leader.status()["applied"]
         target = applied + 5
@@ -101,7 +103,7 @@ class ChecksumTest(ClusterCase):
         self.cluster.nodes[bad.id - 1] = bad
         bad.sql("SELECT raft_start(?)", config)
         self.cluster.wait_applied(applied, [bad])
-        for i in range(10, 20):
+        for i in range(10, 15):
             self.exec(self.leader, "INSERT INTO kv VALUES (?, ?)",
                       "k%d" % i, i)
         self.cluster.wait_applied(self.leader.status()["applied"])
@@ -111,8 +113,14 @@ class ChecksumTest(ClusterCase):
         self.assertIsNotNone(m, "the fault did not fire")
         skewed = int(m.group(1))
         self.assertEqual(skewed, target)
-        self.assertEqual(bad.value("SELECT count(*) FROM kv"), 19)
-        self.assertEqual(self.leader.value("SELECT count(*) FROM kv"), 20)
+        # Read from the file: the node refuses reads once diverged.
+        con = sqlite3.connect(bad.db)
+        try:
+            self.assertEqual(con.execute("SELECT count(*) FROM kv")
+                             .fetchone()[0], 14)
+        finally:
+            con.close()
+        self.assertEqual(self.leader.value("SELECT count(*) FROM kv"), 15)
 
         def found(node):
             mm = node.status()["checksum"]["mismatch"]
@@ -137,7 +145,77 @@ class ChecksumTest(ClusterCase):
         self.assertIn("ERROR: replica checksum differs from server %d: "
                       "first index known to differ %d" % (bad.id, skewed),
                       text)
+        # Only the follower that differs from both other voters (so from
+        # a majority) is diverged.
+        div = wait_for("diverged", lambda: bad.status()["diverged"], 20)
+        self.assertIn("the replica checksum differs from those of a "
+                      "majority of the voters (server ", div["reason"])
+        self.assertIn("from index %d;" % skewed, div["reason"])
+        for n in self.cluster.nodes:
+            if n.id != bad.id:
+                self.assertIsNone(n.status()["diverged"], n.id)
+        # Its own file still matches its running checksum (raft_verify
+        # works on a diverged replica: it is the one to look at).
         self.assertTrue(self.verify(bad)["equal"])
+        self.assertIn("repaired from a snapshot at index",
+                      bad.value("SELECT raft_repair()"))
+        self.assertEqual(bad.value("SELECT count(*) FROM kv"), 15)
+        self.assertTrue(self.verify(bad)["equal"])
+
+    def test_a_leader_whose_content_differs_is_outvoted(self):
+        """A leader that applies one entry differently is the one marked
+        diverged: its followers agree with each other, so it differs from
+        a majority of the voters and they from it alone. A rule "the
+        leader's content wins" would mark both followers instead and
+        repair them with the wrong content."""
+        bad = self.followers[0]
+        applied = self.leader.status()["applied"]
+        # Its restart and the transfer: the new term's no-op comes first.
+        target = applied + 5
+        bad.stop()
+        config = "id=%d cluster=%s %s repair=manual" % (
+            bad.id, self.cluster.members, FAST)
+        bad = Node(NODE, bad.id, bad.db, bad.log_path,
+                   env={"RAFTSQL_TEST_APPLY_SKEW": str(target)})
+        self.cluster.nodes[bad.id - 1] = bad
+        bad.sql("SELECT raft_start(?)", config)
+        self.cluster.wait_applied(applied, [bad])
+
+        def transferred():
+            # Just restarted, it may not be caught up for the first try.
+            try:
+                self.cluster.wait_leader().value("SELECT raft_transfer(?)",
+                                                 bad.id)
+            except NodeError:
+                pass
+            return self.cluster.wait_leader().id == bad.id
+        wait_for("server %d leads" % bad.id, transferred, 20)
+        for i in range(10, 20):
+            self.exec(bad, "INSERT INTO kv VALUES (?, ?)", "k%d" % i, i)
+        with open(bad.log_path, errors="replace") as f:
+            m = re.search(r"TEST FAULT RAFTSQL_TEST_APPLY_SKEW: entry (\d+)",
+                          f.read())
+        self.assertIsNotNone(m, "the fault did not fire")
+        div = wait_for("the leader diverged",
+                       lambda: bad.status()["diverged"], 20)
+        self.assertIn("the replica checksum differs from those of a "
+                      "majority of the voters", div["reason"])
+        # The followers found it too, and stay healthy.
+        others = [n for n in self.cluster.nodes if n.id != bad.id]
+        for n in others:
+            wait_for("server %d finds the mismatch" % n.id,
+                     lambda: n.status()["checksum"]["mismatch"], 20)
+        for n in others:
+            self.assertIsNone(n.status()["diverged"], n.id)
+            self.assertEqual(n.value("SELECT count(*) FROM kv"), 20)
+        # repair=manual: raft_repair() hands the leadership on, then
+        # repairs it from the new leader: it holds the followers' content.
+        self.assertIn("repaired from a snapshot at index",
+                      bad.value("SELECT raft_repair()"))
+        self.assertNotEqual(self.cluster.wait_leader().id, bad.id)
+        self.assertEqual(bad.value("SELECT count(*) FROM kv"), 20)
+        for n in others:
+            self.assertIsNone(n.status()["diverged"], n.id)
 
     def test_verify_finds_bytes_changed_and_writes_bypassing_hooks(self):
         """raft_verify names the table whose rows no longer sum to the

@@ -114,10 +114,12 @@ static void test_bootstrap_then_stored(void **state)
     assert_int_equal(cfg.listen_port, 7003);
 }
 
-/* bootstrap_from= on a fresh founder makes the file's content a snapshot
- * at index 2 of term 1 (no entry; hard state term 1; the configuration
- * from the database, as of index 1), with no cluster id; a later start
- * with the key is refused and changes nothing, one without it restarts. */
+/* bootstrap_from= beside a cluster= of several servers is refused, naming
+ * the safe start (found alone, the others join=), and writes nothing; on
+ * a fresh founder alone it makes the file's content a snapshot at index 2
+ * of term 1 (no entry; hard state term 1; the configuration from the
+ * database, as of index 1), with no cluster id; a later start with the
+ * key is refused and changes nothing, one without it restarts. */
 static void test_bootstrap_from(void **state)
 {
     struct fixture *f = *state;
@@ -136,6 +138,20 @@ static void test_bootstrap_from(void **state)
                      SQLITE_OK);
     sqlite3_close(db);
     snprintf(text, sizeof text, "id=1 " TRIO " bootstrap_from=%s", src);
+    assert_int_equal(prepare(f, text, &b, &cfg), RAFT_INVALID);
+    assert_non_null(strstr(f->msg,
+                           "bootstrap_from: cluster= names 3 "
+                           "servers: the others"));
+    assert_non_null(strstr(f->msg,
+                           "found it alone (id=1 "
+                           "cluster=1@127.0.0.1:7001 "
+                           "bootstrap_from=...), then start each "
+                           "other node with join=127.0.0.1:7001"));
+    assert_int_equal(f->st.n_entries, 0);
+    assert_int_equal(f->st.snap_index, 0);
+    assert_int_equal(sql_fsm_applied(f->fsm), 0);
+    snprintf(text, sizeof text,
+             "id=1 cluster=1@127.0.0.1:7001 bootstrap_from=%s", src);
     if (prepare(f, text, &b, &cfg) != 0) {
         fail_msg("bootstrap_from: %s", f->msg);
     }
@@ -148,9 +164,7 @@ static void test_bootstrap_from(void **state)
     assert_int_equal(f->st.hs.term, 1);
     assert_int_equal(sql_fsm_applied(f->fsm), 2);
     boot_format_servers(&b.conf, servers, sizeof servers);
-    assert_string_equal(servers,
-                        "1@127.0.0.1:7001,2@127.0.0.1:7002,"
-                        "3@127.0.0.1:7003");
+    assert_string_equal(servers, "1@127.0.0.1:7001");
     assert_int_equal(sql_fsm_cluster_id(f->fsm, id), 0);
     assert_memory_equal(id, zero, sizeof id);
     assert_query(f->db.path, "SELECT sum(x) FROM t", "3");

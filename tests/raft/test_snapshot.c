@@ -140,8 +140,7 @@ static void test_restore(void **state)
      * our boundary (10 of term 4): refused. */
     assert_int_equal(step_request_vote(r, 2, 6, 9, 4, false, &u), 0);
     assert_false(u.messages[0].request_vote_result.vote_granted);
-    /* The boundary matches; a wrong term at the boundary too (committed
-     * entries always match), the entries are appended. */
+    /* The boundary matches; the entries are appended. */
     assert_int_equal(step_append_seq(r, 2, 6, 10, 4, 12, more, 2, 1, &u), 0);
     assert_int_equal(u.n_entries, 2);
     assert_int_equal(u.entries[0].index, 11);
@@ -351,6 +350,67 @@ static void test_bounded_memory(void **state)
     raft_close(r);
 }
 
+/* assert_conflict checks that @r counted @n conflicts, the latest @want. */
+static void assert_conflict(const struct raft *r, uint64_t n,
+                            struct raft_conflict want)
+{
+    struct raft_conflict c;
+
+    memset(&c, 0, sizeof c);
+    assert_int_equal(raft_conflicts(r, &c), n);
+    assert_int_equal(c.leader, want.leader);
+    assert_int_equal(c.leader_term, want.leader_term);
+    assert_int_equal(c.index, want.index);
+    assert_int_equal(c.ours, want.ours);
+    assert_int_equal(c.theirs, want.theirs);
+    assert_int_equal(c.snapshot, want.snapshot);
+}
+
+/* A leader whose history contradicts our committed one (a split
+ * founding: its term at our snapshot's boundary, or at a committed entry,
+ * is another): its AppendEntries is dropped unanswered, nothing is
+ * appended nor committed, and raft_conflicts says where; one that agrees
+ * goes on as before. */
+static void test_conflict_with_committed_history(void **state)
+{
+    struct raft_config cfg;
+    struct raft_hard_state hs = {1, 0};
+    struct raft_entry theirs[2] = {{2, 2, RAFT_ENTRY_NOOP, NULL},
+                                   {2, 3, RAFT_ENTRY_NOOP, NULL}};
+    struct raft_entry ours[1] = {{3, 3, RAFT_ENTRY_NOOP, NULL}};
+    struct raft_entry other[1] = {{4, 3, RAFT_ENTRY_NOOP, NULL}};
+    struct raft_conflict c;
+    struct raft_update u;
+    struct raft *r = NULL;
+
+    (void)state;
+    config3(&cfg, 1, 1 << 20, 4, 3);
+    /* A snapshot at 2 of term 1 (bootstrap_from=), an empty log. */
+    assert_int_equal(raft_restore(&cfg, &hs, 2, 1, NULL, 0, 2, &r), 0);
+    assert_int_equal(raft_conflicts(r, &c), 0);
+    /* Leader 2 of term 2 holds entry 2 of term 2: at our boundary. */
+    assert_int_equal(step_append(r, 2, 2, 2, 2, 3, NULL, 0, &u), 0);
+    assert_int_equal(u.n_messages, 0);
+    assert_conflict(r, 1, (struct raft_conflict){2, 2, 2, 1, 2, true});
+    /* Probed lower, its entry 2 comes along: dropped too, nothing
+     * appended. */
+    assert_int_equal(step_append(r, 2, 2, 1, 1, 3, theirs, 2, &u), 0);
+    assert_int_equal(u.n_messages, 0);
+    assert_int_equal(u.n_entries, 0);
+    assert_int_equal(raft_last_index(r), 2);
+    assert_int_equal(raft_conflicts(r, NULL), 2);
+    /* A leader of term 3 that agrees: appended, committed. */
+    assert_int_equal(step_append(r, 3, 3, 2, 1, 3, ours, 1, &u), 0);
+    assert_int_equal(u.n_entries, 1);
+    assert_int_equal(step_persisted(r, 3, 3, &u), 0);
+    assert_int_equal(raft_commit_index(r), 3);
+    /* Then one of term 4 that has another entry 3: committed here. */
+    assert_int_equal(step_append(r, 2, 4, 2, 1, 3, other, 1, &u), 0);
+    assert_int_equal(u.n_messages, 0);
+    assert_conflict(r, 3, (struct raft_conflict){2, 4, 3, 3, 4, false});
+    raft_close(r);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -359,6 +419,7 @@ int main(void)
         cmocka_unit_test(test_leader_snapshot),
         cmocka_unit_test(test_follower_installed),
         cmocka_unit_test(test_bounded_memory),
+        cmocka_unit_test(test_conflict_with_committed_history),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
