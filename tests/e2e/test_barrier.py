@@ -285,12 +285,14 @@ class MixedFormat3Test(unittest.TestCase):
         self.assertEqual(codes, [0] * len(codes))
 
     def lead(self, i):
-        """Make server @i the leader."""
+        """Make server @i the leader, known as such by every server."""
         leader = self.g.leader()
         if leader.id != i:
             leader.value("SELECT raft_transfer(?)", i)
         wait_for("server %d leading" % i,
                  lambda: self.g.nodes[i].status()["role"] == "leader")
+        wait_for("every server following %d" % i, lambda: all(
+            n.status()["leader"] == i for n in self.g.nodes.values()))
 
     def refused(self, node, sql, why):
         with self.assertRaises(NodeError) as cm:
