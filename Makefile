@@ -404,13 +404,16 @@ unit: $(TEST_BIN)
 # compiled to speak wire versions 1 to 4 (build/raftsql_next.so and its
 # node program) or 4 only (raftsql-testhost-next-only), one above this
 # build's 1 to 3, and 1 to 2 (raftsql-testhost-prev: the release before
-# READ_INDEX, tests/e2e/test_barrier.py); everything else is the normal
-# build's objects.
+# READ_INDEX, tests/e2e/test_barrier.py, whose request codec also
+# decodes request formats 1 and 2 only, as that release's did);
+# everything else is the normal build's objects.
 WIRE_SRC  := raft/message.c $(UV_SRC)
+PREV_SRC  := $(WIRE_SRC) sql/request.c
 BASE_OBJ  := $(filter-out $(WIRE_SRC:%.c=$(B)/obj/%.o),$(LIB_OBJ))
 NEXT_OBJ  := $(BASE_OBJ) $(WIRE_SRC:%.c=$(B)/next/%.o)
 ONLY_OBJ  := $(BASE_OBJ) $(WIRE_SRC:%.c=$(B)/next-only/%.o)
-PREV_OBJ  := $(BASE_OBJ) $(WIRE_SRC:%.c=$(B)/prev/%.o)
+PREV_OBJ  := $(filter-out $(PREV_SRC:%.c=$(B)/obj/%.o),$(LIB_OBJ)) \
+             $(PREV_SRC:%.c=$(B)/prev/%.o)
 NEXT_BINS := $(B)/raftsql_next.so $(B)/raftsql-testhost-next \
              $(B)/raftsql-testhost-next-only $(B)/raftsql-testhost-prev
 $(B)/next/%.o: %.c
@@ -423,8 +426,8 @@ $(B)/next-only/%.o: %.c
 	    -DRAFT_WIRE_VERSION_MAX_TEST=4 -MMD -MP -c -o $@ $<
 $(B)/prev/%.o: %.c
 	@mkdir -p $(dir $@)
-	$(CC) $(BASE_CFLAGS) $(CFLAGS) -DRAFT_WIRE_VERSION_MAX_TEST=2 -MMD -MP \
-	    -c -o $@ $<
+	$(CC) $(BASE_CFLAGS) $(CFLAGS) -DRAFT_WIRE_VERSION_MAX_TEST=2 \
+	    -DSQL_REQUEST_VERSION_MAX_TEST=2 -MMD -MP -c -o $@ $<
 # (The wire files call no SQLite: the next .so takes the next objects.)
 $(B)/raftsql_next.so: $(filter-out $(WIRE_SRC:%.c=$(B)/so/%.o),$(SO_OBJ)) \
 		$(WIRE_SRC:%.c=$(B)/next/%.o)

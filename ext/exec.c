@@ -14,7 +14,12 @@
  *   - the waiter's index is applied with another request (a new leader
  *     overwrote it): retried under the same id;
  *   - the deadline passes after the request left this node: outcome
- *     unknown, and the caller is told so. */
+ *     unknown, and the caller is told so;
+ *   - a request of format 3 (a client id or rows wanted) while a member
+ *     cannot apply it (wire_gate.h): refused at once, by the leader or
+ *     by a follower whose leader speaks an older wire, never sent; while
+ *     a member's version is not known yet it waits, and the deadline
+ *     says why. */
 
 #include "exec.h"
 
@@ -29,6 +34,7 @@
 
 #include "raftsql.h"
 #include "sqlbridge.h"
+#include "wire_gate.h"
 
 SQLITE_EXTENSION_INIT3
 
@@ -53,6 +59,7 @@ struct waiter {
     struct raft_buf *payload;      /* encoded request (unstamped) */
     int state;                     /* enum waiter_state */
     bool left_node;                /* was ever forwarded or proposed */
+    bool sent_before;              /* left_node before its latest send */
     raft_index index;              /* log index, when APPENDED */
     raft_term term;                /* log term, when APPENDED */
     uint64_t sent_at;              /* loop clock when last forwarded, ms */
@@ -61,6 +68,8 @@ struct waiter {
     const char *client_id;         /* the caller's request id (its bytes,
                                       alive while it waits), or NULL */
     size_t client_id_len;          /* its length */
+    char held[256];                /* why a request of format 3 waits
+                                      (wire_gate.h), "" */
     pthread_cond_t cond;           /* signalled when state becomes DONE */
     struct ext_exec_result result; /* set when DONE */
     struct waiter *next;           /* e->waiters list */
@@ -336,7 +345,12 @@ int exec_submit(struct ext_exec *e, const char *sql, size_t sql_len,
         }
     }
     if (w.state != W_DONE) {
-        if (!w.left_node) {
+        if (!w.left_node && w.held[0] != '\0') {
+            finish(&w, EXT_EXEC_NOT_APPLIED, RAFTSQL_NOT_APPLIED,
+                   "raft_exec: not applied: %s; waited exec_timeout_ms (%u "
+                   "ms) to learn it (raft_exec works meanwhile)",
+                   w.held, e->exec_timeout_ms);
+        } else if (!w.left_node) {
             finish(&w, EXT_EXEC_NOT_APPLIED, RAFTSQL_NOT_APPLIED,
                    "raft_exec: not applied: no leader reachable within "
                    "exec_timeout_ms (%u ms)",
@@ -360,22 +374,29 @@ out:
     return rc;
 }
 
+/* fail_waiter fails waiting caller @w with @reason: not applied, unless
+ * its request ever left this node (outcome unknown then). Caller holds
+ * mu. */
+static void fail_waiter(struct waiter *w, const char *reason)
+{
+    if (w->left_node) {
+        finish(w, EXT_EXEC_UNKNOWN, RAFTSQL_UNKNOWN,
+               "raft_exec: outcome unknown: %s; the write will be "
+               "applied on all nodes or on none",
+               reason);
+    } else {
+        finish(w, EXT_EXEC_NOT_APPLIED, RAFTSQL_NOT_APPLIED,
+               "raft_exec: not applied: %s", reason);
+    }
+}
+
 /* fail_waiting fails every waiting caller with @reason. Caller holds
  * mu. */
 static void fail_waiting(struct ext_exec *e, const char *reason)
 {
     for (struct waiter *w = e->waiters; w != NULL; w = w->next) {
-        if (w->state == W_DONE) {
-            continue;
-        }
-        if (w->left_node) {
-            finish(w, EXT_EXEC_UNKNOWN, RAFTSQL_UNKNOWN,
-                   "raft_exec: outcome unknown: %s; the write will be "
-                   "applied on all nodes or on none",
-                   reason);
-        } else {
-            finish(w, EXT_EXEC_NOT_APPLIED, RAFTSQL_NOT_APPLIED,
-                   "raft_exec: not applied: %s", reason);
+        if (w->state != W_DONE) {
+            fail_waiter(w, reason);
         }
     }
 }
@@ -404,11 +425,20 @@ struct outgoing {
     bool was_left;            /* left_node before this attempt */
 };
 
+/* is_format3 says whether @w's request is of format 3 (wire_gate.h). */
+static bool is_format3(const struct waiter *w)
+{
+    return w->want_rows || w->client_id != NULL;
+}
+
 /* take_pending collects the requests of every PENDING waiter (and of every
  * SENT one when @resend says so) into a new array, marking them SENT to
- * @to. Caller holds mu. */
+ * @to. A request of format 3 is refused instead when @gate (enum
+ * ext_wire_gate, for the server it would go to) is OLD, and left waiting
+ * when it is UNKNOWN, with @why. Caller holds mu. */
 static struct outgoing *take_pending(struct ext_exec *e, raft_id to,
-                                     uint64_t now, unsigned *out_n)
+                                     uint64_t now, int gate, const char *why,
+                                     unsigned *out_n)
 {
     struct outgoing *o = NULL;
     unsigned cnt = 0, cap = 0;
@@ -423,6 +453,14 @@ static struct outgoing *take_pending(struct ext_exec *e, raft_id to,
             take = true;
         }
         if (!take) {
+            continue;
+        }
+        if (gate != EXT_WIRE_GATE_OPEN && is_format3(w)) {
+            if (gate == EXT_WIRE_GATE_OLD) {
+                fail_waiter(w, why);
+            } else {
+                snprintf(w->held, sizeof w->held, "%s", why);
+            }
             continue;
         }
         if (cnt == cap) {
@@ -440,7 +478,9 @@ static struct outgoing *take_pending(struct ext_exec *e, raft_id to,
         o[cnt].was_left = w->left_node;
         cnt++;
         w->state = W_SENT;
+        w->sent_before = w->left_node;
         w->left_node = true;
+        w->held[0] = '\0';
         w->sent_at = now;
         w->sent_to = to;
     }
@@ -458,13 +498,17 @@ static void dispatch(struct ext_exec *e, struct raft_uv_node *d)
     bool is_leader = raft_role(core) == RAFT_LEADER;
     uint64_t now = raft_uv_node_now(d);
     struct outgoing *o;
+    char why[256];
     unsigned cnt;
+    int gate;
 
     if (raft_uv_node_failed(d) || (leader == 0 && !is_leader)) {
         return;
     }
+    gate = is_leader ? wire_gate_members(d, self, why, sizeof why)
+                     : wire_gate_leader(d, leader, why, sizeof why);
     pthread_mutex_lock(&e->mu);
-    o = take_pending(e, is_leader ? self : leader, now, &cnt);
+    o = take_pending(e, is_leader ? self : leader, now, gate, why, &cnt);
     pthread_mutex_unlock(&e->mu);
     if (cnt == 0) {
         free(o);
@@ -562,6 +606,18 @@ void exec_on_forward_result(struct ext_exec *e, const struct raft_frame *m)
             finish(w, EXT_EXEC_NOT_APPLIED, RAFTSQL_TOOBIG,
                    "raft_exec: not applied: the leader refused a request "
                    "larger than its max_request_bytes");
+        } else if (status == RAFT_FORMAT || status == RAFT_NOCONN) {
+            char why[256];
+            /* The leader did not append it (wire_gate.h). */
+            w->left_node = w->sent_before;
+            wire_gate_refused_why(m->from, status == RAFT_NOCONN, why,
+                                  sizeof why);
+            if (status == RAFT_FORMAT) {
+                fail_waiter(w, why);
+            } else {
+                /* Sent again once resend_after passed. */
+                snprintf(w->held, sizeof w->held, "%s", why);
+            }
         } else if (status == RAFT_CORRUPT) {
             finish(w, EXT_EXEC_NOT_APPLIED, RAFTSQL_NOT_APPLIED,
                    "raft_exec: not applied: the leader refused the request "

@@ -4,7 +4,9 @@
  * loop's next wake proposes everything held as one batch -> each sender
  * gets FORWARD_RESULT with its index and term.
  * Failure modes: not the leader (or its log failed), a request too big or
- * malformed, no memory: answered at once with the error, alone (a
+ * malformed, a request of format 3 while a member cannot apply it
+ * (RAFT_FORMAT) or may not (RAFT_NOCONN, wire_gate.h), no memory:
+ * answered at once with the error, alone (a
  * malformed request held with others would fail their whole proposal);
  * a failed proposal answers every held request with its error, and the
  * followers retry under the same request ids. */
@@ -103,6 +105,14 @@ void forward_on_request(struct ext_forward *f, const struct raft_frame *m)
                        payload_id) != 0) {
         answer(f, m->from, id, RAFT_CORRUPT, 0, 0);
         return;
+    }
+    if (f->ops.admit_format3 != NULL &&
+        sql_request_version(m->forward.data->data, m->forward.data->len) == 3) {
+        int rc = f->ops.admit_format3(f->ops.data);
+        if (rc != 0) {
+            answer(f, m->from, id, rc, 0, 0);
+            return;
+        }
     }
     if (f->n_held == f->cap_held) {
         unsigned cap = f->cap_held ? f->cap_held * 2 : 64;

@@ -27,6 +27,11 @@ struct ext_forward_ops {
     int (*send)(void *data, const struct raft_frame *m);
     /* Make the loop wake soon (raft_uv_node_wake). */
     void (*wake)(void *data);
+    /* Whether a request of format version 3 may be proposed now
+     * (wire_gate.h): 0, RAFT_FORMAT (a member speaks an older wire
+     * version: refused) or RAFT_NOCONN (a member's version is not known
+     * yet: the follower retries). NULL: always 0. */
+    int (*admit_format3)(void *data);
 };
 
 struct ext_forward; /* opaque */
@@ -43,7 +48,8 @@ int forward_new(raft_id self, uint64_t max_request_bytes,
 void forward_free(struct ext_forward *f);
 
 /* forward_on_request takes a RAFT_FRAME_FORWARD @m: refused at once (not
- * the leader, too big, malformed, out of memory) with a FORWARD_RESULT
+ * the leader, too big, malformed, a request of format 3 that
+ * ops.admit_format3 refuses, out of memory) with a FORWARD_RESULT
  * naming why, else held for forward_propose_held (and the loop woken for
  * the first one). Loop thread. */
 void forward_on_request(struct ext_forward *f, const struct raft_frame *m);

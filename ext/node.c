@@ -39,6 +39,7 @@
 #include "staleness.h"
 #include "status.h"
 #include "store.h"
+#include "wire_gate.h"
 
 _Static_assert(EXT_CLUSTER_ID_HEX == RAFT_UV_CLUSTER_ID_HEX,
                "one cluster id length");
@@ -86,6 +87,9 @@ struct ext_node {
     _Atomic raft_index view_index;     /* configuration index of the member
                                         view last published (written by
                                         the loop thread) */
+    char gate_logged[256];             /* the last reason logged for a
+                                        forwarded request of format 3
+                                        refused or held (loop) */
 };
 
 /* ---- Driver callbacks (loop thread) ------------------------------------ */
@@ -306,6 +310,26 @@ static void fwd_wake(void *data)
 {
     struct ext_node *n = data;
     raft_uv_node_wake(n->driver);
+}
+
+/* fwd_admit_format3 says whether a follower's request of format 3 may be
+ * proposed (wire_gate.h); a refusal is logged once per reason. */
+static int fwd_admit_format3(void *data)
+{
+    struct ext_node *n = data;
+    char why[256];
+    int gate = wire_gate_members(n->driver, n->cfg.id, why, sizeof why);
+
+    if (gate == EXT_WIRE_GATE_OPEN) {
+        return 0;
+    }
+    if (strcmp(why, n->gate_logged) != 0) {
+        snprintf(n->gate_logged, sizeof n->gate_logged, "%s", why);
+        node_log_line(&n->log, RAFT_LOG_WARN,
+                      "a forwarded request of format 3 %s: %s",
+                      gate == EXT_WIRE_GATE_OLD ? "refused" : "held", why);
+    }
+    return gate == EXT_WIRE_GATE_OLD ? RAFT_FORMAT : RAFT_NOCONN;
 }
 
 /* ---- The apply thread's view of the node ------------------------------- */
@@ -594,6 +618,7 @@ int ext_node_start(const char *db_path, const struct ext_config *cfg,
         .propose = fwd_propose,
         .send = fwd_send,
         .wake = fwd_wake,
+        .admit_format3 = fwd_admit_format3,
     };
     /* Request ids are (node id, sequence): start each run's sequence at a
      * random point so ids never repeat those of an earlier run, below

@@ -207,6 +207,14 @@ bool raft_uv_transport_connected(const struct raft_uv_transport *t, raft_id id);
 unsigned raft_uv_transport_peer_wire(const struct raft_uv_transport *t,
                                      raft_id id);
 
+/* raft_uv_transport_peer_wire_last returns the wire version agreed in the
+ * latest accepted handshake of the outgoing connection to @id, also once
+ * that connection closed: what the peer spoke when last reached. 0 while
+ * no handshake with it was accepted since the transport started, or for
+ * an unknown peer. */
+unsigned raft_uv_transport_peer_wire_last(const struct raft_uv_transport *t,
+                                          raft_id id);
+
 /* The id of the peer raft_uv_node_probe dials: a server whose id is not
  * known yet (a join= address). Never a server's id; no frame is ever
  * addressed to it (the handshake it carries makes the server there dial

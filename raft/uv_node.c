@@ -358,6 +358,14 @@ unsigned raft_uv_node_peer_wire(const struct raft_uv_node *d, raft_id id)
     return d->tr->peer_wire(d->transport, id);
 }
 
+unsigned raft_uv_node_peer_wire_last(const struct raft_uv_node *d, raft_id id)
+{
+    if (d->transport == NULL || d->tr->peer_wire_last == NULL) {
+        return raft_uv_node_peer_wire(d, id);
+    }
+    return d->tr->peer_wire_last(d->transport, id);
+}
+
 const char *raft_uv_node_peer_build_id(const struct raft_uv_node *d, raft_id id)
 {
     if (d->transport == NULL || d->tr->peer_build_id == NULL) {
@@ -589,6 +597,11 @@ static unsigned tcp_peer_wire(const void *t, raft_id id)
     return raft_uv_transport_peer_wire(t, id);
 }
 
+static unsigned tcp_peer_wire_last(const void *t, raft_id id)
+{
+    return raft_uv_transport_peer_wire_last(t, id);
+}
+
 static const struct raft_uv_node_transport tcp_transport = {
     .start = tcp_start,
     .send = tcp_send,
@@ -601,6 +614,7 @@ static const struct raft_uv_node_transport tcp_transport = {
     .remove_peer = tcp_remove_peer,
     .connected_peers = tcp_connected_peers,
     .peer_wire = tcp_peer_wire,
+    .peer_wire_last = tcp_peer_wire_last,
 };
 
 /* ---- Start and stop ----------------------------------------------------- */

@@ -283,6 +283,14 @@ unsigned raft_uv_node_connected_peers(const struct raft_uv_node *d,
  * it. Loop thread. */
 unsigned raft_uv_node_peer_wire(const struct raft_uv_node *d, raft_id id);
 
+/* raft_uv_node_peer_wire_last returns the wire version agreed with peer
+ * @id when it was last reached: that of the established outgoing
+ * connection, or of the latest one before it closed. 0 while none was
+ * established since this driver started, or for an unknown peer. What a
+ * peer spoke when last reached may change at its next handshake (it ran
+ * another release meanwhile). Loop thread. */
+unsigned raft_uv_node_peer_wire_last(const struct raft_uv_node *d, raft_id id);
+
 /* raft_uv_node_set_diverged says whether this server's state machine
  * diverged (a commit it did not make, ext/repair.c): while it is, the
  * core declines TimeoutNow (RAFT_EVENT_DECLINE, raft.h), so that a

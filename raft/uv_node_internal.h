@@ -65,6 +65,9 @@ struct raft_uv_node_transport {
     /* peer_wire: as raft_uv_transport_peer_wire (NULL: every connected
      * peer speaks RAFT_WIRE_VERSION). */
     unsigned (*peer_wire)(const void *t, raft_id id);
+    /* peer_wire_last: as raft_uv_transport_peer_wire_last (NULL: what
+     * peer_wire says now). */
+    unsigned (*peer_wire_last)(const void *t, raft_id id);
 };
 
 /* What raft_uv_node_start fixes and a test may replace. */

@@ -743,6 +743,15 @@ unsigned raft_uv_transport_peer_wire(const struct raft_uv_transport *t,
     return out->wire_version;
 }
 
+unsigned raft_uv_transport_peer_wire_last(const struct raft_uv_transport *t,
+                                          raft_id id)
+{
+    const struct raft_uv_out *out = raft_uv_tcp_find(t, id);
+
+    /* @wire_version is set by each accepted handshake and never reset. */
+    return out != NULL ? out->wire_version : 0;
+}
+
 unsigned raft_uv_transport_connected_peers(const struct raft_uv_transport *t,
                                            raft_id *ids, unsigned max)
 {

@@ -90,6 +90,13 @@
 #define SQL__REQUEST_OFF_MAX_RESULT 68
 #define SQL__REQUEST_OFF_CLIENT_ID_LEN 76
 #define SQL__REQUEST_V3_HEADER 78 /* before the client id */
+/* The previous release's test build (raftsql-testhost-prev, Makefile)
+ * decodes versions 1 and 2 only, as that release did. */
+#ifdef SQL_REQUEST_VERSION_MAX_TEST
+#define SQL__REQUEST_DECODES_V3 (SQL_REQUEST_VERSION_MAX_TEST >= 3)
+#else
+#define SQL__REQUEST_DECODES_V3 1
+#endif
 #define SQL__REQUEST_FLAGS_KNOWN (SQL_REQUEST_CLIENT_ID | SQL_REQUEST_WANT_ROWS)
 
 static void put_u32(uint8_t *p, uint32_t v)
@@ -391,15 +398,21 @@ static int check_header(const uint8_t *p, size_t len, size_t *out_header,
     version = p[SQL__REQUEST_OFF_VERSION];
     if (version == SQL__REQUEST_VERSION) {
         header = SQL__REQUEST_HEADER;
-    } else if (version == SQL__REQUEST_V3) {
+    } else if (version == SQL__REQUEST_V3 && SQL__REQUEST_DECODES_V3) {
         header = SQL__REQUEST_V3_HEADER;
     } else if (version == 1) {
         header = SQL__REQUEST_V1_HEADER;
     } else {
-        sql_errmsgf(errmsg, errmsg_len,
-                    "request format version %u is not supported "
-                    "(expected 1 to %u)",
-                    (unsigned)version, SQL__REQUEST_V3);
+        /* (The previous release's text, in its test build.) */
+        sql_errmsgf(
+            errmsg, errmsg_len,
+            SQL__REQUEST_DECODES_V3
+                ? "request format version %u is not supported "
+                  "(expected 1 to %u)"
+                : "request format version %u is not supported "
+                  "(expected 1 or %u)",
+            (unsigned)version,
+            SQL__REQUEST_DECODES_V3 ? SQL__REQUEST_V3 : SQL__REQUEST_VERSION);
         return SQL_ERR_FORMAT;
     }
     if (len < header) {
@@ -481,6 +494,17 @@ int sql_request_id(const void *p, size_t len, uint64_t out[2])
     out[0] = get_u64(b + SQL__REQUEST_OFF_ID);
     out[1] = get_u64(b + SQL__REQUEST_OFF_ID + 8);
     return 0;
+}
+
+unsigned sql_request_version(const void *p, size_t len)
+{
+    const uint8_t *b = p;
+    size_t header;
+
+    if (check_header(b, len, &header, NULL, 0) != 0) {
+        return 0;
+    }
+    return b[SQL__REQUEST_OFF_VERSION];
 }
 
 /* A bounds-checked cursor over the payload being decoded. */

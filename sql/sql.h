@@ -171,6 +171,12 @@ int sql_request_stamp(const void *in, size_t len, const struct sql_stamp *stamp,
  * without decoding the rest. Errors: SQL_ERR_CORRUPT. */
 int sql_request_id(const void *p, size_t len, uint64_t out[2]);
 
+/* sql_request_version returns the format version (1 to 3) of request
+ * payload @p (@len bytes), or 0 when it is no request payload this build
+ * decodes. Version 3 (a client request id or rows wanted) cannot be
+ * applied by releases of before wire version 3. Pure; any thread. */
+unsigned sql_request_version(const void *p, size_t len);
+
 /* sql_request_decode parses payload @p (@len bytes) into @out, whose params
  * array is allocated (free it with sql_request_free). Every length is
  * bounds-checked. Errors: SQL_ERR_CORRUPT (truncated or malformed payload, the

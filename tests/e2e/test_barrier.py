@@ -9,7 +9,12 @@ it sees every acknowledged write; a barrier on a follower, from another
 process through the attach socket and from C (examples/read_barrier.c);
 refused inside a transaction. A follower whose leader speaks wire
 version 2 (build/raftsql-testhost-prev, `make next`) fails its barrier
-with a clear error, and nothing it cannot decode is sent.
+with a clear error, and nothing it cannot decode is sent. In a cluster
+mixing that release and this one, raft_query, raft_exec_id and
+raft_query_id (request format 3) are refused with RAFTSQL_NOT_APPLIED,
+nothing applied anywhere, while raft_exec works; a member not reached
+yet makes them wait; an old node that meets a format 3 entry anyway
+stops applying at it and resumes on this release.
 """
 
 import os
@@ -252,6 +257,168 @@ class OldLeaderTest(unittest.TestCase):
             codes = g.stop_all()
             shutil.rmtree(workdir, ignore_errors=True)
         self.assertEqual(codes, [0, 0])
+
+
+@unittest.skipUnless(os.path.exists(PREV),
+                     "needs build/raftsql-testhost-prev (make next)")
+class MixedFormat3Test(unittest.TestCase):
+    """A rolling upgrade half done: server 1 runs the previous release
+    (wire versions 1 to 2, request formats 1 to 2), servers 2 and 3 this
+    one. raft_query, raft_exec_id and raft_query_id write request format
+    3, which server 1 cannot apply: refused with RAFTSQL_NOT_APPLIED,
+    nothing applied anywhere, under the old leader (the followers refuse
+    without sending) and under a new one (it refuses its own callers'
+    and the forwarded ones); raft_exec works throughout."""
+
+    REFUSED = ("SELECT raft_query('INSERT INTO t VALUES (100) RETURNING x')",
+               "SELECT raft_exec_id('id-1', 'INSERT INTO t VALUES (101)')",
+               "SELECT raft_query_id('id-2', 'INSERT INTO t VALUES (102) "
+               "RETURNING x')")
+
+    def setUp(self):
+        self.dir = tempfile.mkdtemp(prefix="raftsql-e2e-barrier-mixed-")
+        self.g = Group(self.dir, "m", 3)
+
+    def tearDown(self):
+        codes = self.g.stop_all()
+        shutil.rmtree(self.dir, ignore_errors=True)
+        self.assertEqual(codes, [0] * len(codes))
+
+    def lead(self, i):
+        """Make server @i the leader, known as such by every server."""
+        leader = self.g.leader()
+        if leader.id != i:
+            leader.value("SELECT raft_transfer(?)", i)
+        wait_for("server %d leading" % i,
+                 lambda: self.g.nodes[i].status()["role"] == "leader")
+        wait_for("every server following %d" % i, lambda: all(
+            n.status()["leader"] == i for n in self.g.nodes.values()))
+
+    def refused(self, node, sql, why):
+        with self.assertRaises(NodeError) as cm:
+            node.value(sql)
+        name = sql.split("(")[0].split()[-1]
+        self.assertIn("%s: not applied: %s" % (name, why), str(cm.exception))
+        self.assertEqual(cm.exception.code, CODES["RAFTSQL_NOT_APPLIED"])
+
+    def rows_everywhere(self, n):
+        for i in (1, 2, 3):
+            wait_for("%d rows on server %d" % (n, i), lambda: self.g.nodes[
+                i].value("SELECT count(*) FROM t") == n)
+            self.assertEqual(self.g.nodes[i].value(
+                "SELECT count(*) FROM t WHERE x >= 100"), 0)
+
+    def test_format_3_refused_while_a_member_is_old(self):
+        self.g.start(1, PREV)
+        for i in (2, 3):
+            self.g.start(i)
+        self.g.leader().value("SELECT raft_exec('CREATE TABLE t(x)')")
+        for i in (2, 3):
+            wait_for("server %d connected to 1 in version 2" % i,
+                     lambda: self.g.count(i, "connected (wire version 2") > 0)
+        wait_for("server 1's peers known", lambda: self.g.count(
+            1, "connected (wire version 2") >= 2)
+        old = "speaks wire version 2, which cannot apply request format 3 "
+        # The old leader: its followers refuse without sending.
+        self.lead(1)
+        for node in (self.g.nodes[2], self.g.nodes[3]):
+            for sql in self.REFUSED:
+                self.refused(node, sql, "the leader (server 1) " + old)
+        self.assertEqual(self.g.nodes[2].value(
+            "SELECT raft_exec('INSERT INTO t VALUES (1)')"), 1)
+        # A new leader: its own callers and the forwarded requests.
+        self.lead(2)
+        for sql in self.REFUSED:
+            self.refused(self.g.nodes[2], sql, "server 1 " + old)
+            self.refused(self.g.nodes[3], sql,
+                         "the leader (server 2) refused it: a member speaks "
+                         "a wire version below 3")
+            # The old server is refused by its own leader's wire.
+            self.refused(self.g.nodes[1], sql, "the leader (server 2) " + old)
+        self.assertGreater(self.g.count(
+            2, "a forwarded request of format 3 refused: server 1 " + old), 0)
+        self.assertEqual(self.g.nodes[3].value(
+            "SELECT raft_exec('INSERT INTO t VALUES (2)')"), 1)
+        self.assertEqual(self.g.nodes[1].value(
+            "SELECT raft_exec('INSERT INTO t VALUES (3)')"), 1)
+        self.rows_everywhere(3)
+        # Nothing failed to apply on the old server.
+        self.assertEqual(self.g.count(1, "apply failed"), 0)
+
+    def test_member_not_reached_yet(self):
+        """A member not reached since the leader started is not known to
+        speak wire version 3: a request of format 3 waits for it, and is
+        not applied once exec_timeout_ms passed; once reached, it goes."""
+        for i in (1, 2):
+            self.g.start(i)
+        leader = self.g.leader()
+        follower = self.g.nodes[3 - leader.id]
+        leader.value("SELECT raft_exec('CREATE TABLE t(x)')")
+        started = time.monotonic()
+        # The same from the follower meanwhile, forwarded to the leader.
+        errors = []
+
+        def forwarded():
+            try:
+                follower.value(self.REFUSED[2])
+            except NodeError as e:
+                errors.append(e)
+        t = threading.Thread(target=forwarded)
+        t.start()
+        self.refused(leader, self.REFUSED[0],
+                     "the wire version of server 3 is not known (not "
+                     "reached since this node started)")
+        t.join(30)
+        self.assertGreater(time.monotonic() - started, 4)  # exec_timeout_ms
+        self.assertEqual(len(errors), 1)
+        self.assertIn("raft_query_id: not applied: the leader (server %d) "
+                      "does not know yet whether every member speaks wire "
+                      "version 3" % leader.id, str(errors[0]))
+        self.assertEqual(errors[0].code, CODES["RAFTSQL_NOT_APPLIED"])
+        self.assertGreater(self.g.count(
+            leader.id, "a forwarded request of format 3 held: the wire "
+            "version of server 3 is not known"), 0)
+        self.g.start(3)
+        wait_for("server 3 reached", lambda: self.g.count(
+            leader.id, "peer 3 (127.0.0.1:%d): connected (wire version 3"
+            % self.g.ports[2]) > 0)
+        self.assertEqual(leader.value(self.REFUSED[1].replace("101", "1")),
+                         1)
+
+    def test_old_member_meets_format_3(self):
+        """What an old server does with a format 3 entry that reached it
+        anyway (it went down on this release, so the leader knew it to
+        speak wire 3, and came back on the previous one): it stops
+        applying at that entry with the clear error, applies nothing of
+        it and never skips it; the leader refuses format 3 from then on;
+        back on this release, it applies everything."""
+        for i in (1, 2, 3):
+            self.g.start(i)
+        self.lead(1)
+        leader = self.g.nodes[1]
+        leader.value("SELECT raft_exec('CREATE TABLE t(x)')")
+        wait_for("the table on server 3", lambda: self.g.nodes[3].value(
+            "SELECT count(*) FROM sqlite_master WHERE name = 't'") == 1)
+        self.g.stop(3)
+        self.assertEqual(leader.value(
+            "SELECT raft_exec_id('id-3', 'INSERT INTO t VALUES (1)')"), 1)
+        old = self.g.start(3, PREV)
+        wait_for("server 3's apply error", lambda: (
+            old.status()["apply_error"] or "").endswith(
+                "request format version 3 is not supported (expected 1 "
+                "or 2)"))
+        self.assertEqual(old.value("SELECT count(*) FROM t"), 0)
+        wait_for("server 3 reached on wire 2", lambda: self.g.count(
+            1, "peer 3 (127.0.0.1:%d): connected (wire version 2"
+            % self.g.ports[2]) > 0)
+        self.refused(leader, self.REFUSED[0], "server 3 speaks wire version "
+                     "2, which cannot apply request format 3 ")
+        self.assertEqual(leader.value(
+            "SELECT raft_exec('INSERT INTO t VALUES (2)')"), 1)
+        self.assertEqual(old.value("SELECT count(*) FROM t"), 0)
+        self.g.stop(3)
+        self.g.start(3)
+        self.rows_everywhere(2)
 
 
 if __name__ == "__main__":

@@ -21,7 +21,9 @@ struct fake {
     unsigned last_batch;        /* payloads in the last call */
     struct raft_frame sent[16]; /* FORWARD_RESULTs, in order */
     unsigned n_sent;
-    unsigned n_wakes; /* wake calls */
+    unsigned n_wakes;  /* wake calls */
+    int admit_rc;      /* admit_format3's answer */
+    unsigned n_admits; /* admit_format3 calls */
 };
 
 static bool fake_can_propose(void *data)
@@ -56,6 +58,13 @@ static void fake_wake(void *data)
     ((struct fake *)data)->n_wakes++;
 }
 
+static int fake_admit_format3(void *data)
+{
+    struct fake *f = data;
+    f->n_admits++;
+    return f->admit_rc;
+}
+
 static struct ext_forward *new_forward(struct fake *f)
 {
     struct ext_forward_ops ops = {
@@ -64,6 +73,7 @@ static struct ext_forward *new_forward(struct fake *f)
         .propose = fake_propose,
         .send = fake_send,
         .wake = fake_wake,
+        .admit_format3 = fake_admit_format3,
     };
     struct ext_forward *fw = NULL;
     assert_int_equal(forward_new(1, 1024, &ops, &fw), 0);
@@ -169,6 +179,68 @@ static void test_refused_alone(void **state)
     raft_buf_unref(big);
 }
 
+/* format3_buf returns request (@origin, @seq) of format 3 (rows wanted),
+ * unstamped, in a new raft_buf owned by the caller. */
+static struct raft_buf *format3_buf(uint64_t origin, uint64_t seq)
+{
+    const uint64_t id[2] = {origin, seq};
+    struct sql_request_opts opts = {.flags = SQL_REQUEST_WANT_ROWS};
+    size_t len = 0;
+    struct raft_buf *r;
+
+    assert_int_equal(sql_request_size_opts("SELECT 1", 8, NULL, 0, &opts,
+                                           1 << 20, &len, NULL, 0),
+                     0);
+    r = raft_buf_new(len);
+    assert_non_null(r);
+    assert_int_equal(sql_request_encode_opts(id, "SELECT 1", 8, NULL, 0, &opts,
+                                             r->data, len),
+                     0);
+    return r;
+}
+
+/* A request of format 3 is refused at once, alone, with what
+ * admit_format3 answers (a member cannot apply it, or may not); requests
+ * of format 2 never ask it. */
+static void test_format3_admitted(void **state)
+{
+    struct fake f = {.leader = true, .admit_rc = RAFT_FORMAT};
+    struct ext_forward *fw = new_forward(&f);
+    struct raft_buf *plain = request_buf(2, 1, "SELECT 1");
+    struct raft_buf *rows = format3_buf(2, 2);
+    struct raft_frame m;
+    (void)state;
+
+    assert_int_equal(sql_request_version(plain->data, plain->len), 2);
+    assert_int_equal(sql_request_version(rows->data, rows->len), 3);
+    assert_int_equal(sql_request_version("RQ", 2), 0);
+    m = request(2, 1, plain);
+    forward_on_request(fw, &m);
+    assert_int_equal(f.n_admits, 0);
+    assert_int_equal(forward_n_held(fw), 1);
+    m = request(2, 2, rows);
+    forward_on_request(fw, &m);
+    assert_int_equal(f.n_admits, 1);
+    assert_int_equal(f.n_sent, 1);
+    assert_int_equal(f.sent[0].forward_result.status, RAFT_FORMAT);
+    assert_int_equal(f.sent[0].forward_result.request_id[1], 2);
+    f.admit_rc = RAFT_NOCONN;
+    m = request(2, 3, rows);
+    forward_on_request(fw, &m);
+    assert_int_equal(f.sent[1].forward_result.status, RAFT_NOCONN);
+    assert_int_equal(forward_n_held(fw), 1);
+    f.admit_rc = 0;
+    m = request(2, 4, rows);
+    forward_on_request(fw, &m);
+    assert_int_equal(forward_n_held(fw), 2);
+    forward_propose_held(fw);
+    assert_int_equal(f.last_batch, 2);
+    assert_int_equal(f.sent[3].forward_result.status, 0);
+    forward_free(fw);
+    raft_buf_unref(plain);
+    raft_buf_unref(rows);
+}
+
 /* A failed proposal, or a leadership lost while requests were held,
  * answers every held request with the error (the followers retry). */
 static void test_failed_proposal_answers_all(void **state)
@@ -207,6 +279,7 @@ int main(void)
         cmocka_unit_test(test_held_then_one_batch),
         cmocka_unit_test(test_refused_alone),
         cmocka_unit_test(test_failed_proposal_answers_all),
+        cmocka_unit_test(test_format3_admitted),
     };
     return cmocka_run_group_tests_name("ext_forward", tests, NULL, NULL);
 }

@@ -1436,6 +1436,8 @@ static void test_dialler(void **state)
     assert_int_equal(raft_uv_transport_send(f->nodes[0].t, &m), RAFT_NOCONN);
     assert_int_equal(raft_uv_transport_peer_wire(f->nodes[0].t, 2), 0);
     assert_int_equal(raft_uv_transport_peer_wire(f->nodes[0].t, 9), 0);
+    assert_int_equal(raft_uv_transport_peer_wire_last(f->nodes[0].t, 2), 0);
+    assert_int_equal(raft_uv_transport_peer_wire_last(f->nodes[0].t, 9), 0);
 
     /* The same refusal twice: one WARN. */
     srv_answer(&v, RAFT__UV_REFUSED_CLUSTER, 1, 1, CLUSTER_B, 2,
@@ -1484,6 +1486,10 @@ static void test_dialler(void **state)
     raw_write(&v.conn, buf, 1);
     WAIT_FOR(f, srv_eof);
     assert_warned(&f->nodes[0], "unexpected bytes on outgoing connection");
+    /* Closed: what it spoke when last reached is kept. */
+    assert_int_equal(raft_uv_transport_peer_wire(f->nodes[0].t, 2), 0);
+    assert_int_equal(raft_uv_transport_peer_wire_last(f->nodes[0].t, 2),
+                     RAFT_WIRE_VERSION);
 
     /* Accepted by a server of wire version 1 only: frames go in version
      * 1, and a CHECKSUM frame (version 2 on) is refused, never sent. */
@@ -1491,6 +1497,7 @@ static void test_dialler(void **state)
     srv_answer(&v, RAFT__UV_ACCEPTED, 1, 1, CLUSTER_A, 2, "");
     WAIT_FOR(f, one_connected_to_two);
     assert_int_equal(raft_uv_transport_peer_wire(f->nodes[0].t, 2), 1);
+    assert_int_equal(raft_uv_transport_peer_wire_last(f->nodes[0].t, 2), 1);
     n = v.conn.n_got;
     memset(&m, 0, sizeof m);
     m.type = RAFT_FRAME_CHECKSUM;
