@@ -9,7 +9,10 @@ a node catching up after a restart, and followers whose leader stopped,
 refuse reads of replicated tables (SQLITE_AUTH), statements prepared
 while fresh included, in their own process and in others (this one,
 through the notice beside the database); raftsql_* tables and
-raft_status() stay readable, and reads work again by themselves.
+raft_status() stay readable, and reads work again by themselves. A file
+whose node ran with the bound is refused while no node serves it
+(stopped, or killed), a statement another process prepared while it was
+served included, and so are direct writes to it.
 """
 
 import json
@@ -99,6 +102,25 @@ class StalenessTest(unittest.TestCase):
     def stderr(self):
         with open(self.err_path, errors="replace") as f:
             return f.read()
+
+    def notice(self, i):
+        """The stale notice beside node i's database ("" when none)."""
+        try:
+            with open(os.path.join(self.dir, "node%d.db-raftsql-stale" % i),
+                      errors="replace") as f:
+                return f.read()
+        except FileNotFoundError:
+            return ""
+
+    def is_refused(self, fn):
+        """Whether fn() fails with SQLITE_AUTH (any other error raises)."""
+        try:
+            fn()
+        except sqlite3.DatabaseError as e:
+            if e.sqlite_errorcode == SQLITE_AUTH:
+                return True
+            raise
+        return False
 
     def ensure_table(self):
         if self.con.execute("SELECT count(*) FROM sqlite_schema WHERE "
@@ -213,6 +235,13 @@ class StalenessTest(unittest.TestCase):
             lambda v: v if "catching up" in (v["stale_reason"] or "")
             else None)(status3()), 10)
         self.assertTrue(s["stale"])
+        # The notice for other processes holds no count that grows
+        # while it is read.
+        notice = self.notice(3)
+        self.assertRegex(notice, r"^stale replica: (catching up after its "
+                         r"start to the leader's commit index \d+|no leader "
+                         r"known since \d{4}-\d\d-\d\dT[\d:.]+Z) "
+                         r"\(max_staleness_ms=500\)\n$")
         self.assertGreaterEqual(s["lag_entries"], 1)
         with self.assertRaises(NodeError) as cm:
             n3.value(COUNT)
@@ -265,6 +294,62 @@ class StalenessTest(unittest.TestCase):
             self.assertEqual(n3.value(COUNT), 23)
         finally:
             n2.proc.send_signal(signal.SIGCONT)
+
+    def test_5_no_node_serves(self):
+        """While no node serves a file whose node ran with the bound
+        (node 3 stopped cleanly, then killed with SIGKILL), readers of
+        other processes (this one) are refused: the statement they
+        prepared while it was served is expired by their process's
+        refusal watch, and a new one refused when prepared; direct
+        writes are refused as well. A restart serves reads again."""
+        self.ensure_table()
+        self.leader()
+        db3 = os.path.join(self.dir, "node3.db")
+
+        def status3():
+            return json.loads(self.peers[3].value("SELECT raft_status()"))
+
+        def restart3():
+            self.peers[3] = self.spawn(3)
+            self.wait_fresh(status3, "node 3 fresh after its restart")
+
+        self.wait_fresh(status3, "node 3 fresh")
+        wait_for("node 3 has the rows of t", lambda: self.peers[3].value(
+            "SELECT count(*) FROM sqlite_schema WHERE name = 't'") and
+            self.peers[3].value(COUNT), 10)
+        other = connect(db3)
+        try:
+            n = other.execute(COUNT).fetchone()[0]  # cached while served
+            self.assertGreater(n, 0)
+            for how in ("stopped", "died"):
+                if how == "stopped":
+                    self.assertEqual(self.peers[3].stop(), 0)
+                else:
+                    self.peers[3].kill()
+                wait_for("the cached statement refused (%s)" % how,
+                         lambda: self.is_refused(
+                             lambda: other.execute(COUNT).fetchone()), 5)
+                self.refused(lambda: other.execute(
+                    "SELECT x FROM t").fetchone())
+                self.assertIn("raftsql: read of t refused: stale replica: no "
+                              "raftsql node serves %s (its node %s with "
+                              "max_staleness_ms=500" % (db3, how),
+                              self.stderr())
+                # The internals and the schema stay readable.
+                self.assertGreater(other.execute(
+                    "SELECT count(*) FROM raftsql_applied").fetchone()[0], 0)
+                # A direct write is refused too: nobody would replicate it.
+                self.refused(lambda: other.execute(
+                    "INSERT INTO t VALUES (99)"))
+                self.assertIn("raftsql: direct write to t refused: no "
+                              "raftsql node serves %s (its node %s with "
+                              "max_staleness_ms=500" % (db3, how),
+                              self.stderr())
+                restart3()
+                self.assertEqual(other.execute(COUNT).fetchone()[0], n)
+        finally:
+            other.close()
+
 
 if __name__ == "__main__":
     unittest.main()
