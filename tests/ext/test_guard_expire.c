@@ -7,7 +7,7 @@
  * one is forgotten; one without a mutex is left alone. The refusal watch
  * (ext/refusal_watch.c) expires, on its own thread, the statements of a
  * process that runs no node when the node of another process turns stale
- * (its notice appears) or, on a file bound by max_staleness_ms, when no
+ * or diverged (its notice appears) or, on a file bound by max_staleness_ms, when no
  * node serves it any more. */
 
 #include <pthread.h>
@@ -274,11 +274,12 @@ static bool refused_within(sqlite3_stmt *st)
     return false;
 }
 
-/* A process that runs no node, whose connection prepared a read while the
- * node of another process (this pid in the pointer file) was fresh: its
- * statement is refused once that node's stale notice appears, without
- * being prepared anew; fresh again (the notice gone), it reads. */
-static void test_watch_stale_notice(void **state)
+/* watch_notice: a process that runs no node, whose connection prepared a
+ * read while the node of another process (this pid in the pointer file)
+ * was healthy: its statement is refused once that node's notice
+ * "<db>@suffix" (@text) appears, without being prepared anew; the notice
+ * gone, it reads again. */
+static void watch_notice(const char *suffix, const char *text)
 {
     struct ext_attach_pointer p = {.pid = (long)getpid(),
                                    .socket = "/nonexistent/node.sock",
@@ -287,7 +288,6 @@ static void test_watch_stale_notice(void **state)
     sqlite3 *db;
     sqlite3_stmt *st;
     char err[256];
-    (void)state;
 
     tmpdb_init(&d);
     db = open_guarded(d.path, 0);
@@ -296,11 +296,9 @@ static void test_watch_stale_notice(void **state)
         sqlite3_prepare_v2(db, "SELECT count(*) FROM t", -1, &st, NULL),
         SQLITE_OK);
     assert_int_equal(run(st), 0);
-    write_file(d.path, "-raftsql-stale",
-               "stale replica: no leader heard since "
-               "2026-12-01T17:49:25.123Z (max_staleness_ms=500)\n");
+    write_file(d.path, suffix, text);
     assert_true(refused_within(st));
-    remove_file(d.path, "-raftsql-stale");
+    remove_file(d.path, suffix);
     sqlite3_finalize(st);
     assert_int_equal(
         sqlite3_prepare_v2(db, "SELECT count(*) FROM t", -1, &st, NULL),
@@ -310,6 +308,24 @@ static void test_watch_stale_notice(void **state)
     sqlite3_close(db);
     attach_sock_pointer_remove(d.path, p.pid);
     tmpdb_remove(&d);
+}
+
+/* The node of another process turned stale (max_staleness_ms). */
+static void test_watch_stale_notice(void **state)
+{
+    (void)state;
+    watch_notice("-raftsql-stale",
+                 "stale replica: no leader heard since "
+                 "2026-12-01T17:49:25.123Z (max_staleness_ms=500)\n");
+}
+
+/* The node of another process found its replica diverged. */
+static void test_watch_diverged_notice(void **state)
+{
+    (void)state;
+    watch_notice("-raftsql-diverged",
+                 "diverged replica: a write the node did not make was "
+                 "committed to the file\n");
 }
 
 /* A file whose node ran with max_staleness_ms (its bound marker) is
@@ -368,6 +384,7 @@ int main(void)
         cmocka_unit_test(test_closed_forgotten),
         cmocka_unit_test(test_nomutex_left_alone),
         cmocka_unit_test(test_watch_stale_notice),
+        cmocka_unit_test(test_watch_diverged_notice),
         cmocka_unit_test(test_watch_unserved),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
