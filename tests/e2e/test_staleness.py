@@ -20,10 +20,12 @@ import os
 import shutil
 import signal
 import sqlite3
+import subprocess
+import sys
 import tempfile
 import unittest
 
-from e2e import NODE, connect, wait_for  # noqa: E402
+from e2e import NODE, SO, connect, wait_for  # noqa: E402
 from raftsql_cluster import Node, NodeError, free_ports  # noqa: E402
 
 BOUND = 500
@@ -31,6 +33,21 @@ EXTRA = ("election_timeout_ms=2000 heartbeat_ms=50 exec_timeout_ms=10000 "
          "max_staleness_ms=%d" % BOUND)
 SQLITE_AUTH = 23
 COUNT = "SELECT count(*) FROM t"
+
+# Another process reading a database through Python's sqlite3 (whose
+# statement cache runs the statement it prepared first again): one
+# statement per line in, its first value (or "error <code>") out.
+READER = r"""
+import os, sqlite3, sys
+con = sqlite3.connect(sys.argv[1], isolation_level=None)
+con.enable_load_extension(True)
+con.load_extension(os.path.splitext(sys.argv[2])[0])
+for line in sys.stdin:
+    try:
+        print(con.execute(line.strip()).fetchone()[0], flush=True)
+    except sqlite3.DatabaseError as e:
+        print("error %d" % e.sqlite_errorcode, flush=True)
+"""
 
 
 class StalenessTest(unittest.TestCase):
@@ -103,6 +120,21 @@ class StalenessTest(unittest.TestCase):
         with open(self.err_path, errors="replace") as f:
             return f.read()
 
+    def reader(self, db):
+        """Another process reading @db (READER); its ask(sql) returns the
+        answer line."""
+        proc = subprocess.Popen([sys.executable, "-c", READER, db, SO],
+                                stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                stderr=subprocess.DEVNULL, text=True)
+
+        def ask(sql):
+            proc.stdin.write(sql + "\n")
+            proc.stdin.flush()
+            return proc.stdout.readline().strip()
+
+        self.addCleanup(lambda: (proc.stdin.close(), proc.wait(10)))
+        return ask
+
     def notice(self, i):
         """The stale notice beside node i's database ("" when none)."""
         try:
@@ -135,7 +167,8 @@ class StalenessTest(unittest.TestCase):
     def test_1_follower_goes_stale_and_back(self):
         """A follower reads while fresh; with no leader heard for longer
         than the bound, reads of replicated tables are refused, statements
-        prepared while fresh included; raftsql_* and raft_status() still
+        prepared while fresh included (in another process too: its
+        refusal watch expires them); raftsql_* and raft_status() still
         work; they work again once the leader is heard."""
         if self.leader() == 1:
             self.con.execute("SELECT raft_transfer(2)")
@@ -151,10 +184,13 @@ class StalenessTest(unittest.TestCase):
         self.assertIsNone(s["stale_reason"])
         self.assertEqual(s["lag_entries"], 0)
         self.assertLess(s["lag_ms"], BOUND)
-        # Prepared while fresh: the statement cache and one cursor's SQL.
+        # Prepared while fresh: the statement cache and one cursor's SQL,
+        # here and in another process.
         self.assertEqual(self.con.execute(COUNT).fetchone()[0], 3)
         cur = self.con.cursor()
         self.assertEqual(cur.execute(COUNT).fetchone()[0], 3)
+        ask = self.reader(self.db)
+        self.assertEqual(ask(COUNT), "3")
 
         self.stop_peers(signal.SIGSTOP)
         try:
@@ -165,6 +201,10 @@ class StalenessTest(unittest.TestCase):
             self.assertTrue(s["lag_ms"] is None or s["lag_ms"] > BOUND, s)
             self.refused(lambda: self.con.execute(COUNT).fetchone())
             self.refused(lambda: cur.execute(COUNT).fetchone())
+            # The other process's statement is expired by its refusal
+            # watch once the notice appears.
+            wait_for("the other process's cached statement refused",
+                     lambda: ask(COUNT) == "error %d" % SQLITE_AUTH, 5)
             other = connect(self.db)
             try:
                 self.refused(lambda: other.execute(
@@ -186,6 +226,8 @@ class StalenessTest(unittest.TestCase):
         self.wait_fresh(self.status1, "node 1 fresh again")
         self.assertEqual(self.con.execute(COUNT).fetchone()[0], 3)
         self.assertEqual(cur.execute(COUNT).fetchone()[0], 3)
+        wait_for("the other process reads again", lambda: ask(COUNT) == "3",
+                 5)
 
     def test_2_isolated_leader_goes_stale(self):
         """A leader that hears from no quorum for longer than the bound is
