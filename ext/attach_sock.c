@@ -19,6 +19,7 @@
 #include <xxhash.h>
 
 #include "../raft/err.h"
+#include "staleness.h"
 
 /* The first line of a pointer file. */
 #define EXT__ATTACH_MAGIC "raftsql-attach 1"
@@ -159,6 +160,45 @@ bool attach_sock_stale(const char *db_path, char *why, size_t why_len)
     char path[4200];
     attach_sock_stale_path(db_path, path, sizeof path);
     return notice_read(db_path, path, "stale replica", why, why_len);
+}
+
+void attach_sock_bound_path(const char *db_path, char *out, size_t len)
+{
+    int n = snprintf(out, len, "%s-raftsql-bound", db_path);
+    if (n < 0 || (size_t)n >= len) {
+        out[0] = '\0';
+    }
+}
+
+bool attach_sock_unserved(const char *db_path, char *why, size_t why_len)
+{
+    char path[4200], magic[64], line[64];
+    unsigned max_ms = 0;
+    long pid = -1;
+    struct stat st;
+    FILE *f;
+    attach_sock_bound_path(db_path, path, sizeof path);
+    if (path[0] == '\0' || stat(path, &st) != 0 ||
+        (f = fopen(path, "re")) == NULL) {
+        return false;
+    }
+    if (fgets(magic, sizeof magic, f) != NULL &&
+        strncmp(magic, EXT_BOUND_MAGIC "\n", sizeof EXT_BOUND_MAGIC) == 0 &&
+        fgets(line, sizeof line, f) != NULL &&
+        sscanf(line, "max_staleness_ms=%u", &max_ms) == 1 &&
+        fgets(line, sizeof line, f) != NULL) {
+        (void)sscanf(line, "pid=%ld", &pid);
+    }
+    fclose(f);
+    if (max_ms == 0 || pid < 0 || (pid > 0 && alive(pid))) {
+        return false; /* malformed, or its node runs */
+    }
+    snprintf(why, why_len,
+             "stale replica: no raftsql node serves %.300s (its node %s "
+             "with max_staleness_ms=%u: start one; a start without "
+             "max_staleness_ms lifts this)",
+             db_path, pid == 0 ? "stopped" : "died", max_ms);
+    return true;
 }
 
 void attach_sock_pointer_remove(const char *db_path, long pid)

@@ -51,6 +51,20 @@ void attach_sock_stale_path(const char *db_path, char *out, size_t len);
  * @why (@why_len bytes). Any thread. */
 bool attach_sock_stale(const char *db_path, char *why, size_t why_len);
 
+/* attach_sock_bound_path writes "<@db_path>-raftsql-bound" into @out
+ * (@len bytes; "" when too long): the marker a node started with
+ * max_staleness_ms= keeps beside its database, after it stops too, until
+ * a start without the bound (ext/staleness.c). Any thread. */
+void attach_sock_bound_path(const char *db_path, char *out, size_t len);
+
+/* attach_sock_unserved says whether reads of @db_path are bound
+ * (a node last started on it with max_staleness_ms=, its bound marker
+ * says) while no node serves it: the marker names no process (the node
+ * stopped) or one that is gone (killed). Then @why (@why_len bytes) gets
+ * "stale replica: no raftsql node serves ...". A single stat() when no
+ * marker exists. Any thread. */
+bool attach_sock_unserved(const char *db_path, char *why, size_t why_len);
+
 /* attach_sock_find reads the pointer file of database file @db_path into
  * @out. Returns 0 when it names a process that lives (it may still refuse
  * connections: attach_sock_connect tells), RAFT_NOTFOUND when there is no

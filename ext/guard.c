@@ -10,6 +10,7 @@
 #include "applier.h"
 #include "attach_client.h"
 #include "attach_sock.h"
+#include "refusal_watch.h"
 #include "registry.h"
 #include "staleness.h"
 
@@ -26,17 +27,35 @@ static int replicated(sqlite3 *db, const char *schema)
            (ext_registry_replica(file) || attach_client_served(file));
 }
 
-/* guard_read refuses reads of table @table of schema @schema while the
- * node of that file, in this process or another (its notices beside the
- * file, attach_sock_diverged and attach_sock_stale), is a diverged
- * replica (its content disagrees with the log until repaired) or a stale
- * one (max_staleness_ms=, staleness.h); the raftsql_* internals, the
- * schema and the raft_* table-valued functions stay readable. */
+int ext_guard_read_refusal(const char *file, char *why, size_t why_len)
+{
+    if (applier_any_diverged() && ext_registry_diverged(file, why, why_len)) {
+        return EXT_GUARD_DIVERGED;
+    }
+    if (ext_registry_stale(file, why, why_len)) {
+        return EXT_GUARD_STALE;
+    }
+    if (ext_registry_running(file)) {
+        return 0;
+    }
+    if (attach_sock_diverged(file, why, why_len)) {
+        return EXT_GUARD_DIVERGED;
+    }
+    if (attach_sock_stale(file, why, why_len) ||
+        attach_sock_unserved(file, why, why_len)) {
+        return EXT_GUARD_STALE;
+    }
+    return 0;
+}
+
+/* guard_read refuses reads of table @table of schema @schema while
+ * ext_guard_read_refusal says so of that file; the raftsql_* internals,
+ * the schema and the raft_* table-valued functions stay readable. */
 static int guard_read(sqlite3 *db, const char *table, const char *schema)
 {
     const char *file;
     char why[600];
-    bool diverged, stale = false;
+    int refusal;
     if (table == NULL || sqlite3_strnicmp(table, "raft_", 5) == 0 ||
         sqlite3_strnicmp(table, "raftsql_", 8) == 0 ||
         sqlite3_strnicmp(table, "sqlite_", 7) == 0 ||
@@ -47,25 +66,12 @@ static int guard_read(sqlite3 *db, const char *table, const char *schema)
     if (file == NULL || file[0] == '\0') {
         return SQLITE_OK;
     }
-    diverged =
-        applier_any_diverged() && ext_registry_diverged(file, why, sizeof why);
-    if (!diverged) {
-        stale = ext_registry_stale(file, why, sizeof why);
-    }
-    if (!diverged && !stale && !ext_registry_replica(file)) {
-        diverged = attach_sock_diverged(file, why, sizeof why);
-        stale = !diverged && attach_sock_stale(file, why, sizeof why);
-    }
-    if (stale) {
-        fprintf(stderr, "raftsql: read of %s refused: %s\n", table, why);
-        return SQLITE_DENY;
-    }
-    if (!diverged) {
+    refusal = ext_guard_read_refusal(file, why, sizeof why);
+    if (refusal == 0) {
         return SQLITE_OK;
     }
-    fprintf(stderr,
-            "raftsql: read of %s refused: %s (raft_status() shows it)\n", table,
-            why);
+    fprintf(stderr, "raftsql: read of %s refused: %s%s\n", table, why,
+            refusal == EXT_GUARD_DIVERGED ? " (raft_status() shows it)" : "");
     return SQLITE_DENY;
 }
 
@@ -98,6 +104,29 @@ static void note_check(int action, const char *a1)
         snprintf(checking->transaction, sizeof checking->transaction, "%s",
                  kind);
     }
+}
+
+/* unserved_write refuses a direct write to @what of schema @schema (NULL:
+ * main) of @db, a file no node serves, when its node ran with
+ * max_staleness_ms= (attach_sock_unserved): nobody keeps it, and the
+ * next start would find it diverged. Other files are written freely. */
+static int unserved_write(sqlite3 *db, const char *schema, const char *what)
+{
+    static const char prefix[] = "stale replica: ";
+    const char *file = sqlite3_db_filename(db, schema ? schema : "main");
+    char why[600];
+    if (file == NULL || file[0] == '\0' ||
+        !attach_sock_unserved(file, why, sizeof why)) {
+        return SQLITE_OK;
+    }
+    fprintf(stderr,
+            "raftsql: direct write to %s refused: %s; write through "
+            "raft_exec('...') once a node serves it\n",
+            what,
+            strncmp(why, prefix, sizeof prefix - 1) == 0
+                ? why + sizeof prefix - 1
+                : why);
+    return SQLITE_DENY;
 }
 
 static int guard(void *arg, int action, const char *a1, const char *a2,
@@ -182,11 +211,11 @@ static int guard(void *arg, int action, const char *a1, const char *a2,
         (schema != NULL && sqlite3_stricmp(schema, "temp") == 0)) {
         return SQLITE_OK;
     }
-    if (!replicated(db, schema)) {
-        return SQLITE_OK;
-    }
     if (sqlite3_strnicmp(what, "sqlite_", 7) == 0) {
         what = "the schema";
+    }
+    if (!replicated(db, schema)) {
+        return unserved_write(db, schema, what);
     }
     fprintf(stderr,
             "raftsql: direct write to %s refused: this database is a Raft "
@@ -204,6 +233,8 @@ static int guard(void *arg, int action, const char *a1, const char *a2,
 /* One guarded connection. */
 struct guard_conn {
     sqlite3 *db;             /* the connection */
+    char *file;              /* its main file, watched (sqlite3_malloc'd,
+                                NULL for none) */
     bool pending;            /* its statements are to be expired */
     struct guard_conn *prev; /* in conns */
     struct guard_conn *next; /* in conns */
@@ -243,6 +274,8 @@ static void untrack(void *p)
         atomic_fetch_sub(&n_pending, 1);
     }
     pthread_mutex_unlock(&conns_mu);
+    refusal_watch_remove(c->file);
+    sqlite3_free(c->file);
     sqlite3_free(c);
 }
 
@@ -260,6 +293,7 @@ static void tracker_call(sqlite3_context *ctx, int argc, sqlite3_value **argv)
 static int track(sqlite3 *db)
 {
     struct guard_conn *c;
+    const char *file = sqlite3_db_filename(db, "main");
     pthread_mutex_lock(&conns_mu);
     c = find_conn(db);
     if (c != NULL) {
@@ -272,11 +306,18 @@ static int track(sqlite3 *db)
         return SQLITE_NOMEM;
     }
     *c = (struct guard_conn){.db = db, .next = conns};
+    if (file != NULL && file[0] != '\0') {
+        c->file = sqlite3_mprintf("%s", file); /* NULL: unwatched */
+    }
     if (conns != NULL) {
         conns->prev = c;
     }
     conns = c;
     pthread_mutex_unlock(&conns_mu);
+    /* Statements prepared while reads were allowed are expired when the
+     * guard starts refusing them (a node of another process goes stale,
+     * or stops). */
+    refusal_watch_add(c->file);
     /* On failure SQLite runs the destructor: @c is forgotten. */
     return sqlite3_create_function_v2(db, EXT__GUARD_TRACKER, 0,
                                       SQLITE_UTF8 | SQLITE_DIRECTONLY, c,
@@ -312,10 +353,11 @@ void ext_guard_expire_all(void)
     ext_guard_expire_retry();
 }
 
-void ext_guard_expire_retry(void)
+bool ext_guard_expire_retry(void)
 {
+    bool left;
     if (atomic_load(&n_pending) == 0) {
-        return;
+        return false;
     }
     pthread_mutex_lock(&conns_mu);
     for (struct guard_conn *c = conns; c != NULL; c = c->next) {
@@ -338,7 +380,9 @@ void ext_guard_expire_retry(void)
         c->pending = false;
         atomic_fetch_sub(&n_pending, 1);
     }
+    left = atomic_load(&n_pending) > 0;
     pthread_mutex_unlock(&conns_mu);
+    return left;
 }
 
 int ext_guard_install(sqlite3 *db)

@@ -4,6 +4,9 @@
 #ifndef EXT_GUARD_H
 #define EXT_GUARD_H
 
+#include <stdbool.h>
+#include <stddef.h>
+
 #include <sqlite3ext.h>
 
 /* ext_guard_install sets the guard as @db's authorizer (replacing any
@@ -14,12 +17,15 @@
  * UPDATE, DELETE and schema changes on it (as "main" or ATTACHed under any
  * name) are denied at prepare time (SQLite reports "not authorized"; a
  * line naming raft_exec() is logged to stderr); TEMP objects and reads stay
- * allowed, but reads of replicated tables while the node is diverged or
- * stale (max_staleness_ms=; the raftsql_*, sqlite_* and raft_* names and
- * TEMP stay readable). The connection is tracked (a function named
+ * allowed, but reads of replicated tables while ext_guard_read_refusal
+ * refuses them (the node diverged or stale, max_staleness_ms=, or no node
+ * serving a file bound by it; the raftsql_*, sqlite_* and raft_* names
+ * and TEMP stay readable). While no node serves a file bound by
+ * max_staleness_ms (attach_sock_unserved), its writes are denied too,
+ * naming why on stderr. The connection is tracked (a function named
  * raftsql_guarded_connection forgets it at close) for
- * ext_guard_expire_all. Returns SQLITE_OK or SQLite's error. Any
- * thread. */
+ * ext_guard_expire_all, and its main file watched (refusal_watch.h).
+ * Returns SQLITE_OK or SQLite's error. Any thread. */
 int ext_guard_install(sqlite3 *db);
 
 /* ext_guard_expire_all marks every guarded connection of the process
@@ -44,9 +50,25 @@ void ext_guard_expire_all(void);
  * dropped and its statements are not expired. A statement stepped
  * meanwhile (rows read, not reset) runs to its end unless it opens a
  * table anew (SQLITE_ABORT_ROLLBACK then). Cheap when nothing is marked.
- * Any thread, as ext_guard_expire_all (the loop thread calls it at every
- * tick). */
-void ext_guard_expire_retry(void);
+ * Returns whether marked connections remain. Any thread, as
+ * ext_guard_expire_all (the loop thread calls it at every tick, the
+ * refusal watch while its marks remain). */
+bool ext_guard_expire_retry(void);
+
+/* What ext_guard_read_refusal answers besides 0 (reads allowed). */
+#define EXT_GUARD_STALE 1    /* a stale replica, or no node serves it */
+#define EXT_GUARD_DIVERGED 2 /* a diverged replica */
+
+/* ext_guard_read_refusal says whether the guard refuses reads of the
+ * replicated tables of database file @file now, and why into @why
+ * (@why_len bytes): EXT_GUARD_DIVERGED while its node (in this process,
+ * or another: its notice beside the file, attach_sock_diverged) is a
+ * diverged replica; EXT_GUARD_STALE while it is a stale one
+ * (max_staleness_ms=, staleness.h; attach_sock_stale), or while no node
+ * serves a file bound by max_staleness_ms (attach_sock_unserved); else
+ * 0. A few stat() calls when no node of the process runs for @file. Any
+ * thread. */
+int ext_guard_read_refusal(const char *file, char *why, size_t why_len);
 
 /* A host's authorizer (the callback of sqlite3_set_authorizer). */
 typedef int (*ext_guard_host_cb)(void *arg, int action, const char *a1,

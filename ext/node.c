@@ -157,6 +157,9 @@ static void judge_staleness(struct ext_node *n)
         .leader_commit = raft_leader_commit(core),
         .applied = applier_applied(n->applier),
     };
+    struct timespec now;
+    clock_gettime(CLOCK_REALTIME, &now);
+    v.wall_ms = (uint64_t)now.tv_sec * 1000 + (uint64_t)now.tv_nsec / 1000000;
     v.contact_ms =
         v.leading ? raft_quorum_contact(core) : raft_leader_contact(core);
     if (staleness_on_tick(n->staleness, &v)) {
@@ -582,9 +585,10 @@ static void node_free(struct ext_node *n, bool failed)
  * (the node is stale until it hears from a leader). */
 static int new_staleness(struct ext_node *n, const char *db_path)
 {
-    char notice[4200];
+    char notice[4200], bound[4200];
     attach_sock_stale_path(db_path, notice, sizeof notice);
-    if (staleness_new(n->cfg.max_staleness_ms, notice, &n->log,
+    attach_sock_bound_path(db_path, bound, sizeof bound);
+    if (staleness_new(n->cfg.max_staleness_ms, notice, bound, &n->log,
                       &n->staleness) != 0) {
         return RAFT_NOMEM;
     }

@@ -43,6 +43,7 @@
 #include "func.h"
 #include "guard.h"
 #include "raftsql.h"
+#include "refusal_watch.h"
 #include "registry.h"
 
 SQLITE_EXTENSION_INIT1
@@ -63,6 +64,7 @@ static void set_api(void)
  * the threads never outlive the code they run. */
 __attribute__((destructor)) static void raftsql_fini(void)
 {
+    refusal_watch_stop();
     ext_registry_stop_all();
 }
 

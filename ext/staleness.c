@@ -8,14 +8,45 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "stopped.h"
+
+/* The kinds of staleness (ext_staleness_memory.kind). */
+enum { KIND_FRESH, KIND_NO_LEADER, KIND_NO_CONTACT, KIND_CATCHING_UP };
+
+/* word_notice writes into @out the notice text of kind @kind (not fresh),
+ * which holds no number that grows while the notice is read. */
+static void word_notice(const struct ext_staleness_memory *mem, int kind,
+                        bool leading, unsigned max_ms,
+                        struct ext_staleness_verdict *out)
+{
+    char since[EXT_ISO_TIME_LEN];
+    node_log_iso_time(mem->since_ms, since);
+    if (kind == KIND_NO_LEADER) {
+        snprintf(out->notice, sizeof out->notice,
+                 "stale replica: no leader known since %s "
+                 "(max_staleness_ms=%u)",
+                 since, max_ms);
+    } else if (kind == KIND_NO_CONTACT) {
+        snprintf(out->notice, sizeof out->notice,
+                 "stale replica: %s since %s (max_staleness_ms=%u)",
+                 leading ? "no quorum heard" : "no leader heard", since,
+                 max_ms);
+    } else {
+        snprintf(out->notice, sizeof out->notice,
+                 "stale replica: catching up after its start to the "
+                 "leader's commit index %llu (max_staleness_ms=%u)",
+                 (unsigned long long)mem->catch_up_to, max_ms);
+    }
+}
 
 void staleness_judge(struct ext_staleness_memory *mem, unsigned max_ms,
                      const struct ext_staleness_view *v,
                      struct ext_staleness_verdict *out)
 {
+    int kind = KIND_FRESH;
     memset(out, 0, sizeof *out);
     out->leader_known = v->contact_ms != UINT64_MAX;
     out->lag_ms = out->leader_known ? v->contact_ms : 0;
@@ -32,18 +63,18 @@ void staleness_judge(struct ext_staleness_memory *mem, unsigned max_ms,
         return;
     }
     if (!out->leader_known) {
-        out->stale = true;
+        kind = KIND_NO_LEADER;
         snprintf(out->reason, sizeof out->reason,
                  "stale replica: no leader known (max_staleness_ms=%u)",
                  max_ms);
     } else if (v->contact_ms > max_ms) {
-        out->stale = true;
+        kind = KIND_NO_CONTACT;
         snprintf(out->reason, sizeof out->reason,
                  "stale replica: %s for %llu ms (max_staleness_ms=%u)",
                  v->leading ? "no quorum heard" : "no leader heard",
                  (unsigned long long)v->contact_ms, max_ms);
     } else if (!mem->caught_up) {
-        out->stale = true;
+        kind = KIND_CATCHING_UP;
         snprintf(out->reason, sizeof out->reason,
                  "stale replica: catching up after its start: applied "
                  "%llu of the leader's commit index %llu "
@@ -51,6 +82,29 @@ void staleness_judge(struct ext_staleness_memory *mem, unsigned max_ms,
                  (unsigned long long)v->applied,
                  (unsigned long long)mem->catch_up_to, max_ms);
     }
+    out->stale = kind != KIND_FRESH;
+    if (kind != mem->kind) {
+        /* The time of the last contact; a leader lost after it keeps
+         * that time ("no leader known since" it was last heard). */
+        if (kind == KIND_NO_CONTACT) {
+            mem->since_ms =
+                v->wall_ms > v->contact_ms ? v->wall_ms - v->contact_ms : 0;
+        } else if (kind != KIND_NO_LEADER || mem->kind != KIND_NO_CONTACT) {
+            mem->since_ms = v->wall_ms;
+        }
+        mem->kind = kind;
+    }
+    if (out->stale) {
+        word_notice(mem, kind, v->leading, max_ms, out);
+    }
+}
+
+/* wall_ms returns the wall clock, ms since the epoch. */
+static uint64_t wall_ms(void)
+{
+    struct timespec now;
+    clock_gettime(CLOCK_REALTIME, &now);
+    return (uint64_t)now.tv_sec * 1000 + (uint64_t)now.tv_nsec / 1000000;
 }
 
 /* Nodes of the process that are stale now. */
@@ -60,15 +114,34 @@ struct ext_staleness {
     unsigned max_ms;                  /* the bound, 0 off */
     struct ext_node_log *log;         /* borrowed */
     char notice_path[4200];           /* "" for none */
+    char bound_path[4200];            /* the bound marker, "" for none */
     struct ext_staleness_memory mem;  /* the rule's (loop thread) */
     bool notice_up;                   /* the notice exists (loop) */
+    char notice_text[200];            /* what it holds (loop) */
     pthread_mutex_t mu;               /* guards now */
     struct ext_staleness_verdict now; /* the verdict last published */
     _Atomic bool stale;               /* now.stale, counted in n_stale */
 };
 
+/* bound_write writes the bound marker of @s naming process @pid (0: no
+ * node serves the file), best effort: a WARN line on failure. */
+static void bound_write(struct ext_staleness *s, long pid)
+{
+    char text[128];
+    snprintf(text, sizeof text,
+             EXT_BOUND_MAGIC "\nmax_staleness_ms=%u\npid=%ld\n", s->max_ms,
+             pid);
+    if (!stopped_write_file(s->bound_path, text, true)) {
+        node_log_line(s->log, RAFT_LOG_WARN,
+                      "cannot write %s: %s (other processes' reads are not "
+                      "refused while no node serves the database)",
+                      s->bound_path, strerror(errno));
+    }
+}
+
 int staleness_new(unsigned max_ms, const char *notice_path,
-                  struct ext_node_log *log, struct ext_staleness **out)
+                  const char *bound_path, struct ext_node_log *log,
+                  struct ext_staleness **out)
 {
     struct ext_staleness *s = calloc(1, sizeof *s);
     if (s == NULL) {
@@ -77,15 +150,24 @@ int staleness_new(unsigned max_ms, const char *notice_path,
     s->max_ms = max_ms;
     s->log = log;
     snprintf(s->notice_path, sizeof s->notice_path, "%s", notice_path);
+    snprintf(s->bound_path, sizeof s->bound_path, "%s", bound_path);
     if (s->notice_path[0] != '\0') {
         /* One left by a run that crashed: the first tick writes it anew
          * when the node is stale. */
         unlink(s->notice_path);
     }
+    if (s->bound_path[0] != '\0') {
+        if (max_ms > 0) {
+            bound_write(s, (long)getpid());
+        } else {
+            unlink(s->bound_path); /* a clean start without the bound */
+        }
+    }
     pthread_mutex_init(&s->mu, NULL);
     if (max_ms > 0) {
         /* Until the first tick: no leader known yet. */
-        struct ext_staleness_view v = {.contact_ms = UINT64_MAX};
+        struct ext_staleness_view v = {.contact_ms = UINT64_MAX,
+                                       .wall_ms = wall_ms()};
         struct ext_staleness_memory m = {0};
         staleness_judge(&m, max_ms, &v, &s->now);
         atomic_store(&s->stale, true);
@@ -106,31 +188,41 @@ void staleness_free(struct ext_staleness *s)
     if (s->notice_up) {
         unlink(s->notice_path);
     }
+    if (s->max_ms > 0 && s->bound_path[0] != '\0') {
+        bound_write(s, 0); /* no node serves the file from now on */
+    }
     pthread_mutex_destroy(&s->mu);
     free(s);
 }
 
-/* notice_follow makes the notice file exist, holding @reason, exactly
- * while the node is stale (best effort: without it, other processes let
- * their reads through; a line says so once per change). */
-static void notice_follow(struct ext_staleness *s, bool stale,
-                          const char *reason)
+/* notice_follow makes the notice file exist, holding @text, exactly
+ * while the node is stale, rewritten when @text changes (best effort:
+ * without it, other processes let their reads through; a line says so
+ * once per change). */
+static void notice_follow(struct ext_staleness *s, bool stale, const char *text)
 {
-    char text[sizeof s->now.reason + 2];
-    if (s->notice_path[0] == '\0' || stale == s->notice_up) {
+    char line[sizeof s->notice_text + 2];
+    if (s->notice_path[0] == '\0' ||
+        (stale == s->notice_up &&
+         (!stale || strcmp(text, s->notice_text) == 0))) {
         return;
     }
     if (stale) {
-        snprintf(text, sizeof text, "%s\n", reason);
-        if (!stopped_write_file(s->notice_path, text, false)) {
-            node_log_line(s->log, RAFT_LOG_WARN,
-                          "cannot write %s: %s (other processes' reads "
-                          "of the stale replica are not refused)",
-                          s->notice_path, strerror(errno));
+        snprintf(line, sizeof line, "%s\n", text);
+        if (!stopped_write_file(s->notice_path, line, false)) {
+            if (strcmp(text, s->notice_text) != 0) {
+                node_log_line(s->log, RAFT_LOG_WARN,
+                              "cannot write %s: %s (other processes' reads "
+                              "of the stale replica are not refused)",
+                              s->notice_path, strerror(errno));
+                snprintf(s->notice_text, sizeof s->notice_text, "%s", text);
+            }
             return;
         }
+        snprintf(s->notice_text, sizeof s->notice_text, "%s", text);
     } else {
         unlink(s->notice_path);
+        s->notice_text[0] = '\0';
     }
     s->notice_up = stale;
 }
@@ -159,7 +251,7 @@ bool staleness_on_tick(struct ext_staleness *s,
                           s->max_ms);
         }
     }
-    notice_follow(s, out.stale, out.reason);
+    notice_follow(s, out.stale, out.notice);
     return out.stale && !was;
 }
 

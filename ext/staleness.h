@@ -29,6 +29,8 @@ struct ext_staleness_view {
     raft_index leader_commit; /* the leader's commit index as last heard
                                   (raft_leader_commit) */
     raft_index applied;       /* this node's applied index */
+    uint64_t wall_ms;         /* the wall clock at this tick, ms since
+                                  the epoch (the notice's times) */
 };
 
 /* What the rule remembers from one tick to the next. */
@@ -36,6 +38,9 @@ struct ext_staleness_memory {
     bool contacted;         /* a leader was heard since the start */
     raft_index catch_up_to; /* its commit index at that first contact */
     bool caught_up;         /* applied reached catch_up_to once */
+    int kind;               /* the kind of staleness at the last tick (0:
+                               fresh; staleness.c numbers the others) */
+    uint64_t since_ms;      /* wall clock ms the notice's "since" names */
 };
 
 /* The rule's answer. */
@@ -46,6 +51,10 @@ struct ext_staleness_verdict {
     uint64_t lag_ms;      /* contact_ms, 0 without a leader */
     uint64_t lag_entries; /* leader_commit - applied, 0 when ahead */
     char reason[200];     /* "stale replica: ..." when stale, else "" */
+    char notice[200];     /* the same for the notice file, worded
+                             without a number that grows while it is
+                             read ("no leader heard since <ISO time>");
+                             it changes only with the kind of staleness */
 };
 
 /* staleness_judge applies the rule to @v with the bound @max_ms (0: off,
@@ -55,25 +64,36 @@ void staleness_judge(struct ext_staleness_memory *mem, unsigned max_ms,
                      const struct ext_staleness_view *v,
                      struct ext_staleness_verdict *out);
 
+/* The first line of a bound marker (staleness_new). */
+#define EXT_BOUND_MAGIC "raftsql-bound 1"
+
 struct ext_staleness; /* opaque: the published state of one node */
 
 /* staleness_new creates the state of a node whose bound is @max_ms (0:
  * off) and whose notice for the guards of other processes is the file
- * @notice_path (copied; "" for none): it exists, holding the reason,
- * while the node is stale (attach_sock_stale reads it; one left by an
- * earlier run is removed here). With a bound, the
- * node is stale from the start (no leader known yet). Each change is
- * logged at INFO through @log (borrowed: it outlives @out). Errors:
- * RAFT_NOMEM. Any thread. */
+ * @notice_path (copied; "" for none): it exists, holding the verdict's
+ * notice text, while the node is stale (attach_sock_stale reads it; one
+ * left by an earlier run is removed here). @bound_path (copied; "" for
+ * none) is the bound marker (attach_sock_bound_path): with a bound it is
+ * written here, naming @max_ms and this process, and stays after the node
+ * (staleness_free rewrites it naming no process), so that readers refuse
+ * the file while no node serves it (attach_sock_unserved); without one
+ * it is removed. A marker that cannot be written is a WARN line on @log.
+ * With a bound, the node is stale from the start (no leader known yet).
+ * Each change is logged at INFO through @log (borrowed: it outlives
+ * @out). Errors: RAFT_NOMEM. Any thread. */
 int staleness_new(unsigned max_ms, const char *notice_path,
-                  struct ext_node_log *log, struct ext_staleness **out);
+                  const char *bound_path, struct ext_node_log *log,
+                  struct ext_staleness **out);
 
-/* staleness_free removes the notice and frees @s (NULL is ignored). The
- * owner, after the loop stopped. */
+/* staleness_free removes the notice, rewrites the bound marker (if any)
+ * as naming no process, and frees @s (NULL is ignored). The owner, after
+ * the loop stopped. */
 void staleness_free(struct ext_staleness *s);
 
 /* staleness_on_tick judges @v and publishes the verdict; the notice file
- * and a log line follow a change. Returns true when the node turned stale at this tick (the
+ * follows a change of the verdict's notice text, a log line a change of
+ * stale. Returns true when the node turned stale at this tick (the
  * guard must then expire prepared statements: ext_guard_expire_all).
  * Loop thread. */
 bool staleness_on_tick(struct ext_staleness *s,

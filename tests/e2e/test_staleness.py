@@ -9,7 +9,10 @@ a node catching up after a restart, and followers whose leader stopped,
 refuse reads of replicated tables (SQLITE_AUTH), statements prepared
 while fresh included, in their own process and in others (this one,
 through the notice beside the database); raftsql_* tables and
-raft_status() stay readable, and reads work again by themselves.
+raft_status() stay readable, and reads work again by themselves. A file
+whose node ran with the bound is refused while no node serves it
+(stopped, or killed), a statement another process prepared while it was
+served included, and so are direct writes to it.
 """
 
 import json
@@ -17,10 +20,12 @@ import os
 import shutil
 import signal
 import sqlite3
+import subprocess
+import sys
 import tempfile
 import unittest
 
-from e2e import NODE, connect, wait_for  # noqa: E402
+from e2e import NODE, SO, connect, wait_for  # noqa: E402
 from raftsql_cluster import Node, NodeError, free_ports  # noqa: E402
 
 BOUND = 500
@@ -28,6 +33,21 @@ EXTRA = ("election_timeout_ms=2000 heartbeat_ms=50 exec_timeout_ms=10000 "
          "max_staleness_ms=%d" % BOUND)
 SQLITE_AUTH = 23
 COUNT = "SELECT count(*) FROM t"
+
+# Another process reading a database through Python's sqlite3 (whose
+# statement cache runs the statement it prepared first again): one
+# statement per line in, its first value (or "error <code>") out.
+READER = r"""
+import os, sqlite3, sys
+con = sqlite3.connect(sys.argv[1], isolation_level=None)
+con.enable_load_extension(True)
+con.load_extension(os.path.splitext(sys.argv[2])[0])
+for line in sys.stdin:
+    try:
+        print(con.execute(line.strip()).fetchone()[0], flush=True)
+    except sqlite3.DatabaseError as e:
+        print("error %d" % e.sqlite_errorcode, flush=True)
+"""
 
 
 class StalenessTest(unittest.TestCase):
@@ -100,6 +120,40 @@ class StalenessTest(unittest.TestCase):
         with open(self.err_path, errors="replace") as f:
             return f.read()
 
+    def reader(self, db):
+        """Another process reading @db (READER); its ask(sql) returns the
+        answer line."""
+        proc = subprocess.Popen([sys.executable, "-c", READER, db, SO],
+                                stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                stderr=subprocess.DEVNULL, text=True)
+
+        def ask(sql):
+            proc.stdin.write(sql + "\n")
+            proc.stdin.flush()
+            return proc.stdout.readline().strip()
+
+        self.addCleanup(lambda: (proc.stdin.close(), proc.wait(10)))
+        return ask
+
+    def notice(self, i):
+        """The stale notice beside node i's database ("" when none)."""
+        try:
+            with open(os.path.join(self.dir, "node%d.db-raftsql-stale" % i),
+                      errors="replace") as f:
+                return f.read()
+        except FileNotFoundError:
+            return ""
+
+    def is_refused(self, fn):
+        """Whether fn() fails with SQLITE_AUTH (any other error raises)."""
+        try:
+            fn()
+        except sqlite3.DatabaseError as e:
+            if e.sqlite_errorcode == SQLITE_AUTH:
+                return True
+            raise
+        return False
+
     def ensure_table(self):
         if self.con.execute("SELECT count(*) FROM sqlite_schema WHERE "
                             "name = 't'").fetchone()[0] == 0:
@@ -113,7 +167,8 @@ class StalenessTest(unittest.TestCase):
     def test_1_follower_goes_stale_and_back(self):
         """A follower reads while fresh; with no leader heard for longer
         than the bound, reads of replicated tables are refused, statements
-        prepared while fresh included; raftsql_* and raft_status() still
+        prepared while fresh included (in another process too: its
+        refusal watch expires them); raftsql_* and raft_status() still
         work; they work again once the leader is heard."""
         if self.leader() == 1:
             self.con.execute("SELECT raft_transfer(2)")
@@ -129,10 +184,13 @@ class StalenessTest(unittest.TestCase):
         self.assertIsNone(s["stale_reason"])
         self.assertEqual(s["lag_entries"], 0)
         self.assertLess(s["lag_ms"], BOUND)
-        # Prepared while fresh: the statement cache and one cursor's SQL.
+        # Prepared while fresh: the statement cache and one cursor's SQL,
+        # here and in another process.
         self.assertEqual(self.con.execute(COUNT).fetchone()[0], 3)
         cur = self.con.cursor()
         self.assertEqual(cur.execute(COUNT).fetchone()[0], 3)
+        ask = self.reader(self.db)
+        self.assertEqual(ask(COUNT), "3")
 
         self.stop_peers(signal.SIGSTOP)
         try:
@@ -143,6 +201,10 @@ class StalenessTest(unittest.TestCase):
             self.assertTrue(s["lag_ms"] is None or s["lag_ms"] > BOUND, s)
             self.refused(lambda: self.con.execute(COUNT).fetchone())
             self.refused(lambda: cur.execute(COUNT).fetchone())
+            # The other process's statement is expired by its refusal
+            # watch once the notice appears.
+            wait_for("the other process's cached statement refused",
+                     lambda: ask(COUNT) == "error %d" % SQLITE_AUTH, 5)
             other = connect(self.db)
             try:
                 self.refused(lambda: other.execute(
@@ -164,6 +226,8 @@ class StalenessTest(unittest.TestCase):
         self.wait_fresh(self.status1, "node 1 fresh again")
         self.assertEqual(self.con.execute(COUNT).fetchone()[0], 3)
         self.assertEqual(cur.execute(COUNT).fetchone()[0], 3)
+        wait_for("the other process reads again", lambda: ask(COUNT) == "3",
+                 5)
 
     def test_2_isolated_leader_goes_stale(self):
         """A leader that hears from no quorum for longer than the bound is
@@ -213,6 +277,13 @@ class StalenessTest(unittest.TestCase):
             lambda v: v if "catching up" in (v["stale_reason"] or "")
             else None)(status3()), 10)
         self.assertTrue(s["stale"])
+        # The notice for other processes holds no count that grows
+        # while it is read.
+        notice = self.notice(3)
+        self.assertRegex(notice, r"^stale replica: (catching up after its "
+                         r"start to the leader's commit index \d+|no leader "
+                         r"known since \d{4}-\d\d-\d\dT[\d:.]+Z) "
+                         r"\(max_staleness_ms=500\)\n$")
         self.assertGreaterEqual(s["lag_entries"], 1)
         with self.assertRaises(NodeError) as cm:
             n3.value(COUNT)
@@ -265,6 +336,62 @@ class StalenessTest(unittest.TestCase):
             self.assertEqual(n3.value(COUNT), 23)
         finally:
             n2.proc.send_signal(signal.SIGCONT)
+
+    def test_5_no_node_serves(self):
+        """While no node serves a file whose node ran with the bound
+        (node 3 stopped cleanly, then killed with SIGKILL), readers of
+        other processes (this one) are refused: the statement they
+        prepared while it was served is expired by their process's
+        refusal watch, and a new one refused when prepared; direct
+        writes are refused as well. A restart serves reads again."""
+        self.ensure_table()
+        self.leader()
+        db3 = os.path.join(self.dir, "node3.db")
+
+        def status3():
+            return json.loads(self.peers[3].value("SELECT raft_status()"))
+
+        def restart3():
+            self.peers[3] = self.spawn(3)
+            self.wait_fresh(status3, "node 3 fresh after its restart")
+
+        self.wait_fresh(status3, "node 3 fresh")
+        wait_for("node 3 has the rows of t", lambda: self.peers[3].value(
+            "SELECT count(*) FROM sqlite_schema WHERE name = 't'") and
+            self.peers[3].value(COUNT), 10)
+        other = connect(db3)
+        try:
+            n = other.execute(COUNT).fetchone()[0]  # cached while served
+            self.assertGreater(n, 0)
+            for how in ("stopped", "died"):
+                if how == "stopped":
+                    self.assertEqual(self.peers[3].stop(), 0)
+                else:
+                    self.peers[3].kill()
+                wait_for("the cached statement refused (%s)" % how,
+                         lambda: self.is_refused(
+                             lambda: other.execute(COUNT).fetchone()), 5)
+                self.refused(lambda: other.execute(
+                    "SELECT x FROM t").fetchone())
+                self.assertIn("raftsql: read of t refused: stale replica: no "
+                              "raftsql node serves %s (its node %s with "
+                              "max_staleness_ms=500" % (db3, how),
+                              self.stderr())
+                # The internals and the schema stay readable.
+                self.assertGreater(other.execute(
+                    "SELECT count(*) FROM raftsql_applied").fetchone()[0], 0)
+                # A direct write is refused too: nobody would replicate it.
+                self.refused(lambda: other.execute(
+                    "INSERT INTO t VALUES (99)"))
+                self.assertIn("raftsql: direct write to t refused: no "
+                              "raftsql node serves %s (its node %s with "
+                              "max_staleness_ms=500" % (db3, how),
+                              self.stderr())
+                restart3()
+                self.assertEqual(other.execute(COUNT).fetchone()[0], n)
+        finally:
+            other.close()
+
 
 if __name__ == "__main__":
     unittest.main()

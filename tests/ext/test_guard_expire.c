@@ -4,7 +4,11 @@
  * be authorized again, at their next step; the authorizer in place stays
  * (the guard with a host's chained, or one a host set directly); a
  * connection in use is only tried and expired by a later retry; a closed
- * one is forgotten; one without a mutex is left alone. */
+ * one is forgotten; one without a mutex is left alone. The refusal watch
+ * (ext/refusal_watch.c) expires, on its own thread, the statements of a
+ * process that runs no node when the node of another process turns stale
+ * or diverged (its notice appears) or, on a file bound by max_staleness_ms, when no
+ * node serves it any more. */
 
 #include <pthread.h>
 #include <setjmp.h>
@@ -13,9 +17,11 @@
 #include <stdint.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #include <cmocka.h>
 
+#include "ext/attach_sock.h"
 #include "ext/guard.h"
 #include "tests/sql/helpers.h"
 
@@ -231,6 +237,144 @@ static void test_nomutex_left_alone(void **state)
     tmpdb_remove(&d);
 }
 
+/* write_file writes @text to "<@db><@suffix>". */
+static void write_file(const char *db, const char *suffix, const char *text)
+{
+    char path[600];
+    FILE *f;
+    snprintf(path, sizeof path, "%s%s", db, suffix);
+    f = fopen(path, "w");
+    assert_non_null(f);
+    assert_true(fputs(text, f) >= 0);
+    assert_int_equal(fclose(f), 0);
+}
+
+/* remove_file removes "<@db><@suffix>". */
+static void remove_file(const char *db, const char *suffix)
+{
+    char path[600];
+    snprintf(path, sizeof path, "%s%s", db, suffix);
+    unlink(path);
+}
+
+/* refused_within steps @st (prepared while reads were allowed) until the
+ * guard refuses it (SQLITE_AUTH: it was expired and reprepared), at most
+ * 5 s; returns whether it was refused. */
+static bool refused_within(sqlite3_stmt *st)
+{
+    for (int i = 0; i < 1000; i++) {
+        int rc = sqlite3_step(st);
+        if (rc == SQLITE_AUTH) {
+            return true;
+        }
+        assert_int_equal(rc, SQLITE_ROW);
+        assert_int_equal(sqlite3_reset(st), SQLITE_OK);
+        usleep(5000);
+    }
+    return false;
+}
+
+/* watch_notice: a process that runs no node, whose connection prepared a
+ * read while the node of another process (this pid in the pointer file)
+ * was healthy: its statement is refused once that node's notice
+ * "<db>@suffix" (@text) appears, without being prepared anew; the notice
+ * gone, it reads again. */
+static void watch_notice(const char *suffix, const char *text)
+{
+    struct ext_attach_pointer p = {.pid = (long)getpid(),
+                                   .socket = "/nonexistent/node.sock",
+                                   .timeout_ms = 1000};
+    struct tmpdb d;
+    sqlite3 *db;
+    sqlite3_stmt *st;
+    char err[256];
+
+    tmpdb_init(&d);
+    db = open_guarded(d.path, 0);
+    assert_int_equal(attach_sock_pointer_write(d.path, &p, err, sizeof err), 0);
+    assert_int_equal(
+        sqlite3_prepare_v2(db, "SELECT count(*) FROM t", -1, &st, NULL),
+        SQLITE_OK);
+    assert_int_equal(run(st), 0);
+    write_file(d.path, suffix, text);
+    assert_true(refused_within(st));
+    remove_file(d.path, suffix);
+    sqlite3_finalize(st);
+    assert_int_equal(
+        sqlite3_prepare_v2(db, "SELECT count(*) FROM t", -1, &st, NULL),
+        SQLITE_OK);
+    assert_int_equal(run(st), 0);
+    sqlite3_finalize(st);
+    sqlite3_close(db);
+    attach_sock_pointer_remove(d.path, p.pid);
+    tmpdb_remove(&d);
+}
+
+/* The node of another process turned stale (max_staleness_ms). */
+static void test_watch_stale_notice(void **state)
+{
+    (void)state;
+    watch_notice("-raftsql-stale",
+                 "stale replica: no leader heard since "
+                 "2026-12-01T17:49:25.123Z (max_staleness_ms=500)\n");
+}
+
+/* The node of another process found its replica diverged. */
+static void test_watch_diverged_notice(void **state)
+{
+    (void)state;
+    watch_notice("-raftsql-diverged",
+                 "diverged replica: a write the node did not make was "
+                 "committed to the file\n");
+}
+
+/* A file whose node ran with max_staleness_ms (its bound marker) is
+ * refused while no node serves it: the marker names no process (a clean
+ * stop) or a dead one (killed); a statement prepared while its node ran
+ * is expired. A marker naming a live process lets reads through. */
+static void test_watch_unserved(void **state)
+{
+    struct tmpdb d;
+    sqlite3 *db;
+    sqlite3_stmt *st;
+    char text[128], why[600];
+    (void)state;
+
+    tmpdb_init(&d);
+    db = open_guarded(d.path, 0);
+    snprintf(text, sizeof text,
+             "raftsql-bound 1\nmax_staleness_ms=500\npid=%ld\n",
+             (long)getpid());
+    write_file(d.path, "-raftsql-bound", text);
+    assert_int_equal(
+        sqlite3_prepare_v2(db, "SELECT count(*) FROM t", -1, &st, NULL),
+        SQLITE_OK);
+    assert_int_equal(run(st), 0);
+    assert_int_equal(ext_guard_read_refusal(d.path, why, sizeof why), 0);
+    /* The node stopped. */
+    write_file(d.path, "-raftsql-bound",
+               "raftsql-bound 1\nmax_staleness_ms=500\npid=0\n");
+    assert_int_equal(ext_guard_read_refusal(d.path, why, sizeof why),
+                     EXT_GUARD_STALE);
+    assert_non_null(strstr(why, "stale replica: no raftsql node serves "));
+    assert_non_null(strstr(why, "stopped with max_staleness_ms=500"));
+    assert_true(refused_within(st));
+    sqlite3_finalize(st);
+    assert_int_not_equal(
+        sqlite3_prepare_v2(db, "SELECT count(*) FROM t", -1, &st, NULL),
+        SQLITE_OK);
+    /* Killed: a pid no process has (above pid_max). */
+    write_file(d.path, "-raftsql-bound",
+               "raftsql-bound 1\nmax_staleness_ms=500\npid=99999999\n");
+    assert_int_equal(ext_guard_read_refusal(d.path, why, sizeof why),
+                     EXT_GUARD_STALE);
+    assert_non_null(strstr(why, "died with max_staleness_ms=500"));
+    remove_file(d.path, "-raftsql-bound");
+    assert_int_equal(ext_guard_read_refusal(d.path, why, sizeof why), 0);
+    sqlite3_close(db);
+    tmpdb_remove(&d);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -239,6 +383,9 @@ int main(void)
         cmocka_unit_test(test_busy_connection_retried),
         cmocka_unit_test(test_closed_forgotten),
         cmocka_unit_test(test_nomutex_left_alone),
+        cmocka_unit_test(test_watch_stale_notice),
+        cmocka_unit_test(test_watch_diverged_notice),
+        cmocka_unit_test(test_watch_unserved),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

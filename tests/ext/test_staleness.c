@@ -1,7 +1,8 @@
 /* Tests of the staleness rule (ext/staleness.c, max_staleness_ms=): when a
  * node is stale (no leader known, none heard for longer than the bound,
  * catching up after its start), the lag it reports, and the published
- * state with its notice file for other processes. */
+ * state with its notice file for other processes (worded with the time
+ * of the last contact) and the bound marker. */
 
 #include <setjmp.h>
 #include <stdarg.h>
@@ -153,6 +154,19 @@ static void test_off(void **state)
     assert_string_equal(v.reason, "");
 }
 
+/* assert_file_text checks that file @path holds exactly @text. */
+static void assert_file_text(const char *path, const char *text)
+{
+    char got[512];
+    size_t len;
+    FILE *f = fopen(path, "r");
+    assert_non_null(f);
+    len = fread(got, 1, sizeof got - 1, f);
+    fclose(f);
+    got[len] = '\0';
+    assert_string_equal(got, text);
+}
+
 /* The published state: stale from the start with a bound (no leader yet),
  * counted by staleness_any, its notice file present exactly while stale,
  * and removed at the end and at a start. */
@@ -162,14 +176,22 @@ static void test_published(void **state)
     struct ext_staleness *s;
     struct ext_staleness_verdict v;
     struct ext_staleness_view w;
-    char dir[] = "/tmp/raftsql-stale-XXXXXX", notice[64];
+    char dir[] = "/tmp/raftsql-stale-XXXXXX", notice[64], bound[64];
     struct stat st;
     (void)state;
 
     assert_non_null(mkdtemp(dir));
     snprintf(notice, sizeof notice, "%s/db-raftsql-stale", dir);
+    snprintf(bound, sizeof bound, "%s/db-raftsql-bound", dir);
     node_log_init(&log, 1, RAFT_LOG_ERROR);
-    assert_int_equal(staleness_new(500, notice, &log, &s), 0);
+    assert_int_equal(staleness_new(500, notice, bound, &log, &s), 0);
+    {
+        char text[128];
+        snprintf(text, sizeof text,
+                 "raftsql-bound 1\nmax_staleness_ms=500\npid=%ld\n",
+                 (long)getpid());
+        assert_file_text(bound, text);
+    }
     staleness_get(s, &v);
     assert_true(v.stale);
     assert_true(staleness_any());
@@ -185,24 +207,37 @@ static void test_published(void **state)
     assert_false(staleness_any());
     assert_int_not_equal(stat(notice, &st), 0);
 
+    /* 2026-12-01T17:49:25.123Z, last heard 600 ms before. */
     w = view(false, 600, 3, 3);
+    w.wall_ms = 1796147365723;
     assert_true(staleness_on_tick(s, &w)); /* turned stale */
+    staleness_get(s, &v);
+    assert_string_equal(v.reason,
+                        "stale replica: no leader heard for 600 "
+                        "ms (max_staleness_ms=500)");
+    /* The notice names the time of the last contact, not a number that
+     * grows while it is read: 900 ms on, it is the same. */
+    w.contact_ms = 900;
+    w.wall_ms += 300;
     assert_false(staleness_on_tick(s, &w));
     assert_true(staleness_any());
-    assert_int_equal(stat(notice, &st), 0);
-    {
-        char line[256] = "";
-        FILE *f = fopen(notice, "r");
-        assert_non_null(f);
-        assert_non_null(fgets(line, sizeof line, f));
-        fclose(f);
-        assert_string_equal(line,
-                            "stale replica: no leader heard for 600 "
-                            "ms (max_staleness_ms=500)\n");
-    }
+    assert_file_text(notice,
+                     "stale replica: no leader heard since "
+                     "2026-12-01T17:49:25.123Z "
+                     "(max_staleness_ms=500)\n");
+    /* The leader lost: the notice says so, from the same time on. */
+    w.contact_ms = UINT64_MAX;
+    w.wall_ms += 1000;
+    assert_false(staleness_on_tick(s, &w));
+    assert_file_text(notice,
+                     "stale replica: no leader known since "
+                     "2026-12-01T17:49:25.123Z "
+                     "(max_staleness_ms=500)\n");
     staleness_free(s);
     assert_false(staleness_any());
     assert_int_not_equal(stat(notice, &st), 0);
+    /* The marker stays, naming no process: no node serves the file. */
+    assert_file_text(bound, "raftsql-bound 1\nmax_staleness_ms=500\npid=0\n");
 
     /* Off: fresh from the start, no notice ever (one left by a run that
      * crashed is removed). */
@@ -211,8 +246,10 @@ static void test_published(void **state)
         assert_non_null(f);
         fclose(f);
     }
-    assert_int_equal(staleness_new(0, notice, &log, &s), 0);
+    assert_int_equal(staleness_new(0, notice, bound, &log, &s), 0);
     assert_int_not_equal(stat(notice, &st), 0);
+    /* A start without the bound removes the marker. */
+    assert_int_not_equal(stat(bound, &st), 0);
     staleness_get(s, &v);
     assert_false(v.stale);
     w = view(false, UINT64_MAX, 0, 0);
