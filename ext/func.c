@@ -207,6 +207,38 @@ bool func_interrupted(void *arg)
     return (rc & 0xff) == SQLITE_INTERRUPT;
 }
 
+int func_write_params(sqlite3_context *ctx, const char *fn, int argc,
+                      sqlite3_value **argv, int first,
+                      struct ext_precheck_cache *checked, char *errmsg,
+                      size_t errmsg_len, struct sql_param **params,
+                      unsigned *n_params)
+{
+    const char *sql = (const char *)sqlite3_value_text(argv[first]);
+    size_t len = (size_t)sqlite3_value_bytes(argv[first]);
+    char why[1024];
+
+    *params = NULL;
+    *n_params = (unsigned)(argc - 1 - first);
+    if (*n_params > 0) {
+        *params = calloc(*n_params, sizeof **params);
+        if (*params == NULL) {
+            sqlite3_result_error_nomem(ctx);
+            return -1;
+        }
+    }
+    for (unsigned i = 0; i < *n_params; i++) {
+        (*params)[i].name = NULL;
+        func_value(argv[i + 1 + first], &(*params)[i].value);
+    }
+    if (precheck_request(sqlite3_context_db_handle(ctx), sql, len, *n_params,
+                         checked, why, sizeof why) != 0) {
+        snprintf(errmsg, errmsg_len, "%s: not applied: %.990s", fn, why);
+        func_error(ctx, RAFTSQL_INVALID, errmsg);
+        return -1;
+    }
+    return 0;
+}
+
 static void fn_exec(sqlite3_context *ctx, int argc, sqlite3_value **argv)
 {
     struct ext_exec_probe probe = {func_interrupted,
@@ -245,30 +277,17 @@ static void fn_exec(sqlite3_context *ctx, int argc, sqlite3_value **argv)
         cs->last_insert_rowid = rowid; /* forwarded, or unchanged */
         return;
     }
-    n_params = (unsigned)(argc - 1);
     res = malloc(sizeof *res);
-    if (n_params > 0) {
-        params = calloc(n_params, sizeof *params);
-    }
-    if (res == NULL || (n_params > 0 && params == NULL)) {
+    if (res == NULL) {
         sqlite3_result_error_nomem(ctx);
         goto out;
     }
-    for (unsigned i = 0; i < n_params; i++) {
-        params[i].name = NULL;
-        func_value(argv[i + 1], &params[i].value);
-    }
-    sql = (const char *)sqlite3_value_text(argv[0]);
-    if (precheck_request(sqlite3_context_db_handle(ctx), sql,
-                         (size_t)sqlite3_value_bytes(argv[0]), n_params,
-                         &cs->checked, res->errmsg, sizeof res->errmsg) != 0) {
-        char why[sizeof res->errmsg];
-        snprintf(why, sizeof why, "%s", res->errmsg);
-        snprintf(res->errmsg, sizeof res->errmsg,
-                 "raft_exec: not applied: %.990s", why);
-        func_error(ctx, RAFTSQL_INVALID, res->errmsg);
+    if (func_write_params(ctx, "raft_exec", argc, argv, 0, &cs->checked,
+                          res->errmsg, sizeof res->errmsg, &params,
+                          &n_params) != 0) {
         goto out;
     }
+    sql = (const char *)sqlite3_value_text(argv[0]);
     ext_node_exec(n, sql, (size_t)sqlite3_value_bytes(argv[0]), params,
                   n_params, &probe, res);
     if (res->kind == EXT_EXEC_OK) {

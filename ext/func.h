@@ -59,6 +59,22 @@ void func_error(sqlite3_context *ctx, int code, const char *msg);
  * Pure. */
 void func_value(sqlite3_value *v, struct sql_value *out);
 
+struct sql_param; /* sql/sql.h */
+
+/* func_write_params makes the parameters of the write function @fn from
+ * @argv[@first + 1 .. @argc - 1] into a new array *@params of *@n_params
+ * (NULL for none; the caller frees it, also after an error; the values
+ * point into @argv) and prechecks the SQL @argv[@first] (TEXT, checked
+ * by the caller) against them with the connection's cache @checked.
+ * Returns 0; or -1 with the error set on @ctx: out of memory, or the
+ * precheck's refusal as RAFTSQL_INVALID ("<fn>: not applied: ...", also
+ * written to @errmsg). SQLite's thread of @ctx. */
+int func_write_params(sqlite3_context *ctx, const char *fn, int argc,
+                      sqlite3_value **argv, int first,
+                      struct ext_precheck_cache *checked, char *errmsg,
+                      size_t errmsg_len, struct sql_param **params,
+                      unsigned *n_params);
+
 /* func_interrupted is the probe of a waiting call (struct
  * ext_exec_probe) on connection @arg (a sqlite3 *): true once
  * sqlite3_interrupt was called on it. The caller's thread. */

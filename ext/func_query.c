@@ -152,31 +152,17 @@ static void fn_query(sqlite3_context *ctx, int argc, sqlite3_value **argv,
         *func_conn_rowid(cs) = rowid; /* forwarded, or unchanged */
         return;
     }
-    n_params = (unsigned)(argc - 1 - first);
     res = calloc(1, sizeof *res);
-    if (n_params > 0) {
-        params = calloc(n_params, sizeof *params);
-    }
-    if (res == NULL || (n_params > 0 && params == NULL)) {
+    if (res == NULL) {
         sqlite3_result_error_nomem(ctx);
         goto out;
     }
-    for (unsigned i = 0; i < n_params; i++) {
-        params[i].name = NULL;
-        func_value(argv[i + 1 + first], &params[i].value);
-    }
-    sql = (const char *)sqlite3_value_text(argv[first]);
-    if (precheck_request(sqlite3_context_db_handle(ctx), sql,
-                         (size_t)sqlite3_value_bytes(argv[first]), n_params,
-                         func_conn_checked(cs), res->errmsg,
-                         sizeof res->errmsg) != 0) {
-        char why[sizeof res->errmsg];
-        snprintf(why, sizeof why, "%s", res->errmsg);
-        snprintf(res->errmsg, sizeof res->errmsg, "%s: not applied: %.990s",
-                 q->name, why);
-        func_error(ctx, RAFTSQL_INVALID, res->errmsg);
+    if (func_write_params(ctx, q->name, argc, argv, first,
+                          func_conn_checked(cs), res->errmsg,
+                          sizeof res->errmsg, &params, &n_params) != 0) {
         goto out;
     }
+    sql = (const char *)sqlite3_value_text(argv[first]);
     ext_node_exec_opts(n, sql, (size_t)sqlite3_value_bytes(argv[first]), params,
                        n_params, &opts, &probe, res);
     if (res->kind != EXT_EXEC_OK) {
