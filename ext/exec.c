@@ -68,8 +68,6 @@ struct waiter {
     const char *client_id;         /* the caller's request id (its bytes,
                                       alive while it waits), or NULL */
     size_t client_id_len;          /* its length */
-    char held[256];                /* why a request of format 3 waits
-                                      (wire_gate.h), "" */
     pthread_cond_t cond;           /* signalled when state becomes DONE */
     struct ext_exec_result result; /* set when DONE */
     struct waiter *next;           /* e->waiters list */
@@ -345,12 +343,7 @@ int exec_submit(struct ext_exec *e, const char *sql, size_t sql_len,
         }
     }
     if (w.state != W_DONE) {
-        if (!w.left_node && w.held[0] != '\0') {
-            finish(&w, EXT_EXEC_NOT_APPLIED, RAFTSQL_NOT_APPLIED,
-                   "raft_exec: not applied: %s; waited exec_timeout_ms (%u "
-                   "ms) to learn it (raft_exec works meanwhile)",
-                   w.held, e->exec_timeout_ms);
-        } else if (!w.left_node) {
+        if (!w.left_node) {
             finish(&w, EXT_EXEC_NOT_APPLIED, RAFTSQL_NOT_APPLIED,
                    "raft_exec: not applied: no leader reachable within "
                    "exec_timeout_ms (%u ms)",
@@ -434,8 +427,8 @@ static bool is_format3(const struct waiter *w)
 /* take_pending collects the requests of every PENDING waiter (and of every
  * SENT one when @resend says so) into a new array, marking them SENT to
  * @to. A request of format 3 is refused instead when @gate (enum
- * ext_wire_gate, for the server it would go to) is OLD, and left waiting
- * when it is UNKNOWN, with @why. Caller holds mu. */
+ * ext_wire_gate, for the server it would go to) is OLD, with @why.
+ * Caller holds mu. */
 static struct outgoing *take_pending(struct ext_exec *e, raft_id to,
                                      uint64_t now, int gate, const char *why,
                                      unsigned *out_n)
@@ -455,12 +448,8 @@ static struct outgoing *take_pending(struct ext_exec *e, raft_id to,
         if (!take) {
             continue;
         }
-        if (gate != EXT_WIRE_GATE_OPEN && is_format3(w)) {
-            if (gate == EXT_WIRE_GATE_OLD) {
-                fail_waiter(w, why);
-            } else {
-                snprintf(w->held, sizeof w->held, "%s", why);
-            }
+        if (gate == EXT_WIRE_GATE_OLD && is_format3(w)) {
+            fail_waiter(w, why);
             continue;
         }
         if (cnt == cap) {
@@ -480,7 +469,6 @@ static struct outgoing *take_pending(struct ext_exec *e, raft_id to,
         w->state = W_SENT;
         w->sent_before = w->left_node;
         w->left_node = true;
-        w->held[0] = '\0';
         w->sent_at = now;
         w->sent_to = to;
     }
@@ -606,18 +594,12 @@ void exec_on_forward_result(struct ext_exec *e, const struct raft_frame *m)
             finish(w, EXT_EXEC_NOT_APPLIED, RAFTSQL_TOOBIG,
                    "raft_exec: not applied: the leader refused a request "
                    "larger than its max_request_bytes");
-        } else if (status == RAFT_FORMAT || status == RAFT_NOCONN) {
+        } else if (status == RAFT_FORMAT) {
             char why[256];
             /* The leader did not append it (wire_gate.h). */
             w->left_node = w->sent_before;
-            wire_gate_refused_why(m->from, status == RAFT_NOCONN, why,
-                                  sizeof why);
-            if (status == RAFT_FORMAT) {
-                fail_waiter(w, why);
-            } else {
-                /* Sent again once resend_after passed. */
-                snprintf(w->held, sizeof w->held, "%s", why);
-            }
+            wire_gate_refused_why(m->from, why, sizeof why);
+            fail_waiter(w, why);
         } else if (status == RAFT_CORRUPT) {
             finish(w, EXT_EXEC_NOT_APPLIED, RAFTSQL_NOT_APPLIED,
                    "raft_exec: not applied: the leader refused the request "

@@ -329,10 +329,9 @@ static int fwd_admit_format3(void *data)
     if (strcmp(why, n->gate_logged) != 0) {
         snprintf(n->gate_logged, sizeof n->gate_logged, "%s", why);
         node_log_line(&n->log, RAFT_LOG_WARN,
-                      "a forwarded request of format 3 %s: %s",
-                      gate == EXT_WIRE_GATE_OLD ? "refused" : "held", why);
+                      "a forwarded request of format 3 refused: %s", why);
     }
-    return gate == EXT_WIRE_GATE_OLD ? RAFT_FORMAT : RAFT_NOCONN;
+    return RAFT_FORMAT;
 }
 
 /* ---- The apply thread's view of the node ------------------------------- */

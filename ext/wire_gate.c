@@ -13,7 +13,6 @@ int wire_gate_members(const struct raft_uv_node *d, raft_id self, char *why,
 {
     const struct raft_configuration *conf =
         raft_current_configuration(raft_uv_node_core(d));
-    int found = EXT_WIRE_GATE_OPEN;
 
     for (unsigned i = 0; i < conf->n; i++) {
         raft_id id = conf->servers[i].id;
@@ -32,17 +31,8 @@ int wire_gate_members(const struct raft_uv_node *d, raft_id self, char *why,
                      (unsigned long long)id, wire);
             return EXT_WIRE_GATE_OLD;
         }
-        if (wire == 0 && found == EXT_WIRE_GATE_OPEN) {
-            snprintf(why, why_len,
-                     "the wire version of server %llu is not known (not "
-                     "reached since this node started), and a release of "
-                     "before wire version 3 cannot apply request format "
-                     "3 " EXT__WIRE_GATE_FNS,
-                     (unsigned long long)id);
-            found = EXT_WIRE_GATE_UNKNOWN;
-        }
     }
-    return found;
+    return EXT_WIRE_GATE_OPEN;
 }
 
 int wire_gate_leader(const struct raft_uv_node *d, raft_id leader, char *why,
@@ -61,18 +51,8 @@ int wire_gate_leader(const struct raft_uv_node *d, raft_id leader, char *why,
     return EXT_WIRE_GATE_OLD;
 }
 
-void wire_gate_refused_why(raft_id leader, bool unknown, char *why,
-                           size_t why_len)
+void wire_gate_refused_why(raft_id leader, char *why, size_t why_len)
 {
-    if (unknown) {
-        snprintf(why, why_len,
-                 "the leader (server %llu) does not know yet whether every "
-                 "member speaks wire version 3, which request format "
-                 "3 " EXT__WIRE_GATE_FNS
-                 " needs (a member not reached since it started)",
-                 (unsigned long long)leader);
-        return;
-    }
     snprintf(why, why_len,
              "the leader (server %llu) refused it: a member speaks a wire "
              "version below 3, which cannot apply request format "

@@ -9,8 +9,7 @@
  * What a member speaks is what its handshake announced when last
  * reached (raft_uv_node_peer_wire_last): a member that went down keeps
  * the version it spoke, and one not reached since this node started is
- * not known, so its requests wait (they may be refused once it is
- * reached). */
+ * admitted (wire_gate_members says why). */
 
 #ifndef EXT_WIRE_GATE_H
 #define EXT_WIRE_GATE_H
@@ -26,19 +25,22 @@
 
 /* What a check found. */
 enum ext_wire_gate {
-    EXT_WIRE_GATE_OPEN = 0,    /* every server concerned applies format 3 */
-    EXT_WIRE_GATE_UNKNOWN = 1, /* one was not reached since this node
-                                  started: wait, and check again */
-    EXT_WIRE_GATE_OLD = 2,     /* one speaks an older wire version:
+    EXT_WIRE_GATE_OPEN = 0, /* every server concerned applies format 3 */
+    EXT_WIRE_GATE_OLD = 2,  /* one speaks an older wire version:
                                   refuse the request */
 };
 
 /* wire_gate_members checks every server of the configuration in force of
- * driver @d (voters and learners, other than @self): whether each is
- * known to speak wire version EXT_WIRE_GATE_VERSION or later. Returns an
- * enum ext_wire_gate; unless OPEN, @why (@why_len bytes) says which server
- * and what to do, as the end of a caller's "not applied: " message.
- * A known older version wins over an unknown one. Loop thread of @d. */
+ * driver @d (voters and learners, other than @self): whether one is
+ * known to speak a wire version below EXT_WIRE_GATE_VERSION (the version
+ * its handshake gave when it was last reached). Returns an enum
+ * ext_wire_gate; when OLD, @why (@why_len bytes) says which server and
+ * what to do, as the end of a caller's "not applied: " message. A server
+ * not reached since this node started is admitted: blocking the writes
+ * that retries need while a member is down would cost more than what it
+ * prevents, since a release that cannot apply format 3 stops at such an
+ * entry, applies nothing of it and resumes once upgraded. Loop thread of
+ * @d. */
 int wire_gate_members(const struct raft_uv_node *d, raft_id self, char *why,
                       size_t why_len);
 
@@ -52,10 +54,7 @@ int wire_gate_leader(const struct raft_uv_node *d, raft_id leader, char *why,
 
 /* wire_gate_refused_why writes into @why the reason a follower gives when
  * leader @leader refused a request of format 3 with RAFT_FORMAT (a member
- * speaks an older wire version; the leader's log names it), or with
- * RAFT_NOCONN when @unknown (a member's version is not known yet). Any
- * thread. */
-void wire_gate_refused_why(raft_id leader, bool unknown, char *why,
-                           size_t why_len);
+ * speaks an older wire version; the leader's log names it). Any thread. */
+void wire_gate_refused_why(raft_id leader, char *why, size_t why_len);
 
 #endif /* EXT_WIRE_GATE_H */
