@@ -530,6 +530,7 @@ test: deps
 	@$(MAKE) --no-print-directory check-so
 	@$(MAKE) --no-print-directory check-install
 	@$(MAKE) --no-print-directory unit
+	@$(MAKE) --no-print-directory tsan-uv
 	@$(MAKE) --no-print-directory fuzz FUZZ_S=$(FUZZ_TEST_S)
 	@$(MAKE) --no-print-directory e2e
 	@$(MAKE) --no-print-directory faults-short
