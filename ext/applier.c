@@ -68,6 +68,8 @@ struct ext_applier {
     bool want_checkpoint;           /* checkpoint now (log full) (mu) */
     bool held;                      /* a snapshot install waits for or holds
                                       the connection (mu) */
+    unsigned n_hurry;               /* callers between applier_hurry_begin
+                                      and _end: no pace (mu) */
     atomic_uint_least64_t applied;  /* last applied index */
     atomic_uint_least64_t durable;  /* applied index durable in the
                                       database file (sql_fsm_durable) */
@@ -133,6 +135,21 @@ int applier_push(struct ext_applier *a, const struct raft_entry *entries,
     pthread_cond_signal(&a->cond);
     pthread_mutex_unlock(&a->mu);
     return 0;
+}
+
+void applier_hurry_begin(struct ext_applier *a)
+{
+    pthread_mutex_lock(&a->mu);
+    a->n_hurry++;
+    pthread_cond_signal(&a->cond);
+    pthread_mutex_unlock(&a->mu);
+}
+
+void applier_hurry_end(struct ext_applier *a)
+{
+    pthread_mutex_lock(&a->mu);
+    a->n_hurry--;
+    pthread_mutex_unlock(&a->mu);
 }
 
 uint64_t applier_applied(const struct ext_applier *a)
@@ -626,8 +643,9 @@ out:
  * Under a light load (batches further apart than the pace) nothing waits.
  * It returns at once when hooks.apply_now says so (the leader's callers
  * wait for the apply; a caller waiting on this node must have its write
- * applied at once: it is on its way through the queue), or when the queue
- * holds a full batch. A caller arriving or the node becoming leader does
+ * applied at once: it is on its way through the queue), when a barrier
+ * waits for an index (applier_hurry_begin, which wakes it), or when the
+ * queue holds a full batch. A caller arriving or the node becoming leader does
  * not wake it: the caller's entry arrives through applier_push, which
  * does, and any wait ends within the pace. Caller holds mu. */
 static void follower_pace(struct ext_applier *a,
@@ -647,6 +665,7 @@ static void follower_pace(struct ext_applier *a,
     }
     while (!a->stop && !a->want_checkpoint && !a->held && !a->failed &&
            a->n_queue > 0 && a->n_queue < EXT__APPLY_BATCH_MAX &&
+           a->n_hurry == 0 &&
            (a->hooks.apply_now == NULL || !a->hooks.apply_now(a->hooks.data))) {
         if (pthread_cond_timedwait(&a->cond, &a->mu, &until) != 0) {
             break; /* ETIMEDOUT: the pace is kept */

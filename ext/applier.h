@@ -99,6 +99,17 @@ void applier_stop(struct ext_applier *a);
 int applier_push(struct ext_applier *a, const struct raft_entry *entries,
                  unsigned n);
 
+/* applier_hurry_begin makes the apply thread start its next batches at
+ * once instead of keeping follower_apply_ms, until the matching
+ * applier_hurry_end: a caller waits on this node for an index to be
+ * applied (raft_barrier), as hooks.apply_now does for a waiting write.
+ * It wakes a batch already waiting for its pace. Any thread; calls nest
+ * (each begin needs its end). */
+void applier_hurry_begin(struct ext_applier *a);
+
+/* applier_hurry_end ends one applier_hurry_begin. Any thread. */
+void applier_hurry_end(struct ext_applier *a);
+
 /* applier_applied returns the last applied index. Any thread. */
 uint64_t applier_applied(const struct ext_applier *a);
 

@@ -11,7 +11,7 @@
  * raft_load_sql and raft_backup wait on, as long as their work takes);
  * interrupted (outcome unknown, but for a read); the node refused the
  * connection before reading the call ("<fn>: not applied: busy" or
- * "refused"). */
+ * "refused"; for a read "<fn>: busy", "<fn>: refused"). */
 
 #include "attach_client.h"
 
@@ -41,11 +41,16 @@ static bool is_read(const char *fn)
 }
 
 /* no_answer_code returns the result code (raftsql.h) of call @fn that
- * ended in @rc before an answer came, as say_no_answer words it. */
+ * ended in @rc before an answer came, as say_no_answer words it: a
+ * barrier without an answer is a read not made fresh (RAFTSQL_STALE, as
+ * its other failures), another read RAFTSQL_NOT_APPLIED. */
 static int no_answer_code(const char *fn, int rc)
 {
     if (rc == RAFT_CANCELED) {
         return is_read(fn) ? RAFTSQL_INTERRUPTED : RAFTSQL_INTERRUPTED_UNKNOWN;
+    }
+    if (strcmp(fn, "raft_barrier") == 0) {
+        return RAFTSQL_STALE;
     }
     return is_read(fn) ? RAFTSQL_NOT_APPLIED : RAFTSQL_UNKNOWN;
 }
@@ -160,12 +165,14 @@ static int roundtrip(sqlite3 *db, const char *file, const char *fn,
     free(frame);
     if (rc == 0 && !out->ok && strncmp(out->errmsg, "not applied: ", 13) == 0) {
         /* The node refused the connection before reading the call (busy,
-         * or not let in): the error kind, with the caller's name. */
+         * or not let in): the error kind, with the caller's name; a read
+         * had nothing to apply ("raft_barrier: busy: ..."). */
         char refusal[sizeof out->errmsg];
         memcpy(refusal, out->errmsg, sizeof refusal);
         snprintf(out->errmsg, sizeof out->errmsg, "%.*s: %.*s",
                  EXT_ATTACH_FN_MAX, fn,
-                 (int)(sizeof refusal - EXT_ATTACH_FN_MAX - 3), refusal);
+                 (int)(sizeof refusal - EXT_ATTACH_FN_MAX - 3),
+                 refusal + (is_read(fn) ? 13 : 0));
     }
     if (rc != 0) {
         *code = RAFTSQL_UNKNOWN;

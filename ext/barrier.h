@@ -42,8 +42,10 @@ int barrier_new(raft_id self, unsigned election_timeout_ms,
 void barrier_free(struct ext_barrier *b);
 
 /* barrier_wait runs one barrier: registers it, wakes the loop (@d) and
- * waits until this node's applier @a applied the confirmed read index,
- * which goes to *@out_index (written only on success), or until it
+ * waits until this node's applier @a applied the confirmed read index
+ * (a follower applies at once meanwhile, applier_hurry_begin, not at its
+ * follower_apply_ms pace), which goes to *@out_index (written only on
+ * success), or until it
  * fails: @msg (@msg_len bytes) then says why, beginning with
  * "raft_barrier: ".
  * Errors: RAFT_TIMEOUT (no quorum confirmed the leader within

@@ -395,10 +395,65 @@ static void fn_repair(sqlite3_context *ctx, int argc, sqlite3_value **argv)
     text_call(ctx, "raft_repair", argc, argv, ext_node_repair);
 }
 
+/* busy_statements counts the statements of @db stepped and not yet
+ * finished or reset (the one running the caller among them). */
+static int busy_statements(sqlite3 *db)
+{
+    int busy = 0;
+    for (sqlite3_stmt *s = sqlite3_next_stmt(db, NULL); s != NULL;
+         s = sqlite3_next_stmt(db, s)) {
+        busy += sqlite3_stmt_busy(s) != 0;
+    }
+    return busy;
+}
+
+/* barrier_refused says why a barrier on @ctx's connection would not make
+ * its next reads fresh, as @ctx's RAFTSQL_INVALID error, and returns
+ * true; false when it would. Its reads keep the snapshot of a read
+ * transaction open when it runs: one of a BEGIN, of an unfinished
+ * statement (a cursor left open), or of the statement calling it when
+ * that one reads a table (its snapshot was taken before the call). A
+ * statement that holds none (a finished one, SELECT 1 not reset) is no
+ * reason. */
+static bool barrier_refused(sqlite3_context *ctx)
+{
+    sqlite3 *db = sqlite3_context_db_handle(ctx);
+
+    if (!sqlite3_get_autocommit(db)) {
+        func_error(ctx, RAFTSQL_INVALID,
+                   "raft_barrier: this connection is inside a transaction "
+                   "(BEGIN), whose reads keep the snapshot they started "
+                   "with; call it outside one");
+        return true;
+    }
+    /* sqlite3_txn_state came with SQLite 3.34: before it, only the
+     * unfinished statements are seen. */
+    if (sqlite3_libversion_number() >= 3034000
+            ? sqlite3_txn_state(db, NULL) == SQLITE_TXN_NONE
+            : busy_statements(db) <= 1) {
+        return false;
+    }
+    if (busy_statements(db) > 1) {
+        func_error(ctx, RAFTSQL_INVALID,
+                   "raft_barrier: an unfinished statement on this "
+                   "connection holds a read transaction, whose snapshot "
+                   "its reads would keep: finish or reset it first (read "
+                   "its rows to the end, or close its cursor)");
+    } else {
+        func_error(ctx, RAFTSQL_INVALID,
+                   "raft_barrier: this statement reads tables, from a "
+                   "snapshot taken before the barrier: call it in a "
+                   "statement of its own (SELECT raft_barrier()), then "
+                   "read");
+    }
+    return true;
+}
+
 /* raft_barrier(): the read index, once this node applied it (node.h,
  * ext_node_barrier); RAFTSQL_STALE when no leader confirmed it in time,
  * RAFTSQL_INTERRUPTED when interrupted, RAFTSQL_BUSY when too many
- * barriers wait; refused inside a transaction (RAFTSQL_INVALID). */
+ * barriers wait; refused (RAFTSQL_INVALID) when the connection's reads
+ * would keep an older snapshot (barrier_refused). */
 static void fn_barrier(sqlite3_context *ctx, int argc, sqlite3_value **argv)
 {
     struct ext_exec_probe probe = {func_interrupted,
@@ -407,12 +462,7 @@ static void fn_barrier(sqlite3_context *ctx, int argc, sqlite3_value **argv)
     char msg[512];
     uint64_t index = 0;
     int rc;
-    if (!sqlite3_get_autocommit(sqlite3_context_db_handle(ctx))) {
-        /* Its reads would keep the snapshot the transaction took. */
-        func_error(ctx, RAFTSQL_INVALID,
-                   "raft_barrier: this connection is inside a transaction "
-                   "(BEGIN), whose reads keep the snapshot they started "
-                   "with; call it outside one");
+    if (barrier_refused(ctx)) {
         return;
     }
     n = func_acquire(ctx, "raft_barrier", argc, argv);

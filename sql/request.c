@@ -65,6 +65,7 @@
 #include <assert.h>
 #include <inttypes.h>
 #include <stdarg.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -193,6 +194,36 @@ int sql_request_size(const char *sql, size_t sql_len,
                                  max_bytes, out_len, errmsg, errmsg_len);
 }
 
+/* has_statement says whether @sql (@len bytes) holds more than
+ * whitespace, semicolons and comments (-- to the line's end, and
+ * C-style). An unterminated C-style comment is a comment to the end, as
+ * SQLite reads it. */
+static bool has_statement(const char *sql, size_t len)
+{
+    size_t i = 0;
+    while (i < len) {
+        char c = sql[i];
+        if (c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == '\f' ||
+            c == '\v' || c == ';') {
+            i++;
+        } else if (c == '-' && i + 1 < len && sql[i + 1] == '-') {
+            while (i < len && sql[i] != '\n') {
+                i++;
+            }
+        } else if (c == '/' && i + 1 < len && sql[i + 1] == '*') {
+            i += 2;
+            while (i < len &&
+                   !(sql[i] == '*' && i + 1 < len && sql[i + 1] == '/')) {
+                i++;
+            }
+            i += 2;
+        } else {
+            return true;
+        }
+    }
+    return false;
+}
+
 int sql_request_size_opts(const char *sql, size_t sql_len,
                           const struct sql_param *params, unsigned n_params,
                           const struct sql_request_opts *opts,
@@ -211,6 +242,12 @@ int sql_request_size_opts(const char *sql, size_t sql_len,
     }
     if (sql == NULL || sql_len == 0) {
         sql_errmsgf(errmsg, errmsg_len, "empty SQL");
+        return SQL_ERR_INVALID;
+    }
+    if (!has_statement(sql, sql_len)) {
+        sql_errmsgf(errmsg, errmsg_len,
+                    "empty SQL: no statement in it (only whitespace, "
+                    "semicolons and comments)");
         return SQL_ERR_INVALID;
     }
     if (memchr(sql, 0, sql_len) != NULL) {

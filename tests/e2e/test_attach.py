@@ -16,6 +16,7 @@ import struct
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 import unittest
 
@@ -373,9 +374,11 @@ class AttachSingleTest(unittest.TestCase):
 
             def busy():
                 got = writer(self.db, [["SELECT raft_exec('INSERT INTO kv "
-                                        "VALUES(1, 2)')"]])
-                return "error" in got[0] and got[0]
-            got = wait_for("the 65th caller is refused", busy, timeout=8)
+                                        "VALUES(1, 2)')"],
+                                       ["SELECT raft_barrier()"]])
+                return "error" in got[0] and got
+            got, read = wait_for("the 65th caller is refused", busy,
+                                 timeout=8)
         finally:
             for c in held:
                 c.close()
@@ -384,18 +387,34 @@ class AttachSingleTest(unittest.TestCase):
                       "(64); retry", got["error"])
         self.assertEqual(got["code"], CODES["RAFTSQL_BUSY"])
         self.assertEqual(got["code"] & 0xff, 5)  # SQLITE_BUSY
+        # A read is worded as one: nothing was to be applied.
+        self.assertIn("raft_barrier: busy: the node serves as many "
+                      "connections of other processes as it takes (64); "
+                      "retry", read["error"])
+        self.assertEqual(read["code"], CODES["RAFTSQL_BUSY"])
 
     def test_no_answer_to_a_read_is_no_outcome_unknown(self):
         """A read of a stopped node's state says no answer came within
         the wait; a write keeps "outcome unknown"."""
         self.start("exec_timeout_ms=1000")
         os.kill(self.node.proc.pid, signal.SIGSTOP)
+        barrier = []
         try:
+            # raft_barrier meanwhile: a read not made fresh, RAFTSQL_STALE.
+            t = threading.Thread(target=lambda: barrier.extend(writer(
+                self.db, [["SELECT raft_barrier()"]])))
+            t.start()
             got = writer(self.db, [["SELECT raft_leader()"],
                                    ["SELECT raft_exec('INSERT INTO kv "
                                     "VALUES(1, 2)')"]])
+            t.join(60)
         finally:
             os.kill(self.node.proc.pid, signal.SIGCONT)
+        self.assertIn("raft_barrier: no answer from the raftsql node of %s "
+                      "(pid %d) within 11 s" % (self.db, self.node.proc.pid),
+                      barrier[0]["error"])
+        self.assertEqual(barrier[0]["code"], CODES["RAFTSQL_STALE"])
+        self.assertEqual(got[1]["code"], CODES["RAFTSQL_UNKNOWN"])
         self.assertIn("raft_leader: no answer from the raftsql node of %s "
                       "(pid %d) within 11 s" % (self.db, self.node.proc.pid),
                       got[0]["error"])

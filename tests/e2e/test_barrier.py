@@ -225,6 +225,121 @@ class BarrierTest(unittest.TestCase):
         wait_for("the old leader's barrier after healing", barrier_sees_all,
                  timeout=30)
 
+    def test_4_unfinished_statement_keeps_its_snapshot(self):
+        """A cursor left open on a connection (Python, autocommit) holds
+        a read transaction: raft_barrier() refuses (its reads would keep
+        that snapshot), as it does a statement that itself reads a
+        table; raft_exec is not refused (for row in cursor:
+        raft_exec(...)), and its write shows once the cursor finished."""
+        leader = self.leader()
+        follower = next(n for n in self.cluster.nodes if n is not leader)
+        self.write(leader, 300)
+        self.write(leader, 301)
+        con = connect(follower.db)
+        try:
+            con.execute("SELECT raft_barrier()")
+            cur = con.execute("SELECT x FROM t")
+            cur.fetchone()  # more rows left: the statement is unfinished
+            self.write(leader, 302)
+            with self.assertRaises(sqlite3.OperationalError) as cm:
+                con.execute("SELECT raft_barrier()").fetchone()
+            self.assertIn("raft_barrier: an unfinished statement on this "
+                          "connection holds a read transaction",
+                          str(cm.exception))
+            self.assertEqual(cm.exception.sqlite_errorcode,
+                             CODES["RAFTSQL_INVALID"])
+            self.assertEqual(con.execute(
+                "SELECT raft_exec('INSERT INTO t VALUES (303)')").fetchone(),
+                (1,))
+            # The open cursor's snapshot: neither write is seen yet.
+            self.assertEqual(con.execute(
+                "SELECT count(*) FROM t WHERE x IN (302, 303)").fetchone(),
+                (0,))
+            cur.close()
+            self.assertIsInstance(con.execute(
+                "SELECT raft_barrier()").fetchone()[0], int)
+            self.assertEqual(con.execute(
+                "SELECT count(*) FROM t WHERE x IN (302, 303)").fetchone(),
+                (2,))
+            # A statement reading a table took its snapshot before the
+            # barrier ran.
+            with self.assertRaises(sqlite3.OperationalError) as cm:
+                con.execute("SELECT raft_barrier(), count(*) FROM t"
+                            ).fetchone()
+            self.assertIn("raft_barrier: this statement reads tables",
+                          str(cm.exception))
+            self.assertEqual(cm.exception.sqlite_errorcode,
+                             CODES["RAFTSQL_INVALID"])
+        finally:
+            con.close()
+
+    def test_5_no_statement_and_parameter_count(self):
+        """SQL with no statement (only whitespace, semicolons, comments)
+        is refused as empty, as '' is; too many values name the count in
+        good grammar. Nothing enters the log."""
+        leader = self.leader()
+        last = leader.status()["last_index"]
+        for fn in ("raft_exec", "raft_query"):
+            for sql in ("", "  ;  ", " ; -- nothing\n /* at all */ ;"):
+                with self.assertRaises(NodeError) as cm:
+                    leader.value("SELECT %s(?)" % fn, sql)
+                self.assertIn("%s: not applied: empty SQL" % fn,
+                              str(cm.exception))
+                self.assertEqual(cm.exception.code, CODES["RAFTSQL_INVALID"])
+            with self.assertRaises(NodeError) as cm:
+                leader.value("SELECT %s('SELECT ?', 1, 2)" % fn)
+            self.assertIn("%s: not applied: 2 values given but the SQL has "
+                          "only 1 parameter" % fn, str(cm.exception))
+            self.assertNotIn("1 parameters", str(cm.exception))
+        self.assertEqual(leader.status()["last_index"], last)
+
+
+class FollowerPaceTest(unittest.TestCase):
+    """A follower keeping follower_apply_ms=1000 between its batches
+    under a steady writer: a barrier on it makes it apply at once (as a
+    raft_exec waiting on it does), well within exec_timeout_ms=300
+    (before, it waited for the batch, up to 1000 ms, and most failed)."""
+
+    def test_barrier_on_a_paced_follower(self):
+        workdir = tempfile.mkdtemp(prefix="raftsql-e2e-barrier-pace-")
+        cluster = Cluster(NODE, workdir, 2, EXTRA + " follower_apply_ms=1000 "
+                          "exec_timeout_ms=300")
+        stop = threading.Event()
+        try:
+            leader = cluster.wait_leader()
+            follower = next(n for n in cluster.nodes if n is not leader)
+            leader.value("SELECT raft_exec('CREATE TABLE t(x)')")
+            wrote = []
+
+            def writer():
+                x = 0
+                while not stop.is_set():
+                    try:
+                        leader.value("SELECT raft_exec('INSERT INTO t "
+                                     "VALUES (?)', ?)", x)
+                        wrote.append(x)
+                    except NodeError:
+                        pass
+                    x += 1
+                    time.sleep(0.01)
+            t = threading.Thread(target=writer)
+            t.start()
+            try:
+                wait_for("writes", lambda: len(wrote) >= 5, timeout=30)
+                for _ in range(10):
+                    seen = len(wrote)
+                    follower.value("SELECT raft_barrier()")
+                    self.assertGreaterEqual(follower.value(
+                        "SELECT count(*) FROM t"), seen)
+                    time.sleep(0.05)
+            finally:
+                stop.set()
+                t.join(30)
+        finally:
+            codes = cluster.stop()
+            shutil.rmtree(workdir, ignore_errors=True)
+        self.assertEqual(codes, [0, 0])
+
 
 @unittest.skipUnless(os.path.exists(PREV),
                      "needs build/raftsql-testhost-prev (make next)")

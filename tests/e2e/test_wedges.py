@@ -214,7 +214,7 @@ class WedgeTest(ClusterCase):
             (("INSERT INTO t VALUES(1); INSERT INTO t VALUES(",),
              "incomplete input"),
             (("INSERT INTO t VALUES(?)", 1, 2),
-             "2 values given but the SQL has only 1 parameters"),
+             "2 values given but the SQL has only 1 parameter"),
             (("INSERT INTO t VALUES(?); INSERT INTO t VALUES(?2)", 1),
              "missing value for parameter 2 (?2)"),
             (("BEGIN",), "BEGIN cannot be used in raft_exec"),

@@ -419,6 +419,24 @@ static void test_invalid(void **state)
     assert_int_equal(
         encode_request(id, "a\0b", 3, NULL, 0, UINT64_MAX, &b, msg, sizeof msg),
         SQL_ERR_INVALID);
+    /* No statement: whitespace, semicolons and comments only; an
+     * unterminated comment runs to the end. A statement after them is
+     * one. */
+    {
+        static const char *const none[] = {"  ;  ", " ; -- x\n /* y */ ;",
+                                           "-- only", "/* open", ";;\t\r\n"};
+        for (size_t i = 0; i < sizeof none / sizeof none[0]; i++) {
+            assert_int_equal(encode_request(id, none[i], strlen(none[i]), NULL,
+                                            0, UINT64_MAX, &b, msg, sizeof msg),
+                             SQL_ERR_INVALID);
+            assert_non_null(strstr(msg, "empty SQL: no statement"));
+        }
+    }
+    assert_int_equal(encode_request(id, " ; /* c */ SELECT 1", 19, NULL, 0,
+                                    UINT64_MAX, &b, msg, sizeof msg),
+                     0);
+    buf_free(b);
+    b = NULL;
     p = p_null(NULL);
     p.value.type = 9;
     assert_int_equal(encode_request(id, "SELECT ?", 8, &p, 1, UINT64_MAX, &b,
