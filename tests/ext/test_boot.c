@@ -347,8 +347,7 @@ static void test_cluster_id_at_start(void **state)
 
     /* The log directory alone. */
     close_all(f);
-    tmpdb_remove(&f->db);
-    tmpdb_init(&f->db);
+    tmpdb_reset(&f->db);
     open_all(f);
     assert_int_equal(boot_id(f, got, hex), 0);
     assert_memory_equal(got, id, sizeof id);

@@ -36,6 +36,23 @@ static inline void tmpdb_init(struct tmpdb *t)
     fclose(fp);
 }
 
+/* tmpdb_reset replaces the database of @t (and its WAL files) with a new
+ * empty file, leaving whatever else the directory holds. */
+static inline void tmpdb_reset(struct tmpdb *t)
+{
+    static const char *const suffixes[] = {"", "-wal", "-shm", "-journal"};
+    char p[128];
+    FILE *fp;
+
+    for (size_t i = 0; i < 4; i++) {
+        snprintf(p, sizeof p, "%s%s", t->path, suffixes[i]);
+        unlink(p);
+    }
+    fp = fopen(t->path, "w");
+    assert_non_null(fp);
+    fclose(fp);
+}
+
 /* tmpdb_remove_entry is tmpdb_remove's nftw callback: it removes @path
  * (a file or an emptied directory); a failure is ignored. */
 static inline int tmpdb_remove_entry(const char *path, const struct stat *sb,
