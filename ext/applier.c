@@ -389,33 +389,31 @@ void applier_release(struct ext_applier *a, uint64_t covered)
     pthread_mutex_unlock(&a->mu);
 }
 
-/* snapshot_checked verifies the snapshot just made at @path against the
- * running checksum stored in it: a foreign commit the apply thread has not
- * seen yet (it looks before each batch and once a second) would otherwise
- * travel to the follower that installs it. A difference marks this replica
- * diverged and refuses the snapshot (RAFT_DIVERGED, @errmsg says so);
- * without stored sums (checksum=off) nothing is checked. */
-static int snapshot_checked(struct ext_applier *a, const char *path,
-                            char *errmsg, size_t errmsg_len)
+int applier_copy_check(struct ext_applier *a, const char *path,
+                       const char *what, char *errmsg, size_t errmsg_len)
 {
     struct sql_verify v;
-    char reason[sizeof a->divergence.reason];
+    char reason[1200]; /* note_diverged keeps what fits */
     memset(&v, 0, sizeof v);
     if (sql_checksum_verify(path, &v, NULL, 0) != 0 || !v.available ||
         v.n_differ == 0) {
         sql_verify_clear(&v);
-        return 0; /* an unreadable copy fails its install's own checks */
+        return 0; /* an unreadable copy fails its reader's own checks */
     }
     snprintf(reason, sizeof reason,
-             "a snapshot made at index %llu differs from the running "
-             "checksum in %.200s: a write the node did not make reached "
-             "%s before the apply thread saw it",
-             (unsigned long long)v.index, v.differ[0].name, path);
+             "%s made at index %llu differs from the running checksum in "
+             "%.200s: a write the node did not make reached %.400s before the "
+             "apply thread saw it",
+             what, (unsigned long long)v.index, v.differ[0].name,
+             a->cfg.db_path);
+    snprintf(errmsg, errmsg_len,
+             "%s made at index %llu differs from the running checksum in "
+             "%.200s%s: a write the node did not make reached %.400s; this "
+             "replica is now marked diverged and is repaired",
+             what, (unsigned long long)v.index, v.differ[0].name,
+             v.n_differ > 1 ? " (and more tables)" : "", a->cfg.db_path);
     sql_verify_clear(&v);
     note_diverged(a, reason);
-    snprintf(errmsg, errmsg_len,
-             "this replica diverged (a foreign write found in its snapshot): "
-             "no snapshot is made of it");
     return RAFT_DIVERGED;
 }
 
@@ -432,7 +430,8 @@ int applier_snapshot_create(struct ext_applier *a, const char *path,
     }
     rc = sqlbridge_rc(sql_fsm_snapshot_create(a->fsm, path, out_index, out_term,
                                               errmsg, errmsg_len));
-    if (rc == 0 && (rc = snapshot_checked(a, path, errmsg, errmsg_len)) != 0) {
+    if (rc == 0 && (rc = applier_copy_check(a, path, "a snapshot", errmsg,
+                                            errmsg_len)) != 0) {
         unlink(path);
     }
     return rc;

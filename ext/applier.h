@@ -176,6 +176,19 @@ int applier_install(struct ext_applier *a, const char *path,
  * thread resumes. Thread: the holder. */
 void applier_release(struct ext_applier *a, uint64_t covered);
 
+/* applier_copy_check verifies the copy of the database at @path (a
+ * snapshot, a raft_backup() file) against the running checksum stored in
+ * it: a foreign commit the apply thread has not seen yet (it looks before
+ * each batch and once a second) would otherwise travel in the copy. A
+ * difference marks this replica diverged (applier_mark_diverged) and
+ * returns RAFT_DIVERGED, @errmsg (@errmsg_len bytes) naming @what ("a
+ * snapshot"), the index and the first table that differs; the copy is
+ * left for the caller to remove. Without stored sums (checksum=off) or
+ * when the copy cannot be read, nothing is checked: 0. Thread: any but
+ * the apply thread; O(the copy) (a full scan). */
+int applier_copy_check(struct ext_applier *a, const char *path,
+                       const char *what, char *errmsg, size_t errmsg_len);
+
 /* applier_snapshot_create writes a snapshot of the database to the new
  * file @path and gives the index and term it reflects
  * (sql_fsm_snapshot_create, which never blocks the apply thread).

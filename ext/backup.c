@@ -3,9 +3,12 @@
  * Happy path: the target is checked (absent, in a directory that exists),
  * the replica is copied with sql_snapshot_write (VACUUM INTO on a
  * read-only connection: one read transaction, so one applied index; the
- * writers go on meanwhile), fsynced, and described in JSON.
+ * writers go on meanwhile), fsynced, checked against the running checksum
+ * stored in it (ext_node_copy_check), and described in JSON.
  * Failure modes: a refused target changes nothing; a failed copy removes
- * what it wrote (sql_snapshot_write); the replica is only read. */
+ * what it wrote (sql_snapshot_write); a copy that differs from the running
+ * checksum is removed and marks the replica diverged; the replica is only
+ * read. */
 
 #include "backup.h"
 
@@ -15,11 +18,13 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include <jansson.h>
 
 #include "../raft/err.h"
 #include "../sql/sql.h"
+#include "node.h"
 
 /* absolute_dir writes into @out (@len bytes) the directory of @target,
  * resolved (realpath), and sets *@out_base to @target's last component. */
@@ -63,8 +68,8 @@ static int absolute_dir(const char *target, char *out, size_t len,
     return 0;
 }
 
-int backup_write(const char *db_path, const char *target, char **out_json,
-                 char *errmsg, size_t errmsg_len)
+int backup_write(struct ext_node *n, const char *db_path, const char *target,
+                 char **out_json, char *errmsg, size_t errmsg_len)
 {
     char dir[PATH_MAX], path[PATH_MAX + 256], why[512];
     const char *base;
@@ -80,13 +85,24 @@ int backup_write(const char *db_path, const char *target, char **out_json,
     if (absolute_dir(target, dir, sizeof dir, &base, errmsg, errmsg_len) != 0) {
         return RAFT_INVALID;
     }
-    snprintf(path, sizeof path, "%s%s%s", dir, strcmp(dir, "/") == 0 ? "" : "/",
-             base);
+    if ((size_t)snprintf(path, sizeof path, "%s%s%s", dir,
+                         strcmp(dir, "/") == 0 ? "" : "/",
+                         base) >= sizeof path) {
+        snprintf(errmsg, errmsg_len, "%.200s...: %s", target,
+                 strerror(ENAMETOOLONG));
+        return RAFT_INVALID;
+    }
     if (lstat(path, &st) == 0) {
         snprintf(errmsg, errmsg_len,
                  "%s exists: raft_backup never overwrites a file (remove it "
                  "or give another path)",
                  path);
+        return RAFT_INVALID;
+    }
+    if (errno != ENOENT) {
+        /* ENAMETOOLONG, EACCES, ELOOP...: say which. */
+        snprintf(errmsg, errmsg_len, "%s: cannot be created: %s", path,
+                 strerror(errno));
         return RAFT_INVALID;
     }
     rc = sql_snapshot_write(db_path, path, &index, &term, why, sizeof why);
@@ -96,6 +112,17 @@ int backup_write(const char *db_path, const char *target, char **out_json,
         return rc == SQL_ERR_INVALID ? RAFT_INVALID
                : rc == SQL_ERR_NOMEM ? RAFT_NOMEM
                                      : RAFT_IOERR;
+    }
+    /* As a snapshot is before it is sent: a foreign write the node has
+     * not seen yet would otherwise travel in the copy. */
+    rc = ext_node_copy_check(n, path, "the copy", why, sizeof why);
+    if (rc != 0) {
+        unlink(path);
+        snprintf(errmsg, errmsg_len,
+                 "%s; no backup was written (the copy is removed): back up "
+                 "another node, or this one after the repair",
+                 why);
+        return rc;
     }
     if (stat(path, &st) != 0) {
         snprintf(errmsg, errmsg_len, "%s: %s", path, strerror(errno));

@@ -270,7 +270,9 @@ static int bootstrap_from(struct ext_store *s, struct sql_fsm *fsm,
         sizeof why));
     if (rc != 0) {
         snprintf(errmsg, errmsg_len, "bootstrap_from: %s", why);
-        return rc;
+        /* A file that is missing, no database or refused is a wrong
+         * configuration value (RAFTSQL_INVALID at raft_start). */
+        return rc == RAFT_NOTFOUND || rc == RAFT_CORRUPT ? RAFT_INVALID : rc;
     }
     rc = store_write_snapshot(s, hs, EXT__BOOT_FROM_INDEX, EXT__BOOT_FROM_TERM,
                               why, sizeof why);

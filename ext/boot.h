@@ -59,8 +59,11 @@ struct ext_boot {
  * says why on failure.
  * Errors: RAFT_INVALID (a cluster= that disagrees with the stored
  * configuration, no cluster= nor join= where one is needed,
- * force_new_cluster=1 on a fresh node, no listen address),
- * RAFT_CORRUPT (a stored configuration that does not decode), and
+ * force_new_cluster=1 on a fresh node, no listen address; a
+ * bootstrap_from= file that is missing, no regular file, no database, a
+ * replica copy that differs from its running checksum, or refused beside
+ * a cluster= of several servers or into a database that is no fresh
+ * one), RAFT_CORRUPT (a stored configuration that does not decode), and
  * store_write's and store_load's. Thread: any, before the driver starts. */
 int boot_prepare(struct ext_store *s, struct sql_fsm *fsm,
                  struct ext_config *cfg, struct ext_node_log *log,

@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "../raft/err.h"
 #include "attach_client.h"
 #include "attach_server.h"
 #include "config.h"
@@ -143,7 +144,11 @@ static void fn_start(sqlite3_context *ctx, int argc, sqlite3_value **argv)
     rc = ext_registry_start(file, cfg, errmsg, sizeof errmsg);
     if (rc != 0) {
         snprintf(msg, sizeof msg, "raft_start: %s", errmsg);
-        func_error(ctx, SQLITE_ERROR, msg);
+        /* RAFT_INVALID: the configuration cannot work with what is on
+         * disk (a bootstrap_from= file that is missing or no database,
+         * cluster= disagreeing with the log...). */
+        func_error(ctx, rc == RAFT_INVALID ? RAFTSQL_INVALID : SQLITE_ERROR,
+                   msg);
     } else {
         /* Where it listens in effect: listen= may come from the stored
          * configuration. */

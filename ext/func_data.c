@@ -18,7 +18,9 @@
  * Usage errors (arguments, paths, a transaction) are RAFTSQL_INVALID, a
  * diverged replica's backup RAFTSQL_DIVERGED, a second load RAFTSQL_BUSY.
  * LIMITATIONS: a backup of a diverged replica is refused (it would copy
- * the foreign write). A load resumes within the request id window only,
+ * the foreign write), and so is a copy that differs from the running
+ * checksum (a foreign write not seen yet: the replica is then marked
+ * diverged); with checksum=off the copy is not checked. A load resumes within the request id window only,
  * and after its chunks that are unchanged, their chunks before too. */
 
 #include "func_data.h"
@@ -115,14 +117,15 @@ static void fn_backup(sqlite3_context *ctx, int argc, sqlite3_value **argv)
         func_error(ctx, RAFTSQL_DIVERGED, msg);
         return;
     }
-    rc = backup_write(file, path, &json, why, sizeof why);
+    rc = backup_write(n, file, path, &json, why, sizeof why);
     ext_registry_release(n);
     if (rc != 0) {
         snprintf(msg, sizeof msg, "raft_backup: %s", why);
         func_error(ctx,
-                   rc == RAFT_INVALID ? RAFTSQL_INVALID
-                   : rc == RAFT_NOMEM ? SQLITE_NOMEM
-                                      : SQLITE_ERROR,
+                   rc == RAFT_INVALID    ? RAFTSQL_INVALID
+                   : rc == RAFT_DIVERGED ? RAFTSQL_DIVERGED
+                   : rc == RAFT_NOMEM    ? SQLITE_NOMEM
+                                         : SQLITE_ERROR,
                    msg);
         return;
     }

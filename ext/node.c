@@ -907,6 +907,12 @@ bool ext_node_stale(struct ext_node *n, char *why, size_t why_len)
     return v.stale;
 }
 
+int ext_node_copy_check(struct ext_node *n, const char *path, const char *what,
+                        char *errmsg, size_t errmsg_len)
+{
+    return applier_copy_check(n->applier, path, what, errmsg, errmsg_len);
+}
+
 void ext_node_mark_diverged(struct ext_node *n, const char *reason)
 {
     applier_mark_diverged(n->applier, reason);

@@ -234,6 +234,15 @@ bool ext_node_diverged(struct ext_node *n, char *why, size_t why_len);
  * replica: ...") into @why (@why_len bytes). Any thread. */
 bool ext_node_stale(struct ext_node *n, char *why, size_t why_len);
 
+/* ext_node_copy_check verifies @n's copy of its database at @path
+ * against the running checksum stored in it (applier_copy_check, naming
+ * @what): a difference marks the replica diverged and returns
+ * RAFT_DIVERGED with @errmsg (@errmsg_len bytes) saying why; 0 when
+ * equal or nothing is stored to check (checksum=off). Any thread but the
+ * apply thread; O(the copy). */
+int ext_node_copy_check(struct ext_node *n, const char *path, const char *what,
+                        char *errmsg, size_t errmsg_len);
+
 /* ext_node_mark_diverged marks @n's replica diverged for @reason
  * (applier_mark_diverged: held until repaired, logged at ERROR, shown in
  * raft_status()). Any thread. */

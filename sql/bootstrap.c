@@ -3,10 +3,12 @@
  *
  * Happy path: the source is opened read-only and checked (a regular
  * file, a SQLite database, not the live one); the backup API copies it,
- * in one read transaction, into a new file beside the log; on that copy
- * the raftsql_* tables are dropped and made anew (applied index, term and
- * configuration given), the journal mode set to DELETE and the page size
- * to the live database's (VACUUM); the copy, fsynced, is then installed
+ * in one read transaction, into a new file beside the log; a replica
+ * copy is verified against the running checksum stored in it; on that
+ * copy the raftsql_* tables are dropped and made anew (applied index,
+ * term and configuration given, the cluster-wide settings kept), the
+ * journal mode set to DELETE and the page size to the live database's
+ * (VACUUM); the copy, fsynced, is then installed
  * like any snapshot (sql_fsm_snapshot_install: one write transaction).
  * Failure modes: any failure before the install leaves the live database
  * as it was; the copy is removed in every case; the source is never
@@ -174,6 +176,131 @@ out:
     return rc;
 }
 
+/* check_replica_copy refuses the copy @tmp of @src when it is a replica
+ * copy whose content differs from the running checksum stored in it (a
+ * foreign write copied with it: raft_verify would say equal:false), naming
+ * the tables that differ. A plain database, or a copy without stored sums
+ * (checksum=off), has nothing to check. */
+static int check_replica_copy(const char *src, const char *tmp, char *errmsg,
+                              size_t errmsg_len)
+{
+    struct sql_verify v;
+    char names[300] = "";
+    char why[300];
+    size_t used = 0;
+
+    memset(&v, 0, sizeof v);
+    if (sql_checksum_verify(tmp, &v, why, sizeof why) != 0) {
+        /* No raftsql_applied (a plain database): nothing to check; any
+         * other failure shows again in the copy's reshape. */
+        return 0;
+    }
+    if (!v.available || v.n_differ == 0) {
+        sql_verify_clear(&v);
+        return 0;
+    }
+    for (unsigned i = 0; i < v.n_differ && used + 8 < sizeof names; i++) {
+        int k = snprintf(names + used, sizeof names - used, "%s%s",
+                         i > 0 ? ", " : "", v.differ[i].name);
+        used = k < 0 ? sizeof names : used + (size_t)k;
+    }
+    sql_errmsgf(errmsg, errmsg_len,
+                "%s is a replica copy (applied index %" PRIu64
+                ") whose content differs from the running checksum stored "
+                "in it, in %s: a write that bypassed raftsql is in it "
+                "(raft_verify() on the file says equal:false); found the "
+                "cluster on a healthy replica's raft_backup(), or, to take "
+                "this content as it is, drop its raftsql_applied table "
+                "first",
+                src, v.index, names);
+    sql_verify_clear(&v);
+    return SQL_ERR_INVALID;
+}
+
+/* The cluster-wide settings (PRAGMA foreign_keys=ON and the like through
+ * raft_exec, pragma.c) a replica copy holds: replicated state, carried
+ * into the new cluster. The rest of its raftsql_* tables is not: the
+ * applied index, term, configuration and cluster id are the new
+ * cluster's, and the request ids (raftsql_requests,
+ * raftsql_client_requests) belong to the old cluster's log and clients. */
+struct settings {
+    char names[8][64]; /* setting names */
+    int64_t values[8]; /* their values */
+    unsigned n;        /* used */
+};
+
+/* read_settings reads the copy @db's raftsql_settings into @out (none
+ * without the table: a plain database). */
+static int read_settings(sqlite3 *db, struct settings *out, char *errmsg,
+                         size_t errmsg_len)
+{
+    sqlite3_stmt *s = NULL;
+    int64_t n = 0;
+    int rc;
+
+    out->n = 0;
+    rc = snapshot_query_int(db,
+                            "SELECT count(*) FROM main.sqlite_schema WHERE "
+                            "type = 'table' AND name = 'raftsql_settings'",
+                            &n);
+    if (rc == SQLITE_OK && n > 0) {
+        rc = sqlite3_prepare_v2(db,
+                                "SELECT name, value FROM main.raftsql_settings"
+                                " ORDER BY name",
+                                -1, &s, NULL);
+    }
+    while (rc == SQLITE_OK && s != NULL &&
+           (rc = sqlite3_step(s)) == SQLITE_ROW) {
+        const char *name = (const char *)sqlite3_column_text(s, 0);
+        rc = SQLITE_OK;
+        if (name == NULL || strlen(name) >= sizeof out->names[0] ||
+            out->n == sizeof out->values / sizeof out->values[0]) {
+            continue; /* no setting raftsql knows (pragma.c) */
+        }
+        snprintf(out->names[out->n], sizeof out->names[0], "%s", name);
+        out->values[out->n++] = sqlite3_column_int64(s, 1);
+    }
+    if (rc == SQLITE_DONE) {
+        rc = SQLITE_OK;
+    }
+    sqlite3_finalize(s);
+    if (rc != SQLITE_OK) {
+        sql_errmsgf(errmsg, errmsg_len, "read the copy's raftsql_settings: %s",
+                    sqlite3_errmsg(db));
+        return code_of(rc);
+    }
+    return 0;
+}
+
+/* write_settings stores @in into the copy @db's fresh raftsql_settings. */
+static int write_settings(sqlite3 *db, const struct settings *in, char *errmsg,
+                          size_t errmsg_len)
+{
+    sqlite3_stmt *s = NULL;
+    int rc = SQLITE_OK;
+
+    if (in->n == 0) {
+        return 0;
+    }
+    rc = sqlite3_prepare_v2(db,
+                            "INSERT OR REPLACE INTO main.raftsql_settings("
+                            "name, value) VALUES (?1, ?2)",
+                            -1, &s, NULL);
+    for (unsigned i = 0; rc == SQLITE_OK && i < in->n; i++) {
+        sqlite3_bind_text(s, 1, in->names[i], -1, SQLITE_STATIC);
+        sqlite3_bind_int64(s, 2, in->values[i]);
+        rc = sqlite3_step(s) == SQLITE_DONE ? SQLITE_OK : sqlite3_errcode(db);
+        sqlite3_reset(s);
+    }
+    sqlite3_finalize(s);
+    if (rc != SQLITE_OK) {
+        sql_errmsgf(errmsg, errmsg_len, "write the settings: %s",
+                    sqlite3_errmsg(db));
+        return code_of(rc);
+    }
+    return 0;
+}
+
 /* exec_on runs @sql on @db, naming @what in @errmsg on failure. */
 static int exec_on(sqlite3 *db, const char *sql, const char *what, char *errmsg,
                    size_t errmsg_len)
@@ -236,12 +363,16 @@ static int reshape(sqlite3 *db, int64_t page_size, uint64_t index,
                    unsigned *out_tables, char *errmsg, size_t errmsg_len)
 {
     sqlite3_stmt *s = NULL;
+    struct settings settings;
     int64_t n = 0, page = 0;
     char sql[200];
     int rc;
 
     rc = exec_on(db, "PRAGMA main.journal_mode=DELETE", "journal mode", errmsg,
                  errmsg_len);
+    if (rc == 0) {
+        rc = read_settings(db, &settings, errmsg, errmsg_len);
+    }
     if (rc == 0) {
         rc = drop_internal(db, errmsg, errmsg_len);
     }
@@ -255,6 +386,9 @@ static int reshape(sqlite3 *db, int64_t page_size, uint64_t index,
     if (rc == 0) {
         rc = exec_on(db, schema_tables_sql(), "create the raftsql tables",
                      errmsg, errmsg_len);
+    }
+    if (rc == 0) {
+        rc = write_settings(db, &settings, errmsg, errmsg_len);
     }
     if (rc != 0) {
         return rc;
@@ -327,6 +461,18 @@ int sql_fsm_bootstrap_from(struct sql_fsm *f, const char *src,
     }
     unlink(tmp_path); /* a leftover of a start that failed */
     rc = copy_source(src, tmp_path, &copy, errmsg, errmsg_len);
+    /* A read-only connection cannot read a WAL file without its -shm:
+     * the copy leaves WAL mode before it is verified. */
+    if (rc == 0) {
+        rc = exec_on(copy, "PRAGMA main.journal_mode=DELETE", "journal mode",
+                     why, sizeof why);
+        if (rc != 0) {
+            sql_errmsgf(errmsg, errmsg_len, "the copy of %s: %s", src, why);
+        }
+    }
+    if (rc == 0) {
+        rc = check_replica_copy(src, tmp_path, errmsg, errmsg_len);
+    }
     if (rc == 0) {
         rc = reshape(copy, page_size, index, term, config, config_len,
                      &n_tables, why, sizeof why);

@@ -134,11 +134,14 @@ int sql_snapshot_write(const char *src_path, const char *path,
     int rc;
     int err;
 
-    if (stat(path, &st) == 0 || errno != ENOENT) {
-        sql_errmsgf(errmsg, errmsg_len,
-                    "snapshot create: %s already exists (or cannot be "
-                    "checked)",
+    if (stat(path, &st) == 0) {
+        sql_errmsgf(errmsg, errmsg_len, "snapshot create: %s already exists",
                     path);
+        return SQL_ERR_INVALID;
+    }
+    if (errno != ENOENT) {
+        sql_errmsgf(errmsg, errmsg_len, "snapshot create: %s: %s", path,
+                    strerror(errno));
         return SQL_ERR_INVALID;
     }
     rc = sqlite3_open_v2(src_path, &src, SQLITE_OPEN_READONLY, NULL);

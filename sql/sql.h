@@ -459,10 +459,13 @@ int sql_fsm_snapshot_install(struct sql_fsm *f, const char *path,
  *
  * A new cluster may start from the content of an existing SQLite file
  * (bootstrap_from=): a plain database, a VACUUM INTO copy of a replica, or
- * a raft_backup() file. Its raftsql_* tables, if any, are dropped: the
- * copy gets fresh ones (applied index and term as given, the given
- * configuration, no request ids, no settings, no cluster id, so the
- * cluster's first leader proposes a new one). */
+ * a raft_backup() file. A replica copy's content is first verified
+ * against the running checksum stored in it (none stored: nothing to
+ * check). Its raftsql_* tables, if any, are dropped: the copy gets fresh
+ * ones (applied index and term as given, the given configuration, no
+ * request ids, no cluster id, so the cluster's first leader proposes a
+ * new one), holding the copy's cluster-wide settings (raftsql_settings:
+ * replicated state, PRAGMA foreign_keys=ON and the like). */
 
 /* sql_fsm_bootstrap_from makes the content of the SQLite file @src the
  * content of @f's database, as a snapshot at @index and @term holding
@@ -478,8 +481,9 @@ int sql_fsm_snapshot_install(struct sql_fsm *f, const char *path,
  * (@errmsg_len bytes) names @src and what is wrong.
  * Errors: SQL_ERR_NOTFOUND (no file at @src), SQL_ERR_CORRUPT (not a
  * SQLite database, or one that fails quick_check), SQL_ERR_INVALID (@src
- * is not a regular file, is @f's own file, or @f's database holds
- * tables or applied entries), SQL_ERR_IOERR (unreadable, or the copy
+ * is not a regular file, is @f's own file, is a replica copy whose
+ * content differs from its stored running checksum (naming the tables),
+ * or @f's database holds tables or applied entries), SQL_ERR_IOERR (unreadable, or the copy
  * failed), SQL_ERR_NOSPACE, SQL_ERR_NOMEM. Thread: the caller that holds
  * @f before it hands it to the applier (at start). */
 int sql_fsm_bootstrap_from(struct sql_fsm *f, const char *src,

@@ -235,6 +235,133 @@ class BackupTest(unittest.TestCase):
         finally:
             self.assertEqual(n.stop(), 0)
 
+    def lone(self, name, where="", env=None):
+        """A one-server cluster on database @name of the test directory,
+        started (@where: more keys), leading."""
+        port = free_ports(1)[0]
+        db = os.path.join(self.dir, name)
+        n = Node(NODE, 1, db, db + ".log", env=env)
+        try:
+            n.sql("SELECT raft_start(?)", "id=1 cluster=1@127.0.0.1:%d %s %s"
+                  % (port, where, FAST))
+            wait_for("a leader", lambda: n.value("SELECT raft_leader()"))
+        except BaseException:
+            n.kill()
+            raise
+        return n
+
+    def test_backup_never_copies_an_unseen_foreign_write(self):
+        """A foreign write the node has not seen yet (a test build without
+        the idle check: it would take up to a second) is found in the
+        copy raft_backup makes, checked as a snapshot is against the
+        running checksum: the copy is removed, the replica marked
+        diverged, RAFTSQL_DIVERGED. A replica copy whose content differs
+        from its running checksum (edited without raftsql) is refused by
+        bootstrap_from=, naming the table, RAFTSQL_INVALID. Before, the
+        backup succeeded holding the write, and a new cluster was founded
+        on it with raft_verify saying equal:true."""
+        n = self.lone("fw.db", env={"RAFTSQL_TEST_NO_IDLE_CHECK": "1"})
+        try:
+            n.value("SELECT raft_exec('CREATE TABLE kv(k PRIMARY KEY, v)')")
+            n.value("SELECT raft_exec('WITH RECURSIVE c(i) AS (SELECT 1 "
+                    "UNION ALL SELECT i + 1 FROM c WHERE i < 50) INSERT "
+                    "INTO kv SELECT ''k'' || i, i FROM c')")
+            good = os.path.join(self.dir, "fw-good.db")
+            json.loads(n.value("SELECT raft_backup(?)", good))
+            # The copy edited without raftsql: bootstrap_from refuses it.
+            bad = os.path.join(self.dir, "fw-edited.db")
+            shutil.copy(good, bad)
+            con = sqlite3.connect(bad)
+            con.execute("UPDATE kv SET v = 777 WHERE k = 'k42'")
+            con.commit()
+            con.close()
+            b = Node(NODE, 1, os.path.join(self.dir, "fw-boot.db"),
+                     os.path.join(self.dir, "fw-boot.log"))
+            try:
+                with self.assertRaises(NodeError) as cm:
+                    b.sql("SELECT raft_start(?)",
+                          "id=1 cluster=1@127.0.0.1:%d bootstrap_from=%s %s"
+                          % (free_ports(1)[0], bad, FAST))
+            finally:
+                self.assertEqual(b.stop(), 0)
+            self.assertIn("fw-edited.db is a replica copy", str(cm.exception))
+            self.assertIn("differs from the running checksum stored in it, "
+                          "in kv:", str(cm.exception))
+            self.assertEqual(cm.exception.code, CODES["RAFTSQL_INVALID"])
+
+            # The stock shell loads no raftsql: nothing refuses it.
+            subprocess.run(["sqlite3", "-init", "/dev/null", "-batch",
+                            "-cmd", ".timeout 10000", n.db,
+                            "UPDATE kv SET v = 777 WHERE k = 'k42'"],
+                           check=True, timeout=30)
+            target = os.path.join(self.dir, "fw-backup.db")
+            with self.assertRaises(NodeError) as cm:
+                n.value("SELECT raft_backup(?)", target)
+            self.assertIn("raft_backup: the copy made at index",
+                          str(cm.exception))
+            self.assertIn("differs from the running checksum in kv",
+                          str(cm.exception))
+            self.assertEqual(cm.exception.code, CODES["RAFTSQL_DIVERGED"])
+            self.assertFalse(os.path.exists(target))
+            st = n.status()["diverged"]
+            self.assertIsNotNone(st)
+            self.assertIn("the copy made at index", st["reason"])
+        finally:
+            self.assertEqual(n.stop(), 0)
+
+    def test_bootstrap_carries_the_cluster_wide_settings(self):
+        """A cluster bootstrapped from a raft_backup() file keeps the
+        PRAGMA settings set through raft_exec (replicated state): foreign
+        keys stay enforced; the request ids of the old cluster are not
+        carried, the cluster id is new. Before, raftsql_settings was empty
+        there and a foreign key violation was applied."""
+        old = self.lone("set-old.db")
+        try:
+            for sql in ("PRAGMA foreign_keys=ON",
+                        "PRAGMA recursive_triggers=ON",
+                        "CREATE TABLE parent(id INTEGER PRIMARY KEY)",
+                        "CREATE TABLE child(p REFERENCES parent(id))",
+                        "INSERT INTO parent VALUES (1)"):
+                old.value("SELECT raft_exec(?)", sql)
+            old.value("SELECT raft_exec_id('one', "
+                      "'INSERT INTO child VALUES (1)')")
+            path = os.path.join(self.dir, "set-backup.db")
+            json.loads(old.value("SELECT raft_backup(?)", path))
+            old_id = old.value("SELECT raft_cluster_id()")
+        finally:
+            self.assertEqual(old.stop(), 0)
+        con = sqlite3.connect(path)
+        want = con.execute("SELECT name, value FROM raftsql_settings "
+                           "ORDER BY name").fetchall()
+        self.assertGreater(con.execute(
+            "SELECT count(*) FROM raftsql_client_requests").fetchone()[0], 0)
+        con.close()
+        self.assertEqual(want, [("foreign_keys", 1),
+                                ("recursive_triggers", 1)])
+        new = self.lone("set-new.db", "bootstrap_from=%s" % path)
+        try:
+            con = sqlite3.connect(new.db)
+            self.assertEqual(con.execute(
+                "SELECT name, value FROM raftsql_settings "
+                "ORDER BY name").fetchall(), want)
+            for t in ("raftsql_client_requests", "raftsql_requests"):
+                self.assertEqual(con.execute(
+                    "SELECT count(*) FROM %s" % t).fetchone()[0], 0, t)
+            con.close()
+            with self.assertRaises(NodeError) as cm:
+                new.value("SELECT raft_exec('INSERT INTO child VALUES (9)')")
+            self.assertIn("FOREIGN KEY constraint failed", str(cm.exception))
+            self.assertEqual(new.value("SELECT count(*) FROM child"), 1)
+            # The id applied in the old cluster is no id here.
+            new.value("SELECT raft_exec_id('one', "
+                      "'INSERT INTO parent VALUES (2)')")
+            self.assertEqual(new.value("SELECT count(*) FROM parent"), 2)
+            wait_for("a cluster id", lambda: new.value(
+                "SELECT raft_cluster_id()"))
+            self.assertNotEqual(new.value("SELECT raft_cluster_id()"), old_id)
+        finally:
+            self.assertEqual(new.stop(), 0)
+
     def test_followers_receive_the_file_as_a_snapshot(self):
         """Every node holds the source's content (equal fingerprints);
         the followers got it as a snapshot; the source is unchanged."""
@@ -310,6 +437,12 @@ class BackupTest(unittest.TestCase):
         self.assertIn("nodir does not exist", str(cm.exception))
         self.assertEqual(cm.exception.code, CODES["RAFTSQL_INVALID"])
         self.assertFalse(os.path.exists(os.path.join(self.dir, "nodir")))
+        with self.assertRaises(NodeError) as cm:
+            follower.value("SELECT raft_backup(?)",
+                           os.path.join(self.dir, "x" * 300))
+        self.assertIn(": cannot be created: File name too long",
+                      str(cm.exception))
+        self.assertEqual(cm.exception.code, CODES["RAFTSQL_INVALID"])
 
         b = Cluster3(self.dir, "b", path)
         self.extra.append(b)
@@ -649,17 +782,23 @@ class BackupTest(unittest.TestCase):
                     n.sql("SELECT raft_start(?)",
                           "id=1 cluster=%s bootstrap_from=%s %s" % (
                               members, source, FAST))
+                self.code = cm.exception.code
                 return str(cm.exception)
             finally:
                 self.assertEqual(n.stop(), 0)
 
         err = start("r1.db", os.path.join(self.dir, "missing.db"))
         self.assertIn("missing.db: No such file or directory", err)
+        self.assertEqual(self.code, CODES["RAFTSQL_INVALID"])
         junk = os.path.join(self.dir, "junk.db")
         with open(junk, "wb") as f:
             f.write(b"this is no database" * 100)
         err = start("r2.db", junk)
         self.assertIn("junk.db: file is not a database", err)
+        self.assertEqual(self.code, CODES["RAFTSQL_INVALID"])
+        err = start("r4.db", "/dev/null")
+        self.assertIn("/dev/null is not a regular file", err)
+        self.assertEqual(self.code, CODES["RAFTSQL_INVALID"])
         full = os.path.join(self.dir, "full.db")
         con = sqlite3.connect(full)
         con.execute("CREATE TABLE mine(x)")
