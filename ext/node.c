@@ -176,14 +176,23 @@ static void judge_staleness(struct ext_node *n)
  * thread. */
 static void judge_conflicts(struct ext_node *n)
 {
+    const struct raft *core = raft_uv_node_core(n->driver);
     struct raft_conflict c;
-    uint64_t k = raft_conflicts(raft_uv_node_core(n->driver), &c);
+    uint64_t k = raft_conflicts(core, &c);
     char why[512];
 
     if (k == n->conflicts) {
         return;
     }
     n->conflicts = k;
+    /* Only while this node still holds what was contradicted: messages
+     * dropped just before a repair's snapshot replaced it are counted
+     * once it is gone, and must not mark the repaired replica again. */
+    if (c.snapshot ? raft_snapshot_index(core) != c.index ||
+                         raft_snapshot_term(core) != c.ours
+                   : c.index <= raft_snapshot_index(core)) {
+        return;
+    }
     snprintf(why, sizeof why,
              "the leader (server %" PRIu64 ", term %" PRIu64
              ") contradicts this replica's committed history: its entry "

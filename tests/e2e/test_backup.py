@@ -137,7 +137,14 @@ class Cluster3:
         """Wait until the three are voters, every node knows the cluster
         id and applied what any of them did (a write's caller may be
         ahead of node 1)."""
-        wait_for("three voters", lambda: self.voters() == [1, 2, 3], 30)
+        try:
+            wait_for("three voters", lambda: self.voters() == [1, 2, 3], 30)
+        except TimeoutError:
+            for n in self.nodes:
+                with open(n.log_path, errors="replace") as f:
+                    sys.stderr.write("--- node %d (%s)\n%s\n" % (
+                        n.id, self.tag, "".join(f.readlines()[-40:])))
+            raise
         wait_for("a cluster id everywhere", lambda: all(
             n.status()["cluster_id"] for n in self.nodes), 30)
         target = max(n.status()["applied"] for n in self.nodes)
@@ -181,14 +188,18 @@ class BackupTest(unittest.TestCase):
     @staticmethod
     def transfers_held(cluster):
         """The leader's per-peer snapshot progress and the receivers'
-        snapshot_transfer, once both transfers are under way; else
-        None."""
+        snapshot_transfer, once both transfers are under way on both
+        sides; else None."""
         leader = cluster.nodes[0].status()
         sending = {p["id"]: p.get("snapshot") for p in leader["peers"]}
         if not all(sending.get(i) for i in (2, 3)):
             return None
         receiving = {n.id: n.status()["snapshot_transfer"]
                      for n in cluster.nodes[1:]}
+        # A receiver shows its transfer once its loop took the first
+        # chunk in, a little after the leader counted it sent.
+        if not all(receiving.values()):
+            return None
         return sending, receiving
 
     @classmethod
