@@ -11,7 +11,9 @@ its own (python3 run.py --one test_x), largest file first; a file's output
 is printed whole once it ends, so files never interleave. The tests spend
 most of their time waiting for nodes (a file uses about a fifth of one
 core), and each picks free ports, temporary directories and namespaces of
-its own, so files run side by side. E2E_JOBS=1 runs them one after another.
+its own, so files run side by side. E2E_JOBS=1 runs them one after another. A file that keeps cores busy on
+purpose (runaway requests on every node) says so with a line
+`E2E_ALONE = True`: those run after the others, one at a time.
 E2E_ONLY=test_a,test_b runs only those files.
 """
 
@@ -60,6 +62,13 @@ def run_one(module):
     return 0 if result.wasSuccessful() else 1
 
 
+def alone_file(module):
+    """Whether test file @module asks to run alone (a line
+    "E2E_ALONE = True")."""
+    with open(os.path.join(here, module + ".py")) as f:
+        return any(line.strip() == "E2E_ALONE = True" for line in f)
+
+
 def parse(out):
     """The (passed, failed) counts of a --one run's output @out, or None
     when it has no result line (the process died)."""
@@ -80,6 +89,8 @@ def main():
     files = [m for m in files if m not in skip and (not only or m in only)]
     # Largest first: the long files start early, the short ones fill in.
     files.sort(key=lambda m: -os.path.getsize(os.path.join(here, m + ".py")))
+    alone = [m for m in files if alone_file(m)]
+    files = [m for m in files if m not in alone]
     jobs = max(1, int(os.environ.get("E2E_JOBS", "3")))
     lock = threading.Lock()
     seconds, passed, failed, broken = {}, 0, 0, []
@@ -112,12 +123,14 @@ def main():
                         broken.append(module)
                         failed += 1
 
-    threads = [threading.Thread(target=worker) for _ in range(jobs)]
     wall = time.monotonic()
+    threads = [threading.Thread(target=worker) for _ in range(jobs)]
     for t in threads:
         t.start()
     for t in threads:
         t.join()
+    files.extend(alone)
+    worker()
     for module, s in sorted(seconds.items(), key=lambda kv: -kv[1]):
         print("e2e: %-22s %6.1f s" % (module, s))
     for module in broken:
