@@ -181,6 +181,11 @@ class AutoRepairTest(ForeignWriteTest):
                 pass  # abandoned (it was catching up): again
             return f1.status()["role"] == "leader"
         wait_for("node %d leads" % f1.id, transferred, 20)
+        # Its term's first entry applied: an entry applied after the
+        # foreign commit would find it (data_version) before a snapshot.
+        wait_for("node %d applied its term's entry" % f1.id, lambda: (
+            lambda st: st["applied"] == st["last_index"] == st["commit"])(
+                f1.status()), 20)
         foreign_write(f1.db, "INSERT INTO kv VALUES('L', 1)")
         foreign_write(f2.db, "INSERT INTO kv VALUES('F', 2)")
         wait_for("node %d repaired" % f2.id,
