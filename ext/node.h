@@ -273,7 +273,9 @@ int ext_node_repair(struct ext_node *n, const struct ext_exec_probe *probe,
  * on failure.
  * Errors: RAFT_TIMEOUT, RAFT_NOTLEADER (no leader), RAFT_FORMAT (the
  * leader speaks a wire without READ_INDEX), RAFT_BUSY, RAFT_CANCELED
- * (interrupted), RAFT_SHUTDOWN. Any thread but the node's own. */
+ * (interrupted), RAFT_SHUTDOWN, RAFT_DIVERGED (at once: the replica is
+ * diverged, or became so while waiting; @msg has repair_refusal's text).
+ * Any thread but the node's own. */
 int ext_node_barrier(struct ext_node *n, const struct ext_exec_probe *probe,
                      uint64_t *out_index, char *msg, size_t msg_len);
 
