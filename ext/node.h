@@ -62,10 +62,13 @@ struct ext_exec_result {
     size_t err_at;             /* for a SQL error of one statement of the
                                   request: 1 + its byte offset in the SQL
                                   text (sql_result.err_at), else 0 */
-    char *rows;     /* malloc'd JSON text when want_rows and kind OK, else
+    char *rows;      /* malloc'd JSON text when want_rows and kind OK, else
                        NULL (shape: sql/rows.c, README "raft_query") */
-    bool duplicate; /* the request id was applied before: this is its
+    bool duplicate;  /* the request id was applied before: this is its
                        first outcome, nothing applied again */
+    bool wire_gated; /* refused as request format 3 while a member cannot
+                        apply it (ext/wire_gate.h): it works once every
+                        member runs this release */
 };
 
 /* ext_exec_result_clear frees what @r holds (rows) and zeroes it. Any
