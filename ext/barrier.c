@@ -500,6 +500,17 @@ int barrier_wait(struct ext_barrier *b, struct raft_uv_node *d,
             rc = RAFT_CANCELED;
             break;
         }
+        if (applier_diverged(a, NULL)) {
+            /* Nothing applies until a repair: it would never come. */
+            snprintf(msg, msg_len,
+                     "raft_barrier: diverged replica: this node applied "
+                     "%" PRIu64 " of read index %" PRIu64
+                     " and applies "
+                     "nothing until repaired",
+                     applied, copy.index);
+            rc = RAFT_DIVERGED;
+            break;
+        }
         if (past(&apply_by)) {
             snprintf(msg, msg_len,
                      "raft_barrier: this node applied %" PRIu64

@@ -15,8 +15,10 @@
  *   - the leadership changes before the entry commits: outcome unknown
  *     (the new leader may keep the entry or not; raft_members tells);
  *   - no answer: the request is forwarded again under the same request
- *     id; the leader remembers its latest answers and does not step a
- *     request it has already taken twice;
+ *     id; the leader remembers the outcomes of the requests it took and
+ *     does not step a request it has already taken twice; a refusal
+ *     (busy, a change pending, ...) is not remembered: a repeat is
+ *     weighed again (a JOIN is repeated until it is taken);
  *   - the deadline passes: outcome unknown once the request left this
  *     node, else not done.
  *
@@ -118,6 +120,7 @@ struct ext_change {
     unsigned relay_next;                      /* next slot of @relay */
     uint64_t next_promote_at;    /* loop clock of the next promotion try */
     struct ext_change_join join; /* this node's JOIN (join=) */
+    bool join_refused; /* RAFTSQL_TEST_REFUSE_FIRST_JOIN done (test) */
 };
 
 /* ---- The leader's side (loop thread) ------------------------------------ */
@@ -163,19 +166,32 @@ static void finish_call(struct ext_change *c, const uint64_t rid[2], int status,
     pthread_mutex_unlock(&c->mu);
 }
 
+/* remember keeps the outcome (@status, @index) of request @rid of @from,
+ * a request this leader stepped, to answer a repeat alike instead of
+ * stepping it again (a change taken once is not taken twice). A refusal
+ * (busy, not the leader, a change pending, ...) is never kept: nothing
+ * was taken, and a repeat must be weighed again, or a JOIN refused once
+ * while another change was pending would be refused for good. */
+static void remember(struct ext_change *c, raft_id from, const uint64_t rid[2],
+                     int status, uint64_t index)
+{
+    struct recent *rc = &c->recent[c->recent_next];
+
+    if (from == 0) {
+        return; /* the leader's own promotion: nobody repeats it */
+    }
+    c->recent_next = (c->recent_next + 1) % EXT__RECENT_MAX;
+    rc->rid[0] = rid[0];
+    rc->rid[1] = rid[1];
+    rc->status = status;
+    rc->index = index;
+}
+
 /* respond answers request @rid of @from: this server's caller, a peer
  * (FORWARD_RESULT), or nobody (0: the leader's own promotion). */
 static void respond(struct ext_change *c, struct raft_uv_node *d, raft_id from,
                     const uint64_t rid[2], int status, uint64_t index)
 {
-    if (from != 0 && status != RAFT_NOTLEADER) {
-        struct recent *rc = &c->recent[c->recent_next];
-        c->recent_next = (c->recent_next + 1) % EXT__RECENT_MAX;
-        rc->rid[0] = rid[0];
-        rc->rid[1] = rid[1];
-        rc->status = status;
-        rc->index = index;
-    }
     if (from == c->self) {
         finish_call(c, rid, status, index,
                     raft_leader_id(raft_uv_node_core(d)));
@@ -256,6 +272,31 @@ static bool address_used(const struct raft_configuration *conf, raft_id id,
     return false;
 }
 
+/* refuse_join_once says whether test fault RAFTSQL_TEST_REFUSE_FIRST_JOIN
+ * (RAFTSQL_TEST_FAULTS builds, set in the leader's environment) refuses
+ * @q: the first JOIN this leader weighs is answered as if another change
+ * were pending (the refusal a second joiner gets while the first joins),
+ * once. Loop thread. */
+static bool refuse_join_once(struct ext_change *c,
+                             const struct ext_change_request *q)
+{
+#ifdef RAFTSQL_TEST_FAULTS
+    if (q->op == EXT_CHANGE_JOIN && !c->join_refused &&
+        getenv("RAFTSQL_TEST_REFUSE_FIRST_JOIN") != NULL) {
+        c->join_refused = true;
+        fprintf(stderr,
+                "raftsql: TEST FAULT RAFTSQL_TEST_REFUSE_FIRST_JOIN: "
+                "the JOIN of server %" PRIu64 " refused as busy\n",
+                q->id);
+        return true;
+    }
+#else
+    (void)c;
+    (void)q;
+#endif
+    return false;
+}
+
 /* step_request steps @q on this leader for @from: a change or transfer is
  * left pending (answered once done), a refusal answered at once. */
 static void step_request(struct ext_change *c, struct raft_uv_node *d,
@@ -278,6 +319,10 @@ static void step_request(struct ext_change *c, struct raft_uv_node *d,
             respond(c, d, from, rid, c->recent[i].status, c->recent[i].index);
             return;
         }
+    }
+    if (refuse_join_once(c, q)) {
+        respond(c, d, from, rid, RAFT_BUSY, EXT_WHY_PENDING);
+        return;
     }
     if (q->op == EXT_CHANGE_JOIN &&
         raft_configuration_role(raft_current_configuration(core), q->id) ==
@@ -372,6 +417,7 @@ static void check_pending(struct ext_change *c, struct raft_uv_node *d)
             continue;
         }
         c->pending[i] = c->pending[--c->n_pending];
+        remember(c, p.from, p.rid, status, index);
         respond(c, d, p.from, p.rid, status, index);
     }
 }

@@ -450,6 +450,7 @@ static struct outgoing *take_pending(struct ext_exec *e, raft_id to,
         }
         if (gate == EXT_WIRE_GATE_OLD && is_format3(w)) {
             fail_waiter(w, why);
+            w->result.wire_gated = true;
             continue;
         }
         if (cnt == cap) {
@@ -600,6 +601,7 @@ void exec_on_forward_result(struct ext_exec *e, const struct raft_frame *m)
             w->left_node = w->sent_before;
             wire_gate_refused_why(m->from, why, sizeof why);
             fail_waiter(w, why);
+            w->result.wire_gated = true;
         } else if (status == RAFT_CORRUPT) {
             finish(w, EXT_EXEC_NOT_APPLIED, RAFTSQL_NOT_APPLIED,
                    "raft_exec: not applied: the leader refused the request "

@@ -457,7 +457,7 @@ static bool barrier_refused(sqlite3_context *ctx)
 /* raft_barrier(): the read index, once this node applied it (node.h,
  * ext_node_barrier); RAFTSQL_STALE when no leader confirmed it in time,
  * RAFTSQL_INTERRUPTED when interrupted, RAFTSQL_BUSY when too many
- * barriers wait; refused (RAFTSQL_INVALID) when the connection's reads
+ * barriers wait, RAFTSQL_DIVERGED at once on a diverged replica; refused (RAFTSQL_INVALID) when the connection's reads
  * would keep an older snapshot (barrier_refused). */
 static void fn_barrier(sqlite3_context *ctx, int argc, sqlite3_value **argv)
 {
@@ -480,9 +480,10 @@ static void fn_barrier(sqlite3_context *ctx, int argc, sqlite3_value **argv)
         /* Nothing is written: every failure is a read that could not
          * be made fresh (no confirmed leader, not applied in time). */
         func_error(ctx,
-                   rc == RAFT_CANCELED ? RAFTSQL_INTERRUPTED
-                   : rc == RAFT_BUSY   ? RAFTSQL_BUSY
-                                       : RAFTSQL_STALE,
+                   rc == RAFT_CANCELED   ? RAFTSQL_INTERRUPTED
+                   : rc == RAFT_BUSY     ? RAFTSQL_BUSY
+                   : rc == RAFT_DIVERGED ? RAFTSQL_DIVERGED
+                                         : RAFTSQL_STALE,
                    msg);
         return;
     }

@@ -239,6 +239,21 @@ static int run_chunks(struct ext_node *n, struct ext_load_status *ls,
             p->chunks_done++;
             p->bytes_done += pl->chunks[k].bytes;
             publish(ls, p);
+        } else if (res.wire_gated) {
+            /* A member of an older release: retrying will not help
+             * before the upgrade ends. */
+            const char *why = res.errmsg;
+            if (strncmp(why, "raft_exec: ", 11) == 0) {
+                why += 11;
+            }
+            describe_chunk(pl, text, path, k, pl->chunks[k].first, where,
+                           sizeof where);
+            snprintf(errmsg, errmsg_len,
+                     "%s: %s; raft_load_sql works once every member runs "
+                     "this release (its chunks carry request ids)",
+                     where, why);
+            *out_sqlite_rc = res.sqlite_rc;
+            rc = RAFT_FORMAT;
         } else {
             describe_chunk(pl, text, path, k,
                            res.kind == EXT_EXEC_SQL_ERROR

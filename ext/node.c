@@ -960,6 +960,18 @@ void ext_node_shutdown(struct ext_node *n)
 int ext_node_barrier(struct ext_node *n, const struct ext_exec_probe *probe,
                      uint64_t *out_index, char *msg, size_t msg_len)
 {
-    return barrier_wait(n->barrier, n->driver, n->applier, probe, out_index,
-                        msg, msg_len);
+    char why[512];
+    int rc;
+    if (!repair_refusal(n->repair, n->applier, why, sizeof why)) {
+        rc = barrier_wait(n->barrier, n->driver, n->applier, probe, out_index,
+                          msg, msg_len);
+        if (rc != RAFT_DIVERGED ||
+            !repair_refusal(n->repair, n->applier, why, sizeof why)) {
+            return rc;
+        }
+    }
+    /* A diverged replica applies nothing until repaired: no read index
+     * is reached, say why at once. */
+    snprintf(msg, msg_len, "raft_barrier: %s", why);
+    return RAFT_DIVERGED;
 }

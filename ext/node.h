@@ -62,10 +62,13 @@ struct ext_exec_result {
     size_t err_at;             /* for a SQL error of one statement of the
                                   request: 1 + its byte offset in the SQL
                                   text (sql_result.err_at), else 0 */
-    char *rows;     /* malloc'd JSON text when want_rows and kind OK, else
+    char *rows;      /* malloc'd JSON text when want_rows and kind OK, else
                        NULL (shape: sql/rows.c, README "raft_query") */
-    bool duplicate; /* the request id was applied before: this is its
+    bool duplicate;  /* the request id was applied before: this is its
                        first outcome, nothing applied again */
+    bool wire_gated; /* refused as request format 3 while a member cannot
+                        apply it (ext/wire_gate.h): it works once every
+                        member runs this release */
 };
 
 /* ext_exec_result_clear frees what @r holds (rows) and zeroes it. Any
@@ -273,7 +276,9 @@ int ext_node_repair(struct ext_node *n, const struct ext_exec_probe *probe,
  * on failure.
  * Errors: RAFT_TIMEOUT, RAFT_NOTLEADER (no leader), RAFT_FORMAT (the
  * leader speaks a wire without READ_INDEX), RAFT_BUSY, RAFT_CANCELED
- * (interrupted), RAFT_SHUTDOWN. Any thread but the node's own. */
+ * (interrupted), RAFT_SHUTDOWN, RAFT_DIVERGED (at once: the replica is
+ * diverged, or became so while waiting; @msg has repair_refusal's text).
+ * Any thread but the node's own. */
 int ext_node_barrier(struct ext_node *n, const struct ext_exec_probe *probe,
                      uint64_t *out_index, char *msg, size_t msg_len);
 

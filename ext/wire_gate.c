@@ -6,7 +6,8 @@
 #include <stdio.h>
 
 /* The functions that write format 3, for the messages. */
-#define EXT__WIRE_GATE_FNS "(raft_query, raft_exec_id, raft_query_id)"
+#define EXT__WIRE_GATE_FNS                                                     \
+    "(raft_query, raft_exec_id, raft_query_id, raft_load_sql)"
 
 int wire_gate_members(const struct raft_uv_node *d, raft_id self, char *why,
                       size_t why_len)

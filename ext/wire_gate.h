@@ -1,5 +1,6 @@
 /* Whether requests of format version 3 (a client request id or rows
- * wanted: raft_exec_id, raft_query, raft_query_id; sql/request.c) may go
+ * wanted: raft_exec_id, raft_query, raft_query_id, and raft_load_sql's
+ * chunks, which carry ids; sql/request.c) may go
  * into the log: only while every member can apply them. A release of
  * before wire version 3 decodes request formats 1 and 2 only; it would
  * stop applying at such an entry (ext/applier.c: never skipped, retried

@@ -4,8 +4,9 @@
  * Happy path: the source is opened read-only and checked (a regular
  * file, a SQLite database, not the live one); the backup API copies it,
  * in one read transaction, into a new file beside the log; a replica
- * copy is verified against the running checksum stored in it; on that
- * copy the raftsql_* tables are dropped and made anew (applied index,
+ * copy is verified against the running checksum stored in it; a name
+ * starting with raftsql_ that is not internal is refused (any in a plain
+ * database); on that copy the raftsql_* tables are dropped and made anew (applied index,
  * term and configuration given, the cluster-wide settings kept), the
  * journal mode set to DELETE and the page size to the live database's
  * (VACUUM); the copy, fsynced, is then installed
@@ -215,6 +216,49 @@ static int check_replica_copy(const char *src, const char *tmp, char *errmsg,
                 src, v.index, names);
     sql_verify_clear(&v);
     return SQL_ERR_INVALID;
+}
+
+/* check_reserved refuses a copy @db of @src holding a schema object whose
+ * name starts with raftsql_ (any case) that is not internal: any such
+ * name in a plain database (no raftsql_applied), a name none of the
+ * internal ones in a replica copy. The internal objects are dropped and
+ * made anew; a user's object of a reserved name would go with them. */
+static int check_reserved(sqlite3 *db, const char *src, char *errmsg,
+                          size_t errmsg_len)
+{
+    sqlite3_stmt *s = NULL;
+    int rc = sqlite3_prepare_v2(
+        db,
+        "SELECT type, name FROM main.sqlite_schema"
+        " WHERE lower(substr(name, 1, 8)) = 'raftsql_' AND"
+        " (name NOT IN " SCHEMA_INTERNAL_NAMES
+        " OR NOT EXISTS"
+        "  (SELECT 1 FROM main.sqlite_schema WHERE type = 'table' AND"
+        "   name = 'raftsql_applied'))"
+        " ORDER BY type = 'table' DESC, name LIMIT 1",
+        -1, &s, NULL);
+
+    if (rc == SQLITE_OK) {
+        rc = sqlite3_step(s);
+    }
+    if (rc == SQLITE_ROW) {
+        const char *type = (const char *)sqlite3_column_text(s, 0);
+        sql_errmsgf(errmsg, errmsg_len,
+                    "%s has a%s %s %s: names starting with raftsql_ are "
+                    "reserved; rename it first",
+                    src, strcmp(type, "index") == 0 ? "n" : "", type,
+                    (const char *)sqlite3_column_text(s, 1));
+        sqlite3_finalize(s);
+        return SQL_ERR_INVALID;
+    }
+    if (rc != SQLITE_DONE) {
+        sql_errmsgf(errmsg, errmsg_len, "read the schema of the copy of %s: %s",
+                    src, sqlite3_errmsg(db));
+        sqlite3_finalize(s);
+        return code_of(rc);
+    }
+    sqlite3_finalize(s);
+    return 0;
 }
 
 /* The cluster-wide settings (PRAGMA foreign_keys=ON and the like through
@@ -469,6 +513,9 @@ int sql_fsm_bootstrap_from(struct sql_fsm *f, const char *src,
         if (rc != 0) {
             sql_errmsgf(errmsg, errmsg_len, "the copy of %s: %s", src, why);
         }
+    }
+    if (rc == 0) {
+        rc = check_reserved(copy, src, errmsg, errmsg_len);
     }
     if (rc == 0) {
         rc = check_replica_copy(src, tmp_path, errmsg, errmsg_len);

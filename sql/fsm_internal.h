@@ -189,6 +189,15 @@ const char *schema_tables_sql(void);
  * apply thread, outside a batch. */
 int schema_client_table(struct sql_fsm *f);
 
+/* The names of the internal schema objects (tables and their indexes),
+ * as an SQL list: every other name starting with raftsql_ (any case) is
+ * no internal one. */
+#define SCHEMA_INTERNAL_NAMES                                                  \
+    "('raftsql_applied', 'raftsql_requests', 'raftsql_settings',"              \
+    " 'raftsql_requests_idx', 'raftsql_config', 'raftsql_cluster',"            \
+    " 'raftsql_client_requests', 'raftsql_client_requests_ordinal',"           \
+    " 'raftsql_client_requests_time')"
+
 /* schema_find_renamed writes into @out (@len bytes) the name of a schema
  * object under a raftsql_ name that is none of the internal ones (left by
  * ALTER TABLE ... RENAME TO raftsql_x), "" when there is none. Returns 0

@@ -118,16 +118,11 @@ int schema_find_renamed(struct sql_fsm *f, char *out, size_t len)
     int rc;
 
     f->internal = 1;
-    rc = sqlite3_prepare_v2(
-        f->db,
-        "SELECT name FROM main.sqlite_schema"
-        " WHERE lower(substr(name, 1, 8)) = 'raftsql_' AND name NOT IN"
-        " ('raftsql_applied', 'raftsql_requests', 'raftsql_settings',"
-        "  'raftsql_requests_idx', 'raftsql_config', 'raftsql_cluster',"
-        "  'raftsql_client_requests', 'raftsql_client_requests_ordinal',"
-        "  'raftsql_client_requests_time')"
-        " LIMIT 1",
-        -1, &s, NULL);
+    rc = sqlite3_prepare_v2(f->db,
+                            "SELECT name FROM main.sqlite_schema"
+                            " WHERE lower(substr(name, 1, 8)) = 'raftsql_' AND "
+                            "name NOT IN " SCHEMA_INTERNAL_NAMES " LIMIT 1",
+                            -1, &s, NULL);
     if (rc == SQLITE_OK) {
         rc = sqlite3_step(s);
     }

@@ -17,8 +17,8 @@
  * transaction ends, then see the new database (WAL isolation).
  *
  * Failure modes:
- * - Create: any failure removes the partial file; the live database is
- *   only read.
+ * - Create: any failure removes the partial file and its -journal (and
+ *   -wal, -shm); the live database is only read.
  * - Install: a file that fails verification is refused before anything is
  *   written. A failure during the copy rolls the backup's write
  *   transaction back (sqlite3_backup_finish), so the live database is
@@ -112,6 +112,24 @@ int snapshot_sync_file(const char *path)
     return err;
 }
 
+/* remove_copy removes the failed copy @path and what SQLite may have left
+ * beside it: a VACUUM INTO whose page cache spilled onto a full disk
+ * leaves @path-journal (a hot journal, which nothing would ever roll
+ * back), and a -wal or -shm would be as stale. */
+static void remove_copy(const char *path)
+{
+    static const char *const suffix[] = {"-journal", "-wal", "-shm"};
+    char side[4096];
+
+    unlink(path);
+    for (size_t i = 0; i < sizeof suffix / sizeof suffix[0]; i++) {
+        if ((size_t)snprintf(side, sizeof side, "%s%s", path, suffix[i]) <
+            sizeof side) {
+            unlink(side);
+        }
+    }
+}
+
 int sql_fsm_snapshot_create(struct sql_fsm *f, const char *path,
                             uint64_t *out_index, uint64_t *out_term,
                             char *errmsg, size_t errmsg_len)
@@ -199,7 +217,9 @@ int sql_snapshot_write(const char *src_path, const char *path,
 err_unlink:
     sqlite3_finalize(s);
     sqlite3_close(copy);
-    unlink(path);
+    sqlite3_close(src); /* first: it may hold the copy's journal */
+    remove_copy(path);
+    return rc;
 err_close:
     sqlite3_close(src);
     return rc;

@@ -406,7 +406,8 @@ int sql_fsm_checkpoint(struct sql_fsm *f, uint64_t *out_durable_index);
  * VACUUM INTO on a separate read-only connection, in one read transaction,
  * so it never blocks the apply connection: writers go on meanwhile (only
  * checkpoints cannot pass it). The file is fsynced before return. On
- * failure nothing is left at @path and @errmsg (@errmsg_len bytes) says
+ * failure nothing is left at @path (nor its -journal, -wal, -shm) and
+ * @errmsg (@errmsg_len bytes) says
  * why. Thread: any, also concurrently with sql_fsm_apply and
  * sql_fsm_checkpoint on the apply thread (it uses only its own connection
  * and @f's immutable path); not concurrently with sql_fsm_snapshot_install

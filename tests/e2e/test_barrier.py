@@ -450,6 +450,22 @@ class MixedFormat3Test(unittest.TestCase):
                          "a wire version below 3")
             # The old server is refused by its own leader's wire.
             self.refused(self.g.nodes[1], sql, "the leader (server 2) " + old)
+        # raft_load_sql's chunks carry ids (format 3): refused alike,
+        # naming it, with no "run it again to resume" (it cannot resume
+        # before the upgrade).
+        script = os.path.join(self.dir, "load.sql")
+        with open(script, "w") as f:
+            f.write("INSERT INTO t VALUES (200);\n")
+        for node in (self.g.nodes[2], self.g.nodes[3]):
+            with self.assertRaises(NodeError) as cm:
+                node.value("SELECT raft_load_sql(?)", script)
+            err = str(cm.exception)
+            self.assertIn("raft_load_sql: chunk 1 of 1 (", err)
+            self.assertIn(": not applied: ", err)
+            self.assertIn("raft_load_sql works once every member runs "
+                          "this release", err)
+            self.assertNotIn("again", err)
+            self.assertEqual(cm.exception.code, CODES["RAFTSQL_NOT_APPLIED"])
         self.assertGreater(self.g.count(
             2, "a forwarded request of format 3 refused: server 1 " + old), 0)
         self.assertEqual(self.g.nodes[3].value(

@@ -228,6 +228,33 @@ class DiskTest(unittest.TestCase):
         self.assertEqual(self.exec(g, "INSERT INTO t VALUES(-1, 'z')"), 1)
         self.assert_same_rows()
 
+    def test_backup_to_a_full_disk_leaves_nothing(self):
+        """A raft_backup that fails on a full disk (a 32 KiB tmpfs)
+        removes the copy and its -journal (the journal was left)."""
+        mnt = tempfile.mkdtemp(prefix="raftsql-tmpfs-")
+        if subprocess.run(["mount", "-t", "tmpfs", "-o", "size=32k",
+                           "tmpfs", mnt], capture_output=True).returncode:
+            os.rmdir(mnt)
+            self.skipTest("mount -t tmpfs is not permitted here")
+        self.mnts.append(mnt)
+        (port,) = free_ports(1)
+        n = Node(NODE, 1, os.path.join(self.workdir, "n1.db"),
+                 os.path.join(self.workdir, "n1.log"))
+        self.nodes.append(n)
+        n.sql("SELECT raft_start(?)", "id=1 cluster=1@127.0.0.1:%d %s" % (
+            port, FAST))
+        self.wait_leader([n])
+        self.exec(n, "CREATE TABLE t(x)")
+        for _ in range(2):
+            # 2 MB: the copy's page cache spills, so it has a journal.
+            self.exec(n, "WITH RECURSIVE c(i) AS (SELECT 1 UNION ALL "
+                      "SELECT i + 1 FROM c WHERE i < 1000) INSERT INTO t "
+                      "SELECT randomblob(1000) FROM c")
+        with self.assertRaises(NodeError) as e:
+            n.value("SELECT raft_backup(?)", os.path.join(mnt, "b.db"))
+        self.assertIn("full", str(e.exception))
+        self.assertEqual(os.listdir(mnt), [])
+
 
 if __name__ == "__main__":
     unittest.main()

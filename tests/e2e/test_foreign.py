@@ -339,6 +339,16 @@ class ManualRepairTest(ForeignWriteTest):
         self.assertGreater(f.value("SELECT idx FROM raftsql_applied"), 0)
         # The others carry on meanwhile.
         self.exec(self.leader, "INSERT INTO kv VALUES('b', 2)")
+        # A barrier fails at once too (it waited exec_timeout_ms for an
+        # index the replica would never apply, as RAFTSQL_STALE).
+        began = time.monotonic()
+        with self.assertRaises(NodeError) as e:
+            f.value("SELECT raft_barrier()")
+        self.assertLess(time.monotonic() - began, 1.0)
+        self.assertIn("raft_barrier: diverged replica: a write the node "
+                      "did not make", str(e.exception))
+        self.assertIn("repair: waiting for raft_repair()", str(e.exception))
+        self.assertEqual(e.exception.code, CODES["RAFTSQL_DIVERGED"])
         time.sleep(1.5)
         self.assertIsNotNone(diverged(f), "repair=manual repaired alone")
         msg = f.value("SELECT raft_repair()")

@@ -68,11 +68,15 @@ class Members:
     def address(self, i):
         return "127.0.0.1:%d" % self.ports[i - 1]
 
-    def start(self, i, extra=""):
+    def start(self, i, extra="", env=None, alone=False):
+        """Start node @i; env adds to its environment; alone: its
+        cluster= names itself only (a founder alone)."""
         db = os.path.join(self.dir, "node%d.db" % i)
         node = LockedNode(NODE, i, db,
-                          os.path.join(self.dir, "node%d.log" % i))
-        if "join=" in extra:
+                          os.path.join(self.dir, "node%d.log" % i), env=env)
+        if alone:
+            where = "cluster=%d@%s" % (i, self.address(i))
+        elif "join=" in extra:
             # A joining node names only where it listens and whom it
             # asks ("join=" alone: nobody, it waits for a raft_add); it
             # learns the members from the log.
@@ -577,6 +581,24 @@ class MembershipTest(unittest.TestCase):
         self.wait_role(4, "voter", timeout=15.0)
         self.assertEqual(self.m.leader().id, lead.id,
                          "the leader changed: the test proves nothing")
+
+    def test_join_refused_while_busy_is_retried(self):
+        """A JOIN the leader refused because another change was pending
+        (here: test fault RAFTSQL_TEST_REFUSE_FIRST_JOIN, the refusal a
+        second joiner gets while the first joins) is weighed again when
+        the joiner repeats it: the leader cached the refusal under the
+        JOIN's request id and answered every repeat with it, and the node
+        was left out for good."""
+        self.m = Members(self.dir, 2)
+        self.m.start(1, alone=True,
+                     env={"RAFTSQL_TEST_REFUSE_FIRST_JOIN": "1"})
+        self.assertEqual(self.m.leader().id, 1)
+        self.m.start(2, "join=%s" % self.m.address(1))
+        self.wait_role(2, "voter", timeout=15.0)
+        with open(os.path.join(self.dir, "node1.log")) as f:
+            self.assertIn("RAFTSQL_TEST_REFUSE_FIRST_JOIN", f.read(),
+                          "the JOIN was never refused: the test proves "
+                          "nothing")
 
     def test_change_is_visible_at_once(self):
         """Read-your-writes: a change call that returned (committed) is

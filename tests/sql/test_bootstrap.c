@@ -260,6 +260,49 @@ static void test_refusals(void **state)
                   "is a replica applied up to index 2");
 }
 
+/* The raftsql_ names are reserved: a plain database with a table of such
+ * a name is refused (its table was dropped silently as if internal), and
+ * so is a replica copy with one that is none of the internal tables (those
+ * are dropped and made anew). */
+static void test_reserved_names(void **state)
+{
+    struct fixture *f = *state;
+    static const char replica[] =
+        "CREATE TABLE t(x);"
+        "CREATE TABLE raftsql_applied(id INTEGER PRIMARY KEY, idx INTEGER,"
+        " term INTEGER, sums BLOB);"
+        "INSERT INTO raftsql_applied VALUES (0, 900, 9, NULL);"
+        "CREATE TABLE raftsql_settings(name TEXT PRIMARY KEY, value INTEGER);";
+
+    make_source(f->src, "CREATE TABLE t(x); CREATE TABLE raftsql_notes(x);");
+    bootstrap_bad(f, f->src, SQL_ERR_INVALID,
+                  "has a table raftsql_notes: names starting with raftsql_ "
+                  "are reserved; rename it first");
+    unlink(f->src);
+    make_source(f->src, "CREATE TABLE t(x); CREATE INDEX RaftSQL_x ON t(x);");
+    bootstrap_bad(f, f->src, SQL_ERR_INVALID,
+                  "has an index RaftSQL_x: names starting with raftsql_ are "
+                  "reserved; rename it first");
+    unlink(f->src);
+    make_source(f->src, replica);
+    make_source(f->src, "CREATE TABLE raftsql_notes(x);");
+    bootstrap_bad(f, f->src, SQL_ERR_INVALID,
+                  "has a table raftsql_notes: names starting with raftsql_ "
+                  "are reserved; rename it first");
+    assert_int_equal(sql_fsm_applied(f->fsm), 0);
+    unlink(f->src);
+    make_source(f->src, replica);
+    {
+        unsigned n = 0;
+        char err[512] = "";
+        if (sql_fsm_bootstrap_from(f->fsm, f->src, f->tmp, 2, 1, config,
+                                   sizeof config, &n, err, sizeof err) != 0) {
+            fail_msg("bootstrap: %s", err);
+        }
+        assert_int_equal(n, 1);
+    }
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -267,6 +310,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_replica_copy, setup, teardown),
         cmocka_unit_test_setup_teardown(test_other_page_size, setup, teardown),
         cmocka_unit_test_setup_teardown(test_refusals, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_reserved_names, setup, teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
