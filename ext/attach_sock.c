@@ -173,12 +173,17 @@ void attach_sock_bound_path(const char *db_path, char *out, size_t len)
 /* silent says whether the node of process @pid serving @db_path with the
  * bound @max_ms stopped beating: its marker's mtime (@st) is further than
  * EXT_BOUND_SILENCE_MS from this wall clock, either way (a clock stepped
- * back past a beat that never came again); then writes @why. */
+ * back past a beat that never came again), a second more when the mtime
+ * has no fraction (a file system keeping whole seconds); then writes
+ * @why. */
 static bool silent(const char *db_path, long pid, unsigned max_ms,
                    const struct stat *st, char *why, size_t why_len)
 {
     struct timespec now;
     int64_t age, limit = EXT_BOUND_SILENCE_MS(max_ms);
+    if (st->st_mtim.tv_nsec == 0) {
+        limit += 1000;
+    }
     clock_gettime(CLOCK_REALTIME, &now);
     age = ((int64_t)now.tv_sec - (int64_t)st->st_mtim.tv_sec) * 1000 +
           ((int64_t)now.tv_nsec - (int64_t)st->st_mtim.tv_nsec) / 1000000;

@@ -247,12 +247,17 @@ static void notice_follow(struct ext_staleness *s, bool stale, const char *text)
 static void beat(struct ext_staleness *s)
 {
     int64_t now = mono_ms();
+    struct timespec t[2];
     if (s->max_ms == 0 || s->bound_path[0] == '\0' ||
         now - s->beat_at < EXT_BOUND_BEAT_MS(s->max_ms)) {
         return;
     }
     s->beat_at = now;
-    if (utimensat(AT_FDCWD, s->bound_path, NULL, 0) == 0) {
+    /* This clock's time rather than the file system's (UTIME_NOW): the
+     * same clock as the readers', not a coarser one nor a server's. */
+    clock_gettime(CLOCK_REALTIME, &t[0]);
+    t[1] = t[0];
+    if (utimensat(AT_FDCWD, s->bound_path, t, 0) == 0) {
         s->beat_failed = false;
     } else if (!s->beat_failed) {
         s->beat_failed = true;

@@ -391,6 +391,11 @@ class StalenessTest(unittest.TestCase):
                               "max_staleness_ms=500" % (db3, how),
                               self.stderr())
                 restart3()
+                # Its notice gone and its heartbeat seen (a loaded
+                # machine may delay either a little past "fresh").
+                wait_for("reads served after the restart (%s)" % how,
+                         lambda: not self.is_refused(
+                             lambda: other.execute(COUNT).fetchone()), 10)
                 self.assertEqual(other.execute(COUNT).fetchone()[0], n)
         finally:
             other.close()
