@@ -455,6 +455,9 @@ class StalenessTest(unittest.TestCase):
             n2.proc.send_signal(signal.SIGCONT)
         wait_for("the other process reads again",
                  lambda: ask(COUNT) == str(n + 1), 30)
+        # Node 2's own process asks the node's state, not the marker.
+        self.wait_fresh(status2, "node 2 fresh again")
+        self.assertEqual(n2.value(COUNT), n + 1)
 
         # A zombie: SIGKILLed, not reaped (the tests are its parent).
         n3 = self.peers[3]
