@@ -170,6 +170,41 @@ void attach_sock_bound_path(const char *db_path, char *out, size_t len)
     }
 }
 
+/* silent says whether the node of process @pid serving @db_path with the
+ * bound @max_ms stopped beating: its marker's mtime (@st) is further than
+ * EXT_BOUND_SILENCE_MS from this wall clock, either way (a clock stepped
+ * back past a beat that never came again), a second more when the mtime
+ * has no fraction (a file system keeping whole seconds); then writes
+ * @why. */
+static bool silent(const char *db_path, long pid, unsigned max_ms,
+                   const struct stat *st, char *why, size_t why_len)
+{
+    struct timespec now;
+    int64_t age, limit = EXT_BOUND_SILENCE_MS(max_ms);
+    if (st->st_mtim.tv_nsec == 0) {
+        limit += 1000;
+    }
+    clock_gettime(CLOCK_REALTIME, &now);
+    age = ((int64_t)now.tv_sec - (int64_t)st->st_mtim.tv_sec) * 1000 +
+          ((int64_t)now.tv_nsec - (int64_t)st->st_mtim.tv_nsec) / 1000000;
+    if (age <= limit && age >= -limit) {
+        return false; /* it beats */
+    }
+    if (age > 0) {
+        snprintf(why, why_len,
+                 "stale replica: the node serving %.300s (pid %ld) showed "
+                 "no sign of life for %lld ms (max_staleness_ms=%u)",
+                 db_path, pid, (long long)age, max_ms);
+    } else {
+        snprintf(why, why_len,
+                 "stale replica: the node serving %.300s (pid %ld) showed "
+                 "no sign of life since the wall clock went back %lld ms "
+                 "(max_staleness_ms=%u)",
+                 db_path, pid, (long long)-age, max_ms);
+    }
+    return true;
+}
+
 bool attach_sock_unserved(const char *db_path, char *why, size_t why_len)
 {
     char path[4200], magic[64], line[64];
@@ -190,8 +225,11 @@ bool attach_sock_unserved(const char *db_path, char *why, size_t why_len)
         (void)sscanf(line, "pid=%ld", &pid);
     }
     fclose(f);
-    if (max_ms == 0 || pid < 0 || (pid > 0 && alive(pid))) {
-        return false; /* malformed, or its node runs */
+    if (max_ms == 0 || pid < 0) {
+        return false; /* malformed */
+    }
+    if (pid > 0 && alive(pid)) {
+        return silent(db_path, pid, max_ms, &st, why, why_len);
     }
     snprintf(why, why_len,
              "stale replica: no raftsql node serves %.300s (its node %s "

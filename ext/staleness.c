@@ -3,11 +3,13 @@
 #include "staleness.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -107,6 +109,14 @@ static uint64_t wall_ms(void)
     return (uint64_t)now.tv_sec * 1000 + (uint64_t)now.tv_nsec / 1000000;
 }
 
+/* mono_ms returns CLOCK_MONOTONIC in ms. */
+static int64_t mono_ms(void)
+{
+    struct timespec now;
+    clock_gettime(CLOCK_MONOTONIC, &now);
+    return (int64_t)now.tv_sec * 1000 + now.tv_nsec / 1000000;
+}
+
 /* Nodes of the process that are stale now. */
 static atomic_uint n_stale;
 
@@ -115,6 +125,8 @@ struct ext_staleness {
     struct ext_node_log *log;         /* borrowed */
     char notice_path[4200];           /* "" for none */
     char bound_path[4200];            /* the bound marker, "" for none */
+    int64_t beat_at;                  /* its mtime last set, mono ms (loop) */
+    bool beat_failed;                 /* the last beat failed (loop) */
     struct ext_staleness_memory mem;  /* the rule's (loop thread) */
     bool notice_up;                   /* the notice exists (loop) */
     char notice_text[200];            /* what it holds (loop) */
@@ -159,6 +171,7 @@ int staleness_new(unsigned max_ms, const char *notice_path,
     if (s->bound_path[0] != '\0') {
         if (max_ms > 0) {
             bound_write(s, (long)getpid());
+            s->beat_at = mono_ms();
         } else {
             unlink(s->bound_path); /* a clean start without the bound */
         }
@@ -227,11 +240,41 @@ static void notice_follow(struct ext_staleness *s, bool stale, const char *text)
     s->notice_up = stale;
 }
 
+/* beat sets the bound marker's mtime to now when EXT_BOUND_BEAT_MS passed
+ * since the last time: readers of other processes take a node whose
+ * marker is older than EXT_BOUND_SILENCE_MS as not serving. Loop
+ * thread. */
+static void beat(struct ext_staleness *s)
+{
+    int64_t now = mono_ms();
+    struct timespec t[2];
+    if (s->max_ms == 0 || s->bound_path[0] == '\0' ||
+        now - s->beat_at < EXT_BOUND_BEAT_MS(s->max_ms)) {
+        return;
+    }
+    s->beat_at = now;
+    /* This clock's time rather than the file system's (UTIME_NOW): the
+     * same clock as the readers', not a coarser one nor a server's. */
+    clock_gettime(CLOCK_REALTIME, &t[0]);
+    t[1] = t[0];
+    if (utimensat(AT_FDCWD, s->bound_path, t, 0) == 0) {
+        s->beat_failed = false;
+    } else if (!s->beat_failed) {
+        s->beat_failed = true;
+        node_log_line(s->log, RAFT_LOG_WARN,
+                      "cannot refresh %s: %s (other processes refuse reads "
+                      "once it is %u ms old)",
+                      s->bound_path, strerror(errno),
+                      EXT_BOUND_SILENCE_MS(s->max_ms));
+    }
+}
+
 bool staleness_on_tick(struct ext_staleness *s,
                        const struct ext_staleness_view *v)
 {
     struct ext_staleness_verdict out;
     bool was;
+    beat(s);
     staleness_judge(&s->mem, s->max_ms, v, &out);
     pthread_mutex_lock(&s->mu);
     s->now = out;

@@ -67,6 +67,18 @@ void staleness_judge(struct ext_staleness_memory *mem, unsigned max_ms,
 /* The first line of a bound marker (staleness_new). */
 #define EXT_BOUND_MAGIC "raftsql-bound 1"
 
+/* EXT_BOUND_BEAT_MS is how often (ms) a running node with the bound @m
+ * (max_staleness_ms) sets its bound marker's mtime to now: its heartbeat
+ * for other processes, which a stopped (SIGSTOP) or dead but unreaped
+ * (zombie) process, whose pid still exists, no longer gives. */
+#define EXT_BOUND_BEAT_MS(m) ((m) / 4 > 20 ? (m) / 4 : 20)
+
+/* EXT_BOUND_SILENCE_MS is how far (ms) the mtime of the marker of a node
+ * with the bound @m may be from the reader's wall clock, either way,
+ * before readers take the node as not serving (attach_sock_unserved):
+ * the bound, but at least 5 beats. */
+#define EXT_BOUND_SILENCE_MS(m) ((m) > 100 ? (m) : 100)
+
 struct ext_staleness; /* opaque: the published state of one node */
 
 /* staleness_new creates the state of a node whose bound is @max_ms (0:
@@ -75,7 +87,9 @@ struct ext_staleness; /* opaque: the published state of one node */
  * notice text, while the node is stale (attach_sock_stale reads it; one
  * left by an earlier run is removed here). @bound_path (copied; "" for
  * none) is the bound marker (attach_sock_bound_path): with a bound it is
- * written here, naming @max_ms and this process, and stays after the node
+ * written here, naming @max_ms and this process, its mtime refreshed by
+ * the ticks every EXT_BOUND_BEAT_MS (staleness_on_tick), and stays after
+ * the node
  * (staleness_free rewrites it naming no process), so that readers refuse
  * the file while no node serves it (attach_sock_unserved); without one
  * it is removed. A marker that cannot be written is a WARN line on @log.
@@ -93,7 +107,10 @@ void staleness_free(struct ext_staleness *s);
 
 /* staleness_on_tick judges @v and publishes the verdict; the notice file
  * follows a change of the verdict's notice text, a log line a change of
- * stale. Returns true when the node turned stale at this tick (the
+ * stale; with a bound, the marker's mtime is set to now when
+ * EXT_BOUND_BEAT_MS passed since the last time (a failure is a WARN line,
+ * once until it works again). Returns true when the node turned stale at
+ * this tick (the
  * guard must then expire prepared statements: ext_guard_expire_all).
  * Loop thread. */
 bool staleness_on_tick(struct ext_staleness *s,

@@ -12,17 +12,20 @@ through the notice beside the database); raftsql_* tables and
 raft_status() stay readable, and reads work again by themselves. A file
 whose node ran with the bound is refused while no node serves it
 (stopped, or killed), a statement another process prepared while it was
-served included, and so are direct writes to it.
+served included, and so are direct writes to it; so is a file whose
+node's process is stopped (SIGSTOP) or a zombie: its heartbeat stopped.
 """
 
 import json
 import os
+import re
 import shutil
 import signal
 import sqlite3
 import subprocess
 import sys
 import tempfile
+import time
 import unittest
 
 from e2e import NODE, SO, connect, wait_for  # noqa: E402
@@ -388,9 +391,94 @@ class StalenessTest(unittest.TestCase):
                               "max_staleness_ms=500" % (db3, how),
                               self.stderr())
                 restart3()
+                # Its notice gone and its heartbeat seen (a loaded
+                # machine may delay either a little past "fresh").
+                wait_for("reads served after the restart (%s)" % how,
+                         lambda: not self.is_refused(
+                             lambda: other.execute(COUNT).fetchone()), 10)
                 self.assertEqual(other.execute(COUNT).fetchone()[0], n)
         finally:
             other.close()
+
+    def test_6_frozen_or_zombie_node(self):
+        """A node whose process is stopped (SIGSTOP) while the cluster
+        writes through node 1, whose pid still exists and which can write
+        no notice, is refused by readers of other processes once its
+        heartbeat (the bound marker's mtime) is older than the bound: a
+        statement prepared while it beat (another process's refusal watch
+        expires it) and a new one; after SIGCONT reads are served again.
+        A node killed but not yet reaped by its parent (a zombie) is
+        refused the same way."""
+        self.ensure_table()
+        if self.leader() == 2:
+            self.con.execute("SELECT raft_transfer(1)")
+            wait_for("node 1 leads", lambda: self.con.execute(
+                "SELECT raft_leader()").fetchone()[0] == 1, 30)
+        n2 = self.peers[2]
+        db2 = os.path.join(self.dir, "node2.db")
+
+        def status2():
+            return json.loads(n2.value("SELECT raft_status()"))
+
+        self.wait_fresh(self.status1, "node 1 fresh")
+        self.wait_fresh(status2, "node 2 fresh")
+        n = self.con.execute(COUNT).fetchone()[0]
+        def has_rows():
+            try:
+                return n2.value(COUNT) == n
+            except NodeError:  # t not applied there yet
+                return False
+
+        wait_for("node 2 has the rows", has_rows, 10)
+        ask = self.reader(db2)
+        self.assertEqual(ask(COUNT), str(n))  # cached while it beats
+        n2.proc.send_signal(signal.SIGSTOP)
+        try:
+            stopped = time.monotonic()
+            self.con.execute("SELECT raft_exec('INSERT INTO t VALUES (7)')")
+            wait_for("the other process's cached statement refused",
+                     lambda: ask(COUNT) == "error %d" % SQLITE_AUTH, 5)
+            # The bound plus slack for a loaded machine.
+            self.assertLess(time.monotonic() - stopped, BOUND / 1000 + 3)
+            other = connect(db2)
+            try:
+                self.refused(lambda: other.execute(
+                    "SELECT x FROM t").fetchone())
+            finally:
+                other.close()
+            self.assertRegex(self.stderr(), (
+                r"raftsql: read of t refused: stale replica: the node "
+                r"serving %s \(pid %d\) showed no sign of life for \d+ "
+                r"ms \(max_staleness_ms=500\)") % (re.escape(db2),
+                                                   n2.proc.pid))
+        finally:
+            n2.proc.send_signal(signal.SIGCONT)
+        wait_for("the other process reads again",
+                 lambda: ask(COUNT) == str(n + 1), 30)
+        # Node 2's own process asks the node's state, not the marker.
+        self.wait_fresh(status2, "node 2 fresh again")
+        self.assertEqual(n2.value(COUNT), n + 1)
+
+        # A zombie: SIGKILLed, not reaped (the tests are its parent).
+        n3 = self.peers[3]
+        db3 = os.path.join(self.dir, "node3.db")
+        self.assertEqual(json.loads(n3.value("SELECT raft_status()"))["id"],
+                         3)
+        os.kill(n3.proc.pid, signal.SIGKILL)
+        try:
+            other = connect(db3)
+            try:
+                wait_for("a read of the zombie's file refused",
+                         lambda: self.is_refused(
+                             lambda: other.execute(COUNT).fetchone()), 5)
+                self.assertTrue(os.path.exists("/proc/%d" % n3.proc.pid))
+            finally:
+                other.close()
+        finally:
+            n3.kill()  # reaps it
+        self.peers[3] = self.spawn(3)
+        wait_for("node 3 fresh after its restart", lambda: not json.loads(
+            self.peers[3].value("SELECT raft_status()"))["stale"], 30)
 
 
 if __name__ == "__main__":

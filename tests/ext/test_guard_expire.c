@@ -8,14 +8,16 @@
  * (ext/refusal_watch.c) expires, on its own thread, the statements of a
  * process that runs no node when the node of another process turns stale
  * or diverged (its notice appears) or, on a file bound by max_staleness_ms, when no
- * node serves it any more. */
+ * node serves it any more (or its node stopped refreshing the marker). */
 
+#include <fcntl.h>
 #include <pthread.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -328,6 +330,17 @@ static void test_watch_diverged_notice(void **state)
                  "committed to the file\n");
 }
 
+/* bound_by_us writes the bound marker of @path (max_staleness_ms=500)
+ * naming this process, a live one. */
+static void bound_by_us(const char *path)
+{
+    char text[128];
+    snprintf(text, sizeof text,
+             "raftsql-bound 1\nmax_staleness_ms=500\npid=%ld\n",
+             (long)getpid());
+    write_file(path, "-raftsql-bound", text);
+}
+
 /* A file whose node ran with max_staleness_ms (its bound marker) is
  * refused while no node serves it: the marker names no process (a clean
  * stop) or a dead one (killed); a statement prepared while its node ran
@@ -337,15 +350,12 @@ static void test_watch_unserved(void **state)
     struct tmpdb d;
     sqlite3 *db;
     sqlite3_stmt *st;
-    char text[128], why[600];
+    char why[600];
     (void)state;
 
     tmpdb_init(&d);
     db = open_guarded(d.path, 0);
-    snprintf(text, sizeof text,
-             "raftsql-bound 1\nmax_staleness_ms=500\npid=%ld\n",
-             (long)getpid());
-    write_file(d.path, "-raftsql-bound", text);
+    bound_by_us(d.path);
     assert_int_equal(
         sqlite3_prepare_v2(db, "SELECT count(*) FROM t", -1, &st, NULL),
         SQLITE_OK);
@@ -375,6 +385,65 @@ static void test_watch_unserved(void **state)
     tmpdb_remove(&d);
 }
 
+/* set_age sets the mtime of the bound marker of @path to @age_ms before
+ * now (negative: after). */
+static void set_age(const char *path, int64_t age_ms)
+{
+    char marker[4200];
+    struct timespec t[2];
+    int64_t ns;
+    attach_sock_bound_path(path, marker, sizeof marker);
+    clock_gettime(CLOCK_REALTIME, &t[0]);
+    ns = (int64_t)t[0].tv_sec * 1000000000 + t[0].tv_nsec - age_ms * 1000000;
+    t[0].tv_sec = (time_t)(ns / 1000000000);
+    t[0].tv_nsec = (long)(ns % 1000000000);
+    t[1] = t[0];
+    assert_int_equal(utimensat(AT_FDCWD, marker, t, 0), 0);
+}
+
+/* A marker naming a live process (a stopped one, or a zombie: its pid
+ * exists) whose mtime the node stopped refreshing, older than the bound
+ * or ahead of the clock by more (a wall clock stepped back), is refused
+ * too: a statement prepared while it beat is expired; a fresh mtime lets
+ * reads through. */
+static void test_watch_silent(void **state)
+{
+    struct tmpdb d;
+    sqlite3 *db;
+    sqlite3_stmt *st;
+    char why[600], want[128];
+    (void)state;
+
+    tmpdb_init(&d);
+    db = open_guarded(d.path, 0);
+    bound_by_us(d.path);
+    set_age(d.path, 400); /* within the bound */
+    assert_int_equal(
+        sqlite3_prepare_v2(db, "SELECT count(*) FROM t", -1, &st, NULL),
+        SQLITE_OK);
+    assert_int_equal(run(st), 0);
+    assert_int_equal(ext_guard_read_refusal(d.path, why, sizeof why), 0);
+    set_age(d.path, 2000);
+    assert_int_equal(ext_guard_read_refusal(d.path, why, sizeof why),
+                     EXT_GUARD_STALE);
+    snprintf(want, sizeof want, "(pid %ld) showed no sign of life for ",
+             (long)getpid());
+    assert_non_null(strstr(why, "stale replica: the node serving "));
+    assert_non_null(strstr(why, want));
+    assert_non_null(strstr(why, " ms (max_staleness_ms=500)"));
+    assert_true(refused_within(st));
+    sqlite3_finalize(st);
+    set_age(d.path, -2000);
+    assert_int_equal(ext_guard_read_refusal(d.path, why, sizeof why),
+                     EXT_GUARD_STALE);
+    assert_non_null(strstr(why, "since the wall clock went back "));
+    set_age(d.path, 0); /* it beats again */
+    assert_int_equal(ext_guard_read_refusal(d.path, why, sizeof why), 0);
+    remove_file(d.path, "-raftsql-bound");
+    sqlite3_close(db);
+    tmpdb_remove(&d);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -386,6 +455,7 @@ int main(void)
         cmocka_unit_test(test_watch_stale_notice),
         cmocka_unit_test(test_watch_diverged_notice),
         cmocka_unit_test(test_watch_unserved),
+        cmocka_unit_test(test_watch_silent),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -2,8 +2,10 @@
  * node is stale (no leader known, none heard for longer than the bound,
  * catching up after its start), the lag it reports, and the published
  * state with its notice file for other processes (worded with the time
- * of the last contact) and the bound marker. */
+ * of the last contact) and the bound marker, whose mtime the ticks
+ * refresh (the heartbeat). */
 
+#include <fcntl.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -12,6 +14,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <cmocka.h>
@@ -233,6 +236,19 @@ static void test_published(void **state)
                      "stale replica: no leader known since "
                      "2026-12-01T17:49:25.123Z "
                      "(max_staleness_ms=500)\n");
+    /* The heartbeat: a tick EXT_BOUND_BEAT_MS after the last beat sets
+     * the marker's mtime to now (here from 10 s back). */
+    {
+        struct timespec t[2] = {{.tv_sec = time(NULL) - 10},
+                                {.tv_sec = time(NULL) - 10}};
+        struct timespec pause = {.tv_nsec =
+                                     (EXT_BOUND_BEAT_MS(500) + 20) * 1000000L};
+        assert_int_equal(utimensat(AT_FDCWD, bound, t, 0), 0);
+        nanosleep(&pause, NULL);
+        assert_false(staleness_on_tick(s, &w));
+        assert_int_equal(stat(bound, &st), 0);
+        assert_true(st.st_mtim.tv_sec >= time(NULL) - 1);
+    }
     staleness_free(s);
     assert_false(staleness_any());
     assert_int_not_equal(stat(notice, &st), 0);
