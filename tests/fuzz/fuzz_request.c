@@ -161,6 +161,13 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     opts.flags = req.want_rows ? SQL_REQUEST_WANT_ROWS : 0;
     rc = sql_request_size_opts(req.sql, req.sql_len, req.params, req.n_params,
                                &opts, UINT64_MAX, &len, err, sizeof err);
+    if (rc == SQL_ERR_INVALID &&
+        strncmp(err, "empty SQL: no statement", 23) == 0) {
+        /* SQL of no statement: the encoder refuses it since issue 14,
+         * the decoder still reads it (entries of older logs). */
+        sql_request_free(&req);
+        return 0;
+    }
     FUZZ_CHECK(rc == 0, "a decoded request does not size: %s", err);
     plain3 = version == 3 && !req.want_rows && req.client_id == NULL;
     FUZZ_CHECK(
