@@ -73,6 +73,9 @@ class AttachClusterTest(ClusterCase):
     def setUp(self):
         self.start("")
         self.exec(self.leader, "CREATE TABLE kv(k TEXT PRIMARY KEY, v)")
+        # Every node has the table: the tests use the followers' files
+        # too (under TSan one was behind: "no such table: kv").
+        self.cluster.wait_applied(self.leader.status()["applied"])
 
     def test_python_writes_through_the_node_and_reads_its_write(self):
         for node in (self.leader, self.followers[0]):
