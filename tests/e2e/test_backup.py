@@ -767,7 +767,17 @@ class BackupTest(unittest.TestCase):
             self.assertEqual(fingerprint(one.db), self.expected)
             self.assertIn("repaired from a snapshot at index",
                           one.value("SELECT raft_repair()"))
-            self.assertIsNone(one.status()["diverged"])
+            # AppendEntries dropped between the database's install and
+            # the driver's may mark it once more; the next repair (from
+            # the same leader) ends it.
+            def healthy():
+                if one.status()["diverged"] is not None:
+                    try:
+                        one.value("SELECT raft_repair()")
+                    except NodeError:
+                        pass  # under way: look again
+                return one.status()["diverged"] is None
+            wait_for("node 1 healthy", healthy, 30)
             target = two.status()["applied"]
             wait_for("node 1 applied %d" % target, lambda: (
                 one.status()["applied"] >= target), 20)
