@@ -62,6 +62,22 @@ class ChecksumTest(ClusterCase):
     def verify(self, node):
         return json.loads(node.value("SELECT raft_verify()"))
 
+    def restart_skewed(self, node):
+        """Restart @node so that it applies the entry 5 after the applied
+        index differently (RAFTSQL_TEST_APPLY_SKEW); return the new Node
+        once caught up, and that entry's index."""
+        applied = self.leader.status()["applied"]
+        target = applied + 5
+        node.stop()
+        config = "id=%d cluster=%s %s repair=manual" % (
+            node.id, self.cluster.members, FAST)
+        bad = Node(NODE, node.id, node.db, node.log_path,
+                   env={"RAFTSQL_TEST_APPLY_SKEW": str(target)})
+        self.cluster.nodes[bad.id - 1] = bad
+        bad.sql("SELECT raft_start(?)", config)
+        self.cluster.wait_applied(applied, [bad])
+        return bad, target
+
     def test_equal_checksums_at_equal_indexes(self):
         """Every node has the same checksum once it applied the same
         entries, raft_verify finds it equal to the file's content, and no
@@ -92,17 +108,7 @@ class ChecksumTest(ClusterCase):
         checksum differs from its leader's it is marked diverged, its own
         raft_verify still finds its file equal to its running checksum,
         and raft_repair() gives it the leader's content."""
-        bad = self.followers[0]
-        applied = self.leader.status()["applied"]
-        target = applied + 5
-        bad.stop()
-        config = "id=%d cluster=%s %s repair=manual" % (
-            bad.id, self.cluster.members, FAST)
-        bad = Node(NODE, bad.id, bad.db, bad.log_path,
-                   env={"RAFTSQL_TEST_APPLY_SKEW": str(target)})
-        self.cluster.nodes[bad.id - 1] = bad
-        bad.sql("SELECT raft_start(?)", config)
-        self.cluster.wait_applied(applied, [bad])
+        bad, target = self.restart_skewed(self.followers[0])
         for i in range(10, 15):
             self.exec(self.leader, "INSERT INTO kv VALUES (?, ?)",
                       "k%d" % i, i)
@@ -168,18 +174,8 @@ class ChecksumTest(ClusterCase):
         a majority of the voters and they from it alone. A rule "the
         leader's content wins" would mark both followers instead and
         repair them with the wrong content."""
-        bad = self.followers[0]
-        applied = self.leader.status()["applied"]
         # Its restart and the transfer: the new term's no-op comes first.
-        target = applied + 5
-        bad.stop()
-        config = "id=%d cluster=%s %s repair=manual" % (
-            bad.id, self.cluster.members, FAST)
-        bad = Node(NODE, bad.id, bad.db, bad.log_path,
-                   env={"RAFTSQL_TEST_APPLY_SKEW": str(target)})
-        self.cluster.nodes[bad.id - 1] = bad
-        bad.sql("SELECT raft_start(?)", config)
-        self.cluster.wait_applied(applied, [bad])
+        bad, _ = self.restart_skewed(self.followers[0])
 
         def transferred():
             # Just restarted, it may not be caught up for the first try.
