@@ -12,6 +12,7 @@
 #include "attach_sock.h"
 #include "refusal_watch.h"
 #include "registry.h"
+#include "shadow.h"
 #include "staleness.h"
 
 SQLITE_EXTENSION_INIT3
@@ -129,73 +130,13 @@ static int unserved_write(sqlite3 *db, const char *schema, const char *what)
     return SQLITE_DENY;
 }
 
-/* The modules of SQLite's own build that keep their content in shadow
- * tables (https://sqlite.org/vtab.html#xshadowname), with the suffixes
- * of those tables as each module's xShadowName knows them: they prepare
- * writes to them when a connection opens one of their tables (R*Tree, at
- * once) or writes it (the FTS modules). */
-static const struct {
-    const char *module;      /* its name, as after USING */
-    const char *suffixes[6]; /* its shadow tables' suffixes, NULL-ended */
-} shadow_modules[] = {
-    {"fts3", {"content", "segments", "segdir", "docsize", "stat", NULL}},
-    {"fts4", {"content", "segments", "segdir", "docsize", "stat", NULL}},
-    {"fts5", {"data", "idx", "content", "docsize", "config", NULL}},
-    {"rtree", {"node", "parent", "rowid", NULL}},
-    {"rtree_i32", {"node", "parent", "rowid", NULL}},
-    {"geopoly", {"node", "parent", "rowid", NULL}},
-};
-
-/* module_of writes into @out (@out_len bytes) the module name of the
- * CREATE VIRTUAL TABLE text @sql (the word after USING), or "". */
-static void module_of(const char *sql, char *out, size_t out_len)
-{
-    const char *p = sql;
-    size_t n = 0;
-    out[0] = '\0';
-    while (p != NULL && (p = strpbrk(p, " \t\n")) != NULL) {
-        p++;
-        if (sqlite3_strnicmp(p, "USING", 5) == 0 &&
-            (p[5] == ' ' || p[5] == '\t' || p[5] == '\n')) {
-            p += 5;
-            while (*p == ' ' || *p == '\t' || *p == '\n') {
-                p++;
-            }
-            while (n + 1 < out_len &&
-                   ((*p >= 'a' && *p <= 'z') || (*p >= 'A' && *p <= 'Z') ||
-                    (*p >= '0' && *p <= '9') || *p == '_')) {
-                out[n++] = *p++;
-            }
-            out[n] = '\0';
-            return;
-        }
-    }
-}
-
-/* shadow_suffix tells whether @suffix names a shadow table of module
- * @module, one of shadow_modules. */
-static bool shadow_suffix(const char *module, const char *suffix)
-{
-    for (size_t i = 0; i < sizeof shadow_modules / sizeof shadow_modules[0];
-         i++) {
-        if (sqlite3_stricmp(module, shadow_modules[i].module) != 0) {
-            continue;
-        }
-        for (size_t k = 0; shadow_modules[i].suffixes[k] != NULL; k++) {
-            if (sqlite3_stricmp(suffix, shadow_modules[i].suffixes[k]) == 0) {
-                return true;
-            }
-        }
-    }
-    return false;
-}
-
 /* Set while this thread asks builtin_shadow's connection: a module that
  * its question would open (it opens none) is not asked about again. */
 static _Thread_local bool asking;
 
 /* builtin_shadow tells whether table @table of the database file @file is
- * a shadow table of a virtual table of one of shadow_modules, as SQLite
+ * a shadow table of a virtual table of one of SQLite's own modules
+ * (shadow.h), as SQLite
  * decides (sqlite3ShadowTableName): the virtual table is named as @table
  * up to its last '_', and its module knows the rest as a suffix of its
  * shadow tables; both tables are in the schema. It reads the schema on a
@@ -225,13 +166,14 @@ static bool builtin_shadow(const char *file, const char *table)
         sqlite3_bind_text(s, 1, table, -1, SQLITE_STATIC) == SQLITE_OK &&
         sqlite3_bind_int(s, 2, (int)(tail - table)) == SQLITE_OK &&
         sqlite3_step(s) == SQLITE_ROW && sqlite3_column_text(s, 0) != NULL) {
-        module_of((const char *)sqlite3_column_text(s, 0), module,
-                  sizeof module);
+        shadow_module((const char *)sqlite3_column_text(s, 0),
+                      (size_t)sqlite3_column_bytes(s, 0), module,
+                      sizeof module);
     }
     sqlite3_finalize(s);
     sqlite3_close(side);
     asking = false;
-    return shadow_suffix(module, tail + 1);
+    return shadow_known(module) && shadow_suffix(module, tail + 1);
 }
 
 /* module_write tells whether the write to table @table of schema @schema

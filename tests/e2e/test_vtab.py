@@ -123,7 +123,7 @@ class VirtualTableTest(ClusterCase):
                              [[0]])
         # Writes through raft_exec still work, and read back everywhere.
         self.exec(self.followers[1], "INSERT INTO v_rt VALUES(3, 1, 2, 3, 4)")
-        self.cluster.wait_applied(self.leader.status()["applied"])
+        self.cluster.wait_applied(self.followers[1].status()["applied"])
         for node in self.cluster.nodes:
             self.assertEqual(node.sql("SELECT id FROM v_rt WHERE x1 <= 2"),
                              [[3]])
