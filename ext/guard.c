@@ -12,6 +12,7 @@
 #include "attach_sock.h"
 #include "refusal_watch.h"
 #include "registry.h"
+#include "shadow.h"
 #include "staleness.h"
 
 SQLITE_EXTENSION_INIT3
@@ -129,6 +130,74 @@ static int unserved_write(sqlite3 *db, const char *schema, const char *what)
     return SQLITE_DENY;
 }
 
+/* Set while this thread asks builtin_shadow's connection: a module that
+ * its question would open (it opens none) is not asked about again. */
+static _Thread_local bool asking;
+
+/* builtin_shadow tells whether table @table of the database file @file is
+ * a shadow table of a virtual table of one of SQLite's own modules
+ * (shadow.h), as SQLite
+ * decides (sqlite3ShadowTableName): the virtual table is named as @table
+ * up to its last '_', and its module knows the rest as a suffix of its
+ * shadow tables; both tables are in the schema. It reads the schema on a
+ * connection of its own, opened read-only for the question: an
+ * authorizer may not prepare statements on the connection it authorizes.
+ * Any error answers false. */
+static bool builtin_shadow(const char *file, const char *table)
+{
+    const char *tail = strrchr(table, '_');
+    sqlite3 *side = NULL;
+    sqlite3_stmt *s = NULL;
+    char module[32] = "";
+
+    if (asking || tail == NULL || tail == table) {
+        return false;
+    }
+    asking = true;
+    if (sqlite3_open_v2(file, &side, SQLITE_OPEN_READONLY, NULL) == SQLITE_OK &&
+        sqlite3_busy_timeout(side, 1000) == SQLITE_OK &&
+        sqlite3_prepare_v2(side,
+                           "SELECT v.sql FROM sqlite_schema v, sqlite_schema "
+                           "t WHERE v.type = 'table' AND v.name = substr(?1, "
+                           "1, ?2) COLLATE NOCASE AND v.sql LIKE 'CREATE "
+                           "VIRTUAL %' AND t.type = 'table' AND t.name = ?1 "
+                           "COLLATE NOCASE",
+                           -1, &s, NULL) == SQLITE_OK &&
+        sqlite3_bind_text(s, 1, table, -1, SQLITE_STATIC) == SQLITE_OK &&
+        sqlite3_bind_int(s, 2, (int)(tail - table)) == SQLITE_OK &&
+        sqlite3_step(s) == SQLITE_ROW && sqlite3_column_text(s, 0) != NULL) {
+        shadow_module((const char *)sqlite3_column_text(s, 0),
+                      (size_t)sqlite3_column_bytes(s, 0), module,
+                      sizeof module);
+    }
+    sqlite3_finalize(s);
+    sqlite3_close(side);
+    asking = false;
+    return shadow_known(module) && shadow_suffix(module, tail + 1);
+}
+
+/* module_write tells whether the write to table @table of schema @schema
+ * (NULL: main) of @db being prepared may be left to SQLite: @db is
+ * DEFENSIVE, so SQLite itself refuses a statement's direct write to a
+ * shadow table ("table X may not be modified") and lets only the virtual
+ * table's module prepare and run its own (while it opens the table or
+ * writes it), and @table is a shadow table of one of SQLite's own modules.
+ * An R*Tree table cannot be read otherwise: its module prepares its
+ * writes when a connection opens it. */
+static bool module_write(sqlite3 *db, const char *schema, const char *table)
+{
+    int defensive = 0;
+    const char *file = sqlite3_db_filename(db, schema ? schema : "main");
+    if (table == NULL || strchr(table, '_') == NULL || file == NULL ||
+        file[0] == '\0' ||
+        sqlite3_db_config(db, SQLITE_DBCONFIG_DEFENSIVE, -1, &defensive) !=
+            SQLITE_OK ||
+        !defensive) {
+        return false;
+    }
+    return builtin_shadow(file, table);
+}
+
 static int guard(void *arg, int action, const char *a1, const char *a2,
                  const char *db_name, const char *trigger)
 {
@@ -213,6 +282,11 @@ static int guard(void *arg, int action, const char *a1, const char *a2,
     }
     if (sqlite3_strnicmp(what, "sqlite_", 7) == 0) {
         what = "the schema";
+    }
+    if ((action == SQLITE_INSERT || action == SQLITE_UPDATE ||
+         action == SQLITE_DELETE) &&
+        module_write(db, schema, what)) {
+        return SQLITE_OK;
     }
     if (!replicated(db, schema)) {
         return unserved_write(db, schema, what);
@@ -385,12 +459,22 @@ bool ext_guard_expire_retry(void)
     return left;
 }
 
+/* defend turns SQLITE_DBCONFIG_DEFENSIVE on for @db: SQLite then refuses
+ * the statements' direct writes to shadow tables (module_write leaves
+ * those to it), writable_schema and the other ways plain SQL has to
+ * corrupt a database file. */
+static void defend(sqlite3 *db)
+{
+    sqlite3_db_config(db, SQLITE_DBCONFIG_DEFENSIVE, 1, (int *)NULL);
+}
+
 int ext_guard_install(sqlite3 *db)
 {
     int rc = track(db);
     if (rc != SQLITE_OK) {
         return rc;
     }
+    defend(db);
     return sqlite3_set_authorizer(db, guard, db);
 }
 
@@ -454,6 +538,7 @@ int ext_guard_set_host(sqlite3 *db, ext_guard_host_cb cb, void *arg)
     /* A connection the guard was never installed on is tracked now (out
      * of memory: its statements are not expired). */
     (void)track(db);
+    defend(db);
     return h != NULL ? sqlite3_set_authorizer(db, chained, h)
                      : sqlite3_set_authorizer(db, guard, db);
 }

@@ -22,7 +22,13 @@
  * serving a file bound by it; the raftsql_*, sqlite_* and raft_* names
  * and TEMP stay readable). While no node serves a file bound by
  * max_staleness_ms (attach_sock_unserved), its writes are denied too,
- * naming why on stderr. The connection is tracked (a function named
+ * naming why on stderr. It turns SQLITE_DBCONFIG_DEFENSIVE on for @db
+ * and, while @db is DEFENSIVE, leaves the writes to the shadow tables of
+ * SQLite's own modules (FTS3/4/5, R*Tree, geopoly) to SQLite, which
+ * refuses a statement's own ("table X may not be modified") and lets the
+ * module prepare its (R*Tree does when @db opens its table): those tables
+ * read; deciding opens a read-only connection of its own on the file,
+ * for writes to a name with a '_' only. The connection is tracked (a function named
  * raftsql_guarded_connection forgets it at close) for
  * ext_guard_expire_all, and its main file watched (refusal_watch.h).
  * Returns SQLITE_OK or SQLite's error. Any thread. */
@@ -78,7 +84,8 @@ typedef int (*ext_guard_host_cb)(void *arg, int action, const char *a1,
 /* ext_guard_set_host sets on @db the guard followed by @cb (with @arg),
  * or, @cb NULL, the guard alone: the guard decides first and its DENY
  * wins; otherwise @cb's answer (SQLITE_OK, SQLITE_DENY, SQLITE_IGNORE)
- * stands. @cb never sees the statements raftsql prepares to check a
+ * stands. @db is made DEFENSIVE as by ext_guard_install. @cb never
+ * sees the statements raftsql prepares to check a
  * request. The state lives until the next call or the connection closes
  * (a SQL function named raftsql_host_authorizer holds it). Returns
  * SQLITE_OK, SQLITE_NOMEM, or SQLITE_BUSY while statements of @db run

@@ -31,6 +31,7 @@
 #include <sqlite3ext.h>
 
 #include "../raft/err.h"
+#include "load_check.h"
 #include "load_plan.h"
 #include "raftsql.h"
 
@@ -145,6 +146,29 @@ static int map_script(const char *path, struct script *out, char *errmsg,
     return 0;
 }
 
+/* plan plans script @sc (load_plan_split), checks it whole on a
+ * temporary database holding the schema of @db_path (load_check_run,
+ * which adds the rows of a .dump's virtual tables) and makes its chunks
+ * of at most @bound bytes (load_plan_finish), into *@out. */
+static int plan(const char *db_path, const struct script *sc, size_t bound,
+                struct ext_load_plan *out, char *why, size_t why_len)
+{
+    int rc = load_plan_split(sc->text, sc->len, out, why, why_len);
+    if (rc != 0) {
+        return rc;
+    }
+    why[0] = '\0';
+    rc = load_check_run(db_path, out, sc->text, why, why_len);
+    if (rc == 0) {
+        rc = load_plan_finish(out, sc->text, bound, EXT_LOAD_CHUNK_STMTS, why,
+                              why_len);
+    }
+    if (rc != 0) {
+        load_plan_free(out);
+    }
+    return rc;
+}
+
 /* failed_stmt returns the index of the statement of chunk @k of @pl that
  * SQL error offset @err_at (ext_exec_result.err_at, 0: unknown) points
  * into: the first one ending after it. The chunk's first one when
@@ -177,12 +201,14 @@ static void describe_chunk(const struct ext_load_plan *pl, const char *text,
 {
     const struct ext_load_stmt *s = &pl->stmts[i];
     char head[81];
-    size_t n = s->len < 60 ? s->len : 60;
+    size_t len_all;
+    const char *t = load_plan_stmt_text(s, text, &len_all);
+    size_t n = len_all < 60 ? len_all : 60;
     for (size_t j = 0; j < n; j++) {
-        char c = text[s->offset + j];
+        char c = t[j];
         head[j] = c == '\n' || c == '\r' || c == '\t' ? ' ' : c;
     }
-    snprintf(head + n, sizeof head - n, "%s", s->len > 60 ? "..." : "");
+    snprintf(head + n, sizeof head - n, "%s", len_all > 60 ? "..." : "");
     snprintf(buf, len, "chunk %u of %u (%.600s line %u: %s)", k + 1,
              pl->n_chunks, path, s->line, head);
 }
@@ -275,9 +301,10 @@ static int run_chunks(struct ext_node *n, struct ext_load_status *ls,
 }
 
 int load_sql_run(struct ext_node *n, struct ext_load_status *ls,
-                 uint64_t max_request_bytes, const char *path,
-                 const struct ext_exec_probe *probe, char **out_json,
-                 int *out_sqlite_rc, char *errmsg, size_t errmsg_len)
+                 uint64_t max_request_bytes, const char *db_path,
+                 const char *path, const struct ext_exec_probe *probe,
+                 char **out_json, int *out_sqlite_rc, char *errmsg,
+                 size_t errmsg_len)
 {
     struct ext_load_progress p;
     struct ext_load_plan pl;
@@ -300,8 +327,7 @@ int load_sql_run(struct ext_node *n, struct ext_load_status *ls,
     if (rc != 0) {
         snprintf(errmsg, errmsg_len, "%s", why);
     } else {
-        rc = load_plan_make(sc.text, sc.len, bound, EXT_LOAD_CHUNK_STMTS, &pl,
-                            why, sizeof why);
+        rc = plan(db_path, &sc, bound, &pl, why, sizeof why);
         if (rc != 0) {
             snprintf(errmsg, errmsg_len, "%.3000s: %s", path, why);
         }

@@ -56,9 +56,14 @@ bool load_status_get(struct ext_load_status *s, struct ext_load_progress *out);
 #define EXT_LOAD_CHUNK_STMTS 1000
 #define EXT_LOAD_CHUNK_BYTES (256u * 1024)
 
-/* load_sql_run reads the script file @path, plans it (load_plan_make,
- * chunks of EXT_LOAD_CHUNK_STMTS statements and EXT_LOAD_CHUNK_BYTES
- * bytes, or half of @max_request_bytes when less) and writes each chunk
+/* load_sql_run reads the script file @path, plans it (load_plan_split:
+ * a replica's raftsql_* tables left out, a .dump's virtual tables
+ * created through their modules), checks the whole of it on a temporary
+ * database holding the schema of @n's database file @db_path
+ * (load_check_run: nothing is written when a statement fails there),
+ * makes its chunks (load_plan_finish, chunks of EXT_LOAD_CHUNK_STMTS
+ * statements and EXT_LOAD_CHUNK_BYTES bytes, or half of
+ * @max_request_bytes when less) and writes each chunk
  * through @n (ext_node_exec_opts with the chunk's request id; none for
  * a PRAGMA's chunk, applied again on every run), in order,
  * recording the progress in @ls. On success returns 0 and *@out_json,
@@ -70,9 +75,12 @@ bool load_status_get(struct ext_load_status *s, struct ext_load_progress *out);
  * the caller's result code; the chunks before stay applied and a rerun
  * resumes after them (after those unchanged, with their chunks before):
  *   - the file: missing, unreadable, no regular file, empty, or a plan
- *     refused (load_plan_make's errors, naming the line): RAFT_INVALID
+ *     refused (load_plan_split's errors, naming the line): RAFT_INVALID
  *     (RAFTSQL_INVALID), RAFT_IOERR (SQLITE_IOERR) or RAFT_NOMEM,
  *     nothing written;
+ *   - a statement that fails the check: "<path>: line L: <the
+ *     statement, shortened>: <SQLite's error>", RAFT_INVALID
+ *     (RAFTSQL_INVALID), nothing written;
  *   - a chunk's SQL error: "chunk K of N (<path> line L: <the failing
  *     statement, shortened>): <SQLite's error>", RAFT_INVALID with
  *     SQLite's code of it; the statement is the chunk's first when the
@@ -91,8 +99,9 @@ bool load_status_get(struct ext_load_status *s, struct ext_load_progress *out);
  * the node's exec_timeout_ms; @probe ends it (interrupted) between and
  * during chunks. */
 int load_sql_run(struct ext_node *n, struct ext_load_status *ls,
-                 uint64_t max_request_bytes, const char *path,
-                 const struct ext_exec_probe *probe, char **out_json,
-                 int *out_sqlite_rc, char *errmsg, size_t errmsg_len);
+                 uint64_t max_request_bytes, const char *db_path,
+                 const char *path, const struct ext_exec_probe *probe,
+                 char **out_json, int *out_sqlite_rc, char *errmsg,
+                 size_t errmsg_len);
 
 #endif /* EXT_LOAD_SQL_H */

@@ -815,12 +815,12 @@ char *ext_node_status(struct ext_node *n)
     return status_json(n->status, &x);
 }
 
-int ext_node_load_sql(struct ext_node *n, const char *path,
+int ext_node_load_sql(struct ext_node *n, const char *db_path, const char *path,
                       const struct ext_exec_probe *probe, char **out_json,
                       int *out_sqlite_rc, char *errmsg, size_t errmsg_len)
 {
-    return load_sql_run(n, n->load, n->cfg.max_request_bytes, path, probe,
-                        out_json, out_sqlite_rc, errmsg, errmsg_len);
+    return load_sql_run(n, n->load, n->cfg.max_request_bytes, db_path, path,
+                        probe, out_json, out_sqlite_rc, errmsg, errmsg_len);
 }
 
 bool ext_node_failed(struct ext_node *n, char *why, size_t why_len)

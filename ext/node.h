@@ -178,11 +178,12 @@ int ext_node_exec_opts(struct ext_node *n, const char *sql, size_t sql_len,
  * Any thread. */
 char *ext_node_status(struct ext_node *n);
 
-/* ext_node_load_sql runs raft_load_sql(@path) on @n: load_sql_run
- * (load_sql.h) with the node's max_request_bytes and its load status,
- * shown in ext_node_status as "load". Same results and errors. Thread:
- * any caller's; blocks for the whole load. */
-int ext_node_load_sql(struct ext_node *n, const char *path,
+/* ext_node_load_sql runs raft_load_sql(@path) on @n, whose database file
+ * is @db_path: load_sql_run (load_sql.h) with the node's
+ * max_request_bytes and its load status, shown in ext_node_status as
+ * "load". Same results and errors. Thread: any caller's; blocks for the
+ * whole load. */
+int ext_node_load_sql(struct ext_node *n, const char *db_path, const char *path,
                       const struct ext_exec_probe *probe, char **out_json,
                       int *out_sqlite_rc, char *errmsg, size_t errmsg_len);
 

@@ -28,7 +28,7 @@ from fingerprint import fingerprint, render  # noqa: E402
 
 BASE = "election_timeout_ms=300 heartbeat_ms=30"
 FAST = BASE + " exec_timeout_ms=10000"
-SQLITE_ERROR = 1
+SQLITE_CONSTRAINT = 19
 CHINOOK = os.path.join(ROOT, "..", "shared", "data", "chinook",
                        "Chinook_Sqlite.sql")
 if not os.path.exists(CHINOOK):
@@ -539,21 +539,40 @@ class BackupTest(unittest.TestCase):
 
     def test_load_sql_error_names_the_chunk_and_line(self):
         """A chunk's SQL error stops the load naming the chunk and the
-        line of its first statement; the chunk rolled back everywhere;
-        a missing file and a script with a ROLLBACK are refused before
-        anything is written."""
+        line of its failing statement; the chunk rolled back everywhere;
+        a statement that fails the check before the first chunk (no such
+        table), a missing file and a script with a ROLLBACK are refused
+        before anything is written."""
         one = self.a.nodes[0]
+        one.value("SELECT raft_exec(?)", "CREATE TABLE loaded_key(k "
+                  "PRIMARY KEY)")
+        one.value("SELECT raft_exec(?)", "INSERT INTO loaded_key VALUES(7)")
         bad = os.path.join(self.dir, "bad.sql")
         with open(bad, "w") as f:
             f.write("-- a script\n\nCREATE TABLE loaded(x);\n"
                     "INSERT INTO loaded VALUES('a;b');\n"
-                    "INSERT INTO nosuch VALUES(1);\n")
+                    "INSERT INTO loaded_key VALUES(7);\n")
         with self.assertRaises(NodeError) as cm:
             one.value("SELECT raft_load_sql(?)", bad)
         self.assertIn("raft_load_sql: chunk 1 of 1 (%s line 5: INSERT INTO "
-                      "nosuch VALUES(1);): no such table: nosuch" % bad,
+                      "loaded_key VALUES(7);): UNIQUE constraint failed: "
+                      "loaded_key.k" % bad, str(cm.exception))
+        self.assertEqual(cm.exception.code & 0xff, SQLITE_CONSTRAINT)
+        for n in self.a.nodes:
+            self.assertEqual(n.sql("SELECT name FROM sqlite_master WHERE "
+                                   "name = 'loaded'"), [])
+        with open(bad, "w") as f:
+            f.write("-- a script\n\nCREATE TABLE loaded(x);\n"
+                    "INSERT INTO loaded VALUES('a;b');\n"
+                    "INSERT INTO nosuch VALUES(1);\n")
+        commit = one.status()["commit"]
+        with self.assertRaises(NodeError) as cm:
+            one.value("SELECT raft_load_sql(?)", bad)
+        self.assertIn("raft_load_sql: %s: line 5: INSERT INTO nosuch "
+                      "VALUES(1);: no such table: nosuch" % bad,
                       str(cm.exception))
-        self.assertEqual(cm.exception.code, SQLITE_ERROR)
+        self.assertEqual(cm.exception.code, CODES["RAFTSQL_INVALID"])
+        self.assertEqual(one.status()["commit"], commit)
         for n in self.a.nodes:
             self.assertEqual(n.sql("SELECT name FROM sqlite_master WHERE "
                                    "name = 'loaded'"), [])
@@ -677,20 +696,27 @@ class BackupTest(unittest.TestCase):
         before stay applied. The line fixed, the rerun skips those three
         (their ids chain over the chunks before and are unchanged) and
         applies the other two: every row once, on every node."""
+        three = self.a.nodes[2]
+        # A row already in the cluster: the check before the first chunk
+        # (the replica's schema, none of its rows) cannot see the
+        # conflict; the load finds it at its chunk.
+        three.value("SELECT raft_exec(?)", "CREATE TABLE resume_pre(id "
+                    "INTEGER PRIMARY KEY)")
+        three.value("SELECT raft_exec(?)", "INSERT INTO resume_pre "
+                    "VALUES(3500)")
         lines = ["CREATE TABLE resume_t(id INTEGER PRIMARY KEY, v TEXT);"]
         lines += ["INSERT INTO resume_t VALUES(%d, 'row %d');" % (i, i)
                   for i in range(1, 5000)]
         good = lines[3500]
-        lines[3500] = "INSERT INTO resume_nosuch VALUES(3500);"
+        lines[3500] = "INSERT INTO resume_pre VALUES(3500);"
         script = os.path.join(self.dir, "resume.sql")
         with open(script, "w") as f:
             f.write("\n".join(lines) + "\n")
-        three = self.a.nodes[2]
         with self.assertRaises(NodeError) as cm:
             three.value("SELECT raft_load_sql(?)", script)
         self.assertIn("raft_load_sql: chunk 4 of 5 (%s line 3501: INSERT "
-                      "INTO resume_nosuch VALUES(3500);): no such table: "
-                      "resume_nosuch" % script, str(cm.exception))
+                      "INTO resume_pre VALUES(3500);): UNIQUE constraint "
+                      "failed: resume_pre.id" % script, str(cm.exception))
         load = three.status()["load"]
         self.assertEqual((load["state"], load["chunks_done"], load["applied"],
                           load["skipped"]), ("failed", 3, 3, 0), load)

@@ -2,7 +2,9 @@
  * (quotes, comments, triggers, an open last statement), the script's
  * transaction control left out, the refusals naming their line, chunking
  * by bytes and by count (a PRAGMA alone), request ids chained over the
- * chunks, a sqlite3 .dump script. */
+ * chunks, a sqlite3 .dump script, a replica's dump (raftsql_* left
+ * out), a dump's virtual tables (sent as CREATE VIRTUAL TABLE, their
+ * shadow tables checked only). */
 
 #include <setjmp.h>
 #include <stdarg.h>
@@ -293,6 +295,141 @@ static void test_sqlite3_dump(void **state)
     load_plan_free(&p);
 }
 
+/* A replica's .dump: the statements of its raftsql_* tables (CREATE
+ * TABLE, INSERT, CREATE INDEX on them, quoted names too) are left out and
+ * counted; the user's tables stay, raftsql-like names that are not
+ * raftsql_ included. */
+static void test_replica_dump_leaves_internal_tables_out(void **state)
+{
+    const char *text =
+        "PRAGMA foreign_keys=OFF;\n"
+        "BEGIN TRANSACTION;\n"
+        "CREATE TABLE raftsql_applied( id INTEGER PRIMARY KEY, idx);\n"
+        "INSERT INTO raftsql_applied VALUES(0,6);\n"
+        "CREATE TABLE \"raftsql_settings\"(name, value);\n"
+        "INSERT INTO \"RAFTSQL_settings\" VALUES('foreign_keys',1);\n"
+        "CREATE TABLE kv(k, v);\n"
+        "INSERT INTO kv VALUES('raftsql_x', 1);\n"
+        "CREATE TABLE raftsqlx(a);\n"
+        "CREATE INDEX raftsql_requests_idx ON raftsql_requests(idx);\n"
+        "CREATE INDEX kv_v ON main.\"raftsql_config\"(v);\n"
+        "COMMIT;\n";
+    struct ext_load_plan p = plan_ok(text, 1 << 20, 100);
+    (void)state;
+    assert_int_equal(p.n_internal, 6);
+    assert_int_equal(p.n_stmts, 4);
+    stmt_is(&p, text, 1, "CREATE TABLE kv(k, v);", 7);
+    stmt_is(&p, text, 2, "INSERT INTO kv VALUES('raftsql_x', 1);", 8);
+    stmt_is(&p, text, 3, "CREATE TABLE raftsqlx(a);", 9);
+    load_plan_free(&p);
+    plan_bad("CREATE TABLE raftsql_a(x);\nINSERT INTO raftsql_a VALUES(1);\n",
+             0, "only raftsql's internal tables");
+}
+
+/* A .dump of virtual tables: the declaration through sqlite_schema is
+ * sent as its CREATE VIRTUAL TABLE (quotes undone, with its ';'), PRAGMA
+ * writable_schema and the shadow tables' statements are checked only,
+ * the tables of SQLite's modules are listed, an ordinary table named
+ * like a shadow one stays, and the rows added go where PRAGMA
+ * writable_schema=OFF was. */
+static void test_virtual_tables_of_a_dump(void **state)
+{
+    const char *text =
+        "PRAGMA foreign_keys=OFF;\n"
+        "BEGIN TRANSACTION;\n"
+        "CREATE TABLE plain(a);\n"
+        "PRAGMA writable_schema=ON;\n"
+        "INSERT INTO sqlite_schema(type,name,tbl_name,rootpage,sql)VALUES("
+        "'table','rt','rt',0,'CREATE VIRTUAL TABLE rt USING "
+        "rtree(id,x0,x1)');\n"
+        "CREATE TABLE IF NOT EXISTS \"rt_rowid\"(rowid INTEGER PRIMARY "
+        "KEY,nodeno);\n"
+        "INSERT INTO rt_rowid VALUES(1,1);\n"
+        "CREATE TABLE IF NOT EXISTS \"rt_node\"(nodeno INTEGER PRIMARY "
+        "KEY,data);\n"
+        "INSERT INTO sqlite_schema(type,name,tbl_name,rootpage,sql)VALUES("
+        "'table','f 5','f 5',0,'CREATE VIRTUAL TABLE \"f 5\" USING fts5(a, "
+        "b, tokenize=''porter'')');\n"
+        "CREATE TABLE IF NOT EXISTS 'f 5_data'(id INTEGER PRIMARY KEY, "
+        "block BLOB);\n"
+        "INSERT INTO \"f 5_data\" VALUES(1,X'0203');\n"
+        "CREATE TABLE rt_extra(x);\n"
+        "INSERT INTO sqlite_schema(type,name,tbl_name,rootpage,sql)VALUES("
+        "'table','z','z',0,'CREATE VIRTUAL TABLE z USING mymod(q)');\n"
+        "PRAGMA writable_schema=OFF;\n"
+        "CREATE INDEX plain_a ON plain(a);\n"
+        "COMMIT;\n";
+    struct ext_load_plan p;
+    char err[256] = "";
+    char *sql;
+    (void)state;
+    assert_int_equal(load_plan_split(text, strlen(text), &p, err, sizeof err),
+                     0);
+    assert_int_equal(p.n_script, 14);
+    assert_int_equal(p.script[2].role, EXT_LOAD_CHECK); /* PRAGMA ON */
+    assert_int_equal(p.script[3].role, EXT_LOAD_VTAB);  /* rt */
+    assert_int_equal(p.script[4].role, EXT_LOAD_CHECK); /* rt_rowid */
+    assert_int_equal(p.script[5].role, EXT_LOAD_CHECK);
+    assert_int_equal(p.script[6].role, EXT_LOAD_CHECK); /* rt_node */
+    assert_int_equal(p.script[8].role, EXT_LOAD_CHECK); /* f 5_data */
+    assert_int_equal(p.script[9].role, EXT_LOAD_CHECK);
+    assert_int_equal(p.script[10].role, EXT_LOAD_SEND);  /* rt_extra */
+    assert_int_equal(p.script[11].role, EXT_LOAD_VTAB);  /* z */
+    assert_int_equal(p.script[12].role, EXT_LOAD_CHECK); /* OFF */
+    assert_int_equal(p.gen_at, 12);
+    assert_int_equal(p.n_vtabs, 2);
+    assert_string_equal(p.vtabs[0].name, "rt");
+    assert_string_equal(p.vtabs[0].module, "rtree");
+    assert_string_equal(p.vtabs[1].name, "f 5");
+    assert_string_equal(p.vtabs[1].module, "fts5");
+    assert_int_equal(p.vtabs[1].line, 9);
+    assert_int_equal(
+        load_plan_add(&p, strdup("INSERT INTO rt VALUES(1, 2, 3);"), 5), 0);
+    assert_int_equal(load_plan_finish(&p, text, 1 << 20, 100, err, sizeof err),
+                     0);
+    assert_int_equal(p.n_stmts, 8);
+    assert_int_equal(p.n_chunks, 2);
+    sql = load_plan_chunk_sql(&p, text, 1);
+    assert_string_equal(sql,
+                        "CREATE TABLE plain(a);\n"
+                        "CREATE VIRTUAL TABLE rt USING rtree(id,x0,x1);\n"
+                        "CREATE VIRTUAL TABLE \"f 5\" USING fts5(a, b, "
+                        "tokenize='porter');\n"
+                        "CREATE TABLE rt_extra(x);\n"
+                        "CREATE VIRTUAL TABLE z USING mymod(q);\n"
+                        "INSERT INTO rt VALUES(1, 2, 3);\n"
+                        "CREATE INDEX plain_a ON plain(a);");
+    free(sql);
+    load_plan_free(&p);
+}
+
+/* What a dump cannot load through the log is refused naming its line: a
+ * write to the schema table that is no virtual table's declaration, a
+ * contentless FTS table (its dump holds the index only). */
+static void test_schema_writes_refused(void **state)
+{
+    (void)state;
+    plan_bad(
+        "CREATE TABLE a(x);\nPRAGMA writable_schema=ON;\n"
+        "INSERT INTO sqlite_master VALUES('table','b','b',0,"
+        "'CREATE TABLE b(y)');\n",
+        0, "line 3: a write to sqlite_master cannot be loaded");
+    plan_bad(
+        "INSERT INTO sqlite_schema(type,name,tbl_name,rootpage,sql)"
+        "VALUES('table','t','t',0,'CREATE TABLE t(x)');\n",
+        0, "line 1: a write to sqlite_schema");
+    plan_bad(
+        "INSERT INTO sqlite_schema(type,name,tbl_name,rootpage,sql)"
+        "VALUES('table','f','f',0,'CREATE VIRTUAL TABLE f USING "
+        "fts5(a, content='''')');\n",
+        0, "line 1: the virtual table f is contentless");
+    plan_bad(
+        "INSERT INTO sqlite_schema(type,name,tbl_name,rootpage,sql)"
+        "VALUES('table','f','f',0,'CREATE VIRTUAL TABLE f USING "
+        "fts4(a, content=\"\")');\n",
+        0, "contentless");
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -304,6 +441,9 @@ int main(void)
         cmocka_unit_test(test_chunking),
         cmocka_unit_test(test_request_ids),
         cmocka_unit_test(test_sqlite3_dump),
+        cmocka_unit_test(test_replica_dump_leaves_internal_tables_out),
+        cmocka_unit_test(test_virtual_tables_of_a_dump),
+        cmocka_unit_test(test_schema_writes_refused),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
