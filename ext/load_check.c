@@ -114,19 +114,19 @@ static bool drop_copied(sqlite3 *db, struct copied *c, const char *msg)
     for (unsigned i = 0; i < c->n; i++) {
         char *sql;
         bool dropped;
-        if (c->names[i][0] == '\0' || strlen(c->names[i]) != (size_t)(end - sp - 1) ||
+        if (c->names[i][0] == '\0' ||
+            strlen(c->names[i]) != (size_t)(end - sp - 1) ||
             strncasecmp(c->names[i], sp + 1, (size_t)(end - sp - 1)) != 0) {
             continue;
         }
         sql = sqlite3_mprintf("DROP %s \"%w\"",
-                              strcmp(c->types[i], "table") == 0
-                                  ? "TABLE"
-                                  : strcmp(c->types[i], "index") == 0 ? "INDEX"
-                                  : strcmp(c->types[i], "view") == 0  ? "VIEW"
-                                                                      : "TRIGGER",
+                              strcmp(c->types[i], "table") == 0   ? "TABLE"
+                              : strcmp(c->types[i], "index") == 0 ? "INDEX"
+                              : strcmp(c->types[i], "view") == 0  ? "VIEW"
+                                                                  : "TRIGGER",
                               c->names[i]);
-        dropped = sql != NULL &&
-                  sqlite3_exec(db, sql, NULL, NULL, NULL) == SQLITE_OK;
+        dropped =
+            sql != NULL && sqlite3_exec(db, sql, NULL, NULL, NULL) == SQLITE_OK;
         sqlite3_free(sql);
         c->names[i][0] = '\0'; /* dropped once */
         return dropped;
@@ -262,17 +262,17 @@ static int rebuild(sqlite3 *db, struct ext_load_plan *p,
     if (strcasecmp(v->module, "fts5") == 0) {
         head = sqlite3_mprintf("INSERT INTO \"%w\"(\"%w\", rank) VALUES(",
                                v->name, v->name);
-        select = head == NULL
-                     ? NULL
-                     : sqlite3_mprintf("SELECT %Q || quote(k) || ', ' || "
-                                       "quote(v) || ');' FROM \"%w_config\" "
-                                       "WHERE k <> 'version' ORDER BY k",
-                                       head, v->name);
+        select = head == NULL ? NULL
+                              : sqlite3_mprintf(
+                                    "SELECT %Q || quote(k) || ', ' || "
+                                    "quote(v) || ');' FROM \"%w_config\" "
+                                    "WHERE k <> 'version' ORDER BY k",
+                                    head, v->name);
         sqlite3_free(head);
         head = NULL;
-        rc = select == NULL ? RAFT_NOMEM
-                            : add_rows(db, p, select, v->line, errmsg,
-                                       errmsg_len);
+        rc = select == NULL
+                 ? RAFT_NOMEM
+                 : add_rows(db, p, select, v->line, errmsg, errmsg_len);
         sqlite3_free(select);
         select = NULL;
         if (rc != 0) {
@@ -285,8 +285,8 @@ static int rebuild(sqlite3 *db, struct ext_load_plan *p,
     if (select == NULL ||
         sqlite3_prepare_v2(db, select, -1, &s, NULL) != SQLITE_OK) {
         rc = select == NULL ? RAFT_NOMEM : RAFT_INVALID;
-        snprintf(errmsg, errmsg_len, "virtual table %s (line %u): %s",
-                 v->name, v->line, sqlite3_errmsg(db));
+        snprintf(errmsg, errmsg_len, "virtual table %s (line %u): %s", v->name,
+                 v->line, sqlite3_errmsg(db));
         goto out;
     }
     sqlite3_free(select);
@@ -308,16 +308,18 @@ static int rebuild(sqlite3 *db, struct ext_load_plan *p,
     names = sqlite3_str_finish(cols);
     quoted = sqlite3_str_finish(vals);
     cols = vals = NULL;
-    head = names != NULL && quoted != NULL
-               ? sqlite3_mprintf("INSERT INTO \"%w\"(%s) VALUES(", v->name,
-                                 names)
-               : NULL;
-    select = head != NULL
-                 ? sqlite3_mprintf("SELECT %Q || %s || ');' FROM \"%w\" "
-                                   "ORDER BY %s",
-                                   head, quoted, v->name,
-                                   rtree ? "1" : fts34 ? "docid" : "rowid")
-                 : NULL;
+    head =
+        names != NULL && quoted != NULL
+            ? sqlite3_mprintf("INSERT INTO \"%w\"(%s) VALUES(", v->name, names)
+            : NULL;
+    select = head != NULL ? sqlite3_mprintf(
+                                "SELECT %Q || %s || ');' FROM \"%w\" "
+                                "ORDER BY %s",
+                                head, quoted, v->name,
+                                rtree   ? "1"
+                                : fts34 ? "docid"
+                                        : "rowid")
+                          : NULL;
     rc = select == NULL ? RAFT_NOMEM
                         : add_rows(db, p, select, v->line, errmsg, errmsg_len);
 out:
