@@ -1,13 +1,19 @@
 /* The cluster configuration at start (boot.h): bootstrap, the stored
- * configuration that wins over cluster=, and force_new_cluster=1.
+ * configuration that a node with a log takes whatever its founding keys
+ * say, the refusal of a database whose log was lost, and
+ * force_new_cluster=1.
  *
  * Happy path: a fresh node with cluster= writes entry 1 (the bootstrap
  * configuration, term 1); at every later start the latest configuration
- * entry of the log, else the database's, is in force, and cluster= (when
- * given) must name the same servers.
- * Failure modes: a disagreeing cluster= is refused with both
- * configurations named (nothing written); a write that fails leaves the
- * log as it was (one LMDB transaction). */
+ * entry of the log, else the database's, is in force, and the founding
+ * keys (cluster=, join=, bootstrap_from=) are ignored, so that a config
+ * file written for the first start stays valid across every membership
+ * change.
+ * Failure modes: a founding key that would have changed something is
+ * ignored with a WARN line naming the difference (nothing written); a
+ * new log beside a database that holds a cluster's data is refused
+ * (boot_check_log), never founded anew; a write that fails leaves the log
+ * as it was (one LMDB transaction). */
 
 #include "boot.h"
 
@@ -17,6 +23,7 @@
 #include <string.h>
 
 #include "../raft/configuration.h"
+#include "../raft/uv_node.h"
 #include "attach_sock.h"
 #include "sqlbridge.h"
 
@@ -216,26 +223,70 @@ static int force_alone(struct ext_store *s, struct sql_fsm *fsm,
     return 0;
 }
 
-/* refuse_cluster says that cluster= (@cluster) disagrees with the stored
- * configuration @b. */
-static int refuse_cluster(const struct raft_configuration *cluster,
-                          const struct ext_boot *b, char *errmsg,
-                          size_t errmsg_len)
+/* ignore_cluster says, in one WARN line, that cluster= (@cluster), which
+ * names other servers than the configuration in force @b, is ignored: a
+ * node with a log takes its configuration from there, as etcd takes
+ * --initial-cluster at a member's first start only. Refusing instead
+ * would keep every founder whose file still says cluster= down after the
+ * first membership change. */
+static void ignore_cluster(struct ext_node_log *log,
+                           const struct raft_configuration *cluster,
+                           struct ext_boot *b)
 {
     char given[1024], stored[1024];
     boot_format_servers(cluster, given, sizeof given);
     boot_format_servers(&b->conf, stored, sizeof stored);
-    snprintf(errmsg, errmsg_len,
-             "cluster: cluster= says %s; the stored configuration (index "
-             "%" PRIu64
-             ", from the %s) says %s: the stored one wins; drop "
-             "cluster= (a restart needs none), change the membership with "
-             "raft_add()/raft_remove(), or, to recover from a lost quorum, "
-             "restart a survivor with force_new_cluster=1 "
-             "(docs/operations.md)",
-             given, b->conf_index,
-             b->source == EXT_BOOT_LOG ? "log" : "database", stored);
-    return RAFT_INVALID;
+    node_log_line(log, RAFT_LOG_WARN,
+                  "cluster= ignored: it says %s; the configuration in "
+                  "force (index %" PRIu64
+                  ", from the %s) says %s: this node has a log, and "
+                  "cluster= only founds a new cluster (membership changes "
+                  "go through raft_add()/raft_remove(); the file may keep "
+                  "cluster=)",
+                  given, b->conf_index,
+                  b->source == EXT_BOOT_LOG ? "log" : "database", stored);
+    b->ignored |= EXT_BOOT_IGNORED_CLUSTER;
+}
+
+/* ignore_join says that join= is ignored on a node that holds a
+ * configuration @b: it entered a cluster already. A member is told at
+ * INFO; a server the configuration does not name (removed) at WARN, as
+ * it stays out: a removed node that joined again by itself at each
+ * restart would undo raft_remove(). Clears join= from @cfg, so that no
+ * JOIN is sent. */
+static void ignore_join(struct ext_config *cfg, struct ext_node_log *log,
+                        struct ext_boot *b)
+{
+    int k = raft_configuration_find(&b->conf, cfg->id);
+    bool v6 = strchr(cfg->join_host, ':') != NULL;
+    char join[EXT_ADDRESS_MAX + 16];
+
+    snprintf(join, sizeof join, "%s%s%s:%u", v6 ? "[" : "", cfg->join_host,
+             v6 ? "]" : "", (unsigned)cfg->join_port);
+    if (k >= 0) {
+        node_log_line(
+            log, RAFT_LOG_INFO,
+            "join=%s ignored: server %" PRIu64
+            " is a %s of the configuration in force (index "
+            "%" PRIu64 ")",
+            join, cfg->id,
+            b->conf.servers[k].role == RAFT_LEARNER ? "learner" : "voter",
+            b->conf_index);
+    } else {
+        node_log_line(log, RAFT_LOG_WARN,
+                      "join=%s ignored: server %" PRIu64
+                      " is not in the configuration in force (index "
+                      "%" PRIu64
+                      ": removed), and join= enters a cluster at a node's "
+                      "first start only; to enter again, remove its "
+                      "database and log directory %s, then start it "
+                      "(docs/deploy.md, \"Add, replace or remove a "
+                      "machine\")",
+                      join, cfg->id, b->conf_index, cfg->dir);
+        b->ignored |= EXT_BOOT_IGNORED_JOIN;
+    }
+    cfg->join_host[0] = '\0';
+    cfg->join_port = 0;
 }
 
 /* bootstrap_from makes the content of cfg->bootstrap_from the database's,
@@ -404,6 +455,65 @@ static int bootstrap(struct ext_store *s, struct sql_fsm *fsm,
     return rc;
 }
 
+/* restart decides the configuration in force for a node that has a log
+ * or a database (@db, index @db_index, the database's configuration):
+ * the founding keys (cluster=, join=, bootstrap_from=) are ignored, with
+ * a line naming what differs; cluster= counts only for a log and
+ * database that hold no configuration (made before configurations were
+ * stored), and join= only for a node that has received none yet. */
+static int restart(struct sql_fsm *fsm, struct ext_config *cfg,
+                   struct ext_node_log *log,
+                   const struct raft_configuration *cluster, bool has_cluster,
+                   const struct raft_configuration *db, raft_index db_index,
+                   const struct ext_store_state *st, struct ext_boot *b,
+                   char *errmsg, size_t errmsg_len)
+{
+    if (cfg->bootstrap_from[0] != '\0') {
+        node_log_line(log, RAFT_LOG_WARN,
+                      "bootstrap_from=%s ignored: this node has a log in %s "
+                      "(last index %" PRIu64
+                      ") and a database applied up to index %" PRIu64
+                      ": bootstrap_from= fills a new cluster's first node "
+                      "at its first start only (the file may keep it)",
+                      cfg->bootstrap_from, cfg->dir, last_stored(st),
+                      sql_fsm_applied(fsm));
+        b->ignored |= EXT_BOOT_IGNORED_BOOTSTRAP_FROM;
+    }
+    if (b->conf_index > 0 || db_index > 0) {
+        if (b->conf_index > 0) {
+            b->source = EXT_BOOT_LOG;
+        } else {
+            b->conf = *db;
+            b->conf_index = db_index;
+            b->source = EXT_BOOT_DATABASE;
+        }
+        if (has_cluster && !cfg->force_new_cluster &&
+            !same_servers(cluster, &b->conf)) {
+            ignore_cluster(log, cluster, b);
+        }
+        return 0;
+    }
+    if (has_cluster) {
+        /* A log and database made before configurations were stored:
+         * cluster= is the configuration of the compacted prefix. */
+        b->prefix = *cluster;
+        b->conf = *cluster;
+        b->source = EXT_BOOT_CLUSTER;
+        return 0;
+    }
+    if (cfg->join_port != 0) {
+        b->source = EXT_BOOT_JOIN; /* joined, no configuration received yet */
+        return 0;
+    }
+    snprintf(errmsg, errmsg_len,
+             "cluster: missing: the log in %s and the database hold no "
+             "configuration (made before configurations were stored, "
+             "or a node that joined and received none yet): give "
+             "cluster= as at its first start, or join=",
+             cfg->dir);
+    return RAFT_INVALID;
+}
+
 /* set_listen takes the listen address from this server's address in the
  * configuration in force when neither listen= nor cluster= gave it, and
  * the advertised one when listen= was a wildcard without advertise=. */
@@ -440,6 +550,52 @@ static int set_listen(struct ext_config *cfg, const struct ext_boot *b,
                                  errmsg_len);
 }
 
+int boot_check_log(struct ext_store *s, struct sql_fsm *fsm,
+                   const struct ext_config *cfg, const char *db_path,
+                   char *errmsg, size_t errmsg_len)
+{
+    uint8_t id[SQL_CLUSTER_ID_LEN];
+    char hex[RAFT_UV_CLUSTER_ID_HEX];
+    struct raft_configuration db;
+    raft_index db_index = 0;
+    bool is_new = false;
+    int rc = store_is_new(s, &is_new, errmsg, errmsg_len);
+
+    if (rc != 0 || !is_new) {
+        return rc;
+    }
+    rc = sql_fsm_cluster_id(fsm, id);
+    if (rc != 0) {
+        snprintf(errmsg, errmsg_len, "database: %s", sql_fsm_errmsg(fsm));
+        return sqlbridge_rc(rc);
+    }
+    raft_configuration_init(&db);
+    rc = stored_in_database(fsm, &db, &db_index, errmsg, errmsg_len);
+    if (rc != 0) {
+        return rc;
+    }
+    if (sql_fsm_applied(fsm) == 0 && db_index == 0 &&
+        raft_uv_cluster_id_is_zero(id)) {
+        return 0; /* a fresh node */
+    }
+    raft_uv_cluster_id_hex(id, hex);
+    snprintf(errmsg, errmsg_len,
+             "log: the database %s holds a cluster's data (cluster id %s, "
+             "applied up to index %" PRIu64
+             ") but the log in %s is new (no term, no vote, no entry): "
+             "they do not belong together. A node whose log was lost "
+             "founds no cluster (cluster= would make a second one) and "
+             "votes in none; put the log directory back, or replace this "
+             "member: raft_remove(%" PRIu64
+             ") on a member, remove this database (with its -wal and -shm "
+             "files) and %s, then start it with join=HOST:PORT of a member "
+             "(and listen=) instead of cluster= (docs/deploy.md, \"Add, "
+             "replace or remove a machine\")",
+             db_path, raft_uv_cluster_id_is_zero(id) ? "none yet" : hex,
+             sql_fsm_applied(fsm), cfg->dir, cfg->id, cfg->dir);
+    return RAFT_INVALID;
+}
+
 int boot_prepare(struct ext_store *s, struct sql_fsm *fsm,
                  struct ext_config *cfg, struct ext_node_log *log,
                  struct ext_store_state *st, struct ext_boot *out, char *errmsg,
@@ -469,48 +625,18 @@ int boot_prepare(struct ext_store *s, struct sql_fsm *fsm,
         sql_fsm_applied(fsm) == 0 && db_index == 0) {
         rc = bootstrap(s, fsm, cfg, log, &cluster, has_cluster, st, &b, errmsg,
                        errmsg_len);
-    } else if (cfg->bootstrap_from[0] != '\0') {
-        snprintf(errmsg, errmsg_len,
-                 "bootstrap_from: this node has a log in %s (last index "
-                 "%" PRIu64 ") and a database applied up to index %" PRIu64
-                 ": bootstrap_from= fills a new cluster's first node at its "
-                 "first start only; drop it to restart this node",
-                 cfg->dir, last_stored(st), sql_fsm_applied(fsm));
-        return RAFT_INVALID;
-    } else if (b.conf_index > 0 || db_index > 0) {
-        if (b.conf_index > 0) {
-            b.source = EXT_BOOT_LOG;
-        } else {
-            b.conf = db;
-            b.conf_index = db_index;
-            b.source = EXT_BOOT_DATABASE;
-        }
-        if (has_cluster && !cfg->force_new_cluster &&
-            !same_servers(&cluster, &b.conf)) {
-            return refuse_cluster(&cluster, &b, errmsg, errmsg_len);
-        }
-    } else if (has_cluster) {
-        /* A log and database made before configurations were stored:
-         * cluster= is the configuration of the compacted prefix. */
-        b.prefix = cluster;
-        b.conf = cluster;
-        b.source = EXT_BOOT_CLUSTER;
-    } else if (cfg->join_port != 0) {
-        b.source = EXT_BOOT_JOIN; /* joined, no configuration received yet */
     } else {
-        snprintf(errmsg, errmsg_len,
-                 "cluster: missing: the log in %s and the database hold no "
-                 "configuration (made before configurations were stored, "
-                 "or a node that joined and received none yet): give "
-                 "cluster= as at its first start, or join=",
-                 cfg->dir);
-        return RAFT_INVALID;
+        rc = restart(fsm, cfg, log, &cluster, has_cluster, &db, db_index, st,
+                     &b, errmsg, errmsg_len);
     }
     if (rc == 0 && cfg->force_new_cluster) {
         rc = force_alone(s, fsm, cfg, log, st, &b, errmsg, errmsg_len);
     }
     if (rc == 0) {
         rc = set_listen(cfg, &b, errmsg, errmsg_len);
+    }
+    if (rc == 0 && cfg->join_port != 0 && b.source != EXT_BOOT_JOIN) {
+        ignore_join(cfg, log, &b);
     }
     if (rc == 0) {
         *out = b;

@@ -444,6 +444,10 @@ static int load_core(struct ext_node *n, const char *db_path,
     struct ext_store_state st;
     int rc = store_open(&sc, &n->log, &n->store, errmsg, errmsg_len);
     if (rc == 0) {
+        rc =
+            boot_check_log(n->store, fsm, &n->cfg, db_path, errmsg, errmsg_len);
+    }
+    if (rc == 0) {
         rc = cluster_id_new(n->store, &n->log, &n->cluster);
     }
     if (rc == 0) {
@@ -640,7 +644,6 @@ int ext_node_start(const char *db_path, const struct ext_config *cfg,
         forward_new(cfg->id, cfg->max_request_bytes, &fo, &n->forward) != 0 ||
         exec_new(cfg, n->status, &n->propose, random_u64() >> 2, &n->exec) !=
             0 ||
-        change_new(cfg, &n->change) != 0 ||
         repair_new(cfg->id, cfg->repair_manual, &n->log, &n->repair) != 0 ||
         divergence_new(cfg->id, &n->log, &n->divergence) != 0 ||
         load_status_new(&n->load) != 0 || new_staleness(n, db_path) != 0 ||
@@ -664,6 +667,14 @@ int ext_node_start(const char *db_path, const struct ext_config *cfg,
     divergence_start(n->divergence, fsm, n->cfg.checksum);
     rc = load_core(n, db_path, fsm, &core, errmsg, errmsg_len);
     if (rc != 0) {
+        goto err_fsm;
+    }
+    /* After the boot, which clears join= on a node that entered a
+     * cluster already. */
+    if (change_new(&n->cfg, &n->change) != 0) {
+        raft_close(core);
+        snprintf(errmsg, errmsg_len, "out of memory");
+        rc = RAFT_NOMEM;
         goto err_fsm;
     }
     {

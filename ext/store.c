@@ -319,19 +319,44 @@ static int read_entries(struct ext_store *s, raft_index first, raft_index last,
     return rc != 0 ? log_error(s, rc, errmsg, errmsg_len) : 0;
 }
 
+/* read_head reads the hard state and the bounds of the log into @st,
+ * *@first and *@last. */
+static int read_head(struct ext_store *s, raft_index *first, raft_index *last,
+                     struct ext_store_state *st, char *errmsg,
+                     size_t errmsg_len)
+{
+    int rc;
+
+    memset(st, 0, sizeof *st);
+    rc = lmdb_log_hard_state(s->lmdb, &st->hs);
+    if (rc != 0) {
+        return log_error(s, rc, errmsg, errmsg_len);
+    }
+    return read_bounds(s, first, last, st, errmsg, errmsg_len);
+}
+
+int store_is_new(struct ext_store *s, bool *out, char *errmsg,
+                 size_t errmsg_len)
+{
+    struct ext_store_state st;
+    raft_index first, last;
+    int rc = read_head(s, &first, &last, &st, errmsg, errmsg_len);
+
+    if (rc != 0) {
+        return rc;
+    }
+    *out = st.hs.term == 0 && st.hs.vote == 0 && last < first &&
+           st.snap_index == 0;
+    return 0;
+}
+
 int store_load(struct ext_store *s, uint64_t applied, uint64_t applied_term,
                struct ext_store_state *out, char *errmsg, size_t errmsg_len)
 {
     struct ext_store_state st;
     raft_index first, last;
-    int rc;
+    int rc = read_head(s, &first, &last, &st, errmsg, errmsg_len);
 
-    memset(&st, 0, sizeof st);
-    rc = lmdb_log_hard_state(s->lmdb, &st.hs);
-    if (rc != 0) {
-        return log_error(s, rc, errmsg, errmsg_len);
-    }
-    rc = read_bounds(s, &first, &last, &st, errmsg, errmsg_len);
     if (rc != 0) {
         return rc;
     }

@@ -74,6 +74,14 @@ void store_discard(struct ext_store *s);
 int store_load(struct ext_store *s, uint64_t applied, uint64_t applied_term,
                struct ext_store_state *out, char *errmsg, size_t errmsg_len);
 
+/* store_is_new tells in *@out whether the log was never written: no term,
+ * no vote, no entry and no snapshot boundary (a log directory made by
+ * this start, or one whose files were removed). Errors: RAFT_CORRUPT,
+ * RAFT_IOERR (the log cannot be read); @errmsg (@errmsg_len bytes) says
+ * why. Thread: any, before the driver starts. */
+int store_is_new(struct ext_store *s, bool *out, char *errmsg,
+                 size_t errmsg_len);
+
 /* store_write makes @hs and @entries (@n, following the stored log)
  * durable in one write, before the driver starts: the bootstrap entry of
  * a new cluster, or the configuration force_new_cluster=1 writes.

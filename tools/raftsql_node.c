@@ -31,8 +31,8 @@
  * repairs it); a bad command line or configuration exits 2 with one line
  * naming FILE:LINE and what is wrong (--check stops there either way); a
  * failed start (the database cannot be opened, the port is taken, the log
- * cannot be opened, the stored configuration disagrees) exits 1 with the
- * reason; a second SIGTERM or SIGINT during the stop exits 1 at once,
+ * cannot be opened, or was lost while the database holds a cluster's
+ * data) exits 1 with the reason; a second SIGTERM or SIGINT during the stop exits 1 at once,
  * without waiting for the transfer, as a crash would (the node restarts
  * from its log and database). */
 

@@ -7,6 +7,9 @@
     proc = subprocess.Popen(net.prefix(1) + ["cmd", ...])
     net.close()                         # idempotent; also run at exit
 
+    workdir, net = open_hosts(test, 3, "raftsql-e2e-x-")  # a setUp
+    close_hosts(net, workdir)                             # its tearDown
+
 Host i (1-based) is the namespace net.name(i) with interface eth0 at
 10.77.0.<i>/24 (net.ip(i)) and its loopback up; its eth0 is one end of a
 veth pair whose other end is a port of bridge br0 in one more namespace,
@@ -28,6 +31,7 @@ import atexit
 import os
 import shutil
 import subprocess
+import tempfile
 
 SUBNET = "10.77.0"
 
@@ -125,3 +129,32 @@ class Netns:
         for i in range(0, self.n + 1):
             shutil.rmtree(os.path.join("/etc/netns", self.name(i)),
                           ignore_errors=True)
+
+
+def open_hosts(test, n, prefix):
+    """The setUp of a unittest.TestCase @test on @n hosts: skips @test,
+    saying why, where namespaces cannot be made; else returns a new
+    temporary directory (named @prefix...) and the started Netns. A start
+    that fails removes both and raises."""
+    why = Netns.unavailable()
+    if why is not None:
+        test.skipTest(why)
+    workdir = tempfile.mkdtemp(prefix=prefix)
+    net = Netns(n)
+    try:
+        net.start()
+    except Exception:
+        net.close()
+        shutil.rmtree(workdir, ignore_errors=True)
+        raise
+    return workdir, net
+
+
+def close_hosts(net, workdir):
+    """The tearDown of open_hosts: deletes the namespaces, and @workdir
+    unless KEEP_E2E is set (then says where it is)."""
+    net.close()
+    if os.environ.get("KEEP_E2E") is None:
+        shutil.rmtree(workdir, ignore_errors=True)
+    else:
+        print("kept", workdir)

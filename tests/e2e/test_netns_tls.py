@@ -27,10 +27,8 @@ Skips, saying why, without root or ip(8).
 
 import json
 import os
-import shutil
 import subprocess
 import sys
-import tempfile
 import time
 import unittest
 
@@ -38,7 +36,7 @@ from e2e import NODE, wait_for  # first: puts tools/ on the path
 import certs  # noqa: E402
 import demo  # noqa: E402
 import fingerprint  # noqa: E402
-from netns import Netns  # noqa: E402
+from netns import close_hosts, open_hosts  # noqa: E402
 from raftsql_cluster import Node, NodeError  # noqa: E402
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -62,21 +60,12 @@ class Hosts(unittest.TestCase):
     MEMBERS = 3  # founders of the cluster: servers 1..MEMBERS
 
     def setUp(self):
-        why = Netns.unavailable()
-        if why is not None:
-            self.skipTest(why)
-        self.dir = tempfile.mkdtemp(prefix="raftsql-e2e-nstls-")
+        self.dir, self.net = open_hosts(self, self.HOSTS,
+                                        "raftsql-e2e-nstls-")
         self.ca = certs.CA(self.dir)
         self.nodes = {}
         self.others = []
         self.procs = []
-        self.net = Netns(self.HOSTS)
-        try:
-            self.net.start()
-        except Exception:
-            self.net.close()
-            shutil.rmtree(self.dir, ignore_errors=True)
-            raise
         self.net.hosts({"n%d" % i: i for i in range(1, self.HOSTS + 1)})
 
     def tearDown(self):
@@ -89,15 +78,11 @@ class Hosts(unittest.TestCase):
             for f in (p.stdin, p.stdout):
                 if f is not None:
                     f.close()
-        self.net.close()
         if any(c != 0 for c in codes):
             for n in list(self.nodes.values()) + self.others:
                 sys.stderr.write("---- %s\n%s" % (n.log_path,
                                                   self.log(n)[-3000:]))
-        if os.environ.get("KEEP_E2E") is None:
-            shutil.rmtree(self.dir, ignore_errors=True)
-        else:
-            print("kept", self.dir)
+        close_hosts(self.net, self.dir)
         self.assertTrue(all(c == 0 for c in codes), codes)
 
     # ---- helpers ----------------------------------------------------

@@ -1,8 +1,10 @@
 /* Tests of ext/boot.c, the configuration at start, on a real LMDB log and
  * database in a temporary directory: the bootstrap of a new cluster, the
- * stored configuration winning over cluster=, join=, an old log without
- * configurations, and force_new_cluster=1; and of the cluster id at start
- * (ext/cluster_id.c) and in the store (ext/store.h). */
+ * stored configuration in force whatever the founding keys say (cluster=,
+ * join=, bootstrap_from= ignored once a node has a log), a database whose
+ * log was lost, join=, an old log without configurations, and
+ * force_new_cluster=1; and of the cluster id at start (ext/cluster_id.c)
+ * and in the store (ext/store.h). */
 
 #include <setjmp.h>
 #include <stdarg.h>
@@ -119,7 +121,8 @@ static void test_bootstrap_then_stored(void **state)
  * a fresh founder alone it makes the file's content a snapshot at index 2
  * of term 1 (no entry; hard state term 1; the configuration from the
  * database, as of index 1), with no cluster id; a later start with the
- * key is refused and changes nothing, one without it restarts. */
+ * key (the founder's unchanged file) ignores it and changes nothing, as
+ * does one without it. */
 static void test_bootstrap_from(void **state)
 {
     struct fixture *f = *state;
@@ -169,10 +172,13 @@ static void test_bootstrap_from(void **state)
     assert_memory_equal(id, zero, sizeof id);
     assert_query(f->db.path, "SELECT sum(x) FROM t", "3");
 
-    assert_int_equal(prepare(f, text, &b, &cfg), RAFT_INVALID);
-    assert_non_null(strstr(f->msg, "bootstrap_from: this node has a log in"));
-    assert_non_null(strstr(f->msg, "applied up to index 2"));
+    assert_int_equal(prepare(f, text, &b, &cfg), 0);
+    assert_false(b.bootstrapped);
+    assert_int_equal(b.ignored, EXT_BOOT_IGNORED_BOOTSTRAP_FROM);
+    assert_int_equal(b.source, EXT_BOOT_DATABASE);
+    assert_int_equal(f->st.n_entries, 0);
     assert_int_equal(f->st.snap_index, 2);
+    assert_int_equal(sql_fsm_applied(f->fsm), 2);
 
     assert_int_equal(prepare(f, "id=1", &b, &cfg), 0);
     assert_false(b.bootstrapped);
@@ -182,28 +188,122 @@ static void test_bootstrap_from(void **state)
 }
 
 /* A cluster= whose servers differ from the stored configuration (one
- * missing, or another address) is refused, naming both, and nothing is
- * written. */
-static void test_disagreeing_cluster_refused(void **state)
+ * missing, or another address) is ignored: the stored one is in force,
+ * nothing is written, and the start says what it ignored. */
+static void test_disagreeing_cluster_ignored(void **state)
 {
     struct fixture *f = *state;
     struct ext_config cfg;
     struct ext_boot b;
+    char servers[256];
 
     assert_int_equal(prepare(f, "id=1 " TRIO, &b, &cfg), 0);
-    assert_int_equal(prepare(f, "id=3 cluster=3@127.0.0.1:7003", &b, &cfg),
-                     RAFT_INVALID);
-    assert_non_null(strstr(f->msg,
-                           "cluster= says 3@127.0.0.1:7003; the "
-                           "stored configuration (index 1, from the "
-                           "log) says 1@127.0.0.1:7001,"));
-    assert_non_null(strstr(f->msg, "force_new_cluster=1"));
+    assert_int_equal(b.ignored, 0);
+    assert_int_equal(prepare(f, "id=3 cluster=3@127.0.0.1:7003", &b, &cfg), 0);
+    assert_int_equal(b.ignored, EXT_BOOT_IGNORED_CLUSTER);
+    assert_false(b.bootstrapped);
+    assert_int_equal(b.source, EXT_BOOT_LOG);
+    assert_int_equal(b.conf_index, 1);
+    boot_format_servers(&b.conf, servers, sizeof servers);
+    assert_string_equal(servers,
+                        "1@127.0.0.1:7001,2@127.0.0.1:7002,"
+                        "3@127.0.0.1:7003");
     assert_int_equal(prepare(f,
                              "id=1 cluster=1@127.0.0.1:7001,2@127.0.0.1:7002,"
                              "3@127.0.0.1:7009",
                              &b, &cfg),
-                     RAFT_INVALID);
+                     0);
+    assert_int_equal(b.ignored, EXT_BOOT_IGNORED_CLUSTER);
+    assert_int_equal(b.conf.n, 3);
     assert_int_equal(f->st.n_entries, 1);
+    assert_int_equal(f->st.hs.term, 1);
+}
+
+/* append_conf appends the configuration of servers @ids (@n, voters at
+ * 127.0.0.1:7000+id) to @f's log as the next entry of term 1, as a
+ * membership change would. */
+static void append_conf(struct fixture *f, const raft_id *ids, unsigned n)
+{
+    struct raft_configuration c;
+    struct raft_hard_state hs = {.term = 1, .vote = 0};
+    struct raft_entry e;
+    char address[32];
+
+    raft_configuration_init(&c);
+    for (unsigned i = 0; i < n; i++) {
+        snprintf(address, sizeof address, "127.0.0.1:%u",
+                 7000 + (unsigned)ids[i]);
+        assert_int_equal(
+            raft_configuration_add(&c, ids[i], RAFT_VOTER, address), 0);
+    }
+    memset(&e, 0, sizeof e);
+    assert_int_equal(raft_configuration_encode_buf(&c, &e.data), 0);
+    e.type = RAFT_ENTRY_CONFIG;
+    e.term = 1;
+    e.index = f->st.n_entries > 0 ? f->st.entries[f->st.n_entries - 1].index + 1
+                                  : f->st.snap_index + 1;
+    assert_int_equal(store_write(f->s, &hs, &e, 1, f->msg, sizeof f->msg), 0);
+    raft_buf_unref(e.data);
+}
+
+/* A founder restarted with its first start's cluster= after a fourth
+ * server joined takes the stored configuration of four, writes nothing
+ * and ignores cluster= (it was refused: a daemon whose file keeps the
+ * founding keys stayed down after any membership change). */
+static void test_founder_restarts_after_a_join(void **state)
+{
+    struct fixture *f = *state;
+    static const raft_id four[] = {1, 2, 3, 4};
+    struct ext_config cfg;
+    struct ext_boot b;
+    char servers[256];
+
+    assert_int_equal(prepare(f, "id=2 " TRIO, &b, &cfg), 0);
+    append_conf(f, four, 4);
+    if (prepare(f, "id=2 " TRIO, &b, &cfg) != 0) {
+        fail_msg("restart with cluster=: %s", f->msg);
+    }
+    assert_int_equal(b.ignored, EXT_BOOT_IGNORED_CLUSTER);
+    assert_false(b.bootstrapped);
+    assert_int_equal(b.conf_index, 2);
+    boot_format_servers(&b.conf, servers, sizeof servers);
+    assert_string_equal(servers,
+                        "1@127.0.0.1:7001,2@127.0.0.1:7002,"
+                        "3@127.0.0.1:7003,4@127.0.0.1:7004");
+    assert_int_equal(f->st.n_entries, 2);
+    assert_int_equal(cfg.listen_port, 7002);
+}
+
+/* join= on a node that holds a configuration is ignored and cleared, so
+ * that no JOIN goes out: at INFO on a member, at WARN (a bit of
+ * b.ignored) on a server the configuration does not name, which stays
+ * out rather than undo its removal. */
+static void test_join_ignored_once_in_a_cluster(void **state)
+{
+    struct fixture *f = *state;
+    static const raft_id without_one[] = {2, 3};
+    struct ext_config cfg;
+    struct ext_boot b;
+
+    assert_int_equal(prepare(f, "id=1 " TRIO, &b, &cfg), 0);
+    assert_int_equal(prepare(f,
+                             "id=1 join=127.0.0.1:7002 "
+                             "listen=127.0.0.1:7001",
+                             &b, &cfg),
+                     0);
+    assert_int_equal(b.ignored, 0);
+    assert_int_equal(b.source, EXT_BOOT_LOG);
+    assert_false(ext_config_join(&cfg));
+    append_conf(f, without_one, 2);
+    assert_int_equal(prepare(f,
+                             "id=1 join=127.0.0.1:7002 "
+                             "listen=127.0.0.1:7001",
+                             &b, &cfg),
+                     0);
+    assert_int_equal(b.ignored, EXT_BOOT_IGNORED_JOIN);
+    assert_int_equal(b.conf.n, 2);
+    assert_false(ext_config_join(&cfg));
+    assert_int_equal(f->st.n_entries, 2);
 }
 
 /* join= on a fresh node writes nothing and starts with no configuration;
@@ -275,8 +375,12 @@ static void test_force_new_cluster(void **state)
     assert_int_equal(prepare(f, "id=2 force_new_cluster=1", &b, &cfg), 0);
     assert_false(b.forced);
     assert_int_equal(f->st.n_entries, 2);
-    /* The old string now disagrees with the forced configuration. */
-    assert_int_equal(prepare(f, "id=2 " TRIO, &b, &cfg), RAFT_INVALID);
+    /* The old string now disagrees with the forced configuration: it is
+     * ignored. */
+    assert_int_equal(prepare(f, "id=2 " TRIO, &b, &cfg), 0);
+    assert_int_equal(b.ignored, EXT_BOOT_IGNORED_CLUSTER);
+    boot_format_servers(&b.conf, servers, sizeof servers);
+    assert_string_equal(servers, "2@127.0.0.1:7002");
 }
 
 /* apply_id applies the cluster id entry of @id as entry @index. */
@@ -363,6 +467,57 @@ static void test_cluster_id_at_start(void **state)
                            "bbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbb"));
 }
 
+/* check_log runs boot_check_log as a start of @f with @text would. */
+static int check_log(struct fixture *f, const char *text)
+{
+    struct ext_config cfg;
+
+    if (ext_config_parse(text, f->db.path, &cfg, f->msg, sizeof f->msg) != 0) {
+        fail_msg("ext_config_parse '%s': %s", text, f->msg);
+    }
+    return boot_check_log(f->s, f->fsm, &cfg, f->db.path, f->msg,
+                          sizeof f->msg);
+}
+
+/* A founder whose log directory was wiped while its database holds the
+ * cluster's data (its id, an applied index) founds nothing from cluster=:
+ * it is refused, naming the cluster id and the way to replace the member
+ * (raft_remove, then join=), and nothing is written to the new log (no
+ * cluster id). A fresh node and a node with a log pass. */
+static void test_lost_log_refused(void **state)
+{
+    struct fixture *f = *state;
+    uint8_t id[RAFT_UV_CLUSTER_ID_LEN];
+    char cmd[256];
+    struct ext_config cfg;
+    struct ext_boot b;
+
+    memset(id, 0x5a, sizeof id);
+    assert_int_equal(check_log(f, "id=2 " TRIO), 0);
+    assert_int_equal(prepare(f, "id=2 " TRIO, &b, &cfg), 0);
+    apply_id(f, 1, id);
+    assert_int_equal(check_log(f, "id=2 " TRIO), 0);
+
+    close_all(f);
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", f->dir);
+    assert_int_equal(system(cmd), 0);
+    open_all(f);
+    assert_int_equal(check_log(f, "id=2 " TRIO), RAFT_INVALID);
+    assert_non_null(strstr(f->msg,
+                           "holds a cluster's data (cluster id "
+                           "5a5a5a5a5a5a5a5a5a5a5a5a5a5a5a5a, applied up to "
+                           "index 1) but the log in"));
+    assert_non_null(strstr(f->msg, "is new (no term, no vote, no entry)"));
+    assert_non_null(strstr(f->msg, "founds no cluster"));
+    assert_non_null(strstr(f->msg, "raft_remove(2) on a member"));
+    assert_non_null(strstr(f->msg, "start it with join=HOST:PORT"));
+    assert_in_log(f, NULL);
+    assert_int_equal(check_log(f,
+                               "id=2 join=127.0.0.1:7001 "
+                               "listen=127.0.0.1:7002"),
+                     RAFT_INVALID);
+}
+
 /* An id set while the driver runs is written by the next storage job
  * (an append here), and a later one by the job after. */
 static void test_cluster_id_written_by_next_job(void **state)
@@ -393,8 +548,12 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_bootstrap_then_stored, setup,
                                         teardown),
         cmocka_unit_test_setup_teardown(test_bootstrap_from, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_disagreeing_cluster_refused, setup,
+        cmocka_unit_test_setup_teardown(test_disagreeing_cluster_ignored, setup,
                                         teardown),
+        cmocka_unit_test_setup_teardown(test_founder_restarts_after_a_join,
+                                        setup, teardown),
+        cmocka_unit_test_setup_teardown(test_join_ignored_once_in_a_cluster,
+                                        setup, teardown),
         cmocka_unit_test_setup_teardown(test_join_and_missing_cluster, setup,
                                         teardown),
         cmocka_unit_test_setup_teardown(test_old_log_takes_cluster, setup,
@@ -405,6 +564,7 @@ int main(void)
                                         teardown),
         cmocka_unit_test_setup_teardown(test_cluster_id_written_by_next_job,
                                         setup, teardown),
+        cmocka_unit_test_setup_teardown(test_lost_log_refused, setup, teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
