@@ -153,7 +153,11 @@ int ext_node_exec(struct ext_node *n, const char *sql, size_t sql_len,
  * error stays that SQL error), on any node, after leader changes and
  * restarts; one with the same id but other SQL or parameters is a SQL
  * error ("request id ... was used for different SQL or parameters"),
- * nothing applied. With @opts->want_rows the rows the statements return
+ * nothing applied. A request with an id that was not sent (no leader
+ * reachable, interrupted before it left this node, shutting down) is
+ * EXT_EXEC_UNKNOWN (RAFTSQL_UNKNOWN, RAFTSQL_INTERRUPTED_UNKNOWN), never
+ * "not applied": an earlier request under the id may have applied. With
+ * @opts->want_rows the rows the statements return
  * come back in out->rows as JSON (computed on this node as it applies;
  * over the leader's max_result_bytes is a SQL error, rolled back on every
  * node). A leader of a version before these options refuses such a
