@@ -18,6 +18,14 @@
  *     overwrote it): retried under the same id;
  *   - the deadline passes after the request left this node: outcome
  *     unknown, and the caller is told so;
+ *   - this node is removed from the cluster (its removal committed,
+ *     status_removed): new callers are refused at once (RAFTSQL_REMOVED,
+ *     never sent), and so are the waiting ones that were never sent;
+ *     those whose request left this node learn "outcome unknown" at once
+ *     (the cluster may apply it, but this node receives no entries past
+ *     an election timeout more, so it may never know), but for those
+ *     whose entry lies before the removal's, which this node holds
+ *     committed and applies;
  *   - a request of format 3 (a client id or rows wanted) while a member
  *     cannot apply it (wire_gate.h): refused at once, by the leader or
  *     by a follower whose leader speaks an older wire, never sent; while
@@ -94,6 +102,9 @@ struct ext_exec {
     unsigned n_waiters;                         /* (mu) */
     uint64_t next_seq; /* request sequence numbers (mu) */
     bool shutdown;     /* no new callers, no wakes (mu) */
+    char removed[256]; /* why this node takes no writes, removed from the
+                          cluster (exec_set_removed); "" while a member
+                          (mu) */
 };
 
 static bool id_eq(const uint64_t a[2], const uint64_t b[2])
@@ -292,6 +303,13 @@ int exec_submit(struct ext_exec *e, const char *sql, size_t sql_len,
         rc = RAFT_SHUTDOWN;
         goto out;
     }
+    if (e->removed[0] != '\0') {
+        fail_unsent(&w, false, RAFTSQL_REMOVED, RAFTSQL_UNKNOWN, e->removed);
+        pthread_mutex_unlock(&e->mu);
+        *out = w.result;
+        rc = RAFT_NOTFOUND;
+        goto out;
+    }
     if (status_log_full(e->status, reason, sizeof reason)) {
         pthread_mutex_unlock(&e->mu);
         out->kind = EXT_EXEC_NOT_APPLIED;
@@ -450,6 +468,40 @@ void exec_fail_waiting(struct ext_exec *e, const char *reason)
 {
     pthread_mutex_lock(&e->mu);
     fail_waiting(e, reason);
+    pthread_mutex_unlock(&e->mu);
+}
+
+void exec_set_removed(struct ext_exec *e, bool removed, raft_index conf_index)
+{
+    pthread_mutex_lock(&e->mu);
+    if (!removed) {
+        e->removed[0] = '\0'; /* a member, or added again */
+        pthread_mutex_unlock(&e->mu);
+        return;
+    }
+    snprintf(e->removed, sizeof e->removed,
+             "this node was removed from the cluster (configuration entry "
+             "%llu committed) and takes no writes: write on a member",
+             (unsigned long long)conf_index);
+    for (struct waiter *w = e->waiters; w != NULL; w = w->next) {
+        /* An entry before the removal's is committed here and applied:
+         * its caller gets its result. */
+        if (w->state == W_DONE ||
+            (w->state == W_APPENDED && w->index < conf_index)) {
+            continue;
+        }
+        if (w->left_node) {
+            finish(w, EXT_EXEC_UNKNOWN, RAFTSQL_UNKNOWN,
+                   "raft_exec: outcome unknown: this node was removed from "
+                   "the cluster (configuration entry %llu committed) after "
+                   "the request left it: the members apply it or not, and "
+                   "this node receives no more entries to learn which; "
+                   "read on a member",
+                   (unsigned long long)conf_index);
+        } else {
+            fail_unsent(w, false, RAFTSQL_REMOVED, RAFTSQL_UNKNOWN, e->removed);
+        }
+    }
     pthread_mutex_unlock(&e->mu);
 }
 
