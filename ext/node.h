@@ -137,7 +137,9 @@ void ext_node_discard(struct ext_node *n);
  * matching it (RAFT_INVALID for a SQL error, RAFT_TOOBIG, RAFT_BUSY when
  * the submission queue is full, RAFT_TIMEOUT, RAFT_UNKNOWN, RAFT_SHUTDOWN,
  * RAFT_CANCELED when interrupted, RAFT_DIVERGED when this replica is
- * diverged: "raft_exec: not applied: diverged replica: ..."). Any thread. */
+ * diverged: "raft_exec: not applied: diverged replica: ...", RAFT_NOTFOUND
+ * when this node was removed from the cluster: sqlite_rc RAFTSQL_REMOVED,
+ * exec.h). Any thread. */
 int ext_node_exec(struct ext_node *n, const char *sql, size_t sql_len,
                   const struct sql_param *params, unsigned n_params,
                   const struct ext_exec_probe *probe,
@@ -177,8 +179,8 @@ int ext_node_exec_opts(struct ext_node *n, const char *sql, size_t sql_len,
  * queue (submission queue depth), waiters, peers (array of id, address,
  * dial, connected, and for a leader match, next, state, inflight),
  * last_error, tls ("off", "certificates" or "psk"), tls_cert_expires,
- * lag_entries, lag_ms, stale and stale_reason (staleness.h) (README lists
- * them all).
+ * lag_entries, lag_ms, stale and stale_reason (staleness.h), removed
+ * (status_removed) (README lists them all).
  * Any thread. */
 char *ext_node_status(struct ext_node *n);
 
