@@ -8,7 +8,8 @@ database), and raft_status() says removed; a write racing the removal is
 never answered "not applied". Restarted with its log, it says so from its
 first call. A node removed while it was down, started after the leader
 stopped sending to it, cannot learn it: it stays without a leader, and
-its answers say only that (never a lie).
+its answers say only that (never a lie). Added back, it is a member
+again.
 """
 
 import os
@@ -146,6 +147,25 @@ class RemovedTest(unittest.TestCase):
         self.assertEqual(self.m.stop(victim.id), 0)
         victim = self.m.start(victim.id, "join=")
         self.assert_removed_answers(victim)
+
+    def test_added_back_takes_writes_again(self):
+        """A removed node added back (raft_add of its id and address, its
+        files kept) is a member again: it takes writes and serves reads,
+        raft_status() no longer says removed."""
+        leader = self.m.leader()
+        victim = next(n for n in self.m.live() if n.id != leader.id)
+        self.remove(victim)
+        wait_for("server %d knows it was removed" % victim.id,
+                 lambda: victim.status()["removed"])
+        self.m.leader().value("SELECT raft_add(?, ?)", victim.id,
+                              self.m.address(victim.id))
+        wait_for("server %d is a member again (status: %r)" % (
+            victim.id, victim.status()),
+            lambda: not victim.status()["removed"] and
+            not victim.status()["stale"])
+        self.assertEqual(victim.value(
+            "SELECT raft_exec('INSERT INTO kv VALUES (7, 7)')"), 1)
+        self.assertEqual(victim.value("SELECT v FROM kv WHERE k = 7"), 7)
 
     def test_removed_while_down_cannot_learn_it(self):
         """A node removed while it was down, started after the leader
