@@ -8,13 +8,24 @@
  * thread applies that index, finds the waiter by request id and wakes it.
  * Failure modes:
  *   - no leader until the deadline: the request never left this node, so
- *     the caller learns it was not applied;
+ *     the caller learns it was not applied; but a request with a client
+ *     id learns "outcome unknown": an earlier request of its caller under
+ *     the same id (the try before a retry) may have applied, and without
+ *     a leader this node cannot tell;
  *   - a forward without answer, or a leader change: the loop forwards the
  *     same request id again; the state machine applies an id only once;
  *   - the waiter's index is applied with another request (a new leader
  *     overwrote it): retried under the same id;
  *   - the deadline passes after the request left this node: outcome
  *     unknown, and the caller is told so;
+ *   - this node is removed from the cluster (its removal committed,
+ *     status_removed): new callers are refused at once (RAFTSQL_REMOVED,
+ *     never sent), and so are the waiting ones that were never sent;
+ *     those whose request left this node learn "outcome unknown" at once
+ *     (the cluster may apply it, but this node receives no entries past
+ *     an election timeout more, so it may never know), but for those
+ *     whose entry lies before the removal's, which this node holds
+ *     committed and applies;
  *   - a request of format 3 (a client id or rows wanted) while a member
  *     cannot apply it (wire_gate.h): refused at once, by the leader or
  *     by a follower whose leader speaks an older wire, never sent; while
@@ -91,6 +102,9 @@ struct ext_exec {
     unsigned n_waiters;                         /* (mu) */
     uint64_t next_seq; /* request sequence numbers (mu) */
     bool shutdown;     /* no new callers, no wakes (mu) */
+    char removed[256]; /* why this node takes no writes, removed from the
+                          cluster (exec_set_removed); "" while a member
+                          (mu) */
 };
 
 static bool id_eq(const uint64_t a[2], const uint64_t b[2])
@@ -124,6 +138,30 @@ static void finish(struct waiter *w, int kind, int sqlite_rc, const char *fmt,
     vsnprintf(w->result.errmsg, sizeof w->result.errmsg, fmt, ap);
     va_end(ap);
     pthread_cond_signal(&w->cond);
+}
+
+/* fail_unsent fails @w, whose request never left this node, for @reason
+ * ("interrupted" prefixes the kind of answer when @interrupted): a plain
+ * request is not applied, code @code (nothing of it can ever apply); a
+ * request with a client id is of outcome unknown, code @unknown_code,
+ * since a request sent earlier under the same id (the try before a
+ * retry) may have applied and this node cannot tell: what it does not
+ * know, it must not deny. Caller holds mu. */
+static void fail_unsent(struct waiter *w, bool interrupted, int code,
+                        int unknown_code, const char *reason)
+{
+    const char *how = interrupted ? "interrupted: " : "";
+
+    if (w->client_id != NULL) {
+        finish(w, EXT_EXEC_UNKNOWN, unknown_code,
+               "raft_exec: %soutcome unknown: %s; this request was not "
+               "sent, but one sent earlier under the same request id may "
+               "have applied: retry with the same id to learn its outcome",
+               how, reason);
+    } else {
+        finish(w, EXT_EXEC_NOT_APPLIED, code, "raft_exec: %snot applied: %s",
+               how, reason);
+    }
 }
 
 static void unlink_waiter(struct ext_exec *e, struct waiter *w)
@@ -258,12 +296,18 @@ int exec_submit(struct ext_exec *e, const char *sql, size_t sql_len,
 
     pthread_mutex_lock(&e->mu);
     if (e->shutdown) {
+        fail_unsent(&w, false, RAFTSQL_NOT_APPLIED, RAFTSQL_UNKNOWN,
+                    "the node is shutting down");
         pthread_mutex_unlock(&e->mu);
-        out->kind = EXT_EXEC_NOT_APPLIED;
-        out->sqlite_rc = RAFTSQL_NOT_APPLIED;
-        snprintf(out->errmsg, sizeof out->errmsg,
-                 "raft_exec: not applied: the node is shutting down");
+        *out = w.result;
         rc = RAFT_SHUTDOWN;
+        goto out;
+    }
+    if (e->removed[0] != '\0') {
+        fail_unsent(&w, false, RAFTSQL_REMOVED, RAFTSQL_UNKNOWN, e->removed);
+        pthread_mutex_unlock(&e->mu);
+        *out = w.result;
+        rc = RAFT_NOTFOUND;
         goto out;
     }
     if (status_log_full(e->status, reason, sizeof reason)) {
@@ -331,9 +375,9 @@ int exec_submit(struct ext_exec *e, const char *sql, size_t sql_len,
         pthread_mutex_lock(&e->mu);
         if (interrupted && w.state != W_DONE) {
             if (!w.left_node) {
-                finish(&w, EXT_EXEC_NOT_APPLIED, RAFTSQL_INTERRUPTED,
-                       "raft_exec: interrupted: not applied (the request "
-                       "had not left this node)");
+                fail_unsent(&w, true, RAFTSQL_INTERRUPTED,
+                            RAFTSQL_INTERRUPTED_UNKNOWN,
+                            "the request had not left this node");
             } else {
                 finish(&w, EXT_EXEC_UNKNOWN, RAFTSQL_INTERRUPTED_UNKNOWN,
                        "raft_exec: interrupted: outcome unknown: the "
@@ -344,10 +388,11 @@ int exec_submit(struct ext_exec *e, const char *sql, size_t sql_len,
     }
     if (w.state != W_DONE) {
         if (!w.left_node) {
-            finish(&w, EXT_EXEC_NOT_APPLIED, RAFTSQL_NOT_APPLIED,
-                   "raft_exec: not applied: no leader reachable within "
-                   "exec_timeout_ms (%u ms)",
-                   e->exec_timeout_ms);
+            char why[128];
+            snprintf(why, sizeof why,
+                     "no leader reachable within exec_timeout_ms (%u ms)",
+                     e->exec_timeout_ms);
+            fail_unsent(&w, false, RAFTSQL_NOT_APPLIED, RAFTSQL_UNKNOWN, why);
         } else {
             finish(&w, EXT_EXEC_UNKNOWN, RAFTSQL_UNKNOWN,
                    "raft_exec: outcome unknown: not applied on this node "
@@ -368,8 +413,8 @@ out:
 }
 
 /* fail_waiter fails waiting caller @w with @reason: not applied, unless
- * its request ever left this node (outcome unknown then). Caller holds
- * mu. */
+ * its request ever left this node (outcome unknown then) or has a client
+ * id (fail_unsent). Caller holds mu. */
 static void fail_waiter(struct waiter *w, const char *reason)
 {
     if (w->left_node) {
@@ -378,9 +423,26 @@ static void fail_waiter(struct waiter *w, const char *reason)
                "applied on all nodes or on none",
                reason);
     } else {
-        finish(w, EXT_EXEC_NOT_APPLIED, RAFTSQL_NOT_APPLIED,
-               "raft_exec: not applied: %s", reason);
+        fail_unsent(w, false, RAFTSQL_NOT_APPLIED, RAFTSQL_UNKNOWN, reason);
     }
+}
+
+/* refuse_gated fails @w, a request of format 3 refused while a member
+ * cannot apply that format (wire_gate.h), with @why: as fail_waiter, but
+ * "not applied" also with a client id, and marked wire_gated. Requests of
+ * that format apply nowhere while a member speaks an older wire, so a
+ * retry's earlier try applied only if the gate was open for it: the
+ * refusal is about this format, documented with its own remedy. Caller
+ * holds mu. */
+static void refuse_gated(struct waiter *w, const char *why)
+{
+    if (w->left_node) {
+        fail_waiter(w, why);
+    } else {
+        finish(w, EXT_EXEC_NOT_APPLIED, RAFTSQL_NOT_APPLIED,
+               "raft_exec: not applied: %s", why);
+    }
+    w->result.wire_gated = true;
 }
 
 /* fail_waiting fails every waiting caller with @reason. Caller holds
@@ -406,6 +468,40 @@ void exec_fail_waiting(struct ext_exec *e, const char *reason)
 {
     pthread_mutex_lock(&e->mu);
     fail_waiting(e, reason);
+    pthread_mutex_unlock(&e->mu);
+}
+
+void exec_set_removed(struct ext_exec *e, bool removed, raft_index conf_index)
+{
+    pthread_mutex_lock(&e->mu);
+    if (!removed) {
+        e->removed[0] = '\0'; /* a member, or added again */
+        pthread_mutex_unlock(&e->mu);
+        return;
+    }
+    snprintf(e->removed, sizeof e->removed,
+             "this node was removed from the cluster (configuration entry "
+             "%llu committed) and takes no writes: write on a member",
+             (unsigned long long)conf_index);
+    for (struct waiter *w = e->waiters; w != NULL; w = w->next) {
+        /* An entry before the removal's is committed here and applied:
+         * its caller gets its result. */
+        if (w->state == W_DONE ||
+            (w->state == W_APPENDED && w->index < conf_index)) {
+            continue;
+        }
+        if (w->left_node) {
+            finish(w, EXT_EXEC_UNKNOWN, RAFTSQL_UNKNOWN,
+                   "raft_exec: outcome unknown: this node was removed from "
+                   "the cluster (configuration entry %llu committed) after "
+                   "the request left it: the members apply it or not, and "
+                   "this node receives no more entries to learn which; "
+                   "read on a member",
+                   (unsigned long long)conf_index);
+        } else {
+            fail_unsent(w, false, RAFTSQL_REMOVED, RAFTSQL_UNKNOWN, e->removed);
+        }
+    }
     pthread_mutex_unlock(&e->mu);
 }
 
@@ -449,8 +545,7 @@ static struct outgoing *take_pending(struct ext_exec *e, raft_id to,
             continue;
         }
         if (gate == EXT_WIRE_GATE_OLD && is_format3(w)) {
-            fail_waiter(w, why);
-            w->result.wire_gated = true;
+            refuse_gated(w, why);
             continue;
         }
         if (cnt == cap) {
@@ -600,8 +695,7 @@ void exec_on_forward_result(struct ext_exec *e, const struct raft_frame *m)
             /* The leader did not append it (wire_gate.h). */
             w->left_node = w->sent_before;
             wire_gate_refused_why(m->from, why, sizeof why);
-            fail_waiter(w, why);
-            w->result.wire_gated = true;
+            refuse_gated(w, why);
         } else if (status == RAFT_CORRUPT) {
             finish(w, EXT_EXEC_NOT_APPLIED, RAFTSQL_NOT_APPLIED,
                    "raft_exec: not applied: the leader refused the request "

@@ -83,6 +83,17 @@ void exec_fail_all(struct ext_exec *e, const char *reason);
  * Any thread. */
 void exec_fail_waiting(struct ext_exec *e, const char *reason);
 
+/* exec_set_removed tells @e whether this node is @removed from the
+ * cluster by the committed configuration entry @conf_index
+ * (status_removed). While it is, exec_submit refuses at once ("not
+ * applied: this node was removed ...", RAFTSQL_REMOVED; for a request
+ * with a client id "outcome unknown", RAFTSQL_UNKNOWN), and the waiting
+ * callers are failed now: never sent, as new ones; sent, "outcome
+ * unknown" (the members decide, this node may never hear), but for those
+ * whose entry lies before @conf_index, committed here and applied. Loop
+ * thread, at every tick. */
+void exec_set_removed(struct ext_exec *e, bool removed, raft_index conf_index);
+
 /* exec_counts gives the number of requests in the submission queue and
  * of callers waiting. Any thread. */
 void exec_counts(struct ext_exec *e, unsigned *out_queue,

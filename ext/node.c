@@ -145,10 +145,20 @@ static void on_wake(void *data)
     barrier_on_loop(n->barrier, n->driver);
 }
 
-/* judge_staleness publishes whether the node is stale now; when it turned
- * stale, every guarded connection of the process has its prepared
- * statements expired, so that they are authorized again (and refused)
- * when next run; busy ones are retried at the next ticks. */
+/* wall_now_ms returns the wall clock, ms since the epoch (the staleness
+ * notice's times). */
+static uint64_t wall_now_ms(void)
+{
+    struct timespec now;
+    clock_gettime(CLOCK_REALTIME, &now);
+    return (uint64_t)now.tv_sec * 1000 + (uint64_t)now.tv_nsec / 1000000;
+}
+
+/* judge_staleness publishes whether the node is stale now (a node removed
+ * from the cluster is, until added again, and its callers are told:
+ * exec.h); when it turned stale, every guarded connection of the process
+ * has its prepared statements expired, so that they are authorized again
+ * (and refused) when next run; busy ones are retried at the next ticks. */
 static void judge_staleness(struct ext_node *n)
 {
     const struct raft *core = raft_uv_node_core(n->driver);
@@ -157,9 +167,9 @@ static void judge_staleness(struct ext_node *n)
         .leader_commit = raft_leader_commit(core),
         .applied = applier_applied(n->applier),
     };
-    struct timespec now;
-    clock_gettime(CLOCK_REALTIME, &now);
-    v.wall_ms = (uint64_t)now.tv_sec * 1000 + (uint64_t)now.tv_nsec / 1000000;
+    v.removed = status_removed(n->status, &v.removed_at);
+    exec_set_removed(n->exec, v.removed, v.removed_at);
+    v.wall_ms = wall_now_ms();
     v.contact_ms =
         v.leading ? raft_quorum_contact(core) : raft_leader_contact(core);
     if (staleness_on_tick(n->staleness, &v)) {
@@ -610,6 +620,26 @@ static int new_staleness(struct ext_node *n, const char *db_path)
     return 0;
 }
 
+/* judge_removed_at_start tells the callers and the staleness state of @n
+ * whether its log says it was removed from the cluster (status_removed):
+ * a node restarted after its removal refuses writes and reads from its
+ * first call, before its loop's first tick. The owner, before the loop
+ * starts. */
+static void judge_removed_at_start(struct ext_node *n)
+{
+    struct ext_staleness_view v = {.contact_ms = UINT64_MAX};
+
+    if (!status_removed(n->status, &v.removed_at)) {
+        return;
+    }
+    v.removed = true;
+    v.wall_ms = wall_now_ms();
+    exec_set_removed(n->exec, true, v.removed_at);
+    if (staleness_on_tick(n->staleness, &v)) {
+        ext_guard_expire_all();
+    }
+}
+
 int ext_node_start(const char *db_path, const struct ext_config *cfg,
                    struct ext_node **out, char *errmsg, size_t errmsg_len)
 {
@@ -694,6 +724,7 @@ int ext_node_start(const char *db_path, const struct ext_config *cfg,
         node_tls_warn_host(n->tls, n->cfg.tls_cert, listen, &n->log);
     }
     status_refresh(n->status, core, NULL, NULL);
+    judge_removed_at_start(n);
     rc = start_threads(n, db_path, fsm, core, errmsg, errmsg_len);
     if (rc != 0) {
         raft_close(core);

@@ -137,7 +137,9 @@ void ext_node_discard(struct ext_node *n);
  * matching it (RAFT_INVALID for a SQL error, RAFT_TOOBIG, RAFT_BUSY when
  * the submission queue is full, RAFT_TIMEOUT, RAFT_UNKNOWN, RAFT_SHUTDOWN,
  * RAFT_CANCELED when interrupted, RAFT_DIVERGED when this replica is
- * diverged: "raft_exec: not applied: diverged replica: ..."). Any thread. */
+ * diverged: "raft_exec: not applied: diverged replica: ...", RAFT_NOTFOUND
+ * when this node was removed from the cluster: sqlite_rc RAFTSQL_REMOVED,
+ * exec.h). Any thread. */
 int ext_node_exec(struct ext_node *n, const char *sql, size_t sql_len,
                   const struct sql_param *params, unsigned n_params,
                   const struct ext_exec_probe *probe,
@@ -153,7 +155,11 @@ int ext_node_exec(struct ext_node *n, const char *sql, size_t sql_len,
  * error stays that SQL error), on any node, after leader changes and
  * restarts; one with the same id but other SQL or parameters is a SQL
  * error ("request id ... was used for different SQL or parameters"),
- * nothing applied. With @opts->want_rows the rows the statements return
+ * nothing applied. A request with an id that was not sent (no leader
+ * reachable, interrupted before it left this node, shutting down) is
+ * EXT_EXEC_UNKNOWN (RAFTSQL_UNKNOWN, RAFTSQL_INTERRUPTED_UNKNOWN), never
+ * "not applied": an earlier request under the id may have applied. With
+ * @opts->want_rows the rows the statements return
  * come back in out->rows as JSON (computed on this node as it applies;
  * over the leader's max_result_bytes is a SQL error, rolled back on every
  * node). A leader of a version before these options refuses such a
@@ -173,8 +179,8 @@ int ext_node_exec_opts(struct ext_node *n, const char *sql, size_t sql_len,
  * queue (submission queue depth), waiters, peers (array of id, address,
  * dial, connected, and for a leader match, next, state, inflight),
  * last_error, tls ("off", "certificates" or "psk"), tls_cert_expires,
- * lag_entries, lag_ms, stale and stale_reason (staleness.h) (README lists
- * them all).
+ * lag_entries, lag_ms, stale and stale_reason (staleness.h), removed
+ * (status_removed) (README lists them all).
  * Any thread. */
 char *ext_node_status(struct ext_node *n);
 

@@ -66,7 +66,9 @@ extern "C" {
  *     "string or blob too big" (raft_exec refuses to run inside a
  *     transaction, so SQLite's rollback of an open transaction on
  *     SQLITE_FULL or SQLITE_INTERRUPT never applies);
- *   - SQLITE_CANTOPEN when no node can serve the call.
+ *   - SQLITE_CANTOPEN when no node can serve the call;
+ *   - SQLITE_ERROR too for a node removed from the cluster: a retry
+ *     there never succeeds.
  * A SQL error of the write itself (a constraint, a missing table, a
  * runaway request over max_request_steps) keeps SQLite's own code of the
  * failing statement, e.g. SQLITE_CONSTRAINT_UNIQUE; it was rolled back on
@@ -130,6 +132,17 @@ extern "C" {
  * refuses its user). "<fn>: no raftsql node runs for ...", "<fn>: not
  * applied: cannot reach ...", "<fn>: not applied: refused: ...". */
 #define RAFTSQL_NO_NODE (SQLITE_CANTOPEN | (111 << 8))
+/* Removed: this node was removed from the cluster (raft_remove, its
+ * configuration entry committed): it takes no writes and receives no
+ * more entries, so a retry here never succeeds; write on a member.
+ * "<fn>: not applied: this node was removed from the cluster ...". Not
+ * sent, nothing of the call applied. (A request with a client id answers
+ * RAFTSQL_UNKNOWN there instead: an earlier try under the id may have
+ * applied; a request that had left the node before the removal
+ * committed, RAFTSQL_UNKNOWN too.) Reads of replicated tables on it are
+ * refused as stale (SQLITE_AUTH, "stale replica: removed from the
+ * cluster ..."). */
+#define RAFTSQL_REMOVED (SQLITE_ERROR | (112 << 8))
 
 /* RAFTSQL_IS_OWN_CODE(code): true for raftsql's own codes above (n from
  * 101 to 199 is kept for them), false for SQLite's codes. */

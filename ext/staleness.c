@@ -16,7 +16,25 @@
 #include "stopped.h"
 
 /* The kinds of staleness (ext_staleness_memory.kind). */
-enum { KIND_FRESH, KIND_NO_LEADER, KIND_NO_CONTACT, KIND_CATCHING_UP };
+enum {
+    KIND_FRESH,
+    KIND_NO_LEADER,
+    KIND_NO_CONTACT,
+    KIND_CATCHING_UP,
+    KIND_REMOVED
+};
+
+/* word_removed writes the reason of a node removed by entry @at into
+ * @out (@len bytes); it holds no number that grows, so it is the
+ * notice's too. */
+static void word_removed(raft_index at, char *out, size_t len)
+{
+    snprintf(out, len,
+             "stale replica: removed from the cluster (configuration entry "
+             "%llu committed): it receives no more entries; read on a "
+             "member",
+             (unsigned long long)at);
+}
 
 /* word_notice writes into @out the notice text of kind @kind (not fresh),
  * which holds no number that grows while the notice is read. */
@@ -61,10 +79,13 @@ void staleness_judge(struct ext_staleness_memory *mem, unsigned max_ms,
     if (mem->contacted && !mem->caught_up && v->applied >= mem->catch_up_to) {
         mem->caught_up = true;
     }
-    if (max_ms == 0) {
+    if (v->removed) {
+        kind = KIND_REMOVED;
+        word_removed(v->removed_at, out->reason, sizeof out->reason);
+    } else if (max_ms == 0) {
+        mem->kind = KIND_FRESH;
         return;
-    }
-    if (!out->leader_known) {
+    } else if (!out->leader_known) {
         kind = KIND_NO_LEADER;
         snprintf(out->reason, sizeof out->reason,
                  "stale replica: no leader known (max_staleness_ms=%u)",
@@ -96,7 +117,9 @@ void staleness_judge(struct ext_staleness_memory *mem, unsigned max_ms,
         }
         mem->kind = kind;
     }
-    if (out->stale) {
+    if (kind == KIND_REMOVED) {
+        word_removed(v->removed_at, out->notice, sizeof out->notice);
+    } else if (out->stale) {
         word_notice(mem, kind, v->leading, max_ms, out);
     }
 }
@@ -289,8 +312,8 @@ bool staleness_on_tick(struct ext_staleness *s,
         } else {
             atomic_fetch_sub(&n_stale, 1);
             node_log_line(s->log, RAFT_LOG_INFO,
-                          "fresh again (max_staleness_ms=%u): reads "
-                          "are served",
+                          "%s (max_staleness_ms=%u): reads are served",
+                          s->max_ms > 0 ? "fresh again" : "a member again",
                           s->max_ms);
         }
     }

@@ -8,7 +8,10 @@
  * leader: a quorum of voters, raft_quorum_contact, so an isolated old
  * leader goes stale too) longer ago than max_staleness_ms, or while it
  * catches up after its start: until it has applied the commit index the
- * leader told it at the first contact since the start. */
+ * leader told it at the first contact since the start. A node removed
+ * from the cluster (status_removed) is stale whatever the bound, 0
+ * included: it receives no more entries, so its reads would stay frozen
+ * with no end and no error. */
 
 #ifndef EXT_STALENESS_H
 #define EXT_STALENESS_H
@@ -31,6 +34,10 @@ struct ext_staleness_view {
     raft_index applied;       /* this node's applied index */
     uint64_t wall_ms;         /* the wall clock at this tick, ms since
                                   the epoch (the notice's times) */
+    bool removed;             /* removed from the cluster by the
+                                  committed configuration entry
+                                  removed_at (status_removed) */
+    raft_index removed_at;    /* that entry's index, when removed */
 };
 
 /* What the rule remembers from one tick to the next. */
@@ -58,8 +65,8 @@ struct ext_staleness_verdict {
 };
 
 /* staleness_judge applies the rule to @v with the bound @max_ms (0: off,
- * never stale, the lag is still measured), updating @mem (zeroed at the
- * start of a node), and fills @out. Pure. */
+ * never stale but when removed, the lag is still measured), updating @mem
+ * (zeroed at the start of a node), and fills @out. Pure. */
 void staleness_judge(struct ext_staleness_memory *mem, unsigned max_ms,
                      const struct ext_staleness_view *v,
                      struct ext_staleness_verdict *out);

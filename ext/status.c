@@ -289,6 +289,23 @@ static struct snapshot current(struct ext_status *st)
     return s;
 }
 
+/* removal_committed says whether snapshot @s shows this server removed
+ * by a committed configuration. */
+static bool removal_committed(const struct snapshot *s)
+{
+    return s->removed && (s->conf_index == 0 || s->commit >= s->conf_index);
+}
+
+bool status_removed(struct ext_status *st, raft_index *out_index)
+{
+    struct snapshot s = current(st);
+    if (!removal_committed(&s)) {
+        return false;
+    }
+    *out_index = s.conf_index;
+    return true;
+}
+
 int status_role(struct ext_status *st)
 {
     return current(st).role;
@@ -398,6 +415,7 @@ static void configuration_json(json_t *o, const struct ext_status *st,
     }
     json_object_set_new(o, "member_why",
                         why[0] ? json_string(why) : json_null());
+    json_object_set_new(o, "removed", json_boolean(removal_committed(s)));
 }
 
 /* json_diverged is raft_status()'s "diverged": null, or since (ISO 8601

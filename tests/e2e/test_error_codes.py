@@ -125,12 +125,13 @@ class ErrorCodesTest(unittest.TestCase):
         """Each code is primary | (n << 8) with its own n from 101 on, and
         the README's table gives each one's number."""
         codes = read_codes()
-        self.assertEqual(len(codes), 11)
+        self.assertEqual(len(codes), 12)
         ns = [n for _, _, n in codes.values()]
         self.assertEqual(len(set(ns)), len(ns))
         self.assertTrue(all(101 <= n <= 199 for n in ns))
         self.assertEqual(codes["RAFTSQL_NOT_APPLIED"][1], "SQLITE_BUSY")
         self.assertEqual(codes["RAFTSQL_UNKNOWN"][1], "SQLITE_ERROR")
+        self.assertEqual(codes["RAFTSQL_REMOVED"][1], "SQLITE_ERROR")
         with open(os.path.join(ROOT, "README.md")) as f:
             table = dict(re.findall(r"^\| `(RAFTSQL_[A-Z_]+)` \| (\d+) \|",
                                     f.read(), re.M))
@@ -180,8 +181,9 @@ class ErrorCodesTest(unittest.TestCase):
 
     def test_load_sql_busy(self):
         """A second raft_load_sql while one runs on the node (L: its chunk
-        waits for a leader) is RAFTSQL_BUSY; the first ends not
-        applied."""
+        waits for a leader) is RAFTSQL_BUSY; the first ends "outcome
+        unknown", not "not applied": its chunk carries a request id, which
+        an earlier load of the same script may have applied."""
         script = os.path.join(self.dir, "busy.sql")
         with open(script, "w") as f:
             f.write("CREATE TABLE busy(x);\n")
@@ -200,7 +202,9 @@ class ErrorCodesTest(unittest.TestCase):
             other.close()
         self.assertEqual(code, CODES["RAFTSQL_BUSY"], text)
         self.assertIn("one at a time", text)
-        self.assertEqual(first[0][0], CODES["RAFTSQL_NOT_APPLIED"], first)
+        self.assertEqual(first[0][0], CODES["RAFTSQL_UNKNOWN"], first)
+        self.assertIn("outcome unknown: no leader reachable", first[0][1])
+        self.assertIn("run raft_load_sql again to resume", first[0][1])
 
     def test_sql_error_keeps_sqlites_code(self):
         for code, text in self.both(self.s, "SELECT raft_exec('INSERT INTO "

@@ -189,6 +189,47 @@ class QueryTest(unittest.TestCase):
         self.assertEqual(cm.exception.code, 19)  # SQLITE_CONSTRAINT
         self.assertEqual(self.count(f, "new"), 0)
 
+    def test_id_retry_without_a_leader_is_not_denied(self):
+        """A retry under an id whose first try committed, on a node that
+        reaches no leader (the two others stopped), answers "outcome
+        unknown", never "not applied" (a client trusting that would take
+        a committed write for a failed one); a plain raft_exec there,
+        never sent, stays "not applied". Once a leader is back, the retry
+        answers the first outcome, applied once."""
+        self.exec(self.leader(), "CREATE TABLE IF NOT EXISTS once("
+                                 "id INTEGER PRIMARY KEY, k)")
+        f = self.followers()[0]
+        sql = "INSERT INTO once(k) VALUES ('no-leader')"
+        self.assertEqual(f.value("SELECT raft_exec_id(?, ?)", "no-leader",
+                                 sql), 1)
+        others = [n.id for n in self.cluster.nodes if n.id != f.id]
+        try:
+            for i in others:
+                self.assertEqual(self.cluster.node(i).stop(), 0)
+            wait_for("server %d knows no leader (status: %r)" % (
+                f.id, f.status()), lambda: f.status()["leader"] is None)
+            with self.assertRaises(NodeError) as cm:
+                f.value("SELECT raft_exec_id(?, ?)", "no-leader", sql)
+            self.assertIn("raft_exec_id: outcome unknown: no leader "
+                          "reachable", str(cm.exception))
+            self.assertIn("retry with the same id", str(cm.exception))
+            self.assertEqual(cm.exception.code, CODES["RAFTSQL_UNKNOWN"])
+            with self.assertRaises(NodeError) as cm:
+                f.value("SELECT raft_exec(?)", sql)
+            self.assertIn("raft_exec: not applied: no leader reachable",
+                          str(cm.exception))
+            self.assertEqual(cm.exception.code,
+                             CODES["RAFTSQL_NOT_APPLIED"])
+        finally:
+            for i in others:
+                if self.cluster.node(i).proc.poll() is not None:
+                    self.cluster.nodes[i - 1] = self.with_fault(
+                        lambda i=i: self.cluster.spawn(i))
+        self.assertEqual(f.value("SELECT raft_exec_id(?, ?)", "no-leader",
+                                 sql), 1)
+        self.assertEqual(self.on_every_node(
+            "SELECT count(*) FROM once WHERE k = 'no-leader'"), [1, 1, 1])
+
     def test_query_id_retry_returns_the_same_rows(self):
         """raft_query_id retried after "outcome unknown" returns the rows of
         the first application, also on another node and through attach;

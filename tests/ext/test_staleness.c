@@ -1,6 +1,7 @@
 /* Tests of the staleness rule (ext/staleness.c, max_staleness_ms=): when a
  * node is stale (no leader known, none heard for longer than the bound,
- * catching up after its start), the lag it reports, and the published
+ * catching up after its start, removed from the cluster), the lag it
+ * reports, and the published
  * state with its notice file for other processes (worded with the time
  * of the last contact) and the bound marker, whose mtime the ticks
  * refresh (the heartbeat). */
@@ -157,6 +158,33 @@ static void test_off(void **state)
     assert_string_equal(v.reason, "");
 }
 
+/* A node removed from the cluster is stale whatever the bound, 0 (off)
+ * included, with the same reason and notice (no number that grows), and
+ * a member again once added back. */
+static void test_removed(void **state)
+{
+    static const char why[] =
+        "stale replica: removed from the cluster (configuration entry 12 "
+        "committed): it receives no more entries; read on a member";
+    struct ext_staleness_view r = view(false, 20, 12, 12);
+    struct ext_staleness_memory m = {0};
+    struct ext_staleness_verdict v;
+    (void)state;
+
+    r.removed = true;
+    r.removed_at = 12;
+    for (unsigned max_ms = 0; max_ms <= 500; max_ms += 500) {
+        v = judge(&m, max_ms, r);
+        assert_true(v.stale);
+        assert_string_equal(v.reason, why);
+        assert_string_equal(v.notice, why);
+        assert_int_equal(v.lag_ms, 20); /* still measured */
+    }
+    v = judge(&m, 0, view(false, 20, 14, 14));
+    assert_false(v.stale);
+    assert_string_equal(v.reason, "");
+}
+
 /* assert_file_text checks that file @path holds exactly @text. */
 static void assert_file_text(const char *path, const char *text)
 {
@@ -284,6 +312,7 @@ int main(void)
         cmocka_unit_test(test_isolated_leader),
         cmocka_unit_test(test_catch_up_after_start),
         cmocka_unit_test(test_off),
+        cmocka_unit_test(test_removed),
         cmocka_unit_test(test_published),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
