@@ -79,8 +79,10 @@ extern "C" {
  * leader reachable within exec_timeout_ms, the node shutting down, the
  * leader refusing it); "<fn>: not applied: ...". */
 #define RAFTSQL_NOT_APPLIED (SQLITE_BUSY | (101 << 8))
-/* Not applied, busy: the node's queue is full (4096 writes), or it serves
- * as many connections of other processes as it takes, or another
+/* Not applied, busy: the node's queue is full (4096 writes), or (for a
+ * caller in another process) it served as many connections of other
+ * processes as it takes (socket_max_clients) for as long as the
+ * caller's busy timeout, at most exec_timeout_ms, or another
  * membership change is pending, or another raft_load_sql runs on it;
  * retry later. "<fn>: not applied: busy", "raft_load_sql: a load of ...
  * runs on this node: one at a time". */
