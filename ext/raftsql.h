@@ -121,7 +121,7 @@ extern "C" {
 #define RAFTSQL_INTERRUPTED_UNKNOWN (SQLITE_INTERRUPT | (109 << 8))
 /* Bad arguments: the call cannot succeed whatever the data (a wrong
  * argument, a bad configuration string, a syntax error or a parameter
- * without value in the request, BEGIN/COMMIT in it, raft_exec inside a
+ * without value in the request, raft_exec inside a
  * transaction, an in-memory database, a server that is no member; a
  * bad path or argument count of raft_backup or raft_load_sql, a backup
  * target that exists, a script that is missing or refused by the
@@ -132,6 +132,22 @@ extern "C" {
  * refuses its user). "<fn>: no raftsql node runs for ...", "<fn>: not
  * applied: cannot reach ...", "<fn>: not applied: refused: ...". */
 #define RAFTSQL_NO_NODE (SQLITE_CANTOPEN | (111 << 8))
+
+/* Refused, not applied: raft_exec does not run what the request's SQL
+ * does, because its effect or answer would differ between nodes or it
+ * would break the request's transaction: VACUUM, ATTACH/DETACH, TEMP
+ * objects, transaction control (BEGIN, COMMIT, SAVEPOINT...), functions
+ * that describe the node (sqlite_version(), load_extension(),
+ * total_changes()), the 'localtime' and 'utc' modifiers, node-local
+ * tables (dbstat, sqlite_dbpage...), PRAGMAs other than the replicated
+ * ones, writes to raftsql_* tables. Refused by the caller's node before
+ * the request enters the log; a request whose text the caller could not
+ * prepare (a table it does not have yet) is refused alike when applied,
+ * rolled back on every node. A retry fails alike: change the SQL (run a
+ * node-local statement outside raft_exec). "<fn>: not applied: <the
+ * reason>". SQLITE_AUTH as primary: SQLite's code of an authorizer's
+ * refusal. */
+#define RAFTSQL_REFUSED (SQLITE_AUTH | (120 << 8))
 
 /* RAFTSQL_IS_OWN_CODE(code): true for raftsql's own codes above (n from
  * 101 to 199 is kept for them), false for SQLite's codes. */
