@@ -11,18 +11,25 @@
  * raft_load_sql and raft_backup wait on, as long as their work takes);
  * interrupted (outcome unknown, but for a read); the node refused the
  * connection before reading the call ("<fn>: not applied: busy" or
- * "refused"; for a read "<fn>: busy", "<fn>: refused"). */
+ * "refused"; for a read "<fn>: busy", "<fn>: refused"). A node serving
+ * as many connections as it takes (socket_max_clients=) answers "busy"
+ * before reading the call: the caller connects again after a pause, as
+ * SQLite's own busy handler retries a locked database, until its
+ * connection's busy timeout (bounded by the node's exec_timeout_ms) has
+ * passed; then "busy", naming how long it waited. */
 
 #include "attach_client.h"
 
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "../raft/err.h"
 #include "attach_sock.h"
 #include "func.h"
+#include "guard.h"
 #include "raftsql.h"
 
 SQLITE_EXTENSION_INIT3
@@ -102,23 +109,25 @@ bool attach_client_served(const char *file)
     return attach_sock_find(file, &p) == 0;
 }
 
-/* roundtrip sends @fn(@args) to the node of @file and decodes its answer
- * into @out. Returns 0, RAFT_NOTFOUND (no node), or another code with
- * @code and @why (@why_len bytes) the caller's error. */
-static int roundtrip(sqlite3 *db, const char *file, const char *fn,
+/* call_once sends @fn(@args) to the node of pointer @pp (for @file) on
+ * a connection of its own and decodes its answer into @out, as
+ * roundtrip; *@out_busy tells whether that answer is the node's refusal
+ * of a connection over socket_max_clients, sent before it read the call
+ * (nothing of the call was done). */
+static int call_once(sqlite3 *db, const char *file,
+                     const struct ext_attach_pointer *pp, const char *fn,
                      const struct sql_value *args, unsigned n,
-                     struct ext_attach_answer *out, int *code, char *why,
-                     size_t why_len)
+                     struct ext_attach_answer *out, bool *out_busy, int *code,
+                     char *why, size_t why_len)
 {
+    static const char busy[] = "not applied: busy: ";
     struct ext_exec_probe probe = {func_interrupted, db};
-    struct ext_attach_pointer p;
+    const struct ext_attach_pointer p = *pp;
     char err[400], *text = NULL, *frame = NULL;
     size_t len = 0;
     int fd = -1, rc, wait_ms;
 
-    if (attach_sock_find(file, &p) != 0) {
-        return RAFT_NOTFOUND;
-    }
+    *out_busy = false;
     wait_ms = is_long(fn) ? -1 : (int)(p.timeout_ms + EXT__ATTACH_GRACE_MS);
     rc = attach_sock_connect(p.socket, &fd, err, sizeof err);
     if (rc == RAFT_NOCONN) {
@@ -168,6 +177,8 @@ static int roundtrip(sqlite3 *db, const char *file, const char *fn,
          * or not let in): the error kind, with the caller's name; a read
          * had nothing to apply ("raft_barrier: busy: ..."). */
         char refusal[sizeof out->errmsg];
+        *out_busy = out->code == RAFTSQL_BUSY &&
+                    strncmp(out->errmsg, busy, sizeof busy - 1) == 0;
         memcpy(refusal, out->errmsg, sizeof refusal);
         snprintf(out->errmsg, sizeof out->errmsg, "%.*s: %.*s",
                  EXT_ATTACH_FN_MAX, fn,
@@ -182,6 +193,117 @@ static int roundtrip(sqlite3 *db, const char *file, const char *fn,
                  fn, p.pid, err);
     }
     return rc;
+}
+
+/* busy_timeout_ms returns the busy timeout of connection @db (PRAGMA
+ * busy_timeout: SQLite has no C call that reads it), 0 when it cannot be
+ * read. Prepared with the guard set aside: a host's authorizer never sees
+ * raftsql's own statement. */
+static int busy_timeout_ms(sqlite3 *db)
+{
+    struct guard_check seen;
+    sqlite3_stmt *s = NULL;
+    int ms = 0;
+    guard_check_begin(&seen);
+    if (sqlite3_prepare_v2(db, "PRAGMA busy_timeout", -1, &s, NULL) ==
+            SQLITE_OK &&
+        sqlite3_step(s) == SQLITE_ROW) {
+        ms = sqlite3_column_int(s, 0);
+    }
+    sqlite3_finalize(s);
+    guard_check_end();
+    return ms > 0 ? ms : 0;
+}
+
+/* now_ms is the monotonic clock, ms. */
+static int64_t now_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+/* roundtrip sends @fn(@args) to the node of @file and decodes its answer
+ * into @out. A node that serves as many connections as it takes refuses
+ * before reading the call: it is called again after a pause (SQLite's
+ * busy handler's steps, at most EXT_EXEC_POLL_MS, so an interrupt ends
+ * the wait in time) until the busy timeout of @db, at most the node's
+ * exec_timeout_ms, has passed; then @out holds the refusal, which says
+ * how long the caller waited. Returns 0, RAFT_NOTFOUND (no node), or
+ * another code with @code and @why (@why_len bytes) the caller's error
+ * (RAFTSQL_INTERRUPTED for an interrupt while waiting for a free
+ * connection: nothing was done). */
+static int roundtrip(sqlite3 *db, const char *file, const char *fn,
+                     const struct sql_value *args, unsigned n,
+                     struct ext_attach_answer *out, int *code, char *why,
+                     size_t why_len)
+{
+    static const int delays_ms[] = {1, 2, 5, 10, 15, 20, 25, 25, 25, 50};
+    struct ext_attach_pointer p;
+    int64_t start = 0, waited = 0, limit = -1;
+    unsigned tries = 0;
+    bool busy;
+    int rc;
+
+    for (;;) {
+        int delay;
+        if (attach_sock_find(file, &p) != 0) {
+            return RAFT_NOTFOUND;
+        }
+        rc = call_once(db, file, &p, fn, args, n, out, &busy, code, why,
+                       why_len);
+        if (rc != 0 || !busy) {
+            return rc;
+        }
+        if (limit < 0) {
+            start = now_ms();
+            limit = busy_timeout_ms(db);
+            if (limit > (int64_t)p.timeout_ms) {
+                limit = (int64_t)p.timeout_ms;
+            }
+        }
+        waited = now_ms() - start;
+        if (waited >= limit) {
+            break;
+        }
+        delay = delays_ms[tries < sizeof delays_ms / sizeof delays_ms[0]
+                              ? tries
+                              : sizeof delays_ms / sizeof delays_ms[0] - 1];
+        if (delay > limit - waited) {
+            delay = (int)(limit - waited);
+        }
+        tries++;
+        if (func_interrupted(db)) {
+            attach_codec_answer_free(out);
+            *code = RAFTSQL_INTERRUPTED;
+            snprintf(why, why_len,
+                     is_read(fn)
+                         ? "%s: interrupted while waiting for a free "
+                           "connection to the raftsql node (pid %ld)"
+                         : "%s: interrupted: not applied: it waited for "
+                           "a free connection to the raftsql node "
+                           "(pid %ld)",
+                     fn, p.pid);
+            return RAFT_CANCELED;
+        }
+        attach_codec_answer_free(out);
+        usleep((useconds_t)delay * 1000);
+    }
+    {
+        /* The refusal, with how long this caller waited for its turn. */
+        static const char retry[] = "; retry";
+        size_t len = strlen(out->errmsg);
+        if (len >= sizeof retry - 1 &&
+            strcmp(out->errmsg + len - (sizeof retry - 1), retry) == 0) {
+            len -= sizeof retry - 1;
+        }
+        snprintf(out->errmsg + len, sizeof out->errmsg - len,
+                 "; none came free within %lld ms (this connection's busy "
+                 "timeout, at most the node's exec_timeout_ms=%u); retry "
+                 "later",
+                 (long long)waited, (unsigned)p.timeout_ms);
+    }
+    return 0;
 }
 
 /* result_value sets @v as @ctx's result. */

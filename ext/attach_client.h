@@ -22,7 +22,12 @@
  * forwarding itself: "cannot reach" (permission denied: not applied),
  * "outcome unknown" when the node's process closed the connection or did
  * not answer within its exec_timeout_ms and 10 s more, "interrupted:
- * outcome unknown" (sqlite3_interrupt while waiting). On success of
+ * outcome unknown" (sqlite3_interrupt while waiting). A node serving as
+ * many connections as it takes (socket_max_clients) is called again
+ * after short pauses until @ctx's connection's busy timeout (at most the
+ * node's exec_timeout_ms) has passed, then "not applied: busy"
+ * (RAFTSQL_BUSY), or "interrupted: not applied" (RAFTSQL_INTERRUPTED)
+ * when interrupted meanwhile. On success of
  * raft_exec, *@out_rowid (may be NULL) gets the rowid after it. The
  * caller's thread; blocks until answered. */
 bool attach_client_call(sqlite3_context *ctx, const char *file, const char *fn,

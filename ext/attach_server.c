@@ -10,7 +10,8 @@
  * (and raft_last_insert_rowid()), and reads the next frame until the
  * client closes.
  * Failure modes: a refused peer gets an answer naming why, and the node
- * a WARN line; one more client than EXT_ATTACH_CLIENTS_MAX gets "busy";
+ * a WARN line; one more client than socket_max_clients gets "busy" (its
+ * caller tries again until its busy timeout, attach_client.c);
  * a malformed or oversized frame, or one that does not come within
  * EXT__ATTACH_IDLE_MS, closes that connection only; at stop, calls in
  * progress end (the node is shutting down) and answer first. */
@@ -54,19 +55,20 @@ struct client {
 };
 
 struct ext_attach_server {
-    char db_path[4096];                    /* the node's database file */
-    char sock_path[EXT_ATTACH_PATH_MAX];   /* where it listens */
-    long gid;                              /* socket_group's gid, -1 */
-    char group[64];                        /* its name, "" */
-    struct ext_node_log *log;              /* the node's log */
-    int listen_fd;                         /* the listening socket */
-    int wake[2];                           /* stops the acceptor */
-    pthread_t acceptor;                    /* the accept thread */
-    pthread_mutex_t mu;                    /* guards the fields below */
-    struct client *clients;                /* served connections (mu) */
-    unsigned n_clients;                    /* live ones among them (mu) */
-    sqlite3 *idle[EXT_ATTACH_CLIENTS_MAX]; /* connections to reuse (mu) */
-    unsigned n_idle;                       /* entries used in idle (mu) */
+    char db_path[4096];                  /* the node's database file */
+    char sock_path[EXT_ATTACH_PATH_MAX]; /* where it listens */
+    long gid;                            /* socket_group's gid, -1 */
+    char group[64];                      /* its name, "" */
+    struct ext_node_log *log;            /* the node's log */
+    int listen_fd;                       /* the listening socket */
+    int wake[2];                         /* stops the acceptor */
+    pthread_t acceptor;                  /* the accept thread */
+    unsigned max_clients;                /* socket_max_clients= */
+    pthread_mutex_t mu;                  /* guards the fields below */
+    struct client *clients;              /* served connections (mu) */
+    unsigned n_clients;                  /* live ones among them (mu) */
+    sqlite3 *idle[EXT_ATTACH_IDLE_MAX];  /* connections to reuse (mu) */
+    unsigned n_idle;                     /* entries used in idle (mu) */
 };
 
 /* The client this thread serves, NULL on any other thread. */
@@ -174,7 +176,7 @@ static void conn_give(struct ext_attach_server *s, sqlite3 *db)
     }
     if (!orphaned) {
         pthread_mutex_lock(&s->mu);
-        if (s->n_idle < EXT_ATTACH_CLIENTS_MAX) {
+        if (s->n_idle < EXT_ATTACH_IDLE_MAX) {
             s->idle[s->n_idle++] = db;
             db = NULL;
         }
@@ -523,17 +525,26 @@ static void accept_one(struct ext_attach_server *s)
         return;
     }
     pthread_mutex_lock(&s->mu);
-    full = s->n_clients >= EXT_ATTACH_CLIENTS_MAX;
+    full = s->n_clients >= s->max_clients;
     pthread_mutex_unlock(&s->mu);
     c = full ? NULL : calloc(1, sizeof *c);
     if (c == NULL) {
         char msg[160];
         snprintf(msg, sizeof msg,
                  "not applied: busy: the node serves as many connections of "
-                 "other processes as it takes (%u); retry",
-                 (unsigned)EXT_ATTACH_CLIENTS_MAX);
+                 "other processes as it takes (socket_max_clients=%u); retry",
+                 s->max_clients);
         send_error(fd, RAFTSQL_BUSY, msg);
         close(fd);
+        if (full) {
+            /* DEBUG: a caller over the limit is refused every few ms
+             * while it waits for its turn (attach_client.c). */
+            node_log_line(s->log, RAFT_LOG_DEBUG,
+                          "attach: busy: refused a connection over "
+                          "socket_max_clients=%u (its caller tries again "
+                          "until its busy timeout)",
+                          s->max_clients);
+        }
         return;
     }
     c->srv = s;
@@ -595,7 +606,7 @@ static int listen_at(struct ext_attach_server *s, char *errmsg, size_t len)
     }
     if ((s->gid >= 0 && chown(s->sock_path, (uid_t)-1, (gid_t)s->gid) != 0) ||
         chmod(s->sock_path, s->gid >= 0 ? 0660 : 0600) != 0 ||
-        listen(s->listen_fd, EXT_ATTACH_CLIENTS_MAX) != 0) {
+        listen(s->listen_fd, SOMAXCONN) != 0) {
         snprintf(errmsg, len, "attach socket %s: %s", s->sock_path,
                  strerror(errno));
         unlink(s->sock_path);
@@ -619,6 +630,7 @@ int attach_server_start(const char *db_path, const struct ext_config *cfg,
     }
     snprintf(s->db_path, sizeof s->db_path, "%s", db_path);
     s->gid = cfg->socket_gid;
+    s->max_clients = cfg->socket_max_clients;
     snprintf(s->group, sizeof s->group, "%s", cfg->socket_group);
     s->log = log;
     s->listen_fd = -1;

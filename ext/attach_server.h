@@ -11,14 +11,17 @@
 #include "config.h"
 #include "node_log.h"
 
-/* Most client connections served at once; one more is answered "busy". */
-#define EXT_ATTACH_CLIENTS_MAX 64
+/* Most idle SQLite connections the server keeps for reuse; the client
+ * connections served at once are socket_max_clients= (config.h), and one
+ * more is answered "busy" before its call is read. */
+#define EXT_ATTACH_IDLE_MAX 64
 
 struct ext_attach_server; /* opaque */
 
 /* attach_server_start listens for the node of database file @db_path
  * with configuration @cfg (its dir, exec_timeout_ms, socket_group: the
- * socket is mode 0600, or 0660 in that group) at the path attach_sock_path
+ * socket is mode 0600, or 0660 in that group; socket_max_clients: the
+ * connections served at once) at the path attach_sock_path
  * chooses, writes the pointer file, and starts the accept thread. Lines
  * go to @log (it must outlive the server). Writes *@out only on success;
  * a failure leaves nothing behind. Errors: RAFT_IOERR with @errmsg (the

@@ -30,6 +30,7 @@
 #define EXT__DEFAULT_REQUEST_ID_WINDOW 100000u
 #define EXT__DEFAULT_REQUEST_ID_WINDOW_MS 86400000u
 #define EXT__DEFAULT_MAX_RESULT_BYTES (16u * 1024 * 1024)
+#define EXT__DEFAULT_SOCKET_MAX_CLIENTS 64
 
 static int fail(char *errmsg, size_t errmsg_len, const char *fmt, ...)
 {
@@ -258,6 +259,7 @@ static const char *const keys[] = {
     "checksum",
     "socket",
     "socket_group",
+    "socket_max_clients",
     "repair",
 };
 
@@ -305,6 +307,7 @@ static const struct int_key int_keys[] = {
      * answer (EXT_ATTACH_FRAME_MAX, 192 MiB). */
     EXT__INT_KEY("max_result_bytes", 1024, 64u * 1024 * 1024, 1,
                  max_result_bytes, false),
+    EXT__INT_KEY("socket_max_clients", 1, 1024, 1, socket_max_clients, true),
 };
 
 /* int_key_find returns the integer key named @key, or NULL. */
@@ -581,6 +584,7 @@ int ext_config_parse(const char *text, const char *db_path,
     c->checksum = true;
     snprintf(c->dir, sizeof c->dir, "%s-raft", db_path);
     c->socket = true;
+    c->socket_max_clients = EXT__DEFAULT_SOCKET_MAX_CLIENTS;
     c->socket_gid = -1;
 
     for (tok = strtok_r(copy, " \t\r\n", &save); tok != NULL;
@@ -731,7 +735,7 @@ int ext_config_parse(const char *text, const char *db_path,
                 "request_id_window_ms, max_result_bytes, join, "
                 "force_new_cluster, bootstrap_from, "
                 "insecure, tls_cert, tls_key, tls_ca, secret_file, socket, "
-                "socket_group, repair, checksum)",
+                "socket_group, socket_max_clients, repair, checksum)",
                 key);
             goto out;
         }

@@ -99,6 +99,9 @@ struct ext_config {
                                reach the node (attach_server.h); on */
     char socket_group[64];     /* socket_group= : the group let in, "" none */
     long socket_gid;           /* its gid, -1 for none */
+    unsigned socket_max_clients; /* socket_max_clients= : connections of
+                                  other processes served at once; a
+                                  caller over it waits (attach_client.h) */
 };
 
 /* ext_config_parse parses @text, a whitespace-separated list of key=value

@@ -777,6 +777,16 @@ static void deliver(struct ext_exec *e, const struct sql_result *r)
         w->result.changes = r->changes;
         w->result.last_insert_rowid = r->last_insert_rowid;
         finish(w, EXT_EXEC_OK, SQLITE_OK, "ok");
+    } else if ((r->rc & 0xff) == SQLITE_AUTH) {
+        /* Only raft_exec's policy refuses on the apply connection (its
+         * authorizer, sql_refusal_*): the caller's check refuses the same
+         * with the same words and code before the log, unless it could
+         * not prepare the request on its connection (a table it does
+         * not have yet). */
+        w->result.err_at = r->err_at;
+        finish(w, EXT_EXEC_SQL_ERROR, RAFTSQL_REFUSED,
+               "raft_exec: not applied: %s",
+               r->errmsg != NULL ? r->errmsg : sqlite3_errstr(r->rc));
     } else {
         w->result.err_at = r->err_at;
         finish(w, EXT_EXEC_SQL_ERROR, r->rc, "%s",

@@ -221,6 +221,7 @@ int func_write_params(sqlite3_context *ctx, const char *fn, int argc,
     const char *sql = (const char *)sqlite3_value_text(argv[first]);
     size_t len = (size_t)sqlite3_value_bytes(argv[first]);
     char why[1024];
+    bool refused;
 
     *params = NULL;
     *n_params = (unsigned)(argc - 1 - first);
@@ -236,9 +237,9 @@ int func_write_params(sqlite3_context *ctx, const char *fn, int argc,
         func_value(argv[i + 1 + first], &(*params)[i].value);
     }
     if (precheck_request(sqlite3_context_db_handle(ctx), sql, len, *n_params,
-                         checked, why, sizeof why) != 0) {
+                         checked, &refused, why, sizeof why) != 0) {
         snprintf(errmsg, errmsg_len, "%s: not applied: %.990s", fn, why);
-        func_error(ctx, RAFTSQL_INVALID, errmsg);
+        func_error(ctx, refused ? RAFTSQL_REFUSED : RAFTSQL_INVALID, errmsg);
         return -1;
     }
     return 0;

@@ -7,6 +7,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "../sql/sql.h"
 #include "applier.h"
 #include "attach_client.h"
 #include "attach_sock.h"
@@ -81,7 +82,8 @@ static _Thread_local struct guard_check *checking;
 
 void guard_check_begin(struct guard_check *seen)
 {
-    seen->transaction[0] = '\0';
+    seen->refused[0] = '\0';
+    seen->setting = NULL;
     checking = seen;
 }
 
@@ -90,20 +92,18 @@ void guard_check_end(void)
     checking = NULL;
 }
 
-/* note_check records what a statement prepared for a check does. */
-static void note_check(int action, const char *a1)
+/* note_check records what raft_exec refuses in a statement prepared for
+ * a check (the first reason only), and the setting a PRAGMA sets. */
+static void note_check(int action, const char *a1, const char *a2,
+                       const char *db_name)
 {
-    const char *kind = NULL;
-    if (action == SQLITE_TRANSACTION && a1 != NULL) {
-        kind = a1; /* BEGIN, COMMIT, ROLLBACK */
-    } else if (action == SQLITE_SAVEPOINT && a1 != NULL) {
-        kind = sqlite3_stricmp(a1, "BEGIN") == 0     ? "SAVEPOINT"
-               : sqlite3_stricmp(a1, "RELEASE") == 0 ? "RELEASE"
-                                                     : "ROLLBACK TO";
+    const char *setting = sql_refusal_setting(action, a1, a2, db_name);
+    if (setting != NULL) {
+        checking->setting = setting;
     }
-    if (kind != NULL && checking->transaction[0] == '\0') {
-        snprintf(checking->transaction, sizeof checking->transaction, "%s",
-                 kind);
+    if (checking->refused[0] == '\0') {
+        (void)sql_refusal_action(action, a1, a2, db_name, checking->refused,
+                                 sizeof checking->refused);
     }
 }
 
@@ -207,7 +207,7 @@ static int guard(void *arg, int action, const char *a1, const char *a2,
     (void)trigger;
 
     if (checking != NULL) {
-        note_check(action, a1);
+        note_check(action, a1, a2, db_name);
         return SQLITE_OK;
     }
     switch (action) {

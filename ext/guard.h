@@ -94,14 +94,18 @@ int ext_guard_set_host(sqlite3 *db, ext_guard_host_cb cb, void *arg);
 
 /* What the guard saw while a check ran on this thread. */
 struct guard_check {
-    char transaction[16]; /* "BEGIN", "COMMIT", "SAVEPOINT", ... when a
-                             statement controls the transaction, else "" */
+    char refused[512];   /* why raft_exec refuses the first action that
+                          sql_refusal_action refuses (transaction
+                          control, ATTACH, TEMP objects, ...), else "" */
+    const char *setting; /* the cluster-wide setting a PRAGMA sets
+                            (sql_refusal_setting), else NULL */
 };
 
 /* guard_check_begin sets the guard aside on the calling thread until
  * guard_check_end: statements prepared meanwhile (to check a request,
- * never to run it) are allowed, and transaction control is noted in
- * @seen. Thread: the caller's; the two calls pair up on one thread. */
+ * never to run it) are allowed, and the first action that raft_exec's
+ * policy refuses (sql_refusal_action, the apply connection's) and the
+ * last cluster-wide setting set are noted in @seen. Thread: the caller's; the two calls pair up on one thread. */
 void guard_check_begin(struct guard_check *seen);
 
 /* guard_check_end puts the guard back on the calling thread. */

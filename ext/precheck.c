@@ -10,6 +10,7 @@
 #include <xxhash.h>
 
 #include "../raft/err.h"
+#include "../sql/sql.h"
 #include "guard.h"
 
 SQLITE_EXTENSION_INIT3
@@ -58,15 +59,18 @@ static int check_statement(sqlite3_stmt *s, unsigned n_values, int *max_params,
 
 int precheck_request(sqlite3 *db, const char *sql, size_t len,
                      unsigned n_values, struct ext_precheck_cache *cache,
-                     char *errmsg, size_t errmsg_len)
+                     bool *out_refused, char *errmsg, size_t errmsg_len)
 {
     uint64_t hash = XXH64(sql, len, 0);
     const char *tail = sql, *end = sql + len;
     struct guard_check seen;
+    const char *setting = NULL;
+    unsigned n_statements = 0;
     int max_params = 0;
     bool complete = true;
     int rc = 0;
 
+    *out_refused = false;
     if (cached(cache, hash, len, n_values) || len >= (size_t)INT32_MAX) {
         return 0;
     }
@@ -74,10 +78,19 @@ int precheck_request(sqlite3 *db, const char *sql, size_t len,
     while (tail < end && rc == 0) {
         sqlite3_stmt *s = NULL;
         const char *next = NULL;
-        seen.transaction[0] = '\0';
+        int prc;
         /* The length includes the NUL after the text. */
-        if (sqlite3_prepare_v2(db, tail, (int)(end - tail) + 1, &s, &next) !=
-            SQLITE_OK) {
+        prc = sqlite3_prepare_v2(db, tail, (int)(end - tail) + 1, &s, &next);
+        if (seen.refused[0] != '\0' ||
+            (prc == SQLITE_OK &&
+             sql_refusal_statement(sqlite3_sql(s), seen.refused,
+                                   sizeof seen.refused))) {
+            /* Refused for what the statement's text does, whatever the
+             * schema: an action seen before a failed prepare counts. */
+            snprintf(errmsg, errmsg_len, "%s", seen.refused);
+            *out_refused = true;
+            rc = RAFT_INVALID;
+        } else if (prc != SQLITE_OK) {
             const char *msg = sqlite3_errmsg(db);
             if (is_syntax_error(msg)) {
                 snprintf(errmsg, errmsg_len, "%s", msg);
@@ -86,18 +99,24 @@ int precheck_request(sqlite3 *db, const char *sql, size_t len,
                 complete = false; /* may depend on the schema: the entry's */
             }
             break;
-        }
-        if (seen.transaction[0] != '\0') {
-            snprintf(errmsg, errmsg_len,
-                     "%s cannot be used in raft_exec: each request already "
-                     "runs as one transaction",
-                     seen.transaction);
-            rc = RAFT_INVALID;
         } else if (s != NULL) {
-            rc = check_statement(s, n_values, &max_params, errmsg, errmsg_len);
+            n_statements++;
+            if (seen.setting != NULL) {
+                setting = seen.setting;
+            }
+            if (setting != NULL && n_statements > 1 &&
+                sql_refusal_setting_alone(setting, seen.refused,
+                                          sizeof seen.refused)) {
+                snprintf(errmsg, errmsg_len, "%s", seen.refused);
+                *out_refused = true;
+                rc = RAFT_INVALID;
+            } else {
+                rc = check_statement(s, n_values, &max_params, errmsg,
+                                     errmsg_len);
+            }
         }
         sqlite3_finalize(s);
-        if (next == NULL || next <= tail) {
+        if (prc != SQLITE_OK || next == NULL || next <= tail) {
             break;
         }
         tail = next;

@@ -1,14 +1,19 @@
 /* The caller's check of a raft_exec request before it enters the log:
- * what cannot succeed whatever the schema or the data (a syntax error, a
- * parameter count that does not match, transaction control) is refused as
- * "not applied", instead of taking a log index and failing on every node.
- * Errors that may depend on the schema ("no such table", which a later
- * statement of the same request, or a lagging follower, may explain) stay
- * results of the entry. */
+ * what cannot succeed whatever the schema or the data is refused as "not
+ * applied", instead of taking a log index and failing on every node: a
+ * syntax error, a parameter count that does not match (a bad call), and
+ * everything raft_exec's policy refuses for what the SQL text does
+ * (sql_refusal_action and sql_refusal_statement, the apply connection's
+ * own rules: transaction control, VACUUM, ATTACH, TEMP objects,
+ * node-local functions and tables, 'localtime', PRAGMAs that cannot be
+ * replicated, raftsql_* tables). Errors that may depend on the schema
+ * ("no such table", which a later statement of the same request, or a
+ * lagging follower, may explain) stay results of the entry. */
 
 #ifndef EXT_PRECHECK_H
 #define EXT_PRECHECK_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -28,17 +33,24 @@ struct ext_precheck_cache {
 };
 
 /* precheck_request prepares (never runs) each statement of the SQL text
- * @sql (@len bytes, NUL-terminated) on the caller's connection @db and
- * checks it against the @n_values values the caller gives. Returns 0 when
- * nothing is wrong or what is wrong may depend on the schema (left to the
- * entry), or RAFT_INVALID with @errmsg (@errmsg_len bytes) saying why, in
- * the words the apply connection would use: SQLite's syntax error, "%u
- * values given but the SQL has only %d parameters", "missing value for
- * parameter %d (%s)", "%s cannot be used in raft_exec: each request
- * already runs as one transaction". @cache (may be NULL) remembers requests found
- * fine. Thread: the caller's, inside a SQL function on @db. */
+ * @sql (@len bytes, NUL-terminated) on the caller's connection @db, with
+ * the guard set aside (guard_check_begin: a host's authorizer never sees
+ * these statements), and checks it against the @n_values values the
+ * caller gives. Returns 0 when nothing is wrong or what is wrong may
+ * depend on the schema (left to the entry), or RAFT_INVALID with @errmsg
+ * (@errmsg_len bytes) saying why, in the words the apply connection
+ * would use, and *@out_refused (always written) telling the kind:
+ *   - false, a bad call: SQLite's syntax error, "%u values given but the
+ *     SQL has only %d parameters", "missing value for parameter %d
+ *     (%s)";
+ *   - true, what raft_exec refuses to run: the reason
+ *     sql_refusal_action or sql_refusal_statement gives ("BEGIN cannot
+ *     be used in raft_exec: each request already runs as one
+ *     transaction", "VACUUM cannot be used in raft_exec: ...").
+ * @cache (may be NULL) remembers requests found fine. Thread: the
+ * caller's, inside a SQL function on @db. */
 int precheck_request(sqlite3 *db, const char *sql, size_t len,
                      unsigned n_values, struct ext_precheck_cache *cache,
-                     char *errmsg, size_t errmsg_len);
+                     bool *out_refused, char *errmsg, size_t errmsg_len);
 
 #endif /* EXT_PRECHECK_H */

@@ -81,8 +81,10 @@ extern "C" {
  * leader reachable within exec_timeout_ms, the node shutting down, the
  * leader refusing it); "<fn>: not applied: ...". */
 #define RAFTSQL_NOT_APPLIED (SQLITE_BUSY | (101 << 8))
-/* Not applied, busy: the node's queue is full (4096 writes), or it serves
- * as many connections of other processes as it takes, or another
+/* Not applied, busy: the node's queue is full (4096 writes), or (for a
+ * caller in another process) it served as many connections of other
+ * processes as it takes (socket_max_clients) for as long as the
+ * caller's busy timeout, at most exec_timeout_ms, or another
  * membership change is pending, or another raft_load_sql runs on it;
  * retry later. "<fn>: not applied: busy", "raft_load_sql: a load of ...
  * runs on this node: one at a time". */
@@ -121,7 +123,7 @@ extern "C" {
 #define RAFTSQL_INTERRUPTED_UNKNOWN (SQLITE_INTERRUPT | (109 << 8))
 /* Bad arguments: the call cannot succeed whatever the data (a wrong
  * argument, a bad configuration string, a syntax error or a parameter
- * without value in the request, BEGIN/COMMIT in it, raft_exec inside a
+ * without value in the request, raft_exec inside a
  * transaction, an in-memory database, a server that is no member; a
  * bad path or argument count of raft_backup or raft_load_sql, a backup
  * target that exists, a script that is missing or refused by the
@@ -143,6 +145,22 @@ extern "C" {
  * refused as stale (SQLITE_AUTH, "stale replica: removed from the
  * cluster ..."). */
 #define RAFTSQL_REMOVED (SQLITE_ERROR | (112 << 8))
+
+/* Refused, not applied: raft_exec does not run what the request's SQL
+ * does, because its effect or answer would differ between nodes or it
+ * would break the request's transaction: VACUUM, ATTACH/DETACH, TEMP
+ * objects, transaction control (BEGIN, COMMIT, SAVEPOINT...), functions
+ * that describe the node (sqlite_version(), load_extension(),
+ * total_changes()), the 'localtime' and 'utc' modifiers, node-local
+ * tables (dbstat, sqlite_dbpage...), PRAGMAs other than the replicated
+ * ones, writes to raftsql_* tables. Refused by the caller's node before
+ * the request enters the log; a request whose text the caller could not
+ * prepare (a table it does not have yet) is refused alike when applied,
+ * rolled back on every node. A retry fails alike: change the SQL (run a
+ * node-local statement outside raft_exec). "<fn>: not applied: <the
+ * reason>". SQLITE_AUTH as primary: SQLite's code of an authorizer's
+ * refusal. */
+#define RAFTSQL_REFUSED (SQLITE_AUTH | (120 << 8))
 
 /* RAFTSQL_IS_OWN_CODE(code): true for raftsql's own codes above (n from
  * 101 to 199 is kept for them), false for SQLite's codes. */

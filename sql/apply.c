@@ -315,10 +315,8 @@ static int run_statement(struct sql_fsm *f, struct run *run, sqlite3_stmt *s)
     int64_t total;
     int rc, prc;
 
-    if (authorize_is_vacuum(sqlite3_sql(s))) {
-        return run_error(f, run, SQLITE_AUTH,
-                         "VACUUM cannot be used in raft_exec: each "
-                         "request runs inside a transaction");
+    if (sql_refusal_statement(sqlite3_sql(s), f->deny, sizeof f->deny)) {
+        return run_error(f, run, SQLITE_AUTH, "%s", f->deny);
     }
     if (f->pragma_setting >= 0) {
         /* The statement is the no-op left by the authorizer. */
@@ -442,11 +440,9 @@ static int run_statements(struct sql_fsm *f, struct run *run)
              * request on: within a request of several statements either
              * would surprise, so it must come alone. */
             sqlite3_finalize(s);
-            return run_error(f, run, SQLITE_AUTH,
-                             "PRAGMA %s must be a raft_exec request of its "
-                             "own: a cluster-wide setting takes effect from "
-                             "the next request on",
-                             pragma_setting_name(f->pragma_setting));
+            sql_refusal_setting_alone(pragma_setting_name(f->pragma_setting),
+                                      f->deny, sizeof f->deny);
+            return run_error(f, run, SQLITE_AUTH, "%s", f->deny);
         }
         tail = next;
         rc = run_statement(f, run, s);

@@ -323,6 +323,8 @@ static void fn_date(sqlite3_context *ctx, int argc, sqlite3_value **argv)
                      "convert when reading",
                      name, sqlite3_value_text(argv[i]));
             sqlite3_result_error(ctx, msg, -1);
+            /* A refusal of raft_exec's policy, as the authorizer's. */
+            sqlite3_result_error_code(ctx, SQLITE_AUTH);
             return;
         }
     }

@@ -672,4 +672,42 @@ const char *sql_fsm_errmsg(const struct sql_fsm *f);
 /* sql_result_clear frees @r's errmsg and zeroes it. */
 void sql_result_clear(struct sql_result *r);
 
+/* What a request may not do, because its effect or its answer would
+ * differ between nodes or it would break the apply transaction: the
+ * apply connection's authorizer refuses it (the request's SQL error is
+ * then SQLITE_AUTH with the reason), and a caller checks its request
+ * against the same policy before the request enters the log. */
+
+/* sql_refusal_action says whether raft_exec refuses the authorizer
+ * action @action with arguments @a1, @a2 and schema @db_name (as
+ * https://sqlite.org/c3ref/set_authorizer.html passes them): 1 with the
+ * reason in @why (@why_len bytes, "VACUUM cannot be used in raft_exec:
+ * ...", "temporary objects cannot be created through raft_exec: ...",
+ * "PRAGMA x cannot be set through raft_exec: ...", "x is an internal
+ * raftsql table: ..."), else 0 (a cluster-wide PRAGMA setting included).
+ * It depends on the action's names alone, never on a connection. Pure;
+ * any thread. */
+int sql_refusal_action(int action, const char *a1, const char *a2,
+                       const char *db_name, char *why, size_t why_len);
+
+/* sql_refusal_statement says whether raft_exec refuses statement text
+ * @sql (one statement, NUL-terminated; NULL gives 0) for what its text
+ * shows and no authorizer action does: VACUUM, and a 'localtime' or
+ * 'utc' literal written as an argument of a date and time function. 1
+ * with the reason in @why (@why_len bytes), else 0. Pure; any thread. */
+int sql_refusal_statement(const char *sql, char *why, size_t why_len);
+
+/* sql_refusal_setting returns the name of the cluster-wide setting
+ * (PRAGMA foreign_keys=ON...) that authorizer action @action (@a1, @a2,
+ * @db_name) sets, or NULL for any other action. Static storage. Pure;
+ * any thread. */
+const char *sql_refusal_setting(int action, const char *a1, const char *a2,
+                                const char *db_name);
+
+/* sql_refusal_setting_alone writes into @why (@why_len bytes) why a
+ * request that sets the setting named @name beside other statements is
+ * refused ("PRAGMA %s must be a raft_exec request of its own: ...") and
+ * returns 1. Pure; any thread. */
+int sql_refusal_setting_alone(const char *name, char *why, size_t why_len);
+
 #endif /* SQL_H */

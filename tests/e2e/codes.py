@@ -16,7 +16,8 @@ SO_BASE = os.path.splitext(os.path.abspath(SO))[0]
 
 # SQLite's primary codes the header builds on (https://sqlite.org/rescode.html).
 PRIMARY = {"SQLITE_ERROR": 1, "SQLITE_BUSY": 5, "SQLITE_INTERRUPT": 9,
-           "SQLITE_FULL": 13, "SQLITE_CANTOPEN": 14, "SQLITE_TOOBIG": 18}
+           "SQLITE_FULL": 13, "SQLITE_CANTOPEN": 14, "SQLITE_TOOBIG": 18,
+           "SQLITE_AUTH": 23}
 HEADER = os.path.join(ROOT, "ext", "raftsql.h")
 
 

@@ -29,11 +29,13 @@ EXAMPLE = os.path.join(ROOT, "build", "examples", "write_through")
 SO_BASE = os.path.splitext(os.path.abspath(SO))[0]
 
 # A writer process: runs SQL statements given as JSON on a fresh
-# connection with raftsql loaded (no raft_start), prints one JSON line per
-# statement: {"rows": ...} or {"error": ..., "code": ...}.
+# connection with raftsql loaded (no raft_start; busy timeout argv[4] s,
+# else 10), prints one JSON line per statement: {"rows": ...} or
+# {"error": ..., "code": ...}.
 WRITER = r"""
 import json, sqlite3, sys
-con = sqlite3.connect(sys.argv[1], isolation_level=None, timeout=10)
+con = sqlite3.connect(sys.argv[1], isolation_level=None,
+                      timeout=float(sys.argv[4]) if len(sys.argv) > 4 else 10)
 con.enable_load_extension(True)
 con.load_extension(sys.argv[2])
 for text, *params in json.loads(sys.argv[3]):
@@ -49,11 +51,41 @@ for text, *params in json.loads(sys.argv[3]):
 """
 
 
-def writer(db, statements, prefix=(), timeout=60):
+# Threads of one process writing at once: argv[3] threads, each on a
+# connection of its own (busy timeout argv[5] s) inserting argv[4] rows
+# into kv; prints the JSON list of the [error, code] each failure gave.
+THREADS = r"""
+import json, sqlite3, sys, threading
+db, so, n, each, timeout = sys.argv[1:3] + [float(a) for a in sys.argv[3:]]
+errors = []
+def run(t):
+    con = sqlite3.connect(db, isolation_level=None, timeout=timeout,
+                          check_same_thread=False)
+    con.enable_load_extension(True)
+    con.load_extension(so)
+    for i in range(int(each)):
+        try:
+            con.execute("SELECT raft_exec('INSERT INTO kv VALUES(?, ?)', "
+                        "?, ?)", (t, i)).fetchall()
+        except sqlite3.Error as e:
+            errors.append([str(e), e.sqlite_errorcode])
+    con.close()
+threads = [threading.Thread(target=run, args=(t,)) for t in range(int(n))]
+for t in threads:
+    t.start()
+for t in threads:
+    t.join()
+print(json.dumps(errors))
+"""
+
+
+def writer(db, statements, prefix=(), timeout=60, timeout_s=10):
     """Run @statements ([sql, params...] lists) in a new Python process
-    (through @prefix, e.g. setpriv) on @db; return its answers."""
+    (through @prefix, e.g. setpriv) on @db, whose connection has a busy
+    timeout of @timeout_s seconds; return its answers."""
     out = subprocess.run(list(prefix) + [PYTHON, "-c", WRITER, db, SO_BASE,
-                                         json.dumps(statements)],
+                                         json.dumps(statements),
+                                         str(timeout_s)],
                          capture_output=True, text=True, timeout=timeout)
     if out.returncode != 0:
         raise AssertionError("writer failed: %s" % out.stderr)
@@ -363,38 +395,81 @@ class AttachSingleTest(unittest.TestCase):
         self.assertIn("attach: a malformed call", log)
         self.assertIn("sqlite_version is no raftsql function", log)
 
-    def test_one_caller_too_many_is_busy_not_applied(self):
-        """The 65th connection at once gets the error kind "not applied",
-        with the caller's name, as the other refusals."""
-        self.start("")
-        sock = self.pointer()["socket"]
+    def hold(self, n):
+        """@n connections to the node's socket that send nothing: each
+        holds one of its socket_max_clients until closed (or idle 10 s)."""
         held = []
-        try:
-            for _ in range(64):
-                c = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-                held.append(c)
-                c.connect(sock)  # sends nothing: held until idle (10 s)
+        for _ in range(n):
+            c = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+            held.append(c)
+            c.connect(self.pointer()["socket"])
+        return held
 
-            def busy():
-                got = writer(self.db, [["SELECT raft_exec('INSERT INTO kv "
-                                        "VALUES(1, 2)')"],
-                                       ["SELECT raft_barrier()"]])
-                return "error" in got[0] and got
-            got, read = wait_for("the 65th caller is refused", busy,
-                                 timeout=8)
+    def refusals(self):
+        """How many connections the node refused as over its limit (its
+        DEBUG lines)."""
+        with open(self.node.log_path, errors="replace") as f:
+            return f.read().count("attach: busy: refused a connection")
+
+    def test_callers_over_the_limit_wait_for_their_turn(self):
+        """12 threads of another process writing at once through a node
+        that serves socket_max_clients=4, while its 4 places are taken:
+        each waits (its connection's busy timeout, 10 s) and every write
+        succeeds, as SQLite's own writers wait for a lock."""
+        self.start("socket_max_clients=4 log_level=debug")
+        held = self.hold(4)
+        proc = subprocess.Popen([PYTHON, "-c", THREADS, self.db, SO_BASE,
+                                 "12", "5", "10"], stdout=subprocess.PIPE,
+                                stderr=subprocess.PIPE, text=True)
+        try:
+            # Every place stays taken until the node refused callers a
+            # dozen times (or the writers ended: today's main refuses at
+            # once, and the errors below say so).
+            wait_for("the node refuses callers over its limit", lambda:
+                     self.refusals() >= 12 or proc.poll() is not None,
+                     timeout=30)
         finally:
             for c in held:
                 c.close()
-        self.assertIn("raft_exec: not applied: busy: the node serves as "
-                      "many connections of other processes as it takes "
-                      "(64); retry", got["error"])
-        self.assertEqual(got["code"], CODES["RAFTSQL_BUSY"])
-        self.assertEqual(got["code"] & 0xff, 5)  # SQLITE_BUSY
-        # A read is worded as one: nothing was to be applied.
-        self.assertIn("raft_barrier: busy: the node serves as many "
-                      "connections of other processes as it takes (64); "
-                      "retry", read["error"])
-        self.assertEqual(read["code"], CODES["RAFTSQL_BUSY"])
+        out, err = proc.communicate(timeout=120)
+        self.assertEqual(proc.returncode, 0, err)
+        self.assertEqual(json.loads(out), [], "writes that failed")
+        self.assertEqual(self.node.value("SELECT count(*) FROM kv"), 60)
+
+    def test_a_caller_waits_no_longer_than_its_busy_timeout(self):
+        """A caller over socket_max_clients waits its connection's busy
+        timeout (Python's timeout=0.3), at most the node's
+        exec_timeout_ms (1000 for timeout=10), then fails: busy, not
+        applied, naming the limit and the wait; a read likewise."""
+        self.start("socket_max_clients=4 exec_timeout_ms=1000")
+        held = self.hold(4)
+        try:
+            t0 = time.monotonic()
+            short = writer(self.db, [["SELECT raft_exec('INSERT INTO kv "
+                                      "VALUES(1, 2)')"]], timeout_s=0.3)[0]
+            t1 = time.monotonic()
+            long_, read = writer(self.db, [
+                ["SELECT raft_exec('INSERT INTO kv VALUES(1, 2)')"],
+                ["SELECT raft_barrier()"]])
+            t2 = time.monotonic()
+        finally:
+            for c in held:
+                c.close()
+        self.assertEqual(short["code"], CODES["RAFTSQL_BUSY"], short)
+        self.assertEqual(short["code"] & 0xff, 5)  # SQLITE_BUSY
+        self.assertRegex(short["error"], r"^raft_exec: not applied: busy: "
+                         r"the node serves as many connections of other "
+                         r"processes as it takes \(socket_max_clients=4\); "
+                         r"none came free within 3\d\d ms \(this "
+                         r"connection's busy timeout, at most the node's "
+                         r"exec_timeout_ms=1000\); retry later$")
+        self.assertGreaterEqual(t1 - t0, 0.3)
+        for got in (long_, read):
+            self.assertEqual(got["code"], CODES["RAFTSQL_BUSY"], got)
+            self.assertIn("none came free within 1", got["error"])
+        self.assertIn("raft_barrier: busy: the node serves", read["error"])
+        self.assertGreaterEqual(t2 - t1, 2.0)
+        self.assertEqual(self.node.value("SELECT count(*) FROM kv"), 0)
 
     def test_no_answer_to_a_read_is_no_outcome_unknown(self):
         """A read of a stopped node's state says no answer came within

@@ -273,5 +273,124 @@ class ErrorCodesTest(unittest.TestCase):
             os.kill(self.peer.proc.pid, signal.SIGCONT)
 
 
+# What raft_exec refuses for what the SQL text does, and the words of
+# each reason: one kind, one code (RAFTSQL_REFUSED).
+REFUSALS = [
+    ("VACUUM", "VACUUM cannot be used in raft_exec"),
+    ("ATTACH 'other.db' AS o", "ATTACH cannot be used in raft_exec"),
+    ("DETACH o", "DETACH cannot be used in raft_exec"),
+    ("CREATE TEMP TABLE tmp(a)", "temporary objects cannot be created"),
+    ("INSERT INTO r VALUES(sqlite_version())",
+     "sqlite_version() cannot be used in raft_exec"),
+    ("SELECT load_extension('x')", "load_extension cannot be used"),
+    ("INSERT INTO r VALUES(datetime('now', 'localtime'))",
+     "datetime(): the 'localtime' modifier depends on each node's time "
+     "zone"),
+    ("SELECT total_changes()", "total_changes() counts each node's own"),
+    ("SELECT count(*) FROM dbstat", "dbstat cannot be read in raft_exec"),
+    ("BEGIN", "BEGIN cannot be used in raft_exec: each request already "
+     "runs as one transaction"),
+    ("INSERT INTO r VALUES(1); COMMIT", "COMMIT cannot be used"),
+    ("SAVEPOINT s", "SAVEPOINT cannot be used"),
+    ("PRAGMA journal_mode=DELETE", "PRAGMA journal_mode cannot be set "
+     "through raft_exec"),
+    ("PRAGMA page_count", "PRAGMA page_count cannot be used in raft_exec"),
+    ("PRAGMA foreign_keys=ON; INSERT INTO r VALUES(1)",
+     "PRAGMA foreign_keys must be a raft_exec request of its own"),
+    ("INSERT INTO raftsql_applied VALUES(1)",
+     "raftsql_applied is an internal raftsql table"),
+]
+
+
+class RefusalTest(unittest.TestCase):
+    """Every refusal of what the SQL text does comes back as
+    RAFTSQL_REFUSED with its whole reason, "raft_exec: not applied:
+    <reason>", on the leader, on a follower and from another process,
+    and never takes a log index; a refusal the caller's node could not
+    see (the request creates the table it then uses) is refused alike
+    when applied. Two nodes of one cluster, both in this process."""
+
+    @classmethod
+    def setUpClass(cls):
+        cls.dir = tempfile.mkdtemp(prefix="raftsql-e2e-refusals-")
+        ports = free_ports(2)
+        members = "1@127.0.0.1:%d,2@127.0.0.1:%d" % tuple(ports)
+        cls.cons = []
+        for i in (1, 2):
+            con = connect(os.path.join(cls.dir, "r%d.db" % i))
+            cls.cons.append(con)
+            con.execute("SELECT raft_start(?)", (
+                "id=%d cluster=%s election_timeout_ms=300 heartbeat_ms=30 "
+                "exec_timeout_ms=10000" % (i, members),))
+        leader = wait_for("a leader", lambda: cls.cons[0].execute(
+            "SELECT raft_leader()").fetchone()[0], timeout=30)
+        cls.leader = cls.cons[leader - 1]
+        cls.follower = cls.cons[2 - leader]
+        cls.leader.execute("SELECT raft_exec('CREATE TABLE r(a)')")
+        wait_for("the follower has r", lambda: cls.follower.execute(
+            "SELECT count(*) FROM sqlite_master WHERE name = 'r'"
+        ).fetchone()[0])
+
+    @classmethod
+    def tearDownClass(cls):
+        for con in cls.cons:
+            con.execute("SELECT raft_stop()")
+            con.close()
+        shutil.rmtree(cls.dir, ignore_errors=True)
+
+    def status(self, con):
+        return json.loads(con.execute("SELECT raft_status()").fetchone()[0])
+
+    def refused(self, con, sql):
+        """(code, text) of raft_exec(@sql) on @con and from another
+        process on @con's database file."""
+        try:
+            con.execute("SELECT raft_exec(?)", (sql,)).fetchall()
+            here = None
+        except sqlite3.Error as e:
+            here = (e.sqlite_errorcode, str(e))
+        db = con.execute("PRAGMA database_list").fetchone()[2]
+        got = other_process(db, [["SELECT raft_exec(?)", sql]])[0]
+        return [here, (got.get("code"), got.get("error"))]
+
+    def test_refused_before_the_log(self):
+        before = self.status(self.leader)
+        seen = []
+        for con in (self.leader, self.follower):
+            for sql, why in REFUSALS:
+                for got in self.refused(con, sql):
+                    seen.append((sql, got))
+                    self.assertIsNotNone(got[0], sql)
+                    self.assertEqual(got[0], CODES["RAFTSQL_REFUSED"],
+                                     (sql, got))
+                    self.assertEqual(got[0] & 0xff, 23)  # SQLITE_AUTH
+                    self.assertTrue(got[1].startswith(
+                        "raft_exec: not applied: " + why), (sql, got))
+        after = self.status(self.leader)
+        self.assertEqual((after["commit"], after["last_index"]),
+                         (before["commit"], before["last_index"]),
+                         "refusals took log indexes: %s" % seen)
+
+    def test_refused_when_applied_reads_the_same(self):
+        """The table the request uses is created by the request itself:
+        the caller's node cannot prepare it beforehand, the apply
+        connection refuses it, with the same code and words."""
+        before = self.status(self.leader)["commit"]
+        for con in (self.leader, self.follower):
+            for got in self.refused(con, "CREATE TABLE IF NOT EXISTS n(a); "
+                                    "INSERT INTO n VALUES(sqlite_version())"):
+                self.assertEqual(got[0], CODES["RAFTSQL_REFUSED"], got)
+                self.assertEqual(got[1], "raft_exec: not applied: "
+                                 "sqlite_version() cannot be used in "
+                                 "raft_exec: the SQLite build may differ "
+                                 "between nodes (during a rolling "
+                                 "upgrade), so its answer would too")
+        # Four entries, each rolled back on every node: no table n.
+        self.assertEqual(self.status(self.leader)["commit"], before + 4)
+        self.assertEqual(self.leader.execute(
+            "SELECT count(*) FROM sqlite_master WHERE name = 'n'"
+        ).fetchone()[0], 0)
+
+
 if __name__ == "__main__":
     unittest.main()

@@ -38,6 +38,21 @@ static int code_of(sqlite3 *db, const char *sql)
     return rc;
 }
 
+/* status_commit returns the commit index raft_status() shows on @db. */
+static int64_t status_commit(sqlite3 *db)
+{
+    sqlite3_stmt *st = NULL;
+    int64_t commit = -1;
+    if (sqlite3_prepare_v2(db, "SELECT json_extract(raft_status(), '$.commit')",
+                           -1, &st, NULL) == SQLITE_OK &&
+        sqlite3_step(st) == SQLITE_ROW) {
+        commit = sqlite3_column_int64(st, 0);
+    }
+    sqlite3_finalize(st);
+    assert_true(commit >= 0);
+    return commit;
+}
+
 /* start runs raft_start(@config_fmt with a free port) on @db. */
 static void start(sqlite3 *db, const char *config_fmt)
 {
@@ -103,7 +118,8 @@ static void test_without_a_node(void **state)
 
 /* On a one-node cluster: a SQL error keeps SQLite's extended code (rolled
  * back), a bad request or raft_exec inside a transaction is
- * RAFTSQL_INVALID, a request over max_request_bytes RAFTSQL_TOOBIG, a
+ * RAFTSQL_INVALID, what raft_exec refuses to run RAFTSQL_REFUSED (before
+ * the log: the commit index stays), a request over max_request_bytes RAFTSQL_TOOBIG, a
  * change naming no member RAFTSQL_INVALID. */
 static void test_on_a_node(void **state)
 {
@@ -150,7 +166,28 @@ static void test_on_a_node(void **state)
                              "SELECT raft_exec('INSRT INTO t "
                              "VALUES(3, 3)')"),
                      RAFTSQL_INVALID);
-    assert_int_equal(code_of(db, "SELECT raft_exec('BEGIN')"), RAFTSQL_INVALID);
+    /* What raft_exec refuses for what the SQL does: one code, and no
+     * log index taken. */
+    {
+        static const char *const refused[] = {
+            "SELECT raft_exec('BEGIN')",
+            "SELECT raft_exec('VACUUM')",
+            "SELECT raft_exec('ATTACH ''x.db'' AS x')",
+            "SELECT raft_exec('CREATE TEMP TABLE tt(a)')",
+            "SELECT raft_exec('SELECT sqlite_version()')",
+            "SELECT raft_exec('INSERT INTO t(u) VALUES(datetime(''now'', "
+            "''localtime''))')",
+            "SELECT raft_exec('PRAGMA cache_size=10')",
+        };
+        int64_t before = status_commit(db);
+        for (size_t i = 0; i < sizeof refused / sizeof refused[0]; i++) {
+            if (code_of(db, refused[i]) != RAFTSQL_REFUSED) {
+                fail_msg("%s: %d %s", refused[i], sqlite3_extended_errcode(db),
+                         sqlite3_errmsg(db));
+            }
+        }
+        assert_int_equal(status_commit(db), before);
+    }
     assert_int_equal(code_of(db,
                              "SELECT raft_exec('INSERT INTO t "
                              "VALUES(?, ?)', 4)"),

@@ -323,6 +323,24 @@ static void test_id_keys(void **state)
     parse_bad("id=1 repair=manual repair=auto", "repair");
 }
 
+/* socket_max_clients: 64 by default, 1 to 1024, refused with a message
+ * naming the key. */
+static void test_socket_max_clients(void **state)
+{
+    struct ext_config *c;
+
+    (void)state;
+    c = parse_ok("id=1");
+    assert_true(c->socket_max_clients == 64);
+    free(c);
+    c = parse_ok("id=1 socket_max_clients=4");
+    assert_true(c->socket_max_clients == 4);
+    free(c);
+    parse_bad("id=1 socket_max_clients=0",
+              "socket_max_clients: '0' is not an integer in [1, 1024]");
+    parse_bad("id=1 socket_max_clients=1025", "socket_max_clients: '1025'");
+}
+
 /* max_staleness_ms: off (0) by default, 0 to 3600000, refused with a
  * message naming the key. */
 static void test_max_staleness(void **state)
@@ -350,6 +368,7 @@ int main(void)
         cmocka_unit_test(test_wildcard_restart),
         cmocka_unit_test(test_id_keys),
         cmocka_unit_test(test_max_staleness),
+        cmocka_unit_test(test_socket_max_clients),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

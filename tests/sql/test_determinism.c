@@ -140,6 +140,47 @@ static void test_replicas_identical(void **state)
     replica_close(&b);
 }
 
+/* sql_refusal_statement refuses VACUUM and a 'localtime' or 'utc'
+ * literal given to a date function, whatever the case and blanks; the
+ * same words as data, in another function or in a comment pass. */
+static void test_refusal_statement(void **state)
+{
+    static const char *const refused[] = {
+        "VACUUM",
+        " /* c */ vacuum main",
+        "SELECT datetime('now', 'localtime')",
+        "SELECT date(x, ' UTC ') FROM t",
+        "INSERT INTO t VALUES(strftime('%H', 'now',\n'LocalTime'))",
+        "SELECT \"date\"('now', 'utc')",
+        "SELECT unixepoch(julianday('now', 'utc'))",
+    };
+    static const char *const passed[] = {
+        "INSERT INTO t VALUES('localtime', 'utc')",
+        "SELECT date('now'), 'utc'",
+        "SELECT date('now', substr('utc', 1))",
+        "SELECT date('now', 'utc' || '')",
+        "SELECT vacuum FROM t",
+        "SELECT datetime('now') -- 'localtime'",
+        "SELECT mydate('now', 'utc')",
+    };
+    char why[256];
+
+    (void)state;
+    for (size_t i = 0; i < sizeof refused / sizeof refused[0]; i++) {
+        why[0] = '\0';
+        if (sql_refusal_statement(refused[i], why, sizeof why) != 1) {
+            fail_msg("not refused: %s", refused[i]);
+        }
+        assert_true(strstr(why, "cannot be used in raft_exec") != NULL);
+    }
+    for (size_t i = 0; i < sizeof passed / sizeof passed[0]; i++) {
+        if (sql_refusal_statement(passed[i], why, sizeof why) != 0) {
+            fail_msg("refused: %s (%s)", passed[i], why);
+        }
+    }
+    assert_int_equal(sql_refusal_statement(NULL, why, sizeof why), 0);
+}
+
 /* Time-zone modifiers and total_changes() would differ between nodes:
  * they are refused as SQL errors; date arithmetic on "now" still works. */
 static void test_node_local_refused(void **state)
@@ -383,6 +424,7 @@ int main(void)
         cmocka_unit_test(test_replicas_identical),
         cmocka_unit_test(test_now_is_entry_time),
         cmocka_unit_test(test_node_local_refused),
+        cmocka_unit_test(test_refusal_statement),
         cmocka_unit_test(test_seed),
         cmocka_unit_test(test_shim_direct),
         cmocka_unit_test(test_two_fsms),
