@@ -160,7 +160,7 @@ extern "C" {
  * node-local statement outside raft_exec). "<fn>: not applied: <the
  * reason>". SQLITE_AUTH as primary: SQLite's code of an authorizer's
  * refusal. */
-#define RAFTSQL_REFUSED (SQLITE_AUTH | (120 << 8))
+#define RAFTSQL_REFUSED (SQLITE_AUTH | (113 << 8))
 
 /* RAFTSQL_IS_OWN_CODE(code): true for raftsql's own codes above (n from
  * 101 to 199 is kept for them), false for SQLite's codes. */
