@@ -10,6 +10,7 @@
 #include <xxhash.h>
 
 #include "../raft/err.h"
+#include "../sql/sql.h"
 #include "guard.h"
 
 SQLITE_EXTENSION_INIT3
@@ -64,6 +65,7 @@ int precheck_request(sqlite3 *db, const char *sql, size_t len,
     const char *tail = sql, *end = sql + len;
     struct guard_check seen;
     int max_params = 0;
+    unsigned n_statements = 0;
     bool complete = true;
     int rc = 0;
 
@@ -94,6 +96,7 @@ int precheck_request(sqlite3 *db, const char *sql, size_t len,
                      seen.transaction);
             rc = RAFT_INVALID;
         } else if (s != NULL) {
+            n_statements++;
             rc = check_statement(s, n_values, &max_params, errmsg, errmsg_len);
         }
         sqlite3_finalize(s);
@@ -104,15 +107,8 @@ int precheck_request(sqlite3 *db, const char *sql, size_t len,
     }
     guard_check_end();
     if (rc == 0 && complete && n_values > (unsigned)max_params) {
-        if (max_params == 0) {
-            snprintf(errmsg, errmsg_len,
-                     "%u value%s given but the SQL has no parameters", n_values,
-                     n_values == 1 ? "" : "s");
-        } else {
-            snprintf(errmsg, errmsg_len,
-                     "%u values given but the SQL has only %d parameter%s",
-                     n_values, max_params, max_params == 1 ? "" : "s");
-        }
+        sql_request_surplus_msg(errmsg, errmsg_len, n_values, max_params,
+                                n_statements);
         rc = RAFT_INVALID;
     }
     if (rc == 0 && complete && cache != NULL) {

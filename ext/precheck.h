@@ -32,11 +32,12 @@ struct ext_precheck_cache {
  * checks it against the @n_values values the caller gives. Returns 0 when
  * nothing is wrong or what is wrong may depend on the schema (left to the
  * entry), or RAFT_INVALID with @errmsg (@errmsg_len bytes) saying why, in
- * the words the apply connection would use: SQLite's syntax error, "%u
- * values given but the SQL has only %d parameters", "missing value for
+ * the words the apply connection would use: SQLite's syntax error, too
+ * many values (sql_request_surplus_msg's text), "missing value for
  * parameter %d (%s)", "%s cannot be used in raft_exec: each request
- * already runs as one transaction". @cache (may be NULL) remembers requests found
- * fine. Thread: the caller's, inside a SQL function on @db. */
+ * already runs as one transaction". @cache (may be NULL) remembers
+ * requests found fine. Thread: the caller's, inside a SQL function on
+ * @db. */
 int precheck_request(sqlite3 *db, const char *sql, size_t len,
                      unsigned n_values, struct ext_precheck_cache *cache,
                      char *errmsg, size_t errmsg_len);
