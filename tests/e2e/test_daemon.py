@@ -304,6 +304,21 @@ class DaemonConfigTest(unittest.TestCase):
             with self.subTest(what=what):
                 self.assert_bad(text, where, what)
 
+    def test_paths_the_start_needs(self):
+        """A database in a directory that does not exist, or a log
+        directory that cannot be created, is bad (exit 2, the line and
+        the path named), as the start would find it; nothing is
+        created."""
+        cluster = "id=1\ncluster = 1@127.0.0.1:%d\n" % self.port
+        self.assert_bad("database = /nonexistent/dir/x.db\n" + cluster, ":1",
+                        "database: the directory /nonexistent/dir of "
+                        "/nonexistent/dir/x.db does not exist")
+        log = os.path.join(self.dir, "no", "log")
+        self.assert_bad(self.good() + "dir = %s\n" % log, ":6",
+                        "dir: the directory %s of the log directory %s "
+                        "does not exist" % (os.path.dirname(log), log))
+        self.assertFalse(os.path.exists(os.path.dirname(log)))
+
     def test_double_quotes_and_a_byte_order_mark(self):
         """A value in double quotes loses them, and a UTF-8 byte order
         mark at the start of the file is skipped: the node starts on the
