@@ -543,6 +543,40 @@ static int settle_advertise(struct ext_config *c,
     return rc;
 }
 
+/* check_list_blanks refuses @text when a blank splits the value of a
+ * list key (cluster=, dial=): keys are separated by blanks, so the list's
+ * tail would read as a token of its own (and its head, ending with a
+ * comma, as an empty member). Returns 0 or RAFT_INVALID with the
+ * message. */
+static int check_list_blanks(const char *text, char *errmsg, size_t errmsg_len)
+{
+    static const char blanks[] = " \t\r\n";
+    const char *list = NULL; /* the previous token, when a list key's */
+    size_t list_len = 0;
+
+    for (const char *p = text + strspn(text, blanks); *p != '\0';
+         p += strspn(p, blanks)) {
+        size_t len = strcspn(p, blanks);
+        const char *eq = memchr(p, '=', len);
+
+        if (eq == NULL && list != NULL) {
+            return fail(errmsg, errmsg_len,
+                        "%.*s: a blank inside the %.*s= list, before "
+                        "'%.*s': write its entries separated by commas only, "
+                        "without blanks (id@host:port,id@host:port)",
+                        (int)list_len, list, (int)list_len, list, (int)len, p);
+        }
+        list = NULL;
+        if (eq != NULL && ((eq - p == 7 && strncmp(p, "cluster", 7) == 0) ||
+                           (eq - p == 4 && strncmp(p, "dial", 4) == 0))) {
+            list = p;
+            list_len = (size_t)(eq - p);
+        }
+        p += len;
+    }
+    return 0;
+}
+
 int ext_config_parse(const char *text, const char *db_path,
                      struct ext_config *out, char *errmsg, size_t errmsg_len)
 {
@@ -585,6 +619,10 @@ int ext_config_parse(const char *text, const char *db_path,
     c->socket = true;
     c->socket_gid = -1;
 
+    rc = check_list_blanks(copy, errmsg, errmsg_len);
+    if (rc != 0) {
+        goto out;
+    }
     for (tok = strtok_r(copy, " \t\r\n", &save); tok != NULL;
          tok = strtok_r(NULL, " \t\r\n", &save)) {
         char *eq = strchr(tok, '=');

@@ -119,7 +119,8 @@ struct ext_config {
  * peers that authenticate each other (ext_config_peers_authenticated) or
  * insecure=on. Writes @out only on success.
  * Errors: RAFT_INVALID with @errmsg (@errmsg_len bytes) naming the bad or
- * unknown key and why: missing id, id not in cluster, duplicate id,
+ * unknown key and why: a blank inside the cluster= or dial= list (its
+ * tail would read as a token of its own), missing id, id not in cluster, duplicate id,
  * malformed host:port (what is wrong in it), a hostname as listen host, a
  * wildcard anywhere but listen, a wildcard listen beside join= with
  * neither advertise= nor a cluster= entry for this id, advertise= without listen=, an

@@ -319,6 +319,17 @@ class DaemonConfigTest(unittest.TestCase):
                         "does not exist" % (os.path.dirname(log), log))
         self.assertFalse(os.path.exists(os.path.dirname(log)))
 
+    def test_blank_inside_cluster_list(self):
+        """A blank inside the cluster= list is named as such (not "rename
+        the path"); tests/ext/test_config covers raft_start's string."""
+        text = ("database = %s\nid=1\ncluster = 1@127.0.0.1:%d, "
+                "2@127.0.0.1:%d\n" % (self.db, self.port, self.port + 1))
+        self.assert_bad(text, ":3", "cluster: a blank inside the list "
+                        "'1@127.0.0.1:%d, 2@127.0.0.1:%d': write its entries "
+                        "separated by commas only" % (self.port, self.port + 1))
+        code, err = run_daemon("--config", self.conf(text), "--check")
+        self.assertNotIn("rename the path", err)
+
     def test_double_quotes_and_a_byte_order_mark(self):
         """A value in double quotes loses them, and a UTF-8 byte order
         mark at the start of the file is skipped: the node starts on the

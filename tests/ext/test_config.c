@@ -1,7 +1,7 @@
 /* Tests of ext/config.c: addresses (listen, advertise, cluster=, dial=
  * and join= with IPv4, IPv6 and hostnames, wildcards, the advertised
  * address each combination gives, and the loopback gate that insecure=on
- * lifts), and the paths a start needs. */
+ * lifts), a blank inside a list, and the paths a start needs. */
 
 #include <setjmp.h>
 #include <stdarg.h>
@@ -341,6 +341,27 @@ static void test_max_staleness(void **state)
     parse_bad("id=1 max_staleness_ms=soon", "max_staleness_ms");
 }
 
+/* A blank inside a list (cluster=, dial=) is named as such, wherever it
+ * falls: after a comma, before one, or after the =. */
+static void test_blank_in_list(void **state)
+{
+    (void)state;
+    parse_bad("id=1 cluster=1@127.0.0.1:7001, 2@127.0.0.1:7002",
+              "cluster: a blank inside the cluster= list, before "
+              "'2@127.0.0.1:7002': write its entries separated by commas "
+              "only");
+    parse_bad("id=1 cluster=1@127.0.0.1:7001 ,2@127.0.0.1:7002",
+              "cluster: a blank inside the cluster= list, before "
+              "',2@127.0.0.1:7002'");
+    parse_bad("id=1 cluster= 1@127.0.0.1:7001", "cluster: a blank inside");
+    parse_bad(
+        "id=1 cluster=1@127.0.0.1:7001 dial=2@127.0.0.1:9, "
+        "3@127.0.0.1:9",
+        "dial: a blank inside the dial= list, before '3@127.0.0.1:9'");
+    parse_bad("id=1 stray cluster=1@127.0.0.1:7001",
+              "'stray' is not key=value");
+}
+
 /* check_paths_bad checks that the paths of @text for database @db are
  * refused with a message holding @why. */
 static void check_paths_bad(const char *text, const char *db, const char *why)
@@ -412,6 +433,7 @@ int main(void)
         cmocka_unit_test(test_wildcard_restart),
         cmocka_unit_test(test_id_keys),
         cmocka_unit_test(test_max_staleness),
+        cmocka_unit_test(test_blank_in_list),
         cmocka_unit_test(test_paths),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
