@@ -156,6 +156,22 @@ class AttachClusterTest(ClusterCase):
         self.assertEqual(self.followers[0].value(
             "SELECT count(*) FROM kv"), 0)
 
+    def test_journal_mode_from_another_process_is_refused(self):
+        """PRAGMA journal_mode=DELETE on a replica's file, from a process
+        that loaded raftsql: the guard refuses it at once with its reason
+        (before, the step met the node's open connections: "database is
+        locked"); the file stays in WAL mode and reading the mode (or
+        setting WAL, a no-op) still works."""
+        db = self.followers[0].db
+        out = shell(db, "PRAGMA journal_mode=DELETE;")
+        self.assertIn("not authorized", out.stderr)
+        self.assertIn("PRAGMA journal_mode=DELETE refused: this database is "
+                      "a Raft replica, which its node keeps in WAL mode",
+                      out.stderr)
+        self.assertNotIn("locked", out.stderr)
+        out = shell(db, "PRAGMA main.journal_mode=WAL; PRAGMA journal_mode;")
+        self.assertEqual(out.stdout.split(), ["wal", "wal"], out.stderr)
+
     def test_second_raft_start_names_the_pid(self):
         node = self.followers[0]
         got = writer(node.db, [["SELECT raft_start(?)", "id=%d" % node.id]])
