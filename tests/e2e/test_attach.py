@@ -172,6 +172,26 @@ class AttachClusterTest(ClusterCase):
         out = shell(db, "PRAGMA main.journal_mode=WAL; PRAGMA journal_mode;")
         self.assertEqual(out.stdout.split(), ["wal", "wal"], out.stderr)
 
+    def test_members_on_a_follower_show_null_where_unknown(self):
+        """raft_members on a follower, in its node's process and from
+        another: match_index and lag are NULL on every row, and
+        last_contact_ms on every row but its leader's, its own included
+        (it showed 0 there; README: a follower does not know them); the
+        leader fills every column."""
+        f = self.followers[0]
+        query = ("SELECT id, leader, match_index, lag, last_contact_ms "
+                 "FROM raft_members ORDER BY id")
+        wait_for("the follower heard its leader", lambda: f.value(
+            "SELECT last_contact_ms FROM raft_members WHERE leader = 1")
+            is not None, timeout=30)
+        for rows in (f.sql(query), writer(f.db, [[query]])[0]["rows"]):
+            self.assertEqual(len(rows), 3, rows)
+            for r in rows:
+                self.assertEqual(tuple(r[2:4]), (None, None), rows)
+                self.assertEqual(r[4] is None, r[1] == 0, rows)
+        rows = self.leader.sql(query)
+        self.assertTrue(all(None not in r for r in rows), rows)
+
     def test_second_raft_start_names_the_pid(self):
         node = self.followers[0]
         got = writer(node.db, [["SELECT raft_start(?)", "id=%d" % node.id]])
