@@ -16,6 +16,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #define EXT__DEFAULT_ELECTION_TIMEOUT_MS 1000
 #define EXT__DEFAULT_HEARTBEAT_MS 100
@@ -544,6 +546,40 @@ static int settle_advertise(struct ext_config *c,
     return rc;
 }
 
+/* check_list_blanks refuses @text when a blank splits the value of a
+ * list key (cluster=, dial=): keys are separated by blanks, so the list's
+ * tail would read as a token of its own (and its head, ending with a
+ * comma, as an empty member). Returns 0 or RAFT_INVALID with the
+ * message. */
+static int check_list_blanks(const char *text, char *errmsg, size_t errmsg_len)
+{
+    static const char blanks[] = " \t\r\n";
+    const char *list = NULL; /* the previous token, when a list key's */
+    size_t list_len = 0;
+
+    for (const char *p = text + strspn(text, blanks); *p != '\0';
+         p += strspn(p, blanks)) {
+        size_t len = strcspn(p, blanks);
+        const char *eq = memchr(p, '=', len);
+
+        if (eq == NULL && list != NULL) {
+            return fail(errmsg, errmsg_len,
+                        "%.*s: a blank inside the %.*s= list, before "
+                        "'%.*s': write its entries separated by commas only, "
+                        "without blanks (id@host:port,id@host:port)",
+                        (int)list_len, list, (int)list_len, list, (int)len, p);
+        }
+        list = NULL;
+        if (eq != NULL && ((eq - p == 7 && strncmp(p, "cluster", 7) == 0) ||
+                           (eq - p == 4 && strncmp(p, "dial", 4) == 0))) {
+            list = p;
+            list_len = (size_t)(eq - p);
+        }
+        p += len;
+    }
+    return 0;
+}
+
 int ext_config_parse(const char *text, const char *db_path,
                      struct ext_config *out, char *errmsg, size_t errmsg_len)
 {
@@ -587,6 +623,10 @@ int ext_config_parse(const char *text, const char *db_path,
     c->socket_max_clients = EXT__DEFAULT_SOCKET_MAX_CLIENTS;
     c->socket_gid = -1;
 
+    rc = check_list_blanks(copy, errmsg, errmsg_len);
+    if (rc != 0) {
+        goto out;
+    }
     for (tok = strtok_r(copy, " \t\r\n", &save); tok != NULL;
          tok = strtok_r(NULL, " \t\r\n", &save)) {
         char *eq = strchr(tok, '=');
@@ -821,4 +861,88 @@ out:
     free(copy);
     free(c);
     return rc;
+}
+
+/* parent_of writes into @out (@out_len bytes) the directory that holds
+ * @path: "." for a bare name, "/" for a name in the root. */
+static void parent_of(const char *path, char *out, size_t out_len)
+{
+    const char *slash = strrchr(path, '/');
+
+    if (slash == NULL) {
+        snprintf(out, out_len, ".");
+    } else if (slash == path) {
+        snprintf(out, out_len, "/");
+    } else {
+        snprintf(out, out_len, "%.*s", (int)(slash - path), path);
+    }
+}
+
+/* dir_writable checks that @dir, the directory where @key's files go
+ * (@what says which), exists and is a directory this process may create
+ * files in. Returns 0 or RAFT_INVALID with the message. */
+static int dir_writable(const char *key, const char *dir, const char *what,
+                        char *errmsg, size_t errmsg_len)
+{
+    struct stat st;
+
+    if (stat(dir, &st) != 0) {
+        return fail(errmsg, errmsg_len, "%s: the directory %s of %s %s", key,
+                    dir, what,
+                    errno == ENOENT ? "does not exist" : strerror(errno));
+    }
+    if (!S_ISDIR(st.st_mode)) {
+        return fail(errmsg, errmsg_len,
+                    "%s: %s (the directory of %s) is not "
+                    "a directory",
+                    key, dir, what);
+    }
+    if (access(dir, W_OK | X_OK) != 0) {
+        return fail(errmsg, errmsg_len,
+                    "%s: the directory %s of %s is not writable: %s", key, dir,
+                    what, strerror(errno));
+    }
+    return 0;
+}
+
+int ext_config_check_paths(const struct ext_config *c, const char *db_path,
+                           char *errmsg, size_t errmsg_len)
+{
+    char dir[sizeof c->dir + 8], what[sizeof c->dir + 64];
+    struct stat st;
+    int rc;
+
+    parent_of(db_path, dir, sizeof dir);
+    snprintf(what, sizeof what, "%s", db_path);
+    rc = dir_writable("database", dir, what, errmsg, errmsg_len);
+    if (rc != 0) {
+        return rc;
+    }
+    if (stat(db_path, &st) == 0) {
+        if (S_ISDIR(st.st_mode)) {
+            return fail(errmsg, errmsg_len, "database: %s is a directory",
+                        db_path);
+        }
+        if (access(db_path, R_OK | W_OK) != 0) {
+            return fail(errmsg, errmsg_len,
+                        "database: %s cannot be read and written: %s", db_path,
+                        strerror(errno));
+        }
+    }
+    if (stat(c->dir, &st) != 0) {
+        /* The start creates the log directory (not its parents). */
+        parent_of(c->dir, dir, sizeof dir);
+        snprintf(what, sizeof what, "the log directory %s", c->dir);
+        return dir_writable("dir", dir, what, errmsg, errmsg_len);
+    }
+    if (!S_ISDIR(st.st_mode)) {
+        return fail(errmsg, errmsg_len,
+                    "dir: %s (the log directory) is not a directory", c->dir);
+    }
+    if (access(c->dir, W_OK | X_OK) != 0) {
+        return fail(errmsg, errmsg_len,
+                    "dir: the log directory %s is not writable: %s", c->dir,
+                    strerror(errno));
+    }
+    return 0;
 }

@@ -122,7 +122,8 @@ struct ext_config {
  * peers that authenticate each other (ext_config_peers_authenticated) or
  * insecure=on. Writes @out only on success.
  * Errors: RAFT_INVALID with @errmsg (@errmsg_len bytes) naming the bad or
- * unknown key and why: missing id, id not in cluster, duplicate id,
+ * unknown key and why: a blank inside the cluster= or dial= list (its
+ * tail would read as a token of its own), missing id, id not in cluster, duplicate id,
  * malformed host:port (what is wrong in it), a hostname as listen host, a
  * wildcard anywhere but listen, a wildcard listen beside join= with
  * neither advertise= nor a cluster= entry for this id, advertise= without listen=, an
@@ -138,6 +139,19 @@ struct ext_config {
  * at start (raft_uv_tls_new), not here. Any thread. */
 int ext_config_parse(const char *text, const char *db_path,
                      struct ext_config *out, char *errmsg, size_t errmsg_len);
+
+/* ext_config_check_paths checks, without creating anything, the paths a
+ * start of configuration @c (ext_config_parse's) for database file
+ * @db_path would need: the database's directory exists and this process
+ * may create files in it (SQLite's -wal and -shm, raftsql's -raftsql
+ * pointer), the database, when it exists, is a file it may read and
+ * write, and the log directory (dir=) either is such a directory or can
+ * be created in one that is. Returns 0, or RAFT_INVALID with @errmsg
+ * (@errmsg_len bytes) beginning with the key ("database: ..." or
+ * "dir: ...") and naming the path and what is wrong with it. Any
+ * thread. */
+int ext_config_check_paths(const struct ext_config *c, const char *db_path,
+                           char *errmsg, size_t errmsg_len);
 
 /* ext_config_cluster builds the configuration cluster= names into @out:
  * every member a voter at its address "host:port". Returns false (and

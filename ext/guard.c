@@ -265,6 +265,20 @@ static int guard(void *arg, int action, const char *a1, const char *a2,
             what = a2;
             break;
         case SQLITE_PRAGMA:
+            /* The node keeps its file in WAL mode, and its connections
+             * stay open: another journal mode could only end in "database
+             * is locked" at step time, which names no reason. */
+            if (a2 != NULL && sqlite3_stricmp(a1, "journal_mode") == 0 &&
+                sqlite3_stricmp(a2, "wal") != 0 &&
+                (schema == NULL || sqlite3_stricmp(schema, "temp") != 0) &&
+                replicated(db, schema)) {
+                fprintf(stderr,
+                        "raftsql: PRAGMA journal_mode=%s refused: this "
+                        "database is a Raft replica, which its node keeps "
+                        "in WAL mode\n",
+                        a2);
+                return SQLITE_DENY;
+            }
             /* The pragmas that write the database file itself, and the
              * one that would let the schema table be edited. */
             if (a2 != NULL && (sqlite3_stricmp(a1, "user_version") == 0 ||

@@ -16,7 +16,9 @@
  * live process), INSERT,
  * UPDATE, DELETE and schema changes on it (as "main" or ATTACHed under any
  * name) are denied at prepare time (SQLite reports "not authorized"; a
- * line naming raft_exec() is logged to stderr); TEMP objects and reads stay
+ * line naming raft_exec() is logged to stderr), and so is a PRAGMA
+ * journal_mode= other than WAL (the line says the node keeps WAL);
+ * TEMP objects and reads stay
  * allowed, but reads of replicated tables while ext_guard_read_refusal
  * refuses them (the node diverged or stale, max_staleness_ms=, or no node
  * serving a file bound by it; the raftsql_*, sqlite_* and raft_* names

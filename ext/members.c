@@ -21,8 +21,8 @@
 ** last_contact_ms, connected, auto_promote, checksum_differs) is the
 ** configuration in force
 ** as this node sees it: on the leader every column; on a follower NULL
-** where it does not know (match_index, lag, last_contact_ms but its
-** leader's). auto_promote is 1 for a learner that the leader (any leader:
+** where it does not know (match_index and lag of every row,
+** last_contact_ms of every row but its leader's, its own included). auto_promote is 1 for a learner that the leader (any leader:
 ** the mark is in the configuration entry) promotes to voter once caught
 ** up, else 0. checksum_differs is the first index at which this node
 ** found its replica checksum differs from that member's (NULL: none
@@ -94,7 +94,8 @@ unsigned members_view(struct raft_uv_node *d, raft_id self,
             w->match = raft_persisted_index(core);
             w->has_match = leading;
             w->lag = last > w->match ? last - w->match : 0;
-            w->has_contact = true;
+            /* A follower counts contact with its leader only. */
+            w->has_contact = leading;
             w->connected = 1;
             continue;
         }

@@ -123,15 +123,8 @@ int precheck_request(sqlite3 *db, const char *sql, size_t len,
     }
     guard_check_end();
     if (rc == 0 && complete && n_values > (unsigned)max_params) {
-        if (max_params == 0) {
-            snprintf(errmsg, errmsg_len,
-                     "%u value%s given but the SQL has no parameters", n_values,
-                     n_values == 1 ? "" : "s");
-        } else {
-            snprintf(errmsg, errmsg_len,
-                     "%u values given but the SQL has only %d parameter%s",
-                     n_values, max_params, max_params == 1 ? "" : "s");
-        }
+        sql_request_surplus_msg(errmsg, errmsg_len, n_values, max_params,
+                                n_statements);
         rc = RAFT_INVALID;
     }
     if (rc == 0 && complete && cache != NULL) {

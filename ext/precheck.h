@@ -40,8 +40,8 @@ struct ext_precheck_cache {
  * depend on the schema (left to the entry), or RAFT_INVALID with @errmsg
  * (@errmsg_len bytes) saying why, in the words the apply connection
  * would use, and *@out_refused (always written) telling the kind:
- *   - false, a bad call: SQLite's syntax error, "%u values given but the
- *     SQL has only %d parameters", "missing value for parameter %d
+ *   - false, a bad call: SQLite's syntax error, too many values
+ *     (sql_request_surplus_msg's text), "missing value for parameter %d
  *     (%s)";
  *   - true, what raft_exec refuses to run: the reason
  *     sql_refusal_action or sql_refusal_statement gives ("BEGIN cannot

@@ -114,6 +114,9 @@ __attribute__((visibility("default"))) int raftsql_config_check(
         return SQLITE_NOMEM;
     }
     rc = ext_config_parse(config, db_path, cfg, errmsg, errmsg_len);
+    if (rc == 0) {
+        rc = ext_config_check_paths(cfg, db_path, errmsg, errmsg_len);
+    }
     free(cfg);
     return rc == 0 ? SQLITE_OK : SQLITE_ERROR;
 }

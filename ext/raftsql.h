@@ -208,8 +208,12 @@ int raftsql_set_authorizer(sqlite3 *db,
 /* raftsql_config_check checks @config, a raft_start() configuration
  * string, for the database file @db_path (which gives the default dir=),
  * as raft_start checks it, without starting anything: every key, its value
- * and the rules between keys (README "Configuration keys"); the files the
- * tls_ keys and secret_file name are read at start, not here. Returns
+ * and the rules between keys (README "Configuration keys"), and the paths
+ * the start needs (the database's directory exists and is writable, the
+ * database file, when it exists, is readable and writable, the log
+ * directory is writable or can be created: "database: the directory ...
+ * does not exist"); the files the tls_ keys and secret_file name are read
+ * at start, not here. Nothing is created. Returns
  * SQLITE_OK; SQLITE_ERROR with @errmsg (@errmsg_len bytes, NUL-terminated)
  * naming what is wrong, beginning with the key when the error is about one
  * ("id: missing ...", "unknown key 'x' ...", "listen: '...' is not

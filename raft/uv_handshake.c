@@ -486,6 +486,7 @@ static void take_answer(struct raft_uv_out *out, const struct raft_uv_answer *a)
     out->wire_version =
         a->wire_max < RAFT_WIRE_VERSION ? a->wire_max : RAFT_WIRE_VERSION;
     out->state = RAFT__UV_CONNECTED;
+    out->answered = a->id;
     out->backoff_ms = RAFT__UV_BACKOFF_MIN_MS;
     out->refusal[0] = '\0';
     if (out->conn->tls != NULL) {

@@ -188,6 +188,9 @@ struct raft_uv_out {
                                     (valid with @build_known) */
     unsigned wire_version;                         /* frames go in this
                                     version (set when accepted) */
+    raft_id answered;                              /* the id the latest
+                                    acceptance named (a probe learns whom
+                                    it reached), 0 before one */
     char refusal[RAFT__UV_REFUSAL_LEN];            /* the last refusal of
                                     our handshake logged at WARN, "" */
     unsigned refs;                                 /* open handles: the
@@ -516,7 +519,10 @@ void raft_uv_handshake_on_answer(struct raft_uv_out *out, const uint8_t *p,
  * handshake advertised listen address @address ("host:port", address.h;
  * a hostname is resolved as for any peer): it becomes a peer of @t, so
  * this server can answer it (a joining server, or a leader this server
- * does not know yet). Returns the new peer, or NULL (logged) when
+ * does not know yet). When the join= probe (RAFT_UV_PROBE_ID) is
+ * connected to @id itself, the probe becomes that peer, at @address, and
+ * keeps its connection: no second one reaches @id. Returns the peer, or
+ * NULL (logged) when
  * @address does not parse or @t holds RAFT_MAX_SERVERS peers already.
  * Loop thread. */
 struct raft_uv_out *raft_uv_tcp_learn(struct raft_uv_transport *t, raft_id id,

@@ -11,7 +11,9 @@
  * (uv_handshake.c). Accepted connections read the peer's handshake and
  * frames (uv_recv.c).
  * raft_uv_transport_add_peer dials a new peer (or re-dials one at its new
- * address), raft_uv_tcp_learn one whose handshake arrived first;
+ * address), raft_uv_tcp_learn one whose handshake arrived first (or
+ * keeps the join= probe's connection when the probe reached that very
+ * server);
  * raft_uv_transport_remove_peer closes a peer's connection and timer, and
  * the peer is freed once both are closed.
  *
@@ -444,6 +446,21 @@ struct raft_uv_out *raft_uv_tcp_learn(struct raft_uv_transport *t, raft_id id,
                         "host:port (%s): it cannot be answered",
                         (unsigned long long)id, address, why);
         return NULL;
+    }
+    out = raft_uv_tcp_find(t, RAFT_UV_PROBE_ID);
+    if (out != NULL && out->state == RAFT__UV_CONNECTED &&
+        out->answered == id) {
+        /* The join= probe reached this very server: it becomes the
+         * server's connection. A second one would reach it beside the
+         * probe's, which it would log as two processes claiming one
+         * id. */
+        out->id = id;
+        set_address(out, &addr, NULL);
+        raft_uv_tcp_log(t, RAFT_LOG_INFO,
+                        "%s: connected to us, and the join= connection "
+                        "reached it: kept as its connection",
+                        out->name);
+        return out;
     }
     out = out_new(t, id, &addr, NULL);
     if (out == NULL) {

@@ -111,6 +111,7 @@ struct run {
     uint64_t index;                /* its log index */
     unsigned n_positional;         /* unnamed parameters given */
     int max_params;                /* most parameters of any statement */
+    unsigned n_statements;         /* statements bound so far */
     int64_t changes;               /* rows changed so far */
     int64_t total;                 /* sqlite3_total_changes64 baseline */
     int settings_changed;          /* a setting was stored */
@@ -191,6 +192,7 @@ static int bind_params(struct sql_fsm *f, struct run *run, sqlite3_stmt *s)
     unsigned i;
     int pos = 0, k, rc = 0;
 
+    run->n_statements++;
     if (n > run->max_params) {
         run->max_params = n;
     }
@@ -458,10 +460,11 @@ static int run_statements(struct sql_fsm *f, struct run *run)
     }
     run->stmt_at = 0;
     if (run->n_positional > (unsigned)run->max_params) {
-        return run_error(f, run, SQLITE_RANGE,
-                         "%u values given but the SQL has only %d "
-                         "parameters",
-                         run->n_positional, run->max_params);
+        char msg[256];
+
+        sql_request_surplus_msg(msg, sizeof msg, run->n_positional,
+                                run->max_params, run->n_statements);
+        return run_error(f, run, SQLITE_RANGE, "%s", msg);
     }
     return 0;
 }

@@ -761,3 +761,26 @@ void sql_request_free(struct sql_request *r)
     r->params = NULL;
     r->n_params = 0;
 }
+
+void sql_request_surplus_msg(char *out, size_t out_len, unsigned n_values,
+                             int max_params, unsigned n_statements)
+{
+    if (max_params <= 0) {
+        sql_errmsgf(out, out_len,
+                    "%u value%s given but the SQL has no parameters", n_values,
+                    n_values == 1 ? "" : "s");
+    } else if (n_statements <= 1) {
+        sql_errmsgf(out, out_len,
+                    "%u values given but the SQL has only %d parameter%s",
+                    n_values, max_params, max_params == 1 ? "" : "s");
+    } else {
+        /* Several statements that each take the list from its start
+         * surprise a caller who expected them to consume it in turn. */
+        sql_errmsgf(out, out_len,
+                    "%u values given but no statement of the SQL has more "
+                    "than %d parameter%s: each statement binds the values "
+                    "from the first one on; write ?NNN (?1 to ?%u) to bind "
+                    "value NNN in any statement",
+                    n_values, max_params, max_params == 1 ? "" : "s", n_values);
+    }
+}

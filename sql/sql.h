@@ -187,6 +187,17 @@ int sql_request_decode(const void *p, size_t len, struct sql_request *out,
 /* sql_request_free frees what sql_request_decode allocated in @r. */
 void sql_request_free(struct sql_request *r);
 
+/* sql_request_surplus_msg writes into @out (@out_len bytes, the caller's,
+ * always NUL-terminated) why @n_values positional values are too many for
+ * SQL whose statements have at most @max_params parameters (@max_params
+ * < @n_values) in @n_statements statements. Each statement binds the same
+ * values from the first one on, so with several statements the text says
+ * so and points to ?NNN, which takes a later value by its number. The
+ * caller's check (ext/precheck.c) and the apply connection both use it,
+ * so the two agree. Pure; any thread. */
+void sql_request_surplus_msg(char *out, size_t out_len, unsigned n_values,
+                             int max_params, unsigned n_statements);
+
 /* ---- The apply connection (the state machine) --------------------------- */
 
 /* What a committed entry carries, as the caller maps its log's entry

@@ -242,6 +242,14 @@ static int parse_line(struct node_file *f, unsigned n, char *text)
         return file_error(f, n, "%s: no value", key);
     }
     /* database= is the daemon's own; the rest goes to raft_start. */
+    if ((strcmp(key, "cluster") == 0 || strcmp(key, "dial") == 0) &&
+        strpbrk(value, " \t") != NULL) {
+        return file_error(f, n,
+                          "%s: a blank inside the list '%s': write its "
+                          "entries separated by commas only, without blanks "
+                          "(id@host:port,id@host:port)",
+                          key, value);
+    }
     if (strcmp(key, "database") != 0 && strpbrk(value, " \t") != NULL) {
         return file_error(f, n,
                           "%s: the value '%s' holds a blank, which no value "

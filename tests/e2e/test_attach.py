@@ -188,6 +188,42 @@ class AttachClusterTest(ClusterCase):
         self.assertEqual(self.followers[0].value(
             "SELECT count(*) FROM kv"), 0)
 
+    def test_journal_mode_from_another_process_is_refused(self):
+        """PRAGMA journal_mode=DELETE on a replica's file, from a process
+        that loaded raftsql: the guard refuses it at once with its reason
+        (before, the step met the node's open connections: "database is
+        locked"); the file stays in WAL mode and reading the mode (or
+        setting WAL, a no-op) still works."""
+        db = self.followers[0].db
+        out = shell(db, "PRAGMA journal_mode=DELETE;")
+        self.assertIn("not authorized", out.stderr)
+        self.assertIn("PRAGMA journal_mode=DELETE refused: this database is "
+                      "a Raft replica, which its node keeps in WAL mode",
+                      out.stderr)
+        self.assertNotIn("locked", out.stderr)
+        out = shell(db, "PRAGMA main.journal_mode=WAL; PRAGMA journal_mode;")
+        self.assertEqual(out.stdout.split(), ["wal", "wal"], out.stderr)
+
+    def test_members_on_a_follower_show_null_where_unknown(self):
+        """raft_members on a follower, in its node's process and from
+        another: match_index and lag are NULL on every row, and
+        last_contact_ms on every row but its leader's, its own included
+        (it showed 0 there; README: a follower does not know them); the
+        leader fills every column."""
+        f = self.followers[0]
+        query = ("SELECT id, leader, match_index, lag, last_contact_ms "
+                 "FROM raft_members ORDER BY id")
+        wait_for("the follower heard its leader", lambda: f.value(
+            "SELECT last_contact_ms FROM raft_members WHERE leader = 1")
+            is not None, timeout=30)
+        for rows in (f.sql(query), writer(f.db, [[query]])[0]["rows"]):
+            self.assertEqual(len(rows), 3, rows)
+            for r in rows:
+                self.assertEqual(tuple(r[2:4]), (None, None), rows)
+                self.assertEqual(r[4] is None, r[1] == 0, rows)
+        rows = self.leader.sql(query)
+        self.assertTrue(all(None not in r for r in rows), rows)
+
     def test_second_raft_start_names_the_pid(self):
         node = self.followers[0]
         got = writer(node.db, [["SELECT raft_start(?)", "id=%d" % node.id]])

@@ -304,6 +304,32 @@ class DaemonConfigTest(unittest.TestCase):
             with self.subTest(what=what):
                 self.assert_bad(text, where, what)
 
+    def test_paths_the_start_needs(self):
+        """A database in a directory that does not exist, or a log
+        directory that cannot be created, is bad (exit 2, the line and
+        the path named), as the start would find it; nothing is
+        created."""
+        cluster = "id=1\ncluster = 1@127.0.0.1:%d\n" % self.port
+        self.assert_bad("database = /nonexistent/dir/x.db\n" + cluster, ":1",
+                        "database: the directory /nonexistent/dir of "
+                        "/nonexistent/dir/x.db does not exist")
+        log = os.path.join(self.dir, "no", "log")
+        self.assert_bad(self.good() + "dir = %s\n" % log, ":6",
+                        "dir: the directory %s of the log directory %s "
+                        "does not exist" % (os.path.dirname(log), log))
+        self.assertFalse(os.path.exists(os.path.dirname(log)))
+
+    def test_blank_inside_cluster_list(self):
+        """A blank inside the cluster= list is named as such (not "rename
+        the path"); tests/ext/test_config covers raft_start's string."""
+        text = ("database = %s\nid=1\ncluster = 1@127.0.0.1:%d, "
+                "2@127.0.0.1:%d\n" % (self.db, self.port, self.port + 1))
+        self.assert_bad(text, ":3", "cluster: a blank inside the list "
+                        "'1@127.0.0.1:%d, 2@127.0.0.1:%d': write its entries "
+                        "separated by commas only" % (self.port, self.port + 1))
+        code, err = run_daemon("--config", self.conf(text), "--check")
+        self.assertNotIn("rename the path", err)
+
     def test_double_quotes_and_a_byte_order_mark(self):
         """A value in double quotes loses them, and a UTF-8 byte order
         mark at the start of the file is skipped: the node starts on the

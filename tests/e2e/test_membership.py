@@ -353,6 +353,25 @@ class MembershipTest(unittest.TestCase):
         self.wait_role(4, "voter")
         self.check_end()
 
+    def test_join_logs_no_second_connection_alarm(self):
+        """A node joining through a member with join=: no member logs "a
+        second connection claims this server id" (the joiner's join=
+        connection and the one it opens once it knows the member's id
+        overlapped; a real second process with one id still warns:
+        test_wedges). Through a follower, so that the member joined
+        through also forwards the JOIN."""
+        self.begin(4, (1, 2, 3))
+        via = next(n.id for n in self.m.live()
+                   if n.id != self.m.leader().id)
+        self.m.start(4, "join=%s" % self.m.address(via))
+        self.wait_role(4, "voter")
+        self.call(self.m.leader(), "SELECT raft_exec('SELECT 1')")
+        self.check_end()
+        for n in self.m.live():
+            with open(n.log_path) as f:
+                self.assertNotIn("a second connection claims", f.read(),
+                                 "node %d's log" % n.id)
+
     def test_learners_hold_and_addresses_are_unique(self):
         """A learner added with 'learner' stays one when it starts with
         join=, a node started with listen= alone waits until raft_add,

@@ -244,6 +244,30 @@ class WedgeTest(ClusterCase):
         for v in range(3):
             self.assertEqual(self.exec(f1, "INSERT INTO t VALUES(?)", v), 1)
 
+    def test_surplus_values_over_several_statements_explain_binding(self):
+        """Too many values for SQL of several statements: the message says
+        that each statement binds from the first value on and points to
+        ?NNN, whether the caller's check (before the log) or the apply
+        connection (the SQL creates its own table) finds it; the ?NNN form
+        then binds as the caller meant."""
+        self.start("exec_timeout_ms=10000")
+        f1 = self.followers[0]
+        self.exec(f1, "CREATE TABLE p(a, b)")
+        hint = ("3 values given but no statement of the SQL has more than "
+                "2 parameters: each statement binds the values from the "
+                "first one on; write ?NNN (?1 to ?3)")
+        for sql in ("INSERT INTO p VALUES('p1',?); INSERT INTO p VALUES(?,?)",
+                    "CREATE TABLE q(a, b); INSERT INTO q VALUES('p1',?); "
+                    "INSERT INTO q VALUES(?,?)"):
+            with self.assertRaises(NodeError) as cm:
+                self.exec(f1, sql, "A", "p2", "B")
+            self.assertIn(hint, str(cm.exception))
+        self.assertEqual(self.exec(f1, "INSERT INTO p VALUES('p1',?1); "
+                                       "INSERT INTO p VALUES(?2,?3)",
+                                   "A", "p2", "B"), 2)
+        self.assertEqual(f1.value("SELECT group_concat(a || b, ' ') FROM p"),
+                         "p1A p2B")
+
     def test_stalled_connections_are_closed(self):
         """Connections that stall are not held: a handshake never sent or
         cut short is closed within 5 s, a frame that announces 60 MB and

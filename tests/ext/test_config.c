@@ -1,7 +1,7 @@
-/* Tests of ext/config.c's addresses: listen, advertise, cluster=, dial=
+/* Tests of ext/config.c: addresses (listen, advertise, cluster=, dial=
  * and join= with IPv4, IPv6 and hostnames, wildcards, the advertised
  * address each combination gives, and the loopback gate that insecure=on
- * lifts. */
+ * lifts), a blank inside a list, and the paths a start needs. */
 
 #include <setjmp.h>
 #include <stdarg.h>
@@ -10,6 +10,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include <cmocka.h>
 
@@ -358,6 +359,88 @@ static void test_max_staleness(void **state)
     parse_bad("id=1 max_staleness_ms=soon", "max_staleness_ms");
 }
 
+/* A blank inside a list (cluster=, dial=) is named as such, wherever it
+ * falls: after a comma, before one, or after the =. */
+static void test_blank_in_list(void **state)
+{
+    (void)state;
+    parse_bad("id=1 cluster=1@127.0.0.1:7001, 2@127.0.0.1:7002",
+              "cluster: a blank inside the cluster= list, before "
+              "'2@127.0.0.1:7002': write its entries separated by commas "
+              "only");
+    parse_bad("id=1 cluster=1@127.0.0.1:7001 ,2@127.0.0.1:7002",
+              "cluster: a blank inside the cluster= list, before "
+              "',2@127.0.0.1:7002'");
+    parse_bad("id=1 cluster= 1@127.0.0.1:7001", "cluster: a blank inside");
+    parse_bad(
+        "id=1 cluster=1@127.0.0.1:7001 dial=2@127.0.0.1:9, "
+        "3@127.0.0.1:9",
+        "dial: a blank inside the dial= list, before '3@127.0.0.1:9'");
+    parse_bad("id=1 stray cluster=1@127.0.0.1:7001",
+              "'stray' is not key=value");
+}
+
+/* check_paths_bad checks that the paths of @text for database @db are
+ * refused with a message holding @why. */
+static void check_paths_bad(const char *text, const char *db, const char *why)
+{
+    struct ext_config *c = calloc(1, sizeof *c);
+    char err[512] = "";
+
+    assert_non_null(c);
+    if (ext_config_parse(text, db, c, err, sizeof err) != 0) {
+        fail_msg("'%s': %s", text, err);
+    }
+    assert_int_equal(ext_config_check_paths(c, db, err, sizeof err),
+                     RAFT_INVALID);
+    if (strstr(err, why) == NULL) {
+        fail_msg("'%s' on %s: message '%s' lacks '%s'", text, db, err, why);
+    }
+    free(c);
+}
+
+/* The paths a start needs: the database's directory must exist (and be
+ * writable), the log directory must exist or be creatable (its parent
+ * existing); nothing is created by the check. */
+static void test_paths(void **state)
+{
+    char dir[] = "/tmp/raftsql-test-config-XXXXXX", db[256], file[256];
+    char text[600], err[512] = "";
+    struct ext_config *c = calloc(1, sizeof *c);
+    FILE *f;
+
+    (void)state;
+    assert_non_null(c);
+    assert_non_null(mkdtemp(dir));
+    snprintf(db, sizeof db, "%s/x.db", dir);
+    snprintf(file, sizeof file, "%s/plain", dir);
+    f = fopen(file, "w");
+    assert_non_null(f);
+    fclose(f);
+
+    assert_int_equal(ext_config_parse("id=1", db, c, err, sizeof err), 0);
+    assert_int_equal(ext_config_check_paths(c, db, err, sizeof err), 0);
+    check_paths_bad("id=1", "/nonexistent/dir/x.db",
+                    "database: the directory /nonexistent/dir of "
+                    "/nonexistent/dir/x.db does not exist");
+    snprintf(text, sizeof text, "%s/x.db", file);
+    check_paths_bad("id=1", text, "database: ");
+    check_paths_bad("id=1", text, "is not a directory");
+    check_paths_bad("id=1", dir, "is a directory");
+    snprintf(text, sizeof text, "id=1 dir=%s/no/log", dir);
+    check_paths_bad(text, db, "dir: the directory ");
+    check_paths_bad(text, db, "/no of the log directory ");
+    check_paths_bad(text, db, "/no/log does not exist");
+    snprintf(text, sizeof text, "id=1 dir=%s", file);
+    check_paths_bad(text, db, "is not a directory");
+    /* Nothing was created. */
+    assert_int_equal(access(db, F_OK), -1);
+    assert_int_equal(access(c->dir, F_OK), -1);
+    remove(file);
+    assert_int_equal(rmdir(dir), 0);
+    free(c);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -369,6 +452,8 @@ int main(void)
         cmocka_unit_test(test_id_keys),
         cmocka_unit_test(test_max_staleness),
         cmocka_unit_test(test_socket_max_clients),
+        cmocka_unit_test(test_blank_in_list),
+        cmocka_unit_test(test_paths),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

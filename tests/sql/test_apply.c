@@ -433,7 +433,9 @@ static void test_params(void **state)
                         "INSERT INTO t VALUES (?, 1); SELECT ?, ?", p, 3, 0, 0);
     assert_int_equal(apply_bufs(f, &b, 1), 0);
     assert_error(&f->res[0], SQLITE_RANGE,
-                 "3 values given but the SQL has only 2 parameters");
+                 "3 values given but no statement of the SQL has more than 2 "
+                 "parameters: each statement binds the values from the first "
+                 "one on; write ?NNN (?1 to ?3)");
     assert_query(f->tmp.path, "SELECT count(*) FROM t", "3");
 }
 
