@@ -92,18 +92,16 @@ void guard_check_end(void)
     checking = NULL;
 }
 
-/* note_check records what raft_exec refuses in a statement prepared for
- * a check (the first reason only), and the setting a PRAGMA sets. */
-static void note_check(int action, const char *a1, const char *a2,
-                       const char *db_name)
+void guard_check_note(struct guard_check *seen, int action, const char *a1,
+                      const char *a2, const char *db_name)
 {
     const char *setting = sql_refusal_setting(action, a1, a2, db_name);
     if (setting != NULL) {
-        checking->setting = setting;
+        seen->setting = setting;
     }
-    if (checking->refused[0] == '\0') {
-        (void)sql_refusal_action(action, a1, a2, db_name, checking->refused,
-                                 sizeof checking->refused);
+    if (seen->refused[0] == '\0') {
+        (void)sql_refusal_action(action, a1, a2, db_name, seen->refused,
+                                 sizeof seen->refused);
     }
 }
 
@@ -207,7 +205,7 @@ static int guard(void *arg, int action, const char *a1, const char *a2,
     (void)trigger;
 
     if (checking != NULL) {
-        note_check(action, a1, a2, db_name);
+        guard_check_note(checking, action, a1, a2, db_name);
         return SQLITE_OK;
     }
     switch (action) {

@@ -113,4 +113,14 @@ void guard_check_begin(struct guard_check *seen);
 /* guard_check_end puts the guard back on the calling thread. */
 void guard_check_end(void);
 
+/* guard_check_note notes in @seen what raft_exec's policy says of one
+ * authorizer call (@action, @a1, @a2, @db_name as SQLite gives them):
+ * the reason sql_refusal_action gives, unless @seen holds one already
+ * (the first stays), and the cluster-wide setting a PRAGMA sets
+ * (sql_refusal_setting). The guard notes so during a check
+ * (guard_check_begin); raft_load_sql's check of a script notes so on its
+ * own connection (load_check.c). Thread: any (it touches @seen only). */
+void guard_check_note(struct guard_check *seen, int action, const char *a1,
+                      const char *a2, const char *db_name);
+
 #endif /* EXT_GUARD_H */

@@ -21,6 +21,8 @@
 #include <sqlite3ext.h>
 
 #include "../raft/err.h"
+#include "guard.h"
+#include "precheck.h"
 
 SQLITE_EXTENSION_INIT3
 
@@ -134,13 +136,59 @@ static bool drop_copied(sqlite3 *db, struct copied *c, const char *msg)
     return false;
 }
 
-/* run_stmt runs @sql (@len bytes) on @db to its end. Returns SQLite's
- * code (its message stays in sqlite3_errmsg(@db)). */
-static int run_stmt(sqlite3 *db, const char *sql, size_t len)
+/* raft_exec's check of the statement being prepared on the check's
+ * database (run_stmt). */
+struct stmt_check {
+    struct guard_check seen; /* what note_policy noted since the prepare
+                                began */
+    bool on;                 /* check this statement: it is sent */
+    bool alone;              /* it is a request of its own (a PRAGMA) */
+    bool refused;            /* out: refused by raft_exec's policy (else a
+                                bad call) */
+    char why[600];           /* out: why it fails the check */
+};
+
+/* note_policy is the check's database's authorizer: it notes, as the
+ * guard does for raft_exec's own check, what raft_exec's policy says of
+ * the statement being prepared (guard_check_note into the stmt_check
+ * @arg), and allows everything: run_stmt decides before running it. */
+static int note_policy(void *arg, int action, const char *a1, const char *a2,
+                       const char *db_name, const char *trigger)
+{
+    struct stmt_check *c = arg;
+    (void)trigger;
+    guard_check_note(&c->seen, action, a1, a2, db_name);
+    return SQLITE_OK;
+}
+
+/* Returned by run_stmt when the statement fails raft_exec's check. */
+#define LOAD_CHECK_FAILED (-1)
+
+/* run_stmt prepares @sql (@len bytes, one statement) on @db and, when
+ * @run, runs it to its end. With @c->on (the statement is sent),
+ * raft_exec's check of one statement (precheck_statement: its policy,
+ * a setting beside other statements, a parameter without a value)
+ * applies first, before anything runs. Returns SQLite's code (its
+ * message stays in sqlite3_errmsg(@db)), or LOAD_CHECK_FAILED with
+ * @c->why and @c->refused. */
+static int run_stmt(sqlite3 *db, const char *sql, size_t len,
+                    struct stmt_check *c, bool run)
 {
     sqlite3_stmt *s = NULL;
-    int rc = sqlite3_prepare_v2(db, sql, (int)len, &s, NULL);
-    while (rc == SQLITE_OK && s != NULL) {
+    int max_params = 0;
+    int rc;
+
+    c->seen.refused[0] = '\0';
+    c->seen.setting = NULL;
+    c->refused = false;
+    rc = sqlite3_prepare_v2(db, sql, (int)len, &s, NULL);
+    if (c->on && precheck_statement(rc == SQLITE_OK ? s : NULL, &c->seen,
+                                    c->seen.setting, !c->alone, 0, &max_params,
+                                    &c->refused, c->why, sizeof c->why) != 0) {
+        sqlite3_finalize(s);
+        return LOAD_CHECK_FAILED;
+    }
+    while (run && rc == SQLITE_OK && s != NULL) {
         rc = sqlite3_step(s);
         if (rc == SQLITE_DONE) {
             rc = SQLITE_OK;
@@ -159,7 +207,7 @@ static int run_stmt(sqlite3 *db, const char *sql, size_t len)
 }
 
 /* other_pragma tells whether statement @sql (@len bytes) is a PRAGMA
- * other than writable_schema: the check leaves it alone. */
+ * other than writable_schema: the check does not run it. */
 static bool other_pragma(const char *sql, size_t len)
 {
     size_t i = 0;
@@ -177,42 +225,77 @@ static bool other_pragma(const char *sql, size_t len)
     return true;
 }
 
+/* fail_at writes "line L: <@sql of @len bytes, shortened>: @why" into
+ * @errmsg (@errmsg_len bytes) for a statement on @line. */
+static void fail_at(unsigned line, const char *sql, size_t len, const char *why,
+                    char *errmsg, size_t errmsg_len)
+{
+    char head[81];
+    size_t n = len < 60 ? len : 60;
+    for (size_t j = 0; j < n; j++) {
+        char ch = sql[j];
+        head[j] = ch == '\n' || ch == '\r' || ch == '\t' ? ' ' : ch;
+    }
+    snprintf(head + n, sizeof head - n, "%s", len > 60 ? "..." : "");
+    snprintf(errmsg, errmsg_len, "line %u: %s: %s", line, head, why);
+}
+
+/* check_sent applies raft_exec's check (run_stmt, @c->on) to the text
+ * sent for statement @s of a plan of @text when it is not the text the
+ * check runs (a virtual table's CREATE, a row rebuilt): prepared only,
+ * its prepare's errors left to the text the check runs. Returns 0 or
+ * RAFT_INVALID with @errmsg. */
+static int check_sent(sqlite3 *db, struct stmt_check *c,
+                      const struct ext_load_stmt *s, const char *text,
+                      char *errmsg, size_t errmsg_len)
+{
+    size_t len;
+    const char *sql = load_plan_stmt_text(s, text, &len);
+    c->on = true;
+    c->alone = s->alone;
+    if (run_stmt(db, sql, len, c, false) != LOAD_CHECK_FAILED) {
+        return 0;
+    }
+    fail_at(s->line, sql, len, c->why, errmsg, errmsg_len);
+    return RAFT_INVALID;
+}
+
 /* run_script runs @p's script on @db; see load_check_run. */
-static int run_script(sqlite3 *db, struct copied *c,
+static int run_script(sqlite3 *db, struct copied *c, struct stmt_check *chk,
                       const struct ext_load_plan *p, const char *text,
                       char *errmsg, size_t errmsg_len)
 {
     for (unsigned i = 0; i < p->n_script; i++) {
         const struct ext_load_stmt *s = &p->script[i];
         const char *sql = text + s->offset;
-        char head[81];
-        size_t n;
+        bool pragma = other_pragma(sql, s->script_len);
         int rc;
-        if (other_pragma(sql, s->script_len)) {
-            continue;
+        if (s->role == EXT_LOAD_VTAB &&
+            check_sent(db, chk, s, text, errmsg, errmsg_len) != 0) {
+            return RAFT_INVALID;
         }
         /* The text as written: a .dump's virtual table is declared as
-         * the shell does, writable_schema on. */
-        rc = run_stmt(db, sql, s->script_len);
-        if (rc != SQLITE_OK && drop_copied(db, c, sqlite3_errmsg(db))) {
-            rc = run_stmt(db, sql, s->script_len);
+         * the shell does, writable_schema on. What is sent as written
+         * passes raft_exec's check first. A PRAGMA other than
+         * writable_schema is prepared only: its setting is the
+         * cluster's. */
+        chk->on = s->role == EXT_LOAD_SEND;
+        chk->alone = s->alone;
+        rc = run_stmt(db, sql, s->script_len, chk, !pragma);
+        if (rc != SQLITE_OK && rc != LOAD_CHECK_FAILED &&
+            drop_copied(db, c, sqlite3_errmsg(db))) {
+            rc = run_stmt(db, sql, s->script_len, chk, !pragma);
         }
-        if (rc == SQLITE_OK) {
+        if (rc == SQLITE_OK || (pragma && rc != LOAD_CHECK_FAILED)) {
             continue;
         }
         if (rc == SQLITE_NOMEM) {
             snprintf(errmsg, errmsg_len, "out of memory");
             return RAFT_NOMEM;
         }
-        n = s->script_len < 60 ? s->script_len : 60;
-        for (size_t j = 0; j < n; j++) {
-            char ch = sql[j];
-            head[j] = ch == '\n' || ch == '\r' || ch == '\t' ? ' ' : ch;
-        }
-        snprintf(head + n, sizeof head - n, "%s",
-                 s->script_len > 60 ? "..." : "");
-        snprintf(errmsg, errmsg_len, "line %u: %s: %s", s->line, head,
-                 sqlite3_errmsg(db));
+        fail_at(s->line, sql, s->script_len,
+                rc == LOAD_CHECK_FAILED ? chk->why : sqlite3_errmsg(db), errmsg,
+                errmsg_len);
         return RAFT_INVALID;
     }
     return 0;
@@ -337,11 +420,16 @@ out:
 }
 
 int load_check_run(const char *db_path, struct ext_load_plan *p,
-                   const char *text, char *errmsg, size_t errmsg_len)
+                   const char *text, bool *out_refused, char *errmsg,
+                   size_t errmsg_len)
 {
+    struct stmt_check chk;
     struct copied c = {0};
     sqlite3 *db = NULL;
     int rc;
+
+    memset(&chk, 0, sizeof chk);
+    *out_refused = false;
 
     if (sqlite3_open_v2("", &db, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE,
                         NULL) != SQLITE_OK) {
@@ -357,8 +445,11 @@ int load_check_run(const char *db_path, struct ext_load_plan *p,
     sqlite3_db_config(db, SQLITE_DBCONFIG_DEFENSIVE, 0, (int *)NULL);
     rc = copy_schema(db, db_path, &c);
     if (rc == 0) {
+        /* From here on, what raft_exec's policy says of each statement
+         * prepared is noted for run_stmt. */
+        sqlite3_set_authorizer(db, note_policy, &chk);
         rc = sqlite3_exec(db, "BEGIN", NULL, NULL, NULL) == SQLITE_OK
-                 ? run_script(db, &c, p, text, errmsg, errmsg_len)
+                 ? run_script(db, &c, &chk, p, text, errmsg, errmsg_len)
                  : RAFT_IOERR;
     }
     /* A virtual table declared by writing the schema table shows once
@@ -373,6 +464,11 @@ int load_check_run(const char *db_path, struct ext_load_plan *p,
     for (unsigned i = 0; rc == 0 && i < p->n_vtabs; i++) {
         rc = rebuild(db, p, &p->vtabs[i], errmsg, errmsg_len);
     }
+    /* The rows rebuilt are sent too. */
+    for (unsigned i = 0; rc == 0 && i < p->n_gen; i++) {
+        rc = check_sent(db, &chk, &p->gen[i], text, errmsg, errmsg_len);
+    }
+    *out_refused = rc == RAFT_INVALID && chk.refused;
     if (rc == RAFT_NOMEM) {
         snprintf(errmsg, errmsg_len, "out of memory");
     } else if (rc == RAFT_IOERR && errmsg[0] == '\0') {

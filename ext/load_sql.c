@@ -6,6 +6,13 @@
  * an earlier run applied comes back as a duplicate (its first outcome),
  * counted as skipped. A PRAGMA's chunk goes without an id: applied on
  * every run.
+ * Chunks go without raft_exec's check of a request (precheck.h): every
+ * statement of them passed raft_exec's check of one statement before
+ * the first chunk (load_check.h), and a PRAGMA, the only statement that
+ * may set a cluster-wide setting, is a chunk of its own; a check of a
+ * chunk on the caller's connection would also see less (it stops at the
+ * first statement that needs a table an earlier one of the chunk
+ * creates).
  * Failure modes: a bad file or plan writes nothing; a chunk's SQL error
  * stops the load naming the chunk and the failing statement's file and
  * line (the chunk rolled back on every node, those before stay); a chunk
@@ -148,17 +155,20 @@ static int map_script(const char *path, struct script *out, char *errmsg,
 
 /* plan plans script @sc (load_plan_split), checks it whole on a
  * temporary database holding the schema of @db_path (load_check_run,
- * which adds the rows of a .dump's virtual tables) and makes its chunks
+ * which adds the rows of a .dump's virtual tables; *@out_refused says
+ * whether raft_exec's policy refused a statement) and makes its chunks
  * of at most @bound bytes (load_plan_finish), into *@out. */
 static int plan(const char *db_path, const struct script *sc, size_t bound,
-                struct ext_load_plan *out, char *why, size_t why_len)
+                struct ext_load_plan *out, bool *out_refused, char *why,
+                size_t why_len)
 {
     int rc = load_plan_split(sc->text, sc->len, out, why, why_len);
+    *out_refused = false;
     if (rc != 0) {
         return rc;
     }
     why[0] = '\0';
-    rc = load_check_run(db_path, out, sc->text, why, why_len);
+    rc = load_check_run(db_path, out, sc->text, out_refused, why, why_len);
     if (rc == 0) {
         rc = load_plan_finish(out, sc->text, bound, EXT_LOAD_CHUNK_STMTS, why,
                               why_len);
@@ -311,6 +321,7 @@ int load_sql_run(struct ext_node *n, struct ext_load_status *ls,
     struct script sc = {NULL, 0};
     size_t bound = EXT_LOAD_CHUNK_BYTES;
     char why[1000];
+    bool refused = false;
     json_t *o;
     int rc;
 
@@ -327,15 +338,17 @@ int load_sql_run(struct ext_node *n, struct ext_load_status *ls,
     if (rc != 0) {
         snprintf(errmsg, errmsg_len, "%s", why);
     } else {
-        rc = plan(db_path, &sc, bound, &pl, why, sizeof why);
+        rc = plan(db_path, &sc, bound, &pl, &refused, why, sizeof why);
         if (rc != 0) {
             snprintf(errmsg, errmsg_len, "%.3000s: %s", path, why);
         }
     }
     if (rc != 0) {
-        /* Nothing written: the file (its path, its type) or its plan. */
+        /* Nothing written: the file (its path, its type) or its plan; a
+         * statement raft_exec refuses has raft_exec's code. */
         *out_sqlite_rc = rc == RAFT_NOMEM   ? SQLITE_NOMEM
                          : rc == RAFT_IOERR ? SQLITE_IOERR
+                         : refused          ? RAFTSQL_REFUSED
                                             : RAFTSQL_INVALID;
         goto out;
     }

@@ -80,7 +80,13 @@ bool load_status_get(struct ext_load_status *s, struct ext_load_progress *out);
  *     nothing written;
  *   - a statement that fails the check: "<path>: line L: <the
  *     statement, shortened>: <SQLite's error>", RAFT_INVALID
- *     (RAFTSQL_INVALID), nothing written;
+ *     (RAFTSQL_INVALID), nothing written; one that raft_exec's policy
+ *     refuses (VACUUM, ATTACH, a TEMP object, sqlite_version(), a
+ *     'localtime' literal, a PRAGMA that is not replicated, ...):
+ *     "<path>: line L: <the statement, shortened>: <raft_exec's
+ *     reason>", RAFT_INVALID (RAFTSQL_REFUSED, raft_exec's code for the
+ *     same statement), nothing written; a parameter without a value:
+ *     "... missing value for parameter 1 (?)", RAFTSQL_INVALID;
  *   - a chunk's SQL error: "chunk K of N (<path> line L: <the failing
  *     statement, shortened>): <SQLite's error>", RAFT_INVALID with
  *     SQLite's code of it; the statement is the chunk's first when the

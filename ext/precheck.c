@@ -57,6 +57,31 @@ static int check_statement(sqlite3_stmt *s, unsigned n_values, int *max_params,
     return 0;
 }
 
+int precheck_statement(sqlite3_stmt *s, const struct guard_check *seen,
+                       const char *setting, bool beside, unsigned n_values,
+                       int *max_params, bool *out_refused, char *errmsg,
+                       size_t errmsg_len)
+{
+    *out_refused = false;
+    if (seen->refused[0] != '\0') {
+        /* Refused for what the statement does, whatever the schema: an
+         * action seen before a failed prepare counts. */
+        snprintf(errmsg, errmsg_len, "%s", seen->refused);
+        *out_refused = true;
+        return RAFT_INVALID;
+    }
+    if (s == NULL) {
+        return 0;
+    }
+    if (sql_refusal_statement(sqlite3_sql(s), errmsg, errmsg_len) ||
+        (setting != NULL && beside &&
+         sql_refusal_setting_alone(setting, errmsg, errmsg_len))) {
+        *out_refused = true;
+        return RAFT_INVALID;
+    }
+    return check_statement(s, n_values, max_params, errmsg, errmsg_len);
+}
+
 int precheck_request(sqlite3 *db, const char *sql, size_t len,
                      unsigned n_values, struct ext_precheck_cache *cache,
                      bool *out_refused, char *errmsg, size_t errmsg_len)
@@ -81,16 +106,16 @@ int precheck_request(sqlite3 *db, const char *sql, size_t len,
         int prc;
         /* The length includes the NUL after the text. */
         prc = sqlite3_prepare_v2(db, tail, (int)(end - tail) + 1, &s, &next);
-        if (seen.refused[0] != '\0' ||
-            (prc == SQLITE_OK &&
-             sql_refusal_statement(sqlite3_sql(s), seen.refused,
-                                   sizeof seen.refused))) {
-            /* Refused for what the statement's text does, whatever the
-             * schema: an action seen before a failed prepare counts. */
-            snprintf(errmsg, errmsg_len, "%s", seen.refused);
-            *out_refused = true;
-            rc = RAFT_INVALID;
-        } else if (prc != SQLITE_OK) {
+        if (prc == SQLITE_OK && s != NULL) {
+            n_statements++;
+            if (seen.setting != NULL) {
+                setting = seen.setting;
+            }
+        }
+        rc = precheck_statement(prc == SQLITE_OK ? s : NULL, &seen, setting,
+                                n_statements > 1, n_values, &max_params,
+                                out_refused, errmsg, errmsg_len);
+        if (rc == 0 && prc != SQLITE_OK) {
             const char *msg = sqlite3_errmsg(db);
             if (is_syntax_error(msg)) {
                 snprintf(errmsg, errmsg_len, "%s", msg);
@@ -98,25 +123,9 @@ int precheck_request(sqlite3 *db, const char *sql, size_t len,
             } else {
                 complete = false; /* may depend on the schema: the entry's */
             }
-            break;
-        } else if (s != NULL) {
-            n_statements++;
-            if (seen.setting != NULL) {
-                setting = seen.setting;
-            }
-            if (setting != NULL && n_statements > 1 &&
-                sql_refusal_setting_alone(setting, seen.refused,
-                                          sizeof seen.refused)) {
-                snprintf(errmsg, errmsg_len, "%s", seen.refused);
-                *out_refused = true;
-                rc = RAFT_INVALID;
-            } else {
-                rc = check_statement(s, n_values, &max_params, errmsg,
-                                     errmsg_len);
-            }
         }
         sqlite3_finalize(s);
-        if (prc != SQLITE_OK || next == NULL || next <= tail) {
+        if (rc != 0 || prc != SQLITE_OK || next == NULL || next <= tail) {
             break;
         }
         tail = next;

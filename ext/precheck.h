@@ -53,4 +53,32 @@ int precheck_request(sqlite3 *db, const char *sql, size_t len,
                      unsigned n_values, struct ext_precheck_cache *cache,
                      bool *out_refused, char *errmsg, size_t errmsg_len);
 
+struct guard_check; /* guard.h */
+
+/* precheck_statement is precheck_request's check of one statement, which
+ * raft_load_sql's check of a script (load_check.c) applies to every
+ * statement it sends, so that both refuse the same statements with the
+ * same words. It takes:
+ *   - @s, the statement prepared (never stepped) on a connection whose
+ *     authorizer noted raft_exec's policy in @seen meanwhile
+ *     (guard_check_note), or NULL when the prepare failed or found no
+ *     statement (then only a refusal @seen noted counts);
+ *   - @setting, the cluster-wide setting set by the request so far (a
+ *     PRAGMA: guard_check.setting), or NULL, and @beside, whether the
+ *     statement shares its request with others;
+ *   - @n_values, the values given with the request; *@max_params takes
+ *     the statement's parameter count in (the request's most).
+ * Returns 0, or RAFT_INVALID with @errmsg (@errmsg_len bytes) and
+ * *@out_refused (always written), as precheck_request:
+ *   - true: what @seen noted (sql_refusal_action), or the statement's
+ *     text refused (sql_refusal_statement: VACUUM, a 'localtime'
+ *     literal), or a setting beside other statements
+ *     (sql_refusal_setting_alone);
+ *   - false: "missing value for parameter %d (%s)".
+ * Thread: any (it reads @s, which the caller holds). */
+int precheck_statement(sqlite3_stmt *s, const struct guard_check *seen,
+                       const char *setting, bool beside, unsigned n_values,
+                       int *max_params, bool *out_refused, char *errmsg,
+                       size_t errmsg_len);
+
 #endif /* EXT_PRECHECK_H */

@@ -7,7 +7,10 @@ their shadow tables as ordinary ones) loads, and queries answer on every
 node as on a copy loaded by the stock shell (sqlite3 new.db < dump.sql);
 a script with a statement that cannot load is refused before its first
 chunk: no commit index moves, no table appears, the cluster's settings
-stay.
+stay; so is one with a statement that raft_exec's policy refuses (VACUUM,
+ATTACH, a TEMP table, sqlite_version(), 'localtime', a PRAGMA that is not
+replicated), with raft_exec's own reason and code, and one with a
+parameter that no value binds.
 """
 
 import json
@@ -115,6 +118,28 @@ class DumpTest(ClusterCase):
         cluster.wait_applied(max(n.status()["applied"]
                                  for n in cluster.nodes))
 
+    def rows_script(self, n):
+        """Sets the cluster's foreign_keys ON; returns the first lines of
+        a script: PRAGMA foreign_keys=OFF, BEGIN, table r_a and @n - 1
+        rows of it."""
+        self.exec(self.leader, "PRAGMA foreign_keys=ON")
+        self.settle(self.cluster)
+        return (["PRAGMA foreign_keys=OFF;", "BEGIN TRANSACTION;",
+                 "CREATE TABLE r_a(id INTEGER PRIMARY KEY, v);"] +
+                ["INSERT INTO r_a VALUES(%d, 'v%d');" % (i, i)
+                 for i in range(1, n)])
+
+    def assert_nothing_loaded(self, commits):
+        """No commit index moved from @commits, no node has r_a, the
+        cluster's foreign_keys=ON stays."""
+        self.assertEqual([n.status()["commit"] for n in self.cluster.nodes],
+                         commits)
+        for n in self.cluster.nodes:
+            self.assertEqual(n.sql("SELECT count(*) FROM sqlite_master WHERE "
+                                   "name = 'r_a'"), [[0]])
+            self.assertEqual(n.sql("SELECT value FROM raftsql_settings WHERE "
+                                   "name = 'foreign_keys'"), [[1]])
+
     def test_replica_dump_loads_into_a_fresh_cluster(self):
         """The README's recipe: sqlite3 app.db .dump of a replica (with
         virtual tables and a cluster-wide PRAGMA setting), then
@@ -182,12 +207,7 @@ class DumpTest(ClusterCase):
         naming its line before anything is written (the commit index does
         not move, no table appears, the cluster's foreign_keys=ON stays);
         the script fixed, it loads whole."""
-        self.exec(self.leader, "PRAGMA foreign_keys=ON")
-        self.settle(self.cluster)
-        lines = ["PRAGMA foreign_keys=OFF;", "BEGIN TRANSACTION;",
-                 "CREATE TABLE r_a(id INTEGER PRIMARY KEY, v);"]
-        lines += ["INSERT INTO r_a VALUES(%d, 'v%d');" % (i, i)
-                  for i in range(1, 3000)]
+        lines = self.rows_script(3000)
         lines += ["INSERT INTO r_nosuch VALUES(1);", "COMMIT;"]
         script = self.write("bad.sql", "\n".join(lines) + "\n")
         commits = [n.status()["commit"] for n in self.cluster.nodes]
@@ -197,13 +217,7 @@ class DumpTest(ClusterCase):
                          "raft_load_sql: %s: line 3003: INSERT INTO r_nosuch "
                          "VALUES(1);: no such table: r_nosuch" % script)
         self.assertEqual(cm.exception.code, CODES["RAFTSQL_INVALID"])
-        self.assertEqual([n.status()["commit"] for n in self.cluster.nodes],
-                         commits)
-        for n in self.cluster.nodes:
-            self.assertEqual(n.sql("SELECT count(*) FROM sqlite_master WHERE "
-                                   "name = 'r_a'"), [[0]])
-            self.assertEqual(n.sql("SELECT value FROM raftsql_settings WHERE "
-                                   "name = 'foreign_keys'"), [[1]])
+        self.assert_nothing_loaded(commits)
         lines[-2] = "INSERT INTO r_a VALUES(3000, 'v3000');"
         script = self.write("bad.sql", "\n".join(lines) + "\n")
         r = json.loads(self.followers[0].value("SELECT raft_load_sql(?)",
@@ -212,3 +226,41 @@ class DumpTest(ClusterCase):
         self.settle(self.cluster)
         for n in self.cluster.nodes:
             self.assertEqual(n.sql("SELECT count(*) FROM r_a"), [[3000]])
+
+    def test_refused_statement_refused_before_any_chunk(self):
+        """A script with, in its middle after 1500 rows (two chunks), a
+        statement that raft_exec's policy refuses: refused before its
+        first chunk, naming its line, with the reason raft_exec gives for
+        the same statement and its code (RAFTSQL_REFUSED); no commit index
+        moves, no table appears, the cluster's foreign_keys=ON stays. A
+        parameter without a value is refused as raft_exec refuses it
+        (RAFTSQL_INVALID)."""
+        head = self.rows_script(1500)
+        tail = ["INSERT INTO r_a VALUES(%d, 'w');" % i
+                for i in range(2000, 2010)] + ["COMMIT;"]
+        refused = ["VACUUM;", "ATTACH DATABASE ':memory:' AS aux;",
+                   "CREATE TEMP TABLE r_tmp(x);", "SELECT sqlite_version();",
+                   "SELECT date('now', 'localtime');",
+                   "PRAGMA journal_mode=DELETE;"]
+        cases = [(stmt, "RAFTSQL_REFUSED") for stmt in refused]
+        cases.append(("SELECT ?;", "RAFTSQL_INVALID"))
+        for stmt, code in cases:
+            with self.subTest(stmt=stmt):
+                # raft_exec's answer for the statement alone: its reason.
+                with self.assertRaises(NodeError) as cm:
+                    self.exec(self.leader, stmt)
+                self.assertEqual(cm.exception.code, CODES[code])
+                prefix = "raft_exec: not applied: "
+                self.assertTrue(str(cm.exception).startswith(prefix),
+                                str(cm.exception))
+                why = str(cm.exception)[len(prefix):]
+                script = self.write("refused.sql",
+                                    "\n".join(head + [stmt] + tail) + "\n")
+                commits = [n.status()["commit"] for n in self.cluster.nodes]
+                with self.assertRaises(NodeError) as cm:
+                    self.followers[0].value("SELECT raft_load_sql(?)", script)
+                self.assertEqual(str(cm.exception),
+                                 "raft_load_sql: %s: line %d: %s: %s"
+                                 % (script, len(head) + 1, stmt, why))
+                self.assertEqual(cm.exception.code, CODES[code])
+                self.assert_nothing_loaded(commits)

@@ -4,10 +4,14 @@
  * by bytes and by count (a PRAGMA alone), request ids chained over the
  * chunks, a sqlite3 .dump script, a replica's dump (raftsql_* left
  * out), a dump's virtual tables (sent as CREATE VIRTUAL TABLE, their
- * shadow tables checked only). */
+ * shadow tables checked only); and of ext/load_check.c's check of a
+ * script: what raft_exec's policy refuses is refused there in
+ * raft_exec's words, naming its line, but not in what the plan leaves
+ * out or checks only. */
 
 #include <setjmp.h>
 #include <stdarg.h>
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -16,6 +20,7 @@
 
 #include <cmocka.h>
 
+#include "ext/load_check.h"
 #include "ext/load_plan.h"
 #include "raft/err.h"
 
@@ -430,6 +435,122 @@ static void test_schema_writes_refused(void **state)
         0, "contentless");
 }
 
+/* check_script plans @text and checks it (load_check_run, no replica
+ * schema); returns its code, *@refused and its message in @err (256
+ * bytes). */
+static int check_script(const char *text, bool *refused, char *err)
+{
+    struct ext_load_plan p;
+    int rc;
+    err[0] = '\0';
+    if (load_plan_split(text, strlen(text), &p, err, 256) != 0) {
+        fail_msg("'%s' not planned: %s", text, err);
+    }
+    rc = load_check_run(NULL, &p, text, refused, err, 256);
+    load_plan_free(&p);
+    return rc;
+}
+
+/* A statement raft_exec's policy refuses, in the middle of a script, is
+ * refused by the check naming its line, with raft_exec's reason and
+ * *out_refused; a parameter without a value fails it as a bad call. */
+static void test_check_applies_raft_exec_policy(void **state)
+{
+    static const struct {
+        const char *stmt; /* line 4 of the script */
+        bool refused;     /* raft_exec's policy refuses it */
+        const char *why;  /* the start of the reason */
+    } cases[] = {
+        {"VACUUM;", true, "VACUUM cannot be used in raft_exec"},
+        {"ATTACH DATABASE ':memory:' AS aux;", true,
+         "ATTACH cannot be used in raft_exec"},
+        {"CREATE TEMP TABLE tmp(x);", true,
+         "temporary objects cannot be created through raft_exec"},
+        {"CREATE TEMP VIEW tv AS SELECT 1;", true, "temporary objects"},
+        {"SELECT sqlite_version();", true,
+         "sqlite_version() cannot be used in raft_exec"},
+        {"INSERT INTO t VALUES(load_extension('x'));", true,
+         "load_extension cannot be used in raft_exec"},
+        {"INSERT INTO t SELECT total_changes();", true, "total_changes()"},
+        {"UPDATE t SET x = datetime(x, 'localtime');", true,
+         "datetime(): the 'localtime' modifier"},
+        {"PRAGMA journal_mode=DELETE;", true,
+         "PRAGMA journal_mode cannot be set through raft_exec"},
+        {"PRAGMA cache_size;", true, "PRAGMA cache_size cannot be used"},
+        {"EXPLAIN PRAGMA foreign_keys=ON;", true,
+         "PRAGMA foreign_keys must be a raft_exec request of its own"},
+        {"INSERT INTO t VALUES(?);", false,
+         "missing value for parameter 1 (?)"},
+        {"INSERT INTO t VALUES(:v);", false,
+         "missing value for parameter 1 (:v)"},
+    };
+    (void)state;
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        char text[512], err[256], want[256];
+        bool refused = !cases[i].refused;
+        snprintf(text, sizeof text,
+                 "PRAGMA foreign_keys=OFF;\nBEGIN;\nCREATE TABLE t(x);\n%s\n"
+                 "INSERT INTO t VALUES(1);\nCOMMIT;\n",
+                 cases[i].stmt);
+        snprintf(want, sizeof want, "line 4: %s: %s", cases[i].stmt,
+                 cases[i].why);
+        if (check_script(text, &refused, err) != RAFT_INVALID ||
+            strncmp(err, want, strlen(want)) != 0 ||
+            refused != cases[i].refused) {
+            fail_msg("'%s': '%s' (refused %d), not '%s' (refused %d)",
+                     cases[i].stmt, err, refused, want, cases[i].refused);
+        }
+    }
+}
+
+/* What the plan leaves out or checks only is not held to raft_exec's
+ * policy: a .dump's PRAGMA writable_schema and shadow tables, its
+ * transaction, a replica's raftsql_* tables; a cluster-wide setting
+ * (a chunk of its own) and a PRAGMA stored in the file pass. */
+static void test_check_leaves_out_what_is_not_sent(void **state)
+{
+    const char *text =
+        "PRAGMA foreign_keys=OFF;\n"
+        "BEGIN TRANSACTION;\n"
+        "CREATE TABLE raftsql_applied(id INTEGER PRIMARY KEY, x);\n"
+        "INSERT INTO raftsql_applied VALUES(1, 5);\n"
+        "CREATE TABLE plain(a);\n"
+        "INSERT INTO plain VALUES(date('2020-01-01'));\n"
+        "PRAGMA writable_schema=ON;\n"
+        "INSERT INTO sqlite_schema(type,name,tbl_name,rootpage,sql)VALUES("
+        "'table','ft','ft',0,'CREATE VIRTUAL TABLE ft USING fts4(body)');\n"
+        "CREATE TABLE IF NOT EXISTS 'ft_content'(docid INTEGER PRIMARY KEY, "
+        "'c0body');\n"
+        "INSERT INTO ft_content VALUES(1, 'raft');\n"
+        "CREATE TABLE IF NOT EXISTS 'ft_segments'(blockid INTEGER PRIMARY "
+        "KEY, block BLOB);\n"
+        "CREATE TABLE IF NOT EXISTS 'ft_segdir'(level INTEGER,idx "
+        "INTEGER,start_block INTEGER,leaves_end_block INTEGER,end_block "
+        "INTEGER,root BLOB,PRIMARY KEY(level, idx));\n"
+        "CREATE TABLE IF NOT EXISTS 'ft_docsize'(docid INTEGER PRIMARY KEY, "
+        "size BLOB);\n"
+        "CREATE TABLE IF NOT EXISTS 'ft_stat'(id INTEGER PRIMARY KEY, value "
+        "BLOB);\n"
+        "PRAGMA writable_schema=OFF;\n"
+        "PRAGMA user_version=3;\n"
+        "COMMIT;\n";
+    char err[256];
+    bool refused = true;
+    (void)state;
+    struct ext_load_plan p;
+    if (load_plan_split(text, strlen(text), &p, err, sizeof err) != 0 ||
+        load_check_run(NULL, &p, text, &refused, err, sizeof err) != 0) {
+        fail_msg("the dump was refused: %s", err);
+    }
+    assert_false(refused);
+    /* The row of ft, rebuilt (and checked) as an INSERT through it. */
+    assert_int_equal(p.n_gen, 1);
+    assert_string_equal(p.gen[0].sql,
+                        "INSERT INTO \"ft\"(docid, \"body\") VALUES(1, "
+                        "'raft');");
+    load_plan_free(&p);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -444,6 +565,8 @@ int main(void)
         cmocka_unit_test(test_replica_dump_leaves_internal_tables_out),
         cmocka_unit_test(test_virtual_tables_of_a_dump),
         cmocka_unit_test(test_schema_writes_refused),
+        cmocka_unit_test(test_check_applies_raft_exec_policy),
+        cmocka_unit_test(test_check_leaves_out_what_is_not_sent),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
