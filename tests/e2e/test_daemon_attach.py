@@ -290,35 +290,89 @@ class DaemonAttachTest(DaemonAttachCase):
                              on_other)
         self.assert_present_once(lead, other, answers)
 
-    def test_sigterm_answers_the_writers_waiting_in_the_daemon(self):
-        """Writers wait in the leader's daemon for writes that cannot
-        commit (both followers held with SIGSTOP); SIGTERM on it answers
-        each "outcome unknown" at once (not after exec_timeout_ms), and
-        each writer goes on through another daemon."""
+    def status(self, d):
+        """raft_status() of daemon @d, as a writer on its file sees it."""
+        return json.loads(self.through(d, [["SELECT raft_status()"]])[0]
+                          ["rows"][0][0])
+
+    def sigterm_waiting_writers(self, after_step_down):
+        """Hold both followers (SIGSTOP) so that no write commits; two
+        writers write through the leader's daemon (once it stepped down,
+        when @after_step_down); once both wait there, SIGTERM it. Returns
+        the daemons (leader, others) and every answer, after finish():
+        each writer's answer to the SIGTERM is the last one it got through
+        the leader, and names the stop (not exec_timeout_ms, which may
+        have answered earlier calls of a slow run)."""
         lead = self.leader()
         others = self.followers(lead)
         for d in others:
             d.signal(signal.SIGSTOP)
         try:
+            if after_step_down:
+                wait_for("daemon %d stepped down" % lead.id,
+                         lambda: self.status(lead)["role"] != "leader", 30)
             procs = [self.switching(lead, others[0], "u%d" % w, 5)
                      for w in range(2)]
-            wait_for("both writers wait in the daemon", lambda: json.loads(
-                self.through(lead, [["SELECT raft_status()"]])[0]["rows"]
-                [0][0])["waiters"] == 2, 20)
-            t0 = time.monotonic()
+            wait_for("both writers wait in the daemon",
+                     lambda: self.status(lead)["waiters"] == 2, 30)
             lead.signal(signal.SIGTERM)
-            answers = [json.loads(p.stdout.readline()) for p in procs]
-            took = time.monotonic() - t0
+            # The followers stay held until the stop answered each writer
+            # (or it found no node to reach any more).
+            answers = []
+            for p in procs:
+                for line in p.stdout:
+                    answers.append(json.loads(line))
+                    if any(m in answers[-1].get("error", "") for m in (
+                            "the node is shutting down",
+                            "no raftsql node runs")):
+                        break
         finally:
             for d in others:
                 d.signal(signal.SIGCONT)
-        self.assertLess(took, 3, answers)
-        for a in answers:
-            self.assertIn("outcome unknown", a["error"])
         self.finish(lead, procs, answers)
         on_other = [a for a in answers if a["db"] == others[0].db]
         self.assertEqual([a.get("rows") for a in on_other], [1] * 10,
                          on_other)
+        return lead, others, answers
+
+    def stop_answers(self, lead, answers):
+        """The answers the SIGTERM of @lead gave: each writer's last
+        through it before "no raftsql node runs"."""
+        got = {}
+        for a in answers:
+            if a["db"] == lead.db and "no raftsql node runs" not in \
+                    a.get("error", ""):
+                got[a["k"].split("-")[0]] = a
+        self.assertEqual(sorted(got), ["u0", "u1"], answers)
+        for a in got.values():
+            self.assertIn("the node is shutting down (raft_stop)",
+                          a.get("error", ""), answers)
+        return list(got.values())
+
+    def test_sigterm_answers_the_writers_waiting_in_the_daemon(self):
+        """Writers wait in the leader's daemon for writes that cannot
+        commit (both followers held with SIGSTOP); SIGTERM on it answers
+        each at once (not after exec_timeout_ms): "outcome unknown" for a
+        write the leader had appended, "not applied" for one that came
+        after it stepped down (no quorum heard for an election timeout,
+        which a loaded machine lets pass first), and that answer holds:
+        a write not applied is on no replica, one of unknown outcome at
+        most once. Each writer goes on through another daemon."""
+        lead, others, answers = self.sigterm_waiting_writers(False)
+        for a in self.stop_answers(lead, answers):
+            self.assertTrue(a["error"].startswith((
+                "raft_exec: outcome unknown: the node is shutting down",
+                "raft_exec: not applied: the node is shutting down")), a)
+        self.assert_present_once(lead, others[0], answers)
+
+    def test_sigterm_answers_writers_waiting_for_a_leader(self):
+        """As above, the writers coming once the leader stepped down:
+        their writes never left the daemon's node, and SIGTERM answers
+        each "not applied" at once; none is on any replica."""
+        lead, others, answers = self.sigterm_waiting_writers(True)
+        for a in self.stop_answers(lead, answers):
+            self.assertTrue(a["error"].startswith(
+                "raft_exec: not applied: the node is shutting down"), a)
         self.assert_present_once(lead, others[0], answers)
 
 
