@@ -685,6 +685,26 @@ static void run_unlocked(struct ext_applier *a,
     pthread_cond_broadcast(&a->idle_cond);
 }
 
+#ifdef RAFTSQL_TEST_FAULTS
+/* test_apply_delay_ms returns how long (ms) test builds hold the next
+ * batch before applying it: RAFTSQL_TEST_FIRST_APPLY_DELAY_MS for the
+ * first batch of this run (@first), so that a restarted node is caught
+ * catching up, plus RAFTSQL_TEST_APPLY_DELAY_MS for every batch: the slow
+ * apply of a loaded machine, made deterministic, so that a test's
+ * assumptions about which node applies first show. 0 for none. */
+static unsigned test_apply_delay_ms(bool first)
+{
+    const char *first_ms = getenv("RAFTSQL_TEST_FIRST_APPLY_DELAY_MS");
+    const char *every_ms = getenv("RAFTSQL_TEST_APPLY_DELAY_MS");
+    unsigned ms = every_ms != NULL ? (unsigned)atoi(every_ms) : 0;
+
+    if (first && first_ms != NULL) {
+        ms += (unsigned)atoi(first_ms);
+    }
+    return ms;
+}
+#endif
+
 /* applier_main is the apply thread's body. */
 static void *applier_main(void *arg)
 {
@@ -692,7 +712,8 @@ static void *applier_main(void *arg)
     struct raft_entry *batch = malloc(EXT__APPLY_BATCH_MAX * sizeof *batch);
     struct timespec last_end = {0, 0};
 #ifdef RAFTSQL_TEST_FAULTS
-    bool first_delayed = false; /* RAFTSQL_TEST_FIRST_APPLY_DELAY_MS */
+    bool first_done = false;    /* the first batch of this run was held */
+    bool batch_delayed = false; /* the next batch was held already */
 #endif
 
     /* Named for top -H and perf (best effort). */
@@ -746,20 +767,20 @@ static void *applier_main(void *arg)
             continue;
         }
 #ifdef RAFTSQL_TEST_FAULTS
-        /* Test builds only: the first batch of this run waits this many
-         * ms, so that a restarted node is caught catching up. */
-        if (!first_delayed) {
-            const char *ms = getenv("RAFTSQL_TEST_FIRST_APPLY_DELAY_MS");
-            first_delayed = true;
-            if (ms != NULL) {
-                struct timespec t = {.tv_sec = atoi(ms) / 1000,
-                                     .tv_nsec = (atoi(ms) % 1000) * 1000000L};
+        if (!batch_delayed) {
+            unsigned ms = test_apply_delay_ms(!first_done);
+            first_done = true;
+            batch_delayed = true;
+            if (ms > 0) {
+                struct timespec t = {.tv_sec = ms / 1000,
+                                     .tv_nsec = (ms % 1000) * 1000000L};
                 pthread_mutex_unlock(&a->mu);
                 nanosleep(&t, NULL);
                 pthread_mutex_lock(&a->mu);
                 continue;
             }
         }
+        batch_delayed = false;
 #endif
         a->busy = true;
         n = batch_size(a->queue, a->n_queue);

@@ -430,6 +430,14 @@ static int restore_core(struct ext_node *n, const struct ext_store_state *st,
     rc_cfg.max_size_per_msg = EXT__MAX_SIZE_PER_MSG;
     rc_cfg.max_inflight_msgs = EXT__MAX_INFLIGHT_MSGS;
     rc_cfg.seed = random_u64();
+#ifdef RAFTSQL_TEST_FAULTS
+    /* Test builds only: a leader that hears from no quorum keeps leading
+     * (no check-quorum step-down), so that a test holds writes that left
+     * the node while no follower answers, however late a loaded machine
+     * brings them. */
+    rc_cfg.disable_check_quorum =
+        getenv("RAFTSQL_TEST_NO_CHECK_QUORUM") != NULL;
+#endif
     rc = raft_restore(&rc_cfg, &st->hs, st->snap_index, st->snap_term,
                       st->entries, st->n_entries, applied, out);
     if (rc != 0) {

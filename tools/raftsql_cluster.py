@@ -107,11 +107,14 @@ class Cluster:
     ports: the nodes' listening ports (default: free ones); dial: a
     function of a node id giving that node's dial= value (where it dials
     the others), or None for none; host: the host of every node's address
-    ("[::1]", "localhost")."""
+    ("[::1]", "localhost"); env: a node id -> variables added to that
+    node's process environment (test faults such as
+    RAFTSQL_TEST_APPLY_DELAY_MS), also when it restarts."""
 
     def __init__(self, binary, workdir, n=3, extra="", ports=None,
-                 dial=None, host="127.0.0.1"):
+                 dial=None, host="127.0.0.1", env=None):
         self.binary = binary
+        self.env = env or {}
         self.workdir = workdir
         ports = ports or free_ports(n)
         self.members = ",".join("%d@%s:%d" % (i + 1, host, p)
@@ -126,7 +129,8 @@ class Cluster:
         """Start (or restart) node node_id and its raftsql node."""
         db = os.path.join(self.workdir, "node%d.db" % node_id)
         log = os.path.join(self.workdir, "node%d.log" % node_id)
-        node = Node(self.binary, node_id, db, log)
+        node = Node(self.binary, node_id, db, log,
+                    env=self.env.get(node_id))
         config = "id=%d cluster=%s %s" % (node_id, self.members, self.extra)
         if self.dial is not None:
             config += " dial=%s" % self.dial(node_id)

@@ -93,9 +93,11 @@ class ClusterCase(unittest.TestCase):
 
     cluster = None
 
-    def start(self, extra, prefix="raftsql-e2e-"):
+    def start(self, extra, prefix="raftsql-e2e-", env=None):
+        """Start the cluster with the keys @extra; @env maps a node id to
+        variables of its process's environment (Cluster)."""
         self.dir = tempfile.mkdtemp(prefix=prefix)
-        self.cluster = Cluster(NODE, self.dir, 3, extra)
+        self.cluster = Cluster(NODE, self.dir, 3, extra, env=env)
         self.leader = self.cluster.wait_leader()
         self.followers = [n for n in self.cluster.nodes
                           if n.id != self.leader.id]

@@ -62,6 +62,9 @@ class Daemon:
         self.start()
 
     def start(self):
+        # A SIGTERM sent by signal(): the stop runs; stop() waits for it
+        # rather than send a second one, which exits at once with 1.
+        self.sigterm_sent = False
         with open(self.log_path, "ab") as log:
             self.proc = subprocess.Popen([DAEMON, "--config", self.conf],
                                          stdin=subprocess.DEVNULL,
@@ -73,16 +76,18 @@ class Daemon:
 
     def signal(self, sig):
         self.proc.send_signal(sig)
+        self.sigterm_sent = self.sigterm_sent or sig == signal.SIGTERM
 
     def wait(self, timeout):
         """Wait for the exit within @timeout s; return the exit status."""
         return self.proc.wait(timeout)
 
     def stop(self, timeout=20):
-        """SIGTERM and wait; SIGKILL after @timeout s. Returns the exit
-        status."""
+        """SIGTERM (unless signal() sent one: that stop runs already) and
+        wait; SIGKILL after @timeout s. Returns the exit status."""
         if self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGTERM)
+            if not self.sigterm_sent:
+                self.proc.send_signal(signal.SIGTERM)
             try:
                 self.proc.wait(timeout)
             except subprocess.TimeoutExpired:

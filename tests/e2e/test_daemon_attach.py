@@ -26,8 +26,7 @@ from raftsql_cluster import Node, NodeError, free_ports
 from test_attach import EXAMPLE, PYTHON, SO_BASE, WRITER, shell, writer
 from test_daemon import Daemon, read_rows
 
-TIMING = ["election_timeout_ms = 300", "heartbeat_ms = 30",
-          "exec_timeout_ms = 5000"]
+TIMING = ["election_timeout_ms = 300", "heartbeat_ms = 30"]
 FAIL_FSYNC = os.path.join(os.path.dirname(os.path.abspath(SO)), "tests",
                           "host", "fail-fsync.so")
 
@@ -84,6 +83,9 @@ class DaemonAttachCase(unittest.TestCase):
     log(k, n) (no key: a write applied twice would show) created through
     one of them."""
 
+    # Each caller's longest wait (exec_timeout_ms).
+    exec_timeout_s = 5
+
     def daemon_env(self, node_id):
         """The environment of daemon @node_id, None for this process's."""
         return None
@@ -96,7 +98,8 @@ class DaemonAttachCase(unittest.TestCase):
         self.daemons = {}
         for i in (1, 2, 3):
             self.daemons[i] = Daemon(self.dir, i, [
-                "id = %d" % i, "cluster = %s" % members] + TIMING,
+                "id = %d" % i, "cluster = %s" % members] + TIMING +
+                ["exec_timeout_ms = %d" % (self.exec_timeout_s * 1000)],
                 env=self.daemon_env(i))
         for d in self.daemons.values():
             wait_for("daemon %d serves its socket" % d.id,
@@ -145,6 +148,112 @@ class DaemonAttachCase(unittest.TestCase):
             prints = [fingerprint(d.db) for d in daemons]
             return all(p == prints[0] for p in prints) and prints[0]
         return wait_for("every replica equal", equal, 30)
+
+
+    def switching(self, first, second, tag, more):
+        """A SWITCHING_WRITER process tagged @tag, writing through daemon
+        @first, then @more times through @second; killed at cleanup."""
+        p = subprocess.Popen(
+            [PYTHON, "-c", SWITCHING_WRITER, first.db, second.db, tag,
+             str(more), SO_BASE], stdout=subprocess.PIPE, text=True)
+        self.addCleanup(lambda: p.poll() is None and (p.kill(), p.wait()))
+        return p
+
+    def finish(self, lead, procs, answers):
+        """Once @lead, sent SIGTERM, exited 0, add the answers of every
+        writer of @procs to @answers, and check each call ended within a
+        bound, acknowledged or with a clear error."""
+        self.assertEqual(lead.wait(20), 0, lead.log())
+        self.assertIn("SIGTERM: stopping the node", lead.log())
+        for p in procs:
+            rest, _ = p.communicate(timeout=120)
+            answers += [json.loads(x) for x in rest.splitlines()]
+            self.assertEqual(p.returncode, 0)
+        for a in answers:
+            # No call waits past exec_timeout_ms for long.
+            self.assertLess(a["s"], self.exec_timeout_s + 3, a)
+            if "error" in a:
+                self.assertTrue(any(m in a["error"] for m in (
+                    "outcome unknown", "not applied",
+                    "no raftsql node runs")), a)
+
+    def assert_present_once(self, lead, other, answers):
+        """Restart @lead; once every replica is equal, each write of
+        @answers acknowledged is in @other's log once, each refused (not
+        applied, no node) is not, each of unknown outcome at most once."""
+        lead.start()
+        self.assert_replicas_equal()
+        counts = dict(read_rows(other.db,
+                                "SELECT k, count(*) FROM log GROUP BY k"))
+        for a in answers:
+            if a.get("rows") == 1:
+                self.assertEqual(counts.get(a["k"]), 1, a)
+            elif "not applied" in a["error"] or \
+                    "no raftsql node" in a["error"]:
+                self.assertIsNone(counts.get(a["k"]), a)
+            else:
+                self.assertIn(counts.get(a["k"]), (None, 1), a)
+
+    def status(self, d):
+        """raft_status() of daemon @d, as a writer on its file sees it."""
+        return json.loads(self.through(d, [["SELECT raft_status()"]])[0]
+                          ["rows"][0][0])
+
+    def sigterm_waiting_writers(self, after_step_down, answer):
+        """Hold both followers (SIGSTOP) so that no write commits; two
+        writers write through the leader's daemon (once it stepped down,
+        when @after_step_down); once both wait there, SIGTERM it. Checks
+        finish(), that the SIGTERM answered each writer @answer ("not
+        applied", "outcome unknown") naming the stop (stop_answers), and
+        that each answer holds (assert_present_once)."""
+        lead = self.leader()
+        others = self.followers(lead)
+        for d in others:
+            d.signal(signal.SIGSTOP)
+        try:
+            if after_step_down:
+                wait_for("daemon %d stepped down" % lead.id,
+                         lambda: self.status(lead)["role"] != "leader", 30)
+            procs = [self.switching(lead, others[0], "u%d" % w, 5)
+                     for w in range(2)]
+            wait_for("both writers wait in the daemon",
+                     lambda: self.status(lead)["waiters"] == 2, 30)
+            lead.signal(signal.SIGTERM)
+            # The followers stay held until the stop answered each writer
+            # (or it found no node to reach any more).
+            answers = []
+            for p in procs:
+                for line in p.stdout:
+                    answers.append(json.loads(line))
+                    if any(m in answers[-1].get("error", "") for m in (
+                            "the node is shutting down",
+                            "no raftsql node runs")):
+                        break
+        finally:
+            for d in others:
+                d.signal(signal.SIGCONT)
+        self.finish(lead, procs, answers)
+        on_other = [a for a in answers if a["db"] == others[0].db]
+        self.assertEqual([a.get("rows") for a in on_other], [1] * 10,
+                         on_other)
+        for a in self.stop_answers(lead, answers):
+            self.assertTrue(a["error"].startswith(
+                "raft_exec: %s: the node is shutting down" % answer), a)
+        self.assert_present_once(lead, others[0], answers)
+
+    def stop_answers(self, lead, answers):
+        """The answers the SIGTERM of @lead gave to the writers waiting
+        there: each writer's first that names the stop. Calls made after
+        it, while the daemon stopped, may find the stop begun ("not
+        applied") or the connection closing ("outcome unknown"), as
+        assert_present_once checks."""
+        got = {}
+        for a in answers:
+            if a["db"] == lead.db and "the node is shutting down " \
+                    "(raft_stop)" in a.get("error", ""):
+                got.setdefault(a["k"].split("-")[0], a)
+        self.assertEqual(sorted(got), ["u0", "u1"], answers)
+        return list(got.values())
 
 
 class DaemonAttachTest(DaemonAttachCase):
@@ -218,50 +327,6 @@ class DaemonAttachTest(DaemonAttachCase):
             self.assertEqual(read_rows(other.db, "SELECT count(*) FROM kv"),
                              [(10,)])
 
-    def switching(self, first, second, tag, more):
-        """A SWITCHING_WRITER process tagged @tag, writing through daemon
-        @first, then @more times through @second; killed at cleanup."""
-        p = subprocess.Popen(
-            [PYTHON, "-c", SWITCHING_WRITER, first.db, second.db, tag,
-             str(more), SO_BASE], stdout=subprocess.PIPE, text=True)
-        self.addCleanup(lambda: p.poll() is None and (p.kill(), p.wait()))
-        return p
-
-    def finish(self, lead, procs, answers):
-        """Once @lead, sent SIGTERM, exited 0, add the answers of every
-        writer of @procs to @answers, and check each call ended within a
-        bound, acknowledged or with a clear error."""
-        self.assertEqual(lead.wait(20), 0, lead.log())
-        self.assertIn("SIGTERM: stopping the node", lead.log())
-        for p in procs:
-            rest, _ = p.communicate(timeout=120)
-            answers += [json.loads(x) for x in rest.splitlines()]
-            self.assertEqual(p.returncode, 0)
-        for a in answers:
-            # exec_timeout_ms is 5 s: no call waits past it for long.
-            self.assertLess(a["s"], 8, a)
-            if "error" in a:
-                self.assertTrue(any(m in a["error"] for m in (
-                    "outcome unknown", "not applied",
-                    "no raftsql node runs")), a)
-
-    def assert_present_once(self, lead, other, answers):
-        """Restart @lead; once every replica is equal, each write of
-        @answers acknowledged is in @other's log once, each refused (not
-        applied, no node) is not, each of unknown outcome at most once."""
-        lead.start()
-        self.assert_replicas_equal()
-        counts = dict(read_rows(other.db,
-                                "SELECT k, count(*) FROM log GROUP BY k"))
-        for a in answers:
-            if a.get("rows") == 1:
-                self.assertEqual(counts.get(a["k"]), 1, a)
-            elif "not applied" in a["error"] or \
-                    "no raftsql node" in a["error"]:
-                self.assertIsNone(counts.get(a["k"]), a)
-            else:
-                self.assertIn(counts.get(a["k"]), (None, 1), a)
-
     def test_sigterm_on_the_leader_while_writers_write_through_it(self):
         """SIGTERM the leader's daemon while three writers write through
         it: every call ends within a bound, acknowledged or with a clear
@@ -290,36 +355,35 @@ class DaemonAttachTest(DaemonAttachCase):
                              on_other)
         self.assert_present_once(lead, other, answers)
 
+    def test_sigterm_answers_writers_waiting_for_a_leader(self):
+        """Writers wait in the daemon of a leader that stepped down (both
+        followers held with SIGSTOP: no quorum heard for an election
+        timeout), which a loaded machine may let happen before they
+        come: their writes never left the daemon's node, and SIGTERM
+        answers each "not applied" at once (not after exec_timeout_ms);
+        none is on any replica. Each writer goes on through another
+        daemon."""
+        self.sigterm_waiting_writers(True, "not applied")
+
+
+class SigtermLeaderTest(DaemonAttachCase):
+    """The daemons' leader keeps leading while no follower answers (test
+    fault RAFTSQL_TEST_NO_CHECK_QUORUM), however late the writers come,
+    and their calls wait a minute (exec_timeout_ms) for the SIGTERM."""
+
+    exec_timeout_s = 60
+
+    def daemon_env(self, node_id):
+        return dict(os.environ, RAFTSQL_TEST_NO_CHECK_QUORUM="1")
+
     def test_sigterm_answers_the_writers_waiting_in_the_daemon(self):
         """Writers wait in the leader's daemon for writes that cannot
         commit (both followers held with SIGSTOP); SIGTERM on it answers
-        each "outcome unknown" at once (not after exec_timeout_ms), and
-        each writer goes on through another daemon."""
-        lead = self.leader()
-        others = self.followers(lead)
-        for d in others:
-            d.signal(signal.SIGSTOP)
-        try:
-            procs = [self.switching(lead, others[0], "u%d" % w, 5)
-                     for w in range(2)]
-            wait_for("both writers wait in the daemon", lambda: json.loads(
-                self.through(lead, [["SELECT raft_status()"]])[0]["rows"]
-                [0][0])["waiters"] == 2, 20)
-            t0 = time.monotonic()
-            lead.signal(signal.SIGTERM)
-            answers = [json.loads(p.stdout.readline()) for p in procs]
-            took = time.monotonic() - t0
-        finally:
-            for d in others:
-                d.signal(signal.SIGCONT)
-        self.assertLess(took, 3, answers)
-        for a in answers:
-            self.assertIn("outcome unknown", a["error"])
-        self.finish(lead, procs, answers)
-        on_other = [a for a in answers if a["db"] == others[0].db]
-        self.assertEqual([a.get("rows") for a in on_other], [1] * 10,
-                         on_other)
-        self.assert_present_once(lead, others[0], answers)
+        each "outcome unknown" at once (their writes are in its log, not
+        after exec_timeout_ms); each is at most once on every replica
+        once the others take writes. Each writer goes on through another
+        daemon."""
+        self.sigterm_waiting_writers(False, "outcome unknown")
 
 
 class DaemonStopsByItselfTest(DaemonAttachCase):

@@ -340,11 +340,13 @@ class ManualRepairTest(ForeignWriteTest):
         # The others carry on meanwhile.
         self.exec(self.leader, "INSERT INTO kv VALUES('b', 2)")
         # A barrier fails at once too (it waited exec_timeout_ms for an
-        # index the replica would never apply, as RAFTSQL_STALE).
+        # index the replica would never apply, as RAFTSQL_STALE): well
+        # within half of exec_timeout_ms (10 s), a bound that a loaded
+        # machine does not reach; the message says why it failed.
         began = time.monotonic()
         with self.assertRaises(NodeError) as e:
             f.value("SELECT raft_barrier()")
-        self.assertLess(time.monotonic() - began, 1.0)
+        self.assertLess(time.monotonic() - began, 5.0)
         self.assertIn("raft_barrier: diverged replica: a write the node "
                       "did not make", str(e.exception))
         self.assertIn("repair: waiting for raft_repair()", str(e.exception))

@@ -146,6 +146,7 @@ class Writer(threading.Thread):
         super().__init__(daemon=True)
         self.members = members
         self.acked = set()
+        self.last_error = None  # the latest failed write's error
         self.halt = threading.Event()
 
     def run(self):
@@ -161,8 +162,22 @@ class Writer(threading.Thread):
                 node.value("SELECT raft_exec('INSERT INTO ack(n) VALUES (?)',"
                            " ?)", i)
                 self.acked.add(i)
-            except (NodeError, ValueError, OSError, BrokenPipeError):
+            except (NodeError, ValueError, OSError, BrokenPipeError) as e:
+                self.last_error = "node %d: %s" % (node.id, e)
                 time.sleep(0.02)
+
+    def wait_acked(self, n, timeout=60.0):
+        """Wait until @n writes in all were acknowledged (a loaded machine
+        acknowledges fewer in a given time, never none); AssertionError
+        after @timeout s, with the count and the latest error."""
+        deadline = time.monotonic() + timeout
+        while len(self.acked) < n:
+            if time.monotonic() > deadline:
+                raise AssertionError(
+                    "%d of %d writes acknowledged within %.0f s; latest "
+                    "error: %s" % (len(self.acked), n, timeout,
+                                   self.last_error))
+            time.sleep(0.05)
 
     def finish(self):
         self.halt.set()
@@ -235,7 +250,7 @@ class MembershipTest(unittest.TestCase):
                 self.call(self.m.leader(), "SELECT raft_remove(?)", i)
         self.writer = Writer(self.m)
         self.writer.start()
-        time.sleep(0.5)
+        self.writer.wait_acked(1)
 
     def kill_and_remove_a_follower(self):
         """kill -9 a follower, wipe its files, raft_remove it; its id."""
@@ -247,8 +262,11 @@ class MembershipTest(unittest.TestCase):
         return victim
 
     def check_end(self):
-        """Stop the writes, converge, check the acknowledged writes and
-        the fingerprints of every live member."""
+        """Once the writer has more than 10 writes acknowledged, and one
+        more since this call (the cluster takes writes at the end), stop
+        the writes, converge, check the acknowledged writes and the
+        fingerprints of every live member."""
+        self.writer.wait_acked(max(11, len(self.writer.acked) + 1))
         self.writer.finish()
         acked = self.writer.acked
         self.writer = None
@@ -533,7 +551,6 @@ class MembershipTest(unittest.TestCase):
         self.writer = Writer(self.m)
         self.writer.acked = set(acked)
         self.writer.start()
-        time.sleep(1.0)
         self.check_end()
 
     def test_wiped_voter_does_not_vote(self):
