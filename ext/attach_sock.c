@@ -75,13 +75,20 @@ int attach_sock_find(const char *db_path, struct ext_attach_pointer *out)
     return 0;
 }
 
+/* full says whether errno @err means a full file system (or quota): a
+ * condition that ends by itself as space frees. */
+static bool full(int err)
+{
+    return err == ENOSPC || err == EDQUOT;
+}
+
 int attach_sock_pointer_write(const char *db_path,
                               const struct ext_attach_pointer *p, char *errmsg,
                               size_t errmsg_len)
 {
     char path[4200], tmp[4300];
     FILE *f;
-    int fd, ok;
+    int fd, ok, err;
 
     if (!pointer_path(db_path, path, sizeof path)) {
         snprintf(errmsg, errmsg_len, "%s-raftsql: path too long", db_path);
@@ -90,21 +97,24 @@ int attach_sock_pointer_write(const char *db_path,
     snprintf(tmp, sizeof tmp, "%s.%ld.tmp", path, (long)getpid());
     fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
     if (fd < 0 || fchmod(fd, 0644) != 0 || (f = fdopen(fd, "w")) == NULL) {
-        snprintf(errmsg, errmsg_len, "%s: %s", tmp, strerror(errno));
+        err = errno;
+        snprintf(errmsg, errmsg_len, "%s: %s", tmp, strerror(err));
         if (fd >= 0) {
             close(fd);
             unlink(tmp);
         }
-        return RAFT_IOERR;
+        return full(err) ? RAFT_NOSPACE : RAFT_IOERR;
     }
     ok = fprintf(f, EXT__ATTACH_MAGIC "\npid=%ld\nsocket=%s\ntimeout_ms=%u\n",
                  p->pid, p->socket, p->timeout_ms) > 0;
     ok = fflush(f) == 0 && ok;
+    err = ok ? 0 : errno; /* the write's, before fclose may set another */
     ok = fclose(f) == 0 && ok;
     if (!ok || rename(tmp, path) != 0) {
-        snprintf(errmsg, errmsg_len, "%s: %s", path, strerror(errno));
+        err = err != 0 ? err : errno;
+        snprintf(errmsg, errmsg_len, "%s: %s", path, strerror(err));
         unlink(tmp);
-        return RAFT_IOERR;
+        return full(err) ? RAFT_NOSPACE : RAFT_IOERR;
     }
     return 0;
 }

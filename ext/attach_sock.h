@@ -78,8 +78,11 @@ int attach_sock_find(const char *db_path, struct ext_attach_pointer *out);
 /* attach_sock_pointer_write writes @p as the pointer file of @db_path,
  * atomically (a temporary file renamed over it), mode 0644: it holds no
  * secret, and every process that may read the database may learn that
- * it is served. Errors: RAFT_IOERR with @errmsg naming the file and the
- * cause. Any thread. */
+ * it is served. Nothing is left behind on failure (the previous pointer
+ * file, if any, stays). Errors, with @errmsg naming the file and the
+ * cause: RAFT_NOSPACE when its file system is full (ENOSPC, EDQUOT: a
+ * retry may succeed once space frees), RAFT_IOERR for any other
+ * failure. Any thread. */
 int attach_sock_pointer_write(const char *db_path,
                               const struct ext_attach_pointer *p, char *errmsg,
                               size_t errmsg_len);
