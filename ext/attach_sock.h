@@ -9,6 +9,7 @@
 
 #include <stdbool.h>
 #include <stddef.h>
+#include <stdint.h>
 #include <sys/types.h>
 
 #include "node.h"
@@ -50,6 +51,31 @@ void attach_sock_stale_path(const char *db_path, char *out, size_t len);
  * file names a live process), and then copies the notice's reason into
  * @why (@why_len bytes). Any thread. */
 bool attach_sock_stale(const char *db_path, char *why, size_t why_len);
+
+/* attach_sock_settings_path writes "<@db_path>-raftsql-settings" into
+ * @out (@len bytes; "" when too long): the notice a running node keeps
+ * beside its database with the cluster-wide settings in force (PRAGMA
+ * foreign_keys=ON and the others of sql_setting_name), which the guards
+ * of every process set on their connections to that file (guard.h).
+ * Any thread. */
+void attach_sock_settings_path(const char *db_path, char *out, size_t len);
+
+/* attach_sock_settings_write writes the settings notice @path holding
+ * @mask (bit i: sql_setting_name(i) ON), atomically, not fsynced (a
+ * crash loses it with the node that keeps it). Returns false with errno
+ * set on failure (nothing is left behind). Any thread. */
+bool attach_sock_settings_write(const char *path, unsigned mask);
+
+/* attach_sock_settings reads the settings notice of @db_path: returns
+ * true with its settings in *@out_mask (bit i: sql_setting_name(i) ON;
+ * a setting it does not name is OFF), false when there is none or it is
+ * malformed. A failed open() alone when there is none. Any thread. */
+bool attach_sock_settings(const char *db_path, unsigned *out_mask);
+
+/* attach_sock_settings_stamp returns a value that changes whenever the
+ * settings notice of @db_path is written anew (its inode and ctime), 0
+ * when there is none: one stat(). Any thread. */
+int64_t attach_sock_settings_stamp(const char *db_path);
 
 /* attach_sock_bound_path writes "<@db_path>-raftsql-bound" into @out
  * (@len bytes; "" when too long): the marker a node started with
