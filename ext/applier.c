@@ -29,6 +29,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "attach_sock.h"
 #include "sqlbridge.h"
 #include "stopped.h"
 
@@ -48,6 +49,11 @@ struct ext_applier {
     struct ext_node_log *log;       /* the node's log lines */
     struct sql_fsm *fsm;            /* the apply connection (apply thread,
                                       or the holder during a hold) */
+    unsigned settings;              /* the settings notice holds these (as
+                                      fsm) */
+    bool settings_written;          /* it does (as fsm) */
+    bool settings_warned;           /* a failure to write it was logged
+                                      (as fsm) */
     pthread_t thread;               /* the apply thread */
     pthread_mutex_t mu;             /* guards the fields marked (mu) */
     pthread_cond_t cond;            /* entries queued, a hold ended, a
@@ -104,6 +110,35 @@ static void notice_write(struct ext_applier *a, const char *reason)
                       "diverged replica are not refused)",
                       a->cfg.notice_path, strerror(errno));
     }
+}
+
+/* settings_follow writes the settings notice (cfg->settings_path) when
+ * the settings in force differ from what it holds, best effort: a
+ * failure is one WARN line, and the next call tries again. The guards
+ * of every process read it (attach_sock_settings). Apply thread, or its
+ * owner before it starts and after it is joined. */
+static void settings_follow(struct ext_applier *a)
+{
+    unsigned mask = sql_fsm_settings(a->fsm);
+    if (a->cfg.settings_path[0] == '\0' ||
+        (a->settings_written && a->settings == mask)) {
+        return;
+    }
+    if (!attach_sock_settings_write(a->cfg.settings_path, mask)) {
+        if (!a->settings_warned) {
+            a->settings_warned = true;
+            node_log_line(a->log, RAFT_LOG_WARN,
+                          "cannot write %s: %s (connections read the "
+                          "cluster-wide settings of before until it is "
+                          "written; tried again at each batch)",
+                          a->cfg.settings_path, strerror(errno));
+        }
+        a->settings_written = false;
+        return;
+    }
+    a->settings_warned = false;
+    a->settings_written = true;
+    a->settings = mask;
 }
 
 /* notice_remove removes the notice of notice_write. */
@@ -214,6 +249,7 @@ int applier_install(struct ext_applier *a, const char *path,
     }
     atomic_store(&a->applied, *out_index);
     atomic_store(&a->durable, sql_fsm_durable(a->fsm));
+    settings_follow(a);
     pthread_mutex_lock(&a->mu);
     if (atomic_load(&a->diverged)) {
         /* The database is the snapshot's now: the foreign commit is gone
@@ -351,6 +387,7 @@ static void note_checkpoint(struct ext_applier *a)
 static void idle_check(struct ext_applier *a)
 {
     int rc = sqlbridge_rc(sql_fsm_foreign_check(a->fsm));
+    settings_follow(a);
     if (rc == RAFT_DIVERGED) {
         note_diverged(a, sql_fsm_errmsg(a->fsm));
     }
@@ -598,6 +635,9 @@ static int apply_batch(struct ext_applier *a, const struct raft_entry *batch,
         }
     }
     rc = sqlbridge_rc(sql_fsm_apply(a->fsm, fe, n, res));
+    /* Before the callers have their answers: one that set a setting
+     * reads it on its connection (guard.h). */
+    settings_follow(a);
     if (rc != 0 && atomic_load(&a->stopping)) {
         goto out; /* interrupted by applier_stop: applied after a restart */
     }
@@ -836,6 +876,7 @@ int applier_start(struct sql_fsm *fsm, const struct ext_applier_config *cfg,
     a->fsm = fsm;
     mark_read(a);
     verify_at_start(a);
+    settings_follow(a);
     atomic_store(&a->applied, sql_fsm_applied(fsm));
     atomic_store(&a->durable, sql_fsm_durable(fsm));
     pthread_mutex_init(&a->mu, NULL);
@@ -885,6 +926,9 @@ void applier_stop(struct ext_applier *a)
     if (atomic_load(&a->diverged)) {
         atomic_fetch_sub(&n_diverged, 1);
         notice_remove(a); /* no node serves the file now; the mark stays */
+    }
+    if (a->cfg.settings_path[0] != '\0') {
+        unlink(a->cfg.settings_path); /* connections keep what they have */
     }
     for (unsigned i = 0; i < a->n_queue; i++) {
         raft_buf_unref(a->queue[i].data);

@@ -67,6 +67,15 @@ struct ext_applier_config {
                                     applies; written at a stop that is not
                                     diverged */
     char db_path[4200];          /* the database file (for stopped_path) */
+    char settings_path[4200];    /* beside the database, the cluster-wide
+                                    settings in force for the guards of
+                                    every process ("" for none): written
+                                    at start and before the callers of
+                                    a batch that changed them are
+                                    answered (again at each batch or idle
+                                    second while a write fails), removed
+                                    at stop (attach_sock_settings reads
+                                    it) */
 };
 
 struct ext_applier; /* opaque */

@@ -14,7 +14,11 @@
  * caller tries again until its busy timeout, attach_client.c);
  * a malformed or oversized frame, or one that does not come within
  * EXT__ATTACH_IDLE_MS, closes that connection only; at stop, calls in
- * progress end (the node is shutting down) and answer first. */
+ * progress end (the node is shutting down) and answer first. A pointer
+ * file that cannot be written at start for want of space (a full disk)
+ * does not stop the node: the accept thread writes it again every
+ * EXT__ATTACH_POINTER_RETRY_MS until it succeeds (one WARN line, one
+ * INFO line then); meanwhile other processes find no node. */
 
 #include "attach_server.h"
 
@@ -46,6 +50,10 @@ SQLITE_EXTENSION_INIT3
 /* How long a client connection may stay silent between calls, ms. */
 #define EXT__ATTACH_IDLE_MS 10000
 
+/* How often the accept thread tries again to write a pointer file that
+ * a full disk refused, ms. */
+#define EXT__ATTACH_POINTER_RETRY_MS 200
+
 struct client {
     struct ext_attach_server *srv; /* its server */
     int fd;                        /* the connection */
@@ -64,7 +72,12 @@ struct ext_attach_server {
     int wake[2];                         /* stops the acceptor */
     pthread_t acceptor;                  /* the accept thread */
     unsigned max_clients;                /* socket_max_clients= */
+    struct ext_attach_pointer pointer;   /* what the pointer file says */
+    bool pointer_warned;                 /* a retry's other failure was
+                                            logged (accept thread) */
     pthread_mutex_t mu;                  /* guards the fields below */
+    bool pointer_due;                    /* not written yet (mu) */
+    bool stopping;                       /* attach_server_stop runs (mu) */
     struct client *clients;              /* served connections (mu) */
     unsigned n_clients;                  /* live ones among them (mu) */
     sqlite3 *idle[EXT_ATTACH_IDLE_MAX];  /* connections to reuse (mu) */
@@ -563,13 +576,53 @@ static void accept_one(struct ext_attach_server *s)
     pthread_mutex_unlock(&s->mu);
 }
 
+/* pointer_retry writes the pointer file that a full disk refused at
+ * start, unless the server stops; returns whether it is still due.
+ * Accept thread. */
+static bool pointer_retry(struct ext_attach_server *s)
+{
+    char err[4400];
+    bool due;
+    int rc = 0;
+    pthread_mutex_lock(&s->mu);
+    if (s->pointer_due && !s->stopping) {
+        /* Under the lock: attach_server_stop removes the file after. */
+        rc =
+            attach_sock_pointer_write(s->db_path, &s->pointer, err, sizeof err);
+        s->pointer_due = rc != 0;
+    }
+    due = s->pointer_due && !s->stopping;
+    pthread_mutex_unlock(&s->mu);
+    if (rc == 0 && !due) {
+        node_log_line(s->log, RAFT_LOG_INFO,
+                      "attach: pointer file written: other processes reach "
+                      "this node at %s",
+                      s->sock_path);
+    } else if (rc != 0 && rc != RAFT_NOSPACE && !s->pointer_warned) {
+        /* Another failure than a full disk: it may last, said once. */
+        s->pointer_warned = true;
+        node_log_line(s->log, RAFT_LOG_WARN,
+                      "attach: cannot write the pointer file: %s (trying "
+                      "again)",
+                      err);
+    }
+    return due;
+}
+
 static void *accept_main(void *arg)
 {
     struct ext_attach_server *s = arg;
+    bool due;
+    pthread_mutex_lock(&s->mu);
+    due = s->pointer_due;
+    pthread_mutex_unlock(&s->mu);
     for (;;) {
         struct pollfd pfd[2] = {{.fd = s->listen_fd, .events = POLLIN},
                                 {.fd = s->wake[0], .events = POLLIN}};
-        int r = poll(pfd, 2, 1000);
+        int r = poll(pfd, 2, due ? EXT__ATTACH_POINTER_RETRY_MS : 1000);
+        if (due) {
+            due = pointer_retry(s);
+        }
         reap(s);
         if (r < 0 && errno != EINTR) {
             break;
@@ -621,7 +674,7 @@ int attach_server_start(const char *db_path, const struct ext_config *cfg,
                         size_t errmsg_len)
 {
     struct ext_attach_server *s = calloc(1, sizeof *s);
-    struct ext_attach_pointer p;
+    struct ext_attach_pointer *p;
     int rc;
 
     if (s == NULL) {
@@ -647,11 +700,22 @@ int attach_server_start(const char *db_path, const struct ext_config *cfg,
         rc = RAFT_IOERR;
     }
     if (rc == 0) {
-        memset(&p, 0, sizeof p);
-        p.pid = (long)getpid();
-        snprintf(p.socket, sizeof p.socket, "%s", s->sock_path);
-        p.timeout_ms = cfg->exec_timeout_ms;
-        rc = attach_sock_pointer_write(db_path, &p, errmsg, errmsg_len);
+        p = &s->pointer;
+        p->pid = (long)getpid();
+        snprintf(p->socket, sizeof p->socket, "%s", s->sock_path);
+        p->timeout_ms = cfg->exec_timeout_ms;
+        rc = attach_sock_pointer_write(db_path, p, errmsg, errmsg_len);
+        if (rc == RAFT_NOSPACE) {
+            /* A full disk heals by itself: the node starts, and the
+             * accept thread writes the file once space frees. */
+            node_log_line(log, RAFT_LOG_WARN,
+                          "attach: cannot write the pointer file: %s; other "
+                          "processes find no node (RAFTSQL_NO_NODE) until "
+                          "it is written, tried again every %d ms",
+                          errmsg, EXT__ATTACH_POINTER_RETRY_MS);
+            s->pointer_due = true;
+            rc = 0;
+        }
     }
     if (rc == 0 && pthread_create(&s->acceptor, NULL, accept_main, s) != 0) {
         snprintf(errmsg, errmsg_len, "attach: no thread");
@@ -671,9 +735,11 @@ int attach_server_start(const char *db_path, const struct ext_config *cfg,
         free(s);
         return rc;
     }
-    node_log_line(log, RAFT_LOG_INFO,
-                  "attach: other processes reach this node at %s",
-                  s->sock_path);
+    if (!s->pointer_due) {
+        node_log_line(log, RAFT_LOG_INFO,
+                      "attach: other processes reach this node at %s",
+                      s->sock_path);
+    }
     *out = s;
     return 0;
 }
@@ -683,6 +749,9 @@ void attach_server_stop(struct ext_attach_server *s)
     if (s == NULL) {
         return;
     }
+    pthread_mutex_lock(&s->mu);
+    s->stopping = true; /* the accept thread writes no pointer file now */
+    pthread_mutex_unlock(&s->mu);
     attach_sock_pointer_remove(s->db_path, (long)getpid());
     (void)!write(s->wake[1], "x", 1);
     pthread_join(s->acceptor, NULL);

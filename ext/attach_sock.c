@@ -19,7 +19,9 @@
 #include <xxhash.h>
 
 #include "../raft/err.h"
+#include "../sql/sql.h"
 #include "staleness.h"
+#include "stopped.h"
 
 /* The first line of a pointer file. */
 #define EXT__ATTACH_MAGIC "raftsql-attach 1"
@@ -75,13 +77,20 @@ int attach_sock_find(const char *db_path, struct ext_attach_pointer *out)
     return 0;
 }
 
+/* full says whether errno @err means a full file system (or quota): a
+ * condition that ends by itself as space frees. */
+static bool full(int err)
+{
+    return err == ENOSPC || err == EDQUOT;
+}
+
 int attach_sock_pointer_write(const char *db_path,
                               const struct ext_attach_pointer *p, char *errmsg,
                               size_t errmsg_len)
 {
     char path[4200], tmp[4300];
     FILE *f;
-    int fd, ok;
+    int fd, ok, err;
 
     if (!pointer_path(db_path, path, sizeof path)) {
         snprintf(errmsg, errmsg_len, "%s-raftsql: path too long", db_path);
@@ -90,23 +99,96 @@ int attach_sock_pointer_write(const char *db_path,
     snprintf(tmp, sizeof tmp, "%s.%ld.tmp", path, (long)getpid());
     fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
     if (fd < 0 || fchmod(fd, 0644) != 0 || (f = fdopen(fd, "w")) == NULL) {
-        snprintf(errmsg, errmsg_len, "%s: %s", tmp, strerror(errno));
+        err = errno;
+        snprintf(errmsg, errmsg_len, "%s: %s", tmp, strerror(err));
         if (fd >= 0) {
             close(fd);
             unlink(tmp);
         }
-        return RAFT_IOERR;
+        return full(err) ? RAFT_NOSPACE : RAFT_IOERR;
     }
     ok = fprintf(f, EXT__ATTACH_MAGIC "\npid=%ld\nsocket=%s\ntimeout_ms=%u\n",
                  p->pid, p->socket, p->timeout_ms) > 0;
     ok = fflush(f) == 0 && ok;
+    err = ok ? 0 : errno; /* the write's, before fclose may set another */
     ok = fclose(f) == 0 && ok;
     if (!ok || rename(tmp, path) != 0) {
-        snprintf(errmsg, errmsg_len, "%s: %s", path, strerror(errno));
+        err = err != 0 ? err : errno;
+        snprintf(errmsg, errmsg_len, "%s: %s", path, strerror(err));
         unlink(tmp);
-        return RAFT_IOERR;
+        return full(err) ? RAFT_NOSPACE : RAFT_IOERR;
     }
     return 0;
+}
+
+/* The first line of a settings notice. */
+#define EXT__SETTINGS_MAGIC "raftsql-settings 1"
+
+void attach_sock_settings_path(const char *db_path, char *out, size_t len)
+{
+    int n = snprintf(out, len, "%s-raftsql-settings", db_path);
+    if (n < 0 || (size_t)n >= len) {
+        out[0] = '\0';
+    }
+}
+
+bool attach_sock_settings_write(const char *path, unsigned mask)
+{
+    char text[512];
+    size_t at = (size_t)snprintf(text, sizeof text, EXT__SETTINGS_MAGIC "\n");
+    for (int i = 0; i < sql_setting_count() && at < sizeof text; i++) {
+        at += (size_t)snprintf(text + at, sizeof text - at, "%s=%u\n",
+                               sql_setting_name(i), (mask >> i) & 1u);
+    }
+    return stopped_write_file(path, text, false);
+}
+
+int64_t attach_sock_settings_stamp(const char *db_path)
+{
+    char path[4200];
+    struct stat st;
+    attach_sock_settings_path(db_path, path, sizeof path);
+    if (path[0] == '\0' || stat(path, &st) != 0) {
+        return 0;
+    }
+    return (int64_t)st.st_ino * 1000003 +
+           (int64_t)st.st_ctim.tv_sec * 1000000000 + st.st_ctim.tv_nsec;
+}
+
+bool attach_sock_settings(const char *db_path, unsigned *out_mask)
+{
+    char path[4200], line[128];
+    unsigned mask = 0;
+    bool ok;
+    FILE *f;
+
+    attach_sock_settings_path(db_path, path, sizeof path);
+    if (path[0] == '\0' || (f = fopen(path, "re")) == NULL) {
+        return false;
+    }
+    ok = fgets(line, sizeof line, f) != NULL &&
+         strcmp(line, EXT__SETTINGS_MAGIC "\n") == 0;
+    while (ok && fgets(line, sizeof line, f) != NULL) {
+        char *eq = strchr(line, '=');
+        int i;
+        if (eq == NULL) {
+            ok = false;
+            break;
+        }
+        *eq = '\0';
+        for (i = 0;
+             i < sql_setting_count() && strcmp(line, sql_setting_name(i)) != 0;
+             i++) {
+        }
+        if (i < sql_setting_count() && eq[1] == '1') {
+            mask |= 1u << i;
+        }
+    }
+    fclose(f);
+    if (ok) {
+        *out_mask = mask;
+    }
+    return ok;
 }
 
 void attach_sock_diverged_path(const char *db_path, char *out, size_t len)

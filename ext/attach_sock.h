@@ -9,6 +9,7 @@
 
 #include <stdbool.h>
 #include <stddef.h>
+#include <stdint.h>
 #include <sys/types.h>
 
 #include "node.h"
@@ -51,6 +52,31 @@ void attach_sock_stale_path(const char *db_path, char *out, size_t len);
  * @why (@why_len bytes). Any thread. */
 bool attach_sock_stale(const char *db_path, char *why, size_t why_len);
 
+/* attach_sock_settings_path writes "<@db_path>-raftsql-settings" into
+ * @out (@len bytes; "" when too long): the notice a running node keeps
+ * beside its database with the cluster-wide settings in force (PRAGMA
+ * foreign_keys=ON and the others of sql_setting_name), which the guards
+ * of every process set on their connections to that file (guard.h).
+ * Any thread. */
+void attach_sock_settings_path(const char *db_path, char *out, size_t len);
+
+/* attach_sock_settings_write writes the settings notice @path holding
+ * @mask (bit i: sql_setting_name(i) ON), atomically, not fsynced (a
+ * crash loses it with the node that keeps it). Returns false with errno
+ * set on failure (nothing is left behind). Any thread. */
+bool attach_sock_settings_write(const char *path, unsigned mask);
+
+/* attach_sock_settings reads the settings notice of @db_path: returns
+ * true with its settings in *@out_mask (bit i: sql_setting_name(i) ON;
+ * a setting it does not name is OFF), false when there is none or it is
+ * malformed. A failed open() alone when there is none. Any thread. */
+bool attach_sock_settings(const char *db_path, unsigned *out_mask);
+
+/* attach_sock_settings_stamp returns a value that changes whenever the
+ * settings notice of @db_path is written anew (its inode and ctime), 0
+ * when there is none: one stat(). Any thread. */
+int64_t attach_sock_settings_stamp(const char *db_path);
+
 /* attach_sock_bound_path writes "<@db_path>-raftsql-bound" into @out
  * (@len bytes; "" when too long): the marker a node started with
  * max_staleness_ms= keeps beside its database, after it stops too, until
@@ -78,8 +104,11 @@ int attach_sock_find(const char *db_path, struct ext_attach_pointer *out);
 /* attach_sock_pointer_write writes @p as the pointer file of @db_path,
  * atomically (a temporary file renamed over it), mode 0644: it holds no
  * secret, and every process that may read the database may learn that
- * it is served. Errors: RAFT_IOERR with @errmsg naming the file and the
- * cause. Any thread. */
+ * it is served. Nothing is left behind on failure (the previous pointer
+ * file, if any, stays). Errors, with @errmsg naming the file and the
+ * cause: RAFT_NOSPACE when its file system is full (ENOSPC, EDQUOT: a
+ * retry may succeed once space frees), RAFT_IOERR for any other
+ * failure. Any thread. */
 int attach_sock_pointer_write(const char *db_path,
                               const struct ext_attach_pointer *p, char *errmsg,
                               size_t errmsg_len);

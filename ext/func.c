@@ -13,6 +13,7 @@
 #include "attach_server.h"
 #include "config.h"
 #include "func_data.h"
+#include "guard.h"
 #include "members.h"
 #include "precheck.h"
 #include "raftsql.h"
@@ -57,6 +58,24 @@ static const char *main_file(sqlite3_context *ctx, const char *fn)
 
 /* acquire is func_acquire; *@out_rowid (may be NULL) gets the rowid of a
  * raft_exec forwarded to another process's node. */
+/* settings_follow sets on the caller's connection the cluster-wide
+ * settings its node has in force, after a call whose first argument is
+ * SQL text naming a PRAGMA (raft_exec('PRAGMA foreign_keys=ON'), ...):
+ * the notice is written before the call's answer (applier.h), so the
+ * caller reads at once what it set. Other calls pay one strcasestr. */
+static void settings_follow(sqlite3_context *ctx, int argc,
+                            sqlite3_value **argv)
+{
+    const char *sql;
+    if (argc < 1 || sqlite3_value_type(argv[0]) != SQLITE_TEXT) {
+        return;
+    }
+    sql = (const char *)sqlite3_value_text(argv[0]);
+    if (sql != NULL && strcasestr(sql, "pragma") != NULL) {
+        ext_guard_settings_sync(sqlite3_context_db_handle(ctx));
+    }
+}
+
 static struct ext_node *acquire(sqlite3_context *ctx, const char *fn, int argc,
                                 sqlite3_value **argv, int64_t *out_rowid)
 {
@@ -74,6 +93,7 @@ static struct ext_node *acquire(sqlite3_context *ctx, const char *fn, int argc,
      * is stopping. */
     if (!attach_server_serving() &&
         attach_client_call(ctx, file, fn, argc, argv, out_rowid)) {
+        settings_follow(ctx, argc, argv);
         return NULL;
     }
     snprintf(msg, sizeof msg,
@@ -299,6 +319,7 @@ static void fn_exec(sqlite3_context *ctx, int argc, sqlite3_value **argv)
     if (res->kind == EXT_EXEC_OK) {
         cs->last_insert_rowid = res->last_insert_rowid;
         sqlite3_result_int64(ctx, res->changes);
+        settings_follow(ctx, argc, argv);
     } else {
         func_error(ctx,
                    res->sqlite_rc != SQLITE_OK ? res->sqlite_rc : SQLITE_ERROR,

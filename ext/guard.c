@@ -80,6 +80,11 @@ static int guard_read(sqlite3 *db, const char *table, const char *schema)
 /* The check running on this thread (guard_check_begin), or NULL. */
 static _Thread_local struct guard_check *checking;
 
+/* Set while this thread sets the cluster-wide settings on a connection
+ * (settings_set): its PRAGMA statements are raftsql's own, allowed and
+ * not shown to a host's authorizer. */
+static _Thread_local bool syncing;
+
 void guard_check_begin(struct guard_check *seen)
 {
     seen->refused[0] = '\0';
@@ -206,6 +211,15 @@ static int guard(void *arg, int action, const char *a1, const char *a2,
 
     if (checking != NULL) {
         guard_check_note(checking, action, a1, a2, db_name);
+        /* A cluster-wide setting is not set on the caller's connection
+         * by checking its request (SQLite sets a flag PRAGMA when it
+         * prepares it): it follows the replicated value (settings_set). */
+        return action == SQLITE_PRAGMA && a2 != NULL &&
+                       sql_refusal_setting(action, a1, a2, db_name) != NULL
+                   ? SQLITE_IGNORE
+                   : SQLITE_OK;
+    }
+    if (syncing) {
         return SQLITE_OK;
     }
     switch (action) {
@@ -322,6 +336,10 @@ struct guard_conn {
     char *file;              /* its main file, watched (sqlite3_malloc'd,
                                 NULL for none) */
     bool pending;            /* its statements are to be expired */
+    unsigned settings;       /* the cluster-wide settings last set on it
+                                (settings_set; conns_mu) */
+    bool apply;              /* an apply connection (sql_is_apply_vfs):
+                                its settings are the state machine's */
     struct guard_conn *prev; /* in conns */
     struct guard_conn *next; /* in conns */
 };
@@ -365,12 +383,105 @@ static void untrack(void *p)
     sqlite3_free(c);
 }
 
+/* settings_set sets on @db the cluster-wide settings of @mask (bit i:
+ * sql_setting_name(i) ON) that differ from @have, and returns the
+ * settings now set. foreign_keys goes through sqlite3_db_config (no
+ * statement runs: safe from any thread holding @db's mutex); the others
+ * need a PRAGMA statement on @db, run only when @own (the thread using
+ * @db, with no statement of the host in its way): from another thread a
+ * statement would reset the host's last error and run its hooks. */
+static unsigned settings_set(sqlite3 *db, unsigned have, unsigned mask,
+                             bool own)
+{
+    for (int i = 0; i < sql_setting_count(); i++) {
+        unsigned bit = 1u << i;
+        if ((have & bit) == (mask & bit) || (i != 0 && !own)) {
+            continue;
+        }
+        syncing = true;
+        if (sql_setting_apply(db, i, (mask & bit) != 0) == SQLITE_OK) {
+            have = (have & ~bit) | (mask & bit);
+        }
+        syncing = false;
+    }
+    return have;
+}
+
+/* settings_now returns the settings of @db as it has them: foreign_keys
+ * read from the connection, the others SQLite's defaults (OFF), which
+ * a connection has unless its host set them. */
+static unsigned settings_now(sqlite3 *db)
+{
+    int fk = 0;
+    (void)sqlite3_db_config(db, SQLITE_DBCONFIG_ENABLE_FKEY, -1, &fk);
+    return fk ? 1u : 0u;
+}
+
+void ext_guard_settings_sync(sqlite3 *db)
+{
+    const char *file = sqlite3_db_filename(db, "main");
+    unsigned mask, have;
+    struct guard_conn *c;
+    if (file == NULL || file[0] == '\0' || !attach_sock_settings(file, &mask)) {
+        return;
+    }
+    pthread_mutex_lock(&conns_mu);
+    c = find_conn(db);
+    have = c != NULL ? c->settings : settings_now(db);
+    if (c != NULL && c->apply) {
+        pthread_mutex_unlock(&conns_mu);
+        return;
+    }
+    pthread_mutex_unlock(&conns_mu);
+    have = settings_set(db, have, mask, true);
+    pthread_mutex_lock(&conns_mu);
+    if ((c = find_conn(db)) != NULL) {
+        c->settings = have;
+    }
+    pthread_mutex_unlock(&conns_mu);
+}
+
+bool ext_guard_settings_push(const char *file, unsigned mask)
+{
+    bool left = false;
+    pthread_mutex_lock(&conns_mu);
+    for (struct guard_conn *c = conns; c != NULL; c = c->next) {
+        sqlite3_mutex *m;
+        if (c->apply || c->file == NULL || strcmp(c->file, file) != 0 ||
+            (c->settings & 1u) == (mask & 1u)) {
+            continue;
+        }
+        m = sqlite3_db_mutex(c->db);
+        if (m == NULL) {
+            continue; /* no other thread may touch it */
+        }
+        if (sqlite3_mutex_try(m) != SQLITE_OK) {
+            left = true; /* busy: the next period tries again */
+            continue;
+        }
+        c->settings = settings_set(c->db, c->settings, mask & 1u, false);
+        sqlite3_mutex_leave(m);
+    }
+    pthread_mutex_unlock(&conns_mu);
+    return left;
+}
+
 /* tracker_call answers a call of the tracker from SQL: an error. */
 static void tracker_call(sqlite3_context *ctx, int argc, sqlite3_value **argv)
 {
     (void)argc;
     (void)argv;
     sqlite3_result_error(ctx, EXT__GUARD_TRACKER ": internal to raftsql", -1);
+}
+
+/* apply_connection says whether @db is an apply connection (which the
+ * guard meets where the host registers raftsql for every connection). */
+static bool apply_connection(sqlite3 *db)
+{
+    sqlite3_vfs *vfs = NULL;
+    return sqlite3_file_control(db, "main", SQLITE_FCNTL_VFS_POINTER, &vfs) ==
+               SQLITE_OK &&
+           vfs != NULL && sql_is_apply_vfs(vfs->zName);
 }
 
 /* track makes sure @db is in the list. Returns SQLITE_OK, SQLITE_NOMEM or
@@ -391,7 +502,10 @@ static int track(sqlite3 *db)
         pthread_mutex_unlock(&conns_mu);
         return SQLITE_NOMEM;
     }
-    *c = (struct guard_conn){.db = db, .next = conns};
+    *c = (struct guard_conn){.db = db,
+                             .next = conns,
+                             .settings = settings_now(db),
+                             .apply = apply_connection(db)};
     if (file != NULL && file[0] != '\0') {
         c->file = sqlite3_mprintf("%s", file); /* NULL: unwatched */
     }
@@ -402,8 +516,9 @@ static int track(sqlite3 *db)
     pthread_mutex_unlock(&conns_mu);
     /* Statements prepared while reads were allowed are expired when the
      * guard starts refusing them (a node of another process goes stale,
-     * or stops). */
+     * or stops); the cluster-wide settings follow the node's. */
     refusal_watch_add(c->file);
+    ext_guard_settings_sync(db);
     /* On failure SQLite runs the destructor: @c is forgotten. */
     return sqlite3_create_function_v2(db, EXT__GUARD_TRACKER, 0,
                                       SQLITE_UTF8 | SQLITE_DIRECTONLY, c,
@@ -509,7 +624,7 @@ static int chained(void *arg, int action, const char *a1, const char *a2,
 {
     struct guard_host *h = arg;
     int rc = guard(h->db, action, a1, a2, db_name, trigger);
-    if (rc != SQLITE_OK || checking != NULL) {
+    if (rc != SQLITE_OK || checking != NULL || syncing) {
         return rc;
     }
     return h->cb(h->arg, action, a1, a2, db_name, trigger);

@@ -63,6 +63,29 @@ void ext_guard_expire_all(void);
  * refusal watch while its marks remain). */
 bool ext_guard_expire_retry(void);
 
+/* ext_guard_settings_sync sets on @db the cluster-wide settings (PRAGMA
+ * foreign_keys and the others of sql_setting_name) that the node of its
+ * main file has in force, as its settings notice says
+ * (attach_sock_settings): what a user reads there is what the node
+ * enforces. Nothing when no node keeps a notice for the file (none
+ * runs, or the file is no replica). ext_guard_install and
+ * ext_guard_set_host call it; raft_exec and the other writes call it on
+ * their caller's connection once answered. One stat(), and a small read
+ * when there is a notice. Thread: the one using @db (it may run PRAGMA
+ * statements on @db, unseen by a host's authorizer). */
+void ext_guard_settings_sync(sqlite3 *db);
+
+/* ext_guard_settings_push sets foreign_keys as @mask says (bit 0: ON) on
+ * every guarded connection of database file @file whose mutex is free
+ * now (sqlite3_mutex_try; a connection without a mutex is left alone):
+ * its statements are expired by SQLite when the flag changes. The other
+ * settings need a statement on the connection, which only its own
+ * thread may run: they follow at the connection's next
+ * ext_guard_settings_sync. Returns whether a busy connection is left to
+ * a later call. Any thread (the refusal watch calls it when the notice
+ * changes). */
+bool ext_guard_settings_push(const char *file, unsigned mask);
+
 /* What ext_guard_read_refusal answers besides 0 (reads allowed). */
 #define EXT_GUARD_STALE 1    /* a stale replica, or no node serves it */
 #define EXT_GUARD_DIVERGED 2 /* a diverged replica */

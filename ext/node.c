@@ -530,6 +530,8 @@ static int start_threads(struct ext_node *n, const char *db_path,
     snprintf(ac.stopped_path, sizeof ac.stopped_path, "%s/stopped", n->cfg.dir);
     snprintf(ac.db_path, sizeof ac.db_path, "%s", db_path);
     attach_sock_diverged_path(db_path, ac.notice_path, sizeof ac.notice_path);
+    attach_sock_settings_path(db_path, ac.settings_path,
+                              sizeof ac.settings_path);
     if (applier_start(fsm, &ac, &ah, &n->log, &n->applier) != 0) {
         sql_fsm_close(fsm);
         snprintf(errmsg, errmsg_len, "cannot start the apply thread");

@@ -7,7 +7,11 @@
  * connection of the process is marked to have its statements expired
  * (ext_guard_expire_all), and the marked ones are retried at each period
  * until none is left (ext_guard_expire_retry: a busy connection is only
- * tried). With
+ * tried). When the settings notice beside a file is written anew (a
+ * node's cluster-wide settings changed, or a node started), its
+ * settings are pushed to the guarded connections of the file
+ * (ext_guard_settings_push), again at each period while a busy
+ * connection is left. With
  * nothing watched, the thread sleeps until a file is added. */
 
 #include "refusal_watch.h"
@@ -31,6 +35,9 @@ struct watched {
     unsigned refs;        /* connections watching it (mu) */
     int refusal;          /* the guard's answer at the last look (thread) */
     int64_t stamp;        /* the stale notice's ctime then, ns (thread) */
+    int64_t settings;     /* the settings notice's stamp when its
+                             settings were pushed (thread) */
+    bool settings_left;   /* a busy connection was left (thread) */
     struct watched *next; /* (set before the entry is published) */
 };
 
@@ -56,6 +63,23 @@ static int64_t notice_stamp(const char *path)
     return (int64_t)st.st_ctim.tv_sec * 1000000000 + st.st_ctim.tv_nsec;
 }
 
+/* push_settings sets the node's cluster-wide settings on the guarded
+ * connections of @w's file when its settings notice was written anew
+ * since the last push, or a busy connection was left then. Thread. */
+static void push_settings(struct watched *w)
+{
+    int64_t stamp = attach_sock_settings_stamp(w->path);
+    unsigned mask;
+    if (stamp == 0 || (stamp == w->settings && !w->settings_left)) {
+        return;
+    }
+    if (!attach_sock_settings(w->path, &mask)) {
+        return; /* being replaced: the next period reads it */
+    }
+    w->settings = stamp;
+    w->settings_left = ext_guard_settings_push(w->path, mask);
+}
+
 /* look asks the guard about every watched file; returns true when reads
  * of one became refused since the last look. Thread. */
 static bool look(void)
@@ -74,6 +98,7 @@ static bool look(void)
         }
         w->refusal = refusal;
         w->stamp = stamp;
+        push_settings(w);
     }
     return turned;
 }

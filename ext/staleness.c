@@ -150,6 +150,9 @@ struct ext_staleness {
     char bound_path[4200];            /* the bound marker, "" for none */
     int64_t beat_at;                  /* its mtime last set, mono ms (loop) */
     bool beat_failed;                 /* the last beat failed (loop) */
+    bool bound_due;                   /* the marker could not be written
+                                         at start: each beat tries again
+                                         (loop) */
     struct ext_staleness_memory mem;  /* the rule's (loop thread) */
     bool notice_up;                   /* the notice exists (loop) */
     char notice_text[200];            /* what it holds (loop) */
@@ -159,19 +162,29 @@ struct ext_staleness {
 };
 
 /* bound_write writes the bound marker of @s naming process @pid (0: no
- * node serves the file), best effort: a WARN line on failure. */
-static void bound_write(struct ext_staleness *s, long pid)
+ * node serves the file), best effort: a WARN line on failure when @warn.
+ * From the loop thread (@warn false) it is not fsynced: the loop never
+ * waits for the disk, and a marker lost in a crash only lets reads
+ * through until the next start. Returns whether it was written. */
+static bool bound_write(struct ext_staleness *s, long pid, bool warn)
 {
     char text[128];
     snprintf(text, sizeof text,
              EXT_BOUND_MAGIC "\nmax_staleness_ms=%u\npid=%ld\n", s->max_ms,
              pid);
-    if (!stopped_write_file(s->bound_path, text, true)) {
-        node_log_line(s->log, RAFT_LOG_WARN,
-                      "cannot write %s: %s (other processes' reads are not "
-                      "refused while no node serves the database)",
-                      s->bound_path, strerror(errno));
+    if (stopped_write_file(s->bound_path, text, warn)) {
+        return true;
     }
+    if (warn) {
+        node_log_line(s->log, RAFT_LOG_WARN, "cannot write %s: %s (%s)",
+                      s->bound_path, strerror(errno),
+                      pid != 0 ? "until it is, other processes take the "
+                                 "database as served by no node, or as not "
+                                 "bound; tried again at each beat"
+                               : "other processes' reads are not refused "
+                                 "while no node serves the database");
+    }
+    return false;
 }
 
 int staleness_new(unsigned max_ms, const char *notice_path,
@@ -193,7 +206,10 @@ int staleness_new(unsigned max_ms, const char *notice_path,
     }
     if (s->bound_path[0] != '\0') {
         if (max_ms > 0) {
-            bound_write(s, (long)getpid());
+            /* A full disk does not stop the node: the beats write the
+             * marker once space frees (before, refreshing the mtime of
+             * one a stopped node left would tell that no node serves). */
+            s->bound_due = !bound_write(s, (long)getpid(), true);
             s->beat_at = mono_ms();
         } else {
             unlink(s->bound_path); /* a clean start without the bound */
@@ -225,7 +241,8 @@ void staleness_free(struct ext_staleness *s)
         unlink(s->notice_path);
     }
     if (s->max_ms > 0 && s->bound_path[0] != '\0') {
-        bound_write(s, 0); /* no node serves the file from now on */
+        /* No node serves the file from now on. */
+        (void)bound_write(s, 0, true);
     }
     pthread_mutex_destroy(&s->mu);
     free(s);
@@ -276,6 +293,16 @@ static void beat(struct ext_staleness *s)
         return;
     }
     s->beat_at = now;
+    if (s->bound_due) {
+        s->bound_due = !bound_write(s, (long)getpid(), false);
+        if (!s->bound_due) {
+            node_log_line(s->log, RAFT_LOG_INFO,
+                          "wrote %s: it names this "
+                          "process",
+                          s->bound_path);
+        }
+        return;
+    }
     /* This clock's time rather than the file system's (UTIME_NOW): the
      * same clock as the readers', not a coarser one nor a server's. */
     clock_gettime(CLOCK_REALTIME, &t[0]);

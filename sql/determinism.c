@@ -15,6 +15,7 @@
 #include <strings.h>
 
 #include "err.h"
+#include "sql.h"
 
 SQLITE_EXTENSION_INIT3
 
@@ -133,7 +134,7 @@ int determinism_init(struct sql_determinism *d, char *errmsg, size_t errmsg_len)
         snprintf(errmsg, errmsg_len, "no default SQLite VFS");
         return SQL_ERR_IOERR;
     }
-    snprintf(d->name, sizeof d->name, "raftsql-%p", (void *)d);
+    snprintf(d->name, sizeof d->name, SQL__APPLY_VFS_PREFIX "%p", (void *)d);
     d->base = base;
     d->vfs.iVersion = 2;
     d->vfs.szOsFile = base->szOsFile;
@@ -397,4 +398,10 @@ int determinism_install(struct sql_determinism *d, sqlite3 *db)
                                        fn_date, NULL, NULL, NULL);
     }
     return rc;
+}
+
+bool sql_is_apply_vfs(const char *name)
+{
+    return name != NULL && strncmp(name, SQL__APPLY_VFS_PREFIX,
+                                   sizeof SQL__APPLY_VFS_PREFIX - 1) == 0;
 }

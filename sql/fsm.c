@@ -301,6 +301,11 @@ uint64_t sql_fsm_applied(const struct sql_fsm *f)
     return f->applied;
 }
 
+unsigned sql_fsm_settings(const struct sql_fsm *f)
+{
+    return f->settings;
+}
+
 uint64_t sql_fsm_applied_term(const struct sql_fsm *f)
 {
     return f->applied_term;

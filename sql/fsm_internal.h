@@ -95,6 +95,9 @@ struct sql_fsm {
     uint64_t applied_term;          /* its term */
     int internal;                   /* 1: our own statement, authorize all */
     int altered;                    /* 1: the request ran ALTER TABLE */
+    unsigned settings;              /* the cluster-wide settings in force
+                                       on the apply connection: bit i for
+                                       pragma_setting_name(i) ON */
     int pragma_setting;             /* setting captured by the authorizer,
                                         or -1 */
     int pragma_value;               /* its value, -1 when not a boolean */

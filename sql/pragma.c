@@ -43,6 +43,8 @@
 
 #include "pragma.h"
 
+#include "sql.h"
+
 #include <stddef.h>
 #include <strings.h>
 
@@ -165,4 +167,19 @@ int pragma_setting_apply(sqlite3 *db, int i, int value)
     rc = sqlite3_exec(db, sql, NULL, NULL, NULL);
     sqlite3_free(sql);
     return rc;
+}
+
+int sql_setting_count(void)
+{
+    return pragma_setting_count();
+}
+
+const char *sql_setting_name(int i)
+{
+    return pragma_setting_name(i);
+}
+
+int sql_setting_apply(struct sqlite3 *db, int i, int value)
+{
+    return pragma_setting_apply(db, i, value);
 }

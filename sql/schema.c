@@ -267,6 +267,10 @@ int schema_load_settings(struct sql_fsm *f)
         }
     }
     f->internal = 0;
+    f->settings = 0;
+    for (i = 0; i < n && i < 16; i++) {
+        f->settings |= values[i] ? 1u << i : 0;
+    }
     return 0;
 }
 

@@ -10,6 +10,7 @@
 #ifndef SQL_H
 #define SQL_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -291,6 +292,42 @@ void sql_fsm_close(struct sql_fsm *f);
 /* sql_fsm_applied returns the last applied index, as stored in the
  * database (0 for a new one). */
 uint64_t sql_fsm_applied(const struct sql_fsm *f);
+
+/* sql_fsm_settings returns the cluster-wide settings in force on @f's
+ * apply connection (PRAGMA foreign_keys=ON and the others a request
+ * stores in raftsql_settings): bit i set for sql_setting_name(i) ON.
+ * They change only within sql_fsm_open, sql_fsm_apply and the snapshot
+ * install and bootstrap calls. Thread: @f's owner. */
+unsigned sql_fsm_settings(const struct sql_fsm *f);
+
+/* sql_setting_count returns the number of cluster-wide settings (at
+ * most 16). Pure; any thread. */
+int sql_setting_count(void);
+
+/* sql_setting_name returns the lowercase name of cluster-wide setting @i
+ * (0 <= @i < sql_setting_count(): foreign_keys, recursive_triggers,
+ * case_sensitive_like, reverse_unordered_selects). Static storage. */
+const char *sql_setting_name(int i);
+
+/* The name of the VFS of every apply connection begins so (the
+ * determinism shim's). */
+#define SQL__APPLY_VFS_PREFIX "raftsql-"
+
+/* sql_is_apply_vfs says whether VFS name @name is an apply connection's
+ * (SQLITE_FCNTL_VFS_POINTER gives a connection's): its settings, and
+ * everything else it runs, are the state machine's alone. Pure; any
+ * thread. */
+bool sql_is_apply_vfs(const char *name);
+
+struct sqlite3;
+
+/* sql_setting_apply sets cluster-wide setting @i to @value (0 or 1) on
+ * connection @db, as the apply connection has it: foreign_keys through
+ * sqlite3_db_config (no statement runs; also inside a transaction), the
+ * others by running "PRAGMA <name>=<value>" on @db (its authorizer must
+ * allow it). Returns SQLITE_OK or SQLite's error code. Thread: the one
+ * using @db, or any holding its mutex. */
+int sql_setting_apply(struct sqlite3 *db, int i, int value);
 
 /* sql_fsm_apply applies @n committed entries, consecutive and starting at
  * sql_fsm_applied(f) + 1, in one SQLite transaction with a SAVEPOINT per

@@ -11,7 +11,8 @@ import tempfile
 import time
 import unittest
 
-from e2e import NODE, SO, ClusterCase  # noqa: E402
+from codes import other_process  # noqa: E402
+from e2e import NODE, SO, ClusterCase, connect  # noqa: E402
 from raftsql_cluster import Cluster, Node, NodeError, free_ports  # noqa
 
 FAST = "election_timeout_ms=300 heartbeat_ms=30 exec_timeout_ms=10000"
@@ -198,6 +199,46 @@ class ClusterTest(ClusterCase):
             self.exec(f1, "INSERT INTO child VALUES(7)")
         self.assertIn("FOREIGN KEY constraint failed", str(cm.exception))
         self.assertEqual(f1.value("SELECT count(*) FROM child"), 0)
+
+    def test_settings_read_as_enforced_everywhere(self):
+        """PRAGMA foreign_keys reads what every node enforces: 1 after
+        raft_exec('PRAGMA foreign_keys=ON') on the leader, on the
+        caller's connection at once, and within a bounded wait on the
+        followers' connections, on a connection of this process opened
+        before, and on a new one in another process; 0 everywhere after
+        OFF (before: 1 on the caller's connection only). A new
+        connection reads the other settings as enforced too."""
+        f1, f2 = self.followers
+        early = connect(f1.db)
+        self.addCleanup(early.close)
+        self.assertEqual(early.execute("PRAGMA foreign_keys").fetchall(),
+                         [(0,)])
+        for value, want in (("ON", 1), ("OFF", 0)):
+            self.exec(self.leader, "PRAGMA foreign_keys=%s" % value)
+            self.assertEqual(self.leader.value("PRAGMA foreign_keys"), want)
+            index = self.leader.status()["applied"]
+            self.cluster.wait_applied(index)
+            seen = {}
+
+            def everywhere():
+                for n in self.cluster.nodes:
+                    seen["node %d" % n.id] = n.value("PRAGMA foreign_keys")
+                seen["opened before"] = early.execute(
+                    "PRAGMA foreign_keys").fetchall()[0][0]
+                for n in (f1, f2):
+                    got = other_process(n.db, [["PRAGMA foreign_keys"]])
+                    seen["new, node %d's file" % n.id] = got[0]["rows"][0][0]
+                return set(seen.values()) == {want}
+            deadline = time.monotonic() + 10
+            while not everywhere():
+                self.assertLess(time.monotonic(), deadline,
+                                "PRAGMA foreign_keys=%s read: %s" %
+                                (value, seen))
+                time.sleep(0.05)
+        self.exec(self.leader, "PRAGMA recursive_triggers=ON")
+        self.cluster.wait_applied(self.leader.status()["applied"])
+        got = other_process(f2.db, [["PRAGMA recursive_triggers"]])
+        self.assertEqual(got, [{"rows": [[1]]}])
 
     def test_status_and_leader(self):
         st = self.leader.status()

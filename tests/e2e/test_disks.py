@@ -8,11 +8,13 @@ freed. Needs `mount -t tmpfs` (root); skipped otherwise.
 
 import os
 import shutil
+import sqlite3
 import subprocess
 import tempfile
 import time
 import unittest
 
+from codes import CODES, other_process  # noqa: E402
 from e2e import NODE, fill  # noqa: E402
 from raftsql_cluster import Node, NodeError, free_ports  # noqa: E402
 
@@ -52,16 +54,21 @@ class DiskTest(unittest.TestCase):
             i, self.members, FAST, where, extra))
         return n
 
+    def tmpfs(self, size):
+        """A tmpfs of @size (mount's size=) on a new directory, unmounted
+        at cleanup; skips the test where mounting is not permitted."""
+        mnt = tempfile.mkdtemp(prefix="raftsql-tmpfs-")
+        if subprocess.run(["mount", "-t", "tmpfs", "-o", "size=" + size,
+                           "tmpfs", mnt], capture_output=True).returncode:
+            os.rmdir(mnt)
+            self.skipTest("mount -t tmpfs is not permitted here")
+        self.mnts.append(mnt)
+        return mnt
+
     def start(self, on_tmpfs, extra="exec_timeout_ms=10000"):
         """Start the cluster; return its leader."""
         for _ in range(3):
-            mnt = tempfile.mkdtemp(prefix="raftsql-tmpfs-")
-            if subprocess.run(["mount", "-t", "tmpfs", "-o", "size=12m",
-                               "tmpfs", mnt],
-                              capture_output=True).returncode != 0:
-                os.rmdir(mnt)
-                self.skipTest("mount -t tmpfs is not permitted here")
-            self.mnts.append(mnt)
+            self.tmpfs("12m")
         self.members = ",".join("%d@127.0.0.1:%d" % (i + 1, p)
                                 for i, p in enumerate(free_ports(3)))
         self.extra = extra
@@ -236,12 +243,7 @@ class DiskTest(unittest.TestCase):
     def test_backup_to_a_full_disk_leaves_nothing(self):
         """A raft_backup that fails on a full disk (a 32 KiB tmpfs)
         removes the copy and its -journal (the journal was left)."""
-        mnt = tempfile.mkdtemp(prefix="raftsql-tmpfs-")
-        if subprocess.run(["mount", "-t", "tmpfs", "-o", "size=32k",
-                           "tmpfs", mnt], capture_output=True).returncode:
-            os.rmdir(mnt)
-            self.skipTest("mount -t tmpfs is not permitted here")
-        self.mnts.append(mnt)
+        mnt = self.tmpfs("32k")
         (port,) = free_ports(1)
         n = Node(NODE, 1, os.path.join(self.workdir, "n1.db"),
                  os.path.join(self.workdir, "n1.log"))
@@ -259,6 +261,67 @@ class DiskTest(unittest.TestCase):
             n.value("SELECT raft_backup(?)", os.path.join(mnt, "b.db"))
         self.assertIn("full", str(e.exception))
         self.assertEqual(os.listdir(mnt), [])
+
+    def test_start_on_a_full_database_disk_heals(self):
+        """A node restarted while its database's file system is full
+        starts (before: raft_start failed writing <db>-raftsql); other
+        processes find no node meanwhile (RAFTSQL_NO_NODE); once space
+        frees, the pointer file appears and another process writes
+        through it, and the bound marker names the node again (before: a
+        beat refreshed the marker the last stop left, which says that no
+        node serves the file, and reads stayed refused)."""
+        mnt = self.tmpfs("4m")
+        (port,) = free_ports(1)
+        db = os.path.join(mnt, "n1.db")
+        cfg = "id=1 cluster=1@127.0.0.1:%d dir=%s/log %s %s" % (
+            port, self.workdir, FAST,
+            "exec_timeout_ms=10000 max_staleness_ms=2000 log_level=info")
+        n = Node(NODE, 1, db, os.path.join(self.workdir, "n1.log"))
+        self.nodes.append(n)
+        n.sql("SELECT raft_start(?)", cfg)
+        self.wait_leader([n])
+        self.exec(n, "CREATE TABLE t(x)")
+        # A connection of this process keeps the database's -shm (its
+        # pages taken): the restart needs no new page but the pointer
+        # file's and the bound marker's.
+        holder = sqlite3.connect(db)
+        self.addCleanup(holder.close)
+        holder.execute("SELECT count(*) FROM t").fetchall()
+        self.assertEqual(n.stop(), 0)
+        filler = fill(mnt)
+        n = Node(NODE, 1, db, os.path.join(self.workdir, "n1b.log"))
+        self.nodes = [n]
+        n.sql("SELECT raft_start(?)", cfg)
+        self.assertFalse(os.path.exists(db + "-raftsql"))
+        got = other_process(db, [["SELECT raft_exec('INSERT INTO t "
+                                  "VALUES(0)')"]])
+        self.assertEqual(got[0].get("code"), CODES["RAFTSQL_NO_NODE"], got)
+        os.remove(filler)
+        def bound_names_node():
+            try:
+                with open(db + "-raftsql-bound") as f:
+                    return "pid=%d\n" % n.proc.pid in f.read()
+            except OSError:
+                return False
+        # The accept thread retries the pointer file, the beats the
+        # marker (every max_staleness_ms / 4).
+        deadline = time.monotonic() + 20
+        while not (os.path.exists(db + "-raftsql") and bound_names_node()):
+            self.assertLess(time.monotonic(), deadline,
+                            "no pointer file or bound marker once space "
+                            "freed: %s" % os.listdir(mnt))
+            time.sleep(0.05)
+        # The node's apply failed for want of space too: it resumes by
+        # itself, and the write waits for it.
+        got = other_process(db, [
+            ["SELECT raft_exec('INSERT INTO t VALUES(1)')"],
+            ["SELECT count(*) FROM t"]])
+        self.assertEqual(got, [{"rows": [[1]]}, {"rows": [[1]]}])
+        with open(n.log_path) as f:
+            text = f.read()
+        self.assertIn("attach: cannot write the pointer file", text)
+        self.assertIn("RAFTSQL_NO_NODE", text)
+        self.assertIn("attach: pointer file written", text)
 
 
 if __name__ == "__main__":
