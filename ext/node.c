@@ -308,7 +308,7 @@ static int fwd_propose(void *data, struct raft_buf *const *payloads,
                        unsigned cnt, raft_index *out_index, raft_term *out_term)
 {
     struct ext_node *n = data;
-    return propose_batch(&n->propose, n->driver, payloads, cnt, out_index,
+    return propose_batch(&n->propose, n->driver, payloads, NULL, cnt, out_index,
                          out_term);
 }
 

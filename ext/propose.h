@@ -33,15 +33,19 @@ void propose_init(struct ext_propose *p, uint64_t seed, uint64_t max_steps);
 void propose_set_ids(struct ext_propose *p, uint64_t id_window,
                      uint64_t id_window_ms, uint64_t max_result_bytes);
 
-/* propose_batch stamps @n request payloads (@payloads; not changed, the
- * stamped copies are new) with the wall clock (ms), one seed each and the
- * work budget, and
- * proposes them to driver @d as one batch; *out_index and *out_term give
+/* propose_batch stamps @n request payloads (@payloads) with the wall
+ * clock (ms), one seed each and the work budget, and proposes them to
+ * driver @d as one batch. A payload whose @fresh is true (@fresh may be
+ * NULL: none) is stamped in place: the caller vouches that no other
+ * thread reads it and that it was never proposed nor sent before (so no
+ * entry, write or disk job shares it), which spares the loop a copy of a
+ * request that may be tens of MiB; the others are copied and left as
+ * they were; *out_index and *out_term give
  * the first new entry. Errors: RAFT_CORRUPT (a payload is no request),
  * RAFT_FORMAT (a request of an older format), RAFT_NOMEM, and raft_uv_node_propose's (RAFT_NOTLEADER, RAFT_IOERR,
  * RAFT_SHUTDOWN). Loop thread of @d. */
 int propose_batch(struct ext_propose *p, struct raft_uv_node *d,
-                  struct raft_buf *const *payloads, unsigned n,
-                  raft_index *out_index, raft_term *out_term);
+                  struct raft_buf *const *payloads, const bool *fresh,
+                  unsigned n, raft_index *out_index, raft_term *out_term);
 
 #endif /* EXT_PROPOSE_H */

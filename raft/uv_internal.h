@@ -85,6 +85,17 @@ enum raft_uv_verdict {
 /* Most bytes queued (written but not yet completed) to one peer. */
 #define RAFT__UV_MAX_QUEUED ((uint64_t)64 << 20)
 
+/* Frames of at most this many bytes (heartbeats, answers, votes) may
+ * queue RAFT__UV_SMALL_RESERVE bytes past RAFT__UV_MAX_QUEUED: a large
+ * entry on its way never makes the next heartbeat wait or be dropped. */
+#define RAFT__UV_SMALL_FRAME 4096
+#define RAFT__UV_SMALL_RESERVE ((uint64_t)1 << 20)
+
+/* Entry and forward payloads of at least this many bytes are written from
+ * their own buffer, not copied into the frame (raft_frame_encode_refs):
+ * a large entry costs the loop thread no copy and no fresh memory. */
+#define RAFT__UV_REF_MIN 65536
+
 /* Size of the read buffer of an accepted connection. */
 #define RAFT__UV_READ_BUF 65536
 
@@ -225,7 +236,8 @@ struct raft_uv_in {
     size_t hs_got;                         /* bytes of @hs received */
     uint8_t hdr[4];                        /* length prefix so far */
     size_t hdr_got;                        /* bytes of @hdr received */
-    uint8_t *body;                         /* frame body being assembled */
+    struct raft_buf *body;                 /* frame body being assembled
+                                              (its len is the capacity) */
     size_t body_len;                       /* announced body length */
     size_t body_got;                       /* bytes of the body received */
     size_t body_cap;                       /* bytes allocated at @body */

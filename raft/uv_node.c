@@ -446,11 +446,38 @@ static void on_recv(void *data, const struct raft_frame *m)
     }
 }
 
+/* A gap between two ticks this long is logged (INFO): the loop thread
+ * was held, and heartbeats and elections wait while it is, ms. */
+#define RAFT__UV_SLOW_TICK_MS 200
+
+/* note_tick_gap records the time since the previous tick, the loop's
+ * longest tick so far (stats.loop_max_tick_ms), and logs a long one. */
+static void note_tick_gap(struct raft_uv_node *d, uint64_t now)
+{
+    uint64_t gap = d->last_tick_at != 0 && now > d->last_tick_at
+                       ? now - d->last_tick_at
+                       : 0;
+
+    d->last_tick_at = now;
+    if (gap > d->stats.loop_max_tick_ms) {
+        d->stats.loop_max_tick_ms = gap;
+    }
+    if (gap >= RAFT__UV_SLOW_TICK_MS) {
+        raft_uv_node_log(d, RAFT_LOG_INFO,
+                         "the loop thread ticked %" PRIu64
+                         " ms after the previous tick (every %u ms): it was "
+                         "held or starved of CPU; longest so far %" PRIu64
+                         " ms",
+                         gap, d->tick_ms, d->stats.loop_max_tick_ms);
+    }
+}
+
 static void on_tick(uv_timer_t *t)
 {
     struct raft_uv_node *d = t->data;
     struct raft_event ev = {.type = RAFT_EVENT_TICK};
     ev.tick.now = raft_uv_node_now(d);
+    note_tick_gap(d, ev.tick.now);
     raft_uv_node_step(d, &ev, NULL);
     for (unsigned i = 0; i < d->n_peers && !d->stopping; i++) {
         bool now_up = raft_uv_node_connected(d, d->peers[i]);

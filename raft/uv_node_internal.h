@@ -181,6 +181,8 @@ struct raft_uv_node {
                           snapshots, TimeoutNow declined */
 
     struct raft_uv_node_stats stats; /* counters */
+    uint64_t last_tick_at;           /* loop clock of the last tick, 0
+                                        before the first */
     char log_full_reason[256];       /* why the log refused the waiting
                                         write, "" when none waits */
 };

@@ -61,7 +61,7 @@ static bool start_body(struct raft_uv_in *in)
     }
     /* Invariant: a retained body buffer has RAFT__UV_BODY_MIN bytes. */
     if (in->body == NULL) {
-        in->body = malloc(RAFT__UV_BODY_MIN);
+        in->body = raft_buf_new(RAFT__UV_BODY_MIN);
         if (in->body == NULL) {
             raft_uv_tcp_log(t, RAFT_LOG_ERROR, "%s: out of memory: closing",
                             in->name);
@@ -80,7 +80,7 @@ static bool reserve_body(struct raft_uv_in *in, size_t more)
 {
     size_t need = in->body_got + more;
     size_t cap = in->body_cap;
-    uint8_t *p;
+    struct raft_buf *p;
 
     if (need <= cap) {
         return true;
@@ -91,7 +91,7 @@ static bool reserve_body(struct raft_uv_in *in, size_t more)
     if (cap > in->body_len) {
         cap = in->body_len;
     }
-    p = realloc(in->body, cap);
+    p = raft_buf_resize(in->body, cap);
     if (p == NULL) {
         raft_uv_tcp_log(in->t, RAFT_LOG_ERROR, "%s: out of memory: closing",
                         in->name);
@@ -111,14 +111,21 @@ static bool deliver(struct raft_uv_in *in)
     char err[160];
     int rc;
 
-    if (in->body[0] != in->wire_version) {
+    if (in->body->data[0] != in->wire_version) {
         raft_uv_tcp_log(t, RAFT_LOG_WARN,
                         "%s: frame of wire version %u, the handshake agreed "
                         "on %u: closing",
-                        in->name, (unsigned)in->body[0], in->wire_version);
+                        in->name, (unsigned)in->body->data[0],
+                        in->wire_version);
         return false;
     }
-    rc = raft_frame_decode(in->body, in->body_len, &f, err, sizeof err);
+    if (in->body_len > RAFT__UV_BODY_MIN) {
+        /* Large payloads become slices of the body: no copy here. */
+        rc = raft_frame_decode_buf(in->body, in->body_len, &f, err, sizeof err);
+    } else {
+        rc = raft_frame_decode(in->body->data, in->body_len, &f, err,
+                               sizeof err);
+    }
     if (rc != 0) {
         raft_uv_tcp_log(t, RAFT_LOG_WARN, "%s: bad frame: %s: %s: closing",
                         in->name, raft_strerror(rc), err);
@@ -135,9 +142,10 @@ static bool deliver(struct raft_uv_in *in)
     }
     t->recv_cb(t->data, &f);
     raft_frame_release(&f);
-    /* Give back what a big frame took; keep a small buffer for the next. */
+    /* Give back what a big frame took (its slices may keep it alive);
+     * keep a small buffer, which no slice shares, for the next. */
     if (in->body_cap > RAFT__UV_BODY_MIN) {
-        free(in->body);
+        raft_buf_unref(in->body);
         in->body = NULL;
         in->body_cap = 0;
     }
@@ -192,7 +200,7 @@ bool raft_uv_recv_consume(struct raft_uv_in *in, const uint8_t *p, size_t n)
                 if (!reserve_body(in, k)) {
                     return false;
                 }
-                memcpy(in->body + in->body_got, p, k);
+                memcpy(in->body->data + in->body_got, p, k);
                 in->body_got += k;
                 if (in->body_got == in->body_len) {
                     in->stage = RAFT__UV_HEADER;

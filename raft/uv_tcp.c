@@ -144,7 +144,7 @@ static void on_in_closed(uv_handle_t *handle)
     if (in->next != NULL) {
         in->next->prev = in->prev;
     }
-    free(in->body);
+    raft_buf_unref(in->body);
     raft_uv_tls_session_free(in->tls);
     free(in);
     handle_closed(t);
