@@ -18,6 +18,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/ioctl.h>
 
 #include "uv_internal.h"
 
@@ -123,6 +124,18 @@ void raft_uv_accept_verified(struct raft_uv_in *in)
     }
 }
 
+/* bytes_waiting returns whether @in's socket holds bytes not yet read. */
+static bool bytes_waiting(struct raft_uv_in *in)
+{
+    uv_os_fd_t fd;
+    int n = 0;
+
+    if (uv_fileno((uv_handle_t *)&in->tcp, &fd) != 0) {
+        return false;
+    }
+    return ioctl(fd, FIONREAD, &n) == 0 && n > 0;
+}
+
 void raft_uv_accept_sweep(uv_timer_t *timer)
 {
     struct raft_uv_transport *t = timer->data;
@@ -141,31 +154,46 @@ void raft_uv_accept_sweep(uv_timer_t *timer)
     for (struct raft_uv_in *in = t->ins; in != NULL; in = in->next) {
         bool mid = in->stage == RAFT__UV_BODY ||
                    (in->stage == RAFT__UV_HEADER && in->hdr_got > 0);
-        if (in->closing) {
+        bool late = in->peer == 0 && now - in->accepted_at >= t->handshake_ms;
+        bool stalled = mid && now - in->last_read_at >= t->stall_ms;
+
+        if (in->closing || (!late && !stalled)) {
             continue;
         }
-        if (in->peer == 0 &&
-            now - in->accepted_at >= RAFT__UV_HANDSHAKE_TIMEOUT_MS) {
+        /* Invariant: a handshake gets at most twice its time, however
+         * its bytes trickle in. */
+        if (bytes_waiting(in) &&
+            (!late || now - in->accepted_at < 2 * t->handshake_ms)) {
+            in->last_read_at = now;
+            continue;
+        }
+        if (late) {
             if (n_silent++ == 0) {
                 snprintf(example, sizeof example,
                          "%.96s, %zu of at least %d bytes", in->name,
                          in->hs_got, RAFT__UV_HANDSHAKE_FIXED);
             }
-            raft_uv_tcp_in_close(in);
-        } else if (mid && now - in->last_read_at >= RAFT__UV_STALL_TIMEOUT_MS) {
+        } else {
             raft_uv_tcp_log(t, RAFT_LOG_WARN,
-                            "%s: frame stalled for %d ms (%zu of %zu "
+                            "%s: frame stalled for %llu ms (%zu of %zu "
                             "bytes): closing",
-                            in->name, RAFT__UV_STALL_TIMEOUT_MS, in->body_got,
-                            in->body_len);
-            raft_uv_tcp_in_close(in);
+                            in->name, (unsigned long long)t->stall_ms,
+                            in->body_got, in->body_len);
         }
+        raft_uv_tcp_in_close(in);
     }
     if (n_silent > 0) {
         raft_uv_tcp_log(t, RAFT_LOG_WARN,
-                        "closed %u connections with no handshake within %d "
-                        "ms (%s%s)",
-                        n_silent, RAFT__UV_HANDSHAKE_TIMEOUT_MS, example,
+                        "closed %u connections with no handshake within "
+                        "%llu ms (%s%s)",
+                        n_silent, (unsigned long long)t->handshake_ms, example,
                         n_silent > 1 ? ", ..." : "");
     }
+}
+
+void raft_uv_transport_set_timeouts(struct raft_uv_transport *t,
+                                    uint64_t handshake_ms, uint64_t stall_ms)
+{
+    t->handshake_ms = handshake_ms;
+    t->stall_ms = stall_ms;
 }

@@ -291,6 +291,9 @@ struct raft_uv_transport {
     unsigned n_resolving;     /* resolutions in flight, at most
                                    RAFT__UV_MAX_RESOLVING */
     uv_timer_t sweep;         /* closes stalled connections */
+    uint64_t handshake_ms;    /* RAFT__UV_HANDSHAKE_TIMEOUT_MS, or a
+                                   test's */
+    uint64_t stall_ms;        /* RAFT__UV_STALL_TIMEOUT_MS, or a test's */
     unsigned n_handles;       /* see Invariant */
     bool closing;             /* raft_uv_transport_close called */
     void (*close_cb)(void *); /* called once everything is closed */
@@ -413,8 +416,18 @@ void raft_uv_accept_on_connection(uv_stream_t *server, int status);
 /* raft_uv_accept_sweep is the sweep timer's callback: it closes the
  * accepted connections that stalled (still in their handshake after
  * RAFT__UV_HANDSHAKE_TIMEOUT_MS, or in the middle of a frame with no byte
- * for RAFT__UV_STALL_TIMEOUT_MS) and logs the refused ones. */
+ * for RAFT__UV_STALL_TIMEOUT_MS) and logs the refused ones. A connection
+ * whose socket holds bytes not yet read has not stalled: this server's
+ * loop has (libuv runs timers before it polls, so after the loop thread
+ * was held up, by a long callback or a loaded machine, the sweep runs
+ * before the reads that wait) and it is left to its reads. */
 void raft_uv_accept_sweep(uv_timer_t *timer);
+
+/* raft_uv_transport_set_timeouts sets @t's handshake and stall timeouts
+ * (ms; see raft_uv_accept_sweep) in place of RAFT__UV_HANDSHAKE_TIMEOUT_MS
+ * and RAFT__UV_STALL_TIMEOUT_MS: a seam for tests. Loop thread. */
+void raft_uv_transport_set_timeouts(struct raft_uv_transport *t,
+                                    uint64_t handshake_ms, uint64_t stall_ms);
 
 /* raft_uv_tcp_find returns the peer @id of @t, or NULL when unknown. */
 struct raft_uv_out *raft_uv_tcp_find(const struct raft_uv_transport *t,

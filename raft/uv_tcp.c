@@ -645,6 +645,8 @@ int raft_uv_transport_start(uv_loop_t *loop, raft_id self,
     t->loop = loop;
     t->self = self;
     t->max_frame_bytes = max_frame_bytes;
+    t->handshake_ms = RAFT__UV_HANDSHAKE_TIMEOUT_MS;
+    t->stall_ms = RAFT__UV_STALL_TIMEOUT_MS;
     t->recv_cb = recv_cb;
     t->log_cb = log_cb;
     t->data = data;

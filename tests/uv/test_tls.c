@@ -256,6 +256,30 @@ static void on_log(void *data, int level, const char *msg)
     }
 }
 
+/* fixture_progress counts the frames and bytes every node received. */
+static uint64_t fixture_progress(struct fixture *f)
+{
+    uint64_t sum = 0;
+    unsigned i;
+
+    for (i = 0; i < MAX_NODES; i++) {
+        sum += f->nodes[i].n_got + f->nodes[i].got_bytes;
+    }
+    return sum;
+}
+
+/* fixture_report prints, per node, the frames received and the WARN
+ * lines. */
+static void fixture_report(struct fixture *f)
+{
+    unsigned i;
+
+    for (i = 0; i < MAX_NODES; i++) {
+        fprintf(stderr, "node %u: %u frames received; warns:\n%s", i + 1,
+                f->nodes[i].n_got, f->nodes[i].warns);
+    }
+}
+
 #include "loop.h"
 
 static int setup(void **state)
