@@ -158,6 +158,11 @@ struct raft_uv_conn {
                                               without TLS */
     uint8_t answer[RAFT__UV_ANSWER_MAX]; /* the acceptor's answer so far */
     size_t answer_got;                   /* bytes of @answer received */
+    uint64_t submitted;                  /* bytes handed to uv_write */
+    uint64_t taken_mark;                 /* of them, taken by the socket
+                                              at the last contact poll */
+    size_t backlog_mark;                 /* bytes waiting for the socket
+                                              then (write_queue_size) */
     char rbuf[4096];                     /* libuv reads land here: TLS
                                               records, or the answer */
 };
@@ -244,6 +249,8 @@ struct raft_uv_in {
     uint64_t accepted_at;                  /* loop clock at accept, ms */
     uint64_t last_read_at;                 /* loop clock of the last bytes
                                               read, ms */
+    bool heard;                            /* bytes read past the handshake
+                                              since the last contact poll */
     struct raft_uv_tls_session *tls;       /* its TLS server session, NULL
                                         without TLS */
     bool tls_done;                         /* its TLS handshake completed */

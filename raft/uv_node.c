@@ -8,8 +8,10 @@
  *      then they are copied into the job and sent once it is durable;
  *   3. committed entries go to the application's apply callback;
  *   4. followers named in snapshot_to get a snapshot (uv_snapshot.c).
- * Every tick steps RAFT_EVENT_TICK, and a peer whose connection broke
- * since the last tick is reported with RAFT_EVENT_UNREACHABLE. Of the
+ * Every tick steps RAFT_EVENT_TICK, after RAFT_EVENT_CONTACT for each
+ * peer the transport saw alive in the middle of a frame since the last
+ * tick, and a peer whose connection broke since the last tick is
+ * reported with RAFT_EVENT_UNREACHABLE. Of the
  * frames received (frame.h), the core's messages are stepped, FORWARD and
  * FORWARD_RESULT go to the application's forward callback and snapshot
  * chunks to uv_snapshot.c.
@@ -472,12 +474,37 @@ static void note_tick_gap(struct raft_uv_node *d, uint64_t now)
     }
 }
 
+/* step_contacts steps RAFT_EVENT_CONTACT for each peer the transport
+ * saw alive since the previous tick in the middle of a frame (once per
+ * tick per peer): the heartbeats behind a large entry cannot arrive
+ * sooner, and neither the followers' election timers nor the leader's
+ * check-quorum should take its transfer for silence. */
+static void step_contacts(struct raft_uv_node *d)
+{
+    raft_id ids[RAFT_MAX_SERVERS];
+    unsigned n;
+
+    if (d->transport == NULL || d->tr->contacts == NULL) {
+        return;
+    }
+    n = d->tr->contacts(d->transport, ids, RAFT_MAX_SERVERS);
+    for (unsigned i = 0; i < n && !d->stopping; i++) {
+        struct raft_event ev;
+        memset(&ev, 0, sizeof ev);
+        ev.type = RAFT_EVENT_CONTACT;
+        ev.contact.id = ids[i];
+        raft_uv_node_step(d, &ev, NULL);
+    }
+}
+
 static void on_tick(uv_timer_t *t)
 {
     struct raft_uv_node *d = t->data;
     struct raft_event ev = {.type = RAFT_EVENT_TICK};
     ev.tick.now = raft_uv_node_now(d);
     note_tick_gap(d, ev.tick.now);
+    /* Before the TICK: it is the tick that would time them out. */
+    step_contacts(d);
     raft_uv_node_step(d, &ev, NULL);
     for (unsigned i = 0; i < d->n_peers && !d->stopping; i++) {
         bool now_up = raft_uv_node_connected(d, d->peers[i]);
@@ -629,6 +656,11 @@ static unsigned tcp_peer_wire_last(const void *t, raft_id id)
     return raft_uv_transport_peer_wire_last(t, id);
 }
 
+static unsigned tcp_contacts(void *t, raft_id *ids, unsigned max)
+{
+    return raft_uv_transport_contacts(t, ids, max);
+}
+
 static const struct raft_uv_node_transport tcp_transport = {
     .start = tcp_start,
     .send = tcp_send,
@@ -642,6 +674,7 @@ static const struct raft_uv_node_transport tcp_transport = {
     .connected_peers = tcp_connected_peers,
     .peer_wire = tcp_peer_wire,
     .peer_wire_last = tcp_peer_wire_last,
+    .contacts = tcp_contacts,
 };
 
 /* ---- Start and stop ----------------------------------------------------- */

@@ -68,6 +68,9 @@ struct raft_uv_node_transport {
     /* peer_wire_last: as raft_uv_transport_peer_wire_last (NULL: what
      * peer_wire says now). */
     unsigned (*peer_wire_last)(const void *t, raft_id id);
+    /* contacts: as raft_uv_transport_contacts (NULL: only whole frames
+     * tell that a peer is alive). */
+    unsigned (*contacts)(void *t, raft_id *ids, unsigned max);
 };
 
 /* What raft_uv_node_start fixes and a test may replace. */

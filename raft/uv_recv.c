@@ -225,6 +225,9 @@ static void on_read(uv_stream_t *stream, ssize_t nread, const uv_buf_t *buf)
         return;
     }
     in->last_read_at = uv_now(t->loop);
+    if (nread > 0 && in->stage != RAFT__UV_HANDSHAKE) {
+        in->heard = true; /* from the peer its handshake proved */
+    }
     if (nread < 0) {
         bool mid = in->stage == RAFT__UV_BODY || in->hdr_got > 0 ||
                    (in->stage == RAFT__UV_HANDSHAKE && in->hs_got > 0);

@@ -112,6 +112,20 @@ static unsigned write_pieces(const struct raft_uv_write *w, uv_buf_t *bufs)
     return n;
 }
 
+/* out_write writes @n @bufs on @out's connection (uv_write) and counts
+ * their bytes in its @submitted, which tells how many the socket took
+ * (raft_uv_transport_contacts). Returns uv_write's result. */
+static int out_write(struct raft_uv_out *out, uv_write_t *req,
+                     const uv_buf_t *bufs, unsigned n, uv_write_cb cb)
+{
+    int rv = uv_write(req, (uv_stream_t *)&out->conn->tcp, bufs, n, cb);
+
+    for (unsigned i = 0; rv == 0 && i < n; i++) {
+        out->conn->submitted += bufs[i].len;
+    }
+    return rv;
+}
+
 /* write_done accounts for @len bytes of @out that completed with @status
  * on the stream of @req. */
 static void write_done(struct raft_uv_out *out, uv_write_t *req, int status,
@@ -179,8 +193,7 @@ int raft_uv_send_cipher(struct raft_uv_out *out, uint64_t plain_len)
     c->plain_len = plain_len;
     c->req.data = c;
     buf = uv_buf_init((char *)c->bytes, (unsigned)n);
-    rv = uv_write(&c->req, (uv_stream_t *)&out->conn->tcp, &buf, 1,
-                  on_cipher_write);
+    rv = out_write(out, &c->req, &buf, 1, on_cipher_write);
     if (rv != 0) {
         raft_uv_tcp_log(out->t, RAFT_LOG_WARN, "%s: uv_write: %s", out->name,
                         uv_strerror(rv));
@@ -261,7 +274,7 @@ static int queue_write(struct raft_uv_out *out, struct raft_uv_write *w)
     w->out = out;
     w->req.data = w;
     /* libuv copies the uv_buf_t array; the bytes stay in @w. */
-    rv = uv_write(&w->req, (uv_stream_t *)&out->conn->tcp, bufs, n, on_write);
+    rv = out_write(out, &w->req, bufs, n, on_write);
     if (bufs != small) {
         free(bufs);
     }
@@ -359,8 +372,7 @@ static void write_batch(struct raft_uv_out *out, struct raft_uv_write **w,
         b->bufs[i] = uv_buf_init((char *)w[i]->bytes, (unsigned)w[i]->len);
         b->len += w[i]->len;
     }
-    rv = uv_write(&b->req, (uv_stream_t *)&out->conn->tcp, b->bufs, n,
-                  on_batch_write);
+    rv = out_write(out, &b->req, b->bufs, n, on_batch_write);
     if (rv != 0) {
         raft_uv_tcp_log(out->t, RAFT_LOG_WARN, "%s: uv_write: %s", out->name,
                         uv_strerror(rv));
