@@ -8,7 +8,8 @@
  *      then they are copied into the job and sent once it is durable;
  *   3. committed entries go to the application's apply callback;
  *   4. followers named in snapshot_to get a snapshot (uv_snapshot.c).
- * Every tick steps RAFT_EVENT_TICK, after RAFT_EVENT_CONTACT for each
+ * Every tick (stepped after the sockets were polled, on_tick) steps
+ * RAFT_EVENT_TICK, after RAFT_EVENT_CONTACT for each
  * peer the transport saw alive in the middle of a frame since the last
  * tick, and a peer whose connection broke since the last tick is
  * reported with RAFT_EVENT_UNREACHABLE. Of the
@@ -497,12 +498,14 @@ static void step_contacts(struct raft_uv_node *d)
     }
 }
 
-static void on_tick(uv_timer_t *t)
+static void on_tick_idle(uv_idle_t *h);
+
+/* run_tick steps the tick that came due: the contacts, TICK, then what
+ * the driver does each tick. */
+static void run_tick(struct raft_uv_node *d)
 {
-    struct raft_uv_node *d = t->data;
     struct raft_event ev = {.type = RAFT_EVENT_TICK};
     ev.tick.now = raft_uv_node_now(d);
-    note_tick_gap(d, ev.tick.now);
     /* Before the TICK: it is the tick that would time them out. */
     step_contacts(d);
     raft_uv_node_step(d, &ev, NULL);
@@ -527,6 +530,43 @@ static void on_tick(uv_timer_t *t)
     }
     if (d->cb.tick != NULL && !d->stopping) {
         d->cb.tick(d->cb.data);
+    }
+}
+
+/* The tick timer only marks the tick due; it runs after the next poll
+ * of the sockets (on_tick_check). libuv runs timers before I/O in each
+ * loop iteration: after the loop was held (starved of CPU, or a long
+ * callback), the peers' frames and bytes of that time wait unread, and a
+ * tick stepped first would take the time for their silence (an election,
+ * a leader stepping down). The idle handle makes that poll return at
+ * once. */
+static void on_tick(uv_timer_t *t)
+{
+    struct raft_uv_node *d = t->data;
+
+    note_tick_gap(d, raft_uv_node_now(d));
+    if (!d->tick_due && !d->stopping) {
+        d->tick_due = true;
+        uv_idle_start(&d->tick_idle, on_tick_idle);
+    }
+}
+
+static void on_tick_idle(uv_idle_t *h)
+{
+    (void)h; /* only there for the poll not to block */
+}
+
+static void on_tick_check(uv_check_t *h)
+{
+    struct raft_uv_node *d = h->data;
+
+    if (!d->tick_due) {
+        return;
+    }
+    d->tick_due = false;
+    uv_idle_stop(&d->tick_idle);
+    if (!d->stopping) {
+        run_tick(d);
     }
 }
 
@@ -555,6 +595,8 @@ static void on_stop(uv_async_t *a)
     d->stopping = true;
     uv_timer_stop(&d->tick);
     uv_close((uv_handle_t *)&d->tick, NULL);
+    uv_close((uv_handle_t *)&d->tick_idle, NULL);
+    uv_close((uv_handle_t *)&d->tick_check, NULL);
     uv_close((uv_handle_t *)&d->wake, NULL);
     uv_close((uv_handle_t *)&d->stop_async, NULL);
     if (d->transport != NULL) {
@@ -758,6 +800,11 @@ int raft_uv_node_start_with(struct raft *r,
     d->stop_async.data = d;
     uv_timer_init(&d->loop, &d->tick);
     d->tick.data = d;
+    uv_idle_init(&d->loop, &d->tick_idle);
+    d->tick_idle.data = d;
+    uv_check_init(&d->loop, &d->tick_check);
+    d->tick_check.data = d;
+    uv_check_start(&d->tick_check, on_tick_check);
     uv_timer_start(&d->tick, on_tick, 0, cfg->tick_ms);
     /* Written before the loop runs, so callbacks may already use it. */
     *out = d;

@@ -146,6 +146,12 @@ struct raft_uv_node {
     uv_async_t wake;                     /* raft_uv_node_wake */
     uv_async_t stop_async;               /* raft_uv_node_stop */
     uv_timer_t tick;                     /* drives RAFT_EVENT_TICK */
+    uv_idle_t tick_idle;                 /* a tick is due: poll without
+                                            blocking */
+    uv_check_t tick_check;               /* runs a due tick after the
+                                            poll */
+    bool tick_due;                       /* the timer fired, the tick has
+                                            not run yet */
     void *transport;                     /* peers, NULL once closed */
     bool stopping;                       /* closing handles */
     raft_id peers[RAFT_MAX_VOTERS];      /* the other servers of the

@@ -74,8 +74,16 @@ static bool start_body(struct raft_uv_in *in)
     return true;
 }
 
+/* Past this many bytes received, a body buffer grows to the announced
+ * length at once: the peer has shown that it sends, and growing by
+ * doubling would copy up to half the frame at each step, on the loop
+ * (realloc moves a large block unless the allocator remaps it). The
+ * pages of the new buffer are touched only as bytes arrive. */
+#define RAFT__UV_BODY_GROW 1048576
+
 /* reserve_body grows the body buffer to hold @more bytes beyond what was
- * received, doubling but never past the announced length. */
+ * received: doubling up to RAFT__UV_BODY_GROW, then to the announced
+ * length, never past it. */
 static bool reserve_body(struct raft_uv_in *in, size_t more)
 {
     size_t need = in->body_got + more;
@@ -87,6 +95,9 @@ static bool reserve_body(struct raft_uv_in *in, size_t more)
     }
     while (cap < need) {
         cap *= 2;
+    }
+    if (cap > RAFT__UV_BODY_GROW) {
+        cap = in->body_len;
     }
     if (cap > in->body_len) {
         cap = in->body_len;
