@@ -512,9 +512,11 @@ static void dispatch(struct ext_exec *e, struct raft_uv_node *d)
         if (bufs != NULL && fresh != NULL) {
             for (unsigned i = 0; i < cnt; i++) {
                 bufs[i] = o[i].payload;
-                /* Never proposed nor forwarded: only its waiter holds it,
-                 * and reads it no more (a retry stamps it again). */
-                fresh[i] = !o[i].was_left;
+                /* Never proposed nor forwarded, and held by its waiter
+                 * (who reads it no more: a retry stamps it again) and
+                 * this dispatch alone. */
+                fresh[i] =
+                    !o[i].was_left && raft_buf_holders(o[i].payload) == 2;
             }
             rc = propose_batch(e->propose, d, bufs, fresh, cnt, &index, &term);
         }

@@ -36,12 +36,14 @@ void propose_set_ids(struct ext_propose *p, uint64_t id_window,
 /* propose_batch stamps @n request payloads (@payloads) with the wall
  * clock (ms), one seed each and the work budget, and proposes them to
  * driver @d as one batch. A payload whose @fresh is true (@fresh may be
- * NULL: none) is stamped in place: the caller vouches that no other
- * thread reads it and that it was never proposed nor sent before (so no
- * entry, write or disk job shares it), which spares the loop a copy of a
- * request that may be tens of MiB; the others are copied and left as
- * they were; *out_index and *out_term give
- * the first new entry. Errors: RAFT_CORRUPT (a payload is no request),
+ * NULL: none) is stamped in place: the caller vouches that nothing
+ * reads it any more but through this call, which it shows by accounting
+ * for every holder of its bytes (raft_buf_holders: no entry, queued
+ * write, disk job or retry shares it), which spares the loop a copy of
+ * a request that may be tens of MiB; the others are copied and left as
+ * they were. A payload stamped in place and then refused (an error) is
+ * left stamped: it is stamped again when proposed again. *out_index and
+ * *out_term give the first new entry. Errors: RAFT_CORRUPT (a payload is no request),
  * RAFT_FORMAT (a request of an older format), RAFT_NOMEM, and raft_uv_node_propose's (RAFT_NOTLEADER, RAFT_IOERR,
  * RAFT_SHUTDOWN). Loop thread of @d. */
 int propose_batch(struct ext_propose *p, struct raft_uv_node *d,

@@ -2,6 +2,7 @@
 
 #include "buf.h"
 
+#include <limits.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -31,6 +32,17 @@ struct raft_buf *raft_buf_slice(struct raft_buf *parent, size_t off, size_t len)
     b->data = parent->data + off;
     b->parent = raft_buf_ref(root);
     return b;
+}
+
+unsigned raft_buf_holders(const struct raft_buf *b)
+{
+    unsigned n = atomic_load_explicit(&b->refs, memory_order_acquire);
+
+    if (b->parent != NULL &&
+        atomic_load_explicit(&b->parent->refs, memory_order_acquire) > 1) {
+        return UINT_MAX; /* other slices, or the buffer itself, are held */
+    }
+    return n;
 }
 
 struct raft_buf *raft_buf_resize(struct raft_buf *b, size_t len)

@@ -51,6 +51,14 @@ struct raft_buf *raft_buf_resize(struct raft_buf *b, size_t len);
  * and returns @b. Any thread. */
 struct raft_buf *raft_buf_ref(struct raft_buf *b);
 
+/* raft_buf_holders returns how many references keep the bytes of @b
+ * readable: @b's own count, or UINT_MAX for a slice whose buffer (the
+ * one it shows part of) is held by others too. A caller that accounts
+ * for every one of them knows every reader of the bytes, and may change
+ * them in place when none reads any more (a new holder can only come
+ * from those). Any thread. */
+unsigned raft_buf_holders(const struct raft_buf *b);
+
 /* raft_buf_unref drops one reference to @b, freeing it with the last one.
  * NULL is allowed and ignored. Any thread. */
 void raft_buf_unref(struct raft_buf *b);
