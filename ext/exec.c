@@ -602,16 +602,23 @@ static void dispatch(struct ext_exec *e, struct raft_uv_node *d)
     }
     if (is_leader) {
         struct raft_buf **bufs = malloc(cnt * sizeof *bufs);
+        bool *fresh = malloc(cnt * sizeof *fresh);
         raft_index index = 0;
         raft_term term = 0;
         int rc = RAFT_NOMEM;
-        if (bufs != NULL) {
+        if (bufs != NULL && fresh != NULL) {
             for (unsigned i = 0; i < cnt; i++) {
                 bufs[i] = o[i].payload;
+                /* Never proposed nor forwarded, and held by its waiter
+                 * (who reads it no more: a retry stamps it again) and
+                 * this dispatch alone. */
+                fresh[i] =
+                    !o[i].was_left && raft_buf_holders(o[i].payload) == 2;
             }
-            rc = propose_batch(e->propose, d, bufs, cnt, &index, &term);
-            free(bufs);
+            rc = propose_batch(e->propose, d, bufs, fresh, cnt, &index, &term);
         }
+        free(bufs);
+        free(fresh);
         pthread_mutex_lock(&e->mu);
         for (unsigned i = 0; i < cnt; i++) {
             struct waiter *w = find_waiter(e, o[i].id);

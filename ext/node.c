@@ -318,8 +318,19 @@ static int fwd_propose(void *data, struct raft_buf *const *payloads,
                        unsigned cnt, raft_index *out_index, raft_term *out_term)
 {
     struct ext_node *n = data;
-    return propose_batch(&n->propose, n->driver, payloads, cnt, out_index,
-                         out_term);
+    bool *fresh = malloc(cnt * sizeof *fresh);
+    int rc;
+
+    /* A forwarded request is held by forwarding alone (its frame was
+     * released): stamped in place, the leader copies no large request
+     * on its loop. One that anything else holds is copied. */
+    for (unsigned i = 0; fresh != NULL && i < cnt; i++) {
+        fresh[i] = raft_buf_holders(payloads[i]) == 1;
+    }
+    rc = propose_batch(&n->propose, n->driver, payloads, fresh, cnt, out_index,
+                       out_term);
+    free(fresh);
+    return rc;
 }
 
 static int fwd_send(void *data, const struct raft_frame *m)

@@ -38,8 +38,8 @@ static int64_t wall_ms(void)
 }
 
 int propose_batch(struct ext_propose *p, struct raft_uv_node *d,
-                  struct raft_buf *const *payloads, unsigned n,
-                  raft_index *out_index, raft_term *out_term)
+                  struct raft_buf *const *payloads, const bool *fresh,
+                  unsigned n, raft_index *out_index, raft_term *out_term)
 {
     struct raft_buf **stamped = calloc(n, sizeof *stamped);
     struct sql_stamp stamp = {.time_ms = wall_ms(),
@@ -54,7 +54,12 @@ int propose_batch(struct ext_propose *p, struct raft_uv_node *d,
     }
     for (unsigned i = 0; i < n; i++) {
         stamp.seed = next_seed(p);
-        rc = sqlbridge_stamp(payloads[i], &stamp, &stamped[i]);
+        if (fresh != NULL && fresh[i]) {
+            rc = sqlbridge_stamp_in_place(payloads[i], &stamp);
+            stamped[i] = rc == 0 ? raft_buf_ref(payloads[i]) : NULL;
+        } else {
+            rc = sqlbridge_stamp(payloads[i], &stamp, &stamped[i]);
+        }
         if (rc != 0) {
             goto out;
         }

@@ -33,15 +33,21 @@ void propose_init(struct ext_propose *p, uint64_t seed, uint64_t max_steps);
 void propose_set_ids(struct ext_propose *p, uint64_t id_window,
                      uint64_t id_window_ms, uint64_t max_result_bytes);
 
-/* propose_batch stamps @n request payloads (@payloads; not changed, the
- * stamped copies are new) with the wall clock (ms), one seed each and the
- * work budget, and
- * proposes them to driver @d as one batch; *out_index and *out_term give
- * the first new entry. Errors: RAFT_CORRUPT (a payload is no request),
+/* propose_batch stamps @n request payloads (@payloads) with the wall
+ * clock (ms), one seed each and the work budget, and proposes them to
+ * driver @d as one batch. A payload whose @fresh is true (@fresh may be
+ * NULL: none) is stamped in place: the caller vouches that nothing
+ * reads it any more but through this call, which it shows by accounting
+ * for every holder of its bytes (raft_buf_holders: no entry, queued
+ * write, disk job or retry shares it), which spares the loop a copy of
+ * a request that may be tens of MiB; the others are copied and left as
+ * they were. A payload stamped in place and then refused (an error) is
+ * left stamped: it is stamped again when proposed again. *out_index and
+ * *out_term give the first new entry. Errors: RAFT_CORRUPT (a payload is no request),
  * RAFT_FORMAT (a request of an older format), RAFT_NOMEM, and raft_uv_node_propose's (RAFT_NOTLEADER, RAFT_IOERR,
  * RAFT_SHUTDOWN). Loop thread of @d. */
 int propose_batch(struct ext_propose *p, struct raft_uv_node *d,
-                  struct raft_buf *const *payloads, unsigned n,
-                  raft_index *out_index, raft_term *out_term);
+                  struct raft_buf *const *payloads, const bool *fresh,
+                  unsigned n, raft_index *out_index, raft_term *out_term);
 
 #endif /* EXT_PROPOSE_H */

@@ -541,6 +541,8 @@ char *status_json(struct ext_status *st, const struct ext_status_extra *x)
     }
     json_object_set_new(o, "load", load_json(x));
     json_object_set_new(o, "durable", json_integer((json_int_t)x->durable));
+    json_object_set_new(o, "loop_max_tick_ms",
+                        json_integer((json_int_t)s.stats.loop_max_tick_ms));
     json_object_set_new(o, "appends_sent",
                         json_integer((json_int_t)s.stats.n_appends_sent));
     json_object_set_new(

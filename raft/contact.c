@@ -1,7 +1,9 @@
 /* What a server last heard of its leader, for a bound on the staleness of
  * local reads: the leader's commit index as last told, and a leader's last
  * contact with a quorum (thesis §6.2's check-quorum counts the same
- * voters). Pure: times come from TICK. */
+ * voters); and the liveness of a peer in the middle of a long message
+ * (RAFT_EVENT_CONTACT), which only timers use. Pure: times come from
+ * TICK. */
 
 #include "quorum.h"
 #include "raft_internal.h"
@@ -10,6 +12,34 @@ void contact_note_append(struct raft *r, const struct raft_message *m)
 {
     if (m->append_entries.leader_commit > r->leader_commit_seen) {
         r->leader_commit_seen = m->append_entries.leader_commit;
+    }
+}
+
+void contact_step(struct raft *r, raft_id id)
+{
+    unsigned slot;
+
+    if (r->role == RAFT_FOLLOWER && r->leader == id) {
+        /* The leader is sending: its heartbeats wait behind the bytes
+         * that arrive. Invariant: r->leader != 0 (id is not 0). */
+        election_reset_timer(r);
+        r->leader_alive = r->now;
+        return;
+    }
+    if (r->role != RAFT_LEADER) {
+        return; /* a candidate, or bytes of a server it follows not */
+    }
+    slot = raft_track_of(r, id);
+    if (slot >= RAFT_MAX_SERVERS || slot == r->self_slot) {
+        return;
+    }
+    /* Check-quorum asks whether a majority is alive and reachable in
+     * this term; the peer reads this leader's bytes. Not last_heard: no
+     * answer came, and reads bounded by raft_quorum_contact need one. */
+    r->active[slot] = true;
+    if (r->progress[slot].state == RAFT_PROGRESS_REPLICATE) {
+        /* Its window is in transit, not lost. */
+        r->progress[slot].last_progress = r->now;
     }
 }
 

@@ -62,7 +62,11 @@ bool election_in_lease(const struct raft *r)
          * timeout (replication_tick); until then it keeps its lease. */
         return true;
     }
-    return r->now - r->leader_seen < r->election_timeout;
+    /* Bytes of the leader's still arriving (CONTACT) count: it is alive,
+     * its heartbeats are only queued behind them. */
+    return r->now - (r->leader_alive > r->leader_seen ? r->leader_alive
+                                                      : r->leader_seen) <
+           r->election_timeout;
 }
 
 /* send_request_votes asks every other voter of the configuration in

@@ -168,15 +168,95 @@ int raft_frame_encode(const struct raft_frame *f, void *buf, size_t len)
     return raft_frame_encode_at(f, RAFT_WIRE_VERSION, buf, len);
 }
 
+/* An encoding in progress: where the bytes go, and the payloads of at
+ * least @ref_min bytes left out of them (raft_frame_encode_refs). */
+struct encoder {
+    struct raft_byte_writer w;   /* the bytes written */
+    const uint8_t *start;        /* the first byte of the buffer */
+    size_t ref_min;              /* payloads this long are referenced */
+    struct raft_frame_ref *refs; /* the references, NULL for none */
+    unsigned n_refs;             /* references written */
+};
+
+/* put_payload writes len:u32 and the bytes of @b, or, when @b has at
+ * least ref_min bytes, the length and a reference to @b at the position
+ * its bytes would have in the buffer. Returns false when they do not
+ * fit. */
+static bool put_payload(struct encoder *e, struct raft_buf *b)
+{
+    size_t n = buf_len(b);
+
+    if (!raft_byte_put_u32(&e->w, (uint32_t)n)) {
+        return false;
+    }
+    if (e->refs == NULL || n == 0 || n < e->ref_min) {
+        return raft_byte_put_bytes(&e->w, buf_data(b), n);
+    }
+    e->refs[e->n_refs].at = (size_t)(e->w.p - e->start);
+    e->refs[e->n_refs].buf = b;
+    e->n_refs++;
+    return true;
+}
+
+size_t raft_frame_encoded_len_refs(const struct raft_frame *f, size_t ref_min,
+                                   unsigned *out_n_refs)
+{
+    size_t n = raft_frame_encoded_len(f);
+    unsigned k = 0;
+
+#define RAFT__REF(b)                                                           \
+    do {                                                                       \
+        if (buf_len(b) > 0 && buf_len(b) >= ref_min) {                         \
+            n -= buf_len(b);                                                   \
+            k++;                                                               \
+        }                                                                      \
+    } while (0)
+    if (n == 0) {
+        *out_n_refs = 0;
+        return 0;
+    }
+    switch (f->type) {
+        case RAFT_MSG_APPEND_ENTRIES:
+            for (uint32_t i = 0; i < f->message.append_entries.n_entries; i++) {
+                RAFT__REF(f->message.append_entries.entries[i].data);
+            }
+            break;
+        case RAFT_FRAME_FORWARD:
+            RAFT__REF(f->forward.data);
+            break;
+        case RAFT_FRAME_SNAPSHOT_CHUNK:
+            RAFT__REF(f->snapshot_chunk.data);
+            break;
+        default:
+            break;
+    }
+#undef RAFT__REF
+    *out_n_refs = k;
+    return n;
+}
+
 int raft_frame_encode_at(const struct raft_frame *f, unsigned version,
                          void *buf, size_t len)
 {
-    struct raft_byte_writer w;
+    unsigned n;
+    return raft_frame_encode_refs(f, version, buf, len, SIZE_MAX, NULL, &n);
+}
+
+int raft_frame_encode_refs(const struct raft_frame *f, unsigned version,
+                           void *buf, size_t len, size_t ref_min,
+                           struct raft_frame_ref *refs, unsigned *out_n_refs)
+{
+    struct encoder e;
     size_t need;
+    size_t head;
+    unsigned n_refs = 0;
     uint32_t i;
     bool ok = true;
     int rc;
 
+    if (refs == NULL) {
+        ref_min = SIZE_MAX;
+    }
     need = raft_frame_encoded_len(f);
     if (need == 0 || version < RAFT_WIRE_VERSION_MIN ||
         version > RAFT_WIRE_VERSION ||
@@ -190,11 +270,17 @@ int raft_frame_encode_at(const struct raft_frame *f, unsigned version,
     if (need - RAFT_FRAME_HEADER > UINT32_MAX) {
         return RAFT_TOOBIG;
     }
-    if (len < need) {
+    head = raft_frame_encoded_len_refs(f, ref_min, &n_refs);
+    if (len < head) {
         return RAFT_INVALID;
     }
 
-    w = raft_byte_writer_init(buf, need);
+    e.w = raft_byte_writer_init(buf, head);
+    e.start = buf;
+    e.ref_min = ref_min;
+    e.refs = refs;
+    e.n_refs = 0;
+#define w (e.w)
     ok &= raft_byte_put_u32(&w, (uint32_t)(need - RAFT_FRAME_HEADER));
     ok &= raft_byte_put_u8(&w, (uint8_t)version);
     ok &= raft_byte_put_u8(&w, f->type);
@@ -228,13 +314,11 @@ int raft_frame_encode_at(const struct raft_frame *f, unsigned version,
             ok &= raft_byte_put_u64(&w, ae->seq);
             ok &= raft_byte_put_u32(&w, ae->n_entries);
             for (i = 0; i < ae->n_entries; i++) {
-                const struct raft_entry *e = &ae->entries[i];
-                ok &= raft_byte_put_u64(&w, e->term);
-                ok &= raft_byte_put_u64(&w, e->index);
-                ok &= raft_byte_put_u8(&w, e->type);
-                ok &= raft_byte_put_u32(&w, (uint32_t)buf_len(e->data));
-                ok &= raft_byte_put_bytes(&w, buf_data(e->data),
-                                          buf_len(e->data));
+                const struct raft_entry *ent = &ae->entries[i];
+                ok &= raft_byte_put_u64(&w, ent->term);
+                ok &= raft_byte_put_u64(&w, ent->index);
+                ok &= raft_byte_put_u8(&w, ent->type);
+                ok &= put_payload(&e, ent->data);
             }
             break;
         }
@@ -256,9 +340,7 @@ int raft_frame_encode_at(const struct raft_frame *f, unsigned version,
             const struct raft_forward *fw = &f->forward;
             ok &= raft_byte_put_u64(&w, fw->request_id[0]);
             ok &= raft_byte_put_u64(&w, fw->request_id[1]);
-            ok &= raft_byte_put_u32(&w, (uint32_t)buf_len(fw->data));
-            ok &=
-                raft_byte_put_bytes(&w, buf_data(fw->data), buf_len(fw->data));
+            ok &= put_payload(&e, fw->data);
             break;
         }
         case RAFT_FRAME_FORWARD_RESULT: {
@@ -278,8 +360,7 @@ int raft_frame_encode_at(const struct raft_frame *f, unsigned version,
             ok &= raft_byte_put_u64(&w, c->total);
             ok &= raft_byte_put_u64(&w, c->offset);
             ok &= raft_byte_put_u64(&w, c->checksum);
-            ok &= raft_byte_put_u32(&w, (uint32_t)buf_len(c->data));
-            ok &= raft_byte_put_bytes(&w, buf_data(c->data), buf_len(c->data));
+            ok &= put_payload(&e, c->data);
             break;
         }
         case RAFT_FRAME_SNAPSHOT_CHUNK_RESULT: {
@@ -310,10 +391,13 @@ int raft_frame_encode_at(const struct raft_frame *f, unsigned version,
         default:
             return RAFT_INVALID;
     }
-    /* Invariant: raft_frame_encoded_len counted every byte written. */
-    if (!ok || w.left != 0) {
+#undef w
+    /* Invariant: raft_frame_encoded_len_refs counted every byte written
+     * and every reference. */
+    if (!ok || e.w.left != 0 || e.n_refs != n_refs) {
         return RAFT_INVALID;
     }
+    *out_n_refs = n_refs;
     return 0;
 }
 
@@ -352,9 +436,17 @@ static bool get_rv_flags(struct raft_byte_reader *r,
     return true;
 }
 
-/* get_payload reads len:u32 bytes[len] into a new buf (NULL when empty).
- * Returns 0, RAFT_PROTO (truncated) or RAFT_NOMEM. */
-static int get_payload(struct raft_byte_reader *r, struct raft_buf **out)
+/* The body being decoded: a buffer whose payloads of at least
+ * RAFT_FRAME_SLICE_MIN bytes are sliced rather than copied, or NULL. */
+struct decoder {
+    struct raft_buf *body; /* the body's buffer, or NULL: copy all */
+};
+
+/* get_payload reads len:u32 bytes[len] into a new buf (NULL when empty):
+ * a slice of the body's buffer for a large payload (@d->body set), else a
+ * copy. Returns 0, RAFT_PROTO (truncated) or RAFT_NOMEM. */
+static int get_payload(const struct decoder *d, struct raft_byte_reader *r,
+                       struct raft_buf **out)
 {
     const uint8_t *p;
     uint32_t len;
@@ -363,7 +455,12 @@ static int get_payload(struct raft_byte_reader *r, struct raft_buf **out)
     if (!raft_byte_get_u32(r, &len) || !raft_byte_get_bytes(r, len, &p)) {
         return RAFT_PROTO;
     }
-    if (len > 0) {
+    if (len > 0 && d->body != NULL && len >= RAFT_FRAME_SLICE_MIN) {
+        b = raft_buf_slice(d->body, (size_t)(p - d->body->data), len);
+        if (b == NULL) {
+            return RAFT_NOMEM;
+        }
+    } else if (len > 0) {
         b = raft_buf_copy(p, len);
         if (b == NULL) {
             return RAFT_NOMEM;
@@ -388,7 +485,7 @@ static void release_entries(struct raft_entry *entries, uint32_t n)
 
 /* decode_entries reads the @ae->n_entries entries of an AppendEntries.
  * On success @ae->entries holds them; on failure nothing is allocated. */
-static int decode_entries(struct raft_byte_reader *r,
+static int decode_entries(const struct decoder *d, struct raft_byte_reader *r,
                           struct raft_append_entries *ae, char *errmsg,
                           size_t errmsg_len)
 {
@@ -439,7 +536,7 @@ static int decode_entries(struct raft_byte_reader *r,
             rc = RAFT_PROTO;
             goto err_entries;
         }
-        rc = get_payload(r, &e->data);
+        rc = get_payload(d, r, &e->data);
         if (rc != 0) {
             raft_errmsgf(errmsg, errmsg_len, "append entries: entry %u %s",
                          (unsigned)i,
@@ -455,10 +552,13 @@ err_entries:
     return rc;
 }
 
-int raft_frame_decode(const void *body, size_t len, struct raft_frame *out,
-                      char *errmsg, size_t errmsg_len)
+/* decode is raft_frame_decode and raft_frame_decode_buf: @shared is the
+ * buffer whose bytes are @body, or NULL. */
+static int decode(const void *body, size_t len, struct raft_buf *shared,
+                  struct raft_frame *out, char *errmsg, size_t errmsg_len)
 {
     struct raft_byte_reader r = raft_byte_reader_init(body, len);
+    struct decoder d = {.body = shared};
     struct raft_frame f;
     uint8_t version;
     bool ok = true;
@@ -523,7 +623,7 @@ int raft_frame_decode(const void *body, size_t len, struct raft_frame *out,
             if (!ok) {
                 break;
             }
-            rc = decode_entries(&r, ae, errmsg, errmsg_len);
+            rc = decode_entries(&d, &r, ae, errmsg, errmsg_len);
             if (rc != 0) {
                 return rc;
             }
@@ -550,7 +650,7 @@ int raft_frame_decode(const void *body, size_t len, struct raft_frame *out,
             if (!ok) {
                 break;
             }
-            rc = get_payload(&r, &fw->data);
+            rc = get_payload(&d, &r, &fw->data);
             if (rc == RAFT_NOMEM) {
                 raft_errmsgf(errmsg, errmsg_len, "forward: out of memory");
                 return rc;
@@ -580,7 +680,7 @@ int raft_frame_decode(const void *body, size_t len, struct raft_frame *out,
             if (!ok) {
                 break;
             }
-            rc = get_payload(&r, &c->data);
+            rc = get_payload(&d, &r, &c->data);
             if (rc == RAFT_NOMEM) {
                 raft_errmsgf(errmsg, errmsg_len,
                              "snapshot chunk: out of memory");
@@ -653,6 +753,19 @@ int raft_frame_decode(const void *body, size_t len, struct raft_frame *out,
 err_release:
     raft_frame_release(&f);
     return rc;
+}
+
+int raft_frame_decode(const void *body, size_t len, struct raft_frame *out,
+                      char *errmsg, size_t errmsg_len)
+{
+    return decode(body, len, NULL, out, errmsg, errmsg_len);
+}
+
+int raft_frame_decode_buf(struct raft_buf *body, size_t len,
+                          struct raft_frame *out, char *errmsg,
+                          size_t errmsg_len)
+{
+    return decode(body->data, len, body, out, errmsg, errmsg_len);
 }
 
 void raft_frame_release(struct raft_frame *f)

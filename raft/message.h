@@ -50,6 +50,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "buf.h"
 #include "frame.h"
 #include "raft.h"
 
@@ -110,6 +111,34 @@ int raft_frame_encode(const struct raft_frame *f, void *buf, size_t len);
 int raft_frame_encode_at(const struct raft_frame *f, unsigned version,
                          void *buf, size_t len);
 
+/* A payload that raft_frame_encode_refs left out of the buffer: its
+ * bytes belong at offset @at of the buffer (before the byte written there,
+ * if any), so the frame on the wire is the buffer's bytes with each
+ * referenced payload inserted at its offset, in order. */
+struct raft_frame_ref {
+    size_t at;            /* offset in the encoded buffer */
+    struct raft_buf *buf; /* the payload (the frame's; not referenced) */
+};
+
+/* raft_frame_encoded_len_refs returns the bytes raft_frame_encode_refs
+ * writes for @f with @ref_min: raft_frame_encoded_len less the payloads
+ * (entries, forward, snapshot chunk) of at least @ref_min bytes, whose
+ * number goes to *@out_n_refs; 0 when @f->type is unknown. Any thread. */
+size_t raft_frame_encoded_len_refs(const struct raft_frame *f, size_t ref_min,
+                                   unsigned *out_n_refs);
+
+/* raft_frame_encode_refs is raft_frame_encode_at, except that the bytes of
+ * every payload of at least @ref_min bytes are not copied into @buf
+ * (@len bytes, at least raft_frame_encoded_len_refs): each goes to
+ * @refs (room for the count raft_frame_encoded_len_refs gave) in frame
+ * order, and their number to *@out_n_refs. A sender writes the frame
+ * without copying a large entry: it keeps each reference's buffer alive
+ * until its write completes. @refs NULL copies every payload. Errors: as
+ * raft_frame_encode_at. Any thread. */
+int raft_frame_encode_refs(const struct raft_frame *f, unsigned version,
+                           void *buf, size_t len, size_t ref_min,
+                           struct raft_frame_ref *refs, unsigned *out_n_refs);
+
 /* raft_frame_decode parses one frame body (the bytes after the length
  * prefix), @len bytes at @body, into @out. Entry, forward and chunk
  * payloads are copied into new bufs and the entries array is allocated:
@@ -124,6 +153,22 @@ int raft_frame_encode_at(const struct raft_frame *f, unsigned version,
  * @errmsg may be NULL. Any thread. */
 int raft_frame_decode(const void *body, size_t len, struct raft_frame *out,
                       char *errmsg, size_t errmsg_len);
+
+/* Payloads of at least this many bytes are sliced from the body by
+ * raft_frame_decode_buf (smaller ones are copied, so that a small entry
+ * kept long does not keep its whole frame alive). */
+#define RAFT_FRAME_SLICE_MIN (64u * 1024)
+
+/* raft_frame_decode_buf is raft_frame_decode of the body of @len bytes
+ * that starts @body (at most its len), except that payloads of at least
+ * RAFT_FRAME_SLICE_MIN bytes are not copied: they are slices of @body
+ * (raft_buf_slice), which keep it alive, so a large entry costs no copy
+ * on the thread that decodes it. @body is only read, and its bytes must
+ * not change while a slice lives; the caller keeps its own reference.
+ * Errors: as raft_frame_decode. Any thread. */
+int raft_frame_decode_buf(struct raft_buf *body, size_t len,
+                          struct raft_frame *out, char *errmsg,
+                          size_t errmsg_len);
 
 /* raft_frame_release drops the bufs and frees the entries array of a frame
  * filled by raft_frame_decode, and zeroes it. */

@@ -464,6 +464,12 @@ static int check_event(const struct raft *r, const struct raft_event *e,
                 return RAFT_INVALID;
             }
             return 0;
+        case RAFT_EVENT_CONTACT:
+            *out_room = 0;
+            if (e->contact.id == 0 || e->contact.id == r->id) {
+                return RAFT_INVALID;
+            }
+            return 0;
         case RAFT_EVENT_CHANGE:
             *out_room = 1;
             return membership_check_change(r, e);
@@ -590,6 +596,9 @@ int raft_step(struct raft *r, const struct raft_event *event,
             break;
         case RAFT_EVENT_DECLINE:
             r->declining = event->decline.on;
+            break;
+        case RAFT_EVENT_CONTACT:
+            contact_step(r, event->contact.id);
             break;
         case RAFT_EVENT_READ_INDEX:
             rc = read_index_request(r, event->read_index.tag);

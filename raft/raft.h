@@ -297,6 +297,9 @@ enum raft_event_type {
                                           again): @decline.on */
     RAFT_EVENT_READ_INDEX = 13,        /* leader: a linearizable read,
                                           @read_index.tag (thesis §6.4) */
+    RAFT_EVENT_CONTACT = 14,           /* peer @contact.id is alive, in the
+                                          middle of a message: liveness
+                                          only (see below) */
 };
 
 /* Kinds of RAFT_EVENT_CHANGE: each changes one server (thesis §4.1). */
@@ -438,6 +441,39 @@ enum raft_change_kind {
  * Errors: RAFT_NOTLEADER (not the leader: nothing registered); RAFT_BUSY
  * (4096 reads pending already); RAFT_NOMEM. */
 
+/* CONTACT {id}: the driver saw peer @id alive while no whole message of
+ * it arrived: bytes of a frame from @id are arriving, or @id is taking
+ * bytes that waited for it (its TCP window opened while a backlog was
+ * queued to it, so its process reads). A large entry takes seconds to
+ * cross, and the heartbeats queued behind it on the same connection
+ * cannot arrive sooner; without this event the follower's election timer
+ * and the leader's check-quorum would fire in the middle of a transfer
+ * that is going well. Step it at most once per tick per peer (it costs
+ * one comparison), before the TICK.
+ *   - On a follower that knows @id as the leader of its term: the
+ *     election timer restarts, and @id counts as heard for leader
+ *     stickiness (election_in_lease), as a heartbeat would. It does not
+ *     count for raft_leader_contact: no commit index arrived, so local
+ *     reads do not become any fresher.
+ *   - On a leader: voter @id counts as heard in the current
+ *     check-quorum round, and a follower in REPLICATE whose window waits
+ *     for answers is not taken for one that lost them (no re-probe,
+ *     which would send the large entry again). It does not count for
+ *     raft_quorum_contact nor for last_contact (no answer arrived).
+ *   - Otherwise (a candidate, a follower that knows another leader or
+ *     none, a server that is not tracked): nothing.
+ * Why it is safe: it changes no term, vote, log, commit index nor
+ * progress index, and sends nothing; it only delays an election or a
+ * step-down, which Raft's safety never depends on (paper §5.2: timers
+ * are for liveness). How long it may delay one: only while @id keeps
+ * sending or reading bytes on this very connection; a leader that was
+ * deposed learns the higher term from the first whole message that
+ * arrives, and bytes stop when a process stops or the network cuts.
+ * A follower that moved to a newer term may still read the old leader's
+ * bytes, and so keep it in its check-quorum round until that frame
+ * ends: its answer then carries the newer term, which deposes it.
+ * Errors: RAFT_INVALID when @id is 0 or this server's. */
+
 /* RAFT_EVENT_SNAPSHOT_INSTALLED's fields. */
 struct raft_snapshot_event {
     raft_id leader;      /* leader that sent it */
@@ -496,6 +532,9 @@ struct raft_event {
         struct {
             uint64_t tag; /* the caller's, handed back in update.reads */
         } read_index;
+        struct {
+            raft_id id; /* the peer seen alive */
+        } contact;
     };
 };
 

@@ -131,6 +131,10 @@ struct raft {
                                           round for term + 1 */
     uint64_t leader_seen;           /* follower: when the leader of
                                           this term was last heard */
+    uint64_t leader_alive;          /* follower: when bytes of the
+                                          leader's were last seen in
+                                          the middle of a message
+                                          (CONTACT), for stickiness */
     uint64_t quorum_start;          /* leader: start of the current
                                           check-quorum round */
     raft_index leader_commit_seen;  /* highest leader_commit received
@@ -359,6 +363,11 @@ void replication_unreachable(struct raft *r, unsigned slot);
 /* contact_note_append notes the leader_commit of AppendEntries @m, of the
  * current term, received by a server that does not lead. */
 void contact_note_append(struct raft *r, const struct raft_message *m);
+
+/* contact_step handles RAFT_EVENT_CONTACT from peer @id (raft.h): a
+ * follower's leader restarts its election timer, a leader's voter counts
+ * in the check-quorum round. Changes no term, vote, log nor index. */
+void contact_step(struct raft *r, raft_id id);
 
 /* replication_heartbeat sends follower @slot an empty AppendEntries at
  * its match index, with the commit index (a ReadIndex round's). */

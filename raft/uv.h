@@ -227,6 +227,18 @@ unsigned raft_uv_transport_peer_wire_last(const struct raft_uv_transport *t,
 unsigned raft_uv_transport_connected_peers(const struct raft_uv_transport *t,
                                            raft_id *ids, unsigned max);
 
+/* raft_uv_transport_contacts writes into @ids (room for @max) the ids of
+ * the peers that showed life since the previous call without a whole
+ * frame necessarily arriving, and returns how many it wrote: bytes came
+ * from them on an accepted connection past its handshake, or they took
+ * bytes that waited for them (their socket's window opened while bytes
+ * were queued to it, so their process reads). The driver steps each as
+ * RAFT_EVENT_CONTACT (raft.h): a large frame takes seconds to cross, and
+ * the heartbeats queued behind it cannot arrive sooner. Each call starts
+ * a new period. Loop thread. */
+unsigned raft_uv_transport_contacts(struct raft_uv_transport *t, raft_id *ids,
+                                    unsigned max);
+
 /* raft_uv_transport_peer_build_id returns the build id peer @id sent in
  * the handshake of its latest accepted connection ("" for none), or NULL
  * while none arrived or for an unknown peer. Valid until the next

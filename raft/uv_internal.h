@@ -85,6 +85,17 @@ enum raft_uv_verdict {
 /* Most bytes queued (written but not yet completed) to one peer. */
 #define RAFT__UV_MAX_QUEUED ((uint64_t)64 << 20)
 
+/* Frames of at most this many bytes (heartbeats, answers, votes) may
+ * queue RAFT__UV_SMALL_RESERVE bytes past RAFT__UV_MAX_QUEUED: a large
+ * entry on its way never makes the next heartbeat wait or be dropped. */
+#define RAFT__UV_SMALL_FRAME 4096
+#define RAFT__UV_SMALL_RESERVE ((uint64_t)1 << 20)
+
+/* Entry and forward payloads of at least this many bytes are written from
+ * their own buffer, not copied into the frame (raft_frame_encode_refs):
+ * a large entry costs the loop thread no copy and no fresh memory. */
+#define RAFT__UV_REF_MIN 65536
+
 /* Size of the read buffer of an accepted connection. */
 #define RAFT__UV_READ_BUF 65536
 
@@ -147,6 +158,11 @@ struct raft_uv_conn {
                                               without TLS */
     uint8_t answer[RAFT__UV_ANSWER_MAX]; /* the acceptor's answer so far */
     size_t answer_got;                   /* bytes of @answer received */
+    uint64_t submitted;                  /* bytes handed to uv_write */
+    uint64_t taken_mark;                 /* of them, taken by the socket
+                                              at the last contact poll */
+    size_t backlog_mark;                 /* bytes waiting for the socket
+                                              then (write_queue_size) */
     char rbuf[4096];                     /* libuv reads land here: TLS
                                               records, or the answer */
 };
@@ -228,13 +244,16 @@ struct raft_uv_in {
     size_t hs_got;                         /* bytes of @hs received */
     uint8_t hdr[4];                        /* length prefix so far */
     size_t hdr_got;                        /* bytes of @hdr received */
-    uint8_t *body;                         /* frame body being assembled */
+    struct raft_buf *body;                 /* frame body being assembled
+                                              (its len is the capacity) */
     size_t body_len;                       /* announced body length */
     size_t body_got;                       /* bytes of the body received */
     size_t body_cap;                       /* bytes allocated at @body */
     uint64_t accepted_at;                  /* loop clock at accept, ms */
     uint64_t last_read_at;                 /* loop clock of the last bytes
                                               read, ms */
+    bool heard;                            /* bytes read past the handshake
+                                              since the last contact poll */
     struct raft_uv_tls_session *tls;       /* its TLS server session, NULL
                                         without TLS */
     bool tls_done;                         /* its TLS handshake completed */

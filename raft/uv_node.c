@@ -8,8 +8,11 @@
  *      then they are copied into the job and sent once it is durable;
  *   3. committed entries go to the application's apply callback;
  *   4. followers named in snapshot_to get a snapshot (uv_snapshot.c).
- * Every tick steps RAFT_EVENT_TICK, and a peer whose connection broke
- * since the last tick is reported with RAFT_EVENT_UNREACHABLE. Of the
+ * Every tick (stepped after the sockets were polled, on_tick) steps
+ * RAFT_EVENT_TICK, after RAFT_EVENT_CONTACT for each
+ * peer the transport saw alive in the middle of a frame since the last
+ * tick, and a peer whose connection broke since the last tick is
+ * reported with RAFT_EVENT_UNREACHABLE. Of the
  * frames received (frame.h), the core's messages are stepped, FORWARD and
  * FORWARD_RESULT go to the application's forward callback and snapshot
  * chunks to uv_snapshot.c.
@@ -446,11 +449,65 @@ static void on_recv(void *data, const struct raft_frame *m)
     }
 }
 
-static void on_tick(uv_timer_t *t)
+/* A gap between two ticks this long is logged (INFO): the loop thread
+ * was held, and heartbeats and elections wait while it is, ms. */
+#define RAFT__UV_SLOW_TICK_MS 200
+
+/* note_tick_gap records the time since the previous tick, the loop's
+ * longest tick so far (stats.loop_max_tick_ms), and logs a long one. */
+static void note_tick_gap(struct raft_uv_node *d, uint64_t now)
 {
-    struct raft_uv_node *d = t->data;
+    uint64_t gap = d->last_tick_at != 0 && now > d->last_tick_at
+                       ? now - d->last_tick_at
+                       : 0;
+
+    d->last_tick_at = now;
+    if (gap > d->stats.loop_max_tick_ms) {
+        d->stats.loop_max_tick_ms = gap;
+    }
+    if (gap >= RAFT__UV_SLOW_TICK_MS) {
+        raft_uv_node_log(d, RAFT_LOG_INFO,
+                         "the loop thread ticked %" PRIu64
+                         " ms after the previous tick (every %u ms): it was "
+                         "held or starved of CPU; longest so far %" PRIu64
+                         " ms",
+                         gap, d->tick_ms, d->stats.loop_max_tick_ms);
+    }
+}
+
+/* step_contacts steps RAFT_EVENT_CONTACT for each peer the transport
+ * saw alive since the previous tick in the middle of a frame (once per
+ * tick per peer): the heartbeats behind a large entry cannot arrive
+ * sooner, and neither the followers' election timers nor the leader's
+ * check-quorum should take its transfer for silence. */
+static void step_contacts(struct raft_uv_node *d)
+{
+    raft_id ids[RAFT_MAX_SERVERS];
+    unsigned n;
+
+    if (d->transport == NULL || d->tr->contacts == NULL) {
+        return;
+    }
+    n = d->tr->contacts(d->transport, ids, RAFT_MAX_SERVERS);
+    for (unsigned i = 0; i < n && !d->stopping; i++) {
+        struct raft_event ev;
+        memset(&ev, 0, sizeof ev);
+        ev.type = RAFT_EVENT_CONTACT;
+        ev.contact.id = ids[i];
+        raft_uv_node_step(d, &ev, NULL);
+    }
+}
+
+static void on_tick_idle(uv_idle_t *h);
+
+/* run_tick steps the tick that came due: the contacts, TICK, then what
+ * the driver does each tick. */
+static void run_tick(struct raft_uv_node *d)
+{
     struct raft_event ev = {.type = RAFT_EVENT_TICK};
     ev.tick.now = raft_uv_node_now(d);
+    /* Before the TICK: it is the tick that would time them out. */
+    step_contacts(d);
     raft_uv_node_step(d, &ev, NULL);
     for (unsigned i = 0; i < d->n_peers && !d->stopping; i++) {
         bool now_up = raft_uv_node_connected(d, d->peers[i]);
@@ -473,6 +530,43 @@ static void on_tick(uv_timer_t *t)
     }
     if (d->cb.tick != NULL && !d->stopping) {
         d->cb.tick(d->cb.data);
+    }
+}
+
+/* The tick timer only marks the tick due; it runs after the next poll
+ * of the sockets (on_tick_check). libuv runs timers before I/O in each
+ * loop iteration: after the loop was held (starved of CPU, or a long
+ * callback), the peers' frames and bytes of that time wait unread, and a
+ * tick stepped first would take the time for their silence (an election,
+ * a leader stepping down). The idle handle makes that poll return at
+ * once. */
+static void on_tick(uv_timer_t *t)
+{
+    struct raft_uv_node *d = t->data;
+
+    note_tick_gap(d, raft_uv_node_now(d));
+    if (!d->tick_due && !d->stopping) {
+        d->tick_due = true;
+        uv_idle_start(&d->tick_idle, on_tick_idle);
+    }
+}
+
+static void on_tick_idle(uv_idle_t *h)
+{
+    (void)h; /* only there for the poll not to block */
+}
+
+static void on_tick_check(uv_check_t *h)
+{
+    struct raft_uv_node *d = h->data;
+
+    if (!d->tick_due) {
+        return;
+    }
+    d->tick_due = false;
+    uv_idle_stop(&d->tick_idle);
+    if (!d->stopping) {
+        run_tick(d);
     }
 }
 
@@ -501,6 +595,8 @@ static void on_stop(uv_async_t *a)
     d->stopping = true;
     uv_timer_stop(&d->tick);
     uv_close((uv_handle_t *)&d->tick, NULL);
+    uv_close((uv_handle_t *)&d->tick_idle, NULL);
+    uv_close((uv_handle_t *)&d->tick_check, NULL);
     uv_close((uv_handle_t *)&d->wake, NULL);
     uv_close((uv_handle_t *)&d->stop_async, NULL);
     if (d->transport != NULL) {
@@ -602,6 +698,11 @@ static unsigned tcp_peer_wire_last(const void *t, raft_id id)
     return raft_uv_transport_peer_wire_last(t, id);
 }
 
+static unsigned tcp_contacts(void *t, raft_id *ids, unsigned max)
+{
+    return raft_uv_transport_contacts(t, ids, max);
+}
+
 static const struct raft_uv_node_transport tcp_transport = {
     .start = tcp_start,
     .send = tcp_send,
@@ -615,6 +716,7 @@ static const struct raft_uv_node_transport tcp_transport = {
     .connected_peers = tcp_connected_peers,
     .peer_wire = tcp_peer_wire,
     .peer_wire_last = tcp_peer_wire_last,
+    .contacts = tcp_contacts,
 };
 
 /* ---- Start and stop ----------------------------------------------------- */
@@ -698,6 +800,11 @@ int raft_uv_node_start_with(struct raft *r,
     d->stop_async.data = d;
     uv_timer_init(&d->loop, &d->tick);
     d->tick.data = d;
+    uv_idle_init(&d->loop, &d->tick_idle);
+    d->tick_idle.data = d;
+    uv_check_init(&d->loop, &d->tick_check);
+    d->tick_check.data = d;
+    uv_check_start(&d->tick_check, on_tick_check);
     uv_timer_start(&d->tick, on_tick, 0, cfg->tick_ms);
     /* Written before the loop runs, so callbacks may already use it. */
     *out = d;

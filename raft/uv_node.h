@@ -356,6 +356,10 @@ struct raft_uv_node_stats {
     raft_id snapshot_peer;          /* peer of the transfer shown below, 0 */
     uint64_t snapshot_done;         /* bytes sent or received of it */
     uint64_t snapshot_total;        /* its size, bytes */
+    uint64_t loop_max_tick_ms;      /* longest time between two ticks
+                                       of the loop thread since start,
+                                       ms (a tick is due every tick_ms:
+                                       more is time the loop was held) */
     char install_error[256];        /* why the last snapshot received was
                                        not installed (the leader sends it
                                        again), "" once one was, or none

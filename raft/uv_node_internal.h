@@ -68,6 +68,9 @@ struct raft_uv_node_transport {
     /* peer_wire_last: as raft_uv_transport_peer_wire_last (NULL: what
      * peer_wire says now). */
     unsigned (*peer_wire_last)(const void *t, raft_id id);
+    /* contacts: as raft_uv_transport_contacts (NULL: only whole frames
+     * tell that a peer is alive). */
+    unsigned (*contacts)(void *t, raft_id *ids, unsigned max);
 };
 
 /* What raft_uv_node_start fixes and a test may replace. */
@@ -143,6 +146,12 @@ struct raft_uv_node {
     uv_async_t wake;                     /* raft_uv_node_wake */
     uv_async_t stop_async;               /* raft_uv_node_stop */
     uv_timer_t tick;                     /* drives RAFT_EVENT_TICK */
+    uv_idle_t tick_idle;                 /* a tick is due: poll without
+                                            blocking */
+    uv_check_t tick_check;               /* runs a due tick after the
+                                            poll */
+    bool tick_due;                       /* the timer fired, the tick has
+                                            not run yet */
     void *transport;                     /* peers, NULL once closed */
     bool stopping;                       /* closing handles */
     raft_id peers[RAFT_MAX_VOTERS];      /* the other servers of the
@@ -181,6 +190,8 @@ struct raft_uv_node {
                           snapshots, TimeoutNow declined */
 
     struct raft_uv_node_stats stats; /* counters */
+    uint64_t last_tick_at;           /* loop clock of the last tick, 0
+                                        before the first */
     char log_full_reason[256];       /* why the log refused the waiting
                                         write, "" when none waits */
 };

@@ -61,7 +61,7 @@ static bool start_body(struct raft_uv_in *in)
     }
     /* Invariant: a retained body buffer has RAFT__UV_BODY_MIN bytes. */
     if (in->body == NULL) {
-        in->body = malloc(RAFT__UV_BODY_MIN);
+        in->body = raft_buf_new(RAFT__UV_BODY_MIN);
         if (in->body == NULL) {
             raft_uv_tcp_log(t, RAFT_LOG_ERROR, "%s: out of memory: closing",
                             in->name);
@@ -74,13 +74,21 @@ static bool start_body(struct raft_uv_in *in)
     return true;
 }
 
+/* Past this many bytes received, a body buffer grows to the announced
+ * length at once: the peer has shown that it sends, and growing by
+ * doubling would copy up to half the frame at each step, on the loop
+ * (realloc moves a large block unless the allocator remaps it). The
+ * pages of the new buffer are touched only as bytes arrive. */
+#define RAFT__UV_BODY_GROW 1048576
+
 /* reserve_body grows the body buffer to hold @more bytes beyond what was
- * received, doubling but never past the announced length. */
+ * received: doubling up to RAFT__UV_BODY_GROW, then to the announced
+ * length, never past it. */
 static bool reserve_body(struct raft_uv_in *in, size_t more)
 {
     size_t need = in->body_got + more;
     size_t cap = in->body_cap;
-    uint8_t *p;
+    struct raft_buf *p;
 
     if (need <= cap) {
         return true;
@@ -88,10 +96,13 @@ static bool reserve_body(struct raft_uv_in *in, size_t more)
     while (cap < need) {
         cap *= 2;
     }
+    if (cap > RAFT__UV_BODY_GROW) {
+        cap = in->body_len;
+    }
     if (cap > in->body_len) {
         cap = in->body_len;
     }
-    p = realloc(in->body, cap);
+    p = raft_buf_resize(in->body, cap);
     if (p == NULL) {
         raft_uv_tcp_log(in->t, RAFT_LOG_ERROR, "%s: out of memory: closing",
                         in->name);
@@ -111,14 +122,21 @@ static bool deliver(struct raft_uv_in *in)
     char err[160];
     int rc;
 
-    if (in->body[0] != in->wire_version) {
+    if (in->body->data[0] != in->wire_version) {
         raft_uv_tcp_log(t, RAFT_LOG_WARN,
                         "%s: frame of wire version %u, the handshake agreed "
                         "on %u: closing",
-                        in->name, (unsigned)in->body[0], in->wire_version);
+                        in->name, (unsigned)in->body->data[0],
+                        in->wire_version);
         return false;
     }
-    rc = raft_frame_decode(in->body, in->body_len, &f, err, sizeof err);
+    if (in->body_len > RAFT__UV_BODY_MIN) {
+        /* Large payloads become slices of the body: no copy here. */
+        rc = raft_frame_decode_buf(in->body, in->body_len, &f, err, sizeof err);
+    } else {
+        rc = raft_frame_decode(in->body->data, in->body_len, &f, err,
+                               sizeof err);
+    }
     if (rc != 0) {
         raft_uv_tcp_log(t, RAFT_LOG_WARN, "%s: bad frame: %s: %s: closing",
                         in->name, raft_strerror(rc), err);
@@ -135,9 +153,10 @@ static bool deliver(struct raft_uv_in *in)
     }
     t->recv_cb(t->data, &f);
     raft_frame_release(&f);
-    /* Give back what a big frame took; keep a small buffer for the next. */
+    /* Give back what a big frame took (its slices may keep it alive);
+     * keep a small buffer, which no slice shares, for the next. */
     if (in->body_cap > RAFT__UV_BODY_MIN) {
-        free(in->body);
+        raft_buf_unref(in->body);
         in->body = NULL;
         in->body_cap = 0;
     }
@@ -192,7 +211,7 @@ bool raft_uv_recv_consume(struct raft_uv_in *in, const uint8_t *p, size_t n)
                 if (!reserve_body(in, k)) {
                     return false;
                 }
-                memcpy(in->body + in->body_got, p, k);
+                memcpy(in->body->data + in->body_got, p, k);
                 in->body_got += k;
                 if (in->body_got == in->body_len) {
                     in->stage = RAFT__UV_HEADER;
@@ -217,6 +236,9 @@ static void on_read(uv_stream_t *stream, ssize_t nread, const uv_buf_t *buf)
         return;
     }
     in->last_read_at = uv_now(t->loop);
+    if (nread > 0 && in->stage != RAFT__UV_HANDSHAKE) {
+        in->heard = true; /* from the peer its handshake proved */
+    }
     if (nread < 0) {
         bool mid = in->stage == RAFT__UV_BODY || in->hdr_got > 0 ||
                    (in->stage == RAFT__UV_HANDSHAKE && in->hs_got > 0);

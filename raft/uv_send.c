@@ -29,12 +29,18 @@
 #include "message.h"
 #include "uv_internal.h"
 
-/* One queued frame: the request and the bytes it writes. */
+/* One queued frame: the request and the bytes it writes: @head_len bytes
+ * at @bytes, with the payloads of @refs inserted at their offsets (each
+ * referenced until the block is freed). */
 struct raft_uv_write {
-    uv_write_t req;          /* req.data is this block */
-    struct raft_uv_out *out; /* peer it goes to */
-    size_t len;              /* bytes at @bytes */
-    uint8_t bytes[];         /* the frame */
+    uv_write_t req;               /* req.data is this block */
+    struct raft_uv_out *out;      /* peer it goes to */
+    size_t len;                   /* bytes of the whole frame */
+    size_t head_len;              /* bytes at @bytes */
+    uint8_t *bytes;               /* the frame less its referenced
+                                      payloads (after @refs) */
+    unsigned n_refs;              /* payloads referenced */
+    struct raft_frame_ref refs[]; /* they, in frame order */
 };
 
 /* Ciphertext written to a peer (TLS). */
@@ -55,6 +61,70 @@ struct raft_uv_batch {
     struct raft_uv_write *w[RAFT__UV_CORK_MAX]; /* their blocks */
     uv_buf_t bufs[RAFT__UV_CORK_MAX];           /* their bytes */
 };
+
+/* write_new returns a block for a frame of @len bytes, @head_len of them
+ * in the block and @n_refs referenced payloads, or NULL. */
+static struct raft_uv_write *write_new(size_t len, size_t head_len,
+                                       unsigned n_refs)
+{
+    struct raft_uv_write *w =
+        malloc(sizeof *w + n_refs * sizeof w->refs[0] + head_len);
+
+    if (w == NULL) {
+        return NULL;
+    }
+    w->len = len;
+    w->head_len = head_len;
+    w->n_refs = 0; /* none held yet */
+    w->bytes = (uint8_t *)(w->refs + n_refs);
+    return w;
+}
+
+/* write_free drops the payloads @w references and frees it. */
+static void write_free(struct raft_uv_write *w)
+{
+    for (unsigned i = 0; i < w->n_refs; i++) {
+        raft_buf_unref(w->refs[i].buf);
+    }
+    free(w);
+}
+
+/* write_pieces fills @bufs (room for 2 n_refs + 1) with the pieces of
+ * @w's frame in order, and returns their number. */
+static unsigned write_pieces(const struct raft_uv_write *w, uv_buf_t *bufs)
+{
+    size_t at = 0;
+    unsigned n = 0;
+
+    for (unsigned i = 0; i < w->n_refs; i++) {
+        const struct raft_frame_ref *r = &w->refs[i];
+        if (r->at > at) {
+            bufs[n++] =
+                uv_buf_init((char *)w->bytes + at, (unsigned)(r->at - at));
+        }
+        bufs[n++] = uv_buf_init((char *)r->buf->data, (unsigned)r->buf->len);
+        at = r->at;
+    }
+    if (w->head_len > at || n == 0) {
+        bufs[n++] =
+            uv_buf_init((char *)w->bytes + at, (unsigned)(w->head_len - at));
+    }
+    return n;
+}
+
+/* out_write writes @n @bufs on @out's connection (uv_write) and counts
+ * their bytes in its @submitted, which tells how many the socket took
+ * (raft_uv_transport_contacts). Returns uv_write's result. */
+static int out_write(struct raft_uv_out *out, uv_write_t *req,
+                     const uv_buf_t *bufs, unsigned n, uv_write_cb cb)
+{
+    int rv = uv_write(req, (uv_stream_t *)&out->conn->tcp, bufs, n, cb);
+
+    for (unsigned i = 0; rv == 0 && i < n; i++) {
+        out->conn->submitted += bufs[i].len;
+    }
+    return rv;
+}
 
 /* write_done accounts for @len bytes of @out that completed with @status
  * on the stream of @req. */
@@ -77,7 +147,7 @@ static void on_write(uv_write_t *req, int status)
     struct raft_uv_write *w = req->data;
 
     write_done(w->out, req, status, w->len);
-    free(w);
+    write_free(w);
 }
 
 static void on_batch_write(uv_write_t *req, int status)
@@ -86,7 +156,7 @@ static void on_batch_write(uv_write_t *req, int status)
 
     write_done(b->out, req, status, b->len);
     for (unsigned i = 0; i < b->n; i++) {
-        free(b->w[i]);
+        write_free(b->w[i]);
     }
     free(b);
 }
@@ -123,8 +193,7 @@ int raft_uv_send_cipher(struct raft_uv_out *out, uint64_t plain_len)
     c->plain_len = plain_len;
     c->req.data = c;
     buf = uv_buf_init((char *)c->bytes, (unsigned)n);
-    rv = uv_write(&c->req, (uv_stream_t *)&out->conn->tcp, &buf, 1,
-                  on_cipher_write);
+    rv = out_write(out, &c->req, &buf, 1, on_cipher_write);
     if (rv != 0) {
         raft_uv_tcp_log(out->t, RAFT_LOG_WARN, "%s: uv_write: %s", out->name,
                         uv_strerror(rv));
@@ -147,33 +216,73 @@ static int tls_write(struct raft_uv_out *out, const void *p, size_t n)
     return rc;
 }
 
+/* tls_write_frame encrypts every piece of @w's frame for @out. */
+static int tls_write_frame(struct raft_uv_out *out,
+                           const struct raft_uv_write *w)
+{
+    uv_buf_t small[1];
+    uv_buf_t *bufs = small;
+    unsigned n;
+    int rc = 0;
+
+    if (w->n_refs > 0) {
+        bufs = malloc((2 * w->n_refs + 1) * sizeof *bufs);
+        if (bufs == NULL) {
+            return RAFT_NOMEM;
+        }
+    }
+    n = write_pieces(w, bufs);
+    for (unsigned i = 0; i < n && rc == 0; i++) {
+        rc = tls_write(out, bufs[i].base, bufs[i].len);
+    }
+    if (bufs != small) {
+        free(bufs);
+    }
+    return rc;
+}
+
 /* queue_write hands @w, already counted in queued_bytes, to libuv on
  * @out's connection (encrypted under TLS: @w is freed at once). On failure
  * @w is freed and uncounted and RAFT_IOERR returned; the caller fails the
  * connection. */
 static int queue_write(struct raft_uv_out *out, struct raft_uv_write *w)
 {
-    uv_buf_t buf = uv_buf_init((char *)w->bytes, (unsigned)w->len);
+    uv_buf_t small[1];
+    uv_buf_t *bufs = small;
+    unsigned n;
     int rv;
 
     if (out->conn->tls != NULL) {
         size_t len = w->len;
-        rv = tls_write(out, w->bytes, len);
-        free(w);
+        rv = tls_write_frame(out, w);
+        write_free(w);
         if (rv != 0) {
             out->queued_bytes -= len;
             return RAFT_IOERR;
         }
         return raft_uv_send_cipher(out, len) == 0 ? 0 : RAFT_IOERR;
     }
+    if (w->n_refs > 0) {
+        bufs = malloc((2 * w->n_refs + 1) * sizeof *bufs);
+        if (bufs == NULL) {
+            out->queued_bytes -= w->len;
+            write_free(w);
+            return RAFT_IOERR;
+        }
+    }
+    n = write_pieces(w, bufs);
     w->out = out;
     w->req.data = w;
-    rv = uv_write(&w->req, (uv_stream_t *)&out->conn->tcp, &buf, 1, on_write);
+    /* libuv copies the uv_buf_t array; the bytes stay in @w. */
+    rv = out_write(out, &w->req, bufs, n, on_write);
+    if (bufs != small) {
+        free(bufs);
+    }
     if (rv != 0) {
         raft_uv_tcp_log(out->t, RAFT_LOG_WARN, "%s: uv_write: %s", out->name,
                         uv_strerror(rv));
         out->queued_bytes -= w->len;
-        free(w);
+        write_free(w);
         return RAFT_IOERR;
     }
     return 0;
@@ -183,7 +292,7 @@ void raft_uv_send_drop(struct raft_uv_out *out)
 {
     for (unsigned i = 0; i < out->n_pend; i++) {
         out->queued_bytes -= out->pend[i]->len;
-        free(out->pend[i]);
+        write_free(out->pend[i]);
     }
     out->n_pend = 0;
 }
@@ -206,14 +315,14 @@ static void flush_tls(struct raft_uv_out *out)
             rc = tls_write(out, stage, staged);
             staged = 0;
         }
-        if (rc == 0 && w->len >= RAFT__UV_TLS_RECORD) {
-            rc = tls_write(out, w->bytes, w->len);
+        if (rc == 0 && (w->len >= RAFT__UV_TLS_RECORD || w->n_refs > 0)) {
+            rc = tls_write_frame(out, w);
         } else if (rc == 0) {
             memcpy(stage + staged, w->bytes, w->len);
             staged += w->len;
         }
         plain += w->len;
-        free(w);
+        write_free(w);
     }
     if (rc == 0) {
         rc = tls_write(out, stage, staged);
@@ -226,13 +335,64 @@ static void flush_tls(struct raft_uv_out *out)
     }
 }
 
-/* flush_out hands the frames held for @out to libuv: one frame as it is,
- * several in one request (one writev); under TLS, flush_tls. */
+/* write_each hands @n frames of @w to libuv on @out's connection, a
+ * request each; those left once the connection is gone are dropped. */
+static void write_each(struct raft_uv_out *out, struct raft_uv_write **w,
+                       unsigned n)
+{
+    for (unsigned i = 0; i < n; i++) {
+        if (out->conn == NULL) {
+            out->queued_bytes -= w[i]->len;
+            write_free(w[i]);
+        } else if (queue_write(out, w[i]) != 0) {
+            raft_uv_tcp_out_fail(out);
+        }
+    }
+}
+
+/* write_batch hands @n frames of @w, none with referenced payloads, to
+ * libuv on @out's connection in one request (one writev), or a request
+ * each when there is no memory for the batch. */
+static void write_batch(struct raft_uv_out *out, struct raft_uv_write **w,
+                        unsigned n)
+{
+    struct raft_uv_batch *b = n > 1 ? malloc(sizeof *b) : NULL;
+    int rv;
+
+    if (b == NULL) {
+        write_each(out, w, n);
+        return;
+    }
+    b->out = out;
+    b->len = 0;
+    b->n = n;
+    b->req.data = b;
+    for (unsigned i = 0; i < n; i++) {
+        b->w[i] = w[i];
+        b->bufs[i] = uv_buf_init((char *)w[i]->bytes, (unsigned)w[i]->len);
+        b->len += w[i]->len;
+    }
+    rv = out_write(out, &b->req, b->bufs, n, on_batch_write);
+    if (rv != 0) {
+        raft_uv_tcp_log(out->t, RAFT_LOG_WARN, "%s: uv_write: %s", out->name,
+                        uv_strerror(rv));
+        out->queued_bytes -= b->len;
+        for (unsigned i = 0; i < n; i++) {
+            write_free(b->w[i]);
+        }
+        free(b);
+        raft_uv_tcp_out_fail(out);
+    }
+}
+
+/* flush_out hands the frames held for @out to libuv, in order: runs of
+ * frames without referenced payloads in one request each (one writev), a
+ * frame with them in a request of its own; under TLS, flush_tls. */
 static void flush_out(struct raft_uv_out *out)
 {
-    struct raft_uv_batch *b;
+    struct raft_uv_write *pend[RAFT__UV_CORK_MAX];
     unsigned n = out->n_pend;
-    int rv;
+    unsigned start = 0;
 
     if (n == 0) {
         return;
@@ -245,42 +405,21 @@ static void flush_out(struct raft_uv_out *out)
         flush_tls(out);
         return;
     }
-    b = n > 1 ? malloc(sizeof *b) : NULL;
-    if (b == NULL) {
-        /* One frame, or no memory for the batch: a request per frame. */
-        out->n_pend = 0;
-        for (unsigned i = 0; i < n; i++) {
-            if (out->conn == NULL) {
-                out->queued_bytes -= out->pend[i]->len;
-                free(out->pend[i]);
-            } else if (queue_write(out, out->pend[i]) != 0) {
-                raft_uv_tcp_out_fail(out);
-            }
-        }
-        return;
-    }
-    b->out = out;
-    b->len = 0;
-    b->n = n;
-    b->req.data = b;
-    for (unsigned i = 0; i < n; i++) {
-        b->w[i] = out->pend[i];
-        b->bufs[i] =
-            uv_buf_init((char *)b->w[i]->bytes, (unsigned)b->w[i]->len);
-        b->len += b->w[i]->len;
-    }
+    memcpy(pend, out->pend, n * sizeof pend[0]);
     out->n_pend = 0;
-    rv = uv_write(&b->req, (uv_stream_t *)&out->conn->tcp, b->bufs, n,
-                  on_batch_write);
-    if (rv != 0) {
-        raft_uv_tcp_log(out->t, RAFT_LOG_WARN, "%s: uv_write: %s", out->name,
-                        uv_strerror(rv));
-        out->queued_bytes -= b->len;
-        for (unsigned i = 0; i < n; i++) {
-            free(b->w[i]);
+    for (unsigned i = 0; i <= n; i++) {
+        if (i < n && pend[i]->n_refs == 0) {
+            continue;
         }
-        free(b);
-        raft_uv_tcp_out_fail(out);
+        if (i > start && out->conn != NULL) {
+            write_batch(out, pend + start, i - start);
+        } else if (i > start) {
+            write_each(out, pend + start, i - start);
+        }
+        if (i < n) {
+            write_each(out, pend + i, 1);
+        }
+        start = i + 1;
     }
 }
 
@@ -318,13 +457,13 @@ int raft_uv_send_handshake(struct raft_uv_out *out)
 {
     struct raft_uv_write *w;
 
-    w = malloc(sizeof *w + RAFT__UV_HANDSHAKE_MAX);
+    w = write_new(0, RAFT__UV_HANDSHAKE_MAX, 0);
     if (w == NULL) {
         return RAFT_NOMEM;
     }
-    w->len = raft_uv_send_handshake_encode(out->t->self, out->t->cluster_id,
-                                           out->t->build_id, out->t->address,
-                                           w->bytes);
+    w->len = w->head_len = raft_uv_send_handshake_encode(
+        out->t->self, out->t->cluster_id, out->t->build_id, out->t->address,
+        w->bytes);
     out->queued_bytes += w->len;
     return queue_write(out, w);
 }
@@ -398,7 +537,10 @@ int raft_uv_transport_send(struct raft_uv_transport *t,
 {
     struct raft_uv_out *out;
     struct raft_uv_write *w;
+    uint64_t limit;
+    unsigned n_refs;
     size_t len;
+    size_t head;
     int rc;
 
     out = raft_uv_tcp_find(t, f->to);
@@ -419,25 +561,35 @@ int raft_uv_transport_send(struct raft_uv_transport *t,
     if (len - RAFT_FRAME_HEADER > t->max_frame_bytes || len > UINT32_MAX) {
         return RAFT_TOOBIG;
     }
-    /* A frame larger than the bound still goes when nothing is queued. */
-    if (out->queued_bytes > 0 &&
-        out->queued_bytes + len > RAFT__UV_MAX_QUEUED) {
+    /* A frame larger than the bound still goes when nothing is queued;
+     * a small one has a reserve of its own. */
+    limit = RAFT__UV_MAX_QUEUED;
+    if (len <= RAFT__UV_SMALL_FRAME) {
+        limit += RAFT__UV_SMALL_RESERVE;
+    }
+    if (out->queued_bytes > 0 && out->queued_bytes + len > limit) {
         return RAFT_BUSY;
     }
-    w = malloc(sizeof *w + len);
+    head = raft_frame_encoded_len_refs(f, RAFT__UV_REF_MIN, &n_refs);
+    w = write_new(len, head, n_refs);
     if (w == NULL) {
         return RAFT_NOMEM;
     }
-    w->len = len;
-    rc = raft_frame_encode_at(f, out->wire_version, w->bytes, len);
+    rc = raft_frame_encode_refs(f, out->wire_version, w->bytes, head,
+                                RAFT__UV_REF_MIN, w->refs, &n_refs);
     if (rc != 0) {
         free(w);
         return rc;
     }
+    /* The payloads are the frame's: hold them until the write is done. */
+    for (unsigned i = 0; i < n_refs; i++) {
+        raft_buf_ref(w->refs[i].buf);
+    }
+    w->n_refs = n_refs;
     if (out->n_pend == RAFT__UV_CORK_MAX) {
         flush_out(out);
         if (out->state != RAFT__UV_CONNECTED) {
-            free(w);
+            write_free(w);
             return RAFT_NOCONN;
         }
     }

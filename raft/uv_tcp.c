@@ -146,7 +146,7 @@ static void on_in_closed(uv_handle_t *handle)
     if (in->next != NULL) {
         in->next->prev = in->prev;
     }
-    free(in->body);
+    raft_buf_unref(in->body);
     raft_uv_tls_session_free(in->tls);
     free(in);
     handle_closed(t);
@@ -781,6 +781,57 @@ unsigned raft_uv_transport_connected_peers(const struct raft_uv_transport *t,
         if (out->id != RAFT_UV_PROBE_ID && out->state == RAFT__UV_CONNECTED) {
             ids[n++] = out->id;
         }
+    }
+    return n;
+}
+
+/* add_id appends @id to the @n ids at @ids (room for @max) unless it is
+ * there already; returns the new count. */
+static unsigned add_id(raft_id *ids, unsigned n, unsigned max, raft_id id)
+{
+    for (unsigned i = 0; i < n; i++) {
+        if (ids[i] == id) {
+            return n;
+        }
+    }
+    if (n < max) {
+        ids[n++] = id;
+    }
+    return n;
+}
+
+unsigned raft_uv_transport_contacts(struct raft_uv_transport *t, raft_id *ids,
+                                    unsigned max)
+{
+    unsigned n = 0;
+
+    for (struct raft_uv_in *in = t->ins; in != NULL; in = in->next) {
+        if (in->heard && !in->closing && in->peer != 0) {
+            n = add_id(ids, n, max, in->peer);
+        }
+        in->heard = false;
+    }
+    for (unsigned i = 0; i < t->n_outs; i++) {
+        struct raft_uv_out *out = t->outs[i];
+        struct raft_uv_conn *c = out->conn;
+        uint64_t taken;
+        size_t waiting;
+
+        if (c == NULL || out->state != RAFT__UV_CONNECTED) {
+            continue;
+        }
+        /* What the socket took since the last poll, while bytes waited
+         * for it: with its send buffer full, the kernel takes more only
+         * when the peer acknowledges, so when its process reads. Without
+         * a backlog, bytes taken prove nothing (a buffer had room). */
+        waiting = c->tcp.write_queue_size;
+        taken = c->submitted - waiting;
+        if (c->backlog_mark > 0 && taken > c->taken_mark &&
+            out->id != RAFT_UV_PROBE_ID) {
+            n = add_id(ids, n, max, out->id);
+        }
+        c->backlog_mark = waiting;
+        c->taken_mark = taken;
     }
     return n;
 }

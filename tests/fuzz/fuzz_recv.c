@@ -62,8 +62,9 @@ static void on_frame(void *data, const struct raft_frame *f)
     buf = malloc(len);
     FUZZ_CHECK(buf != NULL, "out of memory");
     FUZZ_CHECK(raft_frame_encode(f, buf, len) == 0, "encode failed");
-    FUZZ_CHECK(memcmp(buf + RAFT_FRAME_HEADER, in->body, in->body_len) == 0,
-               "frame %u re-encodes to other bytes", r->n_frames);
+    FUZZ_CHECK(
+        memcmp(buf + RAFT_FRAME_HEADER, in->body->data, in->body_len) == 0,
+        "frame %u re-encodes to other bytes", r->n_frames);
     r->hash = fnv(r->hash, buf, len);
     r->n_frames++;
     free(buf);
@@ -251,7 +252,7 @@ static void feed(struct raft_uv_transport *t, struct raft_uv_in *in,
  * callback does. */
 static void release(struct run *r)
 {
-    free(r->in->body);
+    raft_buf_unref(r->in->body);
     r->in->body = NULL;
     r->in = NULL;
 }

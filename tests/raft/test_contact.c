@@ -1,7 +1,9 @@
 /* What a server last heard of its leader (raft/contact.c), for the bound
  * on stale reads: a leader's last contact with a quorum of voters
  * (raft_quorum_contact) and the leader's commit index as last heard
- * (raft_leader_commit); clusters via tests/lib/cluster.h. */
+ * (raft_leader_commit); clusters via tests/lib/cluster.h. And the
+ * liveness of a peer in the middle of a long message
+ * (RAFT_EVENT_CONTACT), single cores stepped by hand. */
 
 #include <setjmp.h>
 #include <stdarg.h>
@@ -14,6 +16,7 @@
 
 #include "raft/raft.h"
 #include "tests/lib/cluster.h"
+#include "tests/raft/step.h"
 
 static bool has_leader(struct cluster *c, void *arg)
 {
@@ -114,11 +117,188 @@ static void test_leader_commit_ahead(void **state)
     cluster_free(c);
 }
 
+/* new3_protected returns node @id of {1, 2, 3} in @term with pre-vote and
+ * check-quorum on (raft.h's defaults), election timeout 100 ms. */
+static struct raft *new3_protected(raft_id id, raft_term term)
+{
+    struct raft_config cfg;
+    struct raft_hard_state hs = {term, 0};
+    struct raft *r = NULL;
+
+    config3(&cfg, id, 1024, 4, 42);
+    cfg.disable_pre_vote = false;
+    cfg.disable_check_quorum = false;
+    assert_int_equal(raft_new(&cfg, &hs, 1, NULL, 0, 0, &r), 0);
+    return r;
+}
+
+/* step_contact steps RAFT_EVENT_CONTACT from peer @id. Returns what
+ * raft_step returns. */
+static int step_contact(struct raft *r, raft_id id, struct raft_update *u)
+{
+    struct raft_event e;
+
+    memset(&e, 0, sizeof e);
+    e.type = RAFT_EVENT_CONTACT;
+    e.contact.id = id;
+    return raft_step(r, &e, u);
+}
+
+/* assert_quiet_step checks that a CONTACT step changed and sent
+ * nothing. */
+static void assert_quiet_step(const struct raft_update *u)
+{
+    assert_false(u->hard_state_changed);
+    assert_int_equal(u->n_messages, 0);
+    assert_int_equal(u->n_entries, 0);
+    assert_int_equal(u->n_committed, 0);
+}
+
+/* A follower whose leader's bytes keep arriving (a large entry on its
+ * way, heartbeats queued behind it) neither campaigns nor gives a vote
+ * to a later term for many election timeouts; its read staleness
+ * (raft_leader_contact) still grows, since no commit index arrived. Once
+ * the bytes stop it campaigns within two timeouts. Bytes of a server that
+ * is not its leader change nothing. */
+static void test_contact_follower(void **state)
+{
+    struct raft *r = new3_protected(1, 2);
+    struct raft_update u;
+    uint64_t t;
+
+    (void)state;
+    assert_int_equal(step_tick(r, 1000, &u), 0);
+    assert_int_equal(step_append(r, 2, 2, 0, 0, 0, NULL, 0, &u), 0);
+    assert_int_equal(raft_leader_id(r), 2);
+    for (t = 1010; t <= 2000; t += 10) {
+        assert_int_equal(step_contact(r, 2, &u), 0);
+        assert_quiet_step(&u);
+        assert_int_equal(step_tick(r, t, &u), 0);
+        assert_int_equal(u.n_messages, 0); /* no pre-vote */
+    }
+    assert_int_equal(raft_role(r), RAFT_FOLLOWER);
+    assert_int_equal(raft_leader_id(r), 2);
+    assert_int_equal(raft_current_term(r), 2);
+    assert_true(raft_leader_contact(r) >= 1000);
+    /* Leader stickiness holds: a later term's RequestVote is ignored. */
+    assert_int_equal(step_request_vote(r, 3, 3, 9, 9, false, &u), 0);
+    assert_int_equal(u.n_messages, 0);
+    assert_int_equal(raft_current_term(r), 2);
+    /* Bytes of node 3 (not its leader) do not keep it: the timer that
+     * started at the last contact of 2 fires within 2 timeouts. */
+    for (t = 2010; u.n_messages == 0; t += 10) {
+        assert_true(t <= 2200);
+        assert_int_equal(step_contact(r, 3, &u), 0);
+        assert_quiet_step(&u);
+        assert_int_equal(step_tick(r, t, &u), 0);
+    }
+    assert_int_equal(u.messages[0].type, RAFT_MSG_REQUEST_VOTE);
+    assert_true(u.messages[0].request_vote.pre_vote);
+    assert_int_equal(raft_leader_id(r), 0);
+    /* A pre-candidate knows no leader: bytes of the old one change
+     * nothing (its pre-vote round goes on to its own timeout). */
+    assert_int_equal(step_contact(r, 2, &u), 0);
+    assert_quiet_step(&u);
+    assert_int_equal(raft_leader_id(r), 0);
+    /* Its own id or 0 is no peer. */
+    assert_int_equal(step_contact(r, 1, &u), RAFT_INVALID);
+    assert_int_equal(step_contact(r, 0, &u), RAFT_INVALID);
+    raft_close(r);
+}
+
+/* tick_to_leader makes @r (node 1, never ticked, check-quorum on) leader
+ * of term 1 with node 2's pre-vote and vote, and node 2 answering its
+ * NOOP (so it replicates); returns the time reached. */
+static uint64_t tick_to_leader(struct raft *r, struct raft_update *u)
+{
+    uint64_t t, seq;
+
+    for (t = 0; u->n_messages == 0 || t == 0; t++) {
+        assert_true(t < 10000);
+        assert_int_equal(step_tick(r, t, u), 0);
+    }
+    t--;
+    assert_int_equal(step_vote_result(r, 2, 1, true, true, u), 0);
+    assert_int_equal(step_vote_result(r, 2, 1, true, false, u), 0);
+    assert_int_equal(raft_role(r), RAFT_LEADER);
+    assert_non_null(append_to(u, 2, 0));
+    seq = append_to(u, 2, 0)->seq;
+    assert_int_equal(step_persisted(r, 1, 1, u), 0);
+    assert_int_equal(step_result(r, 2, true, 0, 1, seq, u), 0);
+    return t;
+}
+
+/* A leader whose follower keeps taking its bytes (a large entry on its
+ * way; no answer can come before it ends) stays leader for many
+ * check-quorum rounds, and does not take the follower's window for lost
+ * (no re-probe: the entry would go again); raft_quorum_contact and
+ * last_contact still grow, since no answer came. Once the bytes stop, it
+ * steps down within two rounds. A learner's or a stranger's bytes count
+ * for nothing. */
+static void test_contact_leader(void **state)
+{
+    struct raft *r = new3_protected(1, 0);
+    struct raft_update u;
+    struct raft_progress_info pi;
+    uint64_t t0, t;
+
+    (void)state;
+    memset(&u, 0, sizeof u);
+    t0 = tick_to_leader(r, &u);
+    assert_int_equal(raft_progress(r, 2, &pi), 0);
+    assert_int_equal(pi.state, RAFT_PROGRESS_REPLICATE);
+    /* A large entry goes out to 2 (and 3, which says nothing). */
+    assert_int_equal(step_propose(r, 1, 4096, 'x', 0, &u), 0);
+    assert_non_null(append_to(&u, 2, 0));
+    for (t = t0 + 10; t <= t0 + 1000; t += 10) {
+        assert_int_equal(step_contact(r, 2, &u), 0);
+        assert_quiet_step(&u);
+        assert_int_equal(step_tick(r, t, &u), 0);
+        assert_int_equal(raft_role(r), RAFT_LEADER);
+    }
+    assert_int_equal(raft_progress(r, 2, &pi), 0);
+    assert_int_equal(pi.state, RAFT_PROGRESS_REPLICATE);
+    assert_int_equal(pi.inflight, 1);
+    assert_true(pi.last_contact >= 900);
+    assert_true(raft_quorum_contact(r) >= 900);
+    assert_int_equal(raft_current_term(r), 1);
+    /* Bytes stop, or come from a stranger: it steps down. */
+    for (t = t0 + 1010; raft_role(r) == RAFT_LEADER; t += 10) {
+        assert_true(t <= t0 + 1210);
+        assert_int_equal(step_contact(r, 7, &u), 0);
+        assert_quiet_step(&u);
+        assert_int_equal(step_tick(r, t, &u), 0);
+    }
+    assert_int_equal(raft_role(r), RAFT_FOLLOWER);
+    assert_int_equal(raft_current_term(r), 1);
+    raft_close(r);
+
+    /* Without the contacts the same leader re-probes 2 and steps down
+     * after one to two rounds: what the event prevents. */
+    r = new3_protected(1, 0);
+    memset(&u, 0, sizeof u);
+    t0 = tick_to_leader(r, &u);
+    assert_int_equal(step_propose(r, 1, 4096, 'x', 0, &u), 0);
+    for (t = t0 + 10; raft_role(r) == RAFT_LEADER; t += 10) {
+        assert_true(t <= t0 + 210);
+        if (raft_progress(r, 2, &pi) == 0 && pi.state == RAFT_PROGRESS_PROBE) {
+            break;
+        }
+        assert_int_equal(step_tick(r, t, &u), 0);
+    }
+    assert_true(
+        raft_role(r) != RAFT_LEADER ||
+        (raft_progress(r, 2, &pi) == 0 && pi.state == RAFT_PROGRESS_PROBE));
+    raft_close(r);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_quorum_contact),
         cmocka_unit_test(test_leader_commit_ahead),
+        cmocka_unit_test(test_contact_follower),
+        cmocka_unit_test(test_contact_leader),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

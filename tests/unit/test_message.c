@@ -1253,6 +1253,87 @@ static void test_fuzz(void **state)
     samples_close(&s);
 }
 
+/* A large entry is written by reference, not copied, and read back as a
+ * slice of the received body: the frame assembled from the buffer and
+ * its references is byte for byte the plain encoding, and the decoded
+ * large payload points into the body while a small one is a copy. */
+static void test_refs_and_slices(void **state)
+{
+    struct raft_buf *big = pattern_buf(RAFT_FRAME_SLICE_MIN + 7, 5);
+    struct raft_buf *small = pattern_buf(100, 9);
+    struct raft_entry entries[3] = {
+        {.term = 2, .index = 11, .type = RAFT_ENTRY_NORMAL, .data = small},
+        {.term = 2, .index = 12, .type = RAFT_ENTRY_NORMAL, .data = big},
+        {.term = 2, .index = 13, .type = RAFT_ENTRY_NORMAL, .data = small},
+    };
+    struct raft_frame m = {.type = RAFT_MSG_APPEND_ENTRIES, .from = 1, .to = 2};
+    struct raft_frame_ref refs[3];
+    struct encoded plain;
+    struct raft_buf *body;
+    struct raft_frame out;
+    size_t head, at = 0, k = 0;
+    uint8_t *buf;
+    unsigned n_refs = 9;
+    char err[128];
+
+    m.message.type = m.type;
+    m.message.from = 1;
+    m.message.to = 2;
+    m.message.append_entries.term = 2;
+    m.message.append_entries.prev_log_index = 10;
+    m.message.append_entries.prev_log_term = 2;
+    m.message.append_entries.n_entries = 3;
+    m.message.append_entries.entries = entries;
+    plain = encode(&m);
+
+    head = raft_frame_encoded_len_refs(&m, RAFT_FRAME_SLICE_MIN, &n_refs);
+    assert_int_equal(n_refs, 1);
+    assert_int_equal(head, plain.len - big->len);
+    buf = malloc(head);
+    assert_non_null(buf);
+    assert_int_equal(
+        raft_frame_encode_refs(&m, wire_of(m.type), buf, head,
+                               RAFT_FRAME_SLICE_MIN, refs, &n_refs),
+        0);
+    assert_int_equal(n_refs, 1);
+    assert_ptr_equal(refs[0].buf, big);
+    /* The body as a receiver assembles it: buffer, reference, buffer. */
+    body = raft_buf_new(plain.len - RAFT_FRAME_HEADER);
+    assert_non_null(body);
+    memcpy(body->data, buf + RAFT_FRAME_HEADER, refs[0].at - RAFT_FRAME_HEADER);
+    k = refs[0].at - RAFT_FRAME_HEADER;
+    memcpy(body->data + k, big->data, big->len);
+    k += big->len;
+    at = refs[0].at;
+    memcpy(body->data + k, buf + at, head - at);
+    assert_memory_equal(body->data, body_of(&plain), body_len(&plain));
+    assert_memory_equal(buf, plain.bytes, RAFT_FRAME_HEADER);
+
+    assert_int_equal(
+        raft_frame_decode_buf(body, body->len, &out, err, sizeof err), 0);
+    assert_int_equal(out.message.append_entries.n_entries, 3);
+    {
+        const struct raft_buf *d1 = out.message.append_entries.entries[1].data;
+        const struct raft_buf *d0 = out.message.append_entries.entries[0].data;
+        assert_int_equal(d1->len, big->len);
+        assert_memory_equal(d1->data, big->data, big->len);
+        assert_true(d1->data > body->data &&
+                    d1->data + d1->len <= body->data + body->len);
+        assert_memory_equal(d0->data, small->data, small->len);
+        assert_false(d0->data >= body->data &&
+                     d0->data < body->data + body->len);
+    }
+    /* The slice keeps the body alive once the receiver drops it. */
+    raft_buf_unref(body);
+    assert_memory_equal(out.message.append_entries.entries[1].data->data,
+                        big->data, big->len);
+    raft_frame_release(&out);
+    free(buf);
+    free(plain.bytes);
+    raft_buf_unref(big);
+    raft_buf_unref(small);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -1279,6 +1360,7 @@ int main(void)
         cmocka_unit_test(test_checksum_needs_version_2),
         cmocka_unit_test(test_read_index_needs_version_3),
         cmocka_unit_test(test_fuzz),
+        cmocka_unit_test(test_refs_and_slices),
     };
 
     return cmocka_run_group_tests(tests, NULL, NULL);

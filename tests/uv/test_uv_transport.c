@@ -1202,6 +1202,35 @@ static void test_send_errors_and_close_with_queue(void **state)
     stop_node(&f->nodes[0]);
 }
 
+/* A queue filled to its bound by large entries refuses another large one
+ * but still takes a heartbeat: a big entry on its way must not make the
+ * next heartbeat be dropped (its followers would start an election). */
+static void test_heartbeat_passes_full_queue(void **state)
+{
+    struct fixture *f = *state;
+    struct raft_entry e = {1, 1, RAFT_ENTRY_NORMAL, NULL};
+    struct raft_frame m = heartbeat(1, 2, 0);
+    struct raft_frame hb = heartbeat(1, 2, 0);
+    size_t overhead;
+
+    start_cluster(f, 2);
+    m.message.append_entries.entries = &e;
+    m.message.append_entries.n_entries = 1;
+    /* Frames of exactly 4 MiB: 16 of them fill the 64 MiB queue. */
+    overhead = raft_frame_encoded_len(&m);
+    e.data = pattern_buf((4u << 20) - overhead, 4);
+    assert_int_equal(raft_frame_encoded_len(&m), 4u << 20);
+    for (unsigned i = 0; i < 16; i++) {
+        assert_int_equal(raft_uv_transport_send(f->nodes[0].t, &m), 0);
+    }
+    assert_int_equal(raft_uv_transport_send(f->nodes[0].t, &m), RAFT_BUSY);
+    raft_buf_unref(e.data);
+    /* Without running the loop nothing completed: the queue is full. */
+    assert_int_equal(raft_uv_transport_send(f->nodes[0].t, &hb), 0);
+    stop_node(&f->nodes[1]);
+    stop_node(&f->nodes[0]);
+}
+
 /* Close from inside the receive callback stops further deliveries. */
 static void on_recv_close(void *data, const struct raft_frame *m)
 {
@@ -1811,6 +1840,8 @@ int main(void)
                                         teardown),
         cmocka_unit_test_setup_teardown(test_send_errors_and_close_with_queue,
                                         setup, teardown),
+        cmocka_unit_test_setup_teardown(test_heartbeat_passes_full_queue, setup,
+                                        teardown),
         cmocka_unit_test_setup_teardown(test_close_in_callback, setup,
                                         teardown),
         cmocka_unit_test_setup_teardown(test_ipv6, setup, teardown),
