@@ -229,8 +229,9 @@ unsigned raft_uv_transport_connected_peers(const struct raft_uv_transport *t,
 
 /* raft_uv_transport_contacts writes into @ids (room for @max) the ids of
  * the peers that showed life since the previous call without a whole
- * frame necessarily arriving, and returns how many it wrote: bytes came
- * from them on an accepted connection past its handshake, or they took
+ * frame necessarily arriving, and returns how many it wrote: bytes of a
+ * large frame (64 KiB or more) came from them on an
+ * accepted connection and more of it is still to come, or they took
  * bytes that waited for them (their socket's window opened while bytes
  * were queued to it, so their process reads). The driver steps each as
  * RAFT_EVENT_CONTACT (raft.h): a large frame takes seconds to cross, and

@@ -99,6 +99,11 @@ enum raft_uv_verdict {
 /* Size of the read buffer of an accepted connection. */
 #define RAFT__UV_READ_BUF 65536
 
+/* A frame body at least this large may span many reads and take longer
+ * than an election timeout to cross: bytes of one still arriving count as
+ * contact (raft_uv_transport_contacts); smaller frames arrive whole. */
+#define RAFT__UV_CONTACT_MIN RAFT__UV_READ_BUF
+
 /* Smallest frame body: version and type; the decoder checks the rest. */
 #define RAFT__UV_MIN_FRAME 2
 
@@ -252,8 +257,10 @@ struct raft_uv_in {
     uint64_t accepted_at;                  /* loop clock at accept, ms */
     uint64_t last_read_at;                 /* loop clock of the last bytes
                                               read, ms */
-    bool heard;                            /* bytes read past the handshake
-                                              since the last contact poll */
+    bool heard;                            /* in the middle of a frame of
+                                              RAFT__UV_CONTACT_MIN bytes or
+                                              more after a read since the
+                                              last contact poll */
     struct raft_uv_tls_session *tls;       /* its TLS server session, NULL
                                         without TLS */
     bool tls_done;                         /* its TLS handshake completed */

@@ -236,9 +236,6 @@ static void on_read(uv_stream_t *stream, ssize_t nread, const uv_buf_t *buf)
         return;
     }
     in->last_read_at = uv_now(t->loop);
-    if (nread > 0 && in->stage != RAFT__UV_HANDSHAKE) {
-        in->heard = true; /* from the peer its handshake proved */
-    }
     if (nread < 0) {
         bool mid = in->stage == RAFT__UV_BODY || in->hdr_got > 0 ||
                    (in->stage == RAFT__UV_HANDSHAKE && in->hs_got > 0);
@@ -257,6 +254,15 @@ static void on_read(uv_stream_t *stream, ssize_t nread, const uv_buf_t *buf)
     } else if (!raft_uv_recv_consume(in, (const uint8_t *)buf->base,
                                      (size_t)nread)) {
         in->refused = true; /* a refusal, if any, goes out first */
+    }
+    /* Contact is for what whole frames cannot say in time: a large frame
+     * still arriving (from the peer its handshake proved). A small frame
+     * arrives whole and speaks for itself: counting its bytes as contact
+     * would let a restarted leader's pre-votes keep its old followers'
+     * election timers from firing, for ever. */
+    if (!in->closing && in->stage == RAFT__UV_BODY &&
+        in->body_len >= RAFT__UV_CONTACT_MIN) {
+        in->heard = true;
     }
     raft_uv_send_answer(in);
 }

@@ -65,11 +65,14 @@ class Daemon:
         # A SIGTERM sent by signal(): the stop runs; stop() waits for it
         # rather than send a second one, which exits at once with 1.
         self.sigterm_sent = False
+        self.proc = self.launch()
+
+    def launch(self):
+        """Start the daemon process; return its Popen."""
         with open(self.log_path, "ab") as log:
-            self.proc = subprocess.Popen([DAEMON, "--config", self.conf],
-                                         stdin=subprocess.DEVNULL,
-                                         stdout=log, stderr=log,
-                                         env=self.env)
+            return subprocess.Popen([DAEMON, "--config", self.conf],
+                                    stdin=subprocess.DEVNULL,
+                                    stdout=log, stderr=log, env=self.env)
 
     def log(self):
         return read_text(self.log_path)

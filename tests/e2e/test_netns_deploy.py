@@ -38,7 +38,7 @@ class HostDaemon(Daemon):
         os.makedirs(workdir, exist_ok=True)
         super().__init__(workdir, host, lines)
 
-    def start(self):
+    def launch(self):
         # The unit's ExecStartPre: a file --check refuses is never
         # started.
         p = subprocess.run([DAEMON, "--config", self.conf, "--check"],
@@ -47,7 +47,7 @@ class HostDaemon(Daemon):
             raise AssertionError("--check of %s: %d %s" % (
                 self.conf, p.returncode, p.stderr))
         with open(self.log_path, "ab") as log:
-            self.proc = subprocess.Popen(
+            return subprocess.Popen(
                 self.prefix + [DAEMON, "--config", self.conf],
                 stdin=subprocess.DEVNULL, stdout=log, stderr=log)
 

@@ -1146,6 +1146,69 @@ static void test_held_loop_is_no_stall(void **state)
     free(buf);
 }
 
+/* has_contact returns whether node 1's transport lists @id as a contact
+ * (a new period starts with the call). */
+static bool has_contact(struct fixture *f, raft_id id)
+{
+    raft_id ids[RAFT_MAX_SERVERS];
+    unsigned n =
+        raft_uv_transport_contacts(f->nodes[0].t, ids, RAFT_MAX_SERVERS);
+
+    for (unsigned i = 0; i < n; i++) {
+        if (ids[i] == id) {
+            return true;
+        }
+    }
+    return false;
+}
+
+/* Contact is a large frame still arriving: whole small frames (a
+ * restarted leader's pre-votes) are no contact, or they would keep its
+ * old followers' election timers from firing; a period with no new bytes
+ * of the large frame is none either. */
+static void test_contact_is_a_large_frame_arriving(void **state)
+{
+    struct fixture *f = *state;
+    struct raft_message c;
+    struct raft_frame m;
+    struct raw r;
+    uv_write_t req;
+    uv_buf_t b;
+    uint8_t *buf;
+    size_t n = 0, cut;
+    struct raft_entry e = {2, 1, RAFT_ENTRY_NORMAL, NULL};
+
+    start_cluster(f, 2);
+    (void)has_contact(f, 2);
+    send_heartbeats(f, 2, 1, 20);
+    check_delivered(f);
+    assert_false(has_contact(f, 2));
+
+    buf = malloc(1 << 20);
+    assert_non_null(buf);
+    n += handshake(buf, "RFTSQL", 4, 2);
+    memset(&c, 0, sizeof c);
+    c.from = 2;
+    c.to = 1;
+    c.type = RAFT_MSG_APPEND_ENTRIES;
+    e.data = pattern_buf(400000, 5);
+    c.append_entries.entries = &e;
+    c.append_entries.n_entries = 1;
+    m = framed(&c);
+    n += frame_of(&m, buf + n, (1 << 20) - n);
+    raft_buf_unref(e.data);
+    cut = n / 2;
+    raw_open(f, &r, f->nodes[0].port);
+    /* Half of it, more than a socket buffer takes at once. */
+    b = uv_buf_init((char *)buf, (unsigned)cut);
+    assert_int_equal(uv_write(&req, (uv_stream_t *)&r.tcp, &b, 1, NULL), 0);
+    WAIT_FOR(f, mid_frame);
+    assert_true(has_contact(f, 2));
+    assert_false(has_contact(f, 2));
+    raw_close(f, &r);
+    free(buf);
+}
+
 /* Send errors: unknown peer, wrong sender, unknown type, frame over the
  * bound, a core message whose header is not its frame's, full queue; and
  * closing with 64 MiB queued frees everything. */
@@ -1838,6 +1901,8 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_reassembly, setup, teardown),
         cmocka_unit_test_setup_teardown(test_held_loop_is_no_stall, setup,
                                         teardown),
+        cmocka_unit_test_setup_teardown(test_contact_is_a_large_frame_arriving,
+                                        setup, teardown),
         cmocka_unit_test_setup_teardown(test_send_errors_and_close_with_queue,
                                         setup, teardown),
         cmocka_unit_test_setup_teardown(test_heartbeat_passes_full_queue, setup,
