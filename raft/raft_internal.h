@@ -277,8 +277,19 @@ void membership_unlead(struct raft *r);
 
 /* membership_leaving_tick stops replicating to each leaving server once
  * an election timeout passed since the entry that removed it was seen
- * committed. */
+ * committed and since its last progress (its match rose, or its state
+ * changed), unless a snapshot is on its way to it. */
 void membership_leaving_tick(struct raft *r);
+
+/* membership_recall has a leader replicate again to server @id, which
+ * is no member but campaigns (thesis §4.2.3: removed while it was down,
+ * it never learned it): as a leaving server whose removal committed now,
+ * for an election timeout past its last progress (a snapshot on its way
+ * keeps it), refreshed while it keeps campaigning, so that it receives
+ * its removal, or a snapshot whose configuration leaves it out, and
+ * knows it committed. It gets a heartbeat at once. Nothing on a server
+ * that does not lead, for a member, or when no slot is left. */
+void membership_recall(struct raft *r, raft_id id);
 
 /* membership_after_step makes a leader that is no voter of its committed
  * configuration step down (thesis §4.2.2). */
