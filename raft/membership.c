@@ -86,6 +86,7 @@ static void keep_leaving(const struct raft *r,
     out->index[k] = index;
     out->committed[k] = from != NULL && from->committed[i];
     out->committed_at[k] = from != NULL ? from->committed_at[i] : 0;
+    out->holds[k] = from != NULL && from->holds[i];
 }
 
 /* collect_leaving lists in @out the servers a leader replicates to, beside
@@ -560,6 +561,7 @@ static void drop_leaving(struct raft *r, unsigned i)
     l->index[i] = l->index[last];
     l->committed[i] = l->committed[last];
     l->committed_at[i] = l->committed_at[last];
+    l->holds[i] = l->holds[last];
     l->servers.n--;
     r->conf_changed = true;
 }
@@ -571,18 +573,24 @@ void membership_leaving_tick(struct raft *r)
 
     while (i < l->servers.n) {
         const struct raft_peer_progress *p = &r->progress[r->conf.n + i];
-        uint64_t since;
         if (r->commit >= l->index[i] && !l->committed[i]) {
             l->committed[i] = true;
             l->committed_at[i] = r->now;
         }
-        /* A server still catching up (its match rose, or a snapshot is on
-         * its way: the only way it can learn of a removal compacted
-         * away) is kept an election timeout past its last progress. */
-        since = l->committed_at[i] > p->last_progress ? l->committed_at[i]
-                                                      : p->last_progress;
+        /* A server catching up towards its removal (its match rose, or a
+         * snapshot is on its way: the only way it learns of a removal
+         * compacted away) is kept an election timeout past its last
+         * progress until it holds the removal; the commit index reaches
+         * it with the next heartbeat. */
+        if (!l->holds[i]) {
+            if (p->last_progress > l->committed_at[i]) {
+                l->committed_at[i] = p->last_progress;
+            }
+            l->holds[i] =
+                p->state != RAFT_PROGRESS_SNAPSHOT && p->match >= l->index[i];
+        }
         if (l->committed[i] && p->state != RAFT_PROGRESS_SNAPSHOT &&
-            r->now - since >= r->election_timeout) {
+            r->now - l->committed_at[i] >= r->election_timeout) {
             drop_leaving(r, i);
             continue;
         }
@@ -619,10 +627,13 @@ void membership_recall(struct raft *r, raft_id id)
     }
     /* Its removal is committed as far as this leader knows (the
      * configuration in force, committed or not, leaves it out): the
-     * window counts from now. */
-    l->index[k] = r->conf_index;
+     * window counts from now. It learns it from the entry that holds that
+     * configuration, or from a snapshot past the compacted prefix whose
+     * configuration is in force. */
+    l->index[k] = r->conf_index != 0 ? r->conf_index : r->log.first - 1;
     l->committed[k] = true;
     l->committed_at[k] = r->now;
+    l->holds[k] = false;
     slot = r->conf.n + k;
     progress_continuation(r, &max_seq, &max_epoch);
     /* Invariant: slot was spare (raft_n_slots); its window is allocated
