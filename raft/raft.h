@@ -645,8 +645,8 @@ uint8_t raft_self_role(const struct raft *r);
  * though the configuration in force no longer holds them (thesis §4.2.2,
  * as etcd and hashicorp do): each was removed by an entry that is not
  * committed yet, or was seen committed less than an election timeout ago
- * (counted from its last progress, and never while a snapshot is on its
- * way to it), so that the server receives that entry, learns that it
+ * (counted from its last progress until it holds that entry, and never
+ * while a snapshot is on its way to it), so that the server receives that entry, learns that it
  * committed, and stops campaigning. A server that is no member and asks
  * this leader for a vote (a pre-vote too), of a term not ahead of its
  * own, was removed without learning it (down at the time): it is
