@@ -86,6 +86,7 @@ static void keep_leaving(const struct raft *r,
     out->index[k] = index;
     out->committed[k] = from != NULL && from->committed[i];
     out->committed_at[k] = from != NULL ? from->committed_at[i] : 0;
+    out->holds[k] = from != NULL && from->holds[i];
 }
 
 /* collect_leaving lists in @out the servers a leader replicates to, beside
@@ -109,6 +110,42 @@ static void collect_leaving(const struct raft *r,
         keep_leaving(r, next, &r->leaving.servers.servers[i],
                      r->leaving.index[i], &r->leaving, i, out);
     }
+}
+
+/* progress_continuation writes to *@max_seq and *@max_epoch (which hold
+ * their floors) the highest seq and epoch any progress slot reached. A
+ * server tracked anew (added, or removed and recalled) in the term it
+ * was tracked before must never see seqs or epochs of its earlier
+ * progress again (progress.h): its new progress continues after every
+ * other's. */
+static void progress_continuation(const struct raft *r, uint64_t *max_seq,
+                                  uint64_t *max_epoch)
+{
+    unsigned k;
+
+    for (k = 0; k < RAFT_MAX_SERVERS; k++) {
+        if (r->progress[k].next_seq > *max_seq) {
+            *max_seq = r->progress[k].next_seq;
+        }
+        if (r->progress[k].epoch > *max_epoch) {
+            *max_epoch = r->progress[k].epoch;
+        }
+    }
+}
+
+/* progress_fresh starts @p anew for a server tracked anew, with seqs from
+ * @seq and epochs after @epoch (progress_continuation): it probes at the
+ * last entry, so that the server answers at once with its own last
+ * index. */
+static void progress_fresh(const struct raft *r, struct raft_peer_progress *p,
+                           uint64_t seq, uint64_t epoch)
+{
+    raft_index last = log_last_index(&r->log);
+
+    p->next_seq = seq;
+    p->epoch = epoch;
+    progress_reset(p, last > 0 ? last : 1, r->now);
+    p->round_target = last;
 }
 
 /* set_conf puts @next in force (held by entry @index, 0 for base) and
@@ -135,17 +172,7 @@ static void set_conf(struct raft *r, const struct raft_configuration *next,
         r->self_slot = raft_slot_of(r, r->id);
         return;
     }
-    /* A server removed and added again in one term must never see seqs
-     * or epochs of its earlier progress again (progress.h): its new one
-     * continues after every other's. */
-    for (k = 0; k < RAFT_MAX_SERVERS; k++) {
-        if (r->progress[k].next_seq > max_seq) {
-            max_seq = r->progress[k].next_seq;
-        }
-        if (r->progress[k].epoch > max_epoch) {
-            max_epoch = r->progress[k].epoch;
-        }
-    }
+    progress_continuation(r, &max_seq, &max_epoch);
     collect_leaving(r, next, index, &leaving);
     n_slots = next->n + leaving.servers.n;
     memset(used, 0, sizeof used);
@@ -178,13 +205,7 @@ static void set_conf(struct raft *r, const struct raft_configuration *next,
         votes[j] = 0;
         active[j] = false;
         if (j < n_slots) {
-            /* Probe at the last entry: a new server answers at once
-             * with its own last index. */
-            raft_index last = log_last_index(&r->log);
-            progress[j].next_seq = max_seq;
-            progress[j].epoch = max_epoch;
-            progress_reset(&progress[j], last > 0 ? last : 1, r->now);
-            progress[j].round_target = last;
+            progress_fresh(r, &progress[j], max_seq, max_epoch);
         }
     }
     memcpy(r->progress, progress, sizeof progress);
@@ -540,6 +561,7 @@ static void drop_leaving(struct raft *r, unsigned i)
     l->index[i] = l->index[last];
     l->committed[i] = l->committed[last];
     l->committed_at[i] = l->committed_at[last];
+    l->holds[i] = l->holds[last];
     l->servers.n--;
     r->conf_changed = true;
 }
@@ -550,17 +572,78 @@ void membership_leaving_tick(struct raft *r)
     unsigned i = 0;
 
     while (i < l->servers.n) {
+        const struct raft_peer_progress *p = &r->progress[r->conf.n + i];
         if (r->commit >= l->index[i] && !l->committed[i]) {
             l->committed[i] = true;
             l->committed_at[i] = r->now;
         }
-        if (l->committed[i] &&
+        /* A server catching up towards its removal (its match rose, or a
+         * snapshot is on its way: the only way it learns of a removal
+         * compacted away) is kept an election timeout past its last
+         * progress until it holds the removal; the commit index reaches
+         * it with the next heartbeat. */
+        if (!l->holds[i]) {
+            if (p->last_progress > l->committed_at[i]) {
+                l->committed_at[i] = p->last_progress;
+            }
+            l->holds[i] =
+                p->state != RAFT_PROGRESS_SNAPSHOT && p->match >= l->index[i];
+        }
+        if (l->committed[i] && p->state != RAFT_PROGRESS_SNAPSHOT &&
             r->now - l->committed_at[i] >= r->election_timeout) {
             drop_leaving(r, i);
             continue;
         }
         i++;
     }
+}
+
+void membership_recall(struct raft *r, raft_id id)
+{
+    struct raft_leaving *l = &r->leaving;
+    unsigned slot = raft_track_of(r, id);
+    uint64_t max_seq = 1;
+    uint64_t max_epoch = 0;
+    unsigned k;
+
+    if (r->role != RAFT_LEADER || id == r->id || id == 0) {
+        return;
+    }
+    if (slot < r->conf.n) {
+        return; /* a member */
+    }
+    if (slot < RAFT_MAX_SERVERS) {
+        /* Leaving already: it has not learned yet, keep it longer. */
+        k = slot - r->conf.n;
+        if (l->committed[k]) {
+            l->committed_at[k] = r->now;
+        }
+        return;
+    }
+    k = l->servers.n;
+    if (r->conf.n + k >= RAFT_MAX_SERVERS ||
+        raft_configuration_add(&l->servers, id, RAFT_VOTER, NULL) != 0) {
+        return; /* no slot left: it asks again at its next timeout */
+    }
+    /* Its removal is committed as far as this leader knows (the
+     * configuration in force, committed or not, leaves it out): the
+     * window counts from now. It learns it from the entry that holds that
+     * configuration, or from a snapshot past the compacted prefix whose
+     * configuration is in force. */
+    l->index[k] = r->conf_index != 0 ? r->conf_index : r->log.first - 1;
+    l->committed[k] = true;
+    l->committed_at[k] = r->now;
+    l->holds[k] = false;
+    slot = r->conf.n + k;
+    progress_continuation(r, &max_seq, &max_epoch);
+    /* Invariant: slot was spare (raft_n_slots); its window is allocated
+     * and its vote and activity count for nothing. */
+    progress_fresh(r, &r->progress[slot], max_seq, max_epoch);
+    r->votes[slot] = 0;
+    r->active[slot] = false;
+    r->conf_changed = true;
+    /* Tell it of this leader at once: it stops campaigning. */
+    replication_heartbeat(r, slot);
 }
 
 void membership_after_step(struct raft *r)

@@ -275,6 +275,19 @@ static void step_receive(struct raft *r, const struct raft_message *m)
     raft_term term = raft_message_term(m);
     unsigned slot;
 
+    /* Thesis §4.2.3: a server that campaigns though it is no member was
+     * removed without learning it (it was down while its removal
+     * committed and the leader replicated to it). Its pre-votes and
+     * votes are refused or ignored below, so it disrupts nobody, but
+     * nobody would ever tell it either: the leader replicates to it
+     * again (membership_recall). Not one whose own term is ahead of
+     * ours: its answers would depose this leader (a pre-candidate asks
+     * for its term + 1). */
+    if (m->type == RAFT_MSG_REQUEST_VOTE && r->role == RAFT_LEADER &&
+        raft_slot_of(r, m->from) == RAFT_MAX_SERVERS &&
+        term <= r->term + (m->request_vote.pre_vote ? 1 : 0)) {
+        membership_recall(r, m->from);
+    }
     /* Leader stickiness (thesis §6.2, §9.6): while our leader is alive, a
      * RequestVote of a higher term comes from a server that should not
      * disrupt it (a removed one, thesis §4.2.3); ignore it, term included.

@@ -399,7 +399,8 @@ enum raft_change_kind {
  * entry commits, then steps down (thesis §4.2.2). A server it removes
  * keeps receiving AppendEntries (counting for nothing) until the entry is
  * committed and an election timeout more (raft_leaving): it learns so
- * that it was removed, and never campaigns again.
+ * that it was removed, and never campaigns again; one that was down then
+ * and campaigns later is replicated to again (raft_leaving).
  * A change of the voters (ADD of a voter, PROMOTE, DEMOTE, REMOVE of a
  * voter) is refused while a majority of the voters it leaves is not
  * known to hold a configuration (this leader, and followers that
@@ -682,10 +683,16 @@ uint8_t raft_self_role(const struct raft *r);
 /* raft_leaving returns the servers this leader still replicates to
  * though the configuration in force no longer holds them (thesis §4.2.2,
  * as etcd and hashicorp do): each was removed by an entry that is not
- * committed yet, or was seen committed less than an election timeout ago,
- * so that the server receives that entry, learns that it committed, and
- * stops campaigning. They count for nothing. Empty unless this server
- * leads. Valid until the next raft_step or raft_close. */
+ * committed yet, or was seen committed less than an election timeout ago
+ * (counted from its last progress until it holds that entry, and never
+ * while a snapshot is on its way to it), so that the server receives that entry, learns that it
+ * committed, and stops campaigning. A server that is no member and asks
+ * this leader for a vote (a pre-vote too), of a term not ahead of its
+ * own, was removed without learning it (down at the time): it is
+ * recalled into this list as one whose removal just committed, for as
+ * long as it campaigns, with an empty address (the driver reaches it over
+ * the connection it opened). They count for nothing. Empty unless this
+ * server leads. Valid until the next raft_step or raft_close. */
 const struct raft_configuration *raft_leaving(const struct raft *r);
 
 /* raft_transferee returns the voter this leader transfers its leadership

@@ -16,15 +16,23 @@
  * force no longer holds them (thesis §4.2.2, as etcd and hashicorp do):
  * each until the entry that removed it is committed and an election
  * timeout more, so that it receives that entry and learns that it
- * committed, hence that it was removed and must not campaign. They count
- * for nothing (no quorum, no vote). Server i is in slot conf.n + i of the
- * per-server arrays of struct raft.
+ * committed, hence that it was removed and must not campaign. The
+ * timeout counts from the server's last progress as long as it does not
+ * hold that entry (a snapshot on its way holds it back altogether), so a
+ * server catching up is not cut off half-way. They count for nothing (no
+ * quorum, no vote). Server i is in slot conf.n + i of the per-server
+ * arrays of struct raft.
  * Invariant: conf.n + servers.n <= RAFT_MAX_SERVERS; none is a member. */
 struct raft_leaving {
     struct raft_configuration servers;       /* the servers, n of them */
-    raft_index index[RAFT_MAX_SERVERS];      /* entry that removed server i */
+    raft_index index[RAFT_MAX_SERVERS];      /* entry that removed server i
+                                                (or a snapshot boundary
+                                                past it) */
     bool committed[RAFT_MAX_SERVERS];        /* that entry was seen committed */
-    uint64_t committed_at[RAFT_MAX_SERVERS]; /* ... at this time */
+    uint64_t committed_at[RAFT_MAX_SERVERS]; /* ... at this time, or the
+                                                later progress that brought
+                                                the server to hold it */
+    bool holds[RAFT_MAX_SERVERS];            /* its match reached index */
 };
 
 /* The most reads a leader holds pending (RAFT_EVENT_READ_INDEX); one more
@@ -281,8 +289,19 @@ void membership_unlead(struct raft *r);
 
 /* membership_leaving_tick stops replicating to each leaving server once
  * an election timeout passed since the entry that removed it was seen
- * committed. */
+ * committed and since its last progress (its match rose, or its state
+ * changed), unless a snapshot is on its way to it. */
 void membership_leaving_tick(struct raft *r);
+
+/* membership_recall has a leader replicate again to server @id, which
+ * is no member but campaigns (thesis §4.2.3: removed while it was down,
+ * it never learned it): as a leaving server whose removal committed now,
+ * for an election timeout past its last progress (a snapshot on its way
+ * keeps it), refreshed while it keeps campaigning, so that it receives
+ * its removal, or a snapshot whose configuration leaves it out, and
+ * knows it committed. It gets a heartbeat at once. Nothing on a server
+ * that does not lead, for a member, or when no slot is left. */
+void membership_recall(struct raft *r, raft_id id);
 
 /* membership_after_step makes a leader that is no voter of its committed
  * configuration step down (thesis §4.2.2). */

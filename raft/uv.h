@@ -55,7 +55,9 @@
  * refusals of a dialler that retries are logged at DEBUG), the refusal
  * goes back before the connection closes, and the dialler re-dials with
  * its backoff. A sender that is not one of its peers (a joining server,
- * or a leader this server does not know yet) is accepted and dialled back
+ * a leader this server does not know yet, or a removed server that
+ * campaigns, which a leader replicates to again: raft_leaving) is
+ * accepted and dialled back
  * at its listen address, as a new peer, while fewer than RAFT_MAX_SERVERS
  * are known. A build id that differs from the acceptor's own is logged at
  * WARN and accepted. The dialler sends no frame before the acceptance

@@ -106,16 +106,44 @@ static bool tracked(struct raft_uv_node *d, raft_id id)
            raft_configuration_find(raft_leaving(d->raft), id) >= 0;
 }
 
+/* add_peer makes server @id a peer of the driver (its connection state
+ * and snapshot transfer tracked), as far as there is room. */
+static void add_peer(struct raft_uv_node *d, raft_id id)
+{
+    unsigned i;
+
+    for (i = 0; i < d->n_peers; i++) {
+        if (d->peers[i] == id) {
+            return;
+        }
+    }
+    if (d->n_peers < RAFT_MAX_VOTERS) {
+        i = d->n_peers++;
+        d->peers[i] = id;
+        d->connected[i] = false;
+        memset(&d->sends[i], 0, sizeof d->sends[i]);
+        d->sends[i].to = id;
+        d->sends[i].fd = -1;
+    }
+}
+
 /* follow_server dials server @sv of the configuration in force (or a
- * leaving one) when it is not this node, and makes it a peer. */
-static void follow_server(struct raft_uv_node *d, const struct raft_server *sv)
+ * leaving one) when it is not this node, and makes it a peer. A leaving
+ * server without an address is one the core recalled (raft_leaving: a
+ * removed server that campaigns): it dialled this node, whose transport
+ * dialled it back at the address its handshake gave (uv.h), so it is
+ * made a peer without dialling. */
+static void follow_server(struct raft_uv_node *d, const struct raft_server *sv,
+                          bool leaving)
 {
     struct raft_uv_peer p;
-    bool known = false;
-    unsigned i;
     int rc;
 
     if (sv->id == d->id) {
+        return;
+    }
+    if (leaving && sv->address[0] == '\0') {
+        add_peer(d, sv->id);
         return;
     }
     if (!dial_of(d, sv, &p)) {
@@ -131,17 +159,7 @@ static void follow_server(struct raft_uv_node *d, const struct raft_server *sv)
                          sv->id, p.host, (unsigned)p.port, raft_strerror(rc));
         return;
     }
-    for (i = 0; i < d->n_peers; i++) {
-        known = known || d->peers[i] == sv->id;
-    }
-    if (!known && d->n_peers < RAFT_MAX_VOTERS) {
-        i = d->n_peers++;
-        d->peers[i] = sv->id;
-        d->connected[i] = false;
-        memset(&d->sends[i], 0, sizeof d->sends[i]);
-        d->sends[i].to = sv->id;
-        d->sends[i].fd = -1;
-    }
+    add_peer(d, sv->id);
 }
 
 /* follow_configuration makes the peers those of the configuration in
@@ -178,10 +196,10 @@ static void follow_configuration(struct raft_uv_node *d)
         }
     }
     for (i = 0; i < c->n; i++) {
-        follow_server(d, &c->servers[i]);
+        follow_server(d, &c->servers[i], false);
     }
     for (i = 0; i < leaving->n; i++) {
-        follow_server(d, &leaving->servers[i]);
+        follow_server(d, &leaving->servers[i], true);
     }
 }
 

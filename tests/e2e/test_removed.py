@@ -7,9 +7,9 @@ stale, in its own process and in others (the notice beside the
 database), and raft_status() says removed; a write racing the removal is
 never answered "not applied". Restarted with its log, it says so from its
 first call. A node removed while it was down, started after the leader
-stopped sending to it, cannot learn it: it stays without a leader, and
-its answers say only that (never a lie). Added back, it is a member
-again.
+stopped sending to it, learns it within a few election timeouts (the
+leader replicates to a non-member that campaigns), from the log or from
+a snapshot, and disrupts nobody. Added back, it is a member again.
 """
 
 import os
@@ -32,8 +32,11 @@ class RemovedTest(unittest.TestCase):
     def setUp(self):
         self.dir = tempfile.mkdtemp(prefix="raftsql-e2e-removed-")
         self.m = Members(self.dir, 3)
+        # Tests named *_compacted compact the log soon.
+        extra = ("snapshot_threshold=16 trailing_entries=0"
+                 if self._testMethodName.endswith("_compacted") else "")
         for i in (1, 2, 3):
-            self.m.start(i)
+            self.m.start(i, extra)
         leader = self.m.leader()
         leader.value("SELECT raft_exec('CREATE TABLE kv(k PRIMARY KEY, v)')")
         leader.value("SELECT raft_exec('INSERT INTO kv VALUES (0, 0)')")
@@ -167,19 +170,29 @@ class RemovedTest(unittest.TestCase):
             "SELECT raft_exec('INSERT INTO kv VALUES (7, 7)')"), 1)
         self.assertEqual(victim.value("SELECT v FROM kv WHERE k = 7"), 7)
 
-    def test_removed_while_down_cannot_learn_it(self):
-        """A node removed while it was down, started after the leader
-        stopped sending to it, hears no leader and cannot learn it: its
-        writes are "not applied: no leader reachable" (true: never sent),
-        it never campaigns the members away, and with max_staleness_ms
-        its reads are refused as stale (no leader known)."""
+    def removed_while_down(self, compacted):
+        """Remove a follower while it is down; once the leader stopped
+        sending to it (and, with @compacted, compacted the removal away),
+        restart it from its files: within a few election timeouts it
+        says RAFTSQL_REMOVED and refuses reads, as after a removal it
+        saw, and the members keep their leader and term."""
         leader = self.m.leader()
         victim = next(n for n in self.m.live() if n.id != leader.id)
         self.assertEqual(self.m.stop(victim.id), 0)
         self.remove(victim)
+        lead = self.m.leader()
+        removal = lead.status()["configuration"]["index"]
+        if compacted:
+            # snapshot_threshold=16: the leader compacts past the
+            # removal, so the victim can only learn it from a snapshot.
+            for k in range(40):
+                lead.value("SELECT raft_exec('INSERT INTO kv VALUES "
+                           "(?, 0)', ?)", 1000 + k)
+            wait_for("server %d compacted past index %d (status: %r)" % (
+                lead.id, removal, lead.status()),
+                lambda: lead.status()["first_index"] > removal)
         # The leader sends to a removed server an election timeout past
         # the commit of its removal (raft_leaving): then no more.
-        lead = self.m.leader()
         line = "server %d left the configuration: no longer dialled" % (
             victim.id)
 
@@ -188,20 +201,50 @@ class RemovedTest(unittest.TestCase):
                 return line in f.read()
         wait_for("%r in server %d's log" % (line, lead.id), dropped)
         term = lead.status()["term"]
-        victim = self.m.start(victim.id, "join= max_staleness_ms=500")
-        with self.assertRaises(NodeError) as cm:
-            victim.value("SELECT raft_exec('INSERT INTO kv VALUES (1, 1)')")
-        self.assertIn("not applied: no leader reachable", str(cm.exception))
-        self.assertEqual(cm.exception.code, CODES["RAFTSQL_NOT_APPLIED"])
-        with self.assertRaises(NodeError) as cm:
-            victim.value("SELECT count(*) FROM kv")
-        self.assertEqual(cm.exception.code, SQLITE_AUTH)
-        st = victim.status()
-        self.assertIsNone(st["leader"], st)
-        self.assertFalse(st["removed"], st)
-        self.assertTrue(st["stale"], st)
-        self.assertEqual(self.m.leader().status()["term"], term)
+        victim = self.m.start(victim.id, "join=")
+        started = time.monotonic()
+        seen = []
 
+        def removed():
+            seen[:] = [victim.status()]
+            return seen[0]["removed"]
+        bound = 5 * ELECTION_MS / 1000.0
+        try:
+            wait_for("server %d knows it was removed" % victim.id, removed,
+                     timeout=bound)
+        except TimeoutError:
+            self.fail("server %d does not say it was removed %.1f s after "
+                      "its restart (election_timeout_ms=%d); its status: "
+                      "%r" % (victim.id, time.monotonic() - started,
+                              ELECTION_MS, seen))
+        print("removed while down (compacted=%s): knows it %.3f s after "
+              "its restart (election_timeout_ms=%d)" % (
+                  compacted, time.monotonic() - started, ELECTION_MS))
+        self.assert_removed_answers(victim)
+        st = victim.status()
+        if compacted:
+            self.assertGreaterEqual(st["snapshots_installed"], 1, st)
+            self.assertEqual(st["configuration"]["index"], 0, st)
+        else:
+            self.assertEqual(st["configuration"]["index"], removal, st)
+        self.assertIn("removed from the cluster", st["member_why"])
+        # It disrupted nobody.
+        self.assertEqual(self.m.leader().id, lead.id)
+        self.assertEqual(self.m.leader().status()["term"], term)
+        self.assertEqual(self.m.leader().value(
+            "SELECT raft_exec('INSERT INTO kv VALUES (-2, 0)')"), 1)
+
+    def test_removed_while_down_learns_it(self):
+        """A node removed while it was down, started after the leader
+        stopped sending to it, campaigns from its old log; the leader
+        hears it and replicates to it again, so it learns its removal
+        and says so."""
+        self.removed_while_down(False)
+
+    def test_removed_while_down_learns_it_compacted(self):
+        """The same when the leader compacted its removal away: it
+        learns it from a snapshot whose configuration leaves it out."""
+        self.removed_while_down(True)
 
 if __name__ == "__main__":
     unittest.main()

@@ -4,7 +4,9 @@
  * change before the term's first commit, one pending change at a time)
  * and errors; the removed leader's step-down; a removed follower is
  * replicated to until its removal commits, then never campaigns (nor
- * after a restart); a server without a configuration never votes; a
+ * after a restart); one removed while it was down learns it when it
+ * campaigns again, from the log or from a snapshot (clusters via
+ * tests/lib/cluster.h); a server without a configuration never votes; a
  * learner forgets a silent leader; snapshots carry
  * the configuration; leadership transfer
  * (TimeoutNow, its timeout); catch-up rounds. Node 1 is under test. */
@@ -17,6 +19,7 @@
 #include <cmocka.h>
 
 #include "raft/configuration.h"
+#include "tests/lib/cluster.h"
 #include "tests/raft/step.h"
 
 /* conf_of fills @c with voters 1..@n_voters and learners after them up
@@ -704,6 +707,131 @@ static void test_removed_follower_stops(void **state)
     release_log(e);
 }
 
+/* What knows_removed watches: server @id's core. */
+static bool knows_removed(struct cluster *c, void *arg)
+{
+    struct raft *r = cluster_raft(c, *(raft_id *)arg);
+
+    return r != NULL && raft_self_role(r) == 0 &&
+           raft_commit_index(r) >= raft_configuration_index(r);
+}
+
+/* leaving_empty tells whether the leader replicates to no removed
+ * server any more. */
+static bool leaving_empty(struct cluster *c, void *arg)
+{
+    raft_id leader = cluster_leader(c);
+
+    (void)arg;
+    return leader != 0 && raft_leaving(cluster_raft(c, leader))->n == 0;
+}
+
+/* removed_while_down removes a follower of three founders while it is
+ * down, waits until the leader stops replicating to it (and, with
+ * @compact, until the leader compacted the removal away), then restarts
+ * it: it campaigns from its old log, and the leader, which hears its
+ * pre-vote, replicates to it again (thesis §4.2.3: its pre-votes disrupt
+ * nobody, the leader and its term stay) until it holds its removal
+ * committed, within a few election timeouts; then it never campaigns
+ * and the leader forgets it again, though entries keep coming. */
+static void removed_while_down(uint64_t seed, bool compact)
+{
+    struct cluster_config cfg;
+    struct cluster *c;
+    raft_id leader, down;
+    raft_term term;
+    raft_index removal;
+    uint64_t start;
+    unsigned k;
+
+    cluster_config_default(&cfg, 3, seed);
+    cfg.n_founders = 3;
+    if (compact) {
+        cfg.compact_every = 8;
+    }
+    c = cluster_new(&cfg);
+    assert_true(cluster_run_until(c, 2000, leaving_empty, NULL));
+    leader = cluster_leader(c);
+    down = leader == 3 ? 2 : 3;
+    assert_int_equal(cluster_propose(c, leader, "first", 5), 0);
+    cluster_run(c, 100);
+    cluster_crash(c, down);
+    assert_int_equal(
+        cluster_change(c, leader, RAFT_CHANGE_REMOVE, down, 0, NULL), 0);
+    removal = raft_last_index(cluster_raft(c, leader));
+    for (k = 0; k < 40; k++) {
+        assert_int_equal(cluster_propose(c, leader, "gap", 3), 0);
+        cluster_run(c, 10);
+    }
+    assert_true(cluster_run_until(c, 2000, leaving_empty, NULL));
+    assert_int_equal(cluster_leader(c), leader);
+    assert_true(raft_commit_index(cluster_raft(c, leader)) >= removal);
+    if (compact) {
+        assert_true(cluster_durable_first(c, leader) > removal);
+    }
+    term = raft_current_term(cluster_raft(c, leader));
+    cluster_restart(c, down);
+    assert_int_equal(raft_self_role(cluster_raft(c, down)), RAFT_VOTER);
+    start = cluster_now(c);
+    if (!cluster_run_until(c, 5 * cfg.election_timeout, knows_removed, &down)) {
+        struct raft *r = cluster_raft(c, down);
+        cluster_fail(c,
+                     "server %llu (compact %d) does not know it was removed "
+                     "%llu ms after its restart: role %d, term %llu, self "
+                     "role %u, configuration index %llu, commit %llu, last "
+                     "%llu, leader %llu",
+                     (unsigned long long)down, compact,
+                     (unsigned long long)(cluster_now(c) - start), raft_role(r),
+                     (unsigned long long)raft_current_term(r),
+                     raft_self_role(r),
+                     (unsigned long long)raft_configuration_index(r),
+                     (unsigned long long)raft_commit_index(r),
+                     (unsigned long long)raft_last_index(r),
+                     (unsigned long long)raft_leader_id(r));
+    }
+    if (compact) {
+        assert_true(cluster_stats(c).n_installs >= 1);
+        assert_int_equal(raft_configuration_index(cluster_raft(c, down)), 0);
+    }
+    /* It disrupted nobody, and campaigns no more; the leader forgets it
+     * again, within two election timeouts, though every entry written
+     * meanwhile reaches it. */
+    assert_int_equal(cluster_leader(c), leader);
+    assert_int_equal(raft_current_term(cluster_raft(c, leader)), term);
+    for (k = 0; !leaving_empty(c, NULL); k++) {
+        if (k == 2 * cfg.election_timeout / 10) {
+            cluster_fail(c,
+                         "the leader still replicates to server %llu "
+                         "%u ms after it knew it was removed",
+                         (unsigned long long)down, k * 10);
+        }
+        assert_int_equal(cluster_propose(c, leader, "more", 4), 0);
+        cluster_run(c, 10);
+    }
+    cluster_run(c, 20 * cfg.election_timeout);
+    assert_int_equal(raft_role(cluster_raft(c, down)), RAFT_FOLLOWER);
+    assert_int_equal(cluster_leader(c), leader);
+    assert_int_equal(raft_current_term(cluster_raft(c, leader)), term);
+    assert_int_equal(raft_current_term(cluster_raft(c, down)), term);
+    assert_int_equal(raft_leaving(cluster_raft(c, leader))->n, 0);
+    assert_true(knows_removed(c, &down));
+    cluster_free(c);
+}
+
+/* A server removed while it was down learns it at its next start: from
+ * the log that holds its removal, or from a snapshot taken after it
+ * (whose configuration leaves it out), for several seeds. */
+static void test_removed_while_down_learns_it(void **state)
+{
+    uint64_t seed;
+
+    (void)state;
+    for (seed = 1; seed <= 20; seed++) {
+        removed_while_down(seed, false);
+        removed_while_down(seed, true);
+    }
+}
+
 /* A learner forgets a leader that sent nothing for an election timeout
  * (as a voter does on campaigning), and follows it again once it
  * does. */
@@ -1091,6 +1219,7 @@ int main(void)
         cmocka_unit_test(test_removed_follower_replicated),
         cmocka_unit_test(test_new_leader_replicates_to_removed),
         cmocka_unit_test(test_removed_follower_stops),
+        cmocka_unit_test(test_removed_while_down_learns_it),
         cmocka_unit_test(test_learner_forgets_silent_leader),
         cmocka_unit_test(test_auto_promote_replicated),
         cmocka_unit_test(test_snapshot_configuration),
