@@ -425,9 +425,15 @@ void ext_guard_settings_sync(sqlite3 *db)
     if (file == NULL || file[0] == '\0' || !attach_sock_settings(file, &mask)) {
         return;
     }
+    /* Asked before conns_mu is taken: sqlite3_db_config takes @db's
+     * mutex, and a connection closing holds that one when its destructor
+     * (untrack) takes conns_mu. */
+    have = settings_now(db);
     pthread_mutex_lock(&conns_mu);
     c = find_conn(db);
-    have = c != NULL ? c->settings : settings_now(db);
+    if (c != NULL) {
+        have = c->settings;
+    }
     if (c != NULL && c->apply) {
         pthread_mutex_unlock(&conns_mu);
         return;
@@ -491,6 +497,12 @@ static int track(sqlite3 *db)
 {
     struct guard_conn *c;
     const char *file = sqlite3_db_filename(db, "main");
+    /* Asked before conns_mu is taken: both take @db's mutex, and a
+     * connection closing holds that one when its destructor (untrack)
+     * takes conns_mu. Invariant: no SQLite call on a connection while
+     * conns_mu is held, but sqlite3_mutex_try. */
+    unsigned settings = settings_now(db);
+    bool apply = apply_connection(db);
     pthread_mutex_lock(&conns_mu);
     c = find_conn(db);
     if (c != NULL) {
@@ -502,10 +514,8 @@ static int track(sqlite3 *db)
         pthread_mutex_unlock(&conns_mu);
         return SQLITE_NOMEM;
     }
-    *c = (struct guard_conn){.db = db,
-                             .next = conns,
-                             .settings = settings_now(db),
-                             .apply = apply_connection(db)};
+    *c = (struct guard_conn){
+        .db = db, .next = conns, .settings = settings, .apply = apply};
     if (file != NULL && file[0] != '\0') {
         c->file = sqlite3_mprintf("%s", file); /* NULL: unwatched */
     }
