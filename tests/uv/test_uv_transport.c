@@ -1090,6 +1090,34 @@ static bool node1_has_1(struct fixture *f)
     return f->nodes[0].got.n >= 1;
 }
 
+/* handshake_and_append writes into @buf (@cap bytes) a raw client's
+ * handshake as server 2 and one AppendEntries from 2 to 1 carrying a
+ * @payload_len-byte entry (pattern @seed), records the frame in @want
+ * (NULL: nowhere), and returns the bytes written. */
+static size_t handshake_and_append(uint8_t *buf, size_t cap, size_t payload_len,
+                                   unsigned seed, struct recs *want)
+{
+    struct raft_message c;
+    struct raft_frame m;
+    struct raft_entry e = {2, 1, RAFT_ENTRY_NORMAL, NULL};
+    size_t n = handshake(buf, "RFTSQL", 4, 2);
+
+    memset(&c, 0, sizeof c);
+    c.from = 2;
+    c.to = 1;
+    c.type = RAFT_MSG_APPEND_ENTRIES;
+    e.data = pattern_buf(payload_len, seed);
+    c.append_entries.entries = &e;
+    c.append_entries.n_entries = 1;
+    m = framed(&c);
+    n += frame_of(&m, buf + n, cap - n);
+    if (want != NULL) {
+        recs_push_message(want, &m);
+    }
+    raft_buf_unref(e.data);
+    return n;
+}
+
 /* A frame whose rest waits unread in the socket while the loop thread is
  * held up (a long callback, a loaded machine) past the stall timeout has
  * not stalled: it is read and delivered, with no WARN; a frame whose rest
@@ -1097,12 +1125,9 @@ static bool node1_has_1(struct fixture *f)
 static void test_held_loop_is_no_stall(void **state)
 {
     struct fixture *f = *state;
-    struct raft_message c;
-    struct raft_frame m;
     struct raw r;
     uint8_t *buf;
-    size_t n = 0, cut;
-    struct raft_entry e = {2, 1, RAFT_ENTRY_NORMAL, NULL};
+    size_t n, cut;
     const uint64_t stall_ms = 200;
 
     start_cluster(f, 2);
@@ -1110,18 +1135,7 @@ static void test_held_loop_is_no_stall(void **state)
                                    stall_ms);
     buf = malloc(1 << 16);
     assert_non_null(buf);
-    n += handshake(buf, "RFTSQL", 4, 2);
-    memset(&c, 0, sizeof c);
-    c.from = 2;
-    c.to = 1;
-    c.type = RAFT_MSG_APPEND_ENTRIES;
-    e.data = pattern_buf(20000, 3);
-    c.append_entries.entries = &e;
-    c.append_entries.n_entries = 1;
-    m = framed(&c);
-    n += frame_of(&m, buf + n, (1 << 16) - n);
-    recs_push_message(&f->nodes[0].want, &m);
-    raft_buf_unref(e.data);
+    n = handshake_and_append(buf, 1 << 16, 20000, 3, &f->nodes[0].want);
     cut = n - 10000;
 
     raw_open(f, &r, f->nodes[0].port);
@@ -1169,14 +1183,11 @@ static bool has_contact(struct fixture *f, raft_id id)
 static void test_contact_is_a_large_frame_arriving(void **state)
 {
     struct fixture *f = *state;
-    struct raft_message c;
-    struct raft_frame m;
     struct raw r;
     uv_write_t req;
     uv_buf_t b;
     uint8_t *buf;
-    size_t n = 0, cut;
-    struct raft_entry e = {2, 1, RAFT_ENTRY_NORMAL, NULL};
+    size_t n, cut;
 
     start_cluster(f, 2);
     (void)has_contact(f, 2);
@@ -1186,17 +1197,7 @@ static void test_contact_is_a_large_frame_arriving(void **state)
 
     buf = malloc(1 << 20);
     assert_non_null(buf);
-    n += handshake(buf, "RFTSQL", 4, 2);
-    memset(&c, 0, sizeof c);
-    c.from = 2;
-    c.to = 1;
-    c.type = RAFT_MSG_APPEND_ENTRIES;
-    e.data = pattern_buf(400000, 5);
-    c.append_entries.entries = &e;
-    c.append_entries.n_entries = 1;
-    m = framed(&c);
-    n += frame_of(&m, buf + n, (1 << 20) - n);
-    raft_buf_unref(e.data);
+    n = handshake_and_append(buf, 1 << 20, 400000, 5, NULL);
     cut = n / 2;
     raw_open(f, &r, f->nodes[0].port);
     /* Half of it, more than a socket buffer takes at once. */
