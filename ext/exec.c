@@ -539,6 +539,16 @@ static struct outgoing *take_pending(struct ext_exec *e, raft_id to,
     }
     for (struct waiter *w = e->waiters; w != NULL; w = w->next) {
         bool take = w->state == W_PENDING;
+        if (w->state == W_SENT && w->sent_to == to &&
+            raft_buf_holders(w->payload) > 1) {
+            /* Its FORWARD is still being written to this leader: the
+             * transport holds the payload (64 KiB or more) until the
+             * write is done. A copy now would queue behind it (twice the
+             * bytes, a second proposal of the same id, or "busy" at the
+             * queue bound), so its resend clock restarts from there. */
+            w->sent_at = now;
+            continue;
+        }
         if (w->state == W_SENT &&
             (w->sent_to != to || now >= w->sent_at + resend_after)) {
             take = true;

@@ -9,7 +9,9 @@
  * answered at once with the error, alone (a
  * malformed request held with others would fail their whole proposal);
  * a failed proposal answers every held request with its error, and the
- * followers retry under the same request ids. */
+ * followers retry under the same request ids. A copy of a request that is
+ * still held is dropped (the held one is answered); a copy of one of the
+ * last EXT__FORWARD_RECENT proposed gets the answer the first one got. */
 
 #include "forward.h"
 
@@ -20,6 +22,9 @@
 /* Headroom over max_request_bytes for the request's own header. */
 #define EXT__FORWARD_HEADER_SLACK 4096
 
+/* Proposed requests remembered for a copy that arrives later. */
+#define EXT__FORWARD_RECENT 256
+
 /* A follower's request held until the loop's next wake. */
 struct held {
     raft_id from;           /* the follower that sent it */
@@ -27,13 +32,23 @@ struct held {
     struct raft_buf *data;  /* the request (reference) */
 };
 
+/* A follower's request proposed, and the answer it was given. */
+struct recent {
+    raft_id from;           /* the follower, 0 for an empty slot */
+    uint64_t request_id[2]; /* its id (origin, sequence) */
+    raft_index index;       /* where it was appended */
+    raft_term term;         /* in this term */
+};
+
 struct ext_forward {
-    raft_id self;               /* this server */
-    uint64_t max_request_bytes; /* larger requests are refused */
-    struct ext_forward_ops ops; /* the node */
-    struct held *held;          /* in arrival order (loop) */
-    unsigned n_held;            /* (loop) */
-    unsigned cap_held;          /* (loop) */
+    raft_id self;                              /* this server */
+    struct recent recent[EXT__FORWARD_RECENT]; /* ring (loop) */
+    unsigned next_recent;                      /* next slot (loop) */
+    uint64_t max_request_bytes;                /* larger requests are refused */
+    struct ext_forward_ops ops;                /* the node */
+    struct held *held;                         /* in arrival order (loop) */
+    unsigned n_held;                           /* (loop) */
+    unsigned cap_held;                         /* (loop) */
 };
 
 int forward_new(raft_id self, uint64_t max_request_bytes,
@@ -91,6 +106,26 @@ void forward_on_request(struct ext_forward *f, const struct raft_frame *m)
     if (!f->ops.can_propose(f->ops.data)) {
         answer(f, m->from, id, RAFT_NOTLEADER, 0, 0);
         return;
+    }
+    /* A copy of a request still held (the follower sent it again before
+     * this wake): the held one is proposed and answered once. */
+    for (unsigned i = 0; i < f->n_held; i++) {
+        if (f->held[i].from == m->from && f->held[i].request_id[0] == id[0] &&
+            f->held[i].request_id[1] == id[1]) {
+            return;
+        }
+    }
+    /* A copy of one proposed lately (its answer crossed the copy, or was
+     * lost): answered as before, not appended twice. Should that entry
+     * have been replaced since (a leader change), the follower finds
+     * another request at the index and retries, as after any answer. */
+    for (unsigned i = 0; i < EXT__FORWARD_RECENT; i++) {
+        const struct recent *r = &f->recent[i];
+        if (r->from == m->from && r->request_id[0] == id[0] &&
+            r->request_id[1] == id[1]) {
+            answer(f, m->from, id, 0, r->index, r->term);
+            return;
+        }
     }
     if (m->forward.data == NULL ||
         m->forward.data->len >
@@ -160,6 +195,15 @@ void forward_propose_held(struct ext_forward *f)
     }
     for (unsigned i = 0; i < n; i++) {
         struct held *h = &f->held[i];
+        if (rc == 0) {
+            struct recent *r = &f->recent[f->next_recent];
+            f->next_recent = (f->next_recent + 1) % EXT__FORWARD_RECENT;
+            r->from = h->from;
+            r->request_id[0] = h->request_id[0];
+            r->request_id[1] = h->request_id[1];
+            r->index = index + i;
+            r->term = term;
+        }
         answer(f, h->from, h->request_id, rc, rc == 0 ? index + i : 0,
                rc == 0 ? term : 0);
         raft_buf_unref(h->data);

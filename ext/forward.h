@@ -51,7 +51,10 @@ void forward_free(struct ext_forward *f);
  * the leader, too big, malformed, a request of format 3 that
  * ops.admit_format3 refuses, out of memory) with a FORWARD_RESULT
  * naming why, else held for forward_propose_held (and the loop woken for
- * the first one). Loop thread. */
+ * the first one). A copy of a request still held (same sender and request
+ * id) is dropped: the held one is answered. A copy of one of the last 256
+ * proposed is answered with the index and term the first one got, and
+ * not proposed again. Loop thread. */
 void forward_on_request(struct ext_forward *f, const struct raft_frame *m);
 
 /* forward_propose_held proposes the requests held since the last call as

@@ -134,6 +134,47 @@ static void test_held_then_one_batch(void **state)
     raft_buf_unref(b);
 }
 
+/* A follower's request sent again while the first copy is still held is
+ * proposed once and answered once; a copy after the proposal gets the
+ * first answer again. */
+static void test_held_copy_dropped(void **state)
+{
+    struct fake f = {.leader = true};
+    struct ext_forward *fw = new_forward(&f);
+    struct raft_buf *a = request_buf(2, 1, "SELECT 1");
+    struct raft_buf *b = request_buf(3, 1, "SELECT 2");
+    struct raft_frame ma = request(2, 1, a), mb = request(3, 1, b);
+    (void)state;
+
+    forward_on_request(fw, &ma);
+    forward_on_request(fw, &mb);
+    forward_on_request(fw, &ma);
+    assert_int_equal(forward_n_held(fw), 2);
+    assert_int_equal(f.n_sent, 0);
+    forward_propose_held(fw);
+    assert_int_equal(f.n_proposals, 1);
+    assert_int_equal(f.last_batch, 2);
+    assert_int_equal(f.n_sent, 2);
+    assert_int_equal(f.sent[0].to, 2);
+    assert_int_equal(f.sent[1].to, 3);
+
+    /* A copy after the proposal (the answer crossed it, or was lost) gets
+     * the same answer at once, and is not proposed again. */
+    forward_on_request(fw, &ma);
+    assert_int_equal(forward_n_held(fw), 0);
+    assert_int_equal(f.n_sent, 3);
+    assert_int_equal(f.sent[2].to, 2);
+    assert_int_equal(f.sent[2].forward_result.request_id[1], 1);
+    assert_int_equal(f.sent[2].forward_result.status, 0);
+    assert_int_equal(f.sent[2].forward_result.index, 100);
+    assert_int_equal(f.sent[2].forward_result.term, 7);
+    forward_propose_held(fw);
+    assert_int_equal(f.n_proposals, 1);
+    forward_free(fw);
+    raft_buf_unref(a);
+    raft_buf_unref(b);
+}
+
 /* A follower's request is refused at once, alone, when this node cannot
  * propose, when it is too big, or when it is malformed; good requests
  * held with a malformed one are still proposed. */
@@ -248,11 +289,12 @@ static void test_failed_proposal_answers_all(void **state)
     struct fake f = {.leader = true, .propose_rc = RAFT_IOERR};
     struct ext_forward *fw = new_forward(&f);
     struct raft_buf *a = request_buf(2, 1, "SELECT 1");
-    struct raft_frame m = request(2, 1, a);
+    struct raft_buf *b = request_buf(2, 2, "SELECT 2");
+    struct raft_frame m = request(2, 1, a), m2 = request(2, 2, b);
     (void)state;
 
     forward_on_request(fw, &m);
-    forward_on_request(fw, &m);
+    forward_on_request(fw, &m2);
     forward_propose_held(fw);
     assert_int_equal(f.n_sent, 2);
     assert_int_equal(f.sent[0].forward_result.status, RAFT_IOERR);
@@ -271,12 +313,14 @@ static void test_failed_proposal_answers_all(void **state)
     forward_on_request(fw, &m);
     forward_free(fw);
     raft_buf_unref(a);
+    raft_buf_unref(b);
 }
 
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_held_then_one_batch),
+        cmocka_unit_test(test_held_copy_dropped),
         cmocka_unit_test(test_refused_alone),
         cmocka_unit_test(test_failed_proposal_answers_all),
         cmocka_unit_test(test_format3_admitted),
