@@ -103,22 +103,56 @@ out:
     return rc;
 }
 
+/* unquote writes into @out (@cap bytes) the name that token @p (@n bytes)
+ * stands for, as SQLite reads it: without its "...", [...], `...` or
+ * '...' quotes, a doubled quote inside read as one. Returns false when it
+ * does not fit. */
+static bool unquote(const char *p, size_t n, char *out, size_t cap)
+{
+    size_t k = 0;
+    char close = 0;
+    if (n >= 2 && (p[0] == '"' || p[0] == '`' || p[0] == '\'')) {
+        close = p[0];
+    } else if (n >= 2 && p[0] == '[') {
+        close = ']';
+    }
+    if (close != 0 && p[n - 1] == close) {
+        p++;
+        n -= 2;
+    } else {
+        close = 0;
+    }
+    for (size_t i = 0; i < n; i++) {
+        if (k + 1 >= cap) {
+            return false;
+        }
+        out[k++] = p[i];
+        if (close != 0 && close != ']' && p[i] == close && i + 1 < n &&
+            p[i + 1] == close) {
+            i++; /* a doubled quote stands for one */
+        }
+    }
+    out[k] = '\0';
+    return true;
+}
+
 /* drop_copied drops the object of the replica named in @msg, SQLite's
- * "<type> <name> already exists", when it is one copy_schema made: the
- * script creates it itself. Returns whether it did. */
+ * "<type> <name> already exists" (the name as the script wrote it, quotes
+ * and all), when it is one copy_schema made: the script creates it
+ * itself. Returns whether it did. */
 static bool drop_copied(sqlite3 *db, struct copied *c, const char *msg)
 {
     const char *sp = strchr(msg, ' ');
     const char *end = strstr(msg, " already exists");
-    if (sp == NULL || end == NULL || end <= sp) {
+    char name[1024];
+    if (sp == NULL || end == NULL || end <= sp ||
+        !unquote(sp + 1, (size_t)(end - sp - 1), name, sizeof name)) {
         return false;
     }
     for (unsigned i = 0; i < c->n; i++) {
         char *sql;
         bool dropped;
-        if (c->names[i][0] == '\0' ||
-            strlen(c->names[i]) != (size_t)(end - sp - 1) ||
-            strncasecmp(c->names[i], sp + 1, (size_t)(end - sp - 1)) != 0) {
+        if (c->names[i][0] == '\0' || sqlite3_stricmp(c->names[i], name) != 0) {
             continue;
         }
         sql = sqlite3_mprintf("DROP %s \"%w\"",

@@ -38,6 +38,7 @@
 #include <sqlite3ext.h>
 
 #include "../raft/err.h"
+#include "../sql/sql.h"
 #include "load_check.h"
 #include "load_plan.h"
 #include "raftsql.h"
@@ -223,6 +224,51 @@ static void describe_chunk(const struct ext_load_plan *pl, const char *text,
              pl->n_chunks, path, s->line, head);
 }
 
+/* check_sizes refuses a plan with a chunk whose request would exceed
+ * @max_request_bytes (a statement larger than @bound, alone in its chunk),
+ * before any chunk is sent: such a chunk would fail alike at every run.
+ * Returns 0, or RAFT_TOOBIG with @errmsg (@errmsg_len bytes) naming it;
+ * RAFT_NOMEM. */
+static int check_sizes(const struct ext_load_plan *pl, const char *text,
+                       const char *path, size_t bound,
+                       uint64_t max_request_bytes, char *errmsg,
+                       size_t errmsg_len)
+{
+    char id[EXT_LOAD_ID_MAX], why[300], where[800];
+    for (unsigned k = 0; k < pl->n_chunks; k++) {
+        struct sql_request_opts o = {.client_id = NULL};
+        size_t size = 0;
+        char *sql;
+        int rc;
+        if (pl->chunks[k].bytes <= bound) {
+            continue; /* its request header is far below the rest */
+        }
+        sql = load_plan_chunk_sql(pl, text, k);
+        if (sql == NULL) {
+            snprintf(errmsg, errmsg_len, "out of memory");
+            return RAFT_NOMEM;
+        }
+        if (!pl->stmts[pl->chunks[k].first].alone) {
+            o.client_id = id;
+            o.client_id_len = load_plan_request_id(pl, k, id);
+        }
+        rc = sql_request_size_opts(sql, pl->chunks[k].bytes, NULL, 0, &o,
+                                   max_request_bytes, &size, why, sizeof why);
+        free(sql);
+        if (rc == SQL_ERR_TOOBIG) {
+            describe_chunk(pl, text, path, k, pl->chunks[k].first, where,
+                           sizeof where);
+            snprintf(errmsg, errmsg_len,
+                     "not loaded: %s: %s: raise max_request_bytes on every "
+                     "node (and exec_timeout_ms with it: a large request "
+                     "takes seconds), or split the statement",
+                     where, why);
+            return RAFT_TOOBIG;
+        }
+    }
+    return 0;
+}
+
 /* run_chunks writes @pl's chunks through @n, recording progress @p in
  * @ls. */
 static int run_chunks(struct ext_node *n, struct ext_load_status *ls,
@@ -343,13 +389,21 @@ int load_sql_run(struct ext_node *n, struct ext_load_status *ls,
             snprintf(errmsg, errmsg_len, "%.3000s: %s", path, why);
         }
     }
+    if (rc == 0) {
+        rc = check_sizes(&pl, sc.text, path, bound, max_request_bytes, errmsg,
+                         errmsg_len);
+        if (rc != 0) {
+            load_plan_free(&pl);
+        }
+    }
     if (rc != 0) {
         /* Nothing written: the file (its path, its type) or its plan; a
          * statement raft_exec refuses has raft_exec's code. */
-        *out_sqlite_rc = rc == RAFT_NOMEM   ? SQLITE_NOMEM
-                         : rc == RAFT_IOERR ? SQLITE_IOERR
-                         : refused          ? RAFTSQL_REFUSED
-                                            : RAFTSQL_INVALID;
+        *out_sqlite_rc = rc == RAFT_NOMEM    ? SQLITE_NOMEM
+                         : rc == RAFT_IOERR  ? SQLITE_IOERR
+                         : rc == RAFT_TOOBIG ? RAFTSQL_TOOBIG
+                         : refused           ? RAFTSQL_REFUSED
+                                             : RAFTSQL_INVALID;
         goto out;
     }
     p.n_chunks = pl.n_chunks;

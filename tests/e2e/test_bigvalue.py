@@ -85,6 +85,13 @@ class BigValueTest(unittest.TestCase):
     def statuses(self):
         return {n.id: n.status() for n in self.cluster.nodes}
 
+    def print_logs(self):
+        """Prints what each node logged (its roles, terms, warnings)."""
+        for n in self.cluster.nodes:
+            with open(n.log_path, errors="replace") as f:
+                sys.stderr.write("\n--- node %d's log:\n%s" % (
+                    n.id, f.read()[-6000:]))
+
     def write_big(self, node, row_id):
         """Writes a 64 MiB random value as row @row_id through @node and
         checks it on every node, with no term change anywhere."""
@@ -92,9 +99,13 @@ class BigValueTest(unittest.TestCase):
         terms = {i: s["term"] for i, s in before.items()}
         leader = before[self.leader.id]["leader"]
         t0 = time.monotonic()
-        changed = node.value(
-            "SELECT raft_exec('INSERT INTO big(id, v) VALUES (?, ?)', ?, "
-            "randomblob(?))", row_id, BIG)
+        try:
+            changed = node.value(
+                "SELECT raft_exec('INSERT INTO big(id, v) VALUES (?, ?)', "
+                "?, randomblob(?))", row_id, BIG)
+        except Exception:
+            self.print_logs()
+            raise
         took = time.monotonic() - t0
         self.assertEqual(changed, 1)
         index = node.status()["applied"]
@@ -105,6 +116,7 @@ class BigValueTest(unittest.TestCase):
             if all(s["applied"] >= index for s in seen.values()):
                 break
             if time.monotonic() > deadline:
+                self.print_logs()
                 self.fail("index %d not applied everywhere within %.0f s: "
                           "%r" % (index, DEADLINE,
                                   {i: (s["applied"], s["term"], s["role"])
@@ -124,6 +136,8 @@ class BigValueTest(unittest.TestCase):
         self.assertEqual(want[0], BIG)
         self.assertEqual(digests, {i: want for i in digests},
                          "the value differs between nodes")
+        if {i: s["term"] for i, s in after.items()} != terms:
+            self.print_logs()
         self.assertEqual({i: s["term"] for i, s in after.items()}, terms,
                          "a 64 MiB value changed the term")
         self.assertEqual({s["leader"] for s in after.values()}, {leader})

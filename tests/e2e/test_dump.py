@@ -201,6 +201,36 @@ class DumpTest(ClusterCase):
             self.assertEqual(n.sql("SELECT title FROM \"d f5\" WHERE "
                                    "\"d f5\" MATCH 'later'"), [["late"]])
 
+    def test_quoted_names_load_again_skipped(self):
+        """A script whose CREATE statements quote their names, as a .dump
+        keeps them ("q t", [Album], `bt`, an index with doubled quotes): loaded
+        twice, the second load skips every chunk (its check drops the
+        replica's copy of each object the script creates, whatever the
+        quotes), and the rows are there once."""
+        script = self.write("quoted.sql", "\n".join([
+            'CREATE TABLE "q t"(x);',
+            "CREATE TABLE [Album](id INTEGER PRIMARY KEY, title);",
+            "CREATE TABLE `bt`(x);",
+            'CREATE INDEX "ix ""q""" ON "q t"(x);',
+            "CREATE VIEW [v a] AS SELECT title FROM [Album];",
+            "INSERT INTO \"q t\" VALUES(1);",
+            "INSERT INTO [Album] VALUES(1, 'first');",
+            "INSERT INTO `bt` VALUES(2);"]) + "\n")
+        first = json.loads(self.followers[0].value("SELECT raft_load_sql(?)",
+                                                   script))
+        self.assertEqual((first["applied"], first["skipped"]),
+                         (first["chunks"], 0), first)
+        again = json.loads(self.followers[1].value("SELECT raft_load_sql(?)",
+                                                   script))
+        self.assertEqual((again["applied"], again["skipped"]),
+                         (0, first["chunks"]), again)
+        self.settle(self.cluster)
+        for n in self.cluster.nodes:
+            self.assertEqual(n.sql('SELECT (SELECT count(*) FROM "q t"), '
+                                   "(SELECT group_concat(title) FROM "
+                                   "[v a]), (SELECT count(*) FROM bt)"),
+                             [[1, "first", 1]], n.id)
+
     def test_unloadable_script_refused_before_any_chunk(self):
         """A script whose last statement cannot load (a table that exists
         nowhere) after a PRAGMA foreign_keys=OFF, tables and rows: refused
@@ -264,3 +294,36 @@ class DumpTest(ClusterCase):
                                  % (script, len(head) + 1, stmt, why))
                 self.assertEqual(cm.exception.code, CODES[code])
                 self.assert_nothing_loaded(commits)
+
+
+class TooBigTest(ClusterCase):
+    """A script with a statement larger than max_request_bytes (100000
+    here) is refused before its first chunk: the chunk that holds it
+    alone would be refused alike at every run, so a load that sent the
+    chunks before it would stay half-applied for ever."""
+
+    def setUp(self):
+        self.start(FAST + " max_request_bytes=100000",
+                   prefix="raftsql-e2e-dump-toobig-")
+
+    def test_statement_over_max_request_bytes_refused_first(self):
+        path = os.path.join(self.dir, "big.sql")
+        with open(path, "w") as f:
+            f.write("CREATE TABLE tb(id INTEGER PRIMARY KEY, v);\n"
+                    "INSERT INTO tb VALUES(1, 'small');\n"
+                    "INSERT INTO tb VALUES(2, X'%s');\n"
+                    "INSERT INTO tb VALUES(3, 'after');\n" % ("ab" * 60000))
+        commits = [n.status()["commit"] for n in self.cluster.nodes]
+        with self.assertRaises(NodeError) as cm:
+            self.followers[0].value("SELECT raft_load_sql(?)", path)
+        msg = str(cm.exception)
+        self.assertEqual(cm.exception.code, CODES["RAFTSQL_TOOBIG"], msg)
+        self.assertIn("not loaded: chunk 2 of 3 (%s line 3: INSERT INTO tb "
+                      "VALUES(2, X'abab" % path, msg)
+        self.assertIn("exceeds max_request_bytes (100000): raise "
+                      "max_request_bytes on every node", msg)
+        self.assertEqual([n.status()["commit"] for n in self.cluster.nodes],
+                         commits)
+        for n in self.cluster.nodes:
+            self.assertEqual(n.sql("SELECT count(*) FROM sqlite_master "
+                                   "WHERE name = 'tb'"), [[0]], n.id)
