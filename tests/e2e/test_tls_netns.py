@@ -39,9 +39,7 @@ class TLSNetnsTest(unittest.TestCase):
         self.ca = certs.CA(self.dir)
         self.auth = {}
         for i in (1, 2, 3):
-            cert, key = self.ca.issue("n%d" % i, ["n%d" % i])
-            self.auth[i] = "tls_cert=%s tls_key=%s tls_ca=%s" % (
-                cert, key, self.ca.cert)
+            self.auth[i] = self.ca.tls_keys("n%d" % i, ["n%d" % i])
         self.net = Netns(4)
         self.nodes = {}
         try:
