@@ -1,10 +1,10 @@
-"""Other processes of the machine write through the node (issue 13, items
-1 and 5): a process that loaded raftsql on a database file whose node
-another process runs calls raft_exec, raft_status, raft_members and the
-rest through that node's Unix socket: from Python, the sqlite3 shell and
-a C program (examples/write_through.c); the guard refuses their direct
-writes; a node that dies answers its waiting callers "outcome unknown";
-the socket lets in the node's user, root and socket_group= only.
+"""Other processes of the machine write through the node: a process that
+loaded raftsql on a database file whose node another process runs calls
+raft_exec, raft_status, raft_members and the rest through that node's
+Unix socket: from Python, the sqlite3 shell and a C program
+(examples/write_through.c); the guard refuses their direct writes; a node
+that dies answers its waiting callers "outcome unknown"; the socket lets
+in the node's user, root and socket_group= only.
 """
 
 import json

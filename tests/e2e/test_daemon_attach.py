@@ -1,5 +1,5 @@
-"""Other processes write through raftsql-node daemons (issue 13: "the
-shell, Python and the C example, writing through one daemon"), and a
+"""Other processes write through raftsql-node daemons (the shell, Python
+and the C example, writing through one daemon), and a
 daemon exits by itself once its node stopped without a signal or failed.
 
 The cluster is three raftsql-node daemons (the sanitizer build:

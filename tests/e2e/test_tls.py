@@ -1,4 +1,4 @@
-"""TLS between peers (issue 12 #1): three nodes on 127.0.0.1, .2 and .3,
+"""TLS between peers: three nodes on 127.0.0.1, .2 and .3,
 each with a certificate naming its own address (certs.py, the openssl
 command line) or one pre-shared secret. Writes replicate; a rogue node
 with no certificate, an untrusted one, another member's, or the wrong

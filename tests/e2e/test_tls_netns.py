@@ -1,5 +1,5 @@
 """TLS across hosts by hostname, and two TLS clusters of one CA told apart
-by their cluster id (issue 12 #1, #3, #4): cluster a runs in three network
+by their cluster id: cluster a runs in three network
 namespaces (tests/e2e/netns.py), each node listening on 0.0.0.0 without
 insecure=on and advertising its hostname n1, n2 or n3, which the others
 resolve through /etc/netns/<ns>/hosts; every certificate names its node
