@@ -514,7 +514,7 @@ faults: $(B)/san/raftsql-testhost
 # The short variant, in `make test`: the proxy's and the checks' own
 # tests, then one
 # episode of 20 faults (at most 60 s of them) on a fresh seed, every
-# kind included (full disks too, since issue 10 #4 is fixed).
+# kind included (full disks too: a node heals once its disk is freed).
 FAULTS_SHORT_KINDS := partition,oneway,drop,delay,hold,reset,pause,kill,disk
 faults-short: $(B)/san/raftsql-testhost
 	@$(PYTHON) -m unittest tests/faults/test_net.py \

@@ -1,5 +1,5 @@
-/* checksum_apply.c - the cost of the replica checksum on the apply path
- * (issue 13 item 4): the state machine applies the benchmark's unit of
+/* checksum_apply.c - the cost of the replica checksum on the apply path:
+ * the state machine applies the benchmark's unit of
  * work (INSERT OR REPLACE INTO kv(k, v) of a random 32-byte key and a
  * 1024-byte value) in batches of 20 requests (about the entries per
  * fsync of raftsql-64-leader), with the checksum on and off, alternating

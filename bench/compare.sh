@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # bench/compare.sh - raftsql beside dqlite, etcd and plain SQLite, one after
-# another on this machine, all on 127.0.0.1 (issue 4, item 6).
+# another on this machine, all on 127.0.0.1.
 #
 # Usage: bench/compare.sh            (DURATION=20 seconds per run)
 #        DURATION=10 bench/compare.sh

@@ -1,5 +1,5 @@
-/* local-sqlite-bench: the local limit of the kv write benchmark (issue 4,
- * item 6): one plain SQLite database, WAL, synchronous=FULL, no
+/* local-sqlite-bench: the local limit of the kv write benchmark: one
+ * plain SQLite database, WAL, synchronous=FULL, no
  * replication, one writer inserting the rows of raftsql-bench (32-byte
  * random keys, 1024-byte random values) with --rows-per-txn rows per
  * transaction. Reports rows/s and the latency of each transaction

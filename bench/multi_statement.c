@@ -1,9 +1,10 @@
 /* multi_statement.c - the time to apply one request of many statements
- * (issue 10 #8): raftsql's state machine (sql_fsm_apply of one request
- * holding N "INSERT INTO t VALUES(i);" statements) beside stock SQLite
- * running the same script with sqlite3_exec, for N = 5,000, 20,000 and
- * 80,000, on a fresh database in a temporary directory each time. A
- * linear apply grows 4x per step; a quadratic one 16x.
+ * (it must grow linearly with N): raftsql's state machine
+ * (sql_fsm_apply of one request holding N "INSERT INTO t VALUES(i);"
+ * statements) beside stock SQLite running the same script with
+ * sqlite3_exec, for N = 5,000, 20,000 and 80,000, on a fresh database in
+ * a temporary directory each time. A linear apply grows 4x per step; a
+ * quadratic one 16x.
  *
  * Usage: build/multi-statement-bench [--max N]   (default 80000)
  * Output: one line per N: "N <n> raftsql_ms <ms> sqlite_ms <ms>". */

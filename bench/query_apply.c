@@ -1,5 +1,5 @@
 /* query_apply.c - the cost of RETURNING rows and client request ids on
- * the apply path (issue 14 items 3 and 4): the state machine applies the
+ * the apply path: the state machine applies the
  * benchmark's unit of work (INSERT OR REPLACE INTO kv(k, v) of a random
  * 32-byte key and a 1024-byte value, with "RETURNING k" when rows are
  * wanted) in batches of 20 requests, as a plain raft_exec (format version

@@ -1,5 +1,5 @@
 /* raftsql-bench: replicated kv writes through a 3-node raftsql cluster on
- * 127.0.0.1, the work of `dqlite-benchmark -w kvwrite` (issue 4, item 6).
+ * 127.0.0.1, the work of `dqlite-benchmark -w kvwrite`.
  *
  * Node 1 runs in this process, with the client threads (as dqlite's driver
  * runs beside its node); nodes 2 and 3 are build/raftsql-testhost processes

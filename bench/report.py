@@ -5,9 +5,10 @@ Usage: report.py RESULTS_FILE TXT_OUT PNG_OUT TITLE [NOTE]
 RESULTS_FILE holds one line per run, either
     RESULT name=NAME writes_per_s=X p50_ms=X p99_ms=X p999_ms=X [k=v ...]
 or  FAILED name=NAME reason...
-Writes the table (runs, ratios against the peers, the targets of issue 4)
-to stdout and TXT_OUT, and a bar chart of writes/s (log scale, one bar per
-run) to PNG_OUT with gnuplot. NOTE, if given, is printed under the title.
+Writes the table (runs, ratios against the peers, the targets of
+bench/README.md) to stdout and TXT_OUT, and a bar chart of writes/s (log
+scale, one bar per run) to PNG_OUT with gnuplot. NOTE, if given, is
+printed under the title.
 """
 
 import os
@@ -125,7 +126,7 @@ def ratios(runs):
             r, e = "raftsql-%s-leader-rtt%s" % (n, rtt), "etcd-%s-rtt%s" % (n, rtt)
             if r in runs or e in runs:
                 out.append(("%s / %s" % (r, e), ratio(r, e), None))
-    # What TLS between the peers costs (issue 12: at most 10 % fewer).
+    # What TLS between the peers costs (the target: at most 10 % fewer).
     for n in ("1", "64"):
         t, r = "raftsql-%s-leader-tls" % n, "raftsql-%s-leader" % n
         if t in runs:

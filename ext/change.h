@@ -1,4 +1,4 @@
-/* Membership changes and leadership transfers from callers (issue 11): a
+/* Membership changes and leadership transfers from callers: a
  * caller thread submits one and waits; the loop thread steps it on the
  * leader (RAFT_EVENT_CHANGE or RAFT_EVENT_TRANSFER) or forwards it to the
  * leader; the caller is answered once the change is committed (not merely

@@ -1,4 +1,4 @@
-/* The node's cluster id (issue 12): 16 random bytes that name a cluster,
+/* The node's cluster id: 16 random bytes that name a cluster,
  * so that a server of another cluster is refused at the handshake
  * (raft/uv.h). It owns the id this node knows, where it came from, and
  * the proposal that makes a cluster's id.

@@ -594,69 +594,78 @@ static void fn_stop(sqlite3_context *ctx, int argc, sqlite3_value **argv)
     sqlite3_result_text(ctx, "stopped", -1, SQLITE_STATIC);
 }
 
+/* register_members and register_data register their groups of functions
+ * (members.h, func_data.h), which need no connection state. */
+static int register_members(sqlite3 *db, void *cs)
+{
+    (void)cs;
+    return members_register(db);
+}
+
+static int register_data(sqlite3 *db, void *cs)
+{
+    (void)cs;
+    return func_data_register(db);
+}
+
+/* What a function's user data is. */
+enum func_user_data {
+    FUNC_NONE,      /* NULL */
+    FUNC_CONN,      /* the connection state */
+    FUNC_CONN_OWNER /* the connection state, freed with the function */
+};
+
+/* The functions ext_func_register registers, in this order. A row either
+ * names one function (SQLITE_UTF8 | SQLITE_DIRECTONLY) or registers a
+ * group of them (@group, with the connection state). */
+static const struct func_def {
+    const char *name;
+    int n_arg;
+    enum func_user_data data;
+    void (*fn)(sqlite3_context *ctx, int argc, sqlite3_value **argv);
+    int (*group)(sqlite3 *db, void *cs);
+} func_defs[] = {
+    {"raft_exec", -1, FUNC_CONN_OWNER, fn_exec, NULL},
+    {"raft_last_insert_rowid", 0, FUNC_CONN, fn_last_insert_rowid, NULL},
+    {"raft_start", 1, FUNC_NONE, fn_start, NULL},
+    {"raft_status", 0, FUNC_NONE, fn_status, NULL},
+    {"raft_leader", 0, FUNC_NONE, fn_leader, NULL},
+    {"raft_stop", 0, FUNC_NONE, fn_stop, NULL},
+    {"raft_tls_reload", 0, FUNC_NONE, fn_tls_reload, NULL},
+    {"raft_repair", 0, FUNC_NONE, fn_repair, NULL},
+    {"raft_cluster_id", 0, FUNC_NONE, fn_cluster_id, NULL},
+    {"raft_verify", 0, FUNC_NONE, fn_verify, NULL},
+    {NULL, 0, FUNC_NONE, NULL, func_query_register},
+    {"raft_barrier", 0, FUNC_NONE, fn_barrier, NULL},
+    {NULL, 0, FUNC_NONE, NULL, register_members},
+    {NULL, 0, FUNC_NONE, NULL, register_data},
+};
+
 int ext_func_register(sqlite3 *db)
 {
     const int admin = SQLITE_UTF8 | SQLITE_DIRECTONLY;
     struct conn_state *cs = sqlite3_malloc(sizeof *cs);
-    int rc;
+    int rc = SQLITE_OK;
     if (cs == NULL) {
         return SQLITE_NOMEM;
     }
     memset(cs, 0, sizeof *cs);
     /* The apply connection must not have these functions: add a new one
-     * to the list in sqlbridge.c too. raft_exec owns the state: SQLite
-     * frees it when the connection closes or the function is replaced. */
-    rc = sqlite3_create_function_v2(db, "raft_exec", -1, admin, cs, fn_exec,
-                                    NULL, NULL, sqlite3_free);
-    if (rc != SQLITE_OK) {
-        return rc;
-    }
-    rc = sqlite3_create_function_v2(db, "raft_last_insert_rowid", 0, admin, cs,
-                                    fn_last_insert_rowid, NULL, NULL, NULL);
-    if (rc == SQLITE_OK) {
-        rc = sqlite3_create_function_v2(db, "raft_start", 1, admin, NULL,
-                                        fn_start, NULL, NULL, NULL);
-    }
-    if (rc == SQLITE_OK) {
-        rc = sqlite3_create_function_v2(db, "raft_status", 0, admin, NULL,
-                                        fn_status, NULL, NULL, NULL);
-    }
-    if (rc == SQLITE_OK) {
-        rc = sqlite3_create_function_v2(db, "raft_leader", 0, admin, NULL,
-                                        fn_leader, NULL, NULL, NULL);
-    }
-    if (rc == SQLITE_OK) {
-        rc = sqlite3_create_function_v2(db, "raft_stop", 0, admin, NULL,
-                                        fn_stop, NULL, NULL, NULL);
-    }
-    if (rc == SQLITE_OK) {
-        rc = sqlite3_create_function_v2(db, "raft_tls_reload", 0, admin, NULL,
-                                        fn_tls_reload, NULL, NULL, NULL);
-    }
-    if (rc == SQLITE_OK) {
-        rc = sqlite3_create_function_v2(db, "raft_repair", 0, admin, NULL,
-                                        fn_repair, NULL, NULL, NULL);
-    }
-    if (rc == SQLITE_OK) {
-        rc = sqlite3_create_function_v2(db, "raft_cluster_id", 0, admin, NULL,
-                                        fn_cluster_id, NULL, NULL, NULL);
-    }
-    if (rc == SQLITE_OK) {
-        rc = sqlite3_create_function_v2(db, "raft_verify", 0, admin, NULL,
-                                        fn_verify, NULL, NULL, NULL);
-    }
-    if (rc == SQLITE_OK) {
-        rc = func_query_register(db, cs);
-    }
-    if (rc == SQLITE_OK) {
-        rc = sqlite3_create_function_v2(db, "raft_barrier", 0, admin, NULL,
-                                        fn_barrier, NULL, NULL, NULL);
-    }
-    if (rc == SQLITE_OK) {
-        rc = members_register(db);
-    }
-    if (rc == SQLITE_OK) {
-        rc = func_data_register(db);
+     * to the list in sqlbridge.c too. raft_exec, first, owns the state:
+     * SQLite frees it when the connection closes or the function is
+     * replaced, or at once when its registration fails. The first failure
+     * ends the walk; the functions before it stay registered. */
+    for (size_t i = 0;
+         rc == SQLITE_OK && i < sizeof func_defs / sizeof func_defs[0]; i++) {
+        const struct func_def *d = &func_defs[i];
+        if (d->group != NULL) {
+            rc = d->group(db, cs);
+            continue;
+        }
+        rc = sqlite3_create_function_v2(
+            db, d->name, d->n_arg, admin, d->data == FUNC_NONE ? NULL : cs,
+            d->fn, NULL, NULL,
+            d->data == FUNC_CONN_OWNER ? sqlite3_free : NULL);
     }
     return rc;
 }

@@ -231,8 +231,8 @@ static int guard(void *arg, int action, const char *a1, const char *a2,
              * its target file and changes nothing here) and back. It
              * renumbers the rowids of tables without an INTEGER PRIMARY
              * KEY on this node only, so later writes by rowid would hit
-             * other rows here: refused (issue 10 #12). SQLite checks
-             * nothing else of it. */
+             * other rows here, and the replicas would diverge: refused.
+             * SQLite checks nothing else of it. */
             if (db_name != NULL && sqlite3_stricmp(db_name, "vacuum_db") == 0) {
                 const char *file = sqlite3_db_filename(db, "vacuum_db");
                 if ((file == NULL || file[0] == '\0') && replicated(db, NULL)) {

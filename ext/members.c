@@ -1,5 +1,5 @@
 /*
-** members.c - the SQL surface of membership (issue 11).
+** members.c - the SQL surface of membership.
 **
 **     .load ./build/raftsql
 **     SELECT raft_start('id=1 cluster=1@127.0.0.1:7001,...');

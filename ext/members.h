@@ -1,4 +1,4 @@
-/* The SQL surface of membership (issue 11): raft_add, raft_remove,
+/* The SQL surface of membership: raft_add, raft_remove,
  * raft_promote, raft_demote, raft_transfer, raft_update, and the
  * raft_members table-valued function, with the member view it shows. */
 

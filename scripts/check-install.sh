@@ -1,6 +1,6 @@
 #!/bin/sh
 # check-install.sh - the installed package works for a program outside the
-# tree (issue 14 #8): `make install` into a temporary PREFIX puts every
+# tree: `make install` into a temporary PREFIX puts every
 # file in place; the static library exports only the public API; the
 # public header compiles alone in C and C++ (-Wall -Wextra -Werror
 # -pedantic); examples/embedded.c, copied to a temporary directory outside

@@ -11,6 +11,7 @@ namespace tests.
     ca = CA(workdir)                          # workdir/ca.pem, ca.key
     cert, key = ca.issue("node1", ["127.0.0.1", "node1"])
     cert, key = ca.issue("old", ["127.0.0.1"], start=-10 * DAY, end=-DAY)
+    keys = ca.tls_keys("node2", ["node2"])    # "tls_cert=... tls_ca=..."
     path = secret(workdir, "secret")          # 32 random bytes, hex, 0600
 """
 
@@ -115,6 +116,13 @@ class CA:
         os.replace(tmp + ".key", key)
         os.replace(tmp + ".crt", cert)
         return cert, key
+
+    def tls_keys(self, name, hosts, **kw):
+        """Issue a key and a certificate <name>.pem for @hosts (@kw as
+        issue) and return the raft_start keys of a node that presents
+        them and trusts this CA: "tls_cert=... tls_key=... tls_ca=..."."""
+        cert, key = self.issue(name, hosts, **kw)
+        return "tls_cert=%s tls_key=%s tls_ca=%s" % (cert, key, self.cert)
 
 
 def not_after(cert):

@@ -1,10 +1,10 @@
-"""Other processes of the machine write through the node (issue 13, items
-1 and 5): a process that loaded raftsql on a database file whose node
-another process runs calls raft_exec, raft_status, raft_members and the
-rest through that node's Unix socket: from Python, the sqlite3 shell and
-a C program (examples/write_through.c); the guard refuses their direct
-writes; a node that dies answers its waiting callers "outcome unknown";
-the socket lets in the node's user, root and socket_group= only.
+"""Other processes of the machine write through the node: a process that
+loaded raftsql on a database file whose node another process runs calls
+raft_exec, raft_status, raft_members and the rest through that node's
+Unix socket: from Python, the sqlite3 shell and a C program
+(examples/write_through.c); the guard refuses their direct writes; a node
+that dies answers its waiting callers "outcome unknown"; the socket lets
+in the node's user, root and socket_group= only.
 """
 
 import json
@@ -20,36 +20,11 @@ import threading
 import time
 import unittest
 
+from attach_writers import (EXAMPLE, PYTHON, SO_BASE, WRITER, shell,
+                            write_at_once, writer)
 from codes import CODES
-from e2e import ROOT, NODE, SO, ClusterCase, wait_for
+from e2e import NODE, ClusterCase, wait_for
 from raftsql_cluster import Node, NodeError, free_ports
-
-PYTHON = "/usr/bin/python3"
-EXAMPLE = os.path.join(ROOT, "build", "examples", "write_through")
-SO_BASE = os.path.splitext(os.path.abspath(SO))[0]
-
-# A writer process: runs SQL statements given as JSON on a fresh
-# connection with raftsql loaded (no raft_start; busy timeout argv[4] s,
-# else 10), prints one JSON line per statement: {"rows": ...} or
-# {"error": ..., "code": ...}.
-WRITER = r"""
-import json, sqlite3, sys
-con = sqlite3.connect(sys.argv[1], isolation_level=None,
-                      timeout=float(sys.argv[4]) if len(sys.argv) > 4 else 10)
-con.enable_load_extension(True)
-con.load_extension(sys.argv[2])
-for text, *params in json.loads(sys.argv[3]):
-    try:
-        rows = [list(r) for r in con.execute(text, params).fetchall()]
-        rows = [[v.hex() if isinstance(v, bytes) else v for v in r]
-                for r in rows]
-        print(json.dumps({"rows": rows}), flush=True)
-    except sqlite3.Error as e:
-        print(json.dumps({"error": str(e),
-                          "code": getattr(e, "sqlite_errorcode", None)}),
-              flush=True)
-"""
-
 
 # Threads of one process writing at once: argv[3] threads, each on a
 # connection of its own (busy timeout argv[5] s) inserting argv[4] rows
@@ -77,25 +52,6 @@ for t in threads:
     t.join()
 print(json.dumps(errors))
 """
-
-
-def writer(db, statements, prefix=(), timeout=60, timeout_s=10):
-    """Run @statements ([sql, params...] lists) in a new Python process
-    (through @prefix, e.g. setpriv) on @db, whose connection has a busy
-    timeout of @timeout_s seconds; return its answers."""
-    out = subprocess.run(list(prefix) + [PYTHON, "-c", WRITER, db, SO_BASE,
-                                         json.dumps(statements),
-                                         str(timeout_s)],
-                         capture_output=True, text=True, timeout=timeout)
-    if out.returncode != 0:
-        raise AssertionError("writer failed: %s" % out.stderr)
-    return [json.loads(line) for line in out.stdout.splitlines()]
-
-
-def shell(db, sql, timeout=60):
-    """The sqlite3 shell on @db with raftsql loaded, running @sql."""
-    return subprocess.run(["sqlite3", "-cmd", ".load " + SO_BASE, db, sql],
-                          capture_output=True, text=True, timeout=timeout)
 
 
 class AttachClusterTest(ClusterCase):
@@ -165,20 +121,10 @@ class AttachClusterTest(ClusterCase):
 
     def test_three_processes_write_at_once(self):
         node = self.leader
-        procs = [subprocess.Popen(
-            [PYTHON, "-c", WRITER, node.db, SO_BASE, json.dumps(
-                [["SELECT raft_exec('INSERT INTO kv VALUES(?, ?)', ?, ?)",
-                  "w%d-%d" % (w, i), i] for i in range(20)])],
-            stdout=subprocess.PIPE, text=True) for w in range(2)]
-        procs.append(subprocess.Popen(
-            ["sh", "-c", " && ".join(
-                "%s %s c%d v%d >/dev/null" % (EXAMPLE, node.db, i, i)
-                for i in range(10))]))
-        outs = [p.communicate(timeout=120)[0] for p in procs]
-        self.assertEqual([p.returncode for p in procs], [0, 0, 0])
-        for out in outs[:2]:
-            self.assertEqual([json.loads(x) for x in out.splitlines()],
-                             [{"rows": [[1]]}] * 20)
+        codes, answers, _ = write_at_once(node.db, "kv", 20)
+        self.assertEqual(codes, [0, 0, 0])
+        for got in answers:
+            self.assertEqual(got, [{"rows": [[1]]}] * 20)
         self.assertEqual(node.value("SELECT count(*) FROM kv"), 50)
 
     def test_direct_write_from_another_process_is_refused(self):

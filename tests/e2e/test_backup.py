@@ -1,4 +1,4 @@
-"""Data in and out (issue 14, item 5): a new cluster bootstrapped from a
+"""Data in and out: a new cluster bootstrapped from a
 SQLite file (bootstrap_from= on a founder alone, the others join=), its
 followers filled by a snapshot; the unsafe founding (every founder with
 cluster=) refused, and, forced, caught as a divergence;

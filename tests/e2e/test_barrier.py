@@ -1,4 +1,4 @@
-"""raft_barrier() (issue 14 item 1, ReadIndex): linearizable reads.
+"""raft_barrier() (ReadIndex): linearizable reads.
 
 One 3-node cluster whose nodes dial each other through the fault
 network's proxies (tests/faults/net.py), so that a test can cut a node

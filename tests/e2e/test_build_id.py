@@ -1,4 +1,5 @@
-"""The SQLite build in the peer handshake (issue 10 #2): a node whose
+"""The SQLite build in the peer handshake (where builds differ, a request
+near max_request_steps may fail on some nodes only): a node whose
 build differs (RAFTSQL_TEST_BUILD_ID, a hook for tests only) is logged and
 shown in raft_status() as a warning on both sides, and replication goes
 on."""

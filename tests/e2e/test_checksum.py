@@ -1,4 +1,4 @@
-"""The replica checksum (issue 13 item 4): every node keeps a checksum of
+"""The replica checksum: every node keeps a checksum of
 its replicated content as it applies; nodes compare theirs at equal
 indexes (CHECKSUM frames) and report a mismatch at once, in raft_status(),
 raft_members and the log, naming the first index that differs;

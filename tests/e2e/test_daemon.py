@@ -1,4 +1,4 @@
-"""The raftsql-node daemon (issue 13 #2): a node configured from a file,
+"""The raftsql-node daemon: a node configured from a file,
 stopped by SIGTERM (a leader hands its leadership on first), SIGHUP
 reloads TLS, bad configurations exit 2 naming the line.
 

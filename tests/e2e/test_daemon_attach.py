@@ -1,5 +1,5 @@
-"""Other processes write through raftsql-node daemons (issue 13: "the
-shell, Python and the C example, writing through one daemon"), and a
+"""Other processes write through raftsql-node daemons (the shell, Python
+and the C example, writing through one daemon), and a
 daemon exits by itself once its node stopped without a signal or failed.
 
 The cluster is three raftsql-node daemons (the sanitizer build:
@@ -23,7 +23,8 @@ import unittest
 from e2e import NODE, SO, wait_for
 from fingerprint import fingerprint
 from raftsql_cluster import Node, NodeError, free_ports
-from test_attach import EXAMPLE, PYTHON, SO_BASE, WRITER, shell, writer
+from attach_writers import (EXAMPLE, PYTHON, SO_BASE, shell, write_at_once,
+                            writer)
 from test_daemon import Daemon, read_rows
 
 TIMING = ["election_timeout_ms = 300", "heartbeat_ms = 30"]
@@ -303,21 +304,11 @@ class DaemonAttachTest(DaemonAttachCase):
         every replica."""
         lead = self.leader()
         d = self.followers(lead)[0]
-        procs = [subprocess.Popen(
-            [PYTHON, "-c", WRITER, d.db, SO_BASE, json.dumps(
-                [["SELECT raft_exec('INSERT INTO log VALUES(?, ?)', ?, ?)",
-                  "w%d-%d" % (w, i), i] for i in range(25)])],
-            stdout=subprocess.PIPE, text=True) for w in range(2)]
-        procs.append(subprocess.Popen(
-            ["sh", "-c", " && ".join(
-                "%s %s c%d v%d" % (EXAMPLE, d.db, i, i) for i in range(10))],
-            stdout=subprocess.PIPE, text=True))
-        outs = [p.communicate(timeout=120)[0] for p in procs]
-        self.assertEqual([p.returncode for p in procs], [0, 0, 0])
-        for out in outs[:2]:
-            self.assertEqual([json.loads(x) for x in out.splitlines()],
-                             [{"rows": [[1]]}] * 25)
-        self.assertEqual(outs[2].splitlines(),
+        codes, answers, printed = write_at_once(d.db, "log", 25)
+        self.assertEqual(codes, [0, 0, 0])
+        for got in answers:
+            self.assertEqual(got, [{"rows": [[1]]}] * 25)
+        self.assertEqual(printed,
                          ["applied 1 read v%d" % i for i in range(10)])
         self.assert_replicas_equal()
         for other in self.daemons.values():

@@ -1,4 +1,4 @@
-"""End-to-end: full disks under a node's log or database (issue 10 #11).
+"""End-to-end: full disks under a node's log or database.
 
 Each node of a fresh 3-node cluster keeps its log or its database on a
 small tmpfs of its own, which a test fills; the node must say so, the

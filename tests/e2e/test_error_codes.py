@@ -1,4 +1,4 @@
-"""Errors a program can branch on (issue 14 #6): each kind of error of
+"""Errors a program can branch on: each kind of error of
 raftsql's SQL functions has its stable extended result code (RAFTSQL_* of
 ext/raftsql.h), the same in the node's own process (a Python connection
 of this process, which holds the nodes: Python's sqlite3.Error.

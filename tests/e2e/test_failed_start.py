@@ -1,7 +1,8 @@
-"""End-to-end: a raft_start that fails leaves nothing it created (issue 13
-#6): no <db>-raft directory (nor a dir= directory it made) after a port in
-use, a bad key or bad TLS files; and the failed restart of an existing node
-keeps its data. The node runs in this process (build/raftsql.so).
+"""End-to-end: a raft_start that fails leaves nothing it created (so that
+a corrected raft_start begins afresh): no <db>-raft directory (nor a
+dir= directory it made) after a port in use, a bad key or bad TLS files;
+and the failed restart of an existing node keeps its data. The node runs
+in this process (build/raftsql.so).
 """
 
 import grp

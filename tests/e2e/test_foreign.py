@@ -1,4 +1,4 @@
-"""Foreign writes (issue 13, item 3): a commit to a replica's database by a
+"""Foreign writes: a commit to a replica's database by a
 process that does not load raftsql (the sqlite3 shell) cannot be refused,
 so the node catches it (PRAGMA data_version on its apply connection,
 checked in every batch and once a second when idle), marks itself
@@ -111,8 +111,8 @@ class ForeignWriteTest(ClusterCase):
 
 class AutoRepairTest(ForeignWriteTest):
 
-    def test_issue_repro_ends_with_equal_replicas(self):
-        """The issue's repro: a plain sqlite3 INSERT on a follower, then a
+    def test_foreign_then_replicated_insert_ends_with_equal_replicas(self):
+        """A plain sqlite3 INSERT on a follower, then a
         raft_exec INSERT of the same key, which fails with UNIQUE on that
         follower only: the follower is caught diverged (an ERROR line
         naming it), repairs from the leader's snapshot (a line saying
@@ -366,7 +366,7 @@ class ManualRepairTest(ForeignWriteTest):
 
     def test_other_process_reads_refused_until_repaired(self):
         """Another process that loads raftsql on the diverged node's file
-        (the attach, item 1) is refused reads of replicated tables too,
+        (through its socket) is refused reads of replicated tables too,
         with the reason on stderr; raft_status() there shows the
         divergence, raft_repair() from there repairs, and its reads work
         again."""

@@ -1,4 +1,4 @@
-"""End-to-end: raftsql beside its host's SQLite (issue 13 #6).
+"""End-to-end: raftsql beside its host's SQLite.
 
 The loadable extension links no libsqlite3 and calls SQLite only through
 the API table of the host that loads it, so a host with its own SQLite (a

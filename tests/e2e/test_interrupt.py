@@ -1,4 +1,4 @@
-"""End-to-end: an interrupted caller stops waiting (issue 10 #5).
+"""End-to-end: an interrupted caller stops waiting.
 
 sqlite3_interrupt() on the caller's connection ends a waiting raft_exec
 within EXT_EXEC_POLL_MS (50 ms), whatever exec_timeout_ms says: from

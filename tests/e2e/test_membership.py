@@ -1,4 +1,4 @@
-"""Membership at runtime (issue 11), end to end under a steady write load:
+"""Membership at runtime, end to end under a steady write load:
 grow 3 nodes to 5 and shrink back, replace a dead node, transfer the
 leadership (raft_transfer, and raft_stop on a leader), and a learner that
 does not count for quorum. Afterwards every acknowledged write is present
@@ -558,7 +558,7 @@ class MembershipTest(unittest.TestCase):
         configuration) grants no vote: with the leader down, it and a
         voter that lacks an acknowledged write elect nobody (it did, and
         the write was lost); once the leader is back every node has the
-        write (found by a new user, issue 11)."""
+        write (found by a new user)."""
         self.m = Members(self.dir, 3)
         for i in (1, 2, 3):
             self.m.start(i)

@@ -87,13 +87,6 @@ class Hosts(unittest.TestCase):
 
     # ---- helpers ----------------------------------------------------
 
-    def certificates(self, name, hosts, ca=None, **kw):
-        """The tls_ keys of a certificate <name>.pem of @ca (default this
-        test's) naming @hosts; @kw as certs.CA.issue."""
-        ca = ca or self.ca
-        cert, key = ca.issue(name, hosts, **kw)
-        return "tls_cert=%s tls_key=%s tls_ca=%s" % (cert, key, ca.cert)
-
     def start(self, i, auth=None, extra="", host=None, name=None,
               member=True, exec_ms=20000):
         """Start server @i in host @host (default i) as a founder of
@@ -110,7 +103,7 @@ class Hosts(unittest.TestCase):
         else:
             self.others.append(n)
         if auth is None:
-            auth = self.certificates(name, ["n%d" % i])
+            auth = self.ca.tls_keys(name, ["n%d" % i])
         n.value("SELECT raft_start(?)",
                 "id=%d listen=0.0.0.0:%d advertise=n%d:%d cluster=%s %s "
                 "%s exec_timeout_ms=%d %s" % (
@@ -286,11 +279,11 @@ class ThreeHostsTest(Hosts):
                           "return a certificate")
         self.check_untouched(before)
         other = certs.CA(self.dir, "other")
-        self.refused(4, self.certificates("stranger", ["n4"], ca=other),
+        self.refused(4, other.tls_keys("stranger", ["n4"]),
                      "TLS handshake failed (closing): tlsv1 alert unknown ca",
                      "TLS handshake failed (closing): certificate verify "
                      "failed: self-signed certificate in certificate chain")
-        self.refused(3, self.certificates("impostor", ["n4"]),
+        self.refused(3, self.ca.tls_keys("impostor", ["n4"]),
                      "refused: server 3's certificate does not name n3, the "
                      "host of its address in the configuration; it holds: "
                      "DNS:n4", "refused us: its certificate does not name n3")
@@ -313,8 +306,8 @@ class ThreeHostsTest(Hosts):
 
     def test_expired_certificate(self):
         """raft_start refuses it, naming the file and the date."""
-        auth = self.certificates("expired", ["n1"], start=-10 * certs.DAY,
-                                 end=-certs.DAY)
+        auth = self.ca.tls_keys("expired", ["n1"], start=-10 * certs.DAY,
+                                end=-certs.DAY)
         day = certs.not_after(os.path.join(self.dir, "expired.pem"))[:10]
         with self.assertRaises(NodeError) as cm:
             self.start(1, auth)

@@ -1,4 +1,4 @@
-"""RETURNING rows and safe retries (issue 14, items 3, 4 and 7):
+"""RETURNING rows and safe retries:
 raft_query returns the rows of INSERT/UPDATE/DELETE ... RETURNING as
 JSON with their types, on the leader, a follower and from another process
 (attach); a statement failing after a RETURNING rolls the request back on

@@ -1,4 +1,4 @@
-"""TLS between peers (issue 12 #1): three nodes on 127.0.0.1, .2 and .3,
+"""TLS between peers: three nodes on 127.0.0.1, .2 and .3,
 each with a certificate naming its own address (certs.py, the openssl
 command line) or one pre-shared secret. Writes replicate; a rogue node
 with no certificate, an untrusted one, another member's, or the wrong
@@ -125,10 +125,8 @@ class TLSTest(unittest.TestCase):
 
     def certificates(self, i, name=None, ca=None, hosts=None, **kw):
         """The tls_ keys of node @i: a certificate for its own address."""
-        ca = ca or self.ca
-        name = name or "node%d" % i
-        cert, key = ca.issue(name, hosts or [host(i)], **kw)
-        return "tls_cert=%s tls_key=%s tls_ca=%s" % (cert, key, ca.cert)
+        return (ca or self.ca).tls_keys(name or "node%d" % i,
+                                        hosts or [host(i)], **kw)
 
     def node(self, i, name=None):
         name = name or "node%d" % i

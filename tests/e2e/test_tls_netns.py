@@ -1,5 +1,5 @@
 """TLS across hosts by hostname, and two TLS clusters of one CA told apart
-by their cluster id (issue 12 #1, #3, #4): cluster a runs in three network
+by their cluster id: cluster a runs in three network
 namespaces (tests/e2e/netns.py), each node listening on 0.0.0.0 without
 insecure=on and advertising its hostname n1, n2 or n3, which the others
 resolve through /etc/netns/<ns>/hosts; every certificate names its node
@@ -39,9 +39,7 @@ class TLSNetnsTest(unittest.TestCase):
         self.ca = certs.CA(self.dir)
         self.auth = {}
         for i in (1, 2, 3):
-            cert, key = self.ca.issue("n%d" % i, ["n%d" % i])
-            self.auth[i] = "tls_cert=%s tls_key=%s tls_ca=%s" % (
-                cert, key, self.ca.cert)
+            self.auth[i] = self.ca.tls_keys("n%d" % i, ["n%d" % i])
         self.net = Netns(4)
         self.nodes = {}
         try:

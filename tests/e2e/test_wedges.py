@@ -1,5 +1,5 @@
 """End-to-end: faults that used to stop a node or the whole cluster for
-good (issue 10), each with the test that reproduced it.
+good, each with the test that reproduced it.
 
 Real raftsql-testhost processes on 127.0.0.1, a fresh cluster per test.
 """
@@ -27,7 +27,7 @@ E2E_ALONE = True
 
 FAST = "election_timeout_ms=300 heartbeat_ms=30"
 
-# A request that never ends on its own (issue 10 #2).
+# A request that never ends on its own.
 RUNAWAY = ("INSERT INTO t SELECT x FROM (WITH RECURSIVE c(x) AS "
            "(SELECT 1 UNION ALL SELECT x+1 FROM c) SELECT x FROM c)")
 
@@ -156,8 +156,7 @@ class WedgeTest(ClusterCase):
         """A plain VACUUM on a node's own connection is refused: it
         renumbered the rowids of a table without an INTEGER PRIMARY KEY on
         that node only, and a later DELETE by rowid then removed different
-        rows on different nodes (issue 10 #12). VACUUM INTO still makes a
-        copy."""
+        rows on different nodes. VACUUM INTO still makes a copy."""
         self.start("exec_timeout_ms=10000")
         f1 = self.followers[0]
         self.exec(f1, "CREATE TABLE t(v)")

@@ -384,10 +384,10 @@ static void test_install_resets_log(void **state)
 }
 
 /* A snapshot that arrives while the apply thread is applying a batch that
- * goes past the snapshot's index is not installed over it (issue 10 #1:
- * the install checked the applied index before waiting for the batch,
- * then replaced the newer database with the older snapshot; the queue
- * went on from after the batch and the node never applied again). The
+ * goes past the snapshot's index is not installed over it (an install
+ * that checks the applied index before waiting for the batch replaces the
+ * newer database with the older snapshot; the queue goes on from after
+ * the batch and the node never applies again). The
  * slow request is the injected delay: the install starts while it runs. */
 static void test_install_after_a_batch_past_it(void **state)
 {

@@ -20,7 +20,7 @@ DISK_RECOVER_S = 15.0
 
 class Finding:
     """Something a fault showed that is not a check: label names a known
-    item of issue 10, or is "new"."""
+    cause ("known: <what>"), or is "new"."""
 
     def __init__(self, label, text):
         self.label = label
@@ -225,7 +225,7 @@ class Nemesis:
             what += "; status showed: %s" % "; ".join(sorted(errors))
         if not self.recovers(x):
             self.findings.append(Finding(
-                "known: issue 10 #4 (a full disk needs a restart)",
+                "known: a full disk needs a restart",
                 "node %d takes no write %.0f s after its log disk was freed "
                 "(%s); restarted it" % (x, DISK_RECOVER_S, what)))
             self.cluster.kill(x)

@@ -1,4 +1,4 @@
-"""Fault-injection runs against real raftsql-testhost processes (issue 10).
+"""Fault-injection runs against real raftsql-testhost processes.
 
 Usage: RAFTSQL_TESTHOST=build/san/raftsql-testhost python3 tests/faults/run.py
 
@@ -74,19 +74,18 @@ def node_config(rng):
 
 
 def known_causes(snaps_or_status, logs):
-    """Labels of known issue 10 items the states and logs show."""
+    """Labels of the known causes the states and logs show."""
     labels = set()
     for st in snaps_or_status:
         if st.get("log_full"):
-            labels.add("known: issue 10 #3 (the log fills for good)")
+            labels.add("known: the log fills for good")
         err = "%s %s" % (st.get("last_error"), st.get("apply_error"))
         if "space" in err or "Input/output" in err or "disk" in err:
-            labels.add("known: issue 10 #4 (a full disk needs a restart)")
+            labels.add("known: a full disk needs a restart")
     for text in logs:
         if "apply stopped" in text or re.search(
                 r"apply: entry [0-9]+ has index [0-9]+, expected", text):
-            labels.add("known: issue 10 #1 (snapshot install and apply "
-                       "race)")
+            labels.add("known: snapshot install and apply race")
     return sorted(labels) or ["new"]
 
 

@@ -163,8 +163,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
                                &opts, UINT64_MAX, &len, err, sizeof err);
     if (rc == SQL_ERR_INVALID &&
         strncmp(err, "empty SQL: no statement", 23) == 0) {
-        /* SQL of no statement: the encoder refuses it since issue 14,
-         * the decoder still reads it (entries of older logs). */
+        /* SQL of no statement: the encoder refuses it (a request that
+         * does nothing), the decoder still reads it (entries of older
+         * logs). */
         sql_request_free(&req);
         return 0;
     }

@@ -5,7 +5,7 @@
  *
  * Usage: static-host RAFTSQL_SO DB_PATH PORT
  * Exits 0 when all went well; otherwise prints what failed and exits 1.
- * A raftsql.so that links libsqlite3 (as before issue 13) makes the loader
+ * A raftsql.so that links libsqlite3 (as it once did) makes the loader
  * bring in the system's libsqlite3.so.0 beside this copy: two SQLites on
  * one file in one process, SQLite's documented way to corrupt it (closing
  * a file in one copy drops the POSIX locks the other holds). */

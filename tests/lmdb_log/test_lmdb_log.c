@@ -1,6 +1,6 @@
 /* Tests of the durable Raft log on LMDB (lmdb_log/lmdb_log.h): reads and
  * bounds, conflicting suffixes, hard state, reopen, checksums, map growth,
- * the "log full" ceiling, and (issue 5) compaction, the snapshot boundary,
+ * the "log full" ceiling, and compaction, the snapshot boundary,
  * reset, the bounded file size and the version 1 upgrade. Each test runs
  * in a fresh mkdtemp directory that its teardown removes. Randomized tests
  * print their seed; set LMDB_LOG_TEST_SEED to replay one. */
@@ -1020,7 +1020,7 @@ static void test_concurrent_reads(void **state)
     model_check(f->log, m);
 }
 
-/* ---- Compaction, snapshot boundary, reset (issue 5) ------------------ */
+/* ---- Compaction, snapshot boundary, reset ------------------------------ */
 
 /* Compaction deletes the prefix through an index and records it as the
  * boundary with that entry's term; bounds start after it; reads below it
@@ -1436,8 +1436,8 @@ static void test_upgrade_version_1(void **state)
 }
 
 /* lmdb_log_defragment keeps every entry, the hard state and the boundary,
- * and ends a log that is full though nearly empty (issue 10 #3: a log of
- * 2 MiB refused a 600 KiB entry while it held one): LMDB reuses the pages
+ * and ends a log that is full though nearly empty (a log of 2 MiB
+ * refused a 600 KiB entry while it held one): LMDB reuses the pages
  * a write frees only two writes later and keeps a large value in
  * consecutive pages, so appending and compacting large entries one after
  * the other runs out of map; a compacted rewrite frees it all. */

@@ -383,7 +383,7 @@ static void test_check_quorum(void **state)
 /* A server whose driver cannot persist stops leading and campaigning
  * (STORAGE_STALLED) and campaigns again once it can: a leader whose log
  * disk is full must not keep its followers from electing one that can
- * write (issue 10 #11). */
+ * write. */
 static void test_storage_stalled(void **state)
 {
     struct raft *r = new3(1, 0, 0, NULL, 0);

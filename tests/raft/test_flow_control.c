@@ -49,8 +49,9 @@ static struct raft_progress_info progress_of(struct raft *r, raft_id id)
     return pi;
 }
 
-/* Issue 4: when the commit index advances, every REPLICATE follower learns
- * it in the same step (not at the next heartbeat): the follower whose
+/* When the commit index advances, every REPLICATE follower learns it in
+ * the same step (not at the next heartbeat, which would add up to a
+ * heartbeat to each write's latency on a follower): the follower whose
  * answer made the majority gets an empty AppendEntries with the new
  * commit, and so does the one whose answer is still on its way. */
 static void test_commit_broadcast(void **state)
@@ -216,8 +217,9 @@ static void test_window_resets(void **state)
     raft_close(r);
 }
 
-/* Issue 4: a follower that drops every third AppendEntries answer still
- * converges: 300 proposals of 3 nodes, windows of 4, commit everywhere. */
+/* A follower that drops every third AppendEntries answer still
+ * converges (a lost answer must not stall the pipelined window): 300
+ * proposals of 3 nodes, windows of 4, commit everywhere. */
 static void test_drop_every_third_result(void **state)
 {
     struct cluster_config cfg;

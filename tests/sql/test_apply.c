@@ -627,7 +627,8 @@ static void test_foreign_keys_pragma(void **state)
         "CREATE TABLE c(pid REFERENCES p(id))",
         "INSERT INTO c VALUES (1)",
         /* A setting inside a request of several statements: refused
-         * (issue 10 #12), nothing of the request applies. */
+         * (a cluster-wide setting takes effect from the next request
+         * on), nothing of the request applies. */
         "PRAGMA foreign_keys = ON; INSERT INTO c VALUES (2)",
         "INSERT INTO c VALUES (2); PRAGMA foreign_keys = ON",
         "PRAGMA foreign_keys = ON",
@@ -913,10 +914,10 @@ static void test_hidden_functions(void **state)
 }
 
 /* A request of many statements is prepared one statement at a time
- * without SQLite copying the rest of the text for each (issue 10 #8: the
- * length passed to sqlite3_prepare_v2 left out the terminating NUL, so
- * every prepare copied the remaining text and 80,000 statements took
- * quadratic time). Checked deterministically: SQLite's largest single
+ * without SQLite copying the rest of the text for each (a length passed
+ * to sqlite3_prepare_v2 that leaves out the terminating NUL makes every
+ * prepare copy the remaining text: 80,000 statements took quadratic
+ * time). Checked deterministically: SQLite's largest single
  * allocation while applying stays far below the request's size. */
 static void test_many_statements_linear(void **state)
 {
@@ -961,7 +962,8 @@ static struct buf *budget_request(const char *sql, uint64_t max_steps)
     return b;
 }
 
-/* A runaway request (issue 10 #2: a recursive CTE without end) is
+/* A runaway request (a recursive CTE without end: it would hold the
+ * apply thread, and every node, for ever) is
  * interrupted once it used the work budget the leader stamped into it:
  * its result is an error naming max_request_steps, nothing of it stays,
  * and the requests around it in the same batch apply. */

@@ -625,8 +625,8 @@ static void test_nospace_waits_for_retry(void **state)
     assert_false(run_next(x, &res));
 }
 
-/* A full log does not hold up a new term or vote (issue 10 #3: a full
- * log stopped the cluster from electing a leader): when an append with a
+/* A full log does not hold up a new term or vote (else a full log
+ * stops the cluster from electing a leader): when an append with a
  * hard state is refused, the hard state and the held messages go first
  * in a job of their own and are written at once; a hard state merged
  * while the append waits goes first at once too, ending the wait; no
@@ -705,7 +705,7 @@ static void test_compaction_ahead_of_refused(void **state)
  * refused append, is being written lands behind that append; the append's
  * next refusal must put it first, or the append waits for good (the log
  * stays full although compaction could empty it: found with 250 KB
- * requests in a 1 MB log, issue 10 #3). */
+ * requests in a 1 MB log). */
 static void test_compaction_queued_during_hard_state(void **state)
 {
     struct fixture *x = *state;

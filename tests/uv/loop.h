@@ -1,8 +1,10 @@
 /* The loop helpers of the transport tests (test_uv_transport.c,
  * test_tls.c): run a real loop until a condition holds, within a bound,
- * and pick free ports. Include it after defining struct fixture, which
- * must have a uv_loop_t loop and a uv_timer_t tick (initialized), and
- * WAIT_MS (how long WAIT_FOR waits with nothing moving). */
+ * run it until transports are connected, and pick free ports. Include it
+ * after raft/uv.h and after defining struct fixture, which must have a
+ * uv_loop_t loop and a uv_timer_t tick (initialized), an array nodes[]
+ * whose element i has the transport of server i + 1 in t (NULL when not
+ * running), and WAIT_MS (how long WAIT_FOR waits with nothing moving). */
 
 #ifndef TESTS_UV_LOOP_H
 #define TESTS_UV_LOOP_H
@@ -99,6 +101,61 @@ static void wait_for(struct fixture *f, bool (*pred)(struct fixture *),
 }
 
 #define WAIT_FOR(f, pred) wait_for((f), (pred), #pred)
+
+/* The links wait_connected waits for: each of servers 1..g_connect_from
+ * to every other of servers 1..g_connect_n. */
+static unsigned g_connect_from;
+static unsigned g_connect_n;
+
+/* server_connected says whether server @from runs and its outgoing
+ * connection to server @to is connected. */
+static bool server_connected(struct fixture *f, unsigned from, unsigned to)
+{
+    const struct raft_uv_transport *t = f->nodes[from - 1].t;
+
+    return t != NULL && raft_uv_transport_connected(t, to);
+}
+
+static bool links_up(struct fixture *f)
+{
+    for (unsigned i = 1; i <= g_connect_from; i++) {
+        for (unsigned j = 1; j <= g_connect_n; j++) {
+            if (i != j && !server_connected(f, i, j)) {
+                return false;
+            }
+        }
+    }
+    return true;
+}
+
+/* wait_connected runs the loop until each of servers 1..@from has its
+ * outgoing connection to every other of servers 1..@n connected (a
+ * cluster of @n: @from = @n; one way from server 1: @from = 1), and fails
+ * the test once nothing moved for WAIT_MS, printing each link still down
+ * and what the fixture saw. */
+static void wait_connected(struct fixture *f, unsigned from, unsigned n)
+{
+    g_connect_from = from;
+    g_connect_n = n;
+    if (run_until(f, links_up, WAIT_MS)) {
+        return;
+    }
+    fprintf(stderr,
+            "gave up waiting for servers 1..%u to connect to servers 1..%u: "
+            "nothing moved for %d ms\n",
+            from, n, WAIT_MS);
+    for (unsigned i = 1; i <= from; i++) {
+        for (unsigned j = 1; j <= n; j++) {
+            if (i != j && !server_connected(f, i, j)) {
+                fprintf(stderr, "server %u -> %u: %s\n", i, j,
+                        f->nodes[i - 1].t == NULL ? "not running"
+                                                  : "not connected");
+            }
+        }
+    }
+    fixture_report(f);
+    fail_msg("servers 1..%u not connected to servers 1..%u", from, n);
+}
 
 /* reserve_port returns a free port: bind to port 0, read it, close. */
 static uint16_t reserve_port(void)

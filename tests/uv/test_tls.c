@@ -398,27 +398,12 @@ static void start_node(struct fixture *f, unsigned id, unsigned n_nodes)
     }
 }
 
-static unsigned g_n_nodes;
-
-static bool fully_connected(struct fixture *f)
-{
-    for (unsigned i = 0; i < g_n_nodes; i++) {
-        for (unsigned j = 0; j < g_n_nodes; j++) {
-            if (i != j && !raft_uv_transport_connected(f->nodes[i].t, j + 1)) {
-                return false;
-            }
-        }
-    }
-    return true;
-}
-
 static void start_cluster(struct fixture *f, unsigned n_nodes)
 {
     for (unsigned i = 1; i <= n_nodes; i++) {
         start_node(f, i, n_nodes);
     }
-    g_n_nodes = n_nodes;
-    WAIT_FOR(f, fully_connected);
+    wait_connected(f, n_nodes, n_nodes);
 }
 
 /* send_forward sends a FORWARD frame with @len payload bytes. */
@@ -764,11 +749,6 @@ static bool proxy_closed(struct fixture *f)
     return g_proxy.n_open == 0;
 }
 
-static bool link_up(struct fixture *f)
-{
-    return raft_uv_transport_connected(f->nodes[0].t, 2);
-}
-
 static bool link_down(struct fixture *f)
 {
     return !raft_uv_transport_connected(f->nodes[0].t, 2);
@@ -812,7 +792,7 @@ static void test_corrupt_record(void **state)
     assert_int_equal(send_forward(&f->nodes[2], 2, 100), 0);
     WAIT_FOR(f, got_wanted);
     /* ...and node 1 gets through again once it re-dialled. */
-    WAIT_FOR(f, link_up);
+    wait_connected(f, 1, 2);
     exchange(f, 10, 1000);
 
     for (unsigned i = 0; i < 3; i++) {
@@ -942,7 +922,7 @@ static void test_reload(void **state)
     WAIT_FOR(f, all_closed);
     f->nodes[0].n_got = 0;
     start_node(f, 1, 2);
-    WAIT_FOR(f, fully_connected);
+    wait_connected(f, 2, 2);
     exchange(f, 5, 100);
 }
 

@@ -287,8 +287,8 @@ static void test_install_refused_by_store(void **state)
 
 /* A snapshot the storage could not install without changing anything (a
  * full disk under the database: RAFT_BUSY) leaves the driver running and
- * is sent again (issue 10 #11: before, a full database disk during an
- * install stopped the node until restarted). */
+ * is sent again (a full database disk during an install must not stop
+ * the node until it is restarted). */
 static void test_install_busy_retried(void **state)
 {
     struct fake *f = fake_a(state);

@@ -282,22 +282,6 @@ static void start_node(struct fixture *f, unsigned id, unsigned n_nodes)
     start_node_at(f, id, n_nodes, "127.0.0.1", "127.0.0.1", NULL);
 }
 
-static unsigned g_n_nodes; /* nodes that must be fully connected */
-
-static bool fully_connected(struct fixture *f)
-{
-    unsigned i, j;
-
-    for (i = 0; i < g_n_nodes; i++) {
-        for (j = 0; j < g_n_nodes; j++) {
-            if (i != j && !raft_uv_transport_connected(f->nodes[i].t, j + 1)) {
-                return false;
-            }
-        }
-    }
-    return true;
-}
-
 static void start_cluster(struct fixture *f, unsigned n_nodes)
 {
     unsigned i;
@@ -305,8 +289,7 @@ static void start_cluster(struct fixture *f, unsigned n_nodes)
     for (i = 1; i <= n_nodes; i++) {
         start_node(f, i, n_nodes);
     }
-    g_n_nodes = n_nodes;
-    WAIT_FOR(f, fully_connected);
+    wait_connected(f, n_nodes, n_nodes);
 }
 
 /* send_ok sends @m from its sender and records it as expected at the
@@ -528,8 +511,7 @@ static void test_build_ids(void **state)
 
     f->nodes[1].build_id = "build-B 2.0";
     start_cluster(f, 2);
-    g_n_nodes = 2;
-    WAIT_FOR(f, fully_connected);
+    wait_connected(f, 2, 2);
     run_for(f, 20);
     assert_null(raft_uv_transport_peer_build_id(f->nodes[0].t, 3));
     send_heartbeats(f, 1, 2, 5);
@@ -601,12 +583,6 @@ static void test_three_nodes(void **state)
     }
 }
 
-static bool one_two_connected(struct fixture *f)
-{
-    return raft_uv_transport_connected(f->nodes[0].t, 2) &&
-           raft_uv_transport_connected(f->nodes[1].t, 1);
-}
-
 /* A peer that starts late is reached through the re-dial backoff; sends
  * before that are dropped with RAFT_NOCONN. */
 static void test_late_peer(void **state)
@@ -624,7 +600,7 @@ static void test_late_peer(void **state)
     start_node(f, 2, 2);
     uv_update_time(&f->loop);
     t0 = uv_now(&f->loop);
-    WAIT_FOR(f, one_two_connected);
+    wait_connected(f, 2, 2);
     waited = uv_now(&f->loop) - t0;
     /* The next dial is due within the current backoff (400 ms). */
     assert_true(waited <= 1500);
@@ -650,7 +626,7 @@ static void test_peers_change(void **state)
 
     start_node(f, 1, 1); /* no peers */
     start_node(f, 2, 2); /* peer 1 */
-    WAIT_FOR(f, one_two_connected);
+    wait_connected(f, 2, 2);
     send_heartbeats(f, 1, 2, 3);
     send_heartbeats(f, 2, 1, 3);
     check_delivered(f);
@@ -668,7 +644,7 @@ static void test_peers_change(void **state)
     p.port = f->nodes[1].port;
     assert_int_equal(raft_uv_transport_add_peer(f->nodes[0].t, &p), 0);
     assert_int_equal(raft_uv_transport_add_peer(f->nodes[0].t, &p), 0);
-    WAIT_FOR(f, one_two_connected);
+    wait_connected(f, 2, 2);
     send_heartbeats(f, 1, 2, 2);
     check_delivered(f);
     p.id = 1;
@@ -693,7 +669,7 @@ static void test_reconnect_after_restart(void **state)
     run_for(f, 150);
     assert_false(raft_uv_transport_connected(f->nodes[0].t, 2));
     start_node(f, 2, 2);
-    WAIT_FOR(f, one_two_connected);
+    wait_connected(f, 2, 2);
     send_heartbeats(f, 1, 2, 5);
     send_heartbeats(f, 2, 1, 5);
     check_delivered(f);
@@ -1319,8 +1295,7 @@ static void test_close_in_callback(void **state)
                                 1, MAX_FRAME, BUILD, NULL, on_recv_close,
                                 on_log, n2, &n2->t, err, sizeof err),
         0);
-    g_n_nodes = 2;
-    WAIT_FOR(f, fully_connected);
+    wait_connected(f, 2, 2);
     send_heartbeats(f, 1, 2, 10);
     WAIT_FOR(f, all_closed);
     run_for(f, 50);
@@ -1392,13 +1367,13 @@ static void test_cluster_ids(void **state)
 
     /* Server 2 has no id: both accept. */
     raft_uv_transport_set_cluster_id(f->nodes[1].t, zero);
-    WAIT_FOR(f, one_two_connected);
+    wait_connected(f, 2, 2);
     send_heartbeats(f, 1, 2, 3);
     send_heartbeats(f, 2, 1, 3);
     check_delivered(f);
     assert_true(raft_uv_transport_peer_cluster_id(f->nodes[1].t, 1, id));
     assert_memory_equal(id, CLUSTER_A, sizeof id);
-    WAIT_FOR(f, one_two_connected);
+    wait_connected(f, 2, 2);
     assert_true(raft_uv_transport_peer_cluster_id(f->nodes[0].t, 2, id));
     assert_memory_equal(id, zero, sizeof id);
     assert_int_equal(f->nodes[0].n_warn, 2);
@@ -1612,11 +1587,6 @@ static bool srv_eof(struct fixture *f)
     return g_srv->conn.closed;
 }
 
-static bool one_connected_to_two(struct fixture *f)
-{
-    return raft_uv_transport_connected(f->nodes[0].t, 2);
-}
-
 /* A dialler sends no frame before the acceptance, logs a refusal once
  * until it changes (its backoff re-dials), refuses an answer from another
  * server than it dialled, one whose versions do not meet its own and
@@ -1680,7 +1650,7 @@ static void test_dialler(void **state)
     srv_handshake(f, 5);
     srv_answer(&v, RAFT__UV_ACCEPTED, RAFT_WIRE_VERSION_MIN,
                RAFT_WIRE_VERSION + 4, CLUSTER_A, 2, "");
-    WAIT_FOR(f, one_connected_to_two);
+    wait_connected(f, 1, 2);
     n = v.conn.n_got;
     m = heartbeat(1, 2, 5);
     assert_int_equal(raft_uv_transport_send(f->nodes[0].t, &m), 0);
@@ -1704,7 +1674,7 @@ static void test_dialler(void **state)
      * 1, and a CHECKSUM frame (version 2 on) is refused, never sent. */
     srv_handshake(f, 6);
     srv_answer(&v, RAFT__UV_ACCEPTED, 1, 1, CLUSTER_A, 2, "");
-    WAIT_FOR(f, one_connected_to_two);
+    wait_connected(f, 1, 2);
     assert_int_equal(raft_uv_transport_peer_wire(f->nodes[0].t, 2), 1);
     assert_int_equal(raft_uv_transport_peer_wire_last(f->nodes[0].t, 2), 1);
     n = v.conn.n_got;
@@ -1820,8 +1790,7 @@ static void test_ipv6(void **state)
     for (unsigned i = 1; i <= 3; i++) {
         start_node_at(f, i, 3, "::1", "::1", NULL);
     }
-    g_n_nodes = 3;
-    WAIT_FOR(f, fully_connected);
+    wait_connected(f, 3, 3);
     send_heartbeats(f, 1, 2, 3);
     send_heartbeats(f, 2, 3, 3);
     send_heartbeats(f, 3, 1, 3);
@@ -1836,15 +1805,14 @@ static void test_hostname_peers(void **state)
 
     start_node_at(f, 1, 2, "127.0.0.1", "localhost", NULL);
     start_node_at(f, 2, 2, "127.0.0.1", "localhost", NULL);
-    g_n_nodes = 2;
-    WAIT_FOR(f, fully_connected);
+    wait_connected(f, 2, 2);
     send_heartbeats(f, 1, 2, 3);
     send_heartbeats(f, 2, 1, 3);
     check_delivered(f);
     stop_node(&f->nodes[1]);
     WAIT_FOR(f, all_closed);
     start_node_at(f, 2, 2, "127.0.0.1", "localhost", NULL);
-    WAIT_FOR(f, fully_connected);
+    wait_connected(f, 2, 2);
     assert_int_equal(f->nodes[0].n_warn, 0);
 }
 
@@ -1859,8 +1827,7 @@ static void test_wildcard_advertised(void **state)
              (unsigned)f->nodes[0].port);
     start_node_at(f, 1, 2, "0.0.0.0", "127.0.0.1", advertise);
     start_node_at(f, 2, 0, "127.0.0.1", "127.0.0.1", NULL);
-    g_n_nodes = 2;
-    WAIT_FOR(f, fully_connected);
+    wait_connected(f, 2, 2);
     send_heartbeats(f, 2, 1, 3);
     check_delivered(f);
 }
@@ -1884,8 +1851,7 @@ static void test_change_while_resolving(void **state)
     /* And once the loop ran: a fresh start resolves and connects. */
     start_node_at(f, 1, 2, "127.0.0.1", "localhost", NULL);
     start_node_at(f, 2, 2, "127.0.0.1", "localhost", NULL);
-    g_n_nodes = 2;
-    WAIT_FOR(f, fully_connected);
+    wait_connected(f, 2, 2);
 }
 
 int main(void)
