@@ -85,7 +85,10 @@ class NetnsTest(unittest.TestCase):
         leader.sql("SELECT raft_exec('CREATE TABLE IF NOT EXISTS t(x)')")
         leader.sql("SELECT raft_exec('INSERT INTO t VALUES (1)')")
         follower.sql("SELECT raft_exec('INSERT INTO t VALUES (2)')")
-        applied = leader.status()["applied"]
+        # The follower's write is applied on the follower when its
+        # raft_exec returns, not yet on the leader perhaps (its apply
+        # thread may lag its commit): wait for the highest index applied.
+        applied = max(n.status()["applied"] for n in self.nodes)
         for n in self.nodes:
             wait(lambda: n.status()["applied"] >= applied,
                  "node %d to apply %d" % (n.id, applied))
