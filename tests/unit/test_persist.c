@@ -83,9 +83,10 @@ static int fake_compact(void *data, raft_index index, char *errmsg,
     return 0;
 }
 
-/* fake_install resets the log to start after @index. */
+/* fake_install is the state machine's install: it always installs. */
 static int fake_install(void *data, const char *path, raft_index index,
-                        raft_term term, char *errmsg, size_t errmsg_len)
+                        raft_term term, bool *out_installed, char *errmsg,
+                        size_t errmsg_len)
 {
     struct fake *f = data;
 
@@ -95,9 +96,36 @@ static int fake_install(void *data, const char *path, raft_index index,
     (void)errmsg_len;
     f->n_installs++;
     f->install_index = index;
+    ++f->calls;
+    *out_installed = true;
+    return 0;
+}
+
+/* fake_entry_term knows no terms: after an install the log is reset. */
+static int fake_entry_term(void *data, raft_index index, raft_index *out_first,
+                           raft_term *out_term, char *errmsg, size_t errmsg_len)
+{
+    struct fake *f = data;
+
+    (void)index;
+    (void)errmsg;
+    (void)errmsg_len;
+    *out_first = f->base + 1;
+    *out_term = 0;
+    return 0;
+}
+
+/* fake_reset resets the log to start after @index. */
+static int fake_reset(void *data, raft_index index, raft_term term,
+                      char *errmsg, size_t errmsg_len)
+{
+    struct fake *f = data;
+
+    (void)term;
+    (void)errmsg;
+    (void)errmsg_len;
     f->base = index;
     f->last = index;
-    ++f->calls;
     return 0;
 }
 
@@ -141,10 +169,13 @@ static int setup(void **state)
 
     memset(&x, 0, sizeof x);
     raft_persist_init(&x.p);
-    x.s.data = &x.f;
-    x.s.append = fake_append;
-    x.s.compact = fake_compact;
-    x.s.snapshot_install = fake_install;
+    x.s.log.data = &x.f;
+    x.s.log.append = fake_append;
+    x.s.log.compact = fake_compact;
+    x.s.log.entry_term = fake_entry_term;
+    x.s.log.reset = fake_reset;
+    x.s.fsm.data = &x.f;
+    x.s.fsm.snapshot_install = fake_install;
     for (i = 0; i < 16; i++) {
         x.e[i].index = i + 1;
         x.e[i].term = 1;
@@ -361,7 +392,7 @@ static void test_install_reads_configuration(void **state)
     struct raft_persist_result res;
 
     new_core(x, 4);
-    x->s.snapshot_configuration = fake_configuration;
+    x->s.fsm.snapshot_configuration = fake_configuration;
     install_path(x, "snap", &res);
     assert_int_equal(res.outcome, RAFT_PERSIST_DONE);
     assert_true(res.install->has_configuration);
@@ -799,11 +830,10 @@ static void test_empty_job_dropped(void **state)
 static void test_log_after_install(void **state)
 {
     (void)state;
-    assert_int_equal(raft_persist_log_after_install(3, 3),
-                     RAFT_PERSIST_KEEP_SUFFIX);
-    assert_int_equal(raft_persist_log_after_install(2, 3), RAFT_PERSIST_RESET);
-    assert_int_equal(raft_persist_log_after_install(0, 3), RAFT_PERSIST_RESET);
-    assert_int_equal(raft_persist_log_after_install(0, 0), RAFT_PERSIST_RESET);
+    assert_int_equal(raft_snapshot_log_action(3, 3), RAFT_SNAPSHOT_KEEP_SUFFIX);
+    assert_int_equal(raft_snapshot_log_action(2, 3), RAFT_SNAPSHOT_RESET);
+    assert_int_equal(raft_snapshot_log_action(0, 3), RAFT_SNAPSHOT_RESET);
+    assert_int_equal(raft_snapshot_log_action(0, 0), RAFT_SNAPSHOT_RESET);
 }
 
 /* Closing frees queued jobs with their references (LeakSanitizer). */
