@@ -29,6 +29,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "../raft/configuration.h"
 #include "attach_sock.h"
 #include "sqlbridge.h"
 #include "stopped.h"
@@ -56,6 +57,8 @@ struct ext_applier {
                                       (as fsm) */
     pthread_t thread;               /* the apply thread */
     pthread_mutex_t mu;             /* guards the fields marked (mu) */
+    pthread_mutex_t snapshot_mu;    /* one snapshot create or install at a
+                                      time (applier_persist_fsm) */
     pthread_cond_t cond;            /* entries queued, a hold ended, a
                                       checkpoint asked, or stop (mu) */
     pthread_cond_t idle_cond;       /* busy became false (mu) */
@@ -880,6 +883,7 @@ int applier_start(struct sql_fsm *fsm, const struct ext_applier_config *cfg,
     atomic_store(&a->applied, sql_fsm_applied(fsm));
     atomic_store(&a->durable, sql_fsm_durable(fsm));
     pthread_mutex_init(&a->mu, NULL);
+    pthread_mutex_init(&a->snapshot_mu, NULL);
     pthread_condattr_init(&ca);
     pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
     pthread_cond_init(&a->cond, &ca);
@@ -889,6 +893,7 @@ int applier_start(struct sql_fsm *fsm, const struct ext_applier_config *cfg,
         pthread_cond_destroy(&a->cond);
         pthread_cond_destroy(&a->idle_cond);
         pthread_mutex_destroy(&a->mu);
+        pthread_mutex_destroy(&a->snapshot_mu);
         free(a);
         return RAFT_NOMEM;
     }
@@ -938,5 +943,133 @@ void applier_stop(struct ext_applier *a)
     pthread_cond_destroy(&a->cond);
     pthread_cond_destroy(&a->idle_cond);
     pthread_mutex_destroy(&a->mu);
+    pthread_mutex_destroy(&a->snapshot_mu);
     free(a);
+}
+
+/* ---- The state machine half of the driver's storage -------------------- */
+
+/* covers says whether a snapshot through @index is one to install: above
+ * the applied index, or, for a diverged replica (a repair), at least at
+ * it, so that nothing needs re-applying from a log that may be compacted
+ * (the core then changes nothing but its compaction: uv_snapshot.c). */
+static bool covers(struct ext_applier *a, raft_index index)
+{
+    raft_index applied = applier_applied(a);
+    return index > applied || (index == applied && applier_diverged(a, NULL));
+}
+
+/* install_delay holds the install, in test builds only, between the
+ * database's install and the driver's (RAFTSQL_TEST_INSTALL_DELAY_MS), to
+ * let ticks run between the two. */
+static void install_delay(void)
+{
+#ifdef RAFTSQL_TEST_FAULTS
+    const char *ms = getenv("RAFTSQL_TEST_INSTALL_DELAY_MS");
+    if (ms != NULL) {
+        struct timespec t = {.tv_sec = atoi(ms) / 1000,
+                             .tv_nsec = (atoi(ms) % 1000) * 1000000L};
+        nanosleep(&t, NULL);
+    }
+#endif
+}
+
+int applier_snapshot_install(struct ext_applier *a, const char *path,
+                             raft_index index, bool *out_installed,
+                             char *errmsg, size_t errmsg_len)
+{
+    uint64_t got_index = 0, got_term = 0;
+    int rc;
+
+    *out_installed = false;
+    if (!covers(a, index)) {
+        /* Nothing new in it: change nothing (raft.h SNAPSHOT_INSTALLED). */
+        return 0;
+    }
+    applier_hold(a);
+    /* Asked again once held: the batch that was running may have applied
+     * past the snapshot meanwhile, and an older snapshot must never
+     * replace a newer database. */
+    if (!covers(a, index)) {
+        applier_release(a, 0);
+        return 0;
+    }
+    rc = applier_install(a, path, &got_index, &got_term, errmsg, errmsg_len);
+    install_delay();
+    if (rc == RAFT_IOERR || rc == RAFT_NOSPACE || rc == RAFT_NOMEM) {
+        /* The database is unchanged (a full disk under it, say): not a
+         * reason to stop, the leader sends the snapshot again. */
+        rc = RAFT_BUSY;
+    }
+    *out_installed = rc == 0;
+    applier_release(a, rc == 0 ? got_index : 0);
+    return rc;
+}
+
+static int on_snapshot_create(void *data, const char *path, raft_index *index,
+                              raft_term *term, char *errmsg, size_t errmsg_len)
+{
+    struct ext_applier *a = data;
+    uint64_t i = 0, t = 0;
+    int rc;
+    pthread_mutex_lock(&a->snapshot_mu);
+    rc = applier_snapshot_create(a, path, &i, &t, errmsg, errmsg_len);
+    pthread_mutex_unlock(&a->snapshot_mu);
+    if (rc == 0) {
+        *index = i;
+        *term = t;
+    }
+    return rc;
+}
+
+static int on_snapshot_install(void *data, const char *path, raft_index index,
+                               raft_term term, bool *out_installed,
+                               char *errmsg, size_t errmsg_len)
+{
+    struct ext_applier *a = data;
+    int rc;
+    (void)term;
+    pthread_mutex_lock(&a->snapshot_mu);
+    rc = applier_snapshot_install(a, path, index, out_installed, errmsg,
+                                  errmsg_len);
+    pthread_mutex_unlock(&a->snapshot_mu);
+    return rc;
+}
+
+/* on_snapshot_configuration reads the configuration snapshot file @path
+ * reflects (raftsql_config), before it is installed. */
+static int on_snapshot_configuration(void *data, const char *path,
+                                     struct raft_configuration *out,
+                                     char *errmsg, size_t errmsg_len)
+{
+    struct sql_config sc;
+    char why[128];
+    int rc;
+    (void)data;
+    rc = sql_snapshot_config_read(path, &sc, errmsg, errmsg_len);
+    if (rc != 0) {
+        rc = sqlbridge_rc(rc);
+        return rc == RAFT_NOMEM || rc == RAFT_IOERR ? RAFT_BUSY : RAFT_CORRUPT;
+    }
+    if (sc.index == 0) {
+        rc = RAFT_NOTFOUND;
+    } else if (raft_configuration_decode(sc.data, sc.len, out, why,
+                                         sizeof why) != 0) {
+        snprintf(errmsg, errmsg_len,
+                 "snapshot %s: the configuration of entry %" PRIu64
+                 " does not decode: %s",
+                 path, sc.index, why);
+        rc = RAFT_CORRUPT;
+    }
+    sql_config_clear(&sc);
+    return rc;
+}
+
+void applier_persist_fsm(struct ext_applier *a, struct raft_persist_fsm *out)
+{
+    memset(out, 0, sizeof *out);
+    out->data = a;
+    out->snapshot_create = on_snapshot_create;
+    out->snapshot_install = on_snapshot_install;
+    out->snapshot_configuration = on_snapshot_configuration;
 }

@@ -585,7 +585,8 @@ static int start_threads(struct ext_node *n, const char *db_path,
     dc.tls = n->tls;
     dc.storage_stall_ms = n->cfg.election_timeout_ms;
     cluster_id_get(n->cluster, dc.cluster_id);
-    store_storage(n->store, n->applier, &storage);
+    store_log(n->store, n->applier, &storage.log);
+    applier_persist_fsm(n->applier, &storage.fsm);
     rc = raft_uv_node_start(core, &dc, &storage, &cb, &n->driver, errmsg,
                             errmsg_len);
     if (rc != 0) {

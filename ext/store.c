@@ -22,16 +22,13 @@
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
-#include <time.h>
 #include <string.h>
 #include <sys/file.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include "../lmdb_log/lmdb_log.h"
-#include "../raft/configuration.h"
 #include "../raft/persist.h"
-#include "sqlbridge.h"
 
 _Static_assert(LMDB_LOG_CLUSTER_ID_LEN == RAFT_UV_CLUSTER_ID_LEN,
                "one cluster id length");
@@ -48,9 +45,7 @@ struct ext_store {
     int lock_fd;                  /* flock on <dir>/node.lock */
     bool created_dir;             /* this open created @dir (a failed
                                      start removes it, store_discard) */
-    struct ext_applier *applier;  /* snapshots, durable index */
-    pthread_mutex_t snapshot_mu;  /* one snapshot create or install at a
-                                    time */
+    struct ext_applier *applier;  /* applied and durable indexes */
     atomic_uint_least64_t used;   /* bytes the entries occupy, as the disk
                                      thread last read after a write */
     atomic_uint_least64_t budget; /* the most they may occupy, 0 unknown */
@@ -167,7 +162,6 @@ int store_open(const struct ext_store_config *cfg, struct ext_node_log *log,
         rc = RAFT_IOERR;
         goto err_log;
     }
-    pthread_mutex_init(&s->snapshot_mu, NULL);
     pthread_mutex_init(&s->cluster_mu, NULL);
     note_usage(s);
     *out = s;
@@ -195,7 +189,6 @@ static void close_store(struct ext_store *s, bool discard)
     if (discard) {
         remove_created(s);
     }
-    pthread_mutex_destroy(&s->snapshot_mu);
     pthread_mutex_destroy(&s->cluster_mu);
     free(s);
 }
@@ -522,16 +515,17 @@ static int write_cluster_id(struct ext_store *s, char *errmsg,
     return 0;
 }
 
+static int on_prepare(void *data, char *errmsg, size_t errmsg_len)
+{
+    return write_cluster_id(data, errmsg, errmsg_len);
+}
+
 static int on_append(void *data, const struct raft_hard_state *hs,
                      const struct raft_entry *entries, unsigned n, char *errmsg,
                      size_t errmsg_len)
 {
     struct ext_store *s = data;
-    int rc = write_cluster_id(s, errmsg, errmsg_len);
-    if (rc != 0) {
-        return rc;
-    }
-    rc = lmdb_log_append(s->lmdb, hs, entries, n);
+    int rc = lmdb_log_append(s->lmdb, hs, entries, n);
     if (rc != 0) {
         snprintf(errmsg, errmsg_len, "%s", lmdb_log_errmsg(s->lmdb));
     }
@@ -551,11 +545,7 @@ static int on_compact(void *data, raft_index index, char *errmsg,
                       size_t errmsg_len)
 {
     struct ext_store *s = data;
-    int rc = write_cluster_id(s, errmsg, errmsg_len);
-    if (rc != 0) {
-        return rc;
-    }
-    rc = lmdb_log_compact(s->lmdb, index);
+    int rc = lmdb_log_compact(s->lmdb, index);
     if (rc != 0) {
         snprintf(errmsg, errmsg_len, "%s", lmdb_log_errmsg(s->lmdb));
     } else {
@@ -564,169 +554,51 @@ static int on_compact(void *data, raft_index index, char *errmsg,
     return rc;
 }
 
-static int on_snapshot_create(void *data, const char *path, raft_index *index,
-                              raft_term *term, char *errmsg, size_t errmsg_len)
+static int on_entry_term(void *data, raft_index index, raft_index *out_first,
+                         raft_term *out_term, char *errmsg, size_t errmsg_len)
 {
     struct ext_store *s = data;
-    uint64_t i = 0, t = 0;
-    int rc;
-    pthread_mutex_lock(&s->snapshot_mu);
-    rc = applier_snapshot_create(s->applier, path, &i, &t, errmsg, errmsg_len);
-    pthread_mutex_unlock(&s->snapshot_mu);
-    if (rc == 0) {
-        *index = i;
-        *term = t;
-    }
-    return rc;
-}
-
-/* log_after_install changes the log after the database took a snapshot
- * reflecting (@index, @term), by paper §7 as raft_persist_log_after_install
- * decides (the one place of that decision): when the log holds entry
- * @index of @term, only the log through it goes (the entries after it are
- * the leader's and may be committed copies); otherwise the log restarts
- * empty after @index. */
-static int log_after_install(struct ext_store *s, uint64_t index, uint64_t term)
-{
-    raft_index first, last;
     struct raft_entry *e = NULL;
     unsigned cnt = 0;
-    raft_term held = 0;
-    bool bounded = lmdb_log_bounds(s->lmdb, &first, &last) == 0;
-    if (bounded && index < first) {
-        /* A repair's snapshot at the boundary (the applied index was
-         * compacted through already): the log holds nothing it covers. */
-        return 0;
-    }
-    if (bounded && index >= first && index <= last &&
-        lmdb_log_entries(s->lmdb, index, index, 0, &e, &cnt) == 0) {
-        held = cnt == 1 ? e[0].term : 0;
-        lmdb_log_entries_free(e, cnt);
-    }
-    return raft_persist_log_after_install(held, term) ==
-                   RAFT_PERSIST_KEEP_SUFFIX
-               ? lmdb_log_compact(s->lmdb, index)
-               : lmdb_log_reset(s->lmdb, index, term);
-}
+    raft_index last;
+    int rc = lmdb_log_bounds(s->lmdb, out_first, &last);
 
-/* covers says whether a snapshot through @index is one to install: above
- * the applied index, or, for a diverged replica (a repair), at least at
- * it, so that nothing needs re-applying from a log that may be compacted
- * (the core then changes nothing but its compaction: uv_snapshot.c). */
-static bool covers(struct ext_store *s, raft_index index)
-{
-    raft_index applied = applier_applied(s->applier);
-    return index > applied ||
-           (index == applied && applier_diverged(s->applier, NULL));
-}
-
-/* install installs snapshot file @path (whose last index is @index) into
- * the database while the apply thread is held off, changes the log after
- * it (log_after_install) and lets the applier drop the queued entries it
- * covers; a snapshot that does not cover (covers) changes nothing. */
-static int install(struct ext_store *s, const char *path, raft_index index,
-                   char *errmsg, size_t errmsg_len)
-{
-    uint64_t got_index = 0, got_term = 0;
-    int rc;
-
-    if (!covers(s, index)) {
-        /* Nothing new in it: change nothing (raft.h SNAPSHOT_INSTALLED). */
-        return 0;
-    }
-    applier_hold(s->applier);
-    /* Asked again once held: the batch that was running may have applied
-     * past the snapshot meanwhile, and an older snapshot must never
-     * replace a newer database. */
-    if (!covers(s, index)) {
-        applier_release(s->applier, 0);
-        return 0;
-    }
-    rc = applier_install(s->applier, path, &got_index, &got_term, errmsg,
-                         errmsg_len);
-#ifdef RAFTSQL_TEST_FAULTS
-    {
-        /* Test builds only: hold the storage step between the state
-         * machine's install and the driver's, to let ticks run between. */
-        const char *ms = getenv("RAFTSQL_TEST_INSTALL_DELAY_MS");
-        if (ms != NULL) {
-            struct timespec t = {.tv_sec = atoi(ms) / 1000,
-                                 .tv_nsec = (atoi(ms) % 1000) * 1000000L};
-            nanosleep(&t, NULL);
+    *out_term = 0;
+    if (rc == 0 && index >= *out_first && index <= last) {
+        rc = lmdb_log_entries(s->lmdb, index, index, 0, &e, &cnt);
+        if (rc == 0) {
+            *out_term = cnt == 1 ? e[0].term : 0;
+            lmdb_log_entries_free(e, cnt);
         }
     }
-#endif
-    if (rc == RAFT_IOERR || rc == RAFT_NOSPACE || rc == RAFT_NOMEM) {
-        /* The database is unchanged (a full disk under it, say): not a
-         * reason to stop, the leader sends the snapshot again. */
-        rc = RAFT_BUSY;
+    if (rc != 0) {
+        snprintf(errmsg, errmsg_len, "%s", lmdb_log_errmsg(s->lmdb));
     }
-    if (rc == 0 && log_after_install(s, got_index, got_term) != 0) {
-        /* The database is ahead of the log: a restart repairs that. */
-        snprintf(errmsg, errmsg_len, "change the log after the snapshot: %s",
-                 lmdb_log_errmsg(s->lmdb));
-        rc = RAFT_IOERR;
-        got_index = 0;
-    }
-    applier_release(s->applier, rc == 0 ? got_index : 0);
     return rc;
 }
 
-static int on_snapshot_install(void *data, const char *path, raft_index index,
-                               raft_term term, char *errmsg, size_t errmsg_len)
+static int on_reset(void *data, raft_index index, raft_term term, char *errmsg,
+                    size_t errmsg_len)
 {
     struct ext_store *s = data;
-    int rc = write_cluster_id(s, errmsg, errmsg_len);
-    (void)term;
+    int rc = lmdb_log_reset(s->lmdb, index, term);
     if (rc != 0) {
-        return rc;
+        snprintf(errmsg, errmsg_len, "%s", lmdb_log_errmsg(s->lmdb));
     }
-    pthread_mutex_lock(&s->snapshot_mu);
-    rc = install(s, path, index, errmsg, errmsg_len);
-    pthread_mutex_unlock(&s->snapshot_mu);
     return rc;
 }
 
-/* on_snapshot_configuration reads the configuration snapshot file @path
- * reflects (raftsql_config), before it is installed. */
-static int on_snapshot_configuration(void *data, const char *path,
-                                     struct raft_configuration *out,
-                                     char *errmsg, size_t errmsg_len)
-{
-    struct sql_config sc;
-    char why[128];
-    int rc;
-    (void)data;
-    rc = sql_snapshot_config_read(path, &sc, errmsg, errmsg_len);
-    if (rc != 0) {
-        rc = sqlbridge_rc(rc);
-        return rc == RAFT_NOMEM || rc == RAFT_IOERR ? RAFT_BUSY : RAFT_CORRUPT;
-    }
-    if (sc.index == 0) {
-        rc = RAFT_NOTFOUND;
-    } else if (raft_configuration_decode(sc.data, sc.len, out, why,
-                                         sizeof why) != 0) {
-        snprintf(errmsg, errmsg_len,
-                 "snapshot %s: the configuration of entry %" PRIu64
-                 " does not decode: %s",
-                 path, sc.index, why);
-        rc = RAFT_CORRUPT;
-    }
-    sql_config_clear(&sc);
-    return rc;
-}
-
-void store_storage(struct ext_store *s, struct ext_applier *applier,
-                   struct raft_persist_storage *out)
+void store_log(struct ext_store *s, struct ext_applier *applier,
+               struct raft_persist_log *out)
 {
     s->applier = applier;
     memset(out, 0, sizeof *out);
     out->data = s;
+    out->prepare = on_prepare;
     out->append = on_append;
     out->compact = on_compact;
-    out->snapshot_create = on_snapshot_create;
-    out->snapshot_install = on_snapshot_install;
-    out->snapshot_configuration = on_snapshot_configuration;
+    out->entry_term = on_entry_term;
+    out->reset = on_reset;
 }
 
 /* ---- The compaction policy (loop thread) ------------------------------- */

@@ -132,14 +132,16 @@ void store_state_free(struct ext_store_state *st);
  * receives snapshot files. Any thread. */
 const char *store_snapshot_dir(const struct ext_store *s);
 
-/* store_storage fills @out with the driver's storage interface over this
- * store: appends and compactions on the LMDB log, snapshot creation and
- * installs through @applier (which must outlive the driver). An install
- * takes a snapshot above the applied index, or at it while the replica is
- * diverged (a repair, applier_diverged); any other changes nothing.
- * Thread: any, before the driver starts. */
-void store_storage(struct ext_store *s, struct ext_applier *applier,
-                   struct raft_persist_storage *out);
+/* store_log fills @out with the log half of the driver's storage
+ * (raft/persist.h) over this store's LMDB log: appends, compactions, the
+ * lookups and resets of the log after a snapshot install, and, first in
+ * each job, the cluster id left by store_cluster_id_set. @applier (which
+ * must outlive the driver; NULL when store_on_tick is not used) is what
+ * the compaction policy asks for the applied and durable indexes; the
+ * state machine half is applier_persist_fsm's. Thread: any, before the
+ * driver starts. */
+void store_log(struct ext_store *s, struct ext_applier *applier,
+               struct raft_persist_log *out);
 
 /* What the compaction policy looks at. */
 struct ext_store_view {

@@ -10,18 +10,6 @@
 
 #include "message.h"
 
-enum raft_persist_log_action raft_persist_log_after_install(raft_term held_term,
-                                                            raft_term last_term)
-{
-    /* Paper §7: "If existing log entry has same index and term as
-     * snapshot's last included entry, retain log entries following it."
-     * Term 0 is no entry's. */
-    if (held_term != 0 && held_term == last_term) {
-        return RAFT_PERSIST_KEEP_SUFFIX;
-    }
-    return RAFT_PERSIST_RESET;
-}
-
 void raft_persist_job_free(struct raft_persist_job *j)
 {
     if (j == NULL) {
@@ -331,29 +319,81 @@ struct raft_persist_job *raft_persist_next(struct raft_persist *p)
     return NULL;
 }
 
+/* follow_install changes the stored log of @l after the state machine
+ * installed the snapshot through (@index, @term), by paper §7 as
+ * raft_snapshot_log_action decides: when the log holds entry @index of
+ * @term only the log through it goes (the entries after it are the
+ * leader's and may be committed copies); otherwise the log restarts empty
+ * after @index. A snapshot below the first stored index (a repair's, at
+ * an applied index compacted through already) covers nothing the log
+ * holds: nothing changes. */
+static int follow_install(const struct raft_persist_log *l, raft_index index,
+                          raft_term term, char *errmsg, size_t errmsg_len)
+{
+    raft_index first = 0;
+    raft_term held = 0;
+    int rc = l->entry_term(l->data, index, &first, &held, errmsg, errmsg_len);
+    if (rc != 0 || index < first) {
+        return rc;
+    }
+    if (raft_snapshot_log_action(held, term) == RAFT_SNAPSHOT_KEEP_SUFFIX) {
+        return l->compact(l->data, index, errmsg, errmsg_len);
+    }
+    return l->reset(l->data, index, term, errmsg, errmsg_len);
+}
+
+/* run_install carries out install job @j on @s (raft_persist_run). */
+static void run_install(struct raft_persist_job *j,
+                        const struct raft_persist_storage *s)
+{
+    char why[sizeof j->errmsg - 48]; /* room for the prefix */
+    bool installed = false;
+
+    j->snap.has_configuration = false;
+    if (s->fsm.snapshot_configuration != NULL) {
+        j->rc = s->fsm.snapshot_configuration(s->fsm.data, j->snap.path,
+                                              &j->snap.configuration, j->errmsg,
+                                              sizeof j->errmsg);
+        j->snap.has_configuration = j->rc == 0;
+        if (j->rc == RAFT_NOTFOUND) {
+            j->rc = 0; /* none stored: the core keeps its own */
+        }
+    }
+    if (j->rc == 0 && s->log.prepare != NULL) {
+        j->rc = s->log.prepare(s->log.data, j->errmsg, sizeof j->errmsg);
+    }
+    if (j->rc == 0) {
+        j->rc = s->fsm.snapshot_install(
+            s->fsm.data, j->snap.path, j->snap.index, j->snap.last_term,
+            &installed, j->errmsg, sizeof j->errmsg);
+    }
+    if (j->rc == 0 && installed &&
+        follow_install(&s->log, j->snap.index, j->snap.last_term, why,
+                       sizeof why) != 0) {
+        /* The state machine is ahead of the log: a restart repairs that. */
+        snprintf(j->errmsg, sizeof j->errmsg,
+                 "change the log after the snapshot: %s", why);
+        j->rc = RAFT_IOERR;
+    }
+}
+
 void raft_persist_run(struct raft_persist_job *j,
                       const struct raft_persist_storage *s)
 {
+    const struct raft_persist_log *l = &s->log;
+
     j->rc = 0;
     j->skip = 0;
     j->stale = false;
     if (j->install) {
-        j->snap.has_configuration = false;
-        if (s->snapshot_configuration != NULL) {
-            j->rc = s->snapshot_configuration(s->data, j->snap.path,
-                                              &j->snap.configuration, j->errmsg,
-                                              sizeof j->errmsg);
-            j->snap.has_configuration = j->rc == 0;
-            if (j->rc == RAFT_NOTFOUND) {
-                j->rc = 0; /* none stored: the core keeps its own */
-            }
-        }
-        if (j->rc == 0) {
-            j->rc = s->snapshot_install(s->data, j->snap.path, j->snap.index,
-                                        j->snap.last_term, j->errmsg,
-                                        sizeof j->errmsg);
-        }
+        run_install(j, s);
         return;
+    }
+    if ((has_write(j) || j->compact_to > 0) && l->prepare != NULL) {
+        j->rc = l->prepare(l->data, j->errmsg, sizeof j->errmsg);
+        if (j->rc != 0) {
+            return;
+        }
     }
     if (has_write(j)) {
         /* A write handed out before a snapshot install that runs after it
@@ -368,17 +408,17 @@ void raft_persist_run(struct raft_persist_job *j,
             n--;
         }
         j->skip = j->n_entries - n;
-        j->rc = s->append(s->data, j->has_hs ? &j->hs : NULL, e, n, j->errmsg,
+        j->rc = l->append(l->data, j->has_hs ? &j->hs : NULL, e, n, j->errmsg,
                           sizeof j->errmsg);
         if (j->rc == RAFT_INVALID && j->boundary > 0 && n > 0) {
             j->stale = true;
-            j->rc = j->has_hs ? s->append(s->data, &j->hs, NULL, 0, j->errmsg,
+            j->rc = j->has_hs ? l->append(l->data, &j->hs, NULL, 0, j->errmsg,
                                           sizeof j->errmsg)
                               : 0;
         }
     }
     if (j->rc == 0 && j->compact_to > 0) {
-        j->rc = s->compact(s->data, j->compact_to, j->errmsg, sizeof j->errmsg);
+        j->rc = l->compact(l->data, j->compact_to, j->errmsg, sizeof j->errmsg);
     }
 }
 

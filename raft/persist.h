@@ -35,12 +35,17 @@
 
 #include "raft.h"
 
-/* Durable storage and the state machine's snapshots, as a driver uses
- * them. Every function returns 0 or a project error code with a message
- * in @errmsg (@errmsg_len bytes); on an error nothing changed. @append,
- * @compact and @snapshot_install run in raft_persist_run, one storage job
- * at a time, in queue order (the libuv driver: on a thread-pool thread).
+/* The log half of a driver's storage: the durable log and hard state.
+ * Every function returns 0 or a project error code with a message in
+ * @errmsg (@errmsg_len bytes); on an error nothing changed. They run in
+ * raft_persist_run, one storage job at a time, in queue order (the libuv
+ * driver: on a thread-pool thread).
  *
+ * @prepare (may be NULL) runs first in every job that writes (before
+ * @append, @compact, or the state machine's install): it makes durable
+ * what must precede anything the job writes (ext/store.c: a cluster id
+ * the node adopted); an error fails the job as the write would have
+ * (RAFT_NOSPACE: an append waits for room), nothing else done.
  * @append makes @hs (NULL when unchanged) and @entries (@n, after deleting
  * every stored entry with index >= entries[0].index) durable in one step;
  * it returns RAFT_INVALID, changing nothing, when @entries do not follow
@@ -48,17 +53,48 @@
  * RAFT_NOSPACE, changing nothing, when the log is full.
  * @compact deletes the stored log up to @index (the snapshot boundary);
  * an @index at or below the boundary changes nothing.
+ * @entry_term gives the first stored index in *@out_first (the boundary
+ * + 1 for an empty log) and the term of the stored entry @index in
+ * *@out_term, 0 when the log holds none there.
+ * @reset deletes every stored entry and makes (@index, @term) the
+ * boundary: the log takes appends from @index + 1; the hard state stays.
+ * After the state machine installed a snapshot, raft_persist_run changes
+ * the log through @entry_term, then @compact or @reset, as
+ * raft_snapshot_log_action (raft.h) decides.
+ * @compact may be NULL (no compaction); @entry_term and @reset may be
+ * NULL only when the state machine half has no @snapshot_install. */
+struct raft_persist_log {
+    void *data; /* passed to every function */
+    int (*prepare)(void *data, char *errmsg, size_t errmsg_len);
+    int (*append)(void *data, const struct raft_hard_state *hs,
+                  const struct raft_entry *entries, unsigned n, char *errmsg,
+                  size_t errmsg_len);
+    int (*compact)(void *data, raft_index index, char *errmsg,
+                   size_t errmsg_len);
+    int (*entry_term)(void *data, raft_index index, raft_index *out_first,
+                      raft_term *out_term, char *errmsg, size_t errmsg_len);
+    int (*reset)(void *data, raft_index index, raft_term term, char *errmsg,
+                 size_t errmsg_len);
+};
+
+/* The state machine half of a driver's storage: its snapshots. Every
+ * function returns 0 or a project error code with a message in @errmsg
+ * (@errmsg_len bytes); on an error nothing changed.
+ *
  * @snapshot_create (leader) writes a consistent snapshot of the state
  * machine to file @path and gives the index and term it reflects; it may
  * run concurrently with the storage jobs (raft_persist does not call it).
- * @snapshot_install (follower) installs the verified snapshot @path into
- * the state machine, atomically for readers, then changes the stored log
- * by paper §7 as raft_persist_log_after_install says (raft.h,
- * SNAPSHOT_INSTALLED): when it holds entry @index of term @term it deletes
- * the log through @index only, else it resets it to start after @index; a
- * snapshot not above the applied index changes nothing. The driver then
- * steps RAFT_EVENT_SNAPSHOT_INSTALLED, and raft_persist drops the entries
- * of later queued writes that the install made stale. It returns
+ * @snapshot_install (follower, in raft_persist_run, in queue order with
+ * the log's writes) is the whole install as the state machine sees it,
+ * one step: it installs the verified snapshot @path (through @index of
+ * @term) into the state machine, atomically for readers, when it covers
+ * the state machine's applied index (above it; a state machine that
+ * knows itself diverged may also take one at it), and sets
+ * *@out_installed; a snapshot that does not cover changes nothing
+ * (*@out_installed false, 0 returned). raft_persist_run then changes the
+ * log (struct raft_persist_log), the driver steps
+ * RAFT_EVENT_SNAPSHOT_INSTALLED, and raft_persist drops the entries of
+ * later queued writes that the install made stale. It returns
  * RAFT_CORRUPT or RAFT_INVALID for a snapshot it refuses and RAFT_BUSY
  * for one it could not install for now (a full disk), both with nothing
  * changed (the leader sends it again); any other error means the state
@@ -71,47 +107,25 @@
  * (the snapshot is refused, nothing installed) and RAFT_BUSY when it could
  * not read the file for now (nothing installed, the leader sends it
  * again).
- * The last four may be NULL, disabling compaction and snapshots (and, for
- * the last, the snapshot's configuration). */
-struct raft_persist_storage {
+ * Each may be NULL, disabling snapshots (and, for the last, the
+ * snapshot's configuration). */
+struct raft_persist_fsm {
     void *data; /* passed to every function */
-    int (*append)(void *data, const struct raft_hard_state *hs,
-                  const struct raft_entry *entries, unsigned n, char *errmsg,
-                  size_t errmsg_len);
-    int (*compact)(void *data, raft_index index, char *errmsg,
-                   size_t errmsg_len);
     int (*snapshot_create)(void *data, const char *path, raft_index *index,
                            raft_term *term, char *errmsg, size_t errmsg_len);
     int (*snapshot_install)(void *data, const char *path, raft_index index,
-                            raft_term term, char *errmsg, size_t errmsg_len);
+                            raft_term term, bool *out_installed, char *errmsg,
+                            size_t errmsg_len);
     int (*snapshot_configuration)(void *data, const char *path,
                                   struct raft_configuration *out, char *errmsg,
                                   size_t errmsg_len);
 };
 
-/* What to do with the stored log after a snapshot install (paper §7). */
-enum raft_persist_log_action {
-    RAFT_PERSIST_KEEP_SUFFIX = 1, /* delete the log through the snapshot's
-                                     index only, keep what follows */
-    RAFT_PERSIST_RESET = 2,       /* delete the whole log: it restarts
-                                     empty after the snapshot's index */
+/* A driver's storage: the log half and the state machine half. */
+struct raft_persist_storage {
+    struct raft_persist_log log;
+    struct raft_persist_fsm fsm;
 };
-
-/* raft_persist_log_after_install makes paper §7's decision for a log that
- * takes a snapshot whose last entry is (index, @last_term): @held_term is
- * the term of the entry at that index in the log being changed, 0 when the
- * log holds no such entry (compacted, past its end, or, for the core, not
- * yet durable). When the log holds the snapshot's last entry
- * (@held_term == @last_term != 0) the entries after it are the leader's
- * too (Log Matching) and may be copies counted for a commit: KEEP_SUFFIX.
- * Otherwise RESET. Every place that changes a log after an install asks
- * this function: the core (raft/replication.c, on its durably persisted
- * log), the storage's @snapshot_install (e.g. held_term from the stored
- * entry at the index if first <= index <= last, else 0; then KEEP_SUFFIX:
- * compact through the index; RESET: reset the log to (index, last_term)),
- * and the simulation's disk. Pure; any thread. */
-enum raft_persist_log_action raft_persist_log_after_install(
-    raft_term held_term, raft_term last_term);
 
 /* A received snapshot to install. */
 struct raft_persist_install {
@@ -284,13 +298,19 @@ bool raft_persist_retry(struct raft_persist *p);
 struct raft_persist_job *raft_persist_next(struct raft_persist *p);
 
 /* raft_persist_run carries out job @j on storage @s and sets @j->rc and
- * @j->errmsg: an install calls @s->snapshot_install; otherwise, when it
- * has a hard state or entries, @s->append, without the entries handed out
+ * @j->errmsg: an install calls @s->fsm.snapshot_configuration, then
+ * @s->log.prepare, then @s->fsm.snapshot_install, and, when that
+ * installed the snapshot, changes the log by paper §7 (@s->log.entry_term,
+ * then @s->log.compact or @s->log.reset, as raft_snapshot_log_action
+ * decides; a snapshot below the log's first index changes nothing);
+ * otherwise, @s->log.prepare first, then, when it has a hard state or
+ * entries, @s->log.append, without the entries handed out
  * before an install that ran first (those at or below its index, and,
  * when it reset the log, all of them), and, when the rest no longer
  * follows the log (@append refuses them with RAFT_INVALID after an
  * install), with none (the write is stale: the hard state alone is
- * written); then, when that succeeded, @s->compact. Reads only @j and @s:
+ * written); then, when that succeeded, @s->log.compact. Reads only @j and
+ * @s:
  * call it on the disk thread (or at once, as the simulation does). */
 void raft_persist_run(struct raft_persist_job *j,
                       const struct raft_persist_storage *s);

@@ -720,11 +720,35 @@ uint64_t raft_quorum_contact(const struct raft *r);
  * raft_step. */
 raft_index raft_leader_commit(const struct raft *r);
 
+/* What a log does with its entries when a snapshot is installed over it
+ * (paper §7). */
+enum raft_snapshot_log_action {
+    RAFT_SNAPSHOT_KEEP_SUFFIX = 1, /* delete the log through the
+                                      snapshot's index only, keep what
+                                      follows */
+    RAFT_SNAPSHOT_RESET = 2,       /* delete the whole log: it restarts
+                                      empty after the snapshot's index */
+};
+
+/* raft_snapshot_log_action makes paper §7's decision for a log that takes
+ * a snapshot whose last entry is (index, @last_term): @held_term is the
+ * term of the entry at that index in the log being changed, 0 when the
+ * log holds no such entry (compacted, past its end, or, for the core, not
+ * yet durable). When the log holds the snapshot's last entry
+ * (@held_term == @last_term != 0) the entries after it are the leader's
+ * too (Log Matching) and may be copies counted for a commit: KEEP_SUFFIX.
+ * Otherwise RESET. The one place of that decision: the core asks it for
+ * its durably persisted log (raft_snapshot_resets_log), the storage job
+ * queue for the stored log (raft_persist_run), and the simulation's
+ * checks for its disk. Pure; any thread. */
+enum raft_snapshot_log_action raft_snapshot_log_action(raft_term held_term,
+                                                       raft_term last_term);
+
 /* raft_snapshot_resets_log says whether RAFT_EVENT_SNAPSHOT_INSTALLED of a
  * snapshot through (@index, @last_term), stepped now, makes the core reset
  * its log: true when @index is above the last index handed out as
  * committed and the core does not hold entry @index of @last_term durably
- * (paper §7, raft_persist_log_after_install); false when it keeps the
+ * (paper §7, raft_snapshot_log_action); false when it keeps the
  * entries after @index or changes nothing. The durable log takes the same
  * decision. A driver asks before stepping the event, to drop the entries
  * of writes it still has queued when the log is reset. Same thread as

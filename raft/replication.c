@@ -613,14 +613,26 @@ void replication_compact(struct raft *r, raft_index index)
     log_compact(&r->log, index);
 }
 
+enum raft_snapshot_log_action raft_snapshot_log_action(raft_term held_term,
+                                                       raft_term last_term)
+{
+    /* Paper §7: "If existing log entry has same index and term as
+     * snapshot's last included entry, retain log entries following it."
+     * Term 0 is no entry's. */
+    if (held_term != 0 && held_term == last_term) {
+        return RAFT_SNAPSHOT_KEEP_SUFFIX;
+    }
+    return RAFT_SNAPSHOT_RESET;
+}
+
 bool raft_snapshot_resets_log(const struct raft *r, raft_index index,
                               raft_term last_term)
 {
     /* What we hold durably at @index decides (paper §7). */
     raft_term held = index <= r->persisted ? log_term_at(&r->log, index) : 0;
 
-    return index > r->handed && raft_persist_log_after_install(
-                                    held, last_term) == RAFT_PERSIST_RESET;
+    return index > r->handed &&
+           raft_snapshot_log_action(held, last_term) == RAFT_SNAPSHOT_RESET;
 }
 
 void replication_snapshot_installed(struct raft *r,

@@ -760,12 +760,16 @@ int raft_uv_node_start_with(struct raft *r,
     struct raft_uv_node *d;
     int rc;
 
-    if (cfg->tick_ms == 0 || storage->append == NULL ||
+    if (cfg->tick_ms == 0 || storage->log.append == NULL ||
         cfg->n_peers >= RAFT_MAX_VOTERS ||
-        (storage->snapshot_create != NULL &&
-         (cfg->snapshot_dir == NULL || cfg->snapshot_chunk_bytes == 0))) {
+        (storage->fsm.snapshot_create != NULL &&
+         (cfg->snapshot_dir == NULL || cfg->snapshot_chunk_bytes == 0)) ||
+        (storage->fsm.snapshot_install != NULL &&
+         (storage->log.compact == NULL || storage->log.entry_term == NULL ||
+          storage->log.reset == NULL))) {
         snprintf(errmsg, errmsg_len,
-                 "node: tick_ms, storage, snapshot_dir and chunk size "
+                 "node: tick_ms, storage (the log's compact, entry_term and "
+                 "reset with snapshot installs), snapshot_dir and chunk size "
                  "required, at most %d peers",
                  RAFT_MAX_VOTERS - 1);
         return RAFT_INVALID;

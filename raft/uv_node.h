@@ -60,8 +60,9 @@ struct raft_uv_tls; /* uv_tls.h */
 void raft_uv_peer_set_identity(struct raft_uv_peer *p, const char *address);
 
 /* The driver persists through the storage interface of raft/persist.h
- * (struct raft_persist_storage, which documents every function): @append,
- * @compact and @snapshot_install run on a libuv thread-pool thread, one
+ * (struct raft_persist_storage: the log half and the state machine half,
+ * which document every function): the log's functions and the state
+ * machine's @snapshot_install run on a libuv thread-pool thread, one
  * storage job at a time, in queue order; @snapshot_create runs on the
  * pool too, possibly concurrently with them. Before @snapshot_install the
  * driver verifies the received file's checksum. */

@@ -95,7 +95,8 @@ static void create_work(uv_work_t *req)
 {
     struct raft_uv_node *d = req->data;
     struct raft_uv_snapshot_file *f = &d->snap;
-    f->rc = d->storage.snapshot_create(d->storage.data, f->path, &f->index,
+    f->rc =
+        d->storage.fsm.snapshot_create(d->storage.fsm.data, f->path, &f->index,
                                        &f->term, f->errmsg, sizeof f->errmsg);
     if (f->rc == 0 &&
         raft_uv_snapshot_checksum(f->path, &f->checksum, &f->size) != 0) {
@@ -302,7 +303,7 @@ static void pump(struct raft_uv_node *d)
 void raft_uv_snapshot_want(struct raft_uv_node *d, const raft_id *ids,
                            unsigned n)
 {
-    if (d->storage.snapshot_create == NULL) {
+    if (d->storage.fsm.snapshot_create == NULL) {
         return;
     }
     for (unsigned i = 0; i < n; i++) {
@@ -368,7 +369,7 @@ static void on_repair_request(struct raft_uv_node *d,
             now - s->repair_asked < RAFT__UV_REPAIR_KNOWN_MS;
     s->repair_asked = now > 0 ? now : 1;
     if (raft_role(d->raft) != RAFT_LEADER || d->diverged ||
-        d->storage.snapshot_create == NULL || s->active) {
+        d->storage.fsm.snapshot_create == NULL || s->active) {
         return; /* asked again later; a running transfer may repair it */
     }
     if (!s->repair && !known) {
@@ -453,7 +454,7 @@ static void on_chunk(struct raft_uv_node *d, const struct raft_frame *m)
     struct raft_uv_snapshot_recv *r = &d->recv;
     size_t len = c->data != NULL ? c->data->len : 0;
 
-    if (d->storage.snapshot_install == NULL || d->disk_failed) {
+    if (d->storage.fsm.snapshot_install == NULL || d->disk_failed) {
         answer(d, m, 0, RAFT_INVALID);
         return;
     }

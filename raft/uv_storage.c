@@ -46,7 +46,8 @@ int raft_uv_storage_install(struct raft_uv_node *d,
 int raft_uv_node_compact(struct raft_uv_node *d, raft_index index)
 {
     int rc;
-    if (d->storage.compact == NULL || index > raft_persisted_index(d->raft) ||
+    if (d->storage.log.compact == NULL ||
+        index > raft_persisted_index(d->raft) ||
         index < raft_first_index(d->raft)) {
         return RAFT_INVALID;
     }

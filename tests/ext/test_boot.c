@@ -524,19 +524,24 @@ static void test_cluster_id_written_by_next_job(void **state)
 {
     struct fixture *f = *state;
     struct raft_persist_storage st;
-    struct raft_hard_state hs = {.term = 2, .vote = 1};
+    struct raft_persist_job j;
     uint8_t a[RAFT_UV_CLUSTER_ID_LEN], b[RAFT_UV_CLUSTER_ID_LEN];
-    char msg[256] = "";
 
     memset(a, 0x01, sizeof a);
     memset(b, 0x02, sizeof b);
-    store_storage(f->s, NULL, &st);
+    memset(&st, 0, sizeof st);
+    store_log(f->s, NULL, &st.log);
+    memset(&j, 0, sizeof j);
+    j.has_hs = true;
+    j.hs = (struct raft_hard_state){.term = 2, .vote = 1};
     store_cluster_id_set(f->s, a);
     assert_in_log(f, NULL);
-    assert_int_equal(st.append(st.data, &hs, NULL, 0, msg, sizeof msg), 0);
+    raft_persist_run(&j, &st);
+    assert_int_equal(j.rc, 0);
     assert_in_log(f, a);
     store_cluster_id_set(f->s, b);
-    assert_int_equal(st.append(st.data, &hs, NULL, 0, msg, sizeof msg), 0);
+    raft_persist_run(&j, &st);
+    assert_int_equal(j.rc, 0);
     close_all(f);
     open_all(f);
     assert_in_log(f, b);

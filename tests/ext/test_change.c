@@ -70,7 +70,7 @@ static void start(struct node *n)
         .seed = 7,
         .disable_check_quorum = true,
     };
-    struct raft_persist_storage st = {.data = n, .append = st_append};
+    struct raft_persist_storage st = {.log = {.data = n, .append = st_append}};
     struct raft_uv_node_callbacks cb = {
         .data = n, .wake = cb_wake, .tick = cb_tick};
     struct raft_uv_node_config dc;

@@ -31,7 +31,27 @@ struct fixture {
 static void open_store(struct fixture *f, struct ext_applier *a)
 {
     f->s = store_open_ok(f->dir, f->db.path, &f->log);
-    store_storage(f->s, a, &f->st);
+    memset(&f->st, 0, sizeof f->st);
+    store_log(f->s, a, &f->st.log);
+    if (a != NULL) {
+        applier_persist_fsm(a, &f->st.fsm);
+    }
+}
+
+/* install runs the storage job that installs snapshot file @path through
+ * (@index, @term), as the driver does (raft_persist_run), and returns its
+ * code. */
+static int install(struct fixture *f, const char *path, raft_index index,
+                   raft_term term)
+{
+    static struct raft_persist_job j; /* large: not on the stack */
+    memset(&j, 0, sizeof j);
+    j.install = true;
+    snprintf(j.snap.path, sizeof j.snap.path, "%s", path);
+    j.snap.index = index;
+    j.snap.last_term = term;
+    raft_persist_run(&j, &f->st);
+    return j.rc;
 }
 
 static int setup(void **state)
@@ -69,7 +89,7 @@ static void append(struct fixture *f, raft_index lo, raft_index hi,
         es[i].type = RAFT_ENTRY_NORMAL;
         es[i].data = raft_buf_copy(text, strlen(text));
     }
-    if (f->st.append(f->st.data, &hs, es, n, msg, sizeof msg) != 0) {
+    if (f->st.log.append(f->st.log.data, &hs, es, n, msg, sizeof msg) != 0) {
         fail_msg("append: %s", msg);
     }
     for (unsigned i = 0; i < n; i++) {
@@ -158,7 +178,7 @@ static void test_append_compact_reload(void **state)
 
     open_store(f, NULL);
     append(f, 1, 5, 2);
-    assert_int_equal(f->st.compact(f->st.data, 2, msg, sizeof msg), 0);
+    assert_int_equal(f->st.log.compact(f->st.log.data, 2, msg, sizeof msg), 0);
     store_close(f->s);
     open_store(f, NULL);
     assert_int_equal(load(f, 2, &st, msg, sizeof msg), 0);
@@ -187,7 +207,7 @@ static void test_load_refuses_and_repairs(void **state)
     assert_non_null(strstr(msg, "do not belong together"));
 
     append(f, 1, 6, 1);
-    assert_int_equal(f->st.compact(f->st.data, 4, msg, sizeof msg), 0);
+    assert_int_equal(f->st.log.compact(f->st.log.data, 4, msg, sizeof msg), 0);
     assert_int_equal(load(f, 3, &st, msg, sizeof msg), RAFT_CORRUPT);
     assert_non_null(strstr(msg, "lost durable writes"));
 
@@ -349,18 +369,16 @@ static void install_case(struct fixture *f, raft_term log_term, raft_index lo,
                          raft_index hi)
 {
     struct ext_applier *a = new_applier(f);
-    char snap[200], msg[512] = "";
+    char snap[200];
 
     snapshot_at(f, snap, sizeof snap);
     open_store(f, a);
     append(f, 1, 4, log_term);
-    assert_int_equal(
-        f->st.snapshot_install(f->st.data, snap, 2, 1, msg, sizeof msg), 0);
+    assert_int_equal(install(f, snap, 2, 1), 0);
     assert_int_equal(applier_applied(a), 2);
     assert_log(f, 2, 2, lo, hi);
     /* Not above the applied index: nothing changes. */
-    assert_int_equal(
-        f->st.snapshot_install(f->st.data, snap, 2, 1, msg, sizeof msg), 0);
+    assert_int_equal(install(f, snap, 2, 1), 0);
     assert_log(f, 2, 2, lo, hi);
     store_close(f->s);
     f->s = NULL;
@@ -393,7 +411,7 @@ static void test_install_after_a_batch_past_it(void **state)
 {
     struct fixture *f = *state;
     struct ext_applier *a = new_applier(f);
-    char snap[200], msg[512] = "";
+    char snap[200];
 
     snapshot_at(f, snap, sizeof snap); /* index 2 */
     open_store(f, a);
@@ -419,8 +437,7 @@ static void test_install_after_a_batch_past_it(void **state)
     }
     usleep(100 * 1000); /* the batch of 1..3 runs */
     assert_true(applier_applied(a) < 2);
-    assert_int_equal(
-        f->st.snapshot_install(f->st.data, snap, 2, 1, msg, sizeof msg), 0);
+    assert_int_equal(install(f, snap, 2, 1), 0);
     assert_int_equal(applier_applied(a), 3);
     store_close(f->s);
     f->s = NULL;

@@ -630,7 +630,7 @@ const struct raft_entry *cluster_committed(const struct cluster *c,
 }
 
 void cluster_check_install(struct cluster *c, const struct cnode *f,
-                           const struct cnode *l, raft_index index, bool reset)
+                           const struct cnode *l)
 {
     unsigned k;
 
@@ -643,11 +643,13 @@ void cluster_check_install(struct cluster *c, const struct cnode *f,
                          k + 1);
         }
     }
+}
+
+void cluster_check_reset(struct cluster *c, const struct cnode *f,
+                         raft_index index)
+{
     /* Durability: a reset must not delete a copy of a committed
      * entry past the snapshot. */
-    if (!reset) {
-        return; /* the log keeps what follows */
-    }
     for (raft_index i = index + 1; i <= cluster_disk_last(f); i++) {
         const struct raft_entry *g = cluster_committed(c, i);
         if (g != NULL && cluster_disk_term(f, i) == g->term) {

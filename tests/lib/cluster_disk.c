@@ -164,23 +164,25 @@ static int disk_compact(void *data, raft_index index, char *errmsg,
     return 0;
 }
 
-/* disk_install is the storage's snapshot install: snapshot @path is
- * "node-<id>", the state machine of node id through @index (its applied
- * entries; it only grows, so it is the same as when the transfer ended).
- * It replaces this node's state machine, then the durable log is changed
- * by paper §7 (raft_persist_log_after_install). A state machine already
- * at or past @index is left alone. */
+/* disk_install is the state machine's snapshot install: snapshot @path
+ * is "node-<id>", the state machine of node id through @index (its
+ * applied entries; it only grows, so it is the same as when the transfer
+ * ended). It replaces this node's state machine; raft_persist_run then
+ * changes the durable log by paper §7 (disk_entry_term, then
+ * disk_compact or disk_reset). A state machine already at or past @index
+ * is left alone (not installed). */
 static int disk_install(void *data, const char *path, raft_index index,
-                        raft_term last_term, char *errmsg, size_t errmsg_len)
+                        raft_term last_term, bool *out_installed, char *errmsg,
+                        size_t errmsg_len)
 {
     struct cnode *f = data;
     struct cluster *c = f->c;
     const struct cnode *l;
-    const struct raft_entry *held = cluster_disk_at(f, index);
     unsigned long long from;
-    bool reset;
     unsigned k;
 
+    (void)last_term;
+    *out_installed = false;
     if (sscanf(path, "node-%llu", &from) != 1) {
         snprintf(errmsg, errmsg_len, "no snapshot %s", path);
         return RAFT_INVALID;
@@ -190,9 +192,7 @@ static int disk_install(void *data, const char *path, raft_index index,
     if (index <= f->n_applied) {
         return 0;
     }
-    reset = raft_persist_log_after_install(held != NULL ? held->term : 0,
-                                           last_term) == RAFT_PERSIST_RESET;
-    cluster_check_install(c, f, l, index, reset);
+    cluster_check_install(c, f, l);
     if (index > f->cap_applied) {
         f->cap_applied = (unsigned)index * 2;
         f->applied =
@@ -203,17 +203,43 @@ static int disk_install(void *data, const char *path, raft_index index,
         raft_buf_ref(f->applied[k].data);
     }
     f->n_applied = (unsigned)index;
-    if (reset) {
-        while (f->n_log > 0) {
-            raft_buf_unref(f->log[--f->n_log].data);
-        }
-        f->base = index;
-    } else {
-        drop_prefix(f, index);
-    }
-    f->base_term = last_term;
-    f->install_reset = reset;
     c->stats.n_installs++;
+    *out_installed = true;
+    return 0;
+}
+
+/* disk_entry_term gives the durable log's first index and the term of its
+ * entry @index (0 when it holds none there). */
+static int disk_entry_term(void *data, raft_index index, raft_index *out_first,
+                           raft_term *out_term, char *errmsg, size_t errmsg_len)
+{
+    const struct cnode *f = data;
+    const struct raft_entry *held = cluster_disk_at(f, index);
+
+    (void)errmsg;
+    (void)errmsg_len;
+    *out_first = f->base + 1;
+    *out_term = held != NULL ? held->term : 0;
+    return 0;
+}
+
+/* disk_reset empties the durable log after an install: it restarts after
+ * (@index, @term); the reset is checked to delete no durable copy of a
+ * committed entry (cluster_check_reset). */
+static int disk_reset(void *data, raft_index index, raft_term term,
+                      char *errmsg, size_t errmsg_len)
+{
+    struct cnode *f = data;
+
+    (void)errmsg;
+    (void)errmsg_len;
+    cluster_check_reset(f->c, f, index);
+    while (f->n_log > 0) {
+        raft_buf_unref(f->log[--f->n_log].data);
+    }
+    f->base = index;
+    f->base_term = term;
+    f->install_reset = true;
     return 0;
 }
 
@@ -221,10 +247,12 @@ static int disk_install(void *data, const char *path, raft_index index,
 static struct raft_persist_storage storage_of(struct cnode *n)
 {
     struct raft_persist_storage s = {
-        .data = n,
-        .append = disk_append,
-        .compact = disk_compact,
-        .snapshot_install = disk_install,
+        .log = {.data = n,
+                .append = disk_append,
+                .compact = disk_compact,
+                .entry_term = disk_entry_term,
+                .reset = disk_reset},
+        .fsm = {.data = n, .snapshot_install = disk_install},
     };
     return s;
 }

@@ -276,12 +276,16 @@ void cluster_check_log_matching(struct cluster *c, const struct cnode *n);
 void cluster_check_write(struct cluster *c, const struct cnode *n,
                          const struct raft_entry *entries, unsigned cnt);
 
-/* cluster_check_install checks the install of leader @l's snapshot through
- * @index on @f: what @f applied agrees with @l's state (State Machine
- * Safety), and, when @reset, the reset of @f's log deletes no durable
- * copy of a committed entry past the snapshot (Durability). */
+/* cluster_check_install checks the install of leader @l's snapshot on
+ * @f: what @f applied agrees with @l's state (State Machine Safety). */
 void cluster_check_install(struct cluster *c, const struct cnode *f,
-                           const struct cnode *l, raft_index index, bool reset);
+                           const struct cnode *l);
+
+/* cluster_check_reset checks that a reset of @f's durable log after a
+ * snapshot through @index deletes no durable copy of a committed entry
+ * past the snapshot (Durability). */
+void cluster_check_reset(struct cluster *c, const struct cnode *f,
+                         raft_index index);
 
 /* cluster_check_commit checks, after a step of node @n, that an index it
  * committed as leader is durable on a majority of the voters of its

@@ -20,6 +20,10 @@
  * return. */
 struct fake {
     raft_index base;           /* boundary of the log */
+    raft_term held_term;       /* what entry_term gives for any index */
+    unsigned n_resets;         /* reset calls */
+    int reset_rc;              /* what reset returns */
+    bool not_covering;         /* the state machine installs nothing */
     raft_index last;           /* last index, base when empty */
     struct raft_hard_state hs; /* durable hard state */
     unsigned n_appends;        /* append calls */
@@ -83,9 +87,10 @@ static int fake_compact(void *data, raft_index index, char *errmsg,
     return 0;
 }
 
-/* fake_install resets the log to start after @index. */
+/* fake_install is the state machine's install: it always installs. */
 static int fake_install(void *data, const char *path, raft_index index,
-                        raft_term term, char *errmsg, size_t errmsg_len)
+                        raft_term term, bool *out_installed, char *errmsg,
+                        size_t errmsg_len)
 {
     struct fake *f = data;
 
@@ -95,9 +100,40 @@ static int fake_install(void *data, const char *path, raft_index index,
     (void)errmsg_len;
     f->n_installs++;
     f->install_index = index;
+    ++f->calls;
+    *out_installed = !f->not_covering;
+    return 0;
+}
+
+/* fake_entry_term gives held_term for every index (0 by default: after
+ * an install the log is reset). */
+static int fake_entry_term(void *data, raft_index index, raft_index *out_first,
+                           raft_term *out_term, char *errmsg, size_t errmsg_len)
+{
+    struct fake *f = data;
+
+    (void)index;
+    (void)errmsg;
+    (void)errmsg_len;
+    *out_first = f->base + 1;
+    *out_term = f->held_term;
+    return 0;
+}
+
+/* fake_reset resets the log to start after @index. */
+static int fake_reset(void *data, raft_index index, raft_term term,
+                      char *errmsg, size_t errmsg_len)
+{
+    struct fake *f = data;
+
+    (void)term;
+    f->n_resets++;
+    if (f->reset_rc != 0) {
+        snprintf(errmsg, errmsg_len, "reset failed");
+        return f->reset_rc;
+    }
     f->base = index;
     f->last = index;
-    ++f->calls;
     return 0;
 }
 
@@ -141,10 +177,13 @@ static int setup(void **state)
 
     memset(&x, 0, sizeof x);
     raft_persist_init(&x.p);
-    x.s.data = &x.f;
-    x.s.append = fake_append;
-    x.s.compact = fake_compact;
-    x.s.snapshot_install = fake_install;
+    x.s.log.data = &x.f;
+    x.s.log.append = fake_append;
+    x.s.log.compact = fake_compact;
+    x.s.log.entry_term = fake_entry_term;
+    x.s.log.reset = fake_reset;
+    x.s.fsm.data = &x.f;
+    x.s.fsm.snapshot_install = fake_install;
     for (i = 0; i < 16; i++) {
         x.e[i].index = i + 1;
         x.e[i].term = 1;
@@ -361,7 +400,7 @@ static void test_install_reads_configuration(void **state)
     struct raft_persist_result res;
 
     new_core(x, 4);
-    x->s.snapshot_configuration = fake_configuration;
+    x->s.fsm.snapshot_configuration = fake_configuration;
     install_path(x, "snap", &res);
     assert_int_equal(res.outcome, RAFT_PERSIST_DONE);
     assert_true(res.install->has_configuration);
@@ -794,16 +833,78 @@ static void test_empty_job_dropped(void **state)
     assert_int_equal(x->f.calls, 0);
 }
 
+/* After the state machine installed a snapshot, the stored log that holds
+ * its last entry (same term) keeps its suffix: a compaction through the
+ * snapshot's index, no reset (paper §7). */
+static void test_install_keeps_suffix(void **state)
+{
+    struct fixture *x = *state;
+    struct raft_persist_result res;
+
+    new_core(x, 4);
+    x->f.last = 4;
+    x->f.held_term = 1;
+    install_path(x, "snap", &res);
+    assert_int_equal(res.outcome, RAFT_PERSIST_DONE);
+    assert_int_equal(x->f.n_installs, 1);
+    assert_int_equal(x->f.n_compacts, 1);
+    assert_int_equal(x->f.compact_index, 2);
+    assert_int_equal(x->f.n_resets, 0);
+    assert_int_equal(x->f.last, 4);
+}
+
+/* A snapshot the state machine did not install (it does not cover the
+ * applied index), or one below the log's first index, leaves the log as
+ * it is. */
+static void test_install_changes_log_only_when_installed(void **state)
+{
+    struct fixture *x = *state;
+    struct raft_persist_result res;
+
+    new_core(x, 4);
+    x->f.last = 4;
+    x->f.not_covering = true;
+    install_path(x, "snap", &res);
+    assert_int_equal(res.outcome, RAFT_PERSIST_DONE);
+    assert_int_equal(x->f.n_compacts + x->f.n_resets, 0);
+
+    x->f.not_covering = false;
+    x->f.base = 3; /* compacted past the snapshot's index 2 */
+    install_path(x, "snap", &res);
+    assert_int_equal(res.outcome, RAFT_PERSIST_DONE);
+    assert_int_equal(x->f.n_installs, 2);
+    assert_int_equal(x->f.n_compacts + x->f.n_resets, 0);
+    assert_int_equal(x->f.base, 3);
+}
+
+/* A log that cannot follow the installed snapshot fails the install with
+ * an I/O error (the state machine is ahead of the log: the driver stops
+ * writing). */
+static void test_install_log_change_fails(void **state)
+{
+    struct fixture *x = *state;
+    struct raft_persist_result res;
+
+    new_core(x, 4);
+    x->f.last = 4;
+    x->f.reset_rc = RAFT_IOERR;
+    install_path(x, "snap", &res);
+    assert_int_equal(res.outcome, RAFT_PERSIST_FAILED);
+    assert_int_equal(res.rc, RAFT_IOERR);
+    assert_non_null(strstr(res.errmsg, "change the log after the snapshot"));
+    assert_non_null(strstr(res.errmsg, "reset failed"));
+    assert_int_equal(x->f.n_resets, 1);
+}
+
 /* Paper §7: keep the suffix exactly when the log holds the snapshot's
  * last entry. */
 static void test_log_after_install(void **state)
 {
     (void)state;
-    assert_int_equal(raft_persist_log_after_install(3, 3),
-                     RAFT_PERSIST_KEEP_SUFFIX);
-    assert_int_equal(raft_persist_log_after_install(2, 3), RAFT_PERSIST_RESET);
-    assert_int_equal(raft_persist_log_after_install(0, 3), RAFT_PERSIST_RESET);
-    assert_int_equal(raft_persist_log_after_install(0, 0), RAFT_PERSIST_RESET);
+    assert_int_equal(raft_snapshot_log_action(3, 3), RAFT_SNAPSHOT_KEEP_SUFFIX);
+    assert_int_equal(raft_snapshot_log_action(2, 3), RAFT_SNAPSHOT_RESET);
+    assert_int_equal(raft_snapshot_log_action(0, 3), RAFT_SNAPSHOT_RESET);
+    assert_int_equal(raft_snapshot_log_action(0, 0), RAFT_SNAPSHOT_RESET);
 }
 
 /* Closing frees queued jobs with their references (LeakSanitizer). */
@@ -847,6 +948,9 @@ int main(void)
         T(test_nospace_no_requeue),
         T(test_compaction_in_order),
         T(test_empty_job_dropped),
+        T(test_install_keeps_suffix),
+        T(test_install_changes_log_only_when_installed),
+        T(test_install_log_change_fails),
         T(test_log_after_install),
         T(test_close_frees),
 #undef T

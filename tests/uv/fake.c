@@ -199,6 +199,13 @@ static int store_compact(void *data, raft_index index, char *errmsg,
     int rc;
 
     fake_lock(f);
+    if (f->installing) {
+        /* The log after an install that keeps its suffix. */
+        f->installing = false;
+        f->log_first = index + 1;
+        fake_unlock(f);
+        return 0;
+    }
     begin_call(f, FAKE_COMPACT);
     rc = injected(f, FAKE_COMPACT, errmsg, errmsg_len);
     if (rc == 0 && index >= f->log_first) {
@@ -263,12 +270,15 @@ static uint8_t *read_file(const char *path, size_t *out_len)
     return b;
 }
 
+/* store_install is the state machine's install: it keeps the file's
+ * bytes; raft_persist_run then changes the log (store_entry_term, then
+ * store_compact or store_reset, as part of this call's record). */
 static int store_install(void *data, const char *path, raft_index index,
-                         raft_term term, char *errmsg, size_t errmsg_len)
+                         raft_term term, bool *out_installed, char *errmsg,
+                         size_t errmsg_len)
 {
     struct fake *f = data;
     struct fake_call *c;
-    raft_term held = 0;
     size_t len = 0;
     uint8_t *b;
     int rc;
@@ -283,20 +293,47 @@ static int store_install(void *data, const char *path, raft_index index,
         free(f->installed);
         f->installed = b;
         f->installed_len = len;
-        if (index >= f->log_first && index <= f->log_last) {
-            held = f->terms[index];
-        }
-        if (raft_persist_log_after_install(held, term) == RAFT_PERSIST_RESET) {
-            f->log_last = index;
-        }
-        f->log_first = index + 1;
-        f->terms[index] = term;
+        f->installing = true;
     }
+    *out_installed = rc == 0;
     c = record(f, FAKE_INSTALL, rc);
     c->index = index;
     c->term = term;
     fake_unlock(f);
     return rc;
+}
+
+static int store_entry_term(void *data, raft_index index, raft_index *out_first,
+                            raft_term *out_term, char *errmsg,
+                            size_t errmsg_len)
+{
+    struct fake *f = data;
+
+    (void)errmsg;
+    (void)errmsg_len;
+    fake_lock(f);
+    *out_first = f->log_first;
+    *out_term =
+        index >= f->log_first && index <= f->log_last ? f->terms[index] : 0;
+    f->installing = index >= f->log_first; /* else nothing changes */
+    fake_unlock(f);
+    return 0;
+}
+
+static int store_reset(void *data, raft_index index, raft_term term,
+                       char *errmsg, size_t errmsg_len)
+{
+    struct fake *f = data;
+
+    (void)errmsg;
+    (void)errmsg_len;
+    fake_lock(f);
+    f->installing = false;
+    f->log_first = index + 1;
+    f->log_last = index;
+    f->terms[index] = term;
+    fake_unlock(f);
+    return 0;
 }
 
 void fake_fail_after(struct fake *f, int op, int rc, unsigned n, unsigned skip)
@@ -1020,11 +1057,15 @@ void fake_start(struct fake *f, struct raft *r, const struct fake_opts *o)
     struct raft_uv_peer peers[8];
     struct raft_uv_node_config cfg;
     struct raft_persist_storage st = {
-        .data = f,
-        .append = store_append,
-        .compact = o->no_compact ? NULL : store_compact,
-        .snapshot_create = o->no_snapshots ? NULL : store_create,
-        .snapshot_install = o->no_snapshots ? NULL : store_install,
+        .log = {.data = f,
+                .append = store_append,
+                .compact = o->no_compact ? NULL : store_compact,
+                .entry_term = store_entry_term,
+                .reset = store_reset},
+        .fsm = {.data = f,
+                .snapshot_create = o->no_snapshots ? NULL : store_create,
+                .snapshot_install =
+                    o->no_snapshots || o->no_compact ? NULL : store_install},
     };
     struct raft_uv_node_callbacks cb = {
         .data = f,

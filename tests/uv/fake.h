@@ -175,6 +175,9 @@ struct fake {
     raft_index snap_index;           /* and gives this index */
     raft_term snap_term;             /* and term */
     uint8_t *installed;              /* bytes of the last installed file */
+    bool installing;                 /* the log changes after an install
+                                        (not recorded as calls of their
+                                        own: FAKE_INSTALL's) */
     size_t installed_len;            /* their count */
     bool down[8];                    /* peers (by id) shown unconnected */
     fake_send_hook hook;             /* NULL: send everything */
@@ -216,8 +219,10 @@ struct fake_opts {
     uint64_t chunk_bytes; /* snapshot chunk size, 0: 1000 */
     uint64_t stall_ms;    /* snapshot stall timeout, 0: the driver's */
     unsigned tick_ms;     /* 0: 2 */
-    bool no_compact;      /* the storage has no compact function */
-    bool no_snapshots;    /* nor snapshot functions */
+    bool no_compact;      /* the storage has no compact function, nor
+                             (as an install changes the log through it)
+                             a snapshot install */
+    bool no_snapshots;    /* no snapshot functions */
 };
 
 /* fake_init prepares @f for server @id: an empty store whose log starts
