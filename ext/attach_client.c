@@ -27,6 +27,7 @@
 #include <unistd.h>
 
 #include "../raft/err.h"
+#include "attach_conn.h"
 #include "attach_sock.h"
 #include "func.h"
 #include "guard.h"
@@ -129,7 +130,7 @@ static int call_once(sqlite3 *db, const char *file,
 
     *out_busy = false;
     wait_ms = is_long(fn) ? -1 : (int)(p.timeout_ms + EXT__ATTACH_GRACE_MS);
-    rc = attach_sock_connect(p.socket, &fd, err, sizeof err);
+    rc = attach_conn_connect(p.socket, &fd, err, sizeof err);
     if (rc == RAFT_NOCONN) {
         return RAFT_NOTFOUND; /* a stale pointer file: no node runs */
     }
@@ -144,15 +145,15 @@ static int call_once(sqlite3 *db, const char *file,
     }
     rc = attach_codec_call_encode(fn, args, n, &text, &len);
     if (rc == 0) {
-        rc = attach_sock_frame_write(fd, text, len);
+        rc = attach_conn_frame_write(fd, text, len);
     }
     free(text);
     *code = rc == RAFT_TOOBIG ? RAFTSQL_TOOBIG : RAFTSQL_NOT_APPLIED;
     if (rc == RAFT_NOCONN &&
-        attach_sock_frame_read(fd, EXT_EXEC_POLL_MS, NULL, &frame, &len) == 0) {
+        attach_conn_frame_read(fd, EXT_EXEC_POLL_MS, NULL, &frame, &len) == 0) {
         rc = 0; /* it answered before reading: a refusal, "busy" */
     } else if (rc == 0) {
-        rc = attach_sock_frame_read(fd, wait_ms, &probe, &frame, &len);
+        rc = attach_conn_frame_read(fd, wait_ms, &probe, &frame, &len);
     } else {
         close(fd);
         snprintf(why, why_len,

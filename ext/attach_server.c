@@ -40,6 +40,7 @@
 
 #include "../raft/err.h"
 #include "attach_codec.h"
+#include "attach_conn.h"
 #include "attach_sock.h"
 #include "func.h"
 #include "guard.h"
@@ -131,7 +132,7 @@ static bool send_answer(int fd, const struct ext_attach_answer *a)
     size_t len = 0;
     int rc = attach_codec_answer_encode(a, &text, &len);
     if (rc == 0) {
-        rc = attach_sock_frame_write(fd, text, len);
+        rc = attach_conn_frame_write(fd, text, len);
     }
     free(text);
     return rc == 0;
@@ -370,7 +371,7 @@ static void serve_frames(struct client *c)
         unsigned n = 0;
         size_t len = 0;
         bool ok;
-        int rc = attach_sock_frame_read(c->fd, EXT__ATTACH_IDLE_MS, NULL,
+        int rc = attach_conn_frame_read(c->fd, EXT__ATTACH_IDLE_MS, NULL,
                                         &frame, &len);
         if (rc != 0) {
             if (rc != RAFT_NOCONN && rc != RAFT_TIMEOUT) {
@@ -413,7 +414,7 @@ static void serve_frames(struct client *c)
         /* Back to the pool before the answer goes: the caller's next call
          * comes on a new connection, whose thread then takes it. */
         conn_give(s, db);
-        ok = rc == 0 && attach_sock_frame_write(c->fd, frame, len) == 0;
+        ok = rc == 0 && attach_conn_frame_write(c->fd, frame, len) == 0;
         free(frame);
         if (!ok || orphaned) {
             break;
@@ -689,7 +690,7 @@ int attach_server_start(const char *db_path, const struct ext_config *cfg,
     s->listen_fd = -1;
     s->wake[0] = s->wake[1] = -1;
     pthread_mutex_init(&s->mu, NULL);
-    rc = attach_sock_path(db_path, cfg->dir,
+    rc = attach_conn_path(db_path, cfg->dir,
                           s->gid >= 0 ? (gid_t)s->gid : (gid_t)-1, s->sock_path,
                           errmsg, errmsg_len);
     if (rc == 0) {

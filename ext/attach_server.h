@@ -21,7 +21,7 @@ struct ext_attach_server; /* opaque */
 /* attach_server_start listens for the node of database file @db_path
  * with configuration @cfg (its dir, exec_timeout_ms, socket_group: the
  * socket is mode 0600, or 0660 in that group; socket_max_clients: the
- * connections served at once) at the path attach_sock_path
+ * connections served at once) at the path attach_conn_path
  * chooses, writes the pointer file, and starts the accept thread. Lines
  * go to @log (it must outlive the server). Writes *@out only on success;
  * a failure leaves nothing behind. Errors: RAFT_IOERR with @errmsg (the

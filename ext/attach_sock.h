@@ -1,8 +1,7 @@
-/* Where the attach socket of a node is, and talking on it: the pointer
- * file beside the database ("<db>-raftsql": pid and socket path), the
- * socket's path (in the log directory, or a short per-user directory when
- * that path is over sun_path's 108 bytes), connecting, and the frames (a
- * 4-byte little-endian length, then that many bytes of JSON). */
+/* Where the attach socket of a node is, and what a node keeps beside its
+ * database for the other processes of the machine: the pointer file
+ * ("<db>-raftsql": pid and socket path) and the notices (diverged, stale,
+ * settings, bound). Talking on the socket is attach_conn.h. */
 
 #ifndef EXT_ATTACH_SOCK_H
 #define EXT_ATTACH_SOCK_H
@@ -11,13 +10,6 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <sys/types.h>
-
-#include "node.h"
-
-/* Longest frame either side accepts, bytes: a larger length closes the
- * connection. Three times the default max_request_bytes: a request of
- * that size in blobs, in hex, fits with room for its JSON. */
-#define EXT_ATTACH_FRAME_MAX (192u * 1024 * 1024)
 
 /* Longest socket path, with its NUL (sun_path). */
 #define EXT_ATTACH_PATH_MAX 108
@@ -96,7 +88,7 @@ bool attach_sock_unserved(const char *db_path, char *why, size_t why_len);
 
 /* attach_sock_find reads the pointer file of database file @db_path into
  * @out. Returns 0 when it names a process that lives (it may still refuse
- * connections: attach_sock_connect tells), RAFT_NOTFOUND when there is no
+ * connections: attach_conn_connect tells), RAFT_NOTFOUND when there is no
  * pointer file, it is malformed, or its process is gone (a stale file).
  * Any thread. */
 int attach_sock_find(const char *db_path, struct ext_attach_pointer *out);
@@ -116,40 +108,5 @@ int attach_sock_pointer_write(const char *db_path,
 /* attach_sock_pointer_remove removes the pointer file of @db_path when it
  * names process @pid (not one a later node wrote). Any thread. */
 void attach_sock_pointer_remove(const char *db_path, long pid);
-
-/* attach_sock_path chooses the socket path of the node of @db_path whose
- * log directory is @dir: "<dir>/node.sock" when it fits and @group is -1,
- * else "/tmp/raftsql-<uid>/<hash>.sock" (a directory of mode 0700, made
- * when missing), or with a group "/tmp/raftsql-<uid>-g<gid>/<hash>.sock"
- * (mode 0750, that group), <hash> a hash of @db_path. Writes @out. Errors:
- * RAFT_IOERR with @errmsg: the directory cannot be made, or is not ours
- * (another owner, a symlink, other permissions). Any thread. */
-int attach_sock_path(const char *db_path, const char *dir, gid_t group,
-                     char out[EXT_ATTACH_PATH_MAX], char *errmsg,
-                     size_t errmsg_len);
-
-/* attach_sock_connect connects to the socket at @path and writes the
- * descriptor (close-on-exec) into *@out_fd. Errors: RAFT_NOCONN when no
- * one listens there (refused, or no socket: a stale pointer file),
- * RAFT_IOERR with @errmsg for any other failure (permission denied...).
- * Any thread. */
-int attach_sock_connect(const char *path, int *out_fd, char *errmsg,
-                        size_t errmsg_len);
-
-/* attach_sock_frame_write writes one frame of @len bytes @data to @fd
- * (never raising SIGPIPE). Errors: RAFT_TOOBIG (over EXT_ATTACH_FRAME_MAX),
- * RAFT_NOCONN (the other end closed), RAFT_IOERR. Any thread. */
-int attach_sock_frame_write(int fd, const char *data, size_t len);
-
-/* attach_sock_frame_read reads one frame from @fd into *@out (malloc'd,
- * NUL-terminated, the caller frees it) and *@out_len, waiting at most
- * @timeout_ms (-1: no bound) and asking @probe (may be NULL) every
- * EXT_EXEC_POLL_MS whether its caller was interrupted. Errors: RAFT_NOCONN
- * (end of file before a whole frame), RAFT_TOOBIG (a length over
- * EXT_ATTACH_FRAME_MAX), RAFT_TIMEOUT, RAFT_CANCELED (interrupted),
- * RAFT_IOERR, RAFT_NOMEM. Any thread. */
-int attach_sock_frame_read(int fd, int timeout_ms,
-                           const struct ext_exec_probe *probe, char **out,
-                           size_t *out_len);
 
 #endif /* EXT_ATTACH_SOCK_H */

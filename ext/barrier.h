@@ -22,7 +22,7 @@
 #include <stdint.h>
 
 #include "../raft/frame.h"
-#include "node.h"
+#include "exec.h"
 
 struct raft_uv_node; /* raft/uv_node.h */
 struct ext_applier;  /* applier.h */

@@ -604,7 +604,7 @@ static void dispatch(struct ext_change *c, struct raft_uv_node *d)
 static void publish(struct ext_change *c, struct raft_uv_node *d)
 {
     struct ext_member_row rows[RAFT_MAX_SERVERS];
-    unsigned n = members_view(d, c->self, c->members, c->n_members, rows);
+    unsigned n = member_view_build(d, c->self, c->members, c->n_members, rows);
 
     pthread_mutex_lock(&c->mu);
     memcpy(c->rows, rows, n * sizeof *rows);

@@ -8,15 +8,71 @@
 
 #include <stdbool.h>
 #include <stddef.h>
+#include <stdint.h>
 #include <time.h>
 
 #include "../raft/raft.h"
 #include "../raft/uv_node.h"
 #include "../sql/sql.h"
 #include "config.h"
-#include "node.h"
 #include "propose.h"
 #include "status.h"
+
+/* How a write ended, as seen by its caller. */
+enum ext_exec_kind {
+    EXT_EXEC_OK = 0,          /* applied: changes and rowid are set */
+    EXT_EXEC_SQL_ERROR = 1,   /* a SQL error: rolled back on every node */
+    EXT_EXEC_NOT_APPLIED = 2, /* refused before entering the log */
+    EXT_EXEC_UNKNOWN = 3,     /* may be applied on all nodes, or on none */
+};
+
+/* Longest client request id, bytes. */
+#define EXT_REQUEST_ID_MAX 256
+
+/* Options of one write (ext_node_exec_opts). Zeroed: a plain raft_exec. */
+struct ext_exec_opts {
+    const char *request_id; /* client-chosen id bytes, or NULL */
+    size_t request_id_len;  /* 1..EXT_REQUEST_ID_MAX when set */
+    bool want_rows;         /* collect the rows statements return, as JSON */
+};
+
+/* The outcome of ext_node_exec. Release it with ext_exec_result_clear
+ * (needed only when rows may be set: a want_rows write). */
+struct ext_exec_result {
+    int kind;                  /* enum ext_exec_kind */
+    int sqlite_rc;             /* result code for the caller: RAFTSQL_*
+                                  (raftsql.h), SQLite's own for a SQL
+                                  error, SQLITE_NOMEM */
+    int64_t changes;           /* rows changed, when kind is OK */
+    int64_t last_insert_rowid; /* rowid after the request, when OK */
+    char errmsg[1024];         /* why, when kind is not OK */
+    size_t err_at;             /* for a SQL error of one statement of the
+                                  request: 1 + its byte offset in the SQL
+                                  text (sql_result.err_at), else 0 */
+    char *rows;      /* malloc'd JSON text when want_rows and kind OK, else
+                       NULL (shape: sql/rows.c, README "raft_query") */
+    bool duplicate;  /* the request id was applied before: this is its
+                       first outcome, nothing applied again */
+    bool wire_gated; /* refused as request format 3 while a member cannot
+                        apply it (ext/wire_gate.h): it works once every
+                        member runs this release */
+};
+
+/* ext_exec_result_clear frees what @r holds (rows) and zeroes it. Any
+ * thread. */
+void ext_exec_result_clear(struct ext_exec_result *r);
+
+/* How a waiting ext_node_exec learns that its caller gave up: @interrupted
+ * (with @data) returns true once the caller's connection was interrupted
+ * (sqlite3_interrupt, ^C in the shell, Python's Connection.interrupt()).
+ * Called on the caller's thread every EXT_EXEC_POLL_MS while it waits. */
+struct ext_exec_probe {
+    bool (*interrupted)(void *data);
+    void *data;
+};
+
+/* How often a waiting caller asks its probe, ms. */
+#define EXT_EXEC_POLL_MS 50
 
 /* Most requests queued for the loop thread at once; past it raft_exec
  * answers "busy" at once. */

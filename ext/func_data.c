@@ -34,6 +34,7 @@
 #include "attach_sock.h"
 #include "backup.h"
 #include "func.h"
+#include "load_sql.h"
 #include "node.h"
 #include "raftsql.h"
 #include "registry.h"
@@ -158,9 +159,10 @@ static void fn_load_sql(sqlite3_context *ctx, int argc, sqlite3_value **argv)
     if (n == NULL) {
         return;
     }
-    if (ext_node_load_sql(
-            n, sqlite3_db_filename(sqlite3_context_db_handle(ctx), "main"),
-            path, &probe, &json, &code, why, sizeof why) != 0) {
+    if (load_sql_run(
+            n, ext_node_load_status(n), ext_node_max_request_bytes(n),
+            sqlite3_db_filename(sqlite3_context_db_handle(ctx), "main"), path,
+            &probe, &json, &code, why, sizeof why) != 0) {
         ext_registry_release(n);
         snprintf(msg, sizeof msg, "raft_load_sql: %s", why);
         func_error(ctx, code, msg);

@@ -11,6 +11,7 @@
 #include "applier.h"
 #include "attach_client.h"
 #include "attach_sock.h"
+#include "events.h"
 #include "refusal_watch.h"
 #include "registry.h"
 #include "shadow.h"
@@ -490,6 +491,28 @@ static bool apply_connection(sqlite3 *db)
            vfs != NULL && sql_is_apply_vfs(vfs->zName);
 }
 
+/* on_node_event expires the statements of guarded connections when a node
+ * of the process turned stale, and retries the busy ones at its ticks
+ * (events.h). The publishing node's thread. */
+static void on_node_event(int event, void *arg)
+{
+    (void)arg;
+    if (event == EXT_EVENT_STALE) {
+        ext_guard_expire_all();
+    } else if (event == EXT_EVENT_TICK) {
+        ext_guard_expire_retry();
+    }
+}
+
+static pthread_once_t subscribed = PTHREAD_ONCE_INIT;
+
+/* subscribe makes the guard a subscriber of node events, once. */
+static void subscribe(void)
+{
+    /* The table holds EXT_EVENTS_MAX: the guard is its first. */
+    (void)ext_events_subscribe(on_node_event, NULL);
+}
+
 /* track makes sure @db is in the list. Returns SQLITE_OK, SQLITE_NOMEM or
  * the error of creating the tracker (nothing tracked then). Thread: the
  * one using @db. */
@@ -503,6 +526,7 @@ static int track(sqlite3 *db)
      * conns_mu is held, but sqlite3_mutex_try. */
     unsigned settings = settings_now(db);
     bool apply = apply_connection(db);
+    pthread_once(&subscribed, subscribe);
     pthread_mutex_lock(&conns_mu);
     c = find_conn(db);
     if (c != NULL) {

@@ -26,7 +26,6 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
-#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -43,75 +42,6 @@
 #include "raftsql.h"
 
 SQLITE_EXTENSION_INIT3
-
-struct ext_load_status {
-    pthread_mutex_t mu;                /* guards the two below */
-    bool any;                          /* a load ran (p is valid) */
-    struct ext_load_progress progress; /* the latest load's */
-};
-
-int load_status_new(struct ext_load_status **out)
-{
-    struct ext_load_status *s = calloc(1, sizeof *s);
-    if (s == NULL) {
-        return RAFT_NOMEM;
-    }
-    pthread_mutex_init(&s->mu, NULL);
-    *out = s;
-    return 0;
-}
-
-void load_status_free(struct ext_load_status *s)
-{
-    if (s == NULL) {
-        return;
-    }
-    pthread_mutex_destroy(&s->mu);
-    free(s);
-}
-
-bool load_status_get(struct ext_load_status *s, struct ext_load_progress *out)
-{
-    bool any;
-    pthread_mutex_lock(&s->mu);
-    any = s->any;
-    if (any) {
-        *out = s->progress;
-    }
-    pthread_mutex_unlock(&s->mu);
-    return any;
-}
-
-/* publish copies @p as @s's latest progress. */
-static void publish(struct ext_load_status *s,
-                    const struct ext_load_progress *p)
-{
-    pthread_mutex_lock(&s->mu);
-    s->progress = *p;
-    pthread_mutex_unlock(&s->mu);
-}
-
-/* begin makes @p, for @path, @s's running load, unless one runs. */
-static int begin(struct ext_load_status *s, const char *path,
-                 struct ext_load_progress *p, char *errmsg, size_t errmsg_len)
-{
-    int rc = 0;
-    pthread_mutex_lock(&s->mu);
-    if (s->any && s->progress.state == EXT_LOAD_RUNNING) {
-        snprintf(errmsg, errmsg_len,
-                 "a load of %s runs on this node: one at a time",
-                 s->progress.path);
-        rc = RAFT_BUSY;
-    } else {
-        memset(p, 0, sizeof *p);
-        snprintf(p->path, sizeof p->path, "%s", path);
-        p->state = EXT_LOAD_RUNNING;
-        s->progress = *p;
-        s->any = true;
-    }
-    pthread_mutex_unlock(&s->mu);
-    return rc;
-}
 
 /* The script, mapped. */
 struct script {
@@ -274,7 +204,7 @@ static int run_chunks(struct ext_node *n, struct ext_load_status *ls,
             }
             p->chunks_done++;
             p->bytes_done += pl->chunks[k].bytes;
-            publish(ls, p);
+            load_status_publish(ls, p);
         } else if (res.wire_gated) {
             /* A member of an older release: retrying will not help
              * before the upgrade ends. */
@@ -329,7 +259,7 @@ int load_sql_run(struct ext_node *n, struct ext_load_status *ls,
     if (max_request_bytes / 2 < bound) {
         bound = (size_t)(max_request_bytes / 2);
     }
-    rc = begin(ls, path, &p, errmsg, errmsg_len);
+    rc = load_status_begin(ls, path, &p, errmsg, errmsg_len);
     if (rc != 0) {
         *out_sqlite_rc = RAFTSQL_BUSY;
         return rc;
@@ -357,7 +287,7 @@ int load_sql_run(struct ext_node *n, struct ext_load_status *ls,
     for (unsigned k = 0; k < pl.n_chunks; k++) {
         p.bytes_total += pl.chunks[k].bytes;
     }
-    publish(ls, &p);
+    load_status_publish(ls, &p);
     rc = run_chunks(n, ls, &pl, sc.text, path, probe, &p, out_sqlite_rc, errmsg,
                     errmsg_len);
     if (rc == 0) {
@@ -382,6 +312,6 @@ out:
     if (rc != 0) {
         snprintf(p.error, sizeof p.error, "%s", errmsg);
     }
-    publish(ls, &p);
+    load_status_publish(ls, &p);
     return rc;
 }

@@ -13,43 +13,9 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "exec.h"
+#include "load_status.h"
 #include "node.h"
-
-/* Where a load stands. */
-enum ext_load_state {
-    EXT_LOAD_RUNNING = 1, /* chunks are being written */
-    EXT_LOAD_DONE = 2,    /* every chunk applied (or found applied) */
-    EXT_LOAD_FAILED = 3,  /* stopped at a chunk: error says why */
-};
-
-/* The progress of the latest load of a node. */
-struct ext_load_progress {
-    char path[4096];      /* the script, as given */
-    int state;            /* enum ext_load_state */
-    unsigned chunks_done; /* chunks applied or found applied */
-    unsigned n_chunks;    /* chunks of the script */
-    unsigned n_stmts;     /* statements of the script (transaction
-                             control left out) */
-    unsigned applied;     /* chunks this run applied */
-    unsigned skipped;     /* chunks found applied before (duplicates) */
-    uint64_t bytes_done;  /* SQL bytes of the chunks done */
-    uint64_t bytes_total; /* SQL bytes of every chunk */
-    char error[1200];     /* why it failed, "" otherwise */
-};
-
-struct ext_load_status; /* opaque: a node's latest load, one at a time */
-
-/* load_status_new creates an empty load status (no load yet). Errors:
- * RAFT_NOMEM. Any thread. */
-int load_status_new(struct ext_load_status **out);
-
-/* load_status_free frees @s. NULL is ignored. Thread: any, once no load
- * runs. */
-void load_status_free(struct ext_load_status *s);
-
-/* load_status_get copies the latest load's progress into @out and returns
- * true, or returns false when no load ran yet. Any thread. */
-bool load_status_get(struct ext_load_status *s, struct ext_load_progress *out);
 
 /* Bounds of a chunk: statements and SQL bytes (at most half of the
  * node's max_request_bytes). */

@@ -1,6 +1,7 @@
 /* The SQL surface of membership (issue 11): raft_add, raft_remove,
  * raft_promote, raft_demote, raft_transfer, raft_update, and the
- * raft_members table-valued function, with the member view it shows. */
+ * raft_members table-valued function, which shows the member view
+ * (member_view.h). */
 
 #ifndef EXT_MEMBERS_H
 #define EXT_MEMBERS_H
@@ -10,40 +11,7 @@
 
 #include <sqlite3ext.h>
 
-#include "../raft/raft.h"
-#include "../raft/uv_node.h"
-#include "config.h"
-
-/* One server as raft_members shows it. Unknown values are flagged. */
-struct ext_member_row {
-    raft_id id;                         /* server id */
-    char address[RAFT_ADDRESS_MAX + 1]; /* its address, "" when none */
-    uint8_t role;                       /* RAFT_VOTER or RAFT_LEARNER */
-    bool leader;                        /* the leader this node knows */
-    bool has_match;                     /* @match and @lag are known (the
-                                           leader's view) */
-    raft_index match;                   /* highest index known replicated */
-    uint64_t lag;                       /* entries behind the leader */
-    bool has_contact;                   /* @last_contact_ms is known */
-    uint64_t last_contact_ms;           /* ms since it was last heard */
-    int connected;                      /* 1, 0, or -1 when unknown */
-    raft_index checksum_differs;        /* the first index at which this
-                                           node found its replica checksum
-                                           differs from that server's, 0
-                                           for none */
-    bool auto_promote;                  /* a learner promoted to voter
-                                           once caught up */
-};
-
-/* members_view fills @rows (RAFT_MAX_SERVERS of them) with the servers of
- * the configuration in force of driver @d's core, as server @self sees
- * them: a leader knows every follower's progress, a follower only its
- * connections and its leader's last contact. A server with no address in
- * the configuration gets its cluster= one from @fallback (@n_fallback
- * members). Returns the number of rows. Loop thread of @d. */
-unsigned members_view(struct raft_uv_node *d, raft_id self,
-                      const struct ext_member *fallback, unsigned n_fallback,
-                      struct ext_member_row *rows);
+#include "member_view.h"
 
 /* members_register registers the membership functions (SQLITE_DIRECTONLY)
  * and the eponymous virtual table raft_members on @db. Returns SQLITE_OK

@@ -25,16 +25,16 @@
 #include "change.h"
 #include "cluster_id.h"
 #include "divergence.h"
+#include "events.h"
 #include "exec.h"
 #include "forward.h"
-#include "load_sql.h"
+#include "load_status.h"
 #include "node.h"
 #include "node_log.h"
 #include "node_tls.h"
 #include "propose.h"
 #include "raftsql.h"
 #include "repair.h"
-#include "guard.h"
 #include "sqlbridge.h"
 #include "staleness.h"
 #include "status.h"
@@ -156,9 +156,11 @@ static uint64_t wall_now_ms(void)
 
 /* judge_staleness publishes whether the node is stale now (a node removed
  * from the cluster is, until added again, and its callers are told:
- * exec.h); when it turned stale, every guarded connection of the process
- * has its prepared statements expired, so that they are authorized again
- * (and refused) when next run; busy ones are retried at the next ticks. */
+ * exec.h); when it turned stale it publishes EXT_EVENT_STALE (events.h:
+ * the guard expires the prepared statements of every guarded connection
+ * of the process, so that they are authorized again, and refused, when
+ * next run), and at every tick EXT_EVENT_TICK (busy connections are
+ * retried then). */
 static void judge_staleness(struct ext_node *n)
 {
     const struct raft *core = raft_uv_node_core(n->driver);
@@ -173,9 +175,9 @@ static void judge_staleness(struct ext_node *n)
     v.contact_ms =
         v.leading ? raft_quorum_contact(core) : raft_leader_contact(core);
     if (staleness_on_tick(n->staleness, &v)) {
-        ext_guard_expire_all();
+        ext_events_publish(EXT_EVENT_STALE);
     }
-    ext_guard_expire_retry();
+    ext_events_publish(EXT_EVENT_TICK);
 }
 
 /* judge_conflicts marks the replica diverged when the core dropped an
@@ -624,8 +626,9 @@ static void node_free(struct ext_node *n, bool failed)
 }
 
 /* new_staleness creates the staleness state of @n, serving @db_path;
- * with a bound, the statements connections prepared before are expired
- * (the node is stale until it hears from a leader). */
+ * with a bound it publishes EXT_EVENT_STALE, so that the statements
+ * connections prepared before are expired (the node is stale until it
+ * hears from a leader). */
 static int new_staleness(struct ext_node *n, const char *db_path)
 {
     char notice[4200], bound[4200];
@@ -636,7 +639,7 @@ static int new_staleness(struct ext_node *n, const char *db_path)
         return RAFT_NOMEM;
     }
     if (n->cfg.max_staleness_ms > 0) {
-        ext_guard_expire_all();
+        ext_events_publish(EXT_EVENT_STALE);
     }
     return 0;
 }
@@ -657,7 +660,7 @@ static void judge_removed_at_start(struct ext_node *n)
     v.wall_ms = wall_now_ms();
     exec_set_removed(n->exec, true, v.removed_at);
     if (staleness_on_tick(n->staleness, &v)) {
-        ext_guard_expire_all();
+        ext_events_publish(EXT_EVENT_STALE);
     }
 }
 
@@ -878,12 +881,14 @@ char *ext_node_status(struct ext_node *n)
     return status_json(n->status, &x);
 }
 
-int ext_node_load_sql(struct ext_node *n, const char *db_path, const char *path,
-                      const struct ext_exec_probe *probe, char **out_json,
-                      int *out_sqlite_rc, char *errmsg, size_t errmsg_len)
+struct ext_load_status *ext_node_load_status(struct ext_node *n)
 {
-    return load_sql_run(n, n->load, n->cfg.max_request_bytes, db_path, path,
-                        probe, out_json, out_sqlite_rc, errmsg, errmsg_len);
+    return n->load;
+}
+
+uint64_t ext_node_max_request_bytes(const struct ext_node *n)
+{
+    return n->cfg.max_request_bytes;
 }
 
 bool ext_node_failed(struct ext_node *n, char *why, size_t why_len)

@@ -30,67 +30,12 @@
 
 #include "../sql/sql.h"
 #include "config.h"
-
-/* How a write ended, as seen by its caller. */
-enum ext_exec_kind {
-    EXT_EXEC_OK = 0,          /* applied: changes and rowid are set */
-    EXT_EXEC_SQL_ERROR = 1,   /* a SQL error: rolled back on every node */
-    EXT_EXEC_NOT_APPLIED = 2, /* refused before entering the log */
-    EXT_EXEC_UNKNOWN = 3,     /* may be applied on all nodes, or on none */
-};
-
-/* Longest client request id, bytes. */
-#define EXT_REQUEST_ID_MAX 256
-
-/* Options of one write (ext_node_exec_opts). Zeroed: a plain raft_exec. */
-struct ext_exec_opts {
-    const char *request_id; /* client-chosen id bytes, or NULL */
-    size_t request_id_len;  /* 1..EXT_REQUEST_ID_MAX when set */
-    bool want_rows;         /* collect the rows statements return, as JSON */
-};
-
-/* The outcome of ext_node_exec. Release it with ext_exec_result_clear
- * (needed only when rows may be set: a want_rows write). */
-struct ext_exec_result {
-    int kind;                  /* enum ext_exec_kind */
-    int sqlite_rc;             /* result code for the caller: RAFTSQL_*
-                                  (raftsql.h), SQLite's own for a SQL
-                                  error, SQLITE_NOMEM */
-    int64_t changes;           /* rows changed, when kind is OK */
-    int64_t last_insert_rowid; /* rowid after the request, when OK */
-    char errmsg[1024];         /* why, when kind is not OK */
-    size_t err_at;             /* for a SQL error of one statement of the
-                                  request: 1 + its byte offset in the SQL
-                                  text (sql_result.err_at), else 0 */
-    char *rows;      /* malloc'd JSON text when want_rows and kind OK, else
-                       NULL (shape: sql/rows.c, README "raft_query") */
-    bool duplicate;  /* the request id was applied before: this is its
-                       first outcome, nothing applied again */
-    bool wire_gated; /* refused as request format 3 while a member cannot
-                        apply it (ext/wire_gate.h): it works once every
-                        member runs this release */
-};
-
-/* ext_exec_result_clear frees what @r holds (rows) and zeroes it. Any
- * thread. */
-void ext_exec_result_clear(struct ext_exec_result *r);
-
-/* How a waiting ext_node_exec learns that its caller gave up: @interrupted
- * (with @data) returns true once the caller's connection was interrupted
- * (sqlite3_interrupt, ^C in the shell, Python's Connection.interrupt()).
- * Called on the caller's thread every EXT_EXEC_POLL_MS while it waits. */
-struct ext_exec_probe {
-    bool (*interrupted)(void *data);
-    void *data;
-};
-
-/* How often a waiting caller asks its probe, ms. */
-#define EXT_EXEC_POLL_MS 50
+#include "exec.h"
 
 struct ext_node;           /* opaque */
 struct ext_change_request; /* change_codec.h */
 struct ext_change_result;  /* change_codec.h */
-struct ext_member_row;     /* members.h */
+struct ext_member_row;     /* member_view.h */
 
 /* ext_node_start opens the log and the apply connection for database file
  * @db_path, builds the Raft core from what they hold and starts the loop
@@ -184,14 +129,16 @@ int ext_node_exec_opts(struct ext_node *n, const char *sql, size_t sql_len,
  * Any thread. */
 char *ext_node_status(struct ext_node *n);
 
-/* ext_node_load_sql runs raft_load_sql(@path) on @n, whose database file
- * is @db_path: load_sql_run (load_sql.h) with the node's
- * max_request_bytes and its load status, shown in ext_node_status as
- * "load". Same results and errors. Thread: any caller's; blocks for the
- * whole load. */
-int ext_node_load_sql(struct ext_node *n, const char *db_path, const char *path,
-                      const struct ext_exec_probe *probe, char **out_json,
-                      int *out_sqlite_rc, char *errmsg, size_t errmsg_len);
+/* ext_node_load_status returns where the latest raft_load_sql on @n
+ * stands (load_status.h: load_sql_run records its progress there, and
+ * ext_node_status shows it as "load"). Valid until ext_node_stop. Any
+ * thread. */
+struct ext_load_status *ext_node_load_status(struct ext_node *n);
+
+/* ext_node_max_request_bytes returns max_request_bytes of @n's
+ * configuration, which bounds the chunks of a raft_load_sql. Any
+ * thread. */
+uint64_t ext_node_max_request_bytes(const struct ext_node *n);
 
 /* ext_node_failed says whether @n cannot go on until restarted: a write
  * of its log failed (an I/O error: the node neither writes, votes nor

@@ -4,6 +4,7 @@
 #include "registry.h"
 
 #include "attach_server.h"
+#include "attach_conn.h"
 #include "attach_sock.h"
 
 #include <pthread.h>
@@ -48,7 +49,7 @@ static bool elsewhere(const char *path, char *errmsg, size_t errmsg_len)
     if (attach_sock_find(path, &p) != 0) {
         return false;
     }
-    if (attach_sock_connect(p.socket, &fd, why, sizeof why) == RAFT_NOCONN) {
+    if (attach_conn_connect(p.socket, &fd, why, sizeof why) == RAFT_NOCONN) {
         /* A stale pointer file (its pid lives on in another process):
          * gone, also when this node writes none (socket=off). */
         attach_sock_pointer_remove(path, p.pid);

@@ -12,7 +12,7 @@
 #include <stdint.h>
 
 #include "applier.h"
-#include "node.h"
+#include "exec.h"
 #include "node_log.h"
 
 struct raft_uv_node; /* raft/uv_node.h */

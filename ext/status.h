@@ -13,7 +13,7 @@
 #include "applier.h"
 #include "config.h"
 #include "divergence.h"
-#include "load_sql.h"
+#include "load_status.h"
 #include "staleness.h"
 
 /* What other parts of the node add to the JSON, read by the caller of
