@@ -29,8 +29,8 @@
 #include "../raft/err.h"
 #include "attach_conn.h"
 #include "attach_sock.h"
-#include "func.h"
-#include "guard.h"
+#include "func_call.h"
+#include "guard_check.h"
 #include "raftsql.h"
 
 SQLITE_EXTENSION_INIT3
@@ -122,7 +122,7 @@ static int call_once(sqlite3 *db, const char *file,
                      char *why, size_t why_len)
 {
     static const char busy[] = "not applied: busy: ";
-    struct ext_exec_probe probe = {func_interrupted, db};
+    struct ext_exec_probe probe = {func_call_interrupted, db};
     const struct ext_attach_pointer p = *pp;
     char err[400], *text = NULL, *frame = NULL;
     size_t len = 0;
@@ -274,7 +274,7 @@ static int roundtrip(sqlite3 *db, const char *file, const char *fn,
             delay = (int)(limit - waited);
         }
         tries++;
-        if (func_interrupted(db)) {
+        if (func_call_interrupted(db)) {
             attach_codec_answer_free(out);
             *code = RAFTSQL_INTERRUPTED;
             snprintf(why, why_len,
@@ -344,7 +344,7 @@ bool attach_client_call(sqlite3_context *ctx, const char *file, const char *fn,
         return true;
     }
     for (int i = 0; i < argc; i++) {
-        func_value(argv[i], &args[i]);
+        func_call_value(argv[i], &args[i]);
     }
     rc = roundtrip(sqlite3_context_db_handle(ctx), file, fn, args,
                    (unsigned)argc, &a, &code, why, sizeof why);

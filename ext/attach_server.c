@@ -42,8 +42,6 @@
 #include "attach_codec.h"
 #include "attach_conn.h"
 #include "attach_sock.h"
-#include "func.h"
-#include "guard.h"
 #include "raftsql.h"
 
 SQLITE_EXTENSION_INIT3
@@ -69,6 +67,7 @@ struct ext_attach_server {
     long gid;                            /* socket_group's gid, -1 */
     char group[64];                      /* its name, "" */
     struct ext_node_log *log;            /* the node's log */
+    ext_attach_conn_cb conn_init;        /* sets up a new connection */
     int listen_fd;                       /* the listening socket */
     int wake[2];                         /* stops the acceptor */
     pthread_t acceptor;                  /* the accept thread */
@@ -149,7 +148,8 @@ static void send_error(int fd, int code, const char *msg)
 }
 
 /* conn_take returns a connection to the database: an idle one, or a new
- * one with raftsql's functions and guard; NULL with @a's error set. */
+ * one set up by the server's conn_init (raftsql's functions and guard);
+ * NULL with @a's error set. */
 static sqlite3 *conn_take(struct ext_attach_server *s,
                           struct ext_attach_answer *a)
 {
@@ -166,10 +166,7 @@ static sqlite3 *conn_take(struct ext_attach_server *s,
     rc = sqlite3_open_v2(s->db_path, &db, SQLITE_OPEN_READWRITE, NULL);
     if (rc == SQLITE_OK) {
         sqlite3_busy_timeout(db, 5000);
-        rc = ext_func_register(db);
-    }
-    if (rc == SQLITE_OK) {
-        rc = ext_guard_install(db);
+        rc = s->conn_init(db);
     }
     if (rc != SQLITE_OK) {
         a->code = rc;
@@ -670,7 +667,7 @@ static int listen_at(struct ext_attach_server *s, char *errmsg, size_t len)
 }
 
 int attach_server_start(const char *db_path, const struct ext_config *cfg,
-                        struct ext_node_log *log,
+                        struct ext_node_log *log, ext_attach_conn_cb conn_init,
                         struct ext_attach_server **out, char *errmsg,
                         size_t errmsg_len)
 {
@@ -687,6 +684,7 @@ int attach_server_start(const char *db_path, const struct ext_config *cfg,
     s->max_clients = cfg->socket_max_clients;
     snprintf(s->group, sizeof s->group, "%s", cfg->socket_group);
     s->log = log;
+    s->conn_init = conn_init;
     s->listen_fd = -1;
     s->wake[0] = s->wake[1] = -1;
     pthread_mutex_init(&s->mu, NULL);

@@ -8,6 +8,8 @@
 #include <stdbool.h>
 #include <stddef.h>
 
+#include <sqlite3ext.h>
+
 #include "config.h"
 #include "node_log.h"
 
@@ -18,17 +20,23 @@
 
 struct ext_attach_server; /* opaque */
 
+/* Sets up a connection the server opened on the database file for the
+ * calls it serves (raftsql's functions and guard: func.c). Returns
+ * SQLITE_OK or SQLite's error. A client thread of the server. */
+typedef int (*ext_attach_conn_cb)(sqlite3 *db);
+
 /* attach_server_start listens for the node of database file @db_path
  * with configuration @cfg (its dir, exec_timeout_ms, socket_group: the
  * socket is mode 0600, or 0660 in that group; socket_max_clients: the
  * connections served at once) at the path attach_conn_path
  * chooses, writes the pointer file, and starts the accept thread. Lines
- * go to @log (it must outlive the server). Writes *@out only on success;
+ * go to @log (it must outlive the server); every connection it opens to
+ * serve calls is set up by @conn_init. Writes *@out only on success;
  * a failure leaves nothing behind. Errors: RAFT_IOERR with @errmsg (the
  * socket directory, bind, the pointer file), RAFT_NOMEM. Thread: the
  * registry's, after the node started. */
 int attach_server_start(const char *db_path, const struct ext_config *cfg,
-                        struct ext_node_log *log,
+                        struct ext_node_log *log, ext_attach_conn_cb conn_init,
                         struct ext_attach_server **out, char *errmsg,
                         size_t errmsg_len);
 

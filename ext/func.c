@@ -3,6 +3,7 @@
  * wrong (https://sqlite.org/c3ref/result_blob.html). */
 
 #include "func.h"
+#include "func_call.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -128,6 +129,18 @@ struct ext_precheck_cache *func_conn_checked(void *cs)
     return &((struct conn_state *)cs)->checked;
 }
 
+/* conn_init sets up a connection the attach server opened to serve the
+ * calls of other processes: raftsql's functions and guard, as
+ * sqlite3_raftsql_init does. A client thread of the server. */
+static int conn_init(sqlite3 *db)
+{
+    int rc = ext_func_register(db);
+    if (rc == SQLITE_OK) {
+        rc = ext_guard_install(db);
+    }
+    return rc;
+}
+
 static void fn_start(sqlite3_context *ctx, int argc, sqlite3_value **argv)
 {
     const char *file = main_file(ctx, "raft_start");
@@ -161,7 +174,7 @@ static void fn_start(sqlite3_context *ctx, int argc, sqlite3_value **argv)
         free(cfg);
         return;
     }
-    rc = ext_registry_start(file, cfg, errmsg, sizeof errmsg);
+    rc = ext_registry_start(file, cfg, conn_init, errmsg, sizeof errmsg);
     if (rc != 0) {
         snprintf(msg, sizeof msg, "raft_start: %s", errmsg);
         /* RAFT_INVALID: the configuration cannot work with what is on
@@ -187,51 +200,6 @@ static void fn_start(sqlite3_context *ctx, int argc, sqlite3_value **argv)
     free(cfg);
 }
 
-void func_value(sqlite3_value *v, struct sql_value *out)
-{
-    memset(out, 0, sizeof *out);
-    switch (sqlite3_value_type(v)) {
-        case SQLITE_INTEGER:
-            out->type = SQL_INTEGER;
-            out->integer = sqlite3_value_int64(v);
-            break;
-        case SQLITE_FLOAT:
-            out->type = SQL_FLOAT;
-            out->real = sqlite3_value_double(v);
-            break;
-        case SQLITE_TEXT:
-            out->type = SQL_TEXT;
-            out->bytes.p = sqlite3_value_text(v);
-            out->bytes.len = (size_t)sqlite3_value_bytes(v);
-            break;
-        case SQLITE_BLOB:
-            out->type = SQL_BLOB;
-            out->bytes.p = sqlite3_value_blob(v);
-            out->bytes.len = (size_t)sqlite3_value_bytes(v);
-            break;
-        default:
-            out->type = SQL_NULL;
-            break;
-    }
-}
-
-/* func_interrupted probes the caller's connection @arg: SQLite
- * interrupts every statement started while an interrupt is pending
- * (https://sqlite.org/c3ref/interrupt.html), so a trivial one fails with
- * SQLITE_INTERRUPT exactly when sqlite3_interrupt was called on it (SQLite
- * 3.40 has no sqlite3_is_interrupted). */
-bool func_interrupted(void *arg)
-{
-    sqlite3 *db = arg;
-    sqlite3_stmt *s = NULL;
-    int rc = sqlite3_prepare_v2(db, "SELECT 1", -1, &s, NULL);
-    if (rc == SQLITE_OK) {
-        rc = sqlite3_step(s);
-    }
-    sqlite3_finalize(s);
-    return (rc & 0xff) == SQLITE_INTERRUPT;
-}
-
 int func_write_params(sqlite3_context *ctx, const char *fn, int argc,
                       sqlite3_value **argv, int first,
                       struct ext_precheck_cache *checked, char *errmsg,
@@ -254,7 +222,7 @@ int func_write_params(sqlite3_context *ctx, const char *fn, int argc,
     }
     for (unsigned i = 0; i < *n_params; i++) {
         (*params)[i].name = NULL;
-        func_value(argv[i + 1 + first], &(*params)[i].value);
+        func_call_value(argv[i + 1 + first], &(*params)[i].value);
     }
     if (precheck_request(sqlite3_context_db_handle(ctx), sql, len, *n_params,
                          checked, &refused, why, sizeof why) != 0) {
@@ -267,7 +235,7 @@ int func_write_params(sqlite3_context *ctx, const char *fn, int argc,
 
 static void fn_exec(sqlite3_context *ctx, int argc, sqlite3_value **argv)
 {
-    struct ext_exec_probe probe = {func_interrupted,
+    struct ext_exec_probe probe = {func_call_interrupted,
                                    sqlite3_context_db_handle(ctx)};
     struct conn_state *cs = sqlite3_user_data(ctx);
     struct ext_node *n;
@@ -386,7 +354,7 @@ static void text_call(sqlite3_context *ctx, const char *fn, int argc,
                                 const struct ext_exec_probe *probe, char *msg,
                                 size_t msg_len))
 {
-    struct ext_exec_probe probe = {func_interrupted,
+    struct ext_exec_probe probe = {func_call_interrupted,
                                    sqlite3_context_db_handle(ctx)};
     struct ext_node *n = func_acquire(ctx, fn, argc, argv);
     char msg[1024], err[1100];
@@ -483,7 +451,7 @@ static bool barrier_refused(sqlite3_context *ctx)
  * would keep an older snapshot (barrier_refused). */
 static void fn_barrier(sqlite3_context *ctx, int argc, sqlite3_value **argv)
 {
-    struct ext_exec_probe probe = {func_interrupted,
+    struct ext_exec_probe probe = {func_call_interrupted,
                                    sqlite3_context_db_handle(ctx)};
     struct ext_node *n;
     char msg[512];

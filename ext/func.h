@@ -55,10 +55,6 @@ int func_query_register(sqlite3 *db, void *cs);
  * thread. */
 void func_error(sqlite3_context *ctx, int code, const char *msg);
 
-/* func_value points @out at SQL value @v (its bytes valid while @v is).
- * Pure. */
-void func_value(sqlite3_value *v, struct sql_value *out);
-
 struct sql_param; /* sql/sql.h */
 
 /* func_write_params makes the parameters of the write function @fn from
@@ -74,10 +70,5 @@ int func_write_params(sqlite3_context *ctx, const char *fn, int argc,
                       struct ext_precheck_cache *checked, char *errmsg,
                       size_t errmsg_len, struct sql_param **params,
                       unsigned *n_params);
-
-/* func_interrupted is the probe of a waiting call (struct
- * ext_exec_probe) on connection @arg (a sqlite3 *): true once
- * sqlite3_interrupt was called on it. The caller's thread. */
-bool func_interrupted(void *arg);
 
 #endif /* EXT_FUNC_H */

@@ -34,6 +34,7 @@
 #include "attach_sock.h"
 #include "backup.h"
 #include "func.h"
+#include "func_call.h"
 #include "load_sql.h"
 #include "node.h"
 #include "raftsql.h"
@@ -137,7 +138,7 @@ static void fn_backup(sqlite3_context *ctx, int argc, sqlite3_value **argv)
 /* raft_load_sql(path): load_sql.h; the JSON text is the result. */
 static void fn_load_sql(sqlite3_context *ctx, int argc, sqlite3_value **argv)
 {
-    struct ext_exec_probe probe = {func_interrupted,
+    struct ext_exec_probe probe = {func_call_interrupted,
                                    sqlite3_context_db_handle(ctx)};
     const char *path =
         path_arg(ctx, "raft_load_sql", "the SQL script", argc, argv);

@@ -23,6 +23,7 @@
 #include <string.h>
 
 #include "func.h"
+#include "func_call.h"
 #include "precheck.h"
 #include "raftsql.h"
 #include "registry.h"
@@ -110,7 +111,7 @@ static void result_error(sqlite3_context *ctx, const struct query_fn *q,
 static void fn_query(sqlite3_context *ctx, int argc, sqlite3_value **argv,
                      const struct query_fn *q, void *cs)
 {
-    struct ext_exec_probe probe = {func_interrupted,
+    struct ext_exec_probe probe = {func_call_interrupted,
                                    sqlite3_context_db_handle(ctx)};
     struct ext_exec_opts opts = {.want_rows = q->want_rows};
     struct ext_exec_result *res = NULL;

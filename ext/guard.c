@@ -12,6 +12,7 @@
 #include "attach_client.h"
 #include "attach_sock.h"
 #include "events.h"
+#include "guard_check.h"
 #include "refusal_watch.h"
 #include "registry.h"
 #include "shadow.h"
@@ -78,38 +79,10 @@ static int guard_read(sqlite3 *db, const char *table, const char *schema)
     return SQLITE_DENY;
 }
 
-/* The check running on this thread (guard_check_begin), or NULL. */
-static _Thread_local struct guard_check *checking;
-
 /* Set while this thread sets the cluster-wide settings on a connection
  * (settings_set): its PRAGMA statements are raftsql's own, allowed and
  * not shown to a host's authorizer. */
 static _Thread_local bool syncing;
-
-void guard_check_begin(struct guard_check *seen)
-{
-    seen->refused[0] = '\0';
-    seen->setting = NULL;
-    checking = seen;
-}
-
-void guard_check_end(void)
-{
-    checking = NULL;
-}
-
-void guard_check_note(struct guard_check *seen, int action, const char *a1,
-                      const char *a2, const char *db_name)
-{
-    const char *setting = sql_refusal_setting(action, a1, a2, db_name);
-    if (setting != NULL) {
-        seen->setting = setting;
-    }
-    if (seen->refused[0] == '\0') {
-        (void)sql_refusal_action(action, a1, a2, db_name, seen->refused,
-                                 sizeof seen->refused);
-    }
-}
 
 /* unserved_write refuses a direct write to @what of schema @schema (NULL:
  * main) of @db, a file no node serves, when its node ran with
@@ -208,6 +181,7 @@ static int guard(void *arg, int action, const char *a1, const char *a2,
     sqlite3 *db = arg;
     const char *what = NULL;
     const char *schema = db_name;
+    struct guard_check *checking = guard_check_current();
     (void)trigger;
 
     if (checking != NULL) {
@@ -658,7 +632,7 @@ static int chained(void *arg, int action, const char *a1, const char *a2,
 {
     struct guard_host *h = arg;
     int rc = guard(h->db, action, a1, a2, db_name, trigger);
-    if (rc != SQLITE_OK || checking != NULL || syncing) {
+    if (rc != SQLITE_OK || guard_check_current() != NULL || syncing) {
         return rc;
     }
     return h->cb(h->arg, action, a1, a2, db_name, trigger);

@@ -21,7 +21,7 @@
 #include <sqlite3ext.h>
 
 #include "../raft/err.h"
-#include "guard.h"
+#include "guard_check.h"
 #include "precheck.h"
 
 SQLITE_EXTENSION_INIT3

@@ -48,7 +48,7 @@ bool load_status_get(struct ext_load_status *s, struct ext_load_progress *out)
 }
 
 void load_status_publish(struct ext_load_status *s,
-                    const struct ext_load_progress *p)
+                         const struct ext_load_progress *p)
 {
     pthread_mutex_lock(&s->mu);
     s->progress = *p;
@@ -56,7 +56,8 @@ void load_status_publish(struct ext_load_status *s,
 }
 
 int load_status_begin(struct ext_load_status *s, const char *path,
-                 struct ext_load_progress *p, char *errmsg, size_t errmsg_len)
+                      struct ext_load_progress *p, char *errmsg,
+                      size_t errmsg_len)
 {
     int rc = 0;
     pthread_mutex_lock(&s->mu);
@@ -75,4 +76,3 @@ int load_status_begin(struct ext_load_status *s, const char *path,
     pthread_mutex_unlock(&s->mu);
     return rc;
 }
-

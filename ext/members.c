@@ -46,6 +46,7 @@
 #include "attach_server.h"
 #include "change.h"
 #include "func.h"
+#include "func_call.h"
 #include "raftsql.h"
 #include "registry.h"
 
@@ -195,7 +196,7 @@ static void run(sqlite3_context *ctx, const char *fn,
                 const struct ext_change_request *q, int argc,
                 sqlite3_value **argv)
 {
-    struct ext_exec_probe probe = {func_interrupted,
+    struct ext_exec_probe probe = {func_call_interrupted,
                                    sqlite3_context_db_handle(ctx)};
     struct ext_change_result *r;
     struct ext_node *n = func_acquire(ctx, fn, argc, argv);

@@ -11,7 +11,7 @@
 
 #include "../raft/err.h"
 #include "../sql/sql.h"
-#include "guard.h"
+#include "guard_check.h"
 
 SQLITE_EXTENSION_INIT3
 

@@ -53,7 +53,7 @@ int precheck_request(sqlite3 *db, const char *sql, size_t len,
                      unsigned n_values, struct ext_precheck_cache *cache,
                      bool *out_refused, char *errmsg, size_t errmsg_len);
 
-struct guard_check; /* guard.h */
+struct guard_check; /* guard_check.h */
 
 /* precheck_statement is precheck_request's check of one statement, which
  * raft_load_sql's check of a script (load_check.c) applies to every

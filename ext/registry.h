@@ -8,18 +8,21 @@
 #include <stdbool.h>
 #include <stddef.h>
 
+#include "attach_server.h"
 #include "config.h"
 #include "node.h"
 
 /* ext_registry_start starts a node for database file @path with @cfg,
- * and its attach server (attach_server.h) unless socket=off.
+ * and its attach server (attach_server.h, whose connections @conn_init
+ * sets up) unless socket=off.
  * Errors: RAFT_BUSY when a node already runs for @path in this process
  * (or is stopping), or in another process of the machine (@errmsg names
  * its pid), every error of ext_node_start and attach_server_start (the
  * node is then stopped again); @errmsg names the cause. Any thread;
  * blocks while the node starts. */
 int ext_registry_start(const char *path, const struct ext_config *cfg,
-                       char *errmsg, size_t errmsg_len);
+                       ext_attach_conn_cb conn_init, char *errmsg,
+                       size_t errmsg_len);
 
 /* ext_registry_acquire returns the running node of @path with a reference
  * that keeps it alive until ext_registry_release, or NULL when none runs.

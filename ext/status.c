@@ -13,7 +13,6 @@
 #include <string.h>
 
 #include "node_log.h"
-#include "repair.h"
 
 static const char *role_name(int role)
 {
