@@ -1,5 +1,5 @@
 /* Tests of the write guard beside a host's own authorizer
- * (raftsql_set_authorizer, ext/guard.c), on a one-node cluster running in
+ * (raftsql_set_authorizer, ext/surface/guard.c), on a one-node cluster running in
  * this process: the guard decides first, the host's answer stands
  * otherwise, and NULL puts the guard back alone. */
 
