@@ -3,6 +3,7 @@
  * wrong (https://sqlite.org/c3ref/result_blob.html). */
 
 #include "func.h"
+#include "func_acquire.h"
 #include "func_call.h"
 
 #include <stdio.h>
@@ -32,93 +33,6 @@ struct conn_state {
     struct ext_precheck_cache checked; /* requests checked fine */
 };
 
-void func_error(sqlite3_context *ctx, int code, const char *msg)
-{
-    sqlite3_result_error(ctx, msg, -1);
-    /* After the text: sqlite3_result_error sets SQLITE_ERROR. */
-    sqlite3_result_error_code(ctx, code);
-}
-
-/* main_file returns the main database file of @ctx's connection, or
- * reports an error naming @fn and returns NULL. */
-static const char *main_file(sqlite3_context *ctx, const char *fn)
-{
-    sqlite3 *db = sqlite3_context_db_handle(ctx);
-    const char *file = sqlite3_db_filename(db, "main");
-    if (file == NULL || file[0] == '\0') {
-        char msg[256];
-        snprintf(msg, sizeof msg,
-                 "%s: the main database is in-memory or temporary; open a "
-                 "database file",
-                 fn);
-        func_error(ctx, RAFTSQL_INVALID, msg);
-        return NULL;
-    }
-    return file;
-}
-
-/* acquire is func_acquire; *@out_rowid (may be NULL) gets the rowid of a
- * raft_exec forwarded to another process's node. */
-/* settings_follow sets on the caller's connection the cluster-wide
- * settings its node has in force, after a call whose first argument is
- * SQL text naming a PRAGMA (raft_exec('PRAGMA foreign_keys=ON'), ...):
- * the notice is written before the call's answer (applier.h), so the
- * caller reads at once what it set. Other calls pay one strcasestr. */
-static void settings_follow(sqlite3_context *ctx, int argc,
-                            sqlite3_value **argv)
-{
-    const char *sql;
-    if (argc < 1 || sqlite3_value_type(argv[0]) != SQLITE_TEXT) {
-        return;
-    }
-    sql = (const char *)sqlite3_value_text(argv[0]);
-    if (sql != NULL && strcasestr(sql, "pragma") != NULL) {
-        ext_guard_settings_sync(sqlite3_context_db_handle(ctx));
-    }
-}
-
-static struct ext_node *acquire(sqlite3_context *ctx, const char *fn, int argc,
-                                sqlite3_value **argv, int64_t *out_rowid)
-{
-    const char *file = main_file(ctx, fn);
-    struct ext_node *n;
-    char msg[512];
-    if (file == NULL) {
-        return NULL;
-    }
-    n = ext_registry_acquire(file);
-    if (n != NULL) {
-        return n;
-    }
-    /* A thread of this process's attach server never forwards: its node
-     * is stopping. */
-    if (!attach_server_serving() &&
-        attach_client_call(ctx, file, fn, argc, argv, out_rowid)) {
-        settings_follow(ctx, argc, argv);
-        return NULL;
-    }
-    snprintf(msg, sizeof msg,
-             "%s: no raftsql node runs for %s, in this process or another "
-             "of this machine; start one first (raft_start(config), or "
-             "raftsql-node)",
-             fn, file);
-    func_error(ctx, RAFTSQL_NO_NODE, msg);
-    return NULL;
-}
-
-struct ext_node *func_acquire(sqlite3_context *ctx, const char *fn, int argc,
-                              sqlite3_value **argv)
-{
-    return acquire(ctx, fn, argc, argv, NULL);
-}
-
-struct ext_node *func_acquire_rowid(sqlite3_context *ctx, const char *fn,
-                                    int argc, sqlite3_value **argv,
-                                    int64_t *out_rowid)
-{
-    return acquire(ctx, fn, argc, argv, out_rowid);
-}
-
 sqlite3_int64 *func_conn_rowid(void *cs)
 {
     return &((struct conn_state *)cs)->last_insert_rowid;
@@ -143,7 +57,7 @@ static int conn_init(sqlite3 *db)
 
 static void fn_start(sqlite3_context *ctx, int argc, sqlite3_value **argv)
 {
-    const char *file = main_file(ctx, "raft_start");
+    const char *file = func_call_main_file(ctx, "raft_start");
     const char *text;
     struct ext_config *cfg;
     char errmsg[1024];
@@ -155,10 +69,10 @@ static void fn_start(sqlite3_context *ctx, int argc, sqlite3_value **argv)
         return;
     }
     if (sqlite3_value_type(argv[0]) != SQLITE_TEXT) {
-        func_error(ctx, RAFTSQL_INVALID,
-                   "raft_start: config must be text, e.g. 'id=1 "
-                   "cluster=1@127.0.0.1:7001,2@127.0.0.1:7002,"
-                   "3@127.0.0.1:7003'");
+        func_call_error(ctx, RAFTSQL_INVALID,
+                        "raft_start: config must be text, e.g. 'id=1 "
+                        "cluster=1@127.0.0.1:7001,2@127.0.0.1:7002,"
+                        "3@127.0.0.1:7003'");
         return;
     }
     text = (const char *)sqlite3_value_text(argv[0]);
@@ -170,7 +84,7 @@ static void fn_start(sqlite3_context *ctx, int argc, sqlite3_value **argv)
     rc = ext_config_parse(text, file, cfg, errmsg, sizeof errmsg);
     if (rc != 0) {
         snprintf(msg, sizeof msg, "raft_start: %s", errmsg);
-        func_error(ctx, RAFTSQL_INVALID, msg);
+        func_call_error(ctx, RAFTSQL_INVALID, msg);
         free(cfg);
         return;
     }
@@ -180,8 +94,8 @@ static void fn_start(sqlite3_context *ctx, int argc, sqlite3_value **argv)
         /* RAFT_INVALID: the configuration cannot work with what is on
          * disk (a bootstrap_from= file that is missing or no database,
          * cluster= disagreeing with the log...). */
-        func_error(ctx, rc == RAFT_INVALID ? RAFTSQL_INVALID : SQLITE_ERROR,
-                   msg);
+        func_call_error(
+            ctx, rc == RAFT_INVALID ? RAFTSQL_INVALID : SQLITE_ERROR, msg);
     } else {
         /* Where it listens in effect: listen= may come from the stored
          * configuration. */
@@ -200,39 +114,6 @@ static void fn_start(sqlite3_context *ctx, int argc, sqlite3_value **argv)
     free(cfg);
 }
 
-int func_write_params(sqlite3_context *ctx, const char *fn, int argc,
-                      sqlite3_value **argv, int first,
-                      struct ext_precheck_cache *checked, char *errmsg,
-                      size_t errmsg_len, struct sql_param **params,
-                      unsigned *n_params)
-{
-    const char *sql = (const char *)sqlite3_value_text(argv[first]);
-    size_t len = (size_t)sqlite3_value_bytes(argv[first]);
-    char why[1024];
-    bool refused;
-
-    *params = NULL;
-    *n_params = (unsigned)(argc - 1 - first);
-    if (*n_params > 0) {
-        *params = calloc(*n_params, sizeof **params);
-        if (*params == NULL) {
-            sqlite3_result_error_nomem(ctx);
-            return -1;
-        }
-    }
-    for (unsigned i = 0; i < *n_params; i++) {
-        (*params)[i].name = NULL;
-        func_call_value(argv[i + 1 + first], &(*params)[i].value);
-    }
-    if (precheck_request(sqlite3_context_db_handle(ctx), sql, len, *n_params,
-                         checked, &refused, why, sizeof why) != 0) {
-        snprintf(errmsg, errmsg_len, "%s: not applied: %.990s", fn, why);
-        func_error(ctx, refused ? RAFTSQL_REFUSED : RAFTSQL_INVALID, errmsg);
-        return -1;
-    }
-    return 0;
-}
-
 static void fn_exec(sqlite3_context *ctx, int argc, sqlite3_value **argv)
 {
     struct ext_exec_probe probe = {func_call_interrupted,
@@ -246,27 +127,28 @@ static void fn_exec(sqlite3_context *ctx, int argc, sqlite3_value **argv)
     int64_t rowid;
 
     if (argc < 1 || sqlite3_value_type(argv[0]) != SQLITE_TEXT) {
-        func_error(ctx, RAFTSQL_INVALID,
-                   "raft_exec: the first argument must be the SQL text of "
-                   "the write");
+        func_call_error(ctx, RAFTSQL_INVALID,
+                        "raft_exec: the first argument must be the SQL text of "
+                        "the write");
         return;
     }
     if (argc - 1 > EXT__MAX_PARAMS) {
-        func_error(ctx, RAFTSQL_INVALID, "raft_exec: too many parameters");
+        func_call_error(ctx, RAFTSQL_INVALID, "raft_exec: too many parameters");
         return;
     }
     if (!sqlite3_get_autocommit(sqlite3_context_db_handle(ctx))) {
         /* The node's own connection applies the write: it would wait for
          * this connection's transaction, which waits for it; and a read
          * transaction would not see the write. */
-        func_error(ctx, RAFTSQL_INVALID,
-                   "raft_exec: not applied: this connection is inside a "
-                   "transaction (BEGIN); commit or roll it back first: each "
-                   "raft_exec is a transaction of its own");
+        func_call_error(
+            ctx, RAFTSQL_INVALID,
+            "raft_exec: not applied: this connection is inside a "
+            "transaction (BEGIN); commit or roll it back first: each "
+            "raft_exec is a transaction of its own");
         return;
     }
     rowid = cs->last_insert_rowid;
-    n = acquire(ctx, "raft_exec", argc, argv, &rowid);
+    n = func_acquire_rowid(ctx, "raft_exec", argc, argv, &rowid);
     if (n == NULL) {
         cs->last_insert_rowid = rowid; /* forwarded, or unchanged */
         return;
@@ -276,9 +158,9 @@ static void fn_exec(sqlite3_context *ctx, int argc, sqlite3_value **argv)
         sqlite3_result_error_nomem(ctx);
         goto out;
     }
-    if (func_write_params(ctx, "raft_exec", argc, argv, 0, &cs->checked,
-                          res->errmsg, sizeof res->errmsg, &params,
-                          &n_params) != 0) {
+    if (func_call_params(ctx, "raft_exec", argc, argv, 0, &cs->checked,
+                         res->errmsg, sizeof res->errmsg, &params,
+                         &n_params) != 0) {
         goto out;
     }
     sql = (const char *)sqlite3_value_text(argv[0]);
@@ -287,11 +169,11 @@ static void fn_exec(sqlite3_context *ctx, int argc, sqlite3_value **argv)
     if (res->kind == EXT_EXEC_OK) {
         cs->last_insert_rowid = res->last_insert_rowid;
         sqlite3_result_int64(ctx, res->changes);
-        settings_follow(ctx, argc, argv);
+        func_acquire_settings_follow(ctx, argc, argv);
     } else {
-        func_error(ctx,
-                   res->sqlite_rc != SQLITE_OK ? res->sqlite_rc : SQLITE_ERROR,
-                   res->errmsg);
+        func_call_error(
+            ctx, res->sqlite_rc != SQLITE_OK ? res->sqlite_rc : SQLITE_ERROR,
+            res->errmsg);
     }
 out:
     ext_registry_release(n);
@@ -366,7 +248,7 @@ static void text_call(sqlite3_context *ctx, const char *fn, int argc,
     ext_registry_release(n);
     if (rc != 0) {
         snprintf(err, sizeof err, "%s: %s", fn, msg);
-        func_error(
+        func_call_error(
             ctx, rc == RAFT_CANCELED ? RAFTSQL_INTERRUPTED : SQLITE_ERROR, err);
         return;
     }
@@ -415,10 +297,10 @@ static bool barrier_refused(sqlite3_context *ctx)
     sqlite3 *db = sqlite3_context_db_handle(ctx);
 
     if (!sqlite3_get_autocommit(db)) {
-        func_error(ctx, RAFTSQL_INVALID,
-                   "raft_barrier: this connection is inside a transaction "
-                   "(BEGIN), whose reads keep the snapshot they started "
-                   "with; call it outside one");
+        func_call_error(ctx, RAFTSQL_INVALID,
+                        "raft_barrier: this connection is inside a transaction "
+                        "(BEGIN), whose reads keep the snapshot they started "
+                        "with; call it outside one");
         return true;
     }
     /* sqlite3_txn_state came with SQLite 3.34: before it, only the
@@ -429,17 +311,17 @@ static bool barrier_refused(sqlite3_context *ctx)
         return false;
     }
     if (busy_statements(db) > 1) {
-        func_error(ctx, RAFTSQL_INVALID,
-                   "raft_barrier: an unfinished statement on this "
-                   "connection holds a read transaction, whose snapshot "
-                   "its reads would keep: finish or reset it first (read "
-                   "its rows to the end, or close its cursor)");
+        func_call_error(ctx, RAFTSQL_INVALID,
+                        "raft_barrier: an unfinished statement on this "
+                        "connection holds a read transaction, whose snapshot "
+                        "its reads would keep: finish or reset it first (read "
+                        "its rows to the end, or close its cursor)");
     } else {
-        func_error(ctx, RAFTSQL_INVALID,
-                   "raft_barrier: this statement reads tables, from a "
-                   "snapshot taken before the barrier: call it in a "
-                   "statement of its own (SELECT raft_barrier()), then "
-                   "read");
+        func_call_error(ctx, RAFTSQL_INVALID,
+                        "raft_barrier: this statement reads tables, from a "
+                        "snapshot taken before the barrier: call it in a "
+                        "statement of its own (SELECT raft_barrier()), then "
+                        "read");
     }
     return true;
 }
@@ -469,12 +351,12 @@ static void fn_barrier(sqlite3_context *ctx, int argc, sqlite3_value **argv)
     if (rc != 0) {
         /* Nothing is written: every failure is a read that could not
          * be made fresh (no confirmed leader, not applied in time). */
-        func_error(ctx,
-                   rc == RAFT_CANCELED   ? RAFTSQL_INTERRUPTED
-                   : rc == RAFT_BUSY     ? RAFTSQL_BUSY
-                   : rc == RAFT_DIVERGED ? RAFTSQL_DIVERGED
-                                         : RAFTSQL_STALE,
-                   msg);
+        func_call_error(ctx,
+                        rc == RAFT_CANCELED   ? RAFTSQL_INTERRUPTED
+                        : rc == RAFT_BUSY     ? RAFTSQL_BUSY
+                        : rc == RAFT_DIVERGED ? RAFTSQL_DIVERGED
+                                              : RAFTSQL_STALE,
+                        msg);
         return;
     }
     sqlite3_result_int64(ctx, (sqlite3_int64)index);
@@ -505,7 +387,7 @@ static void fn_cluster_id(sqlite3_context *ctx, int argc, sqlite3_value **argv)
  * differs from its running checksum. */
 static void fn_verify(sqlite3_context *ctx, int argc, sqlite3_value **argv)
 {
-    const char *file = main_file(ctx, "raft_verify");
+    const char *file = func_call_main_file(ctx, "raft_verify");
     char msg[600], err[700], differ[300];
     struct ext_node *n;
     char *json;
@@ -540,7 +422,7 @@ static void fn_verify(sqlite3_context *ctx, int argc, sqlite3_value **argv)
 
 static void fn_stop(sqlite3_context *ctx, int argc, sqlite3_value **argv)
 {
-    const char *file = main_file(ctx, "raft_stop");
+    const char *file = func_call_main_file(ctx, "raft_stop");
     char msg[512];
     (void)argc;
     (void)argv;
@@ -556,7 +438,7 @@ static void fn_stop(sqlite3_context *ctx, int argc, sqlite3_value **argv)
                  "raft_stop: no raftsql node runs for %s, in this process "
                  "or another of this machine",
                  file);
-        func_error(ctx, RAFTSQL_NO_NODE, msg);
+        func_call_error(ctx, RAFTSQL_NO_NODE, msg);
         return;
     }
     sqlite3_result_text(ctx, "stopped", -1, SQLITE_STATIC);

@@ -2,7 +2,12 @@
 
 #include "func_call.h"
 
+#include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
+
+#include "../raftsql.h"
+#include "precheck.h"
 
 SQLITE_EXTENSION_INIT3
 
@@ -49,4 +54,61 @@ bool func_call_interrupted(void *arg)
     }
     sqlite3_finalize(s);
     return (rc & 0xff) == SQLITE_INTERRUPT;
+}
+
+void func_call_error(sqlite3_context *ctx, int code, const char *msg)
+{
+    sqlite3_result_error(ctx, msg, -1);
+    /* After the text: sqlite3_result_error sets SQLITE_ERROR. */
+    sqlite3_result_error_code(ctx, code);
+}
+
+int func_call_params(sqlite3_context *ctx, const char *fn, int argc,
+                     sqlite3_value **argv, int first,
+                     struct ext_precheck_cache *checked, char *errmsg,
+                     size_t errmsg_len, struct sql_param **params,
+                     unsigned *n_params)
+{
+    const char *sql = (const char *)sqlite3_value_text(argv[first]);
+    size_t len = (size_t)sqlite3_value_bytes(argv[first]);
+    char why[1024];
+    bool refused;
+
+    *params = NULL;
+    *n_params = (unsigned)(argc - 1 - first);
+    if (*n_params > 0) {
+        *params = calloc(*n_params, sizeof **params);
+        if (*params == NULL) {
+            sqlite3_result_error_nomem(ctx);
+            return -1;
+        }
+    }
+    for (unsigned i = 0; i < *n_params; i++) {
+        (*params)[i].name = NULL;
+        func_call_value(argv[i + 1 + first], &(*params)[i].value);
+    }
+    if (precheck_request(sqlite3_context_db_handle(ctx), sql, len, *n_params,
+                         checked, &refused, why, sizeof why) != 0) {
+        snprintf(errmsg, errmsg_len, "%s: not applied: %.990s", fn, why);
+        func_call_error(ctx, refused ? RAFTSQL_REFUSED : RAFTSQL_INVALID,
+                        errmsg);
+        return -1;
+    }
+    return 0;
+}
+
+const char *func_call_main_file(sqlite3_context *ctx, const char *fn)
+{
+    sqlite3 *db = sqlite3_context_db_handle(ctx);
+    const char *file = sqlite3_db_filename(db, "main");
+    if (file == NULL || file[0] == '\0') {
+        char msg[256];
+        snprintf(msg, sizeof msg,
+                 "%s: the main database is in-memory or temporary; open a "
+                 "database file",
+                 fn);
+        func_call_error(ctx, RAFTSQL_INVALID, msg);
+        return NULL;
+    }
+    return file;
 }

@@ -33,7 +33,7 @@
 #include "attach_server.h"
 #include "../runtime/attach_sock.h"
 #include "backup.h"
-#include "func.h"
+#include "func_acquire.h"
 #include "func_call.h"
 #include "load_sql.h"
 #include "../runtime/node.h"
@@ -61,14 +61,14 @@ static const char *path_arg(sqlite3_context *ctx, const char *fn,
         snprintf(msg, sizeof msg,
                  "%s: takes one argument, the path of %s (%d given)", fn, what,
                  argc);
-        func_error(ctx, RAFTSQL_INVALID, msg);
+        func_call_error(ctx, RAFTSQL_INVALID, msg);
         return NULL;
     }
     path = (const char *)sqlite3_value_text(argv[0]);
     if (sqlite3_value_type(argv[0]) != SQLITE_TEXT || path == NULL ||
         path[0] == '\0') {
         snprintf(msg, sizeof msg, "%s: the path must be non-empty text", fn);
-        func_error(ctx, RAFTSQL_INVALID, msg);
+        func_call_error(ctx, RAFTSQL_INVALID, msg);
         return NULL;
     }
     if (path[0] == '/' || file == NULL || file[0] == '\0') {
@@ -85,7 +85,7 @@ static const char *path_arg(sqlite3_context *ctx, const char *fn,
                  "this call and has another working directory: give an "
                  "absolute path",
                  fn, path, p.pid);
-        func_error(ctx, RAFTSQL_INVALID, msg);
+        func_call_error(ctx, RAFTSQL_INVALID, msg);
         return NULL;
     }
     return path;
@@ -116,19 +116,19 @@ static void fn_backup(sqlite3_context *ctx, int argc, sqlite3_value **argv)
                  "a write the cluster never made; back up another node, or "
                  "after the repair",
                  why);
-        func_error(ctx, RAFTSQL_DIVERGED, msg);
+        func_call_error(ctx, RAFTSQL_DIVERGED, msg);
         return;
     }
     rc = backup_write(n, file, path, &json, why, sizeof why);
     ext_registry_release(n);
     if (rc != 0) {
         snprintf(msg, sizeof msg, "raft_backup: %s", why);
-        func_error(ctx,
-                   rc == RAFT_INVALID    ? RAFTSQL_INVALID
-                   : rc == RAFT_DIVERGED ? RAFTSQL_DIVERGED
-                   : rc == RAFT_NOMEM    ? SQLITE_NOMEM
-                                         : SQLITE_ERROR,
-                   msg);
+        func_call_error(ctx,
+                        rc == RAFT_INVALID    ? RAFTSQL_INVALID
+                        : rc == RAFT_DIVERGED ? RAFTSQL_DIVERGED
+                        : rc == RAFT_NOMEM    ? SQLITE_NOMEM
+                                              : SQLITE_ERROR,
+                        msg);
         return;
     }
     sqlite3_result_text(ctx, json, -1, SQLITE_TRANSIENT);
@@ -151,9 +151,10 @@ static void fn_load_sql(sqlite3_context *ctx, int argc, sqlite3_value **argv)
         return;
     }
     if (!sqlite3_get_autocommit(sqlite3_context_db_handle(ctx))) {
-        func_error(ctx, RAFTSQL_INVALID,
-                   "raft_load_sql: not applied: this connection is inside a "
-                   "transaction (BEGIN); commit or roll it back first");
+        func_call_error(
+            ctx, RAFTSQL_INVALID,
+            "raft_load_sql: not applied: this connection is inside a "
+            "transaction (BEGIN); commit or roll it back first");
         return;
     }
     n = func_acquire(ctx, "raft_load_sql", argc, argv);
@@ -166,7 +167,7 @@ static void fn_load_sql(sqlite3_context *ctx, int argc, sqlite3_value **argv)
             &probe, &json, &code, why, sizeof why) != 0) {
         ext_registry_release(n);
         snprintf(msg, sizeof msg, "raft_load_sql: %s", why);
-        func_error(ctx, code, msg);
+        func_call_error(ctx, code, msg);
         return;
     }
     ext_registry_release(n);

@@ -23,6 +23,7 @@
 #include <string.h>
 
 #include "func.h"
+#include "func_acquire.h"
 #include "func_call.h"
 #include "precheck.h"
 #include "../raftsql.h"
@@ -73,7 +74,7 @@ static bool request_id(sqlite3_context *ctx, const struct query_fn *q,
                      "BLOB or an INTEGER, not %s",
                      q->name,
                      sqlite3_value_type(v) == SQLITE_NULL ? "NULL" : "REAL");
-            func_error(ctx, RAFTSQL_INVALID, msg);
+            func_call_error(ctx, RAFTSQL_INVALID, msg);
             return false;
     }
     len = sqlite3_value_bytes(v);
@@ -81,7 +82,7 @@ static bool request_id(sqlite3_context *ctx, const struct query_fn *q,
         snprintf(msg, sizeof msg,
                  "%s: the request id must be 1 to %d bytes, not %d", q->name,
                  EXT_REQUEST_ID_MAX, len);
-        func_error(ctx, RAFTSQL_INVALID, msg);
+        func_call_error(ctx, RAFTSQL_INVALID, msg);
         return false;
     }
     out->request_id_len = (size_t)len;
@@ -102,8 +103,8 @@ static void result_error(sqlite3_context *ctx, const struct query_fn *q,
     } else {
         snprintf(msg, sizeof msg, "%s", res->errmsg);
     }
-    func_error(ctx, res->sqlite_rc != SQLITE_OK ? res->sqlite_rc : SQLITE_ERROR,
-               msg);
+    func_call_error(
+        ctx, res->sqlite_rc != SQLITE_OK ? res->sqlite_rc : SQLITE_ERROR, msg);
 }
 
 /* fn_query is raft_query, raft_exec_id and raft_query_id (user data: the
@@ -127,7 +128,7 @@ static void fn_query(sqlite3_context *ctx, int argc, sqlite3_value **argv,
         snprintf(msg, sizeof msg,
                  "%s: the %s argument must be the SQL text of the write",
                  q->name, first == 0 ? "first" : "second");
-        func_error(ctx, RAFTSQL_INVALID, msg);
+        func_call_error(ctx, RAFTSQL_INVALID, msg);
         return;
     }
     if (q->has_id && !request_id(ctx, q, argv[0], num, &opts)) {
@@ -135,7 +136,7 @@ static void fn_query(sqlite3_context *ctx, int argc, sqlite3_value **argv,
     }
     if (argc - 1 - first > EXT__QUERY_MAX_PARAMS) {
         snprintf(msg, sizeof msg, "%s: too many parameters", q->name);
-        func_error(ctx, RAFTSQL_INVALID, msg);
+        func_call_error(ctx, RAFTSQL_INVALID, msg);
         return;
     }
     if (!sqlite3_get_autocommit(sqlite3_context_db_handle(ctx))) {
@@ -144,7 +145,7 @@ static void fn_query(sqlite3_context *ctx, int argc, sqlite3_value **argv,
                  "(BEGIN); commit or roll it back first: each write is a "
                  "transaction of its own",
                  q->name);
-        func_error(ctx, RAFTSQL_INVALID, msg);
+        func_call_error(ctx, RAFTSQL_INVALID, msg);
         return;
     }
     rowid = *func_conn_rowid(cs);
@@ -158,9 +159,9 @@ static void fn_query(sqlite3_context *ctx, int argc, sqlite3_value **argv,
         sqlite3_result_error_nomem(ctx);
         goto out;
     }
-    if (func_write_params(ctx, q->name, argc, argv, first,
-                          func_conn_checked(cs), res->errmsg,
-                          sizeof res->errmsg, &params, &n_params) != 0) {
+    if (func_call_params(ctx, q->name, argc, argv, first, func_conn_checked(cs),
+                         res->errmsg, sizeof res->errmsg, &params,
+                         &n_params) != 0) {
         goto out;
     }
     sql = (const char *)sqlite3_value_text(argv[first]);

@@ -45,7 +45,7 @@
 #include "attach_client.h"
 #include "attach_server.h"
 #include "../runtime/change.h"
-#include "func.h"
+#include "func_acquire.h"
 #include "func_call.h"
 #include "../raftsql.h"
 #include "registry.h"
@@ -66,7 +66,7 @@ static bool fail(sqlite3_context *ctx, const char *fmt, ...)
     va_start(ap, fmt);
     vsnprintf(msg, sizeof msg, fmt, ap);
     va_end(ap);
-    func_error(ctx, RAFTSQL_INVALID, msg);
+    func_call_error(ctx, RAFTSQL_INVALID, msg);
     return false;
 }
 
@@ -222,7 +222,7 @@ static void run(sqlite3_context *ctx, const char *fn,
                       strncmp(r->errmsg, "interrupted", 11) == 0;
         snprintf(msg, sizeof msg, "%s: %s%s", fn,
                  worded ? "" : "not done: ", r->errmsg);
-        func_error(ctx, change_code(r), msg);
+        func_call_error(ctx, change_code(r), msg);
     }
     free(r);
 }
