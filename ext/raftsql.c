@@ -39,10 +39,10 @@
 #include <stdio.h>
 #include <stdlib.h>
 
+#include "raftsql.h"
 #include "runtime/config.h"
 #include "surface/func.h"
 #include "surface/guard.h"
-#include "raftsql.h"
 #include "surface/refusal_watch.h"
 #include "surface/registry.h"
 

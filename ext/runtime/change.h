@@ -19,8 +19,8 @@
 #include "change_codec.h"
 #include "change_join.h"
 #include "config.h"
-#include "member_view.h"
 #include "exec.h"
+#include "member_view.h"
 
 struct ext_change; /* opaque */
 

@@ -27,11 +27,11 @@
 #include <unistd.h>
 
 #include "../../raft/err.h"
-#include "attach_conn.h"
+#include "../raftsql.h"
 #include "../runtime/attach_sock.h"
+#include "attach_conn.h"
 #include "func_call.h"
 #include "guard_check.h"
-#include "../raftsql.h"
 
 SQLITE_EXTENSION_INIT3
 

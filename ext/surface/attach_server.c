@@ -39,10 +39,10 @@
 #include <sqlite3ext.h>
 
 #include "../../raft/err.h"
+#include "../raftsql.h"
+#include "../runtime/attach_sock.h"
 #include "attach_codec.h"
 #include "attach_conn.h"
-#include "../runtime/attach_sock.h"
-#include "../raftsql.h"
 
 SQLITE_EXTENSION_INIT3
 

@@ -3,22 +3,22 @@
  * wrong (https://sqlite.org/c3ref/result_blob.html). */
 
 #include "func.h"
-#include "func_acquire.h"
-#include "func_call.h"
 
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "../../raft/err.h"
+#include "../raftsql.h"
+#include "../runtime/config.h"
 #include "attach_client.h"
 #include "attach_server.h"
-#include "../runtime/config.h"
+#include "func_acquire.h"
+#include "func_call.h"
 #include "func_data.h"
 #include "guard.h"
 #include "members.h"
 #include "precheck.h"
-#include "../raftsql.h"
 #include "registry.h"
 #include "verify.h"
 

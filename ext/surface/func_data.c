@@ -30,14 +30,14 @@
 #include <string.h>
 
 #include "../../raft/err.h"
-#include "attach_server.h"
+#include "../raftsql.h"
 #include "../runtime/attach_sock.h"
+#include "../runtime/node.h"
+#include "attach_server.h"
 #include "backup.h"
 #include "func_acquire.h"
 #include "func_call.h"
 #include "load_sql.h"
-#include "../runtime/node.h"
-#include "../raftsql.h"
 #include "registry.h"
 
 SQLITE_EXTENSION_INIT3

@@ -22,11 +22,11 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "../raftsql.h"
 #include "func.h"
 #include "func_acquire.h"
 #include "func_call.h"
 #include "precheck.h"
-#include "../raftsql.h"
 #include "registry.h"
 
 SQLITE_EXTENSION_INIT3

@@ -9,14 +9,14 @@
 
 #include "../../sql/sql.h"
 #include "../runtime/applier.h"
-#include "attach_client.h"
 #include "../runtime/attach_sock.h"
 #include "../runtime/events.h"
+#include "../runtime/staleness.h"
+#include "attach_client.h"
 #include "guard_check.h"
 #include "refusal_watch.h"
 #include "registry.h"
 #include "shadow.h"
-#include "../runtime/staleness.h"
 
 SQLITE_EXTENSION_INIT3
 

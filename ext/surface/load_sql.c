@@ -37,9 +37,9 @@
 #include <sqlite3ext.h>
 
 #include "../../raft/err.h"
+#include "../raftsql.h"
 #include "load_check.h"
 #include "load_plan.h"
-#include "../raftsql.h"
 
 SQLITE_EXTENSION_INIT3
 

@@ -42,12 +42,12 @@
 
 #include "../../raft/address.h"
 #include "../../raft/err.h"
+#include "../raftsql.h"
+#include "../runtime/change.h"
 #include "attach_client.h"
 #include "attach_server.h"
-#include "../runtime/change.h"
 #include "func_acquire.h"
 #include "func_call.h"
-#include "../raftsql.h"
 #include "registry.h"
 
 SQLITE_EXTENSION_INIT3

@@ -3,9 +3,9 @@
 
 #include "registry.h"
 
-#include "attach_server.h"
-#include "attach_conn.h"
 #include "../runtime/attach_sock.h"
+#include "attach_conn.h"
+#include "attach_server.h"
 
 #include <pthread.h>
 #include <stdio.h>

@@ -8,9 +8,9 @@
 #include <stdbool.h>
 #include <stddef.h>
 
-#include "attach_server.h"
 #include "../runtime/config.h"
 #include "../runtime/node.h"
+#include "attach_server.h"
 
 /* ext_registry_start starts a node for database file @path with @cfg,
  * and its attach server (attach_server.h, whose connections @conn_init
