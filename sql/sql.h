@@ -589,8 +589,8 @@ void sql_config_clear(struct sql_config *c);
 
 /* ---- The cluster id -------------------------------------------------
  *
- * The cluster's id (16 random bytes, ext/runtime/cluster_id.h) is part of the state
- * machine too: the first leader of a cluster proposes it in an entry of
+ * The cluster's id (16 random bytes, ext/runtime/cluster_id.h) is part of the
+ * state machine too: the first leader of a cluster proposes it in an entry of
  * its own, a SQL_ENTRY_CLUSTER_ID whose payload is
  *
  *   offset 0   magic "CI" (0x43 0x49; a request's payload starts "RQ")

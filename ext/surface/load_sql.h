@@ -63,9 +63,10 @@
  *     RAFT_TIMEOUT with the exec's RAFTSQL_* code; interrupted between
  *     chunks: RAFT_CANCELED, RAFTSQL_INTERRUPTED;
  *   - a chunk refused by the wire gate (a member of an older release
- *     cannot apply its request id, ext/runtime/wire_gate.h): "chunk K of N (...):
- *     not applied: <why>; raft_load_sql works once every member runs
- *     this release (...)", RAFT_FORMAT with the exec's RAFTSQL_* code;
+ *     cannot apply its request id, ext/runtime/wire_gate.h): "chunk K of N
+ *     (...): not applied: <why>; raft_load_sql works once every member
+ *     runs this release (...)", RAFT_FORMAT with the exec's RAFTSQL_*
+ *     code;
  *   - another load running on @ls: RAFT_BUSY, RAFTSQL_BUSY.
  * Thread: any caller's; blocks for the whole load, each chunk within
  * the node's exec_timeout_ms; @probe ends it (interrupted) between and

@@ -1,5 +1,5 @@
-/* Tests of ext/runtime/change_codec.c: the change request a follower forwards to
- * its leader (round trip, every malformed form refused), how its frames
+/* Tests of ext/runtime/change_codec.c: the change request a follower forwards
+ * to its leader (round trip, every malformed form refused), how its frames
  * are told apart from write requests, and the words for each refusal. */
 
 #include <setjmp.h>

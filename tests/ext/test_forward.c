@@ -1,5 +1,5 @@
-/* Tests of ext/runtime/forward.c, the leader's side of forwarding, against a fake
- * node: what is held, what is proposed in one batch, what is refused at
+/* Tests of ext/runtime/forward.c, the leader's side of forwarding, against a
+ * fake node: what is held, what is proposed in one batch, what is refused at
  * once, and what each follower is answered. */
 
 #include <setjmp.h>

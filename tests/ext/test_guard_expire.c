@@ -1,5 +1,5 @@
-/* Tests of the guard's list of connections (ext/surface/guard.c): expiring their
- * prepared statements from another thread (ext_guard_expire_all, as the
+/* Tests of the guard's list of connections (ext/surface/guard.c): expiring
+ * their prepared statements from another thread (ext_guard_expire_all, as the
  * loop thread does when a node turns stale) makes them reprepare, and so
  * be authorized again, at their next step; the authorizer in place stays
  * (the guard with a host's chained, or one a host set directly); a

@@ -1,5 +1,5 @@
-/* Tests of the staleness rule (ext/runtime/staleness.c, max_staleness_ms=): when a
- * node is stale (no leader known, none heard for longer than the bound,
+/* Tests of the staleness rule (ext/runtime/staleness.c, max_staleness_ms=):
+ * when a node is stale (no leader known, none heard for longer than the bound,
  * catching up after its start, removed from the cluster), the lag it
  * reports, and the published
  * state with its notice file for other processes (worded with the time

@@ -1,6 +1,7 @@
 /* libFuzzer target: the membership change request codec
- * (ext/runtime/change_codec.h): change_codec_decode on any payload; what decodes
- * must encode back to the same bytes, and its words must be printable. */
+ * (ext/runtime/change_codec.h): change_codec_decode on any payload; what
+ * decodes must encode back to the same bytes, and its words must be
+ * printable. */
 
 #include <string.h>
 
