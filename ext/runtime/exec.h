@@ -1,7 +1,9 @@
 /* Writes from callers: the waiting caller (any thread), the bounded
  * submission queue, proposing on the leader or forwarding to it from a
  * follower, and handing each caller the result of its own applied entry.
- * It owns the waiting callers and the request ids. */
+ * It owns the waiting callers and the request ids, and the words a
+ * caller of the node is answered in (ext_exec_result, ext_exec_opts, and
+ * ext_exec_probe, how a waiting call learns its caller gave up). */
 
 #ifndef EXT_EXEC_H
 #define EXT_EXEC_H

@@ -1,6 +1,6 @@
 /* What the raftsql SQL functions hand the node runtime of a call: its
  * arguments as sql_values, and its connection's interrupt as the probe of
- * a waiting node call (exec.h). */
+ * a waiting node call (runtime/exec.h). */
 
 #ifndef EXT_FUNC_CALL_H
 #define EXT_FUNC_CALL_H
