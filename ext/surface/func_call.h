@@ -1,6 +1,8 @@
-/* What the raftsql SQL functions hand the node runtime of a call: its
- * arguments as sql_values, and its connection's interrupt as the probe of
- * a waiting node call (runtime/exec.h). */
+/* What a raftsql SQL function hands the node runtime of its call, and
+ * how it answers: its arguments as sql_values, a write's parameters
+ * checked (precheck.h), its connection's main file, its connection's
+ * interrupt as the probe of a waiting node call (runtime/exec.h), and its
+ * error with a RAFTSQL_* code. */
 
 #ifndef EXT_FUNC_CALL_H
 #define EXT_FUNC_CALL_H
