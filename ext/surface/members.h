@@ -1,7 +1,7 @@
-/* The SQL surface of membership (issue 11): raft_add, raft_remove,
- * raft_promote, raft_demote, raft_transfer, raft_update, and the
- * raft_members table-valued function, which shows the member view
- * (member_view.h). */
+/* The SQL surface of membership: raft_add, raft_remove, raft_promote,
+ * raft_demote, raft_transfer, raft_update, and the raft_members
+ * table-valued function, which shows the member view
+ * (runtime/member_view.h). */
 
 #ifndef EXT_MEMBERS_H
 #define EXT_MEMBERS_H
