@@ -22,7 +22,8 @@ SAN     := -fsanitize=address,undefined -fno-omit-frame-pointer \
 
 B := build
 
-LIB_SRC  := $(wildcard raft/*.c lmdb_log/*.c sql/*.c ext/*.c)
+LIB_SRC  := $(wildcard raft/*.c lmdb_log/*.c sql/*.c ext/*.c \
+              ext/runtime/*.c ext/surface/*.c)
 LIB_OBJ  := $(LIB_SRC:%.c=$(B)/obj/%.o)
 SO_OBJ   := $(LIB_SRC:%.c=$(B)/so/%.o)
 SAN_OBJ  := $(LIB_SRC:%.c=$(B)/san/%.o)
@@ -216,7 +217,7 @@ CORE_SRC := $(filter-out raft/uv_%,$(wildcard raft/*.c))
 UV_SRC   := $(wildcard raft/uv_*.c)
 LMDB_SRC := $(wildcard lmdb_log/*.c)
 SQL_SRC  := $(wildcard sql/*.c)
-EXT_SRC  := $(wildcard ext/*.c)
+EXT_SRC  := $(wildcard ext/*.c ext/runtime/*.c ext/surface/*.c)
 T_LINK = $(CC) $(BASE_CFLAGS) -O1 -g $(SAN) -o $@ $(filter-out %.h,$^) \
 	-lcmocka $(LIBS)
 
@@ -347,12 +348,12 @@ $(B)/fuzz/fuzz_log_%: tests/fuzz/fuzz_log_%.c tests/fuzz/fuzz.h \
 		$(call fz,$(CORE_SRC) $(LMDB_SRC))
 	$(FUZZ_LINK)
 $(B)/fuzz/fuzz_change: tests/fuzz/fuzz_change.c tests/fuzz/fuzz.h \
-		$(call fz,$(CORE_SRC) ext/change_codec.c)
+		$(call fz,$(CORE_SRC) ext/runtime/change_codec.c)
 	$(FUZZ_LINK)
 
 $(B)/fuzz/gen-corpus: tests/fuzz/gen_corpus.c \
 		$(call san,$(CORE_SRC) $(UV_SRC) $(LMDB_SRC) $(SQL_SRC) \
-		ext/change_codec.c)
+		ext/runtime/change_codec.c)
 	@mkdir -p $(dir $@)
 	$(CC) $(BASE_CFLAGS) -O1 -g $(SAN) -o $@ $^ $(LIBS)
 
@@ -459,7 +460,7 @@ $(B)/tsan-tests/uv/%: tests/uv/%.c tests/uv/fake.h tests/uv/loop.h \
 	$(CC) $(BASE_CFLAGS) -O1 -g -fsanitize=thread -o $@ \
 	    $(filter-out %.h,$^) -lcmocka $(LIBS)
 
-# The guard's list of connections (ext/guard.c), expired from another
+# The guard's list of connections (ext/surface/guard.c), expired from another
 # thread while connections open and close, under ThreadSanitizer too.
 TSAN_EXT_BIN := $(B)/tsan-tests/ext/test_guard_expire
 $(B)/tsan-tests/ext/%: tests/ext/%.c tests/sql/helpers.h $(TSAN_OBJ)

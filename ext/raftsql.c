@@ -39,12 +39,12 @@
 #include <stdio.h>
 #include <stdlib.h>
 
-#include "config.h"
-#include "func.h"
-#include "guard.h"
 #include "raftsql.h"
-#include "refusal_watch.h"
-#include "registry.h"
+#include "runtime/config.h"
+#include "surface/func.h"
+#include "surface/guard.h"
+#include "surface/refusal_watch.h"
+#include "surface/registry.h"
 
 SQLITE_EXTENSION_INIT1
 

@@ -32,7 +32,8 @@
  *                     away or covered by an installed snapshot (0: none) }
  *   "snapshot_term"   the term of the entry at snapshot_index (0: none)  }
  *                     (version 2; same u64 + checksum shape as above)
- *   "cluster_id_0"    the cluster id (16 bytes, ext/cluster_id.h): bytes 0-7 }
+ *   "cluster_id_0"    the cluster id (16 bytes,                         }
+ *                     ext/runtime/cluster_id.h): bytes 0-7              }
  *   "cluster_id_1"    and 8-15, each read as a u64 little-endian; same  }
  *                     shape as above. Optional: both absent while the   }
  *                     node has no cluster id (a log written before it,  }

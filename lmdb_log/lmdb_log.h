@@ -158,7 +158,7 @@ int lmdb_log_snapshot(struct lmdb_log *l, raft_index *out_index,
 int lmdb_log_reset(struct lmdb_log *l, raft_index snapshot_index,
                    raft_term snapshot_term);
 
-/* Bytes of a cluster id (ext/cluster_id.h). */
+/* Bytes of a cluster id (ext/runtime/cluster_id.h). */
 #define LMDB_LOG_CLUSTER_ID_LEN 16
 
 /* lmdb_log_cluster_id reads the cluster id stored in the log into @out,

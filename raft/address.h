@@ -1,6 +1,6 @@
 /* Network addresses "host:port" of servers: one parser shared by the
- * configuration (ext/config.c, raft_add) and the transport (raft/uv_*.c).
- * Pure: no I/O, no name resolution.
+ * configuration (ext/runtime/config.c, raft_add) and the transport
+ * (raft/uv_*.c). Pure: no I/O, no name resolution.
  *
  * Syntax (what raft_address_parse accepts):
  *

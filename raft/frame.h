@@ -15,16 +15,17 @@
  * with enum raft_message_type (1..4, and 9 after them), so a frame's type
  * is one or the other. FORWARD and FORWARD_RESULT carry a
  * follower's client request to the leader and its answer (thesis §6.2;
- * ext/forward.c and ext/exec.c); SNAPSHOT_CHUNK and its result stream a
- * snapshot from the leader's driver to a follower's (paper §7;
+ * ext/runtime/forward.c and ext/runtime/exec.c); SNAPSHOT_CHUNK and its result
+ * stream a snapshot from the leader's driver to a follower's (paper §7;
  * uv_snapshot.c). CHECKSUM (wire version 2 and later only) carries a
  * server's checksum of its replicated content at an applied index
  * (ext/checksum.c). REPAIR_REQUEST (wire version 2 and later only) asks
  * the leader's driver for a fresh snapshot: a diverged replica's
- * (ext/repair.c; uv_snapshot.c answers it). READ_INDEX and its result
- * (wire version 3 and later only) carry a follower's linearizable read
- * to the leader, which confirms its leadership (ReadIndex, thesis §6.4,
- * raft/read_index.c) and answers with the read index (ext/barrier.c). */
+ * (ext/runtime/repair.c; uv_snapshot.c answers it). READ_INDEX and its
+ * result (wire version 3 and later only) carry a follower's linearizable
+ * read to the leader, which confirms its leadership (ReadIndex, thesis
+ * §6.4, raft/read_index.c) and answers with the read index
+ * (ext/runtime/barrier.c). */
 enum raft_frame_type {
     RAFT_FRAME_FORWARD = 5,
     RAFT_FRAME_FORWARD_RESULT = 6,
@@ -92,8 +93,8 @@ struct raft_checksum {
 };
 
 /* A diverged replica's request for a snapshot (its database took a commit
- * it did not make, ext/repair.h): the leader's driver sends one, made at
- * an applied index of at least @applied, with the snapshot chunks, so
+ * it did not make, ext/runtime/repair.h): the leader's driver sends one, made
+ * at an applied index of at least @applied, with the snapshot chunks, so
  * that nothing needs re-applying after the install. */
 struct raft_repair_request {
     raft_index applied; /* the requester's applied index */

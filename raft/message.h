@@ -74,7 +74,7 @@
 /* raft_wire_versions_get writes the wire versions the wire codec was
  * compiled to speak (RAFT_WIRE_VERSION_MIN and RAFT_WIRE_VERSION of
  * raft/message.c, which a test build may move) into @lo and @hi, for
- * code compiled apart from it (the start line, ext/node.c). Any
+ * code compiled apart from it (the start line, ext/runtime/node.c). Any
  * thread. */
 void raft_wire_versions_get(unsigned *lo, unsigned *hi);
 

@@ -43,7 +43,7 @@
  *
  * @prepare (may be NULL) runs first in every job that writes (before
  * @append, @compact, or the state machine's install): it makes durable
- * what must precede anything the job writes (ext/store.c: a cluster id
+ * what must precede anything the job writes (ext/runtime/store.c: a cluster id
  * the node adopted); an error fails the job as the write would have
  * (RAFT_NOSPACE: an append waits for room), nothing else done.
  * @append makes @hs (NULL when unchanged) and @entries (@n, after deleting

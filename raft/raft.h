@@ -381,7 +381,7 @@ enum raft_change_kind {
  * DECLINE {on}: while on, this server ignores TimeoutNow: a leader's
  * transfer to it times out and that leader serves again. The driver sets
  * it while its state machine cannot serve (a diverged replica,
- * ext/repair.c), so that a leadership handed on lands on a healthy
+ * ext/runtime/repair.c), so that a leadership handed on lands on a healthy
  * server. It changes nothing else: the server still votes and campaigns
  * on an election timeout (a TimeoutNow may be lost anyway, so ignoring
  * one is always safe). Never an error.

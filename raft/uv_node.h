@@ -20,7 +20,7 @@
 #define RAFT_UV_BUILD_ID_MAX 128
 
 /* A cluster id: 16 random bytes made when a cluster gets its first leader
- * (ext/cluster_id.h), all zero for a server that has none yet. Every
+ * (ext/runtime/cluster_id.h), all zero for a server that has none yet. Every
  * handshake carries it; a server refuses one of another cluster (uv.h).
  * Shown as RAFT_UV_CLUSTER_ID_HEX - 1 lowercase hex digits. */
 #define RAFT_UV_CLUSTER_ID_LEN 16
@@ -293,7 +293,7 @@ unsigned raft_uv_node_peer_wire(const struct raft_uv_node *d, raft_id id);
 unsigned raft_uv_node_peer_wire_last(const struct raft_uv_node *d, raft_id id);
 
 /* raft_uv_node_set_diverged says whether this server's state machine
- * diverged (a commit it did not make, ext/repair.c): while it is, the
+ * diverged (a commit it did not make, ext/runtime/repair.c): while it is, the
  * core declines TimeoutNow (RAFT_EVENT_DECLINE, raft.h), so that a
  * leadership handed on lands elsewhere, and the driver makes no snapshot
  * for a peer's REPAIR_REQUEST (it only records it,
@@ -337,7 +337,7 @@ const char *raft_uv_node_peer_build_id(const struct raft_uv_node *d,
  * replicates to it (an AppendEntries or a snapshot chunk whose sender's
  * handshake carried an id) and calls @cb->cluster_id before it steps
  * what that server sent. Safe because an id is only ever one a cluster
- * committed (ext/cluster_id.h): a server that has one sends it, and the
+ * committed (ext/runtime/cluster_id.h): a server that has one sends it, and the
  * server it replicates to joins the cluster whose log it takes, whose
  * id it is. Loop thread. */
 void raft_uv_node_cluster_id_set(struct raft_uv_node *d,

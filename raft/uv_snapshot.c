@@ -12,10 +12,10 @@
  * once complete, a sealed storage job verifies the checksum, installs the
  * file into the state machine and resets the log -> the driver steps
  * RAFT_EVENT_SNAPSHOT_INSTALLED, and the core acknowledges to the leader.
- * Repair (REPAIR_REQUEST from a diverged follower, ext/repair.c): the
+ * Repair (REPAIR_REQUEST from a diverged follower, ext/runtime/repair.c): the
  * leader makes a fresh snapshot at least at the follower's applied index
  * (once per request) and streams it the same way; the follower installs
- * it although the core handed out that index already (ext/store.c), and
+ * it although the core handed out that index already (ext/runtime/store.c), and
  * the driver then steps RAFT_EVENT_COMPACT for the log the install
  * compacted: for the core, a repair is a compaction. The core never
  * hears of a repair transfer's failure; the follower asks again. Every

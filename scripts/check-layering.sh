@@ -12,7 +12,11 @@
 #    (ext/raftsql.c, which holds the table, INIT1);
 #  - the consensus core (the raft/ files that include raft_internal.h)
 #    includes neither frame.h nor message.h: it knows only its own four
-#    messages, not the runtime's frames nor the wire.
+#    messages, not the runtime's frames nor the wire;
+#  - ext/'s two rooms (scripts/ext-rooms.py): no file of ext/runtime/
+#    includes a header of ext/surface/, and no include circle over ext/
+#    holds more than three modules (each circle of two or more is
+#    printed).
 set -u
 bad=0
 for f in raft/*.c raft/*.h; do
@@ -52,7 +56,7 @@ for f in sql/*.c sql/*.h; do
         bad=1
     fi
 done
-for f in sql/*.c sql/*.h ext/*.c ext/*.h; do
+for f in sql/*.c sql/*.h ext/*.c ext/*.h ext/*/*.c ext/*/*.h; do
     [ "$f" = ext/raftsql.h ] && continue
     if grep -En '#include *<sqlite3\.h>' "$f"; then
         echo "layering: $f includes sqlite3.h: use <sqlite3ext.h> (the" \
@@ -60,7 +64,7 @@ for f in sql/*.c sql/*.h ext/*.c ext/*.h; do
         bad=1
     fi
 done
-for f in sql/*.c ext/*.c; do
+for f in sql/*.c ext/*.c ext/*/*.c; do
     grep -qE '\bsqlite3_[a-z0-9_]+ *\(' "$f" || continue
     if ! grep -qE '^SQLITE_EXTENSION_INIT[13]$' "$f"; then
         echo "layering: $f calls SQLite without SQLITE_EXTENSION_INIT3"
@@ -73,5 +77,8 @@ for f in $(grep -lE '#include *"raft_internal\.h"' raft/*.c raft/*.h); do
         bad=1
     fi
 done
+if ! /usr/bin/python3 scripts/ext-rooms.py; then
+    bad=1
+fi
 [ "$bad" -eq 0 ] && echo "layering: ok"
 exit "$bad"

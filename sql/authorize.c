@@ -2,7 +2,7 @@
  * its answer would differ between nodes or it would break the apply
  * transaction. One list of rules, applied by the apply connection's
  * authorizer and by the caller's check before the request enters the
- * log (ext/precheck.c, through the guard's check mode), so that both
+ * log (ext/surface/precheck.c, through the guard's check mode), so that both
  * refuse the same statements with the same words. */
 
 #include <stdarg.h>

@@ -1,6 +1,6 @@
 /* The error codes of sql/: every fallible function of sql/ returns 0 or one
  * of these positive codes, with a message. ext/ translates them into the
- * project's codes at its boundary (ext/sqlbridge.c), as it does for
+ * project's codes at its boundary (ext/runtime/sqlbridge.c), as it does for
  * LMDB's and SQLite's. */
 
 #ifndef SQL_ERR_H

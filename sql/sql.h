@@ -194,7 +194,7 @@ void sql_request_free(struct sql_request *r);
  * < @n_values) in @n_statements statements. Each statement binds the same
  * values from the first one on, so with several statements the text says
  * so and points to ?NNN, which takes a later value by its number. The
- * caller's check (ext/precheck.c) and the apply connection both use it,
+ * caller's check (ext/surface/precheck.c) and the apply connection both use it,
  * so the two agree. Pure; any thread. */
 void sql_request_surplus_msg(char *out, size_t out_len, unsigned n_values,
                              int max_params, unsigned n_statements);
@@ -589,8 +589,8 @@ void sql_config_clear(struct sql_config *c);
 
 /* ---- The cluster id -------------------------------------------------
  *
- * The cluster's id (16 random bytes, ext/cluster_id.h) is part of the state
- * machine too: the first leader of a cluster proposes it in an entry of
+ * The cluster's id (16 random bytes, ext/runtime/cluster_id.h) is part of the
+ * state machine too: the first leader of a cluster proposes it in an entry of
  * its own, a SQL_ENTRY_CLUSTER_ID whose payload is
  *
  *   offset 0   magic "CI" (0x43 0x49; a request's payload starts "RQ")

@@ -1,4 +1,4 @@
-"""The cluster id (ext/cluster_id.h): one id on every node of a
+"""The cluster id (ext/runtime/cluster_id.h): one id on every node of a
 cluster, kept across restarts and carried to a joiner that installs a
 snapshot; a node of another cluster pointed at one is refused on both
 sides with one line each, and nothing it sends reaches the core; and the

@@ -11,9 +11,9 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
-#include "ext/node_log.h"
-#include "ext/sqlbridge.h"
-#include "ext/store.h"
+#include "ext/runtime/node_log.h"
+#include "ext/runtime/sqlbridge.h"
+#include "ext/runtime/store.h"
 #include "tests/sql/helpers.h"
 
 /* ext_free_port returns a loopback TCP port nobody listened on a moment

@@ -1,5 +1,5 @@
-/* Tests of ext/applier.c, the apply thread, on a real SQLite database in a
- * temporary directory: entries applied in order with their results handed
+/* Tests of ext/runtime/applier.c, the apply thread, on a real SQLite database
+ * in a temporary directory: entries applied in order with their results handed
  * to the hook, no-ops counted, pacing of a follower's batches, holds,
  * snapshot installs dropping what they cover, checkpoints on request, a
  * failed batch stopping the thread without skipping, configuration entries
@@ -17,7 +17,7 @@
 
 #include <cmocka.h>
 
-#include "ext/applier.h"
+#include "ext/runtime/applier.h"
 #include "tests/ext/helpers.h"
 
 /* Longest a test waits for the apply thread, ms. */

@@ -1,4 +1,4 @@
-/* Tests of ext/attach_codec.c: calls and answers of the attach socket
+/* Tests of ext/surface/attach_codec.c: calls and answers of the attach socket
  * round-trip every value type (integers stay integers, blobs and text
  * with NUL or invalid UTF-8 survive), and malformed texts are refused. */
 
@@ -13,7 +13,7 @@
 
 #include <cmocka.h>
 
-#include "ext/attach_codec.h"
+#include "ext/surface/attach_codec.h"
 #include "ext/raftsql.h"
 #include "raft/err.h"
 

@@ -1,10 +1,10 @@
-/* Tests of ext/boot.c, the configuration at start, on a real LMDB log and
- * database in a temporary directory: the bootstrap of a new cluster, the
+/* Tests of ext/runtime/boot.c, the configuration at start, on a real LMDB log
+ * and database in a temporary directory: the bootstrap of a new cluster, the
  * stored configuration in force whatever the founding keys say (cluster=,
  * join=, bootstrap_from= ignored once a node has a log), a database whose
  * log was lost, join=, an old log without configurations, and
- * force_new_cluster=1; and of the cluster id at start (ext/cluster_id.c)
- * and in the store (ext/store.h). */
+ * force_new_cluster=1; and of the cluster id at start
+ * (ext/runtime/cluster_id.c) and in the store (ext/runtime/store.h). */
 
 #include <setjmp.h>
 #include <stdarg.h>
@@ -14,8 +14,8 @@
 
 #include <cmocka.h>
 
-#include "ext/boot.h"
-#include "ext/cluster_id.h"
+#include "ext/runtime/boot.h"
+#include "ext/runtime/cluster_id.h"
 #include "raft/configuration.h"
 #include "tests/ext/helpers.h"
 

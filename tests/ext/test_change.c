@@ -1,4 +1,4 @@
-/* Tests of ext/change.c on a real driver (raft/uv_node.h) running a
+/* Tests of ext/runtime/change.c on a real driver (raft/uv_node.h) running a
  * one-voter core on 127.0.0.1 with a storage that keeps nothing: a change
  * returns once committed and never before, refusals read as what they
  * are, one change at a time, and the member view. */
@@ -15,7 +15,7 @@
 
 #include <cmocka.h>
 
-#include "ext/change.h"
+#include "ext/runtime/change.h"
 
 /* The node: a driver and the change module it feeds. */
 struct node {

@@ -1,5 +1,5 @@
-/* Tests of ext/change_codec.c: the change request a follower forwards to
- * its leader (round trip, every malformed form refused), how its frames
+/* Tests of ext/runtime/change_codec.c: the change request a follower forwards
+ * to its leader (round trip, every malformed form refused), how its frames
  * are told apart from write requests, and the words for each refusal. */
 
 #include <setjmp.h>
@@ -10,7 +10,7 @@
 
 #include <cmocka.h>
 
-#include "ext/change_codec.h"
+#include "ext/runtime/change_codec.h"
 #include "tests/ext/helpers.h"
 
 /* A request survives encode and decode unchanged. */

@@ -1,4 +1,4 @@
-/* Tests of ext/config.c: addresses (listen, advertise, cluster=, dial=
+/* Tests of ext/runtime/config.c: addresses (listen, advertise, cluster=, dial=
  * and join= with IPv4, IPv6 and hostnames, wildcards, the advertised
  * address each combination gives, and the loopback gate that insecure=on
  * lifts), a blank inside a list, and the paths a start needs. */
@@ -14,7 +14,7 @@
 
 #include <cmocka.h>
 
-#include "ext/config.h"
+#include "ext/runtime/config.h"
 #include "raft/configuration.h"
 
 /* parse_ok parses @text, which must be valid, into a fresh config. */

@@ -1,5 +1,5 @@
-/* Tests of ext/forward.c, the leader's side of forwarding, against a fake
- * node: what is held, what is proposed in one batch, what is refused at
+/* Tests of ext/runtime/forward.c, the leader's side of forwarding, against a
+ * fake node: what is held, what is proposed in one batch, what is refused at
  * once, and what each follower is answered. */
 
 #include <setjmp.h>
@@ -10,7 +10,7 @@
 
 #include <cmocka.h>
 
-#include "ext/forward.h"
+#include "ext/runtime/forward.h"
 #include "tests/ext/helpers.h"
 
 /* The fake node: records what forwarding asks of it. */

@@ -1,6 +1,6 @@
 /* Tests of the write guard beside a host's own authorizer
- * (raftsql_set_authorizer, ext/guard.c), on a one-node cluster running in
- * this process: the guard decides first, the host's answer stands
+ * (raftsql_set_authorizer, ext/surface/guard.c), on a one-node cluster running
+ * in this process: the guard decides first, the host's answer stands
  * otherwise, and NULL puts the guard back alone. */
 
 #include <arpa/inet.h>

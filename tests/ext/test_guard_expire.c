@@ -1,11 +1,11 @@
-/* Tests of the guard's list of connections (ext/guard.c): expiring their
- * prepared statements from another thread (ext_guard_expire_all, as the
+/* Tests of the guard's list of connections (ext/surface/guard.c): expiring
+ * their prepared statements from another thread (ext_guard_expire_all, as the
  * loop thread does when a node turns stale) makes them reprepare, and so
  * be authorized again, at their next step; the authorizer in place stays
  * (the guard with a host's chained, or one a host set directly); a
  * connection in use is only tried and expired by a later retry; a closed
  * one is forgotten; one without a mutex is left alone. The refusal watch
- * (ext/refusal_watch.c) expires, on its own thread, the statements of a
+ * (ext/surface/refusal_watch.c) expires, on its own thread, the statements of a
  * process that runs no node when the node of another process turns stale
  * or diverged (its notice appears) or, on a file bound by max_staleness_ms, when no
  * node serves it any more (or its node stopped refreshing the marker). */
@@ -23,8 +23,8 @@
 
 #include <cmocka.h>
 
-#include "ext/attach_sock.h"
-#include "ext/guard.h"
+#include "ext/runtime/attach_sock.h"
+#include "ext/surface/guard.h"
 #include "tests/sql/helpers.h"
 
 /* counter is an authorizer that counts its calls and allows all. */

@@ -1,10 +1,10 @@
-/* Tests of ext/load_plan.c, raft_load_sql's plan: statement splitting
+/* Tests of ext/surface/load_plan.c, raft_load_sql's plan: statement splitting
  * (quotes, comments, triggers, an open last statement), the script's
  * transaction control left out, the refusals naming their line, chunking
  * by bytes and by count (a PRAGMA alone), request ids chained over the
  * chunks, a sqlite3 .dump script, a replica's dump (raftsql_* left
  * out), a dump's virtual tables (sent as CREATE VIRTUAL TABLE, their
- * shadow tables checked only); and of ext/load_check.c's check of a
+ * shadow tables checked only); and of ext/surface/load_check.c's check of a
  * script: what raft_exec's policy refuses is refused there in
  * raft_exec's words, naming its line, but not in what the plan leaves
  * out or checks only. */
@@ -20,8 +20,8 @@
 
 #include <cmocka.h>
 
-#include "ext/load_check.h"
-#include "ext/load_plan.h"
+#include "ext/surface/load_check.h"
+#include "ext/surface/load_plan.h"
 #include "raft/err.h"
 
 /* plan_ok plans @text, which must be valid, with the bounds given. */

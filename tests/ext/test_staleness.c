@@ -1,5 +1,5 @@
-/* Tests of the staleness rule (ext/staleness.c, max_staleness_ms=): when a
- * node is stale (no leader known, none heard for longer than the bound,
+/* Tests of the staleness rule (ext/runtime/staleness.c, max_staleness_ms=):
+ * when a node is stale (no leader known, none heard for longer than the bound,
  * catching up after its start, removed from the cluster), the lag it
  * reports, and the published
  * state with its notice file for other processes (worded with the time
@@ -20,8 +20,8 @@
 
 #include <cmocka.h>
 
-#include "ext/node_log.h"
-#include "ext/staleness.h"
+#include "ext/runtime/node_log.h"
+#include "ext/runtime/staleness.h"
 
 /* view builds what the loop thread sees at one tick. */
 static struct ext_staleness_view view(bool leading, uint64_t contact_ms,

@@ -1,4 +1,4 @@
-/* Tests of ext/store.c, the node's durable log, on a real LMDB log in a
+/* Tests of ext/runtime/store.c, the node's durable log, on a real LMDB log in a
  * temporary directory: the directory lock, appends through the driver's
  * storage interface, what store_load refuses and repairs, the compaction
  * policy, and the log half of a snapshot install (paper §7). */
@@ -15,7 +15,7 @@
 
 #include <cmocka.h>
 
-#include "ext/store.h"
+#include "ext/runtime/store.h"
 #include "tests/ext/helpers.h"
 
 /* A log directory (inside a temporary directory that also holds a

@@ -1,10 +1,11 @@
 /* libFuzzer target: the membership change request codec
- * (ext/change_codec.h): change_codec_decode on any payload; what decodes
- * must encode back to the same bytes, and its words must be printable. */
+ * (ext/runtime/change_codec.h): change_codec_decode on any payload; what
+ * decodes must encode back to the same bytes, and its words must be
+ * printable. */
 
 #include <string.h>
 
-#include "ext/change_codec.h"
+#include "ext/runtime/change_codec.h"
 #include "fuzz.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)

@@ -8,7 +8,7 @@
 #include <string.h>
 #include <sys/stat.h>
 
-#include "ext/change_codec.h"
+#include "ext/runtime/change_codec.h"
 #include "fuzz.h"
 #include "lmdb_log/format.h"
 #include "raft/address.h"
@@ -634,7 +634,7 @@ static void gen_log_meta(void)
     write_sample("log_meta", "format", out, 1 + LMDB_LOG_FORMAT_VERSION_LEN);
 }
 
-/* gen_change writes change requests (ext/change_codec.h), one of each
+/* gen_change writes change requests (ext/runtime/change_codec.h), one of each
  * op. */
 static void gen_change(void)
 {

@@ -1,0 +1,529 @@
+/* raft_barrier: linearizable reads through ReadIndex (barrier.h). */
+
+#include "barrier.h"
+
+#include <inttypes.h>
+#include <pthread.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "../../raft/message.h"
+#include "../../raft/uv_node.h"
+#include "applier.h"
+#include "exec.h"
+
+/* Barriers that may wait on one node at once; one more is "busy". */
+#define EXT__BARRIER_SLOTS 256
+
+/* Follower reads a leader holds at once; one more is answered BUSY. */
+#define EXT__BARRIER_REMOTE 1024
+
+/* The core fails a read after an election timeout of its clock; the
+ * caller waits this much longer for that answer to come through the
+ * loop (and, on a follower, back from the leader) before it gives up on
+ * its own. */
+#define EXT__BARRIER_SLACK_MS 300
+
+/* How often a waiting caller looks at the applied index, and at most how
+ * long it waits for its slot without looking at its probe and deadline
+ * (the loop wakes it when the slot settles). */
+#define EXT__BARRIER_POLL_MS 2
+#define EXT__BARRIER_WAIT_MS 10
+
+/* A follower's request not answered within this long goes again (a lost
+ * frame: the connection broke). */
+#define EXT__BARRIER_RESEND_MS 200
+
+/* The core tags of reads registered for a follower have this bit; a
+ * local barrier's tag is its own number. */
+#define EXT__REMOTE_TAG (UINT64_C(1) << 63)
+
+/* Where a barrier stands. */
+enum slot_state {
+    SLOT_FREE = 0,
+    SLOT_QUEUED, /* registered, the loop has not routed it */
+    SLOT_CORE,   /* stepped into this leader's core */
+    SLOT_SENT,   /* READ_INDEX sent to server @leader */
+    SLOT_READY,  /* confirmed: @index */
+    SLOT_FAILED, /* @status says why */
+};
+
+struct slot {
+    int state;        /* enum slot_state */
+    uint64_t tag;     /* unique on this node, never with EXT__REMOTE_TAG */
+    raft_id leader;   /* SENT, READY, FAILED: the leader asked, 0 self */
+    uint64_t sent;    /* SENT: when, ms of the loop clock */
+    unsigned wire;    /* FAILED with RAFT_FORMAT: the leader's version */
+    raft_index index; /* READY: the read index */
+    int status;       /* FAILED: the project error code */
+};
+
+/* A follower's read held by this leader: core tag -> its asker. */
+struct remote {
+    uint64_t core_tag; /* 0 when free */
+    raft_id from;      /* the follower */
+    uint64_t tag;      /* the follower's tag */
+};
+
+struct ext_barrier {
+    raft_id self;
+    unsigned election_timeout_ms;
+    unsigned apply_timeout_ms;
+    pthread_mutex_t mu;  /* guards slots, next_tag, shutdown */
+    pthread_cond_t cond; /* broadcast when a slot settles (CLOCK_MONOTONIC) */
+    struct slot slots[EXT__BARRIER_SLOTS];
+    uint64_t next_tag;
+    bool shutdown;
+    /* Loop thread only. */
+    struct remote remote[EXT__BARRIER_REMOTE];
+    uint64_t next_remote;
+};
+
+int barrier_new(raft_id self, unsigned election_timeout_ms,
+                unsigned apply_timeout_ms, struct ext_barrier **out)
+{
+    struct ext_barrier *b = calloc(1, sizeof *b);
+    if (b == NULL) {
+        return RAFT_NOMEM;
+    }
+    pthread_condattr_t attr;
+    if (pthread_mutex_init(&b->mu, NULL) != 0) {
+        free(b);
+        return RAFT_NOMEM;
+    }
+    if (pthread_condattr_init(&attr) != 0) {
+        pthread_mutex_destroy(&b->mu);
+        free(b);
+        return RAFT_NOMEM;
+    }
+    pthread_condattr_setclock(&attr, CLOCK_MONOTONIC);
+    if (pthread_cond_init(&b->cond, &attr) != 0) {
+        pthread_condattr_destroy(&attr);
+        pthread_mutex_destroy(&b->mu);
+        free(b);
+        return RAFT_NOMEM;
+    }
+    pthread_condattr_destroy(&attr);
+    b->self = self;
+    b->election_timeout_ms = election_timeout_ms;
+    b->apply_timeout_ms = apply_timeout_ms;
+    b->next_tag = 1;
+    b->next_remote = 1;
+    *out = b;
+    return 0;
+}
+
+void barrier_free(struct ext_barrier *b)
+{
+    if (b == NULL) {
+        return;
+    }
+    pthread_cond_destroy(&b->cond);
+    pthread_mutex_destroy(&b->mu);
+    free(b);
+}
+
+void barrier_shutdown(struct ext_barrier *b)
+{
+    pthread_mutex_lock(&b->mu);
+    b->shutdown = true;
+    pthread_cond_broadcast(&b->cond);
+    pthread_mutex_unlock(&b->mu);
+}
+
+bool barrier_is_frame(const struct raft_frame *f)
+{
+    return f->type == RAFT_FRAME_READ_INDEX ||
+           f->type == RAFT_FRAME_READ_INDEX_RESULT;
+}
+
+/* find_slot returns the slot of @tag in @state, NULL when none (it was
+ * given up). Called with mu held. */
+static struct slot *find_slot(struct ext_barrier *b, uint64_t tag, int state)
+{
+    for (unsigned i = 0; i < EXT__BARRIER_SLOTS; i++) {
+        if (b->slots[i].state == state && b->slots[i].tag == tag) {
+            return &b->slots[i];
+        }
+    }
+    return NULL;
+}
+
+/* settle ends slot @s of @b: ready at @index when @status is 0, else
+ * failed, and wakes its caller. Called with mu held. */
+static void settle(struct ext_barrier *b, struct slot *s, int status,
+                   raft_index index)
+{
+    if (status == 0) {
+        s->state = SLOT_READY;
+        s->index = index;
+    } else {
+        s->state = SLOT_FAILED;
+        s->status = status;
+    }
+    pthread_cond_broadcast(&b->cond);
+}
+
+/* route sends slot @s, a follower's, to its leader as the core sees it
+ * now. Called on the loop thread with mu held (it steps nothing). */
+static void route(struct ext_barrier *b, struct raft_uv_node *d, struct slot *s)
+{
+    raft_id leader = raft_leader_id(raft_uv_node_core(d));
+    struct raft_frame f;
+    unsigned wire;
+
+    if (leader == 0 || leader == b->self) {
+        s->state = SLOT_QUEUED; /* wait for one, until the deadline */
+        return;
+    }
+    wire = raft_uv_node_peer_wire(d, leader);
+    if (wire == 0) {
+        s->state = SLOT_QUEUED; /* not connected yet */
+        return;
+    }
+    s->leader = leader;
+    if (wire < raft_frame_type_wire_min(RAFT_FRAME_READ_INDEX)) {
+        s->wire = wire;
+        settle(b, s, RAFT_FORMAT, 0);
+        return;
+    }
+    memset(&f, 0, sizeof f);
+    f.type = RAFT_FRAME_READ_INDEX;
+    f.from = b->self;
+    f.to = leader;
+    f.read_index.tag = s->tag;
+    s->state = SLOT_SENT;
+    s->sent = raft_uv_node_now(d);
+    (void)raft_uv_node_send_frame(d, &f); /* a lost one goes again */
+}
+
+void barrier_on_loop(struct ext_barrier *b, struct raft_uv_node *d)
+{
+    const struct raft *core = raft_uv_node_core(d);
+    uint64_t now = raft_uv_node_now(d);
+    bool leads = raft_role(core) == RAFT_LEADER;
+    uint64_t step[EXT__BARRIER_SLOTS];
+    unsigned n_step = 0;
+
+    pthread_mutex_lock(&b->mu);
+    for (unsigned i = 0; i < EXT__BARRIER_SLOTS; i++) {
+        struct slot *s = &b->slots[i];
+        if (s->state == SLOT_SENT && leads) {
+            s->state = SLOT_QUEUED; /* we lead now: ask our own core */
+        }
+        if (s->state == SLOT_QUEUED && leads) {
+            /* Marked first: the core may answer within the step. */
+            s->state = SLOT_CORE;
+            s->leader = 0;
+            step[n_step++] = s->tag;
+        } else if (s->state == SLOT_QUEUED ||
+                   (s->state == SLOT_SENT &&
+                    (s->leader != raft_leader_id(core) ||
+                     now - s->sent >= EXT__BARRIER_RESEND_MS))) {
+            route(b, d, s);
+        }
+    }
+    pthread_mutex_unlock(&b->mu);
+    /* Stepped without mu: the driver's read callback takes it. */
+    for (unsigned i = 0; i < n_step; i++) {
+        int rc = raft_uv_node_read_index(d, step[i]);
+        if (rc != 0) {
+            pthread_mutex_lock(&b->mu);
+            struct slot *s = find_slot(b, step[i], SLOT_CORE);
+            if (s != NULL) {
+                settle(b, s, rc, 0);
+            }
+            pthread_mutex_unlock(&b->mu);
+        }
+    }
+}
+
+/* answer sends follower @to the outcome of its read @tag. */
+static void answer(struct ext_barrier *b, struct raft_uv_node *d, raft_id to,
+                   uint64_t tag, int status, raft_index index)
+{
+    struct raft_frame f;
+
+    if (raft_uv_node_peer_wire(d, to) <
+        raft_frame_type_wire_min(RAFT_FRAME_READ_INDEX_RESULT)) {
+        return; /* it asked on a newer wire than we can answer on now */
+    }
+    memset(&f, 0, sizeof f);
+    f.type = RAFT_FRAME_READ_INDEX_RESULT;
+    f.from = b->self;
+    f.to = to;
+    f.read_index_result.tag = tag;
+    f.read_index_result.status = status;
+    f.read_index_result.index = status == 0 ? index : 0;
+    (void)raft_uv_node_send_frame(d, &f); /* lost: it asks again */
+}
+
+void barrier_on_reads(struct ext_barrier *b, struct raft_uv_node *d,
+                      const struct raft_read *reads, unsigned n)
+{
+    for (unsigned i = 0; i < n; i++) {
+        const struct raft_read *r = &reads[i];
+        if ((r->tag & EXT__REMOTE_TAG) != 0) {
+            for (unsigned j = 0; j < EXT__BARRIER_REMOTE; j++) {
+                struct remote *q = &b->remote[j];
+                if (q->core_tag == r->tag) {
+                    q->core_tag = 0;
+                    answer(b, d, q->from, q->tag, r->status, r->index);
+                    break;
+                }
+            }
+            continue;
+        }
+        pthread_mutex_lock(&b->mu);
+        struct slot *s = find_slot(b, r->tag, SLOT_CORE);
+        if (s != NULL) {
+            settle(b, s, r->status, r->index);
+        }
+        pthread_mutex_unlock(&b->mu);
+    }
+}
+
+/* on_request takes a follower's READ_INDEX. */
+static void on_request(struct ext_barrier *b, struct raft_uv_node *d,
+                       const struct raft_frame *f)
+{
+    struct remote *q = NULL;
+    int rc;
+
+    for (unsigned j = 0; j < EXT__BARRIER_REMOTE; j++) {
+        if (b->remote[j].core_tag == 0) {
+            q = &b->remote[j];
+            break;
+        }
+    }
+    if (q == NULL) {
+        answer(b, d, f->from, f->read_index.tag, RAFT_BUSY, 0);
+        return;
+    }
+    q->core_tag = EXT__REMOTE_TAG | b->next_remote++;
+    q->from = f->from;
+    q->tag = f->read_index.tag;
+    rc = raft_uv_node_read_index(d, q->core_tag);
+    if (rc != 0 && q->core_tag != 0) {
+        q->core_tag = 0;
+        answer(b, d, f->from, f->read_index.tag, rc, 0);
+    }
+}
+
+void barrier_on_frame(struct ext_barrier *b, struct raft_uv_node *d,
+                      const struct raft_frame *f)
+{
+    struct slot *s;
+
+    if (f->type == RAFT_FRAME_READ_INDEX) {
+        on_request(b, d, f);
+        return;
+    }
+    pthread_mutex_lock(&b->mu);
+    s = find_slot(b, f->read_index_result.tag, SLOT_SENT);
+    if (s != NULL && s->leader == f->from) {
+        if (f->read_index_result.status == RAFT_NOTLEADER) {
+            /* It stepped down: still SENT, the read goes to the next
+             * leader once this node knows one (or again after
+             * EXT__BARRIER_RESEND_MS), until the deadline. */
+        } else {
+            settle(b, s, f->read_index_result.status,
+                   f->read_index_result.index);
+        }
+    }
+    pthread_mutex_unlock(&b->mu);
+}
+
+/* past says whether the CLOCK_MONOTONIC time @t has come. */
+static bool past(const struct timespec *t)
+{
+    struct timespec now;
+    clock_gettime(CLOCK_MONOTONIC, &now);
+    return now.tv_sec > t->tv_sec ||
+           (now.tv_sec == t->tv_sec && now.tv_nsec >= t->tv_nsec);
+}
+
+/* describe writes why slot @s (copied) failed into @msg and returns the
+ * error to return. */
+static int describe(const struct ext_barrier *b, const struct slot *s,
+                    char *msg, size_t msg_len)
+{
+    unsigned long long leader = (unsigned long long)s->leader;
+    unsigned t = b->election_timeout_ms;
+
+    switch (s->status) {
+        case RAFT_TIMEOUT:
+            if (s->leader == 0) {
+                snprintf(msg, msg_len,
+                         "raft_barrier: no quorum confirmed this node still "
+                         "leads within %u ms",
+                         t);
+            } else {
+                snprintf(msg, msg_len,
+                         "raft_barrier: no quorum confirmed that the leader "
+                         "(server %llu) still leads within %u ms",
+                         leader, t);
+            }
+            return RAFT_TIMEOUT;
+        case RAFT_NOTLEADER:
+            if (s->leader == 0) {
+                snprintf(msg, msg_len,
+                         "raft_barrier: no quorum confirmed this node still "
+                         "leads: it stepped down first (within %u ms)",
+                         t);
+            } else {
+                snprintf(msg, msg_len,
+                         "raft_barrier: server %llu was no longer the leader "
+                         "when it was asked; retry",
+                         leader);
+            }
+            return RAFT_NOTLEADER;
+        case RAFT_FORMAT:
+            snprintf(msg, msg_len,
+                     "raft_barrier: the leader (server %llu) speaks wire "
+                     "version %u, which has no READ_INDEX (wire version %u "
+                     "and later): upgrade it first",
+                     leader, s->wire,
+                     raft_frame_type_wire_min(RAFT_FRAME_READ_INDEX));
+            return RAFT_FORMAT;
+        case RAFT_BUSY:
+            snprintf(msg, msg_len,
+                     "raft_barrier: busy: the leader holds too many reads");
+            return RAFT_BUSY;
+        default:
+            snprintf(msg, msg_len, "raft_barrier: %s",
+                     raft_strerror(s->status));
+            return s->status;
+    }
+}
+
+int barrier_wait(struct ext_barrier *b, struct raft_uv_node *d,
+                 struct ext_applier *a, const struct ext_exec_probe *probe,
+                 uint64_t *out_index, char *msg, size_t msg_len)
+{
+    const struct timespec pause = {.tv_nsec = EXT__BARRIER_POLL_MS * 1000000};
+    struct timespec confirm_by =
+        exec_deadline(b->election_timeout_ms + EXT__BARRIER_SLACK_MS);
+    struct timespec apply_by = exec_deadline(b->apply_timeout_ms);
+    struct slot *s = NULL;
+    struct slot copy;
+    int rc;
+
+    pthread_mutex_lock(&b->mu);
+    if (b->shutdown) {
+        pthread_mutex_unlock(&b->mu);
+        snprintf(msg, msg_len, "raft_barrier: the node is shutting down");
+        return RAFT_SHUTDOWN;
+    }
+    for (unsigned i = 0; i < EXT__BARRIER_SLOTS; i++) {
+        if (b->slots[i].state == SLOT_FREE) {
+            s = &b->slots[i];
+            break;
+        }
+    }
+    if (s == NULL) {
+        pthread_mutex_unlock(&b->mu);
+        snprintf(msg, msg_len, "raft_barrier: busy: %d barriers wait already",
+                 EXT__BARRIER_SLOTS);
+        return RAFT_BUSY;
+    }
+    memset(s, 0, sizeof *s);
+    s->state = SLOT_QUEUED;
+    s->tag = b->next_tag++;
+    pthread_mutex_unlock(&b->mu);
+    raft_uv_node_wake(d);
+
+    /* Phase 1: the read index, confirmed. */
+    for (;;) {
+        pthread_mutex_lock(&b->mu);
+        copy = *s;
+        if (b->shutdown) {
+            copy.state = SLOT_FAILED;
+            copy.status = RAFT_SHUTDOWN;
+        }
+        if (copy.state == SLOT_READY || copy.state == SLOT_FAILED) {
+            s->state = SLOT_FREE;
+            pthread_mutex_unlock(&b->mu);
+            break;
+        }
+        if (probe != NULL && probe->interrupted(probe->data)) {
+            s->state = SLOT_FREE;
+            pthread_mutex_unlock(&b->mu);
+            snprintf(msg, msg_len, "raft_barrier: interrupted");
+            return RAFT_CANCELED;
+        }
+        if (past(&confirm_by)) {
+            s->state = SLOT_FREE;
+            pthread_mutex_unlock(&b->mu);
+            if (copy.state == SLOT_QUEUED) {
+                snprintf(msg, msg_len,
+                         "raft_barrier: no leader (none reachable within %u "
+                         "ms)",
+                         b->election_timeout_ms);
+                return RAFT_NOTLEADER;
+            }
+            copy.status = RAFT_TIMEOUT;
+            return describe(b, &copy, msg, msg_len);
+        }
+        {
+            struct timespec until = exec_deadline(EXT__BARRIER_WAIT_MS);
+            pthread_cond_timedwait(&b->cond, &b->mu, &until);
+        }
+        pthread_mutex_unlock(&b->mu);
+    }
+    if (copy.state == SLOT_FAILED) {
+        if (copy.status == RAFT_SHUTDOWN) {
+            snprintf(msg, msg_len, "raft_barrier: the node is shutting down");
+            return RAFT_SHUTDOWN;
+        }
+        return describe(b, &copy, msg, msg_len);
+    }
+
+    /* Phase 2: this node applied it (a follower at once, not at its
+     * follower_apply_ms pace). */
+    if (applier_applied(a) >= copy.index) {
+        *out_index = copy.index;
+        return 0;
+    }
+    applier_hurry_begin(a);
+    for (;;) {
+        uint64_t applied = applier_applied(a);
+        if (applied >= copy.index) {
+            rc = 0;
+            break;
+        }
+        if (probe != NULL && probe->interrupted(probe->data)) {
+            snprintf(msg, msg_len, "raft_barrier: interrupted");
+            rc = RAFT_CANCELED;
+            break;
+        }
+        if (applier_diverged(a, NULL)) {
+            /* Nothing applies until a repair: it would never come. */
+            snprintf(msg, msg_len,
+                     "raft_barrier: diverged replica: this node applied "
+                     "%" PRIu64 " of read index %" PRIu64
+                     " and applies "
+                     "nothing until repaired",
+                     applied, copy.index);
+            rc = RAFT_DIVERGED;
+            break;
+        }
+        if (past(&apply_by)) {
+            snprintf(msg, msg_len,
+                     "raft_barrier: this node applied %" PRIu64
+                     " of read index %" PRIu64 " within %u ms",
+                     applied, copy.index, b->apply_timeout_ms);
+            rc = RAFT_TIMEOUT;
+            break;
+        }
+        nanosleep(&pause, NULL);
+    }
+    applier_hurry_end(a);
+    if (rc == 0) {
+        *out_index = copy.index;
+    }
+    return rc;
+}

@@ -1,0 +1,904 @@
+/* Writes from callers (exec.h): the waiting caller (any thread), the
+ * submission queue, proposing on the leader and forwarding from a follower
+ * (thesis §6.2; the leader's side is forward.c), and handing each caller
+ * the result of its own applied entry.
+ *
+ * Happy path: exec_submit queues a waiter and sleeps; the loop proposes
+ * it (leader) or forwards it (follower) and learns its index; the apply
+ * thread applies that index, finds the waiter by request id and wakes it.
+ * Failure modes:
+ *   - no leader until the deadline: the request never left this node, so
+ *     the caller learns it was not applied; but a request with a client
+ *     id learns "outcome unknown": an earlier request of its caller under
+ *     the same id (the try before a retry) may have applied, and without
+ *     a leader this node cannot tell;
+ *   - a forward without answer, or a leader change: the loop forwards the
+ *     same request id again; the state machine applies an id only once;
+ *   - the waiter's index is applied with another request (a new leader
+ *     overwrote it): retried under the same id;
+ *   - the deadline passes after the request left this node: outcome
+ *     unknown, and the caller is told so;
+ *   - this node is removed from the cluster (its removal committed,
+ *     status_removed): new callers are refused at once (RAFTSQL_REMOVED,
+ *     never sent), and so are the waiting ones that were never sent;
+ *     those whose request left this node learn "outcome unknown" at once
+ *     (the cluster may apply it, but this node receives no entries past
+ *     an election timeout more, so it may never know), but for those
+ *     whose entry lies before the removal's, which this node holds
+ *     committed and applies;
+ *   - a request of format 3 (a client id or rows wanted) while a member
+ *     cannot apply it (wire_gate.h): refused at once, by the leader or
+ *     by a follower whose leader speaks an older wire, never sent; while
+ *     a member's version is not known yet it waits, and the deadline
+ *     says why. */
+
+#include "exec.h"
+
+#include <inttypes.h>
+#include <pthread.h>
+#include <sqlite3ext.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "../raftsql.h"
+#include "sqlbridge.h"
+#include "wire_gate.h"
+
+SQLITE_EXTENSION_INIT3
+
+/* A forward unanswered for this long is sent again, ms. */
+#define EXT__RESEND_MIN_MS 500
+
+/* Life cycle of one waiting write, all under e->mu. */
+enum waiter_state {
+    W_QUEUED = 1,   /* in the submission queue, not seen by the loop */
+    W_PENDING = 2,  /* seen by the loop, waiting for a known leader;
+                       never sent anywhere */
+    W_SENT = 3,     /* forwarded to the leader, no answer yet */
+    W_APPENDED = 4, /* in some leader's log at index/term */
+    W_DONE = 5,     /* applied here (or failed): result is set */
+};
+
+/* A caller waiting for its write. Owned by the caller's stack frame; linked
+ * into e->waiters while it waits. Invariant: only touched under e->mu,
+ * and never after the caller unlinked it. */
+struct waiter {
+    uint64_t id[2];                /* request id: this node's id, sequence */
+    struct raft_buf *payload;      /* encoded request (unstamped) */
+    int state;                     /* enum waiter_state */
+    bool left_node;                /* was ever forwarded or proposed */
+    bool sent_before;              /* left_node before its latest send */
+    raft_index index;              /* log index, when APPENDED */
+    raft_term term;                /* log term, when APPENDED */
+    uint64_t sent_at;              /* loop clock when last forwarded, ms */
+    raft_id sent_to;               /* leader it was last forwarded to */
+    bool want_rows;                /* the caller wants the rows (JSON) */
+    const char *client_id;         /* the caller's request id (its bytes,
+                                      alive while it waits), or NULL */
+    size_t client_id_len;          /* its length */
+    bool dropped;                  /* test fault: its result was dropped,
+                                      its wait ends as at its deadline */
+    pthread_cond_t cond;           /* signalled when state becomes DONE */
+    struct ext_exec_result result; /* set when DONE */
+    struct waiter *next;           /* e->waiters list */
+    struct waiter *prev;
+};
+
+struct ext_exec {
+    raft_id id;                  /* this server */
+    unsigned exec_timeout_ms;    /* a caller's longest wait */
+    unsigned heartbeat_ms;       /* paces re-forwarding */
+    uint64_t max_request_bytes;  /* larger requests are refused */
+    uint64_t log_max_bytes;      /* for the "log full" message */
+    struct ext_status *status;   /* log full or not */
+    struct ext_propose *propose; /* the leader's proposals (loop) */
+    struct raft_uv_node *driver; /* set by exec_attach */
+    pthread_mutex_t mu;          /* guards the fields marked (mu) */
+    struct waiter *queue[EXT_SUBMIT_QUEUE_MAX]; /* ring (mu) */
+    unsigned queue_head;                        /* (mu) */
+    unsigned queue_len;                         /* (mu) */
+    struct waiter *waiters;                     /* every waiting caller (mu) */
+    unsigned n_waiters;                         /* (mu) */
+    uint64_t next_seq; /* request sequence numbers (mu) */
+    bool shutdown;     /* no new callers, no wakes (mu) */
+    char removed[256]; /* why this node takes no writes, removed from the
+                          cluster (exec_set_removed); "" while a member
+                          (mu) */
+};
+
+static bool id_eq(const uint64_t a[2], const uint64_t b[2])
+{
+    return a[0] == b[0] && a[1] == b[1];
+}
+
+/* find_waiter returns the live waiter with request id @id, or NULL. Caller
+ * holds mu. */
+static struct waiter *find_waiter(struct ext_exec *e, const uint64_t id[2])
+{
+    for (struct waiter *w = e->waiters; w != NULL; w = w->next) {
+        if (id_eq(w->id, id)) {
+            return w;
+        }
+    }
+    return NULL;
+}
+
+static void finish(struct waiter *w, int kind, int sqlite_rc, const char *fmt,
+                   ...) __attribute__((format(printf, 4, 5)));
+
+static void finish(struct waiter *w, int kind, int sqlite_rc, const char *fmt,
+                   ...)
+{
+    va_list ap;
+    w->state = W_DONE;
+    w->result.kind = kind;
+    w->result.sqlite_rc = sqlite_rc;
+    va_start(ap, fmt);
+    vsnprintf(w->result.errmsg, sizeof w->result.errmsg, fmt, ap);
+    va_end(ap);
+    pthread_cond_signal(&w->cond);
+}
+
+/* fail_unsent fails @w, whose request never left this node, for @reason
+ * ("interrupted" prefixes the kind of answer when @interrupted): a plain
+ * request is not applied, code @code (nothing of it can ever apply); a
+ * request with a client id is of outcome unknown, code @unknown_code,
+ * since a request sent earlier under the same id (the try before a
+ * retry) may have applied and this node cannot tell: what it does not
+ * know, it must not deny. Caller holds mu. */
+static void fail_unsent(struct waiter *w, bool interrupted, int code,
+                        int unknown_code, const char *reason)
+{
+    const char *how = interrupted ? "interrupted: " : "";
+
+    if (w->client_id != NULL) {
+        finish(w, EXT_EXEC_UNKNOWN, unknown_code,
+               "raft_exec: %soutcome unknown: %s; this request was not "
+               "sent, but one sent earlier under the same request id may "
+               "have applied: retry with the same id to learn its outcome",
+               how, reason);
+    } else {
+        finish(w, EXT_EXEC_NOT_APPLIED, code, "raft_exec: %snot applied: %s",
+               how, reason);
+    }
+}
+
+static void unlink_waiter(struct ext_exec *e, struct waiter *w)
+{
+    if (w->prev != NULL) {
+        w->prev->next = w->next;
+    } else {
+        e->waiters = w->next;
+    }
+    if (w->next != NULL) {
+        w->next->prev = w->prev;
+    }
+    e->n_waiters--;
+    /* A waiter still in the submission ring is skipped by the loop. */
+    for (unsigned i = 0; i < e->queue_len; i++) {
+        unsigned k = (e->queue_head + i) % EXT_SUBMIT_QUEUE_MAX;
+        if (e->queue[k] == w) {
+            e->queue[k] = NULL;
+        }
+    }
+}
+
+static int kind_to_rc(int kind)
+{
+    switch (kind) {
+        case EXT_EXEC_OK:
+            return 0;
+        case EXT_EXEC_SQL_ERROR:
+            return RAFT_INVALID;
+        case EXT_EXEC_UNKNOWN:
+            return RAFT_UNKNOWN;
+        default:
+            return RAFT_TIMEOUT;
+    }
+}
+
+struct timespec exec_deadline(unsigned ms)
+{
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    t.tv_sec += ms / 1000;
+    t.tv_nsec += (long)(ms % 1000) * 1000000L;
+    if (t.tv_nsec >= 1000000000L) {
+        t.tv_sec++;
+        t.tv_nsec -= 1000000000L;
+    }
+    return t;
+}
+
+/* poll_time returns the earlier of @deadline and now + EXT_EXEC_POLL_MS
+ * (CLOCK_MONOTONIC). */
+static struct timespec poll_time(const struct timespec *deadline)
+{
+    struct timespec t = exec_deadline(EXT_EXEC_POLL_MS);
+    if (t.tv_sec > deadline->tv_sec ||
+        (t.tv_sec == deadline->tv_sec && t.tv_nsec > deadline->tv_nsec)) {
+        return *deadline;
+    }
+    return t;
+}
+
+/* request_opts checks @opts (may be NULL) and gives the codec's options
+ * in @out. Returns 0 or RAFT_INVALID with @errmsg. */
+static int request_opts(const struct ext_exec_opts *opts,
+                        struct sql_request_opts *out, char *errmsg,
+                        size_t errmsg_len)
+{
+    memset(out, 0, sizeof *out);
+    if (opts == NULL) {
+        return 0;
+    }
+    if (opts->request_id != NULL &&
+        (opts->request_id_len == 0 ||
+         opts->request_id_len > EXT_REQUEST_ID_MAX)) {
+        snprintf(errmsg, errmsg_len,
+                 "the request id must be 1 to %d bytes, not %zu",
+                 EXT_REQUEST_ID_MAX, opts->request_id_len);
+        return RAFT_INVALID;
+    }
+    if (opts->request_id != NULL) {
+        out->client_id = opts->request_id;
+        out->client_id_len = opts->request_id_len;
+    }
+    out->flags = opts->want_rows ? SQL_REQUEST_WANT_ROWS : 0;
+    return 0;
+}
+
+int exec_submit(struct ext_exec *e, const char *sql, size_t sql_len,
+                const struct sql_param *params, unsigned n_params,
+                const struct ext_exec_opts *opts,
+                const struct ext_exec_probe *probe, struct ext_exec_result *out)
+{
+    struct sql_request_opts ropts;
+    struct waiter w;
+    pthread_condattr_t ca;
+    struct timespec deadline;
+    char errmsg[512];
+    bool interrupted, cancelled = false;
+    char reason[256];
+    int rc;
+
+    memset(&w, 0, sizeof w);
+    memset(out, 0, sizeof *out);
+    pthread_mutex_lock(&e->mu);
+    w.id[0] = e->id;
+    w.id[1] = e->next_seq++;
+    pthread_mutex_unlock(&e->mu);
+
+    rc = request_opts(opts, &ropts, errmsg, sizeof errmsg);
+    if (rc == 0) {
+        rc = sqlbridge_encode(w.id, sql, sql_len, params, n_params, &ropts,
+                              e->max_request_bytes, &w.payload, errmsg,
+                              sizeof errmsg);
+    }
+    if (rc != 0) {
+        out->kind = EXT_EXEC_NOT_APPLIED;
+        out->sqlite_rc = rc == RAFT_TOOBIG  ? RAFTSQL_TOOBIG
+                         : rc == RAFT_NOMEM ? SQLITE_NOMEM
+                                            : RAFTSQL_INVALID;
+        snprintf(out->errmsg, sizeof out->errmsg, "raft_exec: not applied: %s",
+                 errmsg);
+        return rc;
+    }
+    w.want_rows = ropts.flags != 0;
+    w.client_id = ropts.client_id;
+    w.client_id_len = ropts.client_id_len;
+    pthread_condattr_init(&ca);
+    pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+    pthread_cond_init(&w.cond, &ca);
+    pthread_condattr_destroy(&ca);
+    deadline = exec_deadline(e->exec_timeout_ms);
+
+    pthread_mutex_lock(&e->mu);
+    if (e->shutdown) {
+        fail_unsent(&w, false, RAFTSQL_NOT_APPLIED, RAFTSQL_UNKNOWN,
+                    "the node is shutting down");
+        pthread_mutex_unlock(&e->mu);
+        *out = w.result;
+        rc = RAFT_SHUTDOWN;
+        goto out;
+    }
+    if (e->removed[0] != '\0') {
+        fail_unsent(&w, false, RAFTSQL_REMOVED, RAFTSQL_UNKNOWN, e->removed);
+        pthread_mutex_unlock(&e->mu);
+        *out = w.result;
+        rc = RAFT_NOTFOUND;
+        goto out;
+    }
+    if (status_log_full(e->status, reason, sizeof reason)) {
+        pthread_mutex_unlock(&e->mu);
+        out->kind = EXT_EXEC_NOT_APPLIED;
+        out->sqlite_rc = RAFTSQL_FULL;
+        if (strstr(reason, "disk full") != NULL) {
+            snprintf(out->errmsg, sizeof out->errmsg,
+                     "raft_exec: not applied: disk full: the log's "
+                     "filesystem has no room; writes resume by themselves "
+                     "once space is freed");
+        } else {
+            snprintf(out->errmsg, sizeof out->errmsg,
+                     "raft_exec: not applied: the log is full "
+                     "(log_max_mb=%llu); writes resume once compaction "
+                     "frees space, or raise log_max_mb and restart the node",
+                     (unsigned long long)(e->log_max_bytes >> 20));
+        }
+        rc = RAFT_NOSPACE;
+        goto out;
+    }
+    if (e->queue_len == EXT_SUBMIT_QUEUE_MAX) {
+        pthread_mutex_unlock(&e->mu);
+        out->kind = EXT_EXEC_NOT_APPLIED;
+        out->sqlite_rc = RAFTSQL_BUSY;
+        snprintf(out->errmsg, sizeof out->errmsg,
+                 "raft_exec: not applied: busy, %d writes already queued "
+                 "on this node; retry later",
+                 EXT_SUBMIT_QUEUE_MAX);
+        rc = RAFT_BUSY;
+        goto out;
+    }
+    w.state = W_QUEUED;
+    w.next = e->waiters;
+    if (e->waiters != NULL) {
+        e->waiters->prev = &w;
+    }
+    e->waiters = &w;
+    e->n_waiters++;
+    e->queue[(e->queue_head + e->queue_len) % EXT_SUBMIT_QUEUE_MAX] = &w;
+    e->queue_len++;
+    pthread_mutex_unlock(&e->mu);
+    raft_uv_node_wake(e->driver);
+
+    pthread_mutex_lock(&e->mu);
+    while (w.state != W_DONE && !w.dropped) {
+        struct timespec slice = deadline;
+        bool last;
+        if (probe != NULL) {
+            slice = poll_time(&deadline);
+        }
+        last = slice.tv_sec == deadline.tv_sec &&
+               slice.tv_nsec == deadline.tv_nsec;
+        if (pthread_cond_timedwait(&w.cond, &e->mu, &slice) == 0 ||
+            w.state == W_DONE) {
+            continue;
+        }
+        if (last) {
+            break;
+        }
+        /* The probe runs SQL on the caller's own connection: not under
+         * mu. */
+        pthread_mutex_unlock(&e->mu);
+        interrupted = probe->interrupted(probe->data);
+        pthread_mutex_lock(&e->mu);
+        if (interrupted && w.state != W_DONE) {
+            if (!w.left_node) {
+                fail_unsent(&w, true, RAFTSQL_INTERRUPTED,
+                            RAFTSQL_INTERRUPTED_UNKNOWN,
+                            "the request had not left this node");
+            } else {
+                finish(&w, EXT_EXEC_UNKNOWN, RAFTSQL_INTERRUPTED_UNKNOWN,
+                       "raft_exec: interrupted: outcome unknown: the "
+                       "write will be applied on all nodes or on none");
+            }
+            cancelled = true;
+        }
+    }
+    if (w.state != W_DONE) {
+        if (!w.left_node) {
+            char why[128];
+            snprintf(why, sizeof why,
+                     "no leader reachable within exec_timeout_ms (%u ms)",
+                     e->exec_timeout_ms);
+            fail_unsent(&w, false, RAFTSQL_NOT_APPLIED, RAFTSQL_UNKNOWN, why);
+        } else {
+            finish(&w, EXT_EXEC_UNKNOWN, RAFTSQL_UNKNOWN,
+                   "raft_exec: outcome unknown: not applied on this node "
+                   "within exec_timeout_ms (%u ms); the write will be "
+                   "applied on all nodes or on none",
+                   e->exec_timeout_ms);
+        }
+    }
+    unlink_waiter(e, &w);
+    pthread_mutex_unlock(&e->mu);
+    *out = w.result;
+    rc = cancelled ? RAFT_CANCELED : kind_to_rc(out->kind);
+
+out:
+    pthread_cond_destroy(&w.cond);
+    raft_buf_unref(w.payload);
+    return rc;
+}
+
+/* fail_waiter fails waiting caller @w with @reason: not applied, unless
+ * its request ever left this node (outcome unknown then) or has a client
+ * id (fail_unsent). Caller holds mu. */
+static void fail_waiter(struct waiter *w, const char *reason)
+{
+    if (w->left_node) {
+        finish(w, EXT_EXEC_UNKNOWN, RAFTSQL_UNKNOWN,
+               "raft_exec: outcome unknown: %s; the write will be "
+               "applied on all nodes or on none",
+               reason);
+    } else {
+        fail_unsent(w, false, RAFTSQL_NOT_APPLIED, RAFTSQL_UNKNOWN, reason);
+    }
+}
+
+/* refuse_gated fails @w, a request of format 3 refused while a member
+ * cannot apply that format (wire_gate.h), with @why: as fail_waiter, but
+ * "not applied" also with a client id, and marked wire_gated. Requests of
+ * that format apply nowhere while a member speaks an older wire, so a
+ * retry's earlier try applied only if the gate was open for it: the
+ * refusal is about this format, documented with its own remedy. Caller
+ * holds mu. */
+static void refuse_gated(struct waiter *w, const char *why)
+{
+    if (w->left_node) {
+        fail_waiter(w, why);
+    } else {
+        finish(w, EXT_EXEC_NOT_APPLIED, RAFTSQL_NOT_APPLIED,
+               "raft_exec: not applied: %s", why);
+    }
+    w->result.wire_gated = true;
+}
+
+/* fail_waiting fails every waiting caller with @reason. Caller holds
+ * mu. */
+static void fail_waiting(struct ext_exec *e, const char *reason)
+{
+    for (struct waiter *w = e->waiters; w != NULL; w = w->next) {
+        if (w->state != W_DONE) {
+            fail_waiter(w, reason);
+        }
+    }
+}
+
+void exec_fail_all(struct ext_exec *e, const char *reason)
+{
+    pthread_mutex_lock(&e->mu);
+    e->shutdown = true;
+    fail_waiting(e, reason);
+    pthread_mutex_unlock(&e->mu);
+}
+
+void exec_fail_waiting(struct ext_exec *e, const char *reason)
+{
+    pthread_mutex_lock(&e->mu);
+    fail_waiting(e, reason);
+    pthread_mutex_unlock(&e->mu);
+}
+
+void exec_set_removed(struct ext_exec *e, bool removed, raft_index conf_index)
+{
+    pthread_mutex_lock(&e->mu);
+    if (!removed) {
+        e->removed[0] = '\0'; /* a member, or added again */
+        pthread_mutex_unlock(&e->mu);
+        return;
+    }
+    snprintf(e->removed, sizeof e->removed,
+             "this node was removed from the cluster (configuration entry "
+             "%llu committed) and takes no writes: write on a member",
+             (unsigned long long)conf_index);
+    for (struct waiter *w = e->waiters; w != NULL; w = w->next) {
+        /* An entry before the removal's is committed here and applied:
+         * its caller gets its result. */
+        if (w->state == W_DONE ||
+            (w->state == W_APPENDED && w->index < conf_index)) {
+            continue;
+        }
+        if (w->left_node) {
+            finish(w, EXT_EXEC_UNKNOWN, RAFTSQL_UNKNOWN,
+                   "raft_exec: outcome unknown: this node was removed from "
+                   "the cluster (configuration entry %llu committed) after "
+                   "the request left it: the members apply it or not, and "
+                   "this node receives no more entries to learn which; "
+                   "read on a member",
+                   (unsigned long long)conf_index);
+        } else {
+            fail_unsent(w, false, RAFTSQL_REMOVED, RAFTSQL_UNKNOWN, e->removed);
+        }
+    }
+    pthread_mutex_unlock(&e->mu);
+}
+
+/* ---- Loop thread -------------------------------------------------------- */
+
+/* A request taken from a waiter to propose or forward outside the lock. */
+struct outgoing {
+    uint64_t id[2];
+    struct raft_buf *payload; /* reference */
+    bool was_left;            /* left_node before this attempt */
+};
+
+/* is_format3 says whether @w's request is of format 3 (wire_gate.h). */
+static bool is_format3(const struct waiter *w)
+{
+    return w->want_rows || w->client_id != NULL;
+}
+
+/* take_pending collects the requests of every PENDING waiter (and of every
+ * SENT one when @resend says so) into a new array, marking them SENT to
+ * @to. A request of format 3 is refused instead when @gate (enum
+ * ext_wire_gate, for the server it would go to) is OLD, with @why.
+ * Caller holds mu. */
+static struct outgoing *take_pending(struct ext_exec *e, raft_id to,
+                                     uint64_t now, int gate, const char *why,
+                                     unsigned *out_n)
+{
+    struct outgoing *o = NULL;
+    unsigned cnt = 0, cap = 0;
+    uint64_t resend_after = 4u * e->heartbeat_ms;
+    if (resend_after < EXT__RESEND_MIN_MS) {
+        resend_after = EXT__RESEND_MIN_MS;
+    }
+    for (struct waiter *w = e->waiters; w != NULL; w = w->next) {
+        bool take = w->state == W_PENDING;
+        if (w->state == W_SENT && w->sent_to == to &&
+            raft_buf_holders(w->payload) > 1) {
+            /* Its FORWARD is still being written to this leader: the
+             * transport holds the payload (64 KiB or more) until the
+             * write is done. A copy now would queue behind it (twice the
+             * bytes, a second proposal of the same id, or "busy" at the
+             * queue bound), so its resend clock restarts from there. */
+            w->sent_at = now;
+            continue;
+        }
+        if (w->state == W_SENT &&
+            (w->sent_to != to || now >= w->sent_at + resend_after)) {
+            take = true;
+        }
+        if (!take) {
+            continue;
+        }
+        if (gate == EXT_WIRE_GATE_OLD && is_format3(w)) {
+            refuse_gated(w, why);
+            continue;
+        }
+        if (cnt == cap) {
+            struct outgoing *g;
+            cap = cap ? cap * 2 : 16;
+            g = realloc(o, cap * sizeof *g);
+            if (g == NULL) {
+                break;
+            }
+            o = g;
+        }
+        o[cnt].id[0] = w->id[0];
+        o[cnt].id[1] = w->id[1];
+        o[cnt].payload = raft_buf_ref(w->payload);
+        o[cnt].was_left = w->left_node;
+        cnt++;
+        w->state = W_SENT;
+        w->sent_before = w->left_node;
+        w->left_node = true;
+        w->sent_at = now;
+        w->sent_to = to;
+    }
+    *out_n = cnt;
+    return o;
+}
+
+/* dispatch proposes (leader) or forwards (follower) every waiting request.
+ */
+static void dispatch(struct ext_exec *e, struct raft_uv_node *d)
+{
+    raft_id self = e->id;
+    const struct raft *core = raft_uv_node_core(d);
+    raft_id leader = raft_leader_id(core);
+    bool is_leader = raft_role(core) == RAFT_LEADER;
+    uint64_t now = raft_uv_node_now(d);
+    struct outgoing *o;
+    char why[256];
+    unsigned cnt;
+    int gate;
+
+    if (raft_uv_node_failed(d) || (leader == 0 && !is_leader)) {
+        return;
+    }
+    gate = is_leader ? wire_gate_members(d, self, why, sizeof why)
+                     : wire_gate_leader(d, leader, why, sizeof why);
+    pthread_mutex_lock(&e->mu);
+    o = take_pending(e, is_leader ? self : leader, now, gate, why, &cnt);
+    pthread_mutex_unlock(&e->mu);
+    if (cnt == 0) {
+        free(o);
+        return;
+    }
+    if (is_leader) {
+        struct raft_buf **bufs = malloc(cnt * sizeof *bufs);
+        bool *fresh = malloc(cnt * sizeof *fresh);
+        raft_index index = 0;
+        raft_term term = 0;
+        int rc = RAFT_NOMEM;
+        if (bufs != NULL && fresh != NULL) {
+            for (unsigned i = 0; i < cnt; i++) {
+                bufs[i] = o[i].payload;
+                /* Never proposed nor forwarded, and held by its waiter
+                 * (who reads it no more: a retry stamps it again) and
+                 * this dispatch alone. */
+                fresh[i] =
+                    !o[i].was_left && raft_buf_holders(o[i].payload) == 2;
+            }
+            rc = propose_batch(e->propose, d, bufs, fresh, cnt, &index, &term);
+        }
+        free(bufs);
+        free(fresh);
+        pthread_mutex_lock(&e->mu);
+        for (unsigned i = 0; i < cnt; i++) {
+            struct waiter *w = find_waiter(e, o[i].id);
+            if (w == NULL || w->state != W_SENT) {
+                continue;
+            }
+            if (rc == 0) {
+                w->state = W_APPENDED;
+                w->index = index + i;
+                w->term = term;
+            } else {
+                w->state = W_PENDING;
+                w->left_node = o[i].was_left;
+            }
+        }
+        pthread_mutex_unlock(&e->mu);
+    } else {
+        for (unsigned i = 0; i < cnt; i++) {
+            struct raft_frame m = {.type = RAFT_FRAME_FORWARD};
+            int rc;
+            m.from = self;
+            m.to = leader;
+            m.forward.request_id[0] = o[i].id[0];
+            m.forward.request_id[1] = o[i].id[1];
+            m.forward.data = o[i].payload;
+            rc = raft_uv_node_send_frame(d, &m);
+            if (rc != 0) {
+                /* Not sent at all: back to waiting, as it was. */
+                pthread_mutex_lock(&e->mu);
+                struct waiter *w = find_waiter(e, o[i].id);
+                if (w != NULL && w->state == W_SENT) {
+                    w->state = W_PENDING;
+                    w->left_node = o[i].was_left;
+                }
+                pthread_mutex_unlock(&e->mu);
+            }
+        }
+    }
+    for (unsigned i = 0; i < cnt; i++) {
+        raft_buf_unref(o[i].payload);
+    }
+    free(o);
+}
+
+void exec_on_wake(struct ext_exec *e, struct raft_uv_node *d)
+{
+    pthread_mutex_lock(&e->mu);
+    while (e->queue_len > 0) {
+        struct waiter *w = e->queue[e->queue_head];
+        e->queue[e->queue_head] = NULL;
+        e->queue_head = (e->queue_head + 1) % EXT_SUBMIT_QUEUE_MAX;
+        e->queue_len--;
+        if (w != NULL && w->state == W_QUEUED) {
+            w->state = W_PENDING;
+        }
+    }
+    pthread_mutex_unlock(&e->mu);
+    dispatch(e, d);
+}
+
+void exec_on_tick(struct ext_exec *e, struct raft_uv_node *d)
+{
+    dispatch(e, d);
+}
+
+void exec_on_forward_result(struct ext_exec *e, const struct raft_frame *m)
+{
+    /* FORWARD_RESULT: the leader's answer to one of our requests. */
+    pthread_mutex_lock(&e->mu);
+    struct waiter *w = find_waiter(e, m->forward_result.request_id);
+    if (w != NULL && w->state == W_SENT) {
+        int status = m->forward_result.status;
+        if (status == 0) {
+            w->state = W_APPENDED;
+            w->index = m->forward_result.index;
+            w->term = m->forward_result.term;
+        } else if (status == RAFT_TOOBIG) {
+            finish(w, EXT_EXEC_NOT_APPLIED, RAFTSQL_TOOBIG,
+                   "raft_exec: not applied: the leader refused a request "
+                   "larger than its max_request_bytes");
+        } else if (status == RAFT_FORMAT) {
+            char why[256];
+            /* The leader did not append it (wire_gate.h). */
+            w->left_node = w->sent_before;
+            wire_gate_refused_why(m->from, why, sizeof why);
+            refuse_gated(w, why);
+        } else if (status == RAFT_CORRUPT) {
+            finish(w, EXT_EXEC_NOT_APPLIED, RAFTSQL_NOT_APPLIED,
+                   "raft_exec: not applied: the leader refused the request "
+                   "as malformed (do the nodes run different raftsql "
+                   "versions?)");
+        } else {
+            /* Not the leader any more, busy, or a failed append: retry
+             * with the same id once a leader is known. */
+            w->state = W_PENDING;
+        }
+    }
+    pthread_mutex_unlock(&e->mu);
+}
+
+/* ---- Apply thread ------------------------------------------------------- */
+
+/* test_drop_result says whether test fault RAFTSQL_TEST_DROP_ID_RESULT
+ * (test builds only) drops result @r for waiter @w: a first outcome
+ * that applied (not a duplicate's, not a SQL error), when the waiter's
+ * client id starts with the variable's value. The caller then learns at
+ * once what its deadline would tell it, "outcome unknown", although the
+ * request applied: what a lost answer does, made deterministic. It does
+ * not wait out exec_timeout_ms, so that a test can give every other
+ * request of the run a generous one. */
+static bool test_drop_result(const struct waiter *w, const struct sql_result *r)
+{
+#ifdef RAFTSQL_TEST_FAULTS
+    const char *prefix = getenv("RAFTSQL_TEST_DROP_ID_RESULT");
+    size_t len = prefix != NULL ? strlen(prefix) : 0;
+
+    if (len > 0 && w->client_id != NULL && !r->id_duplicate &&
+        r->rc == SQLITE_OK && w->client_id_len >= len &&
+        memcmp(w->client_id, prefix, len) == 0) {
+        fprintf(stderr,
+                "raftsql: TEST FAULT RAFTSQL_TEST_DROP_ID_RESULT: the "
+                "result of request %llu.%llu is dropped\n",
+                (unsigned long long)r->id[0], (unsigned long long)r->id[1]);
+        return true;
+    }
+#else
+    (void)w;
+    (void)r;
+#endif
+    return false;
+}
+
+/* deliver hands the result @r of an applied entry to its waiter, if one
+ * waits here. Caller holds mu. */
+static void deliver(struct ext_exec *e, const struct sql_result *r)
+{
+    struct waiter *w;
+    if (r->id[0] != e->id) {
+        return; /* only this node's requests have waiters here */
+    }
+    w = find_waiter(e, r->id);
+    if (w == NULL || w->state == W_DONE) {
+        return;
+    }
+    if (r->duplicate) {
+        /* An earlier copy of this id was applied, and its result given
+         * out before this waiter could see it only after a restart. */
+        finish(w, EXT_EXEC_UNKNOWN, RAFTSQL_UNKNOWN,
+               "raft_exec: outcome unknown: the request was applied "
+               "earlier under the same id");
+        return;
+    }
+    if (test_drop_result(w, r)) {
+        w->dropped = true;
+        pthread_cond_signal(&w->cond);
+        return;
+    }
+    w->result.duplicate = r->id_duplicate != 0;
+    if (r->rc == SQLITE_OK && w->want_rows) {
+        w->result.rows = r->rows != NULL ? strdup(r->rows) : NULL;
+        if (w->result.rows == NULL) {
+            finish(w, EXT_EXEC_UNKNOWN, RAFTSQL_UNKNOWN,
+                   "raft_exec: outcome unknown: applied, but out of memory "
+                   "for its rows; retry with the same request id");
+            return;
+        }
+    }
+    if (r->rc == SQLITE_OK) {
+        w->result.changes = r->changes;
+        w->result.last_insert_rowid = r->last_insert_rowid;
+        finish(w, EXT_EXEC_OK, SQLITE_OK, "ok");
+    } else if ((r->rc & 0xff) == SQLITE_AUTH) {
+        /* Only raft_exec's policy refuses on the apply connection (its
+         * authorizer, sql_refusal_*): the caller's check refuses the same
+         * with the same words and code before the log, unless it could
+         * not prepare the request on its connection (a table it does
+         * not have yet). */
+        w->result.err_at = r->err_at;
+        finish(w, EXT_EXEC_SQL_ERROR, RAFTSQL_REFUSED,
+               "raft_exec: not applied: %s",
+               r->errmsg != NULL ? r->errmsg : sqlite3_errstr(r->rc));
+    } else {
+        w->result.err_at = r->err_at;
+        finish(w, EXT_EXEC_SQL_ERROR, r->rc, "%s",
+               r->errmsg != NULL ? r->errmsg : sqlite3_errstr(r->rc));
+    }
+}
+
+/* requeue_replaced re-queues waiters whose index was applied with another
+ * request (their entry was overwritten by a new leader), so they are
+ * retried under the same id. Returns true when something was queued (the
+ * loop must be woken). Caller holds mu. */
+static bool requeue_replaced(struct ext_exec *e, raft_index applied)
+{
+    bool any = false;
+    for (struct waiter *w = e->waiters; w != NULL; w = w->next) {
+        if (w->state == W_APPENDED && w->index <= applied) {
+            w->state = W_PENDING;
+            any = true;
+        }
+    }
+    return any;
+}
+
+void exec_applied(struct ext_exec *e, const struct sql_fsm_entry *entries,
+                  const struct sql_result *results, unsigned n, raft_index last)
+{
+    pthread_mutex_lock(&e->mu);
+    for (unsigned i = 0; i < n; i++) {
+        if (entries[i].data != NULL && entries[i].kind == SQL_ENTRY_REQUEST) {
+            deliver(e, &results[i]);
+        }
+    }
+    /* The wake happens under mu, so it never races with the stop that
+     * sets shutdown before stopping the driver. */
+    if (requeue_replaced(e, last) && !e->shutdown) {
+        raft_uv_node_wake(e->driver);
+    }
+    pthread_mutex_unlock(&e->mu);
+}
+
+void ext_exec_result_clear(struct ext_exec_result *r)
+{
+    free(r->rows);
+    memset(r, 0, sizeof *r);
+}
+
+void exec_counts(struct ext_exec *e, unsigned *out_queue, unsigned *out_waiters)
+{
+    pthread_mutex_lock(&e->mu);
+    *out_queue = e->queue_len;
+    *out_waiters = e->n_waiters;
+    pthread_mutex_unlock(&e->mu);
+}
+
+/* ---- Life cycle ---------------------------------------------------------- */
+
+int exec_new(const struct ext_config *cfg, struct ext_status *status,
+             struct ext_propose *propose, uint64_t first_seq,
+             struct ext_exec **out)
+{
+    struct ext_exec *e = calloc(1, sizeof *e);
+    if (e == NULL) {
+        return RAFT_NOMEM;
+    }
+    e->id = cfg->id;
+    e->exec_timeout_ms = cfg->exec_timeout_ms;
+    e->heartbeat_ms = cfg->heartbeat_ms;
+    e->max_request_bytes = cfg->max_request_bytes;
+    e->log_max_bytes = cfg->log_max_bytes;
+    e->status = status;
+    e->propose = propose;
+    e->next_seq = first_seq;
+    pthread_mutex_init(&e->mu, NULL);
+    *out = e;
+    return 0;
+}
+
+void exec_attach(struct ext_exec *e, struct raft_uv_node *d)
+{
+    pthread_mutex_lock(&e->mu);
+    e->driver = d;
+    pthread_mutex_unlock(&e->mu);
+}
+
+void exec_free(struct ext_exec *e)
+{
+    if (e == NULL) {
+        return;
+    }
+    pthread_mutex_destroy(&e->mu);
+    free(e);
+}

@@ -1,0 +1,134 @@
+/* The staleness bound on local reads (max_staleness_ms=): whether this
+ * node may be behind the cluster by more than the bound, the rule that
+ * decides it (pure, unit-tested), and its state published for the write
+ * guard's authorizer on any thread and for raft_status().
+ *
+ * A node is stale while it knows no leader, while it last heard from
+ * the leader of its term (a follower: an AppendEntries or heartbeat; a
+ * leader: a quorum of voters, raft_quorum_contact, so an isolated old
+ * leader goes stale too) longer ago than max_staleness_ms, or while it
+ * catches up after its start: until it has applied the commit index the
+ * leader told it at the first contact since the start. A node removed
+ * from the cluster (status_removed) is stale whatever the bound, 0
+ * included: it receives no more entries, so its reads would stay frozen
+ * with no end and no error. */
+
+#ifndef EXT_STALENESS_H
+#define EXT_STALENESS_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "../../raft/raft.h"
+#include "node_log.h"
+
+/* What the loop thread sees of the node at one tick. */
+struct ext_staleness_view {
+    bool leading;             /* this server is the leader */
+    uint64_t contact_ms;      /* ms since the last contact with the leader
+                                  (a leader: with a quorum); UINT64_MAX
+                                  when no leader is known */
+    raft_index leader_commit; /* the leader's commit index as last heard
+                                  (raft_leader_commit) */
+    raft_index applied;       /* this node's applied index */
+    uint64_t wall_ms;         /* the wall clock at this tick, ms since
+                                  the epoch (the notice's times) */
+    bool removed;             /* removed from the cluster by the
+                                  committed configuration entry
+                                  removed_at (status_removed) */
+    raft_index removed_at;    /* that entry's index, when removed */
+};
+
+/* What the rule remembers from one tick to the next. */
+struct ext_staleness_memory {
+    bool contacted;         /* a leader was heard since the start */
+    raft_index catch_up_to; /* its commit index at that first contact */
+    bool caught_up;         /* applied reached catch_up_to once */
+    int kind;               /* the kind of staleness at the last tick (0:
+                               fresh; staleness.c numbers the others) */
+    uint64_t since_ms;      /* wall clock ms the notice's "since" names */
+};
+
+/* The rule's answer. */
+struct ext_staleness_verdict {
+    bool stale;           /* reads of replicated tables are refused */
+    bool leader_known;    /* a leader (or this leader's quorum) is
+                                  known: lag_ms is meaningful */
+    uint64_t lag_ms;      /* contact_ms, 0 without a leader */
+    uint64_t lag_entries; /* leader_commit - applied, 0 when ahead */
+    char reason[200];     /* "stale replica: ..." when stale, else "" */
+    char notice[200];     /* the same for the notice file, worded
+                             without a number that grows while it is
+                             read ("no leader heard since <ISO time>");
+                             it changes only with the kind of staleness */
+};
+
+/* staleness_judge applies the rule to @v with the bound @max_ms (0: off,
+ * never stale but when removed, the lag is still measured), updating @mem
+ * (zeroed at the start of a node), and fills @out. Pure. */
+void staleness_judge(struct ext_staleness_memory *mem, unsigned max_ms,
+                     const struct ext_staleness_view *v,
+                     struct ext_staleness_verdict *out);
+
+/* The first line of a bound marker (staleness_new). */
+#define EXT_BOUND_MAGIC "raftsql-bound 1"
+
+/* EXT_BOUND_BEAT_MS is how often (ms) a running node with the bound @m
+ * (max_staleness_ms) sets its bound marker's mtime to now: its heartbeat
+ * for other processes, which a stopped (SIGSTOP) or dead but unreaped
+ * (zombie) process, whose pid still exists, no longer gives. */
+#define EXT_BOUND_BEAT_MS(m) ((m) / 4 > 20 ? (m) / 4 : 20)
+
+/* EXT_BOUND_SILENCE_MS is how far (ms) the mtime of the marker of a node
+ * with the bound @m may be from the reader's wall clock, either way,
+ * before readers take the node as not serving (attach_sock_unserved):
+ * the bound, but at least 5 beats. */
+#define EXT_BOUND_SILENCE_MS(m) ((m) > 100 ? (m) : 100)
+
+struct ext_staleness; /* opaque: the published state of one node */
+
+/* staleness_new creates the state of a node whose bound is @max_ms (0:
+ * off) and whose notice for the guards of other processes is the file
+ * @notice_path (copied; "" for none): it exists, holding the verdict's
+ * notice text, while the node is stale (attach_sock_stale reads it; one
+ * left by an earlier run is removed here). @bound_path (copied; "" for
+ * none) is the bound marker (attach_sock_bound_path): with a bound it is
+ * written here, naming @max_ms and this process, its mtime refreshed by
+ * the ticks every EXT_BOUND_BEAT_MS (staleness_on_tick), and stays after
+ * the node
+ * (staleness_free rewrites it naming no process), so that readers refuse
+ * the file while no node serves it (attach_sock_unserved); without one
+ * it is removed. A marker that cannot be written is a WARN line on @log.
+ * With a bound, the node is stale from the start (no leader known yet).
+ * Each change is logged at INFO through @log (borrowed: it outlives
+ * @out). Errors: RAFT_NOMEM. Any thread. */
+int staleness_new(unsigned max_ms, const char *notice_path,
+                  const char *bound_path, struct ext_node_log *log,
+                  struct ext_staleness **out);
+
+/* staleness_free removes the notice, rewrites the bound marker (if any)
+ * as naming no process, and frees @s (NULL is ignored). The owner, after
+ * the loop stopped. */
+void staleness_free(struct ext_staleness *s);
+
+/* staleness_on_tick judges @v and publishes the verdict; the notice file
+ * follows a change of the verdict's notice text, a log line a change of
+ * stale; with a bound, the marker's mtime is set to now when
+ * EXT_BOUND_BEAT_MS passed since the last time (a failure is a WARN line,
+ * once until it works again). Returns true when the node turned stale at
+ * this tick (the
+ * guard must then expire prepared statements: ext_guard_expire_all).
+ * Loop thread. */
+bool staleness_on_tick(struct ext_staleness *s,
+                       const struct ext_staleness_view *v);
+
+/* staleness_get copies the verdict last published into @out. Any
+ * thread. */
+void staleness_get(struct ext_staleness *s, struct ext_staleness_verdict *out);
+
+/* staleness_any says whether any node of the process is stale now (one
+ * atomic load: the guard asks it for every column read). Any thread. */
+bool staleness_any(void);
+
+#endif /* EXT_STALENESS_H */

@@ -1,0 +1,679 @@
+/* The write guard (see guard.h). */
+
+#include "guard.h"
+
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "../../sql/sql.h"
+#include "../runtime/applier.h"
+#include "../runtime/attach_sock.h"
+#include "../runtime/events.h"
+#include "../runtime/staleness.h"
+#include "attach_client.h"
+#include "guard_check.h"
+#include "refusal_watch.h"
+#include "registry.h"
+#include "shadow.h"
+
+SQLITE_EXTENSION_INIT3
+
+/* replicated says whether schema @schema of @db (NULL: main) is a file a
+ * node runs for: "main", or the same file ATTACHed under another name;
+ * the node of this process, or of another process of the machine (its
+ * pointer file, attach_client.h). */
+static int replicated(sqlite3 *db, const char *schema)
+{
+    const char *file = sqlite3_db_filename(db, schema ? schema : "main");
+    return file != NULL && file[0] != '\0' &&
+           (ext_registry_replica(file) || attach_client_served(file));
+}
+
+int ext_guard_read_refusal(const char *file, char *why, size_t why_len)
+{
+    if (applier_any_diverged() && ext_registry_diverged(file, why, why_len)) {
+        return EXT_GUARD_DIVERGED;
+    }
+    if (ext_registry_stale(file, why, why_len)) {
+        return EXT_GUARD_STALE;
+    }
+    if (ext_registry_running(file)) {
+        return 0;
+    }
+    if (attach_sock_diverged(file, why, why_len)) {
+        return EXT_GUARD_DIVERGED;
+    }
+    if (attach_sock_stale(file, why, why_len) ||
+        attach_sock_unserved(file, why, why_len)) {
+        return EXT_GUARD_STALE;
+    }
+    return 0;
+}
+
+/* guard_read refuses reads of table @table of schema @schema while
+ * ext_guard_read_refusal says so of that file; the raftsql_* internals,
+ * the schema and the raft_* table-valued functions stay readable. */
+static int guard_read(sqlite3 *db, const char *table, const char *schema)
+{
+    const char *file;
+    char why[600];
+    int refusal;
+    if (table == NULL || sqlite3_strnicmp(table, "raft_", 5) == 0 ||
+        sqlite3_strnicmp(table, "raftsql_", 8) == 0 ||
+        sqlite3_strnicmp(table, "sqlite_", 7) == 0 ||
+        (schema != NULL && sqlite3_stricmp(schema, "temp") == 0)) {
+        return SQLITE_OK;
+    }
+    file = sqlite3_db_filename(db, schema ? schema : "main");
+    if (file == NULL || file[0] == '\0') {
+        return SQLITE_OK;
+    }
+    refusal = ext_guard_read_refusal(file, why, sizeof why);
+    if (refusal == 0) {
+        return SQLITE_OK;
+    }
+    fprintf(stderr, "raftsql: read of %s refused: %s%s\n", table, why,
+            refusal == EXT_GUARD_DIVERGED ? " (raft_status() shows it)" : "");
+    return SQLITE_DENY;
+}
+
+/* Set while this thread sets the cluster-wide settings on a connection
+ * (settings_set): its PRAGMA statements are raftsql's own, allowed and
+ * not shown to a host's authorizer. */
+static _Thread_local bool syncing;
+
+/* unserved_write refuses a direct write to @what of schema @schema (NULL:
+ * main) of @db, a file no node serves, when its node ran with
+ * max_staleness_ms= (attach_sock_unserved): nobody keeps it, and the
+ * next start would find it diverged. Other files are written freely. */
+static int unserved_write(sqlite3 *db, const char *schema, const char *what)
+{
+    static const char prefix[] = "stale replica: ";
+    const char *file = sqlite3_db_filename(db, schema ? schema : "main");
+    char why[600];
+    if (file == NULL || file[0] == '\0' ||
+        !attach_sock_unserved(file, why, sizeof why)) {
+        return SQLITE_OK;
+    }
+    fprintf(stderr,
+            "raftsql: direct write to %s refused: %s; write through "
+            "raft_exec('...') once a node serves it\n",
+            what,
+            strncmp(why, prefix, sizeof prefix - 1) == 0
+                ? why + sizeof prefix - 1
+                : why);
+    return SQLITE_DENY;
+}
+
+/* Set while this thread asks builtin_shadow's connection: a module that
+ * its question would open (it opens none) is not asked about again. */
+static _Thread_local bool asking;
+
+/* builtin_shadow tells whether table @table of the database file @file is
+ * a shadow table of a virtual table of one of SQLite's own modules
+ * (shadow.h), as SQLite
+ * decides (sqlite3ShadowTableName): the virtual table is named as @table
+ * up to its last '_', and its module knows the rest as a suffix of its
+ * shadow tables; both tables are in the schema. It reads the schema on a
+ * connection of its own, opened read-only for the question: an
+ * authorizer may not prepare statements on the connection it authorizes.
+ * Any error answers false. */
+static bool builtin_shadow(const char *file, const char *table)
+{
+    const char *tail = strrchr(table, '_');
+    sqlite3 *side = NULL;
+    sqlite3_stmt *s = NULL;
+    char module[32] = "";
+
+    if (asking || tail == NULL || tail == table) {
+        return false;
+    }
+    asking = true;
+    if (sqlite3_open_v2(file, &side, SQLITE_OPEN_READONLY, NULL) == SQLITE_OK &&
+        sqlite3_busy_timeout(side, 1000) == SQLITE_OK &&
+        sqlite3_prepare_v2(side,
+                           "SELECT v.sql FROM sqlite_schema v, sqlite_schema "
+                           "t WHERE v.type = 'table' AND v.name = substr(?1, "
+                           "1, ?2) COLLATE NOCASE AND v.sql LIKE 'CREATE "
+                           "VIRTUAL %' AND t.type = 'table' AND t.name = ?1 "
+                           "COLLATE NOCASE",
+                           -1, &s, NULL) == SQLITE_OK &&
+        sqlite3_bind_text(s, 1, table, -1, SQLITE_STATIC) == SQLITE_OK &&
+        sqlite3_bind_int(s, 2, (int)(tail - table)) == SQLITE_OK &&
+        sqlite3_step(s) == SQLITE_ROW && sqlite3_column_text(s, 0) != NULL) {
+        shadow_module((const char *)sqlite3_column_text(s, 0),
+                      (size_t)sqlite3_column_bytes(s, 0), module,
+                      sizeof module);
+    }
+    sqlite3_finalize(s);
+    sqlite3_close(side);
+    asking = false;
+    return shadow_known(module) && shadow_suffix(module, tail + 1);
+}
+
+/* module_write tells whether the write to table @table of schema @schema
+ * (NULL: main) of @db being prepared may be left to SQLite: @db is
+ * DEFENSIVE, so SQLite itself refuses a statement's direct write to a
+ * shadow table ("table X may not be modified") and lets only the virtual
+ * table's module prepare and run its own (while it opens the table or
+ * writes it), and @table is a shadow table of one of SQLite's own modules.
+ * An R*Tree table cannot be read otherwise: its module prepares its
+ * writes when a connection opens it. */
+static bool module_write(sqlite3 *db, const char *schema, const char *table)
+{
+    int defensive = 0;
+    const char *file = sqlite3_db_filename(db, schema ? schema : "main");
+    if (table == NULL || strchr(table, '_') == NULL || file == NULL ||
+        file[0] == '\0' ||
+        sqlite3_db_config(db, SQLITE_DBCONFIG_DEFENSIVE, -1, &defensive) !=
+            SQLITE_OK ||
+        !defensive) {
+        return false;
+    }
+    return builtin_shadow(file, table);
+}
+
+static int guard(void *arg, int action, const char *a1, const char *a2,
+                 const char *db_name, const char *trigger)
+{
+    sqlite3 *db = arg;
+    const char *what = NULL;
+    const char *schema = db_name;
+    struct guard_check *checking = guard_check_current();
+    (void)trigger;
+
+    if (checking != NULL) {
+        guard_check_note(checking, action, a1, a2, db_name);
+        /* A cluster-wide setting is not set on the caller's connection
+         * by checking its request (SQLite sets a flag PRAGMA when it
+         * prepares it): it follows the replicated value (settings_set). */
+        return action == SQLITE_PRAGMA && a2 != NULL &&
+                       sql_refusal_setting(action, a1, a2, db_name) != NULL
+                   ? SQLITE_IGNORE
+                   : SQLITE_OK;
+    }
+    if (syncing) {
+        return SQLITE_OK;
+    }
+    switch (action) {
+        case SQLITE_READ:
+            return guard_read(db, a1, schema);
+        case SQLITE_INSERT:
+            /* A VACUUM in place copies the database into a temporary one
+             * attached as "vacuum_db" (no file name; VACUUM INTO names
+             * its target file and changes nothing here) and back. It
+             * renumbers the rowids of tables without an INTEGER PRIMARY
+             * KEY on this node only, so later writes by rowid would hit
+             * other rows here, and the replicas would diverge: refused.
+             * SQLite checks nothing else of it. */
+            if (db_name != NULL && sqlite3_stricmp(db_name, "vacuum_db") == 0) {
+                const char *file = sqlite3_db_filename(db, "vacuum_db");
+                if ((file == NULL || file[0] == '\0') && replicated(db, NULL)) {
+                    fprintf(stderr,
+                            "raftsql: VACUUM refused: this database is a "
+                            "Raft replica, and VACUUM would renumber "
+                            "rowids on this node only (VACUUM INTO "
+                            "'file' makes a copy)\n");
+                    return SQLITE_DENY;
+                }
+            }
+            what = a1;
+            break;
+        case SQLITE_UPDATE:
+            /* SQLite checks UPDATE of the schema table whenever it sets up
+             * a table-valued function or parses the schema; a real update
+             * of it needs writable_schema, refused below. */
+            if (a1 != NULL && (sqlite3_stricmp(a1, "sqlite_master") == 0 ||
+                               sqlite3_stricmp(a1, "sqlite_schema") == 0)) {
+                break;
+            }
+            what = a1;
+            break;
+        case SQLITE_DELETE:
+        case SQLITE_CREATE_INDEX:
+        case SQLITE_CREATE_TABLE:
+        case SQLITE_CREATE_TRIGGER:
+        case SQLITE_CREATE_VIEW:
+        case SQLITE_DROP_INDEX:
+        case SQLITE_DROP_TABLE:
+        case SQLITE_DROP_TRIGGER:
+        case SQLITE_DROP_VIEW:
+        case SQLITE_REINDEX:
+        case SQLITE_ANALYZE:
+            /* (CREATE/DROP VIRTUAL TABLE write the schema table, refused
+             * as an INSERT/DELETE; the VTABLE actions themselves also come
+             * from reading table-valued functions, which stay allowed.) */
+            what = a1;
+            break;
+        case SQLITE_ALTER_TABLE:
+            schema = a1;
+            what = a2;
+            break;
+        case SQLITE_PRAGMA:
+            /* The node keeps its file in WAL mode, and its connections
+             * stay open: another journal mode could only end in "database
+             * is locked" at step time, which names no reason. */
+            if (a2 != NULL && sqlite3_stricmp(a1, "journal_mode") == 0 &&
+                sqlite3_stricmp(a2, "wal") != 0 &&
+                (schema == NULL || sqlite3_stricmp(schema, "temp") != 0) &&
+                replicated(db, schema)) {
+                fprintf(stderr,
+                        "raftsql: PRAGMA journal_mode=%s refused: this "
+                        "database is a Raft replica, which its node keeps "
+                        "in WAL mode\n",
+                        a2);
+                return SQLITE_DENY;
+            }
+            /* The pragmas that write the database file itself, and the
+             * one that would let the schema table be edited. */
+            if (a2 != NULL && (sqlite3_stricmp(a1, "user_version") == 0 ||
+                               sqlite3_stricmp(a1, "application_id") == 0 ||
+                               sqlite3_stricmp(a1, "writable_schema") == 0)) {
+                what = a1;
+            }
+            break;
+        default:
+            break;
+    }
+    if (what == NULL ||
+        (schema != NULL && sqlite3_stricmp(schema, "temp") == 0)) {
+        return SQLITE_OK;
+    }
+    if (sqlite3_strnicmp(what, "sqlite_", 7) == 0) {
+        what = "the schema";
+    }
+    if ((action == SQLITE_INSERT || action == SQLITE_UPDATE ||
+         action == SQLITE_DELETE) &&
+        module_write(db, schema, what)) {
+        return SQLITE_OK;
+    }
+    if (!replicated(db, schema)) {
+        return unserved_write(db, schema, what);
+    }
+    fprintf(stderr,
+            "raftsql: direct write to %s refused: this database is a Raft "
+            "replica; write through raft_exec('...')\n",
+            what);
+    return SQLITE_DENY;
+}
+
+/* ---- Guarded connections (expiring their statements) ------------------ */
+
+/* The name of the function whose state tracks a guarded connection: its
+ * destructor, run when the connection closes, forgets it. */
+#define EXT__GUARD_TRACKER "raftsql_guarded_connection"
+
+/* One guarded connection. */
+struct guard_conn {
+    sqlite3 *db;             /* the connection */
+    char *file;              /* its main file, watched (sqlite3_malloc'd,
+                                NULL for none) */
+    bool pending;            /* its statements are to be expired */
+    unsigned settings;       /* the cluster-wide settings last set on it
+                                (settings_set; conns_mu) */
+    bool apply;              /* an apply connection (sql_is_apply_vfs):
+                                its settings are the state machine's */
+    struct guard_conn *prev; /* in conns */
+    struct guard_conn *next; /* in conns */
+};
+
+/* Lock order: a connection's db mutex, then conns_mu; holding conns_mu, a
+ * db mutex is only tried (sqlite3_mutex_try), never waited for. */
+static pthread_mutex_t conns_mu = PTHREAD_MUTEX_INITIALIZER;
+static struct guard_conn *conns; /* the guarded connections */
+static atomic_uint n_pending;    /* of them, pending */
+
+/* find_conn returns the entry of @db, or NULL. Holding conns_mu. */
+static struct guard_conn *find_conn(sqlite3 *db)
+{
+    struct guard_conn *c = conns;
+    while (c != NULL && c->db != db) {
+        c = c->next;
+    }
+    return c;
+}
+
+/* untrack forgets entry @p (the tracker's destructor: the connection
+ * closes, or the tracker could not be created). */
+static void untrack(void *p)
+{
+    struct guard_conn *c = p;
+    pthread_mutex_lock(&conns_mu);
+    if (c->prev != NULL) {
+        c->prev->next = c->next;
+    } else {
+        conns = c->next;
+    }
+    if (c->next != NULL) {
+        c->next->prev = c->prev;
+    }
+    if (c->pending) {
+        atomic_fetch_sub(&n_pending, 1);
+    }
+    pthread_mutex_unlock(&conns_mu);
+    refusal_watch_remove(c->file);
+    sqlite3_free(c->file);
+    sqlite3_free(c);
+}
+
+/* settings_set sets on @db the cluster-wide settings of @mask (bit i:
+ * sql_setting_name(i) ON) that differ from @have, and returns the
+ * settings now set. foreign_keys goes through sqlite3_db_config (no
+ * statement runs: safe from any thread holding @db's mutex); the others
+ * need a PRAGMA statement on @db, run only when @own (the thread using
+ * @db, with no statement of the host in its way): from another thread a
+ * statement would reset the host's last error and run its hooks. */
+static unsigned settings_set(sqlite3 *db, unsigned have, unsigned mask,
+                             bool own)
+{
+    for (int i = 0; i < sql_setting_count(); i++) {
+        unsigned bit = 1u << i;
+        if ((have & bit) == (mask & bit) || (i != 0 && !own)) {
+            continue;
+        }
+        syncing = true;
+        if (sql_setting_apply(db, i, (mask & bit) != 0) == SQLITE_OK) {
+            have = (have & ~bit) | (mask & bit);
+        }
+        syncing = false;
+    }
+    return have;
+}
+
+/* settings_now returns the settings of @db as it has them: foreign_keys
+ * read from the connection, the others SQLite's defaults (OFF), which
+ * a connection has unless its host set them. */
+static unsigned settings_now(sqlite3 *db)
+{
+    int fk = 0;
+    (void)sqlite3_db_config(db, SQLITE_DBCONFIG_ENABLE_FKEY, -1, &fk);
+    return fk ? 1u : 0u;
+}
+
+void ext_guard_settings_sync(sqlite3 *db)
+{
+    const char *file = sqlite3_db_filename(db, "main");
+    unsigned mask, have;
+    struct guard_conn *c;
+    if (file == NULL || file[0] == '\0' || !attach_sock_settings(file, &mask)) {
+        return;
+    }
+    /* Asked before conns_mu is taken: sqlite3_db_config takes @db's
+     * mutex, and a connection closing holds that one when its destructor
+     * (untrack) takes conns_mu. */
+    have = settings_now(db);
+    pthread_mutex_lock(&conns_mu);
+    c = find_conn(db);
+    if (c != NULL) {
+        have = c->settings;
+    }
+    if (c != NULL && c->apply) {
+        pthread_mutex_unlock(&conns_mu);
+        return;
+    }
+    pthread_mutex_unlock(&conns_mu);
+    have = settings_set(db, have, mask, true);
+    pthread_mutex_lock(&conns_mu);
+    if ((c = find_conn(db)) != NULL) {
+        c->settings = have;
+    }
+    pthread_mutex_unlock(&conns_mu);
+}
+
+bool ext_guard_settings_push(const char *file, unsigned mask)
+{
+    bool left = false;
+    pthread_mutex_lock(&conns_mu);
+    for (struct guard_conn *c = conns; c != NULL; c = c->next) {
+        sqlite3_mutex *m;
+        if (c->apply || c->file == NULL || strcmp(c->file, file) != 0 ||
+            (c->settings & 1u) == (mask & 1u)) {
+            continue;
+        }
+        m = sqlite3_db_mutex(c->db);
+        if (m == NULL) {
+            continue; /* no other thread may touch it */
+        }
+        if (sqlite3_mutex_try(m) != SQLITE_OK) {
+            left = true; /* busy: the next period tries again */
+            continue;
+        }
+        c->settings = settings_set(c->db, c->settings, mask & 1u, false);
+        sqlite3_mutex_leave(m);
+    }
+    pthread_mutex_unlock(&conns_mu);
+    return left;
+}
+
+/* tracker_call answers a call of the tracker from SQL: an error. */
+static void tracker_call(sqlite3_context *ctx, int argc, sqlite3_value **argv)
+{
+    (void)argc;
+    (void)argv;
+    sqlite3_result_error(ctx, EXT__GUARD_TRACKER ": internal to raftsql", -1);
+}
+
+/* apply_connection says whether @db is an apply connection (which the
+ * guard meets where the host registers raftsql for every connection). */
+static bool apply_connection(sqlite3 *db)
+{
+    sqlite3_vfs *vfs = NULL;
+    return sqlite3_file_control(db, "main", SQLITE_FCNTL_VFS_POINTER, &vfs) ==
+               SQLITE_OK &&
+           vfs != NULL && sql_is_apply_vfs(vfs->zName);
+}
+
+/* on_node_event expires the statements of guarded connections when a node
+ * of the process turned stale, and retries the busy ones at its ticks
+ * (events.h). The publishing node's thread. */
+static void on_node_event(int event, void *arg)
+{
+    (void)arg;
+    if (event == EXT_EVENT_STALE) {
+        ext_guard_expire_all();
+    } else if (event == EXT_EVENT_TICK) {
+        ext_guard_expire_retry();
+    }
+}
+
+static pthread_once_t subscribed = PTHREAD_ONCE_INIT;
+
+/* subscribe makes the guard a subscriber of node events, once. */
+static void subscribe(void)
+{
+    /* The table holds EXT_EVENTS_MAX: the guard is its first. */
+    (void)ext_events_subscribe(on_node_event, NULL);
+}
+
+/* track makes sure @db is in the list. Returns SQLITE_OK, SQLITE_NOMEM or
+ * the error of creating the tracker (nothing tracked then). Thread: the
+ * one using @db. */
+static int track(sqlite3 *db)
+{
+    struct guard_conn *c;
+    const char *file = sqlite3_db_filename(db, "main");
+    /* Asked before conns_mu is taken: both take @db's mutex, and a
+     * connection closing holds that one when its destructor (untrack)
+     * takes conns_mu. Invariant: no SQLite call on a connection while
+     * conns_mu is held, but sqlite3_mutex_try. */
+    unsigned settings = settings_now(db);
+    bool apply = apply_connection(db);
+    pthread_once(&subscribed, subscribe);
+    pthread_mutex_lock(&conns_mu);
+    c = find_conn(db);
+    if (c != NULL) {
+        pthread_mutex_unlock(&conns_mu);
+        return SQLITE_OK;
+    }
+    c = sqlite3_malloc(sizeof *c);
+    if (c == NULL) {
+        pthread_mutex_unlock(&conns_mu);
+        return SQLITE_NOMEM;
+    }
+    *c = (struct guard_conn){
+        .db = db, .next = conns, .settings = settings, .apply = apply};
+    if (file != NULL && file[0] != '\0') {
+        c->file = sqlite3_mprintf("%s", file); /* NULL: unwatched */
+    }
+    if (conns != NULL) {
+        conns->prev = c;
+    }
+    conns = c;
+    pthread_mutex_unlock(&conns_mu);
+    /* Statements prepared while reads were allowed are expired when the
+     * guard starts refusing them (a node of another process goes stale,
+     * or stops); the cluster-wide settings follow the node's. */
+    refusal_watch_add(c->file);
+    ext_guard_settings_sync(db);
+    /* On failure SQLite runs the destructor: @c is forgotten. */
+    return sqlite3_create_function_v2(db, EXT__GUARD_TRACKER, 0,
+                                      SQLITE_UTF8 | SQLITE_DIRECTONLY, c,
+                                      tracker_call, NULL, NULL, untrack);
+}
+
+/* expire marks every statement of @db expired, holding its mutex: a
+ * flag of no consequence (TRIGGER_EQP, EXPLAIN QUERY PLAN's view of
+ * triggers) is turned and turned back, and SQLite expires the statements
+ * when a flag changes. The authorizer stays as it is: re-setting it
+ * would replace one set directly (the apply connection's, or a host's
+ * own). Nothing on a SQLite older than 3.22 (no such flag). */
+static void expire(sqlite3 *db)
+{
+    int on = 0;
+    if (sqlite3_db_config(db, SQLITE_DBCONFIG_TRIGGER_EQP, -1, &on) ==
+        SQLITE_OK) {
+        sqlite3_db_config(db, SQLITE_DBCONFIG_TRIGGER_EQP, !on, (int *)NULL);
+        sqlite3_db_config(db, SQLITE_DBCONFIG_TRIGGER_EQP, on, (int *)NULL);
+    }
+}
+
+void ext_guard_expire_all(void)
+{
+    pthread_mutex_lock(&conns_mu);
+    for (struct guard_conn *c = conns; c != NULL; c = c->next) {
+        if (!c->pending) {
+            c->pending = true;
+            atomic_fetch_add(&n_pending, 1);
+        }
+    }
+    pthread_mutex_unlock(&conns_mu);
+    ext_guard_expire_retry();
+}
+
+bool ext_guard_expire_retry(void)
+{
+    bool left;
+    if (atomic_load(&n_pending) == 0) {
+        return false;
+    }
+    pthread_mutex_lock(&conns_mu);
+    for (struct guard_conn *c = conns; c != NULL; c = c->next) {
+        sqlite3_mutex *m;
+        if (!c->pending) {
+            continue;
+        }
+        m = sqlite3_db_mutex(c->db);
+        if (m != NULL) {
+            if (sqlite3_mutex_try(m) != SQLITE_OK) {
+                continue; /* busy: the next tick tries again */
+            }
+            /* The next step of each statement reprepares it, and the
+             * guard decides again. */
+            expire(c->db);
+            sqlite3_mutex_leave(m);
+        }
+        /* Without a mutex (SQLITE_OPEN_NOMUTEX) no other thread may
+         * touch the connection: its statements are not expired. */
+        c->pending = false;
+        atomic_fetch_sub(&n_pending, 1);
+    }
+    left = atomic_load(&n_pending) > 0;
+    pthread_mutex_unlock(&conns_mu);
+    return left;
+}
+
+/* defend turns SQLITE_DBCONFIG_DEFENSIVE on for @db: SQLite then refuses
+ * the statements' direct writes to shadow tables (module_write leaves
+ * those to it), writable_schema and the other ways plain SQL has to
+ * corrupt a database file. */
+static void defend(sqlite3 *db)
+{
+    sqlite3_db_config(db, SQLITE_DBCONFIG_DEFENSIVE, 1, (int *)NULL);
+}
+
+int ext_guard_install(sqlite3 *db)
+{
+    int rc = track(db);
+    if (rc != SQLITE_OK) {
+        return rc;
+    }
+    defend(db);
+    return sqlite3_set_authorizer(db, guard, db);
+}
+
+/* The name of the function that holds a connection's host authorizer
+ * (SQLite frees it with the connection: 3.40 has no client data). */
+#define EXT__GUARD_HOLDER "raftsql_host_authorizer"
+
+/* A host's authorizer chained behind the guard on one connection. */
+struct guard_host {
+    sqlite3 *db;          /* the connection */
+    ext_guard_host_cb cb; /* the host's authorizer */
+    void *arg;            /* its first argument */
+};
+
+/* chained is the guard, then the host's authorizer: the guard's DENY wins,
+ * otherwise the host's answer stands. Statements prepared for a check
+ * (guard_check_begin) are raftsql's own and are not shown to the host. */
+static int chained(void *arg, int action, const char *a1, const char *a2,
+                   const char *db_name, const char *trigger)
+{
+    struct guard_host *h = arg;
+    int rc = guard(h->db, action, a1, a2, db_name, trigger);
+    if (rc != SQLITE_OK || guard_check_current() != NULL || syncing) {
+        return rc;
+    }
+    return h->cb(h->arg, action, a1, a2, db_name, trigger);
+}
+
+/* holder_call answers a call of the holder from SQL: it does nothing. */
+static void holder_call(sqlite3_context *ctx, int argc, sqlite3_value **argv)
+{
+    (void)argc;
+    (void)argv;
+    sqlite3_result_error(ctx, "raftsql_host_authorizer: internal to raftsql",
+                         -1);
+}
+
+int ext_guard_set_host(sqlite3 *db, ext_guard_host_cb cb, void *arg)
+{
+    struct guard_host *h = NULL;
+    int rc;
+
+    if (cb != NULL) {
+        h = sqlite3_malloc(sizeof *h);
+        if (h == NULL) {
+            return SQLITE_NOMEM;
+        }
+        *h = (struct guard_host){.db = db, .cb = cb, .arg = arg};
+    }
+    /* The holder first: it frees the previous host's state, which the
+     * authorizer stops using below, before any statement is prepared;
+     * when it fails (SQLITE_BUSY while statements run), SQLite freed @h
+     * and nothing changed. */
+    rc = sqlite3_create_function_v2(db, EXT__GUARD_HOLDER, 0,
+                                    SQLITE_UTF8 | SQLITE_DIRECTONLY, h,
+                                    h != NULL ? holder_call : NULL, NULL, NULL,
+                                    h != NULL ? sqlite3_free : NULL);
+    if (rc != SQLITE_OK) {
+        return rc;
+    }
+    /* A connection the guard was never installed on is tracked now (out
+     * of memory: its statements are not expired). */
+    (void)track(db);
+    defend(db);
+    return h != NULL ? sqlite3_set_authorizer(db, chained, h)
+                     : sqlite3_set_authorizer(db, guard, db);
+}

@@ -1,0 +1,120 @@
+/* The write guard: an authorizer on host connections that refuses direct
+ * writes to a database replicated by a running node. */
+
+#ifndef EXT_GUARD_H
+#define EXT_GUARD_H
+
+#include <stdbool.h>
+#include <stddef.h>
+
+#include <sqlite3ext.h>
+
+/* ext_guard_install sets the guard as @db's authorizer (replacing any
+ * other: see https://sqlite.org/c3ref/set_authorizer.html). While a node
+ * runs (or ran earlier in this process) for a database file, or a node
+ * of another process of the machine serves it (its pointer file names a
+ * live process), INSERT,
+ * UPDATE, DELETE and schema changes on it (as "main" or ATTACHed under any
+ * name) are denied at prepare time (SQLite reports "not authorized"; a
+ * line naming raft_exec() is logged to stderr), and so is a PRAGMA
+ * journal_mode= other than WAL (the line says the node keeps WAL);
+ * TEMP objects and reads stay
+ * allowed, but reads of replicated tables while ext_guard_read_refusal
+ * refuses them (the node diverged or stale, max_staleness_ms=, or no node
+ * serving a file bound by it; the raftsql_*, sqlite_* and raft_* names
+ * and TEMP stay readable). While no node serves a file bound by
+ * max_staleness_ms (attach_sock_unserved), its writes are denied too,
+ * naming why on stderr. It turns SQLITE_DBCONFIG_DEFENSIVE on for @db
+ * and, while @db is DEFENSIVE, leaves the writes to the shadow tables of
+ * SQLite's own modules (FTS3/4/5, R*Tree, geopoly) to SQLite, which
+ * refuses a statement's own ("table X may not be modified") and lets the
+ * module prepare its (R*Tree does when @db opens its table): those tables
+ * read; deciding opens a read-only connection of its own on the file,
+ * for writes to a name with a '_' only. The connection is tracked (a function named
+ * raftsql_guarded_connection forgets it at close) for
+ * ext_guard_expire_all, and its main file watched (refusal_watch.h).
+ * Returns SQLITE_OK or SQLite's error. Any thread. */
+int ext_guard_install(sqlite3 *db);
+
+/* ext_guard_expire_all marks every guarded connection of the process
+ * (those ext_guard_install or ext_guard_set_host set up, until they
+ * close) to have its prepared statements expired, and expires those it
+ * can at once (ext_guard_expire_retry): a statement prepared while reads
+ * were allowed is authorized again when next stepped (sqlite3_step
+ * reprepares it), so the guard refuses it once a node turned stale.
+ * Connections of other files merely reprepare. Any thread (SQLite's
+ * connection mutexes are recursive: one the caller holds is expired
+ * too; the lock order is a connection's mutex, then the list's). */
+void ext_guard_expire_all(void);
+
+/* ext_guard_expire_retry expires the statements of the marked
+ * connections whose mutex is free now (sqlite3_mutex_try: a connection in
+ * use, or closing, is never waited for; it stays marked for the next
+ * call). The authorizer stays as it is (a flag of no consequence,
+ * SQLITE_DBCONFIG_TRIGGER_EQP, is turned and turned back: SQLite expires
+ * the statements when a flag changes; SQLite 3.22 or later). A
+ * connection without a mutex (SQLITE_OPEN_NOMUTEX, or a single-thread
+ * SQLite build) cannot be touched from another thread: its mark is
+ * dropped and its statements are not expired. A statement stepped
+ * meanwhile (rows read, not reset) runs to its end unless it opens a
+ * table anew (SQLITE_ABORT_ROLLBACK then). Cheap when nothing is marked.
+ * Returns whether marked connections remain. Any thread, as
+ * ext_guard_expire_all (the loop thread calls it at every tick, the
+ * refusal watch while its marks remain). */
+bool ext_guard_expire_retry(void);
+
+/* ext_guard_settings_sync sets on @db the cluster-wide settings (PRAGMA
+ * foreign_keys and the others of sql_setting_name) that the node of its
+ * main file has in force, as its settings notice says
+ * (attach_sock_settings): what a user reads there is what the node
+ * enforces. Nothing when no node keeps a notice for the file (none
+ * runs, or the file is no replica). ext_guard_install and
+ * ext_guard_set_host call it; raft_exec and the other writes call it on
+ * their caller's connection once answered. One stat(), and a small read
+ * when there is a notice. Thread: the one using @db (it may run PRAGMA
+ * statements on @db, unseen by a host's authorizer). */
+void ext_guard_settings_sync(sqlite3 *db);
+
+/* ext_guard_settings_push sets foreign_keys as @mask says (bit 0: ON) on
+ * every guarded connection of database file @file whose mutex is free
+ * now (sqlite3_mutex_try; a connection without a mutex is left alone):
+ * its statements are expired by SQLite when the flag changes. The other
+ * settings need a statement on the connection, which only its own
+ * thread may run: they follow at the connection's next
+ * ext_guard_settings_sync. Returns whether a busy connection is left to
+ * a later call. Any thread (the refusal watch calls it when the notice
+ * changes). */
+bool ext_guard_settings_push(const char *file, unsigned mask);
+
+/* What ext_guard_read_refusal answers besides 0 (reads allowed). */
+#define EXT_GUARD_STALE 1    /* a stale replica, or no node serves it */
+#define EXT_GUARD_DIVERGED 2 /* a diverged replica */
+
+/* ext_guard_read_refusal says whether the guard refuses reads of the
+ * replicated tables of database file @file now, and why into @why
+ * (@why_len bytes): EXT_GUARD_DIVERGED while its node (in this process,
+ * or another: its notice beside the file, attach_sock_diverged) is a
+ * diverged replica; EXT_GUARD_STALE while it is a stale one
+ * (max_staleness_ms=, staleness.h; attach_sock_stale), or while no node
+ * serves a file bound by max_staleness_ms (attach_sock_unserved); else
+ * 0. A few stat() calls when no node of the process runs for @file. Any
+ * thread. */
+int ext_guard_read_refusal(const char *file, char *why, size_t why_len);
+
+/* A host's authorizer (the callback of sqlite3_set_authorizer). */
+typedef int (*ext_guard_host_cb)(void *arg, int action, const char *a1,
+                                 const char *a2, const char *db_name,
+                                 const char *trigger);
+
+/* ext_guard_set_host sets on @db the guard followed by @cb (with @arg),
+ * or, @cb NULL, the guard alone: the guard decides first and its DENY
+ * wins; otherwise @cb's answer (SQLITE_OK, SQLITE_DENY, SQLITE_IGNORE)
+ * stands. @db is made DEFENSIVE as by ext_guard_install. @cb never
+ * sees the statements raftsql prepares to check a
+ * request. The state lives until the next call or the connection closes
+ * (a SQL function named raftsql_host_authorizer holds it). Returns
+ * SQLITE_OK, SQLITE_NOMEM, or SQLITE_BUSY while statements of @db run
+ * (nothing changed then). Thread: the one using @db. */
+int ext_guard_set_host(sqlite3 *db, ext_guard_host_cb cb, void *arg);
+
+#endif /* EXT_GUARD_H */
