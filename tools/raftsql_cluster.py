@@ -161,6 +161,14 @@ class Cluster:
                                        (n.id, index))
                 time.sleep(0.02)
 
+    def wait_all_applied(self, timeout=30.0):
+        """Wait until every node has applied the highest index any node
+        has applied: a write through a follower is applied there when its
+        raft_exec returns, perhaps before the leader's apply thread gets
+        to it, so the leader's applied index can be behind it."""
+        self.wait_applied(max(n.status()["applied"] for n in self.nodes),
+                          timeout=timeout)
+
     def stop(self):
         """Stop every node; return their exit codes."""
         return [n.stop() for n in self.nodes]

@@ -177,7 +177,7 @@ class ClusterTest(ClusterCase):
         self.exec(f1, "CREATE TABLE hits(n)")
         self.exec(f1, "INSERT INTO hits SELECT count(*) FROM f5 "
                   "WHERE f5 MATCH 'raft'")
-        self.cluster.wait_applied(self.leader.status()["applied"])
+        self.cluster.wait_all_applied()
         sums = set()
         for n in self.cluster.nodes:
             self.assertEqual(n.sql("SELECT body FROM f5 WHERE f5 MATCH "
@@ -236,7 +236,7 @@ class ClusterTest(ClusterCase):
                                 (value, seen))
                 time.sleep(0.05)
         self.exec(self.leader, "PRAGMA recursive_triggers=ON")
-        self.cluster.wait_applied(self.leader.status()["applied"])
+        self.cluster.wait_all_applied()
         got = other_process(f2.db, [["PRAGMA recursive_triggers"]])
         self.assertEqual(got, [{"rows": [[1]]}])
 
