@@ -4,6 +4,7 @@
 
 #include "persist.h"
 
+#include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -321,20 +322,20 @@ struct raft_persist_job *raft_persist_next(struct raft_persist *p)
 
 /* follow_install changes the stored log of @l after the state machine
  * installed the snapshot through (@index, @term), by paper §7 as
- * raft_snapshot_log_action decides: when the log holds entry @index of
- * @term only the log through it goes (the entries after it are the
- * leader's and may be committed copies); otherwise the log restarts empty
- * after @index. A snapshot below the first stored index (a repair's, at
- * an applied index compacted through already) covers nothing the log
- * holds: nothing changes. */
+ * raft_snapshot_log_action decides, from what the log held before the
+ * install (@first, its first index; @held, the term of its entry @index,
+ * 0 for none): when the log holds entry @index of @term only the log
+ * through it goes (the entries after it are the leader's and may be
+ * committed copies); otherwise the log restarts empty after @index. A
+ * snapshot below the first stored index (a repair's, at an applied index
+ * compacted through already) covers nothing the log holds: nothing
+ * changes. */
 static int follow_install(const struct raft_persist_log *l, raft_index index,
-                          raft_term term, char *errmsg, size_t errmsg_len)
+                          raft_term term, raft_index first, raft_term held,
+                          char *errmsg, size_t errmsg_len)
 {
-    raft_index first = 0;
-    raft_term held = 0;
-    int rc = l->entry_term(l->data, index, &first, &held, errmsg, errmsg_len);
-    if (rc != 0 || index < first) {
-        return rc;
+    if (index < first) {
+        return 0;
     }
     if (raft_snapshot_log_action(held, term) == RAFT_SNAPSHOT_KEEP_SUFFIX) {
         return l->compact(l->data, index, errmsg, errmsg_len);
@@ -348,6 +349,8 @@ static void run_install(struct raft_persist_job *j,
 {
     char why[sizeof j->errmsg - 48]; /* room for the prefix */
     bool installed = false;
+    raft_index first = 0;
+    raft_term held = 0;
 
     j->snap.has_configuration = false;
     if (s->fsm.snapshot_configuration != NULL) {
@@ -362,14 +365,25 @@ static void run_install(struct raft_persist_job *j,
     if (j->rc == 0 && s->log.prepare != NULL) {
         j->rc = s->log.prepare(s->log.data, j->errmsg, sizeof j->errmsg);
     }
+    /* What the log holds at the snapshot's index, read before anything
+     * changes (no other job runs until this one is done): a failed read
+     * leaves everything as it was, and the leader sends the snapshot
+     * again. */
+    if (j->rc == 0 && s->log.entry_term(s->log.data, j->snap.index, &first,
+                                        &held, why, sizeof why) != 0) {
+        snprintf(j->errmsg, sizeof j->errmsg,
+                 "read the log at the snapshot's index %" PRIu64 ": %s",
+                 j->snap.index, why);
+        j->rc = RAFT_BUSY;
+    }
     if (j->rc == 0) {
         j->rc = s->fsm.snapshot_install(
             s->fsm.data, j->snap.path, j->snap.index, j->snap.last_term,
             &installed, j->errmsg, sizeof j->errmsg);
     }
     if (j->rc == 0 && installed &&
-        follow_install(&s->log, j->snap.index, j->snap.last_term, why,
-                       sizeof why) != 0) {
+        follow_install(&s->log, j->snap.index, j->snap.last_term, first, held,
+                       why, sizeof why) != 0) {
         /* The state machine is ahead of the log: a restart repairs that. */
         snprintf(j->errmsg, sizeof j->errmsg,
                  "change the log after the snapshot: %s", why);

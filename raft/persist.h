@@ -55,14 +55,16 @@
  * an @index at or below the boundary changes nothing.
  * @entry_term gives the first stored index in *@out_first (the boundary
  * + 1 for an empty log) and the term of the stored entry @index in
- * *@out_term, 0 when the log holds none there.
+ * *@out_term, 0 when the log holds none there; it only reads (an error,
+ * e.g. RAFT_IOERR for a damaged entry or RAFT_NOMEM, fails the install
+ * before anything changed: RAFT_BUSY, the leader sends it again).
  * @reset deletes every stored entry and makes (@index, @term) the
  * boundary: the log takes appends from @index + 1; the hard state stays.
  * After the state machine installed a snapshot, raft_persist_run changes
  * the log through @entry_term, then @compact or @reset, as
  * raft_snapshot_log_action (raft.h) decides.
- * @compact may be NULL (no compaction); @entry_term and @reset may be
- * NULL only when the state machine half has no @snapshot_install. */
+ * @compact may be NULL (no compaction); @compact, @entry_term and @reset
+ * may be NULL only when the state machine half has no @snapshot_install. */
 struct raft_persist_log {
     void *data; /* passed to every function */
     int (*prepare)(void *data, char *errmsg, size_t errmsg_len);
@@ -98,7 +100,8 @@ struct raft_persist_log {
  * RAFT_CORRUPT or RAFT_INVALID for a snapshot it refuses and RAFT_BUSY
  * for one it could not install for now (a full disk), both with nothing
  * changed (the leader sends it again); any other error means the state
- * machine may be ahead of the log, and the driver stops writing.
+ * machine may be part installed, and the driver stops writing (so does
+ * a log that cannot follow it: raft_persist_run's RAFT_IOERR).
  * @snapshot_configuration (follower, may be NULL) reads the cluster
  * configuration that the verified snapshot @path reflects into @out, just
  * before @snapshot_install, in the same job; it returns RAFT_NOTFOUND when
@@ -299,10 +302,13 @@ struct raft_persist_job *raft_persist_next(struct raft_persist *p);
 
 /* raft_persist_run carries out job @j on storage @s and sets @j->rc and
  * @j->errmsg: an install calls @s->fsm.snapshot_configuration, then
- * @s->log.prepare, then @s->fsm.snapshot_install, and, when that
- * installed the snapshot, changes the log by paper §7 (@s->log.entry_term,
- * then @s->log.compact or @s->log.reset, as raft_snapshot_log_action
- * decides; a snapshot below the log's first index changes nothing);
+ * @s->log.prepare, then @s->log.entry_term at the snapshot's index (an
+ * error there: RAFT_BUSY, nothing changed), then @s->fsm.snapshot_install,
+ * and, when that installed the snapshot, changes the log by paper §7
+ * (@s->log.compact or @s->log.reset, as raft_snapshot_log_action decides
+ * from the term read before; a snapshot below the log's first index
+ * changes nothing; a failure there: RAFT_IOERR, the state machine ahead
+ * of the log);
  * otherwise, @s->log.prepare first, then, when it has a hard state or
  * entries, @s->log.append, without the entries handed out
  * before an install that ran first (those at or below its index, and,

@@ -1,6 +1,7 @@
 /* What the node runtime tells the rest of its process: a node publishes
- * its state changes here, and the SQL surface (the guard) subscribes at
- * load, so that the runtime never calls the surface by name. */
+ * its state changes here, and the SQL surface (the guard) subscribes when
+ * it tracks its first connection (none tracked, nothing to expire), so
+ * that the runtime never calls the surface by name. */
 
 #ifndef EXT_EVENTS_H
 #define EXT_EVENTS_H

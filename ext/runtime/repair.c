@@ -3,8 +3,9 @@
  * Happy path, follower: the applier sees a foreign commit and holds ->
  * repair_on_tick sends RAFT_FRAME_REPAIR_REQUEST (its applied index) to
  * the leader -> the leader's driver makes a snapshot at least at that
- * index and streams it (raft/uv_snapshot.c) -> the store installs it
- * although it does not lie above the applied index (store.c, covers) ->
+ * index and streams it (raft/uv_snapshot.c) -> the applier installs it
+ * although it does not lie above the applied index
+ * (applier_snapshot_install, its covers check) ->
  * the applier's divergence ends and the next tick logs the repair.
  * Happy path, leader: a leadership transfer first, to the most caught-up
  * voter that is not diverged itself (it sent no REPAIR_REQUEST lately;

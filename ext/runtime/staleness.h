@@ -117,8 +117,8 @@ void staleness_free(struct ext_staleness *s);
  * stale; with a bound, the marker's mtime is set to now when
  * EXT_BOUND_BEAT_MS passed since the last time (a failure is a WARN line,
  * once until it works again). Returns true when the node turned stale at
- * this tick (the
- * guard must then expire prepared statements: ext_guard_expire_all).
+ * this tick (node.c then publishes EXT_EVENT_STALE, on which the guard
+ * expires prepared statements).
  * Loop thread. */
 bool staleness_on_tick(struct ext_staleness *s,
                        const struct ext_staleness_view *v);

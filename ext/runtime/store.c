@@ -1,14 +1,16 @@
-/* The node's durable log (store.h): the log directory, the LMDB log behind
- * the driver's storage interface, the compaction policy, the repairs at
- * start and the log half of a snapshot install.
+/* The node's durable log (store.h): the log directory, the LMDB log half
+ * of the driver's storage (struct raft_persist_log: the cluster id made
+ * durable first in each job, appends, compactions, and the term lookup and
+ * reset that raft_persist_run asks for after an install), the compaction
+ * policy and the repairs at start. The install itself is the applier's
+ * (applier_snapshot_install).
  *
  * Happy path: the driver's disk thread calls append and compact in queue
  * order; the loop thread's tick queues a compaction once enough entries
- * are applied durably; a received snapshot is installed with the apply
- * thread held off, then the log is changed after it (paper §7).
- * Failure modes: a failed append or compaction is the driver's to handle
- * (the message names LMDB's failure); a snapshot the state machine refuses
- * changes nothing (RAFT_CORRUPT, the leader sends it again); a log that
+ * are applied durably; after the state machine installed a snapshot, the
+ * log is compacted through it or reset (paper §7, as the core decides).
+ * Failure modes: a failed append, compaction, lookup or reset is the
+ * driver's to handle (the message names LMDB's failure); a log that
  * cannot be changed after an install leaves the database ahead of the log
  * (RAFT_IOERR), which store_load repairs at the next start. */
 

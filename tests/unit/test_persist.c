@@ -21,6 +21,7 @@
 struct fake {
     raft_index base;           /* boundary of the log */
     raft_term held_term;       /* what entry_term gives for any index */
+    int entry_term_rc;         /* what entry_term returns */
     unsigned n_resets;         /* reset calls */
     int reset_rc;              /* what reset returns */
     bool not_covering;         /* the state machine installs nothing */
@@ -113,8 +114,10 @@ static int fake_entry_term(void *data, raft_index index, raft_index *out_first,
     struct fake *f = data;
 
     (void)index;
-    (void)errmsg;
-    (void)errmsg_len;
+    if (f->entry_term_rc != 0) {
+        snprintf(errmsg, errmsg_len, "entry unreadable");
+        return f->entry_term_rc;
+    }
     *out_first = f->base + 1;
     *out_term = f->held_term;
     return 0;
@@ -877,6 +880,25 @@ static void test_install_changes_log_only_when_installed(void **state)
     assert_int_equal(x->f.base, 3);
 }
 
+/* A log that cannot be read at the snapshot's index fails the install
+ * before the state machine installs anything: RAFT_BUSY, nothing changed
+ * (the leader sends it again). */
+static void test_install_log_unreadable(void **state)
+{
+    struct fixture *x = *state;
+    struct raft_persist_result res;
+
+    new_core(x, 4);
+    x->f.last = 4;
+    x->f.entry_term_rc = RAFT_IOERR;
+    install_path(x, "snap", &res);
+    assert_int_equal(res.rc, RAFT_BUSY);
+    assert_non_null(strstr(res.errmsg, "read the log at the snapshot's index"));
+    assert_int_equal(x->f.n_installs, 0);
+    assert_int_equal(x->f.n_compacts + x->f.n_resets, 0);
+    assert_int_equal(x->f.last, 4);
+}
+
 /* A log that cannot follow the installed snapshot fails the install with
  * an I/O error (the state machine is ahead of the log: the driver stops
  * writing). */
@@ -951,6 +973,7 @@ int main(void)
         T(test_install_keeps_suffix),
         T(test_install_changes_log_only_when_installed),
         T(test_install_log_change_fails),
+        T(test_install_log_unreadable),
         T(test_log_after_install),
         T(test_close_frees),
 #undef T
