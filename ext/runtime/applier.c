@@ -88,7 +88,9 @@ struct ext_applier {
                                       applies until an install (set under
                                       mu) */
     struct ext_applier_divergence divergence; /* what was seen (mu) */
-    atomic_uint_least64_t n_repairs; /* installs that ended a divergence */
+    atomic_uint_least64_t n_repairs;  /* installs that ended a divergence */
+    atomic_uint_least64_t n_installs; /* snapshots installed (written
+                                          under mu) */
 };
 
 /* Appliers of the process that are diverged (applier_any_diverged). */
@@ -253,7 +255,15 @@ int applier_install(struct ext_applier *a, const char *path,
     atomic_store(&a->applied, *out_index);
     atomic_store(&a->durable, sql_fsm_durable(a->fsm));
     settings_follow(a);
+    /* The records that judged the old content go first (the replica
+     * checksum's peers), then the divergence ends: a judgement made from
+     * them before this install is dropped by applier_mark_diverged_since,
+     * which sees n_installs moved. */
+    if (a->hooks.installed != NULL) {
+        a->hooks.installed(a->hooks.data, a->fsm);
+    }
     pthread_mutex_lock(&a->mu);
+    atomic_fetch_add(&a->n_installs, 1);
     if (atomic_load(&a->diverged)) {
         /* The database is the snapshot's now: the foreign commit is gone
          * (the state machine forgot it too). */
@@ -267,9 +277,6 @@ int applier_install(struct ext_applier *a, const char *path,
         atomic_fetch_add(&a->n_repairs, 1);
     }
     pthread_mutex_unlock(&a->mu);
-    if (a->hooks.installed != NULL) {
-        a->hooks.installed(a->hooks.data, a->fsm);
-    }
     tell_cluster_id(a);
     return 0;
 }
@@ -339,7 +346,18 @@ static void mark_read(struct ext_applier *a)
 
 /* note_diverged marks the replica diverged for @reason, and logs it at
  * ERROR once. Called without mu. */
+static void note_diverged_since(struct ext_applier *a, uint64_t installs,
+                                const char *reason);
+
 static void note_diverged(struct ext_applier *a, const char *reason)
+{
+    note_diverged_since(a, UINT64_MAX, reason);
+}
+
+/* note_diverged_since is note_diverged unless a snapshot was installed
+ * since n_installs was @installs (UINT64_MAX: whatever was installed). */
+static void note_diverged_since(struct ext_applier *a, uint64_t installs,
+                                const char *reason)
 {
     char seen[EXT_ISO_TIME_LEN];
     struct timespec now;
@@ -348,7 +366,9 @@ static void note_diverged(struct ext_applier *a, const char *reason)
     clock_gettime(CLOCK_REALTIME, &now);
     since_ms = (uint64_t)now.tv_sec * 1000 + (uint64_t)now.tv_nsec / 1000000;
     pthread_mutex_lock(&a->mu);
-    is_new = !atomic_load(&a->diverged);
+    is_new =
+        !atomic_load(&a->diverged) &&
+        (installs == UINT64_MAX || atomic_load(&a->n_installs) == installs);
     if (is_new) {
         a->divergence.since_ms = since_ms;
         a->divergence.at_index = atomic_load(&a->applied) + 1;
@@ -373,6 +393,17 @@ static void note_diverged(struct ext_applier *a, const char *reason)
 void applier_mark_diverged(struct ext_applier *a, const char *reason)
 {
     note_diverged(a, reason);
+}
+
+void applier_mark_diverged_since(struct ext_applier *a, uint64_t installs,
+                                 const char *reason)
+{
+    note_diverged_since(a, installs, reason);
+}
+
+uint64_t applier_installs(const struct ext_applier *a)
+{
+    return atomic_load(&a->n_installs);
 }
 
 /* note_checkpoint logs the state machine's note of a moved data_version

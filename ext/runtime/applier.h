@@ -165,6 +165,21 @@ bool applier_any_diverged(void);
  * start. Any thread. */
 uint64_t applier_repairs(const struct ext_applier *a);
 
+/* applier_installs returns how many snapshots @a installed since start.
+ * A judgement of the replica's content made from records taken after
+ * this was read is marked with applier_mark_diverged_since. Any
+ * thread. */
+uint64_t applier_installs(const struct ext_applier *a);
+
+/* applier_mark_diverged_since marks @a diverged with @reason, as
+ * applier_mark_diverged does, unless a snapshot was installed since
+ * applier_installs gave @installs: the content judged is gone (an
+ * install resets the records the judgement came from before it ends a
+ * divergence), so a repaired replica is not marked again for it. Any
+ * thread. */
+void applier_mark_diverged_since(struct ext_applier *a, uint64_t installs,
+                                 const char *reason);
+
 /* applier_snapshot_install is the whole install of the snapshot file
  * @path, whose last index is @index, as the state machine does it, in one
  * step: when the snapshot covers the applied index (above it, or at it

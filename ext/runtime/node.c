@@ -233,6 +233,9 @@ static void judge_checksum(struct ext_node *n)
     raft_id peer = 0;
     raft_index at;
     char why[512];
+    /* Read before the records: an install between the two makes the
+     * verdict stale (applier_mark_diverged_since drops it). */
+    uint64_t installs = applier_installs(n->applier);
 
     if (c == NULL || (at = divergence_outvoted(n->divergence, c, &peer)) == 0) {
         return;
@@ -243,7 +246,7 @@ static void judge_checksum(struct ext_node *n)
              "; raft_status() checksum.mismatch, raft_members()): the same "
              "entries gave other content here",
              peer, at);
-    applier_mark_diverged(n->applier, why);
+    applier_mark_diverged_since(n->applier, installs, why);
 }
 
 static void on_tick(void *data)

@@ -441,6 +441,44 @@ static void test_foreign_commit_holds_until_install(void **state)
     unlink(snap);
 }
 
+/* A verdict on the replica's content (node.c's judge_checksum) made from
+ * records read before a snapshot install is dropped once the install
+ * ended the divergence: the repaired replica is not marked again for
+ * the content it no longer has. One made after the install marks it. */
+static void test_stale_verdict_after_install_dropped(void **state)
+{
+    struct fixture *f = *state;
+    char snap[160], msg[256] = "";
+    uint64_t index = 0, term = 0, before;
+
+    start(f, 0, true);
+    push_sql(f, 1, "CREATE TABLE t(x)");
+    assert_true(wait_applied(f, 1));
+    snprintf(snap, sizeof snap, "%s/snap", f->db.dir);
+    assert_int_equal(
+        applier_snapshot_create(f->a, snap, &index, &term, msg, sizeof msg), 0);
+    applier_mark_diverged(f->a, "the content differs");
+    assert_true(applier_diverged(f->a, NULL));
+
+    before = applier_installs(f->a); /* the verdict's records are read */
+    applier_hold(f->a);
+    assert_int_equal(
+        applier_install(f->a, snap, &index, &term, msg, sizeof msg), 0);
+    applier_release(f->a, index);
+    assert_false(applier_diverged(f->a, NULL));
+    assert_int_equal(applier_installs(f->a), before + 1);
+
+    applier_mark_diverged_since(f->a, before, "the content differs (stale)");
+    assert_false(applier_diverged(f->a, NULL));
+    assert_false(applier_any_diverged());
+
+    applier_mark_diverged_since(f->a, applier_installs(f->a),
+                                "the content differs (fresh)");
+    assert_true(applier_diverged(f->a, NULL));
+    stop(f);
+    unlink(snap);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -459,6 +497,8 @@ int main(void)
                                         teardown),
         cmocka_unit_test_setup_teardown(test_foreign_commit_holds_until_install,
                                         setup, teardown),
+        cmocka_unit_test_setup_teardown(
+            test_stale_verdict_after_install_dropped, setup, teardown),
     };
     return cmocka_run_group_tests_name("ext_applier", tests, NULL, NULL);
 }
