@@ -168,7 +168,13 @@ class DaemonAttachCase(unittest.TestCase):
         self.assertIn("SIGTERM: stopping the node", lead.log())
         for p in procs:
             rest, _ = p.communicate(timeout=120)
-            answers += [json.loads(x) for x in rest.splitlines()]
+            for x in rest.splitlines():
+                try:
+                    answers.append(json.loads(x))
+                except ValueError:
+                    self.fail("a writer printed a line that is not JSON: "
+                              "%r; all it printed after the stop: %r"
+                              % (x, rest))
             self.assertEqual(p.returncode, 0)
         for a in answers:
             # No call waits past exec_timeout_ms for long.
