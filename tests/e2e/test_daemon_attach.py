@@ -17,6 +17,7 @@ import shutil
 import signal
 import subprocess
 import tempfile
+import threading
 import time
 import unittest
 
@@ -167,7 +168,19 @@ class DaemonAttachCase(unittest.TestCase):
         self.assertEqual(lead.wait(20), 0, lead.log())
         self.assertIn("SIGTERM: stopping the node", lead.log())
         for p in procs:
-            rest, _ = p.communicate(timeout=120)
+            # The rest from p.stdout itself: communicate() would read the
+            # pipe's descriptor, past what readline() and iteration
+            # already buffered (a line cut in two, lines lost).
+            got = []
+            reader = threading.Thread(target=lambda: got.append(
+                p.stdout.read()))
+            reader.start()
+            reader.join(120)
+            self.assertFalse(reader.is_alive(), "a writer still writes "
+                             "120 s after the stop: %r" % answers)
+            p.stdout.close()
+            p.wait(10)
+            rest = got[0]
             for x in rest.splitlines():
                 try:
                     answers.append(json.loads(x))
