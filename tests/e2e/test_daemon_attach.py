@@ -485,16 +485,31 @@ class FailedLogStatusTest(unittest.TestCase):
                         "ASAN_OPTIONS": "verify_asan_link_order=0"})
         self.addCleanup(node.stop)
         node.sql("SELECT raft_start(?)", "id=1 cluster=1@127.0.0.1:%d "
-                 "exec_timeout_ms=1000 election_timeout_ms=300 "
+                 "exec_timeout_ms=3000 election_timeout_ms=300 "
                  "heartbeat_ms=30" % free_ports(1)[0])
         wait_for("leader", lambda: node.value("SELECT raft_leader()"))
         node.sql("SELECT raft_exec('CREATE TABLE t(x)')")
+        # The first leader proposes the cluster id once its no-op is
+        # applied, perhaps after the CREATE on a loaded machine: that
+        # entry's sync would fail first, and the write below would never
+        # leave the node ("not applied"). So every entry is applied and
+        # persisted before syncs fail.
+        def settled():
+            st = node.status()
+            return (st["cluster_id"] is not None and
+                    st["applied"] == st["last_index"] == st["persisted"])
+        wait_for("the cluster id applied, the log all persisted", settled)
         self.assertIsNone(node.status()["log_failed"])
         with open(trigger, "w"):
             pass
         with self.assertRaises(NodeError) as e:
             node.sql("SELECT raft_exec('INSERT INTO t VALUES(1)')")
-        self.assertIn("outcome unknown", str(e.exception))
+        if "outcome unknown" not in str(e.exception):
+            with open(node.log_path, errors="replace") as f:
+                log = f.read()
+            self.fail("the write that met the failed sync: %s; status: %s; "
+                      "node log:\n%s" % (e.exception, node.status(),
+                                          log[-6000:]))
         failed = wait_for("log_failed", lambda: node.status()["log_failed"],
                           10)
         self.assertIn("Input/output error", failed)
