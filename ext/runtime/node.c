@@ -277,6 +277,14 @@ static void on_tick(void *data)
     }
 }
 
+/* on_diverged answers the driver's question from the applier, the owner
+ * of the divergence. */
+static bool on_diverged(void *data)
+{
+    struct ext_node *n = data;
+    return applier_diverged(n->applier, NULL);
+}
+
 static void on_cluster_id(void *data, const uint8_t id[RAFT_UV_CLUSTER_ID_LEN],
                           raft_id from)
 {
@@ -538,6 +546,7 @@ static int start_threads(struct ext_node *n, const char *db_path,
         .log = on_driver_log,
         .dial = on_dial,
         .cluster_id = on_cluster_id,
+        .diverged = on_diverged,
     };
     unsigned n_peers = 0;
     int rc;

@@ -33,6 +33,10 @@
 #include "../../raft/uv_node.h"
 #include "exec.h"
 
+/* Only where the repair stands: whether the replica is diverged, why,
+ * since when and how many repairs ended a divergence are the applier's
+ * (applier_diverged, applier_repairs), asked each time; the driver asks
+ * it too (raft_uv_node_callbacks.diverged). */
 struct ext_repair {
     uint64_t id;                /* this server */
     bool manual;                /* repair=manual */
@@ -270,7 +274,6 @@ bool repair_on_tick(struct ext_repair *r, struct raft_uv_node *d,
                       st.last_install_from, dv.repaired_index, dv.reason);
     }
     if (!applier_diverged(a, NULL)) {
-        raft_uv_node_set_diverged(d, false);
         atomic_store(&r->asked, false);
         if (atomic_load(&r->phase) != EXT_REPAIR_NONE) {
             pthread_mutex_lock(&r->mu);
@@ -281,7 +284,6 @@ bool repair_on_tick(struct ext_repair *r, struct raft_uv_node *d,
         }
         return false;
     }
-    raft_uv_node_set_diverged(d, true);
     phase = atomic_load(&r->phase);
     first = phase == EXT_REPAIR_NONE;
     if (r->manual && !atomic_load(&r->asked)) {
