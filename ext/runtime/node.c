@@ -3,8 +3,10 @@
  * what they hold, starts the apply thread (applier.c) and hands the core to
  * the driver (raft/uv_node.h), which runs it on its loop thread; the
  * driver's callbacks are wired here to the callers (exec.c), the leader's
- * forwarding (forward.c), the compaction policy (store.c) and the status
- * (status.c). Each of those owns its own state. */
+ * forwarding (forward.c), the compaction policy (store.c), the status
+ * (status.c) and, at each tick, the evidence of a divergence to its judge
+ * (divergence_judge.c), whose verdicts the applier owns. Each of those
+ * owns its own state. */
 
 #include <inttypes.h>
 #include <sqlite3ext.h> /* result codes only */
@@ -26,6 +28,7 @@
 #include "change.h"
 #include "cluster_id.h"
 #include "divergence.h"
+#include "divergence_judge.h"
 #include "events.h"
 #include "exec.h"
 #include "forward.h"
@@ -73,7 +76,8 @@ struct ext_node {
     struct ext_change *change;         /* membership changes and transfers */
     struct ext_cluster_id *cluster;    /* the cluster id */
     struct ext_repair *repair;         /* repairing a diverged replica */
-    uint64_t conflicts;                /* raft_conflicts judged (loop) */
+    struct ext_divergence_judge judge; /* the evidence of a divergence
+                                        judged so far (loop) */
     struct ext_barrier *barrier;       /* raft_barrier's reads */
     struct ext_divergence *divergence; /* the replica checksum's values,
                                         compared with the peers' */
@@ -180,75 +184,6 @@ static void judge_staleness(struct ext_node *n)
     ext_events_publish(EXT_EVENT_TICK);
 }
 
-/* judge_conflicts marks the replica diverged when the core dropped an
- * AppendEntries that contradicts its committed history (raft_conflicts):
- * the leader's cluster and this replica have different histories (two
- * groups founded the cluster, or this node's state was replaced), so
- * entries would apply here on other content than the leader's. Loop
- * thread. */
-static void judge_conflicts(struct ext_node *n)
-{
-    const struct raft *core = raft_uv_node_core(n->driver);
-    struct raft_conflict c;
-    uint64_t k = raft_conflicts(core, &c);
-    char why[512];
-
-    if (k == n->conflicts) {
-        return;
-    }
-    n->conflicts = k;
-    /* Only while this node still holds what was contradicted: messages
-     * dropped just before a repair's snapshot replaced it are counted
-     * once it is gone, and must not mark the repaired replica again. */
-    if (c.snapshot ? raft_snapshot_index(core) != c.index ||
-                         raft_snapshot_term(core) != c.ours
-                   : c.index <= raft_snapshot_index(core)) {
-        return;
-    }
-    snprintf(why, sizeof why,
-             "the leader (server %" PRIu64 ", term %" PRIu64
-             ") contradicts this replica's committed history: its entry "
-             "%" PRIu64 " has term %" PRIu64 ", this node's %s at %" PRIu64
-             " has term %" PRIu64
-             " (the two were founded apart, e.g. founders that elected a "
-             "leader without the node started with bootstrap_from=, or "
-             "this node's state was replaced); its entries are refused",
-             c.leader, c.leader_term, c.index, c.theirs,
-             c.snapshot ? "snapshot" : "committed entry", c.index, c.ours);
-    applier_mark_diverged(n->applier, why);
-}
-
-/* judge_checksum marks this replica diverged when its replica checksum
- * differs from those of a majority of the voters (divergence_outvoted):
- * the same entries gave other content here than on enough servers that
- * no majority can hold this content. A leader so outvoted hands the
- * leadership on and is repaired like any diverged replica; a follower
- * differing from its leader alone, while another voter agrees with it,
- * is not marked (the leader may be the wrong one: it is outvoted in
- * turn). Loop thread. */
-static void judge_checksum(struct ext_node *n)
-{
-    const struct raft *core = raft_uv_node_core(n->driver);
-    const struct raft_configuration *c = raft_current_configuration(core);
-    raft_id peer = 0;
-    raft_index at;
-    char why[512];
-    /* Read before the records: an install between the two makes the
-     * verdict stale (applier_mark_diverged_since drops it). */
-    uint64_t installs = applier_installs(n->applier);
-
-    if (c == NULL || (at = divergence_outvoted(n->divergence, c, &peer)) == 0) {
-        return;
-    }
-    snprintf(why, sizeof why,
-             "the replica checksum differs from those of a majority of the "
-             "voters (server %" PRIu64 " from index %" PRIu64
-             "; raft_status() checksum.mismatch, raft_members()): the same "
-             "entries gave other content here",
-             peer, at);
-    applier_mark_diverged_since(n->applier, installs, why);
-}
-
 static void on_tick(void *data)
 {
     struct ext_node *n = data;
@@ -264,8 +199,8 @@ static void on_tick(void *data)
     status_note_failure(n->status, n->driver);
     cluster_id_on_tick(n->cluster, n->driver, applier_applied(n->applier));
     judge_staleness(n);
-    judge_conflicts(n);
-    judge_checksum(n);
+    divergence_judge_on_tick(&n->judge, raft_uv_node_core(n->driver),
+                             n->divergence, n->applier);
     if (repair_on_tick(n->repair, n->driver, n->applier,
                        EXT__REPAIR_RETRY_MS)) {
         char why[512];

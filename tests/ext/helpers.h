@@ -100,4 +100,26 @@ static inline struct ext_store *store_open_ok(const char *dir,
     return s;
 }
 
+/* one_voter_core returns a new core of server 1, the only voter of its
+ * cluster (election timeout 100 ms, heartbeats every 20 ms, check-quorum
+ * off), for a test's driver (raft_uv_node_start takes it). */
+static inline struct raft *one_voter_core(void)
+{
+    static const raft_id voters[1] = {1};
+    struct raft_config rc = {
+        .id = 1,
+        .voters = voters,
+        .n_voters = 1,
+        .election_timeout = 100,
+        .heartbeat_interval = 20,
+        .max_size_per_msg = 1 << 20,
+        .max_inflight_msgs = 8,
+        .seed = 7,
+        .disable_check_quorum = true,
+    };
+    struct raft *core = NULL;
+    assert_int_equal(raft_new(&rc, NULL, 1, NULL, 0, 0, &core), 0);
+    return core;
+}
+
 #endif /* TESTS_EXT_HELPERS_H */
