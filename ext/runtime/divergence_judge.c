@@ -2,7 +2,8 @@
  *
  * Each tick: the core's conflict count is compared with the one judged
  * last; a new conflict that still concerns what this node holds marks
- * the applier diverged. Then the checksum's evidence is read (the
+ * the applier diverged (one seen while the state machine holds a
+ * snapshot the core has not taken yet waits for the core). Then the checksum's evidence is read (the
  * applier's install count first, the peers' records after) and, when a
  * majority of the voters differ, ruled on: marked unless an install
  * came between. */
@@ -25,6 +26,13 @@ static void judge_conflicts(struct ext_divergence_judge *j,
     char why[512];
 
     if (k == j->conflicts) {
+        return;
+    }
+    /* The state machine installed a snapshot the core has not taken yet
+     * (the log's half of the install runs after the state machine's): a
+     * conflict dropped meanwhile may concern what it replaced. Judged
+     * once the core holds the snapshot, by the rule below. */
+    if (applier_installed_index(a) > raft_snapshot_index(core)) {
         return;
     }
     j->conflicts = k;

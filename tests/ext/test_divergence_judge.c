@@ -181,6 +181,67 @@ static void test_conflict_about_replaced_entry_ignored(void **state)
     raft_close(r);
 }
 
+/* A conflict the core dropped while a repair's snapshot was being
+ * installed (the state machine has installed it, the core not yet) is
+ * not judged against the core's old log: it waits until the core holds
+ * the snapshot, which replaced what it contradicted, and marks
+ * nothing. Judged at once, it marked the repaired replica again. */
+static void test_conflict_in_the_install_window_ignored(void **state)
+{
+    struct fixture *f = *state;
+    struct ext_divergence_judge j = {0};
+    struct raft_entry ours[1] = {{3, 3, RAFT_ENTRY_NOOP, NULL}};
+    struct raft_entry other[1] = {{4, 3, RAFT_ENTRY_NOOP, NULL}};
+    struct raft_event compact = {.type = RAFT_EVENT_COMPACT};
+    struct raft_entry e = {.term = 1, .type = RAFT_ENTRY_NORMAL};
+    struct raft_conflict c;
+    struct raft_update u;
+    struct raft *r = core_at_snapshot();
+    uint64_t index = 0, term = 0;
+    char msg[256] = "";
+
+    /* The state machine at index 3, and a snapshot of it. */
+    for (uint64_t i = 2; i <= 3; i++) {
+        e.index = i;
+        e.data = request_buf(1, i, "INSERT INTO t VALUES(1)");
+        assert_int_equal(applier_push(f->a, &e, 1), 0);
+        raft_buf_unref(e.data);
+    }
+    for (int i = 0; i < WAIT_MS / 10 && applier_applied(f->a) < 3; i++) {
+        usleep(10 * 1000);
+    }
+    assert_int_equal(applier_applied(f->a), 3);
+    snprintf(f->snap, sizeof f->snap, "%s/snap3", f->db.dir);
+    assert_int_equal(
+        applier_snapshot_create(f->a, f->snap, &index, &term, msg, sizeof msg),
+        0);
+    assert_int_equal(index, 3);
+
+    /* The core: entry 3 of term 3 committed, then a leader of term 4
+     * with another entry 3, dropped: a conflict at 3. */
+    assert_int_equal(step_append(r, 3, 3, 2, 1, 3, ours, 1, &u), 0);
+    assert_int_equal(step_persisted(r, 3, 3, &u), 0);
+    assert_int_equal(step_append(r, 2, 4, 2, 1, 3, other, 1, &u), 0);
+    assert_int_equal(raft_conflicts(r, &c), 1);
+    assert_int_equal(c.index, 3);
+
+    /* The state machine installs the snapshot at 3; the core still has
+     * its snapshot at 2. */
+    repair(f);
+    assert_int_equal(applier_installed_index(f->a), 3);
+    divergence_judge_on_tick(&j, r, f->v, f->a);
+    assert_false(applier_diverged(f->a, NULL));
+
+    /* The core takes the snapshot: the conflict concerns what it
+     * replaced. */
+    compact.compact.index = 3;
+    assert_int_equal(raft_step(r, &compact, &u), 0);
+    divergence_judge_on_tick(&j, r, f->v, f->a);
+    divergence_judge_on_tick(&j, r, f->v, f->a);
+    assert_false(applier_diverged(f->a, NULL));
+    raft_close(r);
+}
+
 /* checksum_frame hands @v peer @from's value @value at @index. With one
  * index in the records, a difference there settles at once: nothing is
  * sent, so no driver is needed. */
@@ -313,6 +374,8 @@ int main(void)
             test_conflict_about_replaced_entry_ignored, setup, teardown),
         cmocka_unit_test_setup_teardown(
             test_checksum_verdict_before_install_dropped, setup, teardown),
+        cmocka_unit_test_setup_teardown(
+            test_conflict_in_the_install_window_ignored, setup, teardown),
         cmocka_unit_test_setup_teardown(test_driver_asks_the_applier, setup,
                                         teardown),
     };
