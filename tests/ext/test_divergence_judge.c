@@ -151,27 +151,37 @@ static void test_conflict_marks_once(void **state)
     raft_close(r);
 }
 
-/* A conflict at a committed entry that the core has compacted since
- * (a repair's snapshot replaced what it contradicted) marks nothing. */
-static void test_conflict_about_replaced_entry_ignored(void **state)
+/* core_with_conflict_at_3 returns core_at_snapshot's core with entry 3
+ * of term 3 committed, then a leader of term 4 with another entry 3
+ * dropped: one conflict, at committed entry 3. */
+static struct raft *core_with_conflict_at_3(void)
 {
-    struct fixture *f = *state;
-    struct ext_divergence_judge j = {0};
     struct raft_entry ours[1] = {{3, 3, RAFT_ENTRY_NOOP, NULL}};
     struct raft_entry other[1] = {{4, 3, RAFT_ENTRY_NOOP, NULL}};
-    struct raft_event compact = {.type = RAFT_EVENT_COMPACT};
     struct raft_conflict c;
     struct raft_update u;
     struct raft *r = core_at_snapshot();
 
-    /* Entry 3 of term 3 committed, then a leader of term 4 with another
-     * entry 3. */
     assert_int_equal(step_append(r, 3, 3, 2, 1, 3, ours, 1, &u), 0);
     assert_int_equal(step_persisted(r, 3, 3, &u), 0);
     assert_int_equal(raft_commit_index(r), 3);
     assert_int_equal(step_append(r, 2, 4, 2, 1, 3, other, 1, &u), 0);
     assert_int_equal(raft_conflicts(r, &c), 1);
     assert_false(c.snapshot);
+    assert_int_equal(c.index, 3);
+    return r;
+}
+
+/* A conflict at a committed entry that the core has compacted since
+ * (a repair's snapshot replaced what it contradicted) marks nothing. */
+static void test_conflict_about_replaced_entry_ignored(void **state)
+{
+    struct fixture *f = *state;
+    struct ext_divergence_judge j = {0};
+    struct raft_event compact = {.type = RAFT_EVENT_COMPACT};
+    struct raft_update u;
+    struct raft *r = core_with_conflict_at_3();
+
     compact.compact.index = 3;
     assert_int_equal(raft_step(r, &compact, &u), 0);
     assert_int_equal(raft_snapshot_index(r), 3);
@@ -190,13 +200,10 @@ static void test_conflict_in_the_install_window_ignored(void **state)
 {
     struct fixture *f = *state;
     struct ext_divergence_judge j = {0};
-    struct raft_entry ours[1] = {{3, 3, RAFT_ENTRY_NOOP, NULL}};
-    struct raft_entry other[1] = {{4, 3, RAFT_ENTRY_NOOP, NULL}};
     struct raft_event compact = {.type = RAFT_EVENT_COMPACT};
     struct raft_entry e = {.term = 1, .type = RAFT_ENTRY_NORMAL};
-    struct raft_conflict c;
     struct raft_update u;
-    struct raft *r = core_at_snapshot();
+    struct raft *r;
     uint64_t index = 0, term = 0;
     char msg[256] = "";
 
@@ -217,13 +224,7 @@ static void test_conflict_in_the_install_window_ignored(void **state)
         0);
     assert_int_equal(index, 3);
 
-    /* The core: entry 3 of term 3 committed, then a leader of term 4
-     * with another entry 3, dropped: a conflict at 3. */
-    assert_int_equal(step_append(r, 3, 3, 2, 1, 3, ours, 1, &u), 0);
-    assert_int_equal(step_persisted(r, 3, 3, &u), 0);
-    assert_int_equal(step_append(r, 2, 4, 2, 1, 3, other, 1, &u), 0);
-    assert_int_equal(raft_conflicts(r, &c), 1);
-    assert_int_equal(c.index, 3);
+    r = core_with_conflict_at_3();
 
     /* The state machine installs the snapshot at 3; the core still has
      * its snapshot at 2. */
