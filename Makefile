@@ -246,9 +246,9 @@ $(B)/tests/uv/%: tests/uv/%.c tests/uv/fake.h tests/uv/loop.h $(TLIB_OBJ) \
 	@mkdir -p $(dir $@)
 	$(T_LINK)
 $(B)/tests/ext/%: tests/ext/%.c tests/ext/helpers.h tests/sql/helpers.h \
-		$(TLIB_OBJ) \
+		tests/uv/fake.h $(TLIB_OBJ) \
 		$(call san,$(CORE_SRC) $(UV_SRC) $(LMDB_SRC) $(SQL_SRC) \
-		$(EXT_SRC))
+		$(EXT_SRC) $(UV_FAKE))
 	@mkdir -p $(dir $@)
 	$(T_LINK)
 

@@ -16,6 +16,26 @@
 #include "ext/runtime/store.h"
 #include "tests/sql/helpers.h"
 
+/* Longest a test waits for a condition another thread makes true, ms. */
+#define EXT_WAIT_MS 5000
+
+/* EXT_WAIT polls @cond every millisecond until it holds; after
+ * EXT_WAIT_MS it fails the test, naming @cond and what the printf-style
+ * rest (a format and its values, read at that moment) says was seen. */
+#define EXT_WAIT(cond, ...)                                                    \
+    do {                                                                       \
+        int n_ = 0;                                                            \
+        while (!(cond) && n_++ < EXT_WAIT_MS) {                                \
+            usleep(1000);                                                      \
+        }                                                                      \
+        if (!(cond)) {                                                         \
+            char seen_[512];                                                   \
+            snprintf(seen_, sizeof seen_, __VA_ARGS__);                        \
+            fail_msg("%s:%d: timed out waiting for %s; saw %s", __FILE__,      \
+                     __LINE__, #cond, seen_);                                  \
+        }                                                                      \
+    } while (0)
+
 /* ext_free_port returns a loopback TCP port nobody listened on a moment
  * ago. */
 static inline int ext_free_port(void)

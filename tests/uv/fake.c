@@ -132,8 +132,12 @@ static int injected(struct fake *f, int op, char *errmsg, size_t errmsg_len)
     if (f->fail_n[op] != UINT_MAX) {
         f->fail_n[op]--;
     }
-    snprintf(errmsg, errmsg_len, "fake: injected %s",
-             raft_strerror(f->fail_rc[op]));
+    if (f->fail_text[op][0] != '\0') {
+        snprintf(errmsg, errmsg_len, "%s", f->fail_text[op]);
+    } else {
+        snprintf(errmsg, errmsg_len, "fake: injected %s",
+                 raft_strerror(f->fail_rc[op]));
+    }
     return f->fail_rc[op];
 }
 
@@ -342,6 +346,13 @@ void fake_fail_after(struct fake *f, int op, int rc, unsigned n, unsigned skip)
     f->fail_rc[op] = rc;
     f->fail_n[op] = n;
     f->fail_skip[op] = skip;
+    fake_unlock(f);
+}
+
+void fake_fail_text(struct fake *f, int op, const char *text)
+{
+    fake_lock(f);
+    snprintf(f->fail_text[op], sizeof f->fail_text[op], "%s", text);
     fake_unlock(f);
 }
 
@@ -966,6 +977,9 @@ static void cb_apply(void *data, const struct raft_entry *entries, unsigned n)
     }
     changed(f);
     fake_unlock(f);
+    if (f->app.apply != NULL) {
+        f->app.apply(f->app.data, entries, n);
+    }
 }
 
 static void cb_tick(void *data)
@@ -977,11 +991,37 @@ static void cb_tick(void *data)
     publish(f, &o);
     f->obs.n_ticks++;
     fake_unlock(f);
+    if (f->app.tick != NULL) {
+        f->app.tick(f->app.data);
+    }
 }
 
 static void cb_stepped(void *data)
 {
-    refresh(data);
+    struct fake *f = data;
+    refresh(f);
+    if (f->app.stepped != NULL) {
+        f->app.stepped(f->app.data);
+    }
+}
+
+/* The application's own callbacks (fake_opts.app). */
+static void cb_wake(void *data)
+{
+    struct fake *f = data;
+    f->app.wake(f->app.data);
+}
+
+static void cb_forward(void *data, const struct raft_frame *fr)
+{
+    struct fake *f = data;
+    f->app.forward(f->app.data, fr);
+}
+
+static void cb_read(void *data, const struct raft_read *reads, unsigned n)
+{
+    struct fake *f = data;
+    f->app.read(f->app.data, reads, n);
 }
 
 static void cb_log(void *data, int level, const char *msg)
@@ -1082,6 +1122,12 @@ void fake_start(struct fake *f, struct raft *r, const struct fake_opts *o)
     int rc;
 
     assert_true(o->n_peers <= 7);
+    if (o->app != NULL) {
+        f->app = *o->app;
+        cb.wake = f->app.wake != NULL ? cb_wake : NULL;
+        cb.forward = f->app.forward != NULL ? cb_forward : NULL;
+        cb.read = f->app.read != NULL ? cb_read : NULL;
+    }
     memset(peers, 0, sizeof peers);
     for (unsigned i = 0; i < o->n_peers; i++) {
         peers[i].id = o->peers[i];
