@@ -120,8 +120,7 @@ static void stop(struct node *n)
 
 static void wait_leader(struct node *n)
 {
-    EXT_WAIT(status_role(n->st) == RAFT_LEADER, "role %d",
-             status_role(n->st));
+    EXT_WAIT(status_role(n->st) == RAFT_LEADER, "role %d", status_role(n->st));
 }
 
 /* queued returns the submission queue's length, waiting the callers
@@ -228,8 +227,9 @@ static void test_refused_malformed(void **state)
     assert_int_equal(submit(&n, "SELECT 1", "", 0, &r), RAFT_INVALID);
     assert_int_equal(r.kind, EXT_EXEC_NOT_APPLIED);
     assert_int_equal(r.sqlite_rc, RAFTSQL_INVALID);
-    assert_string_equal(r.errmsg, "raft_exec: not applied: the request id "
-                                  "must be 1 to 256 bytes, not 0");
+    assert_string_equal(r.errmsg,
+                        "raft_exec: not applied: the request id "
+                        "must be 1 to 256 bytes, not 0");
     memset(id, 'a', sizeof id);
     assert_int_equal(submit(&n, "SELECT 1", id, sizeof id, &r), RAFT_INVALID);
     assert_int_equal(r.sqlite_rc, RAFTSQL_INVALID);
@@ -267,9 +267,10 @@ static void test_refused_shutdown(void **state)
     assert_int_equal(submit(&n, "SELECT 1", "k1", 2, &r), RAFT_SHUTDOWN);
     assert_int_equal(r.kind, EXT_EXEC_UNKNOWN);
     assert_int_equal(r.sqlite_rc, RAFTSQL_UNKNOWN);
-    has(r.errmsg, "raft_exec: outcome unknown: the node is shutting down; "
-                  "this request was not sent, but one sent earlier under "
-                  "the same request id may have applied");
+    has(r.errmsg,
+        "raft_exec: outcome unknown: the node is shutting down; "
+        "this request was not sent, but one sent earlier under "
+        "the same request id may have applied");
     assert_int_equal(waiting(&n), 0);
     stop(&n);
 }
@@ -309,8 +310,9 @@ static void test_refused_log_full(void **state)
              "'%s'", why);
     assert_int_equal(submit(&n, "SELECT 3", NULL, 0, &r), RAFT_NOSPACE);
     assert_int_equal(r.sqlite_rc, RAFTSQL_FULL);
-    has(r.errmsg, "raft_exec: not applied: disk full: the log's filesystem "
-                  "has no room");
+    has(r.errmsg,
+        "raft_exec: not applied: disk full: the log's filesystem "
+        "has no room");
     exec_fail_all(n.e, "the node stops");
     call_join(&first);
     assert_int_equal(first.r.kind, EXT_EXEC_UNKNOWN);
@@ -325,9 +327,15 @@ static void test_refused_queue_full(void **state)
 {
     struct node n;
     struct ext_exec_result r;
-    struct call *calls = calloc(EXT_SUBMIT_QUEUE_MAX, sizeof *calls);
+    struct call *calls;
     pthread_attr_t attr;
     (void)state;
+
+#ifdef __SANITIZE_THREAD__
+    /* ThreadSanitizer takes minutes to start this many threads. */
+    skip();
+#endif
+    calls = calloc(EXT_SUBMIT_QUEUE_MAX, sizeof *calls);
 
     assert_non_null(calls);
     start(&n, 1, 60000);
@@ -401,8 +409,9 @@ static void test_fail_sent_and_unsent(void **state)
                         "raft_exec: not applied: diverged replica");
     assert_int_equal(keyed.rc, RAFT_UNKNOWN);
     assert_int_equal(keyed.r.sqlite_rc, RAFTSQL_UNKNOWN);
-    has(keyed.r.errmsg, "raft_exec: outcome unknown: diverged replica; this "
-                        "request was not sent");
+    has(keyed.r.errmsg,
+        "raft_exec: outcome unknown: diverged replica; this "
+        "request was not sent");
     assert_int_equal(waiting(&n), 0);
 
     /* Later callers are still taken, until exec_fail_all. */
@@ -421,8 +430,11 @@ static void test_fail_sent_and_unsent(void **state)
  * read by exec_applied). */
 static struct sql_fsm_entry entry(raft_index index)
 {
-    struct sql_fsm_entry e = {.index = index, .term = 1, .data = "x",
-                              .len = 1, .kind = SQL_ENTRY_REQUEST};
+    struct sql_fsm_entry e = {.index = index,
+                              .term = 1,
+                              .data = "x",
+                              .len = 1,
+                              .kind = SQL_ENTRY_REQUEST};
     return e;
 }
 
@@ -567,8 +579,9 @@ static void test_no_leader(void **state)
     assert_int_equal(submit(&n, "INSERT INTO t VALUES (1)", "k", 1, &r),
                      RAFT_UNKNOWN);
     assert_int_equal(r.sqlite_rc, RAFTSQL_UNKNOWN);
-    has(r.errmsg, "outcome unknown: no leader reachable within "
-                  "exec_timeout_ms (200 ms); this request was not sent");
+    has(r.errmsg,
+        "outcome unknown: no leader reachable within "
+        "exec_timeout_ms (200 ms); this request was not sent");
     stop(&n);
 
     start(&n, 2, 60000);
@@ -669,8 +682,9 @@ static void test_removed(void **state)
     call_join(&after);
     assert_int_equal(after.rc, RAFT_UNKNOWN);
     assert_int_equal(after.r.sqlite_rc, RAFTSQL_UNKNOWN);
-    has(after.r.errmsg, "raft_exec: outcome unknown: this node was removed "
-                        "from the cluster");
+    has(after.r.errmsg,
+        "raft_exec: outcome unknown: this node was removed "
+        "from the cluster");
     has(after.r.errmsg, "after the request left it");
     stop(&n);
 }
