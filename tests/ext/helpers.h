@@ -11,6 +11,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include "ext/runtime/applier.h"
 #include "ext/runtime/node_log.h"
 #include "ext/runtime/sqlbridge.h"
 #include "ext/runtime/store.h"
@@ -118,6 +119,31 @@ static inline struct ext_store *store_open_ok(const char *dir,
         fail_msg("store_open: %s", msg);
     }
     return s;
+}
+
+/* applier_start_quiet makes a temporary database @db and starts an apply
+ * thread on it that applies every batch at once and calls no hook, its
+ * lines to a quiet node log @log; applier_stop_quiet undoes it. */
+static inline struct ext_applier *applier_start_quiet(struct tmpdb *db,
+                                                      struct ext_node_log *log)
+{
+    struct ext_applier_config cfg = {.snapshot_threshold = 1u << 30};
+    struct ext_applier_hooks hooks = {0};
+    struct ext_applier *a = NULL;
+
+    tmpdb_init(db);
+    node_log_init(log, 1, RAFT_LOG_ERROR + 1);
+    assert_int_equal(applier_start(open_fsm(db->path), &cfg, &hooks, log, &a),
+                     0);
+    return a;
+}
+
+static inline void applier_stop_quiet(struct ext_applier *a, struct tmpdb *db,
+                                      struct ext_node_log *log)
+{
+    applier_stop(a);
+    node_log_close(log);
+    tmpdb_remove(db);
 }
 
 #endif /* TESTS_EXT_HELPERS_H */
