@@ -710,6 +710,21 @@ static bool tr_connected(const void *t, raft_id id)
     return up;
 }
 
+static unsigned tr_connected_peers(const void *t, raft_id *ids, unsigned max)
+{
+    struct fake *f = (struct fake *)t;
+    unsigned n = 0;
+    fake_lock(f);
+    for (unsigned i = 0; i < f->n_peer_ids && n < max; i++) {
+        raft_id id = f->peer_ids[i];
+        if (!(id < 8 && f->down[id])) {
+            ids[n++] = id;
+        }
+    }
+    fake_unlock(f);
+    return n;
+}
+
 static void on_async_closed(uv_handle_t *h)
 {
     struct fake *f = h->data;
@@ -1065,6 +1080,7 @@ void fake_init(struct fake *f, raft_id id)
     f->tr.start = tr_start;
     f->tr.send = tr_send;
     f->tr.connected = tr_connected;
+    f->tr.connected_peers = tr_connected_peers;
     f->tr.close = tr_close;
 }
 
@@ -1130,10 +1146,12 @@ void fake_start(struct fake *f, struct raft *r, const struct fake_opts *o)
     }
     memset(peers, 0, sizeof peers);
     for (unsigned i = 0; i < o->n_peers; i++) {
+        f->peer_ids[i] = o->peers[i];
         peers[i].id = o->peers[i];
         snprintf(peers[i].host, sizeof peers[i].host, "127.0.0.1");
         peers[i].port = 1;
     }
+    f->n_peer_ids = o->n_peers;
     memset(&cfg, 0, sizeof cfg);
     cfg.id = f->id;
     cfg.listen_host = "127.0.0.1";

@@ -183,6 +183,9 @@ struct fake {
     char fail_text[FAKE_N_OPS][128]; /* message of an injected failure,
                                         "" for "fake: injected <code>" */
     bool down[8];                    /* peers (by id) shown unconnected */
+    raft_id peer_ids[8];             /* fake_opts.peers, n_peer_ids: the
+                                        connected ones are listed */
+    unsigned n_peer_ids;             /* their count */
     fake_send_hook hook;             /* NULL: send everything */
     bool corrupt_next_chunk;         /* flip a byte of the next linked chunk */
     struct fake_peer peer;           /* fake_peer_hook's follower */
