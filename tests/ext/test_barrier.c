@@ -210,12 +210,12 @@ static void test_follower_asks_leader(void **state)
     assert_true(applier_applied(follower->a) >= index);
     FAKE_CHECK(&follower->fk,
                fake_n_sent(&follower->fk, RAFT_FRAME_READ_INDEX) == 1);
-    FAKE_CHECK(&leader->fk,
-               (s = fake_last_sent(&leader->fk,
-                                   RAFT_FRAME_READ_INDEX_RESULT)) != NULL &&
-                   s->f.to == follower->fk.id &&
-                   s->f.read_index_result.status == 0 &&
-                   s->f.read_index_result.index == index);
+    FAKE_CHECK(
+        &leader->fk,
+        (s = fake_last_sent(&leader->fk, RAFT_FRAME_READ_INDEX_RESULT)) !=
+                NULL &&
+            s->f.to == follower->fk.id && s->f.read_index_result.status == 0 &&
+            s->f.read_index_result.index == index);
 
     /* Asked although it follows: it says it does not lead. */
     memset(&ask, 0, sizeof ask);
@@ -249,8 +249,9 @@ static void test_no_leader_and_interrupted(void **state)
     start(&n, 2, 200);
     assert_int_equal(wait_barrier(&n, NULL, &index, msg, sizeof msg),
                      RAFT_NOTLEADER);
-    assert_string_equal(msg, "raft_barrier: no leader (none reachable within "
-                             "200 ms)");
+    assert_string_equal(msg,
+                        "raft_barrier: no leader (none reachable within "
+                        "200 ms)");
     assert_int_equal(index, 0);
     stop(&n);
 
