@@ -167,8 +167,9 @@ static void test_search_first_difference(void **state)
     assert_int_equal(s.ours, ours_at(LAST));
     assert_int_equal(s.theirs, theirs_at(LAST));
     node_log_last_error(&n.log, err, sizeof err);
-    assert_non_null(strstr(err, "replica checksum differs from server 3 at "
-                                "index 100"));
+    assert_non_null(strstr(err,
+                           "replica checksum differs from server 3 at "
+                           "index 100"));
 
     for (unsigned k = 0; k < sizeof expect / sizeof expect[0]; k++) {
         const struct raft_checksum *c = NULL;
@@ -217,10 +218,10 @@ static void test_probe_answered(void **state)
 
     start(&n, LAST);
     inject(&n, 2, 20, ours_at(20), true);
-    FAKE_CHECK(&n.fk, n_checksums(&n.fk, 2, false) == 1 &&
-                          last_checksum(&n.fk, 2, false)->index == 20 &&
-                          last_checksum(&n.fk, 2, false)->checksum ==
-                              ours_at(20));
+    FAKE_CHECK(&n.fk,
+               n_checksums(&n.fk, 2, false) == 1 &&
+                   last_checksum(&n.fk, 2, false)->index == 20 &&
+                   last_checksum(&n.fk, 2, false)->checksum == ours_at(20));
     inject(&n, 2, LAST + 5, 1, true);
     FAKE_CHECK(&n.fk, n_checksums(&n.fk, 2, false) == 1);
     FAKE_CHECK(&n.fk, n_checksums(&n.fk, 2, true) == 0);
