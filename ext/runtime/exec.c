@@ -202,15 +202,7 @@ static int kind_to_rc(int kind)
 
 struct timespec exec_deadline(unsigned ms)
 {
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    t.tv_sec += ms / 1000;
-    t.tv_nsec += (long)(ms % 1000) * 1000000L;
-    if (t.tv_nsec >= 1000000000L) {
-        t.tv_sec++;
-        t.tv_nsec -= 1000000000L;
-    }
-    return t;
+    return leader_call_deadline(ms);
 }
 
 /* poll_time returns the earlier of @deadline and now + EXT_EXEC_POLL_MS
