@@ -406,8 +406,8 @@ int barrier_wait(struct ext_barrier *b, struct raft_uv_node *d,
 {
     const struct timespec pause = {.tv_nsec = EXT__BARRIER_POLL_MS * 1000000};
     struct timespec confirm_by =
-        exec_deadline(b->election_timeout_ms + EXT__BARRIER_SLACK_MS);
-    struct timespec apply_by = exec_deadline(b->apply_timeout_ms);
+        leader_call_deadline(b->election_timeout_ms + EXT__BARRIER_SLACK_MS);
+    struct timespec apply_by = leader_call_deadline(b->apply_timeout_ms);
     struct slot *s = NULL;
     struct slot copy;
     int rc;
@@ -469,7 +469,7 @@ int barrier_wait(struct ext_barrier *b, struct raft_uv_node *d,
             return describe(b, &copy, msg, msg_len);
         }
         {
-            struct timespec until = exec_deadline(EXT__BARRIER_WAIT_MS);
+            struct timespec until = leader_call_deadline(EXT__BARRIER_WAIT_MS);
             pthread_cond_timedwait(&b->cond, &b->mu, &until);
         }
         pthread_mutex_unlock(&b->mu);

@@ -147,8 +147,4 @@ void exec_set_removed(struct ext_exec *e, bool removed, raft_index conf_index);
 void exec_counts(struct ext_exec *e, unsigned *out_queue,
                  unsigned *out_waiters);
 
-/* exec_deadline returns the CLOCK_MONOTONIC time @ms from now, for the
- * timed waits of callers (exec.c, change.c). Any thread. */
-struct timespec exec_deadline(unsigned ms);
-
 #endif /* EXT_EXEC_H */

@@ -124,9 +124,9 @@ int leader_call_poll(unsigned timeout_ms, unsigned poll_ms,
         poll_ms = EXT_EXEC_POLL_MS;
     }
     for (;;) {
-        struct timespec now, pause = {.tv_sec = poll_ms / 1000,
-                                      .tv_nsec = (long)(poll_ms % 1000) *
-                                                 1000000L};
+        struct timespec now,
+            pause = {.tv_sec = poll_ms / 1000,
+                     .tv_nsec = (long)(poll_ms % 1000) * 1000000L};
         if (ready(data)) {
             return EXT_CALL_ANSWERED;
         }
@@ -159,6 +159,11 @@ bool leader_call_left(const struct ext_leader_call *call)
 unsigned leader_call_attempts(const struct ext_leader_call *call)
 {
     return call->attempts;
+}
+
+raft_id leader_call_sent_to(const struct ext_leader_call *call)
+{
+    return call->sent_to;
 }
 
 bool leader_call_due(const struct ext_leader_call *call,

@@ -91,18 +91,18 @@ struct ext_leader_call_policy {
  * leader_call_wait is given), and nothing touches it after the caller
  * unlinked it. Its fields belong to leader_call.c: use the functions. */
 struct ext_leader_call {
-    int state;                 /* enum ext_leader_call_state */
-    bool left_node;            /* was ever sent or stepped (sticky) */
-    bool left_before;          /* left_node before its latest send */
-    bool shutdown;             /* ended by leader_call_shutdown */
-    bool expired;              /* ended by leader_call_expire */
-    unsigned attempts;         /* times sent or stepped */
-    uint64_t sent_at;          /* loop clock of its latest send, ms */
-    raft_id sent_to;           /* the server it was last sent to */
-    unsigned poll_ms;          /* the wait's slice while a probe is
+    int state;                /* enum ext_leader_call_state */
+    bool left_node;           /* was ever sent or stepped (sticky) */
+    bool left_before;         /* left_node before its latest send */
+    bool shutdown;            /* ended by leader_call_shutdown */
+    bool expired;             /* ended by leader_call_expire */
+    unsigned attempts;        /* times sent or stepped */
+    uint64_t sent_at;         /* loop clock of its latest send, ms */
+    raft_id sent_to;          /* the server it was last sent to */
+    unsigned poll_ms;         /* the wait's slice while a probe is
                                   asked */
-    struct timespec deadline;  /* CLOCK_MONOTONIC */
-    pthread_cond_t cond;       /* signalled when it ends (CLOCK_MONOTONIC) */
+    struct timespec deadline; /* CLOCK_MONOTONIC */
+    pthread_cond_t cond;      /* signalled when it ends (CLOCK_MONOTONIC) */
 };
 
 /* leader_call_deadline returns the CLOCK_MONOTONIC time @ms from now.
@@ -159,6 +159,10 @@ bool leader_call_left(const struct ext_leader_call *call);
 /* leader_call_attempts returns how many times @call was sent or
  * stepped. */
 unsigned leader_call_attempts(const struct ext_leader_call *call);
+
+/* leader_call_sent_to returns the server @call was last sent to (0:
+ * never sent). */
+raft_id leader_call_sent_to(const struct ext_leader_call *call);
 
 /* leader_call_due says whether the loop should send @call now to @to
  * (the leader, this node's id when it leads) at loop clock @now (ms),

@@ -932,7 +932,7 @@ bool ext_node_cluster_id(struct ext_node *n, char out[EXT_CLUSTER_ID_HEX])
  * the entry after the leader's answer, a removed one never. */
 static void wait_view(struct ext_node *n, raft_index index)
 {
-    struct timespec deadline = exec_deadline(n->cfg.election_timeout_ms);
+    struct timespec deadline = leader_call_deadline(n->cfg.election_timeout_ms);
     struct timespec now;
     const struct timespec pause = {.tv_nsec = 1000000};
 

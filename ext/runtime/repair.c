@@ -310,7 +310,7 @@ int repair_wait(struct ext_repair *r, struct ext_applier *a,
                 struct raft_uv_node *d, unsigned timeout_ms,
                 const struct ext_exec_probe *probe, char *msg, size_t msg_len)
 {
-    struct timespec deadline = exec_deadline(timeout_ms);
+    struct timespec deadline = leader_call_deadline(timeout_ms);
     const struct timespec pause = {.tv_nsec = 10 * 1000000};
     struct ext_applier_divergence dv;
     uint64_t repairs = applier_repairs(a);

@@ -21,18 +21,18 @@
 
 /* What the loop thread does to the call once it is linked. */
 enum action {
-    ACT_FINISH = 1,   /* send it, then answer it */
-    ACT_SEND,         /* send it and say so; never answer */
-    ACT_SHUTDOWN,     /* shut the owner down */
-    ACT_EXPIRE,       /* end it as its deadline would */
-    ACT_TAKE_FINISH,  /* send, take, then answer */
-    ACT_SET_READY,    /* set the flag a poll waits for */
+    ACT_FINISH = 1,  /* send it, then answer it */
+    ACT_SEND,        /* send it and say so; never answer */
+    ACT_SHUTDOWN,    /* shut the owner down */
+    ACT_EXPIRE,      /* end it as its deadline would */
+    ACT_TAKE_FINISH, /* send, take, then answer */
+    ACT_SET_READY,   /* set the flag a poll waits for */
 };
 
 /* The owner: its mutex, the linked call, and what its loop saw. */
 struct owner {
     pthread_mutex_t mu;
-    pthread_cond_t moved; /* the test's own: a field below changed */
+    pthread_cond_t moved;         /* the test's own: a field below changed */
     struct ext_leader_call *call; /* linked while its caller waits (mu) */
     int action;                   /* enum action */
     bool acted;                   /* the loop did its action (mu) */
@@ -252,8 +252,7 @@ static void test_expired_by_owner(void **state)
     (void)state;
 
     owner_init(&o, ACT_EXPIRE);
-    assert_int_equal(run_call(&o, LONG_MS, NULL, &st, &left),
-                     EXT_CALL_EXPIRED);
+    assert_int_equal(run_call(&o, LONG_MS, NULL, &st, &left), EXT_CALL_EXPIRED);
     assert_int_equal(st, EXT_CALL_QUEUED);
     assert_false(left);
     owner_close(&o);
