@@ -114,12 +114,10 @@ int leader_call_wait(struct ext_leader_call *call, pthread_mutex_t *mu,
     return end;
 }
 
-int leader_call_poll(unsigned timeout_ms, unsigned poll_ms,
+int leader_call_poll(const struct timespec *deadline, unsigned poll_ms,
                      const struct ext_exec_probe *probe,
                      bool (*ready)(void *data), void *data)
 {
-    struct timespec deadline = leader_call_deadline(timeout_ms);
-
     if (poll_ms == 0) {
         poll_ms = EXT_EXEC_POLL_MS;
     }
@@ -134,7 +132,7 @@ int leader_call_poll(unsigned timeout_ms, unsigned poll_ms,
             return EXT_CALL_INTERRUPTED;
         }
         clock_gettime(CLOCK_MONOTONIC, &now);
-        if (!before(&now, &deadline)) {
+        if (!before(&now, deadline)) {
             return EXT_CALL_EXPIRED;
         }
         nanosleep(&pause, NULL);

@@ -131,14 +131,14 @@ void leader_call_close(struct ext_leader_call *call);
 int leader_call_wait(struct ext_leader_call *call, pthread_mutex_t *mu,
                      const struct ext_exec_probe *probe);
 
-/* leader_call_poll waits until @ready(@data) holds, @timeout_ms passes
- * or @probe (may be NULL) says the caller was interrupted, asking
- * @ready, then @probe, then the clock, every @poll_ms (0:
- * EXT_EXEC_POLL_MS), without any lock: the wait for what no loop
- * signals (an index applied, a repair installed), with the same ends
- * as leader_call_wait's. Returns EXT_CALL_ANSWERED, EXT_CALL_EXPIRED or
- * EXT_CALL_INTERRUPTED. Any thread but the loop's. */
-int leader_call_poll(unsigned timeout_ms, unsigned poll_ms,
+/* leader_call_poll waits until @ready(@data) holds, the CLOCK_MONOTONIC
+ * time @deadline (leader_call_deadline) passes or @probe (may be NULL)
+ * says the caller was interrupted, asking @ready, then @probe, then the
+ * clock, every @poll_ms (0: EXT_EXEC_POLL_MS), without any lock: the
+ * wait for what no loop signals (an index applied, a repair installed),
+ * with the same ends as leader_call_wait's. Returns EXT_CALL_ANSWERED,
+ * EXT_CALL_EXPIRED or EXT_CALL_INTERRUPTED. Any thread but the loop's. */
+int leader_call_poll(const struct timespec *deadline, unsigned poll_ms,
                      const struct ext_exec_probe *probe,
                      bool (*ready)(void *data), void *data);
 

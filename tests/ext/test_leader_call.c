@@ -422,6 +422,15 @@ static void test_unsend(void **state)
     leader_call_close(&call);
 }
 
+/* poll_for runs leader_call_poll with a deadline @ms from now. */
+static int poll_for(unsigned ms, unsigned poll_ms,
+                    const struct ext_exec_probe *probe,
+                    bool (*ready)(void *data), void *data)
+{
+    struct timespec deadline = leader_call_deadline(ms);
+    return leader_call_poll(&deadline, poll_ms, probe, ready, data);
+}
+
 static bool ready_fn(void *data)
 {
     struct owner *o = data;
@@ -443,18 +452,16 @@ static void test_poll(void **state)
 
     owner_init(&o, ACT_SET_READY);
     assert_int_equal(pthread_create(&loop, NULL, loop_main, &o), 0);
-    assert_int_equal(leader_call_poll(LONG_MS, 1, &probe, ready_fn, &o),
+    assert_int_equal(poll_for(LONG_MS, 1, &probe, ready_fn, &o),
                      EXT_CALL_ANSWERED);
     assert_int_equal(pthread_join(loop, NULL), 0);
     owner_close(&o);
 
     owner_init(&o, 0);
-    assert_int_equal(leader_call_poll(20, 1, &probe, ready_fn, &o),
-                     EXT_CALL_EXPIRED);
-    assert_int_equal(leader_call_poll(20, 1, NULL, ready_fn, &o),
-                     EXT_CALL_EXPIRED);
+    assert_int_equal(poll_for(20, 1, &probe, ready_fn, &o), EXT_CALL_EXPIRED);
+    assert_int_equal(poll_for(20, 1, NULL, ready_fn, &o), EXT_CALL_EXPIRED);
     o.interrupt_at = o.n_probes + 2;
-    assert_int_equal(leader_call_poll(LONG_MS, 1, &probe, ready_fn, &o),
+    assert_int_equal(poll_for(LONG_MS, 1, &probe, ready_fn, &o),
                      EXT_CALL_INTERRUPTED);
     owner_close(&o);
 }
