@@ -55,14 +55,21 @@
 
 /* The caller waiting here (on its stack): one call to the leader
  * (leader_call.h), QUEUED until a leader is known, SENT while forwarded
- * and unanswered, TAKEN once stepped here (pending on this leader), DONE
- * with its result set. Invariant: touched under mu only, and never after
- * the caller cleared c->call. */
+ * and unanswered, TAKEN once stepped here (pending on this leader) or
+ * once answered while the member view lacks its configuration entry,
+ * DONE with its result set. Invariant: touched under mu only, and never
+ * after the caller cleared c->call. */
 struct call {
     uint64_t rid[2];                 /* request id */
     struct ext_change_request req;   /* what it asks */
     struct ext_leader_call call;     /* where it stands, and its wait */
-    struct ext_change_result result; /* set when DONE */
+    bool answered;                   /* done (result set), waiting for the
+                                        member view to show it */
+    raft_index view_index;           /* when answered: the configuration
+                                        entry the view must hold */
+    uint64_t view_by;                /* when answered: loop clock after
+                                        which it is answered anyway */
+    struct ext_change_result result; /* set when answered or DONE */
 };
 
 /* A forward is sent again once unanswered for EXT__CHANGE_RESEND_MS,
@@ -109,6 +116,8 @@ struct ext_change {
     bool shutdown;      /* (mu) */
     struct ext_member_row rows[RAFT_MAX_SERVERS]; /* member view (mu) */
     unsigned n_rows;                              /* (mu) */
+    raft_index view_index; /* configuration index of the member view last
+                              published (mu) */
     /* The loop thread's own. */
     struct pending pending[EXT__PENDING_MAX]; /* stepped, not done yet */
     unsigned n_pending;                       /* entries of @pending */
@@ -130,13 +139,18 @@ static bool rid_eq(const uint64_t a[2], const uint64_t b[2])
 
 /* finish_call sets the local caller's result, when @rid is still its:
  * @status and @index as a leader answers (change_codec.h), @leader the
- * leader that answered. */
+ * leader that answered, at loop clock @now. A change done is answered
+ * once the member view holds its configuration entry (read-your-writes:
+ * raft_members shows it to the caller), an election timeout at most (a
+ * follower may learn of the entry after the leader's answer, a removed
+ * one never): until then it waits, answered (view_shown). */
 static void finish_call(struct ext_change *c, const uint64_t rid[2], int status,
-                        uint64_t index, raft_id leader)
+                        uint64_t index, raft_id leader, uint64_t now)
 {
     pthread_mutex_lock(&c->mu);
     struct call *k = c->call;
-    if (k != NULL && rid_eq(k->rid, rid) && !leader_call_done(&k->call)) {
+    if (k != NULL && rid_eq(k->rid, rid) && !leader_call_done(&k->call) &&
+        !k->answered) {
         struct ext_change_result *r = &k->result;
         unsigned why = status != 0 ? (unsigned)index : 0;
         if (leader_call_attempts(&k->call) > 1 &&
@@ -158,6 +172,29 @@ static void finish_call(struct ext_change *c, const uint64_t rid[2], int status,
             change_codec_describe(&k->req, status, why, leader, r->errmsg,
                                   sizeof r->errmsg);
         }
+        if (status == 0 && k->req.op != EXT_CHANGE_TRANSFER &&
+            c->view_index < index) {
+            k->answered = true;
+            k->view_index = index;
+            k->view_by = now + c->election_timeout_ms;
+            leader_call_taken(&k->call);
+            leader_call_extend(&k->call, c->election_timeout_ms);
+        } else {
+            leader_call_finish(&k->call);
+        }
+    }
+    pthread_mutex_unlock(&c->mu);
+}
+
+/* view_shown answers the local caller whose change is done once the
+ * member view just published holds its configuration entry, or at its
+ * view_by (loop clock @now). */
+static void view_shown(struct ext_change *c, uint64_t now)
+{
+    pthread_mutex_lock(&c->mu);
+    struct call *k = c->call;
+    if (k != NULL && k->answered && !leader_call_done(&k->call) &&
+        (c->view_index >= k->view_index || now >= k->view_by)) {
         leader_call_finish(&k->call);
     }
     pthread_mutex_unlock(&c->mu);
@@ -190,8 +227,8 @@ static void respond(struct ext_change *c, struct raft_uv_node *d, raft_id from,
                     const uint64_t rid[2], int status, uint64_t index)
 {
     if (from == c->self) {
-        finish_call(c, rid, status, index,
-                    raft_leader_id(raft_uv_node_core(d)));
+        finish_call(c, rid, status, index, raft_leader_id(raft_uv_node_core(d)),
+                    raft_uv_node_now(d));
     } else if (from != 0) {
         struct raft_frame m = {.type = RAFT_FRAME_FORWARD_RESULT};
         m.from = c->self;
@@ -522,7 +559,8 @@ void change_on_result(struct ext_change *c, struct raft_uv_node *d,
     pthread_mutex_unlock(&c->mu);
     /* Any other answer (a stale one) needs nothing. */
     if (mine) {
-        finish_call(c, r->request_id, status, r->index, m->from);
+        finish_call(c, r->request_id, status, r->index, m->from,
+                    raft_uv_node_now(d));
     }
 }
 
@@ -592,15 +630,18 @@ static void dispatch(struct ext_change *c, struct raft_uv_node *d)
     }
 }
 
-/* publish copies the member view of the configuration in force. */
+/* publish copies the member view of the configuration in force, and
+ * its index. */
 static void publish(struct ext_change *c, struct raft_uv_node *d)
 {
     struct ext_member_row rows[RAFT_MAX_SERVERS];
     unsigned n = member_view_build(d, c->self, c->members, c->n_members, rows);
+    raft_index index = raft_configuration_index(raft_uv_node_core(d));
 
     pthread_mutex_lock(&c->mu);
     memcpy(c->rows, rows, n * sizeof *rows);
     c->n_rows = n;
+    c->view_index = index;
     pthread_mutex_unlock(&c->mu);
 }
 
@@ -616,6 +657,7 @@ void change_on_tick(struct ext_change *c, struct raft_uv_node *d)
     promote_caught_up(c, d);
     change_join_tick(&c->join, d);
     publish(c, d);
+    view_shown(c, raft_uv_node_now(d));
 }
 
 /* ---- Callers (any thread) ----------------------------------------------- */
@@ -664,8 +706,15 @@ int change_submit(struct ext_change *c, const struct ext_change_request *req,
 
     pthread_mutex_lock(&c->mu);
     end = leader_call_wait(&k.call, &c->mu, probe);
+    while (end == EXT_CALL_INTERRUPTED && k.answered) {
+        /* Done: it waits for the view alone, bounded, as answered. */
+        end = leader_call_wait(&k.call, &c->mu, NULL);
+    }
     left = leader_call_left(&k.call);
-    if (end == EXT_CALL_INTERRUPTED) {
+    if (k.answered) {
+        /* Done; the view holds it, or its bound passed (the loop may
+         * have stopped: the deadline was moved past that bound). */
+    } else if (end == EXT_CALL_INTERRUPTED) {
         k.result.rc = RAFT_CANCELED;
         k.result.unknown = left;
         snprintf(k.result.errmsg, sizeof k.result.errmsg, "%s",
@@ -697,7 +746,8 @@ void change_shutdown(struct ext_change *c)
 {
     pthread_mutex_lock(&c->mu);
     c->shutdown = true;
-    if (c->call != NULL && !leader_call_done(&c->call->call)) {
+    if (c->call != NULL && !leader_call_done(&c->call->call) &&
+        !c->call->answered) {
         leader_call_shutdown(&c->call->call);
     }
     pthread_mutex_unlock(&c->mu);
