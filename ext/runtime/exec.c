@@ -6,6 +6,9 @@
  * Happy path: exec_submit queues a waiter and sleeps; the loop proposes
  * it (leader) or forwards it (follower) and learns its index; the apply
  * thread applies that index, finds the waiter by request id and wakes it.
+ * Each waiter is one call to the leader (leader_call.h): its wait, its
+ * deadline and probe, and when a forward goes again are that module's;
+ * the request ids, the queue and the words of each answer are exec's.
  * Failure modes:
  *   - no leader until the deadline: the request never left this node, so
  *     the caller learns it was not applied; but a request with a client
