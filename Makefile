@@ -461,8 +461,11 @@ $(B)/tsan-tests/uv/%: tests/uv/%.c tests/uv/fake.h tests/uv/loop.h \
 	    $(filter-out %.h,$^) -lcmocka $(LIBS)
 
 # The guard's list of connections (ext/surface/guard.c), expired from another
-# thread while connections open and close, under ThreadSanitizer too.
-TSAN_EXT_BIN := $(B)/tsan-tests/ext/test_guard_expire
+# thread while connections open and close, and a leader call's wait
+# (ext/runtime/leader_call.c) with a thread playing the loop, under
+# ThreadSanitizer too.
+TSAN_EXT_BIN := $(B)/tsan-tests/ext/test_guard_expire \
+                $(B)/tsan-tests/ext/test_leader_call
 $(B)/tsan-tests/ext/%: tests/ext/%.c tests/sql/helpers.h $(TSAN_OBJ)
 	@mkdir -p $(dir $@)
 	$(CC) $(BASE_CFLAGS) -O1 -g -fsanitize=thread -o $@ \

@@ -142,7 +142,10 @@ int leader_call_poll(const struct timespec *deadline, unsigned poll_ms,
                      const struct ext_exec_probe *probe,
                      bool (*ready)(void *data), void *data);
 
-/* ---- The owner's side: called under the owner's mutex ----------------- */
+/* ---- The owner's side ---------------------------------------------------
+ * Each function below takes a call its owner links, and is called on any
+ * thread (the loop's, the apply thread's, the caller's) with the owner's
+ * mutex held; none fails. */
 
 /* leader_call_state returns where @call stands (enum
  * ext_leader_call_state). */
