@@ -8,6 +8,7 @@
 #include <inttypes.h>
 #include <pthread.h>
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -52,9 +53,10 @@
  * down), DONE once settled: confirmed at @index (@status 0) or failed. */
 struct slot {
     bool used;                   /* a caller holds it */
-    uint64_t tag;                /* unique on this node, never with
-                                    EXT__REMOTE_TAG */
-    struct ext_leader_call call; /* where it stands, and its wait */
+    struct ext_leader_call call; /* where it stands, its wait, and its
+                                    request id: 0 and its tag (unique on
+                                    this node, never with
+                                    EXT__REMOTE_TAG), in b->calls */
     raft_id leader;              /* SENT, DONE: the leader asked, 0 self */
     unsigned wire;               /* failed with RAFT_FORMAT: the leader's
                                     version */
@@ -80,8 +82,9 @@ struct ext_barrier {
     raft_id self;
     unsigned election_timeout_ms;
     unsigned apply_timeout_ms;
-    pthread_mutex_t mu; /* guards slots, next_tag, shutdown */
+    pthread_mutex_t mu; /* guards slots, calls, next_tag, shutdown */
     struct slot slots[EXT__BARRIER_SLOTS];
+    struct ext_leader_call_table calls; /* the calls of the used slots */
     uint64_t next_tag;
     bool shutdown;
     /* Loop thread only. */
@@ -122,10 +125,10 @@ void barrier_shutdown(struct ext_barrier *b)
 {
     pthread_mutex_lock(&b->mu);
     b->shutdown = true;
-    for (unsigned i = 0; i < EXT__BARRIER_SLOTS; i++) {
-        struct slot *s = &b->slots[i];
-        if (s->used && !leader_call_done(&s->call)) {
-            leader_call_shutdown(&s->call);
+    for (struct ext_leader_call *c = leader_call_first(&b->calls); c != NULL;
+         c = leader_call_next(c)) {
+        if (!leader_call_done(c)) {
+            leader_call_shutdown(c);
         }
     }
     pthread_mutex_unlock(&b->mu);
@@ -137,18 +140,28 @@ bool barrier_is_frame(const struct raft_frame *f)
            f->type == RAFT_FRAME_READ_INDEX_RESULT;
 }
 
+/* slot_of returns the slot whose call is @c, or NULL for NULL. */
+static struct slot *slot_of(struct ext_leader_call *c)
+{
+    return c != NULL ? (struct slot *)((char *)c - offsetof(struct slot, call))
+                     : NULL;
+}
+
+/* tag_of returns the tag of slot @s. */
+static uint64_t tag_of(const struct slot *s)
+{
+    return leader_call_id(&s->call)[1];
+}
+
 /* find_slot returns the slot of @tag whose call is in @state (enum
  * ext_leader_call_state), NULL when none (it was given up). Called with
  * mu held. */
 static struct slot *find_slot(struct ext_barrier *b, uint64_t tag, int state)
 {
-    for (unsigned i = 0; i < EXT__BARRIER_SLOTS; i++) {
-        if (b->slots[i].used && b->slots[i].tag == tag &&
-            leader_call_state(&b->slots[i].call) == state) {
-            return &b->slots[i];
-        }
-    }
-    return NULL;
+    const uint64_t id[2] = {0, tag};
+    struct ext_leader_call *c = leader_call_find(&b->calls, id);
+
+    return c != NULL && leader_call_state(c) == state ? slot_of(c) : NULL;
 }
 
 /* settle ends slot @s: confirmed at @index when @status is 0, else
@@ -187,7 +200,7 @@ static void route(struct ext_barrier *b, struct raft_uv_node *d, struct slot *s)
     f.type = RAFT_FRAME_READ_INDEX;
     f.from = b->self;
     f.to = leader;
-    f.read_index.tag = s->tag;
+    f.read_index.tag = tag_of(s);
     leader_call_sent(&s->call, leader, raft_uv_node_now(d));
     (void)raft_uv_node_send_frame(d, &f); /* a lost one goes again */
 }
@@ -201,9 +214,10 @@ void barrier_on_loop(struct ext_barrier *b, struct raft_uv_node *d)
     unsigned n_step = 0;
 
     pthread_mutex_lock(&b->mu);
-    for (unsigned i = 0; i < EXT__BARRIER_SLOTS; i++) {
-        struct slot *s = &b->slots[i];
-        int state = s->used ? leader_call_state(&s->call) : 0;
+    for (struct ext_leader_call *c = leader_call_first(&b->calls); c != NULL;
+         c = leader_call_next(c)) {
+        struct slot *s = slot_of(c);
+        int state = leader_call_state(c);
         if (state == EXT_CALL_SENT && leads) {
             /* We lead now: ask our own core. */
             leader_call_requeue(&s->call);
@@ -214,9 +228,8 @@ void barrier_on_loop(struct ext_barrier *b, struct raft_uv_node *d)
             leader_call_sent(&s->call, b->self, now);
             leader_call_taken(&s->call);
             s->leader = 0;
-            step[n_step++] = s->tag;
-        } else if (state != 0 && leader_call_due(&s->call, &resend,
-                                                 raft_leader_id(core), now)) {
+            step[n_step++] = tag_of(s);
+        } else if (leader_call_due(c, &resend, raft_leader_id(core), now)) {
             route(b, d, s);
         }
     }
@@ -405,6 +418,7 @@ int barrier_wait(struct ext_barrier *b, struct raft_uv_node *d,
     struct timespec apply_by = leader_call_deadline(b->apply_timeout_ms);
     struct slot *s = NULL;
     struct slot copy;
+    uint64_t id[2] = {0, 0};
     struct reach r;
     uint64_t applied;
     int end, state;
@@ -428,7 +442,8 @@ int barrier_wait(struct ext_barrier *b, struct raft_uv_node *d,
         return RAFT_BUSY;
     }
     memset(s, 0, sizeof *s);
-    if (leader_call_init(&s->call,
+    id[1] = b->next_tag++;
+    if (leader_call_init(&s->call, id,
                          b->election_timeout_ms + EXT__BARRIER_SLACK_MS,
                          EXT__BARRIER_WAIT_MS) != 0) {
         pthread_mutex_unlock(&b->mu);
@@ -436,7 +451,7 @@ int barrier_wait(struct ext_barrier *b, struct raft_uv_node *d,
         return RAFT_NOMEM;
     }
     s->used = true;
-    s->tag = b->next_tag++;
+    leader_call_link(&b->calls, &s->call);
     pthread_mutex_unlock(&b->mu);
     raft_uv_node_wake(d);
 
@@ -452,6 +467,7 @@ int barrier_wait(struct ext_barrier *b, struct raft_uv_node *d,
     copy.index = s->index;
     copy.status = s->status;
     s->used = false;
+    leader_call_unlink(&b->calls, &s->call);
     leader_call_close(&s->call);
     pthread_mutex_unlock(&b->mu);
     switch (end) {

@@ -60,9 +60,9 @@
  * DONE with its result set. Invariant: touched under mu only, and never
  * after the caller cleared c->call. */
 struct call {
-    uint64_t rid[2];                 /* request id */
     struct ext_change_request req;   /* what it asks */
-    struct ext_leader_call call;     /* where it stands, and its wait */
+    struct ext_leader_call call;     /* where it stands, its wait and its
+                                        request id */
     bool answered;                   /* done (result set), waiting for the
                                         member view to show it */
     raft_index view_index;           /* when answered: the configuration
@@ -149,8 +149,8 @@ static void finish_call(struct ext_change *c, const uint64_t rid[2], int status,
 {
     pthread_mutex_lock(&c->mu);
     struct call *k = c->call;
-    if (k != NULL && rid_eq(k->rid, rid) && !leader_call_done(&k->call) &&
-        !k->answered) {
+    if (k != NULL && rid_eq(leader_call_id(&k->call), rid) &&
+        !leader_call_done(&k->call) && !k->answered) {
         struct ext_change_result *r = &k->result;
         unsigned why = status != 0 ? (unsigned)index : 0;
         if (leader_call_attempts(&k->call) > 1 &&
@@ -549,7 +549,7 @@ void change_on_result(struct ext_change *c, struct raft_uv_node *d,
     }
     pthread_mutex_lock(&c->mu);
     struct call *k = c->call;
-    bool mine = k != NULL && rid_eq(k->rid, r->request_id) &&
+    bool mine = k != NULL && rid_eq(leader_call_id(&k->call), r->request_id) &&
                 leader_call_state(&k->call) == EXT_CALL_SENT;
     int status = r->status;
     if (mine && status == RAFT_NOTLEADER) {
@@ -599,8 +599,8 @@ static void dispatch(struct ext_change *c, struct raft_uv_node *d)
          (leading || leader != 0);
     if (go) {
         q = k->req;
-        rid[0] = k->rid[0];
-        rid[1] = k->rid[1];
+        rid[0] = leader_call_id(&k->call)[0];
+        rid[1] = leader_call_id(&k->call)[1];
         leader_call_sent(&k->call, leader, now);
         if (leading) {
             leader_call_taken(&k->call); /* this leader's own request */
@@ -621,7 +621,7 @@ static void dispatch(struct ext_change *c, struct raft_uv_node *d)
     }
     if (rc != 0) {
         pthread_mutex_lock(&c->mu);
-        if (c->call != NULL && rid_eq(c->call->rid, rid) &&
+        if (c->call != NULL && rid_eq(leader_call_id(&c->call->call), rid) &&
             leader_call_state(&c->call->call) == EXT_CALL_SENT) {
             /* Retried; it counts as having left, as any send. */
             leader_call_requeue(&c->call->call);
@@ -676,30 +676,30 @@ int change_submit(struct ext_change *c, const struct ext_change_request *req,
                   struct ext_change_result *out)
 {
     struct call k;
+    uint64_t rid[2];
     bool left;
     int end;
 
     memset(&k, 0, sizeof k);
     k.req = *req;
-    if (leader_call_init(&k.call, timeout_ms, EXT_EXEC_POLL_MS) != 0) {
-        return refuse(out, RAFT_NOMEM, "not done: out of memory");
-    }
     pthread_mutex_lock(&c->mu);
     if (c->shutdown) {
         pthread_mutex_unlock(&c->mu);
-        leader_call_close(&k.call);
         return refuse(out, RAFT_SHUTDOWN,
                       "not done: the node is shutting down (raft_stop)");
     }
     if (c->call != NULL) {
         pthread_mutex_unlock(&c->mu);
-        leader_call_close(&k.call);
         return refuse(out, RAFT_BUSY,
                       "not done: another membership change is pending on "
                       "this node; one at a time");
     }
-    k.rid[0] = c->self;
-    k.rid[1] = EXT_CHANGE_SEQ_BIT | ++c->next_seq;
+    rid[0] = c->self;
+    rid[1] = EXT_CHANGE_SEQ_BIT | ++c->next_seq;
+    if (leader_call_init(&k.call, rid, timeout_ms, EXT_EXEC_POLL_MS) != 0) {
+        pthread_mutex_unlock(&c->mu);
+        return refuse(out, RAFT_NOMEM, "not done: out of memory");
+    }
     c->call = &k;
     pthread_mutex_unlock(&c->mu);
     raft_uv_node_wake(c->driver);

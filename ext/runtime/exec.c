@@ -41,6 +41,7 @@
 #include <pthread.h>
 #include <sqlite3ext.h>
 #include <stdarg.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -63,9 +64,10 @@ SQLITE_EXTENSION_INIT3
  * while it waits. Invariant: only touched under e->mu, and never after
  * the caller unlinked it. */
 struct waiter {
-    uint64_t id[2];                /* request id: this node's id, sequence */
+    struct ext_leader_call call;   /* where it stands, its wait, and its
+                                      request id (this node's id,
+                                      sequence) in e->waiters */
     struct raft_buf *payload;      /* encoded request (unstamped) */
-    struct ext_leader_call call;   /* where it stands, and its wait */
     bool seen;                     /* taken from the submission queue by
                                       the loop (dispatched from then on) */
     raft_index index;              /* log index, when TAKEN */
@@ -75,8 +77,6 @@ struct waiter {
                                       alive while it waits), or NULL */
     size_t client_id_len;          /* its length */
     struct ext_exec_result result; /* set when DONE */
-    struct waiter *next;           /* e->waiters list */
-    struct waiter *prev;
 };
 
 struct ext_exec {
@@ -92,8 +92,7 @@ struct ext_exec {
     struct waiter *queue[EXT_SUBMIT_QUEUE_MAX]; /* ring (mu) */
     unsigned queue_head;                        /* (mu) */
     unsigned queue_len;                         /* (mu) */
-    struct waiter *waiters;                     /* every waiting caller (mu) */
-    unsigned n_waiters;                         /* (mu) */
+    struct ext_leader_call_table waiters;       /* every waiting caller (mu) */
     uint64_t next_seq; /* request sequence numbers (mu) */
     bool shutdown;     /* no new callers, no wakes (mu) */
     char removed[256]; /* why this node takes no writes, removed from the
@@ -101,21 +100,31 @@ struct ext_exec {
                           (mu) */
 };
 
-static bool id_eq(const uint64_t a[2], const uint64_t b[2])
+/* waiter_of returns the waiter whose call is @c, or NULL for NULL. */
+static struct waiter *waiter_of(struct ext_leader_call *c)
 {
-    return a[0] == b[0] && a[1] == b[1];
+    return c != NULL
+               ? (struct waiter *)((char *)c - offsetof(struct waiter, call))
+               : NULL;
 }
 
 /* find_waiter returns the live waiter with request id @id, or NULL. Caller
  * holds mu. */
 static struct waiter *find_waiter(struct ext_exec *e, const uint64_t id[2])
 {
-    for (struct waiter *w = e->waiters; w != NULL; w = w->next) {
-        if (id_eq(w->id, id)) {
-            return w;
-        }
-    }
-    return NULL;
+    return waiter_of(leader_call_find(&e->waiters, id));
+}
+
+/* first_waiter and next_waiter walk every waiting caller, newest first.
+ * Caller holds mu. */
+static struct waiter *first_waiter(struct ext_exec *e)
+{
+    return waiter_of(leader_call_first(&e->waiters));
+}
+
+static struct waiter *next_waiter(struct waiter *w)
+{
+    return waiter_of(leader_call_next(&w->call));
 }
 
 static void finish(struct waiter *w, int kind, int sqlite_rc, const char *fmt,
@@ -159,15 +168,7 @@ static void fail_unsent(struct waiter *w, bool interrupted, int code,
 
 static void unlink_waiter(struct ext_exec *e, struct waiter *w)
 {
-    if (w->prev != NULL) {
-        w->prev->next = w->next;
-    } else {
-        e->waiters = w->next;
-    }
-    if (w->next != NULL) {
-        w->next->prev = w->prev;
-    }
-    e->n_waiters--;
+    leader_call_unlink(&e->waiters, &w->call);
     /* A waiter still in the submission ring is skipped by the loop. */
     for (unsigned i = 0; i < e->queue_len; i++) {
         unsigned k = (e->queue_head + i) % EXT_SUBMIT_QUEUE_MAX;
@@ -223,6 +224,7 @@ int exec_submit(struct ext_exec *e, const char *sql, size_t sql_len,
                 const struct ext_exec_probe *probe, struct ext_exec_result *out)
 {
     struct sql_request_opts ropts;
+    uint64_t id[2];
     struct waiter w;
     char errmsg[512];
     bool cancelled = false;
@@ -232,13 +234,13 @@ int exec_submit(struct ext_exec *e, const char *sql, size_t sql_len,
     memset(&w, 0, sizeof w);
     memset(out, 0, sizeof *out);
     pthread_mutex_lock(&e->mu);
-    w.id[0] = e->id;
-    w.id[1] = e->next_seq++;
+    id[0] = e->id;
+    id[1] = e->next_seq++;
     pthread_mutex_unlock(&e->mu);
 
     rc = request_opts(opts, &ropts, errmsg, sizeof errmsg);
     if (rc == 0) {
-        rc = sqlbridge_encode(w.id, sql, sql_len, params, n_params, &ropts,
+        rc = sqlbridge_encode(id, sql, sql_len, params, n_params, &ropts,
                               e->max_request_bytes, &w.payload, errmsg,
                               sizeof errmsg);
     }
@@ -254,7 +256,8 @@ int exec_submit(struct ext_exec *e, const char *sql, size_t sql_len,
     w.want_rows = ropts.flags != 0;
     w.client_id = ropts.client_id;
     w.client_id_len = ropts.client_id_len;
-    if (leader_call_init(&w.call, e->exec_timeout_ms, EXT_EXEC_POLL_MS) != 0) {
+    if (leader_call_init(&w.call, id, e->exec_timeout_ms, EXT_EXEC_POLL_MS) !=
+        0) {
         raft_buf_unref(w.payload);
         out->kind = EXT_EXEC_NOT_APPLIED;
         out->sqlite_rc = SQLITE_NOMEM;
@@ -309,12 +312,7 @@ int exec_submit(struct ext_exec *e, const char *sql, size_t sql_len,
         rc = RAFT_BUSY;
         goto out;
     }
-    w.next = e->waiters;
-    if (e->waiters != NULL) {
-        e->waiters->prev = &w;
-    }
-    e->waiters = &w;
-    e->n_waiters++;
+    leader_call_link(&e->waiters, &w.call);
     e->queue[(e->queue_head + e->queue_len) % EXT_SUBMIT_QUEUE_MAX] = &w;
     e->queue_len++;
     pthread_mutex_unlock(&e->mu);
@@ -396,7 +394,7 @@ static void refuse_gated(struct waiter *w, const char *why)
  * mu. */
 static void fail_waiting(struct ext_exec *e, const char *reason)
 {
-    for (struct waiter *w = e->waiters; w != NULL; w = w->next) {
+    for (struct waiter *w = first_waiter(e); w != NULL; w = next_waiter(w)) {
         if (!leader_call_done(&w->call)) {
             fail_waiter(w, reason);
         }
@@ -430,7 +428,7 @@ void exec_set_removed(struct ext_exec *e, bool removed, raft_index conf_index)
              "this node was removed from the cluster (configuration entry "
              "%llu committed) and takes no writes: write on a member",
              (unsigned long long)conf_index);
-    for (struct waiter *w = e->waiters; w != NULL; w = w->next) {
+    for (struct waiter *w = first_waiter(e); w != NULL; w = next_waiter(w)) {
         /* An entry before the removal's is committed here and applied:
          * its caller gets its result. */
         int state = leader_call_state(&w->call);
@@ -480,7 +478,7 @@ static struct outgoing *take_pending(struct ext_exec *e, raft_id to,
 {
     struct outgoing *o = NULL;
     unsigned cnt = 0, cap = 0;
-    for (struct waiter *w = e->waiters; w != NULL; w = w->next) {
+    for (struct waiter *w = first_waiter(e); w != NULL; w = next_waiter(w)) {
         if (!w->seen) {
             continue; /* still in the submission queue */
         }
@@ -511,8 +509,8 @@ static struct outgoing *take_pending(struct ext_exec *e, raft_id to,
             }
             o = g;
         }
-        o[cnt].id[0] = w->id[0];
-        o[cnt].id[1] = w->id[1];
+        o[cnt].id[0] = leader_call_id(&w->call)[0];
+        o[cnt].id[1] = leader_call_id(&w->call)[1];
         o[cnt].payload = raft_buf_ref(w->payload);
         o[cnt].was_left = leader_call_left(&w->call);
         cnt++;
@@ -759,7 +757,7 @@ static void deliver(struct ext_exec *e, const struct sql_result *r)
 static bool requeue_replaced(struct ext_exec *e, raft_index applied)
 {
     bool any = false;
-    for (struct waiter *w = e->waiters; w != NULL; w = w->next) {
+    for (struct waiter *w = first_waiter(e); w != NULL; w = next_waiter(w)) {
         if (leader_call_state(&w->call) == EXT_CALL_TAKEN &&
             w->index <= applied) {
             leader_call_requeue(&w->call);
@@ -796,7 +794,7 @@ void exec_counts(struct ext_exec *e, unsigned *out_queue, unsigned *out_waiters)
 {
     pthread_mutex_lock(&e->mu);
     *out_queue = e->queue_len;
-    *out_waiters = e->n_waiters;
+    *out_waiters = leader_call_count(&e->waiters);
     pthread_mutex_unlock(&e->mu);
 }
 

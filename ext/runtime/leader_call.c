@@ -35,8 +35,8 @@ static struct timespec slice_end(const struct timespec *deadline,
     return *out_last ? *deadline : t;
 }
 
-int leader_call_init(struct ext_leader_call *call, unsigned timeout_ms,
-                     unsigned poll_ms)
+int leader_call_init(struct ext_leader_call *call, const uint64_t id[2],
+                     unsigned timeout_ms, unsigned poll_ms)
 {
     pthread_condattr_t ca;
     int rc;
@@ -50,6 +50,10 @@ int leader_call_init(struct ext_leader_call *call, unsigned timeout_ms,
     pthread_condattr_destroy(&ca);
     if (rc != 0) {
         return RAFT_NOMEM;
+    }
+    if (id != NULL) {
+        call->id[0] = id[0];
+        call->id[1] = id[1];
     }
     call->state = EXT_CALL_QUEUED;
     call->poll_ms = poll_ms != 0 ? poll_ms : EXT_EXEC_POLL_MS;
@@ -137,6 +141,64 @@ int leader_call_poll(const struct timespec *deadline, unsigned poll_ms,
         }
         nanosleep(&pause, NULL);
     }
+}
+
+void leader_call_link(struct ext_leader_call_table *t,
+                      struct ext_leader_call *call)
+{
+    call->prev = NULL;
+    call->next = t->head;
+    if (t->head != NULL) {
+        t->head->prev = call;
+    }
+    t->head = call;
+    t->n++;
+}
+
+void leader_call_unlink(struct ext_leader_call_table *t,
+                        struct ext_leader_call *call)
+{
+    if (call->prev != NULL) {
+        call->prev->next = call->next;
+    } else {
+        t->head = call->next;
+    }
+    if (call->next != NULL) {
+        call->next->prev = call->prev;
+    }
+    call->next = call->prev = NULL;
+    t->n--;
+}
+
+struct ext_leader_call *leader_call_find(const struct ext_leader_call_table *t,
+                                         const uint64_t id[2])
+{
+    for (struct ext_leader_call *c = t->head; c != NULL; c = c->next) {
+        if (c->id[0] == id[0] && c->id[1] == id[1]) {
+            return c;
+        }
+    }
+    return NULL;
+}
+
+struct ext_leader_call *leader_call_first(const struct ext_leader_call_table *t)
+{
+    return t->head;
+}
+
+struct ext_leader_call *leader_call_next(const struct ext_leader_call *call)
+{
+    return call->next;
+}
+
+unsigned leader_call_count(const struct ext_leader_call_table *t)
+{
+    return t->n;
+}
+
+const uint64_t *leader_call_id(const struct ext_leader_call *call)
+{
+    return call->id;
 }
 
 int leader_call_state(const struct ext_leader_call *call)

@@ -1,9 +1,10 @@
 /* One call a node makes to its leader, and its caller's wait: a write
  * (exec.c), a membership change (change.c), a read index (barrier.c) or
  * any later request that asks the leader and waits for its answer. The
- * call's owner keeps its calls under its own mutex, correlates answers
- * with them by its own request ids and writes their results; this
- * module owns what every such call does alike:
+ * call's owner keeps its calls under its own mutex and writes their
+ * results; this module owns what every such call does alike:
+ *   - correlation: the owner's calls linked in a table and found by the
+ *     request id an answer carries (leader_call_find);
  *   - the caller's wait: a deadline (CLOCK_MONOTONIC), the wait sliced
  *     to ask the caller's probe (sqlite3_interrupt) outside the owner's
  *     mutex, and how it ended: answered, expired ("outcome unknown" once
@@ -91,30 +92,44 @@ struct ext_leader_call_policy {
  * leader_call_wait is given), and nothing touches it after the caller
  * unlinked it. Its fields belong to leader_call.c: use the functions. */
 struct ext_leader_call {
-    int state;                /* enum ext_leader_call_state */
-    bool left_node;           /* was ever sent or stepped (sticky) */
-    bool left_before;         /* left_node before its latest send */
-    bool shutdown;            /* ended by leader_call_shutdown */
-    bool expired;             /* ended by leader_call_expire */
-    unsigned attempts;        /* times sent or stepped */
-    uint64_t sent_at;         /* loop clock of its latest send, ms */
-    raft_id sent_to;          /* the server it was last sent to */
-    unsigned poll_ms;         /* the wait's slice while a probe is
+    uint64_t id[2];               /* request id: unique among its owner's
+                                 calls, what answers carry */
+    int state;                    /* enum ext_leader_call_state */
+    bool left_node;               /* was ever sent or stepped (sticky) */
+    bool left_before;             /* left_node before its latest send */
+    bool shutdown;                /* ended by leader_call_shutdown */
+    bool expired;                 /* ended by leader_call_expire */
+    unsigned attempts;            /* times sent or stepped */
+    uint64_t sent_at;             /* loop clock of its latest send, ms */
+    raft_id sent_to;              /* the server it was last sent to */
+    unsigned poll_ms;             /* the wait's slice while a probe is
                                   asked */
-    struct timespec deadline; /* CLOCK_MONOTONIC */
-    pthread_cond_t cond;      /* signalled when it ends (CLOCK_MONOTONIC) */
+    struct timespec deadline;     /* CLOCK_MONOTONIC */
+    pthread_cond_t cond;          /* signalled when it ends (CLOCK_MONOTONIC) */
+    struct ext_leader_call *next; /* in its owner's table, newest first */
+    struct ext_leader_call *prev;
+};
+
+/* The calls one owner has linked, found by request id: a list through
+ * the calls themselves (nothing allocated). Zeroed: empty. Invariant:
+ * read and written under the owner's mutex; a call is linked from its
+ * submission until its caller unlinks it. */
+struct ext_leader_call_table {
+    struct ext_leader_call *head; /* the newest call, or NULL */
+    unsigned n;                   /* calls linked */
 };
 
 /* leader_call_deadline returns the CLOCK_MONOTONIC time @ms from now.
  * Any thread. */
 struct timespec leader_call_deadline(unsigned ms);
 
-/* leader_call_init makes @call a QUEUED call that expires @timeout_ms
- * from now, whose wait asks its probe (and predicate) every @poll_ms
- * (0: EXT_EXEC_POLL_MS). Release it with leader_call_close. Errors:
+/* leader_call_init makes @call a QUEUED call of request id @id (copied;
+ * NULL: none, for an owner that finds its calls otherwise) that expires
+ * @timeout_ms from now, whose wait asks its probe every @poll_ms (0:
+ * EXT_EXEC_POLL_MS). Release it with leader_call_close. Errors:
  * RAFT_NOMEM (its condition variable). Any thread. */
-int leader_call_init(struct ext_leader_call *call, unsigned timeout_ms,
-                     unsigned poll_ms);
+int leader_call_init(struct ext_leader_call *call, const uint64_t id[2],
+                     unsigned timeout_ms, unsigned poll_ms);
 
 /* leader_call_close releases what leader_call_init took. The owner must
  * have unlinked @call first. Any thread. */
@@ -142,10 +157,37 @@ int leader_call_poll(const struct timespec *deadline, unsigned poll_ms,
                      const struct ext_exec_probe *probe,
                      bool (*ready)(void *data), void *data);
 
+/* ---- The owner's table: any thread, under the owner's mutex ----------- */
+
+/* leader_call_link links @call, not linked, into @t (as its newest). */
+void leader_call_link(struct ext_leader_call_table *t,
+                      struct ext_leader_call *call);
+
+/* leader_call_unlink takes @call, linked into @t, out of it. */
+void leader_call_unlink(struct ext_leader_call_table *t,
+                        struct ext_leader_call *call);
+
+/* leader_call_find returns the call of request id @id linked into @t,
+ * or NULL (none: its caller gave up, or the answer is a stale one). */
+struct ext_leader_call *leader_call_find(const struct ext_leader_call_table *t,
+                                         const uint64_t id[2]);
+
+/* leader_call_first returns the newest call linked into @t, or NULL;
+ * leader_call_next the one linked before @call, or NULL. */
+struct ext_leader_call *leader_call_first(
+    const struct ext_leader_call_table *t);
+struct ext_leader_call *leader_call_next(const struct ext_leader_call *call);
+
+/* leader_call_count returns how many calls are linked into @t. */
+unsigned leader_call_count(const struct ext_leader_call_table *t);
+
 /* ---- The owner's side ---------------------------------------------------
  * Each function below takes a call its owner links, and is called on any
  * thread (the loop's, the apply thread's, the caller's) with the owner's
  * mutex held; none fails. */
+
+/* leader_call_id returns the request id of @call (2 words). */
+const uint64_t *leader_call_id(const struct ext_leader_call *call);
 
 /* leader_call_state returns where @call stands (enum
  * ext_leader_call_state). */

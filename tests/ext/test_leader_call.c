@@ -143,7 +143,7 @@ static int run_call(struct owner *o, unsigned timeout_ms,
     pthread_t loop;
     int end;
 
-    assert_int_equal(leader_call_init(&call, timeout_ms, 5), 0);
+    assert_int_equal(leader_call_init(&call, NULL, timeout_ms, 5), 0);
     assert_int_equal(leader_call_state(&call), EXT_CALL_QUEUED);
     assert_false(leader_call_left(&call));
     assert_int_equal(pthread_create(&loop, NULL, loop_main, o), 0);
@@ -196,7 +196,7 @@ static void test_expired_unsent(void **state)
     (void)state;
 
     owner_init(&o, 0);
-    assert_int_equal(leader_call_init(&call, 30, 5), 0);
+    assert_int_equal(leader_call_init(&call, NULL, 30, 5), 0);
     pthread_mutex_lock(&o.mu);
     assert_int_equal(leader_call_wait(&call, &o.mu, &probe), EXT_CALL_EXPIRED);
     assert_int_equal(leader_call_state(&call), EXT_CALL_QUEUED);
@@ -206,7 +206,7 @@ static void test_expired_unsent(void **state)
     leader_call_close(&call);
 
     /* Without a probe: one wait to the deadline. */
-    assert_int_equal(leader_call_init(&call, 30, 5), 0);
+    assert_int_equal(leader_call_init(&call, NULL, 30, 5), 0);
     pthread_mutex_lock(&o.mu);
     assert_int_equal(leader_call_wait(&call, &o.mu, NULL), EXT_CALL_EXPIRED);
     pthread_mutex_unlock(&o.mu);
@@ -226,7 +226,7 @@ static void test_expired_sent(void **state)
     (void)state;
 
     owner_init(&o, ACT_SEND);
-    assert_int_equal(leader_call_init(&call, 50, 5), 0);
+    assert_int_equal(leader_call_init(&call, NULL, 50, 5), 0);
     assert_int_equal(pthread_create(&loop, NULL, loop_main, &o), 0);
     link_call(&o, &call);
     wait_acted(&o);
@@ -269,7 +269,7 @@ static void test_interrupted(void **state)
 
     owner_init(&o, 0);
     o.interrupt_at = 3;
-    assert_int_equal(leader_call_init(&call, LONG_MS, 1), 0);
+    assert_int_equal(leader_call_init(&call, NULL, LONG_MS, 1), 0);
     pthread_mutex_lock(&o.mu);
     assert_int_equal(leader_call_wait(&call, &o.mu, &probe),
                      EXT_CALL_INTERRUPTED);
@@ -282,7 +282,7 @@ static void test_interrupted(void **state)
 
     owner_init(&o, 0);
     o.interrupt_at = 1;
-    assert_int_equal(leader_call_init(&call, LONG_MS, 1), 0);
+    assert_int_equal(leader_call_init(&call, NULL, LONG_MS, 1), 0);
     pthread_mutex_lock(&o.mu);
     leader_call_sent(&call, 2, 0);
     assert_int_equal(leader_call_wait(&call, &o.mu, &probe),
@@ -327,7 +327,7 @@ static void test_extend(void **state)
     (void)state;
 
     owner_init(&o, ACT_FINISH);
-    assert_int_equal(leader_call_init(&call, 0, 5), 0);
+    assert_int_equal(leader_call_init(&call, NULL, 0, 5), 0);
     was = call.deadline;
     leader_call_extend(&call, LONG_MS);
     assert_true(call.deadline.tv_sec > was.tv_sec);
@@ -358,7 +358,7 @@ static void test_due(void **state)
                                           .follow_leader = false};
     (void)state;
 
-    assert_int_equal(leader_call_init(&call, LONG_MS, 0), 0);
+    assert_int_equal(leader_call_init(&call, NULL, LONG_MS, 0), 0);
     assert_true(leader_call_due(&call, &follow, 2, 0));
     assert_true(leader_call_due(&call, &stay, 2, 0));
 
@@ -407,7 +407,7 @@ static void test_unsend(void **state)
     struct ext_leader_call call;
     (void)state;
 
-    assert_int_equal(leader_call_init(&call, LONG_MS, 0), 0);
+    assert_int_equal(leader_call_init(&call, NULL, LONG_MS, 0), 0);
     leader_call_sent(&call, 2, 0);
     leader_call_unsend(&call);
     assert_int_equal(leader_call_state(&call), EXT_CALL_QUEUED);
@@ -429,6 +429,47 @@ static int poll_for(unsigned ms, unsigned poll_ms,
 {
     struct timespec deadline = leader_call_deadline(ms);
     return leader_call_poll(&deadline, poll_ms, probe, ready, data);
+}
+
+/* The table finds each linked call by its request id, walks them newest
+ * first and forgets an unlinked one. */
+static void test_table(void **state)
+{
+    struct ext_leader_call_table t = {0};
+    struct ext_leader_call calls[3];
+    const uint64_t ids[3][2] = {{1, 10}, {1, 11}, {2, 10}};
+    const uint64_t none[2] = {1, 12};
+    struct ext_leader_call *c;
+    (void)state;
+
+    for (unsigned i = 0; i < 3; i++) {
+        assert_int_equal(leader_call_init(&calls[i], ids[i], LONG_MS, 0), 0);
+        leader_call_link(&t, &calls[i]);
+    }
+    assert_int_equal(leader_call_count(&t), 3);
+    for (unsigned i = 0; i < 3; i++) {
+        assert_ptr_equal(leader_call_find(&t, ids[i]), &calls[i]);
+        assert_int_equal(leader_call_id(&calls[i])[0], ids[i][0]);
+        assert_int_equal(leader_call_id(&calls[i])[1], ids[i][1]);
+    }
+    assert_null(leader_call_find(&t, none));
+
+    leader_call_unlink(&t, &calls[1]);
+    assert_int_equal(leader_call_count(&t), 2);
+    assert_null(leader_call_find(&t, ids[1]));
+    c = leader_call_first(&t);
+    assert_ptr_equal(c, &calls[2]);
+    c = leader_call_next(c);
+    assert_ptr_equal(c, &calls[0]);
+    assert_null(leader_call_next(c));
+
+    leader_call_unlink(&t, &calls[2]);
+    leader_call_unlink(&t, &calls[0]);
+    assert_int_equal(leader_call_count(&t), 0);
+    assert_null(leader_call_first(&t));
+    for (unsigned i = 0; i < 3; i++) {
+        leader_call_close(&calls[i]);
+    }
 }
 
 static bool ready_fn(void *data)
@@ -478,6 +519,7 @@ int main(void)
         cmocka_unit_test(test_extend),
         cmocka_unit_test(test_due),
         cmocka_unit_test(test_unsend),
+        cmocka_unit_test(test_table),
         cmocka_unit_test(test_poll),
     };
     return cmocka_run_group_tests_name("ext_leader_call", tests, NULL, NULL);
