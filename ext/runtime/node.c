@@ -10,7 +10,6 @@
 
 #include <inttypes.h>
 #include <sqlite3ext.h> /* result codes only */
-#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -88,9 +87,6 @@ struct ext_node {
                                         driver borrows them), NULL for
                                         plain TCP */
     struct ext_load_status *load;      /* the latest raft_load_sql */
-    _Atomic raft_index view_index;     /* configuration index of the member
-                                        view last published (written by
-                                        the loop thread) */
     char gate_logged[256];             /* the last reason logged for a
                                         forwarded request of format 3
                                         refused or held (loop) */
@@ -192,9 +188,6 @@ static void on_tick(void *data)
     change_on_tick(n->change, n->driver);
     barrier_on_loop(n->barrier, n->driver);
     divergence_on_tick(n->divergence, n->driver);
-    /* change_on_tick published the member view last: of this one. */
-    atomic_store(&n->view_index,
-                 raft_configuration_index(raft_uv_node_core(n->driver)));
     store_on_tick(n->store, n->driver);
     status_note_failure(n->status, n->driver);
     cluster_id_on_tick(n->cluster, n->driver, applier_applied(n->applier));
@@ -870,36 +863,11 @@ bool ext_node_cluster_id(struct ext_node *n, char out[EXT_CLUSTER_ID_HEX])
     return out[0] != '\0';
 }
 
-/* wait_view waits until the member view raft_members shows (and so the
- * raft_status() refreshed at each step) holds configuration entry @index
- * or a later one, an election timeout at most: a follower may learn of
- * the entry after the leader's answer, a removed one never. */
-static void wait_view(struct ext_node *n, raft_index index)
-{
-    struct timespec deadline = exec_deadline(n->cfg.election_timeout_ms);
-    struct timespec now;
-    const struct timespec pause = {.tv_nsec = 1000000};
-
-    while (atomic_load(&n->view_index) < index) {
-        clock_gettime(CLOCK_MONOTONIC, &now);
-        if (now.tv_sec > deadline.tv_sec || (now.tv_sec == deadline.tv_sec &&
-                                             now.tv_nsec >= deadline.tv_nsec)) {
-            return;
-        }
-        nanosleep(&pause, NULL);
-    }
-}
-
 int ext_node_change(struct ext_node *n, const struct ext_change_request *req,
                     const struct ext_exec_probe *probe,
                     struct ext_change_result *out)
 {
-    int rc = change_submit(n->change, req, n->cfg.exec_timeout_ms, probe, out);
-    if (rc == 0 && req->op != EXT_CHANGE_TRANSFER) {
-        /* Read-your-writes: "committed" is visible here once answered. */
-        wait_view(n, out->index);
-    }
-    return rc;
+    return change_submit(n->change, req, n->cfg.exec_timeout_ms, probe, out);
 }
 
 void ext_node_listen(const struct ext_node *n, char *buf, size_t len)
