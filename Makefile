@@ -246,9 +246,9 @@ $(B)/tests/uv/%: tests/uv/%.c tests/uv/fake.h tests/uv/loop.h $(TLIB_OBJ) \
 	@mkdir -p $(dir $@)
 	$(T_LINK)
 $(B)/tests/ext/%: tests/ext/%.c tests/ext/helpers.h tests/sql/helpers.h \
-		$(TLIB_OBJ) \
+		tests/uv/fake.h $(TLIB_OBJ) \
 		$(call san,$(CORE_SRC) $(UV_SRC) $(LMDB_SRC) $(SQL_SRC) \
-		$(EXT_SRC))
+		$(EXT_SRC) $(UV_FAKE))
 	@mkdir -p $(dir $@)
 	$(T_LINK)
 
@@ -461,9 +461,16 @@ $(B)/tsan-tests/uv/%: tests/uv/%.c tests/uv/fake.h tests/uv/loop.h \
 	    $(filter-out %.h,$^) -lcmocka $(LIBS)
 
 # The guard's list of connections (ext/surface/guard.c), expired from another
-# thread while connections open and close, under ThreadSanitizer too.
-TSAN_EXT_BIN := $(B)/tsan-tests/ext/test_guard_expire
-$(B)/tsan-tests/ext/%: tests/ext/%.c tests/sql/helpers.h $(TSAN_OBJ)
+# thread while connections open and close, the runtime modules whose
+# callers wait on other threads (exec.c, barrier.c, divergence.c,
+# repair.c), a leader call's wait (ext/runtime/leader_call.c) with a
+# thread playing the loop, and the registry of nodes, under
+# ThreadSanitizer too.
+TSAN_EXT_BIN := $(patsubst %,$(B)/tsan-tests/ext/%,test_guard_expire \
+                  test_exec test_barrier test_divergence test_repair \
+                  test_registry test_leader_call)
+$(B)/tsan-tests/ext/%: tests/ext/%.c tests/ext/helpers.h tests/sql/helpers.h \
+		tests/uv/fake.h $(TSAN_OBJ) $(B)/tsan/$(UV_FAKE:.c=.o)
 	@mkdir -p $(dir $@)
 	$(CC) $(BASE_CFLAGS) -O1 -g -fsanitize=thread -o $@ \
 	    $(filter-out %.h,$^) -lcmocka $(LIBS)

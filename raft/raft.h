@@ -380,9 +380,9 @@ enum raft_change_kind {
  *
  * DECLINE {on}: while on, this server ignores TimeoutNow: a leader's
  * transfer to it times out and that leader serves again. The driver sets
- * it while its state machine cannot serve (a diverged replica,
- * ext/runtime/repair.c), so that a leadership handed on lands on a healthy
- * server. It changes nothing else: the server still votes and campaigns
+ * it while its state machine cannot serve (a diverged replica: it asks
+ * the application, uv_node.h's diverged callback), so that a leadership
+ * handed on lands on a healthy server. It changes nothing else: the server still votes and campaigns
  * on an election timeout (a TimeoutNow may be lost anyway, so ignoring
  * one is always safe). Never an error.
  *

@@ -12,7 +12,9 @@
  * RAFT_EVENT_TICK, after RAFT_EVENT_CONTACT for each
  * peer the transport saw alive in the middle of a frame since the last
  * tick, and a peer whose connection broke since the last tick is
- * reported with RAFT_EVENT_UNREACHABLE. Of the
+ * reported with RAFT_EVENT_UNREACHABLE; after the application's tick
+ * callback, RAFT_EVENT_DECLINE follows what the application answers to
+ * the diverged callback (follow_diverged). Of the
  * frames received (frame.h), the core's messages are stepped, FORWARD and
  * FORWARD_RESULT go to the application's forward callback and snapshot
  * chunks to uv_snapshot.c.
@@ -518,6 +520,30 @@ static void step_contacts(struct raft_uv_node *d)
 
 static void on_tick_idle(uv_idle_t *h);
 
+bool raft_uv_node_diverged(struct raft_uv_node *d)
+{
+    return d->cb.diverged != NULL && d->cb.diverged(d->cb.data);
+}
+
+/* follow_diverged makes the core decline TimeoutNow while the state
+ * machine is diverged, and take it again once it is not
+ * (RAFT_EVENT_DECLINE, stepped only when the answer differs from the
+ * core's state). After the tick callback: a divergence it judged is
+ * followed in the same tick. */
+static void follow_diverged(struct raft_uv_node *d)
+{
+    bool diverged = raft_uv_node_diverged(d);
+    struct raft_event ev;
+
+    if (diverged == raft_declining(d->raft)) {
+        return;
+    }
+    memset(&ev, 0, sizeof ev);
+    ev.type = RAFT_EVENT_DECLINE;
+    ev.decline.on = diverged;
+    raft_uv_node_step(d, &ev, NULL);
+}
+
 /* run_tick steps the tick that came due: the contacts, TICK, then what
  * the driver does each tick. */
 static void run_tick(struct raft_uv_node *d)
@@ -548,6 +574,9 @@ static void run_tick(struct raft_uv_node *d)
     }
     if (d->cb.tick != NULL && !d->stopping) {
         d->cb.tick(d->cb.data);
+    }
+    if (!d->stopping) {
+        follow_diverged(d);
     }
 }
 

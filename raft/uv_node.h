@@ -110,6 +110,17 @@ struct raft_uv_node_callbacks {
      * @from sent (raft_uv_node_cluster_id_set documents the rule). */
     void (*cluster_id)(void *data, const uint8_t id[RAFT_UV_CLUSTER_ID_LEN],
                        raft_id from);
+    /* Whether this server's state machine is diverged now (a commit it
+     * did not make reached it): the application owns that state, and
+     * the driver asks rather than keeps a copy. While it answers true,
+     * the core declines TimeoutNow (RAFT_EVENT_DECLINE, raft.h, stepped
+     * after the tick callback of each tick where the answer differs from
+     * raft_declining), so that a leadership handed on lands elsewhere,
+     * and the driver makes no snapshot for a peer's REPAIR_REQUEST (it
+     * only records it, raft_uv_node_peer_repair_age): nothing of a
+     * diverged database is sent. It must answer at once (no lock a loop
+     * callback may wait on). NULL: never diverged. */
+    bool (*diverged)(void *data);
 };
 
 /* Static settings of a driver. */
@@ -291,15 +302,6 @@ unsigned raft_uv_node_peer_wire(const struct raft_uv_node *d, raft_id id);
  * peer spoke when last reached may change at its next handshake (it ran
  * another release meanwhile). Loop thread. */
 unsigned raft_uv_node_peer_wire_last(const struct raft_uv_node *d, raft_id id);
-
-/* raft_uv_node_set_diverged says whether this server's state machine
- * diverged (a commit it did not make, ext/runtime/repair.c): while it is, the
- * core declines TimeoutNow (RAFT_EVENT_DECLINE, raft.h), so that a
- * leadership handed on lands elsewhere, and the driver makes no snapshot
- * for a peer's REPAIR_REQUEST (it only records it,
- * raft_uv_node_peer_repair_age). Stepped only when it changes. Loop
- * thread. */
-void raft_uv_node_set_diverged(struct raft_uv_node *d, bool diverged);
 
 /* raft_uv_node_peer_snapshot tells whether this driver is sending a
  * snapshot to peer @id, and if so writes the bytes the peer acknowledged

@@ -186,8 +186,6 @@ struct raft_uv_node {
     struct raft_uv_snapshot_send sends[RAFT_MAX_VOTERS]; /* per peer */
     struct raft_uv_snapshot_recv recv; /* follower's transfer */
     uint64_t stall_ms; /* RAFT__UV_SNAPSHOT_STALL_MS, or a test's */
-    bool diverged;     /* raft_uv_node_set_diverged: no repair
-                          snapshots, TimeoutNow declined */
 
     struct raft_uv_node_stats stats; /* counters */
     uint64_t last_tick_at;           /* loop clock of the last tick, 0
@@ -214,6 +212,10 @@ int raft_uv_node_start_with(struct raft *r,
  * after a storage failure or RAFT_SHUTDOWN while stopping. */
 int raft_uv_node_step(struct raft_uv_node *d, const struct raft_event *event,
                       struct raft_update *out);
+
+/* raft_uv_node_diverged asks the application whether its state machine
+ * is diverged (raft_uv_node_callbacks.diverged; false without one). */
+bool raft_uv_node_diverged(struct raft_uv_node *d);
 
 /* ---- uv_storage.c ---------------------------------------------------- */
 

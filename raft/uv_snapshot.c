@@ -22,8 +22,8 @@
  * hears of a repair transfer's failure; the follower asks again. Every
  * request is recorded (raft_uv_node_peer_repair_age: a diverged leader
  * hands its leadership to a peer that is not diverged); a driver whose
- * own state machine diverged (raft_uv_node_set_diverged) makes no
- * snapshot for one.
+ * own state machine is diverged (it asks the application,
+ * raft_uv_node_callbacks.diverged) makes no snapshot for one.
  * Failure modes: a chunk out of order, a newer snapshot or a failed write
  * restarts the transfer from offset 0; three failed attempts in a row, a
  * stall of RAFT__UV_SNAPSHOT_STALL_MS, a broken connection or a lost
@@ -369,7 +369,7 @@ static void on_repair_request(struct raft_uv_node *d,
     known = s->repair_asked != 0 &&
             now - s->repair_asked < RAFT__UV_REPAIR_KNOWN_MS;
     s->repair_asked = now > 0 ? now : 1;
-    if (raft_role(d->raft) != RAFT_LEADER || d->diverged ||
+    if (raft_role(d->raft) != RAFT_LEADER || raft_uv_node_diverged(d) ||
         d->storage.fsm.snapshot_create == NULL || s->active) {
         return; /* asked again later; a running transfer may repair it */
     }
@@ -384,19 +384,6 @@ static void on_repair_request(struct raft_uv_node *d,
     s->repair_index = m->repair_request.applied;
     s->repair_fresh = true;
     pump(d);
-}
-
-void raft_uv_node_set_diverged(struct raft_uv_node *d, bool diverged)
-{
-    struct raft_event ev;
-    if (d->diverged == diverged) {
-        return;
-    }
-    d->diverged = diverged;
-    memset(&ev, 0, sizeof ev);
-    ev.type = RAFT_EVENT_DECLINE;
-    ev.decline.on = diverged;
-    raft_uv_node_step(d, &ev, NULL);
 }
 
 bool raft_uv_node_peer_snapshot(const struct raft_uv_node *d, raft_id id,

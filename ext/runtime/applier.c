@@ -91,6 +91,8 @@ struct ext_applier {
     atomic_uint_least64_t n_repairs;  /* installs that ended a divergence */
     atomic_uint_least64_t n_installs; /* snapshots installed (written
                                           under mu) */
+    atomic_uint_least64_t installed_index; /* last index of the snapshot
+                                               installed last, 0 */
 };
 
 /* Appliers of the process that are diverged (applier_any_diverged). */
@@ -263,6 +265,7 @@ int applier_install(struct ext_applier *a, const char *path,
         a->hooks.installed(a->hooks.data, a->fsm);
     }
     pthread_mutex_lock(&a->mu);
+    atomic_store(&a->installed_index, *out_index);
     atomic_fetch_add(&a->n_installs, 1);
     if (atomic_load(&a->diverged)) {
         /* The database is the snapshot's now: the foreign commit is gone
@@ -399,6 +402,11 @@ void applier_mark_diverged_since(struct ext_applier *a, uint64_t installs,
                                  const char *reason)
 {
     note_diverged_since(a, installs, reason);
+}
+
+uint64_t applier_installed_index(const struct ext_applier *a)
+{
+    return atomic_load(&a->installed_index);
 }
 
 uint64_t applier_installs(const struct ext_applier *a)

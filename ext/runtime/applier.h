@@ -171,6 +171,14 @@ uint64_t applier_repairs(const struct ext_applier *a);
  * thread. */
 uint64_t applier_installs(const struct ext_applier *a);
 
+/* applier_installed_index returns the last index of the snapshot @a
+ * installed last since start (0 for none). The core learns of an install
+ * after the state machine (the log half of the storage runs after it):
+ * until the core's snapshot index reaches this, evidence the core judged
+ * against its old log may concern content already replaced. Any
+ * thread. */
+uint64_t applier_installed_index(const struct ext_applier *a);
+
 /* applier_mark_diverged_since marks @a diverged with @reason, as
  * applier_mark_diverged does, unless a snapshot was installed since
  * applier_installs gave @installs: the content judged is gone (an

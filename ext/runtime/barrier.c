@@ -1,10 +1,14 @@
-/* raft_barrier: linearizable reads through ReadIndex (barrier.h). */
+/* raft_barrier: linearizable reads through ReadIndex (barrier.h). Each
+ * barrier's read is one call to the leader (leader_call.h): its wait,
+ * its deadline and its resend to a new leader are that module's; the
+ * wait for the applied index is a leader_call_poll. */
 
 #include "barrier.h"
 
 #include <inttypes.h>
 #include <pthread.h>
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -14,6 +18,7 @@
 #include "../../raft/uv_node.h"
 #include "applier.h"
 #include "exec.h"
+#include "leader_call.h"
 
 /* Barriers that may wait on one node at once; one more is "busy". */
 #define EXT__BARRIER_SLOTS 256
@@ -41,24 +46,29 @@
  * local barrier's tag is its own number. */
 #define EXT__REMOTE_TAG (UINT64_C(1) << 63)
 
-/* Where a barrier stands. */
-enum slot_state {
-    SLOT_FREE = 0,
-    SLOT_QUEUED, /* registered, the loop has not routed it */
-    SLOT_CORE,   /* stepped into this leader's core */
-    SLOT_SENT,   /* READ_INDEX sent to server @leader */
-    SLOT_READY,  /* confirmed: @index */
-    SLOT_FAILED, /* @status says why */
+/* A barrier's read: one call to the leader (leader_call.h), QUEUED
+ * until the loop routes it (or while no leader is known), SENT while a
+ * READ_INDEX to server @leader waits for its answer, TAKEN once stepped
+ * into this leader's core (which answers it, or fails it on a step
+ * down), DONE once settled: confirmed at @index (@status 0) or failed. */
+struct slot {
+    bool used;                   /* a caller holds it */
+    struct ext_leader_call call; /* where it stands, its wait, and its
+                                    request id: 0 and its tag (unique on
+                                    this node, never with
+                                    EXT__REMOTE_TAG), in b->calls */
+    raft_id leader;              /* SENT, DONE: the leader asked, 0 self */
+    unsigned wire;               /* failed with RAFT_FORMAT: the leader's
+                                    version */
+    raft_index index;            /* confirmed: the read index */
+    int status;                  /* DONE: 0 or the project error code */
 };
 
-struct slot {
-    int state;        /* enum slot_state */
-    uint64_t tag;     /* unique on this node, never with EXT__REMOTE_TAG */
-    raft_id leader;   /* SENT, READY, FAILED: the leader asked, 0 self */
-    uint64_t sent;    /* SENT: when, ms of the loop clock */
-    unsigned wire;    /* FAILED with RAFT_FORMAT: the leader's version */
-    raft_index index; /* READY: the read index */
-    int status;       /* FAILED: the project error code */
+/* A READ_INDEX goes again when unanswered for EXT__BARRIER_RESEND_MS (a
+ * lost frame: the connection broke), or at once to a new leader. */
+static const struct ext_leader_call_policy resend = {
+    .retry_ms = EXT__BARRIER_RESEND_MS,
+    .follow_leader = true,
 };
 
 /* A follower's read held by this leader: core tag -> its asker. */
@@ -72,9 +82,9 @@ struct ext_barrier {
     raft_id self;
     unsigned election_timeout_ms;
     unsigned apply_timeout_ms;
-    pthread_mutex_t mu;  /* guards slots, next_tag, shutdown */
-    pthread_cond_t cond; /* broadcast when a slot settles (CLOCK_MONOTONIC) */
+    pthread_mutex_t mu; /* guards slots, calls, next_tag, shutdown */
     struct slot slots[EXT__BARRIER_SLOTS];
+    struct ext_leader_call_table calls; /* the calls of the used slots */
     uint64_t next_tag;
     bool shutdown;
     /* Loop thread only. */
@@ -89,24 +99,10 @@ int barrier_new(raft_id self, unsigned election_timeout_ms,
     if (b == NULL) {
         return RAFT_NOMEM;
     }
-    pthread_condattr_t attr;
     if (pthread_mutex_init(&b->mu, NULL) != 0) {
         free(b);
         return RAFT_NOMEM;
     }
-    if (pthread_condattr_init(&attr) != 0) {
-        pthread_mutex_destroy(&b->mu);
-        free(b);
-        return RAFT_NOMEM;
-    }
-    pthread_condattr_setclock(&attr, CLOCK_MONOTONIC);
-    if (pthread_cond_init(&b->cond, &attr) != 0) {
-        pthread_condattr_destroy(&attr);
-        pthread_mutex_destroy(&b->mu);
-        free(b);
-        return RAFT_NOMEM;
-    }
-    pthread_condattr_destroy(&attr);
     b->self = self;
     b->election_timeout_ms = election_timeout_ms;
     b->apply_timeout_ms = apply_timeout_ms;
@@ -121,7 +117,6 @@ void barrier_free(struct ext_barrier *b)
     if (b == NULL) {
         return;
     }
-    pthread_cond_destroy(&b->cond);
     pthread_mutex_destroy(&b->mu);
     free(b);
 }
@@ -130,7 +125,12 @@ void barrier_shutdown(struct ext_barrier *b)
 {
     pthread_mutex_lock(&b->mu);
     b->shutdown = true;
-    pthread_cond_broadcast(&b->cond);
+    for (struct ext_leader_call *c = leader_call_first(&b->calls); c != NULL;
+         c = leader_call_next(c)) {
+        if (!leader_call_done(c)) {
+            leader_call_shutdown(c);
+        }
+    }
     pthread_mutex_unlock(&b->mu);
 }
 
@@ -140,31 +140,37 @@ bool barrier_is_frame(const struct raft_frame *f)
            f->type == RAFT_FRAME_READ_INDEX_RESULT;
 }
 
-/* find_slot returns the slot of @tag in @state, NULL when none (it was
- * given up). Called with mu held. */
-static struct slot *find_slot(struct ext_barrier *b, uint64_t tag, int state)
+/* slot_of returns the slot whose call is @c, or NULL for NULL. */
+static struct slot *slot_of(struct ext_leader_call *c)
 {
-    for (unsigned i = 0; i < EXT__BARRIER_SLOTS; i++) {
-        if (b->slots[i].state == state && b->slots[i].tag == tag) {
-            return &b->slots[i];
-        }
-    }
-    return NULL;
+    return c != NULL ? (struct slot *)((char *)c - offsetof(struct slot, call))
+                     : NULL;
 }
 
-/* settle ends slot @s of @b: ready at @index when @status is 0, else
- * failed, and wakes its caller. Called with mu held. */
-static void settle(struct ext_barrier *b, struct slot *s, int status,
-                   raft_index index)
+/* tag_of returns the tag of slot @s. */
+static uint64_t tag_of(const struct slot *s)
 {
-    if (status == 0) {
-        s->state = SLOT_READY;
-        s->index = index;
-    } else {
-        s->state = SLOT_FAILED;
-        s->status = status;
-    }
-    pthread_cond_broadcast(&b->cond);
+    return leader_call_id(&s->call)[1];
+}
+
+/* find_slot returns the slot of @tag whose call is in @state (enum
+ * ext_leader_call_state), NULL when none (it was given up). Called with
+ * mu held. */
+static struct slot *find_slot(struct ext_barrier *b, uint64_t tag, int state)
+{
+    const uint64_t id[2] = {0, tag};
+    struct ext_leader_call *c = leader_call_find(&b->calls, id);
+
+    return c != NULL && leader_call_state(c) == state ? slot_of(c) : NULL;
+}
+
+/* settle ends slot @s: confirmed at @index when @status is 0, else
+ * failed, and wakes its caller. Called with mu held. */
+static void settle(struct slot *s, int status, raft_index index)
+{
+    s->status = status;
+    s->index = status == 0 ? index : 0;
+    leader_call_finish(&s->call);
 }
 
 /* route sends slot @s, a follower's, to its leader as the core sees it
@@ -176,27 +182,26 @@ static void route(struct ext_barrier *b, struct raft_uv_node *d, struct slot *s)
     unsigned wire;
 
     if (leader == 0 || leader == b->self) {
-        s->state = SLOT_QUEUED; /* wait for one, until the deadline */
+        leader_call_requeue(&s->call); /* wait for one, until the deadline */
         return;
     }
     wire = raft_uv_node_peer_wire(d, leader);
     if (wire == 0) {
-        s->state = SLOT_QUEUED; /* not connected yet */
+        leader_call_requeue(&s->call); /* not connected yet */
         return;
     }
     s->leader = leader;
     if (wire < raft_frame_type_wire_min(RAFT_FRAME_READ_INDEX)) {
         s->wire = wire;
-        settle(b, s, RAFT_FORMAT, 0);
+        settle(s, RAFT_FORMAT, 0);
         return;
     }
     memset(&f, 0, sizeof f);
     f.type = RAFT_FRAME_READ_INDEX;
     f.from = b->self;
     f.to = leader;
-    f.read_index.tag = s->tag;
-    s->state = SLOT_SENT;
-    s->sent = raft_uv_node_now(d);
+    f.read_index.tag = tag_of(s);
+    leader_call_sent(&s->call, leader, raft_uv_node_now(d));
     (void)raft_uv_node_send_frame(d, &f); /* a lost one goes again */
 }
 
@@ -209,20 +214,22 @@ void barrier_on_loop(struct ext_barrier *b, struct raft_uv_node *d)
     unsigned n_step = 0;
 
     pthread_mutex_lock(&b->mu);
-    for (unsigned i = 0; i < EXT__BARRIER_SLOTS; i++) {
-        struct slot *s = &b->slots[i];
-        if (s->state == SLOT_SENT && leads) {
-            s->state = SLOT_QUEUED; /* we lead now: ask our own core */
+    for (struct ext_leader_call *c = leader_call_first(&b->calls); c != NULL;
+         c = leader_call_next(c)) {
+        struct slot *s = slot_of(c);
+        int state = leader_call_state(c);
+        if (state == EXT_CALL_SENT && leads) {
+            /* We lead now: ask our own core. */
+            leader_call_requeue(&s->call);
+            state = EXT_CALL_QUEUED;
         }
-        if (s->state == SLOT_QUEUED && leads) {
+        if (state == EXT_CALL_QUEUED && leads) {
             /* Marked first: the core may answer within the step. */
-            s->state = SLOT_CORE;
+            leader_call_sent(&s->call, b->self, now);
+            leader_call_taken(&s->call);
             s->leader = 0;
-            step[n_step++] = s->tag;
-        } else if (s->state == SLOT_QUEUED ||
-                   (s->state == SLOT_SENT &&
-                    (s->leader != raft_leader_id(core) ||
-                     now - s->sent >= EXT__BARRIER_RESEND_MS))) {
+            step[n_step++] = tag_of(s);
+        } else if (leader_call_due(c, &resend, raft_leader_id(core), now)) {
             route(b, d, s);
         }
     }
@@ -232,9 +239,9 @@ void barrier_on_loop(struct ext_barrier *b, struct raft_uv_node *d)
         int rc = raft_uv_node_read_index(d, step[i]);
         if (rc != 0) {
             pthread_mutex_lock(&b->mu);
-            struct slot *s = find_slot(b, step[i], SLOT_CORE);
+            struct slot *s = find_slot(b, step[i], EXT_CALL_TAKEN);
             if (s != NULL) {
-                settle(b, s, rc, 0);
+                settle(s, rc, 0);
             }
             pthread_mutex_unlock(&b->mu);
         }
@@ -278,9 +285,9 @@ void barrier_on_reads(struct ext_barrier *b, struct raft_uv_node *d,
             continue;
         }
         pthread_mutex_lock(&b->mu);
-        struct slot *s = find_slot(b, r->tag, SLOT_CORE);
+        struct slot *s = find_slot(b, r->tag, EXT_CALL_TAKEN);
         if (s != NULL) {
-            settle(b, s, r->status, r->index);
+            settle(s, r->status, r->index);
         }
         pthread_mutex_unlock(&b->mu);
     }
@@ -323,27 +330,17 @@ void barrier_on_frame(struct ext_barrier *b, struct raft_uv_node *d,
         return;
     }
     pthread_mutex_lock(&b->mu);
-    s = find_slot(b, f->read_index_result.tag, SLOT_SENT);
+    s = find_slot(b, f->read_index_result.tag, EXT_CALL_SENT);
     if (s != NULL && s->leader == f->from) {
         if (f->read_index_result.status == RAFT_NOTLEADER) {
             /* It stepped down: still SENT, the read goes to the next
              * leader once this node knows one (or again after
              * EXT__BARRIER_RESEND_MS), until the deadline. */
         } else {
-            settle(b, s, f->read_index_result.status,
-                   f->read_index_result.index);
+            settle(s, f->read_index_result.status, f->read_index_result.index);
         }
     }
     pthread_mutex_unlock(&b->mu);
-}
-
-/* past says whether the CLOCK_MONOTONIC time @t has come. */
-static bool past(const struct timespec *t)
-{
-    struct timespec now;
-    clock_gettime(CLOCK_MONOTONIC, &now);
-    return now.tv_sec > t->tv_sec ||
-           (now.tv_sec == t->tv_sec && now.tv_nsec >= t->tv_nsec);
 }
 
 /* describe writes why slot @s (copied) failed into @msg and returns the
@@ -400,17 +397,31 @@ static int describe(const struct ext_barrier *b, const struct slot *s,
     }
 }
 
+/* An index to reach on this node's applier. */
+struct reach {
+    struct ext_applier *a;
+    raft_index index;
+};
+
+/* reached says whether the applier of @data (struct reach) applied its
+ * index, or is diverged (then it never will until a repair). */
+static bool reached(void *data)
+{
+    const struct reach *r = data;
+    return applier_applied(r->a) >= r->index || applier_diverged(r->a, NULL);
+}
+
 int barrier_wait(struct ext_barrier *b, struct raft_uv_node *d,
                  struct ext_applier *a, const struct ext_exec_probe *probe,
                  uint64_t *out_index, char *msg, size_t msg_len)
 {
-    const struct timespec pause = {.tv_nsec = EXT__BARRIER_POLL_MS * 1000000};
-    struct timespec confirm_by =
-        exec_deadline(b->election_timeout_ms + EXT__BARRIER_SLACK_MS);
-    struct timespec apply_by = exec_deadline(b->apply_timeout_ms);
+    struct timespec apply_by = leader_call_deadline(b->apply_timeout_ms);
     struct slot *s = NULL;
     struct slot copy;
-    int rc;
+    uint64_t id[2] = {0, 0};
+    struct reach r;
+    uint64_t applied;
+    int end, state;
 
     pthread_mutex_lock(&b->mu);
     if (b->shutdown) {
@@ -419,7 +430,7 @@ int barrier_wait(struct ext_barrier *b, struct raft_uv_node *d,
         return RAFT_SHUTDOWN;
     }
     for (unsigned i = 0; i < EXT__BARRIER_SLOTS; i++) {
-        if (b->slots[i].state == SLOT_FREE) {
+        if (!b->slots[i].used) {
             s = &b->slots[i];
             break;
         }
@@ -431,34 +442,43 @@ int barrier_wait(struct ext_barrier *b, struct raft_uv_node *d,
         return RAFT_BUSY;
     }
     memset(s, 0, sizeof *s);
-    s->state = SLOT_QUEUED;
-    s->tag = b->next_tag++;
+    id[1] = b->next_tag++;
+    if (leader_call_init(&s->call, id,
+                         b->election_timeout_ms + EXT__BARRIER_SLACK_MS,
+                         EXT__BARRIER_WAIT_MS) != 0) {
+        pthread_mutex_unlock(&b->mu);
+        snprintf(msg, msg_len, "raft_barrier: out of memory");
+        return RAFT_NOMEM;
+    }
+    s->used = true;
+    leader_call_link(&b->calls, &s->call);
     pthread_mutex_unlock(&b->mu);
     raft_uv_node_wake(d);
 
     /* Phase 1: the read index, confirmed. */
-    for (;;) {
-        pthread_mutex_lock(&b->mu);
-        copy = *s;
-        if (b->shutdown) {
-            copy.state = SLOT_FAILED;
-            copy.status = RAFT_SHUTDOWN;
-        }
-        if (copy.state == SLOT_READY || copy.state == SLOT_FAILED) {
-            s->state = SLOT_FREE;
-            pthread_mutex_unlock(&b->mu);
-            break;
-        }
-        if (probe != NULL && probe->interrupted(probe->data)) {
-            s->state = SLOT_FREE;
-            pthread_mutex_unlock(&b->mu);
+    pthread_mutex_lock(&b->mu);
+    end = leader_call_wait(&s->call, &b->mu, probe);
+    if (b->shutdown) {
+        end = EXT_CALL_SHUTDOWN;
+    }
+    state = leader_call_state(&s->call);
+    copy.leader = s->leader;
+    copy.wire = s->wire;
+    copy.index = s->index;
+    copy.status = s->status;
+    s->used = false;
+    leader_call_unlink(&b->calls, &s->call);
+    leader_call_close(&s->call);
+    pthread_mutex_unlock(&b->mu);
+    switch (end) {
+        case EXT_CALL_INTERRUPTED:
             snprintf(msg, msg_len, "raft_barrier: interrupted");
             return RAFT_CANCELED;
-        }
-        if (past(&confirm_by)) {
-            s->state = SLOT_FREE;
-            pthread_mutex_unlock(&b->mu);
-            if (copy.state == SLOT_QUEUED) {
+        case EXT_CALL_SHUTDOWN:
+            snprintf(msg, msg_len, "raft_barrier: the node is shutting down");
+            return RAFT_SHUTDOWN;
+        case EXT_CALL_EXPIRED:
+            if (state == EXT_CALL_QUEUED) {
                 snprintf(msg, msg_len,
                          "raft_barrier: no leader (none reachable within %u "
                          "ms)",
@@ -467,18 +487,14 @@ int barrier_wait(struct ext_barrier *b, struct raft_uv_node *d,
             }
             copy.status = RAFT_TIMEOUT;
             return describe(b, &copy, msg, msg_len);
-        }
-        {
-            struct timespec until = exec_deadline(EXT__BARRIER_WAIT_MS);
-            pthread_cond_timedwait(&b->cond, &b->mu, &until);
-        }
-        pthread_mutex_unlock(&b->mu);
+        default:
+            break;
     }
-    if (copy.state == SLOT_FAILED) {
-        if (copy.status == RAFT_SHUTDOWN) {
-            snprintf(msg, msg_len, "raft_barrier: the node is shutting down");
-            return RAFT_SHUTDOWN;
-        }
+    if (copy.status == RAFT_SHUTDOWN) {
+        snprintf(msg, msg_len, "raft_barrier: the node is shutting down");
+        return RAFT_SHUTDOWN;
+    }
+    if (copy.status != 0) {
         return describe(b, &copy, msg, msg_len);
     }
 
@@ -488,19 +504,18 @@ int barrier_wait(struct ext_barrier *b, struct raft_uv_node *d,
         *out_index = copy.index;
         return 0;
     }
+    r.a = a;
+    r.index = copy.index;
     applier_hurry_begin(a);
-    for (;;) {
-        uint64_t applied = applier_applied(a);
-        if (applied >= copy.index) {
-            rc = 0;
-            break;
-        }
-        if (probe != NULL && probe->interrupted(probe->data)) {
-            snprintf(msg, msg_len, "raft_barrier: interrupted");
-            rc = RAFT_CANCELED;
-            break;
-        }
-        if (applier_diverged(a, NULL)) {
+    end = leader_call_poll(&apply_by, EXT__BARRIER_POLL_MS, probe, reached, &r);
+    applier_hurry_end(a);
+    applied = applier_applied(a);
+    switch (end) {
+        case EXT_CALL_ANSWERED:
+            if (applied >= copy.index) {
+                *out_index = copy.index;
+                return 0;
+            }
             /* Nothing applies until a repair: it would never come. */
             snprintf(msg, msg_len,
                      "raft_barrier: diverged replica: this node applied "
@@ -508,22 +523,15 @@ int barrier_wait(struct ext_barrier *b, struct raft_uv_node *d,
                      " and applies "
                      "nothing until repaired",
                      applied, copy.index);
-            rc = RAFT_DIVERGED;
-            break;
-        }
-        if (past(&apply_by)) {
+            return RAFT_DIVERGED;
+        case EXT_CALL_INTERRUPTED:
+            snprintf(msg, msg_len, "raft_barrier: interrupted");
+            return RAFT_CANCELED;
+        default:
             snprintf(msg, msg_len,
                      "raft_barrier: this node applied %" PRIu64
                      " of read index %" PRIu64 " within %u ms",
                      applied, copy.index, b->apply_timeout_ms);
-            rc = RAFT_TIMEOUT;
-            break;
-        }
-        nanosleep(&pause, NULL);
+            return RAFT_TIMEOUT;
     }
-    applier_hurry_end(a);
-    if (rc == 0) {
-        *out_index = copy.index;
-    }
-    return rc;
 }

@@ -53,7 +53,7 @@ void barrier_free(struct ext_barrier *b);
  * (no leader known, or the leadership was lost during the round),
  * RAFT_FORMAT (the leader speaks a wire without READ_INDEX), RAFT_BUSY
  * (too many barriers wait), RAFT_CANCELED (@probe said the caller was
- * interrupted), RAFT_SHUTDOWN, RAFT_DIVERGED (@a is diverged while
+ * interrupted), RAFT_SHUTDOWN, RAFT_NOMEM, RAFT_DIVERGED (@a is diverged while
  * the index is not applied yet: nothing applies until a repair). Any
  * thread but the loop's. */
 int barrier_wait(struct ext_barrier *b, struct raft_uv_node *d,

@@ -42,6 +42,7 @@
 
 #include "../../raft/configuration.h"
 #include "exec.h"
+#include "leader_call.h"
 
 /* Requests a leader keeps pending, answers it remembers, relays a
  * follower keeps. */
@@ -52,27 +53,31 @@
 /* A forward unanswered for this long is sent again, ms. */
 #define EXT__CHANGE_RESEND_MS 1000
 
-/* Life cycle of the local caller's request, under mu. */
-enum call_state {
-    C_QUEUED = 1,  /* submitted, not seen by the loop */
-    C_PENDING = 2, /* waiting for a known leader */
-    C_SENT = 3,    /* forwarded, no answer yet */
-    C_LEADING = 4, /* stepped here, pending on this leader */
-    C_DONE = 5,    /* result set */
+/* The caller waiting here (on its stack): one call to the leader
+ * (leader_call.h), QUEUED until a leader is known, SENT while forwarded
+ * and unanswered, TAKEN once stepped here (pending on this leader) or
+ * once answered while the member view lacks its configuration entry,
+ * DONE with its result set. Invariant: touched under mu only, and never
+ * after the caller cleared c->call. */
+struct call {
+    struct ext_change_request req;   /* what it asks */
+    struct ext_leader_call call;     /* where it stands, its wait and its
+                                        request id */
+    bool answered;                   /* done (result set), waiting for the
+                                        member view to show it */
+    raft_index view_index;           /* when answered: the configuration
+                                        entry the view must hold */
+    uint64_t view_by;                /* when answered: loop clock after
+                                        which it is answered anyway */
+    struct ext_change_result result; /* set when answered or DONE */
 };
 
-/* The caller waiting here (on its stack). Invariant: touched under mu
- * only, and never after the caller cleared c->call. */
-struct call {
-    uint64_t rid[2];                 /* request id */
-    struct ext_change_request req;   /* what it asks */
-    int state;                       /* enum call_state */
-    bool left_node;                  /* was ever forwarded or stepped */
-    unsigned attempts;               /* times forwarded or stepped */
-    uint64_t sent_at;                /* loop clock when last forwarded */
-    raft_id sent_to;                 /* leader it was forwarded to */
-    pthread_cond_t cond;             /* signalled once DONE */
-    struct ext_change_result result; /* set when DONE */
+/* A forward is sent again once unanswered for EXT__CHANGE_RESEND_MS,
+ * whoever leads meanwhile (a change already stepped by the old leader
+ * is answered by it, lost or not). */
+static const struct ext_leader_call_policy resend = {
+    .retry_ms = EXT__CHANGE_RESEND_MS,
+    .follow_leader = false,
 };
 
 /* A request stepped by this leader, waiting to be done. */
@@ -111,6 +116,8 @@ struct ext_change {
     bool shutdown;      /* (mu) */
     struct ext_member_row rows[RAFT_MAX_SERVERS]; /* member view (mu) */
     unsigned n_rows;                              /* (mu) */
+    raft_index view_index; /* configuration index of the member view last
+                              published (mu) */
     /* The loop thread's own. */
     struct pending pending[EXT__PENDING_MAX]; /* stepped, not done yet */
     unsigned n_pending;                       /* entries of @pending */
@@ -132,16 +139,21 @@ static bool rid_eq(const uint64_t a[2], const uint64_t b[2])
 
 /* finish_call sets the local caller's result, when @rid is still its:
  * @status and @index as a leader answers (change_codec.h), @leader the
- * leader that answered. */
+ * leader that answered, at loop clock @now. A change done is answered
+ * once the member view holds its configuration entry (read-your-writes:
+ * raft_members shows it to the caller), an election timeout at most (a
+ * follower may learn of the entry after the leader's answer, a removed
+ * one never): until then it waits, answered (view_shown). */
 static void finish_call(struct ext_change *c, const uint64_t rid[2], int status,
-                        uint64_t index, raft_id leader)
+                        uint64_t index, raft_id leader, uint64_t now)
 {
     pthread_mutex_lock(&c->mu);
     struct call *k = c->call;
-    if (k != NULL && rid_eq(k->rid, rid) && k->state != C_DONE) {
+    if (k != NULL && rid_eq(leader_call_id(&k->call), rid) &&
+        !leader_call_done(&k->call) && !k->answered) {
         struct ext_change_result *r = &k->result;
         unsigned why = status != 0 ? (unsigned)index : 0;
-        if (k->attempts > 1 &&
+        if (leader_call_attempts(&k->call) > 1 &&
             change_codec_already(&k->req, status, index, leader)) {
             /* An earlier copy did it, and its answer was lost. */
             status = 0;
@@ -160,8 +172,30 @@ static void finish_call(struct ext_change *c, const uint64_t rid[2], int status,
             change_codec_describe(&k->req, status, why, leader, r->errmsg,
                                   sizeof r->errmsg);
         }
-        k->state = C_DONE;
-        pthread_cond_signal(&k->cond);
+        if (status == 0 && k->req.op != EXT_CHANGE_TRANSFER &&
+            c->view_index < index) {
+            k->answered = true;
+            k->view_index = index;
+            k->view_by = now + c->election_timeout_ms;
+            leader_call_taken(&k->call);
+            leader_call_extend(&k->call, c->election_timeout_ms);
+        } else {
+            leader_call_finish(&k->call);
+        }
+    }
+    pthread_mutex_unlock(&c->mu);
+}
+
+/* view_shown answers the local caller whose change is done once the
+ * member view just published holds its configuration entry, or at its
+ * view_by (loop clock @now). */
+static void view_shown(struct ext_change *c, uint64_t now)
+{
+    pthread_mutex_lock(&c->mu);
+    struct call *k = c->call;
+    if (k != NULL && k->answered && !leader_call_done(&k->call) &&
+        (c->view_index >= k->view_index || now >= k->view_by)) {
+        leader_call_finish(&k->call);
     }
     pthread_mutex_unlock(&c->mu);
 }
@@ -193,8 +227,8 @@ static void respond(struct ext_change *c, struct raft_uv_node *d, raft_id from,
                     const uint64_t rid[2], int status, uint64_t index)
 {
     if (from == c->self) {
-        finish_call(c, rid, status, index,
-                    raft_leader_id(raft_uv_node_core(d)));
+        finish_call(c, rid, status, index, raft_leader_id(raft_uv_node_core(d)),
+                    raft_uv_node_now(d));
     } else if (from != 0) {
         struct raft_frame m = {.type = RAFT_FRAME_FORWARD_RESULT};
         m.from = c->self;
@@ -515,17 +549,18 @@ void change_on_result(struct ext_change *c, struct raft_uv_node *d,
     }
     pthread_mutex_lock(&c->mu);
     struct call *k = c->call;
-    bool mine =
-        k != NULL && rid_eq(k->rid, r->request_id) && k->state == C_SENT;
+    bool mine = k != NULL && rid_eq(leader_call_id(&k->call), r->request_id) &&
+                leader_call_state(&k->call) == EXT_CALL_SENT;
     int status = r->status;
     if (mine && status == RAFT_NOTLEADER) {
-        k->state = C_PENDING; /* retried once a leader is known */
+        leader_call_requeue(&k->call); /* retried once a leader is known */
         mine = false;
     }
     pthread_mutex_unlock(&c->mu);
     /* Any other answer (a stale one) needs nothing. */
     if (mine) {
-        finish_call(c, r->request_id, status, r->index, m->from);
+        finish_call(c, r->request_id, status, r->index, m->from,
+                    raft_uv_node_now(d));
     }
 }
 
@@ -560,22 +595,16 @@ static void dispatch(struct ext_change *c, struct raft_uv_node *d)
     pthread_mutex_lock(&c->mu);
     struct call *k = c->call;
     go = k != NULL && !c->shutdown &&
-         (k->state == C_QUEUED || k->state == C_PENDING ||
-          (k->state == C_SENT && now >= k->sent_at + EXT__CHANGE_RESEND_MS));
-    if (go && (leading || leader != 0)) {
+         leader_call_due(&k->call, &resend, leader, now) &&
+         (leading || leader != 0);
+    if (go) {
         q = k->req;
-        rid[0] = k->rid[0];
-        rid[1] = k->rid[1];
-        k->state = leading ? C_LEADING : C_SENT;
-        k->left_node = true;
-        k->attempts++;
-        k->sent_at = now;
-        k->sent_to = leader;
-    } else {
-        if (go && k->state == C_QUEUED) {
-            k->state = C_PENDING;
+        rid[0] = leader_call_id(&k->call)[0];
+        rid[1] = leader_call_id(&k->call)[1];
+        leader_call_sent(&k->call, leader, now);
+        if (leading) {
+            leader_call_taken(&k->call); /* this leader's own request */
         }
-        go = false;
     }
     pthread_mutex_unlock(&c->mu);
     if (!go) {
@@ -592,23 +621,27 @@ static void dispatch(struct ext_change *c, struct raft_uv_node *d)
     }
     if (rc != 0) {
         pthread_mutex_lock(&c->mu);
-        if (c->call != NULL && rid_eq(c->call->rid, rid) &&
-            c->call->state == C_SENT) {
-            c->call->state = C_PENDING;
+        if (c->call != NULL && rid_eq(leader_call_id(&c->call->call), rid) &&
+            leader_call_state(&c->call->call) == EXT_CALL_SENT) {
+            /* Retried; it counts as having left, as any send. */
+            leader_call_requeue(&c->call->call);
         }
         pthread_mutex_unlock(&c->mu);
     }
 }
 
-/* publish copies the member view of the configuration in force. */
+/* publish copies the member view of the configuration in force, and
+ * its index. */
 static void publish(struct ext_change *c, struct raft_uv_node *d)
 {
     struct ext_member_row rows[RAFT_MAX_SERVERS];
     unsigned n = member_view_build(d, c->self, c->members, c->n_members, rows);
+    raft_index index = raft_configuration_index(raft_uv_node_core(d));
 
     pthread_mutex_lock(&c->mu);
     memcpy(c->rows, rows, n * sizeof *rows);
     c->n_rows = n;
+    c->view_index = index;
     pthread_mutex_unlock(&c->mu);
 }
 
@@ -624,15 +657,10 @@ void change_on_tick(struct ext_change *c, struct raft_uv_node *d)
     promote_caught_up(c, d);
     change_join_tick(&c->join, d);
     publish(c, d);
+    view_shown(c, raft_uv_node_now(d));
 }
 
 /* ---- Callers (any thread) ----------------------------------------------- */
-
-static bool before(const struct timespec *a, const struct timespec *b)
-{
-    return a->tv_sec < b->tv_sec ||
-           (a->tv_sec == b->tv_sec && a->tv_nsec < b->tv_nsec);
-}
 
 /* refuse fills @out with @rc and the message. */
 static int refuse(struct ext_change_result *out, int rc, const char *msg)
@@ -648,8 +676,9 @@ int change_submit(struct ext_change *c, const struct ext_change_request *req,
                   struct ext_change_result *out)
 {
     struct call k;
-    pthread_condattr_t ca;
-    struct timespec deadline = exec_deadline(timeout_ms);
+    uint64_t rid[2];
+    bool left;
+    int end;
 
     memset(&k, 0, sizeof k);
     k.req = *req;
@@ -665,59 +694,50 @@ int change_submit(struct ext_change *c, const struct ext_change_request *req,
                       "not done: another membership change is pending on "
                       "this node; one at a time");
     }
-    k.rid[0] = c->self;
-    k.rid[1] = EXT_CHANGE_SEQ_BIT | ++c->next_seq;
-    k.state = C_QUEUED;
-    pthread_condattr_init(&ca);
-    pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
-    pthread_cond_init(&k.cond, &ca);
-    pthread_condattr_destroy(&ca);
+    rid[0] = c->self;
+    rid[1] = EXT_CHANGE_SEQ_BIT | ++c->next_seq;
+    if (leader_call_init(&k.call, rid, timeout_ms, EXT_EXEC_POLL_MS) != 0) {
+        pthread_mutex_unlock(&c->mu);
+        return refuse(out, RAFT_NOMEM, "not done: out of memory");
+    }
     c->call = &k;
     pthread_mutex_unlock(&c->mu);
     raft_uv_node_wake(c->driver);
 
     pthread_mutex_lock(&c->mu);
-    while (k.state != C_DONE) {
-        struct timespec slice = exec_deadline(EXT_EXEC_POLL_MS);
-        bool last = !before(&slice, &deadline);
-        if (last) {
-            slice = deadline;
-        }
-        if (pthread_cond_timedwait(&k.cond, &c->mu, &slice) == 0 ||
-            k.state == C_DONE) {
-            continue;
-        }
-        if (last) {
-            break;
-        }
-        if (probe != NULL) {
-            bool stop;
-            pthread_mutex_unlock(&c->mu);
-            stop = probe->interrupted(probe->data);
-            pthread_mutex_lock(&c->mu);
-            if (stop && k.state != C_DONE) {
-                k.result.rc = RAFT_CANCELED;
-                k.result.unknown = k.left_node;
-                snprintf(k.result.errmsg, sizeof k.result.errmsg, "%s",
-                         k.left_node ? "interrupted: outcome unknown; check "
-                                       "raft_members"
-                                     : "interrupted: not done");
-                k.state = C_DONE;
-            }
-        }
+    end = leader_call_wait(&k.call, &c->mu, probe);
+    while (end == EXT_CALL_INTERRUPTED && k.answered) {
+        /* Done: it waits for the view alone, bounded, as answered. */
+        end = leader_call_wait(&k.call, &c->mu, NULL);
     }
-    if (k.state != C_DONE) {
-        k.result.rc = k.left_node ? RAFT_UNKNOWN : RAFT_TIMEOUT;
-        k.result.unknown = k.left_node;
+    left = leader_call_left(&k.call);
+    if (k.answered) {
+        /* Done; the view holds it, or its bound passed (the loop may
+         * have stopped: the deadline was moved past that bound). */
+    } else if (end == EXT_CALL_INTERRUPTED) {
+        k.result.rc = RAFT_CANCELED;
+        k.result.unknown = left;
+        snprintf(k.result.errmsg, sizeof k.result.errmsg, "%s",
+                 left ? "interrupted: outcome unknown; check raft_members"
+                      : "interrupted: not done");
+    } else if (end == EXT_CALL_SHUTDOWN) {
+        k.result.rc = RAFT_SHUTDOWN;
+        k.result.unknown = left;
         snprintf(k.result.errmsg, sizeof k.result.errmsg,
-                 k.left_node ? "outcome unknown: not done within %u ms; "
-                               "check raft_members"
-                             : "not done: no leader reachable within %u ms",
+                 "%s: the node is shutting down (raft_stop)",
+                 left ? "outcome unknown" : "not done");
+    } else if (end == EXT_CALL_EXPIRED) {
+        k.result.rc = left ? RAFT_UNKNOWN : RAFT_TIMEOUT;
+        k.result.unknown = left;
+        snprintf(k.result.errmsg, sizeof k.result.errmsg,
+                 left ? "outcome unknown: not done within %u ms; "
+                        "check raft_members"
+                      : "not done: no leader reachable within %u ms",
                  timeout_ms);
     }
     c->call = NULL;
     pthread_mutex_unlock(&c->mu);
-    pthread_cond_destroy(&k.cond);
+    leader_call_close(&k.call);
     *out = k.result;
     return out->rc;
 }
@@ -726,15 +746,9 @@ void change_shutdown(struct ext_change *c)
 {
     pthread_mutex_lock(&c->mu);
     c->shutdown = true;
-    if (c->call != NULL && c->call->state != C_DONE) {
-        struct call *k = c->call;
-        k->result.rc = RAFT_SHUTDOWN;
-        k->result.unknown = k->left_node;
-        snprintf(k->result.errmsg, sizeof k->result.errmsg,
-                 "%s: the node is shutting down (raft_stop)",
-                 k->left_node ? "outcome unknown" : "not done");
-        k->state = C_DONE;
-        pthread_cond_signal(&k->cond);
+    if (c->call != NULL && !leader_call_done(&c->call->call) &&
+        !c->call->answered) {
+        leader_call_shutdown(&c->call->call);
     }
     pthread_mutex_unlock(&c->mu);
 }

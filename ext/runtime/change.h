@@ -2,9 +2,11 @@
  * caller thread submits one and waits; the loop thread steps it on the
  * leader (RAFT_EVENT_CHANGE or RAFT_EVENT_TRANSFER) or forwards it to the
  * leader; the caller is answered once the change is committed (not merely
- * appended), the leadership has moved, or exec_timeout_ms passed. It also
- * owns the leader's automatic promotion of caught-up learners, a joining
- * node's JOIN requests, and the member view raft_members shows. */
+ * appended) and this node's member view shows it, the leadership has
+ * moved, or exec_timeout_ms passed. The caller's wait and the resend are
+ * one call to the leader (leader_call.h). It also owns the leader's
+ * automatic promotion of caught-up learners, a joining node's JOIN
+ * requests, and the member view raft_members shows. */
 
 #ifndef EXT_CHANGE_H
 #define EXT_CHANGE_H
@@ -38,8 +40,11 @@ void change_free(struct ext_change *c);
 
 /* change_submit runs request @req (copied) and waits until it is done,
  * @timeout_ms passes or @probe (may be NULL) says the caller was
- * interrupted. A change is done once its entry is committed; a transfer
- * once this node saw another leader take over. One request at a time per
+ * interrupted. A change is done once its entry is committed, and
+ * answered once this node's member view (change_members) holds that
+ * entry or a later one, an election timeout after the answer at most (a
+ * removed follower may never see it; probes are not asked meanwhile); a
+ * transfer is done once this node saw another leader take over. One request at a time per
  * node: a second caller is refused at once (RAFT_BUSY). Always fills
  * @out; returns out->rc. Errors: RAFT_BUSY (another request runs here, or
  * the leader has a change pending or a transfer running), RAFT_NOTFOUND

@@ -4,7 +4,7 @@
  * a mismatch is reported at once (status, raft_members, an ERROR line)
  * and narrowed down to the first index where the two replicas differ; a
  * replica that differs from a majority of the voters is then marked
- * diverged by the node (node.c, divergence_outvoted).
+ * diverged (divergence_outvoted, judged by divergence_judge.c).
  *
  * Happy path: the apply thread records (index, checksum) of every entry
  * it applies (divergence_applied); every EXT__DIVERGENCE_PERIOD_MS the

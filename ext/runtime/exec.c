@@ -6,6 +6,9 @@
  * Happy path: exec_submit queues a waiter and sleeps; the loop proposes
  * it (leader) or forwards it (follower) and learns its index; the apply
  * thread applies that index, finds the waiter by request id and wakes it.
+ * Each waiter is one call to the leader (leader_call.h): its wait, its
+ * deadline and probe, and when a forward goes again are that module's;
+ * the request ids, the queue and the words of each answer are exec's.
  * Failure modes:
  *   - no leader until the deadline: the request never left this node, so
  *     the caller learns it was not applied; but a request with a client
@@ -38,6 +41,7 @@
 #include <pthread.h>
 #include <sqlite3ext.h>
 #include <stdarg.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -52,56 +56,43 @@ SQLITE_EXTENSION_INIT3
 /* A forward unanswered for this long is sent again, ms. */
 #define EXT__RESEND_MIN_MS 500
 
-/* Life cycle of one waiting write, all under e->mu. */
-enum waiter_state {
-    W_QUEUED = 1,   /* in the submission queue, not seen by the loop */
-    W_PENDING = 2,  /* seen by the loop, waiting for a known leader;
-                       never sent anywhere */
-    W_SENT = 3,     /* forwarded to the leader, no answer yet */
-    W_APPENDED = 4, /* in some leader's log at index/term */
-    W_DONE = 5,     /* applied here (or failed): result is set */
-};
-
-/* A caller waiting for its write. Owned by the caller's stack frame; linked
- * into e->waiters while it waits. Invariant: only touched under e->mu,
- * and never after the caller unlinked it. */
+/* A caller waiting for its write: one call to the leader
+ * (leader_call.h), QUEUED until the loop proposes or forwards it, SENT
+ * while a forward waits for the leader's answer, TAKEN once in some
+ * leader's log at index/term, DONE once applied here (or failed), its
+ * result set. Owned by the caller's stack frame; linked into e->waiters
+ * while it waits. Invariant: only touched under e->mu, and never after
+ * the caller unlinked it. */
 struct waiter {
-    uint64_t id[2];                /* request id: this node's id, sequence */
+    struct ext_leader_call call;   /* where it stands, its wait, and its
+                                      request id (this node's id,
+                                      sequence) in e->waiters */
     struct raft_buf *payload;      /* encoded request (unstamped) */
-    int state;                     /* enum waiter_state */
-    bool left_node;                /* was ever forwarded or proposed */
-    bool sent_before;              /* left_node before its latest send */
-    raft_index index;              /* log index, when APPENDED */
-    raft_term term;                /* log term, when APPENDED */
-    uint64_t sent_at;              /* loop clock when last forwarded, ms */
-    raft_id sent_to;               /* leader it was last forwarded to */
+    bool seen;                     /* taken from the submission queue by
+                                      the loop (dispatched from then on) */
+    raft_index index;              /* log index, when TAKEN */
+    raft_term term;                /* log term, when TAKEN */
     bool want_rows;                /* the caller wants the rows (JSON) */
     const char *client_id;         /* the caller's request id (its bytes,
                                       alive while it waits), or NULL */
     size_t client_id_len;          /* its length */
-    bool dropped;                  /* test fault: its result was dropped,
-                                      its wait ends as at its deadline */
-    pthread_cond_t cond;           /* signalled when state becomes DONE */
     struct ext_exec_result result; /* set when DONE */
-    struct waiter *next;           /* e->waiters list */
-    struct waiter *prev;
 };
 
 struct ext_exec {
-    raft_id id;                  /* this server */
-    unsigned exec_timeout_ms;    /* a caller's longest wait */
-    unsigned heartbeat_ms;       /* paces re-forwarding */
-    uint64_t max_request_bytes;  /* larger requests are refused */
-    uint64_t log_max_bytes;      /* for the "log full" message */
-    struct ext_status *status;   /* log full or not */
-    struct ext_propose *propose; /* the leader's proposals (loop) */
-    struct raft_uv_node *driver; /* set by exec_attach */
-    pthread_mutex_t mu;          /* guards the fields marked (mu) */
+    raft_id id;                           /* this server */
+    unsigned exec_timeout_ms;             /* a caller's longest wait */
+    struct ext_leader_call_policy resend; /* when a forward goes again */
+    uint64_t max_request_bytes;           /* larger requests are refused */
+    uint64_t log_max_bytes;               /* for the "log full" message */
+    struct ext_status *status;            /* log full or not */
+    struct ext_propose *propose;          /* the leader's proposals (loop) */
+    struct raft_uv_node *driver;          /* set by exec_attach */
+    pthread_mutex_t mu;                   /* guards the fields marked (mu) */
     struct waiter *queue[EXT_SUBMIT_QUEUE_MAX]; /* ring (mu) */
     unsigned queue_head;                        /* (mu) */
     unsigned queue_len;                         /* (mu) */
-    struct waiter *waiters;                     /* every waiting caller (mu) */
-    unsigned n_waiters;                         /* (mu) */
+    struct ext_leader_call_table waiters;       /* every waiting caller (mu) */
     uint64_t next_seq; /* request sequence numbers (mu) */
     bool shutdown;     /* no new callers, no wakes (mu) */
     char removed[256]; /* why this node takes no writes, removed from the
@@ -109,21 +100,31 @@ struct ext_exec {
                           (mu) */
 };
 
-static bool id_eq(const uint64_t a[2], const uint64_t b[2])
+/* waiter_of returns the waiter whose call is @c, or NULL for NULL. */
+static struct waiter *waiter_of(struct ext_leader_call *c)
 {
-    return a[0] == b[0] && a[1] == b[1];
+    return c != NULL
+               ? (struct waiter *)((char *)c - offsetof(struct waiter, call))
+               : NULL;
 }
 
 /* find_waiter returns the live waiter with request id @id, or NULL. Caller
  * holds mu. */
 static struct waiter *find_waiter(struct ext_exec *e, const uint64_t id[2])
 {
-    for (struct waiter *w = e->waiters; w != NULL; w = w->next) {
-        if (id_eq(w->id, id)) {
-            return w;
-        }
-    }
-    return NULL;
+    return waiter_of(leader_call_find(&e->waiters, id));
+}
+
+/* first_waiter and next_waiter walk every waiting caller, newest first.
+ * Caller holds mu. */
+static struct waiter *first_waiter(struct ext_exec *e)
+{
+    return waiter_of(leader_call_first(&e->waiters));
+}
+
+static struct waiter *next_waiter(struct waiter *w)
+{
+    return waiter_of(leader_call_next(&w->call));
 }
 
 static void finish(struct waiter *w, int kind, int sqlite_rc, const char *fmt,
@@ -133,13 +134,12 @@ static void finish(struct waiter *w, int kind, int sqlite_rc, const char *fmt,
                    ...)
 {
     va_list ap;
-    w->state = W_DONE;
     w->result.kind = kind;
     w->result.sqlite_rc = sqlite_rc;
     va_start(ap, fmt);
     vsnprintf(w->result.errmsg, sizeof w->result.errmsg, fmt, ap);
     va_end(ap);
-    pthread_cond_signal(&w->cond);
+    leader_call_finish(&w->call);
 }
 
 /* fail_unsent fails @w, whose request never left this node, for @reason
@@ -168,15 +168,7 @@ static void fail_unsent(struct waiter *w, bool interrupted, int code,
 
 static void unlink_waiter(struct ext_exec *e, struct waiter *w)
 {
-    if (w->prev != NULL) {
-        w->prev->next = w->next;
-    } else {
-        e->waiters = w->next;
-    }
-    if (w->next != NULL) {
-        w->next->prev = w->prev;
-    }
-    e->n_waiters--;
+    leader_call_unlink(&e->waiters, &w->call);
     /* A waiter still in the submission ring is skipped by the loop. */
     for (unsigned i = 0; i < e->queue_len; i++) {
         unsigned k = (e->queue_head + i) % EXT_SUBMIT_QUEUE_MAX;
@@ -198,31 +190,6 @@ static int kind_to_rc(int kind)
         default:
             return RAFT_TIMEOUT;
     }
-}
-
-struct timespec exec_deadline(unsigned ms)
-{
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    t.tv_sec += ms / 1000;
-    t.tv_nsec += (long)(ms % 1000) * 1000000L;
-    if (t.tv_nsec >= 1000000000L) {
-        t.tv_sec++;
-        t.tv_nsec -= 1000000000L;
-    }
-    return t;
-}
-
-/* poll_time returns the earlier of @deadline and now + EXT_EXEC_POLL_MS
- * (CLOCK_MONOTONIC). */
-static struct timespec poll_time(const struct timespec *deadline)
-{
-    struct timespec t = exec_deadline(EXT_EXEC_POLL_MS);
-    if (t.tv_sec > deadline->tv_sec ||
-        (t.tv_sec == deadline->tv_sec && t.tv_nsec > deadline->tv_nsec)) {
-        return *deadline;
-    }
-    return t;
 }
 
 /* request_opts checks @opts (may be NULL) and gives the codec's options
@@ -257,24 +224,23 @@ int exec_submit(struct ext_exec *e, const char *sql, size_t sql_len,
                 const struct ext_exec_probe *probe, struct ext_exec_result *out)
 {
     struct sql_request_opts ropts;
+    uint64_t id[2];
     struct waiter w;
-    pthread_condattr_t ca;
-    struct timespec deadline;
     char errmsg[512];
-    bool interrupted, cancelled = false;
+    bool cancelled = false;
     char reason[256];
-    int rc;
+    int end, rc;
 
     memset(&w, 0, sizeof w);
     memset(out, 0, sizeof *out);
     pthread_mutex_lock(&e->mu);
-    w.id[0] = e->id;
-    w.id[1] = e->next_seq++;
+    id[0] = e->id;
+    id[1] = e->next_seq++;
     pthread_mutex_unlock(&e->mu);
 
     rc = request_opts(opts, &ropts, errmsg, sizeof errmsg);
     if (rc == 0) {
-        rc = sqlbridge_encode(w.id, sql, sql_len, params, n_params, &ropts,
+        rc = sqlbridge_encode(id, sql, sql_len, params, n_params, &ropts,
                               e->max_request_bytes, &w.payload, errmsg,
                               sizeof errmsg);
     }
@@ -290,11 +256,15 @@ int exec_submit(struct ext_exec *e, const char *sql, size_t sql_len,
     w.want_rows = ropts.flags != 0;
     w.client_id = ropts.client_id;
     w.client_id_len = ropts.client_id_len;
-    pthread_condattr_init(&ca);
-    pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
-    pthread_cond_init(&w.cond, &ca);
-    pthread_condattr_destroy(&ca);
-    deadline = exec_deadline(e->exec_timeout_ms);
+    if (leader_call_init(&w.call, id, e->exec_timeout_ms, EXT_EXEC_POLL_MS) !=
+        0) {
+        raft_buf_unref(w.payload);
+        out->kind = EXT_EXEC_NOT_APPLIED;
+        out->sqlite_rc = SQLITE_NOMEM;
+        snprintf(out->errmsg, sizeof out->errmsg,
+                 "raft_exec: not applied: out of memory");
+        return RAFT_NOMEM;
+    }
 
     pthread_mutex_lock(&e->mu);
     if (e->shutdown) {
@@ -342,54 +312,27 @@ int exec_submit(struct ext_exec *e, const char *sql, size_t sql_len,
         rc = RAFT_BUSY;
         goto out;
     }
-    w.state = W_QUEUED;
-    w.next = e->waiters;
-    if (e->waiters != NULL) {
-        e->waiters->prev = &w;
-    }
-    e->waiters = &w;
-    e->n_waiters++;
+    leader_call_link(&e->waiters, &w.call);
     e->queue[(e->queue_head + e->queue_len) % EXT_SUBMIT_QUEUE_MAX] = &w;
     e->queue_len++;
     pthread_mutex_unlock(&e->mu);
     raft_uv_node_wake(e->driver);
 
     pthread_mutex_lock(&e->mu);
-    while (w.state != W_DONE && !w.dropped) {
-        struct timespec slice = deadline;
-        bool last;
-        if (probe != NULL) {
-            slice = poll_time(&deadline);
+    end = leader_call_wait(&w.call, &e->mu, probe);
+    if (end == EXT_CALL_INTERRUPTED) {
+        if (!leader_call_left(&w.call)) {
+            fail_unsent(&w, true, RAFTSQL_INTERRUPTED,
+                        RAFTSQL_INTERRUPTED_UNKNOWN,
+                        "the request had not left this node");
+        } else {
+            finish(&w, EXT_EXEC_UNKNOWN, RAFTSQL_INTERRUPTED_UNKNOWN,
+                   "raft_exec: interrupted: outcome unknown: the "
+                   "write will be applied on all nodes or on none");
         }
-        last = slice.tv_sec == deadline.tv_sec &&
-               slice.tv_nsec == deadline.tv_nsec;
-        if (pthread_cond_timedwait(&w.cond, &e->mu, &slice) == 0 ||
-            w.state == W_DONE) {
-            continue;
-        }
-        if (last) {
-            break;
-        }
-        /* The probe runs SQL on the caller's own connection: not under
-         * mu. */
-        pthread_mutex_unlock(&e->mu);
-        interrupted = probe->interrupted(probe->data);
-        pthread_mutex_lock(&e->mu);
-        if (interrupted && w.state != W_DONE) {
-            if (!w.left_node) {
-                fail_unsent(&w, true, RAFTSQL_INTERRUPTED,
-                            RAFTSQL_INTERRUPTED_UNKNOWN,
-                            "the request had not left this node");
-            } else {
-                finish(&w, EXT_EXEC_UNKNOWN, RAFTSQL_INTERRUPTED_UNKNOWN,
-                       "raft_exec: interrupted: outcome unknown: the "
-                       "write will be applied on all nodes or on none");
-            }
-            cancelled = true;
-        }
-    }
-    if (w.state != W_DONE) {
-        if (!w.left_node) {
+        cancelled = true;
+    } else if (end != EXT_CALL_ANSWERED) {
+        if (!leader_call_left(&w.call)) {
             char why[128];
             snprintf(why, sizeof why,
                      "no leader reachable within exec_timeout_ms (%u ms)",
@@ -409,7 +352,7 @@ int exec_submit(struct ext_exec *e, const char *sql, size_t sql_len,
     rc = cancelled ? RAFT_CANCELED : kind_to_rc(out->kind);
 
 out:
-    pthread_cond_destroy(&w.cond);
+    leader_call_close(&w.call);
     raft_buf_unref(w.payload);
     return rc;
 }
@@ -419,7 +362,7 @@ out:
  * id (fail_unsent). Caller holds mu. */
 static void fail_waiter(struct waiter *w, const char *reason)
 {
-    if (w->left_node) {
+    if (leader_call_left(&w->call)) {
         finish(w, EXT_EXEC_UNKNOWN, RAFTSQL_UNKNOWN,
                "raft_exec: outcome unknown: %s; the write will be "
                "applied on all nodes or on none",
@@ -438,7 +381,7 @@ static void fail_waiter(struct waiter *w, const char *reason)
  * holds mu. */
 static void refuse_gated(struct waiter *w, const char *why)
 {
-    if (w->left_node) {
+    if (leader_call_left(&w->call)) {
         fail_waiter(w, why);
     } else {
         finish(w, EXT_EXEC_NOT_APPLIED, RAFTSQL_NOT_APPLIED,
@@ -451,8 +394,8 @@ static void refuse_gated(struct waiter *w, const char *why)
  * mu. */
 static void fail_waiting(struct ext_exec *e, const char *reason)
 {
-    for (struct waiter *w = e->waiters; w != NULL; w = w->next) {
-        if (w->state != W_DONE) {
+    for (struct waiter *w = first_waiter(e); w != NULL; w = next_waiter(w)) {
+        if (!leader_call_done(&w->call)) {
             fail_waiter(w, reason);
         }
     }
@@ -485,14 +428,15 @@ void exec_set_removed(struct ext_exec *e, bool removed, raft_index conf_index)
              "this node was removed from the cluster (configuration entry "
              "%llu committed) and takes no writes: write on a member",
              (unsigned long long)conf_index);
-    for (struct waiter *w = e->waiters; w != NULL; w = w->next) {
+    for (struct waiter *w = first_waiter(e); w != NULL; w = next_waiter(w)) {
         /* An entry before the removal's is committed here and applied:
          * its caller gets its result. */
-        if (w->state == W_DONE ||
-            (w->state == W_APPENDED && w->index < conf_index)) {
+        int state = leader_call_state(&w->call);
+        if (state == EXT_CALL_DONE ||
+            (state == EXT_CALL_TAKEN && w->index < conf_index)) {
             continue;
         }
-        if (w->left_node) {
+        if (leader_call_left(&w->call)) {
             finish(w, EXT_EXEC_UNKNOWN, RAFTSQL_UNKNOWN,
                    "raft_exec: outcome unknown: this node was removed from "
                    "the cluster (configuration entry %llu committed) after "
@@ -513,7 +457,7 @@ void exec_set_removed(struct ext_exec *e, bool removed, raft_index conf_index)
 struct outgoing {
     uint64_t id[2];
     struct raft_buf *payload; /* reference */
-    bool was_left;            /* left_node before this attempt */
+    bool was_left;            /* it had left this node before this attempt */
 };
 
 /* is_format3 says whether @w's request is of format 3 (wire_gate.h). */
@@ -522,8 +466,9 @@ static bool is_format3(const struct waiter *w)
     return w->want_rows || w->client_id != NULL;
 }
 
-/* take_pending collects the requests of every PENDING waiter (and of every
- * SENT one when @resend says so) into a new array, marking them SENT to
+/* take_pending collects the requests of every waiter the loop has seen
+ * that is due to go to @to (leader_call_due: never sent, or sent to
+ * another leader, or overdue) into a new array, marking them SENT to
  * @to. A request of format 3 is refused instead when @gate (enum
  * ext_wire_gate, for the server it would go to) is OLD, with @why.
  * Caller holds mu. */
@@ -533,27 +478,22 @@ static struct outgoing *take_pending(struct ext_exec *e, raft_id to,
 {
     struct outgoing *o = NULL;
     unsigned cnt = 0, cap = 0;
-    uint64_t resend_after = 4u * e->heartbeat_ms;
-    if (resend_after < EXT__RESEND_MIN_MS) {
-        resend_after = EXT__RESEND_MIN_MS;
-    }
-    for (struct waiter *w = e->waiters; w != NULL; w = w->next) {
-        bool take = w->state == W_PENDING;
-        if (w->state == W_SENT && w->sent_to == to &&
+    for (struct waiter *w = first_waiter(e); w != NULL; w = next_waiter(w)) {
+        if (!w->seen) {
+            continue; /* still in the submission queue */
+        }
+        if (leader_call_state(&w->call) == EXT_CALL_SENT &&
+            leader_call_sent_to(&w->call) == to &&
             raft_buf_holders(w->payload) > 1) {
             /* Its FORWARD is still being written to this leader: the
              * transport holds the payload (64 KiB or more) until the
              * write is done. A copy now would queue behind it (twice the
              * bytes, a second proposal of the same id, or "busy" at the
              * queue bound), so its resend clock restarts from there. */
-            w->sent_at = now;
+            leader_call_restart_clock(&w->call, now);
             continue;
         }
-        if (w->state == W_SENT &&
-            (w->sent_to != to || now >= w->sent_at + resend_after)) {
-            take = true;
-        }
-        if (!take) {
+        if (!leader_call_due(&w->call, &e->resend, to, now)) {
             continue;
         }
         if (gate == EXT_WIRE_GATE_OLD && is_format3(w)) {
@@ -569,16 +509,12 @@ static struct outgoing *take_pending(struct ext_exec *e, raft_id to,
             }
             o = g;
         }
-        o[cnt].id[0] = w->id[0];
-        o[cnt].id[1] = w->id[1];
+        o[cnt].id[0] = leader_call_id(&w->call)[0];
+        o[cnt].id[1] = leader_call_id(&w->call)[1];
         o[cnt].payload = raft_buf_ref(w->payload);
-        o[cnt].was_left = w->left_node;
+        o[cnt].was_left = leader_call_left(&w->call);
         cnt++;
-        w->state = W_SENT;
-        w->sent_before = w->left_node;
-        w->left_node = true;
-        w->sent_at = now;
-        w->sent_to = to;
+        leader_call_sent(&w->call, to, now);
     }
     *out_n = cnt;
     return o;
@@ -632,16 +568,15 @@ static void dispatch(struct ext_exec *e, struct raft_uv_node *d)
         pthread_mutex_lock(&e->mu);
         for (unsigned i = 0; i < cnt; i++) {
             struct waiter *w = find_waiter(e, o[i].id);
-            if (w == NULL || w->state != W_SENT) {
+            if (w == NULL || leader_call_state(&w->call) != EXT_CALL_SENT) {
                 continue;
             }
             if (rc == 0) {
-                w->state = W_APPENDED;
+                leader_call_taken(&w->call);
                 w->index = index + i;
                 w->term = term;
             } else {
-                w->state = W_PENDING;
-                w->left_node = o[i].was_left;
+                leader_call_unsend(&w->call);
             }
         }
         pthread_mutex_unlock(&e->mu);
@@ -659,9 +594,8 @@ static void dispatch(struct ext_exec *e, struct raft_uv_node *d)
                 /* Not sent at all: back to waiting, as it was. */
                 pthread_mutex_lock(&e->mu);
                 struct waiter *w = find_waiter(e, o[i].id);
-                if (w != NULL && w->state == W_SENT) {
-                    w->state = W_PENDING;
-                    w->left_node = o[i].was_left;
+                if (w != NULL && leader_call_state(&w->call) == EXT_CALL_SENT) {
+                    leader_call_unsend(&w->call);
                 }
                 pthread_mutex_unlock(&e->mu);
             }
@@ -681,8 +615,8 @@ void exec_on_wake(struct ext_exec *e, struct raft_uv_node *d)
         e->queue[e->queue_head] = NULL;
         e->queue_head = (e->queue_head + 1) % EXT_SUBMIT_QUEUE_MAX;
         e->queue_len--;
-        if (w != NULL && w->state == W_QUEUED) {
-            w->state = W_PENDING;
+        if (w != NULL) {
+            w->seen = true;
         }
     }
     pthread_mutex_unlock(&e->mu);
@@ -699,10 +633,10 @@ void exec_on_forward_result(struct ext_exec *e, const struct raft_frame *m)
     /* FORWARD_RESULT: the leader's answer to one of our requests. */
     pthread_mutex_lock(&e->mu);
     struct waiter *w = find_waiter(e, m->forward_result.request_id);
-    if (w != NULL && w->state == W_SENT) {
+    if (w != NULL && leader_call_state(&w->call) == EXT_CALL_SENT) {
         int status = m->forward_result.status;
         if (status == 0) {
-            w->state = W_APPENDED;
+            leader_call_taken(&w->call);
             w->index = m->forward_result.index;
             w->term = m->forward_result.term;
         } else if (status == RAFT_TOOBIG) {
@@ -712,7 +646,7 @@ void exec_on_forward_result(struct ext_exec *e, const struct raft_frame *m)
         } else if (status == RAFT_FORMAT) {
             char why[256];
             /* The leader did not append it (wire_gate.h). */
-            w->left_node = w->sent_before;
+            leader_call_unsend(&w->call);
             wire_gate_refused_why(m->from, why, sizeof why);
             refuse_gated(w, why);
         } else if (status == RAFT_CORRUPT) {
@@ -723,7 +657,7 @@ void exec_on_forward_result(struct ext_exec *e, const struct raft_frame *m)
         } else {
             /* Not the leader any more, busy, or a failed append: retry
              * with the same id once a leader is known. */
-            w->state = W_PENDING;
+            leader_call_requeue(&w->call);
         }
     }
     pthread_mutex_unlock(&e->mu);
@@ -770,7 +704,7 @@ static void deliver(struct ext_exec *e, const struct sql_result *r)
         return; /* only this node's requests have waiters here */
     }
     w = find_waiter(e, r->id);
-    if (w == NULL || w->state == W_DONE) {
+    if (w == NULL || leader_call_done(&w->call)) {
         return;
     }
     if (r->duplicate) {
@@ -782,8 +716,7 @@ static void deliver(struct ext_exec *e, const struct sql_result *r)
         return;
     }
     if (test_drop_result(w, r)) {
-        w->dropped = true;
-        pthread_cond_signal(&w->cond);
+        leader_call_expire(&w->call);
         return;
     }
     w->result.duplicate = r->id_duplicate != 0;
@@ -824,9 +757,10 @@ static void deliver(struct ext_exec *e, const struct sql_result *r)
 static bool requeue_replaced(struct ext_exec *e, raft_index applied)
 {
     bool any = false;
-    for (struct waiter *w = e->waiters; w != NULL; w = w->next) {
-        if (w->state == W_APPENDED && w->index <= applied) {
-            w->state = W_PENDING;
+    for (struct waiter *w = first_waiter(e); w != NULL; w = next_waiter(w)) {
+        if (leader_call_state(&w->call) == EXT_CALL_TAKEN &&
+            w->index <= applied) {
+            leader_call_requeue(&w->call);
             any = true;
         }
     }
@@ -860,7 +794,7 @@ void exec_counts(struct ext_exec *e, unsigned *out_queue, unsigned *out_waiters)
 {
     pthread_mutex_lock(&e->mu);
     *out_queue = e->queue_len;
-    *out_waiters = e->n_waiters;
+    *out_waiters = leader_call_count(&e->waiters);
     pthread_mutex_unlock(&e->mu);
 }
 
@@ -876,7 +810,11 @@ int exec_new(const struct ext_config *cfg, struct ext_status *status,
     }
     e->id = cfg->id;
     e->exec_timeout_ms = cfg->exec_timeout_ms;
-    e->heartbeat_ms = cfg->heartbeat_ms;
+    e->resend.retry_ms = 4u * (uint64_t)cfg->heartbeat_ms;
+    if (e->resend.retry_ms < EXT__RESEND_MIN_MS) {
+        e->resend.retry_ms = EXT__RESEND_MIN_MS;
+    }
+    e->resend.follow_leader = true;
     e->max_request_bytes = cfg->max_request_bytes;
     e->log_max_bytes = cfg->log_max_bytes;
     e->status = status;

@@ -2,8 +2,9 @@
  * submission queue, proposing on the leader or forwarding to it from a
  * follower, and handing each caller the result of its own applied entry.
  * It owns the waiting callers and the request ids, and the words a
- * caller of the node is answered in (ext_exec_result, ext_exec_opts, and
- * ext_exec_probe, how a waiting call learns its caller gave up). */
+ * caller of the node is answered in (ext_exec_result, ext_exec_opts;
+ * ext_exec_probe, how a waiting call learns its caller gave up, is
+ * leader_call.h's). */
 
 #ifndef EXT_EXEC_H
 #define EXT_EXEC_H
@@ -17,6 +18,7 @@
 #include "../../raft/uv_node.h"
 #include "../../sql/sql.h"
 #include "config.h"
+#include "leader_call.h"
 #include "propose.h"
 #include "status.h"
 
@@ -63,18 +65,6 @@ struct ext_exec_result {
 /* ext_exec_result_clear frees what @r holds (rows) and zeroes it. Any
  * thread. */
 void ext_exec_result_clear(struct ext_exec_result *r);
-
-/* How a waiting ext_node_exec learns that its caller gave up: @interrupted
- * (with @data) returns true once the caller's connection was interrupted
- * (sqlite3_interrupt, ^C in the shell, Python's Connection.interrupt()).
- * Called on the caller's thread every EXT_EXEC_POLL_MS while it waits. */
-struct ext_exec_probe {
-    bool (*interrupted)(void *data);
-    void *data;
-};
-
-/* How often a waiting caller asks its probe, ms. */
-#define EXT_EXEC_POLL_MS 50
 
 /* Most requests queued for the loop thread at once; past it raft_exec
  * answers "busy" at once. */
@@ -156,9 +146,5 @@ void exec_set_removed(struct ext_exec *e, bool removed, raft_index conf_index);
  * of callers waiting. Any thread. */
 void exec_counts(struct ext_exec *e, unsigned *out_queue,
                  unsigned *out_waiters);
-
-/* exec_deadline returns the CLOCK_MONOTONIC time @ms from now, for the
- * timed waits of callers (exec.c, change.c). Any thread. */
-struct timespec exec_deadline(unsigned ms);
 
 #endif /* EXT_EXEC_H */

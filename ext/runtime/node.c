@@ -3,12 +3,13 @@
  * what they hold, starts the apply thread (applier.c) and hands the core to
  * the driver (raft/uv_node.h), which runs it on its loop thread; the
  * driver's callbacks are wired here to the callers (exec.c), the leader's
- * forwarding (forward.c), the compaction policy (store.c) and the status
- * (status.c). Each of those owns its own state. */
+ * forwarding (forward.c), the compaction policy (store.c), the status
+ * (status.c) and, at each tick, the evidence of a divergence to its judge
+ * (divergence_judge.c), whose verdicts the applier owns. Each of those
+ * owns its own state. */
 
 #include <inttypes.h>
 #include <sqlite3ext.h> /* result codes only */
-#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -26,6 +27,7 @@
 #include "change.h"
 #include "cluster_id.h"
 #include "divergence.h"
+#include "divergence_judge.h"
 #include "events.h"
 #include "exec.h"
 #include "forward.h"
@@ -73,7 +75,8 @@ struct ext_node {
     struct ext_change *change;         /* membership changes and transfers */
     struct ext_cluster_id *cluster;    /* the cluster id */
     struct ext_repair *repair;         /* repairing a diverged replica */
-    uint64_t conflicts;                /* raft_conflicts judged (loop) */
+    struct ext_divergence_judge judge; /* the evidence of a divergence
+                                        judged so far (loop) */
     struct ext_barrier *barrier;       /* raft_barrier's reads */
     struct ext_divergence *divergence; /* the replica checksum's values,
                                         compared with the peers' */
@@ -84,9 +87,6 @@ struct ext_node {
                                         driver borrows them), NULL for
                                         plain TCP */
     struct ext_load_status *load;      /* the latest raft_load_sql */
-    _Atomic raft_index view_index;     /* configuration index of the member
-                                        view last published (written by
-                                        the loop thread) */
     char gate_logged[256];             /* the last reason logged for a
                                         forwarded request of format 3
                                         refused or held (loop) */
@@ -180,75 +180,6 @@ static void judge_staleness(struct ext_node *n)
     ext_events_publish(EXT_EVENT_TICK);
 }
 
-/* judge_conflicts marks the replica diverged when the core dropped an
- * AppendEntries that contradicts its committed history (raft_conflicts):
- * the leader's cluster and this replica have different histories (two
- * groups founded the cluster, or this node's state was replaced), so
- * entries would apply here on other content than the leader's. Loop
- * thread. */
-static void judge_conflicts(struct ext_node *n)
-{
-    const struct raft *core = raft_uv_node_core(n->driver);
-    struct raft_conflict c;
-    uint64_t k = raft_conflicts(core, &c);
-    char why[512];
-
-    if (k == n->conflicts) {
-        return;
-    }
-    n->conflicts = k;
-    /* Only while this node still holds what was contradicted: messages
-     * dropped just before a repair's snapshot replaced it are counted
-     * once it is gone, and must not mark the repaired replica again. */
-    if (c.snapshot ? raft_snapshot_index(core) != c.index ||
-                         raft_snapshot_term(core) != c.ours
-                   : c.index <= raft_snapshot_index(core)) {
-        return;
-    }
-    snprintf(why, sizeof why,
-             "the leader (server %" PRIu64 ", term %" PRIu64
-             ") contradicts this replica's committed history: its entry "
-             "%" PRIu64 " has term %" PRIu64 ", this node's %s at %" PRIu64
-             " has term %" PRIu64
-             " (the two were founded apart, e.g. founders that elected a "
-             "leader without the node started with bootstrap_from=, or "
-             "this node's state was replaced); its entries are refused",
-             c.leader, c.leader_term, c.index, c.theirs,
-             c.snapshot ? "snapshot" : "committed entry", c.index, c.ours);
-    applier_mark_diverged(n->applier, why);
-}
-
-/* judge_checksum marks this replica diverged when its replica checksum
- * differs from those of a majority of the voters (divergence_outvoted):
- * the same entries gave other content here than on enough servers that
- * no majority can hold this content. A leader so outvoted hands the
- * leadership on and is repaired like any diverged replica; a follower
- * differing from its leader alone, while another voter agrees with it,
- * is not marked (the leader may be the wrong one: it is outvoted in
- * turn). Loop thread. */
-static void judge_checksum(struct ext_node *n)
-{
-    const struct raft *core = raft_uv_node_core(n->driver);
-    const struct raft_configuration *c = raft_current_configuration(core);
-    raft_id peer = 0;
-    raft_index at;
-    char why[512];
-    /* Read before the records: an install between the two makes the
-     * verdict stale (applier_mark_diverged_since drops it). */
-    uint64_t installs = applier_installs(n->applier);
-
-    if (c == NULL || (at = divergence_outvoted(n->divergence, c, &peer)) == 0) {
-        return;
-    }
-    snprintf(why, sizeof why,
-             "the replica checksum differs from those of a majority of the "
-             "voters (server %" PRIu64 " from index %" PRIu64
-             "; raft_status() checksum.mismatch, raft_members()): the same "
-             "entries gave other content here",
-             peer, at);
-    applier_mark_diverged_since(n->applier, installs, why);
-}
-
 static void on_tick(void *data)
 {
     struct ext_node *n = data;
@@ -257,15 +188,12 @@ static void on_tick(void *data)
     change_on_tick(n->change, n->driver);
     barrier_on_loop(n->barrier, n->driver);
     divergence_on_tick(n->divergence, n->driver);
-    /* change_on_tick published the member view last: of this one. */
-    atomic_store(&n->view_index,
-                 raft_configuration_index(raft_uv_node_core(n->driver)));
     store_on_tick(n->store, n->driver);
     status_note_failure(n->status, n->driver);
     cluster_id_on_tick(n->cluster, n->driver, applier_applied(n->applier));
     judge_staleness(n);
-    judge_conflicts(n);
-    judge_checksum(n);
+    divergence_judge_on_tick(&n->judge, raft_uv_node_core(n->driver),
+                             n->divergence, n->applier);
     if (repair_on_tick(n->repair, n->driver, n->applier,
                        EXT__REPAIR_RETRY_MS)) {
         char why[512];
@@ -275,6 +203,14 @@ static void on_tick(void *data)
             exec_fail_waiting(n->exec, why);
         }
     }
+}
+
+/* on_diverged answers the driver's question from the applier, the owner
+ * of the divergence. */
+static bool on_diverged(void *data)
+{
+    struct ext_node *n = data;
+    return applier_diverged(n->applier, NULL);
 }
 
 static void on_cluster_id(void *data, const uint8_t id[RAFT_UV_CLUSTER_ID_LEN],
@@ -538,6 +474,7 @@ static int start_threads(struct ext_node *n, const char *db_path,
         .log = on_driver_log,
         .dial = on_dial,
         .cluster_id = on_cluster_id,
+        .diverged = on_diverged,
     };
     unsigned n_peers = 0;
     int rc;
@@ -926,36 +863,11 @@ bool ext_node_cluster_id(struct ext_node *n, char out[EXT_CLUSTER_ID_HEX])
     return out[0] != '\0';
 }
 
-/* wait_view waits until the member view raft_members shows (and so the
- * raft_status() refreshed at each step) holds configuration entry @index
- * or a later one, an election timeout at most: a follower may learn of
- * the entry after the leader's answer, a removed one never. */
-static void wait_view(struct ext_node *n, raft_index index)
-{
-    struct timespec deadline = exec_deadline(n->cfg.election_timeout_ms);
-    struct timespec now;
-    const struct timespec pause = {.tv_nsec = 1000000};
-
-    while (atomic_load(&n->view_index) < index) {
-        clock_gettime(CLOCK_MONOTONIC, &now);
-        if (now.tv_sec > deadline.tv_sec || (now.tv_sec == deadline.tv_sec &&
-                                             now.tv_nsec >= deadline.tv_nsec)) {
-            return;
-        }
-        nanosleep(&pause, NULL);
-    }
-}
-
 int ext_node_change(struct ext_node *n, const struct ext_change_request *req,
                     const struct ext_exec_probe *probe,
                     struct ext_change_result *out)
 {
-    int rc = change_submit(n->change, req, n->cfg.exec_timeout_ms, probe, out);
-    if (rc == 0 && req->op != EXT_CHANGE_TRANSFER) {
-        /* Read-your-writes: "committed" is visible here once answered. */
-        wait_view(n, out->index);
-    }
-    return rc;
+    return change_submit(n->change, req, n->cfg.exec_timeout_ms, probe, out);
 }
 
 void ext_node_listen(const struct ext_node *n, char *buf, size_t len)

@@ -158,7 +158,7 @@ uint64_t ext_node_leader(struct ext_node *n);
  * exec_timeout_ms, or until @probe (may be NULL) says the caller was
  * interrupted. A change that succeeded returns once this node's
  * raft_members and raft_status() show its configuration (or a later one;
- * an election timeout more at most). Always fills @out; returns out->rc
+ * an election timeout more at most: change_submit waits for it). Always fills @out; returns out->rc
  * (0, or the errors change_submit lists). Any thread but the node's
  * own. */
 int ext_node_change(struct ext_node *n, const struct ext_change_request *req,

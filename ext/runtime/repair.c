@@ -32,7 +32,15 @@
 #include "../../raft/message.h"
 #include "../../raft/uv_node.h"
 #include "exec.h"
+#include "leader_call.h"
 
+/* How often raft_repair() looks whether the repair is done, ms. */
+#define EXT__REPAIR_POLL_MS 10
+
+/* Only where the repair stands: whether the replica is diverged, why,
+ * since when and how many repairs ended a divergence are the applier's
+ * (applier_diverged, applier_repairs), asked each time; the driver asks
+ * it too (raft_uv_node_callbacks.diverged). */
 struct ext_repair {
     uint64_t id;                /* this server */
     bool manual;                /* repair=manual */
@@ -270,7 +278,6 @@ bool repair_on_tick(struct ext_repair *r, struct raft_uv_node *d,
                       st.last_install_from, dv.repaired_index, dv.reason);
     }
     if (!applier_diverged(a, NULL)) {
-        raft_uv_node_set_diverged(d, false);
         atomic_store(&r->asked, false);
         if (atomic_load(&r->phase) != EXT_REPAIR_NONE) {
             pthread_mutex_lock(&r->mu);
@@ -281,7 +288,6 @@ bool repair_on_tick(struct ext_repair *r, struct raft_uv_node *d,
         }
         return false;
     }
-    raft_uv_node_set_diverged(d, true);
     phase = atomic_load(&r->phase);
     first = phase == EXT_REPAIR_NONE;
     if (r->manual && !atomic_load(&r->asked)) {
@@ -306,40 +312,54 @@ bool repair_on_tick(struct ext_repair *r, struct raft_uv_node *d,
     return first;
 }
 
+/* A raft_repair() waiting: done once an install ended the divergence
+ * (the applier counts repairs), or once no peer is left to repair from. */
+struct repair_waiting {
+    struct ext_repair *r;
+    struct ext_applier *a;
+    uint64_t repairs; /* applier_repairs when it began */
+};
+
+/* repair_over says whether the wait of @data (struct repair_waiting)
+ * ends: repaired, or nobody to repair from. */
+static bool repair_over(void *data)
+{
+    const struct repair_waiting *w = data;
+    uint64_t peer;
+    int phase;
+
+    if (applier_repairs(w->a) != w->repairs) {
+        return true;
+    }
+    phase = repair_phase(w->r, &peer);
+    return phase == EXT_REPAIR_NO_PEER || phase == EXT_REPAIR_NO_HEALTHY;
+}
+
 int repair_wait(struct ext_repair *r, struct ext_applier *a,
                 struct raft_uv_node *d, unsigned timeout_ms,
                 const struct ext_exec_probe *probe, char *msg, size_t msg_len)
 {
-    struct timespec deadline = exec_deadline(timeout_ms);
-    const struct timespec pause = {.tv_nsec = 10 * 1000000};
+    struct timespec deadline = leader_call_deadline(timeout_ms);
+    struct repair_waiting w = {.r = r, .a = a};
     struct ext_applier_divergence dv;
-    uint64_t repairs = applier_repairs(a);
-    uint64_t peer;
+    int end;
 
     if (!applier_diverged(a, NULL)) {
         snprintf(msg, msg_len, "not diverged: nothing to repair");
         return RAFT_INVALID;
     }
+    w.repairs = applier_repairs(a);
     repair_ask(r);
     raft_uv_node_wake(d);
-    while (applier_repairs(a) == repairs) {
-        struct timespec now;
-        clock_gettime(CLOCK_MONOTONIC, &now);
-        if (probe != NULL && probe->interrupted(probe->data)) {
-            snprintf(msg, msg_len, "interrupted (the repair goes on)");
-            return RAFT_CANCELED;
-        }
-        int phase = repair_phase(r, &peer);
-        if (phase == EXT_REPAIR_NO_PEER || phase == EXT_REPAIR_NO_HEALTHY) {
-            repair_refusal(r, a, msg, msg_len);
-            return RAFT_NOTFOUND;
-        }
-        if (now.tv_sec > deadline.tv_sec || (now.tv_sec == deadline.tv_sec &&
-                                             now.tv_nsec >= deadline.tv_nsec)) {
-            repair_refusal(r, a, msg, msg_len);
-            return RAFT_TIMEOUT;
-        }
-        nanosleep(&pause, NULL);
+    end = leader_call_poll(&deadline, EXT__REPAIR_POLL_MS, probe, repair_over,
+                           &w);
+    if (end == EXT_CALL_INTERRUPTED) {
+        snprintf(msg, msg_len, "interrupted (the repair goes on)");
+        return RAFT_CANCELED;
+    }
+    if (applier_repairs(a) == w.repairs) {
+        repair_refusal(r, a, msg, msg_len);
+        return end == EXT_CALL_ANSWERED ? RAFT_NOTFOUND : RAFT_TIMEOUT;
     }
     applier_diverged(a, &dv);
     snprintf(msg, msg_len, "repaired from a snapshot at index %" PRIu64,

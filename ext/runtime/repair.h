@@ -55,7 +55,7 @@ void repair_free(struct ext_repair *r);
  * line); a follower asks the leader for a snapshot at least at its
  * applied index, once every @retry_ms, while the leader's wire version
  * has the frame. While diverged, the driver declines leadership
- * transfers (raft_uv_node_set_diverged). Logs "repaired from server N's
+ * transfers (it asks the applier: raft_uv_node_callbacks.diverged). Logs "repaired from server N's
  * snapshot at index I" once an install ended a divergence. Returns true
  * on the tick that first sees a divergence (the node then tells its
  * waiting callers). Loop thread. */

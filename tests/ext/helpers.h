@@ -11,10 +11,31 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include "ext/runtime/applier.h"
 #include "ext/runtime/node_log.h"
 #include "ext/runtime/sqlbridge.h"
 #include "ext/runtime/store.h"
 #include "tests/sql/helpers.h"
+
+/* Longest a test waits for a condition another thread makes true, ms. */
+#define EXT_WAIT_MS 5000
+
+/* EXT_WAIT polls @cond every millisecond until it holds; after
+ * EXT_WAIT_MS it fails the test, naming @cond and what the printf-style
+ * rest (a format and its values, read at that moment) says was seen. */
+#define EXT_WAIT(cond, ...)                                                    \
+    do {                                                                       \
+        int n_ = 0;                                                            \
+        while (!(cond) && n_++ < EXT_WAIT_MS) {                                \
+            usleep(1000);                                                      \
+        }                                                                      \
+        if (!(cond)) {                                                         \
+            char seen_[512];                                                   \
+            snprintf(seen_, sizeof seen_, __VA_ARGS__);                        \
+            fail_msg("%s:%d: timed out waiting for %s; saw %s", __FILE__,      \
+                     __LINE__, #cond, seen_);                                  \
+        }                                                                      \
+    } while (0)
 
 /* ext_free_port returns a loopback TCP port nobody listened on a moment
  * ago. */
@@ -98,6 +119,53 @@ static inline struct ext_store *store_open_ok(const char *dir,
         fail_msg("store_open: %s", msg);
     }
     return s;
+}
+
+/* one_voter_core returns a new core of server 1, the only voter of its
+ * cluster (election timeout 100 ms, heartbeats every 20 ms, check-quorum
+ * off), for a test's driver (raft_uv_node_start takes it). */
+static inline struct raft *one_voter_core(void)
+{
+    static const raft_id voters[1] = {1};
+    struct raft_config rc = {
+        .id = 1,
+        .voters = voters,
+        .n_voters = 1,
+        .election_timeout = 100,
+        .heartbeat_interval = 20,
+        .max_size_per_msg = 1 << 20,
+        .max_inflight_msgs = 8,
+        .seed = 7,
+        .disable_check_quorum = true,
+    };
+    struct raft *core = NULL;
+    assert_int_equal(raft_new(&rc, NULL, 1, NULL, 0, 0, &core), 0);
+    return core;
+}
+
+/* applier_start_quiet makes a temporary database @db and starts an apply
+ * thread on it that applies every batch at once and calls no hook, its
+ * lines to a quiet node log @log; applier_stop_quiet undoes it. */
+static inline struct ext_applier *applier_start_quiet(struct tmpdb *db,
+                                                      struct ext_node_log *log)
+{
+    struct ext_applier_config cfg = {.snapshot_threshold = 1u << 30};
+    struct ext_applier_hooks hooks = {0};
+    struct ext_applier *a = NULL;
+
+    tmpdb_init(db);
+    node_log_init(log, 1, RAFT_LOG_ERROR + 1);
+    assert_int_equal(applier_start(open_fsm(db->path), &cfg, &hooks, log, &a),
+                     0);
+    return a;
+}
+
+static inline void applier_stop_quiet(struct ext_applier *a, struct tmpdb *db,
+                                      struct ext_node_log *log)
+{
+    applier_stop(a);
+    node_log_close(log);
+    tmpdb_remove(db);
 }
 
 #endif /* TESTS_EXT_HELPERS_H */

@@ -441,7 +441,7 @@ static void test_foreign_commit_holds_until_install(void **state)
     unlink(snap);
 }
 
-/* A verdict on the replica's content (node.c's judge_checksum) made from
+/* A verdict on the replica's content (divergence_judge.c's) made from
  * records read before a snapshot install is dropped once the install
  * ended the divergence: the repaired replica is not marked again for
  * the content it no longer has. One made after the install marks it. */

@@ -132,8 +132,12 @@ static int injected(struct fake *f, int op, char *errmsg, size_t errmsg_len)
     if (f->fail_n[op] != UINT_MAX) {
         f->fail_n[op]--;
     }
-    snprintf(errmsg, errmsg_len, "fake: injected %s",
-             raft_strerror(f->fail_rc[op]));
+    if (f->fail_text[op][0] != '\0') {
+        snprintf(errmsg, errmsg_len, "%s", f->fail_text[op]);
+    } else {
+        snprintf(errmsg, errmsg_len, "fake: injected %s",
+                 raft_strerror(f->fail_rc[op]));
+    }
     return f->fail_rc[op];
 }
 
@@ -342,6 +346,13 @@ void fake_fail_after(struct fake *f, int op, int rc, unsigned n, unsigned skip)
     f->fail_rc[op] = rc;
     f->fail_n[op] = n;
     f->fail_skip[op] = skip;
+    fake_unlock(f);
+}
+
+void fake_fail_text(struct fake *f, int op, const char *text)
+{
+    fake_lock(f);
+    snprintf(f->fail_text[op], sizeof f->fail_text[op], "%s", text);
     fake_unlock(f);
 }
 
@@ -699,6 +710,21 @@ static bool tr_connected(const void *t, raft_id id)
     return up;
 }
 
+static unsigned tr_connected_peers(const void *t, raft_id *ids, unsigned max)
+{
+    struct fake *f = (struct fake *)t;
+    unsigned n = 0;
+    fake_lock(f);
+    for (unsigned i = 0; i < f->n_peer_ids && n < max; i++) {
+        raft_id id = f->peer_ids[i];
+        if (!(id < 8 && f->down[id])) {
+            ids[n++] = id;
+        }
+    }
+    fake_unlock(f);
+    return n;
+}
+
 static void on_async_closed(uv_handle_t *h)
 {
     struct fake *f = h->data;
@@ -966,6 +992,9 @@ static void cb_apply(void *data, const struct raft_entry *entries, unsigned n)
     }
     changed(f);
     fake_unlock(f);
+    if (f->app.apply != NULL) {
+        f->app.apply(f->app.data, entries, n);
+    }
 }
 
 static void cb_tick(void *data)
@@ -977,11 +1006,37 @@ static void cb_tick(void *data)
     publish(f, &o);
     f->obs.n_ticks++;
     fake_unlock(f);
+    if (f->app.tick != NULL) {
+        f->app.tick(f->app.data);
+    }
 }
 
 static void cb_stepped(void *data)
 {
-    refresh(data);
+    struct fake *f = data;
+    refresh(f);
+    if (f->app.stepped != NULL) {
+        f->app.stepped(f->app.data);
+    }
+}
+
+/* The application's own callbacks (fake_opts.app). */
+static void cb_wake(void *data)
+{
+    struct fake *f = data;
+    f->app.wake(f->app.data);
+}
+
+static void cb_forward(void *data, const struct raft_frame *fr)
+{
+    struct fake *f = data;
+    f->app.forward(f->app.data, fr);
+}
+
+static void cb_read(void *data, const struct raft_read *reads, unsigned n)
+{
+    struct fake *f = data;
+    f->app.read(f->app.data, reads, n);
 }
 
 static void cb_log(void *data, int level, const char *msg)
@@ -1025,6 +1080,7 @@ void fake_init(struct fake *f, raft_id id)
     f->tr.start = tr_start;
     f->tr.send = tr_send;
     f->tr.connected = tr_connected;
+    f->tr.connected_peers = tr_connected_peers;
     f->tr.close = tr_close;
 }
 
@@ -1082,12 +1138,20 @@ void fake_start(struct fake *f, struct raft *r, const struct fake_opts *o)
     int rc;
 
     assert_true(o->n_peers <= 7);
+    if (o->app != NULL) {
+        f->app = *o->app;
+        cb.wake = f->app.wake != NULL ? cb_wake : NULL;
+        cb.forward = f->app.forward != NULL ? cb_forward : NULL;
+        cb.read = f->app.read != NULL ? cb_read : NULL;
+    }
     memset(peers, 0, sizeof peers);
     for (unsigned i = 0; i < o->n_peers; i++) {
+        f->peer_ids[i] = o->peers[i];
         peers[i].id = o->peers[i];
         snprintf(peers[i].host, sizeof peers[i].host, "127.0.0.1");
         peers[i].port = 1;
     }
+    f->n_peer_ids = o->n_peers;
     memset(&cfg, 0, sizeof cfg);
     cfg.id = f->id;
     cfg.listen_host = "127.0.0.1";

@@ -1,5 +1,6 @@
 /* Fakes for the driver's unit tests (tests/uv/test_uv_storage.c and
- * test_uv_snapshot.c): one real driver (raft/uv_node.c) per struct fake,
+ * test_uv_snapshot.c) and for the runtime modules of ext/ that a driver
+ * calls back (tests/ext): one real driver (raft/uv_node.c) per struct fake,
  * with an in-memory store in place of LMDB and SQLite, and a transport
  * (struct raft_uv_node_transport) in place of TCP that captures the
  * frames the driver sends and delivers the ones a test injects.
@@ -179,7 +180,12 @@ struct fake {
                                         (not recorded as calls of their
                                         own: FAKE_INSTALL's) */
     size_t installed_len;            /* their count */
+    char fail_text[FAKE_N_OPS][128]; /* message of an injected failure,
+                                        "" for "fake: injected <code>" */
     bool down[8];                    /* peers (by id) shown unconnected */
+    raft_id peer_ids[8];             /* fake_opts.peers, n_peer_ids: the
+                                        connected ones are listed */
+    unsigned n_peer_ids;             /* their count */
     fake_send_hook hook;             /* NULL: send everything */
     bool corrupt_next_chunk;         /* flip a byte of the next linked chunk */
     struct fake_peer peer;           /* fake_peer_hook's follower */
@@ -192,6 +198,8 @@ struct fake {
     struct fake_line *lines;         /* log lines, n_lines */
     unsigned n_lines;                /* lines at @lines */
     unsigned cap_lines;              /* room at @lines */
+    struct raft_uv_node_callbacks app; /* fake_opts.app (written before
+                                          the driver starts) */
 };
 
 /* What a test's setup allocates: one driver, and a second for the tests
@@ -223,6 +231,12 @@ struct fake_opts {
                              (as an install changes the log through it)
                              a snapshot install */
     bool no_snapshots;    /* no snapshot functions */
+    const struct raft_uv_node_callbacks *app; /* the application's
+                             callbacks (copied; NULL: none): its wake,
+                             forward and read are the driver's own; its
+                             apply, tick and stepped run after the fake
+                             recorded the call, without its mutex; its
+                             log and dial are ignored */
 };
 
 /* fake_init prepares @f for server @id: an empty store whose log starts
@@ -265,6 +279,10 @@ void fake_snapshot(struct fake *f, size_t len, raft_index index,
 /* fake_fail makes the next @n calls of @op fail with @rc (UINT_MAX:
  * every call). Any thread. */
 void fake_fail(struct fake *f, int op, int rc, unsigned n);
+
+/* fake_fail_text makes the injected failures of @op say @text (copied,
+ * cut at 127 bytes) instead of "fake: injected <code>". Any thread. */
+void fake_fail_text(struct fake *f, int op, const char *text);
 
 /* fake_fail_after is fake_fail for the calls after the next @skip (a call
  * blocked by fake_hold counts as the next). Any thread. */

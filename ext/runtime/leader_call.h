@@ -1,0 +1,260 @@
+/* One call a node makes to its leader, and its caller's wait: a write
+ * (exec.c), a membership change (change.c), a read index (barrier.c) or
+ * any later request that asks the leader and waits for its answer. The
+ * call's owner keeps its calls under its own mutex and writes their
+ * results; this module owns what every such call does alike:
+ *   - correlation: the owner's calls linked in a table and found by the
+ *     request id an answer carries (leader_call_find);
+ *   - the caller's wait: a deadline (CLOCK_MONOTONIC), the wait sliced
+ *     to ask the caller's probe (sqlite3_interrupt) outside the owner's
+ *     mutex, and how it ended: answered, expired ("outcome unknown" once
+ *     the request left this node, else "not applied"), interrupted, or
+ *     ended by a shutdown;
+ *   - the loop's resend rule: a call sent to a leader is due to go again
+ *     once another server leads, or once it is overdue by a retry
+ *     interval (leader_call_due, asked on the owner's wake and tick);
+ *   - a wait on a predicate (leader_call_poll), for what the applier
+ *     moves rather than the loop (an index applied, a repair done),
+ *     with the same deadline, probe and ends.
+ *
+ * Happy path: the caller fills a struct ext_leader_call on its stack
+ * (leader_call_init), links it into its owner under the owner's mutex,
+ * wakes the loop and calls leader_call_wait; the loop finds it due
+ * (QUEUED), sends it (leader_call_sent) or steps it into its own core
+ * (leader_call_sent then leader_call_taken); the answer makes it TAKEN
+ * (the leader took it: an apply or a view remains) or DONE
+ * (leader_call_finish), and the wait returns EXT_CALL_ANSWERED.
+ * Failure modes: no leader or no answer until the deadline
+ * (EXT_CALL_EXPIRED; leader_call_left tells which words), a leader
+ * change or a lost frame (due again: the owner resends under the same
+ * request id), the caller interrupted (EXT_CALL_INTERRUPTED within
+ * poll_ms), the owner shutting down (EXT_CALL_SHUTDOWN). */
+
+#ifndef EXT_LEADER_CALL_H
+#define EXT_LEADER_CALL_H
+
+#include <pthread.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <time.h>
+
+#include "../../raft/raft.h"
+
+/* How a waiting call learns that its caller gave up: @interrupted (with
+ * @data) returns true once the caller's connection was interrupted
+ * (sqlite3_interrupt, ^C in the shell, Python's Connection.interrupt()).
+ * Called on the caller's thread, never under the owner's mutex, every
+ * poll interval while it waits (EXT_EXEC_POLL_MS for a write). */
+struct ext_exec_probe {
+    bool (*interrupted)(void *data);
+    void *data;
+};
+
+/* How often a waiting write or change asks its probe, ms. */
+#define EXT_EXEC_POLL_MS 50
+
+/* Where a call stands. Invariant: changed only under the owner's mutex;
+ * DONE is final. */
+enum ext_leader_call_state {
+    EXT_CALL_QUEUED = 1, /* on this node: not seen by the loop yet, or
+                            waiting for a leader (again) */
+    EXT_CALL_SENT = 2,   /* handed to a leader, its answer awaited */
+    EXT_CALL_TAKEN = 3,  /* the leader took it (an entry appended, a read
+                            stepped into this node's own core, a change
+                            answered): what remains happens here, never
+                            sent again */
+    EXT_CALL_DONE = 4,   /* over: the owner set its result */
+};
+
+/* How leader_call_wait ended. */
+enum ext_leader_call_end {
+    EXT_CALL_ANSWERED = 0,    /* DONE, or the call's predicate held */
+    EXT_CALL_EXPIRED = 1,     /* the deadline passed (or the owner ended
+                                 it so, leader_call_expire): outcome
+                                 unknown when leader_call_left, else not
+                                 applied */
+    EXT_CALL_INTERRUPTED = 2, /* the probe said the caller gave up */
+    EXT_CALL_SHUTDOWN = 3,    /* the owner shut down (leader_call_shutdown) */
+};
+
+/* The loop's resend rule for the calls of one owner. */
+struct ext_leader_call_policy {
+    uint64_t retry_ms;  /* a SENT call unanswered this long (loop clock)
+                           is due again */
+    bool follow_leader; /* a SENT call is due again at once when the
+                           server it would go to now is not the one it
+                           went to */
+};
+
+/* One call to the leader. Owned by its caller (on its stack, or in a
+ * slot the caller holds); the owner links it while it waits. Invariant:
+ * every field is read and written under the owner's mutex (the one
+ * leader_call_wait is given), and nothing touches it after the caller
+ * unlinked it. Its fields belong to leader_call.c: use the functions. */
+struct ext_leader_call {
+    uint64_t id[2];               /* request id: unique among its owner's
+                                 calls, what answers carry */
+    int state;                    /* enum ext_leader_call_state */
+    bool left_node;               /* was ever sent or stepped (sticky) */
+    bool left_before;             /* left_node before its latest send */
+    bool shutdown;                /* ended by leader_call_shutdown */
+    bool expired;                 /* ended by leader_call_expire */
+    unsigned attempts;            /* times sent or stepped */
+    uint64_t sent_at;             /* loop clock of its latest send, ms */
+    raft_id sent_to;              /* the server it was last sent to */
+    unsigned poll_ms;             /* the wait's slice while a probe is
+                                  asked */
+    struct timespec deadline;     /* CLOCK_MONOTONIC */
+    pthread_cond_t cond;          /* signalled when it ends (CLOCK_MONOTONIC) */
+    struct ext_leader_call *next; /* in its owner's table, newest first */
+    struct ext_leader_call *prev;
+};
+
+/* The calls one owner has linked, found by request id: a list through
+ * the calls themselves (nothing allocated). Zeroed: empty. Invariant:
+ * read and written under the owner's mutex; a call is linked from its
+ * submission until its caller unlinks it. */
+struct ext_leader_call_table {
+    struct ext_leader_call *head; /* the newest call, or NULL */
+    unsigned n;                   /* calls linked */
+};
+
+/* leader_call_deadline returns the CLOCK_MONOTONIC time @ms from now.
+ * Any thread. */
+struct timespec leader_call_deadline(unsigned ms);
+
+/* leader_call_init makes @call a QUEUED call of request id @id (copied;
+ * NULL: none, for an owner that finds its calls otherwise) that expires
+ * @timeout_ms from now, whose wait asks its probe every @poll_ms (0:
+ * EXT_EXEC_POLL_MS). Release it with leader_call_close. Errors:
+ * RAFT_NOMEM (its condition variable). Any thread. */
+int leader_call_init(struct ext_leader_call *call, const uint64_t id[2],
+                     unsigned timeout_ms, unsigned poll_ms);
+
+/* leader_call_close releases what leader_call_init took. The owner must
+ * have unlinked @call first. Any thread. */
+void leader_call_close(struct ext_leader_call *call);
+
+/* leader_call_wait waits, with @mu (the owner's mutex, held on entry and
+ * on return) released meanwhile, until @call is DONE, its deadline
+ * passes, @probe (may be NULL) says the caller was
+ * interrupted (asked without @mu) or the owner shut it down. Returns
+ * how it ended (enum ext_leader_call_end): the state then tells the
+ * owner what to answer (INTERRUPTED, EXPIRED and SHUTDOWN leave it as
+ * it was, never DONE, but for an owner that shut it down after its
+ * result was set). Any thread but the loop's. */
+int leader_call_wait(struct ext_leader_call *call, pthread_mutex_t *mu,
+                     const struct ext_exec_probe *probe);
+
+/* leader_call_poll waits until @ready(@data) holds, the CLOCK_MONOTONIC
+ * time @deadline (leader_call_deadline) passes or @probe (may be NULL)
+ * says the caller was interrupted, asking @ready, then @probe, then the
+ * clock, every @poll_ms (0: EXT_EXEC_POLL_MS), without any lock: the
+ * wait for what no loop signals (an index applied, a repair installed),
+ * with the same ends as leader_call_wait's. Returns EXT_CALL_ANSWERED,
+ * EXT_CALL_EXPIRED or EXT_CALL_INTERRUPTED. Any thread but the loop's. */
+int leader_call_poll(const struct timespec *deadline, unsigned poll_ms,
+                     const struct ext_exec_probe *probe,
+                     bool (*ready)(void *data), void *data);
+
+/* ---- The owner's table: any thread, under the owner's mutex ----------- */
+
+/* leader_call_link links @call, not linked, into @t (as its newest). */
+void leader_call_link(struct ext_leader_call_table *t,
+                      struct ext_leader_call *call);
+
+/* leader_call_unlink takes @call, linked into @t, out of it. */
+void leader_call_unlink(struct ext_leader_call_table *t,
+                        struct ext_leader_call *call);
+
+/* leader_call_find returns the call of request id @id linked into @t,
+ * or NULL (none: its caller gave up, or the answer is a stale one). */
+struct ext_leader_call *leader_call_find(const struct ext_leader_call_table *t,
+                                         const uint64_t id[2]);
+
+/* leader_call_first returns the newest call linked into @t, or NULL;
+ * leader_call_next the one linked before @call, or NULL. */
+struct ext_leader_call *leader_call_first(
+    const struct ext_leader_call_table *t);
+struct ext_leader_call *leader_call_next(const struct ext_leader_call *call);
+
+/* leader_call_count returns how many calls are linked into @t. */
+unsigned leader_call_count(const struct ext_leader_call_table *t);
+
+/* ---- The owner's side ---------------------------------------------------
+ * Each function below takes a call its owner links, and is called on any
+ * thread (the loop's, the apply thread's, the caller's) with the owner's
+ * mutex held; none fails. */
+
+/* leader_call_id returns the request id of @call (2 words). */
+const uint64_t *leader_call_id(const struct ext_leader_call *call);
+
+/* leader_call_state returns where @call stands (enum
+ * ext_leader_call_state). */
+int leader_call_state(const struct ext_leader_call *call);
+
+/* leader_call_done says whether @call is DONE. */
+bool leader_call_done(const struct ext_leader_call *call);
+
+/* leader_call_left says whether @call ever left this node (sent to a
+ * leader or stepped into this leader's core): its outcome is unknown
+ * unless answered. */
+bool leader_call_left(const struct ext_leader_call *call);
+
+/* leader_call_attempts returns how many times @call was sent or
+ * stepped. */
+unsigned leader_call_attempts(const struct ext_leader_call *call);
+
+/* leader_call_sent_to returns the server @call was last sent to (0:
+ * never sent). */
+raft_id leader_call_sent_to(const struct ext_leader_call *call);
+
+/* leader_call_due says whether the loop should send @call now to @to
+ * (the leader, this node's id when it leads) at loop clock @now (ms),
+ * under @policy: a QUEUED call is due; a SENT one when @policy
+ * follows the leader and @to is not the server it went to, or when it
+ * went @policy->retry_ms ago or longer; a TAKEN or DONE one never. The
+ * owner checks that a leader is known. */
+bool leader_call_due(const struct ext_leader_call *call,
+                     const struct ext_leader_call_policy *policy, raft_id to,
+                     uint64_t now);
+
+/* leader_call_sent marks @call SENT to @to at loop clock @now: it left
+ * this node. */
+void leader_call_sent(struct ext_leader_call *call, raft_id to, uint64_t now);
+
+/* leader_call_unsend takes back the latest leader_call_sent of @call,
+ * which did not happen (the frame was not written, the proposal failed,
+ * the leader did not take it): QUEUED, and left_node as it was before
+ * that send. */
+void leader_call_unsend(struct ext_leader_call *call);
+
+/* leader_call_requeue makes @call QUEUED to be sent again (the leader
+ * stepped down, its entry was replaced); left_node stays. */
+void leader_call_requeue(struct ext_leader_call *call);
+
+/* leader_call_restart_clock makes the resend clock of @call, SENT, start
+ * again at @now (its frame is still being written). */
+void leader_call_restart_clock(struct ext_leader_call *call, uint64_t now);
+
+/* leader_call_taken marks @call TAKEN: the leader took it. */
+void leader_call_taken(struct ext_leader_call *call);
+
+/* leader_call_finish marks @call DONE (the owner set its result) and
+ * wakes its caller. */
+void leader_call_finish(struct ext_leader_call *call);
+
+/* leader_call_shutdown ends the wait of @call, not DONE, as
+ * EXT_CALL_SHUTDOWN: the owner shuts down. */
+void leader_call_shutdown(struct ext_leader_call *call);
+
+/* leader_call_expire ends the wait of @call at once as its deadline
+ * would (EXT_CALL_EXPIRED). */
+void leader_call_expire(struct ext_leader_call *call);
+
+/* leader_call_extend moves the deadline of @call to @ms from now, when
+ * that is later: a call whose answer came needs that long more (a view
+ * to publish). */
+void leader_call_extend(struct ext_leader_call *call, unsigned ms);
+
+#endif /* EXT_LEADER_CALL_H */

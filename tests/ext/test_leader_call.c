@@ -1,0 +1,526 @@
+/* Tests of ext/runtime/leader_call.c, one call to the leader and its
+ * caller's wait: every way a wait ends (answered, expired before and
+ * after the call left the node, interrupted, shut down), with a second
+ * thread playing the owner's loop, and the loop's resend rule. The
+ * threads wait on conditions, never on a fixed time: only the waits
+ * that must expire have short deadlines. */
+
+#include <pthread.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "ext/runtime/leader_call.h"
+
+/* A deadline no test reaches. */
+#define LONG_MS 60000
+
+/* What the loop thread does to the call once it is linked. */
+enum action {
+    ACT_FINISH = 1,  /* send it, then answer it */
+    ACT_SEND,        /* send it and say so; never answer */
+    ACT_SHUTDOWN,    /* shut the owner down */
+    ACT_EXPIRE,      /* end it as its deadline would */
+    ACT_TAKE_FINISH, /* send, take, then answer */
+    ACT_SET_READY,   /* set the flag a poll waits for */
+};
+
+/* The owner: its mutex, the linked call, and what its loop saw. */
+struct owner {
+    pthread_mutex_t mu;
+    pthread_cond_t moved;         /* the test's own: a field below changed */
+    struct ext_leader_call *call; /* linked while its caller waits (mu) */
+    int action;                   /* enum action */
+    bool acted;                   /* the loop did its action (mu) */
+    bool ready;                   /* ACT_SET_READY's flag (mu) */
+    unsigned n_probes;            /* probe calls */
+    unsigned interrupt_at;        /* the probe says "interrupted" from
+                                     this call on (0: never) */
+    bool probe_unlocked;          /* every probe ran without mu held */
+};
+
+static void owner_init(struct owner *o, int action)
+{
+    memset(o, 0, sizeof *o);
+    pthread_mutex_init(&o->mu, NULL);
+    pthread_cond_init(&o->moved, NULL);
+    o->action = action;
+    o->probe_unlocked = true;
+}
+
+static void owner_close(struct owner *o)
+{
+    pthread_cond_destroy(&o->moved);
+    pthread_mutex_destroy(&o->mu);
+}
+
+/* link puts @call in @o (the caller's submission) and tells the loop. */
+static void link_call(struct owner *o, struct ext_leader_call *call)
+{
+    pthread_mutex_lock(&o->mu);
+    o->call = call;
+    pthread_cond_broadcast(&o->moved);
+    pthread_mutex_unlock(&o->mu);
+}
+
+/* loop_main plays the owner's loop: it waits for a linked call and does
+ * o->action to it, under the owner's mutex. */
+static void *loop_main(void *arg)
+{
+    struct owner *o = arg;
+
+    pthread_mutex_lock(&o->mu);
+    while (o->call == NULL && o->action != ACT_SET_READY) {
+        pthread_cond_wait(&o->moved, &o->mu);
+    }
+    switch (o->action) {
+        case ACT_FINISH:
+            leader_call_sent(o->call, 2, 1000);
+            leader_call_finish(o->call);
+            break;
+        case ACT_SEND:
+            leader_call_sent(o->call, 2, 1000);
+            break;
+        case ACT_SHUTDOWN:
+            leader_call_shutdown(o->call);
+            break;
+        case ACT_EXPIRE:
+            leader_call_expire(o->call);
+            break;
+        case ACT_TAKE_FINISH:
+            leader_call_sent(o->call, 1, 1000);
+            leader_call_taken(o->call);
+            leader_call_finish(o->call);
+            break;
+        case ACT_SET_READY:
+            o->ready = true;
+            break;
+        default:
+            break;
+    }
+    o->acted = true;
+    pthread_cond_broadcast(&o->moved);
+    pthread_mutex_unlock(&o->mu);
+    return NULL;
+}
+
+/* wait_acted waits until the loop did its action. */
+static void wait_acted(struct owner *o)
+{
+    pthread_mutex_lock(&o->mu);
+    while (!o->acted) {
+        pthread_cond_wait(&o->moved, &o->mu);
+    }
+    pthread_mutex_unlock(&o->mu);
+}
+
+static bool probe_fn(void *data)
+{
+    struct owner *o = data;
+    /* The caller's probe runs SQL on its connection: never under the
+     * owner's mutex (a default mutex: trylock fails while it is held,
+     * by this thread or another). */
+    if (pthread_mutex_trylock(&o->mu) == 0) {
+        pthread_mutex_unlock(&o->mu);
+    } else {
+        o->probe_unlocked = false;
+    }
+    o->n_probes++;
+    return o->interrupt_at != 0 && o->n_probes >= o->interrupt_at;
+}
+
+/* run_call makes a call expiring in @timeout_ms, starts the loop with
+ * @o's action, links the call and waits with @probe; returns how the
+ * wait ended, the call's state in *@state and left_node in *@left. */
+static int run_call(struct owner *o, unsigned timeout_ms,
+                    const struct ext_exec_probe *probe, int *state, bool *left)
+{
+    struct ext_leader_call call;
+    pthread_t loop;
+    int end;
+
+    assert_int_equal(leader_call_init(&call, NULL, timeout_ms, 5), 0);
+    assert_int_equal(leader_call_state(&call), EXT_CALL_QUEUED);
+    assert_false(leader_call_left(&call));
+    assert_int_equal(pthread_create(&loop, NULL, loop_main, o), 0);
+    link_call(o, &call);
+    pthread_mutex_lock(&o->mu);
+    end = leader_call_wait(&call, &o->mu, probe);
+    *state = leader_call_state(&call);
+    *left = leader_call_left(&call);
+    o->call = NULL;
+    pthread_mutex_unlock(&o->mu);
+    assert_int_equal(pthread_join(loop, NULL), 0);
+    leader_call_close(&call);
+    return end;
+}
+
+/* A call answered before its deadline ends as answered, DONE, having
+ * left the node. */
+static void test_answered(void **state)
+{
+    struct owner o;
+    struct ext_exec_probe probe = {.interrupted = probe_fn, .data = &o};
+    int st;
+    bool left;
+    (void)state;
+
+    owner_init(&o, ACT_FINISH);
+    assert_int_equal(run_call(&o, LONG_MS, &probe, &st, &left),
+                     EXT_CALL_ANSWERED);
+    assert_int_equal(st, EXT_CALL_DONE);
+    assert_true(left);
+    assert_true(o.probe_unlocked);
+    owner_close(&o);
+
+    /* Without a probe, and through TAKEN (the leader is this node). */
+    owner_init(&o, ACT_TAKE_FINISH);
+    assert_int_equal(run_call(&o, LONG_MS, NULL, &st, &left),
+                     EXT_CALL_ANSWERED);
+    assert_int_equal(st, EXT_CALL_DONE);
+    assert_true(left);
+    assert_int_equal(o.n_probes, 0);
+    owner_close(&o);
+}
+
+/* A call that never left the node expires as such: "not applied". */
+static void test_expired_unsent(void **state)
+{
+    struct owner o;
+    struct ext_leader_call call;
+    struct ext_exec_probe probe = {.interrupted = probe_fn, .data = &o};
+    (void)state;
+
+    owner_init(&o, 0);
+    assert_int_equal(leader_call_init(&call, NULL, 30, 5), 0);
+    pthread_mutex_lock(&o.mu);
+    assert_int_equal(leader_call_wait(&call, &o.mu, &probe), EXT_CALL_EXPIRED);
+    assert_int_equal(leader_call_state(&call), EXT_CALL_QUEUED);
+    assert_false(leader_call_left(&call));
+    pthread_mutex_unlock(&o.mu);
+    assert_true(o.probe_unlocked);
+    leader_call_close(&call);
+
+    /* Without a probe: one wait to the deadline. */
+    assert_int_equal(leader_call_init(&call, NULL, 30, 5), 0);
+    pthread_mutex_lock(&o.mu);
+    assert_int_equal(leader_call_wait(&call, &o.mu, NULL), EXT_CALL_EXPIRED);
+    pthread_mutex_unlock(&o.mu);
+    leader_call_close(&call);
+    owner_close(&o);
+}
+
+/* A call the loop sent and nobody answered expires as having left the
+ * node: "outcome unknown". The caller waits for the send first, so the
+ * deadline can only come after it. */
+static void test_expired_sent(void **state)
+{
+    struct owner o;
+    struct ext_leader_call call;
+    struct ext_exec_probe probe = {.interrupted = probe_fn, .data = &o};
+    pthread_t loop;
+    (void)state;
+
+    owner_init(&o, ACT_SEND);
+    assert_int_equal(leader_call_init(&call, NULL, 50, 5), 0);
+    assert_int_equal(pthread_create(&loop, NULL, loop_main, &o), 0);
+    link_call(&o, &call);
+    wait_acted(&o);
+    pthread_mutex_lock(&o.mu);
+    assert_int_equal(leader_call_wait(&call, &o.mu, &probe), EXT_CALL_EXPIRED);
+    assert_int_equal(leader_call_state(&call), EXT_CALL_SENT);
+    assert_true(leader_call_left(&call));
+    assert_int_equal(leader_call_attempts(&call), 1);
+    o.call = NULL;
+    pthread_mutex_unlock(&o.mu);
+    assert_int_equal(pthread_join(loop, NULL), 0);
+    leader_call_close(&call);
+    owner_close(&o);
+}
+
+/* The owner can end a wait as its deadline would (a lost answer made
+ * deterministic). */
+static void test_expired_by_owner(void **state)
+{
+    struct owner o;
+    int st;
+    bool left;
+    (void)state;
+
+    owner_init(&o, ACT_EXPIRE);
+    assert_int_equal(run_call(&o, LONG_MS, NULL, &st, &left), EXT_CALL_EXPIRED);
+    assert_int_equal(st, EXT_CALL_QUEUED);
+    assert_false(left);
+    owner_close(&o);
+}
+
+/* The probe ends the wait within a slice, asked outside the owner's
+ * mutex, whether or not the call left the node; the state tells which. */
+static void test_interrupted(void **state)
+{
+    struct owner o;
+    struct ext_leader_call call;
+    struct ext_exec_probe probe = {.interrupted = probe_fn, .data = &o};
+    (void)state;
+
+    owner_init(&o, 0);
+    o.interrupt_at = 3;
+    assert_int_equal(leader_call_init(&call, NULL, LONG_MS, 1), 0);
+    pthread_mutex_lock(&o.mu);
+    assert_int_equal(leader_call_wait(&call, &o.mu, &probe),
+                     EXT_CALL_INTERRUPTED);
+    assert_false(leader_call_left(&call));
+    pthread_mutex_unlock(&o.mu);
+    assert_int_equal(o.n_probes, 3);
+    assert_true(o.probe_unlocked);
+    leader_call_close(&call);
+    owner_close(&o);
+
+    owner_init(&o, 0);
+    o.interrupt_at = 1;
+    assert_int_equal(leader_call_init(&call, NULL, LONG_MS, 1), 0);
+    pthread_mutex_lock(&o.mu);
+    leader_call_sent(&call, 2, 0);
+    assert_int_equal(leader_call_wait(&call, &o.mu, &probe),
+                     EXT_CALL_INTERRUPTED);
+    assert_int_equal(leader_call_state(&call), EXT_CALL_SENT);
+    assert_true(leader_call_left(&call));
+    pthread_mutex_unlock(&o.mu);
+    assert_true(o.probe_unlocked);
+    leader_call_close(&call);
+    owner_close(&o);
+}
+
+/* The owner shutting down ends the wait, whatever the deadline. */
+static void test_shutdown(void **state)
+{
+    struct owner o;
+    struct ext_exec_probe probe = {.interrupted = probe_fn, .data = &o};
+    int st;
+    bool left;
+    (void)state;
+
+    owner_init(&o, ACT_SHUTDOWN);
+    assert_int_equal(run_call(&o, LONG_MS, &probe, &st, &left),
+                     EXT_CALL_SHUTDOWN);
+    assert_int_equal(st, EXT_CALL_QUEUED);
+    owner_close(&o);
+
+    owner_init(&o, ACT_SHUTDOWN);
+    assert_int_equal(run_call(&o, LONG_MS, NULL, &st, &left),
+                     EXT_CALL_SHUTDOWN);
+    owner_close(&o);
+}
+
+/* A deadline moves later, never earlier; a call that expired at once
+ * waits on for its answer once extended. */
+static void test_extend(void **state)
+{
+    struct owner o;
+    struct ext_leader_call call;
+    struct timespec was;
+    pthread_t loop;
+    (void)state;
+
+    owner_init(&o, ACT_FINISH);
+    assert_int_equal(leader_call_init(&call, NULL, 0, 5), 0);
+    was = call.deadline;
+    leader_call_extend(&call, LONG_MS);
+    assert_true(call.deadline.tv_sec > was.tv_sec);
+    was = call.deadline;
+    leader_call_extend(&call, 0);
+    assert_true(call.deadline.tv_sec == was.tv_sec &&
+                call.deadline.tv_nsec == was.tv_nsec);
+    assert_int_equal(pthread_create(&loop, NULL, loop_main, &o), 0);
+    link_call(&o, &call);
+    pthread_mutex_lock(&o.mu);
+    assert_int_equal(leader_call_wait(&call, &o.mu, NULL), EXT_CALL_ANSWERED);
+    o.call = NULL;
+    pthread_mutex_unlock(&o.mu);
+    assert_int_equal(pthread_join(loop, NULL), 0);
+    leader_call_close(&call);
+    owner_close(&o);
+}
+
+/* The resend rule: a QUEUED call is due; a SENT one when the leader
+ * changed (if the policy follows it) or once overdue; never otherwise,
+ * nor once TAKEN or DONE. */
+static void test_due(void **state)
+{
+    struct ext_leader_call call;
+    struct ext_leader_call_policy follow = {.retry_ms = 500,
+                                            .follow_leader = true};
+    struct ext_leader_call_policy stay = {.retry_ms = 1000,
+                                          .follow_leader = false};
+    (void)state;
+
+    assert_int_equal(leader_call_init(&call, NULL, LONG_MS, 0), 0);
+    assert_true(leader_call_due(&call, &follow, 2, 0));
+    assert_true(leader_call_due(&call, &stay, 2, 0));
+
+    leader_call_sent(&call, 2, 1000);
+    assert_int_equal(leader_call_state(&call), EXT_CALL_SENT);
+    /* Same leader, not overdue: not due. */
+    assert_false(leader_call_due(&call, &follow, 2, 1000));
+    assert_false(leader_call_due(&call, &follow, 2, 1499));
+    assert_false(leader_call_due(&call, &stay, 2, 1999));
+    /* Overdue. */
+    assert_true(leader_call_due(&call, &follow, 2, 1500));
+    assert_true(leader_call_due(&call, &stay, 2, 2000));
+    /* Another leader: due at once when the policy follows it. */
+    assert_true(leader_call_due(&call, &follow, 3, 1001));
+    assert_false(leader_call_due(&call, &stay, 3, 1001));
+
+    /* Sent again: its clock restarts; a frame still being written
+     * restarts it too. */
+    leader_call_sent(&call, 3, 2000);
+    assert_int_equal(leader_call_attempts(&call), 2);
+    assert_false(leader_call_due(&call, &follow, 3, 2499));
+    leader_call_restart_clock(&call, 2400);
+    assert_false(leader_call_due(&call, &follow, 3, 2899));
+    assert_true(leader_call_due(&call, &follow, 3, 2900));
+
+    /* Taken: never due, whoever leads and however long. */
+    leader_call_taken(&call);
+    assert_false(leader_call_due(&call, &follow, 4, 100000));
+    assert_false(leader_call_due(&call, &stay, 4, 100000));
+
+    /* Back to QUEUED (its entry replaced): due, still left the node. */
+    leader_call_requeue(&call);
+    assert_true(leader_call_due(&call, &follow, 4, 0));
+    assert_true(leader_call_left(&call));
+
+    leader_call_finish(&call);
+    assert_true(leader_call_done(&call));
+    assert_false(leader_call_due(&call, &follow, 4, 100000));
+    leader_call_close(&call);
+}
+
+/* A send that did not happen is taken back: QUEUED, and left_node as
+ * before it; a resend after an earlier send keeps left_node. */
+static void test_unsend(void **state)
+{
+    struct ext_leader_call call;
+    (void)state;
+
+    assert_int_equal(leader_call_init(&call, NULL, LONG_MS, 0), 0);
+    leader_call_sent(&call, 2, 0);
+    leader_call_unsend(&call);
+    assert_int_equal(leader_call_state(&call), EXT_CALL_QUEUED);
+    assert_false(leader_call_left(&call));
+
+    leader_call_sent(&call, 2, 0);
+    leader_call_requeue(&call);
+    leader_call_sent(&call, 3, 10);
+    leader_call_unsend(&call);
+    assert_int_equal(leader_call_state(&call), EXT_CALL_QUEUED);
+    assert_true(leader_call_left(&call));
+    leader_call_close(&call);
+}
+
+/* poll_for runs leader_call_poll with a deadline @ms from now. */
+static int poll_for(unsigned ms, unsigned poll_ms,
+                    const struct ext_exec_probe *probe,
+                    bool (*ready)(void *data), void *data)
+{
+    struct timespec deadline = leader_call_deadline(ms);
+    return leader_call_poll(&deadline, poll_ms, probe, ready, data);
+}
+
+/* The table finds each linked call by its request id, walks them newest
+ * first and forgets an unlinked one. */
+static void test_table(void **state)
+{
+    struct ext_leader_call_table t = {0};
+    struct ext_leader_call calls[3];
+    const uint64_t ids[3][2] = {{1, 10}, {1, 11}, {2, 10}};
+    const uint64_t none[2] = {1, 12};
+    struct ext_leader_call *c;
+    (void)state;
+
+    for (unsigned i = 0; i < 3; i++) {
+        assert_int_equal(leader_call_init(&calls[i], ids[i], LONG_MS, 0), 0);
+        leader_call_link(&t, &calls[i]);
+    }
+    assert_int_equal(leader_call_count(&t), 3);
+    for (unsigned i = 0; i < 3; i++) {
+        assert_ptr_equal(leader_call_find(&t, ids[i]), &calls[i]);
+        assert_int_equal(leader_call_id(&calls[i])[0], ids[i][0]);
+        assert_int_equal(leader_call_id(&calls[i])[1], ids[i][1]);
+    }
+    assert_null(leader_call_find(&t, none));
+
+    leader_call_unlink(&t, &calls[1]);
+    assert_int_equal(leader_call_count(&t), 2);
+    assert_null(leader_call_find(&t, ids[1]));
+    c = leader_call_first(&t);
+    assert_ptr_equal(c, &calls[2]);
+    c = leader_call_next(c);
+    assert_ptr_equal(c, &calls[0]);
+    assert_null(leader_call_next(c));
+
+    leader_call_unlink(&t, &calls[2]);
+    leader_call_unlink(&t, &calls[0]);
+    assert_int_equal(leader_call_count(&t), 0);
+    assert_null(leader_call_first(&t));
+    for (unsigned i = 0; i < 3; i++) {
+        leader_call_close(&calls[i]);
+    }
+}
+
+static bool ready_fn(void *data)
+{
+    struct owner *o = data;
+    bool r;
+    pthread_mutex_lock(&o->mu);
+    r = o->ready;
+    pthread_mutex_unlock(&o->mu);
+    return r;
+}
+
+/* A wait on a predicate: answered once it holds, else expired or
+ * interrupted. */
+static void test_poll(void **state)
+{
+    struct owner o;
+    struct ext_exec_probe probe = {.interrupted = probe_fn, .data = &o};
+    pthread_t loop;
+    (void)state;
+
+    owner_init(&o, ACT_SET_READY);
+    assert_int_equal(pthread_create(&loop, NULL, loop_main, &o), 0);
+    assert_int_equal(poll_for(LONG_MS, 1, &probe, ready_fn, &o),
+                     EXT_CALL_ANSWERED);
+    assert_int_equal(pthread_join(loop, NULL), 0);
+    owner_close(&o);
+
+    owner_init(&o, 0);
+    assert_int_equal(poll_for(20, 1, &probe, ready_fn, &o), EXT_CALL_EXPIRED);
+    assert_int_equal(poll_for(20, 1, NULL, ready_fn, &o), EXT_CALL_EXPIRED);
+    o.interrupt_at = o.n_probes + 2;
+    assert_int_equal(poll_for(LONG_MS, 1, &probe, ready_fn, &o),
+                     EXT_CALL_INTERRUPTED);
+    owner_close(&o);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_answered),
+        cmocka_unit_test(test_expired_unsent),
+        cmocka_unit_test(test_expired_sent),
+        cmocka_unit_test(test_expired_by_owner),
+        cmocka_unit_test(test_interrupted),
+        cmocka_unit_test(test_shutdown),
+        cmocka_unit_test(test_extend),
+        cmocka_unit_test(test_due),
+        cmocka_unit_test(test_unsend),
+        cmocka_unit_test(test_table),
+        cmocka_unit_test(test_poll),
+    };
+    return cmocka_run_group_tests_name("ext_leader_call", tests, NULL, NULL);
+}
