@@ -118,8 +118,10 @@ struct raft_uv_node_callbacks {
      * raft_declining), so that a leadership handed on lands elsewhere,
      * and the driver makes no snapshot for a peer's REPAIR_REQUEST (it
      * only records it, raft_uv_node_peer_repair_age): nothing of a
-     * diverged database is sent. It must answer at once (no lock a loop
-     * callback may wait on). NULL: never diverged. */
+     * diverged database is sent. Called on the loop thread, up to twice a
+     * tick and at each REPAIR_REQUEST: it must never wait on the loop,
+     * and any lock it takes must be held briefly. NULL: never
+     * diverged. */
     bool (*diverged)(void *data);
 };
 

@@ -712,8 +712,10 @@ int change_submit(struct ext_change *c, const struct ext_change_request *req,
     }
     left = leader_call_left(&k.call);
     if (k.answered) {
-        /* Done; the view holds it, or its bound passed (the loop may
-         * have stopped: the deadline was moved past that bound). */
+        /* Done; the view holds it, or the deadline passed: the later of
+         * the call's own and an election timeout after the answer
+         * (leader_call_extend), which bounds the wait should the loop
+         * stop before it publishes the view. */
     } else if (end == EXT_CALL_INTERRUPTED) {
         k.result.rc = RAFT_CANCELED;
         k.result.unknown = left;

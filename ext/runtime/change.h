@@ -43,7 +43,8 @@ void change_free(struct ext_change *c);
  * interrupted. A change is done once its entry is committed, and
  * answered once this node's member view (change_members) holds that
  * entry or a later one, an election timeout after the answer at most (a
- * removed follower may never see it; probes are not asked meanwhile); a
+ * removed follower may never see it; an interrupt that comes meanwhile
+ * is not taken: the change is done); a
  * transfer is done once this node saw another leader take over. One request at a time per
  * node: a second caller is refused at once (RAFT_BUSY). Always fills
  * @out; returns out->rc. Errors: RAFT_BUSY (another request runs here, or

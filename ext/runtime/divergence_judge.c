@@ -23,6 +23,10 @@ static void judge_conflicts(struct ext_divergence_judge *j,
 {
     struct raft_conflict c;
     uint64_t k = raft_conflicts(core, &c);
+    /* Read before the checks below: an install that ends between them
+     * and the mark makes the mark stale (applier_mark_diverged_since
+     * drops it), as for the checksum's verdict. */
+    uint64_t installs = applier_installs(a);
     char why[512];
 
     if (k == j->conflicts) {
@@ -54,7 +58,7 @@ static void judge_conflicts(struct ext_divergence_judge *j,
              "this node's state was replaced); its entries are refused",
              c.leader, c.leader_term, c.index, c.theirs,
              c.snapshot ? "snapshot" : "committed entry", c.index, c.ours);
-    applier_mark_diverged(a, why);
+    applier_mark_diverged_since(a, installs, why);
 }
 
 bool divergence_judge_outvoted(struct ext_divergence *v,

@@ -11,8 +11,9 @@
  *     the request left this node, else "not applied"), interrupted, or
  *     ended by a shutdown;
  *   - the loop's resend rule: a call sent to a leader is due to go again
- *     once another server leads, or once it is overdue by a retry
- *     interval (leader_call_due, asked on the owner's wake and tick);
+ *     once it is overdue by a retry interval, or, for an owner whose
+ *     policy follows the leader, once another server leads
+ *     (leader_call_due, asked on the owner's wake and tick);
  *   - a wait on a predicate (leader_call_poll), for what the applier
  *     moves rather than the loop (an index applied, a repair done),
  *     with the same deadline, probe and ends.
@@ -141,8 +142,9 @@ void leader_call_close(struct ext_leader_call *call);
  * interrupted (asked without @mu) or the owner shut it down. Returns
  * how it ended (enum ext_leader_call_end): the state then tells the
  * owner what to answer (INTERRUPTED, EXPIRED and SHUTDOWN leave it as
- * it was, never DONE, but for an owner that shut it down after its
- * result was set). Any thread but the loop's. */
+ * it was, never DONE: a call DONE returns EXT_CALL_ANSWERED, also when
+ * its owner shut it down after its result was set). Any thread but the
+ * loop's. */
 int leader_call_wait(struct ext_leader_call *call, pthread_mutex_t *mu,
                      const struct ext_exec_probe *probe);
 
