@@ -208,7 +208,16 @@ class HeldForwardTest(unittest.TestCase):
     def test_sent_once(self):
         follower = next(n for n in self.cluster.nodes
                         if n.id != self.leader.id)
-        before = self.leader.status()
+
+        # The first leader proposes the cluster id once its no-op is
+        # applied, which a loaded machine may do after the CREATE: wait
+        # for it, and for the whole log committed, before counting.
+        def settled():
+            st = self.leader.status()
+            return (st["cluster_id"] is not None and
+                    st["commit"] == st["last_index"]) and st
+        before = wait_for("the leader's log settled, its cluster id in",
+                          settled, timeout=DEADLINE)
         first, term = before["last_index"], before["term"]
         result = {}
         # The follower's status, read through its socket while its host
@@ -271,7 +280,14 @@ class HeldForwardTest(unittest.TestCase):
         if after["term"] == term:
             # No election, so no no-op: the one entry is the value (a copy
             # that reached the leader got the first answer again).
-            self.assertEqual(entries, 1, "the forward was proposed twice")
+            if entries != 1:
+                logs = {}
+                for n in self.cluster.nodes:
+                    with open(n.log_path, errors="replace") as f:
+                        logs[n.id] = f.read()[-4000:]
+                self.fail("the forward was proposed twice: %d entries from "
+                          "index %d; leader %r; node logs %s" % (
+                              entries, first, after, logs))
 
 
 if __name__ == "__main__":
