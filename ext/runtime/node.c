@@ -90,6 +90,14 @@ struct ext_node {
     char gate_logged[256];             /* the last reason logged for a
                                         forwarded request of format 3
                                         refused or held (loop) */
+    bool told_removed;                 /* the callers and the staleness
+                                        state were last told this node
+                                        is removed (loop) */
+#ifdef RAFTSQL_TEST_FAULTS
+    bool test_late_tick; /* RAFTSQL_TEST_LATE_TICK: the tick never
+                            judges staleness, as a loop thread that has
+                            not come to its next tick yet (owner) */
+#endif
 };
 
 /* ---- Driver callbacks (loop thread) ------------------------------------ */
@@ -159,8 +167,7 @@ static uint64_t wall_now_ms(void)
  * exec.h); when it turned stale it publishes EXT_EVENT_STALE (events.h:
  * the guard expires the prepared statements of every guarded connection
  * of the process, so that they are authorized again, and refused, when
- * next run), and at every tick EXT_EVENT_TICK (busy connections are
- * retried then). */
+ * next run). */
 static void judge_staleness(struct ext_node *n)
 {
     const struct raft *core = raft_uv_node_core(n->driver);
@@ -169,15 +176,15 @@ static void judge_staleness(struct ext_node *n)
         .leader_commit = raft_leader_commit(core),
         .applied = applier_applied(n->applier),
     };
-    v.removed = status_removed(n->status, &v.removed_at);
+    v.removed = status_removed(n->status, core, &v.removed_at);
     exec_set_removed(n->exec, v.removed, v.removed_at);
+    n->told_removed = v.removed;
     v.wall_ms = wall_now_ms();
     v.contact_ms =
         v.leading ? raft_quorum_contact(core) : raft_leader_contact(core);
     if (staleness_on_tick(n->staleness, &v)) {
         ext_events_publish(EXT_EVENT_STALE);
     }
-    ext_events_publish(EXT_EVENT_TICK);
 }
 
 static void on_tick(void *data)
@@ -191,7 +198,14 @@ static void on_tick(void *data)
     store_on_tick(n->store, n->driver);
     status_note_failure(n->status, n->driver);
     cluster_id_on_tick(n->cluster, n->driver, applier_applied(n->applier));
-    judge_staleness(n);
+#ifdef RAFTSQL_TEST_FAULTS
+    if (!n->test_late_tick)
+#endif
+    {
+        judge_staleness(n);
+    }
+    /* Busy connections are retried at every tick (events.h). */
+    ext_events_publish(EXT_EVENT_TICK);
     divergence_judge_on_tick(&n->judge, raft_uv_node_core(n->driver),
                              n->divergence, n->applier);
     if (repair_on_tick(n->repair, n->driver, n->applier,
@@ -220,10 +234,20 @@ static void on_cluster_id(void *data, const uint8_t id[RAFT_UV_CLUSTER_ID_LEN],
     cluster_id_adopted(n->cluster, n->driver, id, from);
 }
 
+/* on_stepped runs after each step of the core. A removal, or an
+ * addition back, is told to the callers and the staleness state before
+ * status_refresh publishes it: whoever sees raft_status() say removed
+ * gets RAFTSQL_REMOVED from its next write and SQLITE_AUTH from its next
+ * read, never a write that leaves for the leader. */
 static void on_stepped(void *data)
 {
     struct ext_node *n = data;
     struct ext_status_change c;
+    raft_index removed_at;
+    if (status_removed(n->status, raft_uv_node_core(n->driver), &removed_at) !=
+        n->told_removed) {
+        judge_staleness(n);
+    }
     if (status_refresh(n->status, raft_uv_node_core(n->driver), n->driver,
                        &c)) {
         char line[160];
@@ -586,18 +610,20 @@ static int new_staleness(struct ext_node *n, const char *db_path)
 }
 
 /* judge_removed_at_start tells the callers and the staleness state of @n
- * whether its log says it was removed from the cluster (status_removed):
+ * whether its log, restored into @core, says it was removed from the
+ * cluster (status_removed):
  * a node restarted after its removal refuses writes and reads from its
  * first call, before its loop's first tick. The owner, before the loop
  * starts. */
-static void judge_removed_at_start(struct ext_node *n)
+static void judge_removed_at_start(struct ext_node *n, const struct raft *core)
 {
     struct ext_staleness_view v = {.contact_ms = UINT64_MAX};
 
-    if (!status_removed(n->status, &v.removed_at)) {
+    if (!status_removed(n->status, core, &v.removed_at)) {
         return;
     }
     v.removed = true;
+    n->told_removed = true;
     v.wall_ms = wall_now_ms();
     exec_set_removed(n->exec, true, v.removed_at);
     if (staleness_on_tick(n->staleness, &v)) {
@@ -619,6 +645,9 @@ int ext_node_start(const char *db_path, const struct ext_config *cfg,
         return RAFT_NOMEM;
     }
     n->cfg = *cfg;
+#ifdef RAFTSQL_TEST_FAULTS
+    n->test_late_tick = getenv("RAFTSQL_TEST_LATE_TICK") != NULL;
+#endif
     node_log_init(&n->log, cfg->id, cfg->log_level);
     propose_init(&n->propose, random_u64(), cfg->max_request_steps);
     propose_set_ids(&n->propose, cfg->request_id_window,
@@ -689,7 +718,7 @@ int ext_node_start(const char *db_path, const struct ext_config *cfg,
         node_tls_warn_host(n->tls, n->cfg.tls_cert, listen, &n->log);
     }
     status_refresh(n->status, core, NULL, NULL);
-    judge_removed_at_start(n);
+    judge_removed_at_start(n, core);
     rc = start_threads(n, db_path, fsm, core, errmsg, errmsg_len);
     if (rc != 0) {
         raft_close(core);

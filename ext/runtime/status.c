@@ -179,6 +179,14 @@ void status_free(struct ext_status *s)
     free(s);
 }
 
+/* not_member says whether this server, of role @self_role in the
+ * configuration in force (0: none), is no member after having been one,
+ * or without having started to join. Loop thread. */
+static bool not_member(const struct ext_status *st, int self_role)
+{
+    return self_role == 0 && (st->member_seen || !st->joining);
+}
+
 bool status_refresh(struct ext_status *st, const struct raft *core,
                     struct raft_uv_node *d, struct ext_status_change *out)
 {
@@ -197,7 +205,7 @@ bool status_refresh(struct ext_status *st, const struct raft *core,
     s.conf_index = raft_configuration_index(core);
     s.self_role = raft_self_role(core);
     st->member_seen = st->member_seen || s.self_role != 0;
-    s.removed = s.self_role == 0 && (st->member_seen || !st->joining);
+    s.removed = not_member(st, s.self_role);
     for (unsigned i = 0; i < s.conf.n; i++) {
         struct peer_status *p;
         raft_id id = s.conf.servers[i].id;
@@ -295,9 +303,13 @@ static bool removal_committed(const struct snapshot *s)
     return s->removed && (s->conf_index == 0 || s->commit >= s->conf_index);
 }
 
-bool status_removed(struct ext_status *st, raft_index *out_index)
+bool status_removed(const struct ext_status *st, const struct raft *core,
+                    raft_index *out_index)
 {
-    struct snapshot s = current(st);
+    struct snapshot s;
+    s.removed = not_member(st, raft_self_role(core));
+    s.conf_index = raft_configuration_index(core);
+    s.commit = raft_commit_index(core);
     if (!removal_committed(&s)) {
         return false;
     }

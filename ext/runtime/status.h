@@ -110,17 +110,21 @@ void status_describe_change(const struct ext_status_change *c, char *buf,
 void status_describe_removal(bool removed, raft_index conf_index, char *buf,
                              size_t len);
 
-/* status_removed says whether this server was removed from the cluster,
- * as last seen: the configuration in force leaves it out after it was a
- * member (or when it did not start joining), and that configuration is
- * committed (a removal not committed yet may still be undone by a new
- * leader; once committed, the leader stops sending to this server an
- * election timeout later, raft_leaving). Writes the configuration's log
- * index into @out_index (0 for the compacted prefix's) when true. The
- * node then takes no writes and refuses reads as stale (exec.h,
- * staleness.h), until a configuration adding it again reaches it. Any
- * thread. */
-bool status_removed(struct ext_status *s, raft_index *out_index);
+/* status_removed says whether @core shows this server removed from the
+ * cluster now: the configuration in force leaves it out after it was a
+ * member at a refresh (or when it did not start joining), and that
+ * configuration is committed (a removal not committed yet may still be
+ * undone by a new leader; once committed, the leader stops sending to
+ * this server an election timeout later, raft_leaving). Writes the
+ * configuration's log index into @out_index (0 for the compacted
+ * prefix's) when true. The node then takes no writes and refuses reads
+ * as stale (exec.h, staleness.h), until a configuration adding it again
+ * reaches it. It reads @core, not the last refresh, so that the node
+ * tells its callers and its staleness state of a removal before
+ * status_refresh publishes it to raft_status(). The loop thread (or the
+ * owner before the loop starts). */
+bool status_removed(const struct ext_status *s, const struct raft *core,
+                    raft_index *out_index);
 
 /* status_role returns the role last seen (enum raft_role). Any thread. */
 int status_role(struct ext_status *s);
