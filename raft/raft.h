@@ -324,35 +324,33 @@ enum raft_change_kind {
  * (update.snapshot_to) to each follower that needs a compacted entry.
  *
  * SNAPSHOT_INSTALLED {leader, term, index, last_term}: when @index is above
- * the last index handed out as committed, the driver has already installed
- * the snapshot in the state machine and changed the durable log in the
- * same storage step, by paper §7: if the durable log holds entry @index of
- * term @last_term, it deleted the log through @index only (the entries
- * after it are the leader's and may be committed copies: keep them);
- * otherwise it reset the log to an empty one that starts after @index (the
- * entries of a write of an earlier update that completes after such a
- * reset must be dropped, all of them: they belong to the log that was
- * reset, even those that would follow it contiguously; the core ignores
- * PERSISTED events for entries it no longer holds;
- * raft_snapshot_resets_log tells the driver beforehand). The core does the
- * same to its log (it holds entry @index of @last_term durably exactly
- * when the durable log does), takes (@index, @last_term) as its boundary
- * and never hands out entries up to @index. When @index is not above that
- * index the core changes nothing, and the durable log must be unchanged
- * or compacted through @index only (a repair: the driver replaced the
- * state machine with a snapshot at an index it had handed out already,
- * and compacted as for COMPACT); the driver then steps COMPACT {@index}
- * after this event so the core drops the same prefix. Either way, when @term is not below the current
- * term (a higher one is adopted, as from any message) the core answers
- * @leader with a successful AppendEntries result of last_log_index @index
- * and seq 0. A leader or candidate that gets this event steps down.
- * @configuration, when not NULL, is the snapshot's configuration: it
- * becomes the one of the compacted prefix, in force unless a later
- * RAFT_ENTRY_CONFIG entry is kept (NULL keeps the one the core had, as a
- * driver without membership does).
- * Errors: RAFT_INVALID (@leader is 0 or this server, @index is 0, the
- * server leads @term itself, or @configuration is not valid). @leader need
- * not be a member: a joining server learns its first configuration so.
+ * the last index handed out as committed, the driver has already installed the
+ * snapshot in the state machine and changed the durable log in the same
+ * storage step, by paper §7: if the durable log holds entry @index of term
+ * @last_term, it deleted the log through @index only (the entries after it are
+ * the leader's and may be committed copies: keep them); otherwise it reset the
+ * log to an empty one that starts after @index (the entries of a write of an
+ * earlier update that completes after such a reset must be dropped, all of
+ * them: they belong to the log that was reset, even those that would follow it
+ * contiguously; the core ignores PERSISTED events for entries it no longer
+ * holds; raft_snapshot_resets_log tells the driver beforehand). The core does
+ * the same to its log (it holds entry @index of @last_term durably exactly
+ * when the durable log does), takes (@index, @last_term) as its boundary and
+ * never hands out entries up to @index. When @index is not above that index
+ * the core changes nothing, and the durable log must be unchanged or compacted
+ * through @index only (a repair: the driver replaced the state machine with a
+ * snapshot at an index it had handed out already, and compacted as for
+ * COMPACT); the driver then steps COMPACT {@index} after this event so the
+ * core drops the same prefix. Either way, when @term is not below the current
+ * term (a higher one is adopted, as from any message) the core answers @leader
+ * with a successful AppendEntries result of last_log_index @index and seq 0. A
+ * leader or candidate that gets this event steps down. @configuration, when
+ * not NULL, is the snapshot's configuration: it becomes the one of the
+ * compacted prefix, in force unless a later RAFT_ENTRY_CONFIG entry is kept
+ * (NULL keeps the one the core had, as a driver without membership does).
+ * Errors: RAFT_INVALID (@leader is 0 or this server, @index is 0, the server
+ * leads @term itself, or @configuration is not valid). @leader need not be a
+ * member: a joining server learns its first configuration so.
  *
  * SNAPSHOT_FAILED {unreachable.id}: the leader's driver could not deliver
  * the snapshot it was asked for: the follower goes back to probing and is

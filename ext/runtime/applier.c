@@ -347,11 +347,11 @@ static void mark_read(struct ext_applier *a)
                    dv->reason);
 }
 
-/* note_diverged marks the replica diverged for @reason, and logs it at
- * ERROR once. Called without mu. */
 static void note_diverged_since(struct ext_applier *a, uint64_t installs,
                                 const char *reason);
 
+/* note_diverged marks the replica diverged for @reason, and logs it at
+ * ERROR once. Called without mu. */
 static void note_diverged(struct ext_applier *a, const char *reason)
 {
     note_diverged_since(a, UINT64_MAX, reason);

@@ -88,12 +88,12 @@ struct ext_applier; /* opaque */
  * Thread: any. */
 void applier_mark_diverged(struct ext_applier *a, const char *reason);
 
-/* applier_start takes ownership of the open state machine @fsm and starts
- * the apply thread on it with @cfg and @hooks (both copied); a divergence
- * recorded at cfg->mark_path by an earlier run holds it diverged at once; lines and
+/* applier_start takes ownership of the open state machine @fsm and starts the
+ * apply thread on it with @cfg and @hooks (both copied); a divergence recorded
+ * at cfg->mark_path by an earlier run holds it diverged at once; lines and
  * errors go to @log, which must outlive the applier. Writes *out only on
- * success; on failure @fsm is still the caller's.
- * Errors: RAFT_NOMEM (also when the thread cannot start). Thread: any. */
+ * success; on failure @fsm is still the caller's. Errors: RAFT_NOMEM (also
+ * when the thread cannot start). Thread: any. */
 int applier_start(struct sql_fsm *fsm, const struct ext_applier_config *cfg,
                   const struct ext_applier_hooks *hooks,
                   struct ext_node_log *log, struct ext_applier **out);
@@ -251,12 +251,12 @@ void applier_release(struct ext_applier *a, uint64_t covered);
 int applier_copy_check(struct ext_applier *a, const char *path,
                        const char *what, char *errmsg, size_t errmsg_len);
 
-/* applier_snapshot_create writes a snapshot of the database to the new
- * file @path and gives the index and term it reflects
- * (sql_fsm_snapshot_create, which never blocks the apply thread).
- * Errors: RAFT_DIVERGED (the replica is diverged: a copy of it would
- * spread the foreign write), those of sql_fsm_snapshot_create, @errmsg says why. Thread: a
- * libuv thread-pool thread, never concurrently with an install. */
+/* applier_snapshot_create writes a snapshot of the database to the new file
+ * @path and gives the index and term it reflects (sql_fsm_snapshot_create,
+ * which never blocks the apply thread). Errors: RAFT_DIVERGED (the replica is
+ * diverged: a copy of it would spread the foreign write), those of
+ * sql_fsm_snapshot_create, @errmsg says why. Thread: a libuv thread-pool
+ * thread, never concurrently with an install. */
 int applier_snapshot_create(struct ext_applier *a, const char *path,
                             uint64_t *out_index, uint64_t *out_term,
                             char *errmsg, size_t errmsg_len);

@@ -39,20 +39,19 @@ void change_attach(struct ext_change *c, struct raft_uv_node *d);
 void change_free(struct ext_change *c);
 
 /* change_submit runs request @req (copied) and waits until it is done,
- * @timeout_ms passes or @probe (may be NULL) says the caller was
- * interrupted. A change is done once its entry is committed, and
- * answered once this node's member view (change_members) holds that
- * entry or a later one, an election timeout after the answer at most (a
- * removed follower may never see it; an interrupt that comes meanwhile
- * is not taken: the change is done); a
- * transfer is done once this node saw another leader take over. One request at a time per
- * node: a second caller is refused at once (RAFT_BUSY). Always fills
- * @out; returns out->rc. Errors: RAFT_BUSY (another request runs here, or
- * the leader has a change pending or a transfer running), RAFT_NOTFOUND
- * (no such member), RAFT_INVALID (the change does not apply: a member
- * already, the last voter...), RAFT_NOTLEADER (no leader), RAFT_TIMEOUT,
- * RAFT_UNKNOWN, RAFT_CANCELED, RAFT_SHUTDOWN, RAFT_NOMEM; out->errmsg says
- * which, in words. Any thread but the loop's. */
+ * @timeout_ms passes or @probe (may be NULL) says the caller was interrupted.
+ * A change is done once its entry is committed, and answered once this node's
+ * member view (change_members) holds that entry or a later one, an election
+ * timeout after the answer at most (a removed follower may never see it; an
+ * interrupt that comes meanwhile is not taken: the change is done); a transfer
+ * is done once this node saw another leader take over. One request at a time
+ * per node: a second caller is refused at once (RAFT_BUSY). Always fills @out;
+ * returns out->rc. Errors: RAFT_BUSY (another request runs here, or the leader
+ * has a change pending or a transfer running), RAFT_NOTFOUND (no such member),
+ * RAFT_INVALID (the change does not apply: a member already, the last
+ * voter...), RAFT_NOTLEADER (no leader), RAFT_TIMEOUT, RAFT_UNKNOWN,
+ * RAFT_CANCELED, RAFT_SHUTDOWN, RAFT_NOMEM; out->errmsg says which, in words.
+ * Any thread but the loop's. */
 int change_submit(struct ext_change *c, const struct ext_change_request *req,
                   unsigned timeout_ms, const struct ext_exec_probe *probe,
                   struct ext_change_result *out);

@@ -1,12 +1,12 @@
 /* Judging the evidence that this replica diverged (divergence_judge.h).
  *
- * Each tick: the core's conflict count is compared with the one judged
- * last; a new conflict that still concerns what this node holds marks
- * the applier diverged (one seen while the state machine holds a
- * snapshot the core has not taken yet waits for the core). Then the checksum's evidence is read (the
+ * Each tick: the core's conflict count is compared with the one judged last; a
+ * new conflict that still concerns what this node holds marks the applier
+ * diverged (one seen while the state machine holds a snapshot the core has not
+ * taken yet waits for the core). Then the checksum's evidence is read (the
  * applier's install count first, the peers' records after) and, when a
- * majority of the voters differ, ruled on: marked unless an install
- * came between. */
+ * majority of the voters differ, ruled on: marked unless an install came
+ * between. */
 
 #include "divergence_judge.h"
 

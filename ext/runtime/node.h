@@ -153,14 +153,14 @@ bool ext_node_failed(struct ext_node *n, char *why, size_t why_len);
 uint64_t ext_node_leader(struct ext_node *n);
 
 /* ext_node_change runs membership change or leadership transfer @req
- * (change_submit in change.h: refused at once while another runs here;
- * done once committed, or once another server leads) and waits at most
+ * (change_submit in change.h: refused at once while another runs here; done
+ * once committed, or once another server leads) and waits at most
  * exec_timeout_ms, or until @probe (may be NULL) says the caller was
- * interrupted. A change that succeeded returns once this node's
- * raft_members and raft_status() show its configuration (or a later one;
- * an election timeout more at most: change_submit waits for it). Always fills @out; returns out->rc
- * (0, or the errors change_submit lists). Any thread but the node's
- * own. */
+ * interrupted. A change that succeeded returns once this node's raft_members
+ * and raft_status() show its configuration (or a later one; an election
+ * timeout more at most: change_submit waits for it). Always fills @out;
+ * returns out->rc (0, or the errors change_submit lists). Any thread but the
+ * node's own. */
 int ext_node_change(struct ext_node *n, const struct ext_change_request *req,
                     const struct ext_exec_probe *probe,
                     struct ext_change_result *out);
@@ -217,22 +217,20 @@ void ext_node_mark_diverged(struct ext_node *n, const char *reason);
 int ext_node_repair(struct ext_node *n, const struct ext_exec_probe *probe,
                     char *msg, size_t msg_len);
 
-/* ext_node_barrier runs a linearizable-read barrier (ReadIndex, thesis
- * §6.4; ext/runtime/barrier.h): on a leader or a follower, it gets the leader's
- * commit index confirmed by a quorum heartbeat round and waits until this
- * node applied it (as the apply thread reports), then writes it to
- * *@out_index. A read of this node's database that starts after it
- * returns sees every write acknowledged before it was called. Fails
- * within election_timeout_ms (and a little slack) when no quorum
- * confirms a leader, and when the index is not applied within
- * exec_timeout_ms; @probe (may be NULL) ends it when the caller is
- * interrupted. Writes why into @msg (@msg_len bytes, "raft_barrier: ...")
- * on failure.
- * Errors: RAFT_TIMEOUT, RAFT_NOTLEADER (no leader), RAFT_FORMAT (the
- * leader speaks a wire without READ_INDEX), RAFT_BUSY, RAFT_CANCELED
+/* ext_node_barrier runs a linearizable-read barrier (ReadIndex, thesis §6.4;
+ * ext/runtime/barrier.h): on a leader or a follower, it gets the leader's
+ * commit index confirmed by a quorum heartbeat round and waits until this node
+ * applied it (as the apply thread reports), then writes it to *@out_index. A
+ * read of this node's database that starts after it returns sees every write
+ * acknowledged before it was called. Fails within election_timeout_ms (and a
+ * little slack) when no quorum confirms a leader, and when the index is not
+ * applied within exec_timeout_ms; @probe (may be NULL) ends it when the caller
+ * is interrupted. Writes why into @msg (@msg_len bytes, "raft_barrier: ...")
+ * on failure. Errors: RAFT_TIMEOUT, RAFT_NOTLEADER (no leader), RAFT_FORMAT
+ * (the leader speaks a wire without READ_INDEX), RAFT_BUSY, RAFT_CANCELED
  * (interrupted), RAFT_SHUTDOWN, RAFT_DIVERGED (at once: the replica is
- * diverged, or became so while waiting; @msg has repair_refusal's text).
- * Any thread but the node's own. */
+ * diverged, or became so while waiting; @msg has repair_refusal's text). Any
+ * thread but the node's own. */
 int ext_node_barrier(struct ext_node *n, const struct ext_exec_probe *probe,
                      uint64_t *out_index, char *msg, size_t msg_len);
 

@@ -47,18 +47,18 @@ int repair_new(uint64_t id, bool manual, struct ext_node_log *log,
  * stopped. */
 void repair_free(struct ext_repair *r);
 
-/* repair_on_tick moves a repair on: when @a is diverged and a repair is
- * due (automatic, or asked by repair_ask), a leader hands its leadership
- * to the most caught-up voter that has not asked it for a repair within
- * EXT__REPAIR_DIVERGED_MS (a transfer, tried again every @retry_ms), or,
- * when every other voter did, stays and says so (status and one ERROR
- * line); a follower asks the leader for a snapshot at least at its
- * applied index, once every @retry_ms, while the leader's wire version
- * has the frame. While diverged, the driver declines leadership
- * transfers (it asks the applier: raft_uv_node_callbacks.diverged). Logs "repaired from server N's
- * snapshot at index I" once an install ended a divergence. Returns true
- * on the tick that first sees a divergence (the node then tells its
- * waiting callers). Loop thread. */
+/* repair_on_tick moves a repair on: when @a is diverged and a repair is due
+ * (automatic, or asked by repair_ask), a leader hands its leadership to the
+ * most caught-up voter that has not asked it for a repair within
+ * EXT__REPAIR_DIVERGED_MS (a transfer, tried again every @retry_ms), or, when
+ * every other voter did, stays and says so (status and one ERROR line); a
+ * follower asks the leader for a snapshot at least at its applied index, once
+ * every @retry_ms, while the leader's wire version has the frame. While
+ * diverged, the driver declines leadership transfers (it asks the applier:
+ * raft_uv_node_callbacks.diverged). Logs "repaired from server N's snapshot at
+ * index I" once an install ended a divergence. Returns true on the tick that
+ * first sees a divergence (the node then tells its waiting callers). Loop
+ * thread. */
 bool repair_on_tick(struct ext_repair *r, struct raft_uv_node *d,
                     struct ext_applier *a, unsigned retry_ms);
 

@@ -68,10 +68,10 @@ void status_set_boot(struct ext_status *s, bool joining, bool forced,
                      const char *listen);
 
 /* status_describe_listen tells whether server @id, advertising @listen
- * ("host:port": advertise=, else listen=), has another address in @conf, and then writes into @buf
- * (@len bytes) a warning naming both: the other servers dial the one in
- * the configuration (NAT and containers may listen elsewhere on purpose,
- * so it is no error). Pure. */
+ * ("host:port": advertise=, else listen=), has another address in @conf, and
+ * then writes into @buf (@len bytes) a warning naming both: the other servers
+ * dial the one in the configuration (NAT and containers may listen elsewhere
+ * on purpose, so it is no error). Pure. */
 bool status_describe_listen(raft_id id, const char *listen,
                             const struct raft_configuration *conf, char *buf,
                             size_t len);
