@@ -5,7 +5,7 @@
  * the leader -> the leader's driver makes a snapshot at least at that
  * index and streams it (raft/uv_snapshot.c) -> the applier installs it
  * although it does not lie above the applied index
- * (applier_snapshot_install, its covers check) ->
+ * (the install of applier_persist_fsm, its covers check) ->
  * the applier's divergence ends and the next tick logs the repair.
  * Happy path, leader: a leadership transfer first, to the most caught-up
  * voter that is not diverged itself (it sent no REPAIR_REQUEST lately;
