@@ -135,8 +135,7 @@ size_t raft_configuration_encoded_len(const struct raft_configuration *c)
     return n;
 }
 
-/* check_servers tells whether @c is one the decoder accepts. */
-static bool check_servers(const struct raft_configuration *c)
+bool raft_configuration_valid(const struct raft_configuration *c)
 {
     unsigned i;
     unsigned j;
@@ -169,7 +168,7 @@ int raft_configuration_encode(const struct raft_configuration *c, void *buf,
     bool ok = true;
     bool flags;
 
-    if (!check_servers(c)) {
+    if (!raft_configuration_valid(c)) {
         return RAFT_INVALID;
     }
     need = raft_configuration_encoded_len(c);
@@ -204,7 +203,7 @@ int raft_configuration_encode_buf(const struct raft_configuration *c,
     struct raft_buf *b;
     int rc;
 
-    if (!check_servers(c)) {
+    if (!raft_configuration_valid(c)) {
         return RAFT_INVALID;
     }
     b = raft_buf_new(raft_configuration_encoded_len(c));
@@ -358,7 +357,7 @@ int raft_configuration_bootstrap(const struct raft_configuration *c,
     unsigned i;
     int rc;
 
-    if (c->n == 0 || !check_servers(c)) {
+    if (c->n == 0 || !raft_configuration_valid(c)) {
         return RAFT_INVALID;
     }
     *sorted = *c;

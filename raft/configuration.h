@@ -69,6 +69,13 @@ int raft_configuration_remove(struct raft_configuration *c, raft_id id);
 bool raft_configuration_equal(const struct raft_configuration *a,
                               const struct raft_configuration *b);
 
+/* raft_configuration_valid tells whether @c is a configuration the decoder
+ * accepts, which is exactly when raft_configuration_encode can encode it:
+ * at most RAFT_MAX_SERVERS servers, ids non-zero and distinct, each role
+ * RAFT_VOTER or RAFT_LEARNER, auto_promote on learners only, addresses of
+ * at most RAFT_ADDRESS_MAX bytes. Any thread. */
+bool raft_configuration_valid(const struct raft_configuration *c);
+
 /* raft_configuration_encoded_len returns the bytes raft_configuration_encode
  * writes for @c. Any thread. */
 size_t raft_configuration_encoded_len(const struct raft_configuration *c);

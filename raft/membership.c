@@ -249,13 +249,9 @@ int membership_init(struct raft *r, const struct raft_config *cfg)
 
     raft_configuration_init(&r->base);
     if (cfg->configuration != NULL) {
-        struct raft_buf *b = NULL;
-        /* Valid exactly when encodable. */
-        rc = raft_configuration_encode_buf(cfg->configuration, &b);
-        if (rc != 0) {
-            return rc;
+        if (!raft_configuration_valid(cfg->configuration)) {
+            return RAFT_INVALID;
         }
-        raft_buf_unref(b);
         r->base = *cfg->configuration;
     } else {
         for (i = 0; i < cfg->n_voters; i++) {

@@ -320,29 +320,6 @@ struct raft_persist_job *raft_persist_next(struct raft_persist *p)
     return NULL;
 }
 
-/* follow_install changes the stored log of @l after the state machine
- * installed the snapshot through (@index, @term), by paper §7 as
- * raft_snapshot_log_action decides, from what the log held before the
- * install (@first, its first index; @held, the term of its entry @index,
- * 0 for none): when the log holds entry @index of @term only the log
- * through it goes (the entries after it are the leader's and may be
- * committed copies); otherwise the log restarts empty after @index. A
- * snapshot below the first stored index (a repair's, at an applied index
- * compacted through already) covers nothing the log holds: nothing
- * changes. */
-static int follow_install(const struct raft_persist_log *l, raft_index index,
-                          raft_term term, raft_index first, raft_term held,
-                          char *errmsg, size_t errmsg_len)
-{
-    if (index < first) {
-        return 0;
-    }
-    if (raft_snapshot_log_action(held, term) == RAFT_SNAPSHOT_KEEP_SUFFIX) {
-        return l->compact(l->data, index, errmsg, errmsg_len);
-    }
-    return l->reset(l->data, index, term, errmsg, errmsg_len);
-}
-
 /* run_install carries out install job @j on @s (raft_persist_run). */
 static void run_install(struct raft_persist_job *j,
                         const struct raft_persist_storage *s)
@@ -351,6 +328,7 @@ static void run_install(struct raft_persist_job *j,
     bool installed = false;
     raft_index first = 0;
     raft_term held = 0;
+    int rc;
 
     j->snap.has_configuration = false;
     if (s->fsm.snapshot_configuration != NULL) {
@@ -381,9 +359,25 @@ static void run_install(struct raft_persist_job *j,
             s->fsm.data, j->snap.path, j->snap.index, j->snap.last_term,
             &installed, j->errmsg, sizeof j->errmsg);
     }
-    if (j->rc == 0 && installed &&
-        follow_install(&s->log, j->snap.index, j->snap.last_term, first, held,
-                       why, sizeof why) != 0) {
+    /* The log follows the state machine by paper §7, as the core decides
+     * from what the log held before the install: when it holds the
+     * snapshot's last entry (its index, of its term), only the log
+     * through it goes (the entries after it are the leader's and may be
+     * committed copies); otherwise the log restarts empty after it. A
+     * snapshot below the first stored index (a repair's, at an applied
+     * index compacted through already) covers nothing the log holds:
+     * nothing changes. */
+    if (j->rc != 0 || !installed || j->snap.index < first) {
+        return;
+    }
+    if (raft_snapshot_log_action(held, j->snap.last_term) ==
+        RAFT_SNAPSHOT_KEEP_SUFFIX) {
+        rc = s->log.compact(s->log.data, j->snap.index, why, sizeof why);
+    } else {
+        rc = s->log.reset(s->log.data, j->snap.index, j->snap.last_term, why,
+                          sizeof why);
+    }
+    if (rc != 0) {
         /* The state machine is ahead of the log: a restart repairs that. */
         snprintf(j->errmsg, sizeof j->errmsg,
                  "change the log after the snapshot: %s", why);

@@ -461,13 +461,9 @@ static int check_event(const struct raft *r, const struct raft_event *e,
                 (r->role == RAFT_LEADER && e->snapshot.term == r->term)) {
                 return RAFT_INVALID;
             }
-            if (e->snapshot.configuration != NULL) {
-                struct raft_buf *b = NULL;
-                /* Valid exactly when encodable. */
-                rc = raft_configuration_encode_buf(e->snapshot.configuration,
-                                                   &b);
-                raft_buf_unref(b);
-                return rc == RAFT_NOMEM ? rc : rc != 0 ? RAFT_INVALID : 0;
+            if (e->snapshot.configuration != NULL &&
+                !raft_configuration_valid(e->snapshot.configuration)) {
+                return RAFT_INVALID;
             }
             return 0;
         case RAFT_EVENT_SNAPSHOT_FAILED:

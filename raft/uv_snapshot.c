@@ -16,7 +16,7 @@
  * leader makes a fresh snapshot at least at the follower's applied index
  * (once per request) and streams it the same way; the follower installs
  * it although the core handed out that index already (the applier's
- * applier_snapshot_install, ext/runtime/applier.c), and
+ * install, applier_persist_fsm in ext/runtime/applier.h), and
  * the driver then steps RAFT_EVENT_COMPACT for the log the install
  * compacted: for the core, a repair is a compaction. The core never
  * hears of a repair transfer's failure; the follower asks again. Every

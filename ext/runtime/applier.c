@@ -1013,38 +1013,6 @@ static void install_delay(void)
 #endif
 }
 
-int applier_snapshot_install(struct ext_applier *a, const char *path,
-                             raft_index index, bool *out_installed,
-                             char *errmsg, size_t errmsg_len)
-{
-    uint64_t got_index = 0, got_term = 0;
-    int rc;
-
-    *out_installed = false;
-    if (!covers(a, index)) {
-        /* Nothing new in it: change nothing (raft.h SNAPSHOT_INSTALLED). */
-        return 0;
-    }
-    applier_hold(a);
-    /* Asked again once held: the batch that was running may have applied
-     * past the snapshot meanwhile, and an older snapshot must never
-     * replace a newer database. */
-    if (!covers(a, index)) {
-        applier_release(a, 0);
-        return 0;
-    }
-    rc = applier_install(a, path, &got_index, &got_term, errmsg, errmsg_len);
-    install_delay();
-    if (rc == RAFT_IOERR || rc == RAFT_NOSPACE || rc == RAFT_NOMEM) {
-        /* The database is unchanged (a full disk under it, say): not a
-         * reason to stop, the leader sends the snapshot again. */
-        rc = RAFT_BUSY;
-    }
-    *out_installed = rc == 0;
-    applier_release(a, rc == 0 ? got_index : 0);
-    return rc;
-}
-
 static int on_snapshot_create(void *data, const char *path, raft_index *index,
                               raft_term *term, char *errmsg, size_t errmsg_len)
 {
@@ -1061,16 +1029,42 @@ static int on_snapshot_create(void *data, const char *path, raft_index *index,
     return rc;
 }
 
+/* on_snapshot_install is the install of applier_persist_fsm (applier.h),
+ * the state machine's whole step, one at a time with the snapshots
+ * created (snapshot_mu). */
 static int on_snapshot_install(void *data, const char *path, raft_index index,
                                raft_term term, bool *out_installed,
                                char *errmsg, size_t errmsg_len)
 {
     struct ext_applier *a = data;
-    int rc;
+    uint64_t got_index = 0, got_term = 0;
+    int rc = 0;
     (void)term;
+
+    *out_installed = false;
     pthread_mutex_lock(&a->snapshot_mu);
-    rc = applier_snapshot_install(a, path, index, out_installed, errmsg,
-                                  errmsg_len);
+    if (!covers(a, index)) {
+        /* Nothing new in it: change nothing (raft.h SNAPSHOT_INSTALLED). */
+        goto out;
+    }
+    applier_hold(a);
+    /* Asked again once held: the batch that was running may have applied
+     * past the snapshot meanwhile, and an older snapshot must never
+     * replace a newer database. */
+    if (!covers(a, index)) {
+        applier_release(a, 0);
+        goto out;
+    }
+    rc = applier_install(a, path, &got_index, &got_term, errmsg, errmsg_len);
+    install_delay();
+    if (rc == RAFT_IOERR || rc == RAFT_NOSPACE || rc == RAFT_NOMEM) {
+        /* The database is unchanged (a full disk under it, say): not a
+         * reason to stop, the leader sends the snapshot again. */
+        rc = RAFT_BUSY;
+    }
+    *out_installed = rc == 0;
+    applier_release(a, rc == 0 ? got_index : 0);
+out:
     pthread_mutex_unlock(&a->snapshot_mu);
     return rc;
 }

@@ -188,34 +188,29 @@ uint64_t applier_installed_index(const struct ext_applier *a);
 void applier_mark_diverged_since(struct ext_applier *a, uint64_t installs,
                                  const char *reason);
 
-/* applier_snapshot_install is the whole install of the snapshot file
- * @path, whose last index is @index, as the state machine does it, in one
- * step: when the snapshot covers the applied index (above it, or at it
- * while the replica is diverged: a repair), it holds the apply thread off
- * (applier_hold), asks again (the batch that was running may have
- * applied past it: an older snapshot never replaces a newer database),
- * installs it (applier_install: a divergence ends) and releases the apply
- * thread, dropping the queued entries the snapshot covers
- * (applier_release). Sets *@out_installed to whether it installed; a
- * snapshot that does not cover changes nothing (0, not installed).
- * Errors: RAFT_CORRUPT (refused), RAFT_BUSY (not installed for now: an
- * I/O error, a full disk or no memory under an unchanged database); both
- * leave everything unchanged; @errmsg (@errmsg_len bytes) says why.
- * Thread: a libuv thread-pool thread (the storage job that installs),
- * never concurrently with another install or applier_hold. */
-int applier_snapshot_install(struct ext_applier *a, const char *path,
-                             raft_index index, bool *out_installed,
-                             char *errmsg, size_t errmsg_len);
-
 /* applier_persist_fsm fills @out with the state machine half of the
  * driver's storage (raft/persist.h) over @a, which must outlive the
- * driver: snapshot creation (applier_snapshot_create), installs
- * (applier_snapshot_install) and the configuration a snapshot file holds;
- * one create or install runs at a time. Thread: any, before the driver
- * starts. */
+ * driver: snapshot creation (applier_snapshot_create), the configuration
+ * a snapshot file holds, and installs. One create or install runs at a
+ * time. An install is the whole install of a received snapshot file, as
+ * the state machine does it, in one step: when the snapshot covers the
+ * applied index (above it, or at it while the replica is diverged: a
+ * repair), it holds the apply thread off (applier_hold), asks again (the
+ * batch that was running may have applied past it: an older snapshot
+ * never replaces a newer database), installs it (applier_install: a
+ * divergence ends) and releases the apply thread, dropping the queued
+ * entries the snapshot covers (applier_release); it says whether it
+ * installed, and a snapshot that does not cover changes nothing. Its
+ * errors: RAFT_CORRUPT (refused), RAFT_BUSY (not installed for now: an
+ * I/O error, a full disk or no memory under an unchanged database), both
+ * leaving everything unchanged, with the message saying why; it runs on
+ * a libuv thread-pool thread (the storage job that installs), never
+ * concurrently with another install or applier_hold. Thread: any, before
+ * the driver starts. */
 void applier_persist_fsm(struct ext_applier *a, struct raft_persist_fsm *out);
 
-/* The three steps of applier_snapshot_install, its own and the tests'. */
+/* The three steps of an install (applier_persist_fsm), its own and the
+ * tests'. */
 
 /* applier_hold keeps the apply thread off the apply connection: it returns
  * once the running batch, if any, has ended, and no batch starts until

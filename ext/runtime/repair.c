@@ -1,23 +1,27 @@
 /* Repairing a diverged replica (repair.h).
  *
+ * The repair request is one leader call (leader_call.h), opened by the
+ * tick that starts a repair and DONE once an install ends the
+ * divergence; leader_call_due decides when it goes (again).
  * Happy path, follower: the applier sees a foreign commit and holds ->
  * repair_on_tick sends RAFT_FRAME_REPAIR_REQUEST (its applied index) to
  * the leader -> the leader's driver makes a snapshot at least at that
  * index and streams it (raft/uv_snapshot.c) -> the applier installs it
  * although it does not lie above the applied index
- * (applier_snapshot_install, its covers check) ->
+ * (the install of applier_persist_fsm, its covers check) ->
  * the applier's divergence ends and the next tick logs the repair.
  * Happy path, leader: a leadership transfer first, to the most caught-up
  * voter that is not diverged itself (it sent no REPAIR_REQUEST lately;
  * nothing of the leader's diverged database is ever sent:
- * applier_snapshot_create refuses), then as a follower. A diverged
+ * applier_snapshot_create refuses), the call counting as sent to this
+ * server, then as a follower, asking the new leader at once. A diverged
  * server declines transfers (TimeoutNow), so leadership never bounces
  * between two diverged servers.
  * Failure modes: a lost request or snapshot is asked again every
- * retry_ms; a cluster with no other voter, with every other voter
- * diverged too, no known leader or a leader on wire version 1 leaves the
- * replica diverged, and raft_status() says why; with repair=manual
- * nothing happens before raft_repair(). */
+ * retry_ms, and a new leader at once; a cluster with no other voter,
+ * with every other voter diverged too, no known leader or a leader on
+ * wire version 1 leaves the replica diverged, and raft_status() says
+ * why; with repair=manual nothing happens before raft_repair(). */
 
 #include "repair.h"
 
@@ -42,21 +46,26 @@
  * (applier_diverged, applier_repairs), asked each time; the driver asks
  * it too (raft_uv_node_callbacks.diverged). */
 struct ext_repair {
-    uint64_t id;                /* this server */
-    bool manual;                /* repair=manual */
-    struct ext_node_log *log;   /* the node's lines */
-    atomic_bool asked;          /* raft_repair() was called */
-    atomic_int phase;           /* enum ext_repair_phase */
-    atomic_uint_least64_t peer; /* whom it asked, or repairs from */
-    uint64_t last_try;          /* loop clock of the last request or
-                                      transfer, ms (loop) */
-    uint64_t n_repairs_seen;    /* applier_repairs already logged
+    uint64_t id;                 /* this server */
+    bool manual;                 /* repair=manual */
+    struct ext_node_log *log;    /* the node's lines */
+    atomic_bool asked;           /* raft_repair() was called */
+    atomic_int phase;            /* enum ext_repair_phase */
+    atomic_uint_least64_t peer;  /* whom it asked, or repairs from */
+    struct ext_leader_call call; /* the repair request: QUEUED until a
+                                    leader is known, SENT to it (to this
+                                    server while it hands its leadership
+                                    on), DONE once a divergence ended
+                                    (loop; no caller waits on it:
+                                    raft_repair() polls the applier) */
+    bool has_call;               /* @call was initialised */
+    uint64_t n_repairs_seen;     /* applier_repairs already logged
                                       (loop) */
-    uint64_t installs_seen;     /* the driver's installs counted while
+    uint64_t installs_seen;      /* the driver's installs counted while
                                    no repair was new (its sender is
                                    known once the count moves on) */
-    pthread_mutex_t mu;         /* guards @what */
-    char what[200];             /* the phase described (repair_describe) */
+    pthread_mutex_t mu;          /* guards @what */
+    char what[200];              /* the phase described (repair_describe) */
 };
 
 int repair_new(uint64_t id, bool manual, struct ext_node_log *log,
@@ -78,6 +87,9 @@ int repair_new(uint64_t id, bool manual, struct ext_node_log *log,
 void repair_free(struct ext_repair *r)
 {
     if (r != NULL) {
+        if (r->has_call) {
+            leader_call_close(&r->call);
+        }
         pthread_mutex_destroy(&r->mu);
     }
     free(r);
@@ -229,9 +241,10 @@ static void lead_off(struct ext_repair *r, struct raft_uv_node *d)
 }
 
 /* ask_leader sends the leader a repair request: a snapshot at least at
- * @applied. */
+ * @applied; the call is SENT to it at loop clock @now, unless the
+ * leader's wire version lacks the frame. */
 static void ask_leader(struct ext_repair *r, struct raft_uv_node *d,
-                       raft_id leader, uint64_t applied)
+                       raft_id leader, uint64_t applied, uint64_t now)
 {
     struct raft_frame f;
     unsigned wire = raft_uv_node_peer_wire(d, leader);
@@ -247,7 +260,38 @@ static void ask_leader(struct ext_repair *r, struct raft_uv_node *d,
     f.repair_request.applied = applied;
     /* Lost or not connected yet: asked again after retry_ms. */
     (void)raft_uv_node_send_frame(d, &f);
+    leader_call_sent(&r->call, leader, now);
     set_phase(r, EXT_REPAIR_REQUESTED, leader, "", 0);
+}
+
+/* end_call ends the repair request of @r, if any: the divergence ended
+ * (DONE). */
+static void end_call(struct ext_repair *r)
+{
+    if (r->has_call && leader_call_state(&r->call) != EXT_CALL_DONE) {
+        leader_call_finish(&r->call);
+    }
+}
+
+/* open_call makes the repair request of @r a new QUEUED call, unless one
+ * is open. Returns false when it could not (no memory: the next tick
+ * tries again). */
+static bool open_call(struct ext_repair *r)
+{
+    if (r->has_call && leader_call_state(&r->call) != EXT_CALL_DONE) {
+        return true;
+    }
+    if (r->has_call) {
+        leader_call_close(&r->call);
+        r->has_call = false;
+    }
+    /* Its deadline is never asked (nobody waits on it): it goes on while
+     * the replica is diverged. */
+    if (leader_call_init(&r->call, NULL, 0, 0) != 0) {
+        return false;
+    }
+    r->has_call = true;
+    return true;
 }
 
 bool repair_on_tick(struct ext_repair *r, struct raft_uv_node *d,
@@ -256,10 +300,14 @@ bool repair_on_tick(struct ext_repair *r, struct raft_uv_node *d,
     const struct raft *core = raft_uv_node_core(d);
     uint64_t repairs = applier_repairs(a);
     uint64_t now = raft_uv_node_now(d);
+    /* Asked again every retry_ms, and at once of a new leader (a leader
+     * that handed its leadership on asks the new one at once). */
+    const struct ext_leader_call_policy resend = {.retry_ms = retry_ms,
+                                                  .follow_leader = true};
     struct raft_uv_node_stats st;
-    raft_id leader;
+    bool leading = raft_role(core) == RAFT_LEADER;
+    raft_id leader = leading ? r->id : raft_leader_id(core);
     bool first;
-    int phase;
 
     raft_uv_node_stats(d, &st);
     if (repairs == r->n_repairs_seen) {
@@ -279,6 +327,7 @@ bool repair_on_tick(struct ext_repair *r, struct raft_uv_node *d,
     }
     if (!applier_diverged(a, NULL)) {
         atomic_store(&r->asked, false);
+        end_call(r);
         if (atomic_load(&r->phase) != EXT_REPAIR_NONE) {
             pthread_mutex_lock(&r->mu);
             atomic_store(&r->phase, EXT_REPAIR_NONE);
@@ -288,26 +337,23 @@ bool repair_on_tick(struct ext_repair *r, struct raft_uv_node *d,
         }
         return false;
     }
-    phase = atomic_load(&r->phase);
-    first = phase == EXT_REPAIR_NONE;
+    first = atomic_load(&r->phase) == EXT_REPAIR_NONE;
     if (r->manual && !atomic_load(&r->asked)) {
         set_phase(r, EXT_REPAIR_MANUAL, 0, "", 0);
         return first;
     }
-    /* A leader that handed its leadership on asks the new one at once. */
-    if (phase > EXT_REPAIR_MANUAL && now < r->last_try + retry_ms &&
-        !(phase == EXT_REPAIR_TRANSFER && raft_role(core) != RAFT_LEADER &&
-          raft_leader_id(core) != 0)) {
+    if (!open_call(r) || !leader_call_due(&r->call, &resend, leader, now)) {
         return first;
     }
-    r->last_try = now;
-    leader = raft_leader_id(core);
-    if (raft_role(core) == RAFT_LEADER) {
+    if (leading) {
+        /* Sent to this server: a transfer (or why none), tried again
+         * after retry_ms, and the new leader asked at once. */
+        leader_call_sent(&r->call, r->id, now);
         lead_off(r, d);
     } else if (leader == 0) {
         set_phase(r, EXT_REPAIR_NO_LEADER, 0, "", 0);
     } else {
-        ask_leader(r, d, leader, applier_applied(a));
+        ask_leader(r, d, leader, applier_applied(a), now);
     }
     return first;
 }

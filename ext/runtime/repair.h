@@ -53,12 +53,13 @@ void repair_free(struct ext_repair *r);
  * EXT__REPAIR_DIVERGED_MS (a transfer, tried again every @retry_ms), or, when
  * every other voter did, stays and says so (status and one ERROR line); a
  * follower asks the leader for a snapshot at least at its applied index, once
- * every @retry_ms, while the leader's wire version has the frame. While
- * diverged, the driver declines leadership transfers (it asks the applier:
- * raft_uv_node_callbacks.diverged). Logs "repaired from server N's snapshot at
- * index I" once an install ended a divergence. Returns true on the tick that
- * first sees a divergence (the node then tells its waiting callers). Loop
- * thread. */
+ * every @retry_ms and at once of a new leader (one leader call, leader_call.h:
+ * a leader that handed its leadership on asks the new one at once), while the
+ * leader's wire version has the frame. While diverged, the driver declines
+ * leadership transfers (it asks the applier: raft_uv_node_callbacks.diverged).
+ * Logs "repaired from server N's snapshot at index I" once an install ended a
+ * divergence. Returns true on the tick that first sees a divergence (the node
+ * then tells its waiting callers). Loop thread. */
 bool repair_on_tick(struct ext_repair *r, struct raft_uv_node *d,
                     struct ext_applier *a, unsigned retry_ms);
 

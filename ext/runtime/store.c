@@ -3,7 +3,7 @@
  * durable first in each job, appends, compactions, and the term lookup and
  * reset that raft_persist_run asks for after an install), the compaction
  * policy and the repairs at start. The install itself is the applier's
- * (applier_snapshot_install).
+ * (applier_persist_fsm).
  *
  * Happy path: the driver's disk thread calls append and compact in queue
  * order; the loop thread's tick queues a compaction once enough entries

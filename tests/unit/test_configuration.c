@@ -97,26 +97,43 @@ static void test_round_trip(void **state)
     raft_buf_unref(b);
 }
 
-/* The encoder refuses what the decoder would refuse. */
+/* expect_invalid checks that @c is refused alike by
+ * raft_configuration_valid and by the encoder. */
+static void expect_invalid(const struct raft_configuration *c)
+{
+    struct raft_buf *b = NULL;
+
+    assert_false(raft_configuration_valid(c));
+    assert_int_equal(raft_configuration_encode_buf(c, &b), RAFT_INVALID);
+    assert_null(b);
+}
+
+/* The encoder refuses what the decoder would refuse, and
+ * raft_configuration_valid tells it without encoding. */
 static void test_encode_invalid(void **state)
 {
     struct raft_configuration c;
-    struct raft_buf *b = NULL;
 
     (void)state;
     three(&c);
+    assert_true(raft_configuration_valid(&c));
     c.servers[1].id = 1;
-    assert_int_equal(raft_configuration_encode_buf(&c, &b), RAFT_INVALID);
+    expect_invalid(&c);
     three(&c);
     c.servers[1].role = 0;
-    assert_int_equal(raft_configuration_encode_buf(&c, &b), RAFT_INVALID);
+    expect_invalid(&c);
     three(&c);
     c.servers[0].id = 0;
-    assert_int_equal(raft_configuration_encode_buf(&c, &b), RAFT_INVALID);
+    expect_invalid(&c);
     three(&c);
     c.servers[0].auto_promote = true; /* a voter */
-    assert_int_equal(raft_configuration_encode_buf(&c, &b), RAFT_INVALID);
-    assert_null(b);
+    expect_invalid(&c);
+    three(&c);
+    c.servers[1].role = RAFT_LEARNER;
+    c.servers[1].auto_promote = true;
+    assert_true(raft_configuration_valid(&c));
+    c.n = RAFT_MAX_SERVERS + 1;
+    expect_invalid(&c);
 }
 
 /* expect_decode checks that decoding @len bytes at @p fails with @rc and
