@@ -125,10 +125,10 @@ void barrier_shutdown(struct ext_barrier *b)
 {
     pthread_mutex_lock(&b->mu);
     b->shutdown = true;
-    for (struct ext_leader_call *c = leader_call_first(&b->calls); c != NULL;
-         c = leader_call_next(c)) {
-        if (!leader_call_done(c)) {
-            leader_call_shutdown(c);
+    for (struct slot *s = leader_call_next(&b->calls, NULL); s != NULL;
+         s = leader_call_next(&b->calls, &s->call)) {
+        if (s->call.state != EXT_CALL_DONE) {
+            leader_call_shutdown(&s->call);
         }
     }
     pthread_mutex_unlock(&b->mu);
@@ -140,17 +140,10 @@ bool barrier_is_frame(const struct raft_frame *f)
            f->type == RAFT_FRAME_READ_INDEX_RESULT;
 }
 
-/* slot_of returns the slot whose call is @c, or NULL for NULL. */
-static struct slot *slot_of(struct ext_leader_call *c)
-{
-    return c != NULL ? (struct slot *)((char *)c - offsetof(struct slot, call))
-                     : NULL;
-}
-
 /* tag_of returns the tag of slot @s. */
 static uint64_t tag_of(const struct slot *s)
 {
-    return leader_call_id(&s->call)[1];
+    return s->call.id[1];
 }
 
 /* find_slot returns the slot of @tag whose call is in @state (enum
@@ -159,9 +152,9 @@ static uint64_t tag_of(const struct slot *s)
 static struct slot *find_slot(struct ext_barrier *b, uint64_t tag, int state)
 {
     const uint64_t id[2] = {0, tag};
-    struct ext_leader_call *c = leader_call_find(&b->calls, id);
+    struct slot *s = leader_call_find(&b->calls, id);
 
-    return c != NULL && leader_call_state(c) == state ? slot_of(c) : NULL;
+    return s != NULL && s->call.state == state ? s : NULL;
 }
 
 /* settle ends slot @s: confirmed at @index when @status is 0, else
@@ -173,8 +166,10 @@ static void settle(struct slot *s, int status, raft_index index)
     leader_call_finish(&s->call);
 }
 
-/* route sends slot @s, a follower's, to its leader as the core sees it
- * now. Called on the loop thread with mu held (it steps nothing). */
+/* route sends slot @s, a follower's, just taken as due to go to its
+ * leader as the core sees it now (leader_call_take_due marked it SENT),
+ * or takes that send back. Called on the loop thread with mu held (it
+ * steps nothing). */
 static void route(struct ext_barrier *b, struct raft_uv_node *d, struct slot *s)
 {
     raft_id leader = raft_leader_id(raft_uv_node_core(d));
@@ -182,12 +177,12 @@ static void route(struct ext_barrier *b, struct raft_uv_node *d, struct slot *s)
     unsigned wire;
 
     if (leader == 0 || leader == b->self) {
-        leader_call_requeue(&s->call); /* wait for one, until the deadline */
+        leader_call_unsend(&s->call); /* wait for one, until the deadline */
         return;
     }
     wire = raft_uv_node_peer_wire(d, leader);
     if (wire == 0) {
-        leader_call_requeue(&s->call); /* not connected yet */
+        leader_call_unsend(&s->call); /* not connected yet */
         return;
     }
     s->leader = leader;
@@ -201,7 +196,6 @@ static void route(struct ext_barrier *b, struct raft_uv_node *d, struct slot *s)
     f.from = b->self;
     f.to = leader;
     f.read_index.tag = tag_of(s);
-    leader_call_sent(&s->call, leader, raft_uv_node_now(d));
     (void)raft_uv_node_send_frame(d, &f); /* a lost one goes again */
 }
 
@@ -210,26 +204,23 @@ void barrier_on_loop(struct ext_barrier *b, struct raft_uv_node *d)
     const struct raft *core = raft_uv_node_core(d);
     uint64_t now = raft_uv_node_now(d);
     bool leads = raft_role(core) == RAFT_LEADER;
+    raft_id to = leads ? b->self : raft_leader_id(core);
     uint64_t step[EXT__BARRIER_SLOTS];
     unsigned n_step = 0;
+    struct slot *s = NULL;
 
     pthread_mutex_lock(&b->mu);
-    for (struct ext_leader_call *c = leader_call_first(&b->calls); c != NULL;
-         c = leader_call_next(c)) {
-        struct slot *s = slot_of(c);
-        int state = leader_call_state(c);
-        if (state == EXT_CALL_SENT && leads) {
-            /* We lead now: ask our own core. */
-            leader_call_requeue(&s->call);
-            state = EXT_CALL_QUEUED;
-        }
-        if (state == EXT_CALL_QUEUED && leads) {
-            /* Marked first: the core may answer within the step. */
-            leader_call_sent(&s->call, b->self, now);
+    /* Leading, every call not taken is due to this server (one sent to
+     * another leader follows the leadership here): ask our own core. */
+    while ((s = leader_call_take_due(&b->calls, s != NULL ? &s->call : NULL,
+                                     &resend, to, now, NULL, NULL)) != NULL) {
+        if (leads) {
+            /* Marked first (SENT here, then TAKEN): the core may answer
+             * within the step. */
             leader_call_taken(&s->call);
             s->leader = 0;
             step[n_step++] = tag_of(s);
-        } else if (leader_call_due(c, &resend, raft_leader_id(core), now)) {
+        } else {
             route(b, d, s);
         }
     }
@@ -239,7 +230,7 @@ void barrier_on_loop(struct ext_barrier *b, struct raft_uv_node *d)
         int rc = raft_uv_node_read_index(d, step[i]);
         if (rc != 0) {
             pthread_mutex_lock(&b->mu);
-            struct slot *s = find_slot(b, step[i], EXT_CALL_TAKEN);
+            s = find_slot(b, step[i], EXT_CALL_TAKEN);
             if (s != NULL) {
                 settle(s, rc, 0);
             }
@@ -443,7 +434,7 @@ int barrier_wait(struct ext_barrier *b, struct raft_uv_node *d,
     }
     memset(s, 0, sizeof *s);
     id[1] = b->next_tag++;
-    if (leader_call_init(&s->call, id,
+    if (leader_call_open(&b->calls, &s->call, s, id,
                          b->election_timeout_ms + EXT__BARRIER_SLACK_MS,
                          EXT__BARRIER_WAIT_MS) != 0) {
         pthread_mutex_unlock(&b->mu);
@@ -451,7 +442,6 @@ int barrier_wait(struct ext_barrier *b, struct raft_uv_node *d,
         return RAFT_NOMEM;
     }
     s->used = true;
-    leader_call_link(&b->calls, &s->call);
     pthread_mutex_unlock(&b->mu);
     raft_uv_node_wake(d);
 
@@ -461,14 +451,13 @@ int barrier_wait(struct ext_barrier *b, struct raft_uv_node *d,
     if (b->shutdown) {
         end = EXT_CALL_SHUTDOWN;
     }
-    state = leader_call_state(&s->call);
+    state = s->call.state;
     copy.leader = s->leader;
     copy.wire = s->wire;
     copy.index = s->index;
     copy.status = s->status;
     s->used = false;
-    leader_call_unlink(&b->calls, &s->call);
-    leader_call_close(&s->call);
+    leader_call_close(&b->calls, &s->call);
     pthread_mutex_unlock(&b->mu);
     switch (end) {
         case EXT_CALL_INTERRUPTED:

@@ -110,10 +110,11 @@ struct ext_change {
     struct ext_member members[EXT_MAX_NODES]; /* cluster= addresses */
     unsigned n_members;                       /* entries of @members */
     struct raft_uv_node *driver;              /* set by change_attach */
-    pthread_mutex_t mu; /* guards the fields marked (mu) */
-    struct call *call;  /* the waiting caller (mu) */
-    uint64_t next_seq;  /* (mu) */
-    bool shutdown;      /* (mu) */
+    pthread_mutex_t mu;                 /* guards the fields marked (mu) */
+    struct call *call;                  /* the waiting caller (mu) */
+    struct ext_leader_call_table calls; /* its call, the one linked (mu) */
+    uint64_t next_seq;                  /* (mu) */
+    bool shutdown;                      /* (mu) */
     struct ext_member_row rows[RAFT_MAX_SERVERS]; /* member view (mu) */
     unsigned n_rows;                              /* (mu) */
     raft_index view_index; /* configuration index of the member view last
@@ -149,11 +150,11 @@ static void finish_call(struct ext_change *c, const uint64_t rid[2], int status,
 {
     pthread_mutex_lock(&c->mu);
     struct call *k = c->call;
-    if (k != NULL && rid_eq(leader_call_id(&k->call), rid) &&
-        !leader_call_done(&k->call) && !k->answered) {
+    if (k != NULL && rid_eq(k->call.id, rid) &&
+        k->call.state != EXT_CALL_DONE && !k->answered) {
         struct ext_change_result *r = &k->result;
         unsigned why = status != 0 ? (unsigned)index : 0;
-        if (leader_call_attempts(&k->call) > 1 &&
+        if (k->call.attempts > 1 &&
             change_codec_already(&k->req, status, index, leader)) {
             /* An earlier copy did it, and its answer was lost. */
             status = 0;
@@ -193,7 +194,7 @@ static void view_shown(struct ext_change *c, uint64_t now)
 {
     pthread_mutex_lock(&c->mu);
     struct call *k = c->call;
-    if (k != NULL && k->answered && !leader_call_done(&k->call) &&
+    if (k != NULL && k->answered && k->call.state != EXT_CALL_DONE &&
         (c->view_index >= k->view_index || now >= k->view_by)) {
         leader_call_finish(&k->call);
     }
@@ -549,8 +550,8 @@ void change_on_result(struct ext_change *c, struct raft_uv_node *d,
     }
     pthread_mutex_lock(&c->mu);
     struct call *k = c->call;
-    bool mine = k != NULL && rid_eq(leader_call_id(&k->call), r->request_id) &&
-                leader_call_state(&k->call) == EXT_CALL_SENT;
+    bool mine = k != NULL && rid_eq(k->call.id, r->request_id) &&
+                k->call.state == EXT_CALL_SENT;
     int status = r->status;
     if (mine && status == RAFT_NOTLEADER) {
         leader_call_requeue(&k->call); /* retried once a leader is known */
@@ -594,14 +595,14 @@ static void dispatch(struct ext_change *c, struct raft_uv_node *d)
 
     pthread_mutex_lock(&c->mu);
     struct call *k = c->call;
-    go = k != NULL && !c->shutdown &&
-         leader_call_due(&k->call, &resend, leader, now) &&
-         (leading || leader != 0);
+    /* Taken last: it marks the call SENT to @leader. */
+    go = k != NULL && !c->shutdown && (leading || leader != 0) &&
+         leader_call_take_due(&c->calls, NULL, &resend, leader, now, NULL,
+                              NULL) != NULL;
     if (go) {
         q = k->req;
-        rid[0] = leader_call_id(&k->call)[0];
-        rid[1] = leader_call_id(&k->call)[1];
-        leader_call_sent(&k->call, leader, now);
+        rid[0] = k->call.id[0];
+        rid[1] = k->call.id[1];
         if (leading) {
             leader_call_taken(&k->call); /* this leader's own request */
         }
@@ -621,8 +622,8 @@ static void dispatch(struct ext_change *c, struct raft_uv_node *d)
     }
     if (rc != 0) {
         pthread_mutex_lock(&c->mu);
-        if (c->call != NULL && rid_eq(leader_call_id(&c->call->call), rid) &&
-            leader_call_state(&c->call->call) == EXT_CALL_SENT) {
+        if (c->call != NULL && rid_eq(c->call->call.id, rid) &&
+            c->call->call.state == EXT_CALL_SENT) {
             /* Retried; it counts as having left, as any send. */
             leader_call_requeue(&c->call->call);
         }
@@ -696,7 +697,8 @@ int change_submit(struct ext_change *c, const struct ext_change_request *req,
     }
     rid[0] = c->self;
     rid[1] = EXT_CHANGE_SEQ_BIT | ++c->next_seq;
-    if (leader_call_init(&k.call, rid, timeout_ms, EXT_EXEC_POLL_MS) != 0) {
+    if (leader_call_open(&c->calls, &k.call, &k, rid, timeout_ms,
+                         EXT_EXEC_POLL_MS) != 0) {
         pthread_mutex_unlock(&c->mu);
         return refuse(out, RAFT_NOMEM, "not done: out of memory");
     }
@@ -710,7 +712,7 @@ int change_submit(struct ext_change *c, const struct ext_change_request *req,
         /* Done: it waits for the view alone, bounded, as answered. */
         end = leader_call_wait(&k.call, &c->mu, NULL);
     }
-    left = leader_call_left(&k.call);
+    left = k.call.left_node;
     if (k.answered) {
         /* Done; the view holds it, or the deadline passed: the later of
          * the call's own and an election timeout after the answer
@@ -738,8 +740,8 @@ int change_submit(struct ext_change *c, const struct ext_change_request *req,
                  timeout_ms);
     }
     c->call = NULL;
+    leader_call_close(&c->calls, &k.call);
     pthread_mutex_unlock(&c->mu);
-    leader_call_close(&k.call);
     *out = k.result;
     return out->rc;
 }
@@ -748,7 +750,7 @@ void change_shutdown(struct ext_change *c)
 {
     pthread_mutex_lock(&c->mu);
     c->shutdown = true;
-    if (c->call != NULL && !leader_call_done(&c->call->call) &&
+    if (c->call != NULL && c->call->call.state != EXT_CALL_DONE &&
         !c->call->answered) {
         leader_call_shutdown(&c->call->call);
     }

@@ -62,7 +62,7 @@ SQLITE_EXTENSION_INIT3
  * leader's log at index/term, DONE once applied here (or failed), its
  * result set. Owned by the caller's stack frame; linked into e->waiters
  * while it waits. Invariant: only touched under e->mu, and never after
- * the caller unlinked it. */
+ * the caller closed it. */
 struct waiter {
     struct ext_leader_call call;   /* where it stands, its wait, and its
                                       request id (this node's id,
@@ -100,31 +100,16 @@ struct ext_exec {
                           (mu) */
 };
 
-/* waiter_of returns the waiter whose call is @c, or NULL for NULL. */
-static struct waiter *waiter_of(struct ext_leader_call *c)
-{
-    return c != NULL
-               ? (struct waiter *)((char *)c - offsetof(struct waiter, call))
-               : NULL;
-}
-
-/* find_waiter returns the live waiter with request id @id, or NULL. Caller
- * holds mu. */
-static struct waiter *find_waiter(struct ext_exec *e, const uint64_t id[2])
-{
-    return waiter_of(leader_call_find(&e->waiters, id));
-}
-
 /* first_waiter and next_waiter walk every waiting caller, newest first.
  * Caller holds mu. */
 static struct waiter *first_waiter(struct ext_exec *e)
 {
-    return waiter_of(leader_call_first(&e->waiters));
+    return leader_call_next(&e->waiters, NULL);
 }
 
-static struct waiter *next_waiter(struct waiter *w)
+static struct waiter *next_waiter(struct ext_exec *e, struct waiter *w)
 {
-    return waiter_of(leader_call_next(&w->call));
+    return leader_call_next(&e->waiters, &w->call);
 }
 
 static void finish(struct waiter *w, int kind, int sqlite_rc, const char *fmt,
@@ -166,10 +151,11 @@ static void fail_unsent(struct waiter *w, bool interrupted, int code,
     }
 }
 
-static void unlink_waiter(struct ext_exec *e, struct waiter *w)
+/* drop_queued takes @w, whose caller stops waiting, out of the
+ * submission ring: a slot emptied so is skipped by the loop. Caller
+ * holds mu. */
+static void drop_queued(struct ext_exec *e, struct waiter *w)
 {
-    leader_call_unlink(&e->waiters, &w->call);
-    /* A waiter still in the submission ring is skipped by the loop. */
     for (unsigned i = 0; i < e->queue_len; i++) {
         unsigned k = (e->queue_head + i) % EXT_SUBMIT_QUEUE_MAX;
         if (e->queue[k] == w) {
@@ -256,8 +242,13 @@ int exec_submit(struct ext_exec *e, const char *sql, size_t sql_len,
     w.want_rows = ropts.flags != 0;
     w.client_id = ropts.client_id;
     w.client_id_len = ropts.client_id_len;
-    if (leader_call_init(&w.call, id, e->exec_timeout_ms, EXT_EXEC_POLL_MS) !=
-        0) {
+
+    /* Opened (linked) and closed under mu: nobody sees the call before
+     * it is queued. */
+    pthread_mutex_lock(&e->mu);
+    if (leader_call_open(&e->waiters, &w.call, &w, id, e->exec_timeout_ms,
+                         EXT_EXEC_POLL_MS) != 0) {
+        pthread_mutex_unlock(&e->mu);
         raft_buf_unref(w.payload);
         out->kind = EXT_EXEC_NOT_APPLIED;
         out->sqlite_rc = SQLITE_NOMEM;
@@ -265,25 +256,20 @@ int exec_submit(struct ext_exec *e, const char *sql, size_t sql_len,
                  "raft_exec: not applied: out of memory");
         return RAFT_NOMEM;
     }
-
-    pthread_mutex_lock(&e->mu);
     if (e->shutdown) {
         fail_unsent(&w, false, RAFTSQL_NOT_APPLIED, RAFTSQL_UNKNOWN,
                     "the node is shutting down");
-        pthread_mutex_unlock(&e->mu);
         *out = w.result;
         rc = RAFT_SHUTDOWN;
         goto out;
     }
     if (e->removed[0] != '\0') {
         fail_unsent(&w, false, RAFTSQL_REMOVED, RAFTSQL_UNKNOWN, e->removed);
-        pthread_mutex_unlock(&e->mu);
         *out = w.result;
         rc = RAFT_NOTFOUND;
         goto out;
     }
     if (status_log_full(e->status, reason, sizeof reason)) {
-        pthread_mutex_unlock(&e->mu);
         out->kind = EXT_EXEC_NOT_APPLIED;
         out->sqlite_rc = RAFTSQL_FULL;
         if (strstr(reason, "disk full") != NULL) {
@@ -302,7 +288,6 @@ int exec_submit(struct ext_exec *e, const char *sql, size_t sql_len,
         goto out;
     }
     if (e->queue_len == EXT_SUBMIT_QUEUE_MAX) {
-        pthread_mutex_unlock(&e->mu);
         out->kind = EXT_EXEC_NOT_APPLIED;
         out->sqlite_rc = RAFTSQL_BUSY;
         snprintf(out->errmsg, sizeof out->errmsg,
@@ -312,7 +297,6 @@ int exec_submit(struct ext_exec *e, const char *sql, size_t sql_len,
         rc = RAFT_BUSY;
         goto out;
     }
-    leader_call_link(&e->waiters, &w.call);
     e->queue[(e->queue_head + e->queue_len) % EXT_SUBMIT_QUEUE_MAX] = &w;
     e->queue_len++;
     pthread_mutex_unlock(&e->mu);
@@ -321,7 +305,7 @@ int exec_submit(struct ext_exec *e, const char *sql, size_t sql_len,
     pthread_mutex_lock(&e->mu);
     end = leader_call_wait(&w.call, &e->mu, probe);
     if (end == EXT_CALL_INTERRUPTED) {
-        if (!leader_call_left(&w.call)) {
+        if (!w.call.left_node) {
             fail_unsent(&w, true, RAFTSQL_INTERRUPTED,
                         RAFTSQL_INTERRUPTED_UNKNOWN,
                         "the request had not left this node");
@@ -332,7 +316,7 @@ int exec_submit(struct ext_exec *e, const char *sql, size_t sql_len,
         }
         cancelled = true;
     } else if (end != EXT_CALL_ANSWERED) {
-        if (!leader_call_left(&w.call)) {
+        if (!w.call.left_node) {
             char why[128];
             snprintf(why, sizeof why,
                      "no leader reachable within exec_timeout_ms (%u ms)",
@@ -346,13 +330,13 @@ int exec_submit(struct ext_exec *e, const char *sql, size_t sql_len,
                    e->exec_timeout_ms);
         }
     }
-    unlink_waiter(e, &w);
-    pthread_mutex_unlock(&e->mu);
+    drop_queued(e, &w);
     *out = w.result;
     rc = cancelled ? RAFT_CANCELED : kind_to_rc(out->kind);
 
 out:
-    leader_call_close(&w.call);
+    leader_call_close(&e->waiters, &w.call);
+    pthread_mutex_unlock(&e->mu);
     raft_buf_unref(w.payload);
     return rc;
 }
@@ -362,7 +346,7 @@ out:
  * id (fail_unsent). Caller holds mu. */
 static void fail_waiter(struct waiter *w, const char *reason)
 {
-    if (leader_call_left(&w->call)) {
+    if (w->call.left_node) {
         finish(w, EXT_EXEC_UNKNOWN, RAFTSQL_UNKNOWN,
                "raft_exec: outcome unknown: %s; the write will be "
                "applied on all nodes or on none",
@@ -381,7 +365,7 @@ static void fail_waiter(struct waiter *w, const char *reason)
  * holds mu. */
 static void refuse_gated(struct waiter *w, const char *why)
 {
-    if (leader_call_left(&w->call)) {
+    if (w->call.left_node) {
         fail_waiter(w, why);
     } else {
         finish(w, EXT_EXEC_NOT_APPLIED, RAFTSQL_NOT_APPLIED,
@@ -394,8 +378,8 @@ static void refuse_gated(struct waiter *w, const char *why)
  * mu. */
 static void fail_waiting(struct ext_exec *e, const char *reason)
 {
-    for (struct waiter *w = first_waiter(e); w != NULL; w = next_waiter(w)) {
-        if (!leader_call_done(&w->call)) {
+    for (struct waiter *w = first_waiter(e); w != NULL; w = next_waiter(e, w)) {
+        if (w->call.state != EXT_CALL_DONE) {
             fail_waiter(w, reason);
         }
     }
@@ -428,15 +412,15 @@ void exec_set_removed(struct ext_exec *e, bool removed, raft_index conf_index)
              "this node was removed from the cluster (configuration entry "
              "%llu committed) and takes no writes: write on a member",
              (unsigned long long)conf_index);
-    for (struct waiter *w = first_waiter(e); w != NULL; w = next_waiter(w)) {
+    for (struct waiter *w = first_waiter(e); w != NULL; w = next_waiter(e, w)) {
         /* An entry before the removal's is committed here and applied:
          * its caller gets its result. */
-        int state = leader_call_state(&w->call);
+        int state = w->call.state;
         if (state == EXT_CALL_DONE ||
             (state == EXT_CALL_TAKEN && w->index < conf_index)) {
             continue;
         }
-        if (leader_call_left(&w->call)) {
+        if (w->call.left_node) {
             finish(w, EXT_EXEC_UNKNOWN, RAFTSQL_UNKNOWN,
                    "raft_exec: outcome unknown: this node was removed from "
                    "the cluster (configuration entry %llu committed) after "
@@ -466,8 +450,39 @@ static bool is_format3(const struct waiter *w)
     return w->want_rows || w->client_id != NULL;
 }
 
+/* Where take_pending sends: what held needs to know. */
+struct hold_ctx {
+    raft_id to;   /* the server the calls would go to */
+    uint64_t now; /* loop clock, ms */
+};
+
+/* held keeps waiter @item back from this dispatch (an
+ * ext_leader_call_hold_cb, @data a struct hold_ctx): one the loop has
+ * not seen yet (still in the submission queue), or one whose FORWARD is
+ * still being written. Caller holds mu. */
+static bool held(void *item, void *data)
+{
+    struct waiter *w = item;
+    const struct hold_ctx *h = data;
+
+    if (!w->seen) {
+        return true; /* still in the submission queue */
+    }
+    if (w->call.state == EXT_CALL_SENT && w->call.sent_to == h->to &&
+        raft_buf_holders(w->payload) > 1) {
+        /* Its FORWARD is still being written to this leader: the
+         * transport holds the payload (64 KiB or more) until the write
+         * is done. A copy now would queue behind it (twice the bytes, a
+         * second proposal of the same id, or "busy" at the queue bound),
+         * so its resend clock restarts from there. */
+        leader_call_restart_clock(&w->call, h->now);
+        return true;
+    }
+    return false;
+}
+
 /* take_pending collects the requests of every waiter the loop has seen
- * that is due to go to @to (leader_call_due: never sent, or sent to
+ * that is due to go to @to (leader_call_take_due: never sent, or sent to
  * another leader, or overdue) into a new array, marking them SENT to
  * @to. A request of format 3 is refused instead when @gate (enum
  * ext_wire_gate, for the server it would go to) is OLD, with @why.
@@ -476,27 +491,15 @@ static struct outgoing *take_pending(struct ext_exec *e, raft_id to,
                                      uint64_t now, int gate, const char *why,
                                      unsigned *out_n)
 {
+    struct hold_ctx h = {.to = to, .now = now};
     struct outgoing *o = NULL;
     unsigned cnt = 0, cap = 0;
-    for (struct waiter *w = first_waiter(e); w != NULL; w = next_waiter(w)) {
-        if (!w->seen) {
-            continue; /* still in the submission queue */
-        }
-        if (leader_call_state(&w->call) == EXT_CALL_SENT &&
-            leader_call_sent_to(&w->call) == to &&
-            raft_buf_holders(w->payload) > 1) {
-            /* Its FORWARD is still being written to this leader: the
-             * transport holds the payload (64 KiB or more) until the
-             * write is done. A copy now would queue behind it (twice the
-             * bytes, a second proposal of the same id, or "busy" at the
-             * queue bound), so its resend clock restarts from there. */
-            leader_call_restart_clock(&w->call, now);
-            continue;
-        }
-        if (!leader_call_due(&w->call, &e->resend, to, now)) {
-            continue;
-        }
+    struct waiter *w = NULL;
+
+    while ((w = leader_call_take_due(&e->waiters, w != NULL ? &w->call : NULL,
+                                     &e->resend, to, now, held, &h)) != NULL) {
         if (gate == EXT_WIRE_GATE_OLD && is_format3(w)) {
+            leader_call_unsend(&w->call); /* refused instead */
             refuse_gated(w, why);
             continue;
         }
@@ -505,16 +508,16 @@ static struct outgoing *take_pending(struct ext_exec *e, raft_id to,
             cap = cap ? cap * 2 : 16;
             g = realloc(o, cap * sizeof *g);
             if (g == NULL) {
+                leader_call_unsend(&w->call);
                 break;
             }
             o = g;
         }
-        o[cnt].id[0] = leader_call_id(&w->call)[0];
-        o[cnt].id[1] = leader_call_id(&w->call)[1];
+        o[cnt].id[0] = w->call.id[0];
+        o[cnt].id[1] = w->call.id[1];
         o[cnt].payload = raft_buf_ref(w->payload);
-        o[cnt].was_left = leader_call_left(&w->call);
+        o[cnt].was_left = w->call.left_before;
         cnt++;
-        leader_call_sent(&w->call, to, now);
     }
     *out_n = cnt;
     return o;
@@ -567,8 +570,8 @@ static void dispatch(struct ext_exec *e, struct raft_uv_node *d)
         free(fresh);
         pthread_mutex_lock(&e->mu);
         for (unsigned i = 0; i < cnt; i++) {
-            struct waiter *w = find_waiter(e, o[i].id);
-            if (w == NULL || leader_call_state(&w->call) != EXT_CALL_SENT) {
+            struct waiter *w = leader_call_find(&e->waiters, o[i].id);
+            if (w == NULL || w->call.state != EXT_CALL_SENT) {
                 continue;
             }
             if (rc == 0) {
@@ -593,8 +596,8 @@ static void dispatch(struct ext_exec *e, struct raft_uv_node *d)
             if (rc != 0) {
                 /* Not sent at all: back to waiting, as it was. */
                 pthread_mutex_lock(&e->mu);
-                struct waiter *w = find_waiter(e, o[i].id);
-                if (w != NULL && leader_call_state(&w->call) == EXT_CALL_SENT) {
+                struct waiter *w = leader_call_find(&e->waiters, o[i].id);
+                if (w != NULL && w->call.state == EXT_CALL_SENT) {
                     leader_call_unsend(&w->call);
                 }
                 pthread_mutex_unlock(&e->mu);
@@ -632,8 +635,9 @@ void exec_on_forward_result(struct ext_exec *e, const struct raft_frame *m)
 {
     /* FORWARD_RESULT: the leader's answer to one of our requests. */
     pthread_mutex_lock(&e->mu);
-    struct waiter *w = find_waiter(e, m->forward_result.request_id);
-    if (w != NULL && leader_call_state(&w->call) == EXT_CALL_SENT) {
+    struct waiter *w =
+        leader_call_find(&e->waiters, m->forward_result.request_id);
+    if (w != NULL && w->call.state == EXT_CALL_SENT) {
         int status = m->forward_result.status;
         if (status == 0) {
             leader_call_taken(&w->call);
@@ -703,8 +707,8 @@ static void deliver(struct ext_exec *e, const struct sql_result *r)
     if (r->id[0] != e->id) {
         return; /* only this node's requests have waiters here */
     }
-    w = find_waiter(e, r->id);
-    if (w == NULL || leader_call_done(&w->call)) {
+    w = leader_call_find(&e->waiters, r->id);
+    if (w == NULL || w->call.state == EXT_CALL_DONE) {
         return;
     }
     if (r->duplicate) {
@@ -757,9 +761,8 @@ static void deliver(struct ext_exec *e, const struct sql_result *r)
 static bool requeue_replaced(struct ext_exec *e, raft_index applied)
 {
     bool any = false;
-    for (struct waiter *w = first_waiter(e); w != NULL; w = next_waiter(w)) {
-        if (leader_call_state(&w->call) == EXT_CALL_TAKEN &&
-            w->index <= applied) {
+    for (struct waiter *w = first_waiter(e); w != NULL; w = next_waiter(e, w)) {
+        if (w->call.state == EXT_CALL_TAKEN && w->index <= applied) {
             leader_call_requeue(&w->call);
             any = true;
         }

@@ -33,7 +33,7 @@ enum ext_exec_kind {
 /* Longest client request id, bytes. */
 #define EXT_REQUEST_ID_MAX 256
 
-/* Options of one write (ext_node_exec_opts). Zeroed: a plain raft_exec. */
+/* Options of one write (ext_node_exec). Zeroed: a plain raft_exec. */
 struct ext_exec_opts {
     const char *request_id; /* client-chosen id bytes, or NULL */
     size_t request_id_len;  /* 1..EXT_REQUEST_ID_MAX when set */

@@ -100,7 +100,7 @@ static void answer(struct ext_forward *f, raft_id to, const uint64_t id[2],
 void forward_on_request(struct ext_forward *f, const struct raft_frame *m)
 {
     const uint64_t *id = m->forward.request_id;
-    uint64_t payload_id[2];
+    unsigned version;
     struct held *h;
 
     if (!f->ops.can_propose(f->ops.data)) {
@@ -135,14 +135,13 @@ void forward_on_request(struct ext_forward *f, const struct raft_frame *m)
     }
     /* Refused alone: a malformed request held with others would fail
      * their whole proposal at the next wake (the stamp checks the same
-     * header). */
-    if (sql_request_id(m->forward.data->data, m->forward.data->len,
-                       payload_id) != 0) {
+     * header; a version of 0 is no request this build reads). */
+    version = sql_request_version(m->forward.data->data, m->forward.data->len);
+    if (version == 0) {
         answer(f, m->from, id, RAFT_CORRUPT, 0, 0);
         return;
     }
-    if (f->ops.admit_format3 != NULL &&
-        sql_request_version(m->forward.data->data, m->forward.data->len) == 3) {
+    if (f->ops.admit_format3 != NULL && version == 3) {
         int rc = f->ops.admit_format3(f->ops.data);
         if (rc != 0) {
             answer(f, m->from, id, rc, 0, 0);

@@ -1,6 +1,7 @@
 /* One call to the leader and its caller's wait (leader_call.h): the
- * deadline, the sliced wait that asks the caller's probe outside the
- * owner's mutex, how the wait ended, and the loop's resend rule. */
+ * owner's table, the deadline, the sliced wait that asks the caller's
+ * probe outside the owner's mutex, how the wait ended, and the loop's
+ * walk with its resend rule. */
 
 #include "leader_call.h"
 
@@ -35,8 +36,10 @@ static struct timespec slice_end(const struct timespec *deadline,
     return *out_last ? *deadline : t;
 }
 
-int leader_call_init(struct ext_leader_call *call, const uint64_t id[2],
-                     unsigned timeout_ms, unsigned poll_ms)
+int leader_call_open(struct ext_leader_call_table *t,
+                     struct ext_leader_call *call, void *item,
+                     const uint64_t id[2], unsigned timeout_ms,
+                     unsigned poll_ms)
 {
     pthread_condattr_t ca;
     int rc;
@@ -58,11 +61,29 @@ int leader_call_init(struct ext_leader_call *call, const uint64_t id[2],
     call->state = EXT_CALL_QUEUED;
     call->poll_ms = poll_ms != 0 ? poll_ms : EXT_EXEC_POLL_MS;
     call->deadline = leader_call_deadline(timeout_ms);
+    call->item = item;
+    call->next = t->head;
+    if (t->head != NULL) {
+        t->head->prev = call;
+    }
+    t->head = call;
+    t->n++;
     return 0;
 }
 
-void leader_call_close(struct ext_leader_call *call)
+void leader_call_close(struct ext_leader_call_table *t,
+                       struct ext_leader_call *call)
 {
+    if (call->prev != NULL) {
+        call->prev->next = call->next;
+    } else {
+        t->head = call->next;
+    }
+    if (call->next != NULL) {
+        call->next->prev = call->prev;
+    }
+    call->next = call->prev = NULL;
+    t->n--;
     pthread_cond_destroy(&call->cond);
 }
 
@@ -143,52 +164,22 @@ int leader_call_poll(const struct timespec *deadline, unsigned poll_ms,
     }
 }
 
-void leader_call_link(struct ext_leader_call_table *t,
-                      struct ext_leader_call *call)
-{
-    call->prev = NULL;
-    call->next = t->head;
-    if (t->head != NULL) {
-        t->head->prev = call;
-    }
-    t->head = call;
-    t->n++;
-}
-
-void leader_call_unlink(struct ext_leader_call_table *t,
-                        struct ext_leader_call *call)
-{
-    if (call->prev != NULL) {
-        call->prev->next = call->next;
-    } else {
-        t->head = call->next;
-    }
-    if (call->next != NULL) {
-        call->next->prev = call->prev;
-    }
-    call->next = call->prev = NULL;
-    t->n--;
-}
-
-struct ext_leader_call *leader_call_find(const struct ext_leader_call_table *t,
-                                         const uint64_t id[2])
+void *leader_call_find(const struct ext_leader_call_table *t,
+                       const uint64_t id[2])
 {
     for (struct ext_leader_call *c = t->head; c != NULL; c = c->next) {
         if (c->id[0] == id[0] && c->id[1] == id[1]) {
-            return c;
+            return c->item;
         }
     }
     return NULL;
 }
 
-struct ext_leader_call *leader_call_first(const struct ext_leader_call_table *t)
+void *leader_call_next(const struct ext_leader_call_table *t,
+                       const struct ext_leader_call *after)
 {
-    return t->head;
-}
-
-struct ext_leader_call *leader_call_next(const struct ext_leader_call *call)
-{
-    return call->next;
+    const struct ext_leader_call *c = after != NULL ? after->next : t->head;
+    return c != NULL ? c->item : NULL;
 }
 
 unsigned leader_call_count(const struct ext_leader_call_table *t)
@@ -196,59 +187,37 @@ unsigned leader_call_count(const struct ext_leader_call_table *t)
     return t->n;
 }
 
-const uint64_t *leader_call_id(const struct ext_leader_call *call)
+void *leader_call_take_due(struct ext_leader_call_table *t,
+                           const struct ext_leader_call *after,
+                           const struct ext_leader_call_policy *policy,
+                           raft_id to, uint64_t now,
+                           ext_leader_call_hold_cb hold, void *data)
 {
-    return call->id;
-}
+    struct ext_leader_call *c = after != NULL ? after->next : t->head;
 
-int leader_call_state(const struct ext_leader_call *call)
-{
-    return call->state;
-}
-
-bool leader_call_done(const struct ext_leader_call *call)
-{
-    return call->state == EXT_CALL_DONE;
-}
-
-bool leader_call_left(const struct ext_leader_call *call)
-{
-    return call->left_node;
-}
-
-unsigned leader_call_attempts(const struct ext_leader_call *call)
-{
-    return call->attempts;
-}
-
-raft_id leader_call_sent_to(const struct ext_leader_call *call)
-{
-    return call->sent_to;
-}
-
-bool leader_call_due(const struct ext_leader_call *call,
-                     const struct ext_leader_call_policy *policy, raft_id to,
-                     uint64_t now)
-{
-    switch (call->state) {
-        case EXT_CALL_QUEUED:
-            return true;
-        case EXT_CALL_SENT:
-            return (policy->follow_leader && call->sent_to != to) ||
-                   now >= call->sent_at + policy->retry_ms;
-        default:
-            return false;
+    for (; c != NULL; c = c->next) {
+        if (c->state != EXT_CALL_QUEUED && c->state != EXT_CALL_SENT) {
+            continue; /* TAKEN or DONE: never sent again */
+        }
+        if (hold != NULL && hold(c->item, data)) {
+            continue;
+        }
+        /* The resend rule: a SENT call goes again to another leader
+         * (when the policy follows it) or once overdue. */
+        if (c->state == EXT_CALL_SENT &&
+            !(policy->follow_leader && c->sent_to != to) &&
+            now < c->sent_at + policy->retry_ms) {
+            continue;
+        }
+        c->state = EXT_CALL_SENT;
+        c->left_before = c->left_node;
+        c->left_node = true;
+        c->attempts++;
+        c->sent_at = now;
+        c->sent_to = to;
+        return c->item;
     }
-}
-
-void leader_call_sent(struct ext_leader_call *call, raft_id to, uint64_t now)
-{
-    call->state = EXT_CALL_SENT;
-    call->left_before = call->left_node;
-    call->left_node = true;
-    call->attempts++;
-    call->sent_at = now;
-    call->sent_to = to;
+    return NULL;
 }
 
 void leader_call_unsend(struct ext_leader_call *call)

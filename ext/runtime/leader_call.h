@@ -1,10 +1,13 @@
 /* One call a node makes to its leader, and its caller's wait: a write
- * (exec.c), a membership change (change.c), a read index (barrier.c) or
+ * (exec.c), a membership change (change.c), a read index (barrier.c), a
+ * repair request (repair.c, whose caller waits on the applier instead) or
  * any later request that asks the leader and waits for its answer. The
  * call's owner keeps its calls under its own mutex and writes their
  * results; this module owns what every such call does alike:
  *   - correlation: the owner's calls linked in a table and found by the
  *     request id an answer carries (leader_call_find);
+ *   - the loop's walk: the next call of a table due to go to a server,
+ *     marked SENT (leader_call_take_due);
  *   - the caller's wait: a deadline (CLOCK_MONOTONIC), the wait sliced
  *     to ask the caller's probe (sqlite3_interrupt) outside the owner's
  *     mutex, and how it ended: answered, expired ("outcome unknown" once
@@ -13,20 +16,21 @@
  *   - the loop's resend rule: a call sent to a leader is due to go again
  *     once it is overdue by a retry interval, or, for an owner whose
  *     policy follows the leader, once another server leads
- *     (leader_call_due, asked on the owner's wake and tick);
+ *     (leader_call_take_due, on the owner's wake and tick);
  *   - a wait on a predicate (leader_call_poll), for what the applier
  *     moves rather than the loop (an index applied, a repair done),
  *     with the same deadline, probe and ends.
  *
- * Happy path: the caller fills a struct ext_leader_call on its stack
- * (leader_call_init), links it into its owner under the owner's mutex,
- * wakes the loop and calls leader_call_wait; the loop finds it due
- * (QUEUED), sends it (leader_call_sent) or steps it into its own core
- * (leader_call_sent then leader_call_taken); the answer makes it TAKEN
- * (the leader took it: an apply or a view remains) or DONE
- * (leader_call_finish), and the wait returns EXT_CALL_ANSWERED.
+ * Happy path: the caller opens a struct ext_leader_call on its stack in
+ * its owner's table (leader_call_open, under the owner's mutex), wakes
+ * the loop and calls leader_call_wait; the loop takes it as due (QUEUED,
+ * leader_call_take_due marks it SENT) and sends it, or steps it into its
+ * own core (then leader_call_taken); the answer, found by request id
+ * (leader_call_find), makes it TAKEN (the leader took it: an apply or a
+ * view remains) or DONE (leader_call_finish), and the wait returns
+ * EXT_CALL_ANSWERED; the caller closes it (leader_call_close).
  * Failure modes: no leader or no answer until the deadline
- * (EXT_CALL_EXPIRED; leader_call_left tells which words), a leader
+ * (EXT_CALL_EXPIRED; the call's left_node tells which words), a leader
  * change or a lost frame (due again: the owner resends under the same
  * request id), the caller interrupted (EXT_CALL_INTERRUPTED within
  * poll_ms), the owner shutting down (EXT_CALL_SHUTDOWN). */
@@ -72,7 +76,7 @@ enum ext_leader_call_end {
     EXT_CALL_ANSWERED = 0,    /* DONE, or the call's predicate held */
     EXT_CALL_EXPIRED = 1,     /* the deadline passed (or the owner ended
                                  it so, leader_call_expire): outcome
-                                 unknown when leader_call_left, else not
+                                 unknown when the call left_node, else not
                                  applied */
     EXT_CALL_INTERRUPTED = 2, /* the probe said the caller gave up */
     EXT_CALL_SHUTDOWN = 3,    /* the owner shut down (leader_call_shutdown) */
@@ -88,33 +92,42 @@ struct ext_leader_call_policy {
 };
 
 /* One call to the leader. Owned by its caller (on its stack, or in a
- * slot the caller holds); the owner links it while it waits. Invariant:
- * every field is read and written under the owner's mutex (the one
- * leader_call_wait is given), and nothing touches it after the caller
- * unlinked it. Its fields belong to leader_call.c: use the functions. */
+ * slot the caller holds); the owner links it into its table while it
+ * waits (leader_call_open). Invariant: every field is read and written
+ * under the owner's mutex (the one leader_call_wait is given), and
+ * nothing touches it after the caller closed it. The owner reads the
+ * fields marked (owner) directly, as the call stands; only this module's
+ * functions change any field: the state machine's transitions (take_due,
+ * unsend, requeue, taken, finish, ...) are leader_call.c's. */
 struct ext_leader_call {
     uint64_t id[2];               /* request id: unique among its owner's
-                                 calls, what answers carry */
-    int state;                    /* enum ext_leader_call_state */
-    bool left_node;               /* was ever sent or stepped (sticky) */
+                                     calls, what answers carry (owner) */
+    int state;                    /* enum ext_leader_call_state (owner) */
+    bool left_node;               /* was ever sent or stepped: its outcome
+                                     is unknown unless answered (sticky;
+                                     owner) */
     bool left_before;             /* left_node before its latest send */
     bool shutdown;                /* ended by leader_call_shutdown */
     bool expired;                 /* ended by leader_call_expire */
-    unsigned attempts;            /* times sent or stepped */
+    unsigned attempts;            /* times sent or stepped (owner) */
     uint64_t sent_at;             /* loop clock of its latest send, ms */
-    raft_id sent_to;              /* the server it was last sent to */
+    raft_id sent_to;              /* the server it was last sent to, 0:
+                                     never sent (owner) */
     unsigned poll_ms;             /* the wait's slice while a probe is
-                                  asked */
+                                     asked */
     struct timespec deadline;     /* CLOCK_MONOTONIC */
     pthread_cond_t cond;          /* signalled when it ends (CLOCK_MONOTONIC) */
+    void *item;                   /* the owner's record that holds it,
+                                     what the table's lookups return
+                                     (owner) */
     struct ext_leader_call *next; /* in its owner's table, newest first */
     struct ext_leader_call *prev;
 };
 
 /* The calls one owner has linked, found by request id: a list through
  * the calls themselves (nothing allocated). Zeroed: empty. Invariant:
- * read and written under the owner's mutex; a call is linked from its
- * submission until its caller unlinks it. */
+ * read and written under the owner's mutex; a call is linked from
+ * leader_call_open until leader_call_close. */
 struct ext_leader_call_table {
     struct ext_leader_call *head; /* the newest call, or NULL */
     unsigned n;                   /* calls linked */
@@ -124,17 +137,24 @@ struct ext_leader_call_table {
  * Any thread. */
 struct timespec leader_call_deadline(unsigned ms);
 
-/* leader_call_init makes @call a QUEUED call of request id @id (copied;
+/* ---- The caller's side: any thread, under the owner's mutex ------------ */
+
+/* leader_call_open makes @call a QUEUED call of request id @id (copied;
  * NULL: none, for an owner that finds its calls otherwise) that expires
  * @timeout_ms from now, whose wait asks its probe every @poll_ms (0:
- * EXT_EXEC_POLL_MS). Release it with leader_call_close. Errors:
- * RAFT_NOMEM (its condition variable). Any thread. */
-int leader_call_init(struct ext_leader_call *call, const uint64_t id[2],
-                     unsigned timeout_ms, unsigned poll_ms);
+ * EXT_EXEC_POLL_MS), and links it into @t (as its newest) for the owner's
+ * record @item (what leader_call_find and the walks return). Release it
+ * with leader_call_close. Errors: RAFT_NOMEM (its condition variable;
+ * nothing linked then). */
+int leader_call_open(struct ext_leader_call_table *t,
+                     struct ext_leader_call *call, void *item,
+                     const uint64_t id[2], unsigned timeout_ms,
+                     unsigned poll_ms);
 
-/* leader_call_close releases what leader_call_init took. The owner must
- * have unlinked @call first. Any thread. */
-void leader_call_close(struct ext_leader_call *call);
+/* leader_call_close takes @call out of @t, into which leader_call_open
+ * linked it, and releases what leader_call_open took. */
+void leader_call_close(struct ext_leader_call_table *t,
+                       struct ext_leader_call *call);
 
 /* leader_call_wait waits, with @mu (the owner's mutex, held on entry and
  * on return) released meanwhile, until @call is DONE, its deadline
@@ -161,74 +181,52 @@ int leader_call_poll(const struct timespec *deadline, unsigned poll_ms,
 
 /* ---- The owner's table: any thread, under the owner's mutex ----------- */
 
-/* leader_call_link links @call, not linked, into @t (as its newest). */
-void leader_call_link(struct ext_leader_call_table *t,
-                      struct ext_leader_call *call);
+/* leader_call_find returns the item of the call of request id @id linked
+ * into @t, or NULL (none: its caller gave up, or the answer is a stale
+ * one). */
+void *leader_call_find(const struct ext_leader_call_table *t,
+                       const uint64_t id[2]);
 
-/* leader_call_unlink takes @call, linked into @t, out of it. */
-void leader_call_unlink(struct ext_leader_call_table *t,
-                        struct ext_leader_call *call);
-
-/* leader_call_find returns the call of request id @id linked into @t,
- * or NULL (none: its caller gave up, or the answer is a stale one). */
-struct ext_leader_call *leader_call_find(const struct ext_leader_call_table *t,
-                                         const uint64_t id[2]);
-
-/* leader_call_first returns the newest call linked into @t, or NULL;
- * leader_call_next the one linked before @call, or NULL. */
-struct ext_leader_call *leader_call_first(
-    const struct ext_leader_call_table *t);
-struct ext_leader_call *leader_call_next(const struct ext_leader_call *call);
+/* leader_call_next returns the item of the call linked into @t before
+ * @after (NULL: the newest), or NULL after the oldest: the owner's walk
+ * over every call, newest first. */
+void *leader_call_next(const struct ext_leader_call_table *t,
+                       const struct ext_leader_call *after);
 
 /* leader_call_count returns how many calls are linked into @t. */
 unsigned leader_call_count(const struct ext_leader_call_table *t);
+
+/* A hold on a call that would be due: @hold(@item, @data) returns true
+ * to keep the call of @item back this time (not seen by the loop yet,
+ * its frame still being written, ...). Under the owner's mutex; it may
+ * change the call (leader_call_restart_clock). */
+typedef bool (*ext_leader_call_hold_cb)(void *item, void *data);
+
+/* leader_call_take_due returns the item of the next call of @t after
+ * @after's (NULL: from the newest) that is due to go to @to (the leader,
+ * this node's id when it leads) at loop clock @now (ms) under @policy,
+ * marked SENT to @to at @now: it left this node (left_before keeps
+ * whether it had before); NULL once no call is left. Due: a QUEUED call;
+ * a SENT one when @policy follows the leader and @to is not the server
+ * it went to, or when it went @policy->retry_ms ago or longer; a TAKEN
+ * or DONE one never. @hold (may be NULL) is asked first of every QUEUED
+ * or SENT call. The owner checks that a leader is known, and takes back
+ * a send that does not happen with leader_call_unsend. */
+void *leader_call_take_due(struct ext_leader_call_table *t,
+                           const struct ext_leader_call *after,
+                           const struct ext_leader_call_policy *policy,
+                           raft_id to, uint64_t now,
+                           ext_leader_call_hold_cb hold, void *data);
 
 /* ---- The owner's side ---------------------------------------------------
  * Each function below takes a call its owner links, and is called on any
  * thread (the loop's, the apply thread's, the caller's) with the owner's
  * mutex held; none fails. */
 
-/* leader_call_id returns the request id of @call (2 words). */
-const uint64_t *leader_call_id(const struct ext_leader_call *call);
-
-/* leader_call_state returns where @call stands (enum
- * ext_leader_call_state). */
-int leader_call_state(const struct ext_leader_call *call);
-
-/* leader_call_done says whether @call is DONE. */
-bool leader_call_done(const struct ext_leader_call *call);
-
-/* leader_call_left says whether @call ever left this node (sent to a
- * leader or stepped into this leader's core): its outcome is unknown
- * unless answered. */
-bool leader_call_left(const struct ext_leader_call *call);
-
-/* leader_call_attempts returns how many times @call was sent or
- * stepped. */
-unsigned leader_call_attempts(const struct ext_leader_call *call);
-
-/* leader_call_sent_to returns the server @call was last sent to (0:
- * never sent). */
-raft_id leader_call_sent_to(const struct ext_leader_call *call);
-
-/* leader_call_due says whether the loop should send @call now to @to
- * (the leader, this node's id when it leads) at loop clock @now (ms),
- * under @policy: a QUEUED call is due; a SENT one when @policy
- * follows the leader and @to is not the server it went to, or when it
- * went @policy->retry_ms ago or longer; a TAKEN or DONE one never. The
- * owner checks that a leader is known. */
-bool leader_call_due(const struct ext_leader_call *call,
-                     const struct ext_leader_call_policy *policy, raft_id to,
-                     uint64_t now);
-
-/* leader_call_sent marks @call SENT to @to at loop clock @now: it left
- * this node. */
-void leader_call_sent(struct ext_leader_call *call, raft_id to, uint64_t now);
-
-/* leader_call_unsend takes back the latest leader_call_sent of @call,
- * which did not happen (the frame was not written, the proposal failed,
- * the leader did not take it): QUEUED, and left_node as it was before
- * that send. */
+/* leader_call_unsend takes back the latest send of @call (its
+ * leader_call_take_due), which did not happen (the frame was not
+ * written, the proposal failed, the leader did not take it, the owner
+ * refused it): QUEUED, and left_node as it was before that send. */
 void leader_call_unsend(struct ext_leader_call *call);
 
 /* leader_call_requeue makes @call QUEUED to be sent again (the leader

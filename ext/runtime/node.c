@@ -789,18 +789,9 @@ void ext_node_discard(struct ext_node *n)
 
 int ext_node_exec(struct ext_node *n, const char *sql, size_t sql_len,
                   const struct sql_param *params, unsigned n_params,
+                  const struct ext_exec_opts *opts,
                   const struct ext_exec_probe *probe,
                   struct ext_exec_result *out)
-{
-    return ext_node_exec_opts(n, sql, sql_len, params, n_params, NULL, probe,
-                              out);
-}
-
-int ext_node_exec_opts(struct ext_node *n, const char *sql, size_t sql_len,
-                       const struct sql_param *params, unsigned n_params,
-                       const struct ext_exec_opts *opts,
-                       const struct ext_exec_probe *probe,
-                       struct ext_exec_result *out)
 {
     char why[sizeof out->errmsg - 32];
     if (repair_refusal(n->repair, n->applier, why, sizeof why)) {

@@ -72,26 +72,13 @@ void ext_node_stop(struct ext_node *n);
 void ext_node_discard(struct ext_node *n);
 
 /* ext_node_exec runs one write request (SQL text @sql of @sql_len bytes and
- * @n_params parameters) through the cluster and waits until it is applied
- * on this node, exec_timeout_ms passes, or @probe (may be NULL) says the
- * caller was interrupted (then within EXT_EXEC_POLL_MS: "interrupted: not
- * applied" when the request had not left this node, else "interrupted:
- * outcome unknown", with sqlite_rc RAFTSQL_INTERRUPTED or
- * RAFTSQL_INTERRUPTED_UNKNOWN). Always fills @out;
- * returns 0 when out->kind is EXT_EXEC_OK, else the project error code
- * matching it (RAFT_INVALID for a SQL error, RAFT_TOOBIG, RAFT_BUSY when
- * the submission queue is full, RAFT_TIMEOUT, RAFT_UNKNOWN, RAFT_SHUTDOWN,
- * RAFT_CANCELED when interrupted, RAFT_DIVERGED when this replica is
- * diverged: "raft_exec: not applied: diverged replica: ...", RAFT_NOTFOUND
- * when this node was removed from the cluster: sqlite_rc RAFTSQL_REMOVED,
- * exec.h). Any thread. */
-int ext_node_exec(struct ext_node *n, const char *sql, size_t sql_len,
-                  const struct sql_param *params, unsigned n_params,
-                  const struct ext_exec_probe *probe,
-                  struct ext_exec_result *out);
-
-/* ext_node_exec_opts is ext_node_exec with options @opts (NULL or zeroed:
- * exactly ext_node_exec, a request of the old payload format).
+ * @n_params parameters) with options @opts (NULL or zeroed: a plain
+ * raft_exec, a request of the old payload format) through the cluster and
+ * waits until it is applied on this node, exec_timeout_ms passes, or
+ * @probe (may be NULL) says the caller was interrupted (then within
+ * EXT_EXEC_POLL_MS: "interrupted: not applied" when the request had not
+ * left this node, else "interrupted: outcome unknown", with sqlite_rc
+ * RAFTSQL_INTERRUPTED or RAFTSQL_INTERRUPTED_UNKNOWN).
  * With @opts->request_id (1..EXT_REQUEST_ID_MAX bytes, any bytes) the
  * request is remembered under that id within the leader's window
  * (request_id_window ids, request_id_window_ms of entry time): a later
@@ -108,15 +95,20 @@ int ext_node_exec(struct ext_node *n, const char *sql, size_t sql_len,
  * come back in out->rows as JSON (computed on this node as it applies;
  * over the leader's max_result_bytes is a SQL error, rolled back on every
  * node). A leader of a version before these options refuses such a
- * request: "not applied". @out is filled as by ext_node_exec; release it
- * with ext_exec_result_clear. Errors: those of ext_node_exec, and
- * RAFT_INVALID (not applied) for an id of 0 or over EXT_REQUEST_ID_MAX
- * bytes. Any thread. */
-int ext_node_exec_opts(struct ext_node *n, const char *sql, size_t sql_len,
-                       const struct sql_param *params, unsigned n_params,
-                       const struct ext_exec_opts *opts,
-                       const struct ext_exec_probe *probe,
-                       struct ext_exec_result *out);
+ * request: "not applied". Always fills @out; release it with
+ * ext_exec_result_clear. Returns 0 when out->kind is EXT_EXEC_OK, else the
+ * project error code matching it (RAFT_INVALID for a SQL error, or, not
+ * applied, for a request id of 0 or over EXT_REQUEST_ID_MAX bytes,
+ * RAFT_TOOBIG, RAFT_BUSY when the submission queue is full, RAFT_TIMEOUT,
+ * RAFT_UNKNOWN, RAFT_SHUTDOWN, RAFT_CANCELED when interrupted,
+ * RAFT_DIVERGED when this replica is diverged: "raft_exec: not applied:
+ * diverged replica: ...", RAFT_NOTFOUND when this node was removed from
+ * the cluster: sqlite_rc RAFTSQL_REMOVED, exec.h). Any thread. */
+int ext_node_exec(struct ext_node *n, const char *sql, size_t sql_len,
+                  const struct sql_param *params, unsigned n_params,
+                  const struct ext_exec_opts *opts,
+                  const struct ext_exec_probe *probe,
+                  struct ext_exec_result *out);
 
 /* ext_node_status returns the node's status as a JSON object text
  * (malloc'd, the caller frees it), or NULL when out of memory. Fields: id,

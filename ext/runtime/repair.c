@@ -2,7 +2,7 @@
  *
  * The repair request is one leader call (leader_call.h), opened by the
  * tick that starts a repair and DONE once an install ends the
- * divergence; leader_call_due decides when it goes (again).
+ * divergence; leader_call_take_due decides when it goes (again).
  * Happy path, follower: the applier sees a foreign commit and holds ->
  * repair_on_tick sends RAFT_FRAME_REPAIR_REQUEST (its applied index) to
  * the leader -> the leader's driver makes a snapshot at least at that
@@ -46,26 +46,27 @@
  * (applier_diverged, applier_repairs), asked each time; the driver asks
  * it too (raft_uv_node_callbacks.diverged). */
 struct ext_repair {
-    uint64_t id;                 /* this server */
-    bool manual;                 /* repair=manual */
-    struct ext_node_log *log;    /* the node's lines */
-    atomic_bool asked;           /* raft_repair() was called */
-    atomic_int phase;            /* enum ext_repair_phase */
-    atomic_uint_least64_t peer;  /* whom it asked, or repairs from */
-    struct ext_leader_call call; /* the repair request: QUEUED until a
+    uint64_t id;                        /* this server */
+    bool manual;                        /* repair=manual */
+    struct ext_node_log *log;           /* the node's lines */
+    atomic_bool asked;                  /* raft_repair() was called */
+    atomic_int phase;                   /* enum ext_repair_phase */
+    atomic_uint_least64_t peer;         /* whom it asked, or repairs from */
+    struct ext_leader_call call;        /* the repair request: QUEUED until a
                                     leader is known, SENT to it (to this
                                     server while it hands its leadership
                                     on), DONE once a divergence ended
                                     (loop; no caller waits on it:
                                     raft_repair() polls the applier) */
-    bool has_call;               /* @call was initialised */
-    uint64_t n_repairs_seen;     /* applier_repairs already logged
+    bool has_call;                      /* @call was opened into @calls */
+    struct ext_leader_call_table calls; /* @call alone, while open (loop) */
+    uint64_t n_repairs_seen;            /* applier_repairs already logged
                                       (loop) */
-    uint64_t installs_seen;      /* the driver's installs counted while
+    uint64_t installs_seen;             /* the driver's installs counted while
                                    no repair was new (its sender is
                                    known once the count moves on) */
-    pthread_mutex_t mu;          /* guards @what */
-    char what[200];              /* the phase described (repair_describe) */
+    pthread_mutex_t mu;                 /* guards @what */
+    char what[200]; /* the phase described (repair_describe) */
 };
 
 int repair_new(uint64_t id, bool manual, struct ext_node_log *log,
@@ -88,7 +89,7 @@ void repair_free(struct ext_repair *r)
 {
     if (r != NULL) {
         if (r->has_call) {
-            leader_call_close(&r->call);
+            leader_call_close(&r->calls, &r->call);
         }
         pthread_mutex_destroy(&r->mu);
     }
@@ -241,15 +242,16 @@ static void lead_off(struct ext_repair *r, struct raft_uv_node *d)
 }
 
 /* ask_leader sends the leader a repair request: a snapshot at least at
- * @applied; the call is SENT to it at loop clock @now, unless the
- * leader's wire version lacks the frame. */
+ * @applied (the call, taken SENT to it, is taken back when the leader's
+ * wire version lacks the frame: asked again at the next tick). */
 static void ask_leader(struct ext_repair *r, struct raft_uv_node *d,
-                       raft_id leader, uint64_t applied, uint64_t now)
+                       raft_id leader, uint64_t applied)
 {
     struct raft_frame f;
     unsigned wire = raft_uv_node_peer_wire(d, leader);
     if (wire != 0 &&
         wire < raft_frame_type_wire_min(RAFT_FRAME_REPAIR_REQUEST)) {
+        leader_call_unsend(&r->call);
         set_phase(r, EXT_REPAIR_OLD_LEADER, leader, "", 0);
         return;
     }
@@ -260,7 +262,6 @@ static void ask_leader(struct ext_repair *r, struct raft_uv_node *d,
     f.repair_request.applied = applied;
     /* Lost or not connected yet: asked again after retry_ms. */
     (void)raft_uv_node_send_frame(d, &f);
-    leader_call_sent(&r->call, leader, now);
     set_phase(r, EXT_REPAIR_REQUESTED, leader, "", 0);
 }
 
@@ -268,7 +269,7 @@ static void ask_leader(struct ext_repair *r, struct raft_uv_node *d,
  * (DONE). */
 static void end_call(struct ext_repair *r)
 {
-    if (r->has_call && leader_call_state(&r->call) != EXT_CALL_DONE) {
+    if (r->has_call && r->call.state != EXT_CALL_DONE) {
         leader_call_finish(&r->call);
     }
 }
@@ -278,16 +279,16 @@ static void end_call(struct ext_repair *r)
  * tries again). */
 static bool open_call(struct ext_repair *r)
 {
-    if (r->has_call && leader_call_state(&r->call) != EXT_CALL_DONE) {
+    if (r->has_call && r->call.state != EXT_CALL_DONE) {
         return true;
     }
     if (r->has_call) {
-        leader_call_close(&r->call);
+        leader_call_close(&r->calls, &r->call);
         r->has_call = false;
     }
     /* Its deadline is never asked (nobody waits on it): it goes on while
      * the replica is diverged. */
-    if (leader_call_init(&r->call, NULL, 0, 0) != 0) {
+    if (leader_call_open(&r->calls, &r->call, r, NULL, 0, 0) != 0) {
         return false;
     }
     r->has_call = true;
@@ -342,18 +343,19 @@ bool repair_on_tick(struct ext_repair *r, struct raft_uv_node *d,
         set_phase(r, EXT_REPAIR_MANUAL, 0, "", 0);
         return first;
     }
-    if (!open_call(r) || !leader_call_due(&r->call, &resend, leader, now)) {
+    if (!open_call(r) || leader_call_take_due(&r->calls, NULL, &resend, leader,
+                                              now, NULL, NULL) == NULL) {
         return first;
     }
     if (leading) {
         /* Sent to this server: a transfer (or why none), tried again
          * after retry_ms, and the new leader asked at once. */
-        leader_call_sent(&r->call, r->id, now);
         lead_off(r, d);
     } else if (leader == 0) {
+        leader_call_unsend(&r->call); /* due again at the next tick */
         set_phase(r, EXT_REPAIR_NO_LEADER, 0, "", 0);
     } else {
-        ask_leader(r, d, leader, applier_applied(a), now);
+        ask_leader(r, d, leader, applier_applied(a));
     }
     return first;
 }

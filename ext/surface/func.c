@@ -148,7 +148,7 @@ static void fn_exec(sqlite3_context *ctx, int argc, sqlite3_value **argv)
         return;
     }
     rowid = cs->last_insert_rowid;
-    n = func_acquire_rowid(ctx, "raft_exec", argc, argv, &rowid);
+    n = func_acquire(ctx, "raft_exec", argc, argv, &rowid);
     if (n == NULL) {
         cs->last_insert_rowid = rowid; /* forwarded, or unchanged */
         return;
@@ -165,7 +165,7 @@ static void fn_exec(sqlite3_context *ctx, int argc, sqlite3_value **argv)
     }
     sql = (const char *)sqlite3_value_text(argv[0]);
     ext_node_exec(n, sql, (size_t)sqlite3_value_bytes(argv[0]), params,
-                  n_params, &probe, res);
+                  n_params, NULL, &probe, res);
     if (res->kind == EXT_EXEC_OK) {
         cs->last_insert_rowid = res->last_insert_rowid;
         sqlite3_result_int64(ctx, res->changes);
@@ -192,7 +192,7 @@ static void fn_last_insert_rowid(sqlite3_context *ctx, int argc,
 
 static void fn_status(sqlite3_context *ctx, int argc, sqlite3_value **argv)
 {
-    struct ext_node *n = func_acquire(ctx, "raft_status", argc, argv);
+    struct ext_node *n = func_acquire(ctx, "raft_status", argc, argv, NULL);
     char *json;
     (void)argc;
     (void)argv;
@@ -211,7 +211,7 @@ static void fn_status(sqlite3_context *ctx, int argc, sqlite3_value **argv)
 
 static void fn_leader(sqlite3_context *ctx, int argc, sqlite3_value **argv)
 {
-    struct ext_node *n = func_acquire(ctx, "raft_leader", argc, argv);
+    struct ext_node *n = func_acquire(ctx, "raft_leader", argc, argv, NULL);
     uint64_t id;
     (void)argc;
     (void)argv;
@@ -238,7 +238,7 @@ static void text_call(sqlite3_context *ctx, const char *fn, int argc,
 {
     struct ext_exec_probe probe = {func_call_interrupted,
                                    sqlite3_context_db_handle(ctx)};
-    struct ext_node *n = func_acquire(ctx, fn, argc, argv);
+    struct ext_node *n = func_acquire(ctx, fn, argc, argv, NULL);
     char msg[1024], err[1100];
     int rc;
     if (n == NULL) {
@@ -342,7 +342,7 @@ static void fn_barrier(sqlite3_context *ctx, int argc, sqlite3_value **argv)
     if (barrier_refused(ctx)) {
         return;
     }
-    n = func_acquire(ctx, "raft_barrier", argc, argv);
+    n = func_acquire(ctx, "raft_barrier", argc, argv, NULL);
     if (n == NULL) {
         return;
     }
@@ -364,7 +364,7 @@ static void fn_barrier(sqlite3_context *ctx, int argc, sqlite3_value **argv)
 
 static void fn_cluster_id(sqlite3_context *ctx, int argc, sqlite3_value **argv)
 {
-    struct ext_node *n = func_acquire(ctx, "raft_cluster_id", argc, argv);
+    struct ext_node *n = func_acquire(ctx, "raft_cluster_id", argc, argv, NULL);
     char hex[EXT_CLUSTER_ID_HEX];
     bool known;
     (void)argc;

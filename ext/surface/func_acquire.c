@@ -27,10 +27,8 @@ void func_acquire_settings_follow(sqlite3_context *ctx, int argc,
     }
 }
 
-/* acquire is func_acquire; *@out_rowid (may be NULL) gets the rowid of a
- * raft_exec forwarded to another process's node. */
-static struct ext_node *acquire(sqlite3_context *ctx, const char *fn, int argc,
-                                sqlite3_value **argv, int64_t *out_rowid)
+struct ext_node *func_acquire(sqlite3_context *ctx, const char *fn, int argc,
+                              sqlite3_value **argv, int64_t *out_rowid)
 {
     const char *file = func_call_main_file(ctx, fn);
     struct ext_node *n;
@@ -56,17 +54,4 @@ static struct ext_node *acquire(sqlite3_context *ctx, const char *fn, int argc,
              fn, file);
     func_call_error(ctx, RAFTSQL_NO_NODE, msg);
     return NULL;
-}
-
-struct ext_node *func_acquire(sqlite3_context *ctx, const char *fn, int argc,
-                              sqlite3_value **argv)
-{
-    return acquire(ctx, fn, argc, argv, NULL);
-}
-
-struct ext_node *func_acquire_rowid(sqlite3_context *ctx, const char *fn,
-                                    int argc, sqlite3_value **argv,
-                                    int64_t *out_rowid)
-{
-    return acquire(ctx, fn, argc, argv, out_rowid);
 }

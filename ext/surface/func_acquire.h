@@ -17,17 +17,12 @@
  * another process of the machine runs for the file, to which the call of
  * @fn with its @argc arguments @argv was forwarded (attach_client.h), or
  * an error naming @fn: the database is not a file, or no node runs for
- * it. The caller's thread; blocks while a forwarded call runs. */
+ * it. For a write function, @out_rowid (NULL for the others) receives the
+ * raft_last_insert_rowid() of the other process's node after a forwarded
+ * call (left as it was otherwise). The caller's thread; blocks while a
+ * forwarded call runs. */
 struct ext_node *func_acquire(sqlite3_context *ctx, const char *fn, int argc,
-                              sqlite3_value **argv);
-
-/* func_acquire_rowid is func_acquire for a write function: a call
- * forwarded to another process's node writes that node's
- * raft_last_insert_rowid() after it to *@out_rowid (left as it was
- * otherwise). */
-struct ext_node *func_acquire_rowid(sqlite3_context *ctx, const char *fn,
-                                    int argc, sqlite3_value **argv,
-                                    int64_t *out_rowid);
+                              sqlite3_value **argv, int64_t *out_rowid);
 
 /* func_acquire_settings_follow sets on the caller's connection the
  * cluster-wide settings its node has in force (ext_guard_settings_sync),

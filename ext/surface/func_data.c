@@ -104,7 +104,7 @@ static void fn_backup(sqlite3_context *ctx, int argc, sqlite3_value **argv)
     if (path == NULL) {
         return;
     }
-    n = func_acquire(ctx, "raft_backup", argc, argv);
+    n = func_acquire(ctx, "raft_backup", argc, argv, NULL);
     if (n == NULL) {
         return;
     }
@@ -157,7 +157,7 @@ static void fn_load_sql(sqlite3_context *ctx, int argc, sqlite3_value **argv)
             "transaction (BEGIN); commit or roll it back first");
         return;
     }
-    n = func_acquire(ctx, "raft_load_sql", argc, argv);
+    n = func_acquire(ctx, "raft_load_sql", argc, argv, NULL);
     if (n == NULL) {
         return;
     }

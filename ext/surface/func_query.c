@@ -1,4 +1,4 @@
-/* The write functions with options (ext_node_exec_opts): RETURNING rows
+/* The write functions with options (ext_node_exec): RETURNING rows
  * and client request ids.
  *
  *   SELECT raft_query('INSERT INTO t(a) VALUES (?) RETURNING id, a', 'x');
@@ -149,7 +149,7 @@ static void fn_query(sqlite3_context *ctx, int argc, sqlite3_value **argv,
         return;
     }
     rowid = *func_conn_rowid(cs);
-    n = func_acquire_rowid(ctx, q->name, argc, argv, &rowid);
+    n = func_acquire(ctx, q->name, argc, argv, &rowid);
     if (n == NULL) {
         *func_conn_rowid(cs) = rowid; /* forwarded, or unchanged */
         return;
@@ -165,8 +165,8 @@ static void fn_query(sqlite3_context *ctx, int argc, sqlite3_value **argv,
         goto out;
     }
     sql = (const char *)sqlite3_value_text(argv[first]);
-    ext_node_exec_opts(n, sql, (size_t)sqlite3_value_bytes(argv[first]), params,
-                       n_params, &opts, &probe, res);
+    ext_node_exec(n, sql, (size_t)sqlite3_value_bytes(argv[first]), params,
+                  n_params, &opts, &probe, res);
     if (res->kind != EXT_EXEC_OK) {
         result_error(ctx, q, res);
     } else if (q->want_rows) {

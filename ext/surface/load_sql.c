@@ -1,7 +1,7 @@
 /* raft_load_sql's run (load_sql.h).
  *
  * Happy path: the script is mapped read-only and planned (load_plan.c);
- * each chunk goes through ext_node_exec_opts under its request id, one
+ * each chunk goes through ext_node_exec under its request id, one
  * after the other, and the progress is recorded after each; a chunk that
  * an earlier run applied comes back as a duplicate (its first outcome),
  * counted as skipped. A PRAGMA's chunk goes without an id: applied on
@@ -239,8 +239,7 @@ static int run_chunks(struct ext_node *n, struct ext_load_status *ls,
             opts.request_id_len = load_plan_request_id(pl, k, id);
         }
         memset(&res, 0, sizeof res);
-        ext_node_exec_opts(n, sql, pl->chunks[k].bytes, NULL, 0, &opts, probe,
-                           &res);
+        ext_node_exec(n, sql, pl->chunks[k].bytes, NULL, 0, &opts, probe, &res);
         free(sql);
         if (res.kind == EXT_EXEC_OK) {
             if (res.duplicate) {

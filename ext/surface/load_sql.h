@@ -30,7 +30,7 @@
  * makes its chunks (load_plan_finish, chunks of EXT_LOAD_CHUNK_STMTS
  * statements and EXT_LOAD_CHUNK_BYTES bytes, or half of
  * @max_request_bytes when less) and writes each chunk
- * through @n (ext_node_exec_opts with the chunk's request id; none for
+ * through @n (ext_node_exec with the chunk's request id; none for
  * a PRAGMA's chunk, applied again on every run), in order,
  * recording the progress in @ls. On success returns 0 and *@out_json,
  * malloc'd (the caller frees it):

@@ -199,7 +199,7 @@ static void run(sqlite3_context *ctx, const char *fn,
     struct ext_exec_probe probe = {func_call_interrupted,
                                    sqlite3_context_db_handle(ctx)};
     struct ext_change_result *r;
-    struct ext_node *n = func_acquire(ctx, fn, argc, argv);
+    struct ext_node *n = func_acquire(ctx, fn, argc, argv, NULL);
     char msg[1024];
 
     if (n == NULL) {

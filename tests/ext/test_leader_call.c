@@ -29,18 +29,20 @@ enum action {
     ACT_SET_READY,   /* set the flag a poll waits for */
 };
 
-/* The owner: its mutex, the linked call, and what its loop saw. */
+/* The owner: its mutex, its table, the linked call, and what its loop
+ * saw. */
 struct owner {
     pthread_mutex_t mu;
-    pthread_cond_t moved;         /* the test's own: a field below changed */
-    struct ext_leader_call *call; /* linked while its caller waits (mu) */
-    int action;                   /* enum action */
-    bool acted;                   /* the loop did its action (mu) */
-    bool ready;                   /* ACT_SET_READY's flag (mu) */
-    unsigned n_probes;            /* probe calls */
-    unsigned interrupt_at;        /* the probe says "interrupted" from
+    struct ext_leader_call_table t; /* its calls (mu) */
+    pthread_cond_t moved;           /* the test's own: a field below changed */
+    struct ext_leader_call *call;   /* linked while its caller waits (mu) */
+    int action;                     /* enum action */
+    bool acted;                     /* the loop did its action (mu) */
+    bool ready;                     /* ACT_SET_READY's flag (mu) */
+    unsigned n_probes;              /* probe calls */
+    unsigned interrupt_at;          /* the probe says "interrupted" from
                                      this call on (0: never) */
-    bool probe_unlocked;          /* every probe ran without mu held */
+    bool probe_unlocked;            /* every probe ran without mu held */
 };
 
 static void owner_init(struct owner *o, int action)
@@ -58,7 +60,38 @@ static void owner_close(struct owner *o)
     pthread_mutex_destroy(&o->mu);
 }
 
-/* link puts @call in @o (the caller's submission) and tells the loop. */
+/* The loop's policy in these tests. */
+static const struct ext_leader_call_policy policy = {.retry_ms = 500,
+                                                     .follow_leader = true};
+
+/* open_call opens @call in @o's table: request id @id (may be NULL),
+ * expiring in @timeout_ms, asking its probe every @poll_ms. */
+static void open_call(struct owner *o, struct ext_leader_call *call,
+                      const uint64_t id[2], unsigned timeout_ms,
+                      unsigned poll_ms)
+{
+    pthread_mutex_lock(&o->mu);
+    assert_int_equal(
+        leader_call_open(&o->t, call, call, id, timeout_ms, poll_ms), 0);
+    pthread_mutex_unlock(&o->mu);
+}
+
+static void close_call(struct owner *o, struct ext_leader_call *call)
+{
+    pthread_mutex_lock(&o->mu);
+    leader_call_close(&o->t, call);
+    pthread_mutex_unlock(&o->mu);
+}
+
+/* send takes @o's due call to server @to at loop clock @now, as the loop
+ * does; returns it. Caller holds o->mu. */
+static struct ext_leader_call *send(struct owner *o, raft_id to, uint64_t now)
+{
+    return leader_call_take_due(&o->t, NULL, &policy, to, now, NULL, NULL);
+}
+
+/* link_call tells the loop that @call is linked (the caller's
+ * submission). */
 static void link_call(struct owner *o, struct ext_leader_call *call)
 {
     pthread_mutex_lock(&o->mu);
@@ -79,11 +112,11 @@ static void *loop_main(void *arg)
     }
     switch (o->action) {
         case ACT_FINISH:
-            leader_call_sent(o->call, 2, 1000);
+            assert_ptr_equal(send(o, 2, 1000), o->call);
             leader_call_finish(o->call);
             break;
         case ACT_SEND:
-            leader_call_sent(o->call, 2, 1000);
+            assert_ptr_equal(send(o, 2, 1000), o->call);
             break;
         case ACT_SHUTDOWN:
             leader_call_shutdown(o->call);
@@ -92,7 +125,7 @@ static void *loop_main(void *arg)
             leader_call_expire(o->call);
             break;
         case ACT_TAKE_FINISH:
-            leader_call_sent(o->call, 1, 1000);
+            assert_ptr_equal(send(o, 1, 1000), o->call);
             leader_call_taken(o->call);
             leader_call_finish(o->call);
             break;
@@ -143,19 +176,19 @@ static int run_call(struct owner *o, unsigned timeout_ms,
     pthread_t loop;
     int end;
 
-    assert_int_equal(leader_call_init(&call, NULL, timeout_ms, 5), 0);
-    assert_int_equal(leader_call_state(&call), EXT_CALL_QUEUED);
-    assert_false(leader_call_left(&call));
+    open_call(o, &call, NULL, timeout_ms, 5);
+    assert_int_equal(call.state, EXT_CALL_QUEUED);
+    assert_false(call.left_node);
     assert_int_equal(pthread_create(&loop, NULL, loop_main, o), 0);
     link_call(o, &call);
     pthread_mutex_lock(&o->mu);
     end = leader_call_wait(&call, &o->mu, probe);
-    *state = leader_call_state(&call);
-    *left = leader_call_left(&call);
+    *state = call.state;
+    *left = call.left_node;
     o->call = NULL;
     pthread_mutex_unlock(&o->mu);
     assert_int_equal(pthread_join(loop, NULL), 0);
-    leader_call_close(&call);
+    close_call(o, &call);
     return end;
 }
 
@@ -196,21 +229,21 @@ static void test_expired_unsent(void **state)
     (void)state;
 
     owner_init(&o, 0);
-    assert_int_equal(leader_call_init(&call, NULL, 30, 5), 0);
+    open_call(&o, &call, NULL, 30, 5);
     pthread_mutex_lock(&o.mu);
     assert_int_equal(leader_call_wait(&call, &o.mu, &probe), EXT_CALL_EXPIRED);
-    assert_int_equal(leader_call_state(&call), EXT_CALL_QUEUED);
-    assert_false(leader_call_left(&call));
+    assert_int_equal(call.state, EXT_CALL_QUEUED);
+    assert_false(call.left_node);
     pthread_mutex_unlock(&o.mu);
     assert_true(o.probe_unlocked);
-    leader_call_close(&call);
+    close_call(&o, &call);
 
     /* Without a probe: one wait to the deadline. */
-    assert_int_equal(leader_call_init(&call, NULL, 30, 5), 0);
+    open_call(&o, &call, NULL, 30, 5);
     pthread_mutex_lock(&o.mu);
     assert_int_equal(leader_call_wait(&call, &o.mu, NULL), EXT_CALL_EXPIRED);
     pthread_mutex_unlock(&o.mu);
-    leader_call_close(&call);
+    close_call(&o, &call);
     owner_close(&o);
 }
 
@@ -226,19 +259,20 @@ static void test_expired_sent(void **state)
     (void)state;
 
     owner_init(&o, ACT_SEND);
-    assert_int_equal(leader_call_init(&call, NULL, 50, 5), 0);
+    open_call(&o, &call, NULL, 50, 5);
     assert_int_equal(pthread_create(&loop, NULL, loop_main, &o), 0);
     link_call(&o, &call);
     wait_acted(&o);
     pthread_mutex_lock(&o.mu);
     assert_int_equal(leader_call_wait(&call, &o.mu, &probe), EXT_CALL_EXPIRED);
-    assert_int_equal(leader_call_state(&call), EXT_CALL_SENT);
-    assert_true(leader_call_left(&call));
-    assert_int_equal(leader_call_attempts(&call), 1);
+    assert_int_equal(call.state, EXT_CALL_SENT);
+    assert_true(call.left_node);
+    assert_int_equal(call.attempts, 1);
+    assert_int_equal(call.sent_to, 2);
     o.call = NULL;
     pthread_mutex_unlock(&o.mu);
     assert_int_equal(pthread_join(loop, NULL), 0);
-    leader_call_close(&call);
+    close_call(&o, &call);
     owner_close(&o);
 }
 
@@ -269,29 +303,29 @@ static void test_interrupted(void **state)
 
     owner_init(&o, 0);
     o.interrupt_at = 3;
-    assert_int_equal(leader_call_init(&call, NULL, LONG_MS, 1), 0);
+    open_call(&o, &call, NULL, LONG_MS, 1);
     pthread_mutex_lock(&o.mu);
     assert_int_equal(leader_call_wait(&call, &o.mu, &probe),
                      EXT_CALL_INTERRUPTED);
-    assert_false(leader_call_left(&call));
+    assert_false(call.left_node);
     pthread_mutex_unlock(&o.mu);
     assert_int_equal(o.n_probes, 3);
     assert_true(o.probe_unlocked);
-    leader_call_close(&call);
+    close_call(&o, &call);
     owner_close(&o);
 
     owner_init(&o, 0);
     o.interrupt_at = 1;
-    assert_int_equal(leader_call_init(&call, NULL, LONG_MS, 1), 0);
+    open_call(&o, &call, NULL, LONG_MS, 1);
     pthread_mutex_lock(&o.mu);
-    leader_call_sent(&call, 2, 0);
+    assert_ptr_equal(send(&o, 2, 0), &call);
     assert_int_equal(leader_call_wait(&call, &o.mu, &probe),
                      EXT_CALL_INTERRUPTED);
-    assert_int_equal(leader_call_state(&call), EXT_CALL_SENT);
-    assert_true(leader_call_left(&call));
+    assert_int_equal(call.state, EXT_CALL_SENT);
+    assert_true(call.left_node);
     pthread_mutex_unlock(&o.mu);
     assert_true(o.probe_unlocked);
-    leader_call_close(&call);
+    close_call(&o, &call);
     owner_close(&o);
 }
 
@@ -327,7 +361,7 @@ static void test_extend(void **state)
     (void)state;
 
     owner_init(&o, ACT_FINISH);
-    assert_int_equal(leader_call_init(&call, NULL, 0, 5), 0);
+    open_call(&o, &call, NULL, 0, 5);
     was = call.deadline;
     leader_call_extend(&call, LONG_MS);
     assert_true(call.deadline.tv_sec > was.tv_sec);
@@ -342,15 +376,27 @@ static void test_extend(void **state)
     o.call = NULL;
     pthread_mutex_unlock(&o.mu);
     assert_int_equal(pthread_join(loop, NULL), 0);
-    leader_call_close(&call);
+    close_call(&o, &call);
     owner_close(&o);
+}
+
+/* due says whether the call of table @t is due to go to @to at @now
+ * under @p, taking it (SENT to @to at @now) when it is. */
+static bool due(struct ext_leader_call_table *t,
+                const struct ext_leader_call_policy *p, raft_id to,
+                uint64_t now)
+{
+    return leader_call_take_due(t, NULL, p, to, now, NULL, NULL) != NULL;
 }
 
 /* The resend rule: a QUEUED call is due; a SENT one when the leader
  * changed (if the policy follows it) or once overdue; never otherwise,
- * nor once TAKEN or DONE. */
+ * nor once TAKEN or DONE. Taking a due call marks it SENT: every probe
+ * of a due one below is a send, taken back (leader_call_unsend) but for
+ * the sends the test means. */
 static void test_due(void **state)
 {
+    struct ext_leader_call_table t = {0};
     struct ext_leader_call call;
     struct ext_leader_call_policy follow = {.retry_ms = 500,
                                             .follow_leader = true};
@@ -358,68 +404,120 @@ static void test_due(void **state)
                                           .follow_leader = false};
     (void)state;
 
-    assert_int_equal(leader_call_init(&call, NULL, LONG_MS, 0), 0);
-    assert_true(leader_call_due(&call, &follow, 2, 0));
-    assert_true(leader_call_due(&call, &stay, 2, 0));
+    assert_int_equal(leader_call_open(&t, &call, &call, NULL, LONG_MS, 0), 0);
+    assert_true(due(&t, &follow, 2, 0));
+    leader_call_unsend(&call);
+    assert_true(due(&t, &stay, 2, 0));
+    leader_call_unsend(&call);
 
-    leader_call_sent(&call, 2, 1000);
-    assert_int_equal(leader_call_state(&call), EXT_CALL_SENT);
+    assert_true(due(&t, &follow, 2, 1000)); /* sent to 2 at 1000 */
+    assert_int_equal(call.state, EXT_CALL_SENT);
+    assert_int_equal(call.sent_to, 2);
+    assert_int_equal(call.attempts, 3);
     /* Same leader, not overdue: not due. */
-    assert_false(leader_call_due(&call, &follow, 2, 1000));
-    assert_false(leader_call_due(&call, &follow, 2, 1499));
-    assert_false(leader_call_due(&call, &stay, 2, 1999));
-    /* Overdue. */
-    assert_true(leader_call_due(&call, &follow, 2, 1500));
-    assert_true(leader_call_due(&call, &stay, 2, 2000));
+    assert_false(due(&t, &follow, 2, 1000));
+    assert_false(due(&t, &follow, 2, 1499));
+    assert_false(due(&t, &stay, 2, 1999));
+    /* Another leader, but the policy stays: not due either. */
+    assert_false(due(&t, &stay, 3, 1001));
+    /* Overdue: due (and sent again at that time: the clock restarts). */
+    assert_true(due(&t, &stay, 2, 2000));
+    assert_false(due(&t, &stay, 2, 2999));
+    assert_true(due(&t, &follow, 2, 2500));
     /* Another leader: due at once when the policy follows it. */
-    assert_true(leader_call_due(&call, &follow, 3, 1001));
-    assert_false(leader_call_due(&call, &stay, 3, 1001));
+    assert_true(due(&t, &follow, 3, 2501));
+    assert_int_equal(call.sent_to, 3);
 
-    /* Sent again: its clock restarts; a frame still being written
-     * restarts it too. */
-    leader_call_sent(&call, 3, 2000);
-    assert_int_equal(leader_call_attempts(&call), 2);
-    assert_false(leader_call_due(&call, &follow, 3, 2499));
-    leader_call_restart_clock(&call, 2400);
-    assert_false(leader_call_due(&call, &follow, 3, 2899));
-    assert_true(leader_call_due(&call, &follow, 3, 2900));
+    /* A frame still being written restarts the clock. */
+    assert_false(due(&t, &follow, 3, 3000));
+    leader_call_restart_clock(&call, 2900);
+    assert_false(due(&t, &follow, 3, 3399));
+    assert_true(due(&t, &follow, 3, 3400));
 
     /* Taken: never due, whoever leads and however long. */
     leader_call_taken(&call);
-    assert_false(leader_call_due(&call, &follow, 4, 100000));
-    assert_false(leader_call_due(&call, &stay, 4, 100000));
+    assert_false(due(&t, &follow, 4, 100000));
+    assert_false(due(&t, &stay, 4, 100000));
 
     /* Back to QUEUED (its entry replaced): due, still left the node. */
     leader_call_requeue(&call);
-    assert_true(leader_call_due(&call, &follow, 4, 0));
-    assert_true(leader_call_left(&call));
+    assert_int_equal(call.state, EXT_CALL_QUEUED);
+    assert_true(call.left_node);
+    assert_true(due(&t, &follow, 4, 0));
 
     leader_call_finish(&call);
-    assert_true(leader_call_done(&call));
-    assert_false(leader_call_due(&call, &follow, 4, 100000));
-    leader_call_close(&call);
+    assert_int_equal(call.state, EXT_CALL_DONE);
+    assert_false(due(&t, &follow, 4, 100000));
+    leader_call_close(&t, &call);
+}
+
+/* hold_odd holds back the calls whose item is an odd number, counting
+ * what it is asked. */
+static bool hold_odd(void *item, void *data)
+{
+    unsigned *asked = data;
+    (*asked)++;
+    return (*(const unsigned *)item & 1) != 0;
+}
+
+/* The walk takes every due call newest first, from after the one given,
+ * skipping those the owner holds back (asked of QUEUED and SENT calls
+ * only) and those not due. */
+static void test_take_due(void **state)
+{
+    struct ext_leader_call_table t = {0};
+    struct ext_leader_call calls[4];
+    unsigned items[4] = {0, 1, 2, 4};
+    unsigned asked = 0;
+    unsigned *got;
+    (void)state;
+
+    for (unsigned i = 0; i < 4; i++) {
+        assert_int_equal(
+            leader_call_open(&t, &calls[i], &items[i], NULL, LONG_MS, 0), 0);
+    }
+    leader_call_taken(&calls[3]); /* never due */
+    /* Newest first: 4 (taken: not asked), 2, 1 (held), 0. */
+    got = leader_call_take_due(&t, NULL, &policy, 2, 0, hold_odd, &asked);
+    assert_ptr_equal(got, &items[2]);
+    assert_int_equal(calls[2].state, EXT_CALL_SENT);
+    got = leader_call_take_due(&t, &calls[2], &policy, 2, 0, hold_odd, &asked);
+    assert_ptr_equal(got, &items[0]);
+    assert_null(
+        leader_call_take_due(&t, &calls[0], &policy, 2, 0, hold_odd, &asked));
+    assert_int_equal(asked, 3);
+    assert_int_equal(calls[1].state, EXT_CALL_QUEUED);
+    /* Without the hold, the one held back is due; the two sent, not
+     * overdue, are not. */
+    assert_ptr_equal(leader_call_take_due(&t, NULL, &policy, 2, 1, NULL, NULL),
+                     &items[1]);
+    assert_null(leader_call_take_due(&t, &calls[1], &policy, 2, 1, NULL, NULL));
+    for (unsigned i = 0; i < 4; i++) {
+        leader_call_close(&t, &calls[i]);
+    }
 }
 
 /* A send that did not happen is taken back: QUEUED, and left_node as
  * before it; a resend after an earlier send keeps left_node. */
 static void test_unsend(void **state)
 {
+    struct ext_leader_call_table t = {0};
     struct ext_leader_call call;
     (void)state;
 
-    assert_int_equal(leader_call_init(&call, NULL, LONG_MS, 0), 0);
-    leader_call_sent(&call, 2, 0);
+    assert_int_equal(leader_call_open(&t, &call, &call, NULL, LONG_MS, 0), 0);
+    assert_true(due(&t, &policy, 2, 0));
     leader_call_unsend(&call);
-    assert_int_equal(leader_call_state(&call), EXT_CALL_QUEUED);
-    assert_false(leader_call_left(&call));
+    assert_int_equal(call.state, EXT_CALL_QUEUED);
+    assert_false(call.left_node);
 
-    leader_call_sent(&call, 2, 0);
+    assert_true(due(&t, &policy, 2, 0));
     leader_call_requeue(&call);
-    leader_call_sent(&call, 3, 10);
+    assert_true(due(&t, &policy, 3, 10));
     leader_call_unsend(&call);
-    assert_int_equal(leader_call_state(&call), EXT_CALL_QUEUED);
-    assert_true(leader_call_left(&call));
-    leader_call_close(&call);
+    assert_int_equal(call.state, EXT_CALL_QUEUED);
+    assert_true(call.left_node);
+    leader_call_close(&t, &call);
 }
 
 /* poll_for runs leader_call_poll with a deadline @ms from now. */
@@ -431,45 +529,43 @@ static int poll_for(unsigned ms, unsigned poll_ms,
     return leader_call_poll(&deadline, poll_ms, probe, ready, data);
 }
 
-/* The table finds each linked call by its request id, walks them newest
- * first and forgets an unlinked one. */
+/* The table finds the item of each linked call by its request id,
+ * walks them newest first and forgets a closed one. */
 static void test_table(void **state)
 {
     struct ext_leader_call_table t = {0};
     struct ext_leader_call calls[3];
     const uint64_t ids[3][2] = {{1, 10}, {1, 11}, {2, 10}};
     const uint64_t none[2] = {1, 12};
-    struct ext_leader_call *c;
+    int items[3];
+    int *item;
     (void)state;
 
     for (unsigned i = 0; i < 3; i++) {
-        assert_int_equal(leader_call_init(&calls[i], ids[i], LONG_MS, 0), 0);
-        leader_call_link(&t, &calls[i]);
+        assert_int_equal(
+            leader_call_open(&t, &calls[i], &items[i], ids[i], LONG_MS, 0), 0);
     }
     assert_int_equal(leader_call_count(&t), 3);
     for (unsigned i = 0; i < 3; i++) {
-        assert_ptr_equal(leader_call_find(&t, ids[i]), &calls[i]);
-        assert_int_equal(leader_call_id(&calls[i])[0], ids[i][0]);
-        assert_int_equal(leader_call_id(&calls[i])[1], ids[i][1]);
+        assert_ptr_equal(leader_call_find(&t, ids[i]), &items[i]);
+        assert_int_equal(calls[i].id[0], ids[i][0]);
+        assert_int_equal(calls[i].id[1], ids[i][1]);
     }
     assert_null(leader_call_find(&t, none));
 
-    leader_call_unlink(&t, &calls[1]);
+    leader_call_close(&t, &calls[1]);
     assert_int_equal(leader_call_count(&t), 2);
     assert_null(leader_call_find(&t, ids[1]));
-    c = leader_call_first(&t);
-    assert_ptr_equal(c, &calls[2]);
-    c = leader_call_next(c);
-    assert_ptr_equal(c, &calls[0]);
-    assert_null(leader_call_next(c));
+    item = leader_call_next(&t, NULL);
+    assert_ptr_equal(item, &items[2]);
+    item = leader_call_next(&t, &calls[2]);
+    assert_ptr_equal(item, &items[0]);
+    assert_null(leader_call_next(&t, &calls[0]));
 
-    leader_call_unlink(&t, &calls[2]);
-    leader_call_unlink(&t, &calls[0]);
+    leader_call_close(&t, &calls[2]);
+    leader_call_close(&t, &calls[0]);
     assert_int_equal(leader_call_count(&t), 0);
-    assert_null(leader_call_first(&t));
-    for (unsigned i = 0; i < 3; i++) {
-        leader_call_close(&calls[i]);
-    }
+    assert_null(leader_call_next(&t, NULL));
 }
 
 static bool ready_fn(void *data)
@@ -518,6 +614,7 @@ int main(void)
         cmocka_unit_test(test_shutdown),
         cmocka_unit_test(test_extend),
         cmocka_unit_test(test_due),
+        cmocka_unit_test(test_take_due),
         cmocka_unit_test(test_unsend),
         cmocka_unit_test(test_table),
         cmocka_unit_test(test_poll),
