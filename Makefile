@@ -556,4 +556,5 @@ clean:
 -include $(LIB_OBJ:.o=.d) $(SO_OBJ:.o=.d) $(SAN_OBJ:.o=.d) $(TLIB_OBJ:.o=.d) $(TSAN_OBJ:.o=.d) \
     $(patsubst %.c,$(B)/san/%.d,$(UV_FAKE)) \
     $(patsubst %.c,$(B)/tsan/%.d,$(UV_FAKE)) $(FUZZ_OBJ:.o=.d) \
-    $(WIRE_SRC:%.c=$(B)/next/%.d) $(WIRE_SRC:%.c=$(B)/next-only/%.d)
+    $(WIRE_SRC:%.c=$(B)/next/%.d) $(WIRE_SRC:%.c=$(B)/next-only/%.d) \
+    $(PREV_SRC:%.c=$(B)/prev/%.d)
