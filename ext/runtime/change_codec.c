@@ -89,17 +89,18 @@ int change_codec_decode(const void *data, size_t len,
     return 0;
 }
 
-bool change_codec_is_request(const struct raft_frame *m)
+bool change_codec_is_change(const struct raft_frame *m)
 {
-    const struct raft_buf *b = m->forward.data;
-    return m->type == RAFT_FRAME_FORWARD && b != NULL && b->len >= 2 &&
-           b->data[0] == 'R' && b->data[1] == 'M';
-}
+    const struct raft_buf *b;
 
-bool change_codec_is_result(const struct raft_frame *m)
-{
-    return m->type == RAFT_FRAME_FORWARD_RESULT &&
-           (m->forward_result.request_id[1] & EXT_CHANGE_SEQ_BIT) != 0;
+    if (m->type == RAFT_FRAME_FORWARD_RESULT) {
+        return (m->forward_result.request_id[1] & EXT_CHANGE_SEQ_BIT) != 0;
+    }
+    if (m->type != RAFT_FRAME_FORWARD) {
+        return false;
+    }
+    b = m->forward.data;
+    return b != NULL && b->len >= 2 && b->data[0] == 'R' && b->data[1] == 'M';
 }
 
 /* reason_text returns the words for @why about server @id. */

@@ -75,13 +75,11 @@ struct ext_change_result {
     char errmsg[512]; /* what happened, for the caller: "ok" or why */
 };
 
-/* change_codec_is_request says whether FORWARD frame @m carries a change
- * request (not a write request). Pure. */
-bool change_codec_is_request(const struct raft_frame *m);
-
-/* change_codec_is_result says whether FORWARD_RESULT frame @m answers a change
- * request (its request id is one change.c gave out). Pure. */
-bool change_codec_is_result(const struct raft_frame *m);
+/* change_codec_is_change says whether frame @m is a membership change's:
+ * a FORWARD frame that carries a change request (not a write request),
+ * or a FORWARD_RESULT that answers one (its request id is one change.c
+ * gave out). False for any other frame. Pure. */
+bool change_codec_is_change(const struct raft_frame *m);
 
 /* change_codec_encode writes @req as a FORWARD payload into a new buf
  * (*@out, one reference, the caller's). Errors: RAFT_INVALID (an

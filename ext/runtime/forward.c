@@ -45,6 +45,7 @@ struct ext_forward {
     struct recent recent[EXT__FORWARD_RECENT]; /* ring (loop) */
     unsigned next_recent;                      /* next slot (loop) */
     uint64_t max_request_bytes;                /* larger requests are refused */
+    struct ext_propose *propose;               /* the node's (loop) */
     struct ext_forward_ops ops;                /* the node */
     struct held *held;                         /* in arrival order (loop) */
     unsigned n_held;                           /* (loop) */
@@ -52,7 +53,8 @@ struct ext_forward {
 };
 
 int forward_new(raft_id self, uint64_t max_request_bytes,
-                const struct ext_forward_ops *ops, struct ext_forward **out)
+                struct ext_propose *propose, const struct ext_forward_ops *ops,
+                struct ext_forward **out)
 {
     struct ext_forward *f = calloc(1, sizeof *f);
     if (f == NULL) {
@@ -60,6 +62,7 @@ int forward_new(raft_id self, uint64_t max_request_bytes,
     }
     f->self = self;
     f->max_request_bytes = max_request_bytes;
+    f->propose = propose;
     f->ops = *ops;
     *out = f;
     return 0;
@@ -82,9 +85,18 @@ unsigned forward_n_held(const struct ext_forward *f)
     return f->n_held;
 }
 
-/* answer sends a FORWARD_RESULT for request @id to follower @to. */
-static void answer(struct ext_forward *f, raft_id to, const uint64_t id[2],
-                   int status, raft_index index, raft_term term)
+/* can_propose says whether @d leads and its log takes writes. */
+static bool can_propose(struct raft_uv_node *d)
+{
+    return raft_role(raft_uv_node_core(d)) == RAFT_LEADER &&
+           !raft_uv_node_failed(d);
+}
+
+/* answer sends a FORWARD_RESULT for request @id to follower @to through
+ * @d (a lost answer is resent by the follower's retry). */
+static void answer(struct ext_forward *f, struct raft_uv_node *d, raft_id to,
+                   const uint64_t id[2], int status, raft_index index,
+                   raft_term term)
 {
     struct raft_frame m = {.type = RAFT_FRAME_FORWARD_RESULT};
     m.from = f->self;
@@ -94,17 +106,18 @@ static void answer(struct ext_forward *f, raft_id to, const uint64_t id[2],
     m.forward_result.status = status;
     m.forward_result.index = index;
     m.forward_result.term = term;
-    f->ops.send(f->ops.data, &m);
+    raft_uv_node_send_frame(d, &m);
 }
 
-void forward_on_request(struct ext_forward *f, const struct raft_frame *m)
+void forward_on_request(struct ext_forward *f, struct raft_uv_node *d,
+                        const struct raft_frame *m)
 {
     const uint64_t *id = m->forward.request_id;
     unsigned version;
     struct held *h;
 
-    if (!f->ops.can_propose(f->ops.data)) {
-        answer(f, m->from, id, RAFT_NOTLEADER, 0, 0);
+    if (!can_propose(d)) {
+        answer(f, d, m->from, id, RAFT_NOTLEADER, 0, 0);
         return;
     }
     /* A copy of a request still held (the follower sent it again before
@@ -123,14 +136,14 @@ void forward_on_request(struct ext_forward *f, const struct raft_frame *m)
         const struct recent *r = &f->recent[i];
         if (r->from == m->from && r->request_id[0] == id[0] &&
             r->request_id[1] == id[1]) {
-            answer(f, m->from, id, 0, r->index, r->term);
+            answer(f, d, m->from, id, 0, r->index, r->term);
             return;
         }
     }
     if (m->forward.data == NULL ||
         m->forward.data->len >
             f->max_request_bytes + EXT__FORWARD_HEADER_SLACK) {
-        answer(f, m->from, id, RAFT_TOOBIG, 0, 0);
+        answer(f, d, m->from, id, RAFT_TOOBIG, 0, 0);
         return;
     }
     /* Refused alone: a malformed request held with others would fail
@@ -138,13 +151,13 @@ void forward_on_request(struct ext_forward *f, const struct raft_frame *m)
      * header; a version of 0 is no request this build reads). */
     version = sql_request_version(m->forward.data->data, m->forward.data->len);
     if (version == 0) {
-        answer(f, m->from, id, RAFT_CORRUPT, 0, 0);
+        answer(f, d, m->from, id, RAFT_CORRUPT, 0, 0);
         return;
     }
     if (f->ops.admit_format3 != NULL && version == 3) {
         int rc = f->ops.admit_format3(f->ops.data);
         if (rc != 0) {
-            answer(f, m->from, id, rc, 0, 0);
+            answer(f, d, m->from, id, rc, 0, 0);
             return;
         }
     }
@@ -152,7 +165,7 @@ void forward_on_request(struct ext_forward *f, const struct raft_frame *m)
         unsigned cap = f->cap_held ? f->cap_held * 2 : 64;
         h = realloc(f->held, cap * sizeof *h);
         if (h == NULL) {
-            answer(f, m->from, id, RAFT_NOMEM, 0, 0);
+            answer(f, d, m->from, id, RAFT_NOMEM, 0, 0);
             return;
         }
         f->held = h;
@@ -161,7 +174,7 @@ void forward_on_request(struct ext_forward *f, const struct raft_frame *m)
     /* Held until the next wake: every request read before it goes into
      * one proposal. */
     if (f->n_held == 0) {
-        f->ops.wake(f->ops.data);
+        raft_uv_node_wake(d);
     }
     h = &f->held[f->n_held++];
     h->from = m->from;
@@ -170,9 +183,10 @@ void forward_on_request(struct ext_forward *f, const struct raft_frame *m)
     h->data = raft_buf_ref(m->forward.data);
 }
 
-void forward_propose_held(struct ext_forward *f)
+void forward_propose_held(struct ext_forward *f, struct raft_uv_node *d)
 {
     struct raft_buf **bufs;
+    bool *fresh;
     raft_index index = 0;
     raft_term term = 0;
     unsigned n = f->n_held;
@@ -181,16 +195,24 @@ void forward_propose_held(struct ext_forward *f)
     if (n == 0) {
         return;
     }
-    if (f->ops.can_propose(f->ops.data)) {
+    if (can_propose(d)) {
         bufs = malloc(n * sizeof *bufs);
+        fresh = malloc(n * sizeof *fresh);
         rc = RAFT_NOMEM;
         if (bufs != NULL) {
+            /* A request held here alone (its frame was released) is
+             * stamped in place: the leader copies no large request on
+             * its loop. One that anything else holds is copied. */
             for (unsigned i = 0; i < n; i++) {
                 bufs[i] = f->held[i].data;
+                if (fresh != NULL) {
+                    fresh[i] = raft_buf_holders(bufs[i]) == 1;
+                }
             }
-            rc = f->ops.propose(f->ops.data, bufs, n, &index, &term);
-            free(bufs);
+            rc = propose_batch(f->propose, d, bufs, fresh, n, &index, &term);
         }
+        free(bufs);
+        free(fresh);
     }
     for (unsigned i = 0; i < n; i++) {
         struct held *h = &f->held[i];
@@ -203,7 +225,7 @@ void forward_propose_held(struct ext_forward *f)
             r->index = index + i;
             r->term = term;
         }
-        answer(f, h->from, h->request_id, rc, rc == 0 ? index + i : 0,
+        answer(f, d, h->from, h->request_id, rc, rc == 0 ? index + i : 0,
                rc == 0 ? term : 0);
         raft_buf_unref(h->data);
     }

@@ -12,21 +12,12 @@
 #include <stdint.h>
 
 #include "../../raft/frame.h"
+#include "../../raft/uv_node.h"
+#include "propose.h"
 
-/* What forwarding needs of the node, called with @data on the loop
- * thread. */
+/* What forwarding asks the node, called with @data on the loop thread. */
 struct ext_forward_ops {
     void *data;
-    /* Whether this node leads and its log takes writes. */
-    bool (*can_propose)(void *data);
-    /* Stamp and propose @n payloads as one batch (propose_batch). */
-    int (*propose)(void *data, struct raft_buf *const *payloads, unsigned n,
-                   raft_index *out_index, raft_term *out_term);
-    /* Send @m to m->to (raft_uv_node_send_frame; a lost answer is resent
-     * by the follower's retry). */
-    int (*send)(void *data, const struct raft_frame *m);
-    /* Make the loop wake soon (raft_uv_node_wake). */
-    void (*wake)(void *data);
     /* Whether a request of format version 3 may be proposed now
      * (wire_gate.h): 0, RAFT_FORMAT (a member speaks an older wire
      * version: refused) or RAFT_NOCONN (a member's version is not known
@@ -38,29 +29,36 @@ struct ext_forward; /* opaque */
 
 /* forward_new creates the forwarding state of server @self, refusing
  * requests over @max_request_bytes (plus the request header's headroom),
- * with @ops (copied). Errors: RAFT_NOMEM. Thread: any. */
+ * proposing through @propose (the node's proposer, borrowed: it outlives
+ * @out, and only the loop thread uses it) and asking @ops (copied).
+ * Errors: RAFT_NOMEM. Thread: any. */
 int forward_new(raft_id self, uint64_t max_request_bytes,
-                const struct ext_forward_ops *ops, struct ext_forward **out);
+                struct ext_propose *propose, const struct ext_forward_ops *ops,
+                struct ext_forward **out);
 
 /* forward_free drops the requests still held (their senders retry) and
  * frees @f. NULL is ignored. Thread: the loop thread, or any once it
  * ended. */
 void forward_free(struct ext_forward *f);
 
-/* forward_on_request takes a RAFT_FRAME_FORWARD @m: refused at once (not
- * the leader, too big, malformed, a request of format 3 that
+/* forward_on_request takes a RAFT_FRAME_FORWARD @m that driver @d
+ * received: refused at once (@d does not lead, or its log failed; too
+ * big, malformed, a request of format 3 that
  * ops.admit_format3 refuses, out of memory) with a FORWARD_RESULT
  * naming why, else held for forward_propose_held (and the loop woken for
  * the first one). A copy of a request still held (same sender and request
  * id) is dropped: the held one is answered. A copy of one of the last 256
  * proposed is answered with the index and term the first one got, and
  * not proposed again. Loop thread. */
-void forward_on_request(struct ext_forward *f, const struct raft_frame *m);
+void forward_on_request(struct ext_forward *f, struct raft_uv_node *d,
+                        const struct raft_frame *m);
 
-/* forward_propose_held proposes the requests held since the last call as
- * one batch and answers each sender: status 0 with its index and term, or
- * the proposal's error. Loop thread (on every wake and tick). */
-void forward_propose_held(struct ext_forward *f);
+/* forward_propose_held proposes the requests held since the last call to
+ * driver @d as one batch (propose_batch) and answers each sender: status
+ * 0 with its index and term, or the proposal's error (RAFT_NOTLEADER
+ * when @d no longer leads or its log failed). Loop thread of @d (on every
+ * wake and tick). */
+void forward_propose_held(struct ext_forward *f, struct raft_uv_node *d);
 
 /* forward_n_held returns how many requests are held. Loop thread. */
 unsigned forward_n_held(const struct ext_forward *f);

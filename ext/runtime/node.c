@@ -123,12 +123,14 @@ static void on_apply(void *data, const struct raft_entry *entries, unsigned cnt)
 static void on_forward(void *data, const struct raft_frame *m)
 {
     struct ext_node *n = data;
-    if (change_codec_is_request(m)) {
-        change_on_request(n->change, n->driver, m);
-    } else if (change_codec_is_result(m)) {
-        change_on_result(n->change, n->driver, m);
+    if (change_codec_is_change(m)) {
+        if (m->type == RAFT_FRAME_FORWARD) {
+            change_on_request(n->change, n->driver, m);
+        } else {
+            change_on_result(n->change, n->driver, m);
+        }
     } else if (m->type == RAFT_FRAME_FORWARD) {
-        forward_on_request(n->forward, m);
+        forward_on_request(n->forward, n->driver, m);
     } else if (m->type == RAFT_FRAME_FORWARD_RESULT) {
         exec_on_forward_result(n->exec, m);
     } else if (m->type == RAFT_FRAME_CHECKSUM) {
@@ -147,7 +149,7 @@ static void on_read(void *data, const struct raft_read *reads, unsigned cnt)
 static void on_wake(void *data)
 {
     struct ext_node *n = data;
-    forward_propose_held(n->forward);
+    forward_propose_held(n->forward, n->driver);
     exec_on_wake(n->exec, n->driver);
     change_on_wake(n->change, n->driver);
     barrier_on_loop(n->barrier, n->driver);
@@ -190,7 +192,7 @@ static void judge_staleness(struct ext_node *n)
 static void on_tick(void *data)
 {
     struct ext_node *n = data;
-    forward_propose_held(n->forward);
+    forward_propose_held(n->forward, n->driver);
     exec_on_tick(n->exec, n->driver);
     change_on_tick(n->change, n->driver);
     barrier_on_loop(n->barrier, n->driver);
@@ -271,44 +273,6 @@ static bool on_dial(void *data, raft_id id, const char *address,
 }
 
 /* ---- Forwarding's view of the node (loop thread) ----------------------- */
-
-static bool fwd_can_propose(void *data)
-{
-    struct ext_node *n = data;
-    return raft_role(raft_uv_node_core(n->driver)) == RAFT_LEADER &&
-           !raft_uv_node_failed(n->driver);
-}
-
-static int fwd_propose(void *data, struct raft_buf *const *payloads,
-                       unsigned cnt, raft_index *out_index, raft_term *out_term)
-{
-    struct ext_node *n = data;
-    bool *fresh = malloc(cnt * sizeof *fresh);
-    int rc;
-
-    /* A forwarded request is held by forwarding alone (its frame was
-     * released): stamped in place, the leader copies no large request
-     * on its loop. One that anything else holds is copied. */
-    for (unsigned i = 0; fresh != NULL && i < cnt; i++) {
-        fresh[i] = raft_buf_holders(payloads[i]) == 1;
-    }
-    rc = propose_batch(&n->propose, n->driver, payloads, fresh, cnt, out_index,
-                       out_term);
-    free(fresh);
-    return rc;
-}
-
-static int fwd_send(void *data, const struct raft_frame *m)
-{
-    struct ext_node *n = data;
-    return raft_uv_node_send_frame(n->driver, m);
-}
-
-static void fwd_wake(void *data)
-{
-    struct ext_node *n = data;
-    raft_uv_node_wake(n->driver);
-}
 
 /* fwd_admit_format3 says whether a follower's request of format 3 may be
  * proposed (wire_gate.h); a refusal is logged once per reason. */
@@ -654,10 +618,6 @@ int ext_node_start(const char *db_path, const struct ext_config *cfg,
                     cfg->request_id_window_ms, cfg->max_result_bytes);
     fo = (struct ext_forward_ops){
         .data = n,
-        .can_propose = fwd_can_propose,
-        .propose = fwd_propose,
-        .send = fwd_send,
-        .wake = fwd_wake,
         .admit_format3 = fwd_admit_format3,
     };
     /* Request ids are (node id, sequence): start each run's sequence at a
@@ -665,7 +625,8 @@ int ext_node_start(const char *db_path, const struct ext_config *cfg,
      * 2^62 so that it never reaches EXT_CHANGE_SEQ_BIT, which marks the
      * ids of membership changes. */
     if (status_new(cfg, build_id(), &n->status) != 0 ||
-        forward_new(cfg->id, cfg->max_request_bytes, &fo, &n->forward) != 0 ||
+        forward_new(cfg->id, cfg->max_request_bytes, &n->propose, &fo,
+                    &n->forward) != 0 ||
         exec_new(cfg, n->status, &n->propose, random_u64() >> 2, &n->exec) !=
             0 ||
         repair_new(cfg->id, cfg->repair_manual, &n->log, &n->repair) != 0 ||

@@ -55,7 +55,11 @@ int propose_batch(struct ext_propose *p, struct raft_uv_node *d,
     for (unsigned i = 0; i < n; i++) {
         stamp.seed = next_seed(p);
         if (fresh != NULL && fresh[i]) {
-            rc = sqlbridge_stamp_in_place(payloads[i], &stamp);
+            /* sql_request_stamp checks the whole header before it
+             * writes: a payload it refuses is unchanged. */
+            rc = sqlbridge_rc(sql_request_stamp(payloads[i]->data,
+                                                payloads[i]->len, &stamp,
+                                                payloads[i]->data));
             stamped[i] = rc == 0 ? raft_buf_ref(payloads[i]) : NULL;
         } else {
             rc = sqlbridge_stamp(payloads[i], &stamp, &stamped[i]);

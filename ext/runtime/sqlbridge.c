@@ -94,12 +94,6 @@ int sqlbridge_encode(const uint64_t id[2], const char *sql, size_t sql_len,
     return 0;
 }
 
-int sqlbridge_stamp_in_place(struct raft_buf *b, const struct sql_stamp *stamp)
-{
-    /* sql_request_stamp checks the whole header before it writes. */
-    return sqlbridge_rc(sql_request_stamp(b->data, b->len, stamp, b->data));
-}
-
 int sqlbridge_stamp(const struct raft_buf *in, const struct sql_stamp *stamp,
                     struct raft_buf **out)
 {

@@ -39,12 +39,6 @@ int sqlbridge_encode(const uint64_t id[2], const char *sql, size_t sql_len,
                      const struct sql_request_opts *opts, uint64_t max_bytes,
                      struct raft_buf **out, char *errmsg, size_t errmsg_len);
 
-/* sqlbridge_stamp_in_place writes the leader's @stamp into the request
- * payload @b itself (sql_request_stamp), for a payload no other thread
- * reads (propose_batch's @fresh). Any thread. Errors: as
- * sqlbridge_stamp but RAFT_NOMEM; @b is unchanged on error. */
-int sqlbridge_stamp_in_place(struct raft_buf *b, const struct sql_stamp *stamp);
-
 /* sqlbridge_stamp returns in *@out a new raft_buf (one reference, the
  * caller's) holding the request payload @in with the leader's @stamp
  * (sql_request_stamp). @in is not changed: it may be shared. Any thread.

@@ -91,17 +91,20 @@ static void test_frames_told_apart(void **state)
 
     assert_int_equal(change_codec_encode(&q, &change), 0);
     m.forward.data = change;
-    assert_true(change_codec_is_request(&m));
+    assert_true(change_codec_is_change(&m));
     m.forward.data = write;
-    assert_false(change_codec_is_request(&m));
+    assert_false(change_codec_is_change(&m));
     m.forward.data = NULL;
-    assert_false(change_codec_is_request(&m));
+    assert_false(change_codec_is_change(&m));
 
     m = (struct raft_frame){.type = RAFT_FRAME_FORWARD_RESULT};
     m.forward_result.request_id[1] = 5;
-    assert_false(change_codec_is_result(&m));
+    assert_false(change_codec_is_change(&m));
     m.forward_result.request_id[1] = EXT_CHANGE_SEQ_BIT | 5;
-    assert_true(change_codec_is_result(&m));
+    assert_true(change_codec_is_change(&m));
+    /* Another frame is no change's, whatever its bytes. */
+    m = (struct raft_frame){.type = RAFT_FRAME_CHECKSUM};
+    assert_false(change_codec_is_change(&m));
     raft_buf_unref(change);
     raft_buf_unref(write);
 }
