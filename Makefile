@@ -463,12 +463,12 @@ $(B)/tsan-tests/uv/%: tests/uv/%.c tests/uv/fake.h tests/uv/loop.h \
 # The guard's list of connections (ext/surface/guard.c), expired from another
 # thread while connections open and close, the runtime modules whose
 # callers wait on other threads (exec.c, barrier.c, divergence.c,
-# repair.c), a leader call's wait (ext/runtime/leader_call.c) with a
+# repair.c), forwarding on a real driver (forward.c), a leader call's wait (ext/runtime/leader_call.c) with a
 # thread playing the loop, and the registry of nodes, under
 # ThreadSanitizer too.
 TSAN_EXT_BIN := $(patsubst %,$(B)/tsan-tests/ext/%,test_guard_expire \
                   test_exec test_barrier test_divergence test_repair \
-                  test_registry test_leader_call)
+                  test_registry test_leader_call test_forward)
 $(B)/tsan-tests/ext/%: tests/ext/%.c tests/ext/helpers.h tests/sql/helpers.h \
 		tests/uv/fake.h $(TSAN_OBJ) $(B)/tsan/$(UV_FAKE:.c=.o)
 	@mkdir -p $(dir $@)
