@@ -65,10 +65,12 @@ struct slot {
 };
 
 /* A READ_INDEX goes again when unanswered for EXT__BARRIER_RESEND_MS (a
- * lost frame: the connection broke), or at once to a new leader. */
+ * lost frame: the connection broke), or at once to a new leader; it
+ * waits until the connection to the leader says its wire version. */
 static const struct ext_leader_call_policy resend = {
     .retry_ms = EXT__BARRIER_RESEND_MS,
     .follow_leader = true,
+    .wait_for_wire = true,
 };
 
 /* A follower's read held by this leader: core tag -> its asker. */
@@ -167,30 +169,19 @@ static void settle(struct slot *s, int status, raft_index index)
 }
 
 /* route sends slot @s, a follower's, just taken as due to go to its
- * leader as the core sees it now (leader_call_take_due marked it SENT),
- * or takes that send back. Called on the loop thread with mu held (it
- * steps nothing). */
+ * leader as the core sees it now (leader_call_take_due marked it SENT,
+ * its wire gate passed), or takes that send back. Called on the loop
+ * thread with mu held (it steps nothing). */
 static void route(struct ext_barrier *b, struct raft_uv_node *d, struct slot *s)
 {
     raft_id leader = raft_leader_id(raft_uv_node_core(d));
     struct raft_frame f;
-    unsigned wire;
 
     if (leader == 0 || leader == b->self) {
         leader_call_unsend(&s->call); /* wait for one, until the deadline */
         return;
     }
-    wire = raft_uv_node_peer_wire(d, leader);
-    if (wire == 0) {
-        leader_call_unsend(&s->call); /* not connected yet */
-        return;
-    }
     s->leader = leader;
-    if (wire < raft_frame_type_wire_min(RAFT_FRAME_READ_INDEX)) {
-        s->wire = wire;
-        settle(s, RAFT_FORMAT, 0);
-        return;
-    }
     memset(&f, 0, sizeof f);
     f.type = RAFT_FRAME_READ_INDEX;
     f.from = b->self;
@@ -204,17 +195,29 @@ void barrier_on_loop(struct ext_barrier *b, struct raft_uv_node *d)
     const struct raft *core = raft_uv_node_core(d);
     uint64_t now = raft_uv_node_now(d);
     bool leads = raft_role(core) == RAFT_LEADER;
-    raft_id to = leads ? b->self : raft_leader_id(core);
+    struct ext_leader_call_server to;
     uint64_t step[EXT__BARRIER_SLOTS];
     unsigned n_step = 0;
     struct slot *s = NULL;
+    bool refused;
 
+    /* Leading, the server asked is this node's own core: no frame. */
+    to.id = leads ? b->self : raft_leader_id(core);
+    to.wire = leads        ? EXT_LEADER_CALL_WIRE_ANY
+              : to.id != 0 ? raft_uv_node_peer_wire(d, to.id)
+                           : 0;
     pthread_mutex_lock(&b->mu);
     /* Leading, every call not taken is due to this server (one sent to
      * another leader follows the leadership here): ask our own core. */
     while ((s = leader_call_take_due(&b->calls, s != NULL ? &s->call : NULL,
-                                     &resend, to, now, NULL, NULL)) != NULL) {
-        if (leads) {
+                                     &resend, &to, now, NULL, NULL,
+                                     &refused)) != NULL) {
+        if (refused) {
+            /* The leader's wire has no READ_INDEX. */
+            s->leader = to.id;
+            s->wire = to.wire;
+            settle(s, RAFT_FORMAT, 0);
+        } else if (leads) {
             /* Marked first (SENT here, then TAKEN): the core may answer
              * within the step. */
             leader_call_taken(&s->call);
@@ -441,6 +444,8 @@ int barrier_wait(struct ext_barrier *b, struct raft_uv_node *d,
         snprintf(msg, msg_len, "raft_barrier: out of memory");
         return RAFT_NOMEM;
     }
+    leader_call_need_wire(&s->call,
+                          raft_frame_type_wire_min(RAFT_FRAME_READ_INDEX));
     s->used = true;
     pthread_mutex_unlock(&b->mu);
     raft_uv_node_wake(d);

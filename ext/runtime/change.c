@@ -597,8 +597,9 @@ static void dispatch(struct ext_change *c, struct raft_uv_node *d)
     struct call *k = c->call;
     /* Taken last: it marks the call SENT to @leader. */
     go = k != NULL && !c->shutdown && (leading || leader != 0) &&
-         leader_call_take_due(&c->calls, NULL, &resend, leader, now, NULL,
-                              NULL) != NULL;
+         leader_call_take_due(&c->calls, NULL, &resend,
+                              &(struct ext_leader_call_server){.id = leader},
+                              now, NULL, NULL, NULL) != NULL;
     if (go) {
         q = k->req;
         rid[0] = k->call.id[0];

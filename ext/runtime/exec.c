@@ -204,6 +204,12 @@ static int request_opts(const struct ext_exec_opts *opts,
     return 0;
 }
 
+/* is_format3 says whether @w's request is of format 3 (wire_gate.h). */
+static bool is_format3(const struct waiter *w)
+{
+    return w->want_rows || w->client_id != NULL;
+}
+
 int exec_submit(struct ext_exec *e, const char *sql, size_t sql_len,
                 const struct sql_param *params, unsigned n_params,
                 const struct ext_exec_opts *opts,
@@ -255,6 +261,10 @@ int exec_submit(struct ext_exec *e, const char *sql, size_t sql_len,
         snprintf(out->errmsg, sizeof out->errmsg,
                  "raft_exec: not applied: out of memory");
         return RAFT_NOMEM;
+    }
+    if (is_format3(&w)) {
+        /* Only to a server that applies format 3 (wire_gate.h). */
+        leader_call_need_wire(&w.call, EXT_WIRE_GATE_VERSION);
     }
     if (e->shutdown) {
         fail_unsent(&w, false, RAFTSQL_NOT_APPLIED, RAFTSQL_UNKNOWN,
@@ -444,12 +454,6 @@ struct outgoing {
     bool was_left;            /* it had left this node before this attempt */
 };
 
-/* is_format3 says whether @w's request is of format 3 (wire_gate.h). */
-static bool is_format3(const struct waiter *w)
-{
-    return w->want_rows || w->client_id != NULL;
-}
-
 /* Where take_pending sends: what held needs to know. */
 struct hold_ctx {
     raft_id to;   /* the server the calls would go to */
@@ -484,22 +488,31 @@ static bool held(void *item, void *data)
 /* take_pending collects the requests of every waiter the loop has seen
  * that is due to go to @to (leader_call_take_due: never sent, or sent to
  * another leader, or overdue) into a new array, marking them SENT to
- * @to. A request of format 3 is refused instead when @gate (enum
- * ext_wire_gate, for the server it would go to) is OLD, with @why.
- * Caller holds mu. */
-static struct outgoing *take_pending(struct ext_exec *e, raft_id to,
-                                     uint64_t now, int gate, const char *why,
-                                     unsigned *out_n)
+ * @to. A request of format 3 that @to cannot take is refused instead
+ * (leader_call_take_due's wire gate), with the words of wire_gate.h:
+ * the member driver @d knows on an older wire when this node leads, else
+ * the leader's. Called on the loop thread of @d; caller holds mu. */
+static struct outgoing *take_pending(struct ext_exec *e,
+                                     const struct raft_uv_node *d,
+                                     const struct ext_leader_call_server *to,
+                                     uint64_t now, unsigned *out_n)
 {
-    struct hold_ctx h = {.to = to, .now = now};
+    struct hold_ctx h = {.to = to->id, .now = now};
     struct outgoing *o = NULL;
     unsigned cnt = 0, cap = 0;
     struct waiter *w = NULL;
+    bool refused;
 
     while ((w = leader_call_take_due(&e->waiters, w != NULL ? &w->call : NULL,
-                                     &e->resend, to, now, held, &h)) != NULL) {
-        if (gate == EXT_WIRE_GATE_OLD && is_format3(w)) {
-            leader_call_unsend(&w->call); /* refused instead */
+                                     &e->resend, to, now, held, &h,
+                                     &refused)) != NULL) {
+        if (refused) {
+            char why[256] = "";
+            if (to->id == e->id) {
+                (void)wire_gate_members(d, e->id, why, sizeof why);
+            } else {
+                wire_gate_leader_why(to->id, to->wire, why, sizeof why);
+            }
             refuse_gated(w, why);
             continue;
         }
@@ -532,18 +545,20 @@ static void dispatch(struct ext_exec *e, struct raft_uv_node *d)
     raft_id leader = raft_leader_id(core);
     bool is_leader = raft_role(core) == RAFT_LEADER;
     uint64_t now = raft_uv_node_now(d);
+    struct ext_leader_call_server to;
     struct outgoing *o;
-    char why[256];
     unsigned cnt;
-    int gate;
 
     if (raft_uv_node_failed(d) || (leader == 0 && !is_leader)) {
         return;
     }
-    gate = is_leader ? wire_gate_members(d, self, why, sizeof why)
-                     : wire_gate_leader(d, leader, why, sizeof why);
+    /* Leading, the server a request goes to is this node's log, which
+     * takes what every member applies. */
+    to.id = is_leader ? self : leader;
+    to.wire = is_leader ? wire_gate_log_wire(d, self)
+                        : raft_uv_node_peer_wire(d, leader);
     pthread_mutex_lock(&e->mu);
-    o = take_pending(e, is_leader ? self : leader, now, gate, why, &cnt);
+    o = take_pending(e, d, &to, now, &cnt);
     pthread_mutex_unlock(&e->mu);
     if (cnt == 0) {
         free(o);

@@ -1,7 +1,7 @@
 /* One call to the leader and its caller's wait (leader_call.h): the
  * owner's table, the deadline, the sliced wait that asks the caller's
  * probe outside the owner's mutex, how the wait ended, and the loop's
- * walk with its resend rule. */
+ * walk with its resend rule and its wire gate. */
 
 #include "leader_call.h"
 
@@ -187,15 +187,38 @@ unsigned leader_call_count(const struct ext_leader_call_table *t)
     return t->n;
 }
 
+void leader_call_need_wire(struct ext_leader_call *call, unsigned wire)
+{
+    call->wire_needed = wire;
+}
+
+/* gate says what the wire gate does with @c, due to go to @to under
+ * @policy: 0 it goes, 1 it is held back, 2 it is refused. */
+static int gate(const struct ext_leader_call *c,
+                const struct ext_leader_call_policy *policy,
+                const struct ext_leader_call_server *to)
+{
+    if (c->wire_needed == 0) {
+        return 0;
+    }
+    if (to->wire == 0) {
+        return policy->wait_for_wire ? 1 : 0;
+    }
+    return to->wire < c->wire_needed ? 2 : 0;
+}
+
 void *leader_call_take_due(struct ext_leader_call_table *t,
                            const struct ext_leader_call *after,
                            const struct ext_leader_call_policy *policy,
-                           raft_id to, uint64_t now,
-                           ext_leader_call_hold_cb hold, void *data)
+                           const struct ext_leader_call_server *to,
+                           uint64_t now, ext_leader_call_hold_cb hold,
+                           void *data, bool *out_refused)
 {
     struct ext_leader_call *c = after != NULL ? after->next : t->head;
 
     for (; c != NULL; c = c->next) {
+        int g;
+
         if (c->state != EXT_CALL_QUEUED && c->state != EXT_CALL_SENT) {
             continue; /* TAKEN or DONE: never sent again */
         }
@@ -205,8 +228,21 @@ void *leader_call_take_due(struct ext_leader_call_table *t,
         /* The resend rule: a SENT call goes again to another leader
          * (when the policy follows it) or once overdue. */
         if (c->state == EXT_CALL_SENT &&
-            !(policy->follow_leader && c->sent_to != to) &&
+            !(policy->follow_leader && c->sent_to != to->id) &&
             now < c->sent_at + policy->retry_ms) {
+            continue;
+        }
+        /* The wire gate: due, but not to a server that cannot take it.
+         * Back to QUEUED, as a send taken back: its answer from the
+         * server it went to before is no longer awaited. */
+        g = gate(c, policy, to);
+        if (g == 2 && out_refused != NULL) {
+            c->state = EXT_CALL_QUEUED;
+            *out_refused = true;
+            return c->item;
+        }
+        if (g != 0) {
+            c->state = EXT_CALL_QUEUED;
             continue;
         }
         c->state = EXT_CALL_SENT;
@@ -214,7 +250,10 @@ void *leader_call_take_due(struct ext_leader_call_table *t,
         c->left_node = true;
         c->attempts++;
         c->sent_at = now;
-        c->sent_to = to;
+        c->sent_to = to->id;
+        if (out_refused != NULL) {
+            *out_refused = false;
+        }
         return c->item;
     }
     return NULL;

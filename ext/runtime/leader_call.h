@@ -17,6 +17,15 @@
  *     once it is overdue by a retry interval, or, for an owner whose
  *     policy follows the leader, once another server leads
  *     (leader_call_take_due, on the owner's wake and tick);
+ *   - the wire gate: a call that needs a wire version at the server it
+ *     goes to (leader_call_need_wire: a frame type's
+ *     raft_frame_type_wire_min, EXT_WIRE_GATE_VERSION for a request of
+ *     format 3) is refused while that server speaks an older one, or, for
+ *     an owner whose policy waits for it, held back while its version is
+ *     not known (leader_call_take_due): the owner only words the
+ *     refusal. What wire version this node's own log takes (the leader
+ *     admitting a request of format 3, also a forwarded one) stays the
+ *     members rule of wire_gate.c, which the owner passes as its own;
  *   - a wait on a predicate (leader_call_poll), for what the applier
  *     moves rather than the loop (an index applied, a repair done),
  *     with the same deadline, probe and ends.
@@ -32,12 +41,15 @@
  * Failure modes: no leader or no answer until the deadline
  * (EXT_CALL_EXPIRED; the call's left_node tells which words), a leader
  * change or a lost frame (due again: the owner resends under the same
- * request id), the caller interrupted (EXT_CALL_INTERRUPTED within
+ * request id), the server it would go to on a wire version older than
+ * the call needs (leader_call_take_due returns it refused: its owner
+ * answers it), the caller interrupted (EXT_CALL_INTERRUPTED within
  * poll_ms), the owner shutting down (EXT_CALL_SHUTDOWN). */
 
 #ifndef EXT_LEADER_CALL_H
 #define EXT_LEADER_CALL_H
 
+#include <limits.h>
 #include <pthread.h>
 #include <stdbool.h>
 #include <stdint.h>
@@ -89,7 +101,24 @@ struct ext_leader_call_policy {
     bool follow_leader; /* a SENT call is due again at once when the
                            server it would go to now is not the one it
                            went to */
+    bool wait_for_wire; /* a call that needs a wire version stays QUEUED
+                           while the server's is not known (not
+                           connected yet); else it goes, and a send that
+                           fails is taken back */
 };
+
+/* The server a walk's calls would go to, as the owner's loop sees it. */
+struct ext_leader_call_server {
+    raft_id id;    /* the leader, this node's id when it leads; 0: none */
+    unsigned wire; /* the wire version it takes (raft_uv_node_peer_wire;
+                      for this node's own log, wire_gate_log_wire;
+                      EXT_LEADER_CALL_WIRE_ANY: no frame goes; 0: not
+                      known) */
+};
+
+/* The wire of a server a call reaches with no frame (this node's own
+ * core, when it leads): any call can go. */
+#define EXT_LEADER_CALL_WIRE_ANY UINT_MAX
 
 /* One call to the leader. Owned by its caller (on its stack, or in a
  * slot the caller holds); the owner links it into its table while it
@@ -113,6 +142,8 @@ struct ext_leader_call {
     uint64_t sent_at;             /* loop clock of its latest send, ms */
     raft_id sent_to;              /* the server it was last sent to, 0:
                                      never sent (owner) */
+    unsigned wire_needed;         /* the lowest wire version the server
+                                     it goes to must take, 0: any */
     unsigned poll_ms;             /* the wait's slice while a probe is
                                      asked */
     struct timespec deadline;     /* CLOCK_MONOTONIC */
@@ -150,6 +181,12 @@ int leader_call_open(struct ext_leader_call_table *t,
                      struct ext_leader_call *call, void *item,
                      const uint64_t id[2], unsigned timeout_ms,
                      unsigned poll_ms);
+
+/* leader_call_need_wire says that @call, open, can go only to a server
+ * that takes wire version @wire or later (0: any, as opened): a frame
+ * type's raft_frame_type_wire_min, or EXT_WIRE_GATE_VERSION for a request
+ * of format 3. leader_call_take_due holds to it. */
+void leader_call_need_wire(struct ext_leader_call *call, unsigned wire);
 
 /* leader_call_close takes @call out of @t, into which leader_call_open
  * linked it, and releases what leader_call_open took. */
@@ -203,20 +240,28 @@ unsigned leader_call_count(const struct ext_leader_call_table *t);
 typedef bool (*ext_leader_call_hold_cb)(void *item, void *data);
 
 /* leader_call_take_due returns the item of the next call of @t after
- * @after's (NULL: from the newest) that is due to go to @to (the leader,
- * this node's id when it leads) at loop clock @now (ms) under @policy,
- * marked SENT to @to at @now: it left this node (left_before keeps
- * whether it had before); NULL once no call is left. Due: a QUEUED call;
- * a SENT one when @policy follows the leader and @to is not the server
- * it went to, or when it went @policy->retry_ms ago or longer; a TAKEN
- * or DONE one never. @hold (may be NULL) is asked first of every QUEUED
- * or SENT call. The owner checks that a leader is known, and takes back
- * a send that does not happen with leader_call_unsend. */
+ * @after's (NULL: from the newest) that is due to go to server @to (the
+ * leader, this node's id when it leads, and the wire version it takes)
+ * at loop clock @now (ms) under @policy, marked SENT to @to at @now: it
+ * left this node (left_before keeps whether it had before); NULL once no
+ * call is left. Due: a QUEUED call; a SENT one when @policy follows the
+ * leader and @to is not the server it went to, or when it went
+ * @policy->retry_ms ago or longer; a TAKEN or DONE one never. @hold (may
+ * be NULL) is asked first of every QUEUED or SENT call.
+ * The wire gate, for a due call that needs a wire version
+ * (leader_call_need_wire): while @to's is not known (0) and @policy
+ * waits for it, the call is held back, QUEUED; while @to's is older, the
+ * call is refused: returned QUEUED, not sent (left_node as it was), with
+ * @out_refused set, for its owner to answer (without @out_refused, NULL,
+ * it is held back instead). @out_refused, when given, is cleared for a
+ * call that goes. The owner checks that a leader is known, and takes
+ * back a send that does not happen with leader_call_unsend. */
 void *leader_call_take_due(struct ext_leader_call_table *t,
                            const struct ext_leader_call *after,
                            const struct ext_leader_call_policy *policy,
-                           raft_id to, uint64_t now,
-                           ext_leader_call_hold_cb hold, void *data);
+                           const struct ext_leader_call_server *to,
+                           uint64_t now, ext_leader_call_hold_cb hold,
+                           void *data, bool *out_refused);
 
 /* ---- The owner's side ---------------------------------------------------
  * Each function below takes a call its owner links, and is called on any

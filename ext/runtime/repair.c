@@ -2,7 +2,8 @@
  *
  * The repair request is one leader call (leader_call.h), opened by the
  * tick that starts a repair and DONE once an install ends the
- * divergence; leader_call_take_due decides when it goes (again).
+ * divergence; leader_call_take_due decides when it goes (again), and
+ * refuses it while the leader speaks a wire without the request.
  * Happy path, follower: the applier sees a foreign commit and holds ->
  * repair_on_tick sends RAFT_FRAME_REPAIR_REQUEST (its applied index) to
  * the leader -> the leader's driver makes a snapshot at least at that
@@ -242,19 +243,12 @@ static void lead_off(struct ext_repair *r, struct raft_uv_node *d)
 }
 
 /* ask_leader sends the leader a repair request: a snapshot at least at
- * @applied (the call, taken SENT to it, is taken back when the leader's
- * wire version lacks the frame: asked again at the next tick). */
+ * @applied (the call taken SENT to it, its wire gate passed). */
 static void ask_leader(struct ext_repair *r, struct raft_uv_node *d,
                        raft_id leader, uint64_t applied)
 {
     struct raft_frame f;
-    unsigned wire = raft_uv_node_peer_wire(d, leader);
-    if (wire != 0 &&
-        wire < raft_frame_type_wire_min(RAFT_FRAME_REPAIR_REQUEST)) {
-        leader_call_unsend(&r->call);
-        set_phase(r, EXT_REPAIR_OLD_LEADER, leader, "", 0);
-        return;
-    }
+
     memset(&f, 0, sizeof f);
     f.type = RAFT_FRAME_REPAIR_REQUEST;
     f.from = r->id;
@@ -291,6 +285,8 @@ static bool open_call(struct ext_repair *r)
     if (leader_call_open(&r->calls, &r->call, r, NULL, 0, 0) != 0) {
         return false;
     }
+    leader_call_need_wire(&r->call,
+                          raft_frame_type_wire_min(RAFT_FRAME_REPAIR_REQUEST));
     r->has_call = true;
     return true;
 }
@@ -308,7 +304,13 @@ bool repair_on_tick(struct ext_repair *r, struct raft_uv_node *d,
     struct raft_uv_node_stats st;
     bool leading = raft_role(core) == RAFT_LEADER;
     raft_id leader = leading ? r->id : raft_leader_id(core);
-    bool first;
+    /* Leading, it goes to this node's own transfer: no frame. */
+    const struct ext_leader_call_server to = {
+        .id = leader,
+        .wire = leading       ? EXT_LEADER_CALL_WIRE_ANY
+                : leader != 0 ? raft_uv_node_peer_wire(d, leader)
+                              : 0};
+    bool first, refused;
 
     raft_uv_node_stats(d, &st);
     if (repairs == r->n_repairs_seen) {
@@ -343,11 +345,16 @@ bool repair_on_tick(struct ext_repair *r, struct raft_uv_node *d,
         set_phase(r, EXT_REPAIR_MANUAL, 0, "", 0);
         return first;
     }
-    if (!open_call(r) || leader_call_take_due(&r->calls, NULL, &resend, leader,
-                                              now, NULL, NULL) == NULL) {
+    if (!open_call(r) ||
+        leader_call_take_due(&r->calls, NULL, &resend, &to, now, NULL, NULL,
+                             &refused) == NULL) {
         return first;
     }
-    if (leading) {
+    if (refused) {
+        /* The leader's wire has no repair request: asked again at the
+         * next tick. */
+        set_phase(r, EXT_REPAIR_OLD_LEADER, leader, "", 0);
+    } else if (leading) {
         /* Sent to this server: a transfer (or why none), tried again
          * after retry_ms, and the new leader asked at once. */
         lead_off(r, d);

@@ -1,5 +1,6 @@
 /* Whether requests of format version 3 may go into the log (wire_gate.h):
- * every member must speak wire version 3 or later. */
+ * every member must speak wire version 3 or later; and the words of a
+ * follower's refusal when its leader speaks an older one. */
 
 #include "wire_gate.h"
 
@@ -36,20 +37,32 @@ int wire_gate_members(const struct raft_uv_node *d, raft_id self, char *why,
     return EXT_WIRE_GATE_OPEN;
 }
 
-int wire_gate_leader(const struct raft_uv_node *d, raft_id leader, char *why,
-                     size_t why_len)
+unsigned wire_gate_log_wire(const struct raft_uv_node *d, raft_id self)
 {
-    unsigned wire = raft_uv_node_peer_wire(d, leader);
+    const struct raft_configuration *conf =
+        raft_current_configuration(raft_uv_node_core(d));
+    unsigned lowest = 0;
 
-    if (wire == 0 || wire >= EXT_WIRE_GATE_VERSION) {
-        return EXT_WIRE_GATE_OPEN;
+    for (unsigned i = 0; i < conf->n; i++) {
+        unsigned wire =
+            conf->servers[i].id == self
+                ? 0
+                : raft_uv_node_peer_wire_last(d, conf->servers[i].id);
+        if (wire != 0 && (lowest == 0 || wire < lowest)) {
+            lowest = wire;
+        }
     }
+    return lowest;
+}
+
+void wire_gate_leader_why(raft_id leader, unsigned wire, char *why,
+                          size_t why_len)
+{
     snprintf(why, why_len,
              "the leader (server %llu) speaks wire version %u, which cannot "
              "apply request format 3 " EXT__WIRE_GATE_FNS
              ": upgrade every member first (raft_exec works meanwhile)",
              (unsigned long long)leader, wire);
-    return EXT_WIRE_GATE_OLD;
 }
 
 void wire_gate_refused_why(raft_id leader, char *why, size_t why_len)

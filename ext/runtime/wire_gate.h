@@ -10,7 +10,12 @@
  * What a member speaks is what its handshake announced when last
  * reached (raft_uv_node_peer_wire_last): a member that went down keeps
  * the version it spoke, and one not reached since this node started is
- * admitted (wire_gate_members says why). */
+ * admitted (wire_gate_members says why).
+ *
+ * This is the members rule: what the leader admits into its log. Whether
+ * a call goes to a server that cannot take it (a follower forwarding to
+ * an older leader) is the leader call's gate (leader_call_take_due);
+ * this file words that refusal. */
 
 #ifndef EXT_WIRE_GATE_H
 #define EXT_WIRE_GATE_H
@@ -45,13 +50,22 @@ enum ext_wire_gate {
 int wire_gate_members(const struct raft_uv_node *d, raft_id self, char *why,
                       size_t why_len);
 
-/* wire_gate_leader checks leader @leader, to whom a follower would
- * forward a request of format 3: OLD (with @why) while the established
- * connection to it speaks a wire version below EXT_WIRE_GATE_VERSION,
- * else OPEN (also while not connected: nothing is sent then). Loop thread
- * of @d. */
-int wire_gate_leader(const struct raft_uv_node *d, raft_id leader, char *why,
-                     size_t why_len);
+/* wire_gate_log_wire returns the wire version this node's log takes
+ * while it leads driver @d: the lowest version a server of the
+ * configuration in force (other than @self) announced when it was last
+ * reached, 0 when none was (every server not reached is admitted, as in
+ * wire_gate_members). What exec.c's calls give leader_call_take_due as
+ * the wire of the server they go to when this node leads. Loop thread of
+ * @d. */
+unsigned wire_gate_log_wire(const struct raft_uv_node *d, raft_id self);
+
+/* wire_gate_leader_why writes into @why (@why_len bytes) why a follower
+ * refuses a request of format 3 that leader_call_take_due refused to
+ * send: leader @leader speaks wire version @wire, below
+ * EXT_WIRE_GATE_VERSION, as the end of a "not applied: " message. Any
+ * thread. */
+void wire_gate_leader_why(raft_id leader, unsigned wire, char *why,
+                          size_t why_len);
 
 /* wire_gate_refused_why writes into @why the reason a follower gives when
  * leader @leader refused a request of format 3 with RAFT_FORMAT (a member

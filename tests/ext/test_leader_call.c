@@ -64,6 +64,9 @@ static void owner_close(struct owner *o)
 static const struct ext_leader_call_policy policy = {.retry_ms = 500,
                                                      .follow_leader = true};
 
+/* server is the server @n on a wire not known: no gate applies. */
+#define server(n) ((struct ext_leader_call_server){.id = (n)})
+
 /* open_call opens @call in @o's table: request id @id (may be NULL),
  * expiring in @timeout_ms, asking its probe every @poll_ms. */
 static void open_call(struct owner *o, struct ext_leader_call *call,
@@ -87,7 +90,8 @@ static void close_call(struct owner *o, struct ext_leader_call *call)
  * does; returns it. Caller holds o->mu. */
 static struct ext_leader_call *send(struct owner *o, raft_id to, uint64_t now)
 {
-    return leader_call_take_due(&o->t, NULL, &policy, to, now, NULL, NULL);
+    return leader_call_take_due(&o->t, NULL, &policy, &server(to), now, NULL,
+                                NULL, NULL);
 }
 
 /* link_call tells the loop that @call is linked (the caller's
@@ -386,7 +390,8 @@ static bool due(struct ext_leader_call_table *t,
                 const struct ext_leader_call_policy *p, raft_id to,
                 uint64_t now)
 {
-    return leader_call_take_due(t, NULL, p, to, now, NULL, NULL) != NULL;
+    return leader_call_take_due(t, NULL, p, &server(to), now, NULL, NULL,
+                                NULL) != NULL;
 }
 
 /* The resend rule: a QUEUED call is due; a SENT one when the leader
@@ -478,23 +483,116 @@ static void test_take_due(void **state)
     }
     leader_call_taken(&calls[3]); /* never due */
     /* Newest first: 4 (taken: not asked), 2, 1 (held), 0. */
-    got = leader_call_take_due(&t, NULL, &policy, 2, 0, hold_odd, &asked);
+    got = leader_call_take_due(&t, NULL, &policy, &server(2), 0, hold_odd,
+                               &asked, NULL);
     assert_ptr_equal(got, &items[2]);
     assert_int_equal(calls[2].state, EXT_CALL_SENT);
-    got = leader_call_take_due(&t, &calls[2], &policy, 2, 0, hold_odd, &asked);
+    got = leader_call_take_due(&t, &calls[2], &policy, &server(2), 0, hold_odd,
+                               &asked, NULL);
     assert_ptr_equal(got, &items[0]);
-    assert_null(
-        leader_call_take_due(&t, &calls[0], &policy, 2, 0, hold_odd, &asked));
+    assert_null(leader_call_take_due(&t, &calls[0], &policy, &server(2), 0,
+                                     hold_odd, &asked, NULL));
     assert_int_equal(asked, 3);
     assert_int_equal(calls[1].state, EXT_CALL_QUEUED);
     /* Without the hold, the one held back is due; the two sent, not
      * overdue, are not. */
-    assert_ptr_equal(leader_call_take_due(&t, NULL, &policy, 2, 1, NULL, NULL),
+    assert_ptr_equal(leader_call_take_due(&t, NULL, &policy, &server(2), 1,
+                                          NULL, NULL, NULL),
                      &items[1]);
-    assert_null(leader_call_take_due(&t, &calls[1], &policy, 2, 1, NULL, NULL));
+    assert_null(leader_call_take_due(&t, &calls[1], &policy, &server(2), 1,
+                                     NULL, NULL, NULL));
     for (unsigned i = 0; i < 4; i++) {
         leader_call_close(&t, &calls[i]);
     }
+}
+
+/* The wire gate: a call that needs wire version 3 goes to a server on
+ * wire 3 or later; to one on wire 2 it is refused, returned QUEUED and
+ * not sent (left_node as it was); to one whose version is not known it
+ * goes unless the policy waits for it, then it is held back QUEUED. A
+ * call that needs no version goes to any. Without @out_refused a refused
+ * call is held back. */
+static void test_wire_gate(void **state)
+{
+    struct ext_leader_call_table t = {0};
+    struct ext_leader_call needs, any;
+    struct ext_leader_call_policy waits = {
+        .retry_ms = 500, .follow_leader = true, .wait_for_wire = true};
+    const struct ext_leader_call_server old = {.id = 2, .wire = 2};
+    const struct ext_leader_call_server unknown = {.id = 2, .wire = 0};
+    const struct ext_leader_call_server fresh = {.id = 3, .wire = 3};
+    bool refused = true;
+    (void)state;
+
+    assert_int_equal(leader_call_open(&t, &any, &any, NULL, LONG_MS, 0), 0);
+    assert_int_equal(leader_call_open(&t, &needs, &needs, NULL, LONG_MS, 0), 0);
+    leader_call_need_wire(&needs, 3);
+
+    /* An old server: the call that needs 3 is refused, the other sent. */
+    assert_ptr_equal(
+        leader_call_take_due(&t, NULL, &policy, &old, 0, NULL, NULL, &refused),
+        &needs);
+    assert_true(refused);
+    assert_int_equal(needs.state, EXT_CALL_QUEUED);
+    assert_false(needs.left_node);
+    assert_int_equal(needs.attempts, 0);
+    assert_ptr_equal(leader_call_take_due(&t, &needs, &policy, &old, 0, NULL,
+                                          NULL, &refused),
+                     &any);
+    assert_false(refused);
+    assert_int_equal(any.state, EXT_CALL_SENT);
+    assert_null(
+        leader_call_take_due(&t, &any, &policy, &old, 0, NULL, NULL, &refused));
+
+    /* Without out_refused, refused is held back: nothing taken. */
+    assert_null(
+        leader_call_take_due(&t, NULL, &policy, &old, 0, NULL, NULL, NULL));
+    assert_int_equal(needs.state, EXT_CALL_QUEUED);
+
+    /* Not known: held back when the policy waits, else sent. */
+    assert_null(leader_call_take_due(&t, NULL, &waits, &unknown, 0, NULL, NULL,
+                                     &refused));
+    assert_int_equal(needs.state, EXT_CALL_QUEUED);
+    assert_ptr_equal(leader_call_take_due(&t, NULL, &policy, &unknown, 0, NULL,
+                                          NULL, &refused),
+                     &needs);
+    assert_false(refused);
+    assert_int_equal(needs.state, EXT_CALL_SENT);
+    assert_int_equal(needs.sent_to, 2);
+
+    /* Sent, then due again at a new leader on the old wire (policy
+     * follows): refused, back to QUEUED, still left the node. */
+    assert_ptr_equal(leader_call_take_due(
+                         &t, NULL, &policy,
+                         &(struct ext_leader_call_server){.id = 4, .wire = 2},
+                         0, NULL, NULL, &refused),
+                     &needs);
+    assert_true(refused);
+    assert_int_equal(needs.state, EXT_CALL_QUEUED);
+    assert_true(needs.left_node);
+    assert_int_equal(needs.attempts, 1);
+
+    /* A server on the new wire: sent. */
+    assert_ptr_equal(
+        leader_call_take_due(&t, NULL, &waits, &fresh, 0, NULL, NULL, &refused),
+        &needs);
+    assert_false(refused);
+    assert_int_equal(needs.state, EXT_CALL_SENT);
+    assert_int_equal(needs.sent_to, 3);
+    assert_int_equal(needs.attempts, 2);
+
+    /* This node's own core (no frame): any call goes. */
+    leader_call_unsend(&needs);
+    assert_ptr_equal(
+        leader_call_take_due(&t, NULL, &waits,
+                             &(struct ext_leader_call_server){
+                                 .id = 1, .wire = EXT_LEADER_CALL_WIRE_ANY},
+                             0, NULL, NULL, &refused),
+        &needs);
+    assert_false(refused);
+
+    leader_call_close(&t, &needs);
+    leader_call_close(&t, &any);
 }
 
 /* A send that did not happen is taken back: QUEUED, and left_node as
@@ -615,6 +713,7 @@ int main(void)
         cmocka_unit_test(test_extend),
         cmocka_unit_test(test_due),
         cmocka_unit_test(test_take_due),
+        cmocka_unit_test(test_wire_gate),
         cmocka_unit_test(test_unsend),
         cmocka_unit_test(test_table),
         cmocka_unit_test(test_poll),
