@@ -139,7 +139,10 @@ void exec_fail_waiting(struct ext_exec *e, const char *reason);
  * callers are failed now: never sent, as new ones; sent, "outcome
  * unknown" (the members decide, this node may never hear), but for those
  * whose entry lies before @conf_index, committed here and applied. Loop
- * thread, at every tick. */
+ * thread: at every tick, and after any step of the core that changed
+ * whether this node is removed (node.c on_stepped), so also from inside
+ * a proposal or a message's step: a caller that steps the core must not
+ * hold @e's mutex. */
 void exec_set_removed(struct ext_exec *e, bool removed, raft_index conf_index);
 
 /* exec_counts gives the number of requests in the submission queue and

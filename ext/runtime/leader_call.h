@@ -270,8 +270,10 @@ void *leader_call_take_due(struct ext_leader_call_table *t,
 
 /* leader_call_unsend takes back the latest send of @call (its
  * leader_call_take_due), which did not happen (the frame was not
- * written, the proposal failed, the leader did not take it, the owner
- * refused it): QUEUED, and left_node as it was before that send. */
+ * written, the proposal failed, the leader did not take it): QUEUED,
+ * and left_node as it was before that send. Never for a call the wire
+ * gate refused: that take sent nothing, so there is nothing to take
+ * back (it would lose a left_node of an earlier send). */
 void leader_call_unsend(struct ext_leader_call *call);
 
 /* leader_call_requeue makes @call QUEUED to be sent again (the leader

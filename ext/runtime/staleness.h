@@ -116,10 +116,11 @@ void staleness_free(struct ext_staleness *s);
  * follows a change of the verdict's notice text, a log line a change of
  * stale; with a bound, the marker's mtime is set to now when
  * EXT_BOUND_BEAT_MS passed since the last time (a failure is a WARN line,
- * once until it works again). Returns true when the node turned stale at
- * this tick (node.c then publishes EXT_EVENT_STALE, on which the guard
- * expires prepared statements).
- * Loop thread. */
+ * once until it works again). Returns true when the node turned stale
+ * with this call (node.c then publishes EXT_EVENT_STALE, on which the
+ * guard expires prepared statements). Loop thread: at every tick, and
+ * after a step of the core that changed whether this node is removed
+ * (node.c on_stepped); the owner once before the loop starts. */
 bool staleness_on_tick(struct ext_staleness *s,
                        const struct ext_staleness_view *v);
 
