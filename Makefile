@@ -492,7 +492,8 @@ test_dial,test_build_id,test_host_sqlite,test_python_host,\
 test_failed_start,test_bootstrap,test_cluster_id,test_crash,test_disks,\
 test_tls,test_wedges,test_error_codes
 tsan: all $(B)/tsan/raftsql-testhost $(B)/tsan/raftsql-node
-	TSAN_OPTIONS=exitcode=66 RAFTSQL_TESTHOST=$(B)/tsan/raftsql-testhost \
+	TSAN_OPTIONS=exitcode=66:suppressions=$(CURDIR)/tests/tsan.supp \
+	    RAFTSQL_TESTHOST=$(B)/tsan/raftsql-testhost \
 	    RAFTSQL_DAEMON=$(B)/tsan/raftsql-node RAFTSQL_SO=$(B)/raftsql.so \
 	    E2E_SKIP="$(TSAN_SKIP)" $(PYTHON) tests/e2e/run.py
 
