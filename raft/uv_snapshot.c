@@ -180,14 +180,15 @@ static void start_create(struct raft_uv_node *d)
 
 /* send_chunks fills the window of transfer @s. */
 /* test_hold says whether test fault RAFTSQL_TEST_SNAPSHOT_HOLD (test
- * builds only: a file path) holds transfer @s after its first window
- * while that file exists, so a test sees a transfer under way in status;
+ * builds only: a file path) holds transfer @s after its first chunk
+ * while that file exists, so a test sees a transfer under way in status,
+ * still: once that chunk is acknowledged, nothing moves on either side;
  * the transfer goes on at the first tick after the file is removed. */
 static bool test_hold(const struct raft_uv_snapshot_send *s)
 {
 #ifdef RAFTSQL_TEST_FAULTS
     const char *path = getenv("RAFTSQL_TEST_SNAPSHOT_HOLD");
-    return path != NULL && path[0] != '\0' && s->acked > 0 &&
+    return path != NULL && path[0] != '\0' && s->sent > 0 &&
            access(path, F_OK) == 0;
 #else
     (void)s;

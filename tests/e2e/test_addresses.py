@@ -55,7 +55,9 @@ class AddressClusterTest(unittest.TestCase):
         leader.sql("SELECT raft_exec('CREATE TABLE t(x)')")
         leader.sql("SELECT raft_exec('INSERT INTO t VALUES (1)')")
         follower.sql("SELECT raft_exec('INSERT INTO t VALUES (2)')")
-        self.cluster.wait_applied(leader.status()["applied"])
+        # The follower's write is applied there when its raft_exec
+        # returns, perhaps before the leader's apply thread gets to it.
+        self.cluster.wait_all_applied()
         for n in self.cluster.nodes:
             self.assertEqual(n.value("SELECT count(*) FROM t"), 2)
             for p in n.status()["peers"]:

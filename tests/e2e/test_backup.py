@@ -167,8 +167,9 @@ class BackupTest(unittest.TestCase):
             cls.source_bytes = f.read()
         cls.expected = fingerprint(cls.source)
         # The leader holds its snapshot transfers after their first
-        # window while this file exists (RAFTSQL_TEST_SNAPSHOT_HOLD), so
-        # the progress in status is seen under way; then they finish.
+        # chunk while this file exists (RAFTSQL_TEST_SNAPSHOT_HOLD), so
+        # the progress in status is seen under way, still once that chunk
+        # is acknowledged; then they finish.
         hold = os.path.join(cls.dir, "hold")
         open(hold, "w").close()
         cls.extra = []
@@ -189,10 +190,13 @@ class BackupTest(unittest.TestCase):
     def transfers_held(cluster):
         """The leader's per-peer snapshot progress and the receivers'
         snapshot_transfer, once both transfers are under way on both
-        sides; else None."""
+        sides and held (the first chunk acknowledged: the leader counts
+        it when its acknowledgement arrives, after the receiver took it
+        in); else None."""
         leader = cluster.nodes[0].status()
         sending = {p["id"]: p.get("snapshot") for p in leader["peers"]}
-        if not all(sending.get(i) for i in (2, 3)):
+        if not all(sending.get(i) and sending[i]["bytes"] > 0
+                   for i in (2, 3)):
             return None
         receiving = {n.id: n.status()["snapshot_transfer"]
                      for n in cluster.nodes[1:]}
