@@ -180,8 +180,9 @@ int sqlite3_raftsql_init(sqlite3 *db, char **pzErrMsg,
  * raftsql's write guard. Loading raftsql installs the guard with
  * sqlite3_set_authorizer, and SQLite keeps one authorizer per connection
  * and cannot read it back: a host calling sqlite3_set_authorizer itself
- * afterwards removes the guard (direct writes to the replica then go
- * through). Call this instead, with the same arguments as
+ * afterwards removes the guard (direct writes to the replica then run,
+ * and raftsql's commit hook vetoes their commit:
+ * SQLITE_CONSTRAINT_COMMITHOOK). Call this instead, with the same arguments as
  * sqlite3_set_authorizer (https://sqlite.org/c3ref/set_authorizer.html):
  *   - the guard decides first: an action it refuses is SQLITE_DENY,
  *     whatever @x says; @x is not called for it;

@@ -155,6 +155,12 @@ static int copy_source(const char *src, const char *tmp, sqlite3 **out,
         rc = code_of(rc);
         goto out;
     }
+    /* An auto-extension (raftsql's write guard, which refuses writes to
+     * a replica's file that no node serves: a replica's copy is one) may
+     * have installed one, and a commit hook. The copy is ours until it is
+     * renamed. */
+    sqlite3_set_authorizer(to, NULL, NULL);
+    sqlite3_commit_hook(to, NULL, NULL);
     b = sqlite3_backup_init(to, "main", from, "main");
     if (b == NULL) {
         sql_errmsgf(errmsg, errmsg_len, "copy %s: %s", src, sqlite3_errmsg(to));
@@ -212,7 +218,8 @@ static int check_replica_copy(const char *src, const char *tmp, char *errmsg,
                 "(raft_verify() on the file says equal:false); found the "
                 "cluster on a healthy replica's raft_backup(), or, to take "
                 "this content as it is, drop its raftsql_applied table "
-                "first",
+                "first (in a process that did not load raftsql, which "
+                "refuses writes to a replica's file that no node serves)",
                 src, v.index, names);
     sql_verify_clear(&v);
     return SQL_ERR_INVALID;

@@ -84,62 +84,176 @@ static int guard_read(sqlite3 *db, const char *table, const char *schema)
  * not shown to a host's authorizer. */
 static _Thread_local bool syncing;
 
+/* Set while this thread asks a side connection of its own (side_ask): a
+ * module that its question would open (it opens none) is not asked about
+ * again, and its reads are not guarded again. */
+static _Thread_local bool asking;
+
+/* side_ask prepares @sql on a read-only connection of its own to @file,
+ * into *@side and *@s, for a question of the guard's about the file's
+ * schema: an authorizer may not prepare statements on the connection it
+ * authorizes. Returns false (nothing to release) while this thread asks
+ * already, else true: then the caller binds and steps *@s if it is not
+ * NULL (the open or the prepare failed otherwise), and calls side_done. */
+static bool side_ask(const char *file, const char *sql, sqlite3 **side,
+                     sqlite3_stmt **s)
+{
+    *side = NULL;
+    *s = NULL;
+    if (asking) {
+        return false;
+    }
+    asking = true;
+    if (sqlite3_open_v2(file, side, SQLITE_OPEN_READONLY, NULL) == SQLITE_OK &&
+        sqlite3_busy_timeout(*side, 1000) == SQLITE_OK) {
+        (void)sqlite3_prepare_v2(*side, sql, -1, s, NULL);
+    }
+    return true;
+}
+
+/* side_done releases what side_ask opened. */
+static void side_done(sqlite3 *side, sqlite3_stmt *s)
+{
+    sqlite3_finalize(s);
+    sqlite3_close(side);
+    asking = false;
+}
+
+/* replica_file tells whether the database file @file is a replica's: its
+ * schema holds raftsql_applied, the table in which a node keeps its
+ * applied index (made at the node's first start, kept after it stops,
+ * copied into a raft_backup). Asked on a side connection (side_ask). A
+ * file that does not exist yet, cannot be read, or any error answers
+ * false. Thread: the caller's. */
+static bool replica_file(const char *file)
+{
+    sqlite3 *side;
+    sqlite3_stmt *s;
+    bool yes;
+
+    if (!side_ask(file,
+                  "SELECT 1 FROM sqlite_schema WHERE type = 'table' AND "
+                  "name = 'raftsql_applied'",
+                  &side, &s)) {
+        return false;
+    }
+    yes = s != NULL && sqlite3_step(s) == SQLITE_ROW;
+    side_done(side, s);
+    return yes;
+}
+
 /* unserved_write refuses a direct write to @what of schema @schema (NULL:
- * main) of @db, a file no node serves, when its node ran with
- * max_staleness_ms= (attach_sock_unserved): nobody keeps it, and the
- * next start would find it diverged. Other files are written freely. */
+ * main) of @db, a file no node serves (not in this process, not through a
+ * pointer file of a live process), when it is a replica's file: its node
+ * is stopped, died or has not started yet, so nobody would replicate the
+ * write, and the node's next start would find the file diverged and
+ * repair the write away. Refused also when its node ran with
+ * max_staleness_ms= and its bound marker says it serves no more (or its
+ * heartbeat stopped: attach_sock_unserved), with that marker's reason.
+ * Other files (never a replica's) are written freely. */
 static int unserved_write(sqlite3 *db, const char *schema, const char *what)
 {
     static const char prefix[] = "stale replica: ";
     const char *file = sqlite3_db_filename(db, schema ? schema : "main");
     char why[600];
-    if (file == NULL || file[0] == '\0' ||
-        !attach_sock_unserved(file, why, sizeof why)) {
+    if (file == NULL || file[0] == '\0') {
+        return SQLITE_OK;
+    }
+    if (attach_sock_unserved(file, why, sizeof why)) {
+        fprintf(stderr,
+                "raftsql: direct write to %s refused: %s; write through "
+                "raft_exec('...') once a node serves it\n",
+                what,
+                strncmp(why, prefix, sizeof prefix - 1) == 0
+                    ? why + sizeof prefix - 1
+                    : why);
+        return SQLITE_DENY;
+    }
+    if (!replica_file(file)) {
         return SQLITE_OK;
     }
     fprintf(stderr,
-            "raftsql: direct write to %s refused: %s; write through "
-            "raft_exec('...') once a node serves it\n",
-            what,
-            strncmp(why, prefix, sizeof prefix - 1) == 0
-                ? why + sizeof prefix - 1
-                : why);
+            "raftsql: direct write to %s refused: %s is a Raft replica "
+            "(it has a raftsql_applied table) and no raftsql node serves "
+            "it (its node is stopped, died or has not started): nobody "
+            "would replicate the write, and the node's next start would "
+            "repair it away; start the node and write through "
+            "raft_exec('...'), or open the file in a process that did not "
+            "load raftsql to use it as a plain database for good\n",
+            what, file);
     return SQLITE_DENY;
 }
 
-/* Set while this thread asks builtin_shadow's connection: a module that
- * its question would open (it opens none) is not asked about again. */
-static _Thread_local bool asking;
+/* guard_commit is the commit hook of a guarded connection (@arg). The
+ * guard refuses each direct write to a replica's file when it is
+ * prepared, so a commit that writes one got past no guard: the host
+ * replaced the connection's authorizer after raftsql set it (Python's
+ * set_authorizer(None), sqlite3_set_authorizer). Committed, it would be a
+ * write no node replicates, which the node finds and repairs away; so it
+ * is vetoed (returns 1: SQLite rolls the transaction back and the
+ * statement fails with SQLITE_CONSTRAINT_COMMITHOOK, "constraint
+ * failed"), with a line on stderr. Asked of each schema but temp with a
+ * write transaction: a file a node serves (replicated), or one whose
+ * schema as this connection holds it has a raftsql_applied table
+ * (sqlite3_table_column_metadata reads that copy: no statement runs, no
+ * I/O). Returns 0 otherwise, and on a SQLite older than 3.39 (no
+ * sqlite3_db_name). The thread committing on @arg. */
+static int guard_commit(void *arg)
+{
+    sqlite3 *db = arg;
+    const char *name;
+
+    if (sqlite3_libversion_number() < 3039000) {
+        return 0;
+    }
+    for (int i = 0; (name = sqlite3_db_name(db, i)) != NULL; i++) {
+        const char *file = sqlite3_db_filename(db, name);
+        if (i == 1 || sqlite3_txn_state(db, name) != SQLITE_TXN_WRITE ||
+            file == NULL || file[0] == '\0') {
+            continue;
+        }
+        if (!replicated(db, name) &&
+            sqlite3_table_column_metadata(db, name, "raftsql_applied", NULL,
+                                          NULL, NULL, NULL, NULL,
+                                          NULL) != SQLITE_OK) {
+            continue;
+        }
+        fprintf(stderr,
+                "raftsql: commit to %s refused, rolled back: it is a Raft "
+                "replica's file, and this connection's write guard (its "
+                "authorizer) was replaced, so nothing would replicate the "
+                "write; set no authorizer on a connection that writes to a "
+                "replica (in C, raftsql_set_authorizer keeps both)\n",
+                file);
+        return 1;
+    }
+    return 0;
+}
 
 /* builtin_shadow tells whether table @table of the database file @file is
  * a shadow table of a virtual table of one of SQLite's own modules
  * (shadow.h), as SQLite
  * decides (sqlite3ShadowTableName): the virtual table is named as @table
  * up to its last '_', and its module knows the rest as a suffix of its
- * shadow tables; both tables are in the schema. It reads the schema on a
- * connection of its own, opened read-only for the question: an
- * authorizer may not prepare statements on the connection it authorizes.
- * Any error answers false. */
+ * shadow tables; both tables are in the schema. Asked on a side
+ * connection (side_ask). Any error answers false. */
 static bool builtin_shadow(const char *file, const char *table)
 {
     const char *tail = strrchr(table, '_');
-    sqlite3 *side = NULL;
-    sqlite3_stmt *s = NULL;
+    sqlite3 *side;
+    sqlite3_stmt *s;
     char module[32] = "";
 
-    if (asking || tail == NULL || tail == table) {
+    if (tail == NULL || tail == table ||
+        !side_ask(file,
+                  "SELECT v.sql FROM sqlite_schema v, sqlite_schema t WHERE "
+                  "v.type = 'table' AND v.name = substr(?1, 1, ?2) COLLATE "
+                  "NOCASE AND v.sql LIKE 'CREATE VIRTUAL %' AND t.type = "
+                  "'table' AND t.name = ?1 COLLATE NOCASE",
+                  &side, &s)) {
         return false;
     }
-    asking = true;
-    if (sqlite3_open_v2(file, &side, SQLITE_OPEN_READONLY, NULL) == SQLITE_OK &&
-        sqlite3_busy_timeout(side, 1000) == SQLITE_OK &&
-        sqlite3_prepare_v2(side,
-                           "SELECT v.sql FROM sqlite_schema v, sqlite_schema "
-                           "t WHERE v.type = 'table' AND v.name = substr(?1, "
-                           "1, ?2) COLLATE NOCASE AND v.sql LIKE 'CREATE "
-                           "VIRTUAL %' AND t.type = 'table' AND t.name = ?1 "
-                           "COLLATE NOCASE",
-                           -1, &s, NULL) == SQLITE_OK &&
+    if (s != NULL &&
         sqlite3_bind_text(s, 1, table, -1, SQLITE_STATIC) == SQLITE_OK &&
         sqlite3_bind_int(s, 2, (int)(tail - table)) == SQLITE_OK &&
         sqlite3_step(s) == SQLITE_ROW && sqlite3_column_text(s, 0) != NULL) {
@@ -147,9 +261,7 @@ static bool builtin_shadow(const char *file, const char *table)
                       (size_t)sqlite3_column_bytes(s, 0), module,
                       sizeof module);
     }
-    sqlite3_finalize(s);
-    sqlite3_close(side);
-    asking = false;
+    side_done(side, s);
     return shadow_known(module) && shadow_suffix(module, tail + 1);
 }
 
@@ -610,6 +722,7 @@ int ext_guard_install(sqlite3 *db)
         return rc;
     }
     defend(db);
+    sqlite3_commit_hook(db, guard_commit, db);
     return sqlite3_set_authorizer(db, guard, db);
 }
 
@@ -674,6 +787,7 @@ int ext_guard_set_host(sqlite3 *db, ext_guard_host_cb cb, void *arg)
      * of memory: its statements are not expired). */
     (void)track(db);
     defend(db);
+    sqlite3_commit_hook(db, guard_commit, db);
     return h != NULL ? sqlite3_set_authorizer(db, chained, h)
                      : sqlite3_set_authorizer(db, guard, db);
 }

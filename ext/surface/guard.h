@@ -1,5 +1,5 @@
 /* The write guard: an authorizer on host connections that refuses direct
- * writes to a database replicated by a running node. */
+ * writes to a replica's database file, whether a node serves it or not. */
 
 #ifndef EXT_GUARD_H
 #define EXT_GUARD_H
@@ -22,15 +22,22 @@
  * allowed, but reads of replicated tables while ext_guard_read_refusal
  * refuses them (the node diverged or stale, max_staleness_ms=, or no node
  * serving a file bound by it; the raftsql_*, sqlite_* and raft_* names
- * and TEMP stay readable). While no node serves a file bound by
+ * and TEMP stay readable). While no node serves a replica's file (one
+ * whose schema has a raftsql_applied table: its node stopped, died or
+ * has not started; asked on a read-only connection of its own on the
+ * file, for a write to a file no node serves only), or a file bound by
  * max_staleness_ms (attach_sock_unserved), its writes are denied too,
- * naming why on stderr. It turns SQLITE_DBCONFIG_DEFENSIVE on for @db
+ * naming why on stderr: nobody would replicate them. It turns SQLITE_DBCONFIG_DEFENSIVE on for @db
  * and, while @db is DEFENSIVE, leaves the writes to the shadow tables of
  * SQLite's own modules (FTS3/4/5, R*Tree, geopoly) to SQLite, which
  * refuses a statement's own ("table X may not be modified") and lets the
  * module prepare its (R*Tree does when @db opens its table): those tables
  * read; deciding opens a read-only connection of its own on the file,
- * for writes to a name with a '_' only. The connection is tracked (a function named
+ * for writes to a name with a '_' only. It sets @db's commit hook too
+ * (replacing any other), which vetoes a commit that writes a replica's
+ * file (SQLITE_CONSTRAINT_COMMITHOOK, a line on stderr): one that got
+ * past no guard, the host having replaced the authorizer after this
+ * call. The connection is tracked (a function named
  * raftsql_guarded_connection forgets it at close) for
  * ext_guard_expire_all, and its main file watched (refusal_watch.h).
  * Returns SQLITE_OK or SQLite's error. Any thread. */
@@ -109,7 +116,8 @@ typedef int (*ext_guard_host_cb)(void *arg, int action, const char *a1,
 /* ext_guard_set_host sets on @db the guard followed by @cb (with @arg),
  * or, @cb NULL, the guard alone: the guard decides first and its DENY
  * wins; otherwise @cb's answer (SQLITE_OK, SQLITE_DENY, SQLITE_IGNORE)
- * stands. @db is made DEFENSIVE as by ext_guard_install. @cb never
+ * stands. @db is made DEFENSIVE, and gets the commit hook, as by
+ * ext_guard_install. @cb never
  * sees the statements raftsql prepares to check a
  * request. The state lives until the next call or the connection closes
  * (a SQL function named raftsql_host_authorizer holds it). Returns

@@ -39,17 +39,20 @@ for text, *params in json.loads(sys.argv[3]):
 """
 
 
-def writer(db, statements, prefix=(), timeout=60, timeout_s=10):
+def writer(db, statements, prefix=(), timeout=60, timeout_s=10,
+           stderr=False):
     """Run @statements ([sql, params...] lists) in a new Python process
     (through @prefix, e.g. setpriv) on @db, whose connection has a busy
-    timeout of @timeout_s seconds; return its answers."""
+    timeout of @timeout_s seconds; return its answers, and with @stderr
+    what it wrote to stderr too (a pair)."""
     out = subprocess.run(list(prefix) + [PYTHON, "-c", WRITER, db, SO_BASE,
                                          json.dumps(statements),
                                          str(timeout_s)],
                          capture_output=True, text=True, timeout=timeout)
     if out.returncode != 0:
         raise AssertionError("writer failed: %s" % out.stderr)
-    return [json.loads(line) for line in out.stdout.splitlines()]
+    answers = [json.loads(line) for line in out.stdout.splitlines()]
+    return (answers, out.stderr) if stderr else answers
 
 
 def shell(db, sql, timeout=60):

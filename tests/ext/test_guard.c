@@ -1,7 +1,8 @@
-/* Tests of the write guard beside a host's own authorizer
- * (raftsql_set_authorizer, ext/surface/guard.c), on a one-node cluster running
- * in this process: the guard decides first, the host's answer stands
- * otherwise, and NULL puts the guard back alone. */
+/* Tests of the write guard (ext/surface/guard.c): beside a host's own
+ * authorizer (raftsql_set_authorizer), on a one-node cluster running in
+ * this process: the guard decides first, the host's answer stands
+ * otherwise, and NULL puts the guard back alone; and on a replica's file
+ * that no node serves, whose direct writes it refuses. */
 
 #include <arpa/inet.h>
 #include <netinet/in.h>
@@ -186,12 +187,140 @@ static void test_replace_and_busy(void **state)
     expect(f->c, "SELECT raftsql_host_authorizer()", SQLITE_ERROR, NULL);
 }
 
+/* A host that replaces the guard (sqlite3_set_authorizer after the load,
+ * as Python's set_authorizer(None) does) gets its direct writes to the
+ * replica prepared and run, but never committed: the commit hook vetoes
+ * them (SQLITE_CONSTRAINT_COMMITHOOK), an autocommit statement and an
+ * explicit COMMIT alike, and the transaction is rolled back. Before, they
+ * were committed unreplicated. */
+static void test_replaced_guard_commits_nothing(void **state)
+{
+    struct fixture *f = *state;
+
+    assert_int_equal(sqlite3_set_authorizer(f->c, NULL, NULL), SQLITE_OK);
+    expect(f->c, "INSERT INTO t VALUES(2, 'x')", SQLITE_CONSTRAINT, NULL);
+    assert_int_equal(sqlite3_extended_errcode(f->c),
+                     SQLITE_CONSTRAINT_COMMITHOOK);
+    ok(f->c, "BEGIN");
+    ok(f->c, "UPDATE t SET x = 9");
+    ok(f->c, "CREATE TABLE u(y)");
+    expect(f->c, "SELECT x FROM t", SQLITE_OK, "9");
+    expect(f->c, "COMMIT", SQLITE_CONSTRAINT, NULL);
+    assert_int_equal(sqlite3_extended_errcode(f->c),
+                     SQLITE_CONSTRAINT_COMMITHOOK);
+    assert_true(sqlite3_get_autocommit(f->c));
+    expect(f->c, "SELECT group_concat(x) FROM t", SQLITE_OK, "1");
+    expect(f->c, "SELECT count(*) FROM sqlite_schema WHERE name = 'u'",
+           SQLITE_OK, "0");
+    /* TEMP stays writable, and the node's own writes go on. */
+    ok(f->c, "CREATE TEMP TABLE scratch(z)");
+    ok(f->c, "INSERT INTO scratch VALUES(1)");
+    ok(f->admin, "SELECT raft_exec('INSERT INTO t VALUES(3, ''y'')')");
+    expect(f->c, "SELECT group_concat(x) FROM t", SQLITE_OK, "1,3");
+}
+
+/* plain_exec runs @sql on a connection to @path opened without raftsql
+ * (a process that did not load it), failing the test on an error. */
+static void plain_exec(const char *path, const char *sql)
+{
+    sqlite3 *db = NULL;
+    assert_int_equal(sqlite3_open(path, &db), SQLITE_OK);
+    if (sqlite3_exec(db, sql, NULL, NULL, NULL) != SQLITE_OK) {
+        fail_msg("%s: %s", sql, sqlite3_errmsg(db));
+    }
+    sqlite3_close(db);
+}
+
+/* A replica's file (it has a raftsql_applied table) that no node serves,
+ * in this process or another (its node stopped, died or not started), is
+ * refused every direct write on a connection with raftsql, also ATTACHed
+ * under another name; reads answer, nothing is written. A file that never
+ * was a replica's, and one not created yet, are written freely. Before,
+ * only a file whose node ran with max_staleness_ms was refused. */
+static void test_no_node_refuses_writes_to_a_replica_file(void **state)
+{
+    struct tmpdb db;
+    char plain[160], fresh[160], sql[256];
+    sqlite3 *c = NULL, *p = NULL, *n = NULL;
+    static const char *const writes[] = {
+        "INSERT INTO t VALUES(2)",
+        "UPDATE t SET x = 5",
+        "DELETE FROM t",
+        "CREATE TABLE u(x)",
+        "CREATE INDEX tx ON t(x)",
+        "DROP TABLE t",
+        "ALTER TABLE t ADD COLUMN y",
+        "PRAGMA user_version = 3",
+    };
+    (void)state;
+
+    tmpdb_init(&db);
+    snprintf(plain, sizeof plain, "%s/plain.db", db.dir);
+    snprintf(fresh, sizeof fresh, "%s/fresh.db", db.dir);
+    plain_exec(db.path,
+               "PRAGMA journal_mode=WAL; "
+               "CREATE TABLE raftsql_applied(idx INTEGER); "
+               "CREATE TABLE t(x); INSERT INTO t VALUES(1)");
+    plain_exec(plain, "CREATE TABLE p(x)");
+
+    sqlite3_auto_extension((void (*)(void))sqlite3_raftsql_init);
+    assert_int_equal(sqlite3_open(db.path, &c), SQLITE_OK);
+    assert_int_equal(sqlite3_open(plain, &p), SQLITE_OK);
+    assert_int_equal(sqlite3_open(fresh, &n), SQLITE_OK);
+    sqlite3_reset_auto_extension();
+
+    for (size_t i = 0; i < sizeof writes / sizeof writes[0]; i++) {
+        expect(c, writes[i], SQLITE_AUTH, NULL);
+    }
+    expect(c, "SELECT group_concat(x) FROM t", SQLITE_OK, "1");
+    expect(c, "PRAGMA user_version", SQLITE_OK, "0");
+
+    ok(p, "INSERT INTO p VALUES(7)");
+    expect(p, "SELECT x FROM p", SQLITE_OK, "7");
+    ok(n, "CREATE TABLE q(x)");
+    ok(n, "INSERT INTO q VALUES(8)");
+
+    snprintf(sql, sizeof sql, "ATTACH '%s' AS r", db.path);
+    ok(p, sql);
+    expect(p, "INSERT INTO r.t VALUES(3)", SQLITE_AUTH, NULL);
+    expect(p, "CREATE TABLE r.v(x)", SQLITE_AUTH, NULL);
+    ok(p, "INSERT INTO main.p VALUES(9)");
+    expect(p, "SELECT group_concat(x) FROM r.t", SQLITE_OK, "1");
+    ok(p, "DETACH r");
+
+    /* With the guard replaced, the commit hook still keeps the replica's
+     * file unwritten, and the plain file written. */
+    assert_int_equal(sqlite3_set_authorizer(c, NULL, NULL), SQLITE_OK);
+    expect(c, "INSERT INTO t VALUES(4)", SQLITE_CONSTRAINT, NULL);
+    assert_int_equal(sqlite3_set_authorizer(p, NULL, NULL), SQLITE_OK);
+    ok(p, sql);
+    expect(p, "INSERT INTO r.t VALUES(5)", SQLITE_CONSTRAINT, NULL);
+    ok(p, "INSERT INTO main.p VALUES(10)");
+    expect(p, "SELECT group_concat(x) FROM p", SQLITE_OK, "7,9,10");
+    ok(p, "DETACH r");
+
+    sqlite3_close(c);
+    sqlite3_close(p);
+    sqlite3_close(n);
+    /* Nothing reached the replica's file. */
+    assert_int_equal(sqlite3_open(db.path, &c), SQLITE_OK);
+    expect(c, "SELECT group_concat(x) FROM t", SQLITE_OK, "1");
+    expect(c, "SELECT group_concat(name) FROM sqlite_schema", SQLITE_OK,
+           "raftsql_applied,t");
+    expect(c, "PRAGMA user_version", SQLITE_OK, "0");
+    sqlite3_close(c);
+    tmpdb_remove(&db);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup_teardown(test_host_authorizer_behind_the_guard,
                                         setup, teardown),
         cmocka_unit_test_setup_teardown(test_replace_and_busy, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_replaced_guard_commits_nothing,
+                                        setup, teardown),
+        cmocka_unit_test(test_no_node_refuses_writes_to_a_replica_file),
     };
     return cmocka_run_group_tests_name("ext_guard", tests, NULL, NULL);
 }
