@@ -190,6 +190,21 @@ static void fn_last_insert_rowid(sqlite3_context *ctx, int argc,
     sqlite3_result_int64(ctx, cs->last_insert_rowid);
 }
 
+/* fn_last_error answers raft_last_error(): the reason of the guard's
+ * latest refusal on the calling connection (ext_guard_last_error), or
+ * NULL. */
+static void fn_last_error(sqlite3_context *ctx, int argc, sqlite3_value **argv)
+{
+    char *why = ext_guard_last_error(sqlite3_context_db_handle(ctx));
+    (void)argc;
+    (void)argv;
+    if (why == NULL) {
+        sqlite3_result_null(ctx);
+        return;
+    }
+    sqlite3_result_text(ctx, why, -1, sqlite3_free);
+}
+
 static void fn_status(sqlite3_context *ctx, int argc, sqlite3_value **argv)
 {
     struct ext_node *n = func_acquire(ctx, "raft_status", argc, argv, NULL);
@@ -477,6 +492,7 @@ static const struct func_def {
 } func_defs[] = {
     {"raft_exec", -1, FUNC_CONN_OWNER, fn_exec, NULL},
     {"raft_last_insert_rowid", 0, FUNC_CONN, fn_last_insert_rowid, NULL},
+    {"raft_last_error", 0, FUNC_NONE, fn_last_error, NULL},
     {"raft_start", 1, FUNC_NONE, fn_start, NULL},
     {"raft_status", 0, FUNC_NONE, fn_status, NULL},
     {"raft_leader", 0, FUNC_NONE, fn_leader, NULL},

@@ -3,6 +3,7 @@
 #include "guard.h"
 
 #include <pthread.h>
+#include <stdarg.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <string.h>
@@ -19,6 +20,9 @@
 #include "shadow.h"
 
 SQLITE_EXTENSION_INIT3
+
+static int refuse(sqlite3 *db, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
 
 /* replicated says whether schema @schema of @db (NULL: main) is a file a
  * node runs for: "main", or the same file ATTACHed under another name;
@@ -74,9 +78,9 @@ static int guard_read(sqlite3 *db, const char *table, const char *schema)
     if (refusal == 0) {
         return SQLITE_OK;
     }
-    fprintf(stderr, "raftsql: read of %s refused: %s%s\n", table, why,
-            refusal == EXT_GUARD_DIVERGED ? " (raft_status() shows it)" : "");
-    return SQLITE_DENY;
+    return refuse(
+        db, "read of %s refused: %s%s", table, why,
+        refusal == EXT_GUARD_DIVERGED ? " (raft_status() shows it)" : "");
 }
 
 /* Set while this thread sets the cluster-wide settings on a connection
@@ -160,28 +164,26 @@ static int unserved_write(sqlite3 *db, const char *schema, const char *what)
         return SQLITE_OK;
     }
     if (attach_sock_unserved(file, why, sizeof why)) {
-        fprintf(stderr,
-                "raftsql: direct write to %s refused: %s; write through "
-                "raft_exec('...') once a node serves it\n",
-                what,
-                strncmp(why, prefix, sizeof prefix - 1) == 0
-                    ? why + sizeof prefix - 1
-                    : why);
-        return SQLITE_DENY;
+        return refuse(db,
+                      "direct write to %s refused: %s; write through "
+                      "raft_exec('...') once a node serves it",
+                      what,
+                      strncmp(why, prefix, sizeof prefix - 1) == 0
+                          ? why + sizeof prefix - 1
+                          : why);
     }
     if (!replica_file(file)) {
         return SQLITE_OK;
     }
-    fprintf(stderr,
-            "raftsql: direct write to %s refused: %s is a Raft replica "
-            "(it has a raftsql_applied table) and no raftsql node serves "
-            "it (its node is stopped, died or has not started): nobody "
-            "would replicate the write, and the node's next start would "
-            "repair it away; start the node and write through "
-            "raft_exec('...'), or open the file in a process that did not "
-            "load raftsql to use it as a plain database for good\n",
-            what, file);
-    return SQLITE_DENY;
+    return refuse(db,
+                  "direct write to %s refused: %s is a Raft replica (it has "
+                  "a raftsql_applied table) and no raftsql node serves it "
+                  "(its node is stopped, died or has not started): nobody "
+                  "would replicate the write, and the node's next start "
+                  "would repair it away; start the node and write through "
+                  "raft_exec('...'), or open the file in a process that did "
+                  "not load raftsql to use it as a plain database for good",
+                  what, file);
 }
 
 /* guard_commit is the commit hook of a guarded connection (@arg). The
@@ -218,13 +220,14 @@ static int guard_commit(void *arg)
                                           NULL) != SQLITE_OK) {
             continue;
         }
-        fprintf(stderr,
-                "raftsql: commit to %s refused, rolled back: it is a Raft "
-                "replica's file, and this connection's write guard (its "
-                "authorizer) was replaced, so nothing would replicate the "
-                "write; set no authorizer on a connection that writes to a "
-                "replica (in C, raftsql_set_authorizer keeps both)\n",
-                file);
+        (void)refuse(db,
+                     "commit to %s refused, rolled back: it is a Raft "
+                     "replica's file, and this connection's write guard "
+                     "(its authorizer) was replaced, so nothing would "
+                     "replicate the write; set no authorizer on a "
+                     "connection that writes to a replica (in C, "
+                     "raftsql_set_authorizer keeps both)",
+                     file);
         return 1;
     }
     return 0;
@@ -323,12 +326,11 @@ static int guard(void *arg, int action, const char *a1, const char *a2,
             if (db_name != NULL && sqlite3_stricmp(db_name, "vacuum_db") == 0) {
                 const char *file = sqlite3_db_filename(db, "vacuum_db");
                 if ((file == NULL || file[0] == '\0') && replicated(db, NULL)) {
-                    fprintf(stderr,
-                            "raftsql: VACUUM refused: this database is a "
-                            "Raft replica, and VACUUM would renumber "
-                            "rowids on this node only (VACUUM INTO "
-                            "'file' makes a copy)\n");
-                    return SQLITE_DENY;
+                    return refuse(db,
+                                  "VACUUM refused: this database is a "
+                                  "Raft replica, and VACUUM would "
+                                  "renumber rowids on this node only "
+                                  "(VACUUM INTO 'file' makes a copy)");
                 }
             }
             what = a1;
@@ -371,12 +373,11 @@ static int guard(void *arg, int action, const char *a1, const char *a2,
                 sqlite3_stricmp(a2, "wal") != 0 &&
                 (schema == NULL || sqlite3_stricmp(schema, "temp") != 0) &&
                 replicated(db, schema)) {
-                fprintf(stderr,
-                        "raftsql: PRAGMA journal_mode=%s refused: this "
-                        "database is a Raft replica, which its node keeps "
-                        "in WAL mode\n",
-                        a2);
-                return SQLITE_DENY;
+                return refuse(db,
+                              "PRAGMA journal_mode=%s refused: this "
+                              "database is a Raft replica, which its node "
+                              "keeps in WAL mode",
+                              a2);
             }
             /* The pragmas that write the database file itself, and the
              * one that would let the schema table be edited. */
@@ -404,11 +405,10 @@ static int guard(void *arg, int action, const char *a1, const char *a2,
     if (!replicated(db, schema)) {
         return unserved_write(db, schema, what);
     }
-    fprintf(stderr,
-            "raftsql: direct write to %s refused: this database is a Raft "
-            "replica; write through raft_exec('...')\n",
-            what);
-    return SQLITE_DENY;
+    return refuse(db,
+                  "direct write to %s refused: this database is a Raft "
+                  "replica; write through raft_exec('...')",
+                  what);
 }
 
 /* ---- Guarded connections (expiring their statements) ------------------ */
@@ -427,6 +427,8 @@ struct guard_conn {
                                 (settings_set; conns_mu) */
     bool apply;              /* an apply connection (sql_is_apply_vfs):
                                 its settings are the state machine's */
+    char *last_error;        /* the latest refusal's reason, NULL for
+                                none (sqlite3_malloc'd; conns_mu) */
     struct guard_conn *prev; /* in conns */
     struct guard_conn *next; /* in conns */
 };
@@ -467,7 +469,44 @@ static void untrack(void *p)
     pthread_mutex_unlock(&conns_mu);
     refusal_watch_remove(c->file);
     sqlite3_free(c->file);
+    sqlite3_free(c->last_error);
     sqlite3_free(c);
+}
+
+/* refuse writes "raftsql: " and the reason @fmt formats to stderr, keeps
+ * the reason as @db's latest refusal (ext_guard_last_error; not kept when
+ * @db is not tracked, or out of memory), and returns SQLITE_DENY. Thread:
+ * the one using @db, holding its mutex (an authorizer, a commit hook). */
+static int refuse(sqlite3 *db, const char *fmt, ...)
+{
+    char why[1200];
+    struct guard_conn *c;
+    va_list ap;
+
+    va_start(ap, fmt);
+    vsnprintf(why, sizeof why, fmt, ap);
+    va_end(ap);
+    fprintf(stderr, "raftsql: %s\n", why);
+    pthread_mutex_lock(&conns_mu);
+    if ((c = find_conn(db)) != NULL) {
+        sqlite3_free(c->last_error);
+        c->last_error = sqlite3_mprintf("%s", why);
+    }
+    pthread_mutex_unlock(&conns_mu);
+    return SQLITE_DENY;
+}
+
+char *ext_guard_last_error(sqlite3 *db)
+{
+    struct guard_conn *c;
+    char *why = NULL;
+
+    pthread_mutex_lock(&conns_mu);
+    if ((c = find_conn(db)) != NULL && c->last_error != NULL) {
+        why = sqlite3_mprintf("%s", c->last_error);
+    }
+    pthread_mutex_unlock(&conns_mu);
+    return why;
 }
 
 /* settings_set sets on @db the cluster-wide settings of @mask (bit i:

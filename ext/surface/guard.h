@@ -108,6 +108,15 @@ bool ext_guard_settings_push(const char *file, unsigned mask);
  * thread. */
 int ext_guard_read_refusal(const char *file, char *why, size_t why_len);
 
+/* ext_guard_last_error returns the reason of the latest refusal the guard
+ * made on @db (a direct write, a read of a diverged or stale replica, a
+ * VACUUM or journal mode, a vetoed commit), as its line on stderr says it
+ * without "raftsql: ", or NULL when it made none since @db opened (or is
+ * not guarded, or out of memory). Each refusal replaces the one before;
+ * nothing else clears it. The caller frees it with sqlite3_free. Any
+ * thread. */
+char *ext_guard_last_error(sqlite3 *db);
+
 /* A host's authorizer (the callback of sqlite3_set_authorizer). */
 typedef int (*ext_guard_host_cb)(void *arg, int action, const char *a1,
                                  const char *a2, const char *db_name,

@@ -65,13 +65,19 @@ class UnreplicatedTest(ClusterCase):
         before = plain_rows(db)
         self.assertEqual(before, [("a", 1)], how)
         answers, err = writer(db, [[w] for w in WRITES] +
-                              [["SELECT k, v FROM kv"]], stderr=True)
+                              [["SELECT k, v FROM kv"],
+                               ["SELECT raft_last_error()"]], stderr=True)
+        # The whole reason, which SQLite's "not authorized" leaves out.
+        why = answers[-1]["rows"][0][0]
+        self.assertIn(REFUSED, why, how)
+        self.assertTrue(why.startswith("direct write to kv refused: "),
+                        (how, why))
         for w, a in zip(WRITES, answers):
             self.assertIn("error", a, "%s: %s was not refused: %r" %
                           (how, w, a))
             self.assertIn("not authorized", a["error"], (how, w))
             self.assertEqual(a["code"], sqlite3.SQLITE_AUTH, (how, w))
-        self.assertEqual(answers[-1], {"rows": [["a", 1]]}, how)
+        self.assertEqual(answers[-2], {"rows": [["a", 1]]}, how)
         self.assertIn("raftsql: direct write to kv refused: %s %s" %
                       (db, REFUSED), err, how)
         self.assertIn("start the node and write through raft_exec", err,
@@ -145,6 +151,9 @@ class UnreplicatedTest(ClusterCase):
                 con.execute("INSERT INTO kv VALUES('x', 1)")
             self.assertIn("constraint failed", str(cm.exception))
             self.assertFalse(con.in_transaction)
+            self.assertIn("commit to %s refused, rolled back" % f.db,
+                          con.execute("SELECT raft_last_error()")
+                          .fetchone()[0])
             con.isolation_level = ""  # Python opens the transactions
             with self.assertRaises(sqlite3.IntegrityError):
                 with con:

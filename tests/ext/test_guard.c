@@ -141,8 +141,13 @@ static void test_host_authorizer_behind_the_guard(void **state)
     struct host h = {0};
     int calls;
 
+    expect(f->c, "SELECT raft_last_error() IS NULL", SQLITE_OK, "1");
     assert_int_equal(raftsql_set_authorizer(f->c, host_auth, &h), SQLITE_OK);
     expect(f->c, "INSERT INTO t VALUES(2, 'x')", SQLITE_AUTH, NULL);
+    /* The whole reason, which SQLite's "not authorized" leaves out. */
+    expect(f->c, "SELECT raft_last_error()", SQLITE_OK,
+           "direct write to t refused: this database is a Raft replica; "
+           "write through raft_exec('...')");
     expect(f->c, "PRAGMA user_version", SQLITE_AUTH, NULL);
     expect(f->c, "SELECT secret FROM t", SQLITE_OK, "NULL");
     expect(f->c, "SELECT x FROM t", SQLITE_OK, "1");
@@ -201,6 +206,11 @@ static void test_replaced_guard_commits_nothing(void **state)
     expect(f->c, "INSERT INTO t VALUES(2, 'x')", SQLITE_CONSTRAINT, NULL);
     assert_int_equal(sqlite3_extended_errcode(f->c),
                      SQLITE_CONSTRAINT_COMMITHOOK);
+    expect(f->c,
+           "SELECT raft_last_error() LIKE 'commit to %/db refused, rolled "
+           "back: it is a Raft replica''s file, and this connection''s "
+           "write guard (its authorizer) was replaced%'",
+           SQLITE_OK, "1");
     ok(f->c, "BEGIN");
     ok(f->c, "UPDATE t SET x = 9");
     ok(f->c, "CREATE TABLE u(y)");
