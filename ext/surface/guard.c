@@ -146,6 +146,18 @@ static bool replica_file(const char *file)
     return yes;
 }
 
+/* replica_schema tells whether schema @schema (NULL: main) of @db, as
+ * @db holds it in memory, has a raftsql_applied table: the file of a
+ * replica (sqlite3_table_column_metadata reads that copy: no statement
+ * runs, nothing waits for a lock another connection holds). Thread: the
+ * one using @db, holding its mutex (an authorizer, a commit hook). */
+static bool replica_schema(sqlite3 *db, const char *schema)
+{
+    return sqlite3_table_column_metadata(db, schema ? schema : "main",
+                                         "raftsql_applied", NULL, NULL, NULL,
+                                         NULL, NULL, NULL) == SQLITE_OK;
+}
+
 /* unserved_write refuses a direct write to @what of schema @schema (NULL:
  * main) of @db, a file no node serves (not in this process, not through a
  * pointer file of a live process), when it is a replica's file: its node
@@ -172,7 +184,12 @@ static int unserved_write(sqlite3 *db, const char *schema, const char *what)
                           ? why + sizeof prefix - 1
                           : why);
     }
-    if (!replica_file(file)) {
+    /* VACUUM INTO fills its new target, attached as vacuum_db, with the
+     * replica's schema: asked of the file as it stands on disk (new and
+     * empty) rather than of what this statement is putting in it. */
+    if (schema != NULL && sqlite3_stricmp(schema, "vacuum_db") == 0
+            ? !replica_file(file)
+            : !replica_schema(db, schema)) {
         return SQLITE_OK;
     }
     return refuse(db,
@@ -214,19 +231,19 @@ static int guard_commit(void *arg)
             file == NULL || file[0] == '\0') {
             continue;
         }
-        if (!replicated(db, name) &&
-            sqlite3_table_column_metadata(db, name, "raftsql_applied", NULL,
-                                          NULL, NULL, NULL, NULL,
-                                          NULL) != SQLITE_OK) {
+        if (!replicated(db, name) && !replica_schema(db, name) &&
+            !replica_file(file)) {
             continue;
         }
         (void)refuse(db,
                      "commit to %s refused, rolled back: it is a Raft "
-                     "replica's file, and this connection's write guard "
-                     "(its authorizer) was replaced, so nothing would "
-                     "replicate the write; set no authorizer on a "
-                     "connection that writes to a replica (in C, "
-                     "raftsql_set_authorizer keeps both)",
+                     "replica's file, and the write got past the write "
+                     "guard (this connection's authorizer was replaced, "
+                     "or the write is one SQLite shows no authorizer, "
+                     "such as a blob write), so nothing would replicate "
+                     "it; write through raft_exec('...'), and set no "
+                     "authorizer on a connection that writes to a replica "
+                     "(in C, raftsql_set_authorizer keeps both)",
                      file);
         return 1;
     }
@@ -290,6 +307,24 @@ static bool module_write(sqlite3 *db, const char *schema, const char *table)
     return builtin_shadow(file, table);
 }
 
+/* any_replica tells whether a schema of @db but temp is a replica's file,
+ * served by a node (replicated) or not (replica_schema): what an in-place
+ * VACUUM, which names no schema to the authorizer, may rewrite. Before
+ * 3.39 (no sqlite3_db_name), main only. Thread: the one using @db. */
+static bool any_replica(sqlite3 *db)
+{
+    const char *name;
+    if (sqlite3_libversion_number() < 3039000) {
+        return replicated(db, NULL) || replica_schema(db, NULL);
+    }
+    for (int i = 0; (name = sqlite3_db_name(db, i)) != NULL; i++) {
+        if (i != 1 && (replicated(db, name) || replica_schema(db, name))) {
+            return true;
+        }
+    }
+    return false;
+}
+
 static int guard(void *arg, int action, const char *a1, const char *a2,
                  const char *db_name, const char *trigger)
 {
@@ -325,7 +360,7 @@ static int guard(void *arg, int action, const char *a1, const char *a2,
              * SQLite checks nothing else of it. */
             if (db_name != NULL && sqlite3_stricmp(db_name, "vacuum_db") == 0) {
                 const char *file = sqlite3_db_filename(db, "vacuum_db");
-                if ((file == NULL || file[0] == '\0') && replicated(db, NULL)) {
+                if ((file == NULL || file[0] == '\0') && any_replica(db)) {
                     return refuse(db,
                                   "VACUUM refused: this database is a "
                                   "Raft replica, and VACUUM would "
@@ -372,7 +407,7 @@ static int guard(void *arg, int action, const char *a1, const char *a2,
             if (a2 != NULL && sqlite3_stricmp(a1, "journal_mode") == 0 &&
                 sqlite3_stricmp(a2, "wal") != 0 &&
                 (schema == NULL || sqlite3_stricmp(schema, "temp") != 0) &&
-                replicated(db, schema)) {
+                (replicated(db, schema) || replica_schema(db, schema))) {
                 return refuse(db,
                               "PRAGMA journal_mode=%s refused: this "
                               "database is a Raft replica, which its node "
@@ -381,9 +416,11 @@ static int guard(void *arg, int action, const char *a1, const char *a2,
             }
             /* The pragmas that write the database file itself, and the
              * one that would let the schema table be edited. */
-            if (a2 != NULL && (sqlite3_stricmp(a1, "user_version") == 0 ||
-                               sqlite3_stricmp(a1, "application_id") == 0 ||
-                               sqlite3_stricmp(a1, "writable_schema") == 0)) {
+            if ((a2 != NULL && (sqlite3_stricmp(a1, "user_version") == 0 ||
+                                sqlite3_stricmp(a1, "application_id") == 0 ||
+                                sqlite3_stricmp(a1, "schema_version") == 0 ||
+                                sqlite3_stricmp(a1, "writable_schema") == 0)) ||
+                sqlite3_stricmp(a1, "incremental_vacuum") == 0) {
                 what = a1;
             }
             break;
