@@ -24,8 +24,8 @@
  * serving a file bound by it; the raftsql_*, sqlite_* and raft_* names
  * and TEMP stay readable). While no node serves a replica's file (one
  * whose schema has a raftsql_applied table: its node stopped, died or
- * has not started; asked on a read-only connection of its own on the
- * file, for a write to a file no node serves only), or a file bound by
+ * has not started; asked of @db's schema in memory, or for a VACUUM INTO
+ * target on a read-only connection of its own), or a file bound by
  * max_staleness_ms (attach_sock_unserved), its writes are denied too,
  * naming why on stderr: nobody would replicate them. It turns SQLITE_DBCONFIG_DEFENSIVE on for @db
  * and, while @db is DEFENSIVE, leaves the writes to the shadow tables of
