@@ -212,11 +212,14 @@ static int unserved_write(sqlite3 *db, const char *schema, const char *what)
  * is vetoed (returns 1: SQLite rolls the transaction back and the
  * statement fails with SQLITE_CONSTRAINT_COMMITHOOK, "constraint
  * failed"), with a line on stderr. Asked of each schema but temp with a
- * write transaction: a file a node serves (replicated), or one whose
- * schema as this connection holds it has a raftsql_applied table
- * (sqlite3_table_column_metadata reads that copy: no statement runs, no
- * I/O). Returns 0 otherwise, and on a SQLite older than 3.39 (no
- * sqlite3_db_name). The thread committing on @arg. */
+ * write transaction, cheapest first: its schema as this connection holds
+ * it has a raftsql_applied table (replica_schema, in memory), a node
+ * serves its file (replicated: a pointer file read), or the file as
+ * committed on disk has one (replica_file: a side connection, for a
+ * transaction that renamed the table away). So a commit to a plain file
+ * costs a side connection's open and one read of its schema. Returns 0
+ * otherwise, and on a SQLite older than 3.39 (no sqlite3_db_name). The
+ * thread committing on @arg. */
 static int guard_commit(void *arg)
 {
     sqlite3 *db = arg;
@@ -231,7 +234,7 @@ static int guard_commit(void *arg)
             file == NULL || file[0] == '\0') {
             continue;
         }
-        if (!replicated(db, name) && !replica_schema(db, name) &&
+        if (!replica_schema(db, name) && !replicated(db, name) &&
             !replica_file(file)) {
             continue;
         }
