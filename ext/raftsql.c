@@ -24,20 +24,34 @@
 **     SELECT raft_add(4, '127.0.0.1:7004');  -- a learner, then a voter
 **     SELECT * FROM raft_members;
 **
+** Loading raftsql on one connection gives it to every connection the
+** process opens afterwards (sqlite3_auto_extension), raftsql's own
+** included: the SQL functions and the write guard, on any file. The
+** library then stays loaded until the process exits (pin_library).
+**
 ** LIMITATIONS: the write guard replaces any authorizer the host had set,
 ** and a host that calls sqlite3_set_authorizer after loading raftsql
 ** removes the guard; a C host keeps both with raftsql_set_authorizer()
 ** (raftsql.h), and writes that slip past the guard are detected from the
 ** database's data_version. The guard refuses only what goes through a
-** connection that loaded raftsql. raftsql calls SQLite only through the
+** connection of a process that loaded raftsql: connections opened before
+** the load, or after a host's sqlite3_reset_auto_extension, have none.
+** raftsql calls SQLite only through the
 ** API table of the host that loaded it (SQLITE_EXTENSION_INIT3 in every
 ** file, its own connections included), so a process holds one SQLite.
 */
 
 #include <pthread.h>
 #include <sqlite3ext.h>
+#include <stdatomic.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
+
+#ifndef SQLITE_CORE
+#include <dlfcn.h>
+#endif
 
 #include "raftsql.h"
 #include "runtime/config.h"
@@ -60,8 +74,11 @@ static void set_api(void)
     SQLITE_EXTENSION_INIT2(first_api);
 }
 
-/* Stop every node when the library is unloaded or the process exits, so
- * the threads never outlive the code they run. */
+/* Stop every node when the process exits (or the library is unloaded: a
+ * load that failed before pin_library, when no node ran yet), so the
+ * threads never outlive the code they run. Loaded and registered, the
+ * library is never unloaded: a node keeps running after the connection
+ * that loaded raftsql closes, until raft_stop() or the exit. */
 __attribute__((destructor)) static void raftsql_fini(void)
 {
     refusal_watch_stop();
@@ -83,24 +100,134 @@ __attribute__((visibility("default"))) int raftsql_set_authorizer(
     return ext_guard_set_host(db, x, arg);
 }
 
+#ifndef SQLITE_CORE
+/* Set once this shared object is pinned (pin_library), and once
+ * sqlite3_raftsql_init is an auto-extension of the host's SQLite
+ * (register_everywhere). */
+static atomic_bool pinned;
+static atomic_bool everywhere;
+
+/* pin_library keeps this shared object loaded until the process exits.
+ * SQLite dlcloses an extension when the connection that loaded it closes,
+ * but an auto-extension is a bare function pointer in SQLite's list, and
+ * the other connections' functions, authorizer and hooks point into this
+ * object too, as do the threads of a node: unmapped, the next open (or
+ * call, or tick) would jump into nothing. So the object opens itself
+ * once more, by the name the dynamic loader knows it by (dladdr of a
+ * function of ours), with RTLD_NOLOAD (only the copy already loaded,
+ * never another file of that name: the name may be relative to a working
+ * directory since changed) and RTLD_NODELETE (the loader never unmaps it,
+ * whatever the count of handles), and never closes that handle (a
+ * reference kept even where the flag were ignored). The destructor
+ * (raftsql_fini) then runs at the exit only. Called before the init
+ * registers anything on its connection, so a failure leaves nothing
+ * pointing into an object SQLite unloads. Nothing after the first
+ * success but one atomic load; threads racing through the first call
+ * need no lock (the loader counts one more reference each). Returns
+ * SQLITE_OK, or SQLITE_ERROR with *@pzErrMsg (if not NULL;
+ * sqlite3_malloc'd) saying why. Any thread. */
+static int pin_library(char **pzErrMsg)
+{
+    int (*fn)(sqlite3 *, char **, const sqlite3_api_routines *) =
+        sqlite3_raftsql_init;
+    void *addr;
+    Dl_info info;
+    const char *e;
+
+    if (atomic_load(&pinned)) {
+        return SQLITE_OK;
+    }
+    /* ISO C has no cast between function and object pointers. */
+    memcpy(&addr, &fn, sizeof addr);
+    if (dladdr(addr, &info) == 0 || info.dli_fname == NULL) {
+        e = "dladdr: the library's own path is unknown";
+    } else if (dlopen(info.dli_fname, RTLD_NOW | RTLD_NOLOAD | RTLD_NODELETE) ==
+               NULL) {
+        e = dlerror();
+    } else {
+        atomic_store(&pinned, true);
+        return SQLITE_OK;
+    }
+    if (pzErrMsg != NULL) {
+        *pzErrMsg = sqlite3_mprintf("raftsql: cannot stay loaded: %s",
+                                    e != NULL ? e : "dlopen failed");
+    }
+    return SQLITE_ERROR;
+}
+
+/* register_everywhere makes sqlite3_raftsql_init an auto-extension of the
+ * host's SQLite, the library being pinned (pin_library), so that every
+ * connection the process opens from now on runs it: the write guard
+ * refuses direct writes to a replica's file on each, not only on the
+ * connection that loaded raftsql. raftsql's own connections run it too,
+ * and each sets what it needs after the open (the apply connection
+ * removes the guard, its hook and ext/'s functions: sql/fsm.c), as in a
+ * program that registers raftsql so itself (raftsql.h). Nothing after
+ * the first success but one atomic load; SQLite keeps one entry per
+ * function, so threads racing through the first call need no lock
+ * (nothing here waits on api_mu or on a connection). Returns SQLITE_OK,
+ * or SQLite's error (SQLITE_NOMEM) with *@pzErrMsg (if not NULL;
+ * sqlite3_malloc'd) saying why. Any thread, from the init only (the
+ * host's API table is set). */
+static int register_everywhere(char **pzErrMsg)
+{
+    int rc;
+
+    if (atomic_load(&everywhere)) {
+        return SQLITE_OK;
+    }
+    rc = sqlite3_auto_extension((void (*)(void))sqlite3_raftsql_init);
+    if (rc == SQLITE_OK) {
+        atomic_store(&everywhere, true);
+    } else if (pzErrMsg != NULL) {
+        *pzErrMsg =
+            sqlite3_mprintf("raftsql: cannot register for every connection: %s",
+                            sqlite3_errstr(rc));
+    }
+    return rc;
+}
+#endif
+
+/* In the loadable build (not SQLITE_CORE), the init pins the library
+ * (pin_library) before it registers anything, and once its connection is
+ * set up registers raftsql for every later connection of the process
+ * (register_everywhere). The static build (libraftsql.a and the programs
+ * linking it) does neither: it cannot be unloaded, and the program
+ * chooses which connections get raftsql, with sqlite3_auto_extension as
+ * raftsql.h shows or a call of the init on one connection (tests keep
+ * connections unguarded so). */
 __attribute__((visibility("default"))) int sqlite3_raftsql_init(
     sqlite3 *db, char **pzErrMsg, const sqlite3_api_routines *pApi)
 {
     int rc;
+    if (ext_guard_asking()) {
+        return SQLITE_OK; /* the guard's own question (guard.h) */
+    }
     pthread_mutex_lock(&api_mu);
     if (first_api == NULL) {
         first_api = pApi;
     }
     pthread_mutex_unlock(&api_mu);
     pthread_once(&api_once, set_api);
+#ifndef SQLITE_CORE
+    if (pin_library(pzErrMsg) != SQLITE_OK) {
+        return SQLITE_ERROR;
+    }
+#endif
     rc = ext_func_register(db);
     if (rc == SQLITE_OK) {
         rc = ext_guard_install(db);
     }
-    if (rc != SQLITE_OK && pzErrMsg != NULL) {
-        *pzErrMsg =
-            sqlite3_mprintf("raftsql: cannot register: %s", sqlite3_errstr(rc));
+    if (rc != SQLITE_OK) {
+        if (pzErrMsg != NULL) {
+            *pzErrMsg = sqlite3_mprintf("raftsql: cannot register: %s",
+                                        sqlite3_errstr(rc));
+        }
+        return rc;
     }
+#ifndef SQLITE_CORE
+    rc = register_everywhere(pzErrMsg);
+#endif
     return rc;
 }
 

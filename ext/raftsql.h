@@ -170,9 +170,14 @@ extern "C" {
  * authorizer that refuses direct writes to a replicated database (see
  * https://sqlite.org/loadext.html). @pApi is the host's API table, which
  * SQLite passes when the extension is loaded or registered with
- * sqlite3_auto_extension (call it only that way). Returns SQLITE_OK, or
- * SQLITE_ERROR/SQLITE_NOMEM with *pzErrMsg (sqlite3_malloc'd) saying why.
- * Any thread. */
+ * sqlite3_auto_extension (call it only that way). Loaded as
+ * build/raftsql.so, its first success also registers it with
+ * sqlite3_auto_extension, so every connection the process opens later
+ * gets the same, and keeps the library loaded until the process exits
+ * (SQLite would unload it when the loading connection closes); linked
+ * from libraftsql.a, it registers nothing more: the program does.
+ * Returns SQLITE_OK, or SQLITE_ERROR/SQLITE_NOMEM with *pzErrMsg
+ * (sqlite3_malloc'd) saying why. Any thread. */
 int sqlite3_raftsql_init(sqlite3 *db, char **pzErrMsg,
                          const sqlite3_api_routines *pApi);
 

@@ -161,9 +161,10 @@ static int setup(struct sql_fsm *f, const struct sql_function *hidden,
     int rc;
 
     sqlite3_extended_result_codes(db, 1);
-    /* Another extension (an auto-extension, raftsql's own in a program
-     * that registers it so) may have installed one, and a commit hook
-     * (raftsql's vetoes commits to a replica that got past no guard). */
+    /* Another extension (an auto-extension: raftsql's own, in every
+     * process that loaded raftsql.so and in a program that registers it
+     * so) may have installed one, and a commit hook (raftsql's vetoes
+     * commits to a replica that got past no guard). */
     sqlite3_set_authorizer(db, NULL, NULL);
     sqlite3_commit_hook(db, NULL, NULL);
     /* Nor may a request reach the host's functions that the caller

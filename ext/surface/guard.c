@@ -93,6 +93,11 @@ static _Thread_local bool syncing;
  * again, and its reads are not guarded again. */
 static _Thread_local bool asking;
 
+bool ext_guard_asking(void)
+{
+    return asking;
+}
+
 /* side_ask prepares @sql on a read-only connection of its own to @file,
  * into *@side and *@s, for a question of the guard's about the file's
  * schema: an authorizer may not prepare statements on the connection it
@@ -647,7 +652,8 @@ static void tracker_call(sqlite3_context *ctx, int argc, sqlite3_value **argv)
 }
 
 /* apply_connection says whether @db is an apply connection (which the
- * guard meets where the host registers raftsql for every connection). */
+ * guard meets where raftsql runs on every connection: in a process that
+ * loaded raftsql.so, or whose program registers it so). */
 static bool apply_connection(sqlite3 *db)
 {
     sqlite3_vfs *vfs = NULL;

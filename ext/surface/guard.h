@@ -117,6 +117,16 @@ int ext_guard_read_refusal(const char *file, char *why, size_t why_len);
  * thread. */
 char *ext_guard_last_error(sqlite3 *db);
 
+/* ext_guard_asking says whether the calling thread is asking a question
+ * of the guard's own about a file's schema on disk (a VACUUM INTO
+ * target, the file of a commit, a shadow table's module) on a read-only
+ * connection it opens for that one question and closes at once: one that
+ * needs neither raftsql's functions nor the guard, so the init leaves it
+ * alone (where every connection runs the init, such a connection opens
+ * at each commit to a file that is no replica's). The calling thread's
+ * answer; any thread. */
+bool ext_guard_asking(void);
+
 /* A host's authorizer (the callback of sqlite3_set_authorizer). */
 typedef int (*ext_guard_host_cb)(void *arg, int action, const char *a1,
                                  const char *a2, const char *db_name,
