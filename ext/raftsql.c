@@ -101,11 +101,8 @@ __attribute__((visibility("default"))) int raftsql_set_authorizer(
 }
 
 #ifndef SQLITE_CORE
-/* Set once this shared object is pinned (pin_library), and once
- * sqlite3_raftsql_init is an auto-extension of the host's SQLite
- * (register_everywhere). */
+/* Set once this shared object is pinned (pin_library). */
 static atomic_bool pinned;
-static atomic_bool everywhere;
 
 /* pin_library keeps this shared object loaded until the process exits.
  * SQLite dlcloses an extension when the connection that loaded it closes,
@@ -162,24 +159,19 @@ static int pin_library(char **pzErrMsg)
  * connection that loaded raftsql. raftsql's own connections run it too,
  * and each sets what it needs after the open (the apply connection
  * removes the guard, its hook and ext/'s functions: sql/fsm.c), as in a
- * program that registers raftsql so itself (raftsql.h). Nothing after
- * the first success but one atomic load; SQLite keeps one entry per
- * function, so threads racing through the first call need no lock
- * (nothing here waits on api_mu or on a connection). Returns SQLITE_OK,
- * or SQLite's error (SQLITE_NOMEM) with *@pzErrMsg (if not NULL;
- * sqlite3_malloc'd) saying why. Any thread, from the init only (the
- * host's API table is set). */
+ * program that registers raftsql so itself (raftsql.h). Asked at every
+ * init, so a load after a host's sqlite3_reset_auto_extension registers
+ * it again: SQLite keeps one entry per function (a mutex and a look
+ * along its short list, not held while an init runs), so the calls of
+ * every later open and of racing threads add nothing, and nothing here
+ * waits on api_mu or on a connection. Returns SQLITE_OK, or SQLite's
+ * error (SQLITE_NOMEM) with *@pzErrMsg (if not NULL; sqlite3_malloc'd)
+ * saying why. Any thread, from the init only (the host's API table is
+ * set). */
 static int register_everywhere(char **pzErrMsg)
 {
-    int rc;
-
-    if (atomic_load(&everywhere)) {
-        return SQLITE_OK;
-    }
-    rc = sqlite3_auto_extension((void (*)(void))sqlite3_raftsql_init);
-    if (rc == SQLITE_OK) {
-        atomic_store(&everywhere, true);
-    } else if (pzErrMsg != NULL) {
+    int rc = sqlite3_auto_extension((void (*)(void))sqlite3_raftsql_init);
+    if (rc != SQLITE_OK && pzErrMsg != NULL) {
         *pzErrMsg =
             sqlite3_mprintf("raftsql: cannot register for every connection: %s",
                             sqlite3_errstr(rc));
