@@ -113,6 +113,14 @@ class ClusterCase(unittest.TestCase):
             time.sleep(0.02)
         self.cluster.wait_applied(self.leader.status()["applied"])
 
+    def start_kv(self, extra):
+        """start(@extra), then table kv(k TEXT PRIMARY KEY, v) holding
+        ('a', 1), applied on every node."""
+        self.start(extra)
+        self.exec(self.leader, "CREATE TABLE kv(k TEXT PRIMARY KEY, v)")
+        self.exec(self.leader, "INSERT INTO kv VALUES('a', 1)")
+        self.cluster.wait_all_applied()
+
     def tearDown(self):
         if self.cluster is None:
             return

@@ -128,10 +128,7 @@ def script(text, *args):
 class StoppedReplicaTest(ClusterCase):
 
     def setUp(self):
-        self.start(EXTRA)
-        self.exec(self.leader, "CREATE TABLE kv(k TEXT PRIMARY KEY, v)")
-        self.exec(self.leader, "INSERT INTO kv VALUES('a', 1)")
-        self.cluster.wait_all_applied()
+        self.start_kv(EXTRA)
         self.follower = self.followers[0]
         self.assertEqual(self.follower.stop(), 0)
 

@@ -54,10 +54,7 @@ class ForeignWriteTest(ClusterCase):
     EXTRA = ""
 
     def setUp(self):
-        self.start(FAST + " " + self.EXTRA)
-        self.exec(self.leader, "CREATE TABLE kv(k TEXT PRIMARY KEY, v)")
-        self.exec(self.leader, "INSERT INTO kv VALUES('a', 1)")
-        self.cluster.wait_applied(self.leader.status()["applied"])
+        self.start_kv(FAST + " " + self.EXTRA)
 
     def assert_equal_replicas(self):
         """Every node applied the leader's last index and holds the same

@@ -53,10 +53,7 @@ def plain_rows(db):
 class UnreplicatedTest(ClusterCase):
 
     def setUp(self):
-        self.start(EXTRA)
-        self.exec(self.leader, "CREATE TABLE kv(k TEXT PRIMARY KEY, v)")
-        self.exec(self.leader, "INSERT INTO kv VALUES('a', 1)")
-        self.cluster.wait_all_applied()
+        self.start_kv(EXTRA)
 
     def assert_refused_everywhere(self, db, how):
         """Every write of WRITES, from a Python process and from the
