@@ -7,11 +7,13 @@ out sqlite_* and raftsql_* (internal) tables. The hash is SHA-256 of the
 stock sqlite3 shell's list-mode output ('|' separator, no header, NULL as
 empty) of SELECT * FROM <table> ORDER BY <primary key> (rowid when the table
 has none), so the result compares with ../shared/data/chinook's
-expected-fingerprint.txt. Needs the sqlite3 shell.
+expected-fingerprint.txt. Needs the sqlite3 shell, which reads the file
+for every step: a process that loaded raftsql has it on each of its
+connections, whose guard refuses reads of a diverged or stale replica.
 """
 
 import hashlib
-import sqlite3
+import json
 import subprocess
 import sys
 
@@ -28,29 +30,35 @@ def shell_output(db, sql):
         check=True, stdout=subprocess.PIPE).stdout
 
 
+def shell_rows(db, sql):
+    """The rows of sql on db as lists, run by the sqlite3 shell (JSON
+    mode)."""
+    out = subprocess.run(
+        ["sqlite3", "-init", "/dev/null", "-batch", "-readonly", "-json",
+         db, sql], check=True, text=True, stdout=subprocess.PIPE).stdout
+    return [list(r.values()) for r in json.loads(out)] if out.strip() else []
+
+
 def fingerprint(db):
     """Return [(table, rowcount, sha256 hex)] for db, sorted by name."""
-    con = sqlite3.connect("file:%s?mode=ro" % db, uri=True)
-    try:
-        tables = [r[0] for r in con.execute(
-            "SELECT name FROM sqlite_master WHERE type = 'table' "
-            "AND name NOT LIKE 'sqlite\\_%' ESCAPE '\\' "
-            "AND name NOT LIKE 'raftsql\\_%' ESCAPE '\\'")]
-        result = []
-        for t in sorted(tables, key=lambda s: s.encode()):
-            pk = [r[1] for r in sorted(
-                (r for r in con.execute(
-                    "SELECT pk, name FROM pragma_table_info(?)", (t,))
-                 if r[0] > 0))]
-            order = ", ".join(quote(c) for c in pk) or "rowid"
-            count = con.execute("SELECT count(*) FROM %s" % quote(t))
-            count = count.fetchone()[0]
-            out = shell_output(db, "SELECT * FROM %s ORDER BY %s;" %
-                               (quote(t), order))
-            result.append((t, count, hashlib.sha256(out).hexdigest()))
-        return result
-    finally:
-        con.close()
+    tables = [r[0] for r in shell_rows(
+        db,
+        "SELECT name FROM sqlite_master WHERE type = 'table' "
+        "AND name NOT LIKE 'sqlite\\_%' ESCAPE '\\' "
+        "AND name NOT LIKE 'raftsql\\_%' ESCAPE '\\'")]
+    result = []
+    for t in sorted(tables, key=lambda s: s.encode()):
+        pk = [r[1] for r in sorted(
+            r for r in shell_rows(
+                db, "SELECT pk, name FROM pragma_table_info('%s')" %
+                t.replace("'", "''"))
+            if r[0] > 0)]
+        order = ", ".join(quote(c) for c in pk) or "rowid"
+        count = shell_rows(db, "SELECT count(*) FROM %s" % quote(t))[0][0]
+        out = shell_output(db, "SELECT * FROM %s ORDER BY %s;" %
+                           (quote(t), order))
+        result.append((t, count, hashlib.sha256(out).hexdigest()))
+    return result
 
 
 def render(fp):

@@ -6,6 +6,7 @@ fresh cluster of raftsql-testhost processes on 127.0.0.1.
 import os
 import shutil
 import sqlite3
+import subprocess
 import sys
 import tempfile
 import time
@@ -44,6 +45,19 @@ def connect(path):
     con.load_extension(os.path.splitext(SO)[0])
     con.enable_load_extension(False)
     return con
+
+
+def without_raftsql(db, sql, timeout=30):
+    """Run @sql on @db in the stock sqlite3 shell, a process that never
+    loaded raftsql (once this process loaded it, every connection it opens
+    has raftsql's guard); return its output lines. Raises AssertionError
+    on an error."""
+    out = subprocess.run(["sqlite3", "-init", "/dev/null", "-batch", "-bail",
+                          "-cmd", ".timeout 10000", db, sql],
+                         capture_output=True, text=True, timeout=timeout)
+    if out.returncode != 0:
+        raise AssertionError("sqlite3 %s: %s" % (db, out.stderr))
+    return out.stdout.splitlines()
 
 
 def start_peers(workdir, members, extra, ids=(2, 3)):

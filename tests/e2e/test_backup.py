@@ -20,7 +20,7 @@ import time
 import unittest
 
 from codes import CODES  # noqa: E402
-from e2e import NODE, ROOT, connect, wait_for  # noqa: E402
+from e2e import NODE, ROOT, connect, wait_for, without_raftsql  # noqa: E402
 from raftsql_cluster import Node, NodeError, free_ports  # noqa: E402
 
 sys.path.insert(0, os.path.join(ROOT, "tools"))
@@ -283,13 +283,12 @@ class BackupTest(unittest.TestCase):
                     "INTO kv SELECT ''k'' || i, i FROM c')")
             good = os.path.join(self.dir, "fw-good.db")
             json.loads(n.value("SELECT raft_backup(?)", good))
-            # The copy edited without raftsql: bootstrap_from refuses it.
+            # The copy edited without raftsql (this process loaded it,
+            # which would refuse the write to a replica's copy):
+            # bootstrap_from refuses it.
             bad = os.path.join(self.dir, "fw-edited.db")
             shutil.copy(good, bad)
-            con = sqlite3.connect(bad)
-            con.execute("UPDATE kv SET v = 777 WHERE k = 'k42'")
-            con.commit()
-            con.close()
+            without_raftsql(bad, "UPDATE kv SET v = 777 WHERE k = 'k42'")
             b = Node(NODE, 1, os.path.join(self.dir, "fw-boot.db"),
                      os.path.join(self.dir, "fw-boot.log"))
             try:

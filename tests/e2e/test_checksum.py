@@ -18,7 +18,7 @@ import sqlite3
 import tempfile
 import unittest
 
-from e2e import NODE, ClusterCase, connect, wait_for
+from e2e import NODE, ClusterCase, connect, wait_for, without_raftsql
 from raftsql_cluster import Node, NodeError
 from test_attach import writer
 from test_divergence_checks import flip_row_bytes
@@ -119,13 +119,10 @@ class ChecksumTest(ClusterCase):
         self.assertIsNotNone(m, "the fault did not fire")
         skewed = int(m.group(1))
         self.assertEqual(skewed, target)
-        # Read from the file: the node refuses reads once diverged.
-        con = sqlite3.connect(bad.db)
-        try:
-            self.assertEqual(con.execute("SELECT count(*) FROM kv")
-                             .fetchone()[0], 14)
-        finally:
-            con.close()
+        # Read from the file without raftsql: the node refuses reads
+        # once diverged, and so would this process once it loaded raftsql.
+        self.assertEqual(without_raftsql(bad.db, "SELECT count(*) FROM kv"),
+                         ["14"])
         self.assertEqual(self.leader.value("SELECT count(*) FROM kv"), 15)
 
         def found(node):
@@ -236,9 +233,7 @@ class ChecksumTest(ClusterCase):
         self.assertEqual(v["stored"], f.status()["checksum"]["value"])
         # A process without the extension: no hook sees its write.
         other = self.followers[1]
-        plain = sqlite3.connect(other.db, isolation_level=None, timeout=10)
-        plain.execute("UPDATE kv SET v = 99 WHERE k = 'k3'")
-        plain.close()
+        without_raftsql(other.db, "UPDATE kv SET v = 99 WHERE k = 'k3'")
         v = self.verify(other)
         self.assertFalse(v["equal"], v)
         self.assertEqual([d["table"] for d in v["differ"]], ["kv"])

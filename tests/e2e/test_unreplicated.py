@@ -22,7 +22,7 @@ import sqlite3
 import unittest
 
 from attach_writers import shell, writer
-from e2e import ClusterCase, connect, wait_for
+from e2e import ClusterCase, connect, wait_for, without_raftsql
 
 EXTRA = "election_timeout_ms=1000 heartbeat_ms=50 exec_timeout_ms=10000"
 REFUSED = "is a Raft replica (it has a raftsql_applied table) and no " \
@@ -42,12 +42,10 @@ WRITES = [
 
 
 def plain_rows(db):
-    """The rows of kv, read without raftsql."""
-    con = sqlite3.connect(db)
-    try:
-        return con.execute("SELECT k, v FROM kv ORDER BY k").fetchall()
-    finally:
-        con.close()
+    """The rows of kv (text, integer), read without raftsql."""
+    return [(k, int(v)) for k, v in (
+        line.split("|") for line in without_raftsql(
+            db, "SELECT k, v FROM kv ORDER BY k"))]
 
 
 class UnreplicatedTest(ClusterCase):
@@ -126,12 +124,7 @@ class UnreplicatedTest(ClusterCase):
                                    {"rows": [[1]]}], err)
         f = self.followers[0]
         self.assertEqual(f.stop(), 0)
-        con = sqlite3.connect(f.db)
-        try:
-            con.execute("INSERT INTO kv VALUES('plain', 3)")
-            con.commit()
-        finally:
-            con.close()
+        without_raftsql(f.db, "INSERT INTO kv VALUES('plain', 3)")
         self.assertIn(("plain", 3), plain_rows(f.db))
 
     def test_replaced_authorizer_commits_nothing(self):
