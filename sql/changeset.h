@@ -81,24 +81,24 @@ enum sql_change_kind {
 /* One decoded record. Pointers reference the payload it was decoded from
  * (or the capture's memory), which must outlive it. */
 struct sql_change {
-    uint8_t kind;       /* enum sql_change_kind */
-    const char *table;  /* table name, table_len bytes, not NUL-terminated;
+    uint8_t kind;      /* enum sql_change_kind */
+    const char *table; /* table name, table_len bytes, not NUL-terminated;
                            NULL for SQL_CHANGE_SCHEMA */
     size_t table_len;
-    int64_t old_rowid;  /* DELETE, UPDATE */
-    int64_t new_rowid;  /* INSERT, UPDATE */
-    unsigned n_cols;    /* values per row image */
+    int64_t old_rowid;         /* DELETE, UPDATE */
+    int64_t new_rowid;         /* INSERT, UPDATE */
+    unsigned n_cols;           /* values per row image */
     struct sql_value *old_row; /* n_cols values (DELETE, UPDATE), else NULL */
     struct sql_value *new_row; /* n_cols values (INSERT, UPDATE), else NULL */
-    const char *sql;    /* SQL_CHANGE_SCHEMA: the statement, sql_len bytes */
+    const char *sql; /* SQL_CHANGE_SCHEMA: the statement, sql_len bytes */
     size_t sql_len;
 };
 
 /* A decoded changeset. */
 struct sql_changeset {
-    uint64_t id[2];    /* origin node id, origin sequence number */
-    uint64_t lease;    /* lease id, 0 for none */
-    unsigned n;        /* records */
+    uint64_t id[2];             /* origin node id, origin sequence number */
+    uint64_t lease;             /* lease id, 0 for none */
+    unsigned n;                 /* records */
     struct sql_change *changes; /* n records (allocated by the decoder) */
     struct sql_value *values;   /* the rows' values (allocated likewise) */
 };
@@ -135,8 +135,8 @@ struct sql_capture;
  * SQL_ERR_INVALID when the SQLite in use has no pre-update hook
  * (@why, @why_len bytes, says why: preupdate_resolve), SQL_ERR_NOMEM.
  * Thread: any, with @db not in use by another thread. */
-int sql_capture_open(sqlite3 *db, uint64_t max_bytes,
-                     struct sql_capture **out, char *why, size_t why_len);
+int sql_capture_open(sqlite3 *db, uint64_t max_bytes, struct sql_capture **out,
+                     char *why, size_t why_len);
 
 /* sql_capture_intact reports whether @c's three hooks are still the ones
  * installed on its connection (1) or a host replaced one (0): then its
@@ -160,8 +160,8 @@ unsigned sql_capture_pending(const struct sql_capture *c);
  * sqlite3_blob_write on a replicated table: @errmsg says which),
  * SQL_ERR_NOMEM. Thread: the connection's. */
 int sql_capture_take(struct sql_capture *c, const uint64_t id[2],
-                     uint64_t lease, void **out, size_t *out_len,
-                     char *errmsg, size_t errmsg_len);
+                     uint64_t lease, void **out, size_t *out_len, char *errmsg,
+                     size_t errmsg_len);
 
 /* sql_capture_reset forgets the running transaction's records (after a
  * refused COMMIT, say). Thread: the connection's. */

@@ -13,10 +13,9 @@ SQLITE_EXTENSION_INIT3
 
 /* The symbols, in the order of struct sql_preupdate's fields. */
 static const char *const names[] = {
-    "sqlite3_preupdate_hook",
-    "sqlite3_preupdate_old",
-    "sqlite3_preupdate_new",
-    "sqlite3_preupdate_count",
+    "sqlite3_preupdate_hook",  "sqlite3_preupdate_old",
+    "sqlite3_preupdate_new",   "sqlite3_preupdate_count",
+    "sqlite3_preupdate_depth", "sqlite3_preupdate_blobwrite",
 };
 
 typedef int (*version_fn)(void);
@@ -59,11 +58,15 @@ static int resolve_in(void *handle, version_fn ours, struct sql_preupdate *out,
     if (lookup(handle, names[0], &p.hook, sizeof p.hook) != 0 ||
         lookup(handle, names[1], &p.old, sizeof p.old) != 0 ||
         lookup(handle, names[2], &p.new_, sizeof p.new_) != 0 ||
-        lookup(handle, names[3], &p.count, sizeof p.count) != 0) {
+        lookup(handle, names[3], &p.count, sizeof p.count) != 0 ||
+        lookup(handle, names[4], &p.depth, sizeof p.depth) != 0) {
         sql_errmsgf(why, why_len,
                     "SQLite %s is built without SQLITE_ENABLE_PREUPDATE_HOOK",
                     sqlite3_libversion());
         return -1;
+    }
+    if (lookup(handle, names[5], &p.blobwrite, sizeof p.blobwrite) != 0) {
+        p.blobwrite = NULL; /* SQLite before 3.36.0 */
     }
     *out = p;
     return 0;

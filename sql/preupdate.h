@@ -21,7 +21,13 @@ struct sql_preupdate {
     void *(*hook)(sqlite3 *db, sql_preupdate_cb cb, void *data); /* set */
     int (*old)(sqlite3 *db, int col, sqlite3_value **out);       /* old value */
     int (*new_)(sqlite3 *db, int col, sqlite3_value **out);      /* new value */
-    int (*count)(sqlite3 *db); /* columns of the row */
+    int (*count)(sqlite3 *db);     /* columns of the row */
+    int (*depth)(sqlite3 *db);     /* trigger depth: 0 for the statement's own
+                                  rows, 1 for a trigger's, and so on */
+    int (*blobwrite)(sqlite3 *db); /* column an sqlite3_blob_write writes,
+                                      -1 for another change; NULL when the
+                                      copy is older than 3.36.0 (its blob
+                                      writes fire no pre-update hook) */
 };
 
 /* preupdate_resolve fills @out with the pre-update functions of the
@@ -32,7 +38,8 @@ struct sql_preupdate {
  * SQLITE_ENABLE_PREUPDATE_HOOK), when they cannot be found (a host with a
  * static SQLite that exports nothing), or when the ones found belong to
  * another copy: calling those on our connections would corrupt memory.
- * Any thread. */
+ * sqlite3_preupdate_blobwrite alone may be missing (SQLite before 3.36.0):
+ * @out->blobwrite is NULL then, and the caller decides. Any thread. */
 int preupdate_resolve(struct sql_preupdate *out, char *why, size_t why_len);
 
 #endif /* SQL_PREUPDATE_H */

@@ -70,6 +70,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "codec.h"
+
 #define SQL__REQUEST_MAGIC0 0x52 /* 'R' */
 #define SQL__REQUEST_MAGIC1 0x51 /* 'Q' */
 #define SQL__REQUEST_VERSION 2
@@ -100,57 +102,9 @@
 #endif
 #define SQL__REQUEST_FLAGS_KNOWN (SQL_REQUEST_CLIENT_ID | SQL_REQUEST_WANT_ROWS)
 
-static void put_u32(uint8_t *p, uint32_t v)
-{
-    p[0] = (uint8_t)v;
-    p[1] = (uint8_t)(v >> 8);
-    p[2] = (uint8_t)(v >> 16);
-    p[3] = (uint8_t)(v >> 24);
-}
-
-static void put_u64(uint8_t *p, uint64_t v)
-{
-    put_u32(p, (uint32_t)v);
-    put_u32(p + 4, (uint32_t)(v >> 32));
-}
-
-static uint32_t get_u32(const uint8_t *p)
-{
-    return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 |
-           (uint32_t)p[3] << 24;
-}
-
-static uint64_t get_u64(const uint8_t *p)
-{
-    return (uint64_t)get_u32(p) | (uint64_t)get_u32(p + 4) << 32;
-}
-
 static int is_name_start(char c)
 {
     return c == '?' || c == ':' || c == '@' || c == '$';
-}
-
-/* value_size returns the encoded size of @v's value part, or 0 with *@bad
- * set when the value is invalid. */
-static uint64_t value_size(const struct sql_value *v, int *bad)
-{
-    switch (v->type) {
-        case SQL_INTEGER:
-        case SQL_FLOAT:
-            return 8;
-        case SQL_TEXT:
-        case SQL_BLOB:
-            if (v->bytes.p == NULL && v->bytes.len > 0) {
-                *bad = 1;
-                return 0;
-            }
-            return 4 + (uint64_t)v->bytes.len;
-        case SQL_NULL:
-            return 0;
-        default:
-            *bad = 1;
-            return 0;
-    }
 }
 
 /* is_v3 says whether @opts (may be NULL) need format version 3. */
@@ -262,7 +216,7 @@ int sql_request_size_opts(const char *sql, size_t sql_len,
     for (i = 0; i < n_params; i++) {
         const struct sql_param *prm = &params[i];
         int bad = 0;
-        uint64_t vsize = value_size(&prm->value, &bad);
+        uint64_t vsize = codec_value_size(&prm->value, &bad);
 
         if (bad) {
             sql_errmsgf(errmsg, errmsg_len, "parameter %u: bad value (type %u)",
@@ -347,21 +301,21 @@ int sql_request_encode_opts(const uint64_t id[2], const char *sql,
     p[1] = SQL__REQUEST_MAGIC1;
     p[SQL__REQUEST_OFF_VERSION] = SQL__REQUEST_VERSION;
     p[SQL__REQUEST_OFF_FLAGS] = 0;
-    put_u32(p + SQL__REQUEST_OFF_N_PARAMS, n_params);
-    put_u64(p + SQL__REQUEST_OFF_ID, id[0]);
-    put_u64(p + SQL__REQUEST_OFF_ID + 8, id[1]);
-    put_u64(p + SQL__REQUEST_OFF_TIME, 0);
-    put_u64(p + SQL__REQUEST_OFF_SEED, 0);
-    put_u64(p + SQL__REQUEST_OFF_MAX_STEPS, 0);
-    put_u32(p + SQL__REQUEST_OFF_SQL_LEN, (uint32_t)sql_len);
+    codec_put_u32(p + SQL__REQUEST_OFF_N_PARAMS, n_params);
+    codec_put_u64(p + SQL__REQUEST_OFF_ID, id[0]);
+    codec_put_u64(p + SQL__REQUEST_OFF_ID + 8, id[1]);
+    codec_put_u64(p + SQL__REQUEST_OFF_TIME, 0);
+    codec_put_u64(p + SQL__REQUEST_OFF_SEED, 0);
+    codec_put_u64(p + SQL__REQUEST_OFF_MAX_STEPS, 0);
+    codec_put_u32(p + SQL__REQUEST_OFF_SQL_LEN, (uint32_t)sql_len);
     if (is_v3(opts)) {
         p[SQL__REQUEST_OFF_VERSION] = SQL__REQUEST_V3;
         p[SQL__REQUEST_OFF_FLAGS] =
             (uint8_t)(opts->flags |
                       (opts->client_id_len > 0 ? SQL_REQUEST_CLIENT_ID : 0));
-        put_u64(p + SQL__REQUEST_OFF_ID_WINDOW, 0);
-        put_u64(p + SQL__REQUEST_OFF_ID_WINDOW_MS, 0);
-        put_u64(p + SQL__REQUEST_OFF_MAX_RESULT, 0);
+        codec_put_u64(p + SQL__REQUEST_OFF_ID_WINDOW, 0);
+        codec_put_u64(p + SQL__REQUEST_OFF_ID_WINDOW_MS, 0);
+        codec_put_u64(p + SQL__REQUEST_OFF_MAX_RESULT, 0);
         p[SQL__REQUEST_OFF_CLIENT_ID_LEN] = (uint8_t)opts->client_id_len;
         p[SQL__REQUEST_OFF_CLIENT_ID_LEN + 1] =
             (uint8_t)(opts->client_id_len >> 8);
@@ -377,39 +331,18 @@ int sql_request_encode_opts(const uint64_t id[2], const char *sql,
     for (i = 0; i < n_params; i++) {
         const struct sql_param *prm = &params[i];
         const struct sql_value *v = &prm->value;
-        uint64_t bits;
 
         *p++ = v->type;
         *p++ = prm->name != NULL ? 1 : 0;
         if (prm->name != NULL) {
             size_t name_len = strlen(prm->name);
 
-            put_u32(p, (uint32_t)name_len);
+            codec_put_u32(p, (uint32_t)name_len);
             memcpy(p + 4, prm->name, name_len);
             p[4 + name_len] = 0;
             p += 4 + name_len + 1;
         }
-        switch (v->type) {
-            case SQL_INTEGER:
-                put_u64(p, (uint64_t)v->integer);
-                p += 8;
-                break;
-            case SQL_FLOAT:
-                memcpy(&bits, &v->real, 8);
-                put_u64(p, bits);
-                p += 8;
-                break;
-            case SQL_TEXT:
-            case SQL_BLOB:
-                put_u32(p, (uint32_t)v->bytes.len);
-                if (v->bytes.len > 0) {
-                    memcpy(p + 4, v->bytes.p, v->bytes.len);
-                }
-                p += 4 + v->bytes.len;
-                break;
-            default:
-                break;
-        }
+        p = codec_value_put(p, v);
     }
     /* Invariant: the size sql_request_size computed is exactly what was
      * written. */
@@ -509,13 +442,13 @@ int sql_request_stamp(const void *in, size_t len, const struct sql_stamp *stamp,
     if (out != in) {
         memcpy(out, in, len);
     }
-    put_u64(b + SQL__REQUEST_OFF_TIME, (uint64_t)stamp->time_ms);
-    put_u64(b + SQL__REQUEST_OFF_SEED, stamp->seed);
-    put_u64(b + SQL__REQUEST_OFF_MAX_STEPS, stamp->max_steps);
+    codec_put_u64(b + SQL__REQUEST_OFF_TIME, (uint64_t)stamp->time_ms);
+    codec_put_u64(b + SQL__REQUEST_OFF_SEED, stamp->seed);
+    codec_put_u64(b + SQL__REQUEST_OFF_MAX_STEPS, stamp->max_steps);
     if (b[SQL__REQUEST_OFF_VERSION] == SQL__REQUEST_V3) {
-        put_u64(b + SQL__REQUEST_OFF_ID_WINDOW, stamp->id_window);
-        put_u64(b + SQL__REQUEST_OFF_ID_WINDOW_MS, stamp->id_window_ms);
-        put_u64(b + SQL__REQUEST_OFF_MAX_RESULT, stamp->max_result_bytes);
+        codec_put_u64(b + SQL__REQUEST_OFF_ID_WINDOW, stamp->id_window);
+        codec_put_u64(b + SQL__REQUEST_OFF_ID_WINDOW_MS, stamp->id_window_ms);
+        codec_put_u64(b + SQL__REQUEST_OFF_MAX_RESULT, stamp->max_result_bytes);
     }
     return 0;
 }
@@ -528,8 +461,8 @@ int sql_request_id(const void *p, size_t len, uint64_t out[2])
     if (check_header(b, len, &header, NULL, 0) != 0) {
         return SQL_ERR_CORRUPT;
     }
-    out[0] = get_u64(b + SQL__REQUEST_OFF_ID);
-    out[1] = get_u64(b + SQL__REQUEST_OFF_ID + 8);
+    out[0] = codec_get_u64(b + SQL__REQUEST_OFF_ID);
+    out[1] = codec_get_u64(b + SQL__REQUEST_OFF_ID + 8);
     return 0;
 }
 
@@ -578,7 +511,8 @@ static int decode_param(struct reader *r, unsigned i, struct sql_param *out)
     const uint8_t *p;
     uint8_t type, named;
     uint32_t n;
-    int rc;
+    uint64_t used;
+    int rc, bytes;
 
     rc = need(r, SQL__REQUEST_MIN_PARAM, "header", i);
     if (rc != 0) {
@@ -607,7 +541,7 @@ static int decode_param(struct reader *r, unsigned i, struct sql_param *out)
         if (rc != 0) {
             return rc;
         }
-        n = get_u32(r->base + r->pos);
+        n = codec_get_u32(r->base + r->pos);
         r->pos += 4;
         rc = need(r, (uint64_t)n + 1, "name", i);
         if (rc != 0) {
@@ -623,40 +557,16 @@ static int decode_param(struct reader *r, unsigned i, struct sql_param *out)
         out->name = (const char *)p;
         r->pos += (size_t)n + 1;
     }
-    switch (type) {
-        case SQL_INTEGER:
-        case SQL_FLOAT:
-            rc = need(r, 8, "value", i);
-            if (rc != 0) {
-                return rc;
-            }
-            if (type == SQL_INTEGER) {
-                out->value.integer = (int64_t)get_u64(r->base + r->pos);
-            } else {
-                uint64_t bits = get_u64(r->base + r->pos);
-                memcpy(&out->value.real, &bits, 8);
-            }
-            r->pos += 8;
-            break;
-        case SQL_TEXT:
-        case SQL_BLOB:
-            rc = need(r, 4, "value length", i);
-            if (rc != 0) {
-                return rc;
-            }
-            n = get_u32(r->base + r->pos);
-            r->pos += 4;
-            rc = need(r, n, "value", i);
-            if (rc != 0) {
-                return rc;
-            }
-            out->value.bytes.p = r->base + r->pos;
-            out->value.bytes.len = n;
-            r->pos += n;
-            break;
-        default:
-            break;
+    bytes = type == SQL_TEXT || type == SQL_BLOB;
+    if (codec_value_get(r->base + r->pos, r->len - r->pos, type, &out->value,
+                        &used) != 0) {
+        if (bytes && used > 4) {
+            r->pos += 4; /* the length is there, its bytes are not */
+            return need(r, used - 4, "value", i);
+        }
+        return need(r, used, bytes ? "value length" : "value", i);
     }
+    r->pos += (size_t)used;
     return 0;
 }
 
@@ -675,24 +585,26 @@ int sql_request_decode(const void *p, size_t len, struct sql_request *out,
         return rc;
     }
     memset(&req, 0, sizeof req);
-    n_params = get_u32(r.base + SQL__REQUEST_OFF_N_PARAMS);
-    req.id[0] = get_u64(r.base + SQL__REQUEST_OFF_ID);
-    req.id[1] = get_u64(r.base + SQL__REQUEST_OFF_ID + 8);
-    req.time_ms = (int64_t)get_u64(r.base + SQL__REQUEST_OFF_TIME);
-    req.seed = get_u64(r.base + SQL__REQUEST_OFF_SEED);
+    n_params = codec_get_u32(r.base + SQL__REQUEST_OFF_N_PARAMS);
+    req.id[0] = codec_get_u64(r.base + SQL__REQUEST_OFF_ID);
+    req.id[1] = codec_get_u64(r.base + SQL__REQUEST_OFF_ID + 8);
+    req.time_ms = (int64_t)codec_get_u64(r.base + SQL__REQUEST_OFF_TIME);
+    req.seed = codec_get_u64(r.base + SQL__REQUEST_OFF_SEED);
     if (r.base[SQL__REQUEST_OFF_VERSION] == 1) {
-        sql_len = get_u32(r.base + SQL__REQUEST_V1_OFF_SQL_LEN);
+        sql_len = codec_get_u32(r.base + SQL__REQUEST_V1_OFF_SQL_LEN);
     } else {
-        req.max_steps = get_u64(r.base + SQL__REQUEST_OFF_MAX_STEPS);
-        sql_len = get_u32(r.base + SQL__REQUEST_OFF_SQL_LEN);
+        req.max_steps = codec_get_u64(r.base + SQL__REQUEST_OFF_MAX_STEPS);
+        sql_len = codec_get_u32(r.base + SQL__REQUEST_OFF_SQL_LEN);
     }
     if (r.base[SQL__REQUEST_OFF_VERSION] == SQL__REQUEST_V3) {
         uint8_t flags = r.base[SQL__REQUEST_OFF_FLAGS];
 
         req.want_rows = (flags & SQL_REQUEST_WANT_ROWS) != 0;
-        req.id_window = get_u64(r.base + SQL__REQUEST_OFF_ID_WINDOW);
-        req.id_window_ms = get_u64(r.base + SQL__REQUEST_OFF_ID_WINDOW_MS);
-        req.max_result_bytes = get_u64(r.base + SQL__REQUEST_OFF_MAX_RESULT);
+        req.id_window = codec_get_u64(r.base + SQL__REQUEST_OFF_ID_WINDOW);
+        req.id_window_ms =
+            codec_get_u64(r.base + SQL__REQUEST_OFF_ID_WINDOW_MS);
+        req.max_result_bytes =
+            codec_get_u64(r.base + SQL__REQUEST_OFF_MAX_RESULT);
         req.client_id_len = header - SQL__REQUEST_V3_HEADER;
         if (req.client_id_len > 0) {
             req.client_id = r.base + SQL__REQUEST_V3_HEADER;
