@@ -39,7 +39,13 @@
  *       8      new rowid (i64; INSERT and UPDATE; 0 for DELETE and for a
  *              WITHOUT ROWID table)
  *       2      n_cols (u16, >= 1): the values per row image, in the
- *              table's column order (sqlite3_preupdate_count)
+ *              table's column order (sqlite3_preupdate_count), with
+ *              generated columns as SQLite 3.40.1 gives them: a STORED
+ *              one has its computed value in its place; a VIRTUAL one
+ *              has no value (sqlite3_preupdate_old/new answer
+ *              SQLITE_RANGE past the stored columns), so a table with
+ *              VIRTUAL columns has n_cols = its columns less those,
+ *              the stored columns' values in their order
  *       old row (DELETE, UPDATE): n_cols values
  *       new row (INSERT, UPDATE): n_cols values
  *     a value: 1 byte enum sql_value_type, then
@@ -55,7 +61,18 @@
  * apply connection knows from its own schema, which equals the writer's,
  * which kind a table is). Only the main database is captured (temp and
  * attached databases are not replicated), and never the raftsql_*
- * internals or sqlite_* tables. */
+ * internals or sqlite_* tables.
+ *
+ * What the capture cannot tell, it refuses rather than send a wrong
+ * changeset (sql_capture_take: SQL_ERR_INVALID, the message says what):
+ * a schema statement, a write through INSTEAD OF triggers, or a
+ * statement reset before its last row with foreign keys on, each inside
+ * BEGIN...COMMIT (SQLite shows no sign of their failure there; in
+ * autocommit mode they are captured), and sqlite3_blob_write.
+ * changeset_capture.c lists the rules and what they rest on. REINDEX and
+ * ANALYZE send nothing (sqlite_stat1 is not captured); VACUUM fires no
+ * commit hook and may renumber the rowids of tables without an INTEGER
+ * PRIMARY KEY: a replica must not run it. */
 
 #ifndef SQL_CHANGESET_H
 #define SQL_CHANGESET_H
@@ -158,7 +175,8 @@ unsigned sql_capture_pending(const struct sql_capture *c);
  * says by how much: the records are forgotten), SQL_ERR_INVALID (nothing
  * to send: sql_capture_pending is 0, or the transaction did something that cannot be replicated as rows, such as
  * sqlite3_blob_write on a replicated table: @errmsg says which),
- * SQL_ERR_NOMEM. Thread: the connection's. */
+ * SQL_ERR_NOMEM (a hook ran out of memory, or this call). In every case
+ * the transaction's records are forgotten. Thread: the connection's. */
 int sql_capture_take(struct sql_capture *c, const uint64_t id[2],
                      uint64_t lease, void **out, size_t *out_len, char *errmsg,
                      size_t errmsg_len);
@@ -167,8 +185,10 @@ int sql_capture_take(struct sql_capture *c, const uint64_t id[2],
  * refused COMMIT, say). Thread: the connection's. */
 void sql_capture_reset(struct sql_capture *c);
 
-/* sql_capture_close removes @c's hooks from its connection (those still
- * its own) and frees it. NULL-safe. Thread: the connection's, or any
+/* sql_capture_close removes the three hooks from @c's connection (SQLite
+ * cannot read a hook without replacing it, so one a host put over ours
+ * goes too: sql_capture_intact says whether that happened) and frees
+ * @c. NULL-safe. Thread: the connection's, or any
  * once the connection is closed (@closed 1: the hooks are gone with it). */
 void sql_capture_close(struct sql_capture *c, int closed);
 
