@@ -308,7 +308,8 @@ static void record_row(struct sql_capture *c, int op, const char *table,
     uint8_t kind = op == SQLITE_INSERT   ? SQL_CHANGE_INSERT
                    : op == SQLITE_DELETE ? SQL_CHANGE_DELETE
                                          : SQL_CHANGE_UPDATE;
-    int has_old = kind != SQL_CHANGE_INSERT, has_new = kind != SQL_CHANGE_DELETE;
+    int has_old = kind != SQL_CHANGE_INSERT,
+        has_new = kind != SQL_CHANGE_DELETE;
     int n_cols = c->pu.count(c->db), n_old = n_cols, n_new = n_cols;
     uint64_t size = SQL__CHANGE_ROW_FIXED + (uint64_t)table_len;
     int rc = SQLITE_OK;
@@ -316,8 +317,9 @@ static void record_row(struct sql_capture *c, int op, const char *table,
 
     if (table_len == 0 || table_len > UINT16_MAX || n_cols <= 0 ||
         n_cols > UINT16_MAX) {
-        poison(c, "table %s: a name of %zu bytes or %d columns do not fit "
-                  "the changeset format",
+        poison(c,
+               "table %s: a name of %zu bytes or %d columns do not fit "
+               "the changeset format",
                table, table_len, n_cols);
         return;
     }
@@ -399,8 +401,8 @@ static void on_preupdate(void *data, sqlite3 *db, int op, const char *db_name,
 static const char *skip_space(const char *s)
 {
     for (;;) {
-        if (*s == ' ' || *s == '\t' || *s == '\n' || *s == '\r' ||
-            *s == '\f' || *s == '\v') {
+        if (*s == ' ' || *s == '\t' || *s == '\n' || *s == '\r' || *s == '\f' ||
+            *s == '\v') {
             s++;
         } else if (s[0] == '-' && s[1] == '-') {
             while (*s != 0 && *s != '\n') {
@@ -451,7 +453,11 @@ static char *read_name(const char *s, int *nomem)
     size_t i = 0, n;
 
     *nomem = 0;
-    close = *p == '"' ? '"' : *p == '\'' ? '\'' : *p == '`' ? '`' : *p == '[' ? ']' : 0;
+    close = *p == '"'    ? '"'
+            : *p == '\'' ? '\''
+            : *p == '`'  ? '`'
+            : *p == '['  ? ']'
+                         : 0;
     n = strlen(p);
     out = malloc(n + 1);
     if (out == NULL) {
@@ -611,8 +617,7 @@ static void on_savepoint(struct sql_capture *c, enum capture_kind kind,
         }
         if (c->n_sps == c->cap_sps) {
             unsigned cap = c->cap_sps == 0 ? 8 : 2 * c->cap_sps;
-            struct capture_savepoint *sps =
-                realloc(c->sps, cap * sizeof *sps);
+            struct capture_savepoint *sps = realloc(c->sps, cap * sizeof *sps);
             if (sps == NULL) {
                 free(name);
                 c->nomem = 1;
@@ -675,8 +680,7 @@ static void record_schema(struct sql_capture *c, sqlite3_stmt *stmt,
 /* on_stmt follows SQLITE_TRACE_STMT: statement @stmt starts, of text
  * @text ("-- " and the text for one nested in another, "-- " and a
  * comment for a trigger's sub-statement). */
-static void on_stmt(struct sql_capture *c, sqlite3_stmt *stmt,
-                    const char *text)
+static void on_stmt(struct sql_capture *c, sqlite3_stmt *stmt, const char *text)
 {
     struct capture_stmt *e;
     const char *sql = text, *name_at = NULL;
@@ -722,8 +726,8 @@ static void on_stmt(struct sql_capture *c, sqlite3_stmt *stmt,
     kind = classify(sql, &name_at);
     if (kind == CAPTURE_SCHEMA || kind == CAPTURE_SCHEMA_TEMP) {
         e->schema = 1;
-        if (c->schema_depth++ == 0 && kind == CAPTURE_SCHEMA &&
-            !c->poisoned && !c->too_big && !c->nomem) {
+        if (c->schema_depth++ == 0 && kind == CAPTURE_SCHEMA && !c->poisoned &&
+            !c->too_big && !c->nomem) {
             record_schema(c, stmt, sql);
         }
     } else if (kind != CAPTURE_OTHER && c->n_stmts == 1) {
@@ -753,10 +757,11 @@ static void on_profile(struct sql_capture *c, sqlite3_stmt *stmt)
          * unless its immediate foreign key check fails there. */
         sqlite3_db_config(c->db, SQLITE_DBCONFIG_ENABLE_FKEY, -1, &fk);
         if (in_txn && fk && e->rows0 + e->rows_deep > 0) {
-            poison(c, "a statement reset before its last row, with foreign "
-                      "keys on, inside a transaction cannot be replicated "
-                      "(its foreign key check may undo it unseen): step it "
-                      "to its end");
+            poison(c,
+                   "a statement reset before its last row, with foreign "
+                   "keys on, inside a transaction cannot be replicated "
+                   "(its foreign key check may undo it unseen): step it "
+                   "to its end");
         }
     } else if (e->rows0 > 0) {
         if (sqlite3_changes(c->db) == 0) {
@@ -765,14 +770,16 @@ static void on_profile(struct sql_capture *c, sqlite3_stmt *stmt)
             e->rows_deep = 0;
         }
     } else if (e->rows_deep > 0 && in_txn) {
-        poison(c, "a write through INSTEAD OF triggers inside a transaction "
-                  "cannot be replicated (SQLite does not tell whether it "
-                  "failed): run it in autocommit mode");
+        poison(c,
+               "a write through INSTEAD OF triggers inside a transaction "
+               "cannot be replicated (SQLite does not tell whether it "
+               "failed): run it in autocommit mode");
     }
     if (e->schema && c->schema_depth == 1 && in_txn) {
-        poison(c, "a schema statement inside a transaction cannot be "
-                  "replicated (SQLite does not tell whether it failed): run "
-                  "it in autocommit mode");
+        poison(c,
+               "a schema statement inside a transaction cannot be "
+               "replicated (SQLite does not tell whether it failed): run "
+               "it in autocommit mode");
     }
     if (!busy && e->rows0 == 0 && e->rows_deep == 0 && c->n == e->n_at &&
         sqlite3_expired(stmt)) {
@@ -850,8 +857,8 @@ unsigned sql_capture_pending(const struct sql_capture *c)
 }
 
 int sql_capture_take(struct sql_capture *c, const uint64_t id[2],
-                     uint64_t lease, void **out, size_t *out_len,
-                     char *errmsg, size_t errmsg_len)
+                     uint64_t lease, void **out, size_t *out_len, char *errmsg,
+                     size_t errmsg_len)
 {
     uint8_t *p;
     int rc = 0;

@@ -53,8 +53,7 @@ static void render_value(struct text *t, const struct sql_value *v)
             text_add(t, "%.17g", v->real);
             break;
         case SQL_TEXT:
-            text_add(t, "'%.*s'", (int)v->bytes.len,
-                     (const char *)v->bytes.p);
+            text_add(t, "'%.*s'", (int)v->bytes.len, (const char *)v->bytes.p);
             break;
         case SQL_BLOB:
             text_add(t, "x'");
@@ -68,8 +67,7 @@ static void render_value(struct text *t, const struct sql_value *v)
     }
 }
 
-static void render_row(struct text *t, const struct sql_value *row,
-                       unsigned n)
+static void render_row(struct text *t, const struct sql_value *row, unsigned n)
 {
     unsigned i;
 
@@ -129,9 +127,9 @@ static void render(struct text *t, const struct sql_changeset *cs, int values)
 struct cap {
     sqlite3 *db;
     struct sql_capture *c;
-    uint64_t id[2];   /* origin id of the next take */
-    int values;       /* render values */
-    struct text log;  /* "COMMIT\n" + records, or "REFUSED rc: why\n" */
+    uint64_t id[2];  /* origin id of the next take */
+    int values;      /* render values */
+    struct text log; /* "COMMIT\n" + records, or "REFUSED rc: why\n" */
 };
 
 static int on_commit(void *data)
@@ -262,9 +260,9 @@ static void add_row(struct payload *pl, uint8_t kind, const char *table,
                     const struct sql_value *old_row,
                     const struct sql_value *new_row, unsigned n_cols)
 {
-    uint8_t *p = changeset_codec_row(pl->b + pl->len, kind, table,
-                                     strlen(table), old_rowid, new_rowid,
-                                     n_cols);
+    uint8_t *p =
+        changeset_codec_row(pl->b + pl->len, kind, table, strlen(table),
+                            old_rowid, new_rowid, n_cols);
     pl->len = (size_t)(p - pl->b);
     if (old_row != NULL) {
         add_values(pl, old_row, n_cols);
@@ -469,32 +467,36 @@ static void test_capture_rows(void **state)
     struct cap *f = cap_open(1 << 20);
 
     (void)state;
-    setup(f, "CREATE TABLE t(a INTEGER PRIMARY KEY, b, c, d, e);"
-             "CREATE TABLE w(k TEXT PRIMARY KEY, v) WITHOUT ROWID;"
-             "CREATE TABLE n(v);"
-             "CREATE TABLE raftsql_x(v); CREATE TABLE RAFTSQL_Y(v);"
-             "CREATE TEMP TABLE tmp(v);"
-             "ATTACH ':memory:' AS aux; CREATE TABLE aux.t(v)");
+    setup(f,
+          "CREATE TABLE t(a INTEGER PRIMARY KEY, b, c, d, e);"
+          "CREATE TABLE w(k TEXT PRIMARY KEY, v) WITHOUT ROWID;"
+          "CREATE TABLE n(v);"
+          "CREATE TABLE raftsql_x(v); CREATE TABLE RAFTSQL_Y(v);"
+          "CREATE TEMP TABLE tmp(v);"
+          "ATTACH ':memory:' AS aux; CREATE TABLE aux.t(v)");
     ok(f, "INSERT INTO t VALUES(1, 2.5, 'x', x'00ff', NULL)");
     ok(f, "UPDATE t SET a = 2, b = -1 WHERE a = 1");
     ok(f, "DELETE FROM t");
     ok(f, "INSERT INTO w VALUES('k', 1)");
     ok(f, "INSERT INTO n VALUES(42)");
-    ok(f, "BEGIN; INSERT INTO raftsql_x VALUES(1); INSERT INTO RAFTSQL_Y "
-          "VALUES(1); INSERT INTO temp.tmp VALUES(1); INSERT INTO aux.t "
-          "VALUES(1); INSERT INTO n VALUES(43); COMMIT");
-    expect(f, "COMMIT\nINSERT t 1: 1,2.5,'x',x'00ff',NULL\n"
-              "COMMIT\nUPDATE t 1->2: 1,2.5,'x',x'00ff',NULL -> "
-              "2,-1,'x',x'00ff',NULL\n"
-              "COMMIT\nDELETE t 2: 2,-1,'x',x'00ff',NULL\n"
-              "COMMIT\nINSERT w 0: 'k',1\n"
-              "COMMIT\nINSERT n 1: 42\n"
-              "COMMIT\nINSERT n 2: 43\n");
+    ok(f,
+       "BEGIN; INSERT INTO raftsql_x VALUES(1); INSERT INTO RAFTSQL_Y "
+       "VALUES(1); INSERT INTO temp.tmp VALUES(1); INSERT INTO aux.t "
+       "VALUES(1); INSERT INTO n VALUES(43); COMMIT");
+    expect(f,
+           "COMMIT\nINSERT t 1: 1,2.5,'x',x'00ff',NULL\n"
+           "COMMIT\nUPDATE t 1->2: 1,2.5,'x',x'00ff',NULL -> "
+           "2,-1,'x',x'00ff',NULL\n"
+           "COMMIT\nDELETE t 2: 2,-1,'x',x'00ff',NULL\n"
+           "COMMIT\nINSERT w 0: 'k',1\n"
+           "COMMIT\nINSERT n 1: 42\n"
+           "COMMIT\nINSERT n 2: 43\n");
     /* A transaction of only internal or unreplicated writes sends
      * nothing. */
     ok(f, "INSERT INTO raftsql_x VALUES(2)");
-    expect(f, "REFUSED invalid argument: nothing to send: the transaction "
-              "wrote no replicated row or schema\n");
+    expect(f,
+           "REFUSED invalid argument: nothing to send: the transaction "
+           "wrote no replicated row or schema\n");
     assert_int_equal(sql_capture_pending(f->c), 0);
     cap_close(f);
 }
@@ -506,15 +508,17 @@ static void test_capture_autocommit_failures(void **state)
     struct cap *f = cap_open(1 << 20);
 
     (void)state;
-    setup(f, "CREATE TABLE t(a INTEGER PRIMARY KEY, b UNIQUE);"
-             "INSERT INTO t VALUES(1, 'a')");
+    setup(f,
+          "CREATE TABLE t(a INTEGER PRIMARY KEY, b UNIQUE);"
+          "INSERT INTO t VALUES(1, 'a')");
     assert_int_equal(run(f, "INSERT INTO t VALUES(3, 'c'), (4, 'a')"),
                      SQLITE_CONSTRAINT);
     assert_int_equal(sql_capture_pending(f->c), 0);
     assert_int_equal(run(f, "INSERT OR FAIL INTO t VALUES(5, 'e'), (6, 'a')"),
                      SQLITE_CONSTRAINT);
-    assert_int_equal(run(f, "INSERT OR ROLLBACK INTO t VALUES(7, 'g'), "
-                            "(8, 'a')"),
+    assert_int_equal(run(f,
+                         "INSERT OR ROLLBACK INTO t VALUES(7, 'g'), "
+                         "(8, 'a')"),
                      SQLITE_CONSTRAINT);
     expect(f, "COMMIT\nINSERT t 5: 5,'e'\n");
     cap_close(f);
@@ -528,15 +532,16 @@ static void test_capture_statement_rollback(void **state)
     struct cap *f = cap_open(1 << 20);
 
     (void)state;
-    setup(f, "PRAGMA foreign_keys = ON;"
-             "CREATE TABLE t(a INTEGER PRIMARY KEY, b UNIQUE);"
-             "CREATE TABLE log(x);"
-             "CREATE TRIGGER tg AFTER INSERT ON t BEGIN "
-             "INSERT INTO log VALUES(new.a); END;"
-             "CREATE TABLE p(id INTEGER PRIMARY KEY);"
-             "CREATE TABLE c(id INTEGER PRIMARY KEY, pid REFERENCES p "
-             "ON DELETE CASCADE);"
-             "INSERT INTO p VALUES(1), (2); INSERT INTO c VALUES(10, 1)");
+    setup(f,
+          "PRAGMA foreign_keys = ON;"
+          "CREATE TABLE t(a INTEGER PRIMARY KEY, b UNIQUE);"
+          "CREATE TABLE log(x);"
+          "CREATE TRIGGER tg AFTER INSERT ON t BEGIN "
+          "INSERT INTO log VALUES(new.a); END;"
+          "CREATE TABLE p(id INTEGER PRIMARY KEY);"
+          "CREATE TABLE c(id INTEGER PRIMARY KEY, pid REFERENCES p "
+          "ON DELETE CASCADE);"
+          "INSERT INTO p VALUES(1), (2); INSERT INTO c VALUES(10, 1)");
     ok(f, "BEGIN");
     ok(f, "INSERT INTO t VALUES(1, 'a')");
     assert_int_equal(run(f, "INSERT INTO t VALUES(2, 'b'), (3, 'a')"),
@@ -545,16 +550,16 @@ static void test_capture_statement_rollback(void **state)
                      SQLITE_CONSTRAINT);
     ok(f, "DELETE FROM p WHERE id = 1");
     /* An immediate foreign key failure, found at the statement's end. */
-    assert_int_equal(run(f, "INSERT INTO c VALUES(11, 99)"),
-                     SQLITE_CONSTRAINT);
+    assert_int_equal(run(f, "INSERT INTO c VALUES(11, 99)"), SQLITE_CONSTRAINT);
     ok(f, "COMMIT");
-    expect(f, "COMMIT\n"
-              "INSERT t 1: 1,'a'\n"
-              "INSERT log 1: 1\n"
-              "INSERT t 4: 4,'d'\n"
-              "INSERT log 2: 4\n" /* rowid 2 again: the failed one's undone */
-              "DELETE p 1: 1\n"
-              "DELETE c 10: 10,1\n");
+    expect(f,
+           "COMMIT\n"
+           "INSERT t 1: 1,'a'\n"
+           "INSERT log 1: 1\n"
+           "INSERT t 4: 4,'d'\n"
+           "INSERT log 2: 4\n" /* rowid 2 again: the failed one's undone */
+           "DELETE p 1: 1\n"
+           "DELETE c 10: 10,1\n");
     ok(f, "BEGIN; INSERT INTO t VALUES(6, 'f')");
     assert_int_equal(run(f, "INSERT OR ROLLBACK INTO t VALUES(7, 'a')"),
                      SQLITE_CONSTRAINT);
@@ -571,24 +576,27 @@ static void test_capture_replace_upsert(void **state)
     struct cap *f = cap_open(1 << 20);
 
     (void)state;
-    setup(f, "CREATE TABLE t(a INTEGER PRIMARY KEY, b UNIQUE);"
-             "INSERT INTO t VALUES(1, 'a'), (2, 'b')");
+    setup(f,
+          "CREATE TABLE t(a INTEGER PRIMARY KEY, b UNIQUE);"
+          "INSERT INTO t VALUES(1, 'a'), (2, 'b')");
     ok(f, "BEGIN");
     ok(f, "INSERT OR REPLACE INTO t VALUES(3, 'a')");
     ok(f, "INSERT INTO t VALUES(4, 'b') ON CONFLICT(b) DO UPDATE SET a = 9");
     ok(f, "INSERT INTO t VALUES(5, 'b') ON CONFLICT(b) DO NOTHING");
     ok(f, "REPLACE INTO t VALUES(9, 'z')");
     /* A REPLACE that then fails is dropped whole. */
-    assert_int_equal(run(f, "REPLACE INTO t VALUES(6, 'z'), (7, NULL), "
-                            "(8, 'q'), ('x', 'y')"),
+    assert_int_equal(run(f,
+                         "REPLACE INTO t VALUES(6, 'z'), (7, NULL), "
+                         "(8, 'q'), ('x', 'y')"),
                      SQLITE_MISMATCH);
     ok(f, "COMMIT");
-    expect(f, "COMMIT\n"
-              "DELETE t 1: 1,'a'\n"
-              "INSERT t 3: 3,'a'\n"
-              "UPDATE t 2->9: 2,'b' -> 9,'b'\n"
-              "DELETE t 9: 9,'b'\n"
-              "INSERT t 9: 9,'z'\n");
+    expect(f,
+           "COMMIT\n"
+           "DELETE t 1: 1,'a'\n"
+           "INSERT t 3: 3,'a'\n"
+           "UPDATE t 2->9: 2,'b' -> 9,'b'\n"
+           "DELETE t 9: 9,'b'\n"
+           "INSERT t 9: 9,'z'\n");
     cap_close(f);
 }
 
@@ -619,15 +627,17 @@ static void test_capture_savepoints(void **state)
     /* After RELEASE a, "ROLLBACK TO a" is no such savepoint: nothing is
      * dropped; a same-named outer savepoint is found once the inner is
      * released. */
-    ok(f, "BEGIN; SAVEPOINT x; INSERT INTO t VALUES(10); SAVEPOINT x;"
-          "INSERT INTO t VALUES(11); RELEASE x; INSERT INTO t VALUES(12)");
+    ok(f,
+       "BEGIN; SAVEPOINT x; INSERT INTO t VALUES(10); SAVEPOINT x;"
+       "INSERT INTO t VALUES(11); RELEASE x; INSERT INTO t VALUES(12)");
     ok(f, "ROLLBACK TO x; INSERT INTO t VALUES(13); COMMIT");
     expect(f, "COMMIT\nINSERT t 13: 13\n");
 
     /* A SAVEPOINT outside BEGIN starts the transaction; ROLLBACK TO it
      * keeps the transaction; its RELEASE commits. */
-    ok(f, "SAVEPOINT s; INSERT INTO t VALUES(20); ROLLBACK TO s;"
-          "INSERT INTO t VALUES(21); SAVEPOINT n; INSERT INTO t VALUES(22)");
+    ok(f,
+       "SAVEPOINT s; INSERT INTO t VALUES(20); ROLLBACK TO s;"
+       "INSERT INTO t VALUES(21); SAVEPOINT n; INSERT INTO t VALUES(22)");
     ok(f, "RELEASE s");
     expect(f, "COMMIT\nINSERT t 21: 21\nINSERT t 22: 22\n");
 
@@ -647,19 +657,21 @@ static void test_capture_instead_of(void **state)
     struct cap *f = cap_open(1 << 20);
 
     (void)state;
-    setup(f, "CREATE TABLE t(a INTEGER PRIMARY KEY, b UNIQUE);"
-             "CREATE VIEW v AS SELECT * FROM t;"
-             "CREATE TRIGGER vi INSTEAD OF INSERT ON v BEGIN "
-             "INSERT INTO t VALUES(new.a, new.b); END");
+    setup(f,
+          "CREATE TABLE t(a INTEGER PRIMARY KEY, b UNIQUE);"
+          "CREATE VIEW v AS SELECT * FROM t;"
+          "CREATE TRIGGER vi INSTEAD OF INSERT ON v BEGIN "
+          "INSERT INTO t VALUES(new.a, new.b); END");
     ok(f, "INSERT INTO v VALUES(1, 1), (2, 2)");
     assert_int_equal(run(f, "INSERT INTO v VALUES(3, 3), (4, 1)"),
                      SQLITE_CONSTRAINT);
     expect(f, "COMMIT\nINSERT t 1: 1,1\nINSERT t 2: 2,2\n");
     ok(f, "BEGIN; INSERT INTO v VALUES(5, 5); COMMIT");
-    expect(f, "REFUSED invalid argument: a write through INSTEAD OF "
-              "triggers inside a transaction cannot be replicated (SQLite "
-              "does not tell whether it failed): run it in autocommit "
-              "mode\n");
+    expect(f,
+           "REFUSED invalid argument: a write through INSTEAD OF "
+           "triggers inside a transaction cannot be replicated (SQLite "
+           "does not tell whether it failed): run it in autocommit "
+           "mode\n");
     cap_close(f);
 }
 
@@ -678,26 +690,29 @@ static void test_capture_virtual_tables(void **state)
     assert_int_equal(run(f, "INSERT INTO ft(rowid, x) VALUES(1, 'dup')"),
                      SQLITE_CONSTRAINT);
     ok(f, "COMMIT");
-    expect(f, "COMMIT\n"
-              "INSERT ft_content 1\n"
-              "INSERT ft_docsize 1\n"
-              "DELETE ft_data 1\n"
-              "INSERT ft_data 1\n"
-              "INSERT ft_data 137438953473\n"
-              "INSERT ft_idx 0\n"
-              "DELETE ft_data 10\n"
-              "INSERT ft_data 10\n");
+    expect(f,
+           "COMMIT\n"
+           "INSERT ft_content 1\n"
+           "INSERT ft_docsize 1\n"
+           "DELETE ft_data 1\n"
+           "INSERT ft_data 1\n"
+           "INSERT ft_data 137438953473\n"
+           "INSERT ft_idx 0\n"
+           "DELETE ft_data 10\n"
+           "INSERT ft_data 10\n");
     ok(f, "CREATE VIRTUAL TABLE rt USING rtree(id, x0, x1)");
-    expect(f, "COMMIT\nSCHEMA CREATE VIRTUAL TABLE rt USING rtree(id, x0, "
-              "x1)\n");
+    expect(f,
+           "COMMIT\nSCHEMA CREATE VIRTUAL TABLE rt USING rtree(id, x0, "
+           "x1)\n");
     ok(f, "BEGIN; INSERT INTO rt VALUES(1, 0, 1)");
     assert_int_equal(run(f, "INSERT INTO rt VALUES(2, 0, 1), (3, 5, 1)"),
                      SQLITE_CONSTRAINT);
     ok(f, "COMMIT");
-    expect(f, "COMMIT\n"
-              "INSERT rt_rowid 1\n"
-              "DELETE rt_node 1\n"
-              "INSERT rt_node 1\n");
+    expect(f,
+           "COMMIT\n"
+           "INSERT rt_rowid 1\n"
+           "DELETE rt_node 1\n"
+           "INSERT rt_node 1\n");
     cap_close(f);
 }
 
@@ -725,24 +740,27 @@ static void test_capture_returning_reset(void **state)
     struct cap *f = cap_open(1 << 20);
 
     (void)state;
-    setup(f, "CREATE TABLE t(a INTEGER PRIMARY KEY, b); INSERT INTO t "
-             "VALUES(0, 0)");
+    setup(f,
+          "CREATE TABLE t(a INTEGER PRIMARY KEY, b); INSERT INTO t "
+          "VALUES(0, 0)");
     step_some(f, "INSERT INTO t VALUES(1, 1), (2, 2) RETURNING a", 1);
     expect(f, "COMMIT\nINSERT t 1: 1,1\nINSERT t 2: 2,2\n");
     ok(f, "BEGIN");
-    ok(f, "DELETE FROM t WHERE a = 0"); /* changes() is 1 */
+    ok(f, "DELETE FROM t WHERE a = 0");       /* changes() is 1 */
     ok(f, "UPDATE t SET b = 0 WHERE a = 99"); /* changes() is 0 */
     step_some(f, "UPDATE t SET b = b + 10 RETURNING a", 1);
     ok(f, "COMMIT");
-    expect(f, "COMMIT\nDELETE t 0: 0,0\nUPDATE t 1->1: 1,1 -> 1,11\n"
-              "UPDATE t 2->2: 2,2 -> 2,12\n");
+    expect(f,
+           "COMMIT\nDELETE t 0: 0,0\nUPDATE t 1->1: 1,1 -> 1,11\n"
+           "UPDATE t 2->2: 2,2 -> 2,12\n");
     ok(f, "PRAGMA foreign_keys = ON; BEGIN");
     step_some(f, "DELETE FROM t RETURNING a", 1);
     ok(f, "COMMIT");
-    expect(f, "REFUSED invalid argument: a statement reset before its last "
-              "row, with foreign keys on, inside a transaction cannot be "
-              "replicated (its foreign key check may undo it unseen): step "
-              "it to its end\n");
+    expect(f,
+           "REFUSED invalid argument: a statement reset before its last "
+           "row, with foreign keys on, inside a transaction cannot be "
+           "replicated (its foreign key check may undo it unseen): step "
+           "it to its end\n");
     cap_close(f);
 }
 
@@ -769,9 +787,10 @@ static void test_capture_interrupt(void **state)
     ok(f, "BEGIN; INSERT INTO t VALUES(1, 1)");
     left = 50;
     sqlite3_progress_handler(f->db, 10, interrupt_after, &left);
-    assert_int_equal(run(f, "WITH RECURSIVE n(i) AS (SELECT 2 UNION ALL "
-                            "SELECT i + 1 FROM n WHERE i < 1000) "
-                            "INSERT INTO t SELECT i, i FROM n"),
+    assert_int_equal(run(f,
+                         "WITH RECURSIVE n(i) AS (SELECT 2 UNION ALL "
+                         "SELECT i + 1 FROM n WHERE i < 1000) "
+                         "INSERT INTO t SELECT i, i FROM n"),
                      SQLITE_INTERRUPT);
     sqlite3_progress_handler(f->db, 0, NULL, NULL);
     assert_int_equal(sqlite3_get_autocommit(f->db), 1);
@@ -795,8 +814,9 @@ static void test_capture_reprepare(void **state)
     (void)state;
     tmpdb_init(&tmp);
     f = cap_open_path(tmp.path, 1 << 20);
-    setup(f, "CREATE TABLE t(a INTEGER PRIMARY KEY, b UNIQUE);"
-             "INSERT INTO t VALUES(1, 'a')");
+    setup(f,
+          "CREATE TABLE t(a INTEGER PRIMARY KEY, b UNIQUE);"
+          "INSERT INTO t VALUES(1, 'a')");
     assert_int_equal(sqlite3_prepare_v2(f->db,
                                         "INSERT INTO t VALUES(2, 'b'), "
                                         "(3, 'a')",
@@ -827,8 +847,9 @@ static void test_capture_schema(void **state)
     sqlite3_stmt *s;
 
     (void)state;
-    ok(f, "  -- comment\n/* c */ create table s(x INTEGER PRIMARY KEY "
-          "AUTOINCREMENT, y)");
+    ok(f,
+       "  -- comment\n/* c */ create table s(x INTEGER PRIMARY KEY "
+       "AUTOINCREMENT, y)");
     ok(f, "INSERT INTO s(y) VALUES('a')");
     ok(f, "CREATE TABLE c AS SELECT * FROM s");
     ok(f, "DROP TABLE c");
@@ -842,35 +863,38 @@ static void test_capture_schema(void **state)
     ok(f, "REINDEX");
     ok(f, "ANALYZE");
     ok(f, "VACUUM");
-    expect(f, "COMMIT\nSCHEMA   -- comment\n/* c */ create table s(x INTEGER "
-              "PRIMARY KEY "
-              "AUTOINCREMENT, y)\n"
-              "COMMIT\nINSERT s 1: 1,'a'\n"
-              "COMMIT\nSCHEMA CREATE TABLE c AS SELECT * FROM s\n"
-              "COMMIT\nSCHEMA DROP TABLE c\n"
-              "COMMIT\nSCHEMA ALTER TABLE s ADD COLUMN z DEFAULT 3\n"
-              /* REINDEX, ANALYZE (sqlite_stat1 only); VACUUM fires no
+    expect(f,
+           "COMMIT\nSCHEMA   -- comment\n/* c */ create table s(x INTEGER "
+           "PRIMARY KEY "
+           "AUTOINCREMENT, y)\n"
+           "COMMIT\nINSERT s 1: 1,'a'\n"
+           "COMMIT\nSCHEMA CREATE TABLE c AS SELECT * FROM s\n"
+           "COMMIT\nSCHEMA DROP TABLE c\n"
+           "COMMIT\nSCHEMA ALTER TABLE s ADD COLUMN z DEFAULT 3\n"
+           /* REINDEX, ANALYZE (sqlite_stat1 only); VACUUM fires no
                * commit hook at all */
-              "REFUSED invalid argument: nothing to send: the transaction "
-              "wrote no replicated row or schema\n"
-              "REFUSED invalid argument: nothing to send: the transaction "
-              "wrote no replicated row or schema\n");
+           "REFUSED invalid argument: nothing to send: the transaction "
+           "wrote no replicated row or schema\n"
+           "REFUSED invalid argument: nothing to send: the transaction "
+           "wrote no replicated row or schema\n");
     /* A schema statement with a parameter: its expanded text. */
-    assert_int_equal(sqlite3_prepare_v2(f->db,
-                                        "CREATE TABLE p AS SELECT ?1 AS k",
-                                        -1, &s, NULL),
-                     SQLITE_OK);
+    assert_int_equal(
+        sqlite3_prepare_v2(f->db, "CREATE TABLE p AS SELECT ?1 AS k", -1, &s,
+                           NULL),
+        SQLITE_OK);
     sqlite3_bind_text(s, 1, "it's", -1, SQLITE_STATIC);
     assert_int_equal(sqlite3_step(s), SQLITE_DONE);
     sqlite3_finalize(s);
     expect(f, "COMMIT\nSCHEMA CREATE TABLE p AS SELECT 'it''s' AS k\n");
     /* A failing CREATE UNIQUE INDEX in a transaction looks like a
      * successful one: any schema statement there poisons it. */
-    ok(f, "BEGIN; INSERT INTO s(y) VALUES('a'); CREATE INDEX i ON s(y); "
-          "COMMIT");
-    expect(f, "REFUSED invalid argument: a schema statement inside a "
-              "transaction cannot be replicated (SQLite does not tell "
-              "whether it failed): run it in autocommit mode\n");
+    ok(f,
+       "BEGIN; INSERT INTO s(y) VALUES('a'); CREATE INDEX i ON s(y); "
+       "COMMIT");
+    expect(f,
+           "REFUSED invalid argument: a schema statement inside a "
+           "transaction cannot be replicated (SQLite does not tell "
+           "whether it failed): run it in autocommit mode\n");
     cap_close(f);
 }
 
@@ -881,16 +905,18 @@ static void test_capture_blob_write(void **state)
     sqlite3_blob *b;
 
     (void)state;
-    setup(f, "CREATE TABLE t(a INTEGER PRIMARY KEY, b); INSERT INTO t "
-             "VALUES(1, zeroblob(4))");
+    setup(f,
+          "CREATE TABLE t(a INTEGER PRIMARY KEY, b); INSERT INTO t "
+          "VALUES(1, zeroblob(4))");
     ok(f, "BEGIN; INSERT INTO t VALUES(2, 2)");
     assert_int_equal(sqlite3_blob_open(f->db, "main", "t", "b", 1, 1, &b),
                      SQLITE_OK);
     assert_int_equal(sqlite3_blob_write(b, "ab", 2, 0), SQLITE_OK);
     sqlite3_blob_close(b);
     ok(f, "COMMIT");
-    expect(f, "REFUSED invalid argument: sqlite3_blob_write on table t "
-              "cannot be replicated; use UPDATE\n");
+    expect(f,
+           "REFUSED invalid argument: sqlite3_blob_write on table t "
+           "cannot be replicated; use UPDATE\n");
     ok(f, "INSERT INTO t VALUES(3, 3)"); /* the next transaction is clean */
     expect(f, "COMMIT\nINSERT t 3: 3,3\n");
     cap_close(f);
@@ -909,10 +935,11 @@ static void test_capture_too_big(void **state)
     ok(f, "INSERT INTO t VALUES(1, 'x')");
     ok(f, "INSERT INTO t VALUES(2, 'x'), (3, 'x')");
     ok(f, "INSERT INTO t VALUES(4, 'x')");
-    expect(f, "COMMIT\nINSERT t 1: 1,'x'\n"
-              "REFUSED too big: the transaction's changeset of at least 106 "
-              "bytes exceeds max_bytes (79) by 27\n"
-              "COMMIT\nINSERT t 4: 4,'x'\n");
+    expect(f,
+           "COMMIT\nINSERT t 1: 1,'x'\n"
+           "REFUSED too big: the transaction's changeset of at least 106 "
+           "bytes exceeds max_bytes (79) by 27\n"
+           "COMMIT\nINSERT t 4: 4,'x'\n");
     cap_close(f);
 }
 
@@ -924,14 +951,16 @@ static void test_capture_generated(void **state)
     struct cap *f = cap_open(1 << 20);
 
     (void)state;
-    setup(f, "CREATE TABLE g(a INTEGER PRIMARY KEY, b, c AS (b * 2) STORED, "
-             "d AS (b + 1) VIRTUAL, e)");
+    setup(f,
+          "CREATE TABLE g(a INTEGER PRIMARY KEY, b, c AS (b * 2) STORED, "
+          "d AS (b + 1) VIRTUAL, e)");
     ok(f, "INSERT INTO g(a, b, e) VALUES(1, 10, 'x')");
     ok(f, "UPDATE g SET b = 11");
     ok(f, "DELETE FROM g");
-    expect(f, "COMMIT\nINSERT g 1: 1,10,20,'x'\n"
-              "COMMIT\nUPDATE g 1->1: 1,10,20,'x' -> 1,11,22,'x'\n"
-              "COMMIT\nDELETE g 1: 1,11,22,'x'\n");
+    expect(f,
+           "COMMIT\nINSERT g 1: 1,10,20,'x'\n"
+           "COMMIT\nUPDATE g 1->1: 1,10,20,'x' -> 1,11,22,'x'\n"
+           "COMMIT\nDELETE g 1: 1,11,22,'x'\n");
     cap_close(f);
 }
 
