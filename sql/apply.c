@@ -41,6 +41,7 @@
 
 #include <sqlite3ext.h>
 
+#include "changeset.h"
 #include "fsm_internal.h"
 #include "pragma.h"
 
@@ -157,7 +158,7 @@ static int run_sqlite_error(struct sql_fsm *f, struct run *run, int rc)
     return run_error(f, run, rc, "%s", sqlite3_errmsg(f->db));
 }
 
-static int bind_value(sqlite3_stmt *s, int k, const struct sql_value *v)
+int fsm_bind_value(sqlite3_stmt *s, int k, const struct sql_value *v)
 {
     switch (v->type) {
         case SQL_INTEGER:
@@ -217,7 +218,7 @@ static int bind_params(struct sql_fsm *f, struct run *run, sqlite3_stmt *s)
         if (k <= 0) {
             continue;
         }
-        brc = bind_value(s, k, &p->value);
+        brc = fsm_bind_value(s, k, &p->value);
         if (brc != SQLITE_OK) {
             if (is_environmental(brc)) {
                 rc = fsm_fail(f, brc, "bind");
@@ -660,6 +661,99 @@ static int is_zero_id(const uint64_t id[2])
     return id[0] == 0 && id[1] == 0;
 }
 
+/* apply_changeset applies changeset entry @e (changeset.h) into @res
+ * inside the batch transaction, in a savepoint of its own: replayed, or
+ * only recorded when its writer's commit already holds it; its id is
+ * deduplicated and recorded as a request's. */
+static int apply_changeset(struct sql_fsm *f, const struct sql_fsm_entry *e,
+                           struct sql_result *res)
+{
+    struct sql_changeset cs;
+    char msg[256];
+    bool landed = false;
+    int dup = 0;
+    int rc;
+
+    rc = sql_changeset_decode(e->data, e->len, &cs, msg, sizeof msg);
+    if (rc != 0) {
+        sql_errmsgf(f->errmsg, sizeof f->errmsg, "entry %" PRIu64 ": %s",
+                    e->index, msg);
+        return rc == SQL_ERR_NOMEM ? SQL_ERR_NOMEM : SQL_ERR_CORRUPT;
+    }
+    res->id[0] = cs.id[0];
+    res->id[1] = cs.id[1];
+    if (!is_zero_id(cs.id)) {
+        rc = is_duplicate(f, cs.id, e->index, &dup);
+        if (rc != 0) {
+            goto out;
+        }
+    }
+    if (dup) {
+        res->duplicate = 1;
+        goto out;
+    }
+    rc = schema_run(f, STMT_SAVEPOINT, "SAVEPOINT");
+    if (rc == 0) {
+        rc = changeset_apply(
+            f, &cs, e->index,
+            f->landed_index == e->index ? CHANGESET_LANDED : CHANGESET_APPLY,
+            &landed);
+    }
+    if (rc == 0) {
+        rc = checksum_request_end(f, true);
+    } else {
+        checksum_request_end(f, false);
+    }
+    if (rc == 0) {
+        rc = schema_run(f, STMT_RELEASE, "RELEASE");
+    }
+    if (rc == 0 && !is_zero_id(cs.id)) {
+        sqlite3_stmt *s = f->stmts[STMT_RECORD];
+
+        sqlite3_bind_int64(s, 1, (sqlite3_int64)cs.id[0]);
+        sqlite3_bind_int64(s, 2, (sqlite3_int64)cs.id[1]);
+        sqlite3_bind_int64(s, 3, (sqlite3_int64)e->index);
+        rc = schema_run(f, STMT_RECORD, "record changeset id");
+    }
+    res->rc = SQLITE_OK;
+out:
+    sql_changeset_free(&cs);
+    return rc;
+}
+
+/* first_landed says (in *@out) whether the batch's first entry @e is a
+ * changeset that its writer's own commit already holds: then the moved
+ * data_version is that commit, the node's own. */
+static int first_landed(struct sql_fsm *f, const struct sql_fsm_entry *e,
+                        bool *out)
+{
+    struct sql_changeset cs;
+    char msg[256];
+    int rc;
+
+    *out = false;
+    if (e->kind != SQL_ENTRY_REQUEST || e->data == NULL ||
+        !sql_changeset_is(e->data, e->len)) {
+        return 0;
+    }
+    if (f->landed_index == e->index) {
+        /* Found so before a restart of the batch: the baseline moved. */
+        *out = true;
+        return 0;
+    }
+    rc = sql_changeset_decode(e->data, e->len, &cs, msg, sizeof msg);
+    if (rc != 0) {
+        /* apply_entry words it. */
+        return 0;
+    }
+    rc = changeset_apply(f, &cs, e->index, CHANGESET_CHECK, out);
+    sql_changeset_free(&cs);
+    if (rc == 0 && *out) {
+        f->landed_index = e->index;
+    }
+    return rc;
+}
+
 /* apply_entry applies entry @e into @res inside the batch transaction.
  * When @forced, the request already failed by rolling back the batch:
  * its result is kept and it is only recorded. */
@@ -680,6 +774,9 @@ static int apply_entry(struct sql_fsm *f, const struct sql_fsm_entry *e,
     }
     if (e->data == NULL) {
         return 0;
+    }
+    if (sql_changeset_is(e->data, e->len)) {
+        return apply_changeset(f, e, res);
     }
     rc = sql_request_decode(e->data, e->len, &req, msg, sizeof msg);
     if (rc != 0) {
@@ -776,6 +873,16 @@ int sql_fsm_apply(struct sql_fsm *f, const struct sql_fsm_entry *entries,
 
 restart:
     rc = schema_run(f, STMT_BEGIN, "BEGIN IMMEDIATE");
+    if (rc == 0) {
+        bool own = false;
+
+        /* A host connection's plain write: its own commit of the first
+         * entry moved data_version, and it is the node's. */
+        rc = first_landed(f, &entries[0], &own);
+        if (rc == 0 && own) {
+            rc = foreign_rebase(f);
+        }
+    }
     if (rc == 0) {
         /* Under the write lock: nothing applies on top of a foreign
          * commit. */

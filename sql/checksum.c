@@ -580,6 +580,22 @@ void checksum_altered(struct sql_fsm *f, const char *name)
     }
 }
 
+void checksum_rescan(struct sql_fsm *f, const char *name)
+{
+    struct sql_checksum *ck = f->ck;
+
+    if (ck == NULL || !ck->on) {
+        return;
+    }
+    if (name == NULL) {
+        ck->resync = true;
+        return;
+    }
+    mark_dirty(ck, name,
+               strncasecmp(name, "sqlite_", 7) == 0 ? CHECKSUM_SCAN
+                                                    : CHECKSUM_UNRESOLVED);
+}
+
 /* request_reset forgets the running request's notes. */
 static void request_reset(struct sql_checksum *ck)
 {

@@ -188,6 +188,12 @@ void checksum_statement(struct sql_fsm *f, sqlite3_stmt *s);
  * (the authorizer's SQLITE_ALTER_TABLE). */
 void checksum_altered(struct sql_fsm *f, const char *name);
 
+/* checksum_rescan notes that table @name changed in a way the hook did
+ * not see (a changeset its writer committed itself): it is rescanned at
+ * the running request's end. @name NULL: the schema changed, the tables
+ * are listed again. */
+void checksum_rescan(struct sql_fsm *f, const char *name);
+
 /* checksum_request_end closes the running request: @ok, it rescans the
  * tables it needs to and folds its deltas into the batch (before the
  * savepoint is released; returns 0 or an error code); else it drops

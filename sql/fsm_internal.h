@@ -133,6 +133,10 @@ struct sql_fsm {
                                         by sql_fsm_foreign_note, or "" */
     struct sql_checksum *ck;        /* the replica checksum (checksum.h),
                                         NULL until enabled */
+    uint64_t landed_index;          /* a changeset entry found already
+                                        committed by its writer (the
+                                        batch's first, before its
+                                        data_version was rebased), 0 */
 };
 
 /* ---- fsm.c ---------------------------------------------------------- */
@@ -146,6 +150,33 @@ int fsm_from_sqlite(int rc);
  * message, "@what: <connection's message> (<code's text>)", and returns
  * the error code (fsm_from_sqlite). Thread: the apply thread. */
 int fsm_fail(struct sql_fsm *f, int rc, const char *what);
+
+/* fsm_bind_value binds @v to parameter @k of @s (a TEXT of length 0 as
+ * '', a BLOB of length 0 as a zero-length blob). Returns SQLite's code.
+ * Thread: the apply thread. */
+int fsm_bind_value(sqlite3_stmt *s, int k, const struct sql_value *v);
+
+struct sql_changeset;
+
+/* What changeset_apply does. */
+enum changeset_mode {
+    CHANGESET_CHECK = 0,  /* only tell whether it landed */
+    CHANGESET_APPLY = 1,  /* tell, then replay it or note it landed */
+    CHANGESET_LANDED = 2, /* known to have landed (f->landed_index): note
+                             it */
+};
+
+/* changeset_apply applies changeset @cs of log index @index on the apply
+ * connection, inside the running request's savepoint
+ * (changeset_apply.c). CHANGESET_APPLY: when the file already holds its
+ * effect (its writer's own commit), *@out_landed is set and only the
+ * checksum is told; else its records are replayed, triggers and foreign
+ * keys off. CHANGESET_CHECK changes nothing and only sets *@out_landed.
+ * Returns 0, SQL_ERR_DIVERGED (a record does not apply: this replica is
+ * not in the state the writer read; f->errmsg names the record), or an
+ * environmental error (fsm_fail). Thread: the apply thread. */
+int changeset_apply(struct sql_fsm *f, const struct sql_changeset *cs,
+                    uint64_t index, enum changeset_mode mode, bool *out_landed);
 
 /* fsm_exec runs @sql on the apply connection of @f as an internal
  * statement (the authorizer lets it pass), outside sql_fsm_apply. Tests

@@ -1,0 +1,905 @@
+/* Replaying a changeset (changeset.h) on the apply connection, inside the
+ * batch transaction of sql_fsm_apply, and telling from the file alone
+ * whether its writer's own commit already holds it.
+ *
+ * Happy path: changeset_apply opens the entry's SAVEPOINT, asks
+ * whether the database already shows the changeset's effect (the
+ * writer's local commit on this node) and, when not, replays its records
+ * in order: each row record is one INSERT, UPDATE or DELETE that
+ * addresses the row by rowid (rowid tables) or by its PRIMARY KEY
+ * (WITHOUT ROWID tables), with triggers and foreign keys off
+ * (SQLITE_DBCONFIG_ENABLE_TRIGGER and SQLITE_DBCONFIG_ENABLE_FKEY, which
+ * act inside a transaction, unlike PRAGMA foreign_keys): the writer's
+ * trigger and foreign-key action rows were captured as records of their
+ * own, so nothing may fire a second time. A schema record runs its text.
+ * Then RELEASE.
+ *
+ * Landed, from the file alone (DESIGN.md "Exactly once across crashes"):
+ * the writer held the lease, so its transaction read the state this
+ * connection has before the entry; the file holds either that state (the
+ * writer's commit did not happen) or that state with the changeset's
+ * effect (it did). changeset_landed finds a row whose state the
+ * changeset changes (its state before the first record that touches it
+ * differs from its state after the last one) and reads it: equal to the
+ * after state, landed; to the before state, not; else the replica
+ * diverged. A changeset that changes no row's state (an insert and a
+ * delete of one row, an update to equal values) replays to the same
+ * effect either way. A changeset of schema statements only is landed
+ * when the schema cookie moved since this connection's last own commit
+ * (f->schema_version).
+ *
+ * Failure modes: a record that does not apply (no such table, a row
+ * missing or already there, a schema statement that fails) means this
+ * replica is not in the state the writer read: SQL_ERR_DIVERGED with the
+ * record named, and the batch rolls back. SQLite's environmental failures
+ * (I/O, full disk, memory, lock) are returned as such.
+ *
+ * Cost: the tables a changeset touches are looked up once per changeset
+ * (pragma table_list and table_xinfo) and their statements prepared once
+ * per changeset; the landed check reads one row in the common case. */
+
+#include <inttypes.h>
+#include <limits.h>
+#include <stdbool.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+
+#include <sqlite3ext.h>
+
+#include "changeset.h"
+#include "fsm_internal.h"
+
+SQLITE_EXTENSION_INIT3
+
+/* One table as a changeset replays it, learnt from the apply
+ * connection's schema (equal to the writer's). */
+struct table {
+    char *name;        /* NUL-terminated copy of the records' name */
+    int n_cols;        /* columns, in table_xinfo order */
+    char **cols;       /* their names (malloc'd) */
+    int *pk;           /* per column: 1-based PRIMARY KEY position, or 0 */
+    int *v;            /* per column: its value in a record's row image,
+                           or -1 (a VIRTUAL column has none) */
+    int n_vals;        /* values per row image: the columns not
+                           VIRTUAL */
+    int n_pk;          /* PRIMARY KEY columns */
+    int *w;            /* the columns written: not generated, not the
+                           rowid alias (the rowid is written instead) */
+    int n_w;           /* how many */
+    bool rowid;        /* a rowid table */
+    sqlite3_stmt *ins; /* INSERT of a whole row */
+    sqlite3_stmt *upd; /* UPDATE of a whole row, by key */
+    sqlite3_stmt *del; /* DELETE by key */
+    sqlite3_stmt *sel; /* SELECT of the written columns, by key */
+};
+
+/* One changeset being applied. */
+struct replay {
+    struct sql_fsm *f;
+    const struct sql_changeset *cs;
+    uint64_t index;       /* the entry's log index */
+    struct table *tables; /* n_tables, allocated with cs->n slots */
+    unsigned n_tables;
+    unsigned *of; /* per record: its table, UINT_MAX for schema */
+};
+
+/* diverged words record @i (0-based) that does not apply. */
+static int diverged(struct replay *r, unsigned i, const char *what)
+{
+    sql_errmsgf(r->f->errmsg, sizeof r->f->errmsg,
+                "entry %" PRIu64
+                ": changeset record %u does not apply on "
+                "this replica (it is not in the state the writer read): %s",
+                r->index, i + 1, what);
+    return SQL_ERR_DIVERGED;
+}
+
+/* sqlite_err maps SQLite failure @rc of record @i: an environmental one
+ * as such (fsm_fail), any other as a divergence. */
+static int sqlite_err(struct replay *r, unsigned i, int rc)
+{
+    switch (rc & 0xff) {
+        case SQLITE_IOERR:
+        case SQLITE_FULL:
+        case SQLITE_NOMEM:
+        case SQLITE_CORRUPT:
+        case SQLITE_NOTADB:
+        case SQLITE_CANTOPEN:
+        case SQLITE_READONLY:
+        case SQLITE_BUSY:
+        case SQLITE_PROTOCOL:
+        case SQLITE_PERM:
+        case SQLITE_INTERRUPT:
+            return fsm_fail(r->f, rc, "apply a changeset");
+        default:
+            return diverged(r, i, sqlite3_errmsg(r->f->db));
+    }
+}
+
+static void table_free(struct table *t)
+{
+    free(t->name);
+    for (int c = 0; c < t->n_cols && t->cols != NULL; c++) {
+        free(t->cols[c]);
+    }
+    free(t->cols);
+    free(t->pk);
+    free(t->v);
+    free(t->w);
+    sqlite3_finalize(t->ins);
+    sqlite3_finalize(t->upd);
+    sqlite3_finalize(t->del);
+    sqlite3_finalize(t->sel);
+    memset(t, 0, sizeof *t);
+}
+
+/* put_where appends @t's key condition: rowid = ?@k, or its PRIMARY KEY
+ * columns in key order, bound from ?@k on. */
+static void put_where(sqlite3_str *s, const struct table *t, int k)
+{
+    sqlite3_str_appendall(s, " WHERE ");
+    if (t->rowid) {
+        sqlite3_str_appendf(s, "rowid = ?%d", k);
+        return;
+    }
+    for (int p = 1; p <= t->n_pk; p++) {
+        for (int c = 0; c < t->n_cols; c++) {
+            if (t->pk[c] == p) {
+                sqlite3_str_appendf(s, "%s\"%w\" = ?%d", p > 1 ? " AND " : "",
+                                    t->cols[c], k + p - 1);
+            }
+        }
+    }
+}
+
+/* prepare finishes statement text @s and prepares it into *@out. */
+static int prepare(struct replay *r, sqlite3_str *s, sqlite3_stmt **out)
+{
+    char *sql = sqlite3_str_finish(s);
+    int rc;
+
+    if (sql == NULL) {
+        return fsm_fail(r->f, SQLITE_NOMEM, "changeset statement");
+    }
+    r->f->internal = 1;
+    rc = sqlite3_prepare_v2(r->f->db, sql, -1, out, NULL);
+    r->f->internal = 0;
+    sqlite3_free(sql);
+    if (rc != SQLITE_OK) {
+        return fsm_fail(r->f, rc, "prepare a changeset statement");
+    }
+    return 0;
+}
+
+/* prepare_all builds @t's four statements. */
+static int prepare_all(struct replay *r, struct table *t)
+{
+    sqlite3 *db = r->f->db;
+    sqlite3_str *s;
+    int k, rc;
+
+    /* INSERT INTO main."t"(rowid, "a", ...) VALUES(?1, ?2, ...) */
+    s = sqlite3_str_new(db);
+    sqlite3_str_appendf(s, "INSERT INTO main.\"%w\"(", t->name);
+    k = 0;
+    if (t->rowid) {
+        sqlite3_str_appendall(s, "rowid");
+        k++;
+    }
+    for (int i = 0; i < t->n_w; i++, k++) {
+        sqlite3_str_appendf(s, "%s\"%w\"", k > 0 ? ", " : "", t->cols[t->w[i]]);
+    }
+    sqlite3_str_appendall(s, ") VALUES(");
+    for (int i = 1; i <= k; i++) {
+        sqlite3_str_appendf(s, "%s?%d", i > 1 ? ", " : "", i);
+    }
+    sqlite3_str_appendall(s, ")");
+    if ((rc = prepare(r, s, &t->ins)) != 0) {
+        return rc;
+    }
+
+    /* UPDATE main."t" SET rowid = ?1, "a" = ?2, ... WHERE key */
+    s = sqlite3_str_new(db);
+    sqlite3_str_appendf(s, "UPDATE main.\"%w\" SET ", t->name);
+    k = 0;
+    if (t->rowid) {
+        sqlite3_str_appendall(s, "rowid = ?1");
+        k++;
+    }
+    for (int i = 0; i < t->n_w; i++, k++) {
+        sqlite3_str_appendf(s, "%s\"%w\" = ?%d", k > 0 ? ", " : "",
+                            t->cols[t->w[i]], k + 1);
+    }
+    put_where(s, t, k + 1);
+    if ((rc = prepare(r, s, &t->upd)) != 0) {
+        return rc;
+    }
+
+    s = sqlite3_str_new(db);
+    sqlite3_str_appendf(s, "DELETE FROM main.\"%w\"", t->name);
+    put_where(s, t, 1);
+    if ((rc = prepare(r, s, &t->del)) != 0) {
+        return rc;
+    }
+
+    s = sqlite3_str_new(db);
+    sqlite3_str_appendall(s, "SELECT 1");
+    for (int i = 0; i < t->n_w; i++) {
+        sqlite3_str_appendf(s, ", \"%w\"", t->cols[t->w[i]]);
+    }
+    sqlite3_str_appendf(s, " FROM main.\"%w\"", t->name);
+    put_where(s, t, 1);
+    return prepare(r, s, &t->sel);
+}
+
+/* Record tables: UINT_MAX for a schema record, NOT_HERE for a table not
+ * (or not yet, or not so) in the schema, UNRESOLVED before lookup. */
+#define NOT_HERE (UINT_MAX - 1)
+#define UNRESOLVED (UINT_MAX - 2)
+
+/* table_load fills @t for table @name of record @i from the schema.
+ * Returns 0, NOT_FOUND_SOFT when @soft and the table is not there, or an
+ * error code. */
+#define NOT_FOUND_SOFT (-2)
+static int table_load(struct replay *r, unsigned i, const char *name,
+                      struct table *t, bool soft)
+{
+    sqlite3 *db = r->f->db;
+    sqlite3_stmt *s = NULL;
+    int rc, cap = 0, alias = -1;
+    bool found = false;
+
+    t->name = strdup(name);
+    if (t->name == NULL) {
+        return fsm_fail(r->f, SQLITE_NOMEM, "changeset table");
+    }
+    r->f->internal = 1;
+    rc = sqlite3_prepare_v2(db,
+                            "SELECT wr FROM pragma_table_list WHERE schema = "
+                            "'main' AND type = 'table' AND name = ?1 "
+                            "COLLATE NOCASE",
+                            -1, &s, NULL);
+    if (rc == SQLITE_OK) {
+        sqlite3_bind_text(s, 1, name, -1, SQLITE_STATIC);
+        rc = sqlite3_step(s);
+        if (rc == SQLITE_ROW) {
+            found = true;
+            t->rowid = sqlite3_column_int(s, 0) == 0;
+            rc = SQLITE_DONE;
+        }
+    }
+    sqlite3_finalize(s);
+    s = NULL;
+    if (rc == SQLITE_DONE && found) {
+        rc = sqlite3_prepare_v2(db,
+                                "SELECT name, type, pk, hidden FROM "
+                                "pragma_table_xinfo(?1, 'main') ORDER BY cid",
+                                -1, &s, NULL);
+    }
+    if (rc == SQLITE_OK) {
+        sqlite3_bind_text(s, 1, name, -1, SQLITE_STATIC);
+        while ((rc = sqlite3_step(s)) == SQLITE_ROW) {
+            const char *col = (const char *)sqlite3_column_text(s, 0);
+            const char *type = (const char *)sqlite3_column_text(s, 1);
+            int hidden = sqlite3_column_int(s, 3);
+
+            if (t->n_cols == cap) {
+                int ncap = cap > 0 ? 2 * cap : 8;
+                char **c = realloc(t->cols, (size_t)ncap * sizeof *c);
+                int *p =
+                    c != NULL ? realloc(t->pk, (size_t)ncap * sizeof *p) : NULL;
+                int *v =
+                    p != NULL ? realloc(t->v, (size_t)ncap * sizeof *v) : NULL;
+                int *w =
+                    v != NULL ? realloc(t->w, (size_t)ncap * sizeof *w) : NULL;
+                if (c != NULL) {
+                    t->cols = c;
+                }
+                if (p != NULL) {
+                    t->pk = p;
+                }
+                if (v != NULL) {
+                    t->v = v;
+                }
+                if (w == NULL) {
+                    rc = SQLITE_NOMEM;
+                    break;
+                }
+                t->w = w;
+                cap = ncap;
+            }
+            t->cols[t->n_cols] = strdup(col != NULL ? col : "");
+            if (t->cols[t->n_cols] == NULL) {
+                rc = SQLITE_NOMEM;
+                break;
+            }
+            t->pk[t->n_cols] = sqlite3_column_int(s, 2);
+            if (t->pk[t->n_cols] > 0) {
+                t->n_pk++;
+                if (t->pk[t->n_cols] == 1 && type != NULL &&
+                    strcasecmp(type, "INTEGER") == 0) {
+                    alias = t->n_cols;
+                }
+            }
+            /* hidden 2: VIRTUAL generated (no value in the row image),
+             * 3: STORED generated (its value there, never written). */
+            t->v[t->n_cols] = hidden == 2 ? -1 : t->n_vals++;
+            if (hidden != 2 && hidden != 3) {
+                t->w[t->n_w++] = t->n_cols;
+            }
+            t->n_cols++;
+        }
+    }
+    sqlite3_finalize(s);
+    r->f->internal = 0;
+    if (rc != SQLITE_DONE && rc != SQLITE_OK) {
+        return fsm_fail(r->f, rc, "read a changeset table's columns");
+    }
+    if ((!found || t->n_cols == 0) && soft) {
+        return NOT_FOUND_SOFT;
+    }
+    if (!found || t->n_cols == 0) {
+        char what[300];
+        sql_errmsgf(what, sizeof what, "no table %s", name);
+        return diverged(r, i, what);
+    }
+    if (t->rowid && t->n_pk == 1 && alias >= 0) {
+        /* The INTEGER PRIMARY KEY is the rowid: written as rowid. */
+        int k = 0;
+        for (int j = 0; j < t->n_w; j++) {
+            if (t->w[j] != alias) {
+                t->w[k++] = t->w[j];
+            }
+        }
+        t->n_w = k;
+    }
+    if (!t->rowid && t->n_pk == 0) {
+        return diverged(r, i, "a WITHOUT ROWID table without a key");
+    }
+    return prepare_all(r, t);
+}
+
+/* lookup finds or loads the table of row record @i into r->of[i]. When
+ * @soft, a table that is not there, or not with the record's columns,
+ * gives NOT_HERE rather than a divergence. */
+static int lookup(struct replay *r, unsigned i, bool soft)
+{
+    const struct sql_change *c = &r->cs->changes[i];
+    char name[512];
+    unsigned k;
+    int rc;
+
+    if (c->table_len >= sizeof name) {
+        return diverged(r, i, "table name too long");
+    }
+    memcpy(name, c->table, c->table_len);
+    name[c->table_len] = '\0';
+    for (k = 0; k < r->n_tables; k++) {
+        if (strcmp(r->tables[k].name, name) == 0) {
+            break;
+        }
+    }
+    if (k == r->n_tables) {
+        rc = table_load(r, i, name, &r->tables[k], soft);
+        r->n_tables++;
+        if (rc == NOT_FOUND_SOFT) {
+            r->of[i] = NOT_HERE;
+            return 0;
+        }
+        if (rc != 0) {
+            return rc;
+        }
+    }
+    if ((int)c->n_cols != r->tables[k].n_vals) {
+        char what[600];
+        if (soft) {
+            r->of[i] = NOT_HERE;
+            return 0;
+        }
+        sql_errmsgf(what, sizeof what,
+                    "table %s has %d stored columns, the changeset %u", name,
+                    r->tables[k].n_vals, c->n_cols);
+        return diverged(r, i, what);
+    }
+    r->of[i] = k;
+    return 0;
+}
+
+/* forget drops the tables learnt (a schema record may have changed
+ * them): every row record is looked up again. */
+static void forget(struct replay *r)
+{
+    for (unsigned k = 0; k < r->n_tables; k++) {
+        table_free(&r->tables[k]);
+    }
+    r->n_tables = 0;
+    for (unsigned i = 0; i < r->cs->n; i++) {
+        r->of[i] =
+            r->cs->changes[i].kind == SQL_CHANGE_SCHEMA ? UINT_MAX : UNRESOLVED;
+    }
+}
+
+/* bind_row binds @t's written columns of @row from parameter @k on.
+ * Returns the next parameter. */
+static int bind_row(sqlite3_stmt *s, const struct table *t,
+                    const struct sql_value *row, int k)
+{
+    for (int i = 0; i < t->n_w; i++) {
+        fsm_bind_value(s, k++, &row[t->v[t->w[i]]]);
+    }
+    return k;
+}
+
+/* bind_key binds the key of a row (@rowid, or @row's PRIMARY KEY) from
+ * parameter @k on. */
+static void bind_key(sqlite3_stmt *s, const struct table *t, int64_t rowid,
+                     const struct sql_value *row, int k)
+{
+    if (t->rowid) {
+        sqlite3_bind_int64(s, k, rowid);
+        return;
+    }
+    for (int c = 0; c < t->n_cols; c++) {
+        if (t->pk[c] > 0) {
+            fsm_bind_value(s, k + t->pk[c] - 1, &row[t->v[c]]);
+        }
+    }
+}
+
+/* run_stmt steps @s once to its end and resets it; returns the step's
+ * code. */
+static int run_stmt(struct replay *r, sqlite3_stmt *s)
+{
+    int rc;
+
+    r->f->internal = 1;
+    rc = sqlite3_step(s);
+    r->f->internal = 0;
+    sqlite3_reset(s);
+    sqlite3_clear_bindings(s);
+    return rc;
+}
+
+/* replay_row applies row record @i. */
+static int replay_row(struct replay *r, unsigned i)
+{
+    const struct sql_change *c = &r->cs->changes[i];
+    struct table *t = &r->tables[r->of[i]];
+    sqlite3_stmt *s;
+    int rc, k;
+
+    switch (c->kind) {
+        case SQL_CHANGE_INSERT:
+            s = t->ins;
+            k = 1;
+            if (t->rowid) {
+                sqlite3_bind_int64(s, k++, c->new_rowid);
+            }
+            bind_row(s, t, c->new_row, k);
+            break;
+        case SQL_CHANGE_UPDATE:
+            s = t->upd;
+            k = 1;
+            if (t->rowid) {
+                sqlite3_bind_int64(s, k++, c->new_rowid);
+            }
+            k = bind_row(s, t, c->new_row, k);
+            bind_key(s, t, c->old_rowid, c->old_row, k);
+            break;
+        default:
+            s = t->del;
+            bind_key(s, t, c->old_rowid, c->old_row, 1);
+            break;
+    }
+    rc = run_stmt(r, s);
+    if (rc != SQLITE_DONE) {
+        return sqlite_err(r, i, rc);
+    }
+    if (c->kind != SQL_CHANGE_INSERT && sqlite3_changes(r->f->db) != 1) {
+        char what[300];
+        sql_errmsgf(what, sizeof what, "no row of %s to %s at that key",
+                    t->name,
+                    c->kind == SQL_CHANGE_UPDATE ? "update" : "delete");
+        return diverged(r, i, what);
+    }
+    return 0;
+}
+
+/* replay_schema runs schema record @i's statement, under the apply
+ * connection's authorizer as any request's. */
+static int replay_schema(struct replay *r, unsigned i)
+{
+    const struct sql_change *c = &r->cs->changes[i];
+    struct sql_fsm *f = r->f;
+    const char *tail;
+    sqlite3_stmt *s = NULL;
+    char *sql;
+    int rc;
+
+    sql = malloc(c->sql_len + 1);
+    if (sql == NULL) {
+        return fsm_fail(f, SQLITE_NOMEM, "changeset schema statement");
+    }
+    memcpy(sql, c->sql, c->sql_len);
+    sql[c->sql_len] = '\0';
+    tail = sql;
+    rc = SQLITE_OK;
+    while (rc == SQLITE_OK && *tail != '\0') {
+        f->deny[0] = '\0';
+        rc = sqlite3_prepare_v2(f->db, tail, -1, &s, &tail);
+        if (rc != SQLITE_OK || s == NULL) {
+            break;
+        }
+        checksum_statement(f, s);
+        f->in_request = 1;
+        rc = sqlite3_step(s);
+        f->in_request = 0;
+        if (rc == SQLITE_DONE || rc == SQLITE_ROW) {
+            rc = SQLITE_OK;
+        }
+        sqlite3_finalize(s);
+        s = NULL;
+    }
+    free(sql);
+    if (rc != SQLITE_OK) {
+        if (f->deny[0] != '\0') {
+            return diverged(r, i, f->deny);
+        }
+        return sqlite_err(r, i, rc);
+    }
+    return 0;
+}
+
+/* value_equal compares two values: the same type and the same bits. */
+static bool value_equal(const struct sql_value *a, const struct sql_value *b)
+{
+    if (a->type != b->type) {
+        return false;
+    }
+    switch (a->type) {
+        case SQL_INTEGER:
+            return a->integer == b->integer;
+        case SQL_FLOAT:
+            return memcmp(&a->real, &b->real, sizeof a->real) == 0;
+        case SQL_TEXT:
+        case SQL_BLOB:
+            return a->bytes.len == b->bytes.len &&
+                   (a->bytes.len == 0 ||
+                    memcmp(a->bytes.p, b->bytes.p, a->bytes.len) == 0);
+        default:
+            return true;
+    }
+}
+
+/* value_matches compares a column value read from the database with a
+ * changeset's value, as value_equal. */
+static bool value_matches(sqlite3_value *v, const struct sql_value *b)
+{
+    struct sql_value a;
+
+    memset(&a, 0, sizeof a);
+    switch (sqlite3_value_type(v)) {
+        case SQLITE_INTEGER:
+            a.type = SQL_INTEGER;
+            a.integer = sqlite3_value_int64(v);
+            break;
+        case SQLITE_FLOAT:
+            a.type = SQL_FLOAT;
+            a.real = sqlite3_value_double(v);
+            break;
+        case SQLITE_TEXT:
+            a.type = SQL_TEXT;
+            a.bytes.p = sqlite3_value_text(v);
+            a.bytes.len = (size_t)sqlite3_value_bytes(v);
+            break;
+        case SQLITE_BLOB:
+            a.type = SQL_BLOB;
+            a.bytes.p = sqlite3_value_blob(v);
+            a.bytes.len = (size_t)sqlite3_value_bytes(v);
+            break;
+        default:
+            a.type = SQL_NULL;
+            break;
+    }
+    return value_equal(&a, b);
+}
+
+/* The state of one row: absent, or present with values @row. */
+struct state {
+    bool present;
+    const struct sql_value *row;
+};
+
+/* same_key says whether record @a's key (@a_new: its new key, else its
+ * old one) and record @b's (@b_new likewise) name the same row. */
+static bool same_key(const struct replay *r, unsigned a, bool a_new, unsigned b,
+                     bool b_new)
+{
+    const struct sql_change *x = &r->cs->changes[a], *y = &r->cs->changes[b];
+    const struct table *t;
+
+    if (r->of[a] != r->of[b]) {
+        return false;
+    }
+    t = &r->tables[r->of[a]];
+    if (t->rowid) {
+        return (a_new ? x->new_rowid : x->old_rowid) ==
+               (b_new ? y->new_rowid : y->old_rowid);
+    }
+    for (int c = 0; c < t->n_cols; c++) {
+        if (t->pk[c] > 0 &&
+            !value_equal(a_new ? &x->new_row[t->v[c]] : &x->old_row[t->v[c]],
+                         b_new ? &y->new_row[t->v[c]] : &y->old_row[t->v[c]])) {
+            return false;
+        }
+    }
+    return true;
+}
+
+static bool has_old(const struct sql_change *c)
+{
+    return c->kind == SQL_CHANGE_UPDATE || c->kind == SQL_CHANGE_DELETE;
+}
+
+static bool has_new(const struct sql_change *c)
+{
+    return c->kind == SQL_CHANGE_UPDATE || c->kind == SQL_CHANGE_INSERT;
+}
+
+/* before_after gives the state of the row named by record @i's key
+ * (@is_new: its new key) before the first record that touches it and
+ * after the last one. */
+static void before_after(const struct replay *r, unsigned i, bool is_new,
+                         struct state *before, struct state *after)
+{
+    const struct sql_change *cs = r->cs->changes;
+    unsigned n = r->cs->n;
+
+    before->present = false;
+    before->row = NULL;
+    for (unsigned j = 0; j < n; j++) {
+        if (r->of[j] >= NOT_HERE) {
+            continue;
+        }
+        if (has_old(&cs[j]) && same_key(r, j, false, i, is_new)) {
+            before->present = true;
+            before->row = cs[j].old_row;
+            break;
+        }
+        if (has_new(&cs[j]) && same_key(r, j, true, i, is_new)) {
+            break; /* first made by this changeset */
+        }
+    }
+    after->present = false;
+    after->row = NULL;
+    for (unsigned j = n; j-- > 0;) {
+        if (r->of[j] >= NOT_HERE) {
+            continue;
+        }
+        if (has_new(&cs[j]) && same_key(r, j, true, i, is_new)) {
+            after->present = true;
+            after->row = cs[j].new_row;
+            break;
+        }
+        if (has_old(&cs[j]) && same_key(r, j, false, i, is_new)) {
+            break; /* deleted, or moved away, last */
+        }
+    }
+}
+
+/* same_state compares two states of a row of @t over its written
+ * columns. */
+static bool same_state(const struct table *t, const struct state *a,
+                       const struct state *b)
+{
+    if (a->present != b->present) {
+        return false;
+    }
+    if (!a->present) {
+        return true;
+    }
+    for (int i = 0; i < t->n_w; i++) {
+        int k = t->v[t->w[i]];
+        if (!value_equal(&a->row[k], &b->row[k])) {
+            return false;
+        }
+    }
+    return true;
+}
+
+/* matches says (in *@out) whether the file's row of @t at the key of @key
+ * (@rowid, or @key_row's PRIMARY KEY) is in state @st. */
+static int matches(struct replay *r, unsigned i, const struct table *t,
+                   int64_t rowid, const struct sql_value *key_row,
+                   const struct state *st, bool *out)
+{
+    sqlite3_stmt *s = t->sel;
+    int rc;
+
+    bind_key(s, t, rowid, key_row, 1);
+    r->f->internal = 1;
+    rc = sqlite3_step(s);
+    r->f->internal = 0;
+    if (rc == SQLITE_DONE) {
+        *out = !st->present;
+    } else if (rc == SQLITE_ROW) {
+        *out = st->present;
+        for (int c = 0; *out && c < t->n_w; c++) {
+            *out = value_matches(sqlite3_column_value(s, c + 1),
+                                 &st->row[t->v[t->w[c]]]);
+        }
+        rc = SQLITE_DONE;
+    }
+    sqlite3_reset(s);
+    sqlite3_clear_bindings(s);
+    if (rc != SQLITE_DONE) {
+        return sqlite_err(r, i, rc);
+    }
+    return 0;
+}
+
+/* landed says (in *@out) whether the file already holds the changeset's
+ * effect (see the top of the file). */
+static int landed(struct replay *r, bool *out)
+{
+    const struct sql_changeset *cs = r->cs;
+    bool schema = false;
+    int rc;
+
+    *out = false;
+    forget(r);
+    for (unsigned i = 0; i < cs->n; i++) {
+        if (r->of[i] == UNRESOLVED && (rc = lookup(r, i, true)) != 0) {
+            return rc;
+        }
+    }
+    for (unsigned i = cs->n; i-- > 0;) {
+        const struct sql_change *c = &cs->changes[i];
+        const struct table *t;
+        struct state before, after;
+        bool is_new, at_after = false, at_before = false;
+
+        if (r->of[i] == UINT_MAX) {
+            schema = true;
+            continue;
+        }
+        if (r->of[i] == NOT_HERE) {
+            continue; /* created or altered by the changeset itself */
+        }
+        t = &r->tables[r->of[i]];
+        is_new = has_new(c);
+        before_after(r, i, is_new, &before, &after);
+        if (same_state(t, &before, &after)) {
+            continue; /* this row's state does not tell */
+        }
+        rc = matches(r, i, t, is_new ? c->new_rowid : c->old_rowid,
+                     is_new ? c->new_row : c->old_row, &after, &at_after);
+        if (rc == 0 && !at_after) {
+            rc = matches(r, i, t, is_new ? c->new_rowid : c->old_rowid,
+                         is_new ? c->new_row : c->old_row, &before, &at_before);
+        }
+        if (rc != 0) {
+            return rc;
+        }
+        if (!at_after && !at_before) {
+            char what[400];
+            sql_errmsgf(what, sizeof what,
+                        "the row of %s it changes is neither as before "
+                        "nor as after it",
+                        t->name);
+            return diverged(r, i, what);
+        }
+        *out = at_after;
+        return 0;
+    }
+    if (schema && r->f->ck != NULL && r->f->ck->on) {
+        int64_t v = 0;
+        rc = snapshot_query_int(r->f->db, "PRAGMA main.schema_version", &v);
+        if (rc != SQLITE_OK) {
+            return fsm_fail(r->f, rc, "read schema_version");
+        }
+        *out = v != r->f->schema_version;
+    }
+    return 0;
+}
+
+/* set_replay_mode turns triggers and foreign keys off (@on) for a
+ * replay, or back to what they were (@prev, from the first call). */
+static void set_replay_mode(sqlite3 *db, bool on, int prev[2])
+{
+    if (on) {
+        sqlite3_db_config(db, SQLITE_DBCONFIG_ENABLE_TRIGGER, -1, &prev[0]);
+        sqlite3_db_config(db, SQLITE_DBCONFIG_ENABLE_FKEY, -1, &prev[1]);
+        sqlite3_db_config(db, SQLITE_DBCONFIG_ENABLE_TRIGGER, 0, NULL);
+        sqlite3_db_config(db, SQLITE_DBCONFIG_ENABLE_FKEY, 0, NULL);
+    } else {
+        sqlite3_db_config(db, SQLITE_DBCONFIG_ENABLE_TRIGGER, prev[0], NULL);
+        sqlite3_db_config(db, SQLITE_DBCONFIG_ENABLE_FKEY, prev[1], NULL);
+    }
+}
+
+/* note_landed tells the checksum that the changeset's tables changed
+ * under it (the writer's commit, which its hook did not see): they are
+ * rescanned at the request's end, and listed again when the changeset
+ * changed the schema. */
+static int note_landed(struct replay *r)
+{
+    for (unsigned i = 0; i < r->cs->n; i++) {
+        const struct sql_change *c = &r->cs->changes[i];
+        char name[512];
+
+        if (c->kind == SQL_CHANGE_SCHEMA) {
+            checksum_rescan(r->f, NULL);
+            continue;
+        }
+        if (c->table_len < sizeof name &&
+            (i == 0 || r->cs->changes[i - 1].table_len != c->table_len ||
+             memcmp(r->cs->changes[i - 1].table, c->table, c->table_len) !=
+                 0)) {
+            memcpy(name, c->table, c->table_len);
+            name[c->table_len] = '\0';
+            checksum_rescan(r->f, name);
+        }
+    }
+    checksum_rescan(r->f, "sqlite_sequence");
+    return 0;
+}
+
+/* replay_all replays every record in order, triggers and foreign keys
+ * off. */
+static int replay_all(struct replay *r)
+{
+    int prev[2] = {1, 0};
+    int rc = 0;
+
+    forget(r);
+    set_replay_mode(r->f->db, true, prev);
+    for (unsigned i = 0; rc == 0 && i < r->cs->n; i++) {
+        if (r->of[i] == UINT_MAX) {
+            /* As raft_exec would run it: the connection's own settings. */
+            set_replay_mode(r->f->db, false, prev);
+            rc = replay_schema(r, i);
+            set_replay_mode(r->f->db, true, prev);
+            forget(r);
+            continue;
+        }
+        if (r->of[i] == UNRESOLVED && (rc = lookup(r, i, false)) != 0) {
+            break;
+        }
+        rc = replay_row(r, i);
+    }
+    set_replay_mode(r->f->db, false, prev);
+    return rc;
+}
+
+int changeset_apply(struct sql_fsm *f, const struct sql_changeset *cs,
+                    uint64_t index, enum changeset_mode mode, bool *out_landed)
+{
+    struct replay r;
+    bool done = mode == CHANGESET_LANDED;
+    int rc = 0;
+
+    memset(&r, 0, sizeof r);
+    r.f = f;
+    r.cs = cs;
+    r.index = index;
+    r.tables = calloc(cs->n + 1, sizeof *r.tables);
+    r.of = calloc(cs->n + 1, sizeof *r.of);
+    if (r.tables == NULL || r.of == NULL) {
+        rc = fsm_fail(f, SQLITE_NOMEM, "apply a changeset");
+    }
+    if (rc == 0 && mode != CHANGESET_LANDED) {
+        rc = landed(&r, &done);
+    }
+    if (rc == 0 && mode != CHANGESET_CHECK) {
+        rc = done ? note_landed(&r) : replay_all(&r);
+    }
+    if (out_landed != NULL) {
+        *out_landed = done;
+    }
+    forget(&r);
+    free(r.tables);
+    free(r.of);
+    return rc;
+}

@@ -1,0 +1,457 @@
+/* Tests of replaying a changeset on the apply connection
+ * (sql/changeset_apply.c, through sql_fsm_apply): a host connection's
+ * transaction on replica A is captured (sql/changeset_capture.c); its
+ * changeset is applied on replica B (replayed) and on A, where the
+ * writer's own commit either happened (landed: only recorded) or was
+ * vetoed (the writer died before its local commit: replayed). Each test
+ * ends with both files equal, row for row (rowids and sqlite_sequence
+ * included), and with equal running checksums that a full scan confirms
+ * (what raft_verify() compares). */
+
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "sql/changeset.h"
+#include "sql/fsm_internal.h"
+#include "tests/sql/helpers.h"
+
+/* Two replicas and a writer on A's file. */
+struct fixture {
+    struct tmpdb a, b;       /* the two files */
+    struct sql_fsm *fa, *fb; /* their apply connections */
+    uint64_t seq;            /* request sequence numbers */
+    sqlite3 *w;              /* the writer, a host connection on A */
+    struct sql_capture *cap; /* its capture */
+    struct buf *taken;       /* the changeset its last COMMIT sent */
+    char take_msg[256];      /* sql_capture_take's message */
+    int take_rc;             /* and code */
+    bool veto;               /* the writer dies before its local commit */
+};
+
+/* apply_one applies payload @b alone in a batch on @fsm and returns
+ * sql_fsm_apply's code; a request must succeed as SQL. */
+static int apply_one(struct sql_fsm *fsm, const struct buf *b)
+{
+    struct sql_fsm_entry e;
+    struct sql_result res;
+    int rc;
+
+    e.index = sql_fsm_applied(fsm) + 1;
+    e.term = 1;
+    entry_set_payload(&e, b);
+    rc = sql_fsm_apply(fsm, &e, 1, &res);
+    if (rc == 0) {
+        if (res.rc != SQLITE_OK) {
+            fail_msg("entry %llu: %s", (unsigned long long)e.index,
+                     res.errmsg != NULL ? res.errmsg : "?");
+        }
+        sql_result_clear(&res);
+    } else {
+        print_message("apply: %s\n", sql_fsm_errmsg(fsm));
+    }
+    return rc;
+}
+
+/* both applies request @sql on both replicas (raft_exec's path). */
+static void both(struct fixture *f, const char *sql)
+{
+    struct buf *b = make_request(++f->seq, sql);
+
+    assert_int_equal(apply_one(f->fa, b), 0);
+    assert_int_equal(apply_one(f->fb, b), 0);
+    buf_free(b);
+}
+
+/* on_commit is the writer's commit hook: it takes the changeset, as the
+ * guard's commit hook will, and lets the commit go on, or vetoes it when
+ * the test plays a writer that died before its local commit. */
+static int on_commit(void *data)
+{
+    struct fixture *f = data;
+    uint64_t id[2] = {7, ++f->seq};
+    void *p = NULL;
+    size_t len = 0;
+
+    buf_free(f->taken);
+    f->taken = NULL;
+    f->take_rc = sql_capture_take(f->cap, id, 0, &p, &len, f->take_msg,
+                                  sizeof f->take_msg);
+    if (f->take_rc == 0) {
+        f->taken = buf_copy(p, len);
+        free(p);
+    }
+    return f->veto ? 1 : 0;
+}
+
+static int setup(void **state)
+{
+    struct fixture *f = calloc(1, sizeof *f);
+    char msg[256] = "";
+
+    assert_non_null(f);
+    tmpdb_init(&f->a);
+    tmpdb_init(&f->b);
+    if (sql_fsm_open(f->a.path, NULL, 0, &f->fa, msg, sizeof msg) != 0 ||
+        sql_fsm_open(f->b.path, NULL, 0, &f->fb, msg, sizeof msg) != 0) {
+        fail_msg("open: %s", msg);
+    }
+    assert_int_equal(sql_fsm_checksum_enable(f->fa, 1), 0);
+    assert_int_equal(sql_fsm_checksum_enable(f->fb, 1), 0);
+    assert_int_equal(sqlite3_open(f->a.path, &f->w), SQLITE_OK);
+    sqlite3_busy_timeout(f->w, 5000);
+    if (sql_capture_open(f->w, 1u << 20, &f->cap, msg, sizeof msg) != 0) {
+        fail_msg("capture: %s", msg);
+    }
+    sqlite3_commit_hook(f->w, on_commit, f);
+    *state = f;
+    return 0;
+}
+
+static int teardown(void **state)
+{
+    struct fixture *f = *state;
+
+    sql_capture_close(f->cap, 0);
+    sqlite3_close(f->w);
+    buf_free(f->taken);
+    sql_fsm_close(f->fa);
+    sql_fsm_close(f->fb);
+    tmpdb_remove(&f->a);
+    tmpdb_remove(&f->b);
+    free(f);
+    return 0;
+}
+
+/* write runs @sql on the writer; a COMMIT it makes must have taken a
+ * changeset. Returns the SQLite code of sqlite3_exec. */
+static int write_sql(struct fixture *f, const char *sql)
+{
+    char *err = NULL;
+    int rc;
+
+    rc = sqlite3_exec(f->w, sql, NULL, NULL, &err);
+    sqlite3_free(err);
+    return rc;
+}
+
+/* dump_all returns every row of every table of @path but raftsql's,
+ * sqlite_sequence included, in a fixed order, as text (malloc'd). */
+static char *dump_all(const char *path)
+{
+    sqlite3 *db;
+    sqlite3_stmt *t;
+    sqlite3_str *out;
+    char *s, *copy;
+
+    assert_int_equal(sqlite3_open_v2(path, &db, SQLITE_OPEN_READONLY, NULL),
+                     SQLITE_OK);
+    out = sqlite3_str_new(db);
+    assert_int_equal(
+        sqlite3_prepare_v2(db,
+                           "SELECT l.name, l.wr FROM pragma_table_list l "
+                           "WHERE l.schema = 'main' AND l.type = 'table' AND "
+                           "l.name NOT LIKE 'raftsql\\_%' ESCAPE '\\' AND "
+                           "l.name <> 'sqlite_schema' ORDER BY l.name",
+                           -1, &t, NULL),
+        SQLITE_OK);
+    while (sqlite3_step(t) == SQLITE_ROW) {
+        const char *name = (const char *)sqlite3_column_text(t, 0);
+        char *q = sqlite3_mprintf(sqlite3_column_int(t, 1)
+                                      ? "SELECT * FROM \"%w\""
+                                      : "SELECT rowid, * FROM \"%w\" "
+                                        "ORDER BY rowid",
+                                  name);
+        sqlite3_stmt *s2;
+
+        sqlite3_str_appendf(out, "[%s]\n", name);
+        assert_int_equal(sqlite3_prepare_v2(db, q, -1, &s2, NULL), SQLITE_OK);
+        sqlite3_free(q);
+        while (sqlite3_step(s2) == SQLITE_ROW) {
+            for (int i = 0; i < sqlite3_column_count(s2); i++) {
+                sqlite3_str_appendf(
+                    out, "%d:%s|", sqlite3_column_type(s2, i),
+                    sqlite3_column_type(s2, i) == SQLITE_BLOB
+                        ? "(blob)"
+                        : (const char *)sqlite3_column_text(s2, i));
+            }
+            sqlite3_str_appendall(out, "\n");
+        }
+        sqlite3_finalize(s2);
+    }
+    sqlite3_finalize(t);
+    s = sqlite3_str_finish(out);
+    copy = strdup(s != NULL ? s : "");
+    sqlite3_free(s);
+    sqlite3_close(db);
+    return copy;
+}
+
+/* assert_equal_replicas checks both files row for row, and the running
+ * checksums equal and confirmed by a full scan on each. */
+static void assert_equal_replicas(struct fixture *f)
+{
+    char *da = dump_all(f->a.path), *db = dump_all(f->b.path);
+    char differ[200];
+    uint64_t ca = 0, cb = 0;
+
+    assert_string_equal(da, db);
+    free(da);
+    free(db);
+    assert_int_equal(sql_fsm_verify(f->fa, differ, sizeof differ), 0);
+    assert_int_equal(sql_fsm_verify(f->fb, differ, sizeof differ), 0);
+    assert_int_equal(sql_fsm_checksum(f->fa, &ca), 1);
+    assert_int_equal(sql_fsm_checksum(f->fb, &cb), 1);
+    assert_true(ca == cb);
+}
+
+/* commit_and_apply runs @sql (ending in a commit) on the writer, then
+ * applies the changeset it sent on both replicas and checks them. With
+ * @veto the writer's local commit fails (it "died" before it): A
+ * replays. */
+static void commit_and_apply(struct fixture *f, const char *sql, bool veto)
+{
+    int rc;
+
+    f->veto = veto;
+    rc = write_sql(f, sql);
+    if (veto) {
+        assert_int_equal(rc, SQLITE_CONSTRAINT);
+    } else if (rc != SQLITE_OK) {
+        fail_msg("%s: %s", sql, sqlite3_errmsg(f->w));
+    }
+    if (f->taken == NULL) {
+        fail_msg("no changeset taken (%d: %s)", f->take_rc, f->take_msg);
+    }
+    assert_true(sql_changeset_is(f->taken->data, f->taken->len));
+    assert_int_equal(apply_one(f->fa, f->taken), 0);
+    assert_int_equal(apply_one(f->fb, f->taken), 0);
+    assert_equal_replicas(f);
+}
+
+/* Rows in autocommit statements: landed on A, replayed on B. */
+static void test_rows_landed(void **state)
+{
+    struct fixture *f = *state;
+
+    both(f, "CREATE TABLE t(a INTEGER PRIMARY KEY, b TEXT UNIQUE, c)");
+    both(f, "INSERT INTO t VALUES(1, 'one', 1.5), (2, 'two', x'00ff')");
+    commit_and_apply(f, "INSERT INTO t(b, c) VALUES('three', NULL)", false);
+    commit_and_apply(f, "UPDATE t SET c = 'x' || a WHERE a < 3", false);
+    commit_and_apply(f, "DELETE FROM t WHERE a = 1", false);
+    commit_and_apply(f, "UPDATE t SET a = 10 WHERE a = 2", false);
+    assert_query(f->b.path, "SELECT b || c FROM t WHERE a = 10", "twox2");
+}
+
+/* The same with the writer's local commit vetoed: A replays, as B. */
+static void test_rows_not_landed(void **state)
+{
+    struct fixture *f = *state;
+
+    both(f, "CREATE TABLE t(a INTEGER PRIMARY KEY, b TEXT UNIQUE, c)");
+    both(f, "INSERT INTO t VALUES(1, 'one', 1.5), (2, 'two', x'00ff')");
+    commit_and_apply(f, "INSERT INTO t(b, c) VALUES('three', NULL)", true);
+    commit_and_apply(f, "UPDATE t SET c = 'x' || a WHERE a < 3", true);
+    commit_and_apply(f, "DELETE FROM t WHERE a = 1", true);
+    assert_query(f->a.path,
+                 "SELECT group_concat(b) FROM (SELECT b FROM t ORDER BY a)",
+                 "two,three");
+}
+
+/* An explicit transaction with reads, a failing statement and a savepoint
+ * rolled back: only what the transaction kept travels. */
+static void test_transaction(void **state)
+{
+    struct fixture *f = *state;
+
+    both(f, "CREATE TABLE t(a INTEGER PRIMARY KEY, b TEXT UNIQUE)");
+    both(f, "INSERT INTO t VALUES(1, 'one')");
+    write_sql(f, "BEGIN");
+    write_sql(f, "INSERT INTO t VALUES(2, 'two')");
+    assert_int_equal(write_sql(f, "INSERT INTO t VALUES(3, 'x'), (4, 'one')"),
+                     SQLITE_CONSTRAINT);
+    write_sql(f,
+              "SAVEPOINT s; INSERT INTO t VALUES(5, 'five'); "
+              "ROLLBACK TO s; RELEASE s");
+    commit_and_apply(f, "UPDATE t SET b = upper(b); COMMIT", false);
+    assert_query(f->b.path, "SELECT group_concat(a || b) FROM t", "1ONE,2TWO");
+}
+
+/* Trigger rows and foreign-key actions were captured as rows: the replay
+ * fires neither again. */
+static void test_triggers_and_cascades_fire_once(void **state)
+{
+    struct fixture *f = *state;
+
+    both(f, "PRAGMA foreign_keys = ON");
+    both(f, "CREATE TABLE p(id INTEGER PRIMARY KEY)");
+    both(f,
+         "CREATE TABLE c(id INTEGER PRIMARY KEY, "
+         "pid REFERENCES p ON DELETE CASCADE)");
+    both(f, "CREATE TABLE log(x)");
+    both(f,
+         "CREATE TRIGGER tr AFTER INSERT ON p BEGIN "
+         "INSERT INTO log VALUES(new.id); END");
+    both(f, "INSERT INTO p VALUES(1); INSERT INTO c VALUES(10, 1), (11, 1)");
+    write_sql(f, "PRAGMA foreign_keys = ON");
+    commit_and_apply(f, "INSERT INTO p VALUES(2)", false);
+    commit_and_apply(f, "DELETE FROM p WHERE id = 1", true);
+    assert_query(f->b.path, "SELECT count(*) FROM log", "2");
+    assert_query(f->b.path, "SELECT count(*) FROM c", "0");
+}
+
+/* AUTOINCREMENT counters agree though sqlite_sequence fires nothing; a
+ * table without a declared key and a WITHOUT ROWID table replay by rowid
+ * and by key. */
+static void test_identity(void **state)
+{
+    struct fixture *f = *state;
+
+    both(f, "CREATE TABLE s(id INTEGER PRIMARY KEY AUTOINCREMENT, v)");
+    both(f, "CREATE TABLE n(v)");
+    both(f,
+         "CREATE TABLE w(k1 TEXT, k2 INT, v, PRIMARY KEY(k2, k1)) "
+         "WITHOUT ROWID");
+    commit_and_apply(f,
+                     "BEGIN; INSERT INTO s(v) VALUES('a'), ('b'); "
+                     "DELETE FROM s WHERE v = 'b'; INSERT INTO n VALUES(1), "
+                     "(2), (1); DELETE FROM n WHERE rowid = 2; "
+                     "INSERT INTO w VALUES('x', 1, 'v1'), ('y', 1, 'v2'); "
+                     "COMMIT",
+                     false);
+    commit_and_apply(f,
+                     "BEGIN; UPDATE w SET v = 'new', k2 = 2 WHERE k1 = 'x'; "
+                     "UPDATE n SET v = 9 WHERE rowid = 3; DELETE FROM w WHERE "
+                     "k1 = 'y'; INSERT INTO s(v) VALUES('c'); COMMIT",
+                     true);
+    assert_query(f->b.path, "SELECT seq FROM sqlite_sequence", "3");
+    assert_query(f->b.path, "SELECT group_concat(rowid || ':' || v) FROM n",
+                 "1:1,3:9");
+}
+
+/* Schema statements travel as text (autocommit ones: inside BEGIN the
+ * capture refuses them), landed or replayed. */
+static void test_schema(void **state)
+{
+    struct fixture *f = *state;
+
+    both(f, "CREATE TABLE t(a INTEGER PRIMARY KEY, b)");
+    commit_and_apply(f, "CREATE TABLE u(x TEXT PRIMARY KEY, y) WITHOUT ROWID",
+                     false);
+    commit_and_apply(f, "INSERT INTO u VALUES('k', 1)", false);
+    commit_and_apply(f, "ALTER TABLE t ADD COLUMN c DEFAULT 7", false);
+    commit_and_apply(f, "INSERT INTO t(b) VALUES('b')", false);
+    commit_and_apply(f, "CREATE INDEX t_b ON t(b)", true);
+    commit_and_apply(f, "CREATE TABLE v(z)", true);
+    commit_and_apply(f, "INSERT INTO v VALUES(1)", true);
+    commit_and_apply(f, "DROP TABLE u", false);
+    commit_and_apply(f, "UPDATE t SET c = 8", true);
+    assert_query(f->b.path,
+                 "SELECT group_concat(name) FROM (SELECT name "
+                 "FROM sqlite_schema WHERE tbl_name NOT LIKE "
+                 "'raftsql%' ORDER BY name)",
+                 "t,t_b,v");
+    assert_query(f->b.path, "SELECT b || c FROM t", "b8");
+}
+
+/* Generated columns: a STORED one is in the row image but never written,
+ * a VIRTUAL one is not in it. */
+static void test_generated_columns(void **state)
+{
+    struct fixture *f = *state;
+
+    both(f,
+         "CREATE TABLE g(a INTEGER PRIMARY KEY, v AS (b * 2) VIRTUAL, "
+         "b, s AS (b + 1) STORED, c)");
+    commit_and_apply(f, "INSERT INTO g(b, c) VALUES(1, 'x'), (2, 'y')", false);
+    commit_and_apply(f, "UPDATE g SET b = 10 WHERE a = 1", true);
+    commit_and_apply(f, "DELETE FROM g WHERE a = 2", false);
+    assert_query(f->b.path, "SELECT v || ',' || s || ',' || c FROM g",
+                 "20,11,x");
+}
+
+/* A changeset that changes no row's state applies alike, landed or not. */
+static void test_no_net_change(void **state)
+{
+    struct fixture *f = *state;
+
+    both(f, "CREATE TABLE t(a INTEGER PRIMARY KEY, b)");
+    both(f, "INSERT INTO t VALUES(1, 'x')");
+    commit_and_apply(f,
+                     "BEGIN; INSERT INTO t VALUES(2, 'y'); DELETE FROM t "
+                     "WHERE a = 2; UPDATE t SET b = 'z' WHERE a = 1; "
+                     "UPDATE t SET b = 'x' WHERE a = 1; COMMIT",
+                     false);
+}
+
+/* The landed question is answered from the file alone: after the writer
+ * committed, a new apply connection (a restarted node) records the entry
+ * without replaying it. */
+static void test_landed_after_restart(void **state)
+{
+    struct fixture *f = *state;
+    char msg[256] = "";
+
+    both(f, "CREATE TABLE t(a INTEGER PRIMARY KEY, b)");
+    f->veto = false;
+    assert_int_equal(write_sql(f, "INSERT INTO t VALUES(1, 'x')"), SQLITE_OK);
+    assert_non_null(f->taken);
+    sql_fsm_close(f->fa);
+    if (sql_fsm_open(f->a.path, NULL, 0, &f->fa, msg, sizeof msg) != 0) {
+        fail_msg("open: %s", msg);
+    }
+    assert_int_equal(sql_fsm_checksum_enable(f->fa, 1), 0);
+    assert_int_equal(apply_one(f->fa, f->taken), 0);
+    assert_int_equal(apply_one(f->fb, f->taken), 0);
+    assert_equal_replicas(f);
+}
+
+/* A changeset that does not fit a replica's state is a divergence: the
+ * batch applies nothing. */
+static void test_divergence(void **state)
+{
+    struct fixture *f = *state;
+    uint64_t applied;
+    struct buf *b;
+
+    both(f, "CREATE TABLE t(a INTEGER PRIMARY KEY, b)");
+    both(f, "INSERT INTO t VALUES(1, 'x')");
+    f->veto = true;
+    assert_int_equal(write_sql(f, "UPDATE t SET b = 'y' WHERE a = 1"),
+                     SQLITE_CONSTRAINT);
+    assert_non_null(f->taken);
+    b = make_request(++f->seq, "DELETE FROM t");
+    assert_int_equal(apply_one(f->fb, b), 0);
+    buf_free(b);
+    applied = sql_fsm_applied(f->fb);
+    assert_int_equal(apply_one(f->fb, f->taken), SQL_ERR_DIVERGED);
+    assert_non_null(strstr(sql_fsm_errmsg(f->fb), "does not apply"));
+    assert_int_equal(sql_fsm_applied(f->fb), applied);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test_setup_teardown(test_rows_landed, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_rows_not_landed, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_transaction, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_triggers_and_cascades_fire_once,
+                                        setup, teardown),
+        cmocka_unit_test_setup_teardown(test_identity, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_schema, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_generated_columns, setup,
+                                        teardown),
+        cmocka_unit_test_setup_teardown(test_no_net_change, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_landed_after_restart, setup,
+                                        teardown),
+        cmocka_unit_test_setup_teardown(test_divergence, setup, teardown),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
