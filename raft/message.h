@@ -3,8 +3,11 @@
  * alike. Pure code (no I/O); the libuv transport carries what it produces.
  *
  * Wire format, versions RAFT_WIRE_VERSION_MIN to RAFT_WIRE_VERSION (1 to
- * 3; version 2 is version 1 plus the CHECKSUM and REPAIR_REQUEST frames,
- * version 3 is version 2 plus the READ_INDEX frames),
+ * 4; version 2 is version 1 plus the CHECKSUM and REPAIR_REQUEST frames,
+ * version 3 is version 2 plus the READ_INDEX frames, version 4 has
+ * version 3's frames and says its release applies changeset entries, a
+ * plain SQL transaction's effect, in NORMAL entries: the leader grants a
+ * write lease only while every member speaks it, ext/runtime/lease.h),
  * all integers little-endian:
  *
  *   frame   := len:u32 body            len = bytes of body, <= max frame
@@ -63,7 +66,7 @@
 #ifdef RAFT_WIRE_VERSION_MAX_TEST
 #define RAFT_WIRE_VERSION RAFT_WIRE_VERSION_MAX_TEST
 #else
-#define RAFT_WIRE_VERSION 3
+#define RAFT_WIRE_VERSION 4
 #endif
 #ifdef RAFT_WIRE_VERSION_MIN_TEST
 #define RAFT_WIRE_VERSION_MIN RAFT_WIRE_VERSION_MIN_TEST

@@ -79,6 +79,12 @@ struct ext_applier {
                                       the connection (mu) */
     unsigned n_hurry;               /* callers between applier_hurry_begin
                                       and _end: no pace (mu) */
+    raft_index lease_from;          /* a write lease's hold: no entry at or
+                                      above it applies, no idle check
+                                      runs; 0 for none (mu) */
+    raft_index lease_landed;        /* no idle check until this index is
+                                      applied (a writer's own commit may be
+                                      in the file first); 0 (mu) */
     atomic_uint_least64_t applied;  /* last applied index */
     atomic_uint_least64_t durable;  /* applied index durable in the
                                       database file (sql_fsm_durable) */
@@ -422,6 +428,41 @@ static void note_checkpoint(struct ext_applier *a)
     if (sql_fsm_foreign_note(a->fsm, note, sizeof note)) {
         node_log_line(a->log, RAFT_LOG_INFO, "%s", note);
     }
+}
+
+/* lease_blocks says whether a write lease's hold keeps the head of the
+ * queue from applying (applier_lease_hold). Caller holds mu. */
+static bool lease_blocks(const struct ext_applier *a)
+{
+    return a->lease_from != 0 && a->n_queue > 0 &&
+           a->queue[0].index >= a->lease_from;
+}
+
+/* lease_quiet says whether the idle check must not run: a lease's writer
+ * may have committed into the file an entry not applied yet. Caller
+ * holds mu. */
+static bool lease_quiet(const struct ext_applier *a)
+{
+    return a->lease_from != 0 ||
+           (a->lease_landed != 0 && atomic_load(&a->applied) < a->lease_landed);
+}
+
+void applier_lease_hold(struct ext_applier *a, raft_index from)
+{
+    pthread_mutex_lock(&a->mu);
+    a->lease_from = from;
+    pthread_mutex_unlock(&a->mu);
+}
+
+void applier_lease_end(struct ext_applier *a, raft_index landed)
+{
+    pthread_mutex_lock(&a->mu);
+    a->lease_from = 0;
+    if (landed > a->lease_landed) {
+        a->lease_landed = landed;
+    }
+    pthread_cond_signal(&a->cond);
+    pthread_mutex_unlock(&a->mu);
 }
 
 /* idle_check looks for a foreign commit while no batch runs. Called
@@ -809,16 +850,17 @@ static void *applier_main(void *arg)
         unsigned n;
         int rc;
         while (!a->stop && !a->want_checkpoint &&
-               (a->n_queue == 0 || a->held || atomic_load(&a->diverged))) {
+               (a->n_queue == 0 || a->held || atomic_load(&a->diverged) ||
+                lease_blocks(a))) {
             struct timespec until;
-            if (a->held || atomic_load(&a->diverged)) {
+            if (a->held || atomic_load(&a->diverged) || lease_blocks(a)) {
                 pthread_cond_wait(&a->cond, &a->mu);
                 continue;
             }
             /* Idle: look for foreign commits within a second. */
             ms_from_now(&until, EXT__FOREIGN_CHECK_MS);
             if (pthread_cond_timedwait(&a->cond, &a->mu, &until) == 0 ||
-                a->stop || a->held || a->n_queue > 0) {
+                a->stop || a->held || a->n_queue > 0 || lease_quiet(a)) {
                 continue;
             }
 #ifdef RAFTSQL_TEST_FAULTS
@@ -838,7 +880,8 @@ static void *applier_main(void *arg)
         if (a->stop) {
             break;
         }
-        if (!a->want_checkpoint && (a->n_queue == 0 || a->held)) {
+        if (!a->want_checkpoint &&
+            (a->n_queue == 0 || a->held || lease_blocks(a))) {
             continue; /* an install took the queue while it paced */
         }
         if (a->want_checkpoint) {
@@ -866,6 +909,14 @@ static void *applier_main(void *arg)
 #endif
         a->busy = true;
         n = batch_size(a->queue, a->n_queue);
+        if (a->lease_from != 0) {
+            /* The queue is in index order: stop before the hold. */
+            unsigned k = 0;
+            while (k < n && a->queue[k].index < a->lease_from) {
+                k++;
+            }
+            n = k; /* at least 1: lease_blocks was false */
+        }
         memcpy(batch, a->queue, n * sizeof *batch);
         memmove(a->queue, a->queue + n, (a->n_queue - n) * sizeof *batch);
         a->n_queue -= n;

@@ -120,6 +120,19 @@ void applier_hurry_begin(struct ext_applier *a);
 /* applier_hurry_end ends one applier_hurry_begin. Any thread. */
 void applier_hurry_end(struct ext_applier *a);
 
+/* applier_lease_hold holds the apply thread for a write lease (lease.h):
+ * no batch takes an entry at or above index @from, and the idle check
+ * for foreign commits does not run, until applier_lease_end. The
+ * lease's writer then holds the file's write lock, which a batch would
+ * wait for. Any thread (the loop, at the grant). */
+void applier_lease_hold(struct ext_applier *a, raft_index from);
+
+/* applier_lease_end ends the hold; with @landed (a changeset entry the
+ * lease proposed, 0 for none) the idle check stays off until @landed is
+ * applied: the writer's own commit may reach the file first (its batch
+ * then only records it, sql/changeset_apply.c). Any thread. */
+void applier_lease_end(struct ext_applier *a, raft_index landed);
+
 /* applier_applied returns the last applied index. Any thread. */
 uint64_t applier_applied(const struct ext_applier *a);
 

@@ -22,6 +22,7 @@
 #define EXT__DEFAULT_ELECTION_TIMEOUT_MS 1000
 #define EXT__DEFAULT_HEARTBEAT_MS 100
 #define EXT__DEFAULT_EXEC_TIMEOUT_MS 5000
+#define EXT__DEFAULT_LEASE_TIMEOUT_MS 30000
 #define EXT__DEFAULT_LOG_MAX_MB 1024
 #define EXT__DEFAULT_MAX_REQUEST_BYTES (64u * 1024 * 1024)
 #define EXT__DEFAULT_SNAPSHOT_THRESHOLD 8192
@@ -238,6 +239,7 @@ static const char *const keys[] = {
     "election_timeout_ms",
     "heartbeat_ms",
     "exec_timeout_ms",
+    "lease_timeout_ms",
     "log_max_mb",
     "max_request_bytes",
     "log_level",
@@ -288,6 +290,7 @@ static const struct int_key int_keys[] = {
                  true),
     EXT__INT_KEY("heartbeat_ms", 1, 60000, 1, heartbeat_ms, true),
     EXT__INT_KEY("exec_timeout_ms", 1, 3600000, 1, exec_timeout_ms, true),
+    EXT__INT_KEY("lease_timeout_ms", 10, 3600000, 1, lease_timeout_ms, true),
     EXT__INT_KEY("log_max_mb", 1, 1024 * 1024, 1024 * 1024, log_max_bytes,
                  false),
     EXT__INT_KEY("max_request_bytes", 1024, 1024u * 1024 * 1024, 1,
@@ -606,6 +609,7 @@ int ext_config_parse(const char *text, const char *db_path,
     c->election_timeout_ms = EXT__DEFAULT_ELECTION_TIMEOUT_MS;
     c->heartbeat_ms = EXT__DEFAULT_HEARTBEAT_MS;
     c->exec_timeout_ms = EXT__DEFAULT_EXEC_TIMEOUT_MS;
+    c->lease_timeout_ms = EXT__DEFAULT_LEASE_TIMEOUT_MS;
     c->log_max_bytes = (uint64_t)EXT__DEFAULT_LOG_MAX_MB * 1024 * 1024;
     c->max_request_bytes = EXT__DEFAULT_MAX_REQUEST_BYTES;
     c->snapshot_threshold = EXT__DEFAULT_SNAPSHOT_THRESHOLD;
@@ -768,7 +772,7 @@ int ext_config_parse(const char *text, const char *db_path,
                 "unknown key '%s' (known: id, listen, advertise, "
                 "cluster, dial, dir, "
                 "election_timeout_ms, heartbeat_ms, exec_timeout_ms, "
-                "log_max_mb, max_request_bytes, log_level, "
+                "lease_timeout_ms, log_max_mb, max_request_bytes, log_level, "
                 "snapshot_threshold, trailing_entries, "
                 "snapshot_chunk_bytes, follower_apply_ms, "
                 "max_staleness_ms, max_request_steps, request_id_window, "

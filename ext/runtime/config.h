@@ -54,6 +54,9 @@ struct ext_config {
     unsigned election_timeout_ms;             /* election_timeout_ms= */
     unsigned heartbeat_ms;                    /* heartbeat_ms= */
     unsigned exec_timeout_ms;                 /* exec_timeout_ms= */
+    unsigned lease_timeout_ms;                /* lease_timeout_ms= : a write
+                                                 lease older than this ends
+                                                 (lease.h) */
     uint64_t log_max_bytes;                   /* log_max_mb= , in bytes */
     uint64_t max_request_bytes;               /* max_request_bytes= */
     uint64_t snapshot_threshold;            /* snapshot_threshold= (entries) */

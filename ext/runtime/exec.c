@@ -95,6 +95,8 @@ struct ext_exec {
     struct ext_leader_call_table waiters;       /* every waiting caller (mu) */
     uint64_t next_seq; /* request sequence numbers (mu) */
     bool shutdown;     /* no new callers, no wakes (mu) */
+    bool held_back;    /* a write lease is in force: the leader proposes
+                          none of these requests (exec_hold_back; mu) */
     char removed[256]; /* why this node takes no writes, removed from the
                           cluster (exec_set_removed); "" while a member
                           (mu) */
@@ -327,9 +329,13 @@ int exec_submit(struct ext_exec *e, const char *sql, size_t sql_len,
         cancelled = true;
     } else if (end != EXT_CALL_ANSWERED) {
         if (!w.call.left_node) {
-            char why[128];
+            char why[160];
             snprintf(why, sizeof why,
-                     "no leader reachable within exec_timeout_ms (%u ms)",
+                     e->held_back
+                         ? "it waited exec_timeout_ms (%u ms) behind a "
+                           "plain SQL write transaction's write lease"
+                         : "no leader reachable within exec_timeout_ms (%u "
+                           "ms)",
                      e->exec_timeout_ms);
             fail_unsent(&w, false, RAFTSQL_NOT_APPLIED, RAFTSQL_UNKNOWN, why);
         } else {
@@ -558,6 +564,11 @@ static void dispatch(struct ext_exec *e, struct raft_uv_node *d)
     to.wire = is_leader ? wire_gate_log_wire(d, self)
                         : raft_uv_node_peer_wire(d, leader);
     pthread_mutex_lock(&e->mu);
+    if (is_leader && e->held_back) {
+        /* Behind a write lease: they stay QUEUED, never left. */
+        pthread_mutex_unlock(&e->mu);
+        return;
+    }
     o = take_pending(e, d, &to, now, &cnt);
     pthread_mutex_unlock(&e->mu);
     if (cnt == 0) {
@@ -639,6 +650,13 @@ void exec_on_wake(struct ext_exec *e, struct raft_uv_node *d)
     }
     pthread_mutex_unlock(&e->mu);
     dispatch(e, d);
+}
+
+void exec_hold_back(struct ext_exec *e, bool held)
+{
+    pthread_mutex_lock(&e->mu);
+    e->held_back = held;
+    pthread_mutex_unlock(&e->mu);
 }
 
 void exec_on_tick(struct ext_exec *e, struct raft_uv_node *d)

@@ -103,6 +103,14 @@ int exec_submit(struct ext_exec *e, const char *sql, size_t sql_len,
  * run before exec_attach). */
 void exec_on_wake(struct ext_exec *e, struct raft_uv_node *d);
 
+/* exec_hold_back tells @e whether a write lease is in force (lease.h):
+ * while @held, a leader proposes none of the waiting requests; they stay
+ * queued (never left this node), and one whose exec_timeout_ms passes
+ * meanwhile is "not applied", saying it waited behind the lease. A
+ * follower forwards as before. Loop thread, before exec_on_wake and
+ * exec_on_tick. */
+void exec_hold_back(struct ext_exec *e, bool held);
+
 /* exec_on_tick retries requests waiting for a leader and re-forwards those
  * whose answer is overdue, through driver @d. Loop thread of @d. */
 void exec_on_tick(struct ext_exec *e, struct raft_uv_node *d);

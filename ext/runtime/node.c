@@ -31,6 +31,7 @@
 #include "events.h"
 #include "exec.h"
 #include "forward.h"
+#include "lease.h"
 #include "load_status.h"
 #include "node.h"
 #include "node_log.h"
@@ -72,6 +73,8 @@ struct ext_node {
     struct ext_propose propose;        /* the leader's stamps (loop) */
     struct ext_forward *forward;       /* the leader's side of forwarding */
     struct ext_exec *exec;             /* waiting callers */
+    struct ext_lease *lease;           /* the write lease of plain SQL
+                                        writes */
     struct ext_change *change;         /* membership changes and transfers */
     struct ext_cluster_id *cluster;    /* the cluster id */
     struct ext_repair *repair;         /* repairing a diverged replica */
@@ -146,11 +149,29 @@ static void on_read(void *data, const struct raft_read *reads, unsigned cnt)
     barrier_on_reads(n->barrier, n->driver, reads, cnt);
 }
 
+/* propose_requests proposes (or forwards) the requests waiting, unless a
+ * write lease holds them back: the lease first, so that a changeset its
+ * holder queued goes before them (lease.h). */
+static void propose_requests(struct ext_node *n, bool tick)
+{
+    bool held;
+    lease_on_loop(n->lease, n->driver);
+    held = lease_holds_back(n->lease);
+    exec_hold_back(n->exec, held);
+    if (!held) {
+        forward_propose_held(n->forward, n->driver);
+    }
+    if (tick) {
+        exec_on_tick(n->exec, n->driver);
+    } else {
+        exec_on_wake(n->exec, n->driver);
+    }
+}
+
 static void on_wake(void *data)
 {
     struct ext_node *n = data;
-    forward_propose_held(n->forward, n->driver);
-    exec_on_wake(n->exec, n->driver);
+    propose_requests(n, false);
     change_on_wake(n->change, n->driver);
     barrier_on_loop(n->barrier, n->driver);
 }
@@ -192,8 +213,7 @@ static void judge_staleness(struct ext_node *n)
 static void on_tick(void *data)
 {
     struct ext_node *n = data;
-    forward_propose_held(n->forward, n->driver);
-    exec_on_tick(n->exec, n->driver);
+    propose_requests(n, true);
     change_on_tick(n->change, n->driver);
     barrier_on_loop(n->barrier, n->driver);
     divergence_on_tick(n->divergence, n->driver);
@@ -246,6 +266,7 @@ static void on_stepped(void *data)
     struct ext_node *n = data;
     struct ext_status_change c;
     raft_index removed_at;
+    lease_on_loop(n->lease, n->driver); /* a commit, a leader change */
     if (status_removed(n->status, raft_uv_node_core(n->driver), &removed_at) !=
         n->told_removed) {
         judge_staleness(n);
@@ -526,6 +547,7 @@ static int start_threads(struct ext_node *n, const char *db_path,
     }
     exec_attach(n->exec, n->driver);
     change_attach(n->change, n->driver);
+    lease_attach(n->lease, n->driver, n->applier);
     return 0;
 }
 
@@ -535,6 +557,7 @@ static int start_threads(struct ext_node *n, const char *db_path,
 static void node_free(struct ext_node *n, bool failed)
 {
     exec_free(n->exec);
+    lease_free(n->lease);
     change_free(n->change);
     divergence_free(n->divergence);
     staleness_free(n->staleness);
@@ -629,6 +652,8 @@ int ext_node_start(const char *db_path, const struct ext_config *cfg,
                     &n->forward) != 0 ||
         exec_new(cfg, n->status, &n->propose, random_u64() >> 2, &n->exec) !=
             0 ||
+        lease_new(cfg->id, cfg->lease_timeout_ms, cfg->exec_timeout_ms,
+                  cfg->max_request_bytes, &n->lease) != 0 ||
         repair_new(cfg->id, cfg->repair_manual, &n->log, &n->repair) != 0 ||
         divergence_new(cfg->id, &n->log, &n->divergence) != 0 ||
         load_status_new(&n->load) != 0 || new_staleness(n, db_path) != 0 ||
@@ -727,6 +752,7 @@ static void stop_node(struct ext_node *n, bool failed)
      * deliver). */
     change_shutdown(n->change);
     barrier_shutdown(n->barrier);
+    lease_shutdown(n->lease);
     exec_fail_all(n->exec, "the node is shutting down (raft_stop)");
 
     /* The driver finishes its running log write, joins its loop thread
@@ -800,6 +826,7 @@ char *ext_node_status(struct ext_node *n)
     x.repairs = applier_repairs(n->applier);
     x.has_load = load_status_get(n->load, &x.load);
     staleness_get(n->staleness, &x.staleness);
+    lease_view(n->lease, &x.lease);
     return status_json(n->status, &x);
 }
 
@@ -919,6 +946,7 @@ void ext_node_shutdown(struct ext_node *n)
     }
     change_shutdown(n->change);
     barrier_shutdown(n->barrier);
+    lease_shutdown(n->lease);
     exec_fail_all(n->exec, "the node is shutting down (raft_stop)");
 }
 
@@ -939,4 +967,27 @@ int ext_node_barrier(struct ext_node *n, const struct ext_exec_probe *probe,
      * is reached, say why at once. */
     snprintf(msg, msg_len, "raft_barrier: %s", why);
     return RAFT_DIVERGED;
+}
+
+int ext_node_lease_acquire(struct ext_node *n, uint64_t holder,
+                           uint64_t *out_id, char *why, size_t why_len)
+{
+    char diverged[512];
+    if (repair_refusal(n->repair, n->applier, diverged, sizeof diverged)) {
+        snprintf(why, why_len, "%s", diverged);
+        return RAFT_DIVERGED;
+    }
+    return lease_acquire(n->lease, holder, out_id, why, why_len);
+}
+
+int ext_node_lease_commit(struct ext_node *n, uint64_t id, const void *p,
+                          size_t len, const struct ext_exec_probe *probe,
+                          char *why, size_t why_len)
+{
+    return lease_commit(n->lease, id, p, len, probe, why, why_len);
+}
+
+void ext_node_lease_release(struct ext_node *n, uint64_t id)
+{
+    lease_release(n->lease, id);
 }

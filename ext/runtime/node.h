@@ -226,6 +226,70 @@ int ext_node_repair(struct ext_node *n, const struct ext_exec_probe *probe,
 int ext_node_barrier(struct ext_node *n, const struct ext_exec_probe *probe,
                      uint64_t *out_index, char *msg, size_t msg_len);
 
+/* Plain SQL writes (lease.h has the ordering between the holder, the
+ * loop and the applier). A host connection asks for the write lease
+ * exactly when it asks for the file's WAL write lock, before it holds
+ * it; its commit hook sends the transaction's changeset
+ * (sql/changeset.h) with ext_node_lease_commit and, once its local commit
+ * or rollback is done and the write lock released, ends the lease with
+ * ext_node_lease_release. In this slice a leader grants leases to the
+ * connections of its own process only. */
+
+/* ext_node_lease_acquire asks for the write lease for host connection
+ * token @holder (any non-zero id the caller picks, unique in the
+ * process). Blocks only for this node's own work: returns 0 with
+ * *@out_id (written on success only) once the lease is granted and this
+ * node has applied everything up to the leader's last log index at the
+ * grant, so the holder's transaction reads the latest committed state.
+ * Lease ids increase and are never reused ((term << 32) | grant count).
+ * Errors, with @why (@why_len bytes) saying why:
+ *   RAFT_BUSY at once when another holder has the lease (@why names it)
+ *     or there is no leader yet, and when this node did not catch up
+ *     within exec_timeout_ms: the caller answers SQLITE_BUSY and SQLite's
+ *     busy handler retries;
+ *   RAFT_NOTLEADER: this node is not the leader ("plain SQL writes are
+ *     served on the leader's node for now (server N leads); on a
+ *     follower use raft_exec");
+ *   RAFT_FORMAT: a member's wire version is too old for changeset
+ *     entries, or not known yet (wire_gate_changeset);
+ *   RAFT_DIVERGED: this replica is diverged; RAFT_SHUTDOWN: the node is
+ *     stopping; RAFT_INVALID: @holder is 0.
+ * Any host thread. */
+int ext_node_lease_acquire(struct ext_node *n, uint64_t holder,
+                           uint64_t *out_id, char *why, size_t why_len);
+
+/* ext_node_lease_commit proposes changeset payload @p (@len bytes,
+ * copied) as one log entry under lease @id, unstamped, and waits until
+ * the entry is committed by a quorum (commit index >= its index), not
+ * applied: the caller's connection holds the file's write lock until it
+ * returns, and its local commit is what makes this node's replica hold
+ * the entry (the applier then only records it). The lease ends with the
+ * call, whatever the outcome; the applier still waits for
+ * ext_node_lease_release. Returns 0 once committed. Errors, with @why:
+ *   "not applied" (nothing was appended): RAFT_TIMEOUT (the lease expired
+ *     at lease_timeout_ms, or the loop did not take it within
+ *     exec_timeout_ms), RAFT_NOTLEADER (a leader change ended the lease,
+ *     or a membership change was appended after the grant), RAFT_INVALID
+ *     (@id not in force: released, never granted; @p is no changeset),
+ *     RAFT_TOOBIG (over max_request_bytes), RAFT_SHUTDOWN, RAFT_NOMEM,
+ *     RAFT_CANCELED (@probe said the caller was interrupted before the
+ *     proposal: "interrupted: not applied");
+ *   RAFT_UNKNOWN, "outcome unknown" (raft_exec's code for it): proposed,
+ *     but no commit seen within exec_timeout_ms, leadership lost, the
+ *     node stopping, or the caller interrupted after the proposal
+ *     ("interrupted: outcome unknown").
+ * Host thread, the lease's holder. */
+int ext_node_lease_commit(struct ext_node *n, uint64_t id, const void *p,
+                          size_t len, const struct ext_exec_probe *probe,
+                          char *why, size_t why_len);
+
+/* ext_node_lease_release ends lease @id without an entry (rollback,
+ * connection closed, SQLITE_BUSY_SNAPSHOT), and, called after a commit
+ * once the connection's local commit is done and its write lock
+ * released, lets the applier apply the lease's entry. Idempotent; an id
+ * not in force is ignored. Any thread. */
+void ext_node_lease_release(struct ext_node *n, uint64_t id);
+
 /* ext_node_listen writes where @n listens, "host:port", into @buf (@len
  * bytes): listen=, else cluster='s address of this node, else its address
  * in the stored configuration. Any thread. */

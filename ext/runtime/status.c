@@ -125,6 +125,20 @@ static json_t *load_json(const struct ext_status_extra *x)
                      p->error[0] ? json_string(p->error) : json_null());
 }
 
+/* lease_json renders the write lease in force of @x, null for none: its
+ * holder's token, its id, its age and the raft_exec calls waiting on
+ * this node (behind it, since the leader proposes none meanwhile). */
+static json_t *lease_json(const struct ext_status_extra *x)
+{
+    const struct ext_lease_view *v = &x->lease;
+    if (!v->in_force) {
+        return json_null();
+    }
+    return json_pack("{s:I, s:I, s:I, s:I}", "holder", (json_int_t)v->holder,
+                     "id", (json_int_t)v->id, "age_ms", (json_int_t)v->age_ms,
+                     "waiting", (json_int_t)(x->queue + x->waiters));
+}
+
 int status_new(const struct ext_config *cfg, const char *build_id,
                struct ext_status **out)
 {
@@ -551,6 +565,7 @@ char *status_json(struct ext_status *st, const struct ext_status_extra *x)
         json_object_set_new(o, "snapshot_transfer", json_null());
     }
     json_object_set_new(o, "load", load_json(x));
+    json_object_set_new(o, "lease", lease_json(x));
     json_object_set_new(o, "durable", json_integer((json_int_t)x->durable));
     json_object_set_new(o, "loop_max_tick_ms",
                         json_integer((json_int_t)s.stats.loop_max_tick_ms));

@@ -13,6 +13,7 @@
 #include "applier.h"
 #include "config.h"
 #include "divergence.h"
+#include "lease.h"
 #include "load_status.h"
 #include "staleness.h"
 
@@ -43,6 +44,7 @@ struct ext_status_extra {
     struct ext_load_progress load;          /* the latest one's progress */
     struct ext_staleness_verdict staleness; /* the lag, and whether reads
                                                are refused as stale */
+    struct ext_lease_view lease;            /* the write lease (lease.h) */
 };
 
 struct ext_status; /* opaque */

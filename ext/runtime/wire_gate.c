@@ -37,6 +37,41 @@ int wire_gate_members(const struct raft_uv_node *d, raft_id self, char *why,
     return EXT_WIRE_GATE_OPEN;
 }
 
+int wire_gate_changeset(const struct raft_uv_node *d, raft_id self, char *why,
+                        size_t why_len)
+{
+    const struct raft_configuration *conf =
+        raft_current_configuration(raft_uv_node_core(d));
+
+    for (unsigned i = 0; i < conf->n; i++) {
+        raft_id id = conf->servers[i].id;
+        unsigned wire;
+
+        if (id == self) {
+            continue;
+        }
+        wire = raft_uv_node_peer_wire_last(d, id);
+        if (wire == 0) {
+            snprintf(why, why_len,
+                     "server %llu has not been reached since this node "
+                     "started, so whether it can apply plain SQL writes "
+                     "(wire version %u) is not known yet",
+                     (unsigned long long)id, EXT_WIRE_GATE_CHANGESET);
+            return EXT_WIRE_GATE_OLD;
+        }
+        if (wire < EXT_WIRE_GATE_CHANGESET) {
+            snprintf(why, why_len,
+                     "server %llu speaks wire version %u, which cannot "
+                     "apply plain SQL writes (wire version %u and later): "
+                     "upgrade every member first (raft_exec works "
+                     "meanwhile)",
+                     (unsigned long long)id, wire, EXT_WIRE_GATE_CHANGESET);
+            return EXT_WIRE_GATE_OLD;
+        }
+    }
+    return EXT_WIRE_GATE_OPEN;
+}
+
 unsigned wire_gate_log_wire(const struct raft_uv_node *d, raft_id self)
 {
     const struct raft_configuration *conf =

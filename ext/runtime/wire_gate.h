@@ -50,6 +50,23 @@ enum ext_wire_gate {
 int wire_gate_members(const struct raft_uv_node *d, raft_id self, char *why,
                       size_t why_len);
 
+/* The first wire version whose releases apply changeset entries
+ * (sql/changeset.h: a plain SQL write transaction's effect). A release
+ * before it decodes the entry as a request, refuses it as corrupt and
+ * stops applying there (ext/runtime/applier.c: never skipped). */
+#define EXT_WIRE_GATE_CHANGESET 4
+
+/* wire_gate_changeset checks every server of the configuration in force
+ * of driver @d (voters and learners, other than @self) for a write lease
+ * (lease.h): whether each is known to speak EXT_WIRE_GATE_CHANGESET or
+ * later. Stricter than wire_gate_members: a server not reached since this
+ * node started refuses too (a lease is retried by its busy handler, and
+ * an entry no member can take back is worse than a wait). Returns an
+ * enum ext_wire_gate; when OLD, @why (@why_len bytes) names the server.
+ * Loop thread of @d. */
+int wire_gate_changeset(const struct raft_uv_node *d, raft_id self, char *why,
+                        size_t why_len);
+
 /* wire_gate_log_wire returns the wire version this node's log takes
  * while it leads driver @d: the lowest version a server of the
  * configuration in force (other than @self) announced when it was last

@@ -1,0 +1,150 @@
+/* The write lease: one plain SQL write transaction at a time, cluster-wide,
+ * as SQLite has one writer on one file. The leader grants the lease to a
+ * host connection before that connection takes the file's write lock; the
+ * transaction's effect (a changeset, sql/changeset.h) becomes the next log
+ * entry, appended only under the lease in force. This slice serves the
+ * connections of the leader's own process.
+ *
+ * Ordering between the holder (a host thread), the loop and the applier:
+ *   1. acquire (holder): asks the loop, which grants when this node leads,
+ *      no lease is out, and every member can apply changeset entries
+ *      (wire_gate_changeset). The grant notes the leader's last index G
+ *      and holds the applier at G + 1 (applier_lease_hold): nothing above
+ *      G applies until the hold ends. The holder then waits until this
+ *      node applied G, so its transaction reads the latest committed
+ *      state.
+ *   2. while the lease is in force the loop proposes no request: this
+ *      node's raft_exec calls and the followers' forwarded requests wait
+ *      (lease_holds_back). Membership changes go (an operator's, rare; a
+ *      stuck writer must not block raft_remove): a lease whose leader
+ *      appended anything after G has its commit refused, not applied, so
+ *      the changeset is always entry G + 1, the first entry after the
+ *      state its transaction read.
+ *   3. commit (holder, inside its commit hook, holding the WAL write
+ *      lock): the loop checks the id is the lease in force and appends
+ *      the changeset unstamped as entry G + 1; the lease ends there
+ *      (requests go again, behind it). The holder waits until the commit
+ *      index reaches G + 1 (not its apply: its own local commit is what
+ *      puts the entry in this replica's file).
+ *   4. release (the surface, once the connection's local commit or
+ *      rollback is done and the write lock released): the applier hold
+ *      ends; the applier's next batch starts with entry G + 1, which the
+ *      file already shows (the writer's own commit: only recorded), or
+ *      replays it (no local commit happened). The applier looks for
+ *      foreign commits neither while held nor until it applied G + 1
+ *      (applier_lease_end), so the writer's commit is never taken for
+ *      one.
+ * A holder that never releases: the lease ends at lease_timeout_ms after
+ * its grant, and the applier hold lease_timeout_ms after the later of the
+ * grant and the commit's return. A leader change ends the lease at once
+ * (a commit in flight answers "outcome unknown"); the hold stays until
+ * release or its deadline, since the holder's connection may still hold
+ * the write lock.
+ *
+ * Lease ids are (term << 32) | n, n counting the grants of this node's
+ * life from 1: they increase, and are never reused, since a node that
+ * leads again after a restart does so in a higher term.
+ *
+ * Invariant: at most one lease is in force or asked for, and at most one
+ * applier hold is out, per node; a hold and a lease in force have the
+ * same id. */
+
+#ifndef EXT_LEASE_H
+#define EXT_LEASE_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "../../raft/raft.h"
+#include "../../raft/uv_node.h"
+#include "applier.h"
+#include "leader_call.h"
+
+/* The lease as raft_status() shows it. */
+struct ext_lease_view {
+    bool in_force;   /* a lease is out: the fields below are set */
+    uint64_t holder; /* the holder's token */
+    uint64_t id;     /* the lease id */
+    uint64_t age_ms; /* since its grant */
+    bool held;       /* the applier waits for the holder's release (the
+                        lease may have ended with its proposal) */
+};
+
+struct ext_lease; /* opaque */
+
+/* lease_new creates the lease state of server @self: leases last
+ * @lease_timeout_ms, a holder's commit waits at most @exec_timeout_ms,
+ * and a changeset over @max_bytes is refused. Errors: RAFT_NOMEM. Any
+ * thread. */
+int lease_new(raft_id self, unsigned lease_timeout_ms, unsigned exec_timeout_ms,
+              uint64_t max_bytes, struct ext_lease **out);
+
+/* lease_attach gives @l the running driver @d (which holders wake) and
+ * the applier @a (held and asked for its applied index); both must
+ * outlive @l's callers. Before any lease_acquire; any thread. */
+void lease_attach(struct ext_lease *l, struct raft_uv_node *d,
+                  struct ext_applier *a);
+
+/* lease_free frees @l. NULL is ignored. No caller may wait in it. */
+void lease_free(struct ext_lease *l);
+
+/* lease_acquire is ext_node_lease_acquire (node.h): asks the loop for the
+ * lease for @holder, then waits until this node applied the grant's
+ * index. Writes *@out_id on success only; @why (@why_len bytes) says why
+ * not. Errors: RAFT_BUSY (another holder has it: @why names it; no
+ * leader known yet; this node did not catch up within exec_timeout_ms),
+ * RAFT_NOTLEADER (a follower: plain SQL writes are served on the
+ * leader's node for now), RAFT_FORMAT (a member's wire version is too
+ * old for changeset entries, or not known yet), RAFT_SHUTDOWN,
+ * RAFT_INVALID (@holder is 0). Any host thread; never the loop's. */
+int lease_acquire(struct ext_lease *l, uint64_t holder, uint64_t *out_id,
+                  char *why, size_t why_len);
+
+/* lease_commit is ext_node_lease_commit (node.h): proposes changeset @p
+ * (@len bytes, copied) under lease @id and waits until a quorum commits
+ * it. Errors ("not applied": nothing was appended): RAFT_INVALID (@p is
+ * no changeset, or @id is not a lease of this node: never granted,
+ * released), RAFT_TOOBIG (over max_request_bytes), RAFT_TIMEOUT (the
+ * lease expired at lease_timeout_ms, or the loop did not take the
+ * proposal within exec_timeout_ms), RAFT_NOTLEADER (a leader change
+ * ended the lease, or the leader appended another entry after the grant:
+ * a membership change), RAFT_CANCELED (@probe said the caller was
+ * interrupted before the proposal: "interrupted: not applied"),
+ * RAFT_SHUTDOWN, RAFT_NOMEM; and RAFT_UNKNOWN (proposed, but no commit
+ * seen within exec_timeout_ms, leadership lost, the node shutting down,
+ * or the caller interrupted: "interrupted: outcome unknown"). The lease
+ * ends with the call, whatever the outcome; the applier hold stays until
+ * lease_release. The lease's holder, on a host thread. */
+int lease_commit(struct ext_lease *l, uint64_t id, const void *p, size_t len,
+                 const struct ext_exec_probe *probe, char *why,
+                 size_t why_len);
+
+/* lease_release is ext_node_lease_release (node.h): ends lease @id
+ * without an entry if it is in force, and ends the applier hold of @id
+ * (unless its commit still waits). Idempotent; an id not in force is
+ * ignored. Any thread. */
+void lease_release(struct ext_lease *l, uint64_t id);
+
+/* lease_holds_back says whether the leader must propose no request now:
+ * a lease is in force (granted, its changeset not proposed yet). Any
+ * thread (the loop asks it at each wake and tick). */
+bool lease_holds_back(struct ext_lease *l);
+
+/* lease_on_loop grants an asked lease, proposes a queued changeset,
+ * notes a commit, and ends leases that expired or lost their leader and
+ * holds past their deadline, through driver @d. Loop thread of @d: at
+ * every wake and tick, before requests are proposed, and after each step
+ * of the core (commits). Never call it holding a lock another loop
+ * callback takes. */
+void lease_on_loop(struct ext_lease *l, struct raft_uv_node *d);
+
+/* lease_shutdown ends every lease, answers the waiting holders (not
+ * applied, or outcome unknown once proposed), ends the hold and refuses
+ * new leases. Any thread. */
+void lease_shutdown(struct ext_lease *l);
+
+/* lease_view fills @out with the lease in force. Any thread. */
+void lease_view(struct ext_lease *l, struct ext_lease_view *out);
+
+#endif /* EXT_LEASE_H */

@@ -1,0 +1,428 @@
+/* Tests of the write lease (ext/runtime/lease.h) through node.h's three
+ * calls, on real three-node clusters on 127.0.0.1 in this process: one
+ * holder at a time, a follower's refusal, raft_exec held back behind a
+ * lease (and "not applied" when its deadline passes there), a changeset
+ * committed under a lease and applied on every node with equal
+ * checksums, and an expired lease whose commit is refused. */
+
+#include <pthread.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+
+#include "ext/runtime/node.h"
+#include "sql/changeset.h"
+#include "tests/ext/helpers.h"
+
+/* A cluster of three nodes. */
+struct cluster {
+    struct tmpdb db[3];
+    struct ext_node *n[3];
+};
+
+/* start starts three nodes with the extra keys @more. */
+static void start(struct cluster *c, const char *more)
+{
+    int port[3];
+    char members[256];
+    for (int i = 0; i < 3; i++) {
+        struct tmpdb t;
+        port[i] = ext_free_port();
+        tmpdb_init(&t);
+        c->db[i] = t;
+    }
+    snprintf(members, sizeof members,
+             "1@127.0.0.1:%d,2@127.0.0.1:%d,3@127.0.0.1:%d", port[0], port[1],
+             port[2]);
+    for (int i = 0; i < 3; i++) {
+        struct ext_config cfg;
+        char text[1024], msg[512] = "";
+        snprintf(text, sizeof text,
+                 "id=%d listen=127.0.0.1:%d cluster=%s "
+                 "election_timeout_ms=300 heartbeat_ms=20 log_level=error %s",
+                 i + 1, port[i], members, more);
+        if (ext_config_parse(text, c->db[i].path, &cfg, msg, sizeof msg) !=
+            0) {
+            fail_msg("ext_config_parse '%s': %s", text, msg);
+        }
+        if (ext_node_start(c->db[i].path, &cfg, &c->n[i], msg, sizeof msg) !=
+            0) {
+            fail_msg("ext_node_start: %s", msg);
+        }
+    }
+}
+
+static void stop(struct cluster *c)
+{
+    for (int i = 0; i < 3; i++) {
+        char cmd[256];
+        ext_node_shutdown(c->n[i]);
+        ext_node_stop(c->n[i]);
+        snprintf(cmd, sizeof cmd, "rm -rf '%s'", c->db[i].dir);
+        assert_int_equal(system(cmd), 0);
+    }
+}
+
+/* leader_of returns the node that leads, -1 while none does. */
+static int leader_of(struct cluster *c)
+{
+    for (int i = 0; i < 3; i++) {
+        if (ext_node_leader(c->n[i]) == ext_node_id(c->n[i])) {
+            return i;
+        }
+    }
+    return -1;
+}
+
+/* acquire takes the lease for @holder on @n, retried while the leader
+ * does not know its members' wire versions yet (just elected). */
+static uint64_t acquire(struct ext_node *n, uint64_t holder)
+{
+    char why[256] = "";
+    uint64_t id = 0;
+    int rc;
+    for (int k = 0;; k++) {
+        rc = ext_node_lease_acquire(n, holder, &id, why, sizeof why);
+        if (rc != RAFT_FORMAT || k == EXT_WAIT_MS) {
+            break;
+        }
+        usleep(1000);
+    }
+    if (rc != 0) {
+        fail_msg("acquire: %d %s", rc, why);
+    }
+    return id;
+}
+
+static void exec_ok(struct ext_node *n, const char *sql)
+{
+    struct ext_exec_result r;
+    int rc = ext_node_exec(n, sql, strlen(sql), NULL, 0, NULL, NULL, &r);
+    if (rc != 0) {
+        fail_msg("exec %s: %d %s", sql, rc, r.errmsg);
+    }
+    ext_exec_result_clear(&r);
+}
+
+/* count_rows returns count(*) of table t in @path, -1 on error. */
+static int count_rows(const char *path)
+{
+    sqlite3 *db = NULL;
+    sqlite3_stmt *st = NULL;
+    int n = -1;
+    if (sqlite3_open_v2(path, &db, SQLITE_OPEN_READONLY, NULL) == SQLITE_OK &&
+        sqlite3_prepare_v2(db, "SELECT count(*) FROM t", -1, &st, NULL) ==
+            SQLITE_OK &&
+        sqlite3_step(st) == SQLITE_ROW) {
+        n = sqlite3_column_int(st, 0);
+    }
+    sqlite3_finalize(st);
+    sqlite3_close(db);
+    return n;
+}
+
+/* has_in_status says whether @n's raft_status() holds @text. */
+static bool has_in_status(struct ext_node *n, const char *text)
+{
+    char *s = ext_node_status(n);
+    bool has = s != NULL && strstr(s, text) != NULL;
+    free(s);
+    return has;
+}
+
+/* A raft_exec on another thread. */
+struct call {
+    pthread_t t;
+    struct ext_node *n;
+    const char *sql;
+    int rc;
+    struct ext_exec_result r;
+    bool done;
+    pthread_mutex_t mu;
+};
+
+static void *call_main(void *arg)
+{
+    struct call *k = arg;
+    int rc = ext_node_exec(k->n, k->sql, strlen(k->sql), NULL, 0, NULL, NULL,
+                           &k->r);
+    pthread_mutex_lock(&k->mu);
+    k->rc = rc;
+    k->done = true;
+    pthread_mutex_unlock(&k->mu);
+    return NULL;
+}
+
+static void call_start(struct call *k, struct ext_node *n, const char *sql)
+{
+    memset(k, 0, sizeof *k);
+    k->n = n;
+    k->sql = sql;
+    pthread_mutex_init(&k->mu, NULL);
+    assert_int_equal(pthread_create(&k->t, NULL, call_main, k), 0);
+}
+
+static bool call_done(struct call *k)
+{
+    bool d;
+    pthread_mutex_lock(&k->mu);
+    d = k->done;
+    pthread_mutex_unlock(&k->mu);
+    return d;
+}
+
+static void call_join(struct call *k)
+{
+    pthread_join(k->t, NULL);
+    pthread_mutex_destroy(&k->mu);
+}
+
+/* One holder at a time: a second gets RAFT_BUSY naming the first until
+ * the first releases; ids increase; raft_status shows the lease; a
+ * follower refuses with the reason; a commit under a released lease is
+ * not applied. */
+static void test_one_holder(void **state)
+{
+    struct cluster c;
+    char why[256] = "", want[64];
+    uint64_t id1, id2, id = 0;
+    int l, f;
+    (void)state;
+
+    start(&c, "");
+    EXT_WAIT((l = leader_of(&c)) >= 0, "no leader");
+    f = (l + 1) % 3;
+    id1 = acquire(c.n[l], 11);
+    assert_int_equal(ext_node_lease_acquire(c.n[l], 12, &id, why, sizeof why),
+                     RAFT_BUSY);
+    assert_non_null(strstr(why, "held by connection 11"));
+    snprintf(want, sizeof want, "\"holder\":11");
+    assert_true(has_in_status(c.n[l], "\"lease\":{") &&
+                has_in_status(c.n[l], want));
+    ext_node_lease_release(c.n[l], id1);
+    ext_node_lease_release(c.n[l], id1); /* idempotent */
+    assert_true(has_in_status(c.n[l], "\"lease\":null"));
+    id2 = acquire(c.n[l], 12);
+    assert_true(id2 > id1);
+    ext_node_lease_release(c.n[l], id2);
+    assert_int_equal(
+        ext_node_lease_commit(c.n[l], id2, "CS", 2, NULL, why, sizeof why),
+        RAFT_INVALID);
+    assert_int_equal(ext_node_lease_acquire(c.n[f], 13, &id, why, sizeof why),
+                     RAFT_NOTLEADER);
+    assert_non_null(strstr(why, "on a follower use raft_exec"));
+    stop(&c);
+}
+
+/* A raft_exec submitted while a lease is out applies only after the
+ * lease ends; one whose exec_timeout_ms passes behind the lease ends
+ * "not applied", never "outcome unknown". */
+static void test_exec_behind_lease(void **state)
+{
+    struct cluster c;
+    struct call k;
+    uint64_t id;
+    int l;
+    (void)state;
+
+    start(&c, "exec_timeout_ms=1500");
+    EXT_WAIT((l = leader_of(&c)) >= 0, "no leader");
+    exec_ok(c.n[l], "CREATE TABLE t(k INTEGER PRIMARY KEY, v)");
+    id = acquire(c.n[l], 21);
+    call_start(&k, c.n[l], "INSERT INTO t VALUES (1, 'a')");
+    EXT_WAIT(has_in_status(c.n[l], "\"waiting\":1"), "no waiting caller");
+    assert_false(call_done(&k));
+    assert_int_equal(count_rows(c.db[l].path), 0);
+    ext_node_lease_release(c.n[l], id);
+    call_join(&k);
+    assert_int_equal(k.rc, 0);
+    assert_int_equal(count_rows(c.db[l].path), 1);
+    ext_exec_result_clear(&k.r);
+
+    id = acquire(c.n[l], 22);
+    call_start(&k, c.n[l], "INSERT INTO t VALUES (2, 'b')");
+    call_join(&k); /* its exec_timeout_ms passes behind the lease */
+    assert_int_equal(k.r.kind, EXT_EXEC_NOT_APPLIED);
+    assert_non_null(strstr(k.r.errmsg, "not applied"));
+    assert_non_null(strstr(k.r.errmsg, "write lease"));
+    ext_exec_result_clear(&k.r);
+    ext_node_lease_release(c.n[l], id);
+    exec_ok(c.n[l], "INSERT INTO t VALUES (3, 'c')");
+    assert_int_equal(count_rows(c.db[l].path), 2);
+    stop(&c);
+}
+
+/* The capture of one transaction on a scratch file whose table t is the
+ * cluster's: its changeset, taken in the commit hook as the guard's. */
+struct scratch {
+    struct sql_capture *cap;
+    void *p;
+    size_t len;
+    uint64_t lease;
+};
+
+static int on_commit(void *data)
+{
+    struct scratch *s = data;
+    uint64_t rid[2] = {1, 99};
+    char msg[256];
+    if (sql_capture_take(s->cap, rid, s->lease, &s->p, &s->len, msg,
+                         sizeof msg) != 0) {
+        fail_msg("sql_capture_take: %s", msg);
+    }
+    return 1; /* vetoed: the scratch file stays as it was */
+}
+
+/* changeset returns the changeset of @sql (malloc'd, *@len bytes) run on
+ * a scratch file holding table t, under lease @lease. */
+static void *changeset(const char *sql, uint64_t lease, size_t *len)
+{
+    struct tmpdb t;
+    struct scratch s = {.lease = lease};
+    sqlite3 *db;
+    char msg[256] = "";
+    char cmd[160];
+
+    tmpdb_init(&t);
+    assert_int_equal(sqlite3_open(t.path, &db), SQLITE_OK);
+    assert_int_equal(sqlite3_exec(db,
+                                  "CREATE TABLE t(k INTEGER PRIMARY KEY, v)",
+                                  NULL, NULL, NULL),
+                     SQLITE_OK);
+    if (sql_capture_open(db, 1u << 20, &s.cap, msg, sizeof msg) != 0) {
+        fail_msg("sql_capture_open: %s", msg);
+    }
+    sqlite3_commit_hook(db, on_commit, &s);
+    assert_int_equal(sqlite3_exec(db, sql, NULL, NULL, NULL) & 0xff,
+                     SQLITE_CONSTRAINT);
+    sql_capture_close(s.cap, 0);
+    sqlite3_close(db);
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", t.dir);
+    assert_int_equal(system(cmd), 0);
+    assert_non_null(s.p);
+    *len = s.len;
+    return s.p;
+}
+
+/* verify returns @path's replica checksum at its applied index (*@index),
+ * failing the test when its rows differ from it. */
+static uint64_t verify(const char *path, uint64_t *index)
+{
+    struct sql_verify v;
+    char msg[256] = "";
+    uint64_t sum;
+    memset(&v, 0, sizeof v);
+    if (sql_checksum_verify(path, &v, msg, sizeof msg) != 0) {
+        fail_msg("verify %s: %s", path, msg);
+    }
+    assert_int_equal(v.n_differ, 0);
+    *index = v.index;
+    sum = v.stored;
+    sql_verify_clear(&v);
+    return sum;
+}
+
+static bool same_index(struct cluster *c)
+{
+    uint64_t i0, i1, i2;
+    verify(c->db[0].path, &i0);
+    verify(c->db[1].path, &i1);
+    verify(c->db[2].path, &i2);
+    return i0 == i1 && i1 == i2;
+}
+
+/* A changeset committed under a lease is applied on every node (no host
+ * commit happened: replayed on the leader too, once released), with equal
+ * checksums; a raft_exec behind it applies after it. */
+static void test_commit_applies_everywhere(void **state)
+{
+    struct cluster c;
+    struct call k;
+    char why[256] = "";
+    uint64_t id, i0, i1, i2, s0, s1, s2;
+    size_t len;
+    void *p;
+    int l;
+    (void)state;
+
+    start(&c, "");
+    EXT_WAIT((l = leader_of(&c)) >= 0, "no leader");
+    exec_ok(c.n[l], "CREATE TABLE t(k INTEGER PRIMARY KEY, v)");
+    id = acquire(c.n[l], 31);
+    p = changeset("INSERT INTO t VALUES (1, 'x'); ", id, &len);
+    call_start(&k, c.n[l], "UPDATE t SET v = 'y' WHERE k = 1");
+    EXT_WAIT(has_in_status(c.n[l], "\"waiting\":1"), "no waiting caller");
+    if (ext_node_lease_commit(c.n[l], id, p, len, NULL, why, sizeof why) != 0) {
+        fail_msg("commit: %s", why);
+    }
+    free(p);
+    /* Committed, but held from the leader's applier until released. */
+    assert_int_equal(count_rows(c.db[l].path), 0);
+    ext_node_lease_release(c.n[l], id);
+    call_join(&k);
+    assert_int_equal(k.rc, 0);
+    assert_int_equal(k.r.changes, 1);
+    ext_exec_result_clear(&k.r);
+    for (int i = 0; i < 3; i++) {
+        EXT_WAIT(count_rows(c.db[i].path) == 1, "node %d: %d rows", i + 1,
+                 count_rows(c.db[i].path));
+    }
+    EXT_WAIT(same_index(&c), "indexes differ");
+    s0 = verify(c.db[0].path, &i0);
+    s1 = verify(c.db[1].path, &i1);
+    s2 = verify(c.db[2].path, &i2);
+    assert_int_equal(s0, s1);
+    assert_int_equal(s1, s2);
+    stop(&c);
+}
+
+/* A lease older than lease_timeout_ms ends: the raft_exec calls waiting
+ * behind it go, and its commit is refused, not applied. */
+static void test_expired(void **state)
+{
+    struct cluster c;
+    struct call k;
+    char why[256] = "";
+    uint64_t id;
+    size_t len;
+    void *p;
+    int l;
+    (void)state;
+
+    start(&c, "lease_timeout_ms=300");
+    EXT_WAIT((l = leader_of(&c)) >= 0, "no leader");
+    exec_ok(c.n[l], "CREATE TABLE t(k INTEGER PRIMARY KEY, v)");
+    id = acquire(c.n[l], 41);
+    p = changeset("INSERT INTO t VALUES (5, 'z')", id, &len);
+    call_start(&k, c.n[l], "INSERT INTO t VALUES (1, 'a')");
+    call_join(&k); /* goes once the lease expired */
+    assert_int_equal(k.rc, 0);
+    ext_exec_result_clear(&k.r);
+    assert_true(has_in_status(c.n[l], "\"lease\":null"));
+    assert_int_equal(
+        ext_node_lease_commit(c.n[l], id, p, len, NULL, why, sizeof why),
+        RAFT_TIMEOUT);
+    assert_non_null(strstr(why, "not applied"));
+    assert_non_null(strstr(why, "expired"));
+    free(p);
+    ext_node_lease_release(c.n[l], id);
+    exec_ok(c.n[l], "INSERT INTO t VALUES (2, 'b')");
+    assert_int_equal(count_rows(c.db[l].path), 2);
+    stop(&c);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_one_holder),
+        cmocka_unit_test(test_exec_behind_lease),
+        cmocka_unit_test(test_commit_applies_everywhere),
+        cmocka_unit_test(test_expired),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
