@@ -51,40 +51,40 @@ enum {
 };
 
 struct ext_lease {
-    raft_id self;                 /* this server */
-    unsigned timeout_ms;          /* lease_timeout_ms */
-    unsigned exec_timeout_ms;     /* a holder's longest wait */
-    uint64_t max_bytes;           /* max_request_bytes */
-    struct raft_uv_node *driver;  /* set by lease_attach */
-    struct ext_applier *applier;  /* set by lease_attach */
-    pthread_mutex_t mu;           /* guards every field below */
-    pthread_cond_t cond;          /* an ask or a commit was answered */
-    atomic_bool active;           /* anything is out (the loop's fast path:
+    raft_id self;                /* this server */
+    unsigned timeout_ms;         /* lease_timeout_ms */
+    unsigned exec_timeout_ms;    /* a holder's longest wait */
+    uint64_t max_bytes;          /* max_request_bytes */
+    struct raft_uv_node *driver; /* set by lease_attach */
+    struct ext_applier *applier; /* set by lease_attach */
+    pthread_mutex_t mu;          /* guards every field below */
+    pthread_cond_t cond;         /* an ask or a commit was answered */
+    atomic_bool active;          /* anything is out (the loop's fast path:
                                      written under mu) */
-    bool shutdown;                /* no new leases, no wakes */
-    uint64_t n_grants;            /* grants of this node's life */
-    int state;                    /* LEASE_* */
-    uint64_t holder;              /* the holder's token (ASKED, GRANTED) */
-    uint64_t id;                  /* the lease id (GRANTED) */
-    raft_index grant_index;       /* the leader's last index at the grant */
-    raft_term term;               /* the term of the grant */
-    uint64_t granted_ms;          /* CLOCK_MONOTONIC ms of the grant */
-    int ask_rc;                   /* the loop's answer to an ask */
-    char ask_why[256];            /* why not */
-    uint64_t ended_id;            /* the lease that ended last */
-    int ended_rc;                 /* its end, as a commit's code */
-    char ended_why[200];          /* and words */
-    int commit;                   /* COMMIT_* */
-    uint64_t commit_seq;          /* counts commits (a loop's proposal
+    bool shutdown;               /* no new leases, no wakes */
+    uint64_t n_grants;           /* grants of this node's life */
+    int state;                   /* LEASE_* */
+    uint64_t holder;             /* the holder's token (ASKED, GRANTED) */
+    uint64_t id;                 /* the lease id (GRANTED) */
+    raft_index grant_index;      /* the leader's last index at the grant */
+    raft_term term;              /* the term of the grant */
+    uint64_t granted_ms;         /* CLOCK_MONOTONIC ms of the grant */
+    int ask_rc;                  /* the loop's answer to an ask */
+    char ask_why[256];           /* why not */
+    uint64_t ended_id;           /* the lease that ended last */
+    int ended_rc;                /* its end, as a commit's code */
+    char ended_why[200];         /* and words */
+    int commit;                  /* COMMIT_* */
+    uint64_t commit_seq;         /* counts commits (a loop's proposal
                                      finds its own) */
-    struct raft_buf *payload;     /* the changeset (QUEUED, TAKEN) */
-    raft_index index;             /* where it was appended (PROPOSED) */
-    raft_term pterm;              /* in this term */
-    int commit_rc;                /* DONE: the answer */
-    char commit_why[256];         /* its words */
-    uint64_t hold_id;             /* the lease holding the applier, 0 */
-    uint64_t hold_deadline_ms;    /* the hold ends by itself then */
-    raft_index landed;            /* the changeset the hold's lease
+    struct raft_buf *payload;    /* the changeset (QUEUED, TAKEN) */
+    raft_index index;            /* where it was appended (PROPOSED) */
+    raft_term pterm;             /* in this term */
+    int commit_rc;               /* DONE: the answer */
+    char commit_why[256];        /* its words */
+    uint64_t hold_id;            /* the lease holding the applier, 0 */
+    uint64_t hold_deadline_ms;   /* the hold ends by itself then */
+    raft_index landed;           /* the changeset the hold's lease
                                      proposed, 0 */
 };
 
@@ -219,8 +219,7 @@ static void describe_holder(struct ext_lease *l, char *why, size_t why_len)
             (unsigned long long)l->holder, (unsigned long long)l->id,
             (unsigned long long)(now_ms() - l->granted_ms));
     } else if (l->state == LEASE_ASKED) {
-        say(why, why_len,
-            "the write lease is being granted to connection %llu",
+        say(why, why_len, "the write lease is being granted to connection %llu",
             (unsigned long long)l->holder);
     } else {
         say(why, why_len,
@@ -401,15 +400,14 @@ static int wait_commit(struct ext_lease *l, uint64_t until,
         "%soutcome unknown: %s; the transaction will be applied on all "
         "nodes or on none",
         interrupted ? "interrupted: " : "",
-        interrupted  ? "the caller gave up after the entry was proposed"
+        interrupted   ? "the caller gave up after the entry was proposed"
         : l->shutdown ? "the node is stopping"
                       : "no commit seen within exec_timeout_ms");
     return RAFT_UNKNOWN;
 }
 
 int lease_commit(struct ext_lease *l, uint64_t id, const void *p, size_t len,
-                 const struct ext_exec_probe *probe, char *why,
-                 size_t why_len)
+                 const struct ext_exec_probe *probe, char *why, size_t why_len)
 {
     struct raft_buf *buf;
     uint64_t now;
@@ -566,8 +564,8 @@ static void grant(struct ext_lease *l, struct raft_uv_node *d, bool leading,
             "plain SQL writes are served on the leader's node for now "
             "(server %llu leads); on a follower use raft_exec",
             (unsigned long long)leader);
-    } else if (wire_gate_changeset(d, l->self, l->ask_why,
-                                   sizeof l->ask_why) != EXT_WIRE_GATE_OPEN) {
+    } else if (wire_gate_changeset(d, l->self, l->ask_why, sizeof l->ask_why) !=
+               EXT_WIRE_GATE_OPEN) {
         l->ask_rc = RAFT_FORMAT;
     }
     if (l->ask_rc != 0) {

@@ -15,7 +15,8 @@
  *      state.
  *   2. while the lease is in force the loop proposes no request: this
  *      node's raft_exec calls and the followers' forwarded requests wait
- *      (lease_holds_back). Membership changes go (an operator's, rare; a
+ *      (lease_holds_back), nor does a first leader its cluster id entry
+ *      (node.c). Membership changes go (an operator's, rare; a
  *      stuck writer must not block raft_remove): a lease whose leader
  *      appended anything after G has its commit refused, not applied, so
  *      the changeset is always entry G + 1, the first entry after the
@@ -117,8 +118,7 @@ int lease_acquire(struct ext_lease *l, uint64_t holder, uint64_t *out_id,
  * ends with the call, whatever the outcome; the applier hold stays until
  * lease_release. The lease's holder, on a host thread. */
 int lease_commit(struct ext_lease *l, uint64_t id, const void *p, size_t len,
-                 const struct ext_exec_probe *probe, char *why,
-                 size_t why_len);
+                 const struct ext_exec_probe *probe, char *why, size_t why_len);
 
 /* lease_release is ext_node_lease_release (node.h): ends lease @id
  * without an entry if it is in force, and ends the applier hold of @id

@@ -46,8 +46,7 @@ static void start(struct cluster *c, const char *more)
                  "id=%d listen=127.0.0.1:%d cluster=%s "
                  "election_timeout_ms=300 heartbeat_ms=20 log_level=error %s",
                  i + 1, port[i], members, more);
-        if (ext_config_parse(text, c->db[i].path, &cfg, msg, sizeof msg) !=
-            0) {
+        if (ext_config_parse(text, c->db[i].path, &cfg, msg, sizeof msg) != 0) {
             fail_msg("ext_config_parse '%s': %s", text, msg);
         }
         if (ext_node_start(c->db[i].path, &cfg, &c->n[i], msg, sizeof msg) !=
@@ -149,8 +148,8 @@ struct call {
 static void *call_main(void *arg)
 {
     struct call *k = arg;
-    int rc = ext_node_exec(k->n, k->sql, strlen(k->sql), NULL, 0, NULL, NULL,
-                           &k->r);
+    int rc =
+        ext_node_exec(k->n, k->sql, strlen(k->sql), NULL, 0, NULL, NULL, &k->r);
     pthread_mutex_lock(&k->mu);
     k->rc = rc;
     k->done = true;
@@ -290,10 +289,10 @@ static void *changeset(const char *sql, uint64_t lease, size_t *len)
 
     tmpdb_init(&t);
     assert_int_equal(sqlite3_open(t.path, &db), SQLITE_OK);
-    assert_int_equal(sqlite3_exec(db,
-                                  "CREATE TABLE t(k INTEGER PRIMARY KEY, v)",
-                                  NULL, NULL, NULL),
-                     SQLITE_OK);
+    assert_int_equal(
+        sqlite3_exec(db, "CREATE TABLE t(k INTEGER PRIMARY KEY, v)", NULL, NULL,
+                     NULL),
+        SQLITE_OK);
     if (sql_capture_open(db, 1u << 20, &s.cap, msg, sizeof msg) != 0) {
         fail_msg("sql_capture_open: %s", msg);
     }
