@@ -163,8 +163,10 @@ int sql_capture_open(sqlite3 *db, uint64_t max_bytes, struct sql_capture **out,
 int sql_capture_intact(struct sql_capture *c);
 
 /* sql_capture_pending returns how many records the running transaction
- * has (0: it wrote nothing that is replicated). Thread: the
- * connection's. */
+ * has (0: it wrote nothing that is replicated), and at least 1 when it
+ * did something that sql_capture_take refuses (poisoned, too big, out of
+ * memory), so that a caller that skips take on 0 never lets such a
+ * transaction commit unseen. Thread: the connection's. */
 unsigned sql_capture_pending(const struct sql_capture *c);
 
 /* sql_capture_take encodes the running transaction's records into a

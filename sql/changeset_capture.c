@@ -686,6 +686,17 @@ static void on_stmt(struct sql_capture *c, sqlite3_stmt *stmt, const char *text)
     const char *sql = text, *name_at = NULL;
     enum capture_kind kind;
 
+    if (strncmp(text, "-- ", 3) != 0) {
+        /* A statement's own start, not a trigger's or a nested one's
+         * line: no entry left by another statement that is not running
+         * can be its parent (one finalized or reset with no end traced,
+         * such as a statement stepped and dropped on this connection
+         * while a raft_exec() checked its request). */
+        while (c->n_stmts > 0 && c->stmts[c->n_stmts - 1].stmt != stmt &&
+               !live_busy(c, c->stmts[c->n_stmts - 1].stmt)) {
+            pop_stmt(c);
+        }
+    }
     /* Pending marks whose re-run did not come. */
     while (c->n_stmts > 0 && c->stmts[c->n_stmts - 1].pending &&
            c->stmts[c->n_stmts - 1].stmt != stmt &&
@@ -784,6 +795,14 @@ static void on_profile(struct sql_capture *c, sqlite3_stmt *stmt)
     if (!busy && e->rows0 == 0 && e->rows_deep == 0 && c->n == e->n_at &&
         sqlite3_expired(stmt)) {
         e->pending = 1; /* maybe re-prepared and run again, untraced */
+        if (e->schema && c->schema_depth == 1 && !in_txn && !c->poisoned &&
+            !c->too_big && !c->nomem && sqlite3_sql(stmt) != NULL) {
+            /* A schema statement that met SQLITE_SCHEMA (another
+             * connection changed the schema since it was prepared): its
+             * first run was rolled back, with its record, and its re-run
+             * is not traced. Record it for the re-run. */
+            record_schema(c, stmt, sqlite3_sql(stmt));
+        }
         return;
     }
     pop_stmt(c);
@@ -853,6 +872,9 @@ int sql_capture_intact(struct sql_capture *c)
 
 unsigned sql_capture_pending(const struct sql_capture *c)
 {
+    if (c->n == 0 && (c->poisoned || c->too_big || c->nomem)) {
+        return 1; /* for sql_capture_take to refuse, saying why */
+    }
     return c->n;
 }
 

@@ -361,6 +361,25 @@ static void test_schema(void **state)
     assert_query(f->b.path, "SELECT b || c FROM t", "b8");
 }
 
+/* A schema statement the writer prepared before another connection
+ * changed the schema meets SQLITE_SCHEMA: SQLite rolls its first run back
+ * and runs it again untraced. It is sent all the same. */
+static void test_schema_after_a_schema_change(void **state)
+{
+    struct fixture *f = *state;
+
+    both(f, "CREATE TABLE t(a INTEGER PRIMARY KEY, b)");
+    assert_int_equal(write_sql(f, "SELECT count(*) FROM t"), SQLITE_OK);
+    both(f, "CREATE TABLE other(x)");
+    commit_and_apply(f, "CREATE TABLE u(x)", false);
+    both(f, "CREATE TABLE other2(x)");
+    commit_and_apply(f, "CREATE INDEX t_b ON t(b)", true);
+    assert_query(f->b.path,
+                 "SELECT count(*) FROM sqlite_schema WHERE name IN ('u', "
+                 "'t_b')",
+                 "2");
+}
+
 /* Generated columns: a STORED one is in the row image but never written,
  * a VIRTUAL one is not in it. */
 static void test_generated_columns(void **state)
@@ -448,6 +467,8 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_schema, setup, teardown),
         cmocka_unit_test_setup_teardown(test_generated_columns, setup,
                                         teardown),
+        cmocka_unit_test_setup_teardown(test_schema_after_a_schema_change,
+                                        setup, teardown),
         cmocka_unit_test_setup_teardown(test_no_net_change, setup, teardown),
         cmocka_unit_test_setup_teardown(test_landed_after_restart, setup,
                                         teardown),
