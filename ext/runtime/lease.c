@@ -67,6 +67,10 @@ struct ext_lease {
     uint64_t holder;             /* the holder's token (ASKED, GRANTED) */
     uint64_t id;                 /* the lease id (GRANTED) */
     raft_index grant_index;      /* the leader's last index at the grant */
+    uint64_t done_id;            /* the last lease whose changeset
+                                    committed, 0 */
+    raft_index done_index;       /* that changeset's index (its release
+                                    waits until this node applied it) */
     raft_term term;              /* the term of the grant */
     uint64_t granted_ms;         /* CLOCK_MONOTONIC ms of the grant */
     int ask_rc;                  /* the loop's answer to an ask */
@@ -449,6 +453,10 @@ int lease_commit(struct ext_lease *l, uint64_t id, const void *p, size_t len,
     note_active(l);
     wake(l);
     rc = wait_commit(l, now_ms() + l->exec_timeout_ms, probe, why, why_len);
+    if (rc == 0) {
+        l->done_id = id;
+        l->done_index = l->grant_index + 1;
+    }
     /* The lease ends with the call, whatever the outcome; the hold stays
      * until the holder's release (or lease_timeout_ms from now). */
     if (l->state == LEASE_GRANTED && l->id == id) {
@@ -469,7 +477,14 @@ int lease_commit(struct ext_lease *l, uint64_t id, const void *p, size_t len,
 
 void lease_release(struct ext_lease *l, uint64_t id)
 {
+    raft_index wait_for = 0;
+    uint64_t until;
+
     pthread_mutex_lock(&l->mu);
+    if (id != 0 && l->done_id == id) {
+        wait_for = l->done_index;
+        l->done_id = 0;
+    }
     if (l->commit == COMMIT_NONE && id != 0) {
         if (l->state == LEASE_GRANTED && l->id == id) {
             end_lease(l, RAFT_INVALID, "lease %llu was released",
@@ -481,6 +496,16 @@ void lease_release(struct ext_lease *l, uint64_t id)
         wake(l); /* requests held back may go */
     }
     pthread_mutex_unlock(&l->mu);
+    /* The holder's COMMIT returns once this node applied its entry (the
+     * applier only records it: the file holds it by the holder's own
+     * commit), so its next transaction's snapshot is not made stale by
+     * that record, and reads after it see the applied index. */
+    until = now_ms() + l->exec_timeout_ms;
+    while (wait_for != 0 && applier_applied(l->applier) < wait_for &&
+           now_ms() < until) {
+        struct timespec ms = {.tv_sec = 0, .tv_nsec = 1000000L};
+        nanosleep(&ms, NULL);
+    }
 }
 
 bool lease_holds_back(struct ext_lease *l)

@@ -122,8 +122,10 @@ int lease_commit(struct ext_lease *l, uint64_t id, const void *p, size_t len,
 
 /* lease_release is ext_node_lease_release (node.h): ends lease @id
  * without an entry if it is in force, and ends the applier hold of @id
- * (unless its commit still waits). Idempotent; an id not in force is
- * ignored. Any thread. */
+ * (unless its commit still waits); when @id's changeset committed, it then
+ * waits until this node applied it (at most exec_timeout_ms), so the
+ * holder's COMMIT returns with its entry applied here. Idempotent; an id
+ * not in force is ignored. Any thread. */
 void lease_release(struct ext_lease *l, uint64_t id);
 
 /* lease_holds_back says whether the leader must propose no request now:

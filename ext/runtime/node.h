@@ -286,8 +286,11 @@ int ext_node_lease_commit(struct ext_node *n, uint64_t id, const void *p,
 /* ext_node_lease_release ends lease @id without an entry (rollback,
  * connection closed, SQLITE_BUSY_SNAPSHOT), and, called after a commit
  * once the connection's local commit is done and its write lock
- * released, lets the applier apply the lease's entry. Idempotent; an id
- * not in force is ignored. Any thread. */
+ * released, lets the applier apply the lease's entry and returns once
+ * this node applied it (at most exec_timeout_ms): the holder's COMMIT
+ * then returns with its entry applied here, and its next transaction
+ * reads a state the applier's record of it does not make stale.
+ * Idempotent; an id not in force is ignored. Any thread. */
 void ext_node_lease_release(struct ext_node *n, uint64_t id);
 
 /* ext_node_listen writes where @n listens, "host:port", into @buf (@len
