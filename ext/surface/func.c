@@ -106,6 +106,7 @@ static void fn_start(sqlite3_context *ctx, int argc, sqlite3_value **argv)
             ext_node_listen(n, listen, sizeof listen);
             ext_registry_release(n);
         }
+        ext_guard_plain_start(sqlite3_context_db_handle(ctx));
         snprintf(msg, sizeof msg,
                  "node %llu started, listening on %s, log in %s",
                  (unsigned long long)cfg->id, listen, cfg->dir);

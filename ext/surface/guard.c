@@ -17,12 +17,16 @@
 #include "guard_check.h"
 #include "refusal_watch.h"
 #include "registry.h"
+#include "plain_write.h"
 #include "shadow.h"
 
 SQLITE_EXTENSION_INIT3
 
 static int refuse(sqlite3 *db, const char *fmt, ...)
     __attribute__((format(printf, 2, 3)));
+static int plain_commit(sqlite3 *db, bool *handled);
+static int plain_allow(sqlite3 *db, const char *file);
+static void plain_prepare(sqlite3 *db);
 
 /* replicated says whether schema @schema of @db (NULL: main) is a file a
  * node runs for: "main", or the same file ATTACHed under another name;
@@ -239,6 +243,16 @@ static int guard_commit(void *arg)
             file == NULL || file[0] == '\0') {
             continue;
         }
+        if (i == 0) {
+            bool handled = false;
+            int veto = plain_commit(db, &handled);
+            if (handled) {
+                if (veto) {
+                    return 1;
+                }
+                continue;
+            }
+        }
         if (!replica_schema(db, name) && !replicated(db, name) &&
             !replica_file(file)) {
             continue;
@@ -333,6 +347,33 @@ static bool any_replica(sqlite3 *db)
     return false;
 }
 
+/* plain_action says whether authorizer action @action is one a plain
+ * SQL write may do on a replica (plain_write.h): rows, and the schema
+ * statements the capture sends as text. Not PRAGMAs that write the file,
+ * or ANALYZE (sqlite_stat1 is not replicated). */
+static bool plain_action(int action)
+{
+    switch (action) {
+        case SQLITE_INSERT:
+        case SQLITE_UPDATE:
+        case SQLITE_DELETE:
+        case SQLITE_CREATE_INDEX:
+        case SQLITE_CREATE_TABLE:
+        case SQLITE_CREATE_TRIGGER:
+        case SQLITE_CREATE_VIEW:
+        case SQLITE_DROP_INDEX:
+        case SQLITE_DROP_TABLE:
+        case SQLITE_DROP_TRIGGER:
+        case SQLITE_DROP_VIEW:
+        case SQLITE_ALTER_TABLE:
+        case SQLITE_REINDEX: /* also asked by CREATE INDEX; rebuilds
+                                nothing a replica reads differently */
+            return true;
+        default:
+            return false;
+    }
+}
+
 static int guard(void *arg, int action, const char *a1, const char *a2,
                  const char *db_name, const char *trigger)
 {
@@ -358,6 +399,12 @@ static int guard(void *arg, int action, const char *a1, const char *a2,
     switch (action) {
         case SQLITE_READ:
             return guard_read(db, a1, schema);
+        case SQLITE_TRANSACTION:
+        case SQLITE_SAVEPOINT:
+            /* BEGIN IMMEDIATE takes the write lock before any write is
+             * prepared: the lock must ask for the lease already. */
+            plain_prepare(db);
+            return SQLITE_OK;
         case SQLITE_INSERT:
             /* A VACUUM in place copies the database into a temporary one
              * attached as "vacuum_db" (no file name; VACUUM INTO names
@@ -450,6 +497,14 @@ static int guard(void *arg, int action, const char *a1, const char *a2,
     if (!replicated(db, schema)) {
         return unserved_write(db, schema, what);
     }
+    if (plain_action(action) &&
+        (schema == NULL || sqlite3_stricmp(schema, "main") == 0) &&
+        sqlite3_strnicmp(what, "raftsql_", 8) != 0) {
+        const char *file = sqlite3_db_filename(db, "main");
+        if (ext_registry_running(file)) {
+            return plain_allow(db, file);
+        }
+    }
     return refuse(db,
                   "direct write to %s refused: this database is a Raft "
                   "replica; write through raft_exec('...')",
@@ -474,6 +529,8 @@ struct guard_conn {
                                 its settings are the state machine's */
     char *last_error;        /* the latest refusal's reason, NULL for
                                 none (sqlite3_malloc'd; conns_mu) */
+    struct plain_write *pw;  /* its plain writes, NULL until the first
+                                (set by the connection's own thread) */
     struct guard_conn *prev; /* in conns */
     struct guard_conn *next; /* in conns */
 };
@@ -492,6 +549,92 @@ static struct guard_conn *find_conn(sqlite3 *db)
         c = c->next;
     }
     return c;
+}
+
+/* plain_start starts @db's plain-write path for its main file @file
+ * (plain_write_enable) the first time. Returns 0, or -1 with @why (@why_len
+ * bytes) saying why it cannot. Thread: the one using @db. */
+static int plain_start(sqlite3 *db, const char *file, char *why, size_t why_len)
+{
+    struct guard_conn *c;
+    struct plain_write *pw;
+
+    pthread_mutex_lock(&conns_mu);
+    c = find_conn(db);
+    pw = c != NULL ? c->pw : NULL;
+    pthread_mutex_unlock(&conns_mu);
+    if (c == NULL) {
+        snprintf(why, why_len, "this connection is not tracked by raftsql");
+        return -1;
+    }
+    if (pw != NULL) {
+        return 0;
+    }
+    /* Only this connection's thread sets c->pw, and only its close
+     * frees c: no other thread races this. */
+    if (plain_write_enable(&pw, db, file, why, why_len) != 0) {
+        return -1;
+    }
+    pthread_mutex_lock(&conns_mu);
+    c->pw = pw;
+    pthread_mutex_unlock(&conns_mu);
+    return 0;
+}
+
+/* plain_allow lets a plain write to the main file @file of @db (served
+ * by a node of this process) be prepared, starting its plain-write path
+ * the first time; refuses it, saying why, when that cannot start. Thread:
+ * the one using @db (its authorizer). */
+static int plain_allow(sqlite3 *db, const char *file)
+{
+    char why[600];
+
+    if (plain_start(db, file, why, sizeof why) != 0) {
+        return refuse(db,
+                      "plain SQL write to %s refused: %s; write through "
+                      "raft_exec('...')",
+                      file, why);
+    }
+    return SQLITE_OK;
+}
+
+/* plain_prepare starts @db's plain-write path ahead of its first write
+ * when its main file is served by a node of this process (a failure is
+ * told when a write is prepared). Thread: the one using @db. */
+static void plain_prepare(sqlite3 *db)
+{
+    const char *file = sqlite3_db_filename(db, "main");
+    char why[600];
+
+    if (file != NULL && file[0] != '\0' && ext_registry_running(file)) {
+        (void)plain_start(db, file, why, sizeof why);
+    }
+}
+
+void ext_guard_plain_start(sqlite3 *db)
+{
+    plain_prepare(db);
+}
+
+/* plain_commit is the commit hook's part for @db's main file when @db
+ * writes it plain (*@handled set): plain_write_commit, its veto refused
+ * with the reason. Thread: the one committing on @db. */
+static int plain_commit(sqlite3 *db, bool *handled)
+{
+    struct guard_conn *c;
+    struct plain_write *pw;
+    char why[1000];
+
+    pthread_mutex_lock(&conns_mu);
+    c = find_conn(db);
+    pw = c != NULL ? c->pw : NULL;
+    pthread_mutex_unlock(&conns_mu);
+    *handled = pw != NULL;
+    if (pw == NULL || plain_write_commit(pw, db, why, sizeof why) == 0) {
+        return 0;
+    }
+    (void)refuse(db, "%s", why);
+    return 1;
 }
 
 /* untrack forgets entry @p (the tracker's destructor: the connection
@@ -513,6 +656,7 @@ static void untrack(void *p)
     }
     pthread_mutex_unlock(&conns_mu);
     refusal_watch_remove(c->file);
+    plain_write_free(c->pw, 1);
     sqlite3_free(c->file);
     sqlite3_free(c->last_error);
     sqlite3_free(c);

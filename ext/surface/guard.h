@@ -43,6 +43,14 @@
  * Returns SQLITE_OK or SQLite's error. Any thread. */
 int ext_guard_install(sqlite3 *db);
 
+/* ext_guard_plain_start starts the plain-write path of @db
+ * (plain_write.h: its capture's hooks, its write lock under the lease)
+ * when its main file is served by a node of this process, so that the
+ * first statement it prepares is followed already; nothing otherwise, or
+ * when started before. raft_start calls it on its connection once the
+ * node runs. Thread: the one using @db. */
+void ext_guard_plain_start(sqlite3 *db);
+
 /* ext_guard_expire_all marks every guarded connection of the process
  * (those ext_guard_install or ext_guard_set_host set up, until they
  * close) to have its prepared statements expired, and expires those it

@@ -92,14 +92,15 @@ class ClusterTest(ClusterCase):
         self.assertIn("no such table: nowhere", str(cm.exception))
 
     def test_direct_writes_refused_temp_allowed(self):
-        """Direct writes to the replica are refused; TEMP stays writable."""
+        """On a follower, what writes the file itself or raftsql's tables
+        is refused when prepared, and a plain write is refused at its
+        COMMIT (plain writes are served on the leader's node in this
+        release): nothing is written. TEMP stays writable."""
         n = self.followers[0]
         self.exec(n, "CREATE TABLE d(x)")
-        for sql in ("INSERT INTO d VALUES(1)", "CREATE TABLE e(x)",
-                    "DROP TABLE d", "PRAGMA user_version = 5",
-                    "PRAGMA writable_schema = ON", "UPDATE d SET x = 2",
-                    "DELETE FROM d", "ALTER TABLE d ADD COLUMN y",
-                    "CREATE INDEX di ON d(x)",
+        self.exec(n, "INSERT INTO d VALUES(7)")
+        for sql in ("PRAGMA user_version = 5",
+                    "PRAGMA writable_schema = ON",
                     # The internal tables, the configuration's among them.
                     "DELETE FROM raftsql_config",
                     "INSERT INTO raftsql_config VALUES (0, 1, 1, x'00')",
@@ -107,10 +108,19 @@ class ClusterTest(ClusterCase):
             with self.assertRaises(NodeError) as cm:
                 n.sql(sql)
             self.assertIn("not authorized", str(cm.exception))
+        for sql in ("INSERT INTO d VALUES(1)", "CREATE TABLE e(x)",
+                    "DROP TABLE d", "UPDATE d SET x = 2",
+                    "DELETE FROM d", "ALTER TABLE d ADD COLUMN y",
+                    "CREATE INDEX di ON d(x)"):
+            with self.assertRaises(NodeError) as cm:
+                n.sql(sql)
+            self.assertIn(cm.exception.code, (19, 531), (sql, cm.exception))
         n.sql("CREATE TEMP TABLE scratch(x)")
         n.sql("INSERT INTO scratch VALUES(1)")
         self.assertEqual(n.value("SELECT count(*) FROM scratch"), 1)
-        self.assertEqual(n.value("SELECT count(*) FROM d"), 0)
+        self.assertEqual(n.sql("SELECT x FROM d"), [[7]])
+        self.assertEqual(n.value("SELECT count(*) FROM sqlite_schema "
+                                 "WHERE name IN ('e', 'di')"), 0)
         with open(n.log_path) as f:
             self.assertIn("raft_exec", f.read())
 

@@ -132,9 +132,11 @@ static int teardown(void **state)
     return 0;
 }
 
-/* With a host authorizer chained, direct writes stay refused by the guard
- * (whatever the host says), the host's DENY and IGNORE apply to the rest,
- * and NULL leaves the guard alone again. */
+/* With a host authorizer chained, what the guard refuses stays refused
+ * (whatever the host says: a write to raftsql's own tables), a plain write
+ * to the leader's replica goes through both (issue #24: replicated), the
+ * host's DENY and IGNORE apply to the rest, and NULL leaves the guard
+ * alone again. */
 static void test_host_authorizer_behind_the_guard(void **state)
 {
     struct fixture *f = *state;
@@ -143,11 +145,14 @@ static void test_host_authorizer_behind_the_guard(void **state)
 
     expect(f->c, "SELECT raft_last_error() IS NULL", SQLITE_OK, "1");
     assert_int_equal(raftsql_set_authorizer(f->c, host_auth, &h), SQLITE_OK);
-    expect(f->c, "INSERT INTO t VALUES(2, 'x')", SQLITE_AUTH, NULL);
+    expect(f->c, "INSERT INTO raftsql_settings VALUES('x', 1)", SQLITE_AUTH,
+           NULL);
     /* The whole reason, which SQLite's "not authorized" leaves out. */
     expect(f->c, "SELECT raft_last_error()", SQLITE_OK,
-           "direct write to t refused: this database is a Raft replica; "
-           "write through raft_exec('...')");
+           "direct write to raftsql_settings refused: this database is a "
+           "Raft replica; write through raft_exec('...')");
+    expect(f->c, "INSERT INTO t VALUES(2, 'x')", SQLITE_OK, NULL);
+    expect(f->c, "SELECT count(*) FROM t", SQLITE_OK, "2");
     expect(f->c, "PRAGMA user_version", SQLITE_AUTH, NULL);
     expect(f->c, "SELECT secret FROM t", SQLITE_OK, "NULL");
     expect(f->c, "SELECT x FROM t", SQLITE_OK, "1");
@@ -157,7 +162,7 @@ static void test_host_authorizer_behind_the_guard(void **state)
     assert_int_equal(raftsql_set_authorizer(f->c, NULL, NULL), SQLITE_OK);
     expect(f->c, "PRAGMA user_version", SQLITE_OK, "0");
     expect(f->c, "SELECT secret FROM t", SQLITE_OK, "pw");
-    expect(f->c, "DELETE FROM t", SQLITE_AUTH, NULL);
+    expect(f->c, "DELETE FROM raftsql_settings", SQLITE_AUTH, NULL);
     assert_int_equal(h.calls, calls);
 }
 
@@ -187,7 +192,7 @@ static void test_replace_and_busy(void **state)
     ok(f->c, "SELECT x FROM t");
     assert_int_equal(a.calls, calls);
     assert_true(b.calls > 0);
-    expect(f->c, "UPDATE t SET x = 3", SQLITE_AUTH, NULL);
+    expect(f->c, "UPDATE raftsql_applied SET idx = idx", SQLITE_AUTH, NULL);
     /* The holder of the state does nothing from SQL. */
     expect(f->c, "SELECT raftsql_host_authorizer()", SQLITE_ERROR, NULL);
 }

@@ -1,0 +1,144 @@
+/* Plain SQL writes on a host connection (plain_write.h). */
+
+#include "plain_write.h"
+
+#include <stdatomic.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "../../raft/err.h"
+#include "../../sql/changeset.h"
+#include "../runtime/node.h"
+#include "registry.h"
+#include "wal_lock.h"
+
+SQLITE_EXTENSION_INIT3
+
+/* The capture's memory bound when the node's max_request_bytes cannot be
+ * read (no node any more): SQLite's own default row limit is far above
+ * any request the log takes. */
+#define PLAIN_WRITE_DEFAULT_MAX (64u << 20)
+
+struct plain_write {
+    struct sql_capture *capture; /* the connection's capture */
+    char *path;                  /* its main file (malloc'd) */
+    uint64_t holder;             /* its lease holder token */
+};
+
+/* Lease holder tokens, unique in the process. */
+static atomic_uint_fast64_t next_holder = 1;
+
+int plain_write_enable(struct plain_write **pw, sqlite3 *db, const char *path,
+                       char *why, size_t why_len)
+{
+    struct plain_write *p = *pw;
+    struct ext_node *node;
+    uint64_t max = PLAIN_WRITE_DEFAULT_MAX;
+    char msg[256] = "";
+
+    if (p != NULL) {
+        return 0;
+    }
+    p = calloc(1, sizeof *p);
+    if (p == NULL || (p->path = strdup(path)) == NULL) {
+        free(p);
+        snprintf(why, why_len, "out of memory");
+        return -1;
+    }
+    p->holder = atomic_fetch_add(&next_holder, 1);
+    node = ext_registry_acquire(path);
+    if (node != NULL) {
+        max = ext_node_max_request_bytes(node);
+        ext_registry_release(node);
+    }
+    if (sql_capture_open(db, max, &p->capture, msg, sizeof msg) != 0) {
+        snprintf(why, why_len,
+                 "plain SQL writes need SQLite's pre-update hook: %s", msg);
+        plain_write_free(p, 0);
+        return -1;
+    }
+    if (wal_lock_wrap(db, path, p->holder, msg, sizeof msg) != 0) {
+        snprintf(why, why_len, "plain SQL writes cannot take the lease: %s",
+                 msg);
+        plain_write_free(p, 0);
+        return -1;
+    }
+    *pw = p;
+    return 0;
+}
+
+int plain_write_commit(struct plain_write *pw, sqlite3 *db, char *why,
+                       size_t why_len)
+{
+    struct ext_node *node;
+    uint64_t id[2] = {0, 0};
+    uint64_t lease;
+    char reason[600] = "";
+    void *payload = NULL;
+    size_t len = 0;
+    int rc;
+
+    if (!sql_capture_intact(pw->capture)) {
+        sql_capture_reset(pw->capture);
+        snprintf(why, why_len,
+                 "commit to %s refused, rolled back: a hook raftsql sets "
+                 "to capture plain writes (the pre-update, trace or "
+                 "rollback hook) was replaced on this connection, so its "
+                 "changes cannot be replicated; leave those hooks to "
+                 "raftsql on a connection that writes to a replica",
+                 pw->path);
+        return 1;
+    }
+    if (sql_capture_pending(pw->capture) == 0) {
+        return 0;
+    }
+    lease = wal_lock_lease(db, reason, sizeof reason);
+    if (lease == 0) {
+        sql_capture_reset(pw->capture);
+        snprintf(why, why_len, "commit to %s refused, rolled back: %s",
+                 pw->path,
+                 reason[0] != '\0' ? reason
+                                   : "this transaction holds no write lease");
+        return 1;
+    }
+    rc = sql_capture_take(pw->capture, id, lease, &payload, &len, reason,
+                          sizeof reason);
+    if (rc != 0) {
+        snprintf(why, why_len, "commit to %s refused, rolled back: %s",
+                 pw->path, reason);
+        return 1;
+    }
+    node = ext_registry_acquire(pw->path);
+    if (node == NULL) {
+        free(payload);
+        snprintf(why, why_len,
+                 "commit to %s refused, rolled back: no node of this "
+                 "process serves it any more",
+                 pw->path);
+        return 1;
+    }
+    /* No probe: it would run SQL on this connection, which a commit hook
+     * must not. The wait is bounded by exec_timeout_ms. */
+    rc = ext_node_lease_commit(node, lease, payload, len, NULL, reason,
+                               sizeof reason);
+    ext_registry_release(node);
+    free(payload);
+    if (rc != 0) {
+        snprintf(why, why_len, "commit to %s refused, rolled back: %s",
+                 pw->path, reason);
+        return 1;
+    }
+    return 0;
+}
+
+void plain_write_free(struct plain_write *pw, int closed)
+{
+    if (pw == NULL) {
+        return;
+    }
+    sql_capture_close(pw->capture, closed);
+    free(pw->path);
+    free(pw);
+}

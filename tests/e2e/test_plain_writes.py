@@ -1,0 +1,235 @@
+"""End-to-end: plain SQL writes on the leader's node, in the node's own
+process (issue #24, first slice): an INSERT, UPDATE, DELETE or schema
+statement the application runs itself, not through raft_exec, becomes one
+Raft log entry (its changeset) under the write lease, and every replica
+applies it.
+
+- Autocommit statements on the leader's connection: each commit is one
+  entry, applied on every node, replicas equal (raft_verify()).
+- BEGIN ... SELECT ... UPDATE ... COMMIT across calls: one entry at
+  COMMIT; ROLLBACK sends nothing (the log does not move).
+- While the leader's connection holds the lease (BEGIN IMMEDIATE open), a
+  raft_exec from a follower waits and applies after the COMMIT, after
+  the transaction's entry.
+- On a follower, a plain write's COMMIT is vetoed (this slice serves them
+  on the leader's node): SQLITE_CONSTRAINT_COMMITHOOK, raft_last_error()
+  says why, nothing written there or anywhere.
+
+Before, every plain write on a replica was refused at prepare time ("not
+authorized").
+"""
+
+import json
+import os
+import shutil
+import subprocess
+import tempfile
+import time
+import unittest
+
+from attach_writers import PYTHON, SO_BASE
+
+from e2e import ClusterCase
+from raftsql_cluster import NodeError, free_ports
+
+# A raft_exec from another process on the leader's file (argv[2]): it goes
+# through the leader's node (the attach socket) and waits there.
+EXEC = r"""
+import json, sqlite3, sys
+con = sqlite3.connect(sys.argv[2], isolation_level=None, timeout=10)
+con.enable_load_extension(True)
+con.load_extension(sys.argv[1])
+try:
+    out = {"rows": con.execute("SELECT raft_exec(?)", (sys.argv[3],))
+           .fetchall()}
+except sqlite3.Error as e:
+    out = {"error": str(e)}
+print(json.dumps(out))
+"""
+
+EXTRA = "election_timeout_ms=1000 heartbeat_ms=50 exec_timeout_ms=10000"
+
+
+class PlainWritesTest(ClusterCase):
+
+    def setUp(self):
+        self.start_kv(EXTRA)
+
+    def ok(self, node, sql, *params):
+        """Run @sql on @node's connection; it must succeed: its rows."""
+        try:
+            return node.sql(sql, *params)
+        except NodeError as e:
+            self.fail("%s on node %d: %s (%s)" % (sql, node.id, e, e.code))
+
+    def rows_everywhere(self, sql, expected, timeout=20.0):
+        """Wait until @sql answers @expected on every node."""
+        deadline = time.monotonic() + timeout
+        while True:
+            got = []
+            for n in self.cluster.nodes:
+                try:
+                    got.append(n.sql(sql))
+                except NodeError as e:  # not applied there yet
+                    got.append(str(e))
+            if all(g == expected for g in got):
+                return
+            if time.monotonic() > deadline:
+                self.fail("%s: %r on the nodes, wanted %r"
+                          % (sql, got, expected))
+            time.sleep(0.02)
+
+    def assert_verified(self):
+        """Every node's raft_verify() finds its file equal to its
+        checksum, and the checksums agree at the same applied index."""
+        self.cluster.wait_all_applied()
+        for n in self.cluster.nodes:
+            self.ok(n, "SELECT raft_verify()")
+
+    def test_autocommit_on_the_leader(self):
+        """Each autocommit statement on the leader's own connection is
+        replicated: every node holds the same rows."""
+        before = self.leader.status()["last_index"]
+        self.ok(self.leader, "INSERT INTO kv VALUES('b', 2)")
+        self.ok(self.leader, "UPDATE kv SET v = v + 10 WHERE k = 'a'")
+        self.ok(self.leader, "INSERT INTO kv VALUES('c', 3), ('d', 4)")
+        self.ok(self.leader, "DELETE FROM kv WHERE k = 'c'")
+        self.ok(self.leader, "CREATE TABLE t2(x INTEGER PRIMARY KEY, y)")
+        self.ok(self.leader, "INSERT INTO t2(y) VALUES('z')")
+        self.assertGreaterEqual(self.leader.status()["last_index"],
+                                before + 6)
+        self.rows_everywhere("SELECT k, v FROM kv ORDER BY k",
+                             [["a", 11], ["b", 2], ["d", 4]])
+        self.rows_everywhere("SELECT x, y FROM t2", [[1, "z"]])
+        self.assert_verified()
+
+    def test_transaction_across_calls(self):
+        """A read-modify-write over several calls commits as one entry;
+        a ROLLBACK sends nothing."""
+        self.ok(self.leader, "BEGIN")
+        v = self.ok(self.leader, "SELECT v FROM kv WHERE k = 'a'")[0][0]
+        self.ok(self.leader, "UPDATE kv SET v = ? WHERE k = 'a'", v + 1)
+        self.ok(self.leader, "INSERT INTO kv VALUES('t', ?)", v)
+        before = self.leader.status()["last_index"]
+        self.ok(self.leader, "COMMIT")
+        self.assertEqual(self.leader.status()["last_index"], before + 1)
+        self.rows_everywhere("SELECT k, v FROM kv ORDER BY k",
+                             [["a", 2], ["t", 1]])
+        self.ok(self.leader, "BEGIN")
+        self.ok(self.leader, "DELETE FROM kv")
+        before = self.leader.status()["last_index"]
+        self.ok(self.leader, "ROLLBACK")
+        self.assertEqual(self.leader.status()["last_index"], before)
+        self.rows_everywhere("SELECT count(*) FROM kv", [[2]])
+        self.assert_verified()
+
+    def test_raft_exec_waits_behind_the_lease(self):
+        """While the leader's connection holds the lease, a raft_exec on
+        the leader's node (from another process) waits; it applies after
+        the transaction's entry."""
+        self.ok(self.leader, "BEGIN IMMEDIATE")
+        self.ok(self.leader, "UPDATE kv SET v = 100 WHERE k = 'a'")
+        proc = subprocess.Popen(
+            [PYTHON, "-c", EXEC, SO_BASE, self.leader.db,
+             "UPDATE kv SET v = v * 2 WHERE k = 'a'"],
+            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        self.addCleanup(proc.kill)
+        deadline = time.monotonic() + 20
+        while True:
+            lease = self.leader.status()["lease"]
+            if lease is not None and lease["waiting"] >= 1:
+                break
+            if proc.poll() is not None:
+                self.fail(("raft_exec did not wait", proc.communicate()))
+            self.assertLess(time.monotonic(), deadline,
+                            ("no raft_exec waiting behind the lease", lease))
+            time.sleep(0.02)
+        self.ok(self.leader, "COMMIT")
+        out, err = proc.communicate(timeout=30)
+        self.assertEqual(json.loads(out), {"rows": [[1]]}, err)
+        self.rows_everywhere("SELECT v FROM kv WHERE k = 'a'", [[200]])
+        self.assert_verified()
+
+    def test_follower_commit_is_vetoed(self):
+        """On a follower a plain write is refused at COMMIT with the
+        reason; nothing changes anywhere."""
+        follower = self.followers[0]
+        with self.assertRaises(NodeError) as cm:
+            follower.sql("INSERT INTO kv VALUES('f', 1)")
+        self.assertIn(cm.exception.code, (19, 531), cm.exception)
+        self.assertIn("constraint failed", str(cm.exception))
+        why = follower.value("SELECT raft_last_error()")
+        self.assertIn("leader", why or "", why)
+        self.rows_everywhere("SELECT k, v FROM kv ORDER BY k", [["a", 1]])
+        self.assert_verified()
+
+
+if __name__ == "__main__":
+    unittest.main()
+
+
+# A Python program that runs its own node (a single voter on port
+# argv[3], file argv[2]) and writes with plain SQL on a second connection:
+# `with conn:`, executemany, lastrowid.
+PYTHON_APP = r"""
+import json, sqlite3, sys, time
+SO, path, port = sys.argv[1], sys.argv[2], sys.argv[3]
+first = sqlite3.connect(path, isolation_level=None, timeout=10)
+first.enable_load_extension(True)
+first.load_extension(SO)
+first.execute("SELECT raft_start(?)",
+              ("id=1 cluster=1@127.0.0.1:%s election_timeout_ms=300 "
+               "heartbeat_ms=30 exec_timeout_ms=10000" % port,))
+deadline = time.monotonic() + 20
+while first.execute("SELECT raft_leader()").fetchone()[0] != 1:
+    if time.monotonic() > deadline:
+        sys.exit("no leader")
+    time.sleep(0.05)
+out = {}
+conn = sqlite3.connect(path, timeout=10)
+with conn:
+    conn.execute("CREATE TABLE items(id INTEGER PRIMARY KEY, name TEXT, "
+                 "qty INTEGER)")
+with conn:
+    cur = conn.execute("INSERT INTO items(name, qty) VALUES('a', 1)")
+    out["lastrowid"] = cur.lastrowid
+    conn.executemany("INSERT INTO items(name, qty) VALUES(?, ?)",
+                     [("b", 2), ("c", 3), ("d", 4)])
+try:
+    with conn:
+        conn.execute("UPDATE items SET qty = qty + 100")
+        raise RuntimeError("abandon")
+except RuntimeError:
+    pass
+out["rows"] = conn.execute("SELECT id, name, qty FROM items "
+                           "ORDER BY id").fetchall()
+status = json.loads(first.execute("SELECT raft_status()").fetchone()[0])
+out["applied"] = status["applied"]
+out["last_index"] = status["last_index"]
+out["verify"] = first.execute("SELECT raft_verify()").fetchone()[0]
+conn.close()
+first.execute("SELECT raft_stop()")
+print(json.dumps(out))
+"""
+
+
+class PythonAppTest(unittest.TestCase):
+
+    def test_with_conn_executemany_lastrowid(self):
+        """A Python program running its node writes through Python's
+        sqlite3 module unchanged: `with conn:` blocks commit as entries,
+        executemany inside one, lastrowid as SQLite gives it; an
+        abandoned block rolls back and sends nothing."""
+        d = tempfile.mkdtemp(prefix="raftsql-plain-")
+        self.addCleanup(shutil.rmtree, d, True)
+        port = free_ports(1)[0]
+        out = subprocess.run(
+            [PYTHON, "-c", PYTHON_APP, SO_BASE, os.path.join(d, "app.db"),
+             str(port)], capture_output=True, text=True, timeout=120)
+        self.assertEqual(out.returncode, 0, out.stderr)
+        got = json.loads(out.stdout)
+        self.assertEqual(got["lastrowid"], 1)
+        self.assertEqual(got["rows"], [[1, "a", 1], [2, "b", 2],
+                                       [3, "c", 3], [4, "d", 4]])
+        self.assertEqual(got["applied"], got["last_index"])
+        self.assertIsNotNone(got["verify"])
