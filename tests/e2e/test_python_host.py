@@ -94,13 +94,30 @@ class PythonHostTest(unittest.TestCase):
                 time.sleep(0.02)
             self.assertEqual(n.value("SELECT count(*) FROM w"), total)
 
-    def test_direct_write_refused_on_other_connection(self):
+    def test_direct_write_on_other_connection(self):
+        """Another connection of the node's process: a write to raftsql's
+        own tables is refused when prepared; a plain write is replicated
+        when this node leads, and refused at its COMMIT with the reason
+        when it follows (plain writes are served on the leader's node)."""
         con = connect(self.db)
         try:
-            con.execute("SELECT raft_leader()")
+            deadline = time.monotonic() + 15
+            while con.execute("SELECT raft_leader()").fetchone()[0] is None:
+                self.assertLess(time.monotonic(), deadline, "no leader")
+                time.sleep(0.05)
             with self.assertRaises(sqlite3.DatabaseError) as cm:
-                con.execute("CREATE TABLE direct(x)")
+                con.execute("DELETE FROM raftsql_settings")
             self.assertIn("not authorized", str(cm.exception))
+            leader = con.execute("SELECT raft_leader()").fetchone()[0]
+            if leader == 1:
+                con.execute("CREATE TABLE direct(x)")
+                self.assertEqual(con.execute(
+                    "SELECT count(*) FROM direct").fetchone()[0], 0)
+            else:
+                with self.assertRaises(sqlite3.IntegrityError):
+                    con.execute("CREATE TABLE direct(x)")
+                why = con.execute("SELECT raft_last_error()").fetchone()[0]
+                self.assertIn("served on the leader's node", why)
         finally:
             con.close()
 
