@@ -694,9 +694,15 @@ static int apply_changeset(struct sql_fsm *f, const struct sql_fsm_entry *e,
     }
     rc = schema_run(f, STMT_SAVEPOINT, "SAVEPOINT");
     if (rc == 0) {
+        /* Only a batch's first entry can be one its writer committed
+         * here (the writer's node applied everything before it first,
+         * and holds its applier until the writer's local commit):
+         * first_landed asked the file for that one. Any other is
+         * replayed: the file then shows the batch's own earlier entries
+         * (a schema cookie they moved is no writer's commit). */
         rc = changeset_apply(
             f, &cs, e->index,
-            f->landed_index == e->index ? CHANGESET_LANDED : CHANGESET_APPLY,
+            f->landed_index == e->index ? CHANGESET_LANDED : CHANGESET_REPLAY,
             &landed);
     }
     if (rc == 0) {

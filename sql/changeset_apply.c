@@ -889,7 +889,7 @@ int changeset_apply(struct sql_fsm *f, const struct sql_changeset *cs,
     if (r.tables == NULL || r.of == NULL) {
         rc = fsm_fail(f, SQLITE_NOMEM, "apply a changeset");
     }
-    if (rc == 0 && mode != CHANGESET_LANDED) {
+    if (rc == 0 && mode != CHANGESET_LANDED && mode != CHANGESET_REPLAY) {
         rc = landed(&r, &done);
     }
     if (rc == 0 && mode != CHANGESET_CHECK) {

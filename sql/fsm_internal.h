@@ -164,6 +164,7 @@ enum changeset_mode {
     CHANGESET_APPLY = 1,  /* tell, then replay it or note it landed */
     CHANGESET_LANDED = 2, /* known to have landed (f->landed_index): note
                              it */
+    CHANGESET_REPLAY = 3, /* known not to have landed: replay it */
 };
 
 /* changeset_apply applies changeset @cs of log index @index on the apply

@@ -380,6 +380,49 @@ static void test_schema_after_a_schema_change(void **state)
                  "2");
 }
 
+/* Schema-only changesets in one batch on a replica that did not write
+ * them: the first one moves the schema cookie, and the next one is still
+ * replayed, not taken for its writer's own commit (before: dropped). */
+static void test_schema_changesets_in_one_batch(void **state)
+{
+    struct fixture *f = *state;
+    struct buf *cs[3];
+    struct sql_fsm_entry e[3];
+    struct sql_result res[3];
+    static const char *const ddl[] = {"CREATE TABLE s0(a)",
+                                      "CREATE TABLE s1(a)",
+                                      "CREATE VIEW s2 AS SELECT 1"};
+
+    f->veto = true; /* A stays as B: the writer's commits never land */
+    for (int i = 0; i < 3; i++) {
+        assert_int_equal(write_sql(f, ddl[i]), SQLITE_CONSTRAINT);
+        assert_non_null(f->taken);
+        cs[i] = f->taken;
+        f->taken = NULL;
+    }
+    for (int i = 0; i < 3; i++) {
+        e[i].index = sql_fsm_applied(f->fb) + 1 + (uint64_t)i;
+        e[i].term = 1;
+        entry_set_payload(&e[i], cs[i]);
+    }
+    assert_int_equal(sql_fsm_apply(f->fb, e, 3, res), 0);
+    for (int i = 0; i < 3; i++) {
+        assert_int_equal(res[i].rc, SQLITE_OK);
+        sql_result_clear(&res[i]);
+        e[i].index = sql_fsm_applied(f->fa) + 1 + (uint64_t)i;
+    }
+    assert_int_equal(sql_fsm_apply(f->fa, e, 3, res), 0);
+    for (int i = 0; i < 3; i++) {
+        sql_result_clear(&res[i]);
+        buf_free(cs[i]);
+    }
+    assert_query(f->b.path,
+                 "SELECT count(*) FROM sqlite_schema WHERE name IN ('s0', "
+                 "'s1', 's2')",
+                 "3");
+    assert_equal_replicas(f);
+}
+
 /* Generated columns: a STORED one is in the row image but never written,
  * a VIRTUAL one is not in it. */
 static void test_generated_columns(void **state)
@@ -468,6 +511,8 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_generated_columns, setup,
                                         teardown),
         cmocka_unit_test_setup_teardown(test_schema_after_a_schema_change,
+                                        setup, teardown),
+        cmocka_unit_test_setup_teardown(test_schema_changesets_in_one_batch,
                                         setup, teardown),
         cmocka_unit_test_setup_teardown(test_no_net_change, setup, teardown),
         cmocka_unit_test_setup_teardown(test_landed_after_restart, setup,
