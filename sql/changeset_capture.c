@@ -895,7 +895,8 @@ int sql_capture_take(struct sql_capture *c, const uint64_t id[2],
     } else if (c->too_big) {
         sql_errmsgf(errmsg, errmsg_len,
                     "the transaction's changeset of at least %" PRIu64
-                    " bytes exceeds max_bytes (%" PRIu64 ") by %" PRIu64,
+                    " bytes exceeds max_request_bytes (%" PRIu64
+                    ") by %" PRIu64,
                     c->wanted, c->max_bytes, c->wanted - c->max_bytes);
         rc = SQL_ERR_TOOBIG;
     } else if (c->n == 0) {

@@ -938,7 +938,7 @@ static void test_capture_too_big(void **state)
     expect(f,
            "COMMIT\nINSERT t 1: 1,'x'\n"
            "REFUSED too big: the transaction's changeset of at least 106 "
-           "bytes exceeds max_bytes (79) by 27\n"
+           "bytes exceeds max_request_bytes (79) by 27\n"
            "COMMIT\nINSERT t 4: 4,'x'\n");
     cap_close(f);
 }
