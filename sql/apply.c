@@ -80,12 +80,10 @@ static char *str_printf(const char *fmt, ...)
     return s;
 }
 
-/* is_environmental tells whether SQLite code @rc is a failure of this
- * node's environment rather than a result of the SQL. SQLITE_LOCKED is a
- * result: without shared cache it only comes from the request's own
- * statements on this connection (e.g. dropping a table it is reading), the
- * same on every node. */
-static int is_environmental(int rc)
+/* SQLITE_LOCKED is a result, not environmental: without shared cache it
+ * only comes from the request's own statements on this connection (e.g.
+ * dropping a table it is reading), the same on every node. */
+int fsm_is_environmental(int rc)
 {
     switch (rc & 0xff) {
         case SQLITE_IOERR:
@@ -220,7 +218,7 @@ static int bind_params(struct sql_fsm *f, struct run *run, sqlite3_stmt *s)
         }
         brc = fsm_bind_value(s, k, &p->value);
         if (brc != SQLITE_OK) {
-            if (is_environmental(brc)) {
+            if (fsm_is_environmental(brc)) {
                 rc = fsm_fail(f, brc, "bind");
             } else {
                 rc = run_sqlite_error(f, run, brc);
@@ -579,7 +577,7 @@ static int run_request(struct sql_fsm *f, const struct sql_request *req,
     }
 
     if (run.err_rc != SQLITE_OK) {
-        if (is_environmental(run.err_rc) && !f->budget_hit) {
+        if (fsm_is_environmental(run.err_rc) && !f->budget_hit) {
             sql_errmsgf(f->errmsg, sizeof f->errmsg,
                         "entry %" PRIu64 ": %s (%s)", index, run.err_msg,
                         sqlite3_errstr(run.err_rc));

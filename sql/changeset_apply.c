@@ -48,6 +48,7 @@
 #include <sqlite3ext.h>
 
 #include "changeset.h"
+#include "codec.h"
 #include "fsm_internal.h"
 
 SQLITE_EXTENSION_INIT3
@@ -99,22 +100,10 @@ static int diverged(struct replay *r, unsigned i, const char *what)
  * as such (fsm_fail), any other as a divergence. */
 static int sqlite_err(struct replay *r, unsigned i, int rc)
 {
-    switch (rc & 0xff) {
-        case SQLITE_IOERR:
-        case SQLITE_FULL:
-        case SQLITE_NOMEM:
-        case SQLITE_CORRUPT:
-        case SQLITE_NOTADB:
-        case SQLITE_CANTOPEN:
-        case SQLITE_READONLY:
-        case SQLITE_BUSY:
-        case SQLITE_PROTOCOL:
-        case SQLITE_PERM:
-        case SQLITE_INTERRUPT:
-            return fsm_fail(r->f, rc, "apply a changeset");
-        default:
-            return diverged(r, i, sqlite3_errmsg(r->f->db));
+    if (fsm_is_environmental(rc)) {
+        return fsm_fail(r->f, rc, "apply a changeset");
     }
+    return diverged(r, i, sqlite3_errmsg(r->f->db));
 }
 
 static void table_free(struct table *t)
@@ -551,27 +540,6 @@ static int replay_schema(struct replay *r, unsigned i)
     return 0;
 }
 
-/* value_equal compares two values: the same type and the same bits. */
-static bool value_equal(const struct sql_value *a, const struct sql_value *b)
-{
-    if (a->type != b->type) {
-        return false;
-    }
-    switch (a->type) {
-        case SQL_INTEGER:
-            return a->integer == b->integer;
-        case SQL_FLOAT:
-            return memcmp(&a->real, &b->real, sizeof a->real) == 0;
-        case SQL_TEXT:
-        case SQL_BLOB:
-            return a->bytes.len == b->bytes.len &&
-                   (a->bytes.len == 0 ||
-                    memcmp(a->bytes.p, b->bytes.p, a->bytes.len) == 0);
-        default:
-            return true;
-    }
-}
-
 /* value_matches compares a column value read from the database with a
  * changeset's value, as value_equal. */
 static bool value_matches(sqlite3_value *v, const struct sql_value *b)
@@ -602,7 +570,7 @@ static bool value_matches(sqlite3_value *v, const struct sql_value *b)
             a.type = SQL_NULL;
             break;
     }
-    return value_equal(&a, b);
+    return codec_value_equal(&a, b);
 }
 
 /* The state of one row: absent, or present with values @row. */
@@ -629,8 +597,9 @@ static bool same_key(const struct replay *r, unsigned a, bool a_new, unsigned b,
     }
     for (int c = 0; c < t->n_cols; c++) {
         if (t->pk[c] > 0 &&
-            !value_equal(a_new ? &x->new_row[t->v[c]] : &x->old_row[t->v[c]],
-                         b_new ? &y->new_row[t->v[c]] : &y->old_row[t->v[c]])) {
+            !codec_value_equal(
+                a_new ? &x->new_row[t->v[c]] : &x->old_row[t->v[c]],
+                b_new ? &y->new_row[t->v[c]] : &y->old_row[t->v[c]])) {
             return false;
         }
     }
@@ -701,7 +670,7 @@ static bool same_state(const struct table *t, const struct state *a,
     }
     for (int i = 0; i < t->n_w; i++) {
         int k = t->v[t->w[i]];
-        if (!value_equal(&a->row[k], &b->row[k])) {
+        if (!codec_value_equal(&a->row[k], &b->row[k])) {
             return false;
         }
     }

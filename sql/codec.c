@@ -125,3 +125,23 @@ int codec_value_get(const uint8_t *p, size_t avail, uint8_t type,
             return 0;
     }
 }
+
+bool codec_value_equal(const struct sql_value *a, const struct sql_value *b)
+{
+    if (a->type != b->type) {
+        return false;
+    }
+    switch (a->type) {
+        case SQL_INTEGER:
+            return a->integer == b->integer;
+        case SQL_FLOAT:
+            return memcmp(&a->real, &b->real, sizeof a->real) == 0;
+        case SQL_TEXT:
+        case SQL_BLOB:
+            return a->bytes.len == b->bytes.len &&
+                   (a->bytes.len == 0 ||
+                    memcmp(a->bytes.p, b->bytes.p, a->bytes.len) == 0);
+        default:
+            return true;
+    }
+}

@@ -6,6 +6,7 @@
 #ifndef SQL_CODEC_H
 #define SQL_CODEC_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -40,5 +41,10 @@ uint8_t *codec_value_put(uint8_t *p, const struct sql_value *v);
  * length prefix's, or the whole value's). */
 int codec_value_get(const uint8_t *p, size_t avail, uint8_t type,
                     struct sql_value *out, uint64_t *out_used);
+
+/* codec_value_equal says whether @a and @b are the same value: the same
+ * type and the same bits (a FLOAT bit for bit, -0.0 and NaN payloads
+ * included; TEXT and BLOB byte for byte). Pure. */
+bool codec_value_equal(const struct sql_value *a, const struct sql_value *b);
 
 #endif /* SQL_CODEC_H */

@@ -151,6 +151,12 @@ int fsm_from_sqlite(int rc);
  * the error code (fsm_from_sqlite). Thread: the apply thread. */
 int fsm_fail(struct sql_fsm *f, int rc, const char *what);
 
+/* fsm_is_environmental tells whether SQLite code @rc (primary or
+ * extended) is a failure of this node's environment (I/O, full disk,
+ * memory, corruption, a lock, an interrupt) rather than a result of the
+ * SQL, the same on every node. Pure. */
+int fsm_is_environmental(int rc);
+
 /* fsm_bind_value binds @v to parameter @k of @s (a TEXT of length 0 as
  * '', a BLOB of length 0 as a zero-length blob). Returns SQLite's code.
  * Thread: the apply thread. */

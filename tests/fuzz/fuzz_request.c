@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "fuzz.h"
+#include "sql/codec.h"
 #include "sql/sql.h"
 
 /* Offset of the version byte (sql/request.c), to tell the two formats. */
@@ -19,27 +20,6 @@
 /* Bytes version 3's fixed header adds to version 2's (the id window, the
  * result cap and the client id's length). */
 #define V3_EXTRA 26
-
-static bool same_value(const struct sql_value *a, const struct sql_value *b)
-{
-    if (a->type != b->type) {
-        return false;
-    }
-    switch (a->type) {
-        case SQL_INTEGER:
-            return a->integer == b->integer;
-        case SQL_FLOAT:
-            /* Bit for bit: NaN payloads and -0.0 included. */
-            return memcmp(&a->real, &b->real, sizeof a->real) == 0;
-        case SQL_TEXT:
-        case SQL_BLOB:
-            return a->bytes.len == b->bytes.len &&
-                   (a->bytes.len == 0 ||
-                    memcmp(a->bytes.p, b->bytes.p, a->bytes.len) == 0);
-        default:
-            return true;
-    }
-}
 
 /* check_same compares two decoded requests, their stamps too when
  * @stamps. */
@@ -59,7 +39,7 @@ static void check_same(const struct sql_request *a, const struct sql_request *b,
         FUZZ_CHECK((pa->name == NULL) == (pb->name == NULL) &&
                        (pa->name == NULL || strcmp(pa->name, pb->name) == 0),
                    "parameter %u: names differ", i + 1);
-        FUZZ_CHECK(same_value(&pa->value, &pb->value),
+        FUZZ_CHECK(codec_value_equal(&pa->value, &pb->value),
                    "parameter %u: values differ", i + 1);
     }
     FUZZ_CHECK(a->want_rows == b->want_rows &&
