@@ -75,6 +75,8 @@ struct ext_node {
     struct ext_exec *exec;             /* waiting callers */
     struct ext_lease *lease;           /* the write lease of plain SQL
                                         writes */
+    bool held_back;                    /* exec told to hold back (loop
+                                          thread only) */
     struct ext_change *change;         /* membership changes and transfers */
     struct ext_cluster_id *cluster;    /* the cluster id */
     struct ext_repair *repair;         /* repairing a diverged replica */
@@ -157,7 +159,11 @@ static void propose_requests(struct ext_node *n, bool tick)
     bool held;
     lease_on_loop(n->lease, n->driver);
     held = lease_holds_back(n->lease);
-    exec_hold_back(n->exec, held);
+    if (held != n->held_back) {
+        /* Only on a change: exec's mutex is the submitters' too. */
+        exec_hold_back(n->exec, held);
+        n->held_back = held;
+    }
     if (!held) {
         forward_propose_held(n->forward, n->driver);
     }
