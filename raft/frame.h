@@ -25,7 +25,9 @@
  * result (wire version 3 and later only) carry a follower's linearizable
  * read to the leader, which confirms its leadership (ReadIndex, thesis
  * §6.4, raft/read_index.c) and answers with the read index
- * (ext/runtime/barrier.c). */
+ * (ext/runtime/barrier.c). LEASE and its result (wire version 5 and later
+ * only) carry a follower's write-lease calls to the leader: ask for the
+ * lease, commit a changeset under it, release it (ext/runtime/lease.h). */
 enum raft_frame_type {
     RAFT_FRAME_FORWARD = 5,
     RAFT_FRAME_FORWARD_RESULT = 6,
@@ -35,6 +37,15 @@ enum raft_frame_type {
     RAFT_FRAME_REPAIR_REQUEST = 11,
     RAFT_FRAME_READ_INDEX = 12,
     RAFT_FRAME_READ_INDEX_RESULT = 13,
+    RAFT_FRAME_LEASE = 14,
+    RAFT_FRAME_LEASE_RESULT = 15,
+};
+
+/* What a LEASE frame asks of the leader. */
+enum raft_lease_op {
+    RAFT_LEASE_ASK = 1,     /* grant the lease to @holder of the sender */
+    RAFT_LEASE_COMMIT = 2,  /* append changeset @data under lease @id */
+    RAFT_LEASE_RELEASE = 3, /* end lease @id without an entry (no answer) */
 };
 
 /* A client request forwarded from a follower to the leader. @request_id is
@@ -115,6 +126,31 @@ struct raft_read_index_result {
     raft_index index; /* the read index, when status is 0 */
 };
 
+/* A follower's write-lease call (ext/runtime/lease.h): the leader
+ * answers ASK and COMMIT with a LEASE_RESULT of the same @tag and @op. */
+struct raft_lease_request {
+    uint64_t tag;          /* chosen by the follower, echoed */
+    uint8_t op;            /* enum raft_lease_op */
+    uint64_t holder;       /* ASK: the holder's token on the follower */
+    uint64_t id;           /* COMMIT, RELEASE: the lease id */
+    struct raft_buf *data; /* COMMIT: the changeset (owned by the sender) */
+};
+
+/* The leader's answer to an ASK or a COMMIT: @status 0, or a project
+ * error code (RAFT_BUSY: another holder has it; RAFT_NOTLEADER;
+ * RAFT_FORMAT; RAFT_TIMEOUT: the lease expired; RAFT_INVALID: the lease
+ * is not in force; RAFT_TOOBIG; RAFT_UNKNOWN: appended, then the
+ * leadership was lost before it was seen committed). */
+struct raft_lease_result {
+    uint64_t tag;     /* as in the call */
+    uint8_t op;       /* as in the call */
+    int32_t status;   /* 0 or an error code */
+    uint64_t id;      /* the lease id (ASK granted; COMMIT) */
+    raft_index index; /* ASK granted: the leader's last index at the
+                          grant; COMMIT done: the changeset's index */
+    raft_id server;   /* ASK refused busy: the holder's server, 0 */
+};
+
 /* One frame between two servers: one of the core's messages or one of the
  * runtime's, under a header that says which and between whom.
  * Invariant: when @type is an enum raft_message_type, @message is that
@@ -138,6 +174,8 @@ struct raft_frame {
         struct raft_repair_request repair_request;       /* REPAIR_REQUEST */
         struct raft_read_index_request read_index;       /* READ_INDEX */
         struct raft_read_index_result read_index_result; /* its answer */
+        struct raft_lease_request lease;                 /* LEASE */
+        struct raft_lease_result lease_result;           /* its answer */
     };
 };
 

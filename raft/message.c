@@ -31,12 +31,17 @@
 #define RAFT__REPAIR_LEN 8
 #define RAFT__READ_LEN 8
 #define RAFT__READR_LEN (8 + 4 + 8)
+#define RAFT__LEASE_LEN (8 + 1 + 8 + 8 + 4)
+#define RAFT__LEASER_LEN (8 + 1 + 4 + 8 + 8 + 8)
 
 /* The first wire version with the CHECKSUM and REPAIR_REQUEST frames. */
 #define RAFT__WIRE_CHECKSUM 2
 
 /* The first wire version with the READ_INDEX frames. */
 #define RAFT__WIRE_READ_INDEX 3
+
+/* The first wire version with the LEASE frames. */
+#define RAFT__WIRE_LEASE 5
 
 /* RequestVote's flags byte: bit 0 pre-vote, bit 1 disrupt; a byte that
  * is 0 or 1 reads as the pre_vote boolean of before TimeoutNow. */
@@ -90,6 +95,10 @@ size_t raft_frame_encoded_len(const struct raft_frame *f)
             return n + RAFT__READ_LEN;
         case RAFT_FRAME_READ_INDEX_RESULT:
             return n + RAFT__READR_LEN;
+        case RAFT_FRAME_LEASE:
+            return n + RAFT__LEASE_LEN + buf_len(f->lease.data);
+        case RAFT_FRAME_LEASE_RESULT:
+            return n + RAFT__LEASER_LEN;
         default:
             return 0;
     }
@@ -106,6 +115,9 @@ unsigned raft_frame_type_wire_min(uint8_t type)
     }
     if (type == RAFT_FRAME_READ_INDEX || type == RAFT_FRAME_READ_INDEX_RESULT) {
         return RAFT__WIRE_READ_INDEX;
+    }
+    if (type == RAFT_FRAME_LEASE || type == RAFT_FRAME_LEASE_RESULT) {
+        return RAFT__WIRE_LEASE;
     }
     return type == RAFT_FRAME_CHECKSUM || type == RAFT_FRAME_REPAIR_REQUEST
                ? RAFT__WIRE_CHECKSUM
@@ -124,8 +136,9 @@ static int check_encodable(const struct raft_frame *f)
          f->message.to != f->to)) {
         return RAFT_INVALID;
     }
-    if (f->type == RAFT_FRAME_FORWARD &&
-        buf_len(f->forward.data) > UINT32_MAX) {
+    if ((f->type == RAFT_FRAME_FORWARD &&
+         buf_len(f->forward.data) > UINT32_MAX) ||
+        (f->type == RAFT_FRAME_LEASE && buf_len(f->lease.data) > UINT32_MAX)) {
         return RAFT_TOOBIG;
     }
     if (f->type == RAFT_FRAME_SNAPSHOT_CHUNK) {
@@ -226,6 +239,9 @@ size_t raft_frame_encoded_len_refs(const struct raft_frame *f, size_t ref_min,
             break;
         case RAFT_FRAME_SNAPSHOT_CHUNK:
             RAFT__REF(f->snapshot_chunk.data);
+            break;
+        case RAFT_FRAME_LEASE:
+            RAFT__REF(f->lease.data);
             break;
         default:
             break;
@@ -388,6 +404,25 @@ int raft_frame_encode_refs(const struct raft_frame *f, unsigned version,
             ok &= raft_byte_put_u32(&w, (uint32_t)f->read_index_result.status);
             ok &= raft_byte_put_u64(&w, f->read_index_result.index);
             break;
+        case RAFT_FRAME_LEASE: {
+            const struct raft_lease_request *l = &f->lease;
+            ok &= raft_byte_put_u64(&w, l->tag);
+            ok &= raft_byte_put_u8(&w, l->op);
+            ok &= raft_byte_put_u64(&w, l->holder);
+            ok &= raft_byte_put_u64(&w, l->id);
+            ok &= put_payload(&e, l->data);
+            break;
+        }
+        case RAFT_FRAME_LEASE_RESULT: {
+            const struct raft_lease_result *lr = &f->lease_result;
+            ok &= raft_byte_put_u64(&w, lr->tag);
+            ok &= raft_byte_put_u8(&w, lr->op);
+            ok &= raft_byte_put_u32(&w, (uint32_t)lr->status);
+            ok &= raft_byte_put_u64(&w, lr->id);
+            ok &= raft_byte_put_u64(&w, lr->index);
+            ok &= raft_byte_put_u64(&w, lr->server);
+            break;
+        }
         default:
             return RAFT_INVALID;
     }
@@ -728,6 +763,40 @@ static int decode(const void *body, size_t len, struct raft_buf *shared,
             f.read_index_result.status = status_of(status);
             break;
         }
+        case RAFT_FRAME_LEASE: {
+            struct raft_lease_request *l = &f.lease;
+            ok = raft_byte_get_u64(&r, &l->tag) &&
+                 raft_byte_get_u8(&r, &l->op) &&
+                 raft_byte_get_u64(&r, &l->holder) &&
+                 raft_byte_get_u64(&r, &l->id);
+            if (!ok) {
+                break;
+            }
+            if (l->op < RAFT_LEASE_ASK || l->op > RAFT_LEASE_RELEASE) {
+                raft_errmsgf(errmsg, errmsg_len, "lease: unknown op %u",
+                             (unsigned)l->op);
+                return RAFT_PROTO;
+            }
+            rc = get_payload(&d, &r, &l->data);
+            if (rc == RAFT_NOMEM) {
+                raft_errmsgf(errmsg, errmsg_len, "lease: out of memory");
+                return rc;
+            }
+            ok = rc == 0;
+            break;
+        }
+        case RAFT_FRAME_LEASE_RESULT: {
+            struct raft_lease_result *lr = &f.lease_result;
+            uint32_t status = 0;
+            ok = raft_byte_get_u64(&r, &lr->tag) &&
+                 raft_byte_get_u8(&r, &lr->op) &&
+                 raft_byte_get_u32(&r, &status) &&
+                 raft_byte_get_u64(&r, &lr->id) &&
+                 raft_byte_get_u64(&r, &lr->index) &&
+                 raft_byte_get_u64(&r, &lr->server);
+            lr->status = status_of(status);
+            break;
+        }
         default:
             raft_errmsgf(errmsg, errmsg_len, "unknown message type %u",
                          (unsigned)f.type);
@@ -776,6 +845,8 @@ void raft_frame_release(struct raft_frame *f)
         raft_buf_unref(f->forward.data);
     } else if (f->type == RAFT_FRAME_SNAPSHOT_CHUNK) {
         raft_buf_unref(f->snapshot_chunk.data);
+    } else if (f->type == RAFT_FRAME_LEASE) {
+        raft_buf_unref(f->lease.data);
     }
     memset(f, 0, sizeof *f);
 }

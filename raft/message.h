@@ -3,12 +3,13 @@
  * alike. Pure code (no I/O); the libuv transport carries what it produces.
  *
  * Wire format, versions RAFT_WIRE_VERSION_MIN to RAFT_WIRE_VERSION (1 to
- * 4; version 2 is version 1 plus the CHECKSUM and REPAIR_REQUEST frames,
+ * 5; version 2 is version 1 plus the CHECKSUM and REPAIR_REQUEST frames,
  * version 3 is version 2 plus the READ_INDEX frames, version 4 has
  * version 3's frames and says its release applies changeset entries, a
  * plain SQL transaction's effect, in NORMAL entries: the leader grants a
- * write lease only while every member speaks it, ext/runtime/lease.h),
- * all integers little-endian:
+ * write lease only while every member speaks it, ext/runtime/lease.h;
+ * version 5 is version 4 plus the LEASE frames, a follower's write-lease
+ * calls), all integers little-endian:
  *
  *   frame   := len:u32 body            len = bytes of body, <= max frame
  *   body    := version:u8 type:u8 from:u64 to:u64 fields
@@ -39,6 +40,12 @@
  *   version 1 or 2 body by both encoder and decoder):
  *   READ_INDEX (12)      tag:u64
  *   READ_INDEX_RESULT (13) tag:u64 status:i32 index:u64
+ *   types 14 and 15, in wire version 5 and later only:
+ *   LEASE (14)           tag:u64 op:u8 holder:u64 id:u64 len:u32
+ *                        bytes[len] (op 1 ASK, 2 COMMIT, 3 RELEASE; other
+ *                        ops refused)
+ *   LEASE_RESULT (15)    tag:u64 op:u8 status:i32 id:u64 index:u64
+ *                        server:u64
  *
  * A body must be consumed exactly: trailing bytes are an error. Entry
  * indexes in APPEND_ENTRIES must be prev_log_index+1, +2, ... (never 0),
@@ -66,7 +73,7 @@
 #ifdef RAFT_WIRE_VERSION_MAX_TEST
 #define RAFT_WIRE_VERSION RAFT_WIRE_VERSION_MAX_TEST
 #else
-#define RAFT_WIRE_VERSION 4
+#define RAFT_WIRE_VERSION 5
 #endif
 #ifdef RAFT_WIRE_VERSION_MIN_TEST
 #define RAFT_WIRE_VERSION_MIN RAFT_WIRE_VERSION_MIN_TEST

@@ -451,7 +451,7 @@ static void on_recv(void *data, const struct raft_frame *m)
     }
     if (!raft_frame_is_message(m)) {
         /* The application's frames: FORWARD, FORWARD_RESULT, CHECKSUM,
-         * READ_INDEX and its result. */
+         * READ_INDEX, LEASE and their results. */
         if (d->cb.forward != NULL) {
             d->cb.forward(d->cb.data, m);
         }

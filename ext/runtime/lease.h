@@ -2,8 +2,17 @@
  * as SQLite has one writer on one file. The leader grants the lease to a
  * host connection before that connection takes the file's write lock; the
  * transaction's effect (a changeset, sql/changeset.h) becomes the next log
- * entry, appended only under the lease in force. This slice serves the
- * connections of the leader's own process.
+ * entry, appended only under the lease in force. The holder is a
+ * connection of the leader's node, or of a follower's: a follower's
+ * holder asks the leader with LEASE frames (raft/frame.h, wire version
+ * 5): ASK (the leader grants, answering the lease id and its last index
+ * G), COMMIT (the changeset, under that id: the leader appends it as
+ * entry G + 1 and answers once a quorum committed it, or that it could
+ * not; a resend of a lost one gets the same answer) and RELEASE (a
+ * rollback: no answer; a lost one ends at lease_timeout_ms). The
+ * follower holds its own applier from G + 1, as the leader does for its
+ * own holders, so the holder's local commit is the entry's, and the
+ * leader's applier replays the entry like any other.
  *
  * Ordering between the holder (a host thread), the loop and the applier:
  *   1. acquire (holder): asks the loop, which grants when this node leads,
@@ -65,7 +74,8 @@
 /* The lease as raft_status() shows it. */
 struct ext_lease_view {
     bool in_force;   /* a lease is out: the fields below are set */
-    uint64_t holder; /* the holder's token */
+    uint64_t holder; /* the holder's token (on its server) */
+    raft_id server;  /* the holder's server */
     uint64_t id;     /* the lease id */
     uint64_t age_ms; /* since its grant */
     bool held;       /* the applier waits for the holder's release (the
@@ -94,10 +104,10 @@ void lease_free(struct ext_lease *l);
  * lease for @holder, then waits until this node applied the grant's
  * index. Writes *@out_id on success only; @why (@why_len bytes) says why
  * not. Errors: RAFT_BUSY (another holder has it: @why names it; no
- * leader known yet; this node did not catch up within exec_timeout_ms),
- * RAFT_NOTLEADER (a follower: plain SQL writes are served on the
- * leader's node for now), RAFT_FORMAT (a member's wire version is too
- * old for changeset entries, or not known yet), RAFT_SHUTDOWN,
+ * leader known yet; the leader did not answer, or this node did not
+ * catch up, within exec_timeout_ms), RAFT_FORMAT (a member's wire
+ * version is too old for changeset entries, or not known yet; the
+ * leader's has no LEASE frames), RAFT_SHUTDOWN,
  * RAFT_INVALID (@holder is 0). Any host thread; never the loop's. */
 int lease_acquire(struct ext_lease *l, uint64_t holder, uint64_t *out_id,
                   char *why, size_t why_len);
@@ -145,6 +155,19 @@ void lease_on_loop(struct ext_lease *l, struct raft_uv_node *d);
  * applied, or outcome unknown once proposed), ends the hold and refuses
  * new leases. Any thread. */
 void lease_shutdown(struct ext_lease *l);
+
+/* lease_is_frame says whether @f is a LEASE frame or its result, which
+ * lease_on_frame takes. Any thread. */
+bool lease_is_frame(const struct raft_frame *f);
+
+/* lease_on_frame takes frame @f (lease_is_frame) from a peer, through
+ * driver @d: on the leader a follower's ask (granted, or answered busy),
+ * commit (appended under its lease, answered once committed) or release;
+ * on a follower the leader's answer to this node's holder's ask or
+ * commit. A frame that answers nothing waited for is dropped (a grant
+ * nobody waits for is released at once). Loop thread of @d. */
+void lease_on_frame(struct ext_lease *l, struct raft_uv_node *d,
+                    const struct raft_frame *f);
 
 /* lease_view fills @out with the lease in force. Any thread. */
 void lease_view(struct ext_lease *l, struct ext_lease_view *out);

@@ -142,6 +142,8 @@ static void on_forward(void *data, const struct raft_frame *m)
         divergence_on_frame(n->divergence, n->driver, m);
     } else if (barrier_is_frame(m)) {
         barrier_on_frame(n->barrier, n->driver, m);
+    } else if (lease_is_frame(m)) {
+        lease_on_frame(n->lease, n->driver, m);
     }
 }
 

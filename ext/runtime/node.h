@@ -232,8 +232,8 @@ int ext_node_barrier(struct ext_node *n, const struct ext_exec_probe *probe,
  * it; its commit hook sends the transaction's changeset
  * (sql/changeset.h) with ext_node_lease_commit and, once its local commit
  * or rollback is done and the write lock released, ends the lease with
- * ext_node_lease_release. In this slice a leader grants leases to the
- * connections of its own process only. */
+ * ext_node_lease_release. Any node serves them: a follower asks its
+ * leader (LEASE frames, lease.h). */
 
 /* ext_node_lease_acquire asks for the write lease for host connection
  * token @holder (any non-zero id the caller picks, unique in the
@@ -243,15 +243,13 @@ int ext_node_barrier(struct ext_node *n, const struct ext_exec_probe *probe,
  * grant, so the holder's transaction reads the latest committed state.
  * Lease ids increase and are never reused ((term << 32) | grant count).
  * Errors, with @why (@why_len bytes) saying why:
- *   RAFT_BUSY at once when another holder has the lease (@why names it)
- *     or there is no leader yet, and when this node did not catch up
- *     within exec_timeout_ms: the caller answers SQLITE_BUSY and SQLite's
- *     busy handler retries;
- *   RAFT_NOTLEADER: this node is not the leader ("plain SQL writes are
- *     served on the leader's node for now (server N leads); on a
- *     follower use raft_exec");
+ *   RAFT_BUSY at once when another holder has the lease (@why names it
+ *     and its server) or there is no leader yet, and when the leader did
+ *     not answer or this node did not catch up within exec_timeout_ms:
+ *     the caller answers SQLITE_BUSY and SQLite's busy handler retries;
  *   RAFT_FORMAT: a member's wire version is too old for changeset
- *     entries, or not known yet (wire_gate_changeset);
+ *     entries, or not known yet (wire_gate_changeset), or the leader's
+ *     has no LEASE frames (a follower's holder);
  *   RAFT_DIVERGED: this replica is diverged; RAFT_SHUTDOWN: the node is
  *     stopping; RAFT_INVALID: @holder is 0.
  * Any host thread. */
@@ -259,7 +257,8 @@ int ext_node_lease_acquire(struct ext_node *n, uint64_t holder,
                            uint64_t *out_id, char *why, size_t why_len);
 
 /* ext_node_lease_commit proposes changeset payload @p (@len bytes,
- * copied) as one log entry under lease @id, unstamped, and waits until
+ * copied) as one log entry under lease @id, unstamped (a follower sends
+ * it to the leader that granted the lease), and waits until
  * the entry is committed by a quorum (commit index >= its index), not
  * applied: the caller's connection holds the file's write lock until it
  * returns, and its local commit is what makes this node's replica hold
@@ -274,8 +273,9 @@ int ext_node_lease_acquire(struct ext_node *n, uint64_t holder,
  *     RAFT_TOOBIG (over max_request_bytes), RAFT_SHUTDOWN, RAFT_NOMEM,
  *     RAFT_CANCELED (@probe said the caller was interrupted before the
  *     proposal: "interrupted: not applied");
- *   RAFT_UNKNOWN, "outcome unknown" (raft_exec's code for it): proposed,
- *     but no commit seen within exec_timeout_ms, leadership lost, the
+ *   RAFT_UNKNOWN, "outcome unknown" (raft_exec's code for it): proposed
+ *     (or sent to the leader), but no commit seen within
+ *     exec_timeout_ms, leadership lost, the
  *     node stopping, or the caller interrupted after the proposal
  *     ("interrupted: outcome unknown").
  * Host thread, the lease's holder. */

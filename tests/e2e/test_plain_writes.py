@@ -1,5 +1,5 @@
-"""End-to-end: plain SQL writes on the leader's node, in the node's own
-process (issue #24, first slice): an INSERT, UPDATE, DELETE or schema
+"""End-to-end: plain SQL writes on a node's own connection, the leader's
+or a follower's (issue #24): an INSERT, UPDATE, DELETE or schema
 statement the application runs itself, not through raft_exec, becomes one
 Raft log entry (its changeset) under the write lease, and every replica
 applies it.
@@ -11,9 +11,11 @@ applies it.
 - While the leader's connection holds the lease (BEGIN IMMEDIATE open), a
   raft_exec from a follower waits and applies after the COMMIT, after
   the transaction's entry.
-- On a follower, a plain write's COMMIT is vetoed (this slice serves them
-  on the leader's node): SQLITE_CONSTRAINT_COMMITHOOK, raft_last_error()
-  says why, nothing written there or anywhere.
+- On a follower the same: its node asks the leader for the lease (LEASE
+  frames); autocommit statements and a transaction across calls.
+- No lost update: a counter incremented concurrently on the leader and a
+  follower ends exact, with BEGIN IMMEDIATE, and with a deferred BEGIN
+  retried on SQLITE_BUSY_SNAPSHOT / SQLITE_BUSY.
 
 Before, every plain write on a replica was refused at prepare time ("not
 authorized").
@@ -150,18 +152,110 @@ class PlainWritesTest(ClusterCase):
         self.rows_everywhere("SELECT v FROM kv WHERE k = 'a'", [[200]])
         self.assert_verified()
 
-    def test_follower_commit_is_vetoed(self):
-        """On a follower a plain write is refused at COMMIT with the
-        reason; nothing changes anywhere."""
+    def test_autocommit_on_a_follower(self):
+        """A follower's own connection writes plain SQL: its node asks
+        the leader for the lease, the leader appends the changeset, and
+        every node holds the rows (the follower's own commit is the
+        entry's)."""
         follower = self.followers[0]
-        with self.assertRaises(NodeError) as cm:
-            follower.sql("INSERT INTO kv VALUES('f', 1)")
-        self.assertIn(cm.exception.code, (19, 531), cm.exception)
-        self.assertIn("constraint failed", str(cm.exception))
-        why = follower.value("SELECT raft_last_error()")
-        self.assertIn("leader", why or "", why)
-        self.rows_everywhere("SELECT k, v FROM kv ORDER BY k", [["a", 1]])
+        before = self.leader.status()["last_index"]
+        self.ok(follower, "INSERT INTO kv VALUES('f', 1)")
+        # Applied on the follower when its COMMIT returns.
+        self.assertEqual(self.ok(follower, "SELECT v FROM kv WHERE k = 'f'"),
+                         [[1]])
+        self.ok(follower, "UPDATE kv SET v = v + 5 WHERE k = 'a'")
+        self.ok(follower, "CREATE TABLE t3(x INTEGER PRIMARY KEY, y)")
+        self.ok(follower, "INSERT INTO t3(y) VALUES('q'), ('r')")
+        self.assertGreaterEqual(self.leader.status()["last_index"],
+                                before + 4)
+        self.rows_everywhere("SELECT k, v FROM kv ORDER BY k",
+                             [["a", 6], ["f", 1]])
+        self.rows_everywhere("SELECT x, y FROM t3", [[1, "q"], [2, "r"]])
         self.assert_verified()
+
+    def test_transaction_on_a_follower(self):
+        """BEGIN ... SELECT ... UPDATE ... COMMIT across calls on a
+        follower: one entry; a ROLLBACK there sends nothing; writes on
+        the leader and the follower then alternate."""
+        follower = self.followers[0]
+        self.ok(follower, "BEGIN")
+        v = self.ok(follower, "SELECT v FROM kv WHERE k = 'a'")[0][0]
+        self.ok(follower, "UPDATE kv SET v = ? WHERE k = 'a'", v + 1)
+        self.ok(follower, "INSERT INTO kv VALUES('t', ?)", v)
+        before = self.leader.status()["last_index"]
+        self.ok(follower, "COMMIT")
+        self.assertEqual(self.leader.status()["last_index"], before + 1)
+        self.ok(follower, "BEGIN IMMEDIATE")
+        self.ok(follower, "DELETE FROM kv")
+        self.ok(follower, "ROLLBACK")
+        self.assertEqual(self.leader.status()["last_index"], before + 1)
+        self.ok(self.leader, "INSERT INTO kv VALUES('l', 7)")
+        self.ok(follower, "UPDATE kv SET v = v * 3 WHERE k = 'l'")
+        self.ok(self.leader, "UPDATE kv SET v = v + 1 WHERE k = 'l'")
+        self.rows_everywhere("SELECT k, v FROM kv ORDER BY k",
+                             [["a", 2], ["l", 22], ["t", 1]])
+        self.assert_verified()
+
+    def increment(self, node, n, immediate, tally):
+        """Increment kv['a'] @n times on @node, each a read-modify-write
+        transaction: BEGIN IMMEDIATE (the lease first, then the read), or
+        a deferred BEGIN whose write meets SQLITE_BUSY_SNAPSHOT (517) or
+        SQLITE_BUSY (5) when another writer went first: rolled back and
+        run again. @tally counts the retries by code."""
+        done = 0
+        deadline = time.monotonic() + 120
+        while done < n:
+            self.assertLess(time.monotonic(), deadline,
+                            ("node %d: %d of %d increments" %
+                             (node.id, done, n), tally))
+            try:
+                node.sql("BEGIN IMMEDIATE" if immediate else "BEGIN")
+                v = node.sql("SELECT v FROM kv WHERE k = 'a'")[0][0]
+                node.sql("UPDATE kv SET v = ? WHERE k = 'a'", v + 1)
+                node.sql("COMMIT")
+                done += 1
+            except NodeError as e:
+                tally[e.code] = tally.get(e.code, 0) + 1
+                if e.code not in (5, 517):
+                    raise
+                try:
+                    node.sql("ROLLBACK")
+                except NodeError:
+                    pass  # none open: BEGIN IMMEDIATE itself was busy
+
+    def run_counter(self, immediate):
+        """Two writers, the leader's connection and a follower's,
+        increment one counter concurrently; it ends exact everywhere."""
+        import threading
+        n = 20
+        tallies, errors = [{}, {}], []
+        nodes = [self.leader, self.followers[0]]
+
+        def run(i):
+            try:
+                self.increment(nodes[i], n, immediate, tallies[i])
+            except BaseException as e:  # reported below
+                errors.append((nodes[i].id, e))
+
+        threads = [threading.Thread(target=run, args=(i,)) for i in (0, 1)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        self.assertEqual(errors, [], tallies)
+        self.rows_everywhere("SELECT v FROM kv WHERE k = 'a'", [[1 + 2 * n]])
+        self.assert_verified()
+        return tallies
+
+    def test_no_lost_update_begin_immediate(self):
+        """The lost-update counter with BEGIN IMMEDIATE on the leader and
+        a follower: every increment counts."""
+        self.run_counter(True)
+
+    def test_no_lost_update_deferred(self):
+        """The lost-update counter with deferred BEGIN, retried on
+        SQLITE_BUSY_SNAPSHOT and SQLITE_BUSY: every increment counts."""
+        self.run_counter(False)
 
 
 if __name__ == "__main__":

@@ -134,6 +134,16 @@ static bool has_in_status(struct ext_node *n, const char *text)
     return has;
 }
 
+/* with_table waits for @c's leader, creates table t through it and
+ * returns the leader's index. */
+static int with_table(struct cluster *c)
+{
+    int l;
+    EXT_WAIT((l = leader_of(c)) >= 0, "no leader");
+    exec_ok(c->n[l], "CREATE TABLE t(k INTEGER PRIMARY KEY, v)");
+    return l;
+}
+
 /* A raft_exec on another thread. */
 struct call {
     pthread_t t;
@@ -183,8 +193,8 @@ static void call_join(struct call *k)
 
 /* One holder at a time: a second gets RAFT_BUSY naming the first until
  * the first releases; ids increase; raft_status shows the lease; a
- * follower refuses with the reason; a commit under a released lease is
- * not applied. */
+ * commit under a released lease is not applied; a follower's holder
+ * takes the lease from the leader, in turn with the leader's own. */
 static void test_one_holder(void **state)
 {
     struct cluster c;
@@ -212,9 +222,27 @@ static void test_one_holder(void **state)
     assert_int_equal(
         ext_node_lease_commit(c.n[l], id2, "CS", 2, NULL, why, sizeof why),
         RAFT_INVALID);
+    /* A follower's holder asks the leader: busy while another holds it,
+     * naming the server; the leader's own holders meet the follower's
+     * lease the same way; its release frees it at the leader. */
+    id1 = acquire(c.n[l], 14);
     assert_int_equal(ext_node_lease_acquire(c.n[f], 13, &id, why, sizeof why),
-                     RAFT_NOTLEADER);
-    assert_non_null(strstr(why, "on a follower use raft_exec"));
+                     RAFT_BUSY);
+    snprintf(want, sizeof want, "held by a connection of server %d", l + 1);
+    assert_non_null(strstr(why, want));
+    ext_node_lease_release(c.n[l], id1);
+    id2 = acquire(c.n[f], 13);
+    assert_true(id2 > id1);
+    snprintf(want, sizeof want, "\"server\":%d", f + 1);
+    assert_true(has_in_status(c.n[l], want));
+    assert_int_equal(ext_node_lease_acquire(c.n[l], 15, &id, why, sizeof why),
+                     RAFT_BUSY);
+    snprintf(want, sizeof want, "held by a connection of server %d", f + 1);
+    assert_non_null(strstr(why, want));
+    ext_node_lease_release(c.n[f], id2);
+    EXT_WAIT(has_in_status(c.n[l], "\"lease\":null"),
+             "the follower's release did not reach the leader");
+    ext_node_lease_release(c.n[l], acquire(c.n[l], 16));
     stop(&c);
 }
 
@@ -230,8 +258,7 @@ static void test_exec_behind_lease(void **state)
     (void)state;
 
     start(&c, "exec_timeout_ms=1500");
-    EXT_WAIT((l = leader_of(&c)) >= 0, "no leader");
-    exec_ok(c.n[l], "CREATE TABLE t(k INTEGER PRIMARY KEY, v)");
+    l = with_table(&c);
     id = acquire(c.n[l], 21);
     call_start(&k, c.n[l], "INSERT INTO t VALUES (1, 'a')");
     EXT_WAIT(has_in_status(c.n[l], "\"waiting\":1"), "no waiting caller");
@@ -326,6 +353,14 @@ static uint64_t verify(const char *path, uint64_t *index)
     return sum;
 }
 
+/* file_index returns the applied index @path's file holds. */
+static uint64_t file_index(const char *path)
+{
+    uint64_t i;
+    verify(path, &i);
+    return i;
+}
+
 static bool same_index(struct cluster *c)
 {
     uint64_t i0, i1, i2;
@@ -333,6 +368,28 @@ static bool same_index(struct cluster *c)
     verify(c->db[1].path, &i1);
     verify(c->db[2].path, &i2);
     return i0 == i1 && i1 == i2;
+}
+
+/* assert_replicas_equal waits until every node of @c holds @rows rows
+ * in t and applied the same index, then checks their files against their
+ * checksums and the checksums against each other. */
+static void assert_replicas_equal(struct cluster *c, int rows)
+{
+    uint64_t i0, i1, i2, s0, s1, s2;
+    for (int i = 0; i < 3; i++) {
+        EXT_WAIT(count_rows(c->db[i].path) == rows, "node %d: %d rows", i + 1,
+                 count_rows(c->db[i].path));
+    }
+    EXT_WAIT(same_index(c),
+             "applied indexes in the files differ: %llu %llu %llu",
+             (unsigned long long)file_index(c->db[0].path),
+             (unsigned long long)file_index(c->db[1].path),
+             (unsigned long long)file_index(c->db[2].path));
+    s0 = verify(c->db[0].path, &i0);
+    s1 = verify(c->db[1].path, &i1);
+    s2 = verify(c->db[2].path, &i2);
+    assert_int_equal(s0, s1);
+    assert_int_equal(s1, s2);
 }
 
 /* A changeset committed under a lease is applied on every node (no host
@@ -343,15 +400,14 @@ static void test_commit_applies_everywhere(void **state)
     struct cluster c;
     struct call k;
     char why[256] = "";
-    uint64_t id, i0, i1, i2, s0, s1, s2;
+    uint64_t id;
     size_t len;
     void *p;
     int l;
     (void)state;
 
     start(&c, "");
-    EXT_WAIT((l = leader_of(&c)) >= 0, "no leader");
-    exec_ok(c.n[l], "CREATE TABLE t(k INTEGER PRIMARY KEY, v)");
+    l = with_table(&c);
     id = acquire(c.n[l], 31);
     p = changeset("INSERT INTO t VALUES (1, 'x'); ", id, &len);
     call_start(&k, c.n[l], "UPDATE t SET v = 'y' WHERE k = 1");
@@ -367,16 +423,75 @@ static void test_commit_applies_everywhere(void **state)
     assert_int_equal(k.rc, 0);
     assert_int_equal(k.r.changes, 1);
     ext_exec_result_clear(&k.r);
-    for (int i = 0; i < 3; i++) {
-        EXT_WAIT(count_rows(c.db[i].path) == 1, "node %d: %d rows", i + 1,
-                 count_rows(c.db[i].path));
+    assert_replicas_equal(&c, 1);
+    stop(&c);
+}
+
+/* A follower's holder commits a changeset under its lease: the leader
+ * appends it and answers once committed; every node applies it (the
+ * follower once released), with equal checksums. */
+static void test_follower_commit(void **state)
+{
+    struct cluster c;
+    char why[256] = "";
+    uint64_t id;
+    size_t len;
+    void *p;
+    int l, f;
+    (void)state;
+
+    start(&c, "");
+    l = with_table(&c);
+    f = (l + 1) % 3;
+    id = acquire(c.n[f], 51);
+    /* Granted after this node applied the leader's last index: the
+     * table is here. */
+    assert_int_equal(count_rows(c.db[f].path), 0);
+    p = changeset(
+        "BEGIN; INSERT INTO t VALUES (1, 'x'); INSERT INTO t "
+        "VALUES (2, 'y'); COMMIT",
+        id, &len);
+    if (ext_node_lease_commit(c.n[f], id, p, len, NULL, why, sizeof why) != 0) {
+        fail_msg("commit: %s", why);
     }
-    EXT_WAIT(same_index(&c), "indexes differ");
-    s0 = verify(c.db[0].path, &i0);
-    s1 = verify(c.db[1].path, &i1);
-    s2 = verify(c.db[2].path, &i2);
-    assert_int_equal(s0, s1);
-    assert_int_equal(s1, s2);
+    free(p);
+    assert_non_null(strstr(why, "committed at index"));
+    /* Held from the follower's applier until released. */
+    assert_int_equal(count_rows(c.db[f].path), 0);
+    ext_node_lease_release(c.n[f], id);
+    assert_int_equal(count_rows(c.db[f].path), 2); /* applied on return */
+    assert_replicas_equal(&c, 2);
+    /* The next writer, on the leader, goes at once. */
+    ext_node_lease_release(c.n[l], acquire(c.n[l], 52));
+    stop(&c);
+}
+
+/* A follower's lease that expired at the leader: its commit is refused
+ * there, not applied, and nothing is appended. */
+static void test_follower_expired(void **state)
+{
+    struct cluster c;
+    char why[256] = "";
+    uint64_t id;
+    size_t len;
+    void *p;
+    int l, f;
+    (void)state;
+
+    start(&c, "lease_timeout_ms=300");
+    l = with_table(&c);
+    f = (l + 1) % 3;
+    id = acquire(c.n[f], 61);
+    p = changeset("INSERT INTO t VALUES (5, 'z')", id, &len);
+    EXT_WAIT(has_in_status(c.n[l], "\"lease\":null"),
+             "the lease did not expire at the leader");
+    assert_int_not_equal(
+        ext_node_lease_commit(c.n[f], id, p, len, NULL, why, sizeof why), 0);
+    assert_non_null(strstr(why, "not applied"));
+    free(p);
+    ext_node_lease_release(c.n[f], id);
+    exec_ok(c.n[l], "INSERT INTO t VALUES (2, 'b')");
+    assert_int_equal(count_rows(c.db[l].path), 1);
     stop(&c);
 }
 
@@ -394,8 +509,7 @@ static void test_expired(void **state)
     (void)state;
 
     start(&c, "lease_timeout_ms=300");
-    EXT_WAIT((l = leader_of(&c)) >= 0, "no leader");
-    exec_ok(c.n[l], "CREATE TABLE t(k INTEGER PRIMARY KEY, v)");
+    l = with_table(&c);
     id = acquire(c.n[l], 41);
     p = changeset("INSERT INTO t VALUES (5, 'z')", id, &len);
     call_start(&k, c.n[l], "INSERT INTO t VALUES (1, 'a')");
@@ -422,6 +536,8 @@ int main(void)
         cmocka_unit_test(test_exec_behind_lease),
         cmocka_unit_test(test_commit_applies_everywhere),
         cmocka_unit_test(test_expired),
+        cmocka_unit_test(test_follower_commit),
+        cmocka_unit_test(test_follower_expired),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -204,7 +204,7 @@ static void gen_request(void)
 /* ---- Frames ------------------------------------------------------------- */
 
 /* The samples: one frame or more of every type, from 2 to 1. */
-#define N_FRAMES 20
+#define N_FRAMES 23
 
 struct frames {
     struct raft_frame f[N_FRAMES]; /* the frames */
@@ -379,6 +379,23 @@ static void frames_init(struct frames *s)
     f[i].read_index_result.tag = 8;
     f[i].read_index_result.status = RAFT_TIMEOUT;
     s->name[i++] = "read_index_timeout";
+    frame_of(&f[i], RAFT_FRAME_LEASE);
+    f[i].lease.tag = 3;
+    f[i].lease.op = RAFT_LEASE_ASK;
+    f[i].lease.holder = 17;
+    s->name[i++] = "lease_ask";
+    frame_of(&f[i], RAFT_FRAME_LEASE);
+    f[i].lease.tag = 4;
+    f[i].lease.op = RAFT_LEASE_COMMIT;
+    f[i].lease.id = (7ull << 32) | 1;
+    f[i].lease.data = s->bufs[1];
+    s->name[i++] = "lease_commit";
+    frame_of(&f[i], RAFT_FRAME_LEASE_RESULT);
+    f[i].lease_result.tag = 4;
+    f[i].lease_result.op = RAFT_LEASE_COMMIT;
+    f[i].lease_result.id = (7ull << 32) | 1;
+    f[i].lease_result.index = 4244;
+    s->name[i++] = "lease_result";
 }
 
 static void frames_close(struct frames *s)

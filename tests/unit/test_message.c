@@ -212,6 +212,21 @@ static void assert_frame_equal(const struct raft_frame *a,
             assert_true(a->read_index_result.index ==
                         b->read_index_result.index);
             break;
+        case RAFT_FRAME_LEASE:
+            assert_true(a->lease.tag == b->lease.tag);
+            assert_int_equal(a->lease.op, b->lease.op);
+            assert_true(a->lease.holder == b->lease.holder);
+            assert_true(a->lease.id == b->lease.id);
+            assert_buf_equal(a->lease.data, b->lease.data);
+            break;
+        case RAFT_FRAME_LEASE_RESULT:
+            assert_true(a->lease_result.tag == b->lease_result.tag);
+            assert_int_equal(a->lease_result.op, b->lease_result.op);
+            assert_int_equal(a->lease_result.status, b->lease_result.status);
+            assert_true(a->lease_result.id == b->lease_result.id);
+            assert_true(a->lease_result.index == b->lease_result.index);
+            assert_true(a->lease_result.server == b->lease_result.server);
+            break;
         default:
             fail_msg("unexpected type %u", (unsigned)a->type);
     }
@@ -665,7 +680,7 @@ static void test_checksum_needs_version_2(void **state)
                              : 1);
     }
     assert_int_equal(raft_frame_type_wire_min(0), 0);
-    assert_int_equal(raft_frame_type_wire_min(14), 0);
+    assert_int_equal(raft_frame_type_wire_min(16), 0);
     for (i = 10; i < 12; i++) {
         char expect[80];
         f = encode(&s.m[i]);
@@ -746,6 +761,67 @@ static void test_read_index_needs_version_3(void **state)
     }
     m[1].read_index_result.status = -RAFT_NOTLEADER;
     round_trip(&m[1]);
+}
+
+/* LEASE and its result exist from wire version 5: they round trip (a
+ * changeset payload, a negative status), are refused by the encoder in
+ * version 4 and by the decoder in a body of version 4, naming both; an
+ * unknown op is refused; truncated bodies are refused. */
+static void test_lease_needs_version_5(void **state)
+{
+    struct raft_frame m[2];
+    struct raft_frame out;
+    struct encoded f;
+    char err[128] = "";
+
+    (void)state;
+    memset(m, 0, sizeof m);
+    m[0].type = RAFT_FRAME_LEASE;
+    m[0].from = 2;
+    m[0].to = 1;
+    m[0].lease.tag = 9;
+    m[0].lease.op = RAFT_LEASE_COMMIT;
+    m[0].lease.id = (3ULL << 32) | 5;
+    m[0].lease.data = pattern_buf(40, 7);
+    m[1].type = RAFT_FRAME_LEASE_RESULT;
+    m[1].from = 1;
+    m[1].to = 2;
+    m[1].lease_result.tag = 9;
+    m[1].lease_result.op = RAFT_LEASE_ASK;
+    m[1].lease_result.status = RAFT_BUSY;
+    m[1].lease_result.server = 3;
+    for (unsigned i = 0; i < 2; i++) {
+        char expect[80];
+        assert_int_equal(raft_frame_type_wire_min(m[i].type), 5);
+        round_trip(&m[i]);
+        f = encode(&m[i]);
+        assert_int_equal(raft_frame_encode_at(&m[i], 4, f.bytes, f.len),
+                         RAFT_INVALID);
+        f.bytes[RAFT_FRAME_HEADER] = 4;
+        assert_int_equal(
+            raft_frame_decode(body_of(&f), body_len(&f), &out, err, sizeof err),
+            RAFT_PROTO);
+        snprintf(expect, sizeof expect,
+                 "message type %u in wire version 4 (it exists from version "
+                 "5)",
+                 (unsigned)m[i].type);
+        assert_string_equal(err, expect);
+        f.bytes[RAFT_FRAME_HEADER] = 5;
+        assert_int_equal(raft_frame_decode(body_of(&f), body_len(&f) - 1, &out,
+                                           err, sizeof err),
+                         RAFT_PROTO);
+        free(f.bytes);
+    }
+    m[1].lease_result.status = -RAFT_NOTLEADER;
+    round_trip(&m[1]);
+    m[0].lease.op = 4;
+    f = encode(&m[0]);
+    assert_int_equal(
+        raft_frame_decode(body_of(&f), body_len(&f), &out, err, sizeof err),
+        RAFT_PROTO);
+    assert_string_equal(err, "lease: unknown op 4");
+    free(f.bytes);
+    raft_buf_unref(m[0].lease.data);
 }
 
 /* Entries ending exactly at index UINT64_MAX round trip. */
@@ -1359,6 +1435,7 @@ int main(void)
         cmocka_unit_test(test_timeout_now_and_flags),
         cmocka_unit_test(test_checksum_needs_version_2),
         cmocka_unit_test(test_read_index_needs_version_3),
+        cmocka_unit_test(test_lease_needs_version_5),
         cmocka_unit_test(test_fuzz),
         cmocka_unit_test(test_refs_and_slices),
     };
