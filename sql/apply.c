@@ -758,6 +758,15 @@ static int first_landed(struct sql_fsm *f, const struct sql_fsm_entry *e,
     return rc;
 }
 
+int sql_fsm_landed(struct sql_fsm *f, const struct sql_fsm_entry *e, bool *out)
+{
+    *out = false;
+    if (e->index != f->applied + 1) {
+        return 0;
+    }
+    return first_landed(f, e, out);
+}
+
 /* apply_entry applies entry @e into @res inside the batch transaction.
  * When @forced, the request already failed by rolling back the batch:
  * its result is kept and it is only recorded. */

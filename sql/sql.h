@@ -381,6 +381,17 @@ int sql_fsm_foreign_note(struct sql_fsm *f, char *out, size_t out_len);
  * calls. */
 int sql_fsm_verify(struct sql_fsm *f, char *differ, size_t differ_len);
 
+/* sql_fsm_landed says (in *@out) whether entry @e, the next to apply
+ * (index sql_fsm_applied(f) + 1), is a plain write's changeset that the
+ * file already holds: its writer's local commit landed before the apply
+ * connection recorded it (a writer killed in between). The file alone
+ * decides (sql/changeset.h's landed check); sql_fsm_apply then only
+ * records it. What a start's verification finds different from the
+ * running checksum may be that entry, until it is recorded. Returns 0,
+ * or SQL_ERR_IOERR/SQL_ERR_NOMEM (the check's read failed). Thread: the
+ * apply thread, between sql_fsm_apply calls. */
+int sql_fsm_landed(struct sql_fsm *f, const struct sql_fsm_entry *e, bool *out);
+
 /* sql_fsm_applied_term returns the term of the last applied entry, as
  * stored in the database (0 for a new one). Thread: the apply thread. */
 uint64_t sql_fsm_applied_term(const struct sql_fsm *f);

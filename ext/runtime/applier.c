@@ -94,6 +94,10 @@ struct ext_applier {
                                       applies until an install (set under
                                       mu) */
     struct ext_applier_divergence divergence; /* what was seen (mu) */
+    char start_suspect[sizeof(((struct ext_applier_divergence *)0)->reason)];
+    /* the start's verification found the file different from the running
+     * checksum, maybe by a plain write's entry that landed unrecorded:
+     * decided at the first batch (apply thread; "" when none) */
     atomic_uint_least64_t n_repairs;  /* installs that ended a divergence */
     atomic_uint_least64_t n_installs; /* snapshots installed (written
                                           under mu) */
@@ -478,15 +482,68 @@ static void idle_check(struct ext_applier *a)
 }
 
 /* verify_at_start verifies the file at start when it may have changed
- * while no node ran (stopped.h), before anything applies. */
+ * while no node ran (stopped.h), before anything applies. A difference
+ * is kept for the first batch (start_decide): the writer of a plain
+ * write killed between its local commit and this node's record of its
+ * entry left that entry in the file, which only the entry tells. */
 static void verify_at_start(struct ext_applier *a)
 {
     char reason[sizeof a->divergence.reason];
     if (a->cfg.stopped_path[0] != '\0' && !atomic_load(&a->diverged) &&
         stopped_verify(a->fsm, a->log, a->cfg.stopped_path, a->cfg.db_path,
                        reason, sizeof reason)) {
-        note_diverged(a, reason);
+        snprintf(a->start_suspect, sizeof a->start_suspect, "%s", reason);
     }
+}
+
+/* start_decide decides, before the first batch @fe (starting at the
+ * applied index + 1), a difference the start's verification found: when
+ * @fe[0] is a plain write's entry the file already holds, the batch goes
+ * (it only records that entry) and start_confirm verifies again after
+ * it; otherwise the replica is diverged now. Returns false when it is.
+ * Apply thread. */
+static bool start_decide(struct ext_applier *a, const struct sql_fsm_entry *fe)
+{
+    bool landed = false;
+    if (a->start_suspect[0] == '\0') {
+        return true;
+    }
+    if (sqlbridge_rc(sql_fsm_landed(a->fsm, &fe[0], &landed)) != 0 || !landed) {
+        note_diverged(a, a->start_suspect);
+        a->start_suspect[0] = '\0';
+        return false;
+    }
+    node_log_line(a->log, RAFT_LOG_INFO,
+                  "start: the file holds entry %llu, a plain write whose "
+                  "writer's commit landed before this node recorded it: "
+                  "recording it, then verifying again",
+                  (unsigned long long)fe[0].index);
+    return true;
+}
+
+/* start_confirm verifies the file again once start_decide let the batch
+ * that recorded the landed entry go: what still differs from the running
+ * checksum was written while no node ran. Apply thread. */
+static void start_confirm(struct ext_applier *a)
+{
+    char differ[200], reason[sizeof a->divergence.reason + 300];
+    int rc;
+    if (a->start_suspect[0] == '\0') {
+        return;
+    }
+    rc = sqlbridge_rc(sql_fsm_verify(a->fsm, differ, sizeof differ));
+    if (rc == RAFT_DIVERGED) {
+        snprintf(reason, sizeof reason,
+                 "%s; %.200s still differs after the landed entry was "
+                 "recorded",
+                 a->start_suspect, differ);
+        note_diverged(a, reason);
+    } else if (rc == 0) {
+        node_log_line(a->log, RAFT_LOG_INFO,
+                      "start: verified against the running checksum after "
+                      "recording the landed entry, equal");
+    }
+    a->start_suspect[0] = '\0';
 }
 
 void applier_release(struct ext_applier *a, uint64_t covered)
@@ -717,7 +774,14 @@ static int apply_batch(struct ext_applier *a, const struct raft_entry *batch,
             has_cluster_id = true;
         }
     }
+    if (!start_decide(a, fe)) {
+        rc = RAFT_DIVERGED; /* the batch waits for the repair */
+        goto out;
+    }
     rc = sqlbridge_rc(sql_fsm_apply(a->fsm, fe, n, res));
+    if (rc == 0) {
+        start_confirm(a);
+    }
     /* Before the callers have their answers: one that set a setting
      * reads it on its connection (guard.h). */
     settings_follow(a);

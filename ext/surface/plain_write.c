@@ -11,6 +11,7 @@
 #include "../../raft/err.h"
 #include "../../sql/changeset.h"
 #include "../runtime/node.h"
+#include "plain_fault.h"
 #include "registry.h"
 #include "wal_lock.h"
 
@@ -130,6 +131,7 @@ int plain_write_commit(struct plain_write *pw, sqlite3 *db, char *why,
                  pw->path, reason);
         return 1;
     }
+    plain_fault_after_quorum(db);
     return 0;
 }
 

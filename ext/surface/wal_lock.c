@@ -10,6 +10,7 @@
 
 #include "../../raft/err.h"
 #include "../runtime/node.h"
+#include "plain_fault.h"
 #include "registry.h"
 
 SQLITE_EXTENSION_INIT3
@@ -112,6 +113,9 @@ static int wrapped_shm_lock(sqlite3_file *f, int ofst, int n, int flags)
     if (flags & SQLITE_SHM_UNLOCK) {
         rc = w->orig->xShmLock(f, ofst, n, flags);
         w->write = 0;
+        if (w->lease != 0) {
+            plain_fault_after_local_commit();
+        }
         wal_lease_release(w);
         w->why[0] = '\0';
         return rc;

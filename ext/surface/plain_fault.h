@@ -1,0 +1,34 @@
+/* Injected crash and failure points of a plain write's COMMIT, for the
+ * tests of its three windows (issue #24, "Exactly once, across every
+ * crash"). Test builds only (RAFTSQL_TEST_FAULTS): elsewhere every call
+ * is a no-op. The point is chosen by the environment variable
+ * RAFTSQL_TEST_PLAIN_FAULT of the writer's process, and fires once per
+ * process, at the first plain COMMIT that reaches it:
+ *   kill-after-quorum       the entry is committed by a quorum, the
+ *                           local commit has not happened: the process
+ *                           kills itself (SIGKILL);
+ *   stop-after-local-commit the local commit is done, the applier has
+ *                           not recorded the entry: the process stops
+ *                           itself (SIGSTOP) when the connection lets
+ *                           the file's write lock go, for the test to
+ *                           kill it;
+ *   full-at-local-commit    the local commit's first write to the WAL
+ *                           fails with SQLITE_FULL (the disk filled up
+ *                           after the quorum). */
+
+#ifndef EXT_PLAIN_FAULT_H
+#define EXT_PLAIN_FAULT_H
+
+#include <sqlite3ext.h>
+
+/* plain_fault_after_quorum is called by the commit hook of @db once the
+ * quorum committed the transaction's entry, before it lets SQLite commit
+ * locally. Thread: the one committing on @db. */
+void plain_fault_after_quorum(sqlite3 *db);
+
+/* plain_fault_after_local_commit is called when a connection lets the
+ * WAL write lock go under a lease whose entry committed (its local
+ * commit done, or failed). Thread: that connection's. */
+void plain_fault_after_local_commit(void);
+
+#endif /* EXT_PLAIN_FAULT_H */

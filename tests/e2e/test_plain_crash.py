@@ -1,0 +1,147 @@
+"""End-to-end: a plain SQL write's COMMIT across crashes (issue #24,
+"Exactly once, across every crash"). A transaction whose process died
+during COMMIT is on every replica or on none, the writer's own file
+included; one whose COMMIT returned is on every replica once.
+
+The three windows, each at a point injected in the writer's process
+(RAFTSQL_TEST_PLAIN_FAULT, ext/surface/plain_fault.h; test builds):
+- the quorum committed the entry, the local commit has not happened: the
+  writer's node is killed there (on a follower, and on the leader); it
+  restarts and its applier replays the entry (the file shows the state
+  before it);
+- the local commit is done, the applier has not recorded the entry: the
+  writer's node stops itself (SIGSTOP) as its connection lets the write
+  lock go, and is killed; it restarts and its applier finds the entry in
+  the file (the state after it) and only records it;
+- the local commit fails after the quorum (SQLITE_FULL on its WAL
+  write): COMMIT answers SQLITE_FULL, and the node's applier applies the
+  committed entry itself.
+The rows go into a table without a key, so an entry applied twice would
+show as a duplicate row; every test ends with raft_verify() on every
+node.
+"""
+
+import os
+import signal
+import threading
+import time
+import unittest
+
+from e2e import ClusterCase, wait_for
+from raftsql_cluster import NodeError
+
+EXTRA = "election_timeout_ms=1000 heartbeat_ms=50 exec_timeout_ms=10000"
+
+
+class PlainCrashTest(ClusterCase):
+
+    def start_with(self, fault):
+        """A cluster whose nodes all carry the fault (it fires at the
+        first plain COMMIT, the test's), and table log(x) with no key."""
+        env = {i: {"RAFTSQL_TEST_PLAIN_FAULT": fault} for i in (1, 2, 3)}
+        self.start(EXTRA, env=env)
+        self.exec(self.leader, "CREATE TABLE log(x)")
+        self.cluster.wait_all_applied()
+
+    def restart(self, node):
+        """Restart @node (dead) without the fault."""
+        node.proc.wait(timeout=30)
+        self.cluster.env = {}
+        fresh = self.cluster.spawn(node.id)
+        self.cluster.nodes[node.id - 1] = fresh
+        return fresh
+
+    def once_everywhere(self, x):
+        """Wait until every node holds row @x exactly once (an entry
+        applied twice would hold it twice), then check every replica
+        against its checksum at the same applied index."""
+        def counts():
+            out = []
+            for n in self.cluster.nodes:
+                try:
+                    out.append(n.value("SELECT count(*) FROM log WHERE x = ?",
+                                       x))
+                except NodeError as e:
+                    out.append(str(e))
+            return out
+        try:
+            wait_for("row %s once on every node" % x,
+                     lambda: counts() == [1, 1, 1], timeout=60)
+        except TimeoutError:
+            self.fail("row %s: counts %r" % (x, counts()))
+        # A write through the leader commits the current term's entries.
+        self.exec(self.cluster.wait_leader(30), "SELECT 1")
+        self.cluster.wait_all_applied(timeout=60)
+        for n in self.cluster.nodes:
+            n.value("SELECT raft_verify()")
+            # Decided from the file, not by repairing the replica.
+            st = n.status()
+            self.assertEqual((st["repairs"], st["diverged"]), (0, None),
+                             "node %d" % n.id)
+        self.assertEqual(counts(), [1, 1, 1])
+
+    def killed_after_quorum(self, victim):
+        with self.assertRaises(NodeError) as cm:
+            victim.sql("INSERT INTO log VALUES('w1')")
+        self.assertIn("exited", str(cm.exception))
+        self.restart(victim)
+        self.once_everywhere("w1")
+
+    def test_killed_after_quorum_on_a_follower(self):
+        """Window 1 on a follower: the entry committed, the writer's node
+        died before its local commit; its restart replays the entry."""
+        self.start_with("kill-after-quorum")
+        self.killed_after_quorum(self.followers[0])
+
+    def test_killed_after_quorum_on_the_leader(self):
+        """Window 1 on the leader: a new leader is elected, the entry is
+        applied everywhere, the old leader replays it at its restart."""
+        self.start_with("kill-after-quorum")
+        self.killed_after_quorum(self.leader)
+
+    def test_stopped_after_local_commit(self):
+        """Window 2: the writer's node stops after its local commit,
+        before its applier records the entry, and is killed; at its
+        restart the row is there once, on every node."""
+        self.start_with("stop-after-local-commit")
+        victim = self.followers[0]
+        errors = []
+
+        def write():
+            try:
+                victim.sql("INSERT INTO log VALUES('w2')")
+            except NodeError as e:
+                errors.append(e)
+
+        t = threading.Thread(target=write)
+        t.start()
+        pid = victim.proc.pid
+
+        def stopped():
+            with open("/proc/%d/stat" % pid) as f:
+                return f.read().rsplit(")", 1)[1].split()[0] == "T"
+        wait_for("node %d stopped after its local commit" % victim.id,
+                 stopped, timeout=60)
+        os.kill(pid, signal.SIGKILL)
+        t.join(timeout=60)
+        self.assertEqual(len(errors), 1, errors)
+        self.restart(victim)
+        self.once_everywhere("w2")
+
+    def test_local_commit_fails_after_quorum(self):
+        """Window 3: the local commit fails with SQLITE_FULL after the
+        quorum committed the entry; COMMIT says so, and the node's own
+        applier applies the entry: the row is there once, everywhere, and
+        the next plain write goes."""
+        self.start_with("full-at-local-commit")
+        victim = self.followers[0]
+        with self.assertRaises(NodeError) as cm:
+            victim.sql("INSERT INTO log VALUES('w3')")
+        self.assertEqual(cm.exception.code & 0xff, 13, cm.exception)
+        self.once_everywhere("w3")
+        victim.sql("INSERT INTO log VALUES('w4')")
+        self.once_everywhere("w4")
+
+
+if __name__ == "__main__":
+    unittest.main()
