@@ -32,6 +32,19 @@
  *       (CREATE/DROP/ALTER of tables, indexes, views, triggers, virtual
  *       tables), replayed as text. Row changes the writer's hook saw
  *       while it ran are not recorded (replaying the text makes them).
+ *       The writer ran it in autocommit mode: it succeeded.
+ *     SQL_CHANGE_SCHEMA_IN_TXN (5): 1 settings (u8: SQL_SCHEMA_* bits,
+ *       the writer's connection settings when it ran; other bits must be
+ *       0), then 4 len (u32, >= 1) and len bytes of SQL text as above:
+ *       a schema statement the writer ran inside BEGIN...COMMIT, where
+ *       SQLite does not tell whether it failed (a CREATE UNIQUE INDEX on
+ *       duplicate rows, an ALTER TABLE check: the host may ignore the
+ *       error and commit). The replay runs it under the writer's
+ *       settings on the state the writer had when it ran; a failure that
+ *       follows from that state is the writer's own failure and is
+ *       skipped, one that depends on the replica (no such function,
+ *       collation or module there) is a divergence
+ *       (changeset_apply.c). Decoded as SQL_CHANGE_SCHEMA with in_txn 1.
  *     SQL_CHANGE_INSERT (1), SQL_CHANGE_UPDATE (2), SQL_CHANGE_DELETE (3):
  *       2      table name length (u16, >= 1), then the name bytes
  *       8      old rowid (i64; DELETE and UPDATE; 0 for INSERT and for a
@@ -65,10 +78,12 @@
  *
  * What the capture cannot tell, it refuses rather than send a wrong
  * changeset (sql_capture_take: SQL_ERR_INVALID, the message says what):
- * a schema statement, a write through INSTEAD OF triggers, or a
- * statement reset before its last row with foreign keys on, each inside
- * BEGIN...COMMIT (SQLite shows no sign of their failure there; in
- * autocommit mode they are captured), and sqlite3_blob_write.
+ * a write through INSTEAD OF triggers, or a statement reset before its
+ * last row with foreign keys on, each inside BEGIN...COMMIT (SQLite
+ * shows no sign of their failure there; in autocommit mode they are
+ * captured), and sqlite3_blob_write. A schema statement inside
+ * BEGIN...COMMIT, whose failure SQLite does not show either, travels as
+ * SQL_CHANGE_SCHEMA_IN_TXN: its replay decides.
  * changeset_capture.c lists the rules and what they rest on. REINDEX and
  * ANALYZE send nothing (sqlite_stat1 is not captured); VACUUM fires no
  * commit hook and may renumber the rowids of tables without an INTEGER
@@ -90,7 +105,18 @@ enum sql_change_kind {
     SQL_CHANGE_UPDATE = 2,
     SQL_CHANGE_DELETE = 3,
     SQL_CHANGE_SCHEMA = 4,
+    SQL_CHANGE_SCHEMA_IN_TXN = 5, /* on the wire only: decoded as
+                                     SQL_CHANGE_SCHEMA with in_txn 1 */
 };
+
+/* The writer's connection settings a SQL_CHANGE_SCHEMA_IN_TXN record
+ * carries (sqlite3_db_config), under which the replay runs it: each
+ * changes what a schema statement does or whether it fails. */
+#define SQL_SCHEMA_FKEY 0x01         /* SQLITE_DBCONFIG_ENABLE_FKEY */
+#define SQL_SCHEMA_TRIGGER 0x02      /* SQLITE_DBCONFIG_ENABLE_TRIGGER */
+#define SQL_SCHEMA_LEGACY_ALTER 0x04 /* SQLITE_DBCONFIG_LEGACY_ALTER_TABLE */
+#define SQL_SCHEMA_DQS_DDL 0x08      /* SQLITE_DBCONFIG_DQS_DDL */
+#define SQL_SCHEMA_SETTINGS_ALL 0x0f
 
 /* Fixed header size of a changeset payload, bytes. */
 #define SQL_CHANGESET_HEADER 32
@@ -109,6 +135,10 @@ struct sql_change {
     struct sql_value *new_row; /* n_cols values (INSERT, UPDATE), else NULL */
     const char *sql; /* SQL_CHANGE_SCHEMA: the statement, sql_len bytes */
     size_t sql_len;
+    uint8_t in_txn;   /* SQL_CHANGE_SCHEMA: 1 when run inside a
+                         transaction (SQL_CHANGE_SCHEMA_IN_TXN on the
+                         wire): whether it failed is unknown */
+    uint8_t settings; /* in_txn: the writer's SQL_SCHEMA_* bits */
 };
 
 /* A decoded changeset. */

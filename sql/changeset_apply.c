@@ -24,15 +24,26 @@
  * after state, landed; to the before state, not; else the replica
  * diverged. A changeset that changes no row's state (an insert and a
  * delete of one row, an update to equal values) replays to the same
- * effect either way. A changeset of schema statements only is landed
- * when the schema cookie moved since this connection's last own commit
- * (f->schema_version).
+ * effect either way. A changeset with schema statements is landed when
+ * the schema cookie moved since this connection's last own commit
+ * (f->schema_version): one of them took effect, so the writer committed.
+ * When it did not move, every schema statement failed or did nothing
+ * (in-transaction ones may have failed: SQL_CHANGE_SCHEMA_IN_TXN) and
+ * the schema is the same on either side, so its rows tell as above; a
+ * row after a schema statement that is in neither state does not tell
+ * (its table may be one the statement replaces, on a file before it).
  *
  * Failure modes: a record that does not apply (no such table, a row
- * missing or already there, a schema statement that fails) means this
- * replica is not in the state the writer read: SQL_ERR_DIVERGED with the
- * record named, and the batch rolls back. SQLite's environmental failures
- * (I/O, full disk, memory, lock) are returned as such.
+ * missing or already there, a schema statement of an autocommit writer
+ * that fails) means this replica is not in the state the writer read:
+ * SQL_ERR_DIVERGED with the record named, and the batch rolls back. A
+ * schema statement its writer ran inside a transaction may have failed
+ * there unseen (SQL_CHANGE_SCHEMA_IN_TXN): replayed in a savepoint under
+ * the writer's settings, it fails here exactly when it failed there, and
+ * is then skipped; unless the failure depends on this replica (no such
+ * function, collation or module: a divergence, try_schema). SQLite's
+ * environmental failures (I/O, full disk, memory, lock) are returned as
+ * such.
  *
  * Cost: the tables a changeset touches are looked up once per changeset
  * (pragma table_list and table_xinfo) and their statements prepared once
@@ -495,15 +506,172 @@ static int replay_row(struct replay *r, unsigned i)
     return 0;
 }
 
+/* The writer's settings a SQL_CHANGE_SCHEMA_IN_TXN record carries. */
+static const struct {
+    int op;
+    uint8_t bit;
+} schema_settings[] = {
+    {SQLITE_DBCONFIG_ENABLE_FKEY, SQL_SCHEMA_FKEY},
+    {SQLITE_DBCONFIG_ENABLE_TRIGGER, SQL_SCHEMA_TRIGGER},
+    {SQLITE_DBCONFIG_LEGACY_ALTER_TABLE, SQL_SCHEMA_LEGACY_ALTER},
+    {SQLITE_DBCONFIG_DQS_DDL, SQL_SCHEMA_DQS_DDL},
+};
+#define N_SCHEMA_SETTINGS (sizeof schema_settings / sizeof schema_settings[0])
+
+/* set_settings puts the apply connection's settings to the writer's
+ * @bits, keeping the previous ones in @prev; restore_settings puts
+ * @prev back. */
+static void set_settings(sqlite3 *db, uint8_t bits, int prev[])
+{
+    for (size_t k = 0; k < N_SCHEMA_SETTINGS; k++) {
+        sqlite3_db_config(db, schema_settings[k].op, -1, &prev[k]);
+        sqlite3_db_config(db, schema_settings[k].op,
+                          (bits & schema_settings[k].bit) != 0, NULL);
+    }
+}
+
+static void restore_settings(sqlite3 *db, const int prev[])
+{
+    for (size_t k = 0; k < N_SCHEMA_SETTINGS; k++) {
+        sqlite3_db_config(db, schema_settings[k].op, prev[k], NULL);
+    }
+}
+
+/* replica_lacks says whether SQLite message @msg names something this
+ * replica may lack while the writer has it (a function, collation,
+ * module or tokenizer a host registered): a failure that says nothing
+ * about the writer's run. */
+static bool replica_lacks(const char *msg)
+{
+    static const char *const words[] = {
+        "no such function",  "no such collation", "no such module",
+        "no such tokenizer", "unknown tokenizer", "wrong number of arguments",
+        "not authorized",
+    };
+
+    for (size_t k = 0; k < sizeof words / sizeof words[0]; k++) {
+        if (msg != NULL && strcasestr(msg, words[k]) != NULL) {
+            return true;
+        }
+    }
+    return false;
+}
+
+/* run_schema prepares and runs the first statement of @sql, under the
+ * apply connection's authorizer as any request's, and points *@tail
+ * after it (at the end when only blanks are left). Returns SQLite's
+ * code (SQLITE_OK for a finished statement), its message copied to
+ * @msg. */
+static int run_schema(struct sql_fsm *f, const char *sql, const char **tail,
+                      char *msg, size_t msg_len)
+{
+    sqlite3_stmt *s = NULL;
+    int rc;
+
+    f->deny[0] = '\0';
+    rc = sqlite3_prepare_v2(f->db, sql, -1, &s, tail);
+    if (rc == SQLITE_OK && s == NULL) {
+        *tail = sql + strlen(sql);
+    } else if (rc == SQLITE_OK) {
+        checksum_statement(f, s);
+        f->in_request = 1;
+        rc = sqlite3_step(s);
+        f->in_request = 0;
+        if (rc == SQLITE_DONE || rc == SQLITE_ROW) {
+            rc = SQLITE_OK;
+        }
+    }
+    sql_errmsgf(msg, msg_len, "%s", sqlite3_errmsg(f->db));
+    sqlite3_finalize(s);
+    return rc;
+}
+
+/* try_schema runs in-transaction schema record @i (its text is @sql):
+ * inside a savepoint, under the writer's settings. The replica holds the
+ * state the writer's connection had when it ran the statement (the
+ * records before it replayed on the writer's starting state), and the
+ * settings are the writer's, so the statement fails here exactly when it
+ * failed there, unless the failure depends on the replica: a function,
+ * collation or module it lacks (a divergence, said so), or its
+ * environment (I/O, memory: fsm_fail). A failure of the writer's own
+ * (CREATE UNIQUE INDEX on duplicate rows, an ALTER TABLE check) is
+ * skipped as the writer's host skipped it: rolled back to the
+ * savepoint, and the tables the checksum saw touched are rescanned. */
+static int try_schema(struct replay *r, unsigned i, const char *sql)
+{
+    const struct sql_change *c = &r->cs->changes[i];
+    struct sql_fsm *f = r->f;
+    int prev[N_SCHEMA_SETTINGS];
+    const char *tail;
+    char msg[400];
+    int rc;
+
+    f->internal = 1;
+    rc = sqlite3_exec(f->db, "SAVEPOINT raftsql_schema", NULL, NULL, NULL);
+    f->internal = 0;
+    if (rc != SQLITE_OK) {
+        return fsm_fail(f, rc, "changeset schema savepoint");
+    }
+    set_settings(f->db, c->settings, prev);
+    rc = run_schema(f, sql, &tail, msg, sizeof msg);
+    restore_settings(f->db, prev);
+    if (sqlite3_get_autocommit(f->db)) {
+        /* The whole batch transaction was rolled back (OR ROLLBACK, an
+         * I/O error): the writer's would have been too, and nothing
+         * would have been sent. */
+        if (rc != SQLITE_OK && fsm_is_environmental(rc)) {
+            return fsm_fail(f, rc, "apply a changeset");
+        }
+        return diverged(r, i,
+                        "its schema statement rolled the whole "
+                        "transaction back here");
+    }
+    if (rc != SQLITE_OK) {
+        if (fsm_is_environmental(rc)) {
+            return fsm_fail(f, rc, "apply a changeset");
+        }
+        if (f->deny[0] != '\0') {
+            return diverged(r, i, f->deny);
+        }
+        if (replica_lacks(msg)) {
+            char what[600];
+            sql_errmsgf(what, sizeof what,
+                        "its schema statement fails here for a reason "
+                        "that depends on this replica, not on the state "
+                        "the writer had: %s (load what the writer's "
+                        "connection had: the same functions, collations "
+                        "and modules)",
+                        msg);
+            return diverged(r, i, what);
+        }
+        /* The writer's run failed the same way: skipped there too. */
+        checksum_rescan_touched(f);
+        f->internal = 1;
+        rc =
+            sqlite3_exec(f->db, "ROLLBACK TO raftsql_schema", NULL, NULL, NULL);
+        f->internal = 0;
+        if (rc != SQLITE_OK) {
+            return fsm_fail(f, rc, "changeset schema rollback");
+        }
+    }
+    f->internal = 1;
+    rc = sqlite3_exec(f->db, "RELEASE raftsql_schema", NULL, NULL, NULL);
+    f->internal = 0;
+    if (rc != SQLITE_OK) {
+        return fsm_fail(f, rc, "changeset schema release");
+    }
+    return 0;
+}
+
 /* replay_schema runs schema record @i's statement, under the apply
- * connection's authorizer as any request's. */
+ * connection's authorizer as any request's; one run inside a
+ * transaction by its writer goes through try_schema. */
 static int replay_schema(struct replay *r, unsigned i)
 {
     const struct sql_change *c = &r->cs->changes[i];
     struct sql_fsm *f = r->f;
     const char *tail;
-    sqlite3_stmt *s = NULL;
-    char *sql;
+    char *sql, msg[400];
     int rc;
 
     sql = malloc(c->sql_len + 1);
@@ -512,23 +680,15 @@ static int replay_schema(struct replay *r, unsigned i)
     }
     memcpy(sql, c->sql, c->sql_len);
     sql[c->sql_len] = '\0';
+    if (c->in_txn) {
+        rc = try_schema(r, i, sql);
+        free(sql);
+        return rc;
+    }
     tail = sql;
     rc = SQLITE_OK;
     while (rc == SQLITE_OK && *tail != '\0') {
-        f->deny[0] = '\0';
-        rc = sqlite3_prepare_v2(f->db, tail, -1, &s, &tail);
-        if (rc != SQLITE_OK || s == NULL) {
-            break;
-        }
-        checksum_statement(f, s);
-        f->in_request = 1;
-        rc = sqlite3_step(s);
-        f->in_request = 0;
-        if (rc == SQLITE_DONE || rc == SQLITE_ROW) {
-            rc = SQLITE_OK;
-        }
-        sqlite3_finalize(s);
-        s = NULL;
+        rc = run_schema(f, tail, &tail, msg, sizeof msg);
     }
     free(sql);
     if (rc != SQLITE_OK) {
@@ -713,7 +873,7 @@ static int matches(struct replay *r, unsigned i, const struct table *t,
 static int landed(struct replay *r, bool *out)
 {
     const struct sql_changeset *cs = r->cs;
-    bool schema = false;
+    unsigned first_schema = cs->n;
     int rc;
 
     *out = false;
@@ -721,6 +881,23 @@ static int landed(struct replay *r, bool *out)
     for (unsigned i = 0; i < cs->n; i++) {
         if (r->of[i] == UNRESOLVED && (rc = lookup(r, i, true)) != 0) {
             return rc;
+        }
+        if (r->of[i] == UINT_MAX && first_schema == cs->n) {
+            first_schema = i;
+        }
+    }
+    if (first_schema < cs->n && r->f->ck != NULL && r->f->ck->on) {
+        /* A moved schema cookie is the writer's commit of a schema
+         * statement that took effect; one that did not move leaves the
+         * schema as before, whichever side the file is on. */
+        int64_t v = 0;
+        rc = snapshot_query_int(r->f->db, "PRAGMA main.schema_version", &v);
+        if (rc != SQLITE_OK) {
+            return fsm_fail(r->f, rc, "read schema_version");
+        }
+        if (v != r->f->schema_version) {
+            *out = true;
+            return 0;
         }
     }
     for (unsigned i = cs->n; i-- > 0;) {
@@ -730,7 +907,6 @@ static int landed(struct replay *r, bool *out)
         bool is_new, at_after = false, at_before = false;
 
         if (r->of[i] == UINT_MAX) {
-            schema = true;
             continue;
         }
         if (r->of[i] == NOT_HERE) {
@@ -751,6 +927,11 @@ static int landed(struct replay *r, bool *out)
         if (rc != 0) {
             return rc;
         }
+        if (!at_after && !at_before && i > first_schema) {
+            /* After a schema statement: its table may be one that the
+             * statement replaces, on a file before the changeset. */
+            continue;
+        }
         if (!at_after && !at_before) {
             char what[400];
             sql_errmsgf(what, sizeof what,
@@ -761,14 +942,6 @@ static int landed(struct replay *r, bool *out)
         }
         *out = at_after;
         return 0;
-    }
-    if (schema && r->f->ck != NULL && r->f->ck->on) {
-        int64_t v = 0;
-        rc = snapshot_query_int(r->f->db, "PRAGMA main.schema_version", &v);
-        if (rc != SQLITE_OK) {
-            return fsm_fail(r->f, rc, "read schema_version");
-        }
-        *out = v != r->f->schema_version;
     }
     return 0;
 }

@@ -26,10 +26,21 @@
  *     not; inside a transaction that is unknowable: the transaction is
  *     poisoned (sql_capture_take refuses it). In autocommit mode the
  *     commit or rollback hook has decided before its PROFILE.
- *   - A schema statement changes no count either: inside a transaction
- *     its failure (CREATE UNIQUE INDEX on duplicates, an ALTER TABLE
- *     check) cannot be told from its success, so it poisons the
- *     transaction; in autocommit mode it is recorded.
+ *   - A schema statement changes no count either, fires no pre-update
+ *     hook for its sqlite_schema writes (nested parses), and its failure
+ *     at run time leaves nothing the public API shows to a trace
+ *     callback (SQLite 3.40.1's sqlite3Step calls the profile callback
+ *     after sqlite3VdbeHalt rolled the statement back but before it sets
+ *     db->errCode; the error sits in the statement's private rc). In
+ *     autocommit mode the commit or rollback hook tells. Inside a
+ *     transaction (CREATE UNIQUE INDEX on duplicates, an ALTER TABLE
+ *     check, whose error a host may ignore and then commit) it is
+ *     recorded at its start as SQL_CHANGE_SCHEMA_IN_TXN with the
+ *     connection's settings, in its place among the rows, and the
+ *     replay decides: on the state the writer had when it ran, under the
+ *     writer's settings, it fails exactly when the writer's run did
+ *     (changeset_apply.c). Its rows are never recorded (the text
+ *     replays them), so a failed one leaves nothing else to drop.
  *   - A statement reset before its last row (RETURNING) is profiled
  *     before it halts; its halt keeps its rows unless an immediate
  *     foreign key check fails then: with foreign keys on, inside a
@@ -647,12 +658,42 @@ static void on_savepoint(struct sql_capture *c, enum capture_kind kind,
     }
 }
 
-/* record_schema appends schema statement @stmt, of text @sql. */
+/* schema_settings reads the connection's settings that a schema
+ * statement's replay needs (SQL_SCHEMA_* bits). sqlite3_db_config with
+ * -1 only reads: no SQL runs. */
+static uint8_t schema_settings(sqlite3 *db)
+{
+    static const struct {
+        int op;
+        uint8_t bit;
+    } map[] = {
+        {SQLITE_DBCONFIG_ENABLE_FKEY, SQL_SCHEMA_FKEY},
+        {SQLITE_DBCONFIG_ENABLE_TRIGGER, SQL_SCHEMA_TRIGGER},
+        {SQLITE_DBCONFIG_LEGACY_ALTER_TABLE, SQL_SCHEMA_LEGACY_ALTER},
+        {SQLITE_DBCONFIG_DQS_DDL, SQL_SCHEMA_DQS_DDL},
+    };
+    uint8_t out = 0;
+
+    for (size_t i = 0; i < sizeof map / sizeof map[0]; i++) {
+        int on = 0;
+
+        sqlite3_db_config(db, map[i].op, -1, &on);
+        if (on) {
+            out |= map[i].bit;
+        }
+    }
+    return out;
+}
+
+/* record_schema appends schema statement @stmt, of text @sql: inside a
+ * transaction (@in_txn) as SQL_CHANGE_SCHEMA_IN_TXN with the
+ * connection's settings, whose replay decides whether it failed. */
 static void record_schema(struct sql_capture *c, sqlite3_stmt *stmt,
-                          const char *sql)
+                          const char *sql, int in_txn)
 {
     char *expanded = NULL;
-    size_t len;
+    size_t len, fixed = in_txn ? SQL__CHANGE_SCHEMA_IN_TXN_FIXED
+                               : SQL__CHANGE_SCHEMA_FIXED;
     uint8_t *p;
 
     if (sqlite3_bind_parameter_count(stmt) > 0) {
@@ -667,10 +708,15 @@ static void record_schema(struct sql_capture *c, sqlite3_stmt *stmt,
     if (len == 0 || len > UINT32_MAX) {
         poison(c, "a schema statement of %zu bytes", len);
     } else {
-        p = reserve(c, SQL__CHANGE_SCHEMA_FIXED + (uint64_t)len);
+        p = reserve(c, fixed + (uint64_t)len);
         if (p != NULL) {
-            changeset_codec_schema(p, sql, len);
-            c->len += SQL__CHANGE_SCHEMA_FIXED + len;
+            if (in_txn) {
+                changeset_codec_schema_in_txn(p, schema_settings(c->db), sql,
+                                              len);
+            } else {
+                changeset_codec_schema(p, sql, len);
+            }
+            c->len += fixed + len;
             c->n++;
         }
     }
@@ -739,7 +785,7 @@ static void on_stmt(struct sql_capture *c, sqlite3_stmt *stmt, const char *text)
         e->schema = 1;
         if (c->schema_depth++ == 0 && kind == CAPTURE_SCHEMA && !c->poisoned &&
             !c->too_big && !c->nomem) {
-            record_schema(c, stmt, sql);
+            record_schema(c, stmt, sql, !sqlite3_get_autocommit(c->db));
         }
     } else if (kind != CAPTURE_OTHER && c->n_stmts == 1) {
         on_savepoint(c, kind, name_at);
@@ -786,12 +832,6 @@ static void on_profile(struct sql_capture *c, sqlite3_stmt *stmt)
                "cannot be replicated (SQLite does not tell whether it "
                "failed): run it in autocommit mode");
     }
-    if (e->schema && c->schema_depth == 1 && in_txn) {
-        poison(c,
-               "a schema statement inside a transaction cannot be "
-               "replicated (SQLite does not tell whether it failed): run "
-               "it in autocommit mode");
-    }
     if (!busy && e->rows0 == 0 && e->rows_deep == 0 && c->n == e->n_at &&
         sqlite3_expired(stmt)) {
         e->pending = 1; /* maybe re-prepared and run again, untraced */
@@ -801,7 +841,7 @@ static void on_profile(struct sql_capture *c, sqlite3_stmt *stmt)
              * connection changed the schema since it was prepared): its
              * first run was rolled back, with its record, and its re-run
              * is not traced. Record it for the re-run. */
-            record_schema(c, stmt, sqlite3_sql(stmt));
+            record_schema(c, stmt, sqlite3_sql(stmt), 0);
         }
         return;
     }

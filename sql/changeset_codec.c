@@ -64,6 +64,16 @@ uint8_t *changeset_codec_schema(uint8_t *p, const char *sql, size_t len)
     return p + 5 + len;
 }
 
+uint8_t *changeset_codec_schema_in_txn(uint8_t *p, uint8_t settings,
+                                       const char *sql, size_t len)
+{
+    p[0] = SQL_CHANGE_SCHEMA_IN_TXN;
+    p[1] = settings;
+    codec_put_u32(p + 2, (uint32_t)len);
+    memcpy(p + 6, sql, len);
+    return p + 6 + len;
+}
+
 /* A bounds-checked cursor over the payload being decoded. */
 struct reader {
     const uint8_t *base; /* payload start */
@@ -146,12 +156,26 @@ static int read_record(struct reader *r, struct sql_change *out,
         return rc;
     }
     kind = r->base[r->pos];
-    if (kind < SQL_CHANGE_INSERT || kind > SQL_CHANGE_SCHEMA) {
+    if (kind < SQL_CHANGE_INSERT || kind > SQL_CHANGE_SCHEMA_IN_TXN) {
         return bad(r, "kind", kind);
     }
     r->pos++;
     ch.kind = kind;
-    if (kind == SQL_CHANGE_SCHEMA) {
+    if (kind == SQL_CHANGE_SCHEMA_IN_TXN) {
+        /* Decoded as a schema record that knows its writer's settings. */
+        ch.kind = SQL_CHANGE_SCHEMA;
+        ch.in_txn = 1;
+        rc = need(r, 1, "settings");
+        if (rc != 0) {
+            return rc;
+        }
+        ch.settings = r->base[r->pos];
+        if ((ch.settings & ~SQL_SCHEMA_SETTINGS_ALL) != 0) {
+            return bad(r, "settings", ch.settings);
+        }
+        r->pos++;
+    }
+    if (ch.kind == SQL_CHANGE_SCHEMA) {
         rc = need(r, 4, "SQL length");
         if (rc != 0) {
             return rc;

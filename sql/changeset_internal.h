@@ -36,4 +36,16 @@ uint8_t *changeset_codec_row(uint8_t *p, uint8_t kind, const char *table,
  * @len bytes, and returns the byte after it. */
 uint8_t *changeset_codec_schema(uint8_t *p, const char *sql, size_t len);
 
+/* Fixed bytes of an in-transaction schema record before its text: kind,
+ * settings, length. */
+#define SQL__CHANGE_SCHEMA_IN_TXN_FIXED (1 + 1 + 4)
+
+/* changeset_codec_schema_in_txn writes a schema record of kind
+ * SQL_CHANGE_SCHEMA_IN_TXN, of the writer's @settings (SQL_SCHEMA_*
+ * bits) and SQL text @sql (@len bytes, 1 to UINT32_MAX, no NUL byte) at
+ * @p, SQL__CHANGE_SCHEMA_IN_TXN_FIXED + @len bytes, and returns the byte
+ * after it. */
+uint8_t *changeset_codec_schema_in_txn(uint8_t *p, uint8_t settings,
+                                       const char *sql, size_t len);
+
 #endif /* SQL_CHANGESET_INTERNAL_H */

@@ -596,6 +596,19 @@ void checksum_rescan(struct sql_fsm *f, const char *name)
                                                     : CHECKSUM_UNRESOLVED);
 }
 
+void checksum_rescan_touched(struct sql_fsm *f)
+{
+    struct sql_checksum *ck = f->ck;
+
+    if (ck == NULL || !ck->on) {
+        return;
+    }
+    ck->resync = true;
+    for (unsigned k = 0; k < ck->n_req; k++) {
+        ck->tables[ck->req_list[k]].dirty = true;
+    }
+}
+
 /* request_reset forgets the running request's notes. */
 static void request_reset(struct sql_checksum *ck)
 {

@@ -194,6 +194,12 @@ void checksum_altered(struct sql_fsm *f, const char *name);
  * are listed again. */
 void checksum_rescan(struct sql_fsm *f, const char *name);
 
+/* checksum_rescan_touched has every table the running request touched
+ * so far rescanned at its end, and the tables listed again: a statement
+ * of it failed and was rolled back after the hook counted its rows (a
+ * skipped schema statement of a changeset, changeset_apply.c). */
+void checksum_rescan_touched(struct sql_fsm *f);
+
 /* checksum_request_end closes the running request: @ok, it rescans the
  * tables it needs to and folds its deltas into the batch (before the
  * savepoint is released; returns 0 or an error code); else it drops

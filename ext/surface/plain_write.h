@@ -21,7 +21,8 @@
  * failed"), with the reason kept for raft_last_error(): no lease (this
  * node cannot serve plain writes, e.g. a follower in this release), a
  * hook replaced by the host (set_trace_callback), what the capture
- * cannot replicate (a schema statement inside BEGIN, sqlite3_blob_write),
+ * cannot replicate (a write through INSTEAD OF triggers inside BEGIN,
+ * sqlite3_blob_write),
  * a transaction over max_request_bytes, the lease lost (expired, leader
  * change: "not applied"), no quorum in time ("outcome unknown": the entry
  * may still commit; then every replica, this one included, applies it). */

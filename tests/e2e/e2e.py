@@ -16,7 +16,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.dirname(
     os.path.abspath(__file__))))
 sys.path.insert(0, os.path.join(ROOT, "tools"))
 
-from raftsql_cluster import Cluster, Node  # noqa: E402
+from raftsql_cluster import Cluster, Node, free_ports  # noqa: E402
 
 NODE = os.environ.get("RAFTSQL_TESTHOST",
                       os.path.join(ROOT, "build", "raftsql-testhost"))
@@ -71,6 +71,36 @@ def start_peers(workdir, members, extra, ids=(2, 3)):
             i, members, extra))
         peers.append(n)
     return peers
+
+
+class PythonHostCase(unittest.TestCase):
+    """A 3-node cluster whose node HOST_ID runs in this process (raft_start
+    on self.con, a connection of ours to self.db, as a Python host does),
+    the others raftsql-testhost processes (self.peers), all started with
+    the keys TIMING."""
+
+    HOST_ID = 1
+    TIMING = ""
+
+    def setUp(self):
+        self.dir = tempfile.mkdtemp(prefix="raftsql-py-")
+        ports = free_ports(3)
+        self.members = ",".join("%d@127.0.0.1:%d" % (i + 1, p)
+                                for i, p in enumerate(ports))
+        self.db = os.path.join(self.dir, "node%d.db" % self.HOST_ID)
+        self.con = connect(self.db)
+        self.con.execute("SELECT raft_start(?)", ("id=%d cluster=%s %s" % (
+            self.HOST_ID, self.members, self.TIMING),))
+        self.peers = start_peers(self.dir, self.members, self.TIMING,
+                                 ids=[i for i in (1, 2, 3)
+                                      if i != self.HOST_ID])
+
+    def tearDown(self):
+        self.con.execute("SELECT raft_stop()")
+        self.con.close()
+        codes = [n.stop() for n in self.peers]
+        shutil.rmtree(self.dir, ignore_errors=True)
+        self.assertEqual(codes, [0, 0])
 
 
 def fill(mnt, leave=0):

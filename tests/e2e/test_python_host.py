@@ -7,41 +7,21 @@ node belongs to the process and the file, not to one connection.
 """
 
 import json
-import os
-import shutil
 import sqlite3
-import tempfile
 import threading
 import time
 import unittest
 
-from e2e import connect, start_peers  # noqa: E402
-from raftsql_cluster import free_ports  # noqa: E402
+from e2e import PythonHostCase, connect  # noqa: E402
 
 TIMING = "election_timeout_ms=300 heartbeat_ms=30 exec_timeout_ms=10000"
 THREADS = 8
 WRITES = 25
 
 
-class PythonHostTest(unittest.TestCase):
+class PythonHostTest(PythonHostCase):
 
-    def setUp(self):
-        self.dir = tempfile.mkdtemp(prefix="raftsql-py-")
-        ports = free_ports(3)
-        self.members = ",".join("%d@127.0.0.1:%d" % (i + 1, p)
-                                for i, p in enumerate(ports))
-        self.db = os.path.join(self.dir, "node1.db")
-        self.con = connect(self.db)
-        self.con.execute("SELECT raft_start(?)", ("id=1 cluster=%s %s" % (
-            self.members, TIMING),))
-        self.peers = start_peers(self.dir, self.members, TIMING)
-
-    def tearDown(self):
-        self.con.execute("SELECT raft_stop()")
-        self.con.close()
-        codes = [n.stop() for n in self.peers]
-        shutil.rmtree(self.dir, ignore_errors=True)
-        self.assertEqual(codes, [0, 0])
+    TIMING = TIMING
 
     def test_concurrent_writers_on_many_connections(self):
         deadline = time.monotonic() + 15

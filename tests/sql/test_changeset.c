@@ -89,7 +89,12 @@ static void render(struct text *t, const struct sql_changeset *cs, int values)
 
         switch (ch->kind) {
             case SQL_CHANGE_SCHEMA:
-                text_add(t, "SCHEMA %.*s\n", (int)ch->sql_len, ch->sql);
+                if (ch->in_txn) {
+                    text_add(t, "SCHEMA-IN-TXN 0x%02x %.*s\n", ch->settings,
+                             (int)ch->sql_len, ch->sql);
+                } else {
+                    text_add(t, "SCHEMA %.*s\n", (int)ch->sql_len, ch->sql);
+                }
                 continue;
             case SQL_CHANGE_INSERT:
                 text_add(t, "INSERT %.*s %lld", (int)ch->table_len, ch->table,
@@ -432,7 +437,9 @@ static void test_codec_malformed(void **state)
     refused(&pl, 28, 3, SQL_ERR_CORRUPT, "trailing bytes after record 3");
     refused(&pl, 31, 0x40, SQL_ERR_CORRUPT, "cannot fit");
     refused(&pl, 32, 0, SQL_ERR_CORRUPT, "record 1: kind 0");
-    refused(&pl, 32, 5, SQL_ERR_CORRUPT, "record 1: kind 5");
+    refused(&pl, 32, 6, SQL_ERR_CORRUPT, "record 1: kind 6");
+    /* Kind 5 reads a settings byte, here the length's 20 (0x14). */
+    refused(&pl, 32, 5, SQL_ERR_CORRUPT, "record 1: settings 20");
     refused(&pl, 33, 0, SQL_ERR_CORRUPT, "record 1: SQL length");
     refused(&pl, 36, 1, SQL_ERR_CORRUPT, "record 1: SQL text needs");
     refused(&pl, 40, 0, SQL_ERR_CORRUPT, "record 1: SQL text contains a NUL");
@@ -456,6 +463,41 @@ static void test_codec_malformed(void **state)
     add_row(&one, SQL_CHANGE_DELETE, "t", 1, 0, &v, NULL, 1);
     finish(&one);
     refused(&one, one.len - 6, 3, SQL_ERR_CORRUPT, "record 1: old row needs 7");
+}
+
+/* A schema record run inside a transaction carries its writer's
+ * settings; bits the format does not define are refused. */
+static void test_codec_schema_in_txn(void **state)
+{
+    struct payload pl;
+    struct sql_changeset cs;
+    struct text t = {{0}, 0};
+    char err[256];
+    uint8_t *p;
+
+    (void)state;
+    memset(&pl, 0, sizeof pl);
+    pl.len = SQL_CHANGESET_HEADER;
+    p = changeset_codec_schema_in_txn(pl.b + pl.len,
+                                      SQL_SCHEMA_FKEY | SQL_SCHEMA_DQS_DDL,
+                                      "CREATE INDEX i ON t(a)", 22);
+    assert_int_equal(p - (pl.b + pl.len), SQL__CHANGE_SCHEMA_IN_TXN_FIXED + 22);
+    pl.len = (size_t)(p - pl.b);
+    pl.n = 1;
+    add_schema(&pl, "DROP TABLE u");
+    finish(&pl);
+    assert_int_equal(sql_changeset_decode(pl.b, pl.len, &cs, err, sizeof err),
+                     0);
+    assert_int_equal(cs.changes[0].kind, SQL_CHANGE_SCHEMA);
+    assert_int_equal(cs.changes[0].in_txn, 1);
+    assert_int_equal(cs.changes[1].in_txn, 0);
+    render(&t, &cs, 1);
+    assert_string_equal(t.s,
+                        "SCHEMA-IN-TXN 0x09 CREATE INDEX i ON t(a)\n"
+                        "SCHEMA DROP TABLE u\n");
+    sql_changeset_free(&cs);
+    refused(&pl, 33, 0x10, SQL_ERR_CORRUPT, "record 1: settings 16");
+    refused(&pl, 34, 0, SQL_ERR_CORRUPT, "record 1: SQL length 0");
 }
 
 /* ---- Capture: rows ---------------------------------------------------- */
@@ -838,9 +880,9 @@ static void test_capture_reprepare(void **state)
 
 /* ---- Capture: schema, blobs, size, hooks ------------------------------ */
 
-/* Schema statements are recorded as text in autocommit mode (their rows,
- * and sqlite_sequence's, are not); inside a transaction they poison it;
- * REINDEX, ANALYZE and VACUUM send nothing. */
+/* Schema statements are recorded as text (their rows, and
+ * sqlite_sequence's, are not); inside a transaction with the connection's
+ * settings, failing ones too; REINDEX, ANALYZE and VACUUM send nothing. */
 static void test_capture_schema(void **state)
 {
     struct cap *f = cap_open(1 << 20);
@@ -886,15 +928,30 @@ static void test_capture_schema(void **state)
     assert_int_equal(sqlite3_step(s), SQLITE_DONE);
     sqlite3_finalize(s);
     expect(f, "COMMIT\nSCHEMA CREATE TABLE p AS SELECT 'it''s' AS k\n");
-    /* A failing CREATE UNIQUE INDEX in a transaction looks like a
-     * successful one: any schema statement there poisons it. */
+    /* Inside a transaction a schema statement is recorded in its place
+     * among the rows, with the connection's settings, failing or not (a
+     * failing CREATE UNIQUE INDEX looks like a successful one there: its
+     * replay decides). Before: the transaction was refused. */
     ok(f,
        "BEGIN; INSERT INTO s(y) VALUES('a'); CREATE INDEX i ON s(y); "
-       "COMMIT");
+       "INSERT INTO s(y) VALUES('b')");
+    assert_int_equal(
+        sqlite3_exec(f->db, "CREATE UNIQUE INDEX u ON s(y)", NULL, NULL, NULL),
+        SQLITE_CONSTRAINT);
+    ok(f, "PRAGMA legacy_alter_table = ON");
+    ok(f, "ALTER TABLE s RENAME TO s2; COMMIT");
+    ok(f, "PRAGMA legacy_alter_table = OFF");
     expect(f,
-           "REFUSED invalid argument: a schema statement inside a "
-           "transaction cannot be replicated (SQLite does not tell "
-           "whether it failed): run it in autocommit mode\n");
+           "COMMIT\nINSERT s 2: 2,'a',3\n"
+           "SCHEMA-IN-TXN 0x0a CREATE INDEX i ON s(y);\n"
+           "INSERT s 3: 3,'b',3\n"
+           "SCHEMA-IN-TXN 0x0a CREATE UNIQUE INDEX u ON s(y)\n"
+           "SCHEMA-IN-TXN 0x0e ALTER TABLE s RENAME TO s2;\n");
+    /* ROLLBACK TO drops one with the rows after the savepoint. */
+    ok(f,
+       "BEGIN; SAVEPOINT a; CREATE TABLE gone(x); INSERT INTO gone "
+       "VALUES(1); ROLLBACK TO a; CREATE TABLE kept(x); COMMIT");
+    expect(f, "COMMIT\nSCHEMA-IN-TXN 0x0a CREATE TABLE kept(x);\n");
     cap_close(f);
 }
 
@@ -995,6 +1052,7 @@ int main(void)
         cmocka_unit_test(test_codec_round_trip),
         cmocka_unit_test(test_codec_truncations),
         cmocka_unit_test(test_codec_malformed),
+        cmocka_unit_test(test_codec_schema_in_txn),
         cmocka_unit_test(test_capture_rows),
         cmocka_unit_test(test_capture_autocommit_failures),
         cmocka_unit_test(test_capture_statement_rollback),

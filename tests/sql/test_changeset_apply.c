@@ -336,8 +336,7 @@ static void test_identity(void **state)
                  "1:1,3:9");
 }
 
-/* Schema statements travel as text (autocommit ones: inside BEGIN the
- * capture refuses them), landed or replayed. */
+/* Autocommit schema statements travel as text, landed or replayed. */
 static void test_schema(void **state)
 {
     struct fixture *f = *state;
@@ -421,6 +420,195 @@ static void test_schema_changesets_in_one_batch(void **state)
                  "'s1', 's2')",
                  "3");
     assert_equal_replicas(f);
+}
+
+/* Schema statements inside BEGIN...COMMIT travel in their place among
+ * the rows (SQL_CHANGE_SCHEMA_IN_TXN), landed or replayed. Before: the
+ * capture refused the transaction (no changeset taken). */
+static void test_schema_in_transaction(void **state)
+{
+    struct fixture *f = *state;
+
+    both(f, "CREATE TABLE old(a INTEGER PRIMARY KEY, b)");
+    both(f, "INSERT INTO old VALUES(1, 'x'), (2, 'y')");
+    commit_and_apply(f,
+                     "BEGIN; CREATE TABLE t(a INTEGER PRIMARY KEY, b TEXT); "
+                     "INSERT INTO t VALUES(1, 'one'), (2, 'two'); "
+                     "CREATE INDEX t_b ON t(b); UPDATE old SET b = 'z'; "
+                     "COMMIT",
+                     false);
+    commit_and_apply(f,
+                     "BEGIN; CREATE TABLE u(k TEXT PRIMARY KEY, v) WITHOUT "
+                     "ROWID; INSERT INTO u VALUES('k', 1); COMMIT",
+                     true);
+    /* ALTER TABLE: a column added, a column and a table renamed. */
+    commit_and_apply(f,
+                     "BEGIN; ALTER TABLE t ADD COLUMN c DEFAULT 7; "
+                     "UPDATE t SET c = c + a; ALTER TABLE t RENAME COLUMN b "
+                     "TO bb; ALTER TABLE u RENAME TO u2; INSERT INTO u2 "
+                     "VALUES('k2', 2); COMMIT",
+                     false);
+    commit_and_apply(f,
+                     "BEGIN; ALTER TABLE old ADD COLUMN d; UPDATE old SET d = "
+                     "b || a; ALTER TABLE old RENAME TO older; COMMIT",
+                     true);
+    /* DROP TABLE, with rows before and after it. */
+    commit_and_apply(f,
+                     "BEGIN; DELETE FROM t WHERE a = 1; DROP TABLE u2; "
+                     "INSERT INTO t(bb) VALUES('three'); COMMIT",
+                     false);
+    commit_and_apply(f,
+                     "BEGIN; DROP TABLE older; CREATE TABLE older(z); "
+                     "INSERT INTO older VALUES('new'); COMMIT",
+                     true);
+    assert_query(f->b.path,
+                 "SELECT group_concat(name) FROM (SELECT name FROM "
+                 "sqlite_schema WHERE name NOT LIKE 'raftsql%' AND name NOT "
+                 "LIKE 'sqlite%' ORDER BY name)",
+                 "older,t,t_b");
+    assert_query(f->b.path, "SELECT group_concat(a || bb || c) FROM t",
+                 "2two9,3three7");
+    assert_query(f->a.path, "SELECT z FROM older", "new");
+}
+
+/* A schema statement that fails inside a transaction, whose error the
+ * host ignores before it commits: SQLite shows the capture nothing, the
+ * replay fails the same way on the state the writer had and skips it.
+ * The replicas end equal, landed (the writer's file) or replayed. */
+static void test_schema_failing_in_transaction(void **state)
+{
+    struct fixture *f = *state;
+
+    both(f, "CREATE TABLE t(a INTEGER PRIMARY KEY, b)");
+    both(f, "INSERT INTO t VALUES(1, 'dup'), (2, 'dup')");
+    for (int veto = 0; veto < 2; veto++) {
+        assert_int_equal(write_sql(f, "BEGIN; INSERT INTO t(b) VALUES('n')"),
+                         SQLITE_OK);
+        assert_int_equal(write_sql(f, "CREATE UNIQUE INDEX t_u ON t(b)"),
+                         SQLITE_CONSTRAINT);
+        assert_int_equal(write_sql(f, "ALTER TABLE t ADD COLUMN nn NOT NULL"),
+                         SQLITE_ERROR);
+        commit_and_apply(f, "UPDATE t SET b = b || a WHERE a = 1; COMMIT",
+                         veto != 0);
+    }
+    /* A transaction of only a failing schema statement and rows after
+     * it; and one with a failing and a succeeding one. */
+    assert_int_equal(write_sql(f, "BEGIN"), SQLITE_OK);
+    assert_int_equal(write_sql(f, "CREATE UNIQUE INDEX t_u ON t(b)"),
+                     SQLITE_CONSTRAINT);
+    commit_and_apply(f, "INSERT INTO t(b) VALUES('after'); COMMIT", false);
+    assert_int_equal(write_sql(f, "BEGIN; CREATE INDEX t_b ON t(b)"),
+                     SQLITE_OK);
+    assert_int_equal(write_sql(f, "CREATE UNIQUE INDEX t_u ON t(b)"),
+                     SQLITE_CONSTRAINT);
+    commit_and_apply(f, "DELETE FROM t WHERE a = 2; COMMIT", false);
+    assert_query(f->b.path,
+                 "SELECT group_concat(name) FROM (SELECT name FROM "
+                 "sqlite_schema WHERE type = 'index' AND tbl_name = 't' "
+                 "ORDER BY name)",
+                 "t_b");
+    assert_query(f->b.path, "SELECT count(*) FROM pragma_table_info('t')", "2");
+}
+
+/* A failing schema statement whose replay changed rows of another table
+ * before it failed (the implicit DELETE of a DROP TABLE with foreign keys
+ * on cascades to c, then a row of g that references c stops it): the
+ * rows come back, and so does the running checksum (the tables the hook
+ * saw are rescanned), which a full scan confirms. */
+static void test_schema_failing_after_rows(void **state)
+{
+    struct fixture *f = *state;
+
+    both(f, "CREATE TABLE p(id INTEGER PRIMARY KEY, v)");
+    both(f,
+         "CREATE TABLE c(id INTEGER PRIMARY KEY, pid REFERENCES p(id) ON "
+         "DELETE CASCADE)");
+    both(f, "CREATE TABLE g(id INTEGER PRIMARY KEY, cid REFERENCES c(id))");
+    both(f,
+         "INSERT INTO p VALUES(1, 'a'), (2, 'b'); INSERT INTO c "
+         "VALUES(10, 1), (11, 2); INSERT INTO g VALUES(100, 11)");
+    assert_int_equal(write_sql(f, "PRAGMA foreign_keys = ON"), SQLITE_OK);
+    for (int veto = 0; veto < 2; veto++) {
+        assert_int_equal(write_sql(f, "BEGIN; UPDATE p SET v = v || 'x'"),
+                         SQLITE_OK);
+        assert_int_equal(write_sql(f, "DROP TABLE p"), SQLITE_CONSTRAINT);
+        commit_and_apply(f, "INSERT INTO p VALUES(3 + 0, 'c'); COMMIT",
+                         veto != 0);
+        commit_and_apply(f, "DELETE FROM p WHERE id = 3", false);
+    }
+    assert_query(f->b.path, "SELECT group_concat(v) FROM p", "axx,bxx");
+    assert_query(f->b.path, "SELECT count(*) FROM c", "2");
+    assert_equal_replicas(f);
+}
+
+/* Django's table remake inside one transaction, with foreign keys off
+ * outside it as Django turns them off (the replicas have them on) and
+ * PRAGMA foreign_key_check inside: the replay runs each schema
+ * statement under the writer's settings, so the DROP TABLE of a parent
+ * with children neither fails nor cascades there. */
+static void test_schema_django_remake(void **state)
+{
+    struct fixture *f = *state;
+
+    both(f, "PRAGMA foreign_keys = ON");
+    both(f, "CREATE TABLE x(id INTEGER PRIMARY KEY, name TEXT NOT NULL)");
+    both(f,
+         "CREATE TABLE child(id INTEGER PRIMARY KEY, x_id INTEGER "
+         "REFERENCES x(id) ON DELETE CASCADE)");
+    both(f, "INSERT INTO x VALUES(1, 'a'), (2, 'b')");
+    both(f, "INSERT INTO child VALUES(10, 1), (11, 2)");
+    for (int veto = 0; veto < 2; veto++) {
+        assert_int_equal(write_sql(f, "PRAGMA foreign_keys = OFF"), SQLITE_OK);
+        commit_and_apply(
+            f,
+            "BEGIN; CREATE TABLE new__x(id INTEGER PRIMARY KEY, name "
+            "TEXT NOT NULL, extra INTEGER NOT NULL DEFAULT 0); "
+            "INSERT INTO new__x(id, name, extra) SELECT id, name, 0 FROM "
+            "x; DROP TABLE x; ALTER TABLE new__x RENAME TO x; "
+            "CREATE INDEX x_name ON x(name); PRAGMA foreign_key_check; "
+            "COMMIT",
+            veto != 0);
+        assert_int_equal(write_sql(f, "PRAGMA foreign_keys = ON"), SQLITE_OK);
+        commit_and_apply(f, "DROP INDEX x_name", false);
+    }
+    assert_query(f->b.path, "SELECT count(*) FROM child", "2");
+    assert_query(f->b.path, "SELECT group_concat(id || name || extra) FROM x",
+                 "1a0,2b0");
+    assert_query(f->b.path,
+                 "SELECT \"table\" FROM pragma_foreign_key_list('child')", "x");
+}
+
+static void host_function(sqlite3_context *ctx, int argc, sqlite3_value **argv)
+{
+    (void)argc;
+    sqlite3_result_value(ctx, argv[0]);
+}
+
+/* A schema statement that fails on the replay for a reason of the
+ * replica's (a function only the writer's connection has) is no failure
+ * of the writer's: a divergence, said so, and the batch applies
+ * nothing. */
+static void test_schema_in_transaction_replica_lacks(void **state)
+{
+    struct fixture *f = *state;
+    uint64_t applied;
+
+    both(f, "CREATE TABLE t(a INTEGER PRIMARY KEY, b)");
+    assert_int_equal(sqlite3_create_function(f->w, "host_only", 1, SQLITE_UTF8,
+                                             NULL, host_function, NULL, NULL),
+                     SQLITE_OK);
+    f->veto = true;
+    assert_int_equal(write_sql(f,
+                               "BEGIN; INSERT INTO t VALUES(1, 2); CREATE "
+                               "TABLE c AS SELECT host_only(b) AS v FROM t; "
+                               "COMMIT"),
+                     SQLITE_CONSTRAINT);
+    assert_non_null(f->taken);
+    applied = sql_fsm_applied(f->fb);
+    assert_int_equal(apply_one(f->fb, f->taken), SQL_ERR_DIVERGED);
+    assert_non_null(strstr(sql_fsm_errmsg(f->fb), "depends on this replica"));
+    assert_non_null(strstr(sql_fsm_errmsg(f->fb), "no such function"));
+    assert_int_equal(sql_fsm_applied(f->fb), applied);
 }
 
 /* Generated columns: a STORED one is in the row image but never written,
@@ -510,6 +698,16 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_schema, setup, teardown),
         cmocka_unit_test_setup_teardown(test_generated_columns, setup,
                                         teardown),
+        cmocka_unit_test_setup_teardown(test_schema_in_transaction, setup,
+                                        teardown),
+        cmocka_unit_test_setup_teardown(test_schema_failing_in_transaction,
+                                        setup, teardown),
+        cmocka_unit_test_setup_teardown(test_schema_django_remake, setup,
+                                        teardown),
+        cmocka_unit_test_setup_teardown(test_schema_failing_after_rows, setup,
+                                        teardown),
+        cmocka_unit_test_setup_teardown(
+            test_schema_in_transaction_replica_lacks, setup, teardown),
         cmocka_unit_test_setup_teardown(test_schema_after_a_schema_change,
                                         setup, teardown),
         cmocka_unit_test_setup_teardown(test_schema_changesets_in_one_batch,
