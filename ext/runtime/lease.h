@@ -3,7 +3,9 @@
  * host connection before that connection takes the file's write lock; the
  * transaction's effect (a changeset, sql/changeset.h) becomes the next log
  * entry, appended only under the lease in force. This slice serves the
- * connections of the leader's own process.
+ * connections of the leader's process, and those of the other processes
+ * of its machine through its attach socket (a holder token per socket
+ * connection, surface/attach_server.c).
  *
  * Ordering between the holder (a host thread), the loop and the applier:
  *   1. acquire (holder): asks the loop, which grants when this node leads,
