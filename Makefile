@@ -47,7 +47,7 @@ TEST_BIN := $(TEST_SRC:%.c=$(B)/%)
 
 all: $(B)/raftsql.so $(B)/libraftsql.a $(B)/raftsql-testhost \
      $(B)/raftsql-node $(B)/examples/write_through $(B)/examples/embedded \
-     $(B)/examples/read_barrier
+     $(B)/examples/read_barrier $(B)/examples/plain_exec
 
 deps:
 	@scripts/deps.sh
@@ -96,6 +96,13 @@ $(B)/examples/write_through: examples/write_through.c ext/raftsql.h $(B)/libraft
 $(B)/examples/read_barrier: examples/read_barrier.c ext/raftsql.h $(B)/libraftsql.a
 	@mkdir -p $(dir $@)
 	$(CC) $(BASE_CFLAGS) $(CFLAGS) -Iext -o $@ $< $(B)/libraftsql.a $(LIBS)
+
+# A C program writing plain SQL with sqlite3_exec through the node another
+# process runs, raftsql loaded at run time (examples/plain_exec.c,
+# tests/e2e/test_plain_attach.py): the host's libsqlite3 only.
+$(B)/examples/plain_exec: examples/plain_exec.c
+	@mkdir -p $(dir $@)
+	$(CC) -std=c11 $(WARN) $(CFLAGS) -o $@ $< -lsqlite3
 
 # A C program holding a one-node cluster (examples/embedded.c), written
 # against the installed package (#include <raftsql.h>); `make
@@ -464,11 +471,12 @@ $(B)/tsan-tests/uv/%: tests/uv/%.c tests/uv/fake.h tests/uv/loop.h \
 # thread while connections open and close, the runtime modules whose
 # callers wait on other threads (exec.c, barrier.c, divergence.c,
 # repair.c), forwarding on a real driver (forward.c), a leader call's wait (ext/runtime/leader_call.c) with a
-# thread playing the loop, and the registry of nodes, under
-# ThreadSanitizer too.
+# thread playing the loop, the registry of nodes, and the write lease asked
+# of a fake node over a socket (lease_client.c), under ThreadSanitizer too.
 TSAN_EXT_BIN := $(patsubst %,$(B)/tsan-tests/ext/%,test_guard_expire \
                   test_exec test_barrier test_divergence test_repair \
-                  test_registry test_leader_call test_forward test_lease)
+                  test_registry test_leader_call test_forward test_lease \
+                  test_lease_client)
 $(B)/tsan-tests/ext/%: tests/ext/%.c tests/ext/helpers.h tests/sql/helpers.h \
 		tests/uv/fake.h $(TSAN_OBJ) $(B)/tsan/$(UV_FAKE:.c=.o)
 	@mkdir -p $(dir $@)

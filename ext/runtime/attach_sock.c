@@ -65,6 +65,11 @@ int attach_sock_find(const char *db_path, struct ext_attach_pointer *out)
     }
     ok = ok && fgets(line, sizeof line, f) != NULL &&
          sscanf(line, "timeout_ms=%u", &p.timeout_ms) == 1;
+    /* The version line came later: a file without it is version 1. */
+    if (!ok || fgets(line, sizeof line, f) == NULL ||
+        sscanf(line, "attach=%u", &p.version) != 1 || p.version == 0) {
+        p.version = 1;
+    }
     fclose(f);
     if (!ok || p.socket[0] == '\0' || !alive(p.pid)) {
         return RAFT_NOTFOUND;
@@ -103,8 +108,11 @@ int attach_sock_pointer_write(const char *db_path,
         }
         return full(err) ? RAFT_NOSPACE : RAFT_IOERR;
     }
-    ok = fprintf(f, EXT__ATTACH_MAGIC "\npid=%ld\nsocket=%s\ntimeout_ms=%u\n",
-                 p->pid, p->socket, p->timeout_ms) > 0;
+    ok = fprintf(f,
+                 EXT__ATTACH_MAGIC
+                 "\npid=%ld\nsocket=%s\ntimeout_ms=%u\nattach=%u\n",
+                 p->pid, p->socket, p->timeout_ms,
+                 p->version > 0 ? p->version : 1) > 0;
     ok = fflush(f) == 0 && ok;
     err = ok ? 0 : errno; /* the write's, before fclose may set another */
     ok = fclose(f) == 0 && ok;

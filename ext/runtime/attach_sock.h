@@ -19,6 +19,11 @@ struct ext_attach_pointer {
     long pid;                         /* the node's process */
     char socket[EXT_ATTACH_PATH_MAX]; /* its socket */
     unsigned timeout_ms;              /* its exec_timeout_ms */
+    unsigned version;                 /* the attach protocol its socket
+                                         speaks (surface/attach_codec.h:
+                                         EXT_ATTACH_VERSION); 1 when the
+                                         file does not say (an older
+                                         release) */
 };
 
 /* attach_sock_diverged_path writes "<@db_path>-raftsql-diverged" into
@@ -87,13 +92,15 @@ void attach_sock_bound_path(const char *db_path, char *out, size_t len);
 bool attach_sock_unserved(const char *db_path, char *why, size_t why_len);
 
 /* attach_sock_find reads the pointer file of database file @db_path into
- * @out. Returns 0 when it names a process that lives (it may still refuse
+ * @out (its version 1 when the file names none: a node of an older
+ * release). Returns 0 when it names a process that lives (it may still refuse
  * connections: attach_conn_connect tells), RAFT_NOTFOUND when there is no
  * pointer file, it is malformed, or its process is gone (a stale file).
  * Any thread. */
 int attach_sock_find(const char *db_path, struct ext_attach_pointer *out);
 
-/* attach_sock_pointer_write writes @p as the pointer file of @db_path,
+/* attach_sock_pointer_write writes @p as the pointer file of @db_path
+ * (four lines an older release reads, then the version line it skips),
  * atomically (a temporary file renamed over it), mode 0644: it holds no
  * secret, and every process that may read the database may learn that
  * it is served. Nothing is left behind on failure (the previous pointer

@@ -12,7 +12,10 @@
  * rollback: no answer; a lost one ends at lease_timeout_ms). The
  * follower holds its own applier from G + 1, as the leader does for its
  * own holders, so the holder's local commit is the entry's, and the
- * leader's applier replays the entry like any other.
+ * leader's applier replays the entry like any other. The holder's
+ * connection may be of the node's own process or of another process of
+ * its machine, through its attach socket (a holder token per socket
+ * connection, surface/attach_server.c).
  *
  * Ordering between the holder (a host thread), the loop and the applier:
  *   1. acquire (holder): asks the loop, which grants when this node leads,

@@ -233,7 +233,9 @@ int ext_node_barrier(struct ext_node *n, const struct ext_exec_probe *probe,
  * (sql/changeset.h) with ext_node_lease_commit and, once its local commit
  * or rollback is done and the write lock released, ends the lease with
  * ext_node_lease_release. Any node serves them: a follower asks its
- * leader (LEASE frames, lease.h). */
+ * leader (LEASE frames, lease.h). A holder is a connection of this
+ * process, or of another process of the machine through the attach
+ * socket (the socket's connection is then the holder). */
 
 /* ext_node_lease_acquire asks for the write lease for host connection
  * token @holder (any non-zero id the caller picks, unique in the

@@ -35,9 +35,6 @@
 
 SQLITE_EXTENSION_INIT3
 
-/* How much longer than the node's exec_timeout_ms a caller waits, ms. */
-#define EXT__ATTACH_GRACE_MS 10000
-
 /* is_read tells whether @fn only reads the node's state: without an
  * answer, nothing is unknown but the answer. */
 static bool is_read(const char *fn)
@@ -129,7 +126,7 @@ static int call_once(sqlite3 *db, const char *file,
     int fd = -1, rc, wait_ms;
 
     *out_busy = false;
-    wait_ms = is_long(fn) ? -1 : (int)(p.timeout_ms + EXT__ATTACH_GRACE_MS);
+    wait_ms = is_long(fn) ? -1 : (int)(p.timeout_ms + EXT_ATTACH_GRACE_MS);
     rc = attach_conn_connect(p.socket, &fd, err, sizeof err);
     if (rc == RAFT_NOCONN) {
         return RAFT_NOTFOUND; /* a stale pointer file: no node runs */

@@ -20,6 +20,29 @@
 /* Most cells of a table answer (raft_members: 10 columns). */
 #define EXT_ATTACH_CELLS_MAX 4096
 
+/* The attach protocol this build speaks, as the node's pointer file says
+ * it (attach_sock.h; a file without it: 1). Version 1: calls of raftsql's
+ * SQL functions. Version 2: also the lease requests below. A node of
+ * version 1 takes a lease request for a malformed call and closes the
+ * connection, so a client sends one only to a node of version 2. */
+#define EXT_ATTACH_VERSION 2
+
+/* The lease requests (version 2): calls whose function is one of these
+ * names, served by the node's process itself (attach_server.c), not by a
+ * SQL function, on one connection kept for the lease's life (its close
+ * ends the lease: lease_client.h):
+ *   EXT_ATTACH_LEASE_ACQUIRE (the client's holder token, an integer):
+ *     the lease id;
+ *   EXT_ATTACH_LEASE_COMMIT (the lease id, the changeset as a blob): 0;
+ *   EXT_ATTACH_LEASE_RELEASE (the lease id): 0, once released.
+ * Lease ids are unsigned 64-bit values, carried as the integer with the
+ * same bits. An error answer carries the project's code (raft/err.h:
+ * RAFT_BUSY, RAFT_UNKNOWN...) rather than a SQLite one, and the node's
+ * words (ext_node_lease_acquire, _commit: node.h). */
+#define EXT_ATTACH_LEASE_ACQUIRE "lease_acquire"
+#define EXT_ATTACH_LEASE_COMMIT "lease_commit"
+#define EXT_ATTACH_LEASE_RELEASE "lease_release"
+
 /* An answer. Values decoded own their bytes (attach_codec_answer_free).
  * Invariant: ok, or errmsg is set. */
 struct ext_attach_answer {

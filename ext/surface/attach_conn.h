@@ -18,6 +18,11 @@
  * that size in blobs, in hex, fits with room for its JSON. */
 #define EXT_ATTACH_FRAME_MAX (192u * 1024 * 1024)
 
+/* How much longer than the node's exec_timeout_ms a client waits for the
+ * answer to a call that reached the node, ms: a call of tens of MiB first
+ * takes seconds to pass through the socket. */
+#define EXT_ATTACH_GRACE_MS 10000
+
 /* attach_conn_path chooses the socket path of the node of @db_path whose
  * log directory is @dir: "<dir>/node.sock" when it fits and @group is -1,
  * else "/tmp/raftsql-<uid>/<hash>.sock" (a directory of mode 0700, made

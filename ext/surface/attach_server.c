@@ -8,7 +8,13 @@
  * its thread -> the thread reads a call frame, runs "SELECT fn(?...)" on
  * its connection (the node's own SQL functions), answers with the value
  * (and raft_last_insert_rowid()), and reads the next frame until the
- * client closes.
+ * client closes. A lease request (attach_codec.h: a plain SQL write of
+ * the client's process) runs on that thread too, straight on the node
+ * (ext_node_lease_acquire, _commit, _release: they block on this thread,
+ * never on the node's loop); the lease lives as long as the connection,
+ * which may then stay silent until lease_timeout_ms and
+ * EXT__ATTACH_IDLE_MS more: its close (the writer's process died) ends
+ * the lease at once.
  * Failure modes: a refused peer gets an answer naming why, and the node
  * a WARN line; one more client than socket_max_clients gets "busy" (its
  * caller tries again until its busy timeout, attach_client.c);
@@ -28,6 +34,7 @@
 #include <poll.h>
 #include <pthread.h>
 #include <pwd.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -57,6 +64,8 @@ struct client {
     struct ext_attach_server *srv; /* its server */
     int fd;                        /* the connection */
     pthread_t thread;              /* serving it */
+    uint64_t lease;                /* the write lease granted over it, 0
+                                      (its thread only) */
     bool done;                     /* the thread ended (srv->mu) */
     struct client *next;           /* in srv->clients (srv->mu) */
 };
@@ -67,6 +76,8 @@ struct ext_attach_server {
     long gid;                            /* socket_group's gid, -1 */
     char group[64];                      /* its name, "" */
     struct ext_node_log *log;            /* the node's log */
+    struct ext_node *node;               /* the node (outlives the server) */
+    unsigned lease_timeout_ms;           /* lease_timeout_ms= */
     ext_attach_conn_cb conn_init;        /* sets up a new connection */
     int listen_fd;                       /* the listening socket */
     int wake[2];                         /* stops the acceptor */
@@ -83,6 +94,11 @@ struct ext_attach_server {
     sqlite3 *idle[EXT_ATTACH_IDLE_MAX];  /* connections to reuse (mu) */
     unsigned n_idle;                     /* entries used in idle (mu) */
 };
+
+/* Lease holder tokens of the attach servers' connections: bit 62
+ * set (EXT_ATTACH_HOLDER_BIT), so none is ever a token of a host
+ * connection of this process (lease_client_holder_new). */
+static atomic_uint_fast64_t next_holder = 1;
 
 /* The client this thread serves, NULL on any other thread. */
 static _Thread_local struct client *serving;
@@ -357,6 +373,79 @@ static int run_call(sqlite3 *db, const char *fn, const struct sql_value *args,
     return *out != NULL ? 0 : RAFT_NOMEM;
 }
 
+/* is_lease says whether @fn is a lease request (attach_codec.h). */
+static bool is_lease(const char *fn)
+{
+    return strcmp(fn, EXT_ATTACH_LEASE_ACQUIRE) == 0 ||
+           strcmp(fn, EXT_ATTACH_LEASE_COMMIT) == 0 ||
+           strcmp(fn, EXT_ATTACH_LEASE_RELEASE) == 0;
+}
+
+/* serve_lease runs lease request @fn(@args) of @c on the node and writes
+ * its answer into @a (the lease id for an acquire, else 0; an error: the
+ * project's code and the node's words). Returns false, answering
+ * nothing, when the arguments are not the request's (@why says so): a
+ * malformed call. Client thread of @c. */
+static bool serve_lease(struct client *c, const char *fn,
+                        const struct sql_value *args, unsigned n,
+                        struct ext_attach_answer *a, char *why, size_t why_len)
+{
+    struct ext_node *node = c->srv->node;
+    bool commit = strcmp(fn, EXT_ATTACH_LEASE_COMMIT) == 0;
+    uint64_t id;
+    int rc = 0;
+
+    memset(a, 0, sizeof *a);
+    if (n != (commit ? 2u : 1u) || args[0].type != SQL_INTEGER ||
+        (commit && args[1].type != SQL_BLOB)) {
+        snprintf(why, why_len, "%s with arguments not its own", fn);
+        return false;
+    }
+    id = (uint64_t)args[0].integer;
+    a->value.type = SQL_INTEGER;
+    if (strcmp(fn, EXT_ATTACH_LEASE_ACQUIRE) == 0) {
+        /* The client's token is unique in its process only: the node
+         * sees one of this process's, as for a holder of its own. */
+        if (c->lease != 0) {
+            rc = RAFT_INVALID;
+            snprintf(a->errmsg, sizeof a->errmsg,
+                     "not applied: this connection holds write lease %llu "
+                     "already",
+                     (unsigned long long)c->lease);
+        } else {
+            uint64_t holder = EXT_ATTACH_HOLDER_BIT |
+                              (uint64_t)atomic_fetch_add(&next_holder, 1);
+            rc = ext_node_lease_acquire(node, holder, &id, a->errmsg,
+                                        sizeof a->errmsg);
+        }
+        if (rc == 0) {
+            c->lease = id;
+            a->value.integer = (int64_t)id;
+        }
+    } else if (commit) {
+        if (id == 0 || id != c->lease) {
+            rc = RAFT_INVALID;
+            snprintf(a->errmsg, sizeof a->errmsg,
+                     "not applied: write lease %llu is not this "
+                     "connection's",
+                     (unsigned long long)id);
+        } else {
+            rc = ext_node_lease_commit(node, id, args[1].bytes.p,
+                                       args[1].bytes.len, NULL, a->errmsg,
+                                       sizeof a->errmsg);
+        }
+    } else if (id != 0 && id == c->lease) {
+        ext_node_lease_release(node, id);
+        c->lease = 0;
+    }
+    a->ok = rc == 0;
+    a->code = rc;
+    if (rc == 0) {
+        a->errmsg[0] = '\0';
+    }
+    return true;
+}
+
 /* serve_frames answers calls on @c's connection until it closes. */
 static void serve_frames(struct client *c)
 {
@@ -368,8 +457,11 @@ static void serve_frames(struct client *c)
         unsigned n = 0;
         size_t len = 0;
         bool ok;
-        int rc = attach_conn_frame_read(c->fd, EXT__ATTACH_IDLE_MS, NULL,
-                                        &frame, &len);
+        /* A lease's connection is silent while its transaction runs. */
+        int idle_ms = c->lease != 0
+                          ? (int)(s->lease_timeout_ms + EXT__ATTACH_IDLE_MS)
+                          : EXT__ATTACH_IDLE_MS;
+        int rc = attach_conn_frame_read(c->fd, idle_ms, NULL, &frame, &len);
         if (rc != 0) {
             if (rc != RAFT_NOCONN && rc != RAFT_TIMEOUT) {
                 node_log_line(s->log, RAFT_LOG_WARN,
@@ -382,7 +474,17 @@ static void serve_frames(struct client *c)
         rc = attach_codec_call_decode(frame, len, fn, &args, &n, why,
                                       sizeof why);
         free(frame);
-        if (rc == 0 && !is_callable(fn)) {
+        if (rc == 0 && is_lease(fn)) {
+            struct ext_attach_answer a;
+            if (serve_lease(c, fn, args, n, &a, why, sizeof why)) {
+                attach_codec_values_free(args, n);
+                if (!send_answer(c->fd, &a) || orphaned) {
+                    break;
+                }
+                continue;
+            }
+            rc = RAFT_PROTO;
+        } else if (rc == 0 && !is_callable(fn)) {
             snprintf(why, sizeof why, "%s is no raftsql function it serves",
                      fn);
             rc = RAFT_PROTO;
@@ -424,6 +526,12 @@ static void *client_main(void *arg)
     struct client *c = arg;
     serving = c;
     serve_frames(c);
+    if (c->lease != 0 && !orphaned) {
+        /* Closed holding the lease (its process died): ended at once, so
+         * the next writer gets it now, not at lease_timeout_ms. */
+        ext_node_lease_release(c->srv->node, c->lease);
+        c->lease = 0;
+    }
     close(c->fd);
     serving = NULL;
     if (orphaned) {
@@ -667,7 +775,7 @@ static int listen_at(struct ext_attach_server *s, char *errmsg, size_t len)
 }
 
 int attach_server_start(const char *db_path, const struct ext_config *cfg,
-                        struct ext_node_log *log, ext_attach_conn_cb conn_init,
+                        struct ext_node *node, ext_attach_conn_cb conn_init,
                         struct ext_attach_server **out, char *errmsg,
                         size_t errmsg_len)
 {
@@ -683,7 +791,9 @@ int attach_server_start(const char *db_path, const struct ext_config *cfg,
     s->gid = cfg->socket_gid;
     s->max_clients = cfg->socket_max_clients;
     snprintf(s->group, sizeof s->group, "%s", cfg->socket_group);
-    s->log = log;
+    s->log = ext_node_logger(node);
+    s->node = node;
+    s->lease_timeout_ms = cfg->lease_timeout_ms;
     s->conn_init = conn_init;
     s->listen_fd = -1;
     s->wake[0] = s->wake[1] = -1;
@@ -703,11 +813,12 @@ int attach_server_start(const char *db_path, const struct ext_config *cfg,
         p->pid = (long)getpid();
         snprintf(p->socket, sizeof p->socket, "%s", s->sock_path);
         p->timeout_ms = cfg->exec_timeout_ms;
+        p->version = EXT_ATTACH_VERSION;
         rc = attach_sock_pointer_write(db_path, p, errmsg, errmsg_len);
         if (rc == RAFT_NOSPACE) {
             /* A full disk heals by itself: the node starts, and the
              * accept thread writes the file once space frees. */
-            node_log_line(log, RAFT_LOG_WARN,
+            node_log_line(s->log, RAFT_LOG_WARN,
                           "attach: cannot write the pointer file: %s; other "
                           "processes find no node (RAFTSQL_NO_NODE) until "
                           "it is written, tried again every %d ms",
@@ -735,7 +846,7 @@ int attach_server_start(const char *db_path, const struct ext_config *cfg,
         return rc;
     }
     if (!s->pointer_due) {
-        node_log_line(log, RAFT_LOG_INFO,
+        node_log_line(s->log, RAFT_LOG_INFO,
                       "attach: other processes reach this node at %s",
                       s->sock_path);
     }

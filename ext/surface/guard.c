@@ -25,6 +25,7 @@ SQLITE_EXTENSION_INIT3
 static int refuse(sqlite3 *db, const char *fmt, ...)
     __attribute__((format(printf, 2, 3)));
 static int plain_commit(sqlite3 *db, bool *handled);
+static bool plain_served(const char *file);
 static int plain_allow(sqlite3 *db, const char *file);
 static void plain_prepare(sqlite3 *db);
 
@@ -501,7 +502,7 @@ static int guard(void *arg, int action, const char *a1, const char *a2,
         (schema == NULL || sqlite3_stricmp(schema, "main") == 0) &&
         sqlite3_strnicmp(what, "raftsql_", 8) != 0) {
         const char *file = sqlite3_db_filename(db, "main");
-        if (ext_registry_running(file)) {
+        if (plain_served(file)) {
             return plain_allow(db, file);
         }
     }
@@ -581,10 +582,20 @@ static int plain_start(sqlite3 *db, const char *file, char *why, size_t why_len)
     return 0;
 }
 
+/* plain_served says whether plain SQL writes to database file @file go
+ * through a node: this process's, or another process's of the machine
+ * (its pointer file; the lease then travels over its attach socket,
+ * lease_client.h). Any thread. */
+static bool plain_served(const char *file)
+{
+    return file != NULL && file[0] != '\0' &&
+           (ext_registry_running(file) || attach_client_served(file));
+}
+
 /* plain_allow lets a plain write to the main file @file of @db (served
- * by a node of this process) be prepared, starting its plain-write path
- * the first time; refuses it, saying why, when that cannot start. Thread:
- * the one using @db (its authorizer). */
+ * by a node of this process or another: plain_served) be prepared,
+ * starting its plain-write path the first time; refuses it, saying why,
+ * when that cannot start. Thread: the one using @db (its authorizer). */
 static int plain_allow(sqlite3 *db, const char *file)
 {
     char why[600];
@@ -599,14 +610,14 @@ static int plain_allow(sqlite3 *db, const char *file)
 }
 
 /* plain_prepare starts @db's plain-write path ahead of its first write
- * when its main file is served by a node of this process (a failure is
+ * when its main file is served by a node (plain_served; a failure is
  * told when a write is prepared). Thread: the one using @db. */
 static void plain_prepare(sqlite3 *db)
 {
     const char *file = sqlite3_db_filename(db, "main");
     char why[600];
 
-    if (file != NULL && file[0] != '\0' && ext_registry_running(file)) {
+    if (plain_served(file)) {
         (void)plain_start(db, file, why, sizeof why);
     }
 }

@@ -2,7 +2,6 @@
 
 #include "plain_write.h"
 
-#include <stdatomic.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -11,6 +10,7 @@
 #include "../../raft/err.h"
 #include "../../sql/changeset.h"
 #include "../runtime/node.h"
+#include "lease_client.h"
 #include "plain_fault.h"
 #include "registry.h"
 #include "wal_lock.h"
@@ -18,7 +18,8 @@
 SQLITE_EXTENSION_INIT3
 
 /* The capture's memory bound when the node's max_request_bytes cannot be
- * read (no node any more): SQLite's own default row limit is far above
+ * read (no node of this process: another process's node refuses a larger
+ * changeset at the commit): SQLite's own default row limit is far above
  * any request the log takes. */
 #define PLAIN_WRITE_DEFAULT_MAX (64u << 20)
 
@@ -27,9 +28,6 @@ struct plain_write {
     char *path;                  /* its main file (malloc'd) */
     uint64_t holder;             /* its lease holder token */
 };
-
-/* Lease holder tokens, unique in the process. */
-static atomic_uint_fast64_t next_holder = 1;
 
 int plain_write_enable(struct plain_write **pw, sqlite3 *db, const char *path,
                        char *why, size_t why_len)
@@ -48,7 +46,7 @@ int plain_write_enable(struct plain_write **pw, sqlite3 *db, const char *path,
         snprintf(why, why_len, "out of memory");
         return -1;
     }
-    p->holder = atomic_fetch_add(&next_holder, 1);
+    p->holder = lease_client_holder_new();
     node = ext_registry_acquire(path);
     if (node != NULL) {
         max = ext_node_max_request_bytes(node);
@@ -73,9 +71,8 @@ int plain_write_enable(struct plain_write **pw, sqlite3 *db, const char *path,
 int plain_write_commit(struct plain_write *pw, sqlite3 *db, char *why,
                        size_t why_len)
 {
-    struct ext_node *node;
+    const struct lease_hold *lease;
     uint64_t id[2] = {0, 0};
-    uint64_t lease;
     char reason[600] = "";
     void *payload = NULL;
     size_t len = 0;
@@ -96,7 +93,7 @@ int plain_write_commit(struct plain_write *pw, sqlite3 *db, char *why,
         return 0;
     }
     lease = wal_lock_lease(db, reason, sizeof reason);
-    if (lease == 0) {
+    if (lease == NULL) {
         sql_capture_reset(pw->capture);
         snprintf(why, why_len, "commit to %s refused, rolled back: %s",
                  pw->path,
@@ -104,27 +101,15 @@ int plain_write_commit(struct plain_write *pw, sqlite3 *db, char *why,
                                    : "this transaction holds no write lease");
         return 1;
     }
-    rc = sql_capture_take(pw->capture, id, lease, &payload, &len, reason,
+    rc = sql_capture_take(pw->capture, id, lease->id, &payload, &len, reason,
                           sizeof reason);
     if (rc != 0) {
         snprintf(why, why_len, "commit to %s refused, rolled back: %s",
                  pw->path, reason);
         return 1;
     }
-    node = ext_registry_acquire(pw->path);
-    if (node == NULL) {
-        free(payload);
-        snprintf(why, why_len,
-                 "commit to %s refused, rolled back: no node of this "
-                 "process serves it any more",
-                 pw->path);
-        return 1;
-    }
-    /* No probe: it would run SQL on this connection, which a commit hook
-     * must not. The wait is bounded by exec_timeout_ms. */
-    rc = ext_node_lease_commit(node, lease, payload, len, NULL, reason,
-                               sizeof reason);
-    ext_registry_release(node);
+    rc = lease_client_commit(pw->path, lease, payload, len, reason,
+                             sizeof reason);
     free(payload);
     if (rc != 0) {
         snprintf(why, why_len, "commit to %s refused, rolled back: %s",

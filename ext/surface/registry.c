@@ -119,8 +119,8 @@ int ext_registry_start(const char *path, const struct ext_config *cfg,
 
     rc = ext_node_start(path, cfg, &n, errmsg, errmsg_len);
     if (rc == 0 && cfg->socket) {
-        rc = attach_server_start(path, cfg, ext_node_logger(n), conn_init,
-                                 &s->serve, errmsg, errmsg_len);
+        rc = attach_server_start(path, cfg, n, conn_init, &s->serve, errmsg,
+                                 errmsg_len);
         if (rc != 0) {
             ext_node_shutdown(n);
             ext_node_discard(n); /* a failed start leaves nothing */

@@ -9,9 +9,8 @@
 #include <time.h>
 
 #include "../../raft/err.h"
-#include "../runtime/node.h"
+#include "lease_client.h"
 #include "plain_fault.h"
-#include "registry.h"
 
 SQLITE_EXTENSION_INIT3
 
@@ -31,7 +30,7 @@ struct wrapped {
     const sqlite3_io_methods *orig; /* the file's own */
     char *path;                     /* the database file (malloc'd) */
     uint64_t holder;                /* the lease holder's token */
-    uint64_t lease;                 /* held with the write lock, 0 */
+    struct lease_hold lease;        /* held with the write lock */
     int ckpt;                       /* the checkpoint lock is held */
     int write;                      /* the write lock is held */
     char why[400];                  /* why the lock was taken without a
@@ -50,25 +49,18 @@ static struct wrapped *of(sqlite3_file *f)
     return (struct wrapped *)(void *)f->pMethods;
 }
 
-/* wal_lease_acquire asks the node of @w's file for the lease. Returns
- * SQLITE_OK with w->lease set, or with w->why set (taken without one:
- * plain writes are not served here), or SQLITE_BUSY. */
+/* wal_lease_acquire asks the node serving @w's file (this process's, or
+ * another's: lease_client.h) for the lease. Returns SQLITE_OK with
+ * w->lease held, or with w->why set (taken without one: plain writes are
+ * not served here), or SQLITE_BUSY. */
 static int wal_lease_acquire(struct wrapped *w)
 {
-    struct ext_node *node = ext_registry_acquire(w->path);
-    uint64_t id = 0;
     int rc;
 
     w->why[0] = '\0';
-    if (node == NULL) {
-        snprintf(w->why, sizeof w->why,
-                 "no node of this process serves %s any more", w->path);
-        return SQLITE_OK;
-    }
-    rc = ext_node_lease_acquire(node, w->holder, &id, w->why, sizeof w->why);
-    ext_registry_release(node);
+    rc = lease_client_acquire(w->path, w->holder, &w->lease, w->why,
+                              sizeof w->why);
     if (rc == 0) {
-        w->lease = id;
         w->why[0] = '\0';
         return SQLITE_OK;
     }
@@ -81,18 +73,7 @@ static int wal_lease_acquire(struct wrapped *w)
 /* wal_lease_release ends @w's lease, if any. */
 static void wal_lease_release(struct wrapped *w)
 {
-    struct ext_node *node;
-    uint64_t id = w->lease;
-
-    w->lease = 0;
-    if (id == 0) {
-        return;
-    }
-    node = ext_registry_acquire(w->path);
-    if (node != NULL) {
-        ext_node_lease_release(node, id);
-        ext_registry_release(node);
-    }
+    lease_client_release(w->path, &w->lease);
 }
 
 static int wrapped_shm_lock(sqlite3_file *f, int ofst, int n, int flags)
@@ -113,21 +94,21 @@ static int wrapped_shm_lock(sqlite3_file *f, int ofst, int n, int flags)
     if (flags & SQLITE_SHM_UNLOCK) {
         rc = w->orig->xShmLock(f, ofst, n, flags);
         w->write = 0;
-        if (w->lease != 0) {
+        if (w->lease.id != 0) {
             plain_fault_after_local_commit();
         }
         wal_lease_release(w);
         w->why[0] = '\0';
         return rc;
     }
-    if (!w->ckpt && w->lease == 0) {
+    if (!w->ckpt && w->lease.id == 0) {
         rc = wal_lease_acquire(w);
         if (rc != SQLITE_OK) {
             return rc;
         }
     }
     rc = w->orig->xShmLock(f, ofst, n, flags);
-    if (rc == SQLITE_BUSY && w->lease != 0) {
+    if (rc == SQLITE_BUSY && w->lease.id != 0) {
         /* Under the lease no other writer may hold the lock: only this
          * node's applier, finishing the batch that caught up to the
          * grant, or a checkpoint. That is the node's own work, briefly:
@@ -201,11 +182,12 @@ int wal_lock_wrap(sqlite3 *db, const char *path, uint64_t holder, char *why,
     w->m.xClose = wrapped_close;
     w->orig = f->pMethods;
     w->holder = holder;
+    lease_hold_init(&w->lease);
     f->pMethods = &w->m;
     return 0;
 }
 
-uint64_t wal_lock_lease(sqlite3 *db, char *why, size_t why_len)
+const struct lease_hold *wal_lock_lease(sqlite3 *db, char *why, size_t why_len)
 {
     sqlite3_file *f = NULL;
     struct wrapped *w;
@@ -216,10 +198,10 @@ uint64_t wal_lock_lease(sqlite3 *db, char *why, size_t why_len)
     if (sqlite3_file_control(db, "main", SQLITE_FCNTL_FILE_POINTER, &f) !=
             SQLITE_OK ||
         (w = of(f)) == NULL) {
-        return 0;
+        return NULL;
     }
-    if (w->lease == 0 && w->write) {
+    if (w->lease.id == 0 && w->write) {
         snprintf(why, why_len, "%s", w->why);
     }
-    return w->lease;
+    return w->lease.id != 0 ? &w->lease : NULL;
 }

@@ -3,7 +3,9 @@
  * lock method (xShmLock) of the connection's main database file is
  * wrapped, so that when SQLite asks for the WAL write lock (WAL_WRITE_LOCK,
  * slot 0, exclusive: BEGIN IMMEDIATE, or a deferred transaction's first
- * write) the node serving the file is asked for the write lease first,
+ * write) the node serving the file (this process's, or another process's
+ * over its attach socket: lease_client.h) is asked for the write lease
+ * first,
  * before the lock is held: the node's applier, which needs that lock to
  * catch up, never waits on the host. The lease ends when SQLite releases
  * the lock: at COMMIT, ROLLBACK, a write that failed with
@@ -13,7 +15,7 @@
  * Answers, as SQLite's own: the lease held by another writer (or no
  * leader yet) makes the lock SQLITE_BUSY, so the connection's busy handler
  * (its busy timeout) retries; a node that cannot serve plain writes
- * (ext_node_lease_acquire's other refusals) lets the lock be taken with
+ * (lease_client_acquire's other refusals) lets the lock be taken with
  * no lease, keeping the reason: the guard's commit hook then vetoes any
  * replicated change, naming it, and a lock taken for a read (WAL
  * recovery) or a checkpoint is not held up. A checkpoint's lock (it
@@ -34,8 +36,11 @@
 
 #include <sqlite3ext.h>
 
+#include "lease_client.h"
+
 /* wal_lock_wrap wraps the main database file of @db (a host connection
- * on file @path, served by a node of this process) as above; the lease is
+ * on file @path, served by a node of this process or another) as above;
+ * the lease is
  * asked for as holder @holder (non-zero, unique in the process). Nothing
  * when it is wrapped already. Returns 0, or -1 with @why (@why_len bytes)
  * saying why not (no file, not in WAL mode, a file method version without
@@ -44,10 +49,10 @@ int wal_lock_wrap(sqlite3 *db, const char *path, uint64_t holder, char *why,
                   size_t why_len);
 
 /* wal_lock_lease returns the lease @db's main file holds now (the WAL
- * write lock is held under it), or 0, and when 0 copies to @why
- * (@why_len bytes, may be 0) why the lock was taken without one ("" when
- * it is not held, or not wrapped). Thread: the one using @db (its commit
- * hook). */
-uint64_t wal_lock_lease(sqlite3 *db, char *why, size_t why_len);
+ * write lock is held under it; owned by the wrapper, valid until the lock
+ * is released), or NULL, and when NULL copies to @why (@why_len bytes,
+ * may be 0) why the lock was taken without one ("" when it is not held,
+ * or not wrapped). Thread: the one using @db (its commit hook). */
+const struct lease_hold *wal_lock_lease(sqlite3 *db, char *why, size_t why_len);
 
 #endif /* EXT_WAL_LOCK_H */

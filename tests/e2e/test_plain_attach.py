@@ -1,0 +1,330 @@
+"""End-to-end: plain SQL writes from other processes of the machine. A
+process that loaded raftsql on a database file whose node another process
+runs (here a raftsql-testhost) writes plain SQL, no raft_exec: its write
+lease travels over that node's attach socket (ext/surface/lease_client.c
+in the writer, attach_server.c in the node's process), and each commit is
+one Raft entry, applied on every replica.
+
+- Python's sqlite3: autocommit INSERT and its lastrowid, executemany in a
+  `with conn:` block, BEGIN ... SELECT ... UPDATE ... COMMIT across calls
+  (one entry), ROLLBACK (no entry).
+- The sqlite3 shell (`.load build/raftsql`) and a C program using
+  sqlite3_exec (examples/plain_exec.c, the extension loaded with
+  sqlite3_load_extension).
+- A writer killed with SIGKILL while it holds the lease (BEGIN IMMEDIATE
+  open): its connection to the node closes, the node ends the lease at
+  once, and the next writer gets it, not lease_timeout_ms later.
+- Two processes incrementing one counter in BEGIN IMMEDIATE loops: no
+  lost update.
+- A node whose socket speaks attach protocol 1 (an older release: its
+  pointer file names no version) is not sent a lease request: the write
+  is refused at COMMIT, saying so.
+
+Each test ends with raft_verify() equal on every node. The node served is
+a parameter (PLAIN_ATTACH_ROLES, default "leader,follower": every test
+runs through the leader's node and through a follower's, which asks the
+leader for the lease).
+
+Before, every plain write from another process was refused when it was
+prepared ("not authorized").
+"""
+
+import json
+import os
+import signal
+import subprocess
+import time
+import unittest
+
+from attach_writers import PYTHON, SO_BASE, writer
+from e2e import ROOT, ClusterCase, wait_for
+
+PLAIN_EXEC = os.path.join(ROOT, "build", "examples", "plain_exec")
+
+# lease_timeout_ms is long: a lease ended at once by its connection's
+# close is told apart from one ended by its timeout.
+EXTRA = ("election_timeout_ms=1000 heartbeat_ms=50 exec_timeout_ms=10000 "
+         "lease_timeout_ms=60000")
+
+# The roles of the node served whose plain writes from other processes
+# must succeed.
+ROLES = os.environ.get("PLAIN_ATTACH_ROLES", "leader,follower").split(",")
+
+# Runs argv[3], a Python body, in a process of its own with `con` (a
+# connection to argv[1] with raftsql argv[2] loaded, autocommit, busy
+# timeout argv[4] s) and `status()` (raft_status() of the node, through
+# the socket); prints the dict `out` it fills as JSON, with "error",
+# "code" and "why" (raft_last_error()) when a statement failed.
+RUN = r"""
+import json, sqlite3, sys
+db, so, body, timeout = sys.argv[1], sys.argv[2], sys.argv[3], sys.argv[4]
+con = sqlite3.connect(db, isolation_level=None, timeout=float(timeout))
+con.enable_load_extension(True)
+con.load_extension(so)
+def status():
+    return json.loads(con.execute("SELECT raft_status()").fetchone()[0])
+out = {}
+try:
+    exec(body)
+except sqlite3.Error as e:
+    out["error"] = str(e)
+    out["code"] = getattr(e, "sqlite_errorcode", None)
+    try:
+        out["why"] = con.execute("SELECT raft_last_error()").fetchone()[0]
+    except sqlite3.Error as e2:
+        out["why"] = "raft_last_error: %s" % e2
+print(json.dumps(out), flush=True)
+"""
+
+# A counter incremented argv[5] times in BEGIN IMMEDIATE ... COMMIT
+# transactions, each reading the value and writing it plus one.
+COUNTER = r"""
+v = None
+for i in range(int(sys.argv[5])):
+    con.execute("BEGIN IMMEDIATE")
+    v = con.execute("SELECT v FROM kv WHERE k = 'n'").fetchone()[0]
+    con.execute("UPDATE kv SET v = ? WHERE k = 'n'", (v + 1,))
+    con.execute("COMMIT")
+    out["done"] = i + 1
+"""
+
+
+class PlainAttachTest(ClusterCase):
+
+    def setUp(self):
+        self.start_kv(EXTRA)
+
+    def served(self):
+        """The nodes whose files the tests write through (ROLES)."""
+        nodes = []
+        if "leader" in ROLES:
+            nodes.append(self.leader)
+        if "follower" in ROLES:
+            nodes.append(self.followers[0])
+        return nodes
+
+    def run_py(self, node, body, *args, timeout_s=10, timeout=120):
+        """Run @body (RUN) in a new process on @node's file; its dict."""
+        p = subprocess.run([PYTHON, "-c", RUN, node.db, SO_BASE, body,
+                            str(timeout_s), *map(str, args)],
+                           capture_output=True, text=True, timeout=timeout)
+        if p.returncode != 0 or not p.stdout.strip():
+            self.fail("writer process failed (%d): %s" %
+                      (p.returncode, p.stderr))
+        return json.loads(p.stdout.strip().splitlines()[-1])
+
+    def ok_py(self, node, body, *args):
+        out = self.run_py(node, body, *args)
+        self.assertNotIn("error", out, "on node %d: %r" % (node.id, out))
+        return out
+
+    def rows_everywhere(self, sql, expected, timeout=20.0):
+        """Wait until @sql answers @expected on every node."""
+        got = []
+
+        def same():
+            got[:] = [n.sql(sql) for n in self.cluster.nodes]
+            return all(g == expected for g in got)
+        try:
+            wait_for(sql, same, timeout)
+        except TimeoutError:
+            self.fail("%s: %r on the nodes, wanted %r" % (sql, got, expected))
+
+    def assert_verified(self):
+        """Every node applied the same index, and its raft_verify() finds
+        its file equal to its running checksum, the same on every node;
+        none took a writer's commit for a foreign one (no divergence, no
+        repair)."""
+        self.cluster.wait_all_applied()
+        seen = []
+        for n in self.cluster.nodes:
+            v = json.loads(n.value("SELECT raft_verify()"))
+            self.assertTrue(v["equal"], "node %d: %r" % (n.id, v))
+            seen.append((v["index"], v["stored"]))
+            st = n.status()
+            self.assertEqual((st["diverged"], st["repairs"]), (None, 0),
+                             "node %d" % n.id)
+        self.assertEqual(len(set(seen)), 1, "the nodes differ: %r" % seen)
+
+    def test_python_autocommit_lastrowid_executemany(self):
+        """Autocommit INSERT (lastrowid the row's rowid on every node) and
+        executemany inside `with conn:`: one entry each."""
+        for node in self.served():
+            tag = "n%d" % node.id
+            before = self.leader.status()["last_index"]
+            out = self.ok_py(node, """
+cur = con.execute("INSERT INTO kv VALUES(?, 1)", (%r,))
+out["rowid"] = cur.lastrowid
+con.isolation_level = "DEFERRED"
+with con:
+    con.executemany("INSERT INTO kv VALUES(?, ?)",
+                    [(%r + "-" + str(i), i) for i in range(5)])
+out["read"] = con.execute("SELECT count(*) FROM kv WHERE k LIKE ?",
+                          (%r + "%%",)).fetchone()[0]
+""" % (tag, tag, tag))
+            self.assertEqual(out["read"], 6)
+            self.assertEqual(self.leader.status()["last_index"], before + 2)
+            self.rows_everywhere(
+                "SELECT rowid FROM kv WHERE k = '%s'" % tag, [[out["rowid"]]])
+            self.rows_everywhere(
+                "SELECT count(*) FROM kv WHERE k LIKE '%s-%%'" % tag, [[5]])
+        self.assert_verified()
+
+    def test_transaction_across_calls_and_rollback(self):
+        """BEGIN, a SELECT, an UPDATE of what it read and an INSERT over
+        several calls commit as one entry; a ROLLBACK sends nothing."""
+        for node in self.served():
+            out = self.ok_py(node, """
+con.execute("BEGIN")
+v = con.execute("SELECT v FROM kv WHERE k = 'a'").fetchone()[0]
+con.execute("UPDATE kv SET v = ? WHERE k = 'a'", (v + 10,))
+con.execute("INSERT INTO kv VALUES('t' || ?, ?)", (v, v))
+out["before"] = status()["last_index"]
+con.execute("COMMIT")
+out["after"] = status()["last_index"]
+con.execute("BEGIN")
+con.execute("DELETE FROM kv")
+out["rb_before"] = status()["last_index"]
+con.execute("ROLLBACK")
+out["rb_after"] = status()["last_index"]
+out["count"] = con.execute("SELECT count(*) FROM kv").fetchone()[0]
+""")
+            self.assertEqual(out["after"], out["before"] + 1, out)
+            self.assertEqual(out["rb_after"], out["rb_before"], out)
+            self.assertGreater(out["count"], 1, out)
+        self.rows_everywhere("SELECT v FROM kv WHERE k = 'a'",
+                             [[1 + 10 * len(self.served())]])
+        self.rows_everywhere("SELECT k, v FROM kv WHERE k LIKE 't%' "
+                             "ORDER BY k", [["t1", 1], ["t11", 11]][
+                                 :len(self.served())])
+        self.assert_verified()
+
+    def test_sqlite3_shell(self):
+        """The sqlite3 shell with raftsql loaded writes plain SQL:
+        autocommit statements and a BEGIN ... COMMIT."""
+        for node in self.served():
+            tag = "s%d" % node.id
+            p = subprocess.run(
+                ["sqlite3", "-cmd", ".load " + SO_BASE, "-cmd",
+                 ".timeout 5000", node.db,
+                 "INSERT INTO kv VALUES('%s', 1); "
+                 "INSERT INTO kv VALUES('%s-b', 2); "
+                 "BEGIN; UPDATE kv SET v = v + 100 WHERE k = '%s'; "
+                 "DELETE FROM kv WHERE k = '%s-b'; COMMIT; "
+                 "SELECT v FROM kv WHERE k = '%s';"
+                 % (tag, tag, tag, tag, tag)],
+                capture_output=True, text=True, timeout=60)
+            self.assertEqual((p.returncode, p.stdout.strip()), (0, "101"),
+                             p.stderr)
+            self.rows_everywhere(
+                "SELECT k, v FROM kv WHERE k LIKE '%s%%'" % tag,
+                [[tag, 101]])
+        self.assert_verified()
+
+    def test_c_program_sqlite3_exec(self):
+        """A C program loading raftsql with sqlite3_load_extension writes
+        plain SQL with sqlite3_exec (examples/plain_exec.c)."""
+        for node in self.served():
+            tag = "c%d" % node.id
+            p = subprocess.run(
+                [PLAIN_EXEC, node.db, SO_BASE,
+                 "INSERT INTO kv VALUES('%s', 1); "
+                 "INSERT INTO kv VALUES('%s-b', 2);" % (tag, tag)],
+                capture_output=True, text=True, timeout=60)
+            self.assertEqual(p.returncode, 0, p.stderr)
+            words = p.stdout.split()
+            self.assertEqual(words[:2], ["changes", "2"], p.stdout)
+            self.rows_everywhere(
+                "SELECT rowid FROM kv WHERE k = '%s-b'" % tag,
+                [[int(words[3])]])
+        self.assert_verified()
+
+    def test_killed_holder_frees_the_lease_at_once(self):
+        """A writer killed with SIGKILL inside BEGIN IMMEDIATE held the
+        lease through its connection to the node: the node ends it when
+        that connection closes, and the next writer commits at once, far
+        sooner than lease_timeout_ms (60 s here)."""
+        for node in self.served():
+            proc = subprocess.Popen(
+                [PYTHON, "-c", RUN, node.db, SO_BASE,
+                 "con.execute('BEGIN IMMEDIATE')\n"
+                 "con.execute(\"UPDATE kv SET v = -1 WHERE k = 'a'\")\n"
+                 "print('held', flush=True)\n"
+                 "import time\ntime.sleep(600)\n", "10"],
+                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+            self.addCleanup(proc.stderr.close)
+            self.addCleanup(proc.stdout.close)
+            self.addCleanup(proc.kill)
+            line = proc.stdout.readline().strip()
+            self.assertEqual(line, "held", proc.stderr.read()
+                             if proc.poll() is not None else line)
+            lease = self.leader.status()["lease"]
+            self.assertIsNotNone(lease, "no lease in force while held")
+            self.assertTrue(lease["holder"] & (1 << 62),
+                            "not an attach holder: %r" % lease)
+            proc.send_signal(signal.SIGKILL)
+            proc.wait(timeout=10)
+            t0 = time.monotonic()
+            got = writer(node.db, [["INSERT INTO kv VALUES('after%d', 1)"
+                                    % node.id]], timeout_s=30)
+            took = time.monotonic() - t0
+            self.assertEqual(got, [{"rows": []}])
+            self.assertLess(took, 10.0, "the next writer waited %.1f s" %
+                            took)
+            wait_for("no lease after the write",
+                     lambda: self.leader.status()["lease"] is None, 10)
+        self.rows_everywhere("SELECT v FROM kv WHERE k = 'a'", [[1]])
+        self.assert_verified()
+
+    def test_two_processes_one_counter(self):
+        """Two processes increment one counter in BEGIN IMMEDIATE loops
+        through the node: it ends exact (no lost update)."""
+        each = 25
+        self.exec(self.leader, "INSERT INTO kv VALUES('n', 0)")
+        self.cluster.wait_all_applied()
+        nodes = self.served()
+        procs = [subprocess.Popen(
+            [PYTHON, "-c", RUN, nodes[w % len(nodes)].db, SO_BASE, COUNTER,
+             "30", str(each)],
+            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+            for w in range(2)]
+        outs = []
+        for p in procs:
+            self.addCleanup(p.kill)
+            o, e = p.communicate(timeout=300)
+            self.assertEqual(p.returncode, 0, e)
+            outs.append(json.loads(o.strip().splitlines()[-1]))
+        for o in outs:
+            self.assertEqual(o.get("done"), each, outs)
+        self.rows_everywhere("SELECT v FROM kv WHERE k = 'n'", [[2 * each]])
+        self.assert_verified()
+
+    def test_older_node_gets_no_lease_request(self):
+        """A node whose pointer file names no attach version (an older
+        release, protocol 1) is sent no lease request: the COMMIT is
+        refused with the reason, and nothing is written anywhere."""
+        node = self.leader
+        pointer = node.db + "-raftsql"
+        with open(pointer) as f:
+            text = f.read()
+        self.assertIn("\nattach=2\n", text)
+        with open(pointer + ".e2e", "w") as f:
+            f.write(text.replace("attach=2\n", ""))
+        os.rename(pointer + ".e2e", pointer)
+        try:
+            before = node.status()["last_index"]
+            out = self.run_py(node, "con.execute(\"INSERT INTO kv "
+                              "VALUES('old', 1)\")")
+        finally:
+            with open(pointer + ".e2e", "w") as f:
+                f.write(text)
+            os.rename(pointer + ".e2e", pointer)
+        self.assertEqual(out.get("code"), 531, out)
+        self.assertIn("older release", out.get("why", ""), out)
+        self.assertEqual(node.status()["last_index"], before)
+        self.rows_everywhere("SELECT count(*) FROM kv WHERE k = 'old'", [[0]])
+        self.assert_verified()
+
+
+if __name__ == "__main__":
+    unittest.main()
