@@ -77,6 +77,8 @@ struct waiter {
                                       alive while it waits), or NULL */
     size_t client_id_len;          /* its length */
     struct ext_exec_result result; /* set when DONE */
+    bool lease_held;               /* the leader refused its latest send
+                                      behind a write lease (RAFT_BUSY) */
 };
 
 struct ext_exec {
@@ -331,7 +333,7 @@ int exec_submit(struct ext_exec *e, const char *sql, size_t sql_len,
         if (!w.call.left_node) {
             char why[160];
             snprintf(why, sizeof why,
-                     e->held_back
+                     e->held_back || w.lease_held
                          ? "it waited exec_timeout_ms (%u ms) behind a "
                            "plain SQL write transaction's write lease"
                          : "no leader reachable within exec_timeout_ms (%u "
@@ -686,6 +688,12 @@ void exec_on_forward_result(struct ext_exec *e, const struct raft_frame *m)
             leader_call_unsend(&w->call);
             wire_gate_refused_why(m->from, why, sizeof why);
             refuse_gated(w, why);
+        } else if (status == RAFT_BUSY) {
+            /* The leader holds new entries back behind a write lease and
+             * did not take it: sent again after the resend interval;
+             * this send made its outcome no less known. */
+            leader_call_refused(&w->call);
+            w->lease_held = true;
         } else if (status == RAFT_CORRUPT) {
             finish(w, EXT_EXEC_NOT_APPLIED, RAFTSQL_NOT_APPLIED,
                    "raft_exec: not applied: the leader refused the request "

@@ -140,6 +140,10 @@ void forward_on_request(struct ext_forward *f, struct raft_uv_node *d,
             return;
         }
     }
+    if (f->ops.held_back != NULL && f->ops.held_back(f->ops.data)) {
+        answer(f, d, m->from, id, RAFT_BUSY, 0, 0);
+        return;
+    }
     if (m->forward.data == NULL ||
         m->forward.data->len >
             f->max_request_bytes + EXT__FORWARD_HEADER_SLACK) {
@@ -181,6 +185,17 @@ void forward_on_request(struct ext_forward *f, struct raft_uv_node *d,
     h->request_id[0] = id[0];
     h->request_id[1] = id[1];
     h->data = raft_buf_ref(m->forward.data);
+}
+
+void forward_refuse_held(struct ext_forward *f, struct raft_uv_node *d,
+                         int status)
+{
+    for (unsigned i = 0; i < f->n_held; i++) {
+        struct held *h = &f->held[i];
+        answer(f, d, h->from, h->request_id, status, 0, 0);
+        raft_buf_unref(h->data);
+    }
+    f->n_held = 0;
 }
 
 void forward_propose_held(struct ext_forward *f, struct raft_uv_node *d)

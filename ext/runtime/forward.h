@@ -23,6 +23,11 @@ struct ext_forward_ops {
      * version: refused) or RAFT_NOCONN (a member's version is not known
      * yet: the follower retries). NULL: always 0. */
     int (*admit_format3)(void *data);
+    /* Whether a write lease holds new entries back now (lease.h): a
+     * request is then refused with RAFT_BUSY, not held, and its follower
+     * sends it again; its caller's deadline then says "not applied".
+     * NULL: never. */
+    bool (*held_back)(void *data);
 };
 
 struct ext_forward; /* opaque */
@@ -44,7 +49,8 @@ void forward_free(struct ext_forward *f);
 /* forward_on_request takes a RAFT_FRAME_FORWARD @m that driver @d
  * received: refused at once (@d does not lead, or its log failed; too
  * big, malformed, a request of format 3 that
- * ops.admit_format3 refuses, out of memory) with a FORWARD_RESULT
+ * ops.admit_format3 refuses, out of memory; RAFT_BUSY while
+ * ops.held_back says a write lease holds entries back) with a FORWARD_RESULT
  * naming why, else held for forward_propose_held (and the loop woken for
  * the first one). A copy of a request still held (same sender and request
  * id) is dropped: the held one is answered. A copy of one of the last 256
@@ -59,6 +65,12 @@ void forward_on_request(struct ext_forward *f, struct raft_uv_node *d,
  * when @d no longer leads or its log failed). Loop thread of @d (on every
  * wake and tick). */
 void forward_propose_held(struct ext_forward *f, struct raft_uv_node *d);
+
+/* forward_refuse_held answers every request held with @status (not
+ * proposed: RAFT_BUSY while a write lease holds new entries back) and
+ * drops them; their followers send them again. Loop thread. */
+void forward_refuse_held(struct ext_forward *f, struct raft_uv_node *d,
+                         int status);
 
 /* forward_n_held returns how many requests are held. Loop thread. */
 unsigned forward_n_held(const struct ext_forward *f);

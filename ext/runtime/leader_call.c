@@ -265,6 +265,11 @@ void leader_call_unsend(struct ext_leader_call *call)
     call->left_node = call->left_before;
 }
 
+void leader_call_refused(struct ext_leader_call *call)
+{
+    call->left_node = call->left_before;
+}
+
 void leader_call_requeue(struct ext_leader_call *call)
 {
     call->state = EXT_CALL_QUEUED;

@@ -276,6 +276,13 @@ void *leader_call_take_due(struct ext_leader_call_table *t,
  * back (it would lose a left_node of an earlier send). */
 void leader_call_unsend(struct ext_leader_call *call);
 
+/* leader_call_refused takes back what the latest send of @call, SENT,
+ * told: the leader answered that it did not take it (it holds new
+ * entries back), so left_node is as it was before that send; the call
+ * stays SENT and is due again once its policy's retry_ms passed since
+ * that send, not at once (no frame ping-pong while the leader holds). */
+void leader_call_refused(struct ext_leader_call *call);
+
 /* leader_call_requeue makes @call QUEUED to be sent again (the leader
  * stepped down, its entry was replaced); left_node stays. */
 void leader_call_requeue(struct ext_leader_call *call);

@@ -168,6 +168,10 @@ static void propose_requests(struct ext_node *n, bool tick)
     }
     if (!held) {
         forward_propose_held(n->forward, n->driver);
+    } else {
+        /* Held since before the grant: their followers send them again
+         * once the lease ended (entry G + 1 is the changeset's). */
+        forward_refuse_held(n->forward, n->driver, RAFT_BUSY);
     }
     if (tick) {
         exec_on_tick(n->exec, n->driver);
@@ -306,6 +310,14 @@ static bool on_dial(void *data, raft_id id, const char *address,
 }
 
 /* ---- Forwarding's view of the node (loop thread) ----------------------- */
+
+/* fwd_held_back says whether a write lease holds new entries back: a
+ * follower's request is refused then, and sent again (forward.h). */
+static bool fwd_held_back(void *data)
+{
+    struct ext_node *n = data;
+    return lease_holds_back(n->lease);
+}
 
 /* fwd_admit_format3 says whether a follower's request of format 3 may be
  * proposed (wire_gate.h); a refusal is logged once per reason. */
@@ -654,6 +666,7 @@ int ext_node_start(const char *db_path, const struct ext_config *cfg,
     fo = (struct ext_forward_ops){
         .data = n,
         .admit_format3 = fwd_admit_format3,
+        .held_back = fwd_held_back,
     };
     /* Request ids are (node id, sequence): start each run's sequence at a
      * random point so ids never repeat those of an earlier run, below

@@ -246,15 +246,18 @@ static void test_one_holder(void **state)
     stop(&c);
 }
 
+static void assert_replicas_equal(struct cluster *c, int rows);
+
 /* A raft_exec submitted while a lease is out applies only after the
  * lease ends; one whose exec_timeout_ms passes behind the lease ends
- * "not applied", never "outcome unknown". */
+ * "not applied", never "outcome unknown", on the leader and forwarded
+ * from a follower. */
 static void test_exec_behind_lease(void **state)
 {
     struct cluster c;
     struct call k;
     uint64_t id;
-    int l;
+    int l, f;
     (void)state;
 
     start(&c, "exec_timeout_ms=1500");
@@ -280,6 +283,26 @@ static void test_exec_behind_lease(void **state)
     ext_node_lease_release(c.n[l], id);
     exec_ok(c.n[l], "INSERT INTO t VALUES (3, 'c')");
     assert_int_equal(count_rows(c.db[l].path), 2);
+
+    /* Forwarded from a follower: the leader refuses it while the lease
+     * holds (its follower sends it again), so its deadline finds it not
+     * applied too, never "outcome unknown"; and it goes once the lease
+     * ended. */
+    f = (l + 1) % 3;
+    id = acquire(c.n[l], 23);
+    call_start(&k, c.n[f], "INSERT INTO t VALUES (4, 'd')");
+    call_join(&k);
+    assert_int_equal(k.r.kind, EXT_EXEC_NOT_APPLIED);
+    assert_non_null(strstr(k.r.errmsg, "not applied"));
+    assert_non_null(strstr(k.r.errmsg, "write lease"));
+    ext_exec_result_clear(&k.r);
+    call_start(&k, c.n[f], "INSERT INTO t VALUES (5, 'e')");
+    EXT_WAIT(has_in_status(c.n[f], "\"waiters\":1"), "no waiting caller");
+    ext_node_lease_release(c.n[l], id);
+    call_join(&k);
+    assert_int_equal(k.rc, 0);
+    ext_exec_result_clear(&k.r);
+    assert_replicas_equal(&c, 3);
     stop(&c);
 }
 
