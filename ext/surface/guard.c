@@ -29,14 +29,16 @@ static int plain_allow(sqlite3 *db, const char *file);
 static void plain_prepare(sqlite3 *db);
 
 /* replicated says whether schema @schema of @db (NULL: main) is a file a
- * node runs for: "main", or the same file ATTACHed under another name;
- * the node of this process, or of another process of the machine (its
- * pointer file, attach_client.h). */
+ * node runs for now: "main", or the same file ATTACHed under another
+ * name; the node of this process, or of another process of the machine
+ * (its pointer file names a live process, attach_client.h). A file whose
+ * node stopped in this process is not: its writes are refused as those
+ * of any replica that no node serves (unserved_write). */
 static int replicated(sqlite3 *db, const char *schema)
 {
     const char *file = sqlite3_db_filename(db, schema ? schema : "main");
     return file != NULL && file[0] != '\0' &&
-           (ext_registry_replica(file) || attach_client_served(file));
+           (ext_registry_running(file) || attach_client_served(file));
 }
 
 int ext_guard_read_refusal(const char *file, char *why, size_t why_len)
@@ -169,8 +171,10 @@ static bool replica_schema(sqlite3 *db, const char *schema)
 
 /* unserved_write refuses a direct write to @what of schema @schema (NULL:
  * main) of @db, a file no node serves (not in this process, not through a
- * pointer file of a live process), when it is a replica's file: its node
- * is stopped, died or has not started yet, so nobody would replicate the
+ * pointer file of a live process), when it is a replica's file (its
+ * schema has raftsql_applied, or a node of this process ran on it): its
+ * node is stopped (in this process too), died or has not started yet, so
+ * nobody would replicate the
  * write, and the node's next start would find the file diverged and
  * repair the write away. Refused also when its node ran with
  * max_staleness_ms= and its bound marker says it serves no more (or its
@@ -198,7 +202,7 @@ static int unserved_write(sqlite3 *db, const char *schema, const char *what)
      * empty) rather than of what this statement is putting in it. */
     if (schema != NULL && sqlite3_stricmp(schema, "vacuum_db") == 0
             ? !replica_file(file)
-            : !replica_schema(db, schema)) {
+            : !replica_schema(db, schema) && !ext_registry_replica(file)) {
         return SQLITE_OK;
     }
     return refuse(db,
@@ -206,9 +210,9 @@ static int unserved_write(sqlite3 *db, const char *schema, const char *what)
                   "a raftsql_applied table) and no raftsql node serves it "
                   "(its node is stopped, died or has not started): nobody "
                   "would replicate the write, and the node's next start "
-                  "would repair it away; start the node and write through "
-                  "raft_exec('...'), or open the file in a process that did "
-                  "not load raftsql to use it as a plain database for good",
+                  "would repair it away; start its node (raft_start) and "
+                  "write again, or open the file in a process that did not "
+                  "load raftsql to use it as a plain database for good",
                   what, file);
 }
 
@@ -233,6 +237,7 @@ static int guard_commit(void *arg)
 {
     sqlite3 *db = arg;
     const char *name;
+    bool served;
 
     if (sqlite3_libversion_number() < 3039000) {
         return 0;
@@ -253,20 +258,23 @@ static int guard_commit(void *arg)
                 continue;
             }
         }
-        if (!replica_schema(db, name) && !replicated(db, name) &&
-            !replica_file(file)) {
+        served = replicated(db, name);
+        if (!replica_schema(db, name) && !served && !replica_file(file)) {
             continue;
         }
         (void)refuse(db,
                      "commit to %s refused, rolled back: it is a Raft "
-                     "replica's file, and the write got past the write "
+                     "replica's file%s, and the write got past the write "
                      "guard (this connection's authorizer was replaced, "
                      "or the write is one SQLite shows no authorizer, "
                      "such as a blob write), so nothing would replicate "
                      "it; write through raft_exec('...'), and set no "
                      "authorizer on a connection that writes to a replica "
                      "(in C, raftsql_set_authorizer keeps both)",
-                     file);
+                     file,
+                     served ? ""
+                            : " that no raftsql node serves now (start its "
+                              "node: raft_start)");
         return 1;
     }
     return 0;

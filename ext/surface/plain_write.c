@@ -114,8 +114,9 @@ int plain_write_commit(struct plain_write *pw, sqlite3 *db, char *why,
     if (node == NULL) {
         free(payload);
         snprintf(why, why_len,
-                 "commit to %s refused, rolled back: no node of this "
-                 "process serves it any more",
+                 "commit to %s refused, rolled back: no raftsql node "
+                 "serves it any more (its node stopped): start it "
+                 "(raft_start) and write again",
                  pw->path);
         return 1;
     }

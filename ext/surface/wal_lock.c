@@ -61,7 +61,9 @@ static int wal_lease_acquire(struct wrapped *w)
     w->why[0] = '\0';
     if (node == NULL) {
         snprintf(w->why, sizeof w->why,
-                 "no node of this process serves %s any more", w->path);
+                 "no raftsql node serves %s any more (its node stopped): "
+                 "start it (raft_start) and write again",
+                 w->path);
         return SQLITE_OK;
     }
     rc = ext_node_lease_acquire(node, w->holder, &id, w->why, sizeof w->why);
