@@ -217,6 +217,23 @@ int sql_capture_take(struct sql_capture *c, const uint64_t id[2],
  * refused COMMIT, say). Thread: the connection's. */
 void sql_capture_reset(struct sql_capture *c);
 
+/* A gate asked at the start of each statement that may write (not
+ * sqlite3_stmt_readonly; a statement's own start, not a trigger's or a
+ * nested one's) on a captured connection: @arg as given to
+ * sql_capture_set_gate, @stmt the statement. Returns 0 to let the
+ * transaction be replicated, or non-zero with @why (@why_len bytes)
+ * saying why it must not: the transaction is then poisoned with that
+ * reason (sql_capture_take refuses it). Runs inside SQLite's trace
+ * hook, on the connection's thread, which may prepare (not step)
+ * statements on the connection. */
+typedef int (*sql_capture_gate_cb)(void *arg, sqlite3_stmt *stmt, char *why,
+                                   size_t why_len);
+
+/* sql_capture_set_gate makes @gate (with @arg; NULL: none, the default)
+ * the gate of @c, asked as above. Thread: the connection's. */
+void sql_capture_set_gate(struct sql_capture *c, sql_capture_gate_cb gate,
+                          void *arg);
+
 /* sql_capture_close removes the three hooks from @c's connection (SQLite
  * cannot read a hook without replacing it, so one a host put over ours
  * goes too: sql_capture_intact says whether that happened) and frees

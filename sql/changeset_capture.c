@@ -105,7 +105,10 @@ struct sql_capture {
     int too_big;                   /* wanted went past max_bytes */
     int nomem;                     /* a hook ran out of memory */
     int poisoned;                  /* the transaction cannot be replicated */
-    char why[256];                 /* why, when poisoned */
+    char why[600];                 /* why, when poisoned */
+    sql_capture_gate_cb gate;      /* asked at each writing statement's
+                                      start (NULL: none) */
+    void *gate_arg;                /* its first argument */
     struct capture_stmt *stmts;    /* running statements, innermost last */
     unsigned n_stmts;              /* entries in stmts */
     unsigned cap_stmts;            /* entries allocated */
@@ -790,6 +793,13 @@ static void on_stmt(struct sql_capture *c, sqlite3_stmt *stmt, const char *text)
     } else if (kind != CAPTURE_OTHER && c->n_stmts == 1) {
         on_savepoint(c, kind, name_at);
     }
+    if (c->gate != NULL && strncmp(text, "-- ", 3) != 0 &&
+        !sqlite3_stmt_readonly(stmt)) {
+        char why[sizeof c->why];
+        if (c->gate(c->gate_arg, stmt, why, sizeof why) != 0) {
+            poison(c, "%s", why);
+        }
+    }
 }
 
 /* on_profile follows SQLITE_TRACE_PROFILE: statement @stmt ended (or was
@@ -963,6 +973,13 @@ int sql_capture_take(struct sql_capture *c, const uint64_t id[2],
     *out_len = SQL_CHANGESET_HEADER + c->len;
     reset_txn(c);
     return 0;
+}
+
+void sql_capture_set_gate(struct sql_capture *c, sql_capture_gate_cb gate,
+                          void *arg)
+{
+    c->gate = gate;
+    c->gate_arg = arg;
 }
 
 void sql_capture_reset(struct sql_capture *c)

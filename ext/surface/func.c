@@ -457,6 +457,10 @@ static void fn_stop(sqlite3_context *ctx, int argc, sqlite3_value **argv)
         func_call_error(ctx, RAFTSQL_NO_NODE, msg);
         return;
     }
+    /* Statements prepared while the node served the file are authorized
+     * again at their next step: the guard now refuses their writes, no
+     * node serving it (a host's cached INSERT included). */
+    ext_guard_expire_all();
     sqlite3_result_text(ctx, "stopped", -1, SQLITE_STATIC);
 }
 

@@ -28,16 +28,19 @@ static int plain_commit(sqlite3 *db, bool *handled);
 static bool plain_served(const char *file);
 static int plain_allow(sqlite3 *db, const char *file);
 static void plain_prepare(sqlite3 *db);
+static int guard_gate(void *arg, sqlite3_stmt *stmt, char *why, size_t why_len);
 
 /* replicated says whether schema @schema of @db (NULL: main) is a file a
- * node runs for: "main", or the same file ATTACHed under another name;
- * the node of this process, or of another process of the machine (its
- * pointer file, attach_client.h). */
+ * node runs for now: "main", or the same file ATTACHed under another
+ * name; the node of this process, or of another process of the machine
+ * (its pointer file names a live process, attach_client.h). A file whose
+ * node stopped in this process is not: its writes are refused as those
+ * of any replica that no node serves (unserved_write). */
 static int replicated(sqlite3 *db, const char *schema)
 {
     const char *file = sqlite3_db_filename(db, schema ? schema : "main");
     return file != NULL && file[0] != '\0' &&
-           (ext_registry_replica(file) || attach_client_served(file));
+           (ext_registry_running(file) || attach_client_served(file));
 }
 
 int ext_guard_read_refusal(const char *file, char *why, size_t why_len)
@@ -101,6 +104,129 @@ static _Thread_local bool asking;
 bool ext_guard_asking(void)
 {
     return asking;
+}
+
+/* Set while this thread asks whether the guard is a connection's
+ * authorizer (guard_in_place); probe_seen is set when the guard is
+ * called meanwhile. */
+static _Thread_local bool probing;
+static _Thread_local bool probe_seen;
+
+/* guard_in_place tells whether the guard (alone or chained before a
+ * host's authorizer, ext_guard_set_host) is still @db's authorizer:
+ * SQLite has no call that reads it, so a statement of no consequence is
+ * prepared (never stepped) and the guard notes that it was asked; a host
+ * that replaced the authorizer (Python's set_authorizer, including None)
+ * has the statement's one question asked of its own, or of none. A
+ * failed prepare answers false. Thread: the one using @db, which may
+ * prepare on it (a trace hook at a statement's start). */
+static bool guard_in_place(sqlite3 *db)
+{
+    sqlite3_stmt *s = NULL;
+    bool seen;
+
+    probing = true;
+    probe_seen = false;
+    (void)sqlite3_prepare_v2(db, "SELECT 1", -1, &s, NULL);
+    seen = probe_seen;
+    probing = false;
+    sqlite3_finalize(s);
+    return seen;
+}
+
+/* The reason a write is refused where the guard is no longer the
+ * connection's authorizer. */
+#define GUARD__REPLACED                                                        \
+    "this connection's authorizer, raftsql's write guard, was replaced "       \
+    "by the host (Python's set_authorizer, sqlite3_set_authorizer), so "       \
+    "raftsql no longer sees what it prepares: its writes are refused; set "    \
+    "no authorizer on a connection that writes to a replica (in C, "           \
+    "raftsql_set_authorizer keeps both)"
+
+/* How many statements a connection's gate remembers as checked. */
+#define GUARD__GATE_SEEN 4
+
+/* The gate's memory of one connection: the statements it found prepared
+ * under the guard, so that a statement run again (executemany, a host's
+ * statement cache) costs no probe. A statement is the same compiled
+ * program while its pointer and its reprepare count are the same and its
+ * run count moved by one since the gate saw it (a statement prepared
+ * later at a freed one's address starts its count anew). */
+struct guard_gate_state {
+    sqlite3 *db; /* the connection */
+    struct {
+        sqlite3_stmt *stmt; /* NULL: free */
+        int runs;           /* SQLITE_STMTSTATUS_RUN when seen */
+        int reprepares;     /* SQLITE_STMTSTATUS_REPREPARE when seen */
+    } seen[GUARD__GATE_SEEN];
+    unsigned next; /* the entry to replace next */
+};
+
+/* gate_seen tells whether @g found @stmt, as it runs now, prepared under
+ * the guard already, and remembers it so when not: its counts now. */
+static bool gate_seen(struct guard_gate_state *g, sqlite3_stmt *stmt,
+                      bool remember)
+{
+    int runs = sqlite3_stmt_status(stmt, SQLITE_STMTSTATUS_RUN, 0);
+    int reprepares = sqlite3_stmt_status(stmt, SQLITE_STMTSTATUS_REPREPARE, 0);
+
+    for (unsigned i = 0; i < GUARD__GATE_SEEN; i++) {
+        if (g->seen[i].stmt == stmt) {
+            bool same = g->seen[i].reprepares == reprepares &&
+                        g->seen[i].runs + 1 == runs;
+            g->seen[i].runs = runs;
+            g->seen[i].reprepares = reprepares;
+            if (!remember && !same) {
+                g->seen[i].stmt = NULL;
+            }
+            return same;
+        }
+    }
+    if (remember) {
+        g->seen[g->next].stmt = stmt;
+        g->seen[g->next].runs = runs;
+        g->seen[g->next].reprepares = reprepares;
+        g->next = (g->next + 1) % GUARD__GATE_SEEN;
+    }
+    return false;
+}
+
+/* guard_gate is the gate (sql_capture_gate_cb) of the capture of a
+ * connection (@arg, its struct guard_gate_state), asked at the start of
+ * each statement that may write: while the guard is its authorizer, the
+ * statement was checked when prepared (or is one of raftsql's own), and
+ * the answer is 0; so it is for a statement run again that the gate
+ * found so before (gate_seen). Otherwise the statement was prepared past
+ * the guard, which would have refused what the capture does not
+ * replicate (a PRAGMA user_version=, ANALYZE, a write to the raftsql_*
+ * internals): the transaction is refused (its COMMIT vetoed) with @why.
+ * A VACUUM, which SQLite commits with no commit hook, is stopped at once
+ * (sqlite3_interrupt: SQLITE_INTERRUPT), the reason kept for
+ * raft_last_error(). Thread: the one using the connection (its trace
+ * hook). */
+static int guard_gate(void *arg, sqlite3_stmt *stmt, char *why, size_t why_len)
+{
+    struct guard_gate_state *g = arg;
+    sqlite3 *db = g->db;
+    const char *sql = sqlite3_sql(stmt);
+
+    if (gate_seen(g, stmt, false)) {
+        return 0;
+    }
+    if (guard_in_place(db)) {
+        (void)gate_seen(g, stmt, true);
+        return 0;
+    }
+    snprintf(why, why_len, "%s", GUARD__REPLACED);
+    while (sql != NULL && (*sql == ' ' || *sql == '\t' || *sql == '\n' ||
+                           *sql == '\r' || *sql == ';')) {
+        sql++;
+    }
+    if (sql != NULL && sqlite3_strnicmp(sql, "VACUUM", 6) == 0) {
+        (void)refuse(db, "VACUUM refused: %s", GUARD__REPLACED);
+        sqlite3_interrupt(db);
+    }
+    return 1;
 }
 
 /* side_ask prepares @sql on a read-only connection of its own to @file,
@@ -170,8 +296,10 @@ static bool replica_schema(sqlite3 *db, const char *schema)
 
 /* unserved_write refuses a direct write to @what of schema @schema (NULL:
  * main) of @db, a file no node serves (not in this process, not through a
- * pointer file of a live process), when it is a replica's file: its node
- * is stopped, died or has not started yet, so nobody would replicate the
+ * pointer file of a live process), when it is a replica's file (its
+ * schema has raftsql_applied, or a node of this process ran on it): its
+ * node is stopped (in this process too), died or has not started yet, so
+ * nobody would replicate the
  * write, and the node's next start would find the file diverged and
  * repair the write away. Refused also when its node ran with
  * max_staleness_ms= and its bound marker says it serves no more (or its
@@ -199,7 +327,7 @@ static int unserved_write(sqlite3 *db, const char *schema, const char *what)
      * empty) rather than of what this statement is putting in it. */
     if (schema != NULL && sqlite3_stricmp(schema, "vacuum_db") == 0
             ? !replica_file(file)
-            : !replica_schema(db, schema)) {
+            : !replica_schema(db, schema) && !ext_registry_replica(file)) {
         return SQLITE_OK;
     }
     return refuse(db,
@@ -207,9 +335,9 @@ static int unserved_write(sqlite3 *db, const char *schema, const char *what)
                   "a raftsql_applied table) and no raftsql node serves it "
                   "(its node is stopped, died or has not started): nobody "
                   "would replicate the write, and the node's next start "
-                  "would repair it away; start the node and write through "
-                  "raft_exec('...'), or open the file in a process that did "
-                  "not load raftsql to use it as a plain database for good",
+                  "would repair it away; start its node (raft_start) and "
+                  "write again, or open the file in a process that did not "
+                  "load raftsql to use it as a plain database for good",
                   what, file);
 }
 
@@ -234,6 +362,7 @@ static int guard_commit(void *arg)
 {
     sqlite3 *db = arg;
     const char *name;
+    bool served;
 
     if (sqlite3_libversion_number() < 3039000) {
         return 0;
@@ -254,20 +383,23 @@ static int guard_commit(void *arg)
                 continue;
             }
         }
-        if (!replica_schema(db, name) && !replicated(db, name) &&
-            !replica_file(file)) {
+        served = replicated(db, name);
+        if (!replica_schema(db, name) && !served && !replica_file(file)) {
             continue;
         }
         (void)refuse(db,
                      "commit to %s refused, rolled back: it is a Raft "
-                     "replica's file, and the write got past the write "
+                     "replica's file%s, and the write got past the write "
                      "guard (this connection's authorizer was replaced, "
                      "or the write is one SQLite shows no authorizer, "
                      "such as a blob write), so nothing would replicate "
                      "it; write through raft_exec('...'), and set no "
                      "authorizer on a connection that writes to a replica "
                      "(in C, raftsql_set_authorizer keeps both)",
-                     file);
+                     file,
+                     served ? ""
+                            : " that no raftsql node serves now (start its "
+                              "node: raft_start)");
         return 1;
     }
     return 0;
@@ -381,9 +513,14 @@ static int guard(void *arg, int action, const char *a1, const char *a2,
     sqlite3 *db = arg;
     const char *what = NULL;
     const char *schema = db_name;
-    struct guard_check *checking = guard_check_current();
+    struct guard_check *checking;
     (void)trigger;
 
+    if (probing) {
+        probe_seen = true; /* guard_in_place's question */
+        return SQLITE_OK;
+    }
+    checking = guard_check_current();
     if (checking != NULL) {
         guard_check_note(checking, action, a1, a2, db_name);
         /* A cluster-wide setting is not set on the caller's connection
@@ -520,20 +657,22 @@ static int guard(void *arg, int action, const char *a1, const char *a2,
 
 /* One guarded connection. */
 struct guard_conn {
-    sqlite3 *db;             /* the connection */
-    char *file;              /* its main file, watched (sqlite3_malloc'd,
+    sqlite3 *db;                  /* the connection */
+    char *file;                   /* its main file, watched (sqlite3_malloc'd,
                                 NULL for none) */
-    bool pending;            /* its statements are to be expired */
-    unsigned settings;       /* the cluster-wide settings last set on it
+    bool pending;                 /* its statements are to be expired */
+    unsigned settings;            /* the cluster-wide settings last set on it
                                 (settings_set; conns_mu) */
-    bool apply;              /* an apply connection (sql_is_apply_vfs):
+    bool apply;                   /* an apply connection (sql_is_apply_vfs):
                                 its settings are the state machine's */
-    char *last_error;        /* the latest refusal's reason, NULL for
+    char *last_error;             /* the latest refusal's reason, NULL for
                                 none (sqlite3_malloc'd; conns_mu) */
-    struct plain_write *pw;  /* its plain writes, NULL until the first
+    struct plain_write *pw;       /* its plain writes, NULL until the first
                                 (set by the connection's own thread) */
-    struct guard_conn *prev; /* in conns */
-    struct guard_conn *next; /* in conns */
+    struct guard_gate_state gate; /* its capture's gate (guard_gate; the
+                                     connection's own thread) */
+    struct guard_conn *prev;      /* in conns */
+    struct guard_conn *next;      /* in conns */
 };
 
 /* Lock order: a connection's db mutex, then conns_mu; holding conns_mu, a
@@ -576,6 +715,7 @@ static int plain_start(sqlite3 *db, const char *file, char *why, size_t why_len)
     if (plain_write_enable(&pw, db, file, why, why_len) != 0) {
         return -1;
     }
+    plain_write_set_gate(pw, guard_gate, &c->gate);
     pthread_mutex_lock(&conns_mu);
     c->pw = pw;
     pthread_mutex_unlock(&conns_mu);
@@ -864,8 +1004,11 @@ static int track(sqlite3 *db)
         pthread_mutex_unlock(&conns_mu);
         return SQLITE_NOMEM;
     }
-    *c = (struct guard_conn){
-        .db = db, .next = conns, .settings = settings, .apply = apply};
+    *c = (struct guard_conn){.db = db,
+                             .next = conns,
+                             .settings = settings,
+                             .apply = apply,
+                             .gate = {.db = db}};
     if (file != NULL && file[0] != '\0') {
         c->file = sqlite3_mprintf("%s", file); /* NULL: unwatched */
     }
@@ -985,7 +1128,8 @@ static int chained(void *arg, int action, const char *a1, const char *a2,
 {
     struct guard_host *h = arg;
     int rc = guard(h->db, action, a1, a2, db_name, trigger);
-    if (rc != SQLITE_OK || guard_check_current() != NULL || syncing) {
+    if (rc != SQLITE_OK || guard_check_current() != NULL || syncing ||
+        probing) {
         return rc;
     }
     return h->cb(h->arg, action, a1, a2, db_name, trigger);

@@ -120,6 +120,12 @@ int plain_write_commit(struct plain_write *pw, sqlite3 *db, char *why,
     return 0;
 }
 
+void plain_write_set_gate(struct plain_write *pw, sql_capture_gate_cb gate,
+                          void *arg)
+{
+    sql_capture_set_gate(pw->capture, gate, arg);
+}
+
 void plain_write_free(struct plain_write *pw, int closed)
 {
     if (pw == NULL) {

@@ -34,6 +34,8 @@
 
 #include <sqlite3ext.h>
 
+#include "../../sql/changeset.h"
+
 /* One host connection's plain-write state. Opaque. */
 struct plain_write;
 
@@ -54,6 +56,13 @@ int plain_write_enable(struct plain_write **pw, sqlite3 *db, const char *path,
  * captured nothing returns 0. Thread: the one committing on @db. */
 int plain_write_commit(struct plain_write *pw, sqlite3 *db, char *why,
                        size_t why_len);
+
+/* plain_write_set_gate makes @gate (with @arg) the gate of @pw's capture
+ * (sql_capture_set_gate): asked at the start of each statement that may
+ * write on its connection; a transaction it refuses is vetoed at COMMIT
+ * with its reason. Thread: the one using the connection. */
+void plain_write_set_gate(struct plain_write *pw, sql_capture_gate_cb gate,
+                          void *arg);
 
 /* plain_write_free frees @pw (NULL-safe); @closed: its connection is
  * closing (its hooks go with it). */

@@ -3,6 +3,7 @@ connection with raftsql loaded, a bounded wait, and a test case running a
 fresh cluster of raftsql-testhost processes on 127.0.0.1.
 """
 
+import json
 import os
 import shutil
 import sqlite3
@@ -177,3 +178,99 @@ class ClusterCase(unittest.TestCase):
         """raft_exec(sql, params...) on node; returns rows changed."""
         return node.value("SELECT raft_exec(?%s)" % (", ?" * len(params)),
                           sql, *params)
+
+
+class HostedCase(unittest.TestCase):
+    """A test case whose node 1 runs in this very process (Python's
+    sqlite3 module as the host, on self.con), beside nodes 2 and 3 in
+    raftsql-testhost processes (self.peers), with table kv(k TEXT PRIMARY
+    KEY, v) holding ('a', 1) on every node. The class attribute @lead
+    True makes node 1 the leader (raft_transfer), so that plain writes in
+    this process are served; False makes it a follower; None leaves the
+    election's outcome."""
+
+    lead = True
+    timing = ("election_timeout_ms=1000 heartbeat_ms=50 "
+              "exec_timeout_ms=10000")
+
+    def setUp(self):
+        self.dir = tempfile.mkdtemp(prefix="raftsql-hosted-")
+        ports = free_ports(3)
+        self.members = ",".join("%d@127.0.0.1:%d" % (i + 1, p)
+                                for i, p in enumerate(ports))
+        self.db = os.path.join(self.dir, "node1.db")
+        self.con = connect(self.db)
+        self.start_node()
+        self.peers = start_peers(self.dir, self.members, self.timing)
+        self.leader_id = wait_for("a leader", self.leader, 30)
+        if self.lead and self.leader_id != 1:
+            self.peer(self.leader_id).sql("SELECT raft_transfer(1)")
+            self.leader_id = wait_for("node 1 leads",
+                                      lambda: self.leader() == 1 and 1, 30)
+        elif self.lead is False and self.leader_id == 1:
+            self.con.execute("SELECT raft_transfer(2)")
+            self.leader_id = wait_for("node 2 leads",
+                                      lambda: self.leader() == 2 and 2, 30)
+        self.con.execute("SELECT raft_exec('CREATE TABLE kv(k TEXT PRIMARY "
+                         "KEY, v)')")
+        self.con.execute("SELECT raft_exec('INSERT INTO kv VALUES(''a'', "
+                         "1)')")
+        self.wait_all_applied()
+
+    def tearDown(self):
+        try:
+            self.con.execute("SELECT raft_stop()")
+        except sqlite3.Error:
+            pass  # stopped by the test
+        self.con.close()
+        codes = [n.stop() for n in self.peers]
+        shutil.rmtree(self.dir, ignore_errors=True)
+        self.assertEqual([c for c in codes if c not in (0, None)], [],
+                         "a peer exited with an error (sanitizer report "
+                         "in its log)")
+
+    def start_node(self):
+        """raft_start node 1 in this process."""
+        self.con.execute("SELECT raft_start(?)", ("id=1 cluster=%s %s" % (
+            self.members, self.timing),))
+
+    def leader(self):
+        """The leader node 1 knows, or None."""
+        return self.con.execute("SELECT raft_leader()").fetchone()[0]
+
+    def peer(self, node_id):
+        """The raftsql-testhost process of node @node_id."""
+        return [n for n in self.peers if n.id == node_id][0]
+
+    def status(self):
+        """Node 1's raft_status()."""
+        return json.loads(self.con.execute(
+            "SELECT raft_status()").fetchone()[0])
+
+    def wait_all_applied(self, timeout=30):
+        """Wait until every node applied node 1's commit index."""
+        target = self.status()["commit"]
+        wait_for("node 1 applied %d" % target,
+                 lambda: self.status()["applied"] >= target, timeout)
+        for n in self.peers:
+            wait_for("node %d applied %d" % (n.id, target),
+                     lambda: n.status()["applied"] >= target, timeout)
+
+    def assert_replicas_agree(self, timeout=30):
+        """Every node reaches the same applied index, and raft_verify()
+        finds each file equal to its running checksum, the same on every
+        node (asked again until they agree, or @timeout s: the last
+        answers are then shown)."""
+        self.wait_all_applied()
+        deadline = time.monotonic() + timeout
+        while True:
+            got = [json.loads(self.con.execute(
+                "SELECT raft_verify()").fetchone()[0])]
+            got += [json.loads(n.value("SELECT raft_verify()"))
+                    for n in self.peers]
+            if (all(v["equal"] for v in got) and
+                    len({(v["index"], v["scanned"]) for v in got}) == 1):
+                return
+            if time.monotonic() > deadline:
+                self.fail("the replicas do not agree: %r" % got)
+            time.sleep(0.05)

@@ -75,7 +75,7 @@ class UnreplicatedTest(ClusterCase):
         self.assertEqual(answers[-2], {"rows": [["a", 1]]}, how)
         self.assertIn("raftsql: direct write to kv refused: %s %s" %
                       (db, REFUSED), err, how)
-        self.assertIn("start the node and write through raft_exec", err,
+        self.assertIn("start its node (raft_start) and write again", err,
                       how)
         out = shell(db, "INSERT INTO kv VALUES('shell', 2);")
         self.assertNotEqual(out.returncode, 0, "%s: shell: %r" % (how, out))

@@ -1,0 +1,204 @@
+"""End-to-end: the errors of plain SQL writes, as an application meets
+them (README, "What happens on errors"): for each case the Python
+exception class, SQLite's extended result code (sqlite_errorcode) and
+name, and what raft_last_error() says.
+
+- the lease held by another writer, and no leader: OperationalError,
+  SQLITE_BUSY (5), after the connection's busy timeout;
+- a stale snapshot: OperationalError, SQLITE_BUSY_SNAPSHOT (517);
+- a UNIQUE violation: IntegrityError, SQLITE_CONSTRAINT_UNIQUE (2067);
+- a vetoed COMMIT: IntegrityError, SQLITE_CONSTRAINT_COMMITHOOK (531);
+- no node serving the file: DatabaseError, SQLITE_AUTH (23).
+
+SQLite's own errors leave raft_last_error() as it was (NULL on a fresh
+connection); raftsql's refusals put their whole reason there.
+Node 1 runs in this process (Python's sqlite3 as the host).
+"""
+
+import sqlite3
+import time
+import unittest
+
+from e2e import HostedCase, connect, wait_for, without_raftsql
+
+
+def plain(db, timeout):
+    """A connection of this process to @db with raftsql loaded and a busy
+    timeout of @timeout seconds."""
+    con = connect(db)
+    con.execute("PRAGMA busy_timeout = %d" % int(timeout * 1000))
+    return con
+
+
+class ErrorCase(HostedCase):
+
+    def fails(self, con, sql, cls, code, name):
+        """@sql on @con fails with exactly @cls, extended code @code,
+        named @name; returns (the exception, raft_last_error())."""
+        with self.assertRaises(sqlite3.Error, msg=sql) as cm:
+            con.execute(sql)
+        e = cm.exception
+        why = con.execute("SELECT raft_last_error()").fetchone()[0]
+        self.assertIs(type(e), cls, (sql, e, why))
+        self.assertEqual((e.sqlite_errorcode, e.sqlite_errorname),
+                         (code, name), (sql, e, why))
+        return e, why
+
+    def busy_after(self, con, sql, waited):
+        """@sql on @con fails with SQLITE_BUSY, "database is locked"
+        (OperationalError), after at least @waited seconds (its busy
+        timeout); raft_last_error() is NULL: the error is SQLite's own."""
+        t0 = time.monotonic()
+        e, why = self.fails(con, sql, sqlite3.OperationalError,
+                            sqlite3.SQLITE_BUSY, "SQLITE_BUSY")
+        self.assertGreaterEqual(time.monotonic() - t0, waited)
+        self.assertEqual(str(e), "database is locked")
+        self.assertIsNone(why)
+
+    def vetoed_commit(self):
+        """A write through an INSTEAD OF trigger inside BEGIN (which the
+        capture cannot replicate, on any node: SQLite does not tell
+        whether it failed) has its COMMIT vetoed: IntegrityError, 531,
+        "constraint failed", nothing written, the replicas equal.
+        Returns raft_last_error()."""
+        con = plain(self.db, 5)
+        self.addCleanup(con.close)
+        con.execute("CREATE TABLE base(x)")
+        con.execute("CREATE VIEW v AS SELECT x FROM base")
+        con.execute("CREATE TRIGGER vi INSTEAD OF INSERT ON v BEGIN "
+                    "INSERT INTO base VALUES(new.x); END")
+        con.execute("BEGIN")
+        con.execute("INSERT INTO v VALUES(1)")
+        e, why = self.fails(con, "COMMIT", sqlite3.IntegrityError, 531,
+                            "SQLITE_CONSTRAINT_COMMITHOOK")
+        self.assertEqual(str(e), "constraint failed")
+        self.assertTrue(why.startswith("commit to %s refused, rolled back: "
+                                       % self.db), why)
+        self.assertIn("INSTEAD OF", why)
+        self.assertFalse(con.in_transaction)
+        self.assertEqual(without_raftsql(
+            self.db, "SELECT count(*) FROM base"), ["0"])
+        self.assert_replicas_agree()
+        return why
+
+
+class LeaderErrorsTest(ErrorCase):
+    """Node 1 leads: plain writes are served in this process."""
+
+    def test_lease_held_by_another_writer(self):
+        """BEGIN IMMEDIATE on one connection holds the lease (and the
+        file's write lock); a write on another meets SQLITE_BUSY after
+        its busy timeout, which it waited; after the COMMIT it
+        succeeds."""
+        holder, other = plain(self.db, 5), plain(self.db, 0.3)
+        self.addCleanup(holder.close)
+        self.addCleanup(other.close)
+        holder.execute("BEGIN IMMEDIATE")
+        holder.execute("INSERT INTO kv VALUES('h', 1)")
+        self.busy_after(other, "INSERT INTO kv VALUES('o', 1)", 0.25)
+        holder.execute("COMMIT")
+        other.execute("INSERT INTO kv VALUES('o', 1)")
+        self.assertEqual(without_raftsql(self.db, "SELECT k FROM kv ORDER "
+                                         "BY k"), ["a", "h", "o"])
+        self.assert_replicas_agree()
+
+    def test_stale_snapshot(self):
+        """A deferred transaction that read before another connection
+        committed gets SQLITE_BUSY_SNAPSHOT at its first write, at once;
+        it rolls back and retries."""
+        reader, writer = plain(self.db, 5), plain(self.db, 5)
+        self.addCleanup(reader.close)
+        self.addCleanup(writer.close)
+        reader.execute("BEGIN")
+        self.assertEqual(reader.execute("SELECT v FROM kv WHERE k = 'a'")
+                         .fetchone(), (1,))
+        writer.execute("UPDATE kv SET v = v + 1 WHERE k = 'a'")
+        e, why = self.fails(reader, "UPDATE kv SET v = v + 10 WHERE k = 'a'",
+                            sqlite3.OperationalError, 517,
+                            "SQLITE_BUSY_SNAPSHOT")
+        self.assertIsNone(why)
+        reader.execute("ROLLBACK")
+        reader.execute("UPDATE kv SET v = v + 10 WHERE k = 'a'")
+        self.assertEqual(without_raftsql(self.db, "SELECT v FROM kv"),
+                         ["12"])
+        self.assert_replicas_agree()
+
+    def test_unique_violation(self):
+        """A UNIQUE violation is SQLite's own: IntegrityError,
+        SQLITE_CONSTRAINT_UNIQUE, its text; nothing is sent."""
+        con = plain(self.db, 5)
+        self.addCleanup(con.close)
+        con.execute("CREATE TABLE u(x UNIQUE)")
+        con.execute("INSERT INTO u VALUES (1)")
+        before = self.status()["last_index"]
+        e, why = self.fails(con, "INSERT INTO u VALUES (1)",
+                            sqlite3.IntegrityError, 2067,
+                            "SQLITE_CONSTRAINT_UNIQUE")
+        self.assertEqual(str(e), "UNIQUE constraint failed: u.x")
+        self.assertIsNone(why)
+        self.assertEqual(self.status()["last_index"], before)
+        self.assert_replicas_agree()
+
+    def test_vetoed_commit(self):
+        """A transaction the capture cannot replicate (a write through an
+        INSTEAD OF trigger inside BEGIN) is vetoed at COMMIT:
+        IntegrityError, SQLITE_CONSTRAINT_COMMITHOOK, "constraint failed";
+        the reason is in raft_last_error(); nothing written."""
+        self.vetoed_commit()
+
+    def test_no_node(self):
+        """The node stopped: a write is refused when prepared,
+        DatabaseError, SQLITE_AUTH, "not authorized", the reason naming
+        the file in raft_last_error(); a transaction open across the
+        stop is vetoed at COMMIT, the reason saying to start the node."""
+        con = plain(self.db, 5)
+        self.addCleanup(con.close)
+        con.execute("BEGIN")
+        con.execute("INSERT INTO kv VALUES('t', 1)")
+        self.con.execute("SELECT raft_stop()")
+        e, why = self.fails(con, "COMMIT", sqlite3.IntegrityError, 531,
+                            "SQLITE_CONSTRAINT_COMMITHOOK")
+        self.assertIn("commit to %s refused, rolled back: no raftsql node "
+                      "serves it any more (its node stopped): start it "
+                      "(raft_start)" % self.db, why)
+        e, why = self.fails(con, "INSERT INTO kv VALUES('n', 1)",
+                            sqlite3.DatabaseError, sqlite3.SQLITE_AUTH,
+                            "SQLITE_AUTH")
+        self.assertEqual(str(e), "not authorized")
+        self.assertIn("%s is a Raft replica (it has a raftsql_applied "
+                      "table) and no raftsql node serves it" % self.db, why)
+        self.assertEqual(without_raftsql(self.db, "SELECT k FROM kv"),
+                         ["a"])
+        self.start_node()
+        wait_for("a leader", self.leader, 30)
+        self.assert_replicas_agree()
+
+    def test_no_leader(self):
+        """Nodes 2 and 3 stopped: once node 1 knows no leader, a plain
+        write meets SQLITE_BUSY after its busy timeout."""
+        for n in self.peers:
+            n.stop()
+        wait_for("node 1 knows no leader", lambda: self.leader() is None,
+                 30)
+        con = plain(self.db, 0.5)
+        self.addCleanup(con.close)
+        self.busy_after(con, "INSERT INTO kv VALUES('x', 1)", 0.45)
+        self.assertEqual(without_raftsql(self.db, "SELECT k FROM kv"),
+                         ["a"])
+
+
+class FollowerErrorsTest(ErrorCase):
+    """Node 1 follows."""
+
+    lead = False
+
+    def test_vetoed_commit_on_a_follower(self):
+        """A plain write this follower cannot replicate is vetoed at its
+        COMMIT: IntegrityError, SQLITE_CONSTRAINT_COMMITHOOK, "constraint
+        failed", the reason in raft_last_error(); nothing written
+        anywhere: as on the leader (followers serve plain writes)."""
+        self.vetoed_commit()
+
+
+if __name__ == "__main__":
+    unittest.main()
