@@ -257,8 +257,8 @@ static int table_load(struct replay *r, unsigned i, const char *name,
     r->f->internal = 1;
     rc = sqlite3_prepare_v2(db,
                             "SELECT wr FROM pragma_table_list WHERE schema = "
-                            "'main' AND type = 'table' AND name = ?1 "
-                            "COLLATE NOCASE",
+                            "'main' AND type IN ('table', 'shadow') AND "
+                            "name = ?1 COLLATE NOCASE",
                             -1, &s, NULL);
     if (rc == SQLITE_OK) {
         sqlite3_bind_text(s, 1, name, -1, SQLITE_STATIC);
@@ -1020,8 +1020,13 @@ int changeset_apply(struct sql_fsm *f, const struct sql_changeset *cs,
 {
     struct replay r;
     bool done = mode == CHANGESET_LANDED;
-    int rc = 0;
+    int defensive = 1, rc = 0;
 
+    /* The statements of a virtual table's shadow tables (its module's
+     * writes, recorded) are prepared by the landed check too: SQLite
+     * refuses them at prepare time on a DEFENSIVE connection. */
+    sqlite3_db_config(f->db, SQLITE_DBCONFIG_DEFENSIVE, -1, &defensive);
+    sqlite3_db_config(f->db, SQLITE_DBCONFIG_DEFENSIVE, 0, NULL);
     memset(&r, 0, sizeof r);
     r.f = f;
     r.cs = cs;
@@ -1043,5 +1048,6 @@ int changeset_apply(struct sql_fsm *f, const struct sql_changeset *cs,
     forget(&r);
     free(r.tables);
     free(r.of);
+    sqlite3_db_config(f->db, SQLITE_DBCONFIG_DEFENSIVE, defensive, NULL);
     return rc;
 }

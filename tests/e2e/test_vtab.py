@@ -139,7 +139,12 @@ class VirtualTableTest(ClusterCase):
         # Plain writes on a follower's connection are replicated, shadow
         # rows included.
         for sql in PLAIN:
-            self.followers[0].sql(sql)
+            try:
+                self.followers[0].sql(sql)
+            except NodeError as e:
+                self.fail("%s: %s: %s" % (sql, e, self.followers[0].value(
+                    "SELECT raft_last_error()")))
+        self.exec(self.leader, "SELECT 1")
         self.cluster.wait_all_applied()
         for node in self.cluster.nodes:
             for sql, want in PLAIN_READS:

@@ -627,6 +627,26 @@ static void test_generated_columns(void **state)
                  "20,11,x");
 }
 
+/* Virtual tables (R*Tree, FTS5): their modules' writes to their shadow
+ * tables travel as rows and are checked and replayed on the apply
+ * connection, which is DEFENSIVE (SQLite refuses shadow-table writes
+ * there at prepare time): landed and not. */
+static void test_virtual_tables(void **state)
+{
+    struct fixture *f = *state;
+
+    both(f, "CREATE VIRTUAL TABLE rt USING rtree(id, x0, x1, y0, y1)");
+    both(f, "CREATE VIRTUAL TABLE ft USING fts5(title, body)");
+    commit_and_apply(f, "INSERT INTO rt VALUES(1, 0, 10, 0, 10)", false);
+    commit_and_apply(f, "INSERT INTO rt VALUES(2, 5, 6, 20, 30)", true);
+    commit_and_apply(f, "INSERT INTO ft VALUES('one', 'hello raft')", false);
+    commit_and_apply(f, "INSERT INTO ft VALUES('two', 'log entry')", true);
+    commit_and_apply(f, "DELETE FROM rt WHERE id = 1", false);
+    assert_query(f->b.path, "SELECT group_concat(id) FROM rt", "2");
+    assert_query(f->b.path, "SELECT title FROM ft WHERE ft MATCH 'entry'",
+                 "two");
+}
+
 /* A changeset that changes no row's state applies alike, landed or not. */
 static void test_no_net_change(void **state)
 {
@@ -696,6 +716,7 @@ int main(void)
                                         setup, teardown),
         cmocka_unit_test_setup_teardown(test_identity, setup, teardown),
         cmocka_unit_test_setup_teardown(test_schema, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_virtual_tables, setup, teardown),
         cmocka_unit_test_setup_teardown(test_generated_columns, setup,
                                         teardown),
         cmocka_unit_test_setup_teardown(test_schema_in_transaction, setup,
