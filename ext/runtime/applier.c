@@ -96,8 +96,8 @@ struct ext_applier {
     struct ext_applier_divergence divergence; /* what was seen (mu) */
     char start_suspect[sizeof(((struct ext_applier_divergence *)0)->reason)];
     /* the start's verification found the file different from the running
-     * checksum, maybe by a plain write's entry that landed unrecorded:
-     * decided at the first batch (apply thread; "" when none) */
+     * checksum, by a plain write's entry that landed unrecorded: checked
+     * again after the first batch (apply thread; "" when none) */
     atomic_uint_least64_t n_repairs;  /* installs that ended a divergence */
     atomic_uint_least64_t n_installs; /* snapshots installed (written
                                           under mu) */
@@ -483,47 +483,50 @@ static void idle_check(struct ext_applier *a)
 
 /* verify_at_start verifies the file at start when it may have changed
  * while no node ran (stopped.h), before anything applies. A difference
- * is kept for the first batch (start_decide): the writer of a plain
- * write killed between its local commit and this node's record of its
- * entry left that entry in the file, which only the entry tells. */
+ * that the stored entry after the applied index explains (cfg.next: a
+ * plain write's changeset its writer's commit put in the file before
+ * this node recorded it, the writer killed in between; the file alone
+ * tells) is kept for start_confirm, once that entry is recorded; any
+ * other marks the replica diverged now. */
 static void verify_at_start(struct ext_applier *a)
 {
     char reason[sizeof a->divergence.reason];
-    if (a->cfg.stopped_path[0] != '\0' && !atomic_load(&a->diverged) &&
-        stopped_verify(a->fsm, a->log, a->cfg.stopped_path, a->cfg.db_path,
-                       reason, sizeof reason)) {
-        snprintf(a->start_suspect, sizeof a->start_suspect, "%s", reason);
-    }
-}
-
-/* start_decide decides, before the first batch @fe (starting at the
- * applied index + 1), a difference the start's verification found: when
- * @fe[0] is a plain write's entry the file already holds, the batch goes
- * (it only records that entry) and start_confirm verifies again after
- * it; otherwise the replica is diverged now. Returns false when it is.
- * Apply thread. */
-static bool start_decide(struct ext_applier *a, const struct sql_fsm_entry *fe)
-{
+    struct sql_fsm_entry fe;
     bool landed = false;
-    if (a->start_suspect[0] == '\0') {
-        return true;
+
+    if (a->cfg.stopped_path[0] == '\0' || atomic_load(&a->diverged) ||
+        !stopped_verify(a->fsm, a->log, a->cfg.stopped_path, a->cfg.db_path,
+                        reason, sizeof reason)) {
+        return;
     }
-    if (sqlbridge_rc(sql_fsm_landed(a->fsm, &fe[0], &landed)) != 0 || !landed) {
-        note_diverged(a, a->start_suspect);
-        a->start_suspect[0] = '\0';
-        return false;
+    memset(&fe, 0, sizeof fe);
+    if (a->cfg.next != NULL && a->cfg.next->type == RAFT_ENTRY_NORMAL &&
+        a->cfg.next->data != NULL) {
+        fe.index = a->cfg.next->index;
+        fe.term = a->cfg.next->term;
+        fe.kind = SQL_ENTRY_REQUEST;
+        fe.data = a->cfg.next->data->data;
+        fe.len = a->cfg.next->data->len;
+        if (sqlbridge_rc(sql_fsm_landed(a->fsm, &fe, &landed)) != 0) {
+            landed = false;
+        }
+    }
+    if (!landed) {
+        note_diverged(a, reason);
+        return;
     }
     node_log_line(a->log, RAFT_LOG_INFO,
                   "start: the file holds entry %llu, a plain write whose "
                   "writer's commit landed before this node recorded it: "
-                  "recording it, then verifying again",
-                  (unsigned long long)fe[0].index);
-    return true;
+                  "verifying again once it is recorded",
+                  (unsigned long long)fe.index);
+    snprintf(a->start_suspect, sizeof a->start_suspect, "%s", reason);
 }
 
-/* start_confirm verifies the file again once start_decide let the batch
- * that recorded the landed entry go: what still differs from the running
- * checksum was written while no node ran. Apply thread. */
+/* start_confirm verifies the file again after the first batch, which
+ * recorded the landed entry verify_at_start found: what still differs
+ * from the running checksum was written while no node ran. Apply
+ * thread. */
 static void start_confirm(struct ext_applier *a)
 {
     char differ[200], reason[sizeof a->divergence.reason + 300];
@@ -773,10 +776,6 @@ static int apply_batch(struct ext_applier *a, const struct raft_entry *batch,
             fe[i].kind = SQL_ENTRY_CLUSTER_ID;
             has_cluster_id = true;
         }
-    }
-    if (!start_decide(a, fe)) {
-        rc = RAFT_DIVERGED; /* the batch waits for the repair */
-        goto out;
     }
     rc = sqlbridge_rc(sql_fsm_apply(a->fsm, fe, n, res));
     if (rc == 0) {

@@ -43,32 +43,41 @@ struct ext_applier_hooks {
 
 /* Settings of the apply thread. */
 struct ext_applier_config {
-    unsigned follower_apply_ms;  /* a follower's pace between batches, ms,
+    unsigned follower_apply_ms;    /* a follower's pace between batches, ms,
                                     0 for none */
-    uint64_t snapshot_threshold; /* checkpoint after a batch when the
+    uint64_t snapshot_threshold;   /* checkpoint after a batch when the
                                     durable index lags this / 2 entries */
-    char mark_path[4200];        /* where a divergence is recorded, so a
+    char mark_path[4200];          /* where a divergence is recorded, so a
                                     restart keeps it ("" for nowhere):
                                     written when one is seen, removed by
                                     the install that ends it */
-    char notice_path[4200];      /* beside the database, readable by the
+    char notice_path[4200];        /* beside the database, readable by the
                                     other processes' guards while this node
                                     runs diverged ("" for none): written
                                     with the reason when one is seen or
                                     read at start, removed by the install
                                     that ends it and at stop
                                     (attach_sock_diverged reads it) */
-    char stopped_path[4200];     /* the record of a clean stop ("" for
+    char stopped_path[4200];       /* the record of a clean stop ("" for
                                     none, stopped.h): read and removed at
                                     start, where a missing or differing one
                                     makes the start verify the file
                                     against the running checksum
                                     (sql_fsm_verify), a mismatch marking
                                     the replica diverged before anything
-                                    applies; written at a stop that is not
+                                    applies (unless @next explains it);
+                                    written at a stop that is not
                                     diverged */
-    char db_path[4200];          /* the database file (for stopped_path) */
-    char settings_path[4200];    /* beside the database, the cluster-wide
+    const struct raft_entry *next; /* the stored entry after the applied
+                                    index, or NULL: a plain write's
+                                    changeset whose writer's commit landed
+                                    before this node recorded it (a writer
+                                    killed in between) explains a
+                                    mismatch at start, which is then
+                                    checked again once it is recorded
+                                    (borrowed for applier_start only) */
+    char db_path[4200];            /* the database file (for stopped_path) */
+    char settings_path[4200];      /* beside the database, the cluster-wide
                                     settings in force for the guards of
                                     every process ("" for none): written
                                     at start and before the callers of

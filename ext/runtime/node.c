@@ -509,6 +509,7 @@ static int start_threads(struct ext_node *n, const char *db_path,
         .cluster_id = on_cluster_id,
         .diverged = on_diverged,
     };
+    struct raft_entry next;
     unsigned n_peers = 0;
     int rc;
 
@@ -518,7 +519,13 @@ static int start_threads(struct ext_node *n, const char *db_path,
     attach_sock_diverged_path(db_path, ac.notice_path, sizeof ac.notice_path);
     attach_sock_settings_path(db_path, ac.settings_path,
                               sizeof ac.settings_path);
-    if (applier_start(fsm, &ac, &ah, &n->log, &n->applier) != 0) {
+    memset(&next, 0, sizeof next);
+    if (store_entry(n->store, sql_fsm_applied(fsm) + 1, &next) == 0) {
+        ac.next = &next;
+    }
+    rc = applier_start(fsm, &ac, &ah, &n->log, &n->applier);
+    raft_buf_unref(next.data);
+    if (rc != 0) {
         sql_fsm_close(fsm);
         snprintf(errmsg, errmsg_len, "cannot start the apply thread");
         return RAFT_NOMEM;

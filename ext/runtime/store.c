@@ -345,6 +345,21 @@ int store_is_new(struct ext_store *s, bool *out, char *errmsg,
     return 0;
 }
 
+int store_entry(struct ext_store *s, raft_index index, struct raft_entry *out)
+{
+    struct raft_entry *e = NULL;
+    unsigned n = 0;
+    int rc = lmdb_log_entries(s->lmdb, index, index, 0, &e, &n);
+
+    if (rc != 0) {
+        return rc;
+    }
+    *out = e[0];
+    e[0].data = NULL; /* the reference is the caller's */
+    lmdb_log_entries_free(e, n);
+    return 0;
+}
+
 int store_load(struct ext_store *s, uint64_t applied, uint64_t applied_term,
                struct ext_store_state *out, char *errmsg, size_t errmsg_len)
 {

@@ -74,6 +74,12 @@ void store_discard(struct ext_store *s);
 int store_load(struct ext_store *s, uint64_t applied, uint64_t applied_term,
                struct ext_store_state *out, char *errmsg, size_t errmsg_len);
 
+/* store_entry reads stored entry @index into *@out, its data a new
+ * reference (raft_buf_unref it). Errors: RAFT_NOTFOUND (not stored),
+ * RAFT_COMPACTED, RAFT_CORRUPT, RAFT_IOERR, RAFT_NOMEM. Thread: any,
+ * before the driver starts. */
+int store_entry(struct ext_store *s, raft_index index, struct raft_entry *out);
+
 /* store_is_new tells in *@out whether the log was never written: no term,
  * no vote, no entry and no snapshot boundary (a log directory made by
  * this start, or one whose files were removed). Errors: RAFT_CORRUPT,
