@@ -5,13 +5,17 @@
 # Usage: bench/compare.sh            (DURATION=20 seconds per run)
 #        DURATION=10 bench/compare.sh
 #        RUNS="raftsql-64-leader etcd-64" bench/compare.sh   (a subset)
+#        ROUNDS=5 RUNS="..." bench/compare.sh   (5 interleaved rounds)
 #
 # Runs, each for DURATION seconds: raftsql (1 and 64 client threads in node
-# 1's process, node 1 leader and node 1 follower; and node 1 leader with
-# TLS between the peers), dqlite-benchmark (3
+# 1's process, node 1 leader and node 1 follower, through raft_exec and as
+# plain autocommit INSERTs; and node 1 leader with TLS between the
+# peers), dqlite-benchmark (3
 # nodes, kvwrite, 1 and 64 workers), etcd 3.4 (3 members; 1 KiB puts via
 # wrk on the v3 JSON gateway, 1 and 64 connections), local SQLite (WAL,
-# synchronous=FULL, 1 and 64 rows per transaction). Prints one table and
+# synchronous=FULL, 1 and 64 rows per transaction). ROUNDS (default 1)
+# repeats the whole sequence, so that the ratios are taken within each
+# round (the machine drifts between rounds). Prints one table and
 # writes it to bench/results/compare-<date>.txt, with a chart in
 # compare-<date>.png. Installs the packages it needs (apt-get) when
 # missing. Every process it starts is killed at exit; all data lives in a
@@ -20,12 +24,17 @@
 set -uo pipefail
 
 DURATION=${DURATION:-20}
-case $DURATION in
-    '' | *[!0-9]* | 0)
-        echo "compare.sh: DURATION must be a whole number of seconds > 0" >&2
-        exit 2
-        ;;
-esac
+ROUNDS=${ROUNDS:-1}
+ROUND=1
+# DURATION (seconds) and ROUNDS: whole numbers > 0.
+for v in DURATION ROUNDS; do
+    case ${!v} in
+        '' | *[!0-9]* | 0)
+            echo "compare.sh: $v must be a whole number > 0" >&2
+            exit 2
+            ;;
+    esac
+done
 
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 cd "$ROOT" || exit 1
@@ -110,15 +119,20 @@ print("\n".join(str(s.getsockname()[1]) for s in socks))
 EOF
 }
 
-# record LINE-FROM-A-RUN NAME LOG: keep the RESULT line or mark FAILED.
+# record NAME LOG [STATUS]: keep the run's RESULT line (with the round's
+# number), or mark it FAILED when there is none or STATUS (the run's exit
+# status, default 0) is not 0. The reason shown: the run's own FAILED
+# line (raftsql-bench's), else the last lines of its output.
 record() {
-    local name=$1 out=$2 line
+    local name=$1 out=$2 status=${3:-0} line why
     line=$(grep '^RESULT ' "$out" | tail -1)
-    if [ -n "$line" ]; then
-        echo "$line" >>"$RES"
-        echo "$line" >&2
+    if [ -n "$line" ] && [ "$status" = 0 ]; then
+        echo "$line round=$ROUND" >>"$RES"
+        echo "$line round=$ROUND" >&2
     else
-        echo "FAILED name=$name (log: $(tail -3 "$out" | tr '\n' ' '))" \
+        why=$(grep 'FAILED: ' "$out" | tail -1)
+        [ -n "$why" ] || why="log: $(tail -3 "$out" | tr '\n' ' ')"
+        echo "FAILED name=$name round=$ROUND (exit status $status; $why)" \
             >>"$RES"
         echo "compare.sh: $name failed; last lines of its output:" >&2
         tail -15 "$out" >&2
@@ -186,22 +200,27 @@ tls_config() {
     echo "tls_cert=$d/node.pem tls_key=$d/node.key tls_ca=$d/ca.pem"
 }
 
-# run_raftsql CLIENTS ROLE [RTT [tls]]: one raftsql-bench run, with RTT ms
-# of delay on every peer link, and with TLS between the peers.
+# run_raftsql CLIENTS ROLE [RTT [tls|plain]]: one raftsql-bench run, with
+# RTT ms of delay on every peer link, and with TLS between the peers or
+# with plain autocommit INSERTs instead of raft_exec.
 run_raftsql() {
-    local clients=$1 role=$2 rtt=${3:-0} tls=${4:-} name="raftsql-$1-$2" out
-    local config=""
+    local clients=$1 role=$2 rtt=${3:-0} how=${4:-} name="raftsql-$1-$2" out
+    local config="" plain=() rc what="raft_exec" note=""
     [ "$rtt" != 0 ] && name+="-rtt$rtt"
-    [ -n "$tls" ] && name+="-tls" && config=$(tls_config)
+    [ "$how" = tls ] && name+="-tls" && config=$(tls_config) &&
+        note="; TLS 1.3 between the peers"
+    [ "$how" = plain ] && name="raftsql-plain-$1-$2" && plain=(--plain) &&
+        what="plain autocommit INSERTs (busy timeout 5000 ms)"
     out=$T/$name.out
-    log "$name: $clients client threads in node 1's process, node 1 $role" \
-        "$(delay_note "$rtt")${tls:+; TLS 1.3 between the peers}"
+    log "$name: $clients client threads in node 1's process, $what," \
+        "node 1 $role$(delay_note "$rtt")$note"
     run_logged "$out" "$B/raftsql-bench" --clients "$clients" \
         --role "$role" --duration "$DURATION" --name "$name" \
         --node "$B/raftsql-testhost" --dir "$T/$name" --rtt-ms "$rtt" \
-        --proxy "$B/delay-proxy" --config "$config"
+        --proxy "$B/delay-proxy" --config "$config" "${plain[@]}"
+    rc=$?
     grep -v '^RESULT ' "$out" | tail -5 >&2
-    record "$name" "$out"
+    record "$name" "$out" "$rc"
     rm -rf "${T:?}/$name"
 }
 
@@ -410,33 +429,47 @@ want() {
     return 1
 }
 
+# one_round: every wanted run once, in a fixed order.
+one_round() {
+    local clients role n rtt
+    for clients in 1 64; do
+        for role in leader follower; do
+            want "raftsql-$clients-$role" && run_raftsql "$clients" "$role"
+            # With TLS 1.3 between the peers (certificates), right after
+            # the same run without: the machine's load drifts less in
+            # between.
+            [ "$role" = leader ] && want "raftsql-$clients-leader-tls" &&
+                run_raftsql "$clients" leader 0 tls
+            # The same writes as plain SQL, right after raft_exec's.
+            want "raftsql-plain-$clients-$role" &&
+                run_raftsql "$clients" "$role" 0 plain
+        done
+    done
+    for n in 1 64; do want "dqlite-$n" && run_dqlite "$n"; done
+    for n in 1 64; do want "etcd-$n" && run_etcd "$n"; done
+    for n in 1 64; do want "local-$n" && run_local "$n"; done
+    # The same peer links with network delay (RTTS: round trips in ms),
+    # through build/delay-proxy for both: what pipelining buys when the
+    # network is not free.
+    for rtt in ${RTTS-1 10}; do
+        for n in 1 64; do
+            want "raftsql-$n-leader-rtt$rtt" && run_raftsql "$n" leader "$rtt"
+            want "etcd-$n-rtt$rtt" && run_etcd "$n" "$rtt"
+        done
+    done
+}
+
 LOAD_START=$(cut -d' ' -f1-3 /proc/loadavg)
-log "DURATION=$DURATION s per run, $(nproc) CPUs, $(uname -r)," \
-    "load average $LOAD_START"
-for clients in 1 64; do
-    for role in leader follower; do
-        want "raftsql-$clients-$role" && run_raftsql "$clients" "$role"
-        # With TLS 1.3 between the peers (certificates), right after the
-        # same run without: the machine's load drifts less in between.
-        [ "$role" = leader ] && want "raftsql-$clients-leader-tls" &&
-            run_raftsql "$clients" leader 0 tls
-    done
-done
-for n in 1 64; do want "dqlite-$n" && run_dqlite "$n"; done
-for n in 1 64; do want "etcd-$n" && run_etcd "$n"; done
-for n in 1 64; do want "local-$n" && run_local "$n"; done
-# The same peer links with network delay (RTTS: round trips in ms), through
-# build/delay-proxy for both: what pipelining buys when the network is not
-# free.
-for rtt in ${RTTS-1 10}; do
-    for n in 1 64; do
-        want "raftsql-$n-leader-rtt$rtt" && run_raftsql "$n" leader "$rtt"
-        want "etcd-$n-rtt$rtt" && run_etcd "$n" "$rtt"
-    done
+log "DURATION=$DURATION s per run, ROUNDS=$ROUNDS, $(nproc) CPUs," \
+    "$(uname -r), load average $LOAD_START"
+for ROUND in $(seq "$ROUNDS"); do
+    [ "$ROUNDS" -gt 1 ] && log "round $ROUND of $ROUNDS"
+    one_round
 done
 
 TITLE="raftsql vs dqlite, etcd, local SQLite: ${DURATION} s per run, \
-$(nproc) CPUs, $(date '+%Y-%m-%d %H:%M')"
+$( [ "$ROUNDS" -gt 1 ] && echo "$ROUNDS rounds, ")$(nproc) CPUs, \
+$(date '+%Y-%m-%d %H:%M')"
 python3 "$ROOT/bench/report.py" "$RES" "$OUT_DIR/compare-$STAMP.txt" \
     "$OUT_DIR/compare-$STAMP.png" "$TITLE" \
     "load average (1/5/15 min) at start $LOAD_START, at end \
