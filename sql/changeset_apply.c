@@ -961,29 +961,42 @@ static void set_replay_mode(sqlite3 *db, bool on, int prev[2])
     }
 }
 
-/* note_landed tells the checksum that the changeset's tables changed
- * under it (the writer's commit, which its hook did not see): they are
- * rescanned at the request's end, and listed again when the changeset
- * changed the schema. */
+/* note_landed counts the changeset's rows in the running checksum, as
+ * the apply connection's hook would have had it replayed them: the
+ * writer's commit put them in the file, unseen by that hook. From the
+ * changeset's whole rows: no table is scanned but sqlite_sequence and
+ * those the hook cannot follow either (checksum_landed_row). After a
+ * schema statement every table is listed again and rescanned. */
 static int note_landed(struct replay *r)
 {
+    static const int ops[] = {
+        [SQL_CHANGE_INSERT] = SQLITE_INSERT,
+        [SQL_CHANGE_UPDATE] = SQLITE_UPDATE,
+        [SQL_CHANGE_DELETE] = SQLITE_DELETE,
+    };
+    char name[512];
+
     for (unsigned i = 0; i < r->cs->n; i++) {
         const struct sql_change *c = &r->cs->changes[i];
-        char name[512];
 
         if (c->kind == SQL_CHANGE_SCHEMA) {
             checksum_rescan(r->f, NULL);
             continue;
         }
-        if (c->table_len < sizeof name &&
-            (i == 0 || r->cs->changes[i - 1].table_len != c->table_len ||
-             memcmp(r->cs->changes[i - 1].table, c->table, c->table_len) !=
-                 0)) {
-            memcpy(name, c->table, c->table_len);
-            name[c->table_len] = '\0';
-            checksum_rescan(r->f, name);
+        if (c->kind > SQL_CHANGE_DELETE || c->kind < SQL_CHANGE_INSERT) {
+            continue; /* the decoder knows no other */
         }
+        if (c->table_len >= sizeof name) {
+            checksum_rescan(r->f, NULL);
+            continue;
+        }
+        memcpy(name, c->table, c->table_len);
+        name[c->table_len] = '\0';
+        checksum_landed_row(r->f, name, ops[c->kind], c->old_rowid, c->old_row,
+                            c->new_rowid, c->new_row, c->n_cols);
     }
+    /* One row per AUTOINCREMENT table: its counters move without a row
+     * telling (an insert of no row, a row inserted and deleted). */
     checksum_rescan(r->f, "sqlite_sequence");
     return 0;
 }

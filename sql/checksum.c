@@ -145,6 +145,37 @@ static uint64_t row_hash(struct sql_checksum *ck, sqlite3 *db,
     return h;
 }
 
+/* follow returns the table of a row change (@op, SQLite's) to @table
+ * whose sums follow its rows, listed in the running request; NULL when
+ * they do not: ignored, or marked for a rescan at the request's end (a
+ * table not listed yet, or one the hook cannot follow), and
+ * sqlite_sequence too after an insert into an AUTOINCREMENT table. */
+static struct checksum_table *follow(struct sql_checksum *ck, const char *table,
+                                     int op)
+{
+    struct checksum_table *t;
+    unsigned i = find(ck, table);
+
+    if (i == ck->n_tables) {
+        mark_dirty(ck, table, checksum_kind_of(table, NULL));
+        return NULL;
+    }
+    t = &ck->tables[i];
+    if (t->kind == CHECKSUM_IGNORED) {
+        return NULL;
+    }
+    if (t->autoinc && op != SQLITE_DELETE) {
+        mark_dirty(ck, "sqlite_sequence", CHECKSUM_SCAN);
+        t = &ck->tables[i]; /* the array may have moved */
+    }
+    if (t->kind != CHECKSUM_ROWS) {
+        mark_dirty(ck, t->name, t->kind);
+        return NULL;
+    }
+    in_request(ck, i);
+    return t;
+}
+
 /* on_preupdate is the apply connection's pre-update hook. */
 static void on_preupdate(void *data, sqlite3 *db, int op, const char *db_name,
                          const char *table, sqlite3_int64 key1,
@@ -153,28 +184,14 @@ static void on_preupdate(void *data, sqlite3 *db, int op, const char *db_name,
     struct sql_fsm *f = data;
     struct sql_checksum *ck = f->ck;
     struct checksum_table *t;
-    unsigned i;
     int n;
 
     if (strcmp(db_name, "main") != 0 ||
         strncasecmp(table, "raftsql_", 8) == 0) {
         return;
     }
-    i = find(ck, table);
-    if (i == ck->n_tables) {
-        mark_dirty(ck, table, checksum_kind_of(table, NULL));
-        return;
-    }
-    t = &ck->tables[i];
-    if (t->kind == CHECKSUM_IGNORED) {
-        return;
-    }
-    if (t->autoinc && op != SQLITE_DELETE) {
-        mark_dirty(ck, "sqlite_sequence", CHECKSUM_SCAN);
-        t = &ck->tables[i]; /* the array may have moved */
-    }
-    if (t->kind != CHECKSUM_ROWS) {
-        mark_dirty(ck, t->name, t->kind);
+    t = follow(ck, table, op);
+    if (t == NULL) {
         return;
     }
     n = ck->pu.count(db);
@@ -192,10 +209,38 @@ static void on_preupdate(void *data, sqlite3 *db, int op, const char *db_name,
     }
     if (op == SQLITE_INSERT || op == SQLITE_UPDATE) {
         t->req += row_hash(ck, db, t, false, key2, n);
-        ck->skew_table = i;
+        ck->skew_table = (unsigned)(t - ck->tables);
         ck->skew_rowid = key2;
     }
-    in_request(ck, i);
+}
+
+void checksum_landed_row(struct sql_fsm *f, const char *table, int op,
+                         int64_t old_rowid, const struct sql_value *old,
+                         int64_t new_rowid, const struct sql_value *new_,
+                         unsigned n)
+{
+    struct sql_checksum *ck = f->ck;
+    struct checksum_table *t;
+    bool ok = true;
+
+    if (ck == NULL || !ck->on || strncasecmp(table, "raftsql_", 8) == 0) {
+        return;
+    }
+    t = follow(ck, table, op);
+    if (t == NULL) {
+        return;
+    }
+    if (old != NULL) {
+        t->req -= checksum_row_hash_values(
+            &ck->enc, t->seed, t->rowid ? old_rowid : 0, old, n, &ok);
+    }
+    if (new_ != NULL) {
+        t->req += checksum_row_hash_values(
+            &ck->enc, t->seed, t->rowid ? new_rowid : 0, new_, n, &ok);
+    }
+    if (!ok) {
+        ck->broken = true;
+    }
 }
 
 /* clear_tables forgets every table. */

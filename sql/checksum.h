@@ -29,6 +29,7 @@
 #include <sqlite3ext.h>
 
 #include "preupdate.h"
+#include "sql.h"
 
 struct sql_fsm;
 
@@ -115,6 +116,28 @@ uint64_t checksum_seed(const char *name);
 uint64_t checksum_row_hash(struct checksum_buf *b, uint64_t seed,
                            sqlite3_int64 rowid, sqlite3_value **values, int n,
                            bool *ok);
+
+/* checksum_row_hash_values is checksum_row_hash for a decoded row image
+ * (@n values, sql.h, as a changeset carries it): the same encoding, the
+ * same hash. *@ok is set false when out of memory. Pure. */
+uint64_t checksum_row_hash_values(struct checksum_buf *b, uint64_t seed,
+                                  int64_t rowid, const struct sql_value *values,
+                                  unsigned n, bool *ok);
+
+/* checksum_landed_row counts in the running request a row change that
+ * its writer's own commit put in the file (changeset_apply's landed
+ * path: the apply connection's hook never saw it), as the hook would
+ * have counted it, from the changeset's whole rows: @op SQLITE_INSERT,
+ * SQLITE_UPDATE or SQLITE_DELETE of table @table (NUL-terminated), the
+ * old row (@old_rowid, @old: NULL for an insert) and the new (@new_rowid,
+ * @new_: NULL for a delete), @n values each. So a plain commit costs no
+ * scan of its tables; a table the hook cannot follow (not listed yet,
+ * generated columns, sqlite_sequence after an AUTOINCREMENT insert) is
+ * rescanned at the request's end, as after the hook. Apply thread. */
+void checksum_landed_row(struct sql_fsm *f, const char *table, int op,
+                         int64_t old_rowid, const struct sql_value *old,
+                         int64_t new_rowid, const struct sql_value *new_,
+                         unsigned n);
 
 /* checksum_kind_of classifies table @name of pragma table_list type
  * @type (NULL for a name not listed). Pure. */

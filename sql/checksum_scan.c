@@ -71,14 +71,13 @@ static bool whole_i64(double d, int64_t *out)
     return true;
 }
 
-/* put_value appends the encoding of @v. */
-static bool put_value(struct checksum_buf *b, sqlite3_value *v)
+/* put_parts appends the encoding of a value of SQLite type @type
+ * (SQLITE_INTEGER, SQLITE_FLOAT, SQLITE_TEXT, SQLITE_BLOB, else NULL):
+ * @i, @d, or the @n bytes at @p. */
+static bool put_parts(struct checksum_buf *b, int type, int64_t i, double d,
+                      const void *p, size_t n)
 {
-    int type = v == NULL ? SQLITE_NULL : sqlite3_value_type(v);
-    const void *p;
-    int64_t i;
-    double d;
-    int n;
+    int64_t w;
 
     switch (type) {
         case SQLITE_INTEGER:
@@ -86,16 +85,15 @@ static bool put_value(struct checksum_buf *b, sqlite3_value *v)
                 return false;
             }
             b->p[b->len++] = 1;
-            put_u64(b, (uint64_t)sqlite3_value_int64(v));
+            put_u64(b, (uint64_t)i);
             return true;
         case SQLITE_FLOAT:
             if (!reserve(b, 9)) {
                 return false;
             }
-            d = sqlite3_value_double(v);
-            if (whole_i64(d, &i)) {
+            if (whole_i64(d, &w)) {
                 b->p[b->len++] = 1;
-                put_u64(b, (uint64_t)i);
+                put_u64(b, (uint64_t)w);
             } else {
                 uint64_t bits;
                 memcpy(&bits, &d, sizeof bits);
@@ -105,20 +103,14 @@ static bool put_value(struct checksum_buf *b, sqlite3_value *v)
             return true;
         case SQLITE_TEXT:
         case SQLITE_BLOB:
-            p = type == SQLITE_TEXT ? (const void *)sqlite3_value_text(v)
-                                    : sqlite3_value_blob(v);
-            n = sqlite3_value_bytes(v);
-            if (p == NULL && n > 0) {
-                return false; /* out of memory in a conversion */
-            }
-            if (!reserve(b, 5 + (size_t)n)) {
+            if ((p == NULL && n > 0) || n > UINT32_MAX || !reserve(b, 5 + n)) {
                 return false;
             }
             b->p[b->len++] = type == SQLITE_TEXT ? 3 : 4;
             put_u32(b, (uint32_t)n);
             if (n > 0) {
-                memcpy(b->p + b->len, p, (size_t)n);
-                b->len += (size_t)n;
+                memcpy(b->p + b->len, p, n);
+                b->len += n;
             }
             return true;
         default:
@@ -128,6 +120,60 @@ static bool put_value(struct checksum_buf *b, sqlite3_value *v)
             b->p[b->len++] = 5;
             return true;
     }
+}
+
+/* put_value appends the encoding of @v. */
+static bool put_value(struct checksum_buf *b, sqlite3_value *v)
+{
+    int type = v == NULL ? SQLITE_NULL : sqlite3_value_type(v);
+    const void *p = NULL;
+    int n = 0;
+
+    if (type == SQLITE_TEXT || type == SQLITE_BLOB) {
+        p = type == SQLITE_TEXT ? (const void *)sqlite3_value_text(v)
+                                : sqlite3_value_blob(v);
+        n = sqlite3_value_bytes(v);
+    }
+    return put_parts(
+        b, type, type == SQLITE_INTEGER ? sqlite3_value_int64(v) : 0,
+        type == SQLITE_FLOAT ? sqlite3_value_double(v) : 0.0, p, (size_t)n);
+}
+
+/* put_sql_value appends the encoding of @v, a decoded value (sql.h). */
+static bool put_sql_value(struct checksum_buf *b, const struct sql_value *v)
+{
+    switch (v->type) {
+        case SQL_INTEGER:
+            return put_parts(b, SQLITE_INTEGER, v->integer, 0.0, NULL, 0);
+        case SQL_FLOAT:
+            return put_parts(b, SQLITE_FLOAT, 0, v->real, NULL, 0);
+        case SQL_TEXT:
+            return put_parts(b, SQLITE_TEXT, 0, 0.0, v->bytes.p, v->bytes.len);
+        case SQL_BLOB:
+            return put_parts(b, SQLITE_BLOB, 0, 0.0, v->bytes.p, v->bytes.len);
+        default:
+            return put_parts(b, SQLITE_NULL, 0, 0.0, NULL, 0);
+    }
+}
+
+uint64_t checksum_row_hash_values(struct checksum_buf *b, uint64_t seed,
+                                  int64_t rowid, const struct sql_value *values,
+                                  unsigned n, bool *ok)
+{
+    b->len = 0;
+    if (!reserve(b, 12)) {
+        *ok = false;
+        return 0;
+    }
+    put_u64(b, (uint64_t)rowid);
+    put_u32(b, (uint32_t)n);
+    for (unsigned i = 0; i < n; i++) {
+        if (!put_sql_value(b, &values[i])) {
+            *ok = false;
+            return 0;
+        }
+    }
+    return XXH3_64bits_withSeed(b->p, b->len, seed);
 }
 
 uint64_t checksum_row_hash(struct checksum_buf *b, uint64_t seed,
