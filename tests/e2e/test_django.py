@@ -86,17 +86,6 @@ class DjangoWorkload:
         connections.close_all()
         super().tearDown()
 
-    # Known divergence, not fixed yet: a migration that remakes an empty
-    # table with an AUTOINCREMENT key (admin.0002's AlterField) runs
-    # INSERT INTO new__x SELECT ... FROM x, which copies no row, yet
-    # SQLite writes sqlite_sequence's ('new__x', 0) row on the writer's
-    # file; no row change travels, so the other replicas have no such
-    # row: sqlite_sequence and the replica checksum differ (and the
-    # periodic checksum comparison then repairs one side).
-    # test_plain_writes.py test_autoincrement_insert_of_no_rows is the
-    # same in three statements. Once fixed, this test passes (an
-    # "unexpected success"): drop the marker.
-    @unittest.expectedFailure
     def test_migrate_and_orm_writes(self):
         """migrate, then ORM writes; every replica the same."""
         from django.contrib.auth.models import Group, Permission, User
