@@ -25,7 +25,9 @@
  *   4       8     id[0]: origin node id (u64)
  *   12      8     id[1]: origin sequence number (u64)
  *   20      8     lease id the writer held (u64; 0: none)
- *   28      4     n_records (u32), at least 1
+ *   28      4     n_records (u32); 0 for a transaction of no record
+ *                 that ran an INSERT, which may have written
+ *                 sqlite_sequence with no row (sql_capture_pending)
  *   32      records, each starting with its kind byte:
  *     SQL_CHANGE_SCHEMA (4): 4 len (u32, >= 1), then len bytes of SQL text
  *       (UTF-8, no NUL byte): one schema statement as the writer ran it
@@ -196,7 +198,12 @@ int sql_capture_intact(struct sql_capture *c);
  * has (0: it wrote nothing that is replicated), and at least 1 when it
  * did something that sql_capture_take refuses (poisoned, too big, out of
  * memory), so that a caller that skips take on 0 never lets such a
- * transaction commit unseen. Thread: the connection's. */
+ * transaction commit unseen; 1 too for one with no record that ran an
+ * INSERT (or REPLACE) into a table not internal, which may have written
+ * sqlite_sequence with no row (an INSERT of no row into an AUTOINCREMENT
+ * table): sql_capture_take sends it as a changeset of no record, whose
+ * apply settles sqlite_sequence on every replica (changeset_apply.c).
+ * Thread: the connection's. */
 unsigned sql_capture_pending(const struct sql_capture *c);
 
 /* sql_capture_take encodes the running transaction's records into a

@@ -943,7 +943,14 @@ static int landed(struct replay *r, bool *out)
         *out = at_after;
         return 0;
     }
-    return 0;
+    /* No row's state tells: the writer's commit may still have moved
+     * sqlite_sequence, which no record carries (a row inserted and
+     * deleted in one transaction, an INSERT of no row: SQLite writes the
+     * counter anyway). The running checksum holds it as before the
+     * changeset, so a file whose sqlite_sequence differs from it holds
+     * the writer's commit; one that does not replays to the same effect
+     * either way. */
+    return checksum_moved(r->f, "sqlite_sequence", out);
 }
 
 /* set_replay_mode turns triggers and foreign keys off (@on) for a
@@ -1028,6 +1035,61 @@ static int replay_all(struct replay *r)
     return rc;
 }
 
+/* The statements of settle_sequences, in order; the first counts. */
+static const char *const settle_sql[] = {
+    "SELECT count(*) FROM main.sqlite_sequence AS s WHERE rowid <> "
+    "(SELECT count(*) FROM main.sqlite_sequence AS o WHERE o.name <= s.name)",
+    "UPDATE main.sqlite_sequence SET rowid = -rowid",
+    "UPDATE main.sqlite_sequence SET rowid = (SELECT count(*) FROM "
+    "main.sqlite_sequence AS o WHERE o.name <= sqlite_sequence.name)",
+};
+
+/* settle_sequences brings sqlite_sequence to one form on every replica
+ * after every changeset. A writer's INSERT that adds no row into an
+ * AUTOINCREMENT table with no sqlite_sequence row adds one of seq 0 on its
+ * file alone (no record carries it; INSERT INTO t SELECT ... matching
+ * nothing, a table remade while empty), which also shifts the rowids of
+ * the rows added after it: rows of seq 0 are deleted (a seq of 0 numbers
+ * the table's next rows as no row does: max(seq, largest rowid) + 1),
+ * then, when the rowids are not the rows' ranks by name, they are made
+ * so. Both depend on the rows' names and counters only, which the
+ * replicas share. */
+static int settle_sequences(struct sql_fsm *f)
+{
+    int64_t n = 0, unranked = 0;
+    int changed = 0;
+    int rc;
+
+    f->internal = 1;
+    rc = snapshot_query_int(f->db,
+                            "SELECT count(*) FROM main.sqlite_schema WHERE "
+                            "type = 'table' AND name = 'sqlite_sequence'",
+                            &n);
+    if (rc == SQLITE_OK && n > 0) {
+        rc = sqlite3_exec(f->db,
+                          "DELETE FROM main.sqlite_sequence WHERE seq = 0",
+                          NULL, NULL, NULL);
+        changed = rc == SQLITE_OK && sqlite3_changes(f->db) > 0;
+    }
+    if (rc == SQLITE_OK && n > 0) {
+        rc = snapshot_query_int(f->db, settle_sql[0], &unranked);
+    }
+    for (unsigned i = 1; rc == SQLITE_OK && unranked > 0 &&
+                         i < sizeof settle_sql / sizeof *settle_sql;
+         i++) {
+        rc = sqlite3_exec(f->db, settle_sql[i], NULL, NULL, NULL);
+        changed = 1;
+    }
+    f->internal = 0;
+    if (rc != SQLITE_OK) {
+        return fsm_fail(f, rc, "settle sqlite_sequence");
+    }
+    if (changed) {
+        checksum_rescan(f, "sqlite_sequence");
+    }
+    return 0;
+}
+
 int changeset_apply(struct sql_fsm *f, const struct sql_changeset *cs,
                     uint64_t index, enum changeset_mode mode, bool *out_landed)
 {
@@ -1054,6 +1116,9 @@ int changeset_apply(struct sql_fsm *f, const struct sql_changeset *cs,
     }
     if (rc == 0 && mode != CHANGESET_CHECK) {
         rc = done ? note_landed(&r) : replay_all(&r);
+    }
+    if (rc == 0 && mode != CHANGESET_CHECK) {
+        rc = settle_sequences(f);
     }
     if (out_landed != NULL) {
         *out_landed = done;

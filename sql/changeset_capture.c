@@ -105,6 +105,8 @@ struct sql_capture {
     int too_big;                   /* wanted went past max_bytes */
     int nomem;                     /* a hook ran out of memory */
     int poisoned;                  /* the transaction cannot be replicated */
+    int sequence;                  /* an INSERT ran that may have written
+                                      sqlite_sequence with no row */
     char why[600];                 /* why, when poisoned */
     sql_capture_gate_cb gate;      /* asked at each writing statement's
                                       start (NULL: none) */
@@ -154,6 +156,7 @@ static void reset_txn(struct sql_capture *c)
     c->too_big = 0;
     c->nomem = 0;
     c->poisoned = 0;
+    c->sequence = 0;
     c->why[0] = 0;
     pop_savepoints(c, 0);
     for (i = 0; i < c->n_stmts; i++) {
@@ -549,6 +552,40 @@ static enum capture_kind classify(const char *sql, const char **name_at)
     return CAPTURE_OTHER;
 }
 
+/* may_move_sequence says whether statement text @sql is an INSERT or a
+ * REPLACE (one after WITH included) into a table that is not internal:
+ * SQLite ends one into an AUTOINCREMENT table by writing its
+ * sqlite_sequence row, even when it added no row (INSERT INTO t SELECT
+ * ... matching nothing adds ('t', 0) when t had none), and no hook tells.
+ * 0 when out of memory: that transaction's rows still travel. */
+static int may_move_sequence(const char *sql)
+{
+    const char *s = sql;
+    char *name;
+    int nomem, internal;
+
+    if (keyword(&s, "WITH")) {
+        return 1;
+    }
+    if (keyword(&s, "INSERT")) {
+        if (keyword(&s, "OR")) {
+            if (!(keyword(&s, "ROLLBACK") || keyword(&s, "ABORT") ||
+                  keyword(&s, "REPLACE") || keyword(&s, "FAIL") ||
+                  keyword(&s, "IGNORE"))) {
+                return 1;
+            }
+        }
+    } else if (!keyword(&s, "REPLACE")) {
+        return 0;
+    }
+    if (!keyword(&s, "INTO") || (name = read_name(s, &nomem)) == NULL) {
+        return 1;
+    }
+    internal = is_internal(name);
+    free(name);
+    return !internal;
+}
+
 /* ---- Statements and savepoints ---------------------------------------- */
 
 /* live_busy says whether @s is still a statement of @c's connection and
@@ -768,6 +805,10 @@ static void on_stmt(struct sql_capture *c, sqlite3_stmt *stmt, const char *text)
          * without sql_capture_take or the rollback hook. */
         reset_txn(c);
     }
+    if (!c->sequence && !sqlite3_stmt_readonly(stmt) &&
+        may_move_sequence(sql)) {
+        c->sequence = 1;
+    }
     if (c->n_stmts == c->cap_stmts) {
         unsigned cap = c->cap_stmts == 0 ? 8 : 2 * c->cap_stmts;
         struct capture_stmt *s = realloc(c->stmts, cap * sizeof *s);
@@ -925,7 +966,7 @@ unsigned sql_capture_pending(const struct sql_capture *c)
     if (c->n == 0 && (c->poisoned || c->too_big || c->nomem)) {
         return 1; /* for sql_capture_take to refuse, saying why */
     }
-    return c->n;
+    return c->n > 0 ? c->n : (unsigned)c->sequence;
 }
 
 int sql_capture_take(struct sql_capture *c, const uint64_t id[2],
@@ -949,7 +990,7 @@ int sql_capture_take(struct sql_capture *c, const uint64_t id[2],
                     ") by %" PRIu64,
                     c->wanted, c->max_bytes, c->wanted - c->max_bytes);
         rc = SQL_ERR_TOOBIG;
-    } else if (c->n == 0) {
+    } else if (c->n == 0 && !c->sequence) {
         sql_errmsgf(errmsg, errmsg_len,
                     "nothing to send: the transaction wrote no replicated "
                     "row or schema");
@@ -968,7 +1009,9 @@ int sql_capture_take(struct sql_capture *c, const uint64_t id[2],
         return SQL_ERR_NOMEM;
     }
     changeset_codec_header(p, id, lease, c->n);
-    memcpy(p + SQL_CHANGESET_HEADER, c->buf, c->len);
+    if (c->len > 0) {
+        memcpy(p + SQL_CHANGESET_HEADER, c->buf, c->len);
+    }
     *out = p;
     *out_len = SQL_CHANGESET_HEADER + c->len;
     reset_txn(c);

@@ -315,10 +315,6 @@ static int check_header(const uint8_t *b, size_t len, uint32_t *out_n,
         return SQL_ERR_CORRUPT;
     }
     n = codec_get_u32(b + SQL__CHANGESET_OFF_N_RECORDS);
-    if (n == 0) {
-        sql_errmsgf(errmsg, errmsg_len, "bad changeset: no records");
-        return SQL_ERR_CORRUPT;
-    }
     /* Refuse a count the payload cannot hold before allocating for it. */
     if ((uint64_t)n * SQL__CHANGE_MIN > len - SQL_CHANGESET_HEADER) {
         sql_errmsgf(errmsg, errmsg_len,
@@ -353,7 +349,7 @@ int sql_changeset_decode(const void *p, size_t len, struct sql_changeset *out,
     cs.id[1] = codec_get_u64(r.base + SQL__CHANGESET_OFF_ID + 8);
     cs.lease = codec_get_u64(r.base + SQL__CHANGESET_OFF_LEASE);
     cs.n = n;
-    cs.changes = calloc(n, sizeof *cs.changes);
+    cs.changes = calloc(n + 1, sizeof *cs.changes); /* n may be 0 */
     if (n_values > 0) {
         cs.values = calloc((size_t)n_values, sizeof *cs.values);
     }

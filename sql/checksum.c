@@ -641,6 +641,37 @@ void checksum_rescan(struct sql_fsm *f, const char *name)
                                                     : CHECKSUM_UNRESOLVED);
 }
 
+int checksum_moved(struct sql_fsm *f, const char *name, bool *out)
+{
+    struct sql_checksum *ck = f->ck;
+    struct checksum_buf buf;
+    uint64_t scanned = 0, running = 0;
+    bool rowid = true;
+    unsigned i;
+    int rc;
+
+    *out = false;
+    if (ck == NULL || !ck->on || ck->reload) {
+        return 0;
+    }
+    i = find(ck, name);
+    if (i < ck->n_tables) {
+        const struct checksum_table *t = &ck->tables[i];
+        running = t->sum + t->batch + t->req;
+        rowid = t->kind == CHECKSUM_UNRESOLVED || t->rowid;
+    }
+    memset(&buf, 0, sizeof buf);
+    f->internal = 1;
+    rc = checksum_scan(f->db, &buf, name, rowid, &scanned);
+    f->internal = 0;
+    free(buf.p);
+    if (rc != SQLITE_OK) {
+        return fsm_fail(f, rc, "checksum: scan");
+    }
+    *out = scanned != running;
+    return 0;
+}
+
 void checksum_rescan_touched(struct sql_fsm *f)
 {
     struct sql_checksum *ck = f->ck;

@@ -217,6 +217,14 @@ void checksum_altered(struct sql_fsm *f, const char *name);
  * are listed again. */
 void checksum_rescan(struct sql_fsm *f, const char *name);
 
+/* checksum_moved says (in *@out) whether table @name's content in the
+ * file differs from its running sum (a scan, in the running transaction
+ * or a read of its own): a commit the node did not apply changed it.
+ * false when the checksum is off or its sums are to be read again.
+ * Returns 0, or the scan's error as fsm_fail words it. Thread: the apply
+ * connection's. */
+int checksum_moved(struct sql_fsm *f, const char *name, bool *out);
+
 /* checksum_rescan_touched has every table the running request touched
  * so far rescanned at its end, and the tables listed again: a statement
  * of it failed and was rolled back after the hook counted its rows (a

@@ -174,6 +174,34 @@ class ClusterCase(unittest.TestCase):
         self.assertEqual(codes, [0, 0, 0], "a node exited with an error "
                          "(sanitizer report in its log)")
 
+    def rows_everywhere(self, sql, expected, timeout=20.0):
+        """Wait until @sql answers @expected on every node."""
+        got = []
+
+        def same():
+            got[:] = [n.sql(sql) for n in self.cluster.nodes]
+            return all(g == expected for g in got)
+        try:
+            wait_for(sql, same, timeout)
+        except TimeoutError:
+            self.fail("%s: %r on the nodes, wanted %r" % (sql, got, expected))
+
+    def assert_verified(self):
+        """Every node applied the same index, and its raft_verify() finds
+        its file equal to its running checksum, the same on every node;
+        none took a writer's commit for a foreign one (no divergence, no
+        repair)."""
+        self.cluster.wait_all_applied()
+        seen = []
+        for n in self.cluster.nodes:
+            v = json.loads(n.value("SELECT raft_verify()"))
+            self.assertTrue(v["equal"], "node %d: %r" % (n.id, v))
+            seen.append((v["index"], v["stored"]))
+            st = n.status()
+            self.assertEqual((st["diverged"], st["repairs"]), (None, 0),
+                             "node %d" % n.id)
+        self.assertEqual(len(set(seen)), 1, "the nodes differ: %r" % seen)
+
     def exec(self, node, sql, *params):
         """raft_exec(sql, params...) on node; returns rows changed."""
         return node.value("SELECT raft_exec(?%s)" % (", ?" * len(params)),

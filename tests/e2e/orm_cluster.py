@@ -1,26 +1,33 @@
-"""A 3-node cluster for the real-application tests (test_django.py,
-test_sqlalchemy.py): node WRITER runs in this process (raft_start on a
-connection of ours, as a Python host does, test_python_host.py), the
-others are raftsql-testhost processes. The application writes through
-its own connections to the writer's file, loading raftsql on each (its
-only change), and the end check compares every node's content.
+"""3-node clusters for the real-application tests (test_django.py,
+test_sqlalchemy.py), in the three placements of the application: its
+writes go to the file of node WRITER, and
 
-The writer is a parameter: plain writes are served on the leader's node
-in its own process in this release, so the writer is made the leader
-(raft_transfer); followers and other processes come with the slices
-that serve them.
+- LeaderCase: WRITER runs in this process (raft_start on a connection of
+  ours, as a Python host does, test_python_host.py) and leads (the
+  leadership is handed to it with raft_transfer);
+- FollowerCase: WRITER runs in this process and follows (the leadership
+  is handed away from it): its node asks the leader for the write lease;
+- OtherProcessCase: every node is a raftsql-testhost process, and the
+  application, in this process, only loads raftsql (no raft_start) on a
+  follower's file: its plain writes go through that node's attach socket.
+
+The application loads raftsql on each of its connections (its only
+change). The end check compares every node's schema and rows, and
+raft_verify() on each, with no divergence and no repair anywhere; a
+follower placement also checks that WRITER followed the same leader in
+the same term throughout.
 """
 
 import json
 import time
 
 from attach_writers import SO_BASE
-from e2e import PythonHostCase
+from e2e import ClusterCase, PythonHostCase
 from raftsql_cluster import NodeError
 
 TIMING = "election_timeout_ms=1000 heartbeat_ms=50 exec_timeout_ms=10000"
 
-# The node of this process, whose file the application writes.
+# The node of this process in the in-process placements.
 WRITER = 1
 
 
@@ -35,14 +42,16 @@ def load_raftsql(con):
 # Every user table's rows, rowid included, as one text (the same SQL on
 # each node, so no value crosses a JSON encoder): sqlite_schema (minus
 # raftsql's own), then per table its rows in rowid order, each value
-# through quote().
+# through quote(); sqlite_sequence too (AUTOINCREMENT counters).
 TABLES = ("SELECT name FROM sqlite_schema WHERE type = 'table' AND "
-          "name NOT LIKE 'raftsql%' AND name NOT LIKE 'sqlite%' "
-          "ORDER BY name")
+          "name NOT LIKE 'raftsql%' AND (name NOT LIKE 'sqlite%' OR "
+          "name = 'sqlite_sequence') ORDER BY name")
 SCHEMA = ("SELECT group_concat(line, char(10)) FROM (SELECT type || ' ' || "
           "name || ' ' || tbl_name || ' ' || coalesce(sql, '') AS line "
           "FROM sqlite_schema WHERE name NOT LIKE 'raftsql%' ORDER BY "
           "type, name)")
+COLUMNS = ("SELECT group_concat(name, char(10)) FROM "
+           "(SELECT name FROM pragma_table_info('%s'))")
 
 
 def table_dump_sql(table, columns):
@@ -54,32 +63,150 @@ def table_dump_sql(table, columns):
             'rowid)' % (row, table.replace('"', '""')))
 
 
-class OrmClusterCase(PythonHostCase):
-    """A cluster whose node WRITER is this process's and leads."""
+class OrmChecks:
+    """The end check, over the placement's query(node id, sql), which
+    answers one value of a statement on that node's own connection."""
+
+    # (leader, term) that WRITER saw when a follower placement began.
+    following = None
+
+    def node_ids(self):
+        return sorted(self.peer_ids() + [self.writer_id()])
+
+    def node_status(self, node_id):
+        return json.loads(self.query(node_id, "SELECT raft_status()"))
+
+    def wait_leader_not_writer(self):
+        """Wait until a server other than the writer leads, handing the
+        leadership away from the writer while it has it; note the leader
+        and term the writer follows (self.following)."""
+        deadline = time.monotonic() + 30
+        seen = []
+        while True:
+            st = self.node_status(self.writer_id())
+            seen.append((st["role"], st["leader"], st["term"]))
+            if st["role"] == "follower" and st["leader"] is not None:
+                self.following = (st["leader"], st["term"])
+                return
+            if st["leader"] == self.writer_id():
+                try:
+                    self.query(self.writer_id(), "SELECT raft_transfer(%d)"
+                               % self.peer_ids()[0])
+                except Exception as e:  # retried until the deadline
+                    seen.append(str(e))
+            if time.monotonic() > deadline:
+                self.fail("server %d did not become a follower; saw %r"
+                          % (self.writer_id(), seen[-10:]))
+            time.sleep(0.1)
+
+    def check_followed(self):
+        """A follower placement: the writer still follows the leader and
+        term it followed at the start (it never led while the
+        application wrote)."""
+        if self.following is None:
+            return
+        st = self.node_status(self.writer_id())
+        self.assertEqual((st["role"], (st["leader"], st["term"])),
+                         ("follower", self.following),
+                         "server %d did not follow throughout"
+                         % self.writer_id())
+
+    def wait_applied(self):
+        """Wait until every node applied what the writer's node did."""
+        applied = self.node_status(self.writer_id())["applied"]
+        for i in self.peer_ids():
+            deadline = time.monotonic() + 30
+            while True:
+                got = self.node_status(i)["applied"]
+                if got >= applied:
+                    break
+                if time.monotonic() > deadline:
+                    self.fail("node %d applied %d, the writer %d"
+                              % (i, got, applied))
+                time.sleep(0.05)
+
+    def dumps(self):
+        """Each node's content, {node id: {name: text}}."""
+        out = {i: {} for i in self.node_ids()}
+        tables = self.query(self.writer_id(),
+                            "SELECT group_concat(name, char(10)) FROM (%s)"
+                            % TABLES) or ""
+        for i in out:
+            out[i]["sqlite_schema"] = self.query(i, SCHEMA)
+        for t in filter(None, tables.split("\n")):
+            cols = self.query(self.writer_id(),
+                              COLUMNS % t.replace("'", "''")).split("\n")
+            q = table_dump_sql(t, cols)
+            for i in out:
+                try:
+                    out[i][t] = self.query(i, q)
+                except NodeError as e:
+                    out[i][t] = "error: %s" % e
+        return out
+
+    def assert_replicas_equal(self, counts):
+        """Every node holds the same schema and rows, raft_verify() passes
+        on each with the same checksum at the same index, none diverged
+        or repaired, and table @t has @counts[t] rows."""
+        self.check_followed()
+        self.wait_applied()
+        w = self.writer_id()
+        d = self.dumps()
+        for node_id, tables in d.items():
+            for t, text in tables.items():
+                if text != d[w][t]:
+                    self.fail("node %d differs from node %d in %s:\n%s\n"
+                              "---- node %d:\n%s" % (
+                                  node_id, w, t, text, w, d[w][t]))
+        for t, n in counts.items():
+            got = int(d[w][t].split("\n", 1)[0])
+            self.assertEqual(got, n, "rows of %s" % t)
+        seen = set()
+        for i in self.node_ids():
+            v = json.loads(self.query(i, "SELECT raft_verify()"))
+            self.assertTrue(v.get("equal"), "raft_verify() on node %d: %r"
+                            % (i, v))
+            seen.add((v["index"], v["stored"]))
+            st = self.node_status(i)
+            self.assertEqual((st["diverged"], st["repairs"]), (None, 0),
+                             "node %d" % i)
+        self.assertEqual(len(seen), 1, "the nodes differ: %r" % seen)
+
+
+class InProcessCase(OrmChecks, PythonHostCase):
+    """WRITER's node runs in this process (self.con), the others are
+    raftsql-testhost processes (self.peers)."""
 
     HOST_ID = WRITER
     TIMING = TIMING
 
+    def writer_id(self):
+        return WRITER
+
+    def peer_ids(self):
+        return [n.id for n in self.peers]
+
+    def query(self, node_id, sql):
+        if node_id == WRITER:
+            return self.con.execute(sql).fetchone()[0]
+        return [n for n in self.peers if n.id == node_id][0].value(sql)
+
+
+class LeaderCase(InProcessCase):
+    """The application in the node's process, the node leading."""
+
     def setUp(self):
         super().setUp()
-        self.make_writer_lead()
-
-    def value(self, sql, *params):
-        return self.con.execute(sql, params).fetchone()[0]
-
-    def make_writer_lead(self):
-        """Wait for a leader; hand the leadership to WRITER if another
-        server has it."""
         deadline = time.monotonic() + 30
         seen = []
         while True:
-            leader = self.value("SELECT raft_leader()")
+            leader = self.query(WRITER, "SELECT raft_leader()")
             seen.append(leader)
             if leader == WRITER:
                 return
             if leader is not None:
                 try:
-                    self.value("SELECT raft_transfer(?)", WRITER)
+                    self.query(WRITER, "SELECT raft_transfer(%d)" % WRITER)
                 except Exception as e:  # retried until the deadline
                     seen.append(str(e))
             if time.monotonic() > deadline:
@@ -87,59 +214,30 @@ class OrmClusterCase(PythonHostCase):
                           % (WRITER, seen[-10:]))
             time.sleep(0.1)
 
-    def wait_applied(self):
-        """Wait until every peer applied what the writer's node did."""
-        applied = json.loads(self.value("SELECT raft_status()"))["applied"]
-        for n in self.peers:
-            deadline = time.monotonic() + 30
-            while True:
-                got = n.status()["applied"]
-                if got >= applied:
-                    break
-                if time.monotonic() > deadline:
-                    self.fail("node %d applied %d, the writer %d"
-                              % (n.id, got, applied))
-                time.sleep(0.05)
 
-    def dumps(self):
-        """Each node's content, {node id: {name: text}}."""
-        out = {WRITER: {}}
-        for n in self.peers:
-            out[n.id] = {}
-        tables = [r[0] for r in self.con.execute(TABLES).fetchall()]
-        out[WRITER]["sqlite_schema"] = self.value(SCHEMA)
-        for n in self.peers:
-            out[n.id]["sqlite_schema"] = n.value(SCHEMA)
-        for t in tables:
-            cols = [r[0] for r in self.con.execute(
-                "SELECT name FROM pragma_table_info(?)", (t,)).fetchall()]
-            q = table_dump_sql(t, cols)
-            out[WRITER][t] = self.value(q)
-            for n in self.peers:
-                try:
-                    out[n.id][t] = n.value(q)
-                except NodeError as e:
-                    out[n.id][t] = "error: %s" % e
-        return out
+class FollowerCase(InProcessCase):
+    """The application in the node's process, the node following."""
 
-    def assert_replicas_equal(self, counts):
-        """Every node holds the same schema and rows, raft_verify()
-        passes on each, and table @t has @counts[t] rows."""
-        self.wait_applied()
-        d = self.dumps()
-        for node_id, tables in d.items():
-            for t, text in tables.items():
-                if text != d[WRITER][t]:
-                    self.fail("node %d differs from node %d in %s:\n%s\n"
-                              "---- node %d:\n%s" % (
-                                  node_id, WRITER, t, text, WRITER,
-                                  d[WRITER][t]))
-        for t, n in counts.items():
-            got = int(d[WRITER][t].split("\n", 1)[0])
-            self.assertEqual(got, n, "rows of %s" % t)
-        verdicts = {WRITER: json.loads(self.value("SELECT raft_verify()"))}
-        for n in self.peers:
-            verdicts[n.id] = json.loads(n.value("SELECT raft_verify()"))
-        for node_id, v in verdicts.items():
-            self.assertTrue(v.get("equal"), "raft_verify() on node %d: %r"
-                            % (node_id, v))
+    def setUp(self):
+        super().setUp()
+        self.wait_leader_not_writer()
+
+
+class OtherProcessCase(OrmChecks, ClusterCase):
+    """Every node a raftsql-testhost process; the application writes, in
+    this process, on a follower's file (self.db) through its socket."""
+
+    def setUp(self):
+        self.start(TIMING)
+        self.writer = self.followers[0]
+        self.db = self.writer.db
+        self.wait_leader_not_writer()
+
+    def writer_id(self):
+        return self.writer.id
+
+    def peer_ids(self):
+        return [n.id for n in self.cluster.nodes if n is not self.writer]
+
+    def query(self, node_id, sql):
+        return self.cluster.node(node_id).value(sql)

@@ -8,14 +8,19 @@ new__x SELECT, DROP TABLE x, ALTER TABLE new__x RENAME TO x, with
 foreign keys turned off outside the transaction and PRAGMA
 foreign_key_check inside). Then ORM writes: users created, updated,
 deleted, a transaction.atomic block, and one that raises (rolled back).
-Every node ends with the same schema and rows, and raft_verify() passes
-on each.
+Every node ends with the same schema and rows, raft_verify() passes on
+each, and none diverged or repaired.
+
+It runs in three placements (orm_cluster.py), each on a cluster of its
+own: in the process of the node it writes on, that node leading
+(DjangoOnLeaderTest) or following (DjangoOnFollowerTest), and in a
+process that runs no node, on a follower's file
+(DjangoFromOtherProcessTest: its writes go through that node's socket).
 
 Before, migrate stopped at its first migration: the capture refused a
 schema statement inside a transaction, and the COMMIT was vetoed
-(IntegrityError, "constraint failed").
-
-The writer is this process's node, the leader (orm_cluster.py).
+(IntegrityError, "constraint failed"); and Django ran only on the
+leader's node, in its own process.
 """
 
 import unittest
@@ -23,7 +28,8 @@ import unittest
 import django
 import django.conf
 
-from orm_cluster import OrmClusterCase, load_raftsql
+from orm_cluster import (FollowerCase, LeaderCase, OtherProcessCase,
+                         load_raftsql)
 
 APPS = ["django.contrib.contenttypes", "django.contrib.auth",
         "django.contrib.sessions", "django.contrib.admin",
@@ -37,19 +43,16 @@ def on_connection_created(sender, connection, **kwargs):
         load_raftsql(connection.connection)
 
 
-class DjangoTest(OrmClusterCase):
-
-    def setUp(self):
-        super().setUp()
-        # (Not bound at module level: unittest's loader would touch the
-        # lazy settings object before they are configured.)
-        settings = django.conf.settings
-        if settings.configured:
-            self.skipTest("Django settings are set once per process")
+def use_database(path):
+    """Point Django's default database at @path: the settings once per
+    process (Django reads them once), then, as Django's own test runner
+    does for its test databases, the name for each test."""
+    settings = django.conf.settings
+    if not settings.configured:
         settings.configure(
             DATABASES={"default": {
                 "ENGINE": "django.db.backends.sqlite3",
-                "NAME": self.db,
+                "NAME": path,
                 "OPTIONS": {"timeout": 10},
             }},
             INSTALLED_APPS=APPS,
@@ -60,8 +63,23 @@ class DjangoTest(OrmClusterCase):
                 "django.contrib.auth.hashers.MD5PasswordHasher"],
         )
         from django.db.backends.signals import connection_created
-        connection_created.connect(on_connection_created)
+        connection_created.connect(on_connection_created,
+                                   dispatch_uid="raftsql")
         django.setup()
+    from django.contrib.contenttypes.models import ContentType
+    from django.db import connections
+    connections.close_all()
+    settings.DATABASES["default"]["NAME"] = path
+    connections["default"].settings_dict["NAME"] = path
+    ContentType.objects.clear_cache()
+
+
+class DjangoWorkload:
+    """The application; mixed into each placement's test case."""
+
+    def setUp(self):
+        super().setUp()
+        use_database(self.db)
 
     def tearDown(self):
         from django.db import connections
@@ -69,6 +87,7 @@ class DjangoTest(OrmClusterCase):
         super().tearDown()
 
     def test_migrate_and_orm_writes(self):
+        """migrate, then ORM writes; every replica the same."""
         from django.contrib.auth.models import Group, Permission, User
         from django.contrib.contenttypes.models import ContentType
         from django.core.management import call_command
@@ -114,6 +133,18 @@ class DjangoTest(OrmClusterCase):
             "django_content_type": ContentType.objects.count(),
             "auth_permission": Permission.objects.count(),
         })
+
+
+class DjangoOnLeaderTest(DjangoWorkload, LeaderCase):
+    pass
+
+
+class DjangoOnFollowerTest(DjangoWorkload, FollowerCase):
+    pass
+
+
+class DjangoFromOtherProcessTest(DjangoWorkload, OtherProcessCase):
+    pass
 
 
 if __name__ == "__main__":

@@ -118,34 +118,6 @@ class PlainAttachTest(ClusterCase):
         self.assertNotIn("error", out, "on node %d: %r" % (node.id, out))
         return out
 
-    def rows_everywhere(self, sql, expected, timeout=20.0):
-        """Wait until @sql answers @expected on every node."""
-        got = []
-
-        def same():
-            got[:] = [n.sql(sql) for n in self.cluster.nodes]
-            return all(g == expected for g in got)
-        try:
-            wait_for(sql, same, timeout)
-        except TimeoutError:
-            self.fail("%s: %r on the nodes, wanted %r" % (sql, got, expected))
-
-    def assert_verified(self):
-        """Every node applied the same index, and its raft_verify() finds
-        its file equal to its running checksum, the same on every node;
-        none took a writer's commit for a foreign one (no divergence, no
-        repair)."""
-        self.cluster.wait_all_applied()
-        seen = []
-        for n in self.cluster.nodes:
-            v = json.loads(n.value("SELECT raft_verify()"))
-            self.assertTrue(v["equal"], "node %d: %r" % (n.id, v))
-            seen.append((v["index"], v["stored"]))
-            st = n.status()
-            self.assertEqual((st["diverged"], st["repairs"]), (None, 0),
-                             "node %d" % n.id)
-        self.assertEqual(len(set(seen)), 1, "the nodes differ: %r" % seen)
-
     def test_python_autocommit_lastrowid_executemany(self):
         """Autocommit INSERT (lastrowid the row's rowid on every node) and
         executemany inside `with conn:`: one entry each."""

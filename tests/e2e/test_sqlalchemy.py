@@ -6,10 +6,15 @@ metadata.create_all creates the declarative models' tables and indexes;
 the session adds and commits, rolls back, updates and deletes. SQLAlchemy
 runs its own transactions (pysqlite's implicit BEGIN before writes), so
 the schema statements of create_all meet the write path in and out of
-transactions. Every node ends with the same schema and rows, and
-raft_verify() passes on each.
+transactions. Every node ends with the same schema and rows,
+raft_verify() passes on each, and none diverged or repaired.
 
-The writer is this process's node, the leader (orm_cluster.py).
+It runs in three placements (orm_cluster.py), each on a cluster of its
+own: in the process of the node it writes on, that node leading
+(SqlAlchemyOnLeaderTest) or following (SqlAlchemyOnFollowerTest), and in
+a process that runs no node, on a follower's file
+(SqlAlchemyFromOtherProcessTest: its writes go through that node's
+socket).
 """
 
 import unittest
@@ -18,7 +23,8 @@ from sqlalchemy import (Column, ForeignKey, Integer, String, create_engine,
                         event, func, select)
 from sqlalchemy.orm import Session, declarative_base, relationship
 
-from orm_cluster import OrmClusterCase, load_raftsql
+from orm_cluster import (FollowerCase, LeaderCase, OtherProcessCase,
+                         load_raftsql)
 
 Base = declarative_base()
 
@@ -40,7 +46,8 @@ class Book(Base):
     author = relationship("Author", back_populates="books")
 
 
-class SqlAlchemyTest(OrmClusterCase):
+class SqlAlchemyWorkload:
+    """The application; mixed into each placement's test case."""
 
     def make_engine(self, transactional_ddl):
         """The application's engine: raftsql loaded on each connection.
@@ -139,6 +146,18 @@ class SqlAlchemyTest(OrmClusterCase):
             conn.exec_driver_sql("CREATE INDEX book_copies ON book(copies)")
 
         self.assert_replicas_equal({"author": 2, "book": 2})
+
+
+class SqlAlchemyOnLeaderTest(SqlAlchemyWorkload, LeaderCase):
+    pass
+
+
+class SqlAlchemyOnFollowerTest(SqlAlchemyWorkload, FollowerCase):
+    pass
+
+
+class SqlAlchemyFromOtherProcessTest(SqlAlchemyWorkload, OtherProcessCase):
+    pass
 
 
 if __name__ == "__main__":

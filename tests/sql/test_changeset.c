@@ -432,7 +432,7 @@ static void test_codec_malformed(void **state)
     refused(&pl, 2, 2, SQL_ERR_FORMAT, "version 2 is not supported");
     refused(&pl, 2, 0, SQL_ERR_FORMAT, "version 0");
     refused(&pl, 3, 1, SQL_ERR_CORRUPT, "flags 0x01");
-    refused(&pl, 28, 0, SQL_ERR_CORRUPT, "no records");
+    refused(&pl, 28, 0, SQL_ERR_CORRUPT, "trailing bytes after record 0");
     refused(&pl, 28, 5, SQL_ERR_CORRUPT, "record 5: kind needs 1 bytes");
     refused(&pl, 28, 3, SQL_ERR_CORRUPT, "trailing bytes after record 3");
     refused(&pl, 31, 0x40, SQL_ERR_CORRUPT, "cannot fit");
@@ -842,6 +842,33 @@ static void test_capture_interrupt(void **state)
     cap_close(f);
 }
 
+/* An INSERT that adds no row still ends by writing an AUTOINCREMENT
+ * table's sqlite_sequence row, which no hook shows: its transaction is
+ * sent as a changeset of no record (its apply settles sqlite_sequence);
+ * one into an internal table, or a write that is no INSERT, sends
+ * nothing. */
+static void test_capture_insert_of_no_row(void **state)
+{
+    struct cap *f = cap_open(1 << 20);
+
+    (void)state;
+    setup(f,
+          "CREATE TABLE a(id INTEGER PRIMARY KEY AUTOINCREMENT, v);"
+          "CREATE TABLE raftsql_x(v)");
+    ok(f, "INSERT INTO a SELECT * FROM a WHERE 0");
+    ok(f, "BEGIN; INSERT OR IGNORE INTO \"a\" SELECT 1, 2 WHERE 0; COMMIT");
+    ok(f, "UPDATE a SET v = 1 WHERE 0");
+    ok(f, "INSERT INTO raftsql_x SELECT 1 WHERE 0");
+    expect(f,
+           "COMMIT\nCOMMIT\n"
+           "REFUSED invalid argument: nothing to send: the transaction "
+           "wrote no replicated row or schema\n"
+           "REFUSED invalid argument: nothing to send: the transaction "
+           "wrote no replicated row or schema\n");
+    assert_int_equal(sql_capture_pending(f->c), 0);
+    cap_close(f);
+}
+
 /* A statement re-prepared after another connection's schema change
  * (SQLITE_SCHEMA at its first OP_Transaction: profiled twice, traced
  * once) keeps its mark: its failure inside a transaction still drops its
@@ -1124,6 +1151,7 @@ int main(void)
         cmocka_unit_test(test_capture_virtual_tables),
         cmocka_unit_test(test_capture_returning_reset),
         cmocka_unit_test(test_capture_interrupt),
+        cmocka_unit_test(test_capture_insert_of_no_row),
         cmocka_unit_test(test_capture_reprepare),
         cmocka_unit_test(test_capture_schema),
         cmocka_unit_test(test_capture_blob_write),

@@ -661,6 +661,39 @@ static void test_no_net_change(void **state)
                      false);
 }
 
+/* sqlite_sequence, which no record carries, ends the same on both
+ * replicas, landed or not: an INSERT of no row into an AUTOINCREMENT
+ * table adds its row of seq 0 on the writer's file (dropped on every
+ * replica), a row inserted and deleted in one transaction moves its
+ * counter (the writer's node finds its commit landed by that alone), and
+ * an empty AUTOINCREMENT table remade as Django does. */
+static void test_autoincrement_sequence(void **state)
+{
+    struct fixture *f = *state;
+
+    both(f, "CREATE TABLE a(id INTEGER PRIMARY KEY AUTOINCREMENT, v)");
+    both(f, "CREATE TABLE m(id INTEGER PRIMARY KEY AUTOINCREMENT, app)");
+    for (int veto = 0; veto < 2; veto++) {
+        commit_and_apply(f, "INSERT INTO a SELECT * FROM a WHERE 0", veto != 0);
+        commit_and_apply(f,
+                         "BEGIN; INSERT INTO a(v) VALUES(1); DELETE FROM a; "
+                         "COMMIT",
+                         veto != 0);
+        commit_and_apply(
+            f,
+            "BEGIN; CREATE TABLE new__a(id INTEGER PRIMARY KEY "
+            "AUTOINCREMENT, v, w); INSERT INTO new__a(id, v) SELECT id, v "
+            "FROM a; DROP TABLE a; ALTER TABLE new__a RENAME TO a; "
+            "INSERT INTO m(app) VALUES('x'); COMMIT",
+            veto != 0);
+        commit_and_apply(f, "ALTER TABLE a DROP COLUMN w", false);
+    }
+    assert_query(f->b.path,
+                 "SELECT group_concat(name || '=' || seq) FROM "
+                 "(SELECT * FROM sqlite_sequence ORDER BY name)",
+                 "m=2");
+}
+
 /* The landed question is answered from the file alone: after the writer
  * committed, a new apply connection (a restarted node) records the entry
  * without replaying it. */
@@ -734,6 +767,8 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_schema_changesets_in_one_batch,
                                         setup, teardown),
         cmocka_unit_test_setup_teardown(test_no_net_change, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_autoincrement_sequence, setup,
+                                        teardown),
         cmocka_unit_test_setup_teardown(test_landed_after_restart, setup,
                                         teardown),
         cmocka_unit_test_setup_teardown(test_divergence, setup, teardown),
