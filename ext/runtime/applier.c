@@ -209,6 +209,45 @@ uint64_t applier_applied(const struct ext_applier *a)
     return atomic_load(&a->applied);
 }
 
+bool applier_wait_applied(struct ext_applier *a, raft_index index,
+                          unsigned timeout_ms)
+{
+    struct timespec now, until;
+    bool reached;
+
+    if (atomic_load(&a->applied) >= index) {
+        return true;
+    }
+    clock_gettime(CLOCK_REALTIME, &until);
+    until.tv_sec += (time_t)(timeout_ms / 1000);
+    until.tv_nsec += (long)(timeout_ms % 1000) * 1000000L;
+    if (until.tv_nsec >= 1000000000L) {
+        until.tv_sec++;
+        until.tv_nsec -= 1000000000L;
+    }
+    pthread_mutex_lock(&a->mu);
+    while (atomic_load(&a->applied) < index) {
+        /* Slices of at most 10 ms: a wall clock set back does not
+         * stretch the wait. */
+        struct timespec slice;
+        clock_gettime(CLOCK_REALTIME, &now);
+        if (now.tv_sec > until.tv_sec ||
+            (now.tv_sec == until.tv_sec && now.tv_nsec >= until.tv_nsec)) {
+            break;
+        }
+        slice = now;
+        slice.tv_nsec += 10000000L;
+        if (slice.tv_nsec >= 1000000000L) {
+            slice.tv_sec++;
+            slice.tv_nsec -= 1000000000L;
+        }
+        pthread_cond_timedwait(&a->idle_cond, &a->mu, &slice);
+    }
+    reached = atomic_load(&a->applied) >= index;
+    pthread_mutex_unlock(&a->mu);
+    return reached;
+}
+
 uint64_t applier_durable(const struct ext_applier *a)
 {
     return atomic_load(&a->durable);

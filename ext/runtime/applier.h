@@ -145,6 +145,12 @@ void applier_lease_end(struct ext_applier *a, raft_index landed);
 /* applier_applied returns the last applied index. Any thread. */
 uint64_t applier_applied(const struct ext_applier *a);
 
+/* applier_wait_applied waits until this node applied @index (woken as
+ * each batch ends), at most @timeout_ms. Returns whether it did. Any
+ * thread but the apply thread. */
+bool applier_wait_applied(struct ext_applier *a, raft_index index,
+                          unsigned timeout_ms);
+
 /* applier_durable returns the applied index that is durable in the
  * database file (sql.h, "The durable point"). Any thread. */
 uint64_t applier_durable(const struct ext_applier *a);

@@ -354,9 +354,8 @@ int lease_acquire(struct ext_lease *l, uint64_t holder, uint64_t *out_id,
     until = now_ms() + l->exec_timeout_ms;
     applier_hurry_begin(l->applier);
     for (;;) {
-        struct timespec ms = {.tv_sec = 0, .tv_nsec = 1000000L};
         bool in_force;
-        if (applier_applied(l->applier) >= grant_index) {
+        if (applier_wait_applied(l->applier, grant_index, 10)) {
             break;
         }
         pthread_mutex_lock(&l->mu);
@@ -380,7 +379,6 @@ int lease_acquire(struct ext_lease *l, uint64_t holder, uint64_t *out_id,
                 (unsigned long long)grant_index, l->exec_timeout_ms);
             return RAFT_BUSY;
         }
-        nanosleep(&ms, NULL);
     }
     applier_hurry_end(l->applier);
     *out_id = id;
@@ -539,7 +537,6 @@ int lease_commit(struct ext_lease *l, uint64_t id, const void *p, size_t len,
 void lease_release(struct ext_lease *l, uint64_t id)
 {
     raft_index wait_for = 0;
-    uint64_t until;
 
     pthread_mutex_lock(&l->mu);
     if (id != 0 && l->done_id == id) {
@@ -571,12 +568,8 @@ void lease_release(struct ext_lease *l, uint64_t id)
     if (wait_for == 0) {
         return;
     }
-    until = now_ms() + l->exec_timeout_ms;
     applier_hurry_begin(l->applier);
-    while (applier_applied(l->applier) < wait_for && now_ms() < until) {
-        struct timespec ms = {.tv_sec = 0, .tv_nsec = 1000000L};
-        nanosleep(&ms, NULL);
-    }
+    (void)applier_wait_applied(l->applier, wait_for, l->exec_timeout_ms);
     applier_hurry_end(l->applier);
 }
 
