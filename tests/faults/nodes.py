@@ -77,6 +77,7 @@ class JsonPipe:
             left = deadline - time.monotonic()
             if left <= 0:
                 self.desync = True
+                self.on_timeout(text)
                 raise Timeout("%s did not answer within %.0f s: %s" %
                               (self.name(), timeout, text[:80]))
             r, _, _ = select.select([fd], [], [], left)
@@ -95,6 +96,9 @@ class JsonPipe:
 
     def name(self):
         return "node %d" % self.id
+
+    def on_timeout(self, text):
+        """Called when a request got no answer in time."""
 
     def close(self):
         """Close the pipes and the log (._log) of a process that has
@@ -115,6 +119,22 @@ class FaultNode(JsonPipe, Node):
         self.buf = b""
         self.desync = False
         self.killed = False  # by us: any other exit is a death
+
+    def on_timeout(self, text):
+        """Write every thread's stack (gdb) to <log>-stacks.log beside the
+        node's log (kept with it): where the node waits."""
+        path = os.path.splitext(self.log_path)[0] + "-stacks.log"
+        with open(path, "ab") as out:
+            out.write(("no answer in time to %s; the threads of pid %d:\n"
+                       % (text[:200], self.proc.pid)).encode())
+            out.flush()
+            try:
+                subprocess.run(["gdb", "-p", str(self.proc.pid), "-batch",
+                                "-nx", "-ex", "thread apply all bt"],
+                               stdin=subprocess.DEVNULL, stdout=out,
+                               stderr=subprocess.STDOUT, timeout=60)
+            except (OSError, subprocess.TimeoutExpired) as e:
+                out.write(("gdb: %s\n" % e).encode())
 
     def value(self, text, *params, timeout=60.0):
         return self.sql(text, *params, timeout=timeout)[0][0]

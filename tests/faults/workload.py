@@ -60,6 +60,10 @@ RECORD = "INSERT INTO transfers VALUES(?1, ?2, ?3, ?4, ?5, ?6)"
 SQLITE_BUSY = 5
 SQLITE_AUTH = 23
 SQLITE_CONSTRAINT_COMMITHOOK = 531
+# The names of the codes a plain write meets, shown with its reason.
+CODE_NAMES = {5: "SQLITE_BUSY", 517: "SQLITE_BUSY_SNAPSHOT",
+              23: "SQLITE_AUTH", 531: "SQLITE_CONSTRAINT_COMMITHOOK",
+              275: "SQLITE_CONSTRAINT_CHECK", 13: "SQLITE_FULL"}
 # The busy timeout of an attached writer's connection (the node's own
 # has raftsql-testhost's 5 s).
 BUSY_S = 5.0
@@ -175,7 +179,7 @@ class Workload:
             why = re.sub(r"[0-9]+", "N", why)
             why = why.replace("raft_exec: ", "")
             if w.plain:
-                why = "plain %s: %s" % (w.plain, why[:150])
+                why = "plain %s: %s" % (w.plain, why[:200])
             else:
                 why = why[:70]
             out[(w.outcome, why)] = out.get((w.outcome, why), 0) + 1
@@ -262,6 +266,8 @@ class Workload:
                 w.outcome = "ok"
             except NodeError as e:
                 w.error = str(e)
+                if e.code is not None and e.code > 0:
+                    w.error += " [%s]" % CODE_NAMES.get(e.code, e.code)
                 if isinstance(e, Timeout):
                     with self.lock:
                         self.stuck.append(str(e))
