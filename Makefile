@@ -521,10 +521,11 @@ soak: all
 FAULTS_COUNT   ?= 200
 FAULTS_S       ?= 1800
 FAULTS_EPISODE ?= 25
-FAULTS_ENV = RAFTSQL_TESTHOST=$(B)/san/raftsql-testhost FAULTS_SEED=$(FAULTS_SEED) \
+FAULTS_ENV = RAFTSQL_TESTHOST=$(B)/san/raftsql-testhost RAFTSQL_SO=$(B)/raftsql.so \
+	FAULTS_SEED=$(FAULTS_SEED) \
 	FAULTS_KINDS=$(FAULTS_KINDS) FAULTS_NODES=$(FAULTS_NODES) \
 	FAULTS_CLIENTS=$(FAULTS_CLIENTS)
-faults: $(B)/san/raftsql-testhost
+faults: $(B)/san/raftsql-testhost $(B)/raftsql.so
 	$(FAULTS_ENV) FAULTS_COUNT=$(FAULTS_COUNT) FAULTS_S=$(FAULTS_S) \
 	    FAULTS_EPISODE=$(FAULTS_EPISODE) $(PYTHON) tests/faults/run.py
 
@@ -533,10 +534,11 @@ faults: $(B)/san/raftsql-testhost
 # episode of 20 faults (at most 60 s of them) on a fresh seed, every
 # kind included (full disks too: a node heals once its disk is freed).
 FAULTS_SHORT_KINDS := partition,oneway,drop,delay,hold,reset,pause,kill,disk
-faults-short: $(B)/san/raftsql-testhost
+faults-short: $(B)/san/raftsql-testhost $(B)/raftsql.so
 	@$(PYTHON) -m unittest tests/faults/test_net.py \
 	    tests/faults/test_checks.py
-	RAFTSQL_TESTHOST=$(B)/san/raftsql-testhost FAULTS_SEED=$(FAULTS_SEED) \
+	RAFTSQL_TESTHOST=$(B)/san/raftsql-testhost RAFTSQL_SO=$(B)/raftsql.so \
+	    FAULTS_SEED=$(FAULTS_SEED) \
 	    FAULTS_KINDS=$(FAULTS_SHORT_KINDS) FAULTS_COUNT=20 FAULTS_S=60 \
 	    FAULTS_EPISODE=20 $(PYTHON) tests/faults/run.py
 

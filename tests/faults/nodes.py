@@ -3,10 +3,17 @@ driven as tools/raftsql_cluster.py drives them) behind the fault network,
 with kill -9 and restart, SIGSTOP/SIGCONT, and log directories on small
 tmpfs mounts that can be filled.
 
-A node process answers one request at a time on its stdin, so each node
-sits in a Slot with a lock: whoever talks to the node holds it. Killing
+A node process answers one request at a time on its stdin, on its one
+connection, so each node sits in a Slot with a lock: whoever talks to the
+node holds it (a plain transaction holds it from BEGIN to COMMIT). Killing
 and pausing do not take the lock (a request in flight then ends in EOF,
 or waits for SIGCONT).
+
+Each node may also have an attached writer (tests/faults/attached.py): a
+process of its own that loaded raftsql on the node's file and writes
+through the node's socket, one connection, with a lock of its own. It
+outlives the node's kill -9 and restarts, as an application's process
+does.
 """
 
 import json
@@ -19,6 +26,7 @@ import threading
 import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
+PYTHON = "/usr/bin/python3"
 ROOT = os.path.dirname(os.path.dirname(HERE))
 sys.path.insert(0, os.path.join(ROOT, "tools"))
 
@@ -44,7 +52,66 @@ class Timeout(NodeError):
         super().__init__(message, -2)
 
 
-class FaultNode(Node):
+class JsonPipe:
+    """The client side of a process that answers one request per line on
+    its stdin ([sql, param...] as JSON) with one JSON line on its stdout
+    ({"rows": ...} or {"error": ..., "code": N}): raftsql-testhost, or an
+    attached writer. Needs .proc, .id, .log_path, ._log, .buf and
+    .desync."""
+
+    def sql(self, text, *params, timeout=60.0):
+        """Run one statement; return its rows. Raises NodeError (code -1
+        when the process is gone) or Timeout."""
+        if self.desync:
+            raise NodeError("%s: pipe out of step (not sent)" % self.name(),
+                            -1)
+        line = (json.dumps([text, *params]) + "\n").encode()
+        try:
+            self.proc.stdin.write(line)
+            self.proc.stdin.flush()
+        except (BrokenPipeError, ValueError, OSError):
+            raise NodeError("%s exited (not sent)" % self.name(), -1)
+        fd = self.proc.stdout.fileno()
+        deadline = time.monotonic() + timeout
+        while b"\n" not in self.buf:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                self.desync = True
+                self.on_timeout(text)
+                raise Timeout("%s did not answer within %.0f s: %s" %
+                              (self.name(), timeout, text[:80]))
+            r, _, _ = select.select([fd], [], [], left)
+            if not r:
+                continue
+            chunk = os.read(fd, 1 << 20)
+            if not chunk:
+                raise NodeError("%s exited (see %s)" % (
+                    self.name(), self.log_path), -1)
+            self.buf += chunk
+        reply, self.buf = self.buf.split(b"\n", 1)
+        obj = json.loads(reply)
+        if "error" in obj:
+            raise NodeError(obj["error"], obj["code"])
+        return obj["rows"]
+
+    def name(self):
+        return "node %d" % self.id
+
+    def on_timeout(self, text):
+        """Called when a request got no answer in time."""
+
+    def close(self):
+        """Close the pipes and the log (._log) of a process that has
+        exited."""
+        for f in (self.proc.stdin, self.proc.stdout):
+            try:
+                f.close()
+            except (BrokenPipeError, ValueError, OSError):
+                pass
+        self._log.close()
+
+
+class FaultNode(JsonPipe, Node):
     """A node process whose requests time out (Node.sql waits forever)."""
 
     def __init__(self, binary, node_id, db, log_path):
@@ -53,39 +120,21 @@ class FaultNode(Node):
         self.desync = False
         self.killed = False  # by us: any other exit is a death
 
-    def sql(self, text, *params, timeout=60.0):
-        """Run one statement; return its rows. Raises NodeError (code -1
-        when the process is gone) or Timeout."""
-        if self.desync:
-            raise NodeError("node %d: pipe out of step (not sent)" % self.id,
-                            -1)
-        line = (json.dumps([text, *params]) + "\n").encode()
-        try:
-            self.proc.stdin.write(line)
-            self.proc.stdin.flush()
-        except (BrokenPipeError, ValueError, OSError):
-            raise NodeError("node %d exited (not sent)" % self.id, -1)
-        fd = self.proc.stdout.fileno()
-        deadline = time.monotonic() + timeout
-        while b"\n" not in self.buf:
-            left = deadline - time.monotonic()
-            if left <= 0:
-                self.desync = True
-                raise Timeout("node %d did not answer within %.0f s: %s" %
-                              (self.id, timeout, text[:80]))
-            r, _, _ = select.select([fd], [], [], left)
-            if not r:
-                continue
-            chunk = os.read(fd, 1 << 20)
-            if not chunk:
-                raise NodeError("node %d exited (see %s)" % (
-                    self.id, self.log_path), -1)
-            self.buf += chunk
-        reply, self.buf = self.buf.split(b"\n", 1)
-        obj = json.loads(reply)
-        if "error" in obj:
-            raise NodeError(obj["error"], obj["code"])
-        return obj["rows"]
+    def on_timeout(self, text):
+        """Write every thread's stack (gdb) to <log>-stacks.log beside the
+        node's log (kept with it): where the node waits."""
+        path = os.path.splitext(self.log_path)[0] + "-stacks.log"
+        with open(path, "ab") as out:
+            out.write(("no answer in time to %s; the threads of pid %d:\n"
+                       % (text[:200], self.proc.pid)).encode())
+            out.flush()
+            try:
+                subprocess.run(["gdb", "-p", str(self.proc.pid), "-batch",
+                                "-nx", "-ex", "thread apply all bt"],
+                               stdin=subprocess.DEVNULL, stdout=out,
+                               stderr=subprocess.STDOUT, timeout=60)
+            except (OSError, subprocess.TimeoutExpired) as e:
+                out.write(("gdb: %s\n" % e).encode())
 
     def value(self, text, *params, timeout=60.0):
         return self.sql(text, *params, timeout=timeout)[0][0]
@@ -103,19 +152,39 @@ class FaultNode(Node):
         self.signal(signal.SIGKILL)
         self.proc.wait()
 
+
+class Attached(JsonPipe):
+    """An attached writer on node node_id's database file db (a Python
+    process loading the raftsql library so, without its suffix), whose
+    connection has a busy timeout of busy_s seconds."""
+
+    def __init__(self, node_id, db, so, log_path, busy_s):
+        self.id = node_id
+        self.log_path = log_path
+        self.buf = b""
+        self.desync = False
+        self._log = open(log_path, "ab")
+        self.proc = subprocess.Popen(
+            [PYTHON, os.path.join(HERE, "attached.py"), db, so, str(busy_s)],
+            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self._log)
+
+    def name(self):
+        return "node %d's attached writer" % self.id
+
     def close(self):
-        """Close the pipes and the log of a process that has exited."""
-        for f in (self.proc.stdin, self.proc.stdout):
-            try:
-                f.close()
-            except (BrokenPipeError, ValueError, OSError):
-                pass
-        self._log.close()
+        """kill -9 (it holds nothing the node needs: its lease ends with
+        its connection to the node's socket), reap, close the pipes."""
+        if self.proc.poll() is None:
+            self.proc.kill()
+        self.proc.wait()
+        JsonPipe.close(self)
 
 
 class Slot:
     """Node id's place in the cluster: its current process (None while
-    down), the lock of its request pipe, and its fault state."""
+    down), the lock of its request pipe, its fault state, and its
+    attached writer (None until used, or after it failed) with its own
+    lock."""
 
     def __init__(self, node_id):
         self.id = node_id
@@ -123,6 +192,8 @@ class Slot:
         self.node = None
         self.paused = False
         self.incarnations = 0
+        self.attach_lock = threading.Lock()
+        self.attached = None
 
     def request(self, text, *params, timeout=60.0):
         """Run text on the node under its lock. Raises NodeError (code -1
@@ -206,8 +277,10 @@ class FaultCluster:
     outgoing proxies, where it dials the others. With tmpfs_mb, each
     node's dir= is a tmpfs of that size."""
 
-    def __init__(self, binary, workdir, n, extra, seed, tmpfs_mb=0):
+    def __init__(self, binary, workdir, n, extra, seed, tmpfs_mb=0,
+                 so=None):
         self.binary = binary
+        self.so = so  # the raftsql library for attached writers
         self.workdir = workdir
         self.extra = extra
         self.ids = list(range(1, n + 1))
@@ -261,6 +334,30 @@ class FaultCluster:
             slot.node = node
             slot.paused = False
 
+    def attached(self, i, busy_s):
+        """Node i's attached writer, started when there is none; the
+        caller holds the slot's attach_lock."""
+        slot = self.slots[i]
+        if slot.attached is not None and (slot.attached.desync or
+                                          slot.attached.proc.poll()
+                                          is not None):
+            slot.attached.close()
+            slot.attached = None
+        if slot.attached is None:
+            slot.attached = Attached(i, self.db_path(i), self.so,
+                                     os.path.join(self.workdir,
+                                                  "attached%d.log" % i),
+                                     busy_s)
+        return slot.attached
+
+    def close_attached(self):
+        """End every attached writer (waiting for the one in use)."""
+        for slot in self.slots.values():
+            with slot.attach_lock:
+                if slot.attached is not None:
+                    slot.attached.close()
+                    slot.attached = None
+
     def died(self, i):
         """Whether node i's process exited on its own (recorded once)."""
         node = self.slots[i].node
@@ -304,6 +401,7 @@ class FaultCluster:
         """Stop every live node (close its stdin); return {id: exit code}
         of those that were running."""
         codes = {}
+        self.close_attached()
         for i, slot in self.slots.items():
             self.resume(i)
             self.died(i)
@@ -323,6 +421,10 @@ class FaultCluster:
 
     def close(self):
         """Kill whatever still runs, close the network, unmount."""
+        for slot in self.slots.values():
+            if slot.attached is not None:  # its user is gone or stopping
+                slot.attached.close()
+                slot.attached = None
         for i, slot in self.slots.items():
             node = slot.node
             if node is not None:

@@ -19,6 +19,7 @@ Environment (all optional):
   FAULTS_CLIENTS  client threads (default 3)
   FAULTS_KEEP     where the logs of a failed episode are copied
                   (default build/faults)
+  RAFTSQL_SO      the library attached writers load (build/raftsql.so)
 
 Prints the seed first, one line per fault, the figures and checks of each
 episode, and for a failure the one-line command that replays it. Exits 0
@@ -48,6 +49,8 @@ from workload import SCHEMA, Workload  # noqa: E402
 ROOT = os.path.dirname(os.path.dirname(HERE))
 NODE = os.environ.get("RAFTSQL_TESTHOST",
                       os.path.join(ROOT, "build", "san", "raftsql-testhost"))
+# The library the attached writers (Python processes) load.
+SO = os.environ.get("RAFTSQL_SO", os.path.join(ROOT, "build", "raftsql.so"))
 EXEC_TIMEOUT_MS = 3000
 REQUEST_TIMEOUT = EXEC_TIMEOUT_MS / 1000 + 20  # then a node counts stuck
 CONVERGE_S = 60.0
@@ -103,6 +106,9 @@ class Episode:
         self.results = []   # (check name, problems)
         self.findings = []
         self.writes = {"ok": 0, "failed": 0, "unknown": 0}
+        self.plain = {"ok": 0, "failed": 0, "unknown": 0}  # of writes
+        self.plain_kinds = {}  # "<kind> <channel> <outcome>": count
+        self.declined = 0   # plain transfers from an empty account
         self.cluster = None
         self.dir = None
         self.errors = {}    # ERROR lines of the node logs, with counts
@@ -130,7 +136,8 @@ class Episode:
         try:
             self.cluster = FaultCluster(
                 NODE, self.dir, self.opts["nodes"], config, self.seed,
-                TMPFS_MB if "disk" in self.kinds else 0)
+                TMPFS_MB if "disk" in self.kinds else 0,
+                os.path.splitext(os.path.abspath(SO))[0])
             for i in self.cluster.ids:
                 self.cluster.start(i)
             self.setup()
@@ -144,6 +151,9 @@ class Episode:
             self.findings += [Finding("new", "stuck: %s" % s)
                               for s in wl.stuck]
             self.writes = wl.counts()
+            self.plain = wl.counts(plain=True)
+            self.plain_kinds = wl.plain_counts()
+            self.declined = wl.declined
             self.reasons = wl.reasons()
             self.terms, self.reads = len(wl.leaders), wl.reads
             self.finish(wl)
@@ -252,10 +262,17 @@ class Episode:
         self.results.append(checks.check_replicas(snaps))
         self.results.append(checks.check_leaders(wl))
         self.results.append(checks.check_bank(wl, wl.writes, snaps))
+        self.results.append(checks.check_plain_reads(wl.writes, snaps))
         codes = c.stop_all()
         self.results.append(("no node died on its own", c.deaths))
         self.results.append(checks.check_logs(c, codes))
         self.errors = checks.log_errors(c)
+        # Every writer of the episode loaded raftsql: a node that finds
+        # its file changed behind its back is a finding.
+        for line in sorted(self.errors):
+            if "diverged replica" in line:
+                self.findings.append(Finding("new", "a node saw a foreign "
+                                             "write: %s" % line))
 
     def converge(self):
         c = self.cluster
@@ -310,6 +327,13 @@ class Episode:
                 ", ".join("%s %d" % kv for kv in sorted(self.faults.items())),
                 w["ok"], w["failed"], w["unknown"], self.terms, self.reads,
                 passed, len(self.results)))
+        p = self.plain
+        say("  plain writes (among them): ok %d, failed %d, unknown %d (%s); "
+            "%d transfers from an empty account rolled back" % (
+                p["ok"], p["failed"], p["unknown"],
+                ", ".join("%s %d" % kv for kv in
+                          sorted(self.plain_kinds.items())),
+                self.declined))
         for name, problems in self.results:
             say("  %s %s" % ("ok  " if not problems else "FAIL", name))
             for p in problems:
@@ -350,6 +374,9 @@ def main():
             say("faults: skipping the full-disk fault: cannot mount a "
                 "tmpfs (%s)" % why)
             kinds.remove("disk")
+    if not os.path.exists(SO):
+        sys.exit("faults: no %s for the attached writers (make %s)" % (
+            SO, os.path.relpath(SO, ROOT)))
     signal.signal(signal.SIGTERM, lambda *a: sys.exit("faults: terminated"))
     deadline = time.monotonic() + seconds
     episodes = []
@@ -365,21 +392,25 @@ def main():
             break
     total = collections.Counter()
     writes = collections.Counter()
+    plain = collections.Counter()
     for ep in episodes:
         total.update(ep.faults)
         writes.update(ep.writes)
+        plain.update(ep.plain)
     terms = sum(ep.terms for ep in episodes)
     reads = sum(ep.reads for ep in episodes)
     passed = sum(1 for ep in episodes for _, p in ep.results if not p)
     failed = sum(1 for ep in episodes for _, p in ep.results if p)
     bad = [ep for ep in episodes if ep.failed()]
     say("faults: seed %d: %d faults in %d episodes (%s); writes ok %d, "
-        "failed %d, unknown %d; %d terms with a leader seen, %d reads; "
-        "checks %d passed, %d failed; %d episodes failed" % (
+        "failed %d, unknown %d (plain: ok %d, failed %d, unknown %d); %d "
+        "terms with a leader seen, %d reads; checks %d passed, %d failed; "
+        "%d episodes failed" % (
             seed, sum(total.values()), len(episodes),
             ", ".join("%s %d" % kv for kv in sorted(total.items())),
-            writes["ok"], writes["failed"], writes["unknown"], terms, reads,
-            passed, failed, len(bad)))
+            writes["ok"], writes["failed"], writes["unknown"], plain["ok"],
+            plain["failed"], plain["unknown"], terms, reads, passed, failed,
+            len(bad)))
     for ep in bad:
         labels = sorted({f.label for f in ep.findings}) or ["check failed"]
         say("  failed: seed %d (%s): replay: %s" % (

@@ -8,11 +8,13 @@ import unittest
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 import checks  # noqa: E402
-from workload import ACCOUNTS, BALANCE, Workload, Write  # noqa: E402
+from nodes import NodeError  # noqa: E402
+from workload import (ACCOUNTS, BALANCE, Workload, Write,  # noqa: E402
+                      classify_commit)
 
 
-def write(key, kind, outcome, args=None):
-    w = Write(key, kind, 1, args)
+def write(key, kind, outcome, args=None, plain=None):
+    w = Write(key, kind, 1, args, plain)
     w.outcome = outcome
     w.error = None if outcome == "ok" else "an error"
     return w
@@ -82,24 +84,69 @@ class ChecksTest(unittest.TestCase):
 
     def test_bank(self):
         wl = WorkloadStub()
-        t = write("t", "transfer", "ok", (1, 2, 30))
+        t = write("t", "transfer", "ok", (1, 2, 30, None, None))
         moved = {i: BALANCE for i in range(1, ACCOUNTS + 1)}
         moved[1] -= 30
         moved[2] += 30
-        good = snap(ledger=[("t", 1, 2, 30)], accounts=moved)
+        good = snap(ledger=[("t", 1, 2, 30, None, None)], accounts=moved)
         self.assertFalse(checks.check_bank(wl, [t], {1: good})[1])
         # The money moved without its record, or the record lies.
         self.assertTrue(checks.check_bank(wl, [t], {1: snap(
             accounts=moved)})[1])
         self.assertTrue(checks.check_bank(wl, [t], {1: snap(
-            ledger=[("t", 1, 2, 31)], accounts=moved)})[1])
+            ledger=[("t", 1, 2, 31, None, None)], accounts=moved)})[1])
+        # A plain transfer recorded with other balances read than made.
+        p = write("p", "transfer", "ok", (1, 2, 30, 100, 100), "host")
+        self.assertFalse(checks.check_bank(wl, [p], {1: snap(
+            ledger=[("p", 1, 2, 30, 100, 100)], accounts=moved)})[1])
+        self.assertTrue(checks.check_bank(wl, [p], {1: snap(
+            ledger=[("p", 1, 2, 30, 100, 99)], accounts=moved)})[1])
         # Money made, and a bad read during the run.
         rich = dict(moved)
         rich[3] += 1
         self.assertTrue(checks.check_bank(wl, [t], {1: snap(
-            ledger=[("t", 1, 2, 30)], accounts=rich)})[1])
+            ledger=[("t", 1, 2, 30, None, None)], accounts=rich)})[1])
         wl.bad_reads.append((2, 799, ACCOUNTS))
         self.assertTrue(checks.check_bank(wl, [t], {1: good})[1])
+
+    def test_plain_reads(self):
+        made = [write("a", "transfer", "ok", (1, 2, 30, 100, 100), "host"),
+                write("b", "transfer", "ok", (3, 1, 5, None, None)),
+                write("c", "transfer", "ok", (1, 3, 10, 75, 95),
+                      "attached")]
+        ledger = [("a", 1, 2, 30, 100, 100), ("b", 3, 1, 5, None, None),
+                  ("c", 1, 3, 10, 75, 95)]
+        self.assertFalse(checks.check_plain_reads(
+            made, {1: snap(ledger=ledger)})[1])
+        # c read account 1 before b's entry, which its entry follows: an
+        # update lost (b's 5), though the totals still agree.
+        stale = ledger[:2] + [("c", 1, 3, 10, 70, 95)]
+        self.assertEqual(len(checks.check_plain_reads(
+            made, {1: snap(ledger=ledger), 2: snap(ledger=stale)})[1]), 1)
+        # The same ledger in another order.
+        self.assertTrue(checks.check_plain_reads(
+            made, {1: snap(ledger=[ledger[1], ledger[0], ledger[2]])})[1])
+        # No plain transfer acknowledged through a channel: nothing checked.
+        self.assertTrue(checks.check_plain_reads(
+            made[:2], {1: snap(ledger=ledger[:2])})[1])
+
+    def test_classify_commit(self):
+        veto = NodeError("constraint failed", 531)
+        self.assertEqual(classify_commit(
+            veto, "commit ... outcome unknown: no quorum"), "unknown")
+        self.assertEqual(classify_commit(
+            veto, "not applied: the lease was lost"), "failed")
+        self.assertEqual(classify_commit(veto, None), "unknown")
+        self.assertEqual(classify_commit(
+            NodeError("database is locked", 5), None), "failed")
+        self.assertEqual(classify_commit(
+            NodeError("database is locked", 517), None), "failed")
+        self.assertEqual(classify_commit(
+            NodeError("not authorized", 23), "refused"), "failed")
+        self.assertEqual(classify_commit(
+            NodeError("database or disk is full", 13), None), "unknown")
+        self.assertEqual(classify_commit(
+            NodeError("node 1 exited", -1), None), "unknown")
 
 
 if __name__ == "__main__":

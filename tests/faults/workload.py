@@ -8,6 +8,14 @@ Every write's outcome is recorded: ok, failed (definite: an SQL error or
 "not applied") or unknown ("outcome unknown", the node died under it, or
 no answer in time).
 
+Some of the writes are plain SQL (README "Plain SQL writes"), through
+the node's own connection (its request pipe, held from BEGIN to COMMIT)
+or through its attached writer (another process, the node's socket):
+autocommit inserts into `ops`, and read-modify-write transfers: BEGIN
+IMMEDIATE (or a deferred BEGIN), read both balances, decide the amount
+in the client (at most what the source holds), write the new balances
+as values, record the transfer with the balances it read, COMMIT.
+
 One monitor per node polls raft_status() and the bank's total while the
 run goes on: the (term, leader) pairs every node reports, and every read
 of the total.
@@ -31,7 +39,7 @@ SCHEMA = (
     "CREATE TABLE accounts(id INTEGER PRIMARY KEY, balance INTEGER NOT NULL "
     "CHECK(balance >= 0)); "
     "CREATE TABLE transfers(k TEXT NOT NULL, src INTEGER, dst INTEGER, "
-    "amount INTEGER); "
+    "amount INTEGER, src_was INTEGER, dst_was INTEGER); "
     "CREATE TABLE bulk(k TEXT NOT NULL, pad BLOB); "
     "WITH RECURSIVE a(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM a "
     "WHERE i < %d) INSERT INTO accounts SELECT i, %d FROM a" %
@@ -40,9 +48,25 @@ SCHEMA = (
 INSERT = "INSERT INTO ops VALUES(?1, ?2, ?3, ?4)"
 TRANSFER = ("UPDATE accounts SET balance = balance - ?3 WHERE id = ?1; "
             "UPDATE accounts SET balance = balance + ?3 WHERE id = ?2; "
-            "INSERT INTO transfers VALUES(?4, ?1, ?2, ?3)")
+            "INSERT INTO transfers(k, src, dst, amount) "
+            "VALUES(?4, ?1, ?2, ?3)")
 # Large entries, written while a log disk is full so that the log must grow.
 BULK = "INSERT INTO bulk VALUES(?1, ?2)"
+# The plain writes' statements, each one request.
+READ = "SELECT id, balance FROM accounts WHERE id IN (?1, ?2)"
+SET = "UPDATE accounts SET balance = ?2 WHERE id = ?1"
+RECORD = "INSERT INTO transfers VALUES(?1, ?2, ?3, ?4, ?5, ?6)"
+# SQLite's codes (the primary code is the low byte of an extended one).
+SQLITE_BUSY = 5
+SQLITE_AUTH = 23
+SQLITE_CONSTRAINT_COMMITHOOK = 531
+# The names of the codes a plain write meets, shown with its reason.
+CODE_NAMES = {5: "SQLITE_BUSY", 517: "SQLITE_BUSY_SNAPSHOT",
+              23: "SQLITE_AUTH", 531: "SQLITE_CONSTRAINT_COMMITHOOK",
+              275: "SQLITE_CONSTRAINT_CHECK", 13: "SQLITE_FULL"}
+# The busy timeout of an attached writer's connection (the node's own
+# has raftsql-testhost's 5 s).
+BUSY_S = 5.0
 POLL = ("SELECT raft_status(), (SELECT sum(balance) FROM accounts), "
         "(SELECT count(*) FROM accounts)")
 
@@ -55,17 +79,38 @@ def classify(err):
     return "failed"  # "not applied", or an SQL error of the entry
 
 
+def classify_commit(err, reason):
+    """The outcome of a plain write whose committing statement (COMMIT, or
+    an autocommit INSERT) raised NodeError err; reason is what
+    raft_last_error() then said on that connection (None when it could
+    not be asked). Failed: a vetoed COMMIT whose reason is not "outcome
+    unknown" (the veto rolled it back), SQLITE_BUSY (the write lease or
+    the write lock not taken: nothing written), SQLITE_AUTH (the guard
+    refused the statement when it was prepared: it never ran). Unknown:
+    "outcome unknown", the process died or did not answer, any other
+    error (a local commit that fails after the quorum, e.g. SQLITE_FULL,
+    is applied by the node's applier)."""
+    if err.code == SQLITE_CONSTRAINT_COMMITHOOK and reason is not None:
+        return "unknown" if "outcome unknown" in reason else "failed"
+    if err.code is not None and err.code >= 0 and \
+            err.code & 0xff in (SQLITE_BUSY, SQLITE_AUTH):
+        return "failed"
+    return "unknown"
+
+
 class Write:
     """One attempted write."""
 
     __slots__ = ("key", "kind", "via", "outcome", "error", "args", "t0",
-                 "t1")
+                 "t1", "plain")
 
-    def __init__(self, key, kind, via, args):
+    def __init__(self, key, kind, via, args, plain=None):
         self.key = key
         self.kind = kind       # "insert", "transfer" or "bulk"
         self.via = via         # node id it went through
-        self.args = args       # transfer: (src, dst, amount)
+        self.args = args       # transfer: (src, dst, amount, src_was,
+        #                        dst_was), the last two of a plain one
+        self.plain = plain     # None (raft_exec), "host" or "attached"
         self.outcome = None
         self.error = None
         self.t0 = time.monotonic()
@@ -92,6 +137,7 @@ class Workload:
         self.bad_reads = []       # (node, sum, count) that broke the total
         self.stuck = []           # lines: requests that never returned
         self.skipped = 0          # writes not tried: the node was down
+        self.declined = 0         # plain transfers from an empty account
 
     def start(self):
         for c in range(self.n_clients):
@@ -122,21 +168,39 @@ class Workload:
 
     def reasons(self):
         """{(outcome, reason): count} of the writes that did not succeed,
-        reasons with digits folded."""
+        reasons with paths and digits folded, a plain write's with its
+        channel in front."""
         out = {}
         for w in self.writes:
             if w.outcome == "ok":
                 continue
             why = re.sub(r" \(see [^)]*\)", "", w.error or "")
+            why = re.sub(r"/[^ :]*", "<file>", why)
             why = re.sub(r"[0-9]+", "N", why)
-            why = why.replace("raft_exec: ", "")[:70]
+            why = why.replace("raft_exec: ", "")
+            if w.plain:
+                why = "plain %s: %s" % (w.plain, why[:200])
+            else:
+                why = why[:70]
             out[(w.outcome, why)] = out.get((w.outcome, why), 0) + 1
         return out
 
-    def counts(self):
+    def counts(self, plain=False):
+        """{outcome: count} of every write, or with plain of the plain
+        ones only."""
         out = {"ok": 0, "failed": 0, "unknown": 0}
         for w in self.writes:
-            out[w.outcome] += 1
+            if w.plain or not plain:
+                out[w.outcome] += 1
+        return out
+
+    def plain_counts(self):
+        """{"<kind> <channel> <outcome>": count} of the plain writes."""
+        out = {}
+        for w in self.writes:
+            if w.plain:
+                what = "%s %s %s" % (w.kind, w.plain, w.outcome)
+                out[what] = out.get(what, 0) + 1
         return out
 
     # ---- Threads ---------------------------------------------------------
@@ -164,24 +228,142 @@ class Workload:
             self.writes.append(w)
         return True
 
+    def plain(self, slot, channel, key, kind, args, steps):
+        """Run a plain write on node slot's own connection (channel
+        "host", under the slot's lock from the first statement to the
+        last) or on its attached writer ("attached"), and record its
+        outcome; False when it was never sent (the node was down).
+
+        steps(w, conn) runs the write's statements with conn(text,
+        *params, commit=False), the last one with commit=True, and may
+        set w.args; it returns False for a transaction it rolled back
+        itself (no write). An error before the committing statement is a
+        definite failure (nothing was committed: the transaction is
+        rolled back), as is a statement that never reached the process;
+        one of the committing statement is classified by
+        classify_commit."""
+        w = Write(key, kind, slot.id, args, channel)
+        with (slot.lock if channel == "host" else slot.attach_lock):
+            if channel == "host":
+                pipe = slot.node
+                if pipe is None or pipe.desync:
+                    with self.lock:
+                        self.skipped += 1
+                    return False
+            else:
+                pipe = self.cluster.attached(slot.id, BUSY_S)
+            committing = [False]
+
+            def conn(text, *params, commit=False):
+                committing[0] = commit
+                return pipe.sql(text, *params, timeout=self.request_timeout)
+
+            try:
+                if not steps(w, conn):
+                    with self.lock:
+                        self.declined += 1
+                    return True
+                w.outcome = "ok"
+            except NodeError as e:
+                w.error = str(e)
+                if e.code is not None and e.code > 0:
+                    w.error += " [%s]" % CODE_NAMES.get(e.code, e.code)
+                if isinstance(e, Timeout):
+                    with self.lock:
+                        self.stuck.append(str(e))
+                if not committing[0] or "(not sent)" in w.error:
+                    w.outcome = "failed"
+                else:
+                    reason = None
+                    if e.code in (SQLITE_CONSTRAINT_COMMITHOOK,
+                                  SQLITE_AUTH):
+                        reason = self.last_error(pipe)
+                        w.error += ": raft_last_error: %s" % reason
+                    w.outcome = classify_commit(e, reason)
+                self.rollback(pipe)
+        w.t1 = time.monotonic()
+        with self.lock:
+            self.writes.append(w)
+        return True
+
+    def rollback(self, pipe):
+        """End whatever transaction is open on pipe (there may be none)."""
+        if pipe.desync:
+            return
+        try:
+            pipe.sql("ROLLBACK", timeout=self.request_timeout)
+        except NodeError:
+            pass
+
+    def last_error(self, pipe):
+        """raft_last_error() on pipe's connection, None when it fails."""
+        try:
+            return pipe.sql("SELECT raft_last_error()",
+                            timeout=self.request_timeout)[0][0] or ""
+        except NodeError:
+            return None
+
+    def plain_insert(self, slot, channel, key, cid, n):
+        """An autocommit INSERT of key into ops."""
+        def steps(w, conn):
+            conn(INSERT, key, cid, n, slot.id, commit=True)
+            return True
+        return self.plain(slot, channel, key, "insert", None, steps)
+
+    def plain_transfer(self, slot, channel, key, src, dst, want, begin):
+        """A read-modify-write transfer of at most want from src to dst in
+        a transaction opened with begin: the amount and the new balances
+        are the client's, from the balances it read in the transaction;
+        the transfer's row records them."""
+        def steps(w, conn):
+            conn(begin)
+            held = dict(conn(READ, src, dst))
+            amount = min(want, held[src])
+            if amount == 0:
+                conn("ROLLBACK")
+                return False
+            w.args = (src, dst, amount, held[src], held[dst])
+            conn(SET, src, held[src] - amount)
+            conn(SET, dst, held[dst] + amount)
+            conn(RECORD, key, *w.args)
+            conn("COMMIT", commit=True)
+            return True
+        return self.plain(slot, channel, key, "transfer",
+                          (src, dst, None, None, None), steps)
+
     def _client(self, cid, rng):
+        """Writes through random nodes: 15 % plain inserts, 15 % plain
+        transfers (each half through the node's own connection, half
+        through its attached writer), 25 % raft_exec transfers, 45 %
+        raft_exec inserts. An attached writer writes also while its node
+        is down (it must be refused: a failed write)."""
         n = 0
         ids = self.cluster.ids
         while not self.stopping.is_set():
             slot = self.cluster.slots[rng.choice(ids)]
+            src, dst = rng.sample(range(1, ACCOUNTS + 1), 2)
+            amount = rng.randint(1, 60)
+            channel = rng.choice(("host", "attached"))
+            p = rng.random()
             node = slot.node
-            if node is None or node.desync:
+            if (p >= 0.3 or channel == "host") and (node is None or
+                                                    node.desync):
                 with self.lock:
                     self.skipped += 1
                 time.sleep(0.02)
                 continue
             n += 1
             key = "c%d-%d" % (cid, n)
-            if rng.random() < 0.35:
-                src, dst = rng.sample(range(1, ACCOUNTS + 1), 2)
-                amount = rng.randint(1, 60)
-                self.attempt(slot, key, "transfer", (src, dst, amount),
-                             TRANSFER, (src, dst, amount, key))
+            if p < 0.15:
+                self.plain_insert(slot, channel, key, cid, n)
+            elif p < 0.3:
+                begin = "BEGIN IMMEDIATE" if rng.random() < 0.7 else "BEGIN"
+                self.plain_transfer(slot, channel, key, src, dst, amount,
+                                    begin)
+            elif p < 0.55:
+                self.attempt(slot, key, "transfer",
+                             (src, dst, amount, None, None), TRANSFER,
+                             (src, dst, amount, key))
             else:
                 self.attempt(slot, key, "insert", None, INSERT,
                              (key, cid, n, slot.id))
