@@ -316,6 +316,10 @@ int applier_install(struct ext_applier *a, const char *path,
     pthread_mutex_lock(&a->mu);
     atomic_store(&a->installed_index, *out_index);
     atomic_fetch_add(&a->n_installs, 1);
+    /* The snapshot replaced the file a start found holding a landed
+     * entry: nothing is left to verify again (the apply thread is held
+     * while an install runs). */
+    a->start_suspect[0] = '\0';
     if (atomic_load(&a->diverged)) {
         /* The database is the snapshot's now: the foreign commit is gone
          * (the state machine forgot it too). */

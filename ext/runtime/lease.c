@@ -55,6 +55,20 @@ enum {
  * frame: the connection broke), ms. */
 #define EXT__LEASE_RESEND_MS 200
 
+/* Outcomes of the leases this leader granted to followers that it
+ * remembers, for a resent COMMIT (its answer lost, or the follower not
+ * sure it arrived): the latest ones. */
+#define EXT__LEASE_DONE 32
+
+/* What became of a lease granted to a follower. */
+struct lease_done {
+    raft_id from;     /* the holder's server, 0: a free slot */
+    uint64_t id;      /* the lease */
+    int rc;           /* its commit's answer: 0 (committed at @index),
+                         RAFT_UNKNOWN, or why nothing was appended */
+    raft_index index; /* where it committed */
+};
+
 struct ext_lease {
     raft_id self;                /* this server */
     unsigned timeout_ms;         /* lease_timeout_ms */
@@ -104,12 +118,17 @@ struct ext_lease {
     uint64_t release_id;         /* a lease whose RELEASE the loop sends
                                     to release_to, 0 */
     raft_id release_to;
-    raft_id rdone_from;        /* the leader's last answer to a
-                                    follower's commit, which a resend
-                                    gets again: its server, */
-    uint64_t rdone_id;         /* lease, */
-    int rdone_rc;              /* code */
-    raft_index rdone_index;    /* and index */
+    struct lease_done done[EXT__LEASE_DONE]; /* what became of the
+                                    latest leases granted to followers:
+                                    a resent COMMIT gets the same answer;
+                                    one of a lease not among them (this
+                                    process never granted it: a restart,
+                                    or too long ago) is outcome unknown,
+                                    never "not applied" */
+    unsigned next_done;                      /* the slot written next */
+    bool stalled;              /* this node's log cannot take entries
+                                  (disk full, failed): a holder could
+                                  not catch up (the loop's view) */
     uint64_t commit_seq;       /* counts commits (a loop's proposal
                                      finds its own) */
     struct raft_buf *payload;  /* the changeset (QUEUED, TAKEN) */
@@ -160,6 +179,41 @@ static void note_active(struct ext_lease *l)
                                  l->release_id != 0);
 }
 
+/* remember keeps what became of lease @id granted to follower @from:
+ * @rc (0: committed at @index). Caller holds mu. */
+static void remember(struct ext_lease *l, raft_id from, uint64_t id, int rc,
+                     raft_index index)
+{
+    struct lease_done *d = NULL;
+    for (unsigned i = 0; i < EXT__LEASE_DONE; i++) {
+        if (l->done[i].from == from && l->done[i].id == id) {
+            d = &l->done[i];
+            break;
+        }
+    }
+    if (d == NULL) {
+        d = &l->done[l->next_done];
+        l->next_done = (l->next_done + 1) % EXT__LEASE_DONE;
+    }
+    d->from = from;
+    d->id = id;
+    d->rc = rc;
+    d->index = index;
+}
+
+/* recall returns what became of lease @id of follower @from, NULL when
+ * this leader does not remember it. Caller holds mu. */
+static const struct lease_done *recall(const struct ext_lease *l, raft_id from,
+                                       uint64_t id)
+{
+    for (unsigned i = 0; i < EXT__LEASE_DONE; i++) {
+        if (id != 0 && l->done[i].from == from && l->done[i].id == id) {
+            return &l->done[i];
+        }
+    }
+    return NULL;
+}
+
 /* end_lease ends the lease in force with @rc and @fmt's words, what a
  * commit under it is answered. Caller holds mu. */
 static void end_lease(struct ext_lease *l, int rc, const char *fmt, ...)
@@ -172,6 +226,12 @@ static void end_lease(struct ext_lease *l, int rc, const char *fmt, ...)
         return;
     }
     l->state = LEASE_NONE;
+    if (l->granted_by == l->self && l->holder_server != l->self &&
+        l->commit == COMMIT_NONE) {
+        /* A follower's, nothing of it proposed: a COMMIT of it is
+         * answered so from now on. */
+        remember(l, l->holder_server, l->id, rc, 0);
+    }
     l->ended_id = l->id;
     l->ended_rc = rc;
     va_start(ap, fmt);
@@ -354,19 +414,28 @@ int lease_acquire(struct ext_lease *l, uint64_t holder, uint64_t *out_id,
     until = now_ms() + l->exec_timeout_ms;
     applier_hurry_begin(l->applier);
     for (;;) {
-        bool in_force;
+        bool in_force, stalled;
         if (applier_wait_applied(l->applier, grant_index, 10)) {
             break;
         }
         pthread_mutex_lock(&l->mu);
         in_force = l->state == LEASE_GRANTED && l->id == id;
+        stalled = l->stalled;
         if (!in_force) {
             say(why, why_len, "%s", l->ended_why);
         }
         pthread_mutex_unlock(&l->mu);
-        if (!in_force) {
+        if (!in_force || stalled) {
             applier_hurry_end(l->applier);
             lease_release(l, id);
+            if (stalled) {
+                say(why, why_len,
+                    "this node's log cannot take entries (disk full, or a "
+                    "failed log: raft_status() log_full, log_failed), so it "
+                    "cannot catch up for a plain write; it writes again "
+                    "once that clears");
+                return RAFT_NOSPACE;
+            }
             return RAFT_BUSY;
         }
         if (now_ms() >= until) {
@@ -693,13 +762,10 @@ static void answer_commit(struct ext_lease *l, struct raft_uv_node *d, int rc,
 {
     va_list ap;
     if (l->commit_from != l->self) {
-        l->rdone_from = l->commit_from;
-        l->rdone_id = l->commit_id;
-        l->rdone_rc = rc;
-        l->rdone_index = rc == 0 ? l->index : 0;
+        remember(l, l->commit_from, l->commit_id, rc, rc == 0 ? l->index : 0);
         if (d != NULL) {
             send_result(l, d, l->commit_from, l->commit_tag, RAFT_LEASE_COMMIT,
-                        rc, l->commit_id, l->rdone_index, 0);
+                        rc, l->commit_id, rc == 0 ? l->index : 0, 0);
         }
         l->commit = COMMIT_NONE;
         raft_buf_unref(l->payload);
@@ -780,6 +846,16 @@ static void ask_on_loop(struct ext_lease *l, struct raft_uv_node *d,
     raft_id leader = raft_leader_id(core);
     int rc;
 
+    if (l->stalled) {
+        /* It could not apply up to a grant: refused at once, never a
+         * lease held while it tries (every writer would wait on it). */
+        say(l->ask_why, sizeof l->ask_why,
+            "this node's log cannot take entries (disk full, or a failed "
+            "log: raft_status() log_full, log_failed), so it cannot catch "
+            "up for a plain write; it writes again once that clears");
+        answer_ask(l, RAFT_NOSPACE);
+        return;
+    }
     if (leading) {
         if (may_grant(l, d, &rc, l->ask_why, sizeof l->ask_why)) {
             grant_to(l, core, l->self, l->holder, now);
@@ -953,6 +1029,8 @@ void lease_on_loop(struct ext_lease *l, struct raft_uv_node *d)
     leading = raft_role(core) == RAFT_LEADER && !raft_uv_node_failed(d);
     now = now_ms();
     pthread_mutex_lock(&l->mu);
+    l->stalled = raft_uv_node_log_full(d) || raft_uv_node_failed(d) ||
+                 raft_storage_stalled(core) || applier_failed(l->applier);
     if (l->release_id != 0) {
         /* Lost or refused: the leader's lease_timeout_ms ends it. */
         (void)send_call(l, d, l->release_to, RAFT_LEASE_RELEASE, 0, 0,
@@ -1037,13 +1115,14 @@ static void on_commit(struct ext_lease *l, struct raft_uv_node *d, raft_id from,
 {
     const void *p = f->data != NULL ? f->data->data : NULL;
     size_t len = f->data != NULL ? f->data->len : 0;
-    char why[256];
     int rc;
 
-    if (l->rdone_from == from && l->rdone_id == f->id && f->id != 0) {
+    const struct lease_done *was = recall(l, from, f->id);
+
+    if (was != NULL) {
         /* Its answer was lost: the same answer again. */
-        send_result(l, d, from, f->tag, RAFT_LEASE_COMMIT, l->rdone_rc, f->id,
-                    l->rdone_index, 0);
+        send_result(l, d, from, f->tag, RAFT_LEASE_COMMIT, was->rc, f->id,
+                    was->index, 0);
         return;
     }
     if (l->commit != COMMIT_NONE && l->commit_from == from &&
@@ -1054,8 +1133,11 @@ static void on_commit(struct ext_lease *l, struct raft_uv_node *d, raft_id from,
     if (l->state != LEASE_GRANTED || l->granted_by != l->self ||
         l->holder_server != from || l->id != f->id ||
         l->commit != COMMIT_NONE) {
-        rc = refuse_commit(l, f->id, why, sizeof why);
-        send_result(l, d, from, f->tag, RAFT_LEASE_COMMIT, rc, f->id, 0, 0);
+        /* Not a lease this process granted and remembers (it restarted
+         * since, or it is long gone): whether a COMMIT of it was
+         * appended before is not known here. */
+        send_result(l, d, from, f->tag, RAFT_LEASE_COMMIT, RAFT_UNKNOWN, f->id,
+                    0, 0);
         return;
     }
     if (p == NULL || !sql_changeset_is(p, len) || len > l->max_bytes) {
@@ -1160,10 +1242,11 @@ static void on_commit_result(struct ext_lease *l, raft_id from,
             break;
         case RAFT_UNKNOWN:
             answer_commit(l, NULL, RAFT_UNKNOWN,
-                          "outcome unknown: the leader (server %llu) stopped "
-                          "leading before it saw the entry committed; the "
-                          "transaction will be applied on all nodes or on "
-                          "none",
+                          "outcome unknown: the leader (server %llu) cannot "
+                          "tell whether the transaction's entry commits (it "
+                          "stopped leading, or restarted, before it saw the "
+                          "entry committed); the transaction will be applied "
+                          "on all nodes or on none",
                           leader);
             break;
         case RAFT_TIMEOUT:

@@ -110,7 +110,10 @@ void lease_free(struct ext_lease *l);
  * leader known yet; the leader did not answer, or this node did not
  * catch up, within exec_timeout_ms), RAFT_FORMAT (a member's wire
  * version is too old for changeset entries, or not known yet; the
- * leader's has no LEASE frames), RAFT_SHUTDOWN,
+ * leader's has no LEASE frames), RAFT_NOSPACE (this node's log cannot
+ * take entries: disk full, a failed log, or its applier fails; refused
+ * at once, so a write cannot hold the lease while it cannot catch up),
+ * RAFT_SHUTDOWN,
  * RAFT_INVALID (@holder is 0). Any host thread; never the loop's. */
 int lease_acquire(struct ext_lease *l, uint64_t holder, uint64_t *out_id,
                   char *why, size_t why_len);

@@ -252,6 +252,8 @@ int ext_node_barrier(struct ext_node *n, const struct ext_exec_probe *probe,
  *   RAFT_FORMAT: a member's wire version is too old for changeset
  *     entries, or not known yet (wire_gate_changeset), or the leader's
  *     has no LEASE frames (a follower's holder);
+ *   RAFT_NOSPACE: this node's log cannot take entries (disk full, a
+ *     failed log) or its applier fails: it could not catch up;
  *   RAFT_DIVERGED: this replica is diverged; RAFT_SHUTDOWN: the node is
  *     stopping; RAFT_INVALID: @holder is 0.
  * Any host thread. */
