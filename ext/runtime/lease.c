@@ -18,12 +18,10 @@
 
 #include <pthread.h>
 #include <stdatomic.h>
-#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
 
-#include "../../raft/message.h"
 #include "../../sql/changeset.h"
 #include "lease_core.h"
 #include "wire_gate.h"
