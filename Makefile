@@ -225,6 +225,9 @@ UV_SRC   := $(wildcard raft/uv_*.c)
 LMDB_SRC := $(wildcard lmdb_log/*.c)
 SQL_SRC  := $(wildcard sql/*.c)
 EXT_SRC  := $(wildcard ext/*.c ext/runtime/*.c ext/surface/*.c)
+# What the simulation runs beside the core: the write lease's rules
+# (pure: raft/ headers and libc only, scripts/check-layering.sh).
+SIM_SRC  := ext/runtime/lease_core.c
 T_LINK = $(CC) $(BASE_CFLAGS) -O1 -g $(SAN) -o $@ $(filter-out %.h,$^) \
 	-lcmocka $(LIBS)
 
@@ -235,8 +238,8 @@ $(B)/tests/raft/%: tests/raft/%.c tests/raft/step.h $(TLIB_OBJ) \
 		$(call san,$(CORE_SRC))
 	@mkdir -p $(dir $@)
 	$(T_LINK)
-$(B)/tests/sim/%: tests/sim/%.c tests/sim/sim.h $(TLIB_OBJ) \
-		$(call san,$(CORE_SRC))
+$(B)/tests/sim/%: tests/sim/%.c $(wildcard tests/sim/*.h) $(TLIB_OBJ) \
+		$(call san,$(CORE_SRC) $(SIM_SRC))
 	@mkdir -p $(dir $@)
 	$(CC) $(BASE_CFLAGS) -O1 -g $(SAN) -o $@ $(filter-out %.h,$^) \
 	    -lcmocka $(LIBS)
@@ -266,8 +269,9 @@ $(B)/tests/ext/%: tests/ext/%.c tests/ext/helpers.h tests/sql/helpers.h \
 SEEDS     ?= 100000
 SIM_FIRST ?= 1
 SIM_STEPS ?= 10000
-$(B)/sim/test_sim: tests/sim/test_sim.c tests/sim/sim.h $(TLIB_SRC) \
-		$(TLIB_HDR) $(CORE_SRC) $(wildcard raft/*.h)
+$(B)/sim/test_sim: tests/sim/test_sim.c $(wildcard tests/sim/*.h) \
+		$(TLIB_SRC) $(TLIB_HDR) $(CORE_SRC) $(SIM_SRC) \
+		$(wildcard raft/*.h) ext/runtime/lease_core.h
 	@mkdir -p $(dir $@)
 	$(CC) $(BASE_CFLAGS) -O2 -g -o $@ $(filter %.c,$^) -lcmocka $(LIBS)
 
@@ -289,7 +293,8 @@ sim: $(B)/sim/test_sim
 COV_FLAGS := -O0 -g --coverage
 COV_TESTS := $(wildcard tests/unit/test_*.c tests/raft/test_*.c \
                tests/sim/test_*.c)
-COV_OBJ   := $(patsubst %.c,$(B)/cov/obj/%.o,$(CORE_SRC) $(TLIB_SRC))
+COV_OBJ   := $(patsubst %.c,$(B)/cov/obj/%.o,$(CORE_SRC) $(TLIB_SRC) \
+               $(SIM_SRC))
 LCOV      := lcov --quiet --rc lcov_branch_coverage=1
 $(B)/cov/obj/%.o: %.c
 	@mkdir -p $(dir $@)

@@ -140,7 +140,8 @@ struct raft_lease_request {
  * error code (RAFT_BUSY: another holder has it; RAFT_NOTLEADER;
  * RAFT_FORMAT; RAFT_TIMEOUT: the lease expired; RAFT_INVALID: the lease
  * is not in force; RAFT_TOOBIG; RAFT_UNKNOWN: appended, then the
- * leadership was lost before it was seen committed). */
+ * leadership was lost before it was seen committed, or the leader does
+ * not remember the lease: granted before its restart). */
 struct raft_lease_result {
     uint64_t tag;     /* as in the call */
     uint8_t op;       /* as in the call */

@@ -670,6 +670,11 @@ raft_index raft_persisted_index(const struct raft *r)
     return r->persisted;
 }
 
+bool raft_term_durable(const struct raft *r)
+{
+    return !r->term_unsure;
+}
+
 uint64_t raft_leader_contact(const struct raft *r)
 {
     if (r->role == RAFT_LEADER) {

@@ -639,6 +639,12 @@ raft_index raft_snapshot_index(const struct raft *r); /* first - 1 */
 raft_term raft_snapshot_term(const struct raft *r);   /* its term, 0 unknown */
 bool raft_storage_stalled(const struct raft *r); /* STORAGE_STALLED state */
 bool raft_declining(const struct raft *r);       /* DECLINE state */
+/* Whether the current term is durable: false only for a leader elected
+ * by its own vote alone, until an entry of its term is persisted; a
+ * crash before then may bring it back in an earlier term, to lead this
+ * term again. Nothing of the term goes out before (driver rule 2): a
+ * runtime's grant under this leadership neither (ext/runtime/lease.c). */
+bool raft_term_durable(const struct raft *r);
 
 /* An AppendEntries that contradicts this server's committed history: at
  * an index it holds committed (its snapshot's boundary, or a committed

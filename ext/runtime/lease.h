@@ -56,7 +56,14 @@
  *
  * Lease ids are (term << 32) | n, n counting the grants of this node's
  * life from 1: they increase, and are never reused, since a node that
- * leads again after a restart does so in a higher term.
+ * leads again after a restart does so in a higher term (a lease is
+ * granted only once the leader's term is durable: raft_term_durable).
+ * A follower's commit that reaches a leader which does not remember its
+ * lease (granted before a restart of the leader) is answered "outcome
+ * unknown": the changeset may be in the log.
+ *
+ * The rules live in lease_core.h (pure: the simulation runs them too);
+ * this module runs them for the node's threads.
  *
  * Invariant: at most one lease is in force or asked for, and at most one
  * applier hold is out, per node; a hold and a lease in force have the
@@ -129,8 +136,9 @@ int lease_acquire(struct ext_lease *l, uint64_t holder, uint64_t *out_id,
  * a membership change), RAFT_CANCELED (@probe said the caller was
  * interrupted before the proposal: "interrupted: not applied"),
  * RAFT_SHUTDOWN, RAFT_NOMEM; and RAFT_UNKNOWN (proposed, but no commit
- * seen within exec_timeout_ms, leadership lost, the node shutting down,
- * or the caller interrupted: "interrupted: outcome unknown"). The lease
+ * seen within exec_timeout_ms, leadership lost, the leader restarted,
+ * the node shutting down, or the caller interrupted: "interrupted:
+ * outcome unknown"). The lease
  * ends with the call, whatever the outcome; the applier hold stays until
  * lease_release. The lease's holder, on a host thread. */
 int lease_commit(struct ext_lease *l, uint64_t id, const void *p, size_t len,

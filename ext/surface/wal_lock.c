@@ -25,6 +25,17 @@ SQLITE_EXTENSION_INIT3
 
 /* One wrapped file: its methods first, so that the file's pMethods
  * points at this struct. */
+/* The -wal file of a wrapped database file, its sync wrapped: a copy of
+ * its methods with xSync and xClose replaced (wal_lock_skip_sync). Owned
+ * by its database file's wrapper (freed with it); @file NULL once the
+ * -wal file closed (SQLite closes it first). */
+struct wal_sync {
+    sqlite3_io_methods m;           /* the copy the -wal file uses */
+    const sqlite3_io_methods *orig; /* its own */
+    sqlite3_file *file;             /* the -wal file, NULL when closed */
+    int skip;                       /* its syncs are skipped now */
+};
+
 struct wrapped {
     sqlite3_io_methods m;           /* the copy the file now uses */
     const sqlite3_io_methods *orig; /* the file's own */
@@ -35,6 +46,7 @@ struct wrapped {
     int write;                      /* the write lock is held */
     char why[400];                  /* why the lock was taken without a
                                           lease ("" otherwise) */
+    struct wal_sync *wal;           /* its -wal file's sync, once wrapped */
 };
 
 static int wrapped_shm_lock(sqlite3_file *f, int ofst, int n, int flags);
@@ -94,6 +106,9 @@ static int wrapped_shm_lock(sqlite3_file *f, int ofst, int n, int flags)
     if (flags & SQLITE_SHM_UNLOCK) {
         rc = w->orig->xShmLock(f, ofst, n, flags);
         w->write = 0;
+        if (w->wal != NULL) {
+            w->wal->skip = 0;
+        }
         if (w->lease.id != 0) {
             plain_fault_after_local_commit();
         }
@@ -133,6 +148,60 @@ static int wrapped_shm_lock(sqlite3_file *f, int ofst, int n, int flags)
     return SQLITE_OK;
 }
 
+/* wal_of returns the sync wrapper of -wal file @f (its methods are the
+ * wrapper's first member). */
+static struct wal_sync *wal_of(sqlite3_file *f)
+{
+    return (struct wal_sync *)(void *)f->pMethods;
+}
+
+static int wal_sync(sqlite3_file *f, int flags)
+{
+    struct wal_sync *s = wal_of(f);
+    return s->skip ? SQLITE_OK : s->orig->xSync(f, flags);
+}
+
+static int wal_close(sqlite3_file *f)
+{
+    struct wal_sync *s = wal_of(f);
+    f->pMethods = s->orig;
+    s->file = NULL;
+    return s->orig->xClose(f);
+}
+
+void wal_lock_skip_sync(sqlite3 *db)
+{
+    sqlite3_file *f = NULL, *wal = NULL;
+    struct wrapped *w;
+
+    if (sqlite3_file_control(db, "main", SQLITE_FCNTL_FILE_POINTER, &f) !=
+            SQLITE_OK ||
+        (w = of(f)) == NULL || w->lease.id == 0 ||
+        sqlite3_file_control(db, "main", SQLITE_FCNTL_JOURNAL_POINTER, &wal) !=
+            SQLITE_OK ||
+        wal == NULL || wal->pMethods == NULL || wal->pMethods->xSync == NULL) {
+        return;
+    }
+    if (w->wal == NULL) {
+        w->wal = calloc(1, sizeof *w->wal);
+        if (w->wal == NULL) {
+            return; /* it syncs, as SQLite would */
+        }
+    }
+    if (w->wal->file != wal || wal->pMethods != &w->wal->m) {
+        if (w->wal->file != NULL && w->wal->file->pMethods == &w->wal->m) {
+            return; /* another -wal file is wrapped: leave both alone */
+        }
+        w->wal->orig = wal->pMethods;
+        w->wal->m = *wal->pMethods;
+        w->wal->m.xSync = wal_sync;
+        w->wal->m.xClose = wal_close;
+        w->wal->file = wal;
+        wal->pMethods = &w->wal->m;
+    }
+    w->wal->skip = 1;
+}
+
 static int wrapped_close(sqlite3_file *f)
 {
     struct wrapped *w = of(f);
@@ -143,6 +212,12 @@ static int wrapped_close(sqlite3_file *f)
     wal_lease_release(w);
     f->pMethods = w->orig;
     rc = w->orig->xClose(f);
+    if (w->wal != NULL && w->wal->file != NULL &&
+        w->wal->file->pMethods == &w->wal->m) {
+        /* Not closed first, against SQLite's order: its own again. */
+        w->wal->file->pMethods = w->wal->orig;
+    }
+    free(w->wal);
     free(w->path);
     free(w);
     return rc;

@@ -48,6 +48,17 @@
 int wal_lock_wrap(sqlite3 *db, const char *path, uint64_t holder, char *why,
                   size_t why_len);
 
+/* wal_lock_skip_sync makes the local commit of @db's transaction, whose
+ * changeset a quorum committed under the lease its main file holds, skip
+ * the -wal file's fsync (what synchronous=NORMAL skips): the entry is
+ * durable in the Raft log already, and a commit lost to a power failure
+ * is replayed from there by this node's applier (the file shows the
+ * state before it: sql/changeset.h's landed check). The skip ends when
+ * the connection lets the write lock go; checkpoints still sync. Nothing
+ * when the file holds no lease or has no -wal file open. Thread: the one
+ * committing on @db (its commit hook). */
+void wal_lock_skip_sync(sqlite3 *db);
+
 /* wal_lock_lease returns the lease @db's main file holds now (the WAL
  * write lock is held under it; owned by the wrapper, valid until the lock
  * is released), or NULL, and when NULL copies to @why (@why_len bytes,

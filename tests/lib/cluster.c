@@ -401,6 +401,9 @@ void cluster_step(struct cluster *c)
 
     if (!next_event(c, &at, &kind, &which)) {
         c->now++;
+        if (c->step_hook != NULL) {
+            c->step_hook(c, c->step_arg);
+        }
         return;
     }
     if (at > c->now) {
@@ -424,6 +427,16 @@ void cluster_step(struct cluster *c)
             cluster_step_node(c, &c->nodes[which], &e);
             break;
     }
+    if (c->step_hook != NULL) {
+        c->step_hook(c, c->step_arg);
+    }
+}
+
+void cluster_set_step_hook(struct cluster *c, cluster_step_hook_cb fn,
+                           void *arg)
+{
+    c->step_hook = fn;
+    c->step_arg = arg;
 }
 
 void cluster_run(struct cluster *c, uint64_t ms)

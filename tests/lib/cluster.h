@@ -114,6 +114,19 @@ uint64_t cluster_now(const struct cluster *c);
  * delivery or a tick), advancing the clock to it. */
 void cluster_step(struct cluster *c);
 
+/* A runtime layered over the cores, run after every step. */
+typedef void (*cluster_step_hook_cb)(struct cluster *c, void *arg);
+
+/* cluster_set_step_hook makes cluster_step (and so cluster_run and
+ * cluster_run_until) call @fn(@c, @arg) after each event it processes:
+ * where a runtime above the cores (the simulation's write leases: their
+ * loops, application frames, holders and checks) runs, as a driver's
+ * loop runs its runtime after each step of its core. @fn may propose,
+ * crash or restart nodes, send application frames, but not step the
+ * cluster. NULL removes it. */
+void cluster_set_step_hook(struct cluster *c, cluster_step_hook_cb fn,
+                           void *arg);
+
 /* cluster_run processes every event up to now + @ms. */
 void cluster_run(struct cluster *c, uint64_t ms);
 
@@ -157,6 +170,22 @@ bool cluster_read_result(const struct cluster *c, raft_id id, uint64_t tag,
 
 /* cluster_n_reads_ready counts the reads that came back ready. */
 unsigned cluster_n_reads_ready(const struct cluster *c);
+
+/* cluster_app_send puts a copy of application frame @data (@len bytes;
+ * a runtime's frame, e.g. a write lease's, which the cores never see)
+ * from node @from to node @to on the wire, under the rules of the core's
+ * messages: links checked when sent and when delivered, loss,
+ * duplication, delay and reordering. Delivered frames wait for
+ * cluster_app_next; one for a node down at delivery is lost. */
+void cluster_app_send(struct cluster *c, raft_id from, raft_id to,
+                      const void *data, size_t len);
+
+/* cluster_app_next hands out the oldest application frame delivered and
+ * not handed out yet: its sender, receiver and bytes (*@out_data, which
+ * the caller frees, *@out_len bytes). Returns false when there is none.
+ * Call it after each cluster_step, until false. */
+bool cluster_app_next(struct cluster *c, raft_id *out_from, raft_id *out_to,
+                      void **out_data, size_t *out_len);
 
 /* cluster_is_member tells whether node @id is a member (voter or
  * learner) of the configuration in force on live node @of. */

@@ -21,6 +21,17 @@ struct cmsg {
     uint64_t at;           /* delivery time */
     uint64_t seq;          /* insertion order, breaks ties */
     struct raft_message m; /* the message; entries owned by this copy */
+    void *app;             /* an application frame (cluster_app_send):
+                              its bytes, owned; m has only from and to */
+    size_t app_len;        /* their length */
+};
+
+/* An application frame delivered, waiting for cluster_app_next. */
+struct capp {
+    raft_id from; /* sender */
+    raft_id to;   /* receiver (up when it was delivered) */
+    void *data;   /* the bytes, owned until handed out */
+    size_t len;   /* their length */
 };
 
 /* A snapshot transfer in progress (the harness plays the drivers). */
@@ -130,6 +141,13 @@ struct cluster {
     raft_id (*ballots)[CLUSTER_MAX_NODES]; /* [term][voter - 1]: the
                                        candidate it granted a vote */
     size_t n_ballots;                      /* terms tracked */
+    struct capp *inbox;                    /* application frames
+                                       delivered, oldest first */
+    unsigned n_inbox;                      /* count */
+    unsigned cap_inbox;                    /* allocated */
+    unsigned inbox_head;                   /* next to hand out */
+    cluster_step_hook_cb step_hook;        /* run after each step, NULL */
+    void *step_arg;                        /* its argument */
 };
 
 /* ---- cluster.c: the loop, nodes and their state machines ------------ */

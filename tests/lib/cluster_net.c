@@ -59,7 +59,82 @@ static void enqueue(struct cluster *c, const struct raft_message *m)
     q = &c->net[c->n_net++];
     q->at = c->now + cluster_random(c, c->cfg.net_min, c->cfg.net_max);
     q->seq = c->seq++;
+    q->app = NULL;
+    q->app_len = 0;
     copy_message(c, &q->m, m);
+}
+
+/* enqueue_app puts one copy of application frame @data (@len bytes)
+ * from @from to @to on the wire with a random delay. */
+static void enqueue_app(struct cluster *c, raft_id from, raft_id to,
+                        const void *data, size_t len)
+{
+    struct raft_message m;
+    struct cmsg *q;
+
+    memset(&m, 0, sizeof m);
+    m.from = from;
+    m.to = to;
+    enqueue(c, &m);
+    q = &c->net[c->n_net - 1];
+    q->app = cluster_alloc(c, NULL, len > 0 ? len : 1);
+    memcpy(q->app, data, len);
+    q->app_len = len;
+}
+
+void cluster_app_send(struct cluster *c, raft_id from, raft_id to,
+                      const void *data, size_t len)
+{
+    cluster_node(c, from);
+    if (to == 0 || to > c->cfg.n || !c->link[from - 1][to - 1]) {
+        return;
+    }
+    if (cluster_random(c, 0, 99) < c->cfg.drop_pct) {
+        return;
+    }
+    enqueue_app(c, from, to, data, len);
+    if (cluster_random(c, 0, 99) < c->cfg.dup_pct) {
+        enqueue_app(c, from, to, data, len);
+    }
+}
+
+bool cluster_app_next(struct cluster *c, raft_id *out_from, raft_id *out_to,
+                      void **out_data, size_t *out_len)
+{
+    struct capp *a;
+
+    if (c->inbox_head == c->n_inbox) {
+        c->inbox_head = c->n_inbox = 0;
+        return false;
+    }
+    a = &c->inbox[c->inbox_head++];
+    *out_from = a->from;
+    *out_to = a->to;
+    *out_data = a->data;
+    *out_len = a->len;
+    return true;
+}
+
+/* deliver_app hands application frame @q to the inbox when its receiver
+ * is up and the link lets it through; frees it otherwise. */
+static void deliver_app(struct cluster *c, struct cmsg *q)
+{
+    struct capp *a;
+
+    if (c->nodes[q->m.to - 1].raft == NULL ||
+        !c->link[q->m.from - 1][q->m.to - 1]) {
+        free(q->app);
+        return;
+    }
+    if (c->n_inbox == c->cap_inbox) {
+        c->cap_inbox = c->cap_inbox ? c->cap_inbox * 2 : 16;
+        c->inbox = cluster_alloc(c, c->inbox, c->cap_inbox * sizeof *c->inbox);
+    }
+    a = &c->inbox[c->n_inbox++];
+    a->from = q->m.from;
+    a->to = q->m.to;
+    a->data = q->app;
+    a->len = q->app_len;
 }
 
 void cluster_net_send(struct cluster *c, struct cnode *n,
@@ -98,6 +173,10 @@ void cluster_net_deliver(struct cluster *c, unsigned slot)
     struct raft_event e;
 
     c->net[slot] = c->net[--c->n_net];
+    if (q.app != NULL) {
+        deliver_app(c, &q);
+        return;
+    }
     to = &c->nodes[q.m.to - 1];
     if (to->raft != NULL && c->link[q.m.from - 1][q.m.to - 1]) {
         if (c->verbose) {
@@ -220,8 +299,13 @@ void cluster_net_free(struct cluster *c)
     free(c->snaps);
     for (i = 0; i < c->n_net; i++) {
         release_message(&c->net[i].m);
+        free(c->net[i].app);
     }
     free(c->net);
+    for (i = c->inbox_head; i < c->n_inbox; i++) {
+        free(c->inbox[i].data);
+    }
+    free(c->inbox);
 }
 
 uint64_t cluster_n_messages(const struct cluster *c, uint8_t type)

@@ -6,9 +6,13 @@
  * runs membership changes (the cluster bootstraps from some of the nodes;
  * the others join as learners; promotions once caught up, demotions,
  * removals of any member, the leader included, address updates and
- * leadership transfers); then a liveness phase. Safety is checked by the harness after every step; liveness here.
+ * leadership transfers), and write leases on every node (sim_lease.h:
+ * holders on leaders and followers, their crashes and partitions); then
+ * a liveness phase. Safety is checked by the harness (and the leases'
+ * checks) after every step; liveness here.
  * Header-only (static inline functions): each test binary links only the
- * core and tests/lib, as the Makefile's tests/sim rule says. */
+ * core, the lease's rules (ext/runtime/lease_core.c) and tests/lib, as
+ * the Makefile's tests/sim rule says. */
 
 #ifndef TEST_SIM_H
 #define TEST_SIM_H
@@ -26,6 +30,7 @@
 #include "raft/configuration.h"
 #include "raft/raft.h"
 #include "tests/lib/cluster.h"
+#include "tests/sim/sim_lease.h"
 
 /* Virtual time allowed for a leader to emerge once the network is healed
  * and every node is up: many election timeouts (100 ms base). */
@@ -78,6 +83,14 @@ static inline bool sim_agreed(struct cluster *c, void *arg)
     return true;
 }
 
+/* sim_agreed_free: sim_agreed, and no write lease holds the leader's
+ * requests back (@arg: the cluster's leases, NULL: none). */
+static inline bool sim_agreed_free(struct cluster *c, void *arg)
+{
+    return sim_agreed(c, NULL) &&
+           (arg == NULL || !sim_lease_holds_back(arg, cluster_leader(c)));
+}
+
 /* What sim_committed watches: proposals at [first, last] of @term. */
 struct sim_watch {
     raft_id leader;   /* the leader proposed to */
@@ -113,8 +126,10 @@ static inline bool sim_committed(struct cluster *c, void *arg)
  * leader commit on every node within SIM__COMMIT_MS (a leader that loses
  * its term meanwhile, e.g. to a restarted node of a later term, is not
  * stable: the round is retried, a bounded number of times). Then every
- * node has applied the same sequence. */
-static inline void sim_liveness(struct cluster *c, uint64_t seed)
+ * node has applied the same sequence. With leases @sl (NULL: none), the
+ * proposals wait until no lease holds the leader's requests back. */
+static inline void sim_liveness(struct cluster *c, uint64_t seed,
+                                struct sim_lease *sl)
 {
     raft_id id;
     unsigned round;
@@ -136,7 +151,7 @@ static inline void sim_liveness(struct cluster *c, uint64_t seed)
         if (round == 4) {
             cluster_fail(c, "liveness: no stable leader in 4 rounds");
         }
-        if (!cluster_run_until(c, SIM__ELECT_MS, sim_agreed, NULL)) {
+        if (!cluster_run_until(c, SIM__ELECT_MS, sim_agreed_free, sl)) {
             cluster_fail(c, "liveness: no leader %u ms after healing",
                          SIM__ELECT_MS);
         }
@@ -333,6 +348,7 @@ static inline uint64_t sim_run(unsigned n, uint64_t seed, unsigned steps,
     unsigned k = 0;
     uint64_t n_reads = 0;
     uint64_t hash;
+    struct sim_lease *sl;
     char replay[200];
     char p[64];
     raft_id id;
@@ -387,6 +403,7 @@ static inline uint64_t sim_run(unsigned n, uint64_t seed, unsigned steps,
         cfg.n_founders = n - (unsigned)(sim_rng(&x) % (n == 3 ? 2 : 3));
     }
     c = cluster_new(&cfg);
+    sl = sim_lease_new(c, &x, 0, 0);
     snprintf(replay, sizeof replay,
              "SIM_SEED=%llu SIM_NODES=%u SIM_STEPS=%u "
              "build/tests/sim/test_sim",
@@ -404,7 +421,7 @@ static inline uint64_t sim_run(unsigned n, uint64_t seed, unsigned steps,
                 to = id;
             }
             snprintf(p, sizeof p, "s%llu-%u", (unsigned long long)seed, k++);
-            (void)cluster_propose(c, to, p, strlen(p));
+            (void)sim_lease_propose(sl, to, p, strlen(p));
         } else if (r < 64) {
             /* A crash, of the leader half of the time. */
             if (r < 62 && cluster_leader(c) != 0) {
@@ -444,6 +461,13 @@ static inline uint64_t sim_run(unsigned n, uint64_t seed, unsigned steps,
                 to = id;
             }
             (void)cluster_read_index(c, to, ++n_reads);
+        } else if (r >= 940 && r < 975) {
+            /* A write transaction under the lease, on any node. */
+            sim_lease_random_start(sl, id);
+        } else if (r >= 975 && r < 984) {
+            /* Its holder's node crashes mid-lease, or is cut off; or the
+             * leader that granted a lease in force is cut off. */
+            sim_lease_fault(sl, id, r);
         }
         cluster_step(c);
     }
@@ -477,8 +501,26 @@ static inline uint64_t sim_run(unsigned n, uint64_t seed, unsigned steps,
             (unsigned long long)st.n_log_full, (unsigned long long)st.n_changes,
             (unsigned long long)st.n_transfers, cluster_n_reads_ready(c));
     }
-    sim_liveness(c, seed);
+    sl->starting = false;
+    sim_liveness(c, seed, sl);
+    sim_lease_liveness(sl);
+    sim_lease_check_end(sl);
+    if (getenv("SIM_VERBOSE") != NULL) {
+        fprintf(stderr,
+                "  leases (timeout %u ms, exec %u ms): %llu asks, %llu "
+                "grants, %llu committed, %llu not applied, %llu unknown, "
+                "%llu frames, %llu requests held back\n",
+                sl->timeout_ms, sl->exec_ms,
+                (unsigned long long)sl->stats.n_asks,
+                (unsigned long long)sl->stats.n_grants,
+                (unsigned long long)sl->stats.n_commits,
+                (unsigned long long)sl->stats.n_refused,
+                (unsigned long long)sl->stats.n_unknown,
+                (unsigned long long)sl->stats.n_frames,
+                (unsigned long long)sl->stats.n_held_back);
+    }
     hash = cluster_trace_hash(c);
+    sim_lease_free(sl);
     cluster_free(c);
     return hash;
 }
