@@ -641,6 +641,21 @@ void checksum_rescan(struct sql_fsm *f, const char *name)
                                                     : CHECKSUM_UNRESOLVED);
 }
 
+void checksum_rescan_listed(struct sql_fsm *f, const char *name)
+{
+    struct sql_checksum *ck = f->ck;
+    unsigned i;
+
+    if (ck == NULL || !ck->on) {
+        return;
+    }
+    i = find(ck, name);
+    if (i < ck->n_tables && ck->tables[i].kind != CHECKSUM_IGNORED) {
+        ck->tables[i].dirty = true;
+        in_request(ck, i);
+    }
+}
+
 int checksum_moved(struct sql_fsm *f, const char *name, bool *out)
 {
     struct sql_checksum *ck = f->ck;

@@ -217,6 +217,12 @@ void checksum_altered(struct sql_fsm *f, const char *name);
  * are listed again. */
 void checksum_rescan(struct sql_fsm *f, const char *name);
 
+/* checksum_rescan_listed is checksum_rescan of table @name only when it
+ * is listed (it exists, as last listed): a table that does not exist
+ * costs nothing (checksum_rescan lists every table again for it). Apply
+ * thread. */
+void checksum_rescan_listed(struct sql_fsm *f, const char *name);
+
 /* checksum_moved says (in *@out) whether table @name's content in the
  * file differs from its running sum (a scan, in the running transaction
  * or a read of its own): a commit the node did not apply changed it.
