@@ -43,6 +43,13 @@ struct ext_lease {
     struct lease_core core;      /* the lease's state and rules */
 };
 
+/* How long a holder waits here for the lease that another connection of
+ * this node holds, before it answers SQLITE_BUSY (and SQLite's busy
+ * handler sleeps and asks again), ms: the lease goes to the next writer
+ * of the node as soon as it is released, not when a busy handler's sleep
+ * ends. */
+#define EXT__LEASE_QUEUE_MS 100
+
 /* The words of a refusal while stalled. */
 #define EXT__LEASE_STALLED                                                     \
     "this node's log cannot take entries (disk full, or a failed log: "        \
@@ -213,7 +220,21 @@ int lease_acquire(struct ext_lease *l, uint64_t holder, uint64_t *out_id,
         return RAFT_NOSPACE;
     }
     pthread_mutex_lock(&l->mu);
-    rc = ask(l, holder, &id, &grant_index, why, why_len);
+    until = now_ms() + EXT__LEASE_QUEUE_MS;
+    for (;;) {
+        struct timespec ts;
+        uint64_t now;
+        rc = ask(l, holder, &id, &grant_index, why, why_len);
+        now = now_ms();
+        /* Busy here (another connection of this node holds it, or its
+         * commit's hold is not over): wait for its release. */
+        if (rc != RAFT_BUSY || now >= until ||
+            (l->core.state == LEASE_NONE && l->core.hold_id == 0)) {
+            break;
+        }
+        deadline_ts(&ts, now + 10 < until ? now + 10 : until);
+        pthread_cond_timedwait(&l->cond, &l->mu, &ts);
+    }
     pthread_mutex_unlock(&l->mu);
     if (rc != 0) {
         return rc;
@@ -344,6 +365,7 @@ void lease_release(struct ext_lease *l, uint64_t id)
     lease_core_out_init(&out);
     lease_core_release(&l->core, id, &wait_for, &out);
     carry_out(l, &out);
+    pthread_cond_broadcast(&l->cond); /* writers queued for the lease */
     pthread_mutex_unlock(&l->mu);
     /* The holder's COMMIT returns once this node applied its entry (the
      * applier only records it: the file holds it by the holder's own
