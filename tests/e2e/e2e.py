@@ -276,8 +276,11 @@ class HostedCase(unittest.TestCase):
             "SELECT raft_status()").fetchone()[0])
 
     def wait_all_applied(self, timeout=30):
-        """Wait until every node applied node 1's commit index."""
-        target = self.status()["commit"]
+        """Wait until every node applied the highest commit index any
+        node knows (a write through a peer, the leader, commits there
+        before node 1 hears of it)."""
+        target = max([self.status()["commit"]] +
+                     [n.status()["commit"] for n in self.peers])
         wait_for("node 1 applied %d" % target,
                  lambda: self.status()["applied"] >= target, timeout)
         for n in self.peers:
