@@ -41,14 +41,23 @@ struct ext_lease {
                                     a grant (the loop's view, each wake
                                     and tick) */
     struct lease_core core;      /* the lease's state and rules */
+    struct lease_waiter *queue;  /* the writers waiting to ask, in order:
+                                    only the first asks */
 };
 
-/* How long a holder waits here for the lease that another connection of
- * this node holds, before it answers SQLITE_BUSY (and SQLite's busy
- * handler sleeps and asks again), ms: the lease goes to the next writer
- * of the node as soon as it is released, not when a busy handler's sleep
- * ends. */
-#define EXT__LEASE_QUEUE_MS 100
+/* How long a writer of this node waits in its queue for the lease
+ * before it answers SQLITE_BUSY (and SQLite's busy handler sleeps and
+ * asks again), ms: the writers of a node ask in turn, the first as soon
+ * as the lease is released (or, held elsewhere, again every
+ * EXT__LEASE_RETRY_MS), not when a busy handler's sleep ends. */
+#define EXT__LEASE_QUEUE_MS 250
+#define EXT__LEASE_RETRY_MS 2
+
+/* A writer of this node queued for the lease (lease_acquire), on its
+ * stack while it waits. */
+struct lease_waiter {
+    struct lease_waiter *next;
+};
 
 /* The words of a refusal while stalled. */
 #define EXT__LEASE_STALLED                                                     \
@@ -205,6 +214,7 @@ static int ask(struct ext_lease *l, uint64_t holder, uint64_t *out_id,
 int lease_acquire(struct ext_lease *l, uint64_t holder, uint64_t *out_id,
                   char *why, size_t why_len)
 {
+    struct lease_waiter me, **pp;
     uint64_t id = 0, until;
     raft_index grant_index = 0;
     int rc;
@@ -220,21 +230,42 @@ int lease_acquire(struct ext_lease *l, uint64_t holder, uint64_t *out_id,
         return RAFT_NOSPACE;
     }
     pthread_mutex_lock(&l->mu);
+    me.next = NULL;
+    for (pp = &l->queue; *pp != NULL; pp = &(*pp)->next) {
+    }
+    *pp = &me;
     until = now_ms() + EXT__LEASE_QUEUE_MS;
     for (;;) {
         struct timespec ts;
-        uint64_t now;
-        rc = ask(l, holder, &id, &grant_index, why, why_len);
+        uint64_t now, wait = 10;
+        if (l->queue == &me) {
+            rc = ask(l, holder, &id, &grant_index, why, why_len);
+            if (rc != RAFT_BUSY) {
+                break;
+            }
+            /* Held by another connection of this node (or its commit's
+             * hold not over): woken by the release; held elsewhere, or
+             * no leader yet: asked again shortly. */
+            if (l->core.state == LEASE_NONE && l->core.hold_id == 0) {
+                wait = EXT__LEASE_RETRY_MS;
+            }
+        } else {
+            rc = RAFT_BUSY;
+            lease_core_say(why, why_len,
+                           "another writer of this node waits for the "
+                           "write lease first");
+        }
         now = now_ms();
-        /* Busy here (another connection of this node holds it, or its
-         * commit's hold is not over): wait for its release. */
-        if (rc != RAFT_BUSY || now >= until ||
-            (l->core.state == LEASE_NONE && l->core.hold_id == 0)) {
+        if (now >= until) {
             break;
         }
-        deadline_ts(&ts, now + 10 < until ? now + 10 : until);
+        deadline_ts(&ts, now + wait < until ? now + wait : until);
         pthread_cond_timedwait(&l->cond, &l->mu, &ts);
     }
+    for (pp = &l->queue; *pp != &me; pp = &(*pp)->next) {
+    }
+    *pp = me.next;
+    pthread_cond_broadcast(&l->cond); /* the next in the queue asks */
     pthread_mutex_unlock(&l->mu);
     if (rc != 0) {
         return rc;
