@@ -422,10 +422,37 @@ bool lease_holds_back(struct ext_lease *l)
     return held;
 }
 
+int lease_end(struct ext_lease *l, char *msg, size_t msg_len)
+{
+    struct lease_core_out out;
+    char what[300] = "";
+    bool ended;
+
+    pthread_mutex_lock(&l->mu);
+    lease_core_out_init(&out);
+    ended = lease_core_end(&l->core, now_ms(), what, sizeof what, &out);
+    carry_out(l, &out);
+    pthread_cond_broadcast(&l->cond); /* writers queued for the lease */
+    pthread_mutex_unlock(&l->mu);
+    if (!ended) {
+        lease_core_say(msg, msg_len,
+                       "no write lease this node granted is in force");
+        return RAFT_NOTFOUND;
+    }
+    lease_core_say(msg, msg_len, "ended: %s", what);
+    return 0;
+}
+
 void lease_view(struct ext_lease *l, struct ext_lease_view *out)
 {
+    unsigned queued = 0;
+
     memset(out, 0, sizeof *out);
     pthread_mutex_lock(&l->mu);
+    for (const struct lease_waiter *w = l->queue; w != NULL; w = w->next) {
+        queued++;
+    }
+    out->queued = queued;
     if (l->core.state == LEASE_GRANTED) {
         out->in_force = true;
         out->holder = l->core.holder;

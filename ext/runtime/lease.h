@@ -90,6 +90,7 @@ struct ext_lease_view {
     uint64_t age_ms; /* since its grant */
     bool held;       /* the applier waits for the holder's release (the
                         lease may have ended with its proposal) */
+    unsigned queued; /* writers of this node waiting for the lease */
 };
 
 struct ext_lease; /* opaque */
@@ -182,6 +183,15 @@ bool lease_is_frame(const struct raft_frame *f);
  * nobody waits for is released at once). Loop thread of @d. */
 void lease_on_frame(struct ext_lease *l, struct raft_uv_node *d,
                     const struct raft_frame *f);
+
+/* lease_end ends the write lease this node granted, if one is in force
+ * (raft_lease_end: an operator frees the cluster from a writer stuck
+ * with its transaction open): its holder's commit is then refused, not
+ * applied, and the writes held back go. Writes what it ended into @msg
+ * (@msg_len bytes). Errors: RAFT_NOTFOUND (none in force here: the
+ * leader grants them; or its changeset is being appended right now).
+ * Any thread. */
+int lease_end(struct ext_lease *l, char *msg, size_t msg_len);
 
 /* lease_view fills @out with the lease in force. Any thread. */
 void lease_view(struct ext_lease *l, struct ext_lease_view *out);

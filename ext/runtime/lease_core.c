@@ -367,6 +367,24 @@ void lease_core_release(struct lease_core *c, uint64_t id,
     }
 }
 
+bool lease_core_end(struct lease_core *c, uint64_t now, char *why,
+                    size_t why_len, struct lease_core_out *out)
+{
+    if (c->state != LEASE_GRANTED || c->granted_by != c->self ||
+        c->commit == COMMIT_TAKEN) {
+        return false;
+    }
+    lease_core_describe(c, now, why, why_len);
+    end_lease(c, RAFT_INVALID,
+              "an operator ended the lease (raft_lease_end) before its "
+              "commit");
+    if (c->commit == COMMIT_NONE && c->hold_id == c->id) {
+        end_hold(c, out); /* its holder wrote nothing that counts */
+    }
+    wake(c, out); /* requests held back go */
+    return true;
+}
+
 bool lease_core_holds_back(const struct lease_core *c)
 {
     return c->state == LEASE_GRANTED;

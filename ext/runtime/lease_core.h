@@ -259,6 +259,15 @@ void lease_core_release(struct lease_core *c, uint64_t id,
  * now: a lease is in force. */
 bool lease_core_holds_back(const struct lease_core *c);
 
+/* lease_core_end ends the lease this node granted and is in force (an
+ * operator's raft_lease_end: a holder stuck with its transaction open),
+ * as its expiry would: its commit is then "not applied", and held-back
+ * requests go. Returns true with @why (@why_len bytes) describing the
+ * lease ended; false when none is in force here, or its changeset is
+ * being appended right now (its commit decides). */
+bool lease_core_end(struct lease_core *c, uint64_t now, char *why,
+                    size_t why_len, struct lease_core_out *out);
+
 /* lease_core_shutdown ends everything (lease_shutdown, lease.h). */
 void lease_core_shutdown(struct lease_core *c, struct lease_core_out *out);
 

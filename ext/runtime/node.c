@@ -1023,3 +1023,19 @@ void ext_node_lease_release(struct ext_node *n, uint64_t id)
 {
     lease_release(n->lease, id);
 }
+
+int ext_node_lease_end(struct ext_node *n, const struct ext_exec_probe *probe,
+                       char *msg, size_t msg_len)
+{
+    (void)probe; /* it does not wait */
+    raft_id leader = ext_node_leader(n);
+    int rc = lease_end(n->lease, msg, msg_len);
+
+    if (rc == RAFT_NOTFOUND && leader != 0 && leader != n->cfg.id) {
+        snprintf(msg, msg_len,
+                 "no write lease is in force on this node: the leader, "
+                 "server %llu, grants them; call raft_lease_end() there",
+                 (unsigned long long)leader);
+    }
+    return rc;
+}

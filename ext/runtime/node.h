@@ -297,6 +297,15 @@ int ext_node_lease_commit(struct ext_node *n, uint64_t id, const void *p,
  * Idempotent; an id not in force is ignored. Any thread. */
 void ext_node_lease_release(struct ext_node *n, uint64_t id);
 
+/* ext_node_lease_end is raft_lease_end(): ends the write lease this node
+ * (the leader) granted, if one is in force, as its expiry would (its
+ * holder's COMMIT is then "not applied"), writing what it ended into
+ * @msg (@msg_len bytes). @probe is not asked (it does not wait).
+ * Errors: RAFT_NOTFOUND (none in force here; @msg names the leader when
+ * this node follows). Any thread. */
+int ext_node_lease_end(struct ext_node *n, const struct ext_exec_probe *probe,
+                       char *msg, size_t msg_len);
+
 /* ext_node_listen writes where @n listens, "host:port", into @buf (@len
  * bytes): listen=, else cluster='s address of this node, else its address
  * in the stored configuration. Any thread. */

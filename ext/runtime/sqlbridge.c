@@ -32,6 +32,7 @@ static const struct sql_function ext_functions[] = {
     {"raft_cluster_id", 0},
     {"raft_verify", 0},
     {"raft_repair", 0},
+    {"raft_lease_end", 0},
     {"raft_backup", -1},
     {"raft_load_sql", -1},
     {"raft_barrier", 0},

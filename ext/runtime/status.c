@@ -126,7 +126,8 @@ static json_t *load_json(const struct ext_status_extra *x)
 }
 
 /* lease_json renders the write lease in force of @x, null for none: its
- * holder's token and server, its id, its age and the raft_exec calls waiting on
+ * holder's token and server, its id, the plain writers of this node
+ * queued for it, its age and the raft_exec calls waiting on
  * this node (behind it, since the leader proposes none meanwhile). */
 static json_t *lease_json(const struct ext_status_extra *x)
 {
@@ -134,10 +135,11 @@ static json_t *lease_json(const struct ext_status_extra *x)
     if (!v->in_force) {
         return json_null();
     }
-    return json_pack("{s:I, s:I, s:I, s:I, s:I}", "holder",
+    return json_pack("{s:I, s:I, s:I, s:I, s:I, s:I}", "holder",
                      (json_int_t)v->holder, "server", (json_int_t)v->server,
                      "id", (json_int_t)v->id, "age_ms", (json_int_t)v->age_ms,
-                     "waiting", (json_int_t)(x->queue + x->waiters));
+                     "waiting", (json_int_t)(x->queue + x->waiters), "queued",
+                     (json_int_t)v->queued);
 }
 
 int status_new(const struct ext_config *cfg, const char *build_id,

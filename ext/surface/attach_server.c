@@ -114,12 +114,12 @@ bool attach_server_serving(void)
 
 /* The functions a client may call, and the table it may read. */
 static const char *const callable[] = {
-    "raft_exec",    "raft_status",   "raft_leader",     "raft_stop",
-    "raft_add",     "raft_remove",   "raft_promote",    "raft_demote",
-    "raft_update",  "raft_transfer", "raft_tls_reload", "raft_cluster_id",
-    "raft_repair",  "raft_members",  "raft_verify",     "raft_query",
-    "raft_exec_id", "raft_query_id", "raft_backup",     "raft_load_sql",
-    "raft_barrier",
+    "raft_exec",    "raft_status",    "raft_leader",     "raft_stop",
+    "raft_add",     "raft_remove",    "raft_promote",    "raft_demote",
+    "raft_update",  "raft_transfer",  "raft_tls_reload", "raft_cluster_id",
+    "raft_repair",  "raft_members",   "raft_verify",     "raft_query",
+    "raft_exec_id", "raft_query_id",  "raft_backup",     "raft_load_sql",
+    "raft_barrier", "raft_lease_end",
 };
 
 /* is_write_with_opts says whether @fn is one of func_query.c's writes,

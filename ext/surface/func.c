@@ -288,6 +288,13 @@ static void fn_repair(sqlite3_context *ctx, int argc, sqlite3_value **argv)
     text_call(ctx, "raft_repair", argc, argv, ext_node_repair);
 }
 
+/* fn_lease_end answers raft_lease_end(): ends the write lease in force
+ * (ext_node_lease_end). */
+static void fn_lease_end(sqlite3_context *ctx, int argc, sqlite3_value **argv)
+{
+    text_call(ctx, "raft_lease_end", argc, argv, ext_node_lease_end);
+}
+
 /* busy_statements counts the statements of @db stepped and not yet
  * finished or reset (the one running the caller among them). */
 static int busy_statements(sqlite3 *db)
@@ -504,6 +511,7 @@ static const struct func_def {
     {"raft_stop", 0, FUNC_NONE, fn_stop, NULL},
     {"raft_tls_reload", 0, FUNC_NONE, fn_tls_reload, NULL},
     {"raft_repair", 0, FUNC_NONE, fn_repair, NULL},
+    {"raft_lease_end", 0, FUNC_NONE, fn_lease_end, NULL},
     {"raft_cluster_id", 0, FUNC_NONE, fn_cluster_id, NULL},
     {"raft_verify", 0, FUNC_NONE, fn_verify, NULL},
     {NULL, 0, FUNC_NONE, NULL, func_query_register},

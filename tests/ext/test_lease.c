@@ -518,6 +518,43 @@ static void test_follower_expired(void **state)
     stop(&c);
 }
 
+/* raft_lease_end: an operator ends the lease in force on the leader (a
+ * follower's holder, stuck): its commit is then not applied, and the
+ * next writer gets the lease at once; on a follower it names the
+ * leader; with none in force it says so. */
+static void test_operator_ends_lease(void **state)
+{
+    struct cluster c;
+    char why[256] = "", msg[512] = "";
+    uint64_t id;
+    size_t len;
+    void *p;
+    int l, f;
+    (void)state;
+
+    start(&c, "");
+    l = with_table(&c);
+    f = (l + 1) % 3;
+    id = acquire(c.n[f], 71);
+    p = changeset("INSERT INTO t VALUES (7, 'x')", id, &len);
+    assert_int_equal(ext_node_lease_end(c.n[f], NULL, msg, sizeof msg),
+                     RAFT_NOTFOUND);
+    assert_non_null(strstr(msg, "call raft_lease_end() there"));
+    assert_int_equal(ext_node_lease_end(c.n[l], NULL, msg, sizeof msg), 0);
+    assert_non_null(strstr(msg, "ended: the write lease is held by"));
+    assert_true(has_in_status(c.n[l], "\"lease\":null"));
+    assert_int_not_equal(
+        ext_node_lease_commit(c.n[f], id, p, len, NULL, why, sizeof why), 0);
+    assert_non_null(strstr(why, "not applied"));
+    free(p);
+    ext_node_lease_release(c.n[f], id);
+    assert_int_equal(ext_node_lease_end(c.n[l], NULL, msg, sizeof msg),
+                     RAFT_NOTFOUND);
+    ext_node_lease_release(c.n[l], acquire(c.n[l], 72));
+    assert_int_equal(count_rows(c.db[l].path), 0);
+    stop(&c);
+}
+
 /* A lease older than lease_timeout_ms ends: the raft_exec calls waiting
  * behind it go, and its commit is refused, not applied. */
 static void test_expired(void **state)
@@ -561,6 +598,7 @@ int main(void)
         cmocka_unit_test(test_expired),
         cmocka_unit_test(test_follower_commit),
         cmocka_unit_test(test_follower_expired),
+        cmocka_unit_test(test_operator_ends_lease),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
