@@ -508,6 +508,66 @@ static char *read_name(const char *s, int *nomem)
     return out;
 }
 
+/* skip_name moves *@s past the identifier next in it (bare, or quoted
+ * with "", '', `` or []). Returns 0 when there is none. */
+static int skip_name(const char **s)
+{
+    const char *p = skip_space(*s);
+    char close = *p == '"'    ? '"'
+                 : *p == '\'' ? '\''
+                 : *p == '`'  ? '`'
+                 : *p == '['  ? ']'
+                              : 0;
+
+    if (close == 0) {
+        if (!is_ident(*p)) {
+            return 0;
+        }
+        while (is_ident(*p)) {
+            p++;
+        }
+        *s = p;
+        return 1;
+    }
+    for (p++; *p != 0; p++) {
+        if (*p == close) {
+            if (close != ']' && p[1] == close) {
+                p++; /* a doubled quote */
+                continue;
+            }
+            *s = p + 1;
+            return 1;
+        }
+    }
+    return 0;
+}
+
+/* is_create_as_select says whether schema statement @sql is a CREATE
+ * TABLE ... AS SELECT: "CREATE TABLE [IF NOT EXISTS] [schema.]name AS". */
+static int is_create_as_select(const char *sql)
+{
+    const char *s = sql;
+
+    if (!keyword(&s, "CREATE") || !keyword(&s, "TABLE")) {
+        return 0;
+    }
+    if (keyword(&s, "IF")) {
+        keyword(&s, "NOT");
+        keyword(&s, "EXISTS");
+    }
+    if (!skip_name(&s)) {
+        return 0;
+    }
+    s = skip_space(s);
+    if (*s == '.') {
+        s++;
+        if (!skip_name(&s)) {
+            return 0;
+        }
+    }
+    return keyword(&s, "AS");
+}
+
 /* What a statement's text says it is, to the capture. */
 enum capture_kind {
     CAPTURE_OTHER,
@@ -829,7 +889,19 @@ static void on_stmt(struct sql_capture *c, sqlite3_stmt *stmt, const char *text)
         e->schema = 1;
         if (c->schema_depth++ == 0 && kind == CAPTURE_SCHEMA && !c->poisoned &&
             !c->too_big && !c->nomem) {
-            record_schema(c, stmt, sql, !sqlite3_get_autocommit(c->db));
+            /* With the writer's settings always (SQL_CHANGE_SCHEMA_IN_TXN):
+             * what a schema statement does depends on them (a DROP TABLE
+             * with foreign keys on deletes the children its ON DELETE
+             * CASCADE names, rows no hook records). */
+            record_schema(c, stmt, sql, 1);
+            if (is_create_as_select(sql)) {
+                poison(c,
+                       "CREATE TABLE ... AS SELECT cannot be replicated as a "
+                       "plain write (its rows reach no hook, and its SELECT "
+                       "may read what only this connection has: TEMP "
+                       "tables, ATTACHed files, random()): create the "
+                       "table, then INSERT INTO ... SELECT");
+            }
         }
     } else if (kind != CAPTURE_OTHER && c->n_stmts == 1) {
         on_savepoint(c, kind, name_at);
@@ -892,7 +964,7 @@ static void on_profile(struct sql_capture *c, sqlite3_stmt *stmt)
              * connection changed the schema since it was prepared): its
              * first run was rolled back, with its record, and its re-run
              * is not traced. Record it for the re-run. */
-            record_schema(c, stmt, sqlite3_sql(stmt), 0);
+            record_schema(c, stmt, sqlite3_sql(stmt), 1);
         }
         return;
     }

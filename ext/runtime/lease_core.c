@@ -791,6 +791,18 @@ void lease_core_loop(struct lease_core *c, const struct lease_core_env *env,
                       (unsigned long long)c->id);
         }
     }
+    if (c->state == LEASE_GRANTED && c->granted_by == c->self &&
+        c->holder_server != c->self && c->commit == COMMIT_NONE &&
+        env->peer_wire != NULL &&
+        env->peer_wire(env->arg, c->holder_server) == 0) {
+        /* The holder's server is not connected (it stopped, crashed or
+         * restarted, or is cut off): its holder cannot commit, or not in
+         * time; every other writer would wait for lease_timeout_ms. */
+        end_lease(c, RAFT_INVALID,
+                  "the holder's server %llu is no longer connected (it "
+                  "stopped, crashed or is cut off)",
+                  (unsigned long long)c->holder_server);
+    }
     if (c->state == LEASE_GRANTED && c->commit != COMMIT_TAKEN &&
         now >= c->granted_ms + c->timeout_ms) {
         end_lease(c, RAFT_TIMEOUT,

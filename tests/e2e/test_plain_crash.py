@@ -142,6 +142,29 @@ class PlainCrashTest(ClusterCase):
         victim.sql("INSERT INTO log VALUES('w4')")
         self.once_everywhere("w4")
 
+    def test_holder_node_killed_frees_the_lease(self):
+        """A follower's connection holds the write lease (BEGIN IMMEDIATE
+        open) when its node is killed: the leader ends that lease as soon
+        as the holder's server is no longer connected, and the leader's
+        next plain write goes within seconds, not lease_timeout_ms
+        (30 s) later. The killed transaction is nowhere."""
+        self.start_with("none")
+        victim = self.followers[0]
+        victim.sql("BEGIN IMMEDIATE")
+        victim.sql("INSERT INTO log VALUES('lost')")
+        wait_for("the lease held by node %d" % victim.id,
+                 lambda: (self.leader.status()["lease"] or {}).get(
+                     "server") == victim.id)
+        victim.proc.kill()
+        t0 = time.monotonic()
+        self.leader.sql("INSERT INTO log VALUES('w5')")
+        self.assertLess(time.monotonic() - t0, 10.0)
+        self.restart(victim)
+        self.once_everywhere("w5")
+        for n in self.cluster.nodes:
+            self.assertEqual(n.value("SELECT count(*) FROM log WHERE x = "
+                                     "'lost'"), 0)
+
 
 if __name__ == "__main__":
     unittest.main()

@@ -594,14 +594,14 @@ static void test_schema_in_transaction_replica_lacks(void **state)
     uint64_t applied;
 
     both(f, "CREATE TABLE t(a INTEGER PRIMARY KEY, b)");
-    assert_int_equal(sqlite3_create_function(f->w, "host_only", 1, SQLITE_UTF8,
+    assert_int_equal(sqlite3_create_function(f->w, "host_only", 1,
+                                             SQLITE_UTF8 | SQLITE_DETERMINISTIC,
                                              NULL, host_function, NULL, NULL),
                      SQLITE_OK);
     f->veto = true;
     assert_int_equal(write_sql(f,
                                "BEGIN; INSERT INTO t VALUES(1, 2); CREATE "
-                               "TABLE c AS SELECT host_only(b) AS v FROM t; "
-                               "COMMIT"),
+                               "INDEX ti ON t(host_only(b)); COMMIT"),
                      SQLITE_CONSTRAINT);
     assert_non_null(f->taken);
     applied = sql_fsm_applied(f->fb);
@@ -645,6 +645,33 @@ static void test_virtual_tables(void **state)
     assert_query(f->b.path, "SELECT group_concat(id) FROM rt", "2");
     assert_query(f->b.path, "SELECT title FROM ft WHERE ft MATCH 'entry'",
                  "two");
+}
+
+/* An autocommit DROP TABLE on a writer with foreign keys on deletes the
+ * children its ON DELETE CASCADE names (rows no hook records): the
+ * statement travels with the writer's settings, and every replica ends
+ * alike, landed or not. */
+static void test_schema_with_writer_settings(void **state)
+{
+    struct fixture *f = *state;
+
+    both(f, "CREATE TABLE p(id INTEGER PRIMARY KEY)");
+    both(f,
+         "CREATE TABLE c(id INTEGER PRIMARY KEY, pid INT REFERENCES "
+         "p(id) ON DELETE CASCADE)");
+    both(f,
+         "INSERT INTO p VALUES(1), (2); INSERT INTO c VALUES(10, 1), "
+         "(11, 2)");
+    both(f, "CREATE TABLE p2(id INTEGER PRIMARY KEY)");
+    both(f,
+         "CREATE TABLE c2(id INTEGER PRIMARY KEY, pid INT REFERENCES "
+         "p2(id) ON DELETE CASCADE)");
+    both(f, "INSERT INTO p2 VALUES(1); INSERT INTO c2 VALUES(10, 1)");
+    write_sql(f, "PRAGMA foreign_keys=ON");
+    commit_and_apply(f, "DROP TABLE p", false);
+    commit_and_apply(f, "DROP TABLE p2", true);
+    assert_query(f->b.path, "SELECT count(*) FROM c", "0");
+    assert_query(f->a.path, "SELECT count(*) FROM c2", "0");
 }
 
 /* A changeset that changes no row's state applies alike, landed or not. */
@@ -750,6 +777,8 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_identity, setup, teardown),
         cmocka_unit_test_setup_teardown(test_schema, setup, teardown),
         cmocka_unit_test_setup_teardown(test_virtual_tables, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_schema_with_writer_settings, setup,
+                                        teardown),
         cmocka_unit_test_setup_teardown(test_generated_columns, setup,
                                         teardown),
         cmocka_unit_test_setup_teardown(test_schema_in_transaction, setup,
