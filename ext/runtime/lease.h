@@ -111,12 +111,14 @@ void lease_attach(struct ext_lease *l, struct raft_uv_node *d,
 /* lease_free frees @l. NULL is ignored. No caller may wait in it. */
 void lease_free(struct ext_lease *l);
 
-/* lease_acquire is ext_node_lease_acquire (node.h): asks the loop for the
- * lease for @holder, then waits until this node applied the grant's
- * index. Writes *@out_id on success only; @why (@why_len bytes) says why
- * not. Errors: RAFT_BUSY (another holder has it: @why names it; no
- * leader known yet; the leader did not answer, or this node did not
- * catch up, within exec_timeout_ms), RAFT_FORMAT (a member's wire
+/* lease_acquire is ext_node_lease_acquire (node.h): queues behind the
+ * other writers of this node asking for the lease (FIFO), asks the loop
+ * for the lease for @holder when first, then waits until this node
+ * applied the grant's index. Writes *@out_id on success only; @why
+ * (@why_len bytes) says why not. Errors: RAFT_BUSY (after up to 250 ms in
+ * the queue: another holder has it, @why names it; no leader known yet;
+ * another writer of this node was ahead; the leader did not answer, or
+ * this node did not catch up, within exec_timeout_ms), RAFT_FORMAT (a member's wire
  * version is too old for changeset entries, or not known yet; the
  * leader's has no LEASE frames), RAFT_NOSPACE (this node's log cannot
  * take entries: disk full, a failed log, or its applier fails; refused
