@@ -245,9 +245,10 @@ int ext_node_barrier(struct ext_node *n, const struct ext_exec_probe *probe,
  * grant, so the holder's transaction reads the latest committed state.
  * Lease ids increase and are never reused ((term << 32) | grant count).
  * Errors, with @why (@why_len bytes) saying why:
- *   RAFT_BUSY at once when another holder has the lease (@why names it
- *     and its server) or there is no leader yet, and when the leader did
- *     not answer or this node did not catch up within exec_timeout_ms:
+ *   RAFT_BUSY after up to 250 ms in the queue of this node's writers
+ *     (lease.h) when another holder has the lease (@why names it and its
+ *     server) or there is no leader yet, and when the leader did not
+ *     answer or this node did not catch up within exec_timeout_ms:
  *     the caller answers SQLITE_BUSY and SQLite's busy handler retries;
  *   RAFT_FORMAT: a member's wire version is too old for changeset
  *     entries, or not known yet (wire_gate_changeset), or the leader's
