@@ -464,8 +464,11 @@ struct outgoing {
 
 /* Where take_pending sends: what held needs to know. */
 struct hold_ctx {
-    raft_id to;   /* the server the calls would go to */
-    uint64_t now; /* loop clock, ms */
+    raft_id to;           /* the server the calls would go to */
+    uint64_t now;         /* loop clock, ms */
+    unsigned last_ms;     /* a call the leader held behind a write lease
+                            goes no more this close to its deadline */
+    struct timespec mono; /* CLOCK_MONOTONIC now */
 };
 
 /* held keeps waiter @item back from this dispatch (an
@@ -479,6 +482,16 @@ static bool held(void *item, void *data)
 
     if (!w->seen) {
         return true; /* still in the submission queue */
+    }
+    if (w->lease_held && !w->call.left_node &&
+        (w->call.deadline.tv_sec - h->mono.tv_sec) * 1000 +
+                (w->call.deadline.tv_nsec - h->mono.tv_nsec) / 1000000 <
+            (long)h->last_ms) {
+        /* The leader refused it behind a write lease and it never left
+         * this node: a send now could still be on its way at the
+         * deadline, which would have to say "outcome unknown"; kept, it
+         * ends "not applied". */
+        return true;
     }
     if (w->call.state == EXT_CALL_SENT && w->call.sent_to == h->to &&
         raft_buf_holders(w->payload) > 1) {
@@ -510,6 +523,13 @@ static struct outgoing *take_pending(struct ext_exec *e,
     unsigned cnt = 0, cap = 0;
     struct waiter *w = NULL;
     bool refused;
+
+    /* The last stretch before a deadline with no send of a call held
+     * behind a write lease: long enough for the leader's refusal of the
+     * send before it to come back (a second at most, a third of
+     * exec_timeout_ms for a short one). */
+    h.last_ms = e->exec_timeout_ms / 3 < 1000 ? e->exec_timeout_ms / 3 : 1000;
+    clock_gettime(CLOCK_MONOTONIC, &h.mono);
 
     while ((w = leader_call_take_due(&e->waiters, w != NULL ? &w->call : NULL,
                                      &e->resend, to, now, held, &h,
