@@ -61,7 +61,9 @@ class ForeignWriteTest(ClusterCase):
         content (tools/fingerprint.py, raftsql_* tables left out)."""
         leader = self.cluster.wait_leader()
         index = leader.status()["applied"]
-        self.cluster.wait_applied(index)
+        # A node that just repaired catches up from the new leader: under
+        # ThreadSanitizer on a loaded machine that took over 30 s once.
+        self.cluster.wait_applied(index, timeout=90)
         prints = [fingerprint(n.db) for n in self.cluster.nodes]
         self.assertEqual(prints[0], prints[1])
         self.assertEqual(prints[0], prints[2])
