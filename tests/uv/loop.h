@@ -157,21 +157,41 @@ static void wait_connected(struct fixture *f, unsigned from, unsigned n)
     fail_msg("servers 1..%u not connected to servers 1..%u", from, n);
 }
 
-/* reserve_port returns a free port: bind to port 0, read it, close. */
+/* reserve_port returns a free port: bind to port 0, read it, close;
+ * never one of the last 64 it returned in this process (the kernel may
+ * hand a closed port out again, and a test's second reservation, a
+ * proxy's, then collided with a node's: "address already in use"). */
 static uint16_t reserve_port(void)
 {
-    struct sockaddr_in sin;
-    socklen_t len = sizeof sin;
-    int fd = socket(AF_INET, SOCK_STREAM, 0);
+    static uint16_t given[64];
+    static unsigned next;
 
-    assert_true(fd >= 0);
-    memset(&sin, 0, sizeof sin);
-    sin.sin_family = AF_INET;
-    sin.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    assert_int_equal(bind(fd, (struct sockaddr *)&sin, sizeof sin), 0);
-    assert_int_equal(getsockname(fd, (struct sockaddr *)&sin, &len), 0);
-    close(fd);
-    return ntohs(sin.sin_port);
+    for (int tries = 0; tries < 100; tries++) {
+        struct sockaddr_in sin;
+        socklen_t len = sizeof sin;
+        int fd = socket(AF_INET, SOCK_STREAM, 0);
+        uint16_t port;
+        bool seen = false;
+
+        assert_true(fd >= 0);
+        memset(&sin, 0, sizeof sin);
+        sin.sin_family = AF_INET;
+        sin.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+        assert_int_equal(bind(fd, (struct sockaddr *)&sin, sizeof sin), 0);
+        assert_int_equal(getsockname(fd, (struct sockaddr *)&sin, &len), 0);
+        close(fd);
+        port = ntohs(sin.sin_port);
+        for (unsigned i = 0; i < 64; i++) {
+            seen = seen || given[i] == port;
+        }
+        if (!seen) {
+            given[next] = port;
+            next = (next + 1) % 64;
+            return port;
+        }
+    }
+    fail_msg("reserve_port: no port that was not given out already");
+    return 0;
 }
 
 #endif /* TESTS_UV_LOOP_H */
