@@ -99,6 +99,16 @@ class OrmChecks:
                           % (self.writer_id(), seen[-10:]))
             time.sleep(0.1)
 
+    def settle(self):
+        """Wait until the writer's node applied everything the leader
+        committed, its term-start entry included (raft_barrier). That
+        entry, like any other, is a commit to every replica's file: a
+        deferred transaction whose snapshot predates it meets
+        SQLITE_BUSY_SNAPSHOT ("database is locked") at its first write,
+        as it would behind another writer. The applications here, as
+        most, do not retry that, so they start after it."""
+        self.query(self.writer_id(), "SELECT raft_barrier()")
+
     def check_followed(self):
         """A follower placement: the writer still follows the leader and
         term it followed at the start (it never led while the
@@ -203,6 +213,7 @@ class LeaderCase(InProcessCase):
             leader = self.query(WRITER, "SELECT raft_leader()")
             seen.append(leader)
             if leader == WRITER:
+                self.settle()
                 return
             if leader is not None:
                 try:
@@ -221,6 +232,7 @@ class FollowerCase(InProcessCase):
     def setUp(self):
         super().setUp()
         self.wait_leader_not_writer()
+        self.settle()
 
 
 class OtherProcessCase(OrmChecks, ClusterCase):
@@ -232,6 +244,7 @@ class OtherProcessCase(OrmChecks, ClusterCase):
         self.writer = self.followers[0]
         self.db = self.writer.db
         self.wait_leader_not_writer()
+        self.settle()
 
     def writer_id(self):
         return self.writer.id
