@@ -54,9 +54,12 @@ struct ext_lease {
 #define EXT__LEASE_RETRY_MS 2
 
 /* A writer of this node queued for the lease (lease_acquire), on its
- * stack while it waits. */
+ * stack while it waits: each waits on a condition variable of its own,
+ * signalled when it becomes the first (wake_queue), so that a release
+ * wakes one writer, not all of them. */
 struct lease_waiter {
     struct lease_waiter *next;
+    pthread_cond_t cond;
 };
 
 /* The words of a refusal while stalled. */
@@ -78,6 +81,19 @@ static void deadline_ts(struct timespec *out, uint64_t ms)
 {
     out->tv_sec = (time_t)(ms / 1000);
     out->tv_nsec = (long)(ms % 1000) * 1000000L;
+}
+
+/* wake_queue wakes the first writer queued for the lease (the lease or
+ * this node's hold was let go: it asks now), or, with @all, every one (the
+ * node is stopping). Caller holds mu. */
+static void wake_queue(struct ext_lease *l, bool all)
+{
+    for (struct lease_waiter *w = l->queue; w != NULL; w = w->next) {
+        pthread_cond_signal(&w->cond);
+        if (!all) {
+            break;
+        }
+    }
 }
 
 /* carry_out does what the lease's rules handed back in @out (but its
@@ -141,11 +157,22 @@ static void loop_env(struct ext_lease *l, struct raft_uv_node *d,
     env->arg = l;
 }
 
+/* cond_init initialises @c on CLOCK_MONOTONIC (the deadlines of
+ * deadline_ts). */
+static void cond_init(pthread_cond_t *c)
+{
+    pthread_condattr_t ca;
+
+    pthread_condattr_init(&ca);
+    pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+    pthread_cond_init(c, &ca);
+    pthread_condattr_destroy(&ca);
+}
+
 int lease_new(raft_id self, unsigned lease_timeout_ms, unsigned exec_timeout_ms,
               uint64_t max_bytes, struct ext_lease **out)
 {
     struct ext_lease *l = calloc(1, sizeof *l);
-    pthread_condattr_t ca;
 
     if (l == NULL) {
         return RAFT_NOMEM;
@@ -153,10 +180,7 @@ int lease_new(raft_id self, unsigned lease_timeout_ms, unsigned exec_timeout_ms,
     lease_core_init(&l->core, self, lease_timeout_ms, exec_timeout_ms,
                     max_bytes);
     pthread_mutex_init(&l->mu, NULL);
-    pthread_condattr_init(&ca);
-    pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
-    pthread_cond_init(&l->cond, &ca);
-    pthread_condattr_destroy(&ca);
+    cond_init(&l->cond);
     *out = l;
     return 0;
 }
@@ -229,8 +253,9 @@ int lease_acquire(struct ext_lease *l, uint64_t holder, uint64_t *out_id,
         lease_core_say(why, why_len, EXT__LEASE_STALLED);
         return RAFT_NOSPACE;
     }
-    pthread_mutex_lock(&l->mu);
     me.next = NULL;
+    cond_init(&me.cond);
+    pthread_mutex_lock(&l->mu);
     for (pp = &l->queue; *pp != NULL; pp = &(*pp)->next) {
     }
     *pp = &me;
@@ -259,14 +284,18 @@ int lease_acquire(struct ext_lease *l, uint64_t holder, uint64_t *out_id,
         if (now >= until) {
             break;
         }
-        deadline_ts(&ts, now + wait < until ? now + wait : until);
-        pthread_cond_timedwait(&l->cond, &l->mu, &ts);
+        /* The first waits a retry's time at most; the others until they
+         * are first (woken by the one before them) or give up. */
+        deadline_ts(&ts,
+                    l->queue == &me && now + wait < until ? now + wait : until);
+        pthread_cond_timedwait(&me.cond, &l->mu, &ts);
     }
     for (pp = &l->queue; *pp != &me; pp = &(*pp)->next) {
     }
     *pp = me.next;
-    pthread_cond_broadcast(&l->cond); /* the next in the queue asks */
+    wake_queue(l, false); /* the next in the queue asks */
     pthread_mutex_unlock(&l->mu);
+    pthread_cond_destroy(&me.cond);
     if (rc != 0) {
         return rc;
     }
@@ -396,7 +425,7 @@ void lease_release(struct ext_lease *l, uint64_t id)
     lease_core_out_init(&out);
     lease_core_release(&l->core, id, &wait_for, &out);
     carry_out(l, &out);
-    pthread_cond_broadcast(&l->cond); /* writers queued for the lease */
+    wake_queue(l, false); /* the first writer queued for the lease asks */
     pthread_mutex_unlock(&l->mu);
     /* The holder's COMMIT returns once this node applied its entry (the
      * applier only records it: the file holds it by the holder's own
@@ -432,7 +461,7 @@ int lease_end(struct ext_lease *l, char *msg, size_t msg_len)
     lease_core_out_init(&out);
     ended = lease_core_end(&l->core, now_ms(), what, sizeof what, &out);
     carry_out(l, &out);
-    pthread_cond_broadcast(&l->cond); /* writers queued for the lease */
+    wake_queue(l, false); /* the first writer queued for the lease asks */
     pthread_mutex_unlock(&l->mu);
     if (!ended) {
         lease_core_say(msg, msg_len,
@@ -472,6 +501,7 @@ void lease_shutdown(struct ext_lease *l)
     lease_core_out_init(&out);
     lease_core_shutdown(&l->core, &out);
     carry_out(l, &out);
+    wake_queue(l, true); /* each is told the node stops */
     pthread_mutex_unlock(&l->mu);
 }
 
