@@ -241,6 +241,21 @@ typedef int (*sql_capture_gate_cb)(void *arg, sqlite3_stmt *stmt, char *why,
 void sql_capture_set_gate(struct sql_capture *c, sql_capture_gate_cb gate,
                           void *arg);
 
+/* A statement callback told, from SQLite's trace hook on a captured
+ * connection, when a statement starts (@end 0: its own start, not a
+ * trigger's or a nested one's) and when a statement ends or is reset
+ * (@end 1: any statement, nested ones too): @arg as given to
+ * sql_capture_set_stmt_cb, @stmt the statement. The start comes before
+ * the statement opens its transaction (OP_Transaction), so a caller that
+ * must wait for something before the statement reads can wait there.
+ * Runs on the connection's thread; must not step statements on it. */
+typedef void (*sql_capture_stmt_cb)(void *arg, sqlite3_stmt *stmt, int end);
+
+/* sql_capture_set_stmt_cb makes @cb (with @arg; NULL: none, the default)
+ * the statement callback of @c, told as above. Thread: the connection's. */
+void sql_capture_set_stmt_cb(struct sql_capture *c, sql_capture_stmt_cb cb,
+                             void *arg);
+
 /* sql_capture_close removes the three hooks from @c's connection (SQLite
  * cannot read a hook without replacing it, so one a host put over ours
  * goes too: sql_capture_intact says whether that happened) and frees

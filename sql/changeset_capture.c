@@ -111,6 +111,9 @@ struct sql_capture {
     sql_capture_gate_cb gate;      /* asked at each writing statement's
                                       start (NULL: none) */
     void *gate_arg;                /* its first argument */
+    sql_capture_stmt_cb stmt_cb;   /* told at statements' starts and ends
+                                      (NULL: none) */
+    void *stmt_arg;                /* its first argument */
     struct capture_stmt *stmts;    /* running statements, innermost last */
     unsigned n_stmts;              /* entries in stmts */
     unsigned cap_stmts;            /* entries allocated */
@@ -976,9 +979,15 @@ static int on_trace(unsigned type, void *data, void *p, void *x)
     struct sql_capture *c = data;
 
     if (type == SQLITE_TRACE_STMT) {
+        if (c->stmt_cb != NULL && strncmp(x, "-- ", 3) != 0) {
+            c->stmt_cb(c->stmt_arg, p, 0);
+        }
         on_stmt(c, p, x);
     } else if (type == SQLITE_TRACE_PROFILE) {
         on_profile(c, p);
+        if (c->stmt_cb != NULL) {
+            c->stmt_cb(c->stmt_arg, p, 1);
+        }
     }
     return 0;
 }
@@ -1095,6 +1104,13 @@ void sql_capture_set_gate(struct sql_capture *c, sql_capture_gate_cb gate,
 {
     c->gate = gate;
     c->gate_arg = arg;
+}
+
+void sql_capture_set_stmt_cb(struct sql_capture *c, sql_capture_stmt_cb cb,
+                             void *arg)
+{
+    c->stmt_cb = cb;
+    c->stmt_arg = arg;
 }
 
 void sql_capture_reset(struct sql_capture *c)

@@ -2,6 +2,7 @@
 
 #include "plain_write.h"
 
+#include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -28,6 +29,48 @@ struct plain_write {
     char *path;                  /* its main file (malloc'd) */
     uint64_t holder;             /* its lease holder token */
 };
+
+/* opens_write_txn says whether statement text @sql is BEGIN IMMEDIATE or
+ * BEGIN EXCLUSIVE (which sqlite3_stmt_readonly calls read-only: a
+ * transaction statement), leading blanks skipped. */
+static bool opens_write_txn(const char *sql)
+{
+    static const char *const kinds[] = {"IMMEDIATE", "EXCLUSIVE"};
+
+    if (sql == NULL) {
+        return false;
+    }
+    sql += strspn(sql, " \t\r\n");
+    if (sqlite3_strnicmp(sql, "BEGIN", 5) != 0) {
+        return false;
+    }
+    sql += 5;
+    sql += strspn(sql, " \t\r\n");
+    for (unsigned i = 0; i < 2; i++) {
+        if (sqlite3_strnicmp(sql, kinds[i], 9) == 0) {
+            return true;
+        }
+    }
+    return false;
+}
+
+/* on_stmt is the capture's statement callback (sql_capture_stmt_cb) of
+ * connection @arg: a statement that will take the WAL write lock with no
+ * transaction open, hence no snapshot, takes the lease at its start
+ * (wal_lock_early); a statement that ended without the lock lets an
+ * unused one go. */
+static void on_stmt(void *arg, sqlite3_stmt *stmt, int end)
+{
+    sqlite3 *db = arg;
+
+    if (end) {
+        wal_lock_early_end(db, stmt);
+    } else if (sqlite3_txn_state(db, "main") == SQLITE_TXN_NONE &&
+               (!sqlite3_stmt_readonly(stmt) ||
+                opens_write_txn(sqlite3_sql(stmt)))) {
+        wal_lock_early(db, stmt);
+    }
+}
 
 int plain_write_enable(struct plain_write **pw, sqlite3 *db, const char *path,
                        char *why, size_t why_len)
@@ -64,6 +107,7 @@ int plain_write_enable(struct plain_write **pw, sqlite3 *db, const char *path,
         plain_write_free(p, 0);
         return -1;
     }
+    sql_capture_set_stmt_cb(p->capture, on_stmt, db);
     *pw = p;
     return 0;
 }

@@ -42,6 +42,9 @@ struct wrapped {
     char *path;                     /* the database file (malloc'd) */
     uint64_t holder;                /* the lease holder's token */
     struct lease_hold lease;        /* held with the write lock */
+    const void *early;              /* the statement that took the lease
+                                       before the lock (wal_lock_early),
+                                       until the lock is taken */
     int ckpt;                       /* the checkpoint lock is held */
     int write;                      /* the write lock is held */
     char why[400];                  /* why the lock was taken without a
@@ -85,6 +88,7 @@ static int wal_lease_acquire(struct wrapped *w)
 /* wal_lease_release ends @w's lease, if any. */
 static void wal_lease_release(struct wrapped *w)
 {
+    w->early = NULL;
     lease_client_release(w->path, &w->lease);
 }
 
@@ -145,7 +149,46 @@ static int wrapped_shm_lock(sqlite3_file *f, int ofst, int n, int flags)
         return rc;
     }
     w->write = 1;
+    w->early = NULL;
     return SQLITE_OK;
+}
+
+/* file_of returns the wrapper of @db's main file, or NULL. */
+static struct wrapped *file_of(sqlite3 *db)
+{
+    sqlite3_file *f = NULL;
+
+    if (sqlite3_file_control(db, "main", SQLITE_FCNTL_FILE_POINTER, &f) !=
+        SQLITE_OK) {
+        return NULL;
+    }
+    return of(f);
+}
+
+void wal_lock_early(sqlite3 *db, const void *stmt)
+{
+    struct wrapped *w = file_of(db);
+
+    if (w == NULL || w->lease.id != 0 || w->write || w->ckpt) {
+        return;
+    }
+    /* Busy, or no node: nothing held, the lock asks again. */
+    if (wal_lease_acquire(w) == SQLITE_OK && w->lease.id != 0) {
+        w->early = stmt;
+    }
+}
+
+void wal_lock_early_end(sqlite3 *db, const void *stmt)
+{
+    struct wrapped *w = file_of(db);
+
+    if (w == NULL || w->early == NULL || w->early != stmt) {
+        return;
+    }
+    w->early = NULL;
+    if (w->lease.id != 0 && !w->write) {
+        wal_lease_release(w);
+    }
 }
 
 /* wal_of returns the sync wrapper of -wal file @f (its methods are the

@@ -48,6 +48,27 @@
 int wal_lock_wrap(sqlite3 *db, const char *path, uint64_t holder, char *why,
                   size_t why_len);
 
+/* wal_lock_early asks for the lease of @db's main file before a statement
+ * that will take the WAL write lock opens its transaction (a write
+ * statement with no transaction open, BEGIN IMMEDIATE or EXCLUSIVE):
+ * held from then on, the lock takes it without asking. Waiting here, the
+ * statement holds no snapshot yet, so it reads what the writers before it
+ * committed; waiting at the lock, it would hold the snapshot it had
+ * before the wait, which SQLite then finds stale (SQLITE_BUSY_SNAPSHOT),
+ * and the lease would go unused. A refusal (busy, no node) leaves nothing
+ * held: the lock asks again as without this call. Nothing when the file
+ * is not wrapped or holds a lease or the lock already. @stmt names the
+ * statement (compared only). Thread: the one using @db (its trace hook,
+ * at the statement's start). */
+void wal_lock_early(sqlite3 *db, const void *stmt);
+
+/* wal_lock_early_end lets go a lease wal_lock_early took for statement
+ * @stmt, which ended without taking the WAL write lock (it failed first,
+ * or wrote only to another database): nothing when @stmt is another
+ * statement (a nested one), the lock was taken, or no lease is held.
+ * Thread: the one using @db (its trace hook, at a statement's end). */
+void wal_lock_early_end(sqlite3 *db, const void *stmt);
+
 /* wal_lock_skip_sync makes the local commit of @db's transaction, whose
  * changeset a quorum committed under the lease its main file holds, skip
  * the -wal file's fsync (what synchronous=NORMAL skips): the entry is
