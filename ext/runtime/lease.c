@@ -43,6 +43,9 @@ struct ext_lease {
     struct lease_core core;      /* the lease's state and rules */
     struct lease_waiter *queue;  /* the writers waiting to ask, in order:
                                     only the first asks */
+    uint64_t asked_for;          /* the holder whose ask is out or
+                                    answered and not yet taken (ask,
+                                    ask_for_first), 0: none */
 };
 
 /* How long a writer of this node waits in its queue for the lease
@@ -59,6 +62,7 @@ struct ext_lease {
  * wakes one writer, not all of them. */
 struct lease_waiter {
     struct lease_waiter *next;
+    uint64_t holder; /* its holder token */
     pthread_cond_t cond;
 };
 
@@ -217,12 +221,16 @@ static int ask(struct ext_lease *l, uint64_t holder, uint64_t *out_id,
     struct timespec until;
     int rc;
 
-    lease_core_out_init(&out);
-    rc = lease_core_ask(&l->core, holder, l->driver != NULL, now_ms(), why,
-                        why_len, &out);
-    carry_out(l, &out);
-    if (rc != 0) {
-        return rc;
+    if (l->asked_for != holder) {
+        /* Not asked for it by the release before (ask_for_first). */
+        lease_core_out_init(&out);
+        rc = lease_core_ask(&l->core, holder, l->driver != NULL, now_ms(), why,
+                            why_len, &out);
+        carry_out(l, &out);
+        if (rc != 0) {
+            return rc;
+        }
+        l->asked_for = holder;
     }
     deadline_ts(&until, now_ms() + l->core.exec_timeout_ms);
     while (lease_core_asking(&l->core)) {
@@ -230,9 +238,31 @@ static int ask(struct ext_lease *l, uint64_t holder, uint64_t *out_id,
             break;
         }
     }
+    l->asked_for = 0;
     rc = lease_core_ask_end(&l->core, why, why_len, out_id, out_grant);
     atomic_store(&l->active, lease_core_active(&l->core));
     return rc;
+}
+
+/* ask_for_first asks the loop for the lease for the first writer queued
+ * for it, once the lease and this node's hold are let go: the ask is on
+ * its way while that writer wakes (it takes the answer in ask). Nothing
+ * when none waits, or the lease is not free here. Caller holds mu. */
+static void ask_for_first(struct ext_lease *l)
+{
+    struct lease_core_out out;
+    char why[256];
+
+    if (l->queue == NULL || l->asked_for != 0 || l->core.state != LEASE_NONE ||
+        l->core.hold_id != 0) {
+        return;
+    }
+    lease_core_out_init(&out);
+    if (lease_core_ask(&l->core, l->queue->holder, l->driver != NULL, now_ms(),
+                       why, sizeof why, &out) == 0) {
+        l->asked_for = l->queue->holder;
+    }
+    carry_out(l, &out);
 }
 
 int lease_acquire(struct ext_lease *l, uint64_t holder, uint64_t *out_id,
@@ -254,6 +284,7 @@ int lease_acquire(struct ext_lease *l, uint64_t holder, uint64_t *out_id,
         return RAFT_NOSPACE;
     }
     me.next = NULL;
+    me.holder = holder;
     cond_init(&me.cond);
     pthread_mutex_lock(&l->mu);
     for (pp = &l->queue; *pp != NULL; pp = &(*pp)->next) {
@@ -425,7 +456,8 @@ void lease_release(struct ext_lease *l, uint64_t id)
     lease_core_out_init(&out);
     lease_core_release(&l->core, id, &wait_for, &out);
     carry_out(l, &out);
-    wake_queue(l, false); /* the first writer queued for the lease asks */
+    ask_for_first(l);
+    wake_queue(l, false); /* the first writer queued takes the answer */
     pthread_mutex_unlock(&l->mu);
     /* The holder's COMMIT returns once this node applied its entry (the
      * applier only records it: the file holds it by the holder's own
