@@ -253,9 +253,8 @@ static void ask_for_first(struct ext_lease *l)
     struct lease_core_out out;
     char why[256];
 
-    if (l->queue == NULL || l->asked_for != 0 || l->core.state != LEASE_NONE ||
-        l->core.hold_id != 0) {
-        return;
+    if (l->queue == NULL || l->asked_for != 0) {
+        return; /* lease_core_ask refuses what else is out */
     }
     lease_core_out_init(&out);
     if (lease_core_ask(&l->core, l->queue->holder, l->driver != NULL, now_ms(),

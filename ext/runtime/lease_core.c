@@ -146,12 +146,17 @@ void lease_core_describe(const struct lease_core *c, uint64_t now, char *why,
         lease_core_say(why, why_len,
                        "the write lease is being granted to connection %llu",
                        (unsigned long long)c->holder);
-    } else {
+    } else if (c->hold_id != 0) {
         lease_core_say(
             why, why_len,
             "the write lease's last holder (lease %llu) has not finished "
             "its commit yet",
             (unsigned long long)c->hold_id);
+    } else {
+        lease_core_say(why, why_len,
+                       "the last write lease's commit (of server %llu) is "
+                       "not answered yet",
+                       (unsigned long long)c->commit_from);
     }
 }
 
@@ -163,7 +168,10 @@ int lease_core_ask(struct lease_core *c, uint64_t holder, bool attached,
         lease_core_say(why, why_len, "the node is stopping");
         return RAFT_SHUTDOWN;
     }
-    if (c->state != LEASE_NONE || c->hold_id != 0) {
+    /* Not while a commit is out either (a follower's, on the leader):
+     * this node takes one commit at a time, so a lease granted now would
+     * have its commit refused. */
+    if (c->state != LEASE_NONE || c->hold_id != 0 || c->commit != COMMIT_NONE) {
         lease_core_describe(c, now, why, why_len);
         return RAFT_BUSY;
     }

@@ -202,8 +202,9 @@ bool lease_core_active(const struct lease_core *c);
 
 /* lease_core_ask asks for the lease for @holder at @now (ms): returns 0
  * with the ask out (ASKED: the loop answers it; @out says wake it), or
- * without asking RAFT_SHUTDOWN, RAFT_BUSY (another holder, a hold out,
- * or !@attached: the node is starting), @why saying why. */
+ * without asking RAFT_SHUTDOWN, RAFT_BUSY (another holder, a hold out, a
+ * commit out, a follower's on the leader, or !@attached: the node is
+ * starting), @why saying why. */
 int lease_core_ask(struct lease_core *c, uint64_t holder, bool attached,
                    uint64_t now, char *why, size_t why_len,
                    struct lease_core_out *out);

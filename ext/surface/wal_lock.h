@@ -7,7 +7,10 @@
  * over its attach socket: lease_client.h) is asked for the write lease
  * first,
  * before the lock is held: the node's applier, which needs that lock to
- * catch up, never waits on the host. The lease ends when SQLite releases
+ * catch up, never waits on the host. A statement that opens no snapshot
+ * before its write (a write statement with no transaction open, BEGIN
+ * IMMEDIATE or EXCLUSIVE) has asked already, at its start
+ * (wal_lock_early): then the lock takes the lease it holds. The lease ends when SQLite releases
  * the lock: at COMMIT, ROLLBACK, a write that failed with
  * SQLITE_BUSY_SNAPSHOT (SQLite takes the lock, sees a stale snapshot and
  * lets it go), and the connection's close.

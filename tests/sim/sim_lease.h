@@ -655,6 +655,8 @@ static inline void sim_lease_holder(struct sim_lease *sl, raft_id id)
             h->rec = sim_lease_rec_new(sl, h->id, h->g, id);
             {
                 struct raft_buf *buf = raft_buf_copy(p, strlen(p));
+                bool in_force = !n->core.shutdown &&
+                                lease_core_in_force(&n->core, h->id, NULL, 0);
                 if (buf == NULL) {
                     cluster_fail(sl->c, "sim_lease: out of memory");
                 }
@@ -662,6 +664,14 @@ static inline void sim_lease_holder(struct sim_lease *sl, raft_id id)
                 rc = lease_core_commit(&n->core, h->id, buf, why, sizeof why,
                                        &out);
                 sim_lease_carry(sl, id, &out);
+                if (rc != 0 && in_force) {
+                    cluster_fail(sl->c,
+                                 "lease %" PRIu64
+                                 ": its holder on node %llu had its "
+                                 "commit refused by its own node while "
+                                 "the lease was in force there: %s",
+                                 h->id, (unsigned long long)id, why);
+                }
                 if (rc != 0) {
                     raft_buf_unref(buf);
                     sim_lease_trace(sl, id, "commit", rc, why);

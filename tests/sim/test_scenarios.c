@@ -757,6 +757,41 @@ static void test_lease_answer_per_follower(void **state)
     lease_end(c, sl, 302);
 }
 
+/* While the leader's commit of a follower's changeset is out (proposed,
+ * not yet answered), its own writers get no lease: the node takes one
+ * commit at a time, and a lease granted then had its commit refused
+ * ("lease N is not in force") though no one had ended it. Found by
+ * test_plain_attach's two-process counter under load: the leader's
+ * applier applied the follower's entry, and its holder committed, before
+ * the loop answered the follower. */
+static void test_lease_no_grant_during_a_commit(void **state)
+{
+    struct sim_lease *sl;
+    struct cluster *c = lease_cluster(3, 304, &sl);
+    raft_id leader = cluster_leader(c);
+    raft_id f = leader % 3 + 1;
+    struct lease_core *lc = &sl->nodes[leader - 1].core;
+    struct lease_core_out out;
+    char why[256] = "";
+
+    (void)state;
+    assert_true(sim_lease_start(sl, f, SIM_PLAN_COMMIT));
+    assert_true(cluster_run_until(c, 2000, leader_took, sl));
+    assert_int_equal(lc->state, LEASE_NONE); /* ended at the proposal */
+    lease_core_out_init(&out);
+    assert_int_equal(
+        lease_core_ask(lc, 9999, true, cluster_now(c), why, sizeof why, &out),
+        RAFT_BUSY);
+    assert_non_null(strstr(why, "is not answered yet"));
+    sim_lease_carry(sl, leader, &out);
+    assert_true(cluster_run_until(c, 2000, leader_answered, sl));
+    assert_true(sim_lease_start(sl, leader, SIM_PLAN_COMMIT));
+    assert_true(
+        cluster_run_until(c, 3000, holder_idle, &sl->nodes[leader - 1].h));
+    assert_int_equal(sl->nodes[leader - 1].h.last_outcome, SIM_OUT_COMMITTED);
+    lease_end(c, sl, 304);
+}
+
 /* is_leader: node 1 leads. */
 static bool is_leader(struct cluster *c, void *arg)
 {
@@ -819,6 +854,7 @@ int main(void)
         cmocka_unit_test(test_read_index_single_voter),
         cmocka_unit_test(test_lease_leader_restart),
         cmocka_unit_test(test_lease_answer_per_follower),
+        cmocka_unit_test(test_lease_no_grant_during_a_commit),
         cmocka_unit_test(test_lease_term_durable),
         cmocka_unit_test(test_lease_seeds),
     };
