@@ -27,7 +27,11 @@ SQLITE_EXTENSION_INIT3
 struct plain_write {
     struct sql_capture *capture; /* the connection's capture */
     char *path;                  /* its main file (malloc'd) */
+    sqlite3 *db;                 /* the connection */
     uint64_t holder;             /* its lease holder token */
+    const void *early;           /* the statement that asked for the lease
+                                    at its start (wal_lock_early), until
+                                    it ends; NULL: none */
 };
 
 /* opens_write_txn says whether statement text @sql is BEGIN IMMEDIATE or
@@ -55,20 +59,24 @@ static bool opens_write_txn(const char *sql)
 }
 
 /* on_stmt is the capture's statement callback (sql_capture_stmt_cb) of
- * connection @arg: a statement that will take the WAL write lock with no
- * transaction open, hence no snapshot, takes the lease at its start
- * (wal_lock_early); a statement that ended without the lock lets an
- * unused one go. */
+ * the connection of @arg (its struct plain_write): a statement that will
+ * take the WAL write lock with no transaction open, hence no snapshot,
+ * takes the lease at its start (wal_lock_early); a statement that ended
+ * without the lock lets an unused one go. */
 static void on_stmt(void *arg, sqlite3_stmt *stmt, int end)
 {
-    sqlite3 *db = arg;
+    struct plain_write *pw = arg;
 
     if (end) {
-        wal_lock_early_end(db, stmt);
-    } else if (sqlite3_txn_state(db, "main") == SQLITE_TXN_NONE &&
+        if (pw->early == stmt) {
+            pw->early = NULL;
+            wal_lock_early_end(pw->db, stmt);
+        }
+    } else if (sqlite3_txn_state(pw->db, "main") == SQLITE_TXN_NONE &&
                (!sqlite3_stmt_readonly(stmt) ||
                 opens_write_txn(sqlite3_sql(stmt)))) {
-        wal_lock_early(db, stmt);
+        wal_lock_early(pw->db, stmt);
+        pw->early = stmt;
     }
 }
 
@@ -107,7 +115,8 @@ int plain_write_enable(struct plain_write **pw, sqlite3 *db, const char *path,
         plain_write_free(p, 0);
         return -1;
     }
-    sql_capture_set_stmt_cb(p->capture, on_stmt, db);
+    p->db = db;
+    sql_capture_set_stmt_cb(p->capture, on_stmt, p);
     *pw = p;
     return 0;
 }
