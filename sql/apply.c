@@ -751,10 +751,16 @@ static int first_landed(struct sql_fsm *f, const struct sql_fsm_entry *e,
         return 0;
     }
     rc = changeset_apply(f, &cs, e->index, CHANGESET_CHECK, out);
-    sql_changeset_free(&cs);
     if (rc == 0 && *out) {
         f->landed_index = e->index;
+        f->landed_schema = false;
+        for (unsigned i = 0; i < cs.n; i++) {
+            if (cs.changes[i].kind == SQL_CHANGE_SCHEMA) {
+                f->landed_schema = true;
+            }
+        }
     }
+    sql_changeset_free(&cs);
     return rc;
 }
 
@@ -890,10 +896,12 @@ restart:
         bool own = false;
 
         /* A host connection's plain write: its own commit of the first
-         * entry moved data_version, and it is the node's. */
+         * entry moved data_version. When its writer's readings show it
+         * alone, that move is the node's; else the entry is confirmed
+         * by a scan once counted (foreign_landed). */
         rc = first_landed(f, &entries[0], &own);
         if (rc == 0 && own) {
-            rc = foreign_rebase(f);
+            rc = foreign_landed(f, entries[0].index);
         }
     }
     if (rc == 0) {
@@ -935,6 +943,10 @@ restart:
                 goto err;
             }
             goto restart;
+        }
+        if (rc == 0 && i == 0) {
+            /* Under the write lock, before anything applies on top. */
+            rc = foreign_landed_confirm(f, entries[0].index);
         }
         if (rc != 0) {
             goto err;
@@ -978,8 +990,10 @@ restart:
     }
     f->applied = last->index;
     f->applied_term = last->term;
+    f->landed_confirm = 0;
     checksum_batch_end(f, true);
     checkpoint_committed(f);
+    foreign_mark(f);
     free(forced);
     return 0;
 

@@ -228,6 +228,9 @@ int sql_fsm_checkpoint(struct sql_fsm *f, uint64_t *out_durable_index)
     if (rc != SQLITE_OK && (rc & 0xff) != SQLITE_BUSY) {
         return fsm_fail(f, rc, "checkpoint");
     }
+    /* A TRUNCATE restarts the WAL, which rewrites its header: read it
+     * again, or the next plain write would look crowded (foreign.c). */
+    foreign_mark(f);
     /* Invariant: every frame backfilled means every committed transaction,
      * through the one that recorded f->applied, is in the database file,
      * and SQLite fsynced that file after backfilling (checkpoints sync

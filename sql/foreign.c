@@ -2,7 +2,15 @@
  * data_version on the apply connection changes when another connection,
  * of any process, committed to the database file, or checkpointed it
  * with wal_checkpoint(TRUNCATE); with the checksum on, a full scan tells
- * the two apart (foreign_confirm). */
+ * the two apart (foreign_confirm).
+ *
+ * A plain writer's commit moves data_version too, before the applier
+ * records its entry: the WAL-index header readings of the writer and of
+ * the applier (sql.h, "Who committed around a plain write") tell whether
+ * it was the only commit since the applier's last look (foreign_landed);
+ * when they cannot, the entry is counted and the file scanned
+ * (foreign_landed_confirm), so that no other commit is taken for the
+ * writer's. */
 
 #include <inttypes.h>
 #include <stdio.h>
@@ -37,14 +45,116 @@ static int read_pragma(struct sql_fsm *f, const char *sql, int64_t *out)
     return rc == SQLITE_OK ? 0 : fsm_fail(f, rc, sql);
 }
 
-/* read_baseline reads data_version and schema_version into @f. */
+/* read_version reads PRAGMA data_version on the apply connection
+ * into @out (a read transaction of its own, or the running one), by its
+ * prepared statement. */
+static int read_version(struct sql_fsm *f, int64_t *out)
+{
+    sqlite3_stmt *s = f->stmts[STMT_DATA_VERSION];
+    int rc;
+
+    f->internal = 1;
+    rc = sqlite3_step(s);
+    f->internal = 0;
+    if (rc == SQLITE_ROW) {
+        *out = sqlite3_column_int64(s, 0);
+        rc = SQLITE_OK;
+    }
+    sqlite3_reset(s);
+    return rc == SQLITE_OK ? 0 : fsm_fail(f, rc, "PRAGMA main.data_version");
+}
+
+/* Reads of a WAL-index header before sql_wal_header gives up on copies
+ * that disagree (a writer rewriting them: two stores of 48 bytes). */
+#define SQL__WAL_HDR_TRIES 1000
+
+int sql_wal_header(struct sqlite3_file *file,
+                   unsigned char out[SQL_WAL_HDR_LEN])
+{
+    const struct sqlite3_io_methods *m;
+    volatile void *map = NULL;
+
+    if (file == NULL || (m = file->pMethods) == NULL || m->iVersion < 2 ||
+        m->xShmMap == NULL || m->xShmBarrier == NULL ||
+        m->xShmMap(file, 0, 32768, 0, &map) != SQLITE_OK || map == NULL) {
+        return -1;
+    }
+    for (int i = 0; i < SQL__WAL_HDR_TRIES; i++) {
+        const volatile unsigned char *p = map;
+        unsigned char a[SQL_WAL_HDR_LEN], b[SQL_WAL_HDR_LEN];
+
+        /* As SQLite's walIndexTryHdr: the first copy, a barrier, the
+         * second (a writer stores the second first). */
+        for (int k = 0; k < SQL_WAL_HDR_LEN; k++) {
+            a[k] = p[k];
+        }
+        m->xShmBarrier(file);
+        for (int k = 0; k < SQL_WAL_HDR_LEN; k++) {
+            b[k] = p[SQL_WAL_HDR_LEN + k];
+        }
+        /* isInit, byte 12: a header written at least once. */
+        if (memcmp(a, b, sizeof a) == 0 && a[12] != 0) {
+            memcpy(out, a, sizeof a);
+            return 0;
+        }
+    }
+    return -1;
+}
+
+/* read_header reads the WAL-index header of the apply connection's file
+ * into @out (sql_wal_header). Returns 0 or -1. */
+static int read_header(struct sql_fsm *f, unsigned char out[SQL_WAL_HDR_LEN])
+{
+    sqlite3_file *file = NULL;
+
+    if (sqlite3_file_control(f->db, "main", SQLITE_FCNTL_FILE_POINTER, &file) !=
+        SQLITE_OK) {
+        return -1;
+    }
+    return sql_wal_header(file, out);
+}
+
+/* take_data_version takes data_version as the baseline, and the WAL-index
+ * header read just before it as f->wal_base: a reading at or before the
+ * state of that data_version, so any later commit moves the header away
+ * from it. */
+static int take_data_version(struct sql_fsm *f)
+{
+    unsigned char h[SQL_WAL_HDR_LEN];
+    bool ok = read_header(f, h) == 0;
+    int rc = read_version(f, &f->data_version);
+
+    f->wal_base_ok = rc == 0 && ok;
+    if (f->wal_base_ok) {
+        memcpy(f->wal_base, h, sizeof h);
+    }
+    return rc;
+}
+
+/* read_baseline reads data_version (and the header) and schema_version
+ * into @f. */
 static int read_baseline(struct sql_fsm *f)
 {
-    int rc = read_pragma(f, "PRAGMA main.data_version", &f->data_version);
+    int rc = take_data_version(f);
     if (rc == 0) {
         rc = read_pragma(f, "PRAGMA main.schema_version", &f->schema_version);
     }
     return rc;
+}
+
+void foreign_mark(struct sql_fsm *f)
+{
+    unsigned char h[SQL_WAL_HDR_LEN];
+    int64_t v = 0;
+
+    f->wal_base_ok = false;
+    if (f->foreign || read_header(f, h) != 0) {
+        return;
+    }
+    if (read_version(f, &v) == 0 && v == f->data_version) {
+        memcpy(f->wal_base, h, sizeof h);
+        f->wal_base_ok = true;
+    }
 }
 
 int foreign_reset(struct sql_fsm *f)
@@ -53,6 +163,7 @@ int foreign_reset(struct sql_fsm *f)
     if (rc == 0) {
         f->foreign = 0;
         f->foreign_why[0] = '\0';
+        f->landed_confirm = 0;
     }
     return rc;
 }
@@ -195,15 +306,24 @@ static int confirm_moved(struct sql_fsm *f, int64_t v)
 
 int foreign_check(struct sql_fsm *f)
 {
+    unsigned char h[SQL_WAL_HDR_LEN];
+    bool h_ok;
     int64_t v = 0;
     int rc;
 
     if (!f->foreign) {
-        rc = read_pragma(f, "PRAGMA main.data_version", &v);
+        /* The header first: a reading at or before the baseline's
+         * state when data_version is found to be (or becomes) it. */
+        h_ok = read_header(f, h) == 0;
+        rc = read_version(f, &v);
         if (rc != 0) {
             return rc;
         }
         if (v == f->data_version) {
+            if (h_ok) {
+                memcpy(f->wal_base, h, sizeof h);
+                f->wal_base_ok = true;
+            }
             return 0;
         }
         if (f->ck == NULL || !f->ck->on) {
@@ -224,7 +344,7 @@ int foreign_check(struct sql_fsm *f)
                 if (rc != SQLITE_OK) {
                     return fsm_fail(f, rc, "BEGIN");
                 }
-                rc = read_pragma(f, "PRAGMA main.data_version", &v);
+                rc = read_version(f, &v);
             }
             if (rc == 0) {
                 rc = confirm_moved(f, v);
@@ -233,6 +353,13 @@ int foreign_check(struct sql_fsm *f)
                 f->internal = 1;
                 sqlite3_exec(f->db, "COMMIT", NULL, NULL, NULL);
                 f->internal = 0;
+            }
+            if (rc == 0) {
+                /* The new baseline: the header read before it. */
+                f->wal_base_ok = h_ok;
+                if (h_ok) {
+                    memcpy(f->wal_base, h, sizeof h);
+                }
             }
             if (rc != 1) {
                 return rc;
@@ -247,6 +374,105 @@ int foreign_check(struct sql_fsm *f)
 int foreign_rebase(struct sql_fsm *f)
 {
     return f->foreign ? 0 : read_baseline(f);
+}
+
+void sql_fsm_writer_marks(struct sql_fsm *f, uint64_t index,
+                          const struct sql_wal_marks *m)
+{
+    f->marks_index = m != NULL ? index : 0;
+    if (m != NULL) {
+        f->marks = *m;
+    }
+}
+
+int foreign_landed(struct sql_fsm *f, uint64_t index)
+{
+    unsigned char now[SQL_WAL_HDR_LEN];
+    bool known;
+
+    if (f->foreign) {
+        return 0; /* foreign_check says so */
+    }
+    known =
+        f->marks_index == index && f->wal_base_ok && read_header(f, now) == 0;
+    if (f->landed_confirm != index && known &&
+        memcmp(f->marks.locked, f->wal_base, SQL_WAL_HDR_LEN) == 0 &&
+        memcmp(f->marks.done, now, SQL_WAL_HDR_LEN) == 0) {
+        /* Alone: the moved data_version is the writer's commit. */
+        return read_baseline(f);
+    }
+    if (f->landed_confirm != index) {
+        f->landed_moved = known;
+    }
+    f->landed_confirm = index;
+    /* The schema cookie stays the node's own, for the confirmation. */
+    return take_data_version(f);
+}
+
+/* landed_foreign marks the replica diverged: a foreign commit around the
+ * writer's of entry @index, @what saying how it shows. */
+static int landed_foreign(struct sql_fsm *f, uint64_t index, const char *what)
+{
+    sql_errmsgf(f->foreign_why, sizeof f->foreign_why,
+                "a write the node did not make was committed to %s "
+                "around the local commit of plain write entry %" PRIu64 " (%s)",
+                f->path, index, what);
+    f->foreign = 1;
+    sql_errmsgf(f->errmsg, sizeof f->errmsg, "%s", f->foreign_why);
+    return SQL_ERR_DIVERGED;
+}
+
+int foreign_landed_confirm(struct sql_fsm *f, uint64_t index)
+{
+    char differ[200], what[320];
+    int64_t schema = 0;
+    int rc;
+
+    if (f->landed_confirm != index || f->foreign) {
+        return 0;
+    }
+    if (f->ck == NULL || !f->ck->on) {
+        /* No running sums: readings that differ are taken for a
+         * foreign commit, as a moved data_version is (foreign_check);
+         * none, for the writer's alone, as before they existed. */
+        return f->landed_moved
+                   ? landed_foreign(f, index,
+                                    "the WAL-index header moved around "
+                                    "it, and no checksum tells a "
+                                    "checkpoint apart")
+                   : 0;
+    }
+    if (!f->landed_schema) {
+        rc = read_pragma(f, "PRAGMA main.schema_version", &schema);
+        if (rc != 0) {
+            return rc;
+        }
+        if (schema != f->schema_version) {
+            snprintf(what, sizeof what,
+                     "the schema changed: schema_version %" PRId64
+                     ", was %" PRId64 ", and the entry changes none",
+                     schema, f->schema_version);
+            return landed_foreign(f, index, what);
+        }
+    }
+    rc = foreign_confirm(f, differ, sizeof differ);
+    if (rc == SQL_ERR_DIVERGED) {
+        snprintf(what, sizeof what,
+                 "with the entry counted, the content of %s differs from "
+                 "the running checksum",
+                 differ);
+        return landed_foreign(f, index, what);
+    }
+    if (rc == 0 && f->landed_moved) {
+        sql_errmsgf(f->foreign_note, sizeof f->foreign_note,
+                    "the WAL-index header of %s moved around the local "
+                    "commit of plain write entry %" PRIu64
+                    " (a checkpoint by another connection?), but its "
+                    "schema and content are the node's own: no foreign "
+                    "write",
+                    f->path, index);
+    }
+    return rc;
 }
 
 int sql_fsm_foreign_check(struct sql_fsm *f)

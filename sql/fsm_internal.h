@@ -50,6 +50,7 @@ enum {
     STMT_CLIENT_RECORD,
     STMT_CLIENT_PRUNE_COUNT,
     STMT_CLIENT_PRUNE_TIME,
+    STMT_DATA_VERSION,
     STMT__N,
 };
 
@@ -137,6 +138,23 @@ struct sql_fsm {
                                         committed by its writer (the
                                         batch's first, before its
                                         data_version was rebased), 0 */
+    bool landed_schema;             /* that entry changes the schema */
+    unsigned char wal_base[SQL_WAL_HDR_LEN]; /* the WAL-index header read
+                                        at or before the moment the file
+                                        last held only the node's own
+                                        commits (foreign.c) */
+    bool wal_base_ok;                        /* wal_base holds such a reading */
+    uint64_t marks_index;                    /* the entry @marks are of, 0 */
+    struct sql_wal_marks marks;              /* its writer's readings
+                                        (sql_fsm_writer_marks) */
+    uint64_t landed_confirm;                 /* the landed entry of the running
+                                        batch whose writer's readings do
+                                        not show it alone in the file:
+                                        confirmed by a scan once counted
+                                        (foreign_landed), 0 */
+    bool landed_moved; /* ... and the readings differ (they
+                                        are known, and somebody else
+                                        committed or checkpointed) */
 };
 
 /* ---- fsm.c ---------------------------------------------------------- */
@@ -437,6 +455,37 @@ int foreign_rebase(struct sql_fsm *f);
  * each batch's write transaction before its COMMIT, so the node's own schema changes are never taken for a
  * foreign one. Returns 0 or an error code. Thread: the apply thread. */
 int foreign_note_schema(struct sql_fsm *f);
+
+/* foreign_mark reads the WAL-index header of the apply connection's file
+ * and then PRAGMA data_version: when that is still the baseline, the
+ * file held only the node's own commits when the header was read, which
+ * becomes f->wal_base; else f->wal_base is no such reading until the
+ * next baseline. After each of the apply connection's own commits and
+ * checkpoints. Failures only leave no reading. Thread: the apply thread,
+ * outside a transaction. */
+void foreign_mark(struct sql_fsm *f);
+
+/* foreign_landed decides, at the start of a batch whose first entry
+ * @index its writer's commit put in the file (first_landed) and under
+ * the batch's write lock, whether that commit was alone: the writer's
+ * readings (f->marks) begin at f->wal_base and end at the header now.
+ * Alone: the new data_version and schema cookie are the baseline
+ * (foreign_rebase). Not alone, or no readings: only the new
+ * data_version is, and f->landed_confirm asks foreign_landed_confirm to
+ * compare the file with the running checksum once the entry is counted.
+ * Returns 0 or an error code of the PRAGMA. Thread: the apply thread. */
+int foreign_landed(struct sql_fsm *f, uint64_t index);
+
+/* foreign_landed_confirm, after the batch's first entry (the landed one
+ * of f->landed_confirm) was counted in the running sums, in the batch's
+ * transaction: the schema cookie as at the node's last commit (unless
+ * that entry changes the schema) and a full scan equal to the running
+ * sums (foreign_confirm), or, with the checksum off, readings that
+ * differ taken for a foreign commit. Returns 0 (the node's own content),
+ * SQL_ERR_DIVERGED (sticky, as foreign_check's) or an error code of the
+ * scan. Nothing when f->landed_confirm is not @index. Thread: the apply
+ * thread. */
+int foreign_landed_confirm(struct sql_fsm *f, uint64_t index);
 
 /* foreign_confirm scans every table the checksum covers on the apply
  * connection, in the running transaction, and compares each with its

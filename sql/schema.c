@@ -50,6 +50,8 @@ static const char *const stmt_sql[STMT__N] = {
     " VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)",
     "DELETE FROM main.raftsql_client_requests WHERE ordinal <= ?1",
     "DELETE FROM main.raftsql_client_requests WHERE time_ms < ?1",
+    /* foreign.c: read at each batch and after each commit. */
+    "PRAGMA main.data_version",
 };
 
 /* The client request ids (client_id.c): one row per id applied within

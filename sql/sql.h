@@ -392,6 +392,67 @@ int sql_fsm_verify(struct sql_fsm *f, char *differ, size_t differ_len);
  * apply thread, between sql_fsm_apply calls. */
 int sql_fsm_landed(struct sql_fsm *f, const struct sql_fsm_entry *e, bool *out);
 
+/* ---- Who committed around a plain write ------------------------------
+ *
+ * The WAL-index header of a database in WAL mode: the first 48 bytes of
+ * its -shm file (sqlite.org/walformat.html: iVersion, unused, iChange,
+ * isInit, bigEndCksum, szPage, mxFrame, nPage, aFrameCksum, aSalt,
+ * aCksum), kept there twice. SQLite rewrites it, under the WAL write
+ * lock, at each commit and each restart of the WAL (a TRUNCATE or
+ * RESTART checkpoint, or a writer starting over a WAL checkpointed
+ * whole), never at a passive checkpoint, and never back to a value it
+ * had (iChange counts the rewrites, the checksums chain, a restart
+ * moves the salts). Two equal readings thus mean that nobody committed
+ * in between; two different ones, that somebody committed or
+ * checkpointed with TRUNCATE or RESTART.
+ *
+ * A plain writer's commit lands in the file before the node's applier
+ * records its entry, and moves the apply connection's data_version as a
+ * foreign commit would. The writer's connection reads the header right
+ * after it took the WAL write lock and right before it lets it go after
+ * its commit (ext/surface/wal_lock.c), and its lease's release carries
+ * both readings to the node (sql_fsm_writer_marks). When the first
+ * equals the applier's own last reading (taken after each of its
+ * commits, and when it last checked for foreign commits) and the
+ * second equals the header when the entry's batch starts, only the
+ * writer committed in between, and the moved data_version is its
+ * commit. Otherwise (another commit, a checkpoint, or no readings: the
+ * writer died, its lease ended at its deadline) the entry is recorded
+ * and then the file compared with the running checksum, as a moved
+ * data_version is when the applier is idle: a commit of a process
+ * without raftsql between the writer's and the batch is caught, not
+ * taken for the writer's. */
+
+/* Bytes of a WAL-index header. */
+#define SQL_WAL_HDR_LEN 48
+
+/* What a plain writer read of the WAL-index header of its file under
+ * the WAL write lock (above). */
+struct sql_wal_marks {
+    unsigned char locked[SQL_WAL_HDR_LEN]; /* right after it took the lock */
+    unsigned char done[SQL_WAL_HDR_LEN];   /* right before it let the lock
+                                              go, after its commit */
+};
+
+struct sqlite3_file;
+
+/* sql_wal_header copies the WAL-index header of open database file
+ * @file (a connection's main file in WAL mode: its methods' xShmMap and
+ * xShmBarrier) to @out: both copies read until they agree, as SQLite's
+ * own readers do. Returns 0, or -1 (no shared memory mapped, the copies
+ * never agreed, the header not initialised): no reading. Thread: one
+ * using a connection of @file; exact while that connection holds the
+ * WAL write lock, else a reading of some recent moment. */
+int sql_wal_header(struct sqlite3_file *file,
+                   unsigned char out[SQL_WAL_HDR_LEN]);
+
+/* sql_fsm_writer_marks gives @f the readings @m of the writer whose
+ * changeset is entry @index (copied; NULL: none), for the batch that
+ * starts with that entry (sql_fsm_apply). Thread: the apply thread,
+ * between sql_fsm_apply calls. */
+void sql_fsm_writer_marks(struct sql_fsm *f, uint64_t index,
+                          const struct sql_wal_marks *m);
+
 /* sql_fsm_applied_term returns the term of the last applied entry, as
  * stored in the database (0 for a new one). Thread: the apply thread. */
 uint64_t sql_fsm_applied_term(const struct sql_fsm *f);

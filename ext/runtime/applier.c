@@ -12,7 +12,9 @@
  * (applying false, apply_error) until a retry succeeds. An entry of a type
  * this version does not know stops applying the same way, at that entry:
  * it is never skipped. A commit the node did not make (sql_fsm_foreign_check:
- * checked inside every batch and once a second when idle) marks the
+ * checked inside every batch and once a second when idle; around a plain
+ * writer's landed commit, by the writer's readings of the WAL that the
+ * lease's release hands over, sql_fsm_writer_marks) marks the
  * replica diverged: the batch goes back to the queue and nothing applies
  * until a snapshot install replaces the database (the log keeps the
  * entries durably, so nothing is lost). */
@@ -85,6 +87,9 @@ struct ext_applier {
     raft_index lease_landed;        /* no idle check until this index is
                                       applied (a writer's own commit may be
                                       in the file first); 0 (mu) */
+    raft_index marks_index;         /* the entry @marks are of, 0 (mu) */
+    struct sql_wal_marks marks;     /* its writer's readings of the WAL
+                                      (applier_lease_end) (mu) */
     atomic_uint_least64_t applied;  /* last applied index */
     atomic_uint_least64_t durable;  /* applied index durable in the
                                       database file (sql_fsm_durable) */
@@ -486,8 +491,9 @@ static bool lease_blocks(const struct ext_applier *a)
 }
 
 /* lease_quiet says whether the idle check must not run: a lease's writer
- * may have committed into the file an entry not applied yet. Caller
- * holds mu. */
+ * may have committed into the file an entry not applied yet. A foreign
+ * commit of that window is not missed: the batch that records the entry
+ * looks for it (sql_fsm_writer_marks). Caller holds mu. */
 static bool lease_quiet(const struct ext_applier *a)
 {
     return a->lease_from != 0 ||
@@ -501,12 +507,19 @@ void applier_lease_hold(struct ext_applier *a, raft_index from)
     pthread_mutex_unlock(&a->mu);
 }
 
-void applier_lease_end(struct ext_applier *a, raft_index landed)
+void applier_lease_end(struct ext_applier *a, raft_index landed,
+                       const struct sql_wal_marks *marks)
 {
     pthread_mutex_lock(&a->mu);
     a->lease_from = 0;
     if (landed > a->lease_landed) {
         a->lease_landed = landed;
+    }
+    if (landed != 0) {
+        a->marks_index = marks != NULL ? landed : 0;
+        if (marks != NULL) {
+            a->marks = *marks;
+        }
     }
     pthread_cond_signal(&a->cond);
     pthread_mutex_unlock(&a->mu);
@@ -1026,6 +1039,10 @@ static void *applier_main(void *arg)
         memcpy(batch, a->queue, n * sizeof *batch);
         memmove(a->queue, a->queue + n, (a->n_queue - n) * sizeof *batch);
         a->n_queue -= n;
+        /* Only a batch's first entry can be a writer's landed commit. */
+        sql_fsm_writer_marks(
+            a->fsm, batch[0].index,
+            a->marks_index == batch[0].index ? &a->marks : NULL);
         pthread_mutex_unlock(&a->mu);
 
         rc = apply_batch(a, batch, n);

@@ -139,8 +139,13 @@ void applier_lease_hold(struct ext_applier *a, raft_index from);
 /* applier_lease_end ends the hold; with @landed (a changeset entry the
  * lease proposed, 0 for none) the idle check stays off until @landed is
  * applied: the writer's own commit may reach the file first (its batch
- * then only records it, sql/changeset_apply.c). Any thread. */
-void applier_lease_end(struct ext_applier *a, raft_index landed);
+ * then only records it, sql/changeset_apply.c). @marks (copied; NULL
+ * when not known) are what the writer read of the file's WAL-index
+ * header under its write lock, handed to the state machine with
+ * @landed's batch (sql_fsm_writer_marks): without them that batch
+ * compares the file with the running checksum. Any thread. */
+void applier_lease_end(struct ext_applier *a, raft_index landed,
+                       const struct sql_wal_marks *marks);
 
 /* applier_applied returns the last applied index. Any thread. */
 uint64_t applier_applied(const struct ext_applier *a);

@@ -101,15 +101,17 @@ static void wake_queue(struct ext_lease *l, bool all)
 }
 
 /* carry_out does what the lease's rules handed back in @out (but its
- * proposal): the applier's hold, the frames (through the driver: the
- * loop's calls only send), the waiting holders and the loop's wake; then
- * keeps the loop's fast path true. Caller holds mu. */
-static void carry_out(struct ext_lease *l, const struct lease_core_out *out)
+ * proposal): the applier's hold (ended with the writer's @marks of the
+ * WAL, NULL when not known), the frames (through the driver: the loop's
+ * calls only send), the waiting holders and the loop's wake; then keeps
+ * the loop's fast path true. Caller holds mu. */
+static void carry_out(struct ext_lease *l, const struct lease_core_out *out,
+                      const struct sql_wal_marks *marks)
 {
     unsigned i;
 
     if (out->hold_end) {
-        applier_lease_end(l->applier, out->hold_landed);
+        applier_lease_end(l->applier, out->hold_landed, marks);
     }
     if (out->hold) {
         applier_lease_hold(l->applier, out->hold_from);
@@ -226,7 +228,7 @@ static int ask(struct ext_lease *l, uint64_t holder, uint64_t *out_id,
         lease_core_out_init(&out);
         rc = lease_core_ask(&l->core, holder, l->driver != NULL, now_ms(), why,
                             why_len, &out);
-        carry_out(l, &out);
+        carry_out(l, &out, NULL);
         if (rc != 0) {
             return rc;
         }
@@ -261,7 +263,7 @@ static void ask_for_first(struct ext_lease *l)
                        why, sizeof why, &out) == 0) {
         l->asked_for = l->queue->holder;
     }
-    carry_out(l, &out);
+    carry_out(l, &out, NULL);
 }
 
 int lease_acquire(struct ext_lease *l, uint64_t holder, uint64_t *out_id,
@@ -344,18 +346,18 @@ int lease_acquire(struct ext_lease *l, uint64_t holder, uint64_t *out_id,
         pthread_mutex_unlock(&l->mu);
         if (!in_force) {
             applier_hurry_end(l->applier);
-            lease_release(l, id);
+            lease_release(l, id, NULL);
             return RAFT_BUSY;
         }
         if (atomic_load(&l->stalled)) {
             applier_hurry_end(l->applier);
-            lease_release(l, id);
+            lease_release(l, id, NULL);
             lease_core_say(why, why_len, EXT__LEASE_STALLED);
             return RAFT_NOSPACE;
         }
         if (now_ms() >= until) {
             applier_hurry_end(l->applier);
-            lease_release(l, id);
+            lease_release(l, id, NULL);
             lease_core_say(
                 why, why_len,
                 "this node applied %llu of the leader's %llu entries within "
@@ -409,13 +411,13 @@ int lease_commit(struct ext_lease *l, uint64_t id, const void *p, size_t len,
     int rc;
 
     if (p == NULL || !sql_changeset_is(p, len)) {
-        lease_release(l, id);
+        lease_release(l, id, NULL);
         lease_core_say(why, why_len,
                        "not applied: the payload is no changeset");
         return RAFT_INVALID;
     }
     if (len > l->core.max_bytes) {
-        lease_release(l, id);
+        lease_release(l, id, NULL);
         lease_core_say(why, why_len,
                        "not applied: a transaction of %zu bytes exceeds "
                        "max_request_bytes (%llu)",
@@ -424,14 +426,14 @@ int lease_commit(struct ext_lease *l, uint64_t id, const void *p, size_t len,
     }
     buf = raft_buf_copy(p, len);
     if (buf == NULL) {
-        lease_release(l, id);
+        lease_release(l, id, NULL);
         lease_core_say(why, why_len, "not applied: out of memory");
         return RAFT_NOMEM;
     }
     pthread_mutex_lock(&l->mu);
     lease_core_out_init(&out);
     rc = lease_core_commit(&l->core, id, buf, why, why_len, &out);
-    carry_out(l, &out);
+    carry_out(l, &out, NULL);
     if (rc != 0) {
         pthread_mutex_unlock(&l->mu);
         raft_buf_unref(buf);
@@ -441,12 +443,13 @@ int lease_commit(struct ext_lease *l, uint64_t id, const void *p, size_t len,
     lease_core_out_init(&out);
     rc = lease_core_commit_end(&l->core, id, interrupted, now_ms(), why,
                                why_len, &out);
-    carry_out(l, &out);
+    carry_out(l, &out, NULL);
     pthread_mutex_unlock(&l->mu);
     return rc;
 }
 
-void lease_release(struct ext_lease *l, uint64_t id)
+void lease_release(struct ext_lease *l, uint64_t id,
+                   const struct sql_wal_marks *marks)
 {
     struct lease_core_out out;
     raft_index wait_for = 0;
@@ -454,7 +457,7 @@ void lease_release(struct ext_lease *l, uint64_t id)
     pthread_mutex_lock(&l->mu);
     lease_core_out_init(&out);
     lease_core_release(&l->core, id, &wait_for, &out);
-    carry_out(l, &out);
+    carry_out(l, &out, marks);
     ask_for_first(l);
     wake_queue(l, false); /* the first writer queued takes the answer */
     pthread_mutex_unlock(&l->mu);
@@ -491,7 +494,7 @@ int lease_end(struct ext_lease *l, char *msg, size_t msg_len)
     pthread_mutex_lock(&l->mu);
     lease_core_out_init(&out);
     ended = lease_core_end(&l->core, now_ms(), what, sizeof what, &out);
-    carry_out(l, &out);
+    carry_out(l, &out, NULL);
     wake_queue(l, false); /* the first writer queued for the lease asks */
     pthread_mutex_unlock(&l->mu);
     if (!ended) {
@@ -531,7 +534,7 @@ void lease_shutdown(struct ext_lease *l)
     pthread_mutex_lock(&l->mu);
     lease_core_out_init(&out);
     lease_core_shutdown(&l->core, &out);
-    carry_out(l, &out);
+    carry_out(l, &out, NULL);
     wake_queue(l, true); /* each is told the node stops */
     pthread_mutex_unlock(&l->mu);
 }
@@ -556,7 +559,7 @@ void lease_on_loop(struct ext_lease *l, struct raft_uv_node *d)
     loop_env(l, d, &env);
     lease_core_out_init(&out);
     lease_core_loop(&l->core, &env, &out);
-    carry_out(l, &out);
+    carry_out(l, &out, NULL);
     if (out.propose != NULL) {
         /* Appended without the mutex: the step calls back into the
          * node. */
@@ -573,12 +576,12 @@ void lease_on_loop(struct ext_lease *l, struct raft_uv_node *d)
         loop_env(l, d, &env);
         lease_core_out_init(&out);
         lease_core_proposed(&l->core, &env, seq, rc, index, term, &out);
-        carry_out(l, &out);
+        carry_out(l, &out, NULL);
     }
     loop_env(l, d, &env);
     lease_core_out_init(&out);
     lease_core_loop_end(&l->core, &env, &out);
-    carry_out(l, &out);
+    carry_out(l, &out, NULL);
     pthread_mutex_unlock(&l->mu);
 }
 
@@ -603,7 +606,7 @@ void lease_on_frame(struct ext_lease *l, struct raft_uv_node *d,
     loop_env(l, d, &env);
     lease_core_out_init(&out);
     propose_now = lease_core_frame(&l->core, &env, f, changeset_ok, &out);
-    carry_out(l, &out);
+    carry_out(l, &out, NULL);
     pthread_mutex_unlock(&l->mu);
     if (propose_now) {
         lease_on_loop(l, d);

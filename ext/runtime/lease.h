@@ -46,7 +46,11 @@
  *      replays it (no local commit happened). The applier looks for
  *      foreign commits neither while held nor until it applied G + 1
  *      (applier_lease_end), so the writer's commit is never taken for
- *      one.
+ *      one; the release carries the writer's readings of the WAL-index
+ *      header under its write lock (sql.h, "Who committed around a
+ *      plain write"), by which that batch tells the writer's commit
+ *      from another process's in the same window, or else confirms the
+ *      entry by a scan.
  * A holder that never releases: the lease ends at lease_timeout_ms after
  * its grant, and the applier hold lease_timeout_ms after the later of the
  * grant and the commit's return. A leader change ends the lease at once
@@ -149,11 +153,14 @@ int lease_commit(struct ext_lease *l, uint64_t id, const void *p, size_t len,
 
 /* lease_release is ext_node_lease_release (node.h): ends lease @id
  * without an entry if it is in force, and ends the applier hold of @id
- * (unless its commit still waits); when @id's changeset committed, it then
- * waits until this node applied it (at most exec_timeout_ms), so the
- * holder's COMMIT returns with its entry applied here. Idempotent; an id
- * not in force is ignored. Any thread. */
-void lease_release(struct ext_lease *l, uint64_t id);
+ * (unless its commit still waits), handing the applier the holder's
+ * @marks (applier_lease_end; NULL: not known); when @id's changeset
+ * committed, it then waits until this node applied it (at most
+ * exec_timeout_ms), so the holder's COMMIT returns with its entry
+ * applied here. Idempotent; an id not in force is ignored. Any
+ * thread. */
+void lease_release(struct ext_lease *l, uint64_t id,
+                   const struct sql_wal_marks *marks);
 
 /* lease_holds_back says whether the leader must propose no request now:
  * a lease is in force (granted, its changeset not proposed yet). Any

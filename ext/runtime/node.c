@@ -1019,9 +1019,10 @@ int ext_node_lease_commit(struct ext_node *n, uint64_t id, const void *p,
     return lease_commit(n->lease, id, p, len, probe, why, why_len);
 }
 
-void ext_node_lease_release(struct ext_node *n, uint64_t id)
+void ext_node_lease_release(struct ext_node *n, uint64_t id,
+                            const struct sql_wal_marks *marks)
 {
-    lease_release(n->lease, id);
+    lease_release(n->lease, id, marks);
 }
 
 int ext_node_lease_end(struct ext_node *n, const struct ext_exec_probe *probe,

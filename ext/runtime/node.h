@@ -294,9 +294,14 @@ int ext_node_lease_commit(struct ext_node *n, uint64_t id, const void *p,
  * released, lets the applier apply the lease's entry and returns once
  * this node applied it (at most exec_timeout_ms): the holder's COMMIT
  * then returns with its entry applied here, and its next transaction
- * reads a state the applier's record of it does not make stale.
+ * reads a state the applier's record of it does not make stale. @marks
+ * (copied; NULL when not known) are what the holder's connection read
+ * of the file's WAL-index header under its write lock (sql.h, "Who
+ * committed around a plain write"): with them the applier knows the
+ * entry's commit from any other without a scan of the file.
  * Idempotent; an id not in force is ignored. Any thread. */
-void ext_node_lease_release(struct ext_node *n, uint64_t id);
+void ext_node_lease_release(struct ext_node *n, uint64_t id,
+                            const struct sql_wal_marks *marks);
 
 /* ext_node_lease_end is raft_lease_end(): ends the write lease this node
  * (the leader) granted, if one is in force, as its expiry would (its

@@ -22,10 +22,12 @@
 
 /* The attach protocol this build speaks, as the node's pointer file says
  * it (attach_sock.h; a file without it: 1). Version 1: calls of raftsql's
- * SQL functions. Version 2: also the lease requests below. A node of
+ * SQL functions. Version 2: also the lease requests below. Version 3:
+ * EXT_ATTACH_LEASE_RELEASE may carry the writer's WAL marks. A node of
  * version 1 takes a lease request for a malformed call and closes the
- * connection, so a client sends one only to a node of version 2. */
-#define EXT_ATTACH_VERSION 2
+ * connection, so a client sends one only to a node of version 2 or
+ * later; likewise the marks only to a node of version 3 or later. */
+#define EXT_ATTACH_VERSION 3
 
 /* The lease requests (version 2): calls whose function is one of these
  * names, served by the node's process itself (attach_server.c), not by a
@@ -34,7 +36,11 @@
  *   EXT_ATTACH_LEASE_ACQUIRE (the client's holder token, an integer):
  *     the lease id;
  *   EXT_ATTACH_LEASE_COMMIT (the lease id, the changeset as a blob): 0;
- *   EXT_ATTACH_LEASE_RELEASE (the lease id): 0, once released.
+ *   EXT_ATTACH_LEASE_RELEASE (the lease id, and from version 3 an
+ *     optional blob: what the writer's connection read of the file's
+ *     WAL-index header under its write lock, a struct sql_wal_marks,
+ *     its two headers in order; another length is taken for none): 0,
+ *     once released.
  * Lease ids are unsigned 64-bit values, carried as the integer with the
  * same bits. An error answer carries the project's code (raft/err.h:
  * RAFT_BUSY, RAFT_UNKNOWN...) rather than a SQLite one, and the node's

@@ -392,12 +392,16 @@ static bool serve_lease(struct client *c, const char *fn,
 {
     struct ext_node *node = c->srv->node;
     bool commit = strcmp(fn, EXT_ATTACH_LEASE_COMMIT) == 0;
+    bool release = strcmp(fn, EXT_ATTACH_LEASE_RELEASE) == 0;
+    const struct sql_wal_marks *marks = NULL;
+    struct sql_wal_marks m;
     uint64_t id;
     int rc = 0;
 
     memset(a, 0, sizeof *a);
-    if (n != (commit ? 2u : 1u) || args[0].type != SQL_INTEGER ||
-        (commit && args[1].type != SQL_BLOB)) {
+    /* A release's WAL marks are optional (attach_codec.h). */
+    if (n < 1 || n > (commit || release ? 2u : 1u) || (commit && n != 2) ||
+        args[0].type != SQL_INTEGER || (n == 2 && args[1].type != SQL_BLOB)) {
         snprintf(why, why_len, "%s with arguments not its own", fn);
         return false;
     }
@@ -435,7 +439,11 @@ static bool serve_lease(struct client *c, const char *fn,
                                        sizeof a->errmsg);
         }
     } else if (id != 0 && id == c->lease) {
-        ext_node_lease_release(node, id);
+        if (n == 2 && args[1].bytes.len == sizeof m) {
+            memcpy(&m, args[1].bytes.p, sizeof m);
+            marks = &m;
+        }
+        ext_node_lease_release(node, id, marks);
         c->lease = 0;
     }
     a->ok = rc == 0;
@@ -529,7 +537,7 @@ static void *client_main(void *arg)
     if (c->lease != 0 && !orphaned) {
         /* Closed holding the lease (its process died): ended at once, so
          * the next writer gets it now, not at lease_timeout_ms. */
-        ext_node_lease_release(c->srv->node, c->lease);
+        ext_node_lease_release(c->srv->node, c->lease, NULL);
         c->lease = 0;
     }
     close(c->fd);

@@ -154,6 +154,7 @@ static int remote_acquire(const char *path, const struct ext_attach_pointer *p,
     out->fd = fd;
     out->pid = p->pid;
     out->timeout_ms = p->timeout_ms;
+    out->version = p->version;
     return 0;
 }
 
@@ -262,15 +263,22 @@ int lease_client_commit(const char *path, const struct lease_hold *h,
     return rc;
 }
 
-void lease_client_release(const char *path, struct lease_hold *h)
+void lease_client_release(const char *path, struct lease_hold *h,
+                          const struct sql_wal_marks *marks)
 {
     if (h->fd >= 0) {
         struct ext_attach_answer a;
-        struct sql_value arg = {.type = SQL_INTEGER, .integer = (int64_t)h->id};
+        struct sql_value args[2] = {
+            {.type = SQL_INTEGER, .integer = (int64_t)h->id},
+            {.type = SQL_BLOB, .bytes = {.p = marks, .len = sizeof *marks}},
+        };
+        /* A node of version 2 takes a second argument for a malformed
+         * call: it goes from version 3 on. */
+        unsigned n = marks != NULL && h->version >= 3 ? 2 : 1;
         bool sent;
         /* The answer comes once the node applied the lease's entry; the
          * node ends the lease with the connection anyway. */
-        if (h->id != 0 && exchange(h->fd, EXT_ATTACH_LEASE_RELEASE, &arg, 1,
+        if (h->id != 0 && exchange(h->fd, EXT_ATTACH_LEASE_RELEASE, args, n,
                                    (int)(h->timeout_ms + EXT_ATTACH_GRACE_MS),
                                    &a, &sent) == 0) {
             attach_codec_answer_free(&a);
@@ -279,7 +287,7 @@ void lease_client_release(const char *path, struct lease_hold *h)
     } else if (h->id != 0) {
         struct ext_node *node = ext_registry_acquire(path);
         if (node != NULL) {
-            ext_node_lease_release(node, h->id);
+            ext_node_lease_release(node, h->id, marks);
             ext_registry_release(node);
         }
     }

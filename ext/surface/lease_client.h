@@ -15,7 +15,8 @@
  * names a node whose socket speaks EXT_ATTACH_VERSION 2 -> connect ->
  * LEASE_ACQUIRE (this process's holder token) -> the lease id -> (the
  * transaction runs) -> LEASE_COMMIT (lease id, changeset) -> 0 or the
- * node's error -> LEASE_RELEASE (lease id) -> close.
+ * node's error -> LEASE_RELEASE (lease id, and from version 3 the WAL
+ * marks) -> close.
  * Failure modes: no node serves the file, or one of an older release
  * (its socket speaks version 1, which has no lease requests): the lock is
  * taken without a lease, the reason kept, and the commit vetoed with it;
@@ -32,6 +33,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "../../sql/sql.h"
+
 /* One write lease a host connection holds. Invariant: id is 0 and fd -1
  * when none is held; fd is -1 when this process's node granted it. */
 struct lease_hold {
@@ -39,6 +42,7 @@ struct lease_hold {
     int fd;              /* the attach connection it lives on, -1 */
     long pid;            /* that node's process (messages), 0 */
     unsigned timeout_ms; /* that node's exec_timeout_ms */
+    unsigned version;    /* that node's attach protocol, 0 */
 };
 
 /* lease_hold_init sets @h to "no lease". Any thread. */
@@ -89,9 +93,13 @@ int lease_client_commit(const char *path, const struct lease_hold *h,
 /* lease_client_release ends lease @h of database file @path (after the
  * local commit or rollback, the write lock released): the node ends it
  * and, after a commit, returns once it applied the lease's entry (at most
- * its exec_timeout_ms; another process's node: that and 10 s more). Closes
- * the lease's attach connection and sets @h to "no lease". Nothing when
- * @h holds none. Thread: the lease's holder. */
-void lease_client_release(const char *path, struct lease_hold *h);
+ * its exec_timeout_ms; another process's node: that and 10 s more). With
+ * it go @marks, what the holder's connection read of the file's WAL-index
+ * header under its write lock (NULL: not read; to another process's node
+ * only when its attach protocol is 3 or later). Closes the lease's
+ * attach connection and sets @h to "no lease". Nothing when @h holds
+ * none. Thread: the lease's holder. */
+void lease_client_release(const char *path, struct lease_hold *h,
+                          const struct sql_wal_marks *marks);
 
 #endif /* EXT_LEASE_CLIENT_H */

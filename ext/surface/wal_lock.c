@@ -9,6 +9,7 @@
 #include <time.h>
 
 #include "../../raft/err.h"
+#include "../../sql/sql.h"
 #include "lease_client.h"
 #include "plain_fault.h"
 
@@ -47,6 +48,10 @@ struct wrapped {
                                        until the lock is taken */
     int ckpt;                       /* the checkpoint lock is held */
     int write;                      /* the write lock is held */
+    struct sql_wal_marks marks;     /* the WAL-index header read under
+                                          it (sql.h) */
+    int locked_read;                /* marks.locked was read when the
+                                          lock was taken under a lease */
     char why[400];                  /* why the lock was taken without a
                                           lease ("" otherwise) */
     struct wal_sync *wal;           /* its -wal file's sync, once wrapped */
@@ -85,11 +90,14 @@ static int wal_lease_acquire(struct wrapped *w)
     return SQLITE_OK;
 }
 
-/* wal_lease_release ends @w's lease, if any. */
-static void wal_lease_release(struct wrapped *w)
+/* wal_lease_release ends @w's lease, if any, with @marks (NULL: not
+ * read). */
+static void wal_lease_release(struct wrapped *w,
+                              const struct sql_wal_marks *marks)
 {
     w->early = NULL;
-    lease_client_release(w->path, &w->lease);
+    lease_client_release(w->path, &w->lease, marks);
+    w->locked_read = 0;
 }
 
 static int wrapped_shm_lock(sqlite3_file *f, int ofst, int n, int flags)
@@ -108,6 +116,13 @@ static int wrapped_shm_lock(sqlite3_file *f, int ofst, int n, int flags)
         return w->orig->xShmLock(f, ofst, n, flags);
     }
     if (flags & SQLITE_SHM_UNLOCK) {
+        /* Still under the lock, after the commit: nobody but this
+         * connection committed since marks.locked was read. */
+        const struct sql_wal_marks *marks =
+            w->lease.id != 0 && w->locked_read &&
+                    sql_wal_header(f, w->marks.done) == 0
+                ? &w->marks
+                : NULL;
         rc = w->orig->xShmLock(f, ofst, n, flags);
         w->write = 0;
         if (w->wal != NULL) {
@@ -116,7 +131,7 @@ static int wrapped_shm_lock(sqlite3_file *f, int ofst, int n, int flags)
         if (w->lease.id != 0) {
             plain_fault_after_local_commit();
         }
-        wal_lease_release(w);
+        wal_lease_release(w, marks);
         w->why[0] = '\0';
         return rc;
     }
@@ -145,11 +160,15 @@ static int wrapped_shm_lock(sqlite3_file *f, int ofst, int n, int flags)
                      WAL_LOCK_OWN_WORK_MS);
     }
     if (rc != SQLITE_OK) {
-        wal_lease_release(w);
+        wal_lease_release(w, NULL);
         return rc;
     }
     w->write = 1;
     w->early = NULL;
+    /* The header as the lease's transaction finds it: the node's
+     * applier compares it with its own last reading. */
+    w->locked_read =
+        w->lease.id != 0 && sql_wal_header(f, w->marks.locked) == 0;
     return SQLITE_OK;
 }
 
@@ -187,7 +206,7 @@ void wal_lock_early_end(sqlite3 *db, const void *stmt)
     }
     w->early = NULL;
     if (w->lease.id != 0 && !w->write) {
-        wal_lease_release(w);
+        wal_lease_release(w, NULL);
     }
 }
 
@@ -252,7 +271,7 @@ static int wrapped_close(sqlite3_file *f)
 
     /* The lock went with the connection (SQLite unlocks first; a lease
      * still held here is ended all the same). */
-    wal_lease_release(w);
+    wal_lease_release(w, NULL);
     f->pMethods = w->orig;
     rc = w->orig->xClose(f);
     if (w->wal != NULL && w->wal->file != NULL &&

@@ -24,6 +24,13 @@
  * recovery) or a checkpoint is not held up. A checkpoint's lock (it
  * holds WAL_CKPT_LOCK, slot 1, first) asks for no lease.
  *
+ * Under a lease the wrapper reads the WAL-index header (sql_wal_header)
+ * right after the lock is taken and right before it is let go: between
+ * the two only this connection committed. Both readings end the lease
+ * with it (lease_client_release), so that the node's applier knows the
+ * writer's commit from another process's (sql.h, "Who committed around
+ * a plain write").
+ *
  * Why a wrapper of the open file rather than a VFS: a VFS cannot be
  * swapped on an open connection, and the connection that loaded raftsql
  * (the shell's, Python's) was opened before. The wrapper is a copy of the

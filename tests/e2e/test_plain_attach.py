@@ -18,7 +18,10 @@ one Raft entry, applied on every replica.
   lost update.
 - A node whose socket speaks attach protocol 1 (an older release: its
   pointer file names no version) is not sent a lease request: the write
-  is refused at COMMIT, saying so.
+  is refused at COMMIT, saying so. One that speaks protocol 2 is sent
+  no WAL marks with the release (protocol 3): the write goes, its
+  applier confirms the entry by a scan, and nothing is taken for a
+  foreign write.
 
 Each test ends with raft_verify() equal on every node. The node served is
 a parameter (PLAIN_ATTACH_ROLES, default "leader,follower": every test
@@ -31,6 +34,7 @@ prepared ("not authorized").
 
 import json
 import os
+import re
 import signal
 import subprocess
 import time
@@ -279,9 +283,9 @@ out["count"] = con.execute("SELECT count(*) FROM kv").fetchone()[0]
         pointer = node.db + "-raftsql"
         with open(pointer) as f:
             text = f.read()
-        self.assertIn("\nattach=2\n", text)
+        self.assertRegex(text, r"\nattach=[2-9]\n")
         with open(pointer + ".e2e", "w") as f:
-            f.write(text.replace("attach=2\n", ""))
+            f.write(re.sub(r"attach=\d+\n", "", text))
         os.rename(pointer + ".e2e", pointer)
         try:
             before = node.status()["last_index"]
@@ -295,6 +299,29 @@ out["count"] = con.execute("SELECT count(*) FROM kv").fetchone()[0]
         self.assertIn("older release", out.get("why", ""), out)
         self.assertEqual(node.status()["last_index"], before)
         self.rows_everywhere("SELECT count(*) FROM kv WHERE k = 'old'", [[0]])
+        self.assert_verified()
+
+    def test_version_2_node_gets_no_marks(self):
+        """A node whose pointer file names attach protocol 2 (the release
+        before the WAL marks) gets its lease release without them: the
+        write goes, its applier compares the file with the running
+        checksum instead, and finds no foreign write."""
+        for node in self.served():
+            pointer = node.db + "-raftsql"
+            with open(pointer) as f:
+                text = f.read()
+            with open(pointer + ".e2e", "w") as f:
+                f.write(re.sub(r"attach=\d+\n", "attach=2\n", text))
+            os.rename(pointer + ".e2e", pointer)
+            try:
+                self.ok_py(node, "con.execute(\"INSERT INTO kv "
+                           "VALUES('v2-%d', 1)\")" % node.id)
+            finally:
+                with open(pointer + ".e2e", "w") as f:
+                    f.write(text)
+                os.rename(pointer + ".e2e", pointer)
+            self.rows_everywhere("SELECT count(*) FROM kv WHERE k = "
+                                 "'v2-%d'" % node.id, [[1]])
         self.assert_verified()
 
 

@@ -16,6 +16,12 @@ The three windows, each at a point injected in the writer's process
 - the local commit fails after the quorum (SQLITE_FULL on its WAL
   write): COMMIT answers SQLITE_FULL, and the node's applier applies the
   committed entry itself.
+A commit by a process without raftsql (the stock sqlite3 shell) that
+lands in the second window, between the writer's local commit and its
+release (the writer stopped there: its node's own process, or another
+process writing through the node's attach socket), is caught when the
+applier records the entry: the node repairs, and the foreign row is
+gone from every replica.
 The rows go into a table without a key, so an entry applied twice would
 show as a duplicate row; every test ends with raft_verify() on every
 node.
@@ -27,8 +33,8 @@ import threading
 import time
 import unittest
 
-from e2e import ClusterCase, wait_for
-from raftsql_cluster import NodeError
+from e2e import NODE, ClusterCase, wait_for, without_raftsql
+from raftsql_cluster import Node, NodeError
 
 EXTRA = "election_timeout_ms=1000 heartbeat_ms=50 exec_timeout_ms=10000"
 
@@ -80,6 +86,30 @@ class PlainCrashTest(ClusterCase):
                              "node %d" % n.id)
         self.assertEqual(counts(), [1, 1, 1])
 
+    def write_until_stopped(self, writer, x):
+        """@writer (a process whose fault is stop-after-local-commit)
+        inserts row @x in a thread; returns once its process stopped
+        itself after its local commit: the thread and the list of the
+        errors it met."""
+        errors = []
+
+        def write():
+            try:
+                writer.sql("INSERT INTO log VALUES(?)", x)
+            except NodeError as e:
+                errors.append(e)
+
+        t = threading.Thread(target=write)
+        t.start()
+        pid = writer.proc.pid
+
+        def stopped():
+            with open("/proc/%d/stat" % pid) as f:
+                return f.read().rsplit(")", 1)[1].split()[0] == "T"
+        wait_for("process %d stopped after its local commit" % pid, stopped,
+                 timeout=60)
+        return t, errors
+
     def killed_after_quorum(self, victim):
         with self.assertRaises(NodeError) as cm:
             victim.sql("INSERT INTO log VALUES('w1')")
@@ -105,28 +135,68 @@ class PlainCrashTest(ClusterCase):
         restart the row is there once, on every node."""
         self.start_with("stop-after-local-commit")
         victim = self.followers[0]
-        errors = []
-
-        def write():
-            try:
-                victim.sql("INSERT INTO log VALUES('w2')")
-            except NodeError as e:
-                errors.append(e)
-
-        t = threading.Thread(target=write)
-        t.start()
-        pid = victim.proc.pid
-
-        def stopped():
-            with open("/proc/%d/stat" % pid) as f:
-                return f.read().rsplit(")", 1)[1].split()[0] == "T"
-        wait_for("node %d stopped after its local commit" % victim.id,
-                 stopped, timeout=60)
-        os.kill(pid, signal.SIGKILL)
+        t, errors = self.write_until_stopped(victim, "w2")
+        os.kill(victim.proc.pid, signal.SIGKILL)
         t.join(timeout=60)
         self.assertEqual(len(errors), 1, errors)
         self.restart(victim)
         self.once_everywhere("w2")
+
+    def foreign_while_stopped(self, victim, writer, x):
+        """@writer (a process writing plain SQL to @victim's file, with the
+        fault stop-after-local-commit) inserts row @x and stops itself
+        after its local commit, before its release; a commit by the
+        stock sqlite3 shell lands then; @writer goes on. @victim catches
+        that commit, repairs, and every replica ends equal: row @x once,
+        the shell's row nowhere."""
+        t, errors = self.write_until_stopped(writer, x)
+        without_raftsql(victim.db, "INSERT INTO log VALUES('foreign')")
+        os.kill(writer.proc.pid, signal.SIGCONT)
+        t.join(timeout=60)
+        self.assertFalse(t.is_alive())
+        self.assertEqual(errors, [])
+        wait_for("node %d caught the foreign commit and repaired" %
+                 victim.id,
+                 lambda: victim.status()["repairs"] >= 1 and
+                 victim.status()["diverged"] is None, timeout=60)
+        with open(victim.log_path, errors="replace") as f:
+            self.assertIn("diverged replica: a write the node did not make",
+                          f.read())
+        self.exec(self.cluster.wait_leader(30), "SELECT 1")
+        self.cluster.wait_all_applied(timeout=90)
+        for n in self.cluster.nodes:
+            self.assertEqual(n.sql("SELECT x, count(*) FROM log GROUP BY x "
+                                   "ORDER BY x"), [[x, 1]], "node %d" % n.id)
+            n.value("SELECT raft_verify()")
+            if n is not victim:
+                self.assertEqual(n.status()["repairs"], 0, "node %d" % n.id)
+
+    def test_foreign_commit_while_writer_stopped(self):
+        """Window 2 with a foreign commit in it: the writer (a follower's
+        own process) stops after its local commit; the shell commits a
+        row to its file; the writer goes on. Its applier sees that the
+        file moved around the writer's commit, compares the file with
+        the running checksum once it counted the writer's entry, and
+        repairs."""
+        self.start_with("stop-after-local-commit")
+        victim = self.followers[0]
+        self.foreign_while_stopped(victim, victim, "w6")
+
+    def test_foreign_commit_while_attach_writer_stopped(self):
+        """The same through the attach socket: the writer is another
+        process (a raftsql-testhost running no node) writing to a
+        follower's file; its release carries what it saw of the file."""
+        self.start_with("none")
+        victim = self.followers[0]
+        writer = Node(NODE, 9, victim.db, victim.log_path + ".writer",
+                      env={"RAFTSQL_TEST_PLAIN_FAULT":
+                           "stop-after-local-commit"})
+        try:
+            self.foreign_while_stopped(victim, writer, "w7")
+        finally:
+            if writer.proc.poll() is None:
+                os.kill(writer.proc.pid, signal.SIGCONT)
+            writer.stop()
 
     def test_local_commit_fails_after_quorum(self):
         """Window 3: the local commit fails with SQLITE_FULL after the

@@ -214,12 +214,12 @@ static void test_one_holder(void **state)
     snprintf(want, sizeof want, "\"holder\":11");
     assert_true(has_in_status(c.n[l], "\"lease\":{") &&
                 has_in_status(c.n[l], want));
-    ext_node_lease_release(c.n[l], id1);
-    ext_node_lease_release(c.n[l], id1); /* idempotent */
+    ext_node_lease_release(c.n[l], id1, NULL);
+    ext_node_lease_release(c.n[l], id1, NULL); /* idempotent */
     assert_true(has_in_status(c.n[l], "\"lease\":null"));
     id2 = acquire(c.n[l], 12);
     assert_true(id2 > id1);
-    ext_node_lease_release(c.n[l], id2);
+    ext_node_lease_release(c.n[l], id2, NULL);
     assert_int_equal(
         ext_node_lease_commit(c.n[l], id2, "CS", 2, NULL, why, sizeof why),
         RAFT_INVALID);
@@ -231,7 +231,7 @@ static void test_one_holder(void **state)
                      RAFT_BUSY);
     snprintf(want, sizeof want, "held by a connection of server %d", l + 1);
     assert_non_null(strstr(why, want));
-    ext_node_lease_release(c.n[l], id1);
+    ext_node_lease_release(c.n[l], id1, NULL);
     id2 = acquire(c.n[f], 13);
     assert_true(id2 > id1);
     snprintf(want, sizeof want, "\"server\":%d", f + 1);
@@ -240,10 +240,10 @@ static void test_one_holder(void **state)
                      RAFT_BUSY);
     snprintf(want, sizeof want, "held by a connection of server %d", f + 1);
     assert_non_null(strstr(why, want));
-    ext_node_lease_release(c.n[f], id2);
+    ext_node_lease_release(c.n[f], id2, NULL);
     EXT_WAIT(has_in_status(c.n[l], "\"lease\":null"),
              "the follower's release did not reach the leader");
-    ext_node_lease_release(c.n[l], acquire(c.n[l], 16));
+    ext_node_lease_release(c.n[l], acquire(c.n[l], 16), NULL);
     stop(&c);
 }
 
@@ -268,7 +268,7 @@ static void test_exec_behind_lease(void **state)
     EXT_WAIT(has_in_status(c.n[l], "\"waiting\":1"), "no waiting caller");
     assert_false(call_done(&k));
     assert_int_equal(count_rows(c.db[l].path), 0);
-    ext_node_lease_release(c.n[l], id);
+    ext_node_lease_release(c.n[l], id, NULL);
     call_join(&k);
     assert_int_equal(k.rc, 0);
     assert_int_equal(count_rows(c.db[l].path), 1);
@@ -281,7 +281,7 @@ static void test_exec_behind_lease(void **state)
     assert_non_null(strstr(k.r.errmsg, "not applied"));
     assert_non_null(strstr(k.r.errmsg, "write lease"));
     ext_exec_result_clear(&k.r);
-    ext_node_lease_release(c.n[l], id);
+    ext_node_lease_release(c.n[l], id, NULL);
     exec_ok(c.n[l], "INSERT INTO t VALUES (3, 'c')");
     assert_int_equal(count_rows(c.db[l].path), 2);
 
@@ -299,7 +299,7 @@ static void test_exec_behind_lease(void **state)
     ext_exec_result_clear(&k.r);
     call_start(&k, c.n[f], "INSERT INTO t VALUES (5, 'e')");
     EXT_WAIT(has_in_status(c.n[f], "\"waiters\":1"), "no waiting caller");
-    ext_node_lease_release(c.n[l], id);
+    ext_node_lease_release(c.n[l], id, NULL);
     call_join(&k);
     assert_int_equal(k.rc, 0);
     ext_exec_result_clear(&k.r);
@@ -464,7 +464,7 @@ static void test_commit_applies_everywhere(void **state)
     free(p);
     /* Committed, but held from the leader's applier until released. */
     assert_int_equal(count_rows(c.db[l].path), 0);
-    ext_node_lease_release(c.n[l], id);
+    ext_node_lease_release(c.n[l], id, NULL);
     call_join(&k);
     assert_int_equal(k.rc, 0);
     assert_int_equal(k.r.changes, 1);
@@ -504,11 +504,11 @@ static void test_follower_commit(void **state)
     assert_non_null(strstr(why, "committed at index"));
     /* Held from the follower's applier until released. */
     assert_int_equal(count_rows(c.db[f].path), 0);
-    ext_node_lease_release(c.n[f], id);
+    ext_node_lease_release(c.n[f], id, NULL);
     assert_int_equal(count_rows(c.db[f].path), 2); /* applied on return */
     assert_replicas_equal(&c, 2);
     /* The next writer, on the leader, goes at once. */
-    ext_node_lease_release(c.n[l], acquire(c.n[l], 52));
+    ext_node_lease_release(c.n[l], acquire(c.n[l], 52), NULL);
     stop(&c);
 }
 
@@ -535,7 +535,7 @@ static void test_follower_expired(void **state)
         ext_node_lease_commit(c.n[f], id, p, len, NULL, why, sizeof why), 0);
     assert_non_null(strstr(why, "not applied"));
     free(p);
-    ext_node_lease_release(c.n[f], id);
+    ext_node_lease_release(c.n[f], id, NULL);
     exec_ok(c.n[l], "INSERT INTO t VALUES (2, 'b')");
     assert_int_equal(count_rows(c.db[l].path), 1);
     stop(&c);
@@ -570,10 +570,10 @@ static void test_operator_ends_lease(void **state)
         ext_node_lease_commit(c.n[f], id, p, len, NULL, why, sizeof why), 0);
     assert_non_null(strstr(why, "not applied"));
     free(p);
-    ext_node_lease_release(c.n[f], id);
+    ext_node_lease_release(c.n[f], id, NULL);
     assert_int_equal(ext_node_lease_end(c.n[l], NULL, msg, sizeof msg),
                      RAFT_NOTFOUND);
-    ext_node_lease_release(c.n[l], acquire(c.n[l], 72));
+    ext_node_lease_release(c.n[l], acquire(c.n[l], 72), NULL);
     assert_int_equal(count_rows(c.db[l].path), 0);
     stop(&c);
 }
@@ -606,7 +606,7 @@ static void test_expired(void **state)
     assert_non_null(strstr(why, "not applied"));
     assert_non_null(strstr(why, "expired"));
     free(p);
-    ext_node_lease_release(c.n[l], id);
+    ext_node_lease_release(c.n[l], id, NULL);
     exec_ok(c.n[l], "INSERT INTO t VALUES (2, 'b')");
     assert_int_equal(count_rows(c.db[l].path), 2);
     stop(&c);

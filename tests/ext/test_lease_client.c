@@ -2,8 +2,9 @@
  * write lease asked of another process's node over its attach socket
  * (here a fake node: a thread answering on a Unix socket), the node's
  * answers passed on word for word, "outcome unknown" when the connection
- * closes during a commit, and a node whose pointer file names no attach
- * version (an older release) sent no request at all. */
+ * closes during a commit, a node whose pointer file names no attach
+ * version (an older release) sent no request at all, and the release's
+ * WAL marks sent only to a node of attach protocol 3. */
 
 #include <pthread.h>
 #include <setjmp.h>
@@ -34,8 +35,12 @@ struct fake {
     int acquire_code;
     int commit_code;
     char fns[3][EXT_ATTACH_FN_MAX]; /* the requests, in order */
+    unsigned version;               /* its attach protocol, 0: this
+                                       build's */
     int64_t holder;                 /* the acquire's token */
     size_t changeset_len;           /* the commit's blob */
+    unsigned release_n;             /* the release's arguments */
+    struct sql_wal_marks marks;     /* and its marks, when 2 */
     int bad;                        /* the fake's own failures (checked
                                        on the test's thread: cmocka
                                        asserts there only) */
@@ -105,6 +110,11 @@ static void *fake_main(void *arg)
             answer(f, fd, f->commit_code, 0,
                    f->commit_code != 0 ? "not applied: the lease expired" : "");
             if (next_call(f, fd, 2, &args, &n)) {
+                f->release_n = n;
+                if (n == 2 && args[1].type == SQL_BLOB &&
+                    args[1].bytes.len == sizeof f->marks) {
+                    memcpy(&f->marks, args[1].bytes.p, sizeof f->marks);
+                }
                 attach_codec_values_free(args, n);
                 answer(f, fd, 0, 0, "");
             }
@@ -115,12 +125,14 @@ static void *fake_main(void *arg)
 }
 
 /* fake_start listens at "<dir>/node.sock" of @d, writes @d's pointer
- * file (attach protocol 2) naming it, and serves one connection. */
+ * file (attach protocol f->version) naming it, and serves one
+ * connection. */
 static void fake_start(struct fake *f, struct tmpdb *d)
 {
-    struct ext_attach_pointer p = {.pid = (long)getpid(),
-                                   .timeout_ms = 2000,
-                                   .version = EXT_ATTACH_VERSION};
+    struct ext_attach_pointer p = {
+        .pid = (long)getpid(),
+        .timeout_ms = 2000,
+        .version = f->version != 0 ? f->version : EXT_ATTACH_VERSION};
     struct sockaddr_un sa = {.sun_family = AF_UNIX};
     char err[256];
 
@@ -214,22 +226,25 @@ static void acquire_from_fake(struct fake *f, struct tmpdb *d,
 
 /* The lease over the socket: acquire (the token travels), commit (the
  * changeset travels, the node's error words come back as they are),
- * release on the same connection. */
+ * release on the same connection, with the writer's WAL marks. */
 static void test_remote_lease(void **state)
 {
     static const char changeset[] = "a changeset";
     struct fake f = {.acquire_code = 0, .commit_code = RAFT_TIMEOUT};
+    struct sql_wal_marks m;
     struct lease_hold h;
     struct tmpdb d;
     char why[600] = "";
     (void)state;
 
+    memset(m.locked, 'L', sizeof m.locked);
+    memset(m.done, 'D', sizeof m.done);
     acquire_from_fake(&f, &d, &h);
     assert_int_equal(lease_client_commit(d.path, &h, changeset,
                                          sizeof changeset, why, sizeof why),
                      RAFT_TIMEOUT);
     assert_string_equal(why, "not applied: the lease expired");
-    lease_client_release(d.path, &h);
+    lease_client_release(d.path, &h, &m);
     assert_int_equal(h.id, 0);
     assert_int_equal(h.fd, -1);
     fake_stop(&f, &d);
@@ -238,6 +253,30 @@ static void test_remote_lease(void **state)
     assert_string_equal(f.fns[2], EXT_ATTACH_LEASE_RELEASE);
     assert_int_equal(f.holder, 5);
     assert_int_equal(f.changeset_len, sizeof changeset);
+    assert_int_equal(f.release_n, 2);
+    assert_memory_equal(&f.marks, &m, sizeof m);
+    tmpdb_remove(&d);
+}
+
+/* A node of attach protocol 2 takes a release with a second argument
+ * for a malformed call: it is sent the lease id alone. */
+static void test_remote_release_version_2(void **state)
+{
+    struct fake f = {.acquire_code = 0, .commit_code = 0, .version = 2};
+    struct sql_wal_marks m;
+    struct lease_hold h;
+    struct tmpdb d;
+    char why[600] = "";
+    (void)state;
+
+    memset(&m, 'M', sizeof m);
+    acquire_from_fake(&f, &d, &h);
+    assert_int_equal(lease_client_commit(d.path, &h, "x", 1, why, sizeof why),
+                     0);
+    lease_client_release(d.path, &h, &m);
+    fake_stop(&f, &d);
+    assert_string_equal(f.fns[2], EXT_ATTACH_LEASE_RELEASE);
+    assert_int_equal(f.release_n, 1);
     tmpdb_remove(&d);
 }
 
@@ -275,7 +314,7 @@ static void test_remote_commit_connection_closed(void **state)
     assert_int_equal(lease_client_commit(d.path, &h, "x", 1, why, sizeof why),
                      RAFT_UNKNOWN);
     assert_non_null(strstr(why, "outcome unknown: the connection closed"));
-    lease_client_release(d.path, &h);
+    lease_client_release(d.path, &h, NULL);
     assert_int_equal(h.fd, -1);
     fake_stop(&f, &d);
     tmpdb_remove(&d);
@@ -287,6 +326,7 @@ int main(void)
         cmocka_unit_test(test_pointer_version),
         cmocka_unit_test(test_older_node_refused),
         cmocka_unit_test(test_remote_lease),
+        cmocka_unit_test(test_remote_release_version_2),
         cmocka_unit_test(test_remote_busy),
         cmocka_unit_test(test_remote_commit_connection_closed),
     };

@@ -221,6 +221,22 @@ static inline void entry_set_payload(struct sql_fsm_entry *e,
     e->len = b != NULL ? b->len : 0;
 }
 
+/* outside_exec commits @sql to @path from a plain connection of its own:
+ * a process that does not load raftsql. */
+static inline void outside_exec(const char *path, const char *sql)
+{
+    sqlite3 *db;
+    char *err = NULL;
+
+    assert_int_equal(sqlite3_open_v2(path, &db, SQLITE_OPEN_READWRITE, NULL),
+                     SQLITE_OK);
+    sqlite3_busy_timeout(db, 5000);
+    if (sqlite3_exec(db, sql, NULL, NULL, &err) != SQLITE_OK) {
+        fail_msg("%s: %s", sql, err);
+    }
+    sqlite3_close(db);
+}
+
 /* query_text runs @sql (one row, one column expected) on a separate plain
  * connection to @path and returns the value as text (malloc'd), or NULL
  * for SQL NULL or no row. */

@@ -6,7 +6,11 @@
  * vetoed (the writer died before its local commit: replayed). Each test
  * ends with both files equal, row for row (rowids and sqlite_sequence
  * included), and with equal running checksums that a full scan confirms
- * (what raft_verify() compares). */
+ * (what raft_verify() compares). The last ones play a commit of a
+ * process without raftsql around the writer's: with the writer's
+ * readings of the WAL-index header (sql_fsm_writer_marks) or without,
+ * it is caught; a checkpoint is not taken for one, and a writer alone
+ * costs no scan. */
 
 #include <setjmp.h>
 #include <stdarg.h>
@@ -766,6 +770,173 @@ static void test_divergence(void **state)
     assert_int_equal(sql_fsm_applied(f->fb), applied);
 }
 
+/* header reads the WAL-index header of A's file as the writer's
+ * connection sees it (sql_wal_header). */
+static void header(struct fixture *f, unsigned char out[SQL_WAL_HDR_LEN])
+{
+    sqlite3_file *file = NULL;
+
+    assert_int_equal(sqlite3_exec(f->w, "SELECT count(*) FROM sqlite_schema",
+                                  NULL, NULL, NULL),
+                     SQLITE_OK);
+    assert_int_equal(
+        sqlite3_file_control(f->w, "main", SQLITE_FCNTL_FILE_POINTER, &file),
+        SQLITE_OK);
+    assert_int_equal(sql_wal_header(file, out), 0);
+}
+
+/* marked_write runs @sql (autocommit, landing) on the writer between two
+ * readings of the header, as its wrapped file takes them under the WAL
+ * write lock (ext/surface/wal_lock.c), and gives A those readings for
+ * the entry. */
+static void marked_write(struct fixture *f, const char *sql)
+{
+    struct sql_wal_marks m;
+
+    f->veto = false;
+    header(f, m.locked);
+    if (write_sql(f, sql) != SQLITE_OK) {
+        fail_msg("%s: %s", sql, sqlite3_errmsg(f->w));
+    }
+    assert_non_null(f->taken);
+    header(f, m.done);
+    sql_fsm_writer_marks(f->fa, sql_fsm_applied(f->fa) + 1, &m);
+}
+
+/* outside commits @sql to A's file from a connection of its own (a
+ * process without raftsql). */
+static void outside(struct fixture *f, const char *sql)
+{
+    outside_exec(f->a.path, sql);
+}
+
+/* running_sum returns the running sum of table @name of @fsm. */
+static uint64_t *running_sum(struct sql_fsm *fsm, const char *name)
+{
+    for (unsigned i = 0; i < fsm->ck->n_tables; i++) {
+        if (strcmp(fsm->ck->tables[i].name, name) == 0) {
+            return &fsm->ck->tables[i].sum;
+        }
+    }
+    fail_msg("no running sum of %s", name);
+    return NULL;
+}
+
+/* A writer whose readings show its commit alone in the file costs no
+ * scan: a running sum made wrong on purpose is not looked at. */
+static void test_landed_alone_costs_no_scan(void **state)
+{
+    struct fixture *f = *state;
+    uint64_t *sum;
+
+    both(f, "CREATE TABLE t(a INTEGER PRIMARY KEY, b)");
+    both(f, "CREATE TABLE u(a INTEGER PRIMARY KEY, b)");
+    both(f, "INSERT INTO u VALUES(1, 'u')");
+    marked_write(f, "INSERT INTO t VALUES(1, 'x')");
+    sum = running_sum(f->fa, "u");
+    *sum += 1;
+    assert_int_equal(apply_one(f->fa, f->taken), 0);
+    *sum -= 1;
+    assert_int_equal(apply_one(f->fb, f->taken), 0);
+    assert_equal_replicas(f);
+    /* The same without readings: the file is scanned, and the sum seen
+     * wrong. */
+    f->veto = false;
+    assert_int_equal(write_sql(f, "INSERT INTO t VALUES(2, 'y')"), SQLITE_OK);
+    *sum += 1;
+    assert_int_equal(apply_one(f->fa, f->taken), SQL_ERR_DIVERGED);
+    assert_non_null(strstr(sql_fsm_errmsg(f->fa), "the content of u differs"));
+}
+
+/* A commit of a process without raftsql between the writer's and the
+ * batch that records its entry is caught, with the writer's readings
+ * (the header moved after them) or without (a scan): the batch applies
+ * nothing, and the replica stays diverged. */
+static void test_foreign_after_landed(void **state)
+{
+    struct fixture *f = *state;
+    uint64_t applied;
+
+    both(f, "CREATE TABLE t(a INTEGER PRIMARY KEY, b)");
+    marked_write(f, "INSERT INTO t VALUES(1, 'x')");
+    outside(f, "INSERT INTO t VALUES(99, 'foreign')");
+    applied = sql_fsm_applied(f->fa);
+    assert_int_equal(apply_one(f->fa, f->taken), SQL_ERR_DIVERGED);
+    assert_non_null(strstr(sql_fsm_errmsg(f->fa),
+                           "around the local commit of plain write entry"));
+    assert_non_null(strstr(sql_fsm_errmsg(f->fa), "the content of t differs"));
+    assert_int_equal(sql_fsm_applied(f->fa), applied);
+    assert_int_equal(sql_fsm_foreign_check(f->fa), SQL_ERR_DIVERGED);
+}
+
+/* The same without readings (the writer died after its local commit,
+ * or its lease ended at its deadline). */
+static void test_foreign_after_landed_no_marks(void **state)
+{
+    struct fixture *f = *state;
+
+    both(f, "CREATE TABLE t(a INTEGER PRIMARY KEY, b)");
+    f->veto = false;
+    assert_int_equal(write_sql(f, "INSERT INTO t VALUES(1, 'x')"), SQLITE_OK);
+    outside(f, "INSERT INTO t VALUES(99, 'foreign')");
+    assert_int_equal(apply_one(f->fa, f->taken), SQL_ERR_DIVERGED);
+    assert_non_null(strstr(sql_fsm_errmsg(f->fa), "the content of t differs"));
+}
+
+/* A foreign commit before the writer took the lock shows in its first
+ * reading. */
+static void test_foreign_before_landed(void **state)
+{
+    struct fixture *f = *state;
+
+    both(f, "CREATE TABLE t(a INTEGER PRIMARY KEY, b)");
+    outside(f, "INSERT INTO t VALUES(99, 'foreign')");
+    marked_write(f, "INSERT INTO t VALUES(1, 'x')");
+    assert_int_equal(apply_one(f->fa, f->taken), SQL_ERR_DIVERGED);
+}
+
+/* A foreign schema change (an empty table, which no row sum shows) is
+ * caught by the schema cookie when the entry changes no schema. */
+static void test_foreign_schema_after_landed(void **state)
+{
+    struct fixture *f = *state;
+
+    both(f, "CREATE TABLE t(a INTEGER PRIMARY KEY, b)");
+    marked_write(f, "INSERT INTO t VALUES(1, 'x')");
+    outside(f, "CREATE TABLE sneaky(a)");
+    assert_int_equal(apply_one(f->fa, f->taken), SQL_ERR_DIVERGED);
+    assert_non_null(strstr(sql_fsm_errmsg(f->fa), "the schema changed"));
+}
+
+/* A TRUNCATE checkpoint by another connection between the writer's
+ * commit and the batch moves the header, but the file is the node's
+ * own: recorded, with a note saying so. A landed schema change with
+ * nobody else in the file, readings or none, is no foreign write
+ * either. */
+static void test_checkpoint_after_landed_is_not_foreign(void **state)
+{
+    struct fixture *f = *state;
+    char note[600];
+
+    both(f, "CREATE TABLE t(a INTEGER PRIMARY KEY, b)");
+    marked_write(f, "INSERT INTO t VALUES(1, 'x')");
+    outside(f, "PRAGMA wal_checkpoint(TRUNCATE)");
+    assert_int_equal(apply_one(f->fa, f->taken), 0);
+    assert_int_equal(apply_one(f->fb, f->taken), 0);
+    assert_int_equal(sql_fsm_foreign_note(f->fa, note, sizeof note), 1);
+    assert_non_null(strstr(note, "no foreign write"));
+    marked_write(f, "CREATE TABLE v(a)");
+    outside(f, "PRAGMA wal_checkpoint(TRUNCATE)");
+    assert_int_equal(apply_one(f->fa, f->taken), 0);
+    assert_int_equal(apply_one(f->fb, f->taken), 0);
+    f->veto = false;
+    assert_int_equal(write_sql(f, "CREATE INDEX ti ON t(b)"), SQLITE_OK);
+    assert_int_equal(apply_one(f->fa, f->taken), 0);
+    assert_int_equal(apply_one(f->fb, f->taken), 0);
+    assert_int_equal(sql_fsm_foreign_check(f->fa), 0);
+    assert_equal_replicas(f);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -801,6 +972,18 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_landed_after_restart, setup,
                                         teardown),
         cmocka_unit_test_setup_teardown(test_divergence, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_landed_alone_costs_no_scan, setup,
+                                        teardown),
+        cmocka_unit_test_setup_teardown(test_foreign_after_landed, setup,
+                                        teardown),
+        cmocka_unit_test_setup_teardown(test_foreign_after_landed_no_marks,
+                                        setup, teardown),
+        cmocka_unit_test_setup_teardown(test_foreign_before_landed, setup,
+                                        teardown),
+        cmocka_unit_test_setup_teardown(test_foreign_schema_after_landed, setup,
+                                        teardown),
+        cmocka_unit_test_setup_teardown(
+            test_checkpoint_after_landed_is_not_foreign, setup, teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -53,17 +53,7 @@ static int apply(struct fixture *f, const char *sql)
  * process that does not load raftsql. */
 static void outside(struct fixture *f, const char *sql)
 {
-    sqlite3 *db;
-    char *err = NULL;
-
-    assert_int_equal(
-        sqlite3_open_v2(f->tmp.path, &db, SQLITE_OPEN_READWRITE, NULL),
-        SQLITE_OK);
-    sqlite3_busy_timeout(db, 5000);
-    if (sqlite3_exec(db, sql, NULL, NULL, &err) != SQLITE_OK) {
-        fail_msg("%s: %s", sql, err);
-    }
-    sqlite3_close(db);
+    outside_exec(f->tmp.path, sql);
 }
 
 static int setup(void **state)
