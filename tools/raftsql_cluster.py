@@ -7,22 +7,46 @@ demo (tools/demo.py) and the end-to-end tests (tests/e2e/).
 
 import json
 import os
+import random
 import socket
 import subprocess
 import time
 
 
+# Ports handed out by free_ports in this process: never again.
+_HANDED_OUT = set()
+
+# Where free_ports picks from: below Linux's default ephemeral range
+# (32768-60999, /proc/sys/net/ipv4/ip_local_port_range), which every
+# outgoing connection on the machine draws from. A port picked from that
+# range, free when checked, was taken by another process's connection
+# before its node listened on it ("bind: address already in use") while
+# other test runs shared the machine.
+_PORT_LOW, _PORT_HIGH = 20000, 32767
+
+
 def free_ports(n):
-    """Return n distinct free TCP ports on 127.0.0.1."""
-    socks, ports = [], []
-    for _ in range(n):
+    """Return n distinct free TCP ports on 127.0.0.1, none handed out by
+    this process before, from below the ephemeral range (each is free
+    when checked; a port is only bound later, by its node)."""
+    ports = []
+    for _ in range(2000):
+        if len(ports) == n:
+            return ports
+        port = random.randint(_PORT_LOW, _PORT_HIGH)
+        if port in _HANDED_OUT:
+            continue
         s = socket.socket()
-        s.bind(("127.0.0.1", 0))
-        socks.append(s)
-        ports.append(s.getsockname()[1])
-    for s in socks:
-        s.close()
-    return ports
+        try:
+            s.bind(("127.0.0.1", port))
+        except OSError:
+            continue
+        finally:
+            s.close()
+        _HANDED_OUT.add(port)
+        ports.append(port)
+    raise RuntimeError("free_ports: no %d free ports in %d-%d after 2000 "
+                       "tries" % (n, _PORT_LOW, _PORT_HIGH))
 
 
 class NodeError(Exception):
