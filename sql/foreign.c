@@ -510,3 +510,13 @@ int sql_fsm_verify(struct sql_fsm *f, char *differ, size_t differ_len)
     f->internal = 0;
     return rc;
 }
+
+bool sql_fsm_wal_base(const struct sql_fsm *f,
+                      unsigned char out[SQL_WAL_HDR_LEN])
+{
+    if (!f->wal_base_ok) {
+        return false;
+    }
+    memcpy(out, f->wal_base, SQL_WAL_HDR_LEN);
+    return true;
+}

@@ -453,6 +453,16 @@ int sql_wal_header(struct sqlite3_file *file,
 void sql_fsm_writer_marks(struct sql_fsm *f, uint64_t index,
                           const struct sql_wal_marks *m);
 
+/* sql_fsm_wal_base copies to @out the WAL-index header that @f read at
+ * or before the moment its file last held only the node's own commits
+ * (after its own commits and checkpoints, and at checks that found no
+ * other: sql/foreign.c). Returns whether it holds such a reading (false:
+ * none since data_version last moved, @out untouched). A plain writer
+ * whose header, read as it took the write lock, differs from it read a
+ * file some other connection committed to. Thread: the apply thread. */
+bool sql_fsm_wal_base(const struct sql_fsm *f,
+                      unsigned char out[SQL_WAL_HDR_LEN]);
+
 /* sql_fsm_applied_term returns the term of the last applied entry, as
  * stored in the database (0 for a new one). Thread: the apply thread. */
 uint64_t sql_fsm_applied_term(const struct sql_fsm *f);

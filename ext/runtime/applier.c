@@ -90,12 +90,17 @@ struct ext_applier {
     raft_index marks_index;         /* the entry @marks are of, 0 (mu) */
     struct sql_wal_marks marks;     /* its writer's readings of the WAL
                                       (applier_lease_end) (mu) */
-    atomic_uint_least64_t applied;  /* last applied index */
-    atomic_uint_least64_t durable;  /* applied index durable in the
+    unsigned char wal_base[SQL_WAL_HDR_LEN]; /* the state machine's
+                                      reading of the file holding only the
+                                      node's own commits (note_wal_base)
+                                      (mu) */
+    bool wal_base_ok;                        /* wal_base holds one (mu) */
+    atomic_uint_least64_t applied;           /* last applied index */
+    atomic_uint_least64_t durable;           /* applied index durable in the
                                       database file (sql_fsm_durable) */
-    atomic_bool stopping;           /* applier_stop interrupted the state
+    atomic_bool stopping; /* applier_stop interrupted the state
                                       machine */
-    atomic_bool diverged;           /* a foreign commit was seen: nothing
+    atomic_bool diverged; /* a foreign commit was seen: nothing
                                       applies until an install (set under
                                       mu) */
     struct ext_applier_divergence divergence; /* what was seen (mu) */
@@ -281,6 +286,8 @@ void applier_hold(struct ext_applier *a)
     pthread_mutex_unlock(&a->mu);
 }
 
+static void note_wal_base(struct ext_applier *a);
+
 /* tell_cluster_id hands the cluster id the state machine holds to the
  * cluster_id hook. */
 static void tell_cluster_id(struct ext_applier *a)
@@ -310,6 +317,7 @@ int applier_install(struct ext_applier *a, const char *path,
     }
     atomic_store(&a->applied, *out_index);
     atomic_store(&a->durable, sql_fsm_durable(a->fsm));
+    note_wal_base(a);
     settings_follow(a);
     /* The records that judged the old content go first (the replica
      * checksum's peers), then the divergence ends: a judgement made from
@@ -507,6 +515,34 @@ void applier_lease_hold(struct ext_applier *a, raft_index from)
     pthread_mutex_unlock(&a->mu);
 }
 
+/* note_wal_base copies the state machine's WAL-index reading of a file
+ * holding only the node's own commits (sql_fsm_wal_base) for
+ * applier_wal_base_is. Called without mu, on the apply thread, after
+ * what may move it: a batch, an idle check, a checkpoint, the start. */
+static void note_wal_base(struct ext_applier *a)
+{
+    unsigned char hdr[SQL_WAL_HDR_LEN];
+    bool ok = sql_fsm_wal_base(a->fsm, hdr);
+
+    pthread_mutex_lock(&a->mu);
+    a->wal_base_ok = ok;
+    if (ok) {
+        memcpy(a->wal_base, hdr, sizeof hdr);
+    }
+    pthread_mutex_unlock(&a->mu);
+}
+
+bool applier_wal_base_is(struct ext_applier *a,
+                         const unsigned char hdr[SQL_WAL_HDR_LEN])
+{
+    bool is;
+
+    pthread_mutex_lock(&a->mu);
+    is = a->wal_base_ok && memcmp(a->wal_base, hdr, SQL_WAL_HDR_LEN) == 0;
+    pthread_mutex_unlock(&a->mu);
+    return is;
+}
+
 void applier_lease_end(struct ext_applier *a, raft_index landed,
                        const struct sql_wal_marks *marks)
 {
@@ -530,6 +566,7 @@ void applier_lease_end(struct ext_applier *a, raft_index landed,
 static void idle_check(struct ext_applier *a)
 {
     int rc = sqlbridge_rc(sql_fsm_foreign_check(a->fsm));
+    note_wal_base(a);
     settings_follow(a);
     if (rc == RAFT_DIVERGED) {
         note_diverged(a, sql_fsm_errmsg(a->fsm));
@@ -766,6 +803,7 @@ static void checkpoint(struct ext_applier *a)
     if (sql_fsm_checkpoint(a->fsm, &durable) == 0) {
         atomic_store(&a->durable, durable);
     }
+    note_wal_base(a);
 }
 
 /* known_type says whether entry type @type is one the applier maps. */
@@ -837,6 +875,7 @@ static int apply_batch(struct ext_applier *a, const struct raft_entry *batch,
     if (rc == 0) {
         start_confirm(a);
     }
+    note_wal_base(a); /* before applied moves: a holder waits for it */
     /* Before the callers have their answers: one that set a setting
      * reads it on its connection (guard.h). */
     settings_follow(a);
@@ -1092,6 +1131,7 @@ int applier_start(struct sql_fsm *fsm, const struct ext_applier_config *cfg,
     a->fsm = fsm;
     mark_read(a);
     verify_at_start(a);
+    note_wal_base(a);
     settings_follow(a);
     atomic_store(&a->applied, sql_fsm_applied(fsm));
     atomic_store(&a->durable, sql_fsm_durable(fsm));

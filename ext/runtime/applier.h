@@ -147,6 +147,16 @@ void applier_lease_hold(struct ext_applier *a, raft_index from);
 void applier_lease_end(struct ext_applier *a, raft_index landed,
                        const struct sql_wal_marks *marks);
 
+/* applier_wal_base_is says whether @hdr, the WAL-index header a plain
+ * writer read as it took the file's write lock under a lease, is the one
+ * the state machine read of the file holding only the node's own
+ * commits (sql_fsm_wal_base): false when they differ, or no such reading
+ * is known (another connection committed, or checkpointed with TRUNCATE,
+ * since the node last looked: the writer may have read a foreign state).
+ * Any thread (a lease's holder, before its commit is proposed). */
+bool applier_wal_base_is(struct ext_applier *a,
+                         const unsigned char hdr[SQL_WAL_HDR_LEN]);
+
 /* applier_applied returns the last applied index. Any thread. */
 uint64_t applier_applied(const struct ext_applier *a);
 

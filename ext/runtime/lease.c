@@ -403,7 +403,8 @@ static bool wait_commit(struct ext_lease *l, uint64_t until,
 }
 
 int lease_commit(struct ext_lease *l, uint64_t id, const void *p, size_t len,
-                 const struct ext_exec_probe *probe, char *why, size_t why_len)
+                 const struct ext_exec_probe *probe,
+                 const unsigned char *locked, char *why, size_t why_len)
 {
     struct lease_core_out out;
     struct raft_buf *buf;
@@ -415,6 +416,23 @@ int lease_commit(struct ext_lease *l, uint64_t id, const void *p, size_t len,
         lease_core_say(why, why_len,
                        "not applied: the payload is no changeset");
         return RAFT_INVALID;
+    }
+    if (locked != NULL && l->applier != NULL &&
+        !applier_wal_base_is(l->applier, locked)) {
+        /* Sent, every other replica would find rows in a state only
+         * this file has, and refuse the entry: each one diverged. */
+        lease_release(l, id, NULL);
+        lease_core_say(
+            why, why_len,
+            "not applied: another connection committed to this node's "
+            "file before the transaction took its write lock (a process "
+            "that did not load raftsql, or a checkpoint with TRUNCATE: "
+            "the file's WAL-index header is not the one the node last "
+            "read of it holding only its own commits), so the transaction "
+            "may have read a state no other replica has, and was not "
+            "sent; the node checks its replica (raft_status() diverged, "
+            "then repaired from a peer): run the transaction again");
+        return RAFT_DIVERGED;
     }
     if (len > l->core.max_bytes) {
         lease_release(l, id, NULL);

@@ -142,14 +142,18 @@ int lease_acquire(struct ext_lease *l, uint64_t holder, uint64_t *out_id,
  * ended the lease, or the leader appended another entry after the grant:
  * a membership change), RAFT_CANCELED (@probe said the caller was
  * interrupted before the proposal: "interrupted: not applied"),
- * RAFT_SHUTDOWN, RAFT_NOMEM; and RAFT_UNKNOWN (proposed, but no commit
+ * RAFT_SHUTDOWN, RAFT_NOMEM, RAFT_DIVERGED (@locked, the holder's
+ * reading of the WAL-index header as it took the write lock, NULL when
+ * not known, is not the applier's: applier_wal_base_is); and
+ * RAFT_UNKNOWN (proposed, but no commit
  * seen within exec_timeout_ms, leadership lost, the leader restarted,
  * the node shutting down, or the caller interrupted: "interrupted:
  * outcome unknown"). The lease
  * ends with the call, whatever the outcome; the applier hold stays until
  * lease_release. The lease's holder, on a host thread. */
 int lease_commit(struct ext_lease *l, uint64_t id, const void *p, size_t len,
-                 const struct ext_exec_probe *probe, char *why, size_t why_len);
+                 const struct ext_exec_probe *probe,
+                 const unsigned char *locked, char *why, size_t why_len);
 
 /* lease_release is ext_node_lease_release (node.h): ends lease @id
  * without an entry if it is in force, and ends the applier hold of @id

@@ -1014,9 +1014,10 @@ int ext_node_lease_acquire(struct ext_node *n, uint64_t holder,
 
 int ext_node_lease_commit(struct ext_node *n, uint64_t id, const void *p,
                           size_t len, const struct ext_exec_probe *probe,
-                          char *why, size_t why_len)
+                          const unsigned char *locked, char *why,
+                          size_t why_len)
 {
-    return lease_commit(n->lease, id, p, len, probe, why, why_len);
+    return lease_commit(n->lease, id, p, len, probe, locked, why, why_len);
 }
 
 void ext_node_lease_release(struct ext_node *n, uint64_t id,

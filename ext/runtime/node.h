@@ -277,7 +277,12 @@ int ext_node_lease_acquire(struct ext_node *n, uint64_t holder,
  *     (@id not in force: released, never granted; @p is no changeset),
  *     RAFT_TOOBIG (over max_request_bytes), RAFT_SHUTDOWN, RAFT_NOMEM,
  *     RAFT_CANCELED (@probe said the caller was interrupted before the
- *     proposal: "interrupted: not applied");
+ *     proposal: "interrupted: not applied"), RAFT_DIVERGED (@locked, the
+ *     WAL-index header the holder read as it took the file's write lock,
+ *     SQL_WAL_HDR_LEN bytes or NULL when not known, is not the one this
+ *     node last read of its file holding only its own commits:
+ *     applier_wal_base_is; another connection committed to the file, and
+ *     the transaction may have read it);
  *   RAFT_UNKNOWN, "outcome unknown" (raft_exec's code for it): proposed
  *     (or sent to the leader), but no commit seen within
  *     exec_timeout_ms, leadership lost, the
@@ -286,7 +291,8 @@ int ext_node_lease_acquire(struct ext_node *n, uint64_t holder,
  * Host thread, the lease's holder. */
 int ext_node_lease_commit(struct ext_node *n, uint64_t id, const void *p,
                           size_t len, const struct ext_exec_probe *probe,
-                          char *why, size_t why_len);
+                          const unsigned char *locked, char *why,
+                          size_t why_len);
 
 /* ext_node_lease_release ends lease @id without an entry (rollback,
  * connection closed, SQLITE_BUSY_SNAPSHOT), and, called after a commit

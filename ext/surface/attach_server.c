@@ -399,9 +399,15 @@ static bool serve_lease(struct client *c, const char *fn,
     int rc = 0;
 
     memset(a, 0, sizeof *a);
-    /* A release's WAL marks are optional (attach_codec.h). */
-    if (n < 1 || n > (commit || release ? 2u : 1u) || (commit && n != 2) ||
-        args[0].type != SQL_INTEGER || (n == 2 && args[1].type != SQL_BLOB)) {
+    /* A release's WAL marks are optional, and so is a commit's header
+     * read at the lock (attach_codec.h). */
+    if (n < 1 ||
+        n > (commit    ? 3u
+             : release ? 2u
+                       : 1u) ||
+        (commit && n < 2) || args[0].type != SQL_INTEGER ||
+        (n >= 2 && args[1].type != SQL_BLOB) ||
+        (n == 3 && args[2].type != SQL_BLOB)) {
         snprintf(why, why_len, "%s with arguments not its own", fn);
         return false;
     }
@@ -434,9 +440,12 @@ static bool serve_lease(struct client *c, const char *fn,
                      "connection's",
                      (unsigned long long)id);
         } else {
+            const unsigned char *locked =
+                n == 3 && args[2].bytes.len == SQL_WAL_HDR_LEN ? args[2].bytes.p
+                                                               : NULL;
             rc = ext_node_lease_commit(node, id, args[1].bytes.p,
-                                       args[1].bytes.len, NULL, a->errmsg,
-                                       sizeof a->errmsg);
+                                       args[1].bytes.len, NULL, locked,
+                                       a->errmsg, sizeof a->errmsg);
         }
     } else if (id != 0 && id == c->lease) {
         if (n == 2 && args[1].bytes.len == sizeof m) {

@@ -197,17 +197,20 @@ int lease_client_acquire(const char *path, uint64_t holder,
 
 /* remote_commit is lease_client_commit over @h's attach connection. */
 static int remote_commit(const char *path, const struct lease_hold *h,
-                         const void *p, size_t len, char *why, size_t why_len)
+                         const void *p, size_t len, const unsigned char *locked,
+                         char *why, size_t why_len)
 {
     struct ext_attach_answer a;
-    struct sql_value args[2] = {
+    struct sql_value args[3] = {
         {.type = SQL_INTEGER, .integer = (int64_t)h->id},
         {.type = SQL_BLOB, .bytes = {.p = p, .len = len}},
+        {.type = SQL_BLOB, .bytes = {.p = locked, .len = SQL_WAL_HDR_LEN}},
     };
     int wait_ms = (int)(h->timeout_ms + EXT_ATTACH_GRACE_MS);
+    unsigned n = locked != NULL && h->version >= 3 ? 3 : 2;
     bool sent;
     int rc =
-        exchange(h->fd, EXT_ATTACH_LEASE_COMMIT, args, 2, wait_ms, &a, &sent);
+        exchange(h->fd, EXT_ATTACH_LEASE_COMMIT, args, n, wait_ms, &a, &sent);
 
     if (rc != 0 && !sent) {
         snprintf(why, why_len,
@@ -241,13 +244,14 @@ static int remote_commit(const char *path, const struct lease_hold *h,
 }
 
 int lease_client_commit(const char *path, const struct lease_hold *h,
-                        const void *p, size_t len, char *why, size_t why_len)
+                        const void *p, size_t len, const unsigned char *locked,
+                        char *why, size_t why_len)
 {
     struct ext_node *node;
     int rc;
 
     if (h->fd >= 0) {
-        return remote_commit(path, h, p, len, why, why_len);
+        return remote_commit(path, h, p, len, locked, why, why_len);
     }
     node = ext_registry_acquire(path);
     if (node == NULL) {
@@ -258,7 +262,7 @@ int lease_client_commit(const char *path, const struct lease_hold *h,
     }
     /* No probe: it would run SQL on the holder's connection, which a
      * commit hook must not. The wait is bounded by exec_timeout_ms. */
-    rc = ext_node_lease_commit(node, h->id, p, len, NULL, why, why_len);
+    rc = ext_node_lease_commit(node, h->id, p, len, NULL, locked, why, why_len);
     ext_registry_release(node);
     return rc;
 }

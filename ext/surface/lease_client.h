@@ -88,7 +88,8 @@ int lease_client_acquire(const char *path, uint64_t holder,
  * @h stays held: lease_client_release follows. Thread: the lease's
  * holder (its commit hook: no SQL runs on its connection here). */
 int lease_client_commit(const char *path, const struct lease_hold *h,
-                        const void *p, size_t len, char *why, size_t why_len);
+                        const void *p, size_t len, const unsigned char *locked,
+                        char *why, size_t why_len);
 
 /* lease_client_release ends lease @h of database file @path (after the
  * local commit or rollback, the write lock released): the node ends it

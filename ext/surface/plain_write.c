@@ -161,8 +161,8 @@ int plain_write_commit(struct plain_write *pw, sqlite3 *db, char *why,
                  pw->path, reason);
         return 1;
     }
-    rc = lease_client_commit(pw->path, lease, payload, len, reason,
-                             sizeof reason);
+    rc = lease_client_commit(pw->path, lease, payload, len,
+                             wal_lock_locked_mark(db), reason, sizeof reason);
     free(payload);
     if (rc != 0) {
         snprintf(why, why_len, "commit to %s refused, rolled back: %s",

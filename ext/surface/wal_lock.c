@@ -324,6 +324,15 @@ int wal_lock_wrap(sqlite3 *db, const char *path, uint64_t holder, char *why,
     return 0;
 }
 
+const unsigned char *wal_lock_locked_mark(sqlite3 *db)
+{
+    struct wrapped *w = file_of(db);
+
+    return w != NULL && w->write && w->lease.id != 0 && w->locked_read
+               ? w->marks.locked
+               : NULL;
+}
+
 const struct lease_hold *wal_lock_lease(sqlite3 *db, char *why, size_t why_len)
 {
     sqlite3_file *f = NULL;

@@ -90,6 +90,13 @@ void wal_lock_early_end(sqlite3 *db, const void *stmt);
  * committing on @db (its commit hook). */
 void wal_lock_skip_sync(sqlite3 *db);
 
+/* wal_lock_locked_mark returns the WAL-index header @db's main file read
+ * as it took the write lock under the lease it holds now
+ * (SQL_WAL_HDR_LEN bytes, owned by the wrapper, valid until the lock is
+ * released), or NULL when there is none. Thread: the one using @db (its
+ * commit hook). */
+const unsigned char *wal_lock_locked_mark(sqlite3 *db);
+
 /* wal_lock_lease returns the lease @db's main file holds now (the WAL
  * write lock is held under it; owned by the wrapper, valid until the lock
  * is released), or NULL, and when NULL copies to @why (@why_len bytes,

@@ -182,6 +182,73 @@ class PlainCrashTest(ClusterCase):
         victim = self.followers[0]
         self.foreign_while_stopped(victim, victim, "w6")
 
+    def foreign_before_lock(self, victim, writer):
+        """A commit of the stock shell to @victim's file, then at once a
+        plain write by @writer (a process writing to that file) that
+        reads the row the shell changed: the writer read a state no other
+        replica has, so its COMMIT is refused, nothing is sent, and only
+        @victim diverges and is repaired; the write then goes."""
+        self.exec(self.leader, "INSERT INTO log VALUES('base')")
+        self.cluster.wait_all_applied()
+        without_raftsql(victim.db,
+                        "UPDATE log SET x = 'foreign' WHERE x = 'base'")
+        with self.assertRaises(NodeError) as cm:
+            writer.sql("UPDATE log SET x = x || '+plain'")
+        self.assertEqual(cm.exception.code, 531, cm.exception)
+        why = writer.value("SELECT raft_last_error()")
+        self.assertIn("another connection committed to this node's file "
+                      "before the transaction took its write lock", why)
+        for n in self.cluster.nodes:
+            if n is not victim:
+                st = n.status()
+                self.assertEqual((st["diverged"], st["repairs"]), (None, 0),
+                                 "node %d" % n.id)
+        # The next batch on the victim meets the foreign commit (the idle
+        # check is off here) and repairs it.
+        self.exec(self.leader, "INSERT INTO log VALUES('next')")
+        wait_for("node %d caught the foreign commit and repaired" %
+                 victim.id,
+                 lambda: victim.status()["repairs"] >= 1 and
+                 victim.status()["diverged"] is None, timeout=60)
+        try:
+            writer.sql("UPDATE log SET x = x || '+plain' WHERE x = 'base'")
+        except NodeError as e:
+            self.fail("the write after the repair: %s: %s" % (
+                e, writer.value("SELECT raft_last_error()")))
+        self.exec(self.cluster.wait_leader(30), "SELECT 1")
+        self.cluster.wait_all_applied(timeout=90)
+        for n in self.cluster.nodes:
+            self.assertEqual(n.sql("SELECT x FROM log ORDER BY x"),
+                             [["base+plain"], ["next"]], "node %d" % n.id)
+            n.value("SELECT raft_verify()")
+            if n is not victim:
+                self.assertEqual(n.status()["repairs"], 0, "node %d" % n.id)
+
+    def test_foreign_commit_before_the_lock(self):
+        """A foreign commit just before a plain write on the same file,
+        by the follower's own process: before, the write's changeset
+        carried the foreign row as its old image, every other replica
+        refused the entry, and every node ended diverged with no healthy
+        peer to repair from."""
+        env = {i: {"RAFTSQL_TEST_NO_IDLE_CHECK": "1"} for i in (1, 2, 3)}
+        self.start(EXTRA, env=env)
+        self.exec(self.leader, "CREATE TABLE log(x)")
+        victim = self.followers[0]
+        self.foreign_before_lock(victim, victim)
+
+    def test_foreign_commit_before_the_lock_attach(self):
+        """The same with the writer in another process (the attach
+        socket: the reading travels with LEASE_COMMIT)."""
+        env = {i: {"RAFTSQL_TEST_NO_IDLE_CHECK": "1"} for i in (1, 2, 3)}
+        self.start(EXTRA, env=env)
+        self.exec(self.leader, "CREATE TABLE log(x)")
+        victim = self.followers[0]
+        writer = Node(NODE, 9, victim.db, victim.log_path + ".writer")
+        try:
+            self.foreign_before_lock(victim, writer)
+        finally:
+            writer.stop()
+
     def test_foreign_commit_while_attach_writer_stopped(self):
         """The same through the attach socket: the writer is another
         process (a raftsql-testhost running no node) writing to a

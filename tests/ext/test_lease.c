@@ -220,9 +220,9 @@ static void test_one_holder(void **state)
     id2 = acquire(c.n[l], 12);
     assert_true(id2 > id1);
     ext_node_lease_release(c.n[l], id2, NULL);
-    assert_int_equal(
-        ext_node_lease_commit(c.n[l], id2, "CS", 2, NULL, why, sizeof why),
-        RAFT_INVALID);
+    assert_int_equal(ext_node_lease_commit(c.n[l], id2, "CS", 2, NULL, NULL,
+                                           why, sizeof why),
+                     RAFT_INVALID);
     /* A follower's holder asks the leader: busy while another holds it,
      * naming the server; the leader's own holders meet the follower's
      * lease the same way; its release frees it at the leader. */
@@ -458,7 +458,8 @@ static void test_commit_applies_everywhere(void **state)
     p = changeset("INSERT INTO t VALUES (1, 'x'); ", id, &len);
     call_start(&k, c.n[l], "UPDATE t SET v = 'y' WHERE k = 1");
     EXT_WAIT(has_in_status(c.n[l], "\"waiting\":1"), "no waiting caller");
-    if (ext_node_lease_commit(c.n[l], id, p, len, NULL, why, sizeof why) != 0) {
+    if (ext_node_lease_commit(c.n[l], id, p, len, NULL, NULL, why,
+                              sizeof why) != 0) {
         fail_msg("commit: %s", why);
     }
     free(p);
@@ -497,7 +498,8 @@ static void test_follower_commit(void **state)
         "BEGIN; INSERT INTO t VALUES (1, 'x'); INSERT INTO t "
         "VALUES (2, 'y'); COMMIT",
         id, &len);
-    if (ext_node_lease_commit(c.n[f], id, p, len, NULL, why, sizeof why) != 0) {
+    if (ext_node_lease_commit(c.n[f], id, p, len, NULL, NULL, why,
+                              sizeof why) != 0) {
         fail_msg("commit: %s", why);
     }
     free(p);
@@ -532,7 +534,8 @@ static void test_follower_expired(void **state)
     EXT_WAIT(has_in_status(c.n[l], "\"lease\":null"),
              "the lease did not expire at the leader");
     assert_int_not_equal(
-        ext_node_lease_commit(c.n[f], id, p, len, NULL, why, sizeof why), 0);
+        ext_node_lease_commit(c.n[f], id, p, len, NULL, NULL, why, sizeof why),
+        0);
     assert_non_null(strstr(why, "not applied"));
     free(p);
     ext_node_lease_release(c.n[f], id, NULL);
@@ -567,7 +570,8 @@ static void test_operator_ends_lease(void **state)
     assert_non_null(strstr(msg, "ended: the write lease is held by"));
     assert_true(has_in_status(c.n[l], "\"lease\":null"));
     assert_int_not_equal(
-        ext_node_lease_commit(c.n[f], id, p, len, NULL, why, sizeof why), 0);
+        ext_node_lease_commit(c.n[f], id, p, len, NULL, NULL, why, sizeof why),
+        0);
     assert_non_null(strstr(why, "not applied"));
     free(p);
     ext_node_lease_release(c.n[f], id, NULL);
@@ -601,7 +605,7 @@ static void test_expired(void **state)
     ext_exec_result_clear(&k.r);
     assert_true(has_in_status(c.n[l], "\"lease\":null"));
     assert_int_equal(
-        ext_node_lease_commit(c.n[l], id, p, len, NULL, why, sizeof why),
+        ext_node_lease_commit(c.n[l], id, p, len, NULL, NULL, why, sizeof why),
         RAFT_TIMEOUT);
     assert_non_null(strstr(why, "not applied"));
     assert_non_null(strstr(why, "expired"));

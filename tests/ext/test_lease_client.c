@@ -240,9 +240,10 @@ static void test_remote_lease(void **state)
     memset(m.locked, 'L', sizeof m.locked);
     memset(m.done, 'D', sizeof m.done);
     acquire_from_fake(&f, &d, &h);
-    assert_int_equal(lease_client_commit(d.path, &h, changeset,
-                                         sizeof changeset, why, sizeof why),
-                     RAFT_TIMEOUT);
+    assert_int_equal(
+        lease_client_commit(d.path, &h, changeset, sizeof changeset, NULL, why,
+                            sizeof why),
+        RAFT_TIMEOUT);
     assert_string_equal(why, "not applied: the lease expired");
     lease_client_release(d.path, &h, &m);
     assert_int_equal(h.id, 0);
@@ -271,8 +272,8 @@ static void test_remote_release_version_2(void **state)
 
     memset(&m, 'M', sizeof m);
     acquire_from_fake(&f, &d, &h);
-    assert_int_equal(lease_client_commit(d.path, &h, "x", 1, why, sizeof why),
-                     0);
+    assert_int_equal(
+        lease_client_commit(d.path, &h, "x", 1, NULL, why, sizeof why), 0);
     lease_client_release(d.path, &h, &m);
     fake_stop(&f, &d);
     assert_string_equal(f.fns[2], EXT_ATTACH_LEASE_RELEASE);
@@ -311,8 +312,9 @@ static void test_remote_commit_connection_closed(void **state)
     (void)state;
 
     acquire_from_fake(&f, &d, &h);
-    assert_int_equal(lease_client_commit(d.path, &h, "x", 1, why, sizeof why),
-                     RAFT_UNKNOWN);
+    assert_int_equal(
+        lease_client_commit(d.path, &h, "x", 1, NULL, why, sizeof why),
+        RAFT_UNKNOWN);
     assert_non_null(strstr(why, "outcome unknown: the connection closed"));
     lease_client_release(d.path, &h, NULL);
     assert_int_equal(h.fd, -1);
