@@ -217,8 +217,9 @@ static int remote_commit(const char *path, const struct lease_hold *h,
                  "not applied: cannot send the commit to the raftsql node "
                  "of %.300s (pid %ld): %s",
                  path, h->pid,
-                 rc == RAFT_NOCONN ? "the connection closed (its process "
-                                     "stopped or died)"
+                 rc == RAFT_NOCONN ? "the connection closed (its node "
+                                     "stopped, or its process stopped or "
+                                     "died)"
                                    : raft_strerror(rc));
         return rc == RAFT_TOOBIG ? RAFT_TOOBIG : RAFT_NOCONN;
     }
@@ -232,7 +233,9 @@ static int remote_commit(const char *path, const struct lease_hold *h,
                  : rc == RAFT_PROTO   ? "a malformed answer"
                                       : raft_strerror(rc),
                  path, h->pid,
-                 rc == RAFT_NOCONN ? ": its process stopped or died" : "");
+                 rc == RAFT_NOCONN ? ": its node stopped, or its process "
+                                     "stopped or died"
+                                   : "");
         return RAFT_UNKNOWN;
     }
     if (!a.ok) {
