@@ -57,7 +57,7 @@ class PlainCrashTest(ClusterCase):
         self.cluster.nodes[node.id - 1] = fresh
         return fresh
 
-    def once_everywhere(self, x):
+    def once_everywhere(self, x, victim_id=None):
         """Wait until every node holds row @x exactly once (an entry
         applied twice would hold it twice), then check every replica
         against its checksum at the same applied index."""
@@ -82,8 +82,12 @@ class PlainCrashTest(ClusterCase):
             n.value("SELECT raft_verify()")
             # Decided from the file, not by repairing the replica.
             st = n.status()
-            self.assertEqual((st["repairs"], st["diverged"]), (0, None),
-                             "node %d" % n.id)
+            if (st["repairs"], st["diverged"]) != (0, None):
+                with open(n.log_path, errors="replace") as f:
+                    tail = f.read()[-3000:]
+                self.fail("node %d repaired or diverged (the victim: node "
+                          "%s): status %r; its log ends:\n%s" % (
+                              n.id, victim_id, st, tail))
         self.assertEqual(counts(), [1, 1, 1])
 
     def write_until_stopped(self, writer, x):
@@ -115,7 +119,7 @@ class PlainCrashTest(ClusterCase):
             victim.sql("INSERT INTO log VALUES('w1')")
         self.assertIn("exited", str(cm.exception))
         self.restart(victim)
-        self.once_everywhere("w1")
+        self.once_everywhere("w1", victim.id)
 
     def test_killed_after_quorum_on_a_follower(self):
         """Window 1 on a follower: the entry committed, the writer's node
@@ -140,7 +144,7 @@ class PlainCrashTest(ClusterCase):
         t.join(timeout=60)
         self.assertEqual(len(errors), 1, errors)
         self.restart(victim)
-        self.once_everywhere("w2")
+        self.once_everywhere("w2", victim.id)
 
     def foreign_while_stopped(self, victim, writer, x):
         """@writer (a process writing plain SQL to @victim's file, with the
