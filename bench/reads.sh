@@ -4,7 +4,7 @@
 # 127.0.0.1: nodes 2 and 3 as build/raftsql-node daemons (node 3 leads,
 # node 2 follows), node 1 run by build/reads-bench itself in the loaded
 # runs of the node's own process (raft_start on node1.db: a follower that
-# catches up, then reads). Fills kv with ROWS rows through node 2, then
+# catches up, then reads), and as a daemon while stock reads its file. Fills kv with ROWS rows through node 2, then
 # runs ROUNDS interleaved rounds; in each, for each case (statements
 # reused or prepared per query; in the node's process on node1.db or in
 # another process on node2.db, which daemon 2 serves), the runs stock,
@@ -85,9 +85,21 @@ one() {
     [ "$2" = wrote ] && args="$args --wrote"
     start=""
     [ "$2" != stock ] && [ "$where" = node ] && start=$node1
+    # Stock reads node 1's file while node 1 runs (as a daemon): the same
+    # file, WAL and checkpoints as the loaded runs read.
+    d1=""
+    if [ "$2" = stock ] && [ "$where" = node ]; then
+        daemon 1 3000
+        d1=$!
+        sleep 1
+    fi
     build/reads-bench --db "$db" $args --name "$1/$2/$3" \
         ${start:+--start "$start"} 2>> "$dir/bench.log" | grep '^RESULT' ||
         echo "RESULT name=$1/$2/$3 reads_per_s=FAILED"
+    if [ -n "$d1" ]; then
+        kill "$d1"
+        wait "$d1" || true
+    fi
 }
 
 results=$dir/results.txt
