@@ -604,7 +604,7 @@ static enum capture_kind classify(const char *sql, const char **name_at)
             }
             break;
         case 's':
-            if (keyword(&s, "SAVEPOINT")) {
+            if ((s[1] | 0x20) == 'a' && keyword(&s, "SAVEPOINT")) {
                 *name_at = s;
                 return CAPTURE_SAVEPOINT;
             }
