@@ -189,10 +189,18 @@ static int guard_read(sqlite3 *db, const char *table, const char *schema)
     const char *file;
     char why[600];
     int refusal;
-    if (table == NULL || sqlite3_strnicmp(table, "raft_", 5) == 0 ||
-        sqlite3_strnicmp(table, "raftsql_", 8) == 0 ||
-        sqlite3_strnicmp(table, "sqlite_", 7) == 0 ||
-        (schema != NULL && sqlite3_stricmp(schema, "temp") == 0)) {
+    if (table == NULL) {
+        return SQLITE_OK;
+    }
+    /* (The names compared only when they may match: most tables start
+     * with another letter.) */
+    if (((*table | 0x20) == 'r' &&
+         (sqlite3_strnicmp(table, "raft_", 5) == 0 ||
+          sqlite3_strnicmp(table, "raftsql_", 8) == 0)) ||
+        ((*table | 0x20) == 's' &&
+         sqlite3_strnicmp(table, "sqlite_", 7) == 0) ||
+        (schema != NULL && (*schema | 0x20) == 't' &&
+         sqlite3_stricmp(schema, "temp") == 0)) {
         return SQLITE_OK;
     }
     file = sqlite3_db_filename(db, schema ? schema : "main");
