@@ -185,6 +185,12 @@ $(B)/query-apply-bench: bench/query_apply.c bench/fsm_apply.h bench/xorshift.h \
 		$(LIB_OBJ)
 	$(CC) $(BASE_CFLAGS) $(CFLAGS) -o $@ $< $(LIB_OBJ) $(LIBS)
 
+# Plain reads with and without raftsql loaded (bench/reads.c, run by
+# bench/reads.sh): the system's libsqlite3 only, the extension loaded at
+# run time.
+$(B)/reads-bench: bench/reads.c bench/timing.h bench/xorshift.h
+	$(CC) -std=c11 $(WARN) $(CFLAGS) -o $@ $< -lsqlite3
+
 bench: deps
 	@bench/compare.sh
 

@@ -585,32 +585,47 @@ enum capture_kind {
  * statements, *@name_at is where the name starts. */
 static enum capture_kind classify(const char *sql, const char **name_at)
 {
-    const char *s = sql;
+    const char *s = skip_space(sql);
 
-    if (keyword(&s, "CREATE")) {
-        return keyword(&s, "TEMP") || keyword(&s, "TEMPORARY")
-                   ? CAPTURE_SCHEMA_TEMP
-                   : CAPTURE_SCHEMA;
-    }
-    if (keyword(&s, "DROP") || keyword(&s, "ALTER")) {
-        return CAPTURE_SCHEMA;
-    }
-    if (keyword(&s, "SAVEPOINT")) {
-        *name_at = s;
-        return CAPTURE_SAVEPOINT;
-    }
-    if (keyword(&s, "RELEASE")) {
-        keyword(&s, "SAVEPOINT");
-        *name_at = s;
-        return CAPTURE_RELEASE;
-    }
-    if (keyword(&s, "ROLLBACK")) {
-        keyword(&s, "TRANSACTION");
-        if (keyword(&s, "TO")) {
-            keyword(&s, "SAVEPOINT");
-            *name_at = s;
-            return CAPTURE_ROLLBACK_TO;
-        }
+    /* One look at the first letter picks the keywords to compare: most
+     * statements (SELECT, INSERT, ...) are none of these. */
+    switch (*s | 0x20) {
+        case 'c':
+            if (keyword(&s, "CREATE")) {
+                return keyword(&s, "TEMP") || keyword(&s, "TEMPORARY")
+                           ? CAPTURE_SCHEMA_TEMP
+                           : CAPTURE_SCHEMA;
+            }
+            break;
+        case 'd':
+        case 'a':
+            if (keyword(&s, "DROP") || keyword(&s, "ALTER")) {
+                return CAPTURE_SCHEMA;
+            }
+            break;
+        case 's':
+            if ((s[1] | 0x20) == 'a' && keyword(&s, "SAVEPOINT")) {
+                *name_at = s;
+                return CAPTURE_SAVEPOINT;
+            }
+            break;
+        case 'r':
+            if (keyword(&s, "RELEASE")) {
+                keyword(&s, "SAVEPOINT");
+                *name_at = s;
+                return CAPTURE_RELEASE;
+            }
+            if (keyword(&s, "ROLLBACK")) {
+                keyword(&s, "TRANSACTION");
+                if (keyword(&s, "TO")) {
+                    keyword(&s, "SAVEPOINT");
+                    *name_at = s;
+                    return CAPTURE_ROLLBACK_TO;
+                }
+            }
+            break;
+        default:
+            break;
     }
     return CAPTURE_OTHER;
 }

@@ -7,6 +7,7 @@
 #include <stdatomic.h>
 #include <stdio.h>
 #include <string.h>
+#include <time.h>
 
 #include "../../sql/sql.h"
 #include "../runtime/applier.h"
@@ -43,17 +44,29 @@ static int replicated(sqlite3 *db, const char *schema)
            (ext_registry_running(file) || attach_client_served(file));
 }
 
-int ext_guard_read_refusal(const char *file, char *why, size_t why_len)
+/* local_read_refusal answers ext_guard_read_refusal from what this
+ * process knows (its appliers and stale nodes, the registry): *@local
+ * is set when a node of this process runs for @file, which then decides
+ * alone. Atomics and the registry's lock: no system call. */
+static int local_read_refusal(const char *file, bool *local, char *why,
+                              size_t why_len)
 {
+    *local = false;
     if (applier_any_diverged() && ext_registry_diverged(file, why, why_len)) {
         return EXT_GUARD_DIVERGED;
     }
     if (ext_registry_stale(file, why, why_len)) {
         return EXT_GUARD_STALE;
     }
-    if (ext_registry_running(file)) {
-        return 0;
-    }
+    *local = ext_registry_running(file);
+    return 0;
+}
+
+/* remote_read_refusal answers ext_guard_read_refusal for a file no node
+ * of this process runs: the notices beside it (a stat() each, and a
+ * small read and kill(pid, 0) for a bound marker). */
+static int remote_read_refusal(const char *file, char *why, size_t why_len)
+{
     if (attach_sock_diverged(file, why, why_len)) {
         return EXT_GUARD_DIVERGED;
     }
@@ -64,6 +77,110 @@ int ext_guard_read_refusal(const char *file, char *why, size_t why_len)
     return 0;
 }
 
+int ext_guard_read_refusal(const char *file, char *why, size_t why_len)
+{
+    bool local;
+    int refusal = local_read_refusal(file, &local, why, why_len);
+    if (refusal != 0 || local) {
+        return refusal;
+    }
+    return remote_read_refusal(file, why, why_len);
+}
+
+/* ---- The read cache ----------------------------------------------------
+ *
+ * The authorizer asks about every column a statement reads, and a driver
+ * without a statement cache prepares every query: asking the notices of
+ * another process's node each time (remote_read_refusal: three stat()s,
+ * more with a bound marker) cost a point select half its speed. So each
+ * thread remembers, for a few files, that reads of one were allowed, and
+ * answers so without a system call for GUARD__READ_OK_MS; a refusal is
+ * never remembered (it is asked again each time, and its end seen at
+ * once).
+ *
+ * Staleness bound: a statement prepared up to GUARD__READ_OK_MS after
+ * the guard began refusing reads of a file (a notice appeared) may still
+ * be allowed. It is then expired as one prepared before: the refusal
+ * watch (refusal_watch.h) sees the refusal within EXT_REFUSAL_WATCH_MS
+ * and calls ext_guard_expire_all, which first moves read_gen, so that no
+ * answer remembered before is used again: a prepare that begins after
+ * its connection's statements were expired (the expiry holds the
+ * connection's mutex, which a prepare holds throughout) asks anew. So
+ * the bound is the watch's, as it was for statements prepared before a
+ * refusal; for a file the watch does not watch (one ATTACHed, or the
+ * main file of a connection raftsql does not track) it is
+ * GUARD__READ_OK_MS. The node's own process is not cached: its answers
+ * are atomics. */
+
+/* How long (ms) a thread reuses its finding that a file may be read. */
+#define GUARD__READ_OK_MS 2
+
+/* How many files a thread remembers. */
+#define GUARD__READ_OK_SLOTS 4
+
+/* One remembered finding: reads of path were allowed. */
+struct guard_read_ok {
+    char path[256];   /* the database file, "" for none (a longer path
+                         is not remembered) */
+    uint64_t gen;     /* read_gen when it was asked */
+    int64_t until_ns; /* CLOCK_MONOTONIC ns until which it holds */
+};
+
+/* Moved by ext_guard_expire_all: answers remembered before are void. */
+static atomic_uint_least64_t read_gen;
+
+static _Thread_local struct guard_read_ok read_ok[GUARD__READ_OK_SLOTS];
+static _Thread_local unsigned read_ok_next; /* the slot to replace next */
+
+/* now_ns returns CLOCK_MONOTONIC in ns. */
+static int64_t now_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+}
+
+/* read_refusal is ext_guard_read_refusal through this thread's cache
+ * (above). Thread: the authorizer's. */
+static int read_refusal(const char *file, char *why, size_t why_len)
+{
+    bool local;
+    int refusal = local_read_refusal(file, &local, why, why_len);
+    uint64_t gen;
+    int64_t now;
+    size_t len;
+
+    if (refusal != 0 || local) {
+        return refusal;
+    }
+    gen = atomic_load(&read_gen);
+    now = now_ns();
+    for (unsigned i = 0; i < GUARD__READ_OK_SLOTS; i++) {
+        struct guard_read_ok *r = &read_ok[i];
+        if (r->gen == gen && now < r->until_ns && strcmp(r->path, file) == 0) {
+            return 0;
+        }
+    }
+    refusal = remote_read_refusal(file, why, why_len);
+    len = strlen(file);
+    if (refusal == 0 && len < sizeof read_ok[0].path) {
+        struct guard_read_ok *r = NULL;
+        for (unsigned i = 0; i < GUARD__READ_OK_SLOTS && r == NULL; i++) {
+            if (strcmp(read_ok[i].path, file) == 0) {
+                r = &read_ok[i];
+            }
+        }
+        if (r == NULL) {
+            r = &read_ok[read_ok_next];
+            read_ok_next = (read_ok_next + 1) % GUARD__READ_OK_SLOTS;
+            memcpy(r->path, file, len + 1);
+        }
+        r->gen = gen;
+        r->until_ns = now + GUARD__READ_OK_MS * 1000000LL;
+    }
+    return refusal;
+}
+
 /* guard_read refuses reads of table @table of schema @schema while
  * ext_guard_read_refusal says so of that file; the raftsql_* internals,
  * the schema and the raft_* table-valued functions stay readable. */
@@ -72,17 +189,25 @@ static int guard_read(sqlite3 *db, const char *table, const char *schema)
     const char *file;
     char why[600];
     int refusal;
-    if (table == NULL || sqlite3_strnicmp(table, "raft_", 5) == 0 ||
-        sqlite3_strnicmp(table, "raftsql_", 8) == 0 ||
-        sqlite3_strnicmp(table, "sqlite_", 7) == 0 ||
-        (schema != NULL && sqlite3_stricmp(schema, "temp") == 0)) {
+    if (table == NULL) {
+        return SQLITE_OK;
+    }
+    /* (The names compared only when they may match: most tables start
+     * with another letter.) */
+    if (((*table | 0x20) == 'r' &&
+         (sqlite3_strnicmp(table, "raft_", 5) == 0 ||
+          sqlite3_strnicmp(table, "raftsql_", 8) == 0)) ||
+        ((*table | 0x20) == 's' &&
+         sqlite3_strnicmp(table, "sqlite_", 7) == 0) ||
+        (schema != NULL && (*schema | 0x20) == 't' &&
+         sqlite3_stricmp(schema, "temp") == 0)) {
         return SQLITE_OK;
     }
     file = sqlite3_db_filename(db, schema ? schema : "main");
     if (file == NULL || file[0] == '\0') {
         return SQLITE_OK;
     }
-    refusal = ext_guard_read_refusal(file, why, sizeof why);
+    refusal = read_refusal(file, why, sizeof why);
     if (refusal == 0) {
         return SQLITE_OK;
     }
@@ -1046,6 +1171,9 @@ static void expire(sqlite3 *db)
 
 void ext_guard_expire_all(void)
 {
+    /* Before any statement is expired: a prepare that follows an expiry
+     * asks anew (read_refusal). */
+    atomic_fetch_add(&read_gen, 1);
     pthread_mutex_lock(&conns_mu);
     for (struct guard_conn *c = conns; c != NULL; c = c->next) {
         if (!c->pending) {

@@ -57,7 +57,10 @@ void ext_guard_plain_start(sqlite3 *db);
  * can at once (ext_guard_expire_retry): a statement prepared while reads
  * were allowed is authorized again when next stepped (sqlite3_step
  * reprepares it), so the guard refuses it once a node turned stale.
- * Connections of other files merely reprepare. Any thread (SQLite's
+ * Connections of other files merely reprepare. What the guard's read
+ * cache remembered before this call is used no more (guard.c, "The read
+ * cache"): a prepare after its connection's expiry asks anew. Any
+ * thread (SQLite's
  * connection mutexes are recursive: one the caller holds is expired
  * too; the lock order is a connection's mutex, then the list's). */
 void ext_guard_expire_all(void);

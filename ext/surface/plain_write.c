@@ -45,7 +45,7 @@ static bool opens_write_txn(const char *sql)
         return false;
     }
     sql += strspn(sql, " \t\r\n");
-    if (sqlite3_strnicmp(sql, "BEGIN", 5) != 0) {
+    if ((*sql | 0x20) != 'b' || sqlite3_strnicmp(sql, "BEGIN", 5) != 0) {
         return false;
     }
     sql += 5;
@@ -72,9 +72,11 @@ static void on_stmt(void *arg, sqlite3_stmt *stmt, int end)
             pw->early = NULL;
             wal_lock_early_end(pw->db, stmt);
         }
-    } else if (sqlite3_txn_state(pw->db, "main") == SQLITE_TXN_NONE &&
-               (!sqlite3_stmt_readonly(stmt) ||
-                opens_write_txn(sqlite3_sql(stmt)))) {
+    } else if ((!sqlite3_stmt_readonly(stmt) ||
+                opens_write_txn(sqlite3_sql(stmt))) &&
+               sqlite3_txn_state(pw->db, "main") == SQLITE_TXN_NONE) {
+        /* (The transaction's state last: it costs a lookup of the schema
+         * by name, and most statements are reads.) */
         wal_lock_early(pw->db, stmt);
         pw->early = stmt;
     }

@@ -8,6 +8,7 @@
 #include "attach_server.h"
 
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -37,6 +38,10 @@ static pthread_mutex_t reg_mu = PTHREAD_MUTEX_INITIALIZER;
 static struct known *known_files;
 static pthread_cond_t reg_cond = PTHREAD_COND_INITIALIZER;
 static struct slot *slots;
+/* How many slots there are (written under reg_mu): none, and
+ * ext_registry_running answers without the lock, as the guard asks for
+ * every column a statement reads. */
+static atomic_uint n_slots;
 
 /* elsewhere says whether a node of another process serves @path (its
  * pointer file names a live process whose socket answers), writing the
@@ -83,6 +88,7 @@ static void unlink_slot(struct slot *victim)
         p = &(*p)->next;
     }
     *p = victim->next;
+    atomic_fetch_sub(&n_slots, 1);
 }
 
 int ext_registry_start(const char *path, const struct ext_config *cfg,
@@ -115,6 +121,7 @@ int ext_registry_start(const char *path, const struct ext_config *cfg,
     snprintf(s->path, sizeof s->path, "%s", path);
     s->next = slots;
     slots = s; /* reserved: node NULL while starting */
+    atomic_fetch_add(&n_slots, 1);
     pthread_mutex_unlock(&reg_mu);
 
     rc = ext_node_start(path, cfg, &n, errmsg, errmsg_len);
@@ -180,6 +187,9 @@ void ext_registry_release(struct ext_node *n)
 bool ext_registry_running(const char *path)
 {
     bool running;
+    if (atomic_load(&n_slots) == 0) {
+        return false;
+    }
     pthread_mutex_lock(&reg_mu);
     running = find(path) != NULL;
     pthread_mutex_unlock(&reg_mu);
