@@ -233,12 +233,10 @@ static int wal_close(sqlite3_file *f)
 
 void wal_lock_skip_sync(sqlite3 *db)
 {
-    sqlite3_file *f = NULL, *wal = NULL;
-    struct wrapped *w;
+    sqlite3_file *wal = NULL;
+    struct wrapped *w = file_of(db);
 
-    if (sqlite3_file_control(db, "main", SQLITE_FCNTL_FILE_POINTER, &f) !=
-            SQLITE_OK ||
-        (w = of(f)) == NULL || w->lease.id == 0 ||
+    if (w == NULL || w->lease.id == 0 ||
         sqlite3_file_control(db, "main", SQLITE_FCNTL_JOURNAL_POINTER, &wal) !=
             SQLITE_OK ||
         wal == NULL || wal->pMethods == NULL || wal->pMethods->xSync == NULL) {
@@ -335,15 +333,12 @@ const unsigned char *wal_lock_locked_mark(sqlite3 *db)
 
 const struct lease_hold *wal_lock_lease(sqlite3 *db, char *why, size_t why_len)
 {
-    sqlite3_file *f = NULL;
-    struct wrapped *w;
+    struct wrapped *w = file_of(db);
 
     if (why_len > 0) {
         why[0] = '\0';
     }
-    if (sqlite3_file_control(db, "main", SQLITE_FCNTL_FILE_POINTER, &f) !=
-            SQLITE_OK ||
-        (w = of(f)) == NULL) {
+    if (w == NULL) {
         return NULL;
     }
     if (w->lease.id == 0 && w->write) {
