@@ -325,7 +325,13 @@ int lease_acquire(struct ext_lease *l, uint64_t holder, uint64_t *out_id,
     for (pp = &l->queue; *pp != &me; pp = &(*pp)->next) {
     }
     *pp = me.next;
-    wake_queue(l, false); /* the next in the queue asks */
+    if (rc != 0) {
+        wake_queue(l, false); /* the next in the queue asks */
+    }
+    /* Granted: the next in the queue could only be refused until this
+     * writer's release (or the end of its lease) wakes it, so it sleeps
+     * on: a wake now would cost two thread switches and a turn on mu per
+     * plain commit, and contend with this writer's own calls. */
     pthread_mutex_unlock(&l->mu);
     pthread_cond_destroy(&me.cond);
     if (rc != 0) {
