@@ -80,6 +80,10 @@ struct sql_ckpt {
                                         checkpoint begun before reports
                                         nothing */
     pthread_mutex_t run_mu; /* held while a checkpoint runs */
+    int restart_tried;      /* the WAL's frames / SQL__CHECKPOINT_FRAMES
+                               when on_wal last backfilled for a restart
+                               (checkpoint.c); 0: under the mark. The
+                               apply thread's (its WAL hook) */
 };
 
 /* The state machine (opaque in sql.h). */

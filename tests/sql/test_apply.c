@@ -872,6 +872,73 @@ static void test_background_checkpoint_durable(void **state)
     assert_true(durable > 1);
 }
 
+/* wal_frames returns the frames in the WAL of @db's file, as a passive
+ * checkpoint on @db reports them; while the background checkpointer's own
+ * runs (SQLITE_BUSY), it asks again, for up to 5 s. */
+static int wal_frames(sqlite3 *db)
+{
+    int n_log = -1, rc = SQLITE_BUSY;
+    for (int i = 0; i < 500 && rc == SQLITE_BUSY; i++) {
+        rc = sqlite3_wal_checkpoint_v2(db, "main", SQLITE_CHECKPOINT_PASSIVE,
+                                       &n_log, NULL);
+        if (rc == SQLITE_BUSY) {
+            usleep(10000);
+        }
+    }
+    assert_int_equal(rc, SQLITE_OK);
+    return n_log;
+}
+
+/* The WAL restarts when writers come back to back: SQLite restarts it
+ * only in a writer whose snapshot found every frame backfilled, so a WAL
+ * that grew while a reader held it (past 4,000 frames) is backfilled by
+ * the apply connection's next commit itself, before it returns, and the
+ * next writer (a host's plain write, here another connection at once)
+ * writes from the WAL's start, where it would otherwise write at its end
+ * for as long as writers follow each other. */
+static void test_wal_restarts_back_to_back(void **state)
+{
+    struct fsm_fixture *f = *state;
+    sqlite3 *reader = NULL, *writer = NULL;
+    int n;
+
+    assert_ok(apply1(f, "CREATE TABLE t(a)"));
+    assert_int_equal(sqlite3_open(f->tmp.path, &reader), SQLITE_OK);
+    assert_int_equal(sqlite3_open(f->tmp.path, &writer), SQLITE_OK);
+    /* A reader's snapshot keeps every later frame in the WAL. */
+    assert_int_equal(
+        sqlite3_exec(reader, "BEGIN; SELECT count(*) FROM t", NULL, NULL, NULL),
+        SQLITE_OK);
+    assert_ok(apply1(f,
+                     "WITH RECURSIVE c(x) AS (SELECT 1 UNION ALL "
+                     "SELECT x + 1 FROM c WHERE x < 2500) "
+                     "INSERT INTO t SELECT randomblob(3000) FROM c"));
+    assert_ok(apply1(f,
+                     "WITH RECURSIVE c(x) AS (SELECT 1 UNION ALL "
+                     "SELECT x + 1 FROM c WHERE x < 2500) "
+                     "INSERT INTO t SELECT randomblob(3000) FROM c"));
+    assert_int_equal(sqlite3_exec(reader, "COMMIT", NULL, NULL, NULL),
+                     SQLITE_OK);
+    /* Over 5,000 frames, the reader gone: the next commit (another
+     * thousand frames) backfills them all before it returns. */
+    assert_ok(apply1(f,
+                     "WITH RECURSIVE c(x) AS (SELECT 1 UNION ALL "
+                     "SELECT x + 1 FROM c WHERE x < 1500) "
+                     "INSERT INTO t SELECT randomblob(3000) FROM c"));
+    assert_int_equal(
+        sqlite3_exec(writer, "INSERT INTO t VALUES (1)", NULL, NULL, NULL),
+        SQLITE_OK);
+    n = wal_frames(writer);
+    if (n < 0 || n > 10) {
+        fail_msg(
+            "the WAL did not restart at the next writer: it holds %d "
+            "frames",
+            n);
+    }
+    sqlite3_close(writer);
+    sqlite3_close(reader);
+}
+
 /* fn_host is a function of the host: it returns 7. */
 static void fn_host(sqlite3_context *ctx, int argc, sqlite3_value **argv)
 {
@@ -1052,6 +1119,7 @@ int main(void)
         T(test_disk_full),
         T(test_corrupt_payload),
         T(test_background_checkpoint_durable),
+        T(test_wal_restarts_back_to_back),
         T(test_hidden_functions),
         T(test_many_statements_linear),
         T(test_work_budget),
