@@ -38,7 +38,7 @@ TEST_BIN := $(TEST_SRC:%.c=$(B)/%)
 
 .SECONDARY:
 .PHONY: all deps demo test check check-layering check-so fmt fmt-check unit \
-        e2e tsan install uninstall check-install \
+        e2e tsan install uninstall check-install python-test \
         next \
         tsan-uv \
         clean bench sim \
@@ -149,6 +149,16 @@ uninstall:
 # --libs raftsql)`, runs it, uninstalls and removes its directories.
 check-install: $(B)/libraftsql.a $(B)/raftsql.so $(B)/raftsql-node
 	@MAKE="$(MAKE)" PYTHON=$(PYTHON) scripts/check-install.sh
+
+# The Python package (pyproject.toml, setup.py, python/raftsql/; README
+# "Python"), as a user installs it (part of `make test`, about 10 s):
+# tests/python/test_package.py makes a fresh virtual environment with
+# /usr/bin/python3 -m venv, runs the README's offline `pip install` in the
+# tree (whose setup.py runs `make build/raftsql.so`), runs the installed
+# module's tests there (tests/python/installed.py: load, errors, a
+# three-node cluster), builds and installs a wheel, and uninstalls.
+python-test: $(B)/raftsql.so
+	@$(PYTHON) tests/python/test_package.py
 
 # The benchmark (bench/README.md): never part of `make test`. `make bench`
 # runs bench/compare.sh, which builds these two and runs raftsql beside
@@ -559,6 +569,7 @@ test: deps
 	@$(MAKE) --no-print-directory all
 	@$(MAKE) --no-print-directory check-so
 	@$(MAKE) --no-print-directory check-install
+	@$(MAKE) --no-print-directory python-test
 	@$(MAKE) --no-print-directory unit
 	@$(MAKE) --no-print-directory tsan-uv
 	@$(MAKE) --no-print-directory fuzz FUZZ_S=$(FUZZ_TEST_S)

@@ -6,7 +6,8 @@ set -eu
 pkgs="gcc g++ make pkg-config sqlite3 libsqlite3-dev libuv1-dev liblmdb-dev \
 libcmocka-dev libxxhash-dev libjansson-dev libssl-dev openssl python3 \
 clang-format tmux clang libclang-rt-14-dev iproute2 \
-python3-django python3-sqlalchemy"
+python3-django python3-sqlalchemy \
+python3-venv python3-setuptools-whl python3-wheel-whl"
 
 missing=""
 for p in $pkgs; do
