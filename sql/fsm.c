@@ -214,6 +214,28 @@ static int setup(struct sql_fsm *f, const struct sql_function *hidden,
     return schema_create(f, errmsg, errmsg_len);
 }
 
+int sql_fsm_host_check(char *errmsg, size_t errmsg_len)
+{
+#ifndef SQLITE_CORE
+    if (sqlite3_api->progress_handler == NULL) {
+        sql_errmsgf(errmsg, errmsg_len,
+                    "this process's SQLite %s has no progress handler (it is "
+                    "built with SQLITE_OMIT_PROGRESS_CALLBACK, as "
+                    "better-sqlite3's is), which a node's apply connection "
+                    "needs: run the node in another process (raftsql-node, "
+                    "or a host whose SQLite has it) and call raftsql's "
+                    "functions here without raft_start: they go to that "
+                    "node through its socket",
+                    sqlite3_libversion());
+        return SQL_ERR_INVALID;
+    }
+#else
+    (void)errmsg;
+    (void)errmsg_len;
+#endif
+    return 0;
+}
+
 int sql_fsm_open(const char *path, const struct sql_function *hidden,
                  unsigned n_hidden, struct sql_fsm **out, char *errmsg,
                  size_t errmsg_len)
@@ -221,6 +243,10 @@ int sql_fsm_open(const char *path, const struct sql_function *hidden,
     struct sql_fsm *f;
     int rc;
 
+    rc = sql_fsm_host_check(errmsg, errmsg_len);
+    if (rc != 0) {
+        return rc;
+    }
     f = calloc(1, sizeof *f);
     if (f == NULL) {
         sql_errmsgf(errmsg, errmsg_len, "out of memory");

@@ -274,11 +274,23 @@ struct sql_function {
  * request must not reach from inside the apply thread.
  * Errors: SQL_ERR_NOTFOUND (no such file), SQL_ERR_CORRUPT (not a
  * database), SQL_ERR_INVALID (a database holding objects that is no
- * replica), SQL_ERR_IOERR, SQL_ERR_NOMEM; @errmsg says which. Thread: the
+ * replica, or a host SQLite without a progress handler:
+ * sql_fsm_host_check), SQL_ERR_IOERR, SQL_ERR_NOMEM; @errmsg says which. Thread: the
  * apply thread (the connection is used by one thread at a time). */
 int sql_fsm_open(const char *path, const struct sql_function *hidden,
                  unsigned n_hidden, struct sql_fsm **out, char *errmsg,
                  size_t errmsg_len);
+
+/* sql_fsm_host_check says whether the SQLite of this process can hold an
+ * apply connection: a host whose SQLite is built with
+ * SQLITE_OMIT_PROGRESS_CALLBACK (better-sqlite3's is) hands a loadable
+ * extension no progress handler, which the apply connection's request
+ * budget (max_request_steps) installs. Such a process can still call a
+ * node that another process runs. Returns 0, or SQL_ERR_INVALID with
+ * @errmsg (@errmsg_len bytes) saying why and what to do. Always 0 in a
+ * program that links SQLite (SQLITE_CORE: the function is there, or the
+ * program would not link). Thread: any. */
+int sql_fsm_host_check(char *errmsg, size_t errmsg_len);
 
 /* sql_fsm_interrupt makes the request running on @f's apply connection,
  * and every later one, stop at once: sql_fsm_apply then fails (the batch

@@ -10,6 +10,7 @@
 
 #include "../../raft/err.h"
 #include "../raftsql.h"
+#include "../../sql/sql.h"
 #include "../runtime/config.h"
 #include "attach_client.h"
 #include "attach_server.h"
@@ -73,6 +74,11 @@ static void fn_start(sqlite3_context *ctx, int argc, sqlite3_value **argv)
                         "raft_start: config must be text, e.g. 'id=1 "
                         "cluster=1@127.0.0.1:7001,2@127.0.0.1:7002,"
                         "3@127.0.0.1:7003'");
+        return;
+    }
+    if (sql_fsm_host_check(errmsg, sizeof errmsg) != 0) {
+        snprintf(msg, sizeof msg, "raft_start: %s", errmsg);
+        func_call_error(ctx, RAFTSQL_INVALID, msg);
         return;
     }
     text = (const char *)sqlite3_value_text(argv[0]);
