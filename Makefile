@@ -38,7 +38,7 @@ TEST_BIN := $(TEST_SRC:%.c=$(B)/%)
 
 .SECONDARY:
 .PHONY: all deps demo test check check-layering check-so fmt fmt-check unit \
-        e2e tsan install uninstall check-install python-test \
+        e2e tsan install uninstall check-install python-test node-test \
         next \
         tsan-uv \
         clean bench sim \
@@ -159,6 +159,17 @@ check-install: $(B)/libraftsql.a $(B)/raftsql.so $(B)/raftsql-node
 # three-node cluster), builds and installs a wheel, and uninstalls.
 python-test: $(B)/raftsql.so
 	@$(PYTHON) tests/python/test_package.py
+
+# The Node.js example (examples/node/example.js, README "From Node.js"):
+# raftsql loaded into better-sqlite3, writing through a node three
+# daemons run (tests/node/test_example.py; part of `make test`, a few
+# seconds). better-sqlite3 is installed with npm into
+# ~/.cache/raftsql/node-<version> the first time (it compiles its
+# SQLite: a minute or two, once per machine); skipped with the reason
+# printed when node (20 or later) or npm is missing.
+node-test: $(B)/raftsql.so $(B)/raftsql-node
+	@RAFTSQL_SO=$(B)/raftsql.so RAFTSQL_DAEMON=$(B)/raftsql-node \
+	    $(PYTHON) tests/node/test_example.py
 
 # The benchmark (bench/README.md): never part of `make test`. `make bench`
 # runs bench/compare.sh, which builds these two and runs raftsql beside
@@ -570,6 +581,7 @@ test: deps
 	@$(MAKE) --no-print-directory check-so
 	@$(MAKE) --no-print-directory check-install
 	@$(MAKE) --no-print-directory python-test
+	@$(MAKE) --no-print-directory node-test
 	@$(MAKE) --no-print-directory unit
 	@$(MAKE) --no-print-directory tsan-uv
 	@$(MAKE) --no-print-directory fuzz FUZZ_S=$(FUZZ_TEST_S)
