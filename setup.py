@@ -68,6 +68,7 @@ class BinaryDistribution(Distribution):
     and its wheel is not pure."""
 
     def has_ext_modules(self):
+        """True: the package holds a compiled library."""
         return True
 
 
@@ -84,6 +85,7 @@ if bdist_wheel is not None:
         but no Python extension module: py3-none-<platform>."""
 
         def get_tag(self):
+            """(python, abi, platform): py3, none and this platform."""
             _, _, platform = super().get_tag()
             return "py3", "none", platform
 

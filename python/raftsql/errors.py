@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import contextlib
 import sqlite3
-from typing import Dict, Iterator, Mapping, Optional, Type
+from typing import Dict, Iterator, Mapping, Optional, Tuple, Type
 
 # SQLite's primary result codes that raftsql's codes build on
 # (https://sqlite.org/rescode.html).
@@ -83,6 +83,11 @@ class Error(sqlite3.Error):
         self.name: str = name
         self.sqlite_errorcode: int = code
         self.sqlite_errorname: str = name
+
+    def __reduce__(self) -> Tuple[Type["Error"], Tuple[str, int, str]]:
+        """Pickle as the class and the three arguments of __init__ (the
+        default would call it with the message only)."""
+        return (type(self), (self.message, self.code, self.name))
 
 
 class SQLiteError(Error):

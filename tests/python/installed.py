@@ -6,6 +6,7 @@ environment, never from the repository).
 """
 
 import os
+import pickle
 import re
 import shutil
 import sqlite3
@@ -89,6 +90,10 @@ class InstalledTest(unittest.TestCase):
         self.assertEqual(len(classes), len(want))
         for code in want.values():
             self.assertTrue(raftsql.is_own_code(code))
+        e = pickle.loads(pickle.dumps(raftsql.NoNode("m", 28430,
+                                                     "RAFTSQL_NO_NODE")))
+        self.assertEqual((type(e), e.message, e.code, e.name),
+                         (raftsql.NoNode, "m", 28430, "RAFTSQL_NO_NODE"))
         self.assertIs(raftsql.error_class(1555), raftsql.SQLiteError)
         self.assertFalse(raftsql.is_own_code(1555))
         self.assertTrue(issubclass(raftsql.InterruptedOutcomeUnknown,
