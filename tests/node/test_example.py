@@ -108,7 +108,20 @@ def install(cache):
         shutil.rmtree(work, ignore_errors=True)
 
 
+class CodesTest(unittest.TestCase):
+    """What the example says without running it (no node needed)."""
+
+    def test_codes_are_the_header_s(self):
+        """The example's table of raftsql's codes is ext/raftsql.h's."""
+        from codes import CODES
+        with open(os.path.join(EXAMPLE, "example.js")) as f:
+            table = dict(re.findall(r"^  (\d+): '(RAFTSQL_[A-Z_]+)',$",
+                                    f.read(), re.M))
+        self.assertEqual({name: int(n) for n, name in table.items()}, CODES)
+
+
 class NodeExampleTest(unittest.TestCase):
+    """The example against three daemons: setUp starts them."""
 
     @classmethod
     def setUpClass(cls):
@@ -149,14 +162,6 @@ class NodeExampleTest(unittest.TestCase):
             return self.con.execute("SELECT raft_leader()").fetchone()[0]
         except sqlite3.Error:
             return None
-
-    def test_codes_are_the_header_s(self):
-        """The example's table of raftsql's codes is ext/raftsql.h's."""
-        from codes import CODES
-        with open(os.path.join(EXAMPLE, "example.js")) as f:
-            table = dict(re.findall(r"^  (\d+): '(RAFTSQL_[A-Z_]+)',$",
-                                    f.read(), re.M))
-        self.assertEqual({name: int(n) for n, name in table.items()}, CODES)
 
     def test_example_writes_through_the_daemon(self):
         """The example writes and reads through node 2's daemon from its
