@@ -247,12 +247,12 @@ int sql_fsm_checkpoint(struct sql_fsm *f, uint64_t *out_durable_index)
 
     /* Wait briefly for readers (a snapshot copy may hold one for long):
      * the apply thread must not stall behind them. */
-    sqlite3_busy_timeout(f->db, SQL__CHECKPOINT_WAIT_MS);
+    sql_fsm_set_busy_ms(f, SQL__CHECKPOINT_WAIT_MS);
     pthread_mutex_lock(&f->ckpt.run_mu);
     rc = sqlite3_wal_checkpoint_v2(f->db, "main", SQLITE_CHECKPOINT_TRUNCATE,
                                    &n_log, &n_ckpt);
     pthread_mutex_unlock(&f->ckpt.run_mu);
-    sqlite3_busy_timeout(f->db, SQL__BUSY_TIMEOUT_MS);
+    sql_fsm_set_busy_ms(f, SQL__BUSY_TIMEOUT_MS);
     if (rc != SQLITE_OK && (rc & 0xff) != SQLITE_BUSY) {
         return fsm_fail(f, rc, "checkpoint");
     }

@@ -145,6 +145,48 @@ static int on_progress(void *arg)
     return 0;
 }
 
+/* on_busy is the apply connection's busy handler: SQLite's own busy
+ * timeout (the same waits of 1, 2, 5, ... 100 ms, up to f->busy_ms in
+ * all), but it gives up at once once sql_fsm_interrupt was called, since
+ * sqlite3_interrupt does not end a wait for a lock: a node stopping while
+ * another process's writer held the file's write lock waited out the whole
+ * timeout (5 s) in its apply batch. Apply thread (SQLite calls it). */
+static int on_busy(void *arg, int count)
+{
+    static const unsigned char delays[] = {1,  2,  5,  10, 15, 20,
+                                           25, 25, 25, 50, 50, 100};
+    enum { N = sizeof delays / sizeof delays[0] };
+    struct sql_fsm *f = arg;
+    unsigned delay, prior = 0;
+    int i;
+
+    if (atomic_load(&f->stopping)) {
+        return 0;
+    }
+    for (i = 0; i < count && i < N - 1; i++) {
+        prior += delays[i];
+    }
+    if (count < N) {
+        delay = delays[count];
+    } else {
+        delay = delays[N - 1];
+        prior += (unsigned)(count - (N - 1)) * delays[N - 1];
+    }
+    if (prior >= f->busy_ms) {
+        return 0;
+    }
+    if (prior + delay > f->busy_ms) {
+        delay = f->busy_ms - prior;
+    }
+    sqlite3_sleep((int)delay);
+    return !atomic_load(&f->stopping);
+}
+
+void sql_fsm_set_busy_ms(struct sql_fsm *f, unsigned ms)
+{
+    f->busy_ms = ms;
+}
+
 void sql_fsm_interrupt(struct sql_fsm *f)
 {
     atomic_store(&f->stopping, 1);
@@ -173,7 +215,8 @@ static int setup(struct sql_fsm *f, const struct sql_function *hidden,
         sqlite3_create_function_v2(db, hidden[i].name, hidden[i].n_arg,
                                    SQLITE_UTF8, NULL, NULL, NULL, NULL, NULL);
     }
-    sqlite3_busy_timeout(db, SQL__BUSY_TIMEOUT_MS);
+    f->busy_ms = SQL__BUSY_TIMEOUT_MS;
+    sqlite3_busy_handler(db, on_busy, f);
     sqlite3_progress_handler(db, SQL__FSM_PROGRESS_OPS, on_progress, f);
     sqlite3_db_config(db, SQLITE_DBCONFIG_DEFENSIVE, 1, (int *)NULL);
 

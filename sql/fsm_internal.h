@@ -86,6 +86,12 @@ struct sql_ckpt {
                                apply thread's (its WAL hook) */
 };
 
+/* sql_fsm_set_busy_ms sets how long the apply connection of @f waits
+ * for a lock another connection holds, @ms (SQLite's busy timeout, which
+ * the connection's own busy handler keeps, fsm.c, cut short by
+ * sql_fsm_interrupt). Apply thread. */
+void sql_fsm_set_busy_ms(struct sql_fsm *f, unsigned ms);
+
 /* The state machine (opaque in sql.h). */
 struct sql_fsm {
     sqlite3 *db;                    /* the apply connection */
@@ -119,6 +125,9 @@ struct sql_fsm {
     int budget_hit;                 /* 1: it ran out of its budget */
     atomic_int stopping;            /* sql_fsm_interrupt was called (any
                                         thread) */
+    unsigned busy_ms;               /* the apply connection's busy timeout,
+                                       ms (fsm.c's on_busy; apply
+                                       thread) */
     char *text;                     /* the running request's SQL text,
                                         NUL-terminated (malloc'd, reused) */
     size_t text_cap;                /* bytes allocated at text */

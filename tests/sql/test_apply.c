@@ -12,6 +12,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include <cmocka.h>
 
@@ -1094,6 +1095,78 @@ static void test_interrupt(void **state)
     assert_query(f->tmp.path, "SELECT count(*) FROM t", "0");
 }
 
+/* An apply run on its own thread (apply_in_thread), and when it ended. */
+struct apply_run {
+    struct fsm_fixture *f;
+    struct buf *buf;
+    int rc;
+    int done; /* guarded by mu */
+    pthread_mutex_t mu;
+    pthread_cond_t cond;
+};
+
+static void *apply_in_thread(void *arg)
+{
+    struct apply_run *a = arg;
+    int rc = apply_bufs(a->f, &a->buf, 1);
+    pthread_mutex_lock(&a->mu);
+    a->rc = rc;
+    a->done = 1;
+    pthread_cond_signal(&a->cond);
+    pthread_mutex_unlock(&a->mu);
+    return NULL;
+}
+
+/* A stop does not wait out the apply connection's busy timeout: while
+ * another connection holds the file's write lock (a host's writer in
+ * another process), a batch waits for it in SQLite's busy handler, which
+ * sqlite3_interrupt does not end; after sql_fsm_interrupt the apply
+ * connection's own handler gives up at once, nothing applied. */
+static void test_interrupt_ends_lock_wait(void **state)
+{
+    struct fsm_fixture *f = *state;
+    struct apply_run a = {.f = f};
+    sqlite3 *holder = NULL;
+    struct timespec until;
+    pthread_t t;
+    uint64_t before;
+
+    assert_ok(apply1(f, "CREATE TABLE t(x)"));
+    before = sql_fsm_applied(f->fsm);
+    assert_int_equal(sqlite3_open(f->tmp.path, &holder), SQLITE_OK);
+    assert_int_equal(sqlite3_exec(holder, "BEGIN IMMEDIATE", NULL, NULL, NULL),
+                     SQLITE_OK);
+    sql_fsm_set_busy_ms(f->fsm, 600000); /* ten minutes of patience */
+    sql_fsm_interrupt(f->fsm);
+    a.buf = budget_request("INSERT INTO t VALUES (1)", 0);
+    pthread_mutex_init(&a.mu, NULL);
+    pthread_cond_init(&a.cond, NULL);
+    assert_int_equal(pthread_create(&t, NULL, apply_in_thread, &a), 0);
+    clock_gettime(CLOCK_REALTIME, &until);
+    until.tv_sec += 60;
+    pthread_mutex_lock(&a.mu);
+    while (!a.done && pthread_cond_timedwait(&a.cond, &a.mu, &until) == 0) {
+    }
+    pthread_mutex_unlock(&a.mu);
+    if (!a.done) {
+        /* Let it end before failing: the lock goes. */
+        sqlite3_exec(holder, "ROLLBACK", NULL, NULL, NULL);
+        pthread_join(t, NULL);
+        fail_msg(
+            "the interrupted apply still waited for the write lock "
+            "60 s later (busy timeout 600 s)");
+    }
+    pthread_join(t, NULL);
+    assert_int_not_equal(a.rc, 0);
+    assert_int_equal(sqlite3_exec(holder, "ROLLBACK", NULL, NULL, NULL),
+                     SQLITE_OK);
+    sqlite3_close(holder);
+    pthread_cond_destroy(&a.cond);
+    pthread_mutex_destroy(&a.mu);
+    assert_int_equal(sql_fsm_applied(f->fsm), before);
+    assert_query(f->tmp.path, "SELECT count(*) FROM t", "0");
+}
+
 int main(void)
 {
 #define T(name)                                                                \
@@ -1124,6 +1197,7 @@ int main(void)
         T(test_many_statements_linear),
         T(test_work_budget),
         T(test_interrupt),
+        T(test_interrupt_ends_lock_wait),
     };
 #undef T
 
