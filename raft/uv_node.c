@@ -810,6 +810,10 @@ int raft_uv_node_start_with(struct raft *r,
     }
     d->id = cfg->id;
     d->storage = *storage;
+    raft_histogram_init(&d->stats.write_seconds, raft_histogram_seconds,
+                        raft_histogram_n_seconds);
+    raft_histogram_init(&d->stats.write_entries, raft_histogram_sizes,
+                        raft_histogram_n_sizes);
     raft_persist_init(&d->persist);
     d->cb = *cb;
     d->tick_ms = cfg->tick_ms;

@@ -12,6 +12,7 @@
 
 #include "address.h"
 #include "frame.h"
+#include "histogram.h"
 #include "logging.h"
 #include "persist.h"
 #include "raft.h"
@@ -350,22 +351,29 @@ void raft_uv_node_cluster_id_set(struct raft_uv_node *d,
 /* Counters of a driver since it started, for status and benchmarks, and
  * the progress of snapshot transfers. */
 struct raft_uv_node_stats {
-    uint64_t n_writes;              /* storage writes (one fsync each) */
-    uint64_t n_entries_written;     /* entries in those writes */
-    uint64_t n_appends_sent;        /* AppendEntries sent with entries */
-    uint64_t n_entries_sent;        /* entries in those AppendEntries */
-    uint64_t n_compactions;         /* log compactions done */
-    uint64_t n_snapshots_sent;      /* snapshots fully sent (leader) */
-    uint64_t n_snapshots_installed; /* snapshots installed (follower) */
-    raft_id last_install_from;      /* sender of the last one installed, 0 */
-    raft_id snapshot_peer;          /* peer of the transfer shown below, 0 */
-    uint64_t snapshot_done;         /* bytes sent or received of it */
-    uint64_t snapshot_total;        /* its size, bytes */
-    uint64_t loop_max_tick_ms;      /* longest time between two ticks
+    uint64_t n_writes;                   /* storage writes (one fsync each) */
+    uint64_t n_entries_written;          /* entries in those writes */
+    uint64_t n_bytes_written;            /* payload bytes of those entries */
+    struct raft_histogram write_seconds; /* time of each of those writes
+                                       on the thread pool (the LMDB write
+                                       transaction and its fsync), s */
+    struct raft_histogram write_entries; /* entries per write */
+    uint64_t n_appends_sent;             /* AppendEntries sent with entries */
+    uint64_t n_entries_sent;             /* entries in those AppendEntries */
+    uint64_t n_compactions;              /* log compactions done */
+    uint64_t n_snapshots_sent;           /* snapshots fully sent (leader) */
+    uint64_t n_snapshots_installed;      /* snapshots installed (follower) */
+    uint64_t n_snapshot_bytes_sent;      /* bytes of the snapshots fully sent */
+    uint64_t n_snapshot_bytes_installed; /* bytes of those installed */
+    raft_id last_install_from; /* sender of the last one installed, 0 */
+    raft_id snapshot_peer;     /* peer of the transfer shown below, 0 */
+    uint64_t snapshot_done;    /* bytes sent or received of it */
+    uint64_t snapshot_total;   /* its size, bytes */
+    uint64_t loop_max_tick_ms; /* longest time between two ticks
                                        of the loop thread since start,
                                        ms (a tick is due every tick_ms:
                                        more is time the loop was held) */
-    char install_error[256];        /* why the last snapshot received was
+    char install_error[256];   /* why the last snapshot received was
                                        not installed (the leader sends it
                                        again), "" once one was, or none
                                        failed */

@@ -169,6 +169,10 @@ struct raft_uv_node {
     struct raft_persist persist;       /* the job queue */
     struct raft_persist_job *disk_job; /* the running job, or NULL */
     uv_work_t disk_req;                /* its request */
+    uint64_t disk_ns;                  /* the running job's time on the
+                                          pool, ns (written by the pool
+                                          thread before its after-work
+                                          callback reads it) */
     bool disk_failed;                  /* a job failed: stop */
     char disk_failure[256];            /* why, "" while none failed */
     uint64_t retry_at;                 /* loop clock of the next retry

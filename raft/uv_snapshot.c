@@ -347,6 +347,7 @@ static void on_chunk_result(struct raft_uv_node *d, const struct raft_frame *m)
         s->repair = false;
         s->failures = 0;
         d->stats.n_snapshots_sent++;
+        d->stats.n_snapshot_bytes_sent += s->total;
         raft_uv_node_log(d, RAFT_LOG_INFO,
                          "snapshot at index %" PRIu64 " installed on %" PRIu64,
                          s->index, s->to);
@@ -547,6 +548,7 @@ void raft_uv_snapshot_installed(struct raft_uv_node *d,
         return;
     }
     d->stats.n_snapshots_installed++;
+    d->stats.n_snapshot_bytes_installed += r->total;
     d->stats.last_install_from = in->leader;
     d->stats.install_error[0] = '\0';
     raft_uv_node_log(d, RAFT_LOG_INFO,

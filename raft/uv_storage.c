@@ -147,6 +147,7 @@ static void disk_work(uv_work_t *req)
     static _Thread_local bool named;
     struct raft_uv_node *d = req->data;
     struct raft_persist_job *j = d->disk_job;
+    uint64_t start;
     if (!named) {
         /* libuv's pool threads inherit the loop thread's name: rename
          * them for top -H and perf (best effort, once per thread; the
@@ -158,7 +159,9 @@ static void disk_work(uv_work_t *req)
     if (j->install && !verify_snapshot(j)) {
         return;
     }
+    start = uv_hrtime();
     raft_persist_run(j, &d->storage);
+    d->disk_ns = uv_hrtime() - start;
 }
 
 /* carry_out sends what job @res held and steps its events. */
@@ -231,6 +234,13 @@ static void disk_after_work(uv_work_t *req, int status)
     if (res.wrote) {
         d->stats.n_writes++;
         d->stats.n_entries_written += res.n_entries;
+        for (unsigned i = 0; i < j->n_entries; i++) {
+            d->stats.n_bytes_written +=
+                j->entries[i].data != NULL ? j->entries[i].data->len : 0;
+        }
+        raft_histogram_observe(&d->stats.write_seconds,
+                               (double)d->disk_ns / 1e9);
+        raft_histogram_observe(&d->stats.write_entries, res.n_entries);
     }
     if (res.wrote && !raft_persist_room_wanted(&d->persist)) {
         /* Not a hard state gone ahead of a refused append: it waits. */

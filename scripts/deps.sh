@@ -7,7 +7,8 @@ pkgs="gcc g++ make pkg-config sqlite3 libsqlite3-dev libuv1-dev liblmdb-dev \
 libcmocka-dev libxxhash-dev libjansson-dev libssl-dev openssl python3 \
 clang-format tmux clang libclang-rt-14-dev iproute2 \
 python3-django python3-sqlalchemy \
-python3-venv python3-setuptools-whl python3-wheel-whl"
+python3-venv python3-setuptools-whl python3-wheel-whl \
+libmicrohttpd-dev python3-prometheus-client"
 
 missing=""
 for p in $pkgs; do

@@ -113,6 +113,7 @@ struct ext_applier {
                                           under mu) */
     atomic_uint_least64_t installed_index; /* last index of the snapshot
                                                installed last, 0 */
+    struct ext_applier_metrics metrics;    /* the batches applied (mu) */
 };
 
 /* Appliers of the process that are diverged (applier_any_diverged). */
@@ -360,6 +361,13 @@ bool applier_diverged(struct ext_applier *a, struct ext_applier_divergence *out)
     }
     pthread_mutex_unlock(&a->mu);
     return diverged;
+}
+
+void applier_metrics(struct ext_applier *a, struct ext_applier_metrics *out)
+{
+    pthread_mutex_lock(&a->mu);
+    *out = a->metrics;
+    pthread_mutex_unlock(&a->mu);
 }
 
 uint64_t applier_repairs(const struct ext_applier *a)
@@ -991,7 +999,7 @@ static void *applier_main(void *arg)
 {
     struct ext_applier *a = arg;
     struct raft_entry *batch = malloc(EXT__APPLY_BATCH_MAX * sizeof *batch);
-    struct timespec last_end = {0, 0};
+    struct timespec last_end = {0, 0}, began;
 #ifdef RAFTSQL_TEST_FAULTS
     bool first_done = false;    /* the first batch of this run was held */
     bool batch_delayed = false; /* the next batch was held already */
@@ -1084,11 +1092,17 @@ static void *applier_main(void *arg)
             a->marks_index == batch[0].index ? &a->marks : NULL);
         pthread_mutex_unlock(&a->mu);
 
+        clock_gettime(CLOCK_MONOTONIC, &began);
         rc = apply_batch(a, batch, n);
         clock_gettime(CLOCK_MONOTONIC, &last_end);
 
         pthread_mutex_lock(&a->mu);
         if (rc == 0) {
+            raft_histogram_observe(
+                &a->metrics.apply_seconds,
+                (double)(last_end.tv_sec - began.tv_sec) +
+                    (double)(last_end.tv_nsec - began.tv_nsec) / 1e9);
+            raft_histogram_observe(&a->metrics.batch_entries, n);
             resumed(a, batch[n - 1].index);
         } else if (rc == RAFT_DIVERGED && retry_later(a, batch, n)) {
             n = 0; /* held in the queue until a repair */
@@ -1127,6 +1141,10 @@ int applier_start(struct sql_fsm *fsm, const struct ext_applier_config *cfg,
     }
     a->cfg = *cfg;
     a->hooks = *hooks;
+    raft_histogram_init(&a->metrics.apply_seconds, raft_histogram_seconds,
+                        raft_histogram_n_seconds);
+    raft_histogram_init(&a->metrics.batch_entries, raft_histogram_sizes,
+                        raft_histogram_n_sizes);
     a->log = log;
     a->fsm = fsm;
     mark_read(a);

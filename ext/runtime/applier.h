@@ -11,6 +11,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "../../raft/histogram.h"
 #include "../../raft/persist.h"
 #include "../../raft/raft.h"
 #include "../../sql/sql.h"
@@ -207,6 +208,20 @@ bool applier_any_diverged(void);
 /* applier_repairs returns how many installs ended a divergence since
  * start. Any thread. */
 uint64_t applier_repairs(const struct ext_applier *a);
+
+/* What the apply thread measured of the batches it applied, for
+ * raft_metrics(). */
+struct ext_applier_metrics {
+    struct raft_histogram apply_seconds; /* the time of each batch applied
+                                            (one SQLite transaction, its
+                                            commit included), s */
+    struct raft_histogram batch_entries; /* entries per batch applied */
+};
+
+/* applier_metrics copies what the apply thread measured into @out (under
+ * the applier's mutex, which the apply thread takes once per batch
+ * anyway). Any thread. */
+void applier_metrics(struct ext_applier *a, struct ext_applier_metrics *out);
 
 /* applier_installs returns how many snapshots @a installed since start.
  * A judgement of the replica's content made from records taken after

@@ -102,6 +102,8 @@ struct ext_exec {
     char removed[256]; /* why this node takes no writes, removed from the
                           cluster (exec_set_removed); "" while a member
                           (mu) */
+    struct ext_request_counts counts; /* how requests ended and went
+                                         (atomic: no mu) */
 };
 
 /* first_waiter and next_waiter walk every waiting caller, newest first.
@@ -168,6 +170,65 @@ static void drop_queued(struct ext_exec *e, struct waiter *w)
     }
 }
 
+/* refusal_of returns the enum ext_refusal_reason of a call that ended in @r
+ * (exec_submit's code @rc) without applying and never will, or -1 for
+ * one that applied, failed on its SQL, or may have applied. */
+static int refusal_of(int rc, const struct ext_exec_result *r)
+{
+    if (r->kind != EXT_EXEC_NOT_APPLIED && r->sqlite_rc != RAFTSQL_REFUSED) {
+        return -1;
+    }
+    if (r->wire_gated) {
+        return EXT_REFUSED_WIRE_GATE;
+    }
+    switch (r->sqlite_rc) {
+        case RAFTSQL_INVALID:
+            return EXT_REFUSED_INVALID;
+        case RAFTSQL_TOOBIG:
+            return EXT_REFUSED_TOO_BIG;
+        case RAFTSQL_BUSY:
+            return EXT_REFUSED_BUSY;
+        case RAFTSQL_FULL:
+            return EXT_REFUSED_LOG_FULL;
+        case RAFTSQL_REMOVED:
+            return EXT_REFUSED_REMOVED;
+        case RAFTSQL_DIVERGED:
+            return EXT_REFUSED_DIVERGED;
+        case RAFTSQL_REFUSED:
+            return EXT_REFUSED_POLICY;
+        default:
+            return rc == RAFT_SHUTDOWN ? EXT_REFUSED_SHUTTING_DOWN
+                                       : EXT_REFUSED_OTHER;
+    }
+}
+
+/* tally counts how the call of @w ended (its wait's @end, -1 when it
+ * never waited) with result @r and code @rc: a wait that expired as timed
+ * out (behind a write lease, without a leader, or unanswered once it left
+ * this node), one refused by its reason; an interrupted call, or one that
+ * applied or failed on its SQL, is not counted. Any thread. */
+static void tally(struct ext_exec *e, const struct waiter *w, int end,
+                  bool lease_held, int rc, const struct ext_exec_result *r)
+{
+    if (end == EXT_CALL_INTERRUPTED) {
+        return;
+    }
+    if (end == EXT_CALL_EXPIRED && r->kind != EXT_EXEC_OK &&
+        r->kind != EXT_EXEC_SQL_ERROR) {
+        request_counts_timed_out(&e->counts,
+                                 w->call.left_node ? EXT_TIMEOUT_UNANSWERED
+                                 : lease_held      ? EXT_TIMEOUT_LEASE
+                                                   : EXT_TIMEOUT_NO_LEADER);
+        return;
+    }
+    request_counts_refused(&e->counts, refusal_of(rc, r));
+}
+
+struct ext_request_counts *exec_request_counts(struct ext_exec *e)
+{
+    return &e->counts;
+}
+
 static int kind_to_rc(int kind)
 {
     switch (kind) {
@@ -225,7 +286,8 @@ int exec_submit(struct ext_exec *e, const char *sql, size_t sql_len,
     char errmsg[512];
     bool cancelled = false;
     char reason[256];
-    int end, rc;
+    int end = -1, rc;
+    bool lease_held = false;
 
     memset(&w, 0, sizeof w);
     memset(out, 0, sizeof *out);
@@ -247,6 +309,7 @@ int exec_submit(struct ext_exec *e, const char *sql, size_t sql_len,
                                             : RAFTSQL_INVALID;
         snprintf(out->errmsg, sizeof out->errmsg, "raft_exec: not applied: %s",
                  errmsg);
+        request_counts_refused(&e->counts, refusal_of(rc, out));
         return rc;
     }
     w.want_rows = ropts.flags != 0;
@@ -330,6 +393,7 @@ int exec_submit(struct ext_exec *e, const char *sql, size_t sql_len,
         }
         cancelled = true;
     } else if (end != EXT_CALL_ANSWERED) {
+        lease_held = e->held_back || w.lease_held;
         if (!w.call.left_node) {
             char why[160];
             snprintf(why, sizeof why,
@@ -353,6 +417,7 @@ int exec_submit(struct ext_exec *e, const char *sql, size_t sql_len,
     rc = cancelled ? RAFT_CANCELED : kind_to_rc(out->kind);
 
 out:
+    tally(e, &w, end, lease_held, rc, out);
     leader_call_close(&e->waiters, &w.call);
     pthread_mutex_unlock(&e->mu);
     raft_buf_unref(w.payload);
@@ -641,7 +706,11 @@ static void dispatch(struct ext_exec *e, struct raft_uv_node *d)
             m.forward.request_id[1] = o[i].id[1];
             m.forward.data = o[i].payload;
             rc = raft_uv_node_send_frame(d, &m);
-            if (rc != 0) {
+            if (rc == 0) {
+                request_counts_forwarded(&e->counts, o[i].was_left
+                                                         ? EXT_FORWARD_AGAIN
+                                                         : EXT_FORWARD_FIRST);
+            } else {
                 /* Not sent at all: back to waiting, as it was. */
                 pthread_mutex_lock(&e->mu);
                 struct waiter *w = leader_call_find(&e->waiters, o[i].id);

@@ -20,6 +20,7 @@
 #include "config.h"
 #include "leader_call.h"
 #include "propose.h"
+#include "request_counts.h"
 #include "status.h"
 
 /* How a write ended, as seen by its caller. */
@@ -155,6 +156,12 @@ void exec_set_removed(struct ext_exec *e, bool removed, raft_index conf_index);
 
 /* exec_counts gives the number of requests in the submission queue and
  * of callers waiting. Any thread. */
+/* exec_request_counts returns the counters of @e's refused, timed-out and
+ * forwarded requests (request_counts.h), which exec_submit and the loop
+ * count, and which others may add to (ext_node_exec: a refusal before
+ * exec_submit) and read. Valid until exec_free. Any thread. */
+struct ext_request_counts *exec_request_counts(struct ext_exec *e);
+
 void exec_counts(struct ext_exec *e, unsigned *out_queue,
                  unsigned *out_waiters);
 

@@ -46,6 +46,11 @@ struct ext_lease {
     uint64_t asked_for;          /* the holder whose ask is out or
                                     answered and not yet taken (ask,
                                     ask_for_first), 0: none */
+    uint64_t hold_id;            /* the lease a writer of this node holds
+                                    (from its grant to its release), 0 */
+    uint64_t hold_since_ms;      /* when it was granted, CLOCK_MONOTONIC */
+    uint64_t n_holds, n_waits, n_busy;  /* lease_view's */
+    struct raft_histogram hold_seconds; /* lease_view's */
 };
 
 /* How long a writer of this node waits in its queue for the lease
@@ -187,6 +192,8 @@ int lease_new(raft_id self, unsigned lease_timeout_ms, unsigned exec_timeout_ms,
                     max_bytes);
     pthread_mutex_init(&l->mu, NULL);
     cond_init(&l->cond);
+    raft_histogram_init(&l->hold_seconds, raft_histogram_seconds,
+                        raft_histogram_n_seconds);
     *out = l;
     return 0;
 }
@@ -272,6 +279,7 @@ int lease_acquire(struct ext_lease *l, uint64_t holder, uint64_t *out_id,
     struct lease_waiter me, **pp;
     uint64_t id = 0, until;
     raft_index grant_index = 0;
+    bool waited = false;
     int rc;
 
     if (holder == 0) {
@@ -312,6 +320,7 @@ int lease_acquire(struct ext_lease *l, uint64_t holder, uint64_t *out_id,
                            "another writer of this node waits for the "
                            "write lease first");
         }
+        waited = true;
         now = now_ms();
         if (now >= until) {
             break;
@@ -325,6 +334,13 @@ int lease_acquire(struct ext_lease *l, uint64_t holder, uint64_t *out_id,
     for (pp = &l->queue; *pp != &me; pp = &(*pp)->next) {
     }
     *pp = me.next;
+    l->n_waits += waited;
+    l->n_busy += rc == RAFT_BUSY;
+    if (rc == 0) {
+        l->n_holds++;
+        l->hold_id = id;
+        l->hold_since_ms = now_ms();
+    }
     if (rc != 0) {
         wake_queue(l, false); /* the next in the queue asks */
     }
@@ -479,6 +495,11 @@ void lease_release(struct ext_lease *l, uint64_t id,
     raft_index wait_for = 0;
 
     pthread_mutex_lock(&l->mu);
+    if (id != 0 && id == l->hold_id) {
+        raft_histogram_observe(&l->hold_seconds,
+                               (double)(now_ms() - l->hold_since_ms) / 1e3);
+        l->hold_id = 0;
+    }
     lease_core_out_init(&out);
     lease_core_release(&l->core, id, &wait_for, &out);
     carry_out(l, &out, marks);
@@ -540,6 +561,10 @@ void lease_view(struct ext_lease *l, struct ext_lease_view *out)
         queued++;
     }
     out->queued = queued;
+    out->n_holds = l->n_holds;
+    out->n_waits = l->n_waits;
+    out->n_busy = l->n_busy;
+    out->hold_seconds = l->hold_seconds;
     if (l->core.state == LEASE_GRANTED) {
         out->in_force = true;
         out->holder = l->core.holder;

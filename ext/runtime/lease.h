@@ -80,6 +80,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "../../raft/histogram.h"
 #include "../../raft/raft.h"
 #include "../../raft/uv_node.h"
 #include "applier.h"
@@ -87,14 +88,22 @@
 
 /* The lease as raft_status() shows it. */
 struct ext_lease_view {
-    bool in_force;   /* a lease is out: the fields below are set */
-    uint64_t holder; /* the holder's token (on its server) */
-    raft_id server;  /* the holder's server */
-    uint64_t id;     /* the lease id */
-    uint64_t age_ms; /* since its grant */
-    bool held;       /* the applier waits for the holder's release (the
+    bool in_force;    /* a lease is out: the fields below are set */
+    uint64_t holder;  /* the holder's token (on its server) */
+    raft_id server;   /* the holder's server */
+    uint64_t id;      /* the lease id */
+    uint64_t age_ms;  /* since its grant */
+    bool held;        /* the applier waits for the holder's release (the
                         lease may have ended with its proposal) */
-    unsigned queued; /* writers of this node waiting for the lease */
+    unsigned queued;  /* writers of this node waiting for the lease */
+    uint64_t n_holds; /* leases granted to writers of this node since
+                          start (counted at the grant) */
+    uint64_t n_waits; /* asks of writers of this node that found the
+                          lease out (held elsewhere, another writer
+                          first, or no leader) and waited */
+    uint64_t n_busy;  /* asks that gave up waiting (SQLITE_BUSY) */
+    struct raft_histogram hold_seconds; /* from each grant to a writer of
+                          this node to its release, s */
 };
 
 struct ext_lease; /* opaque */

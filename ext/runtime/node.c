@@ -33,6 +33,7 @@
 #include "forward.h"
 #include "lease.h"
 #include "load_status.h"
+#include "metrics.h"
 #include "node.h"
 #include "node_log.h"
 #include "node_tls.h"
@@ -820,46 +821,76 @@ int ext_node_exec(struct ext_node *n, const char *sql, size_t sql_len,
         out->sqlite_rc = RAFTSQL_DIVERGED;
         snprintf(out->errmsg, sizeof out->errmsg, "raft_exec: not applied: %s",
                  why);
+        request_counts_refused(exec_request_counts(n->exec),
+                               EXT_REFUSED_DIVERGED);
         return RAFT_DIVERGED;
     }
     return exec_submit(n->exec, sql, sql_len, params, n_params, opts, probe,
                        out);
 }
 
+/* The texts an ext_status_extra points into, on its reader's stack. */
+struct extra_text {
+    char last_error[512];
+    char apply_error[512];
+    char tls_expires[32];
+    char cluster_id[RAFT_UV_CLUSTER_ID_HEX];
+};
+
+/* gather_extra asks each part of @n for what the status adds to the
+ * core's state (ext_status_extra), its texts in @t. Any thread. */
+static void gather_extra(struct ext_node *n, struct ext_status_extra *x,
+                         struct extra_text *t)
+{
+    x->last_error_age_ms =
+        node_log_last_error(&n->log, t->last_error, sizeof t->last_error);
+    applier_error(n->applier, t->apply_error, sizeof t->apply_error);
+    x->apply_error = t->apply_error;
+    exec_counts(n->exec, &x->queue, &x->waiters);
+    x->applied = applier_applied(n->applier);
+    x->durable = applier_durable(n->applier);
+    x->applying = !applier_failed(n->applier);
+    x->last_error = t->last_error;
+    x->tls = n->tls == NULL ? "off"
+             : raft_uv_tls_mode(n->tls) == RAFT_UV_TLS_CERTIFICATES
+                 ? "certificates"
+                 : "psk";
+    t->tls_expires[0] = '\0';
+    if (n->tls != NULL) {
+        raft_uv_tls_expires(n->tls, t->tls_expires, sizeof t->tls_expires);
+    }
+    x->tls_cert_expires = t->tls_expires;
+    cluster_id_hex(n->cluster, t->cluster_id);
+    x->cluster_id = t->cluster_id;
+    divergence_status(n->divergence, &x->checksum);
+    x->diverged = applier_diverged(n->applier, &x->divergence);
+    repair_describe(n->repair, x->repair, sizeof x->repair);
+    x->repairs = applier_repairs(n->applier);
+    x->has_load = load_status_get(n->load, &x->load);
+    staleness_get(n->staleness, &x->staleness);
+    lease_view(n->lease, &x->lease);
+    applier_metrics(n->applier, &x->apply);
+    request_counts_read(exec_request_counts(n->exec), &x->requests);
+}
+
 char *ext_node_status(struct ext_node *n)
 {
-    char last_error[512], apply_error[512], tls_expires[32];
-    char cluster_id[RAFT_UV_CLUSTER_ID_HEX];
+    struct extra_text t;
     struct ext_status_extra x;
 
-    x.last_error_age_ms =
-        node_log_last_error(&n->log, last_error, sizeof last_error);
-    applier_error(n->applier, apply_error, sizeof apply_error);
-    x.apply_error = apply_error;
-    exec_counts(n->exec, &x.queue, &x.waiters);
-    x.applied = applier_applied(n->applier);
-    x.durable = applier_durable(n->applier);
-    x.applying = !applier_failed(n->applier);
-    x.last_error = last_error;
-    x.tls = n->tls == NULL ? "off"
-            : raft_uv_tls_mode(n->tls) == RAFT_UV_TLS_CERTIFICATES
-                ? "certificates"
-                : "psk";
-    tls_expires[0] = '\0';
-    if (n->tls != NULL) {
-        raft_uv_tls_expires(n->tls, tls_expires, sizeof tls_expires);
-    }
-    x.tls_cert_expires = tls_expires;
-    cluster_id_hex(n->cluster, cluster_id);
-    x.cluster_id = cluster_id;
-    divergence_status(n->divergence, &x.checksum);
-    x.diverged = applier_diverged(n->applier, &x.divergence);
-    repair_describe(n->repair, x.repair, sizeof x.repair);
-    x.repairs = applier_repairs(n->applier);
-    x.has_load = load_status_get(n->load, &x.load);
-    staleness_get(n->staleness, &x.staleness);
-    lease_view(n->lease, &x.lease);
+    gather_extra(n, &x, &t);
     return status_json(n->status, &x);
+}
+
+char *ext_node_metrics(struct ext_node *n)
+{
+    struct extra_text t;
+    struct ext_status_extra x;
+    struct ext_status_view v;
+
+    gather_extra(n, &x, &t);
+    status_view(n->status, &v);
+    return metrics_text(&v, &x);
 }
 
 struct ext_load_status *ext_node_load_status(struct ext_node *n)

@@ -121,6 +121,12 @@ int ext_node_exec(struct ext_node *n, const char *sql, size_t sql_len,
  * Any thread. */
 char *ext_node_status(struct ext_node *n);
 
+/* ext_node_metrics returns the node's figures as Prometheus text
+ * (metrics.h: the same state ext_node_status shows, README "Metrics"
+ * lists every metric), malloc'd, the caller frees it; NULL when out of
+ * memory. Any thread. */
+char *ext_node_metrics(struct ext_node *n);
+
 /* ext_node_load_status returns where the latest raft_load_sql on @n
  * stands (load_status.h: load_sql_run records its progress there, and
  * ext_node_status shows it as "load"). Valid until ext_node_stop. Any

@@ -20,6 +20,7 @@ static const struct sql_function ext_functions[] = {
     {"raft_last_insert_rowid", 0},
     {"raft_last_error", 0},
     {"raft_status", 0},
+    {"raft_metrics", 0},
     {"raft_leader", 0},
     {"raft_stop", 0},
     {"raft_add", -1},

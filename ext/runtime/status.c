@@ -334,6 +334,31 @@ bool status_removed(const struct ext_status *st, const struct raft *core,
     return true;
 }
 
+void status_view(struct ext_status *st, struct ext_status_view *out)
+{
+    struct snapshot s = current(st);
+    memset(out, 0, sizeof *out);
+    out->id = st->id;
+    out->role = s.role;
+    out->term = s.term;
+    out->leader = s.leader;
+    out->commit = s.commit;
+    out->first = s.first;
+    out->last = s.last;
+    out->persisted = s.persisted;
+    for (unsigned i = 0; i < s.n_peers; i++) {
+        out->peers[i].id = s.peers[i].id;
+        out->peers[i].connected = s.peers[i].connected;
+        out->peers[i].has_progress = s.peers[i].has_progress;
+        out->peers[i].match = s.peers[i].progress.match_index;
+    }
+    out->n_peers = s.n_peers;
+    out->stats = s.stats;
+    out->log_full = s.log_full;
+    out->failed = status_failure(st, NULL, 0);
+    out->removed = removal_committed(&s);
+}
+
 int status_role(struct ext_status *st)
 {
     return current(st).role;

@@ -15,6 +15,7 @@
 #include "divergence.h"
 #include "lease.h"
 #include "load_status.h"
+#include "request_counts.h"
 #include "staleness.h"
 
 /* What other parts of the node add to the JSON, read by the caller of
@@ -45,6 +46,11 @@ struct ext_status_extra {
     struct ext_staleness_verdict staleness; /* the lag, and whether reads
                                                are refused as stale */
     struct ext_lease_view lease;            /* the write lease (lease.h) */
+    struct ext_applier_metrics apply;       /* the batches applied (read
+                                               by raft_metrics() only) */
+    struct ext_request_tally requests;      /* refused, timed-out and
+                                               forwarded requests (read by
+                                               raft_metrics() only) */
 };
 
 struct ext_status; /* opaque */
@@ -151,6 +157,40 @@ void status_note_failure(struct ext_status *s, struct raft_uv_node *d);
 /* status_failure says whether the node's storage failed, as last noted,
  * and then copies why into @why (@len bytes; may be NULL). Any thread. */
 bool status_failure(struct ext_status *s, char *why, size_t len);
+
+/* What raft_metrics() shows of a peer. */
+struct ext_status_peer_view {
+    raft_id id;        /* the peer */
+    bool connected;    /* the outgoing connection is up */
+    bool has_progress; /* match is valid (this node leads) */
+    raft_index match;  /* its match index, the leader's view */
+};
+
+/* The figures of the last status_refresh that raft_metrics() shows: a
+ * copy of the snapshot raft_status() renders, no second source. */
+struct ext_status_view {
+    raft_id id;                                       /* this server */
+    int role;                                         /* enum raft_role */
+    raft_term term;                                   /* current term */
+    raft_id leader;                                   /* 0 for none */
+    raft_index commit;                                /* commit index */
+    raft_index first;                                 /* first log index */
+    raft_index last;                                  /* last log index */
+    raft_index persisted;                             /* last durable one */
+    struct ext_status_peer_view peers[EXT_MAX_NODES]; /* the other servers
+                                                          of the
+                                                          configuration */
+    unsigned n_peers;                                 /* entries used */
+    struct raft_uv_node_stats stats; /* the driver's counters */
+    bool log_full;                   /* the log refuses writes now */
+    bool failed;                     /* the storage failed (log_failed) */
+    bool removed;                    /* removed from the cluster by a
+                                        committed configuration */
+};
+
+/* status_view copies the figures of the last refresh of @s into @out.
+ * Any thread. */
+void status_view(struct ext_status *s, struct ext_status_view *out);
 
 /* status_json renders @s with @extra as a JSON object text (malloc'd, the
  * caller frees it), or returns NULL when out of memory. Fields are listed

@@ -40,7 +40,7 @@ SQLITE_EXTENSION_INIT3
 static bool is_read(const char *fn)
 {
     return strcmp(fn, "raft_leader") == 0 || strcmp(fn, "raft_status") == 0 ||
-           strcmp(fn, "raft_members") == 0 ||
+           strcmp(fn, "raft_metrics") == 0 || strcmp(fn, "raft_members") == 0 ||
            strcmp(fn, "raft_cluster_id") == 0 ||
            strcmp(fn, "raft_barrier") == 0;
 }

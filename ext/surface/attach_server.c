@@ -119,7 +119,7 @@ static const char *const callable[] = {
     "raft_update",  "raft_transfer",  "raft_tls_reload", "raft_cluster_id",
     "raft_repair",  "raft_members",   "raft_verify",     "raft_query",
     "raft_exec_id", "raft_query_id",  "raft_backup",     "raft_load_sql",
-    "raft_barrier", "raft_lease_end",
+    "raft_barrier", "raft_lease_end", "raft_metrics",
 };
 
 /* is_write_with_opts says whether @fn is one of func_query.c's writes,

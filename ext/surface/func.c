@@ -212,23 +212,39 @@ static void fn_last_error(sqlite3_context *ctx, int argc, sqlite3_value **argv)
     sqlite3_result_text(ctx, why, -1, sqlite3_free);
 }
 
-static void fn_status(sqlite3_context *ctx, int argc, sqlite3_value **argv)
+/* answer_text answers SQL function @name with the text @render makes of
+ * the node the call runs on (malloc'd, freed here; NULL: out of memory):
+ * the node this process runs for the calling connection's file, or
+ * another process's through its socket (func_acquire). */
+static void answer_text(sqlite3_context *ctx, const char *name, int argc,
+                        sqlite3_value **argv,
+                        char *(*render)(struct ext_node *n))
 {
-    struct ext_node *n = func_acquire(ctx, "raft_status", argc, argv, NULL);
-    char *json;
-    (void)argc;
-    (void)argv;
+    struct ext_node *n = func_acquire(ctx, name, argc, argv, NULL);
+    char *text;
     if (n == NULL) {
         return;
     }
-    json = ext_node_status(n);
+    text = render(n);
     ext_registry_release(n);
-    if (json == NULL) {
+    if (text == NULL) {
         sqlite3_result_error_nomem(ctx);
         return;
     }
-    sqlite3_result_text(ctx, json, -1, SQLITE_TRANSIENT);
-    free(json);
+    sqlite3_result_text(ctx, text, -1, SQLITE_TRANSIENT);
+    free(text);
+}
+
+static void fn_status(sqlite3_context *ctx, int argc, sqlite3_value **argv)
+{
+    answer_text(ctx, "raft_status", argc, argv, ext_node_status);
+}
+
+/* fn_metrics answers raft_metrics(): the node's figures as Prometheus
+ * text (ext_node_metrics). */
+static void fn_metrics(sqlite3_context *ctx, int argc, sqlite3_value **argv)
+{
+    answer_text(ctx, "raft_metrics", argc, argv, ext_node_metrics);
 }
 
 static void fn_leader(sqlite3_context *ctx, int argc, sqlite3_value **argv)
@@ -513,6 +529,7 @@ static const struct func_def {
     {"raft_last_error", 0, FUNC_NONE, fn_last_error, NULL},
     {"raft_start", 1, FUNC_NONE, fn_start, NULL},
     {"raft_status", 0, FUNC_NONE, fn_status, NULL},
+    {"raft_metrics", 0, FUNC_NONE, fn_metrics, NULL},
     {"raft_leader", 0, FUNC_NONE, fn_leader, NULL},
     {"raft_stop", 0, FUNC_NONE, fn_stop, NULL},
     {"raft_tls_reload", 0, FUNC_NONE, fn_tls_reload, NULL},
