@@ -82,9 +82,16 @@ $(B)/raftsql-testhost: tools/raftsql_testhost.c $(B)/libraftsql.a
 	$(CC) $(BASE_CFLAGS) $(CFLAGS) -o $@ $< $(B)/libraftsql.a $(LIBS)
 
 # The daemon (tools/raftsql_node.c): one node in the foreground, configured
-# from a file (docs/deploy.md has its systemd unit).
-$(B)/raftsql-node: tools/raftsql_node.c $(B)/libraftsql.a
-	$(CC) $(BASE_CFLAGS) $(CFLAGS) -o $@ $< $(B)/libraftsql.a $(LIBS)
+# from a file (docs/deploy.md has its systemd unit), serving its metrics
+# over HTTP with libmicrohttpd (tools/node_metrics.c; the daemon alone
+# links it: programs of libraftsql.a do not need it).
+DAEMON_SRC  := tools/raftsql_node.c tools/node_metrics.c
+DAEMON_DEPS := $(DAEMON_SRC) tools/node_metrics.h
+DAEMON_LIBS  = $(shell pkg-config --libs libmicrohttpd 2>/dev/null || \
+                 echo -lmicrohttpd)
+$(B)/raftsql-node: $(DAEMON_DEPS) $(B)/libraftsql.a
+	$(CC) $(BASE_CFLAGS) $(CFLAGS) -o $@ $(DAEMON_SRC) $(B)/libraftsql.a \
+	    $(LIBS) $(DAEMON_LIBS)
 
 # A C program writing through the node another process runs
 # (examples/write_through.c, tests/e2e/test_attach.py).
@@ -219,8 +226,9 @@ bench: deps
 # ASan + UBSan, and ThreadSanitizer for the threaded runtime.
 $(B)/san/raftsql-testhost: tools/raftsql_testhost.c $(SAN_OBJ)
 	$(CC) $(BASE_CFLAGS) -O1 -g $(SAN) -o $@ $^ $(LIBS)
-$(B)/san/raftsql-node: tools/raftsql_node.c $(SAN_OBJ)
-	$(CC) $(BASE_CFLAGS) -O1 -g $(SAN) -o $@ $^ $(LIBS)
+$(B)/san/raftsql-node: $(DAEMON_DEPS) $(SAN_OBJ)
+	$(CC) $(BASE_CFLAGS) -O1 -g $(SAN) -o $@ $(filter-out %.h,$^) $(LIBS) \
+	    $(DAEMON_LIBS)
 
 TSAN_OBJ := $(LIB_SRC:%.c=$(B)/tsan/%.o)
 $(B)/tsan/%.o: %.c
@@ -229,8 +237,9 @@ $(B)/tsan/%.o: %.c
 	    -MP -c -o $@ $<
 $(B)/tsan/raftsql-testhost: tools/raftsql_testhost.c $(TSAN_OBJ)
 	$(CC) $(BASE_CFLAGS) -O1 -g -fsanitize=thread -o $@ $^ $(LIBS)
-$(B)/tsan/raftsql-node: tools/raftsql_node.c $(TSAN_OBJ)
-	$(CC) $(BASE_CFLAGS) -O1 -g -fsanitize=thread -o $@ $^ $(LIBS)
+$(B)/tsan/raftsql-node: $(DAEMON_DEPS) $(TSAN_OBJ)
+	$(CC) $(BASE_CFLAGS) -O1 -g -fsanitize=thread -o $@ $(filter-out %.h,$^) \
+	    $(LIBS) $(DAEMON_LIBS)
 
 $(B)/obj/%.o: %.c
 	@mkdir -p $(dir $@)

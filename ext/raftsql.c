@@ -223,8 +223,13 @@ __attribute__((visibility("default"))) int sqlite3_raftsql_init(
     return rc;
 }
 
-__attribute__((visibility("default"))) int raftsql_config_check(
-    const char *config, const char *db_path, char *errmsg, size_t errmsg_len)
+/* check_config parses @config for @db_path as raft_start does, then runs
+ * @check on it with @arg (0 or an error with @errmsg). Returns SQLITE_OK,
+ * SQLITE_ERROR with @errmsg (@errmsg_len bytes), or SQLITE_NOMEM. */
+static int check_config(const char *config, const char *db_path,
+                        int (*check)(struct ext_config *cfg, void *arg,
+                                     char *errmsg, size_t errmsg_len),
+                        void *arg, char *errmsg, size_t errmsg_len)
 {
     struct ext_config *cfg = malloc(sizeof *cfg);
     int rc;
@@ -234,10 +239,54 @@ __attribute__((visibility("default"))) int raftsql_config_check(
     }
     rc = ext_config_parse(config, db_path, cfg, errmsg, errmsg_len);
     if (rc == 0) {
-        rc = ext_config_check_paths(cfg, db_path, errmsg, errmsg_len);
+        rc = check(cfg, arg, errmsg, errmsg_len);
     }
     free(cfg);
     return rc == 0 ? SQLITE_OK : SQLITE_ERROR;
+}
+
+/* check_paths is check_config's check of raftsql_config_check: @arg the
+ * database's path. */
+static int check_paths(struct ext_config *cfg, void *arg, char *errmsg,
+                       size_t errmsg_len)
+{
+    return ext_config_check_paths(cfg, arg, errmsg, errmsg_len);
+}
+
+__attribute__((visibility("default"))) int raftsql_config_check(
+    const char *config, const char *db_path, char *errmsg, size_t errmsg_len)
+{
+    return check_config(config, db_path, check_paths, (void *)db_path, errmsg,
+                        errmsg_len);
+}
+
+/* What raftsql_metrics_listen_check asks of check_metrics. */
+struct metrics_check {
+    const char *address; /* metrics_listen's value */
+    bool tls;            /* out: serve with TLS */
+};
+
+/* check_metrics is check_config's check of raftsql_metrics_listen_check:
+ * @arg a struct metrics_check. */
+static int check_metrics(struct ext_config *cfg, void *arg, char *errmsg,
+                         size_t errmsg_len)
+{
+    struct metrics_check *m = arg;
+    return ext_config_metrics_check(cfg, m->address, &m->tls, errmsg,
+                                    errmsg_len);
+}
+
+__attribute__((visibility("default"))) int raftsql_metrics_listen_check(
+    const char *config, const char *db_path, const char *address, int *out_tls,
+    char *errmsg, size_t errmsg_len)
+{
+    struct metrics_check m = {.address = address, .tls = false};
+    int rc =
+        check_config(config, db_path, check_metrics, &m, errmsg, errmsg_len);
+    if (rc == SQLITE_OK) {
+        *out_tls = m.tls;
+    }
+    return rc;
 }
 
 __attribute__((visibility("default"))) int raftsql_node_state(sqlite3 *db,

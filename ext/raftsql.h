@@ -26,6 +26,7 @@
  * C functions: sqlite3_raftsql_init (the entry point),
  * raftsql_set_authorizer (a host's authorizer behind the write guard),
  * raftsql_config_check (a configuration string checked, nothing started),
+ * raftsql_metrics_listen_check (where raft_metrics() may be served),
  * raftsql_node_state (whether this process's node runs, stopped or
  * failed) and raftsql_barrier (raft_barrier() from C).
  *
@@ -227,6 +228,23 @@ int raftsql_set_authorizer(sqlite3 *db,
  * database. Any thread. */
 int raftsql_config_check(const char *config, const char *db_path, char *errmsg,
                          size_t errmsg_len);
+
+/* raftsql_metrics_listen_check checks @address ("host:port"), where a
+ * program (raftsql-node's metrics_listen=) serves raft_metrics() over HTTP
+ * for the node that @config (a raft_start() configuration, checked as
+ * raftsql_config_check checks it, for @db_path) configures, against the
+ * endpoint's rule: an IP address (no hostname); off loopback (a wildcard is)
+ * only with the node's certificate (tls_cert and tls_key: the endpoint
+ * then serves TLS with it) or insecure=on, since a scraper cannot present
+ * a pre-shared secret (secret_file). On success sets *@out_tls to 1 when
+ * the endpoint serves TLS with the node's certificate (tls_cert and
+ * tls_key given, on loopback too), else 0. Returns SQLITE_OK; SQLITE_ERROR
+ * with @errmsg (@errmsg_len bytes) naming the key: "metrics_listen: ..."
+ * or @config's own error; SQLITE_NOMEM. Needs no registered extension.
+ * Any thread. */
+int raftsql_metrics_listen_check(const char *config, const char *db_path,
+                                 const char *address, int *out_tls,
+                                 char *errmsg, size_t errmsg_len);
 
 /* The state of a node, as raftsql_node_state tells it. */
 #define RAFTSQL_NODE_RUNNING 0 /* it runs (also while it starts or stops) */

@@ -6,7 +6,11 @@
  *
  * FILE holds raft_start()'s keys (README "Configuration keys"), one per
  * line as `key = value` or `key=value`, plus `database = PATH` (required),
- * the SQLite file this node replicates. `#` begins a comment at the start
+ * the SQLite file this node replicates, and `metrics_listen = HOST:PORT`
+ * (optional, off by default), where the daemon serves raft_metrics() over
+ * HTTP (node_metrics.h; README "Metrics"): on loopback, or off it only with
+ * the node's certificate (then HTTPS) or insecure=on, else the file is
+ * refused naming the key. `#` begins a comment at the start
  * of a line or after a blank; blank lines are skipped; a value wholly in
  * double quotes loses them ("/a/b" is /a/b); a UTF-8 byte order mark at
  * the start of FILE is skipped; no value but database's may hold a blank
@@ -50,6 +54,7 @@
 #include <unistd.h>
 
 #include "ext/raftsql.h"
+#include "node_metrics.h"
 
 #define NODE__PROGRAM "raftsql-node"
 #define NODE__EXIT_START 1  /* the node did not start, or a forced stop */
@@ -60,6 +65,7 @@
 /* One key of the configuration file. */
 struct key_line {
     char *key;     /* the key, malloc'd */
+    char *value;   /* its value, malloc'd */
     unsigned line; /* its line number in the file, from 1 */
 };
 
@@ -73,6 +79,8 @@ struct node_file {
     struct key_line *keys; /* every key read, in file order */
     unsigned n_keys;       /* entries used in keys */
     bool has_log_level;    /* log_level= was given */
+    char *metrics_listen;  /* metrics_listen=, malloc'd; NULL: off */
+    bool metrics_tls;      /* serve the metrics with TLS (checked) */
 };
 
 /* The signal thread's state, shared with the main thread. */
@@ -103,7 +111,8 @@ static void usage(FILE *out)
             "\n"
             "Runs one raftsql node in the foreground, logging to stderr.\n"
             "FILE holds raft_start()'s keys, one `key = value` a line (`#`\n"
-            "comments), and `database = PATH`, the SQLite file replicated.\n"
+            "comments), and `database = PATH`, the SQLite file replicated;\n"
+            "`metrics_listen = HOST:PORT` serves Prometheus metrics there.\n"
             "  --check    check FILE and exit (0 when good, 2 when not)\n"
             "Signals: SIGTERM/SIGINT stop (a leader hands its leadership\n"
             "on first; a second one exits at once), SIGHUP reloads TLS.\n"
@@ -117,9 +126,11 @@ static void file_free(struct node_file *f)
 {
     for (unsigned i = 0; i < f->n_keys; i++) {
         free(f->keys[i].key);
+        free(f->keys[i].value);
     }
     free(f->keys);
     free(f->database);
+    free(f->metrics_listen);
     free(f->config);
 }
 
@@ -151,6 +162,17 @@ static unsigned key_find(const struct node_file *f, const char *key, size_t len)
         }
     }
     return 0;
+}
+
+/* key_value returns the value of @key in @f, NULL if not read. */
+static const char *key_value(const struct node_file *f, const char *key)
+{
+    for (unsigned i = 0; i < f->n_keys; i++) {
+        if (strcmp(f->keys[i].key, key) == 0) {
+            return f->keys[i].value;
+        }
+    }
+    return NULL;
 }
 
 /* config_append adds " key=value" to @f's raft_start string. Returns
@@ -241,7 +263,6 @@ static int parse_line(struct node_file *f, unsigned n, char *text)
     if (value[0] == '\0') {
         return file_error(f, n, "%s: no value", key);
     }
-    /* database= is the daemon's own; the rest goes to raft_start. */
     if ((strcmp(key, "cluster") == 0 || strcmp(key, "dial") == 0) &&
         strpbrk(value, " \t") != NULL) {
         return file_error(f, n,
@@ -267,14 +288,22 @@ static int parse_line(struct node_file *f, unsigned n, char *text)
         return file_error(f, n, "out of memory");
     }
     f->keys = keys;
-    f->keys[f->n_keys].key = strdup(key);
-    if (f->keys[f->n_keys].key == NULL) {
+    keys[f->n_keys].key = strdup(key);
+    keys[f->n_keys].value = strdup(value);
+    keys[f->n_keys].line = n;
+    if (keys[f->n_keys++].key == NULL || keys[f->n_keys - 1].value == NULL) {
         return file_error(f, n, "out of memory");
     }
-    f->keys[f->n_keys++].line = n;
+    /* database= and metrics_listen= are the daemon's own; the rest goes
+     * to raft_start. */
     if (strcmp(key, "database") == 0) {
         f->database = strdup(value);
         return f->database != NULL ? 0 : file_error(f, n, "out of memory");
+    }
+    if (strcmp(key, "metrics_listen") == 0) {
+        f->metrics_listen = strdup(value);
+        return f->metrics_listen != NULL ? 0
+                                         : file_error(f, n, "out of memory");
     }
     if (strcmp(key, "log_level") == 0) {
         f->has_log_level = true;
@@ -346,7 +375,18 @@ static int file_read(struct node_file *f)
     if (!f->has_log_level && !config_append(f, "log_level", "info")) {
         return file_error(f, 0, "out of memory");
     }
-    return check_config(f);
+    rc = check_config(f);
+    if (rc == 0 && f->metrics_listen != NULL) {
+        char msg[1024];
+        int tls = 0;
+        if (raftsql_metrics_listen_check(f->config, f->database,
+                                         f->metrics_listen, &tls, msg,
+                                         sizeof msg) != SQLITE_OK) {
+            return file_error(f, key_find(f, "metrics_listen", 14), "%s", msg);
+        }
+        f->metrics_tls = tls != 0;
+    }
+    return rc;
 }
 
 /* signal_main takes the signals of @arg (a struct node_signals) with
@@ -439,6 +479,27 @@ static int start(const struct node_file *f, sqlite3 **out_db)
     return 0;
 err:
     sqlite3_finalize(stmt);
+    sqlite3_close(db);
+    return NODE__EXIT_START;
+}
+
+/* start_metrics serves raft_metrics() of @db's node on @f's
+ * metrics_listen (node_metrics.h) into *@out. On failure (the address
+ * taken, a certificate unreadable) it says why, stops the node and closes
+ * @db: returns 0 or NODE__EXIT_START. */
+static int start_metrics(const struct node_file *f, sqlite3 *db,
+                         struct node_metrics **out)
+{
+    char msg[1024];
+    if (node_metrics_start(f->database, f->metrics_listen, f->metrics_tls,
+                           key_value(f, "tls_cert"), key_value(f, "tls_key"),
+                           out, msg, sizeof msg) == 0) {
+        say("metrics_listen: serving raft_metrics() at %s://%s/metrics",
+            f->metrics_tls ? "https" : "http", f->metrics_listen);
+        return 0;
+    }
+    say("metrics_listen: %s; stopping the node", msg);
+    run_sql(db, "SELECT raft_stop()", "raft_stop()");
     sqlite3_close(db);
     return NODE__EXIT_START;
 }
@@ -539,6 +600,7 @@ int main(int argc, char **argv)
     struct node_signals sigs;
     bool check = false;
     sqlite3 *db = NULL;
+    struct node_metrics *metrics = NULL;
     int rc;
 
     for (int i = 1; i < argc; i++) {
@@ -583,8 +645,12 @@ int main(int argc, char **argv)
     }
     sqlite3_auto_extension((void (*)(void))sqlite3_raftsql_init);
     rc = start(&f, &db);
+    if (rc == 0 && f.metrics_listen != NULL) {
+        rc = start_metrics(&f, db, &metrics);
+    }
     if (rc == 0) {
         rc = serve(db, &sigs);
+        node_metrics_stop(metrics);
         sqlite3_close(db);
         say("stopped; exiting %d", rc);
     }

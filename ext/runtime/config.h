@@ -194,6 +194,20 @@ void ext_config_listen_format(const struct ext_config *c, char *out,
  * changes nothing. Pure (config_auth.c). */
 bool ext_config_peers_authenticated(const struct ext_config *c);
 
+/* ext_config_metrics_check checks @address ("host:port"), where a program
+ * serves raft_metrics() over HTTP for the node @c configures (parsed by
+ * ext_config_parse), against the rule for that endpoint: off loopback, it
+ * needs the node's certificate (tls_cert and tls_key: the endpoint serves
+ * TLS with it) or insecure=on; a pre-shared secret (secret_file) alone
+ * does not open it, since a scraper cannot present it. Writes whether the
+ * endpoint serves TLS (the certificate files are set) into *@out_tls on
+ * success. Errors: RAFT_INVALID with @errmsg (@errmsg_len bytes)
+ * beginning "metrics_listen: ": not host:port, a hostname (an IP address
+ * says what to bind), or off loopback (a wildcard is) without the
+ * certificate nor insecure=on. Pure (config_auth.c); any thread. */
+int ext_config_metrics_check(const struct ext_config *c, const char *address,
+                             bool *out_tls, char *errmsg, size_t errmsg_len);
+
 /* ext_config_join says whether @cfg asks this node to join a running
  * cluster (join=host:port): it then sends JOIN requests (ext/runtime/change.c)
  * until it is a voter. Pure. */

@@ -85,6 +85,39 @@ static int check_reach(const struct ext_config *c, const char *who,
                 who, text);
 }
 
+int ext_config_metrics_check(const struct ext_config *c, const char *address,
+                             bool *out_tls, char *errmsg, size_t errmsg_len)
+{
+    struct raft_address a;
+    char why[256];
+    bool tls = c->tls_cert[0] != '\0' && c->tls_key[0] != '\0';
+
+    if (raft_address_parse(address, &a, why, sizeof why) != 0) {
+        return fail(errmsg, errmsg_len,
+                    "metrics_listen: '%s' is not host:port: %s", address, why);
+    }
+    if (a.kind == RAFT_ADDRESS_NAME) {
+        return fail(errmsg, errmsg_len,
+                    "metrics_listen: '%s': give the IP address to serve "
+                    "metrics on (127.0.0.1:9101, an interface's own, or a "
+                    "wildcard), not a hostname (localhost included)",
+                    address);
+    }
+    if (!raft_address_loopback(&a) && !tls && !c->insecure) {
+        return fail(errmsg, errmsg_len,
+                    "metrics_listen: '%s' is off loopback, and the node has "
+                    "no certificate to serve metrics with TLS (tls_cert, "
+                    "tls_key; a pre-shared secret_file does not count: a "
+                    "scraper cannot present it): refused (serve it on "
+                    "127.0.0.1, give tls_cert/tls_key/tls_ca, or give "
+                    "insecure=on to let anyone who can reach the port read "
+                    "the metrics)",
+                    address);
+    }
+    *out_tls = tls;
+    return 0;
+}
+
 /* check_reaches applies check_reach to every address of @c. */
 static int check_reaches(const struct ext_config *c, char *errmsg,
                          size_t errmsg_len)
