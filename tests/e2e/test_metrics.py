@@ -73,6 +73,7 @@ REQUIRED = {
 }
 
 DASHBOARD = os.path.join(ROOT, "docs", "grafana-dashboard.json")
+README = os.path.join(ROOT, "README.md")
 
 
 def parse(text):
@@ -314,6 +315,19 @@ class MetricsTest(unittest.TestCase):
                 self.assertFalse(got.startswith(b"HTTP/1.1 200"), got[:200])
         self.assertIsNone(self.daemons[1].proc.poll(), self.daemons[1].log())
         self.assert_shape(self.scrape(1), "endpoint after bad requests")
+
+    def test_readme_lists_every_metric(self):
+        """README's "Metrics" table has one row per family the endpoint
+        serves, and no row for one it does not."""
+        with open(README) as f:
+            readme = f.read()
+        section = readme.split("\n## Metrics\n", 1)[1].split("\n## ", 1)[0]
+        rows = re.findall(r"^\| `(raftsql_[a-z_]+)` \| (\w+) \|", section,
+                          re.M)
+        status, _, body = http_get(self.urls[1])
+        self.assertEqual(status, 200, body)
+        served = re.findall(r"^# TYPE (\S+) (\S+)$", body, re.M)
+        self.assertEqual(sorted(rows), sorted(served))
 
     def test_dashboard_names_existing_metrics(self):
         """docs/grafana-dashboard.json is JSON with panels, and every
