@@ -13,6 +13,7 @@
  *   raft_exec(sql, param...)  replicated write; returns rows changed
  *   raft_last_insert_rowid()  rowid of this connection's last raft_exec
  *   raft_status()             JSON status of the node
+ *   raft_metrics()            the node's figures as Prometheus text
  *   raft_leader()             the leader's id, NULL when unknown
  *   raft_barrier()            linearizable reads: the read index, once
  *                             this node applied it

@@ -228,6 +228,74 @@ static void test_loopback_gate(void **state)
     }
 }
 
+/* metrics_check returns ext_config_metrics_check's code for @address on
+ * the node @text configures, its message in @err (512 bytes) and whether
+ * it serves TLS in *@tls. */
+static int metrics_check(const char *text, const char *address, bool *tls,
+                         char *err)
+{
+    struct ext_config *c = parse_ok(text);
+    int rc;
+    err[0] = '\0';
+    *tls = false;
+    rc = ext_config_metrics_check(c, address, tls, err, 512);
+    free(c);
+    return rc;
+}
+
+/* The metrics endpoint: loopback (IPv4, IPv6) as plain HTTP; off loopback
+ * (a wildcard too) only with the node's certificate, then TLS, or with
+ * insecure=on; a pre-shared secret does not open it; a hostname or no
+ * port refused, each message naming metrics_listen. */
+static void test_metrics_listen(void **state)
+{
+    static const char *const bad[][3] = {
+        {"id=1 listen=127.0.0.1:7001", "10.0.0.1:9101", "off loopback"},
+        {"id=1 listen=127.0.0.1:7001", "0.0.0.0:9101", "off loopback"},
+        {"id=1 listen=127.0.0.1:7001 secret_file=s", "10.0.0.1:9101",
+         "a pre-shared secret_file does not count"},
+        {"id=1 listen=127.0.0.1:7001", "localhost:9101", "not a hostname"},
+        {"id=1 listen=127.0.0.1:7001", "127.0.0.1", "is not host:port"},
+    };
+    char err[512];
+    bool tls;
+
+    (void)state;
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        assert_int_equal(metrics_check(bad[i][0], bad[i][1], &tls, err),
+                         RAFT_INVALID);
+        assert_non_null(strstr(err, "metrics_listen: "));
+        if (strstr(err, bad[i][2]) == NULL) {
+            fail_msg("%s on %s: '%s' lacks '%s'", bad[i][1], bad[i][0], err,
+                     bad[i][2]);
+        }
+    }
+    assert_int_equal(metrics_check("id=1 listen=127.0.0.1:7001",
+                                   "127.0.0.1:9101", &tls, err),
+                     0);
+    assert_false(tls);
+    assert_int_equal(
+        metrics_check("id=1 listen=127.0.0.1:7001", "[::1]:9101", &tls, err),
+        0);
+    assert_false(tls);
+    assert_int_equal(metrics_check("id=1 listen=127.0.0.1:7001 insecure=on",
+                                   "10.0.0.1:9101", &tls, err),
+                     0);
+    assert_false(tls);
+    assert_int_equal(
+        metrics_check("id=1 listen=127.0.0.1:7001 tls_cert=c tls_key=k "
+                      "tls_ca=a",
+                      "0.0.0.0:9101", &tls, err),
+        0);
+    assert_true(tls);
+    assert_int_equal(
+        metrics_check("id=1 listen=127.0.0.1:7001 tls_cert=c tls_key=k "
+                      "tls_ca=a",
+                      "127.0.0.1:9101", &tls, err),
+        0);
+    assert_true(tls);
+}
+
 /* The stored configuration's address becomes the listen and advertised
  * address, with the same checks. */
 static void test_listen_set(void **state)
@@ -454,6 +522,7 @@ int main(void)
         cmocka_unit_test(test_socket_max_clients),
         cmocka_unit_test(test_blank_in_list),
         cmocka_unit_test(test_paths),
+        cmocka_unit_test(test_metrics_listen),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
