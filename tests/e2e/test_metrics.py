@@ -442,6 +442,24 @@ class MetricsRulesTest(unittest.TestCase):
             status = None  # closed, or no HTTP answer
         self.assertNotEqual(status, 200, "metrics served without TLS")
 
+    def test_taken_port_stops_the_daemon(self):
+        """A metrics address already taken: the daemon says so naming
+        metrics_listen, stops its node and exits 1."""
+        ports = free_ports(2)
+        with socket.socket() as taken:
+            taken.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            taken.bind(("127.0.0.1", ports[1]))
+            taken.listen(1)
+            self.daemon = Daemon(self.dir, 1, [
+                "id = 1", "cluster = 1@127.0.0.1:%d" % ports[0],
+                "metrics_listen = 127.0.0.1:%d" % ports[1]])
+            self.assertEqual(self.daemon.wait(30), 1, self.daemon.log())
+        log = self.daemon.log()
+        self.daemon = None
+        self.assertIn("metrics_listen: cannot serve on 127.0.0.1:%d" %
+                      ports[1], log)
+        self.assertIn("raft_stop(): stopped", log)
+
     def test_no_node_is_an_error(self):
         """raft_metrics() where no node runs fails as raft_status() does,
         naming itself."""
