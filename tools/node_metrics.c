@@ -168,9 +168,7 @@ static char *read_pem(const char *what, const char *path, char *errmsg,
         (text = malloc((size_t)len + 1)) == NULL ||
         fread(text, 1, (size_t)len, in) != (size_t)len) {
         snprintf(errmsg, errmsg_len,
-                 "%s %s: cannot read it whole (at most "
-                 "1 MiB)",
-                 what, path);
+                 "%s %s: cannot read it whole (at most 1 MiB)", what, path);
         free(text);
         fclose(in);
         return NULL;
@@ -291,6 +289,9 @@ void node_metrics_stop(struct node_metrics *m)
     }
     sqlite3_close(m->db);
     free(m->cert);
-    free(m->key);
+    if (m->key != NULL) {
+        explicit_bzero(m->key, strlen(m->key)); /* the private key */
+        free(m->key);
+    }
     free(m);
 }

@@ -152,27 +152,32 @@ static int file_error(const struct node_file *f, unsigned line, const char *fmt,
     return NODE__EXIT_CONFIG;
 }
 
-/* key_find returns the line of @key (@len bytes) in @f, 0 if not read. */
-static unsigned key_find(const struct node_file *f, const char *key, size_t len)
+/* key_line_of returns the line of @f that gave @key (@len bytes), NULL
+ * if none did. */
+static const struct key_line *key_line_of(const struct node_file *f,
+                                          const char *key, size_t len)
 {
     for (unsigned i = 0; i < f->n_keys; i++) {
         if (strlen(f->keys[i].key) == len &&
             memcmp(f->keys[i].key, key, len) == 0) {
-            return f->keys[i].line;
+            return &f->keys[i];
         }
     }
-    return 0;
+    return NULL;
+}
+
+/* key_find returns the line of @key (@len bytes) in @f, 0 if not read. */
+static unsigned key_find(const struct node_file *f, const char *key, size_t len)
+{
+    const struct key_line *k = key_line_of(f, key, len);
+    return k != NULL ? k->line : 0;
 }
 
 /* key_value returns the value of @key in @f, NULL if not read. */
 static const char *key_value(const struct node_file *f, const char *key)
 {
-    for (unsigned i = 0; i < f->n_keys; i++) {
-        if (strcmp(f->keys[i].key, key) == 0) {
-            return f->keys[i].value;
-        }
-    }
-    return NULL;
+    const struct key_line *k = key_line_of(f, key, strlen(key));
+    return k != NULL ? k->value : NULL;
 }
 
 /* config_append adds " key=value" to @f's raft_start string. Returns
@@ -225,7 +230,7 @@ static void strip_comment(char *s)
 static int parse_line(struct node_file *f, unsigned n, char *text)
 {
     char *eq, *key, *value;
-    struct key_line *keys;
+    struct key_line *keys, *k;
     unsigned first;
 
     strip_comment(text);
@@ -288,10 +293,11 @@ static int parse_line(struct node_file *f, unsigned n, char *text)
         return file_error(f, n, "out of memory");
     }
     f->keys = keys;
-    keys[f->n_keys].key = strdup(key);
-    keys[f->n_keys].value = strdup(value);
-    keys[f->n_keys].line = n;
-    if (keys[f->n_keys++].key == NULL || keys[f->n_keys - 1].value == NULL) {
+    k = &keys[f->n_keys++];
+    k->key = strdup(key);
+    k->value = strdup(value);
+    k->line = n;
+    if (k->key == NULL || k->value == NULL) {
         return file_error(f, n, "out of memory");
     }
     /* database= and metrics_listen= are the daemon's own; the rest goes
@@ -382,7 +388,9 @@ static int file_read(struct node_file *f)
         if (raftsql_metrics_listen_check(f->config, f->database,
                                          f->metrics_listen, &tls, msg,
                                          sizeof msg) != SQLITE_OK) {
-            return file_error(f, key_find(f, "metrics_listen", 14), "%s", msg);
+            return file_error(
+                f, key_find(f, "metrics_listen", strlen("metrics_listen")),
+                "%s", msg);
         }
         f->metrics_tls = tls != 0;
     }
@@ -483,12 +491,11 @@ err:
     return NODE__EXIT_START;
 }
 
-/* start_metrics serves raft_metrics() of @db's node on @f's
- * metrics_listen (node_metrics.h) into *@out. On failure (the address
- * taken, a certificate unreadable) it says why, stops the node and closes
- * @db: returns 0 or NODE__EXIT_START. */
-static int start_metrics(const struct node_file *f, sqlite3 *db,
-                         struct node_metrics **out)
+/* start_metrics serves raft_metrics() of the node of @f's database on
+ * its metrics_listen (node_metrics.h) into *@out. Returns 0, or
+ * NODE__EXIT_START having said why (the address taken, a certificate
+ * unreadable). */
+static int start_metrics(const struct node_file *f, struct node_metrics **out)
 {
     char msg[1024];
     if (node_metrics_start(f->database, f->metrics_listen, f->metrics_tls,
@@ -499,8 +506,6 @@ static int start_metrics(const struct node_file *f, sqlite3 *db,
         return 0;
     }
     say("metrics_listen: %s; stopping the node", msg);
-    run_sql(db, "SELECT raft_stop()", "raft_stop()");
-    sqlite3_close(db);
     return NODE__EXIT_START;
 }
 
@@ -645,11 +650,13 @@ int main(int argc, char **argv)
     }
     sqlite3_auto_extension((void (*)(void))sqlite3_raftsql_init);
     rc = start(&f, &db);
-    if (rc == 0 && f.metrics_listen != NULL) {
-        rc = start_metrics(&f, db, &metrics);
-    }
     if (rc == 0) {
-        rc = serve(db, &sigs);
+        rc = f.metrics_listen != NULL ? start_metrics(&f, &metrics) : 0;
+        if (rc == 0) {
+            rc = serve(db, &sigs);
+        } else {
+            run_sql(db, "SELECT raft_stop()", "raft_stop()");
+        }
         node_metrics_stop(metrics);
         sqlite3_close(db);
         say("stopped; exiting %d", rc);

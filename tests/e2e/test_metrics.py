@@ -459,6 +459,7 @@ class MetricsRulesTest(unittest.TestCase):
         self.assertIn("metrics_listen: cannot serve on 127.0.0.1:%d" %
                       ports[1], log)
         self.assertIn("raft_stop(): stopped", log)
+        self.assertIn("raftsql-node: stopped; exiting 1", log)
 
     def test_no_node_is_an_error(self):
         """raft_metrics() where no node runs fails as raft_status() does,
