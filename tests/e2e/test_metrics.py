@@ -22,6 +22,7 @@ import socket
 import sqlite3
 import ssl
 import tempfile
+import threading
 import time
 import unittest
 import urllib.error
@@ -233,9 +234,28 @@ class MetricsTest(unittest.TestCase):
         write lease held and released) move node 1's counters and
         histograms; none goes back."""
         before = self.scrape(1)
-        for i in range(5):
-            self.con.execute("SELECT raft_exec('INSERT INTO t(v) VALUES(?)', "
-                             "?)", ("v%d" % i,))
+        # Scrapes of both daemons go on meanwhile, on their metrics
+        # threads, while the writes run (TSan sees both at once).
+        scraped, stop = [], threading.Event()
+
+        def scrape_loop():
+            for _ in range(200):
+                if stop.is_set():
+                    return
+                for i in (1, 2):
+                    scraped.append(http_get(self.urls[i])[0])
+        scraper = threading.Thread(target=scrape_loop)
+        scraper.start()
+        try:
+            for i in range(5):
+                self.con.execute("SELECT raft_exec('INSERT INTO t(v) "
+                                 "VALUES(?)', ?)", ("v%d" % i,))
+        finally:
+            stop.set()
+            scraper.join(60)
+        self.assertFalse(scraper.is_alive(), "the scrapes did not end")
+        self.assertTrue(scraped, "no scrape ran during the writes")
+        self.assertEqual(set(scraped), {200}, scraped)
         with self.assertRaises(sqlite3.DataError):  # SQLITE_TOOBIG
             self.con.execute("SELECT raft_exec('INSERT INTO t(v) VALUES(?)',"
                              " ?)", ("x" * 5000,))
