@@ -17,6 +17,11 @@ import os
 import re
 import sys
 
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(
+    os.path.abspath(__file__))), "tools"))
+
+import scc  # noqa: E402
+
 MAX_MODULES = 3
 INCLUDE = re.compile(r'^\s*#\s*include\s*"([^"]+)"', re.M)
 
@@ -61,43 +66,9 @@ def graph(files):
 
 
 def components(edges):
-    """Tarjan's strongly connected components, iteratively."""
-    index, low, on, stack, out = {}, {}, set(), [], []
-    counter = 0
-    for root in sorted(edges):
-        if root in index:
-            continue
-        work = [(root, iter(sorted(edges[root])))]
-        index[root] = low[root] = counter
-        counter += 1
-        stack.append(root)
-        on.add(root)
-        while work:
-            v, it = work[-1]
-            w = next(it, None)
-            if w is not None:
-                if w not in index:
-                    index[w] = low[w] = counter
-                    counter += 1
-                    stack.append(w)
-                    on.add(w)
-                    work.append((w, iter(sorted(edges[w]))))
-                elif w in on:
-                    low[v] = min(low[v], index[w])
-                continue
-            work.pop()
-            if work:
-                low[work[-1][0]] = min(low[work[-1][0]], low[v])
-            if low[v] == index[v]:
-                comp = []
-                while True:
-                    w = stack.pop()
-                    on.discard(w)
-                    comp.append(w)
-                    if w == v:
-                        break
-                out.append(sorted(comp))
-    return out
+    """Tarjan's strongly connected components (tools/scc.py), each
+    sorted."""
+    return [sorted(comp) for comp in scc.components(edges)]
 
 
 def main():
