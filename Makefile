@@ -570,14 +570,15 @@ faults: $(B)/san/raftsql-testhost $(B)/raftsql.so
 	$(FAULTS_ENV) FAULTS_COUNT=$(FAULTS_COUNT) FAULTS_S=$(FAULTS_S) \
 	    FAULTS_EPISODE=$(FAULTS_EPISODE) $(PYTHON) tests/faults/run.py
 
-# The short variant, in `make test`: the proxy's and the checks' own
-# tests, then one
-# episode of 20 faults (at most 60 s of them) on a fresh seed, every
-# kind included (full disks too: a node heals once its disk is freed).
+# The short variant, in `make test`: the proxy's, the checks' and the
+# history checkers' own tests (linearizability, list-append
+# serializability), then one episode of 20 faults (at most 60 s of
+# them) on a fresh seed, every kind included (full disks too: a node
+# heals once its disk is freed), its history checked.
 FAULTS_SHORT_KINDS := partition,oneway,drop,delay,hold,reset,pause,kill,disk
+FAULTS_UNIT := net checks history linearizable elle
 faults-short: $(B)/san/raftsql-testhost $(B)/raftsql.so
-	@$(PYTHON) -m unittest tests/faults/test_net.py \
-	    tests/faults/test_checks.py
+	@$(PYTHON) -m unittest $(FAULTS_UNIT:%=tests/faults/test_%.py)
 	RAFTSQL_TESTHOST=$(B)/san/raftsql-testhost RAFTSQL_SO=$(B)/raftsql.so \
 	    FAULTS_SEED=$(FAULTS_SEED) \
 	    FAULTS_KINDS=$(FAULTS_SHORT_KINDS) FAULTS_COUNT=20 FAULTS_S=60 \

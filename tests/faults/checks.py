@@ -10,6 +10,8 @@ import os
 import re
 import sqlite3
 
+import elle
+import linearizable
 from workload import ACCOUNTS, BALANCE, TOTAL
 
 USER_TABLES = ("SELECT name FROM sqlite_master WHERE type = 'table' "
@@ -185,6 +187,53 @@ def check_plain_reads(writes, snaps):
             held[dst] = held.get(dst, 0) + amount
     return ("plain transfers read the state they follow (%d on all nodes)"
             % n_plain, limit(problems))
+
+
+# Search steps per key past which the linearizability check gives up
+# (undecided, a failure): far beyond what a valid history takes.
+LIN_BUDGET = 50000000
+# The paths each workload's ops must have taken, ok, at least once.
+REGISTER_PATHS = {"write": ("exec", "plain-host", "plain-attached"),
+                  "read": ("barrier-host", "barrier-attached", "query")}
+APPEND_PATHS = {"txn": (("exec", "query"), "plain-host", "plain-attached")}
+
+
+def coverage(ops, want):
+    """Problems: a path of want ({f: (via or (via, ...), ...)}) that no ok
+    op of ops took."""
+    took = {(op.f, op.via) for op in ops if op.type == "ok"}
+    problems = []
+    for f, vias in want.items():
+        for via in vias:
+            alts = via if isinstance(via, tuple) else (via,)
+            if not any((f, v) in took for v in alts):
+                problems.append("no ok %s through %s" % (f, "/".join(alts)))
+    return problems
+
+
+def check_registers(ops):
+    """The register ops of the history (history.Op) are linearizable, key
+    by key, and every path was taken."""
+    regs = [op for op in ops if op.f in ("write", "read", "cas")]
+    try:
+        problems = [str(f) for f in linearizable.check(regs,
+                                                       budget=LIN_BUDGET)]
+    except RuntimeError as e:
+        problems = ["undecided: %s" % e]
+    keys = {op.key for op in regs}
+    return ("register history linearizable (%d ops on %d keys)" % (
+        len(regs), len(keys)), limit(problems + coverage(regs,
+                                                         REGISTER_PATHS)))
+
+
+def check_appends(ops, final):
+    """The list-append transactions of the history are serializable (no
+    anomaly Elle's way, final the reads taken after every other op), and
+    every path was taken."""
+    txns = elle.txns(ops)
+    problems = [str(a) for a in elle.check(txns, final)]
+    return ("list-append history serializable (%d transactions)" %
+            len(txns), limit(problems + coverage(txns, APPEND_PATHS)))
 
 
 def log_lines(cluster):

@@ -8,6 +8,13 @@ behind the fault network (tests/faults/net.py) with clients writing
 (tests/faults/nemesis.py). At an episode's end every fault is healed, the
 cluster must converge, and the checks (tests/faults/checks.py) run.
 
+Besides the bank clients, register clients (tests/faults/registers.py)
+and list-append clients (tests/faults/appends.py) run; every client
+operation goes into the episode's history (tests/faults/history.py),
+checked for linearizability (tests/faults/linearizable.py) and
+serializability (tests/faults/elle.py). A failed episode keeps its
+history, history.jsonl, beside its node logs.
+
 Environment (all optional):
   FAULTS_SEED     seed of the first episode (default: the time); episode k
                   uses FAULTS_SEED + k
@@ -16,7 +23,10 @@ Environment (all optional):
   FAULTS_EPISODE  faults per episode (default 25)
   FAULTS_KINDS    comma-separated kinds (default: all of nemesis.KINDS)
   FAULTS_NODES    nodes per cluster (default 3)
-  FAULTS_CLIENTS  client threads (default 3)
+  FAULTS_CLIENTS  bank client threads (default 3)
+  FAULTS_REGISTER_CLIENTS, FAULTS_APPEND_CLIENTS
+                  register and list-append client threads (default 2
+                  each)
   FAULTS_KEEP     where the logs of a failed episode are copied
                   (default build/faults)
   RAFTSQL_SO      the library attached writers load (build/raftsql.so)
@@ -41,7 +51,11 @@ import traceback
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 
+import appends  # noqa: E402
 import checks  # noqa: E402
+import history  # noqa: E402
+import paths  # noqa: E402
+import registers  # noqa: E402
 from nemesis import KINDS, Finding, Nemesis  # noqa: E402
 from nodes import FaultCluster, NodeError, mount_permitted  # noqa: E402
 from workload import SCHEMA, Workload  # noqa: E402
@@ -115,13 +129,17 @@ class Episode:
         self.reasons = {}   # (outcome, why) of writes not ok, with counts
         self.terms = 0      # terms whose leader the monitors saw
         self.reads = 0      # bank totals read during the run
+        self.history = history.History()
+        self.final = []     # ids of the final reads' ops (after healing)
+        self.ops = {}       # "<f> <type>": count, of the history
 
     def replay(self):
         kinds = ",".join(self.kinds)
         extra = ""
         if kinds != ",".join(KINDS):
             extra += " FAULTS_KINDS=%s" % kinds
-        for name in ("FAULTS_NODES", "FAULTS_CLIENTS"):
+        for name in ("FAULTS_NODES", "FAULTS_CLIENTS",
+                     "FAULTS_REGISTER_CLIENTS", "FAULTS_APPEND_CLIENTS"):
             if os.environ.get(name):
                 extra += " %s=%s" % (name, os.environ[name])
         return "make faults FAULTS_SEED=%d FAULTS_COUNT=%d%s" % (
@@ -133,6 +151,7 @@ class Episode:
         say("faults: episode seed %d: %d faults, %d nodes, %s" % (
             self.seed, self.count, self.opts["nodes"], config))
         wl = None
+        pools = []
         try:
             self.cluster = FaultCluster(
                 NODE, self.dir, self.opts["nodes"], config, self.seed,
@@ -142,14 +161,27 @@ class Episode:
                 self.cluster.start(i)
             self.setup()
             wl = Workload(self.cluster, self.seed, self.opts["clients"],
-                          REQUEST_TIMEOUT)
+                          REQUEST_TIMEOUT, self.history)
+            pools = [cls(self.cluster, self.seed, self.opts[name],
+                         REQUEST_TIMEOUT, self.history)
+                     for cls, name in ((registers.Registers, "registers"),
+                                       (appends.Appends, "appends"))]
             wl.start()
+            for pool in pools:
+                pool.start()
             nemesis = Nemesis(self.cluster, wl, self.rng, say)
             self.inject(nemesis)
             wl.stop()
+            for pool in pools:
+                pool.stop()
             self.findings += nemesis.findings
             self.findings += [Finding("new", "stuck: %s" % s)
                               for s in wl.stuck]
+            for pool in pools:
+                self.findings += [Finding("new", "stuck: %s" % s)
+                                  for s in pool.stuck]
+                self.results.append(("%s clients ran without harness "
+                                     "errors" % pool.name, pool.errors))
             self.writes = wl.counts()
             self.plain = wl.counts(plain=True)
             self.plain_kinds = wl.plain_counts()
@@ -157,6 +189,7 @@ class Episode:
             self.reasons = wl.reasons()
             self.terms, self.reads = len(wl.leaders), wl.reads
             self.finish(wl)
+            self.check_history()
         except Exception as e:  # the harness itself, or no convergence
             self.results.append(("episode ran to the end", [
                 "%s: %s" % (type(e).__name__, e)] +
@@ -164,6 +197,8 @@ class Episode:
         finally:
             if wl is not None:
                 wl.stopping.set()
+            for pool in pools:
+                pool.stopping.set()
             self.cleanup()
         return self.report()
 
@@ -174,7 +209,8 @@ class Episode:
         while True:
             try:
                 self.cluster.slots[1].request(
-                    "SELECT raft_exec(?)", SCHEMA, timeout=REQUEST_TIMEOUT)
+                    "SELECT raft_exec(?)", registers.SCHEMA +
+                    appends.SCHEMA + SCHEMA, timeout=REQUEST_TIMEOUT)
                 break
             except NodeError as e:
                 if time.monotonic() > end:
@@ -256,6 +292,7 @@ class Episode:
             self.results.append(("no node died on its own", c.deaths))
             return
         self.results.append(("converged after healing", []))
+        self.final_reads(c.slots[c.ids[0]])
         snaps = {i: checks.snapshot(c.slots[i], c.db_path(i), REQUEST_TIMEOUT)
                  for i in c.ids}
         self.results += checks.check_writes(wl.writes, snaps)
@@ -273,6 +310,42 @@ class Episode:
             if "diverged replica" in line:
                 self.findings.append(Finding("new", "a node saw a foreign "
                                              "write: %s" % line))
+
+    def final_reads(self, slot):
+        """Read every register and every list once more through raft_query
+        on slot, after every other operation ended, into the history
+        (process "final"): a lost write shows there."""
+        h = self.history
+        for key in range(1, registers.KEYS + 1):
+            op = h.invoke("final", slot.id, "read", None, "final", key)
+            out = self.final_request(slot, registers.GET, key)
+            h.complete(op, out.type, registers.query_value(out.value)
+                       if out.type == "ok" else None, out.error)
+        for key in range(1, appends.KEYS + 1):
+            mops = [["r", key, None]]
+            op = h.invoke("final", slot.id, "txn", mops, "final")
+            out = self.final_request(slot, appends.READ % "?1", key)
+            h.complete(op, out.type, appends.query_reads(mops, out.value)
+                       if out.type == "ok" else None, out.error)
+            if out.type == "ok":
+                self.final.append(op)
+
+    def final_request(self, slot, sql, key):
+        """raft_query(sql, key) on slot, as a paths.Outcome."""
+        try:
+            return paths.request(slot, REQUEST_TIMEOUT,
+                                 "SELECT raft_query(?, ?)", sql, key)
+        except paths.NotSent as e:
+            return paths.Outcome("fail", error=str(e))
+
+    def check_history(self):
+        """Check the episode's history: linearizable registers,
+        serializable list-append transactions."""
+        ops = history.pair(self.history.events())
+        self.ops = history.counts(ops)
+        final = [op for op in ops if op.id in set(self.final)]
+        self.results.append(checks.check_registers(ops))
+        self.results.append(checks.check_appends(ops, final))
 
     def converge(self):
         c = self.cluster
@@ -298,6 +371,8 @@ class Episode:
 
     def cleanup(self):
         failed = self.failed()
+        if self.dir is not None:
+            self.history.write(os.path.join(self.dir, "history.jsonl"))
         if self.cluster is not None:
             try:
                 self.cluster.close()
@@ -308,9 +383,9 @@ class Episode:
             shutil.rmtree(keep, ignore_errors=True)
             os.makedirs(keep, exist_ok=True)
             for name in os.listdir(self.dir):
-                if name.endswith(".log"):
+                if name.endswith(".log") or name == "history.jsonl":
                     shutil.copy(os.path.join(self.dir, name), keep)
-            say("  node logs kept in %s" % keep)
+            say("  node logs and history.jsonl kept in %s" % keep)
         if self.dir is not None:
             shutil.rmtree(self.dir, ignore_errors=True)
 
@@ -334,6 +409,9 @@ class Episode:
                 ", ".join("%s %d" % kv for kv in
                           sorted(self.plain_kinds.items())),
                 self.declined))
+        say("  history: %d ops (%s)" % (
+            sum(self.ops.values()), ", ".join(
+                "%s %d" % kv for kv in sorted(self.ops.items()))))
         for name, problems in self.results:
             say("  %s %s" % ("ok  " if not problems else "FAIL", name))
             for p in problems:
@@ -364,6 +442,8 @@ def main():
                                                           ",".join(KINDS)))
     opts = {"nodes": env_int("FAULTS_NODES", 3),
             "clients": env_int("FAULTS_CLIENTS", 3),
+            "registers": env_int("FAULTS_REGISTER_CLIENTS", 2),
+            "appends": env_int("FAULTS_APPEND_CLIENTS", 2),
             "keep": os.environ.get("FAULTS_KEEP") or
             os.path.join(ROOT, "build", "faults")}
     say("faults: seed %d, %d faults (%d per episode), at most %d s, kinds "
@@ -393,7 +473,9 @@ def main():
     total = collections.Counter()
     writes = collections.Counter()
     plain = collections.Counter()
+    ops = collections.Counter()
     for ep in episodes:
+        ops.update(ep.ops)
         total.update(ep.faults)
         writes.update(ep.writes)
         plain.update(ep.plain)
@@ -411,6 +493,15 @@ def main():
             writes["ok"], writes["failed"], writes["unknown"], plain["ok"],
             plain["failed"], plain["unknown"], terms, reads, passed, failed,
             len(bad)))
+    say("faults: history: %d ops (%s)" % (
+        sum(ops.values()), ", ".join("%s %d" % kv
+                                     for kv in sorted(ops.items()))))
+    for name in ("register history linearizable",
+                 "list-append history serializable"):
+        verdicts = [not p for ep in episodes for n, p in ep.results
+                    if n.startswith(name)]
+        say("faults: %s: %d of %d episodes" % (name, sum(verdicts),
+                                                len(verdicts)))
     for ep in bad:
         labels = sorted({f.label for f in ep.findings}) or ["check failed"]
         say("  failed: seed %d (%s): replay: %s" % (

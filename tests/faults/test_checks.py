@@ -8,9 +8,7 @@ import unittest
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 import checks  # noqa: E402
-from nodes import NodeError  # noqa: E402
-from workload import (ACCOUNTS, BALANCE, Workload, Write,  # noqa: E402
-                      classify_commit)
+from workload import ACCOUNTS, BALANCE, Workload, Write  # noqa: E402
 
 
 def write(key, kind, outcome, args=None, plain=None):
@@ -129,24 +127,6 @@ class ChecksTest(unittest.TestCase):
         # No plain transfer acknowledged through a channel: nothing checked.
         self.assertTrue(checks.check_plain_reads(
             made[:2], {1: snap(ledger=ledger[:2])})[1])
-
-    def test_classify_commit(self):
-        veto = NodeError("constraint failed", 531)
-        self.assertEqual(classify_commit(
-            veto, "commit ... outcome unknown: no quorum"), "unknown")
-        self.assertEqual(classify_commit(
-            veto, "not applied: the lease was lost"), "failed")
-        self.assertEqual(classify_commit(veto, None), "unknown")
-        self.assertEqual(classify_commit(
-            NodeError("database is locked", 5), None), "failed")
-        self.assertEqual(classify_commit(
-            NodeError("database is locked", 517), None), "failed")
-        self.assertEqual(classify_commit(
-            NodeError("not authorized", 23), "refused"), "failed")
-        self.assertEqual(classify_commit(
-            NodeError("database or disk is full", 13), None), "unknown")
-        self.assertEqual(classify_commit(
-            NodeError("node 1 exited", -1), None), "unknown")
 
 
 if __name__ == "__main__":

@@ -6,7 +6,8 @@ bank transfers (two UPDATEs of `accounts`, whose CHECK(balance >= 0)
 refuses overdrafts, and a row in `transfers`, all in one raft_exec).
 Every write's outcome is recorded: ok, failed (definite: an SQL error or
 "not applied") or unknown ("outcome unknown", the node died under it, or
-no answer in time).
+no answer in time), as history.py decides, and every write goes into the
+run's history (process "bank-<client>") too.
 
 Some of the writes are plain SQL (README "Plain SQL writes"), through
 the node's own connection (its request pipe, held from BEGIN to COMMIT)
@@ -27,6 +28,8 @@ import re
 import threading
 import time
 
+import paths
+from clients import Clients
 from nodes import NodeError, Timeout
 
 ACCOUNTS = 8
@@ -56,46 +59,13 @@ BULK = "INSERT INTO bulk VALUES(?1, ?2)"
 READ = "SELECT id, balance FROM accounts WHERE id IN (?1, ?2)"
 SET = "UPDATE accounts SET balance = ?2 WHERE id = ?1"
 RECORD = "INSERT INTO transfers VALUES(?1, ?2, ?3, ?4, ?5, ?6)"
-# SQLite's codes (the primary code is the low byte of an extended one).
-SQLITE_BUSY = 5
-SQLITE_AUTH = 23
-SQLITE_CONSTRAINT_COMMITHOOK = 531
-# The names of the codes a plain write meets, shown with its reason.
-CODE_NAMES = {5: "SQLITE_BUSY", 517: "SQLITE_BUSY_SNAPSHOT",
-              23: "SQLITE_AUTH", 531: "SQLITE_CONSTRAINT_COMMITHOOK",
-              275: "SQLITE_CONSTRAINT_CHECK", 13: "SQLITE_FULL"}
 # The busy timeout of an attached writer's connection (the node's own
 # has raftsql-testhost's 5 s).
 BUSY_S = 5.0
 POLL = ("SELECT raft_status(), (SELECT sum(balance) FROM accounts), "
         "(SELECT count(*) FROM accounts)")
-
-
-def classify(err):
-    """The outcome of a raft_exec that raised NodeError err."""
-    msg = str(err)
-    if "outcome unknown" in msg or err.code in (-1, -2):
-        return "unknown"
-    return "failed"  # "not applied", or an SQL error of the entry
-
-
-def classify_commit(err, reason):
-    """The outcome of a plain write whose committing statement (COMMIT, or
-    an autocommit INSERT) raised NodeError err; reason is what
-    raft_last_error() then said on that connection (None when it could
-    not be asked). Failed: a vetoed COMMIT whose reason is not "outcome
-    unknown" (the veto rolled it back), SQLITE_BUSY (the write lease or
-    the write lock not taken: nothing written), SQLITE_AUTH (the guard
-    refused the statement when it was prepared: it never ran). Unknown:
-    "outcome unknown", the process died or did not answer, any other
-    error (a local commit that fails after the quorum, e.g. SQLITE_FULL,
-    is applied by the node's applier)."""
-    if err.code == SQLITE_CONSTRAINT_COMMITHOOK and reason is not None:
-        return "unknown" if "outcome unknown" in reason else "failed"
-    if err.code is not None and err.code >= 0 and \
-            err.code & 0xff in (SQLITE_BUSY, SQLITE_AUTH):
-        return "failed"
-    return "unknown"
+# A write's outcome, in this module's words, from a history completion's.
+OUTCOME = {"ok": "ok", "fail": "failed", "info": "unknown"}
 
 
 class Write:
@@ -117,25 +87,21 @@ class Write:
         self.t1 = None
 
 
-class Workload:
-    """Clients and monitors over cluster (a FaultCluster whose schema is
-    in place). start(), then stop() to join every thread."""
+class Workload(Clients):
+    """The bank's clients and the monitors over cluster (a FaultCluster
+    whose schema is in place), recording into history (a
+    history.History). start(), then stop() to join every thread."""
 
-    def __init__(self, cluster, seed, n_clients, request_timeout):
-        self.cluster = cluster
-        self.seed = seed
-        self.n_clients = n_clients
-        self.request_timeout = request_timeout
-        self.stopping = threading.Event()
-        self.threads = []
+    name = "bank"
+
+    def __init__(self, cluster, seed, n_clients, request_timeout, history):
+        super().__init__(cluster, seed, n_clients, request_timeout, history)
         self.writes = []          # every Write, appended under lock
-        self.lock = threading.Lock()
         self.leaders = {}         # term -> {leader ids reported}
         self.reporters = {}       # (term, leader) -> {reporting nodes}
         self.view = {}            # node id -> (time, term, role, leader)
         self.reads = 0            # bank totals read during the run
         self.bad_reads = []       # (node, sum, count) that broke the total
-        self.stuck = []           # lines: requests that never returned
         self.skipped = 0          # writes not tried: the node was down
         self.declined = 0         # plain transfers from an empty account
 
@@ -149,14 +115,6 @@ class Workload:
                 target=self._monitor, args=(i,), daemon=True))
         for t in self.threads:
             t.start()
-
-    def stop(self):
-        self.stopping.set()
-        for t in self.threads:
-            t.join(self.request_timeout + 30)
-        alive = [t.name for t in self.threads if t.is_alive()]
-        if alive:
-            self.stuck.append("threads still running: %s" % alive)
 
     def leader(self):
         """The node most recently seen leading the highest term, or None."""
@@ -205,112 +163,80 @@ class Workload:
 
     # ---- Threads ---------------------------------------------------------
 
-    def attempt(self, slot, key, kind, args, sql, params):
+    def attempt(self, slot, key, kind, args, sql, params, cid=0):
         """Write through slot and record the outcome; False when it was
         never sent (the node was down)."""
         w = Write(key, kind, slot.id, args)
+        op = self.history.invoke("bank-%d" % cid, slot.id, kind,
+                                 self.history_value(w), "exec")
         try:
-            slot.request("SELECT raft_exec(?%s)" % (", ?" * len(params)),
-                         sql, *params, timeout=self.request_timeout)
-            w.outcome = "ok"
-        except NodeError as e:
-            if e.code == -1 and "(not sent)" in str(e):
-                with self.lock:
-                    self.skipped += 1
-                return False
-            w.outcome = classify(e)
-            w.error = str(e)
-            if isinstance(e, Timeout):
-                with self.lock:
-                    self.stuck.append(str(e))
-        w.t1 = time.monotonic()
-        with self.lock:
-            self.writes.append(w)
+            out = paths.request(slot, self.request_timeout,
+                                "SELECT raft_exec(?%s)" % (
+                                    ", ?" * len(params)), sql, *params)
+        except paths.NotSent as e:
+            self.history.complete(op, "fail", error=str(e))
+            with self.lock:
+                self.skipped += 1
+            return False
+        self.record(w, op, out)
         return True
 
-    def plain(self, slot, channel, key, kind, args, steps):
+    def record(self, w, op, out):
+        """Record w, whose history op ended with paths.Outcome out."""
+        w.outcome = OUTCOME[out.type]
+        w.error = out.error
+        w.t1 = time.monotonic()
+        self.history.complete(op, out.type, None if out.type != "ok" else
+                              self.history_value(w), out.error)
+        with self.lock:
+            if out.timed_out:
+                self.stuck.append(out.error)
+            self.writes.append(w)
+
+    @staticmethod
+    def history_value(w):
+        return [w.key] + list(w.args or ())
+
+    def plain(self, slot, channel, key, kind, args, steps, cid=0):
         """Run a plain write on node slot's own connection (channel
-        "host", under the slot's lock from the first statement to the
-        last) or on its attached writer ("attached"), and record its
-        outcome; False when it was never sent (the node was down).
+        "host") or on its attached writer ("attached"), and record its
+        outcome (paths.plain); False when it was never sent (the node was
+        down).
 
         steps(w, conn) runs the write's statements with conn(text,
         *params, commit=False), the last one with commit=True, and may
         set w.args; it returns False for a transaction it rolled back
-        itself (no write). An error before the committing statement is a
-        definite failure (nothing was committed: the transaction is
-        rolled back), as is a statement that never reached the process;
-        one of the committing statement is classified by
-        classify_commit."""
+        itself (no write: a definite failure in the history)."""
         w = Write(key, kind, slot.id, args, channel)
-        with (slot.lock if channel == "host" else slot.attach_lock):
-            if channel == "host":
-                pipe = slot.node
-                if pipe is None or pipe.desync:
-                    with self.lock:
-                        self.skipped += 1
-                    return False
-            else:
-                pipe = self.cluster.attached(slot.id, BUSY_S)
-            committing = [False]
-
-            def conn(text, *params, commit=False):
-                committing[0] = commit
-                return pipe.sql(text, *params, timeout=self.request_timeout)
-
-            try:
-                if not steps(w, conn):
-                    with self.lock:
-                        self.declined += 1
-                    return True
-                w.outcome = "ok"
-            except NodeError as e:
-                w.error = str(e)
-                if e.code is not None and e.code > 0:
-                    w.error += " [%s]" % CODE_NAMES.get(e.code, e.code)
-                if isinstance(e, Timeout):
-                    with self.lock:
-                        self.stuck.append(str(e))
-                if not committing[0] or "(not sent)" in w.error:
-                    w.outcome = "failed"
-                else:
-                    reason = None
-                    if e.code in (SQLITE_CONSTRAINT_COMMITHOOK,
-                                  SQLITE_AUTH):
-                        reason = self.last_error(pipe)
-                        w.error += ": raft_last_error: %s" % reason
-                    w.outcome = classify_commit(e, reason)
-                self.rollback(pipe)
-        w.t1 = time.monotonic()
-        with self.lock:
-            self.writes.append(w)
+        op = self.history.invoke("bank-%d" % cid, slot.id, kind,
+                                 self.history_value(w), "plain-" + channel)
+        try:
+            out = paths.plain(self.cluster, slot, channel,
+                              self.request_timeout, BUSY_S,
+                              lambda conn: steps(w, conn))
+        except paths.NotSent as e:
+            self.history.complete(op, "fail", error=str(e))
+            with self.lock:
+                self.skipped += 1
+            return False
+        if out.type == "ok" and out.value is False:
+            self.history.complete(op, "fail", error="declined: the source "
+                                  "account is empty")
+            with self.lock:
+                self.declined += 1
+            return True
+        self.record(w, op, out)
         return True
-
-    def rollback(self, pipe):
-        """End whatever transaction is open on pipe (there may be none)."""
-        if pipe.desync:
-            return
-        try:
-            pipe.sql("ROLLBACK", timeout=self.request_timeout)
-        except NodeError:
-            pass
-
-    def last_error(self, pipe):
-        """raft_last_error() on pipe's connection, None when it fails."""
-        try:
-            return pipe.sql("SELECT raft_last_error()",
-                            timeout=self.request_timeout)[0][0] or ""
-        except NodeError:
-            return None
 
     def plain_insert(self, slot, channel, key, cid, n):
         """An autocommit INSERT of key into ops."""
         def steps(w, conn):
             conn(INSERT, key, cid, n, slot.id, commit=True)
             return True
-        return self.plain(slot, channel, key, "insert", None, steps)
+        return self.plain(slot, channel, key, "insert", None, steps, cid)
 
-    def plain_transfer(self, slot, channel, key, src, dst, want, begin):
+    def plain_transfer(self, slot, channel, key, src, dst, want, begin,
+                       cid=0):
         """A read-modify-write transfer of at most want from src to dst in
         a transaction opened with begin: the amount and the new balances
         are the client's, from the balances it read in the transaction;
@@ -329,7 +255,7 @@ class Workload:
             conn("COMMIT", commit=True)
             return True
         return self.plain(slot, channel, key, "transfer",
-                          (src, dst, None, None, None), steps)
+                          (src, dst, None, None, None), steps, cid)
 
     def _client(self, cid, rng):
         """Writes through random nodes: 15 % plain inserts, 15 % plain
@@ -359,14 +285,14 @@ class Workload:
             elif p < 0.3:
                 begin = "BEGIN IMMEDIATE" if rng.random() < 0.7 else "BEGIN"
                 self.plain_transfer(slot, channel, key, src, dst, amount,
-                                    begin)
+                                    begin, cid)
             elif p < 0.55:
                 self.attempt(slot, key, "transfer",
                              (src, dst, amount, None, None), TRANSFER,
-                             (src, dst, amount, key))
+                             (src, dst, amount, key), cid)
             else:
                 self.attempt(slot, key, "insert", None, INSERT,
-                             (key, cid, n, slot.id))
+                             (key, cid, n, slot.id), cid)
             time.sleep(rng.uniform(0, 0.01))
 
     def _monitor(self, i):
