@@ -8,6 +8,7 @@ import unittest
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 import checks  # noqa: E402
+from history import Script  # noqa: E402
 from workload import ACCOUNTS, BALANCE, Workload, Write  # noqa: E402
 
 
@@ -127,6 +128,33 @@ class ChecksTest(unittest.TestCase):
         # No plain transfer acknowledged through a channel: nothing checked.
         self.assertTrue(checks.check_plain_reads(
             made[:2], {1: snap(ledger=ledger[:2])})[1])
+
+    def test_history_checks(self):
+        """The history checks hold on a valid history through every path,
+        fail on one path missing, a stale read, a lost append."""
+        s = Script()
+        for via in ("exec", "plain-host", "plain-attached"):
+            s.invoke(1, "write", len(s.events), key=1, via=via)
+            s.complete(1, "ok")
+        for via in ("barrier-host", "barrier-attached", "query"):
+            s.invoke(2, "read", key=1, via=via)
+            s.complete(2, "ok", s.events[-2]["value"])
+        for via in ("exec", "plain-host", "plain-attached"):
+            s.invoke(3, "txn", [["append", 1, len(s.events)]], via=via)
+            s.complete(3, "ok")
+        s.invoke(4, "txn", [["r", 1, None]], via="final")
+        s.complete(4, "ok", [["r", 1, [12, 14, 16]]])
+        ops = s.ops()
+        final = ops[-1:]
+        self.assertEqual(failing([checks.check_registers(ops),
+                                  checks.check_appends(ops, final)]), set())
+        name, problems = checks.check_registers(ops[1:])
+        self.assertEqual(problems, ["no ok write through exec"])
+        ops[5].value = 0  # the last read returns the first write's value
+        self.assertIn("cannot be linearized",
+                      checks.check_registers(ops)[1][0])
+        ops[-1].value = [["r", 1, [12, 14]]]
+        self.assertIn("lost-append", checks.check_appends(ops, final)[1][0])
 
 
 if __name__ == "__main__":
