@@ -292,7 +292,6 @@ class Episode:
             self.results.append(("no node died on its own", c.deaths))
             return
         self.results.append(("converged after healing", []))
-        self.final_reads(c.slots[c.ids[0]])
         snaps = {i: checks.snapshot(c.slots[i], c.db_path(i), REQUEST_TIMEOUT)
                  for i in c.ids}
         self.results += checks.check_writes(wl.writes, snaps)
@@ -361,6 +360,9 @@ class Episode:
         self.wait(lambda: c.slots[leader[0]].request(
             "SELECT raft_exec('SELECT 1')", timeout=REQUEST_TIMEOUT) or True,
             "a write through leader %d" % leader[0])
+        # Entries of their own: before the commit index every node must
+        # reach.
+        self.final_reads(c.slots[leader[0]])
         target = c.slots[leader[0]].request(
             "SELECT json_extract(raft_status(), '$.commit')", timeout=10)[0][0]
         for i in c.ids:
