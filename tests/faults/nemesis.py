@@ -11,8 +11,8 @@ import time
 from nodes import NodeError
 from workload import BULK
 
-KINDS = ("partition", "oneway", "drop", "delay", "hold", "reset", "pause",
-         "kill", "disk")
+KINDS = ("partition", "oneway", "drop", "delay", "loss", "hold", "reset",
+         "pause", "kill", "disk")
 
 # A node whose disk was freed must take writes again within this time.
 DISK_RECOVER_S = 15.0
@@ -132,14 +132,17 @@ class Nemesis:
         return "black hole on %d links %s for %.1f s" % (len(pairs),
                                                          sorted(pairs), d)
 
-    def _delay(self):
+    def every_or_node(self, ways):
+        """(links, what): every link half of the time, else the links of
+        one node (target()) one of ways."""
         if self.rng.random() < 0.5:
-            pairs = sorted(self.cluster.net.links)
-            where = "every link"
-        else:
-            x = self.target()
-            pairs = self.links_of(x, "both")
-            where = "links of node %d" % x
+            return sorted(self.cluster.net.links), "every link"
+        x = self.target()
+        way = self.rng.choice(ways)
+        return self.links_of(x, way), "links of node %d (%s)" % (x, way)
+
+    def _delay(self):
+        pairs, where = self.every_or_node(("both",))
         delay = self.rng.uniform(0.02, 0.4)
         jitter = self.rng.uniform(0, 0.1)
         d = self.rng.uniform(1.0, 4.0)
@@ -148,6 +151,20 @@ class Nemesis:
         self.cluster.net.heal()
         return "%.0f+%.0f ms on %s for %.1f s" % (delay * 1000,
                                                    jitter * 1000, where, d)
+
+    def _loss(self):
+        """Packet loss: every link, or a node's, loses 5-30 % of its chunks
+        (each late by a retransmission timeout, net.py), over 0-20 ms of
+        delay."""
+        pairs, where = self.every_or_node(("out", "in", "both"))
+        loss = self.rng.uniform(0.05, 0.3)
+        delay = self.rng.uniform(0, 0.02)
+        d = self.rng.uniform(1.0, 4.0)
+        self.cluster.net.set(pairs, "up", delay, 0.0, loss)
+        time.sleep(d)
+        self.cluster.net.heal()
+        return "%.0f %% loss over %.0f ms on %s for %.1f s" % (
+            loss * 100, delay * 1000, where, d)
 
     def _hold(self):
         x = self.target()

@@ -8,7 +8,11 @@ listens on a port of its own and forwards to b's real listening port),
 which puts every directed link in our hands:
 
 - up: bytes pass, after `delay` seconds plus up to `jitter` more (in order:
-  a TCP stream is never reordered);
+  a TCP stream is never reordered); with `loss`, each chunk read is lost
+  with that probability and comes late by a retransmission timeout (RTO
+  seconds, doubled for each loss in a row of its connection, at most
+  RTO_MAX), holding back what follows it: packet loss as TCP shows it to
+  its reader (stalls, never a gap);
 - hold: bytes are kept (and so are those still waiting for their delay)
   until the link is set up again, then delivered all at once, late;
 - drop: bytes are read and thrown away while the connection stays open (a
@@ -35,6 +39,9 @@ QUEUE_CAP = 64 << 20
 CHUNK = 65536
 
 MODES = ("up", "hold", "drop", "cut")
+# Linux's minimum retransmission timeout, and the bound of its doubling.
+RTO = 0.2
+RTO_MAX = 3.2
 
 
 class Pipe:
@@ -48,6 +55,7 @@ class Pipe:
         self.queue = collections.deque()  # [due, bytes], due in time order
         self.queued = 0                   # bytes in queue
         self.last_due = 0.0
+        self.losses = 0                   # chunks lost in a row
         self.blocked = False              # b's send buffer is full
         self.events_a = 0
         self.events_b = 0
@@ -71,6 +79,7 @@ class Link:
         self.mode = "up"
         self.delay = 0.0
         self.jitter = 0.0
+        self.loss = 0.0
         self.pipes = set()
         self.bytes_passed = 0
         self.bytes_dropped = 0
@@ -83,7 +92,7 @@ class Net:
     start(), end with close() (which closes every socket it made)."""
 
     def __init__(self, real_ports, seed=0):
-        self.rng = random.Random(seed)  # jitter only
+        self.rng = random.Random(seed)  # jitter and loss only
         self.links = {}
         for src in real_ports:
             for dst, port in real_ports.items():
@@ -123,13 +132,15 @@ class Net:
 
     # ---- Control (any thread) ------------------------------------------
 
-    def set(self, pairs, mode="up", delay=0.0, jitter=0.0):
+    def set(self, pairs, mode="up", delay=0.0, jitter=0.0, loss=0.0):
         """Put every link (src, dst) of pairs in mode (up with delay and
-        jitter in seconds)."""
+        jitter in seconds, and loss, the probability that a chunk is lost
+        and retransmitted)."""
         assert mode in MODES
+        assert 0.0 <= loss <= 1.0
         pairs = list(pairs)
-        self._call(lambda: [self._set(self.links[p], mode, delay, jitter)
-                            for p in pairs])
+        self._call(lambda: [self._set(self.links[p], mode, delay, jitter,
+                                      loss) for p in pairs])
 
     def reset(self, pairs):
         """Close the open connections of the links (they are re-dialled)."""
@@ -171,9 +182,10 @@ class Net:
     def _stop(self):
         self.stopping = True
 
-    def _set(self, link, mode, delay, jitter):
+    def _set(self, link, mode, delay, jitter, loss):
         old = link.mode
         link.mode, link.delay, link.jitter = mode, delay, jitter
+        link.loss = loss
         if mode == "cut" or (old == "drop" and mode != "drop"):
             self._reset(link)
         elif mode == "drop":
@@ -307,6 +319,11 @@ class Net:
         due = now + link.delay
         if link.jitter > 0:
             due += self.rng.uniform(0, link.jitter)
+        if link.loss > 0 and self.rng.random() < link.loss:
+            due += min(RTO * (2 ** p.losses), RTO_MAX)
+            p.losses += 1
+        else:
+            p.losses = 0
         due = max(due, p.last_due)
         p.last_due = due
         p.queue.append([due, data])
