@@ -181,9 +181,11 @@ node-test: $(B)/raftsql.so $(B)/raftsql-node
 # The benchmark (bench/README.md): never part of `make test`. `make bench`
 # runs bench/compare.sh, which builds these two and runs raftsql beside
 # dqlite, etcd and plain SQLite on 127.0.0.1.
-BENCH_SRC := bench/raftsql_bench.c bench/cluster.c bench/child.c
+BENCH_SRC := bench/raftsql_bench.c bench/cluster.c bench/child.c \
+	bench/proc_cost.c
 $(B)/raftsql-bench: $(BENCH_SRC) bench/cluster.h bench/child.h $(B)/delay-proxy \
-		bench/latency.h bench/timing.h bench/xorshift.h $(B)/libraftsql.a
+		bench/latency.h bench/timing.h bench/xorshift.h \
+		bench/proc_cost.h $(B)/libraftsql.a
 	$(CC) $(BASE_CFLAGS) $(CFLAGS) -pthread -o $@ $(BENCH_SRC) \
 	    $(B)/libraftsql.a $(LIBS)
 
@@ -192,9 +194,15 @@ $(B)/raftsql-bench: $(BENCH_SRC) bench/cluster.h bench/child.h $(B)/delay-proxy 
 $(B)/delay-proxy: bench/delay_proxy.c
 	$(CC) $(BASE_CFLAGS) $(CFLAGS) -pthread -o $@ $<
 
-$(B)/local-sqlite-bench: bench/local_sqlite.c bench/latency.h \
-		bench/timing.h bench/xorshift.h
-	$(CC) $(BASE_CFLAGS) $(CFLAGS) -o $@ $< $(LIBS)
+$(B)/local-sqlite-bench: bench/local_sqlite.c bench/proc_cost.c \
+		bench/proc_cost.h bench/latency.h bench/timing.h bench/xorshift.h
+	$(CC) $(BASE_CFLAGS) $(CFLAGS) -o $@ $(filter %.c,$^) $(LIBS)
+
+# The CPU seconds and disk bytes of the peers' processes (etcd, dqlite),
+# sampled by bench/compare.sh at their window's start and end.
+$(B)/proc-cost: bench/proc_cost_tool.c bench/proc_cost.c bench/proc_cost.h \
+		bench/timing.h
+	$(CC) $(BASE_CFLAGS) $(CFLAGS) -o $@ $(filter %.c,$^)
 
 # The time to apply one request of many statements, beside stock SQLite
 # (bench/multi_statement.c).

@@ -166,7 +166,7 @@ install_missing go-dqlite etcd-server etcd-client wrk gnuplot-nox || {
 # absolute path would match no rule (a stale binary would be reported as
 # up to date).
 make --no-print-directory build/raftsql-testhost build/raftsql-bench \
-    build/local-sqlite-bench build/delay-proxy >&2 || exit 1
+    build/local-sqlite-bench build/delay-proxy build/proc-cost >&2 || exit 1
 mkdir -p "$OUT_DIR"
 
 # ---- raftsql ----------------------------------------------------------------
@@ -228,7 +228,7 @@ run_raftsql() {
 
 run_dqlite() {
     local workers=$1 name="dqlite-$1" d=$T/dqlite-$1 ports p1 p2 p3 pids
-    local driver rc
+    local driver rc watch
     mkdir -p "$d/1" "$d/2" "$d/3"
     mapfile -t ports < <(free_ports 3)
     p1=127.0.0.1:${ports[0]} p2=127.0.0.1:${ports[1]} p3=127.0.0.1:${ports[2]}
@@ -247,9 +247,15 @@ run_dqlite() {
     dqlite-benchmark --db "$p3" -D "$d/3" --join "$p1" >"$d/node3.log" 2>&1 &
     pids+=($!)
     PIDS+=($!)
+    # The three nodes' cost, every 0.25 s (the window is known only
+    # afterwards, from the requests' timestamps).
+    "$B/proc-cost" --watch 0.25 "$driver" "${pids[@]}" >"$d/cost.txt" 2>&1 &
+    watch=$!
+    PIDS+=("$watch")
     wait "$driver"
     rc=$?
     forget "$driver"
+    stop_pids "$watch"
     stop_pids "${pids[@]}"
     if [ "$rc" -ne 0 ]; then
         echo "dqlite-benchmark exited with $rc" >>"$d/node1.log"
@@ -259,12 +265,14 @@ run_dqlite() {
     fi
     # Results: one file per worker, `n`, `n_err`, then one line per
     # successful request: "<timestamp ns> <latency ms>".
-    python3 - "$name" "$DURATION" "$d/1/$p1/results" >"$T/$name.out" \
-        2>&1 <<'EOF'
+    python3 - "$name" "$DURATION" "$d/1/$p1/results" "$d/cost.txt" \
+        >"$T/$name.out" 2>&1 <<'EOF'
 import glob, os, sys
-name, duration, rdir = sys.argv[1], float(sys.argv[2]), sys.argv[3]
+name, duration, rdir, cost = sys.argv[1], float(sys.argv[2]), sys.argv[3], \
+    sys.argv[4]
 n = n_err = 0
 lat = []
+spans = []  # (start s, end s) of every successful request
 for path in glob.glob(os.path.join(rdir, "*")):
     section = None
     with open(path) as f:
@@ -282,6 +290,8 @@ for path in glob.glob(os.path.join(rdir, "*")):
                 section = "e"
             elif section == "m" and len(w) == 2:
                 lat.append(float(w[1]))
+                t0 = int(w[0]) / 1e9
+                spans.append((t0, t0 + float(w[1]) / 1000))
 lat.sort()
 def pct(p):
     if not lat:
@@ -290,12 +300,33 @@ def pct(p):
     return lat[i - 1]
 if n == 0:
     sys.exit("no successful request in %s" % rdir)
+# The cost: between the first sample at or after the first request's
+# start and the last sample at or before the last request's end, over the
+# requests that started and ended between those two samples.
+samples = []
+for line in open(cost):
+    if line.startswith("COST "):
+        kv = dict(x.split("=", 1) for x in line.split()[1:])
+        samples.append((float(kv["t"]), float(kv["cpu_s"]),
+                        int(kv["write_bytes"])))
+first = min(a for a, _ in spans)
+last = max(b for _, b in spans)
+inside = [s for s in samples if first <= s[0] <= last]
+costs = "cpu_s=n/a cpu_s_per_write=n/a write_bytes=n/a bytes_per_write=n/a"
+if len(inside) >= 2:
+    a, b = inside[0], inside[-1]
+    k = sum(1 for x, y in spans if x >= a[0] and y <= b[0])
+    if k > 0:
+        costs = ("cpu_s=%.2f cpu_s_per_write=%.7f write_bytes=%d "
+                 "bytes_per_write=%.0f cost_window_s=%.2f" %
+                 (b[1] - a[1], (b[1] - a[1]) / k, b[2] - a[2],
+                  (b[2] - a[2]) / k, b[0] - a[0]))
 print("%s: %.0f writes/s (%d ok, %d errors in %.0f s)" %
       (name, n / duration, n, n_err, duration))
 print("RESULT name=%s writes_per_s=%.1f p50_ms=%.3f p99_ms=%.3f "
-      "p999_ms=%.3f writes=%d errors=%d seconds=%.0f" %
+      "p999_ms=%.3f writes=%d errors=%d seconds=%.0f %s" %
       (name, n / duration, pct(0.5), pct(0.99), pct(0.999), n, n_err,
-       duration))
+       duration, costs))
 EOF
     grep -v '^RESULT ' "$T/$name.out" >&2
     record "$name" "$T/$name.out"
@@ -306,7 +337,7 @@ EOF
 
 run_etcd() {
     local conns=$1 rtt=${2:-0} name="etcd-$1" ports ic="" eps="" i
-    local threads=1 leader_url pids=() maps=() d out
+    local threads=1 leader_url pids=() maps=() members=() d out cost0 cost1
     [ "$rtt" != 0 ] && name+="-rtt$rtt"
     d=$T/$name out=$T/$name.out
     [ "$conns" -gt 1 ] && threads=2
@@ -347,6 +378,7 @@ run_etcd() {
             --initial-cluster-state new --logger zap --log-outputs stderr \
             >"$d/m$((i + 1)).log" 2>&1 &
         pids+=($!)
+        members+=($!)
         PIDS+=($!)
     done
     # Wait for a leader; send the load to it.
@@ -377,13 +409,35 @@ for e in st:
     # One second of unmeasured load, as raftsql-bench's --warmup.
     run_logged "$d/warmup.out" wrk -t "$threads" -c "$conns" -d 1s \
         -s "$ROOT/bench/etcd_put.lua" "$leader_url"
+    # The members' cost (not the delay proxies') from just before wrk to
+    # just after it; wrk's own CPU from this shell's reaped children
+    # (`times`, before and after: wrk is the only child reaped between).
+    cost0=$("$B/proc-cost" "${members[@]}")
+    times >"$d/times0"
     run_logged "$d/wrk.out" wrk -t "$threads" -c "$conns" \
         -d "${DURATION}s" --latency -s "$ROOT/bench/etcd_put.lua" \
         "$leader_url"
+    times >"$d/times1"
+    cost1=$("$B/proc-cost" "${members[@]}")
     stop_pids "${pids[@]}"
-    python3 - "$name" "$d/wrk.out" >"$out" 2>&1 <<'EOF'
-import sys
+    python3 - "$name" "$d/wrk.out" "$cost0" "$cost1" "$d/times0" \
+        "$d/times1" >"$out" 2>&1 <<'EOF'
+import re, sys
 name, path = sys.argv[1], sys.argv[2]
+
+
+def cost(line):
+    kv = dict(w.split("=", 1) for w in line.split()[1:])
+    return float(kv["cpu_s"]), int(kv["write_bytes"])
+
+
+def children_cpu_s(path):
+    """user + system of the shell's reaped children: `times`' 2nd line."""
+    lines = open(path).read().split("\n")
+    return sum(int(m) * 60 + float(s) for m, s in
+               re.findall(r"(\d+)m([\d.]+)s", lines[1]))
+
+
 kv = None
 for line in open(path):
     if line.startswith("WRK "):
@@ -393,13 +447,20 @@ if kv is None:
 secs = int(kv["duration_us"]) / 1e6
 ok = int(kv["requests"]) - int(kv["status_errors"])
 errors = int(kv["status_errors"]) + int(kv["other_errors"])
+costs = "cpu_s=n/a cpu_s_per_write=n/a write_bytes=n/a bytes_per_write=n/a"
+if sys.argv[3] and sys.argv[4] and ok > 0:
+    (c0, w0), (c1, w1) = cost(sys.argv[3]), cost(sys.argv[4])
+    wrk = children_cpu_s(sys.argv[6]) - children_cpu_s(sys.argv[5])
+    costs = ("cpu_s=%.2f cpu_s_per_write=%.7f write_bytes=%d "
+             "bytes_per_write=%.0f wrk_cpu_s_per_write=%.7f" %
+             (c1 - c0, (c1 - c0) / ok, w1 - w0, (w1 - w0) / ok, wrk / ok))
 print("%s: %.0f puts/s (%d ok, %d errors in %.1f s)" %
       (name, ok / secs, ok, errors, secs))
 print("RESULT name=%s writes_per_s=%.1f p50_ms=%.3f p99_ms=%.3f "
-      "p999_ms=%.3f writes=%d errors=%d seconds=%.2f" %
+      "p999_ms=%.3f writes=%d errors=%d seconds=%.2f %s" %
       (name, ok / secs, float(kv["p50_us"]) / 1000,
        float(kv["p99_us"]) / 1000, float(kv["p999_us"]) / 1000, ok, errors,
-       secs))
+       secs, costs))
 EOF
     grep -v '^RESULT ' "$out" >&2
     record "$name" "$out"

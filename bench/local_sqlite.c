@@ -3,7 +3,8 @@
  * replication, one writer inserting the rows of raftsql-bench (32-byte
  * random keys, 1024-byte random values) with --rows-per-txn rows per
  * transaction. Reports rows/s and the latency of each transaction
- * (BEGIN..COMMIT, including its fsync), in raftsql-bench's RESULT format.
+ * (BEGIN..COMMIT, including its fsync), in raftsql-bench's RESULT format,
+ * with this process's CPU seconds and disk bytes per row in the window.
  *
  * Usage: local-sqlite-bench [--rows-per-txn N] [--duration S] [--name NAME]
  *                           [--dir DIR] */
@@ -21,6 +22,7 @@
 #include <unistd.h>
 
 #include "bench/latency.h"
+#include "bench/proc_cost.h"
 #include "bench/timing.h"
 #include "bench/xorshift.h"
 
@@ -71,6 +73,8 @@ int main(int argc, char **argv)
     };
     long rows = 1;
     double duration = 20, t0, t1, end;
+    struct proc_cost cost0 = {0}, cost1 = {0};
+    char cost[256];
     char name[128] = "", dir[1024] = "", path[1200];
     bool tmp = false;
     sqlite3 *db = NULL;
@@ -164,6 +168,7 @@ int main(int argc, char **argv)
         goto out;
     }
 
+    proc_cost_add(getpid(), false, &cost0);
     t0 = timing_now_s();
     end = t0 + duration;
     while (!g_signal) {
@@ -197,6 +202,7 @@ int main(int argc, char **argv)
         n_rows += (size_t)rows;
     }
     t1 = timing_now_s();
+    proc_cost_add(getpid(), false, &cost1);
     if (g_signal) {
         fprintf(stderr, "local-sqlite-bench: interrupted\n");
         goto out;
@@ -206,6 +212,7 @@ int main(int argc, char **argv)
         double secs = t1 - t0, wps = (double)n_rows / secs;
         double p50, p99, p999;
         latency_sort(lat, n);
+        proc_cost_format(cost, sizeof cost, &cost0, &cost1, n_rows);
         p50 = latency_pct_ms(lat, n, 0.50);
         p99 = latency_pct_ms(lat, n, 0.99);
         p999 = latency_pct_ms(lat, n, 0.999);
@@ -218,9 +225,9 @@ int main(int argc, char **argv)
         printf(
             "RESULT name=%s writes_per_s=%.1f p50_ms=%.3f p99_ms=%.3f "
             "p999_ms=%.3f writes=%zu errors=0 seconds=%.2f "
-            "rows_per_txn=%ld commits_per_s=%.1f\n",
-            name, wps, p50, p99, p999, n_rows, secs, rows,
-            (double)n_txn / secs);
+            "rows_per_txn=%ld commits_per_s=%.1f %s\n",
+            name, wps, p50, p99, p999, n_rows, secs, rows, (double)n_txn / secs,
+            cost);
         fflush(stdout);
         rc = 0;
     }

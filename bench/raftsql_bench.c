@@ -8,7 +8,9 @@
  *     SELECT raft_exec('INSERT OR REPLACE INTO kv(k, v) VALUES(?, ?)', ?, ?)
  * with a fresh 32-byte random key and 1024-byte random value, and keeps the
  * latency of each request in an array allocated (and touched) before the
- * run. With --plain each client runs the INSERT itself, a plain autocommit
+ * run. The CPU seconds and disk bytes of the three node processes in the
+ * window (bench/proc_cost.h), and the client threads' CPU time, are
+ * reported per write. With --plain each client runs the INSERT itself, a plain autocommit
  * write (the write lease serialises them cluster-wide): SQLITE_BUSY after
  * the connection's busy timeout (5000 ms) is counted as an error, any other
  * error fails the run (no RESULT line, exit status 1). Output: a human line
@@ -44,6 +46,7 @@
 
 #include "bench/cluster.h"
 #include "bench/latency.h"
+#include "bench/proc_cost.h"
 #include "bench/timing.h"
 #include "bench/xorshift.h"
 #include "ext/raftsql.h"
@@ -92,6 +95,7 @@ struct bench_client {
     char last_err[256];  /* last error message */
     char other_err[320]; /* plain: the first error but SQLITE_BUSY */
     int open_rc;         /* sqlite3 error opening/preparing, or 0 */
+    double cpu_end_s;    /* this thread's CPU seconds when it ended */
 };
 
 static volatile sig_atomic_t g_signal;
@@ -216,6 +220,12 @@ static void *client_main(void *arg)
 out:
     sqlite3_finalize(stmt);
     sqlite3_close(db);
+    {
+        struct timespec ts;
+        if (clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts) == 0) {
+            c->cpu_end_s = (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+        }
+    }
     return NULL;
 }
 
@@ -405,6 +415,34 @@ static int parse_opts(int argc, char **argv, struct bench_opts *o)
     return 0;
 }
 
+/* cost_sample reads the cost of every node process into @out (index 1 to
+ * N_NODES): node 1 is this process (with the clients; not its other
+ * children, the node processes and the delay proxies), nodes 2 and 3 their
+ * processes with any descendants. */
+static void cost_sample(struct proc_cost *out)
+{
+    for (int id = 1; id <= N_NODES; id++) {
+        out[id] = (struct proc_cost){0};
+        proc_cost_add(cluster_pid(id), id != 1, &out[id]);
+    }
+}
+
+/* clients_cpu_s returns the CPU seconds the @n running client threads @cl
+ * have used so far (a thread that has already ended counts 0). */
+static double clients_cpu_s(const struct bench_client *cl, int n)
+{
+    double s = 0;
+    for (int i = 0; i < n; i++) {
+        clockid_t cid;
+        struct timespec ts;
+        if (pthread_getcpuclockid(cl[i].thread, &cid) == 0 &&
+            clock_gettime(cid, &ts) == 0) {
+            s += (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+        }
+    }
+    return s;
+}
+
 static void fmt_ratio(char *out, size_t len, bool has, double num, double den)
 {
     if (!has || den <= 0) {
@@ -423,6 +461,8 @@ int main(int argc, char **argv)
     long leader = 0;
     struct bench_mem m_idle[N_NODES + 1], m0[N_NODES + 1], m1[N_NODES + 1];
     json_t *st0[N_NODES + 1] = {0}, *st1[N_NODES + 1] = {0};
+    struct proc_cost c0[N_NODES + 1] = {{0}}, c1[N_NODES + 1] = {{0}};
+    double cl_cpu0 = 0, cl_cpu1 = 0;
     char base[1024], dir[1100], buf[1024];
     size_t cap, n_ok = 0, n_err = 0, n_busy = 0, n_other = 0, n_drop = 0;
     size_t n_all = 0;
@@ -538,15 +578,21 @@ int main(int argc, char **argv)
         st0[id] = cluster_status(db1, id);
         m0[id] = mem_of(cluster_pid(id));
     }
+    cost_sample(c0);
+    cl_cpu0 = clients_cpu_s(cl, started);
     t_start = timing_now_s();
     atomic_store(&g_phase, 1);
     timing_sleep_s(o.duration, &g_signal);
     atomic_store(&g_phase, 2);
     t_end = timing_now_s();
+    cost_sample(c1);
 
 join:
     for (int i = 0; i < started; i++) {
         pthread_join(cl[i].thread, NULL);
+        /* Its CPU time when it ended: at most one request after the
+         * window's end. */
+        cl_cpu1 += cl[i].cpu_end_s;
     }
     if (g_signal || started < o.clients) {
         fprintf(stderr, "raftsql-bench: interrupted\n");
@@ -594,8 +640,17 @@ join:
         long lid = 0;
         json_t *ls = st1[1] ? json_object_get(st1[1], "leader") : NULL;
         struct bench_counters a, b, fa = {0}, fb = {0};
-        char epf[32], epa[32], epf_f[32];
+        char epf[32], epa[32], epf_f[32], cost[256];
+        struct proc_cost all0 = {0}, all1 = {0};
         bool has;
+
+        for (int id = 1; id <= N_NODES; id++) {
+            all0.cpu_s += c0[id].cpu_s;
+            all0.write_bytes += c0[id].write_bytes;
+            all1.cpu_s += c1[id].cpu_s;
+            all1.write_bytes += c1[id].write_bytes;
+        }
+        proc_cost_format(cost, sizeof cost, &all0, &all1, n_ok);
 
         lid = json_is_integer(ls) ? (long)json_integer_value(ls) : 0;
         if (lid < 1 || lid > N_NODES) {
@@ -658,6 +713,15 @@ join:
             "  (node 1 includes the clients and %zu kB of latency "
             "slots)\n",
             (size_t)o.clients * cap * sizeof(uint32_t) / 1024);
+        printf(
+            "  CPU s in the window: node 1 %.2f (its client threads "
+            "%.2f), node 2 %.2f, node 3 %.2f; disk MB written %.1f, "
+            "%.1f, %.1f\n",
+            c1[1].cpu_s - c0[1].cpu_s, cl_cpu1 - cl_cpu0,
+            c1[2].cpu_s - c0[2].cpu_s, c1[3].cpu_s - c0[3].cpu_s,
+            (double)(c1[1].write_bytes - c0[1].write_bytes) / 1e6,
+            (double)(c1[2].write_bytes - c0[2].write_bytes) / 1e6,
+            (double)(c1[3].write_bytes - c0[3].write_bytes) / 1e6);
         /* A run that failed prints no RESULT line: compare.sh shows it as
          * FAILED, never as a row of zero or few writes. */
         if (n_other > 0 || n_ok == 0) {
@@ -684,12 +748,16 @@ join:
             "rss1_kb_start=%ld rss1_kb_end=%ld rss2_kb_start=%ld "
             "rss2_kb_end=%ld rss3_kb_start=%ld rss3_kb_end=%ld "
             "anon1_kb_start=%ld anon1_kb_end=%ld anon2_kb_start=%ld "
-            "anon2_kb_end=%ld anon3_kb_start=%ld anon3_kb_end=%ld\n",
+            "anon2_kb_end=%ld anon3_kb_start=%ld anon3_kb_end=%ld %s "
+            "clients_cpu_s_per_write=%.7f cpu1_s=%.2f cpu2_s=%.2f "
+            "cpu3_s=%.2f\n",
             o.name, wps, p50, p99, p999, n_ok, n_err, n_busy, secs, o.clients,
             o.plain ? "plain" : "raft_exec", o.leader ? "leader" : "follower",
             lid, epf, epf_f, epa, m0[1].rss, m1[1].rss, m0[2].rss, m1[2].rss,
             m0[3].rss, m1[3].rss, m0[1].anon, m1[1].anon, m0[2].anon,
-            m1[2].anon, m0[3].anon, m1[3].anon);
+            m1[2].anon, m0[3].anon, m1[3].anon, cost,
+            (cl_cpu1 - cl_cpu0) / (double)n_ok, c1[1].cpu_s - c0[1].cpu_s,
+            c1[2].cpu_s - c0[2].cpu_s, c1[3].cpu_s - c0[3].cpu_s);
         fflush(stdout);
         if (n_drop > 0) {
             fprintf(stderr,
