@@ -13,8 +13,8 @@
 
 /* One process's figures, from its stat file. */
 struct stat_line {
-    pid_t ppid;        /* parent */
-    long long ticks;   /* utime + stime + cutime + cstime */
+    pid_t ppid;      /* parent */
+    long long ticks; /* utime + stime + cutime + cstime */
 };
 
 /* read_stat fills @out from /proc/@pid/stat; 0, or -1 if unreadable. */

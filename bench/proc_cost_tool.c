@@ -58,8 +58,9 @@ int main(int argc, char **argv)
         char *e;
         every = strtod(argv[2], &e);
         if (*e || every < 0.01 || every > 3600) {
-            fprintf(stderr, "proc-cost: --watch: seconds between 0.01 and "
-                            "3600, not '%s'\n",
+            fprintf(stderr,
+                    "proc-cost: --watch: seconds between 0.01 and "
+                    "3600, not '%s'\n",
                     argv[2]);
             return 2;
         }

@@ -8,13 +8,13 @@
  *     SELECT raft_exec('INSERT OR REPLACE INTO kv(k, v) VALUES(?, ?)', ?, ?)
  * with a fresh 32-byte random key and 1024-byte random value, and keeps the
  * latency of each request in an array allocated (and touched) before the
- * run. The CPU seconds and disk bytes of the three node processes in the
- * window (bench/proc_cost.h), and the client threads' CPU time, are
- * reported per write. With --plain each client runs the INSERT itself, a plain autocommit
+ * run. With --plain each client runs the INSERT itself, a plain autocommit
  * write (the write lease serialises them cluster-wide): SQLITE_BUSY after
  * the connection's busy timeout (5000 ms) is counted as an error, any other
  * error fails the run (no RESULT line, exit status 1). Output: a human line
- * and a `RESULT name=... key=value...` line.
+ * and a `RESULT name=... key=value...` line, with the CPU seconds and disk
+ * bytes per write of the three node processes in the window
+ * (bench/proc_cost.h) and the client threads' share of the CPU.
  *
  * Usage: raftsql-bench [--role leader|follower] [--clients N] [--plain]
  *                      [--duration S] [--warmup S] [--name NAME]
