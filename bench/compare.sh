@@ -6,6 +6,8 @@
 #        DURATION=10 bench/compare.sh
 #        RUNS="raftsql-64-leader etcd-64" bench/compare.sh   (a subset)
 #        ROUNDS=5 RUNS="..." bench/compare.sh   (5 interleaved rounds)
+#        RATIOS="raftsql-1-leader/etcd-1 ..." bench/compare.sh (ratio lines)
+#        bench/report.py --show bench/results/compare-<date>.txt  (again)
 #
 # Runs, each for DURATION seconds: raftsql (1 and 64 client threads in node
 # 1's process, node 1 leader and node 1 follower, through raft_exec and as
@@ -13,13 +15,19 @@
 # peers), dqlite-benchmark (3
 # nodes, kvwrite, 1 and 64 workers), etcd 3.4 (3 members; 1 KiB puts via
 # wrk on the v3 JSON gateway, 1 and 64 connections), local SQLite (WAL,
-# synchronous=FULL, 1 and 64 rows per transaction). ROUNDS (default 1)
-# repeats the whole sequence, so that the ratios are taken within each
-# round (the machine drifts between rounds). Prints one table and
-# writes it to bench/results/compare-<date>.txt, with a chart in
-# compare-<date>.png. Installs the packages it needs (apt-get) when
-# missing. Every process it starts is killed at exit; all data lives in a
-# mktemp directory removed at exit. See bench/README.md.
+# synchronous=FULL, 1 and 64 rows per transaction). Every run also
+# reports the CPU seconds and disk bytes per write of all its system's
+# processes in its window (build/proc-cost, bench/proc_cost.c). ROUNDS
+# (default 1; use 3 or more for figures to compare) repeats the whole
+# sequence, each run once per round, so that the ratios are taken within
+# each round (the machine drifts between rounds) and each figure is
+# reported as its median and min-max over the rounds; a round whose
+# local-1 p50 is over 1.5 x the median is flagged. Prints the tables and
+# ratios (bench/report.py) and writes them, with the RESULT lines, to
+# bench/results/compare-<date>.txt, with the charts in compare-<date>.png.
+# Installs the packages it needs (apt-get) when missing. Every process it
+# starts is killed at exit; all data lives in a mktemp directory removed
+# at exit. See bench/README.md.
 
 set -uo pipefail
 
