@@ -348,14 +348,16 @@ def ratios(rounds, flagged):
     missing = unmeasured_targets(attempted)
     if missing:
         lines.append("not measured (a run not in RUNS): " + ", ".join(missing))
-    lines += ["", "%-48s %9s" % (
-        "cost ratio (CPU s per write; < 1: A spends less)",
-        "median" if many else "value")]
+    cost = []
     for label, a, b, _ in defs:
         per_round = [run_ratio(rounds[k][0], a, b, "cpu_s_per_write")
                      for k in keys]
         if any(x is not None for x in per_round):
-            lines.append(line(label, per_round, None, 1))
+            cost.append(line(label, per_round, None, 1))
+    if cost:
+        lines += ["", "%-48s %9s" % (
+            "cost ratio (CPU s per write; < 1: A spends less)",
+            "median" if many else "value")] + cost
     lines.append("")
     for role in ("leader", "follower"):
         name = "raftsql-64-" + role
