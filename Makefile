@@ -41,7 +41,7 @@ TEST_BIN := $(TEST_SRC:%.c=$(B)/%)
         e2e tsan install uninstall check-install python-test node-test \
         next \
         tsan-uv \
-        clean bench sim \
+        clean bench bench-check sim \
         soak faults faults-short \
         coverage fuzz fuzz-build fuzz-corpus
 
@@ -229,6 +229,12 @@ $(B)/reads-bench: bench/reads.c bench/timing.h bench/xorshift.h
 
 bench: deps
 	@bench/compare.sh
+
+# The benchmark's report and cost sampler, without a benchmark (part of
+# `make test`, about 1 s): bench/report.py's medians, disk flag and
+# ratios, and build/proc-cost's figures (tests/bench/test_report.py).
+bench-check: $(B)/proc-cost
+	@PROC_COST=$(B)/proc-cost $(PYTHON) -m unittest tests/bench/test_report.py
 
 # The same node program built with the sanitizers, for the end-to-end tests:
 # ASan + UBSan, and ThreadSanitizer for the threaded runtime.
@@ -602,6 +608,7 @@ test: deps
 	@$(MAKE) --no-print-directory python-test
 	@$(MAKE) --no-print-directory node-test
 	@$(MAKE) --no-print-directory unit
+	@$(MAKE) --no-print-directory bench-check
 	@$(MAKE) --no-print-directory tsan-uv
 	@$(MAKE) --no-print-directory fuzz FUZZ_S=$(FUZZ_TEST_S)
 	@$(MAKE) --no-print-directory e2e

@@ -13,7 +13,7 @@ written per write; one bar per run, its median, with the rounds' min-max)
 to PNG_OUT with gnuplot. NOTE, if given, is printed under the title. The
 RESULT and FAILED lines themselves end TXT_OUT, so that `--show TXT`
 prints the same report again from a results file (and redraws the chart,
-to PNG_OUT or TXT's name with .png).
+to PNG_OUT or TXT's name with .png). A PNG_OUT of '-' draws no chart.
 
 With several rounds there is one table per round, then a table of each
 run's median and min-max over the rounds; each ratio is taken within each
@@ -491,7 +491,8 @@ def main():
             return 1
         sys.stdout.write("\n".join(report(rounds, top[0],
                                           " ".join(top[1:]))) + "\n")
-        chart(rounds, png, top[0])
+        if png != "-":
+            chart(rounds, png, top[0])
         return 0
     if len(args) not in (4, 5):
         sys.stderr.write(__doc__)
@@ -508,7 +509,8 @@ def main():
         # Kept for `report.py --show`: the table of these lines again.
         f.write("\nthe RESULT lines of the runs (report.py --show reads "
                 "them back)\n" + "\n".join(raw) + "\n")
-    chart(rounds, png, title)
+    if png != "-":
+        chart(rounds, png, title)
     return 0
 
 
