@@ -93,7 +93,10 @@ struct replay {
     uint64_t index;       /* the entry's log index */
     struct table *tables; /* n_tables, allocated with cs->n slots */
     unsigned n_tables;
-    unsigned *of; /* per record: its table, UINT_MAX for schema */
+    unsigned *of;  /* per record: its table, UINT_MAX for schema */
+    bool shadow;   /* SQLITE_DBCONFIG_DEFENSIVE is off for a shadow
+                          table's statements (allow_shadow_writes) */
+    int defensive; /* what it was before, while @shadow */
 };
 
 /* diverged words record @i (0-based) that does not apply. */
@@ -115,6 +118,24 @@ static int sqlite_err(struct replay *r, unsigned i, int rc)
         return fsm_fail(r->f, rc, "apply a changeset");
     }
     return diverged(r, i, sqlite3_errmsg(r->f->db));
+}
+
+/* allow_shadow_writes turns SQLITE_DBCONFIG_DEFENSIVE off on the apply
+ * connection for the rest of the changeset: SQLite refuses, at prepare
+ * time, writes to a virtual table's shadow tables (its module's writes,
+ * recorded) on a DEFENSIVE connection, so their statements, the landed
+ * check's included, need it off. Only then: any change of the setting
+ * expires every prepared statement of the connection (the request
+ * statements and its own, prepared again at their next use), which cost
+ * every plain commit its applier's record twice over. */
+static void allow_shadow_writes(struct replay *r)
+{
+    if (!r->shadow) {
+        sqlite3_db_config(r->f->db, SQLITE_DBCONFIG_DEFENSIVE, -1,
+                          &r->defensive);
+        sqlite3_db_config(r->f->db, SQLITE_DBCONFIG_DEFENSIVE, 0, NULL);
+        r->shadow = true;
+    }
 }
 
 static void table_free(struct table *t)
@@ -256,9 +277,9 @@ static int table_load(struct replay *r, unsigned i, const char *name,
     }
     r->f->internal = 1;
     rc = sqlite3_prepare_v2(db,
-                            "SELECT wr FROM pragma_table_list WHERE schema = "
-                            "'main' AND type IN ('table', 'shadow') AND "
-                            "name = ?1 COLLATE NOCASE",
+                            "SELECT wr, type = 'shadow' FROM pragma_table_list "
+                            "WHERE schema = 'main' AND type IN ('table', "
+                            "'shadow') AND name = ?1 COLLATE NOCASE",
                             -1, &s, NULL);
     if (rc == SQLITE_OK) {
         sqlite3_bind_text(s, 1, name, -1, SQLITE_STATIC);
@@ -266,6 +287,9 @@ static int table_load(struct replay *r, unsigned i, const char *name,
         if (rc == SQLITE_ROW) {
             found = true;
             t->rowid = sqlite3_column_int(s, 0) == 0;
+            if (sqlite3_column_int(s, 1)) {
+                allow_shadow_writes(r);
+            }
             rc = SQLITE_DONE;
         }
     }
@@ -1095,13 +1119,8 @@ int changeset_apply(struct sql_fsm *f, const struct sql_changeset *cs,
 {
     struct replay r;
     bool done = mode == CHANGESET_LANDED;
-    int defensive = 1, rc = 0;
+    int rc = 0;
 
-    /* The statements of a virtual table's shadow tables (its module's
-     * writes, recorded) are prepared by the landed check too: SQLite
-     * refuses them at prepare time on a DEFENSIVE connection. */
-    sqlite3_db_config(f->db, SQLITE_DBCONFIG_DEFENSIVE, -1, &defensive);
-    sqlite3_db_config(f->db, SQLITE_DBCONFIG_DEFENSIVE, 0, NULL);
     memset(&r, 0, sizeof r);
     r.f = f;
     r.cs = cs;
@@ -1126,6 +1145,8 @@ int changeset_apply(struct sql_fsm *f, const struct sql_changeset *cs,
     forget(&r);
     free(r.tables);
     free(r.of);
-    sqlite3_db_config(f->db, SQLITE_DBCONFIG_DEFENSIVE, defensive, NULL);
+    if (r.shadow) {
+        sqlite3_db_config(f->db, SQLITE_DBCONFIG_DEFENSIVE, r.defensive, NULL);
+    }
     return rc;
 }
