@@ -55,13 +55,16 @@ deps:
 # The loadable extension: only sqlite3_raftsql_init (and the raftsql_* C
 # API) are exported; everything else is hidden. -z defs: a direct call of
 # a sqlite3_* routine (one not through the host's API table) fails the
-# link, since no libsqlite3 is linked.
+# link, since no libsqlite3 is linked. Its SONAME is its file name (the
+# Debian package puts it in the dynamic linker's path, for `.load
+# raftsql`; nothing links it by that name).
 $(B)/raftsql.so: $(SO_OBJ)
-	$(CC) -shared -Wl,-z,defs -o $@ $^ $(SO_LIBS)
+	$(CC) -shared -Wl,-z,defs -Wl,-soname,raftsql.so $(LDFLAGS) -o $@ $^ \
+	    $(SO_LIBS)
 
 $(B)/so/%.o: %.c
 	@mkdir -p $(dir $@)
-	$(CC) $(SO_CFLAGS) $(CFLAGS) -MMD -MP -c -o $@ $<
+	$(CC) $(SO_CFLAGS) $(CPPFLAGS) $(CFLAGS) -MMD -MP -c -o $@ $<
 
 # The static library for C programs: the objects linked into one (ld -r)
 # whose hidden symbols are made local, so that it exports what the .so
@@ -90,8 +93,8 @@ DAEMON_DEPS := $(DAEMON_SRC) tools/node_metrics.h
 DAEMON_LIBS  = $(shell pkg-config --libs libmicrohttpd 2>/dev/null || \
                  echo -lmicrohttpd)
 $(B)/raftsql-node: $(DAEMON_DEPS) $(B)/libraftsql.a
-	$(CC) $(BASE_CFLAGS) $(CFLAGS) -o $@ $(DAEMON_SRC) $(B)/libraftsql.a \
-	    $(LIBS) $(DAEMON_LIBS)
+	$(CC) $(BASE_CFLAGS) $(CPPFLAGS) $(CFLAGS) $(LDFLAGS) -o $@ $(DAEMON_SRC) \
+	    $(B)/libraftsql.a $(LIBS) $(DAEMON_LIBS)
 
 # A C program writing through the node another process runs
 # (examples/write_through.c, tests/e2e/test_attach.py).
@@ -123,11 +126,14 @@ $(B)/examples/embedded: examples/embedded.c ext/raftsql.h $(B)/libraftsql.a
 # (the loadable extension: `.load PREFIX/lib/raftsql`), include/raftsql.h,
 # lib/pkgconfig/raftsql.pc (ext/raftsql.pc.in with the prefix) and
 # bin/raftsql-node. DESTDIR stages the files elsewhere (packaging); the
-# .pc names PREFIX.
+# .pc names PREFIX. LIBDIR replaces PREFIX/lib (the Debian package's
+# /usr/lib/<multiarch>); the .pc names it under ${exec_prefix} when it
+# lies under PREFIX.
 PREFIX  ?= /usr/local
+LIBDIR  ?= $(PREFIX)/lib
 DESTDIR ?=
 VERSION := 0.1.0
-I_LIB := $(DESTDIR)$(PREFIX)/lib
+I_LIB := $(DESTDIR)$(LIBDIR)
 I_INC := $(DESTDIR)$(PREFIX)/include
 I_BIN := $(DESTDIR)$(PREFIX)/bin
 I_PC  := $(I_LIB)/pkgconfig
@@ -139,6 +145,7 @@ install: $(B)/libraftsql.a $(B)/raftsql.so $(B)/raftsql-node \
 	install -m 0644 ext/raftsql.h $(I_INC)/raftsql.h
 	install -m 0755 $(B)/raftsql-node $(I_BIN)/raftsql-node
 	sed -e 's|@PREFIX@|$(PREFIX)|g' -e 's|@VERSION@|$(VERSION)|g' \
+	    -e 's|@LIBDIR@|$(patsubst $(PREFIX)/%,$${exec_prefix}/%,$(LIBDIR))|g' \
 	    -e 's|@REQUIRES@|$(PKGS)|g' ext/raftsql.pc.in > $(I_PC)/raftsql.pc
 
 # `make uninstall` removes those files and lib/pkgconfig if left empty
@@ -257,7 +264,7 @@ $(B)/tsan/raftsql-node: $(DAEMON_DEPS) $(TSAN_OBJ)
 
 $(B)/obj/%.o: %.c
 	@mkdir -p $(dir $@)
-	$(CC) $(BASE_CFLAGS) $(CFLAGS) -MMD -MP -c -o $@ $<
+	$(CC) $(BASE_CFLAGS) $(CPPFLAGS) $(CFLAGS) -MMD -MP -c -o $@ $<
 
 # The sanitizer objects (ASan/UBSan here, TSan above) carry the test-only
 # faults (RAFTSQL_TEST_FAULTS: RAFTSQL_TEST_APPLY_SKEW, sql/checksum.h)
