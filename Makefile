@@ -38,7 +38,7 @@ TEST_BIN := $(TEST_SRC:%.c=$(B)/%)
 
 .SECONDARY:
 .PHONY: all deps demo test check check-layering check-so fmt fmt-check unit \
-        e2e tsan install uninstall check-install python-test node-test \
+        e2e tsan install uninstall check-install python-test node-test man \
         next \
         tsan-uv \
         clean bench bench-check sim \
@@ -184,6 +184,14 @@ python-test: $(B)/raftsql.so
 node-test: $(B)/raftsql.so $(B)/raftsql-node
 	@RAFTSQL_SO=$(B)/raftsql.so RAFTSQL_DAEMON=$(B)/raftsql-node \
 	    $(PYTHON) tests/node/test_example.py
+
+# The man pages (docs/man/*.md, Markdown turned into roff by go-md2man,
+# Debian's go-md2man package): build/man/raftsql-node.8 and raftsql.7.
+MAN_SRC := $(wildcard docs/man/*.md)
+man: $(MAN_SRC:docs/man/%.md=$(B)/man/%)
+$(B)/man/%: docs/man/%.md
+	@mkdir -p $(dir $@)
+	go-md2man -in $< -out $@
 
 # The benchmark (bench/README.md): never part of `make test`. `make bench`
 # runs bench/compare.sh, which builds these two and runs raftsql beside
