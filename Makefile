@@ -38,7 +38,7 @@ TEST_BIN := $(TEST_SRC:%.c=$(B)/%)
 
 .SECONDARY:
 .PHONY: all deps demo test check check-layering check-so fmt fmt-check unit \
-        e2e tsan install uninstall check-install python-test node-test man \
+        e2e tsan install uninstall check-install python-test node-test man deb deb-deps \
         next \
         tsan-uv \
         clean bench bench-check sim \
@@ -192,6 +192,25 @@ man: $(MAN_SRC:docs/man/%.md=$(B)/man/%)
 $(B)/man/%: docs/man/%.md
 	@mkdir -p $(dir $@)
 	go-md2man -in $< -out $@
+
+# The Debian packages (README "Debian packages"): `make deb` installs what
+# building them needs when missing (scripts/deb-deps.sh: dpkg-dev,
+# debhelper, lintian, debian/control's Build-Depends), builds them from
+# the tree with dpkg-buildpackage -us -uc -b into build/deb/
+# (scripts/deb-build.sh; the objects go to debian/build) and runs lintian
+# on them, failing on an error. `make deb-test` (part of `make test`, about
+# 40 s of CPU, most of it the compiler) builds them without the package
+# checks and the debug symbols (no lintian), installs
+# them on this machine, runs the README's three-node session against the
+# installed files and purges them (tests/deb/test_deb.py); it skips,
+# saying why, when the tools cannot be installed.
+deb-deps:
+	@scripts/deb-deps.sh lintian
+
+deb: deb-deps
+	@scripts/deb-build.sh $(B)/deb
+	lintian --fail-on error --display-info $(B)/deb/*.deb
+
 
 # The benchmark (bench/README.md): never part of `make test`. `make bench`
 # runs bench/compare.sh, which builds these two and runs raftsql beside
