@@ -38,7 +38,8 @@ TEST_BIN := $(TEST_SRC:%.c=$(B)/%)
 
 .SECONDARY:
 .PHONY: all deps demo test check check-layering check-so fmt fmt-check unit \
-        e2e tsan install uninstall check-install python-test node-test man deb deb-deps \
+        e2e tsan install uninstall check-install python-test node-test \
+        man deb deb-deps deb-test \
         next \
         tsan-uv \
         clean bench bench-check sim \
@@ -211,6 +212,16 @@ deb: deb-deps
 	@scripts/deb-build.sh $(B)/deb
 	lintian --fail-on error --display-info $(B)/deb/*.deb
 
+deb-test:
+	@if scripts/deb-deps.sh; then \
+	    DEB_BUILD_OPTIONS="nocheck noautodbgsym $(DEB_BUILD_OPTIONS)" \
+	        scripts/deb-build.sh $(B)/deb-test >/dev/null && \
+	    RAFTSQL_DEB_DIR=$(B)/deb-test $(PYTHON) -m unittest -v \
+	        tests/deb/test_deb.py; \
+	else \
+	    echo "deb-test: skipped: the tools to build the packages are" \
+	        "missing and could not be installed (above)"; \
+	fi
 
 # The benchmark (bench/README.md): never part of `make test`. `make bench`
 # runs bench/compare.sh, which builds these two and runs raftsql beside
@@ -641,6 +652,7 @@ test: deps
 	@$(MAKE) --no-print-directory check-install
 	@$(MAKE) --no-print-directory python-test
 	@$(MAKE) --no-print-directory node-test
+	@$(MAKE) --no-print-directory deb-test
 	@$(MAKE) --no-print-directory unit
 	@$(MAKE) --no-print-directory bench-check
 	@$(MAKE) --no-print-directory tsan-uv

@@ -27,14 +27,16 @@ SO = os.environ.get("RAFTSQL_SO", os.path.join(ROOT, "build", "raftsql.so"))
 
 
 def wait_for(what, predicate, timeout=20.0):
-    """Poll predicate() until it returns a true value; return it."""
+    """Poll predicate() until it returns a true value; return it. Past
+    @timeout s, raise TimeoutError naming @what and the last value seen."""
     deadline = time.monotonic() + timeout
     while True:
         value = predicate()
         if value:
             return value
         if time.monotonic() > deadline:
-            raise TimeoutError(what)
+            raise TimeoutError("%s (not within %.0f s; last saw %r)"
+                               % (what, timeout, value))
         time.sleep(0.05)
 
 
