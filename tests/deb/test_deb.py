@@ -338,6 +338,14 @@ class DebTest(unittest.TestCase):
                 daemon.wait()
         self.addCleanup(stop_daemon)
 
+        # The daemon runs as the unit's user, and its files are that
+        # user's.
+        uid = pwd.getpwnam(user).pw_uid
+        wait_for("the daemon's pointer file %s-raftsql" % db3,
+                 lambda: os.path.exists(db3 + "-raftsql"))
+        self.assertEqual(os.stat("/proc/%d" % daemon.pid).st_uid, uid)
+        self.assertEqual(os.stat(db3).st_uid, uid)
+
         shells = {}
         for i in (1, 2):
             shells[i] = Shell(os.path.join(self.dir, "node%d.db" % i),
@@ -359,8 +367,6 @@ class DebTest(unittest.TestCase):
             lines = shells[1].ok("SELECT raft_leader();")
             return int(lines[0]) if lines and lines[0] else None
         leader_id = wait_for("a leader", leader)
-        wait_for("the daemon's pointer file %s-raftsql" % db3,
-                 lambda: os.path.exists(db3 + "-raftsql"))
         shells[4] = Shell(db3, self.dir, "terminal4")
         self.addCleanup(shells[4].close)
         shells[4].ok(".load raftsql\n.timeout 5000")
