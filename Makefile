@@ -216,7 +216,7 @@ deb-test:
 	@if scripts/deb-deps.sh; then \
 	    DEB_BUILD_OPTIONS="nocheck noautodbgsym $(DEB_BUILD_OPTIONS)" \
 	        scripts/deb-build.sh $(B)/deb-test >/dev/null && \
-	    RAFTSQL_DEB_DIR=$(B)/deb-test $(PYTHON) -m unittest -v \
+	    RAFTSQL_DEB_DIR=$(B)/deb-test $(PYTHON) -B -m unittest -v \
 	        tests/deb/test_deb.py; \
 	else \
 	    echo "deb-test: skipped: the tools to build the packages are" \

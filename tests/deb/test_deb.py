@@ -11,7 +11,7 @@ three-node session against the installed files only, and purges them:
 - node 3 is the installed daemon, run with the command lines of the
   installed raftsql-node@.service (ExecStartPre, ExecStart, for instance
   deb-test-<pid>) as its User= (setpriv), configured in
-  /etc/raftsql/<instance>.conf;
+  /etc/raftsql/<instance>.conf, its metrics read over HTTP;
 - a fourth shell writes through the daemon's node on its database file.
 
 The packages are installed system-wide, so one run at a time (a lock in
@@ -31,6 +31,7 @@ import sys
 import tempfile
 import time
 import unittest
+import urllib.request
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(
     os.path.abspath(__file__))))
@@ -314,11 +315,12 @@ class DebTest(unittest.TestCase):
         instance = "deb-test-%d" % os.getpid()
         conf = "/etc/raftsql/%s.conf" % instance
         db3 = "/var/lib/raftsql/%s.db" % instance
-        p = free_ports(3)
+        p = free_ports(4)
         cluster = ",".join("%d@127.0.0.1:%d" % (i + 1, p[i])
                            for i in range(3))
         with open(conf, "w") as f:
-            f.write("database = %s\nid = 3\ncluster = %s\n" % (db3, cluster))
+            f.write("database = %s\nid = 3\ncluster = %s\n"
+                    "metrics_listen = 127.0.0.1:%d\n" % (db3, cluster, p[3]))
         self.addCleanup(os.remove, conf)
         user, (check, start) = self.unit_commands(instance)
         as_user = ["setpriv", "--reuid", user, "--regid", user,
@@ -413,6 +415,12 @@ class DebTest(unittest.TestCase):
             lines = shells[i].ok("SELECT raft_barrier() > 0;\n"
                                  "SELECT * FROM kv ORDER BY k;")
             self.assertEqual(lines, ["1"] + want, "shell %d" % i)
+
+        # The daemon serves its metrics (libmicrohttpd) on loopback.
+        with urllib.request.urlopen("http://127.0.0.1:%d/metrics" % p[3],
+                                    timeout=TIMEOUT) as r:
+            metrics = r.read().decode()
+        self.assertIn("raftsql_node_id 3", metrics.splitlines(), metrics)
 
         # The daemon's graceful stop: exit 0, saying so.
         daemon.send_signal(signal.SIGTERM)
