@@ -188,11 +188,18 @@ node-test: $(B)/raftsql.so $(B)/raftsql-node
 
 # The man pages (docs/man/*.md, Markdown turned into roff by go-md2man,
 # Debian's go-md2man package): build/man/raftsql-node.8 and raftsql.7.
+# go-md2man escapes no line start, and roff takes a line that begins with
+# `.` or `'` as a request (a text line `...)` vanishes without a warning):
+# such a line fails the build, naming it.
 MAN_SRC := $(wildcard docs/man/*.md)
 man: $(MAN_SRC:docs/man/%.md=$(B)/man/%)
 $(B)/man/%: docs/man/%.md
 	@mkdir -p $(dir $@)
-	go-md2man -in $< -out $@
+	go-md2man -in $< -out $@.tmp
+	@if grep -n "^\(\.[^A-Za-z\\]\|'\)" $@.tmp; then \
+	    echo "$<: the roff line above begins with . or ': reflow it"; \
+	    rm -f $@.tmp; exit 1; fi
+	@mv $@.tmp $@
 
 # The Debian packages (README "Debian packages"): `make deb` installs what
 # building them needs when missing (scripts/deb-deps.sh: dpkg-dev,
