@@ -359,6 +359,7 @@ void sql_fsm_close(struct sql_fsm *f)
     checkpoint_stop(f);
     checksum_free(f);
     schema_finalize(f);
+    changeset_cache_free(f);
     cache_clear(&f->cache);
     free(f->text);
     sqlite3_close(f->db);
@@ -398,6 +399,7 @@ int fsm_reload(struct sql_fsm *f)
     int rc = schema_read_applied(f);
 
     checkpoint_reset(f);
+    changeset_cache_clear(f);
     if (rc == 0) {
         rc = schema_load_settings(f);
     }

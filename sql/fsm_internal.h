@@ -125,6 +125,9 @@ struct sql_fsm {
     int budget_hit;                 /* 1: it ran out of its budget */
     atomic_int stopping;            /* sql_fsm_interrupt was called (any
                                         thread) */
+    struct changeset_cache *tables; /* changeset_apply's tables learnt
+                                       (changeset_apply.c), NULL before
+                                       the first */
     unsigned busy_ms;               /* the apply connection's busy timeout,
                                        ms (fsm.c's on_busy; apply
                                        thread) */
@@ -194,6 +197,7 @@ int fsm_is_environmental(int rc);
 int fsm_bind_value(sqlite3_stmt *s, int k, const struct sql_value *v);
 
 struct sql_changeset;
+struct changeset_cache;
 
 /* What changeset_apply does. */
 enum changeset_mode {
@@ -215,6 +219,16 @@ enum changeset_mode {
  * environmental error (fsm_fail). Thread: the apply thread. */
 int changeset_apply(struct sql_fsm *f, const struct sql_changeset *cs,
                     uint64_t index, enum changeset_mode mode, bool *out_landed);
+
+/* changeset_cache_clear forgets the tables changeset_apply learnt on @f's
+ * apply connection (their columns and statements, kept while the schema
+ * stays the same): the database was replaced or reread. Thread: the
+ * apply thread. */
+void changeset_cache_clear(struct sql_fsm *f);
+
+/* changeset_cache_free frees them, before the connection closes. Thread:
+ * the apply thread (or the closing one). */
+void changeset_cache_free(struct sql_fsm *f);
 
 /* fsm_exec runs @sql on the apply connection of @f as an internal
  * statement (the authorizer lets it pass), outside sql_fsm_apply. Tests

@@ -364,6 +364,65 @@ static void test_schema(void **state)
     assert_query(f->b.path, "SELECT b || c FROM t", "b8");
 }
 
+/* The tables a changeset replays are learnt once and kept while the
+ * schema stays the same: a schema change between two changesets (here a
+ * request's, on the apply connection itself, then a foreign one's) makes
+ * the next changeset learn the table again, its new column included. */
+static void test_tables_learnt_again_after_a_schema_change(void **state)
+{
+    struct fixture *f = *state;
+
+    both(f, "CREATE TABLE t(a INTEGER PRIMARY KEY, b)");
+    commit_and_apply(f, "INSERT INTO t VALUES(1, 'one')", false);
+    commit_and_apply(f, "INSERT INTO t VALUES(2, 'two')", true);
+    both(f, "ALTER TABLE t ADD COLUMN c");
+    /* (The writer reads the new schema before it prepares against it.) */
+    assert_int_equal(sqlite3_exec(f->w, "SELECT 1 FROM t", NULL, NULL, NULL),
+                     SQLITE_OK);
+    commit_and_apply(f, "INSERT INTO t VALUES(3, 'three', 3)", false);
+    commit_and_apply(f, "UPDATE t SET c = a * 10 WHERE a < 3", true);
+    both(f, "ALTER TABLE t RENAME COLUMN b TO bb");
+    assert_int_equal(sqlite3_exec(f->w, "SELECT 1 FROM t", NULL, NULL, NULL),
+                     SQLITE_OK);
+    commit_and_apply(f, "UPDATE t SET bb = upper(bb) WHERE a = 2", true);
+    commit_and_apply(f, "INSERT INTO t(a, bb) VALUES(4, 'four')", false);
+    assert_query(f->b.path,
+                 "SELECT group_concat(a || bb || c, ',') FROM "
+                 "(SELECT * FROM t ORDER BY a)",
+                 "1one10,2TWO20,3three3");
+}
+
+/* A row stored before ALTER TABLE ADD COLUMN with a DEFAULT holds no
+ * value for that column: SQLite reads the DEFAULT there, but 3.40's
+ * sqlite3_preupdate_old gives the writer NULL, so a plain UPDATE or DELETE
+ * of such a row carried NULL in its old row, and every replica the
+ * writer's commit had not landed on took itself for diverged (neither
+ * before nor after) and was repaired. */
+static void test_old_row_before_add_column_default(void **state)
+{
+    struct fixture *f = *state;
+
+    both(f, "CREATE TABLE t(a INTEGER PRIMARY KEY, b)");
+    both(f,
+         "INSERT INTO t VALUES(1, 'one'), (2, 'two'), (3, 'three'), "
+         "(4, 'four')");
+    both(f, "ALTER TABLE t ADD COLUMN c DEFAULT 7");
+    both(f, "ALTER TABLE t ADD COLUMN d DEFAULT 'x'");
+    both(f, "UPDATE t SET b = 'uno' WHERE a = 1");
+    assert_equal_replicas(f);
+    /* (The writer reads the new schema before it prepares against it.) */
+    assert_int_equal(sqlite3_exec(f->w, "SELECT 1 FROM t", NULL, NULL, NULL),
+                     SQLITE_OK);
+    commit_and_apply(f, "UPDATE t SET b = 'dos' WHERE a = 2", true);
+    commit_and_apply(f, "UPDATE t SET b = 'tres' WHERE a = 3", false);
+    commit_and_apply(f, "DELETE FROM t WHERE a = 4", true);
+    commit_and_apply(f, "UPDATE t SET c = NULL WHERE a = 3", false);
+    assert_query(f->b.path,
+                 "SELECT group_concat(a || b || ifnull(c, '-') || d, ',') "
+                 "FROM (SELECT * FROM t ORDER BY a)",
+                 "1uno7x,2dos7x,3tres-x");
+}
+
 /* A schema statement the writer prepared before another connection
  * changed the schema meets SQLITE_SCHEMA: SQLite rolls its first run back
  * and runs it again untraced. It is sent all the same. */
@@ -947,6 +1006,10 @@ int main(void)
                                         setup, teardown),
         cmocka_unit_test_setup_teardown(test_identity, setup, teardown),
         cmocka_unit_test_setup_teardown(test_schema, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_old_row_before_add_column_default,
+                                        setup, teardown),
+        cmocka_unit_test_setup_teardown(
+            test_tables_learnt_again_after_a_schema_change, setup, teardown),
         cmocka_unit_test_setup_teardown(test_virtual_tables, setup, teardown),
         cmocka_unit_test_setup_teardown(test_schema_with_writer_settings, setup,
                                         teardown),
