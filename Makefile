@@ -201,7 +201,7 @@ $(B)/man/%: docs/man/%.md
 	    rm -f $@.tmp; exit 1; fi
 	@mv $@.tmp $@
 
-# The Debian packages (README "Debian packages"): `make deb` installs what
+# The Debian packages (docs/deploy.md "Debian packages"): `make deb` installs what
 # building them needs when missing (scripts/deb-deps.sh: dpkg-dev,
 # debhelper, lintian, debian/control's Build-Depends), builds them from
 # the tree with dpkg-buildpackage -us -uc -b into build/deb/

@@ -1,4 +1,4 @@
-"""Build of the Python package (pyproject.toml, README "Python").
+"""Build of the Python package (pyproject.toml, README "From Python").
 
 The package's one compiled piece is the SQLite loadable extension, not a
 Python extension module: build_py runs the repository's make for

@@ -8,7 +8,7 @@
  *                      "2@127.0.0.1:7002,3@127.0.0.1:7003')", 0, 0, &err);
  *     sqlite3_exec(db, "SELECT raft_exec('INSERT INTO t VALUES(1)')", ...);
  *
- * SQL functions (README "SQL functions" has the full reference):
+ * SQL functions (docs/reference.md "SQL functions" has the full reference):
  *   raft_start(config)        start this process's node for the database
  *   raft_exec(sql, param...)  replicated write; returns rows changed
  *   raft_last_insert_rowid()  rowid of this connection's last raft_exec
@@ -22,7 +22,7 @@
  * Errors: a failing function sets its message (sqlite3_errmsg) and a
  * stable extended result code (sqlite3_extended_errcode), one of the
  * RAFTSQL_* codes below or, for a SQL error of the write itself, SQLite's
- * own code of the failing statement (README "What happens on errors").
+ * own code of the failing statement (docs/errors.md).
  *
  * C functions: sqlite3_raftsql_init (the entry point),
  * raftsql_set_authorizer (a host's authorizer behind the write guard),
@@ -98,7 +98,7 @@ extern "C" {
  * fails in its prepare with SQLITE_AUTH instead: an authorizer cannot
  * choose the code. */
 #define RAFTSQL_STALE (SQLITE_BUSY | (103 << 8))
-/* Not applied, this replica is diverged (README "Foreign writes"): retry
+/* Not applied, this replica is diverged (docs/processes.md "Foreign writes"): retry
  * on another node, or here once it is repaired. "<fn>: not applied:
  * diverged replica: ...", "raft_backup: this replica is diverged ...". */
 #define RAFTSQL_DIVERGED (SQLITE_BUSY | (104 << 8))
@@ -216,7 +216,7 @@ int raftsql_set_authorizer(sqlite3 *db,
 /* raftsql_config_check checks @config, a raft_start() configuration
  * string, for the database file @db_path (which gives the default dir=),
  * as raft_start checks it, without starting anything: every key, its value
- * and the rules between keys (README "Configuration keys"), and the paths
+ * and the rules between keys (docs/reference.md "Configuration keys"), and the paths
  * the start needs (the database's directory exists and is writable, the
  * database file, when it exists, is readable and writable, the log
  * directory is writable or can be created: "database: the directory ...

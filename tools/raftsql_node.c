@@ -4,11 +4,11 @@
  * Usage: raftsql-node --config FILE [--check]
  *        raftsql-node --help | --version
  *
- * FILE holds raft_start()'s keys (README "Configuration keys"), one per
+ * FILE holds raft_start()'s keys (docs/reference.md "Configuration keys"), one per
  * line as `key = value` or `key=value`, plus `database = PATH` (required),
  * the SQLite file this node replicates, and `metrics_listen = HOST:PORT`
  * (optional, off by default), where the daemon serves raft_metrics() over
- * HTTP (node_metrics.h; README "Metrics"): on loopback, or off it only with
+ * HTTP (node_metrics.h; docs/metrics.md): on loopback, or off it only with
  * the node's certificate (then HTTPS) or insecure=on, else the file is
  * refused naming the key. `#` begins a comment at the start
  * of a line or after a blank; blank lines are skipped; a value wholly in

@@ -377,8 +377,7 @@ static int refuse_founders(const struct ext_config *cfg,
              "without %s's content; found it alone (id=%" PRIu64
              " cluster=%" PRIu64
              "@%s bootstrap_from=...), then start each other node with "
-             "join=%s and its own listen= (README \"Bringing data in and "
-             "out\")",
+             "join=%s and its own listen= (docs/data.md)",
              cluster->n, cfg->bootstrap_from, cfg->id, cfg->id, self, self);
     return RAFT_INVALID;
 }

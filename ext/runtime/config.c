@@ -228,7 +228,7 @@ static int socket_group_value(const char *val, struct ext_config *c,
     return 0;
 }
 
-/* The keys raft_start() knows, in the README's order. */
+/* The keys raft_start() knows (docs/reference.md lists them). */
 static const char *const keys[] = {
     "id",
     "listen",
@@ -270,7 +270,7 @@ static const char *const keys[] = {
 _Static_assert(sizeof keys / sizeof keys[0] <= 64,
                "the parser's seen mask is a uint64_t");
 
-/* The integer keys: their range (as README gives it) and their field. */
+/* The integer keys: their range (as docs/configuration.md gives it) and their field. */
 struct int_key {
     const char *name;
     uint64_t lo;    /* smallest value accepted */

@@ -1,6 +1,6 @@
 /* The node configuration: the `key=value` string given to raft_start(),
  * parsed and checked into a struct with defaults. Every key is documented in
- * the README's configuration table. */
+ * docs/reference.md's configuration table. */
 
 #ifndef EXT_CONFIG_H
 #define EXT_CONFIG_H

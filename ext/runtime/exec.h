@@ -55,7 +55,7 @@ struct ext_exec_result {
                                   request: 1 + its byte offset in the SQL
                                   text (sql_result.err_at), else 0 */
     char *rows;      /* malloc'd JSON text when want_rows and kind OK, else
-                       NULL (shape: sql/rows.c, README "raft_query") */
+                       NULL (shape: sql/rows.c, docs/functions.md "raft_query") */
     bool duplicate;  /* the request id was applied before: this is its
                        first outcome, nothing applied again */
     bool wire_gated; /* refused as request format 3 while a member cannot

@@ -1,8 +1,8 @@
 /* raft_metrics(): a node's figures in the Prometheus text exposition
  * format (version 0.0.4), rendered from the same copy of its state that
  * raft_status() renders as JSON (status.h), for a scraper (the daemon's
- * metrics_listen= endpoint) or any SQL caller. README "Metrics" lists
- * every metric. */
+ * metrics_listen= endpoint) or any SQL caller. docs/reference.md "Metrics"
+ * lists every metric. */
 
 #ifndef EXT_METRICS_H
 #define EXT_METRICS_H

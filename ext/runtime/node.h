@@ -117,12 +117,12 @@ int ext_node_exec(struct ext_node *n, const char *sql, size_t sql_len,
  * dial, connected, and for a leader match, next, state, inflight),
  * last_error, tls ("off", "certificates" or "psk"), tls_cert_expires,
  * lag_entries, lag_ms, stale and stale_reason (staleness.h), removed
- * (status_removed) (README lists them all).
+ * (status_removed) (docs/reference.md lists them all).
  * Any thread. */
 char *ext_node_status(struct ext_node *n);
 
 /* ext_node_metrics returns the node's figures as Prometheus text
- * (metrics.h: the same state ext_node_status shows, README "Metrics"
+ * (metrics.h: the same state ext_node_status shows, docs/reference.md "Metrics"
  * lists every metric), malloc'd, the caller frees it; NULL when out of
  * memory. Any thread. */
 char *ext_node_metrics(struct ext_node *n);

@@ -1,5 +1,5 @@
 /* The raftsql SQL functions (raft_start, raft_exec, ...); see raftsql.h
- * and the README for what each takes and returns. */
+ * and docs/functions.md for what each takes and returns. */
 
 #ifndef EXT_FUNC_H
 #define EXT_FUNC_H

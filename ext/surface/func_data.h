@@ -1,5 +1,5 @@
 /* The SQL functions that bring data in and out: raft_backup(path) and
- * raft_load_sql(path) (README "Bringing data in and out"). */
+ * raft_load_sql(path) (docs/data.md). */
 
 #ifndef EXT_FUNC_DATA_H
 #define EXT_FUNC_DATA_H

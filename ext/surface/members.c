@@ -26,7 +26,7 @@
 ** the mark is in the configuration entry) promotes to voter once caught
 ** up, else 0. checksum_differs is the first index at which this node
 ** found its replica checksum differs from that member's (NULL: none
-** found; README "Divergence detection").
+** found; docs/divergence.md).
 **
 ** LIMITATIONS: a node of an older build cannot read a configuration that
 ** holds an auto_promote mark (a version 2 entry, raft/configuration.h):

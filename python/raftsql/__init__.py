@@ -12,7 +12,7 @@ replica of a Raft group, packaged with its loadable library.
     print(raftsql.status(conn)["role"])
 
 load() is all a program needs: the SQL functions (raft_exec, raft_status,
-...; README "SQL functions") then work on every connection of the process
+...; docs/reference.md "SQL functions") then work on every connection of the process
 to a file a node serves.  start(), stop(), status(), leader() and execute()
 call those functions and raise their errors as raftsql.Error subclasses
 that carry the RAFTSQL_* code (errors.py); mapped_errors() does the same
@@ -67,7 +67,7 @@ def path() -> str:
     if not os.path.isfile(lib):
         raise FileNotFoundError(
             "raftsql: %s is missing: this raftsql package was not built; "
-            "install it with pip (README \"Python\")" % lib)
+            "install it with pip (README \"From Python\")" % lib)
     return lib
 
 
@@ -104,7 +104,7 @@ def _call(conn: sqlite3.Connection, sql: str, *params: Any) -> Any:
 
 def start(conn: sqlite3.Connection, **config: Unpack[Config]) -> str:
     """Start this process's node for @conn's main database file, with the
-    keys of raft_start() as keyword arguments (Config lists them; README
+    keys of raft_start() as keyword arguments (Config lists them; docs/reference.md
     "Configuration keys"), e.g. ``start(conn, id=1, cluster={1:
     "127.0.0.1:7001", 2: "127.0.0.1:7002", 3: "127.0.0.1:7003"},
     election_timeout_ms=300)``.  A value None leaves its key out.
@@ -130,7 +130,7 @@ def stop(conn: sqlite3.Connection) -> str:
 
 def status(conn: sqlite3.Connection) -> Dict[str, Any]:
     """raft_status() of the node serving @conn's database file, as a dict
-    (README "SQL functions", raft_status: id, role, term, leader, commit,
+    (docs/reference.md "raft_status() fields": id, role, term, leader, commit,
     applied, peers, ...).  Raises NoNode when no node serves the file."""
     result: Dict[str, Any] = json.loads(_call(conn, "SELECT raft_status()"))
     return result
@@ -152,7 +152,7 @@ def execute(conn: sqlite3.Connection, sql: str, *params: Any) -> int:
     Raises the raftsql Error of its code: NotApplied (retry), OutcomeUnknown
     (read before retrying), Invalid (e.g. inside a transaction), Refused
     (SQL raft_exec does not replicate), NoNode, SQLiteError for a SQL
-    error of the write (rolled back on every node), ... (README "What
+    error of the write (rolled back on every node), ... (docs/errors.md, "What
     happens on errors")."""
     placeholders = ", ".join("?" for _ in range(len(params) + 1))
     return int(_call(conn, "SELECT raft_exec(%s)" % placeholders, sql,

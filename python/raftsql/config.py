@@ -1,7 +1,7 @@
 """The raft_start() configuration as Python keyword arguments.
 
 raft_start() takes one text of ``key=value`` pairs separated by blanks
-(README "Configuration keys").  config_text() builds that text from keyword
+(docs/reference.md "Configuration keys").  config_text() builds that text from keyword
 arguments: it checks each key's name against KEYS and its value's type, and
 writes each value as raft_start() reads it (True as ``on`` or ``1``, a
 mapping {id: address} as ``id@host:port,...``).  The ranges and the rules
@@ -24,7 +24,7 @@ MemberList = Union[str, Mapping[int, str]]
 
 class Config(TypedDict, total=False):
     """The keyword arguments of raftsql.start(), one per key of raft_start()
-    (README "Configuration keys" says what each does).  A key left out, or
+    (docs/reference.md "Configuration keys" says what each does).  A key left out, or
     given as None, takes raft_start()'s default."""
 
     id: Required[int]
@@ -64,7 +64,7 @@ class Config(TypedDict, total=False):
     repair: Literal["auto", "manual"]
 
 
-#: The keys raft_start() knows, in the README's order.
+#: The keys raft_start() knows (docs/reference.md lists them).
 KEYS: Tuple[str, ...] = tuple(Config.__annotations__)
 
 _INT = ("id", "election_timeout_ms", "heartbeat_ms", "exec_timeout_ms",

@@ -4,7 +4,7 @@ A small CA (EC P-256, self-signed) signs one certificate per node with
 `openssl ca`, which takes any validity window (an expired certificate, one
 not valid yet); each certificate names its hosts in its subjectAltName (IP
 entries for literals, DNS entries for names) and is good for both TLS
-client and server authentication, as raftsql's peers need (docs: README,
+client and server authentication, as raftsql's peers need (docs/deploy.md,
 "TLS between peers"). Used by tests/e2e/test_tls.py and, later, the
 namespace tests.
 

@@ -159,7 +159,7 @@ class AttachClusterTest(ClusterCase):
         """raft_members on a follower, in its node's process and from
         another: match_index and lag are NULL on every row, and
         last_contact_ms on every row but its leader's, its own included
-        (it showed 0 there; README: a follower does not know them); the
+        (it showed 0 there; docs/reference.md: a follower does not know them); the
         leader fills every column."""
         f = self.followers[0]
         query = ("SELECT id, leader, match_index, lag, last_contact_ms "

@@ -78,8 +78,8 @@ def source_script(source, path):
 
 class Cluster3:
     """Three testhost nodes in @workdir named @tag; @env maps a node id to
-    variables of its process's environment. With a @source, the README
-    procedure: node 1 founds the cluster alone with bootstrap_from=@source,
+    variables of its process's environment. With a @source, the
+    procedure of docs/data.md: node 1 founds the cluster alone with bootstrap_from=@source,
     nodes 2 and 3 join it (join=, empty databases), receive the snapshot
     and become voters. Without (None), three founders of empty databases
     with the same cluster=."""

@@ -141,7 +141,7 @@ class DumpTest(ClusterCase):
                                    "name = 'foreign_keys'"), [[1]])
 
     def test_replica_dump_loads_into_a_fresh_cluster(self):
-        """The README's recipe: sqlite3 app.db .dump of a replica (with
+        """The recipe of docs/functions.md (raft_load_sql): sqlite3 app.db .dump of a replica (with
         virtual tables and a cluster-wide PRAGMA setting), then
         raft_load_sql of it into another cluster: whole, its raftsql_*
         tables left out, every node's tables equal to the source's."""

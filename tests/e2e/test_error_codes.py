@@ -4,8 +4,8 @@ ext/raftsql.h), the same in the node's own process (a Python connection
 of this process, which holds the nodes: Python's sqlite3.Error.
 sqlite_errorcode is sqlite3_extended_errcode) and in another process
 through the node's socket (a Python writer process); a SQL error keeps
-SQLite's own code (SQLITE_CONSTRAINT_UNIQUE). The README's table lists
-the header's numbers.
+SQLite's own code (SQLITE_CONSTRAINT_UNIQUE). docs/reference.md's table
+lists the header's numbers.
 
 One set of nodes serves every test (set up once):
 - S, a one-node cluster (max_request_bytes=2048);
@@ -123,7 +123,7 @@ class ErrorCodesTest(unittest.TestCase):
 
     def test_header_codes(self):
         """Each code is primary | (n << 8) with its own n from 101 on, and
-        the README's table gives each one's number."""
+        docs/reference.md's table gives each one's number."""
         codes = read_codes()
         self.assertEqual(len(codes), 13)
         ns = [n for _, _, n in codes.values()]
@@ -132,7 +132,7 @@ class ErrorCodesTest(unittest.TestCase):
         self.assertEqual(codes["RAFTSQL_NOT_APPLIED"][1], "SQLITE_BUSY")
         self.assertEqual(codes["RAFTSQL_UNKNOWN"][1], "SQLITE_ERROR")
         self.assertEqual(codes["RAFTSQL_REMOVED"][1], "SQLITE_ERROR")
-        with open(os.path.join(ROOT, "README.md")) as f:
+        with open(os.path.join(ROOT, "docs", "reference.md")) as f:
             table = dict(re.findall(r"^\| `(RAFTSQL_[A-Z_]+)` \| (\d+) \|",
                                     f.read(), re.M))
         self.assertEqual({k: int(v) for k, v in table.items()}, CODES)

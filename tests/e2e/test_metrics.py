@@ -1,7 +1,7 @@
 """raft_metrics() and the daemon's metrics endpoint (metrics_listen=):
 the same Prometheus text, read with a real parser (python3-prometheus-
-client's text_string_to_metric_families), the families the README lists
-with their types, counters that move after writes, and the endpoint's
+client's text_string_to_metric_families), the families docs/reference.md
+lists with their types, counters that move after writes, and the endpoint's
 rules: GET /metrics only, a malformed or oversized request closes its
 connection and the node goes on serving, an address off loopback refused
 without TLS or insecure=on (a pre-shared secret does not open it), HTTPS
@@ -38,8 +38,8 @@ from test_daemon import Daemon, run_daemon
 TIMING = {"election_timeout_ms": "300", "heartbeat_ms": "30",
           "exec_timeout_ms": "10000", "max_request_bytes": "4096"}
 
-# Every family the README's "Metrics" section requires, with its type (the
-# parser names a counter's family without its _total).
+# Every family docs/reference.md's "Metrics" section requires, with its
+# type (the parser names a counter's family without its _total).
 REQUIRED = {
     "raftsql_term": "gauge",
     "raftsql_role": "gauge",
@@ -74,7 +74,7 @@ REQUIRED = {
 }
 
 DASHBOARD = os.path.join(ROOT, "docs", "grafana-dashboard.json")
-README = os.path.join(ROOT, "README.md")
+REFERENCE = os.path.join(ROOT, "docs", "reference.md")
 
 
 def parse(text):
@@ -336,12 +336,12 @@ class MetricsTest(unittest.TestCase):
         self.assertIsNone(self.daemons[1].proc.poll(), self.daemons[1].log())
         self.assert_shape(self.scrape(1), "endpoint after bad requests")
 
-    def test_readme_lists_every_metric(self):
-        """README's "Metrics" table has one row per family the endpoint
-        serves, and no row for one it does not."""
-        with open(README) as f:
-            readme = f.read()
-        section = readme.split("\n## Metrics\n", 1)[1].split("\n## ", 1)[0]
+    def test_reference_lists_every_metric(self):
+        """docs/reference.md's "Metrics" table has one row per family the
+        endpoint serves, and no row for one it does not."""
+        with open(REFERENCE) as f:
+            reference = f.read()
+        section = reference.split("\n## Metrics\n", 1)[1].split("\n## ", 1)[0]
         rows = re.findall(r"^\| `(raftsql_[a-z_]+)` \| (\w+) \|", section,
                           re.M)
         status, _, body = http_get(self.urls[1])

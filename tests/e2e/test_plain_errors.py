@@ -1,5 +1,5 @@
 """End-to-end: the errors of plain SQL writes, as an application meets
-them (README, "What happens on errors"): for each case the Python
+them (docs/errors.md, "What happens on errors"): for each case the Python
 exception class, SQLite's extended result code (sqlite_errorcode) and
 name, and what raft_last_error() says.
 

@@ -25,7 +25,8 @@ An event is a dict, one JSON line in a history file:
 
 An operation whose completion never came (its thread stopped, the run
 ended) counts as info. The outcome of an error is decided once, here
-(exec_outcome, commit_outcome), from README "What happens on errors".
+(exec_outcome, commit_outcome), from docs/errors.md, "What happens on
+errors".
 """
 
 import json
@@ -33,7 +34,8 @@ import math
 import threading
 import time
 
-# raftsql's codes that say "not applied" (README "What happens on errors"):
+# raftsql's codes that say "not applied" (docs/errors.md, "What happens on
+# errors"):
 # RAFTSQL_NOT_APPLIED, _BUSY, _STALE, _DIVERGED, _FULL, _TOOBIG,
 # _INTERRUPTED, _INVALID, _NO_NODE, _REMOVED, _REFUSED.
 NOT_APPLIED_CODES = frozenset((25861, 26117, 26373, 26629, 26893, 27154,

@@ -18,8 +18,9 @@ from history import (History, Script, commit_outcome,  # noqa: E402
 
 class OutcomeTest(unittest.TestCase):
     def test_exec_codes(self):
-        """The README's "not applied" codes fail, the unknown ones and a
-        dead or silent process are info, a SQL error of the entry fails."""
+        """The "not applied" codes of docs/errors.md fail, the unknown ones
+        and a dead or silent process are info, a SQL error of the entry
+        fails."""
         cases = [
             (25861, "raft_exec: not applied: no leader", "fail"),
             (26373, "raft_barrier: no quorum confirmed", "fail"),

@@ -1,4 +1,4 @@
-"""The Python package (README "Python"), as a user installs it: a fresh
+"""The Python package (README "From Python"), as a user installs it: a fresh
 virtual environment made by /usr/bin/python3 -m venv, the README's one pip
 command run in the repository with no package index, the installed module
 used there (tests/python/installed.py: load, errors, a three-node cluster),
