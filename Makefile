@@ -40,6 +40,7 @@ TEST_BIN := $(TEST_SRC:%.c=$(B)/%)
 .PHONY: all deps demo test check check-layering check-so fmt fmt-check unit \
         e2e tsan install uninstall check-install python-test node-test \
         man deb deb-deps deb-test \
+        docs-check \
         next \
         tsan-uv \
         clean bench bench-check sim \
@@ -166,7 +167,7 @@ check-install: $(B)/libraftsql.a $(B)/raftsql.so $(B)/raftsql-node
 	@MAKE="$(MAKE)" PYTHON=$(PYTHON) scripts/check-install.sh
 
 # The Python package (pyproject.toml, setup.py, python/raftsql/; README
-# "Python"), as a user installs it (part of `make test`, about 10 s):
+# "From Python"), as a user installs it (part of `make test`, about 10 s):
 # tests/python/test_package.py makes a fresh virtual environment with
 # /usr/bin/python3 -m venv, runs the README's offline `pip install` in the
 # tree (whose setup.py runs `make build/raftsql.so`), runs the installed
@@ -201,8 +202,8 @@ $(B)/man/%: docs/man/%.md
 	    rm -f $@.tmp; exit 1; fi
 	@mv $@.tmp $@
 
-# The Debian packages (docs/deploy.md "Debian packages"): `make deb` installs what
-# building them needs when missing (scripts/deb-deps.sh: dpkg-dev,
+# The Debian packages (docs/deploy.md "Debian packages"): `make deb`
+# installs what building them needs when missing (scripts/deb-deps.sh: dpkg-dev,
 # debhelper, lintian, debian/control's Build-Depends), builds them from
 # the tree with dpkg-buildpackage -us -uc -b into build/deb/
 # (scripts/deb-build.sh; the objects go to debian/build) and runs lintian
@@ -229,6 +230,15 @@ deb-test:
 	    echo "deb-test: skipped: the tools to build the packages are" \
 	        "missing and could not be installed (above)"; \
 	fi
+
+# docs/reference.md against the code (part of `make test`, under a
+# second): tests/docs/test_reference.py checks that every SQL function
+# the library registers, every configuration key, every raft_status()
+# field (a small cluster on 127.0.0.1), every raft_members column and
+# every RAFTSQL_* code has its row there and nothing else does, and that
+# the links between the README and docs/ reach their files and headings.
+docs-check: $(B)/raftsql.so
+	@RAFTSQL_SO=$(B)/raftsql.so $(PYTHON) -m unittest tests/docs/test_reference.py
 
 # The benchmark (bench/README.md): never part of `make test`. `make bench`
 # runs bench/compare.sh, which builds these two and runs raftsql beside
@@ -656,6 +666,7 @@ test: deps
 	@$(MAKE) --no-print-directory fmt-check
 	@$(MAKE) --no-print-directory all
 	@$(MAKE) --no-print-directory check-so
+	@$(MAKE) --no-print-directory docs-check
 	@$(MAKE) --no-print-directory check-install
 	@$(MAKE) --no-print-directory python-test
 	@$(MAKE) --no-print-directory node-test
