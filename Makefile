@@ -234,9 +234,10 @@ deb-test:
 # docs/reference.md against the code (part of `make test`, under a
 # second): tests/docs/test_reference.py checks that every SQL function
 # the library registers, every configuration key, every raft_status()
-# field (a small cluster on 127.0.0.1), every raft_members column and
-# every RAFTSQL_* code has its row there and nothing else does, and that
-# the links between the README and docs/ reach their files and headings.
+# field (a small cluster on 127.0.0.1), every raft_members column, every
+# RAFTSQL_* code and every metric has its row there and nothing else does,
+# and that the links between the README and docs/ reach their files and
+# headings.
 docs-check: $(B)/raftsql.so
 	@RAFTSQL_SO=$(B)/raftsql.so $(PYTHON) -m unittest tests/docs/test_reference.py
 

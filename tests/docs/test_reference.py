@@ -7,8 +7,9 @@ every configuration key raft_start and the daemon parse (the C source's
 keys[] and int_keys[], and the daemon's own `strcmp(key, "...")`), every
 raft_status() field (the key names of the C code that builds the JSON,
 and the fields a small live cluster on 127.0.0.1 shows), every
-raft_members column (live) and every RAFTSQL_* code (ext/raftsql.h) has
-its row in docs/reference.md, and nothing is documented there that does
+raft_members column (live), every RAFTSQL_* code (ext/raftsql.h) and
+every metric raft_metrics() serves (live, with its type) has its row in
+docs/reference.md, and nothing is documented there that does
 not exist. Also: every link between the README and docs/ reaches a file
 and a heading that exist. Each failure prints what is missing or extra.
 
@@ -297,6 +298,8 @@ class LiveNode:
         writer.execute("BEGIN IMMEDIATE")
         writer.execute("INSERT INTO t VALUES(2)")
         self.status = json.loads(self.one(n1, "SELECT raft_status()"))
+        self.metrics = dict(re.findall(r"^# TYPE (\S+) (\S+)$", self.one(
+            n1, "SELECT raft_metrics()"), re.M))
         writer.execute("COMMIT")
         cur = n1.execute("SELECT * FROM raft_members")
         cur.fetchall()
@@ -393,6 +396,18 @@ class ReferenceTest(unittest.TestCase):
         wrong = ["%s: documented %s, is %d" % (n, r[1], codes[n])
                  for n, r in zip(names(rows), rows)
                  if n in codes and r[1] != str(codes[n])]
+        self.assertEqual(wrong, [], "; ".join(wrong))
+
+    def test_metrics(self):
+        """Every family raft_metrics() serves has its row, with its type,
+        and no other."""
+        rows = self.section("Metrics")
+        documented = names(rows)
+        self.assertGreater(len(self.live.metrics), 10)
+        self.check("metrics", documented, self.live.metrics)
+        wrong = ["%s: documented %s, is %s" % (n, r[1], self.live.metrics[n])
+                 for n, r in zip(documented, rows)
+                 if n in self.live.metrics and r[1] != self.live.metrics[n]]
         self.assertEqual(wrong, [], "; ".join(wrong))
 
     def test_links(self):
