@@ -192,11 +192,15 @@ node-test: $(B)/raftsql.so $(B)/raftsql-node
 # go-md2man escapes no line start, and roff takes a line that begins with
 # `.` or `'` as a request (a text line `...)` vanishes without a warning):
 # such a line fails the build, naming it.
+# Their tables of functions, keys and codes come from docs/reference.md
+# (tools/man_reference.py fills a page's `<!-- reference: HEADING -->`
+# lines with the table under that heading).
 MAN_SRC := $(wildcard docs/man/*.md)
 man: $(MAN_SRC:docs/man/%.md=$(B)/man/%)
-$(B)/man/%: docs/man/%.md
+$(B)/man/%: docs/man/%.md docs/reference.md tools/man_reference.py
 	@mkdir -p $(dir $@)
-	go-md2man -in $< -out $@.tmp
+	$(PYTHON) tools/man_reference.py docs/reference.md < $< > $@.md
+	go-md2man -in $@.md -out $@.tmp
 	@if grep -n "^\(\.[^A-Za-z\\]\|'\)" $@.tmp; then \
 	    echo "$<: the roff line above begins with . or ': reflow it"; \
 	    rm -f $@.tmp; exit 1; fi
