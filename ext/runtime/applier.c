@@ -41,6 +41,10 @@
 
 /* How often an idle apply thread looks for foreign commits, ms. */
 #define EXT__FOREIGN_CHECK_MS 1000
+/* How long a start whose verification found a mismatch waits for the
+ * entry after the applied index, when its log holds none yet, ms
+ * (cfg.start_next_ms when set). */
+#define EXT__START_NEXT_MS 10000
 
 /* Backoff between retries of a failed batch, ms. */
 #define EXT__RETRY_MIN_MS 100
@@ -108,6 +112,11 @@ struct ext_applier {
     /* the start's verification found the file different from the running
      * checksum, by a plain write's entry that landed unrecorded: checked
      * again after the first batch (apply thread; "" when none) */
+    uint64_t start_suspect_until;     /* CLOCK_MONOTONIC ms: no entry after the
+                                     applied index was stored at start,
+                                     so the first batch decides; none by
+                                     then, the replica is diverged (apply
+                                     thread; 0: no such wait) */
     atomic_uint_least64_t n_repairs;  /* installs that ended a divergence */
     atomic_uint_least64_t n_installs; /* snapshots installed (written
                                           under mu) */
@@ -334,6 +343,7 @@ int applier_install(struct ext_applier *a, const char *path,
      * entry: nothing is left to verify again (the apply thread is held
      * while an install runs). */
     a->start_suspect[0] = '\0';
+    a->start_suspect_until = 0;
     if (atomic_load(&a->diverged)) {
         /* The database is the snapshot's now: the foreign commit is gone
          * (the state machine forgot it too). */
@@ -569,11 +579,30 @@ void applier_lease_end(struct ext_applier *a, raft_index landed,
     pthread_mutex_unlock(&a->mu);
 }
 
+/* mono_ms returns CLOCK_MONOTONIC in ms. */
+static uint64_t mono_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
+}
+
 /* idle_check looks for a foreign commit while no batch runs. Called
  * without mu, with busy set. */
 static void idle_check(struct ext_applier *a)
 {
-    int rc = sqlbridge_rc(sql_fsm_foreign_check(a->fsm));
+    int rc;
+
+    if (a->start_suspect_until != 0 && mono_ms() >= a->start_suspect_until) {
+        char reason[sizeof a->divergence.reason + 100];
+        snprintf(reason, sizeof reason,
+                 "%s; no entry after index %llu came to explain it",
+                 a->start_suspect, (unsigned long long)sql_fsm_applied(a->fsm));
+        a->start_suspect_until = 0;
+        a->start_suspect[0] = '\0';
+        note_diverged(a, reason);
+    }
+    rc = sqlbridge_rc(sql_fsm_foreign_check(a->fsm));
     note_wal_base(a);
     settings_follow(a);
     if (rc == RAFT_DIVERGED) {
@@ -598,6 +627,24 @@ static void verify_at_start(struct ext_applier *a)
     if (a->cfg.stopped_path[0] == '\0' || atomic_load(&a->diverged) ||
         !stopped_verify(a->fsm, a->log, a->cfg.stopped_path, a->cfg.db_path,
                         reason, sizeof reason)) {
+        return;
+    }
+    if (a->cfg.next == NULL) {
+        /* A plain write's writer may have committed entry applied + 1
+         * here and been killed before this node recorded it, its entry
+         * committed by a quorum without this node's log: the first batch
+         * tells (first_landed, then start_confirm). */
+        unsigned ms = a->cfg.start_next_ms > 0 ? a->cfg.start_next_ms
+                                               : EXT__START_NEXT_MS;
+        node_log_line(a->log, RAFT_LOG_INFO,
+                      "start: %s; this node's log holds no entry after "
+                      "index %llu yet (a plain write that landed "
+                      "unrecorded is one): verifying again once the next "
+                      "entry is applied, diverged if none comes within "
+                      "%u ms",
+                      reason, (unsigned long long)sql_fsm_applied(a->fsm), ms);
+        snprintf(a->start_suspect, sizeof a->start_suspect, "%s", reason);
+        a->start_suspect_until = mono_ms() + ms;
         return;
     }
     memset(&fe, 0, sizeof fe);
@@ -632,6 +679,7 @@ static void start_confirm(struct ext_applier *a)
 {
     char differ[200], reason[sizeof a->divergence.reason + 300];
     int rc;
+    a->start_suspect_until = 0;
     if (a->start_suspect[0] == '\0') {
         return;
     }

@@ -77,6 +77,13 @@ struct ext_applier_config {
                                     mismatch at start, which is then
                                     checked again once it is recorded
                                     (borrowed for applier_start only) */
+    unsigned start_next_ms;        /* when the start's verification finds
+                                    a mismatch and @next is NULL (this
+                                    node's log holds no entry after the
+                                    applied index yet: the writer's entry
+                                    reached a quorum without it), how long
+                                    to wait for that entry before marking
+                                    the replica diverged, ms (0: 10,000) */
     char db_path[4200];            /* the database file (for stopped_path) */
     char settings_path[4200];      /* beside the database, the cluster-wide
                                     settings in force for the guards of

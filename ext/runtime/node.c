@@ -486,6 +486,12 @@ static int start_threads(struct ext_node *n, const char *db_path,
     struct ext_applier_config ac = {
         .follower_apply_ms = n->cfg.follower_apply_ms,
         .snapshot_threshold = n->cfg.snapshot_threshold,
+        /* Five election timeouts, at least 2 s: a restarted node hears
+         * from its leader, and gets the entries after its log, well
+         * within it. */
+        .start_next_ms = n->cfg.election_timeout_ms * 5 > 2000
+                             ? n->cfg.election_timeout_ms * 5
+                             : 2000,
     };
     struct ext_applier_hooks ah = {
         .data = n,
