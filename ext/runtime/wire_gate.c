@@ -59,25 +59,17 @@ int wire_gate_changeset(const struct raft_uv_node *d, raft_id self, char *why,
                         size_t why_len)
 {
     unsigned wire = 0;
-    raft_id id = older_peer(d, self, EXT_WIRE_GATE_CHANGESET, true, &wire);
+    raft_id id = older_peer(d, self, EXT_WIRE_GATE_CHANGESET, false, &wire);
 
     if (id == 0) {
         return EXT_WIRE_GATE_OPEN;
     }
-    if (wire == 0) {
-        snprintf(why, why_len,
-                 "server %llu has not been reached since this node "
-                 "started, so whether it can apply plain SQL writes "
-                 "(wire version %u) is not known yet",
-                 (unsigned long long)id, EXT_WIRE_GATE_CHANGESET);
-    } else {
-        snprintf(why, why_len,
-                 "server %llu speaks wire version %u, which cannot "
-                 "apply plain SQL writes (wire version %u and later): "
-                 "upgrade every member first (raft_exec works "
-                 "meanwhile)",
-                 (unsigned long long)id, wire, EXT_WIRE_GATE_CHANGESET);
-    }
+    snprintf(why, why_len,
+             "server %llu speaks wire version %u, which cannot "
+             "apply plain SQL writes (wire version %u and later): "
+             "upgrade every member first (raft_exec works "
+             "meanwhile)",
+             (unsigned long long)id, wire, EXT_WIRE_GATE_CHANGESET);
     return EXT_WIRE_GATE_OLD;
 }
 

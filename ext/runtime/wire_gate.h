@@ -58,12 +58,16 @@ int wire_gate_members(const struct raft_uv_node *d, raft_id self, char *why,
 
 /* wire_gate_changeset checks every server of the configuration in force
  * of driver @d (voters and learners, other than @self) for a write lease
- * (lease.h): whether each is known to speak EXT_WIRE_GATE_CHANGESET or
- * later. Stricter than wire_gate_members: a server not reached since this
- * node started refuses too (a lease is retried by its busy handler, and
- * an entry no member can take back is worse than a wait). Returns an
- * enum ext_wire_gate; when OLD, @why (@why_len bytes) names the server.
- * Loop thread of @d. */
+ * (lease.h): whether one is known to speak a wire version below
+ * EXT_WIRE_GATE_CHANGESET. A server not reached since this node started
+ * is admitted, as in wire_gate_members: refusing would stop every plain
+ * write of a cluster with one member down once its leader restarted (a
+ * three-node cluster must take writes with one node down), while a
+ * release that cannot apply a changeset entry stops at it, applies
+ * nothing of it and resumes once upgraded; once reached on an older
+ * version, that server refuses the next lease. Returns an enum
+ * ext_wire_gate; when OLD, @why (@why_len bytes) names the server. Loop
+ * thread of @d. */
 int wire_gate_changeset(const struct raft_uv_node *d, raft_id self, char *why,
                         size_t why_len);
 

@@ -162,6 +162,30 @@ class PlainWritesTest(ClusterCase):
         self.rows_everywhere("SELECT x, y FROM t2", [[1, "z"]])
         self.assert_verified()
 
+    def test_one_member_down_since_the_leader_started(self):
+        """A three-node cluster takes plain writes with one node down,
+        also once its leader restarted and has not reached that node
+        since (its wire version unknown): on the leader and on the
+        follower. Before, every plain write was refused then ("server 3
+        has not been reached since this node started"), raft_exec
+        alone going on. The node comes back and holds every row."""
+        down = self.cluster.nodes[2]
+        self.assertEqual(down.stop(), 0)
+        for i in (0, 1):
+            self.assertEqual(self.cluster.nodes[i].stop(), 0)
+        for i in (0, 1):
+            self.cluster.nodes[i] = self.cluster.spawn(i + 1)
+        live = self.cluster.nodes[:2]
+        wait_for("a leader of the two", lambda: any(
+            n.status()["role"] == "leader" for n in live), 30)
+        leader = next(n for n in live if n.status()["role"] == "leader")
+        follower = next(n for n in live if n is not leader)
+        self.ok(leader, "INSERT INTO kv VALUES('down1', 1)")
+        self.ok(follower, "INSERT INTO kv VALUES('down2', 2)")
+        self.cluster.nodes[2] = self.cluster.spawn(3)
+        self.rows_everywhere("SELECT k, v FROM kv WHERE k LIKE 'down%' "
+                             "ORDER BY k", [["down1", 1], ["down2", 2]], 60)
+
     def test_transaction_across_calls(self):
         """A read-modify-write over several calls commits as one entry;
         a ROLLBACK sends nothing."""
