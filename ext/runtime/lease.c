@@ -28,6 +28,9 @@
 
 SQLITE_EXTENSION_INIT3
 
+/* Writers of this node remembered as lately answered busy (queue_ms). */
+#define EXT__LEASE_BUSY_SLOTS 32
+
 struct ext_lease {
     struct raft_uv_node *driver; /* set by lease_attach */
     struct ext_applier *applier; /* set by lease_attach */
@@ -51,6 +54,12 @@ struct ext_lease {
     uint64_t hold_since_ms;      /* when it was granted, CLOCK_MONOTONIC */
     uint64_t n_holds, n_waits, n_busy;  /* lease_view's */
     struct raft_histogram hold_seconds; /* lease_view's */
+    struct {
+        uint64_t holder;           /* 0: a free slot */
+        uint64_t at;               /* when it was last answered busy, ms */
+    } busy[EXT__LEASE_BUSY_SLOTS]; /* the writers lately answered busy
+                                      (queue_ms), oldest overwritten */
+    unsigned busy_next;            /* the slot written next */
 };
 
 /* How long a writer of this node waits in its queue for the lease
@@ -60,6 +69,14 @@ struct ext_lease {
  * EXT__LEASE_RETRY_MS), not when a busy handler's sleep ends. */
 #define EXT__LEASE_QUEUE_MS 250
 #define EXT__LEASE_RETRY_MS 2
+/* A writer asking again within EXT__LEASE_AGAIN_MS of being answered
+ * busy is its busy handler's retry: it waits EXT__LEASE_AGAIN_QUEUE_MS
+ * in the queue, not EXT__LEASE_QUEUE_MS. SQLite's busy timeout counts
+ * only its handler's own sleeps (1, 2, 5, ... 100 ms by the number of
+ * calls), so 250 ms more at each retry made a writer meet SQLITE_BUSY
+ * after three to four times its busy timeout. */
+#define EXT__LEASE_AGAIN_MS 250
+#define EXT__LEASE_AGAIN_QUEUE_MS 20
 
 /* A writer of this node queued for the lease (lease_acquire), on its
  * stack while it waits: each waits on a condition variable of its own,
@@ -273,6 +290,39 @@ static void ask_for_first(struct ext_lease *l)
     carry_out(l, &out, NULL);
 }
 
+/* queue_ms returns how long @holder may wait in the queue now: briefly
+ * when it was answered busy within EXT__LEASE_AGAIN_MS (its busy
+ * handler's retry), else EXT__LEASE_QUEUE_MS. Caller holds mu. */
+static uint64_t queue_ms(struct ext_lease *l, uint64_t holder, uint64_t now)
+{
+    for (unsigned i = 0; i < EXT__LEASE_BUSY_SLOTS; i++) {
+        if (l->busy[i].holder == holder &&
+            now < l->busy[i].at + EXT__LEASE_AGAIN_MS) {
+            return EXT__LEASE_AGAIN_QUEUE_MS;
+        }
+    }
+    return EXT__LEASE_QUEUE_MS;
+}
+
+/* note_busy records that @holder was answered busy at @now (@busy), or
+ * forgets it (it got the lease, or another answer). Caller holds mu. */
+static void note_busy(struct ext_lease *l, uint64_t holder, uint64_t now,
+                      bool busy)
+{
+    for (unsigned i = 0; i < EXT__LEASE_BUSY_SLOTS; i++) {
+        if (l->busy[i].holder == holder) {
+            l->busy[i].holder = busy ? holder : 0;
+            l->busy[i].at = now;
+            return;
+        }
+    }
+    if (busy) {
+        l->busy[l->busy_next].holder = holder;
+        l->busy[l->busy_next].at = now;
+        l->busy_next = (l->busy_next + 1) % EXT__LEASE_BUSY_SLOTS;
+    }
+}
+
 int lease_acquire(struct ext_lease *l, uint64_t holder, uint64_t *out_id,
                   char *why, size_t why_len)
 {
@@ -299,7 +349,8 @@ int lease_acquire(struct ext_lease *l, uint64_t holder, uint64_t *out_id,
     for (pp = &l->queue; *pp != NULL; pp = &(*pp)->next) {
     }
     *pp = &me;
-    until = now_ms() + EXT__LEASE_QUEUE_MS;
+    until = now_ms();
+    until += queue_ms(l, holder, until);
     for (;;) {
         struct timespec ts;
         uint64_t now, wait = 10;
@@ -334,6 +385,7 @@ int lease_acquire(struct ext_lease *l, uint64_t holder, uint64_t *out_id,
     for (pp = &l->queue; *pp != &me; pp = &(*pp)->next) {
     }
     *pp = me.next;
+    note_busy(l, holder, now_ms(), rc == RAFT_BUSY);
     l->n_waits += waited;
     l->n_busy += rc == RAFT_BUSY;
     if (rc == 0) {
