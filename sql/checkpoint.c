@@ -87,7 +87,8 @@ void checkpoint_reset(struct sql_fsm *f)
 }
 
 /* on_wal is the apply connection's WAL hook, called after each commit
- * with the WAL's frame count: past the threshold, wake the checkpointer.
+ * with the WAL's frame count: each time it passes another multiple of
+ * the threshold, wake the checkpointer.
  * Past SQL__CHECKPOINT_RESTART_FRAMES the WAL failed to restart: run a
  * passive checkpoint here first, on the apply connection (as SQLite's own
  * automatic checkpoint does, from its WAL hook), waiting for a running
@@ -120,13 +121,20 @@ static int on_wal(void *arg, sqlite3 *db, const char *name, int n_frames)
     if (n_frames < SQL__CHECKPOINT_RESTART_FRAMES) {
         c->restart_tried = 0;
     }
-    if (n_frames >= SQL__CHECKPOINT_FRAMES) {
-        pthread_mutex_lock(&c->sig_mu);
-        if (!c->want) {
-            c->want = true;
-            pthread_cond_signal(&c->cond);
+    /* The background checkpoint once per SQL__CHECKPOINT_FRAMES frames
+     * the WAL gained: asked at every commit past the mark while the WAL
+     * did not restart, it ran once per plain write (3,439 in 4 s of 64
+     * writers), an fsync of the database file each. */
+    if (n_frames / SQL__CHECKPOINT_FRAMES != c->asked_mark) {
+        c->asked_mark = n_frames / SQL__CHECKPOINT_FRAMES;
+        if (n_frames >= SQL__CHECKPOINT_FRAMES) {
+            pthread_mutex_lock(&c->sig_mu);
+            if (!c->want) {
+                c->want = true;
+                pthread_cond_signal(&c->cond);
+            }
+            pthread_mutex_unlock(&c->sig_mu);
         }
-        pthread_mutex_unlock(&c->sig_mu);
     }
     return SQLITE_OK;
 }

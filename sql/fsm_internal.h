@@ -80,6 +80,9 @@ struct sql_ckpt {
                                         checkpoint begun before reports
                                         nothing */
     pthread_mutex_t run_mu; /* held while a checkpoint runs */
+    int asked_mark;         /* the WAL's frames / SQL__CHECKPOINT_FRAMES
+                               when on_wal last woke the thread (the
+                               apply thread's: its WAL hook) */
     int restart_tried;      /* the WAL's frames / SQL__CHECKPOINT_FRAMES
                                when on_wal last backfilled for a restart
                                (checkpoint.c); 0: under the mark. The
