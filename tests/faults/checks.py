@@ -12,6 +12,8 @@ import sqlite3
 
 import elle
 import linearizable
+import local_reads
+import staleness
 from workload import ACCOUNTS, BALANCE, TOTAL
 
 USER_TABLES = ("SELECT name FROM sqlite_master WHERE type = 'table' "
@@ -214,7 +216,8 @@ def coverage(ops, want):
 def check_registers(ops):
     """The register ops of the history (history.Op) are linearizable, key
     by key, and every path was taken."""
-    regs = [op for op in ops if op.f in ("write", "read", "cas")]
+    regs = [op for op in ops if op.f in ("write", "read", "cas") and
+            op.key != local_reads.KEY]
     try:
         problems = [str(f) for f in linearizable.check(regs,
                                                        budget=LIN_BUDGET)]
@@ -234,6 +237,22 @@ def check_appends(ops, final):
     problems = [str(a) for a in elle.check(txns, final)]
     return ("list-append history serializable (%d transactions)" %
             len(txns), limit(problems + coverage(txns, APPEND_PATHS)))
+
+
+LOCAL_PATHS = {"local-read": ("local-host", "local-attached")}
+
+
+def check_staleness(ops, max_ms):
+    """The bounded-stale local reads of the history returned states
+    current no more than their bound (local_reads.bound_s, from max_ms)
+    before they began, and both paths served one."""
+    reads = [op for op in ops if op.f == "local-read"]
+    problems = [str(a) for a in staleness.check(
+        ops, lambda r: local_reads.bound_s(r, max_ms))]
+    n_ok = sum(1 for op in reads if op.type == "ok")
+    return ("local reads within max_staleness_ms=%d (%d of %d served)" % (
+        max_ms, n_ok, len(reads)), limit(problems + coverage(reads,
+                                                             LOCAL_PATHS)))
 
 
 def log_lines(cluster):

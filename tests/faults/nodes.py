@@ -288,6 +288,7 @@ class FaultCluster:
         self.net = Net(self.real, seed)
         self.slots = {i: Slot(i) for i in self.ids}
         self.disks = {}
+        self.node_extra = {}  # id -> more configuration of that node
         self.deaths = []  # lines: nodes that exited without being told
         self.net.start()
         if tmpfs_mb:
@@ -308,6 +309,8 @@ class FaultCluster:
     def config(self, i):
         cfg = "id=%d cluster=%s dial=%s %s" % (i, self.members(), self.dial(i),
                                                self.extra)
+        if i in self.node_extra:
+            cfg += " " + self.node_extra[i]
         if i in self.disks:
             cfg += " dir=%s" % self.disks[i].path
         return cfg

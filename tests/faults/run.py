@@ -12,7 +12,9 @@ Besides the bank clients, register clients (tests/faults/registers.py)
 and list-append clients (tests/faults/appends.py) run; every client
 operation goes into the episode's history (tests/faults/history.py),
 checked for linearizability (tests/faults/linearizable.py) and
-serializability (tests/faults/elle.py). A failed episode keeps its
+serializability (tests/faults/elle.py); local reads on the node started
+with max_staleness_ms (tests/faults/local_reads.py) for bounded staleness
+(tests/faults/staleness.py). A failed episode keeps its
 history, history.jsonl, beside its node logs.
 
 Environment (all optional):
@@ -27,6 +29,10 @@ Environment (all optional):
   FAULTS_REGISTER_CLIENTS, FAULTS_APPEND_CLIENTS
                   register and list-append client threads (default 2
                   each)
+  FAULTS_LOCAL_CLIENTS
+                  the writer and the threads reading locally on the
+                  episode's node with max_staleness_ms (default 2: one
+                  of each)
   FAULTS_KEEP     where the logs of a failed episode are copied
                   (default build/faults)
   RAFTSQL_SO      the library attached writers load (build/raftsql.so)
@@ -54,6 +60,7 @@ sys.path.insert(0, HERE)
 import appends  # noqa: E402
 import checks  # noqa: E402
 import history  # noqa: E402
+import local_reads  # noqa: E402
 import paths  # noqa: E402
 import registers  # noqa: E402
 from nemesis import KINDS, Finding, Nemesis  # noqa: E402
@@ -131,6 +138,7 @@ class Episode:
         self.reads = 0      # bank totals read during the run
         self.history = history.History()
         self.final = []     # ids of the final reads' ops (after healing)
+        self.bounded = None  # the node started with max_staleness_ms
         self.ops = {}       # "<f> <type>": count, of the history
 
     def replay(self):
@@ -139,7 +147,8 @@ class Episode:
         if kinds != ",".join(KINDS):
             extra += " FAULTS_KINDS=%s" % kinds
         for name in ("FAULTS_NODES", "FAULTS_CLIENTS",
-                     "FAULTS_REGISTER_CLIENTS", "FAULTS_APPEND_CLIENTS"):
+                     "FAULTS_REGISTER_CLIENTS", "FAULTS_APPEND_CLIENTS",
+                     "FAULTS_LOCAL_CLIENTS"):
             if os.environ.get(name):
                 extra += " %s=%s" % (name, os.environ[name])
         return "make faults FAULTS_SEED=%d FAULTS_COUNT=%d%s" % (
@@ -157,6 +166,13 @@ class Episode:
                 NODE, self.dir, self.opts["nodes"], config, self.seed,
                 TMPFS_MB if "disk" in self.kinds else 0,
                 os.path.splitext(os.path.abspath(SO))[0])
+            # One node serves bounded-stale local reads.
+            self.bounded = random.Random("%d-bounded" % self.seed).choice(
+                self.cluster.ids)
+            self.cluster.node_extra[self.bounded] = "max_staleness_ms=%d" % (
+                local_reads.MAX_STALENESS_MS)
+            say("  node %d: max_staleness_ms=%d, its local reads checked" % (
+                self.bounded, local_reads.MAX_STALENESS_MS))
             for i in self.cluster.ids:
                 self.cluster.start(i)
             self.setup()
@@ -165,7 +181,9 @@ class Episode:
             pools = [cls(self.cluster, self.seed, self.opts[name],
                          REQUEST_TIMEOUT, self.history)
                      for cls, name in ((registers.Registers, "registers"),
-                                       (appends.Appends, "appends"))]
+                                       (appends.Appends, "appends"),
+                                       (local_reads.LocalReads, "local"))]
+            pools[-1].node_id = self.bounded
             wl.start()
             for pool in pools:
                 pool.start()
@@ -210,7 +228,7 @@ class Episode:
             try:
                 self.cluster.slots[1].request(
                     "SELECT raft_exec(?)", registers.SCHEMA +
-                    appends.SCHEMA + SCHEMA, timeout=REQUEST_TIMEOUT)
+                    appends.SCHEMA + local_reads.SCHEMA + SCHEMA, timeout=REQUEST_TIMEOUT)
                 break
             except NodeError as e:
                 if time.monotonic() > end:
@@ -345,6 +363,8 @@ class Episode:
         final = [op for op in ops if op.id in set(self.final)]
         self.results.append(checks.check_registers(ops))
         self.results.append(checks.check_appends(ops, final))
+        self.results.append(checks.check_staleness(
+            ops, local_reads.MAX_STALENESS_MS))
 
     def converge(self):
         c = self.cluster
@@ -446,6 +466,7 @@ def main():
             "clients": env_int("FAULTS_CLIENTS", 3),
             "registers": env_int("FAULTS_REGISTER_CLIENTS", 2),
             "appends": env_int("FAULTS_APPEND_CLIENTS", 2),
+            "local": env_int("FAULTS_LOCAL_CLIENTS", 2),
             "keep": os.environ.get("FAULTS_KEEP") or
             os.path.join(ROOT, "build", "faults")}
     say("faults: seed %d, %d faults (%d per episode), at most %d s, kinds "
@@ -499,7 +520,8 @@ def main():
         sum(ops.values()), ", ".join("%s %d" % kv
                                      for kv in sorted(ops.items()))))
     for name in ("register history linearizable",
-                 "list-append history serializable"):
+                 "list-append history serializable",
+                 "local reads within max_staleness_ms"):
         verdicts = [not p for ep in episodes for n, p in ep.results
                     if n.startswith(name)]
         say("faults: %s: %d of %d episodes" % (name, sum(verdicts),
