@@ -13,6 +13,7 @@ import sqlite3
 import elle
 import linearizable
 import local_reads
+import monotonic
 import staleness
 from workload import ACCOUNTS, BALANCE, TOTAL
 
@@ -253,6 +254,18 @@ def check_staleness(ops, max_ms):
     return ("local reads within max_staleness_ms=%d (%d of %d served)" % (
         max_ms, n_ok, len(reads)), limit(problems + coverage(reads,
                                                              LOCAL_PATHS)))
+
+
+def check_clock(ops):
+    """The "now" of the raft_exec stamps never runs backwards in log
+    order, and every ok stamp is in the table once (monotonic.py)."""
+    stamps = [op for op in ops if op.f == "stamp"]
+    n_ok = sum(1 for op in stamps if op.type == "ok")
+    problems = [str(a) for a in monotonic.check(ops)]
+    if n_ok == 0:
+        problems.append("no ok stamp: nothing checked")
+    return ("raft_exec's \"now\" never runs backwards (%d stamps ok of "
+            "%d)" % (n_ok, len(stamps)), limit(problems))
 
 
 def log_lines(cluster):

@@ -14,7 +14,9 @@ operation goes into the episode's history (tests/faults/history.py),
 checked for linearizability (tests/faults/linearizable.py) and
 serializability (tests/faults/elle.py); local reads on the node started
 with max_staleness_ms (tests/faults/local_reads.py) for bounded staleness
-(tests/faults/staleness.py). A failed episode keeps its
+(tests/faults/staleness.py); and "now" stamped into raft_exec entries
+(tests/faults/clock.py), never running backwards in log order
+(tests/faults/monotonic.py). A failed episode keeps its
 history, history.jsonl, beside its node logs.
 
 Environment (all optional):
@@ -33,6 +35,8 @@ Environment (all optional):
                   the writer and the threads reading locally on the
                   episode's node with max_staleness_ms (default 2: one
                   of each)
+  FAULTS_CLOCK_CLIENTS
+                  threads stamping "now" through raft_exec (default 2)
   FAULTS_KEEP     where the logs of a failed episode are copied
                   (default build/faults)
   RAFTSQL_SO      the library attached writers load (build/raftsql.so)
@@ -59,6 +63,7 @@ sys.path.insert(0, HERE)
 
 import appends  # noqa: E402
 import checks  # noqa: E402
+import clock  # noqa: E402
 import history  # noqa: E402
 import local_reads  # noqa: E402
 import paths  # noqa: E402
@@ -148,7 +153,7 @@ class Episode:
             extra += " FAULTS_KINDS=%s" % kinds
         for name in ("FAULTS_NODES", "FAULTS_CLIENTS",
                      "FAULTS_REGISTER_CLIENTS", "FAULTS_APPEND_CLIENTS",
-                     "FAULTS_LOCAL_CLIENTS"):
+                     "FAULTS_LOCAL_CLIENTS", "FAULTS_CLOCK_CLIENTS"):
             if os.environ.get(name):
                 extra += " %s=%s" % (name, os.environ[name])
         return "make faults FAULTS_SEED=%d FAULTS_COUNT=%d%s" % (
@@ -182,6 +187,7 @@ class Episode:
                          REQUEST_TIMEOUT, self.history)
                      for cls, name in ((registers.Registers, "registers"),
                                        (appends.Appends, "appends"),
+                                       (clock.Clock, "clock"),
                                        (local_reads.LocalReads, "local"))]
             pools[-1].node_id = self.bounded
             wl.start()
@@ -228,7 +234,8 @@ class Episode:
             try:
                 self.cluster.slots[1].request(
                     "SELECT raft_exec(?)", registers.SCHEMA +
-                    appends.SCHEMA + local_reads.SCHEMA + SCHEMA, timeout=REQUEST_TIMEOUT)
+                    appends.SCHEMA + local_reads.SCHEMA +
+                    clock.SCHEMA + SCHEMA, timeout=REQUEST_TIMEOUT)
                 break
             except NodeError as e:
                 if time.monotonic() > end:
@@ -346,12 +353,16 @@ class Episode:
                        if out.type == "ok" else None, out.error)
             if out.type == "ok":
                 self.final.append(op)
+        op = h.invoke("final", slot.id, "clock-read", None, "final")
+        out = self.final_request(slot, clock.READ)
+        h.complete(op, out.type, clock.query_rows(out.value)
+                   if out.type == "ok" else None, out.error)
 
-    def final_request(self, slot, sql, key):
-        """raft_query(sql, key) on slot, as a paths.Outcome."""
+    def final_request(self, slot, sql, *params):
+        """raft_query(sql, *params) on slot, as a paths.Outcome."""
         try:
-            return paths.request(slot, REQUEST_TIMEOUT,
-                                 "SELECT raft_query(?, ?)", sql, key)
+            return paths.request(slot, REQUEST_TIMEOUT, "SELECT raft_query(?%s)"
+                                 % (", ?" * len(params)), sql, *params)
         except paths.NotSent as e:
             return paths.Outcome("fail", error=str(e))
 
@@ -365,6 +376,7 @@ class Episode:
         self.results.append(checks.check_appends(ops, final))
         self.results.append(checks.check_staleness(
             ops, local_reads.MAX_STALENESS_MS))
+        self.results.append(checks.check_clock(ops))
 
     def converge(self):
         c = self.cluster
@@ -467,6 +479,7 @@ def main():
             "registers": env_int("FAULTS_REGISTER_CLIENTS", 2),
             "appends": env_int("FAULTS_APPEND_CLIENTS", 2),
             "local": env_int("FAULTS_LOCAL_CLIENTS", 2),
+            "clock": env_int("FAULTS_CLOCK_CLIENTS", 2),
             "keep": os.environ.get("FAULTS_KEEP") or
             os.path.join(ROOT, "build", "faults")}
     say("faults: seed %d, %d faults (%d per episode), at most %d s, kinds "
@@ -521,7 +534,8 @@ def main():
                                      for kv in sorted(ops.items()))))
     for name in ("register history linearizable",
                  "list-append history serializable",
-                 "local reads within max_staleness_ms"):
+                 "local reads within max_staleness_ms",
+                 "raft_exec's \"now\" never runs backwards"):
         verdicts = [not p for ep in episodes for n, p in ep.results
                     if n.startswith(name)]
         say("faults: %s: %d of %d episodes" % (name, sum(verdicts),
