@@ -637,7 +637,7 @@ soak: all
 # nodes behind a TCP proxy per directed link, clients writing while faults
 # come (partitions, one-way cuts, black holes, delays, packet loss, held
 # and released traffic, connection resets, SIGSTOP, kill -9, full log
-# disks on tmpfs),
+# disks on tmpfs, membership changes),
 # then the checks. `make faults` is the long run (FAULTS_SEED, FAULTS_COUNT
 # faults, at most FAULTS_S seconds of faults, FAULTS_KINDS); the replay
 # line of a failure is a `make faults` with its seed and count.
@@ -657,7 +657,7 @@ faults: $(B)/san/raftsql-testhost $(B)/raftsql.so
 # serializability, bounded staleness, monotonic "now"), then one episode of 20 faults (at most 60 s of
 # them) on a fresh seed, every kind included (full disks too: a node
 # heals once its disk is freed), its history checked.
-FAULTS_SHORT_KINDS := partition,oneway,drop,delay,loss,hold,reset,pause,kill,disk
+FAULTS_SHORT_KINDS := partition,oneway,drop,delay,loss,hold,reset,pause,kill,disk,member
 FAULTS_UNIT := net checks history linearizable elle staleness monotonic
 faults-short: $(B)/san/raftsql-testhost $(B)/raftsql.so
 	@$(PYTHON) -m unittest $(FAULTS_UNIT:%=tests/faults/test_%.py)

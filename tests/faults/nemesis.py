@@ -12,10 +12,18 @@ from nodes import NodeError
 from workload import BULK
 
 KINDS = ("partition", "oneway", "drop", "delay", "loss", "hold", "reset",
-         "pause", "kill", "disk")
+         "pause", "kill", "disk", "member")
 
 # A node whose disk was freed must take writes again within this time.
 DISK_RECOVER_S = 15.0
+# Membership: a change is retried for this long (one change at a time,
+# no leader during an election, outcome unknown), and restoring every
+# node as a voter must be done within MEMBERS_RESTORE_S.
+MEMBER_CALL_S = 10.0
+MEMBERS_RESTORE_S = 60.0
+# Refusals that another try would only repeat (an earlier try of unknown
+# outcome may have done the change).
+FINAL_ANSWERS = ("not a member", "is the last voter", "already")
 
 
 class Finding:
@@ -275,3 +283,105 @@ class Nemesis:
                 time.sleep(0.2)
         return False
 
+    # ---- Membership ------------------------------------------------------
+
+    def live_slots(self):
+        """The slots of the nodes up and not paused, the leader's
+        first."""
+        leader = self.wl.leader()
+        return [self.cluster.slots[i] for i in sorted(
+            self.cluster.ids, key=lambda i: i != leader)
+            if self.cluster.slots[i].node is not None and
+            not self.cluster.slots[i].paused]
+
+    def members(self):
+        """{id: role} of the configuration in force, as the first live
+        node that answers sees it (raft_members), the leader first; None
+        when none answers."""
+        for slot in self.live_slots():
+            try:
+                rows = slot.request("SELECT id, role FROM raft_members",
+                                    timeout=10)
+            except NodeError:
+                continue
+            if rows:
+                return dict((r[0], r[1]) for r in rows)
+        return None
+
+    def change(self, sql, *params):
+        """Run the membership change sql on the first live node (the
+        leader when known) until one answers it, for up to MEMBER_CALL_S; return its answer
+        after the errors of the tries before ("failed: <error> -> ..."):
+        a try of unknown outcome may have applied, and the next then
+        answers "not a member"."""
+        end = time.monotonic() + MEMBER_CALL_S
+        last = "no live node"
+        tried = []      # the errors of earlier tries, shown with the last
+        while time.monotonic() < end:
+            slots = self.live_slots()
+            if slots:
+                try:
+                    answer = slots[0].request(sql, *params, timeout=30)[0][0]
+                    return " -> ".join(tried[-2:] + [answer])
+                except NodeError as e:
+                    last = "failed: %s" % e
+                    tried.append(last)
+                    if any(s in last for s in FINAL_ANSWERS):
+                        return " -> ".join(tried[-3:])
+            time.sleep(0.2)
+        return " -> ".join(tried[-3:]) or "failed: " + last
+
+    def add_back(self, i):
+        """raft_add node i at its address (it keeps its files); it is
+        promoted to voter once caught up."""
+        return self.change("SELECT raft_add(?, ?)", i,
+                           "127.0.0.1:%d" % self.cluster.real[i])
+
+    def restore_members(self):
+        """Make every node a voter again (add back the removed, promote
+        the learners); a Finding when it is not done within
+        MEMBERS_RESTORE_S. Returns what it did."""
+        end = time.monotonic() + MEMBERS_RESTORE_S
+        done = []
+        while time.monotonic() < end:
+            m = self.members()
+            if m is not None and all(m.get(i) == "voter"
+                                     for i in self.cluster.ids):
+                return done
+            for i in self.cluster.ids:
+                if m is None:
+                    break
+                if i not in m:
+                    done.append("add %d: %s" % (i, self.add_back(i)))
+                elif m[i] == "learner":
+                    done.append("promote %d: %s" % (i, self.change(
+                        "SELECT raft_promote(?)", i)))
+            time.sleep(0.3)
+        self.findings.append(Finding("new", "membership not restored within "
+                                     "%.0f s: %s (%s)" % (
+                                         MEMBERS_RESTORE_S, self.members(),
+                                         "; ".join(done[-4:]))))
+        return done
+
+    def _member(self):
+        """A membership change that stays while the next faults run: when
+        a node is out of the voters (removed, or a learner), it is brought
+        back; otherwise one node is removed or demoted, or the leadership
+        is transferred. At most one node is ever out, so a majority of
+        the voters of the whole cluster remains."""
+        m = self.members()
+        if m is None:
+            return "no node answers raft_members: nothing changed"
+        out = [i for i in self.cluster.ids if m.get(i) != "voter"]
+        if out:
+            return "restore %s: %s" % (out, "; ".join(
+                self.restore_members()))
+        action = self.rng.choice(("remove", "demote", "transfer"))
+        x = self.target()
+        if action == "transfer":
+            y = self.rng.choice(self.cluster.ids)
+            return "raft_transfer(%d): %s" % (y, self.change(
+                "SELECT raft_transfer(?)", y))
+        sql = "SELECT raft_remove(?)" if action == "remove" else \
+            "SELECT raft_demote(?)"
+        return "raft_%s(%d): %s" % (action, x, self.change(sql, x))

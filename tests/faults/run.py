@@ -284,7 +284,13 @@ class Episode:
             c.resume(i)
             if i in c.disks:
                 c.disks[i].free()
-        Nemesis(c, wl, self.rng, say).repair()
+        healer = Nemesis(c, wl, self.rng, say)
+        healer.repair()
+        if "member" in self.kinds:
+            what = healer.restore_members()
+            if what:
+                say("  membership restored: %s" % "; ".join(what))
+        self.findings += healer.findings
         try:
             self.converge()
             for i in c.ids:
