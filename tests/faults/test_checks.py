@@ -156,6 +156,41 @@ class ChecksTest(unittest.TestCase):
         ops[-1].value = [["r", 1, [12, 14]]]
         self.assertIn("lost-append", checks.check_appends(ops, final)[1][0])
 
+    def test_staleness_and_clock_checks(self):
+        """The local reads' check holds when both paths served a fresh
+        read, fails on a path missing and on a stale read; the clock's
+        holds on rising stamps, fails on none ok and on one going
+        back."""
+        s = Script()
+        s.invoke(1, "write", 1, key="fresh", via="exec")
+        s.complete(1, "ok")
+        for via in ("local-host", "local-attached"):
+            s.invoke(2, "local-read", key="fresh", via=via)
+            s.complete(2, "ok", 1)
+        for n in (1, 2):
+            s.op(3, "stamp", [3, n])
+        s.invoke("final", "clock-read", via="final")
+        rows = [[1, "2026-12-03 15:00:00.001", 3, 1],
+                [2, "2026-12-03 15:00:00.002", 3, 2]]
+        s.complete("final", "ok", rows)
+        ops = s.ops()
+        self.assertEqual(failing([checks.check_staleness(ops, 500),
+                                  checks.check_clock(ops)]), set())
+        self.assertEqual(checks.check_staleness(ops[:2], 500)[1],
+                         ["no ok local-read through local-attached"])
+        self.assertIn("no ok stamp: nothing checked",
+                      checks.check_clock(ops[-1:])[1])
+        # Value 1 read a second (one tick) after write 2 was acknowledged.
+        s2 = Script()
+        s2.op(1, "write", 1, key="fresh")
+        s2.op(1, "write", 2, key="fresh")
+        s2.invoke(2, "local-read", key="fresh", via="local-host")
+        s2.complete(2, "ok", 1)
+        self.assertIn("stale-read",
+                      checks.check_staleness(s2.ops(), 500)[1][0])
+        rows.reverse()
+        self.assertIn("backwards", checks.check_clock(s.ops())[1][0])
+
 
 if __name__ == "__main__":
     unittest.main()
