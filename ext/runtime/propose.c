@@ -2,6 +2,7 @@
 
 #include "propose.h"
 
+#include <stdio.h>
 #include <stdlib.h>
 #include <time.h>
 
@@ -30,11 +31,40 @@ static uint64_t next_seed(struct ext_propose *p)
     return z ^ (z >> 31);
 }
 
+#ifdef RAFTSQL_TEST_FAULTS
+/* test_clock_offset_ms returns the offset (ms, signed) in the file named
+ * by the environment variable RAFTSQL_TEST_CLOCK_FILE, read at every
+ * call, 0 without the variable or a readable number: a test-only skew of
+ * this node's wall clock, which the test jumps by rewriting the file
+ * (tests/faults/nemesis.py, kind clock). Sanitizer builds only. */
+static int64_t test_clock_offset_ms(void)
+{
+    const char *path = getenv("RAFTSQL_TEST_CLOCK_FILE");
+    long long offset = 0;
+    FILE *f;
+
+    if (path == NULL || (f = fopen(path, "r")) == NULL) {
+        return 0;
+    }
+    if (fscanf(f, "%lld", &offset) != 1) {
+        offset = 0;
+    }
+    fclose(f);
+    return (int64_t)offset;
+}
+#else
+#define test_clock_offset_ms() ((int64_t)0)
+#endif
+
+/* wall_ms returns the wall clock (ms since the epoch), the "now" this
+ * leader stamps into its entries; in test builds skewed by
+ * test_clock_offset_ms. */
 static int64_t wall_ms(void)
 {
     struct timespec ts;
     clock_gettime(CLOCK_REALTIME, &ts);
-    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000 +
+           test_clock_offset_ms();
 }
 
 int propose_batch(struct ext_propose *p, struct raft_uv_node *d,

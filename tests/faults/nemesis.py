@@ -12,7 +12,7 @@ from nodes import NodeError
 from workload import BULK
 
 KINDS = ("partition", "oneway", "drop", "delay", "loss", "hold", "reset",
-         "pause", "kill", "disk", "member")
+         "pause", "kill", "disk", "member", "clock")
 
 # A node whose disk was freed must take writes again within this time.
 DISK_RECOVER_S = 15.0
@@ -213,6 +213,20 @@ class Nemesis:
         time.sleep(d)
         self.restart(x)
         return "kill -9 node %d, restarted after %.1f s" % (x, d)
+
+    # ---- Clocks ----------------------------------------------------------
+
+    def _clock(self):
+        """A node's wall clock (the "now" it stamps as leader) jumps by up
+        to 3 s either way, stays skewed 1-4 s, then jumps back to the
+        machine's."""
+        x = self.target()
+        offset = self.rng.choice((-1, 1)) * self.rng.randint(200, 3000)
+        d = self.rng.uniform(1.0, 4.0)
+        self.cluster.set_clock(x, offset)
+        time.sleep(d)
+        self.cluster.set_clock(x, 0)
+        return "node %d's clock %+d ms for %.1f s" % (x, offset, d)
 
     # ---- Full disk -------------------------------------------------------
 

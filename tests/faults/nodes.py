@@ -112,10 +112,11 @@ class JsonPipe:
 
 
 class FaultNode(JsonPipe, Node):
-    """A node process whose requests time out (Node.sql waits forever)."""
+    """A node process whose requests time out (Node.sql waits forever);
+    env adds variables to its environment."""
 
-    def __init__(self, binary, node_id, db, log_path):
-        super().__init__(binary, node_id, db, log_path)
+    def __init__(self, binary, node_id, db, log_path, env=None):
+        super().__init__(binary, node_id, db, log_path, env=env)
         self.buf = b""
         self.desync = False
         self.killed = False  # by us: any other exit is a death
@@ -318,6 +319,18 @@ class FaultCluster:
     def log_path(self, i):
         return os.path.join(self.workdir, "node%d.log" % i)
 
+    def clock_path(self, i):
+        """The file whose number (ms) skews node i's wall clock, read at
+        every stamp of "now" (test builds: ext/runtime/propose.c)."""
+        return os.path.join(self.workdir, "node%d.clock" % i)
+
+    def set_clock(self, i, offset_ms):
+        """Skew node i's wall clock by offset_ms from now on (a jump)."""
+        tmp = self.clock_path(i) + ".tmp"
+        with open(tmp, "w") as f:
+            f.write("%d\n" % offset_ms)
+        os.replace(tmp, self.clock_path(i))
+
     def db_path(self, i):
         return os.path.join(self.workdir, "node%d.db" % i)
 
@@ -325,7 +338,8 @@ class FaultCluster:
         """Start node i (it must be down). Raises NodeError when raft_start
         fails; the process is then reaped."""
         slot = self.slots[i]
-        node = FaultNode(self.binary, i, self.db_path(i), self.log_path(i))
+        node = FaultNode(self.binary, i, self.db_path(i), self.log_path(i),
+                         {"RAFTSQL_TEST_CLOCK_FILE": self.clock_path(i)})
         try:
             node.sql("SELECT raft_start(?)", self.config(i), timeout=timeout)
         except NodeError:
