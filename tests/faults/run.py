@@ -171,13 +171,15 @@ class Episode:
                 NODE, self.dir, self.opts["nodes"], config, self.seed,
                 TMPFS_MB if "disk" in self.kinds else 0,
                 os.path.splitext(os.path.abspath(SO))[0])
-            # One node serves bounded-stale local reads.
-            self.bounded = random.Random("%d-bounded" % self.seed).choice(
-                self.cluster.ids)
-            self.cluster.node_extra[self.bounded] = "max_staleness_ms=%d" % (
-                local_reads.MAX_STALENESS_MS)
-            say("  node %d: max_staleness_ms=%d, its local reads checked" % (
-                self.bounded, local_reads.MAX_STALENESS_MS))
+            # One node serves bounded-stale local reads (unless
+            # FAULTS_LOCAL_CLIENTS=0).
+            if self.opts["local"] > 0:
+                self.bounded = random.Random("%d-bounded" % self.seed).choice(
+                    self.cluster.ids)
+                self.cluster.node_extra[self.bounded] = (
+                    "max_staleness_ms=%d" % local_reads.MAX_STALENESS_MS)
+                say("  node %d: max_staleness_ms=%d, its local reads "
+                    "checked" % (self.bounded, local_reads.MAX_STALENESS_MS))
             for i in self.cluster.ids:
                 self.cluster.start(i)
             self.setup()
@@ -380,8 +382,9 @@ class Episode:
         final = [op for op in ops if op.id in set(self.final)]
         self.results.append(checks.check_registers(ops))
         self.results.append(checks.check_appends(ops, final))
-        self.results.append(checks.check_staleness(
-            ops, local_reads.MAX_STALENESS_MS))
+        if self.opts["local"] > 0:
+            self.results.append(checks.check_staleness(
+                ops, local_reads.MAX_STALENESS_MS))
         self.results.append(checks.check_clock(ops))
 
     def converge(self):
