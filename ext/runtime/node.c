@@ -198,6 +198,14 @@ static uint64_t wall_now_ms(void)
     return (uint64_t)now.tv_sec * 1000 + (uint64_t)now.tv_nsec / 1000000;
 }
 
+/* mono_now_ms returns CLOCK_MONOTONIC in ms. */
+static uint64_t mono_now_ms(void)
+{
+    struct timespec now;
+    clock_gettime(CLOCK_MONOTONIC, &now);
+    return (uint64_t)now.tv_sec * 1000 + (uint64_t)now.tv_nsec / 1000000;
+}
+
 /* judge_staleness publishes whether the node is stale now (a node removed
  * from the cluster is, until added again, and its callers are told:
  * exec.h); when it turned stale it publishes EXT_EVENT_STALE (events.h:
@@ -216,6 +224,7 @@ static void judge_staleness(struct ext_node *n)
     exec_set_removed(n->exec, v.removed, v.removed_at);
     n->told_removed = v.removed;
     v.wall_ms = wall_now_ms();
+    v.mono_ms = mono_now_ms();
     v.contact_ms =
         v.leading ? raft_quorum_contact(core) : raft_leader_contact(core);
     if (staleness_on_tick(n->staleness, &v)) {

@@ -21,6 +21,7 @@ enum {
     KIND_NO_LEADER,
     KIND_NO_CONTACT,
     KIND_CATCHING_UP,
+    KIND_APPLY_LAG,
     KIND_REMOVED
 };
 
@@ -54,11 +55,65 @@ static void word_notice(const struct ext_staleness_memory *mem, int kind,
                  "stale replica: %s since %s (max_staleness_ms=%u)",
                  leading ? "no quorum heard" : "no leader heard", since,
                  max_ms);
+    } else if (kind == KIND_APPLY_LAG) {
+        snprintf(out->notice, sizeof out->notice,
+                 "stale replica: its applied state is the leader's of %s "
+                 "(max_staleness_ms=%u)",
+                 since, max_ms);
     } else {
         snprintf(out->notice, sizeof out->notice,
                  "stale replica: catching up after its start to the "
                  "leader's commit index %llu (max_staleness_ms=%u)",
                  (unsigned long long)mem->catch_up_to, max_ms);
+    }
+}
+
+/* note_applied follows when this node's applied state was current
+ * (mem->fresh_at): the leader's commit index as heard at this tick,
+ * @contact_ms ago, is current as of then; once applied, that time is
+ * the applied state's. Indexes heard and not applied yet wait in a
+ * small ring (oldest dropped when full: the age is then overstated,
+ * never understated). */
+static void note_applied(struct ext_staleness_memory *mem,
+                         const struct ext_staleness_view *v)
+{
+    uint64_t heard =
+        v->mono_ms > v->contact_ms ? v->mono_ms - v->contact_ms : 0;
+    unsigned k = 0;
+
+    if (v->applied >= v->leader_commit) {
+        mem->fresh_known = true;
+        if (heard > mem->fresh_at) {
+            mem->fresh_at = heard;
+        }
+        mem->n_pend = 0;
+        return;
+    }
+    if (mem->n_pend == 0 ||
+        v->leader_commit > mem->pend_commit[mem->n_pend - 1]) {
+        if (mem->n_pend == 16) {
+            memmove(mem->pend_commit, mem->pend_commit + 1,
+                    15 * sizeof *mem->pend_commit);
+            memmove(mem->pend_at, mem->pend_at + 1, 15 * sizeof *mem->pend_at);
+            mem->n_pend = 15;
+        }
+        mem->pend_commit[mem->n_pend] = v->leader_commit;
+        mem->pend_at[mem->n_pend] = heard;
+        mem->n_pend++;
+    }
+    while (k < mem->n_pend && mem->pend_commit[k] <= v->applied) {
+        mem->fresh_known = true;
+        if (mem->pend_at[k] > mem->fresh_at) {
+            mem->fresh_at = mem->pend_at[k];
+        }
+        k++;
+    }
+    if (k > 0) {
+        memmove(mem->pend_commit, mem->pend_commit + k,
+                (mem->n_pend - k) * sizeof *mem->pend_commit);
+        memmove(mem->pend_at, mem->pend_at + k,
+                (mem->n_pend - k) * sizeof *mem->pend_at);
+        mem->n_pend -= k;
     }
 }
 
@@ -78,6 +133,9 @@ void staleness_judge(struct ext_staleness_memory *mem, unsigned max_ms,
     }
     if (mem->contacted && !mem->caught_up && v->applied >= mem->catch_up_to) {
         mem->caught_up = true;
+    }
+    if (out->leader_known) {
+        note_applied(mem, v);
     }
     if (v->removed) {
         kind = KIND_REMOVED;
@@ -104,14 +162,34 @@ void staleness_judge(struct ext_staleness_memory *mem, unsigned max_ms,
                  "(max_staleness_ms=%u)",
                  (unsigned long long)v->applied,
                  (unsigned long long)mem->catch_up_to, max_ms);
+    } else if (mem->fresh_known && v->mono_ms > mem->fresh_at + max_ms) {
+        kind = KIND_APPLY_LAG;
+        snprintf(out->reason, sizeof out->reason,
+                 "stale replica: its applied state is %llu ms old "
+                 "(applied %llu of the leader's commit index %llu; "
+                 "max_staleness_ms=%u)",
+                 (unsigned long long)(v->mono_ms - mem->fresh_at),
+                 (unsigned long long)v->applied,
+                 (unsigned long long)v->leader_commit, max_ms);
     }
     out->stale = kind != KIND_FRESH;
+    if (!out->stale && max_ms > 0) {
+        uint64_t heard =
+            v->mono_ms > v->contact_ms ? v->mono_ms - v->contact_ms : 0;
+        out->fresh_until =
+            (mem->fresh_known && mem->fresh_at < heard ? mem->fresh_at
+                                                       : heard) +
+            max_ms;
+    }
     if (kind != mem->kind) {
         /* The time of the last contact; a leader lost after it keeps
          * that time ("no leader known since" it was last heard). */
         if (kind == KIND_NO_CONTACT) {
             mem->since_ms =
                 v->wall_ms > v->contact_ms ? v->wall_ms - v->contact_ms : 0;
+        } else if (kind == KIND_APPLY_LAG) {
+            uint64_t age = v->mono_ms - mem->fresh_at;
+            mem->since_ms = v->wall_ms > age ? v->wall_ms - age : 0;
         } else if (kind != KIND_NO_LEADER || mem->kind != KIND_NO_CONTACT) {
             mem->since_ms = v->wall_ms;
         }
@@ -142,6 +220,8 @@ static int64_t mono_ms(void)
 
 /* Nodes of the process that are stale now. */
 static atomic_uint n_stale;
+/* Nodes of this process with a bound (staleness_any). */
+static atomic_uint n_bounded;
 
 struct ext_staleness {
     unsigned max_ms;                  /* the bound, 0 off */
@@ -224,6 +304,7 @@ int staleness_new(unsigned max_ms, const char *notice_path,
         staleness_judge(&m, max_ms, &v, &s->now);
         atomic_store(&s->stale, true);
         atomic_fetch_add(&n_stale, 1);
+        atomic_fetch_add(&n_bounded, 1);
     }
     *out = s;
     return 0;
@@ -236,6 +317,9 @@ void staleness_free(struct ext_staleness *s)
     }
     if (atomic_load(&s->stale)) {
         atomic_fetch_sub(&n_stale, 1);
+    }
+    if (s->max_ms > 0) {
+        atomic_fetch_sub(&n_bounded, 1);
     }
     if (s->notice_up) {
         unlink(s->notice_path);
@@ -350,12 +434,25 @@ bool staleness_on_tick(struct ext_staleness *s,
 
 void staleness_get(struct ext_staleness *s, struct ext_staleness_verdict *out)
 {
+    uint64_t now;
+
     pthread_mutex_lock(&s->mu);
     *out = s->now;
     pthread_mutex_unlock(&s->mu);
+    if (out->stale || out->fresh_until == 0 ||
+        (now = (uint64_t)mono_ms()) <= out->fresh_until) {
+        return;
+    }
+    out->stale = true;
+    snprintf(out->reason, sizeof out->reason,
+             "stale replica: its applied state is %llu ms old and this "
+             "node has not judged it since (a paused process, or a stuck "
+             "loop; max_staleness_ms=%u)",
+             (unsigned long long)(now - out->fresh_until + s->max_ms),
+             s->max_ms);
 }
 
 bool staleness_any(void)
 {
-    return atomic_load(&n_stale) > 0;
+    return atomic_load(&n_stale) > 0 || atomic_load(&n_bounded) > 0;
 }

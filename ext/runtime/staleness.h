@@ -8,7 +8,13 @@
  * leader: a quorum of voters, raft_quorum_contact, so an isolated old
  * leader goes stale too) longer ago than max_staleness_ms, or while it
  * catches up after its start: until it has applied the commit index the
- * leader told it at the first contact since the start. A node removed
+ * leader told it at the first contact since the start; or while its
+ * applied state is older than the bound: it last had applied the
+ * leader's commit index, as heard at some contact, longer than
+ * max_staleness_ms before now (a node paused with SIGSTOP, which hears
+ * its leader again before it applied what it missed; a follower whose
+ * log disk is full, which hears its leader and applies nothing). A node
+ * removed
  * from the cluster (status_removed) is stale whatever the bound, 0
  * included: it receives no more entries, so its reads would stay frozen
  * with no end and no error. */
@@ -34,6 +40,8 @@ struct ext_staleness_view {
     raft_index applied;       /* this node's applied index */
     uint64_t wall_ms;         /* the wall clock at this tick, ms since
                                   the epoch (the notice's times) */
+    uint64_t mono_ms;         /* CLOCK_MONOTONIC at this tick, ms (the
+                                  applied state's age) */
     bool removed;             /* removed from the cluster by the
                                   committed configuration entry
                                   removed_at (status_removed) */
@@ -42,12 +50,19 @@ struct ext_staleness_view {
 
 /* What the rule remembers from one tick to the next. */
 struct ext_staleness_memory {
-    bool contacted;         /* a leader was heard since the start */
-    raft_index catch_up_to; /* its commit index at that first contact */
-    bool caught_up;         /* applied reached catch_up_to once */
-    int kind;               /* the kind of staleness at the last tick (0:
+    bool contacted;             /* a leader was heard since the start */
+    raft_index catch_up_to;     /* its commit index at that first contact */
+    bool caught_up;             /* applied reached catch_up_to once */
+    int kind;                   /* the kind of staleness at the last tick (0:
                                fresh; staleness.c numbers the others) */
-    uint64_t since_ms;      /* wall clock ms the notice's "since" names */
+    uint64_t since_ms;          /* wall clock ms the notice's "since" names */
+    bool fresh_known;           /* fresh_at is set */
+    uint64_t fresh_at;          /* mono_ms when the leader's commit index that
+                               this node has applied was heard: the time
+                               its applied state was current */
+    raft_index pend_commit[16]; /* commit indexes heard, not applied yet */
+    uint64_t pend_at[16];       /* when each was heard (mono_ms) */
+    unsigned n_pend;            /* how many, oldest first */
 };
 
 /* The rule's answer. */
@@ -57,6 +72,12 @@ struct ext_staleness_verdict {
                                   known: lag_ms is meaningful */
     uint64_t lag_ms;      /* contact_ms, 0 without a leader */
     uint64_t lag_entries; /* leader_commit - applied, 0 when ahead */
+    uint64_t fresh_until; /* with a bound, when fresh: the mono_ms past
+                             which this verdict no longer holds (the
+                             applied state's time plus the bound), so
+                             that a reader after a paused or stuck loop
+                             finds the node stale without its next tick
+                             (staleness_get); else 0 */
     char reason[200];     /* "stale replica: ..." when stale, else "" */
     char notice[200];     /* the same for the notice file, worded
                              without a number that grows while it is
@@ -124,12 +145,15 @@ void staleness_free(struct ext_staleness *s);
 bool staleness_on_tick(struct ext_staleness *s,
                        const struct ext_staleness_view *v);
 
-/* staleness_get copies the verdict last published into @out. Any
- * thread. */
+/* staleness_get copies the verdict last published into @out, made stale
+ * when its fresh_until passed (the loop has not judged since: a paused
+ * process, a stuck loop). Any thread. */
 void staleness_get(struct ext_staleness *s, struct ext_staleness_verdict *out);
 
-/* staleness_any says whether any node of the process is stale now (one
- * atomic load: the guard asks it for every column read). Any thread. */
+/* staleness_any says whether any node of the process may be stale now:
+ * one is, or one has a bound (whose verdict may have expired since its
+ * last tick: staleness_get tells). Two atomic loads: the guard asks it
+ * for every column read. Any thread. */
 bool staleness_any(void);
 
 #endif /* EXT_STALENESS_H */

@@ -75,6 +75,63 @@ static void test_follower_contact(void **state)
     assert_false(v.stale);
 }
 
+/* mono_now returns CLOCK_MONOTONIC in ms, as staleness.c reads it. */
+static uint64_t mono_now(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
+}
+
+/* view_at is view() at CLOCK_MONOTONIC @mono_ms. */
+static struct ext_staleness_view view_at(uint64_t mono_ms, uint64_t contact_ms,
+                                         raft_index leader_commit,
+                                         raft_index applied)
+{
+    struct ext_staleness_view v =
+        view(false, contact_ms, leader_commit, applied);
+    v.mono_ms = mono_ms;
+    return v;
+}
+
+/* A node that hears its leader but has not applied what the leader had
+ * committed as of longer than the bound ago is stale: after SIGSTOP and
+ * SIGCONT it hears the leader before it applies what it missed, and a
+ * follower whose log disk is full hears its leader and applies nothing
+ * (both found by the fault suite's bounded-staleness checker, which saw
+ * such a node serve reads seconds old). Fresh again once it applied. */
+static void test_applied_state_age(void **state)
+{
+    struct ext_staleness_memory m = {0};
+    struct ext_staleness_verdict v;
+    (void)state;
+
+    assert_false(judge(&m, 500, view_at(10000, 10, 7, 7)).stale);
+    assert_false(judge(&m, 500, view_at(10100, 10, 9, 8)).stale);
+    assert_false(judge(&m, 500, view_at(10200, 10, 12, 9)).stale);
+    /* Paused 3 s; the leader heard again at once, 40 entries on. */
+    v = judge(&m, 500, view_at(13200, 5, 52, 12));
+    assert_true(v.stale);
+    assert_string_equal(v.reason,
+                        "stale replica: its applied state is 3010 ms old "
+                        "(applied 12 of the leader's commit index 52; "
+                        "max_staleness_ms=500)");
+    assert_non_null(strstr(v.notice, "its applied state is the leader's of"));
+    /* Applied up to what it heard: fresh. */
+    assert_false(judge(&m, 500, view_at(13250, 10, 52, 52)).stale);
+
+    /* A full log disk: the leader heard, its commit index moving on,
+     * nothing applied here; stale once the bound passed since the
+     * commit index it applied was heard. */
+    assert_false(judge(&m, 500, view_at(13300, 10, 60, 52)).stale);
+    assert_false(judge(&m, 500, view_at(13700, 10, 70, 52)).stale);
+    v = judge(&m, 500, view_at(13800, 10, 80, 52));
+    assert_true(v.stale);
+    assert_non_null(strstr(v.reason, "its applied state is 560 ms old"));
+    /* It applies again, up to an index heard 100 ms ago: fresh. */
+    assert_false(judge(&m, 500, view_at(13900, 10, 90, 80)).stale);
+}
+
 /* Without a leader, a node is stale at once; lag_ms is then not known. */
 static void test_no_leader(void **state)
 {
@@ -231,12 +288,28 @@ static void test_published(void **state)
     assert_false(staleness_on_tick(s, &w)); /* stale already */
     assert_int_equal(stat(notice, &st), 0);
 
-    w = view(false, 10, 3, 3);
+    w = view_at(mono_now(), 10, 3, 3);
     assert_false(staleness_on_tick(s, &w));
     staleness_get(s, &v);
     assert_false(v.stale);
-    assert_false(staleness_any());
+    /* No node is stale, but one has a bound: its verdict may expire
+     * before its next tick, so the guard asks it. */
+    assert_true(staleness_any());
     assert_int_not_equal(stat(notice, &st), 0);
+
+    /* A fresh verdict whose tick was 2 s ago (the process was paused,
+     * the loop has not ticked since): stale for a reader now, without a
+     * tick (a reader right after SIGCONT served the state of before the
+     * pause; the fault suite's bounded-staleness checker found it). */
+    w = view_at(mono_now() - 2000, 10, 3, 3);
+    assert_false(staleness_on_tick(s, &w));
+    staleness_get(s, &v);
+    assert_true(v.stale);
+    assert_non_null(strstr(v.reason, "has not judged it since"));
+    w = view_at(mono_now(), 10, 3, 3);
+    assert_false(staleness_on_tick(s, &w));
+    staleness_get(s, &v);
+    assert_false(v.stale);
 
     /* 2026-12-01T17:49:25.123Z, last heard 600 ms before. */
     w = view(false, 600, 3, 3);
@@ -308,6 +381,7 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_follower_contact),
+        cmocka_unit_test(test_applied_state_age),
         cmocka_unit_test(test_no_leader),
         cmocka_unit_test(test_isolated_leader),
         cmocka_unit_test(test_catch_up_after_start),
