@@ -174,7 +174,8 @@ install_missing go-dqlite etcd-server etcd-client wrk gnuplot-nox || {
 # absolute path would match no rule (a stale binary would be reported as
 # up to date).
 make --no-print-directory build/raftsql-testhost build/raftsql-bench \
-    build/local-sqlite-bench build/delay-proxy build/proc-cost >&2 || exit 1
+    build/local-sqlite-bench build/delay-proxy build/proc-cost \
+    build/rtt-probe >&2 || exit 1
 mkdir -p "$OUT_DIR"
 
 # ---- raftsql ----------------------------------------------------------------
@@ -489,6 +490,21 @@ run_local() {
     rm -rf "${T:?}/$name"
 }
 
+# ---- the loopback round trip -------------------------------------------------
+
+# run_rtt: this machine's loopback TCP round trip (build/rtt-probe, about
+# 0.2 s), which with local-1's p50 (one fsync) gives the report's
+# one-client floor, floor-1 (bench/README.md "The floor").
+run_rtt() {
+    local out=$T/rtt.out
+    log "rtt-loopback: loopback TCP round trips of 1200 bytes and a 32-byte" \
+        "answer, between two processes"
+    local rc=0
+    run_logged "$out" "$B/rtt-probe" --count 5000 --name rtt-loopback ||
+        rc=$?
+    record rtt-loopback "$out" "$rc"
+}
+
 # ---- the runs --------------------------------------------------------------
 
 # want NAME: whether RUNS (space-separated run names, default all) has it.
@@ -498,34 +514,79 @@ want() {
     return 1
 }
 
-# one_round: every wanted run once, in a fixed order.
+# The runs of a round are listed first (step), then run in that order in
+# odd rounds and in the reverse order in even ones: a run late in a round
+# meets a disk that the runs before it loaded (each writes 1-2 GB), and
+# the drift within a round would otherwise always favour the pairs' first
+# run (raftsql-plain-1 before raftsql-plain-64, raft_exec before plain).
+STEPS=()
+
+# step CMD...: add one run (a command line of words) to the round.
+step() { STEPS+=("$*"); }
+
+# run_step WORDS: run one listed step (named so that each run function
+# is called by name here).
+run_step() {
+    local -a w
+    read -ra w <<<"$1"
+    case ${w[0]} in
+        run_raftsql) run_raftsql "${w[@]:1}" ;;
+        run_dqlite) run_dqlite "${w[@]:1}" ;;
+        run_etcd) run_etcd "${w[@]:1}" ;;
+        run_local) run_local "${w[@]:1}" ;;
+        run_rtt) run_rtt ;;
+        *) echo "compare.sh: no such step: $1" >&2; exit 1 ;;
+    esac
+}
+
+# settle: before each run, write back what the run before it left dirty
+# (its files are removed, but the file system's journal and the disk's
+# own cache are not), so that it does not land in this run's window.
+settle() { sync; }
+
+# one_round: every wanted run once: the forward order in odd rounds, the
+# reverse in even ones.
 one_round() {
-    local clients role n rtt
+    local clients role n rtt i
+    STEPS=()
     for clients in 1 64; do
         for role in leader follower; do
-            want "raftsql-$clients-$role" && run_raftsql "$clients" "$role"
-            # With TLS 1.3 between the peers (certificates), right after
-            # the same run without: the machine's load drifts less in
-            # between.
+            want "raftsql-$clients-$role" && step run_raftsql "$clients" "$role"
+            # With TLS 1.3 between the peers (certificates), next to the
+            # same run without.
             [ "$role" = leader ] && want "raftsql-$clients-leader-tls" &&
-                run_raftsql "$clients" leader 0 tls
-            # The same writes as plain SQL, right after raft_exec's.
+                step run_raftsql "$clients" leader 0 tls
+            # The same writes as plain SQL, next to raft_exec's.
             want "raftsql-plain-$clients-$role" &&
-                run_raftsql "$clients" "$role" 0 plain
+                step run_raftsql "$clients" "$role" 0 plain
         done
     done
-    for n in 1 64; do want "dqlite-$n" && run_dqlite "$n"; done
-    for n in 1 64; do want "etcd-$n" && run_etcd "$n"; done
-    for n in 1 64; do want "local-$n" && run_local "$n"; done
+    for n in 1 64; do want "dqlite-$n" && step run_dqlite "$n"; done
+    for n in 1 64; do want "etcd-$n" && step run_etcd "$n"; done
+    for n in 1 64; do want "local-$n" && step run_local "$n"; done
+    # With local-1 (one fsync), the round trip that makes the floor.
+    want local-1 && step run_rtt
     # The same peer links with network delay (RTTS: round trips in ms),
     # through build/delay-proxy for both: what pipelining buys when the
     # network is not free.
     for rtt in ${RTTS-1 10}; do
         for n in 1 64; do
-            want "raftsql-$n-leader-rtt$rtt" && run_raftsql "$n" leader "$rtt"
-            want "etcd-$n-rtt$rtt" && run_etcd "$n" "$rtt"
+            want "raftsql-$n-leader-rtt$rtt" &&
+                step run_raftsql "$n" leader "$rtt"
+            want "etcd-$n-rtt$rtt" && step run_etcd "$n" "$rtt"
         done
     done
+    if [ $((ROUND % 2)) = 1 ]; then
+        for ((i = 0; i < ${#STEPS[@]}; i++)); do
+            settle
+            run_step "${STEPS[$i]}"
+        done
+    else
+        for ((i = ${#STEPS[@]} - 1; i >= 0; i--)); do
+            settle
+            run_step "${STEPS[$i]}"
+        done
+    fi
 }
 
 LOAD_START=$(cut -d' ' -f1-3 /proc/loadavg)

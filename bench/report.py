@@ -22,6 +22,13 @@ the rounds, marked against the target, then every round's value. A round
 whose local-1 p50 (this disk's fsync) is over 1.5 x the median of the
 rounds' is flagged, and its values marked with '!'.
 
+The floor: in a round with local-1 (its p50 is one fsync of this disk)
+and rtt-loopback (build/rtt-probe: the loopback TCP round trip), the
+report adds a run floor-1, what one client could do at best: 1 / (2 x
+fsync + RTT) writes/s (a follower's log commit takes two fsyncs, one
+after the other, then its answer travels back), p50 2 x fsync + RTT; and
+the one-client runs' ratios to it.
+
 RATIOS (environment): the ratio lines, as space-separated "A/B" run names
 (each line: A's writes/s over B's, and the same pair's CPU per write);
 by default the standing set of ratio_defs() for the runs that were made.
@@ -42,7 +49,7 @@ ORDER = [
     "raftsql-plain-64-leader", "raftsql-plain-64-follower",
     "dqlite-1", "dqlite-64",
     "etcd-1", "etcd-64",
-    "local-1", "local-64",
+    "local-1", "local-64", "rtt-loopback", "floor-1",
     "raftsql-1-leader-rtt1", "etcd-1-rtt1",
     "raftsql-64-leader-rtt1", "etcd-64-rtt1",
     "raftsql-1-leader-rtt10", "etcd-1-rtt10",
@@ -73,7 +80,23 @@ def parse(path):
                 failed[name] = " ".join(
                     w for w in words[1:]
                     if not w.startswith("name=") and not w.startswith("round="))
+    for runs, _ in rounds.values():
+        add_floor(runs)
     return rounds
+
+
+def add_floor(runs):
+    """Add the run floor-1 to the round's @runs when it has local-1 and
+    rtt-loopback: 1 / (2 x fsync + RTT) writes/s, fsync being local-1's
+    p50 and RTT rtt-loopback's."""
+    fsync = num(runs.get("local-1", {}), "p50_ms")
+    rtt = num(runs.get("rtt-loopback", {}), "p50_ms")
+    if fsync is None or rtt is None or 2 * fsync + rtt <= 0:
+        return
+    ms = 2 * fsync + rtt
+    runs["floor-1"] = {"name": "floor-1", "writes_per_s": "%.1f" % (1000 / ms),
+                       "p50_ms": "%.3f" % ms, "fsync_ms": "%.3f" % fsync,
+                       "rtt_ms": "%.3f" % rtt}
 
 
 def num(run, key):
@@ -152,6 +175,14 @@ def table(runs, failed):
             notes.append("anon kB " + " ".join(anon))
         if name.startswith("local"):
             notes.append("%s commits/s" % r.get("commits_per_s", "?"))
+        if name == "floor-1":
+            notes.append("1 / (2 x fsync %s ms (local-1 p50) + RTT %s ms "
+                         "(rtt-loopback p50)): not a run" %
+                         (r.get("fsync_ms"), r.get("rtt_ms")))
+        if name == "rtt-loopback":
+            notes.append("loopback TCP round trip of %s bytes and an answer "
+                         "(build/rtt-probe, %s round trips): not a run" %
+                         (r.get("size", "?"), r.get("round_trips", "?")))
         notes = cost_notes(r) + notes
         lines.append("%-25s %11s %9s %9s %9s %7s %11s %11s  %s" % (
             name, fmt(num(r, "writes_per_s"), 0), fmt(num(r, "p50_ms"), 3),
@@ -259,6 +290,12 @@ def ratio_defs(attempted):
             (p64, p1, 1.0),
             (p64, "dqlite-64", 2.0),
         ]
+    # The one-client floor (issue 25 item 4): raft_exec on the leader at
+    # 0.8 of it; the others shown beside it.
+    out += [("raftsql-1-leader", "floor-1", 0.8),
+            ("raftsql-1-follower", "floor-1", None),
+            ("raftsql-plain-1-leader", "floor-1", None),
+            ("raftsql-plain-1-follower", "floor-1", None)]
     # RATIOS replaces the set, with the targets of the pairs above.
     wanted = os.environ.get("RATIOS", "").split()
     if wanted:
@@ -388,6 +425,7 @@ def chart(rounds, png, title):
             per_name.setdefault(n, []).append(r)
     names = [n for n in ORDER if n in per_name] + \
         sorted(n for n in per_name if n not in ORDER)
+    names = [n for n in names if n != "rtt-loopback"]  # no writes
     if not names:
         return
     panels = []

@@ -91,6 +91,41 @@ class ReportTest(unittest.TestCase):
                       "dqlite-1, raftsql-64-leader",
                       out)
 
+    def test_floor(self):
+        """floor-1 = 1 / (2 x local-1 p50 + rtt-loopback p50) per round,
+        and the one-client runs' ratios to it, raft_exec on the leader
+        against its 0.8 target; no floor in a round without the RTT."""
+        lines = [
+            result("raftsql-1-leader", 1, 1000, 0.8, 0.0008),
+            result("local-1", 1, 5000, 0.2, 0.00005),
+            "RESULT name=rtt-loopback writes_per_s=n/a p50_ms=0.1 "
+            "p99_ms=0.2 p999_ms=0.3 errors=0 round_trips=10 size=1200 "
+            "round=1",
+            result("raftsql-1-leader", 2, 900, 0.9, 0.0008),
+            result("local-1", 2, 5000, 0.2, 0.00005),
+            "RESULT name=rtt-loopback writes_per_s=n/a p50_ms=0.3 "
+            "p99_ms=0.4 p999_ms=0.5 errors=0 round_trips=10 size=1200 "
+            "round=2",
+            result("raftsql-1-leader", 3, 900, 0.9, 0.0008),
+            result("local-1", 3, 5000, 0.2, 0.00005),
+        ]
+        rc, out, err, _ = self.run_report(lines)
+        self.assertEqual(rc, 0, err)
+        # Round 1: 1000 / (0.4 + 0.1) = 2000/s; round 2: 1000 / 0.7.
+        floor_rows = [ln for ln in out.split("\n")
+                      if ln.startswith("floor-1 ") and "not a run" in ln]
+        self.assertEqual(len(floor_rows), 2, out)
+        self.assertIn(" 2000 ", floor_rows[0])
+        self.assertIn(" 1429 ", floor_rows[1])
+        self.assertIn("2 x fsync 0.200 ms", floor_rows[0])
+        ratio = [ln for ln in out.split("\n")
+                 if ln.startswith("raftsql-1-leader / floor-1")]
+        self.assertEqual(len(ratio), 1, out)
+        # 1000/2000 = 0.50, 900/1428.6 = 0.63: median 0.565, under 0.8.
+        self.assertIn(" 0.56 ", ratio[0])
+        self.assertIn("MISSED", ratio[0])
+        self.assertIn("rounds: 0.50 0.63 n/a", ratio[0])
+
     def test_without_local_1(self):
         rc, out, err, _ = self.run_report(
             [x for x in THREE_ROUNDS if "local-1" not in x])
