@@ -8,14 +8,58 @@ repeats the schedule of kinds, links and times, not every interleaving.
 import json
 import time
 
+import powerloss
 from nodes import NodeError
 from workload import BULK
 
 KINDS = ("partition", "oneway", "drop", "delay", "loss", "hold", "reset",
-         "pause", "kill", "disk", "member", "clock")
+         "pause", "kill", "disk", "member", "clock", "asym", "bridge",
+         "power")
+
+# Cluster sizes the faults are made for: a fault takes down, stops or cuts
+# off at most minority(n) nodes at once, so a quorum remains.
+NODE_COUNTS = (3, 5)
+
+
+def minority(n):
+    """The largest number of the n voters that may be down with a quorum
+    left: 1 of 3, 2 of 5."""
+    return (n - 1) // 2
+
+
+def cut_between(side, rest):
+    """The directed links (a, b) between the nodes of side and those of
+    rest, both ways."""
+    pairs = [(a, b) for a in side for b in rest]
+    return pairs + [(b, a) for a, b in pairs]
+
+
+def asym_pairs(sender, receiver):
+    """An asymmetric partition: the links to cut so that every node of
+    sender can still send to every node of receiver, but none of receiver
+    to any of sender (each link (a, b) carries a's messages to b, and b's
+    answers come back on b's link (b, a))."""
+    return [(b, a) for a in sender for b in receiver]
+
+
+def bridge_pairs(ids, bridge, rng):
+    """A bridge partition of ids around the node bridge: the others split
+    into two halves that cannot reach each other, both ways, while both
+    reach bridge and bridge reaches them. With 5 nodes, two halves of two
+    (each half with bridge is a majority); with 3, the two others each
+    see only bridge (a majority, bridge and either one, sees everyone).
+    Returns (the links to cut; the two halves, without bridge)."""
+    others = [i for i in ids if i != bridge]
+    rng.shuffle(others)
+    half = len(others) // 2
+    left, right = sorted(others[:half]), sorted(others[half:])
+    return cut_between(left, right), (left, right)
 
 # A node whose disk was freed must take writes again within this time.
 DISK_RECOVER_S = 15.0
+# What a node removed from the cluster answers a write (docs/errors.md,
+# RAFTSQL_REMOVED): then no write through it can show it recovered.
+REMOVED = "this node was removed from the cluster"
 # Membership: a change is retried for this long (one change at a time,
 # no leader during an election, outcome unknown), and restoring every
 # node as a voter must be done within MEMBERS_RESTORE_S.
@@ -64,6 +108,15 @@ class Nemesis:
             return leader
         return pick
 
+    def targets(self):
+        """1 to minority(n) distinct nodes, the first one target()."""
+        x = self.target()
+        most = minority(len(self.cluster.ids))
+        if most == 1:
+            return [x]  # no draw: 3-node schedules as before
+        others = [i for i in self.cluster.ids if i != x]
+        return [x] + self.rng.sample(others, self.rng.randint(1, most) - 1)
+
     def links_of(self, x, way):
         ids = self.cluster.ids
         out = [(x, y) for y in ids if y != x]
@@ -101,20 +154,47 @@ class Nemesis:
     # ---- Network faults --------------------------------------------------
 
     def _partition(self):
-        ids = self.cluster.ids
-        x = self.target()
-        side = {x}
-        if len(ids) >= 5 and self.rng.random() < 0.5:
-            side.add(self.rng.choice([i for i in ids if i != x]))
-        rest = [i for i in ids if i not in side]
-        pairs = [(a, b) for a in side for b in rest]
-        pairs += [(b, a) for a, b in pairs]
+        side = set(self.targets())
+        rest = [i for i in self.cluster.ids if i not in side]
+        pairs = cut_between(side, rest)
         mode = self.rng.choice(("cut", "drop"))
         d = self.rng.uniform(0.5, 4.0)
         self.cluster.net.set(pairs, mode)
         time.sleep(d)
         self.cluster.net.heal()
         return "%s | %s (%s) for %.1f s" % (sorted(side), rest, mode, d)
+
+    def _asym(self):
+        """An asymmetric partition: a minority (1 to minority(n) nodes, the
+        leader half of the time) can send to the majority but hears
+        nothing from it, or the other way round."""
+        side = sorted(self.targets())
+        rest = [i for i in self.cluster.ids if i not in side]
+        if self.rng.random() < 0.5:
+            sender, receiver = side, rest
+        else:
+            sender, receiver = rest, side
+        mode = self.rng.choice(("cut", "drop"))
+        d = self.rng.uniform(0.5, 4.0)
+        self.cluster.net.set(asym_pairs(sender, receiver), mode)
+        time.sleep(d)
+        self.cluster.net.heal()
+        return "%s -> %s only (%s) for %.1f s" % (sender, receiver, mode, d)
+
+    def _bridge(self):
+        """A bridge partition around target(): two sides that cannot
+        reach each other, both reaching the bridge node (with 3 nodes one
+        side is a single node, which sees only the bridge)."""
+        bridge = self.target()
+        pairs, (left, right) = bridge_pairs(self.cluster.ids, bridge,
+                                            self.rng)
+        mode = self.rng.choice(("cut", "drop"))
+        d = self.rng.uniform(0.5, 4.0)
+        self.cluster.net.set(pairs, mode)
+        time.sleep(d)
+        self.cluster.net.heal()
+        return "%s | %d | %s (%s) for %.1f s" % (left, bridge, right, mode,
+                                                 d)
 
     def _oneway(self):
         x = self.target()
@@ -199,20 +279,45 @@ class Nemesis:
     # ---- Process faults --------------------------------------------------
 
     def _pause(self):
-        x = self.target()
+        xs = self.targets()
         d = self.rng.uniform(0.2, 3.0)
-        self.cluster.pause(x)
+        for x in xs:
+            self.cluster.pause(x)
         time.sleep(d)
-        self.cluster.resume(x)
-        return "SIGSTOP node %d for %.1f s" % (x, d)
+        for x in xs:
+            self.cluster.resume(x)
+        return "SIGSTOP node%s %s for %.1f s" % (
+            "s" if len(xs) > 1 else "", ", ".join(map(str, xs)), d)
 
     def _kill(self):
+        xs = self.targets()
+        d = self.rng.uniform(0.0, 2.0)
+        for x in xs:
+            self.cluster.kill(x)
+        time.sleep(d)
+        for x in xs:
+            self.restart(x)
+        return "kill -9 node%s %s, restarted after %.1f s" % (
+            "s" if len(xs) > 1 else "", ", ".join(map(str, xs)), d)
+
+    # ---- Power loss ------------------------------------------------------
+
+    def _power(self):
+        """A node's machine loses power: its processes die (kill -9) and
+        every change to its files not yet fsynced is undone (powerloss.py,
+        the cluster runs its nodes under the shim), then it restarts."""
         x = self.target()
         d = self.rng.uniform(0.0, 2.0)
-        self.cluster.kill(x)
+        try:
+            what = self.cluster.power_fail(x)
+        except powerloss.JournalError as e:
+            self.findings.append(Finding("new", "power loss on node %d: "
+                                         "no restore: %s" % (x, e)))
+            what = "NOT RESTORED: %s" % e
         time.sleep(d)
         self.restart(x)
-        return "kill -9 node %d, restarted after %.1f s" % (x, d)
+        return "power loss on node %d (%s), restarted after %.1f s" % (
+            x, what, d)
 
     # ---- Clocks ----------------------------------------------------------
 
@@ -262,7 +367,11 @@ class Nemesis:
         if errors:
             self.disk_effects += 1
             what += "; status showed: %s" % "; ".join(sorted(errors))
-        if not self.recovers(x):
+        recovered = self.recovers(x)
+        if recovered == REMOVED:
+            what += "; node %d is removed from the cluster: no write " \
+                "through it to check with" % x
+        elif not recovered:
             self.findings.append(Finding(
                 "known: a full disk needs a restart",
                 "node %d takes no write %.0f s after its log disk was freed "
@@ -285,7 +394,8 @@ class Nemesis:
 
     def recovers(self, i):
         """Whether a no-op write through node i succeeds before
-        DISK_RECOVER_S."""
+        DISK_RECOVER_S; REMOVED when node i answers that it was removed
+        from the cluster (a member fault: it takes no write at all)."""
         end = time.monotonic() + DISK_RECOVER_S
         while time.monotonic() < end:
             try:
@@ -293,7 +403,9 @@ class Nemesis:
                     "SELECT raft_exec('SELECT 1')",
                     timeout=DISK_RECOVER_S + 20)
                 return True
-            except NodeError:
+            except NodeError as e:
+                if REMOVED in str(e):
+                    return REMOVED
                 time.sleep(0.2)
         return False
 
@@ -323,8 +435,10 @@ class Nemesis:
         return None
 
     def change(self, sql, *params):
-        """Run the membership change sql on the first live node (the
-        leader when known) until one answers it, for up to MEMBER_CALL_S; return its answer
+        """Run the membership change sql on a live node (the leader when
+        known first, then each other in turn after a failed try: the
+        workload's leader may be a removed node, which never finds one)
+        until one answers it, for up to MEMBER_CALL_S; return its answer
         after the errors of the tries before ("failed: <error> -> ..."):
         a try of unknown outcome may have applied, and the next then
         answers "not a member"."""
@@ -335,7 +449,8 @@ class Nemesis:
             slots = self.live_slots()
             if slots:
                 try:
-                    answer = slots[0].request(sql, *params, timeout=30)[0][0]
+                    answer = slots[len(tried) % len(slots)].request(
+                        sql, *params, timeout=30)[0][0]
                     return " -> ".join(tried[-2:] + [answer])
                 except NodeError as e:
                     last = "failed: %s" % e

@@ -159,7 +159,7 @@ class Attached(JsonPipe):
     process loading the raftsql library so, without its suffix), whose
     connection has a busy timeout of busy_s seconds."""
 
-    def __init__(self, node_id, db, so, log_path, busy_s):
+    def __init__(self, node_id, db, so, log_path, busy_s, env=None):
         self.id = node_id
         self.log_path = log_path
         self.buf = b""
@@ -167,7 +167,8 @@ class Attached(JsonPipe):
         self._log = open(log_path, "ab")
         self.proc = subprocess.Popen(
             [PYTHON, os.path.join(HERE, "attached.py"), db, so, str(busy_s)],
-            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self._log)
+            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self._log,
+            env=dict(os.environ, **(env or {})))
 
     def name(self):
         return "node %d's attached writer" % self.id
@@ -291,6 +292,7 @@ class FaultCluster:
         self.disks = {}
         self.node_extra = {}  # id -> more configuration of that node
         self.deaths = []  # lines: nodes that exited without being told
+        self.power = None  # a powerloss.PowerLoss: nodes run under its shim
         self.net.start()
         if tmpfs_mb:
             for i in self.ids:
@@ -338,8 +340,10 @@ class FaultCluster:
         """Start node i (it must be down). Raises NodeError when raft_start
         fails; the process is then reaped."""
         slot = self.slots[i]
+        env = {"RAFTSQL_TEST_CLOCK_FILE": self.clock_path(i)}
+        env.update(self.power_env(i, self.binary))
         node = FaultNode(self.binary, i, self.db_path(i), self.log_path(i),
-                         {"RAFTSQL_TEST_CLOCK_FILE": self.clock_path(i)})
+                         env)
         try:
             node.sql("SELECT raft_start(?)", self.config(i), timeout=timeout)
         except NodeError:
@@ -364,7 +368,7 @@ class FaultCluster:
             slot.attached = Attached(i, self.db_path(i), self.so,
                                      os.path.join(self.workdir,
                                                   "attached%d.log" % i),
-                                     busy_s)
+                                     busy_s, self.power_env(i, PYTHON))
         return slot.attached
 
     def close_attached(self):
@@ -374,6 +378,37 @@ class FaultCluster:
                 if slot.attached is not None:
                     slot.attached.close()
                     slot.attached = None
+
+    # ---- Power loss (powerloss.py) ---------------------------------------
+
+    def node_files(self, i):
+        """The path prefixes of node i's files: its database (and its -wal,
+        -shm, -raft log directory) and its log tmpfs."""
+        return [self.db_path(i)] + ([self.disks[i].path] if i in self.disks
+                                    else [])
+
+    def power_env(self, i, binary):
+        """The environment that runs binary under the power-loss shim as
+        one of node i's processes ({} without self.power)."""
+        if self.power is None:
+            return {}
+        return self.power.env(i, binary, self.node_files(i))
+
+    def power_fail(self, i):
+        """Node i's machine loses power: kill -9 its attached writer and
+        the node, then undo what their disk would have lost; a new
+        attached writer may start only after. Returns the restore's
+        summary. Raises powerloss.JournalError."""
+        slot = self.slots[i]
+        att = slot.attached
+        if att is not None and att.proc.poll() is None:
+            att.proc.kill()  # its user, if any, sees EOF and lets go
+        with slot.attach_lock:
+            if slot.attached is not None:
+                slot.attached.close()
+                slot.attached = None
+            self.kill(i)
+            return self.power.restore(i, self.node_files(i))
 
     def died(self, i):
         """Whether node i's process exited on its own (recorded once)."""

@@ -23,14 +23,39 @@ counts only its own sleeps, tries again, and again; each try holds the
 cluster's write lease, so the leader's raft_exec calls wait behind it.
 Needs root (a tmpfs per node).
 
-Usage: /usr/bin/python3 tests/faults/repro_plain.py resend|fulldisk [N]
+removed: a plain write through the attached writer (busy timeout 5 s)
+of a node removed from the cluster answered SQLITE_BUSY only after about
+20 s (the member faults of `make jepsen`, seed 26001: 20.3 s for each of
+7 writes in a row on node 3's attached writer, while node 3 stayed
+removed), on the node's own connection after 6.5 s, and the first one
+right after the removal took a lease from the leader and applied. The
+node stores no entry any more, so it never applies up to a grant. Fixed:
+the write is refused at once, its COMMIT vetoed ("this node was removed
+from the cluster"); this case reproduces when a write is applied or
+takes more than 10 s.
+
+noquorum: a plain write on a learner while the cluster has no quorum
+(the other follower's log disk full) answered SQLITE_BUSY only after
+many times its busy timeout (`make faults-short`, seed 333692: node 3, a
+learner, did not answer within 23 s with a busy timeout of 5 s): each try
+took the lease of a leader whose last entries could not commit, waited
+exec_timeout_ms for its node to apply them, and SQLite's busy handler,
+which counts only its own sleeps, tried again: 41 s here. Fixed: a try
+gives up once its node applied nothing for 500 ms (20 ms on a retry):
+about 10 s (the busy handler's 5 s and as much in asks of leaders that
+step down); this case reproduces when the write takes more than 20 s
+(four times its busy timeout). Needs root.
+
+Usage: /usr/bin/python3 tests/faults/repro_plain.py resend|fulldisk|removed|noquorum [N]
 (RAFTSQL_TESTHOST, default build/san/raftsql-testhost): N rounds
-(resend, default 5), or N seconds of waiting for the write (fulldisk,
-default 40; the disk is freed 11 s after the write began).
+(resend, default 5; removed, default 2), or N seconds of waiting for the
+write (fulldisk, default 40; the disk is freed 11 s after the write
+began).
 """
 
 import os
 import shutil
+import sqlite3
 import sys
 import tempfile
 import threading
@@ -40,7 +65,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 
 from nodes import FaultCluster, NodeError  # noqa: E402
-from run import NODE  # noqa: E402
+from run import NODE, SO  # noqa: E402
 
 EXTRA = ("election_timeout_ms=300 heartbeat_ms=30 exec_timeout_ms=3000 "
          "log_level=info")
@@ -64,6 +89,17 @@ def leader_of(c):
 def count(c, i, key):
     return c.slots[i].request("SELECT count(*) FROM t WHERE k = ?", key,
                               timeout=10)[0][0]
+
+
+def file_count(path, key):
+    """Rows of t with k = key in the database file at path, read with
+    Python's SQLite (no raftsql: a removed node refuses reads)."""
+    con = sqlite3.connect("file:%s?mode=ro" % path, uri=True)
+    try:
+        return con.execute("SELECT count(*) FROM t WHERE k = ?",
+                           (key,)).fetchone()[0]
+    finally:
+        con.close()
 
 
 def round_(c, n):
@@ -150,15 +186,89 @@ def full_disk(c, wait_s):
     return hung
 
 
+def no_quorum(c, rounds):
+    """The noquorum case; returns whether it reproduced."""
+    lead = leader_of(c)
+    f, x = [i for i in c.ids if i != lead]
+    print("raft_demote(%d): %s" % (x, c.slots[lead].request(
+        "SELECT raft_demote(?)", x, timeout=30)[0][0]), flush=True)
+    c.disks[f].fill()
+    # Entries the full node cannot store: none commits from here.
+    try:
+        c.slots[lead].request("SELECT raft_exec('INSERT INTO t VALUES(?)', "
+                              "?)", {"blob": os.urandom(65536).hex()},
+                              timeout=10)
+    except NodeError as e:
+        print("the leader's raft_exec: %s" % e, flush=True)
+    found = False
+    for r in range(rounds):
+        t0 = time.monotonic()
+        try:
+            c.slots[x].node.sql("INSERT INTO t VALUES('noquorum')",
+                                timeout=60)
+            answer = "ok"
+        except NodeError as e:
+            answer = str(e)
+        took = time.monotonic() - t0
+        slow = took > 20.0
+        found = found or slow
+        print("round %d: plain INSERT on learner %d (no quorum, busy "
+              "timeout 5 s): %s after %.1f s%s" % (
+                  r, x, answer, took, "  <-- REPRODUCED" if slow else ""),
+              flush=True)
+    c.disks[f].free()
+    return found
+
+
+def removed(c, rounds):
+    """The removed case; returns whether it reproduced."""
+    lead = leader_of(c)
+    f = [i for i in c.ids if i != lead][0]
+    print("raft_remove(%d): %s" % (f, c.slots[lead].request(
+        "SELECT raft_remove(?)", f, timeout=30)[0][0]), flush=True)
+    end = time.monotonic() + 20
+    while "removed" not in (c.slots[f].request(
+            "SELECT raft_status()", timeout=10)[0][0] or ""):
+        if time.monotonic() > end:
+            raise TimeoutError("node %d does not know it was removed" % f)
+        time.sleep(0.1)
+    found = False
+    for r in range(rounds):
+        for way in ("attached", "host"):
+            pipe = c.attached(f, 5.0) if way == "attached" else \
+                c.slots[f].node
+            t0 = time.monotonic()
+            try:
+                pipe.sql("INSERT INTO t VALUES(?)", "removed-%d-%s" % (
+                    r, way), timeout=120)
+                answer = "ok"
+            except NodeError as e:
+                answer = "%s: %s" % (e, pipe.sql(
+                    "SELECT raft_last_error()", timeout=20)[0][0])
+            took = time.monotonic() - t0
+            slow = took > 10.0 or answer == "ok"
+            found = found or slow
+            key = "removed-%d-%s" % (r, way)
+            time.sleep(1.0)
+            copies = {i: count(c, i, key) if i != f else
+                      file_count(c.db_path(f), key) for i in c.ids}
+            print("round %d: plain INSERT on removed node %d (%s): %s "
+                  "after %.1f s; copies per node %s%s" % (
+                      r, f, way, answer, took, copies,
+                      "  <-- REPRODUCED" if slow else ""), flush=True)
+    return found
+
+
 def main():
     case = sys.argv[1] if len(sys.argv) > 1 else ""
-    if case not in ("resend", "fulldisk"):
+    if case not in ("resend", "fulldisk", "removed", "noquorum"):
         sys.exit(__doc__)
     n = int(sys.argv[2]) if len(sys.argv) > 2 else (
-        5 if case == "resend" else 40)
+        {"resend": 5, "removed": 2, "noquorum": 2}.get(case, 40))
     work = tempfile.mkdtemp(prefix="raftsql-repro-")
     c = FaultCluster(NODE, work, 3, EXTRA, 1,
-                     64 if case == "fulldisk" else 0)
+                     64 if case in ("fulldisk", "noquorum") else 0,
+                     os.path.splitext(os.path.abspath(SO))[0])
     found = False
     try:
         for i in c.ids:
@@ -175,6 +285,10 @@ def main():
                 time.sleep(0.2)
         if case == "fulldisk":
             found = full_disk(c, n)
+        if case == "removed":
+            found = removed(c, n)
+        if case == "noquorum":
+            found = no_quorum(c, n)
         for r in range(n if case == "resend" else 0):
             answer, copies = round_(c, r)
             bad = "not applied" in (answer or "") and any(copies.values())

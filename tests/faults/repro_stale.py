@@ -19,8 +19,32 @@ F keeps hearing the leader, so it stays fresh, but it stores and applies
 nothing: its reads return the state of the moment the disk filled for as
 long as it stays full. Needs root (a tmpfs per node).
 
-Usage: /usr/bin/python3 tests/faults/repro_stale.py pause|fulldisk
-(RAFTSQL_TESTHOST, default build/san/raftsql-testhost).
+restart: F is killed (kill -9) for 1.5 s, then started again on its
+files, while another process (an attached writer of F's file, the
+reader here) keeps reading (seed 26003 of `make jepsen`, 5 nodes: a
+read 1.6 s stale, 0.4 s past its bound of 1.2 s). Reads in the other
+process are refused while F is down, but as F starts they are let
+through for a moment before F caught up, and return the state F had
+when it was killed; F's own connection refuses them. The marker named
+the new, live process before its pointer file was out, and until then
+other processes ignore its stale notice. Fixed: they refuse reads while
+the marker's process has no pointer file out ("is starting"), and the
+notice is written before the marker.
+
+pauseother: F is stopped (SIGSTOP) for 2 s, then continued, while
+another process (F's attached writer) reads (seed 335615 of `make
+jepsen`: a read 2.3 s stale). While F was stopped its bound marker aged
+and other processes refused reads; F's first tick after SIGCONT renewed
+the marker before it judged itself stale and wrote its notice, so in
+between other processes read F's old state. Here every node runs with
+RAFTSQL_TEST_STALL_HOLD_MS=300 (test builds: a tick after a held loop
+waits 300 ms between those two steps), which makes that window wide.
+Fixed: the verdict and its notice come first, the beat after.
+
+Usage: /usr/bin/python3 tests/faults/repro_stale.py pause|pauseother|fulldisk|restart
+[N] (RAFTSQL_TESTHOST, default build/san/raftsql-testhost; RAFTSQL_SO,
+default build/raftsql.so, for restart's reader): N rounds (restart,
+default 5).
 """
 
 import os
@@ -33,13 +57,18 @@ import time
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 
-from local_reads import FOLLOWER_APPLY_MS, HEARTBEAT_MS, TICK_MS  # noqa
+from local_reads import (FOLLOWER_APPLY_MS, HEARTBEAT_MS, TICK_MS,  # noqa
+                         WATCH_MS)
 from nodes import FaultCluster, NodeError  # noqa: E402
 from repro_plain import EXTRA, leader_of  # noqa: E402
-from run import NODE  # noqa: E402
+from run import NODE, SO  # noqa: E402
 
 MAX_MS = 500
 BOUND_S = (MAX_MS + FOLLOWER_APPLY_MS + HEARTBEAT_MS + TICK_MS) / 1000.0
+# In another process the bound marker's silence, beat and the refusal
+# watch come on top (local_reads.bound_s): 1.072 s.
+BOUND_OTHER_S = BOUND_S + (max(MAX_MS, 100) + max(MAX_MS // 4, 20) +
+                           WATCH_MS) / 1000.0
 UPSERT = ("INSERT INTO r(k, v) VALUES(1, ?1) "
           "ON CONFLICT(k) DO UPDATE SET v = excluded.v")
 
@@ -66,17 +95,23 @@ class Writer(threading.Thread):
             time.sleep(0.01)
 
 
-def read_for(c, f, w, seconds, since):
-    """Read on follower f for seconds; return (reads, refused, worst):
-    worst is (how stale, value, ms after since) of the stalest read."""
+def read_for(c, f, w, seconds, since, attached=False):
+    """Read on follower f (its own connection, or with attached its
+    attached writer, another process) for seconds; return (reads,
+    refused, worst): worst is (how stale, value, ms after since) of the
+    stalest read."""
     end = time.monotonic() + seconds
     reads = refused = 0
     worst = (0.0, None, 0)
     while time.monotonic() < end:
         t0 = time.monotonic()
         try:
-            rows = c.slots[f].request("SELECT v FROM r WHERE k = 1",
-                                      timeout=30)
+            if attached:
+                rows = c.attached(f, 5.0).sql("SELECT v FROM r WHERE k = 1",
+                                              timeout=30)
+            else:
+                rows = c.slots[f].request("SELECT v FROM r WHERE k = 1",
+                                          timeout=30)
         except NodeError:
             refused += 1
             time.sleep(0.01)
@@ -86,17 +121,102 @@ def read_for(c, f, w, seconds, since):
         replaced = w.done.get(v + 1)
         if replaced is not None and t0 - replaced > worst[0]:
             worst = (t0 - replaced, v, (t0 - since) * 1000)
-        time.sleep(0.01)
+        time.sleep(0.002 if attached else 0.01)
     return reads, refused, worst
+
+
+def read_beside(c, f, w, seconds, action):
+    """Read f's file from its attached writer (another process) for
+    seconds while action() runs (from its start); return read_for's
+    (reads, refused, worst)."""
+    since = time.monotonic()
+    box = []
+    reader = threading.Thread(target=lambda: box.append(read_for(
+        c, f, w, seconds, since, attached=True)))
+    reader.start()
+    action()
+    reader.join(60)
+    return box[0] if box else (0, 0, (0.0, None, 0))
+
+
+def restart_rounds(c, f, w, rounds):
+    """The restart case: rounds of kill -9 f, 1.5 s down, start f while
+    its attached writer reads; returns whether a read was too stale."""
+    found = False
+    for r in range(rounds):
+        c.kill(f)
+        time.sleep(1.5)
+        reads, refused, worst = read_beside(c, f, w, 3.0,
+                                            lambda: c.start(f))
+        bad = worst[0] > BOUND_OTHER_S
+        found = found or bad
+        print("round %d: restart of follower %d: %d reads in another "
+              "process in 3 s from the start, %d refused; the stalest "
+              "returned %s, replaced %.3f s before the read began (%.0f ms "
+              "after the start began), bound %.3f s%s" % (
+                  r, f, reads, refused, worst[1], worst[0], worst[2],
+                  BOUND_OTHER_S, "  <-- REPRODUCED" if bad else ""),
+              flush=True)
+    return found
+
+
+def pause_other(c, f, w):
+    """The pauseother case; returns whether a read was too stale."""
+    c.pause(f)
+    time.sleep(2.0)
+    reads, refused, worst = read_beside(c, f, w, 1.5, lambda: c.resume(f))
+    found = worst[0] > BOUND_OTHER_S
+    print("after SIGCONT: %d reads of follower %d's file in another process "
+          "in 1.5 s, %d refused; the stalest returned %s, replaced %.3f s "
+          "before the read began (%.0f ms after SIGCONT), bound %.3f s%s" % (
+              reads, f, refused, worst[1], worst[0], worst[2],
+              BOUND_OTHER_S, "  <-- REPRODUCED" if found else ""),
+          flush=True)
+    return found
+
+
+def one_fault(c, lead, f, w, case):
+    """The pause or fulldisk case on follower f; returns whether a read
+    was too stale."""
+    if case == "pause":
+        c.pause(f)
+        time.sleep(2.0)
+        since = time.monotonic()
+        c.resume(f)
+        what = "after SIGCONT"
+        seconds = 1.0
+    else:
+        c.disks[f].fill()
+        for n in range(6):  # entries the full node cannot store
+            c.slots[lead].request(
+                "SELECT raft_exec('CREATE TABLE IF NOT EXISTS b(p); "
+                "INSERT INTO b VALUES(?)', ?)",
+                {"blob": os.urandom(65536).hex()}, timeout=30)
+        since = time.monotonic()
+        what = "with its log disk full"
+        seconds = 3.0
+    reads, refused, worst = read_for(c, f, w, seconds, since)
+    found = worst[0] > BOUND_S
+    print("%s: %d reads on follower %d in %.0f s, %d refused; the "
+          "stalest returned %s, replaced %.3f s before the read began "
+          "(%.0f ms %s), bound %.3f s%s" % (
+              what, reads, f, seconds, refused, worst[1], worst[0],
+              worst[2], what, BOUND_S,
+              "  <-- REPRODUCED" if found else ""), flush=True)
+    return found
 
 
 def main():
     case = sys.argv[1] if len(sys.argv) > 1 else ""
-    if case not in ("pause", "fulldisk"):
+    if case not in ("pause", "pauseother", "fulldisk", "restart"):
         sys.exit(__doc__)
+    rounds = int(sys.argv[2]) if len(sys.argv) > 2 else 5
+    if case == "pauseother":
+        os.environ["RAFTSQL_TEST_STALL_HOLD_MS"] = "300"
     work = tempfile.mkdtemp(prefix="raftsql-repro-")
     c = FaultCluster(NODE, work, 3, EXTRA, 1,
-                     64 if case == "fulldisk" else 0)
+                     64 if case == "fulldisk" else 0,
+                     os.path.splitext(os.path.abspath(SO))[0])
     for i in c.ids:
         c.node_extra[i] = "max_staleness_ms=%d" % MAX_MS
     found = False
@@ -113,31 +233,12 @@ def main():
         reads, refused, worst = read_for(c, f, w, 1.0, time.monotonic())
         print("before: %d reads on follower %d, %d refused, stalest %.3f s"
               % (reads, f, refused, worst[0]), flush=True)
-        if case == "pause":
-            c.pause(f)
-            time.sleep(2.0)
-            since = time.monotonic()
-            c.resume(f)
-            what = "after SIGCONT"
-            seconds = 1.0
+        if case == "restart":
+            found = restart_rounds(c, f, w, rounds)
+        elif case == "pauseother":
+            found = any([pause_other(c, f, w) for _ in range(rounds)])
         else:
-            c.disks[f].fill()
-            for n in range(6):  # entries the full node cannot store
-                c.slots[lead].request(
-                    "SELECT raft_exec('CREATE TABLE IF NOT EXISTS b(p); "
-                    "INSERT INTO b VALUES(?)', ?)",
-                    {"blob": os.urandom(65536).hex()}, timeout=30)
-            since = time.monotonic()
-            what = "with its log disk full"
-            seconds = 3.0
-        reads, refused, worst = read_for(c, f, w, seconds, since)
-        found = worst[0] > BOUND_S
-        print("%s: %d reads on follower %d in %.0f s, %d refused; the "
-              "stalest returned %s, replaced %.3f s before the read began "
-              "(%.0f ms %s), bound %.3f s%s" % (
-                  what, reads, f, seconds, refused, worst[1], worst[0],
-                  worst[2], what, BOUND_S,
-                  "  <-- REPRODUCED" if found else ""), flush=True)
+            found = one_fault(c, lead, f, w, case)
     finally:
         if w is not None:
             w.stopping.set()

@@ -26,7 +26,8 @@ Environment (all optional):
   FAULTS_S        bound on the time spent in faults, seconds (default 1800)
   FAULTS_EPISODE  faults per episode (default 25)
   FAULTS_KINDS    comma-separated kinds (default: all of nemesis.KINDS)
-  FAULTS_NODES    nodes per cluster (default 3)
+  FAULTS_NODES    nodes per cluster: 3 (default) or 5; a fault stops,
+                  kills or cuts off at most a minority (1 of 3, 2 of 5)
   FAULTS_CLIENTS  bank client threads (default 3)
   FAULTS_REGISTER_CLIENTS, FAULTS_APPEND_CLIENTS
                   register and list-append client threads (default 2
@@ -40,6 +41,8 @@ Environment (all optional):
   FAULTS_KEEP     where the logs of a failed episode are copied
                   (default build/faults)
   RAFTSQL_SO      the library attached writers load (build/raftsql.so)
+  POWERLOSS_SO    the power-loss shim (build/powerloss.so), with the
+                  kind power: every node process runs under it
 
 Prints the seed first, one line per fault, the figures and checks of each
 episode, and for a failure the one-line command that replays it. Exits 0
@@ -67,8 +70,10 @@ import clock  # noqa: E402
 import history  # noqa: E402
 import local_reads  # noqa: E402
 import paths  # noqa: E402
+import powerloss  # noqa: E402
+import recovery  # noqa: E402
 import registers  # noqa: E402
-from nemesis import KINDS, Finding, Nemesis  # noqa: E402
+from nemesis import KINDS, NODE_COUNTS, Finding, Nemesis  # noqa: E402
 from nodes import FaultCluster, NodeError, mount_permitted  # noqa: E402
 from workload import SCHEMA, Workload  # noqa: E402
 
@@ -77,6 +82,8 @@ NODE = os.environ.get("RAFTSQL_TESTHOST",
                       os.path.join(ROOT, "build", "san", "raftsql-testhost"))
 # The library the attached writers (Python processes) load.
 SO = os.environ.get("RAFTSQL_SO", os.path.join(ROOT, "build", "raftsql.so"))
+POWERLOSS_SO = os.environ.get("POWERLOSS_SO",
+                              os.path.join(ROOT, "build", "powerloss.so"))
 EXEC_TIMEOUT_MS = 3000
 REQUEST_TIMEOUT = EXEC_TIMEOUT_MS / 1000 + 20  # then a node counts stuck
 CONVERGE_S = 60.0
@@ -84,7 +91,23 @@ TMPFS_MB = 128
 
 
 def env_int(name, default):
-    return int(os.environ.get(name) or default)
+    """The integer of environment variable name (default when unset or
+    empty); exits naming the variable when it is not an integer."""
+    text = os.environ.get(name) or str(default)
+    try:
+        return int(text)
+    except ValueError:
+        sys.exit("faults: %s=%r is not an integer" % (name, text))
+
+
+def node_count():
+    """FAULTS_NODES, which must be one of NODE_COUNTS (exits otherwise)."""
+    n = env_int("FAULTS_NODES", 3)
+    if n not in NODE_COUNTS:
+        sys.exit("faults: FAULTS_NODES=%d: a cluster of %s nodes only (the "
+                 "faults take down at most a minority)" % (
+                     n, " or ".join(map(str, NODE_COUNTS))))
+    return n
 
 
 def say(text):
@@ -145,13 +168,20 @@ class Episode:
         self.final = []     # ids of the final reads' ops (after healing)
         self.bounded = None  # the node started with max_staleness_ms
         self.ops = {}       # "<f> <type>": count, of the history
+        self.heals = []     # (kind, monotonic time its fault was healed)
+        self.recovery = []  # (kind, s to the first write ok after heal)
+        self.converge_s = None  # heal of everything -> converged, s
+        self.elapsed = 0.0  # the episode's seconds, start to cleanup
+        self.kept = None    # where its logs and history were kept
 
     def replay(self):
         kinds = ",".join(self.kinds)
         extra = ""
         if kinds != ",".join(KINDS):
             extra += " FAULTS_KINDS=%s" % kinds
-        for name in ("FAULTS_NODES", "FAULTS_CLIENTS",
+        if self.opts["nodes"] != 3:
+            extra += " FAULTS_NODES=%d" % self.opts["nodes"]
+        for name in ("FAULTS_CLIENTS",
                      "FAULTS_REGISTER_CLIENTS", "FAULTS_APPEND_CLIENTS",
                      "FAULTS_LOCAL_CLIENTS", "FAULTS_CLOCK_CLIENTS"):
             if os.environ.get(name):
@@ -160,6 +190,13 @@ class Episode:
             self.seed, self.count, extra)
 
     def run(self):
+        t0 = time.monotonic()
+        try:
+            return self.run_episode()
+        finally:
+            self.elapsed = time.monotonic() - t0
+
+    def run_episode(self):
         self.dir = tempfile.mkdtemp(prefix="raftsql-faults-")
         config = node_config(self.rng)
         say("faults: episode seed %d: %d faults, %d nodes, %s" % (
@@ -171,6 +208,9 @@ class Episode:
                 NODE, self.dir, self.opts["nodes"], config, self.seed,
                 TMPFS_MB if "disk" in self.kinds else 0,
                 os.path.splitext(os.path.abspath(SO))[0])
+            if "power" in self.kinds:
+                self.cluster.power = powerloss.PowerLoss(self.dir,
+                                                         POWERLOSS_SO)
             # One node serves bounded-stale local reads (unless
             # FAULTS_LOCAL_CLIENTS=0).
             if self.opts["local"] > 0:
@@ -272,6 +312,7 @@ class Episode:
             time.sleep(self.rng.uniform(0.2, 1.2))
             kind = self.rng.choice(self.kinds)
             what = nemesis.run(kind)
+            self.heals.append((kind, time.monotonic()))
             self.faults[kind] += 1
             say("  fault %d/%d t=%.1fs %s: %s" % (
                 k + 1, self.count, time.monotonic() - t0, kind, what))
@@ -281,6 +322,7 @@ class Episode:
     def finish(self, wl):
         """Heal everything, converge, take every node's state, check."""
         c = self.cluster
+        healed = time.monotonic()
         c.net.heal()
         for i in c.ids:
             c.resume(i)
@@ -295,6 +337,7 @@ class Episode:
         self.findings += healer.findings
         try:
             self.converge()
+            self.converge_s = time.monotonic() - healed
             for i in c.ids:
                 c.died(i)
         except (TimeoutError, NodeError) as e:
@@ -379,6 +422,7 @@ class Episode:
         serializable list-append transactions."""
         ops = history.pair(self.history.events())
         self.ops = history.counts(ops)
+        self.recovery = recovery.times(ops, self.heals)
         final = [op for op in ops if op.id in set(self.final)]
         self.results.append(checks.check_registers(ops))
         self.results.append(checks.check_appends(ops, final))
@@ -428,12 +472,33 @@ class Episode:
             for name in os.listdir(self.dir):
                 if name.endswith(".log") or name == "history.jsonl":
                     shutil.copy(os.path.join(self.dir, name), keep)
+            self.kept = keep
             say("  node logs and history.jsonl kept in %s" % keep)
         if self.dir is not None:
             shutil.rmtree(self.dir, ignore_errors=True)
 
     def failed(self):
         return any(p for _, p in self.results) or bool(self.findings)
+
+    def record(self):
+        """What the episode did and found, as a dict that JSON can hold
+        (tests/faults/jepsen.py keeps one per line): its seed, nodes and
+        kinds; faults by kind; the history's operations by "<f> <type>";
+        every check with its problems; the findings; each fault's
+        recovery in seconds (None: no write invoked after its heal was
+        acknowledged); the convergence time (None: it did not converge);
+        the episode's seconds; where it was kept; its replay line."""
+        return {
+            "seed": self.seed, "nodes": self.opts["nodes"],
+            "kinds": list(self.kinds), "count": self.count,
+            "faults": dict(self.faults), "ops": dict(self.ops),
+            "checks": [[name, list(p)] for name, p in self.results],
+            "findings": [str(f) for f in self.findings],
+            "recovery": [[kind, s if s != float("inf") else None]
+                         for kind, s in self.recovery],
+            "converge_s": self.converge_s, "elapsed": self.elapsed,
+            "failed": self.failed(), "kept": self.kept,
+            "replay": self.replay()}
 
     def report(self):
         w = self.writes
@@ -455,6 +520,13 @@ class Episode:
         say("  history: %d ops (%s)" % (
             sum(self.ops.values()), ", ".join(
                 "%s %d" % kv for kv in sorted(self.ops.items()))))
+        if self.recovery:
+            k, (kind, s) = max(enumerate(self.recovery),
+                               key=lambda r: r[1][1])
+            say("  slowest recovery: %.1f s after fault %d (%s) to the "
+                "first write acknowledged; converged %s after healing" % (
+                    s, k + 1, kind, "in %.1f s" % self.converge_s
+                    if self.converge_s is not None else "not"))
         for name, problems in self.results:
             say("  %s %s" % ("ok  " if not problems else "FAIL", name))
             for p in problems:
@@ -472,27 +544,34 @@ class Episode:
         return self
 
 
-def main():
-    seed = env_int("FAULTS_SEED", int(time.time()) % 1000000)
-    count = env_int("FAULTS_COUNT", 200)
-    seconds = env_int("FAULTS_S", 1800)
-    per = env_int("FAULTS_EPISODE", 25)
-    kinds = [k for k in (os.environ.get("FAULTS_KINDS") or
-                         ",".join(KINDS)).split(",") if k]
+def parse_kinds(text, variable="FAULTS_KINDS"):
+    """The kinds of the comma-separated text (all of KINDS when empty);
+    exits naming variable and the unknown kinds."""
+    kinds = [k for k in (text or ",".join(KINDS)).split(",") if k]
     bad = [k for k in kinds if k not in KINDS]
     if bad:
-        sys.exit("faults: unknown kinds %s (known: %s)" % (bad,
-                                                          ",".join(KINDS)))
-    opts = {"nodes": env_int("FAULTS_NODES", 3),
+        sys.exit("faults: %s: unknown kinds %s (known: %s)" % (
+            variable, bad, ",".join(KINDS)))
+    return kinds
+
+
+def options(nodes, keep):
+    """The options of an episode (Episode's opts) with nodes per cluster,
+    the client counts from the environment, and keep the folder that
+    receives a failed episode's logs and history."""
+    return {"nodes": nodes,
             "clients": env_int("FAULTS_CLIENTS", 3),
             "registers": env_int("FAULTS_REGISTER_CLIENTS", 2),
             "appends": env_int("FAULTS_APPEND_CLIENTS", 2),
             "local": env_int("FAULTS_LOCAL_CLIENTS", 2),
             "clock": env_int("FAULTS_CLOCK_CLIENTS", 2),
-            "keep": os.environ.get("FAULTS_KEEP") or
-            os.path.join(ROOT, "build", "faults")}
-    say("faults: seed %d, %d faults (%d per episode), at most %d s, kinds "
-        "%s, node %s" % (seed, count, per, seconds, ",".join(kinds), NODE))
+            "keep": keep}
+
+
+def prepare(kinds):
+    """Leave out the full-disk fault where no tmpfs can be mounted (saying
+    so), exit when the attached writers' library is missing, and turn
+    SIGTERM into an exit that cleans up."""
     if "disk" in kinds:
         why = mount_permitted(tempfile.gettempdir())
         if why is not None:
@@ -502,7 +581,24 @@ def main():
     if not os.path.exists(SO):
         sys.exit("faults: no %s for the attached writers (make %s)" % (
             SO, os.path.relpath(SO, ROOT)))
+    if "power" in kinds and not os.path.exists(POWERLOSS_SO):
+        sys.exit("faults: no %s for the power kind (make %s)" % (
+            POWERLOSS_SO, os.path.relpath(POWERLOSS_SO, ROOT)))
     signal.signal(signal.SIGTERM, lambda *a: sys.exit("faults: terminated"))
+
+
+def main():
+    seed = env_int("FAULTS_SEED", int(time.time()) % 1000000)
+    count = env_int("FAULTS_COUNT", 200)
+    seconds = env_int("FAULTS_S", 1800)
+    per = env_int("FAULTS_EPISODE", 25)
+    kinds = parse_kinds(os.environ.get("FAULTS_KINDS"))
+    opts = options(node_count(), os.environ.get("FAULTS_KEEP") or
+                   os.path.join(ROOT, "build", "faults"))
+    say("faults: seed %d, %d faults (%d per episode), at most %d s, kinds "
+        "%s, %d nodes, node %s" % (seed, count, per, seconds,
+                                   ",".join(kinds), opts["nodes"], NODE))
+    prepare(kinds)
     deadline = time.monotonic() + seconds
     episodes = []
     done = 0

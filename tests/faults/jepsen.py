@@ -1,0 +1,365 @@
+"""The long fault campaign (make jepsen): every fault kind, on 3-node and
+5-node clusters, until each kind was injected JEPSEN_FAULTS times on each
+size, with the fault suite's workloads and checkers (tests/faults/run.py:
+registers checked for linearizability, list-append transactions for
+serializability, the bank's raft_exec and plain transfers for its
+invariant, the bounded-stale local reads and "now" beside them).
+
+Usage: RAFTSQL_TESTHOST=build/san/raftsql-testhost \\
+       /usr/bin/python3 tests/faults/jepsen.py [--table]
+
+The campaign is a series of episodes (run.py's Episode). Each one takes the
+cluster size with the most faults still to inject, and draws its faults
+among the kinds that size still lacks. After each episode its record (what
+Episode.record() returns) is appended to JEPSEN_DIR/episodes.jsonl, so the
+campaign resumes where it stopped: run it again and it goes on with the
+next seed until no kind lacks a fault; stopping it (^C, SIGTERM, or
+JEPSEN_S) loses at most the episode under way. It prints the summary
+table of every record at the end, also when stopped; --table prints it
+without running anything. Remove JEPSEN_DIR (make jepsen-clean) to start
+a new campaign.
+
+A failed episode (a check failed, or a finding) keeps its node logs and
+history.jsonl in JEPSEN_DIR/suspicious/seed-<S>/, and the table lists it
+with its replay line.
+
+Environment (all optional):
+  JEPSEN_FAULTS   faults of each kind on each cluster size (default 1000)
+  JEPSEN_NODES    the cluster sizes, comma-separated (default 3,5)
+  JEPSEN_KINDS    comma-separated kinds (default: every nemesis.KINDS)
+  JEPSEN_EPISODE  faults per episode (default 25)
+  JEPSEN_S        stop injecting after this many seconds of this run
+                  (default: no bound); the episode under way is checked
+  JEPSEN_SEED     seed of a new campaign's first episode (default: the
+                  time); a resumed campaign takes the seed after its last
+  JEPSEN_DIR      the records and suspicious histories (default
+                  build/jepsen)
+and run.py's client counts (FAULTS_CLIENTS, ...).
+
+Exits 0 when no recorded episode failed, 1 otherwise, 2 on bad settings,
+130 when stopped by a signal.
+"""
+
+import collections
+import json
+import os
+import sys
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
+
+import history  # noqa: E402
+import run  # noqa: E402
+from nemesis import NODE_COUNTS  # noqa: E402
+
+RECORDS = "episodes.jsonl"
+# The fewest faults an episode injects (fewer when JEPSEN_EPISODE is
+# lower): an episode of one fault made about 90 operations, too few for
+# every path a check wants taken (seed 27028: no ok register write
+# through plain-host), so the last episodes may overshoot the target.
+MIN_EPISODE = 10
+# The fields of a record (run.Episode.record()) that the campaign reads.
+FIELDS = ("seed", "nodes", "faults", "ops", "checks", "findings",
+          "recovery", "converge_s", "elapsed", "failed", "kept", "replay")
+SUSPICIOUS = "suspicious"
+
+
+def say(text):
+    sys.stdout.write(text + "\n")
+    sys.stdout.flush()
+
+
+def settings(environ):
+    """The campaign's settings from environ (a dict of strings): faults
+    per kind and size, sizes, kinds, faults per episode, seconds (None: no
+    bound), first seed (None: the time), folder. Raises ValueError naming
+    the variable that is wrong."""
+    def integer(name, default, least):
+        text = environ.get(name) or str(default)
+        try:
+            value = int(text)
+        except ValueError:
+            raise ValueError("%s=%r is not an integer" % (name, text))
+        if value < least:
+            raise ValueError("%s=%d: at least %d" % (name, value, least))
+        return value
+
+    sizes = []
+    for part in (environ.get("JEPSEN_NODES") or "3,5").split(","):
+        try:
+            n = int(part)
+        except ValueError:
+            n = None
+        if n not in NODE_COUNTS:
+            raise ValueError("JEPSEN_NODES: %r is not a cluster size (%s)" % (
+                part, " or ".join(map(str, NODE_COUNTS))))
+        if n not in sizes:
+            sizes.append(n)
+    kinds = [k for k in (environ.get("JEPSEN_KINDS") or ",".join(
+        run.KINDS)).split(",") if k]
+    bad = [k for k in kinds if k not in run.KINDS]
+    if bad:
+        raise ValueError("JEPSEN_KINDS: unknown kinds %s (known: %s)" % (
+            bad, ",".join(run.KINDS)))
+    seconds = environ.get("JEPSEN_S")
+    seed = environ.get("JEPSEN_SEED")
+    return {
+        "faults": integer("JEPSEN_FAULTS", 1000, 1),
+        "sizes": sizes, "kinds": kinds,
+        "episode": integer("JEPSEN_EPISODE", 25, 1),
+        "seconds": integer("JEPSEN_S", 0, 1) if seconds else None,
+        "seed": integer("JEPSEN_SEED", 0, 0) if seed else None,
+        "dir": environ.get("JEPSEN_DIR") or os.path.join(run.ROOT, "build",
+                                                          "jepsen")}
+
+
+def load(folder):
+    """The records of folder's episodes.jsonl, in order ([] when none).
+    Raises ValueError naming the line that is not JSON, or the record that
+    lacks a field the table needs."""
+    path = os.path.join(folder, RECORDS)
+    if not os.path.exists(path):
+        return []
+    records = history.load(path)  # one JSON object a line
+    for n, rec in enumerate(records, 1):
+        missing = [k for k in FIELDS if k not in rec]
+        if missing:
+            raise ValueError("%s: record %d lacks %s" % (
+                path, n, ", ".join(missing)))
+    return records
+
+
+def append(folder, rec):
+    """Append rec to folder's episodes.jsonl, on disk before it returns."""
+    with open(os.path.join(folder, RECORDS), "a") as f:
+        f.write(json.dumps(rec, sort_keys=True) + "\n")
+        f.flush()
+        os.fsync(f.fileno())
+
+
+def injected(records, nodes):
+    """{kind: faults injected} over the records of clusters of nodes."""
+    total = collections.Counter()
+    for rec in records:
+        if rec["nodes"] == nodes:
+            total.update(rec["faults"])
+    return total
+
+
+def lacking(records, cfg):
+    """{size: {kind: faults still to inject}} (kinds lacking none left
+    out)."""
+    out = {}
+    for n in cfg["sizes"]:
+        done = injected(records, n)
+        out[n] = {k: cfg["faults"] - done[k] for k in cfg["kinds"]
+                  if done[k] < cfg["faults"]}
+    return out
+
+
+def next_episode(records, cfg):
+    """(size, kinds, fault count) of the next episode, None when no kind
+    lacks a fault: the size with the most faults to inject (the smaller
+    on a tie), the kinds it lacks, at most cfg["episode"] faults and at
+    least MIN_EPISODE (or cfg["episode"] if lower), even when fewer
+    lack."""
+    todo = lacking(records, cfg)
+    size = max(cfg["sizes"], key=lambda n: (sum(todo[n].values()), -n))
+    left = todo[size]
+    if not left:
+        return None
+    return size, sorted(left, key=cfg["kinds"].index), min(
+        cfg["episode"], max(MIN_EPISODE, sum(left.values())))
+
+
+def check_name(name):
+    """A check's name without the figures run.py puts in it."""
+    return name.split(" (")[0]
+
+
+def seconds(s):
+    return "-" if s is None else "%.1f s" % s
+
+
+def table(records, cfg):
+    """The summary table of the records (a list of lines): faults by kind
+    with the slowest recovery, operations by outcome, checker verdicts,
+    the suspicious episodes, and the time the rest will take."""
+    sizes = sorted({r["nodes"] for r in records} | set(cfg["sizes"]))
+    by = {n: [r for r in records if r["nodes"] == n] for n in sizes}
+    lines = []
+    head = " | ".join("%d nodes" % n for n in sizes)
+    rule = "|---" * (len(sizes) + 1) + "|"
+    lines.append("jepsen: %d episodes (%s), %d faults, %.2f h of episodes, "
+                 "target %d faults of each kind on each size" % (
+                     len(records), ", ".join(
+                         "%d on %d nodes" % (len(by[n]), n) for n in sizes),
+                     sum(sum(r["faults"].values()) for r in records),
+                     sum(r["elapsed"] for r in records) / 3600.0,
+                     cfg["faults"]))
+    # Faults by kind, with each kind's slowest recovery.
+    lines += ["", "| faults (slowest recovery) | %s |" % head, rule]
+    kinds = list(cfg["kinds"]) + sorted(
+        {k for r in records for k in r["faults"]} - set(cfg["kinds"]))
+    worst = {}    # (size, kind) -> (seconds, seed, fault number)
+    unmeasured = collections.Counter()
+    for r in records:
+        for k, (kind, s) in enumerate(r["recovery"]):
+            if s is None:
+                unmeasured[(r["nodes"], kind)] += 1
+            elif s > worst.get((r["nodes"], kind), (-1,))[0]:
+                worst[(r["nodes"], kind)] = (s, r["seed"], k + 1)
+    for kind in kinds + ["all"]:
+        cells = []
+        for n in sizes:
+            if kind == "all":
+                got = sum(sum(r["faults"].values()) for r in by[n])
+                w = max((v for (m, _), v in worst.items() if m == n),
+                        default=None)
+                miss = sum(v for (m, _), v in unmeasured.items() if m == n)
+            else:
+                got = sum(r["faults"].get(kind, 0) for r in by[n])
+                w = worst.get((n, kind))
+                miss = unmeasured[(n, kind)]
+            cell = "%d" % got
+            if w is not None:
+                cell += " (%s, seed %d fault %d)" % (seconds(w[0]), w[1],
+                                                    w[2])
+            if miss:
+                cell += ", %d unmeasured" % miss
+            cells.append(cell)
+        lines.append("| %s | %s |" % (kind, " | ".join(cells)))
+    conv = {n: max((r["converge_s"] for r in by[n]
+                    if r["converge_s"] is not None), default=None)
+            for n in sizes}
+    lines.append("| convergence after the last heal (slowest) | %s |" %
+                 " | ".join(seconds(conv[n]) for n in sizes))
+    # Operations by outcome.
+    lines += ["", "| operations: ok / fail / info | %s |" % head, rule]
+    fs = sorted({key.split(" ")[0] for r in records for key in r["ops"]})
+    for f in fs + ["all"]:
+        cells = []
+        for n in sizes:
+            c = collections.Counter()
+            for r in by[n]:
+                for key, v in r["ops"].items():
+                    g, outcome = key.split(" ")
+                    if f in ("all", g):
+                        c[outcome] += v
+            cells.append("%d / %d / %d" % (c["ok"], c["fail"], c["info"]))
+        lines.append("| %s | %s |" % (f, " | ".join(cells)))
+    # Checker verdicts.
+    lines += ["", "| checks: episodes passed | %s |" % head, rule]
+    names = []
+    for r in records:
+        for name, _ in r["checks"]:
+            if check_name(name) not in names:
+                names.append(check_name(name))
+    for name in names:
+        cells = []
+        for n in sizes:
+            v = [not p for r in by[n] for m, p in r["checks"]
+                 if check_name(m) == name]
+            cells.append("%d of %d" % (sum(v), len(v)))
+        lines.append("| %s | %s |" % (name, " | ".join(cells)))
+    lines.append("| episodes with a finding | %s |" % " | ".join(
+        str(sum(1 for r in by[n] if r["findings"])) for n in sizes))
+    # The suspicious episodes.
+    bad = [r for r in records if r["failed"]]
+    lines += ["", "suspicious episodes: %d" % len(bad)]
+    for r in bad:
+        what = ["%s: %s" % (check_name(m), "; ".join(p)[:300])
+                for m, p in r["checks"] if p] + r["findings"]
+        lines.append("  seed %d (%d nodes): %s" % (
+            r["seed"], r["nodes"], " | ".join(what)[:600]))
+        lines.append("    history and logs: %s" % r["kept"])
+        lines.append("    replay: %s" % r["replay"])
+    # The time the rest takes, at the pace measured.
+    todo = lacking(records, cfg)
+    for n in cfg["sizes"]:
+        done = sum(sum(r["faults"].values()) for r in by[n])
+        left = sum(todo[n].values())
+        if done:
+            pace = sum(r["elapsed"] for r in by[n]) / done
+            lines.append("%d nodes: %.1f s per fault measured; %d faults "
+                         "to go: about %.1f h" % (n, pace, left,
+                                                  pace * left / 3600.0))
+        else:
+            lines.append("%d nodes: nothing measured yet; %d faults to go" %
+                         (n, left))
+    if not any(todo.values()):
+        lines.append("complete: every kind has %d faults on each size" %
+                     cfg["faults"])
+    return lines
+
+
+def campaign(cfg):
+    """Run episodes until no kind lacks a fault or JEPSEN_S passed;
+    returns the records."""
+    folder = cfg["dir"]
+    os.makedirs(os.path.join(folder, SUSPICIOUS), exist_ok=True)
+    records = load(folder)
+    start = time.monotonic()
+    deadline = start + cfg["seconds"] if cfg["seconds"] else float("inf")
+    if records:
+        seed = max(r["seed"] for r in records) + 1
+    else:
+        seed = cfg["seed"] if cfg["seed"] is not None else \
+            int(time.time()) % 1000000
+    say("jepsen: %d episodes recorded in %s; next seed %d; kinds %s; "
+        "sizes %s; %d faults of each kind on each size" % (
+            len(records), folder, seed, ",".join(cfg["kinds"]),
+            ",".join(map(str, cfg["sizes"])), cfg["faults"]))
+    while time.monotonic() < deadline:
+        nxt = next_episode(records, cfg)
+        if nxt is None:
+            break
+        size, kinds, count = nxt
+        opts = run.options(size, os.path.join(folder, SUSPICIOUS))
+        ep = run.Episode(seed, count, kinds, deadline, opts).run()
+        rec = ep.record()
+        append(folder, rec)
+        records.append(rec)
+        seed += 1
+        if not ep.faults:
+            say("jepsen: an episode injected no fault: stopping")
+            break
+    return records
+
+
+def main():
+    try:
+        cfg = settings(os.environ)
+    except ValueError as e:
+        say("jepsen: %s" % e)
+        sys.exit(2)
+    if sys.argv[1:] not in ([], ["--table"]):
+        say("jepsen: unknown arguments %s (only --table)" % sys.argv[1:])
+        sys.exit(2)
+    try:
+        records = load(cfg["dir"])
+    except ValueError as e:
+        say("jepsen: %s" % e)
+        sys.exit(2)
+    if sys.argv[1:] == ["--table"]:
+        say("\n".join(table(records, cfg)))
+        sys.exit(1 if any(r["failed"] for r in records) else 0)
+    # The full-disk fault is left out where no tmpfs can be mounted.
+    run.prepare(cfg["kinds"])
+    code = 0
+    try:
+        records = campaign(cfg)
+    except (KeyboardInterrupt, SystemExit) as e:
+        say("jepsen: stopped (%s); the episode under way is not recorded"
+            % (e or type(e).__name__))
+        records = load(cfg["dir"])
+        code = 130
+    say("\n".join(table(records, cfg)))
+    if any(r["failed"] for r in records):
+        code = code or 1
+    sys.exit(code)
+
+
+if __name__ == "__main__":
+    main()

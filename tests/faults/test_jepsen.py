@@ -1,0 +1,118 @@
+"""Unit tests of tests/faults/jepsen.py without a cluster: its settings and
+their errors, the choice of the next episode, the records kept on disk,
+and the summary table of hand-made records."""
+
+import os
+import sys
+import tempfile
+import unittest
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+
+import jepsen  # noqa: E402
+
+
+def record(seed, nodes, faults, failed=False, recovery=(), ops=None):
+    """An episode record as run.Episode.record() makes it."""
+    checks = [["register history linearizable (10 ops on 3 keys)", []],
+              ["replicas identical", ["node 2 differs"] if failed else []]]
+    return {"seed": seed, "nodes": nodes, "kinds": sorted(faults),
+            "count": sum(faults.values()), "faults": faults,
+            "ops": ops or {"write ok": 3, "write info": 1, "read fail": 2},
+            "checks": checks, "findings": [],
+            "recovery": [list(r) for r in recovery], "converge_s": 1.5,
+            "elapsed": 10.0 * sum(faults.values()), "failed": failed,
+            "kept": "/k/seed-%d" % seed if failed else None,
+            "replay": "make faults FAULTS_SEED=%d" % seed}
+
+
+class SettingsTest(unittest.TestCase):
+    def test_defaults(self):
+        cfg = jepsen.settings({})
+        self.assertEqual(cfg["faults"], 1000)
+        self.assertEqual(cfg["sizes"], [3, 5])
+        self.assertEqual(cfg["kinds"], list(jepsen.run.KINDS))
+        self.assertIsNone(cfg["seconds"])
+
+    def test_errors_name_the_variable(self):
+        for env, words in (({"JEPSEN_NODES": "3,4"}, "JEPSEN_NODES: '4'"),
+                           ({"JEPSEN_NODES": "x"}, "JEPSEN_NODES: 'x'"),
+                           ({"JEPSEN_FAULTS": "ten"}, "JEPSEN_FAULTS='ten'"),
+                           ({"JEPSEN_FAULTS": "0"}, "JEPSEN_FAULTS=0"),
+                           ({"JEPSEN_KINDS": "kill,flood"}, "flood")):
+            with self.assertRaises(ValueError) as cm:
+                jepsen.settings(env)
+            self.assertIn(words, str(cm.exception))
+
+
+class PlanTest(unittest.TestCase):
+    def test_next_episode(self):
+        """The size with the most faults to inject, the kinds it lacks,
+        no more faults than lack but at least MIN_EPISODE; None once
+        done."""
+        cfg = jepsen.settings({"JEPSEN_FAULTS": "10", "JEPSEN_EPISODE": "25",
+                               "JEPSEN_KINDS": "kill,pause"})
+        self.assertEqual(jepsen.next_episode([], cfg), (3, ["kill", "pause"],
+                                                        20))
+        recs = [record(1, 3, {"kill": 10, "pause": 4})]
+        self.assertEqual(jepsen.next_episode(recs, cfg),
+                         (5, ["kill", "pause"], 20))
+        recs.append(record(2, 5, {"kill": 12, "pause": 10}))
+        self.assertEqual(jepsen.next_episode(recs, cfg),
+                         (3, ["pause"], jepsen.MIN_EPISODE))
+        small = dict(cfg, episode=4)
+        self.assertEqual(jepsen.next_episode(recs, small), (3, ["pause"], 4))
+        recs.append(record(3, 3, {"pause": 6}))
+        self.assertIsNone(jepsen.next_episode(recs, cfg))
+
+    def test_records_on_disk(self):
+        with tempfile.TemporaryDirectory() as d:
+            self.assertEqual(jepsen.load(d), [])
+            jepsen.append(d, record(1, 3, {"kill": 2}))
+            jepsen.append(d, record(2, 5, {"pause": 1}))
+            self.assertEqual([r["seed"] for r in jepsen.load(d)], [1, 2])
+            with open(os.path.join(d, jepsen.RECORDS), "a") as f:
+                f.write("{\"seed\": 3}\n")
+            with self.assertRaises(ValueError) as cm:
+                jepsen.load(d)
+            self.assertIn("record 3 lacks nodes, faults", str(cm.exception))
+
+
+class TableTest(unittest.TestCase):
+    def test_table(self):
+        cfg = jepsen.settings({"JEPSEN_FAULTS": "4",
+                               "JEPSEN_KINDS": "kill,bridge"})
+        recs = [record(7, 3, {"kill": 2, "bridge": 2},
+                       recovery=[("kill", 0.5), ("bridge", 2.25),
+                                 ("kill", 3.0), ("bridge", None)]),
+                record(8, 5, {"kill": 1}, failed=True,
+                       recovery=[("kill", 0.75)])]
+        text = "\n".join(jepsen.table(recs, cfg))
+        self.assertIn("| kill | 2 (3.0 s, seed 7 fault 3) | "
+                      "1 (0.8 s, seed 8 fault 1) |", text)
+        self.assertIn("| bridge | 2 (2.2 s, seed 7 fault 2), 1 unmeasured "
+                      "| 0 |", text)
+        self.assertIn("| write | 3 / 0 / 1 | 3 / 0 / 1 |", text)
+        self.assertIn("| all | 3 / 2 / 1 | 3 / 2 / 1 |", text)
+        self.assertIn("| register history linearizable | 1 of 1 | 1 of 1 |",
+                      text)
+        self.assertIn("| replicas identical | 1 of 1 | 0 of 1 |", text)
+        self.assertIn("suspicious episodes: 1", text)
+        self.assertIn("seed 8 (5 nodes): replicas identical: node 2 differs",
+                      text)
+        self.assertIn("history and logs: /k/seed-8", text)
+        # 4 faults of each kind on each size: 3 nodes lack 2 kills and
+        # 2 bridges, 5 nodes 3 kills and 4 bridges.
+        self.assertIn("3 nodes: 10.0 s per fault measured; 4 faults to go",
+                      text)
+        self.assertIn("5 nodes: 10.0 s per fault measured; 7 faults to go",
+                      text)
+        self.assertNotIn("complete:", text)
+        recs += [record(9, 3, {"kill": 2, "bridge": 2}),
+                 record(10, 5, {"kill": 3, "bridge": 4})]
+        self.assertIn("complete: every kind has 4 faults on each size",
+                      jepsen.table(recs, cfg))
+
+
+if __name__ == "__main__":
+    unittest.main()
