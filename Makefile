@@ -43,8 +43,8 @@ TEST_BIN := $(TEST_SRC:%.c=$(B)/%)
         docs-check \
         next \
         tsan-uv \
-        clean bench bench-check sim \
-        soak faults faults-short \
+        clean bench bench-check bench-scale sim \
+        soak faults faults-short jepsen jepsen-table jepsen-clean \
         coverage fuzz fuzz-build fuzz-corpus
 
 all: $(B)/raftsql.so $(B)/libraftsql.a $(B)/raftsql-testhost \
@@ -265,6 +265,11 @@ $(B)/local-sqlite-bench: bench/local_sqlite.c bench/proc_cost.c \
 		bench/proc_cost.h bench/latency.h bench/timing.h bench/xorshift.h
 	$(CC) $(BASE_CFLAGS) $(CFLAGS) -o $@ $(filter %.c,$^) $(LIBS)
 
+# This machine's loopback TCP round trip, for the one-client write floor
+# that bench/compare.sh reports each round (bench/rtt_probe.c).
+$(B)/rtt-probe: bench/rtt_probe.c bench/latency.h bench/timing.h
+	$(CC) $(BASE_CFLAGS) $(CFLAGS) -o $@ $<
+
 # The CPU seconds and disk bytes of the peers' processes (etcd, dqlite),
 # sampled by bench/compare.sh at their window's start and end.
 $(B)/proc-cost: bench/proc_cost_tool.c bench/proc_cost.c bench/proc_cost.h \
@@ -297,11 +302,17 @@ $(B)/reads-bench: bench/reads.c bench/timing.h bench/xorshift.h
 bench: deps
 	@bench/compare.sh
 
+# The scaling curves (bench/README.md "Scaling curves"), never part of
+# `make test`: SIZES="0.1 1" DURATION=10 make bench-scale, say.
+bench-scale: deps
+	@bench/scale.sh
+
 # The benchmark's report and cost sampler, without a benchmark (part of
 # `make test`, about 1 s): bench/report.py's medians, disk flag and
 # ratios, and build/proc-cost's figures (tests/bench/test_report.py).
-bench-check: $(B)/proc-cost
-	@PROC_COST=$(B)/proc-cost $(PYTHON) -m unittest tests/bench/test_report.py
+bench-check: $(B)/proc-cost $(B)/raftsql.so $(B)/raftsql-testhost
+	@PROC_COST=$(B)/proc-cost $(PYTHON) -m unittest tests/bench/test_report.py \
+	    tests/bench/test_scale.py
 
 # The same node program built with the sanitizers, for the end-to-end tests:
 # ASan + UBSan, and ThreadSanitizer for the threaded runtime.
@@ -655,21 +666,59 @@ faults: $(B)/san/raftsql-testhost $(B)/raftsql.so
 # The short variant, in `make test`: the proxy's, the checks' and the
 # history checkers' own tests (linearizability, list-append
 # serializability, bounded staleness, monotonic "now"), then one episode
-# of 20 faults (at most 60 s of them) on a fresh seed, every kind but
-# clock (full disks too: a node heals once its disk is freed; a leader's
-# clock jumping back runs "now" backwards, docs/testing.md), its history
-# checked; without the bounded-staleness reads (FAULTS_LOCAL_CLIENTS=0):
-# their checker's two findings (a paused node and a full log disk serve
-# stale reads, docs/testing.md) fail it while they stand; `make faults`
-# runs them.
-FAULTS_SHORT_KINDS := partition,oneway,drop,delay,loss,hold,reset,pause,kill,disk,member
-FAULTS_UNIT := net checks history linearizable elle staleness monotonic
+# of 20 faults (at most 60 s of them) on a fresh seed, every kind (full
+# disks too: a node heals once its disk is freed; clock jumps: a leader
+# behind stamps the latest stamp of its log), with the bounded-staleness
+# local reads, its history checked (docs/testing.md).
+FAULTS_SHORT_KINDS := partition,oneway,drop,delay,loss,hold,reset,pause,kill,disk,member,clock,asym,bridge
+FAULTS_UNIT := net checks history linearizable elle staleness monotonic \
+	nemesis jepsen
 faults-short: $(B)/san/raftsql-testhost $(B)/raftsql.so
 	@$(PYTHON) -m unittest $(FAULTS_UNIT:%=tests/faults/test_%.py)
 	RAFTSQL_TESTHOST=$(B)/san/raftsql-testhost RAFTSQL_SO=$(B)/raftsql.so \
 	    FAULTS_SEED=$(FAULTS_SEED) \
 	    FAULTS_KINDS=$(FAULTS_SHORT_KINDS) FAULTS_COUNT=20 FAULTS_S=60 \
-	    FAULTS_EPISODE=20 FAULTS_LOCAL_CLIENTS=0 $(PYTHON) tests/faults/run.py
+	    FAULTS_EPISODE=20 $(PYTHON) tests/faults/run.py
+
+# The long campaign (tests/faults/jepsen.py), not in make test: every
+# fault kind, on 3 and on 5 nodes, until each kind was injected
+# JEPSEN_FAULTS times on each size (hours: docs/testing.md), with the
+# register, list-append and bank workloads and every checker. Resumable:
+# each episode's record goes to $(B)/jepsen/episodes.jsonl, and the next
+# `make jepsen` goes on from there (JEPSEN_S bounds one run's seconds);
+# it prints the summary table at the end, also when stopped.
+# `make jepsen-table` prints that table alone, `make jepsen-clean` starts
+# a new campaign. Failed episodes' histories and logs are kept in
+# $(B)/jepsen/suspicious/seed-<S>/.
+JEPSEN_FAULTS ?= 1000
+jepsen: $(B)/san/raftsql-testhost $(B)/raftsql.so
+	RAFTSQL_TESTHOST=$(B)/san/raftsql-testhost RAFTSQL_SO=$(B)/raftsql.so \
+	    JEPSEN_DIR=$(B)/jepsen JEPSEN_FAULTS=$(JEPSEN_FAULTS) \
+	    JEPSEN_NODES=$(JEPSEN_NODES) JEPSEN_KINDS=$(JEPSEN_KINDS) \
+	    JEPSEN_EPISODE=$(JEPSEN_EPISODE) JEPSEN_S=$(JEPSEN_S) \
+	    JEPSEN_SEED=$(JEPSEN_SEED) $(PYTHON) tests/faults/jepsen.py
+
+jepsen-table:
+	@JEPSEN_DIR=$(B)/jepsen JEPSEN_FAULTS=$(JEPSEN_FAULTS) \
+	    JEPSEN_NODES=$(JEPSEN_NODES) JEPSEN_KINDS=$(JEPSEN_KINDS) \
+	    $(PYTHON) tests/faults/jepsen.py --table
+
+jepsen-clean:
+	rm -rf $(B)/jepsen
+
+# The power-loss fault (FAULTS_KINDS=power, tests/faults/powerloss.py):
+# an LD_PRELOAD shim that journals what a power failure would lose (old
+# bytes of unsynced writes, unsynced creates/renames/unlinks) for the
+# restore that follows a SIGKILL; faults-power runs the shim's own tests.
+$(B)/powerloss.so: tests/faults/powerloss.c tests/faults/powerloss.h
+	@mkdir -p $(B)
+	$(CC) -std=c11 -D_GNU_SOURCE $(WARN) -fPIC $(CFLAGS) -shared -o $@ $< \
+	    -ldl -lpthread
+faults faults-short jepsen: $(B)/powerloss.so
+FAULTS_UNIT += powerloss
+.PHONY: faults-power
+faults-power: $(B)/powerloss.so
+	POWERLOSS_SO=$(B)/powerloss.so $(PYTHON) -m unittest tests/faults/test_powerloss.py
 
 test: deps
 	@$(MAKE) --no-print-directory check-layering

@@ -55,6 +55,7 @@
 
 #include "raftsql.h"
 #include "runtime/config.h"
+#include "runtime/node_tls.h"
 #include "surface/func.h"
 #include "surface/guard.h"
 #include "surface/refusal_watch.h"
@@ -250,7 +251,12 @@ static int check_config(const char *config, const char *db_path,
 static int check_paths(struct ext_config *cfg, void *arg, char *errmsg,
                        size_t errmsg_len)
 {
-    return ext_config_check_paths(cfg, arg, errmsg, errmsg_len);
+    int rc = ext_config_check_paths(cfg, arg, errmsg, errmsg_len);
+    if (rc == 0) {
+        /* The files it names load, as at the start. */
+        rc = node_tls_check(cfg, errmsg, errmsg_len);
+    }
+    return rc;
 }
 
 __attribute__((visibility("default"))) int raftsql_config_check(

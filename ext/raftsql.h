@@ -220,8 +220,10 @@ int raftsql_set_authorizer(sqlite3 *db,
  * the start needs (the database's directory exists and is writable, the
  * database file, when it exists, is readable and writable, the log
  * directory is writable or can be created: "database: the directory ...
- * does not exist"); the files the tls_ keys and secret_file name are read
- * at start, not here. Nothing is created. Returns
+ * does not exist"), and the files the tls_ keys and secret_file name, as
+ * the start loads them (each readable, the key matching the certificate,
+ * the certificate signed by tls_ca, the secret's size and mode: "tls_cert:
+ * /x.pem: not signed by tls_ca /ca.pem (...)"). Nothing is created. Returns
  * SQLITE_OK; SQLITE_ERROR with @errmsg (@errmsg_len bytes, NUL-terminated)
  * naming what is wrong, beginning with the key when the error is about one
  * ("id: missing ...", "unknown key 'x' ...", "listen: '...' is not

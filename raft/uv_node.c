@@ -236,6 +236,9 @@ int raft_uv_node_step(struct raft_uv_node *d, const struct raft_event *event,
     if (u->configuration_changed) {
         follow_configuration(d);
     }
+    if (u->n_entries > 0 && d->cb.appended != NULL) {
+        d->cb.appended(d->cb.data, u->entries, u->n_entries);
+    }
     if (u->hard_state_changed || u->n_entries > 0) {
         rc = raft_uv_storage_merge(d, u);
         if (rc != 0) {

@@ -76,6 +76,16 @@ struct raft_uv_node_callbacks {
     /* Committed entries, in order, each exactly once; take references to
      * keep their bufs. */
     void (*apply)(void *data, const struct raft_entry *entries, unsigned n);
+    /* Entries the core's log just took (update.entries: this server's
+     * own proposals and no-ops as leader, the leader's entries received
+     * as follower), in log order, in the step that added them: before
+     * they are durable, and before the call that stepped returns (a
+     * proposal's entries are handed over before raft_uv_node_propose
+     * returns). An entry handed over may later be truncated (a
+     * conflicting suffix) and its index handed over again; entries of a
+     * log loaded at start or replaced by a snapshot are not handed over.
+     * Take references to keep their bufs. */
+    void (*appended)(void *data, const struct raft_entry *entries, unsigned n);
     /* One of the application's frames from a peer: every runtime frame
      * but the snapshot chunks the driver streams itself
      * (RAFT_FRAME_FORWARD, _FORWARD_RESULT, _CHECKSUM, _READ_INDEX and

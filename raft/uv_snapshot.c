@@ -169,6 +169,14 @@ static void start_create(struct raft_uv_node *d)
     }
     snprintf(f->path, sizeof f->path, "%s/snapshot-%" PRIu64 "-%u.db",
              d->snapshot_dir, d->id, ++f->counter);
+    /* The names count from 1 in each life of the node: one an earlier
+     * life left (killed while it sent it) is garbage, and the store
+     * makes no snapshot over a file that exists. */
+    if (unlink(f->path) == 0) {
+        raft_uv_node_log(d, RAFT_LOG_INFO,
+                         "snapshot: removed %s, left by an earlier run",
+                         f->path);
+    }
     f->req.data = d;
     rc = uv_queue_work(&d->loop, &f->req, create_work, create_after_work);
     if (rc != 0) {

@@ -1,6 +1,8 @@
 #!/bin/sh
 # deps.sh - install the Debian packages raftsql needs, only those missing.
-# Usage: scripts/deps.sh   (a quick no-op when everything is present)
+# Usage: scripts/deps.sh [PACKAGE...]   (a quick no-op when everything is
+# present; PACKAGEs are wanted beside the project's own: a benchmark's
+# extras, as bench/scale.sh's python3-matplotlib, never make test's)
 set -eu
 
 pkgs="gcc g++ make pkg-config sqlite3 libsqlite3-dev libuv1-dev liblmdb-dev \
@@ -8,7 +10,7 @@ libcmocka-dev libxxhash-dev libjansson-dev libssl-dev openssl python3 \
 clang-format tmux clang libclang-rt-14-dev iproute2 \
 python3-django python3-sqlalchemy \
 python3-venv python3-setuptools-whl python3-wheel-whl \
-libmicrohttpd-dev python3-prometheus-client"
+libmicrohttpd-dev python3-prometheus-client $*"
 
 missing=""
 for p in $pkgs; do

@@ -5,8 +5,9 @@
  * Happy path: sql_fsm_apply runs BEGIN IMMEDIATE; for each entry it checks
  * the request id against raftsql_requests (at-most-once), opens a SAVEPOINT,
  * sets the entry's seed and time, prepares and steps the request's
- * statements one by one, and RELEASEs; then it records the applied index in
- * raftsql_applied and COMMITs. The applied index thus moves with the data,
+ * statements one by one, and RELEASEs; then it records the applied index
+ * (with the latest request stamp, which a snapshot carries for the next
+ * leaders' stamps) in raftsql_applied and COMMITs. The applied index thus moves with the data,
  * in the same transaction: after a crash the database says exactly which
  * entries it holds, so each committed entry is applied once, in log order
  * (paper Fig. 2, lastApplied). Request ids give at-most-once execution of
@@ -725,7 +726,8 @@ out:
     return rc;
 }
 
-/* first_landed says (in *@out) whether the batch's first entry @e is a
+/* first_landed says (in *@out) whether the batch's first entry @e that may
+ * write (after its no-ops) is a
  * changeset that its writer's own commit already holds: then the moved
  * data_version is that commit, the node's own. */
 static int first_landed(struct sql_fsm *f, const struct sql_fsm_entry *e,
@@ -849,6 +851,70 @@ out:
     return rc;
 }
 
+/* batch_time gives in *@out the latest stamp among @f's applied
+ * requests and the @n requests of @entries, and says whether there is
+ * one: the value raftsql_applied.time_ms takes with the batch. Only the
+ * headers are read (sql_request_time): changesets, no-ops and the
+ * other kinds carry no stamp. */
+static bool batch_time(const struct sql_fsm *f,
+                       const struct sql_fsm_entry *entries, unsigned n,
+                       int64_t *out)
+{
+    bool has = f->has_applied_time;
+    int64_t latest = f->applied_time_ms;
+
+    for (unsigned i = 0; i < n; i++) {
+        int64_t t;
+
+        if (entries[i].kind == SQL_ENTRY_REQUEST && entries[i].data != NULL &&
+            sql_request_time(entries[i].data, entries[i].len, &t) == 0 &&
+            (!has || t > latest)) {
+            latest = t;
+            has = true;
+        }
+    }
+    *out = latest;
+    return has;
+}
+
+/* is_noop says whether @e is a no-op (a new leader's first entry): a
+ * request kind with no payload, which changes nothing in the file. */
+static bool is_noop(const struct sql_fsm_entry *e)
+{
+    return e->kind == SQL_ENTRY_REQUEST && e->data == NULL;
+}
+
+/* apply_noops counts a batch of @n no-ops only (@entries) as applied,
+ * with no write to the file: a commit of the apply connection there,
+ * raftsql_applied's row alone, would make every host transaction that
+ * read before it fail at its first write with SQLITE_BUSY_SNAPSHOT,
+ * although nothing it read changed (a leader change in the middle of a
+ * follower's BEGIN ... SELECT ... UPDATE). raftsql_applied keeps the
+ * last index written (f->recorded); the next batch that writes records
+ * past these, and after a restart they are applied again from the log,
+ * which holds them: the durable index, up to which the log may be
+ * compacted, counts only what is recorded (checkpoint.c). A foreign
+ * commit is looked for all the same (no write lock needed: nothing is
+ * written), so that it is found at the next entry, as before. Returns 0,
+ * or foreign_check's error with nothing applied. */
+static int apply_noops(struct sql_fsm *f, const struct sql_fsm_entry *entries,
+                       unsigned n, struct sql_result *results)
+{
+    int rc = foreign_check(f);
+
+    if (rc != 0) {
+        return rc;
+    }
+    for (unsigned i = 0; i < n; i++) {
+        results[i].checksum = checksum_value(f);
+    }
+    pthread_mutex_lock(&f->tail_mu);
+    f->applied = entries[n - 1].index;
+    f->applied_term = entries[n - 1].term;
+    pthread_mutex_unlock(&f->tail_mu);
+    return 0;
+}
+
 static void clear_results(struct sql_result *results, unsigned n)
 {
     unsigned i;
@@ -862,9 +928,11 @@ int sql_fsm_apply(struct sql_fsm *f, const struct sql_fsm_entry *entries,
                   unsigned n, struct sql_result *results)
 {
     const struct sql_fsm_entry *last;
+    int64_t time_ms = 0;
+    bool has_time;
     unsigned char *forced = NULL;
     int checked = 0; /* the foreign check passed under the write lock */
-    unsigned i, j;
+    unsigned i, j, k;
     int rc;
 
     if (n == 0) {
@@ -888,7 +956,16 @@ int sql_fsm_apply(struct sql_fsm *f, const struct sql_fsm_entry *entries,
         }
     }
     memset(results, 0, n * sizeof *results);
+    /* Entry @k is the first that may write: the first a plain writer's
+     * own commit may hold (its node applied the no-ops before it in
+     * memory only, a grant's catch-up, then its writer committed). */
+    for (k = 0; k < n && is_noop(&entries[k]); k++) {
+    }
+    if (k == n) {
+        return apply_noops(f, entries, n, results);
+    }
     last = &entries[n - 1];
+    has_time = batch_time(f, entries, n, &time_ms);
 
 restart:
     rc = schema_run(f, STMT_BEGIN, "BEGIN IMMEDIATE");
@@ -899,9 +976,9 @@ restart:
          * entry moved data_version. When its writer's readings show it
          * alone, that move is the node's; else the entry is confirmed
          * by a scan once counted (foreign_landed). */
-        rc = first_landed(f, &entries[0], &own);
+        rc = first_landed(f, &entries[k], &own);
         if (rc == 0 && own) {
-            rc = foreign_landed(f, entries[0].index);
+            rc = foreign_landed(f, entries[k].index);
         }
     }
     if (rc == 0) {
@@ -944,9 +1021,9 @@ restart:
             }
             goto restart;
         }
-        if (rc == 0 && i == 0) {
+        if (rc == 0 && i == k) {
             /* Under the write lock, before anything applies on top. */
-            rc = foreign_landed_confirm(f, entries[0].index);
+            rc = foreign_landed_confirm(f, entries[k].index);
         }
         if (rc != 0) {
             goto err;
@@ -977,6 +1054,9 @@ restart:
     }
     sqlite3_bind_int64(f->stmts[STMT_APPLIED], 1, (sqlite3_int64)last->index);
     sqlite3_bind_int64(f->stmts[STMT_APPLIED], 2, (sqlite3_int64)last->term);
+    if (has_time) {
+        sqlite3_bind_int64(f->stmts[STMT_APPLIED], 4, (sqlite3_int64)time_ms);
+    }
     rc = schema_run(f, STMT_APPLIED, "update raftsql_applied");
     if (rc != 0) {
         goto err;
@@ -988,8 +1068,13 @@ restart:
     if (rc != 0) {
         goto err;
     }
+    pthread_mutex_lock(&f->tail_mu);
     f->applied = last->index;
+    f->recorded = last->index;
     f->applied_term = last->term;
+    pthread_mutex_unlock(&f->tail_mu);
+    f->applied_time_ms = time_ms;
+    f->has_applied_time = has_time;
     f->landed_confirm = 0;
     checksum_batch_end(f, true);
     checkpoint_committed(f);

@@ -89,13 +89,14 @@ struct table {
                              or one that did not evaluate */
 };
 
+struct changeset_cache;
+
 /* One changeset being applied. */
 struct replay {
     struct sql_fsm *f;
     const struct sql_changeset *cs;
-    uint64_t index;       /* the entry's log index */
-    struct table *tables; /* the cache's (f->tables): n_tables */
-    unsigned n_tables;
+    uint64_t index;                /* the entry's log index */
+    struct changeset_cache *cache; /* f->tables: the tables learnt */
     unsigned *of;  /* per record: its table, UINT_MAX for schema */
     bool shadow;   /* SQLITE_DBCONFIG_DEFENSIVE is off for a shadow
                           table's statements (allow_shadow_writes) */
@@ -256,8 +257,7 @@ static int cache_open(struct replay *r, unsigned n)
         c->tables = t;
         c->cap = cap;
     }
-    r->tables = c->tables;
-    r->n_tables = c->n;
+    r->cache = c;
     return 0;
 }
 
@@ -266,7 +266,6 @@ static int cache_open(struct replay *r, unsigned n)
 static void cache_drop(struct replay *r)
 {
     changeset_cache_clear(r->f);
-    r->n_tables = 0;
 }
 
 /* put_where appends @t's key condition: rowid = ?@k, or its PRIMARY KEY
@@ -544,15 +543,15 @@ static int lookup(struct replay *r, unsigned i, bool soft)
     }
     memcpy(name, c->table, c->table_len);
     name[c->table_len] = '\0';
-    for (k = 0; k < r->n_tables; k++) {
-        if (strcmp(r->tables[k].name, name) == 0) {
+    for (k = 0; k < r->cache->n; k++) {
+        if (strcmp(r->cache->tables[k].name, name) == 0) {
             break;
         }
     }
-    if (k == r->n_tables) {
-        rc = table_load(r, i, name, &r->tables[k], soft);
+    if (k == r->cache->n) {
+        rc = table_load(r, i, name, &r->cache->tables[k], soft);
         if (rc != 0) {
-            table_free(&r->tables[k]);
+            table_free(&r->cache->tables[k]);
         }
         if (rc == NOT_FOUND_SOFT) {
             r->of[i] = NOT_HERE;
@@ -561,10 +560,9 @@ static int lookup(struct replay *r, unsigned i, bool soft)
         if (rc != 0) {
             return rc;
         }
-        r->n_tables++;
-        ((struct changeset_cache *)r->f->tables)->n = r->n_tables;
+        r->cache->n++;
     }
-    if ((int)c->n_cols != r->tables[k].n_vals) {
+    if ((int)c->n_cols != r->cache->tables[k].n_vals) {
         char what[600];
         if (soft) {
             r->of[i] = NOT_HERE;
@@ -572,7 +570,7 @@ static int lookup(struct replay *r, unsigned i, bool soft)
         }
         sql_errmsgf(what, sizeof what,
                     "table %s has %d stored columns, the changeset %u", name,
-                    r->tables[k].n_vals, c->n_cols);
+                    r->cache->tables[k].n_vals, c->n_cols);
         return diverged(r, i, what);
     }
     r->of[i] = k;
@@ -634,7 +632,7 @@ static int run_stmt(struct replay *r, sqlite3_stmt *s)
 static int replay_row(struct replay *r, unsigned i)
 {
     const struct sql_change *c = &r->cs->changes[i];
-    struct table *t = &r->tables[r->of[i]];
+    struct table *t = &r->cache->tables[r->of[i]];
     sqlite3_stmt *s;
     int rc, k;
 
@@ -949,7 +947,7 @@ static bool same_key(const struct replay *r, unsigned a, bool a_new, unsigned b,
     if (r->of[a] != r->of[b]) {
         return false;
     }
-    t = &r->tables[r->of[a]];
+    t = &r->cache->tables[r->of[a]];
     if (t->rowid) {
         return (a_new ? x->new_rowid : x->old_rowid) ==
                (b_new ? y->new_rowid : y->old_rowid);
@@ -1118,7 +1116,7 @@ static int landed(struct replay *r, bool *out)
         if (r->of[i] == NOT_HERE) {
             continue; /* created or altered by the changeset itself */
         }
-        t = &r->tables[r->of[i]];
+        t = &r->cache->tables[r->of[i]];
         is_new = has_new(c);
         before_after(r, i, is_new, &before, &after);
         if (same_state(t, &before, &after)) {

@@ -68,7 +68,7 @@ void checkpoint_committed(struct sql_fsm *f)
     struct sql_ckpt *c = &f->ckpt;
 
     pthread_mutex_lock(&c->sig_mu);
-    c->committed = f->applied;
+    c->committed = f->recorded;
     if (c->durable > f->durable) {
         f->durable = c->durable;
     }
@@ -81,7 +81,7 @@ void checkpoint_reset(struct sql_fsm *f)
 
     pthread_mutex_lock(&c->sig_mu);
     c->gen++;
-    c->committed = f->applied;
+    c->committed = f->recorded;
     c->durable = 0;
     pthread_mutex_unlock(&c->sig_mu);
 }
@@ -216,7 +216,7 @@ void checkpoint_start(struct sql_fsm *f)
         return;
     }
     c->db = db;
-    c->committed = f->applied;
+    c->committed = f->recorded;
     if (pthread_create(&c->thread, NULL, ckpt_main, c) != 0) {
         c->db = NULL;
         sqlite3_close(db);
@@ -268,7 +268,8 @@ int sql_fsm_checkpoint(struct sql_fsm *f, uint64_t *out_durable_index)
      * again, or the next plain write would look crowded (foreign.c). */
     foreign_mark(f);
     /* Invariant: every frame backfilled means every committed transaction,
-     * through the one that recorded f->applied, is in the database file,
+     * through the one that wrote f->recorded to raftsql_applied, is in the
+     * database file,
      * and SQLite fsynced that file after backfilling (checkpoints sync
      * under synchronous=NORMAL). */
     if (n_log < 0 || n_ckpt != n_log) {
@@ -278,7 +279,7 @@ int sql_fsm_checkpoint(struct sql_fsm *f, uint64_t *out_durable_index)
                     n_log - n_ckpt, n_log, f->durable);
         return SQL_ERR_BUSY;
     }
-    f->durable = f->applied;
+    f->durable = f->recorded;
     *out_durable_index = f->durable;
     return 0;
 }

@@ -88,7 +88,9 @@ err:
 
 /* check_replica refuses a database that holds objects but is no raftsql
  * replica (no raftsql_applied table): its data never went through the log,
- * so it would silently differ from the other replicas. */
+ * so it would silently differ from the other replicas. It sets f->created
+ * when the table is missing (the open creates the raftsql_* tables; an
+ * error reading it leaves it false, so nothing is taken for created). */
 static int check_replica(struct sql_fsm *f, char *errmsg, size_t errmsg_len)
 {
     sqlite3_stmt *s = NULL;
@@ -101,9 +103,10 @@ static int check_replica(struct sql_fsm *f, char *errmsg, size_t errmsg_len)
         "          WHERE name NOT LIKE 'sqlite\\_%' ESCAPE '\\'"
         "          ORDER BY name LIMIT 5))",
         -1, &s, NULL);
-    if (rc == SQLITE_OK && sqlite3_step(s) == SQLITE_ROW &&
-        sqlite3_column_int(s, 0) == 0 &&
-        sqlite3_column_type(s, 1) != SQLITE_NULL) {
+    if (rc == SQLITE_OK && sqlite3_step(s) == SQLITE_ROW) {
+        f->created = sqlite3_column_int(s, 0) == 0;
+    }
+    if (f->created && sqlite3_column_type(s, 1) != SQLITE_NULL) {
         sql_errmsgf(errmsg, errmsg_len,
                     "%s already holds objects (%s) but is not a raftsql "
                     "replica: a replica starts from an empty database (to "
@@ -257,6 +260,47 @@ static int setup(struct sql_fsm *f, const struct sql_function *hidden,
     return schema_create(f, errmsg, errmsg_len);
 }
 
+/* drop_created drops the raftsql_* tables of @f's database, in one
+ * transaction on its apply connection (sql_fsm_discard_on_close). */
+static void drop_created(struct sql_fsm *f)
+{
+    sqlite3_stmt *st = NULL;
+    sqlite3_str *sql = sqlite3_str_new(f->db);
+    char *text;
+
+    atomic_store(&f->stopping, 0); /* a stop's interrupt is over */
+    f->internal = 1;
+    sqlite3_str_appendall(sql, "BEGIN IMMEDIATE;");
+    if (sqlite3_prepare_v2(f->db,
+                           "SELECT name FROM main.sqlite_master WHERE type = "
+                           "'table' AND name LIKE 'raftsql\\_%' ESCAPE "
+                           "'\\'",
+                           -1, &st, NULL) == SQLITE_OK) {
+        while (sqlite3_step(st) == SQLITE_ROW) {
+            sqlite3_str_appendf(sql, "DROP TABLE main.\"%w\";",
+                                (const char *)sqlite3_column_text(st, 0));
+        }
+    }
+    sqlite3_finalize(st);
+    sqlite3_str_appendall(sql, "COMMIT;");
+    text = sqlite3_str_finish(sql);
+    if (text == NULL ||
+        sqlite3_exec(f->db, text, NULL, NULL, NULL) != SQLITE_OK) {
+        if (!sqlite3_get_autocommit(f->db)) {
+            sqlite3_exec(f->db, "ROLLBACK", NULL, NULL, NULL);
+        }
+    }
+    sqlite3_free(text);
+    f->internal = 0;
+}
+
+void sql_fsm_discard_on_close(struct sql_fsm *f)
+{
+    if (f != NULL) {
+        f->discard = true;
+    }
+}
+
 int sql_fsm_host_check(char *errmsg, size_t errmsg_len)
 {
 #ifndef SQLITE_CORE
@@ -296,6 +340,7 @@ int sql_fsm_open(const char *path, const struct sql_function *hidden,
         return SQL_ERR_NOMEM;
     }
     f->pragma_setting = -1;
+    pthread_mutex_init(&f->tail_mu, NULL);
     rc = determinism_init(&f->det, errmsg, errmsg_len);
     if (rc != 0) {
         goto err_free;
@@ -347,6 +392,7 @@ err_close:
     sql_fsm_close(f);
     return rc;
 err_free:
+    pthread_mutex_destroy(&f->tail_mu);
     free(f);
     return rc;
 }
@@ -362,9 +408,13 @@ void sql_fsm_close(struct sql_fsm *f)
     changeset_cache_free(f);
     cache_clear(&f->cache);
     free(f->text);
+    if (f->discard && f->created && f->db != NULL) {
+        drop_created(f);
+    }
     sqlite3_close(f->db);
     determinism_close(&f->det);
     checkpoint_destroy(&f->ckpt);
+    pthread_mutex_destroy(&f->tail_mu);
     free(f->path);
     free(f);
 }
@@ -384,6 +434,14 @@ uint64_t sql_fsm_applied_term(const struct sql_fsm *f)
     return f->applied_term;
 }
 
+bool sql_fsm_applied_time(const struct sql_fsm *f, int64_t *out)
+{
+    if (f->has_applied_time) {
+        *out = f->applied_time_ms;
+    }
+    return f->has_applied_time;
+}
+
 const char *sql_source_id(void)
 {
     return sqlite3_sourceid();
@@ -396,7 +454,11 @@ const char *sql_fsm_errmsg(const struct sql_fsm *f)
 
 int fsm_reload(struct sql_fsm *f)
 {
-    int rc = schema_read_applied(f);
+    int rc = schema_time_column(f);
+
+    if (rc == 0) {
+        rc = schema_read_applied(f);
+    }
 
     checkpoint_reset(f);
     changeset_cache_clear(f);

@@ -105,9 +105,27 @@ struct sql_fsm {
                                         database file (see sql.h) */
     struct sql_determinism det;     /* seeded random(), entry-time VFS */
     sqlite3_stmt *stmts[STMT__N];   /* internal statements */
-    uint64_t applied;               /* last applied index (as stored) */
+    pthread_mutex_t tail_mu;        /* guards @applied, @recorded and
+                                       @applied_term against a snapshot's
+                                       reading on another thread; the
+                                       apply thread reads them without it */
+    uint64_t applied;               /* last applied index */
+    uint64_t recorded;              /* the index raftsql_applied holds:
+                                       @applied, or less after batches of
+                                       no-ops only (sql_fsm_apply writes
+                                       nothing for them): the entries
+                                       after it up to @applied are no-ops */
     uint64_t applied_term;          /* its term */
+    int64_t applied_time_ms;        /* the latest request stamp applied
+                                       (raftsql_applied.time_ms), valid
+                                       when @has_applied_time */
+    bool has_applied_time;          /* a request was ever applied (or
+                                       came with a snapshot) */
     int internal;                   /* 1: our own statement, authorize all */
+    bool created;                   /* sql_fsm_open created the raftsql_*
+                                       tables (the database had none) */
+    bool discard;                   /* sql_fsm_close drops them again
+                                       (sql_fsm_discard_on_close) */
     int altered;                    /* 1: the request ran ALTER TABLE */
     unsigned settings;              /* the cluster-wide settings in force
                                        on the apply connection: bit i for
@@ -240,7 +258,8 @@ void changeset_cache_free(struct sql_fsm *f);
  * thread. */
 int fsm_exec(struct sql_fsm *f, const char *sql);
 
-/* fsm_reload re-reads the applied index and term of @f from its database,
+/* fsm_reload re-reads the applied index, term and latest stamp of @f
+ * from its database (adding the stamp's column to a snapshot of before),
  * makes the checkpointer forget what it knew, and re-applies the stored
  * cluster-wide settings (after the database content was replaced).
  * Returns 0 or an error code with @f's message saying which. Thread: the
@@ -271,6 +290,12 @@ int snapshot_sync_file(const char *path);
  * and term 0: for schema_create, and for a bootstrap file being made
  * (bootstrap.c). Static storage. Any thread. */
 const char *schema_tables_sql(void);
+
+/* schema_time_column adds raftsql_applied.time_ms when missing (a
+ * snapshot of a version before it was installed). Returns 0 or an error
+ * code with @f's message saying which. Thread: the apply thread, outside
+ * a batch. */
+int schema_time_column(struct sql_fsm *f);
 
 /* schema_client_table creates raftsql_client_requests and its indexes
  * when missing (a snapshot of a version before client ids was installed).
@@ -309,8 +334,9 @@ int schema_step(struct sql_fsm *f, int which);
  * thread. */
 int schema_run(struct sql_fsm *f, int which, const char *what);
 
-/* schema_read_applied loads the applied index and term of @f from
- * raftsql_applied into f->applied and f->applied_term. Returns 0 or an
+/* schema_read_applied loads the applied index, term and latest stamp of
+ * @f from raftsql_applied into f->applied, f->applied_term and
+ * f->applied_time_ms (f->has_applied_time). Returns 0 or an
  * error code with @f's message saying which (SQL_ERR_CORRUPT when the row
  * is missing). Thread: the apply thread. */
 int schema_read_applied(struct sql_fsm *f);

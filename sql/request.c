@@ -466,6 +466,18 @@ int sql_request_id(const void *p, size_t len, uint64_t out[2])
     return 0;
 }
 
+int sql_request_time(const void *p, size_t len, int64_t *out)
+{
+    const uint8_t *b = p;
+    size_t header;
+
+    if (check_header(b, len, &header, NULL, 0) != 0) {
+        return SQL_ERR_CORRUPT;
+    }
+    *out = (int64_t)codec_get_u64(b + SQL__REQUEST_OFF_TIME);
+    return 0;
+}
+
 unsigned sql_request_version(const void *p, size_t len)
 {
     const uint8_t *b = p;

@@ -28,9 +28,11 @@ static const char *const stmt_sql[STMT__N] = {
     "INSERT OR REPLACE INTO main.raftsql_requests(origin, seq, idx) "
     "VALUES (?1, ?2, ?3)",
     "DELETE FROM main.raftsql_requests WHERE idx <= ?1",
-    /* ?3: the replica checksum's sums (checksum.h), NULL to keep them. */
+    /* ?3: the replica checksum's sums (checksum.h), NULL to keep them;
+     * ?4: the latest request stamp applied, NULL to keep it. */
     "UPDATE main.raftsql_applied SET idx = ?1, term = ?2,"
-    " sums = coalesce(?3, sums) WHERE id = 0",
+    " sums = coalesce(?3, sums), time_ms = coalesce(?4, time_ms)"
+    " WHERE id = 0",
     "INSERT OR REPLACE INTO main.raftsql_settings(name, value) "
     "VALUES (?1, ?2)",
     "SELECT name, value FROM main.raftsql_settings",
@@ -72,12 +74,16 @@ static const char *const stmt_sql[STMT__N] = {
  * raftsql_config has none until a configuration entry is applied, then
  * one (id 0); raftsql_cluster likewise for the cluster id.
  * raftsql_applied.sums holds the replica checksum's sums (checksum.h),
- * NULL while it is off; a database of before gets the column at open. */
+ * NULL while it is off; raftsql_applied.time_ms the latest leader stamp
+ * ("now", ms since the epoch) of the requests applied, NULL before the
+ * first (sql_fsm_applied_time); a database of before gets either column
+ * at open, and a snapshot of before at its install. */
 static const char schema_sql[] =
     "BEGIN IMMEDIATE;"
     "CREATE TABLE IF NOT EXISTS main.raftsql_applied("
     " id INTEGER PRIMARY KEY CHECK (id = 0),"
-    " idx INTEGER NOT NULL, term INTEGER NOT NULL, sums BLOB);"
+    " idx INTEGER NOT NULL, term INTEGER NOT NULL, sums BLOB,"
+    " time_ms INTEGER);"
     "INSERT OR IGNORE INTO main.raftsql_applied(id, idx, term)"
     " VALUES (0, 0, 0);"
     "CREATE TABLE IF NOT EXISTS main.raftsql_requests("
@@ -141,6 +147,45 @@ int schema_find_renamed(struct sql_fsm *f, char *out, size_t len)
     return rc;
 }
 
+/* add_applied_column adds column @name of type @type to raftsql_applied
+ * of @db when it lacks it (a database or snapshot of a version before
+ * the column). Returns 0 or an error code with @errmsg (@errmsg_len
+ * bytes) saying which. */
+static int add_applied_column(sqlite3 *db, const char *name, const char *type,
+                              char *errmsg, size_t errmsg_len)
+{
+    char sql[160];
+    char *err = NULL;
+    int rc;
+
+    snprintf(sql, sizeof sql,
+             "SELECT %s FROM main.raftsql_applied WHERE id = 0 LIMIT 0", name);
+    if (sqlite3_exec(db, sql, NULL, NULL, NULL) == SQLITE_OK) {
+        return 0;
+    }
+    snprintf(sql, sizeof sql,
+             "ALTER TABLE main.raftsql_applied ADD COLUMN %s %s", name, type);
+    rc = sqlite3_exec(db, sql, NULL, NULL, &err);
+    if (rc != SQLITE_OK) {
+        sql_errmsgf(errmsg, errmsg_len, "add raftsql_applied.%s: %s", name,
+                    err != NULL ? err : sqlite3_errstr(rc));
+        sqlite3_free(err);
+        return fsm_from_sqlite(rc);
+    }
+    return 0;
+}
+
+int schema_time_column(struct sql_fsm *f)
+{
+    int rc;
+
+    f->internal = 1;
+    rc = add_applied_column(f->db, "time_ms", "INTEGER", f->errmsg,
+                            sizeof f->errmsg);
+    f->internal = 0;
+    return rc;
+}
+
 int schema_create(struct sql_fsm *f, char *errmsg, size_t errmsg_len)
 {
     sqlite3 *db = f->db;
@@ -157,22 +202,14 @@ int schema_create(struct sql_fsm *f, char *errmsg, size_t errmsg_len)
         }
         return fsm_from_sqlite(rc);
     }
-    /* A database of before the replica checksum: add its column. */
-    rc = sqlite3_exec(db,
-                      "SELECT 1 FROM main.raftsql_applied WHERE sums IS NULL"
-                      " LIMIT 0",
-                      NULL, NULL, NULL);
-    if (rc != SQLITE_OK) {
-        rc = sqlite3_exec(db,
-                          "ALTER TABLE main.raftsql_applied ADD COLUMN sums"
-                          " BLOB",
-                          NULL, NULL, &err);
-        if (rc != SQLITE_OK) {
-            sql_errmsgf(errmsg, errmsg_len, "add raftsql_applied.sums: %s",
-                        err != NULL ? err : sqlite3_errstr(rc));
-            sqlite3_free(err);
-            return fsm_from_sqlite(rc);
-        }
+    /* A database of before the replica checksum or the stored stamp:
+     * add their columns. */
+    rc = add_applied_column(db, "sums", "BLOB", errmsg, errmsg_len);
+    if (rc == 0) {
+        rc = add_applied_column(db, "time_ms", "INTEGER", errmsg, errmsg_len);
+    }
+    if (rc != 0) {
+        return rc;
     }
     for (i = 0; i < STMT__N; i++) {
         rc = sqlite3_prepare_v3(db, stmt_sql[i], -1, SQLITE_PREPARE_PERSISTENT,
@@ -284,8 +321,8 @@ int schema_read_applied(struct sql_fsm *f)
     /* Ours: the authorizer refuses this read to requests only. */
     f->internal = 1;
     rc = sqlite3_prepare_v2(f->db,
-                            "SELECT idx, term FROM main.raftsql_applied "
-                            "WHERE id = 0",
+                            "SELECT idx, term, time_ms FROM "
+                            "main.raftsql_applied WHERE id = 0",
                             -1, &s, NULL);
     if (rc != SQLITE_OK) {
         f->internal = 0;
@@ -301,8 +338,14 @@ int schema_read_applied(struct sql_fsm *f)
                                          : sqlite3_errmsg(f->db));
         return fsm_from_sqlite(rc);
     }
+    pthread_mutex_lock(&f->tail_mu);
     f->applied = (uint64_t)sqlite3_column_int64(s, 0);
+    f->recorded = f->applied;
     f->applied_term = (uint64_t)sqlite3_column_int64(s, 1);
+    pthread_mutex_unlock(&f->tail_mu);
+    f->has_applied_time = sqlite3_column_type(s, 2) != SQLITE_NULL;
+    f->applied_time_ms =
+        f->has_applied_time ? (int64_t)sqlite3_column_int64(s, 2) : 0;
     sqlite3_finalize(s);
     return 0;
 }

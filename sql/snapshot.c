@@ -130,12 +130,84 @@ static void remove_copy(const char *path)
     }
 }
 
+/* claim_noops moves the applied index and term of the snapshot @path,
+ * at *@index, past the no-ops @f applied after it without recording them
+ * (sql_fsm_apply), when @f's recorded index is still *@index: the copy's
+ * content is then that of every entry up to the applied one. A snapshot
+ * of a node whose last entries are no-ops (a new leader's first) would
+ * else stay below its applied index, and a diverged follower, which asks
+ * for a repair at least at its own, would wait for it forever. Updates
+ * *@index and *@term. Returns 0 or an error code with @errmsg set. */
+static int claim_noops(struct sql_fsm *f, const char *path, uint64_t *index,
+                       uint64_t *term, char *errmsg, size_t errmsg_len)
+{
+    uint64_t applied, applied_term;
+    bool claim;
+    sqlite3 *copy = NULL;
+    sqlite3_stmt *s = NULL;
+    int rc, err;
+
+    pthread_mutex_lock(&f->tail_mu);
+    claim = f->recorded == *index && f->applied > *index;
+    applied = f->applied;
+    applied_term = f->applied_term;
+    pthread_mutex_unlock(&f->tail_mu);
+    if (!claim) {
+        return 0;
+    }
+    rc = sqlite3_open_v2(path, &copy, SQLITE_OPEN_READWRITE, NULL);
+    if (rc == SQLITE_OK) {
+        /* An auto-extension (raftsql's write guard, which refuses writes
+         * to a replica's file that no node serves: the copy is one) may
+         * have installed one, and a commit hook. The copy is ours. */
+        sqlite3_set_authorizer(copy, NULL, NULL);
+        sqlite3_commit_hook(copy, NULL, NULL);
+        rc = sqlite3_prepare_v2(copy,
+                                "UPDATE main.raftsql_applied SET idx = ?1, "
+                                "term = ?2 WHERE id = 0",
+                                -1, &s, NULL);
+    }
+    if (rc == SQLITE_OK) {
+        sqlite3_bind_int64(s, 1, (sqlite3_int64)applied);
+        sqlite3_bind_int64(s, 2, (sqlite3_int64)applied_term);
+        rc = sqlite3_step(s);
+        rc = rc == SQLITE_DONE ? SQLITE_OK : rc;
+    }
+    if (rc != SQLITE_OK) {
+        sql_errmsgf(
+            errmsg, errmsg_len,
+            "snapshot create: the copy %s: record index %" PRIu64 ": %s", path,
+            applied, copy != NULL ? sqlite3_errmsg(copy) : sqlite3_errstr(rc));
+        sqlite3_finalize(s);
+        sqlite3_close(copy);
+        return from_sqlite(rc);
+    }
+    sqlite3_finalize(s);
+    sqlite3_close(copy);
+    err = snapshot_sync_file(path);
+    if (err != 0) {
+        sql_errmsgf(errmsg, errmsg_len, "snapshot create: fsync %s: %s", path,
+                    strerror(err));
+        return err == ENOSPC ? SQL_ERR_NOSPACE : SQL_ERR_IOERR;
+    }
+    *index = applied;
+    *term = applied_term;
+    return 0;
+}
+
 int sql_fsm_snapshot_create(struct sql_fsm *f, const char *path,
                             uint64_t *out_index, uint64_t *out_term,
                             char *errmsg, size_t errmsg_len)
 {
-    return sql_snapshot_write(f->path, path, out_index, out_term, errmsg,
-                              errmsg_len);
+    int rc = sql_snapshot_write(f->path, path, out_index, out_term, errmsg,
+                                errmsg_len);
+    if (rc == 0) {
+        rc = claim_noops(f, path, out_index, out_term, errmsg, errmsg_len);
+        if (rc != 0) {
+            remove_copy(path);
+        }
+    }
+    return rc;
 }
 
 int sql_snapshot_write(const char *src_path, const char *path,

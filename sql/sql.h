@@ -172,6 +172,14 @@ int sql_request_stamp(const void *in, size_t len, const struct sql_stamp *stamp,
  * without decoding the rest. Errors: SQL_ERR_CORRUPT. */
 int sql_request_id(const void *p, size_t len, uint64_t out[2]);
 
+/* sql_request_time reads the leader's stamp (time_ms: "now", ms since
+ * the epoch) of request payload @p (@len bytes) into *@out without
+ * decoding the rest: the floor of the next stamps (ext/runtime/propose.h)
+ * follows each entry so, at the cost of a header check. Pure; any
+ * thread. Errors: SQL_ERR_CORRUPT (no request payload this build decodes:
+ * a plain write's changeset, a cluster id entry; *@out unchanged). */
+int sql_request_time(const void *p, size_t len, int64_t *out);
+
 /* sql_request_version returns the format version (1 to 3) of request
  * payload @p (@len bytes), or 0 when it is no request payload this build
  * decodes. Version 3 (a client request id or rows wanted) cannot be
@@ -298,11 +306,25 @@ int sql_fsm_host_check(char *errmsg, size_t errmsg_len);
  * that must not wait for a long request. Thread: any, while @f is open. */
 void sql_fsm_interrupt(struct sql_fsm *f);
 
-/* sql_fsm_close closes the connection and frees @f. NULL is ignored. */
+/* sql_fsm_close closes the connection and frees @f (after
+ * sql_fsm_discard_on_close, dropping the raftsql_* tables its open
+ * created first). NULL is ignored. */
 void sql_fsm_close(struct sql_fsm *f);
 
-/* sql_fsm_applied returns the last applied index, as stored in the
- * database (0 for a new one). */
+/* sql_fsm_discard_on_close makes sql_fsm_close of @f drop the raftsql_*
+ * tables that sql_fsm_open created in a database that had none, in one
+ * transaction: a node's start that failed after the open leaves the file
+ * a plain database again, not a replica that no node serves (whose plain
+ * writes every process that loaded raftsql refuses). Nothing is dropped
+ * when the tables were there before the open; a failure to drop is
+ * ignored (the file then stays a replica, as before this call existed).
+ * Thread: the one that then calls sql_fsm_close (the apply thread may
+ * still run until then: it never reads what this sets). */
+void sql_fsm_discard_on_close(struct sql_fsm *f);
+
+/* sql_fsm_applied returns the last applied index (0 for a new database):
+ * the one stored in raftsql_applied, or past it by the no-ops applied
+ * since (a batch of no-ops only writes nothing: sql_fsm_apply). */
 uint64_t sql_fsm_applied(const struct sql_fsm *f);
 
 /* sql_fsm_settings returns the cluster-wide settings in force on @f's
@@ -345,7 +367,12 @@ int sql_setting_apply(struct sqlite3 *db, int i, int value);
  * sql_fsm_applied(f) + 1, in one SQLite transaction with a SAVEPOINT per
  * request, recording the new applied index in the same transaction (and,
  * for a SQL_ENTRY_CONFIG entry, the configuration it carries: a
- * configuration entry's result is SQLITE_OK with id {0,0}). On return 0,
+ * configuration entry's result is SQLITE_OK with id {0,0}). A batch of
+ * no-ops only (a new leader's first entry) is counted as applied with no
+ * transaction at all: a commit of raftsql_applied's row alone would make
+ * a host transaction that read before it fail at its first write with
+ * SQLITE_BUSY_SNAPSHOT; the next batch that writes records past them,
+ * and a restart applies them again from the log. On return 0,
  * results[i] (caller-provided, n long) holds each entry's outcome; free
  * their errmsg with sql_result_clear. On an error nothing was applied
  * (nor any configuration of the batch stored) and the applied index is
@@ -479,6 +506,16 @@ bool sql_fsm_wal_base(const struct sql_fsm *f,
  * stored in the database (0 for a new one). Thread: the apply thread. */
 uint64_t sql_fsm_applied_term(const struct sql_fsm *f);
 
+/* sql_fsm_applied_time gives in *@out the latest leader stamp ("now", ms
+ * since the epoch, sql_request_time) among the requests applied, as
+ * stored in the database with the applied index (raftsql_applied.time_ms,
+ * so a snapshot carries it) and returns true; false (*@out untouched)
+ * when none was ever applied. A leader stamps no entry below it, which
+ * keeps "now" from running backwards in log order where the log was
+ * compacted (ext/runtime/propose.h). Thread: the apply thread (or the
+ * opener, before it starts; or the installer, while nothing applies). */
+bool sql_fsm_applied_time(const struct sql_fsm *f, int64_t *out);
+
 /* ---- The durable point ------------------------------------------------
  *
  * The apply connection runs with synchronous=NORMAL in WAL mode: a commit
@@ -500,6 +537,9 @@ uint64_t sql_fsm_applied_term(const struct sql_fsm *f);
  * its next commit), or of the last installed snapshot (written with a
  * synchronous commit). It is 0 after an open whose checkpoint could not
  * complete (readers held WAL frames back).
+ *
+ * Only what raftsql_applied records counts: no-ops applied past it (see
+ * sql_fsm_apply) are not durable until a later batch records them.
  *
  * Invariant (the durable point): the Raft log may only be compacted up to
  * the durable index: lmdb_log_compact(index) with index <= sql_fsm_durable
@@ -544,7 +584,9 @@ int sql_fsm_checkpoint(struct sql_fsm *f, uint64_t *out_durable_index);
 
 /* sql_fsm_snapshot_create writes a snapshot of @f's database to the new
  * file @path (which must not exist; the caller removes it when done) and
- * gives the applied index and term it reflects. The copy is taken with
+ * gives the applied index and term it reflects (past the no-ops @f
+ * applied after the copy's recorded index without recording them: the
+ * copy's raftsql_applied row then says so). The copy is taken with
  * VACUUM INTO on a separate read-only connection, in one read transaction,
  * so it never blocks the apply connection: writers go on meanwhile (only
  * checkpoints cannot pass it). The file is fsynced before return. On
@@ -798,6 +840,29 @@ struct sql_verify {
  * Thread: any; it takes O(the database). */
 int sql_checksum_verify(const char *path, struct sql_verify *out, char *errmsg,
                         size_t errmsg_len);
+
+/* What a caller of sql_checksum_verify_hooked hears during the scan. */
+struct sql_verify_hooks {
+    void *data; /* passed to both */
+    /* The read transaction holds its snapshot, at applied index @index
+     * (0 for a database that records none): the scan reads that state,
+     * whatever commits after. Called once, on the scanning thread, before
+     * any table is read; it may block (a test's gate). May be NULL. */
+    void (*snapshot)(void *data, uint64_t index);
+    /* Every few thousand virtual machine steps of the scan: non-zero
+     * interrupts it (the call then fails, SQL_ERR_IOERR, "interrupted").
+     * The scanning thread. May be NULL. */
+    int (*interrupted)(void *data);
+};
+
+/* sql_checksum_verify_hooked is sql_checksum_verify with @hooks (NULL for
+ * none): the scan's snapshot is told, and the scan can be interrupted
+ * (a node stopping while its start's verification runs). Same results
+ * and errors. Thread: any; it takes O(the database). */
+int sql_checksum_verify_hooked(const char *path,
+                               const struct sql_verify_hooks *hooks,
+                               struct sql_verify *out, char *errmsg,
+                               size_t errmsg_len);
 
 /* sql_verify_clear frees what @v holds and zeroes it. */
 void sql_verify_clear(struct sql_verify *v);

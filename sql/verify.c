@@ -15,6 +15,10 @@
 
 SQLITE_EXTENSION_INIT3
 
+/* Virtual machine steps between two calls of the interrupted hook: a few
+ * hundred microseconds of a scan. */
+#define SQL__VERIFY_PROGRESS_STEPS 10000
+
 /* A table's stored sum (sql_verify's copy of raftsql_applied.sums). */
 struct stored {
     char *name;   /* malloc'd */
@@ -24,13 +28,14 @@ struct stored {
 
 /* The scan in progress. */
 struct verify {
-    sqlite3 *db;             /* the read-only connection */
-    struct checksum_buf buf; /* row encodings */
-    struct sql_verify *out;  /* the result being built */
-    struct stored *stored;   /* the stored sums */
-    unsigned n_stored;       /* used */
-    unsigned cap_stored;     /* allocated */
-    unsigned cap;            /* allocated at out->differ */
+    sqlite3 *db;                          /* the read-only connection */
+    struct checksum_buf buf;              /* row encodings */
+    struct sql_verify *out;               /* the result being built */
+    struct stored *stored;                /* the stored sums */
+    unsigned n_stored;                    /* used */
+    unsigned cap_stored;                  /* allocated */
+    unsigned cap;                         /* allocated at out->differ */
+    const struct sql_verify_hooks *hooks; /* the caller's, or NULL */
 };
 
 /* note_differ adds table @name to the result. */
@@ -150,8 +155,24 @@ static int fail(sqlite3 *db, int rc, const char *what, char *errmsg,
     return fsm_from_sqlite(rc);
 }
 
+/* on_progress is the scan's progress handler: the caller's interrupted
+ * hook says whether to stop. */
+static int on_progress(void *data)
+{
+    const struct verify *v = data;
+    return v->hooks->interrupted(v->hooks->data);
+}
+
 int sql_checksum_verify(const char *path, struct sql_verify *out, char *errmsg,
                         size_t errmsg_len)
+{
+    return sql_checksum_verify_hooked(path, NULL, out, errmsg, errmsg_len);
+}
+
+int sql_checksum_verify_hooked(const char *path,
+                               const struct sql_verify_hooks *hooks,
+                               struct sql_verify *out, char *errmsg,
+                               size_t errmsg_len)
 {
     struct sql_verify r;
     struct verify v;
@@ -160,6 +181,7 @@ int sql_checksum_verify(const char *path, struct sql_verify *out, char *errmsg,
     memset(&r, 0, sizeof r);
     memset(&v, 0, sizeof v);
     v.out = &r;
+    v.hooks = hooks;
     if (access(path, F_OK) != 0) {
         sql_errmsgf(errmsg, errmsg_len, "verify: no database file %s", path);
         return SQL_ERR_NOTFOUND;
@@ -171,6 +193,10 @@ int sql_checksum_verify(const char *path, struct sql_verify *out, char *errmsg,
          * to look at. The connection is read-only and ours. */
         sqlite3_set_authorizer(v.db, NULL, NULL);
         sqlite3_busy_timeout(v.db, 5000);
+        if (hooks != NULL && hooks->interrupted != NULL) {
+            sqlite3_progress_handler(v.db, SQL__VERIFY_PROGRESS_STEPS,
+                                     on_progress, &v);
+        }
         rc = sqlite3_exec(v.db, "BEGIN", NULL, NULL, NULL);
     }
     if (rc != SQLITE_OK) {
@@ -181,6 +207,9 @@ int sql_checksum_verify(const char *path, struct sql_verify *out, char *errmsg,
     if (rc != SQLITE_OK) {
         rc = fail(v.db, rc, "read raftsql_applied", errmsg, errmsg_len);
         goto out;
+    }
+    if (hooks != NULL && hooks->snapshot != NULL) {
+        hooks->snapshot(hooks->data, r.index);
     }
     if (r.available) {
         rc = checksum_list(v.db, on_table, &v);

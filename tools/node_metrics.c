@@ -236,8 +236,11 @@ int node_metrics_start(const char *db_path, const char *address, bool tls,
         }
         flags |= MHD_USE_TLS;
     }
-    if (sqlite3_open_v2(db_path, &m->db, SQLITE_OPEN_READWRITE, NULL) !=
-        SQLITE_OK) {
+    /* Created when missing: the daemon serves the metrics before its
+     * node's first start (which would create it too). */
+    if (sqlite3_open_v2(db_path, &m->db,
+                        SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE,
+                        NULL) != SQLITE_OK) {
         snprintf(errmsg, errmsg_len, "cannot open %s: %s", db_path,
                  m->db != NULL ? sqlite3_errmsg(m->db) : "out of memory");
         goto err;

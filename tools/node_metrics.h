@@ -21,7 +21,8 @@ struct node_metrics; /* opaque */
  * not at all) and its connection closed; at most 16 connections at once,
  * each closed after 10 s idle. The thread scrapes on a SQLite connection
  * of its own to @db_path (raftsql registered with sqlite3_auto_extension
- * before). Returns 0 with *@out set, or -1 with @errmsg (@errmsg_len
+ * before; the file is created when missing: the daemon serves the metrics
+ * before its node starts). Returns 0 with *@out set, or -1 with @errmsg (@errmsg_len
  * bytes) saying why (the address taken, a certificate unreadable).
  * Thread: the daemon's main thread, after the signals are blocked (its
  * thread inherits the mask). */

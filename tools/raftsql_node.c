@@ -505,7 +505,7 @@ static int start_metrics(const struct node_file *f, struct node_metrics **out)
             f->metrics_tls ? "https" : "http", f->metrics_listen);
         return 0;
     }
-    say("metrics_listen: %s; stopping the node", msg);
+    say("metrics_listen: %s; not starting the node", msg);
     return NODE__EXIT_START;
 }
 
@@ -649,18 +649,19 @@ int main(int argc, char **argv)
         return NODE__EXIT_START;
     }
     sqlite3_auto_extension((void (*)(void))sqlite3_raftsql_init);
-    rc = start(&f, &db);
+    /* The metrics first (they answer 503 until the node runs): a port
+     * taken then stops the daemon before its first start made the file a
+     * replica that no node serves. */
+    rc = f.metrics_listen != NULL ? start_metrics(&f, &metrics) : 0;
     if (rc == 0) {
-        rc = f.metrics_listen != NULL ? start_metrics(&f, &metrics) : 0;
-        if (rc == 0) {
-            rc = serve(db, &sigs);
-        } else {
-            run_sql(db, "SELECT raft_stop()", "raft_stop()");
-        }
-        node_metrics_stop(metrics);
+        rc = start(&f, &db);
+    }
+    if (rc == 0) {
+        rc = serve(db, &sigs);
         sqlite3_close(db);
         say("stopped; exiting %d", rc);
     }
+    node_metrics_stop(metrics);
     signals_stop(&sigs);
     sqlite3_reset_auto_extension();
     file_free(&f);

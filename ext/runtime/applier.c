@@ -33,7 +33,9 @@
 
 #include "../../raft/configuration.h"
 #include "attach_sock.h"
+#include "../../sql/changeset.h"
 #include "sqlbridge.h"
+#include "start_scan.h"
 #include "stopped.h"
 
 /* Most entries applied in one SQLite transaction. */
@@ -41,8 +43,8 @@
 
 /* How often an idle apply thread looks for foreign commits, ms. */
 #define EXT__FOREIGN_CHECK_MS 1000
-/* How long a start whose verification found a mismatch waits for the
- * entry after the applied index, when its log holds none yet, ms
+/* How long a start's verification that found a mismatch waits for the
+ * entry after the applied index, when its log held none at start, ms
  * (cfg.start_next_ms when set). */
 #define EXT__START_NEXT_MS 10000
 
@@ -100,6 +102,8 @@ struct ext_applier {
                                       (mu) */
     bool wal_base_ok;                        /* wal_base holds one (mu) */
     atomic_uint_least64_t applied;           /* last applied index */
+    atomic_uint_least64_t pushed;            /* last index applier_push took
+                                                (committed), 0 before one */
     atomic_uint_least64_t durable;           /* applied index durable in the
                                       database file (sql_fsm_durable) */
     atomic_bool stopping; /* applier_stop interrupted the state
@@ -108,15 +112,11 @@ struct ext_applier {
                                       applies until an install (set under
                                       mu) */
     struct ext_applier_divergence divergence; /* what was seen (mu) */
-    char start_suspect[sizeof(((struct ext_applier_divergence *)0)->reason)];
-    /* the start's verification found the file different from the running
-     * checksum, by a plain write's entry that landed unrecorded: checked
-     * again after the first batch (apply thread; "" when none) */
-    uint64_t start_suspect_until;     /* CLOCK_MONOTONIC ms: no entry after the
-                                     applied index was stored at start,
-                                     so the first batch decides; none by
-                                     then, the replica is diverged (apply
-                                     thread; 0: no such wait) */
+    struct ext_start_scan *scan;              /* the start's verification of the
+                                     file, NULL when the start needed
+                                     none (set before the thread starts) */
+    bool scan_failed;                 /* it was needed but could not start
+                                     (set before the thread starts) */
     atomic_uint_least64_t n_repairs;  /* installs that ended a divergence */
     atomic_uint_least64_t n_installs; /* snapshots installed (written
                                           under mu) */
@@ -204,6 +204,9 @@ int applier_push(struct ext_applier *a, const struct raft_entry *entries,
         a->queue[a->n_queue++] = entries[i];
         raft_buf_ref(entries[i].data);
     }
+    if (n > 0) {
+        atomic_store(&a->pushed, entries[n - 1].index);
+    }
     pthread_cond_signal(&a->cond);
     pthread_mutex_unlock(&a->mu);
     return 0;
@@ -227,6 +230,12 @@ void applier_hurry_end(struct ext_applier *a)
 uint64_t applier_applied(const struct ext_applier *a)
 {
     return atomic_load(&a->applied);
+}
+
+uint64_t applier_committed(const struct ext_applier *a)
+{
+    uint64_t pushed = atomic_load(&a->pushed), applied = applier_applied(a);
+    return pushed > applied ? pushed : applied;
 }
 
 bool applier_wait_applied(struct ext_applier *a, raft_index index,
@@ -339,11 +348,6 @@ int applier_install(struct ext_applier *a, const char *path,
     pthread_mutex_lock(&a->mu);
     atomic_store(&a->installed_index, *out_index);
     atomic_fetch_add(&a->n_installs, 1);
-    /* The snapshot replaced the file a start found holding a landed
-     * entry: nothing is left to verify again (the apply thread is held
-     * while an install runs). */
-    a->start_suspect[0] = '\0';
-    a->start_suspect_until = 0;
     if (atomic_load(&a->diverged)) {
         /* The database is the snapshot's now: the foreign commit is gone
          * (the state machine forgot it too). */
@@ -579,29 +583,12 @@ void applier_lease_end(struct ext_applier *a, raft_index landed,
     pthread_mutex_unlock(&a->mu);
 }
 
-/* mono_ms returns CLOCK_MONOTONIC in ms. */
-static uint64_t mono_ms(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
-}
-
 /* idle_check looks for a foreign commit while no batch runs. Called
  * without mu, with busy set. */
 static void idle_check(struct ext_applier *a)
 {
     int rc;
 
-    if (a->start_suspect_until != 0 && mono_ms() >= a->start_suspect_until) {
-        char reason[sizeof a->divergence.reason + 100];
-        snprintf(reason, sizeof reason,
-                 "%s; no entry after index %llu came to explain it",
-                 a->start_suspect, (unsigned long long)sql_fsm_applied(a->fsm));
-        a->start_suspect_until = 0;
-        a->start_suspect[0] = '\0';
-        note_diverged(a, reason);
-    }
     rc = sqlbridge_rc(sql_fsm_foreign_check(a->fsm));
     note_wal_base(a);
     settings_follow(a);
@@ -611,91 +598,91 @@ static void idle_check(struct ext_applier *a)
     note_checkpoint(a);
 }
 
-/* verify_at_start verifies the file at start when it may have changed
- * while no node ran (stopped.h), before anything applies. A difference
- * that the stored entry after the applied index explains (cfg.next: a
- * plain write's changeset its writer's commit put in the file before
- * this node recorded it, the writer killed in between; the file alone
- * tells) is kept for start_confirm, once that entry is recorded; any
- * other marks the replica diverged now. */
-static void verify_at_start(struct ext_applier *a)
+/* The start scan's hooks (start_scan.h): the applier's own calls. */
+static uint64_t scan_applied(void *data)
 {
-    char reason[sizeof a->divergence.reason];
-    struct sql_fsm_entry fe;
-    bool landed = false;
-
-    if (a->cfg.stopped_path[0] == '\0' || atomic_load(&a->diverged) ||
-        !stopped_verify(a->fsm, a->log, a->cfg.stopped_path, a->cfg.db_path,
-                        reason, sizeof reason)) {
-        return;
-    }
-    if (a->cfg.next == NULL) {
-        /* A plain write's writer may have committed entry applied + 1
-         * here and been killed before this node recorded it, its entry
-         * committed by a quorum without this node's log: the first batch
-         * tells (first_landed, then start_confirm). */
-        unsigned ms = a->cfg.start_next_ms > 0 ? a->cfg.start_next_ms
-                                               : EXT__START_NEXT_MS;
-        node_log_line(a->log, RAFT_LOG_INFO,
-                      "start: %s; this node's log holds no entry after "
-                      "index %llu yet (a plain write that landed "
-                      "unrecorded is one): verifying again once the next "
-                      "entry is applied, diverged if none comes within "
-                      "%u ms",
-                      reason, (unsigned long long)sql_fsm_applied(a->fsm), ms);
-        snprintf(a->start_suspect, sizeof a->start_suspect, "%s", reason);
-        a->start_suspect_until = mono_ms() + ms;
-        return;
-    }
-    memset(&fe, 0, sizeof fe);
-    if (a->cfg.next != NULL && a->cfg.next->type == RAFT_ENTRY_NORMAL &&
-        a->cfg.next->data != NULL) {
-        fe.index = a->cfg.next->index;
-        fe.term = a->cfg.next->term;
-        fe.kind = SQL_ENTRY_REQUEST;
-        fe.data = a->cfg.next->data->data;
-        fe.len = a->cfg.next->data->len;
-        if (sqlbridge_rc(sql_fsm_landed(a->fsm, &fe, &landed)) != 0) {
-            landed = false;
-        }
-    }
-    if (!landed) {
-        note_diverged(a, reason);
-        return;
-    }
-    node_log_line(a->log, RAFT_LOG_INFO,
-                  "start: the file holds entry %llu, a plain write whose "
-                  "writer's commit landed before this node recorded it: "
-                  "verifying again once it is recorded",
-                  (unsigned long long)fe.index);
-    snprintf(a->start_suspect, sizeof a->start_suspect, "%s", reason);
+    return applier_applied(data);
 }
 
-/* start_confirm verifies the file again after the first batch, which
- * recorded the landed entry verify_at_start found: what still differs
- * from the running checksum was written while no node ran. Apply
- * thread. */
-static void start_confirm(struct ext_applier *a)
+static bool scan_wait_applied(void *data, raft_index index, unsigned ms)
 {
-    char differ[200], reason[sizeof a->divergence.reason + 300];
-    int rc;
-    a->start_suspect_until = 0;
-    if (a->start_suspect[0] == '\0') {
+    return applier_wait_applied(data, index, ms);
+}
+
+static uint64_t scan_installs(void *data)
+{
+    return applier_installs(data);
+}
+
+static void scan_diverged_since(void *data, uint64_t installs,
+                                const char *reason)
+{
+    note_diverged_since(data, installs, reason);
+}
+
+/* begin_scan starts the verification of the file in the background when
+ * it may have changed while no node ran (stopped.h), a replica not
+ * diverged already with the checksum kept and something applied (else
+ * the sums come from the file). It tells the scan about the stored entry
+ * after the applied index (cfg.next): a plain write's changeset may be
+ * in the file unrecorded. A scan that cannot start is a WARN line: the
+ * node runs unverified, and records no clean stop. Before the apply
+ * thread starts. */
+static void begin_scan(struct ext_applier *a)
+{
+    struct ext_start_scan_config sc;
+    struct ext_start_scan_hooks h = {
+        .data = a,
+        .applied = scan_applied,
+        .wait_applied = scan_wait_applied,
+        .installs = scan_installs,
+        .diverged_since = scan_diverged_since,
+    };
+    const struct raft_entry *next = a->cfg.next;
+    uint64_t value;
+
+    a->scan_failed = false;
+    if (a->cfg.stopped_path[0] == '\0' || atomic_load(&a->diverged)) {
         return;
     }
-    rc = sqlbridge_rc(sql_fsm_verify(a->fsm, differ, sizeof differ));
-    if (rc == RAFT_DIVERGED) {
-        snprintf(reason, sizeof reason,
-                 "%s; %.200s still differs after the landed entry was "
-                 "recorded",
-                 a->start_suspect, differ);
-        note_diverged(a, reason);
-    } else if (rc == 0) {
-        node_log_line(a->log, RAFT_LOG_INFO,
-                      "start: verified against the running checksum after "
-                      "recording the landed entry, equal");
+    memset(&sc, 0, sizeof sc);
+    if (sql_fsm_applied(a->fsm) == 0 ||
+        !stopped_changed(a->cfg.stopped_path, a->cfg.db_path, sc.why,
+                         sizeof sc.why) ||
+        !sql_fsm_checksum(a->fsm, &value)) {
+        return;
     }
-    a->start_suspect[0] = '\0';
+    snprintf(sc.db_path, sizeof sc.db_path, "%s", a->cfg.db_path);
+    sc.applied = sql_fsm_applied(a->fsm);
+    sc.next_index = a->cfg.next_index != 0 ? a->cfg.next_index : sc.applied + 1;
+    sc.next_stored = next != NULL;
+    sc.next_plain = next != NULL && next->type == RAFT_ENTRY_NORMAL &&
+                    next->data != NULL &&
+                    sql_changeset_is(next->data->data, next->data->len);
+    sc.next_ms =
+        a->cfg.start_next_ms > 0 ? a->cfg.start_next_ms : EXT__START_NEXT_MS;
+    if (start_scan_begin(&sc, &h, a->log, &a->scan) != 0) {
+        a->scan_failed = true;
+        node_log_line(a->log, RAFT_LOG_WARN,
+                      "start: %.300s, but the verification of the database "
+                      "cannot start (out of memory): it runs unverified, and "
+                      "the next start verifies it",
+                      sc.why);
+    }
+}
+
+bool applier_start_scan(struct ext_applier *a, struct ext_start_scan_view *out)
+{
+    if (a->scan == NULL) {
+        return false;
+    }
+    start_scan_view(a->scan, out);
+    return true;
+}
+
+bool applier_start_scan_pending(struct ext_applier *a)
+{
+    return start_scan_pending(a->scan);
 }
 
 void applier_release(struct ext_applier *a, uint64_t covered)
@@ -928,9 +915,6 @@ static int apply_batch(struct ext_applier *a, const struct raft_entry *batch,
         }
     }
     rc = sqlbridge_rc(sql_fsm_apply(a->fsm, fe, n, res));
-    if (rc == 0) {
-        start_confirm(a);
-    }
     note_wal_base(a); /* before applied moves: a holder waits for it */
     /* Before the callers have their answers: one that set a setting
      * reads it on its connection (guard.h). */
@@ -1196,7 +1180,6 @@ int applier_start(struct sql_fsm *fsm, const struct ext_applier_config *cfg,
     a->log = log;
     a->fsm = fsm;
     mark_read(a);
-    verify_at_start(a);
     note_wal_base(a);
     settings_follow(a);
     atomic_store(&a->applied, sql_fsm_applied(fsm));
@@ -1208,7 +1191,10 @@ int applier_start(struct sql_fsm *fsm, const struct ext_applier_config *cfg,
     pthread_cond_init(&a->cond, &ca);
     pthread_condattr_destroy(&ca);
     pthread_cond_init(&a->idle_cond, NULL);
+    /* The scan uses the applier's calls: after they can run. */
+    begin_scan(a);
     if (pthread_create(&a->thread, NULL, applier_main, a) != 0) {
+        start_scan_end(a->scan);
         pthread_cond_destroy(&a->cond);
         pthread_cond_destroy(&a->idle_cond);
         pthread_mutex_destroy(&a->mu);
@@ -1221,13 +1207,22 @@ int applier_start(struct sql_fsm *fsm, const struct ext_applier_config *cfg,
 }
 
 /* record_stop catches a foreign commit of the last second, then records
- * the file's look for the next start (stopped.h). Apply thread joined. */
-static void record_stop(struct ext_applier *a)
+ * the file's look for the next start (stopped.h); not when the start's
+ * verification had not found the file equal (@verified false): the next
+ * start verifies it. Apply thread and scan joined. */
+static void record_stop(struct ext_applier *a, bool verified)
 {
     if (a->cfg.stopped_path[0] == '\0') {
         return;
     }
     idle_check(a);
+    if (!verified && !atomic_load(&a->diverged)) {
+        node_log_line(a->log, RAFT_LOG_INFO,
+                      "stop: the start's verification of the database had "
+                      "not found it equal to its running checksum: no clean "
+                      "stop is recorded, the next start verifies it");
+        return;
+    }
     if (!atomic_load(&a->diverged)) {
         stopped_record(a->fsm, a->log, a->cfg.stopped_path, a->cfg.db_path);
     }
@@ -1235,6 +1230,8 @@ static void record_stop(struct ext_applier *a)
 
 void applier_stop(struct ext_applier *a)
 {
+    bool verified;
+
     pthread_mutex_lock(&a->mu);
     a->stop = true;
     pthread_cond_signal(&a->cond);
@@ -1244,8 +1241,9 @@ void applier_stop(struct ext_applier *a)
     atomic_store(&a->stopping, true);
     sql_fsm_interrupt(a->fsm);
     pthread_join(a->thread, NULL);
+    verified = start_scan_end(a->scan) && !a->scan_failed;
     if (!atomic_load(&a->diverged)) {
-        record_stop(a);
+        record_stop(a, verified);
     }
     if (atomic_load(&a->diverged)) {
         atomic_fetch_sub(&n_diverged, 1);

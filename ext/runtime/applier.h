@@ -16,6 +16,7 @@
 #include "../../raft/raft.h"
 #include "../../sql/sql.h"
 #include "node_log.h"
+#include "start_scan.h"
 
 /* What the apply thread calls back, with @data. */
 struct ext_applier_hooks {
@@ -63,20 +64,28 @@ struct ext_applier_config {
                                     none, stopped.h): read and removed at
                                     start, where a missing or differing one
                                     makes the start verify the file
-                                    against the running checksum
-                                    (sql_fsm_verify), a mismatch marking
-                                    the replica diverged before anything
-                                    applies (unless @next explains it);
-                                    written at a stop that is not
-                                    diverged */
+                                    against the running checksum in the
+                                    background (start_scan.h: the node
+                                    serves meanwhile), a mismatch marking
+                                    the replica diverged (unless @next
+                                    explains it); written at a stop that
+                                    is not diverged, once that
+                                    verification found the file equal */
     const struct raft_entry *next; /* the stored entry after the applied
-                                    index, or NULL: a plain write's
+                                    index and the no-ops that follow it
+                                    (sql_fsm_apply records none alone),
+                                    at @next_index, or NULL: a plain write's
                                     changeset whose writer's commit landed
                                     before this node recorded it (a writer
                                     killed in between) explains a
-                                    mismatch at start, which is then
-                                    checked again once it is recorded
+                                    mismatch the start's scan finds at the
+                                    applied index, which is then checked
+                                    again once the entry is applied
                                     (borrowed for applier_start only) */
+    raft_index next_index;         /* @next's index; when @next is NULL,
+                                    the first index past the applied one
+                                    and the stored no-ops after it (0:
+                                    the applied index + 1) */
     unsigned start_next_ms;        /* when the start's verification finds
                                     a mismatch and @next is NULL (this
                                     node's log holds no entry after the
@@ -114,6 +123,16 @@ void applier_mark_diverged(struct ext_applier *a, const char *reason);
 int applier_start(struct sql_fsm *fsm, const struct ext_applier_config *cfg,
                   const struct ext_applier_hooks *hooks,
                   struct ext_node_log *log, struct ext_applier **out);
+
+/* applier_start_scan copies into *@out where the start's verification of
+ * the file stands (start_scan.h) and returns true, or returns false when
+ * this start needed none (a clean stop recorded an unchanged file, a new
+ * database, the checksum off, a replica diverged already). Any thread. */
+bool applier_start_scan(struct ext_applier *a, struct ext_start_scan_view *out);
+
+/* applier_start_scan_pending says whether the start's verification of the
+ * file has not ended yet (start_scan_pending). Any thread. */
+bool applier_start_scan_pending(struct ext_applier *a);
 
 /* applier_stop stops the apply thread, interrupting its running batch
  * (rolled back: a restart applies it again), drops the queued entries,
@@ -167,6 +186,11 @@ bool applier_wal_base_is(struct ext_applier *a,
 
 /* applier_applied returns the last applied index. Any thread. */
 uint64_t applier_applied(const struct ext_applier *a);
+
+/* applier_committed returns the last index known committed here: the
+ * last one handed to the applier (applier_push), or the applied index
+ * when that is higher (an install). Any thread. */
+uint64_t applier_committed(const struct ext_applier *a);
 
 /* applier_wait_applied waits until this node applied @index (woken as
  * each batch ends), at most @timeout_ms. Returns whether it did. Any

@@ -315,6 +315,17 @@ bool attach_sock_unserved(const char *db_path, char *why, size_t why_len)
         return false; /* malformed */
     }
     if (pid > 0 && alive(pid)) {
+        struct ext_attach_pointer p;
+        if (attach_sock_find(db_path, &p) != 0 || p.pid != pid) {
+            /* Starting: its notice counts only once its pointer is out
+             * (notice_read), and until then the state it serves is the
+             * one it had when it stopped, or was killed. */
+            snprintf(why, why_len,
+                     "stale replica: the node serving %.300s (pid %ld) is "
+                     "starting (max_staleness_ms=%u)",
+                     db_path, pid, max_ms);
+            return true;
+        }
         return silent(db_path, pid, max_ms, &st, why, why_len);
     }
     snprintf(why, why_len,

@@ -83,12 +83,15 @@ void attach_sock_bound_path(const char *db_path, char *out, size_t len);
 /* attach_sock_unserved says whether reads of @db_path are bound
  * (a node last started on it with max_staleness_ms=, its bound marker
  * says) while no node serves it: the marker names no process (the node
- * stopped) or one that is gone (killed), or the node's heartbeat stopped
- * (the process is stopped by SIGSTOP, or a zombie): the marker's mtime
- * is further than EXT_BOUND_SILENCE_MS from this wall clock. Then @why
- * (@why_len bytes) gets "stale replica: no raftsql node serves ..." or
- * "stale replica: the node serving ... showed no sign of life ...". A
- * single stat() when no marker exists. Any thread. */
+ * stopped) or one that is gone (killed), or one that has not published
+ * its pointer file yet (it is starting: its stale notice counts only
+ * from then on), or the node's heartbeat stopped (the process is stopped
+ * by SIGSTOP, or a zombie): the marker's mtime is further than
+ * EXT_BOUND_SILENCE_MS from this wall clock. Then @why (@why_len bytes)
+ * gets "stale replica: no raftsql node serves ...", "stale replica: the
+ * node serving ... is starting ..." or "stale replica: the node serving
+ * ... showed no sign of life ...". A single stat() when no marker
+ * exists. Any thread. */
 bool attach_sock_unserved(const char *db_path, char *why, size_t why_len);
 
 /* attach_sock_find reads the pointer file of database file @db_path into

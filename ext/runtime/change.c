@@ -107,6 +107,9 @@ struct ext_change {
     raft_id self;                             /* this server */
     unsigned election_timeout_ms;             /* transfer and join pace */
     unsigned heartbeat_ms;                    /* promotion pace */
+    unsigned election_ms;                     /* election_timeout_ms: a
+                                                 learner silent this long
+                                                 is not promoted */
     struct ext_member members[EXT_MAX_NODES]; /* cluster= addresses */
     unsigned n_members;                       /* entries of @members */
     struct raft_uv_node *driver;              /* set by change_attach */
@@ -293,6 +296,29 @@ static unsigned explain(const struct ext_change *c, const struct raft *core,
     }
 }
 
+/* lagging says why learner @id of leader @core's configuration cannot
+ * be promoted yet (EXT_WHY_UNREACHED: it holds nothing; EXT_WHY_BEHIND:
+ * raft_progress says it has not caught up, or it has not answered for
+ * @silent_ms: a frozen learner's last round looks caught up), or
+ * EXT_WHY_NONE (caught up, or no learner here: the core's step answers
+ * then). */
+static unsigned lagging(const struct raft *core, raft_id id, unsigned silent_ms)
+{
+    struct raft_progress_info pi;
+
+    if (raft_role(core) != RAFT_LEADER ||
+        raft_configuration_role(raft_current_configuration(core), id) !=
+            RAFT_LEARNER ||
+        raft_progress(core, id, &pi) != 0) {
+        return EXT_WHY_NONE;
+    }
+    if (pi.match_index == 0) {
+        return EXT_WHY_UNREACHED;
+    }
+    return pi.caught_up && pi.last_contact < silent_ms ? EXT_WHY_NONE
+                                                       : EXT_WHY_BEHIND;
+}
+
 /* address_used says whether a member of @conf other than @id has
  * @address. */
 static bool address_used(const struct raft_configuration *conf, raft_id id,
@@ -372,6 +398,16 @@ static void step_request(struct ext_change *c, struct raft_uv_node *d,
     if (c->n_pending == EXT__PENDING_MAX) {
         respond(c, d, from, rid, RAFT_BUSY, EXT_WHY_PENDING);
         return;
+    }
+    if (q->op == EXT_CHANGE_PROMOTE && from != 0) {
+        /* An operator's promotion waits for the learner to catch up, as
+         * the leader's own does (thesis §4.2.1): a voter that lags counts
+         * in every quorum and commits nothing. */
+        unsigned why = lagging(core, q->id, c->election_ms);
+        if (why != EXT_WHY_NONE) {
+            respond(c, d, from, rid, RAFT_BUSY, why);
+            return;
+        }
     }
     if ((q->op == EXT_CHANGE_ADD || q->op == EXT_CHANGE_JOIN ||
          q->op == EXT_CHANGE_UPDATE) &&
@@ -785,6 +821,7 @@ int change_new(const struct ext_config *cfg, struct ext_change **out)
     c->self = cfg->id;
     c->election_timeout_ms = cfg->election_timeout_ms;
     c->heartbeat_ms = cfg->heartbeat_ms;
+    c->election_ms = cfg->election_timeout_ms;
     memcpy(c->members, cfg->members, sizeof c->members);
     c->n_members = cfg->n_members;
     change_join_init(&c->join, cfg);

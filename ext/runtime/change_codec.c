@@ -128,6 +128,13 @@ static void reason_text(unsigned why, raft_id id, char *buf, size_t len)
                      "caught up",
                      i);
             break;
+        case EXT_WHY_BEHIND:
+            snprintf(buf, len,
+                     "server %llu has not caught up with the leader's log "
+                     "(or is not answering): a lagging voter stalls "
+                     "commits once another fails; retry once it caught up",
+                     i);
+            break;
         case EXT_WHY_MEMBER:
             snprintf(buf, len, "server %llu is a member already", i);
             break;

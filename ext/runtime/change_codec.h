@@ -52,6 +52,8 @@ enum ext_change_why {
                                   another member has */
     EXT_WHY_UNREACHED = 17,    /* BUSY: PROMOTE of a learner that holds
                                   nothing yet (raft.h, CHANGE) */
+    EXT_WHY_BEHIND = 18,       /* BUSY: PROMOTE of a learner that has not
+                                  caught up (raft_progress caught_up) */
 };
 
 /* One request. */

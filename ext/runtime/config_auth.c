@@ -103,6 +103,23 @@ int ext_config_metrics_check(const struct ext_config *c, const char *address,
                     "wildcard), not a hostname (localhost included)",
                     address);
     }
+    if (c->listen_port != 0 && a.port == c->listen_port) {
+        struct raft_address l;
+        if (raft_address_parse_host(c->listen_host, c->listen_port, &l, NULL,
+                                    0) == 0 &&
+            (raft_address_wildcard(&l) || raft_address_wildcard(&a) ||
+             strcmp(l.host, a.host) == 0)) {
+            char text[EXT_ADDRESS_MAX + 1];
+            ext_config_listen_format(c, text, sizeof text);
+            return fail(
+                errmsg, errmsg_len,
+                "metrics_listen: '%s' is the port the node listens "
+                "on for its peers (listen %s): give the metrics "
+                "another port (e.g. %u)",
+                address, text,
+                c->listen_port < 65535 ? (unsigned)c->listen_port + 1 : 9101u);
+        }
+    }
     if (!raft_address_loopback(&a) && !tls && !c->insecure) {
         return fail(errmsg, errmsg_len,
                     "metrics_listen: '%s' is off loopback, and the node has "

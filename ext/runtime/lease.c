@@ -43,6 +43,11 @@ struct ext_lease {
                                     applier fails: it cannot catch up to
                                     a grant (the loop's view, each wake
                                     and tick) */
+    atomic_bool removed;         /* this node was removed from the
+                                    cluster (lease_set_removed): it
+                                    cannot catch up either */
+    _Atomic uint64_t removed_at; /* the configuration entry that removed
+                                    it (0: one from a snapshot) */
     struct lease_core core;      /* the lease's state and rules */
     struct lease_waiter *queue;  /* the writers waiting to ask, in order:
                                     only the first asks */
@@ -77,6 +82,28 @@ struct ext_lease {
  * after three to four times its busy timeout. */
 #define EXT__LEASE_AGAIN_MS 250
 #define EXT__LEASE_AGAIN_QUEUE_MS 20
+/* Granted, a writer waits for its node to apply up to the grant's index
+ * while the entries up to it are committed here or the applied index
+ * moves; once neither for EXT__LEASE_CATCHUP_MS (EXT__LEASE_AGAIN_CATCHUP_MS
+ * on a busy handler's retry) the writer lets the lease go and answers
+ * SQLITE_BUSY: nothing commits (no quorum: a voter's disk full, the
+ * others down or learners), and a wait up to
+ * exec_timeout_ms at each of the busy handler's retries made a writer
+ * meet SQLITE_BUSY only after many times its busy timeout, holding the
+ * cluster's lease each time. */
+#define EXT__LEASE_CATCHUP_MS 500
+#define EXT__LEASE_AGAIN_CATCHUP_MS 20
+/* A writer with one try (lease_acquire's @one_try: its transaction read first,
+ * and SQLite calls no busy handler for its write lock) refused for want
+ * of a leader asks again every EXT__LEASE_LEADERLESS_RETRY_MS, up to
+ * exec_timeout_ms, instead of answering SQLITE_BUSY after
+ * EXT__LEASE_QUEUE_MS: with no leader nobody commits, so its snapshot
+ * stays the latest, and once a leader is elected its write goes on as
+ * on a file nobody else wrote; answered busy, the transaction was lost
+ * to an election (an ORM session failing at COMMIT). Granted, it waits
+ * for its node to catch up up to exec_timeout_ms too (the new leader's
+ * first entry commits once a quorum acknowledged it). */
+#define EXT__LEASE_LEADERLESS_RETRY_MS 20
 
 /* A writer of this node queued for the lease (lease_acquire), on its
  * stack while it waits: each waits on a condition variable of its own,
@@ -323,13 +350,49 @@ static void note_busy(struct ext_lease *l, uint64_t holder, uint64_t now,
     }
 }
 
-int lease_acquire(struct ext_lease *l, uint64_t holder, uint64_t *out_id,
-                  char *why, size_t why_len)
+/* say_removed writes into @why (@why_len bytes) why this node takes no
+ * plain write, and returns true, when it was removed from the cluster;
+ * false while it is a member. */
+static bool say_removed(struct ext_lease *l, char *why, size_t why_len)
+{
+    if (!atomic_load(&l->removed)) {
+        return false;
+    }
+    lease_core_say(why, why_len,
+                   "this node was removed from the cluster (configuration "
+                   "entry %llu committed): it receives no more entries, so "
+                   "it takes no plain write; write on a member, or raft_add "
+                   "it back",
+                   (unsigned long long)atomic_load(&l->removed_at));
+    return true;
+}
+
+void lease_set_removed(struct ext_lease *l, bool removed, raft_index conf_index)
+{
+    atomic_store(&l->removed_at, removed ? conf_index : 0);
+    atomic_store(&l->removed, removed);
+}
+
+/* catchup_busy ends granted lease @id of @holder whose catch-up gave up
+ * (the caller answers busy), noting the busy answer so that the busy
+ * handler's retry waits briefly (queue_ms). */
+static void catchup_busy(struct ext_lease *l, uint64_t id, uint64_t holder)
+{
+    applier_hurry_end(l->applier);
+    lease_release(l, id, NULL);
+    pthread_mutex_lock(&l->mu);
+    note_busy(l, holder, now_ms(), true);
+    pthread_mutex_unlock(&l->mu);
+}
+
+int lease_acquire(struct ext_lease *l, uint64_t holder, bool one_try,
+                  uint64_t *out_id, char *why, size_t why_len)
 {
     struct lease_waiter me, **pp;
-    uint64_t id = 0, until;
-    raft_index grant_index = 0;
-    bool waited = false;
+    uint64_t id = 0, until, limit, patient_until, moved_at;
+    uint64_t queue_wait_ms, catchup_ms;
+    raft_index grant_index = 0, seen;
+    bool waited = false, leaderless = false;
     int rc;
 
     if (holder == 0) {
@@ -342,6 +405,10 @@ int lease_acquire(struct ext_lease *l, uint64_t holder, uint64_t *out_id,
         lease_core_say(why, why_len, EXT__LEASE_STALLED);
         return RAFT_NOSPACE;
     }
+    if (say_removed(l, why, why_len)) {
+        /* Refused at once: it would wait for entries that never come. */
+        return RAFT_NOTFOUND;
+    }
     me.next = NULL;
     me.holder = holder;
     cond_init(&me.cond);
@@ -350,20 +417,31 @@ int lease_acquire(struct ext_lease *l, uint64_t holder, uint64_t *out_id,
     }
     *pp = &me;
     until = now_ms();
-    until += queue_ms(l, holder, until);
+    patient_until = until + l->core.exec_timeout_ms;
+    queue_wait_ms = queue_ms(l, holder, until);
+    until += queue_wait_ms;
+    /* How long the catch-up may see nothing applied while the grant's
+     * entries are not committed here. */
+    catchup_ms = one_try ? l->core.exec_timeout_ms
+                 : queue_wait_ms == EXT__LEASE_QUEUE_MS
+                     ? EXT__LEASE_CATCHUP_MS
+                     : EXT__LEASE_AGAIN_CATCHUP_MS;
     for (;;) {
         struct timespec ts;
         uint64_t now, wait = 10;
+        leaderless = false;
         if (l->queue == &me) {
             rc = ask(l, holder, &id, &grant_index, why, why_len);
             if (rc != RAFT_BUSY) {
                 break;
             }
+            leaderless = lease_core_ask_leaderless(&l->core);
             /* Held by another connection of this node (or its commit's
              * hold not over): woken by the release; held elsewhere, or
              * no leader yet: asked again shortly. */
             if (l->core.state == LEASE_NONE && l->core.hold_id == 0) {
-                wait = EXT__LEASE_RETRY_MS;
+                wait = one_try && leaderless ? EXT__LEASE_LEADERLESS_RETRY_MS
+                                             : EXT__LEASE_RETRY_MS;
             }
         } else {
             rc = RAFT_BUSY;
@@ -373,13 +451,15 @@ int lease_acquire(struct ext_lease *l, uint64_t holder, uint64_t *out_id,
         }
         waited = true;
         now = now_ms();
-        if (now >= until) {
+        /* No leader: no other commit either, so one try waits longer. */
+        limit = one_try && leaderless ? patient_until : until;
+        if (now >= limit) {
             break;
         }
         /* The first waits a retry's time at most; the others until they
          * are first (woken by the one before them) or give up. */
         deadline_ts(&ts,
-                    l->queue == &me && now + wait < until ? now + wait : until);
+                    l->queue == &me && now + wait < limit ? now + wait : limit);
         pthread_cond_timedwait(&me.cond, &l->mu, &ts);
     }
     for (pp = &l->queue; *pp != &me; pp = &(*pp)->next) {
@@ -409,18 +489,26 @@ int lease_acquire(struct ext_lease *l, uint64_t holder, uint64_t *out_id,
      * own work, the entries up to the grant's index applied here (a
      * follower's at once, not at its follower_apply_ms pace). */
     until = now_ms() + l->core.exec_timeout_ms;
+    moved_at = now_ms();
+    seen = applier_applied(l->applier);
     applier_hurry_begin(l->applier);
     for (;;) {
         bool in_force;
+        uint64_t now, applied;
         if (applier_wait_applied(l->applier, grant_index, 10)) {
             break;
+        }
+        now = now_ms();
+        applied = applier_applied(l->applier);
+        if (applied != seen) {
+            seen = applied;
+            moved_at = now;
         }
         pthread_mutex_lock(&l->mu);
         in_force = lease_core_in_force(&l->core, id, why, why_len);
         pthread_mutex_unlock(&l->mu);
         if (!in_force) {
-            applier_hurry_end(l->applier);
-            lease_release(l, id, NULL);
+            catchup_busy(l, id, holder);
             return RAFT_BUSY;
         }
         if (atomic_load(&l->stalled)) {
@@ -429,15 +517,30 @@ int lease_acquire(struct ext_lease *l, uint64_t holder, uint64_t *out_id,
             lease_core_say(why, why_len, EXT__LEASE_STALLED);
             return RAFT_NOSPACE;
         }
-        if (now_ms() >= until) {
+        if (say_removed(l, why, why_len)) {
             applier_hurry_end(l->applier);
             lease_release(l, id, NULL);
-            lease_core_say(
-                why, why_len,
-                "this node applied %llu of the leader's %llu entries within "
-                "exec_timeout_ms (%u ms)",
-                (unsigned long long)applier_applied(l->applier),
-                (unsigned long long)grant_index, l->core.exec_timeout_ms);
+            return RAFT_NOTFOUND;
+        }
+        if (now >= until || (now - moved_at >= catchup_ms &&
+                             applier_committed(l->applier) < grant_index)) {
+            catchup_busy(l, id, holder);
+            if (now >= until) {
+                lease_core_say(why, why_len,
+                               "this node applied %llu of the leader's %llu "
+                               "entries within exec_timeout_ms (%u ms)",
+                               (unsigned long long)seen,
+                               (unsigned long long)grant_index,
+                               l->core.exec_timeout_ms);
+            } else {
+                lease_core_say(why, why_len,
+                               "this node applied %llu of the leader's %llu "
+                               "entries, and none for %llu ms: they are not "
+                               "committed (no quorum?)",
+                               (unsigned long long)seen,
+                               (unsigned long long)grant_index,
+                               (unsigned long long)catchup_ms);
+            }
             return RAFT_BUSY;
         }
     }

@@ -127,19 +127,32 @@ void lease_free(struct ext_lease *l);
 /* lease_acquire is ext_node_lease_acquire (node.h): queues behind the
  * other writers of this node asking for the lease (FIFO), asks the loop
  * for the lease for @holder when first, then waits until this node
- * applied the grant's index. Writes *@out_id on success only; @why
- * (@why_len bytes) says why not. Errors: RAFT_BUSY (after up to 250 ms in
- * the queue: another holder has it, @why names it; no leader known yet;
- * another writer of this node was ahead; the leader did not answer, or
- * this node did not catch up, within exec_timeout_ms), RAFT_FORMAT (a member's wire
+ * applied the grant's index. With @one_try (EXT_LEASE_ONE_TRY), a
+ * refusal for want of a leader is asked again for up to exec_timeout_ms
+ * rather than 250 ms, and the catch-up waits up to exec_timeout_ms
+ * whether or not the applied index moves. Writes *@out_id on success
+ * only; @why (@why_len bytes) says why not. Errors: RAFT_BUSY (after up
+ * to 250 ms in the queue: another holder has it, @why names it; no leader
+ * known yet; another writer of this node was ahead; the leader did not
+ * answer, or this node did not catch up, within exec_timeout_ms), RAFT_FORMAT (a member's wire
  * version is too old for changeset entries, or not known yet; the
  * leader's has no LEASE frames), RAFT_NOSPACE (this node's log cannot
  * take entries: disk full, a failed log, or its applier fails; refused
  * at once, so a write cannot hold the lease while it cannot catch up),
- * RAFT_SHUTDOWN,
+ * RAFT_NOTFOUND (this node was removed from the cluster,
+ * lease_set_removed: it receives no entries, so it cannot catch up;
+ * refused at once, also while waiting to catch up), RAFT_SHUTDOWN,
  * RAFT_INVALID (@holder is 0). Any host thread; never the loop's. */
-int lease_acquire(struct ext_lease *l, uint64_t holder, uint64_t *out_id,
-                  char *why, size_t why_len);
+int lease_acquire(struct ext_lease *l, uint64_t holder, bool one_try,
+                  uint64_t *out_id, char *why, size_t why_len);
+
+/* lease_set_removed tells @l whether this node is @removed from the
+ * cluster, by the committed configuration entry @conf_index (0 when that
+ * came in a snapshot); false when it is a member, or was added back.
+ * While removed, lease_acquire refuses at once. Any thread (the loop's,
+ * as the node judges its staleness). */
+void lease_set_removed(struct ext_lease *l, bool removed,
+                       raft_index conf_index);
 
 /* lease_commit is ext_node_lease_commit (node.h): proposes changeset @p
  * (@len bytes, copied) under lease @id and waits until a quorum commits

@@ -171,11 +171,13 @@ int lease_core_ask(struct lease_core *c, uint64_t holder, bool attached,
     /* Not while a commit is out either (a follower's, on the leader):
      * this node takes one commit at a time, so a lease granted now would
      * have its commit refused. */
+    c->ask_leaderless = false;
     if (c->state != LEASE_NONE || c->hold_id != 0 || c->commit != COMMIT_NONE) {
         lease_core_describe(c, now, why, why_len);
         return RAFT_BUSY;
     }
     if (!attached) {
+        c->ask_leaderless = true;
         lease_core_say(why, why_len, "the node is starting");
         return RAFT_BUSY;
     }
@@ -197,6 +199,7 @@ int lease_core_ask_end(struct lease_core *c, char *why, size_t why_len,
 {
     if (c->state == LEASE_ASKED) {
         c->state = LEASE_NONE;
+        c->ask_leaderless = true;
         if (c->shutdown) {
             lease_core_say(why, why_len, "the node is stopping");
             return RAFT_SHUTDOWN;
@@ -223,6 +226,11 @@ int lease_core_ask_end(struct lease_core *c, char *why, size_t why_len,
     *out_id = c->id;
     *out_grant_index = c->grant_index;
     return 0;
+}
+
+bool lease_core_ask_leaderless(const struct lease_core *c)
+{
+    return c->ask_leaderless;
 }
 
 bool lease_core_in_force(const struct lease_core *c, uint64_t id, char *why,
@@ -634,6 +642,7 @@ static void ask_on_loop(struct lease_core *c, const struct lease_core_env *env,
     }
     if (leader == 0 || leader == c->self) {
         lease_core_say(c->ask_why, sizeof c->ask_why, "no leader yet");
+        c->ask_leaderless = true;
         answer_ask(c, RAFT_BUSY, out);
         return;
     }

@@ -135,6 +135,11 @@ struct lease_core {
     uint64_t granted_ms;      /* the clock at the grant */
     int ask_rc;               /* the loop's answer to an ask */
     char ask_why[256];        /* why not */
+    bool ask_leaderless;      /* the last ask was refused for want of a
+                                 leader (none known, or the one asked
+                                 did not answer, or the node's loop did
+                                 not), not for another writer
+                                 (lease_core_ask_leaderless) */
     uint64_t ended_id;        /* the lease that ended last */
     int ended_rc;             /* its end, as a commit's code */
     char ended_why[200];      /* and words */
@@ -212,6 +217,13 @@ int lease_core_ask(struct lease_core *c, uint64_t holder, bool attached,
 /* lease_core_asking says whether the ask is still unanswered (the
  * holder waits on). */
 bool lease_core_asking(const struct lease_core *c);
+
+/* lease_core_ask_leaderless says whether the last ask's RAFT_BUSY was for
+ * want of a leader (none known, the node starting, or no answer from
+ * the leader asked or from the loop in time) rather than another
+ * writer's lease, hold or commit: a wait for the lease then makes no
+ * other writer's commit likelier. */
+bool lease_core_ask_leaderless(const struct lease_core *c);
 
 /* lease_core_ask_end ends the holder's wait for its ask (answered, or
  * its deadline passed: then withdrawn). Returns 0 with the lease

@@ -15,6 +15,7 @@
 #include <string.h>
 #include <sys/random.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "../../raft/address.h"
 #include "../../raft/message.h"
@@ -60,6 +61,16 @@ _Static_assert(EXT_CLUSTER_ID_HEX == RAFT_UV_CLUSTER_ID_HEX,
 
 /* A diverged replica asks for a snapshot again after this long, ms. */
 #define EXT__REPAIR_RETRY_MS 1000
+
+/* How long a plain writer's lease request waits for the start's scan of
+ * the file before answering busy (its busy handler retries), ms: as long
+ * as it may wait in the lease's queue (lease.h). */
+#define EXT__SCAN_WAIT_MS 250
+
+/* At start, at most this many no-ops after the applied index are passed
+ * over to find the entry a plain writer's commit may have landed before
+ * (one per leader change since the last recorded batch). */
+#define EXT__START_NOOPS_MAX 64
 
 /* AppendEntries in flight per follower. */
 #define EXT__MAX_INFLIGHT_MSGS 16
@@ -124,6 +135,15 @@ static void on_apply(void *data, const struct raft_entry *entries, unsigned cnt)
     if (applier_push(n->applier, entries, cnt) != 0) {
         node_log_error(&n->log, "apply queue: out of memory");
     }
+}
+
+/* on_appended: the stamps of the entries the log takes raise the floor
+ * of this node's stamps, should it lead (propose.h). */
+static void on_appended(void *data, const struct raft_entry *entries,
+                        unsigned cnt)
+{
+    struct ext_node *n = data;
+    propose_floor_note(&n->propose, entries, cnt);
 }
 
 static void on_forward(void *data, const struct raft_frame *m)
@@ -222,6 +242,7 @@ static void judge_staleness(struct ext_node *n)
     };
     v.removed = status_removed(n->status, core, &v.removed_at);
     exec_set_removed(n->exec, v.removed, v.removed_at);
+    lease_set_removed(n->lease, v.removed, v.removed_at);
     n->told_removed = v.removed;
     v.wall_ms = wall_now_ms();
     v.mono_ms = mono_now_ms();
@@ -368,10 +389,22 @@ static void on_cluster_applied(void *data, const uint8_t id[SQL_CLUSTER_ID_LEN])
     cluster_id_applied(n->cluster, id);
 }
 
+/* raise_floor raises the floor of this node's stamps to the latest one
+ * state machine @fsm applied (propose.h): what a compacted log or a
+ * snapshot no longer shows. */
+static void raise_floor(struct ext_node *n, const struct sql_fsm *fsm)
+{
+    int64_t t;
+    if (sql_fsm_applied_time(fsm, &t)) {
+        propose_floor_raise(&n->propose, t);
+    }
+}
+
 static void on_installed(void *data, struct sql_fsm *fsm)
 {
     struct ext_node *n = data;
     divergence_installed(n->divergence, fsm);
+    raise_floor(n, fsm);
 }
 
 static bool apply_now(void *data)
@@ -441,11 +474,13 @@ static int restore_core(struct ext_node *n, const struct ext_store_state *st,
     return rc;
 }
 
-/* load_core opens the log and builds the core from it and from the state
- * machine @fsm (still the caller's). */
-static int load_core(struct ext_node *n, const char *db_path,
-                     struct sql_fsm *fsm, struct raft **out, char *errmsg,
-                     size_t errmsg_len)
+/* open_store opens (or creates) the log directory of @n for database
+ * @db_path and takes its node.lock: the first thing a start does, so
+ * that of two processes starting a node on one file the second stops
+ * here, before it opens the database (whose raftsql_* tables a failed
+ * first start drops again: sql_fsm_discard_on_close). */
+static int open_store(struct ext_node *n, const char *db_path, char *errmsg,
+                      size_t errmsg_len)
 {
     struct ext_store_config sc = {
         .dir = n->cfg.dir,
@@ -454,12 +489,18 @@ static int load_core(struct ext_node *n, const char *db_path,
         .snapshot_threshold = n->cfg.snapshot_threshold,
         .trailing_entries = n->cfg.trailing_entries,
     };
+    return store_open(&sc, &n->log, &n->store, errmsg, errmsg_len);
+}
+
+/* load_core builds the core from the log (open_store) and from the state
+ * machine @fsm (still the caller's). */
+static int load_core(struct ext_node *n, const char *db_path,
+                     struct sql_fsm *fsm, struct raft **out, char *errmsg,
+                     size_t errmsg_len)
+{
     struct ext_store_state st;
-    int rc = store_open(&sc, &n->log, &n->store, errmsg, errmsg_len);
-    if (rc == 0) {
-        rc =
-            boot_check_log(n->store, fsm, &n->cfg, db_path, errmsg, errmsg_len);
-    }
+    int rc =
+        boot_check_log(n->store, fsm, &n->cfg, db_path, errmsg, errmsg_len);
     if (rc == 0) {
         rc = cluster_id_new(n->store, &n->log, &n->cluster);
     }
@@ -480,6 +521,10 @@ static int load_core(struct ext_node *n, const char *db_path,
         store_state_free(&st);
         return rc;
     }
+    /* The floor of this node's stamps: the latest its log holds and its
+     * database applied (propose.h). */
+    propose_floor_note(&n->propose, st.entries, st.n_entries);
+    raise_floor(n, fsm);
     rc = restore_core(n, &st, sql_fsm_applied(fsm), out, errmsg, errmsg_len);
     store_state_free(&st);
     return rc;
@@ -515,6 +560,7 @@ static int start_threads(struct ext_node *n, const char *db_path,
     struct raft_uv_node_callbacks cb = {
         .data = n,
         .apply = on_apply,
+        .appended = on_appended,
         .forward = on_forward,
         .read = on_read,
         .wake = on_wake,
@@ -535,13 +581,27 @@ static int start_threads(struct ext_node *n, const char *db_path,
     attach_sock_diverged_path(db_path, ac.notice_path, sizeof ac.notice_path);
     attach_sock_settings_path(db_path, ac.settings_path,
                               sizeof ac.settings_path);
-    memset(&next, 0, sizeof next);
-    if (store_entry(n->store, sql_fsm_applied(fsm) + 1, &next) == 0) {
-        ac.next = &next;
+    /* The entry a writer's commit may have landed before: the first after
+     * the applied index and the no-ops it did not record (a grant's
+     * catch-up applies them in memory only). */
+    ac.next_index = sql_fsm_applied(fsm) + 1;
+    memset(&next, 0, sizeof next); /* written by store_entry on success */
+    for (unsigned i = 0; i < EXT__START_NOOPS_MAX; i++) {
+        if (store_entry(n->store, ac.next_index, &next) != 0) {
+            break;
+        }
+        if (next.type != RAFT_ENTRY_NOOP) {
+            ac.next = &next;
+            break;
+        }
+        raft_buf_unref(next.data);
+        memset(&next, 0, sizeof next);
+        ac.next_index++;
     }
     rc = applier_start(fsm, &ac, &ah, &n->log, &n->applier);
     raft_buf_unref(next.data);
     if (rc != 0) {
+        sql_fsm_discard_on_close(fsm);
         sql_fsm_close(fsm);
         snprintf(errmsg, errmsg_len, "cannot start the apply thread");
         return RAFT_NOMEM;
@@ -588,6 +648,8 @@ static int start_threads(struct ext_node *n, const char *db_path,
     rc = raft_uv_node_start(core, &dc, &storage, &cb, &n->driver, errmsg,
                             errmsg_len);
     if (rc != 0) {
+        /* The file goes back to what it was (store_discard: the log). */
+        sql_fsm_discard_on_close(fsm);
         applier_stop(n->applier); /* closes the state machine */
         n->applier = NULL;
         return rc;
@@ -718,10 +780,24 @@ int ext_node_start(const char *db_path, const struct ext_config *cfg,
     if (rc != 0) {
         goto err_free;
     }
+    rc = open_store(n, db_path, errmsg, errmsg_len);
+    if (rc != 0) {
+        goto err_free;
+    }
     rc = sqlbridge_open(db_path, &fsm, errmsg, errmsg_len);
     if (rc != 0) {
         goto err_free;
     }
+#ifdef RAFTSQL_TEST_FAULTS
+    {
+        /* Test builds only: hold the start between the database's open
+         * and the rest (another process starting meanwhile). */
+        const char *ms = getenv("RAFTSQL_TEST_START_OPEN_DELAY_MS");
+        if (ms != NULL) {
+            usleep((useconds_t)atoi(ms) * 1000);
+        }
+    }
+#endif
     divergence_start(n->divergence, fsm, n->cfg.checksum);
     rc = load_core(n, db_path, fsm, &core, errmsg, errmsg_len);
     if (rc != 0) {
@@ -787,6 +863,7 @@ int ext_node_start(const char *db_path, const struct ext_config *cfg,
     return 0;
 
 err_fsm:
+    sql_fsm_discard_on_close(fsm);
     sql_fsm_close(fsm);
 err_free:
     node_free(n, true);
@@ -881,6 +958,7 @@ static void gather_extra(struct ext_node *n, struct ext_status_extra *x,
     x->diverged = applier_diverged(n->applier, &x->divergence);
     repair_describe(n->repair, x->repair, sizeof x->repair);
     x->repairs = applier_repairs(n->applier);
+    x->has_start_scan = applier_start_scan(n->applier, &x->start_scan);
     x->has_load = load_status_get(n->load, &x->load);
     staleness_get(n->staleness, &x->staleness);
     lease_view(n->lease, &x->lease);
@@ -1047,7 +1125,7 @@ int ext_node_barrier(struct ext_node *n, const struct ext_exec_probe *probe,
     return RAFT_DIVERGED;
 }
 
-int ext_node_lease_acquire(struct ext_node *n, uint64_t holder,
+int ext_node_lease_acquire(struct ext_node *n, uint64_t holder, unsigned flags,
                            uint64_t *out_id, char *why, size_t why_len)
 {
     char diverged[512];
@@ -1055,7 +1133,24 @@ int ext_node_lease_acquire(struct ext_node *n, uint64_t holder,
         snprintf(why, why_len, "%s", diverged);
         return RAFT_DIVERGED;
     }
-    return lease_acquire(n->lease, holder, out_id, why, why_len);
+    /* A transaction here could read a write made while no node ran and
+     * ship it to every replica in its changeset: it waits for the start's
+     * scan, as long as a writer waits in the lease's queue. */
+    for (int i = 0;
+         i < EXT__SCAN_WAIT_MS / 5 && applier_start_scan_pending(n->applier);
+         i++) {
+        struct timespec t = {0, 5 * 1000000L};
+        nanosleep(&t, NULL);
+    }
+    if (applier_start_scan_pending(n->applier)) {
+        snprintf(why, why_len,
+                 "this node verifies its database against the running "
+                 "checksum since its start (raft_status() start_verify): "
+                 "its plain writes wait for that scan; raft_exec is served");
+        return RAFT_BUSY;
+    }
+    return lease_acquire(n->lease, holder, (flags & EXT_LEASE_ONE_TRY) != 0,
+                         out_id, why, why_len);
 }
 
 int ext_node_lease_commit(struct ext_node *n, uint64_t id, const void *p,

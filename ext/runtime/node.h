@@ -243,9 +243,20 @@ int ext_node_barrier(struct ext_node *n, const struct ext_exec_probe *probe,
  * process, or of another process of the machine through the attach
  * socket (the socket's connection is then the holder). */
 
+/* ext_node_lease_acquire's @flags. EXT_LEASE_ONE_TRY: the holder's
+ * transaction read before this write, so SQLite calls no busy handler
+ * for its write lock and a RAFT_BUSY ends the transaction (Python's
+ * "database is locked" at an ORM session's COMMIT); while no leader is
+ * known (an election), or the leader asked does not answer, nobody can
+ * commit and make its snapshot stale, so the node asks again for up to
+ * exec_timeout_ms instead of 250 ms, and once granted waits up to
+ * exec_timeout_ms for the new leader's entries to commit here. */
+#define EXT_LEASE_ONE_TRY 1u
+
 /* ext_node_lease_acquire asks for the write lease for host connection
  * token @holder (any non-zero id the caller picks, unique in the
- * process). Blocks only for this node's own work: returns 0 with
+ * process), with @flags (EXT_LEASE_*, 0 for none). Blocks only for this
+ * node's own work: returns 0 with
  * *@out_id (written on success only) once the lease is granted and this
  * node has applied everything up to the leader's last log index at the
  * grant, so the holder's transaction reads the latest committed state.
@@ -253,18 +264,22 @@ int ext_node_barrier(struct ext_node *n, const struct ext_exec_probe *probe,
  * Errors, with @why (@why_len bytes) saying why:
  *   RAFT_BUSY after up to 250 ms in the queue of this node's writers
  *     (lease.h) when another holder has the lease (@why names it and its
- *     server) or there is no leader yet, and when the leader did not
- *     answer or this node did not catch up within exec_timeout_ms:
- *     the caller answers SQLITE_BUSY and SQLite's busy handler retries;
+ *     server) or there is no leader yet (with EXT_LEASE_ONE_TRY: after
+ *     up to exec_timeout_ms), and when the leader did not answer or
+ *     this node did not catch up within exec_timeout_ms: the caller
+ *     answers SQLITE_BUSY and SQLite's busy handler, if it has one for
+ *     this lock, retries;
  *   RAFT_FORMAT: a member's wire version is too old for changeset
  *     entries, or not known yet (wire_gate_changeset), or the leader's
  *     has no LEASE frames (a follower's holder);
  *   RAFT_NOSPACE: this node's log cannot take entries (disk full, a
  *     failed log) or its applier fails: it could not catch up;
+ *   RAFT_NOTFOUND: this node was removed from the cluster: it receives
+ *     no more entries, so it could not catch up either;
  *   RAFT_DIVERGED: this replica is diverged; RAFT_SHUTDOWN: the node is
  *     stopping; RAFT_INVALID: @holder is 0.
  * Any host thread. */
-int ext_node_lease_acquire(struct ext_node *n, uint64_t holder,
+int ext_node_lease_acquire(struct ext_node *n, uint64_t holder, unsigned flags,
                            uint64_t *out_id, char *why, size_t why_len);
 
 /* ext_node_lease_commit proposes changeset payload @p (@len bytes,

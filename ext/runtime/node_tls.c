@@ -3,15 +3,46 @@
 #include "node_tls.h"
 
 #include <stdio.h>
+#include <string.h>
 
 #include "../../raft/address.h"
 #include "../../raft/err.h"
 #include "../../raft/logging.h"
 
+/* files_of fills @tc with the files @c names. */
+static void files_of(const struct ext_config *c, struct raft_uv_tls_config *tc)
+{
+    memset(tc, 0, sizeof *tc);
+    if (c->secret_file[0] != '\0') {
+        tc->secret_file = c->secret_file;
+    } else {
+        tc->cert_file = c->tls_cert;
+        tc->key_file = c->tls_key;
+        tc->ca_file = c->tls_ca;
+    }
+}
+
+int node_tls_check(const struct ext_config *c, char *errmsg, size_t errmsg_len)
+{
+    struct raft_uv_tls_config tc;
+    struct raft_uv_tls *tls = NULL;
+    int rc;
+
+    if (!c->tls) {
+        return 0;
+    }
+    files_of(c, &tc);
+    rc = raft_uv_tls_new(&tc, &tls, errmsg, errmsg_len);
+    if (rc == 0) {
+        raft_uv_tls_free(tls);
+    }
+    return rc;
+}
+
 int node_tls_load(const struct ext_config *c, struct ext_node_log *log,
                   struct raft_uv_tls **out, char *errmsg, size_t errmsg_len)
 {
-    struct raft_uv_tls_config tc = {NULL, NULL, NULL, NULL};
+    struct raft_uv_tls_config tc;
     char expires[32];
     int rc;
 
@@ -19,13 +50,7 @@ int node_tls_load(const struct ext_config *c, struct ext_node_log *log,
         *out = NULL;
         return 0;
     }
-    if (c->secret_file[0] != '\0') {
-        tc.secret_file = c->secret_file;
-    } else {
-        tc.cert_file = c->tls_cert;
-        tc.key_file = c->tls_key;
-        tc.ca_file = c->tls_ca;
-    }
+    files_of(c, &tc);
     rc = raft_uv_tls_new(&tc, out, errmsg, errmsg_len);
     if (rc != 0) {
         return rc;

@@ -20,6 +20,14 @@
 int node_tls_load(const struct ext_config *c, struct ext_node_log *log,
                   struct raft_uv_tls **out, char *errmsg, size_t errmsg_len);
 
+/* node_tls_check loads the credentials @c names as node_tls_load would,
+ * and frees them: a configuration check (raftsql_config_check, the
+ * daemon's --check) finds what the start would refuse (a file missing, a
+ * key that does not match, a certificate tls_ca did not sign). Returns 0
+ * (also with TLS off), or node_tls_load's error with @errmsg (@errmsg_len
+ * bytes). Any thread. */
+int node_tls_check(const struct ext_config *c, char *errmsg, size_t errmsg_len);
+
 /* node_tls_warn_host logs a WARN on @log when the certificate of @tls
  * (loaded from @cert_file) does not name the host of @advertised
  * ("host:port"): peers refuse it then (a first start may not know its

@@ -6,12 +6,50 @@
 #include <stdlib.h>
 #include <time.h>
 
+#include "../../sql/sql.h"
+
 #include "sqlbridge.h"
 
 void propose_init(struct ext_propose *p, uint64_t seed, uint64_t max_steps)
 {
     p->seed_state = seed;
     p->max_steps = max_steps;
+    atomic_init(&p->floor_ms, INT64_MIN);
+}
+
+void propose_floor_raise(struct ext_propose *p, int64_t time_ms)
+{
+    int64_t cur = atomic_load(&p->floor_ms);
+
+    /* A failed exchange reloads @cur: stop once it is not below. */
+    while (cur < time_ms &&
+           !atomic_compare_exchange_weak(&p->floor_ms, &cur, time_ms)) {
+    }
+}
+
+void propose_floor_note(struct ext_propose *p, const struct raft_entry *entries,
+                        unsigned n)
+{
+    for (unsigned i = 0; i < n; i++) {
+        int64_t t;
+
+        if (entries[i].type == RAFT_ENTRY_NORMAL && entries[i].data != NULL &&
+            sql_request_time(entries[i].data->data, entries[i].data->len, &t) ==
+                0) {
+            propose_floor_raise(p, t);
+        }
+    }
+}
+
+bool propose_floor(struct ext_propose *p, int64_t *out)
+{
+    int64_t v = atomic_load(&p->floor_ms);
+
+    if (v == INT64_MIN) {
+        return false;
+    }
+    *out = v;
+    return true;
 }
 
 void propose_set_ids(struct ext_propose *p, uint64_t id_window,
@@ -72,6 +110,7 @@ int propose_batch(struct ext_propose *p, struct raft_uv_node *d,
                   unsigned n, raft_index *out_index, raft_term *out_term)
 {
     struct raft_buf **stamped = calloc(n, sizeof *stamped);
+    int64_t floor_ms;
     struct sql_stamp stamp = {.time_ms = wall_ms(),
                               .max_steps = p->max_steps,
                               .id_window = p->id_window,
@@ -81,6 +120,11 @@ int propose_batch(struct ext_propose *p, struct raft_uv_node *d,
 
     if (stamped == NULL) {
         return RAFT_NOMEM;
+    }
+    /* Never below a stamp the log holds: "now" does not run backwards
+     * when this clock is behind the previous leader's or steps back. */
+    if (propose_floor(p, &floor_ms) && floor_ms > stamp.time_ms) {
+        stamp.time_ms = floor_ms;
     }
     for (unsigned i = 0; i < n; i++) {
         stamp.seed = next_seed(p);
@@ -99,6 +143,10 @@ int propose_batch(struct ext_propose *p, struct raft_uv_node *d,
         }
     }
     rc = raft_uv_node_propose(d, stamped, n, out_index, out_term);
+    if (rc == 0) {
+        /* The appended callback noted the entries already, when wired. */
+        propose_floor_raise(p, stamp.time_ms);
+    }
 out:
     for (unsigned i = 0; i < n; i++) {
         raft_buf_unref(stamped[i]);

@@ -229,6 +229,7 @@ struct ext_staleness {
     char notice_path[4200];           /* "" for none */
     char bound_path[4200];            /* the bound marker, "" for none */
     int64_t beat_at;                  /* its mtime last set, mono ms (loop) */
+    int64_t tick_at;                  /* the last tick, mono ms (loop) */
     bool beat_failed;                 /* the last beat failed (loop) */
     bool bound_due;                   /* the marker could not be written
                                          at start: each beat tries again
@@ -267,71 +268,6 @@ static bool bound_write(struct ext_staleness *s, long pid, bool warn)
     return false;
 }
 
-int staleness_new(unsigned max_ms, const char *notice_path,
-                  const char *bound_path, struct ext_node_log *log,
-                  struct ext_staleness **out)
-{
-    struct ext_staleness *s = calloc(1, sizeof *s);
-    if (s == NULL) {
-        return RAFT_NOMEM;
-    }
-    s->max_ms = max_ms;
-    s->log = log;
-    snprintf(s->notice_path, sizeof s->notice_path, "%s", notice_path);
-    snprintf(s->bound_path, sizeof s->bound_path, "%s", bound_path);
-    if (s->notice_path[0] != '\0') {
-        /* One left by a run that crashed: the first tick writes it anew
-         * when the node is stale. */
-        unlink(s->notice_path);
-    }
-    if (s->bound_path[0] != '\0') {
-        if (max_ms > 0) {
-            /* A full disk does not stop the node: the beats write the
-             * marker once space frees (before, refreshing the mtime of
-             * one a stopped node left would tell that no node serves). */
-            s->bound_due = !bound_write(s, (long)getpid(), true);
-            s->beat_at = mono_ms();
-        } else {
-            unlink(s->bound_path); /* a clean start without the bound */
-        }
-    }
-    pthread_mutex_init(&s->mu, NULL);
-    if (max_ms > 0) {
-        /* Until the first tick: no leader known yet. */
-        struct ext_staleness_view v = {.contact_ms = UINT64_MAX,
-                                       .wall_ms = wall_ms()};
-        struct ext_staleness_memory m = {0};
-        staleness_judge(&m, max_ms, &v, &s->now);
-        atomic_store(&s->stale, true);
-        atomic_fetch_add(&n_stale, 1);
-        atomic_fetch_add(&n_bounded, 1);
-    }
-    *out = s;
-    return 0;
-}
-
-void staleness_free(struct ext_staleness *s)
-{
-    if (s == NULL) {
-        return;
-    }
-    if (atomic_load(&s->stale)) {
-        atomic_fetch_sub(&n_stale, 1);
-    }
-    if (s->max_ms > 0) {
-        atomic_fetch_sub(&n_bounded, 1);
-    }
-    if (s->notice_up) {
-        unlink(s->notice_path);
-    }
-    if (s->max_ms > 0 && s->bound_path[0] != '\0') {
-        /* No node serves the file from now on. */
-        (void)bound_write(s, 0, true);
-    }
-    pthread_mutex_destroy(&s->mu);
-    free(s);
-}
-
 /* notice_follow makes the notice file exist, holding @text, exactly
  * while the node is stale, rewritten when @text changes (best effort:
  * without it, other processes let their reads through; a line says so
@@ -362,6 +298,76 @@ static void notice_follow(struct ext_staleness *s, bool stale, const char *text)
         s->notice_text[0] = '\0';
     }
     s->notice_up = stale;
+}
+
+int staleness_new(unsigned max_ms, const char *notice_path,
+                  const char *bound_path, struct ext_node_log *log,
+                  struct ext_staleness **out)
+{
+    struct ext_staleness *s = calloc(1, sizeof *s);
+    if (s == NULL) {
+        return RAFT_NOMEM;
+    }
+    s->max_ms = max_ms;
+    s->log = log;
+    snprintf(s->notice_path, sizeof s->notice_path, "%s", notice_path);
+    snprintf(s->bound_path, sizeof s->bound_path, "%s", bound_path);
+    if (s->notice_path[0] != '\0') {
+        /* One left by a run that crashed: written anew below when the
+         * node has a bound (it is stale until it hears its leader). */
+        unlink(s->notice_path);
+    }
+    pthread_mutex_init(&s->mu, NULL);
+    if (max_ms > 0) {
+        /* Until the first tick: no leader known yet. */
+        struct ext_staleness_view v = {.contact_ms = UINT64_MAX,
+                                       .wall_ms = wall_ms()};
+        struct ext_staleness_memory m = {0};
+        staleness_judge(&m, max_ms, &v, &s->now);
+        atomic_store(&s->stale, true);
+        atomic_fetch_add(&n_stale, 1);
+        atomic_fetch_add(&n_bounded, 1);
+        /* The notice before the marker: once the marker names this live
+         * process, other processes serve reads unless a notice refuses
+         * them, and this node's state is the one it had when it
+         * stopped, or was killed, until it catches up. */
+        notice_follow(s, true, s->now.notice);
+    }
+    if (s->bound_path[0] != '\0') {
+        if (max_ms > 0) {
+            /* A full disk does not stop the node: the beats write the
+             * marker once space frees (before, refreshing the mtime of
+             * one a stopped node left would tell that no node serves). */
+            s->bound_due = !bound_write(s, (long)getpid(), true);
+            s->beat_at = mono_ms();
+        } else {
+            unlink(s->bound_path); /* a clean start without the bound */
+        }
+    }
+    *out = s;
+    return 0;
+}
+
+void staleness_free(struct ext_staleness *s)
+{
+    if (s == NULL) {
+        return;
+    }
+    if (atomic_load(&s->stale)) {
+        atomic_fetch_sub(&n_stale, 1);
+    }
+    if (s->max_ms > 0) {
+        atomic_fetch_sub(&n_bounded, 1);
+    }
+    if (s->notice_up) {
+        unlink(s->notice_path);
+    }
+    if (s->max_ms > 0 && s->bound_path[0] != '\0') {
+        /* No node serves the file from now on. */
+        (void)bound_write(s, 0, true);
+    }
+    pthread_mutex_destroy(&s->mu);
+    free(s);
 }
 
 /* beat sets the bound marker's mtime to now when EXT_BOUND_BEAT_MS passed
@@ -403,12 +409,36 @@ static void beat(struct ext_staleness *s)
     }
 }
 
+/* test_hold_after_stall holds the tick, in test builds only, for
+ * RAFTSQL_TEST_STALL_HOLD_MS between its notice and its beat when the
+ * loop was held a second or more since the tick before (a paused or
+ * starved process): what another process's reader sees in between is
+ * what a slow loop lets it see. */
+static void test_hold_after_stall(struct ext_staleness *s, int64_t gap_ms)
+{
+#ifdef RAFTSQL_TEST_FAULTS
+    const char *ms = getenv("RAFTSQL_TEST_STALL_HOLD_MS");
+    if (ms != NULL && gap_ms >= 1000 && s->tick_at != 0) {
+        struct timespec t = {.tv_sec = atoi(ms) / 1000,
+                             .tv_nsec = (atoi(ms) % 1000) * 1000000L};
+        nanosleep(&t, NULL);
+    }
+#else
+    (void)s;
+    (void)gap_ms;
+#endif
+}
+
 bool staleness_on_tick(struct ext_staleness *s,
                        const struct ext_staleness_view *v)
 {
     struct ext_staleness_verdict out;
+    int64_t now = mono_ms(), gap = now - s->tick_at;
     bool was;
-    beat(s);
+    /* The verdict and its notice first, the beat after: a beat first,
+     * after a held loop (a paused process), told other processes this
+     * node serves the file while the notice still said it was fresh, and
+     * they read its old state (make jepsen, seed 335615: 2.3 s stale). */
     staleness_judge(&s->mem, s->max_ms, v, &out);
     pthread_mutex_lock(&s->mu);
     s->now = out;
@@ -429,6 +459,9 @@ bool staleness_on_tick(struct ext_staleness *s,
         }
     }
     notice_follow(s, out.stale, out.notice);
+    test_hold_after_stall(s, gap);
+    s->tick_at = now;
+    beat(s);
     return out.stale && !was;
 }
 

@@ -490,6 +490,29 @@ static json_t *json_diverged(const struct ext_status_extra *x)
     return d;
 }
 
+/* json_start_verify is raft_status()'s "start_verify": null, or where the
+ * start's background verification of the file stands (start_scan.h). */
+static json_t *json_start_verify(const struct ext_status_extra *x)
+{
+    const struct ext_start_scan_view *v = &x->start_scan;
+    json_t *o;
+    if (!x->has_start_scan) {
+        return json_null();
+    }
+    o = json_object();
+    json_object_set_new(o, "state",
+                        json_string(start_scan_state_name(v->state)));
+    json_object_set_new(o, "why", json_string(v->why));
+    json_object_set_new(
+        o, "index",
+        v->index > 0 ? json_integer((json_int_t)v->index) : json_null());
+    json_object_set_new(o, "elapsed_ms",
+                        json_integer((json_int_t)v->elapsed_ms));
+    json_object_set_new(o, "error",
+                        v->error[0] ? json_string(v->error) : json_null());
+    return o;
+}
+
 char *status_json(struct ext_status *st, const struct ext_status_extra *x)
 {
     struct snapshot s = current(st);
@@ -556,6 +579,7 @@ char *status_json(struct ext_status *st, const struct ext_status_extra *x)
         x->apply_error[0] ? json_string(x->apply_error) : json_null());
     json_object_set_new(o, "diverged", json_diverged(x));
     json_object_set_new(o, "repairs", json_integer((json_int_t)x->repairs));
+    json_object_set_new(o, "start_verify", json_start_verify(x));
     {
         char failure[256];
         json_object_set_new(o, "log_failed",

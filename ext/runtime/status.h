@@ -39,10 +39,13 @@ struct ext_status_extra {
     bool diverged;                         /* a foreign commit was seen, not yet
                                      repaired (applier.h) */
     struct ext_applier_divergence divergence; /* what was seen */
-    char repair[200]; /* where the repair stands (repair_describe) */
-    uint64_t repairs; /* divergences repaired since start */
-    bool has_load;    /* a raft_load_sql ran: @load is valid */
-    struct ext_load_progress load;          /* the latest one's progress */
+    char repair[200];    /* where the repair stands (repair_describe) */
+    uint64_t repairs;    /* divergences repaired since start */
+    bool has_start_scan; /* the start verifies the file: @start_scan is
+                            valid */
+    struct ext_start_scan_view start_scan; /* where that stands */
+    bool has_load;                 /* a raft_load_sql ran: @load is valid */
+    struct ext_load_progress load; /* the latest one's progress */
     struct ext_staleness_verdict staleness; /* the lag, and whether reads
                                                are refused as stale */
     struct ext_lease_view lease;            /* the write lease (lease.h) */

@@ -1,7 +1,7 @@
 /* Writes made while no node ran (stopped.h): one line of stat fields of
  * the database file and of its -wal at a clean stop, compared at the next
- * start, which verifies the file against the running checksum when they
- * differ. */
+ * start, which then verifies the file against the running checksum
+ * (start_scan.h). */
 
 #include "stopped.h"
 
@@ -82,10 +82,8 @@ void stopped_record(struct sql_fsm *fsm, struct ext_node_log *log,
     }
 }
 
-/* changed says whether @db_path may have changed since the record at
- * @record_path was written, with @why saying how; removes the record. */
-static bool changed(const char *record_path, const char *db_path, char *why,
-                    size_t why_len)
+bool stopped_changed(const char *record_path, const char *db_path, char *why,
+                     size_t why_len)
 {
     char was[EXT__STOPPED_LINE] = "", now[EXT__STOPPED_LINE];
     FILE *fp = fopen(record_path, "r");
@@ -108,42 +106,6 @@ static bool changed(const char *record_path, const char *db_path, char *why,
                  "%s or its -wal changed since the node's last clean stop",
                  db_path);
         return true;
-    }
-    return false;
-}
-
-bool stopped_verify(struct sql_fsm *fsm, struct ext_node_log *log,
-                    const char *record_path, const char *db_path, char *reason,
-                    size_t reason_len)
-{
-    char why[4400], differ[200];
-    uint64_t value;
-    int rc;
-
-    if (sql_fsm_applied(fsm) == 0 ||
-        !changed(record_path, db_path, why, sizeof why) ||
-        !sql_fsm_checksum(fsm, &value)) {
-        return false;
-    }
-    rc = sqlbridge_rc(sql_fsm_verify(fsm, differ, sizeof differ));
-    if (rc == RAFT_DIVERGED) {
-        snprintf(reason, reason_len,
-                 "the database changed while the node was stopped: the "
-                 "content of %s differs from the running checksum "
-                 "(raftsql_applied.sums) at index %" PRIu64 " (%.300s)",
-                 differ, sql_fsm_applied(fsm), why);
-        return true;
-    }
-    if (rc != 0) {
-        node_log_line(log, RAFT_LOG_WARN,
-                      "start: cannot verify the database against its "
-                      "running checksum: %s",
-                      sql_fsm_errmsg(fsm));
-    } else {
-        node_log_line(log, RAFT_LOG_INFO,
-                      "start: %.300s: verified against the running "
-                      "checksum, equal",
-                      why);
     }
     return false;
 }

@@ -1,6 +1,6 @@
 /* Writes made while no node ran (stopped.c): what the database file
  * looked like at the node's last clean stop, recorded in <dir>/stopped,
- * and the verify of a start that finds the file may have changed. */
+ * which a start compares with the file now. */
 
 #ifndef EXT_STOPPED_H
 #define EXT_STOPPED_H
@@ -25,18 +25,14 @@ bool stopped_write_file(const char *path, const char *text, bool durable);
 void stopped_record(struct sql_fsm *fsm, struct ext_node_log *log,
                     const char *record_path, const char *db_path);
 
-/* stopped_verify reads and removes the record at @record_path; when it is
- * missing (a crash, a first start of an existing database), unreadable or
- * differs from @db_path now, it compares the file with @fsm's running
- * checksum (sql_fsm_verify: a full scan) and logs the outcome on @log.
- * Nothing on a database with nothing applied (its sums come from the
- * file) or with the checksum off. Returns true when the file differs,
- * with @reason (@reason_len bytes) saying "the database changed while the
- * node was stopped: ..." and naming the tables; false otherwise (also
- * when the scan failed: a WARN line). Thread: the opener, before the
- * apply thread starts (applier_start). */
-bool stopped_verify(struct sql_fsm *fsm, struct ext_node_log *log,
-                    const char *record_path, const char *db_path, char *reason,
-                    size_t reason_len);
+/* stopped_changed reads and removes the record at @record_path and says
+ * whether @db_path may have changed since it was written: true when the
+ * record is missing (a crash, a first start of an existing database),
+ * unreadable or differs from the file now, with @why (@why_len bytes)
+ * saying which; the start then verifies the file against the running
+ * checksum (start_scan.h). Thread: the opener, before the apply thread
+ * starts (applier_start). */
+bool stopped_changed(const char *record_path, const char *db_path, char *why,
+                     size_t why_len);
 
 #endif /* EXT_STOPPED_H */

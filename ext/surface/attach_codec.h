@@ -23,18 +23,21 @@
 /* The attach protocol this build speaks, as the node's pointer file says
  * it (attach_sock.h; a file without it: 1). Version 1: calls of raftsql's
  * SQL functions. Version 2: also the lease requests below. Version 3:
- * EXT_ATTACH_LEASE_RELEASE may carry the writer's WAL marks. A node of
+ * EXT_ATTACH_LEASE_RELEASE may carry the writer's WAL marks. Version 4:
+ * EXT_ATTACH_LEASE_ACQUIRE may carry flags. A node of
  * version 1 takes a lease request for a malformed call and closes the
  * connection, so a client sends one only to a node of version 2 or
- * later; likewise the marks only to a node of version 3 or later. */
-#define EXT_ATTACH_VERSION 3
+ * later; likewise the marks only to a node of version 3 or later, and
+ * the flags only to one of version 4 or later. */
+#define EXT_ATTACH_VERSION 4
 
 /* The lease requests (version 2): calls whose function is one of these
  * names, served by the node's process itself (attach_server.c), not by a
  * SQL function, on one connection kept for the lease's life (its close
  * ends the lease: lease_client.h):
- *   EXT_ATTACH_LEASE_ACQUIRE (the client's holder token, an integer):
- *     the lease id;
+ *   EXT_ATTACH_LEASE_ACQUIRE (the client's holder token, an integer,
+ *     and from version 4 an optional integer: ext_node_lease_acquire's
+ *     flags, EXT_LEASE_ONE_TRY): the lease id;
  *   EXT_ATTACH_LEASE_COMMIT (the lease id, the changeset as a blob): 0;
  *   EXT_ATTACH_LEASE_RELEASE (the lease id, and from version 3 an
  *     optional blob: what the writer's connection read of the file's

@@ -399,14 +399,12 @@ static bool serve_lease(struct client *c, const char *fn,
     int rc = 0;
 
     memset(a, 0, sizeof *a);
-    /* A release's WAL marks are optional, and so is a commit's header
-     * read at the lock (attach_codec.h). */
-    if (n < 1 ||
-        n > (commit    ? 3u
-             : release ? 2u
-                       : 1u) ||
-        (commit && n < 2) || args[0].type != SQL_INTEGER ||
-        (n >= 2 && args[1].type != SQL_BLOB) ||
+    /* A release's WAL marks are optional, and so are a commit's header
+     * read at the lock and an acquire's flags (attach_codec.h). */
+    if (n < 1 || n > (commit ? 3u : 2u) || (commit && n < 2) ||
+        args[0].type != SQL_INTEGER ||
+        (n >= 2 &&
+         args[1].type != (commit || release ? SQL_BLOB : SQL_INTEGER)) ||
         (n == 3 && args[2].type != SQL_BLOB)) {
         snprintf(why, why_len, "%s with arguments not its own", fn);
         return false;
@@ -425,7 +423,9 @@ static bool serve_lease(struct client *c, const char *fn,
         } else {
             uint64_t holder = EXT_ATTACH_HOLDER_BIT |
                               (uint64_t)atomic_fetch_add(&next_holder, 1);
-            rc = ext_node_lease_acquire(node, holder, &id, a->errmsg,
+            unsigned flags =
+                n == 2 ? (unsigned)args[1].integer & EXT_LEASE_ONE_TRY : 0;
+            rc = ext_node_lease_acquire(node, holder, flags, &id, a->errmsg,
                                         sizeof a->errmsg);
         }
         if (rc == 0) {

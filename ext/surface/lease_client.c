@@ -93,11 +93,16 @@ static int node_code(const struct ext_attach_answer *a)
 /* remote_acquire asks the node of pointer @p (for @path) for the lease
  * over a connection of its own (lease_client_acquire). */
 static int remote_acquire(const char *path, const struct ext_attach_pointer *p,
-                          uint64_t holder, struct lease_hold *out, char *why,
-                          size_t why_len)
+                          uint64_t holder, unsigned flags,
+                          struct lease_hold *out, char *why, size_t why_len)
 {
     struct ext_attach_answer a;
-    struct sql_value arg = {.type = SQL_INTEGER, .integer = (int64_t)holder};
+    struct sql_value args[2] = {
+        {.type = SQL_INTEGER, .integer = (int64_t)holder},
+        {.type = SQL_INTEGER, .integer = (int64_t)flags},
+    };
+    /* The flags only to a node that takes them (attach_codec.h). */
+    unsigned n = flags != 0 && p->version >= 4 ? 2 : 1;
     char err[400];
     bool sent;
     int fd = -1, rc;
@@ -118,7 +123,7 @@ static int remote_acquire(const char *path, const struct ext_attach_pointer *p,
                  path, p->pid, err);
         return RAFT_IOERR;
     }
-    rc = exchange(fd, EXT_ATTACH_LEASE_ACQUIRE, &arg, 1,
+    rc = exchange(fd, EXT_ATTACH_LEASE_ACQUIRE, args, n,
                   (int)(p->timeout_ms + EXT_ATTACH_GRACE_MS), &a, &sent);
     if (rc != 0) {
         close(fd);
@@ -158,7 +163,7 @@ static int remote_acquire(const char *path, const struct ext_attach_pointer *p,
     return 0;
 }
 
-int lease_client_acquire(const char *path, uint64_t holder,
+int lease_client_acquire(const char *path, uint64_t holder, unsigned flags,
                          struct lease_hold *out, char *why, size_t why_len)
 {
     struct ext_node *node = ext_registry_acquire(path);
@@ -167,7 +172,7 @@ int lease_client_acquire(const char *path, uint64_t holder,
     int rc;
 
     if (node != NULL) {
-        rc = ext_node_lease_acquire(node, holder, &id, why, why_len);
+        rc = ext_node_lease_acquire(node, holder, flags, &id, why, why_len);
         ext_registry_release(node);
         if (rc == 0) {
             lease_hold_init(out);
@@ -192,7 +197,7 @@ int lease_client_acquire(const char *path, uint64_t holder,
                  path, p.pid, p.version);
         return RAFT_FORMAT;
     }
-    return remote_acquire(path, &p, holder, out, why, why_len);
+    return remote_acquire(path, &p, holder, flags, out, why, why_len);
 }
 
 /* remote_commit is lease_client_commit over @h's attach connection. */

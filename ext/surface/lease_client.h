@@ -55,7 +55,9 @@ void lease_hold_init(struct lease_hold *h);
 uint64_t lease_client_holder_new(void);
 
 /* lease_client_acquire asks the node serving database file @path for the
- * write lease for holder @holder: this process's node, else another
+ * write lease for holder @holder, with @flags (EXT_LEASE_* of node.h, 0
+ * for none; another process's node of attach version 3 or older is
+ * asked without them): this process's node, else another
  * process's over its attach socket (the connection then stays open in
  * *@out until lease_client_release). Returns 0 with *@out filled (written
  * on success only), or, with @why (@why_len bytes) saying why:
@@ -73,7 +75,7 @@ uint64_t lease_client_holder_new(void);
  *     RAFT_DIVERGED, RAFT_SHUTDOWN...), with its words.
  * Thread: the one using the host connection; blocks while the node
  * catches up (at most its exec_timeout_ms). */
-int lease_client_acquire(const char *path, uint64_t holder,
+int lease_client_acquire(const char *path, uint64_t holder, unsigned flags,
                          struct lease_hold *out, char *why, size_t why_len);
 
 /* lease_client_commit sends changeset @p (@len bytes) under lease @h of

@@ -32,6 +32,9 @@ struct plain_write {
     const void *early;           /* the statement that asked for the lease
                                     at its start (wal_lock_early), until
                                     it ends; NULL: none */
+    const void *one_try;         /* the statement that writes after its
+                                    transaction read (wal_lock_one_try),
+                                    until it ends; NULL: none */
 };
 
 /* opens_write_txn says whether statement text @sql is BEGIN IMMEDIATE or
@@ -61,24 +64,36 @@ static bool opens_write_txn(const char *sql)
 /* on_stmt is the capture's statement callback (sql_capture_stmt_cb) of
  * the connection of @arg (its struct plain_write): a statement that will
  * take the WAL write lock with no transaction open, hence no snapshot,
- * takes the lease at its start (wal_lock_early); a statement that ended
- * without the lock lets an unused one go. */
+ * takes the lease at its start (wal_lock_early); one that writes in a
+ * transaction that read first has one try at the lock (wal_lock_one_try);
+ * a statement that ended without the lock lets an unused lease go. */
 static void on_stmt(void *arg, sqlite3_stmt *stmt, int end)
 {
     struct plain_write *pw = arg;
+    bool readonly;
+    int state;
 
     if (end) {
-        if (pw->early == stmt) {
-            pw->early = NULL;
-            wal_lock_early_end(pw->db, stmt);
+        if (pw->early == stmt || pw->one_try == stmt) {
+            pw->early = pw->early == stmt ? NULL : pw->early;
+            pw->one_try = pw->one_try == stmt ? NULL : pw->one_try;
+            wal_lock_stmt_end(pw->db, stmt);
         }
-    } else if ((!sqlite3_stmt_readonly(stmt) ||
-                opens_write_txn(sqlite3_sql(stmt))) &&
-               sqlite3_txn_state(pw->db, "main") == SQLITE_TXN_NONE) {
-        /* (The transaction's state last: it costs a lookup of the schema
-         * by name, and most statements are reads.) */
+        return;
+    }
+    readonly = sqlite3_stmt_readonly(stmt);
+    if (readonly && !opens_write_txn(sqlite3_sql(stmt))) {
+        return;
+    }
+    /* (The transaction's state last: it costs a lookup of the schema by
+     * name, and most statements are reads.) */
+    state = sqlite3_txn_state(pw->db, "main");
+    if (state == SQLITE_TXN_NONE) {
         wal_lock_early(pw->db, stmt);
         pw->early = stmt;
+    } else if (state == SQLITE_TXN_READ && !readonly) {
+        wal_lock_one_try(pw->db, stmt);
+        pw->one_try = stmt;
     }
 }
 

@@ -10,6 +10,7 @@
 
 #include "../../raft/err.h"
 #include "../../sql/sql.h"
+#include "../runtime/node.h"
 #include "lease_client.h"
 #include "plain_fault.h"
 
@@ -46,6 +47,10 @@ struct wrapped {
     const void *early;              /* the statement that took the lease
                                        before the lock (wal_lock_early),
                                        until the lock is taken */
+    const void *one_try;            /* the statement that writes after
+                                       its transaction read
+                                       (wal_lock_one_try), until it ends
+                                       or the lock is let go */
     int ckpt;                       /* the checkpoint lock is held */
     int write;                      /* the write lock is held */
     struct sql_wal_marks marks;     /* the WAL-index header read under
@@ -70,15 +75,15 @@ static struct wrapped *of(sqlite3_file *f)
 }
 
 /* wal_lease_acquire asks the node serving @w's file (this process's, or
- * another's: lease_client.h) for the lease. Returns SQLITE_OK with
- * w->lease held, or with w->why set (taken without one: plain writes are
- * not served here), or SQLITE_BUSY. */
-static int wal_lease_acquire(struct wrapped *w)
+ * another's: lease_client.h) for the lease, with @flags (EXT_LEASE_*).
+ * Returns SQLITE_OK with w->lease held, or with w->why set (taken without
+ * one: plain writes are not served here), or SQLITE_BUSY. */
+static int wal_lease_acquire(struct wrapped *w, unsigned flags)
 {
     int rc;
 
     w->why[0] = '\0';
-    rc = lease_client_acquire(w->path, w->holder, &w->lease, w->why,
+    rc = lease_client_acquire(w->path, w->holder, flags, &w->lease, w->why,
                               sizeof w->why);
     if (rc == 0) {
         w->why[0] = '\0';
@@ -125,6 +130,7 @@ static int wrapped_shm_lock(sqlite3_file *f, int ofst, int n, int flags)
                 : NULL;
         rc = w->orig->xShmLock(f, ofst, n, flags);
         w->write = 0;
+        w->one_try = NULL;
         if (w->wal != NULL) {
             w->wal->skip = 0;
         }
@@ -136,7 +142,9 @@ static int wrapped_shm_lock(sqlite3_file *f, int ofst, int n, int flags)
         return rc;
     }
     if (!w->ckpt && w->lease.id == 0) {
-        rc = wal_lease_acquire(w);
+        /* SQLite calls no busy handler for a transaction that read
+         * before this write: its one try (EXT_LEASE_ONE_TRY). */
+        rc = wal_lease_acquire(w, w->one_try != NULL ? EXT_LEASE_ONE_TRY : 0);
         if (rc != SQLITE_OK) {
             return rc;
         }
@@ -192,15 +200,27 @@ void wal_lock_early(sqlite3 *db, const void *stmt)
         return;
     }
     /* Busy, or no node: nothing held, the lock asks again. */
-    if (wal_lease_acquire(w) == SQLITE_OK && w->lease.id != 0) {
+    if (wal_lease_acquire(w, 0) == SQLITE_OK && w->lease.id != 0) {
         w->early = stmt;
     }
 }
 
-void wal_lock_early_end(sqlite3 *db, const void *stmt)
+void wal_lock_one_try(sqlite3 *db, const void *stmt)
 {
     struct wrapped *w = file_of(db);
 
+    if (w != NULL && w->lease.id == 0 && !w->write && !w->ckpt) {
+        w->one_try = stmt;
+    }
+}
+
+void wal_lock_stmt_end(sqlite3 *db, const void *stmt)
+{
+    struct wrapped *w = file_of(db);
+
+    if (w != NULL && w->one_try == stmt) {
+        w->one_try = NULL;
+    }
     if (w == NULL || w->early == NULL || w->early != stmt) {
         return;
     }

@@ -72,12 +72,26 @@ int wal_lock_wrap(sqlite3 *db, const char *path, uint64_t holder, char *why,
  * at the statement's start). */
 void wal_lock_early(sqlite3 *db, const void *stmt);
 
-/* wal_lock_early_end lets go a lease wal_lock_early took for statement
- * @stmt, which ended without taking the WAL write lock (it failed first,
- * or wrote only to another database): nothing when @stmt is another
- * statement (a nested one), the lock was taken, or no lease is held.
- * Thread: the one using @db (its trace hook, at a statement's end). */
-void wal_lock_early_end(sqlite3 *db, const void *stmt);
+/* wal_lock_one_try tells @db's wrapped main file that statement @stmt
+ * writes after its transaction read: SQLite calls no busy handler for
+ * its WAL write lock (a transaction holding a snapshot answers
+ * SQLITE_BUSY at once), so the lock asks for the lease with
+ * EXT_LEASE_ONE_TRY (node.h): with no leader, it waits for one, up to
+ * the node's exec_timeout_ms, rather than end the transaction at an
+ * election. Until @stmt ends (wal_lock_stmt_end) or the lock is let go.
+ * Nothing when the file is not wrapped or holds a lease or the lock
+ * already. Thread: the one using @db (its trace hook, at the statement's
+ * start). */
+void wal_lock_one_try(sqlite3 *db, const void *stmt);
+
+/* wal_lock_stmt_end tells @db's wrapped main file that statement @stmt
+ * ended: a lease wal_lock_early took for it is let go when it ended
+ * without taking the WAL write lock (it failed first, or wrote only to
+ * another database), and its wal_lock_one_try ends. Nothing when @stmt
+ * is another statement (a nested one), the lock was taken, or no lease
+ * is held. Thread: the one using @db (its trace hook, at a statement's
+ * end). */
+void wal_lock_stmt_end(sqlite3 *db, const void *stmt);
 
 /* wal_lock_skip_sync makes the local commit of @db's transaction, whose
  * changeset a quorum committed under the lease its main file holds, skip

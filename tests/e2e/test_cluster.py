@@ -321,6 +321,131 @@ class ClusterTest(ClusterCase):
         self.assertEqual(f2.value("SELECT count(*) FROM c"), 20)
 
 
+# raft_exec's "now" with milliseconds, comparable as text.
+NOW_MS = "strftime('%Y-%m-%d %H:%M:%f', 'now')"
+# How far a clock is set back: far more than a test takes, so that a
+# leader behind stamps exactly the floor (the latest stamp of its log).
+BEHIND_MS = 60000
+
+
+@unittest.skipUnless("san/" in NODE,
+                     "needs a sanitizer node, ASan or TSan, whose wall "
+                     "clock a test skews (RAFTSQL_TEST_CLOCK_FILE)")
+class NowTest(ClusterCase):
+    """raft_exec's "now" never runs backwards in log order (the leader
+    stamps at least the latest stamp its log holds or its database
+    applied, ext/runtime/propose.h), whichever leader's clock is behind:
+    each node's wall clock is skewed by the number of ms in its file
+    node<i>.clock (RAFTSQL_TEST_CLOCK_FILE, test builds)."""
+
+    def setUp(self):
+        clockdir = tempfile.mkdtemp(prefix="raftsql-clock-")
+        self.addCleanup(shutil.rmtree, clockdir, True)
+        self.clocks = {i: os.path.join(clockdir, "node%d.clock" % i)
+                       for i in (1, 2, 3)}
+        for i in self.clocks:
+            self.set_clock(i, 0)
+        self.start(FAST + " snapshot_threshold=16 trailing_entries=0",
+                   env={i: {"RAFTSQL_TEST_CLOCK_FILE": path}
+                        for i, path in self.clocks.items()})
+        self.exec(self.leader, "CREATE TABLE c(v TEXT NOT NULL, w)")
+
+    def set_clock(self, node_id, offset_ms):
+        """Skew node @node_id's wall clock by @offset_ms from now on."""
+        tmp = self.clocks[node_id] + ".tmp"
+        with open(tmp, "w") as f:
+            f.write("%d\n" % offset_ms)
+        os.replace(tmp, self.clocks[node_id])
+
+    def stamp(self, node, what):
+        """Insert raft_exec's "now" through @node, labelled @what."""
+        self.assertEqual(self.exec(node, "INSERT INTO c VALUES(%s, ?)"
+                                   % NOW_MS, what), 1)
+
+    def stamps(self):
+        """The (label, now) rows of c in log order, as the leader has
+        them once every node applied the same."""
+        self.cluster.wait_all_applied()
+        return [tuple(r) for r in self.leader.sql(
+            "SELECT w, v FROM c WHERE w IS NOT NULL ORDER BY rowid")]
+
+    def assert_forward(self, rows):
+        for before, after in zip(rows, rows[1:]):
+            self.assertLessEqual(before[1], after[1],
+                                 "now ran backwards in log order: %r" % rows)
+
+    def set_clocks(self, offset_ms):
+        """Skew every node's wall clock by @offset_ms: whichever node
+        leads (an election under load may move the leadership), its
+        clock is so."""
+        for i in self.clocks:
+            self.set_clock(i, offset_ms)
+
+    def test_leader_clock_steps_back(self):
+        """A leader whose clock steps back a minute stamps the latest
+        stamp of its log until its clock passes it again."""
+        self.stamp(self.leader, "before")
+        self.set_clocks(-BEHIND_MS)
+        self.stamp(self.leader, "behind")
+        self.stamp(self.followers[0], "behind, forwarded")
+        self.set_clocks(0)
+        self.stamp(self.leader, "set right")
+        rows = self.stamps()
+        self.assertEqual([w for w, _ in rows], ["before", "behind",
+                                                "behind, forwarded",
+                                                "set right"])
+        self.assert_forward(rows)
+        self.assertEqual(rows[1][1], rows[0][1], rows)
+        self.assertEqual(rows[2][1], rows[0][1], rows)
+
+    def test_new_leader_clock_behind(self):
+        """A new leader whose clock is a minute behind its predecessor's
+        last stamp stamps that one, whether or not it applied it yet."""
+        f1 = self.followers[0]
+        for f in self.followers:
+            self.set_clock(f.id, -BEHIND_MS)
+        self.stamp(self.leader, "old leader")
+        # Every clock behind from here: so is any later leader's.
+        self.set_clock(self.leader.id, -BEHIND_MS)
+        self.leader.sql("SELECT raft_transfer(?)", f1.id)
+        wait_for("node %d leads" % f1.id,
+                 lambda: f1.status()["role"] == "leader", 20)
+        self.stamp(f1, "new leader")
+        self.leader = f1
+        rows = self.stamps()
+        self.assertEqual([w for w, _ in rows], ["old leader", "new leader"])
+        self.assert_forward(rows)
+        self.assertEqual(rows[1][1], rows[0][1], rows)
+
+    def test_restart_after_compaction(self):
+        """Nodes restarted with clocks a minute behind, whose logs were
+        compacted past every stamp, stamp at least the latest one their
+        databases applied (raftsql_applied.time_ms)."""
+        self.stamp(self.leader, "before")
+        stamped = max(n.status()["last_index"] for n in self.cluster.nodes)
+        # Plain writes carry no stamp: they fill the log until every node
+        # compacted it past the stamp (snapshot_threshold=16).
+        compacted = lambda: all(n.status()["first_index"] > stamped
+                                for n in self.cluster.nodes)
+        for i in range(200):
+            if compacted():
+                break
+            self.leader.sql("INSERT INTO c(v) VALUES(?)", "plain %d" % i)
+        wait_for("every log compacted past index %d (first indexes %r)" % (
+            stamped, [n.status()["first_index"]
+                      for n in self.cluster.nodes]), compacted, 20)
+        codes = [n.stop() for n in self.cluster.nodes]
+        self.assertEqual(codes, [0, 0, 0])
+        self.set_clocks(-BEHIND_MS)
+        self.cluster.nodes = [self.cluster.spawn(i) for i in (1, 2, 3)]
+        self.leader = self.cluster.wait_leader()
+        self.stamp(self.leader, "after")
+        rows = self.stamps()
+        self.assertEqual([w for w, _ in rows], ["before", "after"])
+        self.assert_forward(rows)
+        self.assertEqual(rows[1][1], rows[0][1], rows)
+
+
 class FollowerPaceTest(unittest.TestCase):
     """follower_apply_ms: a follower applies others' writes in paced
     batches, but never holds back a write made through it."""

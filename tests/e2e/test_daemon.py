@@ -286,6 +286,25 @@ class DaemonConfigTest(unittest.TestCase):
             self.assertIn(what, err)
         self.assertFalse(os.path.exists(self.db))
 
+    def test_tls_files_that_would_fail_the_start_exit_2(self):
+        """A certificate its tls_ca did not sign, and a key that is not
+        the certificate's: exit 2 naming the tls_cert (or tls_key) line,
+        with --check and at the start (which exited 1 before, after
+        creating nothing, and systemd restarted it every 2 s)."""
+        ca, other = CA(os.path.join(self.dir, "a")), \
+            CA(os.path.join(self.dir, "b"))
+        cert, key = ca.issue("node1", ["127.0.0.1"])
+        _, other_key = other.issue("node1", ["127.0.0.1"])
+        good = self.good()
+        self.assert_bad(good + "tls_cert = %s\ntls_key = %s\ntls_ca = %s\n"
+                        % (cert, key, other.cert), ":6",
+                        "tls_cert: %s: not signed by tls_ca %s" %
+                        (cert, other.cert))
+        self.assert_bad(good + "tls_cert = %s\ntls_key = %s\ntls_ca = %s\n"
+                        % (cert, other_key, ca.cert), ":7",
+                        "tls_key: %s: does not match tls_cert %s" %
+                        (other_key, cert))
+
     def test_bad_files_exit_2_naming_the_line(self):
         """Each bad file: exit 2 (with and without --check), one line
         naming the file, the line when there is one, and what is wrong;

@@ -106,9 +106,12 @@ class LoneNodeChecksTest(unittest.TestCase):
         shutil.copy(backup, self.n.db)
         os.remove(self.n.db + "-raft/diverged")
         self.n = self.cluster.nodes[0] = self.cluster.spawn(1)
+        # The start verifies the file in the background (start_verify).
+        wait_for("the start's verification",
+                 lambda: "verified against the running checksum, equal" in
+                 log_text(self.n), 20)
+        self.assertEqual(self.n.status()["start_verify"]["state"], "equal")
         self.assertIsNone(diverged(self.n))
-        self.assertIn("verified against the running checksum, equal",
-                      log_text(self.n))
         self.assertEqual(self.n.sql("SELECT k, v FROM kv"), [["a", 1]])
         self.assertEqual(
             self.n.value("SELECT raft_exec('INSERT INTO kv VALUES(''c'', 3)')"),
@@ -163,8 +166,9 @@ class ClusterChecksTest(ClusterCase):
         self.assertEqual(f.stop(), 0)
         foreign_write(f.db, "INSERT INTO kv VALUES('offline', 1)")
         f = self.cluster.nodes[f.id - 1] = self.cluster.spawn(f.id)
-        self.assertIn("the database changed while the node was stopped: "
-                      "the content of kv differs", log_text(f))
+        wait_for("the start's verification",
+                 lambda: "the database changed while the node was stopped: "
+                 "the content of kv differs" in log_text(f), 20)
         self.wait_repaired(f)
         self.assertEqual(f.sql("SELECT count(*) FROM kv WHERE k = 'offline'"),
                          [[0]])
@@ -183,6 +187,7 @@ class ClusterChecksTest(ClusterCase):
         self.assertEqual(f.status()["repairs"], 0)
         self.assertNotIn("verified against the running checksum",
                          log_text(f))
+        self.assertIsNone(f.status()["start_verify"])
 
     def test_bit_rot_found_by_raft_verify_is_repaired(self):
         """Finding 5: a byte of a row changed in the file of a running

@@ -14,7 +14,10 @@ import tempfile
 import time
 import unittest
 
-from e2e import connect  # noqa: E402
+import threading
+
+from e2e import NODE, connect  # noqa: E402
+from raftsql_cluster import Node, NodeError  # noqa: E402
 
 TIMING = "election_timeout_ms=300 heartbeat_ms=30"
 
@@ -75,6 +78,96 @@ class FailedStartTest(unittest.TestCase):
         self.leader()
         self.con.execute("SELECT raft_exec('CREATE TABLE t(x)')")
         self.assertTrue(os.path.isdir(self.db + "-raft"))
+
+    def test_port_in_use_leaves_a_plain_database(self):
+        """The start made the empty database a replica (its raftsql_*
+        tables) before the port refused it: they go too, so the file is
+        a plain database again, which this process (raftsql loaded)
+        writes as any, not a replica that no node serves."""
+        self.start_fails("", "address already in use")
+        names = [r[0] for r in self.con.execute(
+            "SELECT name FROM sqlite_master")]
+        self.assertEqual(names, [], "left by the failed start")
+        self.con.execute("CREATE TABLE t(x)")
+        self.con.execute("INSERT INTO t VALUES (1)")
+        self.con.commit()
+        self.assertEqual(self.con.execute(
+            "SELECT count(*) FROM t").fetchone()[0], 1)
+
+    def test_port_in_use_keeps_a_replica_a_replica(self):
+        """A replica's failed restart drops nothing (its tables were
+        there before it)."""
+        self.blocker.close()
+        self.start()
+        self.leader()
+        self.con.execute("SELECT raft_exec('CREATE TABLE t(x)')")
+        self.con.execute("SELECT raft_stop()")
+        self.blocker, _ = occupy_port(self.port)
+        self.start_fails("", "address already in use")
+        names = {r[0] for r in self.con.execute(
+            "SELECT name FROM sqlite_master WHERE type = 'table'")}
+        self.assertIn("raftsql_applied", names)
+        self.assertIn("t", names)
+
+    def test_two_starts_on_one_file_leave_one_node(self):
+        """Two processes start a node on one fresh file at once (a web
+        app's workers each calling raft_start): one runs, the other is
+        refused, and the file stays the running node's replica. The first
+        start is held after it opened the database (a test build's
+        delay): the second one's failed start dropped the raftsql_*
+        tables the first had made and was using (new-user trial: the
+        running node then called itself diverged, for good); now a start
+        takes the log directory's lock before it opens the database."""
+        self.blocker.close()
+        config = "id=1 cluster=1@127.0.0.1:%d %s" % (self.port, TIMING)
+        first = Node(NODE, 1, self.db, os.path.join(self.dir, "first.log"),
+                     env={"RAFTSQL_TEST_START_OPEN_DELAY_MS": "1500"})
+        second = Node(NODE, 1, self.db, os.path.join(self.dir, "second.log"))
+        self.addCleanup(second.stop)
+        self.addCleanup(first.stop)
+        outcome = {}
+
+        def start_first():
+            try:
+                outcome["first"] = first.value("SELECT raft_start(?)", config)
+            except NodeError as e:
+                outcome["first"] = e
+
+        t = threading.Thread(target=start_first)
+        t.start()
+
+        def made():
+            try:
+                return self.con.execute(
+                    "SELECT count(*) FROM sqlite_master WHERE name = "
+                    "'raftsql_applied'").fetchone()[0] == 1
+            except sqlite3.Error:
+                return False
+        deadline = time.monotonic() + 10
+        while not made():
+            self.assertLess(time.monotonic(), deadline,
+                            "the first start made no raftsql_applied")
+            time.sleep(0.01)
+        try:
+            outcome["second"] = second.value("SELECT raft_start(?)", config)
+        except NodeError as e:
+            outcome["second"] = e
+        t.join(30)
+        self.assertFalse(t.is_alive(), "the first start did not return")
+        ok = [k for k, v in outcome.items() if not isinstance(v, Exception)]
+        self.assertEqual(len(ok), 1, outcome)
+        failed = outcome["second" if ok == ["first"] else "first"]
+        self.assertIn("another process runs a node", str(failed))
+        node = first if ok == ["first"] else second
+        deadline = time.monotonic() + 10
+        while node.value("SELECT raft_leader()") != 1:
+            self.assertLess(time.monotonic(), deadline, "no leader")
+            time.sleep(0.05)
+        node.value("SELECT raft_exec('CREATE TABLE t(x)')")
+        node.value("SELECT raft_exec('INSERT INTO t VALUES (1)')")
+        st = node.status()
+        self.assertFalse(st.get("diverged"), st)
+        self.assertEqual(node.value("SELECT count(*) FROM t"), 1)
 
     def test_port_in_use_leaves_no_dir_it_made(self):
         made = os.path.join(self.dir, "log")

@@ -229,6 +229,19 @@ class MembershipTest(unittest.TestCase):
             "SELECT id, address, role, leader, match_index, lag, "
             "last_contact_ms, connected FROM raft_members")}
 
+    def wait_member(self, node_id, cond, what, timeout=30.0, node=None):
+        """Wait until @cond holds of server @node_id's raft_members row
+        on @node (None: the leader; members()' columns); fail naming
+        @what and the last row seen."""
+        deadline = time.monotonic() + timeout
+        row = None
+        while time.monotonic() < deadline:
+            row = self.members(node or self.m.leader()).get(node_id)
+            if row is not None and cond(row):
+                return
+            time.sleep(0.05)
+        self.fail("server %d: not %s: %r" % (node_id, what, row))
+
     def wait_role(self, node_id, role, timeout=30.0):
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
@@ -415,6 +428,43 @@ class MembershipTest(unittest.TestCase):
             self.m.leader().value("SELECT raft_update(2, ?)",
                                   self.m.address(1))
         self.assertIn("another member", str(e.exception))
+        self.check_end()
+
+    def test_promote_waits_until_caught_up(self):
+        """raft_promote of a learner that has not caught up is refused,
+        saying so (it promoted a learner never started, making four
+        voters of which one held nothing: one more failure stalled every
+        commit); once the learner runs and caught up it is promoted."""
+        self.begin(4, (1, 2, 3))
+        self.call(self.m.leader(), "SELECT raft_add(4, ?, 'learner')",
+                  self.m.address(4))
+        for node in (self.m.leader(), next(
+                n for n in self.m.live() if n.id != self.m.leader().id)):
+            with self.assertRaises(NodeError) as e:
+                node.value("SELECT raft_promote(4)")
+            self.assertIn("server 4 has not received the log", str(e.exception))
+        self.assertEqual(self.members(self.m.leader())[4][2], "learner")
+        self.m.start(4, "join=%s" % self.m.address(1))
+        # Caught up, then frozen: its last round looked caught up, but it
+        # has not answered for an election timeout (it was promoted).
+        self.writer.finish()  # it writes through every node, 4 too
+        acked = self.writer.acked
+        self.wait_member(4, lambda r: r[5] == 0, "caught up (lag 0)")
+        leader = self.m.leader()  # asks every node: not while 4 is stopped
+        os.kill(self.m.nodes[4].proc.pid, signal.SIGSTOP)
+        try:
+            self.wait_member(4, lambda r: r[6] is not None and
+                             r[6] > 2 * ELECTION_MS, "silent", node=leader)
+            with self.assertRaises(NodeError) as e:
+                leader.value("SELECT raft_promote(4)")
+            self.assertIn("server 4 has not caught up", str(e.exception))
+        finally:
+            os.kill(self.m.nodes[4].proc.pid, signal.SIGCONT)
+        self.writer = Writer(self.m)
+        self.writer.acked = set(acked)
+        self.writer.start()
+        self.call(self.m.leader(), "SELECT raft_promote(4)")
+        self.assertEqual(self.members(self.m.leader())[4][2], "voter")
         self.check_end()
 
     def test_transfer_leadership(self):

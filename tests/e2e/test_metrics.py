@@ -407,6 +407,13 @@ class MetricsRulesTest(unittest.TestCase):
             (["metrics_listen = 0.0.0.0:9101"], 2, "off loopback"),
             (["metrics_listen = localhost:9101"], 2, "not a hostname"),
             (["metrics_listen = 127.0.0.1"], 2, "not host:port"),
+            # The peers' own port: the start would fail to bind it.
+            (["metrics_listen = 127.0.0.1:7001"], 2,
+             "is the port the node listens on for its peers (listen "
+             "127.0.0.1:7001): give the metrics another port (e.g. 7002)"),
+            (["insecure = on", "metrics_listen = 0.0.0.0:7001"], 2,
+             "is the port the node listens on"),
+            (["metrics_listen = 127.0.0.2:7001"], 0, "good"),
             (["insecure = on", "metrics_listen = 10.9.9.9:9101"], 0, "good"),
             (["metrics_listen = 127.0.0.1:9101"], 0, "good"),
             ([], 0, "good"),
@@ -464,7 +471,10 @@ class MetricsRulesTest(unittest.TestCase):
 
     def test_taken_port_stops_the_daemon(self):
         """A metrics address already taken: the daemon says so naming
-        metrics_listen, stops its node and exits 1."""
+        metrics_listen and exits 1 before it starts its node, so that a
+        first start does not leave the file a replica that no node serves
+        (it started, bootstrapped and left raftsql_applied and the log
+        directory behind: new-user trial)."""
         ports = free_ports(2)
         with socket.socket() as taken:
             taken.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
@@ -474,12 +484,20 @@ class MetricsRulesTest(unittest.TestCase):
                 "id = 1", "cluster = 1@127.0.0.1:%d" % ports[0],
                 "metrics_listen = 127.0.0.1:%d" % ports[1]])
             self.assertEqual(self.daemon.wait(30), 1, self.daemon.log())
-        log = self.daemon.log()
+        log, db = self.daemon.log(), self.daemon.db
         self.daemon = None
         self.assertIn("metrics_listen: cannot serve on 127.0.0.1:%d" %
                       ports[1], log)
-        self.assertIn("raft_stop(): stopped", log)
-        self.assertIn("raftsql-node: stopped; exiting 1", log)
+        self.assertIn("not starting the node", log)
+        self.assertNotIn("raft_start", log)
+        self.assertFalse(os.path.exists(db + "-raft"), log)
+        if os.path.exists(db):
+            con = sqlite3.connect(db)
+            try:
+                self.assertEqual(con.execute(
+                    "SELECT count(*) FROM sqlite_master").fetchone()[0], 0)
+            finally:
+                con.close()
 
     def test_no_node_is_an_error(self):
         """raft_metrics() where no node runs fails as raft_status() does,

@@ -11,6 +11,11 @@
   write lease again and again (each time waiting exec_timeout_ms for the
   node to catch up), past its busy timeout, holding every other writer
   back. It is refused at once now, with the reason.
+- noquorum: a plain write on a learner while no quorum commits (the
+  other follower's log disk full) answered SQLITE_BUSY after 41 s with a
+  busy timeout of 5 s: each try waited exec_timeout_ms for entries that
+  could not commit. A try now gives up once nothing applied for 500 ms
+  (20 ms on the busy handler's retry): about 10 s.
 """
 
 import os
@@ -41,6 +46,12 @@ class PlainLeaseFaultsTest(unittest.TestCase):
     def test_plain_write_on_a_node_whose_log_disk_is_full(self):
         rc, out = repro("fulldisk", "40")
         self.assertEqual(rc, 0, out)
+
+    @unittest.skipUnless(os.geteuid() == 0, "needs root (a tmpfs per node)")
+    def test_plain_write_without_a_quorum(self):
+        rc, out = repro("noquorum", "1")
+        self.assertEqual(rc, 0, out)
+        self.assertIn("database is locked after", out)
 
 
 if __name__ == "__main__":

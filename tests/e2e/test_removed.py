@@ -4,7 +4,8 @@ once with RAFTSQL_REMOVED (not retryable: it never receives entries
 again), a raft_exec_id there is "outcome unknown" (an earlier try under
 the id may have applied), reads of replicated tables are refused as
 stale, in its own process and in others (the notice beside the
-database), and raft_status() says removed; a write racing the removal is
+database), plain writes are refused at once, their COMMIT vetoed (in its
+own process and in others), and raft_status() says removed; a write racing the removal is
 never answered "not applied". Restarted with its log, it says so from its
 first call. A node removed while it was down, started after the leader
 stopped sending to it, learns it within a few election timeouts (the
@@ -25,6 +26,8 @@ from raftsql_cluster import NodeError
 from test_membership import ELECTION_MS, Members
 
 SQLITE_AUTH = 23
+SQLITE_CONSTRAINT_COMMITHOOK = 531
+REMOVED_WORDS = "this node was removed from the cluster (configuration entry"
 
 
 class RemovedTest(unittest.TestCase):
@@ -91,6 +94,36 @@ class RemovedTest(unittest.TestCase):
         self.assertEqual(got[1].get("code"), CODES["RAFTSQL_REMOVED"], got)
         self.assertIn("this node was removed from the cluster",
                       got[1]["error"])
+        self.assert_plain_refused(victim)
+
+    def assert_plain_refused(self, victim):
+        """A plain write on @victim, in its process and in another, is
+        refused at once (its COMMIT vetoed: it would wait for entries that
+        never come), saying why, and is applied nowhere. Before, it took
+        the lease from the leader (applied on every node), or answered
+        SQLITE_BUSY after four times its busy timeout (make jepsen, seed
+        26001)."""
+        t0 = time.monotonic()
+        with self.assertRaises(NodeError) as cm:
+            victim.sql("INSERT INTO kv VALUES (4, 4)")
+        self.assertEqual(cm.exception.code, SQLITE_CONSTRAINT_COMMITHOOK,
+                         cm.exception)
+        self.assertIn(REMOVED_WORDS, victim.value("SELECT raft_last_error()"))
+        t1 = time.monotonic()
+        got = other_process(victim.db, [
+            ["INSERT INTO kv VALUES (5, 5)"], ["SELECT raft_last_error()"]])
+        t2 = time.monotonic()
+        self.assertEqual(got[0].get("code"), SQLITE_CONSTRAINT_COMMITHOOK,
+                         got)
+        self.assertIn(REMOVED_WORDS, str(got[1]), got)
+        # At once: well under a busy timeout (the other process's is 5 s,
+        # its start included).
+        self.assertLess(t1 - t0, 1.0)
+        self.assertLess(t2 - t1, 4.0)
+        leader = self.m.leader()
+        leader.value("SELECT raft_barrier()")
+        self.assertEqual(leader.value("SELECT count(*) FROM kv WHERE k IN "
+                                      "(4, 5)"), 0)
 
     def test_removed_node_says_so(self):
         """After raft_remove, the removed node's writes fail with
@@ -153,13 +186,15 @@ class RemovedTest(unittest.TestCase):
 
     def test_added_back_takes_writes_again(self):
         """A removed node added back (raft_add of its id and address, its
-        files kept) is a member again: it takes writes and serves reads,
+        files kept) is a member again: it takes writes (raft_exec and
+        plain ones, which it refused while removed) and serves reads,
         raft_status() no longer says removed."""
         leader = self.m.leader()
         victim = next(n for n in self.m.live() if n.id != leader.id)
         self.remove(victim)
         wait_for("server %d knows it was removed" % victim.id,
                  lambda: victim.status()["removed"])
+        self.assert_plain_refused(victim)
         self.m.leader().value("SELECT raft_add(?, ?)", victim.id,
                               self.m.address(victim.id))
         wait_for("server %d is a member again (status: %r)" % (
@@ -169,6 +204,9 @@ class RemovedTest(unittest.TestCase):
         self.assertEqual(victim.value(
             "SELECT raft_exec('INSERT INTO kv VALUES (7, 7)')"), 1)
         self.assertEqual(victim.value("SELECT v FROM kv WHERE k = 7"), 7)
+        # Plain writes too.
+        victim.sql("INSERT INTO kv VALUES (8, 8)")
+        self.assertEqual(victim.value("SELECT v FROM kv WHERE k = 8"), 8)
 
     def removed_while_down(self, compacted):
         """Remove a follower while it is down; once the leader stopped

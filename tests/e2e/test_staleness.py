@@ -206,6 +206,13 @@ class StalenessTest(unittest.TestCase):
             # (then lag_ms is the last tick's).
             self.assertTrue(s["lag_ms"] is None or s["lag_ms"] > BOUND or
                             "has not judged it since" in s["stale_reason"], s)
+            # Statements prepared while fresh are expired when a tick
+            # finds the node stale (EXT_EVENT_STALE), which may come a
+            # little after a reader saw the verdict expire (a slow loop
+            # under load): wait for the tick's verdict.
+            wait_for("a tick judged node 1 stale", lambda: (
+                lambda v: v["stale"] and "has not judged it since" not in
+                v["stale_reason"])(self.status1()), 10)
             self.refused(lambda: self.con.execute(COUNT).fetchone())
             self.refused(lambda: cur.execute(COUNT).fetchone())
             # The other process's statement is expired by its refusal
@@ -250,8 +257,14 @@ class StalenessTest(unittest.TestCase):
             "lag_entries"] == 0)
         self.stop_peers(signal.SIGSTOP)
         try:
-            s = wait_for("node 1 stale", lambda: (
-                lambda v: v if v["stale"] else None)(self.status1()), 10)
+            # A reader may find the last fresh verdict expired a little
+            # before the next tick judges why (a slow loop under TSan or
+            # load): wait for the tick's reason, or for the step-down.
+            s = wait_for("node 1 stale, judged by a tick", lambda: (
+                lambda v: v if v["stale"] and (
+                    v["role"] != "leader" or
+                    "no quorum heard for" in v["stale_reason"]) else None)(
+                        self.status1()), 10)
             if s["role"] == "leader":
                 self.assertIn("no quorum heard for", s["stale_reason"])
             else:  # the machine stalled past check-quorum's step-down

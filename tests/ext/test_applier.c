@@ -6,6 +6,7 @@
  * stored, entries of unknown types refused, and a foreign commit holding
  * the thread until an install repairs it. */
 
+#include <fcntl.h>
 #include <pthread.h>
 #include <setjmp.h>
 #include <stdarg.h>
@@ -480,6 +481,27 @@ static void test_stale_verdict_after_install_dropped(void **state)
     unlink(snap);
 }
 
+/* wait_scan_ended waits for the start's verification of @f's applier to
+ * end and returns its final state (0 when the start ran none; the last
+ * state seen when it did not end within WAIT_MS). */
+static int wait_scan_ended(struct fixture *f)
+{
+    struct ext_start_scan_view v;
+    memset(&v, 0, sizeof v);
+    for (int i = 0; i < WAIT_MS / 10; i++) {
+        if (!applier_start_scan(f->a, &v)) {
+            return 0;
+        }
+        if (!applier_start_scan_pending(f->a)) {
+            return v.state;
+        }
+        usleep(10 * 1000);
+    }
+    print_message("the start's scan did not end: state %s, index %llu\n",
+                  start_scan_state_name(v.state), (unsigned long long)v.index);
+    return v.state;
+}
+
 /* A plain write's changeset taken at its commit (the host connection's
  * commit hook, as the guard's), and the commit let go. */
 struct taken {
@@ -498,15 +520,57 @@ static int take_on_commit(void *data)
     return 0;
 }
 
-/* start_stopped starts @f's applier with the record of a clean stop at
- * @stopped, the entry after the applied index @next (NULL: none stored)
- * and @next_ms to wait for one. */
-static void start_stopped(struct fixture *f, const char *stopped,
-                          const struct raft_entry *next, unsigned next_ms)
+/* land commits @sql to @f's file from a host connection whose commit
+ * hook takes its changeset into @t (a plain writer's local commit). */
+static void land(struct fixture *f, const char *sql, struct taken *t)
+{
+    char msg[256] = "";
+    sqlite3 *w = NULL;
+
+    assert_int_equal(sqlite3_open(f->db.path, &w), SQLITE_OK);
+    if (sql_capture_open(w, 1u << 20, &t->cap, msg, sizeof msg) != 0) {
+        fail_msg("capture: %s", msg);
+    }
+    sqlite3_commit_hook(w, take_on_commit, t);
+    assert_int_equal(sqlite3_exec(w, sql, NULL, NULL, NULL), SQLITE_OK);
+    sql_capture_close(t->cap, 0);
+    sqlite3_close(w);
+    assert_non_null(t->p);
+}
+
+/* push_landed pushes @e, the entry of the commit landed in @t (its data
+ * taken), and checks that the start's scan then finds the file equal,
+ * with row @x of table log there once, no divergence and no repair; it
+ * stops the applier and frees @t's changeset. */
+static void push_landed(struct fixture *f, struct raft_entry *e,
+                        struct taken *t, const char *x)
+{
+    char sql[100];
+
+    assert_int_equal(applier_push(f->a, e, 1), 0);
+    raft_buf_unref(e->data);
+    assert_true(wait_applied(f, e->index));
+    assert_int_equal(wait_scan_ended(f), EXT_START_SCAN_EQUAL);
+    assert_false(applier_diverged(f->a, NULL));
+    assert_int_equal(applier_repairs(f->a), 0);
+    stop(f);
+    snprintf(sql, sizeof sql, "SELECT count(*) FROM log WHERE x = '%s'", x);
+    assert_query(f->db.path, sql, "1");
+    free(t->p);
+}
+
+/* start_stopped_at starts @f's applier with the record of a clean stop
+ * at @stopped, the entry after the applied index and its no-ops @next
+ * (NULL: none stored) at @next_index (0: the applied index + 1), and
+ * @next_ms to wait for one. */
+static void start_stopped_at(struct fixture *f, const char *stopped,
+                             const struct raft_entry *next,
+                             raft_index next_index, unsigned next_ms)
 {
     struct ext_applier_config cfg = {
         .snapshot_threshold = 1u << 30,
         .next = next,
+        .next_index = next_index,
         .start_next_ms = next_ms,
     };
     struct ext_applier_hooks hooks = {
@@ -525,6 +589,14 @@ static void start_stopped(struct fixture *f, const char *stopped,
     assert_int_equal(applier_start(fsm, &cfg, &hooks, &f->log, &f->a), 0);
 }
 
+/* start_stopped is start_stopped_at with @next right after the applied
+ * index. */
+static void start_stopped(struct fixture *f, const char *stopped,
+                          const struct raft_entry *next, unsigned next_ms)
+{
+    start_stopped_at(f, stopped, next, 0, next_ms);
+}
+
 /* Window 2 of a plain write (its writer's commit landed, the writer's
  * node killed before recording it) when the entry reached a quorum
  * without that node's log: at the restart the file differs from the
@@ -538,8 +610,7 @@ static void test_start_waits_for_the_entry_of_a_landed_commit(void **state)
     struct fixture *f = *state;
     struct taken t = {0};
     struct raft_entry e = {.term = 1, .index = 2, .type = RAFT_ENTRY_NORMAL};
-    char stopped[200], msg[256] = "";
-    sqlite3 *w = NULL;
+    char stopped[200];
 
     snprintf(stopped, sizeof stopped, "%s/stopped", f->db.dir);
     start_stopped(f, stopped, NULL, 60000);
@@ -548,30 +619,71 @@ static void test_start_waits_for_the_entry_of_a_landed_commit(void **state)
     stop(f); /* a clean stop: recorded */
 
     /* The writer's commit of entry 2 lands; its node dies unrecorded. */
-    assert_int_equal(sqlite3_open(f->db.path, &w), SQLITE_OK);
-    if (sql_capture_open(w, 1u << 20, &t.cap, msg, sizeof msg) != 0) {
-        fail_msg("capture: %s", msg);
-    }
-    sqlite3_commit_hook(w, take_on_commit, &t);
-    assert_int_equal(
-        sqlite3_exec(w, "INSERT INTO log VALUES('w2')", NULL, NULL, NULL),
-        SQLITE_OK);
-    sql_capture_close(t.cap, 0);
-    sqlite3_close(w);
-    assert_non_null(t.p);
+    land(f, "INSERT INTO log VALUES('w2')", &t);
     unlink(stopped); /* killed: no record of a clean stop */
 
     start_stopped(f, stopped, NULL, 60000);
     assert_false(applier_diverged(f->a, NULL));
     e.data = raft_buf_copy(t.p, t.len);
-    assert_int_equal(applier_push(f->a, &e, 1), 0);
-    raft_buf_unref(e.data);
-    assert_true(wait_applied(f, 2));
-    assert_false(applier_diverged(f->a, NULL));
-    assert_int_equal(applier_repairs(f->a), 0);
+    push_landed(f, &e, &t, "w2");
+}
+
+/* The same window after leader changes: the writer's node applied the
+ * new leaders' no-ops (entries 2 and 3) without recording them (a batch
+ * of no-ops writes nothing: sql_fsm_apply) before the writer's commit of
+ * entry 4 landed. At the restart the file says index 1, and the entry
+ * that may explain the mismatch is 4, past the no-ops (node.c finds it):
+ * the scan waits for it and finds the file equal, not diverged. */
+static void test_start_waits_past_unrecorded_noops(void **state)
+{
+    struct fixture *f = *state;
+    struct taken t = {0};
+    struct raft_entry noops[2] = {
+        {.term = 2, .index = 2, .type = RAFT_ENTRY_NOOP},
+        {.term = 3, .index = 3, .type = RAFT_ENTRY_NOOP},
+    };
+    struct raft_entry e = {.term = 3, .index = 4, .type = RAFT_ENTRY_NORMAL};
+    struct ext_start_scan_view v;
+    char stopped[200], gate[200];
+
+    snprintf(stopped, sizeof stopped, "%s/stopped", f->db.dir);
+    start_stopped(f, stopped, NULL, 60000);
+    push_sql(f, 1, "CREATE TABLE log(x TEXT PRIMARY KEY)");
+    assert_true(wait_applied(f, 1));
+    assert_int_equal(applier_push(f->a, noops, 2), 0);
+    assert_true(wait_applied(f, 3));
+
+    /* The writer's commit of entry 4 lands; its node dies unrecorded. */
+    land(f, "INSERT INTO log VALUES('w4')", &t);
     stop(f);
-    assert_query(f->db.path, "SELECT count(*) FROM log WHERE x = 'w2'", "1");
-    free(t.p);
+    unlink(stopped); /* killed: no record of a clean stop */
+
+    /* The scan holds its snapshot (the test gate) until the no-ops are
+     * applied: then it finds the mismatch at index 1 with entry 4 to
+     * wait for, not entry 2, which would be applied already and explain
+     * nothing (diverged). */
+    snprintf(gate, sizeof gate, "%s/gate", f->db.dir);
+    setenv("RAFTSQL_TEST_START_SCAN_GATE", gate, 1);
+    e.data = raft_buf_copy(t.p, t.len);
+    start_stopped_at(f, stopped, &e, 4, 60000);
+    assert_int_equal(applier_push(f->a, noops, 2), 0);
+    assert_true(wait_applied(f, 3));
+    assert_int_equal(close(open(gate, O_CREAT | O_WRONLY, 0600)), 0);
+    for (int i = 0; i < WAIT_MS / 10; i++) {
+        assert_true(applier_start_scan(f->a, &v));
+        if (v.state != EXT_START_SCAN_RUNNING) {
+            break;
+        }
+        usleep(10 * 1000);
+    }
+    if (v.state != EXT_START_SCAN_WAITING) {
+        fail_msg("the scan is %s, not waiting for entry 4",
+                 start_scan_state_name(v.state));
+    }
+    assert_false(applier_diverged(f->a, NULL));
+    push_landed(f, &e, &t, "w4");
+    unsetenv("RAFTSQL_TEST_START_SCAN_GATE");
+    unlink(gate);
 }
 
 /* The same mismatch with no plain write to explain it (a commit by a
@@ -597,7 +709,60 @@ static void test_start_mismatch_without_an_entry_diverges(void **state)
 
     start_stopped(f, stopped, NULL, 200);
     assert_true(wait_diverged(f));
+    assert_int_equal(wait_scan_ended(f), EXT_START_SCAN_DIFFERS);
     stop(f);
+}
+
+/* The start's verification runs beside the apply thread: held at its
+ * snapshot (the test gate), entries still apply; a stop before it ended
+ * records no clean stop, so the next start verifies again, and that one,
+ * let through, finds the commit made while no node ran (at the start's
+ * applied index, with a stored entry after it that is no plain write:
+ * nothing explains it). */
+static void test_start_scan_runs_beside_applies(void **state)
+{
+    struct fixture *f = *state;
+    struct raft_entry next = {.term = 1, .index = 2, .type = RAFT_ENTRY_NOOP};
+    struct ext_start_scan_view v;
+    char stopped[200], gate[200];
+    sqlite3 *w = NULL;
+
+    snprintf(stopped, sizeof stopped, "%s/stopped", f->db.dir);
+    snprintf(gate, sizeof gate, "%s/gate", f->db.dir);
+    setenv("RAFTSQL_TEST_START_SCAN_GATE", gate, 1);
+    start_stopped(f, stopped, NULL, 200);
+    push_sql(f, 1, "CREATE TABLE log(x TEXT PRIMARY KEY)");
+    assert_true(wait_applied(f, 1));
+    stop(f);
+    assert_int_equal(access(stopped, F_OK), 0);
+    assert_int_equal(sqlite3_open(f->db.path, &w), SQLITE_OK);
+    assert_int_equal(
+        sqlite3_exec(w, "INSERT INTO log VALUES('foreign')", NULL, NULL, NULL),
+        SQLITE_OK);
+    sqlite3_close(w);
+
+    /* The record differs from the file: the start verifies, held. */
+    start_stopped(f, stopped, NULL, 200);
+    assert_true(applier_start_scan(f->a, &v));
+    assert_true(applier_start_scan_pending(f->a));
+    push_sql(f, 2, "INSERT INTO log VALUES('applied meanwhile')");
+    assert_true(wait_applied(f, 2));
+    assert_true(applier_start_scan_pending(f->a));
+    assert_false(applier_diverged(f->a, NULL));
+    stop(f);
+    assert_int_not_equal(access(stopped, F_OK), 0);
+
+    /* Verified again, let through: found, the replica diverged. */
+    assert_int_equal(close(open(gate, O_CREAT | O_WRONLY, 0600)), 0);
+    next.index = 3;
+    start_stopped(f, stopped, &next, 200);
+    assert_int_equal(wait_scan_ended(f), EXT_START_SCAN_DIFFERS);
+    assert_true(applier_diverged(f->a, NULL));
+    assert_true(applier_start_scan(f->a, &v));
+    assert_int_equal(v.index, 2);
+    stop(f);
+    unsetenv("RAFTSQL_TEST_START_SCAN_GATE");
+    unlink(gate);
 }
 
 int main(void)
@@ -618,8 +783,12 @@ int main(void)
                                         teardown),
         cmocka_unit_test_setup_teardown(
             test_start_waits_for_the_entry_of_a_landed_commit, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_start_waits_past_unrecorded_noops,
+                                        setup, teardown),
         cmocka_unit_test_setup_teardown(
             test_start_mismatch_without_an_entry_diverges, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_start_scan_runs_beside_applies,
+                                        setup, teardown),
         cmocka_unit_test_setup_teardown(test_foreign_commit_holds_until_install,
                                         setup, teardown),
         cmocka_unit_test_setup_teardown(

@@ -341,10 +341,25 @@ static void bound_by_us(const char *path)
     write_file(path, "-raftsql-bound", text);
 }
 
+/* served_by_us writes the pointer file of @path naming this process, as
+ * a node serving the file does once started. */
+static void served_by_us(const char *path)
+{
+    struct ext_attach_pointer p = {.pid = (long)getpid(),
+                                   .socket = "/nonexistent/node.sock",
+                                   .timeout_ms = 1000};
+    char err[256];
+    assert_int_equal(attach_sock_pointer_write(path, &p, err, sizeof err), 0);
+}
+
 /* A file whose node ran with max_staleness_ms (its bound marker) is
  * refused while no node serves it: the marker names no process (a clean
- * stop) or a dead one (killed); a statement prepared while its node ran
- * is expired. A marker naming a live process lets reads through. */
+ * stop) or a dead one (killed), or a live one whose pointer file is not
+ * out yet (it is starting: its stale notice does not count until then,
+ * and a restarted node served, in other processes, the state of before
+ * its kill -9); a statement prepared while its node ran is expired. A
+ * marker naming a live process that serves the file lets reads
+ * through. */
 static void test_watch_unserved(void **state)
 {
     struct tmpdb d;
@@ -356,6 +371,10 @@ static void test_watch_unserved(void **state)
     tmpdb_init(&d);
     db = open_guarded(d.path, 0);
     bound_by_us(d.path);
+    assert_int_equal(ext_guard_read_refusal(d.path, why, sizeof why),
+                     EXT_GUARD_STALE);
+    assert_non_null(strstr(why, ") is starting (max_staleness_ms=500)"));
+    served_by_us(d.path);
     assert_int_equal(
         sqlite3_prepare_v2(db, "SELECT count(*) FROM t", -1, &st, NULL),
         SQLITE_OK);
@@ -382,6 +401,7 @@ static void test_watch_unserved(void **state)
     remove_file(d.path, "-raftsql-bound");
     assert_int_equal(ext_guard_read_refusal(d.path, why, sizeof why), 0);
     sqlite3_close(db);
+    attach_sock_pointer_remove(d.path, (long)getpid());
     tmpdb_remove(&d);
 }
 
@@ -417,6 +437,7 @@ static void test_watch_silent(void **state)
     tmpdb_init(&d);
     db = open_guarded(d.path, 0);
     bound_by_us(d.path);
+    served_by_us(d.path);
     set_age(d.path, 400); /* within the bound */
     assert_int_equal(
         sqlite3_prepare_v2(db, "SELECT count(*) FROM t", -1, &st, NULL),
@@ -441,6 +462,7 @@ static void test_watch_silent(void **state)
     assert_int_equal(ext_guard_read_refusal(d.path, why, sizeof why), 0);
     remove_file(d.path, "-raftsql-bound");
     sqlite3_close(db);
+    attach_sock_pointer_remove(d.path, (long)getpid());
     tmpdb_remove(&d);
 }
 

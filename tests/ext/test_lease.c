@@ -87,7 +87,7 @@ static uint64_t acquire(struct ext_node *n, uint64_t holder)
     uint64_t id = 0;
     int rc;
     for (int k = 0;; k++) {
-        rc = ext_node_lease_acquire(n, holder, &id, why, sizeof why);
+        rc = ext_node_lease_acquire(n, holder, 0, &id, why, sizeof why);
         if (rc != RAFT_FORMAT || k == EXT_WAIT_MS) {
             break;
         }
@@ -208,8 +208,8 @@ static void test_one_holder(void **state)
     EXT_WAIT((l = leader_of(&c)) >= 0, "no leader");
     f = (l + 1) % 3;
     id1 = acquire(c.n[l], 11);
-    assert_int_equal(ext_node_lease_acquire(c.n[l], 12, &id, why, sizeof why),
-                     RAFT_BUSY);
+    assert_int_equal(
+        ext_node_lease_acquire(c.n[l], 12, 0, &id, why, sizeof why), RAFT_BUSY);
     assert_non_null(strstr(why, "held by connection 11"));
     snprintf(want, sizeof want, "\"holder\":11");
     assert_true(has_in_status(c.n[l], "\"lease\":{") &&
@@ -227,8 +227,8 @@ static void test_one_holder(void **state)
      * naming the server; the leader's own holders meet the follower's
      * lease the same way; its release frees it at the leader. */
     id1 = acquire(c.n[l], 14);
-    assert_int_equal(ext_node_lease_acquire(c.n[f], 13, &id, why, sizeof why),
-                     RAFT_BUSY);
+    assert_int_equal(
+        ext_node_lease_acquire(c.n[f], 13, 0, &id, why, sizeof why), RAFT_BUSY);
     snprintf(want, sizeof want, "held by a connection of server %d", l + 1);
     assert_non_null(strstr(why, want));
     ext_node_lease_release(c.n[l], id1, NULL);
@@ -236,8 +236,8 @@ static void test_one_holder(void **state)
     assert_true(id2 > id1);
     snprintf(want, sizeof want, "\"server\":%d", f + 1);
     assert_true(has_in_status(c.n[l], want));
-    assert_int_equal(ext_node_lease_acquire(c.n[l], 15, &id, why, sizeof why),
-                     RAFT_BUSY);
+    assert_int_equal(
+        ext_node_lease_acquire(c.n[l], 15, 0, &id, why, sizeof why), RAFT_BUSY);
     snprintf(want, sizeof want, "held by a connection of server %d", f + 1);
     assert_non_null(strstr(why, want));
     ext_node_lease_release(c.n[f], id2, NULL);

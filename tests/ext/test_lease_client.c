@@ -3,8 +3,9 @@
  * (here a fake node: a thread answering on a Unix socket), the node's
  * answers passed on word for word, "outcome unknown" when the connection
  * closes during a commit, a node whose pointer file names no attach
- * version (an older release) sent no request at all, and the release's
- * WAL marks sent only to a node of attach protocol 3. */
+ * version (an older release) sent no request at all, the release's
+ * WAL marks sent only to a node of attach protocol 3 and the acquire's
+ * flags only to one of protocol 4. */
 
 #include <pthread.h>
 #include <setjmp.h>
@@ -21,6 +22,7 @@
 #include <cmocka.h>
 
 #include "ext/runtime/attach_sock.h"
+#include "ext/runtime/node.h"
 #include "ext/surface/attach_codec.h"
 #include "ext/surface/attach_conn.h"
 #include "ext/surface/lease_client.h"
@@ -37,7 +39,10 @@ struct fake {
     char fns[3][EXT_ATTACH_FN_MAX]; /* the requests, in order */
     unsigned version;               /* its attach protocol, 0: this
                                        build's */
+    unsigned flags;                 /* the flags the test asks with */
     int64_t holder;                 /* the acquire's token */
+    unsigned acquire_n;             /* the acquire's arguments */
+    int64_t acquire_flags;          /* and its flags, when 2 (else -1) */
     size_t changeset_len;           /* the commit's blob */
     unsigned release_n;             /* the release's arguments */
     struct sql_wal_marks marks;     /* and its marks, when 2 */
@@ -98,7 +103,10 @@ static void *fake_main(void *arg)
         return NULL;
     }
     if (next_call(f, fd, 0, &args, &n)) {
-        f->holder = n == 1 ? args[0].integer : -1;
+        f->holder = n >= 1 ? args[0].integer : -1;
+        f->acquire_n = n;
+        f->acquire_flags =
+            n == 2 && args[1].type == SQL_INTEGER ? args[1].integer : -1;
         attach_codec_values_free(args, n);
         answer(f, fd, f->acquire_code, 77,
                f->acquire_code != 0 ? "the lease is held by holder 9" : "");
@@ -203,7 +211,7 @@ static void test_older_node_refused(void **state)
     tmpdb_init(&d);
     lease_hold_init(&h);
     assert_int_equal(attach_sock_pointer_write(d.path, &p, err, sizeof err), 0);
-    assert_int_equal(lease_client_acquire(d.path, 5, &h, why, sizeof why),
+    assert_int_equal(lease_client_acquire(d.path, 5, 0, &h, why, sizeof why),
                      RAFT_FORMAT);
     assert_non_null(strstr(why, "older release"));
     assert_int_equal(h.id, 0);
@@ -219,7 +227,8 @@ static void acquire_from_fake(struct fake *f, struct tmpdb *d,
     char why[600] = "";
     tmpdb_init(d);
     fake_start(f, d);
-    assert_int_equal(lease_client_acquire(d->path, 5, h, why, sizeof why), 0);
+    assert_int_equal(
+        lease_client_acquire(d->path, 5, f->flags, h, why, sizeof why), 0);
     assert_int_equal(h->id, 77);
     assert_true(h->fd >= 0);
 }
@@ -281,6 +290,36 @@ static void test_remote_release_version_2(void **state)
     tmpdb_remove(&d);
 }
 
+/* The one-try flag travels with the acquire to a node of attach
+ * protocol 4; a node of protocol 3 takes a second argument for a
+ * malformed call: it is sent the token alone. No flags, no argument. */
+static void test_remote_acquire_flags(void **state)
+{
+    static const unsigned versions[] = {EXT_ATTACH_VERSION, 3,
+                                        EXT_ATTACH_VERSION};
+    static const unsigned flags[] = {EXT_LEASE_ONE_TRY, EXT_LEASE_ONE_TRY, 0};
+    static const unsigned want_n[] = {2, 1, 1};
+    static const int64_t want_flags[] = {EXT_LEASE_ONE_TRY, -1, -1};
+    (void)state;
+
+    for (unsigned i = 0; i < 3; i++) {
+        struct fake f = {.acquire_code = 0,
+                         .commit_code = 0,
+                         .version = versions[i],
+                         .flags = flags[i]};
+        struct lease_hold h;
+        struct tmpdb d;
+
+        acquire_from_fake(&f, &d, &h);
+        lease_client_release(d.path, &h, NULL);
+        fake_stop(&f, &d);
+        assert_int_equal(f.holder, 5);
+        assert_int_equal(f.acquire_n, want_n[i]);
+        assert_int_equal(f.acquire_flags, want_flags[i]);
+        tmpdb_remove(&d);
+    }
+}
+
 /* The node busy (another holder): RAFT_BUSY with its words, no lease. */
 static void test_remote_busy(void **state)
 {
@@ -293,7 +332,7 @@ static void test_remote_busy(void **state)
     tmpdb_init(&d);
     lease_hold_init(&h);
     fake_start(&f, &d);
-    assert_int_equal(lease_client_acquire(d.path, 5, &h, why, sizeof why),
+    assert_int_equal(lease_client_acquire(d.path, 5, 0, &h, why, sizeof why),
                      RAFT_BUSY);
     assert_string_equal(why, "the lease is held by holder 9");
     assert_int_equal(h.fd, -1);
@@ -329,6 +368,7 @@ int main(void)
         cmocka_unit_test(test_older_node_refused),
         cmocka_unit_test(test_remote_lease),
         cmocka_unit_test(test_remote_release_version_2),
+        cmocka_unit_test(test_remote_acquire_flags),
         cmocka_unit_test(test_remote_busy),
         cmocka_unit_test(test_remote_commit_connection_closed),
     };

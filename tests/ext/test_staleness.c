@@ -20,6 +20,7 @@
 
 #include <cmocka.h>
 
+#include "ext/runtime/attach_sock.h"
 #include "ext/runtime/node_log.h"
 #include "ext/runtime/staleness.h"
 
@@ -257,7 +258,9 @@ static void assert_file_text(const char *path, const char *text)
 
 /* The published state: stale from the start with a bound (no leader yet),
  * counted by staleness_any, its notice file present exactly while stale,
- * and removed at the end and at a start. */
+ * from the start on (written before the bound marker names this process:
+ * other processes served the state of before a kill -9 while a restarted
+ * node had not ticked yet), and removed at the end and at a start. */
 static void test_published(void **state)
 {
     struct ext_node_log log;
@@ -273,12 +276,33 @@ static void test_published(void **state)
     snprintf(bound, sizeof bound, "%s/db-raftsql-bound", dir);
     node_log_init(&log, 1, RAFT_LOG_ERROR);
     assert_int_equal(staleness_new(500, notice, bound, &log, &s), 0);
+    assert_int_equal(stat(notice, &st), 0); /* before any tick */
     {
         char text[128];
         snprintf(text, sizeof text,
                  "raftsql-bound 1\nmax_staleness_ms=500\npid=%ld\n",
                  (long)getpid());
         assert_file_text(bound, text);
+    }
+    {
+        /* Other processes: the marker names a live process whose pointer
+         * file is not out yet (it is starting), so reads are refused
+         * though its notice does not count yet; once the pointer is out,
+         * the notice refuses them (a restarted node served, in other
+         * processes, the state of before its kill -9). */
+        char db[64], why[512];
+        struct ext_attach_pointer p = {
+            .pid = (long)getpid(), .timeout_ms = 1000, .version = 2};
+        snprintf(db, sizeof db, "%s/db", dir);
+        snprintf(p.socket, sizeof p.socket, "%s/db.sock", dir);
+        assert_false(attach_sock_stale(db, why, sizeof why));
+        assert_true(attach_sock_unserved(db, why, sizeof why));
+        assert_non_null(strstr(why, "is starting"));
+        assert_int_equal(attach_sock_pointer_write(db, &p, why, sizeof why), 0);
+        assert_false(attach_sock_unserved(db, why, sizeof why));
+        assert_true(attach_sock_stale(db, why, sizeof why));
+        assert_non_null(strstr(why, "stale replica: no leader known"));
+        attach_sock_pointer_remove(db, (long)getpid());
     }
     staleness_get(s, &v);
     assert_true(v.stale);

@@ -273,6 +273,52 @@ static void test_applied_resumed(void **state)
     assert_int_equal(sql_fsm_applied(f->fsm), 4);
 }
 
+/* The latest request stamp applied (sql_fsm_applied_time) is the
+ * largest of every batch, whatever their order; batches without requests
+ * keep it; it is stored with the applied index (across reopen), and a
+ * database of before the column gets it at open, with no stamp. */
+static void test_applied_time(void **state)
+{
+    struct fsm_fixture *f = *state;
+    struct buf *bufs[3];
+    int64_t t = 7;
+
+    assert_false(sql_fsm_applied_time(f->fsm, &t));
+    assert_true(t == 7);
+    bufs[0] = make_request_ex(1, next_seq++, "CREATE TABLE t(a)", NULL, 0,
+                              1700000000300LL, 1);
+    bufs[1] = make_request_ex(1, next_seq++, "INSERT INTO t VALUES (1)", NULL,
+                              0, 1700000000100LL, 2);
+    bufs[2] = NULL;
+    assert_int_equal(apply_bufs(f, bufs, 3), 0);
+    assert_true(sql_fsm_applied_time(f->fsm, &t));
+    assert_true(t == 1700000000300LL);
+    bufs[0] = NULL;
+    bufs[1] = make_request_ex(1, next_seq++, "INSERT INTO t VALUES (2)", NULL,
+                              0, 1700000000200LL, 3);
+    assert_int_equal(apply_bufs(f, bufs, 2), 0);
+    assert_true(sql_fsm_applied_time(f->fsm, &t) && t == 1700000000300LL);
+    bufs[0] = make_request_ex(1, next_seq++, "INSERT INTO t VALUES (3)", NULL,
+                              0, 1700000000400LL, 4);
+    assert_int_equal(apply_bufs(f, bufs, 1), 0);
+    reopen(f);
+    assert_int_equal(sql_fsm_applied(f->fsm), 6);
+    assert_true(sql_fsm_applied_time(f->fsm, &t) && t == 1700000000400LL);
+    assert_query(f->tmp.path,
+                 "SELECT time_ms FROM raftsql_applied WHERE id = 0",
+                 "1700000000400");
+
+    sql_fsm_close(f->fsm);
+    f->fsm = NULL;
+    outside_exec(f->tmp.path,
+                 "ALTER TABLE raftsql_applied DROP COLUMN time_ms");
+    reopen(f);
+    assert_int_equal(sql_fsm_applied(f->fsm), 6);
+    assert_false(sql_fsm_applied_time(f->fsm, &t));
+    apply1(f, "INSERT INTO t VALUES (4)");
+    assert_true(sql_fsm_applied_time(f->fsm, &t) && t == 1700000000000LL);
+}
+
 /* A request id applied before is skipped, in the same batch, a later
  * batch, and after reopen; failed requests count as applied too; the
  * zero id is never deduplicated. */
@@ -1179,6 +1225,7 @@ int main(void)
         T(test_batch_partial_failure),
         T(test_or_rollback_restarts_batch),
         T(test_applied_resumed),
+        T(test_applied_time),
         T(test_duplicate),
         T(test_dedup_window),
         T(test_error_text_is_sqlites),

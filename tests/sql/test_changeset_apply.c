@@ -784,25 +784,126 @@ static void test_autoincrement_sequence(void **state)
                  "m=2");
 }
 
+/* reopen_a closes A's apply connection and opens a new one (a restarted
+ * node), with the checksum on. */
+static void reopen_a(struct fixture *f)
+{
+    char msg[256] = "";
+
+    sql_fsm_close(f->fa);
+    if (sql_fsm_open(f->a.path, NULL, 0, &f->fa, msg, sizeof msg) != 0) {
+        fail_msg("open: %s", msg);
+    }
+    assert_int_equal(sql_fsm_checksum_enable(f->fa, 1), 0);
+}
+
 /* The landed question is answered from the file alone: after the writer
  * committed, a new apply connection (a restarted node) records the entry
  * without replaying it. */
 static void test_landed_after_restart(void **state)
 {
     struct fixture *f = *state;
-    char msg[256] = "";
 
     both(f, "CREATE TABLE t(a INTEGER PRIMARY KEY, b)");
     f->veto = false;
     assert_int_equal(write_sql(f, "INSERT INTO t VALUES(1, 'x')"), SQLITE_OK);
     assert_non_null(f->taken);
-    sql_fsm_close(f->fa);
-    if (sql_fsm_open(f->a.path, NULL, 0, &f->fa, msg, sizeof msg) != 0) {
-        fail_msg("open: %s", msg);
-    }
-    assert_int_equal(sql_fsm_checksum_enable(f->fa, 1), 0);
+    reopen_a(f);
     assert_int_equal(apply_one(f->fa, f->taken), 0);
     assert_int_equal(apply_one(f->fb, f->taken), 0);
+    assert_equal_replicas(f);
+}
+
+/* apply_noops applies @n no-op entries (a new leader's first entries)
+ * in one batch on @fsm; it must succeed. */
+static void apply_noops(struct sql_fsm *fsm, unsigned n)
+{
+    struct sql_fsm_entry e[4];
+    struct sql_result res[4];
+
+    assert_true(n <= 4);
+    for (unsigned i = 0; i < n; i++) {
+        memset(&e[i], 0, sizeof e[i]);
+        e[i].index = sql_fsm_applied(fsm) + 1 + i;
+        e[i].term = 2;
+        entry_set_payload(&e[i], NULL);
+    }
+    assert_int_equal(sql_fsm_apply(fsm, e, n, res), 0);
+    for (unsigned i = 0; i < n; i++) {
+        assert_int_equal(res[i].rc, SQLITE_OK);
+        sql_result_clear(&res[i]);
+    }
+}
+
+/* A host transaction that read before a batch of no-ops (a leader change
+ * in the middle of BEGIN ... SELECT ... UPDATE) writes after it: the
+ * batch commits nothing to the file, so the transaction's snapshot is
+ * still the latest. Before, raftsql_applied's row alone was committed
+ * and the UPDATE failed with SQLITE_BUSY_SNAPSHOT. */
+static void test_noops_leave_a_reader_snapshot_current(void **state)
+{
+    struct fixture *f = *state;
+    uint64_t before, durable = 0;
+
+    both(f, "CREATE TABLE t(a INTEGER PRIMARY KEY, b)");
+    both(f, "INSERT INTO t VALUES(1, 'x')");
+    f->veto = false;
+    assert_int_equal(write_sql(f, "BEGIN; SELECT * FROM t"), SQLITE_OK);
+    before = sql_fsm_applied(f->fa);
+    apply_noops(f->fa, 2);
+    apply_noops(f->fb, 2);
+    assert_true(sql_fsm_applied(f->fa) == before + 2);
+    if (write_sql(f, "UPDATE t SET b = 'y' WHERE a = 1; COMMIT") != SQLITE_OK) {
+        fail_msg("UPDATE after the no-ops: %s (%d)", sqlite3_errmsg(f->w),
+                 sqlite3_extended_errcode(f->w));
+    }
+    assert_non_null(f->taken);
+    assert_int_equal(apply_one(f->fa, f->taken), 0);
+    assert_int_equal(apply_one(f->fb, f->taken), 0);
+    assert_equal_replicas(f);
+    /* Only what raftsql_applied records is durable. */
+    apply_noops(f->fa, 1);
+    assert_int_equal(sql_fsm_checkpoint(f->fa, &durable), 0);
+    assert_true(durable == sql_fsm_applied(f->fa) - 1);
+    assert_true(sql_fsm_durable(f->fa) == durable);
+}
+
+/* A writer commits after its node applied no-ops it did not record
+ * (the grant's catch-up), and the node restarts before it records the
+ * writer's entry: the file says the index before the no-ops, and the
+ * batch of no-ops then the writer's entry takes that entry as landed
+ * (only recorded), not as one to replay on top of itself. */
+static void test_landed_after_unrecorded_noops_and_a_restart(void **state)
+{
+    struct fixture *f = *state;
+    struct sql_fsm_entry e[3];
+    struct sql_result res[3];
+    uint64_t recorded;
+
+    both(f, "CREATE TABLE t(a INTEGER PRIMARY KEY, b)");
+    recorded = sql_fsm_applied(f->fa);
+    apply_noops(f->fa, 2);
+    apply_noops(f->fb, 2);
+    f->veto = false;
+    assert_int_equal(write_sql(f, "INSERT INTO t VALUES(1, 'x')"), SQLITE_OK);
+    assert_non_null(f->taken);
+    reopen_a(f);
+    assert_true(sql_fsm_applied(f->fa) == recorded);
+    for (unsigned i = 0; i < 3; i++) {
+        memset(&e[i], 0, sizeof e[i]);
+        e[i].index = recorded + 1 + i;
+        e[i].term = 2;
+        entry_set_payload(&e[i], i < 2 ? NULL : f->taken);
+    }
+    if (sql_fsm_apply(f->fa, e, 3, res) != 0) {
+        fail_msg("apply after the restart: %s", sql_fsm_errmsg(f->fa));
+    }
+    for (unsigned i = 0; i < 3; i++) {
+        assert_int_equal(res[i].rc, SQLITE_OK);
+        sql_result_clear(&res[i]);
+    }
+    assert_int_equal(apply_one(f->fb, f->taken), 0);
+    assert_true(sql_fsm_applied(f->fa) == sql_fsm_applied(f->fb));
     assert_equal_replicas(f);
 }
 
@@ -1047,6 +1148,10 @@ int main(void)
                                         teardown),
         cmocka_unit_test_setup_teardown(
             test_checkpoint_after_landed_is_not_foreign, setup, teardown),
+        cmocka_unit_test_setup_teardown(
+            test_noops_leave_a_reader_snapshot_current, setup, teardown),
+        cmocka_unit_test_setup_teardown(
+            test_landed_after_unrecorded_noops_and_a_restart, setup, teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

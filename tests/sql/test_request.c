@@ -479,6 +479,7 @@ static void test_stamp(void **state)
                            .max_steps = 777000};
     struct sql_request r;
     uint64_t id[2];
+    int64_t t = 42;
 
     (void)state;
     assert_int_equal(sql_request_stamp(b->data, b->len, &st, s->data), 0);
@@ -499,6 +500,19 @@ static void test_stamp(void **state)
     assert_int_equal(sql_request_id(s->data, s->len, id), 0);
     assert_true(id[0] == UINT64_MAX && id[1] == 12345);
     assert_int_equal(sql_request_id(s->data, HEADER - 1, id), SQL_ERR_CORRUPT);
+
+    /* The stamp alone, read from the header: 0 before stamping; no
+     * stamp in what is no request (*out untouched). */
+    assert_int_equal(sql_request_time(s->data, s->len, &t), 0);
+    assert_true(t == -1234567890123LL);
+    assert_int_equal(sql_request_time(b->data, b->len, &t), 0);
+    assert_true(t == 0);
+    t = 42;
+    assert_int_equal(sql_request_time(s->data, HEADER - 1, &t),
+                     SQL_ERR_CORRUPT);
+    assert_int_equal(sql_request_time(junk->data, junk->len, &t),
+                     SQL_ERR_CORRUPT);
+    assert_true(t == 42);
 
     assert_int_equal(sql_request_stamp(b->data, b->len, &st, b->data), 0);
     assert_memory_equal(b->data, s->data, b->len);

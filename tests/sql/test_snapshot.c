@@ -332,6 +332,54 @@ static off_t file_size(const char *path)
     return st.st_size;
 }
 
+/* apply_noop applies one no-op entry (a new leader's first) on @fsm, in
+ * term @term. */
+static void apply_noop(struct sql_fsm *fsm, uint64_t term)
+{
+    struct sql_fsm_entry e = {.index = sql_fsm_applied(fsm) + 1, .term = term};
+    struct sql_result res;
+
+    assert_int_equal(sql_fsm_apply(fsm, &e, 1, &res), 0);
+    sql_result_clear(&res);
+}
+
+/* No-ops applied after the last batch that wrote are not in the file's
+ * raftsql_applied (a batch of them writes nothing), but a snapshot made
+ * then is at the applied index, in the no-op's term: a diverged follower
+ * asks for a repair at least at its own applied index, which the no-ops
+ * count. A node that installs it applies the next entry after them. */
+static void test_create_after_noops(void **state)
+{
+    struct fixture *f = *state;
+    const char *path = snap_path(f, 0);
+    uint64_t index = 0, term = 0, before;
+
+    bank_init(f->a.fsm, 10);
+    before = sql_fsm_applied(f->a.fsm);
+    apply_noop(f->a.fsm, TERM + 1);
+    apply_noop(f->a.fsm, TERM + 2);
+    assert_true(sql_fsm_applied(f->a.fsm) == before + 2);
+    create_snapshot(f, path, &index, &term);
+    assert_true(index == before + 2);
+    assert_int_equal(term, TERM + 2);
+    {
+        static const char rows[] =
+            "SELECT group_concat(id || '=' || v, ',') "
+            "FROM (SELECT * FROM acct ORDER BY id)";
+        char *in_copy = query_text(path, rows);
+        char *in_file = query_text(f->a.tmp.path, rows);
+
+        assert_non_null(in_copy);
+        assert_non_null(in_file);
+        assert_string_equal(in_copy, in_file);
+        free(in_copy);
+        free(in_file);
+    }
+    install_ok(&f->b, path, &index, &term);
+    assert_true(sql_fsm_applied(f->b.fsm) == before + 2);
+    assert_int_equal(transfers(f->b.fsm, 1, 5), 0);
+}
+
 /* A snapshot reflects the latest committed state, with its index and
  * term, even while another connection holds an older read transaction
  * open, which keeps seeing its own state; it is a standalone file (no
@@ -438,8 +486,27 @@ static void test_create_during_apply(void **state)
     assert_true(lowest >= 1);
 }
 
+/* apply_stamped applies request @sql stamped @time_ms alone in a batch of
+ * term TERM, and expects it to succeed. */
+static void apply_stamped(struct sql_fsm *fsm, const char *sql, int64_t time_ms)
+{
+    struct buf *b = make_request_ex(1, atomic_fetch_add(&next_seq, 1), sql,
+                                    NULL, 0, time_ms, 1);
+    struct sql_fsm_entry e = {.index = sql_fsm_applied(fsm) + 1, .term = TERM};
+    struct sql_result r = {0};
+
+    entry_set_payload(&e, b);
+    if (sql_fsm_apply(fsm, &e, 1, &r) != 0 || r.rc != SQLITE_OK) {
+        fail_msg("apply %s: %s %s", sql, sql_fsm_errmsg(fsm),
+                 r.errmsg != NULL ? r.errmsg : "");
+    }
+    sql_result_clear(&r);
+    buf_free(b);
+}
+
 /* A snapshot installed into another node's database replaces its content
- * entirely (tables, applied index and term, request ids, settings); the
+ * entirely (tables, applied index and term, request ids, settings, the
+ * latest request stamp applied); the
  * cluster-wide settings take effect on the apply connection; the index is
  * durable; and both nodes then apply the same entries alike. */
 static void test_install_other_node(void **state)
@@ -453,6 +520,7 @@ static void test_install_other_node(void **state)
     uint64_t term = 0;
     uint64_t index2 = 0;
     uint64_t term2 = 0;
+    int64_t stamp = 0;
 
     bank_init(f->a.fsm, 30);
     apply_ok(f->a.fsm, "PRAGMA foreign_keys = ON");
@@ -462,15 +530,19 @@ static void test_install_other_node(void **state)
              " pid INTEGER REFERENCES parent(id));");
     apply_ok(f->b.fsm, "CREATE TABLE junk(x); INSERT INTO junk VALUES (1)");
     apply_ok(f->b.fsm, "INSERT INTO junk VALUES (2)");
+    apply_stamped(f->a.fsm, "CREATE TABLE later(x)", 1800000000000LL);
+    apply_stamped(f->b.fsm, "CREATE TABLE later(x)", 1900000000000LL);
 
     create_snapshot(f, path, &index, &term);
-    assert_int_equal(index, 33);
+    assert_int_equal(index, 34);
     install_ok(&f->b, path, &index2, &term2);
     assert_int_equal(index2, index);
     assert_int_equal(term2, term);
     assert_int_equal(sql_fsm_applied(f->b.fsm), index);
     assert_int_equal(sql_fsm_applied_term(f->b.fsm), TERM);
     assert_int_equal(sql_fsm_durable(f->b.fsm), index);
+    assert_true(sql_fsm_applied_time(f->b.fsm, &stamp));
+    assert_true(stamp == 1800000000000LL);
     assert_same_fingerprint(f->b.tmp.path, f->a.tmp.path);
     assert_query(f->b.tmp.path,
                  "SELECT count(*) FROM sqlite_schema WHERE name = 'junk'", "0");
@@ -500,8 +572,8 @@ static void test_install_other_node(void **state)
     /* Survives reopening, and the reopened node is durable at once. */
     node_close(&f->b);
     node_open(&f->b);
-    assert_int_equal(sql_fsm_applied(f->b.fsm), 41);
-    assert_int_equal(sql_fsm_durable(f->b.fsm), 41);
+    assert_int_equal(sql_fsm_applied(f->b.fsm), 42);
+    assert_int_equal(sql_fsm_durable(f->b.fsm), 42);
 }
 
 /* What the reader thread of test_install_readers shares. */
@@ -790,6 +862,8 @@ static void test_durable_index(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
+        cmocka_unit_test_setup_teardown(test_create_after_noops, setup,
+                                        teardown),
         cmocka_unit_test_setup_teardown(test_create_consistent, setup,
                                         teardown),
         cmocka_unit_test_setup_teardown(test_create_during_apply, setup,

@@ -230,6 +230,12 @@ static int store_create(void *data, const char *path, raft_index *index,
     fake_lock(f);
     begin_call(f, FAKE_CREATE);
     rc = injected(f, FAKE_CREATE, errmsg, errmsg_len);
+    if (rc == 0 && access(path, F_OK) == 0) {
+        /* The real store's contract (sql_snapshot_write): never over a
+         * file that exists. */
+        snprintf(errmsg, errmsg_len, "fake: %s already exists", path);
+        rc = RAFT_INVALID;
+    }
     if (rc == 0) {
         fp = fopen(path, "wb");
         if (fp == NULL || fwrite(f->snap, 1, f->snap_len, fp) != f->snap_len) {
@@ -1021,6 +1027,13 @@ static void cb_stepped(void *data)
 }
 
 /* The application's own callbacks (fake_opts.app). */
+static void cb_appended(void *data, const struct raft_entry *entries,
+                        unsigned n)
+{
+    struct fake *f = data;
+    f->app.appended(f->app.data, entries, n);
+}
+
 static void cb_wake(void *data)
 {
     struct fake *f = data;
@@ -1130,6 +1143,9 @@ void fake_start(struct fake *f, struct raft *r, const struct fake_opts *o)
         .stepped = cb_stepped,
         .log = cb_log,
     };
+    if (o->app != NULL && o->app->appended != NULL) {
+        cb.appended = cb_appended;
+    }
     struct raft_uv_node_seams seams = {
         .transport = &f->tr,
         .snapshot_stall_ms = o->stall_ms,

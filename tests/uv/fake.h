@@ -233,10 +233,10 @@ struct fake_opts {
     bool no_snapshots;    /* no snapshot functions */
     const struct raft_uv_node_callbacks *app; /* the application's
                              callbacks (copied; NULL: none): its wake,
-                             forward and read are the driver's own; its
-                             apply, tick and stepped run after the fake
-                             recorded the call, without its mutex; its
-                             log and dial are ignored */
+                             forward, read and appended are the driver's
+                             own; its apply, tick and stepped run after
+                             the fake recorded the call, without its
+                             mutex; its log and dial are ignored */
 };
 
 /* fake_init prepares @f for server @id: an empty store whose log starts

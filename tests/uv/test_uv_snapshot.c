@@ -666,6 +666,29 @@ static void test_create_failure_retried(void **state)
                                "could not be made") == 1);
 }
 
+/* A snapshot file an earlier life of the node left (killed while it
+ * sent one: the names count from 1 in each life) does not fail the
+ * first snapshot of this life: it is replaced. */
+static void test_leftover_snapshot_file_replaced(void **state)
+{
+    struct fake *f = fake_a(state);
+    char path[PATH_MAX];
+    FILE *fp;
+    leader_init(f);
+    snprintf(path, sizeof path, "%s/snapshot-1-1.db", f->dir);
+    fp = fopen(path, "wb");
+    assert_non_null(fp);
+    fputs("left by an earlier life", fp);
+    fclose(fp);
+    leader_start(f, 0);
+    FAKE_WAIT(f, f->peer.installed);
+    FAKE_CHECK(f, fake_n_calls(f, FAKE_CREATE, -1) == 1 &&
+                      fake_n_calls(f, FAKE_CREATE, 0) == 1);
+    fake_lock(f);
+    assert_memory_equal(f->peer.buf, f->snap, SNAP_LEN);
+    fake_unlock(f);
+}
+
 /* Stopping in the middle of a transfer closes it and removes the
  * leader's snapshot file. */
 static void test_stop_removes_snapshot(void **state)
@@ -853,6 +876,7 @@ int main(void)
         TEST(test_unreachable_aborts),
         TEST(test_lost_leadership_abandons),
         TEST(test_create_failure_retried),
+        TEST(test_leftover_snapshot_file_replaced),
         TEST(test_stop_removes_snapshot),
         TEST(test_snapshot_replaced_after_compaction),
         TEST(test_two_drivers_corrupted_chunk),

@@ -9,6 +9,7 @@
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -99,6 +100,52 @@ static void test_write_path(void **state)
     FAKE_CHECK(f, strcmp(f->applied[f->n_applied - 1].data, "x1") == 0);
     FAKE_CHECK(f, f->obs.persisted >= index && f->obs.stats.n_writes >= 2 &&
                       f->obs.stats.n_entries_written >= 2);
+}
+
+/* What the appended callback saw (loop thread; read by the test after
+ * fake_propose, which waits for the loop). */
+struct seen {
+    raft_index first; /* the first index handed over, 0 before any */
+    unsigned n;       /* entries handed over */
+    char last[16];    /* the last one's payload */
+};
+
+static void on_appended(void *data, const struct raft_entry *entries,
+                        unsigned n)
+{
+    struct seen *s = data;
+    const struct raft_buf *b = entries[n - 1].data;
+    if (s->first == 0) {
+        s->first = entries[0].index;
+    }
+    s->n += n;
+    snprintf(s->last, sizeof s->last, "%.*s", b != NULL ? (int)b->len : 0,
+             b != NULL ? (const char *)b->data : "");
+}
+
+/* The application gets the entries the log takes before the call that
+ * proposed them returns, while their write has not even started (held):
+ * before they are durable. */
+static void test_appended_before_durable(void **state)
+{
+    struct fake *f = fake_a(state);
+    struct seen s = {0};
+    struct raft_uv_node_callbacks app = {.data = &s, .appended = on_appended};
+    struct fake_opts o = {.app = &app};
+    raft_index index = 0;
+    unsigned before;
+    start_single(f, &o);
+    assert_true(s.first == 1 && s.n >= 1); /* the leader's no-op */
+    before = s.n;
+    fake_hold(f, FAKE_APPEND);
+    assert_int_equal(fake_propose(f, "x1", &index), 0);
+    assert_int_equal(s.n, before + 1);
+    assert_string_equal(s.last, "x1");
+    FAKE_WAIT(f, f->held[FAKE_APPEND]);
+    FAKE_CHECK(f, f->obs.persisted < index);
+    fake_release(f, FAKE_APPEND);
+    FAKE_WAIT(f, applied(f, index));
+    assert_int_equal(s.n, before + 1);
 }
 
 /* Proposals that arrive while a write runs are merged into the next one:
@@ -394,6 +441,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         TEST(test_write_path),
         TEST(test_group_commit),
+        TEST(test_appended_before_durable),
         TEST(test_vote_held_until_durable),
         TEST(test_append_failure_stops_writing),
         TEST(test_failed_follower_does_not_vote),
