@@ -488,6 +488,7 @@ static int open_store(struct ext_node *n, const char *db_path, char *errmsg,
         .log_max_bytes = n->cfg.log_max_bytes,
         .snapshot_threshold = n->cfg.snapshot_threshold,
         .trailing_entries = n->cfg.trailing_entries,
+        .election_timeout_ms = n->cfg.election_timeout_ms,
     };
     return store_open(&sc, &n->log, &n->store, errmsg, errmsg_len);
 }

@@ -41,6 +41,7 @@ struct ext_store {
     char snapshot_dir[4096];      /* <dir>/snapshots */
     uint64_t snapshot_threshold;  /* compaction policy */
     uint64_t trailing_entries;    /* compaction policy */
+    unsigned election_timeout_ms; /* compaction policy: live followers */
     struct ext_node_log *log;     /* the node's log lines */
     struct lmdb_log *lmdb;        /* the LMDB log (the driver's disk thread
                                     writes; reads at start) */
@@ -141,6 +142,7 @@ int store_open(const struct ext_store_config *cfg, struct ext_node_log *log,
     snprintf(s->db_path, sizeof s->db_path, "%s", cfg->db_path);
     s->snapshot_threshold = cfg->snapshot_threshold;
     s->trailing_entries = cfg->trailing_entries;
+    s->election_timeout_ms = cfg->election_timeout_ms;
     s->log = log;
     s->lock_fd = -1;
     rc = lock_dir(s, errmsg, errmsg_len);
@@ -637,7 +639,43 @@ raft_index store_plan_compaction(const struct ext_store *s,
         return 0;
     }
     target = v->durable - s->trailing_entries;
+    if (v->hold > 0 && target >= v->hold) {
+        target = v->hold - 1;
+    }
     return target >= v->first && target <= v->persisted ? target : 0;
+}
+
+/* follower_hold is ext_store_view.hold for core @core: the first index
+ * of the entries a follower heard from within an election timeout still
+ * needs, 0 when none does or @core does not lead. A follower that
+ * already needs a compacted entry (and so a snapshot) holds nothing. */
+static raft_index follower_hold(const struct ext_store *s,
+                                const struct raft *core)
+{
+    const struct raft_configuration *c = raft_current_configuration(core);
+    raft_index first = raft_first_index(core);
+    raft_index hold = 0;
+    struct raft_progress_info pi;
+
+    if (c == NULL || raft_role(core) != RAFT_LEADER) {
+        return 0;
+    }
+    for (unsigned i = 0; i < c->n; i++) {
+        raft_index needs;
+        if (raft_progress(core, c->servers[i].id, &pi) != 0 ||
+            pi.last_contact > s->election_timeout_ms) {
+            continue;
+        }
+        needs = 1 + (pi.state == RAFT_PROGRESS_SNAPSHOT ? pi.snapshot_index
+                                                        : pi.match_index);
+        if (needs < first) {
+            continue;
+        }
+        if (hold == 0 || needs < hold) {
+            hold = needs;
+        }
+    }
+    return hold;
 }
 
 void store_on_tick(struct ext_store *s, struct raft_uv_node *d)
@@ -650,6 +688,7 @@ void store_on_tick(struct ext_store *s, struct raft_uv_node *d)
         .applied = applier_applied(s->applier),
         .durable = applier_durable(s->applier),
         .log_full = raft_uv_node_log_full(d),
+        .hold = follower_hold(s, core),
     };
     bool checkpoint;
     v.used_bytes = atomic_load(&s->used);

@@ -26,13 +26,16 @@ struct ext_store_state {
 
 /* Settings of the store. */
 struct ext_store_config {
-    const char *dir;             /* log directory (copied) */
-    const char *db_path;         /* the database file, for messages
-                                    (copied) */
-    uint64_t log_max_bytes;      /* LMDB map ceiling, bytes */
-    uint64_t snapshot_threshold; /* compact once this many entries are
-                                    past the boundary */
-    uint64_t trailing_entries;   /* entries kept behind the durable index */
+    const char *dir;              /* log directory (copied) */
+    const char *db_path;          /* the database file, for messages
+                                     (copied) */
+    uint64_t log_max_bytes;       /* LMDB map ceiling, bytes */
+    uint64_t snapshot_threshold;  /* compact once this many entries are
+                                     past the boundary */
+    uint64_t trailing_entries;    /* entries kept behind the durable index */
+    unsigned election_timeout_ms; /* a follower heard from within it is
+                                     live: the compaction keeps what it
+                                     still needs (store_plan_compaction) */
 };
 
 struct ext_store; /* opaque */
@@ -159,6 +162,12 @@ struct ext_store_view {
     bool log_full;        /* the log refused a write for lack of space */
     uint64_t used_bytes;  /* bytes the stored entries occupy */
     uint64_t budget;      /* the most they may occupy (0: unknown) */
+    raft_index hold;      /* leader: the first index of the entries a
+                             live follower still needs (those after the
+                             last it matched, or, for one that a snapshot
+                             is on its way to, after the index the
+                             snapshot must reach), which compaction keeps;
+                             0: none */
 };
 
 /* store_plan_compaction is the compaction policy: it returns the index to
@@ -166,16 +175,23 @@ struct ext_store_view {
  * apply thread should checkpoint first. Once more than
  * snapshot_threshold entries lie in the log, the target is the durable
  * applied index less trailing_entries (kept for followers a little
- * behind), when it lies in the persisted log; when the log is full, or
- * its entries take more than half of what they may (large requests fill
- * the bytes long before the count), the durable index itself, with a
- * checkpoint asked when it lags the applied index. Pure; any thread. */
+ * behind), and below @v->hold (what a live follower still needs: a
+ * follower installing a snapshot needs the entries after it, and had
+ * they been compacted meanwhile it would need another snapshot, for ever
+ * when a snapshot takes longer than the writes need to fill
+ * snapshot_threshold), when it lies in the persisted log; when the log
+ * is full, or its entries take more than half of what they may (large
+ * requests fill the bytes long before the count), the durable index
+ * itself, with a checkpoint asked when it lags the applied index,
+ * whatever @v->hold says (so a hold costs at most half of log_max_mb).
+ * Pure; any thread. */
 raft_index store_plan_compaction(const struct ext_store *s,
                                  const struct ext_store_view *v,
                                  bool *out_checkpoint);
 
 /* store_on_tick applies the compaction policy to driver @d's core and the
- * applier: it asks for the checkpoint and queues the compaction
+ * applier (the hold from the core's progress of its followers, when it
+ * leads): it asks for the checkpoint and queues the compaction
  * (raft_uv_node_compact) that store_plan_compaction names. Loop thread of
  * driver @d. */
 void store_on_tick(struct ext_store *s, struct raft_uv_node *d);

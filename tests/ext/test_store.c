@@ -320,6 +320,35 @@ static void test_plan_compaction(void **state)
     assert_int_equal(store_plan_compaction(f->s, &v, &ckpt), 0);
 }
 
+/* A live follower's hold: the target stops before the first entry it
+ * still needs (after a snapshot on its way, or after its match index),
+ * and compacts nothing when that is the log's first entry; a log
+ * past half of its byte budget compacts to the durable index all the
+ * same. */
+static void test_plan_compaction_hold(void **state)
+{
+    struct fixture *f = *state;
+    struct ext_store_view v = {.first = 1,
+                               .last = 101,
+                               .persisted = 101,
+                               .applied = 101,
+                               .durable = 90,
+                               .hold = 51};
+    bool ckpt = true;
+
+    open_store(f, NULL); /* threshold 100, trailing 10 */
+    assert_int_equal(store_plan_compaction(f->s, &v, &ckpt), 50);
+    v.hold = 86; /* behind it: the trailing entries decide */
+    assert_int_equal(store_plan_compaction(f->s, &v, &ckpt), 80);
+    v.first = 51;
+    v.hold = 51; /* compacted through 50 already: nothing more */
+    assert_int_equal(store_plan_compaction(f->s, &v, &ckpt), 0);
+    v.used_bytes = 600;
+    v.budget = 1000;
+    assert_int_equal(store_plan_compaction(f->s, &v, &ckpt), 90);
+    assert_true(ckpt);
+}
+
 /* snapshot_at makes a snapshot file (index 2, term 1) of a database of its
  * own in @f's temporary directory and returns its path in @out. */
 static void snapshot_at(struct fixture *f, char *out, size_t out_len)
@@ -463,6 +492,8 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_corrupt_entry_not_applied, setup,
                                         teardown),
         cmocka_unit_test_setup_teardown(test_plan_compaction, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_plan_compaction_hold, setup,
+                                        teardown),
         cmocka_unit_test_setup_teardown(test_install_keeps_suffix, setup,
                                         teardown),
         cmocka_unit_test_setup_teardown(test_install_resets_log, setup,
