@@ -101,12 +101,22 @@ class OrmChecks:
 
     def settle(self):
         """Wait until the writer's node applied everything the leader
-        committed, its term-start entry included (raft_barrier). That
-        entry, like any other, is a commit to every replica's file: a
-        deferred transaction whose snapshot predates it meets
-        SQLITE_BUSY_SNAPSHOT ("database is locked") at its first write,
-        as it would behind another writer. The applications here, as
-        most, do not retry that, so they start after it."""
+        committed, the new cluster's id included, then its term-start
+        entry (raft_barrier). Each of those entries is a commit to every
+        replica's file: a deferred transaction whose snapshot predates
+        it meets SQLITE_BUSY_SNAPSHOT ("database is locked") at its first
+        write, as it would behind another writer. The applications here,
+        as most, do not retry that, so they start after them. The first
+        leader proposes the cluster id at a tick after its term's first
+        entry committed, so a barrier alone could return before it (a
+        create_all inside BEGIN failed so under load in CI: the id's
+        entry applied between its first read and its CREATE TABLE)."""
+        deadline = time.monotonic() + 30
+        while self.query(self.writer_id(), "SELECT raft_cluster_id()") is None:
+            if time.monotonic() > deadline:
+                self.fail("server %d has no cluster id within 30 s: %r" % (
+                    self.writer_id(), self.node_status(self.writer_id())))
+            time.sleep(0.05)
         self.query(self.writer_id(), "SELECT raft_barrier()")
 
     def check_followed(self):
