@@ -157,12 +157,19 @@ class Nemesis:
         side = set(self.targets())
         rest = [i for i in self.cluster.ids if i not in side]
         pairs = cut_between(side, rest)
-        mode = self.rng.choice(("cut", "drop"))
+        mode = self.rng.choice(getattr(self.cluster.net, "PARTITION_MODES",
+                                       ("cut", "drop")))
         d = self.rng.uniform(0.5, 4.0)
-        self.cluster.net.set(pairs, mode)
+        if mode in ("down", "unplug"):
+            # Hosts (hosts.py): each node of side on its own, link down.
+            self.cluster.net.isolate(sorted(side), mode)
+            what = "%s alone each, link %s" % (sorted(side), mode)
+        else:
+            self.cluster.net.set(pairs, mode)
+            what = "%s | %s (%s)" % (sorted(side), rest, mode)
         time.sleep(d)
         self.cluster.net.heal()
-        return "%s | %s (%s) for %.1f s" % (sorted(side), rest, mode, d)
+        return "%s for %.1f s" % (what, d)
 
     def _asym(self):
         """An asymmetric partition: a minority (1 to minority(n) nodes, the
@@ -464,7 +471,7 @@ class Nemesis:
         """raft_add node i at its address (it keeps its files); it is
         promoted to voter once caught up."""
         return self.change("SELECT raft_add(?, ?)", i,
-                           "127.0.0.1:%d" % self.cluster.real[i])
+                           self.cluster.address(i))
 
     def restore_members(self):
         """Make every node a voter again (add back the removed, promote

@@ -115,8 +115,9 @@ class FaultNode(JsonPipe, Node):
     """A node process whose requests time out (Node.sql waits forever);
     env adds variables to its environment."""
 
-    def __init__(self, binary, node_id, db, log_path, env=None):
-        super().__init__(binary, node_id, db, log_path, env=env)
+    def __init__(self, binary, node_id, db, log_path, env=None, prefix=None):
+        super().__init__(binary, node_id, db, log_path, env=env,
+                         prefix=prefix)
         self.buf = b""
         self.desync = False
         self.killed = False  # by us: any other exit is a death
@@ -159,14 +160,16 @@ class Attached(JsonPipe):
     process loading the raftsql library so, without its suffix), whose
     connection has a busy timeout of busy_s seconds."""
 
-    def __init__(self, node_id, db, so, log_path, busy_s, env=None):
+    def __init__(self, node_id, db, so, log_path, busy_s, env=None,
+                 prefix=None):
         self.id = node_id
         self.log_path = log_path
         self.buf = b""
         self.desync = False
         self._log = open(log_path, "ab")
         self.proc = subprocess.Popen(
-            [PYTHON, os.path.join(HERE, "attached.py"), db, so, str(busy_s)],
+            list(prefix or []) + [PYTHON, os.path.join(HERE, "attached.py"),
+                                  db, so, str(busy_s)],
             stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self._log,
             env=dict(os.environ, **(env or {})))
 
@@ -272,7 +275,8 @@ def mount_permitted(workdir):
 
 
 class FaultCluster:
-    """n nodes on 127.0.0.1 whose peer links go through a Net.
+    """n nodes on 127.0.0.1 whose peer links go through a Net (or, as
+    hosts.HostCluster, in network namespaces of their own).
 
     Every node gets the same cluster= string, the nodes' real addresses,
     and node i listens on its real port; its dial= string names its
@@ -286,18 +290,36 @@ class FaultCluster:
         self.workdir = workdir
         self.extra = extra
         self.ids = list(range(1, n + 1))
-        self.real = dict(zip(self.ids, free_ports(n)))
-        self.net = Net(self.real, seed)
+        self.net = self.make_net(seed)
         self.slots = {i: Slot(i) for i in self.ids}
         self.disks = {}
         self.node_extra = {}  # id -> more configuration of that node
         self.deaths = []  # lines: nodes that exited without being told
         self.power = None  # a powerloss.PowerLoss: nodes run under its shim
-        self.net.start()
-        if tmpfs_mb:
-            for i in self.ids:
+        try:
+            for i in self.ids if tmpfs_mb else ():
                 self.disks[i] = Tmpfs(os.path.join(workdir, "node%d-log" % i),
                                       tmpfs_mb)
+        except BaseException:
+            self.close()  # the network and the mounts made so far
+            raise
+
+    def make_net(self, seed):
+        """The started network of the nodes' links (self.real: their
+        ports)."""
+        self.real = dict(zip(self.ids, free_ports(len(self.ids))))
+        net = Net(self.real, seed)
+        net.start()
+        return net
+
+    def address(self, i):
+        """Node i's address, as raft_add takes it."""
+        return "127.0.0.1:%d" % self.real[i]
+
+    def launch(self, i, env):
+        """(the command prefix, the environment) that run a process of
+        node i with the variables env: here, as it is."""
+        return [], env
 
     def members(self):
         """The cluster string, the same on every node."""
@@ -342,8 +364,9 @@ class FaultCluster:
         slot = self.slots[i]
         env = {"RAFTSQL_TEST_CLOCK_FILE": self.clock_path(i)}
         env.update(self.power_env(i, self.binary))
+        prefix, env = self.launch(i, env)
         node = FaultNode(self.binary, i, self.db_path(i), self.log_path(i),
-                         env)
+                         env, prefix)
         try:
             node.sql("SELECT raft_start(?)", self.config(i), timeout=timeout)
         except NodeError:
@@ -365,10 +388,11 @@ class FaultCluster:
             slot.attached.close()
             slot.attached = None
         if slot.attached is None:
+            prefix, env = self.launch(i, self.power_env(i, PYTHON))
             slot.attached = Attached(i, self.db_path(i), self.so,
                                      os.path.join(self.workdir,
                                                   "attached%d.log" % i),
-                                     busy_s, self.power_env(i, PYTHON))
+                                     busy_s, env, prefix)
         return slot.attached
 
     def close_attached(self):
