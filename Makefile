@@ -44,7 +44,8 @@ TEST_BIN := $(TEST_SRC:%.c=$(B)/%)
         next \
         tsan-uv \
         clean bench bench-check bench-scale sim \
-        soak faults faults-short jepsen jepsen-table jepsen-clean \
+        soak faults faults-short faults-netns jepsen jepsen-table \
+        jepsen-clean \
         coverage fuzz fuzz-build fuzz-corpus
 
 all: $(B)/raftsql.so $(B)/libraftsql.a $(B)/raftsql-testhost \
@@ -658,10 +659,20 @@ FAULTS_EPISODE ?= 25
 FAULTS_ENV = RAFTSQL_TESTHOST=$(B)/san/raftsql-testhost RAFTSQL_SO=$(B)/raftsql.so \
 	FAULTS_SEED=$(FAULTS_SEED) \
 	FAULTS_KINDS=$(FAULTS_KINDS) FAULTS_NODES=$(FAULTS_NODES) \
-	FAULTS_CLIENTS=$(FAULTS_CLIENTS)
+	FAULTS_CLIENTS=$(FAULTS_CLIENTS) FAULTS_HOSTS=$(FAULTS_HOSTS)
 faults: $(B)/san/raftsql-testhost $(B)/raftsql.so
 	$(FAULTS_ENV) FAULTS_COUNT=$(FAULTS_COUNT) FAULTS_S=$(FAULTS_S) \
 	    FAULTS_EPISODE=$(FAULTS_EPISODE) $(PYTHON) tests/faults/run.py
+
+# The same faults with every node on a host of its own (FAULTS_HOSTS=netns,
+# tests/faults/hosts.py): network namespaces on a bridge, peers over TLS,
+# partitions as links set down and policy rules, resets by ss -K; no
+# delay, loss or hold (no netem). Root only; not in make test. Runs the
+# mode's own tests first (the rules on real namespaces), then `make faults`
+# with FAULTS_HOSTS=netns (FAULTS_SEED, FAULTS_COUNT, FAULTS_NODES, ...).
+faults-netns: $(B)/san/raftsql-testhost $(B)/raftsql.so $(B)/powerloss.so
+	@$(PYTHON) -m unittest tests/faults/test_hosts.py
+	@$(MAKE) --no-print-directory faults FAULTS_HOSTS=netns
 
 # The short variant, in `make test`: the proxy's, the checks' and the
 # history checkers' own tests (linearizability, list-append

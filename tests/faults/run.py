@@ -28,6 +28,11 @@ Environment (all optional):
   FAULTS_KINDS    comma-separated kinds (default: all of nemesis.KINDS)
   FAULTS_NODES    nodes per cluster: 3 (default) or 5; a fault stops,
                   kills or cuts off at most a minority (1 of 3, 2 of 5)
+  FAULTS_HOSTS    loopback (default: every node on 127.0.0.1, its links
+                  through the proxies of net.py) or netns (every node on
+                  a host of its own, a network namespace, peers over TLS,
+                  the faults made by the kernel: tests/faults/hosts.py;
+                  root only; default kinds those of hosts.KINDS)
   FAULTS_CLIENTS  bank client threads (default 3)
   FAULTS_REGISTER_CLIENTS, FAULTS_APPEND_CLIENTS
                   register and list-append client threads (default 2
@@ -181,6 +186,8 @@ class Episode:
             extra += " FAULTS_KINDS=%s" % kinds
         if self.opts["nodes"] != 3:
             extra += " FAULTS_NODES=%d" % self.opts["nodes"]
+        if self.opts.get("hosts", "loopback") != "loopback":
+            extra += " FAULTS_HOSTS=%s" % self.opts["hosts"]
         for name in ("FAULTS_CLIENTS",
                      "FAULTS_REGISTER_CLIENTS", "FAULTS_APPEND_CLIENTS",
                      "FAULTS_LOCAL_CLIENTS", "FAULTS_CLOCK_CLIENTS"):
@@ -203,8 +210,12 @@ class Episode:
             self.seed, self.count, self.opts["nodes"], config))
         wl = None
         pools = []
+        cluster = FaultCluster
+        if self.opts.get("hosts") == "netns":
+            import hosts
+            cluster = hosts.HostCluster
         try:
-            self.cluster = FaultCluster(
+            self.cluster = cluster(
                 NODE, self.dir, self.opts["nodes"], config, self.seed,
                 TMPFS_MB if "disk" in self.kinds else 0,
                 os.path.splitext(os.path.abspath(SO))[0])
@@ -373,6 +384,8 @@ class Episode:
         self.results += checks.check_writes(wl.writes, snaps)
         self.results.append(checks.check_replicas(snaps))
         self.results.append(checks.check_leaders(wl))
+        if self.opts.get("hosts") == "netns":
+            self.results.append(self.check_cluster_id())
         self.results.append(checks.check_bank(wl, wl.writes, snaps))
         self.results.append(checks.check_plain_reads(wl.writes, snaps))
         codes = c.stop_all()
@@ -385,6 +398,20 @@ class Episode:
             if "diverged replica" in line:
                 self.findings.append(Finding("new", "a node saw a foreign "
                                              "write: %s" % line))
+
+    def check_cluster_id(self):
+        """Every node shows one cluster id, the one the first leader
+        made (a check of the hosts mode, as tests/e2e/test_tls_netns.py
+        checks it)."""
+        seen = {}
+        for i in self.cluster.ids:
+            seen[i] = self.cluster.slots[i].request(
+                "SELECT json_extract(raft_status(), '$.cluster_id')",
+                timeout=10)[0][0]
+        ids = set(seen.values())
+        problems = [] if len(ids) == 1 and None not in ids else [
+            "cluster ids by node: %s" % seen]
+        return ("one cluster id on every node", problems)
 
     def final_reads(self, slot):
         """Read every register and every list once more through raft_query
@@ -555,11 +582,12 @@ def parse_kinds(text, variable="FAULTS_KINDS"):
     return kinds
 
 
-def options(nodes, keep):
+def options(nodes, keep, hosts="loopback"):
     """The options of an episode (Episode's opts) with nodes per cluster,
-    the client counts from the environment, and keep the folder that
-    receives a failed episode's logs and history."""
-    return {"nodes": nodes,
+    the client counts from the environment, keep the folder that
+    receives a failed episode's logs and history, and hosts where the
+    nodes run (loopback or netns)."""
+    return {"nodes": nodes, "hosts": hosts,
             "clients": env_int("FAULTS_CLIENTS", 3),
             "registers": env_int("FAULTS_REGISTER_CLIENTS", 2),
             "appends": env_int("FAULTS_APPEND_CLIENTS", 2),
@@ -587,17 +615,43 @@ def prepare(kinds):
     signal.signal(signal.SIGTERM, lambda *a: sys.exit("faults: terminated"))
 
 
+def host_mode(kinds):
+    """FAULTS_HOSTS (loopback or netns; exits otherwise) and the kinds of
+    that mode: in netns, the default kinds are those of hosts.KINDS and
+    a kind named in FAULTS_KINDS that the mode lacks exits saying why.
+    In netns, exits when namespaces cannot be made here, and removes what
+    an earlier killed run left."""
+    mode = os.environ.get("FAULTS_HOSTS") or "loopback"
+    if mode not in ("loopback", "netns"):
+        sys.exit("faults: FAULTS_HOSTS=%s: loopback or netns" % mode)
+    if mode == "loopback":
+        return mode, kinds
+    import hosts
+    from netns import Netns
+    try:
+        kinds = hosts.mode_kinds(kinds, bool(os.environ.get("FAULTS_KINDS")))
+    except ValueError as e:
+        sys.exit("faults: FAULTS_KINDS: %s" % e)
+    why = Netns.unavailable()
+    if why is not None:
+        sys.exit("faults: FAULTS_HOSTS=netns: %s" % why)
+    hosts.sweep(say)
+    return mode, kinds
+
+
 def main():
     seed = env_int("FAULTS_SEED", int(time.time()) % 1000000)
     count = env_int("FAULTS_COUNT", 200)
     seconds = env_int("FAULTS_S", 1800)
     per = env_int("FAULTS_EPISODE", 25)
-    kinds = parse_kinds(os.environ.get("FAULTS_KINDS"))
+    mode, kinds = host_mode(parse_kinds(os.environ.get("FAULTS_KINDS")))
     opts = options(node_count(), os.environ.get("FAULTS_KEEP") or
-                   os.path.join(ROOT, "build", "faults"))
+                   os.path.join(ROOT, "build", "faults"), mode)
     say("faults: seed %d, %d faults (%d per episode), at most %d s, kinds "
-        "%s, %d nodes, node %s" % (seed, count, per, seconds,
-                                   ",".join(kinds), opts["nodes"], NODE))
+        "%s, %d nodes%s, node %s" % (
+            seed, count, per, seconds, ",".join(kinds), opts["nodes"],
+            ", each on a host of its own (network namespaces, TLS)"
+            if mode == "netns" else "", NODE))
     prepare(kinds)
     deadline = time.monotonic() + seconds
     episodes = []
