@@ -94,6 +94,25 @@ def stale(names, alive):
     return sorted(out, key=lambda n: (n.endswith("br"), n))
 
 
+def stale_dirs(mounts, tmp, alive):
+    """The episode directories (tmp/raftsql-faults-<pid>-*) of a fault
+    run whose pid is not alive, and their mount points, from mounts, the
+    lines of /proc/mounts: ([directory], [mount point]), the deepest
+    mount points first."""
+    pattern = re.compile(r"^(%s/raftsql-faults-([0-9]+)-[^/]+)(/.*)?$" %
+                         re.escape(tmp.rstrip("/")))
+    dirs, points = set(), []
+    for line in mounts:
+        fields = line.split()
+        if len(fields) < 2:
+            continue
+        m = pattern.match(fields[1])
+        if m and not alive(int(m.group(2))):
+            dirs.add(m.group(1))
+            points.append(fields[1])
+    return sorted(dirs), sorted(points, key=lambda p: (-p.count("/"), p))
+
+
 def rule_lines(src, modes, ip):
     """The ip(8) batch lines that give host src's namespace the rules of
     its links: modes is {dst: "up" | "cut" | "drop"} and ip(dst) the
@@ -178,10 +197,11 @@ def pid_alive(pid):
     return True
 
 
-def sweep(say):
+def sweep(say, tmp):
     """Remove what an earlier fault run that was killed left: its
     namespaces (their processes killed first; a namespace with a process
-    in it outlives `ip netns del`) and their /etc/netns directories."""
+    in it outlives `ip netns del`), their /etc/netns directories, and the
+    tmpfs mounts of its episode directories in tmp (then those)."""
     r = subprocess.run(["ip", "netns", "list"], capture_output=True,
                        text=True, timeout=IP_TIMEOUT_S)
     for ns in stale(r.stdout.splitlines(), pid_alive):
@@ -199,6 +219,18 @@ def sweep(say):
                        timeout=IP_TIMEOUT_S)
         say("faults: removed %s, left by a fault run that is gone (%d "
             "processes killed)" % (ns, len(pids)))
+    with open("/proc/mounts") as f:
+        dirs, points = stale_dirs(f.read().splitlines(), tmp, pid_alive)
+    for point in points:
+        for args in (["umount", point], ["umount", "-l", point]):
+            if subprocess.run(args, capture_output=True,
+                              timeout=IP_TIMEOUT_S).returncode == 0:
+                break
+    for d in dirs:
+        subprocess.run(["rm", "-rf", "--one-file-system", d],
+                       timeout=IP_TIMEOUT_S)
+        say("faults: removed %s (%d mounts), left by a fault run that is "
+            "gone" % (d, len([p for p in points if p.startswith(d + "/")])))
 
 
 class HostNet:

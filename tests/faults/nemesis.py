@@ -163,7 +163,8 @@ class Nemesis:
         if mode in ("down", "unplug"):
             # Hosts (hosts.py): each node of side on its own, link down.
             self.cluster.net.isolate(sorted(side), mode)
-            what = "%s alone each, link %s" % (sorted(side), mode)
+            what = "%s %s (link %s)" % (sorted(side), "each alone" if
+                                        len(side) > 1 else "alone", mode)
         else:
             self.cluster.net.set(pairs, mode)
             what = "%s | %s (%s)" % (sorted(side), rest, mode)

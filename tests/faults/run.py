@@ -204,7 +204,9 @@ class Episode:
             self.elapsed = time.monotonic() - t0
 
     def run_episode(self):
-        self.dir = tempfile.mkdtemp(prefix="raftsql-faults-")
+        # The pid names the run: hosts.sweep() finds a killed run's.
+        self.dir = tempfile.mkdtemp(prefix="raftsql-faults-%d-" %
+                                    os.getpid())
         config = node_config(self.rng)
         say("faults: episode seed %d: %d faults, %d nodes, %s" % (
             self.seed, self.count, self.opts["nodes"], config))
@@ -635,7 +637,7 @@ def host_mode(kinds):
     why = Netns.unavailable()
     if why is not None:
         sys.exit("faults: FAULTS_HOSTS=netns: %s" % why)
-    hosts.sweep(say)
+    hosts.sweep(say, tempfile.gettempdir())
     return mode, kinds
 
 

@@ -42,6 +42,25 @@ class PureTest(unittest.TestCase):
                          ["rsqf12h1", "rsqf12h2", "rsqf12br"])
         self.assertEqual(hosts.stale(names, lambda pid: True), [])
 
+    def test_stale_dirs(self):
+        """The tmpfs mounts of a gone run's episode directories, deepest
+        first; mounts of live runs, of older names without a pid, and
+        elsewhere, stay."""
+        mounts = [
+            "tmpfs /tmp/raftsql-faults-12-ab/node1-log tmpfs rw 0 0",
+            "tmpfs /tmp/raftsql-faults-12-ab/node2-log tmpfs rw 0 0",
+            "tmpfs /tmp/raftsql-faults-12-ab tmpfs rw 0 0",
+            "tmpfs /tmp/raftsql-faults-99-cd/node1-log tmpfs rw 0 0",
+            "tmpfs /tmp/raftsql-faults-xyz/node1-log tmpfs rw 0 0",
+            "tmpfs /var/raftsql-faults-12-ab/node1-log tmpfs rw 0 0",
+            "proc /proc proc rw 0 0", ""]
+        dirs, points = hosts.stale_dirs(mounts, "/tmp/",
+                                        lambda pid: pid == 99)
+        self.assertEqual(dirs, ["/tmp/raftsql-faults-12-ab"])
+        self.assertEqual(points, ["/tmp/raftsql-faults-12-ab/node1-log",
+                                  "/tmp/raftsql-faults-12-ab/node2-log",
+                                  "/tmp/raftsql-faults-12-ab"])
+
     def test_rule_lines(self):
         """A link's rule is deleted, then added again unless up: cut
         prohibits, drop routes to the phantom gateway (its neighbour and
