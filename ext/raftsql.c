@@ -53,6 +53,7 @@
 #include <dlfcn.h>
 #endif
 
+#include "../sql/sql.h"
 #include "raftsql.h"
 #include "runtime/config.h"
 #include "runtime/node_tls.h"
@@ -193,8 +194,10 @@ __attribute__((visibility("default"))) int sqlite3_raftsql_init(
     sqlite3 *db, char **pzErrMsg, const sqlite3_api_routines *pApi)
 {
     int rc;
-    if (ext_guard_asking()) {
-        return SQLITE_OK; /* the guard's own question (guard.h) */
+    if (ext_guard_asking() || sql_verify_opening()) {
+        /* The guard's own question (guard.h), or the state machine's
+         * scan of a file (sql.h): connections that are raftsql's own. */
+        return SQLITE_OK;
     }
     pthread_mutex_lock(&api_mu);
     if (first_api == NULL) {

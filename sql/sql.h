@@ -859,6 +859,15 @@ struct sql_verify_hooks {
  * none): the scan's snapshot is told, and the scan can be interrupted
  * (a node stopping while its start's verification runs). Same results
  * and errors. Thread: any; it takes O(the database). */
+/* sql_verify_opening says whether the calling thread is opening the
+ * read connection of a scan (sql_checksum_verify): a connection that is
+ * the state machine's own, which an auto-extension that guards the
+ * process's connections (raftsql's init) leaves alone, as it does no
+ * read of the replica: a guard that expires the statements of the
+ * connections it knows when its node's staleness verdict changes would
+ * abort the scan ("abort due to ROLLBACK"). Any thread. */
+bool sql_verify_opening(void);
+
 int sql_checksum_verify_hooked(const char *path,
                                const struct sql_verify_hooks *hooks,
                                struct sql_verify *out, char *errmsg,

@@ -163,6 +163,14 @@ static int on_progress(void *data)
     return v->hooks->interrupted(v->hooks->data);
 }
 
+/* The thread opens a scan's connection (sql_verify_opening). */
+static _Thread_local bool opening;
+
+bool sql_verify_opening(void)
+{
+    return opening;
+}
+
 int sql_checksum_verify(const char *path, struct sql_verify *out, char *errmsg,
                         size_t errmsg_len)
 {
@@ -186,11 +194,14 @@ int sql_checksum_verify_hooked(const char *path,
         sql_errmsgf(errmsg, errmsg_len, "verify: no database file %s", path);
         return SQL_ERR_NOTFOUND;
     }
+    opening = true;
     rc = sqlite3_open_v2(path, &v.db, SQLITE_OPEN_READONLY, NULL);
+    opening = false;
     if (rc == SQLITE_OK) {
-        /* An auto-extension (raftsql's write guard) may have installed
-         * one, which refuses reads of a diverged replica: the very one
-         * to look at. The connection is read-only and ours. */
+        /* An auto-extension other than raftsql's (sql_verify_opening)
+         * may have installed an authorizer, which could refuse reads of
+         * a diverged replica: the very one to look at. The connection is
+         * read-only and ours. */
         sqlite3_set_authorizer(v.db, NULL, NULL);
         sqlite3_busy_timeout(v.db, 5000);
         if (hooks != NULL && hooks->interrupted != NULL) {

@@ -1130,10 +1130,6 @@ int ext_node_lease_acquire(struct ext_node *n, uint64_t holder, unsigned flags,
                            uint64_t *out_id, char *why, size_t why_len)
 {
     char diverged[512];
-    if (repair_refusal(n->repair, n->applier, diverged, sizeof diverged)) {
-        snprintf(why, why_len, "%s", diverged);
-        return RAFT_DIVERGED;
-    }
     /* A transaction here could read a write made while no node ran and
      * ship it to every replica in its changeset: it waits for the start's
      * scan, as long as a writer waits in the lease's queue. */
@@ -1150,6 +1146,12 @@ int ext_node_lease_acquire(struct ext_node *n, uint64_t holder, unsigned flags,
                  "its plain writes wait for that scan; raft_exec is served");
         return RAFT_BUSY;
     }
+    /* After the wait: a scan that found a write made while no node ran
+     * marked the replica diverged before it ended. */
+    if (repair_refusal(n->repair, n->applier, diverged, sizeof diverged)) {
+        snprintf(why, why_len, "%s", diverged);
+        return RAFT_DIVERGED;
+    }
     return lease_acquire(n->lease, holder, (flags & EXT_LEASE_ONE_TRY) != 0,
                          out_id, why, why_len);
 }
@@ -1159,6 +1161,15 @@ int ext_node_lease_commit(struct ext_node *n, uint64_t id, const void *p,
                           const unsigned char *locked, char *why,
                           size_t why_len)
 {
+    char diverged[512];
+    /* A replica marked diverged while the lease was held (a foreign write
+     * found since the grant) sends nothing: the changeset's old rows
+     * could be the foreign ones, which every other replica would refuse. */
+    if (repair_refusal(n->repair, n->applier, diverged, sizeof diverged)) {
+        lease_release(n->lease, id, NULL);
+        snprintf(why, why_len, "not applied: %s", diverged);
+        return RAFT_DIVERGED;
+    }
     return lease_commit(n->lease, id, p, len, probe, locked, why, why_len);
 }
 

@@ -276,7 +276,8 @@ int ext_node_barrier(struct ext_node *n, const struct ext_exec_probe *probe,
  *     failed log) or its applier fails: it could not catch up;
  *   RAFT_NOTFOUND: this node was removed from the cluster: it receives
  *     no more entries, so it could not catch up either;
- *   RAFT_DIVERGED: this replica is diverged; RAFT_SHUTDOWN: the node is
+ *   RAFT_DIVERGED: this replica is diverged (asked after the start's
+ *     scan, which marks it before it ends); RAFT_SHUTDOWN: the node is
  *     stopping; RAFT_INVALID: @holder is 0.
  * Any host thread. */
 int ext_node_lease_acquire(struct ext_node *n, uint64_t holder, unsigned flags,
@@ -303,7 +304,9 @@ int ext_node_lease_acquire(struct ext_node *n, uint64_t holder, unsigned flags,
  *     SQL_WAL_HDR_LEN bytes or NULL when not known, is not the one this
  *     node last read of its file holding only its own commits:
  *     applier_wal_base_is; another connection committed to the file, and
- *     the transaction may have read it);
+ *     the transaction may have read it; or the replica is marked
+ *     diverged, its repair not done: "not applied: diverged replica:
+ *     ..."; its old rows could be a foreign write's);
  *   RAFT_UNKNOWN, "outcome unknown" (raft_exec's code for it): proposed
  *     (or sent to the leader), but no commit seen within
  *     exec_timeout_ms, leadership lost, the

@@ -216,8 +216,10 @@ static void judge(struct ext_start_scan *s, const struct sql_verify *v,
              names, v->index, s->cfg.why);
     if (v->index != s->cfg.applied ||
         (s->cfg.next_stored && !s->cfg.next_plain)) {
-        set_state(s, EXT_START_SCAN_DIFFERS);
+        /* Marked diverged before the scan ends: a plain writer waiting for
+         * it (ext_node_lease_acquire) must find the mark once it ends. */
         s->hooks.diverged_since(s->hooks.data, installs, reason);
+        set_state(s, EXT_START_SCAN_DIFFERS);
         return;
     }
     if (!s->cfg.next_stored) {
@@ -246,8 +248,10 @@ static void judge(struct ext_start_scan *s, const struct sql_verify *v,
         snprintf(more, sizeof more,
                  "%s; no entry after index %" PRIu64 " came to explain it",
                  reason, s->cfg.applied);
-        set_state(s, EXT_START_SCAN_DIFFERS);
+        /* Marked diverged before the scan ends: a plain writer waiting for
+         * it (ext_node_lease_acquire) must find the mark once it ends. */
         s->hooks.diverged_since(s->hooks.data, installs, more);
+        set_state(s, EXT_START_SCAN_DIFFERS);
         return;
     }
     if (s->hooks.installs(s->hooks.data) != installs) {
@@ -271,8 +275,10 @@ static void judge(struct ext_start_scan *s, const struct sql_verify *v,
                  "%s; %s still differs at index %" PRIu64
                  ", after the entry after index %" PRIu64 " was applied",
                  reason, names, again.index, s->cfg.applied);
-        set_state(s, EXT_START_SCAN_DIFFERS);
+        /* Marked diverged before the scan ends: a plain writer waiting for
+         * it (ext_node_lease_acquire) must find the mark once it ends. */
         s->hooks.diverged_since(s->hooks.data, installs, more);
+        set_state(s, EXT_START_SCAN_DIFFERS);
     }
     sql_verify_clear(&again);
 }

@@ -8,10 +8,12 @@ node was down is still found by the scan, and the node is repaired."""
 
 import json
 import os
+import sqlite3
+import threading
 import time
 import unittest
 
-from e2e import ClusterCase, wait_for
+from e2e import ClusterCase, connect, wait_for
 from raftsql_cluster import NodeError
 from test_foreign import FAST, diverged, foreign_write, log_text
 
@@ -96,6 +98,91 @@ class StartScanTest(ClusterCase):
         for n in self.cluster.nodes:
             v = json.loads(n.value("SELECT raft_verify()"))
             self.assertTrue(v["equal"], "node %d: %r" % (n.id, v))
+
+    def test_plain_write_waiting_for_the_scan_sends_no_foreign_row(self):
+        """A plain UPDATE through a node whose start scan then finds a row
+        changed while no node ran is refused: the scan marks the replica
+        diverged before it ends, and the writer, waiting for the scan,
+        checks after its wait. Before, the write went out as the replica
+        was being marked: its changeset carried the foreign row as its old
+        image, every other replica refused the entry, and the whole
+        cluster stood diverged with no healthy peer to repair from (a
+        new-user trial; the scan is held by the gate until the writer
+        waits)."""
+        f = self.followers[0]
+        gate = os.path.join(self.cluster.workdir, "scan-gate")
+        f.kill()
+        foreign_write(f.db, "UPDATE kv SET v = 'foreign' WHERE k = 'k1'")
+        self.cluster.env = {f.id: {"RAFTSQL_TEST_START_SCAN_GATE": gate}}
+        f = self.cluster.nodes[f.id - 1] = self.cluster.spawn(f.id)
+        self.assertEqual(f.status()["start_verify"]["state"], "running")
+        outcome = []
+
+        def plain_update():
+            con = connect(f.db)
+            try:
+                con.execute("PRAGMA busy_timeout = 30000")
+                con.execute("UPDATE kv SET v = v || '+plain' WHERE k = 'k1'")
+                outcome.append("committed")
+            except sqlite3.Error as e:
+                outcome.append("%s: %s (last error: %s)" % (
+                    type(e).__name__, e, con.execute(
+                        "SELECT raft_last_error()").fetchone()[0]))
+            finally:
+                con.close()
+        t = threading.Thread(target=plain_update, daemon=True)
+        t.start()
+        with open(gate, "w"):
+            pass
+        t.join(60)
+        self.assertFalse(t.is_alive(), "the plain UPDATE did not end")
+        self.assertEqual(len(outcome), 1)
+        self.assertNotEqual(outcome[0], "committed", log_text(f)[-3000:])
+        self.assertIn("diverged replica", outcome[0])
+        # Only the node whose file changed is diverged, and it is repaired
+        # from a healthy peer.
+        for n in self.cluster.nodes:
+            if n is not f:
+                self.assertIsNone(diverged(n), "node %d" % n.id)
+        wait_for("node %d repaired" % f.id,
+                 lambda: f.status()["repairs"] >= 1 and diverged(f) is None,
+                 30)
+        for n in self.cluster.nodes:
+            self.assertEqual(n.sql("SELECT v FROM kv WHERE k = 'k1'"), [[1]],
+                             "node %d" % n.id)
+            self.assertIsNone(diverged(n), "node %d" % n.id)
+
+    def test_scan_with_max_staleness_is_not_aborted(self):
+        """The start's scan on a node bound by max_staleness_ms ends with
+        a verdict: its read connection is raftsql's own, so the guard's
+        expiry of statements when the node's staleness verdict changes
+        (every guarded connection of the process) must not abort it. It
+        did: "verify: scan: abort due to ROLLBACK (query aborted)", the
+        state failed, and a row changed while no node ran was served and
+        never repaired (a new-user trial)."""
+        self.exec(self.leader, "CREATE TABLE big(i INTEGER PRIMARY KEY, b)")
+        self.exec(self.leader,
+                  "WITH RECURSIVE s(n) AS (SELECT 1 UNION ALL SELECT n + 1 "
+                  "FROM s WHERE n < 20000) INSERT INTO big(b) "
+                  "SELECT randomblob(1000) FROM s")
+        self.cluster.wait_all_applied()
+        f = self.followers[0]
+        f.kill()
+        foreign_write(f.db, "UPDATE kv SET v = 'foreign' WHERE k = 'k1'")
+        self.cluster.extra += " max_staleness_ms=500"
+        f = self.cluster.nodes[f.id - 1] = self.cluster.spawn(f.id)
+        seen = []
+
+        def verdict():
+            seen[:] = [f.status()["start_verify"]]
+            return seen[0]["state"] not in ("running", "waiting")
+        wait_for("the scan's verdict", verdict, 60)
+        self.assertEqual(seen[0]["state"], "differs", "%r; log:\n%s" % (
+            seen, log_text(f)[-3000:]))
+        wait_for("node %d repaired" % f.id,
+                 lambda: f.status()["repairs"] >= 1 and diverged(f) is None,
+                 30)
+        self.assertEqual(f.sql("SELECT v FROM kv WHERE k = 'k1'"), [[1]])
 
 
 if __name__ == "__main__":
