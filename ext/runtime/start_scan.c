@@ -51,6 +51,7 @@ struct ext_start_scan {
     pthread_t thread;                  /* the scan thread */
     atomic_bool cancel;                /* start_scan_end asked it to end */
     uint64_t began_ms;                 /* CLOCK_MONOTONIC at begin */
+    uint64_t installs;                 /* the install count at begin */
     pthread_mutex_t mu;                /* guards view */
     struct ext_start_scan_view view;   /* where it stands (mu) */
 };
@@ -168,6 +169,13 @@ static int scan(struct ext_start_scan *s, struct sql_verify *v)
         set_state(s, EXT_START_SCAN_STOPPED);
         return -1;
     }
+    if (rc != 0 && s->hooks.installs(s->hooks.data) != s->installs) {
+        /* A repair replaced the file under the scan: nothing of it is
+         * left to verify. */
+        sql_verify_clear(v);
+        set_state(s, EXT_START_SCAN_REPLACED);
+        return -1;
+    }
     if (rc != 0) {
         pthread_mutex_lock(&s->mu);
         snprintf(s->view.error, sizeof s->view.error, "%s", err);
@@ -245,6 +253,10 @@ static void judge(struct ext_start_scan *s, const struct sql_verify *v,
             set_state(s, EXT_START_SCAN_STOPPED);
             return;
         }
+        if (s->hooks.installs(s->hooks.data) != installs) {
+            set_state(s, EXT_START_SCAN_REPLACED);
+            return;
+        }
         snprintf(more, sizeof more,
                  "%s; no entry after index %" PRIu64 " came to explain it",
                  reason, s->cfg.applied);
@@ -287,7 +299,7 @@ static void judge(struct ext_start_scan *s, const struct sql_verify *v,
 static void *scan_main(void *arg)
 {
     struct ext_start_scan *s = arg;
-    uint64_t installs = s->hooks.installs(s->hooks.data);
+    uint64_t installs = s->installs;
     struct sql_verify v;
 
     pthread_setname_np(pthread_self(), "raftsql-verify");
@@ -322,6 +334,7 @@ int start_scan_begin(const struct ext_start_scan_config *cfg,
     s->hooks = *hooks;
     s->log = log;
     s->began_ms = mono_ms();
+    s->installs = hooks->installs(hooks->data);
     s->view.state = EXT_START_SCAN_RUNNING;
     snprintf(s->view.why, sizeof s->view.why, "%s", cfg->why);
     pthread_mutex_init(&s->mu, NULL);
@@ -343,15 +356,20 @@ int start_scan_begin(const struct ext_start_scan_config *cfg,
 bool start_scan_end(struct ext_start_scan *s)
 {
     int state;
+    bool replaced;
     if (s == NULL) {
         return true;
     }
     atomic_store(&s->cancel, true);
     pthread_join(s->thread, NULL);
     state = s->view.state;
+    /* A repair (or any install) since the scan began replaced the file
+     * with a healthy peer's: that is verified too. */
+    replaced = s->hooks.installs(s->hooks.data) != s->installs;
     pthread_mutex_destroy(&s->mu);
     free(s);
-    return state == EXT_START_SCAN_EQUAL || state == EXT_START_SCAN_REPLACED;
+    return state == EXT_START_SCAN_EQUAL || state == EXT_START_SCAN_REPLACED ||
+           replaced;
 }
 
 bool start_scan_pending(struct ext_start_scan *s)

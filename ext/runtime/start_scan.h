@@ -85,8 +85,10 @@ int start_scan_begin(const struct ext_start_scan_config *cfg,
                      struct ext_node_log *log, struct ext_start_scan **out);
 
 /* start_scan_end interrupts the scan if it still runs, joins its thread
- * and frees @s; returns whether it had ended with the file found equal
- * (or replaced by an install): only then may a clean stop be recorded,
+ * and frees @s; returns whether it had ended with the file found equal,
+ * or a snapshot was installed since it began (a repair of what it found,
+ * or any install: the file is a healthy peer's): only then may a clean
+ * stop be recorded,
  * else the next start verifies again. NULL returns true. Thread: the
  * applier's owner; no other call on @s may run or follow. */
 bool start_scan_end(struct ext_start_scan *s);
