@@ -1053,7 +1053,8 @@ static void on_commit_result(struct lease_core *c,
             answer_commit(c, env, out, RAFT_NOTLEADER,
                           "not applied: a leader change ended the lease "
                           "(server %llu no longer leads, or appended another "
-                          "entry first)",
+                          "entry first: a membership change, which ends "
+                          "every lease): retry the transaction",
                           leader);
             break;
         case RAFT_TOOBIG:
