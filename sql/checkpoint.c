@@ -110,13 +110,17 @@ static int on_wal(void *arg, sqlite3 *db, const char *name, int n_frames)
         /* Once per SQL__CHECKPOINT_FRAMES frames: when readers kept the
          * WAL from restarting, the frames still go to the background
          * checkpointer, not through two fsyncs here at every commit. */
-        c->restart_tried = n_frames / SQL__CHECKPOINT_FRAMES;
-        pthread_mutex_lock(&c->run_mu);
-        (void)sqlite3_wal_checkpoint_v2(db, name, SQLITE_CHECKPOINT_PASSIVE,
-                                        NULL, NULL); /* failed: a later
-                                                        one, or the
-                                                        background's */
-        pthread_mutex_unlock(&c->run_mu);
+        /* A try: this hook runs holding the connection's mutex, which
+         * sql_fsm_checkpoint takes with run_mu held (lock order run_mu,
+         * then the connection). Held, another checkpoint runs: the next
+         * commit tries again. */
+        if (pthread_mutex_trylock(&c->run_mu) == 0) {
+            c->restart_tried = n_frames / SQL__CHECKPOINT_FRAMES;
+            (void)sqlite3_wal_checkpoint_v2(
+                db, name, SQLITE_CHECKPOINT_PASSIVE, NULL,
+                NULL); /* failed: a later one, or the background's */
+            pthread_mutex_unlock(&c->run_mu);
+        }
     }
     if (n_frames < SQL__CHECKPOINT_RESTART_FRAMES) {
         c->restart_tried = 0;

@@ -25,8 +25,8 @@ def quote(name):
 def shell_output(db, sql):
     """The sqlite3 shell's list-mode output of sql on db, as bytes."""
     return subprocess.run(
-        ["sqlite3", "-init", "/dev/null", "-batch", "-readonly", "-noheader",
-         "-list", "-separator", "|", "-nullvalue", "", db, sql],
+        ["sqlite3", "-init", "/dev/null", "-batch", "-readonly",
+         "-cmd", ".timeout 10000", "-noheader", "-list", "-separator", "|", "-nullvalue", "", db, sql],
         check=True, stdout=subprocess.PIPE).stdout
 
 
@@ -34,8 +34,8 @@ def shell_rows(db, sql):
     """The rows of sql on db as lists, run by the sqlite3 shell (JSON
     mode)."""
     out = subprocess.run(
-        ["sqlite3", "-init", "/dev/null", "-batch", "-readonly", "-json",
-         db, sql], check=True, text=True, stdout=subprocess.PIPE).stdout
+        ["sqlite3", "-init", "/dev/null", "-batch", "-readonly",
+         "-cmd", ".timeout 10000", "-json", db, sql], check=True, text=True, stdout=subprocess.PIPE).stdout
     return [list(r.values()) for r in json.loads(out)] if out.strip() else []
 
 
