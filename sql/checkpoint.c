@@ -110,17 +110,13 @@ static int on_wal(void *arg, sqlite3 *db, const char *name, int n_frames)
         /* Once per SQL__CHECKPOINT_FRAMES frames: when readers kept the
          * WAL from restarting, the frames still go to the background
          * checkpointer, not through two fsyncs here at every commit. */
-        /* A try: this hook runs holding the connection's mutex, which
-         * sql_fsm_checkpoint takes with run_mu held (lock order run_mu,
-         * then the connection). Held, another checkpoint runs: the next
-         * commit tries again. */
-        if (pthread_mutex_trylock(&c->run_mu) == 0) {
-            c->restart_tried = n_frames / SQL__CHECKPOINT_FRAMES;
-            (void)sqlite3_wal_checkpoint_v2(
-                db, name, SQLITE_CHECKPOINT_PASSIVE, NULL,
-                NULL); /* failed: a later one, or the background's */
-            pthread_mutex_unlock(&c->run_mu);
-        }
+        c->restart_tried = n_frames / SQL__CHECKPOINT_FRAMES;
+        pthread_mutex_lock(&c->run_mu);
+        (void)sqlite3_wal_checkpoint_v2(db, name, SQLITE_CHECKPOINT_PASSIVE,
+                                        NULL, NULL); /* failed: a later
+                                                        one, or the
+                                                        background's */
+        pthread_mutex_unlock(&c->run_mu);
     }
     if (n_frames < SQL__CHECKPOINT_RESTART_FRAMES) {
         c->restart_tried = 0;
@@ -255,15 +251,22 @@ int sql_fsm_checkpoint(struct sql_fsm *f, uint64_t *out_durable_index)
 {
     int n_log = -1;
     int n_ckpt = -1;
+    sqlite3_mutex *mu;
     int rc;
 
     /* Wait briefly for readers (a snapshot copy may hold one for long):
      * the apply thread must not stall behind them. */
     sql_fsm_set_busy_ms(f, SQL__CHECKPOINT_WAIT_MS);
+    /* Lock order: the connection's mutex, then run_mu, as in on_wal
+     * (which runs inside a step, holding the connection's mutex); the
+     * checkpoint enters the (recursive) connection mutex again. */
+    mu = sqlite3_db_mutex(f->db);
+    sqlite3_mutex_enter(mu);
     pthread_mutex_lock(&f->ckpt.run_mu);
     rc = sqlite3_wal_checkpoint_v2(f->db, "main", SQLITE_CHECKPOINT_TRUNCATE,
                                    &n_log, &n_ckpt);
     pthread_mutex_unlock(&f->ckpt.run_mu);
+    sqlite3_mutex_leave(mu);
     sql_fsm_set_busy_ms(f, SQL__BUSY_TIMEOUT_MS);
     if (rc != SQLITE_OK && (rc & 0xff) != SQLITE_BUSY) {
         return fsm_fail(f, rc, "checkpoint");
