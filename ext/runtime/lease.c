@@ -350,6 +350,24 @@ static void note_busy(struct ext_lease *l, uint64_t holder, uint64_t now,
     }
 }
 
+uint64_t lease_patience_ms(struct ext_lease *l, uint64_t holder)
+{
+    uint64_t ms;
+
+    pthread_mutex_lock(&l->mu);
+    ms = queue_ms(l, holder, now_ms());
+    pthread_mutex_unlock(&l->mu);
+    return ms;
+}
+
+void lease_note_busy(struct ext_lease *l, uint64_t holder)
+{
+    pthread_mutex_lock(&l->mu);
+    note_busy(l, holder, now_ms(), true);
+    l->n_busy++;
+    pthread_mutex_unlock(&l->mu);
+}
+
 /* say_removed writes into @why (@why_len bytes) why this node takes no
  * plain write, and returns true, when it was removed from the cluster;
  * false while it is a member. */

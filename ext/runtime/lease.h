@@ -146,6 +146,20 @@ void lease_free(struct ext_lease *l);
 int lease_acquire(struct ext_lease *l, uint64_t holder, bool one_try,
                   uint64_t *out_id, char *why, size_t why_len);
 
+/* lease_patience_ms returns how long writer @holder may wait now for
+ * something that holds plain writes back before it is answered
+ * RAFT_BUSY, ms: 250 (EXT__LEASE_QUEUE_MS), or 20 when it was answered
+ * busy within the last 250 ms (its busy handler's retry: SQLite's busy
+ * timeout counts only the handler's own sleeps, so a longer wait at each
+ * retry would stretch it many times over). Any host thread. */
+uint64_t lease_patience_ms(struct ext_lease *l, uint64_t holder);
+
+/* lease_note_busy records that writer @holder was answered RAFT_BUSY by
+ * something other than lease_acquire (the start's scan runs), so that
+ * its retry's lease_patience_ms and queue wait are the short ones, and
+ * counts it in lease_view's busy answers. Any host thread. */
+void lease_note_busy(struct ext_lease *l, uint64_t holder);
+
 /* lease_set_removed tells @l whether this node is @removed from the
  * cluster, by the committed configuration entry @conf_index (0 when that
  * came in a snapshot); false when it is a member, or was added back.

@@ -62,11 +62,6 @@ _Static_assert(EXT_CLUSTER_ID_HEX == RAFT_UV_CLUSTER_ID_HEX,
 /* A diverged replica asks for a snapshot again after this long, ms. */
 #define EXT__REPAIR_RETRY_MS 1000
 
-/* How long a plain writer's lease request waits for the start's scan of
- * the file before answering busy (its busy handler retries), ms: as long
- * as it may wait in the lease's queue (lease.h). */
-#define EXT__SCAN_WAIT_MS 250
-
 /* At start, at most this many no-ops after the applied index are passed
  * over to find the entry a plain writer's commit may have landed before
  * (one per leader change since the last recorded batch). */
@@ -1132,14 +1127,16 @@ int ext_node_lease_acquire(struct ext_node *n, uint64_t holder, unsigned flags,
     char diverged[512];
     /* A transaction here could read a write made while no node ran and
      * ship it to every replica in its changeset: it waits for the start's
-     * scan, as long as a writer waits in the lease's queue. */
-    for (int i = 0;
-         i < EXT__SCAN_WAIT_MS / 5 && applier_start_scan_pending(n->applier);
-         i++) {
+     * scan, as long as a writer waits in the lease's queue (briefly on
+     * its busy handler's retry). */
+    uint64_t patience = lease_patience_ms(n->lease, holder);
+    for (uint64_t i = 0;
+         i < patience / 5 && applier_start_scan_pending(n->applier); i++) {
         struct timespec t = {0, 5 * 1000000L};
         nanosleep(&t, NULL);
     }
     if (applier_start_scan_pending(n->applier)) {
+        lease_note_busy(n->lease, holder);
         snprintf(why, why_len,
                  "this node verifies its database against the running "
                  "checksum since its start (raft_status() start_verify): "

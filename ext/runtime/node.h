@@ -266,9 +266,11 @@ int ext_node_barrier(struct ext_node *n, const struct ext_exec_probe *probe,
  *     (lease.h) when another holder has the lease (@why names it and its
  *     server) or there is no leader yet (with EXT_LEASE_ONE_TRY: after
  *     up to exec_timeout_ms), and when the leader did not answer or
- *     this node did not catch up within exec_timeout_ms: the caller
- *     answers SQLITE_BUSY and SQLite's busy handler, if it has one for
- *     this lock, retries;
+ *     this node did not catch up within exec_timeout_ms, and while the
+ *     start's scan of the file runs (after up to 250 ms; on a busy
+ *     handler's retry, within 250 ms of the last busy answer, 20 ms:
+ *     lease_patience_ms): the caller answers SQLITE_BUSY and SQLite's
+ *     busy handler, if it has one for this lock, retries;
  *   RAFT_FORMAT: a member's wire version is too old for changeset
  *     entries, or not known yet (wire_gate_changeset), or the leader's
  *     has no LEASE frames (a follower's holder);

@@ -34,7 +34,6 @@
 #include <poll.h>
 #include <pthread.h>
 #include <pwd.h>
-#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -44,6 +43,7 @@
 #include <unistd.h>
 
 #include <sqlite3ext.h>
+#include <xxhash.h>
 
 #include "../../raft/err.h"
 #include "../raftsql.h"
@@ -66,6 +66,7 @@ struct client {
     pthread_t thread;              /* serving it */
     uint64_t lease;                /* the write lease granted over it, 0
                                       (its thread only) */
+    long pid;                      /* its peer's process (SO_PEERCRED) */
     bool done;                     /* the thread ended (srv->mu) */
     struct client *next;           /* in srv->clients (srv->mu) */
 };
@@ -95,10 +96,20 @@ struct ext_attach_server {
     unsigned n_idle;                     /* entries used in idle (mu) */
 };
 
-/* Lease holder tokens of the attach servers' connections: bit 62
+/* remote_holder returns the lease holder token the node knows host
+ * connection @token of process @pid by: a hash of the two with bit 62
  * set (EXT_ATTACH_HOLDER_BIT), so none is ever a token of a host
- * connection of this process (lease_client_holder_new). */
-static atomic_uint_fast64_t next_holder = 1;
+ * connection of this process (lease_client_holder_new), and the same at
+ * each of that connection's asks, each over a connection of its own: a
+ * busy handler's retry is known as one (lease_patience_ms, node.h's
+ * RAFT_BUSY), as for a writer of this process. */
+static uint64_t remote_holder(long pid, uint64_t token)
+{
+    uint64_t key[2] = {(uint64_t)pid, token};
+
+    return EXT_ATTACH_HOLDER_BIT |
+           (XXH3_64bits(key, sizeof key) & (EXT_ATTACH_HOLDER_BIT - 1));
+}
 
 /* The client this thread serves, NULL on any other thread. */
 static _Thread_local struct client *serving;
@@ -421,8 +432,7 @@ static bool serve_lease(struct client *c, const char *fn,
                      "already",
                      (unsigned long long)c->lease);
         } else {
-            uint64_t holder = EXT_ATTACH_HOLDER_BIT |
-                              (uint64_t)atomic_fetch_add(&next_holder, 1);
+            uint64_t holder = remote_holder(c->pid, id);
             unsigned flags =
                 n == 2 ? (unsigned)args[1].integer & EXT_LEASE_ONE_TRY : 0;
             rc = ext_node_lease_acquire(node, holder, flags, &id, a->errmsg,
@@ -587,8 +597,9 @@ static bool in_group(uid_t uid, gid_t gid, gid_t want)
 }
 
 /* admit checks the credentials of @fd's peer; false (after answering
- * why, and logging it) when it may not call. */
-static bool admit(struct ext_attach_server *s, int fd)
+ * why, and logging it) when it may not call; true with *@pid its
+ * process. */
+static bool admit(struct ext_attach_server *s, int fd, long *pid)
 {
     struct ucred cr;
     socklen_t len = sizeof cr;
@@ -599,6 +610,7 @@ static bool admit(struct ext_attach_server *s, int fd)
                       strerror(errno));
         return false;
     }
+    *pid = (long)cr.pid;
     if (cr.uid == geteuid() || cr.uid == 0 ||
         (s->gid >= 0 && in_group(cr.uid, cr.gid, (gid_t)s->gid))) {
         return true;
@@ -651,12 +663,13 @@ static void reap(struct ext_attach_server *s)
 static void accept_one(struct ext_attach_server *s)
 {
     struct client *c;
+    long pid = 0;
     bool full;
     int fd = accept4(s->listen_fd, NULL, NULL, SOCK_CLOEXEC);
     if (fd < 0) {
         return;
     }
-    if (!admit(s, fd)) {
+    if (!admit(s, fd, &pid)) {
         close(fd);
         return;
     }
@@ -685,6 +698,7 @@ static void accept_one(struct ext_attach_server *s)
     }
     c->srv = s;
     c->fd = fd;
+    c->pid = pid;
     pthread_mutex_lock(&s->mu);
     if (pthread_create(&c->thread, NULL, client_main, c) != 0) {
         pthread_mutex_unlock(&s->mu);

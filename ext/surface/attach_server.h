@@ -20,9 +20,9 @@
 #define EXT_ATTACH_IDLE_MAX 64
 
 /* The bit every write lease holder token of an attach server's
- * connection has (a writer of another process), and no token of a host
- * connection of this process (lease_client_holder_new) has: the node
- * sees no token twice. */
+ * connection has (a writer of another process: a hash of its process id
+ * and its own token, the same at each of its asks), and no token of a
+ * host connection of this process (lease_client_holder_new) has. */
 #define EXT_ATTACH_HOLDER_BIT (UINT64_C(1) << 62)
 
 struct ext_attach_server; /* opaque */

@@ -20,6 +20,7 @@
 #include "registry.h"
 #include "plain_write.h"
 #include "shadow.h"
+#include "wal_lock.h"
 
 SQLITE_EXTENSION_INIT3
 
@@ -792,6 +793,7 @@ struct guard_conn {
                                 its settings are the state machine's */
     char *last_error;             /* the latest refusal's reason, NULL for
                                 none (sqlite3_malloc'd; conns_mu) */
+    int64_t last_error_at;        /* when, CLOCK_MONOTONIC ns (conns_mu) */
     struct plain_write *pw;       /* its plain writes, NULL until the first
                                 (set by the connection's own thread) */
     struct guard_gate_state gate; /* its capture's gate (guard_gate; the
@@ -956,6 +958,7 @@ static int refuse(sqlite3 *db, const char *fmt, ...)
     if ((c = find_conn(db)) != NULL) {
         sqlite3_free(c->last_error);
         c->last_error = sqlite3_mprintf("%s", why);
+        c->last_error_at = now_ns();
     }
     pthread_mutex_unlock(&conns_mu);
     return SQLITE_DENY;
@@ -964,11 +967,18 @@ static int refuse(sqlite3 *db, const char *fmt, ...)
 char *ext_guard_last_error(sqlite3 *db)
 {
     struct guard_conn *c;
+    char busy[400];
+    int64_t busy_at = wal_lock_busy_reason(db, busy, sizeof busy);
     char *why = NULL;
 
     pthread_mutex_lock(&conns_mu);
-    if ((c = find_conn(db)) != NULL && c->last_error != NULL) {
-        why = sqlite3_mprintf("%s", c->last_error);
+    if ((c = find_conn(db)) != NULL) {
+        if (busy_at != 0 &&
+            (c->last_error == NULL || busy_at > c->last_error_at)) {
+            why = sqlite3_mprintf("%s", busy);
+        } else if (c->last_error != NULL) {
+            why = sqlite3_mprintf("%s", c->last_error);
+        }
     }
     pthread_mutex_unlock(&conns_mu);
     return why;

@@ -122,10 +122,12 @@ int ext_guard_read_refusal(const char *file, char *why, size_t why_len);
 /* ext_guard_last_error returns the reason of the latest refusal the guard
  * made on @db (a direct write, a read of a diverged or stale replica, a
  * VACUUM or journal mode, a vetoed commit), as its line on stderr says it
- * without "raftsql: ", or NULL when it made none since @db opened (or is
- * not guarded, or out of memory). Each refusal replaces the one before;
- * nothing else clears it. The caller frees it with sqlite3_free. Any
- * thread. */
+ * without "raftsql: ", or of the latest SQLITE_BUSY of a plain write's
+ * lease (wal_lock_busy_reason: another writer holds it, no leader, the
+ * start's scan runs), whichever came last; NULL when there was none since
+ * @db opened (or it is not guarded, or out of memory). Each refusal replaces the one before;
+ * nothing else clears it. The caller frees it with sqlite3_free. Thread:
+ * the one using @db (a function call on it). */
 char *ext_guard_last_error(sqlite3 *db);
 
 /* ext_guard_asking says whether the calling thread is asking a question

@@ -59,6 +59,9 @@ struct wrapped {
                                           lock was taken under a lease */
     char why[400];                  /* why the lock was taken without a
                                           lease ("" otherwise) */
+    char busy_why[400];             /* why the latest lease ask answered
+                                       busy ("" before the first) */
+    int64_t busy_at;                /* when, CLOCK_MONOTONIC ns */
     struct wal_sync *wal;           /* its -wal file's sync, once wrapped */
 };
 
@@ -90,6 +93,10 @@ static int wal_lease_acquire(struct wrapped *w, unsigned flags)
         return SQLITE_OK;
     }
     if (rc == RAFT_BUSY) {
+        struct timespec ts;
+        clock_gettime(CLOCK_MONOTONIC, &ts);
+        snprintf(w->busy_why, sizeof w->busy_why, "%s", w->why);
+        w->busy_at = (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
         return SQLITE_BUSY;
     }
     return SQLITE_OK;
@@ -365,4 +372,18 @@ const struct lease_hold *wal_lock_lease(sqlite3 *db, char *why, size_t why_len)
         snprintf(why, why_len, "%s", w->why);
     }
     return w->lease.id != 0 ? &w->lease : NULL;
+}
+
+int64_t wal_lock_busy_reason(sqlite3 *db, char *why, size_t why_len)
+{
+    struct wrapped *w = file_of(db);
+
+    if (why_len > 0) {
+        why[0] = '\0';
+    }
+    if (w == NULL || w->busy_why[0] == '\0') {
+        return 0;
+    }
+    snprintf(why, why_len, "%s", w->busy_why);
+    return w->busy_at;
 }

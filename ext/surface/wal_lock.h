@@ -118,4 +118,12 @@ const unsigned char *wal_lock_locked_mark(sqlite3 *db);
  * or not wrapped). Thread: the one using @db (its commit hook). */
 const struct lease_hold *wal_lock_lease(sqlite3 *db, char *why, size_t why_len);
 
+/* wal_lock_busy_reason writes into @why (@why_len bytes) why the latest
+ * lease ask of @db's main file answered busy (the connection then met
+ * SQLITE_BUSY: another writer holds the lease, no leader is known, the
+ * start's scan runs...), and returns when, CLOCK_MONOTONIC ns; or 0 with
+ * @why "" when none did since the file was wrapped (or it is not).
+ * Thread: the one using @db. */
+int64_t wal_lock_busy_reason(sqlite3 *db, char *why, size_t why_len);
+
 #endif /* EXT_WAL_LOCK_H */

@@ -58,6 +58,28 @@ class StartScanTest(ClusterCase):
         with self.assertRaises(NodeError) as cm:
             f.sql("INSERT INTO kv VALUES('plain', 1)")
         self.assertIn("database is locked", str(cm.exception))
+        # raft_last_error() names the scan (it was NULL: a new-user trial).
+        self.assertIn("verifies its database against the running checksum",
+                      f.value("SELECT raft_last_error()") or "")
+        # Another process's writer with a busy timeout of 500 ms meets
+        # SQLITE_BUSY near it: each busy handler's retry waits 20 ms for
+        # the scan, not 250 (SQLite's busy timeout counts only its own
+        # sleeps, some 12 retries here: it took 4.6 s).
+        con = connect(f.db)
+        try:
+            con.execute("PRAGMA busy_timeout = 500")
+            began = time.monotonic()
+            with self.assertRaises(sqlite3.OperationalError) as cm:
+                con.execute("INSERT INTO kv VALUES('plain', 1)")
+            took = time.monotonic() - began
+            self.assertIn("database is locked", str(cm.exception))
+            self.assertIn("verifies its database",
+                          con.execute("SELECT raft_last_error()").fetchone()[0]
+                          or "")
+        finally:
+            con.close()
+        self.assertLess(took, 2.5, "SQLITE_BUSY after %.2f s with a busy "
+                        "timeout of 500 ms" % took)
         st = f.status()
         self.assertEqual(st["start_verify"]["state"], "running", st)
         self.assertIsNone(st["diverged"])
