@@ -691,6 +691,14 @@ static int apply_changeset(struct sql_fsm *f, const struct sql_fsm_entry *e,
         res->duplicate = 1;
         goto out;
     }
+    for (unsigned i = 0; i < cs.n; i++) {
+        if (cs.changes[i].kind == SQL_CHANGE_SCHEMA) {
+            /* Landed or replayed (a replay that changes nothing: its
+             * writer's commit landed, unseen after a restart). */
+            checksum_schema_changed(f);
+            break;
+        }
+    }
     rc = schema_run(f, STMT_SAVEPOINT, "SAVEPOINT");
     if (rc == 0) {
         /* Only a batch's first entry can be one its writer committed
@@ -1048,7 +1056,7 @@ restart:
             goto err;
         }
     }
-    rc = checksum_batch_store(f, f->stmts[STMT_APPLIED], 3);
+    rc = checksum_batch_store(f, f->stmts[STMT_APPLIED], 3, 5);
     if (rc != 0) {
         goto err;
     }

@@ -356,11 +356,14 @@ static int load(struct sql_fsm *f)
 
     clear_tables(ck);
     f->internal = 1;
-    rc = sqlite3_prepare_v2(
-        f->db, "SELECT sums FROM main.raftsql_applied WHERE id = 0", -1, &s,
-        NULL);
+    rc = sqlite3_prepare_v2(f->db,
+                            "SELECT sums, schema_sum FROM main.raftsql_applied"
+                            " WHERE id = 0",
+                            -1, &s, NULL);
     if (rc == SQLITE_OK && (rc = sqlite3_step(s)) == SQLITE_ROW) {
         rc = SQLITE_OK;
+        ck->schema_known = sqlite3_column_type(s, 1) == SQLITE_INTEGER;
+        ck->schema_sum = (uint64_t)sqlite3_column_int64(s, 1);
         if (sqlite3_column_type(s, 0) == SQLITE_BLOB) {
             marked = 1;
             if (checksum_sums_each(sqlite3_column_blob(s, 0),
@@ -444,12 +447,20 @@ static int init(struct sql_fsm *f)
     }
     if (rc == 0) {
         f->internal = 1;
-        rc = sqlite3_prepare_v2(
-            f->db, "UPDATE main.raftsql_applied SET sums = ?1 WHERE id = 0", -1,
-            &s, NULL);
+        rc = schema_sum_compute(f->db, &ck->schema_sum);
+        f->internal = 0;
+        rc = rc == SQLITE_OK ? 0 : fsm_fail(f, rc, "checksum: schema sum");
+    }
+    if (rc == 0) {
+        f->internal = 1;
+        rc = sqlite3_prepare_v2(f->db,
+                                "UPDATE main.raftsql_applied SET sums = ?1,"
+                                " schema_sum = ?2 WHERE id = 0",
+                                -1, &s, NULL);
         if (rc == SQLITE_OK) {
             sqlite3_bind_blob(s, 1, ck->store.p, (int)ck->store.len,
                               SQLITE_STATIC);
+            sqlite3_bind_int64(s, 2, (sqlite3_int64)ck->schema_sum);
             rc = sqlite3_step(s) == SQLITE_DONE ? SQLITE_OK
                                                 : sqlite3_errcode(f->db);
         }
@@ -462,6 +473,7 @@ static int init(struct sql_fsm *f)
         rc = rc == SQLITE_OK ? 0 : fsm_fail(f, rc, "checksum: commit");
     }
     if (rc == 0) {
+        ck->schema_known = true;
         return 0;
     }
 err:
@@ -474,13 +486,27 @@ err:
 
 int checksum_reload(struct sql_fsm *f)
 {
+    struct sql_checksum *ck = f->ck;
     int rc;
 
-    if (f->ck == NULL || !f->ck->on) {
+    if (ck == NULL || !ck->on) {
         return 0;
     }
+    ck->schema_known = false;
+    ck->schema_force = false;
     rc = load(f);
-    return rc == 1 ? init(f) : rc;
+    if (rc == 1) {
+        rc = init(f);
+    }
+    if (rc == 0) {
+        /* The stored schema sum stands for the file as it is now: a
+         * schema changed while no node ran stays as the scan finds it. */
+        f->internal = 1;
+        rc = schema_sum_cookie(f->db, &ck->cookie_stmt, &ck->schema_at);
+        f->internal = 0;
+        rc = rc == SQLITE_OK ? 0 : fsm_fail(f, rc, "checksum: schema cookie");
+    }
+    return rc;
 }
 
 /* turn_off removes the hook and the stored sums, keeping @why. */
@@ -495,9 +521,10 @@ static int turn_off(struct sql_fsm *f, const char *why)
     ck->on = false;
     sql_errmsgf(ck->why, sizeof ck->why, "%s", why);
     clear_tables(ck);
+    ck->schema_known = false;
     rc = exec_internal(f,
-                       "UPDATE main.raftsql_applied SET sums = NULL"
-                       " WHERE id = 0");
+                       "UPDATE main.raftsql_applied SET sums = NULL,"
+                       " schema_sum = NULL WHERE id = 0");
     return rc == SQLITE_OK ? 0 : fsm_fail(f, rc, "checksum: forget the sums");
 }
 
@@ -544,6 +571,7 @@ void checksum_free(struct sql_fsm *f)
         ck->pu.hook(f->db, NULL, NULL);
     }
     clear_tables(ck);
+    sqlite3_finalize(ck->cookie_stmt);
     free(ck->store.p);
     free(ck->tables);
     free(ck->req_list);
@@ -790,18 +818,63 @@ int checksum_batch_begin(struct sql_fsm *f)
     return rc;
 }
 
-int checksum_batch_store(struct sql_fsm *f, sqlite3_stmt *s, int param)
+/* schema_store binds to parameter @param of @s the schema sum as of the
+ * batch's end when the batch moved the header's numbers (its own schema
+ * changes, a PRAGMA user_version of a request, a landed plain write's),
+ * applied or recorded a changeset with schema statements
+ * (checksum_schema_changed), or none is stored yet; else leaves it NULL
+ * (the stored one stays). Returns 0 or an error code. */
+static int schema_store(struct sql_fsm *f, sqlite3_stmt *s, int param)
+{
+    struct sql_checksum *ck = f->ck;
+    struct schema_cookie now;
+    int rc;
+
+    f->internal = 1;
+    rc = schema_sum_cookie(f->db, &ck->cookie_stmt, &now);
+    f->internal = 0;
+    if (rc != SQLITE_OK) {
+        return fsm_fail(f, rc, "checksum: schema cookie");
+    }
+    if (ck->schema_known && !ck->schema_force &&
+        memcmp(&now, &ck->schema_at, sizeof now) == 0) {
+        return 0;
+    }
+    f->internal = 1;
+    rc = schema_sum_compute(f->db, &ck->pending_sum);
+    f->internal = 0;
+    if (rc != SQLITE_OK) {
+        return fsm_fail(f, rc, "checksum: schema sum");
+    }
+    ck->pending_at = now;
+    ck->schema_pending = true;
+    sqlite3_bind_int64(s, param, (sqlite3_int64)ck->pending_sum);
+    return 0;
+}
+
+void checksum_schema_changed(struct sql_fsm *f)
+{
+    if (f->ck != NULL && f->ck->on) {
+        f->ck->schema_force = true;
+    }
+}
+
+int checksum_batch_store(struct sql_fsm *f, sqlite3_stmt *s, int param,
+                         int schema_param)
 {
     struct sql_checksum *ck = f->ck;
 
-    if (ck == NULL || !ck->on || ck->n_batch == 0) {
+    if (ck == NULL || !ck->on) {
         return 0; /* the statement keeps the stored sums */
     }
-    if (!encode_sums(ck)) {
-        return fsm_fail(f, SQLITE_NOMEM, "checksum: store");
+    if (ck->n_batch > 0) {
+        if (!encode_sums(ck)) {
+            return fsm_fail(f, SQLITE_NOMEM, "checksum: store");
+        }
+        sqlite3_bind_blob(s, param, ck->store.p, (int)ck->store.len,
+                          SQLITE_STATIC);
     }
-    sqlite3_bind_blob(s, param, ck->store.p, (int)ck->store.len, SQLITE_STATIC);
-    return 0;
+    return schema_store(f, s, schema_param);
 }
 
 void checksum_batch_end(struct sql_fsm *f, bool ok)
@@ -813,6 +886,13 @@ void checksum_batch_end(struct sql_fsm *f, bool ok)
         return;
     }
     request_reset(ck);
+    if (ok && ck->schema_pending) {
+        ck->schema_known = true;
+        ck->schema_sum = ck->pending_sum;
+        ck->schema_at = ck->pending_at;
+        ck->schema_force = false;
+    }
+    ck->schema_pending = false;
     for (unsigned k = 0; k < ck->n_batch; k++) {
         struct checksum_table *t = &ck->tables[ck->batch_list[k]];
         if (ok) {

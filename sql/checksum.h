@@ -71,6 +71,14 @@ struct checksum_buf {
     size_t cap;       /* allocated */
 };
 
+/* The header's numbers a schema change or a user's PRAGMA moves
+ * (schema_sum_cookie). */
+struct schema_cookie {
+    int64_t schema_version; /* the schema cookie */
+    int64_t user_version;   /* PRAGMA user_version */
+    int64_t application_id; /* PRAGMA application_id */
+};
+
 /* The checksum state of one apply connection. */
 struct sql_checksum {
     bool on;                       /* maintained (hook installed) */
@@ -103,6 +111,18 @@ struct sql_checksum {
                                       row written, and that row */
     sqlite3_int64 skew_rowid;      /* (RAFTSQL_TEST_FAULTS builds) */
     struct checksum_buf store;     /* the stored sums being written */
+    /* The schema sum (schema_sum.c), beside the sums. */
+    sqlite3_stmt *cookie_stmt;       /* schema_sum_cookie's, NULL */
+    bool schema_known;               /* schema_sum is stored (not NULL) */
+    uint64_t schema_sum;             /* raftsql_applied.schema_sum */
+    struct schema_cookie schema_at;  /* the header's numbers when it was
+                                           computed or loaded */
+    bool schema_force;               /* compute it at the batch's end (a
+                                           changeset with schema statements:
+                                           checksum_schema_changed) */
+    bool schema_pending;             /* the batch stores pending_sum */
+    uint64_t pending_sum;            /* (checksum_batch_end keeps it) */
+    struct schema_cookie pending_at; /* its header's numbers */
 };
 
 /* ---- checksum_scan.c: encoding, listing, scanning (any connection) ---- */
@@ -186,6 +206,29 @@ int checksum_sums_each(const void *p, size_t len,
 int checksum_scan(sqlite3 *db, struct checksum_buf *b, const char *name,
                   bool rowid, uint64_t *out);
 
+/* ---- schema_sum.c: the schema sum (any connection) -------------------- *
+ *
+ * The running checksum covers rows only. The schema sum is XXH3_64bits of
+ * the schema's rows but raftsql's own (type, name, tbl_name, sql, in name
+ * order, each text length-prefixed; not rootpage, which differs between
+ * replicas) and of PRAGMA user_version and application_id (little-endian
+ * i64s), stored with the applied index (raftsql_applied.schema_sum; NULL:
+ * not known yet, a file of before). It is computed again only when the
+ * node's own work moved the header's numbers (checksum_batch_store), so a
+ * schema change made while no node ran stays visible to the start's
+ * scan. */
+
+/* schema_sum_compute computes the schema sum of the main database of @db
+ * into *@out. Returns SQLITE_OK or SQLite's error. Any connection. */
+int schema_sum_compute(sqlite3 *db, uint64_t *out);
+
+/* schema_sum_cookie reads the header's numbers of the main database of
+ * @db into *@out, with the statement *@stmt (prepared on the first call
+ * when NULL; the caller finalizes it). Returns SQLITE_OK or SQLite's
+ * error. Any connection. */
+int schema_sum_cookie(sqlite3 *db, sqlite3_stmt **stmt,
+                      struct schema_cookie *out);
+
 /* ---- checksum.c: the running sums (the apply thread) ------------------ */
 
 /* checksum_enable turns the checksum of @f on (installing the hook and
@@ -250,8 +293,20 @@ int checksum_batch_begin(struct sql_fsm *f);
 /* checksum_batch_store binds to parameter @param of @s (the statement
  * that writes raftsql_applied, run next in the batch's transaction) the
  * tables' sums as of the batch's end when the batch changed any, else
- * leaves it NULL (the stored sums stay). Returns 0 or an error code. */
-int checksum_batch_store(struct sql_fsm *f, sqlite3_stmt *s, int param);
+ * leaves it NULL (the stored sums stay); and to parameter @schema_param
+ * the schema sum when the batch moved the header's numbers (schema
+ * version, user_version, application_id), a changeset in it has schema
+ * statements (checksum_schema_changed), or none is stored, else
+ * NULL. Returns 0 or an error code. */
+int checksum_batch_store(struct sql_fsm *f, sqlite3_stmt *s, int param,
+                         int schema_param);
+
+/* checksum_schema_changed tells the checksum that the batch applies or
+ * records a changeset with schema statements: the schema sum is computed
+ * at the batch's end even when the header's numbers did not move (a plain
+ * write whose writer's own commit landed before a restart, which the
+ * numbers read at the reopen already show). */
+void checksum_schema_changed(struct sql_fsm *f);
 
 /* checksum_batch_end closes the batch: committed (@ok) or rolled back. */
 void checksum_batch_end(struct sql_fsm *f, bool ok);

@@ -454,7 +454,7 @@ const char *sql_fsm_errmsg(const struct sql_fsm *f)
 
 int fsm_reload(struct sql_fsm *f)
 {
-    int rc = schema_time_column(f);
+    int rc = schema_applied_columns(f);
 
     if (rc == 0) {
         rc = schema_read_applied(f);

@@ -291,11 +291,11 @@ int snapshot_sync_file(const char *path);
  * (bootstrap.c). Static storage. Any thread. */
 const char *schema_tables_sql(void);
 
-/* schema_time_column adds raftsql_applied.time_ms when missing (a
- * snapshot of a version before it was installed). Returns 0 or an error
- * code with @f's message saying which. Thread: the apply thread, outside
- * a batch. */
-int schema_time_column(struct sql_fsm *f);
+/* schema_applied_columns adds raftsql_applied.time_ms and schema_sum
+ * when missing (a snapshot of a release before them was installed).
+ * Returns 0 or an error code with @f's message saying which. Thread: the
+ * apply thread, outside a batch. */
+int schema_applied_columns(struct sql_fsm *f);
 
 /* schema_client_table creates raftsql_client_requests and its indexes
  * when missing (a snapshot of a version before client ids was installed).

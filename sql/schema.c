@@ -29,9 +29,11 @@ static const char *const stmt_sql[STMT__N] = {
     "VALUES (?1, ?2, ?3)",
     "DELETE FROM main.raftsql_requests WHERE idx <= ?1",
     /* ?3: the replica checksum's sums (checksum.h), NULL to keep them;
-     * ?4: the latest request stamp applied, NULL to keep it. */
+     * ?4: the latest request stamp applied, NULL to keep it; ?5: the
+     * schema sum (checksum.h), NULL to keep it. */
     "UPDATE main.raftsql_applied SET idx = ?1, term = ?2,"
-    " sums = coalesce(?3, sums), time_ms = coalesce(?4, time_ms)"
+    " sums = coalesce(?3, sums), time_ms = coalesce(?4, time_ms),"
+    " schema_sum = coalesce(?5, schema_sum)"
     " WHERE id = 0",
     "INSERT OR REPLACE INTO main.raftsql_settings(name, value) "
     "VALUES (?1, ?2)",
@@ -76,14 +78,15 @@ static const char *const stmt_sql[STMT__N] = {
  * raftsql_applied.sums holds the replica checksum's sums (checksum.h),
  * NULL while it is off; raftsql_applied.time_ms the latest leader stamp
  * ("now", ms since the epoch) of the requests applied, NULL before the
- * first (sql_fsm_applied_time); a database of before gets either column
- * at open, and a snapshot of before at its install. */
+ * first (sql_fsm_applied_time); raftsql_applied.schema_sum the schema
+ * sum (checksum.h), NULL while not known; a database of before gets
+ * these columns at open, and a snapshot of before at its install. */
 static const char schema_sql[] =
     "BEGIN IMMEDIATE;"
     "CREATE TABLE IF NOT EXISTS main.raftsql_applied("
     " id INTEGER PRIMARY KEY CHECK (id = 0),"
     " idx INTEGER NOT NULL, term INTEGER NOT NULL, sums BLOB,"
-    " time_ms INTEGER);"
+    " time_ms INTEGER, schema_sum INTEGER);"
     "INSERT OR IGNORE INTO main.raftsql_applied(id, idx, term)"
     " VALUES (0, 0, 0);"
     "CREATE TABLE IF NOT EXISTS main.raftsql_requests("
@@ -175,13 +178,17 @@ static int add_applied_column(sqlite3 *db, const char *name, const char *type,
     return 0;
 }
 
-int schema_time_column(struct sql_fsm *f)
+int schema_applied_columns(struct sql_fsm *f)
 {
     int rc;
 
     f->internal = 1;
     rc = add_applied_column(f->db, "time_ms", "INTEGER", f->errmsg,
                             sizeof f->errmsg);
+    if (rc == 0) {
+        rc = add_applied_column(f->db, "schema_sum", "INTEGER", f->errmsg,
+                                sizeof f->errmsg);
+    }
     f->internal = 0;
     return rc;
 }
@@ -202,11 +209,15 @@ int schema_create(struct sql_fsm *f, char *errmsg, size_t errmsg_len)
         }
         return fsm_from_sqlite(rc);
     }
-    /* A database of before the replica checksum or the stored stamp:
-     * add their columns. */
+    /* A database of before the replica checksum, the stored stamp or
+     * the schema sum: add their columns. */
     rc = add_applied_column(db, "sums", "BLOB", errmsg, errmsg_len);
     if (rc == 0) {
         rc = add_applied_column(db, "time_ms", "INTEGER", errmsg, errmsg_len);
+    }
+    if (rc == 0) {
+        rc =
+            add_applied_column(db, "schema_sum", "INTEGER", errmsg, errmsg_len);
     }
     if (rc != 0) {
         return rc;

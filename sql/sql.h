@@ -825,6 +825,13 @@ struct sql_verify {
     uint64_t scanned;                /* the checksum of the rows read */
     unsigned n_differ;               /* tables that differ */
     struct sql_verify_table *differ; /* them (malloc'd) */
+    int schema_available;            /* 0: no schema sum stored (a file of
+                                        before, or not known yet) */
+    uint64_t schema_stored;          /* the schema sum stored with index */
+    uint64_t schema_scanned;         /* the schema sum of the file read:
+                                        they differ when its schema,
+                                        user_version or application_id
+                                        changed behind the node */
 };
 
 /* sql_checksum_verify recomputes the replica checksum of database file
@@ -833,7 +840,11 @@ struct sql_verify {
  * connection goes on), and compares each table's sum with the running
  * one stored with that index. That finds changes that bypassed every
  * hook: a byte changed in the file, a write from a process without the
- * extension. *@out is written on success; free it with
+ * extension. It also computes the file's schema sum when one is stored
+ * (schema_available): a schema change behind the node shows as
+ * schema_stored != schema_scanned, not in differ (which holds tables
+ * only, as the checks of snapshots and raft_verify() compare). *@out is
+ * written on success; free it with
  * sql_verify_clear. Errors: SQL_ERR_NOTFOUND (no file), SQL_ERR_CORRUPT
  * (not a database, or a page that does not read), SQL_ERR_IOERR,
  * SQL_ERR_NOMEM; @errmsg (@errmsg_len bytes, may be NULL) says which.

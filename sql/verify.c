@@ -115,19 +115,32 @@ static int on_table(void *data, const struct checksum_listed *t)
     return SQLITE_OK;
 }
 
-/* read_stored reads the applied index and the stored sums, and says in
- * out->available whether there are any. */
+/* read_stored reads the applied index, the stored sums and the stored
+ * schema sum, and says in out->available and out->schema_available
+ * whether there are any. */
 static int read_stored(struct verify *v)
 {
     sqlite3_stmt *s = NULL;
     int rc;
 
-    rc = sqlite3_prepare_v2(
-        v->db, "SELECT idx, sums FROM main.raftsql_applied WHERE id = 0", -1,
-        &s, NULL);
+    rc = sqlite3_prepare_v2(v->db,
+                            "SELECT idx, sums, schema_sum FROM"
+                            " main.raftsql_applied WHERE id = 0",
+                            -1, &s, NULL);
+    if (rc != SQLITE_OK) {
+        /* A file of a release before the schema sum. */
+        rc = sqlite3_prepare_v2(
+            v->db,
+            "SELECT idx, sums, NULL FROM main.raftsql_applied WHERE id = 0", -1,
+            &s, NULL);
+    }
     if (rc == SQLITE_OK && (rc = sqlite3_step(s)) == SQLITE_ROW) {
         rc = SQLITE_OK;
         v->out->index = (uint64_t)sqlite3_column_int64(s, 0);
+        if (sqlite3_column_type(s, 2) == SQLITE_INTEGER) {
+            v->out->schema_available = 1;
+            v->out->schema_stored = (uint64_t)sqlite3_column_int64(s, 2);
+        }
         if (sqlite3_column_type(s, 1) == SQLITE_BLOB) {
             v->out->available = 1;
             rc = checksum_sums_each(sqlite3_column_blob(s, 1),
@@ -233,6 +246,13 @@ int sql_checksum_verify_hooked(const char *path,
         if (rc != SQLITE_OK) {
             rc = fail(v.db, rc, "scan", errmsg, errmsg_len);
             goto out;
+        }
+        if (r.schema_available) {
+            rc = schema_sum_compute(v.db, &r.schema_scanned);
+            if (rc != SQLITE_OK) {
+                rc = fail(v.db, rc, "schema sum", errmsg, errmsg_len);
+                goto out;
+            }
         }
     } else {
         sql_verify_clear(&r);

@@ -135,20 +135,65 @@ static void on_snapshot(void *data, uint64_t index)
     test_gate(s);
 }
 
+/* schema_differs says whether the schema sum of @v's file differs from
+ * the one stored with its applied index. */
+static bool schema_differs(const struct sql_verify *v)
+{
+    return v->schema_available && v->schema_stored != v->schema_scanned;
+}
+
+/* differs says whether scan @v found anything that differs. */
+static bool differs(const struct sql_verify *v)
+{
+    return v->n_differ > 0 || schema_differs(v);
+}
+
 /* differ_names writes the tables of @v that differ into @out ("kv", "kv,
- * t2, ..."). */
+ * t2, ..."), and "the schema" when it differs. */
 static void differ_names(const struct sql_verify *v, char *out, size_t len)
 {
     size_t used = 0;
     out[0] = '\0';
-    for (unsigned i = 0; i < v->n_differ && used + 8 < len; i++) {
-        int k = snprintf(out + used, len - used, "%s%s", i > 0 ? ", " : "",
-                         v->differ[i].name);
+    for (unsigned i = 0; i <= v->n_differ && used + 8 < len; i++) {
+        const char *name = i < v->n_differ     ? v->differ[i].name
+                           : schema_differs(v) ? "the schema"
+                                               : NULL;
+        int k;
+        if (name == NULL) {
+            break;
+        }
+        k = snprintf(out + used, len - used, "%s%s", i > 0 ? ", " : "", name);
         if (k < 0 || (size_t)k >= len - used) {
             snprintf(out + used, len - used, ", ...");
             break;
         }
         used += (size_t)k;
+    }
+}
+
+/* differ_what writes into @out what of @v differs, in words. */
+static void differ_what(const struct sql_verify *v, char *out, size_t len)
+{
+    char names[200];
+    size_t used = 0;
+
+    out[0] = '\0';
+    if (v->n_differ > 0) {
+        struct sql_verify content = *v;
+        content.schema_available = 0;
+        differ_names(&content, names, sizeof names);
+        used = (size_t)snprintf(out, len,
+                                "the content of %s differs from the running "
+                                "checksum (raftsql_applied.sums)",
+                                names);
+    }
+    if (schema_differs(v) && used < len) {
+        snprintf(out + used, len - used,
+                 "%sthe schema (a table, index, trigger or view, "
+                 "user_version or application_id) differs from the one "
+                 "recorded with the applied index (raftsql_applied."
+                 "schema_sum)",
+                 used > 0 ? ", and " : "");
     }
 }
 
@@ -213,15 +258,14 @@ static bool wait_next(struct ext_start_scan *s)
 static void judge(struct ext_start_scan *s, const struct sql_verify *v,
                   uint64_t installs)
 {
-    char names[200], reason[900], more[1200];
+    char names[200], what[500], reason[900], more[1200];
     struct sql_verify again;
 
-    differ_names(v, names, sizeof names);
+    differ_what(v, what, sizeof what);
     snprintf(reason, sizeof reason,
-             "the database changed while the node was stopped: the content "
-             "of %s differs from the running checksum (raftsql_applied.sums) "
-             "at index %" PRIu64 " (%.300s)",
-             names, v->index, s->cfg.why);
+             "the database changed while the node was stopped: %s at index "
+             "%" PRIu64 " (%.300s)",
+             what, v->index, s->cfg.why);
     if (v->index != s->cfg.applied ||
         (s->cfg.next_stored && !s->cfg.next_plain)) {
         /* Marked diverged before the scan ends: a plain writer waiting for
@@ -273,7 +317,7 @@ static void judge(struct ext_start_scan *s, const struct sql_verify *v,
     if (scan(s, &again) != 0) {
         return;
     }
-    if (again.n_differ == 0) {
+    if (!differs(&again)) {
         set_state(s, EXT_START_SCAN_EQUAL);
         node_log_line(s->log, RAFT_LOG_INFO,
                       "start: verified against the running checksum at "
@@ -308,7 +352,7 @@ static void *scan_main(void *arg)
     }
     if (s->hooks.installs(s->hooks.data) != installs) {
         set_state(s, EXT_START_SCAN_REPLACED);
-    } else if (!v.available || v.n_differ == 0) {
+    } else if (!v.available || !differs(&v)) {
         set_state(s, EXT_START_SCAN_EQUAL);
         node_log_line(s->log, RAFT_LOG_INFO,
                       "start: %.300s: verified against the running "

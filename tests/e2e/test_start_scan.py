@@ -181,6 +181,91 @@ class StartScanTest(ClusterCase):
                              "node %d" % n.id)
             self.assertIsNone(diverged(n), "node %d" % n.id)
 
+    def verdict_of(self, f):
+        """Wait for node @f's start scan to end; return its start_verify."""
+        seen = []
+
+        def verdict():
+            seen[:] = [f.status()["start_verify"]]
+            return seen[0] is None or seen[0]["state"] not in ("running",
+                                                              "waiting")
+        try:
+            wait_for("the scan's verdict", verdict, 60)
+        except TimeoutError:
+            self.fail("no verdict: start_verify %r; log:\n%s" % (
+                seen, log_text(f)[-3000:]))
+        return seen[0]
+
+    def test_schema_changed_while_stopped_is_found(self):
+        """An index, a trigger or a user_version written by a process
+        without raftsql while no node ran leave every row as it was: the
+        scan compared rows only, so the change stayed on this replica (a
+        trigger so added ran here only, and its plain writes carried its
+        effect to every node: a new-user trial). The schema sum stored
+        with the applied index (raftsql_applied.schema_sum) finds each,
+        and the replica is repaired from a healthy one."""
+        fid = self.followers[0].id
+        for change, gone in (
+                ("CREATE INDEX kv_v ON kv(v)",
+                 "SELECT count(*) FROM sqlite_schema WHERE name = 'kv_v'"),
+                ("CREATE TRIGGER kv_t AFTER INSERT ON kv BEGIN "
+                 "INSERT INTO other VALUES(NULL); END",
+                 "SELECT count(*) FROM sqlite_schema WHERE name = 'kv_t'"),
+                ("PRAGMA user_version = 42",
+                 "SELECT user_version = 42 FROM pragma_user_version")):
+            f = self.cluster.nodes[fid - 1]
+            f.kill()
+            foreign_write(f.db, change)
+            f = self.cluster.nodes[f.id - 1] = self.cluster.spawn(f.id)
+            v = self.verdict_of(f)
+            self.assertIsNotNone(v, change)
+            self.assertEqual(v["state"], "differs", "%s: %r; log:\n%s" % (
+                change, v, log_text(f)[-3000:]))
+            self.assertIn("the schema (a table, index, trigger or view, "
+                          "user_version or application_id) differs",
+                          log_text(f))
+            wait_for("node %d repaired" % f.id,
+                     lambda: f.status()["repairs"] >= 1 and
+                     diverged(f) is None, 30)
+            self.assertEqual(f.sql(gone), [[0]], change)
+            for n in self.cluster.nodes:
+                v = json.loads(n.value("SELECT raft_verify()"))
+                self.assertTrue(v["equal"], "node %d: %r" % (n.id, v))
+            # The next test starts from a clean stop of every node.
+            self.assertEqual(f.stop(), 0)
+            f = self.cluster.nodes[f.id - 1] = self.cluster.spawn(f.id)
+            self.assertIsNone(f.status()["start_verify"])
+
+    def test_own_schema_changes_before_a_kill_are_not_found(self):
+        """Schema changes the cluster made (raft_exec DDL, a user_version
+        PRAGMA, a plain CREATE INDEX from another process, a plain
+        ALTER TABLE on the node's own connection) move the stored schema
+        sum with them: after kill -9 the scan finds the file equal."""
+        f = self.followers[0]
+        self.exec(self.leader, "CREATE TABLE t2(a, b)")
+        self.exec(self.leader, "CREATE TRIGGER t2_t AFTER INSERT ON t2 "
+                  "BEGIN INSERT INTO other VALUES(NULL); END")
+        self.exec(self.leader, "PRAGMA user_version = 7")
+        con = connect(f.db)
+        try:
+            con.execute("PRAGMA busy_timeout = 10000")
+            con.execute("CREATE INDEX kv_v ON kv(v)")
+            con.execute("INSERT INTO t2 VALUES(1, 2)")
+        finally:
+            con.close()
+        f.sql("PRAGMA busy_timeout = 10000")
+        f.sql("ALTER TABLE t2 ADD COLUMN c")
+        self.cluster.wait_all_applied()
+        for n in self.cluster.nodes:
+            n.kill()
+        for n in list(self.cluster.nodes):
+            self.cluster.nodes[n.id - 1] = self.cluster.spawn(n.id)
+        for n in self.cluster.nodes:
+            v = self.verdict_of(n)
+            self.assertIsNotNone(v, "node %d" % n.id)
+            self.assertEqual(v["state"], "equal", "node %d: %r; log:\n%s" % (
+                n.id, v, log_text(n)[-3000:]))
+
     def test_scan_with_max_staleness_is_not_aborted(self):
         """The start's scan on a node bound by max_staleness_ms ends with
         a verdict: its read connection is raftsql's own, so the guard's

@@ -814,6 +814,36 @@ static void test_landed_after_restart(void **state)
     assert_equal_replicas(f);
 }
 
+/* A writer's schema change lands, and its node restarts before it
+ * records the entry (window 2 of the plain-write crash windows): the
+ * stored schema sum is the one before it, and the header's numbers read
+ * at the reopen already show it; recording the landed entry computes the
+ * schema sum again, so the file's schema is the node's own (else every
+ * later start scan took it for a change made while no node ran). */
+static void test_landed_schema_after_restart(void **state)
+{
+    struct fixture *f = *state;
+    struct sql_verify v;
+    char msg[256];
+
+    both(f, "CREATE TABLE t(a INTEGER PRIMARY KEY, b)");
+    f->veto = false;
+    assert_int_equal(write_sql(f, "CREATE INDEX t_b ON t(b)"), SQLITE_OK);
+    assert_non_null(f->taken);
+    reopen_a(f);
+    assert_int_equal(sql_checksum_verify(f->a.path, &v, msg, sizeof msg), 0);
+    assert_int_equal(v.schema_available, 1);
+    assert_true(v.schema_stored != v.schema_scanned);
+    sql_verify_clear(&v);
+    assert_int_equal(apply_one(f->fa, f->taken), 0);
+    assert_int_equal(apply_one(f->fb, f->taken), 0);
+    assert_equal_replicas(f);
+    assert_int_equal(sql_checksum_verify(f->a.path, &v, msg, sizeof msg), 0);
+    assert_int_equal(v.schema_available, 1);
+    assert_true(v.schema_stored == v.schema_scanned);
+    sql_verify_clear(&v);
+}
+
 /* apply_noops applies @n no-op entries (a new leader's first entries)
  * in one batch on @fsm; it must succeed. */
 static void apply_noops(struct sql_fsm *fsm, unsigned n)
@@ -1132,6 +1162,8 @@ int main(void)
                                         setup, teardown),
         cmocka_unit_test_setup_teardown(test_no_net_change, setup, teardown),
         cmocka_unit_test_setup_teardown(test_autoincrement_sequence, setup,
+                                        teardown),
+        cmocka_unit_test_setup_teardown(test_landed_schema_after_restart, setup,
                                         teardown),
         cmocka_unit_test_setup_teardown(test_landed_after_restart, setup,
                                         teardown),
