@@ -502,7 +502,7 @@ int checksum_reload(struct sql_fsm *f)
         /* The stored schema sum stands for the file as it is now: a
          * schema changed while no node ran stays as the scan finds it. */
         f->internal = 1;
-        rc = schema_sum_cookie(f->db, &ck->cookie_stmt, &ck->schema_at);
+        rc = schema_sum_cookie(f->db, ck->cookie_stmts, &ck->schema_at);
         f->internal = 0;
         rc = rc == SQLITE_OK ? 0 : fsm_fail(f, rc, "checksum: schema cookie");
     }
@@ -571,7 +571,7 @@ void checksum_free(struct sql_fsm *f)
         ck->pu.hook(f->db, NULL, NULL);
     }
     clear_tables(ck);
-    sqlite3_finalize(ck->cookie_stmt);
+    schema_sum_cookie_free(ck->cookie_stmts);
     free(ck->store.p);
     free(ck->tables);
     free(ck->req_list);
@@ -831,7 +831,7 @@ static int schema_store(struct sql_fsm *f, sqlite3_stmt *s, int param)
     int rc;
 
     f->internal = 1;
-    rc = schema_sum_cookie(f->db, &ck->cookie_stmt, &now);
+    rc = schema_sum_cookie(f->db, ck->cookie_stmts, &now);
     f->internal = 0;
     if (rc != SQLITE_OK) {
         return fsm_fail(f, rc, "checksum: schema cookie");

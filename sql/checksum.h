@@ -71,6 +71,9 @@ struct checksum_buf {
     size_t cap;       /* allocated */
 };
 
+/* The statements schema_sum_cookie reads the header's numbers with. */
+#define SCHEMA_COOKIE_STMTS 3
+
 /* The header's numbers a schema change or a user's PRAGMA moves
  * (schema_sum_cookie). */
 struct schema_cookie {
@@ -112,7 +115,7 @@ struct sql_checksum {
     sqlite3_int64 skew_rowid;      /* (RAFTSQL_TEST_FAULTS builds) */
     struct checksum_buf store;     /* the stored sums being written */
     /* The schema sum (schema_sum.c), beside the sums. */
-    sqlite3_stmt *cookie_stmt;       /* schema_sum_cookie's, NULL */
+    sqlite3_stmt *cookie_stmts[SCHEMA_COOKIE_STMTS]; /* schema_sum_cookie's */
     bool schema_known;               /* schema_sum is stored (not NULL) */
     uint64_t schema_sum;             /* raftsql_applied.schema_sum */
     struct schema_cookie schema_at;  /* the header's numbers when it was
@@ -223,11 +226,15 @@ int checksum_scan(sqlite3 *db, struct checksum_buf *b, const char *name,
 int schema_sum_compute(sqlite3 *db, uint64_t *out);
 
 /* schema_sum_cookie reads the header's numbers of the main database of
- * @db into *@out, with the statement *@stmt (prepared on the first call
- * when NULL; the caller finalizes it). Returns SQLITE_OK or SQLite's
- * error. Any connection. */
-int schema_sum_cookie(sqlite3 *db, sqlite3_stmt **stmt,
+ * @db into *@out, with the SCHEMA_COOKIE_STMTS statements @stmts (each
+ * prepared on the first call while NULL; schema_sum_cookie_free finalizes
+ * them). Returns SQLITE_OK or SQLite's error. Any connection. */
+int schema_sum_cookie(sqlite3 *db, sqlite3_stmt **stmts,
                       struct schema_cookie *out);
+
+/* schema_sum_cookie_free finalizes the statements of schema_sum_cookie
+ * at @stmts and sets them NULL. */
+void schema_sum_cookie_free(sqlite3_stmt **stmts);
 
 /* ---- checksum.c: the running sums (the apply thread) ------------------ */
 

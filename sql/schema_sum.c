@@ -23,11 +23,13 @@ static const char rows_sql[] =
 
 /* The header's numbers that move with a schema change or a PRAGMA of
  * the user's: schema_version (the schema cookie), user_version,
- * application_id. */
-static const char cookie_sql[] =
-    "SELECT (SELECT schema_version FROM pragma_schema_version),"
-    " (SELECT user_version FROM pragma_user_version),"
-    " (SELECT application_id FROM pragma_application_id)";
+ * application_id; each PRAGMA reads its cookie alone (a table-valued
+ * pragma_*() would open a virtual table at every batch). */
+static const char *const cookie_sql[SCHEMA_COOKIE_STMTS] = {
+    "PRAGMA main.schema_version",
+    "PRAGMA main.user_version",
+    "PRAGMA main.application_id",
+};
 
 /* put_text feeds @p (@len bytes, or NULL) into @st, length first, so
  * that no two rows run into each other. */
@@ -61,9 +63,10 @@ int schema_sum_compute(sqlite3 *db, uint64_t *out)
     sqlite3_finalize(s);
     s = NULL;
     if (rc == SQLITE_DONE) {
+        sqlite3_stmt *cookie[SCHEMA_COOKIE_STMTS] = {NULL};
         struct schema_cookie c;
-        rc = schema_sum_cookie(db, &s, &c);
-        sqlite3_finalize(s);
+        rc = schema_sum_cookie(db, cookie, &c);
+        schema_sum_cookie_free(cookie);
         if (rc == SQLITE_OK) {
             int64_t numbers[2] = {c.user_version, c.application_id};
             XXH3_64bits_update(st, numbers, sizeof numbers);
@@ -76,27 +79,41 @@ int schema_sum_compute(sqlite3 *db, uint64_t *out)
     return rc;
 }
 
-int schema_sum_cookie(sqlite3 *db, sqlite3_stmt **stmt,
+int schema_sum_cookie(sqlite3 *db, sqlite3_stmt **stmts,
                       struct schema_cookie *out)
 {
+    int64_t v[SCHEMA_COOKIE_STMTS];
     int rc = SQLITE_OK;
 
-    if (*stmt == NULL) {
-        rc = sqlite3_prepare_v2(db, cookie_sql, -1, stmt, NULL);
+    for (int i = 0; rc == SQLITE_OK && i < SCHEMA_COOKIE_STMTS; i++) {
+        if (stmts[i] == NULL) {
+            rc = sqlite3_prepare_v2(db, cookie_sql[i], -1, &stmts[i], NULL);
+        }
+        if (rc == SQLITE_OK) {
+            rc = sqlite3_step(stmts[i]);
+        }
+        if (rc == SQLITE_ROW) {
+            v[i] = sqlite3_column_int64(stmts[i], 0);
+            rc = SQLITE_OK;
+        } else if (rc == SQLITE_DONE) {
+            rc = SQLITE_ERROR;
+        }
+        if (stmts[i] != NULL) {
+            sqlite3_reset(stmts[i]);
+        }
     }
     if (rc == SQLITE_OK) {
-        rc = sqlite3_step(*stmt);
-    }
-    if (rc == SQLITE_ROW) {
-        out->schema_version = sqlite3_column_int64(*stmt, 0);
-        out->user_version = sqlite3_column_int64(*stmt, 1);
-        out->application_id = sqlite3_column_int64(*stmt, 2);
-        rc = SQLITE_OK;
-    } else if (rc == SQLITE_DONE) {
-        rc = SQLITE_ERROR;
-    }
-    if (*stmt != NULL) {
-        sqlite3_reset(*stmt);
+        out->schema_version = v[0];
+        out->user_version = v[1];
+        out->application_id = v[2];
     }
     return rc;
+}
+
+void schema_sum_cookie_free(sqlite3_stmt **stmts)
+{
+    for (int i = 0; i < SCHEMA_COOKIE_STMTS; i++) {
+        sqlite3_finalize(stmts[i]);
+        stmts[i] = NULL;
+    }
 }
