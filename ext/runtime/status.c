@@ -629,7 +629,7 @@ char *status_json(struct ext_status *st, const struct ext_status_extra *x)
     for (unsigned i = 0; i < s.n_peers; i++) {
         const struct peer_status *p = &s.peers[i];
         json_t *j = json_object();
-        char dial[96] = "";
+        char dial[sizeof st->dials[0].address] = "";
         int k = raft_configuration_find(&s.conf, p->id);
         for (unsigned d = 0; d < st->n_dials; d++) {
             const struct ext_member *m = &st->dials[d];
