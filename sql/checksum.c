@@ -357,12 +357,16 @@ static int load(struct sql_fsm *f)
     clear_tables(ck);
     f->internal = 1;
     rc = sqlite3_prepare_v2(f->db,
-                            "SELECT sums, schema_sum FROM main.raftsql_applied"
-                            " WHERE id = 0",
+                            "SELECT sums, schema_sum, schema_sum_idx = idx"
+                            " FROM main.raftsql_applied WHERE id = 0",
                             -1, &s, NULL);
     if (rc == SQLITE_OK && (rc = sqlite3_step(s)) == SQLITE_ROW) {
         rc = SQLITE_OK;
-        ck->schema_known = sqlite3_column_type(s, 1) == SQLITE_INTEGER;
+        /* Not trusted when a release before it applied batches since it
+         * was stored (its index behind the applied one): computed at the
+         * next batch. */
+        ck->schema_known = sqlite3_column_type(s, 1) == SQLITE_INTEGER &&
+                           sqlite3_column_int(s, 2) == 1;
         ck->schema_sum = (uint64_t)sqlite3_column_int64(s, 1);
         if (sqlite3_column_type(s, 0) == SQLITE_BLOB) {
             marked = 1;
@@ -455,7 +459,8 @@ static int init(struct sql_fsm *f)
         f->internal = 1;
         rc = sqlite3_prepare_v2(f->db,
                                 "UPDATE main.raftsql_applied SET sums = ?1,"
-                                " schema_sum = ?2 WHERE id = 0",
+                                " schema_sum = ?2, schema_sum_idx = idx"
+                                " WHERE id = 0",
                                 -1, &s, NULL);
         if (rc == SQLITE_OK) {
             sqlite3_bind_blob(s, 1, ck->store.p, (int)ck->store.len,
@@ -524,7 +529,8 @@ static int turn_off(struct sql_fsm *f, const char *why)
     ck->schema_known = false;
     rc = exec_internal(f,
                        "UPDATE main.raftsql_applied SET sums = NULL,"
-                       " schema_sum = NULL WHERE id = 0");
+                       " schema_sum = NULL, schema_sum_idx = NULL"
+                       " WHERE id = 0");
     return rc == SQLITE_OK ? 0 : fsm_fail(f, rc, "checksum: forget the sums");
 }
 

@@ -30,10 +30,14 @@ static const char *const stmt_sql[STMT__N] = {
     "DELETE FROM main.raftsql_requests WHERE idx <= ?1",
     /* ?3: the replica checksum's sums (checksum.h), NULL to keep them;
      * ?4: the latest request stamp applied, NULL to keep it; ?5: the
-     * schema sum (checksum.h), NULL to keep it. */
+     * schema sum (checksum.h), NULL to keep it, and with it the index it
+     * stands for: this batch's, as this release keeps it (one before the
+     * schema sum leaves schema_sum_idx behind idx). */
     "UPDATE main.raftsql_applied SET idx = ?1, term = ?2,"
     " sums = coalesce(?3, sums), time_ms = coalesce(?4, time_ms),"
-    " schema_sum = coalesce(?5, schema_sum)"
+    " schema_sum = coalesce(?5, schema_sum),"
+    " schema_sum_idx = CASE WHEN coalesce(?5, schema_sum) IS NULL"
+    " THEN NULL ELSE ?1 END"
     " WHERE id = 0",
     "INSERT OR REPLACE INTO main.raftsql_settings(name, value) "
     "VALUES (?1, ?2)",
@@ -79,14 +83,16 @@ static const char *const stmt_sql[STMT__N] = {
  * NULL while it is off; raftsql_applied.time_ms the latest leader stamp
  * ("now", ms since the epoch) of the requests applied, NULL before the
  * first (sql_fsm_applied_time); raftsql_applied.schema_sum the schema
- * sum (checksum.h), NULL while not known; a database of before gets
+ * sum (checksum.h), NULL while not known, and schema_sum_idx the applied
+ * index it stands for (a release before the schema sum applies batches
+ * without it: then it is behind idx, and the sum is not trusted); a database of before gets
  * these columns at open, and a snapshot of before at its install. */
 static const char schema_sql[] =
     "BEGIN IMMEDIATE;"
     "CREATE TABLE IF NOT EXISTS main.raftsql_applied("
     " id INTEGER PRIMARY KEY CHECK (id = 0),"
     " idx INTEGER NOT NULL, term INTEGER NOT NULL, sums BLOB,"
-    " time_ms INTEGER, schema_sum INTEGER);"
+    " time_ms INTEGER, schema_sum INTEGER, schema_sum_idx INTEGER);"
     "INSERT OR IGNORE INTO main.raftsql_applied(id, idx, term)"
     " VALUES (0, 0, 0);"
     "CREATE TABLE IF NOT EXISTS main.raftsql_requests("
@@ -189,6 +195,10 @@ int schema_applied_columns(struct sql_fsm *f)
         rc = add_applied_column(f->db, "schema_sum", "INTEGER", f->errmsg,
                                 sizeof f->errmsg);
     }
+    if (rc == 0) {
+        rc = add_applied_column(f->db, "schema_sum_idx", "INTEGER", f->errmsg,
+                                sizeof f->errmsg);
+    }
     f->internal = 0;
     return rc;
 }
@@ -218,6 +228,10 @@ int schema_create(struct sql_fsm *f, char *errmsg, size_t errmsg_len)
     if (rc == 0) {
         rc =
             add_applied_column(db, "schema_sum", "INTEGER", errmsg, errmsg_len);
+    }
+    if (rc == 0) {
+        rc = add_applied_column(db, "schema_sum_idx", "INTEGER", errmsg,
+                                errmsg_len);
     }
     if (rc != 0) {
         return rc;

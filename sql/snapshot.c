@@ -164,7 +164,9 @@ static int claim_noops(struct sql_fsm *f, const char *path, uint64_t *index,
         sqlite3_commit_hook(copy, NULL, NULL);
         rc = sqlite3_prepare_v2(copy,
                                 "UPDATE main.raftsql_applied SET idx = ?1, "
-                                "term = ?2 WHERE id = 0",
+                                "term = ?2, schema_sum_idx = CASE WHEN "
+                                "schema_sum_idx = idx THEN ?1 ELSE "
+                                "schema_sum_idx END WHERE id = 0",
                                 -1, &s, NULL);
     }
     if (rc == SQLITE_OK) {

@@ -124,20 +124,23 @@ static int read_stored(struct verify *v)
     int rc;
 
     rc = sqlite3_prepare_v2(v->db,
-                            "SELECT idx, sums, schema_sum FROM"
-                            " main.raftsql_applied WHERE id = 0",
+                            "SELECT idx, sums, schema_sum, schema_sum_idx = idx"
+                            " FROM main.raftsql_applied WHERE id = 0",
                             -1, &s, NULL);
     if (rc != SQLITE_OK) {
         /* A file of a release before the schema sum. */
         rc = sqlite3_prepare_v2(
             v->db,
-            "SELECT idx, sums, NULL FROM main.raftsql_applied WHERE id = 0", -1,
-            &s, NULL);
+            "SELECT idx, sums, NULL, 0 FROM main.raftsql_applied WHERE id = 0",
+            -1, &s, NULL);
     }
     if (rc == SQLITE_OK && (rc = sqlite3_step(s)) == SQLITE_ROW) {
         rc = SQLITE_OK;
         v->out->index = (uint64_t)sqlite3_column_int64(s, 0);
-        if (sqlite3_column_type(s, 2) == SQLITE_INTEGER) {
+        /* A schema sum that a release before it left behind (its index
+         * behind the applied one) is not compared. */
+        if (sqlite3_column_type(s, 2) == SQLITE_INTEGER &&
+            sqlite3_column_int(s, 3) == 1) {
             v->out->schema_available = 1;
             v->out->schema_stored = (uint64_t)sqlite3_column_int64(s, 2);
         }
