@@ -89,7 +89,10 @@ static int wal_lease_acquire(struct wrapped *w, unsigned flags)
     rc = lease_client_acquire(w->path, w->holder, flags, &w->lease, w->why,
                               sizeof w->why);
     if (rc == 0) {
+        /* Granted: the busy answers before it were the wait, no refusal
+         * (raft_last_error() gives none for a write that went through). */
         w->why[0] = '\0';
+        w->busy_why[0] = '\0';
         return SQLITE_OK;
     }
     if (rc == RAFT_BUSY) {

@@ -122,7 +122,8 @@ const struct lease_hold *wal_lock_lease(sqlite3 *db, char *why, size_t why_len);
  * lease ask of @db's main file answered busy (the connection then met
  * SQLITE_BUSY: another writer holds the lease, no leader is known, the
  * start's scan runs...), and returns when, CLOCK_MONOTONIC ns; or 0 with
- * @why "" when none did since the file was wrapped (or it is not).
+ * @why "" when none did since the file was wrapped (or it is not), or a
+ * lease was granted since (the busy handler's wait ended in a write).
  * Thread: the one using @db. */
 int64_t wal_lock_busy_reason(sqlite3 *db, char *why, size_t why_len);
 
