@@ -751,22 +751,22 @@ test-build: all $(TEST_BIN) $(B)/proc-cost $(TSAN_UV_BIN) $(TSAN_EXT_BIN) \
 		$(B)/tsan/raftsql-node
 
 test: deps
-	@$(MAKE) --no-print-directory check-layering
-	@$(MAKE) --no-print-directory fmt-check
-	@$(MAKE) --no-print-directory -j$(NPROC) test-build
-	@$(MAKE) --no-print-directory check-so
-	@$(MAKE) --no-print-directory docs-check
-	@$(MAKE) --no-print-directory check-install
-	@$(MAKE) --no-print-directory python-test
-	@$(MAKE) --no-print-directory node-test
-	@$(MAKE) --no-print-directory deb-test
-	@$(MAKE) --no-print-directory unit
-	@$(MAKE) --no-print-directory bench-check
-	@$(MAKE) --no-print-directory tsan-uv
-	@$(MAKE) --no-print-directory fuzz FUZZ_S=$(FUZZ_TEST_S)
-	@$(MAKE) --no-print-directory e2e
-	@$(MAKE) --no-print-directory faults-short
-	@$(MAKE) --no-print-directory tsan
+	@scripts/timed.sh check-layering $(MAKE) --no-print-directory check-layering
+	@scripts/timed.sh fmt-check $(MAKE) --no-print-directory fmt-check
+	@scripts/timed.sh test-build $(MAKE) --no-print-directory -j$(NPROC) test-build
+	@scripts/timed.sh check-so $(MAKE) --no-print-directory check-so
+	@scripts/timed.sh docs-check $(MAKE) --no-print-directory docs-check
+	@scripts/timed.sh check-install $(MAKE) --no-print-directory check-install
+	@scripts/timed.sh python-test $(MAKE) --no-print-directory python-test
+	@scripts/timed.sh node-test $(MAKE) --no-print-directory node-test
+	@scripts/timed.sh deb-test $(MAKE) --no-print-directory deb-test
+	@scripts/timed.sh unit $(MAKE) --no-print-directory unit
+	@scripts/timed.sh bench-check $(MAKE) --no-print-directory bench-check
+	@scripts/timed.sh tsan-uv $(MAKE) --no-print-directory tsan-uv
+	@scripts/timed.sh fuzz $(MAKE) --no-print-directory fuzz FUZZ_S=$(FUZZ_TEST_S)
+	@scripts/timed.sh e2e $(MAKE) --no-print-directory e2e
+	@scripts/timed.sh faults-short $(MAKE) --no-print-directory faults-short
+	@scripts/timed.sh tsan $(MAKE) --no-print-directory tsan
 
 check: test
 
