@@ -50,6 +50,7 @@ void progress_reset(struct raft_peer_progress *p, raft_index next, uint64_t now)
     p->snapshot_retry = 0;
     p->heard = false;
     p->last_heard = 0;
+    p->unreachable = false;
     p->round_target = next > 0 ? next - 1 : 0;
     p->round_start = now;
     p->round_ms = 0;

@@ -85,6 +85,8 @@ struct raft_peer_progress {
     uint64_t snapshot_retry;   /* no snapshot offered before this time */
     bool heard;                /* an answer came in this leader's term */
     uint64_t last_heard;       /* time (ms) of its last answer */
+    bool unreachable;          /* its connection broke (RAFT_EVENT_UNREACHABLE)
+                                  and nothing came from it since */
     raft_index round_target;   /* catch-up round (thesis §4.2.1): the
                                   leader's last index when it began */
     uint64_t round_start;      /* when the round began */

@@ -332,6 +332,7 @@ static void step_receive(struct raft *r, const struct raft_message *m)
         r->active[slot] = true;
         r->progress[slot].heard = true;
         r->progress[slot].last_heard = r->now;
+        r->progress[slot].unreachable = false;
     }
     if (m->type == RAFT_MSG_APPEND_ENTRIES && r->role != RAFT_LEADER) {
         contact_note_append(r, m);
@@ -617,6 +618,7 @@ int raft_step(struct raft *r, const struct raft_event *event,
             break;
         default:
             replication_unreachable(r, raft_track_of(r, event->unreachable.id));
+            transfer_unreachable(r, event->unreachable.id);
             break;
     }
     membership_after_step(r);

@@ -95,6 +95,8 @@ struct raft {
     raft_id transfer_to;            /* leader: transferee, 0 none */
     uint64_t transfer_start;        /* when the transfer began */
     bool transfer_sent;             /* TimeoutNow went out */
+    bool transfer_any;              /* the transferee was picked (TRANSFER
+                                       to 0), not named */
     bool disrupt;                   /* candidate: this election was
                                           started by TimeoutNow */
     bool term_unsure;            /* leader elected by its own vote alone, in the
@@ -361,6 +363,13 @@ void transfer_progress(struct raft *r);
 /* transfer_hand_over sends TimeoutNow to the most caught-up voter when it
  * holds the leader's whole log (a leader stepping down). */
 void transfer_hand_over(struct raft *r);
+
+/* transfer_unreachable: the connection to @id broke. A transfer to a
+ * picked voter (TRANSFER to 0) moves to the best other voter whose
+ * connection is not known broken, or is abandoned when there is none:
+ * its TimeoutNow, sent or not, may never arrive. A named transferee is
+ * waited for (its connection may come back) until transfer_tick. */
+void transfer_unreachable(struct raft *r, raft_id id);
 
 /* transfer_tick abandons a transfer that lasted an election timeout. */
 void transfer_tick(struct raft *r);

@@ -714,6 +714,7 @@ void replication_unreachable(struct raft *r, unsigned slot)
         return; /* not (any more) tracked */
     }
     p = &r->progress[slot];
+    p->unreachable = true; /* until it is heard from again */
     if (p->state == RAFT_PROGRESS_SNAPSHOT) {
         return;
     }

@@ -5,22 +5,52 @@
 
 #include "raft_internal.h"
 
-/* most_caught_up returns the voter other than the leader with the highest
- * match index (the lowest slot on ties), 0 when there is none. */
-static raft_id most_caught_up(const struct raft *r)
+/* reach ranks the voter in @slot for a transfer this leader picks the
+ * transferee of: 2 when it answered within the last election timeout, 1
+ * when it has not (yet) in this term, 0 when its connection broke
+ * (RAFT_EVENT_UNREACHABLE) and nothing came from it since. */
+static int reach(const struct raft *r, unsigned slot)
+{
+    const struct raft_peer_progress *p = &r->progress[slot];
+
+    if (p->unreachable) {
+        return 0;
+    }
+    return p->heard && r->now - p->last_heard < r->election_timeout ? 2 : 1;
+}
+
+/* most_caught_up returns the voter other than the leader and @except
+ * that is best reached (reach) and, among those, has the highest match
+ * index (the lowest slot on ties), 0 when there is none; *out_reach (may
+ * be NULL) gets its rank. A voter that answered lately is preferred to
+ * a more caught-up one that did not: TimeoutNow to a stopped or cut-off
+ * voter would leave the cluster without a leader for an election
+ * timeout, and a caught-up one needs only to be brought up to date. */
+static raft_id most_caught_up(const struct raft *r, raft_id except,
+                              int *out_reach)
 {
     raft_id best = 0;
     raft_index best_match = 0;
+    int best_reach = 0;
     unsigned i;
 
     for (i = 0; i < r->conf.n; i++) {
-        if (i == r->self_slot || !raft_is_voter(r, i)) {
+        int rank;
+
+        if (i == r->self_slot || !raft_is_voter(r, i) ||
+            r->conf.servers[i].id == except) {
             continue;
         }
-        if (best == 0 || r->progress[i].match > best_match) {
+        rank = reach(r, i);
+        if (best == 0 || rank > best_reach ||
+            (rank == best_reach && r->progress[i].match > best_match)) {
             best = r->conf.servers[i].id;
             best_match = r->progress[i].match;
+            best_reach = rank;
         }
+    }
+    if (out_reach != NULL) {
+        *out_reach = best_reach;
     }
     return best;
 }
@@ -36,7 +66,8 @@ int transfer_check(const struct raft *r, raft_id id)
         return RAFT_BUSY;
     }
     if (id == 0) {
-        return most_caught_up(r) != 0 ? 0 : RAFT_NOTFOUND;
+        int rank;
+        return most_caught_up(r, 0, &rank) != 0 && rank > 0 ? 0 : RAFT_NOTFOUND;
     }
     if (id == r->id) {
         return RAFT_INVALID;
@@ -50,7 +81,8 @@ int transfer_check(const struct raft *r, raft_id id)
 
 void transfer_start(struct raft *r, raft_id id)
 {
-    r->transfer_to = id != 0 ? id : most_caught_up(r);
+    r->transfer_to = id != 0 ? id : most_caught_up(r, 0, NULL);
+    r->transfer_any = id == 0;
     r->transfer_start = r->now;
     r->transfer_sent = false;
     transfer_progress(r);
@@ -85,7 +117,25 @@ void transfer_progress(struct raft *r)
 
 void transfer_hand_over(struct raft *r)
 {
-    (void)send_timeout_now(r, most_caught_up(r));
+    (void)send_timeout_now(r, most_caught_up(r, 0, NULL));
+}
+
+void transfer_unreachable(struct raft *r, raft_id id)
+{
+    raft_id next;
+    int rank;
+
+    if (r->transfer_to == 0 || r->transfer_to != id || !r->transfer_any) {
+        return;
+    }
+    next = most_caught_up(r, id, &rank);
+    if (next == 0 || rank == 0) {
+        r->transfer_to = 0; /* abandoned: the leader serves again */
+        return;
+    }
+    r->transfer_to = next;
+    r->transfer_sent = false;
+    transfer_progress(r);
 }
 
 void transfer_tick(struct raft *r)

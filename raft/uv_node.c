@@ -12,7 +12,8 @@
  * RAFT_EVENT_TICK, after RAFT_EVENT_CONTACT for each
  * peer the transport saw alive in the middle of a frame since the last
  * tick, and a peer whose connection broke since the last tick is
- * reported with RAFT_EVENT_UNREACHABLE; after the application's tick
+ * reported with RAFT_EVENT_UNREACHABLE (at the first tick of a term this
+ * server leads, every peer not connected is); after the application's tick
  * callback, RAFT_EVENT_DECLINE follows what the application answers to
  * the diverged callback (follow_diverged). Of the
  * frames received (frame.h), the core's messages are stepped, FORWARD and
@@ -556,15 +557,24 @@ static void run_tick(struct raft_uv_node *d)
     /* Before the TICK: it is the tick that would time them out. */
     step_contacts(d);
     raft_uv_node_step(d, &ev, NULL);
+    /* A new leader's progress knows no broken connection: it is told of
+     * the peers already down once, so that a transfer never picks one. */
+    bool new_lead = raft_role(d->raft) == RAFT_LEADER &&
+                    d->told_term != raft_current_term(d->raft);
+    if (new_lead) {
+        d->told_term = raft_current_term(d->raft);
+    }
     for (unsigned i = 0; i < d->n_peers && !d->stopping; i++) {
         bool now_up = raft_uv_node_connected(d, d->peers[i]);
-        if (d->connected[i] && !now_up) {
+        if ((d->connected[i] || new_lead) && !now_up) {
             struct raft_event un;
             memset(&un, 0, sizeof un);
             un.type = RAFT_EVENT_UNREACHABLE;
             un.unreachable.id = d->peers[i];
             raft_uv_node_step(d, &un, NULL);
-            raft_uv_snapshot_unreachable(d, d->peers[i]);
+            if (d->connected[i]) {
+                raft_uv_snapshot_unreachable(d, d->peers[i]);
+            }
         }
         d->connected[i] = now_up;
     }

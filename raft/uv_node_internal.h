@@ -157,6 +157,8 @@ struct raft_uv_node {
     raft_id peers[RAFT_MAX_VOTERS];      /* the other servers of the
                                             configuration in force */
     bool connected[RAFT_MAX_VOTERS];     /* last seen connection state */
+    raft_term told_term; /* the term whose leadership run_tick told the core
+                            of the peers already unreachable at its start */
     unsigned n_peers;
     bool drop_pending;                          /* a peer left the configuration
                                             but leads: drop it later */

@@ -162,12 +162,15 @@ static void reason_text(unsigned why, raft_id id, char *buf, size_t len)
                      "server %llu is a learner; only a voter can lead", i);
             break;
         case EXT_WHY_NO_VOTER:
-            snprintf(buf, len, "there is no other voter to lead");
+            snprintf(buf, len,
+                     "there is no other voter to lead (or none this leader "
+                     "reaches)");
             break;
         case EXT_WHY_ABANDONED:
             snprintf(buf, len,
                      "the transfer was abandoned: no new leader within an "
-                     "election timeout");
+                     "election timeout (or the connection to the voter it "
+                     "picked broke, with no other voter reached)");
             break;
         case EXT_WHY_LOST:
             snprintf(buf, len,

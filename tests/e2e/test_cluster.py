@@ -446,6 +446,37 @@ class NowTest(ClusterCase):
         self.assertEqual(rows[1][1], rows[0][1], rows)
 
 
+class LoneLeaderTest(ClusterCase):
+    """A fresh 3-node cluster per test, with an election timeout long
+    enough (1.5 s) that its leader still leads a while after its
+    followers stopped (check-quorum)."""
+
+    def setUp(self):
+        self.start("election_timeout_ms=1500 heartbeat_ms=50 "
+                   "exec_timeout_ms=10000")
+
+    def test_leader_alone_finds_no_voter_to_hand_over_to(self):
+        """A leader whose followers stopped first is refused a transfer at
+        once: no voter it reaches (the error the stopping leader's
+        raft_stop() gets too, so it exits without waiting). Before, it
+        picked a stopped follower and waited an election timeout for
+        nothing, while no leader served."""
+        for f in self.followers:
+            self.assertEqual(f.stop(), 0)
+
+        def cut_off():
+            rows = self.leader.sql("SELECT id, connected FROM raft_members")
+            return all(c == 0 for i, c in rows if i != self.leader.id)
+        wait_for("node %d sees its followers gone" % self.leader.id,
+                 cut_off, 20)
+        with self.assertRaises(NodeError) as cm:
+            self.leader.value("SELECT raft_transfer()")
+        # (It still leads: check-quorum steps it down an election
+        # timeout after its last follower left, 1.5 s here.)
+        self.assertIn("there is no other voter to lead (or none this "
+                      "leader reaches)", str(cm.exception))
+
+
 class FollowerPaceTest(unittest.TestCase):
     """follower_apply_ms: a follower applies others' writes in paced
     batches, but never holds back a write made through it."""

@@ -1036,6 +1036,58 @@ static void test_transfer(void **state)
     raft_close(r);
 }
 
+/* A transfer to any voter (TRANSFER to 0) picks one this leader reaches:
+ * one that answered within the last election timeout before a more (or
+ * as) caught-up one that did not, never one whose connection broke
+ * (refused when no other is left); when the picked voter's connection
+ * breaks, the transfer moves to the next one reached, or is abandoned at
+ * once. A named transferee is waited for across a broken connection.
+ * (Before, a leader stopped right after a follower picked the stopped
+ * one on a tie, and the cluster waited an election timeout.) */
+static void test_transfer_picks_a_reached_voter(void **state)
+{
+    struct raft_update u;
+    struct raft *r = leader3(&u);
+    uint64_t t;
+
+    (void)state;
+    ack(r, 3, 2, &u); /* 2 and 3 both match 2 */
+    /* For two election timeouts only 3 answers. */
+    for (t = 1000; t < 1200; t += 20) {
+        assert_int_equal(step_tick(r, t, &u), 0);
+        ack(r, 3, 2, &u);
+    }
+    assert_int_equal(step_transfer(r, 0, &u), 0);
+    assert_int_equal(raft_transferee(r), 3);
+    assert_true(has_message(&u, RAFT_MSG_TIMEOUT_NOW, 3));
+    /* 3's connection breaks: the transfer moves on to 2. */
+    assert_int_equal(step_unreachable(r, RAFT_EVENT_UNREACHABLE, 3, &u), 0);
+    assert_int_equal(raft_transferee(r), 2);
+    assert_true(has_message(&u, RAFT_MSG_TIMEOUT_NOW, 2));
+    /* 2's too: abandoned at once, the leader serves again. */
+    assert_int_equal(step_unreachable(r, RAFT_EVENT_UNREACHABLE, 2, &u), 0);
+    assert_int_equal(raft_transferee(r), 0);
+    assert_int_equal(raft_role(r), RAFT_LEADER);
+    assert_int_equal(step_propose(r, 1, 4, 'a', 0, &u), 0);
+    /* No voter reached: refused, but a named one is taken and waited for
+     * until the election timeout. */
+    assert_int_equal(step_transfer(r, 0, &u), RAFT_NOTFOUND);
+    assert_int_equal(step_transfer(r, 2, &u), 0);
+    assert_int_equal(step_unreachable(r, RAFT_EVENT_UNREACHABLE, 2, &u), 0);
+    assert_int_equal(step_tick(r, 1250, &u), 0);
+    assert_int_equal(raft_transferee(r), 2);
+    for (t = 1250; raft_transferee(r) != 0 && t < 1400; t += 5) {
+        assert_int_equal(step_tick(r, t, &u), 0);
+    }
+    assert_int_equal(raft_transferee(r), 0);
+    /* A voter heard from again is reached again. */
+    ack(r, 2, 3, &u);
+    assert_int_equal(step_transfer(r, 0, &u), 0);
+    assert_int_equal(raft_transferee(r), 2);
+    assert_true(has_message(&u, RAFT_MSG_TIMEOUT_NOW, 2));
+    raft_close(r);
+}
+
 /* TimeoutNow starts an election at once, without pre-vote, whose
  * RequestVote overrides the voters' leader stickiness; a learner and a
  * server that declines ignore it. */
@@ -1224,6 +1276,7 @@ int main(void)
         cmocka_unit_test(test_auto_promote_replicated),
         cmocka_unit_test(test_snapshot_configuration),
         cmocka_unit_test(test_transfer),
+        cmocka_unit_test(test_transfer_picks_a_reached_voter),
         cmocka_unit_test(test_timeout_now),
         cmocka_unit_test(test_progress_rounds),
         cmocka_unit_test(test_single_voter_waits_for_its_term),
