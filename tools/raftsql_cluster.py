@@ -96,13 +96,20 @@ class Node:
         """The node's raft_status() as a dict."""
         return json.loads(self.value("SELECT raft_status()"))
 
-    def stop(self, timeout=20):
-        """Close the request pipe; the node stops and exits."""
-        if self.proc.poll() is None:
+    def begin_stop(self):
+        """Close the request pipe, which tells the node to stop; stop()
+        waits for its exit."""
+        if self.proc.poll() is None and not self.proc.stdin.closed:
             try:
                 self.proc.stdin.close()
             except BrokenPipeError:
                 pass
+
+    def stop(self, timeout=20):
+        """Close the request pipe; the node stops and exits. Returns its
+        exit code."""
+        if self.proc.poll() is None:
+            self.begin_stop()
             try:
                 self.proc.wait(timeout)
             except subprocess.TimeoutExpired:
@@ -194,5 +201,9 @@ class Cluster:
                           timeout=timeout)
 
     def stop(self):
-        """Stop every node; return their exit codes."""
+        """Stop every node, all at once; return their exit codes. (One by
+        one, the last leader would hand its leadership to a follower
+        that was stopped, or each stop would wait for the last.)"""
+        for n in self.nodes:
+            n.begin_stop()
         return [n.stop() for n in self.nodes]

@@ -6,11 +6,12 @@ Makefile's e2e target). E2E_SKIP=test_a,test_b leaves those files out (the
 Makefile's TSan pass skips files whose threads the ASan pass already covers
 and whose time goes to set-up: see its comment).
 
-E2E_JOBS=N (default 3) runs N test files at a time, each in a process of
+E2E_JOBS=N (default 3; the Makefile's e2e target gives 5, its tsan
+target 4) runs N test files at a time, each in a process of
 its own (python3 run.py --one test_x), largest file first; a file's output
 is printed whole once it ends, so files never interleave. The tests spend
-most of their time waiting for nodes (a file uses about a fifth of one
-core), and each picks free ports, temporary directories and namespaces of
+most of their time waiting for nodes (a file uses a third to a half of
+one core), and each picks free ports, temporary directories and namespaces of
 its own, so files run side by side. E2E_JOBS=1 runs them one after another. A file that keeps cores busy on
 purpose (runaway requests on every node) says so with a line
 `E2E_ALONE = True`: those run after the others, one at a time.
