@@ -717,21 +717,28 @@ faults-short: $(B)/san/raftsql-testhost $(B)/raftsql.so
 # `make jepsen-table` prints that table alone, `make jepsen-clean` starts
 # a new campaign. Failed episodes' histories and logs are kept in
 # $(B)/jepsen/suspicious/seed-<S>/.
+# JEPSEN_HOSTS=netns runs the campaign with each node on a host of its
+# own (network namespaces, TLS: as faults-netns), recorded apart in
+# $(B)/jepsen-netns.
 JEPSEN_FAULTS ?= 1000
+JEPSEN_HOSTS ?= loopback
+JEPSEN_DIR ?= $(B)/jepsen$(if $(filter netns,$(JEPSEN_HOSTS)),-netns)
 jepsen: $(B)/san/raftsql-testhost $(B)/raftsql.so
 	RAFTSQL_TESTHOST=$(B)/san/raftsql-testhost RAFTSQL_SO=$(B)/raftsql.so \
-	    JEPSEN_DIR=$(B)/jepsen JEPSEN_FAULTS=$(JEPSEN_FAULTS) \
+	    JEPSEN_DIR=$(JEPSEN_DIR) JEPSEN_FAULTS=$(JEPSEN_FAULTS) \
+	    JEPSEN_HOSTS=$(JEPSEN_HOSTS) \
 	    JEPSEN_NODES=$(JEPSEN_NODES) JEPSEN_KINDS=$(JEPSEN_KINDS) \
 	    JEPSEN_EPISODE=$(JEPSEN_EPISODE) JEPSEN_S=$(JEPSEN_S) \
 	    JEPSEN_SEED=$(JEPSEN_SEED) $(PYTHON) tests/faults/jepsen.py
 
 jepsen-table:
-	@JEPSEN_DIR=$(B)/jepsen JEPSEN_FAULTS=$(JEPSEN_FAULTS) \
+	@JEPSEN_DIR=$(JEPSEN_DIR) JEPSEN_FAULTS=$(JEPSEN_FAULTS) \
+	    JEPSEN_HOSTS=$(JEPSEN_HOSTS) \
 	    JEPSEN_NODES=$(JEPSEN_NODES) JEPSEN_KINDS=$(JEPSEN_KINDS) \
 	    $(PYTHON) tests/faults/jepsen.py --table
 
 jepsen-clean:
-	rm -rf $(B)/jepsen
+	rm -rf $(JEPSEN_DIR)
 
 # The power-loss fault (FAULTS_KINDS=power, tests/faults/powerloss.py):
 # an LD_PRELOAD shim that journals what a power failure would lose (old

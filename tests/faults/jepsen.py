@@ -32,8 +32,13 @@ Environment (all optional):
                   (default: no bound); the episode under way is checked
   JEPSEN_SEED     seed of a new campaign's first episode (default: the
                   time); a resumed campaign takes the seed after its last
+  JEPSEN_HOSTS    loopback (default: every node on 127.0.0.1) or netns
+                  (each node on a host of its own: network namespaces on
+                  a bridge, peers over TLS, as make faults-netns; root
+                  only; the default kinds are then those of hosts.KINDS)
   JEPSEN_DIR      the records and suspicious histories (default
-                  build/jepsen)
+                  build/jepsen, build/jepsen-netns with JEPSEN_HOSTS=netns:
+                  a campaign of each mode of its own)
 and run.py's client counts (FAULTS_CLIENTS, ...).
 
 Exits 0 when no recorded episode failed, 1 otherwise, 2 on bad settings,
@@ -44,6 +49,7 @@ import collections
 import json
 import os
 import sys
+import tempfile
 import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -73,8 +79,8 @@ def say(text):
 def settings(environ):
     """The campaign's settings from environ (a dict of strings): faults
     per kind and size, sizes, kinds, faults per episode, seconds (None: no
-    bound), first seed (None: the time), folder. Raises ValueError naming
-    the variable that is wrong."""
+    bound), first seed (None: the time), hosts mode, folder. Raises
+    ValueError naming the variable that is wrong."""
     def integer(name, default, least):
         text = environ.get(name) or str(default)
         try:
@@ -102,6 +108,16 @@ def settings(environ):
     if bad:
         raise ValueError("JEPSEN_KINDS: unknown kinds %s (known: %s)" % (
             bad, ",".join(run.KINDS)))
+    mode = environ.get("JEPSEN_HOSTS") or "loopback"
+    if mode not in ("loopback", "netns"):
+        raise ValueError("JEPSEN_HOSTS=%r: loopback or netns" % mode)
+    if mode == "netns":
+        import hosts
+        try:
+            kinds = hosts.mode_kinds(kinds,
+                                     bool(environ.get("JEPSEN_KINDS")))
+        except ValueError as e:
+            raise ValueError("JEPSEN_KINDS: %s" % e)
     seconds = environ.get("JEPSEN_S")
     seed = environ.get("JEPSEN_SEED")
     return {
@@ -110,8 +126,10 @@ def settings(environ):
         "episode": integer("JEPSEN_EPISODE", 25, 1),
         "seconds": integer("JEPSEN_S", 0, 1) if seconds else None,
         "seed": integer("JEPSEN_SEED", 0, 0) if seed else None,
-        "dir": environ.get("JEPSEN_DIR") or os.path.join(run.ROOT, "build",
-                                                          "jepsen")}
+        "hosts": mode,
+        "dir": environ.get("JEPSEN_DIR") or os.path.join(
+            run.ROOT, "build", "jepsen" if mode == "loopback" else
+            "jepsen-" + mode)}
 
 
 def load(folder):
@@ -192,12 +210,14 @@ def table(records, cfg):
     head = " | ".join("%d nodes" % n for n in sizes)
     rule = "|---" * (len(sizes) + 1) + "|"
     lines.append("jepsen: %d episodes (%s), %d faults, %.2f h of episodes, "
-                 "target %d faults of each kind on each size" % (
+                 "target %d faults of each kind on each size%s" % (
                      len(records), ", ".join(
                          "%d on %d nodes" % (len(by[n]), n) for n in sizes),
                      sum(sum(r["faults"].values()) for r in records),
                      sum(r["elapsed"] for r in records) / 3600.0,
-                     cfg["faults"]))
+                     cfg["faults"],
+                     "; each node on a host of its own (netns, TLS)"
+                     if cfg.get("hosts") == "netns" else ""))
     # Faults by kind, with each kind's slowest recovery.
     lines += ["", "| faults (slowest recovery) | %s |" % head, rule]
     kinds = list(cfg["kinds"]) + sorted(
@@ -308,15 +328,18 @@ def campaign(cfg):
         seed = cfg["seed"] if cfg["seed"] is not None else \
             int(time.time()) % 1000000
     say("jepsen: %d episodes recorded in %s; next seed %d; kinds %s; "
-        "sizes %s; %d faults of each kind on each size" % (
+        "sizes %s; %d faults of each kind on each size%s" % (
             len(records), folder, seed, ",".join(cfg["kinds"]),
-            ",".join(map(str, cfg["sizes"])), cfg["faults"]))
+            ",".join(map(str, cfg["sizes"])), cfg["faults"],
+            "; each node on a host of its own (network namespaces, TLS)"
+            if cfg["hosts"] == "netns" else ""))
     while time.monotonic() < deadline:
         nxt = next_episode(records, cfg)
         if nxt is None:
             break
         size, kinds, count = nxt
-        opts = run.options(size, os.path.join(folder, SUSPICIOUS))
+        opts = run.options(size, os.path.join(folder, SUSPICIOUS),
+                           cfg["hosts"])
         ep = run.Episode(seed, count, kinds, deadline, opts).run()
         rec = ep.record()
         append(folder, rec)
@@ -345,6 +368,14 @@ def main():
     if sys.argv[1:] == ["--table"]:
         say("\n".join(table(records, cfg)))
         sys.exit(1 if any(r["failed"] for r in records) else 0)
+    if cfg["hosts"] == "netns":
+        import hosts
+        from netns import Netns
+        why = Netns.unavailable()
+        if why is not None:
+            say("jepsen: JEPSEN_HOSTS=netns: %s" % why)
+            sys.exit(2)
+        hosts.sweep(say, tempfile.gettempdir())
     # The full-disk fault is left out where no tmpfs can be mounted.
     run.prepare(cfg["kinds"])
     code = 0

@@ -33,13 +33,31 @@ class SettingsTest(unittest.TestCase):
         self.assertEqual(cfg["sizes"], [3, 5])
         self.assertEqual(cfg["kinds"], list(jepsen.run.KINDS))
         self.assertIsNone(cfg["seconds"])
+        self.assertEqual(cfg["hosts"], "loopback")
+        self.assertTrue(cfg["dir"].endswith(os.path.join("build", "jepsen")))
+
+    def test_netns_hosts(self):
+        """JEPSEN_HOSTS=netns: the kinds of that mode by default, a
+        named kind it lacks refused with the reason, a folder of its
+        own."""
+        cfg = jepsen.settings({"JEPSEN_HOSTS": "netns"})
+        self.assertEqual(cfg["hosts"], "netns")
+        self.assertNotIn("delay", cfg["kinds"])
+        self.assertIn("partition", cfg["kinds"])
+        self.assertTrue(cfg["dir"].endswith(os.path.join("build",
+                                                         "jepsen-netns")))
+        with self.assertRaises(ValueError) as cm:
+            jepsen.settings({"JEPSEN_HOSTS": "netns",
+                             "JEPSEN_KINDS": "kill,delay"})
+        self.assertIn("delay (needs netem", str(cm.exception))
 
     def test_errors_name_the_variable(self):
         for env, words in (({"JEPSEN_NODES": "3,4"}, "JEPSEN_NODES: '4'"),
                            ({"JEPSEN_NODES": "x"}, "JEPSEN_NODES: 'x'"),
                            ({"JEPSEN_FAULTS": "ten"}, "JEPSEN_FAULTS='ten'"),
                            ({"JEPSEN_FAULTS": "0"}, "JEPSEN_FAULTS=0"),
-                           ({"JEPSEN_KINDS": "kill,flood"}, "flood")):
+                           ({"JEPSEN_KINDS": "kill,flood"}, "flood"),
+                           ({"JEPSEN_HOSTS": "vm"}, "JEPSEN_HOSTS='vm'")):
             with self.assertRaises(ValueError) as cm:
                 jepsen.settings(env)
             self.assertIn(words, str(cm.exception))
