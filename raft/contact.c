@@ -37,6 +37,7 @@ void contact_step(struct raft *r, raft_id id)
      * this term; the peer reads this leader's bytes. Not last_heard: no
      * answer came, and reads bounded by raft_quorum_contact need one. */
     r->active[slot] = true;
+    r->progress[slot].unreachable = false; /* a transfer may pick it */
     if (r->progress[slot].state == RAFT_PROGRESS_REPLICATE) {
         /* Its window is in transit, not lost. */
         r->progress[slot].last_progress = r->now;

@@ -458,7 +458,10 @@ enum raft_change_kind {
  *     check-quorum round, and a follower in REPLICATE whose window waits
  *     for answers is not taken for one that lost them (no re-probe,
  *     which would send the large entry again). It does not count for
- *     raft_quorum_contact nor for last_contact (no answer arrived).
+ *     raft_quorum_contact nor for last_contact (no answer arrived). It
+ *     clears UNREACHABLE's mark: a transfer may pick @id again (the
+ *     driver also steps it when a leader's connection to @id comes
+ *     back).
  *   - Otherwise (a candidate, a follower that knows another leader or
  *     none, a server that is not tracked): nothing.
  * Why it is safe: it changes no term, vote, log, commit index nor

@@ -371,7 +371,9 @@ void transfer_hand_over(struct raft *r);
  * waited for (its connection may come back) until transfer_tick. */
 void transfer_unreachable(struct raft *r, raft_id id);
 
-/* transfer_tick abandons a transfer that lasted an election timeout. */
+/* transfer_tick abandons a transfer that lasted an election timeout, and
+ * moves a transfer to a picked voter (TRANSFER to 0) that has not
+ * answered for two heartbeat intervals on to one that has. */
 void transfer_tick(struct raft *r);
 
 /* election_recv_timeout_now starts an election at once, without pre-vote,

@@ -5,16 +5,27 @@
 
 #include "raft_internal.h"
 
+/* silent says whether the voter of @p has not answered within two
+ * heartbeat intervals: a live follower answers every heartbeat. */
+static bool silent(const struct raft *r, const struct raft_peer_progress *p)
+{
+    return !p->heard || r->now - p->last_heard > 2u * r->heartbeat_interval;
+}
+
 /* reach ranks the voter in @slot for a transfer this leader picks the
- * transferee of: 2 when it answered within the last election timeout, 1
- * when it has not (yet) in this term, 0 when its connection broke
- * (RAFT_EVENT_UNREACHABLE) and nothing came from it since. */
+ * transferee of: 3 when it answered within two heartbeat intervals, 2
+ * within the last election timeout, 1 when not (yet) in this term, 0 when
+ * its connection broke (RAFT_EVENT_UNREACHABLE) and nothing came from it
+ * since. */
 static int reach(const struct raft *r, unsigned slot)
 {
     const struct raft_peer_progress *p = &r->progress[slot];
 
     if (p->unreachable) {
         return 0;
+    }
+    if (!silent(r, p)) {
+        return 3;
     }
     return p->heard && r->now - p->last_heard < r->election_timeout ? 2 : 1;
 }
@@ -140,8 +151,30 @@ void transfer_unreachable(struct raft *r, raft_id id)
 
 void transfer_tick(struct raft *r)
 {
-    if (r->transfer_to != 0 &&
-        r->now - r->transfer_start >= r->election_timeout) {
+    unsigned slot;
+    raft_id next;
+    int rank;
+
+    if (r->transfer_to == 0) {
+        return;
+    }
+    if (r->now - r->transfer_start >= r->election_timeout) {
         r->transfer_to = 0; /* abandoned: the leader serves again */
+        return;
+    }
+    /* A picked transferee that fell silent (a paused process, a cut
+     * link that did not break the connection) gives way to one that
+     * answers: its TimeoutNow, sent or not, may never be acted on. */
+    slot = raft_slot_of(r, r->transfer_to);
+    if (!r->transfer_any || slot >= r->conf.n ||
+        r->now - r->transfer_start <= 2u * r->heartbeat_interval ||
+        !silent(r, &r->progress[slot])) {
+        return;
+    }
+    next = most_caught_up(r, r->transfer_to, &rank);
+    if (next != 0 && rank == 3) {
+        r->transfer_to = next;
+        r->transfer_sent = false;
+        transfer_progress(r);
     }
 }

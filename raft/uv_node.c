@@ -13,7 +13,8 @@
  * peer the transport saw alive in the middle of a frame since the last
  * tick, and a peer whose connection broke since the last tick is
  * reported with RAFT_EVENT_UNREACHABLE (at the first tick of a term this
- * server leads, every peer not connected is); after the application's tick
+ * server leads, every peer not connected is), and on a leader one whose
+ * connection came back with RAFT_EVENT_CONTACT; after the application's tick
  * callback, RAFT_EVENT_DECLINE follows what the application answers to
  * the diverged callback (follow_diverged). Of the
  * frames received (frame.h), the core's messages are stepped, FORWARD and
@@ -529,22 +530,29 @@ bool raft_uv_node_diverged(struct raft_uv_node *d)
     return d->cb.diverged != NULL && d->cb.diverged(d->cb.data);
 }
 
+void raft_uv_node_decline_leadership(struct raft_uv_node *d)
+{
+    atomic_store(&d->no_lead, true);
+    raft_uv_node_wake(d);
+}
+
 /* follow_diverged makes the core decline TimeoutNow while the state
- * machine is diverged, and take it again once it is not
- * (RAFT_EVENT_DECLINE, stepped only when the answer differs from the
- * core's state). After the tick callback: a divergence it judged is
+ * machine is diverged or the server is about to stop
+ * (raft_uv_node_decline_leadership), and take it again once neither
+ * holds (RAFT_EVENT_DECLINE, stepped only when the answer differs from
+ * the core's state). After the tick callback: a divergence it judged is
  * followed in the same tick. */
 static void follow_diverged(struct raft_uv_node *d)
 {
-    bool diverged = raft_uv_node_diverged(d);
+    bool decline = atomic_load(&d->no_lead) || raft_uv_node_diverged(d);
     struct raft_event ev;
 
-    if (diverged == raft_declining(d->raft)) {
+    if (decline == raft_declining(d->raft)) {
         return;
     }
     memset(&ev, 0, sizeof ev);
     ev.type = RAFT_EVENT_DECLINE;
-    ev.decline.on = diverged;
+    ev.decline.on = decline;
     raft_uv_node_step(d, &ev, NULL);
 }
 
@@ -566,6 +574,15 @@ static void run_tick(struct raft_uv_node *d)
     }
     for (unsigned i = 0; i < d->n_peers && !d->stopping; i++) {
         bool now_up = raft_uv_node_connected(d, d->peers[i]);
+        if (!d->connected[i] && now_up && raft_role(d->raft) == RAFT_LEADER) {
+            /* Back (a restarted follower): no longer cut off. Not on a
+             * follower, whose election timer it would restart. */
+            struct raft_event up;
+            memset(&up, 0, sizeof up);
+            up.type = RAFT_EVENT_CONTACT;
+            up.contact.id = d->peers[i];
+            raft_uv_node_step(d, &up, NULL);
+        }
         if ((d->connected[i] || new_lead) && !now_up) {
             struct raft_event un;
             memset(&un, 0, sizeof un);
@@ -633,6 +650,9 @@ static void on_tick_check(uv_check_t *h)
 static void on_wake(uv_async_t *a)
 {
     struct raft_uv_node *d = a->data;
+    if (!d->stopping && atomic_load(&d->no_lead) && !raft_declining(d->raft)) {
+        follow_diverged(d); /* before a TimeoutNow the next poll reads */
+    }
     if (d->cb.wake != NULL && !d->stopping) {
         d->cb.wake(d->cb.data);
     }

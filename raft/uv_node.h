@@ -206,6 +206,13 @@ int raft_uv_node_start(struct raft *r, const struct raft_uv_node_config *cfg,
  * raft_uv_node_stop is called. */
 void raft_uv_node_wake(struct raft_uv_node *d);
 
+/* raft_uv_node_decline_leadership makes this server ignore TimeoutNow from
+ * now on, as a diverged one does (RAFT_EVENT_DECLINE, stepped by the loop
+ * as soon as it wakes): a server about to stop should not take a leadership it would
+ * hand on or drop a moment later. Cannot be undone; raft_uv_node_stop
+ * follows. Any thread, until raft_uv_node_stop. */
+void raft_uv_node_decline_leadership(struct raft_uv_node *d);
+
 /* raft_uv_node_stop closes the transport and timers, waits for the running
  * storage write, joins the loop thread, closes the core and frees @d. No
  * callback runs after it returns. Thread: any but the driver's own. */

@@ -6,6 +6,7 @@
 #ifndef RAFT_UV_NODE_INTERNAL_H
 #define RAFT_UV_NODE_INTERNAL_H
 
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <stdint.h>
 #include <uv.h>
@@ -157,7 +158,8 @@ struct raft_uv_node {
     raft_id peers[RAFT_MAX_VOTERS];      /* the other servers of the
                                             configuration in force */
     bool connected[RAFT_MAX_VOTERS];     /* last seen connection state */
-    raft_term told_term; /* the term whose leadership run_tick told the core
+    _Atomic bool no_lead; /* raft_uv_node_decline_leadership was called */
+    raft_term told_term;  /* the term whose leadership run_tick told the core
                             of the peers already unreachable at its start */
     unsigned n_peers;
     bool drop_pending;                          /* a peer left the configuration

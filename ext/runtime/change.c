@@ -729,8 +729,8 @@ int change_submit(struct ext_change *c, const struct ext_change_request *req,
     if (c->call != NULL) {
         pthread_mutex_unlock(&c->mu);
         return refuse(out, RAFT_BUSY,
-                      "not done: another membership change is pending on "
-                      "this node; one at a time");
+                      "not done: another membership change or leadership "
+                      "transfer is pending on this node; one at a time");
     }
     rid[0] = c->self;
     rid[1] = EXT_CHANGE_SEQ_BIT | ++c->next_seq;

@@ -203,7 +203,9 @@ void change_codec_describe(const struct ext_change_request *req, int rc,
     } else if (rc == RAFT_NOTLEADER) {
         snprintf(buf, len, "no leader known; retry once one is elected");
     } else if (rc == RAFT_BUSY) {
-        snprintf(buf, len, "another membership change is pending on this node");
+        snprintf(buf, len,
+                 "another membership change or leadership transfer is "
+                 "pending on this node");
     } else if (rc == RAFT_NOTFOUND) {
         snprintf(buf, len, "unknown id: server %llu is not a member",
                  (unsigned long long)req->id);

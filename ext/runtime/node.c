@@ -1080,6 +1080,10 @@ int ext_node_repair(struct ext_node *n, const struct ext_exec_probe *probe,
 
 void ext_node_shutdown(struct ext_node *n)
 {
+    /* A stopping server takes no leadership (a stopping leader's
+     * transfer, say, to this one): it would stop leading a moment
+     * later, an election timeout without a leader. */
+    raft_uv_node_decline_leadership(n->driver);
     if (status_role(n->status) == RAFT_LEADER) {
         struct ext_change_request q = {.op = EXT_CHANGE_TRANSFER};
         struct ext_change_result r;

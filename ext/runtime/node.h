@@ -49,9 +49,11 @@ struct ext_member_row;     /* member_view.h */
 int ext_node_start(const char *db_path, const struct ext_config *cfg,
                    struct ext_node **out, char *errmsg, size_t errmsg_len);
 
-/* ext_node_shutdown first hands the leadership on when @n leads (a
- * leadership transfer to the most caught-up voter, waiting at most
- * election_timeout_ms, so a planned restart costs no election timeout),
+/* ext_node_shutdown makes @n decline leadership from now on (TimeoutNow
+ * ignored), first hands the leadership on when @n leads (a leadership
+ * transfer to a voter it reaches, as raft_transfer() picks one, waiting
+ * at most election_timeout_ms, so a planned restart costs no election
+ * timeout),
  * then makes every waiting and future ext_node_exec and ext_node_change
  * on @n return at once with "shutting down" (outcome unknown when the
  * request had left this node, else not applied). Any thread; call it

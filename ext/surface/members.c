@@ -290,12 +290,19 @@ static void fn_transfer(sqlite3_context *ctx, int argc, sqlite3_value **argv)
 
     if (argc > 1) {
         fail(ctx,
-             "raft_transfer: takes () for the most "
-             "caught-up voter, or (id)");
+             "raft_transfer: takes () for a voter the leader picks, or "
+             "(id)");
         return;
     }
-    if (argc == 1 && sqlite3_value_type(argv[0]) != SQLITE_NULL &&
-        !arg_id(ctx, "raft_transfer", argv[0], &q.id)) {
+    /* NULL is no id: raft_transfer((SELECT id ... )) that matched no row
+     * must not move the leadership anywhere. */
+    if (argc == 1 && sqlite3_value_type(argv[0]) == SQLITE_NULL) {
+        fail(ctx,
+             "raft_transfer: the server id is NULL (call "
+             "raft_transfer() to let the leader pick a voter)");
+        return;
+    }
+    if (argc == 1 && !arg_id(ctx, "raft_transfer", argv[0], &q.id)) {
         return;
     }
     run(ctx, "raft_transfer", &q, argc, argv);

@@ -530,6 +530,11 @@ class MembershipTest(unittest.TestCase):
         with self.assertRaises(NodeError) as e:
             old.value("SELECT raft_transfer(?)", old.id)
         self.assertIn("leader already", str(e.exception))
+        # NULL is no id (a subquery that matched no row): nothing moves.
+        with self.assertRaises(NodeError) as e:
+            old.value("SELECT raft_transfer((SELECT 9 WHERE 0))")
+        self.assertIn("the server id is NULL", str(e.exception))
+        self.assertEqual(self.m.leader().id, old.id)
 
         # raft_stop on the leader: the others have a new leader well
         # within an election timeout (no timeout to wait for).

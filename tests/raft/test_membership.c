@@ -1088,6 +1088,68 @@ static void test_transfer_picks_a_reached_voter(void **state)
     raft_close(r);
 }
 
+/* A picked transferee (TRANSFER to 0) that falls silent for two heartbeat
+ * intervals (a paused process: its connection stays up) gives way to a
+ * voter that answers; a named one does not. (Before, a follower paused a
+ * moment before the transfer could be picked on a tie and the transfer
+ * waited an election timeout.) */
+static void test_transfer_moves_off_a_silent_voter(void **state)
+{
+    struct raft_update u;
+    struct raft *r = leader3(&u);
+    uint64_t t;
+
+    (void)state;
+    ack(r, 3, 2, &u);
+    for (t = 1000; t <= 1040; t += 20) { /* both answer */
+        assert_int_equal(step_tick(r, t, &u), 0);
+        ack(r, 2, 2, &u);
+        ack(r, 3, 2, &u);
+    }
+    assert_int_equal(step_propose(r, 1, 4, 'a', 0, &u), 0);
+    ack(r, 3, 3, &u);
+    /* Both answered lately: the more caught up goes first. */
+    assert_int_equal(step_transfer(r, 0, &u), 0);
+    assert_int_equal(raft_transferee(r), 3);
+    raft_close(r);
+
+    r = leader3(&u);
+    ack(r, 3, 2, &u);
+    for (t = 1000; t <= 1040; t += 20) {
+        assert_int_equal(step_tick(r, t, &u), 0);
+        ack(r, 2, 2, &u);
+        ack(r, 3, 2, &u);
+    }
+    assert_int_equal(step_transfer(r, 0, &u), 0);
+    assert_int_equal(raft_transferee(r), 2); /* a tie: the lowest slot */
+    /* 2 falls silent; 3 answers each heartbeat. */
+    for (t = 1060; t < 1140; t += 20) {
+        assert_int_equal(step_tick(r, t, &u), 0);
+        if (raft_transferee(r) != 2) {
+            break; /* the tick moved it: u holds its messages */
+        }
+        ack(r, 3, 2, &u);
+    }
+    assert_int_equal(raft_transferee(r), 3);
+    assert_true(t <= 1100);
+    assert_true(has_message(&u, RAFT_MSG_TIMEOUT_NOW, 3));
+    raft_close(r);
+
+    /* Named, it is waited for. */
+    r = leader3(&u);
+    ack(r, 3, 2, &u);
+    assert_int_equal(step_tick(r, 1000, &u), 0);
+    ack(r, 2, 2, &u);
+    ack(r, 3, 2, &u);
+    assert_int_equal(step_transfer(r, 2, &u), 0);
+    for (t = 1020; t < 1080; t += 20) {
+        assert_int_equal(step_tick(r, t, &u), 0);
+        ack(r, 3, 2, &u);
+    }
+    assert_int_equal(raft_transferee(r), 2);
+    raft_close(r);
+}
+
 /* TimeoutNow starts an election at once, without pre-vote, whose
  * RequestVote overrides the voters' leader stickiness; a learner and a
  * server that declines ignore it. */
@@ -1277,6 +1339,7 @@ int main(void)
         cmocka_unit_test(test_snapshot_configuration),
         cmocka_unit_test(test_transfer),
         cmocka_unit_test(test_transfer_picks_a_reached_voter),
+        cmocka_unit_test(test_transfer_moves_off_a_silent_voter),
         cmocka_unit_test(test_timeout_now),
         cmocka_unit_test(test_progress_rounds),
         cmocka_unit_test(test_single_voter_waits_for_its_term),
