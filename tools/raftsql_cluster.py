@@ -28,12 +28,24 @@ _PORT_LOW, _PORT_HIGH = 20000, 32767
 def free_ports(n):
     """Return n distinct free TCP ports on 127.0.0.1, none handed out by
     this process before, from below the ephemeral range (each is free
-    when checked; a port is only bound later, by its node)."""
+    when checked; a port is only bound later, by its node); under
+    tests/e2e/run.py (E2E_SLOT, E2E_SLOTS in the environment) from its
+    worker's slice of that range."""
+    low, high = _PORT_LOW, _PORT_HIGH
+    slot, slots = os.environ.get("E2E_SLOT"), os.environ.get("E2E_SLOTS")
+    if slot and slots and slot.isdigit() and slots.isdigit() and \
+            int(slot) < int(slots):
+        # tests/e2e/run.py's worker @slot of @slots: a slice of the range
+        # of its own, so that files run side by side never pick the same
+        # port between its check here and its node's bind.
+        width = (_PORT_HIGH - _PORT_LOW + 1) // int(slots)
+        low = _PORT_LOW + int(slot) * width
+        high = low + width - 1
     ports = []
     for _ in range(2000):
         if len(ports) == n:
             return ports
-        port = random.randint(_PORT_LOW, _PORT_HIGH)
+        port = random.randint(low, high)
         if port in _HANDED_OUT:
             continue
         s = socket.socket()
@@ -46,7 +58,7 @@ def free_ports(n):
         _HANDED_OUT.add(port)
         ports.append(port)
     raise RuntimeError("free_ports: no %d free ports in %d-%d after 2000 "
-                       "tries" % (n, _PORT_LOW, _PORT_HIGH))
+                       "tries" % (n, low, high))
 
 
 class NodeError(Exception):

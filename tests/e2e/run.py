@@ -96,8 +96,11 @@ def main():
     lock = threading.Lock()
     seconds, passed, failed, broken = {}, 0, 0, []
 
-    def worker():
+    def worker(slot):
         nonlocal passed, failed
+        # Each worker's files pick ports from a slice of their own
+        # (raftsql_cluster.free_ports): E2E_SLOT of E2E_SLOTS.
+        env = dict(os.environ, E2E_SLOT=str(slot), E2E_SLOTS=str(jobs))
         while True:
             with lock:
                 if not files:
@@ -106,7 +109,7 @@ def main():
             started = time.monotonic()
             proc = subprocess.run([sys.executable, os.path.abspath(__file__),
                                    "--one", module],
-                                  stdout=subprocess.PIPE,
+                                  env=env, stdout=subprocess.PIPE,
                                   stderr=subprocess.STDOUT, text=True)
             counts = parse(proc.stdout)
             with lock:
@@ -125,13 +128,14 @@ def main():
                         failed += 1
 
     wall = time.monotonic()
-    threads = [threading.Thread(target=worker) for _ in range(jobs)]
+    threads = [threading.Thread(target=worker, args=(k,))
+               for k in range(jobs)]
     for t in threads:
         t.start()
     for t in threads:
         t.join()
     files.extend(alone)
-    worker()
+    worker(0)
     for module, s in sorted(seconds.items(), key=lambda kv: -kv[1]):
         print("e2e: %-22s %6.1f s" % (module, s))
     for module in broken:

@@ -204,7 +204,13 @@ class RemovedTest(unittest.TestCase):
         self.assertEqual(victim.value(
             "SELECT raft_exec('INSERT INTO kv VALUES (7, 7)')"), 1)
         self.assertEqual(victim.value("SELECT v FROM kv WHERE k = 7"), 7)
-        # Plain writes too.
+        # Plain writes too, once the leader promoted it back to voter: the
+        # promotion is a membership change, which ends a lease in force
+        # (its COMMIT refused, "not applied": seen on a loaded machine).
+        wait_for("server %d is a voter again" % victim.id,
+                 lambda: self.m.leader().sql(
+                     "SELECT role FROM raft_members WHERE id = ?",
+                     victim.id) == [["voter"]])
         victim.sql("INSERT INTO kv VALUES (8, 8)")
         self.assertEqual(victim.value("SELECT v FROM kv WHERE k = 8"), 8)
 
