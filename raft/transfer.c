@@ -128,7 +128,26 @@ void transfer_progress(struct raft *r)
 
 void transfer_hand_over(struct raft *r)
 {
-    (void)send_timeout_now(r, most_caught_up(r, 0, NULL));
+    raft_id best = 0;
+    int best_reach = -1;
+    unsigned i;
+
+    /* One TimeoutNow, to a voter that holds the whole log (no other
+     * would get it): the best reached among those. */
+    for (i = 0; i < r->conf.n; i++) {
+        int rank;
+
+        if (i == r->self_slot || !raft_is_voter(r, i) ||
+            r->progress[i].match < log_last_index(&r->log)) {
+            continue;
+        }
+        rank = reach(r, i);
+        if (rank > best_reach) {
+            best = r->conf.servers[i].id;
+            best_reach = rank;
+        }
+    }
+    (void)send_timeout_now(r, best);
 }
 
 void transfer_unreachable(struct raft *r, raft_id id)
