@@ -12,44 +12,55 @@ static bool silent(const struct raft *r, const struct raft_peer_progress *p)
     return !p->heard || r->now - p->last_heard > 2u * r->heartbeat_interval;
 }
 
-/* reach ranks the voter in @slot for a transfer this leader picks the
- * transferee of: 3 when it answered within two heartbeat intervals, 2
- * within the last election timeout, 1 when not (yet) in this term, 0 when
- * its connection broke (RAFT_EVENT_UNREACHABLE) and nothing came from it
- * since. */
-static int reach(const struct raft *r, unsigned slot)
+/* How well a leader reaches a voter, for a transfer whose transferee it
+ * picks: the higher the better. */
+enum reach {
+    REACH_CUT = 0,     /* its connection broke (RAFT_EVENT_UNREACHABLE) and
+                         nothing came from it since */
+    REACH_UNHEARD = 1, /* not heard within the last election timeout (or
+                          not yet in this term) */
+    REACH_LATELY = 2,  /* heard within the last election timeout */
+    REACH_NOW = 3,     /* heard within two heartbeat intervals */
+};
+
+/* reach ranks the voter in @slot (enum reach). */
+static enum reach reach(const struct raft *r, unsigned slot)
 {
     const struct raft_peer_progress *p = &r->progress[slot];
 
     if (p->unreachable) {
-        return 0;
+        return REACH_CUT;
     }
     if (!silent(r, p)) {
-        return 3;
+        return REACH_NOW;
     }
-    return p->heard && r->now - p->last_heard < r->election_timeout ? 2 : 1;
+    return p->heard && r->now - p->last_heard < r->election_timeout
+               ? REACH_LATELY
+               : REACH_UNHEARD;
 }
 
 /* most_caught_up returns the voter other than the leader and @except
- * that is best reached (reach) and, among those, has the highest match
- * index (the lowest slot on ties), 0 when there is none; *out_reach (may
- * be NULL) gets its rank. A voter that answered lately is preferred to
- * a more caught-up one that did not: TimeoutNow to a stopped or cut-off
- * voter would leave the cluster without a leader for an election
- * timeout, and a caught-up one needs only to be brought up to date. */
+ * (and, when @whole_log, holding the leader's whole log) that is best
+ * reached (reach) and, among those, has the highest match index (the
+ * lowest slot on ties), 0 when there is none; *out_reach (may be NULL)
+ * gets its rank. A voter that answered lately is preferred to a more
+ * caught-up one that did not: TimeoutNow to a stopped or cut-off voter
+ * would leave the cluster without a leader for an election timeout, and
+ * a caught-up one needs only to be brought up to date. */
 static raft_id most_caught_up(const struct raft *r, raft_id except,
-                              int *out_reach)
+                              bool whole_log, enum reach *out_reach)
 {
     raft_id best = 0;
     raft_index best_match = 0;
-    int best_reach = 0;
+    enum reach best_reach = REACH_CUT;
     unsigned i;
 
     for (i = 0; i < r->conf.n; i++) {
-        int rank;
+        enum reach rank;
 
         if (i == r->self_slot || !raft_is_voter(r, i) ||
-            r->conf.servers[i].id == except) {
+            r->conf.servers[i].id == except ||
+            (whole_log && r->progress[i].match < log_last_index(&r->log))) {
             continue;
         }
         rank = reach(r, i);
@@ -77,8 +88,10 @@ int transfer_check(const struct raft *r, raft_id id)
         return RAFT_BUSY;
     }
     if (id == 0) {
-        int rank;
-        return most_caught_up(r, 0, &rank) != 0 && rank > 0 ? 0 : RAFT_NOTFOUND;
+        enum reach rank;
+        return most_caught_up(r, 0, false, &rank) != 0 && rank != REACH_CUT
+                   ? 0
+                   : RAFT_NOTFOUND;
     }
     if (id == r->id) {
         return RAFT_INVALID;
@@ -92,7 +105,7 @@ int transfer_check(const struct raft *r, raft_id id)
 
 void transfer_start(struct raft *r, raft_id id)
 {
-    r->transfer_to = id != 0 ? id : most_caught_up(r, 0, NULL);
+    r->transfer_to = id != 0 ? id : most_caught_up(r, 0, false, NULL);
     r->transfer_any = id == 0;
     r->transfer_start = r->now;
     r->transfer_sent = false;
@@ -128,51 +141,41 @@ void transfer_progress(struct raft *r)
 
 void transfer_hand_over(struct raft *r)
 {
-    raft_id best = 0;
-    int best_reach = -1;
-    unsigned i;
-
     /* One TimeoutNow, to a voter that holds the whole log (no other
-     * would get it): the best reached among those. */
-    for (i = 0; i < r->conf.n; i++) {
-        int rank;
+     * would get it). */
+    (void)send_timeout_now(r, most_caught_up(r, 0, true, NULL));
+}
 
-        if (i == r->self_slot || !raft_is_voter(r, i) ||
-            r->progress[i].match < log_last_index(&r->log)) {
-            continue;
-        }
-        rank = reach(r, i);
-        if (rank > best_reach) {
-            best = r->conf.servers[i].id;
-            best_reach = rank;
-        }
-    }
-    (void)send_timeout_now(r, best);
+/* retarget moves the transfer under way to @next, which gets TimeoutNow
+ * once up to date. */
+static void retarget(struct raft *r, raft_id next)
+{
+    r->transfer_to = next;
+    r->transfer_sent = false;
+    transfer_progress(r);
 }
 
 void transfer_unreachable(struct raft *r, raft_id id)
 {
     raft_id next;
-    int rank;
+    enum reach rank;
 
     if (r->transfer_to == 0 || r->transfer_to != id || !r->transfer_any) {
         return;
     }
-    next = most_caught_up(r, id, &rank);
-    if (next == 0 || rank == 0) {
+    next = most_caught_up(r, id, false, &rank);
+    if (next == 0 || rank == REACH_CUT) {
         r->transfer_to = 0; /* abandoned: the leader serves again */
         return;
     }
-    r->transfer_to = next;
-    r->transfer_sent = false;
-    transfer_progress(r);
+    retarget(r, next);
 }
 
 void transfer_tick(struct raft *r)
 {
     unsigned slot;
     raft_id next;
-    int rank;
+    enum reach rank;
 
     if (r->transfer_to == 0) {
         return;
@@ -190,10 +193,8 @@ void transfer_tick(struct raft *r)
         !silent(r, &r->progress[slot])) {
         return;
     }
-    next = most_caught_up(r, r->transfer_to, &rank);
-    if (next != 0 && rank == 3) {
-        r->transfer_to = next;
-        r->transfer_sent = false;
-        transfer_progress(r);
+    next = most_caught_up(r, r->transfer_to, false, &rank);
+    if (next != 0 && rank == REACH_NOW) {
+        retarget(r, next);
     }
 }

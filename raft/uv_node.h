@@ -208,9 +208,9 @@ void raft_uv_node_wake(struct raft_uv_node *d);
 
 /* raft_uv_node_decline_leadership makes this server ignore TimeoutNow from
  * now on, as a diverged one does (RAFT_EVENT_DECLINE, stepped by the loop
- * as soon as it wakes): a server about to stop should not take a leadership it would
- * hand on or drop a moment later. Cannot be undone; raft_uv_node_stop
- * follows. Any thread, until raft_uv_node_stop. */
+ * as soon as it wakes): a server about to stop should not take a
+ * leadership it would hand on or drop a moment later. Cannot be undone;
+ * raft_uv_node_stop follows. Any thread, until raft_uv_node_stop. */
 void raft_uv_node_decline_leadership(struct raft_uv_node *d);
 
 /* raft_uv_node_stop closes the transport and timers, waits for the running

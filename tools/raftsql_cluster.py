@@ -214,8 +214,7 @@ class Cluster:
 
     def stop(self):
         """Stop every node, all at once; return their exit codes. (One by
-        one, the last leader would hand its leadership to a follower
-        that was stopped, or each stop would wait for the last.)"""
+        one, each stop would wait for the one before.)"""
         for n in self.nodes:
             n.begin_stop()
         return [n.stop() for n in self.nodes]

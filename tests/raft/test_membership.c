@@ -1088,6 +1088,22 @@ static void test_transfer_picks_a_reached_voter(void **state)
     raft_close(r);
 }
 
+/* leader3_answered is leader3 whose followers 2 and 3 both answer (match
+ * 2) at each heartbeat (20 ms) from time 1000 to @until. */
+static struct raft *leader3_answered(uint64_t until, struct raft_update *u)
+{
+    struct raft *r = leader3(u);
+    uint64_t t;
+
+    ack(r, 3, 2, u);
+    for (t = 1000; t <= until; t += 20) {
+        assert_int_equal(step_tick(r, t, u), 0);
+        ack(r, 2, 2, u);
+        ack(r, 3, 2, u);
+    }
+    return r;
+}
+
 /* A picked transferee (TRANSFER to 0) that falls silent for two heartbeat
  * intervals (a paused process: its connection stays up) gives way to a
  * voter that answers; a named one does not. (Before, a follower paused a
@@ -1096,16 +1112,10 @@ static void test_transfer_picks_a_reached_voter(void **state)
 static void test_transfer_moves_off_a_silent_voter(void **state)
 {
     struct raft_update u;
-    struct raft *r = leader3(&u);
+    struct raft *r = leader3_answered(1040, &u);
     uint64_t t;
 
     (void)state;
-    ack(r, 3, 2, &u);
-    for (t = 1000; t <= 1040; t += 20) { /* both answer */
-        assert_int_equal(step_tick(r, t, &u), 0);
-        ack(r, 2, 2, &u);
-        ack(r, 3, 2, &u);
-    }
     assert_int_equal(step_propose(r, 1, 4, 'a', 0, &u), 0);
     ack(r, 3, 3, &u);
     /* Both answered lately: the more caught up goes first. */
@@ -1113,13 +1123,7 @@ static void test_transfer_moves_off_a_silent_voter(void **state)
     assert_int_equal(raft_transferee(r), 3);
     raft_close(r);
 
-    r = leader3(&u);
-    ack(r, 3, 2, &u);
-    for (t = 1000; t <= 1040; t += 20) {
-        assert_int_equal(step_tick(r, t, &u), 0);
-        ack(r, 2, 2, &u);
-        ack(r, 3, 2, &u);
-    }
+    r = leader3_answered(1040, &u);
     assert_int_equal(step_transfer(r, 0, &u), 0);
     assert_int_equal(raft_transferee(r), 2); /* a tie: the lowest slot */
     /* 2 falls silent; 3 answers each heartbeat. */
@@ -1136,11 +1140,7 @@ static void test_transfer_moves_off_a_silent_voter(void **state)
     raft_close(r);
 
     /* Named, it is waited for. */
-    r = leader3(&u);
-    ack(r, 3, 2, &u);
-    assert_int_equal(step_tick(r, 1000, &u), 0);
-    ack(r, 2, 2, &u);
-    ack(r, 3, 2, &u);
+    r = leader3_answered(1000, &u);
     assert_int_equal(step_transfer(r, 2, &u), 0);
     for (t = 1020; t < 1080; t += 20) {
         assert_int_equal(step_tick(r, t, &u), 0);
