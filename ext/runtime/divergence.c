@@ -287,6 +287,12 @@ void divergence_on_frame(struct ext_divergence *v, struct raft_uv_node *d,
     }
     if (c->probe && ours(v, c->index, &mine)) {
         send_value(d, v->self, p->id, c->index, mine, false);
+    } else if (c->probe && v->last != 0 && c->index < v->first) {
+        /* Below our ring (we restarted or installed a snapshot since):
+         * our oldest value instead, so that the search goes on above it
+         * rather than waiting out its tries on an index we lack. */
+        send_value(d, v->self, p->id, v->first,
+                   v->ring[v->first % EXT__DIVERGENCE_RING], false);
     }
     if (c->index > v->last) {
         p->pending = c->index; /* compared once we have applied it */

@@ -14,8 +14,9 @@
  * Failure modes: a mismatch starts a search, by bisection over the
  * indexes between the last known equal one and the first known different
  * one, with probe frames that the peer answers with its value at that
- * index; an index that fell out of either ring ends it, the report then
- * naming the first index known to differ. A peer of wire version 1, or
+ * index (or, for one below its ring, at the oldest index it has, where
+ * the search goes on); an index that fell out of either ring ends it,
+ * the report then naming the first index known to differ. A peer of wire version 1, or
  * with the checksum off, is never sent a frame, and sends none. */
 
 #ifndef EXT_DIVERGENCE_H

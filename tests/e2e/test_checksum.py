@@ -130,8 +130,16 @@ class ChecksumTest(ClusterCase):
             return (mm is not None and mm["index"] == skewed and
                     mm["equal_at"] == skewed - 1) and mm
         for n in self.cluster.nodes:
-            mm = wait_for("node %d finds index %d" % (n.id, skewed),
-                          lambda: found(n), timeout=30)
+            try:
+                mm = wait_for("node %d finds index %d" % (n.id, skewed),
+                              lambda: found(n), timeout=30)
+            except TimeoutError as e:
+                with open(n.log_path, errors="replace") as f:
+                    lines = [ln for ln in f if "checksum" in ln]
+                raise AssertionError("%s; its checksum status: %r; its "
+                                     "checksum log lines: %s"
+                                     % (e, n.status()["checksum"],
+                                        "".join(lines[-10:])))
             self.assertNotEqual(mm["ours"], mm["theirs"])
             if n.id != bad.id:
                 self.assertEqual(mm["server"], bad.id)

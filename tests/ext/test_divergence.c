@@ -228,6 +228,63 @@ static void test_probe_answered(void **state)
     stop(&n);
 }
 
+/* A probe below this node's ring (it restarted, or installed a
+ * snapshot, since the prober last heard from it) is answered with its
+ * oldest value, as no probe: before, it went unanswered and the prober's
+ * search ended after its tries with the last index known equal far below
+ * the entry that differed (test_checksum, under load). */
+static void test_probe_below_ring_answered_at_oldest(void **state)
+{
+    struct node n;
+    (void)state;
+
+    start(&n, 0);
+    divergence_set(n.v, true, "", 60, ours_at(60)); /* restarted at 60 */
+    for (raft_index i = 61; i <= LAST; i++) {
+        divergence_applied(n.v, i, ours_at(i));
+    }
+    inject(&n, 2, 20, ours_at(20), true);
+    FAKE_CHECK(&n.fk,
+               n_checksums(&n.fk, 2, false) == 1 &&
+                   last_checksum(&n.fk, 2, false)->index == 60 &&
+                   last_checksum(&n.fk, 2, false)->checksum == ours_at(60));
+    FAKE_CHECK(&n.fk, n_checksums(&n.fk, 2, true) == 0);
+    stop(&n);
+}
+
+/* The prober's side of it: peer 3 was known equal at 5 when it
+ * restarted at @restart, so it has nothing below; a probe there is
+ * answered at @restart, and the search goes on above it, down to the
+ * first index that differs and the one just below it. */
+static void test_search_past_a_restarted_peer(void **state)
+{
+    static const raft_index expect[] = {52, 28, 41, 35, 38, 36, 37};
+    const raft_index restart = 30;
+    struct node n;
+    struct ext_divergence_status s;
+    (void)state;
+
+    start(&n, LAST);
+    inject(&n, 3, 5, ours_at(5), false);
+    inject(&n, 3, LAST, theirs_at(LAST), false);
+    for (unsigned k = 0; k < sizeof expect / sizeof expect[0]; k++) {
+        raft_index at, answer;
+        FAKE_WAIT(&n.fk, n_checksums(&n.fk, 3, true) == k + 1);
+        fake_lock(&n.fk);
+        at = last_checksum(&n.fk, 3, true)->index;
+        fake_unlock(&n.fk);
+        assert_int_equal(at, expect[k]);
+        answer = at < restart ? restart : at;
+        inject(&n, 3, answer, theirs_at(answer), false);
+    }
+    FAKE_CHECK(&n.fk, n_checksums(&n.fk, 3, true) == 7);
+    divergence_status(n.v, &s);
+    assert_true(s.mismatch);
+    assert_int_equal(s.first, SPLIT);
+    assert_int_equal(s.last_same, SPLIT - 1);
+    stop(&n);
+}
+
 /* The tick reports this node's latest value to every connected peer;
  * a peer's value at an index not applied yet here is compared once it
  * is, at a later tick. */
@@ -330,6 +387,8 @@ int main(void)
         cmocka_unit_test(test_equal),
         cmocka_unit_test(test_search_first_difference),
         cmocka_unit_test(test_probe_answered),
+        cmocka_unit_test(test_probe_below_ring_answered_at_oldest),
+        cmocka_unit_test(test_search_past_a_restarted_peer),
         cmocka_unit_test(test_report_and_pending),
         cmocka_unit_test(test_outvoted),
         cmocka_unit_test(test_off_and_restarted),
