@@ -118,9 +118,14 @@ static void stop(struct node *n)
     pthread_mutex_destroy(&n->mu);
 }
 
+/* wait_leader waits until node 1 leads and its term's first entry (the
+ * no-op, index 1) is in the store and committed: the role shows before
+ * that entry's append, so a store failure planned right after the role
+ * would fail that append instead of the test's first write. */
 static void wait_leader(struct node *n)
 {
     EXT_WAIT(status_role(n->st) == RAFT_LEADER, "role %d", status_role(n->st));
+    FAKE_WAIT(&n->fk, n->fk.obs.commit >= 1);
 }
 
 /* queued returns the submission queue's length, waiting the callers
