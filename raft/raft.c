@@ -667,6 +667,11 @@ raft_index raft_first_index(const struct raft *r)
     return r->log.first;
 }
 
+raft_term raft_term_at(const struct raft *r, raft_index index)
+{
+    return log_term_at(&r->log, index);
+}
+
 raft_index raft_persisted_index(const struct raft *r)
 {
     return r->persisted;

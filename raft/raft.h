@@ -640,6 +640,10 @@ raft_index raft_first_index(const struct raft *r);
 raft_index raft_persisted_index(const struct raft *r);
 raft_index raft_snapshot_index(const struct raft *r); /* first - 1 */
 raft_term raft_snapshot_term(const struct raft *r);   /* its term, 0 unknown */
+/* The term of the entry at @index in this server's log (the snapshot
+ * term at the snapshot's index), 0 when unknown: compacted, or past the
+ * last index. */
+raft_term raft_term_at(const struct raft *r, raft_index index);
 bool raft_storage_stalled(const struct raft *r); /* STORAGE_STALLED state */
 bool raft_declining(const struct raft *r);       /* DECLINE state */
 /* Whether the current term is durable: false only for a leader elected
