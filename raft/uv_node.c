@@ -862,6 +862,7 @@ int raft_uv_node_start_with(struct raft *r,
     snprintf(d->snapshot_dir, sizeof d->snapshot_dir, "%s",
              cfg->snapshot_dir != NULL ? cfg->snapshot_dir : ".");
     d->chunk_bytes = cfg->snapshot_chunk_bytes;
+    d->snapshot_rate = cfg->snapshot_rate_bytes;
     d->stall_ms = seams != NULL && seams->snapshot_stall_ms > 0
                       ? seams->snapshot_stall_ms
                       : RAFT__UV_SNAPSHOT_STALL_MS;
@@ -882,6 +883,7 @@ int raft_uv_node_start_with(struct raft *r,
     }
     raft_uv_node_cluster_id_set(d, cfg->cluster_id);
     d->raft = r;
+    d->pace_last = raft_last_index(r); /* what it held is no write */
     uv_async_init(&d->loop, &d->wake, on_wake);
     d->wake.data = d;
     uv_async_init(&d->loop, &d->stop_async, on_stop);

@@ -161,6 +161,11 @@ struct raft_uv_node_config {
     const char *snapshot_dir;      /* where snapshot files are written and
                                         received (must exist) */
     uint64_t snapshot_chunk_bytes; /* bytes per snapshot chunk, > 0 */
+    uint64_t snapshot_rate_bytes;  /* the pace of each snapshot transfer,
+                                        bytes per second (0: as fast as
+                                        the window of acknowledgements
+                                        allows); the follower writes what
+                                        arrives, so it paces its disk too */
     unsigned storage_stall_ms;     /* a write that has waited this long
                                         for room (full log or disk) makes
                                         the core stop leading and

@@ -22,6 +22,10 @@
 /* A snapshot transfer without progress for this long is abandoned, ms. */
 #define RAFT__UV_SNAPSHOT_STALL_MS 30000
 
+/* A leader whose last index has not grown for this long takes no writes:
+ * its snapshot transfers go unpaced (raft/uv_snapshot.c). */
+#define RAFT__UV_SNAPSHOT_PACE_IDLE_MS 1000
+
 /* A peer's REPAIR_REQUEST within this long of its last one (it asks once
  * a second) is the same repair: logged once. ms. */
 #define RAFT__UV_REPAIR_KNOWN_MS 3000
@@ -107,6 +111,8 @@ struct raft_uv_snapshot_send {
     uint64_t checksum;       /* XXH64 of the file */
     uint64_t sent;           /* bytes sent */
     uint64_t acked;          /* bytes acknowledged */
+    uint64_t pace_from;      /* loop clock the pace counts from, ms */
+    uint64_t pace_sent;      /* @sent then */
     unsigned failures;       /* consecutive failed attempts */
     uint64_t last_progress;  /* loop clock of the last ack, ms */
     uint64_t last_resend;    /* loop clock of the last re-send of the
@@ -188,8 +194,14 @@ struct raft_uv_node {
     bool stalled;                      /* STORAGE_STALLED stepped true */
 
     /* Snapshots (uv_snapshot.c). */
-    char snapshot_dir[3800];                             /* where files go */
-    uint64_t chunk_bytes;                                /* bytes per chunk */
+    char snapshot_dir[3800]; /* where files go */
+    uint64_t chunk_bytes;    /* bytes per chunk */
+    uint64_t snapshot_rate;  /* bytes per second
+                                                            a transfer is
+                                                            paced to, 0 */
+    raft_index pace_last;    /* the last index at the last look: while it
+                               grows, transfers are paced */
+    uint64_t pace_writes;    /* loop clock it last grew, ms; 0 never */
     struct raft_uv_snapshot_file snap;                   /* leader's file */
     struct raft_uv_snapshot_send sends[RAFT_MAX_VOTERS]; /* per peer */
     struct raft_uv_snapshot_recv recv; /* follower's transfer */

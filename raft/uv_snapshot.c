@@ -5,7 +5,10 @@
  * the driver creates a snapshot file on the thread pool (or reuses the
  * current one if it still joins the log) and computes its XXH64 -> it
  * streams chunks of snapshot_chunk_bytes, at most RAFT__UV_SNAPSHOT_WINDOW
- * unacknowledged -> the follower's last answer (offset == total) ends the
+ * unacknowledged and, while the cluster takes writes, no faster than
+ * snapshot_rate_bytes a second (each tick sends what the pace allows by
+ * then: a transfer at full speed fills the one disk of a small cluster,
+ * and every log fsync waits behind it) -> the follower's last answer (offset == total) ends the
  * transfer; the core learns the follower's new match index from its
  * AppendEntries result.
  * Happy path, follower: chunks are written in order to a temporary file ->
@@ -186,7 +189,6 @@ static void start_create(struct raft_uv_node *d)
     f->creating = true;
 }
 
-/* send_chunks fills the window of transfer @s. */
 /* test_hold says whether test fault RAFTSQL_TEST_SNAPSHOT_HOLD (test
  * builds only: a file path) holds transfer @s after its first chunk
  * while that file exists, so a test sees a transfer under way in status,
@@ -204,9 +206,49 @@ static bool test_hold(const struct raft_uv_snapshot_send *s)
 #endif
 }
 
+/* taking_writes says whether this leader took writes lately: its last
+ * index grew within RAFT__UV_SNAPSHOT_PACE_IDLE_MS (looked at every tick
+ * and at every send). */
+static bool taking_writes(struct raft_uv_node *d, uint64_t now)
+{
+    raft_index last = raft_last_index(d->raft);
+    if (last != d->pace_last) {
+        d->pace_last = last;
+        d->pace_writes = now;
+    }
+    return d->pace_writes != 0 &&
+           now - d->pace_writes <= RAFT__UV_SNAPSHOT_PACE_IDLE_MS;
+}
+
+/* paced says whether transfer @s has sent what its pace allows by now.
+ * The pace holds while the leader takes writes: snapshot_rate bytes a
+ * second from where it began to hold, and one chunk more (so a chunk goes
+ * at once); with no writes to protect the transfer goes at full speed,
+ * and the pace starts afresh from where it is when writes come. */
+static bool paced(struct raft_uv_node *d, struct raft_uv_snapshot_send *s)
+{
+    uint64_t now = raft_uv_node_now(d);
+    uint64_t elapsed;
+
+    if (d->snapshot_rate == 0) {
+        return false;
+    }
+    if (!taking_writes(d, now)) {
+        s->pace_from = now;
+        s->pace_sent = s->sent;
+        return false;
+    }
+    elapsed = now - s->pace_from;
+    return s->sent >= s->pace_sent + d->snapshot_rate / 1000 * elapsed +
+                          d->snapshot_rate % 1000 * elapsed / 1000 +
+                          d->chunk_bytes;
+}
+
+/* send_chunks fills the window of transfer @s, as far as its pace allows
+ * (the tick calls it again). */
 static void send_chunks(struct raft_uv_node *d, struct raft_uv_snapshot_send *s)
 {
-    while (s->active && s->sent < s->total && !test_hold(s) &&
+    while (s->active && s->sent < s->total && !test_hold(s) && !paced(d, s) &&
            s->sent - s->acked <
                (uint64_t)RAFT__UV_SNAPSHOT_WINDOW * d->chunk_bytes) {
         uint64_t len = s->total - s->sent;
@@ -301,6 +343,8 @@ static void pump(struct raft_uv_node *d)
         s->sent = 0;
         s->acked = 0;
         s->last_progress = raft_uv_node_now(d);
+        s->pace_from = s->last_progress;
+        s->pace_sent = 0;
         s->last_resend = s->last_progress;
         raft_uv_node_log(d, RAFT_LOG_INFO,
                          "sending snapshot at index %" PRIu64 " (%" PRIu64
@@ -341,6 +385,8 @@ static void on_chunk_result(struct raft_uv_node *d, const struct raft_frame *m)
         s->sent = 0;
         s->acked = 0;
         s->last_progress = raft_uv_node_now(d);
+        s->pace_from = s->last_progress;
+        s->pace_sent = 0;
         send_chunks(d, s);
         return;
     }
@@ -603,6 +649,7 @@ void raft_uv_snapshot_tick(struct raft_uv_node *d)
 {
     uint64_t now = raft_uv_node_now(d);
     bool leader = raft_role(d->raft) == RAFT_LEADER;
+    (void)taking_writes(d, now); /* so a transfer knows from its start */
     for (unsigned i = 0; i < d->n_peers; i++) {
         struct raft_uv_snapshot_send *s = &d->sends[i];
         if (!leader) {

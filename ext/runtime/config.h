@@ -62,6 +62,8 @@ struct ext_config {
     uint64_t snapshot_threshold;            /* snapshot_threshold= (entries) */
     uint64_t trailing_entries;              /* trailing_entries= (entries) */
     uint64_t snapshot_chunk_bytes;          /* snapshot_chunk_bytes= */
+    uint64_t snapshot_rate_bytes;           /* snapshot_rate_mb= , in bytes
+                                               per second, 0: unpaced */
     unsigned follower_apply_ms;             /* follower_apply_ms= : a
                                             follower's apply pace, 0 for
                                             none */

@@ -635,6 +635,7 @@ static int start_threads(struct ext_node *n, const char *db_path,
     dc.tick_ms = EXT__TICK_MS;
     dc.snapshot_dir = store_snapshot_dir(n->store);
     dc.snapshot_chunk_bytes = n->cfg.snapshot_chunk_bytes;
+    dc.snapshot_rate_bytes = n->cfg.snapshot_rate_bytes;
     dc.build_id = build_id();
     dc.tls = n->tls;
     dc.storage_stall_ms = n->cfg.election_timeout_ms;

@@ -43,6 +43,7 @@ class Config(TypedDict, total=False):
     snapshot_threshold: int
     trailing_entries: int
     snapshot_chunk_bytes: int
+    snapshot_rate_mb: int
     follower_apply_ms: int
     max_staleness_ms: int
     max_request_steps: int
@@ -70,6 +71,7 @@ KEYS: Tuple[str, ...] = tuple(Config.__annotations__)
 _INT = ("id", "election_timeout_ms", "heartbeat_ms", "exec_timeout_ms",
         "lease_timeout_ms", "log_max_mb", "max_request_bytes",
         "snapshot_threshold", "trailing_entries", "snapshot_chunk_bytes",
+        "snapshot_rate_mb",
         "follower_apply_ms", "max_staleness_ms", "max_request_steps",
         "request_id_window", "request_id_window_ms", "max_result_bytes",
         "socket_max_clients")

@@ -427,6 +427,26 @@ static void test_max_staleness(void **state)
     parse_bad("id=1 max_staleness_ms=soon", "max_staleness_ms");
 }
 
+/* snapshot_rate_mb: 100 MiB a second by default, 0 (unpaced) to 1048576,
+ * held in bytes; refused with a message naming the key. */
+static void test_snapshot_rate(void **state)
+{
+    struct ext_config *c;
+    (void)state;
+    c = parse_ok("id=1");
+    assert_true(c->snapshot_rate_bytes == 100ull << 20);
+    free(c);
+    c = parse_ok("id=1 snapshot_rate_mb=0");
+    assert_true(c->snapshot_rate_bytes == 0);
+    free(c);
+    c = parse_ok("id=1 snapshot_rate_mb=40");
+    assert_true(c->snapshot_rate_bytes == 40ull << 20);
+    free(c);
+    parse_bad("id=1 snapshot_rate_mb=1048577",
+              "snapshot_rate_mb: '1048577' is not an integer in [0, 1048576]");
+    parse_bad("id=1 snapshot_rate_mb=fast", "snapshot_rate_mb");
+}
+
 /* A blank inside a list (cluster=, dial=) is named as such, wherever it
  * falls: after a comma, before one, or after the =. */
 static void test_blank_in_list(void **state)
@@ -519,6 +539,7 @@ int main(void)
         cmocka_unit_test(test_wildcard_restart),
         cmocka_unit_test(test_id_keys),
         cmocka_unit_test(test_max_staleness),
+        cmocka_unit_test(test_snapshot_rate),
         cmocka_unit_test(test_socket_max_clients),
         cmocka_unit_test(test_blank_in_list),
         cmocka_unit_test(test_paths),

@@ -1177,6 +1177,7 @@ void fake_start(struct fake *f, struct raft *r, const struct fake_opts *o)
     cfg.tick_ms = o->tick_ms > 0 ? o->tick_ms : 2;
     cfg.snapshot_dir = f->dir;
     cfg.snapshot_chunk_bytes = o->chunk_bytes > 0 ? o->chunk_bytes : 1000;
+    cfg.snapshot_rate_bytes = o->snapshot_rate;
     rc = raft_uv_node_start_with(r, &cfg, &st, &cb, &seams, &f->d, errmsg,
                                  sizeof errmsg);
     if (rc != 0) {

@@ -222,15 +222,16 @@ struct fake *fake_a(void **state);
 
 /* Settings of fake_start beyond the core. */
 struct fake_opts {
-    const raft_id *peers; /* the other servers, n_peers */
-    unsigned n_peers;     /* their count */
-    uint64_t chunk_bytes; /* snapshot chunk size, 0: 1000 */
-    uint64_t stall_ms;    /* snapshot stall timeout, 0: the driver's */
-    unsigned tick_ms;     /* 0: 2 */
-    bool no_compact;      /* the storage has no compact function, nor
+    const raft_id *peers;   /* the other servers, n_peers */
+    unsigned n_peers;       /* their count */
+    uint64_t chunk_bytes;   /* snapshot chunk size, 0: 1000 */
+    uint64_t snapshot_rate; /* snapshot pace, bytes per second, 0: none */
+    uint64_t stall_ms;      /* snapshot stall timeout, 0: the driver's */
+    unsigned tick_ms;       /* 0: 2 */
+    bool no_compact;        /* the storage has no compact function, nor
                              (as an install changes the log through it)
                              a snapshot install */
-    bool no_snapshots;    /* no snapshot functions */
+    bool no_snapshots;      /* no snapshot functions */
     const struct raft_uv_node_callbacks *app; /* the application's
                              callbacks (copied; NULL: none): its wake,
                              forward, read and appended are the driver's

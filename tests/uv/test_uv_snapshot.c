@@ -8,6 +8,7 @@
  * tests/uv/fake.h; the test plays the peer, or links two drivers. */
 
 #include <limits.h>
+#include <pthread.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -15,6 +16,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <dirent.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -525,6 +527,96 @@ static void test_stream_snapshot(void **state)
     FAKE_WAIT(f, f->peer.last >= 13 && f->obs.commit >= 13);
 }
 
+/* mono_ms reads CLOCK_MONOTONIC in ms, the loop clock's source. */
+static uint64_t mono_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
+}
+
+/* A writer proposing an entry every 20 ms on a leader until told to
+ * stop. */
+struct proposer {
+    struct fake *f;
+    bool stop; /* atomic */
+    pthread_t th;
+};
+
+static void *proposer_main(void *arg)
+{
+    struct proposer *p = arg;
+    while (!__atomic_load_n(&p->stop, __ATOMIC_SEQ_CST)) {
+        raft_index index;
+        (void)fake_propose(p->f, "w", &index);
+        usleep(20 * 1000);
+    }
+    return NULL;
+}
+
+/* paced_start starts leader 1 with snapshot_rate @rate and chunks of
+ * 1000 bytes, its snapshot creation held: once it leads, with @writes, it
+ * took a write, and a tick saw it, before the creation goes on; returns
+ * the loop clock (ms) before the start. */
+static uint64_t paced_start(struct fake *f, uint64_t rate, bool writes)
+{
+    struct fake_opts o = {.peers = PEER_2,
+                          .n_peers = 1,
+                          .chunk_bytes = 1000,
+                          .snapshot_rate = rate};
+    uint64_t t0 = mono_ms();
+    unsigned ticks;
+
+    leader_init(f);
+    fake_hold(f, FAKE_CREATE);
+    fake_start(f, leader_core(1), &o);
+    FAKE_WAIT(f, f->held[FAKE_CREATE] && f->obs.role == RAFT_LEADER);
+    if (writes) {
+        raft_index index;
+        assert_int_equal(fake_propose(f, "w", &index), 0);
+        fake_lock(f);
+        ticks = f->obs.n_ticks;
+        fake_unlock(f);
+        FAKE_WAIT(f, f->obs.n_ticks > ticks + 1);
+    }
+    fake_release(f, FAKE_CREATE);
+    return t0;
+}
+
+/* While the leader takes writes a transfer is paced (snapshot_rate_bytes):
+ * its first chunk goes at once and then no more than the pace allows: at
+ * 20,000 bytes a second, the last of 10,500 bytes in chunks of 1,000 (the
+ * one at offset 10,000) cannot go before 450 ms after the transfer began,
+ * so the install comes no sooner; the window still holds. */
+static void test_paced_transfer(void **state)
+{
+    struct fake *f = fake_a(state);
+    struct proposer p = {.f = f};
+    uint64_t t0 = paced_start(f, 20000, true);
+
+    assert_int_equal(pthread_create(&p.th, NULL, proposer_main, &p), 0);
+    FAKE_WAIT(f, f->peer.installed && f->obs.stats.n_snapshots_sent == 1);
+    __atomic_store_n(&p.stop, true, __ATOMIC_SEQ_CST);
+    assert_int_equal(pthread_join(p.th, NULL), 0);
+    assert_true(mono_ms() - t0 >= 450);
+    FAKE_CHECK(f, f->peer.len == SNAP_LEN && f->peer.n_chunks == 11 &&
+                      f->peer.max_window <= 4 * 1000);
+}
+
+/* With no writes to protect, the same transfer is not paced: at 2,000
+ * bytes a second it would take 4.75 s at least; it takes a few ms. */
+static void test_unpaced_without_writes(void **state)
+{
+    struct fake *f = fake_a(state);
+    uint64_t t0 = paced_start(f, 2000, false);
+    uint64_t t1;
+
+    FAKE_WAIT(f, f->peer.installed && f->obs.stats.n_snapshots_sent == 1);
+    t1 = mono_ms();
+    assert_true(t1 - t0 < 4000);
+    FAKE_CHECK(f, f->peer.len == SNAP_LEN && f->peer.n_chunks == 11);
+}
+
 /* Without acknowledgements the leader sends one window of chunks and no
  * more; a second later it sends the window again from the last
  * acknowledged byte. */
@@ -869,6 +961,8 @@ int main(void)
         TEST(test_incoming_file_error),
         TEST(test_install_queued_behind_write),
         TEST(test_stream_snapshot),
+        TEST(test_paced_transfer),
+        TEST(test_unpaced_without_writes),
         TEST(test_window_resent),
         TEST(test_refused_snapshot_retried),
         TEST(test_stalled_transfer_abandoned),
