@@ -30,10 +30,12 @@ import scale  # noqa: E402
 from scale import Cluster, connect, key, pct, wait_until, VALUE_LEN  # noqa
 
 
+EXTRA = scale.EXTRA.replace("log_level=warn", "log_level=error")
+
+
 def run(size, rate, work):
     """(base p99 ms, during p99 ms, join s) of one run at @rate."""
-    scale.EXTRA = (scale.EXTRA.replace("log_level=warn", "log_level=error") +
-                   " snapshot_rate_mb=%d" % rate)
+    scale.EXTRA = EXTRA + " snapshot_rate_mb=%d" % rate
     src = os.path.join(ROOT, "build", "scale", "kv-%sgb.db" % size)
     if not os.path.exists(src):
         sys.exit("%s is missing: run SIZES=%s bench/scale.sh once" %
