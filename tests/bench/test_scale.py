@@ -53,7 +53,8 @@ class ScaleSmokeTest(unittest.TestCase):
         self.assertEqual(values["size_gb"], 0.005)
         self.assertGreater(values["rows"], 1000)
         self.assertGreater(values["file_mb"], 3)
-        for k in ("join_s", "cp_fsync_s", "w1_wps", "w64_wps", "point_rps",
+        for k in ("join_s", "cp_fsync_s", "w1_wps", "w64_wps", "pw1_wps",
+                  "pw64_wps", "pw1_p99_ms", "pw64_p99_ms", "point_rps",
                   "range_rps", "read_s", "write_s", "snap_p99_ms",
                   "w1_p99_ms", "w64_p99_ms", "rss_mb", "anon_mb"):
             self.assertGreater(values[k], 0, "%s: %r" % (k, row))
