@@ -18,6 +18,8 @@ BLOB, n INTEGER) with an index on n, 1000-byte random values. Then, on
   grows) from 1 and 64 client threads of this process, each with its own
   connection with raftsql loaded on node 1's file (so through node 1's
   attach socket): writes/s and p99 ms;
+- pw1, pw64: the same rows written as plain autocommit INSERT OR REPLACE
+  statements (each a transaction under the write lease, issue 24);
 - point_rps, range_rps: reads from this process on node 1's file with
   raftsql loaded (its guard runs): point selects by primary key, and
   100-row range selects through the index, one connection, statements
@@ -73,6 +75,10 @@ COLUMNS = [
     ("w1_p99_ms", "its p99"),
     ("w64_wps", "writes/s, 64 clients"),
     ("w64_p99_ms", "its p99"),
+    ("pw1_wps", "plain INSERTs (autocommit) per second, 1 client"),
+    ("pw1_p99_ms", "its p99"),
+    ("pw64_wps", "plain INSERTs per second, 64 clients"),
+    ("pw64_p99_ms", "its p99"),
     ("point_rps", "point selects by primary key per second"),
     ("range_rps", "100-row range selects per second"),
     ("read_s", "kill -9 of a follower to its first served read"),
@@ -167,9 +173,11 @@ def pct(samples, p):
 
 class Load:
     """@clients threads writing through connections on @db until stop();
-    each keeps its latencies (s)."""
+    each keeps its latencies (s). @plain: plain autocommit INSERTs (each a
+    transaction through the write lease) instead of raft_exec."""
 
-    def __init__(self, db, clients, first):
+    def __init__(self, db, clients, first, plain=False):
+        self.plain = plain
         self.cons = [connect(db) for _ in range(clients)]
         self.lat = [[] for _ in range(clients)]
         self.errors = []
@@ -191,9 +199,14 @@ class Load:
             n = self.next_n()
             t = time.monotonic()
             try:
-                con.execute("SELECT raft_exec('INSERT OR REPLACE INTO "
-                            "kv(k, v, n) VALUES(?, ?, ?)', ?, ?, ?)",
-                            (key(n), os.urandom(VALUE_LEN), n)).fetchall()
+                if self.plain:
+                    con.execute("INSERT OR REPLACE INTO kv(k, v, n) "
+                                "VALUES(?, ?, ?)",
+                                (key(n), os.urandom(VALUE_LEN), n))
+                else:
+                    con.execute("SELECT raft_exec('INSERT OR REPLACE INTO "
+                                "kv(k, v, n) VALUES(?, ?, ?)', ?, ?, ?)",
+                                (key(n), os.urandom(VALUE_LEN), n)).fetchall()
             except sqlite3.Error as e:
                 self.errors.append(str(e))
                 if len(self.errors) > 100:
@@ -219,9 +232,10 @@ class Load:
         return [x for lat in self.lat for x in lat]
 
 
-def writes(db, clients, duration, first):
-    """(writes/s, p99 ms, last n) of @clients writing for @duration s."""
-    load = Load(db, clients, first)
+def writes(db, clients, duration, first, plain=False):
+    """(writes/s, p99 ms, last n) of @clients writing for @duration s
+    (@plain: plain INSERTs, else raft_exec)."""
+    load = Load(db, clients, first, plain)
     load.start()
     time.sleep(duration)
     lat = load.stop()
@@ -337,11 +351,19 @@ def run_size(size_gb, cache, work, duration, snap_timeout):
         n = rows
         row["w1_wps"], row["w1_p99_ms"], n = writes(db1, 1, duration, n)
         row["w64_wps"], row["w64_p99_ms"], n = writes(db1, 64, duration, n)
+        row["pw1_wps"], row["pw1_p99_ms"], n = writes(db1, 1, duration, n,
+                                                     plain=True)
+        row["pw64_wps"], row["pw64_p99_ms"], n = writes(db1, 64, duration,
+                                                       n, plain=True)
         row["point_rps"], row["range_rps"] = reads(db1, rows, duration)
         log("%s GB: w1 %.0f/s p99 %.1f ms, w64 %.0f/s p99 %.1f ms, reads "
             "%.0f/s point, %.0f/s range" % (
                 size_gb, row["w1_wps"], row["w1_p99_ms"], row["w64_wps"],
                 row["w64_p99_ms"], row["point_rps"], row["range_rps"]))
+        log("%s GB: plain INSERTs: 1 client %.0f/s p99 %.1f ms, 64 clients "
+            "%.0f/s p99 %.1f ms" % (size_gb, row["pw1_wps"],
+                                     row["pw1_p99_ms"], row["pw64_wps"],
+                                     row["pw64_p99_ms"]))
 
         # kill -9 of follower 2, and its restart.
         c.nodes[2].kill()
@@ -421,10 +443,13 @@ def plot(rows, png):
         return False
     sizes = [r["size_gb"] for r in rows]
     panels = [
-        ("writes/s", [("w1_wps", "1 client"), ("w64_wps", "64 clients")],
-         True),
+        ("writes/s", [("w1_wps", "1 client"), ("w64_wps", "64 clients"),
+                      ("pw1_wps", "plain, 1 client"),
+                      ("pw64_wps", "plain, 64 clients")], True),
         ("write p99 (ms)", [("w1_p99_ms", "1 client"),
                             ("w64_p99_ms", "64 clients"),
+                            ("pw1_p99_ms", "plain, 1 client"),
+                            ("pw64_p99_ms", "plain, 64 clients"),
                             ("snap_p99_ms", "1 client, during a snapshot")],
          True),
         ("reads/s", [("point_rps", "point"), ("range_rps", "100-row range")],

@@ -392,7 +392,7 @@ static void test_id_keys(void **state)
     parse_bad("id=1 repair=manual repair=auto", "repair");
 }
 
-/* socket_max_clients: 64 by default, 1 to 1024, refused with a message
+/* socket_max_clients: 256 by default, 1 to 1024, refused with a message
  * naming the key. */
 static void test_socket_max_clients(void **state)
 {
@@ -400,7 +400,7 @@ static void test_socket_max_clients(void **state)
 
     (void)state;
     c = parse_ok("id=1");
-    assert_true(c->socket_max_clients == 64);
+    assert_true(c->socket_max_clients == 256);
     free(c);
     c = parse_ok("id=1 socket_max_clients=4");
     assert_true(c->socket_max_clients == 4);
