@@ -645,10 +645,21 @@ raft_index store_plan_compaction(const struct ext_store *s,
     return target >= v->first && target <= v->persisted ? target : 0;
 }
 
-/* follower_hold is ext_store_view.hold for core @core: the first index
- * of the entries a follower heard from within an election timeout still
- * needs, 0 when none does or @core does not lead. A follower that
- * already needs a compacted entry (and so a snapshot) holds nothing. */
+raft_index store_follower_needs(const struct raft_progress_info *pi,
+                                raft_index first, unsigned election_ms)
+{
+    bool snapshot = pi->state == RAFT_PROGRESS_SNAPSHOT;
+    raft_index needs = 1 + (snapshot ? pi->snapshot_index : pi->match_index);
+
+    if ((!snapshot && pi->last_contact > election_ms) || needs < first) {
+        return 0;
+    }
+    return needs;
+}
+
+/* follower_hold is ext_store_view.hold for core @core: the lowest of its
+ * followers' store_follower_needs, 0 when none holds or @core does not
+ * lead. */
 static raft_index follower_hold(const struct ext_store *s,
                                 const struct raft *core)
 {
@@ -662,16 +673,11 @@ static raft_index follower_hold(const struct ext_store *s,
     }
     for (unsigned i = 0; i < c->n; i++) {
         raft_index needs;
-        if (raft_progress(core, c->servers[i].id, &pi) != 0 ||
-            pi.last_contact > s->election_timeout_ms) {
+        if (raft_progress(core, c->servers[i].id, &pi) != 0) {
             continue;
         }
-        needs = 1 + (pi.state == RAFT_PROGRESS_SNAPSHOT ? pi.snapshot_index
-                                                        : pi.match_index);
-        if (needs < first) {
-            continue;
-        }
-        if (hold == 0 || needs < hold) {
+        needs = store_follower_needs(&pi, first, s->election_timeout_ms);
+        if (needs != 0 && (hold == 0 || needs < hold)) {
             hold = needs;
         }
     }

@@ -189,6 +189,22 @@ raft_index store_plan_compaction(const struct ext_store *s,
                                  const struct ext_store_view *v,
                                  bool *out_checkpoint);
 
+/* store_follower_needs is what one follower holds against compaction:
+ * the first index it still needs (after the index a snapshot on its way
+ * to it must reach, in SNAPSHOT; else after its match index), given its
+ * progress @pi, the leader's first index @first and its election timeout
+ * @election_ms; 0 when it holds nothing: it needs a compacted entry (a
+ * snapshot) already, or it is not live (not heard within @election_ms).
+ * A follower in SNAPSHOT holds however long it was silent: installing a
+ * large snapshot takes it seconds in which its answers may lag (0.7 s
+ * measured at 1 GB), and had the entries after the snapshot been
+ * compacted meanwhile it would need another; the core ends SNAPSHOT when
+ * the transfer fails or after 10 election timeouts, and the hold costs
+ * at most half of log_max_mb (store_plan_compaction). Pure; any
+ * thread. */
+raft_index store_follower_needs(const struct raft_progress_info *pi,
+                                raft_index first, unsigned election_ms);
+
 /* store_on_tick applies the compaction policy to driver @d's core and the
  * applier (the hold from the core's progress of its followers, when it
  * leads): it asks for the checkpoint and queues the compaction
