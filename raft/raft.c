@@ -468,6 +468,7 @@ static int check_event(const struct raft *r, const struct raft_event *e,
             }
             return 0;
         case RAFT_EVENT_SNAPSHOT_FAILED:
+        case RAFT_EVENT_SNAPSHOT_PROGRESS:
         case RAFT_EVENT_UNREACHABLE:
             *out_room = 0;
             if (e->unreachable.id == 0 || e->unreachable.id == r->id) {
@@ -588,6 +589,10 @@ int raft_step(struct raft *r, const struct raft_event *event,
             break;
         case RAFT_EVENT_SNAPSHOT_FAILED:
             replication_snapshot_failed(
+                r, raft_track_of(r, event->unreachable.id));
+            break;
+        case RAFT_EVENT_SNAPSHOT_PROGRESS:
+            replication_snapshot_progress(
                 r, raft_track_of(r, event->unreachable.id));
             break;
         case RAFT_EVENT_CHANGE:

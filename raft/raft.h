@@ -300,6 +300,8 @@ enum raft_event_type {
     RAFT_EVENT_CONTACT = 14,           /* peer @contact.id is alive, in the
                                           middle of a message: liveness
                                           only (see below) */
+    RAFT_EVENT_SNAPSHOT_PROGRESS = 15, /* leader: the snapshot to
+                                          @unreachable.id is on its way */
 };
 
 /* Kinds of RAFT_EVENT_CHANGE: each changes one server (thesis §4.1). */
@@ -357,11 +359,22 @@ enum raft_change_kind {
  * offered a snapshot again no sooner than a heartbeat interval later.
  * Ignored unless this server leads and the follower waits for a snapshot.
  *
+ * SNAPSHOT_PROGRESS {unreachable.id}: the leader's driver is still
+ * delivering the snapshot it was asked for (its chunks are acknowledged,
+ * or the follower installs the file): the follower's SNAPSHOT state
+ * counts it as progress, so that it does not expire (after 10 election
+ * timeouts without progress the core takes the snapshot for lost and
+ * probes again, and the follower then holds nothing of the log: a large
+ * snapshot, or a paced one, takes longer than that). The driver steps it
+ * while its transfer runs, and SNAPSHOT_FAILED when the transfer fails.
+ * Ignored unless this server leads and the follower waits for a
+ * snapshot.
+ *
  * UNREACHABLE {unreachable.id}: the connection to that peer broke. A
  * leader resets the peer's inflight window and probes it again; a
  * follower waiting for a snapshot is left alone (its driver reports
  * SNAPSHOT_FAILED). Ignored when not leading.
- * Errors (both): RAFT_INVALID when the id is 0 or this server's. An id
+ * Errors (all three): RAFT_INVALID when the id is 0 or this server's. An id
  * that is not a member (any more) is ignored.
  *
  * STORAGE_STALLED {stalled}: true when the driver has been unable to

@@ -384,6 +384,10 @@ void election_recv_timeout_now(struct raft *r, const struct raft_message *m);
  * follower in @slot. */
 void replication_snapshot_failed(struct raft *r, unsigned slot);
 
+/* replication_snapshot_progress handles RAFT_EVENT_SNAPSHOT_PROGRESS for
+ * the follower in @slot. */
+void replication_snapshot_progress(struct raft *r, unsigned slot);
+
 /* replication_unreachable handles RAFT_EVENT_UNREACHABLE for the peer in
  * @slot. */
 void replication_unreachable(struct raft *r, unsigned slot);

@@ -255,7 +255,8 @@ static bool check_quorum(struct raft *r)
 }
 
 /* Number of election timeouts a follower may wait in SNAPSHOT without
- * any progress before it is probed (and offered a snapshot) again. */
+ * any progress (SNAPSHOT_PROGRESS: the driver still delivers it) before
+ * it is probed (and offered a snapshot) again. */
 #define RAFT__SNAPSHOT_TIMEOUTS 10
 
 void replication_tick(struct raft *r)
@@ -689,31 +690,46 @@ void replication_snapshot_installed(struct raft *r,
     }
 }
 
-void replication_snapshot_failed(struct raft *r, unsigned slot)
+/* follower_progress returns the progress of the follower in @slot of
+ * this leader, NULL when not leading or @slot is no follower's (any
+ * more): a driver's event about it comes too late. */
+static struct raft_peer_progress *follower_progress(struct raft *r,
+                                                    unsigned slot)
 {
-    struct raft_peer_progress *p;
-
     if (r->role != RAFT_LEADER || slot >= raft_n_slots(r) ||
         slot == r->self_slot) {
-        return; /* not (any more) tracked */
+        return NULL;
     }
-    p = &r->progress[slot];
-    if (p->state != RAFT_PROGRESS_SNAPSHOT) {
+    return &r->progress[slot];
+}
+
+void replication_snapshot_failed(struct raft *r, unsigned slot)
+{
+    struct raft_peer_progress *p = follower_progress(r, slot);
+
+    if (p == NULL || p->state != RAFT_PROGRESS_SNAPSHOT) {
         return;
     }
     progress_become_probe(p, r->now);
     p->snapshot_retry = r->now + r->heartbeat_interval;
 }
 
+void replication_snapshot_progress(struct raft *r, unsigned slot)
+{
+    struct raft_peer_progress *p = follower_progress(r, slot);
+
+    if (p != NULL && p->state == RAFT_PROGRESS_SNAPSHOT) {
+        p->last_progress = r->now; /* the expiry counts from here */
+    }
+}
+
 void replication_unreachable(struct raft *r, unsigned slot)
 {
-    struct raft_peer_progress *p;
+    struct raft_peer_progress *p = follower_progress(r, slot);
 
-    if (r->role != RAFT_LEADER || slot >= raft_n_slots(r) ||
-        slot == r->self_slot) {
-        return; /* not (any more) tracked */
+    if (p == NULL) {
+        return;
     }
-    p = &r->progress[slot];
     p->unreachable = true; /* until it is heard from again */
     if (p->state == RAFT_PROGRESS_SNAPSHOT) {
         return;

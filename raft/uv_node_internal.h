@@ -22,6 +22,11 @@
 /* A snapshot transfer without progress for this long is abandoned, ms. */
 #define RAFT__UV_SNAPSHOT_STALL_MS 30000
 
+/* How often a running transfer tells the core it is on its way
+ * (RAFT_EVENT_SNAPSHOT_PROGRESS), ms: well within the core's expiry of 10
+ * election timeouts. */
+#define RAFT__UV_SNAPSHOT_VOUCH_MS 500
+
 /* A leader whose last index has not grown for this long takes no writes:
  * its snapshot transfers go unpaced (raft/uv_snapshot.c). */
 #define RAFT__UV_SNAPSHOT_PACE_IDLE_MS 1000
@@ -111,6 +116,8 @@ struct raft_uv_snapshot_send {
     uint64_t checksum;       /* XXH64 of the file */
     uint64_t sent;           /* bytes sent */
     uint64_t acked;          /* bytes acknowledged */
+    uint64_t vouched;        /* loop clock of the last SNAPSHOT_PROGRESS
+                               stepped for it, ms */
     uint64_t pace_from;      /* loop clock the pace counts from, ms */
     uint64_t pace_sent;      /* @sent then */
     unsigned failures;       /* consecutive failed attempts */

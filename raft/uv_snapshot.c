@@ -645,6 +645,28 @@ void raft_uv_snapshot_message(struct raft_uv_node *d,
     }
 }
 
+/* vouch tells the core, every RAFT__UV_SNAPSHOT_VOUCH_MS, that transfer
+ * @s (one it asked for) is on its way: chunks go and are acknowledged,
+ * or the follower installs the file (the last answer comes after the
+ * install). The transfer's own stall timeout and a broken connection end
+ * it with SNAPSHOT_FAILED; without this the core would take a transfer
+ * longer than 10 election timeouts for lost, and the follower, back to
+ * probing, would hold nothing of the log against compaction. */
+static void vouch(struct raft_uv_node *d, struct raft_uv_snapshot_send *s,
+                  uint64_t now)
+{
+    struct raft_event ev;
+
+    if (!s->wanted || now - s->vouched < RAFT__UV_SNAPSHOT_VOUCH_MS) {
+        return;
+    }
+    s->vouched = now;
+    memset(&ev, 0, sizeof ev);
+    ev.type = RAFT_EVENT_SNAPSHOT_PROGRESS;
+    ev.unreachable.id = s->to;
+    raft_uv_node_step(d, &ev, NULL);
+}
+
 void raft_uv_snapshot_tick(struct raft_uv_node *d)
 {
     uint64_t now = raft_uv_node_now(d);
@@ -676,6 +698,7 @@ void raft_uv_snapshot_tick(struct raft_uv_node *d)
             }
             /* Fill the window (also when the peer was not connected). */
             send_chunks(d, s);
+            vouch(d, s, now);
         }
     }
     pump(d);

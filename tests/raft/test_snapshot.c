@@ -249,6 +249,38 @@ static void test_leader_snapshot(void **state)
     assert_int_equal(pi.state, RAFT_PROGRESS_PROBE);
     assert_int_equal(pi.next_index, 6);
     raft_close(r);
+
+    /* A transfer the driver still delivers (SNAPSHOT_PROGRESS every 500
+     * ms) does not time out, however long it takes: 30 election
+     * timeouts; once the driver stops vouching, 10 more end it. */
+    r = leader_with(4, &u);
+    assert_int_equal(step_compact(r, 5, &u), 0);
+    assert_int_equal(step_tick(r, 1000, &u), 0);
+    assert_int_equal(
+        step_result(r, 3, false, 5, 0, append_to(&u, 3, 0)->seq, &u), 0);
+    for (t = 1001; t < 1000 + 30 * 100; t++) {
+        assert_int_equal(step_tick(r, t, &u), 0);
+        if (t % 50 == 0) {
+            assert_int_equal(
+                step_unreachable(r, RAFT_EVENT_SNAPSHOT_PROGRESS, 3, &u), 0);
+        }
+    }
+    assert_int_equal(raft_progress(r, 3, &pi), 0);
+    assert_int_equal(pi.state, RAFT_PROGRESS_SNAPSHOT);
+    assert_int_equal(pi.snapshot_index, 5);
+    for (; t < 1000 + 30 * 100 + 10 * 100 + 40; t++) {
+        assert_int_equal(step_tick(r, t, &u), 0);
+    }
+    assert_int_equal(raft_progress(r, 3, &pi), 0);
+    assert_int_equal(pi.state, RAFT_PROGRESS_PROBE);
+    /* Ignored for a follower not in SNAPSHOT, refused for no id. */
+    assert_int_equal(step_unreachable(r, RAFT_EVENT_SNAPSHOT_PROGRESS, 3, &u),
+                     0);
+    assert_int_equal(raft_progress(r, 3, &pi), 0);
+    assert_int_equal(pi.state, RAFT_PROGRESS_PROBE);
+    assert_int_equal(step_unreachable(r, RAFT_EVENT_SNAPSHOT_PROGRESS, 0, &u),
+                     RAFT_INVALID);
+    raft_close(r);
 }
 
 /* The follower's side: SNAPSHOT_INSTALLED drops every entry, moves the
