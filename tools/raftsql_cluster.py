@@ -8,6 +8,7 @@ demo (tools/demo.py) and the end-to-end tests (tests/e2e/).
 import json
 import os
 import random
+import shutil
 import socket
 import subprocess
 import time
@@ -59,6 +60,19 @@ def free_ports(n):
         ports.append(port)
     raise RuntimeError("free_ports: no %d free ports in %d-%d after 2000 "
                        "tries" % (n, low, high))
+
+
+def remove_node_files(workdir, node_id):
+    """Remove node @node_id's database, its side files and directories
+    and its log from @workdir (a start that failed)."""
+    prefix = "node%d." % node_id
+    for name in os.listdir(workdir):
+        if name.startswith(prefix):
+            path = os.path.join(workdir, name)
+            if os.path.isdir(path):
+                shutil.rmtree(path, ignore_errors=True)
+            else:
+                os.unlink(path)
 
 
 class NodeError(Exception):
@@ -159,14 +173,28 @@ class Cluster:
         self.binary = binary
         self.env = env or {}
         self.workdir = workdir
-        ports = ports or free_ports(n)
-        self.members = ",".join("%d@%s:%d" % (i + 1, host, p)
-                                for i, p in enumerate(ports))
         self.extra = extra
         self.dial = dial
-        self.nodes = []
-        for i in range(n):
-            self.nodes.append(self.spawn(i + 1))
+        # A free port can be taken by another process between the check
+        # and the node's bind (another test run, a demo): with ports of
+        # its own choosing, the cluster starts again on new ones.
+        for attempt in range(5):
+            chosen = ports or free_ports(n)
+            self.members = ",".join("%d@%s:%d" % (i + 1, host, p)
+                                    for i, p in enumerate(chosen))
+            self.nodes = []
+            try:
+                for i in range(n):
+                    self.nodes.append(self.spawn(i + 1))
+                return
+            except NodeError as e:
+                if ports or "address already in use" not in str(e) or \
+                        attempt == 4:
+                    raise
+                for node in self.nodes:
+                    node.kill()
+                for i in range(n):
+                    remove_node_files(workdir, i + 1)
 
     def spawn(self, node_id):
         """Start (or restart) node node_id and its raftsql node."""
@@ -177,7 +205,11 @@ class Cluster:
         config = "id=%d cluster=%s %s" % (node_id, self.members, self.extra)
         if self.dial is not None:
             config += " dial=%s" % self.dial(node_id)
-        node.sql("SELECT raft_start(?)", config)
+        try:
+            node.sql("SELECT raft_start(?)", config)
+        except NodeError:
+            node.kill()
+            raise
         return node
 
     def node(self, node_id):

@@ -17,7 +17,8 @@ ROOT = os.path.dirname(os.path.dirname(os.path.dirname(
     os.path.abspath(__file__))))
 sys.path.insert(0, os.path.join(ROOT, "tools"))
 
-from raftsql_cluster import Cluster, Node, free_ports  # noqa: E402
+from raftsql_cluster import (Cluster, Node, NodeError, free_ports,  # noqa: E402
+                             remove_node_files)
 
 NODE = os.environ.get("RAFTSQL_TESTHOST",
                       os.path.join(ROOT, "build", "raftsql-testhost"))
@@ -65,14 +66,20 @@ def without_raftsql(db, sql, timeout=30):
 
 def start_peers(workdir, members, extra, ids=(2, 3)):
     """raftsql-testhost processes for the members @ids of the cluster string
-    @members, started with raft_start and @extra keys; returns them."""
+    @members, started with raft_start and @extra keys; returns them. On a
+    failed start, the ones started are killed and the error raised."""
     peers = []
     for i in ids:
         n = Node(NODE, i, os.path.join(workdir, "node%d.db" % i),
                  os.path.join(workdir, "node%d.log" % i))
-        n.sql("SELECT raft_start(?)", "id=%d cluster=%s %s" % (
-            i, members, extra))
         peers.append(n)
+        try:
+            n.sql("SELECT raft_start(?)", "id=%d cluster=%s %s" % (
+                i, members, extra))
+        except NodeError:
+            for p in peers:
+                p.kill()
+            raise
     return peers
 
 
@@ -87,16 +94,33 @@ class PythonHostCase(unittest.TestCase):
 
     def setUp(self):
         self.dir = tempfile.mkdtemp(prefix="raftsql-py-")
-        ports = free_ports(3)
-        self.members = ",".join("%d@127.0.0.1:%d" % (i + 1, p)
-                                for i, p in enumerate(ports))
         self.db = os.path.join(self.dir, "node%d.db" % self.HOST_ID)
-        self.con = connect(self.db)
-        self.con.execute("SELECT raft_start(?)", ("id=%d cluster=%s %s" % (
-            self.HOST_ID, self.members, self.TIMING),))
-        self.peers = start_peers(self.dir, self.members, self.TIMING,
-                                 ids=[i for i in (1, 2, 3)
-                                      if i != self.HOST_ID])
+        # A port found free can be taken by another process before the
+        # node binds it (another run, a demo): start again on new ones.
+        for attempt in range(5):
+            ports = free_ports(3)
+            self.members = ",".join("%d@127.0.0.1:%d" % (i + 1, p)
+                                    for i, p in enumerate(ports))
+            self.con = connect(self.db)
+            self.peers = []
+            try:
+                self.con.execute("SELECT raft_start(?)", (
+                    "id=%d cluster=%s %s" % (self.HOST_ID, self.members,
+                                             self.TIMING),))
+                self.peers = start_peers(self.dir, self.members, self.TIMING,
+                                         ids=[i for i in (1, 2, 3)
+                                              if i != self.HOST_ID])
+                return
+            except (sqlite3.Error, NodeError) as e:
+                if "address already in use" not in str(e) or attempt == 4:
+                    raise
+                try:
+                    self.con.execute("SELECT raft_stop()")
+                except sqlite3.Error:
+                    pass  # it did not start
+                self.con.close()
+                for i in (1, 2, 3):
+                    remove_node_files(self.dir, i)
 
     def tearDown(self):
         self.con.execute("SELECT raft_stop()")
