@@ -651,13 +651,17 @@ void raft_uv_snapshot_message(struct raft_uv_node *d,
  * install). The transfer's own stall timeout and a broken connection end
  * it with SNAPSHOT_FAILED; without this the core would take a transfer
  * longer than 10 election timeouts for lost, and the follower, back to
- * probing, would hold nothing of the log against compaction. */
+ * probing, would hold nothing of the log against compaction. Only while
+ * the follower is connected: a transfer to a server that is down is on
+ * no way (the core's expiry ends it, and a removed server's leaving
+ * waits for that: test_removed). */
 static void vouch(struct raft_uv_node *d, struct raft_uv_snapshot_send *s,
                   uint64_t now)
 {
     struct raft_event ev;
 
-    if (!s->wanted || now - s->vouched < RAFT__UV_SNAPSHOT_VOUCH_MS) {
+    if (!s->wanted || now - s->vouched < RAFT__UV_SNAPSHOT_VOUCH_MS ||
+        !raft_uv_node_connected(d, s->to)) {
         return;
     }
     s->vouched = now;
