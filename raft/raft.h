@@ -366,7 +366,8 @@ enum raft_change_kind {
  * timeouts without progress the core takes the snapshot for lost and
  * probes again, and the follower then holds nothing of the log: a large
  * snapshot, or a paced one, takes longer than that). The driver steps it
- * while its transfer runs, and SNAPSHOT_FAILED when the transfer fails.
+ * while its transfer runs and the follower is connected, and
+ * SNAPSHOT_FAILED when the transfer fails.
  * Ignored unless this server leads and the follower waits for a
  * snapshot.
  *
