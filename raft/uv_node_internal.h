@@ -203,9 +203,8 @@ struct raft_uv_node {
     /* Snapshots (uv_snapshot.c). */
     char snapshot_dir[3800]; /* where files go */
     uint64_t chunk_bytes;    /* bytes per chunk */
-    uint64_t snapshot_rate;  /* bytes per second
-                                                            a transfer is
-                                                            paced to, 0 */
+    uint64_t snapshot_rate;  /* bytes per second a transfer is paced to,
+                                0: unpaced */
     raft_index pace_last;    /* the last index at the last look: while it
                                grows, transfers are paced */
     uint64_t pace_writes;    /* loop clock it last grew, ms; 0 never */

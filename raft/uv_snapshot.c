@@ -8,8 +8,8 @@
  * unacknowledged and, while the cluster takes writes, no faster than
  * snapshot_rate_bytes a second (each tick sends what the pace allows by
  * then: a transfer at full speed fills the one disk of a small cluster,
- * and every log fsync waits behind it) -> the follower's last answer (offset == total) ends the
- * transfer; the core learns the follower's new match index from its
+ * and every log fsync waits behind it) -> the follower's last answer
+ * (offset == total) ends the transfer; the core learns the follower's new match index from its
  * AppendEntries result.
  * Happy path, follower: chunks are written in order to a temporary file ->
  * once complete, a sealed storage job verifies the checksum, installs the
@@ -220,14 +220,15 @@ static bool taking_writes(struct raft_uv_node *d, uint64_t now)
            now - d->pace_writes <= RAFT__UV_SNAPSHOT_PACE_IDLE_MS;
 }
 
-/* paced says whether transfer @s has sent what its pace allows by now.
- * The pace holds while the leader takes writes: snapshot_rate bytes a
- * second from where it began to hold, and one chunk more (so a chunk goes
- * at once); with no writes to protect the transfer goes at full speed,
- * and the pace starts afresh from where it is when writes come. */
-static bool paced(struct raft_uv_node *d, struct raft_uv_snapshot_send *s)
+/* paced says whether transfer @s has sent what its pace allows by @now
+ * (loop clock, ms). The pace holds while the leader takes writes:
+ * snapshot_rate bytes a second from where it began to hold, and one chunk
+ * more (so a chunk goes at once); with no writes to protect the transfer
+ * goes at full speed, and the pace starts afresh from where it is when
+ * writes come. */
+static bool paced(struct raft_uv_node *d, struct raft_uv_snapshot_send *s,
+                  uint64_t now)
 {
-    uint64_t now = raft_uv_node_now(d);
     uint64_t elapsed;
 
     if (d->snapshot_rate == 0) {
@@ -244,11 +245,25 @@ static bool paced(struct raft_uv_node *d, struct raft_uv_snapshot_send *s)
                           d->chunk_bytes;
 }
 
+/* from_start makes transfer @s start over from offset 0 now: nothing
+ * sent or acknowledged, its stall timer and its pace counted from here. */
+static void from_start(struct raft_uv_node *d, struct raft_uv_snapshot_send *s)
+{
+    s->sent = 0;
+    s->acked = 0;
+    s->last_progress = raft_uv_node_now(d);
+    s->pace_from = s->last_progress;
+    s->pace_sent = 0;
+}
+
 /* send_chunks fills the window of transfer @s, as far as its pace allows
  * (the tick calls it again). */
 static void send_chunks(struct raft_uv_node *d, struct raft_uv_snapshot_send *s)
 {
-    while (s->active && s->sent < s->total && !test_hold(s) && !paced(d, s) &&
+    uint64_t now = raft_uv_node_now(d);
+
+    while (s->active && s->sent < s->total && !test_hold(s) &&
+           !paced(d, s, now) &&
            s->sent - s->acked <
                (uint64_t)RAFT__UV_SNAPSHOT_WINDOW * d->chunk_bytes) {
         uint64_t len = s->total - s->sent;
@@ -340,11 +355,7 @@ static void pump(struct raft_uv_node *d)
         s->last_term = f->term;
         s->total = f->size;
         s->checksum = f->checksum;
-        s->sent = 0;
-        s->acked = 0;
-        s->last_progress = raft_uv_node_now(d);
-        s->pace_from = s->last_progress;
-        s->pace_sent = 0;
+        from_start(d, s);
         s->last_resend = s->last_progress;
         raft_uv_node_log(d, RAFT_LOG_INFO,
                          "sending snapshot at index %" PRIu64 " (%" PRIu64
@@ -382,11 +393,7 @@ static void on_chunk_result(struct raft_uv_node *d, const struct raft_frame *m)
             return;
         }
         /* Start over from the beginning. */
-        s->sent = 0;
-        s->acked = 0;
-        s->last_progress = raft_uv_node_now(d);
-        s->pace_from = s->last_progress;
-        s->pace_sent = 0;
+        from_start(d, s);
         send_chunks(d, s);
         return;
     }

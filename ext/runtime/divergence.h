@@ -16,8 +16,9 @@
  * one, with probe frames that the peer answers with its value at that
  * index (or, for one below its ring, at the oldest index it has, where
  * the search goes on); an index that fell out of either ring ends it,
- * the report then naming the first index known to differ. A peer of wire version 1, or
- * with the checksum off, is never sent a frame, and sends none. */
+ * the report then naming the first index known to differ. A peer of
+ * wire version 1, or with the checksum off, is never sent a frame, and
+ * sends none. */
 
 #ifndef EXT_DIVERGENCE_H
 #define EXT_DIVERGENCE_H
