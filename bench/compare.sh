@@ -11,7 +11,8 @@
 #
 # Runs, each for DURATION seconds: raftsql (1 and 64 client threads in node
 # 1's process, node 1 leader and node 1 follower, through raft_exec and as
-# plain autocommit INSERTs; and node 1 leader with TLS between the
+# plain autocommit INSERTs, those also from a process of their own beside
+# node 1 (-proc); and node 1 leader with TLS between the
 # peers), dqlite-benchmark (3
 # nodes, kvwrite, 1 and 64 workers), etcd 3.4 (3 members; 1 KiB puts via
 # wrk on the v3 JSON gateway, 1 and 64 connections), local SQLite (WAL,
@@ -209,19 +210,25 @@ tls_config() {
     echo "tls_cert=$d/node.pem tls_key=$d/node.key tls_ca=$d/ca.pem"
 }
 
-# run_raftsql CLIENTS ROLE [RTT [tls|plain]]: one raftsql-bench run, with
-# RTT ms of delay on every peer link, and with TLS between the peers or
-# with plain autocommit INSERTs instead of raft_exec.
+# run_raftsql CLIENTS ROLE [RTT [tls|plain|plainproc]]: one raftsql-bench
+# run, with RTT ms of delay on every peer link, and with TLS between the
+# peers or with plain autocommit INSERTs instead of raft_exec (plainproc:
+# from a process of their own, not node 1's).
 run_raftsql() {
     local clients=$1 role=$2 rtt=${3:-0} how=${4:-} name="raftsql-$1-$2" out
     local config="" plain=() rc what="raft_exec" note=""
     [ "$rtt" != 0 ] && name+="-rtt$rtt"
     [ "$how" = tls ] && name+="-tls" && config=$(tls_config) &&
         note="; TLS 1.3 between the peers"
+    local where="in node 1's process"
     [ "$how" = plain ] && name="raftsql-plain-$1-$2" && plain=(--plain) &&
         what="plain autocommit INSERTs (busy timeout 5000 ms)"
+    [ "$how" = plainproc ] && name="raftsql-plain-$1-$2-proc" &&
+        plain=(--plain --process) &&
+        what="plain autocommit INSERTs (busy timeout 5000 ms)" &&
+        where="in a process of their own on node 1's machine"
     out=$T/$name.out
-    log "$name: $clients client threads in node 1's process, $what," \
+    log "$name: $clients client threads $where, $what," \
         "node 1 $role$(delay_note "$rtt")$note"
     run_logged "$out" "$B/raftsql-bench" --clients "$clients" \
         --role "$role" --duration "$DURATION" --name "$name" \
@@ -559,6 +566,9 @@ one_round() {
             # The same writes as plain SQL, next to raft_exec's.
             want "raftsql-plain-$clients-$role" &&
                 step run_raftsql "$clients" "$role" 0 plain
+            # And from another process (an application beside node 1).
+            want "raftsql-plain-$clients-$role-proc" &&
+                step run_raftsql "$clients" "$role" 0 plainproc
         done
     done
     for n in 1 64; do want "dqlite-$n" && step run_dqlite "$n"; done

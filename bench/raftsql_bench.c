@@ -14,9 +14,14 @@
  * error fails the run (no RESULT line, exit status 1). Output: a human line
  * and a `RESULT name=... key=value...` line, with the CPU seconds and disk
  * bytes per write of the three node processes in the window
- * (bench/proc_cost.h) and the client threads' share of the CPU.
+ * (bench/proc_cost.h) and the client threads' share of the CPU. With
+ * --process the client threads run in a process of their own, forked
+ * before node 1 starts: another application on node 1's machine, whose
+ * connections reach node 1 through the file's socket as any process that
+ * loaded raftsql does (its CPU and disk bytes count with node 1's).
  *
  * Usage: raftsql-bench [--role leader|follower] [--clients N] [--plain]
+ *                      [--process]
  *                      [--duration S] [--warmup S] [--name NAME]
  *                      [--node PATH] [--dir DIR] [--config 'k=v ...']
  *
@@ -40,7 +45,10 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <fcntl.h>
+#include <sys/prctl.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -66,6 +74,8 @@ static const char PLAIN_SQL[] = "INSERT OR REPLACE INTO kv(k, v) VALUES(?, ?)";
 struct bench_opts {
     bool leader;       /* node 1 (the clients' node) is the leader */
     bool plain;        /* plain autocommit INSERTs, not raft_exec */
+    bool process;      /* the client threads run in a process of their own
+                        * (another application on node 1's machine) */
     int clients;       /* client threads */
     double duration;   /* measured seconds */
     double warmup;     /* seconds of load before measuring */
@@ -229,6 +239,243 @@ out:
     return NULL;
 }
 
+/* ---- the clients in a process of their own (--process) ------------------ */
+
+/* The client process (forked before node 1 starts, while this process has
+ * one thread) runs the same client threads as another application on node
+ * 1's machine would: its connections find node 1 through the file, as any
+ * process that loaded raftsql does. It is told over a pipe, one line each:
+ * "open <db path>" (start the clients: warmup), "measure" (the window
+ * starts), "stop" (it ends); after "stop" it joins its clients and writes
+ * back one struct proc_report and the kept latencies per client, then
+ * exits. When the pipe closes early (this process died) it stops its
+ * clients and exits without a report; PR_SET_PDEATHSIG kills it if that
+ * is not soon enough. */
+
+/* One client's figures, as the client process sends them back. */
+struct proc_report {
+    uint64_t n_ok, n_err, n_busy, n_other, n_dropped; /* bench_client's */
+    int32_t open_rc;                                  /* bench_client's */
+    char last_err[256];                               /* bench_client's */
+    char other_err[320];                              /* bench_client's */
+};
+
+/* The client process, as this process sees it. */
+struct client_proc {
+    pid_t pid;  /* 0: none */
+    int cmd_fd; /* its command pipe (we write) */
+    int res_fd; /* its report pipe (we read) */
+};
+
+static struct client_proc g_client_proc = {0, -1, -1};
+
+/* io_all writes (@writing) or reads all @len bytes of @buf to or from @fd:
+ * 0, or -1 on an error (or, reading, an end of file first). */
+static int io_all(int fd, void *buf, size_t len, bool writing)
+{
+    char *p = buf;
+    while (len > 0) {
+        ssize_t n = writing ? write(fd, p, len) : read(fd, p, len);
+        if (n < 0 && errno == EINTR) {
+            continue;
+        }
+        if (n <= 0) {
+            return -1;
+        }
+        p += n;
+        len -= (size_t)n;
+    }
+    return 0;
+}
+
+/* client_proc_main is the client process: @n clients of @cap latency
+ * slots each, plain or not, told by @cmd_fd, reporting to @res_fd. Never
+ * returns. */
+static void client_proc_main(int n, size_t cap, bool plain, int cmd_fd,
+                             int res_fd)
+{
+    struct bench_client *cl = calloc((size_t)n, sizeof *cl);
+    FILE *in = fdopen(cmd_fd, "r");
+    char line[4200], *path, *nl;
+    int started = 0, code = 1;
+    bool report = false;
+
+    prctl(PR_SET_PDEATHSIG, SIGKILL);
+    if (cl == NULL || in == NULL || fgets(line, sizeof line, in) == NULL ||
+        strncmp(line, "open ", 5) != 0) {
+        _exit(1);
+    }
+    path = line + 5;
+    nl = strchr(path, '\n');
+    if (nl != NULL) {
+        *nl = '\0';
+    }
+    atomic_store(&g_phase, 0);
+    for (started = 0; started < n; started++) {
+        cl[started].idx = started;
+        cl[started].db_path = path;
+        cl[started].plain = plain;
+        cl[started].cap = cap;
+        cl[started].lat_us = malloc(cap * sizeof(uint32_t));
+        if (cl[started].lat_us == NULL) {
+            break;
+        }
+        memset(cl[started].lat_us, 0xff, cap * sizeof(uint32_t));
+        if (pthread_create(&cl[started].thread, NULL, client_main,
+                           &cl[started]) != 0) {
+            free(cl[started].lat_us);
+            break;
+        }
+    }
+    if (started == n) {
+        char cmd[64];
+        while (fgets(cmd, sizeof cmd, in) != NULL) {
+            if (strcmp(cmd, "measure\n") == 0) {
+                atomic_store(&g_phase, 1);
+            } else if (strcmp(cmd, "stop\n") == 0) {
+                report = true;
+                break;
+            }
+        }
+    }
+    atomic_store(&g_phase, 2);
+    for (int i = 0; i < started; i++) {
+        pthread_join(cl[i].thread, NULL);
+    }
+    if (report) {
+        code = 0;
+        for (int i = 0; i < n && code == 0; i++) {
+            struct proc_report r = {
+                .n_ok = cl[i].n_ok,
+                .n_err = cl[i].n_err,
+                .n_busy = cl[i].n_busy,
+                .n_other = cl[i].n_other,
+                .n_dropped = cl[i].n_dropped,
+                .open_rc = cl[i].open_rc,
+            };
+            memcpy(r.last_err, cl[i].last_err, sizeof r.last_err);
+            memcpy(r.other_err, cl[i].other_err, sizeof r.other_err);
+            if (io_all(res_fd, &r, sizeof r, true) != 0 ||
+                io_all(res_fd, cl[i].lat_us,
+                       (cl[i].n_ok - cl[i].n_dropped) * sizeof(uint32_t),
+                       true) != 0) {
+                code = 1;
+            }
+        }
+    }
+    _exit(code);
+}
+
+/* client_proc_spawn forks the client process for @o (@cap latency slots
+ * per client) into g_client_proc. Call it while this process has one
+ * thread. Returns 0, or -1 with a message on stderr. Main thread. */
+static int client_proc_spawn(const struct bench_opts *o, size_t cap)
+{
+    int cmd[2], res[2];
+    pid_t pid;
+
+    if (pipe2(cmd, O_CLOEXEC) != 0) {
+        fprintf(stderr, "raftsql-bench: pipe: %s\n", strerror(errno));
+        return -1;
+    }
+    if (pipe2(res, O_CLOEXEC) != 0) {
+        fprintf(stderr, "raftsql-bench: pipe: %s\n", strerror(errno));
+        close(cmd[0]);
+        close(cmd[1]);
+        return -1;
+    }
+    fflush(NULL);
+    pid = fork();
+    if (pid < 0) {
+        fprintf(stderr, "raftsql-bench: fork: %s\n", strerror(errno));
+        close(cmd[0]);
+        close(cmd[1]);
+        close(res[0]);
+        close(res[1]);
+        return -1;
+    }
+    if (pid == 0) {
+        close(cmd[1]);
+        close(res[0]);
+        client_proc_main(o->clients, cap, o->plain, cmd[0], res[1]);
+    }
+    close(cmd[0]);
+    close(res[1]);
+    g_client_proc = (struct client_proc){pid, cmd[1], res[0]};
+    return 0;
+}
+
+/* client_proc_tell writes the command line @cmd to the client process:
+ * 0, or -1 (it has exited). Main thread. */
+static int client_proc_tell(const char *cmd)
+{
+    return io_all(g_client_proc.cmd_fd, (char *)cmd, strlen(cmd), true);
+}
+
+/* client_proc_collect tells the client process to stop, and reads its
+ * report into @cl (@n clients whose lat_us have the client process's
+ * slots). Returns 0, or -1 with a message on stderr. Main thread. */
+static int client_proc_collect(struct bench_client *cl, int n)
+{
+    if (client_proc_tell("stop\n") != 0) {
+        fprintf(stderr, "raftsql-bench: the client process has exited\n");
+        return -1;
+    }
+    for (int i = 0; i < n; i++) {
+        struct proc_report r;
+        size_t k;
+        if (io_all(g_client_proc.res_fd, &r, sizeof r, false) != 0) {
+            fprintf(stderr,
+                    "raftsql-bench: no report from the client "
+                    "process\n");
+            return -1;
+        }
+        k = (size_t)(r.n_ok - r.n_dropped);
+        if (r.n_dropped > r.n_ok || k > cl[i].cap ||
+            io_all(g_client_proc.res_fd, cl[i].lat_us, k * sizeof(uint32_t),
+                   false) != 0) {
+            fprintf(stderr,
+                    "raftsql-bench: a bad report from the client "
+                    "process\n");
+            return -1;
+        }
+        cl[i].n_ok = (size_t)r.n_ok;
+        cl[i].n_err = (size_t)r.n_err;
+        cl[i].n_busy = (size_t)r.n_busy;
+        cl[i].n_other = (size_t)r.n_other;
+        cl[i].n_dropped = (size_t)r.n_dropped;
+        cl[i].open_rc = r.open_rc;
+        memcpy(cl[i].last_err, r.last_err, sizeof cl[i].last_err);
+        cl[i].last_err[sizeof cl[i].last_err - 1] = '\0';
+        memcpy(cl[i].other_err, r.other_err, sizeof cl[i].other_err);
+        cl[i].other_err[sizeof cl[i].other_err - 1] = '\0';
+    }
+    return 0;
+}
+
+/* client_proc_end closes the pipes (a client process still running stops
+ * its clients and exits), waits up to 10 s for it, then kills it. Main
+ * thread; a no-op without a client process. */
+static void client_proc_end(void)
+{
+    struct client_proc *p = &g_client_proc;
+    if (p->pid == 0) {
+        return;
+    }
+    close(p->cmd_fd);
+    close(p->res_fd);
+    for (int i = 0; i < 1000; i++) {
+        if (waitpid(p->pid, NULL, WNOHANG) != 0) {
+            p->pid = 0;
+            return;
+        }
+        usleep(10000);
+    }
+    kill(p->pid, SIGKILL);
+    waitpid(p->pid, NULL, 0);
+    p->pid = 0;
+}
+
 /* ---- statistics from raft_status --------------------------------------- */
 
 /* The cumulative counters of one status. */
@@ -280,6 +527,10 @@ static void usage(FILE *f, const char *argv0)
             "(1)\n"
             "  --plain                 plain autocommit INSERTs, not "
             "raft_exec\n"
+            "  --process               the client threads in a process of "
+            "their own, as\n"
+            "                          another application on node 1's "
+            "machine\n"
             "  --duration S            measured seconds (20)\n"
             "  --warmup S              seconds of load before measuring (1)\n"
             "  --name NAME             RESULT name "
@@ -304,6 +555,7 @@ static int parse_opts(int argc, char **argv, struct bench_opts *o)
         {"role", required_argument, NULL, 'r'},
         {"clients", required_argument, NULL, 'c'},
         {"plain", no_argument, NULL, 'p'},
+        {"process", no_argument, NULL, 'x'},
         {"duration", required_argument, NULL, 'd'},
         {"warmup", required_argument, NULL, 'w'},
         {"name", required_argument, NULL, 'n'},
@@ -360,6 +612,9 @@ static int parse_opts(int argc, char **argv, struct bench_opts *o)
             case 'p':
                 o->plain = true;
                 break;
+            case 'x':
+                o->process = true;
+                break;
             case 'd':
             case 'w': {
                 double v = strtod(optarg, &end);
@@ -408,9 +663,9 @@ static int parse_opts(int argc, char **argv, struct bench_opts *o)
         return -1;
     }
     if (o->name[0] == '\0') {
-        snprintf(o->name, sizeof o->name, "raftsql-%s%d-%s",
+        snprintf(o->name, sizeof o->name, "raftsql-%s%d-%s%s",
                  o->plain ? "plain-" : "", o->clients,
-                 o->leader ? "leader" : "follower");
+                 o->leader ? "leader" : "follower", o->process ? "-proc" : "");
     }
     return 0;
 }
@@ -425,6 +680,22 @@ static void cost_sample(struct proc_cost *out)
         out[id] = (struct proc_cost){0};
         proc_cost_add(cluster_pid(id), id != 1, &out[id]);
     }
+    /* The client process's too (--process): its connections do the
+     * writer's share of a plain commit, as the threads do in node 1. */
+    if (g_client_proc.pid != 0) {
+        proc_cost_add(g_client_proc.pid, false, &out[1]);
+    }
+}
+
+/* client_proc_cpu_s returns the CPU seconds the client process has used so
+ * far (0 without one). */
+static double client_proc_cpu_s(void)
+{
+    struct proc_cost c = {0};
+    if (g_client_proc.pid != 0) {
+        proc_cost_add(g_client_proc.pid, false, &c);
+    }
+    return c.cpu_s;
 }
 
 /* clients_cpu_s returns the CPU seconds the @n running client threads @cl
@@ -503,6 +774,11 @@ int main(int argc, char **argv)
         snprintf(base, sizeof base, "%s", g_tmpdir);
     }
     sqlite3_auto_extension((void (*)(void))sqlite3_raftsql_init);
+    cap = (size_t)(o.duration * SAMPLES_PER_S) / (size_t)o.clients + 1024;
+    /* Before node 1's threads: the fork copies this one thread only. */
+    if (o.process && client_proc_spawn(&o, cap) != 0) {
+        goto out;
+    }
 
     /* Start clusters until the clients' node has the wanted role. */
     for (attempt = 1; attempt <= MAX_ATTEMPTS && !g_signal; attempt++) {
@@ -535,8 +811,8 @@ int main(int argc, char **argv)
         goto out;
     }
 
-    /* Latency slots, touched now so that RSS counts them from the start. */
-    cap = (size_t)(o.duration * SAMPLES_PER_S) / (size_t)o.clients + 1024;
+    /* Latency slots, touched now so that RSS counts them from the start
+     * (with --process they receive the client process's latencies). */
     cl = calloc((size_t)o.clients, sizeof *cl);
     if (cl == NULL) {
         fprintf(stderr, "raftsql-bench: out of memory\n");
@@ -563,7 +839,16 @@ int main(int argc, char **argv)
     }
 
     atomic_store(&g_phase, 0);
-    for (started = 0; started < o.clients; started++) {
+    if (o.process) {
+        snprintf(buf, sizeof buf, "open %s\n",
+                 sqlite3_db_filename(db1, "main"));
+        if (client_proc_tell(buf) != 0) {
+            fprintf(stderr, "raftsql-bench: the client process has exited\n");
+            goto out;
+        }
+        started = o.clients;
+    }
+    for (; started < o.clients; started++) {
         if (pthread_create(&cl[started].thread, NULL, client_main,
                            &cl[started]) != 0) {
             fprintf(stderr, "raftsql-bench: pthread_create failed\n");
@@ -579,20 +864,33 @@ int main(int argc, char **argv)
         m0[id] = mem_of(cluster_pid(id));
     }
     cost_sample(c0);
-    cl_cpu0 = clients_cpu_s(cl, started);
+    cl_cpu0 = o.process ? client_proc_cpu_s() : clients_cpu_s(cl, started);
     t_start = timing_now_s();
     atomic_store(&g_phase, 1);
+    if (o.process && client_proc_tell("measure\n") != 0) {
+        fprintf(stderr, "raftsql-bench: the client process has exited\n");
+        goto out;
+    }
     timing_sleep_s(o.duration, &g_signal);
     atomic_store(&g_phase, 2);
     t_end = timing_now_s();
     cost_sample(c1);
+    if (o.process) {
+        cl_cpu1 = client_proc_cpu_s();
+    }
 
 join:
-    for (int i = 0; i < started; i++) {
-        pthread_join(cl[i].thread, NULL);
-        /* Its CPU time when it ended: at most one request after the
-         * window's end. */
-        cl_cpu1 += cl[i].cpu_end_s;
+    if (o.process) {
+        if (!g_signal && client_proc_collect(cl, o.clients) != 0) {
+            goto out;
+        }
+    } else {
+        for (int i = 0; i < started; i++) {
+            pthread_join(cl[i].thread, NULL);
+            /* Its CPU time when it ended: at most one request after the
+             * window's end. */
+            cl_cpu1 += cl[i].cpu_end_s;
+        }
     }
     if (g_signal || started < o.clients) {
         fprintf(stderr, "raftsql-bench: interrupted\n");
@@ -696,10 +994,11 @@ join:
         }
         printf(
             "%s: %.0f writes/s (%zu writes in %.1f s, %zu errors (%zu "
-            "SQLITE_BUSY), %d clients on node 1 (%s), node %ld leader), "
+            "SQLITE_BUSY), %d clients on node 1%s (%s), node %ld leader), "
             "latency ms p50 %.3f p99 %.3f p99.9 %.3f; entries per fsync %s "
             "(leader) %s (followers), per AppendEntries %s\n",
             o.name, wps, n_ok, secs, n_err, n_busy, o.clients,
+            o.process ? "'s machine, in a process of their own" : "",
             o.plain ? "plain INSERTs" : "raft_exec", lid, p50, p99, p999, epf,
             epf_f, epa);
         for (int id = 1; id <= N_NODES; id++) {
@@ -709,16 +1008,16 @@ join:
                 id, m_idle[id].rss, m0[id].rss, m1[id].rss, m_idle[id].anon,
                 m0[id].anon, m1[id].anon);
         }
+        printf("  (node 1 includes %s%zu kB of latency slots)\n",
+               o.process ? "" : "the clients and ",
+               (size_t)o.clients * cap * sizeof(uint32_t) / 1024);
         printf(
-            "  (node 1 includes the clients and %zu kB of latency "
-            "slots)\n",
-            (size_t)o.clients * cap * sizeof(uint32_t) / 1024);
-        printf(
-            "  CPU s in the window: node 1 %.2f (its client threads "
+            "  CPU s in the window: node 1 %.2f (its client %s "
             "%.2f), node 2 %.2f, node 3 %.2f; disk MB written %.1f, "
             "%.1f, %.1f\n",
-            c1[1].cpu_s - c0[1].cpu_s, cl_cpu1 - cl_cpu0,
-            c1[2].cpu_s - c0[2].cpu_s, c1[3].cpu_s - c0[3].cpu_s,
+            c1[1].cpu_s - c0[1].cpu_s, o.process ? "process" : "threads",
+            cl_cpu1 - cl_cpu0, c1[2].cpu_s - c0[2].cpu_s,
+            c1[3].cpu_s - c0[3].cpu_s,
             (double)(c1[1].write_bytes - c0[1].write_bytes) / 1e6,
             (double)(c1[2].write_bytes - c0[2].write_bytes) / 1e6,
             (double)(c1[3].write_bytes - c0[3].write_bytes) / 1e6);
@@ -743,7 +1042,8 @@ join:
         printf(
             "RESULT name=%s writes_per_s=%.1f p50_ms=%.3f p99_ms=%.3f "
             "p999_ms=%.3f writes=%zu errors=%zu busy=%zu seconds=%.2f "
-            "clients=%d mode=%s role=%s leader=%ld entries_per_fsync=%s "
+            "clients=%d mode=%s clients_in=%s role=%s leader=%ld "
+            "entries_per_fsync=%s "
             "entries_per_fsync_followers=%s entries_per_append=%s "
             "rss1_kb_start=%ld rss1_kb_end=%ld rss2_kb_start=%ld "
             "rss2_kb_end=%ld rss3_kb_start=%ld rss3_kb_end=%ld "
@@ -752,10 +1052,10 @@ join:
             "clients_cpu_s_per_write=%.7f cpu1_s=%.2f cpu2_s=%.2f "
             "cpu3_s=%.2f\n",
             o.name, wps, p50, p99, p999, n_ok, n_err, n_busy, secs, o.clients,
-            o.plain ? "plain" : "raft_exec", o.leader ? "leader" : "follower",
-            lid, epf, epf_f, epa, m0[1].rss, m1[1].rss, m0[2].rss, m1[2].rss,
-            m0[3].rss, m1[3].rss, m0[1].anon, m1[1].anon, m0[2].anon,
-            m1[2].anon, m0[3].anon, m1[3].anon, cost,
+            o.plain ? "plain" : "raft_exec", o.process ? "process" : "node1",
+            o.leader ? "leader" : "follower", lid, epf, epf_f, epa, m0[1].rss,
+            m1[1].rss, m0[2].rss, m1[2].rss, m0[3].rss, m1[3].rss, m0[1].anon,
+            m1[1].anon, m0[2].anon, m1[2].anon, m0[3].anon, m1[3].anon, cost,
             (cl_cpu1 - cl_cpu0) / (double)n_ok, c1[1].cpu_s - c0[1].cpu_s,
             c1[2].cpu_s - c0[2].cpu_s, c1[3].cpu_s - c0[3].cpu_s);
         fflush(stdout);
@@ -768,6 +1068,7 @@ join:
     }
 
 out:
+    client_proc_end();
     cluster_stop(db1);
     cluster_stop_children(2.0);
     for (int id = 0; id <= N_NODES; id++) {

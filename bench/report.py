@@ -47,6 +47,8 @@ ORDER = [
     "raftsql-64-leader", "raftsql-64-leader-tls", "raftsql-64-follower",
     "raftsql-plain-1-leader", "raftsql-plain-1-follower",
     "raftsql-plain-64-leader", "raftsql-plain-64-follower",
+    "raftsql-plain-1-leader-proc", "raftsql-plain-1-follower-proc",
+    "raftsql-plain-64-leader-proc", "raftsql-plain-64-follower-proc",
     "dqlite-1", "dqlite-64",
     "etcd-1", "etcd-64",
     "local-1", "local-64", "rtt-loopback", "floor-1",
@@ -289,6 +291,13 @@ def ratio_defs(attempted):
             (p1, "raftsql-1-" + role, 0.7),
             (p64, p1, 1.0),
             (p64, "dqlite-64", 2.0),
+        ]
+        # The same from another process than node 1's (an application
+        # beside its node): the lease's ask goes through node 1's socket.
+        out += [
+            (p1 + "-proc", p1, None),
+            (p64 + "-proc", p1 + "-proc", 1.0),
+            (p64 + "-proc", "dqlite-64", 2.0),
         ]
     # The one-client floor (issue 25 item 4): raft_exec on the leader at
     # 0.8 of it; the others shown beside it.
