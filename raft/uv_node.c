@@ -866,6 +866,9 @@ int raft_uv_node_start_with(struct raft *r,
     d->stall_ms = seams != NULL && seams->snapshot_stall_ms > 0
                       ? seams->snapshot_stall_ms
                       : RAFT__UV_SNAPSHOT_STALL_MS;
+    d->install_rate = seams != NULL && seams->install_rate > 0
+                          ? seams->install_rate
+                          : RAFT__UV_SNAPSHOT_INSTALL_RATE;
     d->tr = seams != NULL && seams->transport != NULL ? seams->transport
                                                       : &tcp_transport;
     rc = uv_loop_init(&d->loop);

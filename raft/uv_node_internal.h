@@ -22,6 +22,13 @@
 /* A snapshot transfer without progress for this long is abandoned, ms. */
 #define RAFT__UV_SNAPSHOT_STALL_MS 30000
 
+/* The slowest a follower may verify and install a received snapshot,
+ * bytes a second: once the whole file is sent, its last chunk is answered
+ * only when the install is done (a file's fsync, a checksum read of it and
+ * its copy into the database), so the stall timeout then grows by the
+ * file's size over this (5 GB: about 5 minutes more). */
+#define RAFT__UV_SNAPSHOT_INSTALL_RATE (16u << 20)
+
 /* How often a running transfer tells the core it is on its way
  * (RAFT_EVENT_SNAPSHOT_PROGRESS), ms: well within the core's expiry of 10
  * election timeouts. */
@@ -87,6 +94,7 @@ struct raft_uv_node_transport {
 struct raft_uv_node_seams {
     const struct raft_uv_node_transport *transport; /* NULL: TCP (uv.h) */
     uint64_t snapshot_stall_ms; /* 0: RAFT__UV_SNAPSHOT_STALL_MS */
+    uint64_t install_rate;      /* 0: RAFT__UV_SNAPSHOT_INSTALL_RATE */
 };
 
 /* The leader's current snapshot file, shared by every transfer. */
@@ -211,7 +219,8 @@ struct raft_uv_node {
     struct raft_uv_snapshot_file snap;                   /* leader's file */
     struct raft_uv_snapshot_send sends[RAFT_MAX_VOTERS]; /* per peer */
     struct raft_uv_snapshot_recv recv; /* follower's transfer */
-    uint64_t stall_ms; /* RAFT__UV_SNAPSHOT_STALL_MS, or a test's */
+    uint64_t stall_ms;     /* RAFT__UV_SNAPSHOT_STALL_MS, or a test's */
+    uint64_t install_rate; /* RAFT__UV_SNAPSHOT_INSTALL_RATE, or a test's */
 
     struct raft_uv_node_stats stats; /* counters */
     uint64_t last_tick_at;           /* loop clock of the last tick, 0

@@ -29,7 +29,9 @@
  * raft_uv_node_callbacks.diverged) makes no snapshot for one.
  * Failure modes: a chunk out of order, a newer snapshot or a failed write
  * restarts the transfer from offset 0; three failed attempts in a row, a
- * stall of RAFT__UV_SNAPSHOT_STALL_MS, a broken connection or a lost
+ * stall of RAFT__UV_SNAPSHOT_STALL_MS (plus the follower's install time
+ * at RAFT__UV_SNAPSHOT_INSTALL_RATE once every chunk is sent: the last
+ * one is answered after the install), a broken connection or a lost
  * leadership end it, and the leader's core gets RAFT_EVENT_SNAPSHOT_FAILED
  * (it offers a snapshot again later). Nothing is installed half-way: the
  * state machine's install is atomic, and runs only on a verified file.
@@ -678,6 +680,20 @@ static void vouch(struct raft_uv_node *d, struct raft_uv_snapshot_send *s,
     raft_uv_node_step(d, &ev, NULL);
 }
 
+/* stall_limit_ms returns how long transfer @s may go without an
+ * acknowledgement: the stall timeout, and once the whole file is sent,
+ * the time the follower may take to verify and install it (its answer to
+ * the last chunk waits for that). */
+static uint64_t stall_limit_ms(const struct raft_uv_node *d,
+                               const struct raft_uv_snapshot_send *s)
+{
+    if (s->sent < s->total) {
+        return d->stall_ms;
+    }
+    return d->stall_ms + s->total / d->install_rate * 1000 +
+           s->total % d->install_rate * 1000 / d->install_rate;
+}
+
 void raft_uv_snapshot_tick(struct raft_uv_node *d)
 {
     uint64_t now = raft_uv_node_now(d);
@@ -694,7 +710,7 @@ void raft_uv_snapshot_tick(struct raft_uv_node *d)
             s->repair = false;
             continue;
         }
-        if (s->active && now > s->last_progress + d->stall_ms) {
+        if (s->active && now > s->last_progress + stall_limit_ms(d, s)) {
             fail_send(d, s, "no progress");
         } else if (s->active) {
             uint64_t quiet_since = s->last_progress > s->last_resend

@@ -104,6 +104,10 @@ struct fake_peer {
     bool deny_votes;        /* answer RequestVote with a refusal */
     raft_index last;        /* last index of its log */
     bool chunk_silent;      /* never answer a chunk */
+    bool installing;        /* a complete file is installing: its last
+                               chunk (and each one sent again) gets no
+                               answer until this is cleared */
+    unsigned n_last;        /* last chunks received (sent again too) */
     unsigned n_refuse;      /* complete snapshots to refuse with
                                RAFT_CORRUPT, as a bad checksum */
     unsigned busy_after;    /* > 0: send refuses chunks with RAFT_BUSY
@@ -227,6 +231,8 @@ struct fake_opts {
     uint64_t chunk_bytes;   /* snapshot chunk size, 0: 1000 */
     uint64_t snapshot_rate; /* snapshot pace, bytes per second, 0: none */
     uint64_t stall_ms;      /* snapshot stall timeout, 0: the driver's */
+    uint64_t install_rate;  /* a follower's slowest install, bytes per
+                               second, 0: the driver's */
     unsigned tick_ms;       /* 0: 2 */
     bool no_compact;        /* the storage has no compact function, nor
                              (as an install changes the log through it)

@@ -679,6 +679,57 @@ static void test_silent_peer_abandoned(void **state)
     FAKE_CHECK(f, f->peer.n_chunks >= 8 && !f->peer.installed);
 }
 
+/* A follower that takes longer than the stall timeout to verify and
+ * install the complete file (it answers the last chunk only then) is
+ * waited for: once every chunk is sent, the stall timeout grows by the
+ * file's size over the install rate. Before, a join of 5 GB was
+ * abandoned at 30 s while its install ran, and sent again
+ * (bench/scale.sh at 4 GB). */
+static void test_slow_install_waited_for(void **state)
+{
+    struct fake *f = fake_a(state);
+    struct fake_opts o = {.peers = PEER_2,
+                          .n_peers = 1,
+                          .chunk_bytes = 1000,
+                          .stall_ms = 300,
+                          .install_rate = 1000}; /* SNAP_LEN: 10.5 s more */
+    leader_init(f);
+    f->peer.installing = true;
+    fake_start(f, leader_core(1), &o);
+    /* The last chunk sent again after a second without its answer: more
+     * than three stall timeouts. */
+    FAKE_WAIT(f, f->peer.n_last >= 2);
+    FAKE_CHECK(f,
+               fake_logged(f, RAFT_LOG_WARN, "snapshot to 2 abandoned") == 0 &&
+                   f->peer.n_starts == 1);
+    fake_lock(f);
+    f->peer.installing = false;
+    fake_unlock(f);
+    FAKE_WAIT(f, f->peer.installed && f->obs.stats.n_snapshots_sent == 1);
+    FAKE_CHECK(f,
+               fake_logged(f, RAFT_LOG_WARN, "snapshot to 2 abandoned") == 0 &&
+                   f->peer.n_starts == 1);
+}
+
+/* The install's allowance is bounded: a follower that never answers the
+ * last chunk is abandoned once the stall timeout and the file's install
+ * time at the install rate have passed. */
+static void test_endless_install_abandoned(void **state)
+{
+    struct fake *f = fake_a(state);
+    struct fake_opts o = {.peers = PEER_2,
+                          .n_peers = 1,
+                          .chunk_bytes = 1000,
+                          .stall_ms = 300,
+                          .install_rate = 15000}; /* SNAP_LEN: 0.7 s more */
+    leader_init(f);
+    f->peer.installing = true;
+    fake_start(f, leader_core(1), &o);
+    FAKE_WAIT(f, fake_logged(f, RAFT_LOG_WARN,
+                             "snapshot to 2 abandoned: no progress") >= 1);
+    FAKE_CHECK(f, f->peer.n_last >= 1 && !f->peer.installed);
+}
+
 /* A broken connection to the follower aborts its transfer at the next
  * tick. */
 static void test_unreachable_aborts(void **state)
@@ -967,6 +1018,8 @@ int main(void)
         TEST(test_refused_snapshot_retried),
         TEST(test_stalled_transfer_abandoned),
         TEST(test_silent_peer_abandoned),
+        TEST(test_slow_install_waited_for),
+        TEST(test_endless_install_abandoned),
         TEST(test_unreachable_aborts),
         TEST(test_lost_leadership_abandons),
         TEST(test_create_failure_retried),
