@@ -34,6 +34,7 @@
 #include "forward.h"
 #include "lease.h"
 #include "load_status.h"
+#include "mem_release.h"
 #include "metrics.h"
 #include "node.h"
 #include "node_log.h"
@@ -87,6 +88,8 @@ struct ext_node {
     struct ext_change *change;         /* membership changes and transfers */
     struct ext_cluster_id *cluster;    /* the cluster id */
     struct ext_repair *repair;         /* repairing a diverged replica */
+    struct ext_mem_release mem;        /* when the freed heap was last
+                                          given back (loop thread) */
     struct ext_divergence_judge judge; /* the evidence of a divergence
                                         judged so far (loop) */
     struct ext_barrier *barrier;       /* raft_barrier's reads */
@@ -256,6 +259,7 @@ static void on_tick(void *data)
     barrier_on_loop(n->barrier, n->driver);
     divergence_on_tick(n->divergence, n->driver);
     store_on_tick(n->store, n->driver);
+    mem_release_on_tick(&n->mem, n->driver);
     status_note_failure(n->status, n->driver);
     if (!lease_holds_back(n->lease)) {
         /* A cluster's first id entry waits too: under a lease the next
