@@ -6,16 +6,20 @@
 #include <malloc.h>
 #include <time.h>
 
-bool mem_release_due(struct ext_mem_release *m, uint64_t events,
+bool mem_release_due(struct ext_mem_release *m, uint64_t events, uint64_t n_log,
                      uint64_t now_ms)
 {
-    if (events == m->events) {
+    if (n_log > m->peak) {
+        m->peak = n_log;
+    }
+    if (events == m->events && m->peak - n_log < EXT__MEM_RELEASE_ENTRIES) {
         return false;
     }
     if (m->last_ms != 0 && now_ms < m->last_ms + EXT__MEM_RELEASE_MS) {
         return false;
     }
     m->events = events;
+    m->peak = n_log;
     m->last_ms = now_ms;
     m->n_trims++;
     return true;
@@ -24,17 +28,18 @@ bool mem_release_due(struct ext_mem_release *m, uint64_t events,
 void mem_release_on_tick(struct ext_mem_release *m,
                          const struct raft_uv_node *d)
 {
+    const struct raft *core = raft_uv_node_core(d);
     struct raft_uv_node_stats st;
     struct timespec ts;
     uint64_t now_ms;
+    raft_index first = raft_first_index(core);
+    raft_index last = raft_last_index(core);
 
     raft_uv_node_stats(d, &st);
     clock_gettime(CLOCK_MONOTONIC, &ts);
     now_ms = (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000 + 1;
-    if (mem_release_due(m,
-                        st.n_compactions + st.n_snapshots_sent +
-                            st.n_snapshots_installed,
-                        now_ms)) {
+    if (mem_release_due(m, st.n_snapshots_sent + st.n_snapshots_installed,
+                        last >= first ? last + 1 - first : 0, now_ms)) {
         (void)malloc_trim(0);
     }
 }
