@@ -427,14 +427,14 @@ static void test_max_staleness(void **state)
     parse_bad("id=1 max_staleness_ms=soon", "max_staleness_ms");
 }
 
-/* snapshot_rate_mb: 0 (unpaced) by default, 0 to 1048576, held in bytes;
- * refused with a message naming the key. */
+/* snapshot_rate_mb: 100 by default, 0 (unpaced) to 1048576, held in
+ * bytes; refused with a message naming the key. */
 static void test_snapshot_rate(void **state)
 {
     struct ext_config *c;
     (void)state;
     c = parse_ok("id=1");
-    assert_true(c->snapshot_rate_bytes == 0);
+    assert_true(c->snapshot_rate_bytes == 100ull << 20);
     free(c);
     c = parse_ok("id=1 snapshot_rate_mb=0");
     assert_true(c->snapshot_rate_bytes == 0);
