@@ -120,7 +120,8 @@ COST_NOTES = [
     "(/proc/<pid>/io: 4 KiB pages they made dirty, to be written to the "
     "disk) over the same writes. Included:",
     "  raftsql-*: node 1's process (the client threads too: 'clients' in "
-    "the notes is their share), nodes 2 and 3; not the delay proxies",
+    "the notes is their share; -proc rows: the client process, counted "
+    "with node 1), nodes 2 and 3; not the delay proxies",
     "  dqlite-*: the 3 dqlite-benchmark processes; node 1's runs the "
     "workers (Go), included; sampled every 0.25 s, window aligned",
     "  etcd-*: the 3 members; not wrk (the client: 'wrk' in the notes, "

@@ -7,12 +7,14 @@
 #include <time.h>
 
 bool mem_release_due(struct ext_mem_release *m, uint64_t events, uint64_t n_log,
-                     uint64_t now_ms)
+                     bool freed_much, uint64_t now_ms)
 {
     if (n_log > m->peak) {
         m->peak = n_log;
     }
-    if (events == m->events && m->peak - n_log < EXT__MEM_RELEASE_ENTRIES) {
+    m->pending = m->pending || freed_much;
+    if (events == m->events && m->peak - n_log < EXT__MEM_RELEASE_ENTRIES &&
+        !m->pending) {
         return false;
     }
     if (m->last_ms != 0 && now_ms < m->last_ms + EXT__MEM_RELEASE_MS) {
@@ -20,6 +22,7 @@ bool mem_release_due(struct ext_mem_release *m, uint64_t events, uint64_t n_log,
     }
     m->events = events;
     m->peak = n_log;
+    m->pending = false;
     m->last_ms = now_ms;
     m->n_trims++;
     return true;
@@ -35,11 +38,20 @@ void mem_release_on_tick(struct ext_mem_release *m,
     raft_index first = raft_first_index(core);
     raft_index last = raft_last_index(core);
 
+    bool freed_much = false;
+
     raft_uv_node_stats(d, &st);
+    if (st.n_compactions != m->compactions) {
+        /* Once per compaction: mallinfo2 walks every arena. */
+        struct mallinfo2 mi = mallinfo2();
+        m->compactions = st.n_compactions;
+        freed_much = mi.fordblks >= EXT__MEM_RELEASE_FREE_BYTES;
+    }
     clock_gettime(CLOCK_MONOTONIC, &ts);
     now_ms = (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000 + 1;
     if (mem_release_due(m, st.n_snapshots_sent + st.n_snapshots_installed,
-                        last >= first ? last + 1 - first : 0, now_ms)) {
+                        last >= first ? last + 1 - first : 0, freed_much,
+                        now_ms)) {
         (void)malloc_trim(0);
     }
 }

@@ -16,12 +16,12 @@ static void test_routine_work_no_trim(void **state)
     struct ext_mem_release m = {0};
     uint64_t now = 1;
     (void)state;
-    assert_false(mem_release_due(&m, 0, 0, now));
+    assert_false(mem_release_due(&m, 0, 0, false, now));
     for (int i = 0; i < 100; i++) {
         now += 700;
         /* 8,192 entries, compacted to 1,024. */
-        assert_false(mem_release_due(&m, 0, 8192, now));
-        assert_false(mem_release_due(&m, 0, 1024, now + 1));
+        assert_false(mem_release_due(&m, 0, 8192, false, now));
+        assert_false(mem_release_due(&m, 0, 1024, false, now + 1));
     }
     assert_int_equal(m.n_trims, 0);
 }
@@ -33,14 +33,15 @@ static void test_snapshots_trim_at_most_once_a_period(void **state)
 {
     struct ext_mem_release m = {0};
     (void)state;
-    assert_true(mem_release_due(&m, 1, 10, 5000));
-    assert_false(mem_release_due(&m, 1, 10, 5001)); /* nothing new */
-    assert_false(mem_release_due(&m, 2, 10, 5001)); /* too soon */
-    assert_false(mem_release_due(&m, 3, 10, 5000 + EXT__MEM_RELEASE_MS - 1));
-    assert_true(mem_release_due(&m, 3, 10, 5000 + EXT__MEM_RELEASE_MS));
+    assert_true(mem_release_due(&m, 1, 10, false, 5000));
+    assert_false(mem_release_due(&m, 1, 10, false, 5001)); /* nothing new */
+    assert_false(mem_release_due(&m, 2, 10, false, 5001)); /* too soon */
+    assert_false(
+        mem_release_due(&m, 3, 10, false, 5000 + EXT__MEM_RELEASE_MS - 1));
+    assert_true(mem_release_due(&m, 3, 10, false, 5000 + EXT__MEM_RELEASE_MS));
     assert_int_equal(m.events, 3);
-    assert_false(mem_release_due(&m, 3, 10, 100000)); /* all covered */
-    assert_true(mem_release_due(&m, 4, 10, 100000));
+    assert_false(mem_release_due(&m, 3, 10, false, 100000)); /* all covered */
+    assert_true(mem_release_due(&m, 4, 10, false, 100000));
     assert_int_equal(m.n_trims, 3);
 }
 
@@ -51,19 +52,35 @@ static void test_big_compaction_trims(void **state)
 {
     struct ext_mem_release m = {0};
     (void)state;
-    assert_false(mem_release_due(&m, 0, 30000, 1000));
-    assert_false(
-        mem_release_due(&m, 0, 30000 - EXT__MEM_RELEASE_ENTRIES + 1, 2000));
-    assert_true(mem_release_due(&m, 0, 30000 - EXT__MEM_RELEASE_ENTRIES, 3000));
+    assert_false(mem_release_due(&m, 0, 30000, false, 1000));
+    assert_false(mem_release_due(&m, 0, 30000 - EXT__MEM_RELEASE_ENTRIES + 1,
+                                 false, 2000));
+    assert_true(
+        mem_release_due(&m, 0, 30000 - EXT__MEM_RELEASE_ENTRIES, false, 3000));
     assert_int_equal(m.peak, 30000 - EXT__MEM_RELEASE_ENTRIES);
     /* 12,592 fewer: not enough. */
-    assert_false(mem_release_due(&m, 0, 1024, 3200));
+    assert_false(mem_release_due(&m, 0, 1024, false, 3200));
     /* Up to 20,000 and down to 1,024 within the period: trimmed once it
      * is over. */
-    assert_false(mem_release_due(&m, 0, 20000, 3500));
-    assert_false(mem_release_due(&m, 0, 1024, 3999));
-    assert_true(mem_release_due(&m, 0, 1024, 4000));
-    assert_false(mem_release_due(&m, 0, 1024, 9000));
+    assert_false(mem_release_due(&m, 0, 20000, false, 3500));
+    assert_false(mem_release_due(&m, 0, 1024, false, 3999));
+    assert_true(mem_release_due(&m, 0, 1024, false, 4000));
+    assert_false(mem_release_due(&m, 0, 1024, false, 9000));
+    assert_int_equal(m.n_trims, 2);
+}
+
+/* A compaction that left much free (large entries: a bulk load) trims,
+ * at once or once the period is over, and only once. */
+static void test_much_freed_trims(void **state)
+{
+    struct ext_mem_release m = {0};
+    (void)state;
+    assert_true(mem_release_due(&m, 0, 8192, true, 1000));
+    assert_false(mem_release_due(&m, 0, 1024, false, 1500));
+    assert_false(mem_release_due(&m, 0, 1024, true, 1600)); /* too soon */
+    assert_false(mem_release_due(&m, 0, 1024, false, 1999));
+    assert_true(mem_release_due(&m, 0, 1024, false, 2000)); /* pending */
+    assert_false(mem_release_due(&m, 0, 1024, false, 9000));
     assert_int_equal(m.n_trims, 2);
 }
 
@@ -73,6 +90,7 @@ int main(void)
         cmocka_unit_test(test_routine_work_no_trim),
         cmocka_unit_test(test_snapshots_trim_at_most_once_a_period),
         cmocka_unit_test(test_big_compaction_trims),
+        cmocka_unit_test(test_much_freed_trims),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
