@@ -9,8 +9,8 @@
  * snapshot_rate_bytes a second (each tick sends what the pace allows by
  * then: a transfer at full speed fills the one disk of a small cluster,
  * and every log fsync waits behind it) -> the follower's last answer
- * (offset == total) ends the transfer; the core learns the follower's new match index from its
- * AppendEntries result.
+ * (offset == total) ends the transfer; the core learns the follower's
+ * new match index from its AppendEntries result.
  * Happy path, follower: chunks are written in order to a temporary file ->
  * once complete, a sealed storage job verifies the checksum, installs the
  * file into the state machine and resets the log -> the driver steps

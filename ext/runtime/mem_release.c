@@ -37,7 +37,6 @@ void mem_release_on_tick(struct ext_mem_release *m,
     uint64_t now_ms;
     raft_index first = raft_first_index(core);
     raft_index last = raft_last_index(core);
-
     bool freed_much = false;
 
     raft_uv_node_stats(d, &st);
