@@ -36,6 +36,7 @@
 
 #include <inttypes.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -43,6 +44,7 @@
 #include "../../raft/configuration.h"
 #include "exec.h"
 #include "leader_call.h"
+#include "lease_core.h"
 
 /* Requests a leader keeps pending, answers it remembers, relays a
  * follower keeps. */
@@ -90,6 +92,15 @@ struct pending {
     uint64_t since;   /* loop clock when stepped */
 };
 
+/* A change this leader keeps until the write lease in force ends
+ * (LEASE_CORE_CHANGE_WAIT_MS at most). */
+struct deferred {
+    raft_id from;                /* who to answer, as struct pending */
+    uint64_t rid[2];             /* its request id */
+    struct ext_change_request q; /* the request */
+    uint64_t since;              /* loop clock when it first came */
+};
+
 /* An answer given, kept to answer a repeated request alike. */
 struct recent {
     uint64_t rid[2]; /* the request answered */
@@ -123,12 +134,18 @@ struct ext_change {
     raft_index view_index; /* configuration index of the member view last
                               published (mu) */
     /* The loop thread's own. */
-    struct pending pending[EXT__PENDING_MAX]; /* stepped, not done yet */
-    unsigned n_pending;                       /* entries of @pending */
-    struct recent recent[EXT__RECENT_MAX];    /* latest answers, a ring */
-    unsigned recent_next;                     /* next slot of @recent */
-    struct relay relay[EXT__RELAY_MAX];       /* relayed requests, a ring */
-    unsigned relay_next;                      /* next slot of @relay */
+    struct pending pending[EXT__PENDING_MAX];   /* stepped, not done yet */
+    unsigned n_pending;                         /* entries of @pending */
+    struct deferred deferred[EXT__PENDING_MAX]; /* waiting for the lease */
+    unsigned n_deferred;                        /* entries of @deferred */
+    _Atomic unsigned n_deferred_view;      /* @n_deferred for other threads */
+    bool (*lease_held)(void *arg);         /* a write lease holds new entries
+                                      back (change_set_lease_test) */
+    void *lease_arg;                       /* for lease_held */
+    struct recent recent[EXT__RECENT_MAX]; /* latest answers, a ring */
+    unsigned recent_next;                  /* next slot of @recent */
+    struct relay relay[EXT__RELAY_MAX];    /* relayed requests, a ring */
+    unsigned relay_next;                   /* next slot of @relay */
     uint64_t next_promote_at;    /* loop clock of the next promotion try */
     struct ext_change_join join; /* this node's JOIN (join=) */
     bool join_refused; /* RAFTSQL_TEST_REFUSE_FIRST_JOIN done (test) */
@@ -358,11 +375,41 @@ static bool refuse_join_once(struct ext_change *c,
     return false;
 }
 
-/* step_request steps @q on this leader for @from: a change or transfer is
- * left pending (answered once done), a refusal answered at once. */
+/* defer keeps change @q of @from (request @rid, first seen at loop clock
+ * @since) while a write lease this leader granted is in force, for
+ * LEASE_CORE_CHANGE_WAIT_MS at most; returns whether it kept it (or
+ * refused it: too many kept), false when it goes now. */
+static bool defer(struct ext_change *c, struct raft_uv_node *d, raft_id from,
+                  const uint64_t rid[2], const struct ext_change_request *q,
+                  uint64_t since)
+{
+    struct deferred *w;
+
+    if (q->op == EXT_CHANGE_TRANSFER || c->lease_held == NULL ||
+        raft_uv_node_now(d) >= since + LEASE_CORE_CHANGE_WAIT_MS ||
+        !c->lease_held(c->lease_arg)) {
+        return false;
+    }
+    if (c->n_deferred == EXT__PENDING_MAX) {
+        respond(c, d, from, rid, RAFT_BUSY, EXT_WHY_PENDING);
+        return true;
+    }
+    w = &c->deferred[c->n_deferred++];
+    w->from = from;
+    w->rid[0] = rid[0];
+    w->rid[1] = rid[1];
+    w->q = *q;
+    w->since = since;
+    return true;
+}
+
+/* step_request steps @q on this leader for @from (first seen at loop
+ * clock @since): a change or transfer is left pending (answered once
+ * done), a refusal answered at once; a change that finds a write lease
+ * in force waits for its end (defer, step_deferred). */
 static void step_request(struct ext_change *c, struct raft_uv_node *d,
                          raft_id from, const uint64_t rid[2],
-                         const struct ext_change_request *q)
+                         const struct ext_change_request *q, uint64_t since)
 {
     const struct raft *core = raft_uv_node_core(d);
     struct raft_event ev;
@@ -373,6 +420,11 @@ static void step_request(struct ext_change *c, struct raft_uv_node *d,
     for (unsigned i = 0; i < c->n_pending; i++) {
         if (rid_eq(c->pending[i].rid, rid)) {
             return; /* a repeat: answered once done */
+        }
+    }
+    for (unsigned i = 0; i < c->n_deferred; i++) {
+        if (rid_eq(c->deferred[i].rid, rid) && rid[0] != 0) {
+            return; /* a repeat: stepped once the lease ended */
         }
     }
     for (unsigned i = 0; i < EXT__RECENT_MAX; i++) {
@@ -413,6 +465,9 @@ static void step_request(struct ext_change *c, struct raft_uv_node *d,
          q->op == EXT_CHANGE_UPDATE) &&
         address_used(raft_current_configuration(core), q->id, q->address)) {
         respond(c, d, from, rid, RAFT_INVALID, EXT_WHY_ADDRESS_USED);
+        return;
+    }
+    if (defer(c, d, from, rid, q, since)) {
         return;
     }
     memset(&ev, 0, sizeof ev);
@@ -528,7 +583,7 @@ static void promote_caught_up(struct ext_change *c, struct raft_uv_node *d)
     uint64_t now = raft_uv_node_now(d);
 
     if (raft_role(core) != RAFT_LEADER || now < c->next_promote_at ||
-        c->n_pending > 0 || raft_transferee(core) != 0 ||
+        c->n_pending > 0 || c->n_deferred > 0 || raft_transferee(core) != 0 ||
         raft_configuration_index(core) > raft_commit_index(core)) {
         return;
     }
@@ -542,7 +597,7 @@ static void promote_caught_up(struct ext_change *c, struct raft_uv_node *d)
             struct ext_change_request q = {.op = EXT_CHANGE_PROMOTE,
                                            .id = s->id};
             uint64_t rid[2] = {0, 0};
-            step_request(c, d, 0, rid, &q);
+            step_request(c, d, 0, rid, &q, now);
             return; /* one at a time; the next try sees the rest */
         }
     }
@@ -563,7 +618,8 @@ void change_on_request(struct ext_change *c, struct raft_uv_node *d,
         return;
     }
     if (raft_role(core) == RAFT_LEADER) {
-        step_request(c, d, m->from, rid, &q);
+        step_request(c, d, m->from, rid, &q, raft_uv_node_now(d));
+        atomic_store(&c->n_deferred_view, c->n_deferred);
         return;
     }
     if (leader != 0 && leader != m->from) {
@@ -674,7 +730,7 @@ static void dispatch(struct ext_change *c, struct raft_uv_node *d)
         return;
     }
     if (leading) {
-        step_request(c, d, c->self, rid, &q);
+        step_request(c, d, c->self, rid, &q, now);
         return;
     }
     rc = change_codec_encode(&q, &payload);
@@ -708,19 +764,67 @@ static void publish(struct ext_change *c, struct raft_uv_node *d)
     pthread_mutex_unlock(&c->mu);
 }
 
+/* step_deferred steps again the changes kept for the lease (each kept
+ * again while it holds, up to its wait); once this node no longer leads,
+ * its own caller's goes to the next leader and a peer's is answered
+ * RAFT_NOTLEADER (it sends it again), none having been appended. */
+static void step_deferred(struct ext_change *c, struct raft_uv_node *d)
+{
+    struct deferred w[EXT__PENDING_MAX];
+    unsigned n = c->n_deferred;
+
+    if (n == 0) {
+        return;
+    }
+    memcpy(w, c->deferred, n * sizeof *w);
+    c->n_deferred = 0;
+    if (raft_role(raft_uv_node_core(d)) == RAFT_LEADER) {
+        for (unsigned i = 0; i < n; i++) {
+            step_request(c, d, w[i].from, w[i].rid, &w[i].q, w[i].since);
+        }
+        return;
+    }
+    for (unsigned i = 0; i < n; i++) {
+        if (w[i].from != c->self) {
+            respond(c, d, w[i].from, w[i].rid, RAFT_NOTLEADER, 0);
+            continue;
+        }
+        pthread_mutex_lock(&c->mu);
+        if (c->call != NULL && rid_eq(c->call->call.id, w[i].rid) &&
+            c->call->call.state == EXT_CALL_TAKEN) {
+            leader_call_requeue(&c->call->call);
+        }
+        pthread_mutex_unlock(&c->mu);
+    }
+}
+
+bool change_waits_for_lease(const struct ext_change *c)
+{
+    return c->n_deferred > 0;
+}
+
+unsigned change_waiting_count(struct ext_change *c)
+{
+    return atomic_load(&c->n_deferred_view);
+}
+
 void change_on_wake(struct ext_change *c, struct raft_uv_node *d)
 {
+    step_deferred(c, d);
     dispatch(c, d);
+    atomic_store(&c->n_deferred_view, c->n_deferred);
 }
 
 void change_on_tick(struct ext_change *c, struct raft_uv_node *d)
 {
+    step_deferred(c, d);
     dispatch(c, d);
     check_pending(c, d);
     promote_caught_up(c, d);
     change_join_tick(&c->join, d);
     publish(c, d);
     view_shown(c, raft_uv_node_now(d));
+    atomic_store(&c->n_deferred_view, c->n_deferred);
 }
 
 /* ---- Callers (any thread) ----------------------------------------------- */
@@ -860,6 +964,13 @@ void change_attach(struct ext_change *c, struct raft_uv_node *d)
     pthread_mutex_lock(&c->mu);
     c->driver = d;
     pthread_mutex_unlock(&c->mu);
+}
+
+void change_set_lease_test(struct ext_change *c, bool (*held)(void *arg),
+                           void *arg)
+{
+    c->lease_held = held;
+    c->lease_arg = arg;
 }
 
 void change_free(struct ext_change *c)

@@ -35,6 +35,25 @@ int change_new(const struct ext_config *cfg, struct ext_change **out);
  * any thread. */
 void change_attach(struct ext_change *c, struct raft_uv_node *d);
 
+/* change_set_lease_test gives @c the test @held (called with @arg on
+ * the loop thread; lease_holds_back) that says whether a write lease this
+ * leader granted is in force: a membership change that finds one waits
+ * for its end, LEASE_CORE_CHANGE_WAIT_MS at most (lease_core.h), so that
+ * the transaction holding it is not refused. Before change_attach; any
+ * thread. */
+void change_set_lease_test(struct ext_change *c, bool (*held)(void *arg),
+                           void *arg);
+
+/* change_waits_for_lease says whether a membership change waits for the
+ * lease in force to end (change_set_lease_test): no new lease may be
+ * granted meanwhile. Loop thread. */
+bool change_waits_for_lease(const struct ext_change *c);
+
+/* change_waiting_count returns how many membership changes waited for
+ * the lease in force to end at the loop's latest look (raft_status()).
+ * Any thread. */
+unsigned change_waiting_count(struct ext_change *c);
+
 /* change_free frees @c. NULL is ignored. No caller may wait in it. */
 void change_free(struct ext_change *c);
 

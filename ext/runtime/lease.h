@@ -28,11 +28,13 @@
  *   2. while the lease is in force the loop proposes no request: this
  *      node's raft_exec calls and the followers' forwarded requests wait
  *      (lease_holds_back), nor does a first leader its cluster id entry
- *      (node.c). Membership changes go (an operator's, rare; a
- *      stuck writer must not block raft_remove): a lease whose leader
- *      appended anything after G has its commit refused, not applied, so
- *      the changeset is always entry G + 1, the first entry after the
- *      state its transaction read.
+ *      (node.c). A membership change (an operator's, a join's, the
+ *      leader's automatic promotion) waits for the lease to end, while
+ *      no new lease is granted, LEASE_CORE_CHANGE_WAIT_MS at most (a
+ *      stuck writer must not block raft_remove): then it goes, and a
+ *      lease whose leader appended anything after G has its commit
+ *      refused, not applied, so the changeset is always entry G + 1,
+ *      the first entry after the state its transaction read.
  *   3. commit (holder, inside its commit hook, holding the WAL write
  *      lock): the loop checks the id is the lease in force and appends
  *      the changeset unstamped as entry G + 1; the lease ends there
@@ -114,6 +116,14 @@ struct ext_lease; /* opaque */
  * thread. */
 int lease_new(raft_id self, unsigned lease_timeout_ms, unsigned exec_timeout_ms,
               uint64_t max_bytes, struct ext_lease **out);
+
+/* lease_set_change_test gives @l the test @waiting (called with @arg on
+ * the loop thread, under @l's lock; change_waits_for_lease) that says
+ * whether a membership change waits for the lease in force to end: this
+ * leader grants no lease meanwhile (its askers are answered busy and ask
+ * again). Before lease_attach; any thread. */
+void lease_set_change_test(struct ext_lease *l, bool (*waiting)(void *arg),
+                           void *arg);
 
 /* lease_attach gives @l the running driver @d (which holders wake) and
  * the applier @a (held and asked for its applied index); both must

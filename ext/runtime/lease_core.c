@@ -569,6 +569,12 @@ static bool may_grant(struct lease_core *c, const struct lease_core_env *env,
     if (c->shutdown) {
         *rc = RAFT_SHUTDOWN;
         lease_core_say(why, why_len, "the node is stopping");
+    } else if (env->change_waiting) {
+        /* Asked again shortly, as for a lease held (lease.c). */
+        *rc = RAFT_BUSY;
+        lease_core_say(why, why_len,
+                       "a membership change waits to be appended first (it "
+                       "goes once the lease in force ends)");
     } else if (env->gate(env->arg, why, why_len) != 0) {
         *rc = RAFT_FORMAT;
     }
@@ -683,8 +689,10 @@ static struct raft_buf *take_commit(struct lease_core *c,
     }
     if (env->last_index != c->grant_index) {
         end_lease(c, RAFT_NOTLEADER,
-                  "the leader appended another entry after the grant (a "
-                  "membership change): retry the transaction");
+                  "a membership change was appended after the grant (it "
+                  "waited %u ms for the lease to end, the most a change "
+                  "waits): retry the transaction",
+                  LEASE_CORE_CHANGE_WAIT_MS);
         answer_commit(c, env, out, RAFT_NOTLEADER, "not applied: %s",
                       c->ended_why);
         return NULL;
@@ -993,7 +1001,10 @@ static void on_ask_result(struct lease_core *c,
                     (unsigned long long)r->server);
             } else {
                 lease_core_say(c->ask_why, sizeof c->ask_why,
-                               "the write lease is held by another connection");
+                               "the write lease is held by another "
+                               "connection, or a membership change waits "
+                               "for it at the leader (server %llu)",
+                               (unsigned long long)from);
             }
             break;
         case RAFT_NOTLEADER:
@@ -1051,10 +1062,11 @@ static void on_commit_result(struct lease_core *c,
             break;
         case RAFT_NOTLEADER:
             answer_commit(c, env, out, RAFT_NOTLEADER,
-                          "not applied: a leader change ended the lease "
-                          "(server %llu no longer leads, or appended another "
-                          "entry first: a membership change, which ends "
-                          "every lease): retry the transaction",
+                          "not applied: the lease ended before its entry "
+                          "was appended (server %llu stopped leading, or "
+                          "appended a membership change that had waited "
+                          "for the lease as long as a change waits): retry "
+                          "the transaction",
                           leader);
             break;
         case RAFT_TOOBIG:

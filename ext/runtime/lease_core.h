@@ -51,6 +51,13 @@ enum {
 /* The most frames one call hands back. */
 #define LEASE_CORE_MAX_SENDS 6
 
+/* A membership change that finds a lease in force on the leader waits
+ * this long at most for the lease to end (its transaction's commit or
+ * rollback: milliseconds as a rule), ms, while no lease is granted
+ * (change.c); then it is appended anyway, and the lease's commit is
+ * refused: a transaction left open must not block a raft_remove. */
+#define LEASE_CORE_CHANGE_WAIT_MS 2000
+
 /* What the loop's core looks like now, and two questions the lease asks
  * the node. Filled by the loop's caller for each loop call. */
 struct lease_core_env {
@@ -70,6 +77,9 @@ struct lease_core_env {
                                     (wire_gate_changeset), else nonzero
                                     and @why says which cannot */
     void *arg;                                         /* for both */
+    bool change_waiting; /* a membership change waits for the lease in
+                            force to end (change.h): no lease is granted
+                            meanwhile (asks answered RAFT_BUSY) */
 };
 
 /* What a call hands back for its caller to carry out, in this order:

@@ -349,6 +349,22 @@ static bool fwd_held_back(void *data)
     return lease_holds_back(n->lease);
 }
 
+/* change_lease_held says whether a write lease holds new entries back:
+ * a membership change waits for its end (change.h). */
+static bool change_lease_held(void *data)
+{
+    struct ext_node *n = data;
+    return lease_holds_back(n->lease);
+}
+
+/* lease_change_waiting says whether a membership change waits for the
+ * lease in force: no new lease is granted (lease.h). */
+static bool lease_change_waiting(void *data)
+{
+    struct ext_node *n = data;
+    return change_waits_for_lease(n->change);
+}
+
 /* fwd_admit_format3 says whether a follower's request of format 3 may be
  * proposed (wire_gate.h); a refusal is logged once per reason. */
 static int fwd_admit_format3(void *data)
@@ -656,6 +672,8 @@ static int start_threads(struct ext_node *n, const char *db_path,
         return rc;
     }
     exec_attach(n->exec, n->driver);
+    change_set_lease_test(n->change, change_lease_held, n);
+    lease_set_change_test(n->lease, lease_change_waiting, n);
     change_attach(n->change, n->driver);
     lease_attach(n->lease, n->driver, n->applier);
     return 0;
@@ -963,6 +981,7 @@ static void gather_extra(struct ext_node *n, struct ext_status_extra *x,
     x->has_load = load_status_get(n->load, &x->load);
     staleness_get(n->staleness, &x->staleness);
     lease_view(n->lease, &x->lease);
+    x->changes_waiting = change_waiting_count(n->change);
     applier_metrics(n->applier, &x->apply);
     request_counts_read(exec_request_counts(n->exec), &x->requests);
 }

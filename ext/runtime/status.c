@@ -127,19 +127,21 @@ static json_t *load_json(const struct ext_status_extra *x)
 
 /* lease_json renders the write lease in force of @x, null for none: its
  * holder's token and server, its id, the plain writers of this node
- * queued for it, its age and the raft_exec calls waiting on
- * this node (behind it, since the leader proposes none meanwhile). */
+ * queued for it, its age, the raft_exec calls waiting on this node
+ * (behind it, since the leader proposes none meanwhile) and the
+ * membership changes waiting for its end (on the leader). */
 static json_t *lease_json(const struct ext_status_extra *x)
 {
     const struct ext_lease_view *v = &x->lease;
     if (!v->in_force) {
         return json_null();
     }
-    return json_pack("{s:I, s:I, s:I, s:I, s:I, s:I}", "holder",
+    return json_pack("{s:I, s:I, s:I, s:I, s:I, s:I, s:I}", "holder",
                      (json_int_t)v->holder, "server", (json_int_t)v->server,
                      "id", (json_int_t)v->id, "age_ms", (json_int_t)v->age_ms,
                      "waiting", (json_int_t)(x->queue + x->waiters), "queued",
-                     (json_int_t)v->queued);
+                     (json_int_t)v->queued, "changes_waiting",
+                     (json_int_t)x->changes_waiting);
 }
 
 int status_new(const struct ext_config *cfg, const char *build_id,

@@ -49,6 +49,8 @@ struct ext_status_extra {
     struct ext_staleness_verdict staleness; /* the lag, and whether reads
                                                are refused as stale */
     struct ext_lease_view lease;            /* the write lease (lease.h) */
+    unsigned changes_waiting;               /* membership changes waiting
+                                               for it to end (change.h) */
     struct ext_applier_metrics apply;       /* the batches applied (read
                                                by raft_metrics() only) */
     struct ext_request_tally requests;      /* refused, timed-out and

@@ -12,6 +12,7 @@ join= variant of the replacement skips itself while raft_start refuses
 join=.
 """
 
+import contextlib
 import os
 import shutil
 import signal
@@ -142,11 +143,13 @@ class Writer(threading.Thread):
     """Writes numbered rows through any live node until stopped; keeps
     the acknowledged numbers."""
 
-    def __init__(self, members, ids=None):
+    def __init__(self, members, ids=None, plain=False):
         super().__init__(daemon=True)
         self.members = members
         self.ids = ids  # write through these nodes only (None: any)
+        self.plain = plain  # plain INSERTs (the write lease), not raft_exec
         self.acked = set()
+        self.errors = []  # every failed write's error
         self.last_error = None  # the latest failed write's error
         self.halt = threading.Event()
 
@@ -161,11 +164,20 @@ class Writer(threading.Thread):
                 continue
             node = nodes[i % len(nodes)]
             try:
-                node.value("SELECT raft_exec('INSERT INTO ack(n) VALUES (?)',"
-                           " ?)", i)
+                if self.plain:
+                    node.sql("INSERT INTO ack(n) VALUES (?)", i)
+                else:
+                    node.value("SELECT raft_exec('INSERT INTO ack(n) "
+                               "VALUES (?)', ?)", i)
                 self.acked.add(i)
             except (NodeError, ValueError, OSError, BrokenPipeError) as e:
                 self.last_error = "node %d: %s" % (node.id, e)
+                if self.plain:
+                    with contextlib.suppress(NodeError, ValueError,
+                                             OSError):
+                        self.last_error += " (%s)" % node.value(
+                            "SELECT raft_last_error()")
+                self.errors.append(self.last_error)
                 time.sleep(0.02)
 
     def wait_acked(self, n, timeout=60.0):
@@ -441,6 +453,44 @@ class MembershipTest(unittest.TestCase):
             "meanwhile, %d snapshot sends logged): %r" % (
                 written, sends, row))
         self.assertLessEqual(sends, 3, "snapshot sends logged")
+        self.check_end()
+
+    def test_join_under_plain_writes_refuses_none(self):
+        """A node joins while plain SQL writes go on through the leader
+        and the followers: neither the raft_add its JOIN makes nor the
+        leader's automatic promotion refuses the transaction that holds
+        the write lease at that moment. Each change waits for the lease
+        in force to end (milliseconds), and no lease is granted while it
+        waits. Before, each change ended the lease in force and that
+        COMMIT was refused "not applied" (a trial: one retried write per
+        change)."""
+        self.m = Members(self.dir, 4)
+        for i in (1, 2, 3):
+            self.m.start(i)
+        leader = self.m.leader()
+        leader.value("SELECT raft_exec('CREATE TABLE ack(id INTEGER "
+                     "PRIMARY KEY, n INTEGER UNIQUE)')")
+        self.call(leader, "SELECT raft_remove(4)")
+        commit = leader.status()["commit"]
+        deadline = time.monotonic() + 30
+        for i in (1, 2, 3):
+            # Its INSERT is prepared against its own schema: the table
+            # must be there.
+            while self.m.nodes[i].status()["applied"] < commit:
+                self.assertLess(time.monotonic(), deadline,
+                                "node %d did not apply %d" % (i, commit))
+                time.sleep(0.05)
+            # A writer that meets a lease held waits, as with SQLite's
+            # write lock.
+            self.m.nodes[i].sql("PRAGMA busy_timeout = 20000")
+        self.writer = Writer(self.m, ids=(1, 2, 3), plain=True)
+        self.writer.start()
+        self.writer.wait_acked(20)
+        self.m.start(4, "join=%s" % self.m.address(leader.id))
+        self.wait_role(4, "voter", timeout=60)
+        self.writer.wait_acked(len(self.writer.acked) + 20)
+        self.assertEqual(self.writer.errors, [],
+                         "plain writes refused during the join")
         self.check_end()
 
     def test_join_logs_no_second_connection_alarm(self):

@@ -16,6 +16,7 @@
 #include <cmocka.h>
 #include <jansson.h>
 
+#include "ext/runtime/change_codec.h"
 #include "ext/runtime/node.h"
 #include "sql/changeset.h"
 #include "tests/ext/helpers.h"
@@ -145,13 +146,16 @@ static int with_table(struct cluster *c)
     return l;
 }
 
-/* A raft_exec on another thread. */
+/* A raft_exec (@sql set) or a membership change (@q) on another
+ * thread. */
 struct call {
     pthread_t t;
     struct ext_node *n;
     const char *sql;
     int rc;
     struct ext_exec_result r;
+    struct ext_change_request q;
+    struct ext_change_result cr;
     bool done;
     pthread_mutex_t mu;
 };
@@ -159,10 +163,15 @@ struct call {
 static void *call_main(void *arg)
 {
     struct call *k = arg;
-    int rc =
-        ext_node_exec(k->n, k->sql, strlen(k->sql), NULL, 0, NULL, NULL, &k->r);
+    struct ext_change_result cr;
+    int rc = k->sql != NULL ? ext_node_exec(k->n, k->sql, strlen(k->sql), NULL,
+                                            0, NULL, NULL, &k->r)
+                            : ext_node_change(k->n, &k->q, NULL, &cr);
     pthread_mutex_lock(&k->mu);
     k->rc = rc;
+    if (k->sql == NULL) {
+        k->cr = cr;
+    }
     k->done = true;
     pthread_mutex_unlock(&k->mu);
     return NULL;
@@ -173,6 +182,21 @@ static void call_start(struct call *k, struct ext_node *n, const char *sql)
     memset(k, 0, sizeof *k);
     k->n = n;
     k->sql = sql;
+    pthread_mutex_init(&k->mu, NULL);
+    assert_int_equal(pthread_create(&k->t, NULL, call_main, k), 0);
+}
+
+/* change_start adds server @id (a learner nobody runs: it commits with
+ * the voters alone) through @n on another thread. */
+static void change_start(struct call *k, struct ext_node *n, raft_id id)
+{
+    memset(k, 0, sizeof *k);
+    k->n = n;
+    k->q.op = EXT_CHANGE_ADD;
+    k->q.manual = true;
+    k->q.id = id;
+    snprintf(k->q.address, sizeof k->q.address, "127.0.0.1:%d",
+             ext_free_port());
     pthread_mutex_init(&k->mu, NULL);
     assert_int_equal(pthread_create(&k->t, NULL, call_main, k), 0);
 }
@@ -621,6 +645,90 @@ static void test_expired(void **state)
     stop(&c);
 }
 
+/* A membership change (a raft_add sent from a follower) that finds a
+ * lease in force waits for its end, and raft_status() shows it waiting:
+ * the holder's commit goes through (the change used to be appended at
+ * once and the commit refused "not applied"); no lease is granted while
+ * the change waits (a follower's ask is answered busy), and the change
+ * is committed after the changeset. */
+static void test_change_waits_for_lease(void **state)
+{
+    struct cluster c;
+    struct call k;
+    char why[256] = "";
+    uint64_t id, id2 = 0;
+    size_t len;
+    void *p;
+    int l, f;
+    (void)state;
+
+    start(&c, "");
+    l = with_table(&c);
+    f = (l + 1) % 3;
+    id = acquire(c.n[l], 81);
+    p = changeset("INSERT INTO t VALUES (8, 'x')", id, &len);
+    change_start(&k, c.n[f], 4);
+    EXT_WAIT(has_in_status(c.n[l], "\"changes_waiting\":1") || call_done(&k),
+             "the change neither waited nor ended");
+    assert_false(call_done(&k));
+    if (ext_node_lease_commit(c.n[l], id, p, len, NULL, NULL, why,
+                              sizeof why) != 0) {
+        fail_msg("commit under the lease: %s", why);
+    }
+    free(p);
+    /* The lease ended with the proposal; the change goes before any
+     * new grant. */
+    assert_int_equal(
+        ext_node_lease_acquire(c.n[f], 82, 0, &id2, why, sizeof why),
+        RAFT_BUSY);
+    ext_node_lease_release(c.n[l], id, NULL);
+    call_join(&k);
+    if (k.cr.rc != 0) {
+        fail_msg("raft_add: %d %s", k.cr.rc, k.cr.errmsg);
+    }
+    assert_int_equal(count_rows(c.db[l].path), 1);
+    ext_node_lease_release(c.n[f], acquire(c.n[f], 83), NULL);
+    assert_replicas_equal(&c, 1);
+    stop(&c);
+}
+
+/* A change waits LEASE_CORE_CHANGE_WAIT_MS at most: behind a follower's
+ * transaction left open, it is appended then, and that lease's commit
+ * is refused, not applied, saying a membership change came after the
+ * grant. */
+static void test_change_waits_bounded(void **state)
+{
+    struct cluster c;
+    struct call k;
+    char why[256] = "";
+    uint64_t id;
+    size_t len;
+    void *p;
+    int l, f;
+    (void)state;
+
+    start(&c, "");
+    l = with_table(&c);
+    f = (l + 1) % 3;
+    id = acquire(c.n[f], 91);
+    p = changeset("INSERT INTO t VALUES (9, 'x')", id, &len);
+    change_start(&k, c.n[l], 4);
+    call_join(&k);
+    if (k.cr.rc != 0) {
+        fail_msg("raft_add: %d %s", k.cr.rc, k.cr.errmsg);
+    }
+    assert_int_equal(
+        ext_node_lease_commit(c.n[f], id, p, len, NULL, NULL, why, sizeof why),
+        RAFT_NOTLEADER);
+    assert_non_null(strstr(why, "not applied"));
+    assert_non_null(strstr(why, "membership change"));
+    free(p);
+    ext_node_lease_release(c.n[f], id, NULL);
+    exec_ok(c.n[l], "INSERT INTO t VALUES (2, 'b')");
+    assert_int_equal(count_rows(c.db[l].path), 1);
+    stop(&c);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -631,6 +739,8 @@ int main(void)
         cmocka_unit_test(test_follower_commit),
         cmocka_unit_test(test_follower_expired),
         cmocka_unit_test(test_operator_ends_lease),
+        cmocka_unit_test(test_change_waits_for_lease),
+        cmocka_unit_test(test_change_waits_bounded),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
