@@ -30,6 +30,9 @@ BLOB, n INTEGER) with an index on n, 1000-byte random values. Then, on
   of the file took (scan_s, raft_status() start_verify);
 - snap: one client writes while node 4 joins (a snapshot is created and
   sent): p99 ms in that window (snap_p99_ms) beside w1's (w1_p99_ms);
+  the log shows that window's writes per 5 s ("join +N s": writes, p99,
+  max, and what node 1's snapshot_transfer showed: no transfer while it
+  makes the snapshot, the share sent, or sent while node 4 installs);
 - rss_mb, anon_mb: the largest VmRSS and RssAnon of the node processes
   at the end.
 
@@ -180,6 +183,7 @@ class Load:
         self.plain = plain
         self.cons = [connect(db) for _ in range(clients)]
         self.lat = [[] for _ in range(clients)]
+        self.at = [[] for _ in range(clients)]  # each write's start
         self.errors = []
         self.n = first
         self.mu = threading.Lock()
@@ -213,6 +217,7 @@ class Load:
                     return
                 continue
             lat.append(time.monotonic() - t)
+            self.at[i].append(t)
 
     def start(self):
         self.began = time.monotonic()
@@ -230,6 +235,72 @@ class Load:
             log("%d write errors, first: %s" % (len(self.errors),
                                                  self.errors[0]))
         return [x for lat in self.lat for x in lat]
+
+
+class Phases(threading.Thread):
+    """Samples the leader's snapshot_transfer every 0.5 s during a join,
+    to tell the write latencies of the snapshot's creation (no transfer
+    yet), its transfer (bytes moving) and the new node's install (every
+    byte sent, unanswered) apart: report() logs them per 5 s window."""
+
+    def __init__(self, node, began):
+        super().__init__(daemon=True)
+        self.node, self.began = node, began
+        # The node's request pipe is shared with the main thread from now
+        # on: each request under one lock.
+        self.plain_sql = node.sql
+        lock = threading.Lock()
+
+        def locked(*args, **kwargs):
+            with lock:
+                return self.plain_sql(*args, **kwargs)
+        node.sql = locked
+        self.samples = []  # (t, bytes or None, total or None)
+        self.halt = threading.Event()
+
+    def run(self):
+        while not self.halt.is_set():
+            t = time.monotonic()
+            try:
+                st = self.node.status().get("snapshot_transfer")
+            except (NodeError, ValueError, OSError):
+                st = None
+            self.samples.append((t, st and st.get("bytes"),
+                                 st and st.get("total")))
+            self.halt.wait(0.5)
+
+    def finish(self):
+        self.halt.set()
+        self.join(10)
+        self.node.sql = self.plain_sql
+
+    def phase(self, t):
+        """What the leader's transfer showed at time @t."""
+        last = None
+        for s in self.samples:
+            if s[0] > t:
+                break
+            last = s
+        if last is None or last[1] is None:
+            return "no transfer"
+        if last[1] >= last[2] * 0.999:
+            return "sent"
+        return "transfer %d%%" % (100 * last[1] // max(1, last[2]))
+
+    def report(self, starts, lats):
+        """Logs writes, p99 and max per 5 s window of @starts/@lats."""
+        if not starts:
+            return
+        w0 = self.began
+        end = starts[-1]
+        while w0 <= end:
+            win = [lat for t, lat in zip(starts, lats) if w0 <= t < w0 + 5]
+            if win:
+                log("  join +%4.0f s: %4d writes, p99 %6.1f ms, max %7.1f "
+                    "ms (%s)" % (w0 - self.began, len(win),
+                                 pct(win, 99) * 1000, max(win) * 1000,
+                                 self.phase(w0 + 2.5)))
+            w0 += 5
 
 
 def writes(db, clients, duration, first, plain=False):
@@ -403,6 +474,8 @@ def run_size(size_gb, cache, work, duration, snap_timeout):
         time.sleep(min(1.0, duration / 2))
         mark = len(load.lat[0])
         began = time.monotonic()
+        sampler = Phases(c.nodes[1], began)
+        sampler.start()
         try:
             c.join_wait(4, snap_timeout)
             row["snap_done"] = 1
@@ -411,8 +484,10 @@ def run_size(size_gb, cache, work, duration, snap_timeout):
                 (size_gb, snap_timeout))
             row["snap_done"] = 0
         row["snap_s"] = time.monotonic() - began
+        sampler.finish()
         during = load.lat[0][mark:]
         load.stop()
+        sampler.report(load.at[0][mark:], during)
         row["snap_p99_ms"] = pct(during, 99) * 1000
         row["rss_mb"], row["anon_mb"] = memory(c.nodes.values())
         log("%s GB: write p99 during a snapshot %.1f ms (%d writes); rss "

@@ -29,6 +29,11 @@
  * file's size over this (5 GB: about 5 minutes more). */
 #define RAFT__UV_SNAPSHOT_INSTALL_RATE (16u << 20)
 
+/* A follower receiving a snapshot asks the kernel to write back what it
+ * wrote once this many bytes arrived since its last request, bytes (the
+ * final fsync then finds little dirty). */
+#define RAFT__UV_SNAPSHOT_WRITE_BEHIND (8u << 20)
+
 /* How often a running transfer tells the core it is on its way
  * (RAFT_EVENT_SNAPSHOT_PROGRESS), ms: well within the core's expiry of 10
  * election timeouts. */
@@ -144,17 +149,19 @@ struct raft_uv_snapshot_send {
 
 /* A transfer from a leader to this follower. */
 struct raft_uv_snapshot_recv {
-    bool active;         /* receiving */
-    bool installing;     /* complete, the install job runs */
-    raft_id from;        /* leader */
-    raft_term term;      /* its term */
-    raft_index index;    /* the snapshot's last index */
-    raft_term last_term; /* term of that entry */
-    uint64_t total;      /* file size */
-    uint64_t checksum;   /* expected XXH64 */
-    uint64_t expected;   /* next byte expected */
-    int fd;              /* temp file, open while receiving */
-    char path[4096];     /* temp file name */
+    bool active;           /* receiving */
+    bool installing;       /* complete, the install job runs */
+    raft_id from;          /* leader */
+    raft_term term;        /* its term */
+    raft_index index;      /* the snapshot's last index */
+    raft_term last_term;   /* term of that entry */
+    uint64_t total;        /* file size */
+    uint64_t checksum;     /* expected XXH64 */
+    uint64_t expected;     /* next byte expected */
+    uint64_t written_back; /* bytes whose write-back was asked for
+                              (RAFT__UV_SNAPSHOT_WRITE_BEHIND) */
+    int fd;                /* temp file, open while receiving */
+    char path[4096];       /* temp file name */
 };
 
 struct raft_uv_node {

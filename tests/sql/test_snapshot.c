@@ -4,6 +4,7 @@
  * entry moves one unit and logs it, so any copy or reader that mixed two
  * states would break one of the invariants checked by check_bank. */
 
+#include <fcntl.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -18,6 +19,7 @@
 #include <stdatomic.h>
 #include <stdbool.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "sql/fsm_internal.h"
@@ -341,6 +343,53 @@ static void apply_noop(struct sql_fsm *fsm, uint64_t term)
 
     assert_int_equal(sql_fsm_apply(fsm, &e, 1, &res), 0);
     sql_result_clear(&res);
+}
+
+/* locked_elsewhere says whether another process sees a lock held on
+ * @path's SQLite shared range (the lock byte page: PENDING_BYTE + 2, 510
+ * bytes), as a closing connection of another process would when it
+ * tries the exclusive lock that says it is the last one: asked in a
+ * child process (F_GETLK reports no lock of the asking process's own). */
+static bool locked_elsewhere(const char *path)
+{
+    pid_t pid = fork();
+    int status = 0;
+
+    assert_true(pid >= 0);
+    if (pid == 0) {
+        struct flock lk = {.l_type = F_WRLCK,
+                           .l_whence = SEEK_SET,
+                           .l_start = 0x40000000 + 2,
+                           .l_len = 510};
+        int fd = open(path, O_RDONLY);
+        _exit(fd >= 0 && fcntl(fd, F_GETLK, &lk) == 0 && lk.l_type != F_UNLCK
+                  ? 0
+                  : 1);
+    }
+    assert_int_equal(waitpid(pid, &status, 0), pid);
+    return WIFEXITED(status) && WEXITSTATUS(status) == 0;
+}
+
+/* An install leaves the apply connection's locks on its file as they
+ * were: it never opens and closes the live file outside SQLite (a close
+ * of any descriptor drops every POSIX lock of the process on the file:
+ * a first write-behind of the checkpoint after the install did, and a
+ * closing connection of another process then took itself for the last
+ * one and truncated the WAL under the node). */
+static void test_install_keeps_locks(void **state)
+{
+    struct fixture *f = *state;
+    const char *path = snap_path(f, 0);
+    uint64_t index = 0;
+    uint64_t term = 0;
+
+    bank_init(f->a.fsm, 30);
+    apply_ok(f->b.fsm, "CREATE TABLE junk(x); INSERT INTO junk VALUES (1)");
+    assert_true(locked_elsewhere(f->b.tmp.path));
+    create_snapshot(f, path, &index, &term);
+    install_ok(&f->b, path, &index, &term);
+    assert_true(locked_elsewhere(f->b.tmp.path));
+    assert_same_fingerprint(f->b.tmp.path, f->a.tmp.path);
 }
 
 /* No-ops applied after the last batch that wrote are not in the file's
@@ -871,6 +920,8 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_install_other_node, setup,
                                         teardown),
         cmocka_unit_test_setup_teardown(test_install_readers, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_install_keeps_locks, setup,
+                                        teardown),
         cmocka_unit_test_setup_teardown(test_install_refuses_bad_files, setup,
                                         teardown),
         cmocka_unit_test_setup_teardown(test_durable_index, setup, teardown),
