@@ -941,13 +941,15 @@ unsigned change_members(struct ext_change *c, struct ext_member_row *rows,
 
 /* ---- Life cycle ---------------------------------------------------------- */
 
-int change_new(const struct ext_config *cfg, struct ext_change **out)
+int change_new(const struct ext_config *cfg, uint64_t first_seq,
+               struct ext_change **out)
 {
     struct ext_change *c = calloc(1, sizeof *c);
     if (c == NULL) {
         return RAFT_NOMEM;
     }
     c->self = cfg->id;
+    c->next_seq = first_seq;
     c->election_timeout_ms = cfg->election_timeout_ms;
     c->heartbeat_ms = cfg->heartbeat_ms;
     c->election_ms = cfg->election_timeout_ms;

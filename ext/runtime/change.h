@@ -28,8 +28,12 @@ struct ext_change; /* opaque */
 
 /* change_new creates the membership side of node @cfg (settings copied:
  * the timeouts, and cluster= addresses used where a configuration holds
- * none). Errors: RAFT_NOMEM. Any thread. */
-int change_new(const struct ext_config *cfg, struct ext_change **out);
+ * none); its requests' sequence numbers start after @first_seq (below
+ * 2^62: a random point of each start, so that no id repeats one of an
+ * earlier run, which a leader remembering its answers by id would answer
+ * with that run's outcome). Errors: RAFT_NOMEM. Any thread. */
+int change_new(const struct ext_config *cfg, uint64_t first_seq,
+               struct ext_change **out);
 
 /* change_attach gives @c the running driver @d. Before any change_submit;
  * any thread. */

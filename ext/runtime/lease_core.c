@@ -817,6 +817,21 @@ void lease_core_loop(struct lease_core *c, const struct lease_core_env *env,
         }
     }
     if (c->state == LEASE_GRANTED && c->granted_by == c->self &&
+        c->commit == COMMIT_NONE && env->leading &&
+        env->last_index != c->grant_index) {
+        /* A membership change went after its wait
+         * (LEASE_CORE_CHANGE_WAIT_MS): this lease's commit can only be
+         * refused now, so it ends here, and the next writer need not
+         * wait for its holder (its applier hold, if of this node, stays
+         * until its release: its connection may hold the write lock). */
+        end_lease(c, RAFT_NOTLEADER,
+                  "a membership change was appended after the grant (it "
+                  "waited %u ms for the lease to end, the most a change "
+                  "waits): retry the transaction",
+                  LEASE_CORE_CHANGE_WAIT_MS);
+        wake(c, out);
+    }
+    if (c->state == LEASE_GRANTED && c->granted_by == c->self &&
         c->holder_server != c->self && c->commit == COMMIT_NONE &&
         env->peer_wire != NULL &&
         env->peer_wire(env->arg, c->holder_server) == 0) {

@@ -824,7 +824,7 @@ int ext_node_start(const char *db_path, const struct ext_config *cfg,
     }
     /* After the boot, which clears join= on a node that entered a
      * cluster already. */
-    if (change_new(&n->cfg, &n->change) != 0) {
+    if (change_new(&n->cfg, random_u64() >> 2, &n->change) != 0) {
         raft_close(core);
         snprintf(errmsg, errmsg_len, "out of memory");
         rc = RAFT_NOMEM;

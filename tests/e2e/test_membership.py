@@ -493,6 +493,31 @@ class MembershipTest(unittest.TestCase):
                          "plain writes refused during the join")
         self.check_end()
 
+    def test_change_from_a_restarted_follower(self):
+        """A follower's membership calls after its restart take effect.
+        Before, their request ids began again at 1 in each run, and the
+        leader, which remembers its latest answers by id (to answer a
+        resent request alike), answered the restarted follower's
+        raft_add with the outcome of its previous run's first change:
+        "added (entry 4 committed)", and nothing changed (a trial; a
+        raft_remove of a dead voter could claim success alike)."""
+        self.m = Members(self.dir, 5)
+        for i in (1, 2, 3):
+            self.m.start(i)
+        leader = self.m.leader()
+        for i in (4, 5):
+            self.call(leader, "SELECT raft_remove(?)", i)
+        fid = next(n.id for n in self.m.live() if n.id != leader.id)
+        self.call(self.m.nodes[fid], "SELECT raft_add(4, ?, 'learner')",
+                  self.m.address(4))
+        self.call(self.m.nodes[fid], "SELECT raft_remove(4)")
+        self.assertEqual(self.m.stop(fid), 0)
+        self.m.start(fid)
+        self.call(self.m.nodes[fid], "SELECT raft_add(5, ?, 'learner')",
+                  self.m.address(5))
+        self.wait_member(5, lambda r: r[2] == "learner", "a learner")
+        self.assertNotIn(4, self.members(self.m.leader()))
+
     def test_join_logs_no_second_connection_alarm(self):
         """A node joining through a member with join=: no member logs "a
         second connection claims this server id" (the joiner's join=

@@ -71,7 +71,7 @@ static void start(struct node *n)
     cfg.id = 1;
     cfg.election_timeout_ms = 100;
     cfg.heartbeat_ms = 20;
-    assert_int_equal(change_new(&cfg, &n->c), 0);
+    assert_int_equal(change_new(&cfg, 0, &n->c), 0);
     snprintf(n->dir, sizeof n->dir, "/tmp/raftsql-change-XXXXXX");
     assert_non_null(mkdtemp(n->dir));
     memset(&dc, 0, sizeof dc);

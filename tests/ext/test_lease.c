@@ -693,9 +693,11 @@ static void test_change_waits_for_lease(void **state)
 }
 
 /* A change waits LEASE_CORE_CHANGE_WAIT_MS at most: behind a follower's
- * transaction left open, it is appended then, and that lease's commit
- * is refused, not applied, saying a membership change came after the
- * grant. */
+ * transaction left open, it is appended then; that lease ends at once
+ * (the next writer gets the lease without waiting for the doomed
+ * holder: before, it waited until that holder ended, up to
+ * lease_timeout_ms), and its commit is refused, not applied, saying a
+ * membership change came after the grant. */
 static void test_change_waits_bounded(void **state)
 {
     struct cluster c;
@@ -717,12 +719,16 @@ static void test_change_waits_bounded(void **state)
     if (k.cr.rc != 0) {
         fail_msg("raft_add: %d %s", k.cr.rc, k.cr.errmsg);
     }
+    EXT_WAIT(has_in_status(c.n[l], "\"lease\":null"),
+             "the doomed lease still in force at the leader");
     assert_int_equal(
         ext_node_lease_commit(c.n[f], id, p, len, NULL, NULL, why, sizeof why),
         RAFT_NOTLEADER);
     assert_non_null(strstr(why, "not applied"));
     assert_non_null(strstr(why, "membership change"));
     free(p);
+    /* The next writer goes while the doomed holder has not released. */
+    ext_node_lease_release(c.n[l], acquire(c.n[l], 92), NULL);
     ext_node_lease_release(c.n[f], id, NULL);
     exec_ok(c.n[l], "INSERT INTO t VALUES (2, 'b')");
     assert_int_equal(count_rows(c.db[l].path), 1);
