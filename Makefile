@@ -723,22 +723,23 @@ faults-short: $(B)/san/raftsql-testhost $(B)/raftsql.so
 JEPSEN_FAULTS ?= 1000
 JEPSEN_HOSTS ?= loopback
 JEPSEN_DIR ?= $(B)/jepsen$(if $(filter netns,$(JEPSEN_HOSTS)),-netns)
+JEPSEN_RECORD ?= tests/faults/campaign/$(if $(filter netns,$(JEPSEN_HOSTS)),netns,loopback).jsonl
 jepsen: $(B)/san/raftsql-testhost $(B)/raftsql.so
 	RAFTSQL_TESTHOST=$(B)/san/raftsql-testhost RAFTSQL_SO=$(B)/raftsql.so \
-	    JEPSEN_DIR=$(JEPSEN_DIR) JEPSEN_FAULTS=$(JEPSEN_FAULTS) \
-	    JEPSEN_HOSTS=$(JEPSEN_HOSTS) \
+	    JEPSEN_DIR=$(JEPSEN_DIR) JEPSEN_RECORD=$(JEPSEN_RECORD) \
+	    JEPSEN_FAULTS=$(JEPSEN_FAULTS) JEPSEN_HOSTS=$(JEPSEN_HOSTS) \
 	    JEPSEN_NODES=$(JEPSEN_NODES) JEPSEN_KINDS=$(JEPSEN_KINDS) \
 	    JEPSEN_EPISODE=$(JEPSEN_EPISODE) JEPSEN_S=$(JEPSEN_S) \
 	    JEPSEN_SEED=$(JEPSEN_SEED) $(PYTHON) tests/faults/jepsen.py
 
 jepsen-table:
-	@JEPSEN_DIR=$(JEPSEN_DIR) JEPSEN_FAULTS=$(JEPSEN_FAULTS) \
-	    JEPSEN_HOSTS=$(JEPSEN_HOSTS) \
+	@JEPSEN_DIR=$(JEPSEN_DIR) JEPSEN_RECORD=$(JEPSEN_RECORD) \
+	    JEPSEN_FAULTS=$(JEPSEN_FAULTS) JEPSEN_HOSTS=$(JEPSEN_HOSTS) \
 	    JEPSEN_NODES=$(JEPSEN_NODES) JEPSEN_KINDS=$(JEPSEN_KINDS) \
 	    $(PYTHON) tests/faults/jepsen.py --table
 
 jepsen-clean:
-	rm -rf $(JEPSEN_DIR)
+	rm -rf $(JEPSEN_DIR) $(JEPSEN_RECORD)
 
 # The power-loss fault (FAULTS_KINDS=power, tests/faults/powerloss.py):
 # an LD_PRELOAD shim that journals what a power failure would lose (old

@@ -11,13 +11,14 @@ Usage: RAFTSQL_TESTHOST=build/san/raftsql-testhost \\
 The campaign is a series of episodes (run.py's Episode). Each one takes the
 cluster size with the most faults still to inject, and draws its faults
 among the kinds that size still lacks. After each episode its record (what
-Episode.record() returns) is appended to JEPSEN_DIR/episodes.jsonl, so the
-campaign resumes where it stopped: run it again and it goes on with the
-next seed until no kind lacks a fault; stopping it (^C, SIGTERM, or
-JEPSEN_S) loses at most the episode under way. It prints the summary
-table of every record at the end, also when stopped; --table prints it
-without running anything. Remove JEPSEN_DIR (make jepsen-clean) to start
-a new campaign.
+Episode.record() returns) is appended to JEPSEN_RECORD, a file in the
+repository (tests/faults/campaign/<mode>.jsonl: the campaign takes days,
+longer than a machine lasts; commit it), so the campaign resumes where it
+stopped: run it again and it goes on with the next seed until no kind
+lacks a fault; stopping it (^C, SIGTERM, or JEPSEN_S) loses at most the
+episode under way. It prints the summary table of every record at the
+end, also when stopped; --table prints it without running anything.
+Remove JEPSEN_RECORD (make jepsen-clean) to start a new campaign.
 
 A failed episode (a check failed, or a finding) keeps its node logs and
 history.jsonl in JEPSEN_DIR/suspicious/seed-<S>/, and the table lists it
@@ -36,9 +37,12 @@ Environment (all optional):
                   (each node on a host of its own: network namespaces on
                   a bridge, peers over TLS, as make faults-netns; root
                   only; the default kinds are then those of hosts.KINDS)
-  JEPSEN_DIR      the records and suspicious histories (default
-                  build/jepsen, build/jepsen-netns with JEPSEN_HOSTS=netns:
-                  a campaign of each mode of its own)
+  JEPSEN_RECORD   the episodes' records, one JSON object a line
+                  (default tests/faults/campaign/loopback.jsonl, or
+                  netns.jsonl with JEPSEN_HOSTS=netns: a campaign of each
+                  mode of its own)
+  JEPSEN_DIR      the suspicious episodes' histories and logs (default
+                  build/jepsen, build/jepsen-netns with JEPSEN_HOSTS=netns)
 and run.py's client counts (FAULTS_CLIENTS, ...).
 
 Exits 0 when no recorded episode failed, 1 otherwise, 2 on bad settings,
@@ -59,7 +63,6 @@ import history  # noqa: E402
 import run  # noqa: E402
 from nemesis import NODE_COUNTS  # noqa: E402
 
-RECORDS = "episodes.jsonl"
 # The fewest faults an episode injects (fewer when JEPSEN_EPISODE is
 # lower): an episode of one fault made about 90 operations, too few for
 # every path a check wants taken (seed 27028: no ok register write
@@ -129,14 +132,15 @@ def settings(environ):
         "hosts": mode,
         "dir": environ.get("JEPSEN_DIR") or os.path.join(
             run.ROOT, "build", "jepsen" if mode == "loopback" else
-            "jepsen-" + mode)}
+            "jepsen-" + mode),
+        "record": environ.get("JEPSEN_RECORD") or os.path.join(
+            run.ROOT, "tests", "faults", "campaign", mode + ".jsonl")}
 
 
-def load(folder):
-    """The records of folder's episodes.jsonl, in order ([] when none).
+def load(path):
+    """The records of the file @path, in order ([] when there is none).
     Raises ValueError naming the line that is not JSON, or the record that
     lacks a field the table needs."""
-    path = os.path.join(folder, RECORDS)
     if not os.path.exists(path):
         return []
     records = history.load(path)  # one JSON object a line
@@ -148,9 +152,11 @@ def load(folder):
     return records
 
 
-def append(folder, rec):
-    """Append rec to folder's episodes.jsonl, on disk before it returns."""
-    with open(os.path.join(folder, RECORDS), "a") as f:
+def append(path, rec):
+    """Append rec to the file @path (its folder made if missing), on disk
+    before it returns."""
+    os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
+    with open(path, "a") as f:
         f.write(json.dumps(rec, sort_keys=True) + "\n")
         f.flush()
         os.fsync(f.fileno())
@@ -319,7 +325,7 @@ def campaign(cfg):
     returns the records."""
     folder = cfg["dir"]
     os.makedirs(os.path.join(folder, SUSPICIOUS), exist_ok=True)
-    records = load(folder)
+    records = load(cfg["record"])
     start = time.monotonic()
     deadline = start + cfg["seconds"] if cfg["seconds"] else float("inf")
     if records:
@@ -329,7 +335,7 @@ def campaign(cfg):
             int(time.time()) % 1000000
     say("jepsen: %d episodes recorded in %s; next seed %d; kinds %s; "
         "sizes %s; %d faults of each kind on each size%s" % (
-            len(records), folder, seed, ",".join(cfg["kinds"]),
+            len(records), cfg["record"], seed, ",".join(cfg["kinds"]),
             ",".join(map(str, cfg["sizes"])), cfg["faults"],
             "; each node on a host of its own (network namespaces, TLS)"
             if cfg["hosts"] == "netns" else ""))
@@ -341,13 +347,16 @@ def campaign(cfg):
         opts = run.options(size, os.path.join(folder, SUSPICIOUS),
                            cfg["hosts"])
         ep = run.Episode(seed, count, kinds, deadline, opts).run()
+        if not ep.faults:
+            # Cut by JEPSEN_S before its first fault: too short for the
+            # checks that want every path taken; not recorded.
+            say("jepsen: an episode injected no fault (seed %d, not "
+                "recorded): stopping" % seed)
+            break
         rec = ep.record()
-        append(folder, rec)
+        append(cfg["record"], rec)
         records.append(rec)
         seed += 1
-        if not ep.faults:
-            say("jepsen: an episode injected no fault: stopping")
-            break
     return records
 
 
@@ -361,7 +370,7 @@ def main():
         say("jepsen: unknown arguments %s (only --table)" % sys.argv[1:])
         sys.exit(2)
     try:
-        records = load(cfg["dir"])
+        records = load(cfg["record"])
     except ValueError as e:
         say("jepsen: %s" % e)
         sys.exit(2)
@@ -384,7 +393,7 @@ def main():
     except (KeyboardInterrupt, SystemExit) as e:
         say("jepsen: stopped (%s); the episode under way is not recorded"
             % (e or type(e).__name__))
-        records = load(cfg["dir"])
+        records = load(cfg["record"])
         code = 130
     say("\n".join(table(records, cfg)))
     if any(r["failed"] for r in records):

@@ -35,6 +35,8 @@ class SettingsTest(unittest.TestCase):
         self.assertIsNone(cfg["seconds"])
         self.assertEqual(cfg["hosts"], "loopback")
         self.assertTrue(cfg["dir"].endswith(os.path.join("build", "jepsen")))
+        self.assertTrue(cfg["record"].endswith(os.path.join(
+            "tests", "faults", "campaign", "loopback.jsonl")))
 
     def test_netns_hosts(self):
         """JEPSEN_HOSTS=netns: the kinds of that mode by default, a
@@ -46,6 +48,8 @@ class SettingsTest(unittest.TestCase):
         self.assertIn("partition", cfg["kinds"])
         self.assertTrue(cfg["dir"].endswith(os.path.join("build",
                                                          "jepsen-netns")))
+        self.assertTrue(cfg["record"].endswith(os.path.join(
+            "campaign", "netns.jsonl")))
         with self.assertRaises(ValueError) as cm:
             jepsen.settings({"JEPSEN_HOSTS": "netns",
                              "JEPSEN_KINDS": "kill,delay"})
@@ -85,14 +89,15 @@ class PlanTest(unittest.TestCase):
 
     def test_records_on_disk(self):
         with tempfile.TemporaryDirectory() as d:
-            self.assertEqual(jepsen.load(d), [])
-            jepsen.append(d, record(1, 3, {"kill": 2}))
-            jepsen.append(d, record(2, 5, {"pause": 1}))
-            self.assertEqual([r["seed"] for r in jepsen.load(d)], [1, 2])
-            with open(os.path.join(d, jepsen.RECORDS), "a") as f:
+            path = os.path.join(d, "campaign", "loopback.jsonl")
+            self.assertEqual(jepsen.load(path), [])
+            jepsen.append(path, record(1, 3, {"kill": 2}))
+            jepsen.append(path, record(2, 5, {"pause": 1}))
+            self.assertEqual([r["seed"] for r in jepsen.load(path)], [1, 2])
+            with open(path, "a") as f:
                 f.write("{\"seed\": 3}\n")
             with self.assertRaises(ValueError) as cm:
-                jepsen.load(d)
+                jepsen.load(path)
             self.assertIn("record 3 lacks nodes, faults", str(cm.exception))
 
 
