@@ -134,20 +134,21 @@ struct ext_change {
     raft_index view_index; /* configuration index of the member view last
                               published (mu) */
     /* The loop thread's own. */
-    struct pending pending[EXT__PENDING_MAX];   /* stepped, not done yet */
-    unsigned n_pending;                         /* entries of @pending */
-    struct deferred deferred[EXT__PENDING_MAX]; /* waiting for the lease */
+    struct pending pending[EXT__PENDING_MAX]; /* stepped, not done yet */
+    unsigned n_pending;                       /* entries of @pending */
+    struct recent recent[EXT__RECENT_MAX];    /* latest answers, a ring */
+    unsigned recent_next;                     /* next slot of @recent */
+    struct relay relay[EXT__RELAY_MAX];       /* relayed requests, a ring */
+    unsigned relay_next;                      /* next slot of @relay */
+    /* Changes waiting for the write lease in force to end. */
+    struct deferred deferred[EXT__PENDING_MAX]; /* in arrival order */
     unsigned n_deferred;                        /* entries of @deferred */
-    _Atomic unsigned n_deferred_view;      /* @n_deferred for other threads */
-    bool (*lease_held)(void *arg);         /* a write lease holds new entries
-                                      back (change_set_lease_test) */
-    void *lease_arg;                       /* for lease_held */
-    struct recent recent[EXT__RECENT_MAX]; /* latest answers, a ring */
-    unsigned recent_next;                  /* next slot of @recent */
-    struct relay relay[EXT__RELAY_MAX];    /* relayed requests, a ring */
-    unsigned relay_next;                   /* next slot of @relay */
-    uint64_t next_promote_at;    /* loop clock of the next promotion try */
-    struct ext_change_join join; /* this node's JOIN (join=) */
+    _Atomic unsigned n_deferred_view; /* @n_deferred for other threads */
+    bool (*lease_held)(void *arg);    /* a write lease holds new entries
+                                         back (change_set_lease_test) */
+    void *lease_arg;                  /* for lease_held */
+    uint64_t next_promote_at;         /* loop clock of the next promotion try */
+    struct ext_change_join join;      /* this node's JOIN (join=) */
     bool join_refused; /* RAFTSQL_TEST_REFUSE_FIRST_JOIN done (test) */
 };
 

@@ -32,33 +32,36 @@ SQLITE_EXTENSION_INIT3
 #define EXT__LEASE_BUSY_SLOTS 32
 
 struct ext_lease {
-    struct raft_uv_node *driver;       /* set by lease_attach */
-    struct ext_applier *applier;       /* set by lease_attach */
-    pthread_mutex_t mu;                /* guards every field below */
-    pthread_cond_t cond;               /* an ask or a commit was answered */
-    atomic_bool active;                /* anything is out (the loop's fast path:
+    struct raft_uv_node *driver; /* set by lease_attach */
+    struct ext_applier *applier; /* set by lease_attach */
+    pthread_mutex_t mu;          /* guards every field below */
+    pthread_cond_t cond;         /* an ask or a commit was answered */
+    atomic_bool active;          /* anything is out (the loop's fast path:
                                      written under mu) */
-    atomic_bool stalled;               /* this node's log cannot take entries
+    atomic_bool stalled;         /* this node's log cannot take entries
                                     (disk full, a failed log) or its
                                     applier fails: it cannot catch up to
                                     a grant (the loop's view, each wake
                                     and tick) */
-    atomic_bool removed;               /* this node was removed from the
+    atomic_bool removed;         /* this node was removed from the
                                     cluster (lease_set_removed): it
                                     cannot catch up either */
-    _Atomic uint64_t removed_at;       /* the configuration entry that removed
+    _Atomic uint64_t removed_at; /* the configuration entry that removed
                                     it (0: one from a snapshot) */
-    struct lease_core core;            /* the lease's state and rules */
-    bool (*change_waiting)(void *arg); /* lease_set_change_test's test */
-    void *change_arg;                  /* for change_waiting */
-    struct lease_waiter *queue;        /* the writers waiting to ask, in order:
+    struct lease_core core;      /* the lease's state and rules */
+
+    /* lease_set_change_test's test, and its argument. */
+    bool (*change_waiting)(void *arg);
+    void *change_arg;
+
+    struct lease_waiter *queue; /* the writers waiting to ask, in order:
                                     only the first asks */
-    uint64_t asked_for;                /* the holder whose ask is out or
+    uint64_t asked_for;         /* the holder whose ask is out or
                                     answered and not yet taken (ask,
                                     ask_for_first), 0: none */
-    uint64_t hold_id;                  /* the lease a writer of this node holds
+    uint64_t hold_id;           /* the lease a writer of this node holds
                                     (from its grant to its release), 0 */
-    uint64_t hold_since_ms; /* when it was granted, CLOCK_MONOTONIC */
+    uint64_t hold_since_ms;     /* when it was granted, CLOCK_MONOTONIC */
     uint64_t n_holds, n_waits, n_busy;  /* lease_view's */
     struct raft_histogram hold_seconds; /* lease_view's */
     struct {
