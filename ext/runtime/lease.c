@@ -762,6 +762,8 @@ void lease_view(struct ext_lease *l, struct ext_lease_view *out)
         out->age_ms = now_ms() - l->core.granted_ms;
     }
     out->held = l->core.hold_id != 0;
+    out->n_line = lease_core_line(&l->core, now_ms(), out->line, out->line_ms,
+                                  RAFT_MAX_SERVERS);
     pthread_mutex_unlock(&l->mu);
 }
 

@@ -106,6 +106,12 @@ struct ext_lease_view {
     uint64_t n_busy;  /* asks that gave up waiting (SQLITE_BUSY) */
     struct raft_histogram hold_seconds; /* from each grant to a writer of
                           this node to its release, s */
+    unsigned n_line;                    /* servers in the leader's line
+                          (lease_core_line; a follower's own writers'
+                          busy answers too: status shows it on the
+                          leader only) */
+    raft_id line[RAFT_MAX_SERVERS];     /* first in line first */
+    uint64_t line_ms[RAFT_MAX_SERVERS]; /* how long each has waited */
 };
 
 struct ext_lease; /* opaque */

@@ -123,6 +123,116 @@ static struct raft_frame *add_frame(struct lease_core_out *out)
     return f;
 }
 
+/* ---- The line (LEASE_CORE_TURN_MS) --------------------------------- */
+
+/* line_of returns @server's slot in the line while it keeps its place
+ * at @now, NULL when it has none. */
+static struct lease_core_wait *line_of(struct lease_core *c, raft_id server,
+                                       uint64_t now)
+{
+    for (unsigned i = 0; i < RAFT_MAX_SERVERS; i++) {
+        struct lease_core_wait *w = &c->line[i];
+        if (w->server == server && now < w->last_ms + LEASE_CORE_TURN_MS) {
+            return w;
+        }
+    }
+    return NULL;
+}
+
+/* line_busy notes that @server's writer was answered busy at @now: it
+ * joins the line, or keeps its place. A full line lets the stalest slot
+ * go. */
+static void line_busy(struct lease_core *c, raft_id server, uint64_t now)
+{
+    struct lease_core_wait *w = line_of(c, server, now), *free = NULL;
+
+    if (w != NULL) {
+        w->last_ms = now;
+        return;
+    }
+    for (unsigned i = 0; i < RAFT_MAX_SERVERS; i++) {
+        w = &c->line[i];
+        if (w->server == server || w->server == 0 ||
+            now >= w->last_ms + LEASE_CORE_TURN_MS) {
+            free = w;
+            break;
+        }
+        if (free == NULL || w->last_ms < free->last_ms) {
+            free = w;
+        }
+    }
+    free->server = server;
+    free->since_ms = now;
+    free->last_ms = now;
+}
+
+/* line_granted lets @server's place go: it got the lease. */
+static void line_granted(struct lease_core *c, raft_id server)
+{
+    for (unsigned i = 0; i < RAFT_MAX_SERVERS; i++) {
+        if (c->line[i].server == server) {
+            c->line[i].server = 0;
+        }
+    }
+}
+
+/* line_ahead returns a server in line before @server at @now (in line
+ * the longest; ties by id), 0 when @server's writer may have the lease.
+ * A server not in line comes after every one in it. */
+static raft_id line_ahead(struct lease_core *c, raft_id server, uint64_t now)
+{
+    const struct lease_core_wait *me = line_of(c, server, now);
+    const struct lease_core_wait *first = NULL;
+
+    for (unsigned i = 0; i < RAFT_MAX_SERVERS; i++) {
+        const struct lease_core_wait *w = &c->line[i];
+        if (w->server == 0 || w->server == server ||
+            now >= w->last_ms + LEASE_CORE_TURN_MS) {
+            continue;
+        }
+        if (first == NULL || w->since_ms < first->since_ms ||
+            (w->since_ms == first->since_ms && w->server < first->server)) {
+            first = w;
+        }
+    }
+    if (first == NULL || (me != NULL && (me->since_ms < first->since_ms ||
+                                         (me->since_ms == first->since_ms &&
+                                          server < first->server)))) {
+        return 0;
+    }
+    return first->server;
+}
+
+unsigned lease_core_line(const struct lease_core *c, uint64_t now,
+                         raft_id *servers, uint64_t *waited_ms, unsigned max)
+{
+    struct lease_core_wait in[RAFT_MAX_SERVERS];
+    unsigned n = 0;
+
+    for (unsigned i = 0; i < RAFT_MAX_SERVERS; i++) {
+        const struct lease_core_wait *w = &c->line[i];
+        unsigned j;
+        if (w->server == 0 || now >= w->last_ms + LEASE_CORE_TURN_MS) {
+            continue;
+        }
+        /* Insertion by place: since, then id (line_ahead's order). */
+        for (j = n; j > 0 && (in[j - 1].since_ms > w->since_ms ||
+                              (in[j - 1].since_ms == w->since_ms &&
+                               in[j - 1].server > w->server));
+             j--) {
+            in[j] = in[j - 1];
+        }
+        in[j] = *w;
+        n++;
+    }
+    n = n < max ? n : max;
+    for (unsigned i = 0; i < n; i++) {
+        servers[i] = in[i].server;
+        waited_ms[i] = now - in[i].since_ms;
+    }
+    return n;
+}
+
 /* ---- The holder ---------------------------------------------------- */
 
 void lease_core_describe(const struct lease_core *c, uint64_t now, char *why,
@@ -174,6 +284,7 @@ int lease_core_ask(struct lease_core *c, uint64_t holder, bool attached,
     c->ask_leaderless = false;
     if (c->state != LEASE_NONE || c->hold_id != 0 || c->commit != COMMIT_NONE) {
         lease_core_describe(c, now, why, why_len);
+        line_busy(c, c->self, now); /* kept by a leader only */
         return RAFT_BUSY;
     }
     if (!attached) {
@@ -586,6 +697,7 @@ static bool may_grant(struct lease_core *c, const struct lease_core_env *env,
 static void grant_to(struct lease_core *c, const struct lease_core_env *env,
                      raft_id server, uint64_t holder)
 {
+    line_granted(c, server);
     c->n_grants++;
     c->term = env->term;
     c->id = (c->term << 32) | (c->n_grants & 0xffffffffu);
@@ -635,8 +747,18 @@ static void ask_on_loop(struct lease_core *c, const struct lease_core_env *env,
 
     if (env->leading) {
         if (may_grant(c, env, &rc, c->ask_why, sizeof c->ask_why)) {
-            grant_to(c, env, c->self, c->holder);
-            hold_from(c, c->id, c->grant_index, now, out);
+            raft_id ahead = line_ahead(c, c->self, now);
+            if (ahead != 0) {
+                rc = RAFT_BUSY;
+                lease_core_say(c->ask_why, sizeof c->ask_why,
+                               "a writer of server %llu waits for the write "
+                               "lease first (it goes in turn)",
+                               (unsigned long long)ahead);
+                line_busy(c, c->self, now);
+            } else {
+                grant_to(c, env, c->self, c->holder);
+                hold_from(c, c->id, c->grant_index, now, out);
+            }
         }
         answer_ask(c, rc, out);
         return;
@@ -893,10 +1015,18 @@ static void on_ask(struct lease_core *c, const struct lease_core_env *env,
     if (c->state != LEASE_NONE || c->hold_id != 0 || c->commit != COMMIT_NONE) {
         send_result(c, env, out, from, tag, RAFT_LEASE_ASK, RAFT_BUSY, 0, 0,
                     c->state == LEASE_GRANTED ? c->holder_server : c->self);
+        line_busy(c, from, env->now_ms);
         return;
     }
     if (!may_grant(c, env, &rc, why, sizeof why)) {
         send_result(c, env, out, from, tag, RAFT_LEASE_ASK, rc, 0, 0, 0);
+        return;
+    }
+    if (line_ahead(c, from, env->now_ms) != 0) {
+        /* Another server's writer is in line before it: server 0, as
+         * for a change waiting (the follower's words say both). */
+        send_result(c, env, out, from, tag, RAFT_LEASE_ASK, RAFT_BUSY, 0, 0, 0);
+        line_busy(c, from, env->now_ms);
         return;
     }
     grant_to(c, env, from, holder);
@@ -1017,8 +1147,10 @@ static void on_ask_result(struct lease_core *c,
             } else {
                 lease_core_say(c->ask_why, sizeof c->ask_why,
                                "the write lease is held by another "
-                               "connection, or a membership change waits "
-                               "for it at the leader (server %llu)",
+                               "connection, or goes first to a writer of "
+                               "another server in line, or a membership "
+                               "change waits for it at the leader (server "
+                               "%llu)",
                                (unsigned long long)from);
             }
             break;

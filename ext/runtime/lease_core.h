@@ -58,6 +58,19 @@ enum {
  * refused: a transaction left open must not block a raft_remove. */
 #define LEASE_CORE_CHANGE_WAIT_MS 2000
 
+/* The lease goes in turn: a server whose writer the leader answered busy
+ * keeps its place in line while it asks again within this long, ms, and
+ * the leader grants the next lease to the server in line the longest
+ * (its own writers included), refusing the others busy meanwhile. The
+ * leader's own writers, woken by a release and asking without a round
+ * trip, otherwise took every lease while they wrote back to back, and a
+ * follower's writer met SQLITE_BUSY (a trial: 3 tries in 30 s). A server
+ * that stops asking loses its place after this long: no grant waits
+ * longer for it. A follower's writer asks again every
+ * EXT__LEASE_RETRY_MS plus a round trip, the leader's own every 10 ms
+ * while another server holds the lease (lease.c). */
+#define LEASE_CORE_TURN_MS 50
+
 /* What the loop's core looks like now, and two questions the lease asks
  * the node. Filled by the loop's caller for each loop call. */
 struct lease_core_env {
@@ -114,6 +127,13 @@ struct lease_core_done {
     uint64_t id;      /* its lease */
     int rc;           /* the answer's code */
     raft_index index; /* and index */
+};
+
+/* A server in line for the lease, on the leader (LEASE_CORE_TURN_MS). */
+struct lease_core_wait {
+    raft_id server;    /* 0: a free slot */
+    uint64_t since_ms; /* its first ask answered busy since its last grant */
+    uint64_t last_ms;  /* its latest ask answered busy */
 };
 
 /* One node's lease state. Callers read its fields (state, id,
@@ -189,6 +209,10 @@ struct lease_core {
     uint64_t hold_deadline_ms; /* the hold ends by itself then */
     raft_index landed;         /* the changeset the hold's lease
                                   proposed, 0 */
+
+    /* The leader's line: the servers lately answered busy, this one
+     * included (LEASE_CORE_TURN_MS); a slot is let go at its grant. */
+    struct lease_core_wait line[RAFT_MAX_SERVERS];
 };
 
 /* lease_core_init sets up @c for server @self: leases last
@@ -293,6 +317,14 @@ bool lease_core_end(struct lease_core *c, uint64_t now, char *why,
 
 /* lease_core_shutdown ends everything (lease_shutdown, lease.h). */
 void lease_core_shutdown(struct lease_core *c, struct lease_core_out *out);
+
+/* lease_core_line writes the servers in the leader's line at @now
+ * (LEASE_CORE_TURN_MS), first in line first, into @servers and how long
+ * each has waited, ms, into @waited_ms: @max at most; returns how many.
+ * Meaningful on the leader only: a follower notes its own writers' busy
+ * answers too. */
+unsigned lease_core_line(const struct lease_core *c, uint64_t now,
+                         raft_id *servers, uint64_t *waited_ms, unsigned max);
 
 /* lease_core_describe writes who holds the lease at @now into @why. */
 void lease_core_describe(const struct lease_core *c, uint64_t now, char *why,

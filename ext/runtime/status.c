@@ -144,6 +144,21 @@ static json_t *lease_json(const struct ext_status_extra *x)
                      (json_int_t)x->changes_waiting);
 }
 
+/* lease_line_json renders the leader's line for the write lease of @x
+ * (lease_core_line): each server in it, first in line first, with how
+ * long it has waited; empty unless this node leads (@leading). */
+static json_t *lease_line_json(const struct ext_status_extra *x, bool leading)
+{
+    json_t *a = json_array();
+
+    for (unsigned i = 0; leading && a != NULL && i < x->lease.n_line; i++) {
+        json_array_append_new(
+            a, json_pack("{s:I, s:I}", "server", (json_int_t)x->lease.line[i],
+                         "waiting_ms", (json_int_t)x->lease.line_ms[i]));
+    }
+    return a;
+}
+
 int status_new(const struct ext_config *cfg, const char *build_id,
                struct ext_status **out)
 {
@@ -620,6 +635,8 @@ char *status_json(struct ext_status *st, const struct ext_status_extra *x)
     }
     json_object_set_new(o, "load", load_json(x));
     json_object_set_new(o, "lease", lease_json(x));
+    json_object_set_new(o, "lease_line",
+                        lease_line_json(x, s.role == RAFT_LEADER));
     json_object_set_new(o, "durable", json_integer((json_int_t)x->durable));
     json_object_set_new(o, "loop_max_tick_ms",
                         json_integer((json_int_t)s.stats.loop_max_tick_ms));

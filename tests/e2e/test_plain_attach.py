@@ -275,6 +275,70 @@ out["count"] = con.execute("SELECT count(*) FROM kv").fetchone()[0]
         self.rows_everywhere("SELECT v FROM kv WHERE k = 'n'", [[2 * each]])
         self.assert_verified()
 
+    def test_follower_writer_gets_its_turn(self):
+        """Two processes on the leader's file write plain INSERTs back to
+        back while a process on a follower's file writes 10 with a busy
+        timeout of 5 s: every one of its writes goes. The lease goes in
+        turn (LEASE_CORE_TURN_MS); before, the leader's own writers,
+        asking without a round trip as the lease was let go, took every
+        lease and the follower's writer met SQLITE_BUSY (a trial: 3 tries
+        in 30 s)."""
+        if "leader" not in ROLES or "follower" not in ROLES:
+            self.skipTest("needs PLAIN_ATTACH_ROLES leader,follower")
+        stop = os.path.join(self.dir, "stop-leader-writers")
+        hammer = r"""
+import os, time
+t, n = time.time(), 0
+while not os.path.exists(sys.argv[5]) and time.time() - t < 120:
+    con.execute("INSERT INTO kv VALUES(?, 'x')", ("L%s-%d" % (sys.argv[6], n),))
+    n += 1
+out["done"] = n
+"""
+        procs = [subprocess.Popen(
+            [PYTHON, "-c", RUN, self.leader.db, SO_BASE, hammer, "30", stop,
+             str(w)], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+            text=True) for w in range(2)]
+        for p in procs:
+            self.addCleanup(p.kill)
+        counts = {}
+
+        def leader_writes():
+            counts["L"] = self.leader.sql(
+                "SELECT count(*) FROM kv WHERE k LIKE 'L%'")[0][0]
+            return counts["L"] >= 50
+        wait_for(lambda: "the leader's writers' first 50 commits (%r)" %
+                 counts, leader_writes, timeout=60)
+        out = self.run_py(self.followers[0], """
+import time
+waits = []
+for i in range(10):
+    t = time.time()
+    con.execute("INSERT INTO kv VALUES(?, 'f')", ("F-%d" % i,))
+    waits.append(round(time.time() - t, 3))
+    out["done"] = i + 1
+out["waits"] = waits
+""", timeout_s=5)
+        leader_rows = self.leader.sql(
+            "SELECT count(*) FROM kv WHERE k LIKE 'L%'")[0][0]
+        open(stop, "w").close()
+        outs = []
+        for p in procs:
+            o, e = p.communicate(timeout=120)
+            self.assertEqual(p.returncode, 0, e)
+            outs.append(json.loads(o.strip().splitlines()[-1]))
+        self.assertNotIn("error", out,
+                         "the follower's writer, while the leader's wrote "
+                         "%d rows: %r" % (leader_rows, out))
+        self.assertEqual(out["done"], 10, out)
+        for o in outs:
+            self.assertNotIn("error", o, outs)
+        total = sum(o["done"] for o in outs)
+        self.rows_everywhere("SELECT count(*) FROM kv WHERE k LIKE 'L%'",
+                             [[total]])
+        self.rows_everywhere("SELECT count(*) FROM kv WHERE k LIKE 'F-%'",
+                             [[10]])
+        self.assert_verified()
+
     def test_older_node_gets_no_lease_request(self):
         """A node whose pointer file names no attach version (an older
         release, protocol 1) is sent no lease request: the COMMIT is

@@ -645,6 +645,67 @@ static void test_expired(void **state)
     stop(&c);
 }
 
+/* A writer asking for the lease on another thread until granted (or
+ * 200 answers), its grant kept. */
+struct asker {
+    pthread_t t;
+    struct ext_node *n;
+    uint64_t holder;
+    uint64_t id;
+    int rc;
+    char why[256];
+};
+
+static void *asker_main(void *arg)
+{
+    struct asker *a = arg;
+
+    for (int k = 0; k < 200; k++) {
+        a->rc = ext_node_lease_acquire(a->n, a->holder, 0, &a->id, a->why,
+                                       sizeof a->why);
+        if (a->rc != RAFT_BUSY) {
+            break;
+        }
+    }
+    return NULL;
+}
+
+/* The leader's line (LEASE_CORE_TURN_MS): a follower's writer answered
+ * busy while the leader's own holds the lease is in line, and
+ * raft_status() on the leader shows it there (lease_line: its server,
+ * how long it waited); a follower shows an empty line. The writer gets
+ * the lease once the holder lets it go. */
+static void test_lease_line(void **state)
+{
+    struct cluster c;
+    struct asker a = {0};
+    char want[64];
+    uint64_t id;
+    int l, f;
+    (void)state;
+
+    start(&c, "");
+    l = with_table(&c);
+    f = (l + 1) % 3;
+    id = acquire(c.n[l], 91);
+    a.n = c.n[f];
+    a.holder = 92;
+    assert_int_equal(pthread_create(&a.t, NULL, asker_main, &a), 0);
+    snprintf(want, sizeof want, "\"lease_line\":[{\"server\":%d,", f + 1);
+    EXT_WAIT(has_in_status(c.n[l], want),
+             "the follower's writer is not in the leader's line");
+    assert_true(has_in_status(c.n[f], "\"lease_line\":[]"));
+    ext_node_lease_release(c.n[l], id, NULL);
+    pthread_join(a.t, NULL);
+    if (a.rc != 0) {
+        fail_msg("the follower's writer: %d %s", a.rc, a.why);
+    }
+    ext_node_lease_release(c.n[f], a.id, NULL);
+    exec_ok(c.n[l], "INSERT INTO t VALUES (9, 'z')");
+    assert_replicas_equal(&c, 1);
+    stop(&c);
+}
+
 /* A membership change (a raft_add sent from a follower) that finds a
  * lease in force waits for its end, and raft_status() shows it waiting:
  * the holder's commit goes through (the change used to be appended at
@@ -745,6 +806,7 @@ int main(void)
         cmocka_unit_test(test_follower_commit),
         cmocka_unit_test(test_follower_expired),
         cmocka_unit_test(test_operator_ends_lease),
+        cmocka_unit_test(test_lease_line),
         cmocka_unit_test(test_change_waits_for_lease),
         cmocka_unit_test(test_change_waits_bounded),
     };
