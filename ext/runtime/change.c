@@ -379,7 +379,8 @@ static bool refuse_join_once(struct ext_change *c,
 /* defer keeps change @q of @from (request @rid, first seen at loop clock
  * @since) while a write lease this leader granted is in force, for
  * LEASE_CORE_CHANGE_WAIT_MS at most; returns whether it kept it (or
- * refused it: too many kept), false when it goes now. */
+ * refused it: another change is kept already), false when it goes
+ * now. */
 static bool defer(struct ext_change *c, struct raft_uv_node *d, raft_id from,
                   const uint64_t rid[2], const struct ext_change_request *q,
                   uint64_t since)
@@ -391,7 +392,11 @@ static bool defer(struct ext_change *c, struct raft_uv_node *d, raft_id from,
         !c->lease_held(c->lease_arg)) {
         return false;
     }
-    if (c->n_deferred == EXT__PENDING_MAX) {
+    if (c->n_deferred > 0) {
+        /* The one kept first is appended first once the lease ends, and
+         * the core takes one change at a time: this one would be
+         * refused then, after its wait. Refused now (a repeat of a kept
+         * one never comes here: step_request). */
         respond(c, d, from, rid, RAFT_BUSY, EXT_WHY_PENDING);
         return true;
     }

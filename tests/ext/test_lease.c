@@ -11,12 +11,14 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <cmocka.h>
 #include <jansson.h>
 
 #include "ext/runtime/change_codec.h"
+#include "ext/runtime/lease_core.h"
 #include "ext/runtime/node.h"
 #include "sql/changeset.h"
 #include "tests/ext/helpers.h"
@@ -753,6 +755,59 @@ static void test_change_waits_for_lease(void **state)
     stop(&c);
 }
 
+/* mono_ms returns CLOCK_MONOTONIC in ms. */
+static uint64_t mono_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
+}
+
+/* A second membership change while one waits for the lease in force is
+ * refused at once, "another membership change is pending": the first
+ * goes first once the lease ends, and the core takes one change at a
+ * time (it waited up to LEASE_CORE_CHANGE_WAIT_MS before, only to be
+ * refused so). The first still goes after the holder's commit. */
+static void test_second_change_refused_at_once(void **state)
+{
+    struct cluster c;
+    struct call k1, k2;
+    uint64_t id, t0, waited;
+    int l, f, g;
+    (void)state;
+
+    start(&c, "");
+    l = with_table(&c);
+    f = (l + 1) % 3;
+    g = (l + 2) % 3;
+    id = acquire(c.n[l], 85);
+    change_start(&k1, c.n[f], 4);
+    EXT_WAIT(has_in_status(c.n[l], "\"changes_waiting\":1") || call_done(&k1),
+             "the change neither waited nor ended");
+    assert_false(call_done(&k1));
+    t0 = mono_ms();
+    change_start(&k2, c.n[g], 5);
+    EXT_WAIT(call_done(&k2), "the second change was not answered");
+    waited = mono_ms() - t0;
+    /* Before the first change's wait (2 s from before t0) could end:
+     * the old code answered it only when it stepped the first. */
+    if (waited >= LEASE_CORE_CHANGE_WAIT_MS - 100) {
+        fail_msg("the second change was answered after %llu ms",
+                 (unsigned long long)waited);
+    }
+    call_join(&k2);
+    assert_int_equal(k2.cr.rc, RAFT_BUSY);
+    assert_non_null(strstr(k2.cr.errmsg,
+                           "another membership change is "
+                           "pending"));
+    ext_node_lease_release(c.n[l], id, NULL);
+    call_join(&k1);
+    if (k1.cr.rc != 0) {
+        fail_msg("raft_add: %d %s", k1.cr.rc, k1.cr.errmsg);
+    }
+    stop(&c);
+}
+
 /* A change waits LEASE_CORE_CHANGE_WAIT_MS at most: behind a follower's
  * transaction left open, it is appended then; that lease ends at once
  * (the next writer gets the lease without waiting for the doomed
@@ -809,6 +864,7 @@ int main(void)
         cmocka_unit_test(test_lease_line),
         cmocka_unit_test(test_change_waits_for_lease),
         cmocka_unit_test(test_change_waits_bounded),
+        cmocka_unit_test(test_second_change_refused_at_once),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
