@@ -189,9 +189,11 @@ struct sql_fsm {
                                         not show it alone in the file:
                                         confirmed by a scan once counted
                                         (foreign_landed), 0 */
-    bool landed_moved; /* ... and the readings differ (they
+    bool landed_moved;              /* ... and the readings differ (they
                                         are known, and somebody else
                                         committed or checkpointed) */
+    struct sql_copy_gate copy_gate; /* sql_fsm_set_copy_gate's (begin
+                                       NULL: none) */
 };
 
 /* ---- fsm.c ---------------------------------------------------------- */

@@ -197,12 +197,21 @@ static int claim_noops(struct sql_fsm *f, const char *path, uint64_t *index,
     return 0;
 }
 
+void sql_fsm_set_copy_gate(struct sql_fsm *f, const struct sql_copy_gate *gate)
+{
+    memset(&f->copy_gate, 0, sizeof f->copy_gate);
+    if (gate != NULL) {
+        f->copy_gate = *gate;
+    }
+}
+
 int sql_fsm_snapshot_create(struct sql_fsm *f, const char *path,
                             uint64_t *out_index, uint64_t *out_term,
                             char *errmsg, size_t errmsg_len)
 {
-    int rc = sql_snapshot_write(f->path, path, out_index, out_term, errmsg,
-                                errmsg_len);
+    int rc = sql_snapshot_write(
+        f->path, path, f->copy_gate.begin != NULL ? &f->copy_gate : NULL,
+        out_index, out_term, errmsg, errmsg_len);
     if (rc == 0) {
         rc = claim_noops(f, path, out_index, out_term, errmsg, errmsg_len);
         if (rc != 0) {
@@ -212,10 +221,52 @@ int sql_fsm_snapshot_create(struct sql_fsm *f, const char *path,
     return rc;
 }
 
-int sql_snapshot_write(const char *src_path, const char *path,
-                       uint64_t *out_index, uint64_t *out_term, char *errmsg,
-                       size_t errmsg_len)
+/* How many virtual machine instructions between two looks of the copy's
+ * progress handler at its read transaction (copy_progress). */
+#define SQL__COPY_PROGRESS_OPS 64
+
+/* A copy under way through its gate (copy_progress). */
+struct copy_pass {
+    sqlite3 *src;                     /* the copy's connection */
+    const struct sql_copy_gate *gate; /* NULL: none */
+    bool open;                        /* the gate is held (begin done, end
+                                         not yet) */
+};
+
+/* copy_end ends @p's hold of its gate, once. */
+static void copy_end(struct copy_pass *p)
 {
+    if (p->open) {
+        p->open = false;
+        p->gate->end(p->gate->arg);
+    }
+}
+
+/* copy_progress, VACUUM INTO's progress handler: ends the gate's hold
+ * once the copy's read transaction on main began: from then on the
+ * copy's content is fixed. VACUUM INTO attaches the new file as
+ * "vacuum_db" (main may be read meanwhile, its schema, in a read
+ * transaction of its own that ends), then begins the read transaction on
+ * main that it keeps, and only then writes into vacuum_db: a write
+ * transaction there says main's is the copy's
+ * (test_snapshot.c test_create_through_gate checks it). Never interrupts
+ * (returns 0). */
+static int copy_progress(void *arg)
+{
+    struct copy_pass *p = arg;
+
+    if (p->open && sqlite3_txn_state(p->src, "vacuum_db") == SQLITE_TXN_WRITE &&
+        sqlite3_txn_state(p->src, "main") != SQLITE_TXN_NONE) {
+        copy_end(p);
+    }
+    return 0;
+}
+
+int sql_snapshot_write(const char *src_path, const char *path,
+                       const struct sql_copy_gate *gate, uint64_t *out_index,
+                       uint64_t *out_term, char *errmsg, size_t errmsg_len)
+{
+    struct copy_pass pass = {NULL, gate, false};
     sqlite3 *src = NULL;
     sqlite3 *copy = NULL;
     sqlite3_stmt *s = NULL;
@@ -251,11 +302,26 @@ int sql_snapshot_write(const char *src_path, const char *path,
     sqlite3_busy_timeout(src, SQL__SNAPSHOT_BUSY_TIMEOUT_MS);
     /* One statement, one read transaction: a consistent copy. */
     rc = sqlite3_prepare_v2(src, "VACUUM INTO ?1", -1, &s, NULL);
+    if (rc == SQLITE_OK && gate != NULL) {
+        err = gate->begin(gate->arg, msg, sizeof msg);
+        if (err != 0) {
+            sql_errmsgf(errmsg, errmsg_len, "snapshot create: %s", msg);
+            sqlite3_finalize(s);
+            sqlite3_close(src);
+            return err;
+        }
+        pass.src = src;
+        pass.open = true;
+        sqlite3_progress_handler(src, SQL__COPY_PROGRESS_OPS, copy_progress,
+                                 &pass);
+    }
     if (rc == SQLITE_OK) {
         sqlite3_bind_text(s, 1, path, -1, SQLITE_STATIC);
         rc = sqlite3_step(s);
         rc = rc == SQLITE_DONE ? SQLITE_OK : rc;
     }
+    sqlite3_progress_handler(src, 0, NULL, NULL);
+    copy_end(&pass);
     if (rc != SQLITE_OK) {
         sql_errmsgf(errmsg, errmsg_len, "snapshot create: VACUUM INTO %s: %s",
                     path, sqlite3_errmsg(src));

@@ -582,6 +582,28 @@ int sql_fsm_checkpoint(struct sql_fsm *f, uint64_t *out_durable_index);
  * (raftsql_settings), and the last configuration applied
  * (raftsql_config; see "The configuration"). */
 
+/* A copy's gate (sql_snapshot_write, sql_fsm_snapshot_create): a plain
+ * writer of the node commits its transaction to the file itself, and the
+ * apply thread records that entry (the applied index, the running
+ * checksum) only after, so a copy whose read transaction began in
+ * between would hold the transaction's rows under the index before it,
+ * and differ from its own running checksum (taken for a foreign write).
+ * @begin is called before the copy's read transaction begins: it returns
+ * 0 once no such commit is in between, and holds new ones back until
+ * @end; else SQL_ERR_BUSY, @why (@why_len bytes) saying why, and no copy
+ * is made. @end is called once the copy's read transaction began (or the
+ * copy failed before), on the same thread. */
+struct sql_copy_gate {
+    int (*begin)(void *arg, char *why, size_t why_len);
+    void (*end)(void *arg);
+    void *arg;
+};
+
+/* sql_fsm_set_copy_gate makes sql_fsm_snapshot_create pass through @gate
+ * (copied; NULL: none, the default). Thread: before any snapshot of @f is
+ * made. */
+void sql_fsm_set_copy_gate(struct sql_fsm *f, const struct sql_copy_gate *gate);
+
 /* sql_fsm_snapshot_create writes a snapshot of @f's database to the new
  * file @path (which must not exist; the caller removes it when done) and
  * gives the applied index and term it reflects (past the no-ops @f
@@ -598,19 +620,20 @@ int sql_fsm_checkpoint(struct sql_fsm *f, uint64_t *out_durable_index);
  * or sql_fsm_close.
  * Errors: SQL_ERR_INVALID (@path exists), SQL_ERR_IOERR (the copy or the fsync
  * failed, e.g. disk full), SQL_ERR_CORRUPT (the copy lacks raftsql_applied),
- * SQL_ERR_NOMEM. */
+ * SQL_ERR_NOMEM, SQL_ERR_BUSY (the copy's gate, sql_fsm_set_copy_gate). */
 int sql_fsm_snapshot_create(struct sql_fsm *f, const char *path,
                             uint64_t *out_index, uint64_t *out_term,
                             char *errmsg, size_t errmsg_len);
 
 /* sql_snapshot_write is sql_fsm_snapshot_create of the replica file
  * @src_path, from a read-only connection of its own: for raft_backup()
- * on any connection, the node's apply connection untouched. Errors: as
+ * on any connection, the node's apply connection untouched. Its read
+ * transaction begins through @gate (NULL: none). Errors: as
  * sql_fsm_snapshot_create's, and SQL_ERR_CORRUPT when @src_path is no
  * replica (no raftsql_applied). Thread: any. */
 int sql_snapshot_write(const char *src_path, const char *path,
-                       uint64_t *out_index, uint64_t *out_term, char *errmsg,
-                       size_t errmsg_len);
+                       const struct sql_copy_gate *gate, uint64_t *out_index,
+                       uint64_t *out_term, char *errmsg, size_t errmsg_len);
 
 /* sql_fsm_snapshot_install replaces the content of @f's database with the
  * snapshot file @path (made by sql_fsm_snapshot_create, possibly on

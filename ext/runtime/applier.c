@@ -733,6 +733,12 @@ int applier_copy_check(struct ext_applier *a, const char *path,
     return RAFT_DIVERGED;
 }
 
+void applier_set_copy_gate(struct ext_applier *a,
+                           const struct sql_copy_gate *gate)
+{
+    sql_fsm_set_copy_gate(a->fsm, gate);
+}
+
 int applier_snapshot_create(struct ext_applier *a, const char *path,
                             uint64_t *out_index, uint64_t *out_term,
                             char *errmsg, size_t errmsg_len)

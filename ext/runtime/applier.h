@@ -335,6 +335,12 @@ void applier_release(struct ext_applier *a, uint64_t covered);
 int applier_copy_check(struct ext_applier *a, const char *path,
                        const char *what, char *errmsg, size_t errmsg_len);
 
+/* applier_set_copy_gate makes the snapshots of @a's database begin their
+ * read transaction through @gate (sql_fsm_set_copy_gate; copied). Thread:
+ * before the driver starts. */
+void applier_set_copy_gate(struct ext_applier *a,
+                           const struct sql_copy_gate *gate);
+
 /* applier_snapshot_create writes a snapshot of the database to the new file
  * @path and gives the index and term it reflects (sql_fsm_snapshot_create,
  * which never blocks the apply thread). Errors: RAFT_DIVERGED (the replica is

@@ -70,6 +70,14 @@ struct ext_lease {
     } busy[EXT__LEASE_BUSY_SLOTS]; /* the writers lately answered busy
                                       (queue_ms), oldest overwritten */
     unsigned busy_next;            /* the slot written next */
+
+    /* The copies' gate (lease_copy_begin): while @copying, a holder of
+     * this node answered committed waits before it commits to the file
+     * (on @copy_cond); @landed is the highest entry a holder of this node
+     * went on to commit to the file itself. */
+    unsigned copying;
+    pthread_cond_t copy_cond;
+    raft_index landed;
 };
 
 /* How long a writer of this node waits in its queue for the lease
@@ -243,6 +251,7 @@ int lease_new(raft_id self, unsigned lease_timeout_ms, unsigned exec_timeout_ms,
                     max_bytes);
     pthread_mutex_init(&l->mu, NULL);
     cond_init(&l->cond);
+    cond_init(&l->copy_cond);
     raft_histogram_init(&l->hold_seconds, raft_histogram_seconds,
                         raft_histogram_n_seconds);
     *out = l;
@@ -274,6 +283,7 @@ void lease_free(struct ext_lease *l)
     }
     lease_core_close(&l->core);
     pthread_cond_destroy(&l->cond);
+    pthread_cond_destroy(&l->copy_cond);
     pthread_mutex_destroy(&l->mu);
     free(l);
 }
@@ -613,6 +623,48 @@ static bool wait_commit(struct ext_lease *l, uint64_t until,
     return interrupted;
 }
 
+/* pass_copy_gate lets this node's holder whose entry @index committed go
+ * on to commit it to the file, once no copy of the file is beginning
+ * (lease_copy_begin), and notes it as landed. A copy holds the gate for
+ * milliseconds; exec_timeout_ms bounds the wait all the same. Caller
+ * holds mu. */
+static void pass_copy_gate(struct ext_lease *l, raft_index index)
+{
+    uint64_t until = now_ms() + l->core.exec_timeout_ms;
+    struct timespec ts;
+
+    deadline_ts(&ts, until);
+    while (l->copying > 0 && now_ms() < until) {
+        pthread_cond_timedwait(&l->copy_cond, &l->mu, &ts);
+    }
+    if (index > l->landed) {
+        l->landed = index;
+    }
+}
+
+raft_index lease_copy_begin(struct ext_lease *l)
+{
+    raft_index landed;
+
+    pthread_mutex_lock(&l->mu);
+    l->copying++;
+    landed = l->landed;
+    pthread_mutex_unlock(&l->mu);
+    return landed;
+}
+
+void lease_copy_end(struct ext_lease *l)
+{
+    pthread_mutex_lock(&l->mu);
+    if (l->copying > 0) {
+        l->copying--;
+    }
+    if (l->copying == 0) {
+        pthread_cond_broadcast(&l->copy_cond);
+    }
+    pthread_mutex_unlock(&l->mu);
+}
+
 int lease_commit(struct ext_lease *l, uint64_t id, const void *p, size_t len,
                  const struct ext_exec_probe *probe,
                  const unsigned char *locked, char *why, size_t why_len)
@@ -673,6 +725,9 @@ int lease_commit(struct ext_lease *l, uint64_t id, const void *p, size_t len,
     rc = lease_core_commit_end(&l->core, id, interrupted, now_ms(), why,
                                why_len, &out);
     carry_out(l, &out, NULL);
+    if (rc == 0) {
+        pass_copy_gate(l, l->core.done_index);
+    }
     pthread_mutex_unlock(&l->mu);
     return rc;
 }

@@ -258,6 +258,19 @@ void lease_on_frame(struct ext_lease *l, struct raft_uv_node *d,
  * Any thread. */
 int lease_end(struct ext_lease *l, char *msg, size_t msg_len);
 
+/* lease_copy_begin opens a copy of this node's file (a snapshot, a
+ * raft_backup: struct sql_copy_gate in sql/sql.h): a holder of this node
+ * commits its entry to the file itself, before the apply thread records
+ * it, so from now until lease_copy_end no holder answered committed
+ * goes on to that commit. Returns the last entry a holder did commit so
+ * (0: none): the copy's read transaction may begin once this node applied
+ * it (applier_wait_applied). Any thread. */
+raft_index lease_copy_begin(struct ext_lease *l);
+
+/* lease_copy_end ends lease_copy_begin's hold: holders waiting to commit
+ * to the file go on. Once for each lease_copy_begin. Any thread. */
+void lease_copy_end(struct ext_lease *l);
+
 /* lease_view fills @out with the lease in force. Any thread. */
 void lease_view(struct ext_lease *l, struct ext_lease_view *out);
 

@@ -573,6 +573,7 @@ static int start_threads(struct ext_node *n, const char *db_path,
     struct raft_uv_peer peers[EXT_MAX_NODES];
     struct raft_uv_node_config dc;
     struct raft_persist_storage storage;
+    struct sql_copy_gate gate;
     struct raft_uv_node_callbacks cb = {
         .data = n,
         .apply = on_apply,
@@ -661,6 +662,8 @@ static int start_threads(struct ext_node *n, const char *db_path,
     dc.storage_stall_ms = n->cfg.election_timeout_ms;
     cluster_id_get(n->cluster, dc.cluster_id);
     store_log(n->store, n->applier, &storage.log);
+    ext_node_copy_gate(n, &gate);
+    applier_set_copy_gate(n->applier, &gate);
     applier_persist_fsm(n->applier, &storage.fsm);
     rc = raft_uv_node_start(core, &dc, &storage, &cb, &n->driver, errmsg,
                             errmsg_len);
@@ -1082,6 +1085,50 @@ bool ext_node_stale(struct ext_node *n, char *why, size_t why_len)
         snprintf(why, why_len, "%s", v.reason);
     }
     return v.stale;
+}
+
+/* copy_begin is the copy gate's begin (ext_node_copy_gate): the lease's
+ * (lease_copy_begin), then a wait of exec_timeout_ms at most until this
+ * node applied the last entry a plain write committed to the file, with
+ * a line at INFO when it waits. */
+static int copy_begin(void *arg, char *why, size_t why_len)
+{
+    struct ext_node *n = arg;
+    raft_index landed = lease_copy_begin(n->lease);
+
+    if (landed == 0 || applier_applied(n->applier) >= landed) {
+        return 0;
+    }
+    node_log_line(&n->log, RAFT_LOG_INFO,
+                  "copy of the database: waits until this node recorded "
+                  "entry %llu, which a plain write committed to the file",
+                  (unsigned long long)landed);
+    if (applier_wait_applied(n->applier, landed, n->cfg.exec_timeout_ms)) {
+        return 0;
+    }
+    lease_copy_end(n->lease);
+    snprintf(why, why_len,
+             "a plain write transaction committed entry %llu to the file, "
+             "and this node did not record it within exec_timeout_ms (%u "
+             "ms: its writer has not let the write lease go): a copy made "
+             "now would hold it under the index before it; try again",
+             (unsigned long long)landed, n->cfg.exec_timeout_ms);
+    return SQL_ERR_BUSY;
+}
+
+/* copy_end is the copy gate's end. */
+static void copy_end(void *arg)
+{
+    struct ext_node *n = arg;
+
+    lease_copy_end(n->lease);
+}
+
+void ext_node_copy_gate(struct ext_node *n, struct sql_copy_gate *out)
+{
+    out->begin = copy_begin;
+    out->end = copy_end;
+    out->arg = n;
 }
 
 int ext_node_copy_check(struct ext_node *n, const char *path, const char *what,

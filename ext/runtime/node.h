@@ -191,6 +191,14 @@ bool ext_node_diverged(struct ext_node *n, char *why, size_t why_len);
  * replica: ...") into @why (@why_len bytes). Any thread. */
 bool ext_node_stale(struct ext_node *n, char *why, size_t why_len);
 
+/* ext_node_copy_gate fills @out with the gate a copy of @n's database
+ * begins its read transaction through (struct sql_copy_gate,
+ * lease_copy_begin): it waits, exec_timeout_ms at most, until no plain
+ * write of this node has committed an entry to the file that the node
+ * has not recorded yet, and holds new ones back until the copy's read
+ * transaction began. Any thread. */
+void ext_node_copy_gate(struct ext_node *n, struct sql_copy_gate *out);
+
 /* ext_node_copy_check verifies @n's copy of its database at @path
  * against the running checksum stored in it (applier_copy_check, naming
  * @what): a difference marks the replica diverged and returns

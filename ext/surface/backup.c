@@ -74,6 +74,7 @@ int backup_write(struct ext_node *n, const char *db_path, const char *target,
     char dir[PATH_MAX], path[PATH_MAX + 256], why[512];
     const char *base;
     uint64_t index = 0, term = 0;
+    struct sql_copy_gate gate;
     struct stat st;
     json_t *o;
     int rc;
@@ -105,12 +106,15 @@ int backup_write(struct ext_node *n, const char *db_path, const char *target,
                  strerror(errno));
         return RAFT_INVALID;
     }
-    rc = sql_snapshot_write(db_path, path, &index, &term, why, sizeof why);
+    ext_node_copy_gate(n, &gate);
+    rc = sql_snapshot_write(db_path, path, &gate, &index, &term, why,
+                            sizeof why);
     if (rc != 0) {
         snprintf(errmsg, errmsg_len, "%s", why);
         /* SQL_ERR_INVALID: the target appeared meanwhile. */
         return rc == SQL_ERR_INVALID ? RAFT_INVALID
                : rc == SQL_ERR_NOMEM ? RAFT_NOMEM
+               : rc == SQL_ERR_BUSY  ? RAFT_BUSY
                                      : RAFT_IOERR;
     }
     /* As a snapshot is before it is sent: a foreign write the node has

@@ -41,11 +41,12 @@ EXTRA = "election_timeout_ms=1000 heartbeat_ms=50 exec_timeout_ms=10000"
 
 class PlainCrashTest(ClusterCase):
 
-    def start_with(self, fault):
+    def start_with(self, fault, extra=""):
         """A cluster whose nodes all carry the fault (it fires at the
-        first plain COMMIT, the test's), and table log(x) with no key."""
+        first plain COMMIT, the test's), and table log(x) with no key;
+        @extra: more keys."""
         env = {i: {"RAFTSQL_TEST_PLAIN_FAULT": fault} for i in (1, 2, 3)}
-        self.start(EXTRA, env=env)
+        self.start(EXTRA + " " + extra, env=env)
         self.exec(self.leader, "CREATE TABLE log(x)")
         self.cluster.wait_all_applied()
 
@@ -264,6 +265,60 @@ class PlainCrashTest(ClusterCase):
                            "stop-after-local-commit"})
         try:
             self.foreign_while_stopped(victim, writer, "w7")
+        finally:
+            if writer.proc.poll() is None:
+                os.kill(writer.proc.pid, signal.SIGCONT)
+            writer.stop()
+
+    def test_copy_while_attach_writer_stopped(self):
+        """A copy of the file made in window 2 (the writer, another
+        process writing through the follower's node, stopped after its
+        local commit, before its release): raft_backup() on that node
+        waits until the node recorded the writer's entry, then copies.
+        Before, the copy held the writer's row under the index before
+        its entry, differed from its running checksum, and the node took
+        that for a foreign write: raft_backup failed and the replica was
+        marked diverged and repaired (a snapshot made so did the same: a
+        make jepsen episode, seed 450806)."""
+        self.start_with("none", "log_level=info")
+        victim = self.followers[0]
+        writer = Node(NODE, 9, victim.db, victim.log_path + ".writer",
+                      env={"RAFTSQL_TEST_PLAIN_FAULT":
+                           "stop-after-local-commit"})
+        backup = os.path.join(self.dir, "copy.db")
+        answers = []
+
+        def copy():
+            try:
+                answers.append(victim.value("SELECT raft_backup(?)", backup))
+            except NodeError as e:
+                answers.append(e)
+        try:
+            t, errors = self.write_until_stopped(writer, "w9")
+            c = threading.Thread(target=copy)
+            c.start()
+
+            def waiting_or_done():
+                with open(victim.log_path, errors="replace") as f:
+                    return "copy of the database: waits until this node recorded" in \
+                        f.read() or not c.is_alive()
+            wait_for("the copy waits for the writer's entry, or ends",
+                     waiting_or_done, timeout=30)
+            os.kill(writer.proc.pid, signal.SIGCONT)
+            t.join(timeout=60)
+            c.join(timeout=60)
+            self.assertEqual(errors, [])
+            self.assertEqual(len(answers), 1)
+            if isinstance(answers[0], NodeError):
+                with open(victim.log_path, errors="replace") as f:
+                    tail = f.read()[-3000:]
+                self.fail("raft_backup: %s; node %d's log ends:\n%s" % (
+                    answers[0], victim.id, tail))
+            self.assertEqual(victim.status()["diverged"], None)
+            self.assertEqual(victim.status()["repairs"], 0)
+            copied = without_raftsql(backup, "SELECT x FROM log")
+            self.assertIn("w9", str(copied))
+            self.once_everywhere("w9")
         finally:
             if writer.proc.poll() is None:
                 os.kill(writer.proc.pid, signal.SIGCONT)

@@ -489,6 +489,74 @@ static void *applier_main(void *arg)
     return NULL;
 }
 
+/* A test copy gate (struct sql_copy_gate): counts its calls, refuses
+ * when @refuse, and at its end commits @transfers transfers through the
+ * apply connection, which the copy must not hold. */
+struct test_gate {
+    struct sql_fsm *fsm;
+    bool refuse;
+    unsigned begins, ends, transfers;
+    const char *path;  /* the copy */
+    off_t size_at_end; /* its size at the end (-1: none yet) */
+};
+
+static int test_gate_begin(void *arg, char *why, size_t why_len)
+{
+    struct test_gate *g = arg;
+
+    g->begins++;
+    if (g->refuse) {
+        snprintf(why, why_len, "test gate: busy");
+        return SQL_ERR_BUSY;
+    }
+    return 0;
+}
+
+static void test_gate_end(void *arg)
+{
+    struct test_gate *g = arg;
+
+    g->ends++;
+    g->size_at_end = file_size(g->path);
+    assert_int_equal(transfers(g->fsm, g->transfers, 1), 0);
+}
+
+/* A copy begins its read transaction through its gate: begin before,
+ * end once after, while the copy is being written (a commit made then is
+ * not in the copy, which is of the state before it), and a gate that
+ * refuses makes no copy. */
+static void test_create_through_gate(void **state)
+{
+    struct fixture *f = *state;
+    const char *path = snap_path(f, 0);
+    struct test_gate g = {f->a.fsm, false, 0, 0, 3, path, 0};
+    struct sql_copy_gate gate = {test_gate_begin, test_gate_end, &g};
+    char msg[256] = "";
+    uint64_t index = 0, term = 0;
+
+    bank_init(f->a.fsm, 50);
+    sql_fsm_set_copy_gate(f->a.fsm, &gate);
+    create_snapshot(f, path, &index, &term);
+    assert_int_equal(g.begins, 1);
+    assert_int_equal(g.ends, 1);
+    assert_int_equal(index, 51);
+    assert_int_equal(bank_check_file(path), 51);
+    assert_int_equal(bank_check_file(f->a.tmp.path), 54);
+    /* The end came while VACUUM INTO ran, not after it. */
+    assert_true(g.size_at_end < file_size(path));
+    assert_int_equal(unlink(path), 0);
+
+    g.refuse = true;
+    assert_int_equal(
+        sql_fsm_snapshot_create(f->a.fsm, path, &index, &term, msg, sizeof msg),
+        SQL_ERR_BUSY);
+    assert_non_null(strstr(msg, "test gate: busy"));
+    assert_int_equal(g.begins, 2);
+    assert_int_equal(g.ends, 1);
+    assert_int_equal(file_size(path), -1);
+    sql_fsm_set_copy_gate(f->a.fsm, NULL);
+}
+
 /* Snapshots taken on another thread while the apply thread keeps applying
  * are each consistent (invariants hold, index and term as reported), and
  * applying never fails meanwhile. */
@@ -914,6 +982,8 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_create_after_noops, setup,
                                         teardown),
         cmocka_unit_test_setup_teardown(test_create_consistent, setup,
+                                        teardown),
+        cmocka_unit_test_setup_teardown(test_create_through_gate, setup,
                                         teardown),
         cmocka_unit_test_setup_teardown(test_create_during_apply, setup,
                                         teardown),
