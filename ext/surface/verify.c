@@ -29,15 +29,51 @@ static void append_name(char *out, size_t len, const char *name)
     }
 }
 
-char *verify_json(const char *path, char *differ_out, size_t differ_len,
-                  char *errmsg, size_t errmsg_len)
+/* A scan under way through its gate (verify_json). */
+struct verify_pass {
+    const struct sql_copy_gate *gate;
+    bool open; /* the gate is held */
+};
+
+/* verify_pass_end ends @p's hold of its gate, once. */
+static void verify_pass_end(struct verify_pass *p)
 {
+    if (p->open) {
+        p->open = false;
+        p->gate->end(p->gate->arg);
+    }
+}
+
+/* verify_snapshot, the scan's snapshot hook: its read transaction began,
+ * so the gate goes. */
+static void verify_snapshot(void *data, uint64_t index)
+{
+    (void)index;
+    verify_pass_end(data);
+}
+
+char *verify_json(const char *path, const struct sql_copy_gate *gate,
+                  char *differ_out, size_t differ_len, char *errmsg,
+                  size_t errmsg_len)
+{
+    struct sql_verify_hooks hooks = {NULL, verify_snapshot, NULL};
+    struct verify_pass pass = {gate, false};
     struct sql_verify v;
     json_t *o, *differ;
     char *text;
+    int rc;
 
     differ_out[0] = '\0';
-    if (sql_checksum_verify(path, &v, errmsg, errmsg_len) != 0) {
+    hooks.data = &pass;
+    if (gate != NULL) {
+        if (gate->begin(gate->arg, errmsg, errmsg_len) != 0) {
+            return NULL;
+        }
+        pass.open = true;
+    }
+    rc = sql_checksum_verify_hooked(path, &hooks, &v, errmsg, errmsg_len);
+    verify_pass_end(&pass);
+    if (rc != 0) {
         if (strstr(errmsg, "no such table: main.raftsql_applied") != NULL) {
             /* A plain database: say so, not SQLite's words. */
             snprintf(errmsg, errmsg_len,

@@ -7,6 +7,8 @@
 
 #include <stddef.h>
 
+#include "../../sql/sql.h"
+
 /* verify_json scans database file @path (O(its size), on the calling
  * thread, in one read transaction that the apply connection does not
  * wait for) and returns, malloc'd, {"index": N, "equal": true|false,
@@ -16,8 +18,12 @@
  * bytes) saying why (not a database, a page that does not read, out of
  * memory). When the file differs from the running checksum, @differ
  * (@differ_len bytes) gets the names of the tables that differ,
- * comma-separated; else "". Any thread. */
-char *verify_json(const char *path, char *differ, size_t differ_len,
-                  char *errmsg, size_t errmsg_len);
+ * comma-separated; else "". The scan's read transaction begins through
+ * @gate (struct sql_copy_gate: the node's, so that a plain writer's
+ * commit it has not recorded yet is not in the scan; NULL: none); a gate
+ * that refuses fails the call, @errmsg saying why. Any thread. */
+char *verify_json(const char *path, const struct sql_copy_gate *gate,
+                  char *differ, size_t differ_len, char *errmsg,
+                  size_t errmsg_len);
 
 #endif /* EXT_VERIFY_H */
