@@ -21,10 +21,8 @@
  * - A passive checkpoint fails or leaves frames behind (readers hold them):
  *   nothing is recorded; the next one, or sql_fsm_checkpoint, which
  *   reports errors, catches up.
- * - sql_fsm_checkpoint finds frames that readers hold back (a passive
- *   checkpoint leaves them): it gives up at once with SQL_ERR_BUSY and
- *   leaves the durable index as it was; with every frame backfilled, the
- *   WAL's restart (TRUNCATE) waits for no reader either.
+ * - sql_fsm_checkpoint waits SQL__CHECKPOINT_WAIT_MS for readers, then gives up
+ *   with SQL_ERR_BUSY and leaves the durable index as it was.
  * - The database is replaced or reread (snapshot install): checkpoint_reset
  *   bumps a generation, so a checkpoint begun before reports nothing.
  *
@@ -42,6 +40,8 @@
 
 SQLITE_EXTENSION_INIT3
 
+/* How long a checkpoint waits for readers before giving up. */
+#define SQL__CHECKPOINT_WAIT_MS 100
 /* WAL frames after which the checkpointer thread backfills the WAL into
  * the database file (SQLite's own automatic checkpoint threshold). */
 #define SQL__CHECKPOINT_FRAMES 1000
@@ -254,33 +254,20 @@ int sql_fsm_checkpoint(struct sql_fsm *f, uint64_t *out_durable_index)
     sqlite3_mutex *mu;
     int rc;
 
+    /* Wait briefly for readers (a snapshot copy may hold one for long):
+     * the apply thread must not stall behind them. */
+    sql_fsm_set_busy_ms(f, SQL__CHECKPOINT_WAIT_MS);
     /* Lock order: the connection's mutex, then run_mu, as in on_wal
      * (which runs inside a step, holding the connection's mutex); the
      * checkpoint enters the (recursive) connection mutex again. */
     mu = sqlite3_db_mutex(f->db);
     sqlite3_mutex_enter(mu);
     pthread_mutex_lock(&f->ckpt.run_mu);
-    /* First one that waits for nobody: a reader that holds frames back
-     * (a snapshot's or a backup's copy holds one for as long as the copy
-     * takes, a minute for a few GB) leaves them in the WAL. A TRUNCATE
-     * waited for it, 100 ms of the busy handler's sleeps, after every
-     * batch on the apply thread while the durable point lagged: every
-     * write waited 100 ms for as long as the copy ran (a 4 GB join,
-     * bench/scale.py: 10 writes a second). */
-    rc = sqlite3_wal_checkpoint_v2(f->db, "main", SQLITE_CHECKPOINT_PASSIVE,
+    rc = sqlite3_wal_checkpoint_v2(f->db, "main", SQLITE_CHECKPOINT_TRUNCATE,
                                    &n_log, &n_ckpt);
-    if (rc == SQLITE_OK && n_log >= 0 && n_ckpt == n_log) {
-        /* Every frame is in the file (synced): restart the WAL if no
-         * reader or writer uses it now, without waiting; else the next
-         * writer restarts it (SQLite does so once every frame is
-         * backfilled). */
-        sql_fsm_set_busy_ms(f, 0);
-        (void)sqlite3_wal_checkpoint_v2(f->db, "main",
-                                        SQLITE_CHECKPOINT_TRUNCATE, NULL, NULL);
-        sql_fsm_set_busy_ms(f, SQL__BUSY_TIMEOUT_MS);
-    }
     pthread_mutex_unlock(&f->ckpt.run_mu);
     sqlite3_mutex_leave(mu);
+    sql_fsm_set_busy_ms(f, SQL__BUSY_TIMEOUT_MS);
     if (rc != SQLITE_OK && (rc & 0xff) != SQLITE_BUSY) {
         return fsm_fail(f, rc, "checkpoint");
     }

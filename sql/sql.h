@@ -552,17 +552,16 @@ bool sql_fsm_applied_time(const struct sql_fsm *f, int64_t *out);
  * exceeds sql_fsm_applied(f). Thread: the apply thread. */
 uint64_t sql_fsm_durable(const struct sql_fsm *f);
 
-/* sql_fsm_checkpoint runs a passive checkpoint on the apply connection:
- * it copies the WAL into the database file and fsyncs the file. When
- * every WAL frame was copied, the applied index becomes the durable index
- * and is written to *@out_durable_index, and the WAL is emptied
- * (wal_checkpoint(TRUNCATE)) if no other connection uses it at that
- * moment. It first waits for a passive checkpoint of the background
- * checkpointer to end, if one runs (one checkpoint at a time; measured 0
- * to 12 ms), but never for readers: when readers on other connections
- * hold older WAL frames (e.g. a snapshot being copied) it gives up at
- * once with SQL_ERR_BUSY, leaving the durable index (and
- * *@out_durable_index) as they were: call it again later. The background checkpointer moves the
+/* sql_fsm_checkpoint runs PRAGMA wal_checkpoint(TRUNCATE) on the apply
+ * connection: it copies the WAL into the database file, fsyncs the file
+ * and empties the WAL. When every WAL frame was copied, the applied index
+ * becomes the durable index and is written to *@out_durable_index. It
+ * first waits for a passive checkpoint of the background checkpointer to
+ * end, if one runs (one checkpoint at a time; measured 0 to 12 ms), then
+ * waits at most 100 ms for readers on other connections that hold older
+ * WAL frames (e.g. a snapshot being copied) and then gives up with
+ * SQL_ERR_BUSY, leaving the durable index (and *@out_durable_index) as they
+ * were: call it again later. The background checkpointer moves the
  * durable index by itself while writes go on (see above), so this is
  * needed only when it cannot: a WAL under its threshold, readers holding
  * frames back, or the log full. Thread: the apply thread, between
