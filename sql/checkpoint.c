@@ -10,7 +10,7 @@
  * after its next commit (checkpoint_committed). This keeps the routine
  * backfill out of the apply connection's commits, where SQLite's automatic
  * checkpoint stalled every waiting caller (docs/performance.md).
- * sql_fsm_checkpoint, on the apply thread, runs a TRUNCATE checkpoint when
+ * sql_fsm_checkpoint, on the apply thread, runs a checkpoint of its own when
  * the background one cannot move the durable index (a WAL under the
  * threshold, readers holding frames back, the log full).
  *
@@ -21,8 +21,10 @@
  * - A passive checkpoint fails or leaves frames behind (readers hold them):
  *   nothing is recorded; the next one, or sql_fsm_checkpoint, which
  *   reports errors, catches up.
- * - sql_fsm_checkpoint waits SQL__CHECKPOINT_WAIT_MS for readers, then gives up
- *   with SQL_ERR_BUSY and leaves the durable index as it was.
+ * - sql_fsm_checkpoint(SQL_CHECKPOINT_WAIT) waits SQL__CHECKPOINT_WAIT_MS for
+ *   readers, then gives up with SQL_ERR_BUSY and leaves the durable index
+ *   as it was; sql_fsm_checkpoint(SQL_CHECKPOINT_NOWAIT) gives up so at
+ *   once when readers hold frames back or the checkpointer runs one.
  * - The database is replaced or reread (snapshot install): checkpoint_reset
  *   bumps a generation, so a checkpoint begun before reports nothing.
  *
@@ -247,27 +249,60 @@ uint64_t sql_fsm_durable(const struct sql_fsm *f)
     return f->durable;
 }
 
-int sql_fsm_checkpoint(struct sql_fsm *f, uint64_t *out_durable_index)
+int sql_fsm_checkpoint(struct sql_fsm *f, enum sql_checkpoint_wait wait,
+                       uint64_t *out_durable_index)
 {
     int n_log = -1;
     int n_ckpt = -1;
     sqlite3_mutex *mu;
     int rc;
 
-    /* Wait briefly for readers (a snapshot copy may hold one for long):
-     * the apply thread must not stall behind them. */
-    sql_fsm_set_busy_ms(f, SQL__CHECKPOINT_WAIT_MS);
     /* Lock order: the connection's mutex, then run_mu, as in on_wal
      * (which runs inside a step, holding the connection's mutex); the
      * checkpoint enters the (recursive) connection mutex again. */
     mu = sqlite3_db_mutex(f->db);
     sqlite3_mutex_enter(mu);
-    pthread_mutex_lock(&f->ckpt.run_mu);
-    rc = sqlite3_wal_checkpoint_v2(f->db, "main", SQLITE_CHECKPOINT_TRUNCATE,
-                                   &n_log, &n_ckpt);
+    if (wait == SQL_CHECKPOINT_WAIT) {
+        /* Wait briefly for readers: the caller needs the durable point
+         * now (the log is full, the node stops, the file was opened). */
+        pthread_mutex_lock(&f->ckpt.run_mu);
+        sql_fsm_set_busy_ms(f, SQL__CHECKPOINT_WAIT_MS);
+        rc = sqlite3_wal_checkpoint_v2(
+            f->db, "main", SQLITE_CHECKPOINT_TRUNCATE, &n_log, &n_ckpt);
+        sql_fsm_set_busy_ms(f, SQL__BUSY_TIMEOUT_MS);
+    } else if (pthread_mutex_trylock(&f->ckpt.run_mu) != 0) {
+        /* The background checkpointer runs one: it moves the durable
+         * point itself if it backfills every frame; else the caller's
+         * next try. */
+        sqlite3_mutex_leave(mu);
+        sql_errmsgf(f->errmsg, sizeof f->errmsg,
+                    "checkpoint: the background checkpoint runs; the "
+                    "durable index stays %" PRIu64,
+                    f->durable);
+        return SQL_ERR_BUSY;
+    } else {
+        /* Waits for nobody: a reader that holds frames back (a
+         * snapshot's or a backup's copy holds one for as long as the
+         * copy takes, a minute for a few GB) leaves them in the WAL. A
+         * TRUNCATE waited for it, 100 ms of the busy handler's sleeps,
+         * after every batch on the apply thread while the durable point
+         * lagged: every write waited 100 ms for as long as the copy ran
+         * (a 4 GB join, bench/scale.py: 10 writes a second). */
+        rc = sqlite3_wal_checkpoint_v2(f->db, "main", SQLITE_CHECKPOINT_PASSIVE,
+                                       &n_log, &n_ckpt);
+        if (rc == SQLITE_OK && n_log >= 0 && n_ckpt == n_log) {
+            /* Every frame is in the file (synced): restart the WAL if
+             * no reader or writer uses it now, without waiting; else
+             * the next writer restarts it (SQLite does so once every
+             * frame is backfilled). */
+            sql_fsm_set_busy_ms(f, 0);
+            (void)sqlite3_wal_checkpoint_v2(
+                f->db, "main", SQLITE_CHECKPOINT_TRUNCATE, NULL, NULL);
+            sql_fsm_set_busy_ms(f, SQL__BUSY_TIMEOUT_MS);
+        }
+    }
     pthread_mutex_unlock(&f->ckpt.run_mu);
     sqlite3_mutex_leave(mu);
-    sql_fsm_set_busy_ms(f, SQL__BUSY_TIMEOUT_MS);
     if (rc != SQLITE_OK && (rc & 0xff) != SQLITE_BUSY) {
         return fsm_fail(f, rc, "checkpoint");
     }

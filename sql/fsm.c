@@ -373,7 +373,7 @@ int sql_fsm_open(const char *path, const struct sql_function *hidden,
          * durable index stays 0 until a checkpoint completes. */
         uint64_t durable;
 
-        rc = sql_fsm_checkpoint(f, &durable);
+        rc = sql_fsm_checkpoint(f, SQL_CHECKPOINT_WAIT, &durable);
         if (rc == SQL_ERR_BUSY) {
             rc = 0;
         }

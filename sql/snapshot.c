@@ -586,7 +586,7 @@ int sql_fsm_snapshot_install(struct sql_fsm *f, const char *path,
     checkpoint_set_durable(f, index);
     /* Best effort: move the copy out of the WAL now. The commit above was
      * synchronous, so the index is durable either way. */
-    sql_fsm_checkpoint(f, &durable);
+    sql_fsm_checkpoint(f, SQL_CHECKPOINT_WAIT, &durable);
     *out_index = index;
     *out_term = term;
     rc = 0;

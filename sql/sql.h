@@ -552,22 +552,40 @@ bool sql_fsm_applied_time(const struct sql_fsm *f, int64_t *out);
  * exceeds sql_fsm_applied(f). Thread: the apply thread. */
 uint64_t sql_fsm_durable(const struct sql_fsm *f);
 
-/* sql_fsm_checkpoint runs PRAGMA wal_checkpoint(TRUNCATE) on the apply
- * connection: it copies the WAL into the database file, fsyncs the file
- * and empties the WAL. When every WAL frame was copied, the applied index
- * becomes the durable index and is written to *@out_durable_index. It
- * first waits for a passive checkpoint of the background checkpointer to
- * end, if one runs (one checkpoint at a time; measured 0 to 12 ms), then
- * waits at most 100 ms for readers on other connections that hold older
- * WAL frames (e.g. a snapshot being copied) and then gives up with
- * SQL_ERR_BUSY, leaving the durable index (and *@out_durable_index) as they
- * were: call it again later. The background checkpointer moves the
- * durable index by itself while writes go on (see above), so this is
- * needed only when it cannot: a WAL under its threshold, readers holding
- * frames back, or the log full. Thread: the apply thread, between
- * sql_fsm_apply calls. Errors: SQL_ERR_BUSY (readers held frames back),
- * SQL_ERR_IOERR (the message names the SQLite failure), SQL_ERR_NOMEM. */
-int sql_fsm_checkpoint(struct sql_fsm *f, uint64_t *out_durable_index);
+/* How long sql_fsm_checkpoint waits for others' checkpoints and readers. */
+enum sql_checkpoint_wait {
+    /* For a caller that needs the durable point now (the log is full, the
+     * node stops, the file was just opened): waits for a checkpoint of the
+     * background checkpointer to end, if one runs (measured 0 to 12 ms),
+     * then at most 100 ms for readers on other connections that hold
+     * older WAL frames. */
+    SQL_CHECKPOINT_WAIT,
+    /* For the apply thread between batches: waits for nobody. A running
+     * background checkpoint, or readers holding frames back (a snapshot's
+     * or a backup's copy holds its reader for the whole copy, a minute at
+     * a few GB), make it give up at once; the caller tries again later
+     * (the apply thread after its next batch, or within a second when
+     * idle). */
+    SQL_CHECKPOINT_NOWAIT,
+};
+
+/* sql_fsm_checkpoint backfills the WAL of the apply connection into the
+ * database file, fsyncs the file and empties the WAL (a TRUNCATE
+ * checkpoint; under SQL_CHECKPOINT_NOWAIT a passive one, followed by the
+ * TRUNCATE only if every frame was backfilled, and that one waits for
+ * no reader either). When every WAL frame was copied, the applied index
+ * becomes the durable index and is written to *@out_durable_index; else
+ * it gives up (after the waits @wait allows) with SQL_ERR_BUSY, leaving
+ * the durable index (and *@out_durable_index) as they were: call it again
+ * later. The background checkpointer moves the durable index by itself
+ * while writes go on (see above), so this is needed only when it cannot:
+ * a WAL under its threshold, readers holding frames back, or the log
+ * full. Thread: the apply thread, between sql_fsm_apply calls. Errors:
+ * SQL_ERR_BUSY (readers held frames back, or under SQL_CHECKPOINT_NOWAIT
+ * the background checkpoint ran; the message says which), SQL_ERR_IOERR
+ * (the message names the SQLite failure), SQL_ERR_NOMEM. */
+int sql_fsm_checkpoint(struct sql_fsm *f, enum sql_checkpoint_wait wait,
+                       uint64_t *out_durable_index);
 
 /* ---- Snapshots --------------------------------------------------------
  *

@@ -83,6 +83,9 @@ struct ext_applier {
                                       applying (mu) */
     bool busy;                      /* the thread uses the connection (mu) */
     bool want_checkpoint;           /* checkpoint now (log full) (mu) */
+    bool ckpt_gave_up;              /* the last checkpoint gave up, left
+                                      the durable index behind (the
+                                      apply thread) */
     bool held;                      /* a snapshot install waits for or holds
                                       the connection (mu) */
     unsigned n_hurry;               /* callers between applier_hurry_begin
@@ -844,15 +847,67 @@ void applier_error(struct ext_applier *a, char *out, size_t len)
     pthread_mutex_unlock(&a->mu);
 }
 
-/* checkpoint runs a checkpoint on the apply connection and takes in the
- * durable index it reached. */
-static void checkpoint(struct ext_applier *a)
+/* checkpoint runs a checkpoint on the apply connection, waiting as @wait
+ * says, and takes in the durable index it reached. */
+static void checkpoint(struct ext_applier *a, enum sql_checkpoint_wait wait)
 {
     uint64_t durable;
-    if (sql_fsm_checkpoint(a->fsm, &durable) == 0) {
+    int rc = sql_fsm_checkpoint(a->fsm, wait, &durable);
+    if (rc == 0) {
         atomic_store(&a->durable, durable);
+        if (a->ckpt_gave_up) {
+            node_log_line(a->log, RAFT_LOG_INFO,
+                          "the durable index moves again: %llu",
+                          (unsigned long long)durable);
+        }
+        a->ckpt_gave_up = false;
+    } else {
+        /* Each give-up at DEBUG (with the applied index: tests wait for
+         * the one after their last write); the first of a run at INFO. */
+        node_log_line(a->log, RAFT_LOG_DEBUG,
+                      "checkpoint at applied index %llu gave up: %s",
+                      (unsigned long long)atomic_load(&a->applied),
+                      sql_fsm_errmsg(a->fsm));
+        if (!a->ckpt_gave_up) {
+            node_log_line(a->log, RAFT_LOG_INFO,
+                          "%s (tried again after each batch, and each "
+                          "second while no batch comes)",
+                          sql_fsm_errmsg(a->fsm));
+        }
+        a->ckpt_gave_up = true;
     }
     note_wal_base(a);
+}
+
+/* checkpoint_now is checkpoint for a caller that needs the durable point
+ * (the log is full: applier_request_checkpoint): it waits for readers,
+ * briefly (sql.h). */
+static void checkpoint_now(struct ext_applier *a)
+{
+    checkpoint(a, SQL_CHECKPOINT_WAIT);
+}
+
+/* durable_lags says whether the durable index fell behind the applied
+ * index by half a snapshot threshold: the background checkpointer could
+ * not move it (a WAL under its threshold, readers holding frames back),
+ * and the log cannot be compacted past it. */
+static bool durable_lags(const struct ext_applier *a)
+{
+    return atomic_load(&a->applied) - atomic_load(&a->durable) >=
+           a->cfg.snapshot_threshold / 2;
+}
+
+/* checkpoint_try is checkpoint between batches, and in the idle loop
+ * while the durable index lags: it waits for nobody, so that no write
+ * waits for a reader that holds WAL frames back (a copy holds one for
+ * a minute at a few GB: a wait of 100 ms after every batch for as long
+ * as it ran, docs/performance.md "The copy's real cost"); one that gave
+ * up is tried again after the next batch, or within EXT__FOREIGN_CHECK_MS
+ * when no batch comes (applier_main), so that a cluster that stopped
+ * writing still compacts its log. */
+static void checkpoint_try(struct ext_applier *a)
+{
+    checkpoint(a, SQL_CHECKPOINT_NOWAIT);
 }
 
 /* known_type says whether entry type @type is one the applier maps. */
@@ -949,8 +1004,8 @@ static int apply_batch(struct ext_applier *a, const struct raft_entry *batch,
      * fills; when it falls behind (a WAL under its threshold, readers
      * holding frames back), checkpoint here, after the callers have their
      * results, so the log can be compacted up to what the file holds. */
-    if (last - atomic_load(&a->durable) >= a->cfg.snapshot_threshold / 2) {
-        checkpoint(a);
+    if (durable_lags(a)) {
+        checkpoint_try(a);
     }
     for (unsigned i = 0; i < n; i++) {
         sql_result_clear(&res[i]);
@@ -1075,6 +1130,12 @@ static void *applier_main(void *arg)
             }
 #endif
             run_unlocked(a, idle_check);
+            if (durable_lags(a) && !a->stop && !a->held &&
+                !atomic_load(&a->diverged)) {
+                /* The checkpoint after the last batch gave up (a reader
+                 * held frames back, or the checkpointer ran): try again. */
+                run_unlocked(a, checkpoint_try);
+            }
         }
         if (!a->stop && !a->want_checkpoint && atomic_load(&a->failed) &&
             pthread_cond_timedwait(&a->cond, &a->mu, &a->retry_at) == 0) {
@@ -1091,7 +1152,7 @@ static void *applier_main(void *arg)
         if (a->want_checkpoint) {
             a->want_checkpoint = false;
             if (!a->held) {
-                run_unlocked(a, checkpoint);
+                run_unlocked(a, checkpoint_now);
             }
             continue;
         }

@@ -72,7 +72,7 @@ void stopped_record(struct sql_fsm *fsm, struct ext_node_log *log,
     char line[EXT__STOPPED_LINE];
     uint64_t durable;
 
-    (void)sql_fsm_checkpoint(fsm, &durable);
+    (void)sql_fsm_checkpoint(fsm, SQL_CHECKPOINT_WAIT, &durable);
     describe_both(db_path, line, sizeof line);
     if (!stopped_write_file(record_path, line, true)) {
         node_log_line(log, RAFT_LOG_WARN,

@@ -7,6 +7,7 @@ build under `make test`: RAFTSQL_TESTHOST) in a fresh directory and stops it.
 import os
 import shutil
 import socket
+import sqlite3
 import subprocess
 import tempfile
 import time
@@ -447,6 +448,73 @@ class NowTest(ClusterCase):
         self.assertEqual([w for w, _ in rows], ["before", "after"])
         self.assert_forward(rows)
         self.assertEqual(rows[1][1], rows[0][1], rows)
+
+
+class DurableRetryTest(ClusterCase):
+    """The durable index and the log's compaction once writes stopped
+    (snapshot_threshold=16: the apply thread checkpoints when the durable
+    index lags 8 entries)."""
+
+    def setUp(self):
+        self.start(FAST + " snapshot_threshold=16 trailing_entries=0 "
+                   "log_level=debug")
+        self.exec(self.leader, "CREATE TABLE c(v TEXT NOT NULL)")
+
+    def gave_up_at(self, index):
+        """Whether the leader's log says its checkpoint at applied index
+        @index gave up."""
+        with open(self.leader.log_path, errors="replace") as f:
+            return ("checkpoint at applied index %d gave up" % index
+                    in f.read())
+
+    def test_compacts_once_a_reader_let_go(self):
+        """A reader that holds WAL frames back across a burst's last batch
+        (a snapshot's or a backup's copy does, for as long as it copies)
+        makes the checkpoint after that batch give up; once the reader
+        ends, the node moves its durable index and compacts its log with
+        no further write (the apply thread tries again when idle). Before,
+        the checkpoint was tried after batches only, and a cluster that
+        stopped writing kept its log."""
+        for i in range(20):
+            self.leader.sql("INSERT INTO c(v) VALUES(?)", "before %d" % i)
+        # A plain reader of the file, as a copy's connection is.
+        reader = sqlite3.connect(self.leader.db, isolation_level=None)
+        self.addCleanup(reader.close)
+        reader.execute("BEGIN")
+        reader.execute("SELECT count(*) FROM c").fetchall()
+        for i in range(40):
+            self.leader.sql("INSERT INTO c(v) VALUES(?)", "held %d" % i)
+        st = self.leader.status()
+        applied = st["applied"]
+        # The checkpoint after the last write's batch ran, and gave up:
+        # the reader holds the frames of every write since its BEGIN.
+        wait_for("node %d's checkpoint at applied index %d gives up"
+                 % (self.leader.id, applied),
+                 lambda: self.gave_up_at(applied), 20)
+        st = self.leader.status()
+        self.assertEqual(st["applied"], applied, st)
+        self.assertLessEqual(st["durable"], applied - 30, st)
+        held_first = st["first_index"]
+        reader.execute("COMMIT")
+        reader.close()
+        seen = {}
+
+        def caught_up():
+            seen.update(self.leader.status())
+            return (seen["durable"] >= applied and
+                    seen["first_index"] > held_first)
+        try:
+            wait_for("node %d's durable index reaches %d and its log is "
+                     "compacted past %d with no more writes" % (
+                         self.leader.id, applied, held_first), caught_up, 20)
+        except TimeoutError as e:
+            raise AssertionError("%s; status durable %s applied %s "
+                                 "first_index %s" % (
+                                     e, seen.get("durable"),
+                                     seen.get("applied"),
+                                     seen.get("first_index"))) from None
+        with open(self.leader.log_path, errors="replace") as f:
+            self.assertIn("the durable index moves again", f.read())
 
 
 class LoneLeaderTest(ClusterCase):

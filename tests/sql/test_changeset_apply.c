@@ -893,7 +893,8 @@ static void test_noops_leave_a_reader_snapshot_current(void **state)
     assert_equal_replicas(f);
     /* Only what raftsql_applied records is durable. */
     apply_noops(f->fa, 1);
-    assert_int_equal(sql_fsm_checkpoint(f->fa, &durable), 0);
+    assert_int_equal(sql_fsm_checkpoint(f->fa, SQL_CHECKPOINT_WAIT, &durable),
+                     0);
     assert_true(durable == sql_fsm_applied(f->fa) - 1);
     assert_true(sql_fsm_durable(f->fa) == durable);
 }

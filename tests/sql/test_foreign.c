@@ -104,7 +104,8 @@ static void test_own_work_is_not_foreign(void **state)
         usleep(20 * 1000);
         assert_int_equal(sql_fsm_foreign_check(f->fsm), 0);
     }
-    assert_int_equal(sql_fsm_checkpoint(f->fsm, &durable), 0);
+    assert_int_equal(sql_fsm_checkpoint(f->fsm, SQL_CHECKPOINT_WAIT, &durable),
+                     0);
     assert_int_equal(apply(f, "UPDATE kv SET v = 2 WHERE k = 'a'"), 0);
     snprintf(f->snap, sizeof f->snap, "%s/snap", f->tmp.dir);
     assert_int_equal(sql_fsm_snapshot_create(f->fsm, f->snap, &index, &term,
