@@ -62,13 +62,17 @@ struct ext_lease {
     uint64_t hold_id;           /* the lease a writer of this node holds
                                     (from its grant to its release), 0 */
     uint64_t hold_since_ms;     /* when it was granted, CLOCK_MONOTONIC */
+    uint64_t hold_ticket;       /* its writer's ticket (lease_acquire) */
+    uint64_t next_ticket;       /* the last ticket handed out: the order
+                                    in which this node's writers came */
     uint64_t n_holds, n_waits, n_busy;  /* lease_view's */
     struct raft_histogram hold_seconds; /* lease_view's */
     struct {
         uint64_t holder;           /* 0: a free slot */
         uint64_t at;               /* when it was last answered busy, ms */
+        uint64_t ticket;           /* the place in line it keeps */
     } busy[EXT__LEASE_BUSY_SLOTS]; /* the writers lately answered busy
-                                      (queue_ms), oldest overwritten */
+                                      (kept_ticket), oldest overwritten */
     unsigned busy_next;            /* the slot written next */
 
     /* The copies' gate (lease_copy_begin): while @copying, a holder of
@@ -125,6 +129,7 @@ struct ext_lease {
 struct lease_waiter {
     struct lease_waiter *next;
     uint64_t holder; /* its holder token */
+    uint64_t ticket; /* its place in line: the queue is in ticket order */
     pthread_cond_t cond;
 };
 
@@ -343,37 +348,85 @@ static void ask_for_first(struct ext_lease *l)
     carry_out(l, &out, NULL);
 }
 
+/* kept_ticket returns the ticket (the place in line) @holder keeps when
+ * it was answered busy within EXT__LEASE_AGAIN_MS (this is its busy
+ * handler's retry), else 0. Caller holds mu. */
+static uint64_t kept_ticket(struct ext_lease *l, uint64_t holder, uint64_t now)
+{
+    for (unsigned i = 0; i < EXT__LEASE_BUSY_SLOTS; i++) {
+        if (l->busy[i].holder == holder &&
+            now < l->busy[i].at + EXT__LEASE_AGAIN_MS) {
+            return l->busy[i].ticket;
+        }
+    }
+    return 0;
+}
+
 /* queue_ms returns how long @holder may wait in the queue now: briefly
  * when it was answered busy within EXT__LEASE_AGAIN_MS (its busy
  * handler's retry), else EXT__LEASE_QUEUE_MS. Caller holds mu. */
 static uint64_t queue_ms(struct ext_lease *l, uint64_t holder, uint64_t now)
 {
-    for (unsigned i = 0; i < EXT__LEASE_BUSY_SLOTS; i++) {
-        if (l->busy[i].holder == holder &&
-            now < l->busy[i].at + EXT__LEASE_AGAIN_MS) {
-            return EXT__LEASE_AGAIN_QUEUE_MS;
-        }
-    }
-    return EXT__LEASE_QUEUE_MS;
+    return kept_ticket(l, holder, now) != 0 ? EXT__LEASE_AGAIN_QUEUE_MS
+                                            : EXT__LEASE_QUEUE_MS;
 }
 
-/* note_busy records that @holder was answered busy at @now (@busy), or
- * forgets it (it got the lease, or another answer). Caller holds mu. */
-static void note_busy(struct ext_lease *l, uint64_t holder, uint64_t now,
-                      bool busy)
+/* note_busy records that @holder, in line at @ticket, was answered busy at
+ * @now (@busy): its retry keeps its place; or forgets it (it got the
+ * lease, or another answer). Caller holds mu. */
+static void note_busy(struct ext_lease *l, uint64_t holder, uint64_t ticket,
+                      uint64_t now, bool busy)
 {
     for (unsigned i = 0; i < EXT__LEASE_BUSY_SLOTS; i++) {
         if (l->busy[i].holder == holder) {
             l->busy[i].holder = busy ? holder : 0;
             l->busy[i].at = now;
+            l->busy[i].ticket = ticket;
             return;
         }
     }
     if (busy) {
         l->busy[l->busy_next].holder = holder;
         l->busy[l->busy_next].at = now;
+        l->busy[l->busy_next].ticket = ticket;
         l->busy_next = (l->busy_next + 1) % EXT__LEASE_BUSY_SLOTS;
     }
+}
+
+/* ticket_of returns @holder's place in line: the one it keeps (its busy
+ * handler's retry), else a new one, after every other. Caller holds
+ * mu. */
+static uint64_t ticket_of(struct ext_lease *l, uint64_t holder, uint64_t now)
+{
+    uint64_t t = kept_ticket(l, holder, now);
+    return t != 0 ? t : ++l->next_ticket;
+}
+
+/* enqueue puts @me in this node's queue in ticket order (a busy
+ * handler's retry back at the place it had), but never before a first
+ * whose ask is out. Caller holds mu. */
+static void enqueue(struct ext_lease *l, struct lease_waiter *me)
+{
+    struct lease_waiter **pp = &l->queue;
+
+    if (*pp != NULL && l->asked_for == (*pp)->holder) {
+        pp = &(*pp)->next;
+    }
+    while (*pp != NULL && (*pp)->ticket < me->ticket) {
+        pp = &(*pp)->next;
+    }
+    me->next = *pp;
+    *pp = me;
+}
+
+/* passed_over says whether a writer of this node that came after @me
+ * holds the lease or is first in the queue, ahead of @me: it took the
+ * turn while @me slept in its busy handler. Caller holds mu. */
+static bool passed_over(const struct ext_lease *l,
+                        const struct lease_waiter *me)
+{
+    return (l->hold_id != 0 && l->hold_ticket > me->ticket) ||
+           (l->queue != me && l->queue->ticket > me->ticket);
 }
 
 uint64_t lease_patience_ms(struct ext_lease *l, uint64_t holder)
@@ -388,8 +441,11 @@ uint64_t lease_patience_ms(struct ext_lease *l, uint64_t holder)
 
 void lease_note_busy(struct ext_lease *l, uint64_t holder)
 {
+    uint64_t now;
+
     pthread_mutex_lock(&l->mu);
-    note_busy(l, holder, now_ms(), true);
+    now = now_ms();
+    note_busy(l, holder, ticket_of(l, holder, now), now, true);
     l->n_busy++;
     pthread_mutex_unlock(&l->mu);
 }
@@ -423,9 +479,12 @@ void lease_set_removed(struct ext_lease *l, bool removed, raft_index conf_index)
 static void catchup_busy(struct ext_lease *l, uint64_t id, uint64_t holder)
 {
     applier_hurry_end(l->applier);
+    uint64_t now;
+
     lease_release(l, id, NULL);
     pthread_mutex_lock(&l->mu);
-    note_busy(l, holder, now_ms(), true);
+    now = now_ms();
+    note_busy(l, holder, ticket_of(l, holder, now), now, true);
     pthread_mutex_unlock(&l->mu);
 }
 
@@ -433,8 +492,9 @@ int lease_acquire(struct ext_lease *l, uint64_t holder, bool one_try,
                   uint64_t *out_id, char *why, size_t why_len)
 {
     struct lease_waiter me, **pp;
-    uint64_t id = 0, until, limit, patient_until, moved_at;
+    uint64_t id = 0, until, limit, patient_until, moved_at, entered;
     uint64_t queue_wait_ms, catchup_ms;
+    bool passed = false;
     raft_index grant_index = 0, seen;
     bool waited = false, leaderless = false;
     int rc;
@@ -457,12 +517,11 @@ int lease_acquire(struct ext_lease *l, uint64_t holder, bool one_try,
     me.holder = holder;
     cond_init(&me.cond);
     pthread_mutex_lock(&l->mu);
-    for (pp = &l->queue; *pp != NULL; pp = &(*pp)->next) {
-    }
-    *pp = &me;
-    until = now_ms();
-    patient_until = until + l->core.exec_timeout_ms;
+    entered = until = now_ms();
     queue_wait_ms = queue_ms(l, holder, until);
+    me.ticket = ticket_of(l, holder, until);
+    enqueue(l, &me);
+    patient_until = until + l->core.exec_timeout_ms;
     until += queue_wait_ms;
     /* How long the catch-up may see nothing applied while the grant's
      * entries are not committed here. */
@@ -495,6 +554,21 @@ int lease_acquire(struct ext_lease *l, uint64_t holder, bool one_try,
         }
         waited = true;
         now = now_ms();
+        /* A busy handler's retry waits briefly (queue_ms), but one that
+         * a writer who came after it passed while it slept waits for its
+         * turn: the lease is let go to the first in line, this writer
+         * (the writers of a node in turn, first come first served; with
+         * 20 ms at each retry, a writer behind holders of more than
+         * 20 ms found the lease taken at every retry, and met
+         * SQLITE_BUSY while the others wrote). A writer that only waits
+         * for one that came before it keeps the brief wait: SQLite's
+         * busy timeout counts only the handler's own sleeps. */
+        if (!passed && passed_over(l, &me)) {
+            passed = true;
+            if (until < entered + EXT__LEASE_QUEUE_MS) {
+                until = entered + EXT__LEASE_QUEUE_MS;
+            }
+        }
         /* No leader: no other commit either, so one try waits longer. */
         limit = one_try && leaderless ? patient_until : until;
         if (now >= limit) {
@@ -509,12 +583,13 @@ int lease_acquire(struct ext_lease *l, uint64_t holder, bool one_try,
     for (pp = &l->queue; *pp != &me; pp = &(*pp)->next) {
     }
     *pp = me.next;
-    note_busy(l, holder, now_ms(), rc == RAFT_BUSY);
+    note_busy(l, holder, me.ticket, now_ms(), rc == RAFT_BUSY);
     l->n_waits += waited;
     l->n_busy += rc == RAFT_BUSY;
     if (rc == 0) {
         l->n_holds++;
         l->hold_id = id;
+        l->hold_ticket = me.ticket;
         l->hold_since_ms = now_ms();
     }
     if (rc != 0) {

@@ -141,7 +141,10 @@ void lease_attach(struct ext_lease *l, struct raft_uv_node *d,
 void lease_free(struct ext_lease *l);
 
 /* lease_acquire is ext_node_lease_acquire (node.h): queues behind the
- * other writers of this node asking for the lease (FIFO), asks the loop
+ * other writers of this node asking for the lease, in the order they
+ * came (a busy handler's retry, within 250 ms of its busy answer, keeps
+ * its place, and waits up to 250 ms rather than 20 when a writer that
+ * came after it took the turn meanwhile), asks the loop
  * for the lease for @holder when first, then waits until this node
  * applied the grant's index. With @one_try (EXT_LEASE_ONE_TRY), a
  * refusal for want of a leader is asked again for up to exec_timeout_ms
@@ -172,8 +175,8 @@ uint64_t lease_patience_ms(struct ext_lease *l, uint64_t holder);
 
 /* lease_note_busy records that writer @holder was answered RAFT_BUSY by
  * something other than lease_acquire (the start's scan runs), so that
- * its retry's lease_patience_ms and queue wait are the short ones, and
- * counts it in lease_view's busy answers. Any host thread. */
+ * its retry's lease_patience_ms and queue wait are the short ones and
+ * it keeps its place in the queue, and counts it in lease_view's busy answers. Any host thread. */
 void lease_note_busy(struct ext_lease *l, uint64_t holder);
 
 /* lease_set_removed tells @l whether this node is @removed from the

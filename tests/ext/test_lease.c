@@ -8,6 +8,7 @@
 #include <pthread.h>
 #include <setjmp.h>
 #include <stdarg.h>
+#include <stdatomic.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <string.h>
@@ -708,6 +709,162 @@ static void test_lease_line(void **state)
     stop(&c);
 }
 
+/* A writer of the leader that takes the lease again and again, holding
+ * it TURN_HOLD_MS each time (at most TURN_MAX_TXNS times, until @halt;
+ * or, @one, once): retrying a RAFT_BUSY as SQLite's default busy handler
+ * does (sleeps of 1, 2, 5, ... 100 ms, until they add up to
+ * TURN_BUSY_TIMEOUT_MS: then SQLITE_BUSY, counted in n_busy_out). */
+#define TURN_HOLD_MS 60
+#define TURN_BUSY_TIMEOUT_MS 2000
+#define TURN_MAX_TXNS 200
+struct turn_writer {
+    pthread_t t;
+    struct ext_node *n;
+    uint64_t holder;
+    bool one;
+    atomic_bool *halt;
+    atomic_bool asked;   /* it called ext_node_lease_acquire */
+    atomic_bool calling; /* ... and that call has not returned */
+    atomic_int n_done;   /* transactions that had the lease */
+    int n_busy_out;      /* ... that met SQLITE_BUSY instead */
+    int n_retries;       /* busy answers retried */
+    int rc;              /* another error, 0 */
+    char why[256];
+};
+
+static void sleep_ms(unsigned ms)
+{
+    struct timespec t = {ms / 1000, (long)(ms % 1000) * 1000000L};
+    nanosleep(&t, NULL);
+}
+
+static void *turn_writer_main(void *arg)
+{
+    static const unsigned delays[] = {1,  2,  5,  10, 15, 20,
+                                      25, 25, 25, 50, 50, 100};
+    struct turn_writer *w = arg;
+
+    for (int k = 0; k < TURN_MAX_TXNS && w->rc == 0; k++) {
+        unsigned slept = 0, count = 0;
+        uint64_t id = 0;
+        if (!w->one && atomic_load(w->halt)) {
+            break;
+        }
+        for (;;) {
+            unsigned delay;
+            int rc;
+            atomic_store(&w->asked, true);
+            atomic_store(&w->calling, true);
+            rc = ext_node_lease_acquire(w->n, w->holder, 0, &id, w->why,
+                                        sizeof w->why);
+            atomic_store(&w->calling, false);
+            if (rc == 0) {
+                break;
+            }
+            if (rc != RAFT_BUSY) {
+                w->rc = rc;
+                break;
+            }
+            delay = delays[count < 12 ? count : 11];
+            if (slept + delay > TURN_BUSY_TIMEOUT_MS) {
+                delay = TURN_BUSY_TIMEOUT_MS - slept;
+            }
+            if (delay == 0) {
+                w->n_busy_out++;
+                id = 0;
+                break;
+            }
+            sleep_ms(delay);
+            slept += delay;
+            count++;
+            w->n_retries++;
+        }
+        if (id != 0) {
+            sleep_ms(TURN_HOLD_MS);
+            ext_node_lease_release(w->n, id, NULL);
+            atomic_fetch_add(&w->n_done, 1);
+        }
+        if (w->one) {
+            break;
+        }
+    }
+    return NULL;
+}
+
+/* queued_of returns how many writers of @n wait in its queue for the
+ * lease in force (raft_status() lease.queued), -1 when none is. */
+static int queued_of(struct ext_node *n)
+{
+    char *s = ext_node_status(n);
+    json_t *o = s != NULL ? json_loads(s, 0, NULL) : NULL;
+    json_t *q = json_object_get(json_object_get(o, "lease"), "queued");
+    int queued = json_is_integer(q) ? (int)json_integer_value(q) : -1;
+    json_decref(o);
+    free(s);
+    return queued;
+}
+
+/* The writers of one node take the lease in turn: a writer (SQLite's
+ * default busy handler, a 2 s busy timeout) answered busy while another
+ * connection of its node held the lease, then two writers that came
+ * after it and take the lease back to back, 60 ms each: the first has
+ * it within its busy timeout. On the old code it met SQLITE_BUSY: at
+ * each retry it went to the back of the queue, behind the writer that
+ * waited for the holder, and waited 20 ms there, asleep in its busy
+ * handler the rest of the time (a trial: 8 writer processes of one
+ * node, three of them starved). */
+static void test_writers_of_a_node_in_turn(void **state)
+{
+    struct cluster c;
+    struct turn_writer w[3];
+    atomic_bool halt = false;
+    uint64_t id;
+    int l;
+    (void)state;
+
+    start(&c, "");
+    l = with_table(&c);
+    id = acquire(c.n[l], 1);
+    memset(w, 0, sizeof w);
+    for (int i = 0; i < 3; i++) {
+        w[i].n = c.n[l];
+        w[i].holder = 200 + (uint64_t)i;
+        w[i].one = i == 0;
+        w[i].halt = &halt;
+    }
+    assert_int_equal(pthread_create(&w[0].t, NULL, turn_writer_main, &w[0]), 0);
+    EXT_WAIT(w[0].n_retries > 0, "the first writer was not answered busy");
+    for (int i = 1; i < 3; i++) {
+        assert_int_equal(pthread_create(&w[i].t, NULL, turn_writer_main, &w[i]),
+                         0);
+    }
+    /* Both in the queue, and the first asleep in its busy handler (a
+     * sleep of 10 ms or more): the lease is let go while it is away. */
+    EXT_WAIT(atomic_load(&w[1].asked) && atomic_load(&w[2].asked) &&
+                 w[0].n_retries >= 4 && !atomic_load(&w[0].calling) &&
+                 queued_of(c.n[l]) == 2,
+             "%d writers queued, the first retried %d times", queued_of(c.n[l]),
+             w[0].n_retries);
+    ext_node_lease_release(c.n[l], id, NULL);
+    pthread_join(w[0].t, NULL);
+    atomic_store(&halt, true);
+    for (int i = 1; i < 3; i++) {
+        pthread_join(w[i].t, NULL);
+    }
+    for (int i = 0; i < 3; i++) {
+        print_message(
+            "writer %d: %d transactions had the lease, %d met "
+            "SQLITE_BUSY, %d busy answers retried\n",
+            i + 1, atomic_load(&w[i].n_done), w[i].n_busy_out, w[i].n_retries);
+        if (w[i].rc != 0) {
+            fail_msg("writer %d: %d %s", i + 1, w[i].rc, w[i].why);
+        }
+    }
+    assert_int_equal(w[0].n_busy_out, 0);
+    assert_int_equal(atomic_load(&w[0].n_done), 1);
+    stop(&c);
+}
+
 /* A membership change (a raft_add sent from a follower) that finds a
  * lease in force waits for its end, and raft_status() shows it waiting:
  * the holder's commit goes through (the change used to be appended at
@@ -862,6 +1019,7 @@ int main(void)
         cmocka_unit_test(test_follower_expired),
         cmocka_unit_test(test_operator_ends_lease),
         cmocka_unit_test(test_lease_line),
+        cmocka_unit_test(test_writers_of_a_node_in_turn),
         cmocka_unit_test(test_change_waits_for_lease),
         cmocka_unit_test(test_change_waits_bounded),
         cmocka_unit_test(test_second_change_refused_at_once),
