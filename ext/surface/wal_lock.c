@@ -20,6 +20,12 @@ SQLITE_EXTENSION_INIT3
  * finishing the batch that caught up to the grant (SQL__BUSY_TIMEOUT_MS is
  * the applier's own patience). */
 #define WAL_LOCK_OWN_WORK_MS 5000
+/* ... on a busy handler's retry: a try within WAL_LOCK_AGAIN_MS of the
+ * last one that found the lock kept. SQLite's busy timeout counts only
+ * the handler's own sleeps: 5 s at each of its retries made a writer
+ * with a busy timeout of 300 ms meet SQLITE_BUSY after 65 s. */
+#define WAL_LOCK_AGAIN_WORK_MS 20
+#define WAL_LOCK_AGAIN_MS 250
 
 /* SQLite's WAL lock slots (wal.c): the writer's, the checkpointer's. */
 #define WAL_WRITE_SLOT 0
@@ -62,6 +68,9 @@ struct wrapped {
     char busy_why[400];             /* why the latest lease ask answered
                                        busy ("" before the first) */
     int64_t busy_at;                /* when, CLOCK_MONOTONIC ns */
+    int64_t kept_at;                /* when a try under a lease last found
+                                       the lock kept, CLOCK_MONOTONIC ns,
+                                       0 */
     struct wal_sync *wal;           /* its -wal file's sync, once wrapped */
 };
 
@@ -167,7 +176,14 @@ static int wrapped_shm_lock(sqlite3_file *f, int ofst, int n, int flags)
          * wait for it here rather than hand a connection with no busy
          * timeout (the shell's) SQLITE_BUSY for it. */
         struct timespec t0, now, ms = {.tv_sec = 0, .tv_nsec = 1000000L};
+        int64_t start;
+        int limit;
         clock_gettime(CLOCK_MONOTONIC, &t0);
+        start = (int64_t)t0.tv_sec * 1000000000 + t0.tv_nsec;
+        limit = w->kept_at != 0 &&
+                        start - w->kept_at < WAL_LOCK_AGAIN_MS * 1000000LL
+                    ? WAL_LOCK_AGAIN_WORK_MS
+                    : WAL_LOCK_OWN_WORK_MS;
         do {
             nanosleep(&ms, NULL);
             rc = w->orig->xShmLock(f, ofst, n, flags);
@@ -175,7 +191,22 @@ static int wrapped_shm_lock(sqlite3_file *f, int ofst, int n, int flags)
         } while (rc == SQLITE_BUSY &&
                  (now.tv_sec - t0.tv_sec) * 1000 +
                          (now.tv_nsec - t0.tv_nsec) / 1000000 <
-                     WAL_LOCK_OWN_WORK_MS);
+                     limit);
+        if (rc == SQLITE_BUSY) {
+            /* raft_last_error() says why: the lease was no reason. */
+            w->kept_at = (int64_t)now.tv_sec * 1000000000 + now.tv_nsec;
+            w->busy_at = w->kept_at;
+            snprintf(w->busy_why, sizeof w->busy_why,
+                     "the write lease was granted, but another connection "
+                     "keeps the file's write lock (this node's apply or a "
+                     "checkpoint, a writer whose COMMIT still waits for its "
+                     "outcome, or a process without raftsql writing the "
+                     "file; waited %d ms, %d ms at each retry of the busy "
+                     "handler): nothing was written; try again",
+                     WAL_LOCK_OWN_WORK_MS, WAL_LOCK_AGAIN_WORK_MS);
+        } else {
+            w->kept_at = 0;
+        }
     }
     if (rc != SQLITE_OK) {
         wal_lease_release(w, NULL);

@@ -18,6 +18,7 @@ Node 1 runs in this process (Python's sqlite3 as the host).
 """
 
 import sqlite3
+import subprocess
 import time
 import unittest
 
@@ -91,6 +92,42 @@ class ErrorCase(HostedCase):
 
 class LeaderErrorsTest(ErrorCase):
     """Node 1 leads: plain writes are served in this process."""
+
+    def test_write_lock_kept_past_the_grant(self):
+        """A process that never loaded raftsql holds the file's write lock
+        (BEGIN IMMEDIATE, nothing written): a plain write is granted the
+        lease, waits 5 s for the lock (20 ms at each retry of its busy
+        handler) and meets SQLITE_BUSY, and raft_last_error() says why.
+        Before, it said nothing (a trial: a writer met SQLITE_BUSY with an
+        empty raft_last_error()), and it met SQLITE_BUSY after 65 s for a
+        busy timeout of 300 ms: 5 s at each retry. The bound leaves room
+        for a loaded machine."""
+        locker = subprocess.Popen(
+            ["/usr/bin/python3", "-c",
+             "import sqlite3, sys\n"
+             "c = sqlite3.connect(sys.argv[1], isolation_level=None)\n"
+             "c.execute('BEGIN IMMEDIATE')\n"
+             "print('locked', flush=True)\n"
+             "sys.stdin.read()\n", self.db],
+            stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+
+        def unlock():
+            if locker.poll() is None:
+                locker.stdin.close()
+                locker.wait(timeout=30)
+            locker.stdout.close()
+        self.addCleanup(unlock)
+        self.assertEqual(locker.stdout.readline(), "locked\n")
+        other = plain(self.db, 0.3)
+        self.addCleanup(other.close)
+        self.busy_after(other, "INSERT INTO kv VALUES('o', 1)", 4.5, 15,
+                        why_has="the write lease was granted, but another "
+                        "connection keeps the file's write lock")
+        unlock()
+        other.execute("INSERT INTO kv VALUES('o', 1)")
+        self.assertEqual(without_raftsql(self.db, "SELECT k FROM kv ORDER "
+                                         "BY k"), ["a", "o"])
+        self.assert_replicas_agree()
 
     def test_lease_held_by_another_writer(self):
         """BEGIN IMMEDIATE on one connection holds the lease (and the
