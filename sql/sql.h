@@ -560,12 +560,13 @@ enum sql_checkpoint_wait {
      * then at most 100 ms for readers on other connections that hold
      * older WAL frames. */
     SQL_CHECKPOINT_WAIT,
-    /* For the apply thread between batches: waits for nobody. A running
-     * background checkpoint, or readers holding frames back (a snapshot's
-     * or a backup's copy holds its reader for the whole copy, a minute at
-     * a few GB), make it give up at once; the caller tries again later
-     * (the apply thread after its next batch, or within a second when
-     * idle). */
+    /* For the apply thread between batches while a long reader holds
+     * frames back (a snapshot's or a backup's copy holds its reader for
+     * the whole copy, a minute at a few GB: a waiting try gave up):
+     * waits for nobody. A running background checkpoint, or readers
+     * holding frames back, make it give up at once; the caller tries
+     * again later (the apply thread after its next batch, or within a
+     * second when idle). */
     SQL_CHECKPOINT_NOWAIT,
 };
 

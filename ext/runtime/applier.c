@@ -51,6 +51,11 @@
 /* Backoff between retries of a failed batch, ms. */
 #define EXT__RETRY_MIN_MS 100
 #define EXT__RETRY_MAX_MS 5000
+/* After a checkpoint that waited for readers and gave up (a long reader:
+ * a copy), how long the next ones wait for nobody, ms: doubled at each
+ * such give-up, up to the max (checkpoint_try). */
+#define EXT__CHECKPOINT_BACKOFF_MS 1000
+#define EXT__CHECKPOINT_BACKOFF_MAX_MS 16000
 
 struct ext_applier {
     struct ext_applier_config cfg;  /* settings (copy) */
@@ -86,6 +91,11 @@ struct ext_applier {
     bool ckpt_gave_up;              /* the last checkpoint gave up, left
                                       the durable index behind (the
                                       apply thread) */
+    struct timespec ckpt_wait_at;   /* CLOCK_MONOTONIC from which
+                                      checkpoint_try may wait for
+                                      readers again (the apply thread) */
+    unsigned ckpt_backoff_ms;       /* the pause after its last waiting
+                                      try gave up, 0 (the apply thread) */
     bool held;                      /* a snapshot install waits for or holds
                                       the connection (mu) */
     unsigned n_hurry;               /* callers between applier_hurry_begin
@@ -849,7 +859,7 @@ void applier_error(struct ext_applier *a, char *out, size_t len)
 
 /* checkpoint runs a checkpoint on the apply connection, waiting as @wait
  * says, and takes in the durable index it reached. */
-static void checkpoint(struct ext_applier *a, enum sql_checkpoint_wait wait)
+static int checkpoint(struct ext_applier *a, enum sql_checkpoint_wait wait)
 {
     uint64_t durable;
     int rc = sql_fsm_checkpoint(a->fsm, wait, &durable);
@@ -877,6 +887,7 @@ static void checkpoint(struct ext_applier *a, enum sql_checkpoint_wait wait)
         a->ckpt_gave_up = true;
     }
     note_wal_base(a);
+    return rc;
 }
 
 /* checkpoint_now is checkpoint for a caller that needs the durable point
@@ -884,7 +895,7 @@ static void checkpoint(struct ext_applier *a, enum sql_checkpoint_wait wait)
  * briefly (sql.h). */
 static void checkpoint_now(struct ext_applier *a)
 {
-    checkpoint(a, SQL_CHECKPOINT_WAIT);
+    (void)checkpoint(a, SQL_CHECKPOINT_WAIT);
 }
 
 /* durable_lags says whether the durable index fell behind the applied
@@ -898,16 +909,44 @@ static bool durable_lags(const struct ext_applier *a)
 }
 
 /* checkpoint_try is checkpoint between batches, and in the idle loop
- * while the durable index lags: it waits for nobody, so that no write
- * waits for a reader that holds WAL frames back (a copy holds one for
- * a minute at a few GB: a wait of 100 ms after every batch for as long
- * as it ran, docs/performance.md "The copy's real cost"); one that gave
- * up is tried again after the next batch, or within EXT__FOREIGN_CHECK_MS
+ * while the durable index lags. Readers come in two kinds. Short ones
+ * (plain writers, which read the frame before their own commit until
+ * their entry is applied) always hold some frames back, while writes
+ * go on: the checkpoint waits briefly for them (SQL_CHECKPOINT_WAIT;
+ * one that never waits never moves the durable index under plain
+ * writes, and the log is compacted only once full: a new-user trial).
+ * A long one (a snapshot's or a backup's copy, a minute at a few GB)
+ * outlasts any wait, and a wait of 100 ms after every batch for as long
+ * as it ran held every write back (docs/performance.md "The copy's real
+ * cost"): so after a waiting try that gave up, the tries wait for
+ * nobody (SQL_CHECKPOINT_NOWAIT) for EXT__CHECKPOINT_BACKOFF_MS, then
+ * twice as long after the next give-up, up to
+ * EXT__CHECKPOINT_BACKOFF_MAX_MS, until one succeeds. One that gave up
+ * is tried again after the next batch, or within EXT__FOREIGN_CHECK_MS
  * when no batch comes (applier_main), so that a cluster that stopped
  * writing still compacts its log. */
 static void checkpoint_try(struct ext_applier *a)
 {
-    checkpoint(a, SQL_CHECKPOINT_NOWAIT);
+    struct timespec now;
+    bool wait;
+
+    clock_gettime(CLOCK_MONOTONIC, &now);
+    wait = a->ckpt_backoff_ms == 0 || now.tv_sec > a->ckpt_wait_at.tv_sec ||
+           (now.tv_sec == a->ckpt_wait_at.tv_sec &&
+            now.tv_nsec >= a->ckpt_wait_at.tv_nsec);
+    if (checkpoint(a, wait ? SQL_CHECKPOINT_WAIT : SQL_CHECKPOINT_NOWAIT) ==
+        0) {
+        a->ckpt_backoff_ms = 0;
+        return;
+    }
+    if (wait) {
+        a->ckpt_backoff_ms =
+            a->ckpt_backoff_ms == 0 ? EXT__CHECKPOINT_BACKOFF_MS
+            : a->ckpt_backoff_ms >= EXT__CHECKPOINT_BACKOFF_MAX_MS / 2
+                ? EXT__CHECKPOINT_BACKOFF_MAX_MS
+                : 2 * a->ckpt_backoff_ms;
+        ms_from_now(&a->ckpt_wait_at, a->ckpt_backoff_ms);
+    }
 }
 
 /* known_type says whether entry type @type is one the applier maps. */

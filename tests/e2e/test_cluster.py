@@ -10,6 +10,7 @@ import socket
 import sqlite3
 import subprocess
 import tempfile
+import threading
 import time
 import unittest
 
@@ -515,6 +516,64 @@ class DurableRetryTest(ClusterCase):
                                      seen.get("first_index"))) from None
         with open(self.leader.log_path, errors="replace") as f:
             self.assertIn("the durable index moves again", f.read())
+
+
+    def test_compacts_under_plain_writes(self):
+        """Plain writers, writing back to back, each read the frame before
+        its own commit until its entry is applied: some reader always
+        holds frames back. The durable index still moves and the log is
+        compacted while they write (the apply thread's checkpoint waits
+        for such readers, briefly). Before, with a checkpoint that waited
+        for nobody, the leader's durable index stayed put and its log was
+        compacted only once full (a new-user trial: 8 writer
+        processes)."""
+        stop = os.path.join(self.dir, "stop-writers")
+        script = (
+            "import os, sqlite3, sys, time\n"
+            "con = sqlite3.connect(sys.argv[1], isolation_level=None,\n"
+            "                      timeout=10)\n"
+            "con.enable_load_extension(True)\n"
+            "con.load_extension(sys.argv[2])\n"
+            "end = time.monotonic() + 90\n"
+            "i = 0\n"
+            "while not os.path.exists(sys.argv[3]) and "
+            "time.monotonic() < end:\n"
+            "    con.execute('BEGIN IMMEDIATE')\n"
+            "    con.execute('SELECT count(*) FROM c').fetchall()\n"
+            "    con.execute('INSERT INTO c(v) VALUES(?)', ('w%d' % i,))\n"
+            "    con.execute('COMMIT')\n"
+            "    i += 1\n")
+        st0 = self.leader.status()
+        writers = [subprocess.Popen(
+            ["/usr/bin/python3", "-c", script, self.leader.db,
+             os.path.splitext(SO)[0], stop],
+            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+            for _ in range(6)]
+        seen = {}
+
+        def compacted():
+            seen.update(self.leader.status())
+            return (seen["durable"] >= st0["applied"] + 300 and
+                    seen["first_index"] > st0["first_index"] + 300)
+        try:
+            wait_for("node %d's durable index and first index move 300 "
+                     "entries on while plain writers write"
+                     % self.leader.id,
+                     lambda: compacted() or
+                     any(w.poll() is not None for w in writers), 60)
+        except TimeoutError:
+            pass  # said below, with what was seen
+        finally:
+            with open(stop, "w"):
+                pass
+            outs = [w.communicate(timeout=60) for w in writers]
+        self.assertEqual([(w.returncode, o[1]) for w, o in zip(writers, outs)],
+                         [(0, "")] * len(writers))
+        self.assertTrue(compacted(), "status durable %s applied %s "
+                        "first_index %s (from applied %s first_index %s)"
+                        % (seen.get("durable"), seen.get("applied"),
+                           seen.get("first_index"), st0["applied"],
+                           st0["first_index"]))
 
 
 class LoneLeaderTest(ClusterCase):
