@@ -723,12 +723,12 @@ struct turn_writer {
     uint64_t holder;
     bool one;
     atomic_bool *halt;
-    atomic_bool asked;   /* it called ext_node_lease_acquire */
-    atomic_bool calling; /* ... and that call has not returned */
-    atomic_int n_done;   /* transactions that had the lease */
-    int n_busy_out;      /* ... that met SQLITE_BUSY instead */
-    int n_retries;       /* busy answers retried */
-    int rc;              /* another error, 0 */
+    atomic_bool asked;    /* it called ext_node_lease_acquire */
+    atomic_bool calling;  /* ... and that call has not returned */
+    atomic_int n_done;    /* transactions that had the lease */
+    int n_busy_out;       /* ... that met SQLITE_BUSY instead */
+    atomic_int n_retries; /* busy answers retried */
+    int rc;               /* another error, 0 */
     char why[256];
 };
 
@@ -777,7 +777,7 @@ static void *turn_writer_main(void *arg)
             sleep_ms(delay);
             slept += delay;
             count++;
-            w->n_retries++;
+            atomic_fetch_add(&w->n_retries, 1);
         }
         if (id != 0) {
             sleep_ms(TURN_HOLD_MS);
@@ -833,7 +833,8 @@ static void test_writers_of_a_node_in_turn(void **state)
         w[i].halt = &halt;
     }
     assert_int_equal(pthread_create(&w[0].t, NULL, turn_writer_main, &w[0]), 0);
-    EXT_WAIT(w[0].n_retries > 0, "the first writer was not answered busy");
+    EXT_WAIT(atomic_load(&w[0].n_retries) > 0,
+             "the first writer was not answered busy");
     for (int i = 1; i < 3; i++) {
         assert_int_equal(pthread_create(&w[i].t, NULL, turn_writer_main, &w[i]),
                          0);
@@ -841,10 +842,10 @@ static void test_writers_of_a_node_in_turn(void **state)
     /* Both in the queue, and the first asleep in its busy handler (a
      * sleep of 10 ms or more): the lease is let go while it is away. */
     EXT_WAIT(atomic_load(&w[1].asked) && atomic_load(&w[2].asked) &&
-                 w[0].n_retries >= 4 && !atomic_load(&w[0].calling) &&
-                 queued_of(c.n[l]) == 2,
+                 atomic_load(&w[0].n_retries) >= 4 &&
+                 !atomic_load(&w[0].calling) && queued_of(c.n[l]) == 2,
              "%d writers queued, the first retried %d times", queued_of(c.n[l]),
-             w[0].n_retries);
+             atomic_load(&w[0].n_retries));
     ext_node_lease_release(c.n[l], id, NULL);
     pthread_join(w[0].t, NULL);
     atomic_store(&halt, true);
@@ -855,7 +856,8 @@ static void test_writers_of_a_node_in_turn(void **state)
         print_message(
             "writer %d: %d transactions had the lease, %d met "
             "SQLITE_BUSY, %d busy answers retried\n",
-            i + 1, atomic_load(&w[i].n_done), w[i].n_busy_out, w[i].n_retries);
+            i + 1, atomic_load(&w[i].n_done), w[i].n_busy_out,
+            atomic_load(&w[i].n_retries));
         if (w[i].rc != 0) {
             fail_msg("writer %d: %d %s", i + 1, w[i].rc, w[i].why);
         }
