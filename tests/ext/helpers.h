@@ -7,6 +7,7 @@
 #define TESTS_EXT_HELPERS_H
 
 #include <arpa/inet.h>
+#include <stdbool.h>
 #include <netinet/in.h>
 #include <sys/socket.h>
 #include <unistd.h>
@@ -41,15 +42,32 @@
  * ago. */
 static inline int ext_free_port(void)
 {
-    struct sockaddr_in a = {.sin_family = AF_INET};
-    socklen_t len = sizeof a;
-    int fd = socket(AF_INET, SOCK_STREAM, 0);
-    assert_true(fd >= 0);
-    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    assert_int_equal(bind(fd, (struct sockaddr *)&a, sizeof a), 0);
-    assert_int_equal(getsockname(fd, (struct sockaddr *)&a, &len), 0);
-    close(fd);
-    return ntohs(a.sin_port);
+    /* The ports handed out lately: the kernel may give a port again once
+     * it is closed, and a cluster whose two nodes got the same one fails
+     * to start (test_lease, once, under ThreadSanitizer). */
+    static int given[64];
+    static unsigned n_given;
+
+    for (int tries = 0;; tries++) {
+        struct sockaddr_in a = {.sin_family = AF_INET};
+        socklen_t len = sizeof a;
+        int fd = socket(AF_INET, SOCK_STREAM, 0);
+        bool again = false;
+        int port;
+        assert_true(fd >= 0);
+        a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+        assert_int_equal(bind(fd, (struct sockaddr *)&a, sizeof a), 0);
+        assert_int_equal(getsockname(fd, (struct sockaddr *)&a, &len), 0);
+        close(fd);
+        port = ntohs(a.sin_port);
+        for (unsigned i = 0; i < 64 && i < n_given; i++) {
+            again = again || given[i] == port;
+        }
+        if (!again || tries == 100) {
+            given[n_given++ % 64] = port;
+            return port;
+        }
+    }
 }
 
 /* request_buf returns request (@origin, @seq) of @sql, stamped, in a new

@@ -455,8 +455,9 @@ static void leader_init(struct fake *f)
     f->peer.id = 2;
 }
 
-/* leader_core returns server @id's core of leader_init's log. */
-static struct raft *leader_core(raft_id id)
+/* leader_core_ms returns server @id's core of leader_init's log, with an
+ * election timeout of @election_ms. */
+static struct raft *leader_core_ms(raft_id id, unsigned election_ms)
 {
     struct raft_config cfg;
     struct raft_hard_state hs = {.term = 1};
@@ -468,9 +469,16 @@ static struct raft *leader_core(raft_id id)
         e[i].index = 11 + i;
         e[i].type = RAFT_ENTRY_NORMAL;
     }
-    fake_config(&cfg, id, TWO, 2, 50);
+    fake_config(&cfg, id, TWO, 2, election_ms);
     assert_int_equal(raft_restore(&cfg, &hs, 10, 1, e, 2, 10, &r), 0);
     return r;
+}
+
+/* leader_core returns server @id's core of leader_init's log (an election
+ * timeout of 50 ms: against the test's peer, which answers at once). */
+static struct raft *leader_core(raft_id id)
+{
+    return leader_core_ms(id, 50);
 }
 
 static void leader_start(struct fake *f, uint64_t stall_ms)
@@ -890,6 +898,7 @@ static void test_two_drivers_corrupted_chunk(void **state)
 {
     struct fake_pair *x = *state;
     struct fake *a = &x->a, *b = &x->b;
+    struct fake_opts oa = {.peers = PEER_2, .n_peers = 1, .chunk_bytes = 1000};
     struct fake_opts ob = {.peers = PEER_1, .n_peers = 1};
     unsigned starts = 0;
     fake_init(a, 1);
@@ -898,7 +907,11 @@ static void test_two_drivers_corrupted_chunk(void **state)
     fake_init(b, 2);
     fake_link(a, b);
     a->corrupt_next_chunk = true;
-    leader_start(a, 0);
+    /* An election timeout of 500 ms: between two drivers on a loaded
+     * machine, 50 ms of silence made the leader step down (check quorum)
+     * again and again, each time before the snapshot went through
+     * (snapshot_index not 10 within 5 s, twice in make unit). */
+    fake_start(a, leader_core_ms(1, 500), &oa);
     fake_start(b, fake_core(2, TWO, 2, 60000), &ob);
     FAKE_WAIT(b, b->obs.snapshot_index == 10);
     FAKE_WAIT(a, a->obs.stats.n_snapshots_sent == 1);
