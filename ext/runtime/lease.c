@@ -362,13 +362,12 @@ static uint64_t kept_ticket(struct ext_lease *l, uint64_t holder, uint64_t now)
     return 0;
 }
 
-/* queue_ms returns how long @holder may wait in the queue now: briefly
- * when it was answered busy within EXT__LEASE_AGAIN_MS (its busy
- * handler's retry), else EXT__LEASE_QUEUE_MS. Caller holds mu. */
-static uint64_t queue_ms(struct ext_lease *l, uint64_t holder, uint64_t now)
+/* queue_ms returns how long a writer that keeps ticket @kept (0: none)
+ * may wait in the queue now: briefly on its busy handler's retry
+ * (kept_ticket), else EXT__LEASE_QUEUE_MS. */
+static uint64_t queue_ms(uint64_t kept)
 {
-    return kept_ticket(l, holder, now) != 0 ? EXT__LEASE_AGAIN_QUEUE_MS
-                                            : EXT__LEASE_QUEUE_MS;
+    return kept != 0 ? EXT__LEASE_AGAIN_QUEUE_MS : EXT__LEASE_QUEUE_MS;
 }
 
 /* note_busy records that @holder, in line at @ticket, was answered busy at
@@ -393,13 +392,20 @@ static void note_busy(struct ext_lease *l, uint64_t holder, uint64_t ticket,
     }
 }
 
-/* ticket_of returns @holder's place in line: the one it keeps (its busy
- * handler's retry), else a new one, after every other. Caller holds
- * mu. */
-static uint64_t ticket_of(struct ext_lease *l, uint64_t holder, uint64_t now)
+/* ticket_of returns the place in line of a writer that keeps ticket
+ * @kept (0: none): that one, else a new one, after every other. Caller
+ * holds mu. */
+static uint64_t ticket_of(struct ext_lease *l, uint64_t kept)
 {
-    uint64_t t = kept_ticket(l, holder, now);
-    return t != 0 ? t : ++l->next_ticket;
+    return kept != 0 ? kept : ++l->next_ticket;
+}
+
+/* note_busy_now records that @holder was answered busy now, keeping its
+ * place in line (note_busy). Caller holds mu. */
+static void note_busy_now(struct ext_lease *l, uint64_t holder)
+{
+    uint64_t now = now_ms();
+    note_busy(l, holder, ticket_of(l, kept_ticket(l, holder, now)), now, true);
 }
 
 /* enqueue puts @me in this node's queue in ticket order (a busy
@@ -434,18 +440,15 @@ uint64_t lease_patience_ms(struct ext_lease *l, uint64_t holder)
     uint64_t ms;
 
     pthread_mutex_lock(&l->mu);
-    ms = queue_ms(l, holder, now_ms());
+    ms = queue_ms(kept_ticket(l, holder, now_ms()));
     pthread_mutex_unlock(&l->mu);
     return ms;
 }
 
 void lease_note_busy(struct ext_lease *l, uint64_t holder)
 {
-    uint64_t now;
-
     pthread_mutex_lock(&l->mu);
-    now = now_ms();
-    note_busy(l, holder, ticket_of(l, holder, now), now, true);
+    note_busy_now(l, holder);
     l->n_busy++;
     pthread_mutex_unlock(&l->mu);
 }
@@ -479,12 +482,9 @@ void lease_set_removed(struct ext_lease *l, bool removed, raft_index conf_index)
 static void catchup_busy(struct ext_lease *l, uint64_t id, uint64_t holder)
 {
     applier_hurry_end(l->applier);
-    uint64_t now;
-
     lease_release(l, id, NULL);
     pthread_mutex_lock(&l->mu);
-    now = now_ms();
-    note_busy(l, holder, ticket_of(l, holder, now), now, true);
+    note_busy_now(l, holder);
     pthread_mutex_unlock(&l->mu);
 }
 
@@ -492,7 +492,7 @@ int lease_acquire(struct ext_lease *l, uint64_t holder, bool one_try,
                   uint64_t *out_id, char *why, size_t why_len)
 {
     struct lease_waiter me, **pp;
-    uint64_t id = 0, until, limit, patient_until, moved_at, entered;
+    uint64_t id = 0, until, limit, patient_until, moved_at, entered, kept;
     uint64_t queue_wait_ms, catchup_ms;
     bool passed = false;
     raft_index grant_index = 0, seen;
@@ -518,8 +518,9 @@ int lease_acquire(struct ext_lease *l, uint64_t holder, bool one_try,
     cond_init(&me.cond);
     pthread_mutex_lock(&l->mu);
     entered = until = now_ms();
-    queue_wait_ms = queue_ms(l, holder, until);
-    me.ticket = ticket_of(l, holder, until);
+    kept = kept_ticket(l, holder, until);
+    queue_wait_ms = queue_ms(kept);
+    me.ticket = ticket_of(l, kept);
     enqueue(l, &me);
     patient_until = until + l->core.exec_timeout_ms;
     until += queue_wait_ms;
