@@ -11,6 +11,9 @@ SQLITE_EXTENSION_INIT3
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
+
+#include "../../sql/sql.h"
 
 /* The point fired already (once per process). */
 static atomic_int fired;
@@ -72,7 +75,47 @@ void plain_fault_after_local_commit(void)
     }
 }
 
+/* stale returns whether stale-at-lock is chosen. */
+static int stale(void)
+{
+    const char *want = getenv("RAFTSQL_TEST_PLAIN_FAULT");
+    return want != NULL && strcmp(want, "stale-at-lock") == 0;
+}
+
+int plain_fault_skip_early(void)
+{
+    return stale();
+}
+
+void plain_fault_before_lock_ask(sqlite3_file *file, const unsigned char *seen)
+{
+    struct timespec ms = {.tv_sec = 0, .tv_nsec = 1000000L};
+    unsigned char now[SQL_WAL_HDR_LEN];
+
+    if (!stale()) {
+        return;
+    }
+    for (int i = 0; i < 5000; i++) {
+        if (sql_wal_header(file, now) == 0 &&
+            memcmp(now, seen, sizeof now) != 0) {
+            return;
+        }
+        nanosleep(&ms, NULL);
+    }
+}
+
 #else
+
+int plain_fault_skip_early(void)
+{
+    return 0;
+}
+
+void plain_fault_before_lock_ask(sqlite3_file *file, const unsigned char *seen)
+{
+    (void)file;
+    (void)seen;
+}
 
 void plain_fault_after_quorum(sqlite3 *db)
 {

@@ -14,7 +14,14 @@
  *                           kill it;
  *   full-at-local-commit    the local commit's first write to the WAL
  *                           fails with SQLITE_FULL (the disk filled up
- *                           after the quorum). */
+ *                           after the quorum).
+ * and one that fires at every plain write of the process:
+ *   stale-at-lock           a statement's ask for the lease at its start
+ *                           (wal_lock_early) is skipped, as if answered
+ *                           busy, and its ask at the WAL write lock waits
+ *                           first (up to 5 s) until another writer
+ *                           commits: the snapshot it read as it asked is
+ *                           stale by its grant, as under contention. */
 
 #ifndef EXT_PLAIN_FAULT_H
 #define EXT_PLAIN_FAULT_H
@@ -30,5 +37,17 @@ void plain_fault_after_quorum(sqlite3 *db);
  * WAL write lock go under a lease whose entry committed (its local
  * commit done, or failed). Thread: that connection's. */
 void plain_fault_after_local_commit(void);
+
+/* plain_fault_skip_early returns whether stale-at-lock is chosen: the
+ * caller then skips its ask for the lease at a statement's start. Any
+ * thread. */
+int plain_fault_skip_early(void);
+
+/* plain_fault_before_lock_ask is called as a connection asks for the
+ * lease at the WAL write lock of its main file @file, with @seen, the
+ * WAL-index header read as it asked (SQL_WAL_HDR_LEN bytes): with
+ * stale-at-lock chosen, it returns once the header differs from @seen,
+ * or after 5 s. Thread: that connection's. */
+void plain_fault_before_lock_ask(sqlite3_file *file, const unsigned char *seen);
 
 #endif /* EXT_PLAIN_FAULT_H */

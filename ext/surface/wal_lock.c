@@ -53,6 +53,10 @@ struct wrapped {
     const void *early;              /* the statement that took the lease
                                        before the lock (wal_lock_early),
                                        until the lock is taken */
+    const void *asked;              /* the statement whose start asked
+                                       for the lease in vain
+                                       (wal_lock_early), until it ends
+                                       (a retry asks for it again) */
     const void *one_try;            /* the statement that writes after
                                        its transaction read
                                        (wal_lock_one_try), until it ends
@@ -161,11 +165,41 @@ static int wrapped_shm_lock(sqlite3_file *f, int ofst, int n, int flags)
         return rc;
     }
     if (!w->ckpt && w->lease.id == 0) {
+        unsigned char seen[SQL_WAL_HDR_LEN], now[SQL_WAL_HDR_LEN];
+        int read = w->asked != NULL && w->one_try == NULL &&
+                   sql_wal_header(f, seen) == 0;
+        if (read) {
+            plain_fault_before_lock_ask(f, seen);
+        }
         /* SQLite calls no busy handler for a transaction that read
          * before this write: its one try (EXT_LEASE_ONE_TRY). */
         rc = wal_lease_acquire(w, w->one_try != NULL ? EXT_LEASE_ONE_TRY : 0);
         if (rc != SQLITE_OK) {
             return rc;
+        }
+        if (read && w->lease.id != 0 && sql_wal_header(f, now) == 0 &&
+            memcmp(seen, now, sizeof seen) != 0) {
+            /* The statement took its snapshot as it asked, and another
+             * writer committed during the wait: SQLite would find it
+             * stale (SQLITE_BUSY_SNAPSHOT) and let the lock and the
+             * lease go, and at its busy handler's retry ask again with
+             * a new snapshot, as stale after the next wait: under
+             * contention, SQLITE_BUSY at the busy timeout. The lease is
+             * kept instead, for the retry (a snapshot read after the
+             * grant), and let go if the statement ends first
+             * (wal_lock_stmt_end). */
+            struct timespec ts;
+            clock_gettime(CLOCK_MONOTONIC, &ts);
+            w->early = w->asked;
+            w->asked = NULL;
+            w->busy_at = (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+            snprintf(w->busy_why, sizeof w->busy_why,
+                     "the write lease was granted after another writer "
+                     "committed, so the statement must read again before "
+                     "it writes, and the connection's busy handler (its "
+                     "busy timeout) gave up before it did: nothing was "
+                     "written; try again");
+            return SQLITE_BUSY;
         }
     }
     rc = w->orig->xShmLock(f, ofst, n, flags);
@@ -214,6 +248,10 @@ static int wrapped_shm_lock(sqlite3_file *f, int ofst, int n, int flags)
     }
     w->write = 1;
     w->early = NULL;
+    if (w->lease.id != 0) {
+        /* A lease kept for this retry said why until now. */
+        w->busy_why[0] = '\0';
+    }
     /* The header as the lease's transaction finds it: the node's
      * applier compares it with its own last reading. */
     w->locked_read =
@@ -241,8 +279,15 @@ void wal_lock_early(sqlite3 *db, const void *stmt)
         return;
     }
     /* Busy, or no node: nothing held, the lock asks again. */
+    w->asked = NULL;
+    if (plain_fault_skip_early()) {
+        w->asked = stmt;
+        return;
+    }
     if (wal_lease_acquire(w, 0) == SQLITE_OK && w->lease.id != 0) {
         w->early = stmt;
+    } else {
+        w->asked = stmt;
     }
 }
 
@@ -261,6 +306,9 @@ void wal_lock_stmt_end(sqlite3 *db, const void *stmt)
 
     if (w != NULL && w->one_try == stmt) {
         w->one_try = NULL;
+    }
+    if (w != NULL && w->asked == stmt) {
+        w->asked = NULL;
     }
     if (w == NULL || w->early == NULL || w->early != stmt) {
         return;

@@ -10,7 +10,14 @@
  * catch up, never waits on the host. A statement that opens no snapshot
  * before its write (a write statement with no transaction open, BEGIN
  * IMMEDIATE or EXCLUSIVE) has asked already, at its start
- * (wal_lock_early): then the lock takes the lease it holds. The lease ends when SQLite releases
+ * (wal_lock_early): then the lock takes the lease it holds. When that
+ * ask was answered busy, the statement read its snapshot and asks again
+ * at the lock: if another writer committed while it waited for the
+ * grant (the WAL-index header moved), the lock answers SQLITE_BUSY and
+ * keeps the lease, so that the busy handler's retry reads again and
+ * takes the lock under it (SQLite would find the snapshot stale,
+ * SQLITE_BUSY_SNAPSHOT, and let the lease go unused); the statement's
+ * end lets it go if no retry came. The lease ends when SQLite releases
  * the lock: at COMMIT, ROLLBACK, a write that failed with
  * SQLITE_BUSY_SNAPSHOT (SQLite takes the lock, sees a stale snapshot and
  * lets it go), and the connection's close.

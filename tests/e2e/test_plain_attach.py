@@ -23,6 +23,11 @@ one Raft entry, applied on every replica.
   applier confirms the entry by a scan, and nothing is taken for a
   foreign write.
 
+- A writer granted the lease after another writer committed (its
+  snapshot, read as it asked at the WAL write lock, stale by then:
+  injected, RAFTSQL_TEST_PLAIN_FAULT=stale-at-lock) writes at its busy
+  handler's retry under the lease it kept; with no busy handler it meets
+  SQLITE_BUSY with a reason, and the lease goes to the next writer.
 Each test ends with raft_verify() equal on every node. The node served is
 a parameter (PLAIN_ATTACH_ROLES, default "leader,follower": every test
 runs through the leader's node and through a follower's, which asks the
@@ -42,6 +47,7 @@ import unittest
 
 from attach_writers import PYTHON, SO_BASE, writer
 from e2e import ROOT, ClusterCase, wait_for
+from raftsql_cluster import NodeError
 
 PLAIN_EXEC = os.path.join(ROOT, "build", "examples", "plain_exec")
 
@@ -386,6 +392,100 @@ out["waits"] = waits
                 os.rename(pointer + ".e2e", pointer)
             self.rows_everywhere("SELECT count(*) FROM kv WHERE k = "
                                  "'v2-%d'" % node.id, [[1]])
+        self.assert_verified()
+
+
+class StaleSnapshotTest(ClusterCase):
+    """A writer whose statement could not take the lease at its start
+    (another process's writer held it) asks again at SQLite's WAL write
+    lock, holding the snapshot it read there: when another writer
+    committed while it waited, SQLite finds that snapshot stale. The
+    nodes' own connections carry the fault stale-at-lock
+    (ext/surface/plain_fault.h): their ask at a statement's start is
+    skipped, and their ask at the lock waits until another writer
+    commits first, as under contention; a Python process writes through
+    the leader's file meanwhile."""
+
+    def setUp(self):
+        env = {i: {"RAFTSQL_TEST_PLAIN_FAULT": "stale-at-lock"}
+               for i in (1, 2, 3)}
+        self.start(EXTRA, env=env)
+        self.exec(self.leader, "CREATE TABLE kv(k TEXT PRIMARY KEY, v)")
+        self.cluster.wait_all_applied()
+        stop = os.path.join(self.dir, "stop-writer")
+        hammer = r"""
+import os, time
+t, n = time.time(), 0
+while not os.path.exists(sys.argv[5]) and time.time() - t < 120:
+    con.execute("INSERT INTO kv VALUES(?, 'x')", ("H-%d" % n,))
+    n += 1
+out["done"] = n
+"""
+        self.hammer = subprocess.Popen(
+            [PYTHON, "-c", RUN, self.leader.db, SO_BASE, hammer, "30", stop],
+            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+
+        def stop_hammer():
+            if self.hammer.poll() is None:
+                self.hammer.kill()
+            self.hammer.communicate(timeout=120)
+        # Before tearDown, which stops the nodes and removes the folder.
+        self.addCleanup(stop_hammer)
+        self.stop_file = stop
+        wait_for("the other writer's first commits", lambda: self.hammered(
+            5), timeout=60)
+
+    def hammered(self, n):
+        return self.leader.value(
+            "SELECT count(*) FROM kv WHERE k LIKE 'H-%'") >= n
+
+    def test_kept_for_the_retry(self):
+        """With a busy timeout, each of 5 writes goes: the lease granted
+        after another writer's commit is kept for the busy handler's
+        retry, which reads again. Before, SQLite let it go
+        (SQLITE_BUSY_SNAPSHOT) and asked again at each retry, finding
+        its snapshot stale after every wait, until SQLITE_BUSY at the
+        busy timeout with an empty raft_last_error() (a new-user trial:
+        8 writer processes on one node)."""
+        self.leader.sql("PRAGMA busy_timeout = 3000")
+        for i in range(5):
+            t0 = time.monotonic()
+            try:
+                self.leader.sql("INSERT INTO kv VALUES(?, 's')", "S-%d" % i)
+            except NodeError as e:
+                self.fail("write %d: %s (code %s) after %.1f s; "
+                          "raft_last_error(): %r" % (
+                              i, e, e.code, time.monotonic() - t0,
+                              self.leader.value("SELECT raft_last_error()")))
+            self.assertIsNone(self.leader.value("SELECT raft_last_error()"))
+        self.rows_everywhere("SELECT count(*) FROM kv WHERE k LIKE 'S-%'",
+                             [[5]])
+        open(self.stop_file, "w").close()
+        out, err = self.hammer.communicate(timeout=120)
+        self.assertNotIn("error", json.loads(out.strip().splitlines()[-1]),
+                         err)
+        self.assert_verified()
+
+    def test_no_busy_handler_says_why(self):
+        """With no busy handler (busy timeout 0), the write meets
+        SQLITE_BUSY at once after such a grant, raft_last_error() says
+        why, and the lease kept for the retry is let go with the
+        statement: the other writer goes on."""
+        self.leader.sql("PRAGMA busy_timeout = 0")
+        with self.assertRaises(NodeError) as cm:
+            self.leader.sql("INSERT INTO kv VALUES('S', 's')")
+        self.assertEqual((str(cm.exception), cm.exception.code),
+                         ("database is locked", 5))
+        self.assertIn("the write lease was granted after another writer "
+                      "committed", self.leader.value(
+                          "SELECT raft_last_error()") or "")
+        n = self.leader.value("SELECT count(*) FROM kv WHERE k LIKE 'H-%'")
+        wait_for("the other writer's next 5 commits",
+                 lambda: self.hammered(n + 5), timeout=30)
+        self.assertEqual(self.leader.value(
+            "SELECT count(*) FROM kv WHERE k = 'S'"), 0)
+        open(self.stop_file, "w").close()
+        self.hammer.communicate(timeout=120)
         self.assert_verified()
 
 
