@@ -73,7 +73,6 @@ struct ext_lease {
         uint64_t ticket;           /* the place in line it keeps */
     } busy[EXT__LEASE_BUSY_SLOTS]; /* the writers lately answered busy
                                       (kept_ticket), oldest overwritten */
-    unsigned busy_next;            /* the slot written next */
 
     /* The copies' gate (lease_copy_begin): while @copying, a holder of
      * this node answered committed waits before it commits to the file
@@ -385,10 +384,24 @@ static void note_busy(struct ext_lease *l, uint64_t holder, uint64_t ticket,
         }
     }
     if (busy) {
-        l->busy[l->busy_next].holder = holder;
-        l->busy[l->busy_next].at = now;
-        l->busy[l->busy_next].ticket = ticket;
-        l->busy_next = (l->busy_next + 1) % EXT__LEASE_BUSY_SLOTS;
+        /* A free slot, else the one answered longest ago: a writer still
+         * retrying keeps its place while fewer than EXT__LEASE_BUSY_SLOTS
+         * retry at once (taken in turn, slots of writers that had asked
+         * again within EXT__LEASE_AGAIN_MS were given to others, which
+         * sent those back to the end of the line). */
+        unsigned at = 0;
+        for (unsigned i = 0; i < EXT__LEASE_BUSY_SLOTS; i++) {
+            if (l->busy[i].holder == 0) {
+                at = i;
+                break;
+            }
+            if (l->busy[i].at < l->busy[at].at) {
+                at = i;
+            }
+        }
+        l->busy[at].holder = holder;
+        l->busy[at].at = now;
+        l->busy[at].ticket = ticket;
     }
 }
 

@@ -87,7 +87,7 @@ int plain_fault_skip_early(void)
     return stale();
 }
 
-void plain_fault_before_lock_ask(sqlite3_file *file, const unsigned char *seen)
+void plain_fault_before_ask(sqlite3_file *file, const unsigned char *seen)
 {
     struct timespec ms = {.tv_sec = 0, .tv_nsec = 1000000L};
     unsigned char now[SQL_WAL_HDR_LEN];
@@ -111,7 +111,7 @@ int plain_fault_skip_early(void)
     return 0;
 }
 
-void plain_fault_before_lock_ask(sqlite3_file *file, const unsigned char *seen)
+void plain_fault_before_ask(sqlite3_file *file, const unsigned char *seen)
 {
     (void)file;
     (void)seen;

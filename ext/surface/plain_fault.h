@@ -18,10 +18,10 @@
  * and one that fires at every plain write of the process:
  *   stale-at-lock           a statement's ask for the lease at its start
  *                           (wal_lock_early) is skipped, as if answered
- *                           busy, and its ask at the WAL write lock waits
- *                           first (up to 5 s) until another writer
- *                           commits: the snapshot it read as it asked is
- *                           stale by its grant, as under contention. */
+ *                           busy, and its next ask (as it begins to read)
+ *                           waits first (up to 5 s) until another writer
+ *                           commits: the WAL-index header it read moved
+ *                           by its grant, as under contention. */
 
 #ifndef EXT_PLAIN_FAULT_H
 #define EXT_PLAIN_FAULT_H
@@ -43,11 +43,11 @@ void plain_fault_after_local_commit(void);
  * thread. */
 int plain_fault_skip_early(void);
 
-/* plain_fault_before_lock_ask is called as a connection asks for the
- * lease at the WAL write lock of its main file @file, with @seen, the
- * WAL-index header read as it asked (SQL_WAL_HDR_LEN bytes): with
+/* plain_fault_before_ask is called as a connection asks for the lease
+ * at a lock of its main file @file (wal_lock.c's read_ask), with @seen,
+ * the WAL-index header read as it asked (SQL_WAL_HDR_LEN bytes): with
  * stale-at-lock chosen, it returns once the header differs from @seen,
  * or after 5 s. Thread: that connection's. */
-void plain_fault_before_lock_ask(sqlite3_file *file, const unsigned char *seen);
+void plain_fault_before_ask(sqlite3_file *file, const unsigned char *seen);
 
 #endif /* EXT_PLAIN_FAULT_H */

@@ -26,10 +26,16 @@ SQLITE_EXTENSION_INIT3
  * with a busy timeout of 300 ms meet SQLITE_BUSY after 65 s. */
 #define WAL_LOCK_AGAIN_WORK_MS 20
 #define WAL_LOCK_AGAIN_MS 250
+/* How long the first ask at a read lock (read_ask) asks again while the
+ * lease is busy, ms: a first ask's wait in the node's queue. */
+#define WAL_READ_ASK_FIRST_MS 250
 
-/* SQLite's WAL lock slots (wal.c): the writer's, the checkpointer's. */
+/* SQLite's WAL lock slots (wal.c): the writer's, the checkpointer's,
+ * and the readers' marks (WAL_READ_LOCK(0) to (4)). */
 #define WAL_WRITE_SLOT 0
 #define WAL_CKPT_SLOT 1
+#define WAL_READ_SLOT 3
+#define WAL_READ_SLOTS 5
 
 /* One wrapped file: its methods first, so that the file's pMethods
  * points at this struct. */
@@ -57,6 +63,10 @@ struct wrapped {
                                        for the lease in vain
                                        (wal_lock_early), until it ends
                                        (a retry asks for it again) */
+    int refused;                    /* asked's ask at a read lock was
+                                       answered busy, not yet passed on
+                                       at the write lock */
+    int read_asks;                  /* asks at read locks for asked */
     const void *one_try;            /* the statement that writes after
                                        its transaction read
                                        (wal_lock_one_try), until it ends
@@ -128,6 +138,57 @@ static void wal_lease_release(struct wrapped *w,
     w->locked_read = 0;
 }
 
+/* read_ask asks for the lease for @w's statement whose ask at its start
+ * was answered busy (w->asked), as SQLite takes a read mark (file @f's
+ * read lock) to begin its read transaction, at the statement's first
+ * try or a busy handler's retry: before its snapshot is settled. SQLite
+ * checks after the read lock that the WAL-index header did not move, and
+ * reads it again if it did: a grant that came after another writer's
+ * commit leaves the statement a snapshot that is not stale, where a
+ * wait at the write lock leaves it one that is (SQLITE_BUSY_SNAPSHOT,
+ * and the lease let go unused). At the statement's first try it asks
+ * again while busy, up to WAL_READ_ASK_FIRST_MS; at a retry, once (the
+ * node waits 20 ms for a retry: lease_patience_ms). A grant is held for
+ * the statement and let go at its end if unused (wal_lock_stmt_end); a
+ * refusal is kept for the write lock (w->refused), and no read lock
+ * asks again until it answered. */
+static void read_ask(struct wrapped *w, sqlite3_file *f)
+{
+    unsigned char seen[SQL_WAL_HDR_LEN];
+    struct timespec t0, now;
+    int rc;
+
+    if (w->asked == NULL || w->refused || w->lease.id != 0 || w->write ||
+        w->ckpt) {
+        return;
+    }
+    if (sql_wal_header(f, seen) == 0) {
+        plain_fault_before_ask(f, seen);
+    }
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    for (;;) {
+        rc = wal_lease_acquire(w, 0);
+        clock_gettime(CLOCK_MONOTONIC, &now);
+        /* The first try waits its turn as a first ask would: the ask
+         * at the statement's start, answered busy after 250 ms, left it
+         * close to its turn (with 64 writers of one node the queue's
+         * wait is about that long), and the node answers each ask of a
+         * retry within 20 ms. */
+        if (rc != SQLITE_BUSY || w->read_asks > 0 ||
+            (now.tv_sec - t0.tv_sec) * 1000 +
+                    (now.tv_nsec - t0.tv_nsec) / 1000000 >=
+                WAL_READ_ASK_FIRST_MS) {
+            break;
+        }
+    }
+    w->read_asks++;
+    if (rc != SQLITE_OK) {
+        w->refused = 1;
+    } else if (w->lease.id != 0) {
+        w->early = w->asked;
+    }
+}
+
 static int wrapped_shm_lock(sqlite3_file *f, int ofst, int n, int flags)
 {
     struct wrapped *w = of(f);
@@ -139,6 +200,11 @@ static int wrapped_shm_lock(sqlite3_file *f, int ofst, int n, int flags)
             w->ckpt = (flags & SQLITE_SHM_LOCK) != 0;
         }
         return rc;
+    }
+    if (ofst >= WAL_READ_SLOT && ofst < WAL_READ_SLOT + WAL_READ_SLOTS &&
+        n == 1 && flags == (SQLITE_SHM_LOCK | SQLITE_SHM_SHARED)) {
+        read_ask(w, f);
+        return w->orig->xShmLock(f, ofst, n, flags);
     }
     if (ofst != WAL_WRITE_SLOT || n != 1 || !(flags & SQLITE_SHM_EXCLUSIVE)) {
         return w->orig->xShmLock(f, ofst, n, flags);
@@ -165,41 +231,19 @@ static int wrapped_shm_lock(sqlite3_file *f, int ofst, int n, int flags)
         return rc;
     }
     if (!w->ckpt && w->lease.id == 0) {
-        unsigned char seen[SQL_WAL_HDR_LEN], now[SQL_WAL_HDR_LEN];
-        int read = w->asked != NULL && w->one_try == NULL &&
-                   sql_wal_header(f, seen) == 0;
-        if (read) {
-            plain_fault_before_lock_ask(f, seen);
+        if (w->asked != NULL && w->one_try == NULL && w->refused) {
+            /* Its ask as it began to read was answered busy: asking
+             * again here would wait with a snapshot, which another
+             * writer's commit meanwhile makes stale. Busy, with that
+             * answer's reason: the busy handler's retry reads again. */
+            w->refused = 0;
+            return SQLITE_BUSY;
         }
         /* SQLite calls no busy handler for a transaction that read
          * before this write: its one try (EXT_LEASE_ONE_TRY). */
         rc = wal_lease_acquire(w, w->one_try != NULL ? EXT_LEASE_ONE_TRY : 0);
         if (rc != SQLITE_OK) {
             return rc;
-        }
-        if (read && w->lease.id != 0 && sql_wal_header(f, now) == 0 &&
-            memcmp(seen, now, sizeof seen) != 0) {
-            /* The statement took its snapshot as it asked, and another
-             * writer committed during the wait: SQLite would find it
-             * stale (SQLITE_BUSY_SNAPSHOT) and let the lock and the
-             * lease go, and at its busy handler's retry ask again with
-             * a new snapshot, as stale after the next wait: under
-             * contention, SQLITE_BUSY at the busy timeout. The lease is
-             * kept instead, for the retry (a snapshot read after the
-             * grant), and let go if the statement ends first
-             * (wal_lock_stmt_end). */
-            struct timespec ts;
-            clock_gettime(CLOCK_MONOTONIC, &ts);
-            w->early = w->asked;
-            w->asked = NULL;
-            w->busy_at = (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
-            snprintf(w->busy_why, sizeof w->busy_why,
-                     "the write lease was granted after another writer "
-                     "committed, so the statement must read again before "
-                     "it writes, and the connection's busy handler (its "
-                     "busy timeout) gave up before it did: nothing was "
-                     "written; try again");
-            return SQLITE_BUSY;
         }
     }
     rc = w->orig->xShmLock(f, ofst, n, flags);
@@ -248,10 +292,6 @@ static int wrapped_shm_lock(sqlite3_file *f, int ofst, int n, int flags)
     }
     w->write = 1;
     w->early = NULL;
-    if (w->lease.id != 0) {
-        /* A lease kept for this retry said why until now. */
-        w->busy_why[0] = '\0';
-    }
     /* The header as the lease's transaction finds it: the node's
      * applier compares it with its own last reading. */
     w->locked_read =
@@ -278,8 +318,10 @@ void wal_lock_early(sqlite3 *db, const void *stmt)
     if (w == NULL || w->lease.id != 0 || w->write || w->ckpt) {
         return;
     }
-    /* Busy, or no node: nothing held, the lock asks again. */
+    /* Busy, or no node: nothing held, the read lock asks again. */
     w->asked = NULL;
+    w->refused = 0;
+    w->read_asks = 0;
     if (plain_fault_skip_early()) {
         w->asked = stmt;
         return;
@@ -309,6 +351,8 @@ void wal_lock_stmt_end(sqlite3 *db, const void *stmt)
     }
     if (w != NULL && w->asked == stmt) {
         w->asked = NULL;
+        w->refused = 0;
+        w->read_asks = 0;
     }
     if (w == NULL || w->early == NULL || w->early != stmt) {
         return;

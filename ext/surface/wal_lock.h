@@ -11,13 +11,17 @@
  * before its write (a write statement with no transaction open, BEGIN
  * IMMEDIATE or EXCLUSIVE) has asked already, at its start
  * (wal_lock_early): then the lock takes the lease it holds. When that
- * ask was answered busy, the statement read its snapshot and asks again
- * at the lock: if another writer committed while it waited for the
- * grant (the WAL-index header moved), the lock answers SQLITE_BUSY and
- * keeps the lease, so that the busy handler's retry reads again and
- * takes the lock under it (SQLite would find the snapshot stale,
- * SQLITE_BUSY_SNAPSHOT, and let the lease go unused); the statement's
- * end lets it go if no retry came. The lease ends when SQLite releases
+ * ask was answered busy, the statement asks again as SQLite takes its
+ * read mark (a read lock, slots 3 to 7) to begin reading, at its first
+ * try (for up to 250 ms more) and at each retry of its busy handler
+ * (once: the node waits 20 ms for a retry): SQLite reads the WAL-index
+ * header again when it moved meanwhile, so a grant that came after
+ * another writer's commit leaves it a snapshot that is not stale. Asked
+ * with the snapshot held, at the write lock, such a grant was wasted:
+ * SQLite found the snapshot stale (SQLITE_BUSY_SNAPSHOT) and let the
+ * lock and the lease go, at every retry under contention. A refusal
+ * there makes the write lock SQLITE_BUSY without asking again. The
+ * lease ends when SQLite releases
  * the lock: at COMMIT, ROLLBACK, a write that failed with
  * SQLITE_BUSY_SNAPSHOT (SQLite takes the lock, sees a stale snapshot and
  * lets it go), and the connection's close.

@@ -23,11 +23,11 @@ one Raft entry, applied on every replica.
   applier confirms the entry by a scan, and nothing is taken for a
   foreign write.
 
-- A writer granted the lease after another writer committed (its
-  snapshot, read as it asked at the WAL write lock, stale by then:
-  injected, RAFTSQL_TEST_PLAIN_FAULT=stale-at-lock) writes at its busy
-  handler's retry under the lease it kept; with no busy handler it meets
-  SQLITE_BUSY with a reason, and the lease goes to the next writer.
+- A writer whose ask at its statement's start was answered busy, and
+  whose next ask is granted only after another writer committed
+  (injected: RAFTSQL_TEST_PLAIN_FAULT=stale-at-lock), writes: it asked
+  as SQLite began to read, not with a snapshot held at the write lock,
+  with or without a busy handler.
 Each test ends with raft_verify() equal on every node. The node served is
 a parameter (PLAIN_ATTACH_ROLES, default "leader,follower": every test
 runs through the leader's node and through a follower's, which asks the
@@ -397,14 +397,13 @@ out["waits"] = waits
 
 class StaleSnapshotTest(ClusterCase):
     """A writer whose statement could not take the lease at its start
-    (another process's writer held it) asks again at SQLite's WAL write
-    lock, holding the snapshot it read there: when another writer
-    committed while it waited, SQLite finds that snapshot stale. The
-    nodes' own connections carry the fault stale-at-lock
-    (ext/surface/plain_fault.h): their ask at a statement's start is
-    skipped, and their ask at the lock waits until another writer
-    commits first, as under contention; a Python process writes through
-    the leader's file meanwhile."""
+    (another process's writer held it) asks again: when another writer
+    commits while it waits, the snapshot it reads must be the one after
+    that commit. The nodes' own connections carry the fault
+    stale-at-lock (ext/surface/plain_fault.h): their ask at a
+    statement's start is skipped, and their next ask waits first until
+    another writer commits, as under contention; a Python process
+    writes through the leader's file meanwhile."""
 
     def setUp(self):
         env = {i: {"RAFTSQL_TEST_PLAIN_FAULT": "stale-at-lock"}
@@ -439,14 +438,15 @@ out["done"] = n
         return self.leader.value(
             "SELECT count(*) FROM kv WHERE k LIKE 'H-%'") >= n
 
-    def test_kept_for_the_retry(self):
-        """With a busy timeout, each of 5 writes goes: the lease granted
-        after another writer's commit is kept for the busy handler's
-        retry, which reads again. Before, SQLite let it go
-        (SQLITE_BUSY_SNAPSHOT) and asked again at each retry, finding
-        its snapshot stale after every wait, until SQLITE_BUSY at the
-        busy timeout with an empty raft_last_error() (a new-user trial:
-        8 writer processes on one node)."""
+    def test_writes_at_its_turn(self):
+        """With a busy timeout, each of 5 writes goes: the ask is made as
+        SQLite begins to read, and SQLite reads again after a grant that
+        came after another writer's commit. Before, the ask at the write
+        lock waited with a snapshot, SQLite found it stale
+        (SQLITE_BUSY_SNAPSHOT) and let the lease go, and each retry did
+        the same, until SQLITE_BUSY at the busy timeout with an empty
+        raft_last_error() (a new-user trial: 8 writer processes on one
+        node)."""
         self.leader.sql("PRAGMA busy_timeout = 3000")
         for i in range(5):
             t0 = time.monotonic()
@@ -466,28 +466,33 @@ out["done"] = n
                          err)
         self.assert_verified()
 
-    def test_no_busy_handler_says_why(self):
-        """With no busy handler (busy timeout 0), the write meets
-        SQLITE_BUSY at once after such a grant, raft_last_error() says
-        why, and the lease kept for the retry is let go with the
-        statement: the other writer goes on."""
+    def test_no_busy_handler_needed(self):
+        """With no busy handler (busy timeout 0) the write goes too: the
+        grant came as SQLite began to read, and SQLite read again itself.
+        Of 5 writes, any that fails meets SQLITE_BUSY with a reason (the
+        lease was held past the node's queue wait, on a loaded machine);
+        at least one goes. Before, each met SQLITE_BUSY with an empty
+        raft_last_error()."""
         self.leader.sql("PRAGMA busy_timeout = 0")
-        with self.assertRaises(NodeError) as cm:
-            self.leader.sql("INSERT INTO kv VALUES('S', 's')")
-        self.assertEqual((str(cm.exception), cm.exception.code),
-                         ("database is locked", 5))
-        self.assertIn("the write lease was granted after another writer "
-                      "committed", self.leader.value(
-                          "SELECT raft_last_error()") or "")
+        went, refused = 0, []
+        for i in range(5):
+            try:
+                self.leader.sql("INSERT INTO kv VALUES(?, 's')", "S-%d" % i)
+                went += 1
+            except NodeError as e:
+                why = self.leader.value("SELECT raft_last_error()")
+                refused.append((str(e), e.code, why))
+                self.assertEqual((str(e), e.code), ("database is locked", 5))
+                self.assertIn("write lease", why or "", refused)
+        self.assertGreaterEqual(went, 1, refused)
         n = self.leader.value("SELECT count(*) FROM kv WHERE k LIKE 'H-%'")
         wait_for("the other writer's next 5 commits",
                  lambda: self.hammered(n + 5), timeout=30)
-        self.assertEqual(self.leader.value(
-            "SELECT count(*) FROM kv WHERE k = 'S'"), 0)
+        self.rows_everywhere("SELECT count(*) FROM kv WHERE k LIKE 'S-%'",
+                             [[went]])
         open(self.stop_file, "w").close()
         self.hammer.communicate(timeout=120)
         self.assert_verified()
-
 
 if __name__ == "__main__":
     unittest.main()
