@@ -654,8 +654,9 @@ test_unreplicated,test_netns_deploy
 # processes, the write lease, a plain COMMIT's crash windows and faults,
 # barriers, a removed node), about 100 s; `make tsan` runs every file but
 # TSAN_SKIP's (about 320 s), before an issue is resolved.
-TSAN_TEST_ONLY := test_attach,test_plain_writes,test_plain_attach,\
-test_plain_crash,test_plain_lease_faults,test_barrier,test_removed
+TSAN_TEST_ONLY := test_attach,test_plain_writes,test_plain_attach
+TSAN_TEST_ONLY := $(TSAN_TEST_ONLY),test_plain_crash,test_plain_lease_faults
+TSAN_TEST_ONLY := $(TSAN_TEST_ONLY),test_barrier,test_removed
 tsan: all $(B)/tsan/raftsql-testhost $(B)/tsan/raftsql-node
 	TSAN_OPTIONS=exitcode=66:suppressions=$(CURDIR)/tests/tsan.supp \
 	    RAFTSQL_TESTHOST=$(B)/tsan/raftsql-testhost \
