@@ -218,6 +218,21 @@ static int wrapped_shm_lock(sqlite3_file *f, int ofst, int n, int flags)
                 ? &w->marks
                 : NULL;
         rc = w->orig->xShmLock(f, ofst, n, flags);
+        if (w->one_try != NULL && marks != NULL &&
+            memcmp(w->marks.locked, w->marks.done, SQL_WAL_HDR_LEN) == 0) {
+            /* Let go while the write of a transaction that read is still
+             * running, nothing committed: SQLite found its snapshot
+             * stale (SQLITE_BUSY_SNAPSHOT), which says nothing more. */
+            struct timespec ts;
+            clock_gettime(CLOCK_MONOTONIC, &ts);
+            w->busy_at = (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+            snprintf(w->busy_why, sizeof w->busy_why,
+                     "another writer committed after this transaction "
+                     "read (its snapshot is stale: SQLITE_BUSY_SNAPSHOT); "
+                     "nothing was written: ROLLBACK and run the "
+                     "transaction again, or open it with BEGIN IMMEDIATE, "
+                     "which waits for the write lease before it reads");
+        }
         w->write = 0;
         w->one_try = NULL;
         if (w->wal != NULL) {
