@@ -87,12 +87,12 @@ int plain_fault_skip_early(void)
     return stale();
 }
 
-void plain_fault_before_ask(sqlite3_file *file, const unsigned char *seen)
+void plain_fault_before_ask(sqlite3_file *file)
 {
     struct timespec ms = {.tv_sec = 0, .tv_nsec = 1000000L};
-    unsigned char now[SQL_WAL_HDR_LEN];
+    unsigned char seen[SQL_WAL_HDR_LEN], now[SQL_WAL_HDR_LEN];
 
-    if (!stale()) {
+    if (!stale() || sql_wal_header(file, seen) != 0) {
         return;
     }
     for (int i = 0; i < 5000; i++) {
@@ -111,10 +111,9 @@ int plain_fault_skip_early(void)
     return 0;
 }
 
-void plain_fault_before_ask(sqlite3_file *file, const unsigned char *seen)
+void plain_fault_before_ask(sqlite3_file *file)
 {
     (void)file;
-    (void)seen;
 }
 
 void plain_fault_after_quorum(sqlite3 *db)

@@ -44,10 +44,10 @@ void plain_fault_after_local_commit(void);
 int plain_fault_skip_early(void);
 
 /* plain_fault_before_ask is called as a connection asks for the lease
- * at a lock of its main file @file (wal_lock.c's read_ask), with @seen,
- * the WAL-index header read as it asked (SQL_WAL_HDR_LEN bytes): with
- * stale-at-lock chosen, it returns once the header differs from @seen,
- * or after 5 s. Thread: that connection's. */
-void plain_fault_before_ask(sqlite3_file *file, const unsigned char *seen);
+ * at a lock of its main file @file (wal_lock.c's read_ask): with
+ * stale-at-lock chosen, it reads the WAL-index header and returns once
+ * the header differs from that reading (another writer committed), or
+ * after 5 s; at once otherwise. Thread: that connection's. */
+void plain_fault_before_ask(sqlite3_file *file);
 
 #endif /* EXT_PLAIN_FAULT_H */

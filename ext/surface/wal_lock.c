@@ -90,6 +90,14 @@ struct wrapped {
 
 static int wrapped_shm_lock(sqlite3_file *f, int ofst, int n, int flags);
 
+/* mono_ns returns CLOCK_MONOTONIC now, ns. */
+static int64_t mono_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+}
+
 /* of returns @f's wrapper, or NULL when @f is not wrapped. */
 static struct wrapped *of(sqlite3_file *f)
 {
@@ -119,10 +127,8 @@ static int wal_lease_acquire(struct wrapped *w, unsigned flags)
         return SQLITE_OK;
     }
     if (rc == RAFT_BUSY) {
-        struct timespec ts;
-        clock_gettime(CLOCK_MONOTONIC, &ts);
         snprintf(w->busy_why, sizeof w->busy_why, "%s", w->why);
-        w->busy_at = (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+        w->busy_at = mono_ns();
         return SQLITE_BUSY;
     }
     return SQLITE_OK;
@@ -154,30 +160,24 @@ static void wal_lease_release(struct wrapped *w,
  * asks again until it answered. */
 static void read_ask(struct wrapped *w, sqlite3_file *f)
 {
-    unsigned char seen[SQL_WAL_HDR_LEN];
-    struct timespec t0, now;
+    int64_t t0;
     int rc;
 
     if (w->asked == NULL || w->refused || w->lease.id != 0 || w->write ||
         w->ckpt) {
         return;
     }
-    if (sql_wal_header(f, seen) == 0) {
-        plain_fault_before_ask(f, seen);
-    }
-    clock_gettime(CLOCK_MONOTONIC, &t0);
+    plain_fault_before_ask(f);
+    t0 = mono_ns();
     for (;;) {
         rc = wal_lease_acquire(w, 0);
-        clock_gettime(CLOCK_MONOTONIC, &now);
         /* The first try waits its turn as a first ask would: the ask
          * at the statement's start, answered busy after 250 ms, left it
          * close to its turn (with 64 writers of one node the queue's
          * wait is about that long), and the node answers each ask of a
          * retry within 20 ms. */
         if (rc != SQLITE_BUSY || w->read_asks > 0 ||
-            (now.tv_sec - t0.tv_sec) * 1000 +
-                    (now.tv_nsec - t0.tv_nsec) / 1000000 >=
-                WAL_READ_ASK_FIRST_MS) {
+            mono_ns() - t0 >= WAL_READ_ASK_FIRST_MS * 1000000LL) {
             break;
         }
     }
@@ -223,9 +223,7 @@ static int wrapped_shm_lock(sqlite3_file *f, int ofst, int n, int flags)
             /* Let go while the write of a transaction that read is still
              * running, nothing committed: SQLite found its snapshot
              * stale (SQLITE_BUSY_SNAPSHOT), which says nothing more. */
-            struct timespec ts;
-            clock_gettime(CLOCK_MONOTONIC, &ts);
-            w->busy_at = (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+            w->busy_at = mono_ns();
             snprintf(w->busy_why, sizeof w->busy_why,
                      "another writer committed after this transaction "
                      "read (its snapshot is stale: SQLITE_BUSY_SNAPSHOT); "
