@@ -428,7 +428,8 @@ out["done"] = n
             if self.hammer.poll() is None:
                 self.hammer.kill()
             self.hammer.communicate(timeout=120)
-        # Before tearDown, which stops the nodes and removes the folder.
+        # Run after tearDown (which stops the nodes): a writer left
+        # running is killed.
         self.addCleanup(stop_hammer)
         self.stop_file = stop
         wait_for("the other writer's first commits", lambda: self.hammered(
