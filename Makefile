@@ -356,9 +356,11 @@ UV_SRC   := $(wildcard raft/uv_*.c)
 LMDB_SRC := $(wildcard lmdb_log/*.c)
 SQL_SRC  := $(wildcard sql/*.c)
 EXT_SRC  := $(wildcard ext/*.c ext/runtime/*.c ext/surface/*.c)
-# What the simulation runs beside the core: the write lease's rules
-# (pure: raft/ headers and libc only, scripts/check-layering.sh).
-SIM_SRC  := ext/runtime/lease_core.c
+# What the simulation runs beside the core: the write lease's rules and
+# the staleness rule (pure: raft/ headers and libc only, and the log's
+# time format, scripts/check-layering.sh).
+SIM_SRC  := ext/runtime/lease_core.c ext/runtime/staleness_rule.c \
+            ext/runtime/node_log.c
 T_LINK = $(CC) $(BASE_CFLAGS) -O1 -g $(SAN) -o $@ $(filter-out %.h,$^) \
 	-lcmocka $(LIBS)
 
@@ -402,7 +404,8 @@ SIM_FIRST ?= 1
 SIM_STEPS ?= 10000
 $(B)/sim/test_sim: tests/sim/test_sim.c $(wildcard tests/sim/*.h) \
 		$(TLIB_SRC) $(TLIB_HDR) $(CORE_SRC) $(SIM_SRC) \
-		$(wildcard raft/*.h) ext/runtime/lease_core.h
+		$(wildcard raft/*.h) ext/runtime/lease_core.h \
+		ext/runtime/staleness_rule.h ext/runtime/node_log.h
 	@mkdir -p $(dir $@)
 	$(CC) $(BASE_CFLAGS) -O2 -g -o $@ $(filter %.c,$^) -lcmocka $(LIBS)
 

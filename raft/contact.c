@@ -79,3 +79,15 @@ raft_index raft_leader_commit(const struct raft *r)
     return r->leader_commit_seen > r->commit ? r->leader_commit_seen
                                              : r->commit;
 }
+
+bool raft_commit_current(const struct raft *r)
+{
+    if (r->role == RAFT_CANDIDATE ||
+        (r->role == RAFT_FOLLOWER && r->leader == 0) || r->commit == 0) {
+        return false;
+    }
+    /* An entry of the current term can only come from its leader, at
+     * the index the leader holds it: the leader's NOOP is at or below
+     * it, and committed. */
+    return log_term_at(&r->log, r->commit) == r->term;
+}

@@ -745,6 +745,18 @@ uint64_t raft_quorum_contact(const struct raft *r);
  * raft_step. */
 raft_index raft_leader_commit(const struct raft *r);
 
+/* raft_commit_current tells whether this server's commit index is at an
+ * entry of its current term: on a leader, its NOOP is committed; on a
+ * follower, the leader of its term told it a commit index at or past an
+ * entry of that term it holds (a snapshot of that term counts). Until
+ * then the commit index a new leader knows, and so what it tells its
+ * followers (raft_leader_commit), may lag entries an earlier leader
+ * committed (thesis §6.4: ReadIndex waits for the same), so that a
+ * server that applied it cannot call its state current. False with no
+ * leader known on a follower, a candidate, and a term with nothing
+ * committed yet. Same thread as raft_step. */
+bool raft_commit_current(const struct raft *r);
+
 /* What a log does with its entries when a snapshot is installed over it
  * (paper §7). */
 enum raft_snapshot_log_action {

@@ -13,10 +13,11 @@
 #  - the consensus core (the raft/ files that include raft_internal.h)
 #    includes neither frame.h nor message.h: it knows only its own four
 #    messages, not the runtime's frames nor the wire;
-#  - ext/runtime/lease_core.[ch], the write lease's rules that the
-#    simulation links beside the core (Makefile SIM_SRC), include only
-#    raft/ headers and libc: no SQLite, libuv, LMDB, threads, nor another
-#    ext/ or sql/ header;
+#  - ext/runtime/lease_core.[ch] and staleness_rule.[ch], the write
+#    lease's rules and the staleness rule that the simulation links beside
+#    the core (Makefile SIM_SRC), include only raft/ headers and libc (the
+#    staleness rule also node_log.h, for its time format): no SQLite,
+#    libuv, LMDB, nor another ext/ or sql/ header;
 #  - ext/'s two rooms (scripts/ext-rooms.py): no file of ext/runtime/
 #    includes a header of ext/surface/, and no include circle over ext/
 #    holds more than three modules (each circle of two or more is
@@ -81,9 +82,10 @@ for f in $(grep -lE '#include *"raft_internal\.h"' raft/*.c raft/*.h); do
         bad=1
     fi
 done
-for f in ext/runtime/lease_core.c ext/runtime/lease_core.h; do
+for f in ext/runtime/lease_core.c ext/runtime/lease_core.h \
+    ext/runtime/staleness_rule.c ext/runtime/staleness_rule.h; do
     if grep -En '#include' "$f" | grep -vE \
-        '#include *("(\.\./\.\./raft/[a-z_]+|lease_core)\.h"|<(assert|inttypes|stdarg|stdbool|stddef|stdint|stdio|stdlib|string)\.h>)'; then
+        '#include *("(\.\./\.\./raft/[a-z_]+|lease_core|staleness_rule|node_log)\.h"|<(assert|inttypes|stdarg|stdbool|stddef|stdint|stdio|stdlib|string)\.h>)'; then
         echo "layering: $f includes more than raft/ headers and libc" \
             "(the simulation links it beside the core)"
         bad=1

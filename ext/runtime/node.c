@@ -237,6 +237,7 @@ static void judge_staleness(struct ext_node *n)
         .leading = raft_role(core) == RAFT_LEADER,
         .leader_commit = raft_leader_commit(core),
         .applied = applier_applied(n->applier),
+        .commit_current = raft_commit_current(core),
     };
     v.removed = status_removed(n->status, core, &v.removed_at);
     exec_set_removed(n->exec, v.removed, v.removed_at);

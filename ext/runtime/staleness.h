@@ -1,12 +1,16 @@
 /* The staleness bound on local reads (max_staleness_ms=): whether this
  * node may be behind the cluster by more than the bound, the rule that
- * decides it (pure, unit-tested), and its state published for the write
+ * decides it (staleness_rule.h: pure, unit-tested, run by the simulation), and its state published for the write
  * guard's authorizer on any thread and for raft_status().
  *
  * A node is stale while it knows no leader, while it last heard from
  * the leader of its term (a follower: an AppendEntries or heartbeat; a
  * leader: a quorum of voters, raft_quorum_contact, so an isolated old
- * leader goes stale too) longer ago than max_staleness_ms, or while it
+ * leader goes stale too) longer ago than max_staleness_ms, while no
+ * entry of its term is committed here (raft_commit_current: a new
+ * leader's commit index, and so what it tells its followers, may lag
+ * entries an earlier leader committed until its NOOP commits; a commit
+ * index heard before then is not taken as current), or while it
  * catches up after its start: until it has applied the commit index the
  * leader told it at the first contact since the start; or while its
  * applied state is older than the bound: it last had applied the
@@ -14,9 +18,8 @@
  * max_staleness_ms before now (a node paused with SIGSTOP, which hears
  * its leader again before it applied what it missed; a follower whose
  * log disk is full, which hears its leader and applies nothing). A node
- * removed
- * from the cluster (status_removed) is stale whatever the bound, 0
- * included: it receives no more entries, so its reads would stay frozen
+ * removed from the cluster (status_removed) is stale whatever the bound,
+ * 0 included: it receives no more entries, so its reads would stay frozen
  * with no end and no error. */
 
 #ifndef EXT_STALENESS_H
@@ -28,69 +31,7 @@
 
 #include "../../raft/raft.h"
 #include "node_log.h"
-
-/* What the loop thread sees of the node at one tick. */
-struct ext_staleness_view {
-    bool leading;             /* this server is the leader */
-    uint64_t contact_ms;      /* ms since the last contact with the leader
-                                  (a leader: with a quorum); UINT64_MAX
-                                  when no leader is known */
-    raft_index leader_commit; /* the leader's commit index as last heard
-                                  (raft_leader_commit) */
-    raft_index applied;       /* this node's applied index */
-    uint64_t wall_ms;         /* the wall clock at this tick, ms since
-                                  the epoch (the notice's times) */
-    uint64_t mono_ms;         /* CLOCK_MONOTONIC at this tick, ms (the
-                                  applied state's age) */
-    bool removed;             /* removed from the cluster by the
-                                  committed configuration entry
-                                  removed_at (status_removed) */
-    raft_index removed_at;    /* that entry's index, when removed */
-};
-
-/* What the rule remembers from one tick to the next. */
-struct ext_staleness_memory {
-    bool contacted;             /* a leader was heard since the start */
-    raft_index catch_up_to;     /* its commit index at that first contact */
-    bool caught_up;             /* applied reached catch_up_to once */
-    int kind;                   /* the kind of staleness at the last tick (0:
-                               fresh; staleness.c numbers the others) */
-    uint64_t since_ms;          /* wall clock ms the notice's "since" names */
-    bool fresh_known;           /* fresh_at is set */
-    uint64_t fresh_at;          /* mono_ms when the leader's commit index that
-                               this node has applied was heard: the time
-                               its applied state was current */
-    raft_index pend_commit[16]; /* commit indexes heard, not applied yet */
-    uint64_t pend_at[16];       /* when each was heard (mono_ms) */
-    unsigned n_pend;            /* how many, oldest first */
-};
-
-/* The rule's answer. */
-struct ext_staleness_verdict {
-    bool stale;           /* reads of replicated tables are refused */
-    bool leader_known;    /* a leader (or this leader's quorum) is
-                                  known: lag_ms is meaningful */
-    uint64_t lag_ms;      /* contact_ms, 0 without a leader */
-    uint64_t lag_entries; /* leader_commit - applied, 0 when ahead */
-    uint64_t fresh_until; /* with a bound, when fresh: the mono_ms past
-                             which this verdict no longer holds (the
-                             applied state's time plus the bound), so
-                             that a reader after a paused or stuck loop
-                             finds the node stale without its next tick
-                             (staleness_get); else 0 */
-    char reason[200];     /* "stale replica: ..." when stale, else "" */
-    char notice[200];     /* the same for the notice file, worded
-                             without a number that grows while it is
-                             read ("no leader heard since <ISO time>");
-                             it changes only with the kind of staleness */
-};
-
-/* staleness_judge applies the rule to @v with the bound @max_ms (0: off,
- * never stale but when removed, the lag is still measured), updating @mem
- * (zeroed at the start of a node), and fills @out. Pure. */
-void staleness_judge(struct ext_staleness_memory *mem, unsigned max_ms,
-                     const struct ext_staleness_view *v,
-                     struct ext_staleness_verdict *out);
+#include "staleness_rule.h"
 
 /* The first line of a bound marker (staleness_new). */
 #define EXT_BOUND_MAGIC "raftsql-bound 1"

@@ -32,7 +32,8 @@ static struct ext_staleness_view view(bool leading, uint64_t contact_ms,
     return (struct ext_staleness_view){.leading = leading,
                                        .contact_ms = contact_ms,
                                        .leader_commit = leader_commit,
-                                       .applied = applied};
+                                       .applied = applied,
+                                       .commit_current = true};
 }
 
 /* judge runs the rule once with bound @max_ms. */
@@ -93,6 +94,45 @@ static struct ext_staleness_view view_at(uint64_t mono_ms, uint64_t contact_ms,
         view(false, contact_ms, leader_commit, applied);
     v.mono_ms = mono_ms;
     return v;
+}
+
+/* A new leader's commit index may lag entries the leader before it
+ * committed until its own NOOP commits (raft_commit_current false): a
+ * follower that applied that lagging index is not current (the fault
+ * suite's checker saw a follower read a value replaced 0.67 s before,
+ * bound 0.5 s, across such a change: seed 450868; the simulation's
+ * staleness check reproduces it, tests/sim/sim_staleness.h). Stale
+ * while no entry of the term is committed here, and a commit index
+ * heard meanwhile does not renew the applied state's time. */
+static void test_new_leader_commit(void **state)
+{
+    struct ext_staleness_memory m = {0};
+    struct ext_staleness_verdict v;
+    struct ext_staleness_view w;
+    (void)state;
+
+    assert_false(judge(&m, 500, view_at(10000, 10, 7, 7)).stale);
+    /* A new leader, its NOOP not committed: it tells 7, while the old
+     * leader had committed 8, which this node never received. */
+    w = view_at(10300, 10, 7, 7);
+    w.commit_current = false;
+    v = judge(&m, 500, w);
+    assert_true(v.stale);
+    assert_string_equal(v.reason,
+                        "stale replica: no entry of the leader's term "
+                        "committed here yet (commit index 7 heard; a new "
+                        "leader's may lag an earlier leader's; "
+                        "max_staleness_ms=500)");
+    assert_non_null(strstr(v.notice, "no entry of the leader's term"));
+    /* Still not current 400 ms later: the old state's time is not
+     * renewed, so it is past the bound once current again unless what
+     * the leader then tells was applied. */
+    w.mono_ms = 10400;
+    assert_true(judge(&m, 500, w).stale);
+    v = judge(&m, 500, view_at(10600, 10, 9, 7));
+    assert_true(v.stale);
+    assert_non_null(strstr(v.reason, "its applied state is 610 ms old"));
+    assert_false(judge(&m, 500, view_at(10620, 10, 9, 9)).stale);
 }
 
 /* A node that hears its leader but has not applied what the leader had
@@ -406,6 +446,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_follower_contact),
         cmocka_unit_test(test_applied_state_age),
+        cmocka_unit_test(test_new_leader_commit),
         cmocka_unit_test(test_no_leader),
         cmocka_unit_test(test_isolated_leader),
         cmocka_unit_test(test_catch_up_after_start),

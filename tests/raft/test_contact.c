@@ -117,6 +117,71 @@ static void test_leader_commit_ahead(void **state)
     cluster_free(c);
 }
 
+/* new_leader_other says whether a leader other than *(raft_id *)@arg
+ * leads. */
+static bool new_leader_other(struct cluster *c, void *arg)
+{
+    raft_id l = cluster_leader(c);
+    return l != 0 && l != *(raft_id *)arg;
+}
+
+/* all_current says whether every live node's commit index is at an entry
+ * of its term. */
+static bool all_current(struct cluster *c, void *arg)
+{
+    (void)arg;
+    for (raft_id id = 1; id <= cluster_n_nodes(c); id++) {
+        struct raft *r = cluster_raft(c, id);
+        if (r != NULL && cluster_alive(c, id) && !raft_commit_current(r)) {
+            return false;
+        }
+    }
+    return true;
+}
+
+/* raft_commit_current: false on a new leader until its NOOP commits, and
+ * on a follower until it holds a committed entry of the term (the
+ * staleness rule takes no commit index as current before: a new leader's
+ * may lag what the leader before it committed, which let a follower
+ * serve a read past its bound, seed 450868 of the fault suite); true on
+ * every node once the NOOP is committed and told. */
+static void test_commit_current(void **state)
+{
+    struct cluster_config cfg;
+    struct cluster *c;
+    raft_id old, now;
+
+    (void)state;
+    cluster_config_default(&cfg, 3, 5);
+    c = cluster_new(&cfg);
+    for (raft_id id = 1; id <= 3; id++) {
+        assert_false(raft_commit_current(cluster_raft(c, id)));
+    }
+    assert_true(cluster_run_until(c, 2000, has_leader, NULL));
+    old = cluster_leader(c);
+    /* Elected at this step: its NOOP is not durable on a quorum yet. */
+    assert_false(raft_commit_current(cluster_raft(c, old)));
+    assert_true(cluster_run_until(c, 1000, all_current, NULL));
+    assert_int_equal(cluster_propose(c, old, "x", 1), 0);
+    assert_true(cluster_run_until(c, 1000, committed, NULL));
+
+    /* The old leader cut off: the next one's commit index is not current
+     * when it is elected, nor on its followers, until its NOOP commits. */
+    cluster_isolate(c, old, false);
+    assert_true(cluster_run_until(c, 3000, new_leader_other, &old));
+    now = cluster_leader(c);
+    assert_false(raft_commit_current(cluster_raft(c, now)));
+    for (raft_id id = 1; id <= 3; id++) {
+        if (id != old && id != now) {
+            assert_false(raft_commit_current(cluster_raft(c, id)));
+        }
+    }
+    cluster_crash(c, old);
+    assert_true(cluster_run_until(c, 1000, all_current, NULL));
+    assert_int_equal(cluster_leader(c), now);
+    cluster_free(c);
+}
+
 /* new3_protected returns node @id of {1, 2, 3} in @term with pre-vote and
  * check-quorum on (raft.h's defaults), election timeout 100 ms. */
 static struct raft *new3_protected(raft_id id, raft_term term)
@@ -297,6 +362,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_quorum_contact),
         cmocka_unit_test(test_leader_commit_ahead),
+        cmocka_unit_test(test_commit_current),
         cmocka_unit_test(test_contact_follower),
         cmocka_unit_test(test_contact_leader),
     };

@@ -7,12 +7,13 @@
  * the others join as learners; promotions once caught up, demotions,
  * removals of any member, the leader included, address updates and
  * leadership transfers), and write leases on every node (sim_lease.h:
- * holders on leaders and followers, their crashes and partitions); then
- * a liveness phase. Safety is checked by the harness (and the leases'
- * checks) after every step; liveness here.
+ * holders on leaders and followers, their crashes and partitions), and
+ * the staleness rule of local reads on every node (sim_staleness.h); then
+ * a liveness phase. Safety is checked by the harness (and the leases' and
+ * the staleness checks) after every step; liveness here.
  * Header-only (static inline functions): each test binary links only the
- * core, the lease's rules (ext/runtime/lease_core.c) and tests/lib, as
- * the Makefile's tests/sim rule says. */
+ * core, the lease's and the staleness rules (Makefile SIM_SRC) and
+ * tests/lib, as the Makefile's tests/sim rule says. */
 
 #ifndef TEST_SIM_H
 #define TEST_SIM_H
@@ -31,6 +32,22 @@
 #include "raft/raft.h"
 #include "tests/lib/cluster.h"
 #include "tests/sim/sim_lease.h"
+#include "tests/sim/sim_staleness.h"
+
+/* What runs over the cores after every step (cluster_set_step_hook):
+ * the write leases, then the staleness check. */
+struct sim_hooks {
+    struct sim_lease *sl;
+    struct sim_staleness *ss;
+};
+
+/* sim_hook is the cluster's step hook of a run (sim_run). */
+static inline void sim_hook(struct cluster *c, void *arg)
+{
+    struct sim_hooks *h = arg;
+    sim_lease_hook(c, h->sl);
+    sim_staleness_step(h->ss);
+}
 
 /* Virtual time allowed for a leader to emerge once the network is healed
  * and every node is up: many election timeouts (100 ms base). */
@@ -349,6 +366,7 @@ static inline uint64_t sim_run(unsigned n, uint64_t seed, unsigned steps,
     uint64_t n_reads = 0;
     uint64_t hash;
     struct sim_lease *sl;
+    struct sim_hooks hooks;
     char replay[200];
     char p[64];
     raft_id id;
@@ -404,6 +422,9 @@ static inline uint64_t sim_run(unsigned n, uint64_t seed, unsigned steps,
     }
     c = cluster_new(&cfg);
     sl = sim_lease_new(c, &x, 0, 0);
+    hooks.sl = sl;
+    hooks.ss = sim_staleness_new(c, seed);
+    cluster_set_step_hook(c, sim_hook, &hooks);
     snprintf(replay, sizeof replay,
              "SIM_SEED=%llu SIM_NODES=%u SIM_STEPS=%u "
              "build/tests/sim/test_sim",
@@ -519,8 +540,17 @@ static inline uint64_t sim_run(unsigned n, uint64_t seed, unsigned steps,
                 (unsigned long long)sl->stats.n_frames,
                 (unsigned long long)sl->stats.n_held_back);
     }
+    if (getenv("SIM_VERBOSE") != NULL) {
+        fprintf(stderr,
+                "  staleness (max_staleness_ms=%u): %llu node-steps fresh, "
+                "%llu stale (%llu with a commit index not current)\n",
+                hooks.ss->max_ms, (unsigned long long)hooks.ss->n_fresh,
+                (unsigned long long)hooks.ss->n_stale,
+                (unsigned long long)hooks.ss->n_new_term);
+    }
     hash = cluster_trace_hash(c);
     sim_lease_free(sl);
+    sim_staleness_free(hooks.ss);
     cluster_free(c);
     return hash;
 }

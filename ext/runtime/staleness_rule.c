@@ -1,0 +1,213 @@
+/* The staleness rule (staleness_rule.h). */
+
+#include "staleness_rule.h"
+
+#include <stdio.h>
+#include <string.h>
+
+#include "node_log.h"
+
+/* The kinds of staleness (ext_staleness_memory.kind). */
+enum {
+    KIND_FRESH,
+    KIND_NO_LEADER,
+    KIND_NO_CONTACT,
+    KIND_CATCHING_UP,
+    KIND_APPLY_LAG,
+    KIND_REMOVED,
+    KIND_NEW_TERM
+};
+
+/* word_removed writes the reason of a node removed by entry @at into
+ * @out (@len bytes); it holds no number that grows, so it is the
+ * notice's too. */
+static void word_removed(raft_index at, char *out, size_t len)
+{
+    snprintf(out, len,
+             "stale replica: removed from the cluster (configuration entry "
+             "%llu committed): it receives no more entries; read on a "
+             "member",
+             (unsigned long long)at);
+}
+
+/* word_notice writes into @out the notice text of kind @kind (not fresh),
+ * which holds no number that grows while the notice is read. */
+static void word_notice(const struct ext_staleness_memory *mem, int kind,
+                        bool leading, unsigned max_ms,
+                        struct ext_staleness_verdict *out)
+{
+    char since[EXT_ISO_TIME_LEN];
+    node_log_iso_time(mem->since_ms, since);
+    if (kind == KIND_NO_LEADER) {
+        snprintf(out->notice, sizeof out->notice,
+                 "stale replica: no leader known since %s "
+                 "(max_staleness_ms=%u)",
+                 since, max_ms);
+    } else if (kind == KIND_NO_CONTACT) {
+        snprintf(out->notice, sizeof out->notice,
+                 "stale replica: %s since %s (max_staleness_ms=%u)",
+                 leading ? "no quorum heard" : "no leader heard", since,
+                 max_ms);
+    } else if (kind == KIND_NEW_TERM) {
+        snprintf(out->notice, sizeof out->notice,
+                 "stale replica: no entry of the leader's term committed "
+                 "here since %s (max_staleness_ms=%u)",
+                 since, max_ms);
+    } else if (kind == KIND_APPLY_LAG) {
+        snprintf(out->notice, sizeof out->notice,
+                 "stale replica: its applied state is the leader's of %s "
+                 "(max_staleness_ms=%u)",
+                 since, max_ms);
+    } else {
+        snprintf(out->notice, sizeof out->notice,
+                 "stale replica: catching up after its start to the "
+                 "leader's commit index %llu (max_staleness_ms=%u)",
+                 (unsigned long long)mem->catch_up_to, max_ms);
+    }
+}
+
+/* note_applied follows when this node's applied state was current
+ * (mem->fresh_at): the leader's commit index as heard at this tick,
+ * @contact_ms ago, is current as of then; once applied, that time is
+ * the applied state's. Indexes heard and not applied yet wait in a
+ * small ring (oldest dropped when full: the age is then overstated,
+ * never understated). */
+static void note_applied(struct ext_staleness_memory *mem,
+                         const struct ext_staleness_view *v)
+{
+    uint64_t heard =
+        v->mono_ms > v->contact_ms ? v->mono_ms - v->contact_ms : 0;
+    unsigned k = 0;
+
+    if (v->applied >= v->leader_commit) {
+        mem->fresh_known = true;
+        if (heard > mem->fresh_at) {
+            mem->fresh_at = heard;
+        }
+        mem->n_pend = 0;
+        return;
+    }
+    if (mem->n_pend == 0 ||
+        v->leader_commit > mem->pend_commit[mem->n_pend - 1]) {
+        if (mem->n_pend == 16) {
+            memmove(mem->pend_commit, mem->pend_commit + 1,
+                    15 * sizeof *mem->pend_commit);
+            memmove(mem->pend_at, mem->pend_at + 1, 15 * sizeof *mem->pend_at);
+            mem->n_pend = 15;
+        }
+        mem->pend_commit[mem->n_pend] = v->leader_commit;
+        mem->pend_at[mem->n_pend] = heard;
+        mem->n_pend++;
+    }
+    while (k < mem->n_pend && mem->pend_commit[k] <= v->applied) {
+        mem->fresh_known = true;
+        if (mem->pend_at[k] > mem->fresh_at) {
+            mem->fresh_at = mem->pend_at[k];
+        }
+        k++;
+    }
+    if (k > 0) {
+        memmove(mem->pend_commit, mem->pend_commit + k,
+                (mem->n_pend - k) * sizeof *mem->pend_commit);
+        memmove(mem->pend_at, mem->pend_at + k,
+                (mem->n_pend - k) * sizeof *mem->pend_at);
+        mem->n_pend -= k;
+    }
+}
+
+void staleness_judge(struct ext_staleness_memory *mem, unsigned max_ms,
+                     const struct ext_staleness_view *v,
+                     struct ext_staleness_verdict *out)
+{
+    int kind = KIND_FRESH;
+    memset(out, 0, sizeof *out);
+    out->leader_known = v->contact_ms != UINT64_MAX;
+    out->lag_ms = out->leader_known ? v->contact_ms : 0;
+    out->lag_entries =
+        v->leader_commit > v->applied ? v->leader_commit - v->applied : 0;
+    /* The leader's commit index counts only once an entry of its term
+     * is committed (raft_commit_current): before, it may lag what an
+     * earlier leader committed, and a state that reached it is not
+     * known to have been current when it was heard. */
+    bool current = out->leader_known && v->commit_current;
+    if (current && !mem->contacted) {
+        mem->contacted = true;
+        mem->catch_up_to = v->leader_commit;
+    }
+    if (mem->contacted && !mem->caught_up && v->applied >= mem->catch_up_to) {
+        mem->caught_up = true;
+    }
+    if (current) {
+        note_applied(mem, v);
+    }
+    if (v->removed) {
+        kind = KIND_REMOVED;
+        word_removed(v->removed_at, out->reason, sizeof out->reason);
+    } else if (max_ms == 0) {
+        mem->kind = KIND_FRESH;
+        return;
+    } else if (!out->leader_known) {
+        kind = KIND_NO_LEADER;
+        snprintf(out->reason, sizeof out->reason,
+                 "stale replica: no leader known (max_staleness_ms=%u)",
+                 max_ms);
+    } else if (v->contact_ms > max_ms) {
+        kind = KIND_NO_CONTACT;
+        snprintf(out->reason, sizeof out->reason,
+                 "stale replica: %s for %llu ms (max_staleness_ms=%u)",
+                 v->leading ? "no quorum heard" : "no leader heard",
+                 (unsigned long long)v->contact_ms, max_ms);
+    } else if (!v->commit_current) {
+        kind = KIND_NEW_TERM;
+        snprintf(out->reason, sizeof out->reason,
+                 "stale replica: no entry of the leader's term committed "
+                 "here yet (commit index %llu heard; a new leader's may lag "
+                 "an earlier leader's; max_staleness_ms=%u)",
+                 (unsigned long long)v->leader_commit, max_ms);
+    } else if (!mem->caught_up) {
+        kind = KIND_CATCHING_UP;
+        snprintf(out->reason, sizeof out->reason,
+                 "stale replica: catching up after its start: applied "
+                 "%llu of the leader's commit index %llu "
+                 "(max_staleness_ms=%u)",
+                 (unsigned long long)v->applied,
+                 (unsigned long long)mem->catch_up_to, max_ms);
+    } else if (mem->fresh_known && v->mono_ms > mem->fresh_at + max_ms) {
+        kind = KIND_APPLY_LAG;
+        snprintf(out->reason, sizeof out->reason,
+                 "stale replica: its applied state is %llu ms old "
+                 "(applied %llu of the leader's commit index %llu; "
+                 "max_staleness_ms=%u)",
+                 (unsigned long long)(v->mono_ms - mem->fresh_at),
+                 (unsigned long long)v->applied,
+                 (unsigned long long)v->leader_commit, max_ms);
+    }
+    out->stale = kind != KIND_FRESH;
+    if (!out->stale && max_ms > 0) {
+        uint64_t heard =
+            v->mono_ms > v->contact_ms ? v->mono_ms - v->contact_ms : 0;
+        out->fresh_until =
+            (mem->fresh_known && mem->fresh_at < heard ? mem->fresh_at
+                                                       : heard) +
+            max_ms;
+    }
+    if (kind != mem->kind) {
+        /* The time of the last contact; a leader lost after it keeps
+         * that time ("no leader known since" it was last heard). */
+        if (kind == KIND_NO_CONTACT) {
+            mem->since_ms =
+                v->wall_ms > v->contact_ms ? v->wall_ms - v->contact_ms : 0;
+        } else if (kind == KIND_APPLY_LAG) {
+            uint64_t age = v->mono_ms - mem->fresh_at;
+            mem->since_ms = v->wall_ms > age ? v->wall_ms - age : 0;
+        } else if (kind != KIND_NO_LEADER || mem->kind != KIND_NO_CONTACT) {
+            mem->since_ms = v->wall_ms;
+        }
+        mem->kind = kind;
+    }
+    if (kind == KIND_REMOVED) {
+        word_removed(v->removed_at, out->notice, sizeof out->notice);
+    } else if (out->stale) {
+        word_notice(mem, kind, v->leading, max_ms, out);
+    }
+}
