@@ -8,6 +8,7 @@
 #include <stdio.h>
 #include <string.h>
 #include <time.h>
+#include <xxhash.h>
 
 #include "../../sql/sql.h"
 #include "../runtime/applier.h"
@@ -130,6 +131,22 @@ struct guard_read_ok {
 /* Moved by ext_guard_expire_all: answers remembered before are void. */
 static atomic_uint_least64_t read_gen;
 
+/* Moved at each read allowed after asking the files, by a hash of the
+ * file's name (ext_guard_allowed_gen). */
+#define GUARD__ALLOWED_SLOTS 16
+static atomic_uint_least64_t allowed_gen[GUARD__ALLOWED_SLOTS];
+
+/* allowed_slot returns the count of @file. */
+static atomic_uint_least64_t *allowed_slot(const char *file)
+{
+    return &allowed_gen[XXH3_64bits(file, strlen(file)) % GUARD__ALLOWED_SLOTS];
+}
+
+uint64_t ext_guard_allowed_gen(const char *file)
+{
+    return atomic_load(allowed_slot(file));
+}
+
 static _Thread_local struct guard_read_ok read_ok[GUARD__READ_OK_SLOTS];
 static _Thread_local unsigned read_ok_next; /* the slot to replace next */
 
@@ -163,6 +180,9 @@ static int read_refusal(const char *file, char *why, size_t why_len)
         }
     }
     refusal = remote_read_refusal(file, why, why_len);
+    if (refusal == 0) {
+        atomic_fetch_add(allowed_slot(file), 1);
+    }
     len = strlen(file);
     if (refusal == 0 && len < sizeof read_ok[0].path) {
         struct guard_read_ok *r = NULL;

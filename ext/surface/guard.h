@@ -6,6 +6,7 @@
 
 #include <stdbool.h>
 #include <stddef.h>
+#include <stdint.h>
 
 #include <sqlite3ext.h>
 
@@ -118,6 +119,18 @@ bool ext_guard_settings_push(const char *file, unsigned mask);
  * 0. A few stat() calls when no node of the process runs for @file. Any
  * thread. */
 int ext_guard_read_refusal(const char *file, char *why, size_t why_len);
+
+/* ext_guard_allowed_gen returns a count for database file @file that
+ * moves each time the guard allows a read of it, no node of this process
+ * serving it, after asking the files beside it (not from its short
+ * cache); files share 16 counts by a hash of their name, so another
+ * file's reads may move it too. The refusal watch (refusal_watch.c)
+ * takes a move as "reads were allowed since my last look", so that a
+ * refusal it sees next expires the statements prepared meanwhile even
+ * when it saw the file refused at its last look too (a node that went
+ * from starting to serving to stopped within one watch period). Any
+ * thread. */
+uint64_t ext_guard_allowed_gen(const char *file);
 
 /* ext_guard_last_error returns the reason of the latest refusal the guard
  * made on @db (a direct write, a read of a diverged or stale replica, a

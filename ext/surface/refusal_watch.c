@@ -17,6 +17,7 @@
 #include "refusal_watch.h"
 
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <stdint.h>
 #include <stdlib.h>
@@ -35,6 +36,7 @@ struct watched {
     unsigned refs;        /* connections watching it (mu) */
     int refusal;          /* the guard's answer at the last look (thread) */
     int64_t stamp;        /* the stale notice's ctime then, ns (thread) */
+    uint64_t allowed;     /* ext_guard_allowed_gen then (thread) */
     int64_t settings;     /* the settings notice's stamp when its
                              settings were pushed (thread) */
     bool settings_left;   /* a busy connection was left (thread) */
@@ -49,6 +51,12 @@ static unsigned n_watched;    /* entries with refs > 0 (mu) */
 static bool running;          /* the thread runs (mu) */
 static bool quit;             /* the thread is to end (mu) */
 static pthread_t thread;      /* (mu) */
+static atomic_uint_least64_t looks; /* refusal_watch_looks */
+
+uint64_t refusal_watch_looks(void)
+{
+    return atomic_load(&looks);
+}
 
 /* notice_stamp returns the ctime (ns) of the stale notice of @path, 0
  * when there is none. */
@@ -91,13 +99,18 @@ static bool look(void)
     pthread_mutex_unlock(&mu);
     for (struct watched *w = head; w != NULL; w = w->next) {
         char why[600];
+        /* Read before the refusal: reads allowed after it show at the
+         * next look. */
+        uint64_t gen = ext_guard_allowed_gen(w->path);
+        bool allowed = gen != w->allowed; /* since the last look */
         int refusal = ext_guard_read_refusal(w->path, why, sizeof why);
         int64_t stamp = refusal != 0 ? notice_stamp(w->path) : 0;
-        if (refusal != 0 && (w->refusal == 0 || stamp != w->stamp)) {
+        if (refusal != 0 && (w->refusal == 0 || stamp != w->stamp || allowed)) {
             turned = true;
         }
         w->refusal = refusal;
         w->stamp = stamp;
+        w->allowed = gen;
         push_settings(w);
     }
     return turned;
@@ -138,6 +151,7 @@ static void *watch_main(void *arg)
             ext_guard_expire_all();
             marked = true;
         }
+        atomic_fetch_add(&looks, 1);
         if (marked) {
             marked = ext_guard_expire_retry();
         }

@@ -10,6 +10,8 @@
 #ifndef EXT_REFUSAL_WATCH_H
 #define EXT_REFUSAL_WATCH_H
 
+#include <stdint.h>
+
 /* Period of the watch, ms: a statement prepared before the guard began
  * refusing is expired at most this long (plus a busy connection's
  * statement) after. */
@@ -31,5 +33,11 @@ void refusal_watch_remove(const char *path);
  * exit; a later refusal_watch_add starts it again). Any thread but the
  * watch's own, holding no connection's mutex. */
 void refusal_watch_stop(void);
+
+/* refusal_watch_looks returns how many times the thread has asked the
+ * guard about every watched file since the process started (tests wait
+ * for it to move, so that they know a look saw what they set). Any
+ * thread. */
+uint64_t refusal_watch_looks(void);
 
 #endif /* EXT_REFUSAL_WATCH_H */

@@ -25,6 +25,7 @@
 
 #include "ext/runtime/attach_sock.h"
 #include "ext/surface/guard.h"
+#include "ext/surface/refusal_watch.h"
 #include "tests/sql/helpers.h"
 
 /* counter is an authorizer that counts its calls and allows all. */
@@ -413,6 +414,60 @@ static void test_watch_unserved(void **state)
     tmpdb_remove(&d);
 }
 
+/* looked waits until the refusal watch has looked at every watched file
+ * twice more (a whole look after this call), at most 30 s; returns
+ * whether it did. */
+static bool looked(void)
+{
+    uint64_t from = refusal_watch_looks();
+    for (unsigned i = 0; i < 30000; i++) {
+        if (refusal_watch_looks() >= from + 2) {
+            return true;
+        }
+        usleep(1000);
+    }
+    return false;
+}
+
+/* A file refused at one look of the watch and at the next, but served
+ * in between (a node started, then stopped) while a connection prepared
+ * a read: that statement is expired and refused too. Before, the watch
+ * saw "refused" twice, no turn, and the statement read on for ever;
+ * test_watch_unserved failed so whenever no look fell in its fresh
+ * window of a few microseconds. Here the watch is stopped across that
+ * window, so the looks fall where they must. */
+static void test_watch_fresh_between_looks(void **state)
+{
+    struct tmpdb d;
+    sqlite3 *db;
+    sqlite3_stmt *st;
+    char why[600];
+    (void)state;
+
+    tmpdb_init(&d);
+    db = open_guarded(d.path, 0);
+    bound_by_us(d.path); /* starting: refused */
+    assert_true(looked());
+    refusal_watch_stop();
+    served_by_us(d.path);
+    assert_int_equal(
+        sqlite3_prepare_v2(db, "SELECT count(*) FROM t", -1, &st, NULL),
+        SQLITE_OK);
+    assert_int_equal(run(st), 0);
+    write_file(d.path, "-raftsql-bound",
+               "raftsql-bound 1\nmax_staleness_ms=500\npid=0\n");
+    assert_int_equal(ext_guard_read_refusal(d.path, why, sizeof why),
+                     EXT_GUARD_STALE);
+    refusal_watch_add(d.path); /* starts the thread again */
+    assert_true(refused_within(st));
+    refusal_watch_remove(d.path);
+    sqlite3_finalize(st);
+    remove_file(d.path, "-raftsql-bound");
+    sqlite3_close(db);
+    attach_sock_pointer_remove(d.path, (long)getpid());
+    tmpdb_remove(&d);
+}
+
 /* set_age sets the mtime of the bound marker of @path to @age_ms before
  * now (negative: after). */
 static void set_age(const char *path, int64_t age_ms)
@@ -485,6 +540,7 @@ int main(void)
         cmocka_unit_test(test_watch_stale_notice),
         cmocka_unit_test(test_watch_diverged_notice),
         cmocka_unit_test(test_watch_unserved),
+        cmocka_unit_test(test_watch_fresh_between_looks),
         cmocka_unit_test(test_watch_silent),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
