@@ -7,6 +7,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "../../raft/err.h"
 #include "../../sql/changeset.h"
@@ -35,10 +36,29 @@ struct plain_write {
     const void *one_try;         /* the statement that writes after its
                                     transaction read (wal_lock_one_try),
                                     until it ends; NULL: none */
+    int64_t starved_at;          /* when a write of a transaction that
+                                    read was last let go or refused
+                                    (wal_lock_stmt_end), CLOCK_MONOTONIC
+                                    ns; 0: not within PLAIN_STARVED_MS */
     int restart_tried;           /* the WAL's frames / PLAIN_WAL_FRAMES at
                                     the last backfill of on_wal; 0: under
                                     PLAIN_WAL_RESTART_FRAMES */
 };
+
+/* How long after a write of a transaction that read was let go for a
+ * stale snapshot (or refused the lease) the connection's deferred
+ * transactions ask for the lease at their first read
+ * (wal_lock_txn_early), ms: the application's retry, after its own
+ * back-off, and the transactions after it while the contention lasts. */
+#define PLAIN_STARVED_MS 2000
+
+/* mono_ns returns CLOCK_MONOTONIC now, ns. */
+static int64_t mono_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+}
 
 /* The WAL's frames from which a plain writer's connection backfills it
  * after its commits, once per PLAIN_WAL_FRAMES more (the node's
@@ -120,12 +140,27 @@ static void on_stmt(void *arg, sqlite3_stmt *stmt, int end)
         if (pw->early == stmt || pw->one_try == stmt) {
             pw->early = pw->early == stmt ? NULL : pw->early;
             pw->one_try = pw->one_try == stmt ? NULL : pw->one_try;
-            wal_lock_stmt_end(pw->db, stmt);
+            if (wal_lock_stmt_end(pw->db, stmt)) {
+                pw->starved_at = mono_ns();
+            }
         }
         return;
     }
     readonly = sqlite3_stmt_readonly(stmt);
     if (readonly && !opens_write_txn(sqlite3_sql(stmt))) {
+        /* The first read of a deferred transaction, soon after this
+         * connection's write of one was let go for a stale snapshot:
+         * its retry, or the next of a kind that meets the same under
+         * this contention. */
+        if (pw->starved_at != 0 && !sqlite3_get_autocommit(pw->db) &&
+            sqlite3_txn_state(pw->db, "main") == SQLITE_TXN_NONE) {
+            if (mono_ns() - pw->starved_at < PLAIN_STARVED_MS * 1000000LL) {
+                wal_lock_txn_early(pw->db, stmt);
+                pw->early = stmt;
+            } else {
+                pw->starved_at = 0;
+            }
+        }
         return;
     }
     /* (The transaction's state last: it costs a lookup of the schema by

@@ -67,6 +67,13 @@ struct wrapped {
                                        answered busy, not yet passed on
                                        at the write lock */
     int read_asks;                  /* asks at read locks for asked */
+    int txn_hold;                   /* a lease granted for the statement
+                                       that asked (wal_lock_txn_early)
+                                       is held to its transaction's end,
+                                       not the statement's */
+    int starved;                    /* one_try's write was let go for a
+                                       stale snapshot, or refused the
+                                       lease (wal_lock_stmt_end) */
     const void *one_try;            /* the statement that writes after
                                        its transaction read
                                        (wal_lock_one_try), until it ends
@@ -140,6 +147,7 @@ static void wal_lease_release(struct wrapped *w,
                               const struct sql_wal_marks *marks)
 {
     w->early = NULL;
+    w->txn_hold = 0;
     lease_client_release(w->path, &w->lease, marks);
     w->locked_read = 0;
 }
@@ -206,6 +214,17 @@ static int wrapped_shm_lock(sqlite3_file *f, int ofst, int n, int flags)
         read_ask(w, f);
         return w->orig->xShmLock(f, ofst, n, flags);
     }
+    if (ofst >= WAL_READ_SLOT && ofst < WAL_READ_SLOT + WAL_READ_SLOTS &&
+        n == 1 && flags == (SQLITE_SHM_UNLOCK | SQLITE_SHM_SHARED)) {
+        /* The read transaction ends (or SQLite reads its header again,
+         * before any read: nothing commits under the lease). A lease
+         * held for a transaction that never wrote goes with it. */
+        rc = w->orig->xShmLock(f, ofst, n, flags);
+        if (w->txn_hold && w->lease.id != 0 && !w->write) {
+            wal_lease_release(w, NULL);
+        }
+        return rc;
+    }
     if (ofst != WAL_WRITE_SLOT || n != 1 || !(flags & SQLITE_SHM_EXCLUSIVE)) {
         return w->orig->xShmLock(f, ofst, n, flags);
     }
@@ -224,12 +243,14 @@ static int wrapped_shm_lock(sqlite3_file *f, int ofst, int n, int flags)
              * running, nothing committed: SQLite found its snapshot
              * stale (SQLITE_BUSY_SNAPSHOT), which says nothing more. */
             w->busy_at = mono_ns();
+            w->starved = 1;
             snprintf(w->busy_why, sizeof w->busy_why,
                      "another writer committed after this transaction "
                      "read (its snapshot is stale: SQLITE_BUSY_SNAPSHOT); "
                      "nothing was written: ROLLBACK and run the "
-                     "transaction again, or open it with BEGIN IMMEDIATE, "
-                     "which waits for the write lease before it reads");
+                     "transaction again (this connection's next "
+                     "transaction asks for the write lease before it "
+                     "reads), or open it with BEGIN IMMEDIATE");
         }
         w->write = 0;
         w->one_try = NULL;
@@ -256,6 +277,7 @@ static int wrapped_shm_lock(sqlite3_file *f, int ofst, int n, int flags)
          * before this write: its one try (EXT_LEASE_ONE_TRY). */
         rc = wal_lease_acquire(w, w->one_try != NULL ? EXT_LEASE_ONE_TRY : 0);
         if (rc != SQLITE_OK) {
+            w->starved = w->one_try != NULL;
             return rc;
         }
     }
@@ -324,13 +346,10 @@ static struct wrapped *file_of(sqlite3 *db)
     return of(f);
 }
 
-void wal_lock_early(sqlite3 *db, const void *stmt)
+/* early_ask asks for the lease for statement @stmt of @w at its start
+ * (wal_lock_early, wal_lock_txn_early). */
+static void early_ask(struct wrapped *w, const void *stmt)
 {
-    struct wrapped *w = file_of(db);
-
-    if (w == NULL || w->lease.id != 0 || w->write || w->ckpt) {
-        return;
-    }
     /* Busy, or no node: nothing held, the read lock asks again. */
     w->asked = NULL;
     w->refused = 0;
@@ -346,6 +365,27 @@ void wal_lock_early(sqlite3 *db, const void *stmt)
     }
 }
 
+void wal_lock_early(sqlite3 *db, const void *stmt)
+{
+    struct wrapped *w = file_of(db);
+
+    if (w == NULL || w->lease.id != 0 || w->write || w->ckpt) {
+        return;
+    }
+    early_ask(w, stmt);
+}
+
+void wal_lock_txn_early(sqlite3 *db, const void *stmt)
+{
+    struct wrapped *w = file_of(db);
+
+    if (w == NULL || w->lease.id != 0 || w->write || w->ckpt) {
+        return;
+    }
+    w->txn_hold = 1;
+    early_ask(w, stmt);
+}
+
 void wal_lock_one_try(sqlite3 *db, const void *stmt)
 {
     struct wrapped *w = file_of(db);
@@ -355,12 +395,17 @@ void wal_lock_one_try(sqlite3 *db, const void *stmt)
     }
 }
 
-void wal_lock_stmt_end(sqlite3 *db, const void *stmt)
+bool wal_lock_stmt_end(sqlite3 *db, const void *stmt)
 {
     struct wrapped *w = file_of(db);
+    bool starved = false;
 
     if (w != NULL && w->one_try == stmt) {
         w->one_try = NULL;
+    }
+    if (w != NULL && w->starved) {
+        w->starved = 0;
+        starved = true;
     }
     if (w != NULL && w->asked == stmt) {
         w->asked = NULL;
@@ -368,12 +413,16 @@ void wal_lock_stmt_end(sqlite3 *db, const void *stmt)
         w->read_asks = 0;
     }
     if (w == NULL || w->early == NULL || w->early != stmt) {
-        return;
+        if (w != NULL && w->txn_hold && w->lease.id == 0) {
+            w->txn_hold = 0; /* refused: nothing to hold */
+        }
+        return starved;
     }
     w->early = NULL;
-    if (w->lease.id != 0 && !w->write) {
+    if (w->lease.id != 0 && !w->write && !w->txn_hold) {
         wal_lease_release(w, NULL);
     }
+    return starved;
 }
 
 /* wal_of returns the sync wrapper of -wal file @f (its methods are the

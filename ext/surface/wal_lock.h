@@ -52,6 +52,7 @@
 #ifndef EXT_WAL_LOCK_H
 #define EXT_WAL_LOCK_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -95,14 +96,33 @@ void wal_lock_early(sqlite3 *db, const void *stmt);
  * start). */
 void wal_lock_one_try(sqlite3 *db, const void *stmt);
 
+/* wal_lock_txn_early is wal_lock_early for @stmt, the first statement
+ * of a deferred transaction that reads before it writes, on a connection
+ * whose last such write was let go for a stale snapshot or refused the
+ * lease (wal_lock_stmt_end returned true): a grant is held past the
+ * statement, to the transaction's end (its read lock let go: COMMIT or
+ * ROLLBACK; a write under it commits as BEGIN IMMEDIATE's would), so that
+ * nothing commits between its read and its write. Beside writers that
+ * commit back to back such a transaction otherwise never commits (a new
+ * user's trial: 0 of 3,430 tries beside six writers): each commit holds
+ * the lease for a quorum's round trip and an fsync, so another one lands
+ * in every read-to-write window. A refusal holds nothing: the read goes
+ * on without the lease. Thread: the one using @db (its trace hook, at
+ * the statement's start). */
+void wal_lock_txn_early(sqlite3 *db, const void *stmt);
+
 /* wal_lock_stmt_end tells @db's wrapped main file that statement @stmt
  * ended: a lease wal_lock_early took for it is let go when it ended
  * without taking the WAL write lock (it failed first, or wrote only to
- * another database), and its wal_lock_one_try ends. Nothing when @stmt
- * is another statement (a nested one), the lock was taken, or no lease
- * is held. Thread: the one using @db (its trace hook, at a statement's
- * end). */
-void wal_lock_stmt_end(sqlite3 *db, const void *stmt);
+ * another database), but for wal_lock_txn_early's, and its
+ * wal_lock_one_try ends. Nothing when @stmt is another statement (a
+ * nested one), the lock was taken, or no lease is held. Returns true
+ * when a write after its transaction read (wal_lock_one_try) was let go
+ * since the last call for a stale snapshot (SQLITE_BUSY_SNAPSHOT) or
+ * refused the lease: the connection's next such transaction then asks
+ * at its first read (wal_lock_txn_early). Thread: the one using @db (its
+ * trace hook, at a statement's end). */
+bool wal_lock_stmt_end(sqlite3 *db, const void *stmt);
 
 /* wal_lock_skip_sync makes the local commit of @db's transaction, whose
  * changeset a quorum committed under the lease its main file holds, skip
