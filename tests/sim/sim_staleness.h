@@ -60,12 +60,12 @@ struct sim_staleness {
     struct sim_stale_commit *commits; /* in index order, n_commits */
     size_t n_commits;
     size_t cap;
-    size_t due;               /* commits[0, due) are older than the
+    size_t due;          /* commits[0, due) are older than the
                                  bound plus the slack */
-    raft_index last;          /* cluster_committed_last at the last step */
-    uint64_t n_fresh;         /* node-steps judged fresh */
-    uint64_t n_stale;         /* node-steps judged stale */
-    uint64_t n_new_term;      /* of these, for a commit index not current */
+    raft_index last;     /* cluster_committed_last at the last step */
+    uint64_t n_fresh;    /* node-steps judged fresh */
+    uint64_t n_stale;    /* node-steps judged stale */
+    uint64_t n_new_term; /* of these, for a commit index not current */
 };
 
 /* sim_staleness_new attaches the check to cluster @c for run @seed. Free
@@ -96,8 +96,7 @@ static inline void sim_staleness_record(struct sim_staleness *ss)
     while (ss->last < last) {
         if (ss->n_commits == ss->cap) {
             size_t cap = ss->cap == 0 ? 1024 : ss->cap * 2;
-            struct sim_stale_commit *p =
-                realloc(ss->commits, cap * sizeof *p);
+            struct sim_stale_commit *p = realloc(ss->commits, cap * sizeof *p);
             if (p == NULL) {
                 cluster_fail(ss->c, "sim_staleness: out of memory");
             }
@@ -125,8 +124,8 @@ static inline void sim_staleness_step(struct sim_staleness *ss)
     sim_staleness_record(ss);
     need = ss->due == 0 ? 0 : ss->commits[ss->due - 1].index;
     for (id = 1; id <= ss->n; id++) {
-        struct raft *r = cluster_alive(ss->c, id) ? cluster_raft(ss->c, id)
-                                                  : NULL;
+        struct raft *r =
+            cluster_alive(ss->c, id) ? cluster_raft(ss->c, id) : NULL;
         struct ext_staleness_verdict out;
         struct ext_staleness_view v;
 
