@@ -23,13 +23,11 @@
 #include <time.h>
 
 #include "../../sql/changeset.h"
+#include "lease_busy.h"
 #include "lease_core.h"
 #include "wire_gate.h"
 
 SQLITE_EXTENSION_INIT3
-
-/* Writers of this node remembered as lately answered busy (queue_ms). */
-#define EXT__LEASE_BUSY_SLOTS 32
 
 struct ext_lease {
     struct raft_uv_node *driver; /* set by lease_attach */
@@ -67,12 +65,8 @@ struct ext_lease {
                                     in which this node's writers came */
     uint64_t n_holds, n_waits, n_busy;  /* lease_view's */
     struct raft_histogram hold_seconds; /* lease_view's */
-    struct {
-        uint64_t holder;           /* 0: a free slot */
-        uint64_t at;               /* when it was last answered busy, ms */
-        uint64_t ticket;           /* the place in line it keeps */
-    } busy[EXT__LEASE_BUSY_SLOTS]; /* the writers lately answered busy
-                                      (kept_ticket), oldest overwritten */
+    struct ext_lease_busy busy;         /* the writers lately answered
+                                           busy (kept_ticket, queue_ms) */
 
     /* The copies' gate (lease_copy_begin): while @copying, a holder of
      * this node answered committed waits before it commits to the file
@@ -352,13 +346,7 @@ static void ask_for_first(struct ext_lease *l)
  * handler's retry), else 0. Caller holds mu. */
 static uint64_t kept_ticket(struct ext_lease *l, uint64_t holder, uint64_t now)
 {
-    for (unsigned i = 0; i < EXT__LEASE_BUSY_SLOTS; i++) {
-        if (l->busy[i].holder == holder &&
-            now < l->busy[i].at + EXT__LEASE_AGAIN_MS) {
-            return l->busy[i].ticket;
-        }
-    }
-    return 0;
+    return lease_busy_kept(&l->busy, holder, now, EXT__LEASE_AGAIN_MS);
 }
 
 /* queue_ms returns how long a writer that keeps ticket @kept (0: none)
@@ -375,34 +363,7 @@ static uint64_t queue_ms(uint64_t kept)
 static void note_busy(struct ext_lease *l, uint64_t holder, uint64_t ticket,
                       uint64_t now, bool busy)
 {
-    for (unsigned i = 0; i < EXT__LEASE_BUSY_SLOTS; i++) {
-        if (l->busy[i].holder == holder) {
-            l->busy[i].holder = busy ? holder : 0;
-            l->busy[i].at = now;
-            l->busy[i].ticket = ticket;
-            return;
-        }
-    }
-    if (busy) {
-        /* A free slot, else the one answered longest ago: a writer still
-         * retrying keeps its place while fewer than EXT__LEASE_BUSY_SLOTS
-         * retry at once (taken in turn, slots of writers that had asked
-         * again within EXT__LEASE_AGAIN_MS were given to others, which
-         * sent those back to the end of the line). */
-        unsigned at = 0;
-        for (unsigned i = 0; i < EXT__LEASE_BUSY_SLOTS; i++) {
-            if (l->busy[i].holder == 0) {
-                at = i;
-                break;
-            }
-            if (l->busy[i].at < l->busy[at].at) {
-                at = i;
-            }
-        }
-        l->busy[at].holder = holder;
-        l->busy[at].at = now;
-        l->busy[at].ticket = ticket;
-    }
+    lease_busy_note(&l->busy, holder, ticket, now, busy);
 }
 
 /* ticket_of returns the place in line of a writer that keeps ticket
