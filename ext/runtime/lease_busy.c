@@ -13,8 +13,8 @@ uint64_t lease_busy_kept(const struct ext_lease_busy *b, uint64_t holder,
     return 0;
 }
 
-void lease_busy_note(struct ext_lease_busy *b, uint64_t holder,
-                     uint64_t ticket, uint64_t now, bool busy)
+void lease_busy_note(struct ext_lease_busy *b, uint64_t holder, uint64_t ticket,
+                     uint64_t now, bool busy)
 {
     unsigned at = 0;
 

@@ -35,7 +35,7 @@ uint64_t lease_busy_kept(const struct ext_lease_busy *b, uint64_t holder,
  * still retrying keeps its place while fewer than EXT_LEASE_BUSY_SLOTS
  * retry at once). With @busy false it forgets @holder (it got the lease,
  * or another answer). */
-void lease_busy_note(struct ext_lease_busy *b, uint64_t holder,
-                     uint64_t ticket, uint64_t now, bool busy);
+void lease_busy_note(struct ext_lease_busy *b, uint64_t holder, uint64_t ticket,
+                     uint64_t now, bool busy);
 
 #endif /* EXT_LEASE_BUSY_H */

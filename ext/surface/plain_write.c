@@ -9,6 +9,8 @@
 #include <string.h>
 #include <time.h>
 
+#include <xxhash.h>
+
 #include "../../raft/err.h"
 #include "../../sql/changeset.h"
 #include "../runtime/node.h"
@@ -39,18 +41,18 @@ struct plain_write {
     int64_t starved_at;          /* when a write of a transaction that
                                     read was last let go or refused
                                     (wal_lock_stmt_end), CLOCK_MONOTONIC
-                                    ns; 0: not within PLAIN_STARVED_MS */
+                                    ns; 0: not within
+                                    WAL_LOCK_STARVED_MS */
+    uint64_t starved_read;       /* the hash of the SQL text of that
+                                    transaction's first statement */
+    uint64_t txn_read;           /* the same of the transaction open */
+    bool after_begin;            /* the last statement was a deferred
+                                    BEGIN: the next one is the first of
+                                    its transaction */
     int restart_tried;           /* the WAL's frames / PLAIN_WAL_FRAMES at
                                     the last backfill of on_wal; 0: under
                                     PLAIN_WAL_RESTART_FRAMES */
 };
-
-/* How long after a write of a transaction that read was let go for a
- * stale snapshot (or refused the lease) the connection's deferred
- * transactions ask for the lease at their first read
- * (wal_lock_txn_early), ms: the application's retry, after its own
- * back-off, and the transactions after it while the contention lasts. */
-#define PLAIN_STARVED_MS 2000
 
 /* mono_ns returns CLOCK_MONOTONIC now, ns. */
 static int64_t mono_ns(void)
@@ -100,28 +102,59 @@ static int on_wal(void *arg, sqlite3 *db, const char *name, int n_frames)
     return SQLITE_OK;
 }
 
-/* opens_write_txn says whether statement text @sql is BEGIN IMMEDIATE or
- * BEGIN EXCLUSIVE (which sqlite3_stmt_readonly calls read-only: a
- * transaction statement), leading blanks skipped. */
-static bool opens_write_txn(const char *sql)
+/* What statement text begin_kind finds. */
+enum { NOT_BEGIN, BEGIN_DEFERRED, BEGIN_WRITE };
+
+/* begin_kind says whether statement text @sql is BEGIN IMMEDIATE or
+ * BEGIN EXCLUSIVE (BEGIN_WRITE; sqlite3_stmt_readonly calls them
+ * read-only: transaction statements), another BEGIN (BEGIN_DEFERRED), or
+ * none (NOT_BEGIN), leading blanks skipped. */
+static int begin_kind(const char *sql)
 {
     static const char *const kinds[] = {"IMMEDIATE", "EXCLUSIVE"};
 
     if (sql == NULL) {
-        return false;
+        return NOT_BEGIN;
     }
     sql += strspn(sql, " \t\r\n");
     if ((*sql | 0x20) != 'b' || sqlite3_strnicmp(sql, "BEGIN", 5) != 0) {
-        return false;
+        return NOT_BEGIN;
     }
     sql += 5;
     sql += strspn(sql, " \t\r\n");
     for (unsigned i = 0; i < 2; i++) {
         if (sqlite3_strnicmp(sql, kinds[i], 9) == 0) {
-            return true;
+            return BEGIN_WRITE;
         }
     }
-    return false;
+    return BEGIN_DEFERRED;
+}
+
+/* first_read runs at the start of @stmt (text @sql), the first statement
+ * of a deferred transaction, a read: notes its text's hash, and when a
+ * write of a transaction that began with the same read was let go for a
+ * stale snapshot (or refused the lease) within WAL_LOCK_STARVED_MS, this
+ * is most likely its retry, which would meet the same: the lease is
+ * asked for now and held to the transaction's end (wal_lock_txn_early).
+ * Only then: a transaction that merely reads takes no lease, which would
+ * hold every writer of the cluster while it reads. */
+static void first_read(struct plain_write *pw, sqlite3_stmt *stmt,
+                       const char *sql)
+{
+    if (sqlite3_get_autocommit(pw->db)) {
+        return; /* its BEGIN failed */
+    }
+    pw->txn_read = XXH3_64bits(sql, strlen(sql));
+    if (pw->starved_at == 0) {
+        return;
+    }
+    if (mono_ns() - pw->starved_at >= WAL_LOCK_STARVED_MS * 1000000LL) {
+        pw->starved_at = 0;
+    } else if (pw->txn_read == pw->starved_read &&
+               sqlite3_txn_state(pw->db, "main") == SQLITE_TXN_NONE) {
+        wal_lock_txn_early(pw->db, stmt);
+        pw->early = stmt;
+    }
 }
 
 /* on_stmt is the capture's statement callback (sql_capture_stmt_cb) of
@@ -133,8 +166,10 @@ static bool opens_write_txn(const char *sql)
 static void on_stmt(void *arg, sqlite3_stmt *stmt, int end)
 {
     struct plain_write *pw = arg;
+    const char *sql;
     bool readonly;
     int state;
+    int kind;
 
     if (end) {
         if (pw->early == stmt || pw->one_try == stmt) {
@@ -142,27 +177,22 @@ static void on_stmt(void *arg, sqlite3_stmt *stmt, int end)
             pw->one_try = pw->one_try == stmt ? NULL : pw->one_try;
             if (wal_lock_stmt_end(pw->db, stmt)) {
                 pw->starved_at = mono_ns();
+                pw->starved_read = pw->txn_read;
             }
         }
         return;
     }
     readonly = sqlite3_stmt_readonly(stmt);
-    if (readonly && !opens_write_txn(sqlite3_sql(stmt))) {
-        /* The first read of a deferred transaction, soon after this
-         * connection's write of one was let go for a stale snapshot:
-         * its retry, or the next of a kind that meets the same under
-         * this contention. */
-        if (pw->starved_at != 0 && !sqlite3_get_autocommit(pw->db) &&
-            sqlite3_txn_state(pw->db, "main") == SQLITE_TXN_NONE) {
-            if (mono_ns() - pw->starved_at < PLAIN_STARVED_MS * 1000000LL) {
-                wal_lock_txn_early(pw->db, stmt);
-                pw->early = stmt;
-            } else {
-                pw->starved_at = 0;
-            }
+    sql = sqlite3_sql(stmt);
+    kind = readonly ? begin_kind(sql) : NOT_BEGIN;
+    if (readonly && kind != BEGIN_WRITE) {
+        if (pw->after_begin && kind == NOT_BEGIN && sql != NULL) {
+            first_read(pw, stmt, sql);
         }
+        pw->after_begin = kind == BEGIN_DEFERRED;
         return;
     }
+    pw->after_begin = false;
     /* (The transaction's state last: it costs a lookup of the schema by
      * name, and most statements are reads.) */
     state = sqlite3_txn_state(pw->db, "main");

@@ -248,9 +248,11 @@ static int wrapped_shm_lock(sqlite3_file *f, int ofst, int n, int flags)
                      "another writer committed after this transaction "
                      "read (its snapshot is stale: SQLITE_BUSY_SNAPSHOT); "
                      "nothing was written: ROLLBACK and run the "
-                     "transaction again (this connection's next "
-                     "transaction asks for the write lease before it "
-                     "reads), or open it with BEGIN IMMEDIATE");
+                     "transaction again within %d s (this connection's "
+                     "transactions that begin with the same read then "
+                     "ask for the write lease before they read), or open "
+                     "it with BEGIN IMMEDIATE",
+                     WAL_LOCK_STARVED_MS / 1000);
         }
         w->write = 0;
         w->one_try = NULL;

@@ -96,10 +96,19 @@ void wal_lock_early(sqlite3 *db, const void *stmt);
  * start). */
 void wal_lock_one_try(sqlite3 *db, const void *stmt);
 
+/* How long after a write of a transaction that read was let go for a
+ * stale snapshot (or refused the lease) the connection's transactions
+ * that begin with the same read ask for the lease at that read
+ * (wal_lock_txn_early, plain_write.c), ms: the application's retry,
+ * after its own back-off, and the same transactions after it while the
+ * contention lasts. */
+#define WAL_LOCK_STARVED_MS 2000
+
 /* wal_lock_txn_early is wal_lock_early for @stmt, the first statement
- * of a deferred transaction that reads before it writes, on a connection
- * whose last such write was let go for a stale snapshot or refused the
- * lease (wal_lock_stmt_end returned true): a grant is held past the
+ * of a deferred transaction, a read, on a connection where a write of a
+ * transaction that began with the same read was let go for a stale
+ * snapshot or refused the lease (wal_lock_stmt_end returned true) less
+ * than WAL_LOCK_STARVED_MS ago (plain_write.c): a grant is held past the
  * statement, to the transaction's end (its read lock let go: COMMIT or
  * ROLLBACK; a write under it commits as BEGIN IMMEDIATE's would), so that
  * nothing commits between its read and its write. Beside writers that
