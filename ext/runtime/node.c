@@ -313,14 +313,22 @@ static void on_stepped(void *data)
     struct ext_node *n = data;
     struct ext_status_change c;
     raft_index removed_at;
+    bool judged = false;
     lease_on_loop(n->lease, n->driver); /* a commit, a leader change */
     if (status_removed(n->status, raft_uv_node_core(n->driver), &removed_at) !=
         n->told_removed) {
         judge_staleness(n);
+        judged = true;
     }
     if (status_refresh(n->status, raft_uv_node_core(n->driver), n->driver,
                        &c)) {
         char line[160];
+        /* A new role, leader or term: the staleness verdict follows at
+         * once, not at the next tick (raft_status() showed a leader
+         * beside "no leader known" for up to a tick: a new-user trial). */
+        if (!judged) {
+            judge_staleness(n);
+        }
         status_describe_change(&c, line, sizeof line);
         node_log_line(&n->log, RAFT_LOG_INFO, "%s", line);
         if (c.removed) {

@@ -497,6 +497,31 @@ class StalenessTest(unittest.TestCase):
         wait_for("node 3 fresh after its restart", lambda: not json.loads(
             self.peers[3].value("SELECT raft_status()"))["stale"], 30)
 
+    def test_7_verdict_follows_a_leader_change(self):
+        """The staleness verdict follows a new role, leader or term at
+        once, not at the next tick: raft_status() never shows a leader
+        beside "no leader known" (a new-user trial saw it for a tick).
+        Node 3 runs with RAFTSQL_TEST_LATE_TICK, whose tick never judges:
+        only the change can. Before, it said "no leader known" for as
+        long as it ran."""
+        self.ensure_table()
+        self.leader()
+        self.assertEqual(self.peers[3].stop(), 0)
+        n3 = self.peers[3] = self.spawn(
+            3, env={"RAFTSQL_TEST_LATE_TICK": "1"})
+        seen = []
+
+        def follows():
+            seen[:] = [json.loads(n3.value("SELECT raft_status()"))]
+            return seen[0]["leader"] is not None
+        wait_for("node 3 follows a leader", follows, 30)
+        st = seen[0]
+        self.assertNotIn("no leader known", st["stale_reason"] or "", st)
+        self.assertEqual(self.peers[3].stop(), 0)
+        self.peers[3] = self.spawn(3)
+        wait_for("node 3 fresh", lambda: not json.loads(
+            self.peers[3].value("SELECT raft_status()"))["stale"], 30)
+
 
 if __name__ == "__main__":
     unittest.main()
