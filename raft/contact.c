@@ -13,6 +13,19 @@ void contact_note_append(struct raft *r, const struct raft_message *m)
     if (m->append_entries.leader_commit > r->leader_commit_seen) {
         r->leader_commit_seen = m->append_entries.leader_commit;
     }
+    r->leader_commit_at = r->now;
+    r->leader_commit_term = r->term;
+}
+
+uint64_t raft_leader_commit_contact(const struct raft *r)
+{
+    if (r->role == RAFT_LEADER) {
+        return 0;
+    }
+    if (r->leader == 0 || r->leader_commit_term != r->term) {
+        return UINT64_MAX;
+    }
+    return r->now >= r->leader_commit_at ? r->now - r->leader_commit_at : 0;
 }
 
 void contact_step(struct raft *r, raft_id id)

@@ -745,6 +745,18 @@ uint64_t raft_quorum_contact(const struct raft *r);
  * raft_step. */
 raft_index raft_leader_commit(const struct raft *r);
 
+/* raft_leader_commit_contact returns how long ago, in ms of the TICK
+ * clock, the leader of this server's term last told it its commit index
+ * (an AppendEntries or heartbeat: raft_leader_commit is as of then): 0
+ * on the leader itself, UINT64_MAX when no leader is known or the
+ * leader of this term has told it none yet. Unlike raft_leader_contact,
+ * a snapshot's chunks do not count: they carry no commit index, and the
+ * snapshot's last index may lag the leader's commit index far behind (a
+ * follower that counted a snapshot's arrival as contact called the
+ * snapshot's state current: the simulation's seed 31014). Same thread
+ * as raft_step. */
+uint64_t raft_leader_commit_contact(const struct raft *r);
+
 /* raft_commit_current tells whether this server's commit index is at an
  * entry of its current term: on a leader, its NOOP is committed; on a
  * follower, the leader of its term told it a commit index at or past an

@@ -149,6 +149,11 @@ struct raft {
                                           check-quorum round */
     raft_index leader_commit_seen;  /* highest leader_commit received
                                           since start (contact.c) */
+    uint64_t leader_commit_at;      /* follower: when the leader of
+                                          leader_commit_term last told
+                                          its commit index (an
+                                          AppendEntries: contact.c) */
+    raft_term leader_commit_term;   /* that leader's term, 0 none */
     bool active[RAFT_MAX_SERVERS];  /* leader: peer heard from in the
                                           current check-quorum round */
     struct raft_peer_progress progress[RAFT_MAX_SERVERS]; /* leader view */

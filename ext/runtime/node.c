@@ -245,8 +245,8 @@ static void judge_staleness(struct ext_node *n)
     n->told_removed = v.removed;
     v.wall_ms = wall_now_ms();
     v.mono_ms = mono_now_ms();
-    v.contact_ms =
-        v.leading ? raft_quorum_contact(core) : raft_leader_contact(core);
+    v.contact_ms = v.leading ? raft_quorum_contact(core)
+                             : raft_leader_commit_contact(core);
     if (staleness_on_tick(n->staleness, &v)) {
         ext_events_publish(EXT_EVENT_STALE);
     }

@@ -70,8 +70,12 @@ static void word_notice(const struct ext_staleness_memory *mem, int kind,
  * (mem->fresh_at): the leader's commit index as heard at this tick,
  * @contact_ms ago, is current as of then; once applied, that time is
  * the applied state's. Indexes heard and not applied yet wait in a
- * small ring (oldest dropped when full: the age is then overstated,
- * never understated). */
+ * small ring; when it is full the second oldest goes (the age is then
+ * overstated, never understated), never the oldest: that one may be the
+ * catch-up target (catch_up_to), and a node caught up must know its
+ * applied state's time. (Dropping the oldest, a node that heard 16
+ * commit indexes while it caught up called itself caught up and, its
+ * state's time unknown, fresh: the simulation's seed 31014, 5 nodes.) */
 static void note_applied(struct ext_staleness_memory *mem,
                          const struct ext_staleness_view *v)
 {
@@ -90,9 +94,10 @@ static void note_applied(struct ext_staleness_memory *mem,
     if (mem->n_pend == 0 ||
         v->leader_commit > mem->pend_commit[mem->n_pend - 1]) {
         if (mem->n_pend == 16) {
-            memmove(mem->pend_commit, mem->pend_commit + 1,
-                    15 * sizeof *mem->pend_commit);
-            memmove(mem->pend_at, mem->pend_at + 1, 15 * sizeof *mem->pend_at);
+            memmove(mem->pend_commit + 1, mem->pend_commit + 2,
+                    14 * sizeof *mem->pend_commit);
+            memmove(mem->pend_at + 1, mem->pend_at + 2,
+                    14 * sizeof *mem->pend_at);
             mem->n_pend = 15;
         }
         mem->pend_commit[mem->n_pend] = v->leader_commit;
@@ -164,7 +169,9 @@ void staleness_judge(struct ext_staleness_memory *mem, unsigned max_ms,
                  "here yet (commit index %llu heard; a new leader's may lag "
                  "an earlier leader's; max_staleness_ms=%u)",
                  (unsigned long long)v->leader_commit, max_ms);
-    } else if (!mem->caught_up) {
+    } else if (!mem->caught_up || !mem->fresh_known) {
+        /* (Caught up, its applied state's time is known: note_applied
+         * keeps the target in its ring. Both, to be safe.) */
         kind = KIND_CATCHING_UP;
         snprintf(out->reason, sizeof out->reason,
                  "stale replica: catching up after its start: applied "

@@ -18,9 +18,12 @@
 /* What the loop thread sees of the node at one tick. */
 struct ext_staleness_view {
     bool leading;             /* this server is the leader */
-    uint64_t contact_ms;      /* ms since the last contact with the leader
-                                  (a leader: with a quorum); UINT64_MAX
-                                  when no leader is known */
+    uint64_t contact_ms;      /* ms since the leader of this term last
+                                  told this node its commit index
+                                  (raft_leader_commit_contact; a
+                                  leader: since it heard a quorum,
+                                  raft_quorum_contact); UINT64_MAX when
+                                  no leader is known or it told none */
     raft_index leader_commit; /* the leader's commit index as last heard
                                   (raft_leader_commit) */
     raft_index applied;       /* this node's applied index */

@@ -135,6 +135,32 @@ static void test_new_leader_commit(void **state)
     assert_false(judge(&m, 500, view_at(10620, 10, 9, 9)).stale);
 }
 
+/* A node catching up that hears more than 16 commit indexes before it
+ * reaches its target keeps the target's time: caught up, its applied
+ * state is as old as when the target was heard, so stale past the
+ * bound. Before, the ring dropped its oldest (the target): caught up with
+ * its state's time unknown, the node called itself fresh (the
+ * simulation's seed 31014, 5 nodes). */
+static void test_catch_up_ring_full(void **state)
+{
+    struct ext_staleness_memory m = {0};
+    struct ext_staleness_verdict v;
+    (void)state;
+
+    v = judge(&m, 500, view_at(10000, 5, 10, 5));
+    assert_true(v.stale); /* catching up to 10 */
+    for (unsigned i = 1; i <= 20; i++) {
+        assert_true(
+            judge(&m, 500, view_at(10000 + i * 50, 5, 10 + i, 5)).stale);
+    }
+    /* Applied the target, 1.2 s after it was heard. */
+    v = judge(&m, 500, view_at(11200, 5, 30, 10));
+    assert_true(v.stale);
+    assert_non_null(strstr(v.reason, "its applied state is 1205 ms old"));
+    /* Applied all it heard: fresh. */
+    assert_false(judge(&m, 500, view_at(11210, 5, 30, 30)).stale);
+}
+
 /* A node that hears its leader but has not applied what the leader had
  * committed as of longer than the bound ago is stale: after SIGSTOP and
  * SIGCONT it hears the leader before it applies what it missed, and a
@@ -447,6 +473,7 @@ int main(void)
         cmocka_unit_test(test_follower_contact),
         cmocka_unit_test(test_applied_state_age),
         cmocka_unit_test(test_new_leader_commit),
+        cmocka_unit_test(test_catch_up_ring_full),
         cmocka_unit_test(test_no_leader),
         cmocka_unit_test(test_isolated_leader),
         cmocka_unit_test(test_catch_up_after_start),

@@ -152,6 +152,22 @@ static inline int step_vote_result(struct raft *r, raft_id from, raft_term term,
     return raft_step(r, &e, u);
 }
 
+/* step_installed steps RAFT_EVENT_SNAPSHOT_INSTALLED: a snapshot of
+ * leader @leader of @term, through @index of @last_term. Returns what
+ * raft_step returns. */
+static inline int step_installed(struct raft *r, raft_id leader, raft_term term,
+                                 raft_index index, raft_term last_term,
+                                 struct raft_update *u)
+{
+    struct raft_event e = {.type = RAFT_EVENT_SNAPSHOT_INSTALLED};
+
+    e.snapshot.leader = leader;
+    e.snapshot.term = term;
+    e.snapshot.index = index;
+    e.snapshot.last_term = last_term;
+    return raft_step(r, &e, u);
+}
+
 /* step_append_seq steps an AppendEntries of @term from leader @from:
  * @prev at @prev_term, @leader_commit, the @n @entries (borrowed for the
  * call), request number @seq. Returns what raft_step returns. */

@@ -219,6 +219,39 @@ static void assert_quiet_step(const struct raft_update *u)
     assert_int_equal(u->n_committed, 0);
 }
 
+/* A snapshot installed from the leader makes it known (contact), but
+ * tells no commit index: its last index may lag the leader's commit
+ * index far behind, so raft_leader_commit_contact stays unknown until an
+ * AppendEntries of the term tells one. Before, the staleness rule took
+ * the snapshot's arrival as contact and its index as the leader's commit
+ * index: a follower restarted behind a compaction called itself caught
+ * up, and fresh, with the snapshot's state. */
+static void test_commit_contact_after_snapshot(void **state)
+{
+    struct raft *r = new3_protected(1, 2);
+    struct raft_update u;
+
+    (void)state;
+    assert_int_equal(step_tick(r, 1000, &u), 0);
+    assert_true(raft_leader_commit_contact(r) == UINT64_MAX);
+    assert_int_equal(step_installed(r, 2, 2, 50, 2, &u), 0);
+    assert_int_equal(raft_leader_id(r), 2);
+    assert_int_equal(raft_leader_contact(r), 0);
+    assert_int_equal(raft_leader_commit(r), 50);
+    assert_true(raft_leader_commit_contact(r) == UINT64_MAX);
+    assert_int_equal(step_tick(r, 1030, &u), 0);
+    assert_int_equal(step_append(r, 2, 2, 50, 2, 80, NULL, 0, &u), 0);
+    assert_int_equal(raft_leader_commit(r), 80);
+    assert_int_equal(raft_leader_commit_contact(r), 0);
+    assert_int_equal(step_tick(r, 1050, &u), 0);
+    assert_int_equal(raft_leader_commit_contact(r), 20);
+    /* A new term: none told by its leader yet. */
+    assert_int_equal(step_installed(r, 3, 3, 90, 3, &u), 0);
+    assert_int_equal(raft_leader_id(r), 3);
+    assert_true(raft_leader_commit_contact(r) == UINT64_MAX);
+    raft_close(r);
+}
+
 /* A follower whose leader's bytes keep arriving (a large entry on its
  * way, heartbeats queued behind it) neither campaigns nor gives a vote
  * to a later term for many election timeouts; its read staleness
@@ -363,6 +396,7 @@ int main(void)
         cmocka_unit_test(test_quorum_contact),
         cmocka_unit_test(test_leader_commit_ahead),
         cmocka_unit_test(test_commit_current),
+        cmocka_unit_test(test_commit_contact_after_snapshot),
         cmocka_unit_test(test_contact_follower),
         cmocka_unit_test(test_contact_leader),
     };

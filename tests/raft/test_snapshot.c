@@ -26,19 +26,6 @@ static int step_compact(struct raft *r, raft_index index, struct raft_update *u)
     return raft_step(r, &e, u);
 }
 
-static int step_installed(struct raft *r, raft_id leader, raft_term term,
-                          raft_index index, raft_term last_term,
-                          struct raft_update *u)
-{
-    struct raft_event e = {.type = RAFT_EVENT_SNAPSHOT_INSTALLED};
-
-    e.snapshot.leader = leader;
-    e.snapshot.term = term;
-    e.snapshot.index = index;
-    e.snapshot.last_term = last_term;
-    return raft_step(r, &e, u);
-}
-
 static const struct raft_append_entries_result *result_to(
     const struct raft_update *u, raft_id to)
 {

@@ -423,7 +423,7 @@ static inline uint64_t sim_run(unsigned n, uint64_t seed, unsigned steps,
     c = cluster_new(&cfg);
     sl = sim_lease_new(c, &x, 0, 0);
     hooks.sl = sl;
-    hooks.ss = sim_staleness_new(c, seed);
+    hooks.ss = sim_staleness_new(c, seed, !cfg.disable_check_quorum);
     cluster_set_step_hook(c, sim_hook, &hooks);
     snprintf(replay, sizeof replay,
              "SIM_SEED=%llu SIM_NODES=%u SIM_STEPS=%u "

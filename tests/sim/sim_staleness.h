@@ -19,7 +19,11 @@
  * virtual ms). A crash loses the rule's memory, as a process's end does.
  * A node removed from the cluster is not told so here (the runtime's
  * status_removed is not simulated): the rule must find it stale by the
- * contact it no longer has.
+ * contact it no longer has. Runs without check-quorum (one in eight) are
+ * not checked: a leader cut off in a minority then leads on, and its
+ * followers hear it, while the majority elects another and commits; the
+ * rule relies on check-quorum, which raftsql's nodes always run (seed
+ * 28721 of the 5-node runs showed it).
  *
  * Header-only (static inline), as sim.h. */
 
@@ -66,12 +70,14 @@ struct sim_staleness {
     uint64_t n_fresh;    /* node-steps judged fresh */
     uint64_t n_stale;    /* node-steps judged stale */
     uint64_t n_new_term; /* of these, for a commit index not current */
+    bool off;            /* not checked: a run without check-quorum */
 };
 
-/* sim_staleness_new attaches the check to cluster @c for run @seed. Free
- * with sim_staleness_free. */
+/* sim_staleness_new attaches the check to cluster @c for run @seed, off
+ * when the run has no @check_quorum. Free with sim_staleness_free. */
 static inline struct sim_staleness *sim_staleness_new(struct cluster *c,
-                                                      uint64_t seed)
+                                                      uint64_t seed,
+                                                      bool check_quorum)
 {
     struct sim_staleness *ss = calloc(1, sizeof *ss);
     uint64_t z = seed * 0x9e3779b97f4a7c15ULL + 0x57a1e;
@@ -83,6 +89,7 @@ static inline struct sim_staleness *sim_staleness_new(struct cluster *c,
     ss->c = c;
     ss->n = cluster_n_nodes(c);
     ss->max_ms = SIM_STALE_MIN_MS + (unsigned)((z >> 17) % 501);
+    ss->off = !check_quorum;
     return ss;
 }
 
@@ -121,6 +128,9 @@ static inline void sim_staleness_step(struct sim_staleness *ss)
     raft_index need;
     raft_id id;
 
+    if (ss->off) {
+        return;
+    }
     sim_staleness_record(ss);
     need = ss->due == 0 ? 0 : ss->commits[ss->due - 1].index;
     for (id = 1; id <= ss->n; id++) {
@@ -147,7 +157,7 @@ static inline void sim_staleness_step(struct sim_staleness *ss)
             .mono_ms = now,
         };
         v.contact_ms =
-            v.leading ? raft_quorum_contact(r) : raft_leader_contact(r);
+            v.leading ? raft_quorum_contact(r) : raft_leader_commit_contact(r);
         staleness_judge(&ss->mem[id - 1], ss->max_ms, &v, &out);
         if (out.stale) {
             ss->n_stale++;
