@@ -565,12 +565,12 @@ NEXT_BINS := $(B)/raftsql_next.so $(B)/raftsql-testhost-next \
              $(B)/raftsql-testhost-next-only $(B)/raftsql-testhost-prev
 $(B)/next/%.o: %.c
 	@mkdir -p $(dir $@)
-	$(CC) $(BASE_CFLAGS) $(CFLAGS) -DRAFT_WIRE_VERSION_MAX_TEST=6 -MMD -MP \
+	$(CC) $(BASE_CFLAGS) $(CFLAGS) -DRAFT_WIRE_VERSION_MAX_TEST=7 -MMD -MP \
 	    -c -o $@ $<
 $(B)/next-only/%.o: %.c
 	@mkdir -p $(dir $@)
-	$(CC) $(BASE_CFLAGS) $(CFLAGS) -DRAFT_WIRE_VERSION_MIN_TEST=6 \
-	    -DRAFT_WIRE_VERSION_MAX_TEST=6 -MMD -MP -c -o $@ $<
+	$(CC) $(BASE_CFLAGS) $(CFLAGS) -DRAFT_WIRE_VERSION_MIN_TEST=7 \
+	    -DRAFT_WIRE_VERSION_MAX_TEST=7 -MMD -MP -c -o $@ $<
 $(B)/prev/%.o: %.c
 	@mkdir -p $(dir $@)
 	$(CC) $(BASE_CFLAGS) $(CFLAGS) -DRAFT_WIRE_VERSION_MAX_TEST=2 \

@@ -15,6 +15,16 @@ void contact_note_append(struct raft *r, const struct raft_message *m)
     }
     r->leader_commit_at = r->now;
     r->leader_commit_term = r->term;
+    r->leader_quorum_contact = m->append_entries.quorum_contact;
+}
+
+uint64_t raft_leader_quorum_contact(const struct raft *r)
+{
+    if (r->role == RAFT_LEADER || r->leader == 0 ||
+        r->leader_commit_term != r->term) {
+        return 0;
+    }
+    return r->leader_quorum_contact;
 }
 
 uint64_t raft_leader_commit_contact(const struct raft *r)

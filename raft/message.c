@@ -43,6 +43,12 @@
 /* The first wire version with the LEASE frames. */
 #define RAFT__WIRE_LEASE 5
 
+/* The first wire version whose APPEND_ENTRIES carry quorum_contact. */
+#define RAFT__WIRE_QUORUM_CONTACT 6
+
+/* Bytes of APPEND_ENTRIES' quorum_contact (wire version 6 on). */
+#define RAFT__AE_QC_LEN 4
+
 /* RequestVote's flags byte: bit 0 pre-vote, bit 1 disrupt; a byte that
  * is 0 or 1 reads as the pre_vote boolean of before TimeoutNow. */
 #define RAFT__RV_PRE_VOTE 1
@@ -60,6 +66,11 @@ static const void *buf_data(const struct raft_buf *b)
 
 size_t raft_frame_encoded_len(const struct raft_frame *f)
 {
+    return raft_frame_encoded_len_at(f, RAFT_WIRE_VERSION);
+}
+
+size_t raft_frame_encoded_len_at(const struct raft_frame *f, unsigned version)
+{
     size_t n = RAFT_FRAME_HEADER + RAFT__MSG_HEADER;
     uint32_t i;
 
@@ -70,6 +81,9 @@ size_t raft_frame_encoded_len(const struct raft_frame *f)
             return n + RAFT__RVR_LEN;
         case RAFT_MSG_APPEND_ENTRIES:
             n += RAFT__AE_LEN;
+            if (version >= RAFT__WIRE_QUORUM_CONTACT) {
+                n += RAFT__AE_QC_LEN;
+            }
             for (i = 0; i < f->message.append_entries.n_entries; i++) {
                 n += RAFT__ENTRY_MIN +
                      buf_len(f->message.append_entries.entries[i].data);
@@ -211,10 +225,10 @@ static bool put_payload(struct encoder *e, struct raft_buf *b)
     return true;
 }
 
-size_t raft_frame_encoded_len_refs(const struct raft_frame *f, size_t ref_min,
-                                   unsigned *out_n_refs)
+size_t raft_frame_encoded_len_refs(const struct raft_frame *f, unsigned version,
+                                   size_t ref_min, unsigned *out_n_refs)
 {
-    size_t n = raft_frame_encoded_len(f);
+    size_t n = raft_frame_encoded_len_at(f, version);
     unsigned k = 0;
 
 #define RAFT__REF(b)                                                           \
@@ -273,7 +287,7 @@ int raft_frame_encode_refs(const struct raft_frame *f, unsigned version,
     if (refs == NULL) {
         ref_min = SIZE_MAX;
     }
-    need = raft_frame_encoded_len(f);
+    need = raft_frame_encoded_len_at(f, version);
     if (need == 0 || version < RAFT_WIRE_VERSION_MIN ||
         version > RAFT_WIRE_VERSION ||
         version < raft_frame_type_wire_min(f->type)) {
@@ -286,7 +300,7 @@ int raft_frame_encode_refs(const struct raft_frame *f, unsigned version,
     if (need - RAFT_FRAME_HEADER > UINT32_MAX) {
         return RAFT_TOOBIG;
     }
-    head = raft_frame_encoded_len_refs(f, ref_min, &n_refs);
+    head = raft_frame_encoded_len_refs(f, version, ref_min, &n_refs);
     if (len < head) {
         return RAFT_INVALID;
     }
@@ -328,6 +342,9 @@ int raft_frame_encode_refs(const struct raft_frame *f, unsigned version,
             ok &= raft_byte_put_u64(&w, ae->prev_log_term);
             ok &= raft_byte_put_u64(&w, ae->leader_commit);
             ok &= raft_byte_put_u64(&w, ae->seq);
+            if (version >= RAFT__WIRE_QUORUM_CONTACT) {
+                ok &= raft_byte_put_u32(&w, ae->quorum_contact);
+            }
             ok &= raft_byte_put_u32(&w, ae->n_entries);
             for (i = 0; i < ae->n_entries; i++) {
                 const struct raft_entry *ent = &ae->entries[i];
@@ -654,6 +671,8 @@ static int decode(const void *body, size_t len, struct raft_buf *shared,
                  raft_byte_get_u64(&r, &ae->prev_log_term) &&
                  raft_byte_get_u64(&r, &ae->leader_commit) &&
                  raft_byte_get_u64(&r, &ae->seq) &&
+                 (version < RAFT__WIRE_QUORUM_CONTACT ||
+                  raft_byte_get_u32(&r, &ae->quorum_contact)) &&
                  raft_byte_get_u32(&r, &ae->n_entries);
             if (!ok) {
                 break;

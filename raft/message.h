@@ -3,13 +3,15 @@
  * alike. Pure code (no I/O); the libuv transport carries what it produces.
  *
  * Wire format, versions RAFT_WIRE_VERSION_MIN to RAFT_WIRE_VERSION (1 to
- * 5; version 2 is version 1 plus the CHECKSUM and REPAIR_REQUEST frames,
+ * 6; version 2 is version 1 plus the CHECKSUM and REPAIR_REQUEST frames,
  * version 3 is version 2 plus the READ_INDEX frames, version 4 has
  * version 3's frames and says its release applies changeset entries, a
  * plain SQL transaction's effect, in NORMAL entries: the leader grants a
  * write lease only while every member speaks it, ext/runtime/lease.h;
  * version 5 is version 4 plus the LEASE frames, a follower's write-lease
- * calls), all integers little-endian:
+ * calls; version 6 is version 5 with quorum_contact in APPEND_ENTRIES, the
+ * leader's last contact with a quorum, which bounds a follower's
+ * staleness, ext/runtime/staleness_rule.h), all integers little-endian:
  *
  *   frame   := len:u32 body            len = bytes of body, <= max frame
  *   body    := version:u8 type:u8 from:u64 to:u64 fields
@@ -21,7 +23,9 @@
  *                        pre_vote boolean, whose 0 and 1 read the same)
  *   REQUEST_VOTE_RESULT  term:u64 vote_granted:u8 pre_vote:u8
  *   APPEND_ENTRIES       term:u64 prev_log_index:u64 prev_log_term:u64
- *                        leader_commit:u64 seq:u64 n_entries:u32 entry*
+ *                        leader_commit:u64 seq:u64 [quorum_contact:u32,
+ *                        version 6 on; read as 0 from an older body]
+ *                        n_entries:u32 entry*
  *     entry              term:u64 index:u64 type:u8 len:u32 bytes[len]
  *   APPEND_ENTRIES_RESULT term:u64 success:u8 reject_index:u64
  *                        last_log_index:u64 conflict_index:u64 seq:u64
@@ -73,7 +77,7 @@
 #ifdef RAFT_WIRE_VERSION_MAX_TEST
 #define RAFT_WIRE_VERSION RAFT_WIRE_VERSION_MAX_TEST
 #else
-#define RAFT_WIRE_VERSION 5
+#define RAFT_WIRE_VERSION 6
 #endif
 #ifdef RAFT_WIRE_VERSION_MIN_TEST
 #define RAFT_WIRE_VERSION_MIN RAFT_WIRE_VERSION_MIN_TEST
@@ -104,6 +108,11 @@ unsigned raft_frame_type_wire_min(uint8_t type);
  * is unknown. Any thread. */
 size_t raft_frame_encoded_len(const struct raft_frame *f);
 
+/* raft_frame_encoded_len_at is raft_frame_encoded_len in wire version
+ * @version (raft_frame_encode_at's bytes): an APPEND_ENTRIES is 4 bytes
+ * shorter before version 6. Any thread. */
+size_t raft_frame_encoded_len_at(const struct raft_frame *f, unsigned version);
+
 /* raft_frame_encode writes the frame @f into @buf, which has @len bytes (at
  * least raft_frame_encoded_len(f)). @f is only read. Any thread.
  * Errors: RAFT_INVALID (unknown type, a type newer than the version
@@ -131,11 +140,12 @@ struct raft_frame_ref {
 };
 
 /* raft_frame_encoded_len_refs returns the bytes raft_frame_encode_refs
- * writes for @f with @ref_min: raft_frame_encoded_len less the payloads
- * (entries, forward, snapshot chunk) of at least @ref_min bytes, whose
- * number goes to *@out_n_refs; 0 when @f->type is unknown. Any thread. */
-size_t raft_frame_encoded_len_refs(const struct raft_frame *f, size_t ref_min,
-                                   unsigned *out_n_refs);
+ * writes for @f in wire version @version with @ref_min:
+ * raft_frame_encoded_len_at less the payloads (entries, forward,
+ * snapshot chunk) of at least @ref_min bytes, whose number goes to
+ * *@out_n_refs; 0 when @f->type is unknown. Any thread. */
+size_t raft_frame_encoded_len_refs(const struct raft_frame *f, unsigned version,
+                                   size_t ref_min, unsigned *out_n_refs);
 
 /* raft_frame_encode_refs is raft_frame_encode_at, except that the bytes of
  * every payload of at least @ref_min bytes are not copied into @buf

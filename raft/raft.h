@@ -162,6 +162,12 @@ struct raft_append_entries {
     struct raft_entry *entries; /* new entries, n_entries long */
     uint32_t n_entries;         /* number of entries, 0 for a heartbeat */
     uint64_t seq;               /* request number, echoed by the answer */
+    uint32_t quorum_contact;    /* ms since the leader last heard a
+                                   quorum of voters when it sent this
+                                   (raft_quorum_contact, capped at
+                                   UINT32_MAX): leader_commit is known
+                                   current as of then (wire version 6;
+                                   0 from an older leader) */
 };
 
 /* AppendEntries response. On success @last_log_index is the index of the
@@ -756,6 +762,19 @@ raft_index raft_leader_commit(const struct raft *r);
  * snapshot's state current: the simulation's seed 31014). Same thread
  * as raft_step. */
 uint64_t raft_leader_commit_contact(const struct raft *r);
+
+/* raft_leader_quorum_contact returns how long, in ms of the leader's
+ * clock, the leader of this server's term had heard no quorum of voters
+ * when it sent the AppendEntries this server last took from it (its
+ * raft_quorum_contact then, as it told it: wire version 6; 0 from an
+ * older leader). The commit index it told (raft_leader_commit) is known
+ * current as of raft_leader_commit_contact() plus this much ago, not
+ * later: a leader cut off from the majority with this server goes on
+ * telling it its commit index until it steps down, while the majority
+ * elects another and commits. 0 on the leader itself (its own
+ * quorum contact is raft_quorum_contact) and when the leader of this
+ * term has told it none. Same thread as raft_step. */
+uint64_t raft_leader_quorum_contact(const struct raft *r);
 
 /* raft_commit_current tells whether this server's commit index is at an
  * entry of its current term: on a leader, its NOOP is committed; on a

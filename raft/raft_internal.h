@@ -154,6 +154,8 @@ struct raft {
                                           its commit index (an
                                           AppendEntries: contact.c) */
     raft_term leader_commit_term;   /* that leader's term, 0 none */
+    uint32_t leader_quorum_contact; /* follower: that AppendEntries'
+                                          quorum_contact (contact.c) */
     bool active[RAFT_MAX_SERVERS];  /* leader: peer heard from in the
                                           current check-quorum round */
     struct raft_peer_progress progress[RAFT_MAX_SERVERS]; /* leader view */

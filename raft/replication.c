@@ -49,6 +49,16 @@ static bool offer_snapshot(struct raft *r, unsigned slot)
     return true;
 }
 
+/* quorum_contact_told is the quorum_contact an AppendEntries of this
+ * leader carries: how long ago it last heard a quorum of voters, capped
+ * to the field's u32 (a follower takes its commit index as current as of
+ * then, raft_leader_quorum_contact). */
+static uint32_t quorum_contact_told(const struct raft *r)
+{
+    uint64_t age = raft_quorum_contact(r);
+    return age > UINT32_MAX ? UINT32_MAX : (uint32_t)age;
+}
+
 /* send_append sends follower @slot one AppendEntries from its next index,
  * with as many entries as fit max_size_per_msg and the room of its window
  * (at least one entry when the window is empty). With @allow_empty a
@@ -104,6 +114,7 @@ static bool send_append(struct raft *r, unsigned slot, bool allow_empty)
      * log (replication_recv_append_entries), so the full commit index is
      * safe to send. */
     ae->leader_commit = r->commit;
+    ae->quorum_contact = quorum_contact_told(r);
     ae->seq = progress_take_seq(p);
     progress_sent(p, ae->seq, prev + n, n, bytes);
     return true;
@@ -148,6 +159,7 @@ static void send_heartbeat(struct raft *r, unsigned slot)
     m->append_entries.prev_log_index = prev;
     m->append_entries.prev_log_term = log_term_at(&r->log, prev);
     m->append_entries.leader_commit = r->commit;
+    m->append_entries.quorum_contact = quorum_contact_told(r);
     m->append_entries.seq = progress_take_seq(p);
 }
 

@@ -553,7 +553,7 @@ int raft_uv_transport_send(struct raft_uv_transport *t,
     if (t->closing || out->state != RAFT__UV_CONNECTED) {
         return RAFT_NOCONN;
     }
-    len = raft_frame_encoded_len(f);
+    len = raft_frame_encoded_len_at(f, out->wire_version);
     if (len == 0) {
         return RAFT_INVALID;
     }
@@ -570,7 +570,8 @@ int raft_uv_transport_send(struct raft_uv_transport *t,
     if (out->queued_bytes > 0 && out->queued_bytes + len > limit) {
         return RAFT_BUSY;
     }
-    head = raft_frame_encoded_len_refs(f, RAFT__UV_REF_MIN, &n_refs);
+    head = raft_frame_encoded_len_refs(f, out->wire_version, RAFT__UV_REF_MIN,
+                                       &n_refs);
     w = write_new(len, head, n_refs);
     if (w == NULL) {
         return RAFT_NOMEM;

@@ -15,8 +15,25 @@ enum {
     KIND_CATCHING_UP,
     KIND_APPLY_LAG,
     KIND_REMOVED,
-    KIND_NEW_TERM
+    KIND_NEW_TERM,
+    KIND_LEADER_NO_QUORUM
 };
+
+/* current_ms is when, in @v's mono_ms, the leader's commit index as
+ * heard (@v->leader_commit) is known to have been current: when the
+ * leader last heard a quorum of voters before it sent it (a follower
+ * cut off with a leader in a minority hears that leader until it steps
+ * down, while the majority elects another and commits: the leader's
+ * own quorum contact is what bounds its commit index, and it tells it
+ * since wire version 6). */
+static uint64_t current_ms(const struct ext_staleness_view *v)
+{
+    uint64_t ago = v->contact_ms + v->leader_quorum_ms;
+    if (ago < v->contact_ms) {
+        ago = UINT64_MAX; /* (overflow) */
+    }
+    return v->mono_ms > ago ? v->mono_ms - ago : 0;
+}
 
 /* word_removed writes the reason of a node removed by entry @at into
  * @out (@len bytes); it holds no number that grows, so it is the
@@ -48,6 +65,11 @@ static void word_notice(const struct ext_staleness_memory *mem, int kind,
                  "stale replica: %s since %s (max_staleness_ms=%u)",
                  leading ? "no quorum heard" : "no leader heard", since,
                  max_ms);
+    } else if (kind == KIND_LEADER_NO_QUORUM) {
+        snprintf(out->notice, sizeof out->notice,
+                 "stale replica: its leader has heard no quorum since %s "
+                 "(max_staleness_ms=%u)",
+                 since, max_ms);
     } else if (kind == KIND_NEW_TERM) {
         snprintf(out->notice, sizeof out->notice,
                  "stale replica: no entry of the leader's term committed "
@@ -67,9 +89,9 @@ static void word_notice(const struct ext_staleness_memory *mem, int kind,
 }
 
 /* note_applied follows when this node's applied state was current
- * (mem->fresh_at): the leader's commit index as heard at this tick,
- * @contact_ms ago, is current as of then; once applied, that time is
- * the applied state's. Indexes heard and not applied yet wait in a
+ * (mem->fresh_at): the leader's commit index as heard at this tick is
+ * current as of current_ms; once applied, that time is the applied
+ * state's. Indexes heard and not applied yet wait in a
  * small ring; when it is full the second oldest goes (the age is then
  * overstated, never understated), never the oldest: that one may be the
  * catch-up target (catch_up_to), and a node caught up must know its
@@ -79,8 +101,7 @@ static void word_notice(const struct ext_staleness_memory *mem, int kind,
 static void note_applied(struct ext_staleness_memory *mem,
                          const struct ext_staleness_view *v)
 {
-    uint64_t heard =
-        v->mono_ms > v->contact_ms ? v->mono_ms - v->contact_ms : 0;
+    uint64_t heard = current_ms(v);
     unsigned k = 0;
 
     if (v->applied >= v->leader_commit) {
@@ -162,6 +183,13 @@ void staleness_judge(struct ext_staleness_memory *mem, unsigned max_ms,
                  "stale replica: %s for %llu ms (max_staleness_ms=%u)",
                  v->leading ? "no quorum heard" : "no leader heard",
                  (unsigned long long)v->contact_ms, max_ms);
+    } else if (v->contact_ms + v->leader_quorum_ms > max_ms) {
+        kind = KIND_LEADER_NO_QUORUM;
+        snprintf(out->reason, sizeof out->reason,
+                 "stale replica: its leader had heard no quorum for %llu ms "
+                 "when it last sent, %llu ms ago (max_staleness_ms=%u)",
+                 (unsigned long long)v->leader_quorum_ms,
+                 (unsigned long long)v->contact_ms, max_ms);
     } else if (!v->commit_current) {
         kind = KIND_NEW_TERM;
         snprintf(out->reason, sizeof out->reason,
@@ -191,8 +219,7 @@ void staleness_judge(struct ext_staleness_memory *mem, unsigned max_ms,
     }
     out->stale = kind != KIND_FRESH;
     if (!out->stale && max_ms > 0) {
-        uint64_t heard =
-            v->mono_ms > v->contact_ms ? v->mono_ms - v->contact_ms : 0;
+        uint64_t heard = current_ms(v);
         out->fresh_until =
             (mem->fresh_known && mem->fresh_at < heard ? mem->fresh_at
                                                        : heard) +
@@ -204,6 +231,9 @@ void staleness_judge(struct ext_staleness_memory *mem, unsigned max_ms,
         if (kind == KIND_NO_CONTACT) {
             mem->since_ms =
                 v->wall_ms > v->contact_ms ? v->wall_ms - v->contact_ms : 0;
+        } else if (kind == KIND_LEADER_NO_QUORUM) {
+            uint64_t ago = v->mono_ms - current_ms(v);
+            mem->since_ms = v->wall_ms > ago ? v->wall_ms - ago : 0;
         } else if (kind == KIND_APPLY_LAG) {
             uint64_t age = v->mono_ms - mem->fresh_at;
             mem->since_ms = v->wall_ms > age ? v->wall_ms - age : 0;

@@ -17,28 +17,34 @@
 
 /* What the loop thread sees of the node at one tick. */
 struct ext_staleness_view {
-    bool leading;             /* this server is the leader */
-    uint64_t contact_ms;      /* ms since the leader of this term last
+    bool leading;              /* this server is the leader */
+    uint64_t contact_ms;       /* ms since the leader of this term last
                                   told this node its commit index
                                   (raft_leader_commit_contact; a
                                   leader: since it heard a quorum,
                                   raft_quorum_contact); UINT64_MAX when
                                   no leader is known or it told none */
-    raft_index leader_commit; /* the leader's commit index as last heard
+    uint64_t leader_quorum_ms; /* a follower: how long the leader had
+                                  heard no quorum of voters when it sent
+                                  that commit index
+                                  (raft_leader_quorum_contact: the index
+                                  is current as of contact_ms plus this
+                                  much ago); 0 on a leader */
+    raft_index leader_commit;  /* the leader's commit index as last heard
                                   (raft_leader_commit) */
-    raft_index applied;       /* this node's applied index */
-    bool commit_current;      /* the commit index is at an entry of the
+    raft_index applied;        /* this node's applied index */
+    bool commit_current;       /* the commit index is at an entry of the
                                   current term (raft_commit_current):
                                   before that, leader_commit may lag
                                   what an earlier leader committed */
-    uint64_t wall_ms;         /* the wall clock at this tick, ms since
+    uint64_t wall_ms;          /* the wall clock at this tick, ms since
                                   the epoch (the notice's times) */
-    uint64_t mono_ms;         /* CLOCK_MONOTONIC at this tick, ms (the
+    uint64_t mono_ms;          /* CLOCK_MONOTONIC at this tick, ms (the
                                   applied state's age) */
-    bool removed;             /* removed from the cluster by the
+    bool removed;              /* removed from the cluster by the
                                   committed configuration entry
                                   removed_at (status_removed) */
-    raft_index removed_at;    /* that entry's index, when removed */
+    raft_index removed_at;     /* that entry's index, when removed */
 };
 
 /* What the rule remembers from one tick to the next. */

@@ -201,10 +201,17 @@ class StalenessTest(unittest.TestCase):
             s = self.status1()
             self.assertTrue(s["stale_reason"].startswith("stale replica: "),
                             s["stale_reason"])
-            # Past the bound by the last contact, or, read between two
-            # ticks, by the verdict expiring before the next tick judged
-            # (then lag_ms is the last tick's).
+            # Past the bound by the last contact, by the last contact
+            # plus how long the leader had then heard no quorum (its
+            # commit index is current as of its last quorum contact), or,
+            # read between two ticks, by the verdict expiring before the
+            # next tick judged (then lag_ms is the last tick's).
+            m = re.search(r"its leader had heard no quorum for (\d+) ms "
+                          r"when it last sent, (\d+) ms ago",
+                          s["stale_reason"])
             self.assertTrue(s["lag_ms"] is None or s["lag_ms"] > BOUND or
+                            (m is not None and
+                             int(m.group(1)) + int(m.group(2)) > BOUND) or
                             "has not judged it since" in s["stale_reason"], s)
             # Statements prepared while fresh are expired when a tick
             # finds the node stale (EXT_EVENT_STALE), which may come a

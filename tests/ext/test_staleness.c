@@ -234,6 +234,60 @@ static void test_isolated_leader(void **state)
                         "(max_staleness_ms=300)");
 }
 
+/* A follower cut off with its leader in a minority hears it until it
+ * steps down while the majority commits: its state is current as of the
+ * leader's last quorum contact as the leader tells it (wire version 6),
+ * not as of the follower's own receipt. Stale once that is past the
+ * bound, however recent the receipt, with a reason naming the leader's
+ * quorum; a fresh verdict's fresh_until counts from the leader's quorum
+ * contact; the applied state's time is the leader's quorum contact, so
+ * an index applied after the leader lost its quorum is as old as that.
+ * (The old rule took the receipt's time: the simulation's
+ * test_staleness_minority.) */
+static void test_leader_without_quorum(void **state)
+{
+    struct ext_staleness_memory m = {0};
+    struct ext_staleness_verdict v;
+    struct ext_staleness_view w;
+    (void)state;
+
+    w = view_at(10000, 10, 7, 7);
+    w.leader_quorum_ms = 30;
+    v = judge(&m, 300, w);
+    assert_false(v.stale);
+    assert_int_equal(v.fresh_until, 10000 - 10 - 30 + 300);
+    /* The leader lost its quorum at about 9990; it still heartbeats. */
+    w = view_at(10250, 10, 7, 7);
+    w.leader_quorum_ms = 250;
+    assert_false(judge(&m, 300, w).stale);
+    w = view_at(10301, 10, 7, 7);
+    w.leader_quorum_ms = 301;
+    v = judge(&m, 300, w);
+    assert_true(v.stale);
+    assert_string_equal(v.reason,
+                        "stale replica: its leader had heard no quorum for "
+                        "301 ms when it last sent, 10 ms ago "
+                        "(max_staleness_ms=300)");
+    assert_non_null(strstr(v.notice, "its leader has heard no quorum since"));
+    /* Its quorum back, the leader tells 9, applied: fresh again. */
+    w = view_at(10400, 10, 9, 9);
+    w.leader_quorum_ms = 20;
+    assert_false(judge(&m, 300, w).stale);
+    /* An index told while the leader had heard no quorum for 200 ms is
+     * current as of then: the verdict holds until 200 ms earlier. */
+    m = (struct ext_staleness_memory){0};
+    assert_false(judge(&m, 300, view_at(20000, 10, 10, 10)).stale);
+    w = view_at(20100, 10, 11, 10);
+    w.leader_quorum_ms = 200;
+    v = judge(&m, 300, w);
+    assert_false(v.stale);
+    assert_int_equal(v.fresh_until, 20100 - 10 - 200 + 300);
+    /* Applied, and the leader heard no more: stale at 20191. */
+    w = view_at(20191, 101, 11, 11);
+    w.leader_quorum_ms = 200;
+    assert_true(judge(&m, 300, w).stale);
+}
+
 /* After its start, a node is stale until it has applied the commit index
  * the leader told it at the first contact, however recent the contact;
  * later lag within the bound does not make it stale again. */
@@ -476,6 +530,7 @@ int main(void)
         cmocka_unit_test(test_catch_up_ring_full),
         cmocka_unit_test(test_no_leader),
         cmocka_unit_test(test_isolated_leader),
+        cmocka_unit_test(test_leader_without_quorum),
         cmocka_unit_test(test_catch_up_after_start),
         cmocka_unit_test(test_off),
         cmocka_unit_test(test_removed),

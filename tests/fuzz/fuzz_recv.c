@@ -57,7 +57,7 @@ static void on_frame(void *data, const struct raft_frame *f)
                "frame from %llu to %llu on the connection of %llu",
                (unsigned long long)f->from, (unsigned long long)f->to,
                (unsigned long long)in->peer);
-    len = raft_frame_encoded_len(f);
+    len = raft_frame_encoded_len_at(f, in->body->data[0]);
     FUZZ_CHECK(len == RAFT_FRAME_HEADER + in->body_len,
                "encoded length %zu, body %zu", len, in->body_len);
     buf = malloc(len);

@@ -88,6 +88,65 @@ static void test_quorum_contact(void **state)
     cluster_free(c);
 }
 
+/* Each AppendEntries tells the leader's quorum contact (wire version 6):
+ * a follower of a leader in touch with a quorum hears a few heartbeats'
+ * worth; one cut off with its leader from the majority of 5 hears it
+ * grow with the clock while the leader leads on (the follower's state is
+ * current as of the leader's last quorum contact, not of its own
+ * receipt: the staleness rule, tests/sim's test_staleness_minority). 0
+ * on the leader itself; a new leader's followers hear its own. */
+static void test_leader_quorum_contact(void **state)
+{
+    struct cluster_config cfg;
+    struct cluster *c;
+    raft_id id, old, f;
+    uint64_t t0;
+
+    (void)state;
+    cluster_config_default(&cfg, 5, 13);
+    cfg.election_timeout = 400;
+    c = cluster_new(&cfg);
+    assert_true(cluster_run_until(c, 4000, has_leader, NULL));
+    old = cluster_leader(c);
+    assert_int_equal(cluster_propose(c, old, "x", 1), 0);
+    assert_true(cluster_run_until(c, 1000, committed, NULL));
+    cluster_run(c, 100);
+    assert_int_equal(raft_leader_quorum_contact(cluster_raft(c, old)), 0);
+    for (id = 1; id <= 5; id++) {
+        if (id != old) {
+            /* Heartbeats every 20 ms, network 1..5 ms each way. */
+            assert_true(raft_leader_quorum_contact(cluster_raft(c, id)) <= 40);
+        }
+    }
+
+    f = old % 5 + 1;
+    for (id = 1; id <= 5; id++) {
+        if (id != old && id != f) {
+            cluster_set_link(c, id, old, false);
+            cluster_set_link(c, old, id, false);
+            cluster_set_link(c, id, f, false);
+            cluster_set_link(c, f, id, false);
+        }
+    }
+    t0 = cluster_now(c);
+    cluster_run(c, 200);
+    assert_int_equal(raft_role(cluster_raft(c, old)), RAFT_LEADER);
+    assert_true(raft_leader_contact(cluster_raft(c, f)) <= 40);
+    assert_true(raft_leader_quorum_contact(cluster_raft(c, f)) >= 150);
+    assert_true(raft_leader_quorum_contact(cluster_raft(c, f)) <=
+                cluster_now(c) - t0 + 40);
+
+    cluster_heal(c);
+    assert_true(cluster_run_until(c, 4000, committed, NULL));
+    cluster_run(c, 100);
+    for (id = 1; id <= 5; id++) {
+        if (id != cluster_leader(c)) {
+            assert_true(raft_leader_quorum_contact(cluster_raft(c, id)) <= 40);
+        }
+    }
+    cluster_free(c);
+}
+
 /* Before any contact raft_leader_commit is 0; a follower restarted while
  * the others committed entries learns the leader's commit index from its
  * AppendEntries. */
@@ -394,6 +453,7 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_quorum_contact),
+        cmocka_unit_test(test_leader_quorum_contact),
         cmocka_unit_test(test_leader_commit_ahead),
         cmocka_unit_test(test_commit_current),
         cmocka_unit_test(test_commit_contact_after_snapshot),

@@ -10,7 +10,8 @@
  *
  * The bound is drawn per run from the seed (not from the schedule's
  * PRNG, so that the schedules of the runs stay what they were) between
- * SIM_STALE_MIN_MS and SIM_STALE_MIN_MS + 500 ms. The view is what
+ * SIM_STALE_MIN_MS and SIM_STALE_MIN_MS + 500 ms (20 to 520: below and
+ * above the election timeouts of 20 to 100 ms). The view is what
  * node.c builds: leading, the leader's commit index as heard
  * (raft_leader_commit), the last contact with the leader (a leader: with
  * a quorum of voters), whether the commit index is at an entry of the
@@ -39,7 +40,7 @@
 #include "tests/lib/cluster.h"
 
 /* The least bound drawn, ms of virtual time. */
-#define SIM_STALE_MIN_MS 100
+#define SIM_STALE_MIN_MS 20
 
 /* What the bound allows beyond max_staleness_ms (virtual ms): a commit
  * index heard was the leader's when it sent it, up to the network's
@@ -158,6 +159,7 @@ static inline void sim_staleness_step(struct sim_staleness *ss)
         };
         v.contact_ms =
             v.leading ? raft_quorum_contact(r) : raft_leader_commit_contact(r);
+        v.leader_quorum_ms = raft_leader_quorum_contact(r);
         staleness_judge(&ss->mem[id - 1], ss->max_ms, &v, &out);
         if (out.stale) {
             ss->n_stale++;

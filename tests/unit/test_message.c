@@ -48,7 +48,7 @@ static struct encoded encode(const struct raft_frame *m)
 {
     struct encoded f;
 
-    f.len = raft_frame_encoded_len(m);
+    f.len = raft_frame_encoded_len_at(m, wire_of(m->type));
     assert_true(f.len > RAFT_FRAME_HEADER);
     f.bytes = malloc(f.len);
     assert_non_null(f.bytes);
@@ -971,6 +971,72 @@ static void test_trailing_byte(void **state)
     samples_close(&s);
 }
 
+/* APPEND_ENTRIES carries quorum_contact from wire version 6: it round
+ * trips in 6, a body of 5 is 4 bytes shorter and reads as 0, and a body
+ * of 6 cut short of the field (or of n_entries after it) is refused;
+ * raft_frame_encoded_len_at says each length. */
+static void test_append_entries_quorum_contact(void **state)
+{
+    struct raft_entry e = {.term = 3, .index = 8, .type = RAFT_ENTRY_NORMAL};
+    struct raft_message c;
+    struct raft_frame m;
+    struct raft_frame out;
+    struct encoded f5, f6;
+    char err[128] = "";
+
+    (void)state;
+    memset(&c, 0, sizeof c);
+    c.type = RAFT_MSG_APPEND_ENTRIES;
+    c.from = 1;
+    c.to = 2;
+    c.append_entries.term = 3;
+    c.append_entries.prev_log_index = 7;
+    c.append_entries.prev_log_term = 3;
+    c.append_entries.leader_commit = 6;
+    c.append_entries.seq = 11;
+    c.append_entries.quorum_contact = 0x01020304;
+    e.data = pattern_buf(5, 1);
+    c.append_entries.entries = &e;
+    c.append_entries.n_entries = 1;
+    raft_frame_wrap(&c, &m);
+    assert_int_equal(raft_frame_encoded_len_at(&m, 5) + 4,
+                     raft_frame_encoded_len_at(&m, 6));
+    assert_int_equal(raft_frame_encoded_len(&m),
+                     raft_frame_encoded_len_at(&m, RAFT_WIRE_VERSION));
+    for (unsigned v = 5; v <= 6; v++) {
+        struct encoded *f = v == 5 ? &f5 : &f6;
+        f->len = raft_frame_encoded_len_at(&m, v);
+        f->bytes = malloc(f->len);
+        assert_non_null(f->bytes);
+        assert_int_equal(raft_frame_encode_at(&m, v, f->bytes, f->len), 0);
+        assert_int_equal(raft_byte_load_u32(f->bytes),
+                         f->len - RAFT_FRAME_HEADER);
+        assert_int_equal(
+            raft_frame_decode(body_of(f), body_len(f), &out, err, sizeof err),
+            0);
+        assert_int_equal(out.message.append_entries.quorum_contact,
+                         v == 6 ? 0x01020304u : 0u);
+        assert_int_equal(out.message.append_entries.seq, 11);
+        assert_int_equal(out.message.append_entries.n_entries, 1);
+        assert_int_equal(out.message.append_entries.entries[0].index, 8);
+        raft_frame_release(&out);
+    }
+    /* The field sits after seq: body header 18, five u64 fields. */
+    assert_int_equal(raft_byte_load_u32(body_of(&f6) + 18 + 40), 0x01020304);
+    /* Version 6's body read as version 5 has 4 bytes too many. */
+    f6.bytes[RAFT_FRAME_HEADER] = 5;
+    assert_int_not_equal(
+        raft_frame_decode(body_of(&f6), body_len(&f6), &out, err, sizeof err),
+        0);
+    f6.bytes[RAFT_FRAME_HEADER] = 6;
+    for (size_t cut = 18 + 40; cut < 18 + 40 + 4 + 4; cut++) {
+        decode_fails(body_of(&f6), cut, RAFT_PROTO);
+    }
+    free(f5.bytes);
+    free(f6.bytes);
+    raft_buf_unref(e.data);
+}
+
 /* A version byte outside [RAFT_WIRE_VERSION_MIN, RAFT_WIRE_VERSION]
  * gives RAFT_FORMAT, and the encoder writes no version outside it. */
 static void test_wrong_version(void **state)
@@ -1297,7 +1363,8 @@ static void test_fuzz(void **state)
         if (rc == 0) {
             uint8_t *again = malloc(len + RAFT_FRAME_HEADER);
             assert_non_null(again);
-            if (raft_frame_encoded_len(&out) != len + RAFT_FRAME_HEADER ||
+            if (raft_frame_encoded_len_at(&out, copy[0]) !=
+                    len + RAFT_FRAME_HEADER ||
                 raft_frame_encode_at(&out, copy[0], again,
                                      len + RAFT_FRAME_HEADER) != 0 ||
                 memcmp(again + RAFT_FRAME_HEADER, copy, len) != 0) {
@@ -1362,7 +1429,8 @@ static void test_refs_and_slices(void **state)
     m.message.append_entries.entries = entries;
     plain = encode(&m);
 
-    head = raft_frame_encoded_len_refs(&m, RAFT_FRAME_SLICE_MIN, &n_refs);
+    head = raft_frame_encoded_len_refs(&m, wire_of(m.type),
+                                       RAFT_FRAME_SLICE_MIN, &n_refs);
     assert_int_equal(n_refs, 1);
     assert_int_equal(head, plain.len - big->len);
     buf = malloc(head);
@@ -1436,6 +1504,7 @@ int main(void)
         cmocka_unit_test(test_checksum_needs_version_2),
         cmocka_unit_test(test_read_index_needs_version_3),
         cmocka_unit_test(test_lease_needs_version_5),
+        cmocka_unit_test(test_append_entries_quorum_contact),
         cmocka_unit_test(test_fuzz),
         cmocka_unit_test(test_refs_and_slices),
     };
