@@ -723,22 +723,26 @@ faults-short: $(B)/san/raftsql-testhost $(B)/raftsql.so
 # fault kind, on 3 and on 5 nodes, until each kind was injected
 # JEPSEN_FAULTS times on each size (hours: docs/testing.md), with the
 # register, list-append and bank workloads and every checker. Resumable:
-# each episode's record goes to $(B)/jepsen/episodes.jsonl, and the next
-# `make jepsen` goes on from there (JEPSEN_S bounds one run's seconds);
-# it prints the summary table at the end, also when stopped.
-# `make jepsen-table` prints that table alone, `make jepsen-clean` starts
-# a new campaign. Failed episodes' histories and logs are kept in
+# each episode's record goes to tests/faults/campaign/loopback.jsonl (in
+# the repository: commit it), and the next `make jepsen` goes on from
+# there (JEPSEN_S bounds one run's seconds); it prints the summary table
+# at the end, also when stopped. Failed episodes whose cause is fixed are
+# listed in loopback-fixed.jsonl (JEPSEN_FIXED). `make jepsen-table`
+# prints that table alone, `make jepsen-clean` starts a new campaign.
+# Failed episodes' histories and logs are kept in
 # $(B)/jepsen/suspicious/seed-<S>/.
 # JEPSEN_HOSTS=netns runs the campaign with each node on a host of its
 # own (network namespaces, TLS: as faults-netns), recorded apart in
-# $(B)/jepsen-netns.
+# tests/faults/campaign/netns.jsonl, its logs in $(B)/jepsen-netns.
 JEPSEN_FAULTS ?= 1000
 JEPSEN_HOSTS ?= loopback
 JEPSEN_DIR ?= $(B)/jepsen$(if $(filter netns,$(JEPSEN_HOSTS)),-netns)
 JEPSEN_RECORD ?= tests/faults/campaign/$(if $(filter netns,$(JEPSEN_HOSTS)),netns,loopback).jsonl
+JEPSEN_FIXED ?= $(JEPSEN_RECORD:.jsonl=-fixed.jsonl)
 jepsen: $(B)/san/raftsql-testhost $(B)/raftsql.so
 	RAFTSQL_TESTHOST=$(B)/san/raftsql-testhost RAFTSQL_SO=$(B)/raftsql.so \
 	    JEPSEN_DIR=$(JEPSEN_DIR) JEPSEN_RECORD=$(JEPSEN_RECORD) \
+	    JEPSEN_FIXED=$(JEPSEN_FIXED) \
 	    JEPSEN_FAULTS=$(JEPSEN_FAULTS) JEPSEN_HOSTS=$(JEPSEN_HOSTS) \
 	    JEPSEN_NODES=$(JEPSEN_NODES) JEPSEN_KINDS=$(JEPSEN_KINDS) \
 	    JEPSEN_EPISODE=$(JEPSEN_EPISODE) JEPSEN_S=$(JEPSEN_S) \
@@ -746,12 +750,13 @@ jepsen: $(B)/san/raftsql-testhost $(B)/raftsql.so
 
 jepsen-table:
 	@JEPSEN_DIR=$(JEPSEN_DIR) JEPSEN_RECORD=$(JEPSEN_RECORD) \
+	    JEPSEN_FIXED=$(JEPSEN_FIXED) \
 	    JEPSEN_FAULTS=$(JEPSEN_FAULTS) JEPSEN_HOSTS=$(JEPSEN_HOSTS) \
 	    JEPSEN_NODES=$(JEPSEN_NODES) JEPSEN_KINDS=$(JEPSEN_KINDS) \
 	    $(PYTHON) tests/faults/jepsen.py --table
 
 jepsen-clean:
-	rm -rf $(JEPSEN_DIR) $(JEPSEN_RECORD)
+	rm -rf $(JEPSEN_DIR) $(JEPSEN_RECORD) $(JEPSEN_FIXED)
 
 # The power-loss fault (FAULTS_KINDS=power, tests/faults/powerloss.py):
 # an LD_PRELOAD shim that journals what a power failure would lose (old

@@ -22,7 +22,12 @@ Remove JEPSEN_RECORD (make jepsen-clean) to start a new campaign.
 
 A failed episode (a check failed, or a finding) keeps its node logs and
 history.jsonl in JEPSEN_DIR/suspicious/seed-<S>/, and the table lists it
-with its replay line.
+with its replay line. Once its cause is fixed (with a test that
+reproduces it and fails on the old code), a line in JEPSEN_FIXED names
+the seed, the fixing commit and what it was; the table then says "fixed
+in <commit>" beside it, and it no longer fails the campaign's exit code
+(the record itself is never rewritten: the episode did fail on the code
+it ran).
 
 Environment (all optional):
   JEPSEN_FAULTS   faults of each kind on each cluster size (default 1000)
@@ -43,10 +48,16 @@ Environment (all optional):
                   mode of its own)
   JEPSEN_DIR      the suspicious episodes' histories and logs (default
                   build/jepsen, build/jepsen-netns with JEPSEN_HOSTS=netns)
+  JEPSEN_FIXED    the failed episodes whose cause is fixed, one JSON
+                  object a line: {"seed": S, "fix": "<commit>", "what":
+                  "<the cause>"} (default: the record's path with
+                  -fixed.jsonl for .jsonl)
 and run.py's client counts (FAULTS_CLIENTS, ...).
 
-Exits 0 when no recorded episode failed, 1 otherwise, 2 on bad settings,
-130 when stopped by a signal.
+Exits 0 when every recorded episode that failed is listed as fixed, 1
+otherwise, 2 on bad settings (or a JEPSEN_FIXED line that is not such an
+object, or names a seed the record does not hold as failed), 130 when
+stopped by a signal.
 """
 
 import collections
@@ -123,7 +134,7 @@ def settings(environ):
             raise ValueError("JEPSEN_KINDS: %s" % e)
     seconds = environ.get("JEPSEN_S")
     seed = environ.get("JEPSEN_SEED")
-    return {
+    cfg = {
         "faults": integer("JEPSEN_FAULTS", 1000, 1),
         "sizes": sizes, "kinds": kinds,
         "episode": integer("JEPSEN_EPISODE", 25, 1),
@@ -135,6 +146,10 @@ def settings(environ):
             "jepsen-" + mode),
         "record": environ.get("JEPSEN_RECORD") or os.path.join(
             run.ROOT, "tests", "faults", "campaign", mode + ".jsonl")}
+    cfg["fixed"] = environ.get("JEPSEN_FIXED") or (
+        cfg["record"][:-len(".jsonl")] if cfg["record"].endswith(".jsonl")
+        else cfg["record"]) + "-fixed.jsonl"
+    return cfg
 
 
 def load(path):
@@ -150,6 +165,44 @@ def load(path):
             raise ValueError("%s: record %d lacks %s" % (
                 path, n, ", ".join(missing)))
     return records
+
+
+def load_fixed(path, records):
+    """{seed: {"seed", "fix", "what"}} of the file @path ({} when there is
+    none): the failed episodes of @records whose cause is fixed. Raises
+    ValueError naming the line that is not such an object, or whose seed
+    is no failed episode of the records."""
+    if not os.path.exists(path):
+        return {}
+    failed = {r["seed"] for r in records if r["failed"]}
+    out = {}
+    with open(path) as f:
+        for n, line in enumerate(f, 1):
+            if not line.strip():
+                continue
+            try:
+                fx = json.loads(line)
+            except ValueError as e:
+                raise ValueError("%s: line %d is not JSON (%s)" % (path, n,
+                                                                   e))
+            if (not isinstance(fx, dict) or
+                    not isinstance(fx.get("seed"), int) or
+                    not isinstance(fx.get("fix"), str) or not fx["fix"] or
+                    not isinstance(fx.get("what"), str) or not fx["what"]):
+                raise ValueError('%s: line %d is not {"seed": S, "fix": '
+                                 '"<commit>", "what": "<the cause>"}' % (
+                                     path, n))
+            if fx["seed"] not in failed:
+                raise ValueError("%s: line %d: seed %d is no failed "
+                                 "episode of the record" % (path, n,
+                                                            fx["seed"]))
+            out[fx["seed"]] = fx
+    return out
+
+
+def unfixed(records, fixed):
+    """The failed records whose seed @fixed (load_fixed) does not hold."""
+    return [r for r in records if r["failed"] and r["seed"] not in fixed]
 
 
 def append(path, rec):
@@ -206,10 +259,12 @@ def seconds(s):
     return "-" if s is None else "%.1f s" % s
 
 
-def table(records, cfg):
+def table(records, cfg, fixed=None):
     """The summary table of the records (a list of lines): faults by kind
     with the slowest recovery, operations by outcome, checker verdicts,
-    the suspicious episodes, and the time the rest will take."""
+    the suspicious episodes (those @fixed holds, load_fixed, said fixed),
+    and the time the rest will take."""
+    fixed = fixed or {}
     sizes = sorted({r["nodes"] for r in records} | set(cfg["sizes"]))
     by = {n: [r for r in records if r["nodes"] == n] for n in sizes}
     lines = []
@@ -293,12 +348,18 @@ def table(records, cfg):
         str(sum(1 for r in by[n] if r["findings"])) for n in sizes))
     # The suspicious episodes.
     bad = [r for r in records if r["failed"]]
-    lines += ["", "suspicious episodes: %d" % len(bad)]
+    n_fixed = sum(1 for r in bad if r["seed"] in fixed)
+    lines += ["", "suspicious episodes: %d%s" % (
+        len(bad), " (%d fixed since, %d open)" % (n_fixed, len(bad) - n_fixed)
+        if n_fixed else "")]
     for r in bad:
         what = ["%s: %s" % (check_name(m), "; ".join(p)[:300])
                 for m, p in r["checks"] if p] + r["findings"]
         lines.append("  seed %d (%d nodes): %s" % (
             r["seed"], r["nodes"], " | ".join(what)[:600]))
+        if r["seed"] in fixed:
+            fx = fixed[r["seed"]]
+            lines.append("    fixed in %s: %s" % (fx["fix"], fx["what"]))
         lines.append("    history and logs: %s" % r["kept"])
         lines.append("    replay: %s" % r["replay"])
     # The time the rest takes, at the pace measured.
@@ -371,12 +432,13 @@ def main():
         sys.exit(2)
     try:
         records = load(cfg["record"])
+        fixed = load_fixed(cfg["fixed"], records)
     except ValueError as e:
         say("jepsen: %s" % e)
         sys.exit(2)
     if sys.argv[1:] == ["--table"]:
-        say("\n".join(table(records, cfg)))
-        sys.exit(1 if any(r["failed"] for r in records) else 0)
+        say("\n".join(table(records, cfg, fixed)))
+        sys.exit(1 if unfixed(records, fixed) else 0)
     if cfg["hosts"] == "netns":
         import hosts
         from netns import Netns
@@ -395,8 +457,8 @@ def main():
             % (e or type(e).__name__))
         records = load(cfg["record"])
         code = 130
-    say("\n".join(table(records, cfg)))
-    if any(r["failed"] for r in records):
+    say("\n".join(table(records, cfg, fixed)))
+    if unfixed(records, fixed):
         code = code or 1
     sys.exit(code)
 

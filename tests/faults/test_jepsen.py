@@ -136,6 +136,57 @@ class TableTest(unittest.TestCase):
         self.assertIn("complete: every kind has 4 faults on each size",
                       jepsen.table(recs, cfg))
 
+    def test_fixed(self):
+        """A failed episode listed in JEPSEN_FIXED is shown fixed, with
+        its commit, and no longer counts as open; a line that is not
+        such an object, or names no failed episode, is refused."""
+        cfg = jepsen.settings({"JEPSEN_FAULTS": "4", "JEPSEN_KINDS": "kill"})
+        self.assertTrue(cfg["fixed"].endswith(os.path.join(
+            "campaign", "loopback-fixed.jsonl")))
+        self.assertEqual(jepsen.settings({"JEPSEN_RECORD": "/x/r.jsonl"})[
+            "fixed"], "/x/r-fixed.jsonl")
+        recs = [record(7, 3, {"kill": 2}, failed=True),
+                record(8, 3, {"kill": 2}, failed=True),
+                record(9, 3, {"kill": 2})]
+        with tempfile.TemporaryDirectory() as d:
+            path = os.path.join(d, "f.jsonl")
+            self.assertEqual(jepsen.load_fixed(path, recs), {})
+            with open(path, "w") as f:
+                f.write('{"seed": 7, "fix": "abc1234", "what": "the '
+                        'cause"}\n\n')
+            fixed = jepsen.load_fixed(path, recs)
+            self.assertEqual(sorted(fixed), [7])
+            self.assertEqual([r["seed"] for r in jepsen.unfixed(recs, fixed)],
+                             [8])
+            text = "\n".join(jepsen.table(recs, cfg, fixed))
+            self.assertIn("suspicious episodes: 2 (1 fixed since, 1 open)",
+                          text)
+            self.assertIn("    fixed in abc1234: the cause", text)
+            self.assertEqual(text.count("fixed in"), 1)
+            self.assertEqual(jepsen.unfixed(recs[:1], fixed), [])
+            for line, words in (
+                    ('{"seed": 9, "fix": "a", "what": "b"}',
+                     "line 1: seed 9 is no failed episode"),
+                    ('{"seed": 7, "fix": "", "what": "b"}',
+                     'line 1 is not {"seed": S'),
+                    ('{"seed": "7", "fix": "a", "what": "b"}',
+                     'line 1 is not {"seed": S'),
+                    ("not json", "line 1 is not JSON")):
+                with open(path, "w") as f:
+                    f.write(line + "\n")
+                with self.assertRaises(ValueError) as cm:
+                    jepsen.load_fixed(path, recs)
+                self.assertIn(words, str(cm.exception))
+
+    def test_repository_record(self):
+        """The repository's record and its list of fixed episodes load
+        together (every listed seed a failed episode of the record)."""
+        cfg = jepsen.settings({})
+        recs = jepsen.load(cfg["record"])
+        fixed = jepsen.load_fixed(cfg["fixed"], recs)
+        for seed in fixed:
+            self.assertIn(seed, [r["seed"] for r in recs if r["failed"]])
+
 
 if __name__ == "__main__":
     unittest.main()
