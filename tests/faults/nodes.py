@@ -22,6 +22,7 @@ import select
 import signal
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 
@@ -261,14 +262,22 @@ class Tmpfs:
 
 
 def mount_permitted(workdir):
-    """None if a tmpfs can be mounted here, else why not."""
+    """None if a tmpfs can be mounted here, else why not. The probe is a
+    new folder of its own: a fixed name ("probe") met any file of that
+    name in the folder, or another run probing at the same time, and the
+    full-disk fault was then skipped without a real reason (the
+    campaign's seeds 450944 on, beside a stray /tmp/probe)."""
     try:
-        Tmpfs(os.path.join(workdir, "probe"), 1).umount()
+        path = tempfile.mkdtemp(prefix="raftsql-tmpfs-probe-", dir=workdir)
+    except OSError as e:
+        return str(e)
+    try:
+        Tmpfs(path, 1).umount()
     except OSError as e:
         return str(e)
     finally:
         try:
-            os.rmdir(os.path.join(workdir, "probe"))
+            os.rmdir(path)
         except OSError:
             pass
     return None

@@ -112,5 +112,20 @@ class RecoveryTest(unittest.TestCase):
         self.assertEqual(got, [("hold", 2.0)])
 
 
+class MountProbeTest(unittest.TestCase):
+    @unittest.skipUnless(os.geteuid() == 0, "mounting a tmpfs needs root")
+    def test_probe_beside_a_file_named_probe(self):
+        """The full-disk fault's tmpfs probe is not fooled by a file
+        named probe in its folder (a stray /tmp/probe made every run
+        skip the fault: "cannot mount a tmpfs ([Errno 17] File exists:
+        '/tmp/probe')"), and leaves nothing behind."""
+        import tempfile
+        from nodes import mount_permitted
+        with tempfile.TemporaryDirectory() as d:
+            open(os.path.join(d, "probe"), "w").close()
+            self.assertIsNone(mount_permitted(d))
+            self.assertEqual(os.listdir(d), ["probe"])
+
+
 if __name__ == "__main__":
     unittest.main()
