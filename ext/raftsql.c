@@ -57,6 +57,7 @@
 #include "raftsql.h"
 #include "runtime/config.h"
 #include "runtime/node_tls.h"
+#include "surface/busy_clock.h"
 #include "surface/func.h"
 #include "surface/guard.h"
 #include "surface/refusal_watch.h"
@@ -205,6 +206,9 @@ __attribute__((visibility("default"))) int sqlite3_raftsql_init(
     }
     pthread_mutex_unlock(&api_mu);
     pthread_once(&api_once, set_api);
+    /* Before any node of raftsql runs: the busy handler's sleeps count
+     * raftsql's waits for the write lease. */
+    busy_clock_install();
 #ifndef SQLITE_CORE
     if (pin_library(pzErrMsg) != SQLITE_OK) {
         return SQLITE_ERROR;

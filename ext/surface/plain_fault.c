@@ -87,6 +87,17 @@ int plain_fault_skip_early(void)
     return stale();
 }
 
+void plain_fault_slow_ask(void)
+{
+    const char *want = getenv("RAFTSQL_TEST_PLAIN_FAULT");
+    struct timespec t = {.tv_sec = 0,
+                         .tv_nsec = PLAIN_FAULT_SLOW_ASK_MS * 1000000L};
+
+    if (want != NULL && strcmp(want, "slow-ask") == 0) {
+        nanosleep(&t, NULL);
+    }
+}
+
 void plain_fault_before_ask(sqlite3_file *file)
 {
     struct timespec ms = {.tv_sec = 0, .tv_nsec = 1000000L};
@@ -109,6 +120,10 @@ void plain_fault_before_ask(sqlite3_file *file)
 int plain_fault_skip_early(void)
 {
     return 0;
+}
+
+void plain_fault_slow_ask(void)
+{
 }
 
 void plain_fault_before_ask(sqlite3_file *file)

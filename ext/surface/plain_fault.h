@@ -21,7 +21,10 @@
  *                           busy, and its next ask (as it begins to read)
  *                           waits first (up to 5 s) until another writer
  *                           commits: the WAL-index header it read moved
- *                           by its grant, as under contention. */
+ *                           by its grant, as under contention;
+ *   slow-ask                every ask for the lease (wal_lock.c) waits
+ *                           PLAIN_FAULT_SLOW_ASK_MS first, as a round
+ *                           trip to a distant leader would. */
 
 #ifndef EXT_PLAIN_FAULT_H
 #define EXT_PLAIN_FAULT_H
@@ -42,6 +45,14 @@ void plain_fault_after_local_commit(void);
  * caller then skips its ask for the lease at a statement's start. Any
  * thread. */
 int plain_fault_skip_early(void);
+
+/* How long slow-ask makes each ask for the lease wait, ms. */
+#define PLAIN_FAULT_SLOW_ASK_MS 100
+
+/* plain_fault_slow_ask is called as a connection asks for the lease
+ * (wal_lock.c): with slow-ask chosen it sleeps PLAIN_FAULT_SLOW_ASK_MS;
+ * returns at once otherwise. Thread: that connection's. */
+void plain_fault_slow_ask(void);
 
 /* plain_fault_before_ask is called as a connection asks for the lease
  * at a lock of its main file @file (wal_lock.c's read_ask): with

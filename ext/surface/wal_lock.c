@@ -11,6 +11,7 @@
 #include "../../raft/err.h"
 #include "../../sql/sql.h"
 #include "../runtime/node.h"
+#include "busy_clock.h"
 #include "lease_client.h"
 #include "plain_fault.h"
 
@@ -121,11 +122,16 @@ static struct wrapped *of(sqlite3_file *f)
  * one: plain writes are not served here), or SQLITE_BUSY. */
 static int wal_lease_acquire(struct wrapped *w, unsigned flags)
 {
+    int64_t t0 = mono_ns();
     int rc;
 
     w->why[0] = '\0';
+    plain_fault_slow_ask();
     rc = lease_client_acquire(w->path, w->holder, flags, &w->lease, w->why,
                               sizeof w->why);
+    /* A wait SQLite's busy handler does not count: its next sleeps are
+     * that much shorter (busy_clock.h). */
+    busy_clock_owe(mono_ns() - t0);
     if (rc == 0) {
         /* Granted: the busy answers before it were the wait, no refusal
          * (raft_last_error() gives none for a write that went through). */
@@ -162,7 +168,9 @@ static void wal_lease_release(struct wrapped *w,
  * wait at the write lock leaves it one that is (SQLITE_BUSY_SNAPSHOT,
  * and the lease let go unused). At the statement's first try it asks
  * again while busy, up to WAL_READ_ASK_FIRST_MS; at a retry, once (the
- * node waits 20 ms for a retry: lease_patience_ms). A grant is held for
+ * node waits 20 ms for a retry: lease_patience_ms), or not at all while
+ * the asks so far took longer than the busy handler slept
+ * (busy_clock_ahead: refused, as if answered busy). A grant is held for
  * the statement and let go at its end if unused (wal_lock_stmt_end); a
  * refusal is kept for the write lock (w->refused), and no read lock
  * asks again until it answered. */
@@ -173,6 +181,12 @@ static void read_ask(struct wrapped *w, sqlite3_file *f)
 
     if (w->asked == NULL || w->refused || w->lease.id != 0 || w->write ||
         w->ckpt) {
+        return;
+    }
+    if (w->read_asks > 0 && busy_clock_ahead()) {
+        /* A retry before the busy handler's time (busy_clock.h): busy
+         * at once, with the last answer's reason. */
+        w->refused = 1;
         return;
     }
     plain_fault_before_ask(f);
@@ -275,6 +289,9 @@ static int wrapped_shm_lock(sqlite3_file *f, int ofst, int n, int flags)
             w->refused = 0;
             return SQLITE_BUSY;
         }
+        if (w->one_try == NULL && busy_clock_ahead()) {
+            return SQLITE_BUSY; /* before the handler's time, as above */
+        }
         /* SQLite calls no busy handler for a transaction that read
          * before this write: its one try (EXT_LEASE_ONE_TRY). */
         rc = wal_lease_acquire(w, w->one_try != NULL ? EXT_LEASE_ONE_TRY : 0);
@@ -307,6 +324,8 @@ static int wrapped_shm_lock(sqlite3_file *f, int ofst, int n, int flags)
                  (now.tv_sec - t0.tv_sec) * 1000 +
                          (now.tv_nsec - t0.tv_nsec) / 1000000 <
                      limit);
+        busy_clock_owe((int64_t)(now.tv_sec - t0.tv_sec) * 1000000000 +
+                       (now.tv_nsec - t0.tv_nsec));
         if (rc == SQLITE_BUSY) {
             /* raft_last_error() says why: the lease was no reason. */
             w->kept_at = (int64_t)now.tv_sec * 1000000000 + now.tv_nsec;
@@ -356,6 +375,8 @@ static void early_ask(struct wrapped *w, const void *stmt)
     w->asked = NULL;
     w->refused = 0;
     w->read_asks = 0;
+    /* A statement begins: the waits of the ones before are not its own. */
+    busy_clock_forget();
     if (plain_fault_skip_early()) {
         w->asked = stmt;
         return;
@@ -401,6 +422,8 @@ bool wal_lock_stmt_end(sqlite3 *db, const void *stmt)
 {
     struct wrapped *w = file_of(db);
     bool starved = false;
+
+    busy_clock_forget();
 
     if (w != NULL && w->one_try == stmt) {
         w->one_try = NULL;
