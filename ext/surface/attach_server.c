@@ -12,9 +12,11 @@
  * the client's process) runs on that thread too, straight on the node
  * (ext_node_lease_acquire, _commit, _release: they block on this thread,
  * never on the node's loop); the lease lives as long as the connection,
- * which may then stay silent until lease_timeout_ms and
- * EXT__ATTACH_IDLE_MS more: its close (the writer's process died) ends
- * the lease at once.
+ * which may then stay silent for as long as the writer's process lives
+ * (its transaction open: the node ends the lease itself at
+ * lease_timeout_ms, and the COMMIT that comes later is answered that the
+ * lease expired): its close (the writer's process died) ends the lease
+ * at once.
  * Failure modes: a refused peer gets an answer naming why, and the node
  * a WARN line; one more client than socket_max_clients gets "busy" (its
  * caller tries again until its busy timeout, attach_client.c);
@@ -32,8 +34,10 @@
 #include <fcntl.h>
 #include <grp.h>
 #include <poll.h>
+#include <stdbool.h>
 #include <pthread.h>
 #include <pwd.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -53,8 +57,30 @@
 
 SQLITE_EXTENSION_INIT3
 
-/* How long a client connection may stay silent between calls, ms. */
+/* How long a client connection may stay silent between calls, ms (a
+ * lease's: lease_timeout_ms more, then as long as its process lives). */
 #define EXT__ATTACH_IDLE_MS 10000
+
+/* idle_ms returns EXT__ATTACH_IDLE_MS; in test builds
+ * RAFTSQL_TEST_ATTACH_IDLE_MS when set, so that a test sees a silent
+ * connection's fate in well under 10 s. */
+static int idle_ms(void)
+{
+#ifdef RAFTSQL_TEST_FAULTS
+    const char *ms = getenv("RAFTSQL_TEST_ATTACH_IDLE_MS");
+    if (ms != NULL && atoi(ms) > 0) {
+        return atoi(ms);
+    }
+#endif
+    return EXT__ATTACH_IDLE_MS;
+}
+
+/* peer_lives says whether process @pid (SO_PEERCRED's, 0 when unknown)
+ * still exists (it may be stopped). */
+static bool peer_lives(long pid)
+{
+    return pid > 0 && (kill((pid_t)pid, 0) == 0 || errno == EPERM);
+}
 
 /* How often the accept thread tries again to write a pointer file that
  * a full disk refused, ms. */
@@ -485,10 +511,17 @@ static void serve_frames(struct client *c)
         size_t len = 0;
         bool ok;
         /* A lease's connection is silent while its transaction runs. */
-        int idle_ms = c->lease != 0
-                          ? (int)(s->lease_timeout_ms + EXT__ATTACH_IDLE_MS)
-                          : EXT__ATTACH_IDLE_MS;
-        int rc = attach_conn_frame_read(c->fd, idle_ms, NULL, &frame, &len);
+        int wait_ms =
+            c->lease != 0 ? (int)s->lease_timeout_ms + idle_ms() : idle_ms();
+        int rc = attach_conn_frame_read(c->fd, wait_ms, NULL, &frame, &len);
+        if (rc == RAFT_TIMEOUT && c->lease != 0 && peer_lives(c->pid)) {
+            /* Its transaction is open past lease_timeout_ms, which ended
+             * the lease on the node: kept, so that its COMMIT is
+             * answered "the lease expired", not taken for a node that
+             * stopped (closed at lease_timeout_ms + 10 s, it was: a
+             * new-user trial, a shell left in BEGIN for 42 s). */
+            continue;
+        }
         if (rc != 0) {
             if (rc != RAFT_NOCONN && rc != RAFT_TIMEOUT) {
                 node_log_line(s->log, RAFT_LOG_WARN,
