@@ -789,6 +789,13 @@ static int guard(void *arg, int action, const char *a1, const char *a2,
             return plain_allow(db, file);
         }
     }
+    if (action == SQLITE_ANALYZE) {
+        /* One call per table analyzed: the same words for each. */
+        return refuse(db,
+                      "ANALYZE refused: its statistics (sqlite_stat1) are "
+                      "part of a Raft replica's state; run it through "
+                      "raft_exec('ANALYZE'), which every replica applies");
+    }
     return refuse(db,
                   "direct write to %s refused: this database is a Raft "
                   "replica; write through raft_exec('...')",
@@ -814,6 +821,10 @@ struct guard_conn {
     char *last_error;             /* the latest refusal's reason, NULL for
                                 none (sqlite3_malloc'd; conns_mu) */
     int64_t last_error_at;        /* when, CLOCK_MONOTONIC ns (conns_mu) */
+    int64_t said_at;              /* when a refusal was last written to
+                                     stderr, CLOCK_MONOTONIC ns (conns_mu) */
+    unsigned unsaid;              /* refusals like the last one not written
+                                     since (conns_mu) */
     struct plain_write *pw;       /* its plain writes, NULL until the first
                                 (set by the connection's own thread) */
     struct guard_gate_state gate; /* its capture's gate (guard_gate; the
@@ -960,27 +971,54 @@ static void untrack(void *p)
     sqlite3_free(c);
 }
 
+/* How often a connection writes the same refusal to stderr, at most, ms:
+ * a retry loop whose cached statements are refused at each COMMIT wrote
+ * one line per refusal (110,655 in 14 s, a new-user trial). */
+#define GUARD_SAY_AGAIN_MS 1000
+
 /* refuse writes "raftsql: " and the reason @fmt formats to stderr, keeps
  * the reason as @db's latest refusal (ext_guard_last_error; not kept when
- * @db is not tracked, or out of memory), and returns SQLITE_DENY. Thread:
- * the one using @db, holding its mutex (an authorizer, a commit hook). */
+ * @db is not tracked, or out of memory), and returns SQLITE_DENY. The
+ * same reason again on the same connection within GUARD_SAY_AGAIN_MS of
+ * the last line is not written, only counted, and the next line written
+ * says how many were not. Thread: the one using @db, holding its mutex
+ * (an authorizer, a commit hook). */
 static int refuse(sqlite3 *db, const char *fmt, ...)
 {
     char why[1200];
     struct guard_conn *c;
+    unsigned unsaid = 0;
+    bool say = true;
+    int64_t now = now_ns();
     va_list ap;
 
     va_start(ap, fmt);
     vsnprintf(why, sizeof why, fmt, ap);
     va_end(ap);
-    fprintf(stderr, "raftsql: %s\n", why);
     pthread_mutex_lock(&conns_mu);
     if ((c = find_conn(db)) != NULL) {
+        if (c->last_error != NULL && strcmp(c->last_error, why) == 0 &&
+            now - c->said_at < GUARD_SAY_AGAIN_MS * 1000000LL) {
+            c->unsaid++;
+            say = false;
+        } else {
+            unsaid = c->unsaid;
+            c->unsaid = 0;
+            c->said_at = now;
+        }
         sqlite3_free(c->last_error);
         c->last_error = sqlite3_mprintf("%s", why);
-        c->last_error_at = now_ns();
+        c->last_error_at = now;
     }
     pthread_mutex_unlock(&conns_mu);
+    if (say && unsaid > 0) {
+        fprintf(stderr,
+                "raftsql: %s (and %u more refusals of this connection "
+                "within %d ms before, not written)\n",
+                why, unsaid, GUARD_SAY_AGAIN_MS);
+    } else if (say) {
+        fprintf(stderr, "raftsql: %s\n", why);
+    }
     return SQLITE_DENY;
 }
 

@@ -109,10 +109,11 @@ static int remote_acquire(const char *path, const struct ext_attach_pointer *p,
 
     rc = attach_conn_connect(p->socket, &fd, err, sizeof err);
     if (rc == RAFT_NOCONN) {
-        snprintf(why, why_len,
-                 "no raftsql node serves %s any more (its node stopped): "
-                 "start it (raft_start) and write again",
-                 path);
+        snprintf(
+            why, why_len,
+            "no raftsql node serves %s any more (its node stopped or died): "
+            "start it (raft_start) and write again",
+            path);
         return RAFT_NOTFOUND; /* a stale pointer file */
     }
     if (rc != 0) {
@@ -181,10 +182,11 @@ int lease_client_acquire(const char *path, uint64_t holder, unsigned flags,
         return rc;
     }
     if (attach_sock_find(path, &p) != 0) {
-        snprintf(why, why_len,
-                 "no raftsql node serves %s any more (its node stopped): "
-                 "start it (raft_start) and write again",
-                 path);
+        snprintf(
+            why, why_len,
+            "no raftsql node serves %s any more (its node stopped or died): "
+            "start it (raft_start) and write again",
+            path);
         return RAFT_NOTFOUND;
     }
     if (p.version < 2) {
@@ -263,9 +265,10 @@ int lease_client_commit(const char *path, const struct lease_hold *h,
     }
     node = ext_registry_acquire(path);
     if (node == NULL) {
-        snprintf(why, why_len,
-                 "no raftsql node serves it any more (its node stopped): "
-                 "start it (raft_start) and write again");
+        snprintf(
+            why, why_len,
+            "no raftsql node serves it any more (its node stopped or died): "
+            "start it (raft_start) and write again");
         return RAFT_NOTFOUND;
     }
     /* No probe: it would run SQL on the holder's connection, which a

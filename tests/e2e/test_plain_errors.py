@@ -231,7 +231,7 @@ class LeaderErrorsTest(ErrorCase):
         e, why = self.fails(con, "COMMIT", sqlite3.IntegrityError, 531,
                             "SQLITE_CONSTRAINT_COMMITHOOK")
         self.assertIn("commit to %s refused, rolled back: no raftsql node "
-                      "serves it any more (its node stopped): start it "
+                      "serves it any more (its node stopped or died): start it "
                       "(raft_start)" % self.db, why)
         e, why = self.fails(con, "INSERT INTO kv VALUES('n', 1)",
                             sqlite3.DatabaseError, sqlite3.SQLITE_AUTH,
