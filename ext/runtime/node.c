@@ -109,9 +109,14 @@ struct ext_node {
                                         state were last told this node
                                         is removed (loop) */
 #ifdef RAFTSQL_TEST_FAULTS
-    bool test_late_tick; /* RAFTSQL_TEST_LATE_TICK: the tick never
+    bool test_late_tick;          /* RAFTSQL_TEST_LATE_TICK: the tick never
                             judges staleness, as a loop thread that has
                             not come to its next tick yet (owner) */
+    unsigned test_late_status_ms; /* RAFTSQL_TEST_LATE_STATUS_MS: a step
+                            that handed out committed entries publishes
+                            its status this much later, as a loop thread
+                            descheduled between the two (owner) */
+    bool test_applied_in_step;    /* on_apply ran in this step (loop) */
 #endif
 };
 
@@ -130,6 +135,12 @@ static void on_driver_log(void *data, int level, const char *msg)
 static void on_apply(void *data, const struct raft_entry *entries, unsigned cnt)
 {
     struct ext_node *n = data;
+    /* Before the apply thread can apply them and a caller ask: the
+     * step's own status_refresh comes after (on_stepped). */
+    status_note_commit(n->status, raft_uv_node_core(n->driver));
+#ifdef RAFTSQL_TEST_FAULTS
+    n->test_applied_in_step = true;
+#endif
     if (applier_push(n->applier, entries, cnt) != 0) {
         node_log_error(&n->log, "apply queue: out of memory");
     }
@@ -321,6 +332,15 @@ static void on_stepped(void *data)
         judge_staleness(n);
         judged = true;
     }
+#ifdef RAFTSQL_TEST_FAULTS
+    if (n->test_applied_in_step && n->test_late_status_ms > 0) {
+        struct timespec late = {
+            .tv_sec = n->test_late_status_ms / 1000,
+            .tv_nsec = (long)(n->test_late_status_ms % 1000) * 1000000L};
+        nanosleep(&late, NULL);
+    }
+    n->test_applied_in_step = false;
+#endif
     if (status_refresh(n->status, raft_uv_node_core(n->driver), n->driver,
                        &c)) {
         char line[160];
@@ -775,6 +795,11 @@ int ext_node_start(const char *db_path, const struct ext_config *cfg,
     n->cfg = *cfg;
 #ifdef RAFTSQL_TEST_FAULTS
     n->test_late_tick = getenv("RAFTSQL_TEST_LATE_TICK") != NULL;
+    {
+        const char *late = getenv("RAFTSQL_TEST_LATE_STATUS_MS");
+        n->test_late_status_ms =
+            late != NULL ? (unsigned)strtoul(late, NULL, 10) : 0;
+    }
 #endif
     node_log_init(&n->log, cfg->id, cfg->log_level);
     propose_init(&n->propose, random_u64(), cfg->max_request_steps);

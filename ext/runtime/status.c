@@ -285,6 +285,20 @@ bool status_refresh(struct ext_status *st, const struct raft *core,
     return changed;
 }
 
+void status_note_commit(struct ext_status *st, const struct raft *core)
+{
+    raft_index commit = raft_commit_index(core);
+    raft_index first = raft_first_index(core);
+    raft_index last = raft_last_index(core);
+    raft_index persisted = raft_persisted_index(core);
+    pthread_mutex_lock(&st->mu);
+    st->now.commit = commit;
+    st->now.first = first;
+    st->now.last = last;
+    st->now.persisted = persisted;
+    pthread_mutex_unlock(&st->mu);
+}
+
 void status_describe_change(const struct ext_status_change *c, char *buf,
                             size_t len)
 {

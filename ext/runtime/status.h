@@ -110,6 +110,14 @@ struct ext_status_change {
 bool status_refresh(struct ext_status *s, const struct raft *core,
                     struct raft_uv_node *d, struct ext_status_change *out);
 
+/* status_note_commit publishes @core's commit, first, last and persisted
+ * indexes ahead of the next status_refresh: the loop calls it before it
+ * hands a step's committed entries to the applier, so that raft_status()
+ * never shows an applied index above the commit index it shows (the
+ * apply thread may apply them, and a caller ask, before the step's
+ * status_refresh). The loop thread. */
+void status_note_commit(struct ext_status *s, const struct raft *core);
+
 /* status_describe_change writes one line for the log saying what @c is:
  * "became leader of term 3", "follows leader 2 in term 3", "stepped down
  * in term 4, no leader known", ... into @buf (@len bytes). Pure. */

@@ -156,8 +156,10 @@ class NoNodeTest(HostedCase):
         self.wait_all_applied()
         keys = self.keys(db2)
         if keys != ["a", "b", "c"]:
-            # Once seen (a clean-clone run): node 2 said it applied the
-            # commit index, and its file lacked c. What it said, then.
+            # Seen under load before raft_status() published the commit
+            # index ahead of the apply (test_cluster's StatusOrderTest):
+            # node 1's status said commit 6 after c applied at 7, so the
+            # wait above passed with node 2 at 6. What it says, then.
             with open(os.path.join(self.dir, "node2.log"),
                       errors="replace") as f:
                 log = f.read()[-4000:]
