@@ -41,8 +41,24 @@ RAFTSQL_TEST_STALL_HOLD_MS=300 (test builds: a tick after a held loop
 waits 300 ms between those two steps), which makes that window wide.
 Fixed: the verdict and its notice come first, the beat after.
 
-Usage: /usr/bin/python3 tests/faults/repro_stale.py pause|pauseother|fulldisk|restart
-[N] (RAFTSQL_TESTHOST, default build/san/raftsql-testhost; RAFTSQL_SO,
+slowlink: the link from the leader to F is 1.2 s slow, one way only
+(F's answers to the leader are quick), for 4 s (a new-user trial of
+issue 26: reads up to 1.15 s old with a bound of 300 ms, and F's
+raft_status() said stale false). F hears the leader's every heartbeat,
+1.2 s late: its staleness counted from when an AppendEntries arrived,
+not from when it was sent, so the transit time was never counted.
+
+lateacks: the leader L is cut off alone (every link from it, and from
+the other follower B to it, a black hole), while the answers of the
+follower A to L come 2.5 s late, one way (a new-user trial of issue 26:
+an old leader and its follower read on 1.2-1.6 s after the majority's
+first commit). The writer writes through B; the reader reads on L. The
+late answers told L that A heard it now, so L counted itself in contact
+with a quorum for 2.5 s after the cut, while A and B elected a new
+leader and committed.
+
+Usage: /usr/bin/python3 tests/faults/repro_stale.py
+pause|pauseother|fulldisk|restart|slowlink|lateacks [N] (RAFTSQL_TESTHOST, default build/san/raftsql-testhost; RAFTSQL_SO,
 default build/raftsql.so, for restart's reader): N rounds (restart,
 default 5).
 """
@@ -69,6 +85,10 @@ BOUND_S = (MAX_MS + FOLLOWER_APPLY_MS + HEARTBEAT_MS + TICK_MS) / 1000.0
 # watch come on top (local_reads.bound_s): 1.072 s.
 BOUND_OTHER_S = BOUND_S + (max(MAX_MS, 100) + max(MAX_MS // 4, 20) +
                            WATCH_MS) / 1000.0
+# The lateacks case's delay on the link from A to the leader, seconds.
+LATE_S = 2.5
+# The slowlink case's delay on the link from the leader to F, seconds.
+SLOW_S = 1.2
 UPSERT = ("INSERT INTO r(k, v) VALUES(1, ?1) "
           "ON CONFLICT(k) DO UPDATE SET v = excluded.v")
 
@@ -176,8 +196,9 @@ def pause_other(c, f, w):
 
 
 def one_fault(c, lead, f, w, case):
-    """The pause or fulldisk case on follower f; returns whether a read
-    was too stale."""
+    """The pause, fulldisk or slowlink case on follower f, or the
+    lateacks case on the leader (f is lead then); returns whether a
+    read was too stale."""
     if case == "pause":
         c.pause(f)
         time.sleep(2.0)
@@ -185,6 +206,19 @@ def one_fault(c, lead, f, w, case):
         c.resume(f)
         what = "after SIGCONT"
         seconds = 1.0
+    elif case == "lateacks":
+        a, b = [i for i in c.ids if i != lead]
+        c.net.set([(a, lead)], "up", LATE_S)
+        time.sleep(LATE_S + 0.5)  # A's answers in flight, 2.5 s of them
+        since = time.monotonic()
+        c.net.set([(lead, a), (lead, b), (b, lead)], "drop")
+        what = "cut off, its follower's answers %.1f s late" % LATE_S
+        seconds = 4.0
+    elif case == "slowlink":
+        since = time.monotonic()
+        c.net.set([(lead, f)], "up", SLOW_S)
+        what = "with the link from the leader %.1f s slow" % SLOW_S
+        seconds = 4.0
     else:
         c.disks[f].fill()
         for n in range(6):  # entries the full node cannot store
@@ -196,6 +230,8 @@ def one_fault(c, lead, f, w, case):
         what = "with its log disk full"
         seconds = 3.0
     reads, refused, worst = read_for(c, f, w, seconds, since)
+    if case in ("slowlink", "lateacks"):
+        c.net.heal()
     found = worst[0] > BOUND_S
     print("%s: %d reads on follower %d in %.0f s, %d refused; the "
           "stalest returned %s, replaced %.3f s before the read began "
@@ -208,7 +244,8 @@ def one_fault(c, lead, f, w, case):
 
 def main():
     case = sys.argv[1] if len(sys.argv) > 1 else ""
-    if case not in ("pause", "pauseother", "fulldisk", "restart"):
+    if case not in ("pause", "pauseother", "fulldisk", "restart",
+                    "slowlink", "lateacks"):
         sys.exit(__doc__)
     rounds = int(sys.argv[2]) if len(sys.argv) > 2 else 5
     if case == "pauseother":
@@ -228,7 +265,12 @@ def main():
         c.slots[lead].request("SELECT raft_exec('CREATE TABLE r(k INTEGER "
                               "PRIMARY KEY, v INTEGER)')", timeout=20)
         f = [i for i in c.ids if i != lead][0]
-        w = Writer(c, lead)
+        # lateacks reads on the leader, and writes through a follower
+        # that stays with the majority.
+        w = Writer(c, lead if case != "lateacks" else
+                   [i for i in c.ids if i != lead][1])
+        if case == "lateacks":
+            f = lead
         w.start()
         reads, refused, worst = read_for(c, f, w, 1.0, time.monotonic())
         print("before: %d reads on follower %d, %d refused, stalest %.3f s"
