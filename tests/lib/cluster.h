@@ -206,10 +206,17 @@ bool cluster_alive(const struct cluster *c, raft_id id);
  * when sent and when delivered). */
 void cluster_set_link(struct cluster *c, raft_id from, raft_id to, bool up);
 
+/* cluster_set_link_delay makes every message put on the wire from @from
+ * to @to from now on take @ms more than the drawn network delay (0: none),
+ * a link slow one way: the messages already on the wire keep their time.
+ * cluster_heal sets every link's back to 0. */
+void cluster_set_link_delay(struct cluster *c, raft_id from, raft_id to,
+                            unsigned ms);
+
 /* cluster_isolate cuts (or, with @up, restores) every link of node @id. */
 void cluster_isolate(struct cluster *c, raft_id id, bool up);
 
-/* cluster_heal restores every link and removes loss, duplication and
+/* cluster_heal restores every link (and its delay) and removes loss, duplication and
  * full-log refusals. */
 void cluster_heal(struct cluster *c);
 

@@ -105,11 +105,14 @@ struct cluster {
     struct cnode nodes[CLUSTER_MAX_NODES];           /* the nodes */
     raft_id ids[CLUSTER_MAX_NODES];                  /* voter ids */
     bool link[CLUSTER_MAX_NODES][CLUSTER_MAX_NODES]; /* [from][to] up */
-    struct cmsg *net;                                /* messages in flight */
-    unsigned n_net;                                  /* count */
-    unsigned cap_net;                                /* allocated */
-    raft_id *leaders;                                /* leader of each term */
-    size_t n_leaders;                                /* terms tracked */
+    unsigned link_delay[CLUSTER_MAX_NODES][CLUSTER_MAX_NODES]; /* [from][to]
+                                                   ms added to the drawn
+                                                   delay */
+    struct cmsg *net;                         /* messages in flight */
+    unsigned n_net;                           /* count */
+    unsigned cap_net;                         /* allocated */
+    raft_id *leaders;                         /* leader of each term */
+    size_t n_leaders;                         /* terms tracked */
     struct raft_entry *committed;             /* first commit seen per index */
     raft_term *commit_term;                   /* per index: the term of the
                                                 node that first handed it

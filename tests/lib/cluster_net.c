@@ -47,7 +47,8 @@ static void release_message(struct raft_message *m)
     m->append_entries.n_entries = 0;
 }
 
-/* enqueue puts one copy of @m on the wire with a random delay. */
+/* enqueue puts one copy of @m on the wire with a random delay, plus the
+ * link's own (cluster_set_link_delay). */
 static void enqueue(struct cluster *c, const struct raft_message *m)
 {
     struct cmsg *q;
@@ -57,7 +58,8 @@ static void enqueue(struct cluster *c, const struct raft_message *m)
         c->net = cluster_alloc(c, c->net, c->cap_net * sizeof *c->net);
     }
     q = &c->net[c->n_net++];
-    q->at = c->now + cluster_random(c, c->cfg.net_min, c->cfg.net_max);
+    q->at = c->now + cluster_random(c, c->cfg.net_min, c->cfg.net_max) +
+            c->link_delay[m->from - 1][m->to - 1];
     q->seq = c->seq++;
     q->app = NULL;
     q->app_len = 0;
@@ -243,6 +245,14 @@ void cluster_set_link(struct cluster *c, raft_id from, raft_id to, bool up)
     c->link[from - 1][to - 1] = up;
 }
 
+void cluster_set_link_delay(struct cluster *c, raft_id from, raft_id to,
+                            unsigned ms)
+{
+    cluster_node(c, from);
+    cluster_node(c, to);
+    c->link_delay[from - 1][to - 1] = ms;
+}
+
 void cluster_isolate(struct cluster *c, raft_id id, bool up)
 {
     unsigned i;
@@ -263,6 +273,7 @@ void cluster_heal(struct cluster *c)
     for (i = 0; i < c->cfg.n; i++) {
         for (j = 0; j < c->cfg.n; j++) {
             c->link[i][j] = true;
+            c->link_delay[i][j] = 0;
         }
     }
     c->cfg.drop_pct = 0;
