@@ -1,9 +1,10 @@
 /* What a server last heard of its leader, for a bound on the staleness of
  * local reads: the leader's commit index as last told, and a leader's last
  * contact with a quorum (thesis §6.2's check-quorum counts the same
- * voters); and the liveness of a peer in the middle of a long message
- * (RAFT_EVENT_CONTACT), which only timers use. Pure: times come from
- * TICK. */
+ * voters), timed by the send time of the requests a quorum answered, so
+ * that transit time counts against the bound; and the liveness of a peer
+ * in the middle of a long message (RAFT_EVENT_CONTACT), which only timers
+ * use. Pure: times come from TICK. */
 
 #include "quorum.h"
 #include "raft_internal.h"
@@ -57,8 +58,9 @@ void contact_step(struct raft *r, raft_id id)
         return;
     }
     /* Check-quorum asks whether a majority is alive and reachable in
-     * this term; the peer reads this leader's bytes. Not last_heard: no
-     * answer came, and reads bounded by raft_quorum_contact need one. */
+     * this term; the peer reads this leader's bytes. Not last_heard nor
+     * contact_at: no answer came, and reads bounded by
+     * raft_quorum_contact need one. */
     r->active[slot] = true;
     r->progress[slot].unreachable = false; /* a transfer may pick it */
     if (r->progress[slot].state == RAFT_PROGRESS_REPLICATE) {
@@ -81,16 +83,24 @@ uint64_t raft_quorum_contact(const struct raft *r)
         if (!raft_is_voter(r, i)) {
             continue;
         }
-        heard[n++] = i == r->self_slot ? r->now
-                     : p->heard        ? p->last_heard
-                                       : p->round_start;
+        /* Not last_heard, the answer's arrival: an answer delayed in
+         * transit (a link slow one way) would keep a leader cut off
+         * from the majority in quorum long after the majority elected
+         * another and committed. contact_at is the send time of the
+         * request answered (progress.h). */
+        heard[n++] = i == r->self_slot ? r->now : p->contact_at;
     }
     if (n == 0) {
         return 0;
     }
     /* The same order statistic as a commit index: the time a majority of
-     * the voters was heard at or after. */
+     * the voters was known to follow this leader at or after. 0: no
+     * majority known to (a voter added since the election that has not
+     * answered yet). */
     t = quorum_commit_index(heard, n);
+    if (t == 0) {
+        return UINT64_MAX;
+    }
     return r->now >= t ? r->now - t : 0;
 }
 

@@ -140,6 +140,7 @@ static void become_candidate(struct raft *r, bool disrupt)
     r->ack_seq = 0;
     r->pre_candidate = false;
     r->disrupt = disrupt;
+    r->campaign_at = r->now;
     election_reset_timer(r);
     vote_self(r);
     r->term_unsure = false;

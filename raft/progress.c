@@ -50,6 +50,10 @@ void progress_reset(struct raft_peer_progress *p, raft_index next, uint64_t now)
     p->snapshot_retry = 0;
     p->heard = false;
     p->last_heard = 0;
+    p->contact_at = 0;
+    p->marks_start = 0;
+    p->n_marks = 0;
+    p->mark_floor = (struct raft_send_mark){0, 0};
     p->unreachable = false;
     p->round_target = next > 0 ? next - 1 : 0;
     p->round_start = now;
@@ -78,9 +82,57 @@ void progress_become_snapshot(struct raft_peer_progress *p, raft_index index,
     p->snapshot_index = index;
 }
 
-uint64_t progress_take_seq(struct raft_peer_progress *p)
+uint64_t progress_take_seq(struct raft_peer_progress *p, uint64_t now,
+                           uint64_t gap)
 {
-    return p->next_seq++;
+    uint64_t seq = p->next_seq++;
+    unsigned newest = (p->marks_start + p->n_marks - 1) % RAFT__SEND_MARKS;
+
+    if (p->n_marks > 0 && now < p->marks[newest].at + gap) {
+        return seq; /* the newest mark is a lower bound of now */
+    }
+    if (p->n_marks == RAFT__SEND_MARKS) {
+        p->mark_floor = p->marks[p->marks_start];
+        p->marks_start = (p->marks_start + 1) % RAFT__SEND_MARKS;
+        p->n_marks--;
+    }
+    p->marks[(p->marks_start + p->n_marks) % RAFT__SEND_MARKS] =
+        (struct raft_send_mark){seq, now};
+    p->n_marks++;
+    return seq;
+}
+
+/* sent_at writes to @out_at a lower bound of the time request @seq went
+ * out: the time of the newest mark at or below it. Returns false when no
+ * mark covers it. */
+static bool sent_at(const struct raft_peer_progress *p, uint64_t seq,
+                    uint64_t *out_at)
+{
+    if (seq == 0 || seq >= p->next_seq) {
+        return false;
+    }
+    for (unsigned i = p->n_marks; i > 0; i--) {
+        const struct raft_send_mark *k =
+            &p->marks[(p->marks_start + i - 1) % RAFT__SEND_MARKS];
+        if (k->seq <= seq) {
+            *out_at = k->at;
+            return true;
+        }
+    }
+    if (p->mark_floor.seq != 0 && p->mark_floor.seq <= seq) {
+        *out_at = p->mark_floor.at;
+        return true;
+    }
+    return false;
+}
+
+void progress_answered(struct raft_peer_progress *p, uint64_t seq)
+{
+    uint64_t at;
+
+    if (sent_at(p, seq, &at) && at > p->contact_at) {
+        p->contact_at = at;
+    }
 }
 
 bool progress_is_stale(const struct raft_peer_progress *p, uint64_t seq)

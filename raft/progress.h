@@ -52,6 +52,19 @@
 #include "inflights.h"
 #include "raft.h"
 
+/* The most send marks one follower's progress keeps (progress_mark_send):
+ * under steady load one every quarter heartbeat interval, so the marks
+ * cover the last eight heartbeat intervals at least (an idle leader's,
+ * thirty-two heartbeats). */
+#define RAFT__SEND_MARKS 32
+
+/* When a leader's requests to one follower went out: every request from
+ * @seq up to the next mark's seq (excluded) was sent at @at or later. */
+struct raft_send_mark {
+    uint64_t seq; /* the first request number of the mark, 0: none */
+    uint64_t at;  /* the time (ms) it was sent */
+};
+
 /* A rejection set aside until its predecessors are accounted for. */
 struct raft_pending_reject {
     uint64_t seq;        /* request refused, 0 when none is pending */
@@ -84,14 +97,32 @@ struct raft_peer_progress {
                                 (before offering a snapshot) */
     uint64_t snapshot_retry;   /* no snapshot offered before this time */
     bool heard;                /* an answer came in this leader's term */
-    uint64_t last_heard;       /* time (ms) of its last answer */
-    bool unreachable;          /* its connection broke (RAFT_EVENT_UNREACHABLE)
+    uint64_t last_heard;       /* time (ms) of its last answer's ARRIVAL:
+                                  liveness (transfer.c, last_contact) */
+    uint64_t contact_at;       /* time (ms), 0: unknown, by which the
+                                  peer was last known to follow this
+                                  leader in its term: the SEND time of
+                                  the newest request it answered
+                                  (progress_answered), or the campaign's
+                                  start when it granted the vote; what
+                                  raft_quorum_contact counts, so that an
+                                  answer delayed in transit is not taken
+                                  for recent contact */
+    struct raft_send_mark marks[RAFT__SEND_MARKS]; /* ring, oldest first
+                                  from marks_start: when this term's
+                                  requests went out */
+    unsigned marks_start;                          /* slot of the oldest mark */
+    unsigned n_marks;                              /* marks held */
+    struct raft_send_mark mark_floor; /* the newest mark dropped from the
+                                  ring (seq 0: none): still a lower
+                                  bound for its seqs and later ones */
+    bool unreachable;        /* its connection broke (RAFT_EVENT_UNREACHABLE)
                                   and nothing came from it since */
-    raft_index round_target;   /* catch-up round (thesis §4.2.1): the
+    raft_index round_target; /* catch-up round (thesis §4.2.1): the
                                   leader's last index when it began */
-    uint64_t round_start;      /* when the round began */
-    uint64_t round_ms;         /* duration of the last finished round */
-    bool round_done;           /* a round finished this term */
+    uint64_t round_start;    /* when the round began */
+    uint64_t round_ms;       /* duration of the last finished round */
+    bool round_done;         /* a round finished this term */
 };
 
 /* progress_round notes that the peer now matches @match while the
@@ -117,7 +148,8 @@ int progress_init(struct raft_peer_progress *p, unsigned cap,
 void progress_close(struct raft_peer_progress *p);
 
 /* progress_reset starts tracking anew for a new leader term: PROBE,
- * match 0, next @next, at time @now, in a new window. */
+ * match 0, next @next, at time @now, in a new window, contact unknown
+ * and no send marks. */
 void progress_reset(struct raft_peer_progress *p, raft_index next,
                     uint64_t now);
 
@@ -134,8 +166,21 @@ void progress_become_replicate(struct raft_peer_progress *p, uint64_t now);
 void progress_become_snapshot(struct raft_peer_progress *p, raft_index index,
                               uint64_t now);
 
-/* progress_take_seq returns the seq for an AppendEntries about to go. */
-uint64_t progress_take_seq(struct raft_peer_progress *p);
+/* progress_take_seq returns the seq for an AppendEntries about to go at
+ * @now (a heartbeat too) and marks when it went: a new send mark unless
+ * the newest one is less than @gap ms old (it then stands for this
+ * request, a little earlier than it went: a lower bound). Loop thread
+ * (the core's). */
+uint64_t progress_take_seq(struct raft_peer_progress *p, uint64_t now,
+                           uint64_t gap);
+
+/* progress_answered notes an answer of this leader's term echoing @seq
+ * (0: it answers no request): the peer followed this leader when it
+ * received request @seq, so no earlier than @seq's send time, which
+ * raises contact_at (never lowers it). An answer to a request whose
+ * send time is no longer marked (older than the ring and its floor) or
+ * that was never sent (@seq not below next_seq) changes nothing. */
+void progress_answered(struct raft_peer_progress *p, uint64_t seq);
 
 /* progress_is_stale tells whether an answer echoing @seq answers a
  * request of an older window (then it is ignored). */

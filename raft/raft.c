@@ -328,11 +328,17 @@ static void step_receive(struct raft *r, const struct raft_message *m)
     /* Invariant: term == r->term from here on. */
     slot = raft_track_of(r, m->from);
     if (r->role == RAFT_LEADER && slot < RAFT_MAX_SERVERS) {
-        /* Check-quorum: the peer is alive in this term. */
+        /* Check-quorum: the peer is alive in this term (arrival time,
+         * as etcd's RecentActive). */
         r->active[slot] = true;
         r->progress[slot].heard = true;
         r->progress[slot].last_heard = r->now;
         r->progress[slot].unreachable = false;
+        if (m->type == RAFT_MSG_APPEND_ENTRIES_RESULT) {
+            /* Bounded staleness: it followed this leader when the
+             * request it answers arrived, not when its answer did. */
+            progress_answered(&r->progress[slot], m->append_entries_result.seq);
+        }
     }
     if (m->type == RAFT_MSG_APPEND_ENTRIES && r->role != RAFT_LEADER) {
         contact_note_append(r, m);

@@ -735,12 +735,21 @@ raft_id raft_transferee(const struct raft *r);
  * UINT64_MAX when it knows no leader. */
 uint64_t raft_leader_contact(const struct raft *r);
 
-/* raft_quorum_contact returns how long ago, in ms of the TICK clock, this
- * leader last heard from a quorum of the voters in force, itself counted
- * as heard now: the quorum-th most recent answer of this term (a voter
- * not heard yet counts from when the leader began tracking it: its vote
- * was contact), the voters check-quorum counts (contact.c). UINT64_MAX
- * on a server that does not lead. Same thread as raft_step. */
+/* raft_quorum_contact returns how long ago, in ms of the TICK clock, a
+ * quorum of the voters in force was last known to follow this leader,
+ * itself counted as now: the quorum-th most recent contact of this term,
+ * where a voter's contact is the time the leader SENT the newest
+ * AppendEntries (heartbeat or not) it answered (its seq echoed), not the
+ * time the answer arrived, so that an answer delayed in transit does not
+ * keep a leader cut off from the majority fresh (a voter that granted
+ * its vote and has answered nothing yet counts from the campaign's
+ * start; the send time is known within a quarter heartbeat, earlier,
+ * for answers up to eight heartbeat intervals old at least, and an older
+ * one counts for nothing). The voters check-quorum counts (contact.c),
+ * but check-quorum itself keeps counting arrivals, as etcd does: it is
+ * about liveness. UINT64_MAX on a server that does not lead, and while
+ * no quorum is known to follow it (a voter added since the election
+ * that has not answered). Same thread as raft_step. */
 uint64_t raft_quorum_contact(const struct raft *r);
 
 /* raft_leader_commit returns the highest commit index a leader told this

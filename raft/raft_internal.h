@@ -133,6 +133,11 @@ struct raft {
     bool ticked;                    /* a TICK set the time base */
     uint64_t now;                   /* clock of the last TICK, ms */
     uint64_t election_start;        /* when the election timer started */
+    uint64_t campaign_at;           /* when this server last became a
+                                       candidate: its RequestVotes went
+                                       out no earlier (a new leader's
+                                       contact with its voters,
+                                       contact_at in progress.h) */
     uint64_t election_rand;         /* randomized timeout, ms */
     uint64_t heartbeat_start;       /* leader: last heartbeat round */
     int8_t votes[RAFT_MAX_SERVERS]; /* candidate or pre-candidate: 1

@@ -50,13 +50,23 @@ static bool offer_snapshot(struct raft *r, unsigned slot)
 }
 
 /* quorum_contact_told is the quorum_contact an AppendEntries of this
- * leader carries: how long ago it last heard a quorum of voters, capped
- * to the field's u32 (a follower takes its commit index as current as of
+ * leader carries: how long ago a quorum of voters was last known to
+ * follow it (raft_quorum_contact: timed by the send time of the requests
+ * they answered), capped to the field's u32 (a follower takes its commit index as current as of
  * then, raft_leader_quorum_contact). */
 static uint32_t quorum_contact_told(const struct raft *r)
 {
     uint64_t age = raft_quorum_contact(r);
     return age > UINT32_MAX ? UINT32_MAX : (uint32_t)age;
+}
+
+/* mark_gap is the least time, in ms, between two send marks of one
+ * follower's progress (progress_take_seq): a quarter of the heartbeat
+ * interval, so that a request's send time is known within that, and
+ * RAFT__SEND_MARKS marks cover eight heartbeat intervals or more. */
+static uint64_t mark_gap(const struct raft *r)
+{
+    return r->heartbeat_interval >= 4 ? r->heartbeat_interval / 4 : 1;
 }
 
 /* send_append sends follower @slot one AppendEntries from its next index,
@@ -115,7 +125,7 @@ static bool send_append(struct raft *r, unsigned slot, bool allow_empty)
      * safe to send. */
     ae->leader_commit = r->commit;
     ae->quorum_contact = quorum_contact_told(r);
-    ae->seq = progress_take_seq(p);
+    ae->seq = progress_take_seq(p, r->now, mark_gap(r));
     progress_sent(p, ae->seq, prev + n, n, bytes);
     return true;
 }
@@ -160,7 +170,7 @@ static void send_heartbeat(struct raft *r, unsigned slot)
     m->append_entries.prev_log_term = log_term_at(&r->log, prev);
     m->append_entries.leader_commit = r->commit;
     m->append_entries.quorum_contact = quorum_contact_told(r);
-    m->append_entries.seq = progress_take_seq(p);
+    m->append_entries.seq = progress_take_seq(p, r->now, mark_gap(r));
 }
 
 void replication_heartbeat(struct raft *r, unsigned slot)
@@ -218,6 +228,11 @@ void replication_become_leader(struct raft *r)
     for (i = 0; i < RAFT_MAX_SERVERS; i++) {
         progress_reset(&r->progress[i], last + 1, r->now);
         r->active[i] = false;
+        if (r->votes[i] > 0) {
+            /* It granted its vote for this term after the campaign's
+             * RequestVotes went out: it followed this server then. */
+            r->progress[i].contact_at = r->campaign_at;
+        }
     }
     membership_lead(r);
     /* Thesis §6.4: a new leader commits an entry of its own term at once,

@@ -42,7 +42,7 @@ static void test_probe_backtracking(void **state)
     (void)state;
     assert_int_equal(progress_init(&p, 2, 0), 0);
     progress_reset(&p, 51, 0);
-    progress_sent(&p, progress_take_seq(&p), 50, 0, 0);
+    progress_sent(&p, progress_take_seq(&p, 0, 1), 50, 0, 0);
     assert_true(progress_is_paused(&p));
     /* Stale: not the outstanding probe (prev 50). */
     assert_false(progress_maybe_decr(&p, 40, 10, 0, 1));
@@ -53,18 +53,18 @@ static void test_probe_backtracking(void **state)
     assert_false(progress_is_paused(&p));
     /* Refused within a conflicting term starting at 12: jump to 12, one
      * whole term in one round trip. */
-    progress_sent(&p, progress_take_seq(&p), 30, 0, 0);
+    progress_sent(&p, progress_take_seq(&p, 0, 1), 30, 0, 0);
     assert_true(progress_maybe_decr(&p, 30, 45, 12, 2));
     assert_int_equal(p.next, 12);
     /* A hint below match: the follower lost the log it had acknowledged
      * (wiped); nothing it held is trusted any more. */
     assert_true(progress_maybe_update(&p, 8, 3));
-    progress_sent(&p, progress_take_seq(&p), 11, 0, 0);
+    progress_sent(&p, progress_take_seq(&p, 0, 1), 11, 0, 0);
     assert_true(progress_maybe_decr(&p, 11, 2, 0, 3));
     assert_int_equal(p.match, 0);
     assert_int_equal(p.next, 3);
     /* A conflict index above the other bounds changes nothing. */
-    progress_sent(&p, progress_take_seq(&p), 2, 0, 0);
+    progress_sent(&p, progress_take_seq(&p, 0, 1), 2, 0, 0);
     assert_true(progress_maybe_decr(&p, 2, 100, 50, 4));
     assert_int_equal(p.next, 2);
     progress_close(&p);
@@ -88,24 +88,24 @@ static void test_replicate_window(void **state)
     progress_become_replicate(&p, 3);
     assert_int_equal(p.state, RAFT_PROGRESS_REPLICATE);
     /* A heartbeat takes no slot. */
-    progress_sent(&p, progress_take_seq(&p), 5, 0, 0);
+    progress_sent(&p, progress_take_seq(&p, 0, 1), 5, 0, 0);
     assert_int_equal(p.inflights.n, 0);
-    progress_sent(&p, progress_take_seq(&p), 8, 3, 0);
+    progress_sent(&p, progress_take_seq(&p, 0, 1), 8, 3, 0);
     assert_int_equal(p.next, 9);
     assert_false(progress_is_paused(&p));
-    progress_sent(&p, progress_take_seq(&p), 10, 2, 0);
+    progress_sent(&p, progress_take_seq(&p, 0, 1), 10, 2, 0);
     assert_true(progress_is_paused(&p));
     progress_ack(&p, 8);
     assert_int_equal(p.inflights.n, 1);
     assert_false(progress_is_paused(&p));
     /* Wraps around the ring. */
-    progress_sent(&p, progress_take_seq(&p), 12, 2, 0);
+    progress_sent(&p, progress_take_seq(&p, 0, 1), 12, 2, 0);
     progress_ack(&p, 12);
     assert_int_equal(p.inflights.n, 0);
     assert_true(progress_maybe_update(&p, 12, 4));
     /* A refusal at match of a request not in the window (a heartbeat):
      * stale; above match, it resets the window. */
-    hb = progress_take_seq(&p);
+    hb = progress_take_seq(&p, 0, 1);
     assert_int_equal(progress_reject(&p, hb, 12, 3, 0, 5), PROGRESS_IGNORED);
     assert_int_equal(p.state, RAFT_PROGRESS_REPLICATE);
     assert_int_equal(progress_reject(&p, hb, 13, 3, 0, 5), PROGRESS_RESET);
@@ -126,7 +126,7 @@ static uint64_t send_n(struct raft_peer_progress *p, unsigned k, uint64_t bytes)
 
     for (i = 0; i < k; i++) {
         assert_false(progress_is_paused(p));
-        progress_sent(p, progress_take_seq(p), p->next, 1, bytes);
+        progress_sent(p, progress_take_seq(p, 0, 1), p->next, 1, bytes);
     }
     return first;
 }
@@ -203,7 +203,7 @@ static void test_in_order(void **state)
     assert_int_equal(p.state, RAFT_PROGRESS_PROBE);
     assert_int_equal(p.next, 16);
     /* In PROBE only the outstanding probe's refusal counts. */
-    progress_sent(&p, progress_take_seq(&p), 15, 0, 0);
+    progress_sent(&p, progress_take_seq(&p, 0, 1), 15, 0, 0);
     assert_true(progress_is_paused(&p));
     assert_false(progress_maybe_decr(&p, 14, 3, 0, 9));
     assert_true(progress_maybe_decr(&p, 15, 15, 0, 9));
@@ -240,12 +240,59 @@ static void test_bytes_and_snapshot(void **state)
     progress_close(&p);
 }
 
+/* An answer raises the peer's contact to the send time of the request it
+ * answers, never to its arrival and never lower: within a mark gap the
+ * newest mark stands for later requests (a lower bound), a request older
+ * than the ring falls back to the newest mark dropped, and one older
+ * still, or one never sent, counts for nothing. */
+static void test_contact_send_time(void **state)
+{
+    struct raft_peer_progress p;
+    uint64_t first;
+    uint64_t seq = 0;
+
+    (void)state;
+    assert_int_equal(progress_init(&p, 3, 0), 0);
+    progress_reset(&p, 1, 100);
+    assert_int_equal(p.contact_at, 0);
+    first = progress_take_seq(&p, 100, 5); /* mark at 100 */
+    assert_int_equal(progress_take_seq(&p, 103, 5), first + 1); /* none */
+    progress_take_seq(&p, 105, 5); /* mark at 105 */
+    progress_answered(&p, first + 1);
+    assert_int_equal(p.contact_at, 100); /* sent at 103: 100 bounds it */
+    progress_answered(&p, first + 2);
+    assert_int_equal(p.contact_at, 105);
+    progress_answered(&p, first); /* a late answer: never lower */
+    assert_int_equal(p.contact_at, 105);
+    progress_answered(&p, first + 3); /* never sent */
+    assert_int_equal(p.contact_at, 105);
+    progress_answered(&p, 0); /* answers no request */
+    assert_int_equal(p.contact_at, 105);
+    /* Fill the ring past its size: the first marks drop out. */
+    for (uint64_t t = 110; t < 110 + 5 * (RAFT__SEND_MARKS + 1); t += 5) {
+        seq = progress_take_seq(&p, t, 5);
+    }
+    progress_answered(&p, first);
+    assert_int_equal(p.contact_at, 105); /* not covered any more */
+    progress_answered(&p, p.mark_floor.seq);
+    assert_int_equal(p.contact_at, p.mark_floor.at);
+    progress_answered(&p, seq);
+    assert_int_equal(p.contact_at, 110 + 5 * RAFT__SEND_MARKS);
+    /* A new term forgets both. */
+    progress_reset(&p, 1, 900);
+    assert_int_equal(p.contact_at, 0);
+    progress_answered(&p, seq);
+    assert_int_equal(p.contact_at, 0);
+    progress_close(&p);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_in_order),
         cmocka_unit_test(test_bytes_and_snapshot),
         cmocka_unit_test(test_init_reset),
+        cmocka_unit_test(test_contact_send_time),
         cmocka_unit_test(test_probe_backtracking),
         cmocka_unit_test(test_replicate_window),
     };
