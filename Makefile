@@ -548,9 +548,9 @@ unit: $(TEST_BIN)
 
 # Test builds that play newer releases in a rolling upgrade
 # (tests/e2e/test_wire_versions.py): the wire codec and the transport
-# compiled to speak wire versions 1 to 6 (build/raftsql_next.so and its
-# node program) or 6 only (raftsql-testhost-next-only), one above this
-# build's 1 to 5, and 1 to 2 (raftsql-testhost-prev: the release before
+# compiled to speak wire versions 1 to 8 (build/raftsql_next.so and its
+# node program) or 8 only (raftsql-testhost-next-only), one above this
+# build's 1 to 7, and 1 to 2 (raftsql-testhost-prev: the release before
 # READ_INDEX, tests/e2e/test_barrier.py, whose request codec also
 # decodes request formats 1 and 2 only, as that release's did);
 # everything else is the normal build's objects.
@@ -565,12 +565,12 @@ NEXT_BINS := $(B)/raftsql_next.so $(B)/raftsql-testhost-next \
              $(B)/raftsql-testhost-next-only $(B)/raftsql-testhost-prev
 $(B)/next/%.o: %.c
 	@mkdir -p $(dir $@)
-	$(CC) $(BASE_CFLAGS) $(CFLAGS) -DRAFT_WIRE_VERSION_MAX_TEST=7 -MMD -MP \
+	$(CC) $(BASE_CFLAGS) $(CFLAGS) -DRAFT_WIRE_VERSION_MAX_TEST=8 -MMD -MP \
 	    -c -o $@ $<
 $(B)/next-only/%.o: %.c
 	@mkdir -p $(dir $@)
-	$(CC) $(BASE_CFLAGS) $(CFLAGS) -DRAFT_WIRE_VERSION_MIN_TEST=7 \
-	    -DRAFT_WIRE_VERSION_MAX_TEST=7 -MMD -MP -c -o $@ $<
+	$(CC) $(BASE_CFLAGS) $(CFLAGS) -DRAFT_WIRE_VERSION_MIN_TEST=8 \
+	    -DRAFT_WIRE_VERSION_MAX_TEST=8 -MMD -MP -c -o $@ $<
 $(B)/prev/%.o: %.c
 	@mkdir -p $(dir $@)
 	$(CC) $(BASE_CFLAGS) $(CFLAGS) -DRAFT_WIRE_VERSION_MAX_TEST=2 \

@@ -1,22 +1,45 @@
 /* What a server last heard of its leader, for a bound on the staleness of
- * local reads: the leader's commit index as last told, and a leader's last
- * contact with a quorum (thesis §6.2's check-quorum counts the same
- * voters), timed by the send time of the requests a quorum answered, so
- * that transit time counts against the bound; and the liveness of a peer
- * in the middle of a long message (RAFT_EVENT_CONTACT), which only timers
- * use. Pure: times come from TICK. */
+ * local reads: the leader's commit index as last told, current as of the
+ * send time of this server's own answer that the leader echoed (wire
+ * version 7), and a leader's last contact with a quorum (thesis §6.2's
+ * check-quorum counts the same voters), timed by the send time of the
+ * requests a quorum answered: either way a round trip, so that transit
+ * time counts against the bound; and the liveness of a peer in the
+ * middle of a long message (RAFT_EVENT_CONTACT), which only timers use.
+ * Pure: times come from TICK. */
 
 #include "quorum.h"
 #include "raft_internal.h"
 
 void contact_note_append(struct raft *r, const struct raft_message *m)
 {
-    if (m->append_entries.leader_commit > r->leader_commit_seen) {
-        r->leader_commit_seen = m->append_entries.leader_commit;
+    const struct raft_append_entries *ae = &m->append_entries;
+    uint64_t at;
+
+    if (ae->leader_commit > r->leader_commit_seen) {
+        r->leader_commit_seen = ae->leader_commit;
     }
-    r->leader_commit_at = r->now;
+    if (ae->echo == 0) {
+        /* A leader of wire version 6 or older echoes nothing: its commit
+         * index counts from its arrival, the transit time not counted
+         * (raft.h: raft_leader_commit_contact). */
+        at = r->now;
+    } else if (ae->echo == RAFT_ECHO_NONE || ae->echo - 1 > r->now) {
+        /* No answer of ours reached this leader in its term yet (or one
+         * of a clock that restarted since): no round trip completed,
+         * so this tells no time the commit index was current at. */
+        return;
+    } else {
+        /* Our answer went at echo - 1 by our clock; the leader took it,
+         * then sent this: its commit index was current after then. */
+        at = ae->echo - 1;
+    }
+    if (r->leader_commit_term == r->term && at < r->leader_commit_at) {
+        return; /* an older round trip than the one counted: reordered */
+    }
+    r->leader_commit_at = at;
     r->leader_commit_term = r->term;
-    r->leader_quorum_contact = m->append_entries.quorum_contact;
+    r->leader_quorum_contact = ae->quorum_contact;
 }
 
 uint64_t raft_leader_quorum_contact(const struct raft *r)

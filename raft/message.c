@@ -49,6 +49,14 @@
 /* Bytes of APPEND_ENTRIES' quorum_contact (wire version 6 on). */
 #define RAFT__AE_QC_LEN 4
 
+/* The first wire version whose APPEND_ENTRIES carry echo and whose
+ * APPEND_ENTRIES_RESULT carry sent_at. */
+#define RAFT__WIRE_ECHO 7
+
+/* Bytes of APPEND_ENTRIES' echo, and of APPEND_ENTRIES_RESULT's sent_at
+ * (wire version 7 on). */
+#define RAFT__ECHO_LEN 8
+
 /* RequestVote's flags byte: bit 0 pre-vote, bit 1 disrupt; a byte that
  * is 0 or 1 reads as the pre_vote boolean of before TimeoutNow. */
 #define RAFT__RV_PRE_VOTE 1
@@ -84,13 +92,17 @@ size_t raft_frame_encoded_len_at(const struct raft_frame *f, unsigned version)
             if (version >= RAFT__WIRE_QUORUM_CONTACT) {
                 n += RAFT__AE_QC_LEN;
             }
+            if (version >= RAFT__WIRE_ECHO) {
+                n += RAFT__ECHO_LEN;
+            }
             for (i = 0; i < f->message.append_entries.n_entries; i++) {
                 n += RAFT__ENTRY_MIN +
                      buf_len(f->message.append_entries.entries[i].data);
             }
             return n;
         case RAFT_MSG_APPEND_ENTRIES_RESULT:
-            return n + RAFT__AER_LEN;
+            return n + RAFT__AER_LEN +
+                   (version >= RAFT__WIRE_ECHO ? RAFT__ECHO_LEN : 0);
         case RAFT_MSG_TIMEOUT_NOW:
             return n + RAFT__TN_LEN;
         case RAFT_FRAME_FORWARD:
@@ -345,6 +357,9 @@ int raft_frame_encode_refs(const struct raft_frame *f, unsigned version,
             if (version >= RAFT__WIRE_QUORUM_CONTACT) {
                 ok &= raft_byte_put_u32(&w, ae->quorum_contact);
             }
+            if (version >= RAFT__WIRE_ECHO) {
+                ok &= raft_byte_put_u64(&w, ae->echo);
+            }
             ok &= raft_byte_put_u32(&w, ae->n_entries);
             for (i = 0; i < ae->n_entries; i++) {
                 const struct raft_entry *ent = &ae->entries[i];
@@ -364,6 +379,9 @@ int raft_frame_encode_refs(const struct raft_frame *f, unsigned version,
             ok &= raft_byte_put_u64(&w, ar->last_log_index);
             ok &= raft_byte_put_u64(&w, ar->conflict_index);
             ok &= raft_byte_put_u64(&w, ar->seq);
+            if (version >= RAFT__WIRE_ECHO) {
+                ok &= raft_byte_put_u64(&w, ar->sent_at);
+            }
             break;
         }
         case RAFT_MSG_TIMEOUT_NOW:
@@ -673,6 +691,8 @@ static int decode(const void *body, size_t len, struct raft_buf *shared,
                  raft_byte_get_u64(&r, &ae->seq) &&
                  (version < RAFT__WIRE_QUORUM_CONTACT ||
                   raft_byte_get_u32(&r, &ae->quorum_contact)) &&
+                 (version < RAFT__WIRE_ECHO ||
+                  raft_byte_get_u64(&r, &ae->echo)) &&
                  raft_byte_get_u32(&r, &ae->n_entries);
             if (!ok) {
                 break;
@@ -691,7 +711,9 @@ static int decode(const void *body, size_t len, struct raft_buf *shared,
                  raft_byte_get_u64(&r, &ar->reject_index) &&
                  raft_byte_get_u64(&r, &ar->last_log_index) &&
                  raft_byte_get_u64(&r, &ar->conflict_index) &&
-                 raft_byte_get_u64(&r, &ar->seq);
+                 raft_byte_get_u64(&r, &ar->seq) &&
+                 (version < RAFT__WIRE_ECHO ||
+                  raft_byte_get_u64(&r, &ar->sent_at));
             break;
         }
         case RAFT_MSG_TIMEOUT_NOW:

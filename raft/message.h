@@ -3,7 +3,7 @@
  * alike. Pure code (no I/O); the libuv transport carries what it produces.
  *
  * Wire format, versions RAFT_WIRE_VERSION_MIN to RAFT_WIRE_VERSION (1 to
- * 6; version 2 is version 1 plus the CHECKSUM and REPAIR_REQUEST frames,
+ * 7; version 2 is version 1 plus the CHECKSUM and REPAIR_REQUEST frames,
  * version 3 is version 2 plus the READ_INDEX frames, version 4 has
  * version 3's frames and says its release applies changeset entries, a
  * plain SQL transaction's effect, in NORMAL entries: the leader grants a
@@ -11,7 +11,12 @@
  * version 5 is version 4 plus the LEASE frames, a follower's write-lease
  * calls; version 6 is version 5 with quorum_contact in APPEND_ENTRIES, the
  * leader's last contact with a quorum, which bounds a follower's
- * staleness, ext/runtime/staleness_rule.h), all integers little-endian:
+ * staleness, ext/runtime/staleness_rule.h; version 7 is version 6 with
+ * sent_at in APPEND_ENTRIES_RESULT, the follower's clock when it sent
+ * it, and echo in APPEND_ENTRIES, the newest sent_at the leader took
+ * from that follower: a round trip timed by the follower's own clock
+ * bounds its staleness, raft_leader_commit_contact in raft.h), all
+ * integers little-endian:
  *
  *   frame   := len:u32 body            len = bytes of body, <= max frame
  *   body    := version:u8 type:u8 from:u64 to:u64 fields
@@ -25,10 +30,14 @@
  *   APPEND_ENTRIES       term:u64 prev_log_index:u64 prev_log_term:u64
  *                        leader_commit:u64 seq:u64 [quorum_contact:u32,
  *                        version 6 on; read as 0 from an older body]
+ *                        [echo:u64, version 7 on; read as 0 from an
+ *                        older body]
  *                        n_entries:u32 entry*
  *     entry              term:u64 index:u64 type:u8 len:u32 bytes[len]
  *   APPEND_ENTRIES_RESULT term:u64 success:u8 reject_index:u64
  *                        last_log_index:u64 conflict_index:u64 seq:u64
+ *                        [sent_at:u64, version 7 on; read as 0 from an
+ *                        older body]
  *   TIMEOUT_NOW (9)      term:u64
  *   type 5..8: the runtime's frames (enum raft_frame_type)
  *   FORWARD              request_id:u64[2] len:u32 bytes[len]
@@ -77,7 +86,7 @@
 #ifdef RAFT_WIRE_VERSION_MAX_TEST
 #define RAFT_WIRE_VERSION RAFT_WIRE_VERSION_MAX_TEST
 #else
-#define RAFT_WIRE_VERSION 6
+#define RAFT_WIRE_VERSION 7
 #endif
 #ifdef RAFT_WIRE_VERSION_MIN_TEST
 #define RAFT_WIRE_VERSION_MIN RAFT_WIRE_VERSION_MIN_TEST

@@ -51,6 +51,7 @@ void progress_reset(struct raft_peer_progress *p, raft_index next, uint64_t now)
     p->heard = false;
     p->last_heard = 0;
     p->contact_at = 0;
+    p->echo = 0;
     p->marks_start = 0;
     p->n_marks = 0;
     p->mark_floor = (struct raft_send_mark){0, 0};
@@ -102,11 +103,11 @@ uint64_t progress_take_seq(struct raft_peer_progress *p, uint64_t now,
     return seq;
 }
 
-/* sent_at writes to @out_at a lower bound of the time request @seq went
- * out: the time of the newest mark at or below it. Returns false when no
- * mark covers it. */
-static bool sent_at(const struct raft_peer_progress *p, uint64_t seq,
-                    uint64_t *out_at)
+/* request_sent_at writes to @out_at a lower bound of the time request
+ * @seq went out: the time of the newest mark at or below it. Returns
+ * false when no mark covers it. */
+static bool request_sent_at(const struct raft_peer_progress *p, uint64_t seq,
+                            uint64_t *out_at)
 {
     if (seq == 0 || seq >= p->next_seq) {
         return false;
@@ -126,11 +127,15 @@ static bool sent_at(const struct raft_peer_progress *p, uint64_t seq,
     return false;
 }
 
-void progress_answered(struct raft_peer_progress *p, uint64_t seq)
+void progress_answered(struct raft_peer_progress *p, uint64_t seq,
+                       uint64_t sent_at)
 {
     uint64_t at;
 
-    if (sent_at(p, seq, &at) && at > p->contact_at) {
+    if (sent_at != 0) {
+        p->echo = sent_at;
+    }
+    if (request_sent_at(p, seq, &at) && at > p->contact_at) {
         p->contact_at = at;
     }
 }

@@ -111,8 +111,11 @@ struct raft_peer_progress {
     struct raft_send_mark marks[RAFT__SEND_MARKS]; /* ring, oldest first
                                   from marks_start: when this term's
                                   requests went out */
-    unsigned marks_start;                          /* slot of the oldest mark */
-    unsigned n_marks;                              /* marks held */
+    uint64_t echo;                    /* the sent_at of the newest answer it
+                                  took from the peer in this term, which
+                                  its AppendEntries echo (0: none) */
+    unsigned marks_start;             /* slot of the oldest mark */
+    unsigned n_marks;                 /* marks held */
     struct raft_send_mark mark_floor; /* the newest mark dropped from the
                                   ring (seq 0: none): still a lower
                                   bound for its seqs and later ones */
@@ -175,12 +178,17 @@ uint64_t progress_take_seq(struct raft_peer_progress *p, uint64_t now,
                            uint64_t gap);
 
 /* progress_answered notes an answer of this leader's term echoing @seq
- * (0: it answers no request): the peer followed this leader when it
- * received request @seq, so no earlier than @seq's send time, which
- * raises contact_at (never lowers it). An answer to a request whose
- * send time is no longer marked (older than the ring and its floor) or
- * that was never sent (@seq not below next_seq) changes nothing. */
-void progress_answered(struct raft_peer_progress *p, uint64_t seq);
+ * (0: it answers no request) and stamped @sent_at by the peer (0: an
+ * older peer's, wire version 6 or older). The peer followed this leader
+ * when it received request @seq, so no earlier than @seq's send time,
+ * which raises contact_at (never lowers it). An answer to a request
+ * whose send time is no longer marked (older than the ring and its
+ * floor) or that was never sent (@seq not below next_seq) does not
+ * change contact_at. A stamp becomes the echo: the latest taken, not the
+ * greatest, so that a peer whose clock restarted lower (a reboot) is
+ * echoed its new clock from its first answer on. */
+void progress_answered(struct raft_peer_progress *p, uint64_t seq,
+                       uint64_t sent_at);
 
 /* progress_is_stale tells whether an answer echoing @seq answers a
  * request of an older window (then it is ignored). */

@@ -259,6 +259,7 @@ static void recv_stale(struct raft *r, const struct raft_message *m)
                 m->append_entries.prev_log_index;
             out->append_entries_result.last_log_index = log_last_index(&r->log);
             out->append_entries_result.seq = m->append_entries.seq;
+            out->append_entries_result.sent_at = r->now + 1;
         }
     } else if (m->type == RAFT_MSG_REQUEST_VOTE) {
         out = raft_out_message(r, RAFT_MSG_REQUEST_VOTE_RESULT, m->from);
@@ -337,7 +338,8 @@ static void step_receive(struct raft *r, const struct raft_message *m)
         if (m->type == RAFT_MSG_APPEND_ENTRIES_RESULT) {
             /* Bounded staleness: it followed this leader when the
              * request it answers arrived, not when its answer did. */
-            progress_answered(&r->progress[slot], m->append_entries_result.seq);
+            progress_answered(&r->progress[slot], m->append_entries_result.seq,
+                              m->append_entries_result.sent_at);
         }
     }
     if (m->type == RAFT_MSG_APPEND_ENTRIES && r->role != RAFT_LEADER) {

@@ -168,7 +168,17 @@ struct raft_append_entries {
                                    UINT32_MAX): leader_commit is known
                                    current as of then (wire version 6;
                                    0 from an older leader) */
+    uint64_t echo;              /* the sent_at of the newest answer the
+                                   leader took from this follower in
+                                   its term when it sent this,
+                                   RAFT_ECHO_NONE when it took none yet
+                                   (wire version 7; 0 from an older
+                                   leader) */
 };
+
+/* The echo of an AppendEntries whose leader took no answer from the
+ * follower in its term yet (raft_append_entries.echo). */
+#define RAFT_ECHO_NONE UINT64_MAX
 
 /* AppendEntries response. On success @last_log_index is the index of the
  * last entry the follower now holds durably that matches the request. On
@@ -192,6 +202,10 @@ struct raft_append_entries_result {
     raft_index conflict_index; /* rejection: first index of the
                                   conflicting term, 0 when none */
     uint64_t seq;              /* the answered request's seq, or 0 */
+    uint64_t sent_at;          /* the responder's TICK clock (ms) when
+                                  it sent this, plus one, which its
+                                  leader echoes (wire version 7; 0
+                                  from an older responder) */
 };
 
 /* TimeoutNow (thesis §3.10): the leader, transferring its leadership,
@@ -761,10 +775,21 @@ uint64_t raft_quorum_contact(const struct raft *r);
 raft_index raft_leader_commit(const struct raft *r);
 
 /* raft_leader_commit_contact returns how long ago, in ms of the TICK
- * clock, the leader of this server's term last told it its commit index
- * (an AppendEntries or heartbeat: raft_leader_commit is as of then): 0
- * on the leader itself, UINT64_MAX when no leader is known or the
- * leader of this term has told it none yet. Unlike raft_leader_contact,
+ * clock, the commit index the leader of this server's term told it
+ * (raft_leader_commit) is known to have been current: a round trip
+ * timed by this server's own clock. Each AppendEntries answer carries
+ * its send time (sent_at); the leader echoes the latest it took in its
+ * next AppendEntries or heartbeat (echo), whose commit index was
+ * current after that answer went, so the time the leader's messages
+ * spend in transit counts against the bound (wire version 7). The
+ * newest echo counts; an AppendEntries that echoes no answer of this
+ * term yet (RAFT_ECHO_NONE: a new leader's first), or a time ahead of
+ * this server's clock (a clock that restarted), tells no time. A leader
+ * of wire version 6 or older echoes nothing (echo 0): its
+ * AppendEntries' arrival counts, as before version 7, and a link slow
+ * from it lets this server be up to that link's delay staler than it
+ * says. 0 on the leader itself, UINT64_MAX when no leader is known or
+ * the leader of this term has told it no time yet. Unlike raft_leader_contact,
  * a snapshot's chunks do not count: they carry no commit index, and the
  * snapshot's last index may lag the leader's commit index far behind (a
  * follower that counted a snapshot's arrival as contact called the

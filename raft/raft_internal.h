@@ -154,10 +154,12 @@ struct raft {
                                           check-quorum round */
     raft_index leader_commit_seen;  /* highest leader_commit received
                                           since start (contact.c) */
-    uint64_t leader_commit_at;      /* follower: when the leader of
-                                          leader_commit_term last told
-                                          its commit index (an
-                                          AppendEntries: contact.c) */
+    uint64_t leader_commit_at;      /* follower: the time, by this
+                                          server's clock, as of which the
+                                          leader of leader_commit_term
+                                          last told a current commit
+                                          index (the echoed send time of
+                                          its answer: contact.c) */
     raft_term leader_commit_term;   /* that leader's term, 0 none */
     uint32_t leader_quorum_contact; /* follower: that AppendEntries'
                                           quorum_contact (contact.c) */
@@ -407,7 +409,9 @@ void replication_unreachable(struct raft *r, unsigned slot);
 /* ---- contact.c: what this server last heard of its leader ---- */
 
 /* contact_note_append notes the leader_commit of AppendEntries @m, of the
- * current term, received by a server that does not lead. */
+ * current term, received by a server that does not lead, and the time it
+ * is known current at: the send time of this server's answer that @m
+ * echoes (its arrival when @m echoes nothing: an older leader). */
 void contact_note_append(struct raft *r, const struct raft_message *m);
 
 /* contact_step handles RAFT_EVENT_CONTACT from peer @id (raft.h): a

@@ -52,8 +52,8 @@ static bool offer_snapshot(struct raft *r, unsigned slot)
 /* quorum_contact_told is the quorum_contact an AppendEntries of this
  * leader carries: how long ago a quorum of voters was last known to
  * follow it (raft_quorum_contact: timed by the send time of the requests
- * they answered), capped to the field's u32 (a follower takes its commit index as current as of
- * then, raft_leader_quorum_contact). */
+ * they answered), capped to the field's u32 (a follower takes its
+ * commit index as current as of then, raft_leader_quorum_contact). */
 static uint32_t quorum_contact_told(const struct raft *r)
 {
     uint64_t age = raft_quorum_contact(r);
@@ -125,6 +125,7 @@ static bool send_append(struct raft *r, unsigned slot, bool allow_empty)
      * safe to send. */
     ae->leader_commit = r->commit;
     ae->quorum_contact = quorum_contact_told(r);
+    ae->echo = p->echo != 0 ? p->echo : RAFT_ECHO_NONE;
     ae->seq = progress_take_seq(p, r->now, mark_gap(r));
     progress_sent(p, ae->seq, prev + n, n, bytes);
     return true;
@@ -170,6 +171,7 @@ static void send_heartbeat(struct raft *r, unsigned slot)
     m->append_entries.prev_log_term = log_term_at(&r->log, prev);
     m->append_entries.leader_commit = r->commit;
     m->append_entries.quorum_contact = quorum_contact_told(r);
+    m->append_entries.echo = p->echo != 0 ? p->echo : RAFT_ECHO_NONE;
     m->append_entries.seq = progress_take_seq(p, r->now, mark_gap(r));
 }
 
@@ -372,6 +374,9 @@ static void reply_append(struct raft *r, raft_id to, uint64_t seq, bool success,
     m->append_entries_result.last_log_index = last_log_index;
     m->append_entries_result.conflict_index = conflict_index;
     m->append_entries_result.seq = seq;
+    /* Wire version 7: the leader echoes it, and the commit index it
+     * tells then is current as of this time (contact_note_append). */
+    m->append_entries_result.sent_at = r->now + 1;
 }
 
 /* find_conflict returns the first index of the term of our entry at @prev,
@@ -758,6 +763,9 @@ void replication_unreachable(struct raft *r, unsigned slot)
         return;
     }
     p->unreachable = true; /* until it is heard from again */
+    /* Its process may restart, its clock too (a reboot): echo only what
+     * it stamps from now on. */
+    p->echo = 0;
     if (p->state == RAFT_PROGRESS_SNAPSHOT) {
         return;
     }

@@ -259,6 +259,7 @@ static void judge_staleness(struct ext_node *n)
     v.contact_ms = v.leading ? raft_quorum_contact(core)
                              : raft_leader_commit_contact(core);
     v.leader_quorum_ms = raft_leader_quorum_contact(core);
+    v.leader_seen = raft_leader_id(core) != 0;
     if (staleness_on_tick(n->staleness, &v)) {
         ext_events_publish(EXT_EVENT_STALE);
     }

@@ -3,10 +3,13 @@
  * decides it (staleness_rule.h: pure, unit-tested, run by the simulation), and its state published for the write
  * guard's authorizer on any thread and for raft_status().
  *
- * A node is stale while it knows no leader, while it last heard from
- * the leader of its term (a follower: an AppendEntries or heartbeat; a
- * leader: a quorum of voters, raft_quorum_contact, so an isolated old
- * leader goes stale too) longer ago than max_staleness_ms, while no
+ * A node is stale while it knows no leader, while it last completed a
+ * round trip with the leader of its term (a follower: the send time of
+ * its answer that the leader's latest AppendEntries echoes, wire
+ * version 7, raft_leader_commit_contact; a leader: the send time of the
+ * requests a quorum of voters answered, raft_quorum_contact, so an
+ * isolated old leader goes stale too) longer ago than max_staleness_ms
+ * or not yet ("no round trip with its leader completed yet"), while no
  * entry of its term is committed here (raft_commit_current: a new
  * leader's commit index, and so what it tells its followers, may lag
  * entries an earlier leader committed until its NOOP commits; a commit

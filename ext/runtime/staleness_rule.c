@@ -16,7 +16,8 @@ enum {
     KIND_APPLY_LAG,
     KIND_REMOVED,
     KIND_NEW_TERM,
-    KIND_LEADER_NO_QUORUM
+    KIND_LEADER_NO_QUORUM,
+    KIND_NO_ROUND_TRIP
 };
 
 /* current_ms is when, in @v's mono_ms, the leader's commit index as
@@ -65,6 +66,12 @@ static void word_notice(const struct ext_staleness_memory *mem, int kind,
                  "stale replica: %s since %s (max_staleness_ms=%u)",
                  leading ? "no quorum heard" : "no leader heard", since,
                  max_ms);
+    } else if (kind == KIND_NO_ROUND_TRIP) {
+        snprintf(out->notice, sizeof out->notice,
+                 "stale replica: %s since %s (max_staleness_ms=%u)",
+                 leading ? "no quorum known to follow it"
+                         : "no round trip with its leader",
+                 since, max_ms);
     } else if (kind == KIND_LEADER_NO_QUORUM) {
         snprintf(out->notice, sizeof out->notice,
                  "stale replica: its leader has heard no quorum since %s "
@@ -172,6 +179,15 @@ void staleness_judge(struct ext_staleness_memory *mem, unsigned max_ms,
     } else if (max_ms == 0) {
         mem->kind = KIND_FRESH;
         return;
+    } else if (!out->leader_known && v->leader_seen) {
+        /* A leader is known, but no time its commit index was current
+         * at: its first AppendEntries echo no answer of ours yet. */
+        kind = KIND_NO_ROUND_TRIP;
+        snprintf(out->reason, sizeof out->reason,
+                 "stale replica: %s yet (max_staleness_ms=%u)",
+                 v->leading ? "no quorum known to follow it"
+                            : "no round trip with its leader completed",
+                 max_ms);
     } else if (!out->leader_known) {
         kind = KIND_NO_LEADER;
         snprintf(out->reason, sizeof out->reason,

@@ -24,6 +24,12 @@ struct ext_staleness_view {
                                   leader: since it heard a quorum,
                                   raft_quorum_contact); UINT64_MAX when
                                   no leader is known or it told none */
+    bool leader_seen;          /* a leader of this term is known
+                                  (raft_leader_id, a leader itself):
+                                  with contact_ms UINT64_MAX, no round
+                                  trip with it completed yet (wire
+                                  version 7: a new leader's first
+                                  AppendEntries echoes nothing) */
     uint64_t leader_quorum_ms; /* a follower: how long the leader had
                                   heard no quorum of voters when it sent
                                   that commit index

@@ -2,8 +2,8 @@
 cluster, kept across restarts and carried to a joiner that installs a
 snapshot; a node of another cluster pointed at one is refused on both
 sides with one line each, and nothing it sends reaches the core; and the
-wire versions of a rolling upgrade (this build speaks 1 to 6,
-build/raftsql-testhost-next 1 to 7, build/raftsql-testhost-next-only 7
+wire versions of a rolling upgrade (this build speaks 1 to 7,
+build/raftsql-testhost-next 1 to 8, build/raftsql-testhost-next-only 8
 only)."""
 
 import os
@@ -187,9 +187,9 @@ class ClusterIdTest(unittest.TestCase):
                      "(make next)")
 class WireVersionTest(unittest.TestCase):
     """Rolling upgrades: a node of the next release (wire versions 1 to
-    7) joins a cluster of this one (1 to 6) and speaks 6; a node of this
-    release joins a cluster of the next and speaks 6 there while the
-    others speak 7; a node of wire version 7 only is refused with one
+    8) joins a cluster of this one (1 to 7) and speaks 7; a node of this
+    release joins a cluster of the next and speaks 7 there while the
+    others speak 8; a node of wire version 8 only is refused with one
     line each side."""
 
     def setUp(self):
@@ -214,36 +214,36 @@ class WireVersionTest(unittest.TestCase):
         self.g.leader().value("SELECT raft_exec('INSERT INTO t VALUES (1)')")
         wait_for("the row on node 4", lambda: count_rows(joiner) == 1)
         self.g.cluster_id()
-        # Node 4 speaks version 6 to every peer, and they to it.
-        self.assertGreater(self.g.count(4, "connected (wire version 6"), 0)
-        self.assertEqual(self.g.count(4, "connected (wire version 7"), 0)
+        # Node 4 speaks version 7 to every peer, and they to it.
+        self.assertGreater(self.g.count(4, "connected (wire version 7"), 0)
+        self.assertEqual(self.g.count(4, "connected (wire version 8"), 0)
         self.assertEqual(self.g.count(4, "connected (wire version 1"), 0)
         for i in (1, 2, 3):
             with open(self.g.log(i), errors="replace") as f:
                 text = f.read()
-            self.assertIn("peer 4 (127.0.0.1:%d): connected (wire version 6"
+            self.assertIn("peer 4 (127.0.0.1:%d): connected (wire version 7"
                           % self.g.ports[3], text)
 
     def test_next_joins_this(self):
         self.start(NODE)
         self.check_joined(NEXT)
         # The start line names the wire versions each build speaks.
-        self.assertEqual(self.g.count(1, ", wire versions 1-6, log "), 1)
-        self.assertEqual(self.g.count(4, ", wire versions 1-7, log "), 1)
+        self.assertEqual(self.g.count(1, ", wire versions 1-7, log "), 1)
+        self.assertEqual(self.g.count(4, ", wire versions 1-8, log "), 1)
 
     def test_this_joins_next(self):
         self.start(NEXT)
-        self.assertGreater(self.g.count(1, "connected (wire version 7"), 0)
+        self.assertGreater(self.g.count(1, "connected (wire version 8"), 0)
         self.check_joined(NODE)
 
     def test_next_only_refused(self):
         leader = self.start(NODE)
         self.g.join(4, NEXT_ONLY)
         time.sleep(4)
-        here = ("refused server %d: it speaks wire versions 1 to 6, this "
-                "server 7 to 7: no version in common" % leader.id)
-        there = ("): refused us: it speaks wire versions 7 to 7, we speak 1 "
-                 "to 6: no version in common")
+        here = ("refused server %d: it speaks wire versions 1 to 7, this "
+                "server 8 to 8: no version in common" % leader.id)
+        there = ("): refused us: it speaks wire versions 8 to 8, we speak 1 "
+                 "to 7: no version in common")
         self.assertEqual(self.g.count(4, here), 1, here)
         self.assertEqual(self.g.count(leader.id, there), 1, there)
         self.assertEqual(count_rows(self.g.nodes[4]), -1)

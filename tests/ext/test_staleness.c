@@ -216,6 +216,32 @@ static void test_no_leader(void **state)
     assert_false(m.contacted);
 }
 
+/* A leader known with no round trip completed yet (wire version 7: its
+ * first AppendEntries echoes no answer of ours) is stale, and the reason
+ * says so rather than "no leader known"; so is a leader that knows no
+ * quorum to follow it. */
+static void test_no_round_trip(void **state)
+{
+    struct ext_staleness_memory m = {0};
+    struct ext_staleness_view in = view(false, UINT64_MAX, 0, 0);
+    struct ext_staleness_verdict v;
+    (void)state;
+
+    in.leader_seen = true;
+    v = judge(&m, 500, in);
+    assert_true(v.stale);
+    assert_false(v.leader_known);
+    assert_string_equal(v.reason,
+                        "stale replica: no round trip with its leader "
+                        "completed yet (max_staleness_ms=500)");
+    in.leading = true;
+    v = judge(&m, 500, in);
+    assert_string_equal(v.reason,
+                        "stale replica: no quorum known to follow it yet "
+                        "(max_staleness_ms=500)");
+    assert_false(m.contacted);
+}
+
 /* A leader counts its last contact with a quorum: an isolated old leader
  * goes stale too, with a reason naming the quorum. */
 static void test_isolated_leader(void **state)
@@ -529,6 +555,7 @@ int main(void)
         cmocka_unit_test(test_new_leader_commit),
         cmocka_unit_test(test_catch_up_ring_full),
         cmocka_unit_test(test_no_leader),
+        cmocka_unit_test(test_no_round_trip),
         cmocka_unit_test(test_isolated_leader),
         cmocka_unit_test(test_leader_without_quorum),
         cmocka_unit_test(test_catch_up_after_start),

@@ -216,8 +216,8 @@ void cluster_set_link_delay(struct cluster *c, raft_id from, raft_id to,
 /* cluster_isolate cuts (or, with @up, restores) every link of node @id. */
 void cluster_isolate(struct cluster *c, raft_id id, bool up);
 
-/* cluster_heal restores every link (and its delay) and removes loss, duplication and
- * full-log refusals. */
+/* cluster_heal restores every link (and its delay) and removes loss,
+ * duplication and full-log refusals. */
 void cluster_heal(struct cluster *c);
 
 /* cluster_set_faults changes the network's loss, duplication and delay. */

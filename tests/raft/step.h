@@ -168,14 +168,17 @@ static inline int step_installed(struct raft *r, raft_id leader, raft_term term,
     return raft_step(r, &e, u);
 }
 
-/* step_append_seq steps an AppendEntries of @term from leader @from:
+/* step_append_echo steps an AppendEntries of @term from leader @from:
  * @prev at @prev_term, @leader_commit, the @n @entries (borrowed for the
- * call), request number @seq. Returns what raft_step returns. */
-static inline int step_append_seq(struct raft *r, raft_id from, raft_term term,
-                                  raft_index prev, raft_term prev_term,
-                                  raft_index leader_commit,
-                                  struct raft_entry *entries, unsigned n,
-                                  uint64_t seq, struct raft_update *u)
+ * call), request number @seq, echoing @echo (wire version 7; 0: an
+ * older leader's, which echoes nothing). Returns what raft_step
+ * returns. */
+static inline int step_append_echo(struct raft *r, raft_id from, raft_term term,
+                                   raft_index prev, raft_term prev_term,
+                                   raft_index leader_commit,
+                                   struct raft_entry *entries, unsigned n,
+                                   uint64_t seq, uint64_t echo,
+                                   struct raft_update *u)
 {
     struct raft_event e;
 
@@ -187,7 +190,19 @@ static inline int step_append_seq(struct raft *r, raft_id from, raft_term term,
     e.receive.append_entries.entries = entries;
     e.receive.append_entries.n_entries = n;
     e.receive.append_entries.seq = seq;
+    e.receive.append_entries.echo = echo;
     return raft_step(r, &e, u);
+}
+
+/* step_append_seq is step_append_echo of an older leader (no echo). */
+static inline int step_append_seq(struct raft *r, raft_id from, raft_term term,
+                                  raft_index prev, raft_term prev_term,
+                                  raft_index leader_commit,
+                                  struct raft_entry *entries, unsigned n,
+                                  uint64_t seq, struct raft_update *u)
+{
+    return step_append_echo(r, from, term, prev, prev_term, leader_commit,
+                            entries, n, seq, 0, u);
 }
 
 /* step_append is step_append_seq with request number 0; with no entries

@@ -311,6 +311,46 @@ static void test_commit_contact_after_snapshot(void **state)
     raft_close(r);
 }
 
+/* A follower's contact with its leader is a round trip timed by its own
+ * clock: each answer carries its send time (plus one), and the commit
+ * index of an AppendEntries that echoes one is current as of then, not
+ * of its arrival. An AppendEntries that echoes none yet (a new leader's
+ * first), an older echo than the one counted (reordered) or one ahead
+ * of the clock tells no time; one of an older leader (echo 0) counts
+ * from its arrival, as before wire version 7. */
+static void test_commit_contact_echo(void **state)
+{
+    struct raft *r = new3_protected(1, 2);
+    struct raft_update u;
+
+    (void)state;
+    assert_int_equal(step_tick(r, 1000, &u), 0);
+    assert_int_equal(
+        step_append_echo(r, 2, 2, 0, 0, 0, NULL, 0, 1, RAFT_ECHO_NONE, &u), 0);
+    assert_int_equal(raft_leader_id(r), 2);
+    assert_true(raft_leader_commit_contact(r) == UINT64_MAX);
+    assert_int_equal(u.n_messages, 1);
+    assert_int_equal(u.messages[0].type, RAFT_MSG_APPEND_ENTRIES_RESULT);
+    assert_int_equal(u.messages[0].append_entries_result.sent_at, 1001);
+    assert_int_equal(step_tick(r, 1300, &u), 0);
+    assert_int_equal(step_append_echo(r, 2, 2, 0, 0, 0, NULL, 0, 1, 1001, &u),
+                     0);
+    assert_int_equal(raft_leader_commit_contact(r), 300);
+    assert_int_equal(step_tick(r, 1400, &u), 0);
+    assert_int_equal(step_append_echo(r, 2, 2, 0, 0, 0, NULL, 0, 1, 1301, &u),
+                     0);
+    assert_int_equal(raft_leader_commit_contact(r), 100);
+    assert_int_equal(step_append_echo(r, 2, 2, 0, 0, 0, NULL, 0, 1, 1001, &u),
+                     0);
+    assert_int_equal(raft_leader_commit_contact(r), 100);
+    assert_int_equal(step_append_echo(r, 2, 2, 0, 0, 0, NULL, 0, 1, 5001, &u),
+                     0);
+    assert_int_equal(raft_leader_commit_contact(r), 100);
+    assert_int_equal(step_append_echo(r, 2, 2, 0, 0, 0, NULL, 0, 1, 0, &u), 0);
+    assert_int_equal(raft_leader_commit_contact(r), 0);
+    raft_close(r);
+}
+
 /* A follower whose leader's bytes keep arriving (a large entry on its
  * way, heartbeats queued behind it) neither campaigns nor gives a vote
  * to a later term for many election timeouts; its read staleness
@@ -457,6 +497,7 @@ int main(void)
         cmocka_unit_test(test_leader_commit_ahead),
         cmocka_unit_test(test_commit_current),
         cmocka_unit_test(test_commit_contact_after_snapshot),
+        cmocka_unit_test(test_commit_contact_echo),
         cmocka_unit_test(test_contact_follower),
         cmocka_unit_test(test_contact_leader),
     };

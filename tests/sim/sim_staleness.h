@@ -42,13 +42,14 @@
 /* The least bound drawn, ms of virtual time. */
 #define SIM_STALE_MIN_MS 20
 
-/* What the bound allows beyond max_staleness_ms (virtual ms): a commit
- * index heard was the leader's when it sent it, up to the network's
- * longest delay before (sim.h draws at most 41 ms, its faults 61 ms),
- * and a core's clock lags the cluster's by less than a tick (at most
- * 5 ms). The runtime's allowance is the same in kind (docs/testing.md:
- * the one-way delay of the message that told the commit index). */
-#define SIM_STALE_SLACK_MS 70
+/* What the bound allows beyond max_staleness_ms (virtual ms): a core's
+ * clock lags the cluster's by up to a tick (at most 5 ms), so a contact
+ * it times is up to that much later than the cluster's clock says. No
+ * transit time: a follower's contact is a round trip timed by its own
+ * clock (the send time of its answer that the leader echoes), a
+ * leader's the send time of the requests a quorum answered (wire
+ * version 7, raft.h), so a delayed link counts against the bound. */
+#define SIM_STALE_SLACK_MS 5
 
 /* One entry first handed out committed: its index and when. */
 struct sim_stale_commit {
@@ -160,6 +161,7 @@ static inline void sim_staleness_step(struct sim_staleness *ss)
         v.contact_ms =
             v.leading ? raft_quorum_contact(r) : raft_leader_commit_contact(r);
         v.leader_quorum_ms = raft_leader_quorum_contact(r);
+        v.leader_seen = raft_leader_id(r) != 0;
         staleness_judge(&ss->mem[id - 1], ss->max_ms, &v, &out);
         if (out.stale) {
             ss->n_stale++;

@@ -315,7 +315,7 @@ static void samples_init(struct samples *s)
     c[4].from = 3;
     c[4].to = 1;
     c[4].append_entries_result =
-        (struct raft_append_entries_result){8, false, 10, 7, 5, 41};
+        (struct raft_append_entries_result){8, false, 10, 7, 5, 41, 97};
     for (i = 0; i < N_CORE; i++) {
         raft_frame_wrap(&c[i], &m[i]);
     }
@@ -602,12 +602,13 @@ static void test_round_trip_edge_values(void **state)
                                                         .prev_log_index = x,
                                                         .prev_log_term = x,
                                                         .leader_commit = x,
-                                                        .seq = x};
+                                                        .seq = x,
+                                                        .echo = x};
         round_trip_message(&c);
 
         c.type = RAFT_MSG_APPEND_ENTRIES_RESULT;
         c.append_entries_result =
-            (struct raft_append_entries_result){x, v == 1, x, x, x, x};
+            (struct raft_append_entries_result){x, v == 1, x, x, x, x, x};
         round_trip_message(&c);
 
         memset(&m, 0, sizeof m);
@@ -1035,6 +1036,67 @@ static void test_append_entries_quorum_contact(void **state)
     free(f5.bytes);
     free(f6.bytes);
     raft_buf_unref(e.data);
+}
+
+/* Wire version 7: APPEND_ENTRIES carries echo (a u64 after
+ * quorum_contact) and APPEND_ENTRIES_RESULT sent_at (a u64 after seq).
+ * Both round trip in 7; a body of 6 is 8 bytes shorter and reads them as
+ * 0 (an older peer: the follower then counts from arrival); a body of 7
+ * cut short of either is refused. */
+static void test_wire_echo(void **state)
+{
+    struct raft_message c[2];
+    struct raft_frame m;
+    struct raft_frame out;
+    char err[128] = "";
+
+    (void)state;
+    memset(c, 0, sizeof c);
+    c[0].type = RAFT_MSG_APPEND_ENTRIES;
+    c[0].from = 1;
+    c[0].to = 2;
+    c[0].append_entries.term = 3;
+    c[0].append_entries.seq = 11;
+    c[0].append_entries.quorum_contact = 9;
+    c[0].append_entries.echo = 0x0102030405060708ULL;
+    c[1].type = RAFT_MSG_APPEND_ENTRIES_RESULT;
+    c[1].from = 2;
+    c[1].to = 1;
+    c[1].append_entries_result.term = 3;
+    c[1].append_entries_result.seq = 11;
+    c[1].append_entries_result.sent_at = 0x1112131415161718ULL;
+    for (unsigned k = 0; k < 2; k++) {
+        raft_frame_wrap(&c[k], &m);
+        assert_int_equal(raft_frame_encoded_len_at(&m, 6) + 8,
+                         raft_frame_encoded_len_at(&m, 7));
+        for (unsigned v = 6; v <= 7; v++) {
+            struct encoded f;
+            uint64_t got;
+            f.len = raft_frame_encoded_len_at(&m, v);
+            f.bytes = malloc(f.len);
+            assert_non_null(f.bytes);
+            assert_int_equal(raft_frame_encode_at(&m, v, f.bytes, f.len), 0);
+            assert_int_equal(raft_frame_decode(body_of(&f), body_len(&f), &out,
+                                               err, sizeof err),
+                             0);
+            got = k == 0 ? out.message.append_entries.echo
+                         : out.message.append_entries_result.sent_at;
+            assert_true(got == (v == 7 ? (k == 0 ? 0x0102030405060708ULL
+                                                 : 0x1112131415161718ULL)
+                                       : 0));
+            assert_int_equal(k == 0 ? out.message.append_entries.seq
+                                    : out.message.append_entries_result.seq,
+                             11);
+            raft_frame_release(&out);
+            if (v == 7) {
+                /* Cut anywhere in the last 8 bytes: refused. */
+                for (size_t cut = body_len(&f) - 8; cut < body_len(&f); cut++) {
+                    decode_fails(body_of(&f), cut, RAFT_PROTO);
+                }
+            }
+            free(f.bytes);
+        }
+    }
 }
 
 /* A version byte outside [RAFT_WIRE_VERSION_MIN, RAFT_WIRE_VERSION]
@@ -1505,6 +1567,7 @@ int main(void)
         cmocka_unit_test(test_read_index_needs_version_3),
         cmocka_unit_test(test_lease_needs_version_5),
         cmocka_unit_test(test_append_entries_quorum_contact),
+        cmocka_unit_test(test_wire_echo),
         cmocka_unit_test(test_fuzz),
         cmocka_unit_test(test_refs_and_slices),
     };

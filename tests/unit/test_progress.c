@@ -258,30 +258,30 @@ static void test_contact_send_time(void **state)
     first = progress_take_seq(&p, 100, 5); /* mark at 100 */
     assert_int_equal(progress_take_seq(&p, 103, 5), first + 1); /* none */
     progress_take_seq(&p, 105, 5); /* mark at 105 */
-    progress_answered(&p, first + 1);
+    progress_answered(&p, first + 1, 0);
     assert_int_equal(p.contact_at, 100); /* sent at 103: 100 bounds it */
-    progress_answered(&p, first + 2);
+    progress_answered(&p, first + 2, 0);
     assert_int_equal(p.contact_at, 105);
-    progress_answered(&p, first); /* a late answer: never lower */
+    progress_answered(&p, first, 0); /* a late answer: never lower */
     assert_int_equal(p.contact_at, 105);
-    progress_answered(&p, first + 3); /* never sent */
+    progress_answered(&p, first + 3, 0); /* never sent */
     assert_int_equal(p.contact_at, 105);
-    progress_answered(&p, 0); /* answers no request */
+    progress_answered(&p, 0, 0); /* answers no request */
     assert_int_equal(p.contact_at, 105);
     /* Fill the ring past its size: the first marks drop out. */
     for (uint64_t t = 110; t < 110 + 5 * (RAFT__SEND_MARKS + 1); t += 5) {
         seq = progress_take_seq(&p, t, 5);
     }
-    progress_answered(&p, first);
+    progress_answered(&p, first, 0);
     assert_int_equal(p.contact_at, 105); /* not covered any more */
-    progress_answered(&p, p.mark_floor.seq);
+    progress_answered(&p, p.mark_floor.seq, 0);
     assert_int_equal(p.contact_at, p.mark_floor.at);
-    progress_answered(&p, seq);
+    progress_answered(&p, seq, 0);
     assert_int_equal(p.contact_at, 110 + 5 * RAFT__SEND_MARKS);
     /* A new term forgets both. */
     progress_reset(&p, 1, 900);
     assert_int_equal(p.contact_at, 0);
-    progress_answered(&p, seq);
+    progress_answered(&p, seq, 0);
     assert_int_equal(p.contact_at, 0);
     progress_close(&p);
 }

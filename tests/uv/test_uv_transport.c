@@ -948,11 +948,11 @@ static void test_hostile_clients(void **state)
     /* A frame of an unknown version. */
     n = handshake(buf, "RFTSQL", 4, 2);
     raft_byte_store_u32(buf + n, 2);
-    buf[n + 4] = 7;
+    buf[n + 4] = RAFT_WIRE_VERSION + 1;
     buf[n + 5] = 1;
     snprintf(want, sizeof want,
-             "frame of wire version 7, the handshake agreed on %u",
-             (unsigned)RAFT_WIRE_VERSION);
+             "frame of wire version %u, the handshake agreed on %u",
+             (unsigned)RAFT_WIRE_VERSION + 1, (unsigned)RAFT_WIRE_VERSION);
     expect_rejected(f, buf, n + 6, want);
 
     /* A well-formed message whose sender is not the handshake's. */
