@@ -233,7 +233,7 @@ def one_fault(c, lead, f, w, case):
     if case in ("slowlink", "lateacks"):
         c.net.heal()
     found = worst[0] > BOUND_S
-    print("%s: %d reads on follower %d in %.0f s, %d refused; the "
+    print("%s: %d reads on node %d in %.0f s, %d refused; the "
           "stalest returned %s, replaced %.3f s before the read began "
           "(%.0f ms %s), bound %.3f s%s" % (
               what, reads, f, seconds, refused, worst[1], worst[0],
