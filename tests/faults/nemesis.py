@@ -204,14 +204,18 @@ class Nemesis:
         return "%s | %d | %s (%s) for %.1f s" % (left, bridge, right, mode,
                                                  d)
 
-    def _oneway(self):
+    def one_way_links(self):
+        """The links of one way: those out of target(), those into it,
+        or one link out of it (drawn in that order)."""
         x = self.target()
         way = self.rng.choice(("out", "in", "one"))
         if way == "one":
-            pairs = [(x, self.rng.choice([i for i in self.cluster.ids
-                                          if i != x]))]
-        else:
-            pairs = self.links_of(x, way)
+            return [(x, self.rng.choice([i for i in self.cluster.ids
+                                         if i != x]))]
+        return self.links_of(x, way)
+
+    def _oneway(self):
+        pairs = self.one_way_links()
         d = self.rng.uniform(0.5, 3.0)
         self.cluster.net.set(pairs, "cut")
         time.sleep(d)
@@ -238,6 +242,11 @@ class Nemesis:
         return self.links_of(x, way), "links of node %d (%s)" % (x, way)
 
     def _delay(self):
+        """Delay: every link, or a node's both ways, 20-400 ms (plus up
+        to 100 ms of jitter); one time in three a slow link in one
+        direction instead (_slow)."""
+        if self.rng.random() < 1 / 3:
+            return self._slow()
         pairs, where = self.every_or_node(("both",))
         delay = self.rng.uniform(0.02, 0.4)
         jitter = self.rng.uniform(0, 0.1)
@@ -247,6 +256,22 @@ class Nemesis:
         self.cluster.net.heal()
         return "%.0f+%.0f ms on %s for %.1f s" % (delay * 1000,
                                                    jitter * 1000, where, d)
+
+    def _slow(self):
+        """A link slow in one direction only: a node's links out, or in,
+        or one link, 0.6-2 s late (longer than the election timeout and
+        than max_staleness_ms), while the way back is quick. A node whose
+        leader's messages come late must count their transit time in its
+        staleness, and a leader whose followers' answers come late must
+        not count them as contact of now."""
+        pairs = self.one_way_links()
+        delay = self.rng.uniform(0.6, 2.0)
+        d = self.rng.uniform(2.0, 5.0)
+        self.cluster.net.set(pairs, "up", delay)
+        time.sleep(d)
+        self.cluster.net.heal()
+        return "one-way slow: %.0f ms on %s for %.1f s" % (delay * 1000,
+                                                           pairs, d)
 
     def _loss(self):
         """Packet loss: every link, or a node's, loses 5-30 % of its chunks
