@@ -111,7 +111,7 @@ struct raft_peer_progress {
     struct raft_send_mark marks[RAFT__SEND_MARKS]; /* ring, oldest first
                                   from marks_start: when this term's
                                   requests went out */
-    uint64_t echo;                    /* the sent_at of the newest answer it
+    uint64_t echo;                    /* the sent_at of the latest answer it
                                   took from the peer in this term, which
                                   its AppendEntries echo (0: none) */
     unsigned marks_start;             /* slot of the oldest mark */

@@ -168,7 +168,7 @@ struct raft_append_entries {
                                    UINT32_MAX): leader_commit is known
                                    current as of then (wire version 6;
                                    0 from an older leader) */
-    uint64_t echo;              /* the sent_at of the newest answer the
+    uint64_t echo;              /* the sent_at of the latest answer the
                                    leader took from this follower in
                                    its term when it sent this,
                                    RAFT_ECHO_NONE when it took none yet
