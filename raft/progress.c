@@ -105,7 +105,7 @@ uint64_t progress_take_seq(struct raft_peer_progress *p, uint64_t now,
 
 /* request_sent_at writes to @out_at a lower bound of the time request
  * @seq went out: the time of the newest mark at or below it. Returns
- * false when no mark covers it. */
+ * false when no mark covers it. Same thread as raft_step. */
 static bool request_sent_at(const struct raft_peer_progress *p, uint64_t seq,
                             uint64_t *out_at)
 {

@@ -186,7 +186,8 @@ uint64_t progress_take_seq(struct raft_peer_progress *p, uint64_t now,
  * floor) or that was never sent (@seq not below next_seq) does not
  * change contact_at. A stamp becomes the echo: the latest taken, not the
  * greatest, so that a peer whose clock restarted lower (a reboot) is
- * echoed its new clock from its first answer on. */
+ * echoed its new clock from its first answer on. Same thread as
+ * raft_step. */
 void progress_answered(struct raft_peer_progress *p, uint64_t seq,
                        uint64_t sent_at);
 

@@ -63,7 +63,8 @@ static uint32_t quorum_contact_told(const struct raft *r)
 /* mark_gap is the least time, in ms, between two send marks of one
  * follower's progress (progress_take_seq): a quarter of the heartbeat
  * interval, so that a request's send time is known within that, and
- * RAFT__SEND_MARKS marks cover eight heartbeat intervals or more. */
+ * RAFT__SEND_MARKS marks cover eight heartbeat intervals or more. Same
+ * thread as raft_step. */
 static uint64_t mark_gap(const struct raft *r)
 {
     return r->heartbeat_interval >= 4 ? r->heartbeat_interval / 4 : 1;

@@ -209,7 +209,7 @@ void cluster_set_link(struct cluster *c, raft_id from, raft_id to, bool up);
 /* cluster_set_link_delay makes every message put on the wire from @from
  * to @to from now on take @ms more than the drawn network delay (0: none),
  * a link slow one way: the messages already on the wire keep their time.
- * cluster_heal sets every link's back to 0. */
+ * cluster_heal sets every link's back to 0. The test's thread. */
 void cluster_set_link_delay(struct cluster *c, raft_id from, raft_id to,
                             unsigned ms);
 
