@@ -291,10 +291,9 @@ void staleness_get(struct ext_staleness *s, struct ext_staleness_verdict *out)
     }
     out->stale = true;
     snprintf(out->reason, sizeof out->reason,
-             "stale replica: its applied state is %llu ms old and this "
-             "node has not judged it since its last tick (one is due every "
-             "10 ms; if this lasts, a paused process or a stuck loop; "
-             "max_staleness_ms=%u)",
+             "stale replica: applied state %llu ms old: no contact "
+             "renewed it (max_staleness_ms=%u); not judged since the last "
+             "tick, due every 10 ms (none: process paused or loop stuck)",
              (unsigned long long)(now - out->fresh_until + s->max_ms),
              s->max_ms);
 }

@@ -199,6 +199,17 @@ void staleness_judge(struct ext_staleness_memory *mem, unsigned max_ms,
                  "stale replica: %s for %llu ms (max_staleness_ms=%u)",
                  v->leading ? "no quorum heard" : "no leader heard",
                  (unsigned long long)v->contact_ms, max_ms);
+    } else if (v->contact_ms + v->leader_quorum_ms > max_ms &&
+               v->contact_ms >= v->leader_quorum_ms) {
+        /* Mostly this node's own silence (a follower cut off alone: its
+         * leader's last quorum contact was as recent as ever). */
+        kind = KIND_NO_CONTACT;
+        snprintf(out->reason, sizeof out->reason,
+                 "stale replica: no leader heard for %llu ms, which its "
+                 "leader's last quorum contact, %llu ms before it sent, "
+                 "takes past max_staleness_ms=%u",
+                 (unsigned long long)v->contact_ms,
+                 (unsigned long long)v->leader_quorum_ms, max_ms);
     } else if (v->contact_ms + v->leader_quorum_ms > max_ms) {
         kind = KIND_LEADER_NO_QUORUM;
         snprintf(out->reason, sizeof out->reason,
