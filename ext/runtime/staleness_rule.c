@@ -199,24 +199,23 @@ void staleness_judge(struct ext_staleness_memory *mem, unsigned max_ms,
                  "stale replica: %s for %llu ms (max_staleness_ms=%u)",
                  v->leading ? "no quorum heard" : "no leader heard",
                  (unsigned long long)v->contact_ms, max_ms);
-    } else if (v->contact_ms + v->leader_quorum_ms > max_ms &&
-               v->contact_ms >= v->leader_quorum_ms) {
-        /* Mostly this node's own silence (a follower cut off alone: its
-         * leader's last quorum contact was as recent as ever). */
-        kind = KIND_NO_CONTACT;
-        snprintf(out->reason, sizeof out->reason,
-                 "stale replica: no leader heard for %llu ms, which its "
-                 "leader's last quorum contact, %llu ms before it sent, "
-                 "takes past max_staleness_ms=%u",
-                 (unsigned long long)v->contact_ms,
-                 (unsigned long long)v->leader_quorum_ms, max_ms);
     } else if (v->contact_ms + v->leader_quorum_ms > max_ms) {
-        kind = KIND_LEADER_NO_QUORUM;
+        /* The two ages add up past the bound: the larger part is named,
+         * this node's own silence (a follower cut off alone: its
+         * leader's last quorum contact as recent as ever) or its
+         * leader's lost quorum. */
+        bool silent = v->contact_ms >= v->leader_quorum_ms;
+        uint64_t first = silent ? v->contact_ms : v->leader_quorum_ms;
+        uint64_t second = silent ? v->leader_quorum_ms : v->contact_ms;
+        kind = silent ? KIND_NO_CONTACT : KIND_LEADER_NO_QUORUM;
         snprintf(out->reason, sizeof out->reason,
-                 "stale replica: its leader had heard no quorum for %llu ms "
-                 "when it last sent, %llu ms ago (max_staleness_ms=%u)",
-                 (unsigned long long)v->leader_quorum_ms,
-                 (unsigned long long)v->contact_ms, max_ms);
+                 silent ? "stale replica: no leader heard for %llu ms, which "
+                          "its leader's last quorum contact, %llu ms before "
+                          "it sent, takes past max_staleness_ms=%u"
+                        : "stale replica: its leader had heard no quorum for "
+                          "%llu ms when it last sent, %llu ms ago "
+                          "(max_staleness_ms=%u)",
+                 (unsigned long long)first, (unsigned long long)second, max_ms);
     } else if (!v->commit_current) {
         kind = KIND_NEW_TERM;
         snprintf(out->reason, sizeof out->reason,
