@@ -291,9 +291,9 @@ void staleness_get(struct ext_staleness *s, struct ext_staleness_verdict *out)
     }
     out->stale = true;
     snprintf(out->reason, sizeof out->reason,
-             "stale replica: applied state %llu ms old: no contact "
+             "stale replica: applied state %llu ms old: no round trip "
              "renewed it (max_staleness_ms=%u); not judged since the last "
-             "tick, due every 10 ms (none: process paused or loop stuck)",
+             "tick (the next, due within 10 ms, says why)",
              (unsigned long long)(now - out->fresh_until + s->max_ms),
              s->max_ms);
 }

@@ -64,8 +64,9 @@ static void word_notice(const struct ext_staleness_memory *mem, int kind,
     } else if (kind == KIND_NO_CONTACT) {
         snprintf(out->notice, sizeof out->notice,
                  "stale replica: %s since %s (max_staleness_ms=%u)",
-                 leading ? "no quorum heard" : "no leader heard", since,
-                 max_ms);
+                 leading ? "no round trip with a quorum"
+                         : "no round trip with its leader",
+                 since, max_ms);
     } else if (kind == KIND_NO_ROUND_TRIP) {
         snprintf(out->notice, sizeof out->notice,
                  "stale replica: %s since %s (max_staleness_ms=%u)",
@@ -197,7 +198,8 @@ void staleness_judge(struct ext_staleness_memory *mem, unsigned max_ms,
         kind = KIND_NO_CONTACT;
         snprintf(out->reason, sizeof out->reason,
                  "stale replica: %s for %llu ms (max_staleness_ms=%u)",
-                 v->leading ? "no quorum heard" : "no leader heard",
+                 v->leading ? "no round trip with a quorum"
+                            : "no round trip with its leader",
                  (unsigned long long)v->contact_ms, max_ms);
     } else if (v->contact_ms + v->leader_quorum_ms > max_ms) {
         /* The two ages add up past the bound: the larger part is named,
@@ -209,7 +211,8 @@ void staleness_judge(struct ext_staleness_memory *mem, unsigned max_ms,
         uint64_t second = silent ? v->leader_quorum_ms : v->contact_ms;
         kind = silent ? KIND_NO_CONTACT : KIND_LEADER_NO_QUORUM;
         snprintf(out->reason, sizeof out->reason,
-                 silent ? "stale replica: no leader heard for %llu ms, which "
+                 silent ? "stale replica: no round trip with its leader for "
+                          "%llu ms, which "
                           "its leader's last quorum contact, %llu ms before "
                           "it sent, takes past max_staleness_ms=%u"
                         : "stale replica: its leader had heard no quorum for "

@@ -86,7 +86,7 @@ struct ext_staleness_verdict {
     char reason[200];     /* "stale replica: ..." when stale, else "" */
     char notice[200];     /* the same for the notice file, worded
                              without a number that grows while it is
-                             read ("no leader heard since <ISO time>");
+                             read ("no round trip with its leader since <ISO time>");
                              it changes only with the kind of staleness */
 };
 

@@ -181,7 +181,7 @@ class StalenessTest(unittest.TestCase):
     # ---- the tests, in order ----
 
     def test_1_follower_goes_stale_and_back(self):
-        """A follower reads while fresh; with no leader heard for longer
+        """A follower reads while fresh; with no round trip with its leader for longer
         than the bound, reads of replicated tables are refused, statements
         prepared while fresh included (in another process too: its
         refusal watch expires them); raftsql_* and raft_status() still
@@ -222,7 +222,7 @@ class StalenessTest(unittest.TestCase):
             m = re.search(r"its leader had heard no quorum for (\d+) ms "
                           r"when it last sent, (\d+) ms ago",
                           s["stale_reason"]) or re.search(
-                r"no leader heard for (\d+) ms, which its leader's last "
+                r"no round trip with its leader for (\d+) ms, which its leader's last "
                 r"quorum contact, (\d+) ms before", s["stale_reason"])
             self.assertTrue(s["lag_ms"] is None or s["lag_ms"] > BOUND or
                             (m is not None and
@@ -290,10 +290,10 @@ class StalenessTest(unittest.TestCase):
                 lambda v: v if v["stale"] and (
                     "not judged since the last tick" not in v["stale_reason"]) and (
                     v["role"] != "leader" or
-                    "no quorum heard for" in v["stale_reason"]) else None)(
+                    "no round trip with a quorum for" in v["stale_reason"]) else None)(
                         self.status1()), 10)
             if s["role"] == "leader":
-                self.assertIn("no quorum heard for", s["stale_reason"])
+                self.assertIn("no round trip with a quorum for", s["stale_reason"])
             else:  # the machine stalled past check-quorum's step-down
                 self.assertIn("stale replica: ", s["stale_reason"])
             self.refused_soon(lambda: self.con.execute(COUNT).fetchone())

@@ -326,7 +326,7 @@ static void test_watch_stale_notice(void **state)
 {
     (void)state;
     watch_notice("-raftsql-stale",
-                 "stale replica: no leader heard since "
+                 "stale replica: no round trip with its leader since "
                  "2026-12-01T17:49:25.123Z (max_staleness_ms=500)\n");
 }
 

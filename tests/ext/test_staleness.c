@@ -69,9 +69,10 @@ static void test_follower_contact(void **state)
     v = judge(&m, 500, view(false, 501, 9, 7));
     assert_true(v.stale);
     assert_int_equal(v.lag_ms, 501);
-    assert_string_equal(v.reason,
-                        "stale replica: no leader heard for 501 ms "
-                        "(max_staleness_ms=500)");
+    assert_string_equal(
+        v.reason,
+        "stale replica: no round trip with its leader for 501 ms "
+        "(max_staleness_ms=500)");
 
     v = judge(&m, 500, view(false, 10, 9, 9));
     assert_false(v.stale);
@@ -256,7 +257,7 @@ static void test_isolated_leader(void **state)
     v = judge(&m, 300, view(true, 301, 40, 40));
     assert_true(v.stale);
     assert_string_equal(v.reason,
-                        "stale replica: no quorum heard for 301 ms "
+                        "stale replica: no round trip with a quorum for 301 ms "
                         "(max_staleness_ms=300)");
 }
 
@@ -323,11 +324,12 @@ static void test_leader_without_quorum(void **state)
     w.leader_quorum_ms = 40;
     v = judge(&m, 300, w);
     assert_true(v.stale);
-    assert_string_equal(v.reason,
-                        "stale replica: no leader heard for 280 ms, which "
-                        "its leader's last quorum contact, 40 ms before it "
-                        "sent, takes past max_staleness_ms=300");
-    assert_non_null(strstr(v.notice, "no leader heard since"));
+    assert_string_equal(
+        v.reason,
+        "stale replica: no round trip with its leader for 280 ms, which "
+        "its leader's last quorum contact, 40 ms before it "
+        "sent, takes past max_staleness_ms=300");
+    assert_non_null(strstr(v.notice, "no round trip with its leader since"));
 }
 
 /* After its start, a node is stale until it has applied the commit index
@@ -503,7 +505,7 @@ static void test_published(void **state)
     assert_true(staleness_on_tick(s, &w)); /* turned stale */
     staleness_get(s, &v);
     assert_string_equal(v.reason,
-                        "stale replica: no leader heard for 600 "
+                        "stale replica: no round trip with its leader for 600 "
                         "ms (max_staleness_ms=500)");
     /* The notice names the time of the last contact, not a number that
      * grows while it is read: 900 ms on, it is the same. */
@@ -512,7 +514,7 @@ static void test_published(void **state)
     assert_false(staleness_on_tick(s, &w));
     assert_true(staleness_any());
     assert_file_text(notice,
-                     "stale replica: no leader heard since "
+                     "stale replica: no round trip with its leader since "
                      "2026-12-01T17:49:25.123Z "
                      "(max_staleness_ms=500)\n");
     /* The leader lost: the notice says so, from the same time on. */
