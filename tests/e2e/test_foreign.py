@@ -286,12 +286,18 @@ class OwnTrafficTest(ForeignWriteTest):
         compactions and a snapshot installed on a follower that fell
         behind do not count as foreign."""
         late = self.followers[1]
+        had = late.status()["last_index"]
         self.assertEqual(late.stop(), 0)
         for i in range(30):
             self.exec(self.followers[0] if i % 2 else self.leader,
                       "WITH RECURSIVE s(x) AS (SELECT 1 UNION ALL SELECT "
                       "x + 1 FROM s WHERE x < 20) INSERT INTO kv SELECT "
                       "'r%d.' || x, zeroblob(4096) FROM s" % i)
+        # The leader compacts up to what its file holds (the durable
+        # index, after a checkpoint): only then does the late follower
+        # need a snapshot.
+        wait_for("the leader's log compacted past index %d" % had,
+                 lambda: self.leader.status()["first_index"] > had + 1, 30)
         self.cluster.nodes[late.id - 1] = self.cluster.spawn(late.id)
         late = self.cluster.node(late.id)
         self.assert_equal_replicas()

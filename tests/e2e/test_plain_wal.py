@@ -62,6 +62,9 @@ class PlainWalTest(ClusterCase):
         self.assertLess(sizes[-1], WAL_MAX,
                         "a follower's WAL grew for every plain write, bytes "
                         "after each 1,000 writes: %s" % sizes)
+        # The follower's last write returned once applied there; the
+        # leader's apply thread may come to it a moment later.
+        self.cluster.wait_all_applied()
         self.assertEqual(
             self.leader.value("SELECT count(*) FROM w"), 2 * WRITES)
         self.assert_verified()
