@@ -70,6 +70,26 @@ static uint64_t mark_gap(const struct raft *r)
     return r->heartbeat_interval >= 4 ? r->heartbeat_interval / 4 : 1;
 }
 
+/* stamp_append fills what every AppendEntries to follower @p carries
+ * beside its entries: the term, @prev and its term, the commit index,
+ * the quorum contact, the echo of the follower's latest answer (wire
+ * version 7; RAFT_ECHO_NONE before one came) and a new seq, whose send
+ * time is marked. Same thread as raft_step. */
+static void stamp_append(struct raft *r, struct raft_peer_progress *p,
+                         raft_index prev, struct raft_append_entries *ae)
+{
+    ae->term = r->term;
+    ae->prev_log_index = prev;
+    ae->prev_log_term = log_term_at(&r->log, prev);
+    /* The follower commits only what it verified against this leader's
+     * log (replication_recv_append_entries), so the full commit index is
+     * safe to send. */
+    ae->leader_commit = r->commit;
+    ae->quorum_contact = quorum_contact_told(r);
+    ae->echo = p->echo != 0 ? p->echo : RAFT_ECHO_NONE;
+    ae->seq = progress_take_seq(p, r->now, mark_gap(r));
+}
+
 /* send_append sends follower @slot one AppendEntries from its next index,
  * with as many entries as fit max_size_per_msg and the room of its window
  * (at least one entry when the window is empty). With @allow_empty a
@@ -116,18 +136,9 @@ static bool send_append(struct raft *r, unsigned slot, bool allow_empty)
         return false;
     }
     ae = &m->append_entries;
-    ae->term = r->term;
-    ae->prev_log_index = prev;
-    ae->prev_log_term = log_term_at(&r->log, prev);
     ae->entries = n > 0 ? (struct raft_entry *)log_get(&r->log, p->next) : NULL;
     ae->n_entries = n;
-    /* The follower commits only what it verified against this leader's
-     * log (replication_recv_append_entries), so the full commit index is
-     * safe to send. */
-    ae->leader_commit = r->commit;
-    ae->quorum_contact = quorum_contact_told(r);
-    ae->echo = p->echo != 0 ? p->echo : RAFT_ECHO_NONE;
-    ae->seq = progress_take_seq(p, r->now, mark_gap(r));
+    stamp_append(r, p, prev, ae);
     progress_sent(p, ae->seq, prev + n, n, bytes);
     return true;
 }
@@ -167,13 +178,7 @@ static void send_heartbeat(struct raft *r, unsigned slot)
     if (m == NULL) {
         return;
     }
-    m->append_entries.term = r->term;
-    m->append_entries.prev_log_index = prev;
-    m->append_entries.prev_log_term = log_term_at(&r->log, prev);
-    m->append_entries.leader_commit = r->commit;
-    m->append_entries.quorum_contact = quorum_contact_told(r);
-    m->append_entries.echo = p->echo != 0 ? p->echo : RAFT_ECHO_NONE;
-    m->append_entries.seq = progress_take_seq(p, r->now, mark_gap(r));
+    stamp_append(r, p, prev, &m->append_entries);
 }
 
 void replication_heartbeat(struct raft *r, unsigned slot)

@@ -61,17 +61,12 @@ static void word_notice(const struct ext_staleness_memory *mem, int kind,
                  "stale replica: no leader known since %s "
                  "(max_staleness_ms=%u)",
                  since, max_ms);
-    } else if (kind == KIND_NO_CONTACT) {
+    } else if (kind == KIND_NO_CONTACT || kind == KIND_NO_ROUND_TRIP) {
         snprintf(out->notice, sizeof out->notice,
                  "stale replica: %s since %s (max_staleness_ms=%u)",
-                 leading ? "no round trip with a quorum"
-                         : "no round trip with its leader",
-                 since, max_ms);
-    } else if (kind == KIND_NO_ROUND_TRIP) {
-        snprintf(out->notice, sizeof out->notice,
-                 "stale replica: %s since %s (max_staleness_ms=%u)",
-                 leading ? "no quorum known to follow it"
-                         : "no round trip with its leader",
+                 !leading                     ? "no round trip with its leader"
+                 : kind == KIND_NO_ROUND_TRIP ? "no quorum known to follow it"
+                                              : "no round trip with a quorum",
                  since, max_ms);
     } else if (kind == KIND_LEADER_NO_QUORUM) {
         snprintf(out->notice, sizeof out->notice,
