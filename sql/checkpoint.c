@@ -38,6 +38,7 @@
 
 #include <sqlite3ext.h>
 
+#include "copy_pace.h"
 #include "fsm_internal.h"
 
 SQLITE_EXTENSION_INIT3
@@ -198,9 +199,15 @@ void checkpoint_start(struct sql_fsm *f)
     struct sql_ckpt *c = &f->ckpt;
     sqlite3 *db = NULL;
 
-    if (sqlite3_open_v2(f->path, &db, SQLITE_OPEN_READWRITE, NULL) !=
-        SQLITE_OK) {
+    /* Through a paced VFS of its own (checkpoint_paced), else the
+     * default one. */
+    if (paced_vfs_init(&c->vfs) != 0) {
+        paced_vfs_close(&c->vfs);
+    }
+    if (sqlite3_open_v2(f->path, &db, SQLITE_OPEN_READWRITE,
+                        c->vfs.registered ? c->vfs.name : NULL) != SQLITE_OK) {
         sqlite3_close(db);
+        paced_vfs_close(&c->vfs);
         return;
     }
     /* Its checkpoints must fsync (the durable index relies on it),
@@ -208,6 +215,7 @@ void checkpoint_start(struct sql_fsm *f)
     if (sqlite3_exec(db, "PRAGMA synchronous=FULL", NULL, NULL, NULL) !=
         SQLITE_OK) {
         sqlite3_close(db);
+        paced_vfs_close(&c->vfs);
         return;
     }
     /* A first read makes the connection find the WAL: until then its
@@ -215,6 +223,7 @@ void checkpoint_start(struct sql_fsm *f)
     if (sqlite3_exec(db, "SELECT count(*) FROM sqlite_schema", NULL, NULL,
                      NULL) != SQLITE_OK) {
         sqlite3_close(db);
+        paced_vfs_close(&c->vfs);
         return;
     }
     c->db = db;
@@ -222,6 +231,7 @@ void checkpoint_start(struct sql_fsm *f)
     if (pthread_create(&c->thread, NULL, ckpt_main, c) != 0) {
         c->db = NULL;
         sqlite3_close(db);
+        paced_vfs_close(&c->vfs);
         return;
     }
     /* Replaces the automatic checkpoint (a WAL hook of its own). */
@@ -242,6 +252,27 @@ void checkpoint_stop(struct sql_fsm *f)
     pthread_join(c->thread, NULL);
     sqlite3_close(c->db);
     c->db = NULL;
+    paced_vfs_close(&c->vfs);
+}
+
+void checkpoint_paced(struct sql_fsm *f)
+{
+    struct sql_ckpt *c = &f->ckpt;
+    struct copy_pace pace;
+
+    if (c->db == NULL || !c->vfs.registered) {
+        return;
+    }
+    /* No path: the pace hands the file to the disk through the VFS's
+     * file (copy_pace_wrote_file), never a descriptor of its own. */
+    copy_pace_init(&pace, f, &f->pace, NULL);
+    pthread_mutex_lock(&c->run_mu);
+    paced_vfs_set(&c->vfs, &pace);
+    (void)sqlite3_wal_checkpoint_v2(c->db, "main", SQLITE_CHECKPOINT_PASSIVE,
+                                    NULL, NULL);
+    paced_vfs_set(&c->vfs, NULL);
+    pthread_mutex_unlock(&c->run_mu);
+    f->install_slept_ms += copy_pace_close(&pace);
 }
 
 uint64_t sql_fsm_durable(const struct sql_fsm *f)

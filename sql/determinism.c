@@ -1,117 +1,44 @@
 /* Determinism shims of the apply connection: seeded random()/randomblob()
  * and a VFS whose "now" is the applied entry's timestamp (determinism.h).
  *
- * The VFS forwards every method to the default VFS, passing the default
- * VFS object itself (the unix VFS keeps state in its pAppData), and files
- * are the default VFS's own: only the two clock methods differ. SQLite
+ * The VFS forwards every method to the default VFS (vfs_forward.h), and
+ * files are the default VFS's own: only the two clock methods differ. SQLite
  * reads "now" for date(), time(), datetime(), julianday(), unixepoch(),
  * strftime() and CURRENT_TIME/DATE/TIMESTAMP through xCurrentTimeInt64 of
  * the connection's VFS, once per statement step. */
 
 #include "determinism.h"
 
+#include <stddef.h>
 #include <stdio.h>
 #include <string.h>
 #include <strings.h>
 
 #include "err.h"
 #include "sql.h"
+#include "vfs_forward.h"
 
 SQLITE_EXTENSION_INIT3
 
 /* Julian day number of the Unix epoch, in ms (2440587.5 days). */
 #define SQL__DETERMINISM_EPOCH_JD_MS 210866760000000LL
 
-static sqlite3_vfs *base_of(sqlite3_vfs *v)
+/* det_of is the context of the shim @v (its pAppData is &d->base). */
+static struct sql_determinism *det_of(sqlite3_vfs *v)
 {
-    return ((struct sql_determinism *)v->pAppData)->base;
-}
-
-static int shim_open(sqlite3_vfs *v, const char *name, sqlite3_file *file,
-                     int flags, int *out_flags)
-{
-    sqlite3_vfs *b = base_of(v);
-    return b->xOpen(b, name, file, flags, out_flags);
-}
-
-static int shim_delete(sqlite3_vfs *v, const char *name, int sync_dir)
-{
-    sqlite3_vfs *b = base_of(v);
-    return b->xDelete(b, name, sync_dir);
-}
-
-static int shim_access(sqlite3_vfs *v, const char *name, int flags, int *out)
-{
-    sqlite3_vfs *b = base_of(v);
-    return b->xAccess(b, name, flags, out);
-}
-
-static int shim_full_pathname(sqlite3_vfs *v, const char *name, int n,
-                              char *out)
-{
-    sqlite3_vfs *b = base_of(v);
-    return b->xFullPathname(b, name, n, out);
-}
-
-static void *shim_dl_open(sqlite3_vfs *v, const char *name)
-{
-    sqlite3_vfs *b = base_of(v);
-    return b->xDlOpen(b, name);
-}
-
-static void shim_dl_error(sqlite3_vfs *v, int n, char *msg)
-{
-    sqlite3_vfs *b = base_of(v);
-    b->xDlError(b, n, msg);
-}
-
-static void (*shim_dl_sym(sqlite3_vfs *v, void *h, const char *sym))(void)
-{
-    sqlite3_vfs *b = base_of(v);
-    return b->xDlSym(b, h, sym);
-}
-
-static void shim_dl_close(sqlite3_vfs *v, void *h)
-{
-    sqlite3_vfs *b = base_of(v);
-    b->xDlClose(b, h);
-}
-
-static int shim_randomness(sqlite3_vfs *v, int n, char *out)
-{
-    sqlite3_vfs *b = base_of(v);
-    return b->xRandomness(b, n, out);
-}
-
-static int shim_sleep(sqlite3_vfs *v, int us)
-{
-    sqlite3_vfs *b = base_of(v);
-    return b->xSleep(b, us);
-}
-
-static int shim_get_last_error(sqlite3_vfs *v, int n, char *msg)
-{
-    sqlite3_vfs *b = base_of(v);
-    return b->xGetLastError != NULL ? b->xGetLastError(b, n, msg) : 0;
+    return (struct sql_determinism *)((char *)v->pAppData -
+                                      offsetof(struct sql_determinism, base));
 }
 
 static int shim_current_time_int64(sqlite3_vfs *v, sqlite3_int64 *out)
 {
-    struct sql_determinism *d = v->pAppData;
-    sqlite3_vfs *b = d->base;
-    double now;
-    int rc;
+    struct sql_determinism *d = det_of(v);
 
     if (d->active) {
         *out = SQL__DETERMINISM_EPOCH_JD_MS + d->time_ms;
         return SQLITE_OK;
     }
-    if (b->iVersion >= 2 && b->xCurrentTimeInt64 != NULL) {
-        return b->xCurrentTimeInt64(b, out);
-    }
-    rc = b->xCurrentTime(b, &now);
-    *out = (sqlite3_int64)(now * 86400000.0);
-    return rc;
+    return vfs_forward_current_time_int64(v, out);
 }
 
 static int shim_current_time(sqlite3_vfs *v, double *out)
@@ -136,23 +63,8 @@ int determinism_init(struct sql_determinism *d, char *errmsg, size_t errmsg_len)
     }
     snprintf(d->name, sizeof d->name, SQL__APPLY_VFS_PREFIX "%p", (void *)d);
     d->base = base;
-    d->vfs.iVersion = 2;
-    d->vfs.szOsFile = base->szOsFile;
-    d->vfs.mxPathname = base->mxPathname;
-    d->vfs.zName = d->name;
-    d->vfs.pAppData = d;
-    d->vfs.xOpen = shim_open;
-    d->vfs.xDelete = shim_delete;
-    d->vfs.xAccess = shim_access;
-    d->vfs.xFullPathname = shim_full_pathname;
-    d->vfs.xDlOpen = shim_dl_open;
-    d->vfs.xDlError = shim_dl_error;
-    d->vfs.xDlSym = shim_dl_sym;
-    d->vfs.xDlClose = shim_dl_close;
-    d->vfs.xRandomness = shim_randomness;
-    d->vfs.xSleep = shim_sleep;
+    vfs_forward_fill(&d->vfs, &d->base, d->name);
     d->vfs.xCurrentTime = shim_current_time;
-    d->vfs.xGetLastError = shim_get_last_error;
     d->vfs.xCurrentTimeInt64 = shim_current_time_int64;
     rc = sqlite3_vfs_register(&d->vfs, 0);
     if (rc != SQLITE_OK) {

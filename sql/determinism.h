@@ -16,7 +16,7 @@
 #include <stdint.h>
 
 /* The determinism context of one apply connection. It embeds the shim VFS,
- * whose pAppData points back at the context.
+ * whose pAppData points at its @base (vfs_forward.h).
  * Invariant: while @registered, @vfs is registered under @name and must not
  * move (the struct lives inside a heap-allocated sql_fsm). */
 struct sql_determinism {

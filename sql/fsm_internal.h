@@ -16,6 +16,7 @@
 #include "cache.h"
 #include "checksum.h"
 #include "determinism.h"
+#include "paced_vfs.h"
 #include "sql.h"
 
 /* Busy timeout of the apply connection, ms. */
@@ -87,6 +88,8 @@ struct sql_ckpt {
                                when on_wal last backfilled for a restart
                                (checkpoint.c); 0: under the mark. The
                                apply thread's (its WAL hook) */
+    struct paced_vfs vfs;   /* @db's VFS (registered: else the default),
+                               paced by checkpoint_paced */
 };
 
 /* sql_fsm_set_busy_ms sets how long the apply connection of @f waits
@@ -194,6 +197,12 @@ struct sql_fsm {
                                         committed or checkpointed) */
     struct sql_copy_gate copy_gate; /* sql_fsm_set_copy_gate's (begin
                                        NULL: none) */
+    struct sql_pace pace;           /* sql_fsm_set_pace's (rate 0: none) */
+    uint64_t copy_slept_ms;         /* the last snapshot copy's pauses
+                                       for its pace, ms (copy_pace.h);
+                                       the creating thread's */
+    uint64_t install_slept_ms;      /* the last install's, ms (the
+                                       apply thread's) */
 };
 
 /* ---- fsm.c ---------------------------------------------------------- */
@@ -473,6 +482,17 @@ void checkpoint_committed(struct sql_fsm *f);
  * database after it was replaced (snapshot install) or reread: a
  * checkpoint already running reports nothing. Thread: the apply thread. */
 void checkpoint_reset(struct sql_fsm *f);
+
+/* checkpoint_paced backfills the WAL into the database file through the
+ * checkpointer's connection at f->pace (copy_pace.h: the file synced
+ * every 8 MiB, at most the rate while the cluster takes writes): for the
+ * whole database an install put into the WAL, which an unpaced
+ * checkpoint wrote in one burst that every log fsync on the disk waited
+ * behind. Best effort (a passive checkpoint, nothing recorded; none
+ * without the checkpointer or its VFS): the durable checkpoint that
+ * follows finds the frames copied. Adds its pauses to
+ * f->install_slept_ms. Thread: the apply thread. */
+void checkpoint_paced(struct sql_fsm *f);
 
 /* checkpoint_set_durable sets the durable index of @f to @index, which
  * must be durable in the database file, and resets the checkpointer.

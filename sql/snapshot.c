@@ -29,6 +29,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
+#include <pthread.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
@@ -37,6 +38,7 @@
 
 #include <sqlite3ext.h>
 
+#include "copy_pace.h"
 #include "fsm_internal.h"
 #include "sql.h"
 
@@ -205,14 +207,70 @@ void sql_fsm_set_copy_gate(struct sql_fsm *f, const struct sql_copy_gate *gate)
     }
 }
 
+void sql_fsm_set_pace(struct sql_fsm *f, const struct sql_pace *pace)
+{
+    memset(&f->pace, 0, sizeof f->pace);
+    if (pace != NULL) {
+        f->pace = *pace;
+    }
+}
+
+static int snapshot_write(const char *src_path, const char *path,
+                          const struct sql_copy_gate *gate,
+                          struct copy_pace *pace, uint64_t *out_index,
+                          uint64_t *out_term, char *errmsg, size_t errmsg_len);
+
+/* A paced copy on a thread of its own (copy_main). */
+struct copy_job {
+    struct sql_fsm *f;
+    const char *path;
+    struct copy_pace pace;
+    uint64_t index, term;
+    char *errmsg;
+    size_t errmsg_len;
+    int rc;
+};
+
+/* copy_job_run makes @j's copy on the calling thread. */
+static void copy_job_run(struct copy_job *j)
+{
+    struct sql_fsm *f = j->f;
+
+    j->rc = snapshot_write(
+        f->path, j->path, f->copy_gate.begin != NULL ? &f->copy_gate : NULL,
+        &j->pace, &j->index, &j->term, j->errmsg, j->errmsg_len);
+}
+
+/* copy_main runs a paced copy (struct copy_job), which lowers its
+ * thread's CPU priority once it began (copy_pace_own_thread). */
+static void *copy_main(void *arg)
+{
+    struct copy_job *j = arg;
+
+    copy_pace_own_thread(&j->pace);
+    copy_job_run(j);
+    return NULL;
+}
+
 int sql_fsm_snapshot_create(struct sql_fsm *f, const char *path,
                             uint64_t *out_index, uint64_t *out_term,
                             char *errmsg, size_t errmsg_len)
 {
-    int rc = sql_snapshot_write(
-        f->path, path, f->copy_gate.begin != NULL ? &f->copy_gate : NULL,
-        out_index, out_term, errmsg, errmsg_len);
+    struct copy_job j = {
+        .f = f, .path = path, .errmsg = errmsg, .errmsg_len = errmsg_len};
+    pthread_t th;
+    int rc;
+
+    copy_pace_init(&j.pace, f, &f->pace, path);
+    if (f->pace.rate == 0 || pthread_create(&th, NULL, copy_main, &j) != 0) {
+        copy_job_run(&j);
+    } else {
+        pthread_join(th, NULL);
+    }
+    rc = j.rc;
     if (rc == 0) {
+        *out_index = j.index;
+        *out_term = j.term;
         rc = claim_noops(f, path, out_index, out_term, errmsg, errmsg_len);
         if (rc != 0) {
             remove_copy(path);
@@ -225,12 +283,13 @@ int sql_fsm_snapshot_create(struct sql_fsm *f, const char *path,
  * progress handler at its read transaction (copy_progress). */
 #define SQL__COPY_PROGRESS_OPS 64
 
-/* A copy under way through its gate (copy_progress). */
+/* A copy under way through its gate and at its pace (copy_progress). */
 struct copy_pass {
     sqlite3 *src;                     /* the copy's connection */
     const struct sql_copy_gate *gate; /* NULL: none */
     bool open;                        /* the gate is held (begin done, end
                                          not yet) */
+    struct copy_pace *pace;           /* NULL: unpaced */
 };
 
 /* copy_end ends @p's hold of its gate, once. */
@@ -244,7 +303,8 @@ static void copy_end(struct copy_pass *p)
 
 /* copy_progress, VACUUM INTO's progress handler: ends the gate's hold
  * once the copy's read transaction on main began: from then on the
- * copy's content is fixed. VACUUM INTO attaches the new file as
+ * copy's content is fixed; then keeps the copy at its pace
+ * (copy_pace_step). VACUUM INTO attaches the new file as
  * "vacuum_db" (main may be read meanwhile, its schema, in a read
  * transaction of its own that ends), then begins the read transaction on
  * main that it keeps, and only then writes into vacuum_db: a write
@@ -259,6 +319,9 @@ static int copy_progress(void *arg)
         sqlite3_txn_state(p->src, "main") != SQLITE_TXN_NONE) {
         copy_end(p);
     }
+    if (!p->open && p->pace != NULL) {
+        copy_pace_step(p->pace);
+    }
     return 0;
 }
 
@@ -266,7 +329,19 @@ int sql_snapshot_write(const char *src_path, const char *path,
                        const struct sql_copy_gate *gate, uint64_t *out_index,
                        uint64_t *out_term, char *errmsg, size_t errmsg_len)
 {
-    struct copy_pass pass = {NULL, gate, false};
+    return snapshot_write(src_path, path, gate, NULL, out_index, out_term,
+                          errmsg, errmsg_len);
+}
+
+/* snapshot_write is sql_snapshot_write at @pace (NULL: unpaced; closed
+ * here). */
+static int snapshot_write(const char *src_path, const char *path,
+                          const struct sql_copy_gate *gate,
+                          struct copy_pace *pace, uint64_t *out_index,
+                          uint64_t *out_term, char *errmsg, size_t errmsg_len)
+{
+    struct copy_pass pass = {NULL, gate, false, pace};
+    uint64_t pace_ms;
     sqlite3 *src = NULL;
     sqlite3 *copy = NULL;
     sqlite3_stmt *s = NULL;
@@ -310,8 +385,10 @@ int sql_snapshot_write(const char *src_path, const char *path,
             sqlite3_close(src);
             return err;
         }
-        pass.src = src;
         pass.open = true;
+    }
+    if (rc == SQLITE_OK && (gate != NULL || pace != NULL)) {
+        pass.src = src;
         sqlite3_progress_handler(src, SQL__COPY_PROGRESS_OPS, copy_progress,
                                  &pass);
     }
@@ -322,6 +399,12 @@ int sql_snapshot_write(const char *src_path, const char *path,
     }
     sqlite3_progress_handler(src, 0, NULL, NULL);
     copy_end(&pass);
+    if (pace != NULL) {
+        pace_ms = copy_pace_close(pace);
+        if (pace->f != NULL) {
+            pace->f->copy_slept_ms = pace_ms;
+        }
+    }
     if (rc != SQLITE_OK) {
         sql_errmsgf(errmsg, errmsg_len, "snapshot create: VACUUM INTO %s: %s",
                     path, sqlite3_errmsg(src));
@@ -499,6 +582,39 @@ static void copy_failed(struct sql_fsm *f)
     memcpy(f->errmsg, msg, sizeof msg);
 }
 
+/* Pages an install copies at a time (backup_paced). */
+#define SQL__INSTALL_STEP_PAGES 256
+
+/* backup_paced runs the install's backup @b into @f's database to its
+ * end at @f's pace (sql_fsm_set_pace): steps of SQL__INSTALL_STEP_PAGES,
+ * the copy's pages going into the WAL, which the pace hands to
+ * writeback and spreads over time while the cluster takes writes.
+ * Returns the last step's code: SQLITE_DONE when complete (committed),
+ * else the error (sqlite3_backup_finish rolls back). */
+static int backup_paced(struct sql_fsm *f, sqlite3_backup *b)
+{
+    struct copy_pace pace;
+    char wal[4096];
+    int64_t page_size = 4096;
+    int rc;
+
+    if ((size_t)snprintf(wal, sizeof wal, "%s-wal", f->path) >= sizeof wal) {
+        return sqlite3_backup_step(b, -1);
+    }
+    (void)snapshot_query_int(f->db, "PRAGMA main.page_size", &page_size);
+    copy_pace_init(&pace, f, &f->pace, wal);
+    do {
+        rc = sqlite3_backup_step(b, SQL__INSTALL_STEP_PAGES);
+        if (rc == SQLITE_OK) {
+            copy_pace_wrote(&pace, (uint64_t)(sqlite3_backup_pagecount(b) -
+                                              sqlite3_backup_remaining(b)) *
+                                       (uint64_t)page_size);
+        }
+    } while (rc == SQLITE_OK);
+    f->install_slept_ms = copy_pace_close(&pace);
+    return rc;
+}
+
 int sql_fsm_snapshot_install(struct sql_fsm *f, const char *path,
                              uint64_t *out_index, uint64_t *out_term)
 {
@@ -547,8 +663,8 @@ int sql_fsm_snapshot_install(struct sql_fsm *f, const char *path,
      * fails below resets the connection's cache, which moves
      * data_version too (foreign_rebase). */
     (void)foreign_check(f);
-    /* One step copies every page in one write transaction. */
-    rc = sqlite3_backup_step(b, -1);
+    /* Every page in one write transaction (the steps keep it open). */
+    rc = backup_paced(f, b);
     rc2 = sqlite3_backup_finish(b);
     if (rc != SQLITE_DONE) {
         rc = fail(f, from_sqlite(rc), "backup of %s: %s (%s)", path,
@@ -584,6 +700,9 @@ int sql_fsm_snapshot_install(struct sql_fsm *f, const char *path,
         goto out;
     }
     checkpoint_set_durable(f, index);
+    /* The copy into the database file at the pace, then (below) the
+     * WAL truncated. */
+    checkpoint_paced(f);
     /* Best effort: move the copy out of the WAL now. The commit above was
      * synchronous, so the index is durable either way. */
     sql_fsm_checkpoint(f, SQL_CHECKPOINT_WAIT, &durable);

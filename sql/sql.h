@@ -623,6 +623,29 @@ struct sql_copy_gate {
  * made. */
 void sql_fsm_set_copy_gate(struct sql_fsm *f, const struct sql_copy_gate *gate);
 
+/* The pace of a snapshot's large writes: the copy of
+ * sql_fsm_snapshot_create and the install's copy into the live database
+ * (sql_fsm_snapshot_install). While the cluster takes writes (@commit
+ * moved within the last second), each writes at most @rate bytes a
+ * second; with or without a rate, what they wrote is handed to writeback
+ * every 8 MiB (sync_file_range) rather than left dirty for their final
+ * fsync, and a paced copy runs on a thread of its own at the lowest CPU
+ * priority (sql/copy_pace.h). */
+struct sql_pace {
+    uint64_t rate;                 /* bytes a second, 0: no limit */
+    uint64_t (*commit)(void *arg); /* the cluster's commit index as this
+                                      node knows it (a leader's, or what
+                                      its leader last told a follower);
+                                      called on the writer's thread, any
+                                      thread. NULL: @f's applied index */
+    void *arg;                     /* @commit's */
+};
+
+/* sql_fsm_set_pace paces @f's snapshot copies and installs at @pace
+ * (copied; NULL: none, the default). Thread: before any snapshot of @f
+ * is made or installed. */
+void sql_fsm_set_pace(struct sql_fsm *f, const struct sql_pace *pace);
+
 /* sql_fsm_snapshot_create writes a snapshot of @f's database to the new
  * file @path (which must not exist; the caller removes it when done) and
  * gives the applied index and term it reflects (past the no-ops @f

@@ -752,6 +752,11 @@ void applier_set_copy_gate(struct ext_applier *a,
     sql_fsm_set_copy_gate(a->fsm, gate);
 }
 
+void applier_set_pace(struct ext_applier *a, const struct sql_pace *pace)
+{
+    sql_fsm_set_pace(a->fsm, pace);
+}
+
 int applier_snapshot_create(struct ext_applier *a, const char *path,
                             uint64_t *out_index, uint64_t *out_term,
                             char *errmsg, size_t errmsg_len)

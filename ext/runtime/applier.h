@@ -341,6 +341,11 @@ int applier_copy_check(struct ext_applier *a, const char *path,
 void applier_set_copy_gate(struct ext_applier *a,
                            const struct sql_copy_gate *gate);
 
+/* applier_set_pace paces the snapshots' copies and installs of @a's
+ * database at @pace (sql_fsm_set_pace; copied). Thread: before the
+ * driver starts. */
+void applier_set_pace(struct ext_applier *a, const struct sql_pace *pace);
+
 /* applier_snapshot_create writes a snapshot of the database to the new file
  * @path and gives the index and term it reflects (sql_fsm_snapshot_create,
  * which never blocks the apply thread). Errors: RAFT_DIVERGED (the replica is

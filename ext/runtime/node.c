@@ -10,6 +10,7 @@
 
 #include <inttypes.h>
 #include <sqlite3ext.h> /* result codes only */
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -78,6 +79,11 @@ struct ext_node {
     struct ext_store *store;           /* the log directory and LMDB log */
     struct ext_applier *applier;       /* the apply thread and connection */
     struct ext_status *status;         /* what raft_status() shows */
+    _Atomic uint64_t known_commit;     /* the cluster's commit index as
+                                          the core knows it
+                                          (raft_leader_commit), set at
+                                          each tick: the pace of large
+                                          snapshot writes (pace_commit) */
     struct ext_propose propose;        /* the leader's stamps (loop) */
     struct ext_forward *forward;       /* the leader's side of forwarding */
     struct ext_exec *exec;             /* waiting callers */
@@ -119,6 +125,8 @@ struct ext_node {
     bool test_applied_in_step;    /* on_apply ran in this step (loop) */
 #endif
 };
+
+static uint64_t pace_commit(void *arg);
 
 /* ---- Driver callbacks (loop thread) ------------------------------------ */
 
@@ -275,6 +283,8 @@ static void on_tick(void *data)
     store_on_tick(n->store, n->driver);
     mem_release_on_tick(&n->mem, n->driver);
     status_note_failure(n->status, n->driver);
+    atomic_store(&n->known_commit,
+                 raft_leader_commit(raft_uv_node_core(n->driver)));
     if (!lease_holds_back(n->lease)) {
         /* A cluster's first id entry waits too: under a lease the next
          * entry is its changeset (lease.h). */
@@ -605,6 +615,7 @@ static int start_threads(struct ext_node *n, const char *db_path,
     struct raft_uv_node_config dc;
     struct raft_persist_storage storage;
     struct sql_copy_gate gate;
+    struct sql_pace pace;
     struct raft_uv_node_callbacks cb = {
         .data = n,
         .apply = on_apply,
@@ -695,6 +706,10 @@ static int start_threads(struct ext_node *n, const char *db_path,
     store_log(n->store, n->applier, &storage.log);
     ext_node_copy_gate(n, &gate);
     applier_set_copy_gate(n->applier, &gate);
+    pace.rate = n->cfg.snapshot_rate_bytes;
+    pace.commit = pace_commit;
+    pace.arg = n;
+    applier_set_pace(n->applier, &pace);
     applier_persist_fsm(n->applier, &storage.fsm);
     rc = raft_uv_node_start(core, &dc, &storage, &cb, &n->driver, errmsg,
                             errmsg_len);
@@ -1121,6 +1136,16 @@ bool ext_node_stale(struct ext_node *n, char *why, size_t why_len)
         snprintf(why, why_len, "%s", v.reason);
     }
     return v.stale;
+}
+
+/* pace_commit is the commit index the pace of large snapshot writes
+ * watches (struct sql_pace): the tick's latest known_commit. Any
+ * thread. */
+static uint64_t pace_commit(void *arg)
+{
+    struct ext_node *n = arg;
+
+    return atomic_load(&n->known_commit);
 }
 
 /* copy_begin is the copy gate's begin (ext_node_copy_gate): the lease's

@@ -558,6 +558,172 @@ static void test_create_through_gate(void **state)
     sql_fsm_set_copy_gate(f->a.fsm, NULL);
 }
 
+/* What the writer of test_create_paced shares: it applies one transfer
+ * after another until told to stop. */
+struct writer {
+    struct sql_fsm *fsm; /* used by this thread only meanwhile */
+    atomic_bool stop;    /* set by the test */
+    atomic_uint applied; /* transfers applied so far */
+    int rc;              /* first failure, 0 if none */
+};
+
+static void *writer_main(void *arg)
+{
+    struct writer *w = arg;
+
+    while (!atomic_load(&w->stop) && w->rc == 0) {
+        w->rc = transfers(w->fsm, 1, 1);
+        atomic_fetch_add(&w->applied, 1);
+    }
+    return NULL;
+}
+
+/* big_rows counts the rows of table big in the database @path. */
+static int64_t big_rows(const char *path)
+{
+    sqlite3 *db = open_reader(path);
+    sqlite3_stmt *s;
+    int64_t n = -1;
+
+    assert_int_equal(
+        sqlite3_prepare_v2(db, "SELECT count(*) FROM big", -1, &s, NULL),
+        SQLITE_OK);
+    if (sqlite3_step(s) == SQLITE_ROW) {
+        n = sqlite3_column_int64(s, 0);
+    }
+    sqlite3_finalize(s);
+    sqlite3_close(db);
+    return n;
+}
+
+/* The pace of test_create_paced's copy, bytes a second. */
+#define PACE_RATE (8u << 20)
+
+static double since(const struct timespec *t0)
+{
+    struct timespec t1;
+
+    clock_gettime(CLOCK_MONOTONIC, &t1);
+    return (double)(t1.tv_sec - t0->tv_sec) +
+           (double)(t1.tv_nsec - t0->tv_nsec) / 1e9;
+}
+
+/* A copy made while the node takes writes keeps to its pace
+ * (sql_fsm_set_pace, sql/copy_pace.h): it pauses, and it ends no
+ * sooner than its size, less the window it may run ahead and what it
+ * wrote before the pace held, allows at the rate. The same copy with no
+ * writes going on does not pause. Both copies are consistent. */
+static void test_create_paced(void **state)
+{
+    struct fixture *f = *state;
+    const char *path = snap_path(f, 0);
+    struct writer w = {.fsm = f->a.fsm};
+    struct sql_pace pace = {PACE_RATE, NULL, NULL};
+    struct timespec t0;
+    uint64_t index = 0, term = 0;
+    pthread_t th;
+    double secs, floor_s;
+    off_t size;
+
+    apply_ok(f->a.fsm,
+             "CREATE TABLE big(b BLOB);"
+             "WITH RECURSIVE c(i) AS (SELECT 1 UNION ALL "
+             "SELECT i + 1 FROM c WHERE i < 5000) "
+             "INSERT INTO big SELECT randomblob(4000) FROM c;");
+    bank_init(f->a.fsm, 0);
+    sql_fsm_set_pace(f->a.fsm, &pace);
+
+    create_snapshot(f, path, &index, &term);
+    assert_int_equal(f->a.fsm->copy_slept_ms, 0);
+    assert_int_equal(index, 2);
+    assert_int_equal(big_rows(path), 5000);
+    assert_int_equal(unlink(path), 0);
+
+    atomic_init(&w.stop, false);
+    atomic_init(&w.applied, 0);
+    assert_int_equal(pthread_create(&th, NULL, writer_main, &w), 0);
+    for (int i = 0; i < 100000 && atomic_load(&w.applied) < 2; i++) {
+        usleep(1000);
+    }
+    assert_true(atomic_load(&w.applied) >= 2);
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    create_snapshot(f, path, &index, &term);
+    secs = since(&t0);
+    atomic_store(&w.stop, true);
+    assert_int_equal(pthread_join(th, NULL), 0);
+    assert_int_equal(w.rc, 0);
+    size = file_size(path);
+    assert_true(size > (off_t)(16u << 20));
+    floor_s = (double)(size - (off_t)(12u << 20)) / PACE_RATE;
+    if (f->a.fsm->copy_slept_ms == 0 || secs < floor_s) {
+        fail_msg(
+            "copy of %lld bytes at %u bytes/s took %.3f s (at least "
+            "%.3f s expected), paused %llu ms",
+            (long long)size, PACE_RATE, secs, floor_s,
+            (unsigned long long)f->a.fsm->copy_slept_ms);
+    }
+    assert_true(index > 2);
+    assert_int_equal(big_rows(path), 5000);
+    sql_fsm_set_pace(f->a.fsm, NULL);
+}
+
+/* A commit index that moves at each look (test_install_paced's cluster
+ * takes writes), or stays (@arg NULL). */
+static uint64_t moving_commit(void *arg)
+{
+    static uint64_t commit;
+
+    return arg != NULL ? ++commit : 7;
+}
+
+/* An install while the cluster takes writes keeps to its pace
+ * (sql_fsm_set_pace), both as it copies the pages into the WAL and as it
+ * checkpoints them into the file: it pauses, and ends no sooner than
+ * those bytes, less the window each may run ahead, allow at the rate;
+ * with the cluster idle it does not pause. Both installs are complete. */
+static void test_install_paced(void **state)
+{
+    struct fixture *f = *state;
+    const char *path = snap_path(f, 0);
+    struct sql_pace pace = {PACE_RATE, moving_commit, NULL};
+    struct timespec t0;
+    uint64_t index = 0, term = 0;
+    double secs, floor_s;
+    off_t size;
+
+    apply_ok(f->a.fsm,
+             "CREATE TABLE big(b BLOB);"
+             "WITH RECURSIVE c(i) AS (SELECT 1 UNION ALL "
+             "SELECT i + 1 FROM c WHERE i < 5000) "
+             "INSERT INTO big SELECT randomblob(4000) FROM c;");
+    create_snapshot(f, path, &index, &term);
+    size = file_size(path);
+    assert_true(size > (off_t)(16u << 20));
+
+    sql_fsm_set_pace(f->b.fsm, &pace);
+    install_ok(&f->b, path, &index, &term);
+    assert_int_equal(f->b.fsm->install_slept_ms, 0);
+    assert_int_equal(big_rows(f->b.tmp.path), 5000);
+
+    pace.arg = &pace;
+    sql_fsm_set_pace(f->b.fsm, &pace);
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    install_ok(&f->b, path, &index, &term);
+    secs = since(&t0);
+    /* The pages go at the pace twice: into the WAL, then from it into
+     * the database file (checkpoint_paced). */
+    floor_s = 2 * (double)(size - (off_t)(12u << 20)) / PACE_RATE;
+    if (f->b.fsm->install_slept_ms == 0 || secs < floor_s) {
+        fail_msg(
+            "install of %lld bytes at %u bytes/s took %.3f s (at least "
+            "%.3f s expected), paused %llu ms",
+            (long long)size, PACE_RATE, secs, floor_s,
+            (unsigned long long)f->b.fsm->install_slept_ms);
+    }
+    assert_int_equal(big_rows(f->b.tmp.path), 5000);
+    sql_fsm_set_pace(f->b.fsm, NULL);
+}
+
 /* Snapshots taken on another thread while the apply thread keeps applying
  * are each consistent (invariants hold, index and term as reported), and
  * applying never fails meanwhile. */
@@ -1017,6 +1183,8 @@ int main(void)
                                         teardown),
         cmocka_unit_test_setup_teardown(test_create_during_apply, setup,
                                         teardown),
+        cmocka_unit_test_setup_teardown(test_create_paced, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_install_paced, setup, teardown),
         cmocka_unit_test_setup_teardown(test_install_other_node, setup,
                                         teardown),
         cmocka_unit_test_setup_teardown(test_install_readers, setup, teardown),
