@@ -31,8 +31,9 @@ BLOB, n INTEGER) with an index on n, 1000-byte random values. Then, on
 - snap: one client writes while node 4 joins (a snapshot is created and
   sent): p99 ms in that window (snap_p99_ms) beside w1's (w1_p99_ms);
   the log shows that window's writes per 5 s ("join +N s": writes, p99,
-  max, and what node 1's snapshot_transfer showed: no transfer while it
-  makes the snapshot, the share sent, or sent while node 4 installs);
+  max, and what node 1's raft_status() showed of node 4: making the
+  snapshot, the share of the transfer sent, sent while node 4
+  installs, or its catch-up of the log, entries behind the commit);
 - rss_mb, anon_mb: the largest VmRSS and RssAnon of the node processes
   at the end.
 
@@ -238,12 +239,15 @@ class Load:
 
 
 class Phases(threading.Thread):
-    """Samples the leader's snapshot_transfer every 0.5 s during a join,
-    to tell the write latencies of the snapshot's creation (no transfer
-    yet), its transfer (bytes moving) and the new node's install (every
-    byte sent, unanswered) apart: report() logs them per 5 s window."""
+    """Samples the leader's raft_status() every 0.5 s during the join of
+    server @joiner, to tell the write latencies of the snapshot's
+    creation (the joiner in state snapshot, no transfer yet), its
+    transfer (bytes moving), the new node's install (every byte sent,
+    unanswered) and its catch-up of the log (state replicate, its match
+    index behind the commit index) apart: report() logs them per 5 s
+    window."""
 
-    def __init__(self, node, began):
+    def __init__(self, node, began, joiner=4):
         super().__init__(daemon=True)
         self.node, self.began = node, began
         # The node's request pipe is shared with the main thread from now
@@ -255,18 +259,26 @@ class Phases(threading.Thread):
             with lock:
                 return self.plain_sql(*args, **kwargs)
         node.sql = locked
-        self.samples = []  # (t, bytes or None, total or None)
+        self.joiner = joiner
+        # (t, bytes or None, total or None, joiner's state or None, its
+        # match index, the commit index)
+        self.samples = []
         self.halt = threading.Event()
 
     def run(self):
         while not self.halt.is_set():
             t = time.monotonic()
             try:
-                st = self.node.status().get("snapshot_transfer")
+                status = self.node.status()
             except (NodeError, ValueError, OSError):
-                st = None
+                status = {}
+            st = status.get("snapshot_transfer")
+            peer = [p for p in status.get("peers") or []
+                    if p.get("id") == self.joiner]
+            peer = peer[0] if peer else {}
             self.samples.append((t, st and st.get("bytes"),
-                                 st and st.get("total")))
+                                 st and st.get("total"), peer.get("state"),
+                                 peer.get("match"), status.get("commit")))
             self.halt.wait(0.5)
 
     def finish(self):
@@ -281,11 +293,20 @@ class Phases(threading.Thread):
             if s[0] > t:
                 break
             last = s
-        if last is None or last[1] is None:
-            return "no transfer"
-        if last[1] >= last[2] * 0.999:
-            return "sent"
-        return "transfer %d%%" % (100 * last[1] // max(1, last[2]))
+        if last is None:
+            return "no sample"
+        if last[1] is not None:
+            if last[1] >= last[2] * 0.999:
+                return "sent, installing"
+            return "transfer %d%%" % (100 * last[1] // max(1, last[2]))
+        if last[3] is None:
+            return "node %d not in the configuration yet" % self.joiner
+        if last[3] == "snapshot":
+            return "making the snapshot"
+        if last[3] == "replicate" and last[4] is not None and \
+                last[5] is not None and last[4] < last[5]:
+            return "catch-up, %d entries behind" % (last[5] - last[4])
+        return last[3]
 
     def report(self, starts, lats):
         """Logs writes, p99 and max per 5 s window of @starts/@lats."""
