@@ -75,15 +75,14 @@ static bool taking_writes(struct copy_pace *p, uint64_t now)
 /* flush hands the file's dirty pages to writeback once a window more
  * than at the last hand-off was written (@bytes so far), after waiting
  * for the writeback that one started; through @file, its xSync. */
-static void flush(struct copy_pace *p, uint64_t bytes, sqlite3_file *file)
+static int flush(struct copy_pace *p, uint64_t bytes, sqlite3_file *file)
 {
     if (bytes < p->flushed + COPY_PACE_FLUSH_BYTES) {
-        return;
+        return SQLITE_OK;
     }
+    p->flushed = bytes;
     if (file != NULL) {
-        (void)file->pMethods->xSync(file, SQLITE_SYNC_NORMAL);
-        p->flushed = bytes;
-        return;
+        return file->pMethods->xSync(file, SQLITE_SYNC_NORMAL);
     }
     if (p->fd < 0 && p->path != NULL) {
         p->fd = open(p->path, O_RDONLY | O_CLOEXEC);
@@ -92,12 +91,14 @@ static void flush(struct copy_pace *p, uint64_t bytes, sqlite3_file *file)
         (void)sync_file_range(
             p->fd, 0, 0, SYNC_FILE_RANGE_WAIT_BEFORE | SYNC_FILE_RANGE_WRITE);
     }
-    p->flushed = bytes;
+    return SQLITE_OK;
 }
 
-/* pace_at is copy_pace_wrote, through @file or not (NULL). */
-static void pace_at(struct copy_pace *p, uint64_t bytes, sqlite3_file *file)
+/* pace_at is copy_pace_wrote, through @file or not (NULL); returns
+ * @file's xSync code (SQLITE_OK without one). */
+static int pace_at(struct copy_pace *p, uint64_t bytes, sqlite3_file *file)
 {
+    int rc;
     uint64_t now = now_ns();
     uint64_t allowed, nap;
     struct timespec ts;
@@ -106,10 +107,10 @@ static void pace_at(struct copy_pace *p, uint64_t bytes, sqlite3_file *file)
         p->lower = false;
         (void)setpriority(PRIO_PROCESS, (id_t)syscall(SYS_gettid), 19);
     }
-    flush(p, bytes, file);
+    rc = flush(p, bytes, file);
     if (p->cfg.rate == 0 || !taking_writes(p, now)) {
         p->holding = false;
-        return;
+        return rc;
     }
     if (!p->holding) {
         p->holding = true;
@@ -120,7 +121,14 @@ static void pace_at(struct copy_pace *p, uint64_t bytes, sqlite3_file *file)
         p->from_bytes + COPY_PACE_FLUSH_BYTES +
         (uint64_t)((double)p->cfg.rate * (double)(now - p->from_ns) / 1e9);
     if (bytes <= allowed) {
-        return;
+        /* Credit of more than a window (the writer wrote nothing for a
+         * while: VACUUM INTO sorting an index) would let a burst go
+         * unpaced: the pace starts afresh from here. */
+        if (allowed - bytes > COPY_PACE_FLUSH_BYTES) {
+            p->from_ns = now;
+            p->from_bytes = bytes;
+        }
+        return rc;
     }
     nap = (uint64_t)((double)(bytes - allowed) * 1e9 / (double)p->cfg.rate);
     ts.tv_sec = (time_t)(nap / 1000000000u);
@@ -128,17 +136,18 @@ static void pace_at(struct copy_pace *p, uint64_t bytes, sqlite3_file *file)
     while (nanosleep(&ts, &ts) != 0 && errno == EINTR) {
     }
     p->slept_ns += nap;
+    return rc;
 }
 
 void copy_pace_wrote(struct copy_pace *p, uint64_t bytes)
 {
-    pace_at(p, bytes, NULL);
+    (void)pace_at(p, bytes, NULL);
 }
 
-void copy_pace_wrote_file(struct copy_pace *p, uint64_t bytes,
-                          sqlite3_file *file)
+int copy_pace_wrote_file(struct copy_pace *p, uint64_t bytes,
+                         sqlite3_file *file)
 {
-    pace_at(p, bytes, file);
+    return pace_at(p, bytes, file);
 }
 
 void copy_pace_step(struct copy_pace *p)

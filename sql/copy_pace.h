@@ -19,8 +19,8 @@
  *   speed, as the transfer does (raft/uv_snapshot.c);
  * - may lower the writer thread's CPU priority (copy_pace_own_thread).
  *
- * Not thread-safe: one pace belongs to one copy, on the thread that runs
- * it. */
+ * Thread: not thread-safe; one pace belongs to one copy, and every call
+ * is made on the thread that runs it. */
 
 #ifndef SQL_COPY_PACE_H
 #define SQL_COPY_PACE_H
@@ -96,12 +96,15 @@ void copy_pace_wrote(struct copy_pace *p, uint64_t bytes);
  * file @file (paced_vfs.c): the hand-off to the disk is the file's own
  * xSync (SQLITE_SYNC_NORMAL: fdatasync), on no descriptor of the pace's
  * own (closing one would drop every POSIX lock the process holds on the
- * file, SQLite's among them); its errors are ignored, as the writer's
- * own sync reports them. */
-void copy_pace_wrote_file(struct copy_pace *p, uint64_t bytes,
-                          sqlite3_file *file);
+ * file, SQLite's among them). Returns that xSync's code (SQLITE_OK when
+ * none was due): the caller must report a failure at the writer's next
+ * sync, since Linux reports a lost write-back once per open file and
+ * that sync would find none. */
+int copy_pace_wrote_file(struct copy_pace *p, uint64_t bytes,
+                         sqlite3_file *file);
 
-/* copy_pace_close closes @p's descriptor. Returns the time slept, ms. */
+/* copy_pace_close closes @p's descriptor, if it opened one. Returns the
+ * time it asked to sleep, ms. */
 uint64_t copy_pace_close(struct copy_pace *p);
 
 #endif /* SQL_COPY_PACE_H */

@@ -491,7 +491,10 @@ void checkpoint_reset(struct sql_fsm *f);
  * behind. Best effort (a passive checkpoint, nothing recorded; none
  * without the checkpointer or its VFS): the durable checkpoint that
  * follows finds the frames copied. Adds its pauses to
- * f->install_slept_ms. Thread: the apply thread. */
+ * f->install_slept_ms. Limitation: a reader holding an older WAL
+ * snapshot (a long read on a serving follower) keeps the frames from
+ * being copied here, and a later checkpoint copies them unpaced. Thread:
+ * the one installing (sql_fsm_snapshot_install's). */
 void checkpoint_paced(struct sql_fsm *f);
 
 /* checkpoint_set_durable sets the durable index of @f to @index, which

@@ -17,11 +17,14 @@ SQLITE_EXTENSION_INIT3
 /* A file opened through a paced VFS: the default VFS's file follows it
  * in the same allocation (szOsFile). */
 struct paced_file {
-    sqlite3_file base;     /* pMethods: &paced_io, or NULL (not open) */
-    struct paced_vfs *vfs; /* whose pace applies */
-    sqlite3_file *real;    /* the default VFS's file, right after */
-    uint64_t written;      /* bytes written while a pace was set */
-    int main_db;           /* 1: a main database file (paced) */
+    sqlite3_file base;      /* pMethods: &paced_io, or NULL (not open) */
+    struct paced_vfs *vfs;  /* whose pace applies */
+    sqlite3_file *real;     /* the default VFS's file, right after */
+    struct copy_pace *pace; /* the pace @written counts for */
+    uint64_t written;       /* bytes written under @pace */
+    int sync_rc;            /* a failed sync of the pace's, reported at
+                               the next xSync (SQLITE_OK: none) */
+    int main_db;            /* 1: a main database file (paced) */
 };
 
 /* The real file's offset in the allocation, rounded up for alignment. */
@@ -52,10 +55,18 @@ static int pf_write(sqlite3_file *f, const void *buf, int amt,
     struct paced_file *p = (struct paced_file *)f;
     sqlite3_file *r = p->real;
     int rc = r->pMethods->xWrite(r, buf, amt, off);
+    int sync_rc;
 
     if (rc == SQLITE_OK && p->main_db && p->vfs->pace != NULL) {
+        if (p->pace != p->vfs->pace) {
+            p->pace = p->vfs->pace;
+            p->written = 0;
+        }
         p->written += (uint64_t)amt;
-        copy_pace_wrote_file(p->vfs->pace, p->written, r);
+        sync_rc = copy_pace_wrote_file(p->pace, p->written, r);
+        if (sync_rc != SQLITE_OK && p->sync_rc == SQLITE_OK) {
+            p->sync_rc = sync_rc;
+        }
     }
     return rc;
 }
@@ -66,10 +77,20 @@ static int pf_truncate(sqlite3_file *f, sqlite3_int64 size)
     return r->pMethods->xTruncate(r, size);
 }
 
+/* pf_sync forwards, unless a sync of the pace's failed since the last
+ * one: that failure is this sync's (the kernel reports a lost write-back
+ * once per open file, and told the pace's), so that SQLite counts no
+ * frame copied that may not be on the disk. */
 static int pf_sync(sqlite3_file *f, int flags)
 {
-    sqlite3_file *r = real_of(f);
-    return r->pMethods->xSync(r, flags);
+    struct paced_file *p = (struct paced_file *)f;
+    int rc = p->sync_rc;
+
+    if (rc != SQLITE_OK) {
+        p->sync_rc = SQLITE_OK;
+        return rc;
+    }
+    return p->real->pMethods->xSync(p->real, flags);
 }
 
 static int pf_file_size(sqlite3_file *f, sqlite3_int64 *out)

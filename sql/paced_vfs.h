@@ -11,9 +11,9 @@
  * VFS on the same file see each other's locks as usual). Only xWrite to a
  * main database file differs, and only while a pace is set
  * (paced_vfs_set): each write is counted and the pace told
- * (copy_pace_wrote), which syncs the file (xSync, SQLITE_SYNC_NORMAL)
- * every COPY_PACE_FLUSH_BYTES and sleeps while the cluster takes
- * writes. */
+ * (copy_pace_wrote_file), which syncs the file (xSync,
+ * SQLITE_SYNC_NORMAL) every COPY_PACE_FLUSH_BYTES and sleeps while the
+ * cluster takes writes; a failure of those syncs is the next xSync's. */
 
 #ifndef SQL_PACED_VFS_H
 #define SQL_PACED_VFS_H
@@ -44,8 +44,9 @@ int paced_vfs_init(struct paced_vfs *v);
  */
 void paced_vfs_set(struct paced_vfs *v, struct copy_pace *pace);
 
-/* paced_vfs_close unregisters @v; every connection through it must be
- * closed first. */
+/* paced_vfs_close unregisters @v, if registered; every connection
+ * through it must be closed first. Thread: the one that initialized it
+ * (checkpoint.c: the apply thread at open and close). */
 void paced_vfs_close(struct paced_vfs *v);
 
 #endif /* SQL_PACED_VFS_H */

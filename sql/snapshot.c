@@ -220,15 +220,15 @@ static int snapshot_write(const char *src_path, const char *path,
                           struct copy_pace *pace, uint64_t *out_index,
                           uint64_t *out_term, char *errmsg, size_t errmsg_len);
 
-/* A paced copy on a thread of its own (copy_main). */
+/* A copy, on a thread of its own when paced (copy_main). */
 struct copy_job {
-    struct sql_fsm *f;
-    const char *path;
-    struct copy_pace pace;
-    uint64_t index, term;
-    char *errmsg;
-    size_t errmsg_len;
-    int rc;
+    struct sql_fsm *f;     /* whose database is copied */
+    const char *path;      /* the copy's file (borrowed) */
+    struct copy_pace pace; /* its pace */
+    uint64_t index, term;  /* out: what the copy reflects */
+    char *errmsg;          /* out: why it failed (borrowed) ... */
+    size_t errmsg_len;     /* ... of this many bytes */
+    int rc;                /* out: 0 or the error code */
 };
 
 /* copy_job_run makes @j's copy on the calling thread. */
@@ -261,6 +261,7 @@ int sql_fsm_snapshot_create(struct sql_fsm *f, const char *path,
     pthread_t th;
     int rc;
 
+    f->copy_slept_ms = 0;
     copy_pace_init(&j.pace, f, &f->pace, path);
     if (f->pace.rate == 0 || pthread_create(&th, NULL, copy_main, &j) != 0) {
         copy_job_run(&j);
@@ -585,32 +586,44 @@ static void copy_failed(struct sql_fsm *f)
 /* Pages an install copies at a time (backup_paced). */
 #define SQL__INSTALL_STEP_PAGES 256
 
-/* backup_paced runs the install's backup @b into @f's database to its
- * end at @f's pace (sql_fsm_set_pace): steps of SQL__INSTALL_STEP_PAGES,
- * the copy's pages going into the WAL, which the pace hands to
- * writeback and spreads over time while the cluster takes writes.
- * Returns the last step's code: SQLITE_DONE when complete (committed),
- * else the error (sqlite3_backup_finish rolls back). */
-static int backup_paced(struct sql_fsm *f, sqlite3_backup *b)
+/* How many times a step that met SQLITE_BUSY or SQLITE_LOCKED is
+ * retried, 10 ms apart (backup_paced). */
+#define SQL__INSTALL_STEP_RETRIES 500
+
+/* backup_paced runs the install's backup @b into @f's database (pages of
+ * @page_size bytes) to its end at @f's pace (sql_fsm_set_pace): steps
+ * of SQL__INSTALL_STEP_PAGES, the copy's pages going into the WAL, which
+ * the pace hands to writeback and spreads over time while the cluster
+ * takes writes; a step that met a lock is tried again (the write
+ * transaction stays open between steps), for 5 s at most. Returns the
+ * last step's code: SQLITE_DONE when complete (committed), else the
+ * error (sqlite3_backup_finish rolls back). */
+static int backup_paced(struct sql_fsm *f, sqlite3_backup *b, int64_t page_size)
 {
     struct copy_pace pace;
     char wal[4096];
-    int64_t page_size = 4096;
+    int retries = 0;
     int rc;
 
+    f->install_slept_ms = 0;
     if ((size_t)snprintf(wal, sizeof wal, "%s-wal", f->path) >= sizeof wal) {
         return sqlite3_backup_step(b, -1);
     }
-    (void)snapshot_query_int(f->db, "PRAGMA main.page_size", &page_size);
     copy_pace_init(&pace, f, &f->pace, wal);
-    do {
+    for (;;) {
         rc = sqlite3_backup_step(b, SQL__INSTALL_STEP_PAGES);
-        if (rc == SQLITE_OK) {
-            copy_pace_wrote(&pace, (uint64_t)(sqlite3_backup_pagecount(b) -
-                                              sqlite3_backup_remaining(b)) *
-                                       (uint64_t)page_size);
+        if (((rc & 0xff) == SQLITE_BUSY || (rc & 0xff) == SQLITE_LOCKED) &&
+            retries++ < SQL__INSTALL_STEP_RETRIES) {
+            sqlite3_sleep(10);
+            continue;
         }
-    } while (rc == SQLITE_OK);
+        if (rc != SQLITE_OK) {
+            break;
+        }
+        copy_pace_wrote(&pace, (uint64_t)(sqlite3_backup_pagecount(b) -
+                                          sqlite3_backup_remaining(b)) *
+                                   (uint64_t)page_size);
+    }
     f->install_slept_ms = copy_pace_close(&pace);
     return rc;
 }
@@ -621,6 +634,7 @@ int sql_fsm_snapshot_install(struct sql_fsm *f, const char *path,
     sqlite3 *live = f->db;
     sqlite3 *snap = NULL;
     sqlite3_backup *b;
+    int64_t page_size = 4096;
     uint64_t index = 0;
     uint64_t term = 0;
     uint64_t durable;
@@ -652,6 +666,9 @@ int sql_fsm_snapshot_install(struct sql_fsm *f, const char *path,
     if (rc != 0) {
         goto out;
     }
+    /* Read before the backup begins: its destination is not to be used
+     * until sqlite3_backup_finish. */
+    (void)snapshot_query_int(live, "PRAGMA main.page_size", &page_size);
     b = sqlite3_backup_init(live, "main", snap, "main");
     if (b == NULL) {
         rc = sqlite3_errcode(live);
@@ -664,7 +681,7 @@ int sql_fsm_snapshot_install(struct sql_fsm *f, const char *path,
      * data_version too (foreign_rebase). */
     (void)foreign_check(f);
     /* Every page in one write transaction (the steps keep it open). */
-    rc = backup_paced(f, b);
+    rc = backup_paced(f, b, page_size);
     rc2 = sqlite3_backup_finish(b);
     if (rc != SQLITE_DONE) {
         rc = fail(f, from_sqlite(rc), "backup of %s: %s (%s)", path,

@@ -627,9 +627,9 @@ void sql_fsm_set_copy_gate(struct sql_fsm *f, const struct sql_copy_gate *gate);
  * sql_fsm_snapshot_create and the install's copy into the live database
  * (sql_fsm_snapshot_install). While the cluster takes writes (@commit
  * moved within the last second), each writes at most @rate bytes a
- * second; with or without a rate, what they wrote is handed to writeback
- * every 8 MiB (sync_file_range) rather than left dirty for their final
- * fsync, and a paced copy runs on a thread of its own at the lowest CPU
+ * second; with or without a rate, what they wrote is handed to the disk
+ * every 8 MiB (sync_file_range; an fdatasync for the install's
+ * checkpoint) rather than left dirty for their final fsync, and a paced copy runs on a thread of its own at the lowest CPU
  * priority (sql/copy_pace.h). */
 struct sql_pace {
     uint64_t rate;                 /* bytes a second, 0: no limit */
