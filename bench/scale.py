@@ -261,7 +261,7 @@ class Phases(threading.Thread):
         node.sql = locked
         self.joiner = joiner
         # (t, bytes or None, total or None, joiner's state or None, its
-        # match index, the commit index)
+        # match index, the commit index, raft_status()'s failure or None)
         self.samples = []
         self.halt = threading.Event()
 
@@ -270,15 +270,16 @@ class Phases(threading.Thread):
             t = time.monotonic()
             try:
                 status = self.node.status()
-            except (NodeError, ValueError, OSError):
-                status = {}
+            except (NodeError, ValueError, OSError) as e:
+                status = {"error": "%s: %s" % (type(e).__name__, e)}
             st = status.get("snapshot_transfer")
             peer = [p for p in status.get("peers") or []
                     if p.get("id") == self.joiner]
             peer = peer[0] if peer else {}
             self.samples.append((t, st and st.get("bytes"),
                                  st and st.get("total"), peer.get("state"),
-                                 peer.get("match"), status.get("commit")))
+                                 peer.get("match"), status.get("commit"),
+                                 status.get("error")))
             self.halt.wait(0.5)
 
     def finish(self):
@@ -295,6 +296,8 @@ class Phases(threading.Thread):
             last = s
         if last is None:
             return "no sample"
+        if last[6] is not None:
+            return "raft_status() failed: %.80s" % last[6]
         if last[1] is not None:
             if last[1] >= last[2] * 0.999:
                 return "sent, installing"
