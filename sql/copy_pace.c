@@ -3,9 +3,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <pthread.h>
-#include <sys/resource.h>
 #include <sys/stat.h>
-#include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -53,11 +51,6 @@ void copy_pace_init(struct copy_pace *p, struct sql_fsm *f,
     p->commit = commit_index(p);
 }
 
-void copy_pace_own_thread(struct copy_pace *p)
-{
-    p->lower = true;
-}
-
 /* taking_writes says whether the commit index @p watches moved within
  * the last COPY_PACE_IDLE_MS, as of @now. */
 static bool taking_writes(struct copy_pace *p, uint64_t now)
@@ -103,10 +96,6 @@ static int pace_at(struct copy_pace *p, uint64_t bytes, sqlite3_file *file)
     uint64_t allowed, nap;
     struct timespec ts;
 
-    if (p->lower) {
-        p->lower = false;
-        (void)setpriority(PRIO_PROCESS, (id_t)syscall(SYS_gettid), 19);
-    }
     rc = flush(p, bytes, file);
     if (p->cfg.rate == 0 || !taking_writes(p, now)) {
         p->holding = false;

@@ -17,7 +17,6 @@
  *   rate from where the pace began to hold, plus one window, sleeping on
  *   the writer's thread; with no writes to protect the copy goes at full
  *   speed, as the transfer does (raft/uv_snapshot.c);
- * - may lower the writer thread's CPU priority (copy_pace_own_thread).
  *
  * Thread: not thread-safe; one pace belongs to one copy, and every call
  * is made on the thread that runs it. */
@@ -57,8 +56,6 @@ struct copy_pace {
     uint64_t from_ns;    /* ... this time, monotonic ns, ... */
     uint64_t from_bytes; /* ... and the bytes written then */
     uint64_t slept_ns;   /* total time slept */
-    bool lower;          /* lower the thread's CPU priority at the first
-                             step (copy_pace_own_thread) */
 };
 
 /* copy_pace_init sets @p up for a copy to the file @path (borrowed until
@@ -67,18 +64,6 @@ struct copy_pace {
  * 0: never slept, writeback still handed out). */
 void copy_pace_init(struct copy_pace *p, struct sql_fsm *f,
                     const struct sql_pace *cfg, const char *path);
-
-/* copy_pace_own_thread says that @p's copy runs on a thread of its own,
- * which the first copy_pace_step gives the lowest CPU priority (nice 19,
- * that thread only: Linux's nice is per thread): a copy's b-tree rebuild
- * takes a whole core, and the threads of every write (the node's loop,
- * its apply thread, its peers' on the same machine) then take it back at
- * once when they wake. Only on a thread of the copy's own: an
- * unprivileged thread cannot raise its priority again. The first step
- * comes after the copy's gate let it begin (struct sql_copy_gate), so
- * no low-priority thread holds the gate. Errors are ignored: the copy
- * runs either way. */
-void copy_pace_own_thread(struct copy_pace *p);
 
 /* copy_pace_step is called from a copy's progress handler: at most every
  * 2 ms it takes the file's size for the bytes written and paces them

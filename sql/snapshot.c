@@ -29,7 +29,6 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
-#include <pthread.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
@@ -220,58 +219,19 @@ static int snapshot_write(const char *src_path, const char *path,
                           struct copy_pace *pace, uint64_t *out_index,
                           uint64_t *out_term, char *errmsg, size_t errmsg_len);
 
-/* A copy, on a thread of its own when paced (copy_main). */
-struct copy_job {
-    struct sql_fsm *f;     /* whose database is copied */
-    const char *path;      /* the copy's file (borrowed) */
-    struct copy_pace pace; /* its pace */
-    uint64_t index, term;  /* out: what the copy reflects */
-    char *errmsg;          /* out: why it failed (borrowed) ... */
-    size_t errmsg_len;     /* ... of this many bytes */
-    int rc;                /* out: 0 or the error code */
-};
-
-/* copy_job_run makes @j's copy on the calling thread. */
-static void copy_job_run(struct copy_job *j)
-{
-    struct sql_fsm *f = j->f;
-
-    j->rc = snapshot_write(
-        f->path, j->path, f->copy_gate.begin != NULL ? &f->copy_gate : NULL,
-        &j->pace, &j->index, &j->term, j->errmsg, j->errmsg_len);
-}
-
-/* copy_main runs a paced copy (struct copy_job), which lowers its
- * thread's CPU priority once it began (copy_pace_own_thread). */
-static void *copy_main(void *arg)
-{
-    struct copy_job *j = arg;
-
-    copy_pace_own_thread(&j->pace);
-    copy_job_run(j);
-    return NULL;
-}
-
 int sql_fsm_snapshot_create(struct sql_fsm *f, const char *path,
                             uint64_t *out_index, uint64_t *out_term,
                             char *errmsg, size_t errmsg_len)
 {
-    struct copy_job j = {
-        .f = f, .path = path, .errmsg = errmsg, .errmsg_len = errmsg_len};
-    pthread_t th;
+    struct copy_pace pace;
     int rc;
 
     f->copy_slept_ms = 0;
-    copy_pace_init(&j.pace, f, &f->pace, path);
-    if (f->pace.rate == 0 || pthread_create(&th, NULL, copy_main, &j) != 0) {
-        copy_job_run(&j);
-    } else {
-        pthread_join(th, NULL);
-    }
-    rc = j.rc;
+    copy_pace_init(&pace, f, &f->pace, path);
+    rc = snapshot_write(f->path, path,
+                        f->copy_gate.begin != NULL ? &f->copy_gate : NULL,
+                        &pace, out_index, out_term, errmsg, errmsg_len);
     if (rc == 0) {
-        *out_index = j.index;
-        *out_term = j.term;
         rc = claim_noops(f, path, out_index, out_term, errmsg, errmsg_len);
         if (rc != 0) {
             remove_copy(path);
