@@ -578,6 +578,15 @@ static void *writer_main(void *arg)
     return NULL;
 }
 
+/* Table big of the paced tests: BIG_ROWS rows of 4000 random bytes,
+ * about 20 MB. */
+#define BIG_ROWS 5000
+static const char big_sql[] =
+    "CREATE TABLE big(b BLOB);"
+    "WITH RECURSIVE c(i) AS (SELECT 1 UNION ALL "
+    "SELECT i + 1 FROM c WHERE i < 5000) "
+    "INSERT INTO big SELECT randomblob(4000) FROM c;";
+
 /* big_rows counts the rows of table big in the database @path. */
 static int64_t big_rows(const char *path)
 {
@@ -625,18 +634,14 @@ static void test_create_paced(void **state)
     double secs, floor_s;
     off_t size;
 
-    apply_ok(f->a.fsm,
-             "CREATE TABLE big(b BLOB);"
-             "WITH RECURSIVE c(i) AS (SELECT 1 UNION ALL "
-             "SELECT i + 1 FROM c WHERE i < 5000) "
-             "INSERT INTO big SELECT randomblob(4000) FROM c;");
+    apply_ok(f->a.fsm, big_sql);
     bank_init(f->a.fsm, 0);
     sql_fsm_set_pace(f->a.fsm, &pace);
 
     create_snapshot(f, path, &index, &term);
     assert_int_equal(f->a.fsm->copy_slept_ms, 0);
     assert_int_equal(index, 2);
-    assert_int_equal(big_rows(path), 5000);
+    assert_int_equal(big_rows(path), BIG_ROWS);
     assert_int_equal(unlink(path), 0);
 
     atomic_init(&w.stop, false);
@@ -663,7 +668,7 @@ static void test_create_paced(void **state)
             (unsigned long long)f->a.fsm->copy_slept_ms);
     }
     assert_true(index > 2);
-    assert_int_equal(big_rows(path), 5000);
+    assert_int_equal(big_rows(path), BIG_ROWS);
     sql_fsm_set_pace(f->a.fsm, NULL);
 }
 
@@ -691,11 +696,7 @@ static void test_install_paced(void **state)
     double secs, floor_s;
     off_t size;
 
-    apply_ok(f->a.fsm,
-             "CREATE TABLE big(b BLOB);"
-             "WITH RECURSIVE c(i) AS (SELECT 1 UNION ALL "
-             "SELECT i + 1 FROM c WHERE i < 5000) "
-             "INSERT INTO big SELECT randomblob(4000) FROM c;");
+    apply_ok(f->a.fsm, big_sql);
     create_snapshot(f, path, &index, &term);
     size = file_size(path);
     assert_true(size > (off_t)(16u << 20));
@@ -703,7 +704,7 @@ static void test_install_paced(void **state)
     sql_fsm_set_pace(f->b.fsm, &pace);
     install_ok(&f->b, path, &index, &term);
     assert_int_equal(f->b.fsm->install_slept_ms, 0);
-    assert_int_equal(big_rows(f->b.tmp.path), 5000);
+    assert_int_equal(big_rows(f->b.tmp.path), BIG_ROWS);
 
     pace.arg = &pace;
     sql_fsm_set_pace(f->b.fsm, &pace);
@@ -720,7 +721,7 @@ static void test_install_paced(void **state)
             (long long)size, PACE_RATE, secs, floor_s,
             (unsigned long long)f->b.fsm->install_slept_ms);
     }
-    assert_int_equal(big_rows(f->b.tmp.path), 5000);
+    assert_int_equal(big_rows(f->b.tmp.path), BIG_ROWS);
     sql_fsm_set_pace(f->b.fsm, NULL);
 }
 
