@@ -31,15 +31,20 @@ BLOB, n INTEGER) with an index on n, 1000-byte random values. Then, on
 - snap: one client writes while node 4 joins (a snapshot is created and
   sent): p99 ms in that window (snap_p99_ms) beside w1's (w1_p99_ms);
   the log shows that window's writes per 5 s ("join +N s": writes, p99,
-  max, and what node 1's raft_status() showed of node 4: making the
+  max, and what the leader's raft_status() showed of node 4: making the
   snapshot, the share of the transfer sent, sent while node 4
-  installs, or its catch-up of the log, entries behind the commit);
+  installs, or its catch-up of the log, entries behind the commit; the
+  leader is node 1 at the start, and a window names it when another
+  node took over);
 - rss_mb, anon_mb: the largest VmRSS and RssAnon of the node processes
   at the end.
 
 One row per size goes to a table (TSV) in OUT (default bench/results/,
 scale-<date>.tsv, with the load average and the commands) and, with
 python3-matplotlib, to scale-<date>.png (log-log where it helps).
+
+LOG_LEVEL= sets the nodes' log_level (default warn); with LOGS=<dir>
+their logs are copied there before the run's files are removed.
 """
 
 import math
@@ -62,7 +67,7 @@ from raftsql_cluster import Node, NodeError, free_ports  # noqa: E402
 NODE = os.environ.get("RAFTSQL_TESTHOST",
                       os.path.join(ROOT, "build", "raftsql-testhost"))
 EXTRA = ("election_timeout_ms=1000 heartbeat_ms=50 exec_timeout_ms=60000 "
-         "log_level=warn")
+         "log_level=%s" % os.environ.get("LOG_LEVEL", "warn"))
 VALUE_LEN = 1000
 ROW_BYTES = 1120  # a row, its key's index entry and the n index, on disk
 
@@ -247,31 +252,47 @@ class Phases(threading.Thread):
     index behind the commit index) apart: report() logs them per 5 s
     window."""
 
-    def __init__(self, node, began, joiner=4):
+    def __init__(self, nodes, began, joiner=4):
         super().__init__(daemon=True)
-        self.node, self.began = node, began
-        # The node's request pipe is shared with the main thread from now
-        # on: each request under one lock.
-        self.plain_sql = node.sql
-        lock = threading.Lock()
-
-        def locked(*args, **kwargs):
-            with lock:
-                return self.plain_sql(*args, **kwargs)
-        node.sql = locked
+        self.nodes, self.began = nodes, began
+        # Each node's request pipe is shared with the main thread from now
+        # on: each request under one lock per node.
+        self.plain_sql = {}
+        for i, node in nodes.items():
+            self.plain_sql[i] = node.sql
+            node.sql = self.locked(node.sql)
         self.joiner = joiner
         # (t, bytes or None, total or None, joiner's state or None, its
-        # match index, the commit index, raft_status()'s failure or None)
+        # match index, the commit index, raft_status()'s failure or None,
+        # the id of the node sampled: the leader node 1 knows)
         self.samples = []
+        self.leaders = set()
         self.halt = threading.Event()
+
+    @staticmethod
+    def locked(sql):
+        lock = threading.Lock()
+
+        def call(*args, **kwargs):
+            with lock:
+                return sql(*args, **kwargs)
+        return call
 
     def run(self):
         while not self.halt.is_set():
             t = time.monotonic()
+            at = 1
             try:
-                status = self.node.status()
+                status = self.nodes[1].status()
+                # The join is the leader's: sample it when node 1 is not.
+                if status.get("role") != "leader" and \
+                        status.get("leader") in self.plain_sql:
+                    at = status["leader"]
+                    status = self.nodes[at].status()
             except (NodeError, ValueError, OSError) as e:
                 status = {"error": "%s: %s" % (type(e).__name__, e)}
+            if status.get("role") == "leader":
+                self.leaders.add(at)
             st = status.get("snapshot_transfer")
             peer = [p for p in status.get("peers") or []
                     if p.get("id") == self.joiner]
@@ -279,13 +300,15 @@ class Phases(threading.Thread):
             self.samples.append((t, st and st.get("bytes"),
                                  st and st.get("total"), peer.get("state"),
                                  peer.get("match"), status.get("commit"),
-                                 status.get("error")))
+                                 status.get("error"), at))
             self.halt.wait(0.5)
 
     def finish(self):
         self.halt.set()
         self.join(10)
-        self.node.sql = self.plain_sql
+        for i, node in self.nodes.items():
+            if i in self.plain_sql:
+                node.sql = self.plain_sql[i]
 
     def phase(self, t):
         """What the leader's transfer showed at time @t."""
@@ -298,18 +321,21 @@ class Phases(threading.Thread):
             return "no sample"
         if last[6] is not None:
             return "raft_status() failed: %.80s" % last[6]
+        by = "" if last[7] == 1 else ", leader node %d" % last[7]
         if last[1] is not None:
             if last[1] >= last[2] * 0.999:
-                return "sent, installing"
-            return "transfer %d%%" % (100 * last[1] // max(1, last[2]))
+                return "sent, installing" + by
+            return "transfer %d%%%s" % (100 * last[1] // max(1, last[2]),
+                                        by)
         if last[3] is None:
-            return "node %d not in the configuration yet" % self.joiner
+            return "node %d not in the configuration yet%s" % (
+                self.joiner, by)
         if last[3] == "snapshot":
-            return "making the snapshot"
+            return "making the snapshot" + by
         if last[3] == "replicate" and last[4] is not None and \
                 last[5] is not None and last[4] < last[5]:
-            return "catch-up, %d entries behind" % (last[5] - last[4])
-        return last[3]
+            return "catch-up, %d entries behind%s" % (last[5] - last[4], by)
+        return last[3] + by
 
     def report(self, starts, lats):
         """Logs writes, p99 and max per 5 s window of @starts/@lats."""
@@ -492,13 +518,23 @@ def run_size(size_gb, cache, work, duration, snap_timeout):
             size_gb, row["read_s"], row["write_s"], row["scan_s"],
             sv["state"] if sv else "none"))
 
-        # One client writes while node 4 joins (snapshot made and sent).
+        # One client writes while node 4 joins (snapshot made and sent),
+        # through node 1 as the leader: the restart above may have moved
+        # the leadership (a heartbeat late behind the disk's write-back).
+        if c.nodes[1].value("SELECT raft_leader()") != 1:
+            log("%s GB: leadership moved to node %s; handed back to node 1" %
+                (size_gb, c.nodes[1].value("SELECT raft_leader()")))
+            leader = c.nodes[1].value("SELECT raft_leader()")
+            if leader in c.nodes:
+                c.nodes[leader].sql("SELECT raft_transfer(1)")
+            wait_until("node 1 leads", lambda: c.nodes[1].value(
+                "SELECT raft_leader()") == 1, 60)
         load = Load(db1, 1, n)
         load.start()
         time.sleep(min(1.0, duration / 2))
         mark = len(load.lat[0])
         began = time.monotonic()
-        sampler = Phases(c.nodes[1], began)
+        sampler = Phases(c.nodes, began)
         sampler.start()
         try:
             c.join_wait(4, snap_timeout)
@@ -512,6 +548,9 @@ def run_size(size_gb, cache, work, duration, snap_timeout):
         during = load.lat[0][mark:]
         load.stop()
         sampler.report(load.at[0][mark:], during)
+        if sampler.leaders - {1}:
+            log("%s GB: the leadership moved during the join (leaders seen: "
+                "%s)" % (size_gb, sorted(sampler.leaders)))
         row["snap_p99_ms"] = pct(during, 99) * 1000
         row["rss_mb"], row["anon_mb"] = memory(c.nodes.values())
         log("%s GB: write p99 during a snapshot %.1f ms (%d writes); rss "
@@ -608,6 +647,14 @@ def main():
         try:
             rows.append(run_size(size, cache, work, duration, snap_timeout))
         finally:
+            if os.environ.get("LOGS"):
+                keep = os.path.join(os.environ["LOGS"], "%s-%sgb" % (
+                    stamp, size))
+                os.makedirs(keep, exist_ok=True)
+                for name in os.listdir(work):
+                    if ".log" in name:
+                        shutil.copy(os.path.join(work, name), keep)
+                log("node logs: %s" % keep)
             shutil.rmtree(work, ignore_errors=True)
     load1 = os.getloadavg()
     with open(tsv, "w") as f:
