@@ -869,6 +869,10 @@ int raft_uv_node_start_with(struct raft *r,
     d->install_rate = seams != NULL && seams->install_rate > 0
                           ? seams->install_rate
                           : RAFT__UV_SNAPSHOT_INSTALL_RATE;
+    if (seams != NULL) {
+        d->on_remove = seams->on_remove;
+        d->on_remove_data = seams->on_remove_data;
+    }
     d->tr = seams != NULL && seams->transport != NULL ? seams->transport
                                                       : &tcp_transport;
     rc = uv_loop_init(&d->loop);
@@ -887,6 +891,7 @@ int raft_uv_node_start_with(struct raft *r,
     raft_uv_node_cluster_id_set(d, cfg->cluster_id);
     d->raft = r;
     d->pace_last = raft_last_index(r); /* what it held is no write */
+    raft_uv_remove_leftovers(d);
     uv_async_init(&d->loop, &d->wake, on_wake);
     d->wake.data = d;
     uv_async_init(&d->loop, &d->stop_async, on_stop);

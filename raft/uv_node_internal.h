@@ -1,7 +1,8 @@
 /* Private state of the node driver (uv_node.h), shared by uv_node.c (the
  * loop, stepping the core, start and stop), uv_storage.c (running the
- * storage jobs of raft/persist.h on the thread pool) and
- * uv_snapshot.c (streaming snapshots to and from peers). */
+ * storage jobs of raft/persist.h on the thread pool),
+ * uv_snapshot.c (streaming snapshots to and from peers) and uv_remove.c
+ * (removing snapshot files on the thread pool). */
 
 #ifndef RAFT_UV_NODE_INTERNAL_H
 #define RAFT_UV_NODE_INTERNAL_H
@@ -100,6 +101,11 @@ struct raft_uv_node_seams {
     const struct raft_uv_node_transport *transport; /* NULL: TCP (uv.h) */
     uint64_t snapshot_stall_ms; /* 0: RAFT__UV_SNAPSHOT_STALL_MS */
     uint64_t install_rate;      /* 0: RAFT__UV_SNAPSHOT_INSTALL_RATE */
+    /* Called on the thread that removes a snapshot file (its name, then
+     * being removed) or closes the last descriptor of a removed one
+     * (NULL), before it does; NULL: none. */
+    void (*on_remove)(void *data, const char *path);
+    void *on_remove_data; /* its argument */
 };
 
 /* The leader's current snapshot file, shared by every transfer. */
@@ -229,6 +235,13 @@ struct raft_uv_node {
     uint64_t stall_ms;     /* RAFT__UV_SNAPSHOT_STALL_MS, or a test's */
     uint64_t install_rate; /* RAFT__UV_SNAPSHOT_INSTALL_RATE, or a test's */
 
+    /* Removals on the pool (uv_remove.c). */
+    uint64_t remove_start; /* realtime ns of the first, in the names */
+    unsigned n_removed;    /* names given so far */
+    unsigned n_removing;   /* jobs queued and not done */
+    void (*on_remove)(void *data, const char *path); /* seams.on_remove */
+    void *on_remove_data;                            /* its argument */
+
     struct raft_uv_node_stats stats; /* counters */
     uint64_t last_tick_at;           /* loop clock of the last tick, 0
                                         before the first */
@@ -320,5 +333,28 @@ void raft_uv_snapshot_close(struct raft_uv_node *d);
  * *out and its size into *out_size. Returns 0 or RAFT_IOERR. Any thread. */
 int raft_uv_snapshot_checksum(const char *path, uint64_t *out,
                               uint64_t *out_size);
+
+/* ---- uv_remove.c ----------------------------------------------------- */
+
+/* raft_uv_remove_file removes the file @path (a snapshot file of @d's, or
+ * one received) without blocking the loop thread: it renames it at once
+ * to a name of its own in the snapshot directory, so @path is free for a
+ * new file when this returns (nothing happens when @path does not
+ * exist), and queues its removal on the libuv thread pool: shortened
+ * step by step first when @shorten (no descriptor reads it any more),
+ * then unlinked. A rename refused for another reason, or no job queued,
+ * removes it here (logged at WARN). Loop thread. */
+void raft_uv_remove_file(struct raft_uv_node *d, const char *path,
+                         bool shorten);
+
+/* raft_uv_remove_close closes descriptor @fd, ours from now on: on the
+ * thread pool when its file was removed (the last close frees it), at
+ * once otherwise. Loop thread. */
+void raft_uv_remove_close(struct raft_uv_node *d, int fd);
+
+/* raft_uv_remove_leftovers queues the removal of every file an earlier
+ * life of the node left half removed in its snapshot directory. Called
+ * once at start, before the loop runs. */
+void raft_uv_remove_leftovers(struct raft_uv_node *d);
 
 #endif /* RAFT_UV_NODE_INTERNAL_H */

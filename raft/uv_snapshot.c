@@ -44,6 +44,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 #include <xxhash.h>
 
@@ -119,7 +120,7 @@ static void fail_send(struct raft_uv_node *d, struct raft_uv_snapshot_send *s,
 {
     struct raft_event ev;
     if (s->active) {
-        close(s->fd);
+        raft_uv_remove_close(d, s->fd);
         s->active = false;
     }
     if (s->repair && !s->wanted) {
@@ -149,7 +150,7 @@ static void create_after_work(uv_work_t *req, int status)
     if (status != 0 || f->rc != 0) {
         raft_uv_node_log(d, RAFT_LOG_WARN, "snapshot: %s",
                          status != 0 ? uv_strerror(status) : f->errmsg);
-        unlink(f->path);
+        raft_uv_remove_file(d, f->path, true);
         for (unsigned i = 0; i < d->n_peers; i++) {
             fail_send(d, &d->sends[i], "the snapshot could not be made");
         }
@@ -162,14 +163,32 @@ static void create_after_work(uv_work_t *req, int status)
     pump(d);
 }
 
+/* read_by_send says whether an open transfer reads the file @path. */
+static bool read_by_send(struct raft_uv_node *d, const char *path)
+{
+    struct stat st;
+    if (stat(path, &st) != 0) {
+        return false;
+    }
+    for (unsigned i = 0; i < d->n_peers; i++) {
+        struct stat o;
+        if (d->sends[i].active && fstat(d->sends[i].fd, &o) == 0 &&
+            o.st_dev == st.st_dev && o.st_ino == st.st_ino) {
+            return true;
+        }
+    }
+    return false;
+}
+
 /* start_create makes a new snapshot file, replacing the current one (open
  * transfers keep reading the old file through their descriptors). */
 static void start_create(struct raft_uv_node *d)
 {
     struct raft_uv_snapshot_file *f = &d->snap;
+    struct stat st;
     int rc;
     if (f->ready) {
-        unlink(f->path);
+        raft_uv_remove_file(d, f->path, !read_by_send(d, f->path));
         f->ready = false;
     }
     snprintf(f->path, sizeof f->path, "%s/snapshot-%" PRIu64 "-%u.db",
@@ -177,10 +196,11 @@ static void start_create(struct raft_uv_node *d)
     /* The names count from 1 in each life of the node: one an earlier
      * life left (killed while it sent it) is garbage, and the store
      * makes no snapshot over a file that exists. */
-    if (unlink(f->path) == 0) {
+    if (stat(f->path, &st) == 0) {
         raft_uv_node_log(d, RAFT_LOG_INFO,
                          "snapshot: removed %s, left by an earlier run",
                          f->path);
+        raft_uv_remove_file(d, f->path, true);
     }
     f->req.data = d;
     rc = uv_queue_work(&d->loop, &f->req, create_work, create_after_work);
@@ -404,7 +424,7 @@ static void on_chunk_result(struct raft_uv_node *d, const struct raft_frame *m)
         s->last_progress = raft_uv_node_now(d);
     }
     if (s->acked == s->total) {
-        close(s->fd);
+        raft_uv_remove_close(d, s->fd);
         s->active = false;
         s->wanted = false;
         s->repair = false;
@@ -492,11 +512,12 @@ static void answer(struct raft_uv_node *d, const struct raft_frame *m,
     raft_uv_node_send_frame(d, &r);
 }
 
-static void recv_reset(struct raft_uv_snapshot_recv *r)
+static void recv_reset(struct raft_uv_node *d)
 {
+    struct raft_uv_snapshot_recv *r = &d->recv;
     if (r->active && !r->installing) {
         close(r->fd);
-        unlink(r->path);
+        raft_uv_remove_file(d, r->path, true);
     }
     r->active = false;
 }
@@ -520,9 +541,11 @@ static void on_chunk(struct raft_uv_node *d, const struct raft_frame *m)
         return; /* the answer comes when the install is done */
     }
     if (c->offset == 0) {
-        recv_reset(r);
+        recv_reset(d);
         snprintf(r->path, sizeof r->path, "%s/incoming-%" PRIu64 ".db",
                  d->snapshot_dir, d->id);
+        /* One an earlier life left: O_TRUNC would free it here. */
+        raft_uv_remove_file(d, r->path, true);
         r->fd = open(r->path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
         if (r->fd < 0) {
             raft_uv_node_log(d, RAFT_LOG_WARN, "snapshot: %s: %s", r->path,
@@ -549,7 +572,7 @@ static void on_chunk(struct raft_uv_node *d, const struct raft_frame *m)
         pwrite(r->fd, c->data->data, len, (off_t)c->offset) != (ssize_t)len) {
         raft_uv_node_log(d, RAFT_LOG_WARN, "snapshot: write %s: %s", r->path,
                          strerror(errno));
-        recv_reset(r);
+        recv_reset(d);
         answer(d, m, 0, RAFT_IOERR);
         return;
     }
@@ -572,7 +595,7 @@ static void on_chunk(struct raft_uv_node *d, const struct raft_frame *m)
         raft_uv_node_log(d, RAFT_LOG_WARN, "snapshot: sync %s: %s", r->path,
                          strerror(errno));
         r->fd = -1;
-        unlink(r->path);
+        raft_uv_remove_file(d, r->path, true);
         r->active = false;
         answer(d, m, 0, RAFT_IOERR);
         return;
@@ -585,7 +608,7 @@ static void on_chunk(struct raft_uv_node *d, const struct raft_frame *m)
     if (raft_uv_storage_install(d, r) != 0) {
         r->installing = false;
         r->active = false;
-        unlink(r->path);
+        raft_uv_remove_file(d, r->path, true);
         answer(d, m, 0, RAFT_NOMEM);
         return;
     }
@@ -602,7 +625,7 @@ void raft_uv_snapshot_installed(struct raft_uv_node *d,
 
     r->installing = false;
     r->active = false;
-    unlink(in->path);
+    raft_uv_remove_file(d, in->path, true);
     memset(&m, 0, sizeof m);
     m.from = in->leader;
     m.snapshot_chunk.last_index = in->index;
@@ -719,7 +742,7 @@ void raft_uv_snapshot_tick(struct raft_uv_node *d)
         struct raft_uv_snapshot_send *s = &d->sends[i];
         if (!leader) {
             if (s->active) {
-                close(s->fd);
+                raft_uv_remove_close(d, s->fd);
                 s->active = false;
             }
             s->wanted = false;
@@ -776,7 +799,7 @@ void raft_uv_snapshot_forget(struct raft_uv_node *d, raft_id id)
 {
     struct raft_uv_snapshot_send *s = send_of(d, id);
     if (s != NULL && s->active) {
-        close(s->fd);
+        raft_uv_remove_close(d, s->fd);
         s->active = false;
     }
     if (s != NULL) {

@@ -101,6 +101,20 @@ static void note_thread(struct fake *f)
     }
 }
 
+/* on_remove counts a removal the driver makes (seams.on_remove), and
+ * those it makes on its loop thread. */
+static void on_remove(void *data, const char *path)
+{
+    struct fake *f = data;
+    (void)path;
+    pthread_mutex_lock(&f->mu);
+    f->n_removes++;
+    f->n_removes_on_loop +=
+        f->loop_known && pthread_equal(pthread_self(), f->loop_thread);
+    changed(f);
+    pthread_mutex_unlock(&f->mu);
+}
+
 /* ---- The store ----------------------------------------------------------- */
 
 /* begin_call blocks a call of @op that a test holds (mutex held). */
@@ -1155,6 +1169,8 @@ void fake_start(struct fake *f, struct raft *r, const struct fake_opts *o)
         .transport = &f->tr,
         .snapshot_stall_ms = o->stall_ms,
         .install_rate = o->install_rate,
+        .on_remove = on_remove,
+        .on_remove_data = f,
     };
     char errmsg[256] = "";
     int rc;

@@ -204,6 +204,10 @@ struct fake {
     unsigned cap_lines;              /* room at @lines */
     struct raft_uv_node_callbacks app; /* fake_opts.app (written before
                                           the driver starts) */
+    unsigned n_removes;                /* snapshot files removed, and last
+                                   descriptors of removed ones closed, by
+                                   the driver (seams.on_remove) */
+    unsigned n_removes_on_loop;        /* of those, on its loop thread */
 };
 
 /* What a test's setup allocates: one driver, and a second for the tests

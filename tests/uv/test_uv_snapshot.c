@@ -131,16 +131,48 @@ static unsigned n_files(const char *dir)
     return n;
 }
 
+/* wait_files waits up to FAKE_WAIT_MS for directory @dir to hold @n
+ * files: the driver removes snapshot files on its thread pool
+ * (raft/uv_remove.c), after the event a test waits for. */
+static void wait_files(const char *dir, unsigned n)
+{
+    struct timespec dl, nap = {.tv_sec = 0, .tv_nsec = 1000000};
+    unsigned seen;
+    clock_gettime(CLOCK_MONOTONIC, &dl);
+    dl.tv_sec += FAKE_WAIT_MS / 1000;
+    for (;;) {
+        struct timespec now;
+        if ((seen = n_files(dir)) == n) {
+            return;
+        }
+        clock_gettime(CLOCK_MONOTONIC, &now);
+        if (now.tv_sec > dl.tv_sec ||
+            (now.tv_sec == dl.tv_sec && now.tv_nsec >= dl.tv_nsec)) {
+            break;
+        }
+        nanosleep(&nap, NULL);
+    }
+    fail_msg("%s holds %u files after %d ms, not %u", dir, seen, FAKE_WAIT_MS,
+             n);
+}
+
 /* ---- Follower ------------------------------------------------------------ */
+
+/* start_follower_with starts server 2 of {1, 2}, @f initialized
+ * (fake_init); the test leads as 1. */
+static void start_follower_with(struct fake *f, bool no_snapshots)
+{
+    struct fake_opts o = {
+        .peers = PEER_1, .n_peers = 1, .no_snapshots = no_snapshots};
+    fake_start(f, fake_core(2, TWO, 2, 60000), &o);
+    FAKE_WAIT(f, f->obs.n_ticks > 0);
+}
 
 /* start_follower starts server 2 of {1, 2}; the test leads as 1. */
 static void start_follower(struct fake *f, bool no_snapshots)
 {
-    struct fake_opts o = {
-        .peers = PEER_1, .n_peers = 1, .no_snapshots = no_snapshots};
     fake_init(f, 2);
-    fake_start(f, fake_core(2, TWO, 2, 60000), &o);
-    FAKE_WAIT(f, f->obs.n_ticks > 0);
+    start_follower_with(f, no_snapshots);
 }
 
 /* begin starts the follower and makes @fl, a file of 2500 bytes (three
@@ -201,7 +233,7 @@ static void test_receive_and_install(void **state)
         fake_logged(f, RAFT_LOG_INFO, "installed snapshot at index 10 from 1"),
         1);
     fake_unlock(f);
-    assert_int_equal(n_files(f->dir), 0);
+    wait_files(f->dir, 0);
 
     fake_inject_append(f, 1, 3, 10, 2, "after", 11);
     FAKE_WAIT(f, f->n_applied == 1);
@@ -209,6 +241,46 @@ static void test_receive_and_install(void **state)
                       fake_last_call(f, FAKE_APPEND)->rc == 0 &&
                       f->applied[0].index == 11 &&
                       strcmp(f->applied[0].data, "after") == 0);
+}
+
+/* The received file, as large as the database, is removed on the thread
+ * pool once installed, never on the loop thread: on a file system
+ * mounted with discard its unlink took over a second, without a
+ * heartbeat (raft/uv_remove.c). Its name is free at once. */
+static void test_installed_file_removed_off_loop(void **state)
+{
+    struct fake *f = fake_a(state);
+    struct file fl;
+    begin(f, &fl, 1);
+    deliver(f, &fl, fl.sum);
+    FAKE_WAIT(f, f->obs.snapshot_index == 10 && f->n_removes >= 1);
+    wait_files(f->dir, 0);
+    FAKE_CHECK(f, f->n_removes_on_loop == 0);
+    /* A second transfer takes the same name meanwhile. */
+    inject_chunk(f, 3, 20, 2, &fl, 0, 1000, fl.sum);
+    FAKE_WAIT(f, fake_n_sent(f, RAFT_FRAME_SNAPSHOT_CHUNK_RESULT) == 4);
+    FAKE_CHECK(f, is_result(f, 3, 1000, 0));
+    wait_files(f->dir, 1);
+}
+
+/* A file an earlier life left half removed (killed between the rename
+ * and the unlink) is removed at start, on the thread pool. */
+static void test_leftover_removal_finished(void **state)
+{
+    struct fake *f = fake_a(state);
+    char path[PATH_MAX];
+    FILE *fp;
+    fake_init(f, 2);
+    snprintf(path, sizeof path, "%s/removing-2-1-1.db", f->dir);
+    fp = fopen(path, "wb");
+    assert_non_null(fp);
+    fputs("left by an earlier life", fp);
+    fclose(fp);
+    start_follower_with(f, false);
+    wait_files(f->dir, 0);
+    FAKE_CHECK(
+        f, f->n_removes == 1 && f->n_removes_on_loop == 0 &&
+               fake_logged(f, RAFT_LOG_INFO, "left by an earlier run") == 1);
 }
 
 /* A snapshot whose bytes do not match its checksum is refused without
@@ -226,7 +298,7 @@ static void test_bad_checksum_refused(void **state)
     FAKE_CHECK(f, fake_logged(f, RAFT_LOG_WARN, "checksum mismatch") == 1 &&
                       fake_logged(f, RAFT_LOG_WARN, "snapshot refused") == 1);
     FAKE_CHECK(f, !f->obs.failed && f->obs.snapshot_index == 0);
-    assert_int_equal(n_files(f->dir), 0);
+    wait_files(f->dir, 0);
 
     send_file(f, 3, 10, 2, &fl, fl.sum);
     FAKE_WAIT(f, f->obs.snapshot_index == 10);
@@ -886,7 +958,9 @@ static void test_snapshot_replaced_after_compaction(void **state)
     FAKE_CHECK(f, fake_n_calls(f, FAKE_CREATE, 0) == 2 &&
                       fake_last_call(f, FAKE_CREATE)->index == 12);
     FAKE_CHECK(f, f->peer.snap_index == 12 && f->peer.len == 5000);
-    assert_int_equal(n_files(f->dir), 1);
+    wait_files(f->dir, 1);
+    /* The old file went on the thread pool, not on the loop thread. */
+    FAKE_CHECK(f, f->n_removes >= 1 && f->n_removes_on_loop == 0);
 }
 
 /* ---- Two drivers --------------------------------------------------------- */
@@ -1014,6 +1088,8 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         TEST(test_receive_and_install),
+        TEST(test_installed_file_removed_off_loop),
+        TEST(test_leftover_removal_finished),
         TEST(test_bad_checksum_refused),
         TEST(test_out_of_order_chunk),
         TEST(test_stale_term_refused),
