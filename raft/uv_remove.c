@@ -14,8 +14,9 @@
  * the snapshot directory (removing-<id>-<start>-<n>.db: the old name is
  * free for a new file as soon as this returns), and the libuv thread pool
  * shortens it in steps of RAFT__UV_REMOVE_STEP, each freeing and
- * discarding a part, so that the disk's other writers (every log fsync)
- * wait behind one step, not the whole file, and unlinks it. A file
+ * discarding a part and followed by a rest as long as it took, so that
+ * the disk's other writers (every log fsync) wait behind one step, not
+ * the whole file, and unlinks it. A file
  * still read through a descriptor (a transfer of the snapshot it
  * replaces) is only unlinked: it is freed when the last descriptor is
  * closed, and raft_uv_remove_close closes such a descriptor on the pool
@@ -43,6 +44,10 @@
 /* Bytes freed (and discarded) by one step of a removal. */
 #define RAFT__UV_REMOVE_STEP (64u << 20)
 
+/* After each step the removal rests as long as the step took, up to this
+ * (ms): the disk is free for the other writers half of the time. */
+#define RAFT__UV_REMOVE_REST_MAX_MS 100
+
 /* The name prefix of files being removed. */
 #define RAFT__UV_REMOVE_PREFIX "removing-"
 
@@ -55,6 +60,26 @@ struct remove_job {
     int err;         /* errno of the failed unlink or close, 0 */
     char path[4096]; /* the file to remove, "" for a close */
 };
+
+static uint64_t now_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+/* rest sleeps @ns, at most RAFT__UV_REMOVE_REST_MAX_MS. */
+static void rest(uint64_t ns)
+{
+    struct timespec ts;
+    if (ns > (uint64_t)RAFT__UV_REMOVE_REST_MAX_MS * 1000000u) {
+        ns = (uint64_t)RAFT__UV_REMOVE_REST_MAX_MS * 1000000u;
+    }
+    ts.tv_sec = (time_t)(ns / 1000000000u);
+    ts.tv_nsec = (long)(ns % 1000000000u);
+    while (nanosleep(&ts, &ts) != 0 && errno == EINTR) {
+    }
+}
 
 static void remove_work(uv_work_t *req)
 {
@@ -74,11 +99,16 @@ static void remove_work(uv_work_t *req)
         if (fd >= 0 && fstat(fd, &st) == 0) {
             off_t size = st.st_size;
             while (size > 0) {
+                uint64_t took = now_ns();
                 size = size > (off_t)RAFT__UV_REMOVE_STEP
                            ? size - (off_t)RAFT__UV_REMOVE_STEP
                            : 0;
                 if (ftruncate(fd, size) != 0) {
                     break; /* the unlink below frees the rest */
+                }
+                took = now_ns() - took;
+                if (size > 0) {
+                    rest(took);
                 }
             }
         }
