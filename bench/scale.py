@@ -29,7 +29,10 @@ BLOB, n INTEGER) with an index on n, 1000-byte random values. Then, on
   answered (write_s), and how long the start's background verification
   of the file took (scan_s, raft_status() start_verify);
 - snap: one client writes while node 4 joins (a snapshot is created and
-  sent): p99 ms in that window (snap_p99_ms) beside w1's (w1_p99_ms);
+  sent): p99 ms in that window (snap_p99_ms) beside w1's (w1_p99_ms),
+  each measured once the joins before are on the disk (the page cache's
+  dirty and writeback pages under 64 MB, no snapshot file still being
+  removed; at most 120 s);
   the log shows that window's writes per 5 s ("join +N s": writes, p99,
   max, and what the leader's raft_status() showed of node 4: making the
   snapshot, the share of the transfer sent, sent while node 4
@@ -43,6 +46,7 @@ One row per size goes to a table (TSV) in OUT (default bench/results/,
 scale-<date>.tsv, with the load average and the commands) and, with
 python3-matplotlib, to scale-<date>.png (log-log where it helps).
 
+SETTLE_S= bounds each wait for the disk to settle (default 120 s).
 LOG_LEVEL= sets the nodes' log_level (default warn); with LOGS=<dir>
 their logs are copied there before the run's files are removed.
 """
@@ -353,6 +357,39 @@ class Phases(threading.Thread):
             w0 += 5
 
 
+def settle(nodes, limit_mb=64):
+    """Waits until what the joins before wrote is on the disk: the page
+    cache's dirty and writeback pages under @limit_mb, and no snapshot
+    file of @nodes still being removed (raft/uv_remove.c); at most
+    SETTLE_S s (default 120), then logs what it saw and goes on."""
+    timeout = float(os.environ.get("SETTLE_S", "120"))
+    def pending():
+        kb = 0
+        with open("/proc/meminfo") as f:
+            for line in f:
+                k, v = line.split(":", 1)
+                if k in ("Dirty", "Writeback"):
+                    kb += int(v.split()[0])
+        removing = 0
+        for n in nodes:
+            d = n.db + "-raft/snapshots"
+            if os.path.isdir(d):
+                removing += sum(1 for f in os.listdir(d)
+                                if f.startswith("removing-"))
+        return kb / 1024.0, removing
+    deadline = time.monotonic() + timeout
+    while True:
+        mb, removing = pending()
+        if mb < limit_mb and removing == 0:
+            return
+        if time.monotonic() > deadline:
+            log("not settled after %.0f s: %.0f MB dirty or under writeback, "
+                "%d snapshot files being removed; measuring anyway" %
+                (timeout, mb, removing))
+            return
+        time.sleep(0.5)
+
+
 def writes(db, clients, duration, first, plain=False):
     """(writes/s, p99 ms, last n) of @clients writing for @duration s
     (@plain: plain INSERTs, else raft_exec)."""
@@ -470,6 +507,7 @@ def run_size(size_gb, cache, work, duration, snap_timeout):
 
         db1 = c.nodes[1].db
         n = rows
+        settle(c.nodes.values())
         row["w1_wps"], row["w1_p99_ms"], n = writes(db1, 1, duration, n)
         row["w64_wps"], row["w64_p99_ms"], n = writes(db1, 64, duration, n)
         row["pw1_wps"], row["pw1_p99_ms"], n = writes(db1, 1, duration, n,
@@ -529,6 +567,7 @@ def run_size(size_gb, cache, work, duration, snap_timeout):
                 c.nodes[leader].sql("SELECT raft_transfer(1)")
             wait_until("node 1 leads", lambda: c.nodes[1].value(
                 "SELECT raft_leader()") == 1, 60)
+        settle(c.nodes.values())
         load = Load(db1, 1, n)
         load.start()
         time.sleep(min(1.0, duration / 2))
