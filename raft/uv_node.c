@@ -673,6 +673,7 @@ static void on_stop(uv_async_t *a)
 {
     struct raft_uv_node *d = a->data;
     d->stopping = true;
+    raft_uv_remove_abandon(d);
     uv_timer_stop(&d->tick);
     uv_close((uv_handle_t *)&d->tick, NULL);
     uv_close((uv_handle_t *)&d->tick_idle, NULL);

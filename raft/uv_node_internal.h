@@ -10,6 +10,7 @@
 #include <stdatomic.h>
 #include <stdbool.h>
 #include <stdint.h>
+#include <sys/types.h>
 #include <uv.h>
 
 #include "persist.h"
@@ -170,6 +171,21 @@ struct raft_uv_snapshot_recv {
     char path[4096];       /* temp file name */
 };
 
+/* Most files renamed for removal while transfers still read them: one
+ * per transfer, and the one being replaced. */
+#define RAFT__UV_REMOVE_HELD (RAFT_MAX_VOTERS + 1)
+
+/* A file renamed for removal (uv_remove.c) that a transfer still reads:
+ * removed once the last descriptor on it is closed. */
+struct raft_uv_held {
+    bool used;       /* this slot holds one */
+    dev_t dev;       /* its device */
+    ino_t ino;       /* and inode */
+    char path[4096]; /* its removing-* name */
+};
+
+struct raft_uv_removal;
+
 struct raft_uv_node {
     raft_id id;                          /* this server */
     struct raft *raft;                   /* the core (loop thread) */
@@ -236,9 +252,15 @@ struct raft_uv_node {
     uint64_t install_rate; /* RAFT__UV_SNAPSHOT_INSTALL_RATE, or a test's */
 
     /* Removals on the pool (uv_remove.c). */
-    uint64_t remove_start; /* realtime ns of the first, in the names */
-    unsigned n_removed;    /* names given so far */
-    unsigned n_removing;   /* jobs queued and not done */
+    uint64_t remove_start;                 /* realtime ns of the first name */
+    unsigned n_removed;                    /* names given so far */
+    struct raft_uv_removal *removals;      /* queued, not begun (FIFO) */
+    struct raft_uv_removal *removals_tail; /* its last */
+    bool removal_running;                  /* one job is on the pool */
+    _Atomic bool remove_abandon;           /* stopping: jobs stop at their
+                                              next step */
+    struct raft_uv_held held[RAFT__UV_REMOVE_HELD];  /* renamed, still read
+                                                       by a transfer */
     void (*on_remove)(void *data, const char *path); /* seams.on_remove */
     void *on_remove_data;                            /* its argument */
 
@@ -340,21 +362,28 @@ int raft_uv_snapshot_checksum(const char *path, uint64_t *out,
  * one received) without blocking the loop thread: it renames it at once
  * to a name of its own in the snapshot directory, so @path is free for a
  * new file when this returns (nothing happens when @path does not
- * exist), and queues its removal on the libuv thread pool: shortened
- * step by step first when @shorten (no descriptor reads it any more),
- * then unlinked. A rename refused for another reason, or no job queued,
- * removes it here (logged at WARN). Loop thread. */
-void raft_uv_remove_file(struct raft_uv_node *d, const char *path,
-                         bool shorten);
+ * exist), and queues its removal on the libuv thread pool, one job at a
+ * time: shortened step by step, then unlinked. A file an active
+ * transfer still reads is held until raft_uv_remove_close closes the
+ * last descriptor on it. A rename refused removes it here (logged at
+ * WARN). Loop thread. */
+void raft_uv_remove_file(struct raft_uv_node *d, const char *path);
 
-/* raft_uv_remove_close closes descriptor @fd, ours from now on: on the
- * thread pool when its file was removed (the last close frees it), at
- * once otherwise. Loop thread. */
+/* raft_uv_remove_close closes descriptor @fd of a transfer (ours from
+ * now on; the caller marks the transfer inactive after), and queues the
+ * removal of its file if it was held for it and no other transfer reads
+ * it. Loop thread. */
 void raft_uv_remove_close(struct raft_uv_node *d, int fd);
 
 /* raft_uv_remove_leftovers queues the removal of every file an earlier
- * life of the node left half removed in its snapshot directory. Called
- * once at start, before the loop runs. */
+ * life of server @d->id left half removed in its snapshot directory.
+ * Called once at start, before the loop runs. */
 void raft_uv_remove_leftovers(struct raft_uv_node *d);
+
+/* raft_uv_remove_abandon makes the removal under way stop at its next
+ * step and drops those not begun: a stop does not wait for them, and
+ * the next start finishes them (raft_uv_remove_leftovers). Loop thread,
+ * when the node stops. */
+void raft_uv_remove_abandon(struct raft_uv_node *d);
 
 #endif /* RAFT_UV_NODE_INTERNAL_H */

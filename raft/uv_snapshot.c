@@ -150,7 +150,7 @@ static void create_after_work(uv_work_t *req, int status)
     if (status != 0 || f->rc != 0) {
         raft_uv_node_log(d, RAFT_LOG_WARN, "snapshot: %s",
                          status != 0 ? uv_strerror(status) : f->errmsg);
-        raft_uv_remove_file(d, f->path, true);
+        raft_uv_remove_file(d, f->path);
         for (unsigned i = 0; i < d->n_peers; i++) {
             fail_send(d, &d->sends[i], "the snapshot could not be made");
         }
@@ -163,23 +163,6 @@ static void create_after_work(uv_work_t *req, int status)
     pump(d);
 }
 
-/* read_by_send says whether an open transfer reads the file @path. */
-static bool read_by_send(struct raft_uv_node *d, const char *path)
-{
-    struct stat st;
-    if (stat(path, &st) != 0) {
-        return false;
-    }
-    for (unsigned i = 0; i < d->n_peers; i++) {
-        struct stat o;
-        if (d->sends[i].active && fstat(d->sends[i].fd, &o) == 0 &&
-            o.st_dev == st.st_dev && o.st_ino == st.st_ino) {
-            return true;
-        }
-    }
-    return false;
-}
-
 /* start_create makes a new snapshot file, replacing the current one (open
  * transfers keep reading the old file through their descriptors). */
 static void start_create(struct raft_uv_node *d)
@@ -188,7 +171,7 @@ static void start_create(struct raft_uv_node *d)
     struct stat st;
     int rc;
     if (f->ready) {
-        raft_uv_remove_file(d, f->path, !read_by_send(d, f->path));
+        raft_uv_remove_file(d, f->path);
         f->ready = false;
     }
     snprintf(f->path, sizeof f->path, "%s/snapshot-%" PRIu64 "-%u.db",
@@ -200,7 +183,7 @@ static void start_create(struct raft_uv_node *d)
         raft_uv_node_log(d, RAFT_LOG_INFO,
                          "snapshot: removed %s, left by an earlier run",
                          f->path);
-        raft_uv_remove_file(d, f->path, true);
+        raft_uv_remove_file(d, f->path);
     }
     f->req.data = d;
     rc = uv_queue_work(&d->loop, &f->req, create_work, create_after_work);
@@ -517,7 +500,7 @@ static void recv_reset(struct raft_uv_node *d)
     struct raft_uv_snapshot_recv *r = &d->recv;
     if (r->active && !r->installing) {
         close(r->fd);
-        raft_uv_remove_file(d, r->path, true);
+        raft_uv_remove_file(d, r->path);
     }
     r->active = false;
 }
@@ -545,7 +528,7 @@ static void on_chunk(struct raft_uv_node *d, const struct raft_frame *m)
         snprintf(r->path, sizeof r->path, "%s/incoming-%" PRIu64 ".db",
                  d->snapshot_dir, d->id);
         /* One an earlier life left: O_TRUNC would free it here. */
-        raft_uv_remove_file(d, r->path, true);
+        raft_uv_remove_file(d, r->path);
         r->fd = open(r->path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
         if (r->fd < 0) {
             raft_uv_node_log(d, RAFT_LOG_WARN, "snapshot: %s: %s", r->path,
@@ -595,7 +578,7 @@ static void on_chunk(struct raft_uv_node *d, const struct raft_frame *m)
         raft_uv_node_log(d, RAFT_LOG_WARN, "snapshot: sync %s: %s", r->path,
                          strerror(errno));
         r->fd = -1;
-        raft_uv_remove_file(d, r->path, true);
+        raft_uv_remove_file(d, r->path);
         r->active = false;
         answer(d, m, 0, RAFT_IOERR);
         return;
@@ -608,7 +591,7 @@ static void on_chunk(struct raft_uv_node *d, const struct raft_frame *m)
     if (raft_uv_storage_install(d, r) != 0) {
         r->installing = false;
         r->active = false;
-        raft_uv_remove_file(d, r->path, true);
+        raft_uv_remove_file(d, r->path);
         answer(d, m, 0, RAFT_NOMEM);
         return;
     }
@@ -625,7 +608,7 @@ void raft_uv_snapshot_installed(struct raft_uv_node *d,
 
     r->installing = false;
     r->active = false;
-    raft_uv_remove_file(d, in->path, true);
+    raft_uv_remove_file(d, in->path);
     memset(&m, 0, sizeof m);
     m.from = in->leader;
     m.snapshot_chunk.last_index = in->index;

@@ -106,12 +106,22 @@ static void note_thread(struct fake *f)
 static void on_remove(void *data, const char *path)
 {
     struct fake *f = data;
+    struct timespec dl;
     (void)path;
     pthread_mutex_lock(&f->mu);
     f->n_removes++;
     f->n_removes_on_loop +=
         f->loop_known && pthread_equal(pthread_self(), f->loop_thread);
     changed(f);
+    if (f->hold_remove) {
+        f->remove_held = true;
+        changed(f);
+        dl = deadline_in(FAKE_HOLD_MS);
+        while (f->hold_remove && !f->release_all && fake_wait_locked(f, &dl)) {
+        }
+        f->remove_held = false;
+        changed(f);
+    }
     pthread_mutex_unlock(&f->mu);
 }
 
@@ -392,6 +402,14 @@ void fake_release(struct fake *f, int op)
 {
     fake_lock(f);
     f->held[op] = false;
+    changed(f);
+    fake_unlock(f);
+}
+
+void fake_release_remove(struct fake *f)
+{
+    fake_lock(f);
+    f->hold_remove = false;
     changed(f);
     fake_unlock(f);
 }

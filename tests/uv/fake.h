@@ -204,10 +204,12 @@ struct fake {
     unsigned cap_lines;              /* room at @lines */
     struct raft_uv_node_callbacks app; /* fake_opts.app (written before
                                           the driver starts) */
-    unsigned n_removes;                /* snapshot files removed, and last
-                                   descriptors of removed ones closed, by
-                                   the driver (seams.on_remove) */
+    unsigned n_removes;                /* snapshot files the driver removed
+                                   (seams.on_remove) */
     unsigned n_removes_on_loop;        /* of those, on its loop thread */
+    bool hold_remove;                  /* the next removal blocks before it
+                                   begins, until cleared */
+    bool remove_held;                  /* a removal is blocked now */
 };
 
 /* What a test's setup allocates: one driver, and a second for the tests
@@ -305,6 +307,9 @@ void fake_hold(struct fake *f, int op);
 
 /* fake_release unblocks the held call of @op. Any thread. */
 void fake_release(struct fake *f, int op);
+
+/* fake_release_remove unblocks the removal that hold_remove blocked. */
+void fake_release_remove(struct fake *f);
 
 /* fake_link makes the frames each of @a and @b sends to the other go to
  * it (two drivers in one process). Before either starts. */

@@ -18,6 +18,7 @@
 #include <string.h>
 #include <time.h>
 #include <dirent.h>
+#include <fcntl.h>
 #include <sys/stat.h>
 #include <unistd.h>
 #include <xxhash.h>
@@ -246,21 +247,84 @@ static void test_receive_and_install(void **state)
 /* The received file, as large as the database, is removed on the thread
  * pool once installed, never on the loop thread: on a file system
  * mounted with discard its unlink took over a second, without a
- * heartbeat (raft/uv_remove.c). Its name is free at once. */
+ * heartbeat (raft/uv_remove.c). Its name is free at once: while the
+ * removal is held, a new transfer takes it. */
 static void test_installed_file_removed_off_loop(void **state)
 {
     struct fake *f = fake_a(state);
     struct file fl;
     begin(f, &fl, 1);
+    fake_lock(f);
+    f->hold_remove = true;
+    fake_unlock(f);
     deliver(f, &fl, fl.sum);
-    FAKE_WAIT(f, f->obs.snapshot_index == 10 && f->n_removes >= 1);
-    wait_files(f->dir, 0);
-    FAKE_CHECK(f, f->n_removes_on_loop == 0);
-    /* A second transfer takes the same name meanwhile. */
+    FAKE_WAIT(f, f->obs.snapshot_index == 10 && f->remove_held);
     inject_chunk(f, 3, 20, 2, &fl, 0, 1000, fl.sum);
     FAKE_WAIT(f, fake_n_sent(f, RAFT_FRAME_SNAPSHOT_CHUNK_RESULT) == 4);
-    FAKE_CHECK(f, is_result(f, 3, 1000, 0));
+    FAKE_CHECK(f, is_result(f, 3, 1000, 0) && f->remove_held);
+    /* The file being removed, and the new transfer's. */
+    assert_int_equal(n_files(f->dir), 2);
+    fake_release_remove(f);
     wait_files(f->dir, 1);
+    FAKE_CHECK(f, f->n_removes == 1 && f->n_removes_on_loop == 0);
+}
+
+/* What the loop thread saw of a file removed while a transfer reads it. */
+struct held_seen {
+    char path[PATH_MAX];
+    bool renamed;      /* gone from its name at once */
+    bool held;         /* kept for the transfer */
+    bool queued;       /* a removal job was started */
+    unsigned n_before; /* files in the directory then */
+};
+
+/* hold_for_transfer makes server 2's transfer slot 0 read a file of
+ * 3000 bytes, then removes that file (on the loop thread). */
+static void hold_for_transfer(struct fake *f, void *arg)
+{
+    struct held_seen *h = arg;
+    struct raft_uv_snapshot_send *s = &f->d->sends[0];
+    struct stat st;
+    FILE *fp = fopen(h->path, "wb");
+    int fd;
+    /* No cmocka assertion here: this runs on the loop thread. */
+    if (fp == NULL) {
+        return;
+    }
+    for (int i = 0; i < 3000; i++) {
+        fputc(i & 0xff, fp);
+    }
+    fclose(fp);
+    fd = open(h->path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0) {
+        return;
+    }
+    s->fd = fd;
+    s->active = true;
+    raft_uv_remove_file(f->d, h->path);
+    h->renamed = stat(h->path, &st) != 0;
+    h->held = f->d->held[0].used && stat(f->d->held[0].path, &st) == 0 &&
+              st.st_size == 3000;
+    h->queued = f->d->removal_running;
+    h->n_before = n_files(f->dir);
+}
+
+/* A file a transfer still reads is renamed and held, never shortened
+ * under it; once the transfer's descriptor is closed (here by the next
+ * tick: a follower drops its transfers), it is removed as any other. */
+static void test_file_read_by_transfer_held(void **state)
+{
+    struct fake *f = fake_a(state);
+    struct held_seen h;
+    struct file fl;
+    begin(f, &fl, 1);
+    memset(&h, 0, sizeof h);
+    snprintf(h.path, sizeof h.path, "%s/snapshot-2-9.db", f->dir);
+    fake_on_loop(f, hold_for_transfer, &h);
+    assert_true(h.renamed && h.held && !h.queued);
+    assert_int_equal(h.n_before, 1);
+    wait_files(f->dir, 0);
+    FAKE_CHECK(f, f->n_removes == 1 && f->n_removes_on_loop == 0);
 }
 
 /* A file an earlier life left half removed (killed between the rename
@@ -1090,6 +1154,7 @@ int main(void)
         TEST(test_receive_and_install),
         TEST(test_installed_file_removed_off_loop),
         TEST(test_leftover_removal_finished),
+        TEST(test_file_read_by_transfer_held),
         TEST(test_bad_checksum_refused),
         TEST(test_out_of_order_chunk),
         TEST(test_stale_term_refused),
