@@ -511,6 +511,8 @@ static void on_chunk(struct raft_uv_node *d, const struct raft_frame *m)
     struct raft_uv_snapshot_recv *r = &d->recv;
     size_t len = c->data != NULL ? c->data->len : 0;
     uint64_t synced_at;
+    bool synced;
+    int err;
 
     if (d->storage.fsm.snapshot_install == NULL || d->disk_failed) {
         answer(d, m, 0, RAFT_INVALID);
@@ -574,9 +576,17 @@ static void on_chunk(struct raft_uv_node *d, const struct raft_frame *m)
         return;
     }
     synced_at = uv_hrtime();
-    if (fsync(r->fd) != 0 || close(r->fd) != 0) {
+    synced = fsync(r->fd) == 0;
+    err = errno;
+    if (close(r->fd) != 0 && synced) {
+        synced = false;
+        err = errno;
+    }
+    if (!synced) {
+        /* The descriptor is closed either way (a failed fsync used to
+         * leave it open). */
         raft_uv_node_log(d, RAFT_LOG_WARN, "snapshot: sync %s: %s", r->path,
-                         strerror(errno));
+                         strerror(err));
         r->fd = -1;
         raft_uv_remove_file(d, r->path);
         r->active = false;
