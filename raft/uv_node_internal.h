@@ -252,7 +252,7 @@ struct raft_uv_node {
     uint64_t install_rate; /* RAFT__UV_SNAPSHOT_INSTALL_RATE, or a test's */
 
     /* Removals on the pool (uv_remove.c). */
-    uint64_t remove_start;                 /* realtime ns of the first name */
+    uint64_t remove_start;                 /* realtime ns at start, in names */
     unsigned n_removed;                    /* names given so far */
     struct raft_uv_removal *removals;      /* queued, not begun (FIFO) */
     struct raft_uv_removal *removals_tail; /* its last */
@@ -366,8 +366,8 @@ int raft_uv_snapshot_checksum(const char *path, uint64_t *out,
  * time: shortened step by step, then unlinked. A file an active
  * transfer still reads is held until raft_uv_remove_close closes the
  * last descriptor on it. A rename refused removes it here (logged at
- * WARN). Loop thread. */
-void raft_uv_remove_file(struct raft_uv_node *d, const char *path);
+ * WARN). Returns whether a file was there. Loop thread. */
+bool raft_uv_remove_file(struct raft_uv_node *d, const char *path);
 
 /* raft_uv_remove_close closes descriptor @fd of a transfer (ours from
  * now on; the caller marks the transfer inactive after), and queues the
@@ -376,8 +376,9 @@ void raft_uv_remove_file(struct raft_uv_node *d, const char *path);
 void raft_uv_remove_close(struct raft_uv_node *d, int fd);
 
 /* raft_uv_remove_leftovers queues the removal of every file an earlier
- * life of server @d->id left half removed in its snapshot directory.
- * Called once at start, before the loop runs. */
+ * life of server @d->id left half removed in its snapshot directory,
+ * and dates this life's names. Called once at start, before the loop
+ * runs and before any raft_uv_remove_file. */
 void raft_uv_remove_leftovers(struct raft_uv_node *d);
 
 /* raft_uv_remove_abandon makes the removal under way stop at its next

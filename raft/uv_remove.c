@@ -70,13 +70,6 @@ struct raft_uv_removal {
     char path[4096];              /* the removing-* name */
 };
 
-static uint64_t now_ns(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
-}
-
 /* rest sleeps @ns, at most RAFT__UV_REMOVE_REST_MAX_MS. */
 static void rest(uint64_t ns)
 {
@@ -115,7 +108,7 @@ static void remove_work(uv_work_t *req)
     }
     size = st.st_size;
     while (size > 0) {
-        uint64_t took = now_ns();
+        uint64_t took = uv_hrtime();
         size = size > (off_t)RAFT__UV_REMOVE_STEP
                    ? size - (off_t)RAFT__UV_REMOVE_STEP
                    : 0;
@@ -126,7 +119,7 @@ static void remove_work(uv_work_t *req)
             return; /* the next start takes it from there */
         }
         if (size > 0) {
-            rest(now_ns() - took);
+            rest(uv_hrtime() - took);
             if (atomic_load(&d->remove_abandon)) {
                 close(fd);
                 return;
@@ -225,19 +218,13 @@ static unsigned read_by_send(struct raft_uv_node *d, dev_t dev, ino_t ino,
     return n;
 }
 
-void raft_uv_remove_file(struct raft_uv_node *d, const char *path)
+bool raft_uv_remove_file(struct raft_uv_node *d, const char *path)
 {
     char to[4096];
     struct stat st;
 
-    if (d->remove_start == 0) {
-        struct timespec ts;
-        clock_gettime(CLOCK_REALTIME, &ts);
-        d->remove_start =
-            (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
-    }
     if (stat(path, &st) != 0) {
-        return; /* nothing there */
+        return false; /* nothing there */
     }
     snprintf(to, sizeof to,
              "%.3800s/" RAFT__UV_REMOVE_PREFIX "%" PRIu64 "-%" PRIu64 "-%u.db",
@@ -250,7 +237,7 @@ void raft_uv_remove_file(struct raft_uv_node *d, const char *path)
             d->on_remove(d->on_remove_data, path);
         }
         (void)unlink(path);
-        return;
+        return true;
     }
     if (read_by_send(d, st.st_dev, st.st_ino, -1) > 0) {
         /* Held until the last transfer reading it ends. */
@@ -261,7 +248,7 @@ void raft_uv_remove_file(struct raft_uv_node *d, const char *path)
                 h->dev = st.st_dev;
                 h->ino = st.st_ino;
                 snprintf(h->path, sizeof h->path, "%s", to);
-                return;
+                return true;
             }
         }
         /* More held files than transfers can read: never, but the name
@@ -270,9 +257,10 @@ void raft_uv_remove_file(struct raft_uv_node *d, const char *path)
                          "snapshot: %s still read and no room to hold it: "
                          "left for the next start",
                          to);
-        return;
+        return true;
     }
     queue_removal(d, to);
+    return true;
 }
 
 void raft_uv_remove_close(struct raft_uv_node *d, int fd)
@@ -297,10 +285,15 @@ void raft_uv_remove_close(struct raft_uv_node *d, int fd)
 
 void raft_uv_remove_leftovers(struct raft_uv_node *d)
 {
+    struct timespec ts;
     char prefix[64];
     DIR *dir = opendir(d->snapshot_dir);
     struct dirent *e;
 
+    /* The names of this life's removals: none of an earlier life has
+     * it. */
+    clock_gettime(CLOCK_REALTIME, &ts);
+    d->remove_start = (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
     if (dir == NULL) {
         return;
     }

@@ -168,7 +168,6 @@ static void create_after_work(uv_work_t *req, int status)
 static void start_create(struct raft_uv_node *d)
 {
     struct raft_uv_snapshot_file *f = &d->snap;
-    struct stat st;
     int rc;
     if (f->ready) {
         raft_uv_remove_file(d, f->path);
@@ -179,11 +178,10 @@ static void start_create(struct raft_uv_node *d)
     /* The names count from 1 in each life of the node: one an earlier
      * life left (killed while it sent it) is garbage, and the store
      * makes no snapshot over a file that exists. */
-    if (stat(f->path, &st) == 0) {
+    if (raft_uv_remove_file(d, f->path)) {
         raft_uv_node_log(d, RAFT_LOG_INFO,
-                         "snapshot: removed %s, left by an earlier run",
+                         "snapshot: removing %s, left by an earlier run",
                          f->path);
-        raft_uv_remove_file(d, f->path);
     }
     f->req.data = d;
     rc = uv_queue_work(&d->loop, &f->req, create_work, create_after_work);
