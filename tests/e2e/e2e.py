@@ -201,11 +201,19 @@ class ClusterCase(unittest.TestCase):
                          "(sanitizer report in its log)")
 
     def rows_everywhere(self, sql, expected, timeout=20.0):
-        """Wait until @sql answers @expected on every node."""
+        """Wait until @sql answers @expected on every node. An error from
+        a node (a table a lagging node has not applied yet) is waited
+        past like a wrong answer, and shown if it is what it last said."""
         got = []
 
+        def answer(node):
+            try:
+                return node.sql(sql)
+            except NodeError as e:
+                return "error: %s" % e
+
         def same():
-            got[:] = [n.sql(sql) for n in self.cluster.nodes]
+            got[:] = [answer(n) for n in self.cluster.nodes]
             return all(g == expected for g in got)
         try:
             wait_for(sql, same, timeout)
