@@ -14,7 +14,7 @@
 # stock of the same round, then the medians, and keeps the output in
 # bench/results/reads-<date>.txt.
 #
-# ROUNDS (default 3), ROWS (100000), QUERIES (100000), CASES (default
+# ROUNDS (default 3), ROWS (100000), QUERIES (500000), CASES (default
 # "other-reuse other-prepare node-reuse node-prepare"), CONFIG (extra
 # raft_start keys for every node, e.g. 'max_staleness_ms=1000'),
 # OUT (the results file; "-" for none).
@@ -24,7 +24,7 @@ here=$(cd "$(dirname "$0")/.." && pwd)
 cd "$here"
 ROUNDS=${ROUNDS:-3}
 ROWS=${ROWS:-100000}
-QUERIES=${QUERIES:-100000}
+QUERIES=${QUERIES:-500000}
 CASES=${CASES:-"other-reuse other-prepare node-reuse node-prepare"}
 CONFIG=${CONFIG:-}
 OUT=${OUT:-bench/results/reads-$(date +%Y-%m-%d).txt}

@@ -174,7 +174,8 @@ struct sql_capture;
 
 /* sql_capture_open starts capturing the write transactions of host
  * connection @db: it installs the pre-update hook, the trace hook
- * (SQLITE_TRACE_STMT | SQLITE_TRACE_PROFILE) and the rollback hook on
+ * (SQLITE_TRACE_STMT | SQLITE_TRACE_PROFILE, its mask 0 while not armed:
+ * sql_capture_arm) and the rollback hook on
  * @db, replacing whatever was there (the caller checks later, with
  * sql_capture_intact, that nobody replaced them). The running
  * transaction's records are kept in memory up to @max_bytes of encoded
@@ -188,8 +189,10 @@ int sql_capture_open(sqlite3 *db, uint64_t max_bytes, struct sql_capture **out,
                      char *why, size_t why_len);
 
 /* sql_capture_intact reports whether @c's three hooks are still the ones
- * installed on its connection (1) or a host replaced one (0): then its
- * records are not the transaction's whole effect. Each of SQLite's hook
+ * installed on its connection (1) or a host replaced one (0; the trace
+ * hook also when it was replaced while the capture was not armed, and
+ * sql_capture_arm put it back): then its records are not the
+ * transaction's whole effect. Each of SQLite's hook
  * setters returns the previous one, so it re-installs each to read it
  * back. Thread: the connection's. */
 int sql_capture_intact(struct sql_capture *c);
@@ -224,6 +227,37 @@ int sql_capture_take(struct sql_capture *c, const uint64_t id[2],
  * refused COMMIT, say). Thread: the connection's. */
 void sql_capture_reset(struct sql_capture *c);
 
+/* sql_capture_arm makes sure @c traces the statements of its connection
+ * from the next one that starts. While every statement prepared on the
+ * connection is a read (read-only, and SELECT, WITH or VALUES) and none
+ * runs, no transaction being open, the capture stops tracing (SQLite
+ * then reads no clock and calls no hook for a statement); the caller
+ * arms it as a statement that is not such a read is prepared (the guard,
+ * its authorizer, sees a write, a transaction, a PRAGMA), before that
+ * statement can step. A write that runs unarmed anyway (prepared past
+ * the guard) is not replicated: a row it writes poisons its
+ * transaction, and sql_capture_pending and sql_capture_take treat a
+ * commit while unarmed as such (refused: nothing was traced). Two calls
+ * into SQLite (the trace hook read back and set). Thread: the
+ * connection's (an authorizer). */
+void sql_capture_arm(struct sql_capture *c);
+
+/* sql_capture_armed says whether @c is armed (1) or not (0): a write
+ * whose prepare did not arm it got past the guard. Thread: the
+ * connection's. */
+int sql_capture_armed(const struct sql_capture *c);
+
+/* Told when a capture arms (@armed 1) or disarms (0): @arg as given to
+ * sql_capture_set_armed_cb. Runs on the connection's thread, inside
+ * SQLite's trace hook, an authorizer or a commit hook; must not step
+ * statements. */
+typedef void (*sql_capture_armed_cb)(void *arg, int armed);
+
+/* sql_capture_set_armed_cb makes @cb (with @arg; NULL: none, the default)
+ * the armed callback of @c, told as above. Thread: the connection's. */
+void sql_capture_set_armed_cb(struct sql_capture *c, sql_capture_armed_cb cb,
+                              void *arg);
+
 /* A gate asked at the start of each statement that may write (not
  * sqlite3_stmt_readonly; a statement's own start, not a trigger's or a
  * nested one's) on a captured connection: @arg as given to
@@ -241,14 +275,24 @@ typedef int (*sql_capture_gate_cb)(void *arg, sqlite3_stmt *stmt, char *why,
 void sql_capture_set_gate(struct sql_capture *c, sql_capture_gate_cb gate,
                           void *arg);
 
+/* What a statement callback is told (its @end). */
+enum {
+    SQL_CAPTURE_STMT_START = 0, /* a statement starts */
+    SQL_CAPTURE_STMT_END = 1    /* a statement ended or was reset */
+};
+
 /* A statement callback told, from SQLite's trace hook on a captured
- * connection, when a statement starts (@end 0: its own start, not a
- * trigger's or a nested one's) and when a statement ends or is reset
- * (@end 1: any statement, nested ones too): @arg as given to
- * sql_capture_set_stmt_cb, @stmt the statement. The start comes before
- * the statement opens its transaction (OP_Transaction), so a caller that
- * must wait for something before the statement reads can wait there.
- * Runs on the connection's thread; must not step statements on it. */
+ * connection, when a statement starts (@end SQL_CAPTURE_STMT_START: its
+ * own start, not a trigger's or a nested one's) and when a statement
+ * ends or is reset (SQL_CAPTURE_STMT_END: any statement, nested ones
+ * too): @arg as given to sql_capture_set_stmt_cb, @stmt the statement.
+ * The start comes before the statement opens its transaction
+ * (OP_Transaction), so a caller that must wait for something before the
+ * statement reads can wait there. A read at rest (a SELECT, WITH or
+ * VALUES with no transaction open and nothing recorded) is not told its
+ * start, nor its end while the capture is not armed (sql_capture_arm);
+ * a statement that runs unarmed is told nothing. Runs on the
+ * connection's thread; must not step statements on it. */
 typedef void (*sql_capture_stmt_cb)(void *arg, sqlite3_stmt *stmt, int end);
 
 /* sql_capture_set_stmt_cb makes @cb (with @arg; NULL: none, the default)

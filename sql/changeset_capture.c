@@ -73,6 +73,20 @@ SQLITE_EXTENSION_INIT3
 
 #define SQL__CAPTURE_TRACE (SQLITE_TRACE_STMT | SQLITE_TRACE_PROFILE)
 
+/* Statements ended at rest before the first quiet_look, and the most
+ * between two when the last one found a statement that may write (each
+ * look doubles the wait up to it): a look walks the connection's
+ * prepared statements (a driver's cache may hold a hundred). */
+#define SQL__QUIET_FIRST 16u
+
+/* Why a write that ran while the capture was not armed is refused. */
+#define SQL__UNARMED                                                           \
+    "a write ran that raftsql did not see prepared (prepared past its "        \
+    "guard: the connection's authorizer was replaced), so its changes "        \
+    "cannot be replicated; leave the authorizer to raftsql on a "              \
+    "connection that writes to a replica"
+#define SQL__QUIET_MOST 4096u
+
 /* The mark of one running statement. */
 struct capture_stmt {
     sqlite3_stmt *stmt; /* the statement (never dereferenced by us) */
@@ -118,6 +132,18 @@ struct sql_capture {
     unsigned n_stmts;              /* entries in stmts */
     unsigned cap_stmts;            /* entries allocated */
     unsigned schema_depth;         /* schema statements among them */
+    int armed;                     /* the trace hook's mask is
+                                      SQL__CAPTURE_TRACE, not 0 (quiet_look,
+                                      sql_capture_arm) */
+    unsigned quiet_ends;           /* statements ended at rest since the
+                                      last quiet_look */
+    unsigned quiet_wait;           /* of them, before the next one */
+    sql_capture_armed_cb armed_cb; /* told when armed changes (NULL:
+                                      none) */
+    void *armed_arg;               /* its first argument */
+    int replaced;                  /* the trace hook was not ours when
+                                      sql_capture_arm armed it again
+                                      (sql_capture_intact tells) */
     struct capture_savepoint *sps; /* open savepoints, innermost last */
     unsigned n_sps;                /* entries in sps */
     unsigned cap_sps;              /* entries allocated */
@@ -391,6 +417,10 @@ static void on_preupdate(void *data, sqlite3 *db, int op, const char *db_name,
     int depth;
 
     if (strcmp(db_name, "main") != 0 || is_internal(table)) {
+        return;
+    }
+    if (!c->armed) {
+        poison(c, "%s", SQL__UNARMED);
         return;
     }
     if (c->pu.blobwrite(db) >= 0) {
@@ -873,14 +903,23 @@ static void on_stmt(struct sql_capture *c, sqlite3_stmt *stmt, const char *text)
         }
         pop_stmt(c); /* its pointer runs a new statement */
     }
+    if (strncmp(sql, "-- ", 3) == 0) {
+        /* Nested in another statement: that one's mark, if any, is on
+         * the stack; a read at rest has none (quiet_read), and a write
+         * nested in it (a function's CREATE TABLE) is classified by its
+         * own text all the same. */
+        sql += 3;
+    }
     if (c->n_stmts > 0) {
         c->stmts[c->n_stmts - 1].pending = 0; /* @stmt runs in its re-run */
-        if (strncmp(sql, "-- ", 3) == 0) {
-            sql += 3;
-        }
-    } else if (sqlite3_get_autocommit(c->db)) {
+    } else if (sqlite3_get_autocommit(c->db) &&
+               (c->n == 0 ||
+                sqlite3_txn_state(c->db, NULL) != SQLITE_TXN_WRITE)) {
         /* No transaction is open: what is left is of one that ended
-         * without sql_capture_take or the rollback hook. */
+         * without sql_capture_take or the rollback hook. (Not while an
+         * implicit one writes: a statement nested in a read that wrote
+         * before it, such as the second write of a function called by a
+         * SELECT, whose mark quiet_read left out.) */
         reset_txn(c);
     }
     if (!c->sequence && !sqlite3_stmt_readonly(stmt) &&
@@ -989,19 +1028,126 @@ static void on_profile(struct sql_capture *c, sqlite3_stmt *stmt)
     pop_stmt(c);
 }
 
+/* quiet_text tells whether statement text @text begins with SELECT,
+ * WITH or VALUES (blanks before it skipped; a comment is not): what,
+ * with sqlite3_stmt_readonly, makes a read that opens no transaction
+ * (not BEGIN, SAVEPOINT, RELEASE or a PRAGMA, which it also calls
+ * read-only). */
+static int quiet_text(const char *text)
+{
+    const char *s = text;
+
+    if (s == NULL) {
+        return 0;
+    }
+    while (*s == ' ' || *s == '\t' || *s == '\n' || *s == '\r') {
+        s++;
+    }
+    /* (Letter by letter, unrolled: every read of a connection that
+     * wrote asks this, at its start.) */
+    switch (*s | 0x20) {
+        case 's':
+            return (s[1] | 0x20) == 'e' && (s[2] | 0x20) == 'l' &&
+                   (s[3] | 0x20) == 'e' && (s[4] | 0x20) == 'c' &&
+                   (s[5] | 0x20) == 't' && !is_ident(s[6]);
+        case 'w':
+            return (s[1] | 0x20) == 'i' && (s[2] | 0x20) == 't' &&
+                   (s[3] | 0x20) == 'h' && !is_ident(s[4]);
+        case 'v':
+            return (s[1] | 0x20) == 'a' && (s[2] | 0x20) == 'l' &&
+                   (s[3] | 0x20) == 'u' && (s[4] | 0x20) == 'e' &&
+                   (s[5] | 0x20) == 's' && !is_ident(s[6]);
+        default:
+            return 0;
+    }
+}
+
+/* quiet_read tells whether statement @stmt, starting with text @text,
+ * is a read at rest: read-only and quiet_text, no transaction open, none
+ * of the capture's statements running and nothing recorded. Such a
+ * statement changes nothing the capture or the plain-write path keeps
+ * (on_stmt would push a mark that its end pops, and the statement
+ * callback would note a read outside any transaction): it is let
+ * through untouched, and its end finds no mark (on_profile). A write
+ * nested in it (a function's) pushes its own. What every read of a
+ * connection that wrote pays here instead of on_stmt's ~300
+ * instructions (docs/performance.md). */
+static int quiet_read(const struct sql_capture *c, sqlite3_stmt *stmt,
+                      const char *text)
+{
+    return c->n_stmts == 0 && c->n == 0 && !c->poisoned && !c->too_big &&
+           !c->nomem && !c->sequence && sqlite3_stmt_readonly(stmt) &&
+           sqlite3_get_autocommit(c->db) && quiet_text(text);
+}
+
+static int on_trace(unsigned type, void *data, void *p, void *x);
+
+/* set_armed gives @c's trace hook its mask: SQL__CAPTURE_TRACE (@on 1),
+ * or 0 (SQLite then reads no clock and calls no hook for a statement;
+ * the hook's argument stays, for sql_capture_intact). */
+static void set_armed(struct sql_capture *c, int on)
+{
+    int was = c->armed;
+
+    c->armed = on;
+    c->quiet_ends = 0;
+    sqlite3_trace_v2(c->db, on ? SQL__CAPTURE_TRACE : 0, on ? on_trace : NULL,
+                     c);
+    if (was != on && c->armed_cb != NULL) {
+        c->armed_cb(c->armed_arg, on);
+    }
+}
+
+/* quiet_look, at the end of a statement at rest (no transaction open,
+ * nothing recorded, none of the capture's statements running), walks
+ * the connection's prepared statements: when every one is a read that
+ * quiet_read lets through (read-only and quiet_text), nothing needs
+ * tracing until one that is not runs, and the capture disarms
+ * (set_armed 0): such a statement is prepared after this, and its
+ * prepare arms the capture again (sql_capture_arm, from the guard),
+ * before it can step. Otherwise the next look waits twice as many ends,
+ * up to SQL__QUIET_MOST. */
+static void quiet_look(struct sql_capture *c)
+{
+    sqlite3_stmt *x;
+
+    c->quiet_ends = 0;
+    if (sqlite3_txn_state(c->db, NULL) == SQLITE_TXN_WRITE) {
+        return; /* an implicit write transaction still open */
+    }
+    for (x = sqlite3_next_stmt(c->db, NULL); x != NULL;
+         x = sqlite3_next_stmt(c->db, x)) {
+        if (!sqlite3_stmt_readonly(x) || !quiet_text(sqlite3_sql(x))) {
+            c->quiet_wait = c->quiet_wait >= SQL__QUIET_MOST / 2
+                                ? SQL__QUIET_MOST
+                                : 2 * c->quiet_wait;
+            return;
+        }
+    }
+    c->quiet_wait = SQL__QUIET_FIRST;
+    set_armed(c, 0);
+}
+
 static int on_trace(unsigned type, void *data, void *p, void *x)
 {
     struct sql_capture *c = data;
 
     if (type == SQLITE_TRACE_STMT) {
+        if (quiet_read(c, p, x)) {
+            return 0;
+        }
         if (c->stmt_cb != NULL && strncmp(x, "-- ", 3) != 0) {
-            c->stmt_cb(c->stmt_arg, p, 0);
+            c->stmt_cb(c->stmt_arg, p, SQL_CAPTURE_STMT_START);
         }
         on_stmt(c, p, x);
     } else if (type == SQLITE_TRACE_PROFILE) {
         on_profile(c, p);
         if (c->stmt_cb != NULL) {
-            c->stmt_cb(c->stmt_arg, p, 1);
+            c->stmt_cb(c->stmt_arg, p, SQL_CAPTURE_STMT_END);
+        }
+        if (c->n_stmts == 0 && c->n == 0 && !c->poisoned &&
+            sqlite3_get_autocommit(c->db) && ++c->quiet_ends >= c->quiet_wait) {
+            quiet_look(c);
         }
     }
     return 0;
@@ -1040,8 +1186,9 @@ int sql_capture_open(sqlite3 *db, uint64_t max_bytes, struct sql_capture **out,
     c->pu = pu;
     c->max_bytes = max_bytes;
     c->wanted = SQL_CHANGESET_HEADER;
+    c->quiet_wait = SQL__QUIET_FIRST;
     c->pu.hook(db, on_preupdate, c);
-    sqlite3_trace_v2(db, SQL__CAPTURE_TRACE, on_trace, c);
+    set_armed(c, 1);
     sqlite3_rollback_hook(db, on_rollback, c);
     *out = c;
     return 0;
@@ -1052,14 +1199,16 @@ int sql_capture_intact(struct sql_capture *c)
     void *pu = c->pu.hook(c->db, on_preupdate, c);
     void *rb = sqlite3_rollback_hook(c->db, on_rollback, c);
     void *tr = sqlite3_trace(c->db, NULL, NULL);
+    int replaced = c->replaced;
 
-    sqlite3_trace_v2(c->db, SQL__CAPTURE_TRACE, on_trace, c);
-    return pu == c && rb == c && tr == c;
+    c->replaced = 0;
+    set_armed(c, c->armed);
+    return pu == c && rb == c && tr == c && !replaced;
 }
 
 unsigned sql_capture_pending(const struct sql_capture *c)
 {
-    if (c->n == 0 && (c->poisoned || c->too_big || c->nomem)) {
+    if (c->n == 0 && (c->poisoned || c->too_big || c->nomem || !c->armed)) {
         return 1; /* for sql_capture_take to refuse, saying why */
     }
     return c->n > 0 ? c->n : (unsigned)c->sequence;
@@ -1078,6 +1227,11 @@ int sql_capture_take(struct sql_capture *c, const uint64_t id[2],
         rc = SQL_ERR_NOMEM;
     } else if (c->poisoned) {
         sql_errmsgf(errmsg, errmsg_len, "%s", c->why);
+        rc = SQL_ERR_INVALID;
+    } else if (!c->armed) {
+        /* A commit with nothing traced: what it wrote (a schema change
+         * fires no pre-update hook) was prepared past the guard. */
+        sql_errmsgf(errmsg, errmsg_len, "%s", SQL__UNARMED);
         rc = SQL_ERR_INVALID;
     } else if (c->too_big) {
         sql_errmsgf(errmsg, errmsg_len,
@@ -1131,6 +1285,31 @@ void sql_capture_set_stmt_cb(struct sql_capture *c, sql_capture_stmt_cb cb,
 void sql_capture_reset(struct sql_capture *c)
 {
     reset_txn(c);
+}
+
+void sql_capture_arm(struct sql_capture *c)
+{
+    /* Put back whatever the mask is, not only when c->armed says it is
+     * off: a VACUUM restores the mask it saved at its start. A host
+     * that set its own trace hook meanwhile: set_armed puts ours back
+     * over it, and the next sql_capture_intact says that it had been
+     * replaced. */
+    if (sqlite3_trace(c->db, NULL, NULL) != c) {
+        c->replaced = 1;
+    }
+    set_armed(c, 1);
+}
+
+int sql_capture_armed(const struct sql_capture *c)
+{
+    return c->armed;
+}
+
+void sql_capture_set_armed_cb(struct sql_capture *c, sql_capture_armed_cb cb,
+                              void *arg)
+{
+    c->armed_cb = cb;
+    c->armed_arg = arg;
 }
 
 void sql_capture_close(struct sql_capture *c, int closed)

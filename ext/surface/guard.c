@@ -31,6 +31,7 @@ static int plain_commit(sqlite3 *db, bool *handled);
 static bool plain_served(const char *file);
 static int plain_allow(sqlite3 *db, const char *file);
 static void plain_prepare(sqlite3 *db);
+static void plain_arm(sqlite3 *db);
 static int guard_gate(void *arg, sqlite3_stmt *stmt, char *why, size_t why_len);
 
 /* replicated says whether schema @schema of @db (NULL: main) is a file a
@@ -666,6 +667,15 @@ static int guard(void *arg, int action, const char *a1, const char *a2,
         probe_seen = true; /* guard_in_place's question */
         return SQLITE_OK;
     }
+    /* Not for a VACUUM's own work (its ATTACH of vacuum_db and what it
+     * writes there): SQLite runs it with the trace mask it had saved at
+     * zero, and puts that mask back at its end, over an arm's. */
+    if (action != SQLITE_READ && action != SQLITE_SELECT &&
+        action != SQLITE_FUNCTION && action != SQLITE_RECURSIVE &&
+        action != SQLITE_ATTACH && action != SQLITE_DETACH &&
+        (db_name == NULL || sqlite3_stricmp(db_name, "vacuum_db") != 0)) {
+        plain_arm(db);
+    }
     checking = guard_check_current();
     if (checking != NULL) {
         guard_check_note(checking, action, a1, a2, db_name);
@@ -849,18 +859,29 @@ static struct guard_conn *find_conn(sqlite3 *db)
     return c;
 }
 
+/* conn_of returns @db's entry (NULL when @db is not guarded), with
+ * *@pw its plain writes (NULL before its first). Both live as long as
+ * the connection: freed at its close, which cannot run while its thread
+ * uses them. Thread: the one using @db. */
+static struct guard_conn *conn_of(sqlite3 *db, struct plain_write **pw)
+{
+    struct guard_conn *c;
+
+    pthread_mutex_lock(&conns_mu);
+    c = find_conn(db);
+    *pw = c != NULL ? c->pw : NULL;
+    pthread_mutex_unlock(&conns_mu);
+    return c;
+}
+
 /* plain_start starts @db's plain-write path for its main file @file
  * (plain_write_enable) the first time. Returns 0, or -1 with @why (@why_len
  * bytes) saying why it cannot. Thread: the one using @db. */
 static int plain_start(sqlite3 *db, const char *file, char *why, size_t why_len)
 {
-    struct guard_conn *c;
     struct plain_write *pw;
+    struct guard_conn *c = conn_of(db, &pw);
 
-    pthread_mutex_lock(&conns_mu);
-    c = find_conn(db);
-    pw = c != NULL ? c->pw : NULL;
-    pthread_mutex_unlock(&conns_mu);
     if (c == NULL) {
         snprintf(why, why_len, "this connection is not tracked by raftsql");
         return -1;
@@ -925,19 +946,29 @@ void ext_guard_plain_start(sqlite3 *db)
     plain_prepare(db);
 }
 
+/* plain_arm arms the capture of @db's plain writes, if it has one
+ * (plain_write_arm): the guard calls it for every statement it sees
+ * prepared that is not a read, before that statement can step, so that
+ * its end is traced. Thread: the one using @db (its authorizer). */
+static void plain_arm(sqlite3 *db)
+{
+    struct plain_write *pw;
+
+    (void)conn_of(db, &pw);
+    if (pw != NULL) {
+        plain_write_arm(pw);
+    }
+}
+
 /* plain_commit is the commit hook's part for @db's main file when @db
  * writes it plain (*@handled set): plain_write_commit, its veto refused
  * with the reason. Thread: the one committing on @db. */
 static int plain_commit(sqlite3 *db, bool *handled)
 {
-    struct guard_conn *c;
     struct plain_write *pw;
     char why[1000];
 
-    pthread_mutex_lock(&conns_mu);
-    c = find_conn(db);
-    pw = c != NULL ? c->pw : NULL;
-    pthread_mutex_unlock(&conns_mu);
+    (void)conn_of(db, &pw);
     *handled = pw != NULL;
     if (pw == NULL || plain_write_commit(pw, db, why, sizeof why) == 0) {
         return 0;

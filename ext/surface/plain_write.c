@@ -171,7 +171,7 @@ static void on_stmt(void *arg, sqlite3_stmt *stmt, int end)
     int state;
     int kind;
 
-    if (end) {
+    if (end == SQL_CAPTURE_STMT_END) {
         if (pw->early == stmt || pw->one_try == stmt) {
             pw->early = pw->early == stmt ? NULL : pw->early;
             pw->one_try = pw->one_try == stmt ? NULL : pw->one_try;
@@ -203,6 +203,16 @@ static void on_stmt(void *arg, sqlite3_stmt *stmt, int end)
         wal_lock_one_try(pw->db, stmt);
         pw->one_try = stmt;
     }
+}
+
+/* on_armed is the capture's armed callback (sql_capture_armed_cb) of
+ * the connection of @arg (its struct plain_write): the wrapped write lock
+ * follows (wal_lock_set_armed). */
+static void on_armed(void *arg, int armed)
+{
+    struct plain_write *pw = arg;
+
+    wal_lock_set_armed(pw->db, armed != 0);
 }
 
 int plain_write_enable(struct plain_write **pw, sqlite3 *db, const char *path,
@@ -242,6 +252,7 @@ int plain_write_enable(struct plain_write **pw, sqlite3 *db, const char *path,
     }
     p->db = db;
     sql_capture_set_stmt_cb(p->capture, on_stmt, p);
+    sql_capture_set_armed_cb(p->capture, on_armed, p);
     /* The node's checkpointer backfills the replica's WAL (the apply
      * connection's WAL hook, sql/checkpoint.c). SQLite's automatic
      * checkpoint on this connection (its default WAL hook: a passive
@@ -308,6 +319,11 @@ int plain_write_commit(struct plain_write *pw, sqlite3 *db, char *why,
     plain_fault_after_quorum(db);
     wal_lock_skip_sync(db);
     return 0;
+}
+
+void plain_write_arm(struct plain_write *pw)
+{
+    sql_capture_arm(pw->capture);
 }
 
 void plain_write_set_gate(struct plain_write *pw, sql_capture_gate_cb gate,

@@ -64,6 +64,13 @@ int plain_write_commit(struct plain_write *pw, sqlite3 *db, char *why,
 void plain_write_set_gate(struct plain_write *pw, sql_capture_gate_cb gate,
                           void *arg);
 
+/* plain_write_arm arms @pw's capture (sql_capture_arm): the ends of the
+ * connection's statements are traced again from its next statement.
+ * Called by the guard as it authorizes a statement that is not a read
+ * (a write, a transaction, a PRAGMA). Cheap when armed. Thread: the one
+ * using the connection (its authorizer). */
+void plain_write_arm(struct plain_write *pw);
+
 /* plain_write_free frees @pw (NULL-safe); @closed: its connection is
  * closing (its hooks go with it). */
 void plain_write_free(struct plain_write *pw, int closed);

@@ -94,6 +94,12 @@ struct wrapped {
                                        the lock kept, CLOCK_MONOTONIC ns,
                                        0 */
     struct wal_sync *wal;           /* its -wal file's sync, once wrapped */
+    int unarmed; /* the connection's capture is not armed: a write
+                    transaction's lock is refused (wal_lock_set_armed) */
+    int shared;  /* wrapped for more than one connection (a shared cache):
+                    unarmed means nothing */
+    int reading; /* a read slot is locked: a read transaction is open (a
+                    write lock taken without one is a WAL recovery's) */
 };
 
 static int wrapped_shm_lock(sqlite3_file *f, int ofst, int n, int flags);
@@ -226,7 +232,9 @@ static int wrapped_shm_lock(sqlite3_file *f, int ofst, int n, int flags)
     if (ofst >= WAL_READ_SLOT && ofst < WAL_READ_SLOT + WAL_READ_SLOTS &&
         n == 1 && flags == (SQLITE_SHM_LOCK | SQLITE_SHM_SHARED)) {
         read_ask(w, f);
-        return w->orig->xShmLock(f, ofst, n, flags);
+        rc = w->orig->xShmLock(f, ofst, n, flags);
+        w->reading = rc == SQLITE_OK;
+        return rc;
     }
     if (ofst >= WAL_READ_SLOT && ofst < WAL_READ_SLOT + WAL_READ_SLOTS &&
         n == 1 && flags == (SQLITE_SHM_UNLOCK | SQLITE_SHM_SHARED)) {
@@ -234,6 +242,7 @@ static int wrapped_shm_lock(sqlite3_file *f, int ofst, int n, int flags)
          * before any read: nothing commits under the lease). A lease
          * held for a transaction that never wrote goes with it. */
         rc = w->orig->xShmLock(f, ofst, n, flags);
+        w->reading = 0;
         if (w->txn_hold && w->lease.id != 0 && !w->write) {
             wal_lease_release(w, NULL);
         }
@@ -279,6 +288,22 @@ static int wrapped_shm_lock(sqlite3_file *f, int ofst, int n, int flags)
         wal_lease_release(w, marks);
         w->why[0] = '\0';
         return rc;
+    }
+    if (!w->ckpt && w->reading && w->unarmed && !w->shared) {
+        /* Every statement that is not a read arms the capture as the
+         * guard sees it prepared: this write got past the guard (an
+         * in-place VACUUM, or any write, after the host replaced the
+         * authorizer), and nothing of it would be replicated. Refused
+         * at once: not busy, which SQLite's busy handler would retry. */
+        w->busy_at = mono_ns();
+        snprintf(w->busy_why, sizeof w->busy_why,
+                 "a write began that raftsql did not see prepared (the "
+                 "connection's authorizer, raftsql's guard, was replaced; "
+                 "or a blob opened for writing, which no authorizer sees): "
+                 "nothing was written; leave the authorizer to raftsql on a "
+                 "connection that writes to a replica, and open blobs "
+                 "read-only");
+        return SQLITE_READONLY;
     }
     if (!w->ckpt && w->lease.id == 0) {
         if (w->asked != NULL && w->one_try == NULL && w->refused) {
@@ -536,6 +561,9 @@ int wal_lock_wrap(sqlite3 *db, const char *path, uint64_t holder, char *why,
         return -1;
     }
     if (of(f) != NULL) {
+        /* Another connection's file (SQLite's shared cache): one wrapper,
+         * whose capture flag no single connection owns. */
+        of(f)->shared = 1;
         return 0;
     }
     if (f->pMethods->iVersion < 2 || f->pMethods->xShmLock == NULL) {
@@ -560,6 +588,15 @@ int wal_lock_wrap(sqlite3 *db, const char *path, uint64_t holder, char *why,
     lease_hold_init(&w->lease);
     f->pMethods = &w->m;
     return 0;
+}
+
+void wal_lock_set_armed(sqlite3 *db, bool armed)
+{
+    struct wrapped *w = file_of(db);
+
+    if (w != NULL) {
+        w->unarmed = !armed;
+    }
 }
 
 const unsigned char *wal_lock_locked_mark(sqlite3 *db)

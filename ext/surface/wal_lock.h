@@ -62,13 +62,23 @@
 
 /* wal_lock_wrap wraps the main database file of @db (a host connection
  * on file @path, served by a node of this process or another) as above;
- * the lease is
- * asked for as holder @holder (non-zero, unique in the process). Nothing
- * when it is wrapped already. Returns 0, or -1 with @why (@why_len bytes)
- * saying why not (no file, not in WAL mode, a file method version without
- * shared memory, out of memory). Thread: the one using @db. */
+ * the lease is asked for as holder @holder (non-zero, unique in the
+ * process). Nothing when it is wrapped already (but the file is then
+ * marked shared by connections: wal_lock_set_armed). Returns 0, or -1
+ * with @why (@why_len bytes) saying why not (no file, not in WAL mode, a
+ * file method version without shared memory, out of memory). Thread: the
+ * one using @db. */
 int wal_lock_wrap(sqlite3 *db, const char *path, uint64_t holder, char *why,
                   size_t why_len);
+
+/* wal_lock_set_armed tells @db's wrapper whether the connection's
+ * capture is armed (sql_capture_arm). While it is not, a write
+ * transaction's write lock is refused (SQLITE_READONLY, before anything
+ * is written; wal_lock_busy_reason says why): the write got past the
+ * guard, whose prepare of any write arms the capture. Not on a file
+ * wrapped for more than one connection (a shared cache). Nothing when
+ * @db's file is not wrapped. Thread: the one using @db. */
+void wal_lock_set_armed(sqlite3 *db, bool armed);
 
 /* wal_lock_early asks for the lease of @db's main file before a statement
  * that will take the WAL write lock opens its transaction (a write

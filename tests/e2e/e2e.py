@@ -41,10 +41,11 @@ def wait_for(what, predicate, timeout=20.0):
         time.sleep(0.05)
 
 
-def connect(path):
-    """A connection of this process to path with raftsql loaded."""
+def connect(path, **kw):
+    """A connection of this process to path with raftsql loaded (@kw: more
+    arguments of sqlite3.connect, such as cached_statements)."""
     con = sqlite3.connect(path, timeout=10, check_same_thread=False,
-                          isolation_level=None)
+                          isolation_level=None, **kw)
     con.enable_load_extension(True)
     con.load_extension(os.path.splitext(SO)[0])
     con.enable_load_extension(False)

@@ -11,6 +11,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include <cmocka.h>
 
@@ -132,6 +133,8 @@ static void render(struct text *t, const struct sql_changeset *cs, int values)
 struct cap {
     sqlite3 *db;
     struct sql_capture *c;
+    int past_guard;  /* arm_on_write arms nothing (a write prepared past
+                        the guard) */
     uint64_t id[2];  /* origin id of the next take */
     int values;      /* render values */
     struct text log; /* "COMMIT\n" + records, or "REFUSED rc: why\n" */
@@ -167,6 +170,28 @@ static int on_commit(void *data)
     return 0;
 }
 
+/* arm_on_write is the fixture's authorizer, in the guard's place: it
+ * arms the capture (sql_capture_arm) as a statement that is not a read
+ * is prepared, unless f->past_guard; as the guard, not for an ATTACH or
+ * DETACH, or what a VACUUM does in vacuum_db. */
+static int arm_on_write(void *arg, int action, const char *a1, const char *a2,
+                        const char *db_name, const char *trigger)
+{
+    struct cap *f = arg;
+    (void)a1;
+    (void)a2;
+    (void)trigger;
+
+    if (action != SQLITE_READ && action != SQLITE_SELECT &&
+        action != SQLITE_FUNCTION && action != SQLITE_RECURSIVE &&
+        action != SQLITE_ATTACH && action != SQLITE_DETACH &&
+        (db_name == NULL || strcmp(db_name, "vacuum_db") != 0) &&
+        f->c != NULL && !f->past_guard) {
+        sql_capture_arm(f->c);
+    }
+    return SQLITE_OK;
+}
+
 static struct cap *cap_open_path(const char *path, uint64_t max_bytes)
 {
     struct cap *f = calloc(1, sizeof *f);
@@ -178,6 +203,7 @@ static struct cap *cap_open_path(const char *path, uint64_t max_bytes)
         fail_msg("capture: %s", why);
     }
     sqlite3_commit_hook(f->db, on_commit, f);
+    sqlite3_set_authorizer(f->db, arm_on_write, f);
     f->id[0] = 3;
     f->id[1] = 1;
     f->values = 1;
@@ -764,6 +790,210 @@ static void test_capture_virtual_tables(void **state)
 /* ---- Capture: statements reset, interrupted, re-prepared -------------- */
 
 /* step_some steps @sql @n times (each must give a row), then resets it. */
+/* write_twice is a SQL function w() that writes two rows of n through
+ * its own connection (the argument's), each INSERT nested in the
+ * statement that called it. */
+static void write_twice(sqlite3_context *ctx, int argc, sqlite3_value **argv)
+{
+    sqlite3 *db = sqlite3_context_db_handle(ctx);
+    (void)argc;
+    (void)argv;
+    if (sqlite3_exec(db, "INSERT INTO n VALUES(1); INSERT INTO n VALUES(2)",
+                     NULL, NULL, NULL) != SQLITE_OK) {
+        sqlite3_result_error(ctx, sqlite3_errmsg(db), -1);
+        return;
+    }
+    sqlite3_result_int(ctx, 2);
+}
+
+/* make_table is a SQL function mk() that creates table z through its
+ * own connection, nested in the statement that called it. */
+static void make_table(sqlite3_context *ctx, int argc, sqlite3_value **argv)
+{
+    sqlite3 *db = sqlite3_context_db_handle(ctx);
+    (void)argc;
+    (void)argv;
+    if (sqlite3_exec(db, "CREATE TABLE z(v)", NULL, NULL, NULL) != SQLITE_OK) {
+        sqlite3_result_error(ctx, sqlite3_errmsg(db), -1);
+        return;
+    }
+    sqlite3_result_int(ctx, 1);
+}
+
+/* Reads at rest (a SELECT, WITH or VALUES with no transaction open) are
+ * let through without a mark (quiet_read): writes nested in one, and
+ * the transactions around them, are recorded as before. */
+static void test_capture_reads_at_rest(void **state)
+{
+    struct cap *f = cap_open(1 << 20);
+
+    (void)state;
+    setup(f, "CREATE TABLE n(v)");
+    assert_int_equal(sqlite3_create_function(f->db, "w", 0, SQLITE_UTF8, NULL,
+                                             write_twice, NULL, NULL),
+                     SQLITE_OK);
+    ok(f, "SELECT w()");
+    ok(f, "WITH x(v) AS (SELECT w()) SELECT v FROM x");
+    ok(f, "VALUES(w())");
+    expect(f,
+           "COMMIT\nINSERT n 1: 1\nCOMMIT\nINSERT n 2: 2\n"
+           "COMMIT\nINSERT n 3: 1\nCOMMIT\nINSERT n 4: 2\n"
+           "COMMIT\nINSERT n 5: 1\nCOMMIT\nINSERT n 6: 2\n");
+    /* A schema statement nested in one (SQLite traces it as "-- " and
+     * its text) is recorded as such. */
+    assert_int_equal(sqlite3_create_function(f->db, "mk", 0, SQLITE_UTF8, NULL,
+                                             make_table, NULL, NULL),
+                     SQLITE_OK);
+    ok(f, "SELECT mk()");
+    expect(f, "COMMIT\nSCHEMA-IN-TXN 0x0a CREATE TABLE z(v)\n");
+    /* Inside a transaction, the same reads and writes are one commit. */
+    ok(f,
+       "BEGIN; SELECT count(*) FROM n; SELECT w(); INSERT INTO n "
+       "VALUES(3); SELECT v FROM n; COMMIT");
+    expect(f, "COMMIT\nINSERT n 7: 1\nINSERT n 8: 2\nINSERT n 9: 3\n");
+    /* A read at rest between a failed write and the next write: the
+     * failed one sent nothing, the next one its row. */
+    assert_int_not_equal(run(f, "INSERT INTO nosuch VALUES(1)"), SQLITE_OK);
+    ok(f, "SELECT v FROM n WHERE rowid = 1");
+    ok(f, "INSERT INTO n VALUES(4)");
+    expect(f, "COMMIT\nINSERT n 10: 4\n");
+    cap_close(f);
+}
+
+/* log_stmt is a statement callback that logs what it is told of each
+ * statement: "start" or "end", and its first word. */
+static void log_stmt(void *arg, sqlite3_stmt *stmt, int end)
+{
+    const char *sql = sqlite3_sql(stmt);
+    size_t word = strcspn(sql, " (;");
+
+    text_add(arg, "%s %.*s\n", end == SQL_CAPTURE_STMT_START ? "start" : "end",
+             (int)word, sql);
+}
+
+/* reads runs @n reads at rest, each prepared and finalized. */
+static void reads(struct cap *f, int n)
+{
+    for (int i = 0; i < n; i++) {
+        ok(f, "SELECT count(*) FROM n");
+    }
+}
+
+/* expect_told checks what the statement callback logged since the last
+ * call. */
+static void expect_told(struct text *t, const char *want)
+{
+    if (strcmp(t->s, want) != 0) {
+        fail_msg("told:\n%s\nwant:\n%s", t->s, want);
+    }
+    t->len = 0;
+    t->s[0] = 0;
+}
+
+/* While every prepared statement is a read and none runs, the capture
+ * disarms (no trace: no clock read, no hook for a read); a statement
+ * that is not a read arms it again as it is prepared (the guard's
+ * sql_capture_arm; here the fixture's authorizer), and each write is
+ * captured as before. A write kept prepared keeps it armed. A write
+ * prepared past the guard while it is disarmed is refused at COMMIT,
+ * rows or schema. */
+static void test_capture_disarmed(void **state)
+{
+    struct cap *f = cap_open(1 << 20);
+    static struct text told; /* (16 KiB: not on the stack) */
+    sqlite3_stmt *kept = NULL;
+
+    (void)state;
+    setup(f, "CREATE TABLE n(v)");
+    sql_capture_set_stmt_cb(f->c, log_stmt, &told);
+    reads(f, 40); /* (the first ones' ends are told) */
+    told.len = 0;
+    told.s[0] = 0;
+    reads(f, 5);
+    expect_told(&told, "");
+    ok(f, "INSERT INTO n VALUES(1)");
+    expect_told(&told, "start INSERT\nend INSERT\n");
+    expect(f, "COMMIT\nINSERT n 1: 1\n");
+
+    /* A write kept prepared: every end stays traced. */
+    assert_int_equal(
+        sqlite3_prepare_v2(f->db, "INSERT INTO n VALUES(2)", -1, &kept, NULL),
+        SQLITE_OK);
+    reads(f, 200);
+    told.len = 0;
+    told.s[0] = 0;
+    reads(f, 2);
+    expect_told(&told, "end SELECT\nend SELECT\n");
+    assert_int_equal(sqlite3_step(kept), SQLITE_DONE);
+    expect_told(&told, "start INSERT\nend INSERT\n");
+    assert_int_equal(sqlite3_finalize(kept), SQLITE_OK);
+
+    /* A transaction after reads: its BEGIN arms as it is prepared. */
+    reads(f, 40);
+    told.len = 0;
+    told.s[0] = 0;
+    ok(f, "BEGIN; INSERT INTO n VALUES(3); SELECT 1; COMMIT");
+    expect_told(&told,
+                "start BEGIN\nend BEGIN\nstart INSERT\nend INSERT\n"
+                "start SELECT\nend SELECT\nstart COMMIT\n"
+                "end COMMIT\n");
+    expect(f, "COMMIT\nINSERT n 2: 2\nCOMMIT\nINSERT n 3: 3\n");
+
+    /* Prepared past the guard while disarmed: refused, rows and schema
+     * alike, and untold. */
+    reads(f, 40);
+    told.len = 0;
+    told.s[0] = 0;
+    f->past_guard = 1;
+    ok(f, "INSERT INTO n VALUES(4)");
+    ok(f, "CREATE TABLE z(v)");
+    expect_told(&told, "");
+    expect(f,
+           "REFUSED invalid argument: a write ran that raftsql did not see "
+           "prepared (prepared past its guard: the connection's authorizer "
+           "was replaced), so its changes cannot be replicated; leave the "
+           "authorizer to raftsql on a connection that writes to a "
+           "replica\n"
+           "REFUSED invalid argument: a write ran that raftsql did not see "
+           "prepared (prepared past its guard: the connection's authorizer "
+           "was replaced), so its changes cannot be replicated; leave the "
+           "authorizer to raftsql on a connection that writes to a "
+           "replica\n");
+    assert_int_not_equal(sql_capture_pending(f->c), 0);
+    /* Armed directly (sql_capture_arm) before the next write. */
+    sql_capture_arm(f->c);
+    ok(f, "INSERT INTO n VALUES(5)");
+    expect_told(&told, "start INSERT\nend INSERT\n");
+    expect(f, "COMMIT\nINSERT n 5: 5\n");
+
+    /* A VACUUM INTO while disarmed (SQLite saves the trace mask at its
+     * start and puts it back at its end): what follows is traced, its
+     * savepoints and schema statements recorded, and nothing of the
+     * VACUUM's own work goes with them. */
+    f->past_guard = 0;
+    reads(f, 40);
+    {
+        char into[64];
+        char sql[128];
+        snprintf(into, sizeof into, "/tmp/test_changeset_vacuum_%d.db",
+                 (int)getpid());
+        unlink(into);
+        snprintf(sql, sizeof sql, "VACUUM INTO '%s'", into);
+        ok(f, sql);
+        unlink(into);
+    }
+    told.len = 0;
+    told.s[0] = 0;
+    ok(f,
+       "BEGIN; INSERT INTO n VALUES(6); SAVEPOINT s; INSERT INTO n "
+       "VALUES(7); ROLLBACK TO s; COMMIT");
+    ok(f, "CREATE TABLE t2(a)");
+    expect(f,
+           "COMMIT\nINSERT n 6: 6\n"
+           "COMMIT\nSCHEMA-IN-TXN 0x0a CREATE TABLE t2(a)\n");
+    cap_close(f);
+}
+
 static void step_some(struct cap *f, const char *sql, int n)
 {
     sqlite3_stmt *s;
@@ -1169,6 +1399,8 @@ int main(void)
         cmocka_unit_test(test_capture_savepoints),
         cmocka_unit_test(test_capture_instead_of),
         cmocka_unit_test(test_capture_virtual_tables),
+        cmocka_unit_test(test_capture_reads_at_rest),
+        cmocka_unit_test(test_capture_disarmed),
         cmocka_unit_test(test_capture_returning_reset),
         cmocka_unit_test(test_capture_interrupt),
         cmocka_unit_test(test_capture_insert_of_no_row),
