@@ -3,6 +3,7 @@
 
 #include "wal_lock.h"
 
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -94,12 +95,15 @@ struct wrapped {
                                        the lock kept, CLOCK_MONOTONIC ns,
                                        0 */
     struct wal_sync *wal;           /* its -wal file's sync, once wrapped */
-    int unarmed; /* the connection's capture is not armed: a write
-                    transaction's lock is refused (wal_lock_set_armed) */
-    int shared;  /* wrapped for more than one connection (a shared cache):
-                    unarmed means nothing */
-    int reading; /* a read slot is locked: a read transaction is open (a
-                    write lock taken without one is a WAL recovery's) */
+    /* The connection's capture is not armed: a write transaction's lock
+     * is refused (wal_lock_set_armed). */
+    atomic_int unarmed;
+    /* Wrapped for more than one connection (a shared cache; set from
+     * another connection's thread): unarmed means nothing. */
+    atomic_int shared;
+    /* A read slot is locked: a read transaction is open (a write lock
+     * taken without one is a WAL recovery's). */
+    int reading;
 };
 
 static int wrapped_shm_lock(sqlite3_file *f, int ofst, int n, int flags);
@@ -289,7 +293,9 @@ static int wrapped_shm_lock(sqlite3_file *f, int ofst, int n, int flags)
         w->why[0] = '\0';
         return rc;
     }
-    if (!w->ckpt && w->reading && w->unarmed && !w->shared) {
+    if (!w->ckpt && w->reading &&
+        atomic_load_explicit(&w->unarmed, memory_order_relaxed) &&
+        !atomic_load_explicit(&w->shared, memory_order_relaxed)) {
         /* Every statement that is not a read arms the capture as the
          * guard sees it prepared: this write got past the guard (an
          * in-place VACUUM, or any write, after the host replaced the
@@ -563,7 +569,7 @@ int wal_lock_wrap(sqlite3 *db, const char *path, uint64_t holder, char *why,
     if (of(f) != NULL) {
         /* Another connection's file (SQLite's shared cache): one wrapper,
          * whose capture flag no single connection owns. */
-        of(f)->shared = 1;
+        atomic_store_explicit(&of(f)->shared, 1, memory_order_relaxed);
         return 0;
     }
     if (f->pMethods->iVersion < 2 || f->pMethods->xShmLock == NULL) {
@@ -595,7 +601,7 @@ void wal_lock_set_armed(sqlite3 *db, bool armed)
     struct wrapped *w = file_of(db);
 
     if (w != NULL) {
-        w->unarmed = !armed;
+        atomic_store_explicit(&w->unarmed, !armed, memory_order_relaxed);
     }
 }
 
