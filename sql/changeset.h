@@ -242,11 +242,6 @@ void sql_capture_reset(struct sql_capture *c);
  * connection's (an authorizer). */
 void sql_capture_arm(struct sql_capture *c);
 
-/* sql_capture_armed says whether @c is armed (1) or not (0): a write
- * whose prepare did not arm it got past the guard. Thread: the
- * connection's. */
-int sql_capture_armed(const struct sql_capture *c);
-
 /* Told when a capture arms (@armed 1) or disarms (0): @arg as given to
  * sql_capture_set_armed_cb. Runs on the connection's thread, inside
  * SQLite's trace hook, an authorizer or a commit hook; must not step

@@ -78,6 +78,7 @@ SQLITE_EXTENSION_INIT3
  * look doubles the wait up to it): a look walks the connection's
  * prepared statements (a driver's cache may hold a hundred). */
 #define SQL__QUIET_FIRST 16u
+#define SQL__QUIET_MOST 4096u
 
 /* Why a write that ran while the capture was not armed is refused. */
 #define SQL__UNARMED                                                           \
@@ -85,7 +86,6 @@ SQLITE_EXTENSION_INIT3
     "guard: the connection's authorizer was replaced), so its changes "        \
     "cannot be replicated; leave the authorizer to raftsql on a "              \
     "connection that writes to a replica"
-#define SQL__QUIET_MOST 4096u
 
 /* The mark of one running statement. */
 struct capture_stmt {
@@ -1062,6 +1062,15 @@ static int quiet_text(const char *text)
     }
 }
 
+/* at_rest tells whether @c's connection is at rest: none of the
+ * capture's statements running, nothing recorded or noted of a
+ * transaction, none open. */
+static int at_rest(const struct sql_capture *c)
+{
+    return c->n_stmts == 0 && c->n == 0 && !c->poisoned && !c->too_big &&
+           !c->nomem && !c->sequence && sqlite3_get_autocommit(c->db);
+}
+
 /* quiet_read tells whether statement @stmt, starting with text @text,
  * is a read at rest: read-only and quiet_text, no transaction open, none
  * of the capture's statements running and nothing recorded. Such a
@@ -1075,9 +1084,7 @@ static int quiet_text(const char *text)
 static int quiet_read(const struct sql_capture *c, sqlite3_stmt *stmt,
                       const char *text)
 {
-    return c->n_stmts == 0 && c->n == 0 && !c->poisoned && !c->too_big &&
-           !c->nomem && !c->sequence && sqlite3_stmt_readonly(stmt) &&
-           sqlite3_get_autocommit(c->db) && quiet_text(text);
+    return at_rest(c) && sqlite3_stmt_readonly(stmt) && quiet_text(text);
 }
 
 static int on_trace(unsigned type, void *data, void *p, void *x);
@@ -1098,8 +1105,7 @@ static void set_armed(struct sql_capture *c, int on)
     }
 }
 
-/* quiet_look, at the end of a statement at rest (no transaction open,
- * nothing recorded, none of the capture's statements running), walks
+/* quiet_look, at the end of a statement at rest (at_rest), walks
  * the connection's prepared statements: when every one is a read that
  * quiet_read lets through (read-only and quiet_text), nothing needs
  * tracing until one that is not runs, and the capture disarms
@@ -1145,8 +1151,7 @@ static int on_trace(unsigned type, void *data, void *p, void *x)
         if (c->stmt_cb != NULL) {
             c->stmt_cb(c->stmt_arg, p, SQL_CAPTURE_STMT_END);
         }
-        if (c->n_stmts == 0 && c->n == 0 && !c->poisoned &&
-            sqlite3_get_autocommit(c->db) && ++c->quiet_ends >= c->quiet_wait) {
+        if (at_rest(c) && ++c->quiet_ends >= c->quiet_wait) {
             quiet_look(c);
         }
     }
@@ -1298,11 +1303,6 @@ void sql_capture_arm(struct sql_capture *c)
         c->replaced = 1;
     }
     set_armed(c, 1);
-}
-
-int sql_capture_armed(const struct sql_capture *c)
-{
-    return c->armed;
 }
 
 void sql_capture_set_armed_cb(struct sql_capture *c, sql_capture_armed_cb cb,
