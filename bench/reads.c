@@ -5,7 +5,7 @@
  *
  * Usage: reads-bench --db FILE [--load EXT] [--start CONFIG] [--wrote]
  *                    [--prepare] [--rows N] [--queries N] [--setup]
- *                    [--name NAME]
+ *                    [--touch] [--name NAME]
  *
  * Without --load nothing but SQLite runs (stock). --load EXT loads the
  * extension (sqlite3_load_extension, as any SQLite program can) before
@@ -17,7 +17,14 @@
  * writes one row through raft_exec, so that the WAL holds a frame).
  * --setup (with
  * --load, no --start) creates kv(k INTEGER PRIMARY KEY, v TEXT) with
- * --rows rows through raft_exec and exits. --wrote makes the reading
+ * --rows rows through raft_exec and exits. --touch (with --load, no
+ * --start) writes one row through raft_exec, returns once the node
+ * serving FILE applied it, and exits: reads.sh runs it before each run
+ * on another process's file, so that every run, stock or not, reads a
+ * WAL that holds a commit not yet checkpointed, as the run that wrote
+ * does (with the WAL checkpointed to its end SQLite reads the database
+ * file alone and looks no page up in the WAL, about 100 instructions a
+ * read less: no cost of raftsql's). --wrote makes the reading
  * connection write one row (plain SQL, autocommit) before it reads: its
  * plain-write hooks are then installed. --prepare prepares each query
  * anew (sqlite3_prepare_v2 + finalize, as a driver without a statement
@@ -52,6 +59,7 @@ struct reads_opts {
     bool wrote;        /* --wrote */
     bool prepare;      /* --prepare */
     bool setup;        /* --setup */
+    bool touch;        /* --touch */
     long rows;         /* --rows */
     long queries;      /* --queries */
 };
@@ -174,7 +182,7 @@ static void usage(void)
     fprintf(stderr,
             "usage: reads-bench --db FILE [--load EXT] [--start CONFIG] "
             "[--wrote] [--prepare] [--rows N] [--queries N] [--setup] "
-            "[--name NAME]\n");
+            "[--touch] [--name NAME]\n");
     exit(2);
 }
 
@@ -191,6 +199,8 @@ static void parse(int argc, char **argv, struct reads_opts *o)
             o->prepare = true;
         } else if (strcmp(a, "--setup") == 0) {
             o->setup = true;
+        } else if (strcmp(a, "--touch") == 0) {
+            o->touch = true;
         } else if (v == NULL) {
             usage();
         } else if (strcmp(a, "--db") == 0) {
@@ -210,7 +220,9 @@ static void parse(int argc, char **argv, struct reads_opts *o)
         }
     }
     if (o->db == NULL || o->rows < 1 || o->queries < 1 ||
-        ((o->start != NULL || o->setup || o->wrote) && o->ext == NULL)) {
+        ((o->start != NULL || o->setup || o->touch || o->wrote) &&
+         o->ext == NULL) ||
+        (o->touch && (o->start != NULL || o->setup))) {
         usage();
     }
 }
@@ -255,6 +267,17 @@ int main(int argc, char **argv)
         if (o.setup) {
             setup(boot, o.rows);
             wait_rows(boot, o.rows);
+            sqlite3_close(boot);
+            return 0;
+        }
+        if (o.touch) {
+            (void)scalar(boot,
+                         "SELECT raft_exec('INSERT OR REPLACE INTO kv "
+                         "VALUES(-2, ''touch'')')",
+                         &err);
+            if (err) {
+                fail(boot, "raft_exec");
+            }
             sqlite3_close(boot);
             return 0;
         }

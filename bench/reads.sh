@@ -10,7 +10,9 @@
 # another process on node2.db, which daemon 2 serves), the runs stock,
 # loaded and loaded+wrote (the reading connection wrote one row first:
 # its plain-write hooks are installed), in that order in odd rounds and
-# reversed in even ones. Prints each round's reads/s and the ratios to
+# reversed in even ones. Before each run on node 2's file a row is
+# written through it (reads-bench --touch), so that stock reads the same
+# WAL state as the run that wrote. Prints each round's reads/s and the ratios to
 # stock of the same round, then the medians, and keeps the output in
 # bench/results/reads-<date>.txt.
 #
@@ -92,6 +94,12 @@ one() {
         daemon 1 3000
         d1=$!
         sleep 1
+    fi
+    if [ "$where" = other ]; then
+        # Every run reads a WAL that holds a commit not yet checkpointed,
+        # as the run that wrote does (reads.c, --touch).
+        build/reads-bench --db "$db" --load build/raftsql --touch \
+            2>> "$dir/bench.log"
     fi
     build/reads-bench --db "$db" $args --name "$1/$2/$3" \
         ${start:+--start "$start"} 2>> "$dir/bench.log" | grep '^RESULT' ||

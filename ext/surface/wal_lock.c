@@ -184,7 +184,8 @@ static void wal_lease_release(struct wrapped *w,
  * the statement and let go at its end if unused (wal_lock_stmt_end); a
  * refusal is kept for the write lock (w->refused), and no read lock
  * asks again until it answered. */
-static void read_ask(struct wrapped *w, sqlite3_file *f)
+static __attribute__((noinline)) void read_ask(struct wrapped *w,
+                                               sqlite3_file *f)
 {
     int64_t t0;
     int rc;
@@ -221,34 +222,18 @@ static void read_ask(struct wrapped *w, sqlite3_file *f)
     }
 }
 
-static int wrapped_shm_lock(sqlite3_file *f, int ofst, int n, int flags)
+/* shm_lock_rest is wrapped_shm_lock for every lock but a read mark's
+ * (the checkpoint's and the write lock), out of the read path's way. */
+static __attribute__((noinline)) int shm_lock_rest(struct wrapped *w,
+                                                   sqlite3_file *f, int ofst,
+                                                   int n, int flags)
 {
-    struct wrapped *w = of(f);
     int rc;
 
     if (ofst == WAL_CKPT_SLOT && n >= 1 && (flags & SQLITE_SHM_EXCLUSIVE)) {
         rc = w->orig->xShmLock(f, ofst, n, flags);
         if (rc == SQLITE_OK) {
             w->ckpt = (flags & SQLITE_SHM_LOCK) != 0;
-        }
-        return rc;
-    }
-    if (ofst >= WAL_READ_SLOT && ofst < WAL_READ_SLOT + WAL_READ_SLOTS &&
-        n == 1 && flags == (SQLITE_SHM_LOCK | SQLITE_SHM_SHARED)) {
-        read_ask(w, f);
-        rc = w->orig->xShmLock(f, ofst, n, flags);
-        w->reading = rc == SQLITE_OK;
-        return rc;
-    }
-    if (ofst >= WAL_READ_SLOT && ofst < WAL_READ_SLOT + WAL_READ_SLOTS &&
-        n == 1 && flags == (SQLITE_SHM_UNLOCK | SQLITE_SHM_SHARED)) {
-        /* The read transaction ends (or SQLite reads its header again,
-         * before any read: nothing commits under the lease). A lease
-         * held for a transaction that never wrote goes with it. */
-        rc = w->orig->xShmLock(f, ofst, n, flags);
-        w->reading = 0;
-        if (w->txn_hold && w->lease.id != 0 && !w->write) {
-            wal_lease_release(w, NULL);
         }
         return rc;
     }
@@ -384,6 +369,49 @@ static int wrapped_shm_lock(sqlite3_file *f, int ofst, int n, int flags)
     w->locked_read =
         w->lease.id != 0 && sql_wal_header(f, w->marks.locked) == 0;
     return SQLITE_OK;
+}
+
+/* read_end_release lets go of the lease held for a transaction that
+ * read and never wrote (wrapped_shm_lock, at its read mark's unlock). */
+static __attribute__((noinline)) void read_end_release(struct wrapped *w)
+{
+    wal_lease_release(w, NULL);
+}
+
+/* wrapped_shm_lock is the wrapped file's xShmLock. A read transaction's
+ * two calls (its read mark locked and unlocked, shared) come first, with
+ * the fewest loads and no call but SQLite's own: they are every plain
+ * read's cost of the wrapper (docs/performance.md); the rest is
+ * shm_lock_rest. SQLite calls it only through the wrapped file's
+ * methods, so f->pMethods is its wrapper. */
+static int wrapped_shm_lock(sqlite3_file *f, int ofst, int n, int flags)
+{
+    struct wrapped *w = (struct wrapped *)(void *)f->pMethods;
+    int rc;
+
+    if ((unsigned)(ofst - WAL_READ_SLOT) < WAL_READ_SLOTS && n == 1) {
+        if (flags == (SQLITE_SHM_LOCK | SQLITE_SHM_SHARED)) {
+            if (w->asked != NULL) {
+                read_ask(w, f);
+            }
+            rc = w->orig->xShmLock(f, ofst, n, flags);
+            w->reading = rc == SQLITE_OK;
+            return rc;
+        }
+        if (flags == (SQLITE_SHM_UNLOCK | SQLITE_SHM_SHARED)) {
+            /* The read transaction ends (or SQLite reads its header
+             * again, before any read: nothing commits under the lease).
+             * A lease held for a transaction that never wrote goes with
+             * it. */
+            rc = w->orig->xShmLock(f, ofst, n, flags);
+            w->reading = 0;
+            if (w->txn_hold && w->lease.id != 0 && !w->write) {
+                read_end_release(w);
+            }
+            return rc;
+        }
+    }
+    return shm_lock_rest(w, f, ofst, n, flags);
 }
 
 /* file_of returns the wrapper of @db's main file, or NULL. */
