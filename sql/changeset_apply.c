@@ -87,6 +87,7 @@ struct table {
     sqlite3_value **dflt; /* per column: its DEFAULT's value (SELECT of the
                              default's text), NULL for none, a NULL one,
                              or one that did not evaluate */
+    bool *real;           /* per column: REAL affinity (real_affinity) */
 };
 
 struct changeset_cache;
@@ -156,6 +157,7 @@ static void table_free(struct table *t)
         sqlite3_value_free(t->dflt[c]);
     }
     free(t->dflt);
+    free(t->real);
     sqlite3_finalize(t->ins);
     sqlite3_finalize(t->upd);
     sqlite3_finalize(t->del);
@@ -395,6 +397,21 @@ static sqlite3_value *default_value(sqlite3 *db, const char *text)
  * Returns 0, NOT_FOUND_SOFT when @soft and the table is not there, or an
  * error code. */
 #define NOT_FOUND_SOFT (-2)
+/* real_affinity says whether a column declared with type @type (NULL
+ * for none) has REAL affinity, by SQLite's rules (datatype3.html, 3.1):
+ * no "INT", "CHAR", "CLOB", "TEXT" or "BLOB", not empty, and "REAL",
+ * "FLOA" or "DOUB", in any case. */
+static bool real_affinity(const char *type)
+{
+    if (type == NULL || type[0] == '\0' || strcasestr(type, "INT") != NULL ||
+        strcasestr(type, "CHAR") != NULL || strcasestr(type, "CLOB") != NULL ||
+        strcasestr(type, "TEXT") != NULL || strcasestr(type, "BLOB") != NULL) {
+        return false;
+    }
+    return strcasestr(type, "REAL") != NULL ||
+           strcasestr(type, "FLOA") != NULL || strcasestr(type, "DOUB") != NULL;
+}
+
 static int table_load(struct replay *r, unsigned i, const char *name,
                       struct table *t, bool soft)
 {
@@ -453,6 +470,9 @@ static int table_load(struct replay *r, unsigned i, const char *name,
                 sqlite3_value **d =
                     w != NULL ? realloc(t->dflt, (size_t)ncap * sizeof *d)
                               : NULL;
+                bool *re = d != NULL
+                               ? realloc(t->real, (size_t)ncap * sizeof *re)
+                               : NULL;
                 if (c != NULL) {
                     t->cols = c;
                 }
@@ -465,14 +485,18 @@ static int table_load(struct replay *r, unsigned i, const char *name,
                 if (w != NULL) {
                     t->w = w;
                 }
-                if (d == NULL) {
+                if (d != NULL) {
+                    t->dflt = d;
+                }
+                if (re == NULL) {
                     rc = SQLITE_NOMEM;
                     break;
                 }
-                t->dflt = d;
+                t->real = re;
                 cap = ncap;
             }
             t->dflt[t->n_cols] = NULL;
+            t->real[t->n_cols] = real_affinity(type);
             t->cols[t->n_cols] = strdup(col != NULL ? col : "");
             if (t->cols[t->n_cols] == NULL) {
                 rc = SQLITE_NOMEM;
@@ -868,11 +892,20 @@ static int replay_schema(struct replay *r, unsigned i)
 }
 
 /* value_matches compares a column value read from the database with a
- * changeset's value, as value_equal. */
-static bool value_matches(sqlite3_value *v, const struct sql_value *b)
+ * changeset's value, as value_equal. In a column of REAL affinity
+ * (@real) SQLite stores a whole number as an integer and reads it back
+ * as a real (datatype3.html, 3.2), and the writer's row image
+ * (sqlite3_preupdate_old/new) holds the integer: the two are the same
+ * value. */
+static bool value_matches(sqlite3_value *v, const struct sql_value *b,
+                          bool real)
 {
     struct sql_value a;
 
+    if (real && b->type == SQL_INTEGER &&
+        sqlite3_value_type(v) == SQLITE_FLOAT) {
+        return sqlite3_value_double(v) == (double)b->integer;
+    }
     memset(&a, 0, sizeof a);
     switch (sqlite3_value_type(v)) {
         case SQLITE_INTEGER:
@@ -1058,7 +1091,7 @@ static int matches(struct replay *r, unsigned i, const struct table *t,
             /* A row stored before ALTER TABLE ADD COLUMN holds no value
              * for the column: SQLite reads its DEFAULT there, but 3.40's
              * sqlite3_preupdate_old gave the writer NULL for it. */
-            *out = value_matches(v, b) ||
+            *out = value_matches(v, b, t->real[col]) ||
                    (before && b->type == SQL_NULL && t->dflt[col] != NULL &&
                     value_is(v, t->dflt[col]));
         }

@@ -269,6 +269,39 @@ static void test_rows_not_landed(void **state)
                  "two,three");
 }
 
+/* A REAL column holding whole numbers: SQLite stores 1.0 as the integer
+ * 1 on disk, and the writer's row image (sqlite3_preupdate_new/old)
+ * carries that integer, while a read of the column gives 1.0. A user's
+ * second plain INSERT into such a table found the first "neither as
+ * before nor as after it" and the replica diverged. Landed and replayed,
+ * as key and as value, in a rowid table and one WITHOUT ROWID. */
+static void test_real_column_whole_numbers(void **state)
+{
+    struct fixture *f = *state;
+
+    both(f,
+         "CREATE TABLE t(id INTEGER PRIMARY KEY, v REAL, d DOUBLE, "
+         "f FLOAT NOT NULL DEFAULT 0)");
+    both(f, "CREATE TABLE k(x REAL PRIMARY KEY, y REAL) WITHOUT ROWID");
+    commit_and_apply(f, "INSERT INTO t VALUES(1, 1, 2.0, 3)", false);
+    commit_and_apply(f, "INSERT INTO t VALUES(2, 2, -7, 1e3)", false);
+    commit_and_apply(f, "UPDATE t SET v = 5 WHERE id = 1", false);
+    commit_and_apply(f, "UPDATE t SET v = v + 1.5, d = 4 WHERE id = 2", true);
+    commit_and_apply(f, "INSERT INTO k VALUES(1, 2), (2.5, 3)", false);
+    commit_and_apply(f, "UPDATE k SET y = 9 WHERE x = 1", false);
+    commit_and_apply(f, "UPDATE k SET x = 4 WHERE x = 1", true);
+    commit_and_apply(f, "DELETE FROM t WHERE id = 1", false);
+    commit_and_apply(f, "DELETE FROM k WHERE x = 4", false);
+    assert_query(f->b.path,
+                 "SELECT group_concat(quote(v) || '/' || quote(d) || '/' || "
+                 "quote(f)) FROM t",
+                 "3.5/4.0/1000.0");
+    assert_query(f->b.path,
+                 "SELECT group_concat(quote(x) || '/' || quote(y)) "
+                 "FROM k",
+                 "2.5/3.0");
+}
+
 /* An explicit transaction with reads, a failing statement and a savepoint
  * rolled back: only what the transaction kept travels. */
 static void test_transaction(void **state)
@@ -1133,6 +1166,8 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup_teardown(test_rows_landed, setup, teardown),
         cmocka_unit_test_setup_teardown(test_rows_not_landed, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_real_column_whole_numbers, setup,
+                                        teardown),
         cmocka_unit_test_setup_teardown(test_transaction, setup, teardown),
         cmocka_unit_test_setup_teardown(test_triggers_and_cascades_fire_once,
                                         setup, teardown),
