@@ -913,13 +913,16 @@ static void on_stmt(struct sql_capture *c, sqlite3_stmt *stmt, const char *text)
     if (c->n_stmts > 0) {
         c->stmts[c->n_stmts - 1].pending = 0; /* @stmt runs in its re-run */
     } else if (sqlite3_get_autocommit(c->db) &&
-               (c->n == 0 ||
+               ((c->n == 0 && !c->poisoned && !c->too_big && !c->nomem) ||
                 sqlite3_txn_state(c->db, NULL) != SQLITE_TXN_WRITE)) {
         /* No transaction is open: what is left is of one that ended
          * without sql_capture_take or the rollback hook. (Not while an
-         * implicit one writes: a statement nested in a read that wrote
-         * before it, such as the second write of a function called by a
-         * SELECT, whose mark quiet_read left out.) */
+         * implicit one writes and something was noted of it: a
+         * statement nested in a read that wrote before it, such as the
+         * second write of a function called by a SELECT, whose mark
+         * quiet_read left out; a blob opened for writing, whose
+         * transaction stays open over the statements run meanwhile and
+         * whose write poisoned it.) */
         reset_txn(c);
     }
     if (!c->sequence && !sqlite3_stmt_readonly(stmt) &&
