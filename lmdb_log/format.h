@@ -38,6 +38,10 @@
  *                     shape as above. Optional: both absent while the   }
  *                     node has no cluster id (a log written before it,  }
  *                     or by a build that does not know it, has none)    }
+ *   "server_id"       the id of the server the log belongs to (the node's }
+ *                     id= when it first started on it; same shape as     }
+ *                     above). Optional: absent in a log written before   }
+ *                     it, where the next start writes it                 }
  *
  * Invariant: first_index == snapshot_index + 1, and when entries are
  * stored the first of them has index first_index (compaction and reset
@@ -87,6 +91,7 @@
 #define LMDB_LOG_FORMAT_META_CLUSTER_ID_0 "cluster_id_0"
 #define LMDB_LOG_FORMAT_META_CLUSTER_ID_1 "cluster_id_1"
 #define LMDB_LOG_FORMAT_META_SNAPSHOT_TERM "snapshot_term"
+#define LMDB_LOG_FORMAT_META_SERVER_ID "server_id"
 
 /* format_key_encode writes the key of @index into @out (8 bytes). Pure. */
 void format_key_encode(raft_index index, uint8_t out[LMDB_LOG_FORMAT_KEY_LEN]);

@@ -174,4 +174,15 @@ int lmdb_log_cluster_id(struct lmdb_log *l,
 int lmdb_log_set_cluster_id(struct lmdb_log *l,
                             const uint8_t id[LMDB_LOG_CLUSTER_ID_LEN]);
 
+/* lmdb_log_server_id reads into *@out the id of the server the log
+ * belongs to (format.h: "server_id"), 0 when none is stored (a new log,
+ * or one written before the record). One short read transaction; any
+ * thread. Errors: RAFT_CORRUPT (the record corrupt), RAFT_IOERR. */
+int lmdb_log_server_id(struct lmdb_log *l, uint64_t *out);
+
+/* lmdb_log_set_server_id stores @id (not 0) as the id of the server the
+ * log belongs to, in one durable write transaction (nothing else
+ * changes). Writer thread. Errors: RAFT_NOSPACE, RAFT_IOERR. */
+int lmdb_log_set_server_id(struct lmdb_log *l, uint64_t id);
+
 #endif /* LMDB_LOG_H */

@@ -549,6 +549,40 @@ static int set_listen(struct ext_config *cfg, const struct ext_boot *b,
                                  errmsg_len);
 }
 
+/* claim_log checks that the log of @s belongs to server cfg->id: a log
+ * first started under another id is refused (its term and vote are that
+ * server's: one log under two ids could vote twice in a term). A log
+ * with no server id yet (new, or written before the record) is given
+ * cfg->id. */
+static int claim_log(struct ext_store *s, const struct ext_config *cfg,
+                     const char *db_path, char *errmsg, size_t errmsg_len)
+{
+    uint64_t owner = 0;
+    int rc = store_server_id(s, &owner, errmsg, errmsg_len);
+
+    if (rc != 0) {
+        return rc;
+    }
+    if (owner == 0) {
+        return store_server_id_write(s, cfg->id, errmsg, errmsg_len);
+    }
+    if (owner != cfg->id) {
+        snprintf(errmsg, errmsg_len,
+                 "id: the log in %s belongs to server %" PRIu64
+                 " (it first started with id=%" PRIu64
+                 "), and this start gives id=%" PRIu64
+                 " for database %s: a server's log holds its term and its "
+                 "votes, and one log under two ids could vote twice in a "
+                 "term. Start it with id=%" PRIu64
+                 " (two configuration files swapped?), or give server %" PRIu64
+                 " a database and log of its own (docs/deploy.md, \"Add, "
+                 "replace or remove a machine\")",
+                 cfg->dir, owner, owner, cfg->id, db_path, owner, cfg->id);
+        return RAFT_INVALID;
+    }
+    return 0;
+}
+
 int boot_check_log(struct ext_store *s, struct sql_fsm *fsm,
                    const struct ext_config *cfg, const char *db_path,
                    char *errmsg, size_t errmsg_len)
@@ -561,7 +595,7 @@ int boot_check_log(struct ext_store *s, struct sql_fsm *fsm,
     int rc = store_is_new(s, &is_new, errmsg, errmsg_len);
 
     if (rc != 0 || !is_new) {
-        return rc;
+        return rc != 0 ? rc : claim_log(s, cfg, db_path, errmsg, errmsg_len);
     }
     rc = sql_fsm_cluster_id(fsm, id);
     if (rc != 0) {
@@ -575,7 +609,8 @@ int boot_check_log(struct ext_store *s, struct sql_fsm *fsm,
     }
     if (sql_fsm_applied(fsm) == 0 && db_index == 0 &&
         raft_uv_cluster_id_is_zero(id)) {
-        return 0; /* a fresh node */
+        /* A fresh node. */
+        return claim_log(s, cfg, db_path, errmsg, errmsg_len);
     }
     raft_uv_cluster_id_hex(id, hex);
     snprintf(errmsg, errmsg_len,

@@ -61,10 +61,14 @@ struct ext_boot {
  * (no log, no such data) and a node with a log pass. Run it before
  * cluster_id_boot and store_load, which would write to the new log and
  * refuse with less. @cfg gives the id and log directory named in the
- * message (@errmsg, @errmsg_len bytes).
- * Errors: RAFT_INVALID (the refusal), store_is_new's, and the database's
- * when it cannot be read (RAFT_IOERR, RAFT_CORRUPT). Thread: any, before
- * the driver starts. */
+ * message (@errmsg, @errmsg_len bytes). It also refuses a log that
+ * belongs to another server (its "server_id" record, written at the
+ * first start that passes here, differs from cfg->id: two configuration
+ * files swapped, a node's directory copied to make another).
+ * Errors: RAFT_INVALID (the refusals), store_is_new's, the database's
+ * when it cannot be read (RAFT_IOERR, RAFT_CORRUPT), and the log's when
+ * its server id cannot be read or written (RAFT_CORRUPT, RAFT_NOSPACE,
+ * RAFT_IOERR). Thread: any, before the driver starts. */
 int boot_check_log(struct ext_store *s, struct sql_fsm *fsm,
                    const struct ext_config *cfg, const char *db_path,
                    char *errmsg, size_t errmsg_len);

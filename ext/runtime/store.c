@@ -451,6 +451,20 @@ int store_cluster_id(struct ext_store *s, uint8_t out[LMDB_LOG_CLUSTER_ID_LEN],
     return rc != 0 ? log_error(s, rc, errmsg, errmsg_len) : 0;
 }
 
+int store_server_id(struct ext_store *s, uint64_t *out, char *errmsg,
+                    size_t errmsg_len)
+{
+    int rc = lmdb_log_server_id(s->lmdb, out);
+    return rc != 0 ? log_error(s, rc, errmsg, errmsg_len) : 0;
+}
+
+int store_server_id_write(struct ext_store *s, uint64_t id, char *errmsg,
+                          size_t errmsg_len)
+{
+    int rc = lmdb_log_set_server_id(s->lmdb, id);
+    return rc != 0 ? log_error(s, rc, errmsg, errmsg_len) : 0;
+}
+
 int store_cluster_id_write(struct ext_store *s,
                            const uint8_t id[LMDB_LOG_CLUSTER_ID_LEN],
                            char *errmsg, size_t errmsg_len)

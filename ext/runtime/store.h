@@ -117,6 +117,20 @@ int store_write_snapshot(struct ext_store *s, const struct raft_hard_state *hs,
 int store_cluster_id(struct ext_store *s, uint8_t out[RAFT_UV_CLUSTER_ID_LEN],
                      char *errmsg, size_t errmsg_len);
 
+/* store_server_id reads into *@out the id of the server the log
+ * directory belongs to, 0 for none stored yet. Errors:
+ * lmdb_log_server_id's (RAFT_CORRUPT, RAFT_IOERR); @errmsg says why.
+ * Thread: any, before the driver starts. */
+int store_server_id(struct ext_store *s, uint64_t *out, char *errmsg,
+                    size_t errmsg_len);
+
+/* store_server_id_write keeps @id (not 0) as the id of the server the log
+ * directory belongs to, durably. Errors: lmdb_log_set_server_id's
+ * (RAFT_NOSPACE, RAFT_IOERR); @errmsg says why. Thread: any, before the
+ * driver starts. */
+int store_server_id_write(struct ext_store *s, uint64_t id, char *errmsg,
+                          size_t errmsg_len);
+
 /* store_cluster_id_write keeps @id in the log directory, durably, before
  * the driver starts. Errors: lmdb_log_set_cluster_id's (RAFT_NOSPACE,
  * RAFT_IOERR); @errmsg says why. Thread: any, before the driver starts. */

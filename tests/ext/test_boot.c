@@ -518,6 +518,30 @@ static void test_lost_log_refused(void **state)
                      RAFT_INVALID);
 }
 
+/* A log belongs to the server that first started on it: a start with
+ * another id is refused, naming both ids (two configuration files
+ * swapped between machines would otherwise let one log vote under two
+ * ids), and the owner starts again. */
+static void test_log_of_another_server_refused(void **state)
+{
+    struct fixture *f = *state;
+    struct ext_config cfg;
+    struct ext_boot b;
+
+    assert_int_equal(check_log(f, "id=2 " TRIO), 0);
+    assert_int_equal(prepare(f, "id=2 " TRIO, &b, &cfg), 0);
+    assert_int_equal(check_log(f, "id=3 " TRIO), RAFT_INVALID);
+    assert_non_null(strstr(f->msg,
+                           "belongs to server 2 (it first started "
+                           "with id=2), and this start gives id=3"));
+    assert_non_null(strstr(f->msg, "could vote twice in a term"));
+    assert_int_equal(check_log(f, "id=2 " TRIO), 0);
+    close_all(f);
+    open_all(f);
+    assert_int_equal(check_log(f, "id=1 " TRIO), RAFT_INVALID);
+    assert_int_equal(check_log(f, "id=2 " TRIO), 0);
+}
+
 /* An id set while the driver runs is written by the next storage job
  * (an append here), and a later one by the job after. */
 static void test_cluster_id_written_by_next_job(void **state)
@@ -570,6 +594,8 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_cluster_id_written_by_next_job,
                                         setup, teardown),
         cmocka_unit_test_setup_teardown(test_lost_log_refused, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_log_of_another_server_refused,
+                                        setup, teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -1395,6 +1395,25 @@ static void test_cluster_id(void **state)
     assert_true(contains(lmdb_log_errmsg(f->log), "\"cluster_id_1\""));
 }
 
+/* A new log belongs to no server; the id stored survives reopening and
+ * changes no other record. */
+static void test_server_id(void **state)
+{
+    struct fixture *f = *state;
+    struct model *m = &f->m;
+    uint64_t got = 99;
+
+    open_log(f, DEFAULT_MAX);
+    assert_int_equal(lmdb_log_server_id(f->log, &got), 0);
+    assert_true(got == 0);
+    assert_int_equal(append_gen(f->log, m, NULL, 1, 5, 1, 20), 0);
+    assert_int_equal(lmdb_log_set_server_id(f->log, 3), 0);
+    reopen_log(f, DEFAULT_MAX);
+    model_check(f->log, m);
+    assert_int_equal(lmdb_log_server_id(f->log, &got), 0);
+    assert_true(got == 3);
+}
+
 /* A version 1 log (no snapshot records) opens, reads as having no
  * snapshot, and is upgraded to version 2 on disk. */
 static void test_upgrade_version_1(void **state)
@@ -1523,6 +1542,7 @@ int main(void)
                                         teardown),
         cmocka_unit_test_setup_teardown(test_defragment, setup, teardown),
         cmocka_unit_test_setup_teardown(test_cluster_id, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_server_id, setup, teardown),
         cmocka_unit_test_setup_teardown(test_upgrade_version_1, setup,
                                         teardown),
     };
