@@ -96,7 +96,8 @@ DAEMON_DEPS := $(DAEMON_SRC) tools/node_metrics.h
 DAEMON_LIBS  = $(shell pkg-config --libs libmicrohttpd 2>/dev/null || \
                  echo -lmicrohttpd)
 $(B)/raftsql-node: $(DAEMON_DEPS) $(B)/libraftsql.a
-	$(CC) $(BASE_CFLAGS) $(CPPFLAGS) $(CFLAGS) $(LDFLAGS) -o $@ $(DAEMON_SRC) \
+	$(CC) $(BASE_CFLAGS) $(DAEMON_DEFS) $(CPPFLAGS) $(CFLAGS) $(LDFLAGS) \
+	    -o $@ $(DAEMON_SRC) \
 	    $(B)/libraftsql.a $(LIBS) $(DAEMON_LIBS)
 
 # A C program writing through the node another process runs
@@ -136,6 +137,8 @@ PREFIX  ?= /usr/local
 LIBDIR  ?= $(PREFIX)/lib
 DESTDIR ?=
 VERSION := 0.1.0
+# raftsql-node --version prints it.
+DAEMON_DEFS := -DRAFTSQL_VERSION='"$(VERSION)"'
 I_LIB := $(DESTDIR)$(LIBDIR)
 I_INC := $(DESTDIR)$(PREFIX)/include
 I_BIN := $(DESTDIR)$(PREFIX)/bin
@@ -322,7 +325,7 @@ bench-check: $(B)/proc-cost $(B)/raftsql.so $(B)/raftsql-testhost
 $(B)/san/raftsql-testhost: tools/raftsql_testhost.c $(SAN_OBJ)
 	$(CC) $(BASE_CFLAGS) -O1 -g $(SAN) -o $@ $^ $(LIBS)
 $(B)/san/raftsql-node: $(DAEMON_DEPS) $(SAN_OBJ)
-	$(CC) $(BASE_CFLAGS) -O1 -g $(SAN) -o $@ $(filter-out %.h,$^) $(LIBS) \
+	$(CC) $(BASE_CFLAGS) $(DAEMON_DEFS) -O1 -g $(SAN) -o $@ $(filter-out %.h,$^) $(LIBS) \
 	    $(DAEMON_LIBS)
 
 TSAN_OBJ := $(LIB_SRC:%.c=$(B)/tsan/%.o)
@@ -333,7 +336,7 @@ $(B)/tsan/%.o: %.c
 $(B)/tsan/raftsql-testhost: tools/raftsql_testhost.c $(TSAN_OBJ)
 	$(CC) $(BASE_CFLAGS) -O1 -g -fsanitize=thread -o $@ $^ $(LIBS)
 $(B)/tsan/raftsql-node: $(DAEMON_DEPS) $(TSAN_OBJ)
-	$(CC) $(BASE_CFLAGS) -O1 -g -fsanitize=thread -o $@ $(filter-out %.h,$^) \
+	$(CC) $(BASE_CFLAGS) $(DAEMON_DEFS) -O1 -g -fsanitize=thread -o $@ $(filter-out %.h,$^) \
 	    $(LIBS) $(DAEMON_LIBS)
 
 $(B)/obj/%.o: %.c

@@ -57,6 +57,11 @@
 #include "node_metrics.h"
 
 #define NODE__PROGRAM "raftsql-node"
+
+#ifndef RAFTSQL_VERSION
+/* raftsql's version (the Makefile's VERSION: -DRAFTSQL_VERSION). */
+#define RAFTSQL_VERSION "unknown"
+#endif
 #define NODE__EXIT_START 1  /* the node did not start, or a forced stop */
 #define NODE__EXIT_FAILED 1 /* the node failed (its log cannot be written) */
 #define NODE__EXIT_CONFIG 2 /* bad command line or configuration */
@@ -614,9 +619,10 @@ int main(int argc, char **argv)
             return 0;
         } else if (strcmp(argv[i], "--version") == 0) {
             printf(
-                "%s: build id (SQLite source id, sent in the peer "
+                "%s %s; build id (SQLite source id, sent in the peer "
                 "handshake): %s; SQLite %s\n",
-                NODE__PROGRAM, sqlite3_sourceid(), sqlite3_libversion());
+                NODE__PROGRAM, RAFTSQL_VERSION, sqlite3_sourceid(),
+                sqlite3_libversion());
             return 0;
         } else if (strcmp(argv[i], "--check") == 0) {
             check = true;

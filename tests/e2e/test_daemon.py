@@ -389,6 +389,7 @@ class DaemonConfigTest(unittest.TestCase):
                                timeout=20)
             self.assertEqual(p.returncode, 0)
         self.assertIn(sqlite3.sqlite_version, p.stdout.decode())
+        self.assertRegex(p.stdout.decode(), r"^raftsql-node \d+\.\d+\.\d+; ")
 
     def test_failed_start_exits_1(self):
         """A port taken by another process: exit 1 with the reason."""
