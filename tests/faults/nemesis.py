@@ -3,9 +3,13 @@
 Every choice comes from the run's seeded generator; which node is the
 leader (targeted half of the time) comes from the monitors, so a replay
 repeats the schedule of kinds, links and times, not every interleaving.
+Each fault draws from a generator of its own (fault_plan), so that one
+whose draws depend on the cluster leaves the faults after it as they
+were.
 """
 
 import json
+import random
 import time
 
 import powerloss
@@ -19,6 +23,20 @@ KINDS = ("partition", "oneway", "drop", "delay", "loss", "hold", "reset",
 # Cluster sizes the faults are made for: a fault takes down, stops or cuts
 # off at most minority(n) nodes at once, so a quorum remains.
 NODE_COUNTS = (3, 5)
+
+
+def fault_plan(rng, kinds):
+    """The next fault of an episode's schedule, from the schedule's
+    random.Random rng: (the pause before it, s; its kind, one of kinds;
+    a random.Random of its own). The fault draws what it needs (its
+    target, length, the size of its writes) from its own generator, so
+    that a fault whose draws depend on what the cluster did (a full
+    disk's large writes go on while the disk is full) leaves the next
+    faults of the schedule as they were: a seed replays the same
+    schedule."""
+    pause = rng.uniform(0.2, 1.2)
+    kind = rng.choice(kinds)
+    return pause, kind, random.Random(rng.getrandbits(64))
 
 
 def minority(n):

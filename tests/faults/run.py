@@ -78,7 +78,8 @@ import paths  # noqa: E402
 import powerloss  # noqa: E402
 import recovery  # noqa: E402
 import registers  # noqa: E402
-from nemesis import KINDS, NODE_COUNTS, Finding, Nemesis  # noqa: E402
+from nemesis import (KINDS, NODE_COUNTS, Finding, Nemesis,  # noqa: E402
+                     fault_plan)
 from nodes import FaultCluster, NodeError, mount_permitted  # noqa: E402
 from workload import SCHEMA, Workload  # noqa: E402
 
@@ -322,8 +323,8 @@ class Episode:
             if time.monotonic() > self.deadline:
                 say("  time bound reached after %d faults" % k)
                 break
-            time.sleep(self.rng.uniform(0.2, 1.2))
-            kind = self.rng.choice(self.kinds)
+            pause, kind, nemesis.rng = fault_plan(self.rng, self.kinds)
+            time.sleep(pause)
             what = nemesis.run(kind)
             self.heals.append((kind, time.monotonic()))
             self.faults[kind] += 1

@@ -73,6 +73,27 @@ class PartitionTest(unittest.TestCase):
         self.assertIn((lone, 2), up)
 
 
+class FaultPlanTest(unittest.TestCase):
+    def test_a_fault_draws_leave_the_next_as_they_were(self):
+        """Seed 451370's replay lost its schedule after a full disk,
+        whose number of large writes (each a few draws) depends on how
+        long the cluster takes: the faults after one are the same
+        however many draws it makes from its own generator."""
+        kinds = ["disk", "pause", "reset", "member"]
+        plans = []
+        for extra in (0, 1, 7):
+            rng = random.Random(451370)
+            pause, kind, own = nemesis.fault_plan(rng, kinds)
+            for _ in range(extra):
+                own.random()
+            plans.append([(pause, kind)] + [nemesis.fault_plan(rng, kinds)[:2]
+                                            for _ in range(5)])
+        self.assertEqual(plans[0], plans[1])
+        self.assertEqual(plans[0], plans[2])
+        self.assertTrue(all(0.2 <= p <= 1.2 and k in kinds
+                            for p, k in plans[0]))
+
+
 def ops_of(events):
     """A Script with events [(process, f, type, via)] in sequence, each
     invoked and completed at once (op k invoked at 2k, completed at
