@@ -55,6 +55,7 @@
 
 #include "../sql/sql.h"
 #include "raftsql.h"
+#include "runtime/boot.h"
 #include "runtime/config.h"
 #include "runtime/node_tls.h"
 #include "surface/busy_clock.h"
@@ -262,6 +263,13 @@ static int check_paths(struct ext_config *cfg, void *arg, char *errmsg,
     if (rc == 0) {
         /* The files it names load, as at the start. */
         rc = node_tls_check(cfg, errmsg, errmsg_len);
+    }
+    if (rc == 0 && !ext_registry_running(arg)) {
+        /* The log, if any, is this server's (read-only; not beside a
+         * node of this process on the file, whose log is open here:
+         * LMDB takes one open of an environment per process, and a
+         * second one's close drops the first one's locks). */
+        rc = boot_check_owner(cfg, arg, errmsg, errmsg_len);
     }
     return rc;
 }

@@ -223,7 +223,9 @@ int raftsql_set_authorizer(sqlite3 *db,
  * does not exist"), and the files the tls_ keys and secret_file name, as
  * the start loads them (each readable, the key matching the certificate,
  * the certificate signed by tls_ca, the secret's size and mode: "tls_cert:
- * /x.pem: not signed by tls_ca /ca.pem (...)"). Nothing is created. Returns
+ * /x.pem: not signed by tls_ca /ca.pem (...)"), and that a log already in
+ * the log directory belongs to this id (read-only: "id: the log in ...
+ * belongs to server 3 ..."). Nothing is created. Returns
  * SQLITE_OK; SQLITE_ERROR with @errmsg (@errmsg_len bytes, NUL-terminated)
  * naming what is wrong, beginning with the key when the error is about one
  * ("id: missing ...", "unknown key 'x' ...", "listen: '...' is not

@@ -185,4 +185,14 @@ int lmdb_log_server_id(struct lmdb_log *l, uint64_t *out);
  * changes). Writer thread. Errors: RAFT_NOSPACE, RAFT_IOERR. */
 int lmdb_log_set_server_id(struct lmdb_log *l, uint64_t id);
 
+/* lmdb_log_peek_server_id reads into *@out the id of the server the log
+ * in directory @dir belongs to, without opening it for writing (a
+ * read-only LMDB environment, beside a node that may run on it): 0 when
+ * @dir holds no log or the log no such record. For checks before a
+ * start. Any thread. Errors: RAFT_CORRUPT (the record corrupt),
+ * RAFT_IOERR (the log cannot be read); @errmsg (@errmsg_len bytes) says
+ * why. */
+int lmdb_log_peek_server_id(const char *dir, uint64_t *out, char *errmsg,
+                            size_t errmsg_len);
+
 #endif /* LMDB_LOG_H */

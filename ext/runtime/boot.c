@@ -22,6 +22,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "../../lmdb_log/lmdb_log.h"
 #include "../../raft/configuration.h"
 #include "../../raft/uv_node.h"
 #include "attach_sock.h"
@@ -549,6 +550,43 @@ static int set_listen(struct ext_config *cfg, const struct ext_boot *b,
                                  errmsg_len);
 }
 
+/* owner_differs writes into @errmsg why a start with cfg->id of the
+ * database @db_path is refused on a log that belongs to server @owner;
+ * returns RAFT_INVALID. */
+static int owner_differs(const struct ext_config *cfg, uint64_t owner,
+                         const char *db_path, char *errmsg, size_t errmsg_len)
+{
+    snprintf(errmsg, errmsg_len,
+             "id: the log in %s belongs to server %" PRIu64
+             " (it first started with id=%" PRIu64
+             "), and this start gives id=%" PRIu64
+             " for database %s: a server's log holds its term and its "
+             "votes, and one log under two ids could vote twice in a "
+             "term. Start it with id=%" PRIu64
+             " (two configuration files swapped?), or give server %" PRIu64
+             " a database and log of its own (docs/deploy.md, \"Add, "
+             "replace or remove a machine\")",
+             cfg->dir, owner, owner, cfg->id, db_path, owner, cfg->id);
+    return RAFT_INVALID;
+}
+
+int boot_check_owner(const struct ext_config *cfg, const char *db_path,
+                     char *errmsg, size_t errmsg_len)
+{
+    uint64_t owner = 0;
+    char why[512];
+    int rc = lmdb_log_peek_server_id(cfg->dir, &owner, why, sizeof why);
+
+    if (rc != 0) {
+        snprintf(errmsg, errmsg_len, "dir: cannot read the log: %s", why);
+        return rc;
+    }
+    if (owner != 0 && owner != cfg->id) {
+        return owner_differs(cfg, owner, db_path, errmsg, errmsg_len);
+    }
+    return 0;
+}
+
 /* claim_log checks that the log of @s belongs to server cfg->id: a log
  * first started under another id is refused (its term and vote are that
  * server's: one log under two ids could vote twice in a term). A log
@@ -567,18 +605,7 @@ static int claim_log(struct ext_store *s, const struct ext_config *cfg,
         return store_server_id_write(s, cfg->id, errmsg, errmsg_len);
     }
     if (owner != cfg->id) {
-        snprintf(errmsg, errmsg_len,
-                 "id: the log in %s belongs to server %" PRIu64
-                 " (it first started with id=%" PRIu64
-                 "), and this start gives id=%" PRIu64
-                 " for database %s: a server's log holds its term and its "
-                 "votes, and one log under two ids could vote twice in a "
-                 "term. Start it with id=%" PRIu64
-                 " (two configuration files swapped?), or give server %" PRIu64
-                 " a database and log of its own (docs/deploy.md, \"Add, "
-                 "replace or remove a machine\")",
-                 cfg->dir, owner, owner, cfg->id, db_path, owner, cfg->id);
-        return RAFT_INVALID;
+        return owner_differs(cfg, owner, db_path, errmsg, errmsg_len);
     }
     return 0;
 }

@@ -51,6 +51,18 @@ struct ext_boot {
     unsigned ignored;                 /* enum ext_boot_ignored bits */
 };
 
+/* boot_check_owner is boot_check_log's refusal of a log that belongs to
+ * another server, for a check before a start (raftsql_config_check,
+ * raftsql-node --check): it reads the log in cfg->dir read-only, beside
+ * a node of another process that may run on it, and writes nothing (not
+ * in a process whose node has that log open: LMDB takes one open of an
+ * environment per process). Returns 0 (no log, a
+ * log of no server yet, or one of cfg->id); RAFT_INVALID with @errmsg
+ * (@errmsg_len bytes) naming both ids; RAFT_CORRUPT or RAFT_IOERR when
+ * the log cannot be read. Thread: any. */
+int boot_check_owner(const struct ext_config *cfg, const char *db_path,
+                     char *errmsg, size_t errmsg_len);
+
 /* boot_check_log refuses a start whose log (the store @s) is new (never
  * written: store_is_new) while the state machine @fsm of the database
  * @db_path holds a cluster's data (an applied index, a cluster id or a

@@ -277,6 +277,35 @@ class DaemonConfigTest(unittest.TestCase):
         self.assertFalse(os.path.exists(self.db))
         self.assertFalse(os.path.exists(self.db + "-raft"))
 
+    def test_log_of_another_server_exits_2(self):
+        """A node's files started again under another id (two
+        configuration files swapped): --check and the start both exit 2
+        naming both ids, before anything is written (a new user's
+        --check said good, and the start then failed with exit 1, which
+        systemd restarts every 2 s)."""
+        path = self.conf(self.good())
+        log = os.path.join(self.dir, "node.log")
+        with open(log, "w") as out:
+            p = subprocess.Popen([DAEMON, "--config", path],
+                                 stdin=subprocess.DEVNULL, stderr=out)
+        try:
+            def started():
+                with open(log) as f:
+                    return "started" in f.read()
+            wait_for("node 1 started", started)
+        finally:
+            p.send_signal(signal.SIGTERM)
+            p.wait(timeout=20)
+        path = self.conf("database = %s\nid = 2\ncluster = 2@127.0.0.1:%d\n"
+                         % (self.db, self.port))
+        for args in (["--check"], []):
+            code, err = run_daemon("--config", path, *args)
+            self.assertEqual(code, 2, err)
+            self.assertIn("belongs to server 1 (it first started with id=1), "
+                          "and this start gives id=2", err)
+        code, err = run_daemon("--config", self.conf(self.good()), "--check")
+        self.assertEqual(code, 0, err)
+
     def assert_bad(self, text, where, what):
         path = self.conf(text)
         for args in (["--check"], []):

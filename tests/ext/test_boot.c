@@ -11,6 +11,7 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include <cmocka.h>
 
@@ -467,6 +468,19 @@ static void test_cluster_id_at_start(void **state)
                            "bbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbb"));
 }
 
+/* check_owner runs boot_check_owner as a --check of @f with @text
+ * would. */
+static int check_owner(struct fixture *f, const char *text)
+{
+    struct ext_config cfg;
+
+    if (ext_config_parse(text, f->db.path, &cfg, f->msg, sizeof f->msg) != 0) {
+        fail_msg("ext_config_parse '%s': %s", text, f->msg);
+    }
+    snprintf(cfg.dir, sizeof cfg.dir, "%s", f->dir);
+    return boot_check_owner(&cfg, f->db.path, f->msg, sizeof f->msg);
+}
+
 /* check_log runs boot_check_log as a start of @f with @text would. */
 static int check_log(struct fixture *f, const char *text)
 {
@@ -540,6 +554,39 @@ static void test_log_of_another_server_refused(void **state)
     open_all(f);
     assert_int_equal(check_log(f, "id=1 " TRIO), RAFT_INVALID);
     assert_int_equal(check_log(f, "id=2 " TRIO), 0);
+    /* The check before a start (--check) reads the same, read-only,
+     * with the log closed (it runs in another process than the node). */
+    close_all(f);
+    assert_int_equal(check_owner(f, "id=3 " TRIO), RAFT_INVALID);
+    assert_non_null(strstr(f->msg, "belongs to server 2"));
+    assert_int_equal(check_owner(f, "id=2 " TRIO), 0);
+    open_all(f);
+}
+
+/* With no log in the directory, or a log of no server yet, the check
+ * before a start passes and creates nothing. */
+static void test_owner_check_without_a_log(void **state)
+{
+    struct fixture *f = *state;
+    struct ext_config cfg;
+    char cmd[300];
+    struct stat st;
+
+    close_all(f);
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", f->dir);
+    assert_int_equal(system(cmd), 0);
+    if (ext_config_parse("id=3 " TRIO, f->db.path, &cfg, f->msg,
+                         sizeof f->msg) != 0) {
+        fail_msg("ext_config_parse: %s", f->msg);
+    }
+    snprintf(cfg.dir, sizeof cfg.dir, "%s", f->dir);
+    assert_int_equal(boot_check_owner(&cfg, f->db.path, f->msg, sizeof f->msg),
+                     0);
+    assert_int_equal(stat(f->dir, &st), -1);
+    open_all(f); /* a new log: no server yet */
+    close_all(f);
+    assert_int_equal(check_owner(f, "id=3 " TRIO), 0);
+    open_all(f);
 }
 
 /* An id set while the driver runs is written by the next storage job
@@ -596,6 +643,8 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_lost_log_refused, setup, teardown),
         cmocka_unit_test_setup_teardown(test_log_of_another_server_refused,
                                         setup, teardown),
+        cmocka_unit_test_setup_teardown(test_owner_check_without_a_log, setup,
+                                        teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
