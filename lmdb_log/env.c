@@ -280,7 +280,7 @@ int lmdb_log_open_sized(const char *dir, uint64_t initial_bytes,
         goto err_lmdb;
     }
     what = "mdb_env_set_maxdbs";
-    rc = mdb_env_set_maxdbs(l->env, 2);
+    rc = mdb_env_set_maxdbs(l->env, LMDB_LOG__DBS);
     if (rc == 0) {
         what = "mdb_env_set_mapsize";
         rc = mdb_env_set_mapsize(l->env, (size_t)initial);

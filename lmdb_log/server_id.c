@@ -58,7 +58,7 @@ int lmdb_log_peek_server_id(const char *dir, uint64_t *out, char *errmsg,
     rc = mdb_env_create(&env);
     if (rc == 0) {
         what = "mdb_env_set_maxdbs";
-        rc = mdb_env_set_maxdbs(env, 2);
+        rc = mdb_env_set_maxdbs(env, LMDB_LOG__DBS);
     }
     if (rc == 0) {
         what = "mdb_env_open";

@@ -16,6 +16,10 @@
 
 #define LMDB_LOG__ERRMSG_LEN 512
 
+/* The named databases of a log's environment: "entries" and "meta"
+ * (format.h). */
+#define LMDB_LOG__DBS 2
+
 /* The log. env.c creates and frees it; the fields are written by open,
  * by the writer (the map size) and by txn_set_errmsg, as each says. */
 struct lmdb_log {

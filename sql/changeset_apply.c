@@ -393,10 +393,6 @@ static sqlite3_value *default_value(sqlite3 *db, const char *text)
     return v;
 }
 
-/* table_load fills @t for table @name of record @i from the schema.
- * Returns 0, NOT_FOUND_SOFT when @soft and the table is not there, or an
- * error code. */
-#define NOT_FOUND_SOFT (-2)
 /* real_affinity says whether a column declared with type @type (NULL
  * for none) has REAL affinity, by SQLite's rules (datatype3.html, 3.1):
  * no "INT", "CHAR", "CLOB", "TEXT" or "BLOB", not empty, and "REAL",
@@ -412,6 +408,10 @@ static bool real_affinity(const char *type)
            strcasestr(type, "FLOA") != NULL || strcasestr(type, "DOUB") != NULL;
 }
 
+/* table_load fills @t for table @name of record @i from the schema.
+ * Returns 0, NOT_FOUND_SOFT when @soft and the table is not there, or an
+ * error code. */
+#define NOT_FOUND_SOFT (-2)
 static int table_load(struct replay *r, unsigned i, const char *name,
                       struct table *t, bool soft)
 {

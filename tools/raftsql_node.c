@@ -58,14 +58,16 @@
 
 #define NODE__PROGRAM "raftsql-node"
 
+#define NODE__EXIT_START 1  /* the node did not start, or a forced stop */
+#define NODE__EXIT_FAILED 1 /* the node failed (its log cannot be written) */
+#define NODE__EXIT_CONFIG 2 /* bad command line or configuration */
+
 #ifndef RAFTSQL_VERSION
 /* raftsql's version (the Makefile's VERSION: -DRAFTSQL_VERSION). */
 #define RAFTSQL_VERSION "unknown"
 #endif
-#define NODE__EXIT_START 1  /* the node did not start, or a forced stop */
-#define NODE__EXIT_FAILED 1 /* the node failed (its log cannot be written) */
-#define NODE__EXIT_CONFIG 2 /* bad command line or configuration */
-#define NODE__POLL_MS 200   /* how often serve asks whether the node runs */
+
+#define NODE__POLL_MS 200 /* how often serve asks whether the node runs */
 
 /* One key of the configuration file. */
 struct key_line {
