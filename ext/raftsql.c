@@ -219,6 +219,12 @@ __attribute__((visibility("default"))) int sqlite3_raftsql_init(
     if (rc == SQLITE_OK) {
         rc = ext_guard_install(db);
     }
+    if (rc == SQLITE_OK) {
+        /* A connection on a file a node of another process serves: its
+         * WAL lock wrapped from the start, also when it only reads, so
+         * that its reads begin through the guard (ext_guard_read_begin). */
+        ext_guard_attached_start(db);
+    }
     if (rc != SQLITE_OK) {
         if (pzErrMsg != NULL) {
             *pzErrMsg = sqlite3_mprintf("raftsql: cannot register: %s",

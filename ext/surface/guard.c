@@ -32,6 +32,7 @@ static bool plain_served(const char *file);
 static int plain_allow(sqlite3 *db, const char *file);
 static void plain_prepare(sqlite3 *db);
 static void plain_arm(sqlite3 *db);
+static bool apply_connection(sqlite3 *db);
 static int guard_gate(void *arg, sqlite3_stmt *stmt, char *why, size_t why_len);
 
 /* replicated says whether schema @schema of @db (NULL: main) is a file a
@@ -946,6 +947,17 @@ void ext_guard_plain_start(sqlite3 *db)
     plain_prepare(db);
 }
 
+void ext_guard_attached_start(sqlite3 *db)
+{
+    const char *file = sqlite3_db_filename(db, "main");
+    char why[600];
+
+    if (file != NULL && file[0] != '\0' && !ext_registry_running(file) &&
+        !apply_connection(db) && attach_client_served(file)) {
+        (void)plain_start(db, file, why, sizeof why);
+    }
+}
+
 /* plain_arm arms the capture of @db's plain writes, if it has one
  * (plain_write_arm): the guard calls it for every statement it sees
  * prepared that is not a read, before that statement can step, so that
@@ -1201,6 +1213,8 @@ static void subscribe(void)
 {
     /* The table holds EXT_EVENTS_MAX: the guard is its first. */
     (void)ext_events_subscribe(on_node_event, NULL);
+    /* And the wrapped WAL locks' read transactions begin through it. */
+    wal_lock_set_read_begin(ext_guard_read_begin);
 }
 
 /* track makes sure @db is in the list. Returns SQLITE_OK, SQLITE_NOMEM or
@@ -1314,6 +1328,41 @@ bool ext_guard_expire_retry(void)
     left = atomic_load(&n_pending) > 0;
     pthread_mutex_unlock(&conns_mu);
     return left;
+}
+
+int ext_guard_read_begin(sqlite3 *db)
+{
+    struct guard_conn *c;
+    const char *file;
+    char why[600];
+    bool pending;
+
+    if (atomic_load(&n_pending) == 0) {
+        return SQLITE_OK;
+    }
+    pthread_mutex_lock(&conns_mu);
+    c = find_conn(db);
+    pending = c != NULL && c->pending;
+    pthread_mutex_unlock(&conns_mu);
+    file = sqlite3_db_filename(db, "main");
+    if (!pending || file == NULL || file[0] == '\0' ||
+        read_refusal(file, why, sizeof why) == 0) {
+        /* Reads of the file are allowed: the statement reads on (expired
+         * now, it would end in SQLITE_ABORT_ROLLBACK as it opens its
+         * table), and the connection stays marked for the next retry or
+         * read. */
+        return SQLITE_OK;
+    }
+    /* Every statement of @db, this one too, which the error makes
+     * prepared anew before it opens its table. */
+    expire(db);
+    pthread_mutex_lock(&conns_mu);
+    if (c->pending) {
+        c->pending = false;
+        atomic_fetch_sub(&n_pending, 1);
+    }
+    pthread_mutex_unlock(&conns_mu);
+    return SQLITE_SCHEMA;
 }
 
 /* defend turns SQLITE_DBCONFIG_DEFENSIVE on for @db: SQLite then refuses

@@ -46,11 +46,23 @@ int ext_guard_install(sqlite3 *db);
 
 /* ext_guard_plain_start starts the plain-write path of @db
  * (plain_write.h: its capture's hooks, its write lock under the lease)
- * when its main file is served by a node of this process, so that the
- * first statement it prepares is followed already; nothing otherwise, or
- * when started before. raft_start calls it on its connection once the
- * node runs. Thread: the one using @db. */
+ * when its main file is served by a node of this process or another
+ * (its pointer file), so that the first statement it prepares is
+ * followed already, and its read transactions begin through
+ * ext_guard_read_begin (the wrapped WAL lock); nothing otherwise, or when
+ * started before. raft_start calls it on its connection once the node
+ * runs. Thread: the one using @db. */
 void ext_guard_plain_start(sqlite3 *db);
+
+/* ext_guard_attached_start is ext_guard_plain_start for a connection
+ * whose main file a node of another process serves (attach_client.h),
+ * reads only too: its reads then begin through ext_guard_read_begin,
+ * which refuses a statement prepared before its node turned stale on a
+ * connection too busy since to be expired. Nothing for any other
+ * connection (raftsql's own, a file of no node or of this process's).
+ * The extension's entry point calls it on each connection it is loaded
+ * on. Thread: the one using @db. */
+void ext_guard_attached_start(sqlite3 *db);
 
 /* ext_guard_expire_all marks every guarded connection of the process
  * (those ext_guard_install or ext_guard_set_host set up, until they
@@ -81,6 +93,24 @@ void ext_guard_expire_all(void);
  * ext_guard_expire_all (the loop thread calls it at every tick, the
  * refusal watch while its marks remain). */
 bool ext_guard_expire_retry(void);
+
+/* ext_guard_read_begin is asked as a read transaction of @db's main
+ * file begins (wal_lock.c, at its read mark), in @db's own thread,
+ * holding its mutex, inside a step. When an expiry of @db is still
+ * pending (ext_guard_expire_all asked for it while @db was busy, so that
+ * no ext_guard_expire_retry could take it) and the guard refuses reads
+ * of the file now (ext_guard_read_refusal), @db expires its statements
+ * itself and SQLITE_SCHEMA is returned, which the caller returns from
+ * the lock: the statement that begins the read fails with it before
+ * reading anything, and sqlite3_step prepares it anew, as after a schema
+ * change, through the guard, which refuses it. Else SQLITE_OK (reads
+ * allowed: the statement reads on, and a pending expiry is left to the
+ * next retry). Without this, a connection busy from before a refusal
+ * until after it (a long statement, a raft_barrier's wait) ran its next
+ * statement, prepared before, unexpired: a read of a stale replica
+ * served past max_staleness_ms for as long as it stayed busy. One atomic
+ * load when no expiry is pending. Thread: @db's, holding its mutex. */
+int ext_guard_read_begin(sqlite3 *db);
 
 /* ext_guard_settings_sync sets on @db the cluster-wide settings (PRAGMA
  * foreign_keys and the others of sql_setting_name) that the node of its

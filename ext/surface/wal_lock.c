@@ -56,6 +56,9 @@ struct wrapped {
     sqlite3_io_methods m;           /* the copy the file now uses */
     const sqlite3_io_methods *orig; /* the file's own */
     char *path;                     /* the database file (malloc'd) */
+    sqlite3 *db;                    /* the connection it was wrapped for
+                                       (read_begin's argument; not used
+                                       while shared) */
     uint64_t holder;                /* the lease holder's token */
     struct lease_hold lease;        /* held with the write lock */
     const void *early;              /* the statement that took the lease
@@ -114,6 +117,15 @@ static int64_t mono_ns(void)
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
     return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+}
+
+/* The process's read-begin check (wal_lock_set_read_begin), NULL
+ * before it is set. */
+static _Atomic(wal_lock_read_begin_cb) read_begin;
+
+void wal_lock_set_read_begin(wal_lock_read_begin_cb cb)
+{
+    atomic_store(&read_begin, cb);
 }
 
 /* of returns @f's wrapper, or NULL when @f is not wrapped. */
@@ -391,6 +403,16 @@ static int wrapped_shm_lock(sqlite3_file *f, int ofst, int n, int flags)
 
     if ((unsigned)(ofst - WAL_READ_SLOT) < WAL_READ_SLOTS && n == 1) {
         if (flags == (SQLITE_SHM_LOCK | SQLITE_SHM_SHARED)) {
+            /* A read transaction begins: a statement prepared before the
+             * guard began refusing reads of the file, on a connection
+             * too busy since to be expired, is refused here
+             * (SQLITE_SCHEMA: prepared anew) before it reads. */
+            wal_lock_read_begin_cb cb =
+                atomic_load_explicit(&read_begin, memory_order_relaxed);
+            if (cb != NULL && cb(w->db) != SQLITE_OK &&
+                !atomic_load_explicit(&w->shared, memory_order_relaxed)) {
+                return SQLITE_SCHEMA;
+            }
             if (w->asked != NULL) {
                 read_ask(w, f);
             }
@@ -618,6 +640,7 @@ int wal_lock_wrap(sqlite3 *db, const char *path, uint64_t holder, char *why,
     w->m.xShmLock = wrapped_shm_lock;
     w->m.xClose = wrapped_close;
     w->orig = f->pMethods;
+    w->db = db;
     w->holder = holder;
     lease_hold_init(&w->lease);
     f->pMethods = &w->m;

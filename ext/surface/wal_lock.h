@@ -71,6 +71,20 @@
 int wal_lock_wrap(sqlite3 *db, const char *path, uint64_t holder, char *why,
                   size_t why_len);
 
+/* wal_lock_read_begin_cb is asked, with the connection a wrapped file
+ * was wrapped for, as a read transaction of it begins (SQLite locks a
+ * read mark), in that connection's thread, holding its mutex, inside a
+ * step: SQLITE_OK lets the read begin; any other code fails the lock
+ * with SQLITE_SCHEMA (nothing read yet: sqlite3_step prepares the
+ * statement anew, as after a schema change). Not asked on a file
+ * wrapped for more than one connection (a shared cache). */
+typedef int (*wal_lock_read_begin_cb)(sqlite3 *db);
+
+/* wal_lock_set_read_begin makes @cb (NULL: none, the default) the
+ * process's read-begin check (the guard's, ext_guard_read_begin). Any
+ * thread. */
+void wal_lock_set_read_begin(wal_lock_read_begin_cb cb);
+
 /* wal_lock_set_armed tells @db's wrapper whether the connection's
  * capture is armed (sql_capture_arm). While it is not, a write
  * transaction's write lock is refused (SQLITE_READONLY, before anything

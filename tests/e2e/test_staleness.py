@@ -104,6 +104,13 @@ class StalenessTest(unittest.TestCase):
         return wait_for("a leader", lambda: self.con.execute(
             "SELECT raft_leader()").fetchone()[0], 30)
 
+    def lead_elsewhere(self):
+        """Makes another node than node 1 the leader, if node 1 is."""
+        if self.leader() == 1:
+            self.con.execute("SELECT raft_transfer(2)")
+            wait_for("another leader", lambda: self.con.execute(
+                "SELECT raft_leader()").fetchone()[0] not in (None, 1), 30)
+
     def stop_peers(self, sig):
         for n in self.peers.values():
             n.proc.send_signal(sig)
@@ -186,10 +193,7 @@ class StalenessTest(unittest.TestCase):
         prepared while fresh included (in another process too: its
         refusal watch expires them); raftsql_* and raft_status() still
         work; they work again once the leader is heard."""
-        if self.leader() == 1:
-            self.con.execute("SELECT raft_transfer(2)")
-            wait_for("another leader", lambda: self.con.execute(
-                "SELECT raft_leader()").fetchone()[0] not in (None, 1), 30)
+        self.lead_elsewhere()
         self.ensure_table()
         self.wait_fresh(self.status1, "node 1 fresh")
         wait_for("node 1 applied all", lambda: self.status1()[
@@ -548,6 +552,50 @@ class StalenessTest(unittest.TestCase):
         self.peers[3] = self.spawn(3)
         wait_for("node 3 fresh", lambda: not json.loads(
             self.peers[3].value("SELECT raft_status()"))["stale"], 30)
+
+    def test_8_busy_connection_refused_after(self):
+        """A connection busy from before node 1 turns stale until after
+        (one statement running the whole time: the loop can never expire
+        its statements) refuses its next statement prepared while
+        fresh, as that statement's read begins. Before, it read the old
+        state for as long as the connection had stayed busy: make
+        jepsen seed 451370, a read of an attached process served 2.9 s
+        stale after a raft_barrier that waited 3 s on its connection."""
+        self.lead_elsewhere()
+        self.ensure_table()
+        self.wait_fresh(self.status1, "node 1 fresh")
+        n = self.con.execute(COUNT).fetchone()[0]
+        other = connect(self.db)
+
+        def status():
+            return json.loads(other.execute(
+                "SELECT raft_status()").fetchone()[0])
+
+        def judged_stale():
+            s = status()
+            return s["stale"] and "not judged since the last tick" not in \
+                s["stale_reason"] and s["stale_reason"]
+
+        def hold():
+            # Runs inside a statement of self.con: its mutex is held.
+            self.stop_peers(signal.SIGSTOP)
+            first = wait_for("a tick judged node 1 stale", judged_stale, 10)
+            # A later tick: the one that judged stale has published
+            # EXT_EVENT_STALE, whose expiry could not take self.con.
+            wait_for("a later tick", lambda: judged_stale() not in
+                     (False, first), 10)
+            return 1
+        self.con.create_function("hold", 0, hold)
+        try:
+            self.assertEqual(self.con.execute(
+                "SELECT hold()").fetchone()[0], 1)
+            self.refused(lambda: self.con.execute(COUNT).fetchone())
+        finally:
+            self.stop_peers(signal.SIGCONT)
+            self.con.create_function("hold", 0, None)
+            other.close()
+        self.wait_fresh(self.status1, "node 1 fresh again")
+        self.assertEqual(self.con.execute(COUNT).fetchone()[0], n)
 
 
 if __name__ == "__main__":

@@ -26,6 +26,7 @@
 #include "ext/runtime/attach_sock.h"
 #include "ext/surface/guard.h"
 #include "ext/surface/refusal_watch.h"
+#include "ext/surface/wal_lock.h"
 #include "tests/sql/helpers.h"
 
 /* counter is an authorizer that counts its calls and allows all. */
@@ -468,6 +469,90 @@ static void test_watch_fresh_between_looks(void **state)
     tmpdb_remove(&d);
 }
 
+/* open_wrapped is open_guarded in WAL mode with @path's main file
+ * wrapped as a plain writer's connection's is (wal_lock_wrap): the read
+ * transactions of every connection on a node's file begin there. */
+static sqlite3 *open_wrapped(const char *path)
+{
+    sqlite3 *db = open_guarded(path, 0);
+    char why[256];
+    assert_int_equal(
+        sqlite3_exec(db, "PRAGMA journal_mode=WAL", NULL, NULL, NULL),
+        SQLITE_OK);
+    assert_int_equal(wal_lock_wrap(db, path, 1, why, sizeof why), 0);
+    return db;
+}
+
+/* A connection busy since before its expiry was asked for (its mutex
+ * held throughout) whose reads are allowed reads on: its statements,
+ * prepared before, begin their reads with the expiry still pending and
+ * are not cut short (expired while running, a statement would end in
+ * SQLITE_ABORT_ROLLBACK as it opens its table); a retry once the
+ * connection is free expires them. */
+static void test_busy_connection_reads_on(void **state)
+{
+    struct tmpdb d;
+    sqlite3 *db;
+    sqlite3_stmt *st;
+    (void)state;
+
+    tmpdb_init(&d);
+    db = open_wrapped(d.path);
+    assert_int_equal(
+        sqlite3_prepare_v2(db, "SELECT count(*) FROM t", -1, &st, NULL),
+        SQLITE_OK);
+    assert_int_equal(run(st), 0);
+    sqlite3_mutex_enter(sqlite3_db_mutex(db));
+    in_thread(); /* cannot take the connection */
+    assert_int_equal(run(st), 0);
+    assert_int_equal(run(st), 0);
+    sqlite3_mutex_leave(sqlite3_db_mutex(db));
+    assert_false(ext_guard_expire_retry());
+    assert_int_equal(run(st), 1);
+    sqlite3_finalize(st);
+    sqlite3_close(db);
+    tmpdb_remove(&d);
+}
+
+/* The node of another process turns stale while a connection of this
+ * one is busy for longer than the watch's period (its mutex held by
+ * this thread throughout, so that the watch can never expire it): a
+ * read prepared before is refused at its next step all the same, as its
+ * read transaction begins. Before, it read the replica's old state, for
+ * as long as the connection stayed busy: make jepsen seed 451370, a
+ * read of an attached process served 2.9 s stale (1.77 s past its
+ * bound) after a raft_barrier that waited 3 s on its connection. */
+static void test_busy_connection_refused_at_read_begin(void **state)
+{
+    struct tmpdb d;
+    sqlite3 *db;
+    sqlite3_stmt *st;
+    (void)state;
+
+    tmpdb_init(&d);
+    db = open_wrapped(d.path);
+    served_by_us(d.path);
+    assert_int_equal(
+        sqlite3_prepare_v2(db, "SELECT count(*) FROM t", -1, &st, NULL),
+        SQLITE_OK);
+    assert_int_equal(run(st), 0);
+    sqlite3_mutex_enter(sqlite3_db_mutex(db));
+    write_file(d.path, "-raftsql-stale",
+               "stale replica: no round trip with its leader since "
+               "2026-12-06T13:47:56.272Z (max_staleness_ms=500)\n");
+    assert_true(looked()); /* it saw the notice, and could not expire */
+    assert_int_equal(sqlite3_step(st), SQLITE_AUTH);
+    assert_string_equal(sqlite3_errmsg(db), "not authorized");
+    sqlite3_mutex_leave(sqlite3_db_mutex(db));
+    assert_int_equal(sqlite3_reset(st), SQLITE_AUTH);
+    remove_file(d.path, "-raftsql-stale");
+    assert_int_equal(sqlite3_step(st), SQLITE_ROW);
+    sqlite3_finalize(st);
+    sqlite3_close(db);
+    attach_sock_pointer_remove(d.path, (long)getpid());
+    tmpdb_remove(&d);
+}
+
 /* set_age sets the mtime of the bound marker of @path to @age_ms before
  * now (negative: after). */
 static void set_age(const char *path, int64_t age_ms)
@@ -542,6 +627,8 @@ int main(void)
         cmocka_unit_test(test_watch_unserved),
         cmocka_unit_test(test_watch_fresh_between_looks),
         cmocka_unit_test(test_watch_silent),
+        cmocka_unit_test(test_busy_connection_reads_on),
+        cmocka_unit_test(test_busy_connection_refused_at_read_begin),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
