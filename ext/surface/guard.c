@@ -954,7 +954,11 @@ void ext_guard_attached_start(sqlite3 *db)
 
     if (file != NULL && file[0] != '\0' && !ext_registry_running(file) &&
         !apply_connection(db) && attach_client_served(file)) {
-        (void)plain_start(db, file, why, sizeof why);
+        /* Its reads only: the capture and its hooks start with its first
+         * write, as before (a host's own trace callback, set after the
+         * load, is the host's until then). Failing (not in WAL mode
+         * yet), it is wrapped with its plain writes, as before. */
+        (void)wal_lock_wrap_reads(db, file, why, sizeof why);
     }
 }
 

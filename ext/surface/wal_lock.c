@@ -107,6 +107,9 @@ struct wrapped {
     /* A read slot is locked: a read transaction is open (a write lock
      * taken without one is a WAL recovery's). */
     int reading;
+    /* Wrapped for its read transactions only (wal_lock_wrap_reads): every
+     * other lock is SQLite's own, followed for write alone. */
+    int reads_only;
 };
 
 static int wrapped_shm_lock(sqlite3_file *f, int ofst, int n, int flags);
@@ -251,6 +254,13 @@ static __attribute__((noinline)) int shm_lock_rest(struct wrapped *w,
     }
     if (ofst != WAL_WRITE_SLOT || n != 1 || !(flags & SQLITE_SHM_EXCLUSIVE)) {
         return w->orig->xShmLock(f, ofst, n, flags);
+    }
+    if (w->reads_only) {
+        rc = w->orig->xShmLock(f, ofst, n, flags);
+        if (rc == SQLITE_OK) {
+            w->write = (flags & SQLITE_SHM_LOCK) != 0;
+        }
+        return rc;
     }
     if (flags & SQLITE_SHM_UNLOCK) {
         /* Still under the lock, after the commit: nobody but this
@@ -409,8 +419,13 @@ static int wrapped_shm_lock(sqlite3_file *f, int ofst, int n, int flags)
              * (SQLITE_SCHEMA: prepared anew) before it reads. */
             wal_lock_read_begin_cb cb =
                 atomic_load_explicit(&read_begin, memory_order_relaxed);
-            if (cb != NULL && cb(w->db) != SQLITE_OK &&
-                !atomic_load_explicit(&w->shared, memory_order_relaxed)) {
+            /* Not under the write lock: SQLite takes a read mark there in
+             * a commit, as it restarts the WAL (walRestartLog), after the
+             * commit hook accepted it (failing it then would roll back a
+             * commit the cluster took); nor under a checkpoint's. */
+            if (cb != NULL && !w->write && !w->ckpt &&
+                !atomic_load_explicit(&w->shared, memory_order_relaxed) &&
+                cb(w->db) != SQLITE_OK) {
                 return SQLITE_SCHEMA;
             }
             if (w->asked != NULL) {
@@ -604,8 +619,10 @@ static int wrapped_close(sqlite3_file *f)
     return rc;
 }
 
-int wal_lock_wrap(sqlite3 *db, const char *path, uint64_t holder, char *why,
-                  size_t why_len)
+/* wrap is wal_lock_wrap (@reads 0) and wal_lock_wrap_reads (@reads 1,
+ * @holder 0). */
+static int wrap(sqlite3 *db, const char *path, uint64_t holder, int reads,
+                char *why, size_t why_len)
 {
     sqlite3_file *f = NULL;
     struct wrapped *w;
@@ -616,10 +633,20 @@ int wal_lock_wrap(sqlite3 *db, const char *path, uint64_t holder, char *why,
         snprintf(why, why_len, "its database file is not open");
         return -1;
     }
-    if (of(f) != NULL) {
+    if ((w = of(f)) != NULL) {
+        if (w->db == db) {
+            /* Wrapped for its reads at its start, now for plain writes
+             * too: the capture that opened with them is armed. */
+            if (!reads && w->reads_only) {
+                w->holder = holder;
+                atomic_store_explicit(&w->unarmed, 0, memory_order_relaxed);
+                w->reads_only = 0;
+            }
+            return 0;
+        }
         /* Another connection's file (SQLite's shared cache): one wrapper,
          * whose capture flag no single connection owns. */
-        atomic_store_explicit(&of(f)->shared, 1, memory_order_relaxed);
+        atomic_store_explicit(&w->shared, 1, memory_order_relaxed);
         return 0;
     }
     if (f->pMethods->iVersion < 2 || f->pMethods->xShmLock == NULL) {
@@ -642,9 +669,22 @@ int wal_lock_wrap(sqlite3 *db, const char *path, uint64_t holder, char *why,
     w->orig = f->pMethods;
     w->db = db;
     w->holder = holder;
+    w->reads_only = reads;
     lease_hold_init(&w->lease);
     f->pMethods = &w->m;
     return 0;
+}
+
+int wal_lock_wrap(sqlite3 *db, const char *path, uint64_t holder, char *why,
+                  size_t why_len)
+{
+    return wrap(db, path, holder, 0, why, why_len);
+}
+
+int wal_lock_wrap_reads(sqlite3 *db, const char *path, char *why,
+                        size_t why_len)
+{
+    return wrap(db, path, 0, 1, why, why_len);
 }
 
 void wal_lock_set_armed(sqlite3 *db, bool armed)

@@ -71,13 +71,25 @@
 int wal_lock_wrap(sqlite3 *db, const char *path, uint64_t holder, char *why,
                   size_t why_len);
 
+/* wal_lock_wrap_reads wraps the main database file of @db (on file
+ * @path, served by a node of another process) for its read
+ * transactions only: they begin through the read-begin check
+ * (wal_lock_set_read_begin), every other lock is SQLite's own. A later
+ * wal_lock_wrap of @db (its plain writes start) makes it a full wrap.
+ * Returns 0, or -1 with @why as wal_lock_wrap. Thread: the one using
+ * @db. */
+int wal_lock_wrap_reads(sqlite3 *db, const char *path, char *why,
+                        size_t why_len);
+
 /* wal_lock_read_begin_cb is asked, with the connection a wrapped file
  * was wrapped for, as a read transaction of it begins (SQLite locks a
  * read mark), in that connection's thread, holding its mutex, inside a
  * step: SQLITE_OK lets the read begin; any other code fails the lock
  * with SQLITE_SCHEMA (nothing read yet: sqlite3_step prepares the
  * statement anew, as after a schema change). Not asked on a file
- * wrapped for more than one connection (a shared cache). */
+ * wrapped for more than one connection (a shared cache), nor while the
+ * connection holds the write lock (a commit restarting the WAL takes a
+ * read mark after its commit hook accepted it) or a checkpoint's. */
 typedef int (*wal_lock_read_begin_cb)(sqlite3 *db);
 
 /* wal_lock_set_read_begin makes @cb (NULL: none, the default) the

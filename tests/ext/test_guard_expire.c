@@ -553,6 +553,114 @@ static void test_busy_connection_refused_at_read_begin(void **state)
     tmpdb_remove(&d);
 }
 
+/* allow_commit is a commit hook that lets every commit through (in
+ * place of the guard's, which vetoes one to a replica's file). */
+static int allow_commit(void *arg)
+{
+    (void)arg;
+    return 0;
+}
+
+/* A commit whose hook accepted it is never failed by the read-begin
+ * check: a transaction that read with the WAL wholly checkpointed (read
+ * mark 0) restarts the WAL as it commits and takes another read mark
+ * then, under the write lock. Refused there, SQLite rolled back a commit
+ * that a plain write's hook had already replicated (a review of the fix
+ * above: COMMIT failed, "cannot commit - no transaction is active"). */
+static void test_commit_not_failed_at_wal_restart(void **state)
+{
+    struct tmpdb d;
+    sqlite3 *db;
+    sqlite3_stmt *st;
+    char why[256];
+    (void)state;
+
+    tmpdb_init(&d);
+    db = open_guarded(d.path, 0);
+    assert_int_equal(
+        sqlite3_exec(db,
+                     "PRAGMA journal_mode=WAL; INSERT INTO t VALUES(0); "
+                     "PRAGMA wal_checkpoint(PASSIVE)",
+                     NULL, NULL, NULL),
+        SQLITE_OK);
+    assert_int_equal(wal_lock_wrap_reads(db, d.path, why, sizeof why), 0);
+    assert_int_equal(
+        sqlite3_exec(db, "BEGIN; INSERT INTO t VALUES(1)", NULL, NULL, NULL),
+        SQLITE_OK);
+    served_by_us(d.path);
+    sqlite3_mutex_enter(sqlite3_db_mutex(db));
+    write_file(d.path, "-raftsql-stale",
+               "stale replica: no round trip with its leader since "
+               "2026-12-06T13:47:56.272Z (max_staleness_ms=500)\n");
+    assert_true(looked()); /* an expiry pending, reads refused */
+    sqlite3_commit_hook(db, allow_commit, NULL);
+    assert_int_equal(sqlite3_exec(db, "COMMIT", NULL, NULL, NULL), SQLITE_OK);
+    sqlite3_mutex_leave(sqlite3_db_mutex(db));
+    remove_file(d.path, "-raftsql-stale");
+    assert_int_equal(
+        sqlite3_prepare_v2(db, "SELECT count(*) FROM t", -1, &st, NULL),
+        SQLITE_OK);
+    assert_int_equal(sqlite3_step(st), SQLITE_ROW);
+    assert_int_equal(sqlite3_column_int(st, 0), 2);
+    sqlite3_finalize(st);
+    sqlite3_close(db);
+    attach_sock_pointer_remove(d.path, (long)getpid());
+    tmpdb_remove(&d);
+}
+
+/* asked counts the calls of counting_begin, with the connection of the
+ * last one. */
+static int asked;
+static sqlite3 *asked_db;
+
+/* counting_begin is a read-begin check that counts and lets reads
+ * begin. */
+static int counting_begin(sqlite3 *db)
+{
+    asked++;
+    asked_db = db;
+    return SQLITE_OK;
+}
+
+/* The read-begin check is asked with the connection whose read begins,
+ * never on a file that SQLite's shared cache gives two connections: the
+ * wrapper's connection is then the first one only, which may be closed
+ * (a review of the fix above: the second connection's reads asked about
+ * the closed first one). */
+static void test_read_begin_asked_for_its_connection(void **state)
+{
+    struct tmpdb d;
+    sqlite3 *a, *b, *solo;
+    char uri[700], why[256];
+    (void)state;
+
+    tmpdb_init(&d);
+    solo = open_guarded(d.path, 0);
+    assert_int_equal(
+        sqlite3_exec(solo, "PRAGMA journal_mode=WAL", NULL, NULL, NULL),
+        SQLITE_OK);
+    assert_int_equal(wal_lock_wrap_reads(solo, d.path, why, sizeof why), 0);
+    snprintf(uri, sizeof uri, "file:%s?cache=shared", d.path);
+    a = open_guarded(uri, SQLITE_OPEN_URI);
+    b = open_guarded(uri, SQLITE_OPEN_URI);
+    assert_int_equal(wal_lock_wrap_reads(a, d.path, why, sizeof why), 0);
+    assert_int_equal(wal_lock_wrap_reads(b, d.path, why, sizeof why), 0);
+    wal_lock_set_read_begin(counting_begin);
+    assert_int_equal(
+        sqlite3_exec(solo, "SELECT count(*) FROM t", NULL, NULL, NULL),
+        SQLITE_OK);
+    assert_int_equal(asked, 1);
+    assert_ptr_equal(asked_db, solo);
+    assert_int_equal(sqlite3_close(a), SQLITE_OK);
+    assert_int_equal(
+        sqlite3_exec(b, "SELECT count(*) FROM t", NULL, NULL, NULL), SQLITE_OK);
+    assert_int_equal(asked, 1);
+    wal_lock_set_read_begin(ext_guard_read_begin);
+    sqlite3_close(b);
+    sqlite3_close(solo);
+    tmpdb_remove(&d);
+}
+
 /* set_age sets the mtime of the bound marker of @path to @age_ms before
  * now (negative: after). */
 static void set_age(const char *path, int64_t age_ms)
@@ -629,6 +737,8 @@ int main(void)
         cmocka_unit_test(test_watch_silent),
         cmocka_unit_test(test_busy_connection_reads_on),
         cmocka_unit_test(test_busy_connection_refused_at_read_begin),
+        cmocka_unit_test(test_commit_not_failed_at_wal_restart),
+        cmocka_unit_test(test_read_begin_asked_for_its_connection),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
