@@ -220,10 +220,10 @@ __attribute__((visibility("default"))) int sqlite3_raftsql_init(
         rc = ext_guard_install(db);
     }
     if (rc == SQLITE_OK) {
-        /* A connection on a file a node of another process serves: its
-         * WAL lock wrapped from the start, also when it only reads, so
-         * that its reads begin through the guard (ext_guard_read_begin). */
-        ext_guard_attached_start(db);
+        /* A connection on a file a node serves: its WAL lock wrapped
+         * from the start, also when it only reads, so that its reads
+         * begin through the guard (ext_guard_read_begin). */
+        ext_guard_read_start(db);
     }
     if (rc != SQLITE_OK) {
         if (pzErrMsg != NULL) {

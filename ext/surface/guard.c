@@ -947,13 +947,12 @@ void ext_guard_plain_start(sqlite3 *db)
     plain_prepare(db);
 }
 
-void ext_guard_attached_start(sqlite3 *db)
+void ext_guard_read_start(sqlite3 *db)
 {
     const char *file = sqlite3_db_filename(db, "main");
     char why[600];
 
-    if (file != NULL && file[0] != '\0' && !ext_registry_running(file) &&
-        !apply_connection(db) && attach_client_served(file)) {
+    if (plain_served(file) && !apply_connection(db)) {
         /* Its reads only: the capture and its hooks start with its first
          * write, as before (a host's own trace callback, set after the
          * load, is the host's until then). Failing (not in WAL mode

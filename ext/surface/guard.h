@@ -54,16 +54,16 @@ int ext_guard_install(sqlite3 *db);
  * runs. Thread: the one using @db. */
 void ext_guard_plain_start(sqlite3 *db);
 
-/* ext_guard_attached_start wraps the WAL lock of @db for its reads
- * (wal_lock_wrap_reads) when its main file is served by a node of
- * another process (attach_client.h), so that its read transactions
+/* ext_guard_read_start wraps the WAL lock of @db for its reads
+ * (wal_lock_wrap_reads) when its main file is served by a node of this
+ * process or another (its pointer file), so that its read transactions
  * begin through ext_guard_read_begin, reads only too: it refuses a
  * statement prepared before its node turned stale on a connection too
- * busy since to be expired. Nothing for any other connection (raftsql's
- * own, a file of no node or of this process's); its plain-write path
- * still starts with its first write. The extension's entry point calls
- * it on each connection it is loaded on. Thread: the one using @db. */
-void ext_guard_attached_start(sqlite3 *db);
+ * busy since to be expired. Nothing for a node's apply connection or a
+ * file no node serves; its plain-write path still starts with its first
+ * write. The extension's entry point calls it on each connection it is
+ * loaded on. Thread: the one using @db. */
+void ext_guard_read_start(sqlite3 *db);
 
 /* ext_guard_expire_all marks every guarded connection of the process
  * (those ext_guard_install or ext_guard_set_host set up, until they

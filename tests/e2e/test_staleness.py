@@ -553,6 +553,44 @@ class StalenessTest(unittest.TestCase):
         wait_for("node 3 fresh", lambda: not json.loads(
             self.peers[3].value("SELECT raft_status()"))["stale"], 30)
 
+    def read_after_busy(self, con):
+        """Runs one statement on con (its mutex held throughout, so that
+        no expiry from another thread can take it) while node 1 turns
+        stale and two ticks judge it so (the first one published
+        EXT_EVENT_STALE), then, still inside it, COUNT on con (Python's
+        cached statement, prepared while fresh); returns how that read
+        ended: its value, or the error code. Leaves node 1's peers
+        stopped (SIGSTOP)."""
+        other = connect(self.db)
+        out = []
+
+        def judged_stale():
+            s = json.loads(other.execute(
+                "SELECT raft_status()").fetchone()[0])
+            return s["stale"] and "not judged since the last tick" not in \
+                s["stale_reason"] and s["stale_reason"]
+
+        def hold():
+            try:
+                self.stop_peers(signal.SIGSTOP)
+                first = wait_for("a tick judged node 1 stale", judged_stale,
+                                 10)
+                wait_for("a later tick", lambda: judged_stale() not in
+                         (False, first), 10)
+                out.append(con.execute(COUNT).fetchone()[0])
+            except sqlite3.DatabaseError as e:
+                out.append(e.sqlite_errorcode)
+            except Exception as e:  # a wait gave up: say what it saw
+                out.append(repr(e))
+            return 1
+        con.create_function("hold", 0, hold)
+        try:
+            self.assertEqual(con.execute("SELECT hold()").fetchone()[0], 1)
+        finally:
+            con.create_function("hold", 0, None)
+            other.close()
+        return out
+
     def test_8_busy_connection_refused_after(self):
         """A connection busy from before node 1 turns stale until after
         (one statement running the whole time: the loop can never expire
@@ -565,37 +603,29 @@ class StalenessTest(unittest.TestCase):
         self.ensure_table()
         self.wait_fresh(self.status1, "node 1 fresh")
         n = self.con.execute(COUNT).fetchone()[0]
-        other = connect(self.db)
-
-        def status():
-            return json.loads(other.execute(
-                "SELECT raft_status()").fetchone()[0])
-
-        def judged_stale():
-            s = status()
-            return s["stale"] and "not judged since the last tick" not in \
-                s["stale_reason"] and s["stale_reason"]
-
-        def hold():
-            # Runs inside a statement of self.con: its mutex is held.
-            self.stop_peers(signal.SIGSTOP)
-            first = wait_for("a tick judged node 1 stale", judged_stale, 10)
-            # A later tick: the one that judged stale has published
-            # EXT_EVENT_STALE, whose expiry could not take self.con.
-            wait_for("a later tick", lambda: judged_stale() not in
-                     (False, first), 10)
-            return 1
-        self.con.create_function("hold", 0, hold)
         try:
-            self.assertEqual(self.con.execute(
-                "SELECT hold()").fetchone()[0], 1)
-            self.refused(lambda: self.con.execute(COUNT).fetchone())
+            self.assertEqual(self.read_after_busy(self.con), [SQLITE_AUTH])
         finally:
             self.stop_peers(signal.SIGCONT)
-            self.con.create_function("hold", 0, None)
-            other.close()
         self.wait_fresh(self.status1, "node 1 fresh again")
         self.assertEqual(self.con.execute(COUNT).fetchone()[0], n)
+
+    def test_9_busy_reader_of_the_node_process_refused_after(self):
+        """The same on a connection of node 1's own process that only
+        ever reads (before, only a connection that had written, begun a
+        transaction or run raft_start was checked as its reads began)."""
+        self.lead_elsewhere()
+        self.ensure_table()
+        self.wait_fresh(self.status1, "node 1 fresh")
+        reader = connect(self.db)
+        n = reader.execute(COUNT).fetchone()[0]
+        try:
+            self.assertEqual(self.read_after_busy(reader), [SQLITE_AUTH])
+        finally:
+            self.stop_peers(signal.SIGCONT)
+        self.wait_fresh(self.status1, "node 1 fresh again")
+        self.assertEqual(reader.execute(COUNT).fetchone()[0], n)
+        reader.close()
 
 
 if __name__ == "__main__":
