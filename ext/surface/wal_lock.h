@@ -72,7 +72,7 @@ int wal_lock_wrap(sqlite3 *db, const char *path, uint64_t holder, char *why,
                   size_t why_len);
 
 /* wal_lock_wrap_reads wraps the main database file of @db (on file
- * @path, served by a node of another process) for its read
+ * @path, served by a node of this process or another) for its read
  * transactions only: they begin through the read-begin check
  * (wal_lock_set_read_begin), every other lock is SQLite's own. A later
  * wal_lock_wrap of @db (its plain writes start) makes it a full wrap.
